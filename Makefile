@@ -1,0 +1,50 @@
+# The README's contract: `make demo` and `make test` work from a fresh clone.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test lint typecheck pytest docs bench codegen system-deps clean
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+
+$(STAMP): pyproject.toml | $(PY)
+	$(PY) -m pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+# Debian packages the interop tests use (kcat); installed when missing and we are root.
+system-deps:
+	@command -v kcat >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kcat >/dev/null) \
+	      || echo "warning: could not install kcat; its tests will be skipped"; \
+	  else echo "warning: kcat missing and not root; its tests will be skipped"; fi; }
+
+demo: $(STAMP)
+	$(PY) -m trafka.tools.demo
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+typecheck: $(STAMP)
+	$(VENV)/bin/mypy -p trafka.codec
+
+pytest: $(STAMP) system-deps
+	$(PY) -m pytest -q
+
+docs: $(STAMP)
+	$(VENV)/bin/mkdocs build --strict -q -d site
+
+test: lint typecheck docs pytest
+
+bench: $(STAMP)
+	$(PY) bench/codec.py
+
+codegen: $(STAMP)
+	$(PY) -m trafka.tools.codegen
+
+clean:
+	rm -rf $(VENV) site build *.egg-info

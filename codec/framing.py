@@ -1,0 +1,121 @@
+"""Incremental, I/O-free splitting of a byte stream into Kafka frames.
+
+Rules and invariants:
+
+* A frame is a big-endian int32 size ``n`` followed by ``n`` bytes. A negative
+  size is a protocol error; a size above ``max_frame_size`` is rejected with
+  :class:`~trafka.codec.errors.FrameTooLargeError` as soon as the 4 size bytes
+  are in, before any of the frame is buffered.
+* Memory follows what was received, never what a size field claims: the buffer
+  holds exactly the fed bytes not yet returned.
+* After an error the reader is broken: the stream has lost its framing and the
+  only safe thing is to close the connection (``feed`` raises again).
+* ``feed`` may be called with any split of the stream, down to one byte at a time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from .errors import DecodeError, FrameTooLargeError
+
+__all__ = ["DEFAULT_MAX_FRAME_SIZE", "FrameReader"]
+
+DEFAULT_MAX_FRAME_SIZE = 100 * 1024 * 1024
+
+
+class FrameReader:
+    """Feed bytes, get whole frames (without their size prefix).
+
+    Args:
+        max_frame_size: the largest frame accepted, in bytes (default 100 MiB).
+
+    Example::
+
+        reader = FrameReader()
+        reader.feed(data_from_socket)
+        for frame in reader:
+            handle(frame)
+    """
+
+    __slots__ = ("_buf", "_broken", "_need", "_pos", "max_frame_size")
+
+    def __init__(self, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> None:
+        if max_frame_size < 0:
+            raise ValueError("max_frame_size must be >= 0")
+        self.max_frame_size = max_frame_size
+        self._buf = bytearray()
+        self._pos = 0
+        self._need = -1  # size of the frame being collected, -1 until its prefix is in
+        self._broken: DecodeError | None = None
+
+    @property
+    def buffered(self) -> int:
+        """Bytes received and not yet returned as frames."""
+        return len(self._buf) - self._pos
+
+    @property
+    def pending_frame_size(self) -> int | None:
+        """The announced size of the frame being collected, once its prefix is in."""
+        return None if self._need < 0 else self._need
+
+    def feed(self, data: bytes | bytearray | memoryview) -> None:
+        """Append received bytes. Raises the reader's error if it is broken."""
+        if self._broken is not None:
+            raise self._broken
+        self._buf += data
+
+    def next_frame(self) -> bytes | None:
+        """Return the next whole frame, or ``None`` if more bytes are needed.
+
+        Raises:
+            FrameTooLargeError: a size prefix exceeds ``max_frame_size``.
+            DecodeError: a negative size prefix.
+        """
+        if self._broken is not None:
+            raise self._broken
+        buf = self._buf
+        avail = len(buf) - self._pos
+        if self._need < 0:
+            if avail < 4:
+                return None
+            size = int.from_bytes(buf[self._pos : self._pos + 4], "big", signed=True)
+            if size < 0:
+                self._broken = DecodeError(f"negative frame size {size}", message_name="frame")
+                raise self._broken
+            if size > self.max_frame_size:
+                self._broken = FrameTooLargeError(
+                    f"frame of {size} bytes exceeds the maximum of {self.max_frame_size}",
+                    message_name="frame",
+                )
+                raise self._broken
+            self._pos += 4
+            avail -= 4
+            self._need = size
+        if avail < self._need:
+            self._compact()
+            return None
+        start = self._pos
+        end = start + self._need
+        frame = bytes(buf[start:end])
+        self._pos = end
+        self._need = -1
+        self._compact()
+        return frame
+
+    def __iter__(self) -> Iterator[bytes]:
+        while (frame := self.next_frame()) is not None:
+            yield frame
+
+    def _compact(self) -> None:
+        # Drop consumed bytes once they dominate, keeping appends amortised O(1).
+        if self._pos and self._pos * 2 >= len(self._buf):
+            del self._buf[: self._pos]
+            self._pos = 0
+
+    def close(self) -> None:
+        """Declare end of stream. Raises DecodeError if a frame was cut short."""
+        if self._broken is None and self.buffered:
+            left = self.buffered
+            self._broken = DecodeError(f"stream ended inside a frame ({left} bytes buffered)", message_name="frame")
+            raise self._broken

@@ -1,0 +1,327 @@
+"""Requests and responses: the API table, headers and whole-frame encode/decode.
+
+Rules (from Kafka's protocol guide and message specs):
+
+* A frame is an int32 size followed by that many bytes; :mod:`.framing` splits
+  a byte stream into frames. Functions here take frames *without* the size
+  prefix and produce frames *with* it.
+* Request header v0 is (api_key, api_version, correlation_id); v1 adds a
+  nullable client_id (a classic int16 string, even in v2); v2 adds tagged
+  fields. A request uses v2 when its API version is flexible, else v1.
+* Response header v0 is (correlation_id); v1 adds tagged fields and is used
+  for flexible versions, except ApiVersions responses which always use v0 so
+  that a client can read them before it knows what the broker speaks.
+* A body must be consumed exactly: trailing bytes are a protocol error.
+
+Schemas are compiled on first use and cached; the compiled code is as strict as
+the interpreted code because both call the same checked readers.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import struct
+from functools import cache
+from io import BytesIO
+from types import ModuleType
+from typing import Any
+
+from . import _wire
+from .errors import CodecError, DecodeError, EncodeError, UnsupportedVersionError
+from .messages import API_MODULES
+from .messages.headers import RequestHeader, ResponseHeader
+
+__all__ = [
+    "ApiInfo",
+    "RequestHeader",
+    "ResponseHeader",
+    "all_apis",
+    "api",
+    "decode_request",
+    "decode_request_body",
+    "decode_request_header",
+    "decode_response",
+    "decode_response_body",
+    "encode_request",
+    "encode_request_body",
+    "encode_response",
+    "encode_response_body",
+]
+
+API_VERSIONS_KEY = 18
+
+_HEAD = struct.Struct(">ihhi")  # size, api_key, api_version, correlation_id
+_KEYVER = struct.Struct(">hhi")
+_SIZE_CORR = struct.Struct(">ii")
+_I16 = struct.Struct(">h")
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ApiInfo:
+    """What the codec knows of one API: its versions and message types."""
+
+    key: int
+    name: str
+    min_version: int
+    max_version: int
+    first_flexible_version: int | None
+    deprecated_versions: tuple[int, int] | None
+    latest_version_unstable: bool
+    request_type: type
+    response_type: type
+    module: ModuleType = dataclasses.field(repr=False)
+
+    def supports(self, version: int) -> bool:
+        return self.min_version <= version <= self.max_version
+
+    def is_flexible(self, version: int) -> bool:
+        return self.first_flexible_version is not None and version >= self.first_flexible_version
+
+    def request_header_version(self, version: int) -> int:
+        return 2 if self.is_flexible(version) else 1
+
+    def response_header_version(self, version: int) -> int:
+        if self.key == API_VERSIONS_KEY:
+            return 0
+        return 1 if self.is_flexible(version) else 0
+
+    def check_version(self, version: int) -> None:
+        if not self.supports(version):
+            raise UnsupportedVersionError(
+                f"{self.name} v{version} is not supported (versions {self.min_version}-{self.max_version})"
+            )
+
+
+@cache
+def api(key: int) -> ApiInfo:
+    """The :class:`ApiInfo` for an API key.
+
+    Raises:
+        UnsupportedVersionError: the key is not a client-facing API the codec knows.
+    """
+    entry = API_MODULES.get(key)
+    if entry is None:
+        raise UnsupportedVersionError(f"unknown API key {key}")
+    module = importlib.import_module(f"{__package__}.messages.{entry[0]}")
+    return ApiInfo(
+        key=key,
+        name=entry[1],
+        min_version=module.MIN_VERSION,
+        max_version=module.MAX_VERSION,
+        first_flexible_version=module.FIRST_FLEXIBLE_VERSION,
+        deprecated_versions=module.DEPRECATED_VERSIONS,
+        latest_version_unstable=module.LATEST_VERSION_UNSTABLE,
+        request_type=module.Request,
+        response_type=module.Response,
+        module=module,
+    )
+
+
+def all_apis() -> list[ApiInfo]:
+    """Every API the codec implements, by key."""
+    return [api(k) for k in sorted(API_MODULES)]
+
+
+@cache
+def _compiled(key: int, version: int, response: bool) -> tuple[Any, Any, str]:
+    info = api(key)
+    info.check_version(version)
+    schemas = info.module.RESPONSE_SCHEMAS if response else info.module.REQUEST_SCHEMAS
+    compiled = schemas[version].compile()
+    kind = "Response" if response else "Request"
+    return compiled.parsefunc, compiled.buildfunc, f"{info.name}{kind} v{version}"
+
+
+def _decode(parse: Any, data: bytes | memoryview, name: str) -> Any:
+    io = BytesIO(data)
+    try:
+        body = parse(io, None)
+        left = _wire.remaining(io)
+        if left:
+            raise DecodeError(f"{left} trailing bytes after the body")
+    except CodecError as exc:
+        exc.message_name = name
+        raise
+    except Exception as exc:  # a bug of ours must still surface as a codec error
+        raise DecodeError(f"internal decoder error: {exc!r}", message_name=name) from exc
+    return body
+
+
+def _encode(build: Any, body: Any, io: BytesIO, name: str) -> None:
+    try:
+        build(body, io, None)
+    except CodecError as exc:
+        exc.message_name = name
+        raise
+    except Exception as exc:
+        raise EncodeError(f"cannot encode: {exc!r}", message_name=name) from exc
+
+
+def decode_request_body(key: int, version: int, data: bytes | memoryview) -> Any:
+    """Decode a request body (after the header) of API ``key`` at ``version``."""
+    parse, _, name = _compiled(key, version, False)
+    return _decode(parse, data, name)
+
+
+def decode_response_body(key: int, version: int, data: bytes | memoryview) -> Any:
+    """Decode a response body (after the header) of API ``key`` at ``version``."""
+    parse, _, name = _compiled(key, version, True)
+    return _decode(parse, data, name)
+
+
+def encode_request_body(key: int, version: int, body: Any) -> bytes:
+    _, build, name = _compiled(key, version, False)
+    io = BytesIO()
+    _encode(build, body, io, name)
+    return io.getvalue()
+
+
+def encode_response_body(key: int, version: int, body: Any) -> bytes:
+    _, build, name = _compiled(key, version, True)
+    io = BytesIO()
+    _encode(build, body, io, name)
+    return io.getvalue()
+
+
+# -- headers (hand-written hot path; tests check it against the generated schemas) --
+
+
+def decode_request_header(frame: bytes | memoryview) -> tuple[RequestHeader, int]:
+    """Decode a request header; return it and the offset where the body starts.
+
+    The header version follows from the API key and version inside it. An unknown
+    API key or unsupported version is *not* an error here: a broker must still
+    answer (ApiVersions with UNSUPPORTED_VERSION), so it needs the correlation id.
+    """
+    if len(frame) < 8:
+        raise DecodeError(f"truncated: needed 8 bytes, {len(frame)} left", message_name="RequestHeader")
+    key, version, corr = _KEYVER.unpack_from(frame, 0)
+    info = API_MODULES.get(key)
+    flexible = False
+    if info is not None:
+        mod = api(key)
+        flexible = mod.supports(version) and mod.is_flexible(version)
+    # client_id: a classic nullable string in header v1 and v2.
+    if len(frame) < 10:
+        raise DecodeError("truncated client_id", message_name="RequestHeader", field="client_id")
+    (n,) = _I16.unpack_from(frame, 8)
+    pos = 10
+    client_id: str | None
+    if n == -1:
+        client_id = None
+    elif n < 0 or pos + n > len(frame):
+        raise DecodeError(f"invalid length {n}", message_name="RequestHeader", field="client_id")
+    else:
+        try:
+            client_id = bytes(frame[pos : pos + n]).decode("utf-8")
+        except UnicodeDecodeError:
+            raise DecodeError("invalid UTF-8", message_name="RequestHeader", field="client_id") from None
+        pos += n
+    unknown: list[tuple[int, bytes]] = []
+    if flexible:
+        io = BytesIO(frame[pos:])
+        try:
+            for _ in range(_wire.r_uvarint(io)):
+                unknown.append(_wire.r_tag_header(io))
+        except CodecError as exc:
+            exc.message_name = "RequestHeader"
+            exc.field = "_tagged_fields"
+            raise
+        pos += io.tell()
+    header = RequestHeader(
+        request_api_key=key,
+        request_api_version=version,
+        correlation_id=corr,
+        client_id=client_id,
+        unknown_tagged_fields=unknown,
+    )
+    return header, pos
+
+
+def decode_request(frame: bytes | memoryview) -> tuple[RequestHeader, Any]:
+    """Decode a whole request frame (without its size prefix).
+
+    Raises:
+        UnsupportedVersionError: unknown API key or version; ``exc.header`` holds
+            the decoded header so that a server can still reply.
+        DecodeError: the frame is malformed.
+    """
+    header, pos = decode_request_header(frame)
+    key, version = header.request_api_key, header.request_api_version
+    try:
+        api(key).check_version(version)
+    except UnsupportedVersionError as exc:
+        exc.header = header  # type: ignore[attr-defined]
+        raise
+    return header, decode_request_body(key, version, memoryview(frame)[pos:])
+
+
+def encode_request(header: RequestHeader, body: Any) -> bytes:
+    """Encode a request frame, size prefix included."""
+    key, version = header.request_api_key, header.request_api_version
+    info = api(key)
+    _, build, name = _compiled(key, version, False)
+    io = BytesIO()
+    io.write(b"\0\0\0\0")
+    io.write(_KEYVER.pack(key, version, header.correlation_id))
+    try:
+        _wire.w_nstring(io, header.client_id)
+    except EncodeError as exc:
+        exc.message_name, exc.field = "RequestHeader", "client_id"
+        raise
+    if info.request_header_version(version) >= 2:
+        _wire.w_tagged(io, list(header.unknown_tagged_fields))
+    _encode(build, body, io, name)
+    buf = io.getbuffer()
+    struct.pack_into(">i", buf, 0, len(buf) - 4)
+    del buf
+    return io.getvalue()
+
+
+def encode_response(correlation_id: int, key: int, version: int, body: Any) -> bytes:
+    """Encode a response frame, size prefix included."""
+    info = api(key)
+    _, build, name = _compiled(key, version, True)
+    io = BytesIO()
+    io.write(_SIZE_CORR.pack(0, correlation_id))
+    if info.response_header_version(version) >= 1:
+        io.write(b"\0")  # no tagged fields in the header
+    _encode(build, body, io, name)
+    buf = io.getbuffer()
+    struct.pack_into(">i", buf, 0, len(buf) - 4)
+    del buf
+    return io.getvalue()
+
+
+def decode_response(frame: bytes | memoryview, key: int, version: int) -> tuple[ResponseHeader, Any]:
+    """Decode a response frame (without its size prefix) to API ``key`` at ``version``.
+
+    The caller knows ``key`` and ``version`` from the request it sent (matched by
+    correlation id; see :func:`peek_correlation_id`).
+    """
+    info = api(key)
+    info.check_version(version)
+    if len(frame) < 4:
+        raise DecodeError("truncated: needed 4 bytes", message_name="ResponseHeader", field="correlation_id")
+    (corr,) = struct.unpack_from(">i", frame, 0)
+    pos = 4
+    unknown: list[tuple[int, bytes]] = []
+    if info.response_header_version(version) >= 1:
+        io = BytesIO(frame[4:])
+        try:
+            for _ in range(_wire.r_uvarint(io)):
+                unknown.append(_wire.r_tag_header(io))
+        except CodecError as exc:
+            exc.message_name, exc.field = "ResponseHeader", "_tagged_fields"
+            raise
+        pos += io.tell()
+    header = ResponseHeader(correlation_id=corr, unknown_tagged_fields=unknown)
+    return header, decode_response_body(key, version, memoryview(frame)[pos:])
+
+
+def peek_correlation_id(frame: bytes | memoryview) -> int:
+    """The correlation id of a response frame, read before knowing its API."""
+    if len(frame) < 4:
+        raise DecodeError("truncated: needed 4 bytes", message_name="ResponseHeader", field="correlation_id")
+    return int.from_bytes(frame[:4], "big", signed=True)

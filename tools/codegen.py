@@ -1,0 +1,592 @@
+"""Generate trafka's protocol modules from Apache Kafka's JSON message specs.
+
+Usage::
+
+    python -m trafka.tools.codegen [--specs DIR] [--check]
+
+Writes ``codec/_error_codes.py`` (from ``errors.json``) and ``codec/messages/``:
+one module per API whose request lists the ``broker`` listener (named by key and
+name, ``k00_produce.py``), the request/response headers and the consumer
+protocol's embedded data types. ``--check`` writes nothing and exits 1 when a
+committed module differs from what the specs produce.
+
+What is carried over from the specs are facts: names (mechanically converted to
+snake_case), types, versions, nullability, tagged fields, defaults and the
+ignorable flag. Descriptions and comments are not.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import keyword
+import re
+import sys
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+GENERATOR = "trafka.tools.codegen"
+REPO = Path(__file__).resolve().parent.parent
+DEFAULT_SPECS = REPO.parent / "shared" / "kafka-protocol"
+
+PRIMITIVES = {
+    "int8",
+    "int16",
+    "int32",
+    "int64",
+    "uint16",
+    "uint32",
+    "float64",
+    "bool",
+    "string",
+    "bytes",
+    "records",
+    "uuid",
+}
+# Spec data types generated besides the APIs: the consumer protocol's payloads,
+# carried inside JoinGroup/SyncGroup as bytes.
+DATA_SPECS = ("ConsumerProtocolSubscription", "ConsumerProtocolAssignment")
+MAX_VERSION = 0x7FFF
+
+
+# -- reading the specs ------------------------------------------------------------
+
+
+def strip_comments(text: str) -> str:
+    """Remove ``//`` comments outside JSON strings."""
+    out = []
+    i = 0
+    n = len(text)
+    in_str = False
+    while i < n:
+        c = text[i]
+        if in_str:
+            out.append(c)
+            if c == "\\":
+                out.append(text[i + 1])
+                i += 2
+                continue
+            if c == '"':
+                in_str = False
+        elif c == '"':
+            in_str = True
+            out.append(c)
+        elif c == "/" and text.startswith("//", i):
+            while i < n and text[i] != "\n":
+                i += 1
+            continue
+        else:
+            out.append(c)
+        i += 1
+    return "".join(out)
+
+
+def load_spec(path: Path) -> dict[str, Any]:
+    return json.loads(strip_comments(path.read_text()))  # type: ignore[no-any-return]
+
+
+@dataclass(frozen=True)
+class Versions:
+    """A version range such as ``0+``, ``3-7``, ``5`` or ``none``."""
+
+    low: int
+    high: int
+
+    @classmethod
+    def parse(cls, text: str | None) -> Versions:
+        if text is None or text == "none":
+            return cls(1, 0)
+        text = text.strip()
+        if text.endswith("+"):
+            return cls(int(text[:-1]), MAX_VERSION)
+        if "-" in text:
+            lo, hi = text.split("-")
+            return cls(int(lo), int(hi))
+        return cls(int(text), int(text))
+
+    def __contains__(self, v: object) -> bool:
+        return isinstance(v, int) and self.low <= v <= self.high
+
+    @property
+    def empty(self) -> bool:
+        return self.low > self.high
+
+
+def snake(name: str) -> str:
+    """CamelCase (or camelCase) to snake_case, mechanically: ``ThrottleTimeMs`` -> ``throttle_time_ms``."""
+    s = re.sub(r"([A-Z]+)([A-Z][a-z])", r"\1_\2", name)
+    s = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", s)
+    s = s.lower()
+    return s + "_" if keyword.iskeyword(s) else s
+
+
+@dataclass
+class Field:
+    name: str  # the spec's name
+    attr: str  # snake_case attribute
+    type: str  # primitive name, or struct name (element type for arrays)
+    is_array: bool
+    versions: Versions
+    nullable: Versions
+    tagged: Versions
+    tag: int | None
+    ignorable: bool
+    default: Any  # the spec's default text, or None
+    flexible_override: Versions | None
+    struct: Struct | None = None
+
+    @property
+    def is_struct(self) -> bool:
+        return self.struct is not None
+
+
+@dataclass
+class Struct:
+    name: str
+    versions: Versions
+    fields: list[Field] = field(default_factory=list)
+
+
+def parse_fields(raw: Iterable[dict[str, Any]], structs: dict[str, Struct], common: dict[str, Any]) -> list[Field]:
+    out = []
+    for f in raw:
+        ftype = f["type"]
+        is_array = ftype.startswith("[]")
+        elem = ftype[2:] if is_array else ftype
+        fld = Field(
+            name=f["name"],
+            attr=snake(f["name"]),
+            type=elem,
+            is_array=is_array,
+            versions=Versions.parse(f.get("versions")),
+            nullable=Versions.parse(f.get("nullableVersions")),
+            tagged=Versions.parse(f.get("taggedVersions")),
+            tag=f.get("tag"),
+            ignorable=bool(f.get("ignorable", False)),
+            default=f.get("default"),
+            flexible_override=Versions.parse(f["flexibleVersions"]) if "flexibleVersions" in f else None,
+        )
+        if elem not in PRIMITIVES:
+            if elem not in structs:
+                definition = f if "fields" in f else common.get(elem)
+                if definition is None:
+                    raise SystemExit(f"struct {elem} has no definition")
+                st = Struct(elem, Versions.parse(definition.get("versions", f.get("versions"))))
+                structs[elem] = st
+                st.fields = parse_fields(definition["fields"], structs, common)
+            fld.struct = structs[elem]
+        out.append(fld)
+    return out
+
+
+@dataclass
+class Message:
+    spec: dict[str, Any]
+    name: str
+    versions: Versions
+    flexible: Versions
+    fields: list[Field]
+    structs: dict[str, Struct]  # nested structs, in definition order
+
+    @classmethod
+    def from_spec(cls, spec: dict[str, Any]) -> Message:
+        structs: dict[str, Struct] = {}
+        common = {c["name"]: c for c in spec.get("commonStructs", [])}
+        fields = parse_fields(spec.get("fields", []), structs, common)
+        return cls(
+            spec=spec,
+            name=spec["name"],
+            versions=Versions.parse(spec["validVersions"]),
+            flexible=Versions.parse(spec.get("flexibleVersions", "none")),
+            fields=fields,
+            structs=structs,
+        )
+
+
+# -- emitting ---------------------------------------------------------------------
+
+
+def py_type(f: Field, qual: str) -> str:
+    base = {
+        "int8": "int",
+        "int16": "int",
+        "int32": "int",
+        "int64": "int",
+        "uint16": "int",
+        "uint32": "int",
+        "float64": "float",
+        "bool": "bool",
+        "string": "str",
+        "bytes": "bytes",
+        "records": "bytes",
+        "uuid": "uuid.UUID",
+    }.get(f.type)
+    if base is None:
+        base = f"{qual}.{f.type}"
+    t = f"list[{base}]" if f.is_array else base
+    nullable = not f.nullable.empty or f.type == "records" or f.default == "null"
+    return f"{t} | None" if nullable else t
+
+
+def default_expr(f: Field, qual: str, factories: dict[str, str]) -> str:
+    """The dataclass default (``= ...`` right-hand side) for a field."""
+    d = f.default
+    if d == "null":
+        return "None"
+    if f.is_array:
+        return "dataclasses.field(default_factory=list)"
+    if f.struct is not None:
+        fn = f"_new_{qual.replace('.', '_')}_{f.type}"
+        factories[fn] = f"{qual}.{f.type}"
+        return f"dataclasses.field(default_factory={fn})"
+    t = f.type
+    if t in ("int8", "int16", "int32", "int64", "uint16", "uint32"):
+        return str(int(str(d), 0)) if d is not None else "0"
+    if t == "float64":
+        return repr(float(d)) if d is not None else "0.0"
+    if t == "bool":
+        return "True" if str(d).lower() == "true" else "False"
+    if t == "string":
+        return repr(d) if d is not None else "''"
+    if t == "bytes":
+        return "b''"
+    if t == "records":
+        return "None"
+    if t == "uuid":
+        return "NULL_UUID"
+    raise SystemExit(f"no default for {f.name}: {t}")
+
+
+def emit_dataclass(
+    lines: list[str], name: str, fields: list[Field], nested: list[Struct], qual: str,
+    flexible_any: bool, indent: str, factories: dict[str, str],
+) -> None:
+    lines.append(f"{indent}@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)")
+    lines.append(f"{indent}class {name}:")
+    inner = indent + "    "
+    for st in nested:
+        emit_dataclass(lines, st.name, st.fields, [], qual, flexible_any, inner, factories)
+        lines.append("")
+    if not fields and not flexible_any:
+        lines.append(f"{inner}pass")
+    for f in fields:
+        if f.type == "records":
+            lines.append(
+                f"{inner}{f.attr}: {py_type(f, qual)} = dataclasses.field("
+                f"default={default_expr(f, qual, factories)}, metadata=RECORDS)"
+            )
+        else:
+            lines.append(f"{inner}{f.attr}: {py_type(f, qual)} = {default_expr(f, qual, factories)}")
+    if flexible_any:
+        lines.append(
+            f"{inner}unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)"
+        )
+
+
+class SchemaWriter:
+    """Emits one construct declaration per (struct, version), sharing identical ones."""
+
+    def __init__(self, msg: Message, qual: str):
+        self.msg = msg
+        self.qual = qual
+        self.decls: list[str] = []
+        self.by_text: dict[str, str] = {}
+
+    def prim(self, f: Field, v: int, flexible: bool) -> str:
+        if f.flexible_override is not None:
+            flexible = v in f.flexible_override
+        nullable = v in f.nullable
+        t = f.type
+        if t in ("string", "bytes"):
+            base = "String" if t == "string" else "Bytes"
+            return "p." + ("Compact" if flexible else "") + ("Nullable" if nullable else "") + base
+        if t == "records":
+            if nullable:
+                return "p.CompactRecords" if flexible else "p.Records"
+            return "p.CompactBytes" if flexible else "p.Bytes"
+        return "p." + {
+            "int8": "Int8",
+            "int16": "Int16",
+            "int32": "Int32",
+            "int64": "Int64",
+            "uint16": "UInt16",
+            "uint32": "UInt32",
+            "float64": "Float64",
+            "bool": "Boolean",
+            "uuid": "Uuid",
+        }[t]
+
+    def field_construct(self, f: Field, v: int, flexible: bool) -> str:
+        if f.struct is not None:
+            elem = self.struct_decl(f.struct, v, flexible)
+            if not f.is_array and v in f.nullable:
+                return f"p.NullableStruct({elem})"
+        else:
+            elem = self.prim(f, v, flexible)
+        if f.is_array:
+            args = [elem]
+            if flexible:
+                args.append("compact=True")
+            if v in f.nullable:
+                args.append("nullable=True")
+            return f"p.Array({', '.join(args)})"
+        return elem
+
+    def body(self, name: str, cls: str, fields: list[Field], v: int, flexible: bool) -> str:
+        regular = []
+        tagged = []
+        absent = []
+        for f in fields:
+            present = v in f.versions
+            is_tagged = f.tag is not None and v in f.tagged
+            if present and is_tagged:
+                tagged.append(
+                    f"p.TaggedField({f.tag}, {f.attr!r}, {self.field_construct(f, v, flexible)}, "
+                    f"{self.default_value(f)})"
+                )
+            elif present and f.tag is None:
+                regular.append(f"({f.attr!r}, {self.field_construct(f, v, flexible)})")
+            elif not f.ignorable:
+                absent.append(f"({f.attr!r}, {self.default_value(f)})")
+        parts = [repr(name), cls, "[" + ", ".join(regular) + "]"]
+        if tagged:
+            parts.append("tagged=[" + ", ".join(tagged) + "]")
+        if flexible:
+            parts.append("flexible=True")
+        if absent:
+            parts.append("absent=[" + ", ".join(absent) + "]")
+        return f"p.Schema({', '.join(parts)})"
+
+    def default_value(self, f: Field) -> str:
+        """The default as a value (not a dataclass default)."""
+        if f.default == "null":
+            return "None"
+        if f.is_array:
+            return "[]"
+        if f.struct is not None:
+            return f"{self.qual}.{f.type}()"
+        return default_expr(f, self.qual, {})
+
+    def intern(self, stem: str, text: str) -> str:
+        name = self.by_text.get(text)
+        if name is None:
+            name = f"_{stem}_{len(self.by_text)}"
+            self.by_text[text] = name
+            self.decls.append(f"{name} = {text}")
+        return name
+
+    def struct_decl(self, st: Struct, v: int, flexible: bool) -> str:
+        text = self.body(f"{self.qual}.{st.name}", f"{self.qual}.{st.name}", st.fields, v, flexible)
+        return self.intern(st.name, text)
+
+    def top(self, v: int) -> str:
+        flexible = v in self.msg.flexible
+        return self.body(f"{self.msg.name} v{v}", self.qual, self.msg.fields, v, flexible)
+
+
+def emit_message(msg: Message, lines: list[str], factories: dict[str, str]) -> list[str]:
+    """Emit the dataclass and per-version schemas; return the schema variable names."""
+    flexible_any = not msg.flexible.empty and msg.flexible.low <= msg.versions.high
+    emit_dataclass(lines, msg.name, msg.fields, list(msg.structs.values()), msg.name, flexible_any, "", factories)
+    lines.append("")
+    lines.append("")
+    writer = SchemaWriter(msg, msg.name)
+    names = []
+    tops = []
+    for v in range(msg.versions.low, msg.versions.high + 1):
+        text = writer.top(v)
+        var = f"{msg.name}V{v}"
+        tops.append(f"{var} = {text}")
+        names.append(var)
+    lines.extend(writer.decls)
+    lines.extend(tops)
+    lines.append("")
+    return names
+
+
+HEADER = """\
+# Generated by {gen} from Apache Kafka's message specs ({spec}). DO NOT EDIT.
+# Regenerate with `make codegen`; tests/codec/test_codegen.py fails when this file is stale.
+"""
+
+
+def module_prelude(spec_id: str) -> list[str]:
+    return [
+        HEADER.format(gen=GENERATOR, spec=spec_id),
+        "from __future__ import annotations",
+        "",
+        "import dataclasses",
+        "import uuid",
+        "",
+        "from .. import primitives as p",
+        "from .._wire import NULL_UUID",
+        "",
+        "RECORDS = {'kafka_type': 'records'}",
+        "",
+    ]
+
+
+def emit_factories(factories: dict[str, str]) -> list[str]:
+    out = []
+    for fn, target in sorted(factories.items()):
+        out += ["", "", f"def {fn}() -> {target}:", f"    return {target}()"]
+    return out
+
+
+def render_api(req: Message, resp: Message, spec_id: str) -> str:
+    lines = module_prelude(spec_id)
+    factories: dict[str, str] = {}
+    body: list[str] = []
+    req_names = emit_message(req, body, factories)
+    body.append("")
+    resp_names = emit_message(resp, body, factories)
+    lines += emit_factories(factories)
+    lines += ["", ""] + body
+    spec = req.spec
+    deprecated = Versions.parse(spec.get("deprecatedVersions"))
+    lines += [
+        "",
+        f"API_KEY = {spec['apiKey']}",
+        f"API_NAME = {req.name.removesuffix('Request')!r}",
+        f"MIN_VERSION = {req.versions.low}",
+        f"MAX_VERSION = {req.versions.high}",
+        f"FIRST_FLEXIBLE_VERSION = {None if req.flexible.empty else req.flexible.low}",
+        f"DEPRECATED_VERSIONS = {None if deprecated.empty else (deprecated.low, min(deprecated.high, req.versions.high))}",
+        f"LATEST_VERSION_UNSTABLE = {bool(spec.get('latestVersionUnstable', False))}",
+        f"LISTENERS = {tuple(spec.get('listeners', ()))!r}",
+        f"Request = {req.name}",
+        f"Response = {resp.name}",
+        "REQUEST_SCHEMAS = {" + ", ".join(f"{n.rsplit('V', 1)[1]}: {n}" for n in req_names) + "}",
+        "RESPONSE_SCHEMAS = {" + ", ".join(f"{n.rsplit('V', 1)[1]}: {n}" for n in resp_names) + "}",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def render_plain(messages: list[Message], spec_id: str) -> str:
+    lines = module_prelude(spec_id)
+    factories: dict[str, str] = {}
+    body: list[str] = []
+    for m in messages:
+        names = emit_message(m, body, factories)
+        body.append(
+            f"{m.name.upper()}_SCHEMAS = {{" + ", ".join(f"{n.rsplit('V', 1)[1]}: {n}" for n in names) + "}"
+        )
+        body.append("")
+    lines += emit_factories(factories)
+    lines += ["", ""] + body
+    return "\n".join(lines)
+
+
+def render_error_codes(errors: list[dict[str, Any]], spec_id: str) -> str:
+    lines = [
+        HEADER.format(gen=GENERATOR, spec=spec_id),
+        '"""Kafka error codes, with their retriable flag and default message."""',
+        "",
+        "from __future__ import annotations",
+        "",
+        "import enum",
+        "",
+        "",
+        "class ErrorCode(enum.IntEnum):",
+        '    """A Kafka error code. ``retriable`` and ``message`` come from Kafka\'s error table."""',
+        "",
+        "    retriable: bool",
+        "    message: str | None",
+        "",
+        "    def __new__(cls, code: int, retriable: bool, message: str | None) -> ErrorCode:",
+        "        obj = int.__new__(cls, code)",
+        "        obj._value_ = code",
+        "        obj.retriable = retriable",
+        "        obj.message = message",
+        "        return obj",
+        "",
+    ]
+    for e in sorted(errors, key=lambda e: e["code"]):
+        lines.append(f"    {e['name']} = ({e['code']}, {bool(e['retriable'])}, {e['message']!r})")
+    lines.append("")
+    return "\n".join(lines)
+
+
+def render_registry(apis: list[tuple[int, str, str]], spec_id: str) -> str:
+    lines = [
+        HEADER.format(gen=GENERATOR, spec=spec_id),
+        '"""Generated protocol modules, one per API, loaded on first use by trafka.codec.protocol."""',
+        "",
+        "from __future__ import annotations",
+        "",
+        "# api key -> (module name, API name)",
+        "API_MODULES: dict[int, tuple[str, str]] = {",
+    ]
+    for key, module, name in sorted(apis):
+        lines.append(f"    {key}: ({module!r}, {name!r}),")
+    lines += ["}", ""]
+    return "\n".join(lines)
+
+
+def spec_digest(specs_dir: Path) -> str:
+    h = hashlib.sha256()
+    for p in sorted((specs_dir / "message").glob("*.json")) + [specs_dir / "errors.json"]:
+        h.update(p.name.encode())
+        h.update(p.read_bytes())
+    return "specs sha256 " + h.hexdigest()[:16]
+
+
+def generate(specs_dir: Path) -> dict[Path, str]:
+    spec_id = spec_digest(specs_dir)
+    msg_dir = specs_dir / "message"
+    specs = {p.stem: load_spec(p) for p in sorted(msg_dir.glob("*.json"))}
+    out: dict[Path, str] = {}
+    apis = []
+    for name, spec in specs.items():
+        if spec["type"] != "request" or "broker" not in spec.get("listeners", ()):
+            continue
+        resp_spec = specs[name.removesuffix("Request") + "Response"]
+        req = Message.from_spec(spec)
+        resp = Message.from_spec(resp_spec)
+        key = spec["apiKey"]
+        module = f"k{key:02d}_{snake(name.removesuffix('Request'))}"
+        out[REPO / "codec" / "messages" / f"{module}.py"] = render_api(req, resp, spec_id)
+        apis.append((key, module, name.removesuffix("Request")))
+    headers = [Message.from_spec(specs["RequestHeader"]), Message.from_spec(specs["ResponseHeader"])]
+    out[REPO / "codec" / "messages" / "headers.py"] = render_plain(headers, spec_id)
+    data = [Message.from_spec(specs[n]) for n in DATA_SPECS]
+    out[REPO / "codec" / "messages" / "consumer_protocol.py"] = render_plain(data, spec_id)
+    out[REPO / "codec" / "messages" / "__init__.py"] = render_registry(apis, spec_id)
+    errors = json.loads((specs_dir / "errors.json").read_text())
+    out[REPO / "codec" / "_error_codes.py"] = render_error_codes(errors, spec_id)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--specs", type=Path, default=DEFAULT_SPECS, help="the kafka-protocol folder")
+    ap.add_argument("--check", action="store_true", help="fail if generated files are stale")
+    args = ap.parse_args(argv)
+    files = generate(args.specs)
+    stale = []
+    for path, text in files.items():
+        current = path.read_text() if path.exists() else None
+        if current != text:
+            stale.append(path)
+            if not args.check:
+                path.write_text(text)
+    expected = set(files)
+    for path in (REPO / "codec" / "messages").glob("*.py"):
+        if path not in expected:
+            stale.append(path)
+            if not args.check:
+                path.unlink()
+    if args.check:
+        for p in stale:
+            print(f"stale: {p.relative_to(REPO)}", file=sys.stderr)
+        return 1 if stale else 0
+    print(f"{len(files)} files checked, {len(stale)} written")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
