@@ -29,8 +29,13 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 
+# mypy cannot follow setuptools' editable finder (folder -> trafka.<folder>), so it
+# reads the packages through a symlink tree laid out as installed.
+MYPY_SRC := $(VENV)/mypy-src
 typecheck: $(STAMP)
-	$(VENV)/bin/mypy -p trafka.codec
+	@mkdir -p $(MYPY_SRC)/trafka
+	@for d in codec sdk brokerlite proxy spark tools; do ln -sfn ../../../$$d $(MYPY_SRC)/trafka/$$d; done
+	MYPYPATH=$(MYPY_SRC) $(VENV)/bin/mypy --explicit-package-bases -p trafka.codec -p trafka.sdk
 
 pytest: $(STAMP) system-deps
 	$(PY) -m pytest -q

@@ -14,12 +14,19 @@ class ErrorCode(enum.IntEnum):
     retriable: bool
     message: str | None
 
-    def __new__(cls, code: int, retriable: bool, message: str | None) -> ErrorCode:
+    # Defaults only so that type checkers accept lookups by value: ErrorCode(3).
+    def __new__(cls, code: int, retriable: bool = False, message: str | None = None) -> ErrorCode:
         obj = int.__new__(cls, code)
         obj._value_ = code
         obj.retriable = retriable
         obj.message = message
         return obj
+
+    @classmethod
+    def of(cls, code: int) -> ErrorCode:
+        """The member for ``code``; a code this table lacks maps to UNKNOWN_SERVER_ERROR."""
+        member = cls._value2member_map_.get(code)
+        return cls.UNKNOWN_SERVER_ERROR if member is None else cls(code)
 
     UNKNOWN_SERVER_ERROR = (-1, False, 'The server experienced an unexpected error when processing the request.')
     NONE = (0, False, None)

@@ -73,6 +73,36 @@ def r_exact(io: BytesIO, n: int) -> bytes:
 # -- fixed-size integers ------------------------------------------------------
 
 
+def r_run(io: BytesIO, size: int, run: tuple[tuple[str, ...], tuple[int, ...]]) -> bytes:
+    """Read a run of consecutive fixed-width fields; a short read names the field cut."""
+    data = io.read(size)
+    if len(data) != size:
+        names, ends = run
+        cut = next(i for i, end in enumerate(ends) if end > len(data))
+        start = ends[cut - 1] if cut else 0
+        raise DecodeError(
+            f"truncated: needed {ends[cut] - start} bytes, {max(0, len(data) - start)} left",
+            field=names[cut],
+        )
+    return data
+
+
+def explain_run(obj: Any, checks: tuple[tuple[str, str], ...]) -> None:
+    """A packed run failed to encode: find the field at fault and raise for it."""
+    scratch = BytesIO()
+    for name, writer in checks:
+        try:
+            globals()[writer](scratch, getattr(obj, name))
+        except EncodeError as exc:
+            exc.field = name
+            raise
+    raise EncodeError(f"cannot encode fields {', '.join(n for n, _ in checks)}")
+
+
+def unpack_from_fmt(fmt: str, data: bytes) -> tuple[Any, ...]:
+    return struct.unpack(fmt, data)
+
+
 def r_i8(io: BytesIO) -> int:
     b = io.read(1)
     if len(b) != 1:
@@ -289,7 +319,7 @@ def r_clen(io: BytesIO, nullable: bool) -> int:
 
 def _decode_utf8(data: bytes) -> str:
     try:
-        return data.decode("utf-8")
+        return str(data, "utf-8")
     except UnicodeDecodeError as exc:
         raise DecodeError(f"invalid UTF-8 at byte {exc.start}") from None
 
@@ -307,15 +337,35 @@ def r_nstring(io: BytesIO) -> str | None:
 
 
 def r_cstring(io: BytesIO) -> str:
-    n = r_clen(io, False)
-    return _decode_utf8(r_exact(io, n)) if n else ""
+    b = io.read(1)
+    if b and 0 < b[0] < 0x80:  # lengths below 127 bytes: the common case
+        n = b[0] - 1
+    else:
+        if b:
+            io.seek(-1, 1)
+        n = r_clen(io, False)
+    if not n:
+        return ""
+    data = io.read(n)
+    if len(data) != n:
+        raise short(n, len(data))
+    return _decode_utf8(data)
 
 
 def r_cnstring(io: BytesIO) -> str | None:
-    n = r_clen(io, True)
-    if n < 0:
-        return None
-    return _decode_utf8(r_exact(io, n)) if n else ""
+    b = io.read(1)
+    if b and b[0] < 0x80:
+        n = b[0] - 1
+    else:
+        if b:
+            io.seek(-1, 1)
+        n = r_clen(io, True)
+    if n <= 0:
+        return None if n < 0 else ""
+    data = io.read(n)
+    if len(data) != n:
+        raise short(n, len(data))
+    return _decode_utf8(data)
 
 
 def r_bytes(io: BytesIO) -> bytes:
@@ -435,11 +485,31 @@ def w_uuid(io: BytesIO, value: Any) -> None:
 
 
 def r_count(io: BytesIO, compact: bool, nullable: bool) -> int:
-    """Array count; -1 for null. A count larger than the bytes left is a lie."""
-    n = r_clen(io, nullable) if compact else r_len32(io, nullable)
-    if n > 0:
+    """Array count; -1 for null. A count larger than the bytes left is a lie.
+
+    The comparison with the bytes left costs two seeks, so small counts skip it:
+    every element takes at least one byte, hence a lying small count still fails
+    at the truncation, having allocated no more than the input.
+    """
+    if compact:
+        b = io.read(1)
+        if b and b[0] < 0x80:
+            n = b[0] - 1
+            if n < 0 and not nullable:
+                raise DecodeError("null for a non-nullable field")
+            return n
+        if not b:
+            raise short(1, 0)
+        io.seek(-1, 1)
+        n = r_clen(io, nullable)
+    else:
+        n = r_len32(io, nullable)
+    if n > _COUNT_CHECK:
         _check_len(io, n)
     return n
+
+
+_COUNT_CHECK = 64
 
 
 def w_count(io: BytesIO, value: Any, compact: bool, nullable: bool) -> int:

@@ -99,10 +99,7 @@ class KafkaError(TrafkaError):
     """
 
     def __init__(self, code: ErrorCode | int, message: str | None = None):
-        try:
-            self.code = ErrorCode(code)
-        except ValueError:
-            self.code = ErrorCode.UNKNOWN_SERVER_ERROR
+        self.code = ErrorCode.of(int(code))
         self.raw_code = int(code)
         text = message or self.code.message or self.code.name
         super().__init__(f"[{self.code.name} ({self.raw_code})] {text}")

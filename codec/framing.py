@@ -38,7 +38,7 @@ class FrameReader:
             handle(frame)
     """
 
-    __slots__ = ("_buf", "_broken", "_need", "_pos", "max_frame_size")
+    __slots__ = ("_broken", "_buf", "_need", "_pos", "max_frame_size")
 
     def __init__(self, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> None:
         if max_frame_size < 0:
@@ -117,5 +117,7 @@ class FrameReader:
         """Declare end of stream. Raises DecodeError if a frame was cut short."""
         if self._broken is None and self.buffered:
             left = self.buffered
-            self._broken = DecodeError(f"stream ended inside a frame ({left} bytes buffered)", message_name="frame")
+            self._broken = DecodeError(
+                f"stream ended inside a frame ({left} bytes buffered)", message_name="frame"
+            )
             raise self._broken

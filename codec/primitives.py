@@ -18,6 +18,7 @@ use ``this``; a build expression writes ``obj`` to ``io``; its value is unused.
 from __future__ import annotations
 
 import dataclasses
+import struct
 import uuid
 from collections.abc import Sequence
 from io import BytesIO
@@ -26,7 +27,7 @@ from typing import Any
 from construct import Construct
 
 from . import _wire as w
-from .errors import CodecError, DecodeError, EncodeError
+from .errors import CodecError, EncodeError
 
 __all__ = [
     "Array",
@@ -67,9 +68,14 @@ def _prelude(code: Any) -> None:
 class Primitive(Construct):  # type: ignore[misc]
     """A primitive read and written by one pair of ``_wire`` functions."""
 
-    def __init__(self, name: str, reader: str, writer: str, min_size: int) -> None:
+    def __init__(
+        self, name: str, reader: str, writer: str, min_size: int, fmt: str | None = None
+    ) -> None:
         super().__init__()
         self.kafka_type = name
+        # struct format of fixed-width types: the compiled code reads runs of
+        # consecutive fixed-width fields (and arrays of them) with one unpack.
+        self.fmt = fmt
         self.reader_name = reader
         self.writer_name = writer
         self._reader = getattr(w, reader)
@@ -96,14 +102,14 @@ class Primitive(Construct):  # type: ignore[misc]
         return f"{self.writer_name}(io, obj)"
 
 
-Int8 = Primitive("int8", "r_i8", "w_i8", 1)
-Int16 = Primitive("int16", "r_i16", "w_i16", 2)
-Int32 = Primitive("int32", "r_i32", "w_i32", 4)
-Int64 = Primitive("int64", "r_i64", "w_i64", 8)
-UInt16 = Primitive("uint16", "r_u16", "w_u16", 2)
-UInt32 = Primitive("uint32", "r_u32", "w_u32", 4)
-Float64 = Primitive("float64", "r_f64", "w_f64", 8)
-Boolean = Primitive("bool", "r_bool", "w_bool", 1)
+Int8 = Primitive("int8", "r_i8", "w_i8", 1, "b")
+Int16 = Primitive("int16", "r_i16", "w_i16", 2, "h")
+Int32 = Primitive("int32", "r_i32", "w_i32", 4, "i")
+Int64 = Primitive("int64", "r_i64", "w_i64", 8, "q")
+UInt16 = Primitive("uint16", "r_u16", "w_u16", 2, "H")
+UInt32 = Primitive("uint32", "r_u32", "w_u32", 4, "I")
+Float64 = Primitive("float64", "r_f64", "w_f64", 8, "d")
+Boolean = Primitive("bool", "r_bool", "w_bool", 1, "?")
 Uuid = Primitive("uuid", "r_uuid", "w_uuid", 16)
 UVarInt = Primitive("uvarint", "r_uvarint", "w_uvarint", 1)
 VarInt = Primitive("varint", "r_varint", "w_varint", 1)
@@ -168,6 +174,20 @@ class Array(Construct):  # type: ignore[misc]
     def _emitparse(self, code: Any) -> str:
         _prelude(code)
         fname = f"parse_array_{code.allocateId()}"
+        fmt = getattr(self.subcon, "fmt", None)
+        if fmt is not None:
+            size = struct.calcsize(">" + fmt)
+            code.append(f"""
+                def {fname}(io, this):
+                    n = r_count(io, {self.compact}, {self.nullable})
+                    if n < 0:
+                        return None
+                    data = io.read(n * {size})
+                    if len(data) != n * {size}:
+                        raise DecodeError(f"truncated: needed {{n * {size}}} bytes, {{len(data)}} left")
+                    return list(unpack_from_fmt(">%d{fmt}" % n, data))
+            """)
+            return f"{fname}(io, this)"
         code.append(f"""
             def {fname}(io, this):
                 n = r_count(io, {self.compact}, {self.nullable})
@@ -316,31 +336,96 @@ class Schema(Construct):  # type: ignore[misc]
         return obj
 
     # -- compiled ----------------------------------------------------------------
+    #
+    # Each schema compiles to a pair of closures made on first call: the closure
+    # binds the dataclass, its slot setters, struct packers and defaults as
+    # locals, so the per-message code does no global or dict lookups. Frozen
+    # dataclasses are filled through their slot descriptors (a frozen __init__
+    # costs about three times as much), and runs of consecutive fixed-width
+    # fields are read and written with a single struct call.
 
     def _link(self, code: Any, value: Any) -> str:
         code.linkedinstances[id(value)] = value
         return f"linkedinstances[{id(value)}]"
 
+    def _runs(self, build: bool) -> list[list[tuple[str, Any]]]:
+        """Group fields into runs of consecutive fixed-width primitives."""
+        runs: list[list[tuple[str, Any]]] = []
+        for name, sc in self.fields:
+            if runs and self._fixed(sc, build) and self._fixed(runs[-1][-1][1], build):
+                runs[-1].append((name, sc))
+            else:
+                runs.append([(name, sc)])
+        return runs
+
+    @staticmethod
+    def _fixed(sc: Any, build: bool) -> bool:
+        fmt = getattr(sc, "fmt", None)
+        # On build, bools go through w_bool: struct's "?" would accept any object.
+        return fmt is not None and not (build and fmt == "?")
+
+    def _slot_setters(self) -> dict[str, Any]:
+        setters = getattr(self, "_setters", None)
+        if setters is None:
+            setters = {
+                f.name: self.cls.__dict__[f.name].__set__ for f in dataclasses.fields(self.cls)
+            }
+            self._setters = setters
+        return setters
+
     def _emitparse(self, code: Any) -> str:
         _prelude(code)
-        fname = f"parse_schema_{code.allocateId()}"
-        lines = [
-            f"def {fname}(io, this):",
-            "    _f = None",
-            "    try:",
-        ]
-        kwargs = []
-        for name, sc in self.fields:
-            lines.append(f"        _f = {name!r}")
-            lines.append(f"        v_{name} = {sc._compileparse(code)}")
-            kwargs.append(f"{name}=v_{name}")
+        ident = code.allocateId()
+        fname = f"parse_schema_{ident}"
+        setters = self._slot_setters()
+        binds = [f"cls = {self._link(code, self.cls)}", "new = object.__new__"]
+        body = ["        _f = None", "        try:"]
+        assigned: list[str] = []
+        for run in self._runs(build=False):
+            if len(run) > 1:
+                names = [n for n, _ in run]
+                fmt = ">" + "".join(sc.fmt for _, sc in run)
+                st = struct.Struct(fmt)
+                self._keep(st)
+                ends = []
+                pos = 0
+                for _, sc in run:
+                    pos += struct.calcsize(">" + sc.fmt)
+                    ends.append(pos)
+                binds.append(f"unpack_{len(binds)} = {self._link(code, st)}.unpack")
+                run_info = (tuple(names), tuple(ends))
+                self._keep(run_info)
+                body += [
+                    "            _f = None",
+                    f"            {', '.join('v_' + n for n in names)}, = unpack_{len(binds) - 1}"
+                    f"(r_run(io, {st.size}, {self._link(code, run_info)}))",
+                ]
+                assigned += names
+            else:
+                name, sc = run[0]
+                body += [
+                    f"            _f = {name!r}",
+                    f"            v_{name} = {sc._compileparse(code)}",
+                ]
+                assigned.append(name)
+        tagged_names = [t.name for t in self.tagged]
         if self.flexible:
-            lines += [
-                "        _f = '_tagged_fields'",
-                "        unknown = []",
-                "        kw = {}",
-                "        for _ in range(r_uvarint(io)):",
-                "            tag, data = r_tag_header(io)",
+            for spec in self.tagged:
+                binds.append(f"d_{spec.name} = {self._link(code, spec.default)}")
+                body.append(f"            v_{spec.name} = d_{spec.name}")
+            # Most structs carry no tagged fields: a single 0 byte, checked inline.
+            body += [
+                "            _f = '_tagged_fields'",
+                "            unknown = []",
+                "            ntags = io.read(1)",
+                "            if ntags == b'\\x00':",
+                "                ntags = 0",
+                "            else:",
+                "                if ntags:",
+                "                    io.seek(-1, 1)",
+                "                ntags = r_uvarint(io)",
+                "            for _ in range(ntags):",
+                "                tag, data = r_tag_header(io)",
             ]
             keyword = "if"
             for spec in self.tagged:
@@ -351,69 +436,129 @@ class Schema(Construct):  # type: ignore[misc]
                         check_consumed(io, "tagged field {spec.tag}")
                         return value
                 """)
-                lines += [
-                    f"            {keyword} tag == {spec.tag}:",
-                    f"                _f = {spec.name!r}",
-                    f"                kw[{spec.name!r}] = {sub}(BytesIO(data), this)",
-                    "                _f = '_tagged_fields'",
+                body += [
+                    f"                {keyword} tag == {spec.tag}:",
+                    f"                    _f = {spec.name!r}",
+                    f"                    v_{spec.name} = {sub}(BytesIO(data), this)",
+                    "                    _f = '_tagged_fields'",
                 ]
                 keyword = "elif"
             if self.tagged:
-                lines += ["            else:", "                unknown.append((tag, data))"]
+                body += ["                else:", "                    unknown.append((tag, data))"]
             else:
-                lines += ["            unknown.append((tag, data))"]
-            kwargs += ["unknown_tagged_fields=unknown", "**kw"]
+                body += ["                unknown.append((tag, data))"]
+            assigned += tagged_names
+        body += [
+            "            pass",
+            "        except CodecError as exc:",
+            "            exc.add_field_prefix(_f)",
+            "            raise",
+            "        o = new(cls)",
+        ]
+        for name in assigned:
+            binds.append(f"s_{name} = {self._link(code, setters[name])}")
+            body.append(f"        s_{name}(o, v_{name})")
+        # Fields this version lacks take their dataclass defaults.
+        for f in dataclasses.fields(self.cls):
+            if f.name in assigned:
+                continue
+            binds.append(f"s_{f.name} = {self._link(code, setters[f.name])}")
+            if f.name == "unknown_tagged_fields" and self.flexible:
+                body.append("        s_unknown_tagged_fields(o, unknown)")
+            elif f.default_factory is not dataclasses.MISSING:
+                binds.append(f"f_{f.name} = {self._link(code, f.default_factory)}")
+                body.append(f"        s_{f.name}(o, f_{f.name}())")
+            else:
+                binds.append(f"d_{f.name} = {self._link(code, f.default)}")
+                body.append(f"        s_{f.name}(o, d_{f.name})")
+        body.append("        return o")
+        lines = [f"def make_{fname}():"]
+        lines += ["    " + b for b in binds]
+        lines += ["    def parse(io, this):", *body, "    return parse"]
         lines += [
-            "    except CodecError as exc:",
-            "        exc.add_field_prefix(_f)",
-            "        raise",
-            f"    return {self._link(code, self.cls)}({', '.join(kwargs)})",
+            f"def {fname}(io, this):",
+            f"    global {fname}",
+            f"    {fname} = make_{fname}()",
+            f"    return {fname}(io, this)",
         ]
         code.append("\n".join(lines))
         return f"{fname}(io, this)"
 
+    def _keep(self, obj: Any) -> None:
+        # Objects referenced by id from compiled code must outlive it.
+        kept = self.__dict__.setdefault("_kept", [])
+        kept.append(obj)
+
     def _emitbuild(self, code: Any) -> str:
         _prelude(code)
-        fname = f"build_schema_{code.allocateId()}"
-        cls_ref = self._link(code, self.cls)
-        lines = [
-            f"def {fname}(struct, io, this):",
-            f"    if type(struct) is not {cls_ref}:",
-            f"        raise EncodeError('expected {self.cls.__qualname__}, got ' + type(struct).__name__,"
+        ident = code.allocateId()
+        fname = f"build_schema_{ident}"
+        binds = [f"cls = {self._link(code, self.cls)}"]
+        body = [
+            "        if type(struct) is not cls:",
+            f"            raise EncodeError('expected {self.cls.__qualname__}, got ' + type(struct).__name__,"
             f" message_name={self.schema_name!r})",
-            "    _f = None",
-            "    try:",
+            "        _f = None",
+            "        try:",
         ]
-        for name, sc in self.fields:
-            lines += [
-                f"        _f = {name!r}",
-                f"        obj = struct.{name}",
-                f"        {sc._compilebuild(code)}",
-            ]
+        for run in self._runs(build=True):
+            if len(run) > 1:
+                st = struct.Struct(">" + "".join(sc.fmt for _, sc in run))
+                self._keep(st)
+                checks = tuple((n, sc.writer_name) for n, sc in run)
+                self._keep(checks)
+                k = len(binds)
+                binds.append(f"pack_{k} = {self._link(code, st)}.pack")
+                args = ", ".join(f"struct.{n}" for n, _ in run)
+                body += [
+                    "            _f = None",
+                    "            try:",
+                    f"                io.write(pack_{k}({args}))",
+                    "            except Exception:",
+                    f"                explain_run(struct, {self._link(code, checks)})",
+                ]
+            else:
+                name, sc = run[0]
+                body += [
+                    f"            _f = {name!r}",
+                    f"            obj = struct.{name}",
+                    f"            {sc._compilebuild(code)}",
+                ]
         for name, default in self.absent:
-            lines += [
-                f"        if struct.{name} != {self._link(code, default)}:",
-                f"            _f = {name!r}",
-                f"            raise EncodeError('not supported by {self.schema_name}')",
+            binds.append(f"a_{name} = {self._link(code, default)}")
+            body += [
+                f"            if struct.{name} != a_{name}:",
+                f"                _f = {name!r}",
+                f"                raise EncodeError('not supported by {self.schema_name}')",
             ]
         if self.flexible:
-            lines.append("        items = list(struct.unknown_tagged_fields)")
+            body.append("            items = list(struct.unknown_tagged_fields)")
             for spec in self.tagged:
-                lines += [
-                    f"        _f = {spec.name!r}",
-                    f"        obj = struct.{spec.name}",
-                    f"        if obj != {self._link(code, spec.default)}:",
-                    "            outer, io = io, BytesIO()",
-                    f"            {spec.subcon._compilebuild(code)}",
-                    f"            items.append(({spec.tag}, io.getvalue()))",
-                    "            io = outer",
+                binds.append(f"d_{spec.name} = {self._link(code, spec.default)}")
+                body += [
+                    f"            _f = {spec.name!r}",
+                    f"            obj = struct.{spec.name}",
+                    f"            if obj != d_{spec.name}:",
+                    "                outer, io = io, BytesIO()",
+                    f"                {spec.subcon._compilebuild(code)}",
+                    f"                items.append(({spec.tag}, io.getvalue()))",
+                    "                io = outer",
                 ]
-            lines += ["        _f = '_tagged_fields'", "        w_tagged(io, items)"]
+            body += ["            _f = '_tagged_fields'", "            w_tagged(io, items)"]
+        body += [
+            "            pass",
+            "        except CodecError as exc:",
+            "            exc.add_field_prefix(_f)",
+            "            raise",
+        ]
+        lines = [f"def make_{fname}():"]
+        lines += ["    " + b for b in binds]
+        lines += ["    def build(struct, io, this):", *body, "    return build"]
         lines += [
-            "        pass",
-            "    except CodecError as exc:",
-            "        exc.add_field_prefix(_f)",
-            "        raise",
+            f"def {fname}(struct, io, this):",
+            f"    global {fname}",
+            f"    {fname} = make_{fname}()",
+            f"    return {fname}(struct, io, this)",
         ]
         code.append("\n".join(lines))
         return f"{fname}(obj, io, this)"
@@ -422,8 +567,6 @@ class Schema(Construct):  # type: ignore[misc]
 def null_uuid() -> uuid.UUID:
     """The all-zero UUID Kafka uses as "no topic id"."""
     return w.NULL_UUID
-
-
 
 
 class NullableStruct(Construct):  # type: ignore[misc]

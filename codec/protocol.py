@@ -195,7 +195,9 @@ def decode_request_header(frame: bytes | memoryview) -> tuple[RequestHeader, int
     answer (ApiVersions with UNSUPPORTED_VERSION), so it needs the correlation id.
     """
     if len(frame) < 8:
-        raise DecodeError(f"truncated: needed 8 bytes, {len(frame)} left", message_name="RequestHeader")
+        raise DecodeError(
+            f"truncated: needed 8 bytes, {len(frame)} left", message_name="RequestHeader"
+        )
     key, version, corr = _KEYVER.unpack_from(frame, 0)
     info = API_MODULES.get(key)
     flexible = False
@@ -216,7 +218,9 @@ def decode_request_header(frame: bytes | memoryview) -> tuple[RequestHeader, int
         try:
             client_id = bytes(frame[pos : pos + n]).decode("utf-8")
         except UnicodeDecodeError:
-            raise DecodeError("invalid UTF-8", message_name="RequestHeader", field="client_id") from None
+            raise DecodeError(
+                "invalid UTF-8", message_name="RequestHeader", field="client_id"
+            ) from None
         pos += n
     unknown: list[tuple[int, bytes]] = []
     if flexible:
@@ -294,7 +298,9 @@ def encode_response(correlation_id: int, key: int, version: int, body: Any) -> b
     return io.getvalue()
 
 
-def decode_response(frame: bytes | memoryview, key: int, version: int) -> tuple[ResponseHeader, Any]:
+def decode_response(
+    frame: bytes | memoryview, key: int, version: int
+) -> tuple[ResponseHeader, Any]:
     """Decode a response frame (without its size prefix) to API ``key`` at ``version``.
 
     The caller knows ``key`` and ``version`` from the request it sent (matched by
@@ -303,7 +309,9 @@ def decode_response(frame: bytes | memoryview, key: int, version: int) -> tuple[
     info = api(key)
     info.check_version(version)
     if len(frame) < 4:
-        raise DecodeError("truncated: needed 4 bytes", message_name="ResponseHeader", field="correlation_id")
+        raise DecodeError(
+            "truncated: needed 4 bytes", message_name="ResponseHeader", field="correlation_id"
+        )
     (corr,) = struct.unpack_from(">i", frame, 0)
     pos = 4
     unknown: list[tuple[int, bytes]] = []
@@ -323,5 +331,7 @@ def decode_response(frame: bytes | memoryview, key: int, version: int) -> tuple[
 def peek_correlation_id(frame: bytes | memoryview) -> int:
     """The correlation id of a response frame, read before knowing its API."""
     if len(frame) < 4:
-        raise DecodeError("truncated: needed 4 bytes", message_name="ResponseHeader", field="correlation_id")
+        raise DecodeError(
+            "truncated: needed 4 bytes", message_name="ResponseHeader", field="correlation_id"
+        )
     return int.from_bytes(frame[:4], "big", signed=True)

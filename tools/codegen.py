@@ -150,7 +150,9 @@ class Struct:
     fields: list[Field] = field(default_factory=list)
 
 
-def parse_fields(raw: Iterable[dict[str, Any]], structs: dict[str, Struct], common: dict[str, Any]) -> list[Field]:
+def parse_fields(
+    raw: Iterable[dict[str, Any]], structs: dict[str, Struct], common: dict[str, Any]
+) -> list[Field]:
     out = []
     for f in raw:
         ftype = f["type"]
@@ -167,7 +169,9 @@ def parse_fields(raw: Iterable[dict[str, Any]], structs: dict[str, Struct], comm
             tag=f.get("tag"),
             ignorable=bool(f.get("ignorable", False)),
             default=f.get("default"),
-            flexible_override=Versions.parse(f["flexibleVersions"]) if "flexibleVersions" in f else None,
+            flexible_override=Versions.parse(f["flexibleVersions"])
+            if "flexibleVersions" in f
+            else None,
         )
         if elem not in PRIMITIVES:
             if elem not in structs:
@@ -261,8 +265,14 @@ def default_expr(f: Field, qual: str, factories: dict[str, str]) -> str:
 
 
 def emit_dataclass(
-    lines: list[str], name: str, fields: list[Field], nested: list[Struct], qual: str,
-    flexible_any: bool, indent: str, factories: dict[str, str],
+    lines: list[str],
+    name: str,
+    fields: list[Field],
+    nested: list[Struct],
+    qual: str,
+    flexible_any: bool,
+    indent: str,
+    factories: dict[str, str],
 ) -> None:
     lines.append(f"{indent}@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)")
     lines.append(f"{indent}class {name}:")
@@ -279,7 +289,9 @@ def emit_dataclass(
                 f"default={default_expr(f, qual, factories)}, metadata=RECORDS)"
             )
         else:
-            lines.append(f"{inner}{f.attr}: {py_type(f, qual)} = {default_expr(f, qual, factories)}")
+            lines.append(
+                f"{inner}{f.attr}: {py_type(f, qual)} = {default_expr(f, qual, factories)}"
+            )
     if flexible_any:
         lines.append(
             f"{inner}unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)"
@@ -307,17 +319,20 @@ class SchemaWriter:
             if nullable:
                 return "p.CompactRecords" if flexible else "p.Records"
             return "p.CompactBytes" if flexible else "p.Bytes"
-        return "p." + {
-            "int8": "Int8",
-            "int16": "Int16",
-            "int32": "Int32",
-            "int64": "Int64",
-            "uint16": "UInt16",
-            "uint32": "UInt32",
-            "float64": "Float64",
-            "bool": "Boolean",
-            "uuid": "Uuid",
-        }[t]
+        return (
+            "p."
+            + {
+                "int8": "Int8",
+                "int16": "Int16",
+                "int32": "Int32",
+                "int64": "Int64",
+                "uint16": "UInt16",
+                "uint32": "UInt32",
+                "float64": "Float64",
+                "bool": "Boolean",
+                "uuid": "Uuid",
+            }[t]
+        )
 
     def field_construct(self, f: Field, v: int, flexible: bool) -> str:
         if f.struct is not None:
@@ -390,7 +405,16 @@ class SchemaWriter:
 def emit_message(msg: Message, lines: list[str], factories: dict[str, str]) -> list[str]:
     """Emit the dataclass and per-version schemas; return the schema variable names."""
     flexible_any = not msg.flexible.empty and msg.flexible.low <= msg.versions.high
-    emit_dataclass(lines, msg.name, msg.fields, list(msg.structs.values()), msg.name, flexible_any, "", factories)
+    emit_dataclass(
+        lines,
+        msg.name,
+        msg.fields,
+        list(msg.structs.values()),
+        msg.name,
+        flexible_any,
+        "",
+        factories,
+    )
     lines.append("")
     lines.append("")
     writer = SchemaWriter(msg, msg.name)
@@ -444,7 +468,7 @@ def render_api(req: Message, resp: Message, spec_id: str) -> str:
     body.append("")
     resp_names = emit_message(resp, body, factories)
     lines += emit_factories(factories)
-    lines += ["", ""] + body
+    lines += ["", "", *body]
     spec = req.spec
     deprecated = Versions.parse(spec.get("deprecatedVersions"))
     lines += [
@@ -473,11 +497,13 @@ def render_plain(messages: list[Message], spec_id: str) -> str:
     for m in messages:
         names = emit_message(m, body, factories)
         body.append(
-            f"{m.name.upper()}_SCHEMAS = {{" + ", ".join(f"{n.rsplit('V', 1)[1]}: {n}" for n in names) + "}"
+            f"{m.name.upper()}_SCHEMAS = {{"
+            + ", ".join(f"{n.rsplit('V', 1)[1]}: {n}" for n in names)
+            + "}"
         )
         body.append("")
     lines += emit_factories(factories)
-    lines += ["", ""] + body
+    lines += ["", "", *body]
     return "\n".join(lines)
 
 
@@ -497,12 +523,19 @@ def render_error_codes(errors: list[dict[str, Any]], spec_id: str) -> str:
         "    retriable: bool",
         "    message: str | None",
         "",
-        "    def __new__(cls, code: int, retriable: bool, message: str | None) -> ErrorCode:",
+        "    # Defaults only so that type checkers accept lookups by value: ErrorCode(3).",
+        "    def __new__(cls, code: int, retriable: bool = False, message: str | None = None) -> ErrorCode:",
         "        obj = int.__new__(cls, code)",
         "        obj._value_ = code",
         "        obj.retriable = retriable",
         "        obj.message = message",
         "        return obj",
+        "",
+        "    @classmethod",
+        "    def of(cls, code: int) -> ErrorCode:",
+        '        """The member for ``code``; a code this table lacks maps to UNKNOWN_SERVER_ERROR."""',
+        "        member = cls._value2member_map_.get(code)",
+        "        return cls.UNKNOWN_SERVER_ERROR if member is None else cls(code)",
         "",
     ]
     for e in sorted(errors, key=lambda e: e["code"]):
@@ -529,7 +562,7 @@ def render_registry(apis: list[tuple[int, str, str]], spec_id: str) -> str:
 
 def spec_digest(specs_dir: Path) -> str:
     h = hashlib.sha256()
-    for p in sorted((specs_dir / "message").glob("*.json")) + [specs_dir / "errors.json"]:
+    for p in [*sorted((specs_dir / "message").glob("*.json")), specs_dir / "errors.json"]:
         h.update(p.name.encode())
         h.update(p.read_bytes())
     return "specs sha256 " + h.hexdigest()[:16]
@@ -551,7 +584,10 @@ def generate(specs_dir: Path) -> dict[Path, str]:
         module = f"k{key:02d}_{snake(name.removesuffix('Request'))}"
         out[REPO / "codec" / "messages" / f"{module}.py"] = render_api(req, resp, spec_id)
         apis.append((key, module, name.removesuffix("Request")))
-    headers = [Message.from_spec(specs["RequestHeader"]), Message.from_spec(specs["ResponseHeader"])]
+    headers = [
+        Message.from_spec(specs["RequestHeader"]),
+        Message.from_spec(specs["ResponseHeader"]),
+    ]
     out[REPO / "codec" / "messages" / "headers.py"] = render_plain(headers, spec_id)
     data = [Message.from_spec(specs[n]) for n in DATA_SPECS]
     out[REPO / "codec" / "messages" / "consumer_protocol.py"] = render_plain(data, spec_id)
