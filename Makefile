@@ -41,7 +41,7 @@ pytest: $(STAMP) system-deps
 	$(PY) -m pytest -q
 
 docs: $(STAMP)
-	$(VENV)/bin/mkdocs build --strict -q -d site
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict -q -d site
 
 test: lint typecheck docs pytest
 
