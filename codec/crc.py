@@ -35,7 +35,7 @@ def crc32c(data: BytesLike, value: int = 0) -> int:
     Returns:
         The checksum, 0 <= crc < 2**32.
     """
-    return _native_crc32c(data, value)  # type: ignore[no-any-return]
+    return _native_crc32c(data, value)
 
 
 def crc32(data: BytesLike, value: int = 0) -> int:

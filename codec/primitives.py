@@ -98,7 +98,13 @@ class Primitive(Construct):  # type: ignore[misc]
         return f"{self.reader_name}(io)"
 
     def _emitbuild(self, code: Any) -> str:
+        # construct's own Struct stores the expression's value in the context for
+        # later fields to read, so it must evaluate to the object built.
         _prelude(code)
+        return f"({self.writer_name}(io, obj), obj)[1]"
+
+    def emit_write(self) -> str:
+        """The bare write call, for schemas that do not use the value."""
         return f"{self.writer_name}(io, obj)"
 
 
@@ -519,10 +525,11 @@ class Schema(Construct):  # type: ignore[misc]
                 ]
             else:
                 name, sc = run[0]
+                write = sc.emit_write() if isinstance(sc, Primitive) else sc._compilebuild(code)
                 body += [
                     f"            _f = {name!r}",
                     f"            obj = struct.{name}",
-                    f"            {sc._compilebuild(code)}",
+                    f"            {write}",
                 ]
         for name, default in self.absent:
             binds.append(f"a_{name} = {self._link(code, default)}")
