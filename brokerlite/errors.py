@@ -1,0 +1,149 @@
+"""Errors raised by brokerlite.
+
+Every brokerlite error derives from :class:`BrokerError` (itself a
+:class:`~trafka.codec.errors.TrafkaError`) and carries the Kafka
+:class:`~trafka.codec.errors.ErrorCode` that a request handler should put in
+its response as the class attribute ``code``. Handlers therefore never need a
+mapping table: ``except BrokerError as e: error_code = e.code``.
+
+Errors raised by the partition log (:mod:`trafka.brokerlite.log`) derive from
+:class:`LogError`; errors about the topic registry derive from
+:class:`TopicError`. Other engineers may add classes at the end of this module.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from trafka.codec.errors import ErrorCode, TrafkaError
+
+__all__ = [
+    "BrokerError",
+    "CorruptRecordError",
+    "InvalidConfigError",
+    "InvalidPartitionsError",
+    "InvalidRecordError",
+    "InvalidTopicError",
+    "LogError",
+    "LogStorageError",
+    "OffsetStoreError",
+    "OffsetOutOfRangeError",
+    "RecordBatchTooLargeError",
+    "RecordTooLargeError",
+    "TopicError",
+    "TopicExistsError",
+    "UnknownTopicIdError",
+    "UnknownTopicOrPartitionError",
+]
+
+
+class BrokerError(TrafkaError):
+    """Root of brokerlite's errors.
+
+    Attributes:
+        code: the Kafka error code a handler reports for this error (class attribute).
+    """
+
+    code: ClassVar[ErrorCode] = ErrorCode.UNKNOWN_SERVER_ERROR
+
+    def __init__(self, message: str | None = None) -> None:
+        super().__init__(message or self.code.message or self.code.name)
+
+
+# --- partition log -------------------------------------------------------------------------
+
+
+class LogError(BrokerError):
+    """An error raised by a partition log (append, read, recovery)."""
+
+
+class CorruptRecordError(LogError):
+    """A record batch failed validation: bad length, magic or CRC32C."""
+
+    code = ErrorCode.CORRUPT_MESSAGE
+
+
+class RecordTooLargeError(LogError):
+    """A record batch is larger than the topic's ``max.message.bytes``."""
+
+    code = ErrorCode.MESSAGE_TOO_LARGE
+
+
+class RecordBatchTooLargeError(LogError):
+    """A record batch is larger than the topic's ``segment.bytes`` and could never fit a segment."""
+
+    code = ErrorCode.RECORD_LIST_TOO_LARGE
+
+
+class InvalidRecordError(LogError):
+    """A record batch is well formed but breaks a broker rule (e.g. empty, bad timestamp)."""
+
+    code = ErrorCode.INVALID_RECORD
+
+
+class OffsetOutOfRangeError(LogError):
+    """A read or DeleteRecords names an offset outside ``[log_start_offset, log_end_offset]``."""
+
+    code = ErrorCode.OFFSET_OUT_OF_RANGE
+
+
+class LogStorageError(LogError):
+    """The operating system refused a write or read (disk full, I/O error, closed log)."""
+
+    code = ErrorCode.KAFKA_STORAGE_ERROR
+
+
+# --- topic registry ------------------------------------------------------------------------
+
+
+class TopicError(BrokerError):
+    """An error raised by the topic registry (:class:`~trafka.brokerlite.log.LogManager`)."""
+
+
+class TopicExistsError(TopicError):
+    """CreateTopics named a topic that already exists."""
+
+    code = ErrorCode.TOPIC_ALREADY_EXISTS
+
+
+class InvalidTopicError(TopicError):
+    """A topic name breaks Kafka's naming rules."""
+
+    code = ErrorCode.INVALID_TOPIC_EXCEPTION
+
+
+class UnknownTopicOrPartitionError(TopicError):
+    """The topic or partition does not exist."""
+
+    code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
+class UnknownTopicIdError(TopicError):
+    """No topic has this topic id."""
+
+    code = ErrorCode.UNKNOWN_TOPIC_ID
+
+
+class InvalidPartitionsError(TopicError):
+    """A partition count is below 1, or CreatePartitions does not increase it."""
+
+    code = ErrorCode.INVALID_PARTITIONS
+
+
+class InvalidConfigError(TopicError):
+    """A topic config is unknown, read-only or has an invalid value."""
+
+    code = ErrorCode.INVALID_CONFIG
+
+
+# --- group coordinator -----------------------------------------------------------------------
+
+
+class OffsetStoreError(BrokerError):
+    """The group offset journal (:mod:`trafka.brokerlite.offsets`) could not be read or written.
+
+    Raised for I/O errors (disk full, permissions), for a journal written by a newer
+    format, and for use after the store is closed.
+    """
+
+    code = ErrorCode.KAFKA_STORAGE_ERROR

@@ -1,0 +1,594 @@
+"""Durable committed offsets and consumer-group metadata for brokerlite.
+
+Kafka keeps this state in the ``__consumer_offsets`` topic; brokerlite keeps it in
+one small append-only journal file, replayed into memory when the store opens.
+
+Journal format:
+
+* Every entry is ``length (u32 big-endian) | crc (u32 big-endian) | payload`` where
+  ``payload`` is one UTF-8 JSON object of ``length`` bytes and ``crc`` is the
+  CRC-32C of the payload. Binary values (member metadata, assignments) are base64.
+* The first entry of a file is a header naming the format version. An entry whose
+  kind this code does not know is an error, never skipped: it comes from a newer
+  brokerlite, and dropping it would silently lose state.
+* Entry kinds: ``commit`` (one OffsetCommit request's offsets for one group, so a
+  request is all-or-nothing on disk), ``group`` (a full snapshot of one group's
+  metadata), ``delete_group`` (metadata and offsets), ``delete_offsets`` (some
+  partitions of one group) and ``delete_topic`` (a topic's offsets in every group).
+
+Rules and invariants:
+
+* State is last-writer-wins per key: offsets per (group, topic, partition),
+  metadata per group. Replaying the journal from the start rebuilds it exactly.
+* A mutating method returns only after its entry is written (and fsynced when
+  ``fsync=True``); the in-memory state changes only after that. A caller that
+  acknowledges a commit after the method returns therefore never acknowledges
+  something a crash can lose.
+* A crash mid-write leaves at most one torn entry, at the tail. Replay stops at the
+  first entry that is short, fails its CRC or does not parse, and truncates the file
+  there. A failed write is rolled back the same way (truncate to the last good
+  length) so that a torn entry never precedes a later good one.
+* Compaction rewrites the live state into a temporary file, fsyncs it, renames it
+  over the journal and fsyncs the directory: a crash at any point leaves either the
+  complete old journal or the complete new one. It runs on open when the journal
+  has grown well past its live state, and again whenever appends have made it
+  grow by the same factor.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import dataclasses
+import json
+import logging
+import os
+import struct
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from trafka.brokerlite.errors import OffsetStoreError
+from trafka.codec.crc import crc32c
+
+__all__ = [
+    "CommittedOffset",
+    "GroupRecord",
+    "MemberRecord",
+    "OffsetStore",
+    "OffsetStoreError",
+]
+
+log = logging.getLogger(__name__)
+
+FORMAT_VERSION = 1
+_HEAD = struct.Struct(">II")
+# A sanity bound for a length prefix: anything larger is a torn or corrupt entry,
+# not a real one (a group snapshot of thousands of members is a few MiB).
+_MAX_ENTRY = 256 * 1024 * 1024
+# Compact when the journal is this many times larger than its live state.
+_GROWTH_FACTOR = 4
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class CommittedOffset:
+    """One committed offset of a group for one partition.
+
+    Attributes:
+        offset: the committed offset (the next record the group will read).
+        leader_epoch: the committed leader epoch, -1 when unknown.
+        metadata: the client's metadata string.
+        commit_timestamp_ms: when the commit happened (broker time unless the
+            OffsetCommit v1 request gave one).
+    """
+
+    offset: int
+    leader_epoch: int = -1
+    metadata: str | None = ""
+    commit_timestamp_ms: int = -1
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class MemberRecord:
+    """A group member as persisted (enough to resume it after a restart).
+
+    Attributes:
+        member_id: the coordinator-assigned member id.
+        group_instance_id: the static instance id, or None for a dynamic member.
+        client_id, client_host: as seen on the member's JoinGroup.
+        rebalance_timeout_ms, session_timeout_ms: from the member's JoinGroup.
+        protocol_type: the member's protocol type (e.g. ``consumer``).
+        protocols: ``(name, metadata)`` in the member's order of preference.
+        assignment: the member's assignment in the persisted generation.
+    """
+
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    rebalance_timeout_ms: int
+    session_timeout_ms: int
+    protocol_type: str
+    protocols: tuple[tuple[str, bytes], ...]
+    assignment: bytes = b""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class GroupRecord:
+    """A classic group's metadata as persisted after a rebalance completes.
+
+    Attributes:
+        protocol_type: the group's protocol type, None for a group that only
+            ever had standalone commits.
+        generation_id: the generation the record belongs to.
+        protocol_name: the selected protocol, None when the group is empty.
+        leader_id: the leader's member id, None when the group is empty.
+        state_timestamp_ms: when the group entered its current state (drives
+            offset expiry of empty groups).
+        members: the members of the generation (empty for an empty group).
+    """
+
+    protocol_type: str | None
+    generation_id: int
+    protocol_name: str | None
+    leader_id: str | None
+    state_timestamp_ms: int | None
+    members: tuple[MemberRecord, ...] = ()
+
+
+# --- JSON shapes -----------------------------------------------------------------------------
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")
+
+
+def _unb64(text: str) -> bytes:
+    return base64.b64decode(text.encode("ascii"), validate=True)
+
+
+def _group_to_json(record: GroupRecord) -> dict[str, Any]:
+    return {
+        "protocol_type": record.protocol_type,
+        "generation_id": record.generation_id,
+        "protocol_name": record.protocol_name,
+        "leader_id": record.leader_id,
+        "state_timestamp_ms": record.state_timestamp_ms,
+        "members": [
+            {
+                "member_id": m.member_id,
+                "group_instance_id": m.group_instance_id,
+                "client_id": m.client_id,
+                "client_host": m.client_host,
+                "rebalance_timeout_ms": m.rebalance_timeout_ms,
+                "session_timeout_ms": m.session_timeout_ms,
+                "protocol_type": m.protocol_type,
+                "protocols": [[name, _b64(meta)] for name, meta in m.protocols],
+                "assignment": _b64(m.assignment),
+            }
+            for m in record.members
+        ],
+    }
+
+
+def _group_from_json(obj: dict[str, Any]) -> GroupRecord:
+    members = tuple(
+        MemberRecord(
+            member_id=str(m["member_id"]),
+            group_instance_id=m["group_instance_id"],
+            client_id=str(m["client_id"]),
+            client_host=str(m["client_host"]),
+            rebalance_timeout_ms=int(m["rebalance_timeout_ms"]),
+            session_timeout_ms=int(m["session_timeout_ms"]),
+            protocol_type=str(m["protocol_type"]),
+            protocols=tuple((str(name), _unb64(meta)) for name, meta in m["protocols"]),
+            assignment=_unb64(m["assignment"]),
+        )
+        for m in obj["members"]
+    )
+    return GroupRecord(
+        protocol_type=obj["protocol_type"],
+        generation_id=int(obj["generation_id"]),
+        protocol_name=obj["protocol_name"],
+        leader_id=obj["leader_id"],
+        state_timestamp_ms=obj["state_timestamp_ms"],
+        members=members,
+    )
+
+
+def _frame(entry: dict[str, Any]) -> bytes:
+    payload = json.dumps(entry, separators=(",", ":"), ensure_ascii=True).encode("utf-8")
+    return _HEAD.pack(len(payload), crc32c(payload)) + payload
+
+
+class _TornEntry(Exception):
+    """Replay met an entry that is incomplete or damaged (internal)."""
+
+
+class OffsetStore:
+    """Committed offsets and group metadata, persisted in an append-only journal.
+
+    Opening the store replays the journal (truncating a torn tail) and compacts it
+    when it has grown well past its live state.
+
+    Args:
+        path: the journal file; its directory is created if missing.
+        fsync: fsync after every write (survives power loss, not only a crash of
+            the process). Turn off only where durability does not matter.
+        compact_min_bytes: never compact a journal smaller than this.
+
+    Raises:
+        OffsetStoreError: the journal cannot be read or written, or was written by
+            a newer format.
+    """
+
+    def __init__(self, path: Path, *, fsync: bool = True, compact_min_bytes: int = 1 << 20) -> None:
+        self._path = Path(path)
+        self._tmp_path = self._path.with_name(self._path.name + ".compact.tmp")
+        self._fsync = fsync
+        self._compact_min = compact_min_bytes
+        self._offsets: dict[str, dict[tuple[str, int], CommittedOffset]] = {}
+        self._groups: dict[str, GroupRecord] = {}
+        self._fd: int | None = None
+        self._size = 0
+        self._compact_at = compact_min_bytes
+        self._failed = False
+        try:
+            self._open()
+        except OSError as exc:
+            raise OffsetStoreError(f"cannot open offset journal {self._path}: {exc}") from exc
+
+    # -- reading ------------------------------------------------------------------------------
+
+    @property
+    def path(self) -> Path:
+        """The journal file."""
+        return self._path
+
+    @property
+    def journal_bytes(self) -> int:
+        """The journal's current size in bytes."""
+        return self._size
+
+    def offset(self, group: str, topic: str, partition: int) -> CommittedOffset | None:
+        """The committed offset of ``group`` for one partition, or None."""
+        offsets = self._offsets.get(group)
+        return None if offsets is None else offsets.get((topic, partition))
+
+    def group_offsets(self, group: str) -> dict[tuple[str, int], CommittedOffset]:
+        """All committed offsets of ``group``, keyed by ``(topic, partition)`` (a copy)."""
+        return dict(self._offsets.get(group, {}))
+
+    def has_offsets(self, group: str) -> bool:
+        """Whether ``group`` has at least one committed offset."""
+        return bool(self._offsets.get(group))
+
+    def offset_groups(self) -> list[str]:
+        """Ids of the groups that have committed offsets."""
+        return [g for g, offsets in self._offsets.items() if offsets]
+
+    def group_metadata(self, group: str) -> GroupRecord | None:
+        """The last persisted metadata of ``group``, or None."""
+        return self._groups.get(group)
+
+    def groups(self) -> dict[str, GroupRecord]:
+        """The persisted metadata of every group (a copy)."""
+        return dict(self._groups)
+
+    # -- writing ------------------------------------------------------------------------------
+
+    def commit_offsets(
+        self, group: str, offsets: Mapping[tuple[str, int], CommittedOffset]
+    ) -> None:
+        """Durably record ``offsets`` for ``group`` (all of them or none).
+
+        Args:
+            group: the group id.
+            offsets: ``(topic, partition) -> CommittedOffset``.
+
+        Raises:
+            OffsetStoreError: the write failed; nothing was recorded.
+        """
+        if not offsets:
+            return
+        rows = [
+            [t, p, o.offset, o.leader_epoch, o.metadata, o.commit_timestamp_ms]
+            for (t, p), o in offsets.items()
+        ]
+        self._append({"kind": "commit", "group": group, "offsets": rows})
+
+    def store_group(self, group: str, record: GroupRecord) -> None:
+        """Durably record the metadata of ``group``, replacing the previous record.
+
+        Raises:
+            OffsetStoreError: the write failed; the previous record stays.
+        """
+        self._append({"kind": "group", "group": group, "metadata": _group_to_json(record)})
+
+    def delete_group(self, group: str) -> None:
+        """Durably remove the metadata and every offset of ``group``.
+
+        Raises:
+            OffsetStoreError: the write failed; nothing was removed.
+        """
+        if group in self._groups or group in self._offsets:
+            self._append({"kind": "delete_group", "group": group})
+
+    def delete_offsets(self, group: str, partitions: Iterable[tuple[str, int]]) -> int:
+        """Durably remove some committed offsets of ``group``.
+
+        Args:
+            group: the group id.
+            partitions: ``(topic, partition)`` pairs; those without an offset are ignored.
+
+        Returns:
+            How many offsets were removed.
+
+        Raises:
+            OffsetStoreError: the write failed; nothing was removed.
+        """
+        offsets = self._offsets.get(group, {})
+        present = sorted({tp for tp in partitions if tp in offsets})
+        if present:
+            self._append(
+                {
+                    "kind": "delete_offsets",
+                    "group": group,
+                    "partitions": [list(tp) for tp in present],
+                }
+            )
+        return len(present)
+
+    def delete_topic_offsets(self, topic: str) -> int:
+        """Durably remove the offsets of ``topic`` in every group (the topic was deleted).
+
+        Returns:
+            How many offsets were removed.
+
+        Raises:
+            OffsetStoreError: the write failed; nothing was removed.
+        """
+        count = sum(1 for offsets in self._offsets.values() for t, _ in offsets if t == topic)
+        if count:
+            self._append({"kind": "delete_topic", "topic": topic})
+        return count
+
+    def compact(self) -> None:
+        """Rewrite the journal to hold only the live state.
+
+        Raises:
+            OffsetStoreError: the rewrite failed; the old journal is still in place.
+        """
+        self._check_writable()
+        try:
+            self._rewrite()
+        except OSError as exc:
+            raise OffsetStoreError(f"cannot compact offset journal {self._path}: {exc}") from exc
+
+    def flush(self) -> None:
+        """fsync the journal (a no-op when every write is already fsynced)."""
+        if self._fd is not None and not self._fsync:
+            try:
+                os.fsync(self._fd)
+            except OSError as exc:
+                raise OffsetStoreError(f"cannot fsync offset journal {self._path}: {exc}") from exc
+
+    def close(self) -> None:
+        """Flush and close the journal; later writes raise :class:`OffsetStoreError`."""
+        if self._fd is None:
+            return
+        fd, self._fd = self._fd, None
+        try:
+            if not self._fsync:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def __enter__(self) -> OffsetStore:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # -- internals ----------------------------------------------------------------------------
+
+    def _open(self) -> None:
+        self._path.parent.mkdir(parents=True, exist_ok=True)
+        # A leftover temporary file is an interrupted compaction: the journal it was
+        # meant to replace is still complete, so the temporary file is garbage.
+        with contextlib.suppress(FileNotFoundError):
+            self._tmp_path.unlink()
+        data = self._path.read_bytes() if self._path.exists() else b""
+        good = self._replay(data)
+        if good < len(data):
+            log.warning(
+                "offset journal %s: dropping %d bytes of torn or corrupt tail at offset %d",
+                self._path,
+                len(data) - good,
+                good,
+            )
+            with open(self._path, "r+b") as f:
+                f.truncate(good)
+                f.flush()
+                os.fsync(f.fileno())
+        self._size = good
+        if good == 0:
+            self._rewrite()
+            return
+        self._fd = os.open(self._path, os.O_WRONLY | os.O_APPEND)
+        live = len(self._snapshot())
+        self._compact_at = max(self._compact_min, _GROWTH_FACTOR * live)
+        if self._size > max(self._compact_min, 2 * live):
+            self._rewrite()
+
+    def _replay(self, data: bytes) -> int:
+        """Apply the entries of ``data``; returns the length of its good prefix."""
+        pos = 0
+        first = True
+        view = memoryview(data)
+        while pos < len(data):
+            try:
+                entry, end = self._read_entry(view, pos)
+            except _TornEntry:
+                break
+            if first:
+                if entry.get("kind") != "header":
+                    raise OffsetStoreError(f"offset journal {self._path} has no header entry")
+                if entry.get("version") != FORMAT_VERSION:
+                    raise OffsetStoreError(
+                        f"offset journal {self._path} has format version "
+                        f"{entry.get('version')!r}; this brokerlite reads {FORMAT_VERSION}"
+                    )
+                first = False
+            else:
+                self._apply(entry)
+            pos = end
+        return pos
+
+    @staticmethod
+    def _read_entry(view: memoryview, pos: int) -> tuple[dict[str, Any], int]:
+        if len(view) - pos < _HEAD.size:
+            raise _TornEntry
+        length, crc = _HEAD.unpack_from(view, pos)
+        start = pos + _HEAD.size
+        end = start + length
+        if length > _MAX_ENTRY or end > len(view):
+            raise _TornEntry
+        payload = view[start:end]
+        if crc32c(payload) != crc:
+            raise _TornEntry
+        try:
+            entry = json.loads(bytes(payload).decode("utf-8"))
+        except (UnicodeDecodeError, ValueError) as exc:
+            raise _TornEntry from exc
+        if not isinstance(entry, dict):
+            raise _TornEntry
+        return entry, end
+
+    def _apply(self, entry: dict[str, Any]) -> None:
+        kind = entry.get("kind")
+        try:
+            if kind == "commit":
+                offsets = self._offsets.setdefault(entry["group"], {})
+                for topic, partition, offset, epoch, metadata, ts in entry["offsets"]:
+                    offsets[(topic, partition)] = CommittedOffset(offset, epoch, metadata, ts)
+            elif kind == "group":
+                self._groups[entry["group"]] = _group_from_json(entry["metadata"])
+            elif kind == "delete_group":
+                self._groups.pop(entry["group"], None)
+                self._offsets.pop(entry["group"], None)
+            elif kind == "delete_offsets":
+                offsets = self._offsets.get(entry["group"], {})
+                for topic, partition in entry["partitions"]:
+                    offsets.pop((topic, partition), None)
+                if not offsets:
+                    self._offsets.pop(entry["group"], None)
+            elif kind == "delete_topic":
+                topic = entry["topic"]
+                for group in list(self._offsets):
+                    offsets = self._offsets[group]
+                    for key in [k for k in offsets if k[0] == topic]:
+                        del offsets[key]
+                    if not offsets:
+                        del self._offsets[group]
+            else:
+                raise OffsetStoreError(
+                    f"offset journal {self._path}: unknown entry kind {kind!r} "
+                    "(written by a newer brokerlite?)"
+                )
+        except (KeyError, TypeError, ValueError) as exc:
+            # The CRC matched, so this is not a torn write but a malformed entry.
+            raise OffsetStoreError(
+                f"offset journal {self._path}: malformed {kind!r} entry: {exc!r}"
+            ) from exc
+
+    def _snapshot(self) -> bytes:
+        parts = [_frame({"kind": "header", "version": FORMAT_VERSION})]
+        for group, record in self._groups.items():
+            parts.append(
+                _frame({"kind": "group", "group": group, "metadata": _group_to_json(record)})
+            )
+        for group, offsets in self._offsets.items():
+            if offsets:
+                rows = [
+                    [t, p, o.offset, o.leader_epoch, o.metadata, o.commit_timestamp_ms]
+                    for (t, p), o in offsets.items()
+                ]
+                parts.append(_frame({"kind": "commit", "group": group, "offsets": rows}))
+        return b"".join(parts)
+
+    def _rewrite(self) -> None:
+        data = self._snapshot()
+        fd = os.open(self._tmp_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            _write_all(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(self._tmp_path, self._path)
+        _fsync_dir(self._path.parent)
+        new_fd = os.open(self._path, os.O_WRONLY | os.O_APPEND)
+        old_fd, self._fd = self._fd, new_fd
+        if old_fd is not None:
+            os.close(old_fd)
+        self._size = len(data)
+        self._compact_at = max(self._compact_min, _GROWTH_FACTOR * len(data))
+
+    def _check_writable(self) -> None:
+        if self._fd is None:
+            raise OffsetStoreError(f"offset journal {self._path} is closed")
+        if self._failed:
+            raise OffsetStoreError(
+                f"offset journal {self._path} failed earlier and could not be repaired"
+            )
+
+    def _append(self, entry: dict[str, Any]) -> None:
+        self._check_writable()
+        assert self._fd is not None
+        frame = _frame(entry)
+        try:
+            _write_all(self._fd, frame)
+            if self._fsync:
+                os.fsync(self._fd)
+        except OSError as exc:
+            # Cut the partial entry off so that later entries are not hidden behind it.
+            try:
+                os.ftruncate(self._fd, self._size)
+            except OSError:
+                self._failed = True
+            raise OffsetStoreError(f"cannot write offset journal {self._path}: {exc}") from exc
+        self._size += len(frame)
+        self._apply(entry)
+        if self._size > self._compact_at:
+            try:
+                self._rewrite()
+            except OSError as exc:
+                # The entry itself is durable; a failed compaction only postpones the next one.
+                log.warning("offset journal %s: compaction failed: %s", self._path, exc)
+                self._compact_at = self._size * 2
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        n = os.write(fd, view)
+        view = view[n:]
+
+
+def _fsync_dir(directory: Path) -> None:
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
