@@ -51,8 +51,8 @@ class FrameReader:
 
     @property
     def buffered(self) -> int:
-        """Bytes received and not yet returned as frames."""
-        return len(self._buf) - self._pos
+        """Bytes received and not yet returned as frames (a size prefix already read included)."""
+        return len(self._buf) - self._pos + (4 if self._need >= 0 else 0)
 
     @property
     def pending_frame_size(self) -> int | None:

@@ -243,6 +243,18 @@ def decode_request_header(frame: bytes | memoryview) -> tuple[RequestHeader, int
     return header, pos
 
 
+def _checked_tags(items: Any) -> list[tuple[int, bytes]]:
+    out = []
+    for item in items:
+        tag, data = item
+        if type(tag) is not int or not 0 <= tag <= 0xFFFFFFFF:
+            raise EncodeError(f"tag {tag!r} is not an unsigned 32-bit int")
+        if not isinstance(data, bytes | bytearray | memoryview):
+            raise EncodeError(f"tagged field {tag} holds {type(data).__name__}, not bytes")
+        out.append((tag, bytes(data)))
+    return out
+
+
 def decode_request(frame: bytes | memoryview) -> tuple[RequestHeader, Any]:
     """Decode a whole request frame (without its size prefix).
 
@@ -268,14 +280,21 @@ def encode_request(header: RequestHeader, body: Any) -> bytes:
     _, build, name = _compiled(key, version, False)
     io = BytesIO()
     io.write(b"\0\0\0\0")
-    io.write(_KEYVER.pack(key, version, header.correlation_id))
+    field = "correlation_id"
     try:
+        io.write(_KEYVER.pack(key, version, header.correlation_id))
+        field = "client_id"
         _wire.w_nstring(io, header.client_id)
+        if info.request_header_version(version) >= 2:
+            field = "_tagged_fields"
+            _wire.w_tagged(io, _checked_tags(header.unknown_tagged_fields))
     except EncodeError as exc:
-        exc.message_name, exc.field = "RequestHeader", "client_id"
+        exc.message_name, exc.field = "RequestHeader", field
         raise
-    if info.request_header_version(version) >= 2:
-        _wire.w_tagged(io, list(header.unknown_tagged_fields))
+    except (struct.error, TypeError, ValueError) as exc:
+        raise EncodeError(
+            f"invalid value: {exc}", message_name="RequestHeader", field=field
+        ) from None
     _encode(build, body, io, name)
     buf = io.getbuffer()
     struct.pack_into(">i", buf, 0, len(buf) - 4)
@@ -288,7 +307,14 @@ def encode_response(correlation_id: int, key: int, version: int, body: Any) -> b
     info = api(key)
     _, build, name = _compiled(key, version, True)
     io = BytesIO()
-    io.write(_SIZE_CORR.pack(0, correlation_id))
+    try:
+        io.write(_SIZE_CORR.pack(0, correlation_id))
+    except (struct.error, TypeError) as exc:
+        raise EncodeError(
+            f"invalid correlation id {correlation_id!r}: {exc}",
+            message_name="ResponseHeader",
+            field="correlation_id",
+        ) from None
     if info.response_header_version(version) >= 1:
         io.write(b"\0")  # no tagged fields in the header
     _encode(build, body, io, name)

@@ -310,7 +310,8 @@ class SchemaWriter:
     def prim(self, f: Field, v: int, flexible: bool) -> str:
         if f.flexible_override is not None:
             flexible = v in f.flexible_override
-        nullable = v in f.nullable
+        # nullableVersions of an array applies to the array, never to its elements.
+        nullable = v in f.nullable and not f.is_array
         t = f.type
         if t in ("string", "bytes"):
             base = "String" if t == "string" else "Bytes"

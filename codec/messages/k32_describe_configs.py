@@ -28,8 +28,8 @@ class DescribeConfigsRequest:
     unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
 
 
-_DescribeConfigsResource_0 = p.Schema('DescribeConfigsRequest.DescribeConfigsResource', DescribeConfigsRequest.DescribeConfigsResource, [('resource_type', p.Int8), ('resource_name', p.String), ('configuration_keys', p.Array(p.NullableString, nullable=True))])
-_DescribeConfigsResource_1 = p.Schema('DescribeConfigsRequest.DescribeConfigsResource', DescribeConfigsRequest.DescribeConfigsResource, [('resource_type', p.Int8), ('resource_name', p.CompactString), ('configuration_keys', p.Array(p.CompactNullableString, compact=True, nullable=True))], flexible=True)
+_DescribeConfigsResource_0 = p.Schema('DescribeConfigsRequest.DescribeConfigsResource', DescribeConfigsRequest.DescribeConfigsResource, [('resource_type', p.Int8), ('resource_name', p.String), ('configuration_keys', p.Array(p.String, nullable=True))])
+_DescribeConfigsResource_1 = p.Schema('DescribeConfigsRequest.DescribeConfigsResource', DescribeConfigsRequest.DescribeConfigsResource, [('resource_type', p.Int8), ('resource_name', p.CompactString), ('configuration_keys', p.Array(p.CompactString, compact=True, nullable=True))], flexible=True)
 DescribeConfigsRequestV0 = p.Schema('DescribeConfigsRequest v0', DescribeConfigsRequest, [('resources', p.Array(_DescribeConfigsResource_0))], absent=[('include_synonyms', False), ('include_documentation', False)])
 DescribeConfigsRequestV1 = p.Schema('DescribeConfigsRequest v1', DescribeConfigsRequest, [('resources', p.Array(_DescribeConfigsResource_0)), ('include_synonyms', p.Boolean)], absent=[('include_documentation', False)])
 DescribeConfigsRequestV2 = p.Schema('DescribeConfigsRequest v2', DescribeConfigsRequest, [('resources', p.Array(_DescribeConfigsResource_0)), ('include_synonyms', p.Boolean)], absent=[('include_documentation', False)])

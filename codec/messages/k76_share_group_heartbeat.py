@@ -23,7 +23,7 @@ class ShareGroupHeartbeatRequest:
     unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
 
 
-ShareGroupHeartbeatRequestV0 = p.Schema('ShareGroupHeartbeatRequest v0', ShareGroupHeartbeatRequest, [('group_id', p.CompactString), ('member_id', p.CompactString), ('member_epoch', p.Int32), ('rack_id', p.CompactNullableString), ('subscribed_topic_names', p.Array(p.CompactNullableString, compact=True, nullable=True))], flexible=True)
+ShareGroupHeartbeatRequestV0 = p.Schema('ShareGroupHeartbeatRequest v0', ShareGroupHeartbeatRequest, [('group_id', p.CompactString), ('member_id', p.CompactString), ('member_epoch', p.Int32), ('rack_id', p.CompactNullableString), ('subscribed_topic_names', p.Array(p.CompactString, compact=True, nullable=True))], flexible=True)
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)

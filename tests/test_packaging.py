@@ -1,0 +1,123 @@
+"""Packaging: every package folder is declared in pyproject.toml, and a wheel builds.
+
+The repository's top-level folders are the packages (``codec/`` is
+``trafka.codec``) through setuptools' ``package-dir``; a folder with an
+``__init__.py`` that is missing from ``[tool.setuptools] packages`` would work
+in the editable install and silently vanish from the wheel.
+"""
+
+from __future__ import annotations
+
+import importlib
+import shutil
+import subprocess
+import sys
+import tomllib
+import zipfile
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text())
+SETUPTOOLS = PYPROJECT["tool"]["setuptools"]
+PACKAGES: list[str] = SETUPTOOLS["packages"]
+PACKAGE_DIR: dict[str, str] = SETUPTOOLS["package-dir"]
+
+# Folders that hold no installable code.
+NOT_PACKAGES = {"tests", "docs", "bench", "site", "build", "dist", "run", "trafka-data"}
+
+
+def package_folders() -> list[Path]:
+    """Every folder (at the top level and below) that has an __init__.py."""
+    found = []
+    for init in REPO.rglob("__init__.py"):
+        rel = init.parent.relative_to(REPO)
+        top = rel.parts[0]
+        if top.startswith(".") or top in NOT_PACKAGES or top.endswith(".egg-info"):
+            continue
+        if "__pycache__" in rel.parts:
+            continue
+        found.append(rel)
+    return sorted(found)
+
+
+def test_every_package_folder_is_declared() -> None:
+    folders = package_folders()
+    assert Path("codec") in folders and Path("codec/messages") in folders
+    by_dir = {folder: name for name, folder in PACKAGE_DIR.items()}
+    for folder in folders:
+        expected = "trafka." + ".".join(folder.parts)
+        assert folder.as_posix() in by_dir, (
+            f"{folder}/ is missing from [tool.setuptools.package-dir]"
+        )
+        assert by_dir[folder.as_posix()] == expected
+        assert expected in PACKAGES, f"{expected} is missing from [tool.setuptools] packages"
+
+
+def test_declarations_are_consistent() -> None:
+    assert len(PACKAGES) == len(set(PACKAGES))
+    assert set(PACKAGES) == set(PACKAGE_DIR)
+    for name, folder in PACKAGE_DIR.items():
+        assert (REPO / folder / "__init__.py").is_file(), f"{name} -> {folder}/ has no __init__.py"
+        assert name == "trafka." + folder.replace("/", ".")
+
+
+@pytest.mark.parametrize("name", PACKAGES)
+def test_declared_package_imports(name: str) -> None:
+    module = importlib.import_module(name)
+    assert Path(module.__file__ or "").resolve().parent == (REPO / PACKAGE_DIR[name]).resolve()
+
+
+def _copy_sources(dest: Path) -> Path:
+    """The files a build needs, without the venv, caches or build leftovers."""
+    src = dest / "src"
+    ignore = shutil.ignore_patterns(
+        ".git", ".venv", "__pycache__", "*.egg-info", "build", "dist", "site", ".*cache*"
+    )
+    src.mkdir()
+    for item in [
+        "pyproject.toml",
+        "README.md",
+        *sorted({p.split("/")[0] for p in PACKAGE_DIR.values()}),
+    ]:
+        path = REPO / item
+        if path.is_dir():
+            shutil.copytree(path, src / item, ignore=ignore)
+        else:
+            shutil.copy2(path, src / item)
+    return src
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(170)
+def test_wheel_contains_the_generated_modules(tmp_path: Path) -> None:
+    # Built from a copy, so the build leaves nothing behind in the working tree.
+    src = _copy_sources(tmp_path)
+    out = tmp_path / "wheels"
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--quiet",
+            "--disable-pip-version-check",
+            "--wheel-dir",
+            str(out),
+            str(src),  # an absolute path: pip must not read it as a project name
+        ],
+        capture_output=True,
+        text=True,
+        timeout=160,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    (wheel,) = out.glob("trafka-*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    assert "trafka/codec/messages/k00_produce.py" in names
+    assert "trafka/codec/py.typed" in names
+    for name in PACKAGES:
+        assert f"{name.replace('.', '/')}/__init__.py" in names, name
+    assert not any(n.startswith(("tests/", "codec/")) for n in names)
