@@ -1,0 +1,79 @@
+"""trafka.sdk: a Kafka client for trio and asyncio (through anyio).
+
+Open components with async context managers that own their tasks::
+
+    async with open_producer(bootstrap_servers="localhost:9092") as producer:
+        metadata = await producer.send_and_wait("events", b"hello", key=b"k")
+
+    async with open_consumer("events", bootstrap_servers="localhost:9092", group_id="g") as consumer:
+        async for record in consumer:
+            ...
+
+    async with open_admin(bootstrap_servers="localhost:9092") as admin:
+        await admin.create_topics([NewTopic("events", 3)])
+
+The protocol logic underneath is I/O-free and usable on its own:
+:mod:`.connection_state`, :mod:`.metadata`, :mod:`.accumulator`,
+:mod:`.fetcher`, :mod:`.assignors`, :mod:`.partitioners`, :mod:`.group`
+(request builders and error classification).
+"""
+
+from .accumulator import RecordMetadata
+from .admin import Admin, ClusterDescription, GroupDescription, GroupListing, NewTopic, open_admin
+from .config import AdminConfig, ClientConfig, ConsumerConfig, ProducerConfig
+from .consumer import Consumer, open_consumer
+from .errors import (
+    ClientClosedError,
+    ConfigError,
+    DeliveryTimeoutError,
+    KafkaConnectionError,
+    KafkaError,
+    NoBrokersAvailableError,
+    ProducerBlockedError,
+    ProtocolError,
+    RequestTimeoutError,
+    SerializationError,
+    TrafkaError,
+    UsageError,
+)
+from .fetcher import ConsumerRecord, OffsetOutOfRangeError, TopicPartition
+from .group import CommitFailedError
+from .partitioners import Partitioner, murmur2
+from .producer import Producer, RecordFuture, open_producer
+
+__all__ = [
+    "Admin",
+    "AdminConfig",
+    "ClientClosedError",
+    "ClientConfig",
+    "ClusterDescription",
+    "CommitFailedError",
+    "ConfigError",
+    "Consumer",
+    "ConsumerConfig",
+    "ConsumerRecord",
+    "DeliveryTimeoutError",
+    "GroupDescription",
+    "GroupListing",
+    "KafkaConnectionError",
+    "KafkaError",
+    "NewTopic",
+    "NoBrokersAvailableError",
+    "OffsetOutOfRangeError",
+    "Partitioner",
+    "Producer",
+    "ProducerBlockedError",
+    "ProducerConfig",
+    "ProtocolError",
+    "RecordFuture",
+    "RecordMetadata",
+    "RequestTimeoutError",
+    "SerializationError",
+    "TopicPartition",
+    "TrafkaError",
+    "UsageError",
+    "murmur2",
+    "open_admin",
+    "open_consumer",
+    "open_producer",
+]

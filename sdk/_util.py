@@ -1,0 +1,158 @@
+"""Helpers shared by the drivers: exception-group unwrapping and (de)serializers."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import anyio
+
+from .errors import SerializationError
+
+__all__ = [
+    "collapse_group",
+    "get_deserializer",
+    "get_serializer",
+    "normalize_headers",
+]
+
+Serializer = Callable[[Any], bytes | None]
+Deserializer = Callable[[bytes | None], Any]
+
+
+def collapse_group(group: BaseExceptionGroup[Any]) -> BaseException:
+    """The exception a public context manager should raise for a task-group error.
+
+    A group whose leaves are one exception (ignoring cancellations when a real
+    error is present) collapses to that exception; a group of cancellations
+    collapses to the first one. Only several distinct errors stay a group.
+    """
+    leaves: list[BaseException] = []
+
+    def walk(exc: BaseException) -> None:
+        if isinstance(exc, BaseExceptionGroup):
+            for sub in exc.exceptions:
+                walk(sub)
+        else:
+            leaves.append(exc)
+
+    walk(group)
+    cancelled = anyio.get_cancelled_exc_class()
+    real = [e for e in leaves if not isinstance(e, cancelled)]
+    if len(real) == 1:
+        return real[0]
+    if not real and leaves:
+        return leaves[0]
+    return group
+
+
+def _bytes_serializer(value: Any) -> bytes | None:
+    if value is None or type(value) is bytes:
+        return value
+    if isinstance(value, bytearray | memoryview):
+        return bytes(value)
+    raise SerializationError(f"expected bytes (the default serializer), got {type(value).__name__}")
+
+
+def _str_serializer(value: Any) -> bytes | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return value.encode("utf-8")
+    if isinstance(value, bytes | bytearray | memoryview):
+        return bytes(value)
+    raise SerializationError(f"expected str, got {type(value).__name__}")
+
+
+def _json_serializer(value: Any) -> bytes | None:
+    if value is None:
+        return None
+    try:
+        return json.dumps(value, separators=(",", ":")).encode("utf-8")
+    except (TypeError, ValueError) as exc:
+        raise SerializationError(f"cannot serialize to JSON: {exc}") from None
+
+
+def get_serializer(spec: str | Serializer) -> Serializer:
+    """A function turning a key or value into bytes (``None`` stays ``None``).
+
+    Args:
+        spec: ``bytes``, ``str`` (UTF-8), ``json`` or a callable returning bytes or None.
+    """
+    if spec == "bytes":
+        return _bytes_serializer
+    if spec == "str":
+        return _str_serializer
+    if spec == "json":
+        return _json_serializer
+    if not callable(spec):
+        raise SerializationError(f"unknown serializer {spec!r}")
+    fn = spec
+
+    def custom(value: Any) -> bytes | None:
+        try:
+            out = fn(value)
+        except SerializationError:
+            raise
+        except Exception as exc:
+            raise SerializationError(
+                f"serializer {getattr(fn, '__name__', fn)!r} failed: {exc!r}"
+            ) from exc
+        if out is None or type(out) is bytes:
+            return out
+        if isinstance(out, bytearray | memoryview):
+            return bytes(out)
+        raise SerializationError(f"serializer returned {type(out).__name__}, not bytes")
+
+    return custom
+
+
+def get_deserializer(spec: str | Deserializer) -> Deserializer | None:
+    """A function turning bytes (or None) into the user's type; ``None`` for raw bytes."""
+    if spec == "bytes":
+        return None
+    if spec == "str":
+        return lambda b: None if b is None else b.decode("utf-8", errors="replace")
+    if spec == "json":
+
+        def from_json(b: bytes | None) -> Any:
+            if b is None:
+                return None
+            try:
+                return json.loads(b)
+            except ValueError as exc:
+                raise SerializationError(f"cannot deserialize JSON: {exc}") from None
+
+        return from_json
+    if not callable(spec):
+        raise SerializationError(f"unknown deserializer {spec!r}")
+    return spec
+
+
+def normalize_headers(
+    headers: Sequence[tuple[str, Any]] | Mapping[str, Any] | None,
+) -> Sequence[tuple[str, bytes | None]]:
+    """Headers as ``(str, bytes | None)`` pairs; ``str`` values are UTF-8 encoded."""
+    if not headers:
+        return ()
+    items = headers.items() if isinstance(headers, Mapping) else headers
+    out = []
+    for item in items:
+        try:
+            k, v = item
+        except (TypeError, ValueError):
+            raise SerializationError(
+                f"a header must be a (key, value) pair, got {item!r}"
+            ) from None
+        if not isinstance(k, str):
+            raise SerializationError(f"header keys must be str, got {k!r}")
+        if isinstance(v, str):
+            v = v.encode("utf-8")
+        elif v is not None and not isinstance(v, bytes):
+            if isinstance(v, bytearray | memoryview):
+                v = bytes(v)
+            else:
+                raise SerializationError(f"header {k!r}: value must be bytes, str or None")
+        out.append((k, v))
+    return out

@@ -1,0 +1,645 @@
+"""The producer's record accumulator, without I/O.
+
+Rules and invariants:
+
+* Records are appended per partition as plain ``(timestamp, key, value,
+  headers)`` tuples into the partition's open batch; a batch is encoded once,
+  when first drained (one :func:`~trafka.codec.records.encode_batch` call), and
+  the bytes are kept for retries so a retried batch is byte-identical
+  (same producer id, epoch and base sequence).
+* A batch is *full* once the next record would take it past ``batch.size``
+  (its first record is always accepted). A partition is *ready* when its first
+  batch is full, older than ``linger.ms``, or when a flush or close is under
+  way, or when appends wait for memory; and not in retry backoff, and below
+  its in-flight limit.
+* Ordering per partition: batches leave a partition in creation order. A
+  retried batch goes back in front of every younger batch of its partition.
+  Without idempotence the in-flight limit per partition is one batch, so a
+  retry cannot overtake; with idempotence up to
+  ``max.in.flight.requests.per.connection`` batches are in flight and the
+  broker's sequence check keeps order.
+* Memory: every record reserves its estimated size out of ``buffer.memory``
+  until its batch completes. :meth:`Accumulator.append` raises
+  :class:`BufferFullError` instead of blocking; the driver waits for
+  :attr:`Accumulator.free_memory` to grow and tries again.
+* Every record gets a :class:`RecordHandle`, resolved exactly once, with its
+  :class:`RecordMetadata` or an exception. ``delivery.timeout.ms`` bounds the
+  time from append to resolution: a batch not in flight past it fails with
+  :class:`~trafka.sdk.errors.DeliveryTimeoutError`; an in-flight one fails
+  when its response (or timeout) comes back.
+
+``now`` is the driver's monotonic clock in seconds; timestamps in records are
+wall-clock milliseconds supplied by the caller.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+from collections import deque
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from trafka.codec import ErrorCode, KafkaError
+from trafka.codec.compression import Compression
+from trafka.codec.messages import k00_produce as produce
+from trafka.codec.records import encode_batch
+
+from .errors import DeliveryTimeoutError, UsageError
+
+__all__ = [
+    "Accumulator",
+    "BufferFullError",
+    "ProducerBatch",
+    "RecordHandle",
+    "RecordMetadata",
+    "ReadyCheck",
+    "build_produce_request",
+    "estimate_size",
+]
+
+_INT32_MAX = 2**31 - 1
+
+# Per-record bytes beyond key, value and headers: length, attributes, timestamp
+# and offset deltas, key/value lengths and header count as small varints.
+RECORD_OVERHEAD = 12
+BATCH_OVERHEAD = 61
+
+
+def estimate_size(
+    key: bytes | None, value: bytes | None, headers: Sequence[tuple[str, bytes | None]]
+) -> int:
+    """Approximate encoded size of one record (exact enough for ``batch.size``)."""
+    n = RECORD_OVERHEAD
+    if key is not None:
+        n += len(key)
+    if value is not None:
+        n += len(value)
+    for hk, hv in headers:
+        n += len(hk) + 4 + (len(hv) if hv is not None else 0)
+    return n
+
+
+class BufferFullError(Exception):
+    """Internal: ``buffer.memory`` cannot hold the record yet (the driver waits)."""
+
+    def __init__(self, needed: int) -> None:
+        super().__init__(needed)
+        self.needed = needed
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class RecordMetadata:
+    """Where a record was written.
+
+    Attributes:
+        topic, partition, offset: its position in the log (offset -1 with acks=0).
+        timestamp: the record's timestamp (the broker's under log-append time).
+        serialized_key_size, serialized_value_size: bytes, -1 for None.
+    """
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+    serialized_key_size: int = -1
+    serialized_value_size: int = -1
+
+
+class ProducerBatch:
+    """Records for one partition, sent (and retried) together."""
+
+    __slots__ = (
+        "attempts",
+        "base_offset",
+        "base_sequence",
+        "callbacks",
+        "created",
+        "done",
+        "encoded",
+        "error",
+        "full",
+        "in_flight",
+        "log_append_time",
+        "partition",
+        "records",
+        "retry_at",
+        "seq",
+        "size",
+        "topic",
+        "waker",
+    )
+
+    def __init__(self, topic: str, partition: int, now: float, seq: int) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.records: list[
+            tuple[int, bytes | None, bytes | None, Sequence[tuple[str, bytes | None]]]
+        ] = []
+        self.size = BATCH_OVERHEAD
+        self.created = now
+        self.seq = seq  # creation order within the partition
+        self.attempts = 0
+        self.retry_at = 0.0
+        self.base_sequence = -1
+        self.encoded: bytes | None = None
+        self.in_flight = False
+        self.full = False
+        self.done = False
+        self.base_offset = -1
+        self.log_append_time = -1
+        self.error: BaseException | None = None
+        self.callbacks: list[tuple[RecordHandle, Callable[[RecordHandle], Any]]] | None = None
+        # Set by the driver to something with ``set()`` (an event) while a task waits.
+        self.waker: Any = None
+
+    @property
+    def record_count(self) -> int:
+        return len(self.records)
+
+    def _resolve(self) -> None:
+        self.done = True
+        if self.waker is not None:
+            self.waker.set()
+        if self.callbacks:
+            callbacks, self.callbacks = self.callbacks, None
+            for handle, fn in callbacks:
+                fn(handle)
+
+    def __repr__(self) -> str:
+        return (
+            f"<ProducerBatch {self.topic}-{self.partition} #{self.seq} records={len(self.records)}>"
+        )
+
+
+class RecordHandle:
+    """A future-like result for one record.
+
+    The producer's driver subclass makes it awaitable; here it offers
+    :meth:`done`, :meth:`result`, :meth:`exception` and callbacks.
+    """
+
+    __slots__ = ("batch", "index")
+
+    def __init__(self, batch: ProducerBatch, index: int) -> None:
+        self.batch = batch
+        self.index = index
+
+    def done(self) -> bool:
+        return self.batch.done
+
+    def exception(self) -> BaseException | None:
+        """The failure, or ``None`` if the record was written.
+
+        Raises:
+            UsageError: not resolved yet.
+        """
+        if not self.batch.done:
+            raise UsageError("the record is not delivered yet")
+        return self.batch.error
+
+    def result(self) -> RecordMetadata:
+        """The record's metadata.
+
+        Raises:
+            UsageError: not resolved yet.
+            KafkaError (or another TrafkaError): the record failed.
+        """
+        b = self.batch
+        if not b.done:
+            raise UsageError("the record is not delivered yet")
+        if b.error is not None:
+            raise b.error
+        ts, key, value, _ = b.records[self.index]
+        offset = b.base_offset + self.index if b.base_offset >= 0 else -1
+        return RecordMetadata(
+            b.topic,
+            b.partition,
+            offset,
+            b.log_append_time if b.log_append_time >= 0 else ts,
+            -1 if key is None else len(key),
+            -1 if value is None else len(value),
+        )
+
+    def add_done_callback(self, fn: Callable[[RecordHandle], Any]) -> None:
+        """Call ``fn(handle)`` when resolved (at once if it already is)."""
+        b = self.batch
+        if b.done:
+            fn(self)
+            return
+        if b.callbacks is None:
+            b.callbacks = []
+        b.callbacks.append((self, fn))
+
+
+@dataclasses.dataclass(slots=True)
+class ReadyCheck:
+    """What :meth:`Accumulator.ready` found.
+
+    Attributes:
+        nodes: leaders with at least one sendable partition.
+        next_check: the earliest time something may become ready (``None``: nothing buffered).
+        unknown_leaders: topics with batches whose partition has no known leader.
+    """
+
+    nodes: set[int]
+    next_check: float | None
+    unknown_leaders: set[str]
+
+
+class _Queue:
+    __slots__ = ("batches", "in_flight", "next_seq")
+
+    def __init__(self) -> None:
+        self.batches: deque[ProducerBatch] = deque()
+        self.in_flight = 0
+        self.next_seq = 0
+
+
+class Accumulator:
+    """Batches records per partition and decides what to send.
+
+    Args:
+        batch_size: ``batch.size`` in bytes.
+        linger: ``linger.ms`` in seconds.
+        buffer_memory: ``buffer.memory`` in bytes.
+        delivery_timeout: ``delivery.timeout.ms`` in seconds.
+        retries: how many times a batch may be retried.
+        retry_backoff / retry_backoff_max: seconds; the backoff doubles per attempt.
+        compression, compression_level: the batches' codec.
+        max_request_size: bytes per produce request (a batch over it still goes alone).
+        idempotent: assign producer ids and sequence numbers.
+        max_in_flight: in-flight batches per partition when idempotent.
+        handle_class: the record handle type to return (drivers subclass it).
+    """
+
+    def __init__(
+        self,
+        *,
+        batch_size: int = 16384,
+        linger: float = 0.005,
+        buffer_memory: int = 32 * 1024 * 1024,
+        delivery_timeout: float = 120.0,
+        retries: int = _INT32_MAX,
+        retry_backoff: float = 0.1,
+        retry_backoff_max: float = 1.0,
+        compression: Compression | int = Compression.NONE,
+        compression_level: int | None = None,
+        max_request_size: int = 1024 * 1024,
+        idempotent: bool = False,
+        max_in_flight: int = 5,
+        handle_class: type[RecordHandle] = RecordHandle,
+        clock: Callable[[], float] | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.batch_size = batch_size
+        self.linger = linger
+        self.buffer_memory = buffer_memory
+        self.delivery_timeout = delivery_timeout
+        self.retries = retries
+        self.retry_backoff = retry_backoff
+        self.retry_backoff_max = retry_backoff_max
+        self.compression = Compression(compression)
+        self.compression_level = compression_level
+        self.max_request_size = max_request_size
+        self.idempotent = idempotent
+        self.partition_in_flight = max_in_flight if idempotent else 1
+        self.handle_class = handle_class
+        self.clock = clock
+        self.producer_id = -1
+        self.producer_epoch = -1
+        self.used_memory = 0
+        self.memory_waiters = 0
+        self.flushing = 0
+        self.closing = False
+        self._queues: dict[tuple[str, int], _Queue] = {}
+        self._incomplete: set[ProducerBatch] = set()
+        self._seq = 0
+        self._rng = rng or random.Random()
+
+    # -- appending ---------------------------------------------------------------------
+
+    @property
+    def free_memory(self) -> int:
+        return self.buffer_memory - self.used_memory
+
+    def append(
+        self,
+        topic: str,
+        partition: int,
+        timestamp: int,
+        key: bytes | None,
+        value: bytes | None,
+        headers: Sequence[tuple[str, bytes | None]],
+        now: float | None = None,
+        *,
+        abort_on_new_batch: bool = False,
+    ) -> RecordHandle | None:
+        """Add a record to its partition's open batch (or a new one).
+
+        Args:
+            now: the driver's clock; when None, ``clock()`` is read if a batch is created.
+            abort_on_new_batch: return ``None`` instead of opening a new batch
+                (the sticky partitioner then moves on, KIP-480, and appends again).
+
+        Returns:
+            The record's handle, or ``None`` (only with ``abort_on_new_batch``).
+
+        Raises:
+            KafkaError: MESSAGE_TOO_LARGE, the record can never fit a request or the buffer.
+            BufferFullError: no memory for it now.
+            UsageError: the accumulator is closed.
+        """
+        if self.closing:
+            raise UsageError("the producer is closed")
+        size = estimate_size(key, value, headers)
+        if size + BATCH_OVERHEAD > self.max_request_size or size > self.buffer_memory:
+            raise KafkaError(
+                ErrorCode.MESSAGE_TOO_LARGE,
+                f"the record is {size} bytes, over max.request.size ({self.max_request_size}) "
+                f"or buffer.memory ({self.buffer_memory})",
+            )
+        tp = (topic, partition)
+        q = self._queues.get(tp)
+        if q is None:
+            q = self._queues[tp] = _Queue()
+        batches = q.batches
+        batch = batches[-1] if batches else None
+        if batch is None or batch.full or batch.in_flight or batch.encoded is not None:
+            if abort_on_new_batch and batch is not None:
+                return None
+            batch = None
+        elif batch.records and batch.size + size > self.batch_size:
+            batch.full = True
+            if abort_on_new_batch:
+                return None
+            batch = None
+        if size > self.buffer_memory - self.used_memory:
+            raise BufferFullError(size)
+        if batch is None:
+            self._seq += 1
+            if now is None:
+                # The clock is only read when a batch starts: linger and
+                # delivery timeouts count from a batch's creation.
+                now = self.clock() if self.clock is not None else 0.0
+            batch = ProducerBatch(topic, partition, now, self._seq)
+            batches.append(batch)
+            self._incomplete.add(batch)
+        self.used_memory += size
+        batch.size += size
+        records = batch.records
+        records.append((timestamp, key, value, headers))
+        if batch.size >= self.batch_size:
+            batch.full = True
+        return self.handle_class(batch, len(records) - 1)
+
+    # -- deciding what to send ------------------------------------------------------------
+
+    def has_pending(self) -> bool:
+        """Whether any batch is buffered or in flight."""
+        return bool(self._incomplete)
+
+    def incomplete_batches(self) -> list[ProducerBatch]:
+        return list(self._incomplete)
+
+    def ready(self, now: float, leader_of: Callable[[str, int], int | None]) -> ReadyCheck:
+        """Find the leaders that have sendable batches, and when to look again."""
+        nodes: set[int] = set()
+        unknown: set[str] = set()
+        next_check: float | None = None
+        hurry = self.flushing > 0 or self.closing or self.memory_waiters > 0
+        for (topic, partition), q in self._queues.items():
+            if not q.batches:
+                continue
+            head = q.batches[0]
+            if head.in_flight or q.in_flight >= self.partition_in_flight:
+                continue
+            leader = leader_of(topic, partition)
+            if leader is None:
+                unknown.add(topic)
+                continue
+            if leader in nodes:
+                continue
+            if head.retry_at > now:
+                at = head.retry_at
+            elif hurry or head.full or len(q.batches) > 1 or head.attempts:
+                nodes.add(leader)
+                continue
+            else:
+                at = head.created + self.linger
+                if at <= now:
+                    nodes.add(leader)
+                    continue
+            if next_check is None or at < next_check:
+                next_check = at
+        return ReadyCheck(nodes, next_check, unknown)
+
+    def drain(
+        self,
+        now: float,
+        node: int,
+        leader_of: Callable[[str, int], int | None],
+        *,
+        max_bytes: int | None = None,
+    ) -> list[ProducerBatch]:
+        """Take the sendable head batch of each partition led by ``node``.
+
+        The batches are encoded (sequence numbers assigned on first drain) and
+        marked in flight. The total stays within ``max_request_size`` except
+        that one batch always goes.
+        """
+        limit = self.max_request_size if max_bytes is None else max_bytes
+        out: list[ProducerBatch] = []
+        total = 0
+        items = list(self._queues.items())
+        # Start at a random partition so that no partition starves when the
+        # request limit cuts the drain short.
+        if len(items) > 1:
+            start = self._rng.randrange(len(items))
+            items = items[start:] + items[:start]
+        for (topic, partition), q in items:
+            if not q.batches or q.in_flight >= self.partition_in_flight:
+                continue
+            head = q.batches[0]
+            if head.in_flight or head.retry_at > now:
+                continue
+            if leader_of(topic, partition) != node:
+                continue
+            data = head.encoded
+            if data is None:
+                data = self._encode(head, q)
+            if out and total + len(data) > limit:
+                continue
+            total += len(data)
+            q.batches.popleft()
+            head.in_flight = True
+            head.attempts += 1
+            q.in_flight += 1
+            out.append(head)
+        return out
+
+    def _encode(self, batch: ProducerBatch, q: _Queue) -> bytes:
+        batch.full = True  # no more appends once encoded
+        if self.idempotent and self.producer_id >= 0:
+            batch.base_sequence = q.next_seq
+            q.next_seq = (q.next_seq + len(batch.records)) & _INT32_MAX
+        batch.encoded = encode_batch(
+            batch.records,
+            compression=self.compression,
+            compression_level=self.compression_level,
+            producer_id=self.producer_id if batch.base_sequence >= 0 else -1,
+            producer_epoch=self.producer_epoch if batch.base_sequence >= 0 else -1,
+            base_sequence=batch.base_sequence,
+        )
+        return batch.encoded
+
+    # -- outcomes --------------------------------------------------------------------------
+
+    def _finish(self, batch: ProducerBatch) -> None:
+        q = self._queues.get((batch.topic, batch.partition))
+        if batch.in_flight:
+            batch.in_flight = False
+            if q is not None:
+                q.in_flight -= 1
+        elif q is not None:
+            try:
+                q.batches.remove(batch)
+            except ValueError:
+                pass
+        self._incomplete.discard(batch)
+        self.used_memory -= batch.size - BATCH_OVERHEAD
+
+    def complete(self, batch: ProducerBatch, base_offset: int, log_append_time: int = -1) -> None:
+        """The batch was written at ``base_offset`` (-1 when unknown, e.g. acks=0)."""
+        if batch.done:
+            return
+        self._finish(batch)
+        batch.base_offset = base_offset
+        batch.log_append_time = log_append_time
+        batch._resolve()
+
+    def fail(self, batch: ProducerBatch, exc: BaseException) -> None:
+        """The batch failed for good."""
+        if batch.done:
+            return
+        self._finish(batch)
+        batch.error = exc
+        batch._resolve()
+
+    def retry_or_fail(
+        self, batch: ProducerBatch, exc: BaseException, now: float, *, force: bool = False
+    ) -> bool:
+        """Put an in-flight batch back for another attempt, or fail it.
+
+        It is retried when the error is retriable (or ``force``: e.g. an
+        out-of-order sequence caused by an earlier batch's retry), retries
+        remain, and the delivery deadline has not passed. Connection errors and
+        timeouts (not :class:`KafkaError`) count as retriable.
+
+        Returns:
+            True if the batch was requeued, False if it failed.
+        """
+        retriable = force or not isinstance(exc, KafkaError) or exc.retriable
+        expired = now >= batch.created + self.delivery_timeout
+        if not retriable or batch.attempts > self.retries or expired:
+            if expired and retriable:
+                exc = DeliveryTimeoutError(
+                    f"delivery.timeout.ms expired after {batch.attempts} attempts: {exc}"
+                )
+            self.fail(batch, exc)
+            return False
+        q = self._queues.get((batch.topic, batch.partition))
+        if q is None:  # pragma: no cover - queues are never removed while batches exist
+            self.fail(batch, exc)
+            return False
+        if batch.in_flight:
+            batch.in_flight = False
+            q.in_flight -= 1
+        backoff = min(self.retry_backoff * (2 ** (batch.attempts - 1)), self.retry_backoff_max)
+        batch.retry_at = now + backoff * (0.8 + 0.4 * self._rng.random())
+        # Back in front of every younger batch of the partition.
+        pos = 0
+        for pos, other in enumerate(q.batches):  # noqa: B007
+            if other.seq > batch.seq:
+                break
+        else:
+            pos = len(q.batches)
+        q.batches.insert(pos, batch)
+        return True
+
+    def has_earlier(self, batch: ProducerBatch) -> bool:
+        """Whether an older batch of the same partition is still incomplete."""
+        return any(
+            b.seq < batch.seq and b.topic == batch.topic and b.partition == batch.partition
+            for b in self._incomplete
+        )
+
+    def expire(self, now: float) -> list[ProducerBatch]:
+        """Fail buffered (not in-flight) batches past ``delivery.timeout.ms``."""
+        # Within a partition, queued batches are in creation order, so only the
+        # oldest ones need looking at.
+        limit = now - self.delivery_timeout
+        expired = []
+        for q in self._queues.values():
+            for b in q.batches:
+                if b.created > limit:
+                    break
+                expired.append(b)
+        for b in expired:
+            self.fail(
+                b,
+                DeliveryTimeoutError(
+                    f"{len(b.records)} records for {b.topic}-{b.partition} expired"
+                ),
+            )
+        return expired
+
+    def next_expiry(self) -> float | None:
+        """When the oldest queued batch expires (``None``: nothing queued)."""
+        heads = [q.batches[0].created for q in self._queues.values() if q.batches]
+        return min(heads) + self.delivery_timeout if heads else None
+
+    def abort(self, exc: BaseException, batches: Iterable[ProducerBatch] | None = None) -> None:
+        """Fail batches (default: every incomplete one)."""
+        for b in list(self._incomplete if batches is None else batches):
+            self.fail(b, exc)
+
+    def reset_sequences(self) -> None:
+        """Forget sequence numbers (a new producer id or epoch starts them at 0)."""
+        for q in self._queues.values():
+            q.next_seq = 0
+
+
+def build_produce_request(
+    batches: Sequence[ProducerBatch],
+    *,
+    acks: int,
+    timeout_ms: int,
+    transactional_id: str | None = None,
+) -> Any:
+    """A ProduceRequest carrying ``batches`` (already encoded by :meth:`Accumulator.drain`)."""
+    by_topic: dict[str, list[Any]] = {}
+    for b in batches:
+        by_topic.setdefault(b.topic, []).append(
+            produce.ProduceRequest.PartitionProduceData(index=b.partition, records=b.encoded)
+        )
+    return produce.ProduceRequest(
+        transactional_id=transactional_id,
+        acks=acks,
+        timeout_ms=timeout_ms,
+        topic_data=[
+            produce.ProduceRequest.TopicProduceData(name=t, partition_data=p)
+            for t, p in by_topic.items()
+        ],
+    )
+
+
+def produce_results(
+    batches: Sequence[ProducerBatch], response: Any
+) -> list[tuple[ProducerBatch, Any]]:
+    """Pair each batch with its PartitionProduceResponse (``None`` if the broker left it out)."""
+    found: dict[tuple[str, int], Any] = {}
+    for t in response.responses:
+        for p in t.partition_responses:
+            found[(t.name, p.index)] = p
+    return [(b, found.get((b.topic, b.partition))) for b in batches]

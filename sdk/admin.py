@@ -1,0 +1,552 @@
+"""The admin client: topics, partitions, configs, groups, offsets and records.
+
+Rules:
+
+* :func:`open_admin` owns its tasks and connections; errors leave as
+  themselves, never as an ExceptionGroup.
+* Requests go to the broker Kafka routes them to: topic and config changes to
+  the controller when metadata names one (any broker forwards in KRaft),
+  group operations to the group's coordinator, record operations to each
+  partition's leader.
+* Each call raises :class:`~trafka.codec.errors.KafkaError` for the first
+  item that failed, naming it; items before it may have succeeded (Kafka's
+  admin operations are per item, not atomic).
+* Request versions come from :mod:`.connection_state`; fields a version lacks
+  are left out.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import AsyncIterator, Iterable, Mapping
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+import anyio.abc
+
+from trafka.codec import ErrorCode, KafkaError, TrafkaError, api
+from trafka.codec.messages import k15_describe_groups as dg
+from trafka.codec.messages import k16_list_groups as lgr
+from trafka.codec.messages import k19_create_topics as ct
+from trafka.codec.messages import k20_delete_topics as dt
+from trafka.codec.messages import k21_delete_records as dr
+from trafka.codec.messages import k32_describe_configs as dc
+from trafka.codec.messages import k33_alter_configs as ac
+from trafka.codec.messages import k37_create_partitions as cpart
+from trafka.codec.messages import k42_delete_groups as dgr
+from trafka.codec.messages import k44_incremental_alter_configs as iac
+from trafka.codec.messages import k60_describe_cluster as dcl
+
+from ._util import collapse_group
+from .assignors import decode_assignment
+from .config import AdminConfig, make_config
+from .fetcher import EARLIEST, LATEST, TopicPartition, build_list_offsets, parse_list_offsets
+from .group import (
+    find_coordinator,
+    offset_commit_request,
+    offset_fetch_request,
+    read_offset_commit,
+    read_offset_fetch,
+)
+from .metadata import BrokerInfo
+from .transport import BrokerConnection, Cluster
+
+__all__ = [
+    "Admin",
+    "ClusterDescription",
+    "GroupDescription",
+    "GroupListing",
+    "MemberDescription",
+    "NewTopic",
+    "open_admin",
+]
+
+TOPIC_RESOURCE = 2
+BROKER_RESOURCE = 4
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class NewTopic:
+    """A topic to create. ``-1`` partitions or replication factor: the broker's default."""
+
+    name: str
+    num_partitions: int = -1
+    replication_factor: int = -1
+    configs: Mapping[str, str] = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ClusterDescription:
+    cluster_id: str | None
+    controller_id: int
+    brokers: tuple[BrokerInfo, ...]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class GroupListing:
+    group_id: str
+    protocol_type: str
+    state: str
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class MemberDescription:
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    assignment: frozenset[TopicPartition]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class GroupDescription:
+    group_id: str
+    state: str
+    protocol_type: str
+    protocol: str
+    members: tuple[MemberDescription, ...]
+
+
+def _fit(api_key: int, version: int, cls: type, **fields: Any) -> Any:
+    schema = api(api_key).module.REQUEST_SCHEMAS[version]
+    absent = {name for name, _ in schema.absent}
+    return cls(**{k: v for k, v in fields.items() if k not in absent})
+
+
+def _check(code: int, what: str, message: str | None = None) -> None:
+    if code:
+        raise KafkaError(code, f"{what}: {message}" if message else what)
+
+
+class Admin:
+    """A Kafka admin client. Create it with :func:`open_admin`."""
+
+    def __init__(self, config: AdminConfig, task_group: anyio.abc.TaskGroup) -> None:
+        self.config = config
+        self._cluster = Cluster(config, task_group)
+
+    @property
+    def cluster(self) -> Cluster:
+        return self._cluster
+
+    def _timeout_ms(self, timeout_ms: int | None) -> int:
+        return self.config.default_api_timeout_ms if timeout_ms is None else timeout_ms
+
+    async def _controller(self) -> BrokerConnection:
+        md = self._cluster.metadata
+        if md.controller_id < 0 or md.broker(md.controller_id) is None:
+            try:
+                await self._cluster.refresh_metadata()
+            except TrafkaError:
+                pass
+        if md.controller_id >= 0 and md.broker(md.controller_id) is not None:
+            try:
+                return await self._cluster.connection(md.controller_id)
+            except TrafkaError:
+                pass
+        return await self._cluster.any_connection()
+
+    # -- cluster and topics -------------------------------------------------------------------
+
+    async def describe_cluster(self) -> ClusterDescription:
+        """The cluster id, controller and brokers."""
+        conn = await self._cluster.any_connection()
+        if conn.supports(60):
+            resp = await conn.request(
+                60, _fit(60, conn.version_for(60), dcl.DescribeClusterRequest)
+            )
+            _check(resp.error_code, "DescribeCluster", resp.error_message)
+            brokers = tuple(BrokerInfo(b.broker_id, b.host, b.port, b.rack) for b in resp.brokers)
+            return ClusterDescription(resp.cluster_id, resp.controller_id, brokers)
+        await self._cluster.refresh_metadata()
+        md = self._cluster.metadata
+        return ClusterDescription(md.cluster_id, md.controller_id, tuple(md.brokers.values()))
+
+    async def list_topics(self, *, include_internal: bool = False) -> dict[str, int]:
+        """Every topic and its partition count."""
+        conn = await self._cluster.any_connection()
+        v = conn.version_for(3)
+        resp = await conn.request(
+            3, self._cluster.metadata.build_request_for(v, None, auto_create=False)
+        )
+        return {
+            t.name: len(t.partitions)
+            for t in resp.topics
+            if t.name is not None and not t.error_code and (include_internal or not t.is_internal)
+        }
+
+    async def create_topics(
+        self,
+        topics: Iterable[NewTopic | str],
+        *,
+        num_partitions: int = -1,
+        replication_factor: int = -1,
+        timeout_ms: int | None = None,
+        validate_only: bool = False,
+    ) -> None:
+        """Create topics (strings use ``num_partitions`` / ``replication_factor``).
+
+        Raises:
+            KafkaError: e.g. TOPIC_ALREADY_EXISTS, INVALID_PARTITIONS, INVALID_CONFIG.
+        """
+        items = [
+            t if isinstance(t, NewTopic) else NewTopic(t, num_partitions, replication_factor)
+            for t in topics
+        ]
+        conn = await self._controller()
+        v = conn.version_for(19)
+        body = _fit(
+            19,
+            v,
+            ct.CreateTopicsRequest,
+            topics=[
+                ct.CreateTopicsRequest.CreatableTopic(
+                    name=t.name,
+                    num_partitions=t.num_partitions,
+                    replication_factor=t.replication_factor,
+                    configs=[
+                        ct.CreateTopicsRequest.CreatableTopicConfig(name=k, value=val)
+                        for k, val in t.configs.items()
+                    ],
+                )
+                for t in items
+            ],
+            timeout_ms=self._timeout_ms(timeout_ms),
+            validate_only=validate_only,
+        )
+        resp = await conn.request(19, body, timeout=self._timeout_ms(timeout_ms) / 1000 + 5)
+        for r in resp.topics:
+            _check(r.error_code, f"creating topic {r.name!r}", r.error_message)
+        self._cluster.metadata.request_update()
+
+    async def delete_topics(self, names: Iterable[str], *, timeout_ms: int | None = None) -> None:
+        """Delete topics.
+
+        Raises:
+            KafkaError: e.g. UNKNOWN_TOPIC_OR_PARTITION.
+        """
+        names = list(names)
+        conn = await self._controller()
+        v = conn.version_for(20)
+        if v >= 6:
+            body = dt.DeleteTopicsRequest(
+                topics=[dt.DeleteTopicsRequest.DeleteTopicState(name=n) for n in names],
+                timeout_ms=self._timeout_ms(timeout_ms),
+            )
+        else:
+            body = _fit(
+                20,
+                v,
+                dt.DeleteTopicsRequest,
+                topic_names=names,
+                timeout_ms=self._timeout_ms(timeout_ms),
+            )
+        resp = await conn.request(20, body, timeout=self._timeout_ms(timeout_ms) / 1000 + 5)
+        for r in resp.responses:
+            _check(r.error_code, f"deleting topic {r.name!r}", r.error_message)
+        for n in names:
+            self._cluster.metadata.forget_topic(n)
+
+    async def create_partitions(
+        self,
+        new_totals: Mapping[str, int],
+        *,
+        timeout_ms: int | None = None,
+        validate_only: bool = False,
+    ) -> None:
+        """Grow topics to the given partition counts.
+
+        Raises:
+            KafkaError: e.g. INVALID_PARTITIONS (not more than now).
+        """
+        conn = await self._controller()
+        body = cpart.CreatePartitionsRequest(
+            topics=[
+                cpart.CreatePartitionsRequest.CreatePartitionsTopic(
+                    name=t, count=n, assignments=None
+                )
+                for t, n in new_totals.items()
+            ],
+            timeout_ms=self._timeout_ms(timeout_ms),
+            validate_only=validate_only,
+        )
+        resp = await conn.request(37, body, timeout=self._timeout_ms(timeout_ms) / 1000 + 5)
+        for r in resp.results:
+            _check(r.error_code, f"creating partitions of {r.name!r}", r.error_message)
+        self._cluster.metadata.request_update()
+
+    # -- configs ----------------------------------------------------------------------------
+
+    async def describe_configs(
+        self, topics: Iterable[str] = (), brokers: Iterable[int] = ()
+    ) -> dict[str, dict[str, str | None]]:
+        """Current configs of topics (keyed by name) and brokers (keyed by ``str(node_id)``)."""
+        resources = [
+            dc.DescribeConfigsRequest.DescribeConfigsResource(
+                resource_type=TOPIC_RESOURCE, resource_name=t, configuration_keys=None
+            )
+            for t in topics
+        ]
+        resources += [
+            dc.DescribeConfigsRequest.DescribeConfigsResource(
+                resource_type=BROKER_RESOURCE, resource_name=str(b), configuration_keys=None
+            )
+            for b in brokers
+        ]
+        conn = await self._controller()
+        resp = await conn.request(
+            32, _fit(32, conn.version_for(32), dc.DescribeConfigsRequest, resources=resources)
+        )
+        out: dict[str, dict[str, str | None]] = {}
+        for r in resp.results:
+            _check(r.error_code, f"describing configs of {r.resource_name!r}", r.error_message)
+            out[r.resource_name] = {c.name: c.value for c in r.configs}
+        return out
+
+    async def alter_topic_configs(self, changes: Mapping[str, Mapping[str, str | None]]) -> None:
+        """Set (or, with ``None``, reset to default) topic configs.
+
+        Uses IncrementalAlterConfigs when the broker has it (other settings are
+        kept), else AlterConfigs (which replaces the topic's whole config).
+        """
+        conn = await self._controller()
+        if conn.supports(44):
+            body = iac.IncrementalAlterConfigsRequest(
+                resources=[
+                    iac.IncrementalAlterConfigsRequest.AlterConfigsResource(
+                        resource_type=TOPIC_RESOURCE,
+                        resource_name=topic,
+                        configs=[
+                            iac.IncrementalAlterConfigsRequest.AlterableConfig(
+                                name=k, config_operation=0 if v is not None else 1, value=v
+                            )
+                            for k, v in cfgs.items()
+                        ],
+                    )
+                    for topic, cfgs in changes.items()
+                ]
+            )
+            resp = await conn.request(44, body)
+        else:
+            legacy = ac.AlterConfigsRequest(
+                resources=[
+                    ac.AlterConfigsRequest.AlterConfigsResource(
+                        resource_type=TOPIC_RESOURCE,
+                        resource_name=topic,
+                        configs=[
+                            ac.AlterConfigsRequest.AlterableConfig(name=k, value=v)
+                            for k, v in cfgs.items()
+                            if v is not None
+                        ],
+                    )
+                    for topic, cfgs in changes.items()
+                ]
+            )
+            resp = await conn.request(33, legacy)
+        for r in resp.responses:
+            _check(r.error_code, f"altering configs of {r.resource_name!r}", r.error_message)
+
+    # -- offsets and records ----------------------------------------------------------------
+
+    async def _by_leader(self, tps: Iterable[TopicPartition]) -> dict[int, list[TopicPartition]]:
+        md = self._cluster.metadata
+        tps = list(tps)
+        topics = {tp.topic for tp in tps}
+        for topic in topics:
+            await self._cluster.partitions_for(topic, self.config.default_api_timeout_ms / 1000)
+        out: dict[int, list[TopicPartition]] = {}
+        for tp in tps:
+            leader = md.leader_for(tp.topic, tp.partition)
+            if leader is None:
+                raise KafkaError(ErrorCode.LEADER_NOT_AVAILABLE, f"{tp.topic}-{tp.partition}")
+            out.setdefault(leader, []).append(tp)
+        return out
+
+    async def list_offsets(
+        self, specs: Mapping[TopicPartition, str | int]
+    ) -> dict[TopicPartition, tuple[int, int] | None]:
+        """Offsets by ``"earliest"``, ``"latest"`` or a timestamp: ``(offset, timestamp)`` or None."""
+        targets: dict[TopicPartition, int] = {}
+        for tp, spec in specs.items():
+            if spec == "earliest":
+                targets[TopicPartition(*tp)] = EARLIEST
+            elif spec == "latest":
+                targets[TopicPartition(*tp)] = LATEST
+            elif isinstance(spec, int) and spec >= 0:
+                targets[TopicPartition(*tp)] = spec
+            else:
+                raise ValueError(
+                    f"offset spec must be 'earliest', 'latest' or a timestamp >= 0, got {spec!r}"
+                )
+        out: dict[TopicPartition, tuple[int, int] | None] = {}
+        for leader, tps in (await self._by_leader(targets)).items():
+            conn = await self._cluster.connection(leader)
+            resp = await conn.request(
+                2, build_list_offsets({tp: targets[tp] for tp in tps}, conn.version_for(2))
+            )
+            for tp, res in parse_list_offsets(resp).items():
+                if isinstance(res, KafkaError):
+                    raise res
+                out[tp] = None if res[0] < 0 else res
+        return out
+
+    async def delete_records(
+        self, before: Mapping[TopicPartition, int], *, timeout_ms: int | None = None
+    ) -> dict[TopicPartition, int]:
+        """Delete records before the given offsets (-1: the high watermark). Returns new low watermarks."""
+        out: dict[TopicPartition, int] = {}
+        for leader, tps in (await self._by_leader(TopicPartition(*tp) for tp in before)).items():
+            by_topic: dict[str, list[Any]] = {}
+            for tp in tps:
+                by_topic.setdefault(tp.topic, []).append(
+                    dr.DeleteRecordsRequest.DeleteRecordsPartition(
+                        partition_index=tp.partition, offset=before[tp]
+                    )
+                )
+            conn = await self._cluster.connection(leader)
+            body = dr.DeleteRecordsRequest(
+                topics=[
+                    dr.DeleteRecordsRequest.DeleteRecordsTopic(name=t, partitions=p)
+                    for t, p in by_topic.items()
+                ],
+                timeout_ms=self._timeout_ms(timeout_ms),
+            )
+            resp = await conn.request(21, body)
+            for t in resp.topics:
+                for p in t.partitions:
+                    _check(p.error_code, f"deleting records of {t.name}-{p.partition_index}")
+                    out[TopicPartition(t.name, p.partition_index)] = p.low_watermark
+        return out
+
+    # -- groups -----------------------------------------------------------------------------
+
+    async def list_groups(self) -> list[GroupListing]:
+        """Every group on every broker."""
+        await self._cluster.refresh_metadata()
+        nodes: list[int | None] = [*self._cluster.metadata.brokers] or [None]
+        out: list[GroupListing] = []
+        for node in nodes:
+            conn = await (
+                self._cluster.connection(node)
+                if node is not None
+                else self._cluster.any_connection()
+            )
+            resp = await conn.request(16, _fit(16, conn.version_for(16), lgr.ListGroupsRequest))
+            _check(resp.error_code, "ListGroups")
+            out += [GroupListing(g.group_id, g.protocol_type, g.group_state) for g in resp.groups]
+        return out
+
+    async def describe_groups(self, group_ids: Iterable[str]) -> dict[str, GroupDescription]:
+        """State and members of groups."""
+        out: dict[str, GroupDescription] = {}
+        for gid in group_ids:
+            conn = await find_coordinator(self._cluster, gid)
+            resp = await conn.request(
+                15, _fit(15, conn.version_for(15), dg.DescribeGroupsRequest, groups=[gid])
+            )
+            for g in resp.groups:
+                _check(g.error_code, f"describing group {g.group_id!r}")
+                members = []
+                for m in g.members:
+                    try:
+                        assigned = (
+                            frozenset(decode_assignment(m.member_assignment))
+                            if g.protocol_type == "consumer"
+                            else frozenset()
+                        )
+                    except TrafkaError:
+                        assigned = frozenset()
+                    members.append(
+                        MemberDescription(
+                            m.member_id, m.group_instance_id, m.client_id, m.client_host, assigned
+                        )
+                    )
+                out[g.group_id] = GroupDescription(
+                    g.group_id, g.group_state, g.protocol_type, g.protocol_data, tuple(members)
+                )
+        return out
+
+    async def delete_groups(self, group_ids: Iterable[str]) -> None:
+        """Delete empty groups (their committed offsets go too)."""
+        for gid in group_ids:
+            conn = await find_coordinator(self._cluster, gid)
+            resp = await conn.request(42, dgr.DeleteGroupsRequest(groups_names=[gid]))
+            for r in resp.results:
+                _check(r.error_code, f"deleting group {r.group_id!r}")
+
+    async def list_consumer_group_offsets(
+        self, group_id: str, partitions: Iterable[TopicPartition] | None = None
+    ) -> dict[TopicPartition, int]:
+        """Committed offsets of a group (all its partitions when ``partitions`` is None)."""
+        conn = await find_coordinator(self._cluster, group_id)
+        v = conn.version_for(9)
+        if partitions is None:
+            if v < 2:
+                raise KafkaError(
+                    ErrorCode.UNSUPPORTED_VERSION, "listing all offsets needs OffsetFetch v2+"
+                )
+            body = offset_fetch_request(v, group_id, [])
+            body = _all_topics(body, v)
+        else:
+            body = offset_fetch_request(v, group_id, [TopicPartition(*tp) for tp in partitions])
+        resp = await conn.request(9, body)
+        code, got = read_offset_fetch(v, resp)
+        _check(code, f"fetching offsets of group {group_id!r}")
+        return {tp: off for tp, off in got.items() if off >= 0}
+
+    async def alter_consumer_group_offsets(
+        self, group_id: str, offsets: Mapping[TopicPartition, int]
+    ) -> None:
+        """Commit offsets for a group that has no active members."""
+        conn = await find_coordinator(self._cluster, group_id)
+        body = offset_commit_request(
+            conn.version_for(8), group_id, {TopicPartition(*tp): o for tp, o in offsets.items()}
+        )
+        resp = await conn.request(8, body)
+        for tp, code in read_offset_commit(resp).items():
+            _check(code, f"committing {tp.topic}-{tp.partition} for group {group_id!r}")
+
+
+def _all_topics(body: Any, version: int) -> Any:
+    """An OffsetFetch request for every partition of the group (topics = null)."""
+    if version >= 8:
+        group = dataclasses.replace(body.groups[0], topics=None)
+        return dataclasses.replace(body, groups=[group])
+    return dataclasses.replace(body, topics=None)
+
+
+@asynccontextmanager
+async def open_admin(
+    config: AdminConfig | Mapping[str, Any] | None = None, **kwargs: Any
+) -> AsyncIterator[Admin]:
+    """Open an admin client.
+
+    Args:
+        config: an :class:`~trafka.sdk.config.AdminConfig` or a mapping of Kafka-style keys.
+        **kwargs: settings in Python spelling; they override ``config``.
+
+    Yields:
+        The :class:`Admin`.
+
+    Raises:
+        ConfigError: invalid configuration.
+    """
+    cfg = make_config(AdminConfig, config, kwargs)
+    error: BaseException | None = None
+    try:
+        async with anyio.create_task_group() as tg:
+            admin = Admin(cfg, tg)
+            admin._cluster.start()
+            try:
+                yield admin
+            finally:
+                tg.cancel_scope.cancel()
+                with anyio.CancelScope(shield=True):
+                    await admin._cluster.aclose()
+    except BaseExceptionGroup as group:
+        error = collapse_group(group)
+        if error is group:
+            raise
+    if error is not None:
+        raise error

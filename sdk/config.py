@@ -1,0 +1,514 @@
+"""Configuration objects: one per component, all frozen.
+
+Rules:
+
+* Every setting has Kafka's dotted name (``linger.ms``) and a Python spelling
+  (``linger_ms``); both are accepted, from a mapping or as keyword arguments
+  (keywords win over the mapping). Dashes are accepted too (``linger-ms``).
+* Values read from properties files arrive as strings; ``"5"``, ``"true"`` and
+  ``"a:1,b:2"`` are coerced to the field's type. Anything else of the wrong type,
+  or out of range, is a :class:`~trafka.sdk.errors.ConfigError` naming the key.
+* An unknown key is a :class:`ConfigError` naming it and the closest known key;
+  a key that belongs to another component (``group.id`` given to a producer)
+  says so.
+* Defaults are Kafka's (Java client, 4.x), except where noted on the field.
+* Settings that depend on each other are resolved once, in ``__post_init__``:
+  ``enable.idempotence`` left unset turns on only when ``acks=all``,
+  ``retries > 0`` and ``max.in.flight.requests.per.connection <= 5``, as the
+  Java client does; set explicitly with a conflicting setting it is an error.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import re
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
+
+from .errors import ConfigError
+
+__all__ = [
+    "AdminConfig",
+    "ClientConfig",
+    "ConsumerConfig",
+    "ProducerConfig",
+    "make_config",
+]
+
+_INT32_MAX = 2**31 - 1
+
+# -- coercion helpers: each takes (dotted name, value) and returns the canonical value --
+
+
+def _int(minimum: int | None = 0, maximum: int | None = None) -> Callable[[str, Any], int]:
+    def coerce(name: str, value: Any) -> int:
+        if isinstance(value, str) and re.fullmatch(r"\s*-?\d+\s*", value):
+            value = int(value)
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(f"{name} must be an integer, got {value!r}")
+        if minimum is not None and value < minimum:
+            raise ConfigError(f"{name} must be >= {minimum}, got {value}")
+        if maximum is not None and value > maximum:
+            raise ConfigError(f"{name} must be <= {maximum}, got {value}")
+        return value
+
+    return coerce
+
+
+def _bool(name: str, value: Any) -> bool:
+    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+        return value.strip().lower() == "true"
+    if not isinstance(value, bool):
+        raise ConfigError(f"{name} must be a boolean, got {value!r}")
+    return value
+
+
+def _opt_bool(name: str, value: Any) -> bool | None:
+    return None if value is None else _bool(name, value)
+
+
+def _str(name: str, value: Any) -> str:
+    if not isinstance(value, str):
+        raise ConfigError(f"{name} must be a string, got {value!r}")
+    return value
+
+
+def _opt_str(name: str, value: Any) -> str | None:
+    if value is None:
+        return None
+    value = _str(name, value)
+    return value or None
+
+
+def _choice(*choices: str) -> Callable[[str, Any], str]:
+    def coerce(name: str, value: Any) -> str:
+        if not isinstance(value, str) or value.strip().lower() not in choices:
+            raise ConfigError(f"{name} must be one of {', '.join(choices)}; got {value!r}")
+        return value.strip().lower()
+
+    return coerce
+
+
+def _str_list(name: str, value: Any) -> tuple[str, ...]:
+    if isinstance(value, str):
+        items = [v.strip() for v in value.split(",")]
+    elif isinstance(value, list | tuple):
+        items = list(value)
+    else:
+        raise ConfigError(f"{name} must be a list or a comma-separated string, got {value!r}")
+    for item in items:
+        if not isinstance(item, str) or not item:
+            raise ConfigError(f"{name} must hold non-empty strings, got {item!r}")
+    if not items:
+        raise ConfigError(f"{name} must not be empty")
+    return tuple(items)
+
+
+def _servers(name: str, value: Any) -> tuple[str, ...]:
+    servers = _str_list(name, value)
+    for server in servers:
+        _split_host_port(name, server)
+    return servers
+
+
+def _split_host_port(name: str, server: str) -> tuple[str, int]:
+    host, sep, port = server.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ConfigError(f"{name}: {server!r} is not host:port")
+    return host.strip("[]"), int(port)
+
+
+def _acks(name: str, value: Any) -> int:
+    if isinstance(value, str):
+        text = value.strip().lower()
+        if text == "all":
+            return -1
+        if re.fullmatch(r"-?\d+", text):
+            value = int(text)
+    if isinstance(value, int) and not isinstance(value, bool) and value in (-1, 0, 1):
+        return value
+    raise ConfigError(f"{name} must be one of all, -1, 0, 1; got {value!r}")
+
+
+_COMPRESSION = ("none", "gzip", "snappy", "lz4", "zstd")
+
+
+def _callable_or_name(*names: str) -> Callable[[str, Any], Any]:
+    def coerce(name: str, value: Any) -> Any:
+        if callable(value):
+            return value
+        if isinstance(value, str) and value.strip().lower() in names:
+            return value.strip().lower()
+        raise ConfigError(f"{name} must be a callable or one of {', '.join(names)}; got {value!r}")
+
+    return coerce
+
+
+_PARTITIONERS = (
+    "murmur2",
+    "murmur2_random",
+    "consistent_random",
+    "consistent",
+    "crc32",
+    "fnv1a",
+    "fnv1a_random",
+    "random",
+    "roundrobin",
+)
+_SERDES = ("bytes", "str", "json")
+
+# Java class names accepted for partition.assignment.strategy, mapped to ours.
+_ASSIGNOR_ALIASES = {
+    "range": "range",
+    "roundrobin": "roundrobin",
+    "sticky": "sticky",
+    "cooperative-sticky": "cooperative-sticky",
+    "org.apache.kafka.clients.consumer.rangeassignor": "range",
+    "org.apache.kafka.clients.consumer.roundrobinassignor": "roundrobin",
+    "org.apache.kafka.clients.consumer.stickyassignor": "sticky",
+    "org.apache.kafka.clients.consumer.cooperativestickyassignor": "cooperative-sticky",
+}
+
+
+def _assignors(name: str, value: Any) -> tuple[str, ...]:
+    items = _str_list(name, value)
+    out = []
+    for item in items:
+        canon = _ASSIGNOR_ALIASES.get(item.strip().lower())
+        if canon is None:
+            raise ConfigError(
+                f"{name}: unknown assignor {item!r}; known: range, roundrobin, sticky, cooperative-sticky"
+            )
+        out.append(canon)
+    return tuple(out)
+
+
+def _field(default: Any, coerce: Callable[[str, Any], Any], *, dotted: str | None = None) -> Any:
+    return dataclasses.field(default=default, metadata={"coerce": coerce, "dotted": dotted})
+
+
+def _dotted(f: dataclasses.Field[Any]) -> str:
+    return f.metadata.get("dotted") or f.name.replace("_", ".")
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class ClientConfig:
+    """Connection settings shared by every component.
+
+    Attributes:
+        bootstrap_servers: ``host:port`` strings to fetch the first metadata from.
+        client_id: sent in every request header.
+        request_timeout_ms: how long to wait for a response before failing the request.
+        metadata_max_age_ms: metadata older than this is refreshed.
+        reconnect_backoff_ms: first wait before reconnecting to a broker.
+        reconnect_backoff_max_ms: the wait doubles per failure up to this.
+        retry_backoff_ms: wait before retrying a failed request.
+        retry_backoff_max_ms: the retry wait doubles per failure up to this.
+        socket_connection_setup_timeout_ms: how long a TCP connect may take.
+        connections_max_idle_ms: idle connections are closed after this.
+        receive_message_max_bytes: the largest response frame accepted (librdkafka's
+            name; Java has no limit, we default to 100 MiB).
+        security_protocol: only ``PLAINTEXT`` is supported.
+        client_rack: the rack sent to brokers for follower fetching.
+    """
+
+    bootstrap_servers: tuple[str, ...] = _field(("localhost:9092",), _servers)
+    client_id: str = _field("trafka", _str)
+    request_timeout_ms: int = _field(30_000, _int(1))
+    metadata_max_age_ms: int = _field(300_000, _int(0))
+    reconnect_backoff_ms: int = _field(50, _int(0))
+    reconnect_backoff_max_ms: int = _field(1_000, _int(0))
+    retry_backoff_ms: int = _field(100, _int(0))
+    retry_backoff_max_ms: int = _field(1_000, _int(0))
+    socket_connection_setup_timeout_ms: int = _field(10_000, _int(1))
+    connections_max_idle_ms: int = _field(540_000, _int(0))
+    receive_message_max_bytes: int = _field(100 * 1024 * 1024, _int(1024))
+    security_protocol: str = _field("plaintext", _choice("plaintext"))
+    client_rack: str = _field("", _str)
+
+    def __post_init__(self) -> None:
+        for f in dataclasses.fields(self):
+            coerce = f.metadata.get("coerce")
+            if coerce is not None:
+                object.__setattr__(self, f.name, coerce(_dotted(f), getattr(self, f.name)))
+        self._check()
+
+    def _check(self) -> None:
+        if self.reconnect_backoff_max_ms < self.reconnect_backoff_ms:
+            object.__setattr__(self, "reconnect_backoff_max_ms", self.reconnect_backoff_ms)
+        if self.retry_backoff_max_ms < self.retry_backoff_ms:
+            object.__setattr__(self, "retry_backoff_max_ms", self.retry_backoff_ms)
+
+    @property
+    def bootstrap_addresses(self) -> list[tuple[str, int]]:
+        """``bootstrap_servers`` split into (host, port) pairs."""
+        return [_split_host_port("bootstrap.servers", s) for s in self.bootstrap_servers]
+
+    @classmethod
+    def from_dict(cls: type[_C], mapping: Mapping[str, Any] | None = None, /, **kwargs: Any) -> _C:
+        """Build a configuration from Kafka-style and/or Python-style keys.
+
+        Args:
+            mapping: keys in dotted (``linger.ms``) or snake (``linger_ms``) form.
+            **kwargs: snake-case keys; they override ``mapping``.
+
+        Raises:
+            ConfigError: an unknown key, a key given twice under two spellings,
+                or an invalid value.
+        """
+        names = _names(cls)
+        values: dict[str, Any] = {}
+        origin: dict[str, str] = {}
+        for source in (mapping or {}, kwargs):
+            seen_here: dict[str, str] = {}
+            for key, value in source.items():
+                if not isinstance(key, str):
+                    raise ConfigError(f"configuration keys must be strings, got {key!r}")
+                attr = names.get(_norm(key))
+                if attr is None:
+                    raise _unknown(cls, key)
+                if attr in seen_here:
+                    raise ConfigError(f"{key!r} and {seen_here[attr]!r} set the same option")
+                seen_here[attr] = key
+                values[attr] = value
+                origin[attr] = key
+        return cls(**values)
+
+    def replace(self: _C, **changes: Any) -> _C:
+        """A copy with some settings changed (dotted names allowed as ``**{"linger.ms": 5}``)."""
+        current = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        return type(self).from_dict(current, **_snake_keys(type(self), changes))
+
+    def to_dict(self) -> dict[str, Any]:
+        """The settings under their dotted names."""
+        return {_dotted(f): getattr(self, f.name) for f in dataclasses.fields(self)}
+
+
+_C = TypeVar("_C", bound=ClientConfig)
+
+
+def _norm(key: str) -> str:
+    return key.strip().lower().replace(".", "_").replace("-", "_")
+
+
+_NAMES_CACHE: dict[type, dict[str, str]] = {}
+
+
+def _names(cls: type[ClientConfig]) -> dict[str, str]:
+    names = _NAMES_CACHE.get(cls)
+    if names is None:
+        names = {}
+        for f in dataclasses.fields(cls):
+            names[f.name] = f.name
+            names[_norm(_dotted(f))] = f.name
+        _NAMES_CACHE[cls] = names
+    return names
+
+
+def _snake_keys(cls: type[ClientConfig], changes: Mapping[str, Any]) -> dict[str, Any]:
+    names = _names(cls)
+    out = {}
+    for key, value in changes.items():
+        attr = names.get(_norm(key))
+        if attr is None:
+            raise _unknown(cls, key)
+        out[attr] = value
+    return out
+
+
+def _unknown(cls: type[ClientConfig], key: str) -> ConfigError:
+    for other in (ProducerConfig, ConsumerConfig, AdminConfig):
+        if other is not cls and _norm(key) in _names(other):
+            return ConfigError(
+                f"{key!r} is a {other.__name__} setting; {cls.__name__} does not take it"
+            )
+    known = sorted(
+        {_dotted(f) for f in dataclasses.fields(cls)} | {f.name for f in dataclasses.fields(cls)}
+    )
+    close = difflib.get_close_matches(key.strip(), known, n=1, cutoff=0.6)
+    if not close:
+        close = difflib.get_close_matches(_norm(key), known, n=1, cutoff=0.6)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    return ConfigError(f"unknown configuration key {key!r} for {cls.__name__}{hint}")
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class ProducerConfig(ClientConfig):
+    """Producer settings (plus the connection settings of :class:`ClientConfig`).
+
+    Attributes:
+        acks: ``-1`` (``"all"``), ``0`` or ``1``.
+        linger_ms: how long a batch waits for more records before it is sent.
+        batch_size: the size in bytes at which a partition's batch is sent.
+        compression_type: ``none``, ``gzip``, ``snappy``, ``lz4`` or ``zstd``.
+        compression_level: codec level, ``None`` for the codec's default.
+        partitioner: a name from :mod:`trafka.sdk.partitioners` or a callable
+            ``(key_bytes, num_partitions, available_partitions) -> int``.
+            Default ``murmur2``: the Java client's (null keys sticky).
+        retries: how often a failed batch is retried (bounded by delivery_timeout_ms).
+        delivery_timeout_ms: upper bound from ``send`` to success or failure.
+        max_in_flight_requests_per_connection: unacknowledged requests per broker.
+        buffer_memory: bytes of records buffered; ``send`` waits when it is full.
+        max_block_ms: how long ``send`` may wait for buffer space or metadata.
+        max_request_size: the largest request (and so record) sent.
+        enable_idempotence: ``None`` (Kafka's default: on unless another setting
+            conflicts), ``True`` or ``False``.
+        key_serializer / value_serializer: ``bytes``, ``str``, ``json`` or a callable.
+    """
+
+    acks: int = _field(-1, _acks)
+    linger_ms: int = _field(5, _int(0))
+    batch_size: int = _field(16_384, _int(0))
+    compression_type: str = _field("none", _choice(*_COMPRESSION))
+    compression_level: int | None = _field(
+        None, lambda n, v: None if v is None else _int(None)(n, v)
+    )
+    partitioner: Any = _field("murmur2", _callable_or_name(*_PARTITIONERS))  # noqa: RUF009
+    retries: int = _field(_INT32_MAX, _int(0))
+    delivery_timeout_ms: int = _field(120_000, _int(1))
+    max_in_flight_requests_per_connection: int = _field(5, _int(1))
+    buffer_memory: int = _field(32 * 1024 * 1024, _int(1))
+    max_block_ms: int = _field(60_000, _int(0))
+    max_request_size: int = _field(1024 * 1024, _int(1))
+    enable_idempotence: bool | None = _field(None, _opt_bool)
+    transactional_id: str | None = _field(None, _opt_str)
+    key_serializer: Any = _field("bytes", _callable_or_name(*_SERDES))  # noqa: RUF009
+    value_serializer: Any = _field("bytes", _callable_or_name(*_SERDES))  # noqa: RUF009
+
+    def _check(self) -> None:
+        ClientConfig._check(self)
+        if self.transactional_id is not None:
+            raise ConfigError("transactional.id: transactions are not supported yet")
+        conflicts = []
+        if self.acks != -1:
+            conflicts.append("acks must be all")
+        if self.retries == 0:
+            conflicts.append("retries must be > 0")
+        if self.max_in_flight_requests_per_connection > 5:
+            conflicts.append("max.in.flight.requests.per.connection must be <= 5")
+        if self.enable_idempotence and conflicts:
+            raise ConfigError("enable.idempotence=true requires: " + "; ".join(conflicts))
+        if self.delivery_timeout_ms < self.linger_ms + self.request_timeout_ms:
+            raise ConfigError(
+                f"delivery.timeout.ms ({self.delivery_timeout_ms}) must be >= linger.ms + "
+                f"request.timeout.ms ({self.linger_ms + self.request_timeout_ms})"
+            )
+
+    @property
+    def idempotent(self) -> bool:
+        """Whether the producer uses producer ids and sequence numbers.
+
+        Unset ``enable.idempotence`` means on, unless another setting conflicts
+        (then the Java client silently turns it off, and so do we).
+        """
+        if self.enable_idempotence is not None:
+            return self.enable_idempotence
+        return (
+            self.acks == -1 and self.retries > 0 and self.max_in_flight_requests_per_connection <= 5
+        )
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class ConsumerConfig(ClientConfig):
+    """Consumer settings (plus the connection settings of :class:`ClientConfig`).
+
+    Attributes:
+        group_id: the consumer group; ``None`` for a consumer that only uses ``assign``.
+        group_instance_id: a static member id (KIP-345), or ``None``.
+        auto_offset_reset: ``latest``, ``earliest`` or ``none`` (raise).
+        enable_auto_commit: commit consumed positions every ``auto_commit_interval_ms``.
+        session_timeout_ms / heartbeat_interval_ms / max_poll_interval_ms: group liveness.
+        max_poll_records: records handed out per ``getmany``.
+        fetch_min_bytes / fetch_max_wait_ms / fetch_max_bytes / max_partition_fetch_bytes:
+            fetch request tuning, as in Kafka.
+        isolation_level: ``read_uncommitted`` or ``read_committed``.
+        partition_assignment_strategy: assignor names in preference order.
+        check_crcs: verify record batch CRCs.
+        default_api_timeout_ms: bound for blocking calls without their own timeout.
+        exclude_internal_topics: pattern subscriptions skip ``__consumer_offsets`` etc.
+        allow_auto_create_topics: metadata requests may create subscribed topics.
+        key_deserializer / value_deserializer: ``bytes``, ``str``, ``json`` or a callable.
+    """
+
+    group_id: str | None = _field(None, _opt_str)
+    group_instance_id: str | None = _field(None, _opt_str)
+    auto_offset_reset: str = _field("latest", _choice("latest", "earliest", "none"))
+    enable_auto_commit: bool = _field(True, _bool)
+    auto_commit_interval_ms: int = _field(5_000, _int(1))
+    session_timeout_ms: int = _field(45_000, _int(1))
+    heartbeat_interval_ms: int = _field(3_000, _int(1))
+    max_poll_interval_ms: int = _field(300_000, _int(1))
+    max_poll_records: int = _field(500, _int(1))
+    fetch_min_bytes: int = _field(1, _int(0))
+    fetch_max_wait_ms: int = _field(500, _int(0))
+    fetch_max_bytes: int = _field(52_428_800, _int(0))
+    max_partition_fetch_bytes: int = _field(1_048_576, _int(0))
+    isolation_level: str = _field("read_uncommitted", _choice("read_uncommitted", "read_committed"))
+    partition_assignment_strategy: tuple[str, ...] = _field(
+        ("range", "cooperative-sticky"), _assignors
+    )
+    check_crcs: bool = _field(True, _bool)
+    default_api_timeout_ms: int = _field(60_000, _int(0))
+    exclude_internal_topics: bool = _field(True, _bool)
+    allow_auto_create_topics: bool = _field(True, _bool)
+    key_deserializer: Any = _field("bytes", _callable_or_name(*_SERDES))  # noqa: RUF009
+    value_deserializer: Any = _field("bytes", _callable_or_name(*_SERDES))  # noqa: RUF009
+
+    def _check(self) -> None:
+        ClientConfig._check(self)
+        if self.heartbeat_interval_ms >= self.session_timeout_ms:
+            raise ConfigError(
+                f"heartbeat.interval.ms ({self.heartbeat_interval_ms}) must be lower than "
+                f"session.timeout.ms ({self.session_timeout_ms})"
+            )
+        if self.group_instance_id is not None and self.group_id is None:
+            raise ConfigError("group.instance.id requires group.id")
+
+    @property
+    def auto_commit(self) -> bool:
+        """Whether positions are committed automatically.
+
+        Without a group there is nothing to commit, so the default ``True`` of
+        ``enable.auto.commit`` means off then.
+        """
+        return self.enable_auto_commit and self.group_id is not None
+
+    @property
+    def read_committed(self) -> bool:
+        return self.isolation_level == "read_committed"
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class AdminConfig(ClientConfig):
+    """Admin client settings (plus the connection settings of :class:`ClientConfig`).
+
+    Attributes:
+        default_api_timeout_ms: bound for an admin call that does not pass its own timeout.
+    """
+
+    default_api_timeout_ms: int = _field(60_000, _int(0))
+
+
+def make_config(
+    cls: type[_C], config: _C | Mapping[str, Any] | None, kwargs: Mapping[str, Any]
+) -> _C:
+    """Combine a config object or mapping with keyword overrides.
+
+    Args:
+        cls: the configuration class wanted.
+        config: an instance of ``cls``, a mapping of keys, or ``None``.
+        kwargs: keyword overrides (snake case, or dotted via ``**{"linger.ms": 1}``).
+
+    Raises:
+        ConfigError: unknown key, invalid value, or a config object of another class.
+    """
+    if config is None:
+        return cls.from_dict(None, **kwargs)
+    if isinstance(config, ClientConfig):
+        if not isinstance(config, cls):
+            raise ConfigError(f"expected a {cls.__name__}, got a {type(config).__name__}")
+        return config.replace(**kwargs) if kwargs else config
+    if isinstance(config, Mapping):
+        return cls.from_dict(config, **_snake_keys(cls, kwargs))
+    raise ConfigError(f"config must be a {cls.__name__} or a mapping, got {type(config).__name__}")

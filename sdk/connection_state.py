@@ -1,0 +1,413 @@
+"""One broker connection's protocol state, without I/O.
+
+Rules and invariants:
+
+* Requests are framed here (:meth:`ConnectionState.send_request` returns the
+  bytes to write); the driver writes them in the order they were returned.
+  Correlation ids increase by one per request, wrapping at 2**31 to 0.
+* Every request that expects a response enters the in-flight queue, in send
+  order. Kafka answers requests on one connection in order, so a response
+  must carry the correlation id at the head of the queue: any other id
+  (unknown, or out of order) is a :class:`~trafka.sdk.errors.ProtocolError`,
+  and so is a response that does not decode. After a protocol error the state
+  is *broken*: the connection must be closed and every in-flight request
+  failed (:meth:`ConnectionState.fail_all`).
+* Produce requests with ``acks=0`` get no response and never enter the queue.
+* Each in-flight request has a deadline (``now + timeout``, seconds on the
+  driver's monotonic clock). :meth:`next_deadline` is the earliest;
+  :meth:`expired` returns the requests past theirs. A timed-out request
+  poisons the connection (a late response would desynchronise the queue), so
+  the driver closes it, as the Java client does.
+* The first exchange is ApiVersions (:meth:`handshake`). Until it completes,
+  :meth:`send_request` refuses other requests. A broker that does not know our
+  ApiVersions version answers UNSUPPORTED_VERSION in the v0 layout with its
+  own range; we retry once at its highest version (the retry's bytes come out
+  of :meth:`data_to_send`).
+* Versions are chosen in one place, :func:`choose_version`: the highest version
+  both the broker and :data:`CLIENT_VERSIONS` allow.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import deque
+from typing import Any
+
+from trafka.codec import (
+    DecodeError,
+    ErrorCode,
+    FrameReader,
+    RequestHeader,
+    UnsupportedVersionError,
+    api,
+    decode_response,
+    encode_request,
+    peek_correlation_id,
+)
+from trafka.codec.messages import k18_api_versions as api_versions
+
+from .errors import ProtocolError, UsageError
+
+__all__ = [
+    "CLIENT_VERSIONS",
+    "ConnectionState",
+    "InFlight",
+    "Response",
+    "choose_version",
+]
+
+SOFTWARE_NAME = "trafka"
+SOFTWARE_VERSION = "0.1.0"
+
+# The versions the client speaks, per API key. This table is the only place
+# where version support is decided; it is narrower than the codec's where the
+# client does not implement a newer version's semantics yet:
+# Fetch v13+ names topics by id only, and the consumer addresses them by name.
+CLIENT_VERSIONS: dict[int, tuple[int, int]] = {
+    0: (3, 11),  # Produce: v3 is the first with record batches (magic 2)
+    1: (4, 12),  # Fetch: v4 is the first with record batches and isolation level
+    2: (1, 10),  # ListOffsets
+    3: (1, 12),  # Metadata
+    8: (2, 9),  # OffsetCommit
+    9: (1, 9),  # OffsetFetch (v8+: several groups per request; we send one)
+    10: (1, 6),  # FindCoordinator (v4+: batched keys)
+    11: (0, 9),  # JoinGroup
+    12: (0, 4),  # Heartbeat
+    13: (0, 5),  # LeaveGroup
+    14: (0, 5),  # SyncGroup
+    15: (0, 5),  # DescribeGroups
+    16: (0, 5),  # ListGroups
+    18: (0, 4),  # ApiVersions
+    19: (0, 7),  # CreateTopics
+    20: (0, 6),  # DeleteTopics
+    21: (0, 2),  # DeleteRecords
+    22: (0, 5),  # InitProducerId
+    23: (0, 4),  # OffsetForLeaderEpoch
+    32: (0, 4),  # DescribeConfigs
+    33: (0, 2),  # AlterConfigs
+    37: (0, 3),  # CreatePartitions
+    42: (0, 2),  # DeleteGroups
+    44: (0, 1),  # IncrementalAlterConfigs
+    60: (0, 1),  # DescribeCluster
+}
+
+
+def choose_version(
+    api_key: int,
+    broker_range: tuple[int, int] | None,
+    client_range: tuple[int, int] | None = None,
+) -> int:
+    """The version to use for ``api_key``: the highest that both sides support.
+
+    Args:
+        api_key: the API.
+        broker_range: ``(min, max)`` the broker advertised in ApiVersions, or
+            ``None`` if it did not list the API.
+        client_range: ``(min, max)`` the client speaks; defaults to
+            :data:`CLIENT_VERSIONS`, itself capped by what the codec implements.
+
+    Returns:
+        The version.
+
+    Raises:
+        UnsupportedVersionError: the broker does not support the API, or the
+            ranges do not overlap.
+    """
+    info = api(api_key)
+    if client_range is None:
+        client_range = CLIENT_VERSIONS.get(api_key, (info.min_version, info.max_version))
+    lo = max(client_range[0], info.min_version)
+    hi = min(client_range[1], info.max_version)
+    if broker_range is None:
+        raise UnsupportedVersionError(
+            f"the broker does not support {info.name} (API key {api_key})"
+        )
+    lo = max(lo, broker_range[0])
+    hi = min(hi, broker_range[1])
+    if lo > hi:
+        raise UnsupportedVersionError(
+            f"no common version for {info.name}: broker {broker_range[0]}-{broker_range[1]}, "
+            f"client {client_range[0]}-{client_range[1]}"
+        )
+    return hi
+
+
+@dataclasses.dataclass(slots=True)
+class InFlight:
+    """A request waiting for its response.
+
+    ``cookie`` is the driver's handle (e.g. the waiter to wake); it is returned
+    untouched with the response.
+    """
+
+    correlation_id: int
+    api_key: int
+    api_version: int
+    deadline: float
+    cookie: Any
+
+
+@dataclasses.dataclass(slots=True)
+class Response:
+    """A decoded response, matched to its request."""
+
+    correlation_id: int
+    api_key: int
+    api_version: int
+    body: Any
+    cookie: Any
+
+
+class ConnectionState:
+    """Framing, correlation and version negotiation for one broker connection.
+
+    Args:
+        client_id: sent in every request header.
+        max_frame_size: the largest response frame accepted.
+        software_name, software_version: sent in ApiVersions v3+.
+    """
+
+    def __init__(
+        self,
+        client_id: str | None = "trafka",
+        *,
+        max_frame_size: int = 100 * 1024 * 1024,
+        software_name: str = SOFTWARE_NAME,
+        software_version: str = SOFTWARE_VERSION,
+    ) -> None:
+        self.client_id = client_id
+        self._reader = FrameReader(max_frame_size)
+        self._next_id = 0
+        self._in_flight: deque[InFlight] = deque()
+        self._outbox: list[bytes] = []
+        self._broken: ProtocolError | None = None
+        self._software = (software_name, software_version)
+        #: ``api_key -> (min, max)`` from the broker, once the handshake is done.
+        self.api_versions: dict[int, tuple[int, int]] | None = None
+        self._handshake_sent = False
+        self._handshake_retried = False
+        self._versions: dict[int, int] = {}
+
+    # -- state ---------------------------------------------------------------------
+
+    @property
+    def ready(self) -> bool:
+        """Whether the ApiVersions handshake completed."""
+        return self.api_versions is not None
+
+    @property
+    def broken(self) -> bool:
+        return self._broken is not None
+
+    @property
+    def in_flight_count(self) -> int:
+        return len(self._in_flight)
+
+    def version_for(self, api_key: int) -> int:
+        """The negotiated version of ``api_key``.
+
+        Raises:
+            UsageError: the handshake has not completed.
+            UnsupportedVersionError: no common version.
+        """
+        if self.api_versions is None:
+            raise UsageError("the ApiVersions handshake has not completed")
+        v = self._versions.get(api_key)
+        if v is None:
+            v = choose_version(api_key, self.api_versions.get(api_key))
+            self._versions[api_key] = v
+        return v
+
+    def supports(self, api_key: int) -> bool:
+        """Whether a common version of ``api_key`` exists (after the handshake)."""
+        try:
+            self.version_for(api_key)
+        except UnsupportedVersionError:
+            return False
+        return True
+
+    # -- sending -------------------------------------------------------------------
+
+    def handshake(self, now: float, timeout: float, cookie: Any = None) -> bytes:
+        """Start the ApiVersions exchange; returns the bytes to write first."""
+        if self._handshake_sent:
+            raise UsageError("handshake already started")
+        self._handshake_sent = True
+        return self._frame(
+            18, api(18).max_version, self._api_versions_request(), now, timeout, cookie
+        )
+
+    def _api_versions_request(self) -> Any:
+        return api_versions.ApiVersionsRequest(
+            client_software_name=self._software[0], client_software_version=self._software[1]
+        )
+
+    def send_request(
+        self,
+        api_key: int,
+        body: Any,
+        *,
+        now: float,
+        timeout: float,
+        version: int | None = None,
+        expect_response: bool = True,
+        cookie: Any = None,
+    ) -> tuple[int, bytes]:
+        """Frame a request.
+
+        Args:
+            api_key: the API.
+            body: the request message (of the chosen version's shape).
+            now: the driver's clock, in seconds.
+            timeout: seconds until the request times out.
+            version: force a version (must be one both sides support); default
+                the negotiated one.
+            expect_response: ``False`` for Produce with ``acks=0``.
+            cookie: returned with the response.
+
+        Returns:
+            ``(correlation_id, frame bytes)``.
+
+        Raises:
+            UsageError: before the handshake, or after a protocol error.
+            UnsupportedVersionError: no common version.
+            EncodeError: the body cannot be encoded at that version.
+        """
+        if self._broken is not None:
+            raise UsageError("the connection is broken") from self._broken
+        if version is None:
+            version = self.version_for(api_key)
+        corr = self._peek_id()
+        frame = encode_request(
+            RequestHeader(
+                request_api_key=api_key,
+                request_api_version=version,
+                correlation_id=corr,
+                client_id=self.client_id,
+            ),
+            body,
+        )
+        self._next_id = (corr + 1) & 0x7FFFFFFF
+        if expect_response:
+            self._in_flight.append(InFlight(corr, api_key, version, now + timeout, cookie))
+        return corr, frame
+
+    def _frame(
+        self, api_key: int, version: int, body: Any, now: float, timeout: float, cookie: Any
+    ) -> bytes:
+        return self.send_request(
+            api_key, body, now=now, timeout=timeout, version=version, cookie=cookie
+        )[1]
+
+    def _peek_id(self) -> int:
+        return self._next_id
+
+    def data_to_send(self) -> bytes:
+        """Bytes the state produced on its own (the ApiVersions retry); empty if none."""
+        if not self._outbox:
+            return b""
+        data = b"".join(self._outbox)
+        self._outbox.clear()
+        return data
+
+    # -- receiving -----------------------------------------------------------------
+
+    def receive_data(
+        self, data: bytes | bytearray | memoryview, now: float | None = None
+    ) -> list[Response]:
+        """Feed received bytes; return the responses they complete, in order.
+
+        The ApiVersions response of the handshake is consumed here; it is
+        returned too (with the negotiated table already applied) so that the
+        driver can wake whoever waits for the handshake.
+
+        Raises:
+            ProtocolError: a frame too large or malformed, an unexpected
+                correlation id, or an undecodable body. The state is broken.
+        """
+        if self._broken is not None:
+            raise self._broken
+        try:
+            self._reader.feed(data)
+            frames = list(self._reader)
+        except DecodeError as exc:
+            raise self._break(f"bad response framing: {exc}") from None
+        out = []
+        for frame in frames:
+            out.append(self._on_frame(frame, now))
+        return [r for r in out if r is not None]
+
+    def _on_frame(self, frame: bytes, now: float | None) -> Response | None:
+        try:
+            corr = peek_correlation_id(frame)
+        except DecodeError as exc:
+            raise self._break(str(exc)) from None
+        if not self._in_flight:
+            raise self._break(f"response with correlation id {corr} but no request in flight")
+        head = self._in_flight[0]
+        if head.correlation_id != corr:
+            known = any(r.correlation_id == corr for r in self._in_flight)
+            what = "out of order" if known else "unknown"
+            raise self._break(f"{what} correlation id {corr} (expected {head.correlation_id})")
+        self._in_flight.popleft()
+        if head.api_key == 18 and self.api_versions is None:
+            return self._on_api_versions(frame, head, now)
+        try:
+            _, body = decode_response(frame, head.api_key, head.api_version)
+        except (DecodeError, UnsupportedVersionError) as exc:
+            raise self._break(f"undecodable response: {exc}") from None
+        return Response(corr, head.api_key, head.api_version, body, head.cookie)
+
+    def _on_api_versions(self, frame: bytes, head: InFlight, now: float | None) -> Response | None:
+        try:
+            _, body = decode_response(frame, 18, head.api_version)
+        except DecodeError:
+            # An old broker answers an unknown ApiVersions version in the v0 layout.
+            try:
+                _, body = decode_response(frame, 18, 0)
+            except DecodeError as exc:
+                raise self._break(f"undecodable ApiVersions response: {exc}") from None
+        table = {k.api_key: (k.min_version, k.max_version) for k in body.api_keys}
+        if body.error_code == ErrorCode.UNSUPPORTED_VERSION and not self._handshake_retried:
+            ours = table.get(18)
+            if ours is None:
+                raise self._break(
+                    "the broker rejected ApiVersions without saying which versions it supports"
+                )
+            self._handshake_retried = True
+            version = min(ours[1], api(18).max_version)
+            deadline = head.deadline
+            when = now if now is not None else 0.0
+            body_v = (
+                self._api_versions_request() if version >= 3 else api_versions.ApiVersionsRequest()
+            )
+            self._outbox.append(
+                self._frame(18, version, body_v, when, max(deadline - when, 0.0), head.cookie)
+            )
+            return None
+        if body.error_code:
+            raise self._break(f"ApiVersions failed with error code {body.error_code}")
+        self.api_versions = table
+        return Response(head.correlation_id, 18, head.api_version, body, head.cookie)
+
+    def _break(self, why: str) -> ProtocolError:
+        self._broken = ProtocolError(why)
+        return self._broken
+
+    # -- deadlines -----------------------------------------------------------------
+
+    def next_deadline(self) -> float | None:
+        """The earliest in-flight deadline, or ``None`` when nothing is in flight."""
+        if not self._in_flight:
+            return None
+        return min(r.deadline for r in self._in_flight)
+
+    def expired(self, now: float) -> list[InFlight]:
+        """In-flight requests whose deadline has passed (they stay queued)."""
+        return [r for r in self._in_flight if r.deadline <= now]
+
+    def fail_all(self) -> list[InFlight]:
+        """Remove and return every in-flight request (the connection is closing)."""
+        pending = list(self._in_flight)
+        self._in_flight.clear()
+        return pending

@@ -1,0 +1,703 @@
+"""The consumer: an anyio driver around :mod:`.fetcher` (and :mod:`.group` for groups).
+
+Rules:
+
+* :func:`open_consumer` owns its tasks: the fetch loop (one fetch in flight
+  per broker, offset lookups for resets), connection readers, the metadata
+  refresher and, with a ``group.id`` and a subscription, the group task
+  (join/sync/heartbeat, auto-commit). Leaving the block commits (with
+  auto-commit), leaves the group and cancels them; errors leave as
+  themselves, never as an ExceptionGroup.
+* Prefetching: each assigned partition has at most one fetch in flight or
+  buffered; consuming its records makes it fetchable again. Memory is bounded
+  by ``max.partition.fetch.bytes`` per partition.
+* Positions advance when records are handed out. For commits, a record counts
+  as *consumed* once the next ``getmany`` / ``__anext__`` call starts (the
+  caller has processed it): auto-commit and ``commit()`` without arguments
+  commit consumed positions, giving at-least-once delivery.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import re
+from collections import deque
+from collections.abc import AsyncIterator, Iterable, Mapping
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+import anyio.abc
+
+from trafka.codec import ErrorCode, KafkaError, TrafkaError
+
+from ._util import collapse_group, get_deserializer
+from .config import ConsumerConfig, make_config
+from .errors import ClientClosedError, UsageError
+from .fetcher import (
+    COMMITTED,
+    EARLIEST,
+    LATEST,
+    ConsumerRecord,
+    Fetcher,
+    TopicPartition,
+    build_list_offsets,
+    parse_list_offsets,
+)
+from .transport import Cluster
+
+__all__ = ["Consumer", "ConsumerRecord", "TopicPartition", "open_consumer"]
+
+log = logging.getLogger("trafka.sdk.consumer")
+
+_new: Any = tuple.__new__
+
+
+class Consumer:
+    """A Kafka consumer. Create it with :func:`open_consumer`."""
+
+    def __init__(self, config: ConsumerConfig, task_group: anyio.abc.TaskGroup) -> None:
+        self.config = config
+        self._tg = task_group
+        self._cluster = Cluster(config, task_group)
+        self._cluster.on_change.append(self._wake_fetcher)
+        self._fetcher = Fetcher(
+            self._cluster.metadata,
+            auto_offset_reset=config.auto_offset_reset,
+            fetch_min_bytes=config.fetch_min_bytes,
+            fetch_max_wait_ms=config.fetch_max_wait_ms,
+            fetch_max_bytes=config.fetch_max_bytes,
+            max_partition_fetch_bytes=config.max_partition_fetch_bytes,
+            read_committed=config.read_committed,
+            check_crcs=config.check_crcs,
+        )
+        self._key_de = get_deserializer(config.key_deserializer)
+        self._value_de = get_deserializer(config.value_deserializer)
+        self._wake = anyio.Event()
+        self._data = anyio.Event()
+        self._fetching: set[int] = set()
+        self._resetting: set[TopicPartition] = set()
+        self._buffer: deque[ConsumerRecord] = deque()
+        self._last: ConsumerRecord | None = None
+        self._consumed: dict[TopicPartition, int] = {}
+        self._pending_consumed: dict[TopicPartition, int] = {}
+        self._closed = False
+        self._manual = False
+        self._group: Any = None  # a .group.GroupDriver when subscribed with a group.id
+        self._subscription: set[str] = set()
+        self._pattern: re.Pattern[str] | None = None
+
+    # -- assignment -----------------------------------------------------------------------
+
+    def assign(self, partitions: Iterable[TopicPartition | tuple[str, int]]) -> None:
+        """Consume exactly these partitions (no group management).
+
+        Raises:
+            UsageError: the consumer is subscribed.
+        """
+        if self._subscription or self._pattern is not None:
+            raise UsageError("assign() cannot be mixed with subscribe()")
+        tps = [TopicPartition(*tp) for tp in partitions]
+        self._manual = True
+        self._fetcher.assign(tps)
+        self._cluster.metadata.add_topics({tp.topic for tp in tps})
+        self._cluster.nudge()
+        self._drop_buffered(set(tps))
+        self._wake_fetcher()
+
+    def subscribe(
+        self,
+        topics: Iterable[str] | None = None,
+        *,
+        pattern: str | re.Pattern[str] | None = None,
+        listener: Any = None,
+    ) -> None:
+        """Subscribe to topics (or a regex) with the group's partition assignment.
+
+        Args:
+            topics: topic names.
+            pattern: a regular expression matched against every topic name.
+            listener: a rebalance listener with async ``on_partitions_revoked``,
+                ``on_partitions_assigned`` and (optionally) ``on_partitions_lost``.
+
+        Raises:
+            UsageError: no group.id, or the consumer uses assign().
+        """
+        if self._manual:
+            raise UsageError("subscribe() cannot be mixed with assign()")
+        if self.config.group_id is None:
+            raise UsageError("subscribe() needs a group.id; use assign() without a group")
+        if (topics is None) == (pattern is None):
+            raise UsageError("give either topics or pattern")
+        md = self._cluster.metadata
+        if pattern is not None:
+            self._pattern = re.compile(pattern) if isinstance(pattern, str) else pattern
+            self._subscription = set()
+            md.want_all = True
+        else:
+            self._pattern = None
+            self._subscription = set(topics or ())
+            md.want_all = False
+            md.set_topics(self._subscription)
+        self._cluster.nudge()
+        if self._group is None:
+            from .group import GroupDriver
+
+            self._group = GroupDriver(self, listener)
+            self._tg.start_soon(self._group.run, name="trafka consumer group")
+        else:
+            if listener is not None:
+                self._group.listener = listener
+            self._group.subscription_changed()
+
+    def subscribed_topics(self) -> set[str]:
+        """The topics the subscription covers now (a pattern's matches in current metadata)."""
+        if self._pattern is None:
+            return set(self._subscription)
+        md = self._cluster.metadata
+        return {
+            t
+            for t, info in md.topics.items()
+            if self._pattern.fullmatch(t)
+            and not (info.is_internal and self.config.exclude_internal_topics)
+        }
+
+    def assignment(self) -> set[TopicPartition]:
+        """The partitions currently assigned."""
+        return self._fetcher.assignment
+
+    # -- positions --------------------------------------------------------------------------
+
+    def seek(self, partition: TopicPartition, offset: int) -> None:
+        """Fetch ``partition`` from ``offset`` next."""
+        self._fetcher.seek(TopicPartition(*partition), offset)
+        self._drop_buffered({TopicPartition(*partition)})
+        self._wake_fetcher()
+
+    def seek_to_beginning(self, *partitions: TopicPartition) -> None:
+        """Fetch from the log start (all assigned partitions when none given)."""
+        self._reset(partitions, EARLIEST)
+
+    def seek_to_end(self, *partitions: TopicPartition) -> None:
+        """Fetch from the log end (all assigned partitions when none given)."""
+        self._reset(partitions, LATEST)
+
+    def _reset(self, partitions: tuple[TopicPartition, ...], strategy: int) -> None:
+        tps = [TopicPartition(*tp) for tp in partitions] or list(self._fetcher.assignment)
+        for tp in tps:
+            self._fetcher.request_reset(tp, strategy)
+        self._drop_buffered(set(tps))
+        self._wake_fetcher()
+
+    async def position(self, partition: TopicPartition) -> int:
+        """The offset of the next record to be returned, waiting until it is known.
+
+        Raises:
+            KeyError: the partition is not assigned.
+        """
+        tp = TopicPartition(*partition)
+        with anyio.fail_after(self.config.default_api_timeout_ms / 1000):
+            while True:
+                pos = self._fetcher.position(tp)
+                if pos is not None:
+                    return pos - self._buffered_count(tp)
+                self._wake_fetcher()
+                # Offset lookups and committed-offset loads signal _data when done.
+                await self._wait_data(math.inf)
+
+    def _buffered_count(self, tp: TopicPartition) -> int:
+        return sum(1 for r in self._buffer if r.partition == tp.partition and r.topic == tp.topic)
+
+    def pause(self, *partitions: TopicPartition) -> None:
+        """Stop returning and fetching records for these partitions."""
+        self._fetcher.pause(TopicPartition(*tp) for tp in partitions)
+
+    def resume(self, *partitions: TopicPartition) -> None:
+        self._fetcher.resume(TopicPartition(*tp) for tp in partitions)
+        self._wake_fetcher()
+
+    def paused(self) -> set[TopicPartition]:
+        return self._fetcher.paused()
+
+    def lag(self, partition: TopicPartition) -> int | None:
+        """Records between the position and the last known high watermark (None if unknown)."""
+        return self._fetcher.lag(TopicPartition(*partition))
+
+    def highwater(self, partition: TopicPartition) -> int:
+        return self._fetcher.high_watermark(TopicPartition(*partition))
+
+    async def _list_offsets(
+        self, targets: dict[TopicPartition, int]
+    ) -> dict[TopicPartition, tuple[int, int] | None]:
+        md = self._cluster.metadata
+        await self._ensure_metadata({tp.topic for tp in targets})
+        by_leader: dict[int, dict[TopicPartition, int]] = {}
+        for tp, ts in targets.items():
+            leader = md.leader_for(tp.topic, tp.partition)
+            if leader is None:
+                raise KafkaError(
+                    ErrorCode.LEADER_NOT_AVAILABLE, f"{tp.topic}-{tp.partition} has no leader"
+                )
+            by_leader.setdefault(leader, {})[tp] = ts
+        out: dict[TopicPartition, tuple[int, int] | None] = {}
+        for leader, part in by_leader.items():
+            conn = await self._cluster.connection(leader)
+            resp = await conn.request(
+                2,
+                build_list_offsets(
+                    part, conn.version_for(2), read_committed=self.config.read_committed
+                ),
+            )
+            for tp, result in parse_list_offsets(resp).items():
+                if isinstance(result, KafkaError):
+                    md.on_partition_error(result.code)
+                    raise result
+                out[tp] = None if result[0] < 0 else result
+        return out
+
+    async def _ensure_metadata(self, topics: set[str]) -> None:
+        for topic in topics:
+            await self._cluster.partitions_for(topic, self.config.default_api_timeout_ms / 1000)
+
+    async def beginning_offsets(
+        self, partitions: Iterable[TopicPartition]
+    ) -> dict[TopicPartition, int]:
+        """The first offset of each partition."""
+        res = await self._list_offsets({TopicPartition(*tp): EARLIEST for tp in partitions})
+        return {tp: (r[0] if r else 0) for tp, r in res.items()}
+
+    async def end_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        """The offset after the last record of each partition (the LSO under read_committed)."""
+        res = await self._list_offsets({TopicPartition(*tp): LATEST for tp in partitions})
+        return {tp: (r[0] if r else 0) for tp, r in res.items()}
+
+    async def offsets_for_times(
+        self, timestamps: Mapping[TopicPartition, int]
+    ) -> dict[TopicPartition, tuple[int, int] | None]:
+        """For each partition, the first ``(offset, timestamp)`` at or after the timestamp, or None."""
+        for ts in timestamps.values():
+            if ts < 0:
+                raise ValueError("timestamps must be >= 0")
+        return await self._list_offsets({TopicPartition(*tp): ts for tp, ts in timestamps.items()})
+
+    async def committed(self, partition: TopicPartition) -> int | None:
+        """The group's committed offset for ``partition`` (None if none).
+
+        Raises:
+            UsageError: no group.id.
+        """
+        if self.config.group_id is None:
+            raise UsageError("committed() needs a group.id")
+        from .group import fetch_committed
+
+        got = await fetch_committed(self._cluster, self.config, [TopicPartition(*partition)])
+        return got.get(TopicPartition(*partition))
+
+    # -- commits ----------------------------------------------------------------------------
+
+    def _note_consumed(self) -> None:
+        last = self._last
+        if last is not None:
+            self._consumed[TopicPartition(last.topic, last.partition)] = last.offset + 1
+            self._last = None
+
+    def consumed_offsets(self) -> dict[TopicPartition, int]:
+        """Positions after the records the caller has processed (what commit() commits)."""
+        self._note_consumed()
+        self._consumed_snapshot()
+        assigned = self._fetcher.assignment
+        return {tp: off for tp, off in self._consumed.items() if tp in assigned}
+
+    def auto_commit_offsets(self) -> dict[TopicPartition, int]:
+        """Consumed positions as of the last ``getmany`` / ``__anext__`` call (at-least-once)."""
+        assigned = self._fetcher.assignment
+        return {tp: off for tp, off in self._consumed.items() if tp in assigned}
+
+    async def commit(self, offsets: Mapping[TopicPartition, int] | None = None) -> None:
+        """Commit offsets (default: the consumed positions) and wait for the result.
+
+        Raises:
+            UsageError: no group.id.
+            KafkaError: the commit failed (e.g. REBALANCE_IN_PROGRESS, fenced member).
+        """
+        group = self._require_group()
+        await group.commit(dict(offsets) if offsets is not None else self.consumed_offsets())
+
+    def commit_async(
+        self, offsets: Mapping[TopicPartition, int] | None = None, callback: Any = None
+    ) -> Any:
+        """Start a commit in the background; commits go out in call order.
+
+        Args:
+            offsets: default the consumed positions.
+            callback: called as ``callback(offsets, exception_or_None)`` when done.
+
+        Returns:
+            An awaitable resolving to None (or raising the commit error).
+        """
+        group = self._require_group()
+        return group.commit_async(
+            dict(offsets) if offsets is not None else self.consumed_offsets(), callback
+        )
+
+    def _require_group(self) -> Any:
+        if self.config.group_id is None:
+            raise UsageError("commits need a group.id")
+        if self._group is None:
+            from .group import GroupDriver
+
+            self._group = GroupDriver(self, None, managed=False)
+            self._tg.start_soon(self._group.run, name="trafka consumer commits")
+        return self._group
+
+    # -- consuming --------------------------------------------------------------------------
+
+    async def getmany(
+        self, *partitions: TopicPartition, timeout_ms: int = 0, max_records: int | None = None
+    ) -> dict[TopicPartition, list[ConsumerRecord]]:
+        """Return fetched records, waiting up to ``timeout_ms`` for some.
+
+        Args:
+            partitions: restrict to these (default: all assigned).
+            timeout_ms: how long to wait when nothing is buffered.
+            max_records: default ``max.poll.records``.
+
+        Returns:
+            Records per partition, in offset order (empty on timeout).
+
+        Raises:
+            ClientClosedError: the consumer is closed.
+            KafkaError: a fetch error (e.g. OFFSET_OUT_OF_RANGE with auto.offset.reset=none).
+        """
+        self._check_open()
+        self._note_consumed()
+        self._consumed_snapshot()
+        limit = max_records or self.config.max_poll_records
+        deadline = anyio.current_time() + timeout_ms / 1000
+        wanted = {TopicPartition(*tp) for tp in partitions} if partitions else None
+        while True:
+            out: dict[TopicPartition, list[ConsumerRecord]] = {}
+            if self._buffer:
+                self._take_buffer(out, limit, wanted)
+            elif self._fetcher.has_data():
+                out = self._take(limit, wanted)
+            if out:
+                for tp, recs in out.items():
+                    self._pending_consumed[tp] = recs[-1].offset + 1
+                return out
+            left = deadline - anyio.current_time()
+            if left <= 0:
+                return {}
+            await self._wait_data(left)
+
+    def _consumed_snapshot(self) -> None:
+        if self._pending_consumed:
+            self._consumed.update(self._pending_consumed)
+            self._pending_consumed = {}
+
+    def _take_buffer(
+        self,
+        out: dict[TopicPartition, list[ConsumerRecord]],
+        limit: int,
+        wanted: set[TopicPartition] | None,
+    ) -> None:
+        paused = self._fetcher.paused()
+        keep: deque[ConsumerRecord] = deque()
+        n = 0
+        while self._buffer:
+            r = self._buffer.popleft()
+            tp = TopicPartition(r.topic, r.partition)
+            if n < limit and (wanted is None or tp in wanted) and tp not in paused:
+                out.setdefault(tp, []).append(r)
+                n += 1
+            else:
+                keep.append(r)
+        self._buffer = keep
+
+    def _take(
+        self, limit: int, wanted: set[TopicPartition] | None
+    ) -> dict[TopicPartition, list[ConsumerRecord]]:
+        fetcher = self._fetcher
+        paused: list[TopicPartition] = []
+        if wanted is not None:
+            paused = [
+                tp for tp in fetcher.assignment if tp not in wanted and tp not in fetcher.paused()
+            ]
+            fetcher.pause(paused)
+        try:
+            raw = fetcher.take(limit)
+        finally:
+            if paused:
+                fetcher.resume(paused)
+        self._wake_fetcher()
+        kd, vd = self._key_de, self._value_de
+        out: dict[TopicPartition, list[ConsumerRecord]] = {}
+        for tp, recs in raw.items():
+            topic, partition = tp
+            if kd is None and vd is None:
+                # tuple.__new__ skips the NamedTuple constructor: this is the per-record hot path.
+                out[tp] = [_new(ConsumerRecord, (topic, partition, *r, 0, -1)) for r in recs]
+            else:
+                out[tp] = [
+                    _new(
+                        ConsumerRecord,
+                        (
+                            topic,
+                            partition,
+                            r.offset,
+                            r.timestamp,
+                            r.key if kd is None else kd(r.key),
+                            r.value if vd is None else vd(r.value),
+                            r.headers,
+                            0,
+                            -1,
+                        ),
+                    )
+                    for r in recs
+                ]
+        return out
+
+    async def getone(self) -> ConsumerRecord:
+        """The next record, waiting as long as needed."""
+        self._check_open()
+        self._note_consumed()
+        while True:
+            paused = self._fetcher.paused()
+            buffer = self._buffer
+            for i, r in enumerate(buffer):
+                if not paused or TopicPartition(r.topic, r.partition) not in paused:
+                    del buffer[i]
+                    self._last = r
+                    return r
+            batch = await self._fill()
+            for recs in batch.values():
+                buffer.extend(recs)
+
+    async def _fill(self) -> dict[TopicPartition, list[ConsumerRecord]]:
+        while True:
+            self._check_open()
+            if self._fetcher.has_data():
+                out = self._take(self.config.max_poll_records, None)
+                if out:
+                    return out
+            await self._wait_data(math.inf)
+
+    def __aiter__(self) -> Consumer:
+        return self
+
+    async def __anext__(self) -> ConsumerRecord:
+        if self._closed:
+            raise StopAsyncIteration
+        return await self.getone()
+
+    # -- internals --------------------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ClientClosedError("the consumer is closed")
+        if self._group is not None and self._group.fatal is not None:
+            raise self._group.fatal
+
+    def _drop_buffered(self, tps: set[TopicPartition]) -> None:
+        if self._buffer:
+            self._buffer = deque(
+                r for r in self._buffer if TopicPartition(r.topic, r.partition) not in tps
+            )
+        if self._last is not None and TopicPartition(self._last.topic, self._last.partition) in tps:
+            self._last = None
+
+    def on_partitions_removed(self, tps: set[TopicPartition]) -> None:
+        """Called by the group driver when partitions are revoked or lost."""
+        self._fetcher.remove(tps)
+        self._drop_buffered(tps)
+        for tp in tps:
+            self._consumed.pop(tp, None)
+            self._pending_consumed.pop(tp, None)
+
+    def _wake_fetcher(self) -> None:
+        self._wake.set()
+
+    async def _wait_data(self, timeout: float) -> None:
+        event = self._data
+        with anyio.move_on_after(timeout):
+            await event.wait()
+
+    def _data_arrived(self) -> None:
+        event, self._data = self._data, anyio.Event()
+        event.set()
+
+    async def _start(self) -> None:
+        self._cluster.start()
+        self._tg.start_soon(self._fetch_loop, name="trafka consumer fetcher")
+
+    async def _fetch_loop(self) -> None:
+        fetcher = self._fetcher
+        cluster = self._cluster
+        md = cluster.metadata
+        while True:
+            self._wake = anyio.Event()
+            missing = fetcher.missing_positions()
+            if missing:
+                if self.config.group_id is not None:
+                    fetcher.mark_committed_lookup(missing)
+                    self._tg.start_soon(self._load_committed, missing)
+                else:
+                    try:
+                        fetcher.default_reset(missing)
+                    except KafkaError as exc:
+                        fetcher.errors.append(exc)
+                        self._data_arrived()
+            resets = {
+                tp: ts for tp, ts in fetcher.needs_reset().items() if tp not in self._resetting
+            }
+            if resets:
+                self._resetting |= set(resets)
+                self._tg.start_soon(self._do_resets, resets)
+            unknown = fetcher.unknown_leaders()
+            if unknown:
+                md.add_topics(unknown)
+                md.request_update()
+                cluster.nudge()
+            for node, tps in fetcher.fetchable().items():
+                if node in self._fetching:
+                    continue
+                self._fetching.add(node)
+                self._tg.start_soon(self._fetch, node, tps)
+            await self._wake.wait()
+
+    async def _load_committed(self, tps: list[TopicPartition]) -> None:
+        from .group import fetch_committed
+
+        try:
+            got = await fetch_committed(self._cluster, self.config, tps)
+        except TrafkaError as exc:
+            log.debug("offset fetch failed: %s", exc)
+            await anyio.sleep(self.config.retry_backoff_ms / 1000)
+            for tp in tps:  # look them up again
+                state = self._fetcher.partitions.get(tp)
+                if state is not None and state.reset == COMMITTED:
+                    state.reset = None
+            self._wake_fetcher()
+            return
+        self.apply_committed(tps, got)
+
+    def apply_committed(
+        self, tps: Iterable[TopicPartition], committed: Mapping[TopicPartition, int]
+    ) -> None:
+        """Position partitions at their committed offsets, the rest per auto.offset.reset."""
+        fetcher = self._fetcher
+        rest = []
+        for tp in tps:
+            state = fetcher.partitions.get(tp)
+            if state is None or state.reset != COMMITTED:
+                continue
+            off = committed.get(tp)
+            if off is not None and off >= 0:
+                fetcher.seek(tp, off)
+            else:
+                state.reset = None
+                rest.append(tp)
+        try:
+            fetcher.default_reset(rest)
+        except KafkaError as exc:
+            fetcher.errors.append(exc)
+        self._data_arrived()
+        self._wake_fetcher()
+
+    async def _do_resets(self, targets: dict[TopicPartition, int]) -> None:
+        try:
+            results = await self._list_offsets(targets)
+        except TrafkaError as exc:
+            log.debug("offset reset failed: %s", exc)
+            await anyio.sleep(self.config.retry_backoff_ms / 1000)
+        else:
+            for tp, res in results.items():
+                if targets.get(tp) == EARLIEST or targets.get(tp) == LATEST:
+                    off = res[0] if res else 0
+                else:
+                    off = res[0] if res else -1
+                if off >= 0:
+                    self._fetcher.apply_reset(tp, off)
+        finally:
+            self._resetting -= set(targets)
+            self._wake_fetcher()
+            self._data_arrived()
+
+    async def _fetch(self, node: int, tps: list[TopicPartition]) -> None:
+        fetcher = self._fetcher
+        positions: dict[TopicPartition, int] = {}
+        try:
+            conn = await self._cluster.connection(node)
+            request, positions = fetcher.build_fetch(tps, conn.version_for(1))
+            timeout = (self.config.request_timeout_ms + self.config.fetch_max_wait_ms) / 1000
+            response = await conn.request(1, request, timeout=timeout)
+            if fetcher.handle_fetch_response(positions, response) or fetcher.errors:
+                self._data_arrived()
+        except TrafkaError as exc:
+            log.debug("fetch from node %s failed: %s", node, exc)
+            fetcher.fetch_failed(positions)
+            self._cluster.metadata.request_update()
+            self._cluster.nudge()
+            await anyio.sleep(self.config.retry_backoff_ms / 1000)
+        finally:
+            self._fetching.discard(node)
+            self._wake_fetcher()
+
+    async def _close(self, *, graceful: bool) -> None:
+        if self._closed:
+            return
+        if self._group is not None:
+            await self._group.close(graceful=graceful)
+        self._closed = True
+        self._data_arrived()
+
+
+@asynccontextmanager
+async def open_consumer(
+    *topics: str, config: ConsumerConfig | Mapping[str, Any] | None = None, **kwargs: Any
+) -> AsyncIterator[Consumer]:
+    """Open a consumer; leaving the block commits (with auto-commit), leaves the group and closes.
+
+    Args:
+        *topics: topics to subscribe to (needs ``group_id``); or call
+            :meth:`Consumer.assign` / :meth:`Consumer.subscribe` inside.
+        config: a :class:`~trafka.sdk.config.ConsumerConfig` or a mapping of Kafka-style keys.
+        **kwargs: settings in Python spelling; they override ``config``.
+
+    Yields:
+        The :class:`Consumer`.
+
+    Raises:
+        ConfigError: invalid configuration.
+    """
+    cfg = make_config(ConsumerConfig, config, kwargs)
+    error: BaseException | None = None
+    try:
+        async with anyio.create_task_group() as tg:
+            consumer = Consumer(cfg, tg)
+            await consumer._start()
+            if topics:
+                consumer.subscribe(topics)
+            try:
+                yield consumer
+            except BaseException:
+                with (
+                    anyio.CancelScope(shield=True),
+                    anyio.move_on_after(cfg.request_timeout_ms / 1000),
+                ):
+                    await consumer._close(graceful=False)
+                raise
+            else:
+                await consumer._close(graceful=True)
+            finally:
+                consumer._closed = True
+                tg.cancel_scope.cancel()
+                with anyio.CancelScope(shield=True):
+                    await consumer._cluster.aclose()
+    except BaseExceptionGroup as group:
+        error = collapse_group(group)
+        if error is group:
+            raise
+    if error is not None:
+        raise error

@@ -1,0 +1,506 @@
+"""The consumer's partition positions and prefetch buffers, without I/O.
+
+Rules and invariants:
+
+* A partition is *assigned* (by :meth:`Fetcher.assign` or a group) before it
+  is fetched. Its *position* is the offset of the next record to hand to the
+  user. A position of ``None`` means unknown: it must first come from the
+  committed offset or an offset reset (``auto.offset.reset``), which the
+  driver performs with ListOffsets (:meth:`Fetcher.needs_reset`,
+  :meth:`Fetcher.apply_reset`).
+* A partition is *fetchable* when assigned, not paused, its position known,
+  its leader known, no fetch for it is in flight, and nothing fetched for it
+  waits to be consumed. Hence at most one fetch is buffered per partition and
+  memory is bounded by ``max.partition.fetch.bytes`` per partition and
+  ``fetch.max.bytes`` per request.
+* Fetched data is kept as the raw records blob and decoded only when the user
+  asks for records. Records below the position (a batch starts earlier than
+  the requested offset) are skipped; control batches are never returned but
+  advance the position; with ``read_committed``, records of aborted
+  transactions are dropped.
+* Buffered data is tagged with the position it was fetched for; seeking,
+  revoking or resetting a partition drops it (stale data is never returned).
+* Fetch errors: OFFSET_OUT_OF_RANGE resets the position per
+  ``auto.offset.reset`` (or raises with ``none``); leadership errors ask for a
+  metadata refresh; others are surfaced to the user at the next poll.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterable
+from typing import Any, NamedTuple
+
+from trafka.codec import DecodeError, ErrorCode, KafkaError
+from trafka.codec.legacy import decode_legacy_entry
+from trafka.codec.messages import k01_fetch as fetch
+from trafka.codec.messages import k02_list_offsets as list_offsets
+from trafka.codec.records import Record, RecordBatchHeader, decode_batch, iter_batches
+
+from .metadata import REFRESH_ERRORS, MetadataCache
+
+__all__ = [
+    "COMMITTED",
+    "EARLIEST",
+    "LATEST",
+    "ConsumerRecord",
+    "build_list_offsets",
+    "parse_list_offsets",
+    "Fetcher",
+    "OffsetOutOfRangeError",
+    "TopicPartition",
+]
+
+EARLIEST = -2
+LATEST = -1
+#: Reset "strategy" of a partition whose committed offset the driver is looking up.
+COMMITTED = -100
+
+
+class TopicPartition(NamedTuple):
+    """A topic and partition."""
+
+    topic: str
+    partition: int
+
+
+class ConsumerRecord(NamedTuple):
+    """A consumed record (key and value after deserialization)."""
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+    key: Any
+    value: Any
+    headers: tuple[tuple[str, bytes | None], ...]
+    timestamp_type: int = 0
+    leader_epoch: int = -1
+
+
+class OffsetOutOfRangeError(KafkaError):
+    """The position is outside the log and ``auto.offset.reset`` is ``none``."""
+
+    def __init__(self, tp: TopicPartition, offset: int) -> None:
+        super().__init__(
+            ErrorCode.OFFSET_OUT_OF_RANGE, f"offset {offset} of {tp.topic}-{tp.partition}"
+        )
+        self.tp = tp
+        self.offset = offset
+
+
+@dataclasses.dataclass(slots=True)
+class _Completed:
+    position: int  # the position the data was fetched for
+    blob: bytes
+    aborted: list[tuple[int, int]] | None  # (first offset, producer id), read_committed only
+    records: list[Record] | None = None  # decoded lazily
+    index: int = 0
+    next_position: int = 0
+
+
+@dataclasses.dataclass(slots=True)
+class PartitionState:
+    position: int | None = None
+    reset: int | None = None  # EARLIEST / LATEST / a timestamp strategy waiting to run
+    paused: bool = False
+    in_flight: bool = False
+    high_watermark: int = -1
+    last_stable_offset: int = -1
+    log_start_offset: int = -1
+    leader_epoch: int = -1
+    completed: _Completed | None = None
+
+
+class Fetcher:
+    """Positions and fetched data of the assigned partitions.
+
+    Args:
+        metadata: leaders come from here; leadership errors request refreshes.
+        auto_offset_reset: ``earliest``, ``latest`` or ``none``.
+        fetch_min_bytes, fetch_max_wait_ms, fetch_max_bytes, max_partition_fetch_bytes: Kafka's.
+        read_committed: drop aborted transactional records and read up to the LSO.
+        check_crcs: verify batch CRCs.
+    """
+
+    def __init__(
+        self,
+        metadata: MetadataCache,
+        *,
+        auto_offset_reset: str = "latest",
+        fetch_min_bytes: int = 1,
+        fetch_max_wait_ms: int = 500,
+        fetch_max_bytes: int = 52_428_800,
+        max_partition_fetch_bytes: int = 1_048_576,
+        read_committed: bool = False,
+        check_crcs: bool = True,
+    ) -> None:
+        self.metadata = metadata
+        self.auto_offset_reset = auto_offset_reset
+        self.fetch_min_bytes = fetch_min_bytes
+        self.fetch_max_wait_ms = fetch_max_wait_ms
+        self.fetch_max_bytes = fetch_max_bytes
+        self.max_partition_fetch_bytes = max_partition_fetch_bytes
+        self.read_committed = read_committed
+        self.check_crcs = check_crcs
+        self.partitions: dict[TopicPartition, PartitionState] = {}
+        self.errors: list[BaseException] = []
+        self._rotation = 0
+
+    # -- assignment and positions ---------------------------------------------------------
+
+    def assign(self, tps: Iterable[TopicPartition]) -> None:
+        """Set the assigned partitions; kept partitions keep their state."""
+        wanted = set(tps)
+        for tp in list(self.partitions):
+            if tp not in wanted:
+                del self.partitions[tp]
+        for tp in wanted:
+            self.partitions.setdefault(tp, PartitionState())
+
+    def add(self, tps: Iterable[TopicPartition]) -> None:
+        for tp in tps:
+            self.partitions.setdefault(tp, PartitionState())
+
+    def remove(self, tps: Iterable[TopicPartition]) -> None:
+        for tp in tps:
+            self.partitions.pop(tp, None)
+
+    @property
+    def assignment(self) -> set[TopicPartition]:
+        return set(self.partitions)
+
+    def _state(self, tp: TopicPartition) -> PartitionState:
+        state = self.partitions.get(tp)
+        if state is None:
+            raise KeyError(f"{tp.topic}-{tp.partition} is not assigned")
+        return state
+
+    def seek(self, tp: TopicPartition, offset: int) -> None:
+        """Set the position; buffered data for the partition is dropped."""
+        state = self._state(tp)
+        state.position = offset
+        state.reset = None
+        state.completed = None
+
+    def request_reset(self, tp: TopicPartition, strategy: int) -> None:
+        """Position the partition at EARLIEST (-2) or LATEST (-1) once the driver asks the leader."""
+        state = self._state(tp)
+        state.reset = strategy
+        state.position = None
+        state.completed = None
+
+    def position(self, tp: TopicPartition) -> int | None:
+        return self._state(tp).position
+
+    def pause(self, tps: Iterable[TopicPartition]) -> None:
+        for tp in tps:
+            self._state(tp).paused = True
+
+    def resume(self, tps: Iterable[TopicPartition]) -> None:
+        for tp in tps:
+            self._state(tp).paused = False
+
+    def paused(self) -> set[TopicPartition]:
+        return {tp for tp, s in self.partitions.items() if s.paused}
+
+    def missing_positions(self) -> list[TopicPartition]:
+        """Partitions with neither a position nor a pending reset (need committed offsets)."""
+        return [tp for tp, s in self.partitions.items() if s.position is None and s.reset is None]
+
+    def default_reset(self, tps: Iterable[TopicPartition]) -> None:
+        """Apply ``auto.offset.reset`` to partitions without a committed offset.
+
+        Raises:
+            OffsetOutOfRangeError: ``auto.offset.reset`` is ``none``.
+        """
+        for tp in tps:
+            if self.auto_offset_reset == "none":
+                raise OffsetOutOfRangeError(tp, -1)
+            self.request_reset(tp, EARLIEST if self.auto_offset_reset == "earliest" else LATEST)
+
+    def needs_reset(self) -> dict[TopicPartition, int]:
+        """Partitions waiting for an offset lookup, with the timestamp to look up."""
+        return {
+            tp: s.reset
+            for tp, s in self.partitions.items()
+            if s.reset is not None and s.reset != COMMITTED and s.position is None
+        }
+
+    def mark_committed_lookup(self, tps: Iterable[TopicPartition]) -> None:
+        """The driver is fetching committed offsets for these partitions."""
+        for tp in tps:
+            s = self.partitions.get(tp)
+            if s is not None and s.position is None:
+                s.reset = COMMITTED
+                s.completed = None
+
+    def awaiting_committed(self, tp: TopicPartition) -> bool:
+        s = self.partitions.get(tp)
+        return s is not None and s.reset == COMMITTED
+
+    def apply_reset(self, tp: TopicPartition, offset: int) -> None:
+        """The leader answered the lookup for ``tp``."""
+        state = self.partitions.get(tp)
+        if state is None or state.reset is None:
+            return
+        state.position = offset
+        state.reset = None
+        state.completed = None
+
+    def lag(self, tp: TopicPartition) -> int | None:
+        """Records between the position and the high watermark (LSO under read_committed)."""
+        s = self._state(tp)
+        end = s.last_stable_offset if self.read_committed else s.high_watermark
+        if s.position is None or end < 0:
+            return None
+        return max(end - s.position, 0)
+
+    def high_watermark(self, tp: TopicPartition) -> int:
+        return self._state(tp).high_watermark
+
+    # -- fetch requests -------------------------------------------------------------------
+
+    def fetchable(
+        self, leader_of: Callable[[str, int], int | None] | None = None
+    ) -> dict[int, list[TopicPartition]]:
+        """Fetchable partitions grouped by leader."""
+        leader_of = leader_of or self.metadata.leader_for
+        out: dict[int, list[TopicPartition]] = {}
+        for tp, s in self.partitions.items():
+            if s.paused or s.in_flight or s.position is None or s.completed is not None:
+                continue
+            leader = leader_of(tp.topic, tp.partition)
+            if leader is None:
+                continue
+            out.setdefault(leader, []).append(tp)
+        return out
+
+    def unknown_leaders(self) -> set[str]:
+        return {
+            tp.topic
+            for tp in self.partitions
+            if self.metadata.leader_for(tp.topic, tp.partition) is None
+        }
+
+    def build_fetch(
+        self, tps: list[TopicPartition], version: int
+    ) -> tuple[Any, dict[TopicPartition, int]]:
+        """A FetchRequest for ``tps`` (marked in flight) and the positions it asks for."""
+        # Rotate the order so that fetch.max.bytes does not always favour the same partitions.
+        if len(tps) > 1:
+            self._rotation = (self._rotation + 1) % len(tps)
+            tps = tps[self._rotation :] + tps[: self._rotation]
+        by_topic: dict[str, list[Any]] = {}
+        positions: dict[TopicPartition, int] = {}
+        for tp in tps:
+            s = self.partitions[tp]
+            assert s.position is not None
+            s.in_flight = True
+            positions[tp] = s.position
+            by_topic.setdefault(tp.topic, []).append(
+                fetch.FetchRequest.FetchPartition(
+                    partition=tp.partition,
+                    current_leader_epoch=self.metadata.leader_epoch(tp.topic, tp.partition)
+                    if version >= 9
+                    else -1,
+                    fetch_offset=s.position,
+                    partition_max_bytes=self.max_partition_fetch_bytes,
+                )
+            )
+        kwargs: dict[str, Any] = {
+            "replica_id": -1,
+            "max_wait_ms": self.fetch_max_wait_ms,
+            "min_bytes": self.fetch_min_bytes,
+            "topics": [
+                fetch.FetchRequest.FetchTopic(topic=t, partitions=p) for t, p in by_topic.items()
+            ],
+        }
+        if version >= 3:
+            kwargs["max_bytes"] = self.fetch_max_bytes
+        if version >= 4:
+            kwargs["isolation_level"] = 1 if self.read_committed else 0
+        if version >= 7:
+            kwargs["session_id"] = 0
+            kwargs["session_epoch"] = -1  # full fetches; no incremental sessions
+        return fetch.FetchRequest(**kwargs), positions
+
+    def fetch_failed(self, positions: dict[TopicPartition, int]) -> None:
+        """The request failed (connection error): the partitions may be fetched again."""
+        for tp in positions:
+            s = self.partitions.get(tp)
+            if s is not None:
+                s.in_flight = False
+
+    def handle_fetch_response(self, positions: dict[TopicPartition, int], response: Any) -> bool:
+        """Apply a FetchResponse. Returns True if new data is buffered.
+
+        Raises:
+            KafkaError: a request-level error code.
+        """
+        for tp in positions:
+            s = self.partitions.get(tp)
+            if s is not None:
+                s.in_flight = False
+        if getattr(response, "error_code", 0):
+            code = response.error_code
+            self.metadata.on_partition_error(code)
+            raise KafkaError(code, "fetch failed")
+        got = False
+        for t in response.responses:
+            for p in t.partitions:
+                tp = TopicPartition(t.topic, p.partition_index)
+                s = self.partitions.get(tp)
+                asked = positions.get(tp)
+                if s is None or asked is None or s.position != asked:
+                    continue  # revoked or sought while the fetch was in flight
+                code = p.error_code
+                if code == ErrorCode.NONE:
+                    s.high_watermark = p.high_watermark
+                    if p.last_stable_offset >= 0:
+                        s.last_stable_offset = p.last_stable_offset
+                    if p.log_start_offset >= 0:
+                        s.log_start_offset = p.log_start_offset
+                    if p.records:
+                        aborted = None
+                        if self.read_committed and p.aborted_transactions:
+                            aborted = sorted(
+                                (a.first_offset, a.producer_id) for a in p.aborted_transactions
+                            )
+                        s.completed = _Completed(asked, p.records, aborted)
+                        got = True
+                elif code == ErrorCode.OFFSET_OUT_OF_RANGE:
+                    if self.auto_offset_reset == "none":
+                        self.errors.append(OffsetOutOfRangeError(tp, asked))
+                    else:
+                        self.request_reset(
+                            tp, EARLIEST if self.auto_offset_reset == "earliest" else LATEST
+                        )
+                elif code in REFRESH_ERRORS:
+                    self.metadata.on_partition_error(code, tp.topic, tp.partition)
+                else:
+                    self.errors.append(KafkaError(code, f"fetching {tp.topic}-{tp.partition}"))
+        return got
+
+    # -- handing out records --------------------------------------------------------------
+
+    def has_data(self) -> bool:
+        return bool(self.errors) or any(
+            s.completed is not None and not s.paused for s in self.partitions.values()
+        )
+
+    def take(self, max_records: int) -> dict[TopicPartition, list[Record]]:
+        """Up to ``max_records`` records, advancing positions.
+
+        Raises:
+            KafkaError: an error recorded by a fetch (raised once).
+            DecodeError: a corrupt batch (the position stays before it).
+        """
+        if self.errors:
+            raise self.errors.pop(0)
+        out: dict[TopicPartition, list[Record]] = {}
+        left = max_records
+        for tp, s in self.partitions.items():
+            if left <= 0:
+                break
+            c = s.completed
+            if c is None or s.paused:
+                continue
+            if c.records is None:
+                c.records, c.next_position = self._decode(tp, c)
+                c.index = 0
+            recs = c.records
+            start = c.index
+            end = min(start + left, len(recs))
+            if end > start:
+                chunk = recs[start:end]
+                out[tp] = chunk
+                left -= end - start
+                c.index = end
+                s.position = chunk[-1].offset + 1
+            if c.index >= len(recs):
+                s.completed = None
+                if c.next_position > (s.position or 0):
+                    s.position = c.next_position
+        return out
+
+    def _decode(self, tp: TopicPartition, c: _Completed) -> tuple[list[Record], int]:
+        """Records at or after the fetch position, and the position after the blob."""
+        out: list[Record] = []
+        position = c.position
+        next_position = position
+        aborted_open: set[int] = set()
+        pending_aborts = list(c.aborted or [])
+        for header, view in iter_batches(c.blob):
+            if header.next_offset <= position:
+                continue
+            if isinstance(header, RecordBatchHeader):
+                if c.aborted is not None:
+                    while pending_aborts and pending_aborts[0][0] <= header.last_offset:
+                        aborted_open.add(pending_aborts.pop(0)[1])
+                attrs = header.attributes
+                if attrs & 0x20:  # control batch: a transaction marker
+                    if header.producer_id in aborted_open:
+                        aborted_open.discard(header.producer_id)
+                    next_position = header.next_offset
+                    continue
+                if attrs & 0x10 and header.producer_id in aborted_open:
+                    next_position = header.next_offset
+                    continue
+                try:
+                    records = decode_batch(view, verify=self.check_crcs).records
+                except DecodeError as exc:
+                    if out:
+                        break  # hand out what precedes; the error comes back next time
+                    raise KafkaError(
+                        ErrorCode.CORRUPT_MESSAGE, f"{tp.topic}-{tp.partition}: {exc}"
+                    ) from exc
+            else:
+                records = list(decode_legacy_entry(view, verify=self.check_crcs))
+            if records and records[0].offset < position:
+                records = [r for r in records if r.offset >= position]
+            out.extend(records)
+            next_position = header.next_offset
+        return out, next_position
+
+
+def build_list_offsets(
+    targets: dict[TopicPartition, int],
+    version: int,
+    *,
+    read_committed: bool = False,
+    leader_epochs: dict[TopicPartition, int] | None = None,
+) -> Any:
+    """A ListOffsetsRequest looking up ``targets`` (timestamp, or EARLIEST -2 / LATEST -1)."""
+    by_topic: dict[str, list[Any]] = {}
+    for tp, ts in targets.items():
+        by_topic.setdefault(tp.topic, []).append(
+            list_offsets.ListOffsetsRequest.ListOffsetsPartition(
+                partition_index=tp.partition,
+                current_leader_epoch=(leader_epochs or {}).get(tp, -1) if version >= 4 else -1,
+                timestamp=ts,
+            )
+        )
+    kwargs: dict[str, Any] = {
+        "replica_id": -1,
+        "topics": [
+            list_offsets.ListOffsetsRequest.ListOffsetsTopic(name=t, partitions=p)
+            for t, p in by_topic.items()
+        ],
+    }
+    if version >= 2:
+        kwargs["isolation_level"] = 1 if read_committed else 0
+    return list_offsets.ListOffsetsRequest(**kwargs)
+
+
+def parse_list_offsets(response: Any) -> dict[TopicPartition, tuple[int, int] | KafkaError]:
+    """``tp -> (offset, timestamp)`` or the partition's error (offset -1: no such record)."""
+    out: dict[TopicPartition, tuple[int, int] | KafkaError] = {}
+    for t in response.topics:
+        for p in t.partitions:
+            tp = TopicPartition(t.name, p.partition_index)
+            if p.error_code:
+                out[tp] = KafkaError(p.error_code, f"ListOffsets {t.name}-{p.partition_index}")
+            else:
+                out[tp] = (p.offset, p.timestamp)
+    return out

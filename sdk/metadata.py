@@ -1,0 +1,311 @@
+"""The client's view of the cluster: brokers, topics, partitions and leaders.
+
+Rules and invariants:
+
+* The cache tracks the topics the client needs (:meth:`MetadataCache.add_topics`)
+  and asks for exactly those, or for every topic while ``want_all`` is set (a
+  pattern subscription). Topics asked for but absent from a response keep
+  their previous state until a response names them.
+* A refresh is due when one was requested (:meth:`request_update`: an unknown
+  topic, a partition without a leader, NOT_LEADER_OR_FOLLOWER, a stale leader
+  epoch ...) or when the cache is older than ``metadata.max.age.ms``. Requests
+  for a refresh are rate-limited by ``retry.backoff.ms`` after the previous
+  attempt (success or failure), so an error storm cannot flood the brokers.
+* Leader epochs only move forward (KIP-320): a response that carries an older
+  epoch for a partition than the cache holds is stale (it came from a broker
+  that lags); that partition keeps its cached state and another refresh is
+  requested.
+* ``version`` increases on every applied response; drivers wait for it to
+  change instead of polling.
+
+Nothing here does I/O; ``now`` is the driver's monotonic clock in seconds.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from collections.abc import Iterable
+from typing import Any
+
+from trafka.codec import ErrorCode
+from trafka.codec.messages import k03_metadata as md
+
+__all__ = [
+    "REFRESH_ERRORS",
+    "BrokerInfo",
+    "MetadataCache",
+    "PartitionInfo",
+    "TopicInfo",
+]
+
+#: Partition- or topic-level errors after which the cache refreshes.
+REFRESH_ERRORS = frozenset(
+    {
+        ErrorCode.NOT_LEADER_OR_FOLLOWER,
+        ErrorCode.LEADER_NOT_AVAILABLE,
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        ErrorCode.UNKNOWN_TOPIC_ID,
+        ErrorCode.FENCED_LEADER_EPOCH,
+        ErrorCode.UNKNOWN_LEADER_EPOCH,
+        ErrorCode.KAFKA_STORAGE_ERROR,
+        ErrorCode.NOT_COORDINATOR,
+        ErrorCode.BROKER_NOT_AVAILABLE,
+        ErrorCode.REPLICA_NOT_AVAILABLE,
+        ErrorCode.OFFSET_NOT_AVAILABLE,
+    }
+)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class BrokerInfo:
+    """A broker: id and address."""
+
+    node_id: int
+    host: str
+    port: int
+    rack: str | None = None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class PartitionInfo:
+    """One partition's leadership and replicas."""
+
+    topic: str
+    partition: int
+    leader: int
+    leader_epoch: int
+    replicas: tuple[int, ...] = ()
+    isr: tuple[int, ...] = ()
+    offline_replicas: tuple[int, ...] = ()
+    error: ErrorCode = ErrorCode.NONE
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class TopicInfo:
+    """One topic: its partitions (indexed by partition number) or its error."""
+
+    name: str
+    topic_id: uuid.UUID
+    is_internal: bool
+    partitions: tuple[PartitionInfo, ...]
+    error: ErrorCode = ErrorCode.NONE
+
+    @property
+    def available_partitions(self) -> list[int]:
+        """Partitions with a leader."""
+        return [p.partition for p in self.partitions if p.leader >= 0]
+
+
+class MetadataCache:
+    """Cached metadata with refresh rules.
+
+    Args:
+        max_age: seconds after which the cache is refreshed anyway.
+        backoff: minimum seconds between two refresh attempts.
+    """
+
+    def __init__(self, *, max_age: float = 300.0, backoff: float = 0.1) -> None:
+        self.max_age = max_age
+        self.backoff = backoff
+        self.brokers: dict[int, BrokerInfo] = {}
+        self.topics: dict[str, TopicInfo] = {}
+        self.topic_errors: dict[str, ErrorCode] = {}
+        self.cluster_id: str | None = None
+        self.controller_id: int = -1
+        self.version = 0
+        self.want_all = False
+        self._wanted: set[str] = set()
+        self._need_update = True
+        self._last_attempt = float("-inf")
+        self._last_success = float("-inf")
+
+    # -- what to ask for -------------------------------------------------------------
+
+    @property
+    def wanted_topics(self) -> frozenset[str]:
+        return frozenset(self._wanted)
+
+    def add_topics(self, names: Iterable[str]) -> bool:
+        """Start tracking topics. Returns True (and requests a refresh) if any is new."""
+        new = set(names) - self._wanted
+        if new:
+            self._wanted |= new
+            self._need_update = True
+        return bool(new)
+
+    def set_topics(self, names: Iterable[str]) -> None:
+        """Track exactly these topics (a consumer's subscription)."""
+        names = set(names)
+        if names - self._wanted:
+            self._need_update = True
+        self._wanted = names
+
+    def request_update(self) -> None:
+        """Ask for a refresh as soon as the backoff allows."""
+        self._need_update = True
+
+    def needs_update(self, now: float) -> bool:
+        """Whether a refresh is due, ignoring the backoff."""
+        return self._need_update or now - self._last_success >= self.max_age
+
+    def next_update_at(self, now: float) -> float:
+        """When the next refresh may start (``<= now``: start it now)."""
+        if self._need_update:
+            return max(now, self._last_attempt + self.backoff)
+        return max(self._last_success + self.max_age, self._last_attempt + self.backoff)
+
+    def build_request(self, version: int) -> Any:
+        """The MetadataRequest for the tracked topics, at ``version``."""
+        topics: list[Any] | None
+        if self.want_all:
+            topics = None
+        else:
+            topics = [md.MetadataRequest.MetadataRequestTopic(name=t) for t in sorted(self._wanted)]
+        kwargs: dict[str, Any] = {"topics": topics}
+        if version >= 4:
+            kwargs["allow_auto_topic_creation"] = True
+        return md.MetadataRequest(**kwargs)
+
+    def build_request_for(
+        self, version: int, topics: Iterable[str] | None, *, auto_create: bool = True
+    ) -> Any:
+        """A MetadataRequest for given topics (``None``: all), without touching the tracked set."""
+        entries = (
+            None
+            if topics is None
+            else [md.MetadataRequest.MetadataRequestTopic(name=t) for t in topics]
+        )
+        kwargs: dict[str, Any] = {"topics": entries}
+        if version >= 4:
+            kwargs["allow_auto_topic_creation"] = auto_create
+        return md.MetadataRequest(**kwargs)
+
+    # -- applying responses ----------------------------------------------------------
+
+    def attempt_started(self, now: float) -> None:
+        """A refresh request is going out."""
+        self._last_attempt = now
+        self._need_update = False
+
+    def failed(self, now: float) -> None:
+        """The refresh failed (no broker answered); retry after the backoff."""
+        self._need_update = True
+
+    def update(self, response: Any, now: float) -> None:
+        """Apply a MetadataResponse."""
+        self.brokers = {
+            b.node_id: BrokerInfo(b.node_id, b.host, b.port, b.rack) for b in response.brokers
+        }
+        self.cluster_id = response.cluster_id
+        self.controller_id = response.controller_id
+        again = False
+        for t in response.topics:
+            name = t.name
+            if name is None:
+                continue
+            code = _code(t.error_code)
+            if code != ErrorCode.NONE:
+                self.topic_errors[name] = code
+                if code in (ErrorCode.LEADER_NOT_AVAILABLE, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION):
+                    again = again or name in self._wanted
+                # The topic may still exist with partitions (e.g. LEADER_NOT_AVAILABLE
+                # during creation); without partitions there is nothing to keep.
+                if not t.partitions:
+                    self.topics.pop(name, None)
+                    continue
+            else:
+                self.topic_errors.pop(name, None)
+            old = self.topics.get(name)
+            parts: dict[int, PartitionInfo] = {}
+            for p in t.partitions:
+                pcode = _code(p.error_code)
+                info = PartitionInfo(
+                    name,
+                    p.partition_index,
+                    p.leader_id if p.leader_id is not None else -1,
+                    p.leader_epoch,
+                    tuple(p.replica_nodes),
+                    tuple(p.isr_nodes),
+                    tuple(p.offline_replicas),
+                    pcode,
+                )
+                if old is not None and p.partition_index < len(old.partitions):
+                    prev = old.partitions[p.partition_index]
+                    if 0 <= info.leader_epoch < prev.leader_epoch:
+                        info = prev  # stale response (KIP-320)
+                        again = True
+                if info.leader < 0:
+                    again = True
+                parts[p.partition_index] = info
+            ordered = tuple(parts[i] for i in sorted(parts))
+            if [p.partition for p in ordered] != list(range(len(ordered))):
+                again = True  # a gap: a partition is missing from the response
+                ordered = tuple(p for i, p in enumerate(ordered) if p.partition == i)
+            self.topics[name] = TopicInfo(name, t.topic_id, t.is_internal, ordered, code)
+        if self.want_all:
+            returned = {t.name for t in response.topics if t.name is not None}
+            for gone in set(self.topics) - returned:
+                del self.topics[gone]
+        self._last_success = now
+        self._need_update = again
+        self.version += 1
+
+    def forget_topic(self, name: str) -> None:
+        """Stop tracking a topic and drop its cached state."""
+        self._wanted.discard(name)
+        self.topics.pop(name, None)
+        self.topic_errors.pop(name, None)
+
+    # -- queries ---------------------------------------------------------------------
+
+    def partition_count(self, topic: str) -> int | None:
+        info = self.topics.get(topic)
+        return len(info.partitions) if info is not None and info.partitions else None
+
+    def leader_for(self, topic: str, partition: int) -> int | None:
+        """The leader's node id, or ``None`` when unknown."""
+        info = self.topics.get(topic)
+        if info is None or partition >= len(info.partitions):
+            return None
+        leader = info.partitions[partition].leader
+        return leader if leader >= 0 else None
+
+    def leader_epoch(self, topic: str, partition: int) -> int:
+        info = self.topics.get(topic)
+        if info is None or partition >= len(info.partitions):
+            return -1
+        return info.partitions[partition].leader_epoch
+
+    def broker(self, node_id: int) -> BrokerInfo | None:
+        return self.brokers.get(node_id)
+
+    def on_partition_error(
+        self, code: int, topic: str | None = None, partition: int | None = None
+    ) -> bool:
+        """Note an error from a Produce/Fetch/... response; True if it triggered a refresh."""
+        if _code(code) in REFRESH_ERRORS:
+            self._need_update = True
+            return True
+        return False
+
+    def on_leader_hint(self, topic: str, partition: int, leader: int, epoch: int) -> None:
+        """Apply a new leader a broker reported (KIP-951 ``current_leader``), if newer."""
+        info = self.topics.get(topic)
+        if info is None or partition >= len(info.partitions) or leader < 0:
+            return
+        prev = info.partitions[partition]
+        if epoch <= prev.leader_epoch or leader not in self.brokers:
+            self._need_update = True
+            return
+        parts = list(info.partitions)
+        parts[partition] = dataclasses.replace(prev, leader=leader, leader_epoch=epoch)
+        self.topics[topic] = dataclasses.replace(info, partitions=tuple(parts))
+        self.version += 1
+
+
+def _code(raw: int) -> ErrorCode:
+    try:
+        return ErrorCode(raw)
+    except ValueError:
+        return ErrorCode.UNKNOWN_SERVER_ERROR

@@ -1,0 +1,551 @@
+"""anyio drivers: one connection per broker, and the pool that owns them.
+
+Rules:
+
+* A :class:`BrokerConnection` has one reader task; sends are serialised by a
+  lock and shielded from cancellation (a frame written halfway would
+  desynchronise the stream), bounded by ``request.timeout.ms``. Requests are
+  pipelined: callers wait on their own waiter, matched by correlation id in
+  :class:`~trafka.sdk.connection_state.ConnectionState`.
+* The reader sleeps at most until the earliest in-flight deadline; a request
+  past its deadline fails the whole connection with
+  :class:`~trafka.sdk.errors.RequestTimeoutError` (a late response could no
+  longer be matched). Any socket, framing or decode problem fails every
+  waiter with a trafka error and closes the connection. Nothing below this
+  module's public methods leaks an ``OSError`` or a codec internal.
+* :class:`Cluster` owns the connections, the metadata cache and the tasks
+  (readers, metadata refresher) inside the task group it is given. Failed
+  connects back off exponentially per broker (``reconnect.backoff.ms`` to
+  ``reconnect.backoff.max.ms``, +-20% jitter).
+* Waiting callers are woken through events; no task polls.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import random
+from collections.abc import Iterable
+from typing import Any
+
+import anyio
+import anyio.abc
+
+from trafka.codec import CodecError, ErrorCode, KafkaError, TrafkaError, UnsupportedVersionError
+
+from .config import ClientConfig
+from .connection_state import ConnectionState
+from .errors import (
+    KafkaConnectionError,
+    NoBrokersAvailableError,
+    ProtocolError,
+    RequestTimeoutError,
+    UsageError,
+)
+from .metadata import MetadataCache
+
+__all__ = ["BrokerConnection", "Cluster", "backoff_delay"]
+
+log = logging.getLogger("trafka.sdk")
+
+_SOCKET_ERRORS = (OSError, anyio.BrokenResourceError, anyio.ClosedResourceError, anyio.EndOfStream)
+
+
+def backoff_delay(
+    base: float, maximum: float, failures: int, rng: random.Random | None = None
+) -> float:
+    """Exponential backoff with +-20% jitter: ``base * 2**(failures-1)`` capped at ``maximum``."""
+    if failures <= 0:
+        return 0.0
+    delay = float(min(base * (2 ** min(failures - 1, 30)), maximum))
+    jitter = (rng or random).random()
+    return delay * (0.8 + 0.4 * jitter)
+
+
+class _Waiter:
+    __slots__ = ("error", "event", "result")
+
+    def __init__(self) -> None:
+        self.event = anyio.Event()
+        self.result: Any = None
+        self.error: BaseException | None = None
+
+    def resolve(self, result: Any) -> None:
+        self.result = result
+        self.event.set()
+
+    def fail(self, error: BaseException) -> None:
+        self.error = error
+        self.event.set()
+
+
+class BrokerConnection:
+    """A connection to one broker.
+
+    Use :meth:`Cluster.connection` rather than creating these directly.
+    """
+
+    def __init__(self, node_id: int, host: str, port: int, config: ClientConfig) -> None:
+        self.node_id = node_id
+        self.host = host
+        self.port = port
+        self._config = config
+        self._state = ConnectionState(
+            config.client_id, max_frame_size=config.receive_message_max_bytes
+        )
+        self._stream: anyio.abc.ByteStream | None = None
+        self._send_lock = anyio.Lock()
+        self._error: BaseException | None = None
+        self._recv_scope: anyio.CancelScope | None = None
+        self._closed = anyio.Event()
+
+    def __repr__(self) -> str:
+        return f"<BrokerConnection node={self.node_id} {self.host}:{self.port}>"
+
+    @property
+    def alive(self) -> bool:
+        return self._error is None and self._stream is not None
+
+    @property
+    def in_flight(self) -> int:
+        return self._state.in_flight_count
+
+    def version_for(self, api_key: int) -> int:
+        """The negotiated version of ``api_key`` (raises UnsupportedVersionError)."""
+        return self._state.version_for(api_key)
+
+    def supports(self, api_key: int) -> bool:
+        return self._state.supports(api_key)
+
+    async def open(self, task_group: anyio.abc.TaskGroup) -> None:
+        """Connect, start the reader in ``task_group`` and do the ApiVersions handshake.
+
+        Raises:
+            KafkaConnectionError: connect failed or timed out.
+            RequestTimeoutError / ProtocolError: the handshake failed.
+        """
+        timeout = self._config.socket_connection_setup_timeout_ms / 1000
+        try:
+            with anyio.fail_after(timeout):
+                self._stream = await anyio.connect_tcp(self.host, self.port)
+        except TimeoutError:
+            raise KafkaConnectionError(f"connecting to {self.host}:{self.port} timed out") from None
+        except OSError as exc:
+            raise KafkaConnectionError(
+                f"cannot connect to {self.host}:{self.port}: {exc}"
+            ) from None
+        waiter = _Waiter()
+        now = anyio.current_time()
+        frame = self._state.handshake(now, self._config.request_timeout_ms / 1000, waiter)
+        task_group.start_soon(self._reader, name=f"trafka reader {self.host}:{self.port}")
+        await self._send(frame)
+        await waiter.event.wait()
+        if waiter.error is not None:
+            raise waiter.error
+
+    async def request(
+        self,
+        api_key: int,
+        body: Any,
+        *,
+        timeout: float | None = None,
+        version: int | None = None,
+        expect_response: bool = True,
+    ) -> Any:
+        """Send a request and wait for its response body.
+
+        Args:
+            api_key: the API.
+            body: the request message, shaped for the negotiated (or given) version.
+            timeout: seconds; default ``request.timeout.ms``.
+            version: force a version.
+            expect_response: False for Produce with acks=0 (returns None at once).
+
+        Raises:
+            KafkaConnectionError, RequestTimeoutError, ProtocolError: the
+                connection failed (it is closed; every in-flight request fails).
+            UnsupportedVersionError: no common version.
+        """
+        if self._error is not None or self._stream is None:
+            raise KafkaConnectionError(
+                f"connection to node {self.node_id} is closed"
+            ) from self._error
+        waiter = _Waiter() if expect_response else None
+        t = self._config.request_timeout_ms / 1000 if timeout is None else timeout
+        async with self._send_lock:
+            if self._error is not None:
+                raise KafkaConnectionError(
+                    f"connection to node {self.node_id} is closed"
+                ) from self._error
+            now = anyio.current_time()
+            try:
+                _, frame = self._state.send_request(
+                    api_key,
+                    body,
+                    now=now,
+                    timeout=t,
+                    version=version,
+                    expect_response=expect_response,
+                    cookie=waiter,
+                )
+            except UsageError as exc:
+                raise KafkaConnectionError(f"connection to node {self.node_id} is broken") from exc
+            await self._send_locked(frame)
+        if waiter is None:
+            return None
+        scope = self._recv_scope
+        if scope is not None and now + t < scope.deadline:
+            scope.deadline = now + t
+        await waiter.event.wait()
+        if waiter.error is not None:
+            raise waiter.error
+        return waiter.result
+
+    async def _send(self, data: bytes) -> None:
+        async with self._send_lock:
+            await self._send_locked(data)
+
+    async def _send_locked(self, data: bytes) -> None:
+        stream = self._stream
+        assert stream is not None
+        with anyio.CancelScope(shield=True):
+            try:
+                with anyio.fail_after(self._config.request_timeout_ms / 1000):
+                    await stream.send(data)
+            except TimeoutError:
+                err: TrafkaError = RequestTimeoutError(f"sending to node {self.node_id} timed out")
+                await self._fail(err)
+                raise err from None
+            except _SOCKET_ERRORS as exc:
+                err = KafkaConnectionError(
+                    f"connection to node {self.node_id} lost while sending: {exc!r}"
+                )
+                await self._fail(err)
+                raise err from None
+
+    async def _reader(self) -> None:
+        stream = self._stream
+        assert stream is not None
+        state = self._state
+        try:
+            while True:
+                deadline = state.next_deadline()
+                with anyio.CancelScope(
+                    deadline=math.inf if deadline is None else deadline
+                ) as scope:
+                    self._recv_scope = scope
+                    data = await stream.receive(1 << 18)
+                self._recv_scope = None
+                now = anyio.current_time()
+                if scope.cancelled_caught:
+                    late = state.expired(now)
+                    if late:
+                        raise RequestTimeoutError(
+                            f"node {self.node_id} sent no response within "
+                            f"{self._config.request_timeout_ms} ms (API key {late[0].api_key})"
+                        )
+                    continue
+                for response in state.receive_data(data, now):
+                    response.cookie.resolve(response.body)
+                retry = state.data_to_send()
+                if retry:
+                    await self._send(retry)
+        except anyio.get_cancelled_exc_class():
+            await self._fail(KafkaConnectionError(f"connection to node {self.node_id} closed"))
+            raise
+        except anyio.EndOfStream:
+            await self._fail(KafkaConnectionError(f"node {self.node_id} closed the connection"))
+        except (ProtocolError, RequestTimeoutError, KafkaConnectionError) as exc:
+            # Before the OSError clause: two of these subclass TimeoutError / ConnectionError.
+            await self._fail(exc)
+        except _SOCKET_ERRORS as exc:
+            await self._fail(
+                KafkaConnectionError(f"connection to node {self.node_id} lost: {exc!r}")
+            )
+        except CodecError as exc:  # pragma: no cover - the state translates these
+            await self._fail(ProtocolError(str(exc)))
+        except Exception as exc:  # a bug of ours: fail the waiters rather than hang them
+            log.exception("reader of node %s crashed", self.node_id)
+            await self._fail(ProtocolError(f"internal error in the connection reader: {exc!r}"))
+
+    async def _fail(self, error: BaseException) -> None:
+        if self._error is not None:
+            return
+        self._error = error
+        for entry in self._state.fail_all():
+            if entry.cookie is not None:
+                entry.cookie.fail(error)
+        if self._recv_scope is not None:
+            self._recv_scope.cancel()
+        stream = self._stream
+        if stream is not None:
+            with anyio.CancelScope(shield=True):
+                try:
+                    await stream.aclose()
+                except Exception:  # already broken; nothing more to report
+                    pass
+        self._closed.set()
+
+    async def aclose(self) -> None:
+        """Close the connection; in-flight requests fail with KafkaConnectionError."""
+        await self._fail(KafkaConnectionError(f"connection to node {self.node_id} closed"))
+
+
+class Cluster:
+    """Connections, metadata and their background tasks for one client.
+
+    Args:
+        config: the client's connection settings.
+        task_group: where reader and refresher tasks run; the owner cancels it.
+    """
+
+    def __init__(self, config: ClientConfig, task_group: anyio.abc.TaskGroup) -> None:
+        self.config = config
+        self._tg = task_group
+        self.metadata = MetadataCache(
+            max_age=config.metadata_max_age_ms / 1000, backoff=config.retry_backoff_ms / 1000
+        )
+        self._conns: dict[int, BrokerConnection] = {}
+        self._addresses: dict[int, tuple[str, int]] = {}
+        self._connecting: dict[int, anyio.Event] = {}
+        self._failures: dict[int, int] = {}
+        self._retry_at: dict[int, float] = {}
+        self._last_error: dict[int, BaseException] = {}
+        self._metadata_event = anyio.Event()
+        self._refresh_nudge = anyio.Event()
+        self._refresh_lock = anyio.Lock()
+        self._bootstrap = config.bootstrap_addresses
+        self._rng = random.Random()
+        self._closed = False
+        self.on_change: list[Any] = []  # callables run when connections or metadata change
+
+    # -- connections --------------------------------------------------------------------
+
+    def set_address(self, node_id: int, host: str, port: int) -> None:
+        """Register the address of a connection id that metadata does not know (coordinators)."""
+        self._addresses[node_id] = (host, port)
+
+    def _address(self, node_id: int) -> tuple[str, int]:
+        if node_id in self._addresses:
+            return self._addresses[node_id]
+        if node_id < 0:
+            return self._bootstrap[(-node_id - 1) % len(self._bootstrap)]
+        broker = self.metadata.broker(node_id)
+        if broker is None:
+            raise KafkaConnectionError(f"node {node_id} is not in the cluster metadata")
+        return broker.host, broker.port
+
+    def ready_connection(self, node_id: int) -> BrokerConnection | None:
+        """The live connection to ``node_id``, or None (without connecting)."""
+        conn = self._conns.get(node_id)
+        return conn if conn is not None and conn.alive else None
+
+    def connect_soon(self, node_id: int) -> None:
+        """Start connecting to ``node_id`` in the background (if not already)."""
+        if self._closed or self.ready_connection(node_id) or node_id in self._connecting:
+            return
+        self._connecting[node_id] = anyio.Event()
+        self._tg.start_soon(self._connect_task, node_id)
+
+    def connect_delay(self, node_id: int) -> float:
+        """Seconds until a connect to ``node_id`` may be tried (0: now)."""
+        return max(0.0, self._retry_at.get(node_id, 0.0) - anyio.current_time())
+
+    async def _connect_task(self, node_id: int) -> None:
+        try:
+            await self._connect(node_id)
+        except (TrafkaError, OSError):
+            pass  # recorded in _last_error; callers see it through connection()
+
+    async def _connect(self, node_id: int) -> BrokerConnection:
+        event = self._connecting.setdefault(node_id, anyio.Event())
+        try:
+            delay = self.connect_delay(node_id)
+            if delay > 0:
+                await anyio.sleep(delay)
+            host, port = self._address(node_id)
+            conn = BrokerConnection(node_id, host, port, self.config)
+            try:
+                await conn.open(self._tg)
+            except (TrafkaError, UnsupportedVersionError) as exc:
+                await conn.aclose()
+                n = self._failures.get(node_id, 0) + 1
+                self._failures[node_id] = n
+                cfg = self.config
+                self._retry_at[node_id] = anyio.current_time() + backoff_delay(
+                    cfg.reconnect_backoff_ms / 1000,
+                    cfg.reconnect_backoff_max_ms / 1000,
+                    n,
+                    self._rng,
+                )
+                self._last_error[node_id] = exc
+                if node_id >= 0:
+                    self.metadata.request_update()
+                raise
+            self._failures.pop(node_id, None)
+            self._retry_at.pop(node_id, None)
+            self._last_error.pop(node_id, None)
+            self._conns[node_id] = conn
+            return conn
+        finally:
+            self._connecting.pop(node_id, None)
+            event.set()
+            self._changed()
+
+    async def connection(self, node_id: int) -> BrokerConnection:
+        """A live connection to ``node_id``, connecting (after any backoff) if needed.
+
+        Raises:
+            KafkaConnectionError: the connect failed.
+        """
+        conn = self.ready_connection(node_id)
+        if conn is not None:
+            return conn
+        pending = self._connecting.get(node_id)
+        if pending is not None:
+            await pending.wait()
+            conn = self.ready_connection(node_id)
+            if conn is not None:
+                return conn
+            raise KafkaConnectionError(
+                f"cannot connect to node {node_id}"
+            ) from self._last_error.get(node_id)
+        return await self._connect(node_id)
+
+    async def any_connection(self) -> BrokerConnection:
+        """A live connection to some broker: a connected one, else the first that accepts.
+
+        Raises:
+            NoBrokersAvailableError: no known broker or bootstrap server accepted.
+        """
+        for conn in list(self._conns.values()):
+            if conn.alive:
+                return conn
+        candidates = list(self.metadata.brokers)
+        self._rng.shuffle(candidates)
+        boot = [-(i + 1) for i in range(len(self._bootstrap))]
+        self._rng.shuffle(boot)
+        # Known brokers first (their addresses are current), bootstrap servers after.
+        order = sorted(candidates + boot, key=self.connect_delay)
+        errors = []
+        for node_id in order:
+            try:
+                return await self.connection(node_id)
+            except KafkaConnectionError as exc:
+                errors.append(f"{node_id}: {exc}")
+            except TrafkaError as exc:
+                errors.append(f"{node_id}: {exc}")
+        raise NoBrokersAvailableError(
+            f"no broker available (bootstrap {', '.join(self.config.bootstrap_servers)}): "
+            + "; ".join(errors[-3:])
+        )
+
+    async def request_any(self, api_key: int, body: Any, **kw: Any) -> tuple[BrokerConnection, Any]:
+        conn = await self.any_connection()
+        return conn, await conn.request(api_key, body, **kw)
+
+    # -- metadata -----------------------------------------------------------------------
+
+    def _changed(self) -> None:
+        for fn in self.on_change:
+            fn()
+
+    def start(self) -> None:
+        """Start the metadata refresher task."""
+        self._tg.start_soon(self._refresher, name="trafka metadata refresher")
+
+    def nudge(self) -> None:
+        """Wake the refresher (a refresh was requested)."""
+        self._refresh_nudge.set()
+
+    async def _refresher(self) -> None:
+        md = self.metadata
+        while True:
+            now = anyio.current_time()
+            if md.wanted_topics or md.want_all or not md.brokers:
+                at = md.next_update_at(now)
+            else:
+                at = math.inf
+            if at > now:
+                self._refresh_nudge = anyio.Event()
+                with anyio.move_on_after(min(at - now, 3600.0)):
+                    await self._refresh_nudge.wait()
+                continue
+            try:
+                await self.refresh_metadata()
+            except TrafkaError as exc:
+                log.debug("metadata refresh failed: %s", exc)
+                await anyio.sleep(self.metadata.backoff)
+
+    async def refresh_metadata(self, topics: Iterable[str] | None = None) -> None:
+        """Fetch metadata for the tracked topics (plus ``topics``) and apply it.
+
+        Concurrent callers share one request.
+
+        Raises:
+            NoBrokersAvailableError / KafkaConnectionError / RequestTimeoutError.
+        """
+        md = self.metadata
+        if topics is not None:
+            md.add_topics(topics)
+        version = md.version
+        async with self._refresh_lock:
+            if md.version != version and not md.needs_update(anyio.current_time()):
+                return  # someone else refreshed while we waited
+            now = anyio.current_time()
+            md.attempt_started(now)
+            try:
+                conn = await self.any_connection()
+                v = conn.version_for(3)
+                body = await conn.request(3, md.build_request(v))
+            except TrafkaError:
+                md.failed(anyio.current_time())
+                raise
+            md.update(body, anyio.current_time())
+            event, self._metadata_event = self._metadata_event, anyio.Event()
+            event.set()
+            self._changed()
+
+    async def wait_metadata_change(self, timeout: float | None = None) -> bool:
+        """Wait for the next applied metadata response. Returns False on timeout."""
+        event = self._metadata_event
+        self.nudge()
+        with anyio.move_on_after(math.inf if timeout is None else timeout):
+            await event.wait()
+            return True
+        return False
+
+    async def partitions_for(self, topic: str, timeout: float) -> int:
+        """The partition count of ``topic``, waiting for metadata up to ``timeout`` seconds.
+
+        Raises:
+            KafkaError: the topic does not exist (UNKNOWN_TOPIC_OR_PARTITION) or
+                another topic error persists past the timeout.
+        """
+        md = self.metadata
+        n = md.partition_count(topic)
+        if n is not None:
+            return n
+        md.add_topics([topic])
+        self.nudge()
+        deadline = anyio.current_time() + timeout
+        while True:
+            n = md.partition_count(topic)
+            if n is not None:
+                return n
+            left = deadline - anyio.current_time()
+            if left <= 0:
+                code = md.topic_errors.get(topic, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                raise KafkaError(
+                    code, f"topic {topic!r} not present in metadata after {timeout:g} s"
+                )
+            await self.wait_metadata_change(left)
+
+    # -- shutdown -----------------------------------------------------------------------
+
+    async def aclose(self) -> None:
+        """Close every connection."""
+        self._closed = True
+        for conn in list(self._conns.values()):
+            await conn.aclose()
+        self._conns.clear()

@@ -1,0 +1,213 @@
+"""A scripted fake broker for the SDK tests (a test double, not brokerlite).
+
+It serves just enough of ApiVersions, Metadata, InitProducerId, Produce,
+ListOffsets and Fetch to drive the client, and lets a test replace or wrap any
+handler (to inject errors, delays or garbage).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+import anyio
+import anyio.abc
+
+from trafka.codec import FrameReader, api, decode_request, encode_response
+from trafka.codec.messages import k00_produce as produce
+from trafka.codec.messages import k01_fetch as fetch
+from trafka.codec.messages import k02_list_offsets as list_offsets
+from trafka.codec.messages import k03_metadata as md
+from trafka.codec.messages import k18_api_versions as av
+from trafka.codec.messages import k22_init_producer_id as ipid
+from trafka.codec.records import iter_batches, read_batch_header, set_base_offset
+from trafka.sdk.connection_state import CLIENT_VERSIONS
+
+Handler = Callable[[Any, Any], Any]
+
+
+@dataclasses.dataclass
+class FakeBroker:
+    """A one-node cluster on 127.0.0.1 with in-memory partition logs."""
+
+    topics: dict[str, int]
+    host: str = "127.0.0.1"
+    port: int = 0
+    node_id: int = 0
+    logs: dict[tuple[str, int], list[bytes]] = dataclasses.field(default_factory=dict)
+    next_offset: dict[tuple[str, int], int] = dataclasses.field(default_factory=dict)
+    handlers: dict[int, Handler] = dataclasses.field(default_factory=dict)
+    requests: list[tuple[int, int, Any]] = dataclasses.field(default_factory=list)
+    connections: int = 0
+    open_connections: int = 0
+
+    @property
+    def bootstrap(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    def records(self, topic: str, partition: int) -> list[Any]:
+        from trafka.codec.records import decode_records
+
+        return list(decode_records(b"".join(self.logs.get((topic, partition), []))))
+
+    # -- default handlers ---------------------------------------------------------
+
+    def api_versions(self, header: Any, body: Any) -> Any:
+        keys = []
+        for key, (lo, hi) in CLIENT_VERSIONS.items():
+            info = api(key)
+            keys.append(
+                av.ApiVersionsResponse.ApiVersion(
+                    api_key=key,
+                    min_version=max(lo, info.min_version),
+                    max_version=min(hi, info.max_version),
+                )
+            )
+        return av.ApiVersionsResponse(api_keys=keys)
+
+    def metadata(self, header: Any, body: Any) -> Any:
+        R = md.MetadataResponse
+        names = list(self.topics) if body.topics is None else [t.name for t in body.topics]
+        out = []
+        for name in names:
+            n = self.topics.get(name)
+            if n is None:
+                out.append(R.MetadataResponseTopic(name=name, error_code=3))
+                continue
+            out.append(
+                R.MetadataResponseTopic(
+                    name=name,
+                    partitions=[
+                        R.MetadataResponsePartition(
+                            partition_index=i,
+                            leader_id=self.node_id,
+                            leader_epoch=0,
+                            replica_nodes=[0],
+                            isr_nodes=[0],
+                        )
+                        for i in range(n)
+                    ],
+                )
+            )
+        return R(
+            brokers=[
+                R.MetadataResponseBroker(node_id=self.node_id, host=self.host, port=self.port)
+            ],
+            cluster_id="fake",
+            controller_id=self.node_id,
+            topics=out,
+        )
+
+    def init_producer_id(self, header: Any, body: Any) -> Any:
+        return ipid.InitProducerIdResponse(producer_id=1000, producer_epoch=0)
+
+    def produce(self, header: Any, body: Any) -> Any:
+        P = produce.ProduceResponse
+        topics = []
+        for t in body.topic_data:
+            parts = []
+            for p in t.partition_data:
+                tp = (t.name, p.index)
+                if t.name not in self.topics or p.index >= self.topics[t.name]:
+                    parts.append(P.PartitionProduceResponse(index=p.index, error_code=3))
+                    continue
+                base = self.next_offset.get(tp, 0)
+                first = base
+                for hdr, view in iter_batches(p.records or b""):
+                    self.logs.setdefault(tp, []).append(bytes(set_base_offset(bytes(view), base)))
+                    base += hdr.last_offset_delta + 1
+                self.next_offset[tp] = base
+                parts.append(P.PartitionProduceResponse(index=p.index, base_offset=first))
+            topics.append(P.TopicProduceResponse(name=t.name, partition_responses=parts))
+        if body.acks == 0:
+            return None
+        return P(responses=topics)
+
+    def list_offsets(self, header: Any, body: Any) -> Any:
+        R = list_offsets.ListOffsetsResponse
+        topics = []
+        for t in body.topics:
+            parts = []
+            for p in t.partitions:
+                end = self.next_offset.get((t.name, p.partition_index), 0)
+                off = 0 if p.timestamp == -2 else end
+                parts.append(
+                    R.ListOffsetsPartitionResponse(
+                        partition_index=p.partition_index, offset=off, timestamp=-1
+                    )
+                )
+            topics.append(R.ListOffsetsTopicResponse(name=t.name, partitions=parts))
+        return R(topics=topics)
+
+    def fetch(self, header: Any, body: Any) -> Any:
+        R = fetch.FetchResponse
+        topics = []
+        for t in body.topics:
+            parts = []
+            for p in t.partitions:
+                tp = (t.topic, p.partition)
+                blobs = []
+                for blob in self.logs.get(tp, []):
+                    if read_batch_header(blob).next_offset > p.fetch_offset:
+                        blobs.append(blob)
+                hw = self.next_offset.get(tp, 0)
+                parts.append(
+                    R.PartitionData(
+                        partition_index=p.partition,
+                        high_watermark=hw,
+                        last_stable_offset=hw,
+                        records=b"".join(blobs),
+                    )
+                )
+            topics.append(R.FetchableTopicResponse(topic=t.topic, partitions=parts))
+        return R(responses=topics)
+
+    def handler_for(self, key: int) -> Handler | None:
+        if key in self.handlers:
+            return self.handlers[key]
+        return {
+            18: self.api_versions,
+            3: self.metadata,
+            22: self.init_producer_id,
+            0: self.produce,
+            2: self.list_offsets,
+            1: self.fetch,
+        }.get(key)
+
+    # -- serving ------------------------------------------------------------------
+
+    async def serve(self, stream: anyio.abc.SocketStream) -> None:
+        self.connections += 1
+        self.open_connections += 1
+        reader = FrameReader()
+        try:
+            async with stream:
+                while True:
+                    try:
+                        data = await stream.receive()
+                    except (anyio.EndOfStream, anyio.BrokenResourceError, OSError):
+                        return
+                    reader.feed(data)
+                    for frame in reader:
+                        header, body = decode_request(frame)
+                        key, version = header.request_api_key, header.request_api_version
+                        self.requests.append((key, version, body))
+                        handler = self.handler_for(key)
+                        if handler is None:
+                            return
+                        response = handler(header, body)
+                        if hasattr(response, "__await__"):
+                            response = await response
+                        if response == "close":
+                            return
+                        if response is None:
+                            continue
+                        if isinstance(response, bytes):
+                            await stream.send(response)
+                            continue
+                        await stream.send(
+                            encode_response(header.correlation_id, key, version, response)
+                        )
+        finally:
+            self.open_connections -= 1

@@ -1,0 +1,238 @@
+"""Accumulator: batching, linger, memory, ordering, retries, expiry (no sockets)."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from trafka.codec import ErrorCode, KafkaError, decode_request
+from trafka.codec.compression import Compression
+from trafka.codec.records import decode_batch, read_batch_header
+from trafka.sdk.accumulator import (
+    Accumulator,
+    BufferFullError,
+    build_produce_request,
+    produce_results,
+)
+from trafka.sdk.errors import DeliveryTimeoutError, UsageError
+
+
+def leader(topic: str, partition: int) -> int | None:
+    return {0: 1, 1: 2}.get(partition)
+
+
+def acc(**kw: object) -> Accumulator:
+    kw.setdefault("rng", random.Random(0))
+    return Accumulator(**kw)  # type: ignore[arg-type]
+
+
+def test_linger_then_ready() -> None:
+    a = acc(linger=0.5)
+    h = a.append("t", 0, 1000, b"k", b"v", (), now=10.0)
+    assert not h.done()
+    r = a.ready(10.1, leader)
+    assert r.nodes == set() and r.next_check == pytest.approx(10.5)
+    assert a.ready(10.5, leader).nodes == {1}
+    batches = a.drain(10.5, 1, leader)
+    assert len(batches) == 1 and batches[0].in_flight
+    rec = decode_batch(batches[0].encoded).records
+    assert [(r.timestamp, r.key, r.value) for r in rec] == [(1000, b"k", b"v")]
+    a.complete(batches[0], base_offset=42)
+    md = h.result()
+    assert (md.topic, md.partition, md.offset, md.timestamp) == ("t", 0, 42, 1000)
+    assert md.serialized_key_size == 1 and md.serialized_value_size == 1
+    assert a.used_memory == 0 and not a.has_pending()
+
+
+def test_full_batch_ready_without_linger() -> None:
+    a = acc(linger=100.0, batch_size=200)
+    handles = [a.append("t", 0, 0, None, b"x" * 50, (), now=0.0) for _ in range(5)]
+    assert a.ready(0.0, leader).nodes == {1}
+    first = a.drain(0.0, 1, leader)
+    assert len(first) == 1
+    n = first[0].record_count
+    assert 1 < n < 5
+    assert [h.index for h in handles[:n]] == list(range(n))
+    assert handles[n].batch is not first[0]
+
+
+def test_abort_on_new_batch() -> None:
+    a = acc(batch_size=100)
+    assert a.append("t", 0, 0, None, b"x" * 80, (), now=0.0, abort_on_new_batch=True) is not None
+    assert a.append("t", 0, 0, None, b"x" * 80, (), now=0.0, abort_on_new_batch=True) is None
+    assert a.append("t", 0, 0, None, b"x" * 80, (), now=0.0) is not None
+
+
+def test_first_record_always_fits_batch() -> None:
+    a = acc(batch_size=10)
+    h = a.append("t", 0, 0, None, b"x" * 100, (), now=0.0)
+    assert h.batch.full
+
+
+def test_buffer_memory_bound() -> None:
+    a = acc(buffer_memory=300, linger=0.0)
+    a.append("t", 0, 0, None, b"x" * 200, (), now=0.0)
+    with pytest.raises(BufferFullError):
+        a.append("t", 0, 0, None, b"x" * 200, (), now=0.0)
+    (b,) = a.drain(0.0, 1, leader)
+    a.complete(b, 0)
+    assert a.free_memory == 300
+    a.append("t", 0, 0, None, b"x" * 200, (), now=0.0)
+
+
+def test_too_large_record() -> None:
+    a = acc(max_request_size=1000)
+    with pytest.raises(KafkaError) as info:
+        a.append("t", 0, 0, None, b"x" * 2000, (), now=0.0)
+    assert info.value.code == ErrorCode.MESSAGE_TOO_LARGE
+
+
+def test_drain_respects_request_size_and_leader() -> None:
+    a = acc(linger=0.0, max_request_size=400)
+    for p in (0, 1):
+        a.append("t", p, 0, None, b"x" * 150, (), now=0.0)
+    a.append("u", 0, 0, None, b"y" * 150, (), now=0.0)
+    assert a.ready(0.0, leader).nodes == {1, 2}
+    one = a.drain(0.0, 1, leader)
+    assert len(one) == 1  # two batches of ~230 bytes exceed 400
+    two = a.drain(0.0, 1, leader)
+    assert len(two) == 1 and two[0] is not one[0]
+    assert [b.partition for b in a.drain(0.0, 2, leader)] == [1]
+
+
+def test_unknown_leader_reported() -> None:
+    a = acc(linger=0.0)
+    a.append("t", 7, 0, None, b"x", (), now=0.0)
+    r = a.ready(0.0, leader)
+    assert r.nodes == set() and r.unknown_leaders == {"t"}
+
+
+def test_retry_keeps_order_and_bytes() -> None:
+    a = acc(linger=0.0, batch_size=100, retry_backoff=1.0, retry_backoff_max=1.0)
+    h1 = a.append("t", 0, 0, None, b"a" * 80, (), now=0.0)
+    h2 = a.append("t", 0, 0, None, b"b" * 80, (), now=0.0)
+    (b1,) = a.drain(0.0, 1, leader)
+    sent = b1.encoded
+    # not idempotent: one batch in flight per partition, b2 waits
+    assert a.drain(0.0, 1, leader) == []
+    assert a.retry_or_fail(b1, KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER), now=0.0)
+    r = a.ready(0.1, leader)
+    assert r.nodes == set() and 0.8 <= r.next_check <= 1.2
+    (again,) = a.drain(2.0, 1, leader)
+    assert again is b1 and again.encoded == sent and again.attempts == 2
+    a.complete(again, 10)
+    (b2,) = a.drain(2.0, 1, leader)
+    a.complete(b2, 11)
+    assert h1.result().offset == 10 and h2.result().offset == 11
+
+
+def test_non_retriable_fails() -> None:
+    a = acc(linger=0.0)
+    h = a.append("t", 0, 0, None, b"x", (), now=0.0)
+    (b,) = a.drain(0.0, 1, leader)
+    assert not a.retry_or_fail(b, KafkaError(ErrorCode.INVALID_RECORD), now=0.0)
+    with pytest.raises(KafkaError, match="INVALID_RECORD"):
+        h.result()
+    assert isinstance(h.exception(), KafkaError)
+
+
+def test_retries_exhausted() -> None:
+    a = acc(linger=0.0, retries=1, retry_backoff=0.0)
+    h = a.append("t", 0, 0, None, b"x", (), now=0.0)
+    for expect in (True, False):
+        (b,) = a.drain(0.0, 1, leader)
+        assert a.retry_or_fail(b, ConnectionError("lost"), now=0.0) is expect
+    assert isinstance(h.exception(), ConnectionError)
+
+
+def test_delivery_timeout() -> None:
+    a = acc(linger=0.0, delivery_timeout=5.0)
+    h = a.append("t", 9, 0, None, b"x", (), now=0.0)  # no leader: never sent
+    assert a.next_expiry() == 5.0
+    assert a.expire(4.9) == []
+    assert len(a.expire(5.0)) == 1
+    assert isinstance(h.exception(), DeliveryTimeoutError)
+    h2 = a.append("t", 0, 0, None, b"x", (), now=10.0)
+    (b,) = a.drain(10.0, 1, leader)
+    assert not a.retry_or_fail(b, KafkaError(ErrorCode.REQUEST_TIMED_OUT), now=15.0)
+    assert isinstance(h2.exception(), DeliveryTimeoutError)
+
+
+def test_idempotent_sequences_and_in_flight() -> None:
+    a = acc(linger=0.0, batch_size=70, idempotent=True, max_in_flight=5)
+    a.producer_id, a.producer_epoch = 77, 3
+    for _ in range(3):
+        a.append("t", 0, 0, None, b"x" * 60, (), now=0.0)
+        a.append("t", 0, 0, None, b"y", (), now=0.0)
+    drained = [a.drain(0.0, 1, leader) for _ in range(4)]
+    batches = [d[0] for d in drained if d]
+    heads = [read_batch_header(b.encoded) for b in batches]
+    assert [h.producer_id for h in heads] == [77] * len(heads)
+    # every record is its own batch here (each fills batch.size); four in flight at once
+    assert [h.base_sequence for h in heads] == [0, 1, 2, 3]
+    assert [h.producer_epoch for h in heads] == [3] * 4
+    assert all(b.in_flight for b in batches)
+
+
+def test_callbacks_and_waker() -> None:
+    class Ev:
+        fired = 0
+
+        def set(self) -> None:
+            Ev.fired += 1
+
+    a = acc(linger=0.0)
+    h = a.append("t", 0, 5, b"k", None, (), now=0.0)
+    with pytest.raises(UsageError):
+        h.result()
+    seen: list[int] = []
+    h.add_done_callback(lambda hh: seen.append(hh.result().offset))
+    h.batch.waker = Ev()
+    (b,) = a.drain(0.0, 1, leader)
+    a.complete(b, 3)
+    assert seen == [3] and Ev.fired == 1
+    h.add_done_callback(lambda hh: seen.append(-1))
+    assert seen == [3, -1]
+    assert h.result().serialized_value_size == -1
+
+
+def test_flush_makes_ready() -> None:
+    a = acc(linger=100.0)
+    a.append("t", 0, 0, None, b"x", (), now=0.0)
+    assert a.ready(0.0, leader).nodes == set()
+    a.flushing += 1
+    assert a.ready(0.0, leader).nodes == {1}
+
+
+@pytest.mark.parametrize("codec", list(Compression))
+def test_produce_request_with_compression(codec: Compression) -> None:
+    from trafka.codec import RequestHeader, encode_request
+
+    a = acc(linger=0.0, compression=codec)
+    a.append("t", 0, 1, b"k", b"v" * 100, [("h", b"1")], now=0.0)
+    a.append("t", 1, 2, None, b"w", (), now=0.0)
+    batches = a.drain(0.0, 1, leader) + a.drain(0.0, 2, leader)
+    req = build_produce_request(batches, acks=-1, timeout_ms=1000)
+    frame = encode_request(
+        RequestHeader(request_api_key=0, request_api_version=9, correlation_id=1), req
+    )
+    _, body = decode_request(frame[4:])
+    blob = body.topic_data[0].partition_data[0].records
+    rec = decode_batch(blob).records[0]
+    assert rec.value == b"v" * 100 and rec.headers == (("h", b"1"),)
+    assert read_batch_header(blob).compression == codec
+    from trafka.codec.messages import k00_produce as produce
+
+    resp = produce.ProduceResponse(
+        responses=[
+            produce.ProduceResponse.TopicProduceResponse(
+                name="t",
+                partition_responses=[
+                    produce.ProduceResponse.PartitionProduceResponse(index=1, base_offset=9)
+                ],
+            )
+        ]
+    )
+    pairs = produce_results(batches, resp)
+    assert [(b.partition, p.base_offset if p else None) for b, p in pairs] == [(0, None), (1, 9)]

@@ -1,0 +1,154 @@
+"""ConnectionState: correlation, pipelining, handshake, deadlines, protocol errors (no sockets)."""
+
+from __future__ import annotations
+
+import pytest
+
+from trafka.codec import UnsupportedVersionError, api, decode_request, encode_response
+from trafka.codec.messages import k03_metadata as md
+from trafka.codec.messages import k18_api_versions as av
+from trafka.sdk.connection_state import CLIENT_VERSIONS, ConnectionState, choose_version
+from trafka.sdk.errors import ProtocolError, UsageError
+
+
+def _api_versions_body(**ranges: tuple[int, int]) -> av.ApiVersionsResponse:
+    keys = {0: (0, 11), 1: (0, 17), 3: (0, 12), 18: (0, 4)}
+    keys.update({int(k[1:]): v for k, v in ranges.items()})
+    return av.ApiVersionsResponse(
+        api_keys=[
+            av.ApiVersionsResponse.ApiVersion(api_key=k, min_version=a, max_version=b)
+            for k, (a, b) in keys.items()
+        ]
+    )
+
+
+def _ready_state() -> ConnectionState:
+    st = ConnectionState("cid")
+    frame = st.handshake(now=0.0, timeout=5.0)
+    header, _ = decode_request(frame[4:])
+    assert header.request_api_key == 18 and header.correlation_id == 0
+    out = st.receive_data(
+        encode_response(0, 18, header.request_api_version, _api_versions_body()), now=0.0
+    )
+    assert len(out) == 1 and st.ready
+    return st
+
+
+def test_choose_version_is_highest_common() -> None:
+    assert choose_version(3, (0, 12)) == min(12, CLIENT_VERSIONS[3][1])
+    assert choose_version(3, (0, 5)) == 5
+    assert choose_version(1, (0, 17)) == 12  # capped: no topic-id fetches yet
+    with pytest.raises(UnsupportedVersionError, match="does not support"):
+        choose_version(3, None)
+    with pytest.raises(UnsupportedVersionError, match="no common version"):
+        choose_version(0, (0, 2))  # produce below v3 has no record batches
+
+
+def test_requests_before_handshake_refused() -> None:
+    st = ConnectionState()
+    with pytest.raises(UsageError):
+        st.send_request(3, md.MetadataRequest(), now=0.0, timeout=1.0)
+
+
+def test_pipelined_responses_in_order() -> None:
+    st = _ready_state()
+    sent = []
+    for i in range(3):
+        corr, frame = st.send_request(
+            3, md.MetadataRequest(topics=[]), now=1.0, timeout=1.0, cookie=i
+        )
+        header, _ = decode_request(frame[4:])
+        assert header.correlation_id == corr and header.client_id == "cid"
+        sent.append((corr, header.request_api_version))
+    assert [c for c, _ in sent] == [1, 2, 3]
+    blob = b"".join(
+        encode_response(c, 3, v, md.MetadataResponse(cluster_id=f"c{c}")) for c, v in sent
+    )
+    got = []
+    for i in range(len(blob)):  # one byte at a time
+        got += st.receive_data(blob[i : i + 1])
+    assert [r.cookie for r in got] == [0, 1, 2]
+    assert [r.body.cluster_id for r in got] == ["c1", "c2", "c3"]
+    assert st.in_flight_count == 0
+
+
+def test_out_of_order_response_is_protocol_error() -> None:
+    st = _ready_state()
+    (_, _), (c2, f2) = (
+        st.send_request(3, md.MetadataRequest(), now=0, timeout=1) for _ in range(2)
+    )
+    v = decode_request(f2[4:])[0].request_api_version
+    with pytest.raises(ProtocolError, match="out of order"):
+        st.receive_data(encode_response(c2, 3, v, md.MetadataResponse()))
+    assert st.broken
+    with pytest.raises(UsageError):
+        st.send_request(3, md.MetadataRequest(), now=0, timeout=1)
+    assert len(st.fail_all()) == 2
+
+
+def test_unknown_correlation_id() -> None:
+    st = _ready_state()
+    with pytest.raises(ProtocolError, match="no request in flight"):
+        st.receive_data(encode_response(99, 3, 12, md.MetadataResponse()))
+    st = _ready_state()
+    st.send_request(3, md.MetadataRequest(), now=0, timeout=1)
+    with pytest.raises(ProtocolError, match="unknown correlation id 99"):
+        st.receive_data(encode_response(99, 3, 12, md.MetadataResponse()))
+
+
+def test_garbage_body_is_protocol_error() -> None:
+    st = _ready_state()
+    corr, _ = st.send_request(3, md.MetadataRequest(), now=0, timeout=1)
+    with pytest.raises(ProtocolError, match="undecodable"):
+        st.receive_data(b"\x00\x00\x00\x06" + corr.to_bytes(4, "big") + b"\xff\xff")
+
+
+def test_oversized_frame() -> None:
+    st = ConnectionState(max_frame_size=10)
+    with pytest.raises(ProtocolError, match="framing"):
+        st.receive_data(b"\x00\x00\x01\x00")
+
+
+def test_acks0_produce_expects_no_response() -> None:
+    from trafka.codec.messages import k00_produce as produce
+
+    st = _ready_state()
+    st.send_request(0, produce.ProduceRequest(acks=0), now=0, timeout=1, expect_response=False)
+    assert st.in_flight_count == 0 and st.next_deadline() is None
+
+
+def test_deadlines() -> None:
+    st = _ready_state()
+    st.send_request(3, md.MetadataRequest(), now=10.0, timeout=5.0, cookie="a")
+    st.send_request(3, md.MetadataRequest(), now=11.0, timeout=1.0, cookie="b")
+    assert st.next_deadline() == 12.0
+    assert st.expired(11.5) == []
+    assert [r.cookie for r in st.expired(12.0)] == ["b"]
+    assert {r.cookie for r in st.expired(15.0)} == {"a", "b"}
+
+
+def test_version_negotiated_per_broker() -> None:
+    st = ConnectionState()
+    frame = st.handshake(now=0, timeout=1)
+    v = decode_request(frame[4:])[0].request_api_version
+    st.receive_data(encode_response(0, 18, v, _api_versions_body(k3=(0, 7))))
+    _, frame = st.send_request(3, md.MetadataRequest(), now=0, timeout=1)
+    assert decode_request(frame[4:])[0].request_api_version == 7
+    assert not st.supports(19)
+
+
+def test_api_versions_downgrade_retry() -> None:
+    st = ConnectionState()
+    frame = st.handshake(now=0, timeout=1, cookie="hs")
+    assert decode_request(frame[4:])[0].request_api_version == api(18).max_version
+    # An old broker: UNSUPPORTED_VERSION in the v0 layout, naming ApiVersions 0-2.
+    refusal = av.ApiVersionsResponse(
+        error_code=35,
+        api_keys=[av.ApiVersionsResponse.ApiVersion(api_key=18, min_version=0, max_version=2)],
+    )
+    assert st.receive_data(encode_response(0, 18, 0, refusal), now=0.5) == []
+    retry = st.data_to_send()
+    header, _ = decode_request(retry[4:])
+    assert header.request_api_version == 2 and header.correlation_id == 1
+    out = st.receive_data(encode_response(1, 18, 2, _api_versions_body()))
+    assert out[0].cookie == "hs" and st.ready

@@ -1,0 +1,343 @@
+"""The client against an in-process brokerlite, on both anyio backends.
+
+brokerlite runs on its own thread (``broker_in_thread``) so that the client can
+run on trio and on asyncio against the same broker.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from pathlib import Path
+
+import anyio
+import pytest
+
+from trafka.brokerlite import RunningBroker, broker_in_thread
+from trafka.codec import ErrorCode, KafkaError
+from trafka.sdk.admin import NewTopic, open_admin
+from trafka.sdk.consumer import TopicPartition, open_consumer
+from trafka.sdk.partitioners import murmur2_partition
+from trafka.sdk.producer import open_producer
+
+_names = itertools.count()
+
+
+def fresh(prefix: str = "t") -> str:
+    return f"{prefix}-{next(_names)}"
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningBroker]:
+    data: Path = tmp_path_factory.mktemp("brokerlite")
+    with broker_in_thread(
+        port=0,
+        host="127.0.0.1",
+        data_dir=data,
+        group_initial_rebalance_delay_ms=0,
+        num_partitions=3,
+    ) as running:
+        yield running
+
+
+async def _create(bs: str, topic: str, partitions: int = 3) -> None:
+    async with open_admin(bootstrap_servers=bs) as admin:
+        await admin.create_topics([NewTopic(topic, partitions)])
+
+
+async def _consume_all(bs: str, tps: list[TopicPartition], n: int, **kw: object) -> list[object]:
+    out: list[object] = []
+    async with open_consumer(bootstrap_servers=bs, auto_offset_reset="earliest", **kw) as c:  # type: ignore[arg-type]
+        c.assign(tps)
+        while len(out) < n:
+            got = await c.getmany(timeout_ms=2000)
+            for recs in got.values():
+                out.extend(recs)
+    return out
+
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.mark.parametrize("codec", ["none", "gzip", "snappy", "lz4", "zstd"])
+async def test_round_trip_every_codec(broker: RunningBroker, codec: str) -> None:
+    bs = broker.bootstrap_servers
+    topic = fresh(codec)
+    with anyio.fail_after(30):
+        await _create(bs, topic, 2)
+        async with open_producer(bootstrap_servers=bs, compression_type=codec, linger_ms=5) as p:
+            futures = [
+                await p.send(
+                    topic,
+                    b"v%d" % i * 10,
+                    key=b"k%d" % i,
+                    headers=[("n", str(i))],
+                    timestamp_ms=1_700_000_000_000 + i,
+                )
+                for i in range(50)
+            ]
+        metas = [await f for f in futures]
+        records = await _consume_all(bs, [TopicPartition(topic, 0), TopicPartition(topic, 1)], 50)
+    by_key = {r.key: r for r in records}  # type: ignore[attr-defined]
+    assert len(by_key) == 50
+    for i, md in enumerate(metas):
+        r = by_key[b"k%d" % i]
+        assert r.value == b"v%d" % i * 10
+        assert r.headers == (("n", str(i).encode()),)
+        assert r.timestamp == 1_700_000_000_000 + i
+        assert (r.partition, r.offset) == (md.partition, md.offset)
+        assert md.partition == murmur2_partition(b"k%d" % i, 2)
+
+
+async def test_consumer_positions_seek_pause_lag(broker: RunningBroker) -> None:
+    bs = broker.bootstrap_servers
+    topic = fresh("pos")
+    tp = TopicPartition(topic, 0)
+    with anyio.fail_after(30):
+        await _create(bs, topic, 1)
+        async with open_producer(bootstrap_servers=bs, value_serializer="str") as p:
+            for i in range(10):
+                await p.send(topic, f"m{i}", timestamp_ms=1000 + i * 10)
+        async with open_consumer(
+            bootstrap_servers=bs, auto_offset_reset="earliest", value_deserializer="str"
+        ) as c:
+            c.assign([tp])
+            assert await c.position(tp) == 0
+            got = await c.getmany(timeout_ms=5000, max_records=4)
+            assert [r.value for r in got[tp]] == ["m0", "m1", "m2", "m3"]
+            assert await c.position(tp) == 4
+            assert c.lag(tp) == 6
+            c.seek(tp, 8)
+            got = await c.getmany(timeout_ms=5000)
+            assert [r.offset for r in got[tp]] == [8, 9]
+            c.seek_to_beginning(tp)
+            first = await c.getone()
+            assert first.offset == 0
+            c.pause(tp)
+            assert await c.getmany(timeout_ms=200) == {}
+            c.resume(tp)
+            assert (await c.getone()).offset == 1
+            assert await c.beginning_offsets([tp]) == {tp: 0}
+            assert await c.end_offsets([tp]) == {tp: 10}
+            found = await c.offsets_for_times({tp: 1045})
+            assert found[tp] is not None and found[tp][0] == 5
+            assert (await c.offsets_for_times({tp: 10**13}))[tp] is None
+            c.seek_to_end(tp)
+            assert await c.position(tp) == 10
+
+
+async def test_latest_reset_sees_only_new_records(broker: RunningBroker) -> None:
+    bs = broker.bootstrap_servers
+    topic = fresh("latest")
+    tp = TopicPartition(topic, 0)
+    with anyio.fail_after(30):
+        await _create(bs, topic, 1)
+        async with open_producer(bootstrap_servers=bs) as p:
+            await p.send_and_wait(topic, b"old")
+            async with open_consumer(bootstrap_servers=bs) as c:
+                c.assign([tp])
+                assert await c.position(tp) == 1
+                await p.send_and_wait(topic, b"new")
+                assert (await c.getone()).value == b"new"
+
+
+async def test_admin_operations(broker: RunningBroker) -> None:
+    bs = broker.bootstrap_servers
+    topic = fresh("admin")
+    with anyio.fail_after(30):
+        async with open_admin(bootstrap_servers=bs) as admin:
+            await admin.create_topics([NewTopic(topic, 2, configs={"retention.ms": "100000"})])
+            with pytest.raises(KafkaError) as info:
+                await admin.create_topics([topic])
+            assert info.value.code == ErrorCode.TOPIC_ALREADY_EXISTS
+            assert (await admin.list_topics())[topic] == 2
+            cluster = await admin.describe_cluster()
+            assert cluster.cluster_id and len(cluster.brokers) == 1
+            await admin.create_partitions({topic: 3})
+            assert (await admin.list_topics())[topic] == 3
+            configs = await admin.describe_configs(topics=[topic])
+            assert configs[topic]["retention.ms"] == "100000"
+            await admin.alter_topic_configs({topic: {"retention.ms": "200000"}})
+            assert (await admin.describe_configs(topics=[topic]))[topic]["retention.ms"] == "200000"
+            async with open_producer(bootstrap_servers=bs) as p:
+                for i in range(5):
+                    await p.send(topic, b"x", partition=0, timestamp_ms=5000 + i)
+            tp = TopicPartition(topic, 0)
+            offsets = await admin.list_offsets({tp: "latest"})
+            assert offsets[tp] is not None and offsets[tp][0] == 5
+            assert (await admin.delete_records({tp: 3}))[tp] == 3
+            earliest = await admin.list_offsets({tp: "earliest"})
+            assert earliest[tp] is not None and earliest[tp][0] == 3
+            await admin.alter_consumer_group_offsets("admin-group", {tp: 4})
+            assert await admin.list_consumer_group_offsets("admin-group") == {tp: 4}
+            assert await admin.list_consumer_group_offsets("admin-group", [tp]) == {tp: 4}
+            await admin.delete_topics([topic])
+            assert topic not in await admin.list_topics()
+
+
+async def test_group_commit_and_resume(broker: RunningBroker) -> None:
+    bs = broker.bootstrap_servers
+    topic = fresh("grp")
+    group = fresh("g")
+    with anyio.fail_after(60):
+        await _create(bs, topic, 2)
+        async with open_producer(bootstrap_servers=bs) as p:
+            for i in range(20):
+                await p.send(topic, b"%d" % i, partition=i % 2)
+        seen = []
+        async with open_consumer(
+            topic,
+            bootstrap_servers=bs,
+            group_id=group,
+            auto_offset_reset="earliest",
+            enable_auto_commit=False,
+        ) as c:
+            while len(seen) < 10:
+                got = await c.getmany(timeout_ms=5000, max_records=10 - len(seen))
+                for recs in got.values():
+                    seen.extend(recs)
+            assert c.assignment() == {TopicPartition(topic, 0), TopicPartition(topic, 1)}
+            await c.commit()
+            committed = {tp: await c.committed(tp) for tp in c.assignment()}
+            assert sum(v or 0 for v in committed.values()) == 10
+        rest = []
+        async with open_consumer(
+            topic, bootstrap_servers=bs, group_id=group, auto_offset_reset="earliest"
+        ) as c:
+            while len(rest) < 10:
+                got = await c.getmany(timeout_ms=5000)
+                for recs in got.values():
+                    rest.extend(recs)
+        values = sorted(int(r.value) for r in seen + rest)
+        assert values == list(range(20))
+        async with open_admin(bootstrap_servers=bs) as admin:
+            # auto-commit on close committed what the second consumer consumed
+            offsets = await admin.list_consumer_group_offsets(group)
+            assert offsets == {TopicPartition(topic, 0): 10, TopicPartition(topic, 1): 10}
+            groups = {g.group_id for g in await admin.list_groups()}
+            assert group in groups
+
+
+@pytest.mark.parametrize("strategy", ["range", "roundrobin", "sticky", "cooperative-sticky"])
+async def test_group_rebalance_two_members(broker: RunningBroker, strategy: str) -> None:
+    bs = broker.bootstrap_servers
+    topic = fresh("rb")
+    group = fresh("g")
+    events: list[tuple[str, str, frozenset[TopicPartition]]] = []
+
+    class Listener:
+        def __init__(self, name: str) -> None:
+            self.name = name
+
+        async def on_partitions_revoked(self, tps: set[TopicPartition]) -> None:
+            events.append((self.name, "revoked", frozenset(tps)))
+
+        async def on_partitions_assigned(self, tps: set[TopicPartition]) -> None:
+            events.append((self.name, "assigned", frozenset(tps)))
+
+    common = dict(
+        bootstrap_servers=bs,
+        group_id=group,
+        partition_assignment_strategy=[strategy],
+        heartbeat_interval_ms=100,
+        session_timeout_ms=6000,
+        auto_offset_reset="earliest",
+    )
+    all_tps = {TopicPartition(topic, i) for i in range(4)}
+    with anyio.fail_after(60):
+        await _create(bs, topic, 4)
+        async with open_consumer(**common) as a:  # type: ignore[arg-type]
+            a.subscribe([topic], listener=Listener("a"))
+            while a.assignment() != all_tps:
+                await a.getmany(timeout_ms=100)
+            async with open_consumer(**common) as b:  # type: ignore[arg-type]
+                b.subscribe([topic], listener=Listener("b"))
+                while not (len(a.assignment()) == 2 and len(b.assignment()) == 2):
+                    await a.getmany(timeout_ms=50)
+                    await b.getmany(timeout_ms=50)
+                assert a.assignment() | b.assignment() == all_tps
+                assert not a.assignment() & b.assignment()
+            # b left: a takes everything back
+            while a.assignment() != all_tps:
+                await a.getmany(timeout_ms=50)
+    # When b joined, eager protocols made a revoke everything first; the
+    # cooperative one revoked only the two partitions that moved to b.
+    a_revoked = [tps for name, kind, tps in events if name == "a" and kind == "revoked"]
+    assert len(a_revoked[0]) == (2 if strategy == "cooperative-sticky" else 4)
+
+
+async def test_static_membership(broker: RunningBroker) -> None:
+    bs = broker.bootstrap_servers
+    topic = fresh("static")
+    with anyio.fail_after(30):
+        await _create(bs, topic, 2)
+        async with open_consumer(
+            topic,
+            bootstrap_servers=bs,
+            group_id=fresh("g"),
+            group_instance_id="instance-1",
+            heartbeat_interval_ms=100,
+        ) as c:
+            while len(c.assignment()) != 2:
+                await c.getmany(timeout_ms=50)
+
+
+async def test_pattern_subscription(broker: RunningBroker) -> None:
+    bs = broker.bootstrap_servers
+    prefix = fresh("pat")
+    with anyio.fail_after(30):
+        await _create(bs, f"{prefix}-a", 1)
+        await _create(bs, f"{prefix}-b", 1)
+        async with open_consumer(
+            bootstrap_servers=bs, group_id=fresh("g"), heartbeat_interval_ms=100
+        ) as c:
+            c.subscribe(pattern=f"{prefix}-.*")
+            while len(c.assignment()) != 2:
+                await c.getmany(timeout_ms=50)
+            assert {tp.topic for tp in c.assignment()} == {f"{prefix}-a", f"{prefix}-b"}
+
+
+async def test_commit_async_ordered_with_callback(broker: RunningBroker) -> None:
+    bs = broker.bootstrap_servers
+    topic = fresh("ca")
+    tp = TopicPartition(topic, 0)
+    done: list[tuple[int, object]] = []
+    with anyio.fail_after(30):
+        await _create(bs, topic, 1)
+        async with open_consumer(bootstrap_servers=bs, group_id=fresh("g")) as c:
+            c.assign([tp])
+            futures = [
+                c.commit_async({tp: i}, lambda offs, err: done.append((offs[tp], err)))
+                for i in range(1, 6)
+            ]
+            for f in futures:
+                await f
+            assert done == [(i, None) for i in range(1, 6)]
+            assert await c.committed(tp) == 5
+
+
+async def test_cancellation_closes_connections(
+    broker: RunningBroker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from trafka.sdk import transport
+
+    opened: list[transport.BrokerConnection] = []
+    real_open = transport.BrokerConnection.open
+
+    async def recording_open(self: transport.BrokerConnection, tg: object) -> None:
+        opened.append(self)
+        await real_open(self, tg)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(transport.BrokerConnection, "open", recording_open)
+    bs = broker.bootstrap_servers
+    topic = fresh("cancel")
+    with anyio.fail_after(30):
+        await _create(bs, topic, 1)
+        opened.clear()
+        with anyio.move_on_after(0.5) as scope:
+            async with open_consumer(topic, bootstrap_servers=bs, group_id=fresh("g")) as c:
+                await c.getone()  # nothing to read: cancelled here
+        assert scope.cancelled_caught
+    # bootstrap, leader and coordinator connections were opened, and all are closed
+    assert len(opened) >= 2
+    assert all(conn._closed.is_set() and not conn.alive for conn in opened)

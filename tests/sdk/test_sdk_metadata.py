@@ -1,0 +1,110 @@
+"""MetadataCache: refresh rules, leader epochs, queries (no sockets)."""
+
+from __future__ import annotations
+
+from trafka.codec import ErrorCode
+from trafka.codec.messages import k03_metadata as md
+from trafka.sdk.metadata import MetadataCache
+
+R = md.MetadataResponse
+
+
+def _resp(parts: dict[str, list[tuple[int, int]]], *, topic_error: int = 0) -> R:
+    return R(
+        brokers=[
+            R.MetadataResponseBroker(node_id=n, host="127.0.0.1", port=9000 + n) for n in (1, 2)
+        ],
+        cluster_id="c",
+        controller_id=1,
+        topics=[
+            R.MetadataResponseTopic(
+                name=name,
+                error_code=topic_error,
+                partitions=[
+                    R.MetadataResponsePartition(
+                        partition_index=i, leader_id=leader, leader_epoch=epoch
+                    )
+                    for i, (leader, epoch) in enumerate(ps)
+                ],
+            )
+            for name, ps in parts.items()
+        ],
+    )
+
+
+def test_refresh_due_when_new_topic_or_max_age() -> None:
+    m = MetadataCache(max_age=10.0, backoff=1.0)
+    assert m.needs_update(0.0)
+    m.add_topics(["t"])
+    req = m.build_request(12)
+    assert [t.name for t in req.topics] == ["t"]
+    m.attempt_started(0.0)
+    m.update(_resp({"t": [(1, 0), (2, 0)]}), now=0.0)
+    assert not m.needs_update(5.0)
+    assert m.needs_update(10.0)
+    assert m.next_update_at(5.0) == 10.0
+    assert m.add_topics(["t"]) is False
+    assert m.add_topics(["u"]) is True
+    assert m.needs_update(1.0)
+    assert m.next_update_at(0.5) == 1.0  # backoff after the last attempt
+
+
+def test_queries() -> None:
+    m = MetadataCache()
+    m.update(_resp({"t": [(1, 3), (-1, 3)]}), now=0.0)
+    assert m.partition_count("t") == 2
+    assert m.leader_for("t", 0) == 1
+    assert m.leader_for("t", 1) is None
+    assert m.leader_for("t", 5) is None
+    assert m.topics["t"].available_partitions == [0]
+    assert m.broker(2).port == 9002
+    assert m.needs_update(0.0)  # a partition without a leader asks for another refresh
+
+
+def test_stale_leader_epoch_ignored() -> None:
+    m = MetadataCache()
+    m.update(_resp({"t": [(1, 5)]}), now=0.0)
+    m.update(_resp({"t": [(2, 4)]}), now=1.0)
+    assert m.leader_for("t", 0) == 1 and m.leader_epoch("t", 0) == 5
+    assert m.needs_update(1.0)
+    m.update(_resp({"t": [(2, 6)]}), now=2.0)
+    assert m.leader_for("t", 0) == 2
+
+
+def test_error_codes_trigger_refresh() -> None:
+    m = MetadataCache()
+    m.update(_resp({"t": [(1, 0)]}), now=0.0)
+    assert not m.needs_update(0.0)
+    assert m.on_partition_error(ErrorCode.NOT_LEADER_OR_FOLLOWER, "t", 0)
+    assert m.needs_update(0.0)
+    m.update(_resp({"t": [(1, 0)]}), now=0.0)
+    assert not m.on_partition_error(ErrorCode.MESSAGE_TOO_LARGE)
+    assert not m.needs_update(0.0)
+
+
+def test_unknown_topic_recorded() -> None:
+    m = MetadataCache()
+    m.add_topics(["nope"])
+    m.update(_resp({"nope": []}, topic_error=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), now=0.0)
+    assert m.topic_errors["nope"] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    assert m.partition_count("nope") is None
+    assert m.needs_update(0.0)
+
+
+def test_leader_hint() -> None:
+    m = MetadataCache()
+    m.update(_resp({"t": [(1, 1)]}), now=0.0)
+    v = m.version
+    m.on_leader_hint("t", 0, 2, 2)
+    assert m.leader_for("t", 0) == 2 and m.version == v + 1
+    m.on_leader_hint("t", 0, 1, 1)  # older epoch: ignored
+    assert m.leader_for("t", 0) == 2
+
+
+def test_want_all_drops_deleted_topics() -> None:
+    m = MetadataCache()
+    m.want_all = True
+    assert m.build_request(12).topics is None
+    m.update(_resp({"a": [(1, 0)], "b": [(1, 0)]}), now=0.0)
+    m.update(_resp({"a": [(1, 0)]}), now=1.0)
+    assert set(m.topics) == {"a"}

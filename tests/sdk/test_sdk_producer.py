@@ -1,0 +1,206 @@
+"""Producer driver against the scripted fake broker (both anyio backends)."""
+
+from __future__ import annotations
+
+import anyio
+import pytest
+from sdk_fakebroker import FakeBroker
+
+from trafka.codec import ErrorCode, KafkaError
+from trafka.codec.records import read_batch_header
+from trafka.sdk.errors import (
+    ClientClosedError,
+    ConfigError,
+    KafkaConnectionError,
+    SerializationError,
+)
+from trafka.sdk.partitioners import murmur2_partition
+from trafka.sdk.producer import open_producer
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_send_and_wait_round_trip(fake_broker: FakeBroker) -> None:
+    with anyio.fail_after(10):
+        async with open_producer(bootstrap_servers=fake_broker.bootstrap, linger_ms=0) as p:
+            md = await p.send_and_wait(
+                "t", b"v1", key=b"k1", headers=[("h", "x")], timestamp_ms=1234
+            )
+            assert md.topic == "t" and md.partition == murmur2_partition(b"k1", 3)
+            assert md.offset == 0 and md.timestamp == 1234
+            md2 = await p.send_and_wait("t", b"v2", key=b"k1")
+            assert md2.offset == 1 and md2.partition == md.partition
+    recs = fake_broker.records("t", md.partition)
+    assert [(r.key, r.value) for r in recs] == [(b"k1", b"v1"), (b"k1", b"v2")]
+    assert recs[0].headers == (("h", b"x"),) and recs[0].timestamp == 1234
+    # idempotent by default: the batch carries the producer id
+    assert read_batch_header(fake_broker.logs[("t", md.partition)][0]).producer_id == 1000
+
+
+async def test_many_sends_batched_and_flushed_on_exit(fake_broker: FakeBroker) -> None:
+    with anyio.fail_after(10):
+        async with open_producer(
+            bootstrap_servers=fake_broker.bootstrap, linger_ms=1000, value_serializer="str"
+        ) as p:
+            futures = [await p.send("one", f"m{i}") for i in range(500)]
+            assert not futures[0].done()
+        offsets = [(await f).offset for f in futures]
+    assert offsets == list(range(500))
+    produce_requests = [r for r in fake_broker.requests if r[0] == 0]
+    assert len(produce_requests) < 50  # batched, not one request per record
+    assert [r.value for r in fake_broker.records("one", 0)][:3] == [b"m0", b"m1", b"m2"]
+
+
+async def test_flush_ignores_linger(fake_broker: FakeBroker) -> None:
+    with anyio.fail_after(10):
+        async with open_producer(bootstrap_servers=fake_broker.bootstrap, linger_ms=60_000) as p:
+            f = await p.send("one", b"x")
+            await p.flush()
+            assert f.done() and f.result().offset == 0
+
+
+async def test_acks_zero(fake_broker: FakeBroker) -> None:
+    with anyio.fail_after(10):
+        async with open_producer(bootstrap_servers=fake_broker.bootstrap, acks=0, linger_ms=0) as p:
+            md = await p.send_and_wait("one", b"x")
+            assert md.offset == -1
+    assert [r.value for r in fake_broker.records("one", 0)] == [b"x"]
+
+
+async def test_json_serializer_and_sticky_null_keys(fake_broker: FakeBroker) -> None:
+    with anyio.fail_after(10):
+        async with open_producer(
+            bootstrap_servers=fake_broker.bootstrap, value_serializer="json", key_serializer="str"
+        ) as p:
+            futures = [await p.send("t", {"i": i}) for i in range(10)]
+            await p.flush()
+            parts = {f.result().partition for f in futures}
+            assert len(parts) == 1  # sticky: one batch, one partition
+            with pytest.raises(SerializationError):
+                await p.send("t", {1, 2})
+            keyed = await p.send_and_wait("t", [1], key="k")
+            assert keyed.partition == murmur2_partition(b"k", 3)
+    assert fake_broker.records("t", keyed.partition)[-1].value == b"[1]"
+
+
+async def test_retriable_error_retried(fake_broker: FakeBroker) -> None:
+    from trafka.codec.messages import k00_produce as produce
+
+    failures = {"left": 2}
+    real = fake_broker.produce
+
+    def flaky(header: object, body: produce.ProduceRequest) -> object:
+        if failures["left"]:
+            failures["left"] -= 1
+            P = produce.ProduceResponse
+            return P(
+                responses=[
+                    P.TopicProduceResponse(
+                        name=t.name,
+                        partition_responses=[
+                            P.PartitionProduceResponse(
+                                index=x.index, error_code=ErrorCode.NOT_LEADER_OR_FOLLOWER
+                            )
+                            for x in t.partition_data
+                        ],
+                    )
+                    for t in body.topic_data
+                ]
+            )
+        return real(header, body)
+
+    fake_broker.handlers[0] = flaky
+    with anyio.fail_after(10):
+        async with open_producer(
+            bootstrap_servers=fake_broker.bootstrap, retry_backoff_ms=1, linger_ms=0
+        ) as p:
+            md = await p.send_and_wait("one", b"x")
+    assert md.offset == 0 and failures["left"] == 0
+    metadata_requests = [r for r in fake_broker.requests if r[0] == 3]
+    assert len(metadata_requests) >= 2  # NOT_LEADER triggered refreshes
+
+
+async def test_non_retriable_error_surfaces(fake_broker: FakeBroker) -> None:
+    from trafka.codec.messages import k00_produce as produce
+
+    P = produce.ProduceResponse
+
+    def reject(header: object, body: produce.ProduceRequest) -> object:
+        return P(
+            responses=[
+                P.TopicProduceResponse(
+                    name="one",
+                    partition_responses=[
+                        P.PartitionProduceResponse(index=0, error_code=ErrorCode.INVALID_RECORD)
+                    ],
+                )
+            ]
+        )
+
+    fake_broker.handlers[0] = reject
+    with anyio.fail_after(10):
+        async with open_producer(bootstrap_servers=fake_broker.bootstrap, linger_ms=0) as p:
+            with pytest.raises(KafkaError) as info:
+                await p.send_and_wait("one", b"x")
+    assert info.value.code == ErrorCode.INVALID_RECORD
+
+
+async def test_unknown_topic_and_partition(fake_broker: FakeBroker) -> None:
+    with anyio.fail_after(10):
+        async with open_producer(bootstrap_servers=fake_broker.bootstrap, max_block_ms=300) as p:
+            with pytest.raises(KafkaError) as info:
+                await p.send("missing", b"x")
+            assert info.value.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            with pytest.raises(KafkaError):
+                await p.send("one", b"x", partition=5)
+
+
+async def test_no_broker(anyio_backend: str) -> None:
+    async with await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=0) as listener:
+        port = listener.extra(anyio.abc.SocketAttribute.local_port)
+    # nothing listens on that port any more
+    with anyio.fail_after(10):
+        async with open_producer(bootstrap_servers=f"127.0.0.1:{port}", max_block_ms=300) as p:
+            with pytest.raises((KafkaError, KafkaConnectionError, TimeoutError)):
+                await p.send("t", b"x")
+
+
+async def test_closed_producer_refuses(fake_broker: FakeBroker) -> None:
+    with anyio.fail_after(10):
+        async with open_producer(bootstrap_servers=fake_broker.bootstrap) as p:
+            pass
+        with pytest.raises(ClientClosedError):
+            await p.send("t", b"x")
+
+
+async def test_error_in_body_not_wrapped_and_pending_records_fail(fake_broker: FakeBroker) -> None:
+    holder = []
+    with anyio.fail_after(10):
+        with pytest.raises(ZeroDivisionError):
+            async with open_producer(
+                bootstrap_servers=fake_broker.bootstrap, linger_ms=60_000
+            ) as p:
+                holder.append(await p.send("one", b"x"))
+                1 / 0  # noqa: B018
+    assert isinstance(holder[0].exception(), ClientClosedError)
+
+
+async def test_cancellation_leaves_nothing_running(fake_broker: FakeBroker) -> None:
+    with anyio.fail_after(10):
+        with anyio.move_on_after(0.2):
+            async with open_producer(bootstrap_servers=fake_broker.bootstrap, linger_ms=0) as p:
+                while True:
+                    await p.send_and_wait("one", b"x")
+        # every connection the producer opened is closed by the broker's view
+        with anyio.fail_after(5):
+            while fake_broker.open_connections:
+                await anyio.sleep(0.01)
+
+
+def test_bad_config_is_config_error() -> None:
+    async def main() -> None:
+        async with open_producer(lingerms=5):
+            pass
+
+    with pytest.raises(ConfigError, match="linger_ms"):
+        anyio.run(main)

@@ -1,0 +1,133 @@
+"""BrokerConnection / Cluster against the fake broker: timeouts, protocol errors, reconnects."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+import pytest
+from sdk_fakebroker import FakeBroker
+
+from trafka.codec.messages import k03_metadata as md
+from trafka.sdk.config import ClientConfig
+from trafka.sdk.errors import (
+    KafkaConnectionError,
+    NoBrokersAvailableError,
+    ProtocolError,
+    RequestTimeoutError,
+)
+from trafka.sdk.transport import Cluster, backoff_delay
+
+pytestmark = pytest.mark.anyio
+
+
+def test_backoff_delay_bounds() -> None:
+    import random
+
+    rng = random.Random(3)
+    assert backoff_delay(0.05, 1.0, 0) == 0.0
+    for n, base in ((1, 0.05), (2, 0.1), (3, 0.2), (10, 1.0)):
+        d = backoff_delay(0.05, 1.0, n, rng)
+        assert 0.8 * base <= d <= 1.2 * base
+
+
+async def test_pipelined_requests_and_metadata(fake_broker: FakeBroker) -> None:
+    cfg = ClientConfig(bootstrap_servers=fake_broker.bootstrap)
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as tg:
+            cluster = Cluster(cfg, tg)
+            conn = await cluster.any_connection()
+            results: list[Any] = []
+
+            async def one() -> None:
+                results.append(await conn.request(3, md.MetadataRequest(topics=None)))
+
+            async with anyio.create_task_group() as inner:
+                for _ in range(20):
+                    inner.start_soon(one)
+            assert len(results) == 20 and all(r.cluster_id == "fake" for r in results)
+            await cluster.refresh_metadata(["t"])
+            assert cluster.metadata.partition_count("t") == 3
+            assert cluster.metadata.leader_for("t", 1) == 0
+            await cluster.aclose()
+            tg.cancel_scope.cancel()
+
+
+async def test_request_timeout_fails_connection(fake_broker: FakeBroker) -> None:
+    async def hang(header: object, body: object) -> None:
+        await anyio.sleep_forever()
+
+    cfg = ClientConfig(bootstrap_servers=fake_broker.bootstrap, request_timeout_ms=200)
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as tg:
+            cluster = Cluster(cfg, tg)
+            conn = await cluster.any_connection()
+            fake_broker.handlers[3] = hang
+            with pytest.raises(RequestTimeoutError):
+                await conn.request(3, md.MetadataRequest())
+            assert not conn.alive
+            with pytest.raises(KafkaConnectionError):
+                await conn.request(3, md.MetadataRequest())
+            tg.cancel_scope.cancel()
+
+
+async def test_wrong_correlation_id_is_protocol_error(fake_broker: FakeBroker) -> None:
+    from trafka.codec import encode_response
+
+    def liar(header: Any, body: object) -> bytes:
+        return encode_response(
+            header.correlation_id + 7, 3, header.request_api_version, md.MetadataResponse()
+        )
+
+    cfg = ClientConfig(bootstrap_servers=fake_broker.bootstrap)
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as tg:
+            cluster = Cluster(cfg, tg)
+            conn = await cluster.any_connection()
+            fake_broker.handlers[3] = liar
+            with pytest.raises(ProtocolError, match="correlation id"):
+                await conn.request(3, md.MetadataRequest())
+            assert not conn.alive
+            # a new connection is made for the next caller
+            del fake_broker.handlers[3]
+            again = await cluster.any_connection()
+            assert again is not conn and again.alive
+            tg.cancel_scope.cancel()
+
+
+async def test_broker_closing_connection(fake_broker: FakeBroker) -> None:
+    cfg = ClientConfig(bootstrap_servers=fake_broker.bootstrap)
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as tg:
+            cluster = Cluster(cfg, tg)
+            conn = await cluster.any_connection()
+            fake_broker.handlers[3] = lambda h, b: "close"
+            with pytest.raises(KafkaConnectionError, match="closed"):
+                await conn.request(3, md.MetadataRequest())
+            tg.cancel_scope.cancel()
+
+
+async def test_no_brokers(anyio_backend: str) -> None:
+    async with await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=0) as listener:
+        port = listener.extra(anyio.abc.SocketAttribute.local_port)
+    cfg = ClientConfig(bootstrap_servers=f"127.0.0.1:{port}")
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as tg:
+            cluster = Cluster(cfg, tg)
+            with pytest.raises(NoBrokersAvailableError):
+                await cluster.any_connection()
+            # the failed node backs off before the next attempt
+            assert cluster.connect_delay(-1) > 0
+            tg.cancel_scope.cancel()
+
+
+@pytest.mark.parametrize("component", ["admin", "consumer", "producer"])
+async def test_errors_leave_unwrapped(fake_broker: FakeBroker, component: str) -> None:
+    from trafka.sdk import open_admin, open_consumer, open_producer
+
+    opener = {"admin": open_admin, "consumer": open_consumer, "producer": open_producer}[component]
+    with anyio.fail_after(10):
+        with pytest.raises(KeyError, match="boom"):
+            async with opener(bootstrap_servers=fake_broker.bootstrap):
+                await anyio.sleep(0.01)
+                raise KeyError("boom")
