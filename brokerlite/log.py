@@ -1,0 +1,1734 @@
+"""brokerlite's storage: partition logs on disk, and the durable topic registry.
+
+Layout of a data directory::
+
+    <data_dir>/.lock                        flock'd while a LogManager owns the directory
+    <data_dir>/trafka-topics.json           the topic registry (written atomically)
+    <data_dir>/<topic>-<partition>/         one directory per partition:
+        00000000000000000000.log            segments, named by base offset (see segment.py)
+        00000000000000000000.index
+        00000000000000000000.timeindex
+        trafka.checkpoint                   log start offset and recovery point (atomic)
+        .clean-shutdown                     present only while the files are known consistent
+
+Rules and invariants of a :class:`PartitionLog`:
+
+* Offsets are assigned on append, contiguously from ``log_end_offset``, by
+  rewriting each batch's base offset in place; batches are otherwise stored as
+  received. Every batch of an append is validated (size, magic 2, CRC32C, header
+  consistency, ``message_max_bytes``) before a single byte is written, so bad
+  input never reaches the files.
+* An append is one ``write()`` of all its batches to the active segment. If the
+  write (or an index write) fails, the files are truncated back to where they
+  were and :class:`~trafka.brokerlite.errors.LogStorageError` is raised; if even
+  that fails, the log goes offline (every later call raises).
+* ``log_start_offset <= log_end_offset``; ``log_end_offset`` is also the high
+  watermark (single node, no replication). Reads are served only from
+  ``[log_start_offset, log_end_offset)`` and always return whole batches.
+* Segments roll when the next append would push the active segment past
+  ``segment_bytes``, or when it is older than ``segment_ms``. Retention deletes
+  whole segments from the oldest, never the active one.
+
+Durability policy:
+
+* An append is acknowledged once ``write()`` has put it in the OS page cache:
+  it survives a crash (``kill -9``) of the broker process, not a power loss.
+* ``fsync`` happens every ``flush_interval_messages`` records and/or every
+  ``flush_interval_ms`` (``None`` for both, the default, leaves it to the OS, as
+  Kafka's defaults do), on :meth:`PartitionLog.flush`, on every segment roll
+  (the finished segment) and on close.
+* Recovery: a segment roll fsyncs the finished segment and then records the new
+  segment's base offset as the *recovery point*; a clean close writes the
+  ``.clean-shutdown`` marker after an fsync. On open without the marker, every
+  segment holding offsets at or above the recovery point is validated batch by
+  batch (length, magic, CRC32C, contiguous offsets), truncated after the last
+  good batch, and its indexes rebuilt; a corrupt segment also drops the
+  segments after it. Older segments, and all segments after a clean shutdown,
+  are opened from their indexes, and any inconsistency found there triggers the
+  same validation. The marker is removed (and the removal fsynced) before the
+  first write after open.
+
+Not thread-safe: one task owns the logs. Everything here is synchronous file
+I/O, sized to be cheap enough for an event loop: an append validates headers and
+CRCs, rewrites 12 bytes per batch and makes one ``write()``; index entries are
+kept in memory and reach the index files on flush (see ``segment.py``). A read
+is one bisect over segments, one over the index and a short header scan.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import json
+import logging
+import os
+import re
+import shutil
+import struct
+import uuid
+from bisect import bisect_right
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from trafka.codec.crc import crc32c
+
+from .errors import (
+    CorruptRecordError,
+    InvalidConfigError,
+    InvalidPartitionsError,
+    InvalidRecordError,
+    InvalidTopicError,
+    LogStorageError,
+    OffsetOutOfRangeError,
+    RecordBatchTooLargeError,
+    RecordTooLargeError,
+    TopicExistsError,
+    UnknownTopicOrPartitionError,
+)
+from .segment import (
+    BATCH_HEADER_SIZE,
+    INT32_MAX,
+    LOG_OVERHEAD,
+    BrokenSegmentError,
+    FileHandle,
+    Segment,
+    pread_all,
+    write_all,
+)
+
+__all__ = [
+    "AppendResult",
+    "ConfigEntry",
+    "ConfigSource",
+    "ConfigType",
+    "FileChunk",
+    "LogConfig",
+    "LogManager",
+    "PartitionLog",
+    "ReadResult",
+    "TopicInfo",
+    "validate_topic_name",
+]
+
+logger = logging.getLogger("trafka.brokerlite.log")
+
+CHECKPOINT_FILE = "trafka.checkpoint"
+CLEAN_SHUTDOWN_FILE = ".clean-shutdown"
+REGISTRY_FILE = "trafka-topics.json"
+LOCK_FILE = ".lock"
+
+_LONG_MAX = 2**63 - 1
+
+# The whole 61-byte batch header, in wire order.
+_BATCH_HEADER = struct.Struct(">qiibIhiqqqhii")
+# What the log rewrites in place on append: base_offset, batch_length (unchanged),
+# partition_leader_epoch. None of it is covered by the CRC.
+_PREFIX = struct.Struct(">qii")
+_I16 = struct.Struct(">h")
+_I64 = struct.Struct(">q")
+_U32 = struct.Struct(">I")
+
+_CODEC_MASK = 0x07
+_CONTROL_BIT = 0x20
+
+
+# -- configuration ----------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class LogConfig:
+    """The settings of one partition log (a topic's effective configuration).
+
+    Attributes:
+        segment_bytes: roll when an append would make the active segment larger.
+        segment_ms: roll when the active segment's first append is older than this.
+        retention_ms: delete segments whose newest timestamp is older than this (-1: never).
+        retention_bytes: delete the oldest segments while the partition exceeds this (-1: no limit).
+        index_interval_bytes: bytes between two offset-index entries.
+        flush_interval_messages: fsync after this many records (None: leave it to the OS).
+        flush_interval_ms: fsync when the last one is older than this (None: leave it to the OS).
+        message_max_bytes: the largest batch accepted, header included.
+        message_timestamp_type: ``CreateTime`` (keep the producer's timestamps) or
+            ``LogAppendTime`` (the broker stamps each batch on append).
+        cleanup_policy: ``delete``, ``compact`` or ``compact,delete``. Compaction
+            never runs here: a ``compact``-only topic keeps all its data (a superset
+            of what a compacted log holds), ``delete`` enables time/size retention.
+    """
+
+    segment_bytes: int = 1073741824
+    segment_ms: int = 604800000
+    retention_ms: int = 604800000
+    retention_bytes: int = -1
+    index_interval_bytes: int = 4096
+    flush_interval_messages: int | None = None
+    flush_interval_ms: int | None = None
+    message_max_bytes: int = 1048588
+    message_timestamp_type: str = "CreateTime"
+    cleanup_policy: str = "delete"
+
+    def __post_init__(self) -> None:
+        if not 14 <= self.segment_bytes <= INT32_MAX:
+            raise ValueError(
+                f"segment_bytes must be in [14, {INT32_MAX}], got {self.segment_bytes}"
+            )
+        if self.segment_ms < 1:
+            raise ValueError(f"segment_ms must be positive, got {self.segment_ms}")
+        if self.retention_ms < -1 or self.retention_bytes < -1:
+            raise ValueError("retention_ms and retention_bytes must be >= -1")
+        if self.index_interval_bytes < 0 or self.message_max_bytes < 0:
+            raise ValueError("index_interval_bytes and message_max_bytes must be >= 0")
+        if self.flush_interval_messages is not None and self.flush_interval_messages < 1:
+            raise ValueError("flush_interval_messages must be positive or None")
+        if self.flush_interval_ms is not None and self.flush_interval_ms < 0:
+            raise ValueError("flush_interval_ms must be >= 0 or None")
+        if self.message_timestamp_type not in ("CreateTime", "LogAppendTime"):
+            raise ValueError(
+                "message_timestamp_type must be CreateTime or LogAppendTime, "
+                f"got {self.message_timestamp_type!r}"
+            )
+        policies = self.cleanup_policy.split(",")
+        if not policies or not set(policies) <= {"delete", "compact"}:
+            raise ValueError(
+                f"cleanup_policy must be delete and/or compact, got {self.cleanup_policy!r}"
+            )
+
+
+# -- results -------------------------------------------------------------------------------------
+
+
+class AppendResult(NamedTuple):
+    """What an append did (a tuple: appends are a hot path).
+
+    Attributes:
+        base_offset: offset of the first record appended.
+        last_offset: offset of the last record appended.
+        log_append_time_ms: the time stamped on the batches (LogAppendTime), else -1.
+        log_start_offset: the log start offset after the append.
+    """
+
+    base_offset: int
+    last_offset: int
+    log_append_time_ms: int
+    log_start_offset: int
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class FileChunk:
+    """A byte range of a segment file, ready for ``os.sendfile``.
+
+    Attributes:
+        path_or_fd: an open file descriptor (PartitionLog never hands out paths). It
+            stays open at least as long as this chunk exists, even if the segment is
+            deleted meanwhile.
+        position: where the range starts in the file.
+        length: its length in bytes.
+    """
+
+    path_or_fd: int
+    position: int
+    length: int
+    handle: FileHandle | None = dataclasses.field(default=None, repr=False, compare=False)
+
+    def read(self) -> bytes:
+        """The chunk's bytes (``os.pread``).
+
+        Raises:
+            OSError: the read failed.
+        """
+        return pread_all(self.path_or_fd, self.position, self.length)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ReadResult:
+    """Whole record batches read from a partition log.
+
+    Attributes:
+        chunks: the byte ranges, in order (one per segment touched).
+        size: total bytes.
+        first_offset: base offset of the first batch returned (it can be below the
+            requested offset when that offset is in the middle of a batch); the
+            requested offset when nothing was returned.
+    """
+
+    chunks: list[FileChunk]
+    size: int
+    first_offset: int
+
+    def tobytes(self) -> bytes:
+        """All the chunks' bytes, concatenated (the path when ``sendfile`` is not used).
+
+        Raises:
+            LogStorageError: a read failed.
+        """
+        try:
+            if len(self.chunks) == 1:
+                return self.chunks[0].read()
+            return b"".join(chunk.read() for chunk in self.chunks)
+        except OSError as exc:
+            raise LogStorageError(f"read failed: {exc}") from exc
+
+
+# -- partition log -------------------------------------------------------------------------------
+
+
+class PartitionLog:
+    """One partition's log on disk. Use :meth:`open`; see the module docstring for the rules.
+
+    Attributes:
+        leader_epoch: written into each appended batch's ``partition_leader_epoch``.
+    """
+
+    leader_epoch: int = 0
+
+    def __init__(
+        self,
+        directory: Path,
+        config: LogConfig,
+        segments: list[Segment],
+        *,
+        log_start_offset: int,
+        recovery_point: int,
+        clean_marker: bool,
+        now_ms: int,
+    ) -> None:
+        """Internal: use :meth:`open`."""
+        self._dir = directory
+        self._config = config
+        self._log_append_time = config.message_timestamp_type == "LogAppendTime"
+        self._flush_policy = _has_flush_policy(config)
+        self._segments = segments
+        self._bases = [seg.base_offset for seg in segments]
+        self._next_offset = segments[-1].next_offset
+        self._log_start = log_start_offset
+        self._recovery_point = recovery_point
+        self._clean_marker = clean_marker
+        self._unflushed = 0
+        self._last_flush_ms = now_ms
+        self._offline: str | None = None
+        self._closed = False
+
+    # -- open ------------------------------------------------------------------------------
+
+    @classmethod
+    def open(cls, directory: Path, config: LogConfig, *, now_ms: int) -> PartitionLog:
+        """Open the log in ``directory``, creating it, or recovering it after a crash.
+
+        Args:
+            directory: the partition's directory (created when missing).
+            config: the log's settings.
+            now_ms: the current time in ms since the epoch.
+
+        Returns:
+            The open log.
+
+        Raises:
+            LogStorageError: the files cannot be created or read.
+        """
+        try:
+            return cls._open(directory, config, now_ms)
+        except OSError as exc:
+            raise LogStorageError(f"cannot open the log in {directory}: {exc}") from exc
+
+    @classmethod
+    def _open(cls, directory: Path, config: LogConfig, now_ms: int) -> PartitionLog:
+        directory.mkdir(parents=True, exist_ok=True)
+        log_bases: set[int] = set()
+        index_files: list[tuple[int, str]] = []
+        for name in os.listdir(directory):
+            if name.endswith((".tmp", ".deleted")):
+                (directory / name).unlink()
+                continue
+            stem, _, ext = name.partition(".")
+            if len(stem) != 20 or not stem.isdigit():
+                continue
+            if ext == "log":
+                log_bases.add(int(stem))
+            elif ext in ("index", "timeindex"):
+                index_files.append((int(stem), name))
+        for base, name in index_files:
+            if base not in log_bases:
+                (directory / name).unlink()
+        checkpoint = _read_checkpoint(directory / CHECKPOINT_FILE)
+        marker = directory / CLEAN_SHUTDOWN_FILE
+        clean = marker.exists() and checkpoint is not None
+        if marker.exists() and not clean:
+            marker.unlink()
+        log_start, recovery_point = checkpoint if checkpoint is not None else (0, 0)
+        bases = sorted(log_bases)
+        segments: list[Segment] = []
+        try:
+            for i, base in enumerate(bases):
+                next_base = bases[i + 1] if i + 1 < len(bases) else None
+                if segments and segments[-1].next_offset != base:
+                    # A hole or an overlap after a corrupt segment: what follows cannot
+                    # be served without breaking offset order, as in Kafka.
+                    logger.warning(
+                        "%s: segment %d does not follow offset %d; deleting it and later segments",
+                        directory,
+                        base,
+                        segments[-1].next_offset,
+                    )
+                    for later in bases[i:]:
+                        Segment(directory, later).delete()
+                    break
+                validate = not clean and (next_base is None or next_base > recovery_point)
+                seg, recovered = Segment.load(
+                    directory,
+                    base,
+                    index_interval_bytes=config.index_interval_bytes,
+                    now_ms=now_ms,
+                    validate=validate,
+                )
+                if recovered and clean:
+                    # The marker vouched for files that were not consistent: stop
+                    # trusting it, durably, before anything else changes.
+                    marker.unlink()
+                    _fsync_dir(directory)
+                    clean = False
+                if seg.size == 0 and next_base is not None:
+                    seg.delete()
+                    continue
+                segments.append(seg)
+            if not segments:
+                segments.append(Segment.create(directory, log_start))
+        except BaseException:
+            for seg in segments:
+                seg.release()
+            raise
+        log_end = segments[-1].next_offset
+        log_start = min(max(log_start, segments[0].base_offset), log_end)
+        return cls(
+            directory,
+            config,
+            segments,
+            log_start_offset=log_start,
+            recovery_point=recovery_point,
+            clean_marker=clean,
+            now_ms=now_ms,
+        )
+
+    # -- properties ------------------------------------------------------------------------
+
+    @property
+    def directory(self) -> Path:
+        """The partition's directory."""
+        return self._dir
+
+    @property
+    def config(self) -> LogConfig:
+        """The log's current settings (change them with :meth:`reconfigure`)."""
+        return self._config
+
+    @property
+    def log_start_offset(self) -> int:
+        """The first offset that can be read."""
+        return self._log_start
+
+    @property
+    def log_end_offset(self) -> int:
+        """The offset the next appended record gets; also the high watermark."""
+        return self._next_offset
+
+    @property
+    def high_watermark(self) -> int:
+        """Same as :attr:`log_end_offset` (no replication)."""
+        return self._next_offset
+
+    @property
+    def size(self) -> int:
+        """Total bytes of all segments."""
+        return sum(seg.size for seg in self._segments)
+
+    @property
+    def segment_base_offsets(self) -> list[int]:
+        """The base offsets of the segments, oldest first (the last one is active)."""
+        return list(self._bases)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def reconfigure(self, config: LogConfig) -> None:
+        """Apply new settings; they take effect from the next call."""
+        self._config = config
+        self._log_append_time = config.message_timestamp_type == "LogAppendTime"
+        self._flush_policy = _has_flush_policy(config)
+
+    # -- append ----------------------------------------------------------------------------
+
+    def append(
+        self,
+        records: bytes | bytearray | memoryview,
+        *,
+        now_ms: int,
+        from_client: bool = True,
+    ) -> AppendResult:
+        """Validate record batches, assign their offsets and write them in one write.
+
+        Args:
+            records: one or more magic 2 batches, end to end, exactly as produced.
+            now_ms: the current time (log-append timestamps, segment age, flushing).
+            from_client: apply the rules Kafka applies to producers' batches (offset
+                range matches the record count, no control batches, a producer id
+                needs a sequence). The broker's own writes (transaction markers) pass
+                False.
+
+        Returns:
+            The offsets assigned.
+
+        Raises:
+            CorruptRecordError: truncated input, a bad length or magic, or a CRC mismatch.
+            RecordTooLargeError: a batch is larger than ``message_max_bytes``.
+            RecordBatchTooLargeError: the append is larger than ``segment_bytes``.
+            InvalidRecordError: no batches, a legacy (magic 0/1) batch, an unknown
+                codec or an inconsistent header.
+            LogStorageError: the write failed (nothing was written) or the log is offline.
+        """
+        if self._closed or self._offline is not None:
+            self._check_usable()
+        buf = bytearray(records)
+        n = len(buf)
+        if not n:
+            raise InvalidRecordError("the records are empty: at least one record batch is needed")
+        view = memoryview(buf)
+        cfg = self._config
+        max_size = cfg.message_max_bytes
+        log_append = self._log_append_time
+        epoch = self.leader_epoch
+        first = offset = self._next_offset
+        unpack = _BATCH_HEADER.unpack_from
+        prefix = _PREFIX.pack_into
+        batches: list[tuple[int, int, int, int]] = []
+        count_total = 0
+        pos = 0
+        append = batches.append
+        while pos < n:
+            if n - pos < BATCH_HEADER_SIZE:
+                raise CorruptRecordError(
+                    f"truncated record batch at byte {pos}: {n - pos} bytes cannot hold a header"
+                )
+            (_, length, _, magic, crc, attrs, lod, _, max_ts, pid, _, seq, count) = unpack(buf, pos)
+            end = pos + length + 12
+            # One combined test keeps the accepted path short; _reject names the fault.
+            if (
+                magic != 2
+                or length < 49
+                or end > n
+                or end - pos > max_size
+                or crc32c(view[pos + 21 : end]) != crc
+                or lod < 0
+                or attrs & 0x07 > 4
+                or (from_client and (lod + 1 != count or attrs & 0x20 or (pid >= 0 and seq < 0)))
+            ):
+                _reject(view, pos, max_size, from_client)
+            if log_append:
+                max_ts = now_ms
+                _stamp(buf, view, pos, end, attrs | 0x08, now_ms)
+            elif attrs & 0x08:
+                # A CreateTime topic keeps the producer's timestamps, whatever it claimed.
+                _stamp(buf, view, pos, end, attrs & ~0x08, max_ts)
+            prefix(buf, pos, offset, length, epoch)
+            append((pos, end - pos, offset, max_ts))
+            offset += lod + 1
+            count_total += count
+            pos = end
+        view.release()
+        if n > cfg.segment_bytes:
+            raise RecordBatchTooLargeError(
+                f"{n} bytes of record batches cannot fit a segment of segment.bytes={cfg.segment_bytes}"
+            )
+        seg = self._segments[-1]
+        if seg.size and (
+            seg.size + n > cfg.segment_bytes
+            or now_ms - seg.roll_base_ms > cfg.segment_ms
+            or offset - 1 - seg.base_offset > INT32_MAX
+        ):
+            seg = self._roll()
+        if self._clean_marker:
+            self._mark_dirty()
+        try:
+            seg.append(buf, batches, offset, interval=cfg.index_interval_bytes, now_ms=now_ms)
+        except BrokenSegmentError as exc:
+            self._offline = f"a failed write could not be undone: {exc}"
+            raise LogStorageError(f"{self._dir}: {self._offline}") from exc
+        except OSError as exc:
+            raise LogStorageError(f"{self._dir}: write failed, nothing appended: {exc}") from exc
+        self._next_offset = offset
+        self._unflushed += count_total
+        if self._flush_policy and self._flush_due(now_ms):
+            self.flush(now_ms=now_ms)
+        return AppendResult(first, offset - 1, now_ms if log_append else -1, self._log_start)
+
+    # -- read ------------------------------------------------------------------------------
+
+    def read(
+        self,
+        offset: int,
+        max_bytes: int,
+        *,
+        upper_bound: int | None = None,
+        min_one_batch: bool = True,
+    ) -> ReadResult:
+        """Whole batches starting with the one that holds ``offset``.
+
+        Args:
+            offset: the first offset wanted; a batch holding it is returned whole.
+            max_bytes: the most bytes to return (whole batches only).
+            upper_bound: batches whose base offset is at or after this are left out
+                (e.g. the last stable offset); defaults to the log end offset.
+            min_one_batch: return the first batch even when it is larger than
+                ``max_bytes`` (otherwise return nothing in that case).
+
+        Returns:
+            The chunks; empty when ``offset`` is the log end offset (or at/after
+            ``upper_bound``).
+
+        Raises:
+            OffsetOutOfRangeError: ``offset`` is below the log start offset or above
+                the log end offset.
+            LogStorageError: a read failed or the log is offline.
+        """
+        self._check_usable()
+        leo = self._next_offset
+        if offset < self._log_start or offset > leo:
+            raise OffsetOutOfRangeError(
+                f"offset {offset} is outside [{self._log_start}, {leo}] in {self._dir.name}"
+            )
+        upper = leo if upper_bound is None or upper_bound > leo else upper_bound
+        if offset >= upper:
+            return ReadResult([], 0, offset)
+        try:
+            return self._read(offset, max(max_bytes, 0), upper, min_one_batch)
+        except OSError as exc:
+            raise LogStorageError(f"{self._dir}: read failed: {exc}") from exc
+
+    def _read(self, offset: int, max_bytes: int, upper: int, min_one_batch: bool) -> ReadResult:
+        segments = self._segments
+        i = bisect_right(self._bases, offset) - 1
+        seg = segments[i]
+        start, base, b_size = seg.locate(offset)
+        while b_size == 0:  # not in this segment (only at a segment's very end)
+            i += 1
+            if i == len(segments):
+                return ReadResult([], 0, offset)
+            seg = segments[i]
+            start, base, b_size = seg.locate(offset)
+        if base >= upper:
+            return ReadResult([], 0, offset)
+        chunks: list[FileChunk] = []
+        end = seg.end_position(start, start + max_bytes, upper)
+        if end == start:
+            if not min_one_batch:
+                return ReadResult([], 0, offset)
+            end = start + b_size
+        chunks.append(FileChunk(seg.fd, start, end - start, seg.handle))
+        total = end - start
+        # Fill the rest of the budget from the next segments, whole batches only.
+        while end == seg.size and total < max_bytes and i + 1 < len(segments):
+            i += 1
+            seg = segments[i]
+            if seg.base_offset >= upper:
+                break
+            end = seg.end_position(0, max_bytes - total, upper)
+            if end == 0:
+                break
+            chunks.append(FileChunk(seg.fd, 0, end, seg.handle))
+            total += end
+        return ReadResult(chunks, total, base)
+
+    # -- timestamps ------------------------------------------------------------------------
+
+    def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
+        """The earliest record whose timestamp is at least ``timestamp_ms`` (ListOffsets).
+
+        The time index finds the first batch with ``max_timestamp >= timestamp_ms``;
+        that batch's records are then searched for the first one at or after the
+        timestamp, skipping records below the log start offset.
+
+        Returns:
+            ``(offset, timestamp)`` of that record, or None when no record is that recent.
+
+        Raises:
+            LogStorageError: a read failed or the log is offline.
+        """
+        self._check_usable()
+        log_start = self._log_start
+        try:
+            for seg in self._segments:
+                if seg.next_offset <= log_start:
+                    continue
+                found = seg.find_timestamp(timestamp_ms, log_start)
+                if found is not None:
+                    pos, b_size, max_ts = found
+                    data = seg.read_at(pos, b_size)
+                    return _first_record_at(data, timestamp_ms, log_start, max_ts)
+        except OSError as exc:
+            raise LogStorageError(f"{self._dir}: read failed: {exc}") from exc
+        return None
+
+    def offset_of_max_timestamp(self) -> tuple[int, int] | None:
+        """The record with the largest timestamp (ListOffsets' MAX_TIMESTAMP, -3).
+
+        Returns:
+            ``(offset, timestamp)``, or None when the log holds no timestamped record.
+
+        Raises:
+            LogStorageError: a read failed or the log is offline.
+        """
+        self._check_usable()
+        best: Segment | None = None
+        for seg in self._segments:
+            if (
+                seg.next_offset > self._log_start
+                and seg.max_timestamp >= 0
+                and (best is None or seg.max_timestamp > best.max_timestamp)
+            ):
+                best = seg
+        if best is None:
+            return None
+        target = best.max_timestamp
+        try:
+            pos, _, b_size = best.locate(best.max_timestamp_offset)
+            data = best.read_at(pos, b_size)
+        except OSError as exc:
+            raise LogStorageError(f"{self._dir}: read failed: {exc}") from exc
+        offset, ts = _first_record_at(data, target, self._log_start, target)
+        return offset, ts
+
+    # -- deletion --------------------------------------------------------------------------
+
+    def delete_records(self, before_offset: int) -> int:
+        """Move the log start offset (DeleteRecords), deleting segments wholly below it.
+
+        Args:
+            before_offset: the new log start offset; -1 means the high watermark.
+
+        Returns:
+            The log start offset afterwards (unchanged when ``before_offset`` is lower).
+
+        Raises:
+            OffsetOutOfRangeError: ``before_offset`` is above the log end offset.
+            LogStorageError: the checkpoint cannot be written or the log is offline.
+        """
+        self._check_usable()
+        if before_offset == -1:
+            before_offset = self._next_offset
+        if before_offset < 0 or before_offset > self._next_offset:
+            raise OffsetOutOfRangeError(
+                f"cannot delete records before {before_offset}: the log ends at {self._next_offset}"
+            )
+        if before_offset > self._log_start:
+            self._log_start = before_offset
+            try:
+                self._write_checkpoint()
+            except OSError as exc:
+                raise LogStorageError(f"{self._dir}: cannot write the checkpoint: {exc}") from exc
+            self._delete_oldest(self._count_below_start(0))
+        return self._log_start
+
+    def apply_retention(self, now_ms: int) -> int:
+        """Delete old segments by time (``retention_ms``) and size (``retention_bytes``).
+
+        Only whole segments go, oldest first, never the active one; segments wholly
+        below the log start offset go too.
+
+        Args:
+            now_ms: the current time.
+
+        Returns:
+            The number of segments deleted.
+        """
+        self._check_usable()
+        cfg = self._config
+        candidates = self._segments[:-1]
+        count = 0
+        if "delete" in cfg.cleanup_policy.split(","):
+            if cfg.retention_ms >= 0:
+                for seg in candidates:
+                    newest = seg.max_timestamp if seg.max_timestamp >= 0 else seg.last_modified_ms()
+                    if now_ms - newest <= cfg.retention_ms:
+                        break
+                    count += 1
+            if cfg.retention_bytes >= 0:
+                excess = sum(seg.size for seg in self._segments[count:]) - cfg.retention_bytes
+                for seg in candidates[count:]:
+                    if excess < seg.size:
+                        break
+                    excess -= seg.size
+                    count += 1
+        count = self._count_below_start(count)
+        self._delete_oldest(count)
+        return count
+
+    def _count_below_start(self, count: int) -> int:
+        """Extend ``count`` over the non-active segments that hold nothing readable."""
+        segments = self._segments
+        while count < len(segments) - 1 and segments[count].next_offset <= self._log_start:
+            count += 1
+        return count
+
+    def _delete_oldest(self, count: int) -> None:
+        for _ in range(count):
+            seg = self._segments.pop(0)
+            del self._bases[0]
+            seg.delete()
+        if count:
+            self._log_start = max(self._log_start, self._segments[0].base_offset)
+
+    # -- rolling, flushing, closing ---------------------------------------------------------
+
+    def maybe_roll(self, now_ms: int) -> bool:
+        """Roll the active segment if it is non-empty and older than ``segment_ms``
+        (or full), so that retention can delete it later.
+
+        Returns:
+            Whether a new segment was started.
+
+        Raises:
+            LogStorageError: the new segment cannot be created or the log is offline.
+        """
+        self._check_usable()
+        seg = self._segments[-1]
+        cfg = self._config
+        if seg.size and (
+            now_ms - seg.roll_base_ms > cfg.segment_ms or seg.size >= cfg.segment_bytes
+        ):
+            self._roll()
+            return True
+        return False
+
+    def _roll(self) -> Segment:
+        if self._clean_marker:
+            self._mark_dirty()
+        try:
+            self._segments[-1].flush()
+            seg = Segment.create(self._dir, self._next_offset)
+        except OSError as exc:
+            raise LogStorageError(f"{self._dir}: cannot roll a new segment: {exc}") from exc
+        self._segments.append(seg)
+        self._bases.append(seg.base_offset)
+        self._recovery_point = seg.base_offset
+        try:
+            self._write_checkpoint()
+        except OSError as exc:
+            # Only costs a longer recovery after a crash: the old recovery point stays valid.
+            logger.warning("%s: cannot write the checkpoint: %s", self._dir, exc)
+        return seg
+
+    def flush(self, *, now_ms: int | None = None) -> None:
+        """fsync the active segment and its indexes (older ones were synced on roll).
+
+        Args:
+            now_ms: the current time, to restart the ``flush_interval_ms`` clock.
+
+        Raises:
+            LogStorageError: fsync failed or the log is offline.
+        """
+        self._check_usable()
+        try:
+            self._segments[-1].flush()
+        except OSError as exc:
+            raise LogStorageError(f"{self._dir}: flush failed: {exc}") from exc
+        self._unflushed = 0
+        if now_ms is not None:
+            self._last_flush_ms = now_ms
+
+    def _flush_due(self, now_ms: int) -> bool:
+        cfg = self._config
+        every = cfg.flush_interval_messages
+        interval = cfg.flush_interval_ms
+        return (every is not None and self._unflushed >= every) or (
+            interval is not None and now_ms - self._last_flush_ms >= interval
+        )
+
+    def maybe_flush(self, now_ms: int) -> bool:
+        """Flush when ``flush_interval_ms`` has passed since the last flush and data is pending.
+
+        Returns:
+            Whether a flush happened.
+        """
+        interval = self._config.flush_interval_ms
+        if interval is None or self._closed or self._offline or not self._unflushed:
+            return False
+        if now_ms - self._last_flush_ms < interval:
+            return False
+        self.flush(now_ms=now_ms)
+        return True
+
+    def close(self) -> None:
+        """Flush, record a clean shutdown and release the files (idempotent).
+
+        Read chunks handed out earlier stay readable until dropped.
+        """
+        if self._closed:
+            return
+        try:
+            if not self._clean_marker and self._offline is None:
+                self._segments[-1].flush()
+                self._recovery_point = self._next_offset
+                self._write_checkpoint()
+                fd = os.open(self._dir / CLEAN_SHUTDOWN_FILE, os.O_WRONLY | os.O_CREAT, 0o644)
+                os.close(fd)
+                _fsync_dir(self._dir)
+        except OSError as exc:
+            logger.warning("%s: unclean close, recovery will run on open: %s", self._dir, exc)
+        finally:
+            self._release()
+
+    def _release(self) -> None:
+        self._closed = True
+        for seg in self._segments:
+            seg.release()
+
+    def _abandon(self) -> None:
+        """Release the files without flushing (the log is being deleted)."""
+        if not self._closed:
+            self._release()
+
+    # -- helpers -----------------------------------------------------------------------------
+
+    def _check_usable(self) -> None:
+        if self._closed:
+            raise LogStorageError(f"{self._dir}: the log is closed")
+        if self._offline is not None:
+            raise LogStorageError(f"{self._dir}: the log is offline: {self._offline}")
+
+    def _mark_dirty(self) -> None:
+        """Remove the clean-shutdown marker durably, before the files change."""
+        try:
+            (self._dir / CLEAN_SHUTDOWN_FILE).unlink(missing_ok=True)
+            _fsync_dir(self._dir)
+        except OSError as exc:
+            raise LogStorageError(
+                f"{self._dir}: cannot remove the clean-shutdown marker: {exc}"
+            ) from exc
+        self._clean_marker = False
+
+    def _write_checkpoint(self) -> None:
+        data = {
+            "version": 1,
+            "log_start_offset": self._log_start,
+            "recovery_point": self._recovery_point,
+        }
+        atomic_write(self._dir / CHECKPOINT_FILE, json.dumps(data).encode())
+
+    def __repr__(self) -> str:
+        return (
+            f"<PartitionLog {self._dir.name} [{self._log_start}, {self._next_offset}) "
+            f"{len(self._segments)} segment(s)>"
+        )
+
+
+def _has_flush_policy(config: LogConfig) -> bool:
+    return config.flush_interval_messages is not None or config.flush_interval_ms is not None
+
+
+def _stamp(buf: bytearray, view: memoryview, pos: int, end: int, attrs: int, max_ts: int) -> None:
+    """Rewrite a batch's timestamp type and max_timestamp, then its CRC."""
+    _I16.pack_into(buf, pos + 21, attrs)
+    _I64.pack_into(buf, pos + 35, max_ts)
+    _U32.pack_into(buf, pos + 17, crc32c(view[pos + 21 : end]))
+
+
+def _reject(view: memoryview, pos: int, max_size: int, from_client: bool) -> None:
+    """Raise the error for the first rule that the batch at ``pos`` breaks."""
+    n = len(view)
+    (_, length, _, magic, crc, attrs, lod, _, _, pid, _, seq, count) = _BATCH_HEADER.unpack_from(
+        view, pos
+    )
+    size = length + LOG_OVERHEAD
+    if magic != 2:
+        if magic in (0, 1):
+            raise InvalidRecordError(
+                f"message format v{magic} at byte {pos}: only magic 2 batches are accepted"
+            )
+        raise CorruptRecordError(f"invalid magic {magic} at byte {pos + 16}")
+    if length < BATCH_HEADER_SIZE - LOG_OVERHEAD or size > n - pos:
+        raise CorruptRecordError(
+            f"batch length {length} at byte {pos + 8} does not fit the {n} bytes given"
+        )
+    if size > max_size:
+        raise RecordTooLargeError(
+            f"a record batch of {size} bytes exceeds max.message.bytes ({max_size})"
+        )
+    if crc32c(view[pos + 21 : pos + size]) != crc:
+        raise CorruptRecordError(f"CRC mismatch in the record batch at byte {pos}")
+    if attrs & _CODEC_MASK > 4:
+        raise InvalidRecordError(f"unknown compression codec {attrs & _CODEC_MASK}")
+    if lod < 0:
+        raise InvalidRecordError(f"negative last_offset_delta {lod}")
+    if from_client:
+        if count <= 0 or lod + 1 != count:
+            raise InvalidRecordError(
+                f"record batch claims {count} records but an offset range of {lod + 1}"
+            )
+        if attrs & _CONTROL_BIT:
+            raise InvalidRecordError("clients may not write control batches")
+        if pid >= 0 and seq < 0:
+            raise InvalidRecordError(f"producer id {pid} with invalid base sequence {seq}")
+    raise AssertionError("unreachable: the batch breaks no rule")  # pragma: no cover
+
+
+def _first_record_at(data: bytes, timestamp: int, min_offset: int, max_ts: int) -> tuple[int, int]:
+    """The first record of a batch at/after ``timestamp`` and ``min_offset``."""
+    from trafka.codec.errors import DecodeError
+    from trafka.codec.records import decode_batch
+
+    base = _I64.unpack_from(data, 0)[0]
+    try:
+        batch = decode_batch(data, verify=False)
+    except DecodeError as exc:
+        logger.warning("cannot decode the batch at offset %d for a timestamp lookup: %s", base, exc)
+        return max(base, min_offset), max_ts
+    for record in batch.records:
+        if record.timestamp >= timestamp and record.offset >= min_offset:
+            return record.offset, record.timestamp
+    return max(base, min_offset), max_ts
+
+
+def _read_checkpoint(path: Path) -> tuple[int, int] | None:
+    try:
+        data = json.loads(path.read_bytes())
+        return int(data["log_start_offset"]), int(data["recovery_point"])
+    except FileNotFoundError:
+        return None
+    except (ValueError, KeyError, TypeError) as exc:
+        logger.warning("%s is unreadable (%s); recovering the whole log", path, exc)
+        return None
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    """Replace ``path`` with ``data`` so that a crash leaves the old or the new content.
+
+    Writes a temporary file, fsyncs it, renames it over ``path`` and fsyncs the directory.
+
+    Raises:
+        OSError: any step failed (``path`` is then unchanged).
+    """
+    tmp = path.with_name(path.name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0), 0o644)
+    try:
+        write_all(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    _fsync_dir(path.parent)
+
+
+def _fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+# -- topic configs --------------------------------------------------------------------------------
+
+
+class ConfigType(enum.IntEnum):
+    """Kafka's config value types, as DescribeConfigs reports them."""
+
+    UNKNOWN = 0
+    BOOLEAN = 1
+    STRING = 2
+    INT = 3
+    SHORT = 4
+    LONG = 5
+    DOUBLE = 6
+    LIST = 7
+    CLASS = 8
+    PASSWORD = 9
+
+
+class ConfigSource(enum.IntEnum):
+    """Where a config value comes from, as DescribeConfigs reports it."""
+
+    UNKNOWN = 0
+    DYNAMIC_TOPIC_CONFIG = 1
+    DYNAMIC_BROKER_CONFIG = 2
+    DYNAMIC_DEFAULT_BROKER_CONFIG = 3
+    STATIC_BROKER_CONFIG = 4
+    DEFAULT_CONFIG = 5
+    DYNAMIC_BROKER_LOGGER_CONFIG = 6
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ConfigEntry:
+    """One topic config as DescribeConfigs reports it."""
+
+    name: str
+    value: str | None
+    is_default: bool
+    read_only: bool
+    sensitive: bool
+    source: ConfigSource
+    config_type: ConfigType = ConfigType.UNKNOWN
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _ConfigDef:
+    type: ConfigType
+    field: str | None = None  # the LogConfig field it sets; None: stored, no effect here
+    default: str | None = None  # Kafka's default, for configs without a field
+    low: float | None = None
+    high: float | None = None
+    choices: tuple[str, ...] = ()
+
+
+_I = ConfigType.INT
+_L = ConfigType.LONG
+
+# Topic configs brokerlite implements (with a LogConfig field) and the other Kafka
+# topic configs, which it accepts and reports but which change nothing on a single
+# node without compaction or tiered storage. Rejecting those would break tools
+# (Kafka Streams, Connect, schema registries) that set them routinely.
+_TOPIC_CONFIGS: dict[str, _ConfigDef] = {
+    "cleanup.policy": _ConfigDef(ConfigType.LIST, "cleanup_policy", choices=("compact", "delete")),
+    "flush.messages": _ConfigDef(_L, "flush_interval_messages", low=1),
+    "flush.ms": _ConfigDef(_L, "flush_interval_ms", low=0),
+    "index.interval.bytes": _ConfigDef(_I, "index_interval_bytes", low=0),
+    "max.message.bytes": _ConfigDef(_I, "message_max_bytes", low=0),
+    "message.timestamp.type": _ConfigDef(
+        ConfigType.STRING, "message_timestamp_type", choices=("CreateTime", "LogAppendTime")
+    ),
+    "retention.bytes": _ConfigDef(_L, "retention_bytes", low=-1),
+    "retention.ms": _ConfigDef(_L, "retention_ms", low=-1),
+    "segment.bytes": _ConfigDef(_I, "segment_bytes", low=14),
+    "segment.ms": _ConfigDef(_L, "segment_ms", low=1),
+    "compression.type": _ConfigDef(
+        ConfigType.STRING,
+        default="producer",
+        choices=("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"),
+    ),
+    "compression.gzip.level": _ConfigDef(_I, default="-1", low=-1, high=9),
+    "compression.lz4.level": _ConfigDef(_I, default="9", low=1, high=17),
+    "compression.zstd.level": _ConfigDef(_I, default="3", low=-131072, high=22),
+    "delete.retention.ms": _ConfigDef(_L, default="86400000", low=0),
+    "file.delete.delay.ms": _ConfigDef(_L, default="60000", low=0),
+    "follower.replication.throttled.replicas": _ConfigDef(ConfigType.LIST, default=""),
+    "leader.replication.throttled.replicas": _ConfigDef(ConfigType.LIST, default=""),
+    "local.retention.bytes": _ConfigDef(_L, default="-2", low=-2),
+    "local.retention.ms": _ConfigDef(_L, default="-2", low=-2),
+    "max.compaction.lag.ms": _ConfigDef(_L, default=str(_LONG_MAX), low=1),
+    "message.timestamp.after.max.ms": _ConfigDef(_L, default="3600000", low=0),
+    "message.timestamp.before.max.ms": _ConfigDef(_L, default=str(_LONG_MAX), low=0),
+    "min.cleanable.dirty.ratio": _ConfigDef(ConfigType.DOUBLE, default="0.5", low=0, high=1),
+    "min.compaction.lag.ms": _ConfigDef(_L, default="0", low=0),
+    "min.insync.replicas": _ConfigDef(_I, default="1", low=1),
+    "preallocate": _ConfigDef(ConfigType.BOOLEAN, default="false"),
+    "remote.log.copy.disable": _ConfigDef(ConfigType.BOOLEAN, default="false"),
+    "remote.log.delete.on.disable": _ConfigDef(ConfigType.BOOLEAN, default="false"),
+    "remote.storage.enable": _ConfigDef(ConfigType.BOOLEAN, default="false"),
+    "segment.index.bytes": _ConfigDef(_I, default="10485760", low=4),
+    "segment.jitter.ms": _ConfigDef(_L, default="0", low=0),
+    "unclean.leader.election.enable": _ConfigDef(ConfigType.BOOLEAN, default="false"),
+}
+
+# LogConfig field names whose dotted spelling is not the topic config's name.
+_PYTHON_NAMES = {
+    "message_max_bytes": "max.message.bytes",
+    "flush_interval_messages": "flush.messages",
+    "flush_interval_ms": "flush.ms",
+}
+# "Never" for the flush settings: Kafka's Long.MAX_VALUE default, None in LogConfig.
+_NONE_AS_LONG_MAX = ("flush_interval_messages", "flush_interval_ms")
+
+
+def _config_name(key: str) -> str:
+    if key in _TOPIC_CONFIGS:
+        return key
+    name = _PYTHON_NAMES.get(key, key.replace("_", "."))
+    if name not in _TOPIC_CONFIGS:
+        raise InvalidConfigError(f"unknown topic config {key!r}")
+    return name
+
+
+def _parse_config(name: str, value: str) -> str:
+    """Validate one topic config value; returns its normalised string form."""
+    spec = _TOPIC_CONFIGS[name]
+    if not isinstance(value, str):
+        raise InvalidConfigError(f"{name}: the value must be a string, got {value!r}")
+    text = value.strip()
+    kind = spec.type
+    number: float
+    if kind in (ConfigType.INT, ConfigType.LONG):
+        try:
+            number = int(text)
+        except ValueError:
+            raise InvalidConfigError(f"{name}: {value!r} is not an integer") from None
+        bits = 31 if kind == ConfigType.INT else 63
+        if not -(2**bits) <= number < 2**bits:
+            raise InvalidConfigError(f"{name}: {value!r} is out of range")
+        text = str(number)
+    elif kind == ConfigType.DOUBLE:
+        try:
+            number = float(text)
+        except ValueError:
+            raise InvalidConfigError(f"{name}: {value!r} is not a number") from None
+    elif kind == ConfigType.BOOLEAN:
+        if text.lower() not in ("true", "false"):
+            raise InvalidConfigError(f"{name}: {value!r} is not true or false")
+        return text.lower()
+    elif kind == ConfigType.LIST:
+        items = [item.strip() for item in text.split(",") if item.strip()]
+        if spec.choices:
+            bad = [item for item in items if item not in spec.choices]
+            if bad or not items:
+                raise InvalidConfigError(
+                    f"{name}: {value!r} is not a list of {', '.join(spec.choices)}"
+                )
+            items = sorted(set(items))
+        return ",".join(items)
+    else:
+        if spec.choices and text not in spec.choices:
+            raise InvalidConfigError(f"{name}: {value!r} is not one of {', '.join(spec.choices)}")
+        return text
+    if spec.low is not None and number < spec.low:
+        raise InvalidConfigError(f"{name}: {value!r} is below the minimum {spec.low:g}")
+    if spec.high is not None and number > spec.high:
+        raise InvalidConfigError(f"{name}: {value!r} is above the maximum {spec.high:g}")
+    return text
+
+
+def _normalise_configs(configs: Mapping[str, str | None]) -> dict[str, str | None]:
+    out: dict[str, str | None] = {}
+    for key, value in configs.items():
+        name = _config_name(key)
+        out[name] = None if value is None else _parse_config(name, value)
+    return out
+
+
+def _field_value(field: str, text: str) -> Any:
+    if field in _NONE_AS_LONG_MAX:
+        number = int(text)
+        return None if number == _LONG_MAX else number
+    if _TOPIC_CONFIGS[_PYTHON_NAMES.get(field, field.replace("_", "."))].type in (
+        ConfigType.INT,
+        ConfigType.LONG,
+    ):
+        return int(text)
+    return text
+
+
+def _field_text(field: str, value: Any) -> str:
+    return str(_LONG_MAX) if value is None and field in _NONE_AS_LONG_MAX else str(value)
+
+
+def _effective_config(default: LogConfig, overrides: Mapping[str, str]) -> LogConfig:
+    changes = {}
+    for name, text in overrides.items():
+        field = _TOPIC_CONFIGS[name].field
+        if field is not None:
+            changes[field] = _field_value(field, text)
+    try:
+        return dataclasses.replace(default, **changes) if changes else default
+    except ValueError as exc:
+        raise InvalidConfigError(str(exc)) from exc
+
+
+# -- topic registry -------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class TopicInfo:
+    """A topic as the registry records it.
+
+    Attributes:
+        name: the topic's name.
+        topic_id: its id (random, never zero).
+        num_partitions: how many partitions it has.
+        configs: its config overrides (Kafka names, normalised values); treat as read-only.
+    """
+
+    name: str
+    topic_id: uuid.UUID
+    num_partitions: int
+    configs: dict[str, str]
+
+
+_LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+")
+_MAX_TOPIC_LENGTH = 249
+
+
+def validate_topic_name(name: str) -> None:
+    """Check Kafka's topic naming rules.
+
+    Raises:
+        InvalidTopicError: empty, ``.`` or ``..``, longer than 249 characters, or a
+            character other than ASCII letters, digits, ``.``, ``_`` and ``-``.
+    """
+    if not isinstance(name, str) or not name:
+        raise InvalidTopicError("the topic name is empty")
+    if name in (".", ".."):
+        raise InvalidTopicError(f"the topic name cannot be {name!r}")
+    if len(name) > _MAX_TOPIC_LENGTH:
+        raise InvalidTopicError(
+            f"the topic name is {len(name)} characters long; the maximum is {_MAX_TOPIC_LENGTH}"
+        )
+    if not _LEGAL_TOPIC.fullmatch(name):
+        raise InvalidTopicError(
+            f"the topic name {name!r} has characters other than ASCII letters, digits, '.', '_', '-'"
+        )
+
+
+def _new_topic_id() -> uuid.UUID:
+    # Like Kafka: never the zero id, and never one whose base64 form starts with
+    # '-' (which command-line tools would read as an option).
+    import base64
+
+    while True:
+        topic_id = uuid.uuid4()
+        if not base64.urlsafe_b64encode(topic_id.bytes).startswith(b"-"):
+            return topic_id
+
+
+def _wall_ms() -> int:
+    import time
+
+    return time.time_ns() // 1_000_000
+
+
+class LogManager:
+    """The topics of a data directory, their partition logs and their configs.
+
+    The registry (names, ids, partition counts, config overrides) is one JSON file
+    replaced atomically on every change, so it survives crashes; changes are
+    written before the partition directories are created or removed. A topic's
+    deletion is durable once :meth:`delete_topic` returns; its directories are
+    renamed ``*-delete`` and removed (again at the next start if interrupted).
+
+    Args:
+        data_dir: the directory (created when missing). It is locked (``flock``)
+            while this manager is open.
+        default_config: the settings of topics without overrides.
+        now_ms: the current time (defaults to the wall clock).
+
+    Raises:
+        LogStorageError: the directory is locked by another manager, or unreadable.
+    """
+
+    def __init__(
+        self, data_dir: Path, default_config: LogConfig | None = None, *, now_ms: int | None = None
+    ) -> None:
+        import fcntl
+
+        self._data_dir = Path(data_dir)
+        self._default = default_config if default_config is not None else LogConfig()
+        self._topics: dict[str, TopicInfo] = {}
+        self._by_id: dict[uuid.UUID, str] = {}
+        self._logs: dict[tuple[str, int], PartitionLog] = {}
+        self._configs: dict[str, LogConfig] = {}
+        self._closed = False
+        now = _wall_ms() if now_ms is None else now_ms
+        try:
+            self._data_dir.mkdir(parents=True, exist_ok=True)
+            self._lock_fd = os.open(self._data_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise LogStorageError(f"cannot use the data directory {data_dir}: {exc}") from exc
+        try:
+            fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            os.close(self._lock_fd)
+            raise LogStorageError(
+                f"the data directory {data_dir} is in use by another broker"
+            ) from exc
+        try:
+            self._load(now)
+        except BaseException:
+            self.close()
+            raise
+
+    def _load(self, now_ms: int) -> None:
+        for entry in os.scandir(self._data_dir):
+            if entry.is_dir() and entry.name.endswith("-delete"):
+                shutil.rmtree(entry.path, ignore_errors=True)
+            elif entry.name.endswith(".tmp"):
+                os.unlink(entry.path)
+        path = self._data_dir / REGISTRY_FILE
+        try:
+            raw = json.loads(path.read_bytes())
+            topics = raw["topics"]
+        except FileNotFoundError:
+            topics = {}
+        except (ValueError, KeyError, TypeError) as exc:
+            raise LogStorageError(f"the topic registry {path} is unreadable: {exc}") from exc
+        try:
+            for name, entry in topics.items():
+                info = TopicInfo(
+                    name=name,
+                    topic_id=uuid.UUID(entry["topic_id"]),
+                    num_partitions=int(entry["num_partitions"]),
+                    configs={str(k): str(v) for k, v in entry["configs"].items()},
+                )
+                self._topics[name] = info
+                self._by_id[info.topic_id] = name
+                self._configs[name] = _effective_config(self._default, info.configs)
+        except (ValueError, KeyError, TypeError, AttributeError, InvalidConfigError) as exc:
+            raise LogStorageError(f"the topic registry {path} is unreadable: {exc}") from exc
+        for info in self._topics.values():
+            for index in range(info.num_partitions):
+                self._open_partition(info.name, index, now_ms)
+
+    # -- queries ---------------------------------------------------------------------------
+
+    @property
+    def data_dir(self) -> Path:
+        return self._data_dir
+
+    @property
+    def default_config(self) -> LogConfig:
+        return self._default
+
+    def topics(self) -> list[TopicInfo]:
+        """Every topic, sorted by name."""
+        return [self._topics[name] for name in sorted(self._topics)]
+
+    def topic(self, name: str) -> TopicInfo | None:
+        """The topic called ``name``, or None."""
+        return self._topics.get(name)
+
+    def topic_by_id(self, topic_id: uuid.UUID) -> TopicInfo | None:
+        """The topic with this id, or None."""
+        name = self._by_id.get(topic_id)
+        return None if name is None else self._topics[name]
+
+    def partition(self, name: str, index: int) -> PartitionLog:
+        """The log of one partition.
+
+        Raises:
+            UnknownTopicOrPartitionError: no such topic or partition.
+        """
+        log = self._logs.get((name, index))
+        if log is None:
+            raise UnknownTopicOrPartitionError(f"unknown topic-partition {name}-{index}")
+        return log
+
+    def partitions(self, name: str) -> list[PartitionLog]:
+        """All partition logs of a topic, by index.
+
+        Raises:
+            UnknownTopicOrPartitionError: no such topic.
+        """
+        info = self._require(name)
+        return [self._logs[(name, i)] for i in range(info.num_partitions)]
+
+    def config(self, name: str) -> LogConfig:
+        """A topic's effective settings.
+
+        Raises:
+            UnknownTopicOrPartitionError: no such topic.
+        """
+        self._require(name)
+        return self._configs[name]
+
+    # -- topic changes -----------------------------------------------------------------------
+
+    def create_topic(
+        self,
+        name: str,
+        num_partitions: int,
+        configs: Mapping[str, str | None] | None = None,
+        *,
+        validate_only: bool = False,
+        now_ms: int | None = None,
+    ) -> TopicInfo:
+        """Create a topic and its partition logs.
+
+        Args:
+            name: the topic's name (Kafka's rules; see :func:`validate_topic_name`).
+            num_partitions: at least 1.
+            configs: config overrides, by Kafka name (``retention.ms``) or Python
+                spelling (``retention_ms``); None values are skipped.
+            validate_only: check everything but change nothing (CreateTopics' flag).
+            now_ms: the current time (defaults to the wall clock).
+
+        Returns:
+            The new topic.
+
+        Raises:
+            InvalidTopicError: a bad name, or one that collides with an existing
+                topic once '.' and '_' are treated alike (as Kafka forbids).
+            TopicExistsError: the topic exists.
+            InvalidPartitionsError: ``num_partitions`` below 1.
+            InvalidConfigError: an unknown config, or a bad value.
+            LogStorageError: the registry or a log cannot be written.
+        """
+        self._check_open()
+        validate_topic_name(name)
+        if name in self._topics:
+            raise TopicExistsError(f"topic {name!r} already exists")
+        folded = name.replace(".", "_")
+        for other in self._topics:
+            if other.replace(".", "_") == folded:
+                raise InvalidTopicError(f"topic {name!r} collides with existing topic {other!r}")
+        if not isinstance(num_partitions, int) or num_partitions < 1:
+            raise InvalidPartitionsError(
+                f"the number of partitions must be at least 1, got {num_partitions}"
+            )
+        overrides = {k: v for k, v in _normalise_configs(configs or {}).items() if v is not None}
+        config = _effective_config(self._default, overrides)
+        info = TopicInfo(
+            name=name, topic_id=_new_topic_id(), num_partitions=num_partitions, configs=overrides
+        )
+        if validate_only:
+            return info
+        self._topics[name] = info
+        self._by_id[info.topic_id] = name
+        self._configs[name] = config
+        try:
+            self._save()
+        except BaseException:
+            del self._topics[name], self._by_id[info.topic_id], self._configs[name]
+            raise
+        now = _wall_ms() if now_ms is None else now_ms
+        for index in range(num_partitions):
+            self._open_partition(name, index, now, fresh=True)
+        return info
+
+    def delete_topic(self, name: str) -> None:
+        """Delete a topic and its data.
+
+        Read chunks handed out earlier stay readable until dropped.
+
+        Raises:
+            UnknownTopicOrPartitionError: no such topic.
+            LogStorageError: the registry cannot be written.
+        """
+        self._check_open()
+        info = self._require(name)
+        del self._topics[name]
+        del self._by_id[info.topic_id]
+        config = self._configs.pop(name)
+        try:
+            self._save()
+        except BaseException:
+            self._topics[name] = info
+            self._by_id[info.topic_id] = name
+            self._configs[name] = config
+            raise
+        for index in range(info.num_partitions):
+            log = self._logs.pop((name, index), None)
+            if log is not None:
+                log._abandon()
+            self._remove_partition_dir(name, index, info.topic_id.hex)
+
+    def create_partitions(
+        self, name: str, total: int, *, validate_only: bool = False, now_ms: int | None = None
+    ) -> TopicInfo:
+        """Grow a topic to ``total`` partitions.
+
+        Raises:
+            UnknownTopicOrPartitionError: no such topic.
+            InvalidPartitionsError: ``total`` is not larger than the current count.
+            LogStorageError: the registry or a log cannot be written.
+        """
+        self._check_open()
+        info = self._require(name)
+        if not isinstance(total, int) or total <= info.num_partitions:
+            raise InvalidPartitionsError(
+                f"topic {name!r} has {info.num_partitions} partitions; cannot change it to {total}"
+            )
+        new = dataclasses.replace(info, num_partitions=total)
+        if validate_only:
+            return new
+        self._topics[name] = new
+        try:
+            self._save()
+        except BaseException:
+            self._topics[name] = info
+            raise
+        now = _wall_ms() if now_ms is None else now_ms
+        for index in range(info.num_partitions, total):
+            self._open_partition(name, index, now, fresh=True)
+        return new
+
+    def describe_configs(self, name: str) -> list[ConfigEntry]:
+        """Every topic config with its value and source, sorted by name.
+
+        Raises:
+            UnknownTopicOrPartitionError: no such topic.
+        """
+        info = self._require(name)
+        config = self._configs[name]
+        builtin = LogConfig()
+        out = []
+        for key in sorted(_TOPIC_CONFIGS):
+            spec = _TOPIC_CONFIGS[key]
+            if key in info.configs:
+                value: str | None = info.configs[key]
+                source = ConfigSource.DYNAMIC_TOPIC_CONFIG
+            elif spec.field is not None:
+                value = _field_text(spec.field, getattr(config, spec.field))
+                differs = getattr(self._default, spec.field) != getattr(builtin, spec.field)
+                source = (
+                    ConfigSource.STATIC_BROKER_CONFIG if differs else ConfigSource.DEFAULT_CONFIG
+                )
+            else:
+                value = spec.default
+                source = ConfigSource.DEFAULT_CONFIG
+            out.append(
+                ConfigEntry(
+                    name=key,
+                    value=value,
+                    is_default=source == ConfigSource.DEFAULT_CONFIG,
+                    read_only=False,
+                    sensitive=False,
+                    source=source,
+                    config_type=spec.type,
+                )
+            )
+        return out
+
+    def alter_configs(
+        self,
+        name: str,
+        changes: Mapping[str, str | None],
+        *,
+        incremental: bool = True,
+        validate_only: bool = False,
+    ) -> TopicInfo:
+        """Change a topic's config overrides; the logs pick them up at once.
+
+        Args:
+            name: the topic.
+            changes: config name -> new value, or None to return to the default.
+            incremental: apply ``changes`` to the current overrides
+                (IncrementalAlterConfigs); False replaces the whole set (AlterConfigs).
+            validate_only: check, change nothing.
+
+        Returns:
+            The topic with its new overrides.
+
+        Raises:
+            UnknownTopicOrPartitionError: no such topic.
+            InvalidConfigError: an unknown config or a bad value.
+            LogStorageError: the registry cannot be written.
+        """
+        self._check_open()
+        info = self._require(name)
+        parsed = _normalise_configs(changes)
+        overrides = dict(info.configs) if incremental else {}
+        for key, value in parsed.items():
+            if value is None:
+                overrides.pop(key, None)
+            else:
+                overrides[key] = value
+        config = _effective_config(self._default, overrides)
+        new = dataclasses.replace(info, configs=overrides)
+        if validate_only:
+            return new
+        self._topics[name] = new
+        try:
+            self._save()
+        except BaseException:
+            self._topics[name] = info
+            raise
+        self._configs[name] = config
+        for index in range(info.num_partitions):
+            self._logs[(name, index)].reconfigure(config)
+        return new
+
+    # -- maintenance -----------------------------------------------------------------------
+
+    def apply_retention(self, now_ms: int) -> int:
+        """Roll segments older than ``segment_ms``, then apply every log's retention.
+
+        Returns:
+            The number of segments deleted.
+        """
+        deleted = 0
+        for log in list(self._logs.values()):
+            try:
+                log.maybe_roll(now_ms)
+                deleted += log.apply_retention(now_ms)
+            except LogStorageError as exc:
+                logger.warning("retention skipped for %s: %s", log.directory.name, exc)
+        return deleted
+
+    def maybe_flush_all(self, now_ms: int) -> int:
+        """Flush the logs whose ``flush_interval_ms`` has passed.
+
+        Returns:
+            How many logs were flushed.
+        """
+        return sum(1 for log in list(self._logs.values()) if log.maybe_flush(now_ms))
+
+    def flush_all(self) -> None:
+        """fsync every log.
+
+        Raises:
+            LogStorageError: an fsync failed.
+        """
+        for log in self._logs.values():
+            log.flush()
+
+    def close(self) -> None:
+        """Close every log (clean shutdown) and unlock the directory (idempotent)."""
+        if self._closed:
+            return
+        self._closed = True
+        for log in self._logs.values():
+            log.close()
+        self._logs.clear()
+        os.close(self._lock_fd)
+
+    def __enter__(self) -> LogManager:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- helpers ---------------------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise LogStorageError("the log manager is closed")
+
+    def _require(self, name: str) -> TopicInfo:
+        info = self._topics.get(name)
+        if info is None:
+            raise UnknownTopicOrPartitionError(f"unknown topic {name!r}")
+        return info
+
+    def _partition_dir(self, name: str, index: int) -> Path:
+        return self._data_dir / f"{name}-{index}"
+
+    def _open_partition(self, name: str, index: int, now_ms: int, *, fresh: bool = False) -> None:
+        directory = self._partition_dir(name, index)
+        if fresh and directory.exists():
+            # Left by a deletion interrupted between the registry write and the
+            # rename: it belongs to an older topic of the same name.
+            self._remove_partition_dir(name, index, "stale")
+        self._logs[(name, index)] = PartitionLog.open(directory, self._configs[name], now_ms=now_ms)
+
+    def _remove_partition_dir(self, name: str, index: int, tag: str) -> None:
+        directory = self._partition_dir(name, index)
+        target = directory.with_name(f"{directory.name}.{tag}{uuid.uuid4().hex[:8]}-delete")
+        try:
+            os.replace(directory, target)
+        except FileNotFoundError:
+            return
+        except OSError as exc:
+            logger.warning("cannot rename %s for deletion: %s", directory, exc)
+            return
+        shutil.rmtree(target, ignore_errors=True)
+
+    def _save(self) -> None:
+        data = {
+            "version": 1,
+            "topics": {
+                name: {
+                    "topic_id": str(info.topic_id),
+                    "num_partitions": info.num_partitions,
+                    "configs": info.configs,
+                }
+                for name, info in sorted(self._topics.items())
+            },
+        }
+        try:
+            atomic_write(self._data_dir / REGISTRY_FILE, json.dumps(data, indent=1).encode())
+        except OSError as exc:
+            raise LogStorageError(f"cannot write the topic registry: {exc}") from exc
