@@ -1,0 +1,1059 @@
+"""brokerlite's transaction coordinator: Kafka's exactly-once protocol, sans-IO.
+
+:class:`TransactionCoordinator` takes decoded requests (the generated codec
+dataclasses), the request version and the current time, and returns responses plus
+the side effects the broker must carry out. It owns no socket, task or clock. It
+follows Kafka's ``TransactionCoordinator``/``TransactionMetadata`` with transaction
+version 1 semantics: one producer epoch per producer session, not per transaction
+(KIP-890 part 2 is not implemented; brokerlite does not advertise the
+``transaction.version`` feature, so clients do not expect it).
+
+Calling protocol:
+
+* Every request method writes the transaction journal before it answers; a journal
+  failure is COORDINATOR_NOT_AVAILABLE (retriable) and changes nothing.
+* Completing a transaction is a side effect. :meth:`~TransactionCoordinator.end_txn`,
+  :meth:`~TransactionCoordinator.init_producer_id` (fencing an open transaction)
+  and :meth:`~TransactionCoordinator.tick` (timeouts, retries, restart) return
+  :class:`TxnCompletion` objects. For each, the broker appends a COMMIT/ABORT
+  control batch (:func:`trafka.codec.records.encode_control_batch`) to every
+  partition in ``markers`` (skipping partitions that no longer exist or whose
+  producer state rejects the marker as fenced), applies ``offsets`` to the offset
+  store when committing, and then calls
+  :meth:`~TransactionCoordinator.markers_written`. Until then the transaction stays
+  in PrepareCommit/PrepareAbort and its requests get CONCURRENT_TRANSACTIONS; a
+  completion not acknowledged within ``marker_retry_backoff_ms`` is issued again by
+  :meth:`~TransactionCoordinator.tick`, so writing a marker twice must be harmless
+  (it is: a marker for a producer without an open transaction only updates epochs).
+* The broker calls :meth:`~TransactionCoordinator.tick` when
+  :meth:`~TransactionCoordinator.next_deadline` is reached.
+
+Rules and invariants (Kafka's):
+
+* States: Empty -> Ongoing (AddPartitionsToTxn/AddOffsetsToTxn) -> PrepareCommit or
+  PrepareAbort (EndTxn, timeout, fencing) -> CompleteCommit/CompleteAbort (markers
+  written) -> Ongoing (next transaction) or Empty (InitProducerId). An id is
+  deleted ("Dead") when it stays Empty/Complete* for ``transactional_id_expiration_ms``.
+* InitProducerId without a transactional id returns a fresh producer id with epoch
+  0, always. With one: a new id gets a fresh producer id and epoch 0; an existing
+  one keeps its producer id and gets the next epoch, which fences every older
+  instance. If a transaction is Ongoing it is aborted first with the epoch bumped
+  (so the abort markers fence the old instance on every partition) and the answer
+  is CONCURRENT_TRANSACTIONS; the client retries and gets the epoch after that. An
+  exhausted epoch (32766) moves to a new producer id at epoch 0.
+* KIP-360 (InitProducerId v3+ with ``producer_id``/``producer_epoch``): the epoch
+  given must be the current one (it is bumped) or the previous one (a retry; the
+  current epoch is returned), and the producer id the current one (or the previous
+  one after an exhausted epoch); otherwise PRODUCER_FENCED.
+* Transaction APIs check, in order: the transactional id is known and bound to the
+  producer id (INVALID_PRODUCER_ID_MAPPING), the epoch is the current one
+  (PRODUCER_FENCED, INVALID_PRODUCER_EPOCH before AddPartitionsToTxn/AddOffsetsToTxn/
+  EndTxn v2 and InitProducerId v4), then the state (CONCURRENT_TRANSACTIONS while
+  Prepare*, INVALID_TXN_STATE for an EndTxn that contradicts it). EndTxn repeating
+  a completed outcome succeeds (a retry).
+* A transaction times out ``timeout_ms`` after its first partition or group was
+  added: it is aborted with the epoch bumped, fencing the producer.
+* TxnOffsetCommit (KIP-447): the offsets are held by the transaction (durably, in
+  the journal) and applied to the group only by a commit; an abort drops them.
+  The group's member id, instance id and generation are checked by the
+  ``validate_group`` callable (see :func:`classic_group_validator`).
+* After a restart every Prepare* transaction is completed again (its markers
+  re-issued by the first :meth:`~TransactionCoordinator.tick`) and Ongoing ones
+  time out as usual.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import heapq
+import logging
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, NamedTuple
+
+from trafka.brokerlite.offsets import CommittedOffset
+from trafka.brokerlite.txn_journal import (
+    TransactionState,
+    TxnJournal,
+    TxnJournalError,
+    TxnRecord,
+)
+from trafka.codec.errors import ErrorCode
+from trafka.codec.messages import k22_init_producer_id as _ipi
+from trafka.codec.messages import k24_add_partitions_to_txn as _apt
+from trafka.codec.messages import k25_add_offsets_to_txn as _aot
+from trafka.codec.messages import k26_end_txn as _et
+from trafka.codec.messages import k28_txn_offset_commit as _toc
+from trafka.codec.messages import k65_describe_transactions as _dt
+from trafka.codec.messages import k66_list_transactions as _lt
+
+if TYPE_CHECKING:
+    from trafka.brokerlite.groups import GroupCoordinator
+
+__all__ = [
+    "DEFAULT_MAX_TIMEOUT_MS",
+    "TransactionCoordinator",
+    "TransactionState",
+    "TxnCompletion",
+    "TxnMarker",
+    "TxnRecord",
+    "classic_group_validator",
+]
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MAX_TIMEOUT_MS = 900_000  # transaction.max.timeout.ms
+DEFAULT_TRANSACTIONAL_ID_EXPIRATION_MS = 604_800_000  # transactional.id.expiration.ms
+DEFAULT_EXPIRATION_CHECK_INTERVAL_MS = 3_600_000
+DEFAULT_MARKER_RETRY_BACKOFF_MS = 1_000
+PRODUCER_ID_BLOCK = 1000
+NO_PRODUCER_ID = -1
+NO_PRODUCER_EPOCH = -1
+_MAX_EPOCH = 32767
+
+_S = TransactionState
+_PREPARED = (_S.PREPARE_COMMIT, _S.PREPARE_ABORT)
+_COMPLETE = (_S.COMPLETE_COMMIT, _S.COMPLETE_ABORT)
+_TIMEOUT = "timeout"
+_MARKERS = "markers"
+_EXPIRE = "expire"
+
+# The API version from which each transaction API can carry PRODUCER_FENCED; older
+# clients get INVALID_PRODUCER_EPOCH instead, which they handle the same way (KIP-588).
+_FENCED_SINCE = {22: 4, 24: 2, 25: 2, 26: 2}
+
+GroupValidator = Callable[[str, int, str, "str | None"], ErrorCode]
+
+
+def is_epoch_exhausted(epoch: int) -> bool:
+    """Kafka keeps the last epoch free so that an instance can always be fenced."""
+    return epoch >= _MAX_EPOCH - 1
+
+
+def _always(_topic: str, _partition: int) -> bool:
+    return True
+
+
+def _accept_group(_group: str, _generation: int, _member: str, _instance: str | None) -> ErrorCode:
+    return ErrorCode.NONE
+
+
+class TxnMarker(NamedTuple):
+    """One control batch the broker must append."""
+
+    topic: str
+    partition: int
+    producer_id: int
+    producer_epoch: int
+    coordinator_epoch: int
+    commit: bool
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class TxnCompletion:
+    """A transaction outcome for the broker to write (see the module docstring).
+
+    Attributes:
+        transactional_id: the transaction's id.
+        producer_id, producer_epoch: the producer as the markers carry it.
+        coordinator_epoch: the coordinator epoch for the markers.
+        commit: True to commit, False to abort.
+        markers: one per partition in the transaction.
+        offsets: when committing, the group offsets to apply:
+            ``group -> (topic, partition) -> CommittedOffset``; empty when aborting.
+        groups: every group whose pending offsets this outcome settles.
+    """
+
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    coordinator_epoch: int
+    commit: bool
+    markers: tuple[TxnMarker, ...]
+    offsets: Mapping[str, Mapping[tuple[str, int], CommittedOffset]]
+    groups: tuple[str, ...]
+
+
+def _topic_results(
+    order: dict[str, list[int]], codes: dict[tuple[str, int], ErrorCode]
+) -> list[_apt.AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult]:
+    Result = _apt.AddPartitionsToTxnResponse
+    return [
+        Result.AddPartitionsToTxnTopicResult(
+            name=name,
+            results_by_partition=[
+                Result.AddPartitionsToTxnPartitionResult(
+                    partition_index=p, partition_error_code=codes[(name, p)]
+                )
+                for p in parts
+            ],
+        )
+        for name, parts in order.items()
+    ]
+
+
+def classic_group_validator(groups: GroupCoordinator) -> GroupValidator:
+    """Kafka's group checks for TxnOffsetCommit, against brokerlite's group coordinator.
+
+    Unlike OffsetCommit, a transactional commit is accepted during a rebalance and
+    from a producer that is not a group member (generation -1, empty member id);
+    the checks are: static member fenced (FENCED_INSTANCE_ID), unknown member id
+    (UNKNOWN_MEMBER_ID), generation (ILLEGAL_GENERATION) when one is given.
+
+    Args:
+        groups: the broker's group coordinator (only its read-only ``group()`` is used).
+
+    Returns:
+        A ``(group_id, generation_id, member_id, group_instance_id) -> ErrorCode``
+        callable for :class:`TransactionCoordinator`.
+    """
+
+    def validate(
+        group_id: str, generation_id: int, member_id: str, instance: str | None
+    ) -> ErrorCode:
+        group = groups.group(group_id)
+        if group is None:
+            # Kafka creates an empty group (generation 0) for the offsets.
+            if member_id:
+                return ErrorCode.UNKNOWN_MEMBER_ID
+            if generation_id >= 0 and generation_id != 0:
+                return ErrorCode.ILLEGAL_GENERATION
+            return ErrorCode.NONE
+        if instance is not None:
+            owner = group.static_members.get(instance)
+            if owner is not None and owner != member_id:
+                return ErrorCode.FENCED_INSTANCE_ID
+        if member_id and member_id not in group.members:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if generation_id >= 0 and generation_id != group.generation_id:
+            return ErrorCode.ILLEGAL_GENERATION
+        return ErrorCode.NONE
+
+    return validate
+
+
+class _Refused(Exception):
+    """A request is answered with an error without changing anything (internal)."""
+
+    def __init__(self, code: ErrorCode) -> None:
+        super().__init__(code.name)
+        self.code = code
+
+
+class TransactionCoordinator:
+    """Kafka's transaction coordinator for one broker, without I/O.
+
+    Args:
+        journal: where transaction metadata and producer-id reservations persist;
+            transactions found in it are resumed (see the module docstring).
+        allocate_producer_id: hands out producer ids; by default they come from the
+            journal in reserved blocks. Pass the broker's allocator if it already
+            has one, so that ids never come from two counters.
+        max_timeout_ms: Kafka's ``transaction.max.timeout.ms``.
+        transactional_id_expiration_ms: Kafka's ``transactional.id.expiration.ms``.
+        expiration_check_interval_ms: Kafka's
+            ``transaction.remove.expired.transaction.cleanup.interval.ms``.
+        marker_retry_backoff_ms: how long a completion may stay unacknowledged
+            before :meth:`tick` issues it again.
+        coordinator_epoch: the epoch written in markers (one node: constant).
+        partition_exists: ``(topic, partition) -> bool``; AddPartitionsToTxn and
+            TxnOffsetCommit answer UNKNOWN_TOPIC_OR_PARTITION where it is False.
+        validate_group: ``(group_id, generation_id, member_id, group_instance_id) ->
+            ErrorCode`` for TxnOffsetCommit v3+ (KIP-447); see
+            :func:`classic_group_validator`. By default every commit is accepted.
+        offset_metadata_max_bytes: Kafka's ``offset.metadata.max.bytes``.
+    """
+
+    def __init__(
+        self,
+        journal: TxnJournal,
+        *,
+        allocate_producer_id: Callable[[], int] | None = None,
+        max_timeout_ms: int = DEFAULT_MAX_TIMEOUT_MS,
+        transactional_id_expiration_ms: int = DEFAULT_TRANSACTIONAL_ID_EXPIRATION_MS,
+        expiration_check_interval_ms: int = DEFAULT_EXPIRATION_CHECK_INTERVAL_MS,
+        marker_retry_backoff_ms: int = DEFAULT_MARKER_RETRY_BACKOFF_MS,
+        coordinator_epoch: int = 0,
+        partition_exists: Callable[[str, int], bool] = _always,
+        validate_group: GroupValidator = _accept_group,
+        offset_metadata_max_bytes: int = 4096,
+    ) -> None:
+        if max_timeout_ms <= 0:
+            raise ValueError("max_timeout_ms must be > 0")
+        self._journal = journal
+        self._allocate_external = allocate_producer_id
+        self._max_timeout_ms = max_timeout_ms
+        self._expiration_ms = transactional_id_expiration_ms
+        self._expiration_check_ms = expiration_check_interval_ms
+        self._retry_ms = marker_retry_backoff_ms
+        self._coordinator_epoch = coordinator_epoch
+        self._partition_exists = partition_exists
+        self._validate_group = validate_group
+        self._metadata_max = offset_metadata_max_bytes
+        self._records: dict[str, TxnRecord] = journal.records()
+        self._next_pid = journal.producer_id_limit
+        # transactional id -> when its completion is (re)issued; 0 = at the first tick
+        self._issue_at: dict[str, int] = {}
+        self._heap: list[tuple[int, int, str, str]] = []
+        self._seq = 0
+        self._next_expiration_ms: int | None = None
+        for tid, record in self._records.items():
+            if record.state in _PREPARED:
+                self._set_issue(tid, 0)
+            elif record.state is _S.ONGOING:
+                self._push(record.txn_start_ms + record.timeout_ms, tid, _TIMEOUT)
+
+    # -- introspection --------------------------------------------------------------------------
+
+    @property
+    def journal(self) -> TxnJournal:
+        """The journal the coordinator writes to."""
+        return self._journal
+
+    @property
+    def coordinator_epoch(self) -> int:
+        """The coordinator epoch written in markers."""
+        return self._coordinator_epoch
+
+    def record(self, transactional_id: str) -> TxnRecord | None:
+        """The current metadata of ``transactional_id``, or None."""
+        return self._records.get(transactional_id)
+
+    def transactional_ids(self) -> list[str]:
+        """Every known transactional id, sorted."""
+        return sorted(self._records)
+
+    def has_pending_offsets(self, group_id: str, topic: str, partition: int) -> bool:
+        """Whether an unfinished transaction holds an offset of ``group_id`` for the partition.
+
+        OffsetFetch with ``require_stable`` answers UNSTABLE_OFFSET_COMMIT for such
+        partitions.
+        """
+        return any(
+            (topic, partition) in r.pending_offsets.get(group_id, {})
+            for r in self._records.values()
+        )
+
+    def pending_offset_partitions(self, group_id: str) -> set[tuple[str, int]]:
+        """Every ``(topic, partition)`` of ``group_id`` with a pending transactional offset."""
+        out: set[tuple[str, int]] = set()
+        for r in self._records.values():
+            out.update(r.pending_offsets.get(group_id, {}))
+        return out
+
+    def verify_partition(
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        topic: str,
+        partition: int,
+    ) -> ErrorCode:
+        """Whether a transactional Produce to a partition belongs to an ongoing transaction.
+
+        Kafka checks this since KIP-890 part 1 to keep a late or zombie write from
+        opening a transaction nobody will ever end (which would hold the last
+        stable offset back forever).
+
+        Returns:
+            NONE; INVALID_PRODUCER_ID_MAPPING (unknown id or another producer id);
+            INVALID_PRODUCER_EPOCH (not the current epoch); INVALID_TXN_STATE (the
+            partition is not in an ongoing transaction).
+        """
+        record = self._records.get(transactional_id)
+        if record is None or record.producer_id != producer_id:
+            return ErrorCode.INVALID_PRODUCER_ID_MAPPING
+        if record.producer_epoch != producer_epoch:
+            return ErrorCode.INVALID_PRODUCER_EPOCH
+        if record.state is not _S.ONGOING or (topic, partition) not in record.partitions:
+            return ErrorCode.INVALID_TXN_STATE
+        return ErrorCode.NONE
+
+    # -- requests -------------------------------------------------------------------------------
+
+    def init_producer_id(
+        self, request: _ipi.InitProducerIdRequest, version: int, now_ms: int
+    ) -> tuple[_ipi.InitProducerIdResponse, list[TxnCompletion]]:
+        """Handle InitProducerId (v0-5), for idempotent and transactional producers.
+
+        Returns:
+            The response, and the completion to carry out when an ongoing transaction
+            of the previous instance is being aborted (the response is then
+            CONCURRENT_TRANSACTIONS and the client retries).
+        """
+        completions: list[TxnCompletion] = []
+        try:
+            pid, epoch = self._init(request, version, now_ms, completions)
+        except _Refused as refused:
+            code = self._fenced_code(refused.code, 22, version)
+            return _ipi.InitProducerIdResponse(
+                error_code=code, producer_id=-1, producer_epoch=-1
+            ), completions
+        return _ipi.InitProducerIdResponse(producer_id=pid, producer_epoch=epoch), completions
+
+    def add_partitions_to_txn(
+        self, request: _apt.AddPartitionsToTxnRequest, version: int, now_ms: int
+    ) -> _apt.AddPartitionsToTxnResponse:
+        """Handle AddPartitionsToTxn: v0-3 (clients: one transaction) and v4-5 (a
+        batch of transactions, each adding partitions or, with ``verify_only``,
+        checking which are in it, as brokers ask since KIP-890).
+
+        Per transaction: unknown partitions get UNKNOWN_TOPIC_OR_PARTITION and the
+        others OPERATION_NOT_ATTEMPTED (nothing is added); otherwise every partition
+        gets the one outcome (for ``verify_only``: NONE or INVALID_TXN_STATE each).
+        """
+        Result = _apt.AddPartitionsToTxnResponse
+        if version < 4:
+            order, codes = self._add_topics(
+                request.v3_and_below_transactional_id,
+                request.v3_and_below_producer_id,
+                request.v3_and_below_producer_epoch,
+                request.v3_and_below_topics,
+                False,
+                version,
+                now_ms,
+            )
+            return Result(results_by_topic_v3_and_below=_topic_results(order, codes))
+        results = []
+        for txn in request.transactions:
+            order, codes = self._add_topics(
+                txn.transactional_id,
+                txn.producer_id,
+                txn.producer_epoch,
+                txn.topics,
+                txn.verify_only,
+                version,
+                now_ms,
+            )
+            results.append(
+                Result.AddPartitionsToTxnResult(
+                    transactional_id=txn.transactional_id,
+                    topic_results=_topic_results(order, codes),
+                )
+            )
+        return Result(results_by_transaction=results)
+
+    def _add_topics(
+        self,
+        tid: str,
+        producer_id: int,
+        producer_epoch: int,
+        topics: list[_apt.AddPartitionsToTxnRequest.AddPartitionsToTxnTopic],
+        verify_only: bool,
+        version: int,
+        now_ms: int,
+    ) -> tuple[dict[str, list[int]], dict[tuple[str, int], ErrorCode]]:
+        order: dict[str, list[int]] = {}
+        for topic in topics:
+            seen = order.setdefault(topic.name, [])
+            seen.extend(p for p in topic.partitions if p not in seen)
+        wanted = [(t, p) for t, ps in order.items() for p in ps]
+        unknown = {tp for tp in wanted if not self._partition_exists(*tp)}
+        if unknown:
+            return order, {
+                tp: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                if tp in unknown
+                else ErrorCode.OPERATION_NOT_ATTEMPTED
+                for tp in wanted
+            }
+        if verify_only:
+            try:
+                record = self._checked(tid, producer_id, producer_epoch)
+                if record.state in _PREPARED:
+                    raise _Refused(ErrorCode.CONCURRENT_TRANSACTIONS)
+            except _Refused as refused:
+                return order, dict.fromkeys(wanted, refused.code)
+            return order, {
+                tp: ErrorCode.NONE if tp in record.partitions else ErrorCode.INVALID_TXN_STATE
+                for tp in wanted
+            }
+        code = self._add(tid, producer_id, producer_epoch, set(wanted), None, now_ms)
+        return order, dict.fromkeys(wanted, self._fenced_code(code, 24, version))
+
+    def add_offsets_to_txn(
+        self, request: _aot.AddOffsetsToTxnRequest, version: int, now_ms: int
+    ) -> _aot.AddOffsetsToTxnResponse:
+        """Handle AddOffsetsToTxn: add a consumer group's offsets to the transaction."""
+        if not request.group_id:
+            return _aot.AddOffsetsToTxnResponse(error_code=ErrorCode.INVALID_GROUP_ID)
+        code = self._add(
+            request.transactional_id,
+            request.producer_id,
+            request.producer_epoch,
+            set(),
+            request.group_id,
+            now_ms,
+        )
+        return _aot.AddOffsetsToTxnResponse(error_code=self._fenced_code(code, 25, version))
+
+    def end_txn(
+        self, request: _et.EndTxnRequest, version: int, now_ms: int
+    ) -> tuple[_et.EndTxnResponse, list[TxnCompletion]]:
+        """Handle EndTxn: commit or abort the ongoing transaction.
+
+        Transactions follow Kafka's transaction version 1 (one epoch per producer
+        session) at every version; v5 answers carry the (unchanged) producer id
+        and epoch.
+
+        Returns:
+            The response (sent as soon as the outcome is durable, as Kafka does),
+            and the completion to carry out (at most one).
+        """
+        completions: list[TxnCompletion] = []
+        code = self._end(
+            request.transactional_id,
+            request.producer_id,
+            request.producer_epoch,
+            request.committed,
+            now_ms,
+            completions,
+        )
+        code = self._fenced_code(code, 26, version)
+        record = self._records.get(request.transactional_id)
+        if version >= 5 and code is ErrorCode.NONE and record is not None:
+            # v5 reports the producer's id and epoch (transaction version 2 bumps the
+            # epoch per transaction); brokerlite keeps version 1's epoch, so it
+            # reports the unchanged one, which a v5 client goes on using.
+            return _et.EndTxnResponse(
+                error_code=code,
+                producer_id=record.producer_id,
+                producer_epoch=record.producer_epoch,
+            ), completions
+        return _et.EndTxnResponse(error_code=code), completions
+
+    def txn_offset_commit(
+        self, request: _toc.TxnOffsetCommitRequest, version: int, now_ms: int
+    ) -> _toc.TxnOffsetCommitResponse:
+        """Handle TxnOffsetCommit: hold offsets until the transaction commits.
+
+        Per partition, in Kafka's order: UNKNOWN_TOPIC_OR_PARTITION, then the
+        request-wide errors (INVALID_PRODUCER_ID_MAPPING, INVALID_PRODUCER_EPOCH,
+        INVALID_TXN_STATE when the group was not added with AddOffsetsToTxn or no
+        transaction is ongoing, CONCURRENT_TRANSACTIONS while it completes, the
+        group's FENCED_INSTANCE_ID / UNKNOWN_MEMBER_ID / ILLEGAL_GENERATION from v3),
+        then OFFSET_METADATA_TOO_LARGE.
+        """
+        codes: dict[tuple[int, int], ErrorCode] = {}
+        known: list[tuple[int, int]] = []
+        for ti, topic in enumerate(request.topics):
+            for pi, part in enumerate(topic.partitions):
+                if self._partition_exists(topic.name, part.partition_index):
+                    known.append((ti, pi))
+                else:
+                    codes[(ti, pi)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        if known:
+            error = self._check_txn_commit(request, version)
+            if error is not ErrorCode.NONE:
+                codes.update(dict.fromkeys(known, error))
+            else:
+                self._stage_offsets(request, version, now_ms, known, codes)
+        Response = _toc.TxnOffsetCommitResponse
+        return Response(
+            topics=[
+                Response.TxnOffsetCommitResponseTopic(
+                    name=topic.name,
+                    partitions=[
+                        Response.TxnOffsetCommitResponsePartition(
+                            partition_index=part.partition_index, error_code=codes[(ti, pi)]
+                        )
+                        for pi, part in enumerate(topic.partitions)
+                    ],
+                )
+                for ti, topic in enumerate(request.topics)
+            ]
+        )
+
+    def describe_transactions(
+        self, request: _dt.DescribeTransactionsRequest, version: int
+    ) -> _dt.DescribeTransactionsResponse:
+        """Handle DescribeTransactions (admin): TRANSACTIONAL_ID_NOT_FOUND for unknown ids."""
+        Response = _dt.DescribeTransactionsResponse
+        states = []
+        for tid in request.transactional_ids:
+            record = self._records.get(tid) if tid else None
+            if record is None:
+                code = (
+                    ErrorCode.INVALID_REQUEST if not tid else ErrorCode.TRANSACTIONAL_ID_NOT_FOUND
+                )
+                states.append(Response.TransactionState(error_code=code, transactional_id=tid))
+                continue
+            by_topic: dict[str, list[int]] = {}
+            for t, p in record.partitions:
+                by_topic.setdefault(t, []).append(p)
+            states.append(
+                Response.TransactionState(
+                    transactional_id=tid,
+                    transaction_state=record.state.value,
+                    transaction_timeout_ms=record.timeout_ms,
+                    transaction_start_time_ms=record.txn_start_ms,
+                    producer_id=record.producer_id,
+                    producer_epoch=record.producer_epoch,
+                    topics=[
+                        Response.TopicData(topic=t, partitions=ps) for t, ps in by_topic.items()
+                    ],
+                )
+            )
+        return Response(transaction_states=states)
+
+    def list_transactions(
+        self, request: _lt.ListTransactionsRequest, version: int, now_ms: int
+    ) -> _lt.ListTransactionsResponse:
+        """Handle ListTransactions (admin), with the state, producer id and (v1+)
+        duration filters; unknown state names are echoed in ``unknown_state_filters``."""
+        names = {s.value for s in TransactionState}
+        wanted_states = set(request.state_filters)
+        unknown = [s for s in request.state_filters if s not in names]
+        pids = set(request.producer_id_filters)
+        duration = request.duration_filter if version >= 1 else -1
+        Response = _lt.ListTransactionsResponse
+        listed = []
+        for tid in sorted(self._records):
+            r = self._records[tid]
+            if wanted_states and r.state.value not in wanted_states:
+                continue
+            if pids and r.producer_id not in pids:
+                continue
+            # As Kafka: an id without a transaction (start -1) passes the duration filter.
+            if duration >= 0 and now_ms - r.txn_start_ms <= duration:
+                continue
+            listed.append(
+                Response.TransactionState(
+                    transactional_id=tid, producer_id=r.producer_id, transaction_state=r.state.value
+                )
+            )
+        return Response(unknown_state_filters=unknown, transaction_states=listed)
+
+    # -- completions and time -------------------------------------------------------------------
+
+    def markers_written(self, completion: TxnCompletion, now_ms: int) -> bool:
+        """Record that the broker wrote a completion's markers (and applied its offsets).
+
+        A completion that no longer matches the transaction (already acknowledged,
+        or superseded) is ignored.
+
+        Returns:
+            True when the transaction moved to CompleteCommit/CompleteAbort; False
+            when ignored, or when the journal write failed (the completion is then
+            issued again later).
+        """
+        tid = completion.transactional_id
+        record = self._records.get(tid)
+        expected = _S.PREPARE_COMMIT if completion.commit else _S.PREPARE_ABORT
+        if (
+            record is None
+            or record.state is not expected
+            or record.producer_id != completion.producer_id
+            or record.producer_epoch != completion.producer_epoch
+        ):
+            return False
+        done = dataclasses.replace(
+            record,
+            state=_S.COMPLETE_COMMIT if completion.commit else _S.COMPLETE_ABORT,
+            partitions=(),
+            groups=(),
+            pending_offsets={},
+            last_update_ms=now_ms,
+        )
+        try:
+            self._write(done)
+        except _Refused:
+            return False
+        self._issue_at.pop(tid, None)
+        log.debug("transaction %s: %s complete", tid, done.state.value)
+        return True
+
+    def tick(self, now_ms: int) -> list[TxnCompletion]:
+        """Fire every timer due at ``now_ms``: transaction timeouts (abort, fencing the
+        producer), completions to issue again (and those pending since a restart),
+        and transactional-id expiry.
+
+        Returns:
+            The completions for the broker to carry out.
+        """
+        out: list[TxnCompletion] = []
+        if self._next_expiration_ms is None:
+            self._next_expiration_ms = now_ms + self._expiration_check_ms
+        while self._heap and self._heap[0][0] <= now_ms:
+            deadline, _, tid, kind = heapq.heappop(self._heap)
+            if not self._timer_valid(deadline, tid, kind):
+                continue
+            if kind == _TIMEOUT:
+                self._abort_timed_out(tid, now_ms, out)
+            elif kind == _MARKERS:
+                record = self._records[tid]
+                log.info("transaction %s: issuing %s markers again", tid, record.state.value)
+                out.append(self._issue(record, now_ms))
+        if now_ms >= self._next_expiration_ms:
+            self._expire(now_ms)
+            self._next_expiration_ms = now_ms + self._expiration_check_ms
+        return out
+
+    def next_deadline(self) -> int | None:
+        """When :meth:`tick` must next be called (ms); 0 means at once."""
+        while self._heap:
+            deadline, _, tid, kind = self._heap[0]
+            if self._timer_valid(deadline, tid, kind):
+                break
+            heapq.heappop(self._heap)
+        deadlines = [self._heap[0][0]] if self._heap else []
+        deadlines.append(0 if self._next_expiration_ms is None else self._next_expiration_ms)
+        return min(deadlines)
+
+    def close(self) -> None:
+        """Close the journal."""
+        self._journal.close()
+
+    # -- InitProducerId -------------------------------------------------------------------------
+
+    def _init(
+        self,
+        request: _ipi.InitProducerIdRequest,
+        version: int,
+        now_ms: int,
+        completions: list[TxnCompletion],
+    ) -> tuple[int, int]:
+        tid = request.transactional_id
+        if tid is None:
+            # An idempotent producer: always a fresh id (an epoch bump included).
+            return self._allocate(), 0
+        if not tid:
+            raise _Refused(ErrorCode.INVALID_REQUEST)
+        timeout = request.transaction_timeout_ms
+        if not 0 < timeout <= self._max_timeout_ms:
+            raise _Refused(ErrorCode.INVALID_TRANSACTION_TIMEOUT)
+        expected: tuple[int, int] | None = None
+        if version >= 3:
+            given = (request.producer_id, request.producer_epoch)
+            if given != (NO_PRODUCER_ID, NO_PRODUCER_EPOCH):
+                if given[0] == NO_PRODUCER_ID or given[1] == NO_PRODUCER_EPOCH:
+                    raise _Refused(ErrorCode.INVALID_REQUEST)
+                expected = given
+        record = self._records.get(tid)
+        if record is None:
+            record = TxnRecord(
+                transactional_id=tid,
+                producer_id=self._allocate(),
+                timeout_ms=timeout,
+                last_update_ms=now_ms,
+            )
+        if expected is not None and not (
+            record.producer_epoch == NO_PRODUCER_EPOCH
+            or expected[0] == record.producer_id
+            or (expected[0] == record.last_producer_id and is_epoch_exhausted(expected[1]))
+        ):
+            raise _Refused(ErrorCode.PRODUCER_FENCED)
+        if record.state in _PREPARED:
+            raise _Refused(ErrorCode.CONCURRENT_TRANSACTIONS)
+        if record.state is _S.ONGOING:
+            # Abort the previous instance's transaction with a bumped epoch (so its
+            # markers fence it everywhere) and let the client retry for its own epoch.
+            completions.append(self._fence_and_abort(record, now_ms))
+            log.info("transaction %s: aborting the ongoing transaction of a fenced instance", tid)
+            raise _Refused(ErrorCode.CONCURRENT_TRANSACTIONS)
+        if is_epoch_exhausted(record.producer_epoch) and (
+            expected is None or expected[1] == record.producer_epoch
+        ):
+            new_pid = self._allocate()
+            log.info(
+                "transaction %s: epochs exhausted, producer id %d -> %d",
+                tid,
+                record.producer_id,
+                new_pid,
+            )
+            epoch, last_epoch = (
+                0,
+                (record.producer_epoch if expected is not None else NO_PRODUCER_EPOCH),
+            )
+            pid = new_pid
+        else:
+            pid = record.producer_id
+            bumped = record.producer_epoch + 1
+            if expected is None:
+                epoch, last_epoch = bumped, NO_PRODUCER_EPOCH
+            elif record.producer_epoch == NO_PRODUCER_EPOCH or expected[1] == record.producer_epoch:
+                epoch, last_epoch = bumped, record.producer_epoch
+            elif expected[1] == record.last_producer_epoch:
+                # A retry of a bump whose answer was lost: same answer again.
+                epoch, last_epoch = record.producer_epoch, record.last_producer_epoch
+            else:
+                raise _Refused(ErrorCode.PRODUCER_FENCED)
+        ready = dataclasses.replace(
+            record,
+            producer_id=pid,
+            last_producer_id=record.producer_id,
+            producer_epoch=epoch,
+            last_producer_epoch=last_epoch,
+            timeout_ms=timeout,
+            state=_S.EMPTY,
+            partitions=(),
+            groups=(),
+            pending_offsets={},
+            txn_start_ms=-1,
+            last_update_ms=now_ms,
+        )
+        self._write(ready)
+        log.info("transaction %s: producer id %d epoch %d", tid, pid, epoch)
+        return pid, epoch
+
+    def _allocate(self) -> int:
+        if self._allocate_external is not None:
+            try:
+                return self._allocate_external()
+            except Exception as exc:
+                log.error("cannot allocate a producer id: %s", exc)
+                raise _Refused(ErrorCode.COORDINATOR_NOT_AVAILABLE) from exc
+        if self._next_pid >= self._journal.producer_id_limit:
+            try:
+                self._journal.reserve_producer_ids(self._next_pid + PRODUCER_ID_BLOCK)
+            except TxnJournalError as exc:
+                log.error("cannot reserve producer ids: %s", exc)
+                raise _Refused(ErrorCode.COORDINATOR_NOT_AVAILABLE) from exc
+        pid = self._next_pid
+        self._next_pid += 1
+        return pid
+
+    # -- AddPartitionsToTxn / AddOffsetsToTxn ---------------------------------------------------
+
+    def _add(
+        self,
+        tid: str,
+        producer_id: int,
+        producer_epoch: int,
+        partitions: set[tuple[str, int]],
+        group: str | None,
+        now_ms: int,
+    ) -> ErrorCode:
+        try:
+            record = self._checked(tid, producer_id, producer_epoch)
+            if record.state in _PREPARED:
+                raise _Refused(ErrorCode.CONCURRENT_TRANSACTIONS)
+            if (
+                record.state is _S.ONGOING
+                and partitions <= set(record.partitions)
+                and (group is None or group in record.groups)
+            ):
+                return ErrorCode.NONE
+            starting = record.state is not _S.ONGOING
+            groups = set(record.groups)
+            if group is not None:
+                groups.add(group)
+            ongoing = dataclasses.replace(
+                record,
+                state=_S.ONGOING,
+                partitions=tuple(sorted(set(record.partitions) | partitions)),
+                groups=tuple(sorted(groups)),
+                txn_start_ms=now_ms if starting else record.txn_start_ms,
+                last_update_ms=now_ms,
+            )
+            self._write(ongoing)
+        except _Refused as refused:
+            return refused.code
+        if starting:
+            self._push(ongoing.txn_start_ms + ongoing.timeout_ms, tid, _TIMEOUT)
+        return ErrorCode.NONE
+
+    def _checked(self, tid: str, producer_id: int, producer_epoch: int) -> TxnRecord:
+        if not tid:
+            raise _Refused(ErrorCode.INVALID_REQUEST)
+        record = self._records.get(tid)
+        if record is None or record.producer_id != producer_id:
+            raise _Refused(ErrorCode.INVALID_PRODUCER_ID_MAPPING)
+        if record.producer_epoch != producer_epoch:
+            raise _Refused(ErrorCode.PRODUCER_FENCED)
+        return record
+
+    # -- EndTxn ---------------------------------------------------------------------------------
+
+    def _end(
+        self,
+        tid: str,
+        producer_id: int,
+        producer_epoch: int,
+        commit: bool,
+        now_ms: int,
+        completions: list[TxnCompletion],
+    ) -> ErrorCode:
+        try:
+            record = self._checked(tid, producer_id, producer_epoch)
+        except _Refused as refused:
+            return refused.code
+        state = record.state
+        if state is _S.ONGOING:
+            prepared = dataclasses.replace(
+                record,
+                state=_S.PREPARE_COMMIT if commit else _S.PREPARE_ABORT,
+                last_update_ms=now_ms,
+            )
+            try:
+                self._write(prepared)
+            except _Refused as refused:
+                return refused.code
+            completions.append(self._issue(prepared, now_ms))
+            return ErrorCode.NONE
+        if state in _COMPLETE:
+            # A retry of an EndTxn that already completed is answered the same way.
+            same = (state is _S.COMPLETE_COMMIT) == commit
+            return ErrorCode.NONE if same else ErrorCode.INVALID_TXN_STATE
+        if state in _PREPARED:
+            same = (state is _S.PREPARE_COMMIT) == commit
+            return ErrorCode.CONCURRENT_TRANSACTIONS if same else ErrorCode.INVALID_TXN_STATE
+        return ErrorCode.INVALID_TXN_STATE
+
+    def _fence_and_abort(self, record: TxnRecord, now_ms: int) -> TxnCompletion:
+        epoch = record.producer_epoch
+        aborting = dataclasses.replace(
+            record,
+            producer_epoch=epoch + 1 if epoch < _MAX_EPOCH else epoch,
+            last_producer_epoch=NO_PRODUCER_EPOCH,
+            state=_S.PREPARE_ABORT,
+            last_update_ms=now_ms,
+        )
+        self._write(aborting)
+        return self._issue(aborting, now_ms)
+
+    def _abort_timed_out(self, tid: str, now_ms: int, out: list[TxnCompletion]) -> None:
+        record = self._records[tid]
+        log.info(
+            "transaction %s: timed out after %d ms, aborting (producer id %d epoch %d fenced)",
+            tid,
+            record.timeout_ms,
+            record.producer_id,
+            record.producer_epoch,
+        )
+        try:
+            out.append(self._fence_and_abort(record, now_ms))
+        except _Refused:
+            # The journal refused the write: try again shortly.
+            self._push(now_ms + self._retry_ms, tid, _TIMEOUT)
+
+    def _issue(self, record: TxnRecord, now_ms: int) -> TxnCompletion:
+        commit = record.state is _S.PREPARE_COMMIT
+        self._set_issue(record.transactional_id, now_ms + self._retry_ms)
+        return TxnCompletion(
+            transactional_id=record.transactional_id,
+            producer_id=record.producer_id,
+            producer_epoch=record.producer_epoch,
+            coordinator_epoch=self._coordinator_epoch,
+            commit=commit,
+            markers=tuple(
+                TxnMarker(
+                    t, p, record.producer_id, record.producer_epoch, self._coordinator_epoch, commit
+                )
+                for t, p in record.partitions
+            ),
+            offsets=dict(record.pending_offsets) if commit else {},
+            groups=record.groups,
+        )
+
+    # -- TxnOffsetCommit ------------------------------------------------------------------------
+
+    def _check_txn_commit(self, request: _toc.TxnOffsetCommitRequest, version: int) -> ErrorCode:
+        record = self._records.get(request.transactional_id)
+        if record is None or record.producer_id != request.producer_id:
+            return ErrorCode.INVALID_PRODUCER_ID_MAPPING
+        if record.producer_epoch != request.producer_epoch:
+            # What Kafka's offsets partition answers for a stale producer epoch.
+            return ErrorCode.INVALID_PRODUCER_EPOCH
+        if record.state in _PREPARED:
+            return ErrorCode.CONCURRENT_TRANSACTIONS
+        if record.state is not _S.ONGOING or request.group_id not in record.groups:
+            return ErrorCode.INVALID_TXN_STATE
+        if version >= 3:
+            return self._validate_group(
+                request.group_id,
+                request.generation_id,
+                request.member_id,
+                request.group_instance_id,
+            )
+        return ErrorCode.NONE
+
+    def _stage_offsets(
+        self,
+        request: _toc.TxnOffsetCommitRequest,
+        version: int,
+        now_ms: int,
+        known: list[tuple[int, int]],
+        codes: dict[tuple[int, int], ErrorCode],
+    ) -> None:
+        record = self._records[request.transactional_id]
+        staged: dict[tuple[str, int], CommittedOffset] = {}
+        accepted: list[tuple[int, int]] = []
+        for ti, pi in known:
+            topic = request.topics[ti]
+            part = topic.partitions[pi]
+            metadata = part.committed_metadata
+            if metadata is not None and len(metadata) > self._metadata_max:
+                codes[(ti, pi)] = ErrorCode.OFFSET_METADATA_TOO_LARGE
+                continue
+            staged[(topic.name, part.partition_index)] = CommittedOffset(
+                offset=part.committed_offset,
+                leader_epoch=part.committed_leader_epoch if version >= 2 else -1,
+                metadata=metadata,
+                commit_timestamp_ms=now_ms,
+            )
+            accepted.append((ti, pi))
+        if not accepted:
+            return
+        pending = dict(record.pending_offsets)
+        merged = dict(pending.get(request.group_id, {}))
+        merged.update(staged)
+        pending[request.group_id] = merged
+        try:
+            self._write(dataclasses.replace(record, pending_offsets=pending, last_update_ms=now_ms))
+        except _Refused as refused:
+            code = refused.code
+        else:
+            code = ErrorCode.NONE
+        for key in accepted:
+            codes[key] = code
+
+    # -- internals ------------------------------------------------------------------------------
+
+    def _write(self, record: TxnRecord) -> None:
+        try:
+            self._journal.put(record)
+        except TxnJournalError as exc:
+            log.error("transaction %s: journal write failed: %s", record.transactional_id, exc)
+            raise _Refused(ErrorCode.COORDINATOR_NOT_AVAILABLE) from exc
+        self._records[record.transactional_id] = record
+
+    def _expire(self, now_ms: int) -> None:
+        for tid, record in list(self._records.items()):
+            if record.state in (_S.EMPTY, *_COMPLETE) and (
+                record.last_update_ms + self._expiration_ms <= now_ms
+            ):
+                try:
+                    self._journal.delete(tid)
+                except TxnJournalError as exc:
+                    log.warning("transaction %s: expiry not written: %s", tid, exc)
+                    return
+                del self._records[tid]
+                self._issue_at.pop(tid, None)
+                log.info("transactional id %s expired", tid)
+
+    @staticmethod
+    def _fenced_code(code: ErrorCode, api_key: int, version: int) -> ErrorCode:
+        if code is ErrorCode.PRODUCER_FENCED and version < _FENCED_SINCE[api_key]:
+            return ErrorCode.INVALID_PRODUCER_EPOCH
+        return code
+
+    def _set_issue(self, tid: str, at: int) -> None:
+        self._issue_at[tid] = at
+        self._push(at, tid, _MARKERS)
+
+    def _push(self, deadline: int, tid: str, kind: str) -> None:
+        self._seq += 1
+        heapq.heappush(self._heap, (deadline, self._seq, tid, kind))
+
+    def _timer_valid(self, deadline: int, tid: str, kind: str) -> bool:
+        record = self._records.get(tid)
+        if record is None:
+            return False
+        if kind == _TIMEOUT:
+            # Stale timers of earlier transactions fall before this one's deadline; a
+            # retry after a failed abort falls after it.
+            return (
+                record.state is _S.ONGOING and deadline >= record.txn_start_ms + record.timeout_ms
+            )
+        if kind == _MARKERS:
+            return record.state in _PREPARED and self._issue_at.get(tid) == deadline
+        return False

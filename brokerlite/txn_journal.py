@@ -1,0 +1,614 @@
+"""Durable transaction-coordinator state for brokerlite: a CRC-checked journal.
+
+Kafka keeps this state in the ``__transaction_state`` topic; brokerlite keeps it in
+one append-only journal file, replayed into memory when the journal opens. The
+entry framing is that of :mod:`trafka.brokerlite.offsets`; :class:`CrcJournal`
+implements it (plus a header naming the store's format) as a reusable class.
+
+Journal format:
+
+* Every entry is ``length (u32 big-endian) | crc (u32 big-endian) | payload`` where
+  ``payload`` is one UTF-8 JSON object of ``length`` bytes and ``crc`` is the
+  CRC-32C of the payload.
+* The first entry names the format and its version. An entry whose kind this code
+  does not know is an error, never skipped: it was written by a newer brokerlite,
+  and dropping it would silently lose state.
+* Entry kinds of :class:`TxnJournal`: ``txn`` (the full metadata of one
+  transactional id, as Kafka writes a whole ``TransactionMetadata`` per
+  transition), ``delete`` (an expired transactional id) and ``pids`` (the first
+  producer id not yet reserved: ids below it may have been handed out).
+
+Rules and invariants:
+
+* State is last-writer-wins per key (transactional id); replaying the journal from
+  the start rebuilds it exactly.
+* A mutating method returns only after its entry is written (and fsynced when
+  ``fsync=True``); the in-memory state changes only after that, so a caller that
+  acknowledges a request after the method returns never acknowledges something a
+  crash can lose.
+* A crash mid-write leaves at most one torn entry, at the tail. Replay stops at the
+  first entry that is short, fails its CRC or does not parse, and truncates the
+  file there. A failed write is rolled back the same way (truncate to the last good
+  length), so a torn entry never precedes a later good one.
+* Producer ids are reserved in blocks: the ``pids`` entry is written before any id
+  of a new block is handed out, so a crash can skip ids but never repeat one.
+* Compaction rewrites the live state into a temporary file, fsyncs it, renames it
+  over the journal and fsyncs the directory: a crash at any point leaves either the
+  complete old journal or the complete new one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import enum
+import json
+import logging
+import os
+import struct
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from trafka.brokerlite.errors import BrokerError
+from trafka.brokerlite.offsets import CommittedOffset
+from trafka.codec.crc import crc32c
+from trafka.codec.errors import ErrorCode
+
+__all__ = [
+    "CrcJournal",
+    "TransactionState",
+    "TxnJournal",
+    "TxnJournalError",
+    "TxnRecord",
+]
+
+log = logging.getLogger(__name__)
+
+FORMAT_NAME = "trafka-transactions"
+FORMAT_VERSION = 1
+_HEAD = struct.Struct(">II")
+# A sanity bound for a length prefix: anything larger is a torn or corrupt entry.
+_MAX_ENTRY = 256 * 1024 * 1024
+# Compact when the journal is this many times larger than its live state.
+_GROWTH_FACTOR = 4
+
+
+class TxnJournalError(BrokerError):
+    """The transaction journal could not be read or written.
+
+    Raised for I/O errors (disk full, permissions), for a journal written by a newer
+    format or a different kind of store, and for use after the journal is closed.
+    """
+
+    code = ErrorCode.KAFKA_STORAGE_ERROR
+
+
+class TransactionState(enum.Enum):
+    """Kafka's transaction states; the values are Kafka's names (DescribeTransactions)."""
+
+    EMPTY = "Empty"
+    ONGOING = "Ongoing"
+    PREPARE_COMMIT = "PrepareCommit"
+    PREPARE_ABORT = "PrepareAbort"
+    COMPLETE_COMMIT = "CompleteCommit"
+    COMPLETE_ABORT = "CompleteAbort"
+    DEAD = "Dead"
+    PREPARE_EPOCH_FENCE = "PrepareEpochFence"
+
+
+PendingOffsets = Mapping[str, Mapping[tuple[str, int], CommittedOffset]]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class TxnRecord:
+    """The persisted metadata of one transactional id (Kafka's ``TransactionMetadata``).
+
+    Records are immutable: the coordinator builds the next record, writes it, and
+    only then replaces the old one. Treat the mappings as read-only.
+
+    Attributes:
+        transactional_id: the producer's ``transactional.id``.
+        producer_id: the producer id currently bound to the transactional id.
+        last_producer_id: the producer id before the latest InitProducerId (KIP-360
+            retries after a producer id rotation), -1 when none.
+        producer_epoch: the current epoch, -1 before the first InitProducerId completes.
+        last_producer_epoch: the epoch before the latest bump when the producer asked
+            for it (KIP-360 retries), else -1.
+        timeout_ms: the producer's ``transaction.timeout.ms``.
+        state: where the transaction is.
+        partitions: ``(topic, partition)`` pairs in the transaction, sorted.
+        groups: consumer groups whose offsets are in the transaction, sorted.
+        pending_offsets: offsets committed by TxnOffsetCommit in this transaction:
+            ``group -> (topic, partition) -> CommittedOffset``; applied on commit.
+        txn_start_ms: when the first partition or group was added, -1 when no
+            transaction has started.
+        last_update_ms: when the record last changed (drives expiration).
+    """
+
+    transactional_id: str
+    producer_id: int
+    last_producer_id: int = -1
+    producer_epoch: int = -1
+    last_producer_epoch: int = -1
+    timeout_ms: int = 60_000
+    state: TransactionState = TransactionState.EMPTY
+    partitions: tuple[tuple[str, int], ...] = ()
+    groups: tuple[str, ...] = ()
+    pending_offsets: PendingOffsets = dataclasses.field(default_factory=dict)
+    txn_start_ms: int = -1
+    last_update_ms: int = -1
+
+
+def _record_to_json(record: TxnRecord) -> dict[str, Any]:
+    return {
+        "kind": "txn",
+        "id": record.transactional_id,
+        "pid": record.producer_id,
+        "last_pid": record.last_producer_id,
+        "epoch": record.producer_epoch,
+        "last_epoch": record.last_producer_epoch,
+        "timeout_ms": record.timeout_ms,
+        "state": record.state.value,
+        "partitions": [[t, p] for t, p in record.partitions],
+        "groups": list(record.groups),
+        "offsets": {
+            group: [
+                [t, p, o.offset, o.leader_epoch, o.metadata, o.commit_timestamp_ms]
+                for (t, p), o in offsets.items()
+            ]
+            for group, offsets in record.pending_offsets.items()
+        },
+        "start_ms": record.txn_start_ms,
+        "update_ms": record.last_update_ms,
+    }
+
+
+def _record_from_json(obj: dict[str, Any]) -> TxnRecord:
+    offsets: dict[str, dict[tuple[str, int], CommittedOffset]] = {}
+    for group, rows in obj["offsets"].items():
+        offsets[str(group)] = {
+            (str(t), int(p)): CommittedOffset(int(o), int(le), md, int(ts))
+            for t, p, o, le, md, ts in rows
+        }
+    return TxnRecord(
+        transactional_id=str(obj["id"]),
+        producer_id=int(obj["pid"]),
+        last_producer_id=int(obj["last_pid"]),
+        producer_epoch=int(obj["epoch"]),
+        last_producer_epoch=int(obj["last_epoch"]),
+        timeout_ms=int(obj["timeout_ms"]),
+        state=TransactionState(obj["state"]),
+        partitions=tuple((str(t), int(p)) for t, p in obj["partitions"]),
+        groups=tuple(str(g) for g in obj["groups"]),
+        pending_offsets=offsets,
+        txn_start_ms=int(obj["start_ms"]),
+        last_update_ms=int(obj["update_ms"]),
+    )
+
+
+# --- generic framing ---------------------------------------------------------------------------
+
+
+def frame(entry: Mapping[str, Any]) -> bytes:
+    """One journal entry's bytes: length, CRC-32C, compact JSON."""
+    payload = json.dumps(entry, separators=(",", ":"), ensure_ascii=True).encode("utf-8")
+    return _HEAD.pack(len(payload), crc32c(payload)) + payload
+
+
+class _TornEntry(Exception):
+    """Replay met an entry that is incomplete or damaged (internal)."""
+
+
+def _read_entry(view: memoryview, pos: int) -> tuple[dict[str, Any], int]:
+    if len(view) - pos < _HEAD.size:
+        raise _TornEntry
+    length, crc = _HEAD.unpack_from(view, pos)
+    start = pos + _HEAD.size
+    end = start + length
+    if length > _MAX_ENTRY or end > len(view):
+        raise _TornEntry
+    payload = view[start:end]
+    if crc32c(payload) != crc:
+        raise _TornEntry
+    try:
+        entry = json.loads(bytes(payload).decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise _TornEntry from exc
+    if not isinstance(entry, dict):
+        raise _TornEntry
+    return entry, end
+
+
+class CrcJournal:
+    """An append-only file of CRC-checked JSON entries with a header and atomic rewrite.
+
+    The owner calls :meth:`open` once, gets the entries after the header, builds
+    its state from them, then calls :meth:`append` for each change and
+    :meth:`rewrite` to compact. See the module docstring for the rules.
+
+    Args:
+        path: the journal file; its directory is created if missing.
+        format_name: written in the header and checked on open, so that one store
+            never replays another's file.
+        version: the format version this code reads and writes.
+        fsync: fsync after every write.
+        error: the exception class raised for I/O and format errors.
+    """
+
+    def __init__(
+        self,
+        path: Path,
+        *,
+        format_name: str,
+        version: int,
+        fsync: bool = True,
+        error: type[BrokerError] = TxnJournalError,
+    ) -> None:
+        self._path = Path(path)
+        self._tmp_path = self._path.with_name(self._path.name + ".compact.tmp")
+        self._format = format_name
+        self._version = version
+        self._fsync = fsync
+        self._error = error
+        self._fd: int | None = None
+        self._size = 0
+        self._failed = False
+
+    @property
+    def path(self) -> Path:
+        """The journal file."""
+        return self._path
+
+    @property
+    def size(self) -> int:
+        """The journal's current size in bytes."""
+        return self._size
+
+    @property
+    def closed(self) -> bool:
+        """Whether the journal is closed (or was never opened)."""
+        return self._fd is None
+
+    def header(self) -> dict[str, Any]:
+        """The header entry this journal writes."""
+        return {"kind": "header", "format": self._format, "version": self._version}
+
+    def open(self) -> list[dict[str, Any]]:
+        """Read the journal, truncate a torn tail, and open it for appending.
+
+        A missing or empty file becomes a journal holding only the header.
+
+        Returns:
+            The entries after the header, in order.
+
+        Raises:
+            The ``error`` class: the file cannot be read or written, has no header,
+            or has another format or version.
+        """
+        try:
+            self._path.parent.mkdir(parents=True, exist_ok=True)
+            # A leftover temporary file is an interrupted compaction: the journal it
+            # was meant to replace is still complete, so the temporary file is garbage.
+            with contextlib.suppress(FileNotFoundError):
+                self._tmp_path.unlink()
+            data = self._path.read_bytes() if self._path.exists() else b""
+        except OSError as exc:
+            raise self._error(f"cannot read journal {self._path}: {exc}") from exc
+        entries, good = self._parse(data)
+        try:
+            if good < len(data):
+                log.warning(
+                    "journal %s: dropping %d bytes of torn or corrupt tail at offset %d",
+                    self._path,
+                    len(data) - good,
+                    good,
+                )
+                with open(self._path, "r+b") as f:
+                    f.truncate(good)
+                    f.flush()
+                    os.fsync(f.fileno())
+            if good == 0:
+                self._rewrite_raw(frame(self.header()))
+            else:
+                self._fd = os.open(self._path, os.O_WRONLY | os.O_APPEND)
+                self._size = good
+        except OSError as exc:
+            raise self._error(f"cannot open journal {self._path}: {exc}") from exc
+        return entries
+
+    def _parse(self, data: bytes) -> tuple[list[dict[str, Any]], int]:
+        view = memoryview(data)
+        pos = 0
+        entries: list[dict[str, Any]] = []
+        first = True
+        while pos < len(data):
+            try:
+                entry, end = _read_entry(view, pos)
+            except _TornEntry:
+                break
+            if first:
+                if entry.get("kind") != "header":
+                    raise self._error(f"journal {self._path} has no header entry")
+                if entry.get("format") != self._format:
+                    raise self._error(
+                        f"journal {self._path} holds {entry.get('format')!r}, not {self._format!r}"
+                    )
+                if entry.get("version") != self._version:
+                    raise self._error(
+                        f"journal {self._path} has format version {entry.get('version')!r}; "
+                        f"this brokerlite reads {self._version}"
+                    )
+                first = False
+            else:
+                entries.append(entry)
+            pos = end
+        return entries, pos
+
+    def append(self, entry: Mapping[str, Any]) -> None:
+        """Write one entry (and fsync it when configured).
+
+        Raises:
+            The ``error`` class: the write failed and was rolled back, or the
+            journal is closed or broken.
+        """
+        fd = self._writable()
+        data = frame(entry)
+        try:
+            _write_all(fd, data)
+            if self._fsync:
+                os.fsync(fd)
+        except OSError as exc:
+            # Cut the partial entry off so that later entries are not hidden behind it.
+            try:
+                os.ftruncate(fd, self._size)
+            except OSError:
+                self._failed = True
+            raise self._error(f"cannot write journal {self._path}: {exc}") from exc
+        self._size += len(data)
+
+    def rewrite(self, entries: Iterable[Mapping[str, Any]]) -> None:
+        """Atomically replace the journal with the header followed by ``entries``.
+
+        Raises:
+            The ``error`` class: the rewrite failed; the old journal is still in place.
+        """
+        self._writable()
+        data = frame(self.header()) + b"".join(frame(e) for e in entries)
+        try:
+            self._rewrite_raw(data)
+        except OSError as exc:
+            raise self._error(f"cannot rewrite journal {self._path}: {exc}") from exc
+
+    def _rewrite_raw(self, data: bytes) -> None:
+        fd = os.open(self._tmp_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            _write_all(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(self._tmp_path, self._path)
+        _fsync_dir(self._path.parent)
+        new_fd = os.open(self._path, os.O_WRONLY | os.O_APPEND)
+        old_fd, self._fd = self._fd, new_fd
+        if old_fd is not None:
+            os.close(old_fd)
+        self._size = len(data)
+        self._failed = False
+
+    def flush(self) -> None:
+        """fsync the journal (a no-op when every write is already fsynced)."""
+        if self._fd is not None and not self._fsync:
+            try:
+                os.fsync(self._fd)
+            except OSError as exc:
+                raise self._error(f"cannot fsync journal {self._path}: {exc}") from exc
+
+    def close(self) -> None:
+        """Flush and close; later writes raise the ``error`` class."""
+        if self._fd is None:
+            return
+        fd, self._fd = self._fd, None
+        try:
+            if not self._fsync:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def _writable(self) -> int:
+        if self._fd is None:
+            raise self._error(f"journal {self._path} is closed")
+        if self._failed:
+            raise self._error(f"journal {self._path} failed earlier and could not be repaired")
+        return self._fd
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        n = os.write(fd, view)
+        view = view[n:]
+
+
+def _fsync_dir(directory: Path) -> None:
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+# --- the transaction store ---------------------------------------------------------------------
+
+
+class TxnJournal:
+    """The transaction coordinator's durable state: transactional ids and producer ids.
+
+    Opening replays the journal (truncating a torn tail) and compacts it when it has
+    grown well past its live state.
+
+    Args:
+        path: the journal file; its directory is created if missing.
+        fsync: fsync after every write (survives power loss, not only a crash of
+            the process). Turn off only where durability does not matter.
+        compact_min_bytes: never compact a journal smaller than this.
+
+    Raises:
+        TxnJournalError: the journal cannot be read or written, or was written by a
+            newer format.
+    """
+
+    def __init__(self, path: Path, *, fsync: bool = True, compact_min_bytes: int = 1 << 20) -> None:
+        self._journal = CrcJournal(
+            path, format_name=FORMAT_NAME, version=FORMAT_VERSION, fsync=fsync
+        )
+        self._compact_min = compact_min_bytes
+        self._records: dict[str, TxnRecord] = {}
+        self._pid_limit = 0
+        entries = self._journal.open()
+        try:
+            for entry in entries:
+                self._apply(entry)
+            live = self._live_bytes()
+            self._compact_at = max(self._compact_min, _GROWTH_FACTOR * live)
+            if self._journal.size > max(self._compact_min, 2 * live):
+                self.compact()
+        except BaseException:
+            self._journal.close()
+            raise
+
+    # -- reading ------------------------------------------------------------------------------
+
+    @property
+    def path(self) -> Path:
+        """The journal file."""
+        return self._journal.path
+
+    @property
+    def journal_bytes(self) -> int:
+        """The journal's current size in bytes."""
+        return self._journal.size
+
+    @property
+    def producer_id_limit(self) -> int:
+        """The first producer id not reserved yet (every id below may have been used)."""
+        return self._pid_limit
+
+    def records(self) -> dict[str, TxnRecord]:
+        """Every transactional id's record (a copy of the mapping)."""
+        return dict(self._records)
+
+    def record(self, transactional_id: str) -> TxnRecord | None:
+        """The record of ``transactional_id``, or None."""
+        return self._records.get(transactional_id)
+
+    # -- writing ------------------------------------------------------------------------------
+
+    def put(self, record: TxnRecord) -> None:
+        """Durably store ``record``, replacing the transactional id's previous one.
+
+        Raises:
+            TxnJournalError: the write failed; the previous record stays.
+        """
+        self._write(_record_to_json(record), record)
+
+    def delete(self, transactional_id: str) -> None:
+        """Durably forget ``transactional_id`` (it expired).
+
+        Raises:
+            TxnJournalError: the write failed; the record stays.
+        """
+        if transactional_id in self._records:
+            self._write({"kind": "delete", "id": transactional_id})
+
+    def reserve_producer_ids(self, limit: int) -> None:
+        """Durably mark every producer id below ``limit`` as possibly handed out.
+
+        Raises:
+            TxnJournalError: the write failed; nothing was reserved.
+            ValueError: ``limit`` is lower than the current limit.
+        """
+        if limit < self._pid_limit:
+            raise ValueError(f"producer id limit cannot go down ({self._pid_limit} -> {limit})")
+        self._write({"kind": "pids", "limit": limit})
+
+    def compact(self) -> None:
+        """Rewrite the journal to hold only the live state.
+
+        Raises:
+            TxnJournalError: the rewrite failed; the old journal is still in place.
+        """
+        self._journal.rewrite(self._live_entries())
+        self._compact_at = max(self._compact_min, _GROWTH_FACTOR * self._journal.size)
+
+    def flush(self) -> None:
+        """fsync the journal (a no-op when every write is already fsynced)."""
+        self._journal.flush()
+
+    def close(self) -> None:
+        """Flush and close the journal; later writes raise :class:`TxnJournalError`."""
+        self._journal.close()
+
+    def __enter__(self) -> TxnJournal:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # -- internals ----------------------------------------------------------------------------
+
+    def _write(self, entry: dict[str, Any], record: TxnRecord | None = None) -> None:
+        self._journal.append(entry)
+        if record is not None:
+            self._records[record.transactional_id] = record
+        else:
+            self._apply(entry)
+        if self._journal.size > self._compact_at:
+            try:
+                self.compact()
+            except TxnJournalError as exc:
+                # The entry itself is durable; a failed compaction only postpones the next one.
+                log.warning("transaction journal %s: compaction failed: %s", self.path, exc)
+                self._compact_at = self._journal.size * 2
+
+    def _apply(self, entry: dict[str, Any]) -> None:
+        kind = entry.get("kind")
+        try:
+            if kind == "txn":
+                record = _record_from_json(entry)
+                self._records[record.transactional_id] = record
+            elif kind == "delete":
+                self._records.pop(str(entry["id"]), None)
+            elif kind == "pids":
+                self._pid_limit = max(self._pid_limit, int(entry["limit"]))
+            else:
+                raise TxnJournalError(
+                    f"transaction journal {self.path}: unknown entry kind {kind!r} "
+                    "(written by a newer brokerlite?)"
+                )
+        except (KeyError, TypeError, ValueError) as exc:
+            # The CRC matched, so this is not a torn write but a malformed entry.
+            raise TxnJournalError(
+                f"transaction journal {self.path}: malformed {kind!r} entry: {exc!r}"
+            ) from exc
+
+    def _live_entries(self) -> list[dict[str, Any]]:
+        entries: list[dict[str, Any]] = []
+        if self._pid_limit:
+            entries.append({"kind": "pids", "limit": self._pid_limit})
+        entries.extend(_record_to_json(r) for r in self._records.values())
+        return entries
+
+    def _live_bytes(self) -> int:
+        return len(frame(self._journal.header())) + sum(len(frame(e)) for e in self._live_entries())
