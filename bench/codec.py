@@ -14,7 +14,13 @@ For each message and compression both libraries do the same work:
 * **decode**: decode the framed message, then every record of its batch (CRC
   checked), touching each record's offset, timestamp, key, value and headers.
 
-Throughput is records per second. Each measurement runs the operation in a loop
+A third case measures the message codec alone, where record batches play no
+part: a Metadata response (v12) describing 100 topics of 10 partitions each, the
+answer a client gets from a mid-sized cluster. **encode** is the framed message
+from the response object, **decode** the response object from the frame.
+
+Throughput is records per second (messages per second for Metadata). Each
+measurement runs the operation in a loop
 for at least ``--min-time`` seconds, ``--repeat`` times, and reports the best run
 (the one least disturbed by the rest of the machine) and the median. The ratio is
 trafka / kafka-python, so above 1 means trafka is faster. Before timing, each
@@ -32,12 +38,14 @@ import random
 import statistics
 import sys
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
 from kafka.protocol.consumer import FetchResponse as KpFetchResponse
+from kafka.protocol.metadata.metadata import MetadataResponse as KpMetadataResponse
 from kafka.protocol.producer import ProduceRequest as KpProduceRequest
 from kafka.record.memory_records import MemoryRecords, MemoryRecordsBuilder
 from kafka.version import __version__ as kafka_python_version
@@ -46,6 +54,7 @@ from trafka.codec import protocol
 from trafka.codec.compression import Compression
 from trafka.codec.messages import k00_produce as produce
 from trafka.codec.messages import k01_fetch as fetch
+from trafka.codec.messages import k03_metadata as metadata
 from trafka.codec.records import decode_records, encode_batch
 
 RECORD_COUNT = 1_000
@@ -56,6 +65,9 @@ FETCH_VERSION = 12
 BASE_TS = 1_700_000_000_000
 KP_BATCH_SIZE = 1 << 22  # large enough that the builder never reports "full"
 KP_CODECS = {Compression.NONE: 0, Compression.LZ4: 3}
+METADATA_VERSION = 12
+METADATA_TOPICS = 100
+METADATA_PARTITIONS = 10
 
 Record = tuple[int, bytes | None, bytes, list[tuple[str, bytes]]]
 
@@ -215,6 +227,89 @@ def kp_fetch_decode(frame: bytes) -> list[tuple[Any, ...]]:
     return _kp_records(response.responses[0].partitions[0].records)
 
 
+# -- Metadata: the message codec alone ------------------------------------------------------
+
+
+def make_metadata() -> metadata.MetadataResponse:
+    """A Metadata v12 response: 3 brokers, 100 topics of 10 partitions, 3 replicas each."""
+    rng = random.Random(20240602)
+    resp = metadata.MetadataResponse
+    brokers = [
+        resp.MetadataResponseBroker(node_id=n, host=f"broker-{n}.example.internal", port=9092)
+        for n in range(3)
+    ]
+    topics = []
+    for t in range(METADATA_TOPICS):
+        partitions = []
+        for p in range(METADATA_PARTITIONS):
+            replicas = [(p + r) % 3 for r in range(3)]
+            partitions.append(
+                resp.MetadataResponsePartition(
+                    partition_index=p,
+                    leader_id=replicas[0],
+                    leader_epoch=rng.randrange(100),
+                    replica_nodes=replicas,
+                    isr_nodes=replicas,
+                )
+            )
+        topics.append(
+            resp.MetadataResponseTopic(
+                name=f"orders.events-{t:03d}",
+                topic_id=uuid.UUID(int=rng.getrandbits(128)),
+                partitions=partitions,
+            )
+        )
+    return resp(brokers=brokers, cluster_id="bench-cluster", controller_id=0, topics=topics)
+
+
+def trafka_metadata_encode(body: metadata.MetadataResponse) -> bytes:
+    frame: bytes = protocol.encode_response(1, 3, METADATA_VERSION, body)
+    return frame
+
+
+def trafka_metadata_decode(frame: bytes) -> metadata.MetadataResponse:
+    _, body = protocol.decode_response(memoryview(frame)[4:], 3, METADATA_VERSION)
+    return body  # type: ignore[no-any-return]
+
+
+def kp_metadata_decode(frame: bytes) -> Any:
+    return KpMetadataResponse.decode(frame, version=METADATA_VERSION, header=True, framed=True)
+
+
+def kp_metadata_encode(response: Any) -> bytes:
+    return bytes(response.encode(framed=True, header=True))
+
+
+def _metadata_summary(brokers: Any, topics: Any) -> list[Any]:
+    out: list[Any] = [(b.node_id, b.host, b.port, b.rack) for b in brokers]
+    for t in topics:
+        out.append((t.name, t.topic_id, t.is_internal))
+        out += [
+            (p.partition_index, p.leader_id, p.leader_epoch, list(p.replica_nodes))
+            for p in t.partitions
+        ]
+    return out
+
+
+def check_metadata_interop(body: metadata.MetadataResponse) -> Any:
+    """Both libraries write the same bytes and read each other's; returns kafka-python's object.
+
+    kafka-python's response object is made by decoding trafka's frame, so both
+    encoders start from the same content.
+    """
+    frame = trafka_metadata_encode(body)
+    theirs = kp_metadata_decode(frame)
+    if kp_metadata_encode(theirs) != frame:
+        raise SystemExit("Metadata: kafka-python re-encodes trafka's frame differently")
+    if trafka_metadata_decode(frame) != body:
+        raise SystemExit("Metadata: trafka does not decode its own frame back")
+    if _metadata_summary(theirs.brokers, theirs.topics) != _metadata_summary(
+        body.brokers, body.topics
+    ):
+        raise SystemExit("Metadata: kafka-python reads different values")
+    return theirs
+
+
 # -- timing ---------------------------------------------------------------------------------
 
 
@@ -268,6 +363,10 @@ def _rate(t: float) -> str:
     return f"{RECORD_COUNT / t:>12,.0f}"
 
 
+def _msg_rate(t: float) -> str:
+    return f"{1 / t:>12,.1f}"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=7, help="timed loops per measurement")
@@ -315,6 +414,29 @@ def main(argv: list[str] | None = None) -> int:
                     f"{_rate(b.best)} ({_rate(b.median).strip():>10}) {b.best / a.best:>6.2f}x",
                     flush=True,
                 )
+
+    body = make_metadata()
+    theirs = check_metadata_interop(body)
+    frame = trafka_metadata_encode(body)
+    print()
+    print(
+        f"Metadata v{METADATA_VERSION} response, {METADATA_TOPICS} topics x "
+        f"{METADATA_PARTITIONS} partitions ({len(frame):,} bytes); messages/s"
+    )
+    print("-" * len(header))
+    label = f"Metadata v{METADATA_VERSION}"
+    meta_ops: list[tuple[str, Callable[[], object], Callable[[], object]]] = [
+        ("encode", partial(trafka_metadata_encode, body), partial(kp_metadata_encode, theirs)),
+        ("decode", partial(trafka_metadata_decode, frame), partial(kp_metadata_decode, frame)),
+    ]
+    for op_name, ours, other in meta_ops:
+        a = measure(ours, args.repeat, args.min_time)
+        b = measure(other, args.repeat, args.min_time)
+        print(
+            f"{label:<24} {op_name:<7} {_msg_rate(a.best)} ({_msg_rate(a.median).strip():>10}) "
+            f"{_msg_rate(b.best)} ({_msg_rate(b.median).strip():>10}) {b.best / a.best:>6.2f}x",
+            flush=True,
+        )
     return 0
 
 

@@ -1,9 +1,10 @@
 """Checked readers and writers for Kafka's primitive types.
 
-These functions are what the construct classes in :mod:`trafka.codec.primitives`
-call, both from their interpreted ``_parse``/``_build`` and from the source code
-they emit when a schema is compiled. Keeping one implementation for both paths is
-what makes the compiled code exactly as strict as the interpreted one.
+The stream functions (``r_*``/``w_*``) are what the construct classes in
+:mod:`trafka.codec.primitives` call from their interpreted ``_parse``/``_build``,
+and what a primitive compiles to inside construct's own containers. They are the
+reference for strictness and for error messages: compiled schemas run an inlined
+fast path, and hand whatever it refuses back to these (see the primitives module).
 
 Rules every reader follows:
 
@@ -17,6 +18,10 @@ Rules every reader follows:
 * every failure raises :class:`~trafka.codec.errors.DecodeError` (on parse) or
   :class:`~trafka.codec.errors.EncodeError` (on build) without a location; the
   schema that called us adds the field path.
+
+The ``b_*`` readers at the end work on a ``bytes`` buffer and an offset instead
+of a stream, for the code that compiled schemas generate: they return
+``(value, new_offset)`` and enforce the same limits as their stream twins.
 """
 
 from __future__ import annotations
@@ -71,36 +76,6 @@ def r_exact(io: BytesIO, n: int) -> bytes:
 
 
 # -- fixed-size integers ------------------------------------------------------
-
-
-def r_run(io: BytesIO, size: int, run: tuple[tuple[str, ...], tuple[int, ...]]) -> bytes:
-    """Read a run of consecutive fixed-width fields; a short read names the field cut."""
-    data = io.read(size)
-    if len(data) != size:
-        names, ends = run
-        cut = next(i for i, end in enumerate(ends) if end > len(data))
-        start = ends[cut - 1] if cut else 0
-        raise DecodeError(
-            f"truncated: needed {ends[cut] - start} bytes, {max(0, len(data) - start)} left",
-            field=names[cut],
-        )
-    return data
-
-
-def explain_run(obj: Any, checks: tuple[tuple[str, str], ...]) -> None:
-    """A packed run failed to encode: find the field at fault and raise for it."""
-    scratch = BytesIO()
-    for name, writer in checks:
-        try:
-            globals()[writer](scratch, getattr(obj, name))
-        except EncodeError as exc:
-            exc.field = name
-            raise
-    raise EncodeError(f"cannot encode fields {', '.join(n for n, _ in checks)}")
-
-
-def unpack_from_fmt(fmt: str, data: bytes) -> tuple[Any, ...]:
-    return struct.unpack(fmt, data)
 
 
 def r_i8(io: BytesIO) -> int:
@@ -346,6 +321,8 @@ def r_cstring(io: BytesIO) -> str:
         n = r_clen(io, False)
     if not n:
         return ""
+    if n > 0x7FFF:
+        raise DecodeError(f"string length {n} exceeds 32767")
     data = io.read(n)
     if len(data) != n:
         raise short(n, len(data))
@@ -362,6 +339,8 @@ def r_cnstring(io: BytesIO) -> str | None:
         n = r_clen(io, True)
     if n <= 0:
         return None if n < 0 else ""
+    if n > 0x7FFF:
+        raise DecodeError(f"string length {n} exceeds 32767")
     data = io.read(n)
     if len(data) != n:
         raise short(n, len(data))
@@ -537,10 +516,6 @@ def r_tag_header(io: BytesIO) -> tuple[int, bytes]:
     return tag, r_exact(io, size)
 
 
-def sub_reader(data: bytes) -> BytesIO:
-    return BytesIO(data)
-
-
 def check_consumed(io: BytesIO, what: str) -> None:
     left = remaining(io)
     if left:
@@ -548,6 +523,11 @@ def check_consumed(io: BytesIO, what: str) -> None:
 
 
 def w_tagged(io: BytesIO, items: list[tuple[int, bytes]]) -> None:
+    for tag, data in items:
+        if type(tag) is not int or not 0 <= tag <= 0xFFFFFFFF:
+            raise EncodeError(f"tag {tag!r} is not an unsigned 32-bit int")
+        if not isinstance(data, bytes | bytearray | memoryview):
+            raise EncodeError(f"tagged field {tag} holds {type(data).__name__}, not bytes")
     items.sort(key=_tag_key)
     io.write(uvarint_bytes(len(items)))
     last = -1
@@ -562,3 +542,146 @@ def w_tagged(io: BytesIO, items: list[tuple[int, bytes]]) -> None:
 
 def _tag_key(item: tuple[int, bytes]) -> int:
     return item[0]
+
+
+# -- buffer readers (compiled code) ---------------------------------------------------
+#
+# Compiled parsers read a bytes object at an offset. Their inline code handles the
+# common cases (one-byte varints, lengths that fit) and calls these for the rest.
+
+
+def b_uvarint(buf: bytes, pos: int) -> tuple[int, int]:
+    """Unsigned varint at ``pos``: at most 5 bytes, value within 32 bits."""
+    end = len(buf)
+    result = 0
+    shift = 0
+    while True:
+        if pos >= end:
+            raise DecodeError("truncated varint")
+        v = buf[pos]
+        pos += 1
+        result |= (v & 0x7F) << shift
+        if v < 0x80:
+            break
+        shift += 7
+        if shift >= 35:
+            raise DecodeError("unsigned varint longer than 5 bytes")
+    if result > 0xFFFFFFFF:
+        raise DecodeError("unsigned varint does not fit 32 bits")
+    return result, pos
+
+
+def _b_varbits(buf: bytes, pos: int, max_bytes: int, what: str) -> tuple[int, int]:
+    end = len(buf)
+    result = 0
+    shift = 0
+    limit = 7 * max_bytes
+    while True:
+        if pos >= end:
+            raise DecodeError(f"truncated {what}")
+        v = buf[pos]
+        pos += 1
+        result |= (v & 0x7F) << shift
+        if v < 0x80:
+            return result, pos
+        shift += 7
+        if shift >= limit:
+            raise DecodeError(f"{what} longer than {max_bytes} bytes")
+
+
+def b_varint(buf: bytes, pos: int) -> tuple[int, int]:
+    """Zig-zag int32 varint at ``pos`` (at most 5 bytes)."""
+    raw, pos = _b_varbits(buf, pos, 5, "varint")
+    if raw > 0xFFFFFFFF:
+        raise DecodeError("varint does not fit 32 bits")
+    return (raw >> 1) ^ -(raw & 1), pos
+
+
+def b_varlong(buf: bytes, pos: int) -> tuple[int, int]:
+    """Zig-zag int64 varlong at ``pos`` (at most 10 bytes)."""
+    raw, pos = _b_varbits(buf, pos, 10, "varlong")
+    if raw > 0xFFFFFFFFFFFFFFFF:
+        raise DecodeError("varlong does not fit 64 bits")
+    return (raw >> 1) ^ -(raw & 1), pos
+
+
+def b_tags(buf: bytes, pos: int) -> tuple[list[tuple[int, bytes]], int]:
+    """A tagged-field section at ``pos``: its ``(tag, raw bytes)`` items in wire order."""
+    count, pos = b_uvarint(buf, pos)
+    items = []
+    end = len(buf)
+    for _ in range(count):
+        tag, pos = b_uvarint(buf, pos)
+        size, pos = b_uvarint(buf, pos)
+        stop = pos + size
+        if stop > end:
+            raise short(size, end - pos)
+        items.append((tag, buf[pos:stop]))
+        pos = stop
+    return items, pos
+
+
+def b_count(buf: bytes, pos: int, nullable: bool) -> tuple[int, int]:
+    """Compact array count at ``pos`` (-1 for null), checked like :func:`r_count`."""
+    n, pos = b_uvarint(buf, pos)
+    n -= 1
+    if n < 0 and not nullable:
+        raise DecodeError("null for a non-nullable field")
+    if n > _COUNT_CHECK and n > len(buf) - pos:
+        raise DecodeError(f"length {n} exceeds the {len(buf) - pos} bytes left")
+    return n, pos
+
+
+def b_compact(buf: bytes, pos: int, nullable: bool, text: bool) -> tuple[Any, int]:
+    """Compact string (``text``) or bytes at ``pos``; None for null."""
+    n, pos = b_uvarint(buf, pos)
+    if n == 0:
+        if nullable:
+            return None, pos
+        raise DecodeError("null for a non-nullable field")
+    if text and n - 1 > 0x7FFF:
+        raise DecodeError(f"string length {n - 1} exceeds 32767")
+    stop = pos + n - 1
+    if stop > len(buf):
+        raise short(n - 1, len(buf) - pos)
+    data = buf[pos:stop]
+    return (_decode_utf8(data) if text else data), stop
+
+
+def b_fixed_items(buf: bytes, pos: int, n: int, code: str) -> tuple[list[Any], int]:
+    """``n`` fixed-width numbers at ``pos`` (``n`` already checked non-negative)."""
+    stop = pos + n * struct.calcsize(">" + code)
+    if stop > len(buf):
+        raise short(stop - pos, len(buf) - pos)
+    return list(struct.unpack_from(f">{n}{code}", buf, pos)), stop
+
+
+# Arrays of fixed-width numbers are read and written with one struct call; the
+# structs for small counts are made once, larger ones on demand (the count has
+# been checked against the bytes left before one is made).
+SMALL_COUNT = 64
+
+
+def unpackers(code: str) -> tuple[Any, ...]:
+    """``unpack_from`` of ``>{n}{code}`` for n in 0..SMALL_COUNT."""
+    return tuple(struct.Struct(f">{n}{code}").unpack_from for n in range(SMALL_COUNT + 1))
+
+
+def packers(code: str) -> tuple[Any, ...]:
+    """``pack`` of ``>{n}{code}`` for n in 0..SMALL_COUNT."""
+    return tuple(struct.Struct(f">{n}{code}").pack for n in range(SMALL_COUNT + 1))
+
+
+def pack_many(code: str, n: int, items: Any) -> bytes:
+    return struct.pack(f">{n}{code}", *items)
+
+
+# The one-byte encodings of 0..127, for varints and compact lengths.
+UVARINT1 = tuple(bytes((i,)) for i in range(0x80))
+
+
+def tagged_bytes(items: list[tuple[int, bytes]]) -> bytes:
+    """A whole tagged-field section, as :func:`w_tagged` writes it."""
+    out = BytesIO()
+    w_tagged(out, items)
+    return out.getvalue()

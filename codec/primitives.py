@@ -1,26 +1,49 @@
-"""Kafka's primitive types as construct classes.
+"""Kafka's primitive types as construct classes, and their compiler.
 
-Every class here parses and builds through the checked helpers in
-:mod:`trafka.codec._wire`, in the interpreted path (``_parse``/``_build``) and in
-the source it emits for ``.compile()`` (``_emitparse``/``_emitbuild``). Stock
-construct compiles ``Bytes(n)`` to a bare ``io.read(n)`` that accepts truncated
-input; ours cannot, because the emitted code calls the same readers.
+Two ways through every class here, which must agree byte for byte:
 
-:class:`Schema` is Kafka's struct at one version: regular fields in order, then,
-in flexible versions, the tagged-field section. It parses into (and builds from)
-a frozen dataclass. Errors raised below a schema get the field path prepended
-on their way out (``topic_data[0].partition_data[2].records``).
+* **Interpreted** (``.parse``/``.build``): ``_parse``/``_build`` walk the
+  declarations and read or write a stream through the checked helpers of
+  :mod:`trafka.codec._wire`. This path is the reference: its errors are the
+  ones users see, with the field path (``topic_data[0].partition_data[2].records``)
+  prepended as they travel out of nested schemas.
+* **Compiled** (``.compile()``): a :class:`Schema`, :class:`Array` or
+  :class:`NullableStruct` generates one flat Python function per direction for
+  its whole tree (nested schemas and array loops inlined, runs of fixed-width
+  fields read and written with a single struct call, one-byte varints and
+  lengths handled inline). The parser works on the bytes behind the
+  ``BytesIO`` and an offset; the builder appends parts to a list and writes
+  them once.
 
-Conventions of the emitted code: a parse expression reads from ``io`` and may
-use ``this``; a build expression writes ``obj`` to ``io``; its value is unused.
+The compiled code is a fast path, not a second implementation of the rules: it
+only has to *refuse* whatever the interpreted path refuses, never to explain
+why. Whenever it raises, for any reason (a check of its own, a short
+``unpack_from``, an IndexError past the end, invalid UTF-8, a value of the
+wrong type), the entry function rewinds and runs the interpreted path on the
+same input, which raises the precise :class:`~trafka.codec.errors.DecodeError`
+or :class:`~trafka.codec.errors.EncodeError`. Invariants of the fast path:
+
+* it accepts no input and no value that the interpreted path refuses, and
+  produces the same object or bytes for everything it accepts;
+* it allocates nothing from lengths it has not checked against the bytes
+  received (counts above ``_wire._COUNT_CHECK`` are compared with the bytes
+  left; string and byte lengths with the end of the buffer);
+* it has no side effect before it succeeds: the stream is only moved (parse)
+  or written (build) at the end, and it touches no global state.
+
+Primitives used on their own inside construct's containers (as
+:mod:`trafka.codec.records` does) compile to calls of the ``_wire`` stream
+readers, so context-dependent construct code around them keeps working.
 """
 
 from __future__ import annotations
 
+import copy
 import dataclasses
+import keyword
 import struct
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from io import BytesIO
 from typing import Any
 
@@ -66,16 +89,37 @@ def _prelude(code: Any) -> None:
 
 
 class Primitive(Construct):  # type: ignore[misc]
-    """A primitive read and written by one pair of ``_wire`` functions."""
+    """A primitive read and written by one pair of ``_wire`` functions.
+
+    Args:
+        name: Kafka's name of the type (``int32``, ``compact nullable string``).
+        reader, writer: the ``_wire`` stream functions of the type.
+        min_size: the fewest bytes a value takes on the wire.
+        fmt: the struct code of fixed-width types.
+        kind: how the compiler handles the type: ``fixed`` (``fmt``), ``bool``,
+            ``uuid``, ``uvarint``, ``varint``, ``varlong``, ``string``, ``bytes``.
+        compact: strings and bytes: uvarint length+1 rather than int16/int32.
+        nullable: strings and bytes: whether null is allowed.
+    """
 
     def __init__(
-        self, name: str, reader: str, writer: str, min_size: int, fmt: str | None = None
+        self,
+        name: str,
+        reader: str,
+        writer: str,
+        min_size: int,
+        fmt: str | None = None,
+        *,
+        kind: str = "fixed",
+        compact: bool = False,
+        nullable: bool = False,
     ) -> None:
         super().__init__()
         self.kafka_type = name
-        # struct format of fixed-width types: the compiled code reads runs of
-        # consecutive fixed-width fields (and arrays of them) with one unpack.
         self.fmt = fmt
+        self.kind = kind
+        self.compact = compact
+        self.nullable = nullable
         self.reader_name = reader
         self.writer_name = writer
         self._reader = getattr(w, reader)
@@ -93,6 +137,9 @@ class Primitive(Construct):  # type: ignore[misc]
         self._writer(stream, obj)
         return obj
 
+    # Alone (inside construct's own Struct, If...), a primitive compiles to a call
+    # of its stream reader/writer, so it sees the same io and context as its
+    # neighbours. Inside our containers the compiler below inlines it instead.
     def _emitparse(self, code: Any) -> str:
         _prelude(code)
         return f"{self.reader_name}(io)"
@@ -103,10 +150,6 @@ class Primitive(Construct):  # type: ignore[misc]
         _prelude(code)
         return f"({self.writer_name}(io, obj), obj)[1]"
 
-    def emit_write(self) -> str:
-        """The bare write call, for schemas that do not use the value."""
-        return f"{self.writer_name}(io, obj)"
-
 
 Int8 = Primitive("int8", "r_i8", "w_i8", 1, "b")
 Int16 = Primitive("int16", "r_i16", "w_i16", 2, "h")
@@ -115,26 +158,67 @@ Int64 = Primitive("int64", "r_i64", "w_i64", 8, "q")
 UInt16 = Primitive("uint16", "r_u16", "w_u16", 2, "H")
 UInt32 = Primitive("uint32", "r_u32", "w_u32", 4, "I")
 Float64 = Primitive("float64", "r_f64", "w_f64", 8, "d")
-Boolean = Primitive("bool", "r_bool", "w_bool", 1, "?")
-Uuid = Primitive("uuid", "r_uuid", "w_uuid", 16)
-UVarInt = Primitive("uvarint", "r_uvarint", "w_uvarint", 1)
-VarInt = Primitive("varint", "r_varint", "w_varint", 1)
-VarLong = Primitive("varlong", "r_varlong", "w_varlong", 1)
+Boolean = Primitive("bool", "r_bool", "w_bool", 1, "?", kind="bool")
+Uuid = Primitive("uuid", "r_uuid", "w_uuid", 16, kind="uuid")
+UVarInt = Primitive("uvarint", "r_uvarint", "w_uvarint", 1, kind="uvarint")
+VarInt = Primitive("varint", "r_varint", "w_varint", 1, kind="varint")
+VarLong = Primitive("varlong", "r_varlong", "w_varlong", 1, kind="varlong")
 
-String = Primitive("string", "r_string", "w_string", 2)
-NullableString = Primitive("nullable string", "r_nstring", "w_nstring", 2)
-CompactString = Primitive("compact string", "r_cstring", "w_cstring", 1)
-CompactNullableString = Primitive("compact nullable string", "r_cnstring", "w_cnstring", 1)
-Bytes = Primitive("bytes", "r_bytes", "w_bytes", 4)
-NullableBytes = Primitive("nullable bytes", "r_nbytes", "w_nbytes", 4)
-CompactBytes = Primitive("compact bytes", "r_cbytes", "w_cbytes", 1)
-CompactNullableBytes = Primitive("compact nullable bytes", "r_cnbytes", "w_cnbytes", 1)
+String = Primitive("string", "r_string", "w_string", 2, kind="string")
+NullableString = Primitive(
+    "nullable string", "r_nstring", "w_nstring", 2, kind="string", nullable=True
+)
+CompactString = Primitive(
+    "compact string", "r_cstring", "w_cstring", 1, kind="string", compact=True
+)
+CompactNullableString = Primitive(
+    "compact nullable string",
+    "r_cnstring",
+    "w_cnstring",
+    1,
+    kind="string",
+    compact=True,
+    nullable=True,
+)
+Bytes = Primitive("bytes", "r_bytes", "w_bytes", 4, kind="bytes")
+NullableBytes = Primitive("nullable bytes", "r_nbytes", "w_nbytes", 4, kind="bytes", nullable=True)
+CompactBytes = Primitive("compact bytes", "r_cbytes", "w_cbytes", 1, kind="bytes", compact=True)
+CompactNullableBytes = Primitive(
+    "compact nullable bytes",
+    "r_cnbytes",
+    "w_cnbytes",
+    1,
+    kind="bytes",
+    compact=True,
+    nullable=True,
+)
 # A record set travels as (nullable) bytes; trafka.codec.records reads inside it.
-Records = Primitive("records", "r_nbytes", "w_nbytes", 4)
-CompactRecords = Primitive("compact records", "r_cnbytes", "w_cnbytes", 1)
+Records = Primitive("records", "r_nbytes", "w_nbytes", 4, kind="bytes", nullable=True)
+CompactRecords = Primitive(
+    "compact records", "r_cnbytes", "w_cnbytes", 1, kind="bytes", compact=True, nullable=True
+)
 
 
-class Array(Construct):  # type: ignore[misc]
+class _Compiled(Construct):  # type: ignore[misc]
+    """A container whose ``.compile()`` goes through the fast-path compiler."""
+
+    _entries: tuple[Callable[..., Any], Callable[..., Any]] | None = None
+
+    def _fast_entries(self) -> tuple[Callable[..., Any], Callable[..., Any]]:
+        entries = self.__dict__.get("_entries")
+        if entries is None:
+            entries = (_parse_entry(self), _build_entry(self))
+            self._entries = entries
+        return entries
+
+    def _emitparse(self, code: Any) -> str:
+        return _link_entry(code, self._fast_entries()[0], "parse", "io, this")
+
+    def _emitbuild(self, code: Any) -> str:
+        return _link_entry(code, self._fast_entries()[1], "build", "obj, io, this")
+
+
+class Array(_Compiled):
     """Kafka array: int32 count (or compact uvarint count+1), then the elements.
 
     Null is count -1 (compact: 0) and only allowed when ``nullable``. A count
@@ -177,58 +261,6 @@ class Array(Construct):  # type: ignore[misc]
                 raise
         return obj
 
-    def _emitparse(self, code: Any) -> str:
-        _prelude(code)
-        fname = f"parse_array_{code.allocateId()}"
-        fmt = getattr(self.subcon, "fmt", None)
-        if fmt is not None:
-            size = struct.calcsize(">" + fmt)
-            code.append(f"""
-                def {fname}(io, this):
-                    n = r_count(io, {self.compact}, {self.nullable})
-                    if n < 0:
-                        return None
-                    data = io.read(n * {size})
-                    if len(data) != n * {size}:
-                        raise DecodeError(f"truncated: needed {{n * {size}}} bytes, {{len(data)}} left")
-                    return list(unpack_from_fmt(">%d{fmt}" % n, data))
-            """)
-            return f"{fname}(io, this)"
-        code.append(f"""
-            def {fname}(io, this):
-                n = r_count(io, {self.compact}, {self.nullable})
-                if n < 0:
-                    return None
-                out = []
-                append = out.append
-                i = 0
-                try:
-                    for i in range(n):
-                        append({self.subcon._compileparse(code)})
-                except CodecError as exc:
-                    exc.add_field_prefix(f"[{{i}}]")
-                    raise
-                return out
-        """)
-        return f"{fname}(io, this)"
-
-    def _emitbuild(self, code: Any) -> str:
-        _prelude(code)
-        fname = f"build_array_{code.allocateId()}"
-        code.append(f"""
-            def {fname}(items, io, this):
-                if w_count(io, items, {self.compact}, {self.nullable}) < 0:
-                    return
-                i = 0
-                try:
-                    for i, obj in enumerate(items):
-                        {self.subcon._compilebuild(code)}
-                except CodecError as exc:
-                    exc.add_field_prefix(f"[{{i}}]")
-                    raise
-        """)
-        return f"{fname}(obj, io, this)"
-
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class TaggedField:
@@ -240,7 +272,7 @@ class TaggedField:
     default: Any
 
 
-class Schema(Construct):  # type: ignore[misc]
+class Schema(_Compiled):
     """A Kafka struct at one version, parsed into and built from a dataclass.
 
     Args:
@@ -282,8 +314,6 @@ class Schema(Construct):  # type: ignore[misc]
 
     def __repr__(self) -> str:
         return f"<Schema {self.schema_name}>"
-
-    # -- interpreted -------------------------------------------------------------
 
     def _parse(self, stream: BytesIO, context: Any, path: str) -> Any:
         values: dict[str, Any] = {}
@@ -341,242 +371,13 @@ class Schema(Construct):  # type: ignore[misc]
             raise
         return obj
 
-    # -- compiled ----------------------------------------------------------------
-    #
-    # Each schema compiles to a pair of closures made on first call: the closure
-    # binds the dataclass, its slot setters, struct packers and defaults as
-    # locals, so the per-message code does no global or dict lookups. Frozen
-    # dataclasses are filled through their slot descriptors (a frozen __init__
-    # costs about three times as much), and runs of consecutive fixed-width
-    # fields are read and written with a single struct call.
-
-    def _link(self, code: Any, value: Any) -> str:
-        code.linkedinstances[id(value)] = value
-        return f"linkedinstances[{id(value)}]"
-
-    def _runs(self, build: bool) -> list[list[tuple[str, Any]]]:
-        """Group fields into runs of consecutive fixed-width primitives."""
-        runs: list[list[tuple[str, Any]]] = []
-        for name, sc in self.fields:
-            if runs and self._fixed(sc, build) and self._fixed(runs[-1][-1][1], build):
-                runs[-1].append((name, sc))
-            else:
-                runs.append([(name, sc)])
-        return runs
-
-    @staticmethod
-    def _fixed(sc: Any, build: bool) -> bool:
-        fmt = getattr(sc, "fmt", None)
-        # On build, bools go through w_bool: struct's "?" would accept any object.
-        return fmt is not None and not (build and fmt == "?")
-
-    def _slot_setters(self) -> dict[str, Any]:
-        setters = getattr(self, "_setters", None)
-        if setters is None:
-            setters = {
-                f.name: self.cls.__dict__[f.name].__set__ for f in dataclasses.fields(self.cls)
-            }
-            self._setters = setters
-        return setters
-
-    def _emitparse(self, code: Any) -> str:
-        _prelude(code)
-        ident = code.allocateId()
-        fname = f"parse_schema_{ident}"
-        setters = self._slot_setters()
-        binds = [f"cls = {self._link(code, self.cls)}", "new = object.__new__"]
-        body = ["        _f = None", "        try:"]
-        assigned: list[str] = []
-        for run in self._runs(build=False):
-            if len(run) > 1:
-                names = [n for n, _ in run]
-                fmt = ">" + "".join(sc.fmt for _, sc in run)
-                st = struct.Struct(fmt)
-                self._keep(st)
-                ends = []
-                pos = 0
-                for _, sc in run:
-                    pos += struct.calcsize(">" + sc.fmt)
-                    ends.append(pos)
-                binds.append(f"unpack_{len(binds)} = {self._link(code, st)}.unpack")
-                run_info = (tuple(names), tuple(ends))
-                self._keep(run_info)
-                body += [
-                    "            _f = None",
-                    f"            {', '.join('v_' + n for n in names)}, = unpack_{len(binds) - 1}"
-                    f"(r_run(io, {st.size}, {self._link(code, run_info)}))",
-                ]
-                assigned += names
-            else:
-                name, sc = run[0]
-                body += [
-                    f"            _f = {name!r}",
-                    f"            v_{name} = {sc._compileparse(code)}",
-                ]
-                assigned.append(name)
-        tagged_names = [t.name for t in self.tagged]
-        if self.flexible:
-            for spec in self.tagged:
-                binds.append(f"d_{spec.name} = {self._link(code, spec.default)}")
-                body.append(f"            v_{spec.name} = d_{spec.name}")
-            # Most structs carry no tagged fields: a single 0 byte, checked inline.
-            body += [
-                "            _f = '_tagged_fields'",
-                "            unknown = []",
-                "            ntags = io.read(1)",
-                "            if ntags == b'\\x00':",
-                "                ntags = 0",
-                "            else:",
-                "                if ntags:",
-                "                    io.seek(-1, 1)",
-                "                ntags = r_uvarint(io)",
-                "            for _ in range(ntags):",
-                "                tag, data = r_tag_header(io)",
-            ]
-            keyword = "if"
-            for spec in self.tagged:
-                sub = f"parse_tag_{code.allocateId()}"
-                code.append(f"""
-                    def {sub}(io, this):
-                        value = {spec.subcon._compileparse(code)}
-                        check_consumed(io, "tagged field {spec.tag}")
-                        return value
-                """)
-                body += [
-                    f"                {keyword} tag == {spec.tag}:",
-                    f"                    _f = {spec.name!r}",
-                    f"                    v_{spec.name} = {sub}(BytesIO(data), this)",
-                    "                    _f = '_tagged_fields'",
-                ]
-                keyword = "elif"
-            if self.tagged:
-                body += ["                else:", "                    unknown.append((tag, data))"]
-            else:
-                body += ["                unknown.append((tag, data))"]
-            assigned += tagged_names
-        body += [
-            "            pass",
-            "        except CodecError as exc:",
-            "            exc.add_field_prefix(_f)",
-            "            raise",
-            "        o = new(cls)",
-        ]
-        for name in assigned:
-            binds.append(f"s_{name} = {self._link(code, setters[name])}")
-            body.append(f"        s_{name}(o, v_{name})")
-        # Fields this version lacks take their dataclass defaults.
-        for f in dataclasses.fields(self.cls):
-            if f.name in assigned:
-                continue
-            binds.append(f"s_{f.name} = {self._link(code, setters[f.name])}")
-            if f.name == "unknown_tagged_fields" and self.flexible:
-                body.append("        s_unknown_tagged_fields(o, unknown)")
-            elif f.default_factory is not dataclasses.MISSING:
-                binds.append(f"f_{f.name} = {self._link(code, f.default_factory)}")
-                body.append(f"        s_{f.name}(o, f_{f.name}())")
-            else:
-                binds.append(f"d_{f.name} = {self._link(code, f.default)}")
-                body.append(f"        s_{f.name}(o, d_{f.name})")
-        body.append("        return o")
-        lines = [f"def make_{fname}():"]
-        lines += ["    " + b for b in binds]
-        lines += ["    def parse(io, this):", *body, "    return parse"]
-        lines += [
-            f"def {fname}(io, this):",
-            f"    global {fname}",
-            f"    {fname} = make_{fname}()",
-            f"    return {fname}(io, this)",
-        ]
-        code.append("\n".join(lines))
-        return f"{fname}(io, this)"
-
-    def _keep(self, obj: Any) -> None:
-        # Objects referenced by id from compiled code must outlive it.
-        kept = self.__dict__.setdefault("_kept", [])
-        kept.append(obj)
-
-    def _emitbuild(self, code: Any) -> str:
-        _prelude(code)
-        ident = code.allocateId()
-        fname = f"build_schema_{ident}"
-        binds = [f"cls = {self._link(code, self.cls)}"]
-        body = [
-            "        if type(struct) is not cls:",
-            f"            raise EncodeError('expected {self.cls.__qualname__}, got ' + type(struct).__name__,"
-            f" message_name={self.schema_name!r})",
-            "        _f = None",
-            "        try:",
-        ]
-        for run in self._runs(build=True):
-            if len(run) > 1:
-                st = struct.Struct(">" + "".join(sc.fmt for _, sc in run))
-                self._keep(st)
-                checks = tuple((n, sc.writer_name) for n, sc in run)
-                self._keep(checks)
-                k = len(binds)
-                binds.append(f"pack_{k} = {self._link(code, st)}.pack")
-                args = ", ".join(f"struct.{n}" for n, _ in run)
-                body += [
-                    "            _f = None",
-                    "            try:",
-                    f"                io.write(pack_{k}({args}))",
-                    "            except Exception:",
-                    f"                explain_run(struct, {self._link(code, checks)})",
-                ]
-            else:
-                name, sc = run[0]
-                write = sc.emit_write() if isinstance(sc, Primitive) else sc._compilebuild(code)
-                body += [
-                    f"            _f = {name!r}",
-                    f"            obj = struct.{name}",
-                    f"            {write}",
-                ]
-        for name, default in self.absent:
-            binds.append(f"a_{name} = {self._link(code, default)}")
-            body += [
-                f"            if struct.{name} != a_{name}:",
-                f"                _f = {name!r}",
-                f"                raise EncodeError('not supported by {self.schema_name}')",
-            ]
-        if self.flexible:
-            body.append("            items = list(struct.unknown_tagged_fields)")
-            for spec in self.tagged:
-                binds.append(f"d_{spec.name} = {self._link(code, spec.default)}")
-                body += [
-                    f"            _f = {spec.name!r}",
-                    f"            obj = struct.{spec.name}",
-                    f"            if obj != d_{spec.name}:",
-                    "                outer, io = io, BytesIO()",
-                    f"                {spec.subcon._compilebuild(code)}",
-                    f"                items.append(({spec.tag}, io.getvalue()))",
-                    "                io = outer",
-                ]
-            body += ["            _f = '_tagged_fields'", "            w_tagged(io, items)"]
-        body += [
-            "            pass",
-            "        except CodecError as exc:",
-            "            exc.add_field_prefix(_f)",
-            "            raise",
-        ]
-        lines = [f"def make_{fname}():"]
-        lines += ["    " + b for b in binds]
-        lines += ["    def build(struct, io, this):", *body, "    return build"]
-        lines += [
-            f"def {fname}(struct, io, this):",
-            f"    global {fname}",
-            f"    {fname} = make_{fname}()",
-            f"    return {fname}(struct, io, this)",
-        ]
-        code.append("\n".join(lines))
-        return f"{fname}(obj, io, this)"
-
 
 def null_uuid() -> uuid.UUID:
     """The all-zero UUID Kafka uses as "no topic id"."""
     return w.NULL_UUID
 
 
-class NullableStruct(Construct):  # type: ignore[misc]
+class NullableStruct(_Compiled):
     """A struct that may be null: an int8 marker (-1 null, 1 present), then the struct."""
 
     def __init__(self, subcon: Construct) -> None:
@@ -600,26 +401,786 @@ class NullableStruct(Construct):  # type: ignore[misc]
         stream.write(b"\x01")
         return self.subcon._build(obj, stream, context, path)
 
-    def _emitparse(self, code: Any) -> str:
-        _prelude(code)
-        fname = f"parse_nullable_{code.allocateId()}"
-        code.append(f"""
-            def {fname}(io, this):
-                if r_i8(io) < 0:
-                    return None
-                return {self.subcon._compileparse(code)}
-        """)
-        return f"{fname}(io, this)"
 
-    def _emitbuild(self, code: Any) -> str:
-        _prelude(code)
-        fname = f"build_nullable_{code.allocateId()}"
-        code.append(f"""
-            def {fname}(obj, io, this):
-                if obj is None:
-                    io.write(b"\\xff")
-                    return
-                io.write(b"\\x01")
-                {self.subcon._compilebuild(code)}
-        """)
-        return f"{fname}(obj, io, this)"
+# -- the compiler ------------------------------------------------------------------------
+#
+# Generated code conventions. Parsing: locals ``buf`` (bytes), ``pos`` (offset of
+# the next byte) and ``end`` (len(buf)); the code for one construct reads at
+# ``pos``, advances it and leaves the value in a local it was given. Building:
+# local ``w`` is the append method of the list of parts; the code for one
+# construct writes the value held in a local. Every local gets a unique name, so
+# nested schemas and loops inline without clashes. Anything the fast path cannot
+# or will not handle raises (``Refused`` or whatever Python raises) and the entry
+# function hands the input to the interpreted path.
+
+
+class _Refused(Exception):
+    """Raised by compiled code for input it leaves to the interpreted path."""
+
+
+class _Unsupported(Exception):
+    """The tree holds a construct the compiler does not know."""
+
+
+_LITERAL_TYPES = (int, str, bytes, bool, type(None))
+
+
+class _Source:
+    """Python source being generated, and the objects it refers to by name."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.ns: dict[str, Any] = {"Refused": _Refused}
+        self._refs: dict[Any, str] = {}
+        self._count = 0
+
+    def var(self, hint: str) -> str:
+        self._count += 1
+        return f"{hint}_{self._count}"
+
+    def ref(self, obj: Any, hint: str = "K", key: Any = None) -> str:
+        """A global name for ``obj`` in the generated module (a literal if simple)."""
+        if key is None:
+            if type(obj) in _LITERAL_TYPES:
+                return repr(obj)
+            key = id(obj)
+        name = self._refs.get(key)
+        if name is None:
+            self._count += 1
+            name = f"{hint.upper()}_{self._count}"
+            self._refs[key] = name
+            # The namespace keeps obj alive, so its id stays unique as a key.
+            self.ns[name] = obj
+        return name
+
+    def add(self, depth: int, line: str) -> None:
+        self.lines.append("    " * depth + line)
+
+    def define(self, name: str, filename: str) -> Any:
+        """Run the source; return the function ``name`` (its globals keep ``__source__``)."""
+        source = "\n".join(self.lines) + "\n"
+        exec(compile(source, filename, "exec"), self.ns)
+        self.ns["__source__"] = source
+        return self.ns[name]
+
+
+def _attr(name: str) -> str:
+    if not name.isidentifier() or keyword.iskeyword(name):
+        raise _Unsupported(f"field name {name!r}")
+    return name
+
+
+_FILLERS: dict[type, type | None] = {}
+
+
+def _filler(cls: type) -> type | None:
+    """A mutable twin of a slotted dataclass, for filling fresh instances.
+
+    Storing into a plain slotted class is several times faster than going
+    through a frozen dataclass's ``__init__`` or its slot descriptors; the
+    finished object then takes ``cls`` as its class, which Python allows
+    because the two layouts are identical. None when the layouts differ.
+    """
+    if cls in _FILLERS:
+        return _FILLERS[cls]
+    twin: type | None = None
+    slots = cls.__dict__.get("__slots__")
+    if type(cls) is type and cls.__bases__ == (object,) and slots is not None:
+        names = (slots,) if isinstance(slots, str) else tuple(slots)
+        twin = type(f"{cls.__name__}Filler", (), {"__slots__": names})
+        try:
+            probe: Any = object.__new__(twin)
+            probe.__class__ = cls
+        except TypeError:
+            twin = None
+    _FILLERS[cls] = twin
+    return twin
+
+
+def _fast_uuid_setters() -> tuple[Any, Any] | None:
+    """Slot setters that make a UUID from an int without ``UUID.__init__``'s checks."""
+    try:
+        set_int = uuid.UUID.__dict__["int"].__set__
+        set_safe = uuid.UUID.__dict__["is_safe"].__set__
+        probe = object.__new__(uuid.UUID)
+        set_int(probe, 0x0123456789ABCDEF0123456789ABCDEF)
+        set_safe(probe, uuid.SafeUUID.unknown)
+        expected = uuid.UUID(bytes=bytes.fromhex("0123456789abcdef0123456789abcdef"))
+        if probe != expected or str(probe) != str(expected):
+            return None
+    except (KeyError, AttributeError, TypeError):
+        return None
+    return set_int, set_safe
+
+
+_UUID_SETTERS = _fast_uuid_setters()
+
+
+def _parse_head(con: Any) -> str | None:
+    """The struct code of the fixed-size start of ``con`` on the wire, if any.
+
+    Consecutive heads are read with one ``unpack_from``; a run ends after a
+    construct whose head is followed by a variable tail (a classic string's
+    bytes, a classic array's elements, a nullable struct's body).
+    """
+    if isinstance(con, Primitive):
+        if con.kind in ("fixed", "bool"):
+            return con.fmt
+        if con.kind == "uuid":
+            return "16s"
+        if con.kind == "string" and not con.compact:
+            return "h"
+        if con.kind == "bytes" and not con.compact:
+            return "i"
+        return None
+    if isinstance(con, Array) and not con.compact:
+        return "i"
+    if isinstance(con, NullableStruct):
+        return "b"
+    return None
+
+
+def _has_tail(con: Any) -> bool:
+    return not (isinstance(con, Primitive) and con.kind in ("fixed", "bool", "uuid"))
+
+
+def _fixed_elements(con: Any) -> str | None:
+    """The struct code of array elements read or written in bulk."""
+    if isinstance(con, Primitive) and con.kind == "fixed":
+        return con.fmt
+    return None
+
+
+def _runs(
+    fields: Sequence[tuple[str, Any]], head: Callable[[Any], str | None]
+) -> list[list[tuple[str, Any]]]:
+    """Fields grouped into runs that share one struct call; a field without a head
+    (see :func:`_parse_head`) is a run of its own."""
+    runs: list[list[tuple[str, Any]]] = []
+    current: list[tuple[str, Any]] = []
+    for name, con in fields:
+        if head(con) is None:
+            if current:
+                runs.append(current)
+                current = []
+            runs.append([(name, con)])
+            continue
+        current.append((name, con))
+        if _has_tail(con):
+            runs.append(current)
+            current = []
+    if current:
+        runs.append(current)
+    return runs
+
+
+class _ParseGen(_Source):
+    """Generates a parser: statements reading ``buf`` at ``pos``."""
+
+    def unpacker(self, fmt: str) -> str:
+        return self.ref(struct.Struct(fmt).unpack_from, "U", key=("unpack", fmt))
+
+    def read(self, con: Any, out: str, d: int) -> None:
+        """Read one ``con`` into local ``out``."""
+        if _parse_head(con) is not None:
+            self.run([(con, out)], d)
+        elif isinstance(con, Schema):
+            self.schema(con, out, d)
+        elif isinstance(con, Array):
+            self.compact_array(con, out, d)
+        elif isinstance(con, Primitive):
+            self.primitive(con, out, d)
+        else:
+            raise _Unsupported(repr(con))
+
+    def uvarint(self, out: str, d: int) -> None:
+        self.add(d, f"{out} = buf[pos]")
+        self.add(d, f"if {out} < 128:")
+        self.add(d + 1, "pos += 1")
+        self.add(d, "else:")
+        self.add(d + 1, f"{out}, pos = {self.ref(w.b_uvarint)}(buf, pos)")
+
+    def primitive(self, con: Primitive, out: str, d: int) -> None:
+        kind = con.kind
+        if kind == "uvarint":
+            self.uvarint(out, d)
+        elif kind in ("varint", "varlong"):
+            slow = self.ref(w.b_varint if kind == "varint" else w.b_varlong)
+            self.add(d, f"{out} = buf[pos]")
+            self.add(d, f"if {out} < 128:")
+            self.add(d + 1, "pos += 1")
+            self.add(d + 1, f"{out} = ({out} >> 1) ^ -({out} & 1)")
+            self.add(d, "else:")
+            self.add(d + 1, f"{out}, pos = {slow}(buf, pos)")
+        elif kind in ("string", "bytes"):  # compact: classic ones have a head
+            # Lengths below 127 take one byte; the rest (and null) go to b_compact.
+            self.add(d, f"{out} = buf[pos]")
+            self.add(d, f"if 0 < {out} < 128:")
+            self.add(d + 1, f"q = pos + {out}")
+            self.add(d + 1, "if q > end:")
+            self.add(d + 2, "raise Refused")
+            value = "buf[pos + 1:q]" + (".decode()" if kind == "string" else "")
+            self.add(d + 1, f"{out} = {value}")
+            self.add(d + 1, "pos = q")
+            self.add(d, "else:")
+            slow = self.ref(w.b_compact)
+            self.add(d + 1, f"{out}, pos = {slow}(buf, pos, {con.nullable}, {kind == 'string'})")
+        else:
+            raise _Unsupported(repr(con))
+
+    def sized_tail(self, con: Primitive, out: str, size: str, d: int) -> None:
+        """Read ``size`` bytes (already checked non-negative) as ``con``'s value."""
+        self.add(d, f"q = pos + {size}")
+        self.add(d, "if q > end:")
+        self.add(d + 1, "raise Refused")
+        value = "buf[pos:q].decode()" if con.kind == "string" else "buf[pos:q]"
+        self.add(d, f"{out} = {value}")
+        self.add(d, "pos = q")
+
+    def run(self, items: list[tuple[Any, str]], d: int) -> None:
+        """Read the heads of ``items`` with one struct call, then their tails."""
+        codes = [_parse_head(con) for con, _ in items]
+        if len(items) == 1 and codes[0] in ("b", "?"):
+            (con, out), code = items[0], codes[0]
+            if code == "?":  # Java reads any non-zero byte as true
+                self.add(d, f"{out} = buf[pos] != 0")
+                self.add(d, "pos += 1")
+            else:
+                self.add(d, f"{out} = buf[pos]")
+                self.add(d, "pos += 1")
+                self.add(d, f"if {out} > 127:")
+                self.add(d + 1, f"{out} -= 256")
+        else:
+            fmt = ">" + "".join(c for c in codes if c)
+            names = ", ".join(out for _, out in items)
+            self.add(d, f"{names}, = {self.unpacker(fmt)}(buf, pos)")
+            self.add(d, f"pos += {struct.calcsize(fmt)}")
+        for con, out in items:
+            self.after_head(con, out, d)
+
+    def after_head(self, con: Any, out: str, d: int) -> None:
+        """Finish ``con`` whose head was read into ``out``."""
+        if isinstance(con, Primitive):
+            if con.kind == "uuid":
+                self.uuid(out, d)
+            elif con.kind in ("string", "bytes"):
+                self.add(d, f"if {out} >= 0:")
+                self.sized_tail(con, out, out, d + 1)
+                self.null_or_refuse(con.nullable, out, d)
+        elif isinstance(con, Array):
+            self.array_tail(con, out, d)
+        elif isinstance(con, NullableStruct):
+            self.add(d, f"if {out} < 0:")
+            self.add(d + 1, f"{out} = None")
+            self.add(d, "else:")
+            self.read(con.subcon, out, d + 1)
+
+    def null_or_refuse(self, nullable: bool, out: str, d: int) -> None:
+        """After an ``if out >= 0`` branch: -1 is null when allowed, the rest refused."""
+        if nullable:
+            self.add(d, f"elif {out} == -1:")
+            self.add(d + 1, f"{out} = None")
+        self.add(d, "else:")
+        self.add(d + 1, "raise Refused")
+
+    def uuid(self, out: str, d: int) -> None:
+        if _UUID_SETTERS is None:
+            self.add(d, f"{out} = {self.ref(uuid.UUID)}(bytes={out})")
+            return
+        set_int, set_safe = _UUID_SETTERS
+        tmp = self.var("u")
+        self.add(d, f"{tmp} = {self.ref(object.__new__, 'new')}({self.ref(uuid.UUID, 'uuid')})")
+        self.add(d, f"{self.ref(set_int, 'setint')}({tmp}, int.from_bytes({out}, 'big'))")
+        self.add(d, f"{self.ref(set_safe, 'setsafe')}({tmp}, {self.ref(uuid.SafeUUID.unknown)})")
+        self.add(d, f"{out} = {tmp}")
+
+    def array_tail(self, con: Array, out: str, d: int) -> None:
+        """``out`` holds a classic count (-1 for null); replace it with the elements."""
+        code = _fixed_elements(con.subcon)
+        if code is not None:
+            small = self.ref(w.unpackers(code), "un", key=("unpackers", code))
+            self.add(d, f"if 0 <= {out} <= {w.SMALL_COUNT}:")
+            self.add(d + 1, f"q = pos + {struct.calcsize('>' + code)} * {out}")
+            self.add(d + 1, f"{out} = [*{small}[{out}](buf, pos)]")
+            self.add(d + 1, "pos = q")
+            self.add(d, f"elif {out} >= 0:")
+            self.add(d + 1, f"if {out} > end - pos:")
+            self.add(d + 2, "raise Refused")
+            self.add(d + 1, f"{out}, pos = {self.ref(w.b_fixed_items)}(buf, pos, {out}, {code!r})")
+            self.null_or_refuse(con.nullable, out, d)
+            return
+        self.add(d, f"if {out} >= 0:")
+        self.add(d + 1, f"if {out} > {w._COUNT_CHECK} and {out} > end - pos:")
+        self.add(d + 2, "raise Refused")
+        self.elements(con, out, out, d + 1)
+        self.null_or_refuse(con.nullable, out, d)
+
+    def compact_array(self, con: Array, out: str, d: int) -> None:
+        # Counts up to SMALL_COUNT take one byte and need no check against the
+        # bytes left; the rest (and null) go to the checked helpers.
+        self.add(d, f"{out} = buf[pos]")
+        code = _fixed_elements(con.subcon)
+        if code is not None:
+            # Indexed by the raw byte (count + 1).
+            table = (None, *w.unpackers(code))
+            small = self.ref(table, "un1", key=("unpackers+1", code))
+            size = struct.calcsize(">" + code)
+            self.add(d, f"if 0 < {out} <= {w.SMALL_COUNT + 1}:")
+            self.add(d + 1, f"q = pos + {size} * {out} - {size - 1}")
+            self.add(d + 1, f"{out} = [*{small}[{out}](buf, pos + 1)]")
+            self.add(d + 1, "pos = q")
+            self.add(d, "else:")
+            self.add(d + 1, f"{out}, pos = {self.ref(w.b_count)}(buf, pos, {con.nullable})")
+            self.add(d + 1, f"if {out} >= 0:")
+            fixed = self.ref(w.b_fixed_items)
+            self.add(d + 2, f"{out}, pos = {fixed}(buf, pos, {out}, {code!r})")
+            self.add(d + 1, "else:")
+            self.add(d + 2, f"{out} = None")
+            return
+        self.add(d, f"if 0 < {out} <= {w.SMALL_COUNT + 1}:")
+        self.add(d + 1, "pos += 1")
+        self.add(d + 1, f"{out} -= 1")
+        self.add(d, "else:")
+        self.add(d + 1, f"{out}, pos = {self.ref(w.b_count)}(buf, pos, {con.nullable})")
+        if con.nullable:
+            self.add(d, f"if {out} >= 0:")
+            self.elements(con, out, out, d + 1)
+            self.add(d, "else:")
+            self.add(d + 1, f"{out} = None")
+        else:
+            self.elements(con, out, out, d)
+
+    def elements(self, con: Array, count: str, out: str, d: int) -> None:
+        """Read ``count`` elements (checked) into a new list in ``out``."""
+        items, item = self.var("items"), self.var("item")
+        self.add(d, f"{items} = []")
+        self.add(d, f"for _ in range({count}):")
+        self.read(con.subcon, item, d + 1)
+        self.add(d + 1, f"{items}.append({item})")
+        self.add(d, f"{out} = {items}")
+
+    def schema(self, con: Schema, out: str, d: int) -> None:
+        values: dict[str, str] = {}
+        for run in _runs(con.fields, _parse_head):
+            items = []
+            for name, sc in run:
+                values[_attr(name)] = self.var(f"v_{name}")
+                items.append((sc, values[name]))
+            if _parse_head(run[0][1]) is not None:
+                self.run(items, d)
+            else:
+                self.read(run[0][1], values[run[0][0]], d)
+        unknown = None
+        if con.flexible:
+            unknown = self.tags(con, values, d)
+        self.make_instance(con, values, unknown, out, d)
+
+    def tags(self, con: Schema, values: dict[str, str], d: int) -> str:
+        """The tagged-field section; returns the local holding the unknown tags."""
+        for spec in con.tagged:
+            # An absent tagged field takes its default; a mutable one (a list or a
+            # struct) is made afresh for each message, never shared.
+            values[_attr(spec.name)] = self.var(f"v_{spec.name}")
+            default = spec.default
+            if isinstance(default, list) and not default:
+                self.add(d, f"{values[spec.name]} = []")
+            elif dataclasses.is_dataclass(default):
+                self.add(d, f"{values[spec.name]} = {self.ref(_fresh(default), 'default')}()")
+            else:
+                self.add(d, f"{values[spec.name]} = {self.ref(default, 'default')}")
+        unknown = self.var("unknown")
+        # Most structs carry no tagged field: a single zero byte.
+        self.add(d, "if buf[pos] == 0:")
+        self.add(d + 1, "pos += 1")
+        self.add(d + 1, f"{unknown} = []")
+        self.add(d, "else:")
+        if not con.tagged:
+            self.add(d + 1, f"{unknown}, pos = {self.ref(w.b_tags)}(buf, pos)")
+            return unknown
+        found = self.var("found")
+        self.add(d + 1, f"{found}, pos = {self.ref(w.b_tags)}(buf, pos)")
+        self.add(d + 1, f"{unknown} = []")
+        self.add(d + 1, f"for tag, raw in {found}:")
+        keyword_ = "if"
+        for spec in con.tagged:
+            sub = self.ref(_parse_function(spec.subcon), "tagparse")
+            self.add(d + 2, f"{keyword_} tag == {spec.tag}:")
+            self.add(d + 3, f"{values[spec.name]}, q = {sub}(raw, 0)")
+            self.add(d + 3, "if q != len(raw):")
+            self.add(d + 4, "raise Refused")
+            keyword_ = "elif"
+        self.add(d + 2, "else:")
+        self.add(d + 3, f"{unknown}.append((tag, raw))")
+        return unknown
+
+    def make_instance(
+        self, con: Schema, values: dict[str, str], unknown: str | None, out: str, d: int
+    ) -> None:
+        """Make the dataclass instance without running its ``__init__``."""
+        cls = con.cls
+        if not dataclasses.is_dataclass(cls):
+            raise _Unsupported(f"{cls!r} is not a dataclass")
+        assigned: list[tuple[str, str]] = []
+        known = set()
+        for f in dataclasses.fields(cls):
+            name = _attr(f.name)
+            known.add(name)
+            if name in values:
+                value = values[name]
+            elif name == "unknown_tagged_fields" and unknown is not None:
+                value = unknown
+            elif f.default_factory is list:
+                value = "[]"
+            elif f.default_factory is not dataclasses.MISSING:
+                value = f"{self.ref(f.default_factory, 'factory')}()"
+            elif f.default is not dataclasses.MISSING:
+                value = self.ref(f.default, "default")
+            else:
+                raise _Unsupported(f"{cls.__qualname__}.{name} has no default")
+            assigned.append((name, value))
+        if set(values) - known or (unknown is not None and "unknown_tagged_fields" not in known):
+            raise _Unsupported(f"fields missing from {cls.__qualname__}")
+        twin = _filler(cls)
+        if twin is not None:
+            self.add(d, f"{out} = {self.ref(object.__new__, 'new')}({self.ref(twin, 'filler')})")
+            for name, value in assigned:
+                self.add(d, f"{out}.{name} = {value}")
+            self.add(d, f"{out}.__class__ = {self.ref(cls, 'cls')}")
+        else:
+            setattr_ = self.ref(object.__setattr__, "setattr")
+            self.add(d, f"{out} = {self.ref(object.__new__, 'new')}({self.ref(cls, 'cls')})")
+            for name, value in assigned:
+                self.add(d, f"{setattr_}({out}, {name!r}, {value})")
+
+
+def _build_head(con: Any) -> str | None:
+    """The struct codes of the fixed-size start ``con`` writes, if any."""
+    if isinstance(con, Primitive):
+        if con.kind in ("fixed", "bool"):
+            return con.fmt
+        if con.kind == "uuid":
+            return "QQ"
+    return _parse_head(con)
+
+
+class _BuildGen(_Source):
+    """Generates a builder: statements appending the parts of a value to ``w``."""
+
+    def packer(self, fmt: str) -> str:
+        return self.ref(struct.Struct(fmt).pack, "P", key=("pack", fmt))
+
+    def write(self, con: Any, value: str, d: int) -> None:
+        """Write the value held in local ``value`` as ``con``."""
+        if _build_head(con) is not None:
+            self.run([(con, value)], d)
+        elif isinstance(con, Schema):
+            self.schema(con, value, d)
+        elif isinstance(con, Array):
+            self.add(d, f"if {value} is None:")
+            self.add(d + 1, "w(b'\\x00')" if con.nullable else "raise Refused")
+            self.add(d, "else:")
+            n = self.var("n")
+            self.add(d + 1, f"{n} = len({value})")
+            self.uvarint(f"{n} + 1", f"{n} < 127", d + 1)
+            self.elements(con, value, n, d + 1)
+        elif isinstance(con, Primitive):
+            self.primitive(con, value, d)
+        else:
+            raise _Unsupported(repr(con))
+
+    def uvarint(self, expr: str, small: str, d: int) -> None:
+        """Append uvarint ``expr`` (checked in range); ``small`` is true when < 128."""
+        one = self.ref(w.UVARINT1, "uvarint1")
+        self.add(d, f"w({one}[{expr}] if {small} else {self.ref(w.uvarint_bytes)}({expr}))")
+
+    def primitive(self, con: Primitive, value: str, d: int) -> None:
+        kind = con.kind
+        if kind == "uvarint":
+            self.add(d, f"if type({value}) is not int or not 0 <= {value} <= 0xFFFFFFFF:")
+            self.add(d + 1, "raise Refused")
+            self.uvarint(value, f"{value} < 128", d)
+        elif kind in ("varint", "varlong"):
+            bits = 31 if kind == "varint" else 63
+            z = self.var("z")
+            self.add(
+                d,
+                f"if type({value}) is not int or not {-(2**bits)} <= {value} <= {2**bits - 1}:",
+            )
+            self.add(d + 1, "raise Refused")
+            self.add(d, f"{z} = ({value} << 1) ^ ({value} >> {bits})")
+            self.uvarint(z, f"{z} < 128", d)
+        elif kind in ("string", "bytes"):  # compact: classic ones have a head
+            data, n = self.var("data"), self.var("n")
+            self.add(d, f"if {self.is_text_or_bytes(con, value)}:")
+            self.encode(con, value, data, d + 1)
+            self.add(d + 1, f"{n} = len({data})")
+            if kind == "string":
+                self.add(d + 1, f"if {n} > 0x7FFF:")
+                self.add(d + 2, "raise Refused")
+            self.uvarint(f"{n} + 1", f"{n} < 127", d + 1)
+            self.add(d + 1, f"w({data})")
+            if con.nullable:
+                self.add(d, f"elif {value} is None:")
+                self.add(d + 1, "w(b'\\x00')")
+            self.add(d, "else:")
+            self.add(d + 1, "raise Refused")
+        else:
+            raise _Unsupported(repr(con))
+
+    def is_text_or_bytes(self, con: Primitive, value: str) -> str:
+        if con.kind == "string":
+            return f"type({value}) is str"
+        return f"isinstance({value}, {self.ref((bytes, bytearray, memoryview), 'byteslike')})"
+
+    def encode(self, con: Primitive, value: str, data: str, d: int) -> None:
+        # str.encode refuses lone surrogates, like the interpreted writer.
+        self.add(d, f"{data} = {value}.encode()" if con.kind == "string" else f"{data} = {value}")
+
+    def run(self, items: list[tuple[Any, str]], d: int) -> None:
+        """Write the heads of ``items`` with one struct call, then their tails."""
+        fmt = ">"
+        args: list[str] = []
+        tails: list[Callable[[], None]] = []
+        for con, value in items:
+            fmt += _build_head(con) or ""
+            arg, tail = self.head(con, value, d)
+            args += arg
+            if tail is not None:
+                tails.append(tail)
+        self.add(d, f"w({self.packer(fmt)}({', '.join(args)}))")
+        for tail in tails:
+            tail()
+
+    def head(self, con: Any, value: str, d: int) -> tuple[list[str], Callable[[], None] | None]:
+        """Check ``value`` and prepare its head; returns the head's arguments and a tail."""
+        if isinstance(con, Primitive):
+            kind = con.kind
+            if kind == "fixed":  # struct's own range checks are the interpreted ones
+                return [value], None
+            if kind == "bool":  # struct's "?" would take any object
+                self.add(d, f"if {value} is not True and {value} is not False:")
+                self.add(d + 1, "raise Refused")
+                return [value], None
+            if kind == "uuid":
+                # Exact UUIDs only: a subclass goes the interpreted way (.bytes).
+                number = self.var("uuid")
+                self.add(d, f"if type({value}) is not {self.ref(uuid.UUID, 'uuid')}:")
+                self.add(d + 1, "raise Refused")
+                self.add(d, f"{number} = {value}.int")
+                return [f"{number} >> 64", f"{number} & 0xFFFFFFFFFFFFFFFF"], None
+            # classic string or bytes: int16/int32 length, -1 for null
+            data, n = self.var("data"), self.var("n")
+            self.add(d, f"if {self.is_text_or_bytes(con, value)}:")
+            self.encode(con, value, data, d + 1)
+            self.add(d + 1, f"{n} = len({data})")
+            if kind == "string":
+                self.add(d + 1, f"if {n} > 0x7FFF:")
+                self.add(d + 2, "raise Refused")
+            if con.nullable:
+                self.add(d, f"elif {value} is None:")
+                self.add(d + 1, f"{n} = -1")
+                self.add(d + 1, f"{data} = b''")
+            self.add(d, "else:")
+            self.add(d + 1, "raise Refused")
+            return [n], lambda: self.add(d, f"w({data})")
+        if isinstance(con, Array):
+            n = self.var("n")
+            self.add(d, f"if {value} is None:")
+            if con.nullable:
+                self.add(d + 1, f"{n} = -1")
+            else:
+                self.add(d + 1, "raise Refused")
+            self.add(d, "else:")
+            self.add(d + 1, f"{n} = len({value})")
+
+            def array_tail() -> None:
+                if con.nullable:
+                    self.add(d, f"if {value} is not None:")
+                    self.elements(con, value, n, d + 1)
+                else:
+                    self.elements(con, value, n, d)
+
+            return [n], array_tail
+        if isinstance(con, NullableStruct):
+
+            def struct_tail() -> None:
+                self.add(d, f"if {value} is not None:")
+                self.write(con.subcon, value, d + 1)
+
+            return [f"-1 if {value} is None else 1"], struct_tail
+        raise _Unsupported(repr(con))
+
+    def elements(self, con: Array, value: str, n: str, d: int) -> None:
+        code = _fixed_elements(con.subcon)
+        if code is not None:
+            small = self.ref(w.packers(code), "pk", key=("packers", code))
+            many = self.ref(w.pack_many)
+            self.add(
+                d,
+                f"w({small}[{n}](*{value}) if {n} <= {w.SMALL_COUNT} "
+                f"else {many}({code!r}, {n}, {value}))",
+            )
+            return
+        item = self.var("item")
+        self.add(d, f"for {item} in {value}:")
+        self.write(con.subcon, item, d + 1)
+
+    def schema(self, con: Schema, obj: str, d: int) -> None:
+        self.add(d, f"if type({obj}) is not {self.ref(con.cls, 'cls')}:")
+        self.add(d + 1, "raise Refused")
+        for run in _runs(con.fields, _build_head):
+            if _build_head(run[0][1]) is None:
+                name, sc = run[0]
+                value = self.var(f"v_{name}")
+                self.add(d, f"{value} = {obj}.{_attr(name)}")
+                self.write(sc, value, d)
+                continue
+            items = []
+            for name, sc in run:
+                if isinstance(sc, Primitive) and sc.kind == "fixed":
+                    items.append((sc, f"{obj}.{_attr(name)}"))
+                else:
+                    value = self.var(f"v_{name}")
+                    self.add(d, f"{value} = {obj}.{_attr(name)}")
+                    items.append((sc, value))
+            self.run(items, d)
+        for name, default in con.absent:
+            self.add(d, f"if {obj}.{_attr(name)} != {self.ref(default, 'default')}:")
+            self.add(d + 1, "raise Refused")
+        if con.flexible:
+            unknown = self.var("unknown")
+            self.add(d, f"{unknown} = {obj}.unknown_tagged_fields")
+            quiet = [f"type({unknown}) is list", f"not {unknown}"]
+            for spec in con.tagged:
+                default = self.ref(spec.default, "default")
+                quiet.append(f"not ({obj}.{_attr(spec.name)} != {default})")
+            self.add(d, f"if {' and '.join(quiet)}:")
+            self.add(d + 1, "w(b'\\x00')")
+            self.add(d, "else:")
+            self.add(d + 1, f"w({self.ref(_tags_writer(con), 'tags')}({obj}))")
+
+
+def _fresh(default: Any) -> Callable[[], Any]:
+    """A factory for a struct default: a copy of it, never the shared object."""
+    cls = type(default)
+    if default == cls():  # what the generator declares: the struct's own defaults
+        return cls
+
+    def make() -> Any:
+        return copy.deepcopy(default)
+
+    return make
+
+
+def _tags_writer(con: Schema) -> Callable[[Any], bytes]:
+    """The tagged-field section of ``con``'s instances, for those that have tags."""
+    specs = [
+        (spec.name, spec.tag, spec.default, _build_function(spec.subcon)) for spec in con.tagged
+    ]
+
+    def tags(obj: Any) -> bytes:
+        items = list(obj.unknown_tagged_fields)
+        for name, tag, default, build in specs:
+            value = getattr(obj, name)
+            if value != default:
+                parts: list[bytes] = []
+                build(value, parts.append)
+                items.append((tag, b"".join(parts)))
+        return w.tagged_bytes(items)
+
+    return tags
+
+
+def _label(con: Any) -> str:
+    return str(getattr(con, "schema_name", None) or type(con).__name__)
+
+
+def _parse_function(con: Any) -> Callable[[bytes, int], tuple[Any, int]]:
+    """``f(buf, pos) -> (value, pos)`` reading ``con``; raises on anything wrong."""
+    gen = _ParseGen()
+    gen.add(0, "def parse(buf, pos):")
+    gen.add(1, "end = len(buf)")
+    gen.read(con, "result", 1)
+    gen.add(1, "return result, pos")
+    return gen.define("parse", f"<trafka parse {_label(con)}>")  # type: ignore[no-any-return]
+
+
+def _build_function(con: Any) -> Callable[[Any, Callable[[Any], None]], None]:
+    """``f(value, append)`` writing ``con``'s parts; raises on anything wrong."""
+    gen = _BuildGen()
+    gen.add(0, "def build(value, w):")
+    gen.write(con, "value", 1)
+    return gen.define("build", f"<trafka build {_label(con)}>")  # type: ignore[no-any-return]
+
+
+def _parse_entry(con: Any) -> Callable[[Any, Any], Any]:
+    """The compiled ``parse(io, this)``: the fast path over a BytesIO, else interpreted."""
+    slow = con._parsereport
+    try:
+        fast = _parse_function(con)
+    except _Unsupported:
+
+        def interpreted(io: Any, this: Any) -> Any:
+            return slow(io, this, "(parsing)")
+
+        return interpreted
+
+    def parse(io: Any, this: Any) -> Any:
+        if type(io) is not BytesIO:
+            return slow(io, this, "(parsing)")
+        start = io.tell()
+        # getvalue() of a BytesIO made from bytes is that very object: no copy.
+        buf = io.getvalue()
+        try:
+            result, pos = fast(buf, start)
+        except Exception:
+            io.seek(start)
+            return slow(io, this, "(parsing)")
+        io.seek(pos)
+        return result
+
+    return parse
+
+
+def _build_entry(con: Any) -> Callable[[Any, Any, Any], Any]:
+    """The compiled ``build(obj, io, this)``: parts joined and written once, else interpreted."""
+    slow = con._build
+    try:
+        fast = _build_function(con)
+    except _Unsupported:
+
+        def interpreted(obj: Any, io: Any, this: Any) -> Any:
+            return slow(obj, io, this, "(building)")
+
+        return interpreted
+
+    def build(obj: Any, io: Any, this: Any) -> Any:
+        parts: list[Any] = []
+        try:
+            fast(obj, parts.append)
+            data = b"".join(parts)
+        except Exception:
+            # The interpreted path raises the precise EncodeError (or, should the
+            # fast path have refused a valid value, writes it).
+            slow(obj, io, this, "(building)")
+            return obj
+        io.write(data)
+        return obj
+
+    return build
+
+
+def _link_entry(code: Any, fn: Any, kind: str, args: str) -> str:
+    """Make ``fn`` callable from construct's generated module; returns the call."""
+    ident = id(fn)
+    code.linkedinstances[ident] = fn
+    name = f"{kind}_fast_{ident}"
+    # construct fills the module's linkedinstances only after running its source,
+    # so the first call looks the function up and rebinds the global to it.
+    code.append(f"""
+        def {name}({args}):
+            global {name}
+            {name} = linkedinstances[{ident}]
+            return {name}({args})
+    """)
+    return f"{name}({args})"

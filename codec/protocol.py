@@ -13,8 +13,9 @@ Rules (from Kafka's protocol guide and message specs):
   that a client can read them before it knows what the broker speaks.
 * A body must be consumed exactly: trailing bytes are a protocol error.
 
-Schemas are compiled on first use and cached; the compiled code is as strict as
-the interpreted code because both call the same checked readers.
+Schemas are compiled on first use and cached. Compiled schemas run an inlined
+fast path; any input or value it refuses is re-run through the interpreted path,
+so errors and strictness are always the interpreted path's.
 """
 
 from __future__ import annotations
@@ -133,8 +134,11 @@ def _compiled(key: int, version: int, response: bool) -> tuple[Any, Any, str]:
     return compiled.parsefunc, compiled.buildfunc, f"{info.name}{kind} v{version}"
 
 
-def _decode(parse: Any, data: bytes | memoryview, name: str) -> Any:
+def _decode(parse: Any, data: bytes | memoryview, name: str, start: int = 0) -> Any:
+    # A BytesIO over bytes shares them (no copy); the body starts at ``start``.
     io = BytesIO(data)
+    if start:
+        io.seek(start)
     try:
         body = parse(io, None)
         left = _wire.remaining(io)
@@ -270,7 +274,8 @@ def decode_request(frame: bytes | memoryview) -> tuple[RequestHeader, Any]:
     except UnsupportedVersionError as exc:
         exc.header = header  # type: ignore[attr-defined]
         raise
-    return header, decode_request_body(key, version, memoryview(frame)[pos:])
+    parse, _, name = _compiled(key, version, False)
+    return header, _decode(parse, frame, name, pos)
 
 
 def encode_request(header: RequestHeader, body: Any) -> bytes:
@@ -351,7 +356,8 @@ def decode_response(
             raise
         pos += io.tell()
     header = ResponseHeader(correlation_id=corr, unknown_tagged_fields=unknown)
-    return header, decode_response_body(key, version, memoryview(frame)[pos:])
+    parse, _, name = _compiled(key, version, True)
+    return header, _decode(parse, frame, name, pos)
 
 
 def peek_correlation_id(frame: bytes | memoryview) -> int:

@@ -131,11 +131,6 @@ def test_plain_schemas_roundtrip(name: str, schema: Any, data: st.DataObject) ->
     assert compiled.parse(out) == body
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="codec bug: compiled parse hands out the TaggedField default object itself "
-    "for absent tagged fields, so decoded messages share (and can corrupt) it",
-)
 def test_decoded_messages_share_no_mutable_state() -> None:
     """Two decodes never hand out the same list object.
 
