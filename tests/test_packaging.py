@@ -9,6 +9,7 @@ in the editable install and silently vanish from the wheel.
 from __future__ import annotations
 
 import importlib
+import os
 import shutil
 import subprocess
 import sys
@@ -121,3 +122,29 @@ def test_wheel_contains_the_generated_modules(tmp_path: Path) -> None:
     for name in PACKAGES:
         assert f"{name.replace('.', '/')}/__init__.py" in names, name
     assert not any(n.startswith(("tests/", "codec/")) for n in names)
+
+    # Installed (not editable), the wheel must import on its own. The subprocess
+    # runs without `site`, so the editable install's finder cannot stand in for
+    # it; the dependencies come from this venv's site-packages, placed after it.
+    target = tmp_path / "installed"
+    with zipfile.ZipFile(wheel) as zf:
+        zf.extractall(target)
+    site_packages = next(p for p in sys.path if p.endswith("site-packages"))
+    probe = subprocess.run(
+        [
+            sys.executable,
+            "-S",
+            "-c",
+            "import trafka.codec, trafka.codec.protocol as p; "
+            "print(trafka.codec.__file__); print(len(p.all_apis()))",
+        ],
+        env={"PYTHONPATH": f"{target}{os.pathsep}{site_packages}", "PATH": os.environ["PATH"]},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert probe.returncode == 0, probe.stderr[-3000:]
+    location, count = probe.stdout.split()
+    assert Path(location).is_relative_to(target)
+    assert int(count) >= 70
