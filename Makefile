@@ -47,6 +47,7 @@ test: lint typecheck docs pytest
 
 bench: $(STAMP)
 	$(PY) bench/codec.py
+	$(PY) bench/broker.py
 
 codegen: $(STAMP)
 	$(PY) -m trafka.tools.codegen

@@ -134,7 +134,9 @@ def _compiled(key: int, version: int, response: bool) -> tuple[Any, Any, str]:
     return compiled.parsefunc, compiled.buildfunc, f"{info.name}{kind} v{version}"
 
 
-def _decode(parse: Any, data: bytes | memoryview, name: str, start: int = 0) -> Any:
+def _decode(
+    parse: Any, data: bytes | memoryview, name: str, start: int = 0, allow_trailing: bool = False
+) -> Any:
     # A BytesIO over bytes shares them (no copy); the body starts at ``start``.
     io = BytesIO(data)
     if start:
@@ -142,7 +144,7 @@ def _decode(parse: Any, data: bytes | memoryview, name: str, start: int = 0) -> 
     try:
         body = parse(io, None)
         left = _wire.remaining(io)
-        if left:
+        if left and not allow_trailing:
             raise DecodeError(f"{left} trailing bytes after the body")
     except CodecError as exc:
         exc.message_name = name
@@ -162,10 +164,19 @@ def _encode(build: Any, body: Any, io: BytesIO, name: str) -> None:
         raise EncodeError(f"cannot encode: {exc!r}", message_name=name) from exc
 
 
-def decode_request_body(key: int, version: int, data: bytes | memoryview) -> Any:
-    """Decode a request body (after the header) of API ``key`` at ``version``."""
+def decode_request_body(
+    key: int, version: int, data: bytes | memoryview, *, allow_trailing: bool = False
+) -> Any:
+    """Decode a request body (after the header) of API ``key`` at ``version``.
+
+    Args:
+        allow_trailing: ignore bytes after the body instead of raising. Kafka's
+            broker never checks for them, and some clients rely on that
+            (librdkafka's "all topics" Metadata request carries stray zero bytes);
+            a server that must accept what Kafka accepts passes True.
+    """
     parse, _, name = _compiled(key, version, False)
-    return _decode(parse, data, name)
+    return _decode(parse, data, name, 0, allow_trailing)
 
 
 def decode_response_body(key: int, version: int, data: bytes | memoryview) -> Any:
@@ -259,8 +270,12 @@ def _checked_tags(items: Any) -> list[tuple[int, bytes]]:
     return out
 
 
-def decode_request(frame: bytes | memoryview) -> tuple[RequestHeader, Any]:
+def decode_request(
+    frame: bytes | memoryview, *, allow_trailing: bool = False
+) -> tuple[RequestHeader, Any]:
     """Decode a whole request frame (without its size prefix).
+
+    ``allow_trailing`` is as for :func:`decode_request_body`.
 
     Raises:
         UnsupportedVersionError: unknown API key or version; ``exc.header`` holds
@@ -275,7 +290,7 @@ def decode_request(frame: bytes | memoryview) -> tuple[RequestHeader, Any]:
         exc.header = header  # type: ignore[attr-defined]
         raise
     parse, _, name = _compiled(key, version, False)
-    return header, _decode(parse, frame, name, pos)
+    return header, _decode(parse, frame, name, pos, allow_trailing)
 
 
 def encode_request(header: RequestHeader, body: Any) -> bytes:

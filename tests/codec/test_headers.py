@@ -287,3 +287,17 @@ def test_malformed_header_tag_is_an_encode_error() -> None:
     )
     with pytest.raises(EncodeError):
         protocol.encode_request(header, api_versions.ApiVersionsRequest())
+
+
+def test_trailing_bytes_refused_unless_allowed() -> None:
+    """Strict by default; a server that must accept what Kafka accepts can opt out."""
+    header = RequestHeader(request_api_key=3, request_api_version=12, correlation_id=9)
+    frame = protocol.encode_request(header, metadata.MetadataRequest(topics=None))[4:] + b"\0\0\0"
+    with pytest.raises(DecodeError, match="3 trailing bytes"):
+        protocol.decode_request(frame)
+    got_header, body = protocol.decode_request(frame, allow_trailing=True)
+    assert got_header.correlation_id == 9 and body.topics is None
+    body_only = frame[protocol.decode_request_header(frame)[1] :]
+    assert protocol.decode_request_body(3, 12, body_only, allow_trailing=True) == body
+    with pytest.raises(DecodeError, match="trailing"):
+        protocol.decode_request_body(3, 12, body_only)

@@ -1,0 +1,619 @@
+"""The broker core: Kafka requests in, responses out, without I/O (sans-IO).
+
+:class:`Broker` owns the durable state (topics and partition logs through
+:class:`~trafka.brokerlite.log.LogManager`, consumer groups through
+:class:`~trafka.brokerlite.groups.GroupCoordinator`, the producer-id counter and
+the cluster id) and dispatches each decoded request to its handler in
+:mod:`trafka.brokerlite.handlers`. The trio driver (:mod:`.server`) only moves
+bytes; tests drive this class directly.
+
+Rules and invariants:
+
+* The driver passes the time in (``now_ms``, wall-clock milliseconds); nothing
+  here reads a clock or sleeps.
+* :meth:`handle_frame` turns one request frame into exactly one
+  :class:`~.handlers._base.Outcome`: a :class:`Reply`, :class:`NoResponse`
+  (Produce acks=0), :class:`Parked` (the reply comes later through
+  :meth:`poll`) or :class:`Close` (the peer broke the protocol: malformed frame,
+  unknown API key, a version nobody can answer). It never raises for bad input.
+* A connection has at most one request parked at a time, because the driver
+  does not read the next request of a connection before the previous one is
+  answered (Kafka's muting); replies therefore leave in request order.
+* A parked request completes exactly once: when its waiter says it can (data
+  arrived), when its deadline passes, when its topic changes, or when the
+  coordinator answers it. :meth:`connection_closed` drops the parked requests
+  of a connection without completing them.
+* :meth:`poll` returns the completions due at ``now_ms`` and runs periodic
+  work (retention, coordinator timers); :meth:`next_deadline` tells the driver
+  when to call it next. Calling :meth:`poll` early or often is harmless.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import heapq
+import logging
+import os
+import typing
+import uuid
+from collections.abc import Hashable, Iterable
+from pathlib import Path
+from typing import Any
+
+from trafka.codec.errors import CodecError, ErrorCode, UnsupportedVersionError
+from trafka.codec.messages import API_MODULES
+from trafka.codec.messages import k18_api_versions as api_versions_msg
+from trafka.codec.messages.headers import RequestHeader
+from trafka.codec.protocol import api, decode_request_body, decode_request_header
+
+from .config import BrokerConfig, ConfigError
+from .groups import GroupCoordinator
+from .handlers import HANDLERS
+from .handlers._base import (
+    Close,
+    HandlerSpec,
+    NoResponse,
+    Outcome,
+    Parked,
+    Reply,
+    RequestContext,
+    Waiter,
+)
+from .log import LogConfig, LogManager
+from .offsets import OffsetStore
+
+__all__ = [
+    "Broker",
+    "Close",
+    "Completion",
+    "NoResponse",
+    "Outcome",
+    "Parked",
+    "Reply",
+]
+
+log = logging.getLogger("trafka.brokerlite")
+
+API_VERSIONS_KEY = 18
+_PRODUCER_ID_BLOCK = 1000
+_FLUSH_CHECK_MS = 1000
+GROUPS_JOURNAL = "trafka-groups.journal"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Completion:
+    """A parked request's reply, ready to send on ``conn_id``."""
+
+    conn_id: int
+    ticket: int
+    reply: Reply
+
+
+@dataclasses.dataclass(slots=True)
+class _Entry:
+    ticket: int
+    conn_id: int
+    header: RequestHeader
+    waiter: Waiter
+
+
+class Broker:
+    """One brokerlite node's protocol logic and state.
+
+    Args:
+        config: the broker settings; ``config.data_dir`` is created if missing.
+        now_ms: the current wall-clock time (recovery and retention use it).
+        advertised: (host, port) given to clients in Metadata and
+            FindCoordinator; the driver passes it once it has bound its listener.
+
+    Raises:
+        LogStorageError: the data directory is in use by another broker, or
+            cannot be created or read.
+        OffsetStoreError: the committed-offsets journal cannot be read.
+        ConfigError: ``config.cluster_id`` contradicts the one stored in ``data_dir``.
+    """
+
+    def __init__(
+        self,
+        config: BrokerConfig,
+        *,
+        now_ms: int,
+        advertised: tuple[str, int] | None = None,
+    ) -> None:
+        self.config = config
+        self.data_dir = Path(config.data_dir)
+        self.node_id = config.node_id
+        self.advertised: tuple[str, int] = advertised or config.advertised_address(
+            (config.host, config.port)
+        )
+        # The log manager locks the data directory: open it before writing anything there.
+        self.logs = LogManager(
+            self.data_dir, LogConfig(**config.as_log_config_kwargs()), now_ms=now_ms
+        )
+        try:
+            self.cluster_id = _load_cluster_id(self.data_dir, config)
+            self._producer_ids = _ProducerIdAllocator(self.data_dir / "producer-id-block")
+            store = OffsetStore(self.data_dir / GROUPS_JOURNAL)
+            try:
+                self.groups = GroupCoordinator(
+                    store,
+                    initial_rebalance_delay_ms=config.group_initial_rebalance_delay_ms,
+                    min_session_timeout_ms=config.group_min_session_timeout_ms,
+                    max_session_timeout_ms=config.group_max_session_timeout_ms,
+                    partition_exists=self._partition_exists,
+                    topic_id_to_name=self._topic_name,
+                    now_ms=now_ms,
+                )
+            except BaseException:
+                store.close()
+                raise
+        except BaseException:
+            self.logs.close()
+            raise
+        self._entries: dict[int, _Entry] = {}
+        self._by_partition: dict[tuple[str, int], set[int]] = {}
+        self._by_conn: dict[int, int] = {}
+        self._deadlines: list[tuple[int, int]] = []
+        self._ready: list[int] = []
+        self._group_waits: dict[Hashable, RequestHeader] = {}
+        self._group_done: list[Completion] = []
+        self._next_ticket = 1
+        self._peers: dict[int, str] = {}
+        self._client_ids: dict[int, str | None] = {}
+        self._next_retention_ms = now_ms + config.log_retention_check_interval_ms
+        self._next_flush_ms = now_ms + _FLUSH_CHECK_MS
+        self._closed = False
+
+    def _partition_exists(self, topic: str, partition: int) -> bool:
+        info = self.logs.topic(topic)
+        return info is not None and 0 <= partition < info.num_partitions
+
+    def _topic_name(self, topic_id: uuid.UUID) -> str | None:
+        info = self.logs.topic_by_id(topic_id)
+        return None if info is None else info.name
+
+    # -- connections ----------------------------------------------------------
+
+    def connection_opened(self, conn_id: int, peer: str) -> None:
+        """Record the peer address of a new connection (for logs and DescribeGroups)."""
+        self._peers[conn_id] = peer
+
+    def peer(self, conn_id: int) -> str:
+        """The peer address of a connection, ``"?"`` when unknown."""
+        return self._peers.get(conn_id, "?")
+
+    def client_id(self, conn_id: int) -> str | None:
+        """The client id of the connection's latest request header, if any."""
+        return self._client_ids.get(conn_id)
+
+    def connection_closed(self, conn_id: int) -> None:
+        """Forget a connection and drop its parked request, if any.
+
+        A member whose JoinGroup was parked on it is removed from its group at
+        the next :meth:`poll` (the driver should poll soon after).
+        """
+        self._peers.pop(conn_id, None)
+        self._client_ids.pop(conn_id, None)
+        ticket = self._by_conn.pop(conn_id, None)
+        if ticket is None:
+            return
+        self._drop(ticket)
+        token = (conn_id, ticket)
+        if self._group_waits.pop(token, None) is not None:
+            self.release(self.groups.connection_closed([token]))
+
+    # -- requests -------------------------------------------------------------
+
+    def handle_frame(self, conn_id: int, frame: bytes | memoryview, now_ms: int) -> Outcome:
+        """Decode one request frame (without its size prefix) and handle it.
+
+        Never raises for bad input: malformed frames, unknown API keys and
+        versions that cannot be answered become :class:`Close`.
+        """
+        try:
+            header, body_at = decode_request_header(frame)
+        except CodecError as exc:
+            return Close(f"malformed request header: {exc}")
+        key, version = header.request_api_key, header.request_api_version
+        client_id = header.client_id
+        self._client_ids[conn_id] = client_id
+        if key not in API_MODULES:
+            return Close(f"unknown API key {key} (version {version})", client_id)
+        info = api(key)
+        spec = HANDLERS.get(key)
+        if key == API_VERSIONS_KEY and not info.supports(version):
+            # KIP-511: answer with v0 and the versions we do speak, so the
+            # client can retry with one of them.
+            return Reply(
+                header.correlation_id,
+                key,
+                0,
+                api_versions_msg.ApiVersionsResponse(
+                    error_code=ErrorCode.UNSUPPORTED_VERSION,
+                    api_keys=[
+                        api_versions_msg.ApiVersionsResponse.ApiVersion(
+                            api_key=key,
+                            min_version=HANDLERS[key].min_version,
+                            max_version=HANDLERS[key].max_version,
+                        )
+                    ],
+                ),
+            )
+        if spec is None:
+            return Close(f"{info.name} (key {key}) is not served by brokerlite", client_id)
+        if not info.supports(version):
+            return Close(f"{info.name} v{version} is not a known version", client_id)
+        try:
+            body = _decode_body(key, version, memoryview(frame)[body_at:])
+        except UnsupportedVersionError as exc:
+            return Close(f"{info.name} v{version}: {exc}", client_id)
+        except CodecError as exc:
+            return Close(f"malformed {info.name} v{version} request: {exc}", client_id)
+        if not spec.min_version <= version <= spec.max_version:
+            if spec.error_response is None:
+                return Close(
+                    f"{info.name} v{version} is not served "
+                    f"(versions {spec.min_version}-{spec.max_version})",
+                    client_id,
+                )
+            return Reply(
+                header.correlation_id,
+                key,
+                version,
+                spec.error_response(body, version, ErrorCode.UNSUPPORTED_VERSION),
+            )
+        return self.handle(conn_id, header, body, now_ms)
+
+    def handle(self, conn_id: int, header: RequestHeader, body: Any, now_ms: int) -> Outcome:
+        """Handle one decoded request of a served API and version.
+
+        Raises:
+            KeyError: the API key has no handler (use :meth:`handle_frame` for
+                untrusted input).
+        """
+        spec = HANDLERS[header.request_api_key]
+        ctx = RequestContext(self, conn_id, header, now_ms)
+        try:
+            result = spec.handle(ctx, body)
+        except Exception:
+            log.exception(
+                "internal error handling %s v%d from %s (client %r)",
+                api(spec.api_key).name,
+                header.request_api_version,
+                self.peer(conn_id),
+                header.client_id,
+            )
+            return self._internal_error(spec, header, body)
+        if isinstance(result, Reply | NoResponse | Parked | Close):
+            return result
+        return Reply(header.correlation_id, spec.api_key, header.request_api_version, result)
+
+    def _internal_error(self, spec: HandlerSpec, header: RequestHeader, body: Any) -> Outcome:
+        version = header.request_api_version
+        if spec.error_response is None:
+            return Close("internal error", header.client_id)
+        try:
+            err = spec.error_response(body, version, ErrorCode.UNKNOWN_SERVER_ERROR)
+        except Exception:
+            log.exception("cannot build an error response")
+            return Close("internal error", header.client_id)
+        return Reply(header.correlation_id, spec.api_key, version, err)
+
+    # -- parked requests ------------------------------------------------------
+
+    def park(self, ctx: RequestContext, waiter: Waiter) -> Parked:
+        """Park the request of ``ctx`` until ``waiter`` completes.
+
+        The reply is produced by ``waiter.complete(now_ms)`` and returned by
+        :meth:`poll` when data arrives on a watched partition and the waiter
+        accepts it, when ``waiter.deadline_ms`` passes, or when a watched
+        topic is deleted or changed.
+        """
+        ticket = self._next_ticket
+        self._next_ticket += 1
+        self._entries[ticket] = _Entry(ticket, ctx.conn_id, ctx.header, waiter)
+        self._by_conn[ctx.conn_id] = ticket
+        for tp in waiter.watches:
+            self._by_partition.setdefault(tp, set()).add(ticket)
+        heapq.heappush(self._deadlines, (waiter.deadline_ms, ticket))
+        return Parked(ticket)
+
+    def notify_append(self, topic: str, partition: int, nbytes: int) -> None:
+        """Data was appended to a partition: wake the parked requests that wanted it."""
+        tickets = self._by_partition.get((topic, partition))
+        if not tickets:
+            return
+        for ticket in list(tickets):
+            entry = self._entries.get(ticket)
+            if entry is not None and entry.waiter.on_append(topic, partition, nbytes):
+                self._mark_ready(ticket)
+
+    def notify_topic_changed(self, topic: str, *, deleted: bool) -> None:
+        """A topic was deleted or resized: complete the requests watching it now.
+
+        A deleted topic's committed offsets are dropped from every group.
+        """
+        for (name, _), tickets in list(self._by_partition.items()):
+            if name == topic:
+                for ticket in list(tickets):
+                    self._mark_ready(ticket)
+        if deleted:
+            try:
+                self.groups.delete_topic_offsets(topic)
+            except Exception:
+                log.exception("cannot drop the committed offsets of deleted topic %r", topic)
+
+    def _mark_ready(self, ticket: int) -> None:
+        entry = self._entries.get(ticket)
+        if entry is None:
+            return
+        self._unwatch(entry)
+        self._ready.append(ticket)
+
+    def _unwatch(self, entry: _Entry) -> None:
+        for tp in entry.waiter.watches:
+            tickets = self._by_partition.get(tp)
+            if tickets is not None:
+                tickets.discard(entry.ticket)
+                if not tickets:
+                    del self._by_partition[tp]
+
+    def _drop(self, ticket: int) -> None:
+        entry = self._entries.pop(ticket, None)
+        if entry is not None:
+            self._unwatch(entry)
+
+    def has_ready(self) -> bool:
+        """True when :meth:`poll` has completions to return without waiting."""
+        return bool(self._ready) or bool(self._group_done)
+
+    def poll(self, now_ms: int) -> list[Completion]:
+        """Completions due at ``now_ms``, and periodic work (retention, timers)."""
+        while self._deadlines and self._deadlines[0][0] <= now_ms:
+            _, ticket = heapq.heappop(self._deadlines)
+            if ticket in self._entries:
+                self._mark_ready(ticket)
+        done: list[Completion] = []
+        ready, self._ready = self._ready, []
+        for ticket in ready:
+            entry = self._entries.pop(ticket, None)
+            if entry is None:
+                continue
+            if self._by_conn.get(entry.conn_id) == ticket:
+                del self._by_conn[entry.conn_id]
+            done.append(Completion(entry.conn_id, ticket, self._complete(entry, now_ms)))
+        if (
+            self._deadlines
+            and len(self._deadlines) > 64
+            and len(self._deadlines) > 4 * len(self._entries)
+        ):
+            # Completed entries leave stale heap items behind; rebuild now and then.
+            self._deadlines = [(d, t) for d, t in self._deadlines if t in self._entries]
+            heapq.heapify(self._deadlines)
+        self.release(self.groups.tick(now_ms))
+        if self._group_done:
+            done.extend(self._group_done)
+            self._group_done = []
+        if now_ms >= self._next_retention_ms:
+            self._next_retention_ms = now_ms + self.config.log_retention_check_interval_ms
+            self._run_retention(now_ms)
+        if now_ms >= self._next_flush_ms:
+            self._next_flush_ms = now_ms + _FLUSH_CHECK_MS
+            try:
+                self.logs.maybe_flush_all(now_ms)
+            except Exception:
+                log.exception("periodic flush failed")
+        return done
+
+    def _complete(self, entry: _Entry, now_ms: int) -> Reply:
+        header = entry.header
+        key, version = header.request_api_key, header.request_api_version
+        try:
+            body = entry.waiter.complete(now_ms)
+        except Exception:
+            log.exception("internal error completing %s v%d", api(key).name, version)
+            spec = HANDLERS[key]
+            assert spec.error_response is not None
+            body = spec.error_response(None, version, ErrorCode.UNKNOWN_SERVER_ERROR)
+        return Reply(header.correlation_id, key, version, body)
+
+    # -- requests answered by the group coordinator ------------------------------
+
+    def group_token(self, ctx: RequestContext) -> tuple[int, int]:
+        """A token for a request the coordinator may park (JoinGroup, SyncGroup)."""
+        ticket = self._next_ticket
+        self._next_ticket += 1
+        return (ctx.conn_id, ticket)
+
+    def group_outcome(self, ctx: RequestContext, token: tuple[int, int], released: Any) -> Any:
+        """Sort the coordinator's ``(token, response)`` pairs for a request.
+
+        Returns:
+            The request's own response when the coordinator answered it at once,
+            else :class:`Parked` (its response comes out of a later :meth:`poll`).
+        """
+        own = None
+        for tok, body in released:
+            if tok == token:
+                own = body
+            else:
+                self._release_one(tok, body)
+        if own is not None:
+            return own
+        conn_id, ticket = token
+        self._group_waits[token] = ctx.header
+        self._by_conn[conn_id] = ticket
+        return Parked(ticket)
+
+    def release(self, released: Any) -> None:
+        """Queue the coordinator's ``(token, response)`` pairs for their connections."""
+        for tok, body in released:
+            self._release_one(tok, body)
+
+    def _release_one(self, token: Hashable, body: Any) -> None:
+        header = self._group_waits.pop(token, None)
+        if header is None:
+            return  # its connection is gone
+        conn_id, ticket = typing.cast(tuple[int, int], token)
+        if self._by_conn.get(conn_id) == ticket:
+            del self._by_conn[conn_id]
+        reply = Reply(
+            header.correlation_id, header.request_api_key, header.request_api_version, body
+        )
+        self._group_done.append(Completion(conn_id, ticket, reply))
+
+    def next_deadline(self) -> int | None:
+        """The wall-clock time at which :meth:`poll` has work, or None."""
+        candidates = [self._next_retention_ms, self._next_flush_ms]
+        while self._deadlines and self._deadlines[0][1] not in self._entries:
+            heapq.heappop(self._deadlines)
+        if self._deadlines:
+            candidates.append(self._deadlines[0][0])
+        group_deadline = self.groups.next_deadline()
+        if group_deadline is not None:
+            candidates.append(group_deadline)
+        return min(candidates)
+
+    # -- periodic work ----------------------------------------------------------
+
+    def _run_retention(self, now_ms: int) -> None:
+        try:
+            deleted = self.logs.apply_retention(now_ms)
+        except Exception:
+            log.exception("retention failed")
+            return
+        if deleted:
+            log.info("retention deleted %d segment(s)", deleted)
+
+    # -- producer ids ------------------------------------------------------------
+
+    def allocate_producer_id(self) -> int:
+        """A producer id never handed out before by this data directory."""
+        return self._producer_ids.next()
+
+    # -- versions ----------------------------------------------------------------
+
+    @staticmethod
+    def api_versions() -> list[tuple[int, int, int]]:
+        """(api_key, min_version, max_version) of every API served, by key."""
+        return [
+            (
+                key,
+                spec.min_version if spec.advertised_min is None else spec.advertised_min,
+                spec.max_version,
+            )
+            for key, spec in sorted(HANDLERS.items())
+        ]
+
+    # -- lifecycle ---------------------------------------------------------------
+
+    def close(self) -> None:
+        """Flush and close logs and coordinator state. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        self._entries.clear()
+        self._by_partition.clear()
+        self._by_conn.clear()
+        self._group_waits.clear()
+        try:
+            self.groups.store.close()
+        finally:
+            self.logs.close()
+
+
+# -- request bodies ----------------------------------------------------------------------
+
+
+def _decode_body(key: int, version: int, data: memoryview) -> Any:
+    """Decode a request body, ignoring bytes after it as Kafka does.
+
+    Kafka's broker never checks for trailing bytes and librdkafka relies on that:
+    its "all topics" Metadata request (v9+) carries three stray zero bytes.
+    """
+    return decode_request_body(key, version, data, allow_trailing=True)
+
+
+# -- durable broker metadata ------------------------------------------------------------
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+def _read_properties(path: Path) -> dict[str, str]:
+    values: dict[str, str] = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        line = line.strip()
+        if line and not line.startswith("#") and "=" in line:
+            key, value = line.split("=", 1)
+            values[key.strip()] = value.strip()
+    return values
+
+
+def new_cluster_id() -> str:
+    """A cluster id in Kafka's format: a random UUID as 22 url-safe base64 characters."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode("ascii").rstrip("=")
+
+
+def _load_cluster_id(data_dir: Path, config: BrokerConfig) -> str:
+    meta = data_dir / "meta.properties"
+    if meta.exists():
+        stored = _read_properties(meta).get("cluster.id")
+        if stored:
+            if config.cluster_id is not None and config.cluster_id != stored:
+                raise ConfigError(
+                    f"cluster_id {config.cluster_id!r} does not match {stored!r} stored in {meta}"
+                )
+            return stored
+    cluster_id = config.cluster_id or new_cluster_id()
+    _atomic_write(
+        meta,
+        f"# brokerlite broker metadata\nversion=1\ncluster.id={cluster_id}\n"
+        f"node.id={config.node_id}\n",
+    )
+    return cluster_id
+
+
+class _ProducerIdAllocator:
+    """Producer ids from a durable counter, reserved in blocks like Kafka does.
+
+    The file holds the first id of the next unreserved block; it is advanced
+    (atomically) before any id of a new block is handed out, so a crash can
+    skip ids but never repeat one.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self._path = path
+        self._next = 0
+        self._limit = 0
+        if path.exists():
+            text = path.read_text(encoding="utf-8").strip()
+            try:
+                self._next = self._limit = int(text)
+            except ValueError:
+                raise ConfigError(f"{path}: not a producer id ({text!r})") from None
+
+    def next(self) -> int:
+        if self._next >= self._limit:
+            self._limit = self._next + _PRODUCER_ID_BLOCK
+            _atomic_write(self._path, f"{self._limit}\n")
+        pid = self._next
+        self._next += 1
+        return pid
+
+
+def served_api_keys() -> Iterable[int]:
+    """The API keys brokerlite serves."""
+    return sorted(HANDLERS)

@@ -1,0 +1,110 @@
+"""``trafka broker``: run brokerlite from the command line.
+
+With no options it serves on 127.0.0.1:9092 with its data in ``./trafka-data``.
+Settings come from, lowest priority first: the defaults, ``--config FILE``
+(Kafka ``server.properties`` names) and the options given. It logs one line
+when ready, naming the address, and shuts down cleanly on SIGINT or SIGTERM.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+import click
+
+from .config import BrokerConfig, ConfigError
+
+__all__ = ["command"]
+
+# option name -> BrokerConfig field (options left at None are not applied)
+_OPTION_FIELDS = {
+    "data_dir": "data_dir",
+    "node_id": "node_id",
+    "num_partitions": "num_partitions",
+    "auto_create_topics": "auto_create_topics",
+    "log_segment_bytes": "log_segment_bytes",
+    "log_retention_ms": "log_retention_ms",
+    "log_retention_bytes": "log_retention_bytes",
+    "message_max_bytes": "message_max_bytes",
+    "flush_interval_messages": "flush_interval_messages",
+    "flush_interval_ms": "flush_interval_ms",
+    "group_initial_rebalance_delay_ms": "group_initial_rebalance_delay_ms",
+}
+
+
+def build_config(config_file: Path | None, options: dict[str, Any]) -> BrokerConfig:
+    """The effective config: defaults, then ``config_file``, then the options set.
+
+    Raises:
+        ConfigError: an unknown key in the file or an invalid value.
+    """
+    config = BrokerConfig.from_properties(config_file) if config_file else BrokerConfig()
+    overrides: dict[str, Any] = {}
+    if options.get("listen") is not None:
+        overrides["listen"] = options["listen"]
+    if options.get("advertised_listener") is not None:
+        overrides["advertised_listener"] = options["advertised_listener"]
+    for option, field in _OPTION_FIELDS.items():
+        if options.get(option) is not None:
+            overrides[field] = options[option]
+    return config.with_overrides(overrides) if overrides else config
+
+
+@click.command("broker")
+@click.option("--listen", metavar="HOST:PORT", help="Address to listen on [127.0.0.1:9092].")
+@click.option(
+    "--advertised-listener",
+    metavar="HOST:PORT",
+    help="Address given to clients in metadata [the listening address].",
+)
+@click.option(
+    "--data-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Directory for topics, offsets and broker metadata [./trafka-data].",
+)
+@click.option("--node-id", type=int, help="This broker's node id [1].")
+@click.option("--num-partitions", type=int, help="Partitions of auto-created topics [1].")
+@click.option(
+    "--auto-create-topics/--no-auto-create-topics",
+    default=None,
+    help="Create unknown topics when clients ask for their metadata [on].",
+)
+@click.option("--log-segment-bytes", type=int, help="Segment size [1073741824].")
+@click.option("--log-retention-ms", type=int, help="Keep records this long; -1 forever [7 days].")
+@click.option("--log-retention-bytes", type=int, help="Keep this much per partition; -1 all [-1].")
+@click.option("--message-max-bytes", type=int, help="Largest record batch accepted [1048588].")
+@click.option("--flush-interval-messages", type=int, help="fsync after this many messages [OS].")
+@click.option("--flush-interval-ms", type=int, help="fsync at least this often [OS].")
+@click.option(
+    "--group-initial-rebalance-delay-ms",
+    type=int,
+    help="Wait this long for more members before a new group's first rebalance [3000].",
+)
+@click.option(
+    "--config",
+    "config_file",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="A Kafka server.properties file (options given here win).",
+)
+@click.option("-v", "--verbose", is_flag=True, help="Log every connection and request error.")
+def command(config_file: Path | None, verbose: bool, **options: Any) -> None:
+    """Run brokerlite, a single-node Kafka-compatible broker."""
+    try:
+        config = build_config(config_file, options)
+    except (ConfigError, OSError) as exc:
+        raise click.UsageError(str(exc)) from None
+    logging.basicConfig(
+        level=logging.DEBUG if verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    if not verbose:
+        # Client libraries and trio are chatty at DEBUG; keep INFO for ours.
+        logging.getLogger("trio").setLevel(logging.WARNING)
+    from .server import run_broker
+
+    try:
+        run_broker(config)
+    except OSError as exc:
+        raise click.ClickException(f"cannot start the broker: {exc}") from None

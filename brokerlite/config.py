@@ -1,0 +1,449 @@
+"""brokerlite's one configuration object.
+
+Rules:
+
+* Every setting has one canonical Python name (a :class:`BrokerConfig` field) and
+  may also be given by its Kafka ``server.properties`` name (``log.segment.bytes``)
+  or a few spelled-out aliases (``listen="host:port"``). Dotted names that differ
+  from the field name only by ``.`` versus ``_`` are accepted mechanically.
+* Values may be typed (``1024``, ``True``) or strings as read from a properties
+  file (``"1024"``, ``"true"``); they are converted to the field's type.
+* An unknown key is an error naming it and, when one is close, the known key it
+  probably meant. Keys of a stock Kafka ``server.properties`` that have no
+  meaning for a single-node broker (thread counts, replication factors, KRaft
+  quorum settings) are accepted and ignored, so a real file can be reused.
+* Kafka's unit variants follow Kafka's precedence: ``log.retention.ms`` beats
+  ``log.retention.minutes`` beats ``log.retention.hours`` whatever their order.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import logging
+import types
+import typing
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from trafka.codec.errors import TrafkaError
+
+__all__ = ["BrokerConfig", "ConfigError"]
+
+log = logging.getLogger("trafka.brokerlite.config")
+
+
+class ConfigError(TrafkaError, ValueError):
+    """A broker setting is unknown or has an invalid value."""
+
+
+# Kafka server.properties names whose field name is not the mechanical conversion.
+_KAFKA_NAMES: dict[str, str] = {
+    "listeners": "listen",
+    "advertised.listeners": "advertised_listener",
+    "advertised.listener": "advertised_listener",
+    "log.dirs": "data_dir",
+    "log.dir": "data_dir",
+    "node.id": "node_id",
+    "broker.id": "node_id",
+    "cluster.id": "cluster_id",
+    "num.partitions": "num_partitions",
+    "auto.create.topics.enable": "auto_create_topics",
+    "log.roll.ms": "log_segment_ms",
+    "log.flush.interval.messages": "flush_interval_messages",
+    "log.flush.interval.ms": "flush_interval_ms",
+}
+
+# (name, field, factor): coarser units of a millisecond setting, lowest priority first.
+_UNIT_VARIANTS: tuple[tuple[str, str, int], ...] = (
+    ("log.retention.hours", "log_retention_ms", 3_600_000),
+    ("log.retention.minutes", "log_retention_ms", 60_000),
+    ("log.roll.hours", "log_segment_ms", 3_600_000),
+)
+
+# Stock server.properties keys that mean nothing for one node without replication.
+IGNORED_KAFKA_KEYS = frozenset(
+    {
+        "process.roles",
+        "controller.quorum.voters",
+        "controller.quorum.bootstrap.servers",
+        "controller.listener.names",
+        "inter.broker.listener.name",
+        "listener.security.protocol.map",
+        "num.network.threads",
+        "num.io.threads",
+        "socket.send.buffer.bytes",
+        "socket.receive.buffer.bytes",
+        "num.recovery.threads.per.data.dir",
+        "offsets.topic.replication.factor",
+        "transaction.state.log.replication.factor",
+        "transaction.state.log.min.isr",
+        "share.coordinator.state.topic.replication.factor",
+        "share.coordinator.state.topic.min.isr",
+        "default.replication.factor",
+        "min.insync.replicas",
+        "zookeeper.connect",
+        "zookeeper.connection.timeout.ms",
+    }
+)
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class BrokerConfig:
+    """Settings of one brokerlite node (defaults are Kafka's where Kafka has one).
+
+    Build with keywords (``BrokerConfig(port=0)``), from any mix of Python and
+    Kafka names (:meth:`from_mapping`, :meth:`with_overrides`) or from a
+    ``server.properties`` file (:meth:`from_properties`).
+
+    Attributes:
+        host: interface to listen on.
+        port: TCP port; 0 picks a free one (see ``RunningBroker.address``).
+        advertised_listener: ``host:port`` given to clients in Metadata; ``None``
+            advertises the bound address.
+        data_dir: where topics, group offsets and broker metadata live.
+        node_id: this broker's id in Metadata.
+        cluster_id: ``None`` generates one on first start and keeps it in ``data_dir``.
+        num_partitions: partitions of an auto-created topic, and of CreateTopics
+            with ``num_partitions=-1``.
+        auto_create_topics: create unknown topics on Metadata requests that allow it.
+        log_segment_bytes, log_segment_ms, log_retention_ms, log_retention_bytes,
+        log_index_interval_bytes, log_message_timestamp_type, message_max_bytes,
+        flush_interval_messages, flush_interval_ms: topic defaults, as Kafka's
+            ``log.*`` settings (``flush_*=None`` leaves flushing to the OS).
+        log_retention_check_interval_ms: how often retention is applied.
+        group_initial_rebalance_delay_ms: wait for more members before the first
+            rebalance of an empty group (Kafka 3000; tests use 0).
+        group_min_session_timeout_ms, group_max_session_timeout_ms: accepted
+            session timeouts of group members.
+        socket_request_max_bytes: largest request frame accepted.
+    """
+
+    host: str = "127.0.0.1"
+    port: int = 9092
+    advertised_listener: str | None = None
+    data_dir: Path = Path("trafka-data")
+    node_id: int = 1
+    cluster_id: str | None = None
+    num_partitions: int = 1
+    auto_create_topics: bool = True
+    log_segment_bytes: int = 1_073_741_824
+    log_segment_ms: int = 604_800_000
+    log_retention_ms: int = 604_800_000
+    log_retention_bytes: int = -1
+    log_index_interval_bytes: int = 4096
+    log_message_timestamp_type: str = "CreateTime"
+    message_max_bytes: int = 1_048_588
+    flush_interval_messages: int | None = None
+    flush_interval_ms: int | None = None
+    log_retention_check_interval_ms: int = 300_000
+    group_initial_rebalance_delay_ms: int = 3000
+    group_min_session_timeout_ms: int = 6000
+    group_max_session_timeout_ms: int = 1_800_000
+    socket_request_max_bytes: int = 104_857_600
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.data_dir, Path):
+            object.__setattr__(self, "data_dir", Path(self.data_dir))
+        if not 0 <= self.port <= 65535:
+            raise ConfigError(f"port: {self.port} is not a TCP port")
+        if self.advertised_listener is not None:
+            _split_host_port(self.advertised_listener, "advertised_listener")
+        if self.num_partitions < 1:
+            raise ConfigError(f"num_partitions: must be >= 1, got {self.num_partitions}")
+        if self.node_id < 0:
+            raise ConfigError(f"node_id: must be >= 0, got {self.node_id}")
+        for name in (
+            "log_segment_bytes",
+            "log_segment_ms",
+            "log_index_interval_bytes",
+            "message_max_bytes",
+            "log_retention_check_interval_ms",
+            "socket_request_max_bytes",
+        ):
+            if getattr(self, name) <= 0:
+                raise ConfigError(f"{name}: must be > 0, got {getattr(self, name)}")
+        if self.log_segment_bytes < 14:
+            raise ConfigError("log_segment_bytes: must be at least 14 bytes")
+        for name in ("log_retention_ms", "log_retention_bytes"):
+            if getattr(self, name) < -1:
+                raise ConfigError(f"{name}: must be >= -1 (-1 = unlimited)")
+        if self.group_initial_rebalance_delay_ms < 0:
+            raise ConfigError("group_initial_rebalance_delay_ms: must be >= 0")
+        if self.log_message_timestamp_type not in ("CreateTime", "LogAppendTime"):
+            raise ConfigError(
+                "log_message_timestamp_type: must be CreateTime or LogAppendTime, "
+                f"got {self.log_message_timestamp_type!r}"
+            )
+        for name in ("flush_interval_messages", "flush_interval_ms"):
+            value = getattr(self, name)
+            if value is not None and value <= 0:
+                raise ConfigError(f"{name}: must be > 0 or None")
+
+    # -- derived ---------------------------------------------------------------
+
+    def advertised_address(self, bound: tuple[str, int]) -> tuple[str, int]:
+        """The (host, port) clients are told to connect to, given the bound address."""
+        if self.advertised_listener is not None:
+            return _split_host_port(self.advertised_listener, "advertised_listener")
+        host, port = bound
+        if host in ("", "0.0.0.0", "::"):
+            host = "127.0.0.1"
+        return host, port
+
+    # -- building --------------------------------------------------------------
+
+    @classmethod
+    def from_mapping(cls, settings: Mapping[str, Any]) -> BrokerConfig:
+        """A config from Python and/or Kafka names (strings are converted).
+
+        Raises:
+            ConfigError: unknown key (the message names the closest known one) or
+                invalid value.
+        """
+        return cls().with_overrides(settings)
+
+    @classmethod
+    def from_properties(cls, path: str | Path) -> BrokerConfig:
+        """Read a Kafka-style ``server.properties`` file.
+
+        ``#`` and ``!`` start comments; ``key=value`` or ``key: value`` per line;
+        a trailing backslash continues a line.
+
+        Raises:
+            ConfigError: unknown key or invalid value (names the file and line).
+            OSError: the file cannot be read.
+        """
+        settings: dict[str, str] = {}
+        for key, value in _parse_properties(Path(path).read_text(encoding="utf-8"), str(path)):
+            settings[key] = value
+        return cls.from_mapping(settings)
+
+    def with_overrides(self, overrides: Mapping[str, Any]) -> BrokerConfig:
+        """A copy with ``overrides`` applied (Python or Kafka names).
+
+        Raises:
+            ConfigError: unknown key or invalid value.
+        """
+        changes: dict[str, Any] = {}
+        scaled: list[tuple[int, str, int, Any, str]] = []
+        for key, value in overrides.items():
+            for rank, (name, field, factor) in enumerate(_UNIT_VARIANTS):
+                if key == name:
+                    scaled.append((rank, field, factor, value, key))
+                    break
+            else:
+                resolved = _resolve_key(key)
+                if resolved is None:
+                    log.info("ignoring %s: it has no effect on a single-node brokerlite", key)
+                    continue
+                field = resolved
+                if field == "listen":
+                    host, port = _split_host_port(_first_listener(value), key)
+                    changes["host"], changes["port"] = host or "0.0.0.0", port
+                elif field == "advertised_listener":
+                    changes[field] = None if value is None else _first_listener(value)
+                elif field == "data_dir":
+                    changes[field] = Path(str(value).split(",")[0].strip())
+                else:
+                    changes[field] = _convert(field, value, key)
+        # An explicit millisecond value wins over its coarser-unit variants.
+        for _rank, field, factor, value, key in sorted(scaled, key=lambda item: -item[0]):
+            if field in changes:
+                continue
+            number = _convert(field, value, key)
+            changes[field] = number * factor if number >= 0 else number  # -1: forever
+        try:
+            return dataclasses.replace(self, **changes)
+        except (TypeError, ValueError) as exc:
+            if isinstance(exc, ConfigError):
+                raise
+            raise ConfigError(str(exc)) from exc
+
+    def kafka_entries(self) -> list[tuple[str, str | None, bool]]:
+        """The settings under their Kafka names: ``(name, value, is_default)``.
+
+        This is what DescribeConfigs reports for the broker resource.
+        """
+        default = BrokerConfig()
+        host, port = self.host, self.port
+        out: list[tuple[str, str | None, bool]] = [
+            (
+                "listeners",
+                f"PLAINTEXT://{host}:{port}",
+                (host, port) == (default.host, default.port),
+            ),
+            (
+                "advertised.listeners",
+                None
+                if self.advertised_listener is None
+                else f"PLAINTEXT://{self.advertised_listener}",
+                self.advertised_listener is None,
+            ),
+            ("log.dirs", str(self.data_dir), self.data_dir == default.data_dir),
+            ("node.id", str(self.node_id), self.node_id == default.node_id),
+            ("broker.id", str(self.node_id), self.node_id == default.node_id),
+        ]
+        for field, name in _KAFKA_FIELD_NAMES.items():
+            value = getattr(self, field)
+            text = (
+                None
+                if value is None
+                else (str(value).lower() if isinstance(value, bool) else str(value))
+            )
+            out.append((name, text, value == getattr(default, field)))
+        return out
+
+    def as_log_config_kwargs(self) -> dict[str, Any]:
+        """The topic defaults as ``LogConfig`` keyword arguments."""
+        return {
+            "segment_bytes": self.log_segment_bytes,
+            "segment_ms": self.log_segment_ms,
+            "retention_ms": self.log_retention_ms,
+            "retention_bytes": self.log_retention_bytes,
+            "index_interval_bytes": self.log_index_interval_bytes,
+            "flush_interval_messages": self.flush_interval_messages,
+            "flush_interval_ms": self.flush_interval_ms,
+            "message_max_bytes": self.message_max_bytes,
+            "message_timestamp_type": self.log_message_timestamp_type,
+        }
+
+
+# field -> Kafka name, for reporting (DescribeConfigs on the broker).
+_KAFKA_FIELD_NAMES: dict[str, str] = {
+    "num_partitions": "num.partitions",
+    "auto_create_topics": "auto.create.topics.enable",
+    "log_segment_bytes": "log.segment.bytes",
+    "log_segment_ms": "log.roll.ms",
+    "log_retention_ms": "log.retention.ms",
+    "log_retention_bytes": "log.retention.bytes",
+    "log_index_interval_bytes": "log.index.interval.bytes",
+    "log_message_timestamp_type": "log.message.timestamp.type",
+    "message_max_bytes": "message.max.bytes",
+    "flush_interval_messages": "log.flush.interval.messages",
+    "flush_interval_ms": "log.flush.interval.ms",
+    "log_retention_check_interval_ms": "log.retention.check.interval.ms",
+    "group_initial_rebalance_delay_ms": "group.initial.rebalance.delay.ms",
+    "group_min_session_timeout_ms": "group.min.session.timeout.ms",
+    "group_max_session_timeout_ms": "group.max.session.timeout.ms",
+    "socket_request_max_bytes": "socket.request.max.bytes",
+}
+
+_FIELDS: dict[str, Any] = {}
+
+
+def _field_types() -> dict[str, Any]:
+    if not _FIELDS:
+        hints = typing.get_type_hints(BrokerConfig)
+        for f in dataclasses.fields(BrokerConfig):
+            _FIELDS[f.name] = hints[f.name]
+    return _FIELDS
+
+
+def known_keys() -> list[str]:
+    """Every key :meth:`BrokerConfig.with_overrides` accepts (Python and Kafka names)."""
+    names = set(_field_types()) | {"listen"} | set(_KAFKA_NAMES)
+    names |= {name for name, _, _ in _UNIT_VARIANTS}
+    names |= {f.replace("_", ".") for f in _field_types()}
+    return sorted(names)
+
+
+def _resolve_key(key: str) -> str | None:
+    """The field a key sets, None for an ignored Kafka key; raises for unknown keys."""
+    if not isinstance(key, str):
+        raise ConfigError(f"config keys are strings, got {key!r}")
+    if key in _field_types() or key == "listen":
+        return key
+    if key in _KAFKA_NAMES:
+        return _KAFKA_NAMES[key]
+    mechanical = key.replace(".", "_").replace("-", "_")
+    if mechanical in _field_types():
+        return mechanical
+    if key in IGNORED_KAFKA_KEYS:
+        return None
+    close = difflib.get_close_matches(key, known_keys(), n=1, cutoff=0.6)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    raise ConfigError(f"unknown broker setting {key!r}{hint}")
+
+
+def _convert(field: str, value: Any, key: str) -> Any:
+    hint = _field_types()[field]
+    optional = False
+    if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union:
+        args = [a for a in typing.get_args(hint) if a is not type(None)]
+        optional = len(args) < len(typing.get_args(hint))
+        hint = args[0]
+    if value is None or (optional and isinstance(value, str) and value.strip() == ""):
+        if optional:
+            return None
+        raise ConfigError(f"{key}: a value is required")
+    try:
+        if hint is bool:
+            if isinstance(value, bool):
+                return value
+            text = str(value).strip().lower()
+            if text in ("true", "1", "yes", "on"):
+                return True
+            if text in ("false", "0", "no", "off"):
+                return False
+            raise ValueError(f"not a boolean: {value!r}")
+        if hint is int:
+            if isinstance(value, bool):
+                raise ValueError(f"not an integer: {value!r}")
+            if isinstance(value, int):
+                return value
+            return int(str(value).strip().replace("_", ""))
+        if hint is Path:
+            return Path(value)
+        return str(value).strip() if isinstance(value, str) else str(value)
+    except ValueError as exc:
+        raise ConfigError(f"{key}: {exc}") from None
+
+
+def _first_listener(value: Any) -> str:
+    """``PLAINTEXT://host:port,SSL://...`` -> ``host:port`` (the first listener)."""
+    text = str(value).split(",")[0].strip()
+    if "://" in text:
+        text = text.split("://", 1)[1]
+    return text
+
+
+def _split_host_port(text: str, key: str) -> tuple[str, int]:
+    text = _first_listener(text)
+    host, sep, port_text = text.rpartition(":")
+    if not sep:
+        raise ConfigError(f"{key}: expected HOST:PORT, got {text!r}")
+    host = host.strip("[]")
+    try:
+        port = int(port_text)
+    except ValueError:
+        raise ConfigError(f"{key}: bad port in {text!r}") from None
+    if not 0 <= port <= 65535:
+        raise ConfigError(f"{key}: bad port in {text!r}")
+    return host, port
+
+
+def _parse_properties(text: str, source: str) -> Iterable[tuple[str, str]]:
+    pending = ""
+    start_line = 0
+    for number, raw in enumerate(text.splitlines(), 1):
+        line = raw.strip() if not pending else raw.lstrip()
+        if not pending:
+            start_line = number
+            if not line or line[0] in "#!":
+                continue
+        if line.endswith("\\") and not line.endswith("\\\\"):
+            pending += line[:-1]
+            continue
+        line, pending = pending + line, ""
+        sep_at = min((i for i in (line.find("="), line.find(":")) if i >= 0), default=-1)
+        if sep_at < 0:
+            key, value = line.strip(), ""
+        else:
+            key, value = line[:sep_at].strip(), line[sep_at + 1 :].strip()
+        if not key:
+            raise ConfigError(f"{source}:{start_line}: no key in {raw!r}")
+        yield key, value
+    if pending:
+        raise ConfigError(f"{source}: file ends inside a continued line")

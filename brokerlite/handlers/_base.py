@@ -1,0 +1,222 @@
+"""What request handlers and the broker core share: contexts, outcomes, response parts.
+
+Rules and invariants:
+
+* A handler is pure protocol logic: it receives a :class:`RequestContext` and
+  the decoded request body, reads and changes broker state through
+  ``ctx.broker``, and returns either a response body (a generated response
+  dataclass, or a :class:`PartsBody` such as the Fetch response plan) or an
+  :class:`Outcome` (:class:`NoResponse`, :class:`Parked`, :class:`Close`). It
+  never blocks, never sleeps and never touches a socket.
+* A handler never lets a storage or coordinator error escape for one
+  topic/partition: it reports it as that entry's error code. An exception that
+  does escape is a bug; the broker logs it and answers with
+  UNKNOWN_SERVER_ERROR where the API has an error field.
+* A response frame is a list of parts whose total size is known before the
+  first byte is sent: bytes, or :class:`FileChunk` ranges of segment files that
+  the driver sends with ``os.sendfile``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import struct
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+from trafka.codec.errors import ErrorCode
+from trafka.codec.protocol import api, encode_response
+
+if TYPE_CHECKING:
+    from trafka.brokerlite.broker import Broker
+    from trafka.codec.messages.headers import RequestHeader
+
+__all__ = [
+    "Close",
+    "HandlerSpec",
+    "NoResponse",
+    "Outcome",
+    "Parked",
+    "Part",
+    "PartsBody",
+    "Reply",
+    "RequestContext",
+    "Waiter",
+    "parts_size",
+]
+
+_SIZE_CORR = struct.Struct(">ii")
+
+
+class FileRange(Protocol):
+    """A byte range of a file (structurally :class:`trafka.brokerlite.log.FileChunk`)."""
+
+    @property
+    def path_or_fd(self) -> Any: ...
+
+    @property
+    def position(self) -> int: ...
+
+    @property
+    def length(self) -> int: ...
+
+
+Part = bytes | FileRange
+
+
+def parts_size(parts: list[Part]) -> int:
+    """Total number of bytes of ``parts``."""
+    return sum(len(p) if isinstance(p, bytes | bytearray | memoryview) else p.length for p in parts)
+
+
+@runtime_checkable
+class PartsBody(Protocol):
+    """A response body that encodes itself to parts (bytes and file ranges)."""
+
+    def encode_parts(self, version: int) -> list[Part]:
+        """The body's bytes (no header) at ``version``."""
+        ...
+
+    def to_message(self) -> Any:
+        """The same body as the generated response dataclass (file ranges read)."""
+        ...
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Reply:
+    """A response ready to send.
+
+    Attributes:
+        correlation_id: echoed from the request.
+        api_key, api_version: of the request; they choose the response schema.
+        body: a generated response dataclass or a :class:`PartsBody`.
+    """
+
+    correlation_id: int
+    api_key: int
+    api_version: int
+    body: Any
+
+    def encode(self) -> list[Part]:
+        """The whole frame, size prefix included, as parts."""
+        body = self.body
+        if isinstance(body, PartsBody):
+            body_parts = body.encode_parts(self.api_version)
+            flexible_header = api(self.api_key).response_header_version(self.api_version) >= 1
+            head_len = 4 + (1 if flexible_header else 0)
+            size = head_len + parts_size(body_parts)
+            head = _SIZE_CORR.pack(size, self.correlation_id)
+            if flexible_header:
+                head += b"\x00"
+            return [head, *body_parts]
+        return [encode_response(self.correlation_id, self.api_key, self.api_version, body)]
+
+    def message(self) -> Any:
+        """The body as a generated dataclass (reads file ranges of a PartsBody)."""
+        if isinstance(self.body, PartsBody):
+            return self.body.to_message()
+        return self.body
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class NoResponse:
+    """The request gets no response (Produce with acks=0)."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Parked:
+    """The response comes later, via ``Broker.poll``; ``ticket`` identifies it."""
+
+    ticket: int
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Close:
+    """Close the connection without answering (the peer broke the protocol).
+
+    Attributes:
+        reason: what to log, naming what the peer did.
+        client_id: from the request header when it could be read.
+    """
+
+    reason: str
+    client_id: str | None = None
+
+
+Outcome = Reply | NoResponse | Parked | Close
+
+
+class Waiter(Protocol):
+    """A parked request inside the broker core (see ``Broker.park``)."""
+
+    deadline_ms: int
+    watches: frozenset[tuple[str, int]]
+
+    def on_append(self, topic: str, partition: int, nbytes: int) -> bool:
+        """Data arrived on a watched partition; True when the request can complete."""
+        ...
+
+    def complete(self, now_ms: int) -> Any:
+        """Build the response body now (data arrived, deadline passed or topic gone)."""
+        ...
+
+
+@dataclasses.dataclass(slots=True)
+class RequestContext:
+    """One request being handled.
+
+    Attributes:
+        broker: the broker core (state, storage, coordinator, config).
+        conn_id: the connection the request came on.
+        header: the decoded request header.
+        now_ms: wall-clock time in milliseconds, given by the driver.
+    """
+
+    broker: Broker
+    conn_id: int
+    header: RequestHeader
+    now_ms: int
+
+    @property
+    def version(self) -> int:
+        return self.header.request_api_version
+
+    @property
+    def client_id(self) -> str | None:
+        return self.header.client_id
+
+    def park(self, waiter: Waiter) -> Parked:
+        """Park this request until ``waiter`` completes (see ``Broker.park``)."""
+        return self.broker.park(self, waiter)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class HandlerSpec:
+    """One API as brokerlite serves it.
+
+    Attributes:
+        api_key: the API key.
+        min_version, max_version: the versions served and advertised.
+        handle: ``(ctx, request) -> body | Outcome``.
+        error_response: ``(request, version, code) -> body``: the response
+            reporting ``code`` for everything the request asked (used for
+            unsupported versions and internal errors); ``None`` when the API
+            has no way to report an error.
+        advertised_min: the minimum version ApiVersions reports when it differs
+            from ``min_version`` (see the Produce handler).
+    """
+
+    api_key: int
+    min_version: int
+    max_version: int
+    handle: Callable[[RequestContext, Any], Any]
+    error_response: Callable[[Any, int, ErrorCode], Any] | None
+    advertised_min: int | None = None
+
+    def __post_init__(self) -> None:
+        info = api(self.api_key)
+        if not info.min_version <= self.min_version <= self.max_version <= info.max_version:
+            raise ValueError(
+                f"{info.name}: versions {self.min_version}-{self.max_version} outside the "
+                f"codec's {info.min_version}-{info.max_version}"
+            )

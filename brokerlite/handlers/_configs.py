@@ -1,0 +1,89 @@
+"""Config resources shared by DescribeConfigs, AlterConfigs and IncrementalAlterConfigs.
+
+Resource types are Kafka's: 2 topic, 4 broker, 8 broker logger. Topic configs
+live in the log manager's registry; the broker's settings are static (they
+come from :class:`~trafka.brokerlite.config.BrokerConfig`) and reported read-only.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import TYPE_CHECKING
+
+from trafka.brokerlite.log import ConfigEntry, ConfigSource, ConfigType
+
+if TYPE_CHECKING:
+    from trafka.brokerlite.broker import Broker
+
+
+class ResourceType(enum.IntEnum):
+    UNKNOWN = 0
+    ANY = 1
+    TOPIC = 2
+    GROUP = 3
+    BROKER = 4
+    BROKER_LOGGER = 8
+
+
+# Topic config -> the broker setting that provides its default (Kafka's synonyms).
+BROKER_SYNONYMS = {
+    "cleanup.policy": "log.cleanup.policy",
+    "flush.messages": "log.flush.interval.messages",
+    "flush.ms": "log.flush.interval.ms",
+    "index.interval.bytes": "log.index.interval.bytes",
+    "max.message.bytes": "message.max.bytes",
+    "message.timestamp.type": "log.message.timestamp.type",
+    "retention.bytes": "log.retention.bytes",
+    "retention.ms": "log.retention.ms",
+    "segment.bytes": "log.segment.bytes",
+    "segment.ms": "log.roll.ms",
+}
+
+_BROKER_TYPES = {
+    "listeners": ConfigType.LIST,
+    "advertised.listeners": ConfigType.LIST,
+    "log.dirs": ConfigType.STRING,
+    "node.id": ConfigType.INT,
+    "broker.id": ConfigType.INT,
+    "num.partitions": ConfigType.INT,
+    "auto.create.topics.enable": ConfigType.BOOLEAN,
+    "log.segment.bytes": ConfigType.INT,
+    "log.roll.ms": ConfigType.LONG,
+    "log.retention.ms": ConfigType.LONG,
+    "log.retention.bytes": ConfigType.LONG,
+    "log.index.interval.bytes": ConfigType.INT,
+    "log.message.timestamp.type": ConfigType.STRING,
+    "message.max.bytes": ConfigType.INT,
+    "log.flush.interval.messages": ConfigType.LONG,
+    "log.flush.interval.ms": ConfigType.LONG,
+    "log.retention.check.interval.ms": ConfigType.LONG,
+    "group.initial.rebalance.delay.ms": ConfigType.INT,
+    "group.min.session.timeout.ms": ConfigType.INT,
+    "group.max.session.timeout.ms": ConfigType.INT,
+    "socket.request.max.bytes": ConfigType.INT,
+}
+
+
+def broker_entries(broker: Broker) -> list[ConfigEntry]:
+    """The broker's settings as read-only config entries, sorted by name."""
+    out = []
+    for name, value, is_default in broker.config.kafka_entries():
+        out.append(
+            ConfigEntry(
+                name=name,
+                value=value,
+                is_default=is_default,
+                read_only=True,
+                sensitive=False,
+                source=ConfigSource.DEFAULT_CONFIG
+                if is_default
+                else ConfigSource.STATIC_BROKER_CONFIG,
+                config_type=_BROKER_TYPES.get(name, ConfigType.STRING),
+            )
+        )
+    return sorted(out, key=lambda e: e.name)
+
+
+def is_broker_name(broker: Broker, name: str) -> bool:
+    """Whether a broker resource name designates this broker ("" is the cluster default)."""
+    return name in ("", str(broker.node_id))

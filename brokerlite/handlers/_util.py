@@ -1,0 +1,68 @@
+"""Small helpers shared by handlers."""
+
+from __future__ import annotations
+
+import uuid
+from typing import TYPE_CHECKING
+
+from trafka.brokerlite.errors import BrokerError, UnknownTopicOrPartitionError
+from trafka.codec.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from trafka.brokerlite.broker import Broker
+    from trafka.brokerlite.log import PartitionLog
+
+NULL_UUID = uuid.UUID(int=0)
+NO_AUTHORIZED_OPERATIONS = -(2**31)
+
+# Kafka's AclOperation codes: what an unsecured broker allows on each resource.
+_TOPIC_OPERATIONS = (
+    3,
+    4,
+    5,
+    6,
+    7,
+    8,
+    10,
+    11,
+)  # read write create delete alter describe d/a-configs
+_CLUSTER_OPERATIONS = (5, 7, 8, 9, 10, 11, 12)  # create alter describe cluster-action configs idem
+_GROUP_OPERATIONS = (3, 6, 8)  # read delete describe
+TOPIC_AUTHORIZED_OPERATIONS = sum(1 << op for op in _TOPIC_OPERATIONS)
+CLUSTER_AUTHORIZED_OPERATIONS = sum(1 << op for op in _CLUSTER_OPERATIONS)
+GROUP_AUTHORIZED_OPERATIONS = sum(1 << op for op in _GROUP_OPERATIONS)
+
+# The only leader epoch there is: one node, no elections.
+LEADER_EPOCH = 0
+
+
+def partition_log(broker: Broker, topic: str, partition: int) -> PartitionLog:
+    """The log of ``topic``/``partition``.
+
+    Raises:
+        UnknownTopicOrPartitionError: no such topic or partition.
+    """
+    info = broker.logs.topic(topic)
+    if info is None or not 0 <= partition < info.num_partitions:
+        raise UnknownTopicOrPartitionError(f"unknown topic-partition {topic}-{partition}")
+    return broker.logs.partition(topic, partition)
+
+
+def code_of(exc: BaseException) -> ErrorCode:
+    """The Kafka error code for a broker error (UNKNOWN_SERVER_ERROR otherwise)."""
+    if isinstance(exc, BrokerError):
+        return exc.code
+    return ErrorCode.UNKNOWN_SERVER_ERROR
+
+
+def message_of(exc: BaseException) -> str:
+    return str(exc) or type(exc).__name__
+
+
+def check_leader_epoch(current_leader_epoch: int) -> ErrorCode:
+    """Kafka's fencing rule for a client's idea of the leader epoch (-1: no check)."""
+    if current_leader_epoch < 0 or current_leader_epoch == LEADER_EPOCH:
+        return ErrorCode.NONE
+    if current_leader_epoch > LEADER_EPOCH:
+        return ErrorCode.UNKNOWN_LEADER_EPOCH
+    return ErrorCode.FENCED_LEADER_EPOCH

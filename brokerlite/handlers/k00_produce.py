@@ -1,0 +1,129 @@
+"""Produce (key 0), versions 3-11 served; 0-11 advertised, like Kafka 4.0.
+
+* Records must be magic-2 batches (v3+). Each partition's blob is handed to
+  ``PartitionLog.append`` as received: the log validates every batch (size,
+  magic, CRC-32C, ``max.message.bytes``) before writing any, assigns offsets
+  by rewriting base offsets, and never re-encodes. Its errors become the
+  partition's error code (CORRUPT_MESSAGE, MESSAGE_TOO_LARGE, INVALID_RECORD,
+  ...) with the reason in ``error_message`` (v8+); other partitions of the
+  request are unaffected.
+* ``acks`` 1 and -1 are the same thing on one node: the reply is sent once the
+  batches are in the log (flushing follows the flush settings). ``acks=0``
+  sends no reply; when a partition failed the connection is closed instead,
+  which is how Kafka tells an acks=0 producer that something went wrong.
+  Other values are INVALID_REQUIRED_ACKS.
+* Unknown topics or partitions are UNKNOWN_TOPIC_OR_PARTITION: produce never
+  creates topics (Metadata does).
+* Transactional produce is refused (TRANSACTIONAL_ID_AUTHORIZATION_FAILED):
+  there is no transaction coordinator yet.
+* Versions 0-2 are advertised because Kafka 4.0 advertises them (older
+  librdkafka releases look for them) but answered with UNSUPPORTED_VERSION.
+* Appending wakes Fetch requests parked on the partition.
+"""
+
+from __future__ import annotations
+
+from trafka.brokerlite.errors import BrokerError, InvalidRecordError
+from trafka.codec.errors import ErrorCode
+from trafka.codec.messages import k00_produce as m
+
+from ._base import Close, HandlerSpec, NoResponse, RequestContext
+from ._util import code_of, message_of, partition_log
+
+API_KEY = 0
+MIN_VERSION = 3
+MAX_VERSION = 11
+ADVERTISED_MIN_VERSION = 0
+
+TopicResponse = m.ProduceResponse.TopicProduceResponse
+PartitionResponse = m.ProduceResponse.PartitionProduceResponse
+
+
+def handle(
+    ctx: RequestContext, request: m.ProduceRequest
+) -> m.ProduceResponse | NoResponse | Close:
+    broker = ctx.broker
+    version = ctx.version
+    acks = request.acks
+    failures: list[str] = []
+    responses: list[TopicResponse] = []
+    for topic in request.topic_data:
+        partitions: list[PartitionResponse] = []
+        for data in topic.partition_data:
+            if acks not in (0, 1, -1):
+                code, message = ErrorCode.INVALID_REQUIRED_ACKS, f"acks={acks} is not 0, 1 or -1"
+            elif request.transactional_id is not None:
+                code = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+                message = "brokerlite does not support transactions yet"
+            else:
+                try:
+                    log = partition_log(broker, topic.name, data.index)
+                    if not data.records:
+                        raise InvalidRecordError("produce request without records")
+                    result = log.append(data.records, now_ms=ctx.now_ms)
+                except BrokerError as exc:
+                    code, message = code_of(exc), message_of(exc)
+                else:
+                    broker.notify_append(topic.name, data.index, len(data.records))
+                    partitions.append(
+                        PartitionResponse(
+                            index=data.index,
+                            error_code=ErrorCode.NONE,
+                            base_offset=result.base_offset,
+                            log_append_time_ms=result.log_append_time_ms,
+                            log_start_offset=result.log_start_offset if version >= 5 else -1,
+                            error_message=None,
+                        )
+                    )
+                    continue
+            failures.append(f"{topic.name}-{data.index}: {code.name} ({message})")
+            partitions.append(
+                PartitionResponse(
+                    index=data.index,
+                    error_code=code,
+                    base_offset=-1,
+                    log_append_time_ms=-1,
+                    log_start_offset=-1,
+                    error_message=message if version >= 8 else None,
+                )
+            )
+        responses.append(TopicResponse(name=topic.name, partition_responses=partitions))
+    if acks == 0:
+        if failures:
+            return Close("acks=0 produce failed: " + "; ".join(failures), ctx.client_id)
+        return NoResponse()
+    return m.ProduceResponse(responses=responses)
+
+
+def error_response(
+    request: m.ProduceRequest | None, version: int, code: ErrorCode
+) -> m.ProduceResponse:
+    responses = []
+    for topic in request.topic_data if request is not None else []:
+        responses.append(
+            TopicResponse(
+                name=topic.name,
+                partition_responses=[
+                    PartitionResponse(
+                        index=p.index,
+                        error_code=code,
+                        base_offset=-1,
+                        log_append_time_ms=-1,
+                        log_start_offset=-1,
+                        error_message=None,
+                    )
+                    for p in topic.partition_data
+                ],
+            )
+        )
+    return m.ProduceResponse(responses=responses)
+
+
+SPEC = HandlerSpec(
+    API_KEY,
+    MIN_VERSION,
+    MAX_VERSION,
+    handle,
+    error_response,
+    advertised_min=ADVERTISED_MIN_VERSION,
+)

@@ -1,0 +1,109 @@
+"""ListOffsets (key 2), versions 1-10: offsets by time or position.
+
+Per partition, by the requested ``timestamp``:
+
+* ``-2`` earliest: the log start offset. ``-4`` earliest-local (v8+): the same,
+  as there is no tiered storage.
+* ``-1`` latest: the high watermark (which is also the last stable offset, so
+  ``isolation_level`` changes nothing).
+* ``-3`` max timestamp (v7+): the first record carrying the largest timestamp.
+* ``-5`` latest-tiered (v9+): offset -1, as a broker without tiered storage
+  answers.
+* ``t >= 0``: the first record whose timestamp is at least ``t`` (the time
+  index finds the batch, the batch's records give the record); offset and
+  timestamp -1 when there is none.
+
+``current_leader_epoch`` (v4+) is checked against epoch 0, which is also the
+``leader_epoch`` returned. Version 0 (``old_style_offsets``) is not served,
+as in Kafka 4.0.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from trafka.brokerlite.errors import BrokerError
+from trafka.codec.errors import ErrorCode
+from trafka.codec.messages import k02_list_offsets as m
+
+from ._base import HandlerSpec, RequestContext
+from ._util import LEADER_EPOCH, check_leader_epoch, code_of, partition_log
+
+if TYPE_CHECKING:
+    from trafka.brokerlite.log import PartitionLog
+
+API_KEY = 2
+MIN_VERSION = 1
+MAX_VERSION = 10
+
+LATEST = -1
+EARLIEST = -2
+MAX_TIMESTAMP = -3
+EARLIEST_LOCAL = -4
+LATEST_TIERED = -5
+
+Topic = m.ListOffsetsResponse.ListOffsetsTopicResponse
+Partition = m.ListOffsetsResponse.ListOffsetsPartitionResponse
+
+
+def _lookup(log: PartitionLog, target: int, version: int) -> tuple[int, int]:
+    if target == EARLIEST or (target == EARLIEST_LOCAL and version >= 8):
+        return log.log_start_offset, -1
+    if target == LATEST:
+        return log.log_end_offset, -1
+    if target == MAX_TIMESTAMP and version >= 7:
+        found = log.offset_of_max_timestamp()
+    elif target < 0:
+        found = None
+    else:
+        found = log.offset_for_timestamp(target)
+    return (-1, -1) if found is None else found
+
+
+def handle(ctx: RequestContext, request: m.ListOffsetsRequest) -> m.ListOffsetsResponse:
+    version = ctx.version
+    topics: list[Topic] = []
+    for topic in request.topics:
+        partitions: list[Partition] = []
+        for want in topic.partitions:
+            code = check_leader_epoch(want.current_leader_epoch) if version >= 4 else 0
+            offset = timestamp = -1
+            if not code:
+                try:
+                    log = partition_log(ctx.broker, topic.name, want.partition_index)
+                    offset, timestamp = _lookup(log, want.timestamp, version)
+                except BrokerError as exc:
+                    code = code_of(exc)
+            partitions.append(
+                Partition(
+                    partition_index=want.partition_index,
+                    error_code=code,
+                    timestamp=timestamp,
+                    offset=offset,
+                    leader_epoch=LEADER_EPOCH if version >= 4 and not code else -1,
+                )
+            )
+        topics.append(Topic(name=topic.name, partitions=partitions))
+    return m.ListOffsetsResponse(topics=topics)
+
+
+def error_response(
+    request: m.ListOffsetsRequest | None, version: int, code: ErrorCode
+) -> m.ListOffsetsResponse:
+    if request is None:
+        return m.ListOffsetsResponse()
+    return m.ListOffsetsResponse(
+        topics=[
+            Topic(
+                name=t.name,
+                partitions=[
+                    Partition(partition_index=p.partition_index, error_code=code)
+                    for p in t.partitions
+                ],
+            )
+            for t in request.topics
+        ]
+    )
+
+
+SPEC = HandlerSpec(API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response)

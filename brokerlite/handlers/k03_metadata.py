@@ -1,0 +1,163 @@
+"""Metadata (key 3), versions 0-12: this node, the topics and their partitions.
+
+* One broker (this node) leads every partition with leader epoch 0; replicas and
+  ISR are ``[node_id]``; it is also the controller. The cluster id (v2+) is
+  the one stored in the data directory.
+* Topics: ``null`` (v1+) or ``[]`` in v0 lists every topic; otherwise the named
+  topics, or in v10+ topics named by id (unknown id: UNKNOWN_TOPIC_ID). Topic
+  ids are returned from v10.
+* An unknown topic is created with the broker's ``num_partitions`` when
+  ``auto_create_topics`` is on and the request allows it
+  (``allow_auto_topic_creation``, v4+; always allowed before v4) and answered
+  at once with its partitions; otherwise UNKNOWN_TOPIC_OR_PARTITION. A name
+  breaking Kafka's topic rules gets INVALID_TOPIC_EXCEPTION.
+* Authorized operations (v8+) are reported only when asked for, as everything
+  an unsecured broker allows.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from trafka.brokerlite.errors import BrokerError, TopicExistsError
+from trafka.codec.errors import ErrorCode
+from trafka.codec.messages import k03_metadata as m
+
+from ._base import HandlerSpec, RequestContext
+from ._util import (
+    CLUSTER_AUTHORIZED_OPERATIONS,
+    LEADER_EPOCH,
+    NO_AUTHORIZED_OPERATIONS,
+    NULL_UUID,
+    TOPIC_AUTHORIZED_OPERATIONS,
+    code_of,
+)
+
+if TYPE_CHECKING:
+    from trafka.brokerlite.log import TopicInfo
+
+API_KEY = 3
+MIN_VERSION = 0
+MAX_VERSION = 12
+
+log = logging.getLogger("trafka.brokerlite")
+
+Topic = m.MetadataResponse.MetadataResponseTopic
+Partition = m.MetadataResponse.MetadataResponsePartition
+
+
+def handle(ctx: RequestContext, request: m.MetadataRequest) -> m.MetadataResponse:
+    broker = ctx.broker
+    version = ctx.version
+    node = broker.node_id
+    topic_ops = (
+        TOPIC_AUTHORIZED_OPERATIONS
+        if version >= 8 and request.include_topic_authorized_operations
+        else NO_AUTHORIZED_OPERATIONS
+    )
+
+    def described(info: TopicInfo) -> Topic:
+        return Topic(
+            error_code=ErrorCode.NONE,
+            name=info.name,
+            topic_id=info.topic_id,
+            is_internal=False,
+            partitions=[
+                Partition(
+                    error_code=ErrorCode.NONE,
+                    partition_index=i,
+                    leader_id=node,
+                    leader_epoch=LEADER_EPOCH,
+                    replica_nodes=[node],
+                    isr_nodes=[node],
+                    offline_replicas=[],
+                )
+                for i in range(info.num_partitions)
+            ],
+            topic_authorized_operations=topic_ops,
+        )
+
+    topics: list[Topic] = []
+    if request.topics is None or (version == 0 and not request.topics):
+        topics = [described(info) for info in broker.logs.topics()]
+    else:
+        allow_create = broker.config.auto_create_topics and (
+            version < 4 or request.allow_auto_topic_creation
+        )
+        seen: set[object] = set()
+        for wanted in request.topics:
+            if version >= 10 and wanted.topic_id != NULL_UUID:
+                if wanted.topic_id in seen:
+                    continue
+                seen.add(wanted.topic_id)
+                info = broker.logs.topic_by_id(wanted.topic_id)
+                if info is None:
+                    topics.append(
+                        Topic(
+                            error_code=ErrorCode.UNKNOWN_TOPIC_ID,
+                            name=None,
+                            topic_id=wanted.topic_id,
+                            topic_authorized_operations=topic_ops,
+                        )
+                    )
+                else:
+                    topics.append(described(info))
+                continue
+            name = wanted.name or ""
+            if name in seen:
+                continue
+            seen.add(name)
+            info = broker.logs.topic(name)
+            if info is None and allow_create:
+                try:
+                    info = broker.logs.create_topic(name, broker.config.num_partitions)
+                    log.info(
+                        "auto-created topic %r with %d partition(s)",
+                        name,
+                        broker.config.num_partitions,
+                    )
+                except TopicExistsError:
+                    info = broker.logs.topic(name)
+                except BrokerError as exc:
+                    topics.append(
+                        Topic(
+                            error_code=code_of(exc),
+                            name=name,
+                            topic_authorized_operations=topic_ops,
+                        )
+                    )
+                    continue
+            if info is None:
+                topics.append(
+                    Topic(
+                        error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                        name=name,
+                        topic_authorized_operations=topic_ops,
+                    )
+                )
+            else:
+                topics.append(described(info))
+    host, port = broker.advertised
+    include_cluster_ops = 8 <= version <= 10 and request.include_cluster_authorized_operations
+    return m.MetadataResponse(
+        brokers=[m.MetadataResponse.MetadataResponseBroker(node_id=node, host=host, port=port)],
+        cluster_id=broker.cluster_id if version >= 2 else None,
+        controller_id=node if version >= 1 else -1,
+        topics=topics,
+        cluster_authorized_operations=(
+            CLUSTER_AUTHORIZED_OPERATIONS if include_cluster_ops else NO_AUTHORIZED_OPERATIONS
+        ),
+    )
+
+
+def error_response(
+    request: m.MetadataRequest | None, version: int, code: ErrorCode
+) -> m.MetadataResponse:
+    topics = []
+    if request is not None and request.topics:
+        topics = [Topic(error_code=code, name=t.name, topic_id=t.topic_id) for t in request.topics]
+    return m.MetadataResponse(topics=topics)
+
+
+SPEC = HandlerSpec(API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response)

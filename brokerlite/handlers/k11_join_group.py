@@ -1,0 +1,49 @@
+"""JoinGroup (key 11), versions 2-9: the classic group protocol's join phase.
+
+Handed to :class:`~trafka.brokerlite.groups.GroupCoordinator`. The request is
+parked while the group rebalances (the coordinator releases it when the join
+phase ends); parking holds back later requests of the same connection only.
+DescribeGroups reports the member's host as ``/<peer address>``, like Kafka.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from trafka.codec.errors import ErrorCode
+from trafka.codec.messages import k11_join_group as m
+
+from ._base import HandlerSpec, RequestContext
+
+API_KEY = 11
+MIN_VERSION = 2
+MAX_VERSION = 9
+
+
+def handle(ctx: RequestContext, request: m.JoinGroupRequest) -> Any:
+    broker = ctx.broker
+    token = broker.group_token(ctx)
+    host = broker.peer(ctx.conn_id).rsplit(":", 1)[0]
+    released = broker.groups.join_group(
+        token,
+        request,
+        ctx.version,
+        ctx.now_ms,
+        client_id=ctx.client_id or "",
+        client_host=f"/{host}",
+    )
+    return broker.group_outcome(ctx, token, released)
+
+
+def error_response(
+    request: m.JoinGroupRequest | None, version: int, code: ErrorCode
+) -> m.JoinGroupResponse:
+    return m.JoinGroupResponse(
+        error_code=code,
+        generation_id=-1,
+        protocol_name=None if version >= 7 else "",
+        member_id=request.member_id if request is not None else "",
+    )
+
+
+SPEC = HandlerSpec(API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response)

@@ -1,0 +1,31 @@
+"""LeaveGroup (key 13), versions 0-5: members leave (v3+: several at once).
+
+Handed to the group coordinator. The departure may end a join phase: the
+JoinGroups it releases are answered on their own connections.
+"""
+
+from __future__ import annotations
+
+from trafka.codec.errors import ErrorCode
+from trafka.codec.messages import k13_leave_group as m
+
+from ._base import HandlerSpec, RequestContext
+
+API_KEY = 13
+MIN_VERSION = 0
+MAX_VERSION = 5
+
+
+def handle(ctx: RequestContext, request: m.LeaveGroupRequest) -> m.LeaveGroupResponse:
+    response, released = ctx.broker.groups.leave_group(request, ctx.version, ctx.now_ms)
+    ctx.broker.release(released)
+    return response
+
+
+def error_response(
+    request: m.LeaveGroupRequest | None, version: int, code: ErrorCode
+) -> m.LeaveGroupResponse:
+    return m.LeaveGroupResponse(error_code=code)
+
+
+SPEC = HandlerSpec(API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response)

@@ -1,0 +1,35 @@
+"""SyncGroup (key 14), versions 0-5: the leader hands out assignments.
+
+Handed to the group coordinator. A follower's request is parked until the
+leader's SyncGroup sets the assignment (or the rebalance fails); the
+leader's request releases every parked follower.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from trafka.codec.errors import ErrorCode
+from trafka.codec.messages import k14_sync_group as m
+
+from ._base import HandlerSpec, RequestContext
+
+API_KEY = 14
+MIN_VERSION = 0
+MAX_VERSION = 5
+
+
+def handle(ctx: RequestContext, request: m.SyncGroupRequest) -> Any:
+    broker = ctx.broker
+    token = broker.group_token(ctx)
+    released = broker.groups.sync_group(token, request, ctx.version, ctx.now_ms)
+    return broker.group_outcome(ctx, token, released)
+
+
+def error_response(
+    request: m.SyncGroupRequest | None, version: int, code: ErrorCode
+) -> m.SyncGroupResponse:
+    return m.SyncGroupResponse(error_code=code)
+
+
+SPEC = HandlerSpec(API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response)

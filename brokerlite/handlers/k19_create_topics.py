@@ -1,0 +1,158 @@
+"""CreateTopics (key 19), versions 2-7: create topics, or check that they could be.
+
+* ``num_partitions`` -1 (v4+) means the broker's ``num_partitions``;
+  ``replication_factor`` must be 1 or -1 (there is one broker), anything else
+  is INVALID_REPLICATION_FACTOR. Manual ``assignments`` must put every
+  partition on this node, numbered from 0, and come with both counts at -1.
+* Configs are topic configs by Kafka name; a null value is INVALID_CONFIG.
+* ``validate_only`` runs every check and changes nothing.
+* A topic named twice in one request gets INVALID_REQUEST for every copy.
+* From v5 the result carries the partition count, replication factor and the
+  topic's effective configs; from v7 the topic id.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+
+from trafka.brokerlite.errors import BrokerError
+from trafka.codec.errors import ErrorCode
+from trafka.codec.messages import k19_create_topics as m
+
+from ._base import HandlerSpec, RequestContext
+from ._util import NULL_UUID, code_of
+
+API_KEY = 19
+MIN_VERSION = 2
+MAX_VERSION = 7
+
+log = logging.getLogger("trafka.brokerlite")
+
+Result = m.CreateTopicsResponse.CreatableTopicResult
+ResultConfig = m.CreateTopicsResponse.CreatableTopicConfigs
+
+
+class _Refused(Exception):
+    def __init__(self, code: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def _partition_count(ctx: RequestContext, topic: m.CreateTopicsRequest.CreatableTopic) -> int:
+    node = ctx.broker.node_id
+    if topic.assignments:
+        if topic.num_partitions != -1 or topic.replication_factor != -1:
+            raise _Refused(
+                ErrorCode.INVALID_REQUEST,
+                "both num_partitions or replication_factor and assignments were given",
+            )
+        indexes = sorted(a.partition_index for a in topic.assignments)
+        if indexes != list(range(len(indexes))):
+            raise _Refused(
+                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                "partitions must be numbered consecutively from 0",
+            )
+        for a in topic.assignments:
+            if a.broker_ids != [node]:
+                raise _Refused(
+                    ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                    f"partition {a.partition_index}: the only broker is {node}",
+                )
+        return len(indexes)
+    count = topic.num_partitions
+    if count == -1:
+        count = ctx.broker.config.num_partitions
+    if count <= 0:
+        raise _Refused(
+            ErrorCode.INVALID_PARTITIONS,
+            "the number of partitions must be at least 1, or -1 for the default",
+        )
+    if topic.replication_factor not in (-1, 1):
+        raise _Refused(
+            ErrorCode.INVALID_REPLICATION_FACTOR,
+            f"replication factor {topic.replication_factor}: there is 1 broker",
+        )
+    return count
+
+
+def handle(ctx: RequestContext, request: m.CreateTopicsRequest) -> m.CreateTopicsResponse:
+    broker = ctx.broker
+    version = ctx.version
+    counts = Counter(t.name for t in request.topics)
+    results: list[Result] = []
+    for topic in request.topics:
+        try:
+            if counts[topic.name] > 1:
+                raise _Refused(ErrorCode.INVALID_REQUEST, f"topic {topic.name!r} is named twice")
+            if broker.logs.topic(topic.name) is not None:
+                raise _Refused(
+                    ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {topic.name!r} already exists"
+                )
+            partitions = _partition_count(ctx, topic)
+            configs: dict[str, str | None] = {}
+            for c in topic.configs:
+                if c.value is None:
+                    raise _Refused(ErrorCode.INVALID_CONFIG, f"{c.name}: a null value")
+                configs[c.name] = c.value
+            info = broker.logs.create_topic(
+                topic.name,
+                partitions,
+                configs,
+                validate_only=request.validate_only,
+                now_ms=ctx.now_ms,
+            )
+        except (_Refused, BrokerError) as exc:
+            code = exc.code if isinstance(exc, _Refused) else code_of(exc)
+            results.append(
+                Result(
+                    name=topic.name,
+                    error_code=code,
+                    error_message=str(exc) or None,
+                    num_partitions=-1,
+                    replication_factor=-1,
+                    configs=None if version >= 5 else [],
+                )
+            )
+            continue
+        if not request.validate_only:
+            log.info("created topic %r with %d partition(s)", info.name, info.num_partitions)
+        described: list[ResultConfig] = []
+        if version >= 5:
+            # A validated-only topic does not exist, so it has no configs to describe.
+            entries = [] if request.validate_only else broker.logs.describe_configs(info.name)
+            described = [
+                ResultConfig(
+                    name=e.name,
+                    value=e.value,
+                    read_only=e.read_only,
+                    config_source=int(e.source),
+                    is_sensitive=e.sensitive,
+                )
+                for e in entries
+            ]
+        results.append(
+            Result(
+                name=info.name,
+                topic_id=info.topic_id if version >= 7 and not request.validate_only else NULL_UUID,
+                error_code=ErrorCode.NONE,
+                error_message=None,
+                num_partitions=info.num_partitions if version >= 5 else -1,
+                replication_factor=1 if version >= 5 else -1,
+                configs=described,
+            )
+        )
+    return m.CreateTopicsResponse(topics=results)
+
+
+def error_response(
+    request: m.CreateTopicsRequest | None, version: int, code: ErrorCode
+) -> m.CreateTopicsResponse:
+    if request is None:
+        return m.CreateTopicsResponse()
+    return m.CreateTopicsResponse(
+        topics=[Result(name=t.name, error_code=code, error_message=None) for t in request.topics]
+    )
+
+
+SPEC = HandlerSpec(API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response)

@@ -1,0 +1,102 @@
+"""DeleteTopics (key 20), versions 1-6: delete topics by name, or by id (v6+).
+
+A deleted topic's logs are removed, Fetch requests parked on it are answered
+at once (with UNKNOWN_TOPIC_OR_PARTITION) and the group coordinator drops its
+committed offsets. Unknown names get UNKNOWN_TOPIC_OR_PARTITION, unknown ids
+UNKNOWN_TOPIC_ID, an entry with neither INVALID_REQUEST.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+
+from trafka.brokerlite.errors import BrokerError
+from trafka.codec.errors import ErrorCode
+from trafka.codec.messages import k20_delete_topics as m
+
+from ._base import HandlerSpec, RequestContext
+from ._util import NULL_UUID, code_of, message_of
+
+API_KEY = 20
+MIN_VERSION = 1
+MAX_VERSION = 6
+
+log = logging.getLogger("trafka.brokerlite")
+
+Result = m.DeleteTopicsResponse.DeletableTopicResult
+
+
+def handle(ctx: RequestContext, request: m.DeleteTopicsRequest) -> m.DeleteTopicsResponse:
+    broker = ctx.broker
+    version = ctx.version
+    wanted: list[tuple[str | None, uuid.UUID]] = []
+    if version >= 6:
+        wanted = [(t.name, t.topic_id) for t in request.topics]
+    else:
+        wanted = [(name, NULL_UUID) for name in request.topic_names]
+    results: list[Result] = []
+    for name, topic_id in wanted:
+        by_id = name is None
+        if by_id and topic_id == NULL_UUID:
+            results.append(
+                Result(
+                    name=None,
+                    topic_id=NULL_UUID,
+                    error_code=ErrorCode.INVALID_REQUEST,
+                    error_message="neither a topic name nor a topic id" if version >= 5 else None,
+                )
+            )
+            continue
+        info = broker.logs.topic_by_id(topic_id) if by_id else broker.logs.topic(name or "")
+        if info is None:
+            code = ErrorCode.UNKNOWN_TOPIC_ID if by_id else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            results.append(
+                Result(
+                    name=name,
+                    topic_id=topic_id if version >= 6 else NULL_UUID,
+                    error_code=code,
+                    error_message=None,
+                )
+            )
+            continue
+        try:
+            broker.logs.delete_topic(info.name)
+        except BrokerError as exc:
+            results.append(
+                Result(
+                    name=info.name,
+                    topic_id=info.topic_id if version >= 6 else NULL_UUID,
+                    error_code=code_of(exc),
+                    error_message=message_of(exc) if version >= 5 else None,
+                )
+            )
+            continue
+        log.info("deleted topic %r", info.name)
+        broker.notify_topic_changed(info.name, deleted=True)
+        results.append(
+            Result(
+                name=info.name,
+                topic_id=info.topic_id if version >= 6 else NULL_UUID,
+                error_code=ErrorCode.NONE,
+                error_message=None,
+            )
+        )
+    return m.DeleteTopicsResponse(responses=results)
+
+
+def error_response(
+    request: m.DeleteTopicsRequest | None, version: int, code: ErrorCode
+) -> m.DeleteTopicsResponse:
+    if request is None:
+        return m.DeleteTopicsResponse()
+    if version >= 6:
+        results = [
+            Result(name=t.name, topic_id=t.topic_id, error_code=code) for t in request.topics
+        ]
+    else:
+        results = [Result(name=n, error_code=code) for n in request.topic_names]
+    return m.DeleteTopicsResponse(responses=results)
+
+
+SPEC = HandlerSpec(API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response)

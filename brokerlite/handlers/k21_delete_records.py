@@ -1,0 +1,86 @@
+"""DeleteRecords (key 21), versions 0-2: move a partition's log start offset forward.
+
+``offset`` -1 means the high watermark. An offset beyond the high watermark is
+OFFSET_OUT_OF_RANGE (low watermark -1); otherwise the partition's log start
+offset becomes ``offset`` (if larger) and is returned as ``low_watermark``.
+Whole segments below it are deleted by the log; records below it are no
+longer readable even where they share a segment with newer ones.
+"""
+
+from __future__ import annotations
+
+from trafka.brokerlite.errors import BrokerError
+from trafka.codec.errors import ErrorCode
+from trafka.codec.messages import k21_delete_records as m
+
+from ._base import HandlerSpec, RequestContext
+from ._util import code_of, partition_log
+
+API_KEY = 21
+MIN_VERSION = 0
+MAX_VERSION = 2
+
+HIGH_WATERMARK = -1
+
+Topic = m.DeleteRecordsResponse.DeleteRecordsTopicResult
+Partition = m.DeleteRecordsResponse.DeleteRecordsPartitionResult
+
+
+def handle(ctx: RequestContext, request: m.DeleteRecordsRequest) -> m.DeleteRecordsResponse:
+    topics: list[Topic] = []
+    for topic in request.topics:
+        partitions: list[Partition] = []
+        for want in topic.partitions:
+            try:
+                log = partition_log(ctx.broker, topic.name, want.partition_index)
+                offset = log.log_end_offset if want.offset == HIGH_WATERMARK else want.offset
+                if not 0 <= offset <= log.log_end_offset:
+                    partitions.append(
+                        Partition(
+                            partition_index=want.partition_index,
+                            low_watermark=-1,
+                            error_code=ErrorCode.OFFSET_OUT_OF_RANGE,
+                        )
+                    )
+                    continue
+                low = log.delete_records(offset)
+            except BrokerError as exc:
+                partitions.append(
+                    Partition(
+                        partition_index=want.partition_index,
+                        low_watermark=-1,
+                        error_code=code_of(exc),
+                    )
+                )
+                continue
+            partitions.append(
+                Partition(
+                    partition_index=want.partition_index,
+                    low_watermark=low,
+                    error_code=ErrorCode.NONE,
+                )
+            )
+        topics.append(Topic(name=topic.name, partitions=partitions))
+    return m.DeleteRecordsResponse(topics=topics)
+
+
+def error_response(
+    request: m.DeleteRecordsRequest | None, version: int, code: ErrorCode
+) -> m.DeleteRecordsResponse:
+    if request is None:
+        return m.DeleteRecordsResponse()
+    return m.DeleteRecordsResponse(
+        topics=[
+            Topic(
+                name=t.name,
+                partitions=[
+                    Partition(partition_index=p.partition_index, low_watermark=-1, error_code=code)
+                    for p in t.partitions
+                ],
+            )
+            for t in request.topics
+        ]
+    )
+
+
+SPEC = HandlerSpec(API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response)

@@ -1,0 +1,69 @@
+"""OffsetForLeaderEpoch (key 23), versions 2-4: end offset of a leader epoch.
+
+Consumers (KIP-320) ask it to validate their position after a leader change.
+There is one epoch, 0, which ends at the log end offset. As in Kafka, a
+requested epoch newer than the current one, or undefined (-1), yields epoch
+and end offset -1; ``current_leader_epoch`` is fenced against 0.
+"""
+
+from __future__ import annotations
+
+from trafka.brokerlite.errors import BrokerError
+from trafka.codec.errors import ErrorCode
+from trafka.codec.messages import k23_offset_for_leader_epoch as m
+
+from ._base import HandlerSpec, RequestContext
+from ._util import LEADER_EPOCH, check_leader_epoch, code_of, partition_log
+
+API_KEY = 23
+MIN_VERSION = 2
+MAX_VERSION = 4
+
+Topic = m.OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult
+Partition = m.OffsetForLeaderEpochResponse.EpochEndOffset
+
+
+def handle(
+    ctx: RequestContext, request: m.OffsetForLeaderEpochRequest
+) -> m.OffsetForLeaderEpochResponse:
+    topics: list[Topic] = []
+    for topic in request.topics:
+        partitions: list[Partition] = []
+        for want in topic.partitions:
+            code = check_leader_epoch(want.current_leader_epoch)
+            epoch = end = -1
+            if not code:
+                try:
+                    log = partition_log(ctx.broker, topic.topic, want.partition)
+                    if 0 <= want.leader_epoch <= LEADER_EPOCH:
+                        epoch, end = LEADER_EPOCH, log.log_end_offset
+                except BrokerError as exc:
+                    code = code_of(exc)
+            partitions.append(
+                Partition(
+                    error_code=code, partition=want.partition, leader_epoch=epoch, end_offset=end
+                )
+            )
+        topics.append(Topic(topic=topic.topic, partitions=partitions))
+    return m.OffsetForLeaderEpochResponse(topics=topics)
+
+
+def error_response(
+    request: m.OffsetForLeaderEpochRequest | None, version: int, code: ErrorCode
+) -> m.OffsetForLeaderEpochResponse:
+    if request is None:
+        return m.OffsetForLeaderEpochResponse()
+    return m.OffsetForLeaderEpochResponse(
+        topics=[
+            Topic(
+                topic=t.topic,
+                partitions=[
+                    Partition(error_code=code, partition=p.partition) for p in t.partitions
+                ],
+            )
+            for t in request.topics
+        ]
+    )
+
+
+SPEC = HandlerSpec(API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response)

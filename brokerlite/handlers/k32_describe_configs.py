@@ -1,0 +1,129 @@
+"""DescribeConfigs (key 32), versions 1-4: topic and broker configs.
+
+* Topics: every topic config with its value and source (a topic override, or
+  the broker default), optionally filtered by ``configuration_keys``.
+  Synonyms (when asked for) list the topic override, then the broker setting
+  that supplies the default. Types are reported from v3; documentation is null.
+* The broker (resource name ``""`` or the node id): its settings under their
+  Kafka names, read-only (brokerlite has no dynamic broker configs).
+* Broker loggers and other resource types: INVALID_REQUEST.
+* An unknown topic is UNKNOWN_TOPIC_OR_PARTITION.
+"""
+
+from __future__ import annotations
+
+from trafka.brokerlite.errors import BrokerError
+from trafka.brokerlite.log import ConfigEntry, ConfigSource
+from trafka.codec.errors import ErrorCode
+from trafka.codec.messages import k32_describe_configs as m
+
+from ._base import HandlerSpec, RequestContext
+from ._configs import BROKER_SYNONYMS, ResourceType, broker_entries, is_broker_name
+from ._util import code_of, message_of
+
+API_KEY = 32
+MIN_VERSION = 1
+MAX_VERSION = 4
+
+Result = m.DescribeConfigsResponse.DescribeConfigsResult
+Entry = m.DescribeConfigsResponse.DescribeConfigsResourceResult
+Synonym = m.DescribeConfigsResponse.DescribeConfigsSynonym
+
+
+def _synonyms(entry: ConfigEntry, broker_values: dict[str, ConfigEntry]) -> list[Synonym]:
+    out = []
+    if entry.source == ConfigSource.DYNAMIC_TOPIC_CONFIG:
+        out.append(Synonym(name=entry.name, value=entry.value, source=int(entry.source)))
+    broker_name = BROKER_SYNONYMS.get(entry.name)
+    broker_entry = broker_values.get(broker_name) if broker_name else None
+    if broker_entry is not None:
+        out.append(
+            Synonym(
+                name=broker_entry.name, value=broker_entry.value, source=int(broker_entry.source)
+            )
+        )
+    elif entry.source != ConfigSource.DYNAMIC_TOPIC_CONFIG:
+        out.append(Synonym(name=entry.name, value=entry.value, source=int(entry.source)))
+    return out
+
+
+def handle(ctx: RequestContext, request: m.DescribeConfigsRequest) -> m.DescribeConfigsResponse:
+    broker = ctx.broker
+    version = ctx.version
+    broker_values = {e.name: e for e in broker_entries(broker)}
+    results: list[Result] = []
+    for resource in request.resources:
+        kind = resource.resource_type
+        try:
+            if kind == ResourceType.TOPIC:
+                entries = broker.logs.describe_configs(resource.resource_name)
+            elif kind == ResourceType.BROKER and is_broker_name(broker, resource.resource_name):
+                entries = list(broker_values.values())
+            else:
+                results.append(
+                    Result(
+                        error_code=ErrorCode.INVALID_REQUEST,
+                        error_message=f"resource type {kind} {resource.resource_name!r} "
+                        "is not described by brokerlite",
+                        resource_type=kind,
+                        resource_name=resource.resource_name,
+                    )
+                )
+                continue
+        except BrokerError as exc:
+            results.append(
+                Result(
+                    error_code=code_of(exc),
+                    error_message=message_of(exc),
+                    resource_type=kind,
+                    resource_name=resource.resource_name,
+                )
+            )
+            continue
+        keys = resource.configuration_keys
+        if keys is not None and keys:
+            wanted = set(keys)
+            entries = [e for e in entries if e.name in wanted]
+        results.append(
+            Result(
+                error_code=ErrorCode.NONE,
+                error_message=None,
+                resource_type=kind,
+                resource_name=resource.resource_name,
+                configs=[
+                    Entry(
+                        name=e.name,
+                        value=None if e.sensitive else e.value,
+                        read_only=e.read_only,
+                        config_source=int(e.source),
+                        is_sensitive=e.sensitive,
+                        synonyms=_synonyms(e, broker_values) if request.include_synonyms else [],
+                        config_type=int(e.config_type) if version >= 3 else 0,
+                        documentation=None,
+                    )
+                    for e in entries
+                ],
+            )
+        )
+    return m.DescribeConfigsResponse(results=results)
+
+
+def error_response(
+    request: m.DescribeConfigsRequest | None, version: int, code: ErrorCode
+) -> m.DescribeConfigsResponse:
+    if request is None:
+        return m.DescribeConfigsResponse()
+    return m.DescribeConfigsResponse(
+        results=[
+            Result(
+                error_code=code,
+                error_message=None,
+                resource_type=r.resource_type,
+                resource_name=r.resource_name,
+            )
+            for r in request.resources
+        ]
+    )
+
+
+SPEC = HandlerSpec(API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response)

@@ -1,0 +1,89 @@
+"""AlterConfigs (key 33), versions 0-2: replace a topic's config overrides.
+
+The legacy, non-incremental API (kafka-python's ``alter_configs`` uses it):
+the configs given become the topic's whole set of overrides; configs not named
+return to their defaults. Validation, ``validate_only``, duplicates and broker
+resources behave as in IncrementalAlterConfigs.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+
+from trafka.brokerlite.errors import BrokerError
+from trafka.codec.errors import ErrorCode
+from trafka.codec.messages import k33_alter_configs as m
+
+from ._base import HandlerSpec, RequestContext
+from ._configs import ResourceType
+from ._util import code_of, message_of
+
+API_KEY = 33
+MIN_VERSION = 0
+MAX_VERSION = 2
+
+log = logging.getLogger("trafka.brokerlite")
+
+Result = m.AlterConfigsResponse.AlterConfigsResourceResponse
+
+
+def handle(ctx: RequestContext, request: m.AlterConfigsRequest) -> m.AlterConfigsResponse:
+    keys = Counter((r.resource_type, r.resource_name) for r in request.resources)
+    results: list[Result] = []
+    for resource in request.resources:
+        code, message = ErrorCode.NONE, None
+        names = Counter(c.name for c in resource.configs)
+        if keys[(resource.resource_type, resource.resource_name)] > 1:
+            code, message = ErrorCode.INVALID_REQUEST, "resource named twice"
+        elif resource.resource_type != ResourceType.TOPIC:
+            code = ErrorCode.INVALID_REQUEST
+            message = "only topic configs can be altered (brokerlite's broker configs are static)"
+        elif any(k > 1 for k in names.values()):
+            code, message = ErrorCode.INVALID_REQUEST, "a config is named twice"
+        elif any(c.value is None for c in resource.configs):
+            code, message = ErrorCode.INVALID_CONFIG, "null config values are not allowed"
+        else:
+            changes: dict[str, str | None] = {c.name: c.value for c in resource.configs}
+            try:
+                ctx.broker.logs.alter_configs(
+                    resource.resource_name,
+                    changes,
+                    incremental=False,
+                    validate_only=request.validate_only,
+                )
+            except BrokerError as exc:
+                code, message = code_of(exc), message_of(exc)
+            else:
+                if not request.validate_only:
+                    log.info("topic %r configs replaced: %s", resource.resource_name, changes)
+        results.append(
+            Result(
+                error_code=code,
+                error_message=message,
+                resource_type=resource.resource_type,
+                resource_name=resource.resource_name,
+            )
+        )
+    return m.AlterConfigsResponse(responses=results)
+
+
+def error_response(
+    request: m.AlterConfigsRequest | None, version: int, code: ErrorCode
+) -> m.AlterConfigsResponse:
+    if request is None:
+        return m.AlterConfigsResponse()
+    return m.AlterConfigsResponse(
+        responses=[
+            Result(
+                error_code=code,
+                error_message=None,
+                resource_type=r.resource_type,
+                resource_name=r.resource_name,
+            )
+            for r in request.resources
+        ]
+    )
+
+
+SPEC = HandlerSpec(API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response)

@@ -1,0 +1,82 @@
+"""CreatePartitions (key 37), versions 0-3: grow topics.
+
+``count`` is the new total and must exceed the current one
+(INVALID_PARTITIONS). Manual assignments must place each new partition on
+this node only (INVALID_REPLICA_ASSIGNMENT) and name exactly the new
+partitions. ``validate_only`` checks and changes nothing. A topic named twice
+gets INVALID_REQUEST. Existing data stays where it is: keys hashed to the old
+count may now land elsewhere, as in Kafka.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+
+from trafka.brokerlite.errors import BrokerError
+from trafka.codec.errors import ErrorCode
+from trafka.codec.messages import k37_create_partitions as m
+
+from ._base import HandlerSpec, RequestContext
+from ._util import code_of, message_of
+
+API_KEY = 37
+MIN_VERSION = 0
+MAX_VERSION = 3
+
+log = logging.getLogger("trafka.brokerlite")
+
+Result = m.CreatePartitionsResponse.CreatePartitionsTopicResult
+
+
+def handle(ctx: RequestContext, request: m.CreatePartitionsRequest) -> m.CreatePartitionsResponse:
+    broker = ctx.broker
+    counts = Counter(t.name for t in request.topics)
+    results: list[Result] = []
+    for topic in request.topics:
+        code, message = ErrorCode.NONE, None
+        if counts[topic.name] > 1:
+            code, message = ErrorCode.INVALID_REQUEST, f"topic {topic.name!r} is named twice"
+        else:
+            info = broker.logs.topic(topic.name)
+            if info is None:
+                code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                message = f"unknown topic {topic.name!r}"
+            elif topic.assignments and (
+                len(topic.assignments) != topic.count - info.num_partitions
+                or any(a.broker_ids != [broker.node_id] for a in topic.assignments)
+            ):
+                code = ErrorCode.INVALID_REPLICA_ASSIGNMENT
+                message = (
+                    f"assignments must name the {topic.count - info.num_partitions} new "
+                    f"partition(s), each on broker {broker.node_id} only"
+                )
+            else:
+                try:
+                    broker.logs.create_partitions(
+                        topic.name,
+                        topic.count,
+                        validate_only=request.validate_only,
+                        now_ms=ctx.now_ms,
+                    )
+                except BrokerError as exc:
+                    code, message = code_of(exc), message_of(exc)
+                else:
+                    if not request.validate_only:
+                        log.info("topic %r now has %d partitions", topic.name, topic.count)
+                        broker.notify_topic_changed(topic.name, deleted=False)
+        results.append(Result(name=topic.name, error_code=code, error_message=message))
+    return m.CreatePartitionsResponse(results=results)
+
+
+def error_response(
+    request: m.CreatePartitionsRequest | None, version: int, code: ErrorCode
+) -> m.CreatePartitionsResponse:
+    if request is None:
+        return m.CreatePartitionsResponse()
+    return m.CreatePartitionsResponse(
+        results=[Result(name=t.name, error_code=code) for t in request.topics]
+    )
+
+
+SPEC = HandlerSpec(API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response)

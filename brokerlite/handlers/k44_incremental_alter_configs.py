@@ -1,0 +1,135 @@
+"""IncrementalAlterConfigs (key 44), versions 0-1: change some topic configs.
+
+Operations per config: SET (0), DELETE (1, back to the default), APPEND (2)
+and SUBTRACT (3) for list configs (``cleanup.policy``); APPEND/SUBTRACT on a
+non-list config is INVALID_CONFIG. The whole resource is validated before
+anything changes; ``validate_only`` changes nothing. A resource named twice,
+or a config named twice in one resource, is INVALID_REQUEST. Broker configs
+are static in brokerlite: altering them is INVALID_REQUEST.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+
+from trafka.brokerlite.errors import BrokerError
+from trafka.brokerlite.log import ConfigType
+from trafka.codec.errors import ErrorCode
+from trafka.codec.messages import k44_incremental_alter_configs as m
+
+from ._base import HandlerSpec, RequestContext
+from ._configs import ResourceType
+from ._util import code_of, message_of
+
+API_KEY = 44
+MIN_VERSION = 0
+MAX_VERSION = 1
+
+SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+
+log = logging.getLogger("trafka.brokerlite")
+
+Result = m.IncrementalAlterConfigsResponse.AlterConfigsResourceResponse
+
+
+class _Refused(Exception):
+    def __init__(self, code: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def _changes(
+    ctx: RequestContext, resource: m.IncrementalAlterConfigsRequest.AlterConfigsResource
+) -> dict[str, str | None]:
+    names = Counter(c.name for c in resource.configs)
+    repeated = [n for n, k in names.items() if k > 1]
+    if repeated:
+        raise _Refused(ErrorCode.INVALID_REQUEST, f"configs named twice: {', '.join(repeated)}")
+    current = {e.name: e for e in ctx.broker.logs.describe_configs(resource.resource_name)}
+    changes: dict[str, str | None] = {}
+    for c in resource.configs:
+        op = c.config_operation
+        if op == SET:
+            if c.value is None:
+                raise _Refused(ErrorCode.INVALID_CONFIG, f"{c.name}: a null value")
+            changes[c.name] = c.value
+        elif op == DELETE:
+            changes[c.name] = None
+        elif op in (APPEND, SUBTRACT):
+            entry = current.get(c.name)
+            if entry is None or entry.config_type != ConfigType.LIST:
+                raise _Refused(
+                    ErrorCode.INVALID_CONFIG,
+                    f"{c.name}: append and subtract only apply to list configs",
+                )
+            items = [i for i in (entry.value or "").split(",") if i]
+            given = [i.strip() for i in (c.value or "").split(",") if i.strip()]
+            if op == APPEND:
+                items += [i for i in given if i not in items]
+            else:
+                items = [i for i in items if i not in given]
+            changes[c.name] = ",".join(items)
+        else:
+            raise _Refused(ErrorCode.INVALID_REQUEST, f"{c.name}: unknown operation {op}")
+    return changes
+
+
+def handle(
+    ctx: RequestContext, request: m.IncrementalAlterConfigsRequest
+) -> m.IncrementalAlterConfigsResponse:
+    keys = Counter((r.resource_type, r.resource_name) for r in request.resources)
+    results: list[Result] = []
+    for resource in request.resources:
+        code, message = ErrorCode.NONE, None
+        try:
+            if keys[(resource.resource_type, resource.resource_name)] > 1:
+                raise _Refused(ErrorCode.INVALID_REQUEST, "resource named twice")
+            if resource.resource_type != ResourceType.TOPIC:
+                raise _Refused(
+                    ErrorCode.INVALID_REQUEST,
+                    "only topic configs can be altered (brokerlite's broker configs are static)",
+                )
+            changes = _changes(ctx, resource)
+            ctx.broker.logs.alter_configs(
+                resource.resource_name,
+                changes,
+                incremental=True,
+                validate_only=request.validate_only,
+            )
+            if not request.validate_only:
+                log.info("topic %r configs changed: %s", resource.resource_name, changes)
+        except _Refused as exc:
+            code, message = exc.code, str(exc)
+        except BrokerError as exc:
+            code, message = code_of(exc), message_of(exc)
+        results.append(
+            Result(
+                error_code=code,
+                error_message=message,
+                resource_type=resource.resource_type,
+                resource_name=resource.resource_name,
+            )
+        )
+    return m.IncrementalAlterConfigsResponse(responses=results)
+
+
+def error_response(
+    request: m.IncrementalAlterConfigsRequest | None, version: int, code: ErrorCode
+) -> m.IncrementalAlterConfigsResponse:
+    if request is None:
+        return m.IncrementalAlterConfigsResponse()
+    return m.IncrementalAlterConfigsResponse(
+        responses=[
+            Result(
+                error_code=code,
+                error_message=None,
+                resource_type=r.resource_type,
+                resource_name=r.resource_name,
+            )
+            for r in request.resources
+        ]
+    )
+
+
+SPEC = HandlerSpec(API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response)

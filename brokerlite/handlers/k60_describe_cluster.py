@@ -1,0 +1,58 @@
+"""DescribeCluster (key 60), versions 0-1: cluster id, controller and brokers.
+
+This node is the only broker and the controller. Asking for controller
+endpoints (v1 ``endpoint_type`` 2) gets UNSUPPORTED_ENDPOINT_TYPE, as a Kafka
+broker answers; cluster authorized operations are everything when asked for.
+"""
+
+from __future__ import annotations
+
+from trafka.codec.errors import ErrorCode
+from trafka.codec.messages import k60_describe_cluster as m
+
+from ._base import HandlerSpec, RequestContext
+from ._util import CLUSTER_AUTHORIZED_OPERATIONS, NO_AUTHORIZED_OPERATIONS
+
+API_KEY = 60
+MIN_VERSION = 0
+MAX_VERSION = 1
+
+BROKERS = 1
+
+
+def handle(ctx: RequestContext, request: m.DescribeClusterRequest) -> m.DescribeClusterResponse:
+    broker = ctx.broker
+    if request.endpoint_type != BROKERS:
+        return m.DescribeClusterResponse(
+            error_code=ErrorCode.UNSUPPORTED_ENDPOINT_TYPE,
+            error_message=f"endpoint type {request.endpoint_type} is not served here",
+            endpoint_type=request.endpoint_type,
+            cluster_id=broker.cluster_id,
+        )
+    host, port = broker.advertised
+    return m.DescribeClusterResponse(
+        endpoint_type=request.endpoint_type,
+        cluster_id=broker.cluster_id,
+        controller_id=broker.node_id,
+        brokers=[
+            m.DescribeClusterResponse.DescribeClusterBroker(
+                broker_id=broker.node_id, host=host, port=port
+            )
+        ],
+        cluster_authorized_operations=(
+            CLUSTER_AUTHORIZED_OPERATIONS
+            if request.include_cluster_authorized_operations
+            else NO_AUTHORIZED_OPERATIONS
+        ),
+    )
+
+
+def error_response(
+    request: m.DescribeClusterRequest | None, version: int, code: ErrorCode
+) -> m.DescribeClusterResponse:
+    return m.DescribeClusterResponse(
+        error_code=code, endpoint_type=request.endpoint_type if request is not None else 1
+    )
+
+
+SPEC = HandlerSpec(API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response)

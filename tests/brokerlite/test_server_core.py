@@ -1,0 +1,943 @@
+"""The sans-IO broker core: dispatch, versions, and each handler's Kafka semantics.
+
+Every request goes through the real codec both ways (see ``Core`` in conftest),
+so these tests also prove each response is encodable at its version.
+"""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kafka.protocol.broker_version_data import (
+    BROKER_API_VERSIONS,
+    infer_broker_version_from_api_versions,
+)
+
+from trafka.brokerlite.broker import Broker
+from trafka.brokerlite.config import BrokerConfig
+from trafka.brokerlite.handlers import HANDLERS
+from trafka.brokerlite.handlers._base import Close, NoResponse, Parked, Reply
+from trafka.codec.errors import ErrorCode
+from trafka.codec.messages import k00_produce as produce
+from trafka.codec.messages import k01_fetch as fetch
+from trafka.codec.messages import k02_list_offsets as list_offsets
+from trafka.codec.messages import k03_metadata as metadata
+from trafka.codec.messages import k10_find_coordinator as find_coordinator
+from trafka.codec.messages import k11_join_group as join_group
+from trafka.codec.messages import k14_sync_group as sync_group
+from trafka.codec.messages import k18_api_versions as api_versions
+from trafka.codec.messages import k19_create_topics as create_topics
+from trafka.codec.messages import k20_delete_topics as delete_topics
+from trafka.codec.messages import k21_delete_records as delete_records
+from trafka.codec.messages import k22_init_producer_id as init_producer_id
+from trafka.codec.messages import k23_offset_for_leader_epoch as offset_for_leader_epoch
+from trafka.codec.messages import k32_describe_configs as describe_configs
+from trafka.codec.messages import k33_alter_configs as alter_configs
+from trafka.codec.messages import k37_create_partitions as create_partitions
+from trafka.codec.messages import k44_incremental_alter_configs as incremental_alter_configs
+from trafka.codec.messages import k60_describe_cluster as describe_cluster
+from trafka.codec.messages.headers import RequestHeader
+from trafka.codec.protocol import api, encode_request
+
+# -- helpers ----------------------------------------------------------------------------------
+
+
+def create(
+    core: Any, name: str, partitions: int = 1, configs: dict[str, str] | None = None
+) -> None:
+    body = create_topics.CreateTopicsRequest(
+        topics=[
+            create_topics.CreateTopicsRequest.CreatableTopic(
+                name=name,
+                num_partitions=partitions,
+                replication_factor=1,
+                configs=[
+                    create_topics.CreateTopicsRequest.CreatableTopicConfig(name=k, value=v)
+                    for k, v in (configs or {}).items()
+                ],
+            )
+        ]
+    )
+    result = core.call(19, 7, body).topics[0]
+    assert result.error_code == 0, result
+
+
+def produce_request(
+    topic: str, records: bytes | None, *, partition: int = 0, acks: int = -1
+) -> produce.ProduceRequest:
+    return produce.ProduceRequest(
+        acks=acks,
+        timeout_ms=1000,
+        topic_data=[
+            produce.ProduceRequest.TopicProduceData(
+                name=topic,
+                partition_data=[
+                    produce.ProduceRequest.PartitionProduceData(index=partition, records=records)
+                ],
+            )
+        ],
+    )
+
+
+def fetch_request(
+    topic: str,
+    offset: int = 0,
+    *,
+    partitions: tuple[int, ...] = (0,),
+    max_wait_ms: int = 0,
+    min_bytes: int = 1,
+    max_bytes: int = 50 * 1024 * 1024,
+    partition_max_bytes: int = 1024 * 1024,
+    topic_id: uuid.UUID | None = None,
+    session_id: int = 0,
+    session_epoch: int = -1,
+) -> fetch.FetchRequest:
+    return fetch.FetchRequest(
+        max_wait_ms=max_wait_ms,
+        min_bytes=min_bytes,
+        max_bytes=max_bytes,
+        session_id=session_id,
+        session_epoch=session_epoch,
+        topics=[
+            fetch.FetchRequest.FetchTopic(
+                topic=topic,
+                topic_id=topic_id or uuid.UUID(int=0),
+                partitions=[
+                    fetch.FetchRequest.FetchPartition(
+                        partition=p, fetch_offset=offset, partition_max_bytes=partition_max_bytes
+                    )
+                    for p in partitions
+                ],
+            )
+        ],
+    )
+
+
+def values_of(records: bytes | None) -> list[bytes | None]:
+    from trafka.codec.records import decode_records
+
+    return [r.value for r in decode_records(records or b"")]
+
+
+def topic_id(core: Any, name: str) -> uuid.UUID:
+    info = core.broker.logs.topic(name)
+    assert info is not None
+    return info.topic_id
+
+
+# -- dispatch and versions -----------------------------------------------------------------
+
+
+def test_advertised_versions_are_the_handlers_and_read_as_kafka_4_0(core: Any) -> None:
+    response = core.call(18, 3, api_versions.ApiVersionsRequest())
+    ranges = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
+    assert response.error_code == 0
+    assert set(ranges) == set(HANDLERS)
+    assert ranges[0] == (0, 11)  # Produce: Kafka 4.0 advertises v0, serves v3+
+    assert ranges[1] == (4, 17)
+    assert ranges[2] == (1, 10)
+    assert infer_broker_version_from_api_versions(ranges) == (4, 0)
+    # Kafka 4.0's own ranges (as kafka-python recorded them from a real broker),
+    # capped at what the codec knows.
+    kafka_4_0 = BROKER_API_VERSIONS[(4, 0)]
+    for key, (low, high) in ranges.items():
+        assert low == kafka_4_0[key][0], key
+        assert high == min(kafka_4_0[key][1], api(key).max_version), key
+
+
+def test_unknown_api_versions_version_gets_a_v0_error_listing_its_range(core: Any) -> None:
+    header = RequestHeader(
+        request_api_key=18, request_api_version=4, correlation_id=77, client_id="future"
+    )
+    frame = bytearray(encode_request(header, api_versions.ApiVersionsRequest())[4:])
+    frame[2:4] = (9).to_bytes(2, "big")  # a version from the future
+    outcome = core.broker.handle_frame(1, bytes(frame), core.now)
+    assert isinstance(outcome, Reply)
+    assert (outcome.api_version, outcome.correlation_id) == (0, 77)
+    body = core.decode(outcome)
+    assert body.error_code == ErrorCode.UNSUPPORTED_VERSION
+    assert [(k.api_key, k.min_version, k.max_version) for k in body.api_keys] == [(18, 0, 4)]
+
+
+@pytest.mark.parametrize("key", sorted(HANDLERS))
+def test_every_served_version_answers_a_default_request(core: Any, key: int) -> None:
+    spec = HANDLERS[key]
+    for version in range(spec.min_version, spec.max_version + 1):
+        body = api(key).request_type()
+        if key == 0:
+            body = produce.ProduceRequest(acks=1)
+        outcome = core.send(key, version, body)
+        assert isinstance(outcome, Reply | NoResponse), (version, outcome)
+        if isinstance(outcome, Reply):
+            core.decode(outcome)  # raises if not encodable at this version
+
+
+@pytest.mark.parametrize(
+    ("key", "version", "body"),
+    [
+        (0, 2, produce_request("t", b"")),
+        (1, 3, fetch_request("t")),
+        (
+            2,
+            0,
+            list_offsets.ListOffsetsRequest(
+                topics=[
+                    list_offsets.ListOffsetsRequest.ListOffsetsTopic(
+                        name="t",
+                        partitions=[list_offsets.ListOffsetsRequest.ListOffsetsPartition()],
+                    )
+                ]
+            ),
+        ),
+        (
+            19,
+            1,
+            create_topics.CreateTopicsRequest(
+                topics=[create_topics.CreateTopicsRequest.CreatableTopic(name="t")]
+            ),
+        ),
+        (
+            23,
+            1,
+            offset_for_leader_epoch.OffsetForLeaderEpochRequest(
+                topics=[
+                    offset_for_leader_epoch.OffsetForLeaderEpochRequest.OffsetForLeaderTopic(
+                        topic="t",
+                        partitions=[
+                            offset_for_leader_epoch.OffsetForLeaderEpochRequest.OffsetForLeaderPartition()
+                        ],
+                    )
+                ]
+            ),
+        ),
+        (
+            32,
+            0,
+            describe_configs.DescribeConfigsRequest(
+                resources=[
+                    describe_configs.DescribeConfigsRequest.DescribeConfigsResource(
+                        resource_type=2, resource_name="t"
+                    )
+                ]
+            ),
+        ),
+        (11, 1, join_group.JoinGroupRequest(group_id="g")),
+    ],
+)
+def test_known_but_unserved_versions_get_unsupported_version(
+    core: Any, key: int, version: int, body: Any
+) -> None:
+    response = core.call(key, version, body)
+    codes = _error_codes(response)
+    assert codes, response
+    assert set(codes) == {ErrorCode.UNSUPPORTED_VERSION}
+
+
+def _error_codes(obj: Any) -> list[int]:
+    """Every error_code in a response, depth first."""
+    out = []
+    if hasattr(obj, "__dataclass_fields__"):
+        for name in obj.__dataclass_fields__:
+            value = getattr(obj, name)
+            if name == "error_code" and value:
+                out.append(value)
+            else:
+                out.extend(_error_codes(value))
+    elif isinstance(obj, list):
+        for item in obj:
+            out.extend(_error_codes(item))
+    return out
+
+
+def test_bad_frames_close_the_connection(core: Any) -> None:
+    broker = core.broker
+    assert isinstance(broker.handle_frame(1, b"\x00\x01", core.now), Close)
+    unknown = (999).to_bytes(2, "big") + b"\x00\x00" + b"\x00\x00\x00\x01" + b"\xff\xff"
+    outcome = broker.handle_frame(1, unknown, core.now)
+    assert isinstance(outcome, Close) and "unknown API key 999" in outcome.reason
+    # DescribeAcls: the codec knows it, brokerlite does not serve it.
+    acls = (29).to_bytes(2, "big") + b"\x00\x01" + b"\x00\x00\x00\x01" + b"\x00\x01x"
+    outcome = broker.handle_frame(1, acls, core.now)
+    assert isinstance(outcome, Close) and outcome.client_id == "x"
+    # Fetch v99: no schema to answer with.
+    future = (1).to_bytes(2, "big") + (99).to_bytes(2, "big") + b"\x00\x00\x00\x01\xff\xff"
+    assert isinstance(broker.handle_frame(1, future, core.now), Close)
+    # A Metadata v1 body whose topic count claims far more than the frame holds.
+    lying = (3).to_bytes(2, "big") + b"\x00\x01" + b"\x00\x00\x00\x01\xff\xff" + b"\x7f\xff\xff\xff"
+    outcome = broker.handle_frame(1, lying, core.now)
+    assert isinstance(outcome, Close) and "malformed Metadata v1" in outcome.reason
+
+
+# -- Metadata ---------------------------------------------------------------------------------
+
+
+def test_metadata_auto_creates_only_when_allowed(core: Any) -> None:
+    m = metadata.MetadataRequest
+    ask = m.MetadataRequestTopic
+    refused = core.call(3, 12, m(topics=[ask(name="a")], allow_auto_topic_creation=False))
+    assert refused.topics[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    assert core.broker.logs.topic("a") is None
+    created = core.call(3, 12, m(topics=[ask(name="a")], allow_auto_topic_creation=True))
+    topic = created.topics[0]
+    assert topic.error_code == 0 and topic.name == "a"
+    assert topic.topic_id == topic_id(core, "a")
+    [partition] = topic.partitions
+    assert (partition.leader_id, partition.leader_epoch) == (1, 0)
+    assert partition.replica_nodes == partition.isr_nodes == [1]
+    assert created.cluster_id == core.broker.cluster_id and created.controller_id == 1
+    assert [(b.node_id, b.host, b.port) for b in created.brokers] == [(1, "127.0.0.1", 9999)]
+    # Before v4 there is no flag: creation is allowed.
+    old = core.call(3, 3, m(topics=[ask(name="b")]))
+    assert old.topics[0].error_code == 0
+    bad = core.call(3, 12, m(topics=[ask(name="bad name!")]))
+    assert bad.topics[0].error_code == ErrorCode.INVALID_TOPIC_EXCEPTION
+
+
+def test_metadata_lists_all_topics_and_finds_topics_by_id(core: Any) -> None:
+    create(core, "x", 3)
+    create(core, "y", 1)
+    everything = core.call(3, 12, metadata.MetadataRequest(topics=None))
+    assert {t.name: len(t.partitions) for t in everything.topics} == {"x": 3, "y": 1}
+    v0_all = core.call(3, 0, metadata.MetadataRequest(topics=[]))
+    assert {t.name for t in v0_all.topics} == {"x", "y"}
+    ask = metadata.MetadataRequest.MetadataRequestTopic
+    by_id = core.call(
+        3, 12, metadata.MetadataRequest(topics=[ask(topic_id=topic_id(core, "x"), name=None)])
+    )
+    assert by_id.topics[0].name == "x"
+    unknown = core.call(
+        3, 12, metadata.MetadataRequest(topics=[ask(topic_id=uuid.uuid4(), name=None)])
+    )
+    assert unknown.topics[0].error_code == ErrorCode.UNKNOWN_TOPIC_ID
+
+
+def test_auto_create_can_be_disabled(data_dir: Path) -> None:
+    config = BrokerConfig(port=0, data_dir=data_dir, auto_create_topics=False)
+    broker = Broker(config, now_ms=0)
+    try:
+        header = RequestHeader(request_api_key=3, request_api_version=12, correlation_id=1)
+        body = metadata.MetadataRequest(
+            topics=[metadata.MetadataRequest.MetadataRequestTopic(name="nope")]
+        )
+        outcome = broker.handle(1, header, body, 0)
+        assert isinstance(outcome, Reply)
+        assert outcome.body.topics[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        assert broker.logs.topic("nope") is None
+    finally:
+        broker.close()
+
+
+# -- Produce ------------------------------------------------------------------------------
+
+
+def test_produce_assigns_offsets_and_fetch_returns_them(core: Any, make_batch: Any) -> None:
+    create(core, "t")
+    first = core.call(0, 9, produce_request("t", make_batch([b"a", b"b"])))
+    second = core.call(0, 3, produce_request("t", make_batch([b"c"])))
+    p1 = first.responses[0].partition_responses[0]
+    p2 = second.responses[0].partition_responses[0]
+    assert (p1.error_code, p1.base_offset, p1.log_start_offset) == (0, 0, 0)
+    assert (p2.error_code, p2.base_offset) == (0, 2)
+    assert p1.log_append_time_ms == -1  # CreateTime topic
+    response = core.call(1, 12, fetch_request("t"))
+    part = response.responses[0].partitions[0]
+    assert part.error_code == 0
+    assert (part.high_watermark, part.last_stable_offset, part.log_start_offset) == (3, 3, 0)
+    assert values_of(part.records) == [b"a", b"b", b"c"]
+    assert part.aborted_transactions is None
+
+
+def test_produce_reports_log_append_time(core: Any, make_batch: Any) -> None:
+    create(core, "la", configs={"message.timestamp.type": "LogAppendTime"})
+    response = core.call(0, 9, produce_request("la", make_batch([b"x"])))
+    assert response.responses[0].partition_responses[0].log_append_time_ms == core.now
+
+
+def test_produce_errors_are_per_partition(core: Any, make_batch: Any) -> None:
+    create(core, "t", 2, configs={"max.message.bytes": "200"})
+    corrupt = bytearray(make_batch([b"ok"]))
+    corrupt[-1] ^= 0xFF  # breaks the CRC
+    body = produce.ProduceRequest(
+        acks=1,
+        timeout_ms=1000,
+        topic_data=[
+            produce.ProduceRequest.TopicProduceData(
+                name="t",
+                partition_data=[
+                    produce.ProduceRequest.PartitionProduceData(index=0, records=bytes(corrupt)),
+                    produce.ProduceRequest.PartitionProduceData(
+                        index=1, records=make_batch([b"x" * 500])
+                    ),
+                    produce.ProduceRequest.PartitionProduceData(
+                        index=7, records=make_batch([b"y"])
+                    ),
+                ],
+            ),
+            produce.ProduceRequest.TopicProduceData(
+                name="missing",
+                partition_data=[
+                    produce.ProduceRequest.PartitionProduceData(index=0, records=make_batch([b"z"]))
+                ],
+            ),
+        ],
+    )
+    response = core.call(0, 9, body)
+    codes = [p.error_code for t in response.responses for p in t.partition_responses]
+    assert codes == [
+        ErrorCode.CORRUPT_MESSAGE,
+        ErrorCode.MESSAGE_TOO_LARGE,
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+    ]
+    assert response.responses[0].partition_responses[0].error_message
+    assert core.broker.logs.partition("t", 0).log_end_offset == 0
+
+
+def test_produce_acks(core: Any, make_batch: Any) -> None:
+    create(core, "t")
+    bad_acks = core.call(0, 9, produce_request("t", make_batch([b"a"]), acks=2))
+    assert (
+        bad_acks.responses[0].partition_responses[0].error_code == ErrorCode.INVALID_REQUIRED_ACKS
+    )
+    assert isinstance(core.send(0, 9, produce_request("t", make_batch([b"a"]), acks=0)), NoResponse)
+    assert core.broker.logs.partition("t", 0).log_end_offset == 1
+    # acks=0 cannot carry an error: Kafka closes the connection instead.
+    outcome = core.send(0, 9, produce_request("nope", make_batch([b"a"]), acks=0))
+    assert isinstance(outcome, Close) and "UNKNOWN_TOPIC_OR_PARTITION" in outcome.reason
+
+
+def test_transactional_produce_is_refused(core: Any, make_batch: Any) -> None:
+    create(core, "t")
+    body = produce.ProduceRequest(
+        transactional_id="tx",
+        acks=-1,
+        topic_data=produce_request("t", make_batch([b"a"])).topic_data,
+    )
+    response = core.call(0, 9, body)
+    code = response.responses[0].partition_responses[0].error_code
+    assert code == ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+
+
+# -- Fetch ----------------------------------------------------------------------------------
+
+
+def test_fetch_out_of_range_and_unknown(core: Any, make_batch: Any) -> None:
+    create(core, "t")
+    core.call(0, 9, produce_request("t", make_batch([b"a"])))
+    past = core.call(1, 11, fetch_request("t", 5)).responses[0].partitions[0]
+    assert past.error_code == ErrorCode.OFFSET_OUT_OF_RANGE
+    assert (past.high_watermark, past.log_start_offset) == (1, 0)
+    unknown = core.call(1, 11, fetch_request("nope")).responses[0].partitions[0]
+    assert unknown.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    by_id = core.call(1, 13, fetch_request("", topic_id=uuid.uuid4())).responses[0].partitions[0]
+    assert by_id.error_code == ErrorCode.UNKNOWN_TOPIC_ID
+
+
+def test_fetch_by_topic_id_from_v13(core: Any, make_batch: Any) -> None:
+    create(core, "t")
+    core.call(0, 9, produce_request("t", make_batch([b"a"])))
+    tid = topic_id(core, "t")
+    response = core.call(1, 17, fetch_request("", topic_id=tid))
+    assert response.responses[0].topic_id == tid
+    assert values_of(response.responses[0].partitions[0].records) == [b"a"]
+
+
+def test_fetch_sessions_are_refused_politely(core: Any, make_batch: Any) -> None:
+    create(core, "t")
+    # A client asking to open a session (epoch 0) gets a full answer and session 0.
+    opened = core.call(1, 12, fetch_request("t", session_epoch=0))
+    assert opened.session_id == 0 and opened.error_code == 0
+    assert opened.responses[0].partitions[0].error_code == 0
+    stale = core.call(1, 12, fetch_request("t", session_id=123, session_epoch=1))
+    assert stale.error_code == ErrorCode.FETCH_SESSION_ID_NOT_FOUND
+
+
+def test_fetch_max_bytes_and_first_batch_rule(core: Any, make_batch: Any) -> None:
+    create(core, "t", 2)
+    for partition in (0, 1):
+        for i in range(3):
+            value = bytes([65 + i]) * 1000
+            core.call(0, 9, produce_request("t", make_batch([value]), partition=partition))
+    # A budget smaller than one batch still returns the first partition's first batch.
+    tiny = core.call(1, 12, fetch_request("t", partitions=(0, 1), max_bytes=10))
+    sizes = [len(values_of(p.records)) for p in tiny.responses[0].partitions]
+    assert sizes == [1, 0]
+    # partition_max_bytes bounds each partition, whole batches only.
+    per_partition = core.call(
+        1, 12, fetch_request("t", partitions=(0, 1), partition_max_bytes=2500)
+    )
+    sizes = [len(values_of(p.records)) for p in per_partition.responses[0].partitions]
+    assert sizes == [2, 2]
+    everything = core.call(1, 12, fetch_request("t", partitions=(0, 1)))
+    sizes = [len(values_of(p.records)) for p in everything.responses[0].partitions]
+    assert sizes == [3, 3]
+
+
+def test_long_poll_parks_until_data_arrives(core: Any, make_batch: Any) -> None:
+    create(core, "t")
+    outcome = core.send(1, 12, fetch_request("t", max_wait_ms=5000, min_bytes=1), conn_id=7)
+    assert isinstance(outcome, Parked)
+    assert core.poll(100) == []  # nothing yet, deadline not reached
+    assert core.broker.next_deadline() <= core.now + 4900
+    core.call(0, 9, produce_request("t", make_batch([b"late"])), conn_id=8)
+    assert core.broker.has_ready()
+    [done] = core.poll()
+    assert done.conn_id == 7 and done.ticket == outcome.ticket
+    part = core.decode(done.reply).responses[0].partitions[0]
+    assert values_of(part.records) == [b"late"]
+
+
+def test_long_poll_waits_for_min_bytes_then_times_out(core: Any, make_batch: Any) -> None:
+    create(core, "t")
+    outcome = core.send(1, 12, fetch_request("t", max_wait_ms=500, min_bytes=100_000))
+    assert isinstance(outcome, Parked)
+    core.call(0, 9, produce_request("t", make_batch([b"small"])), conn_id=2)
+    assert core.poll() == []  # not enough bytes yet
+    [done] = core.poll(500)
+    part = core.decode(done.reply).responses[0].partitions[0]
+    assert values_of(part.records) == [b"small"]
+
+
+def test_parked_fetch_completes_when_its_topic_is_deleted(core: Any) -> None:
+    create(core, "t")
+    assert isinstance(core.send(1, 12, fetch_request("t", max_wait_ms=60_000)), Parked)
+    body = delete_topics.DeleteTopicsRequest(topic_names=["t"])
+    assert core.call(20, 5, body, conn_id=2).responses[0].error_code == 0
+    [done] = core.poll()
+    part = core.decode(done.reply).responses[0].partitions[0]
+    assert part.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
+def test_closing_a_connection_drops_its_parked_fetch(core: Any, make_batch: Any) -> None:
+    create(core, "t")
+    assert isinstance(core.send(1, 12, fetch_request("t", max_wait_ms=1000), conn_id=5), Parked)
+    core.broker.connection_closed(5)
+    core.call(0, 9, produce_request("t", make_batch([b"a"])), conn_id=6)
+    assert core.poll(2000) == []
+
+
+def test_fetch_does_not_park_on_errors(core: Any) -> None:
+    outcome = core.send(1, 12, fetch_request("nope", max_wait_ms=5000))
+    assert isinstance(outcome, Reply)
+
+
+# -- ListOffsets, DeleteRecords, OffsetForLeaderEpoch ------------------------------------------
+
+
+def _list_offsets(core: Any, topic: str, timestamp: int, version: int = 9) -> tuple[int, int]:
+    body = list_offsets.ListOffsetsRequest(
+        replica_id=-1,
+        topics=[
+            list_offsets.ListOffsetsRequest.ListOffsetsTopic(
+                name=topic,
+                partitions=[
+                    list_offsets.ListOffsetsRequest.ListOffsetsPartition(
+                        partition_index=0, timestamp=timestamp
+                    )
+                ],
+            )
+        ],
+    )
+    part = core.call(2, version, body).topics[0].partitions[0]
+    assert part.error_code == 0
+    return part.offset, part.timestamp
+
+
+def test_list_offsets(core: Any, make_batch: Any) -> None:
+    create(core, "t")
+    base = 1_600_000_000_000
+    core.call(0, 9, produce_request("t", make_batch([b"a", b"b"], timestamp=base)))
+    core.call(0, 9, produce_request("t", make_batch([b"c"], timestamp=base + 100)))
+    core.call(0, 9, produce_request("t", make_batch([b"d"], timestamp=base + 50)))
+    assert _list_offsets(core, "t", -2) == (0, -1)
+    assert _list_offsets(core, "t", -1) == (4, -1)
+    assert _list_offsets(core, "t", base + 1) == (1, base + 1)
+    assert _list_offsets(core, "t", base + 60) == (2, base + 100)
+    assert _list_offsets(core, "t", base + 1000) == (-1, -1)
+    assert _list_offsets(core, "t", -3) == (2, base + 100)
+    body = delete_records.DeleteRecordsRequest(
+        topics=[
+            delete_records.DeleteRecordsRequest.DeleteRecordsTopic(
+                name="t",
+                partitions=[
+                    delete_records.DeleteRecordsRequest.DeleteRecordsPartition(
+                        partition_index=0, offset=2
+                    ),
+                ],
+            )
+        ]
+    )
+    result = core.call(21, 2, body).topics[0].partitions[0]
+    assert (result.error_code, result.low_watermark) == (0, 2)
+    assert _list_offsets(core, "t", -2) == (2, -1)
+    assert _list_offsets(core, "t", base) == (2, base + 100)
+    gone = core.call(1, 12, fetch_request("t", 0)).responses[0].partitions[0]
+    assert gone.error_code == ErrorCode.OFFSET_OUT_OF_RANGE
+
+
+def test_delete_records_beyond_the_end(core: Any) -> None:
+    create(core, "t")
+    body = delete_records.DeleteRecordsRequest(
+        topics=[
+            delete_records.DeleteRecordsRequest.DeleteRecordsTopic(
+                name="t",
+                partitions=[
+                    delete_records.DeleteRecordsRequest.DeleteRecordsPartition(
+                        partition_index=0, offset=10
+                    )
+                ],
+            )
+        ]
+    )
+    result = core.call(21, 2, body).topics[0].partitions[0]
+    assert (result.error_code, result.low_watermark) == (ErrorCode.OFFSET_OUT_OF_RANGE, -1)
+
+
+def test_offset_for_leader_epoch(core: Any, make_batch: Any) -> None:
+    create(core, "t")
+    core.call(0, 9, produce_request("t", make_batch([b"a", b"b"])))
+    req = offset_for_leader_epoch.OffsetForLeaderEpochRequest
+    body = req(
+        replica_id=-1,
+        topics=[
+            req.OffsetForLeaderTopic(
+                topic="t",
+                partitions=[
+                    req.OffsetForLeaderPartition(
+                        partition=0, current_leader_epoch=0, leader_epoch=0
+                    ),
+                    req.OffsetForLeaderPartition(
+                        partition=0, current_leader_epoch=5, leader_epoch=0
+                    ),
+                ],
+            )
+        ],
+    )
+    ok, fenced = core.call(23, 4, body).topics[0].partitions
+    assert (ok.error_code, ok.leader_epoch, ok.end_offset) == (0, 0, 2)
+    assert fenced.error_code == ErrorCode.UNKNOWN_LEADER_EPOCH
+
+
+# -- admin ----------------------------------------------------------------------------------
+
+
+def test_create_topics_rules(core: Any) -> None:
+    topic = create_topics.CreateTopicsRequest.CreatableTopic
+    body = create_topics.CreateTopicsRequest(
+        topics=[
+            topic(name="dflt", num_partitions=-1, replication_factor=-1),
+            topic(name="rf3", num_partitions=1, replication_factor=3),
+            topic(name="dup", num_partitions=1, replication_factor=1),
+            topic(name="dup", num_partitions=2, replication_factor=1),
+            topic(name="zero", num_partitions=0, replication_factor=1),
+            topic(
+                name="badcfg",
+                num_partitions=1,
+                replication_factor=1,
+                configs=[
+                    create_topics.CreateTopicsRequest.CreatableTopicConfig(
+                        name="retention.ms", value="soon"
+                    )
+                ],
+            ),
+        ]
+    )
+    results = {(r.name, i): r for i, r in enumerate(core.call(19, 7, body).topics)}
+    codes = [r.error_code for r in results.values()]
+    assert codes == [
+        0,
+        ErrorCode.INVALID_REPLICATION_FACTOR,
+        ErrorCode.INVALID_REQUEST,
+        ErrorCode.INVALID_REQUEST,
+        ErrorCode.INVALID_PARTITIONS,
+        ErrorCode.INVALID_CONFIG,
+    ]
+    created = results[("dflt", 0)]
+    assert created.num_partitions == 1 and created.replication_factor == 1
+    assert created.topic_id == topic_id(core, "dflt")
+    assert {c.name for c in created.configs} >= {"retention.ms", "segment.bytes"}
+    again = core.call(19, 7, create_topics.CreateTopicsRequest(topics=[topic(name="dflt")]))
+    assert again.topics[0].error_code == ErrorCode.TOPIC_ALREADY_EXISTS
+
+
+def test_create_topics_validate_only_changes_nothing(core: Any) -> None:
+    topic = create_topics.CreateTopicsRequest.CreatableTopic
+    body = create_topics.CreateTopicsRequest(
+        topics=[topic(name="v", num_partitions=4, replication_factor=1)], validate_only=True
+    )
+    result = core.call(19, 7, body).topics[0]
+    assert (result.error_code, result.num_partitions) == (0, 4)
+    assert core.broker.logs.topic("v") is None
+
+
+def test_delete_topics_by_name_and_id(core: Any) -> None:
+    create(core, "a")
+    create(core, "b")
+    state = delete_topics.DeleteTopicsRequest.DeleteTopicState
+    body = delete_topics.DeleteTopicsRequest(
+        topics=[
+            state(name=None, topic_id=topic_id(core, "a")),
+            state(name="b"),
+            state(name=None, topic_id=uuid.uuid4()),
+            state(name="c"),
+        ]
+    )
+    codes = [r.error_code for r in core.call(20, 6, body).responses]
+    assert codes == [0, 0, ErrorCode.UNKNOWN_TOPIC_ID, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION]
+    assert core.broker.logs.topics() == []
+
+
+def test_create_partitions(core: Any) -> None:
+    create(core, "t", 2)
+    grow = create_partitions.CreatePartitionsRequest.CreatePartitionsTopic
+    checked = core.call(
+        37,
+        3,
+        create_partitions.CreatePartitionsRequest(
+            topics=[grow(name="t", count=5)], validate_only=True
+        ),
+    )
+    assert checked.results[0].error_code == 0
+    assert core.broker.logs.topic("t").num_partitions == 2
+    grown = core.call(
+        37, 3, create_partitions.CreatePartitionsRequest(topics=[grow(name="t", count=5)])
+    )
+    assert grown.results[0].error_code == 0
+    assert core.broker.logs.topic("t").num_partitions == 5
+    shrink = core.call(
+        37, 3, create_partitions.CreatePartitionsRequest(topics=[grow(name="t", count=3)])
+    )
+    assert shrink.results[0].error_code == ErrorCode.INVALID_PARTITIONS
+    elsewhere = create_partitions.CreatePartitionsRequest.CreatePartitionsAssignment(broker_ids=[2])
+    bad = core.call(
+        37,
+        3,
+        create_partitions.CreatePartitionsRequest(
+            topics=[grow(name="t", count=6, assignments=[elsewhere])]
+        ),
+    )
+    assert bad.results[0].error_code == ErrorCode.INVALID_REPLICA_ASSIGNMENT
+
+
+def _describe(core: Any, resource_type: int, name: str, keys: list[str] | None = None) -> Any:
+    resource = describe_configs.DescribeConfigsRequest.DescribeConfigsResource(
+        resource_type=resource_type, resource_name=name, configuration_keys=keys
+    )
+    body = describe_configs.DescribeConfigsRequest(resources=[resource], include_synonyms=True)
+    return core.call(32, 4, body).results[0]
+
+
+def test_describe_and_alter_topic_configs(core: Any) -> None:
+    create(core, "t", configs={"retention.ms": "1000"})
+    result = _describe(core, 2, "t", ["retention.ms", "segment.bytes"])
+    entries = {c.name: c for c in result.configs}
+    assert set(entries) == {"retention.ms", "segment.bytes"}
+    assert entries["retention.ms"].value == "1000"
+    assert entries["retention.ms"].config_source == 1  # DYNAMIC_TOPIC_CONFIG
+    assert entries["retention.ms"].config_type == 5  # LONG
+    assert entries["segment.bytes"].config_source == 5  # DEFAULT_CONFIG
+    assert [s.name for s in entries["retention.ms"].synonyms] == [
+        "retention.ms",
+        "log.retention.ms",
+    ]
+
+    inc = incremental_alter_configs.IncrementalAlterConfigsRequest
+    body = inc(
+        resources=[
+            inc.AlterConfigsResource(
+                resource_type=2,
+                resource_name="t",
+                configs=[
+                    inc.AlterableConfig(name="retention.ms", config_operation=1, value=None),
+                    inc.AlterableConfig(name="segment.bytes", config_operation=0, value="100000"),
+                    inc.AlterableConfig(name="cleanup.policy", config_operation=2, value="compact"),
+                ],
+            )
+        ]
+    )
+    assert core.call(44, 1, body).responses[0].error_code == 0
+    entries = {c.name: c for c in _describe(core, 2, "t").configs}
+    assert entries["retention.ms"].value == "604800000"
+    assert entries["segment.bytes"].value == "100000"
+    assert entries["cleanup.policy"].value == "compact,delete"
+    assert core.broker.logs.partition("t", 0).config.segment_bytes == 100000
+
+    bad = inc(
+        resources=[
+            inc.AlterConfigsResource(
+                resource_type=2,
+                resource_name="t",
+                configs=[inc.AlterableConfig(name="segment.bytes", config_operation=2, value="1")],
+            )
+        ]
+    )
+    assert core.call(44, 1, bad).responses[0].error_code == ErrorCode.INVALID_CONFIG
+
+    legacy = alter_configs.AlterConfigsRequest
+    replace = legacy(
+        resources=[
+            legacy.AlterConfigsResource(
+                resource_type=2,
+                resource_name="t",
+                configs=[legacy.AlterableConfig(name="retention.bytes", value="5000")],
+            )
+        ]
+    )
+    assert core.call(33, 2, replace).responses[0].error_code == 0
+    overrides = core.broker.logs.topic("t").configs
+    assert overrides == {"retention.bytes": "5000"}
+
+
+def test_describe_broker_configs_and_unknown_resources(core: Any) -> None:
+    result = _describe(core, 4, "1", ["num.partitions", "log.segment.bytes"])
+    entries = {c.name: c for c in result.configs}
+    assert entries["num.partitions"].value == "1"
+    assert entries["num.partitions"].read_only
+    assert _describe(core, 2, "nope").error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    assert _describe(core, 4, "42").error_code == ErrorCode.INVALID_REQUEST
+
+
+# -- producer ids, coordinators, cluster ---------------------------------------------------------
+
+
+def test_producer_ids_are_unique_across_restarts(core: Any, data_dir: Path) -> None:
+    req = init_producer_id.InitProducerIdRequest
+    first = core.call(22, 4, req(transactional_id=None, transaction_timeout_ms=60000))
+    second = core.call(22, 4, req(transactional_id=None, transaction_timeout_ms=60000))
+    assert first.error_code == second.error_code == 0
+    assert second.producer_id == first.producer_id + 1 and first.producer_epoch == 0
+    txn = core.call(22, 4, req(transactional_id="tx", transaction_timeout_ms=60000))
+    assert txn.error_code == ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    core.broker.close()
+    again = Broker(BrokerConfig(port=0, data_dir=data_dir), now_ms=0)
+    try:
+        assert again.allocate_producer_id() > second.producer_id
+        assert again.cluster_id == core.broker.cluster_id
+    finally:
+        again.close()
+
+
+def test_find_coordinator(core: Any) -> None:
+    req = find_coordinator.FindCoordinatorRequest
+    old = core.call(10, 3, req(key="g", key_type=0))
+    assert (old.error_code, old.node_id, old.host, old.port) == (0, 1, "127.0.0.1", 9999)
+    batched = core.call(10, 6, req(key_type=0, coordinator_keys=["a", "b"]))
+    assert [(c.key, c.node_id, c.error_code) for c in batched.coordinators] == [
+        ("a", 1, 0),
+        ("b", 1, 0),
+    ]
+    txn = core.call(10, 6, req(key_type=1, coordinator_keys=["tx"]))
+    assert txn.coordinators[0].error_code == ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    assert "transactions" in (txn.coordinators[0].error_message or "")
+
+
+def test_describe_cluster(core: Any) -> None:
+    response = core.call(60, 1, describe_cluster.DescribeClusterRequest())
+    assert response.cluster_id == core.broker.cluster_id
+    assert response.controller_id == 1
+    assert [(b.broker_id, b.host, b.port) for b in response.brokers] == [(1, "127.0.0.1", 9999)]
+    controllers = core.call(60, 1, describe_cluster.DescribeClusterRequest(endpoint_type=2))
+    assert controllers.error_code == ErrorCode.UNSUPPORTED_ENDPOINT_TYPE
+
+
+# -- groups through the broker ---------------------------------------------------------------------
+
+
+def test_join_group_parks_and_completes_through_poll(core: Any) -> None:
+    join = join_group.JoinGroupRequest
+    protocols = [join.JoinGroupRequestProtocol(name="range", metadata=b"m")]
+    body = join(
+        group_id="g",
+        session_timeout_ms=10_000,
+        rebalance_timeout_ms=10_000,
+        protocol_type="consumer",
+        protocols=protocols,
+    )
+    required = core.call(11, 9, body, conn_id=3)
+    assert required.error_code == ErrorCode.MEMBER_ID_REQUIRED
+    member = required.member_id
+    rejoin = join(
+        group_id="g",
+        session_timeout_ms=10_000,
+        rebalance_timeout_ms=10_000,
+        member_id=member,
+        protocol_type="consumer",
+        protocols=protocols,
+    )
+    outcome = core.send(11, 9, rejoin, conn_id=3)
+    if isinstance(outcome, Parked):
+        completions = core.poll(1)
+        [done] = [c for c in completions if c.conn_id == 3]
+        joined = core.decode(done.reply)
+    else:
+        joined = core.decode(outcome)
+    assert joined.error_code == 0 and joined.leader == member
+    sync = sync_group.SyncGroupRequest(
+        group_id="g",
+        generation_id=joined.generation_id,
+        member_id=member,
+        protocol_type="consumer",
+        protocol_name="range",
+        assignments=[
+            sync_group.SyncGroupRequest.SyncGroupRequestAssignment(
+                member_id=member, assignment=b"a"
+            )
+        ],
+    )
+    synced = core.call(14, 5, sync, conn_id=3)
+    assert (synced.error_code, synced.assignment) == (0, b"a")
+
+
+# -- robustness and periodic work ------------------------------------------------------------
+
+
+def test_trailing_bytes_after_a_body_are_ignored_like_kafka(core: Any) -> None:
+    # librdkafka 2.x's "all topics" Metadata v12 request, byte for byte: three
+    # stray zero bytes follow the body, and Kafka accepts it.
+    frame = bytes.fromhex("0003000c00000003000772646b61666b610000000000010000")
+    outcome = core.broker.handle_frame(1, frame, core.now)
+    assert isinstance(outcome, Reply)
+    assert outcome.correlation_id == 3 and outcome.body.topics == []
+
+
+def test_a_handler_bug_becomes_unknown_server_error(
+    core: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import dataclasses
+
+    def broken(ctx: Any, request: Any) -> Any:
+        raise RuntimeError("bug")
+
+    monkeypatch.setitem(HANDLERS, 20, dataclasses.replace(HANDLERS[20], handle=broken))
+    response = core.call(20, 5, delete_topics.DeleteTopicsRequest(topic_names=["a"]))
+    assert response.responses[0].error_code == ErrorCode.UNKNOWN_SERVER_ERROR
+    # and the broker carries on
+    assert core.call(60, 1, describe_cluster.DescribeClusterRequest()).error_code == 0
+
+
+def test_retention_runs_from_poll(data_dir: Path, make_batch: Any) -> None:
+    config = BrokerConfig(
+        port=0,
+        data_dir=data_dir,
+        log_segment_bytes=300,
+        log_retention_ms=60_000,
+        log_retention_check_interval_ms=1000,
+    )
+    now = 1_700_000_000_000
+    broker = Broker(config, now_ms=now)
+    try:
+        broker.logs.create_topic("old", 1, now_ms=now)
+        log = broker.logs.partition("old", 0)
+        for i in range(5):  # an hour old: past retention, one segment each
+            log.append(make_batch([b"x" * 150], timestamp=now - 3_600_000 + i), now_ms=now)
+        assert log.log_start_offset == 0
+        assert broker.next_deadline() <= now + 1000
+        broker.poll(now + 500)
+        assert log.log_start_offset == 0  # not yet due
+        broker.poll(now + 1000)
+        assert log.log_start_offset == 4  # all but the active segment deleted
+    finally:
+        broker.close()
