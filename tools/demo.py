@@ -1,6 +1,9 @@
 """The trafka demo (``make demo``, ``trafka demo``, ``python -m trafka.tools.demo``).
 
-What a client and a broker say to each other, without a network:
+First the main job (:mod:`trafka.tools.pipeline`): an order pipeline on an
+embedded brokerlite with the trafka producer, a two-member consumer group and a
+kafka-python reader, each step checked. Then what a client and a broker say to
+each other, without a network (``--no-broker`` shows only this part):
 
 1. a producer's request stream: a Metadata request (v12) and a Produce request
    (v9, flexible) carrying an lz4-compressed record batch of three keyed
@@ -9,9 +12,9 @@ What a client and a broker say to each other, without a network:
 3. the broker's matching responses, encoded, decoded and compared with what was
    sent (a round trip).
 
-Everything is deterministic: the timestamps are fixed, because the codec reads
-no clock. Returns (and exits with) 1 if a round trip does not give back what was
-encoded, which makes the demo a smoke test as well.
+The wire tour is deterministic: the timestamps are fixed, because the codec
+reads no clock. The demo exits with 1 if any check of the pipeline fails or a
+round trip does not give back what was encoded, which makes it a smoke test too.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from collections.abc import Callable
 from typing import Any
 
 import click
+import trio
 
 from trafka.codec import protocol
 from trafka.codec.compression import Compression
@@ -31,6 +35,7 @@ from trafka.codec.messages import k00_produce as produce
 from trafka.codec.messages import k03_metadata as metadata
 from trafka.codec.records import decode_records, encode_batch
 from trafka.tools.decode import decode_stream, format_json
+from trafka.tools.pipeline import main_job
 
 __all__ = ["build_request_stream", "build_responses", "command", "main", "run"]
 
@@ -154,9 +159,19 @@ def _summary(body: Any) -> str:
     )
 
 
-def run(echo: Callable[[str], None] = print) -> int:
-    """Run the demo, writing its lines with ``echo``; return the exit status."""
+def run(echo: Callable[[str], None] = print, *, broker: bool = True) -> int:
+    """Run the demo, writing its lines with ``echo``; return the exit status.
+
+    With ``broker`` (the default), the main job runs first: an order pipeline on
+    an embedded brokerlite (see :mod:`trafka.tools.pipeline`). Then a tour of the
+    wire: the frames a client sends, decoded as ``trafka decode`` prints them.
+    """
     ok = True
+    if broker:
+        echo("=== The main job: an order pipeline on the embedded broker (brokerlite)")
+        ok = trio.run(main_job, echo)
+        echo("")
+        echo("=== On the wire: what a client sends, decoded")
 
     def show(obj: Any) -> None:
         echo(format_json(obj, width=120))
@@ -199,9 +214,10 @@ def run(echo: Callable[[str], None] = print) -> int:
 
 
 @click.command(name="demo")
-def command() -> None:
-    """Build, frame and decode Kafka requests and responses, printing what happens."""
-    sys.exit(run(click.echo))
+@click.option("--no-broker", is_flag=True, help="Only the tour of the wire, without the pipeline.")
+def command(no_broker: bool) -> None:
+    """Run an order pipeline on an embedded broker, then decode what crosses the wire."""
+    sys.exit(run(click.echo, broker=not no_broker))
 
 
 def main() -> None:

@@ -7,17 +7,18 @@ import subprocess
 import sys
 
 import pytest
+import trio
 from click.testing import CliRunner
 
 from trafka.codec import protocol
-from trafka.tools import demo
+from trafka.tools import demo, pipeline
 from trafka.tools.cli import main
 from trafka.tools.decode import decode_stream
 
 
 def test_run_prints_decoded_frames() -> None:
     out: list[str] = []
-    assert demo.run(out.append) == 0
+    assert demo.run(out.append, broker=False) == 0
     text = "\n".join(out)
     assert '"api_name": "Metadata"' in text
     assert '"api_name": "Produce"' in text
@@ -59,23 +60,45 @@ def test_demo_reports_a_failed_round_trip(monkeypatch: pytest.MonkeyPatch) -> No
 
     monkeypatch.setattr(demo.protocol, "decode_response", lossy)
     out: list[str] = []
-    assert demo.run(out.append) == 1
+    assert demo.run(out.append, broker=False) == 1
     assert out[-1] == "demo: FAILED"
 
 
-def test_trafka_demo_command() -> None:
-    result = CliRunner().invoke(main, ["demo"])
+def test_trafka_demo_command_without_broker() -> None:
+    result = CliRunner().invoke(main, ["demo", "--no-broker"])
     assert result.exit_code == 0, result.output
+    assert "main job" not in result.output
     assert result.output.rstrip().endswith("demo: ok")
 
 
-@pytest.mark.timeout(60)
+def test_pipeline_checks_hold_and_can_fail(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The main job runs on brokerlite, and its checks are real: a wrong
+    partitioner expectation makes the pipeline (and the demo) fail."""
+    out: list[str] = []
+    assert trio.run(pipeline.main_job, out.append, 60)
+    text = "\n".join(out)
+    assert "FAILED" not in text
+    assert "consumer group 'billing' formed" in text
+    assert "the group consumed 60 orders" in text
+    assert "ok: each order consumed exactly once" in text
+    assert "ok: kafka-python sees the same keys at the same partitions and offsets" in text
+
+    monkeypatch.setattr(pipeline, "expected_partition", lambda key: 0)
+    out.clear()
+    assert not trio.run(pipeline.main_job, out.append, 30)
+    assert any(line.startswith("  FAILED: every key is on its murmur2 partition") for line in out)
+
+
+@pytest.mark.timeout(120)
 def test_python_m_demo() -> None:
+    """What `make demo` runs: the pipeline on brokerlite, then the wire tour."""
     proc = subprocess.run(
         [sys.executable, "-m", "trafka.tools.demo"],
         capture_output=True,
-        timeout=50,
+        timeout=110,
         check=False,
     )
-    assert proc.returncode == 0, proc.stderr.decode()
-    assert proc.stdout.decode().rstrip().endswith("demo: ok")
+    assert proc.returncode == 0, proc.stdout.decode()[-3000:] + proc.stderr.decode()[-3000:]
+    stdout = proc.stdout.decode()
+    assert "=== The main job" in stdout and "FAILED" not in stdout
+    assert stdout.rstrip().endswith("demo: ok")
