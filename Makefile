@@ -48,6 +48,7 @@ test: lint typecheck docs pytest
 bench: $(STAMP)
 	$(PY) bench/codec.py
 	$(PY) bench/broker.py
+	$(PY) bench/clients.py
 
 codegen: $(STAMP)
 	$(PY) -m trafka.tools.codegen

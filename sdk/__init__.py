@@ -14,8 +14,9 @@ Open components with async context managers that own their tasks::
 
 The protocol logic underneath is I/O-free and usable on its own:
 :mod:`.connection_state`, :mod:`.metadata`, :mod:`.accumulator`,
-:mod:`.fetcher`, :mod:`.assignors`, :mod:`.partitioners`, :mod:`.group`
-(request builders and error classification).
+:mod:`.fetcher`, :mod:`.assignors`, :mod:`.partitioners`, :mod:`.membership`
+(the consumer group state machine) and :mod:`.group_protocol` (group requests
+and error classification).
 """
 
 from .accumulator import RecordMetadata
@@ -37,7 +38,7 @@ from .errors import (
     UsageError,
 )
 from .fetcher import ConsumerRecord, OffsetOutOfRangeError, TopicPartition
-from .group import CommitFailedError
+from .group_protocol import CommitFailedError
 from .partitioners import Partitioner, murmur2
 from .producer import Producer, RecordFuture, open_producer
 

@@ -14,14 +14,22 @@ Rules and invariants:
   its in-flight limit.
 * Ordering per partition: batches leave a partition in creation order. A
   retried batch goes back in front of every younger batch of its partition.
-  Without idempotence the in-flight limit per partition is one batch, so a
-  retry cannot overtake; with idempotence up to
-  ``max.in.flight.requests.per.connection`` batches are in flight and the
-  broker's sequence check keeps order.
-* Memory: every record reserves its estimated size out of ``buffer.memory``
-  until its batch completes. :meth:`Accumulator.append` raises
-  :class:`BufferFullError` instead of blocking; the driver waits for
-  :attr:`Accumulator.free_memory` to grow and tries again.
+  Up to ``max.in.flight.requests.per.connection`` batches of a partition are
+  in flight. With idempotence the broker's sequence check keeps their order
+  across retries; without it a retry can land after a younger batch, as in
+  the Java client (set ``max.in.flight.requests.per.connection=1`` for strict
+  order without idempotence).
+* Memory: every record reserves its estimated size plus CPython's
+  per-record bookkeeping (:data:`RECORD_MEMORY_OVERHEAD`) out of
+  ``buffer.memory``, and an encoded batch its bytes too, until the batch
+  completes. :meth:`Accumulator.append` raises :class:`BufferFullError`
+  instead of blocking; the driver waits for :attr:`Accumulator.free_memory`
+  to grow and tries again. (Encoding happens at drain time, so in-flight
+  batches can take the total past ``buffer.memory`` by their encoded size.)
+* A batch the broker rejects with MESSAGE_TOO_LARGE is split in two halves
+  (:meth:`Accumulator.split`), again and again if need be, down to single
+  records, which then fail; the halves keep the batch's place in the
+  partition's order and its records' sequence numbers.
 * Every record gets a :class:`RecordHandle`, resolved exactly once, with its
   :class:`RecordMetadata` or an exception. ``delivery.timeout.ms`` bounds the
   time from append to resolution: a batch not in flight past it fails with
@@ -64,6 +72,10 @@ _INT32_MAX = 2**31 - 1
 # and offset deltas, key/value lengths and header count as small varints.
 RECORD_OVERHEAD = 12
 BATCH_OVERHEAD = 61
+# What CPython spends on each buffered record besides its bytes: the record
+# tuple (72), its timestamp int (32) and its list slot (8). Counted against
+# buffer.memory so that the bound holds for the process's real memory.
+RECORD_MEMORY_OVERHEAD = 112
 
 
 def estimate_size(
@@ -114,6 +126,7 @@ class ProducerBatch:
         "base_offset",
         "base_sequence",
         "callbacks",
+        "children",
         "created",
         "done",
         "encoded",
@@ -121,7 +134,11 @@ class ProducerBatch:
         "full",
         "in_flight",
         "log_append_time",
+        "memory",
+        "order",
+        "parent",
         "partition",
+        "pending_children",
         "records",
         "retry_at",
         "seq",
@@ -137,8 +154,16 @@ class ProducerBatch:
             tuple[int, bytes | None, bytes | None, Sequence[tuple[str, bytes | None]]]
         ] = []
         self.size = BATCH_OVERHEAD
+        self.memory = 0  # bytes reserved out of buffer.memory
         self.created = now
         self.seq = seq  # creation order within the partition
+        # Sort key within the partition: split halves sort right after their parent.
+        self.order: tuple[int, ...] = (seq,)
+        # A batch split after MESSAGE_TOO_LARGE: its halves (index of their first
+        # record, batch); it resolves once they all have.
+        self.children: list[tuple[int, ProducerBatch]] | None = None
+        self.parent: ProducerBatch | None = None
+        self.pending_children = 0
         self.attempts = 0
         self.retry_at = 0.0
         self.base_sequence = -1
@@ -165,6 +190,21 @@ class ProducerBatch:
             callbacks, self.callbacks = self.callbacks, None
             for handle, fn in callbacks:
                 fn(handle)
+        parent = self.parent
+        if parent is not None:
+            parent.pending_children -= 1
+            if parent.pending_children == 0:
+                parent._resolve()
+
+    def locate(self, index: int) -> tuple[ProducerBatch, int]:
+        """The batch that carried record ``index`` of this one, and its index there."""
+        batch = self
+        while batch.children is not None:
+            for start, child in reversed(batch.children):
+                if index >= start:
+                    batch, index = child, index - start
+                    break
+        return batch, index
 
     def __repr__(self) -> str:
         return (
@@ -196,7 +236,7 @@ class RecordHandle:
         """
         if not self.batch.done:
             raise UsageError("the record is not delivered yet")
-        return self.batch.error
+        return self.batch.locate(self.index)[0].error
 
     def result(self) -> RecordMetadata:
         """The record's metadata.
@@ -205,13 +245,13 @@ class RecordHandle:
             UsageError: not resolved yet.
             KafkaError (or another TrafkaError): the record failed.
         """
-        b = self.batch
-        if not b.done:
+        if not self.batch.done:
             raise UsageError("the record is not delivered yet")
+        b, index = self.batch.locate(self.index)
         if b.error is not None:
             raise b.error
-        ts, key, value, _ = b.records[self.index]
-        offset = b.base_offset + self.index if b.base_offset >= 0 else -1
+        ts, key, value, _ = b.records[index]
+        offset = b.base_offset + index if b.base_offset >= 0 else -1
         return RecordMetadata(
             b.topic,
             b.partition,
@@ -269,7 +309,7 @@ class Accumulator:
         compression, compression_level: the batches' codec.
         max_request_size: bytes per produce request (a batch over it still goes alone).
         idempotent: assign producer ids and sequence numbers.
-        max_in_flight: in-flight batches per partition when idempotent.
+        max_in_flight: in-flight batches per partition.
         handle_class: the record handle type to return (drivers subclass it).
     """
 
@@ -303,7 +343,7 @@ class Accumulator:
         self.compression_level = compression_level
         self.max_request_size = max_request_size
         self.idempotent = idempotent
-        self.partition_in_flight = max_in_flight if idempotent else 1
+        self.partition_in_flight = max_in_flight
         self.handle_class = handle_class
         self.clock = clock
         self.producer_id = -1
@@ -352,17 +392,24 @@ class Accumulator:
         """
         if self.closing:
             raise UsageError("the producer is closed")
-        size = estimate_size(key, value, headers)
-        if size + BATCH_OVERHEAD > self.max_request_size or size > self.buffer_memory:
+        if headers:
+            size = estimate_size(key, value, headers)
+        else:  # estimate_size inlined: this is the per-record hot path
+            size = RECORD_OVERHEAD
+            if key is not None:
+                size += len(key)
+            if value is not None:
+                size += len(value)
+        charge = size + RECORD_MEMORY_OVERHEAD
+        if size > self.max_request_size - BATCH_OVERHEAD or charge > self.buffer_memory:
             raise KafkaError(
                 ErrorCode.MESSAGE_TOO_LARGE,
                 f"the record is {size} bytes, over max.request.size ({self.max_request_size}) "
                 f"or buffer.memory ({self.buffer_memory})",
             )
-        tp = (topic, partition)
-        q = self._queues.get(tp)
+        q = self._queues.get((topic, partition))
         if q is None:
-            q = self._queues[tp] = _Queue()
+            q = self._queues[(topic, partition)] = _Queue()
         batches = q.batches
         batch = batches[-1] if batches else None
         if batch is None or batch.full or batch.in_flight or batch.encoded is not None:
@@ -374,8 +421,8 @@ class Accumulator:
             if abort_on_new_batch:
                 return None
             batch = None
-        if size > self.buffer_memory - self.used_memory:
-            raise BufferFullError(size)
+        if charge > self.buffer_memory - self.used_memory:
+            raise BufferFullError(charge)
         if batch is None:
             self._seq += 1
             if now is None:
@@ -385,11 +432,13 @@ class Accumulator:
             batch = ProducerBatch(topic, partition, now, self._seq)
             batches.append(batch)
             self._incomplete.add(batch)
-        self.used_memory += size
-        batch.size += size
+        self.used_memory += charge
+        batch.memory += charge
+        batch_bytes = batch.size + size
+        batch.size = batch_bytes
         records = batch.records
         records.append((timestamp, key, value, headers))
-        if batch.size >= self.batch_size:
+        if batch_bytes >= self.batch_size:
             batch.full = True
         return self.handle_class(batch, len(records) - 1)
 
@@ -480,10 +529,11 @@ class Accumulator:
 
     def _encode(self, batch: ProducerBatch, q: _Queue) -> bytes:
         batch.full = True  # no more appends once encoded
-        if self.idempotent and self.producer_id >= 0:
+        # Split halves inherit their sequence numbers from the batch they came from.
+        if self.idempotent and self.producer_id >= 0 and batch.base_sequence < 0:
             batch.base_sequence = q.next_seq
             q.next_seq = (q.next_seq + len(batch.records)) & _INT32_MAX
-        batch.encoded = encode_batch(
+        encoded = batch.encoded = encode_batch(
             batch.records,
             compression=self.compression,
             compression_level=self.compression_level,
@@ -491,7 +541,9 @@ class Accumulator:
             producer_epoch=self.producer_epoch if batch.base_sequence >= 0 else -1,
             base_sequence=batch.base_sequence,
         )
-        return batch.encoded
+        self.used_memory += len(encoded)
+        batch.memory += len(encoded)
+        return encoded
 
     # -- outcomes --------------------------------------------------------------------------
 
@@ -507,7 +559,8 @@ class Accumulator:
             except ValueError:
                 pass
         self._incomplete.discard(batch)
-        self.used_memory -= batch.size - BATCH_OVERHEAD
+        self.used_memory -= batch.memory
+        batch.memory = 0
 
     def complete(self, batch: ProducerBatch, base_offset: int, log_append_time: int = -1) -> None:
         """The batch was written at ``base_offset`` (-1 when unknown, e.g. acks=0)."""
@@ -557,20 +610,71 @@ class Accumulator:
             q.in_flight -= 1
         backoff = min(self.retry_backoff * (2 ** (batch.attempts - 1)), self.retry_backoff_max)
         batch.retry_at = now + backoff * (0.8 + 0.4 * self._rng.random())
-        # Back in front of every younger batch of the partition.
+        self._requeue(q, batch)
+        return True
+
+    @staticmethod
+    def _requeue(q: _Queue, batch: ProducerBatch) -> None:
+        """Back in front of every younger batch of the partition."""
         pos = 0
         for pos, other in enumerate(q.batches):  # noqa: B007
-            if other.seq > batch.seq:
+            if other.order > batch.order:
                 break
         else:
             pos = len(q.batches)
         q.batches.insert(pos, batch)
+
+    def split(self, batch: ProducerBatch) -> bool:
+        """Split an in-flight batch the broker rejected as too large into two halves.
+
+        The halves go back in front of the partition's younger batches, in
+        order, without counting an attempt (Java splits the same way). With
+        idempotence each half keeps its records' sequence numbers, so younger
+        batches stay valid. The batch resolves when both halves have; each
+        record's handle reports its own half's outcome.
+
+        Returns:
+            False if the batch cannot be split (one record, or already done).
+        """
+        n = len(batch.records)
+        if n < 2 or batch.done or batch.children is not None:
+            return False
+        q = self._queues.get((batch.topic, batch.partition))
+        if q is None:  # pragma: no cover - queues are never removed while batches exist
+            return False
+        if batch.in_flight:
+            batch.in_flight = False
+            q.in_flight -= 1
+        self._incomplete.discard(batch)
+        mid = n // 2
+        batch.children = []
+        for i, (start, records) in enumerate(
+            ((0, batch.records[:mid]), (mid, batch.records[mid:]))
+        ):
+            child = ProducerBatch(batch.topic, batch.partition, batch.created, batch.seq)
+            child.order = (*batch.order, i)
+            child.records = records
+            sizes = [estimate_size(k, v, h) for _, k, v, h in records]
+            child.size = BATCH_OVERHEAD + sum(sizes)
+            child.memory = sum(sizes) + RECORD_MEMORY_OVERHEAD * len(records)
+            child.full = True
+            child.parent = batch
+            if batch.base_sequence >= 0:
+                child.base_sequence = (batch.base_sequence + start) & _INT32_MAX
+            batch.children.append((start, child))
+            self._incomplete.add(child)
+            self._requeue(q, child)
+        batch.pending_children = len(batch.children)
+        # The halves hold the records' reservation now; the old encoding is dropped.
+        self.used_memory -= batch.memory - sum(c.memory for _, c in batch.children)
+        batch.memory = 0
+        batch.encoded = None
         return True
 
     def has_earlier(self, batch: ProducerBatch) -> bool:
         """Whether an older batch of the same partition is still incomplete."""
         return any(
-            b.seq < batch.seq and b.topic == batch.topic and b.partition == batch.partition
+            b.order < batch.order and b.topic == batch.topic and b.partition == batch.partition
             for b in self._incomplete
         )
 

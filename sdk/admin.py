@@ -49,7 +49,7 @@ from .group import (
     read_offset_commit,
     read_offset_fetch,
 )
-from .metadata import BrokerInfo
+from .metadata import BrokerInfo, PartitionInfo, TopicInfo
 from .transport import BrokerConnection, Cluster
 
 __all__ = [
@@ -176,6 +176,45 @@ class Admin:
             if t.name is not None and not t.error_code and (include_internal or not t.is_internal)
         }
 
+    async def describe_topics(self, names: Iterable[str]) -> dict[str, TopicInfo]:
+        """Partitions, leaders, replicas and in-sync replicas of topics (never creates them).
+
+        Raises:
+            KafkaError: a topic does not exist (UNKNOWN_TOPIC_OR_PARTITION) or has another error.
+        """
+        names = list(names)
+        conn = await self._cluster.any_connection()
+        v = conn.version_for(3)
+        resp = await conn.request(
+            3, self._cluster.metadata.build_request_for(v, names, auto_create=False)
+        )
+        out: dict[str, TopicInfo] = {}
+        for t in resp.topics:
+            if t.name is None:
+                continue
+            _check(t.error_code, f"describing topic {t.name!r}")
+            parts = sorted(
+                (
+                    PartitionInfo(
+                        t.name,
+                        p.partition_index,
+                        p.leader_id,
+                        p.leader_epoch,
+                        tuple(p.replica_nodes),
+                        tuple(p.isr_nodes),
+                        tuple(p.offline_replicas),
+                        ErrorCode.of(p.error_code),
+                    )
+                    for p in t.partitions
+                ),
+                key=lambda p: p.partition,
+            )
+            out[t.name] = TopicInfo(t.name, t.topic_id, t.is_internal, tuple(parts))
+        for name in names:
+            if name not in out:
+                raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"describing topic {name!r}")
+        return out
+
     async def create_topics(
         self,
         topics: Iterable[NewTopic | str],
@@ -279,9 +318,19 @@ class Admin:
     # -- configs ----------------------------------------------------------------------------
 
     async def describe_configs(
-        self, topics: Iterable[str] = (), brokers: Iterable[int] = ()
+        self,
+        topics: Iterable[str] = (),
+        brokers: Iterable[int] = (),
+        *,
+        overrides_only: bool = False,
     ) -> dict[str, dict[str, str | None]]:
-        """Current configs of topics (keyed by name) and brokers (keyed by ``str(node_id)``)."""
+        """Current configs of topics (keyed by name) and brokers (keyed by ``str(node_id)``).
+
+        Args:
+            topics, brokers: the resources.
+            overrides_only: leave out settings at their default (static or
+                broker-wide values a topic inherits).
+        """
         resources = [
             dc.DescribeConfigsRequest.DescribeConfigsResource(
                 resource_type=TOPIC_RESOURCE, resource_name=t, configuration_keys=None
@@ -301,7 +350,11 @@ class Admin:
         out: dict[str, dict[str, str | None]] = {}
         for r in resp.results:
             _check(r.error_code, f"describing configs of {r.resource_name!r}", r.error_message)
-            out[r.resource_name] = {c.name: c.value for c in r.configs}
+            out[r.resource_name] = {
+                c.name: c.value
+                for c in r.configs
+                if not overrides_only or _is_override(c, r.resource_type)
+            }
         return out
 
     async def alter_topic_configs(self, changes: Mapping[str, Mapping[str, str | None]]) -> None:
@@ -506,6 +559,18 @@ class Admin:
         resp = await conn.request(8, body)
         for tp, code in read_offset_commit(resp).items():
             _check(code, f"committing {tp.topic}-{tp.partition} for group {group_id!r}")
+
+
+# DescribeConfigs config_source values that mean "set on this very resource".
+_DYNAMIC_TOPIC_CONFIG = 1
+_DYNAMIC_BROKER_CONFIG = 2
+
+
+def _is_override(entry: Any, resource_type: int) -> bool:
+    if entry.config_source < 0:  # v0 has no source, only is_default
+        return not entry.is_default
+    wanted = _DYNAMIC_TOPIC_CONFIG if resource_type == TOPIC_RESOURCE else _DYNAMIC_BROKER_CONFIG
+    return bool(entry.config_source == wanted)
 
 
 def _all_topics(body: Any, version: int) -> Any:

@@ -61,11 +61,12 @@ SOFTWARE_VERSION = "0.1.0"
 
 # The versions the client speaks, per API key. This table is the only place
 # where version support is decided; it is narrower than the codec's where the
-# client does not implement a newer version's semantics yet:
-# Fetch v13+ names topics by id only, and the consumer addresses them by name.
+# client does not implement a newer version's semantics yet. (One exception to
+# "only place": Fetch v13+ names topics by id, so the fetcher steps down to v12
+# for topics whose metadata carries no id, see Fetcher.fetch_version.)
 CLIENT_VERSIONS: dict[int, tuple[int, int]] = {
     0: (3, 11),  # Produce: v3 is the first with record batches (magic 2)
-    1: (4, 12),  # Fetch: v4 is the first with record batches and isolation level
+    1: (4, 17),  # Fetch: v4 is the first with record batches and isolation level
     2: (1, 10),  # ListOffsets
     3: (1, 12),  # Metadata
     8: (2, 9),  # OffsetCommit

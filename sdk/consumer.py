@@ -30,19 +30,20 @@ from typing import Any
 import anyio
 import anyio.abc
 
-from trafka.codec import ErrorCode, KafkaError, TrafkaError
+from trafka.codec import KafkaError, TrafkaError
 
 from ._util import collapse_group, get_deserializer
 from .config import ConsumerConfig, make_config
 from .errors import ClientClosedError, UsageError
 from .fetcher import (
-    COMMITTED,
     EARLIEST,
     LATEST,
+    ConsumedPositions,
     ConsumerRecord,
     Fetcher,
     TopicPartition,
     build_list_offsets,
+    group_by_leader,
     parse_list_offsets,
 )
 from .transport import Cluster
@@ -79,9 +80,8 @@ class Consumer:
         self._fetching: set[int] = set()
         self._resetting: set[TopicPartition] = set()
         self._buffer: deque[ConsumerRecord] = deque()
-        self._last: ConsumerRecord | None = None
-        self._consumed: dict[TopicPartition, int] = {}
-        self._pending_consumed: dict[TopicPartition, int] = {}
+        self._last: ConsumerRecord | None = None  # from getone, processed at the next call
+        self._consumed = ConsumedPositions()
         self._closed = False
         self._manual = False
         self._group: Any = None  # a .group.GroupDriver when subscribed with a group.id
@@ -163,6 +163,11 @@ class Consumer:
             and not (info.is_internal and self.config.exclude_internal_topics)
         }
 
+    @property
+    def cluster(self) -> Cluster:
+        """The connections and metadata cache this consumer uses."""
+        return self._cluster
+
     def assignment(self) -> set[TopicPartition]:
         """The partitions currently assigned."""
         return self._fetcher.assignment
@@ -232,14 +237,7 @@ class Consumer:
     ) -> dict[TopicPartition, tuple[int, int] | None]:
         md = self._cluster.metadata
         await self._ensure_metadata({tp.topic for tp in targets})
-        by_leader: dict[int, dict[TopicPartition, int]] = {}
-        for tp, ts in targets.items():
-            leader = md.leader_for(tp.topic, tp.partition)
-            if leader is None:
-                raise KafkaError(
-                    ErrorCode.LEADER_NOT_AVAILABLE, f"{tp.topic}-{tp.partition} has no leader"
-                )
-            by_leader.setdefault(leader, {})[tp] = ts
+        by_leader = group_by_leader(targets, md.leader_for)
         out: dict[TopicPartition, tuple[int, int] | None] = {}
         for leader, part in by_leader.items():
             conn = await self._cluster.connection(leader)
@@ -255,6 +253,15 @@ class Consumer:
                     raise result
                 out[tp] = None if result[0] < 0 else result
         return out
+
+    async def partitions_for(self, topic: str) -> list[int]:
+        """The topic's partition numbers, waiting for metadata up to ``default.api.timeout.ms``.
+
+        Raises:
+            KafkaError: the topic does not exist (UNKNOWN_TOPIC_OR_PARTITION).
+        """
+        n = await self._cluster.partitions_for(topic, self.config.default_api_timeout_ms / 1000)
+        return list(range(n))
 
     async def _ensure_metadata(self, topics: set[str]) -> None:
         for topic in topics:
@@ -299,20 +306,18 @@ class Consumer:
     def _note_consumed(self) -> None:
         last = self._last
         if last is not None:
-            self._consumed[TopicPartition(last.topic, last.partition)] = last.offset + 1
+            self._consumed.handed_out(TopicPartition(last.topic, last.partition), last.offset + 1)
             self._last = None
+        self._consumed.poll_started()
 
     def consumed_offsets(self) -> dict[TopicPartition, int]:
         """Positions after the records the caller has processed (what commit() commits)."""
         self._note_consumed()
-        self._consumed_snapshot()
-        assigned = self._fetcher.assignment
-        return {tp: off for tp, off in self._consumed.items() if tp in assigned}
+        return self._consumed.all(self._fetcher.assignment)
 
     def auto_commit_offsets(self) -> dict[TopicPartition, int]:
         """Consumed positions as of the last ``getmany`` / ``__anext__`` call (at-least-once)."""
-        assigned = self._fetcher.assignment
-        return {tp: off for tp, off in self._consumed.items() if tp in assigned}
+        return self._consumed.processed(self._fetcher.assignment)
 
     async def commit(self, offsets: Mapping[TopicPartition, int] | None = None) -> None:
         """Commit offsets (default: the consumed positions) and wait for the result.
@@ -372,29 +377,31 @@ class Consumer:
         """
         self._check_open()
         self._note_consumed()
-        self._consumed_snapshot()
         limit = max_records or self.config.max_poll_records
         deadline = anyio.current_time() + timeout_ms / 1000
         wanted = {TopicPartition(*tp) for tp in partitions} if partitions else None
-        while True:
-            out: dict[TopicPartition, list[ConsumerRecord]] = {}
-            if self._buffer:
-                self._take_buffer(out, limit, wanted)
-            elif self._fetcher.has_data():
-                out = self._take(limit, wanted)
-            if out:
-                for tp, recs in out.items():
-                    self._pending_consumed[tp] = recs[-1].offset + 1
-                return out
-            left = deadline - anyio.current_time()
-            if left <= 0:
-                return {}
-            await self._wait_data(left)
-
-    def _consumed_snapshot(self) -> None:
-        if self._pending_consumed:
-            self._consumed.update(self._pending_consumed)
-            self._pending_consumed = {}
+        group = self._group
+        if group is not None:
+            group.poll_started()
+        try:
+            while True:
+                out: dict[TopicPartition, list[ConsumerRecord]] = {}
+                if self._buffer:
+                    self._take_buffer(out, limit, wanted)
+                elif self._fetcher.has_data():
+                    out = self._take(limit, wanted)
+                if out:
+                    for tp, recs in out.items():
+                        self._consumed.handed_out(tp, recs[-1].offset + 1)
+                    return out
+                left = deadline - anyio.current_time()
+                if left <= 0:
+                    return {}
+                await self._wait_data(left)
+                self._check_open()
+        finally:
+            if group is not None:
+                group.poll_ended()
 
     def _take_buffer(
         self,
@@ -432,47 +439,56 @@ class Consumer:
                 fetcher.resume(paused)
         self._wake_fetcher()
         kd, vd = self._key_de, self._value_de
+        if kd is None and vd is None:
+            return raw
         out: dict[TopicPartition, list[ConsumerRecord]] = {}
         for tp, recs in raw.items():
-            topic, partition = tp
-            if kd is None and vd is None:
-                # tuple.__new__ skips the NamedTuple constructor: this is the per-record hot path.
-                out[tp] = [_new(ConsumerRecord, (topic, partition, *r, 0, -1)) for r in recs]
-            else:
-                out[tp] = [
-                    _new(
-                        ConsumerRecord,
-                        (
-                            topic,
-                            partition,
-                            r.offset,
-                            r.timestamp,
-                            r.key if kd is None else kd(r.key),
-                            r.value if vd is None else vd(r.value),
-                            r.headers,
-                            0,
-                            -1,
-                        ),
-                    )
-                    for r in recs
-                ]
+            # tuple.__new__ skips the NamedTuple constructor: this is the per-record hot path.
+            out[tp] = [
+                _new(
+                    ConsumerRecord,
+                    (
+                        t,
+                        p,
+                        o,
+                        ts,
+                        k if kd is None else kd(k),
+                        v if vd is None else vd(v),
+                        h,
+                        tt,
+                        e,
+                    ),
+                )
+                for t, p, o, ts, k, v, h, tt, e in recs
+            ]
         return out
 
     async def getone(self) -> ConsumerRecord:
         """The next record, waiting as long as needed."""
         self._check_open()
         self._note_consumed()
-        while True:
-            paused = self._fetcher.paused()
-            buffer = self._buffer
-            for i, r in enumerate(buffer):
-                if not paused or TopicPartition(r.topic, r.partition) not in paused:
-                    del buffer[i]
-                    self._last = r
-                    return r
-            batch = await self._fill()
-            for recs in batch.values():
-                buffer.extend(recs)
+        buffer = self._buffer
+        if buffer and not self._fetcher.any_paused():
+            r = buffer.popleft()
+            self._last = r
+            return r
+        group = self._group
+        if group is not None:
+            group.poll_started()
+        try:
+            while True:
+                paused = self._fetcher.paused()
+                for i, r in enumerate(buffer):
+                    if not paused or TopicPartition(r.topic, r.partition) not in paused:
+                        del buffer[i]
+                        self._last = r
+                        return r
+                batch = await self._fill()
+                for recs in batch.values():
+                    buffer.extend(recs)
+        finally:
+            if group is not None:
+                group.poll_ended()
 
     async def _fill(self) -> dict[TopicPartition, list[ConsumerRecord]]:
         while True:
@@ -511,9 +527,7 @@ class Consumer:
         """Called by the group driver when partitions are revoked or lost."""
         self._fetcher.remove(tps)
         self._drop_buffered(tps)
-        for tp in tps:
-            self._consumed.pop(tp, None)
-            self._pending_consumed.pop(tp, None)
+        self._consumed.forget(tps)
 
     def _wake_fetcher(self) -> None:
         self._wake.set()
@@ -574,34 +588,10 @@ class Consumer:
         except TrafkaError as exc:
             log.debug("offset fetch failed: %s", exc)
             await anyio.sleep(self.config.retry_backoff_ms / 1000)
-            for tp in tps:  # look them up again
-                state = self._fetcher.partitions.get(tp)
-                if state is not None and state.reset == COMMITTED:
-                    state.reset = None
+            self._fetcher.committed_lookup_failed(tps)
             self._wake_fetcher()
             return
-        self.apply_committed(tps, got)
-
-    def apply_committed(
-        self, tps: Iterable[TopicPartition], committed: Mapping[TopicPartition, int]
-    ) -> None:
-        """Position partitions at their committed offsets, the rest per auto.offset.reset."""
-        fetcher = self._fetcher
-        rest = []
-        for tp in tps:
-            state = fetcher.partitions.get(tp)
-            if state is None or state.reset != COMMITTED:
-                continue
-            off = committed.get(tp)
-            if off is not None and off >= 0:
-                fetcher.seek(tp, off)
-            else:
-                state.reset = None
-                rest.append(tp)
-        try:
-            fetcher.default_reset(rest)
-        except KafkaError as exc:
-            fetcher.errors.append(exc)
+        self._fetcher.apply_committed(tps, got)
         self._data_arrived()
         self._wake_fetcher()
 
@@ -612,13 +602,7 @@ class Consumer:
             log.debug("offset reset failed: %s", exc)
             await anyio.sleep(self.config.retry_backoff_ms / 1000)
         else:
-            for tp, res in results.items():
-                if targets.get(tp) == EARLIEST or targets.get(tp) == LATEST:
-                    off = res[0] if res else 0
-                else:
-                    off = res[0] if res else -1
-                if off >= 0:
-                    self._fetcher.apply_reset(tp, off)
+            self._fetcher.apply_reset_results(targets, results)
         finally:
             self._resetting -= set(targets)
             self._wake_fetcher()
@@ -629,9 +613,10 @@ class Consumer:
         positions: dict[TopicPartition, int] = {}
         try:
             conn = await self._cluster.connection(node)
-            request, positions = fetcher.build_fetch(tps, conn.version_for(1))
+            version = fetcher.fetch_version(conn.version_for(1), tps)
+            request, positions = fetcher.build_fetch(tps, version)
             timeout = (self.config.request_timeout_ms + self.config.fetch_max_wait_ms) / 1000
-            response = await conn.request(1, request, timeout=timeout)
+            response = await conn.request(1, request, timeout=timeout, version=version)
             if fetcher.handle_fetch_response(positions, response) or fetcher.errors:
                 self._data_arrived()
         except TrafkaError as exc:

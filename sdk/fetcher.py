@@ -28,19 +28,22 @@ Rules and invariants:
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterable
+import uuid
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, NamedTuple
 
 from trafka.codec import DecodeError, ErrorCode, KafkaError
 from trafka.codec.legacy import decode_legacy_entry
 from trafka.codec.messages import k01_fetch as fetch
 from trafka.codec.messages import k02_list_offsets as list_offsets
-from trafka.codec.records import Record, RecordBatchHeader, decode_batch, iter_batches
+from trafka.codec.records import RecordBatchHeader, decode_batch, iter_batches
 
 from .metadata import REFRESH_ERRORS, MetadataCache
 
 __all__ = [
     "COMMITTED",
+    "ConsumedPositions",
+    "group_by_leader",
     "EARLIEST",
     "LATEST",
     "ConsumerRecord",
@@ -65,7 +68,12 @@ class TopicPartition(NamedTuple):
 
 
 class ConsumerRecord(NamedTuple):
-    """A consumed record (key and value after deserialization)."""
+    """A consumed record (key and value after deserialization).
+
+    ``timestamp_type`` is 0 for create time, 1 for log-append time (from the
+    batch attributes), -1 for legacy magic 0 messages; ``leader_epoch`` is the
+    batch's partition leader epoch (-1 when unknown).
+    """
 
     topic: str
     partition: int
@@ -89,12 +97,18 @@ class OffsetOutOfRangeError(KafkaError):
         self.offset = offset
 
 
+_new: Any = tuple.__new__
+
+#: ConsumerRecord.timestamp_type of legacy magic 0 messages, which have no timestamp.
+NO_TIMESTAMP_TYPE = -1
+
+
 @dataclasses.dataclass(slots=True)
 class _Completed:
     position: int  # the position the data was fetched for
     blob: bytes
     aborted: list[tuple[int, int]] | None  # (first offset, producer id), read_committed only
-    records: list[Record] | None = None  # decoded lazily
+    records: list[ConsumerRecord] | None = None  # decoded lazily
     index: int = 0
     next_position: int = 0
 
@@ -146,15 +160,16 @@ class Fetcher:
         self.partitions: dict[TopicPartition, PartitionState] = {}
         self.errors: list[BaseException] = []
         self._rotation = 0
+        self._n_paused = 0
+        # Topic ids sent in Fetch v13+ requests, to name the topics of responses.
+        self._topic_names: dict[uuid.UUID, str] = {}
 
     # -- assignment and positions ---------------------------------------------------------
 
     def assign(self, tps: Iterable[TopicPartition]) -> None:
         """Set the assigned partitions; kept partitions keep their state."""
         wanted = set(tps)
-        for tp in list(self.partitions):
-            if tp not in wanted:
-                del self.partitions[tp]
+        self.remove([tp for tp in self.partitions if tp not in wanted])
         for tp in wanted:
             self.partitions.setdefault(tp, PartitionState())
 
@@ -164,7 +179,9 @@ class Fetcher:
 
     def remove(self, tps: Iterable[TopicPartition]) -> None:
         for tp in tps:
-            self.partitions.pop(tp, None)
+            state = self.partitions.pop(tp, None)
+            if state is not None and state.paused:
+                self._n_paused -= 1
 
     @property
     def assignment(self) -> set[TopicPartition]:
@@ -195,11 +212,21 @@ class Fetcher:
 
     def pause(self, tps: Iterable[TopicPartition]) -> None:
         for tp in tps:
-            self._state(tp).paused = True
+            state = self._state(tp)
+            if not state.paused:
+                state.paused = True
+                self._n_paused += 1
 
     def resume(self, tps: Iterable[TopicPartition]) -> None:
         for tp in tps:
-            self._state(tp).paused = False
+            state = self._state(tp)
+            if state.paused:
+                state.paused = False
+                self._n_paused -= 1
+
+    def any_paused(self) -> bool:
+        """Whether some assigned partition is paused (O(1): asked once per record)."""
+        return self._n_paused > 0
 
     def paused(self) -> set[TopicPartition]:
         return {tp for tp, s in self.partitions.items() if s.paused}
@@ -235,14 +262,72 @@ class Fetcher:
                 s.reset = COMMITTED
                 s.completed = None
 
+    def committed_lookup_failed(self, tps: Iterable[TopicPartition]) -> None:
+        """The committed-offset lookup failed: look these partitions up again."""
+        for tp in tps:
+            state = self.partitions.get(tp)
+            if state is not None and state.reset == COMMITTED:
+                state.reset = None
+
+    def apply_committed(
+        self, tps: Iterable[TopicPartition], committed: Mapping[TopicPartition, int]
+    ) -> None:
+        """Position partitions at their committed offsets, the rest per ``auto.offset.reset``.
+
+        Only partitions still waiting for the lookup are touched (a seek since wins).
+        With ``auto.offset.reset=none`` a partition without a commit queues an
+        :class:`OffsetOutOfRangeError` for the next poll.
+        """
+        rest = []
+        for tp in tps:
+            state = self.partitions.get(tp)
+            if state is None or state.reset != COMMITTED:
+                continue
+            off = committed.get(tp)
+            if off is not None and off >= 0:
+                self.seek(tp, off)
+            else:
+                state.reset = None
+                rest.append(tp)
+        try:
+            self.default_reset(rest)
+        except KafkaError as exc:
+            self.errors.append(exc)
+
+    def apply_reset_results(
+        self,
+        targets: Mapping[TopicPartition, int],
+        results: Mapping[TopicPartition, tuple[int, int] | None],
+    ) -> None:
+        """Apply ListOffsets answers for :meth:`needs_reset` lookups.
+
+        An empty partition has no earliest or latest record: it starts at 0. A
+        timestamp with no record at or after it leaves the reset pending.
+        """
+        for tp, res in results.items():
+            strategy = targets.get(tp)
+            if strategy in (EARLIEST, LATEST):
+                off = res[0] if res else 0
+            else:
+                off = res[0] if res else -1
+            if off >= 0:
+                self.apply_reset(tp, off, strategy)
+
     def awaiting_committed(self, tp: TopicPartition) -> bool:
         s = self.partitions.get(tp)
         return s is not None and s.reset == COMMITTED
 
-    def apply_reset(self, tp: TopicPartition, offset: int) -> None:
-        """The leader answered the lookup for ``tp``."""
+    def apply_reset(self, tp: TopicPartition, offset: int, strategy: int | None = None) -> None:
+        """The leader answered the lookup for ``tp``.
+
+        Args:
+            strategy: what was looked up; when given and the partition has been
+                asked for another reset since, the answer is stale and ignored.
+        """
         state = self.partitions.get(tp)
         if state is None or state.reset is None:
+            return
+        if strategy is not None and state.reset != strategy:
             return
         state.position = offset
         state.reset = None
@@ -283,10 +368,24 @@ class Fetcher:
             if self.metadata.leader_for(tp.topic, tp.partition) is None
         }
 
+    def fetch_version(self, negotiated: int, tps: Iterable[TopicPartition]) -> int:
+        """The Fetch version to use: ``negotiated``, or v12 when it is v13+ (topics
+        named by id) and a topic's id is unknown (metadata older than v10)."""
+        if negotiated >= 13 and any(self.metadata.topic_id(tp.topic) is None for tp in tps):
+            return 12
+        return negotiated
+
     def build_fetch(
         self, tps: list[TopicPartition], version: int
     ) -> tuple[Any, dict[TopicPartition, int]]:
-        """A FetchRequest for ``tps`` (marked in flight) and the positions it asks for."""
+        """A FetchRequest for ``tps`` (marked in flight) and the positions it asks for.
+
+        From v13 topics are named by id (see :meth:`fetch_version`); the
+        response is matched back to names by the ids sent.
+
+        Raises:
+            KeyError: v13+ and a topic's id is unknown.
+        """
         # Rotate the order so that fetch.max.bytes does not always favour the same partitions.
         if len(tps) > 1:
             self._rotation = (self._rotation + 1) % len(tps)
@@ -308,13 +407,21 @@ class Fetcher:
                     partition_max_bytes=self.max_partition_fetch_bytes,
                 )
             )
+        topics = []
+        for t, p in by_topic.items():
+            if version >= 13:
+                topic_id = self.metadata.topic_id(t)
+                if topic_id is None:
+                    raise KeyError(f"no topic id for {t!r}; use Fetch v12")
+                self._topic_names[topic_id] = t
+                topics.append(fetch.FetchRequest.FetchTopic(topic_id=topic_id, partitions=p))
+            else:
+                topics.append(fetch.FetchRequest.FetchTopic(topic=t, partitions=p))
         kwargs: dict[str, Any] = {
             "replica_id": -1,
             "max_wait_ms": self.fetch_max_wait_ms,
             "min_bytes": self.fetch_min_bytes,
-            "topics": [
-                fetch.FetchRequest.FetchTopic(topic=t, partitions=p) for t, p in by_topic.items()
-            ],
+            "topics": topics,
         }
         if version >= 3:
             kwargs["max_bytes"] = self.fetch_max_bytes
@@ -347,9 +454,11 @@ class Fetcher:
             self.metadata.on_partition_error(code)
             raise KafkaError(code, "fetch failed")
         got = False
+        names = self._topic_names
         for t in response.responses:
+            topic = t.topic or names.get(t.topic_id, "")
             for p in t.partitions:
-                tp = TopicPartition(t.topic, p.partition_index)
+                tp = TopicPartition(topic, p.partition_index)
                 s = self.partitions.get(tp)
                 asked = positions.get(tp)
                 if s is None or asked is None or s.position != asked:
@@ -377,6 +486,11 @@ class Fetcher:
                             tp, EARLIEST if self.auto_offset_reset == "earliest" else LATEST
                         )
                 elif code in REFRESH_ERRORS:
+                    leader = p.current_leader  # KIP-951 hint (v12+), -1 when absent
+                    if leader.leader_id >= 0:
+                        self.metadata.on_leader_hint(
+                            tp.topic, tp.partition, leader.leader_id, leader.leader_epoch
+                        )
                     self.metadata.on_partition_error(code, tp.topic, tp.partition)
                 else:
                     self.errors.append(KafkaError(code, f"fetching {tp.topic}-{tp.partition}"))
@@ -389,7 +503,7 @@ class Fetcher:
             s.completed is not None and not s.paused for s in self.partitions.values()
         )
 
-    def take(self, max_records: int) -> dict[TopicPartition, list[Record]]:
+    def take(self, max_records: int) -> dict[TopicPartition, list[ConsumerRecord]]:
         """Up to ``max_records`` records, advancing positions.
 
         Raises:
@@ -398,7 +512,7 @@ class Fetcher:
         """
         if self.errors:
             raise self.errors.pop(0)
-        out: dict[TopicPartition, list[Record]] = {}
+        out: dict[TopicPartition, list[ConsumerRecord]] = {}
         left = max_records
         for tp, s in self.partitions.items():
             if left <= 0:
@@ -424,9 +538,10 @@ class Fetcher:
                     s.position = c.next_position
         return out
 
-    def _decode(self, tp: TopicPartition, c: _Completed) -> tuple[list[Record], int]:
+    def _decode(self, tp: TopicPartition, c: _Completed) -> tuple[list[ConsumerRecord], int]:
         """Records at or after the fetch position, and the position after the blob."""
-        out: list[Record] = []
+        prefix = (tp.topic, tp.partition)
+        out: list[ConsumerRecord] = []
         position = c.position
         next_position = position
         aborted_open: set[int] = set()
@@ -455,13 +570,78 @@ class Fetcher:
                     raise KafkaError(
                         ErrorCode.CORRUPT_MESSAGE, f"{tp.topic}-{tp.partition}: {exc}"
                     ) from exc
+                ts_type = (attrs >> 3) & 1
+                epoch = header.partition_leader_epoch
             else:
-                records = list(decode_legacy_entry(view, verify=self.check_crcs))
+                records = decode_legacy_entry(view, verify=self.check_crcs)
+                ts_type = (header.attributes >> 3) & 1 if header.magic else NO_TIMESTAMP_TYPE
+                epoch = -1
             if records and records[0].offset < position:
                 records = [r for r in records if r.offset >= position]
-            out.extend(records)
+            # The per-record hot path: tuple.__new__ skips the NamedTuple constructor, and
+            # concatenating to the decoded record tuple is the cheapest way to widen it.
+            suffix = (ts_type, epoch)
+            out += [_new(ConsumerRecord, prefix + r + suffix) for r in records]
             next_position = header.next_offset
         return out, next_position
+
+
+def group_by_leader(
+    targets: Mapping[TopicPartition, int], leader_of: Callable[[str, int], int | None]
+) -> dict[int, dict[TopicPartition, int]]:
+    """ListOffsets targets split per partition leader.
+
+    Raises:
+        KafkaError: LEADER_NOT_AVAILABLE for a partition without a known leader.
+    """
+    out: dict[int, dict[TopicPartition, int]] = {}
+    for tp, ts in targets.items():
+        leader = leader_of(tp.topic, tp.partition)
+        if leader is None:
+            raise KafkaError(
+                ErrorCode.LEADER_NOT_AVAILABLE, f"{tp.topic}-{tp.partition} has no leader"
+            )
+        out.setdefault(leader, {})[tp] = ts
+    return out
+
+
+class ConsumedPositions:
+    """What commits commit: the position after the last record the application processed.
+
+    Rules (at-least-once): records handed out by a poll count as processed
+    once the *next* poll starts (:meth:`poll_started`); an explicit
+    :meth:`all` (``commit()`` without offsets) counts everything handed out
+    so far. Partitions that leave the assignment are forgotten.
+    """
+
+    __slots__ = ("_done", "_handed")
+
+    def __init__(self) -> None:
+        self._done: dict[TopicPartition, int] = {}
+        self._handed: dict[TopicPartition, int] = {}
+
+    def handed_out(self, tp: TopicPartition, next_offset: int) -> None:
+        """Records of ``tp`` up to ``next_offset`` went to the application."""
+        self._handed[tp] = next_offset
+
+    def poll_started(self) -> None:
+        if self._handed:
+            self._done.update(self._handed)
+            self._handed = {}
+
+    def processed(self, assigned: set[TopicPartition]) -> dict[TopicPartition, int]:
+        """Positions as of the last poll's start (auto-commit)."""
+        return {tp: off for tp, off in self._done.items() if tp in assigned}
+
+    def all(self, assigned: set[TopicPartition]) -> dict[TopicPartition, int]:
+        """Positions after everything handed out (``commit()``)."""
+        self.poll_started()
+        return self.processed(assigned)
+
+    def forget(self, tps: Iterable[TopicPartition]) -> None:
+        for tp in tps:
+            self._done.pop(tp, None)
+            self._handed.pop(tp, None)
 
 
 def build_list_offsets(

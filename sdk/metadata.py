@@ -5,7 +5,9 @@ Rules and invariants:
 * The cache tracks the topics the client needs (:meth:`MetadataCache.add_topics`)
   and asks for exactly those, or for every topic while ``want_all`` is set (a
   pattern subscription). Topics asked for but absent from a response keep
-  their previous state until a response names them.
+  their previous state until a response names them, and a tracked topic
+  missing from a response (added while the request was in flight) keeps a
+  refresh due.
 * A refresh is due when one was requested (:meth:`request_update`: an unknown
   topic, a partition without a leader, NOT_LEADER_OR_FOLLOWER, a stale leader
   epoch ...) or when the cache is older than ``metadata.max.age.ms``. Requests
@@ -46,6 +48,7 @@ REFRESH_ERRORS = frozenset(
         ErrorCode.LEADER_NOT_AVAILABLE,
         ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
         ErrorCode.UNKNOWN_TOPIC_ID,
+        ErrorCode.INCONSISTENT_TOPIC_ID,
         ErrorCode.FENCED_LEADER_EPOCH,
         ErrorCode.UNKNOWN_LEADER_EPOCH,
         ErrorCode.KAFKA_STORAGE_ERROR,
@@ -90,11 +93,12 @@ class TopicInfo:
     is_internal: bool
     partitions: tuple[PartitionInfo, ...]
     error: ErrorCode = ErrorCode.NONE
+    # Computed once: the producer asks for it on every send.
+    available_partitions: tuple[int, ...] = dataclasses.field(init=False, default=())
 
-    @property
-    def available_partitions(self) -> list[int]:
-        """Partitions with a leader."""
-        return [p.partition for p in self.partitions if p.leader >= 0]
+    def __post_init__(self) -> None:
+        available = tuple(p.partition for p in self.partitions if p.leader >= 0)
+        object.__setattr__(self, "available_partitions", available)
 
 
 class MetadataCache:
@@ -103,11 +107,17 @@ class MetadataCache:
     Args:
         max_age: seconds after which the cache is refreshed anyway.
         backoff: minimum seconds between two refresh attempts.
+        auto_create: ask brokers to create tracked topics that do not exist
+            (``allow.auto.create.topics``; producers always may).
     """
 
-    def __init__(self, *, max_age: float = 300.0, backoff: float = 0.1) -> None:
+    def __init__(
+        self, *, max_age: float = 300.0, backoff: float = 0.1, auto_create: bool = True
+    ) -> None:
         self.max_age = max_age
         self.backoff = backoff
+        #: Whether tracked-topic requests let the broker create missing topics.
+        self.auto_create = auto_create
         self.brokers: dict[int, BrokerInfo] = {}
         self.topics: dict[str, TopicInfo] = {}
         self.topic_errors: dict[str, ErrorCode] = {}
@@ -164,7 +174,7 @@ class MetadataCache:
             topics = [md.MetadataRequest.MetadataRequestTopic(name=t) for t in sorted(self._wanted)]
         kwargs: dict[str, Any] = {"topics": topics}
         if version >= 4:
-            kwargs["allow_auto_topic_creation"] = True
+            kwargs["allow_auto_topic_creation"] = self.auto_create
         return md.MetadataRequest(**kwargs)
 
     def build_request_for(
@@ -243,10 +253,14 @@ class MetadataCache:
                 again = True  # a gap: a partition is missing from the response
                 ordered = tuple(p for i, p in enumerate(ordered) if p.partition == i)
             self.topics[name] = TopicInfo(name, t.topic_id, t.is_internal, ordered, code)
+        returned = {t.name for t in response.topics if t.name is not None}
         if self.want_all:
-            returned = {t.name for t in response.topics if t.name is not None}
             for gone in set(self.topics) - returned:
                 del self.topics[gone]
+        elif self._wanted - returned:
+            # Brokers answer for every topic asked for, so a tracked topic missing
+            # here was added while this request was in flight: ask again for it.
+            again = True
         self._last_success = now
         self._need_update = again
         self.version += 1
@@ -270,6 +284,13 @@ class MetadataCache:
             return None
         leader = info.partitions[partition].leader
         return leader if leader >= 0 else None
+
+    def topic_id(self, topic: str) -> uuid.UUID | None:
+        """The topic's id (Metadata v10+), or ``None`` when unknown."""
+        info = self.topics.get(topic)
+        if info is None or info.topic_id.int == 0:
+            return None
+        return info.topic_id
 
     def leader_epoch(self, topic: str, partition: int) -> int:
         info = self.topics.get(topic)

@@ -7,9 +7,11 @@ Rules:
   cancels them. Leaving it with an exception (or cancellation) does not wait:
   unsent records fail with :class:`~trafka.sdk.errors.ClientClosedError`.
   Errors leave as themselves, never as an ExceptionGroup.
-* :meth:`Producer.send` only awaits when it must: for the first metadata of a
+* :meth:`Producer.send` only blocks when it must: for the first metadata of a
   topic, or for ``buffer.memory`` to free up (both bounded by
-  ``max.block.ms``). Its result is a :class:`RecordFuture`, awaitable for the
+  ``max.block.ms``). Otherwise it yields to the scheduler once per new batch
+  (a checkpoint), so that the sender runs while a tight loop of sends goes on.
+  Its result is a :class:`RecordFuture`, awaitable for the
   :class:`~trafka.sdk.accumulator.RecordMetadata`.
 * One sender task decides what to send (the accumulator's ready check),
   drains per broker and starts one task per produce request, at most
@@ -108,6 +110,7 @@ class Producer:
             clock=anyio.current_time,
         )
         self._partitioner = Partitioner(config.partitioner)
+        self._sticky = self._partitioner.sticky
         # Keyed hash partitioners never look at availability; skip computing it.
         self._partitioner_needs_available = self._partitioner.name not in (
             "murmur2_random",
@@ -116,6 +119,8 @@ class Producer:
         )
         self._key_ser = get_serializer(config.key_serializer)
         self._value_ser = get_serializer(config.value_serializer)
+        self._raw_keys = config.key_serializer == "bytes"
+        self._raw_values = config.value_serializer == "bytes"
         self._wake = anyio.Event()
         self._memory = anyio.Event()
         self._node_in_flight: dict[int, int] = {}
@@ -155,8 +160,15 @@ class Producer:
         """
         if self._closed or self._fatal is not None:
             raise self._fatal or ClientClosedError("the producer is closed")
-        key_bytes = self._key_ser(key)
-        value_bytes = self._value_ser(value)
+        # The default bytes serializer is the identity on bytes and None: skip the call.
+        if self._raw_keys and (key is None or type(key) is bytes):
+            key_bytes = key
+        else:
+            key_bytes = self._key_ser(key)
+        if self._raw_values and (value is None or type(value) is bytes):
+            value_bytes = value
+        else:
+            value_bytes = self._value_ser(value)
         hdrs = normalize_headers(headers) if headers else ()
         ts = timestamp_ms if timestamp_ms is not None else int(time.time() * 1000)
         md = self._cluster.metadata
@@ -170,7 +182,7 @@ class Producer:
         if partition is None:
             available = info.available_partitions if self._partitioner_needs_available else ()
             p = self._partitioner.partition(topic, key_bytes, n, available)
-            sticky = key_bytes is None and self._partitioner.sticky
+            sticky = key_bytes is None and self._sticky
         elif 0 <= partition < n:
             p = partition
         else:
@@ -198,7 +210,14 @@ class Producer:
                 sticky = False
                 continue
             break
-        if handle.index == 0 or handle.batch.full:
+        if handle.index == 0:
+            # A new batch: the sender may have a complete one to send (or a linger
+            # to start). Yield once so that it runs while we keep appending; without
+            # this a caller that never awaits anything else would fill buffer.memory
+            # before the first request left.
+            self._wake.set()
+            await anyio.lowlevel.checkpoint()
+        elif handle.batch.full:
             self._wake.set()
         return handle  # type: ignore[return-value]
 
@@ -400,6 +419,8 @@ class Producer:
                 continue
             if code == ErrorCode.DUPLICATE_SEQUENCE_NUMBER:
                 acc.complete(b, p.base_offset)
+                continue
+            if code == ErrorCode.MESSAGE_TOO_LARGE and acc.split(b):
                 continue
             err = KafkaError(code, p.error_message)
             if code in REFRESH_ERRORS:

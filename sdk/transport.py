@@ -303,7 +303,10 @@ class Cluster:
         self.config = config
         self._tg = task_group
         self.metadata = MetadataCache(
-            max_age=config.metadata_max_age_ms / 1000, backoff=config.retry_backoff_ms / 1000
+            max_age=config.metadata_max_age_ms / 1000,
+            backoff=config.retry_backoff_ms / 1000,
+            # Only consumers have the setting; producers' metadata requests may create topics.
+            auto_create=getattr(config, "allow_auto_create_topics", True),
         )
         self._conns: dict[int, BrokerConnection] = {}
         self._addresses: dict[int, tuple[str, int]] = {}

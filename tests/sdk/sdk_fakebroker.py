@@ -8,6 +8,7 @@ handler (to inject errors, delays or garbage).
 from __future__ import annotations
 
 import dataclasses
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -41,6 +42,15 @@ class FakeBroker:
     requests: list[tuple[int, int, Any]] = dataclasses.field(default_factory=list)
     connections: int = 0
     open_connections: int = 0
+
+    def topic_id(self, name: str) -> uuid.UUID:
+        return uuid.uuid5(uuid.NAMESPACE_URL, f"fake-broker/{name}")
+
+    def topic_name(self, t: Any) -> str:
+        """The topic a Fetch topic entry names (by name, or by id from v13)."""
+        if t.topic:
+            return str(t.topic)
+        return next((n for n in self.topics if self.topic_id(n) == t.topic_id), "")
 
     @property
     def bootstrap(self) -> str:
@@ -78,6 +88,7 @@ class FakeBroker:
             out.append(
                 R.MetadataResponseTopic(
                     name=name,
+                    topic_id=self.topic_id(name),
                     partitions=[
                         R.MetadataResponsePartition(
                             partition_index=i,
@@ -145,8 +156,9 @@ class FakeBroker:
         topics = []
         for t in body.topics:
             parts = []
+            name = self.topic_name(t)
             for p in t.partitions:
-                tp = (t.topic, p.partition)
+                tp = (name, p.partition)
                 blobs = []
                 for blob in self.logs.get(tp, []):
                     if read_batch_header(blob).next_offset > p.fetch_offset:
@@ -160,7 +172,9 @@ class FakeBroker:
                         records=b"".join(blobs),
                     )
                 )
-            topics.append(R.FetchableTopicResponse(topic=t.topic, partitions=parts))
+            topics.append(
+                R.FetchableTopicResponse(topic=t.topic, topic_id=t.topic_id, partitions=parts)
+            )
         return R(responses=topics)
 
     def handler_for(self, key: int) -> Handler | None:

@@ -10,6 +10,8 @@ from trafka.codec import ErrorCode, KafkaError, decode_request
 from trafka.codec.compression import Compression
 from trafka.codec.records import decode_batch, read_batch_header
 from trafka.sdk.accumulator import (
+    RECORD_MEMORY_OVERHEAD,
+    RECORD_OVERHEAD,
     Accumulator,
     BufferFullError,
     build_produce_request,
@@ -71,14 +73,21 @@ def test_first_record_always_fits_batch() -> None:
 
 
 def test_buffer_memory_bound() -> None:
-    a = acc(buffer_memory=300, linger=0.0)
+    # A 200-byte value reserves its estimated encoded size plus CPython's per-record cost.
+    charge = 200 + RECORD_OVERHEAD + RECORD_MEMORY_OVERHEAD
+    a = acc(buffer_memory=2 * charge - 1, linger=0.0)
     a.append("t", 0, 0, None, b"x" * 200, (), now=0.0)
+    assert a.used_memory == charge
     with pytest.raises(BufferFullError):
         a.append("t", 0, 0, None, b"x" * 200, (), now=0.0)
     (b,) = a.drain(0.0, 1, leader)
+    assert a.used_memory == charge + len(b.encoded)  # the encoded copy counts too
     a.complete(b, 0)
-    assert a.free_memory == 300
+    assert a.free_memory == 2 * charge - 1
     a.append("t", 0, 0, None, b"x" * 200, (), now=0.0)
+    with pytest.raises(KafkaError) as info:  # can never fit buffer.memory
+        acc(buffer_memory=charge - 1).append("t", 0, 0, None, b"x" * 200, (), now=0.0)
+    assert info.value.code == ErrorCode.MESSAGE_TOO_LARGE
 
 
 def test_too_large_record() -> None:
@@ -109,12 +118,12 @@ def test_unknown_leader_reported() -> None:
 
 
 def test_retry_keeps_order_and_bytes() -> None:
-    a = acc(linger=0.0, batch_size=100, retry_backoff=1.0, retry_backoff_max=1.0)
+    a = acc(linger=0.0, batch_size=100, retry_backoff=1.0, retry_backoff_max=1.0, max_in_flight=1)
     h1 = a.append("t", 0, 0, None, b"a" * 80, (), now=0.0)
     h2 = a.append("t", 0, 0, None, b"b" * 80, (), now=0.0)
     (b1,) = a.drain(0.0, 1, leader)
     sent = b1.encoded
-    # not idempotent: one batch in flight per partition, b2 waits
+    # max.in.flight.requests.per.connection=1: one batch in flight per partition, b2 waits
     assert a.drain(0.0, 1, leader) == []
     assert a.retry_or_fail(b1, KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER), now=0.0)
     r = a.ready(0.1, leader)
@@ -236,3 +245,72 @@ def test_produce_request_with_compression(codec: Compression) -> None:
     )
     pairs = produce_results(batches, resp)
     assert [(b.partition, p.base_offset if p else None) for b, p in pairs] == [(0, None), (1, 9)]
+
+
+def test_split_after_message_too_large_keeps_order_and_sequences() -> None:
+    a = acc(linger=0.0, batch_size=10_000, idempotent=True, max_in_flight=5)
+    a.producer_id, a.producer_epoch = 7, 0
+    first = [a.append("t", 0, i, None, b"a%d" % i, (), now=0.0) for i in range(5)]
+    (big,) = a.drain(0.0, 1, leader)
+    assert big.base_sequence == 0
+    later = a.append("t", 0, 99, None, b"later", (), now=0.0)
+    assert a.split(big)
+    assert not big.done and a.has_pending()
+    # The halves go first, in order, with the sequence numbers of their records.
+    (h1,) = a.drain(0.0, 1, leader)
+    (h2,) = a.drain(0.0, 1, leader)
+    (tail,) = a.drain(0.0, 1, leader)
+    assert [b.record_count for b in (h1, h2)] == [2, 3]
+    assert (h1.base_sequence, h2.base_sequence, tail.base_sequence) == (0, 2, 5)
+    for b, seq in ((h1, 0), (h2, 2)):
+        header = read_batch_header(b.encoded)
+        assert (header.base_sequence, header.producer_id) == (seq, 7)
+    assert tail is later.batch and h1.attempts == h2.attempts == 1
+    # A half may itself be split again; single records cannot be.
+    assert a.split(h2)
+    (h2a,) = a.drain(0.0, 1, leader)
+    (h2b,) = a.drain(0.0, 1, leader)
+    assert [b.record_count for b in (h2a, h2b)] == [1, 2]
+    assert not a.split(h2a)
+    a.complete(h1, base_offset=100)
+    a.complete(h2a, base_offset=102)
+    assert not first[0].done()  # resolves when every part has
+    a.fail(h2b, KafkaError(ErrorCode.MESSAGE_TOO_LARGE, "still too large"))
+    assert all(h.done() for h in first)
+    assert [first[i].result().offset for i in range(3)] == [100, 101, 102]
+    for h in first[3:]:
+        assert isinstance(h.exception(), KafkaError)
+        with pytest.raises(KafkaError):
+            h.result()
+    a.complete(tail, base_offset=105)
+    assert later.result().offset == 105
+    assert a.used_memory == 0 and not a.has_pending()
+
+
+def test_split_then_out_of_order_is_retried_behind_the_halves() -> None:
+    a = acc(linger=0.0, batch_size=10_000, idempotent=True, max_in_flight=5)
+    a.producer_id, a.producer_epoch = 1, 0
+    for i in range(4):
+        a.append("t", 0, i, None, b"x", (), now=0.0)
+    (big,) = a.drain(0.0, 1, leader)
+    a.append("t", 0, 9, None, b"y", (), now=0.0)
+    (younger,) = a.drain(0.0, 1, leader)
+    assert a.split(big)
+    (h1,) = a.drain(0.0, 1, leader)
+    # The younger batch was in flight with sequence 4 and comes back out of order.
+    assert a.has_earlier(younger)
+    assert a.retry_or_fail(
+        younger, KafkaError(ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, "x"), 0.0, force=True
+    )
+    nxt = a.drain(10.0, 1, leader)
+    assert nxt and nxt[0].parent is big and nxt[0] is not h1
+
+
+def test_several_batches_of_a_partition_in_flight_without_idempotence() -> None:
+    a = acc(linger=0.0, batch_size=100, max_in_flight=2)
+    for _ in range(3):
+        a.append("t", 0, 0, None, b"x" * 80, (), now=0.0)
+    (b1,) = a.drain(0.0, 1, leader)
+    (b2,) = a.drain(0.0, 1, leader)  # as in Java: up to max.in.flight per partition
+    assert a.drain(0.0, 1, leader) == []
+    assert b1.seq < b2.seq and b1.base_sequence == b2.base_sequence == -1

@@ -255,3 +255,197 @@ def test_list_offsets_round_trip() -> None:
     out = parse_list_offsets(resp)
     assert out[TP] == (10, -1)
     assert isinstance(out[TopicPartition("t", 1)], KafkaError)
+
+
+def test_stale_reset_answer_is_ignored() -> None:
+    f = Fetcher(cache(), auto_offset_reset="earliest")
+    f.assign([TP])
+    f.default_reset([TP])
+    assert f.needs_reset() == {TP: EARLIEST}
+    # While the EARLIEST lookup is out, the user asks for the end.
+    f.request_reset(TP, LATEST)
+    f.apply_reset(TP, 0, EARLIEST)
+    assert f.position(TP) is None
+    assert f.needs_reset() == {TP: LATEST}
+    f.apply_reset(TP, 6, LATEST)
+    assert f.position(TP) == 6
+
+
+def test_timestamp_type_and_leader_epoch_from_the_batch() -> None:
+    f = Fetcher(cache())
+    f.assign([TP])
+    f.seek(TP, 0)
+    _, positions = f.build_fetch([TP], 12)
+    blob = batch(0, 2) + batch(2, 2, timestamp_type=1, partition_leader_epoch=7)
+    f.handle_fetch_response(positions, response(blob, hw=4))
+    got = f.take(10)[TP]
+    assert [(r.offset, r.timestamp_type, r.leader_epoch) for r in got] == [
+        (0, 0, -1),
+        (1, 0, -1),
+        (2, 1, 7),
+        (3, 1, 7),
+    ]
+    # Under log-append time every record carries the batch's max timestamp.
+    assert got[2].timestamp == got[3].timestamp
+
+
+def _cache_with_ids() -> tuple[MetadataCache, object]:
+    import uuid
+
+    M = md.MetadataResponse
+    topic_id = uuid.uuid4()
+    m = MetadataCache()
+    m.update(
+        M(
+            brokers=[M.MetadataResponseBroker(node_id=1, host="h", port=1)],
+            topics=[
+                M.MetadataResponseTopic(
+                    name="t",
+                    topic_id=topic_id,
+                    partitions=[
+                        M.MetadataResponsePartition(partition_index=0, leader_id=1, leader_epoch=2)
+                    ],
+                )
+            ],
+        ),
+        now=0.0,
+    )
+    return m, topic_id
+
+
+def test_fetch_v13_names_topics_by_id() -> None:
+    from trafka.codec import RequestHeader, decode_request, encode_request, encode_response
+    from trafka.codec.protocol import decode_response
+
+    m, topic_id = _cache_with_ids()
+    f = Fetcher(m)
+    f.assign([TP])
+    f.seek(TP, 0)
+    assert f.fetch_version(17, [TP]) == 17
+    req, positions = f.build_fetch([TP], 17)
+    frame = encode_request(
+        RequestHeader(request_api_key=1, request_api_version=17, correlation_id=1), req
+    )
+    sent = decode_request(frame[4:])[1]
+    assert sent.topics[0].topic_id == topic_id and sent.topics[0].topic == ""
+    # The response names the topic by id only, as it does on the wire.
+    wire = encode_response(
+        1,
+        1,
+        17,
+        R(
+            responses=[
+                R.FetchableTopicResponse(
+                    topic_id=topic_id,
+                    partitions=[
+                        R.PartitionData(partition_index=0, high_watermark=3, records=batch(0, 3))
+                    ],
+                )
+            ]
+        ),
+    )
+    _, body = decode_response(wire[4:], 1, 17)
+    assert f.handle_fetch_response(positions, body)
+    assert [r.value for r in f.take(10)[TP]] == [b"v0", b"v1", b"v2"]
+
+
+def test_fetch_steps_down_to_v12_without_topic_ids() -> None:
+    f = Fetcher(cache())  # metadata without topic ids
+    f.assign([TP])
+    f.seek(TP, 0)
+    assert f.fetch_version(17, [TP]) == 12
+    assert f.fetch_version(11, [TP]) == 11
+    with pytest.raises(KeyError):
+        f.build_fetch([TP], 13)
+
+
+def test_unknown_topic_id_refreshes_metadata() -> None:
+    m, _ = _cache_with_ids()
+    f = Fetcher(m)
+    f.assign([TP])
+    f.seek(TP, 0)
+    _, positions = f.build_fetch([TP], 17)
+    m.attempt_started(0.0)
+    f.handle_fetch_response(positions, response(None, code=ErrorCode.UNKNOWN_TOPIC_ID))
+    assert m.needs_update(0.0)
+    assert f.fetchable() == {1: [TP]}
+
+
+def test_committed_offsets_and_reset_answers() -> None:
+    from trafka.sdk.fetcher import COMMITTED
+
+    tp1 = TopicPartition("t", 1)
+    f = Fetcher(cache(), auto_offset_reset="latest")
+    f.assign([TP, tp1])
+    f.mark_committed_lookup([TP, tp1])
+    assert f.needs_reset() == {} and f.awaiting_committed(TP)
+    f.apply_committed([TP, tp1], {TP: 7})
+    assert f.position(TP) == 7
+    assert f.needs_reset() == {tp1: LATEST}  # no commit: auto.offset.reset
+    f.apply_reset_results({tp1: LATEST}, {tp1: None})  # empty partition: starts at 0
+    assert f.position(tp1) == 0
+    # A timestamp without a record at or after it stays pending; with one it applies.
+    f.request_reset(tp1, 1234)
+    f.apply_reset_results({tp1: 1234}, {tp1: None})
+    assert f.position(tp1) is None and f.needs_reset() == {tp1: 1234}
+    f.apply_reset_results({tp1: 1234}, {tp1: (3, 1300)})
+    assert f.position(tp1) == 3
+    # A failed lookup is retried; a seek meanwhile wins over a late answer.
+    f.mark_committed_lookup([TP])  # position known: untouched
+    f.request_reset(TP, EARLIEST)
+    f.partitions[TP].reset = COMMITTED
+    f.committed_lookup_failed([TP])
+    assert f.missing_positions() == [TP]
+    f.mark_committed_lookup([TP])
+    f.seek(TP, 42)
+    f.apply_committed([TP], {TP: 7})
+    assert f.position(TP) == 42
+
+    strict = Fetcher(cache(), auto_offset_reset="none")
+    strict.assign([TP])
+    strict.mark_committed_lookup([TP])
+    strict.apply_committed([TP], {})
+    with pytest.raises(OffsetOutOfRangeError):
+        strict.take(1)
+
+
+def test_group_by_leader_and_consumed_positions() -> None:
+    from trafka.sdk.fetcher import ConsumedPositions, group_by_leader
+
+    m = cache()
+    tp1 = TopicPartition("t", 1)
+    assert group_by_leader({TP: -1, tp1: -2}, lambda t, p: {0: 1, 1: 2}[p]) == {
+        1: {TP: -1},
+        2: {tp1: -2},
+    }
+    with pytest.raises(KafkaError) as info:
+        group_by_leader({TopicPartition("x", 0): -1}, m.leader_for)
+    assert info.value.code == ErrorCode.LEADER_NOT_AVAILABLE
+
+    c = ConsumedPositions()
+    c.handed_out(TP, 5)
+    assert c.processed({TP}) == {}  # not processed until the next poll starts
+    c.poll_started()
+    c.handed_out(TP, 9)
+    c.handed_out(tp1, 2)
+    assert c.processed({TP, tp1}) == {TP: 5}
+    assert c.all({TP}) == {TP: 9}  # commit() counts everything handed out; tp1 not assigned
+    c.forget([TP])
+    assert c.all({TP, tp1}) == {tp1: 2}
+
+
+def test_any_paused_tracks_pause_resume_and_removal() -> None:
+    tp1 = TopicPartition("t", 1)
+    f = Fetcher(cache())
+    f.assign([TP, tp1])
+    assert not f.any_paused()
+    f.pause([TP, TP])
+    assert f.any_paused() and f.paused() == {TP}
+    f.resume([TP])
+    assert not f.any_paused()
+    f.pause([tp1])
+    f.assign([TP])  # tp1 leaves the assignment
+    assert not f.any_paused()
+    f.pause([TP])
+    f.remove([TP])
+    assert not f.any_paused()

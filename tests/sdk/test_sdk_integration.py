@@ -341,3 +341,79 @@ async def test_cancellation_closes_connections(
     # bootstrap, leader and coordinator connections were opened, and all are closed
     assert len(opened) >= 2
     assert all(conn._closed.is_set() and not conn.alive for conn in opened)
+
+
+async def test_batches_over_max_message_bytes_are_split(broker: RunningBroker) -> None:
+    bs = broker.bootstrap_servers
+    topic = fresh("split")
+    tp = TopicPartition(topic, 0)
+    with anyio.fail_after(30):
+        async with open_admin(bootstrap_servers=bs) as admin:
+            await admin.create_topics([NewTopic(topic, 1, configs={"max.message.bytes": "1200"})])
+        async with open_producer(bootstrap_servers=bs, linger_ms=50, batch_size=64_000) as p:
+            futures = [await p.send(topic, b"%03d" % i + b"." * 200) for i in range(40)]
+            await p.flush()
+            metas = [await f for f in futures]
+            # A record larger than the topic allows fails alone, after splitting.
+            with pytest.raises(KafkaError) as info:
+                await p.send_and_wait(topic, b"x" * 1500)
+            assert info.value.code == ErrorCode.MESSAGE_TOO_LARGE
+        assert [m.offset for m in metas] == list(range(40))
+        records = await _consume_all(bs, [tp], 40)
+    assert [r.value[:3] for r in records] == [b"%03d" % i for i in range(40)]  # type: ignore[attr-defined]
+
+
+async def test_max_poll_interval_leaves_and_rejoins_on_next_poll(broker: RunningBroker) -> None:
+    bs = broker.bootstrap_servers
+    topic = fresh("slow")
+    group = fresh("g")
+    lost: list[set[TopicPartition]] = []
+
+    class Listener:
+        async def on_partitions_revoked(self, tps: set[TopicPartition]) -> None:
+            pass
+
+        async def on_partitions_assigned(self, tps: set[TopicPartition]) -> None:
+            pass
+
+        async def on_partitions_lost(self, tps: set[TopicPartition]) -> None:
+            lost.append(tps)
+
+    with anyio.fail_after(30):
+        await _create(bs, topic, 2)
+        async with open_consumer(
+            bootstrap_servers=bs,
+            group_id=group,
+            max_poll_interval_ms=600,
+            heartbeat_interval_ms=100,
+            session_timeout_ms=6000,
+        ) as c:
+            c.subscribe([topic], listener=Listener())
+            while len(c.assignment()) != 2:
+                await c.getmany(timeout_ms=50)
+            # The application stalls (no poll) for longer than max.poll.interval.ms.
+            await anyio.sleep(1.5)
+            assert lost == [{TopicPartition(topic, 0), TopicPartition(topic, 1)}]
+            assert c.assignment() == set()
+            async with open_admin(bootstrap_servers=bs) as admin:
+                desc = (await admin.describe_groups([group]))[group]
+            assert desc.members == ()  # it left the group instead of waiting to be evicted
+            # The next poll rejoins.
+            while len(c.assignment()) != 2:
+                await c.getmany(timeout_ms=50)
+
+
+async def test_log_append_time_reaches_records_and_metadata(broker: RunningBroker) -> None:
+    bs = broker.bootstrap_servers
+    topic = fresh("lat")
+    tp = TopicPartition(topic, 0)
+    with anyio.fail_after(30):
+        async with open_admin(bootstrap_servers=bs) as admin:
+            await admin.create_topics(
+                [NewTopic(topic, 1, configs={"message.timestamp.type": "LogAppendTime"})]
+            )
+        async with open_producer(bootstrap_servers=bs) as p:
+            meta = await p.send_and_wait(topic, b"x", timestamp_ms=1000)
+        (record,) = await _consume_all(bs, [tp], 1)
+    assert record.timestamp_type == 1  # type: ignore[attr-defined]
+    assert record.timestamp == meta.timestamp != 1000  # type: ignore[attr-defined]

@@ -56,7 +56,7 @@ def test_queries() -> None:
     assert m.leader_for("t", 0) == 1
     assert m.leader_for("t", 1) is None
     assert m.leader_for("t", 5) is None
-    assert m.topics["t"].available_partitions == [0]
+    assert m.topics["t"].available_partitions == (0,)
     assert m.broker(2).port == 9002
     assert m.needs_update(0.0)  # a partition without a leader asks for another refresh
 
@@ -108,3 +108,23 @@ def test_want_all_drops_deleted_topics() -> None:
     m.update(_resp({"a": [(1, 0)], "b": [(1, 0)]}), now=0.0)
     m.update(_resp({"a": [(1, 0)]}), now=1.0)
     assert set(m.topics) == {"a"}
+
+
+def test_topic_added_while_request_in_flight_stays_due() -> None:
+    m = MetadataCache(max_age=100.0, backoff=0.1)
+    m.add_topics(["a"])
+    m.attempt_started(0.0)  # the request for ["a"] goes out ...
+    m.add_topics(["b"])  # ... and "b" is wanted before its response arrives
+    m.update(_resp({"a": [(1, 0)]}), 0.05)
+    assert m.needs_update(0.05)
+    assert m.next_update_at(0.05) == 0.1
+    m.attempt_started(0.1)
+    m.update(_resp({"a": [(1, 0)], "b": [(1, 0)]}), 0.15)
+    assert not m.needs_update(0.15)
+
+
+def test_auto_create_follows_the_setting() -> None:
+    assert MetadataCache().build_request(12).allow_auto_topic_creation is True
+    m = MetadataCache(auto_create=False)
+    m.add_topics(["t"])
+    assert m.build_request(12).allow_auto_topic_creation is False

@@ -1,0 +1,926 @@
+"""A consumer's group membership and commits (classic protocol), without I/O.
+
+The driver (:class:`~trafka.sdk.group.GroupDriver`) calls :meth:`Membership.outputs`
+with its clock and carries out what comes back: :class:`GroupRequest` objects
+to send (each built for the version the connection negotiated), and events for
+the consumer (:class:`Revoke`, :class:`Assign`, :class:`Lose`,
+:class:`NeedMetadata`, :class:`AutoCommitDue`, :class:`CommitDone`,
+:class:`Fatal`). It reports back with :meth:`~Membership.on_response` /
+:meth:`~Membership.on_failure`, :meth:`~Membership.revoke_done` and
+:meth:`~Membership.assignment_metadata`, and sleeps until
+:meth:`~Membership.next_deadline`. Nothing here blocks, reads a clock or
+touches a socket.
+
+Rules and invariants:
+
+* Phases: ``PREPARING`` (must (re)join) -> ``JOINING`` (JoinGroup out) ->
+  ``ASSIGNING`` (leader only: waiting for partition counts) -> ``SYNCING``
+  (SyncGroup out) -> ``STABLE`` (heartbeats). Any phase can go back to
+  ``PREPARING``; ``CLOSED`` is final. At most one JoinGroup, SyncGroup,
+  Heartbeat, FindCoordinator and OffsetCommit are in flight at a time.
+* The coordinator is found with FindCoordinator (to any broker) whenever there
+  is group work and none is known; every coordinator request carries the
+  coordinator it was meant for, and a failure or NOT_COORDINATOR from the
+  current one forgets it. Requests back off exponentially from
+  ``retry.backoff.ms`` to ``retry.backoff.max.ms``.
+* Errors are handled as :func:`~trafka.sdk.group_protocol.classify` says:
+  REJOIN goes back to ``PREPARING`` keeping the partitions; RESET loses them
+  (:class:`Lose`, no commit) and forgets the generation (and the member id,
+  unless the member is static); FATAL stops everything (:class:`Fatal`).
+  A response from an older generation than the current one is ignored.
+* Revocation comes first and is a step the driver must finish
+  (:meth:`Membership.revoke_done`): the driver commits consumed positions (with
+  auto-commit) and runs the listener. Eager protocols revoke every owned
+  partition before JoinGroup; cooperative-sticky revokes only what the new
+  assignment takes away, after SyncGroup, then rejoins once so the partitions
+  can move (KIP-429). :class:`Assign` is only emitted after the revocation of
+  the same rebalance is done, so listener calls keep their order.
+* Heartbeats go every ``heartbeat.interval.ms`` in ``STABLE``. With no
+  successful heartbeat for ``session.timeout.ms`` the coordinator is
+  forgotten and found again.
+* ``max.poll.interval.ms``: when the application has not polled for that long
+  (and is not inside a poll) while ``STABLE``, the member leaves the group
+  (LeaveGroup unless static), its partitions are lost, and it rejoins at the
+  next poll.
+* Metadata: a change of the subscribed topics, or of their partition counts,
+  since the last JoinGroup makes a ``STABLE`` member rejoin.
+* Commits are queued in call order and leave one at a time, each retried (at
+  the head of the queue, so later commits wait) on retriable errors and lost
+  connections until its deadline (``default.api.timeout.ms``). A commit that
+  the group's rebalance makes impossible fails with
+  :class:`~trafka.sdk.group_protocol.CommitFailedError`. Every commit ends in
+  exactly one :class:`CommitDone`, in queue order.
+* Auto-commit: :class:`AutoCommitDue` every ``auto.commit.interval.ms`` while
+  ``STABLE``; the driver answers with :meth:`Membership.commit`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import random
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping
+from functools import partial
+from typing import Any
+
+from trafka.codec import DecodeError, ErrorCode, KafkaError
+
+from .assignors import (
+    MemberSubscription,
+    assign,
+    decode_assignment,
+    decode_subscription,
+    encode_assignment,
+    encode_subscription,
+    is_cooperative,
+)
+from .fetcher import TopicPartition
+from .group_protocol import (
+    Action,
+    CommitFailedError,
+    classify,
+    find_coordinator_request,
+    heartbeat_request,
+    join_group_request,
+    leave_group_request,
+    offset_commit_request,
+    read_find_coordinator,
+    read_offset_commit,
+    sync_group_request,
+)
+
+__all__ = [
+    "Assign",
+    "AutoCommitDue",
+    "CommitDone",
+    "Fatal",
+    "GroupRequest",
+    "Kind",
+    "Lose",
+    "Membership",
+    "MembershipConfig",
+    "NeedMetadata",
+    "Phase",
+    "Revoke",
+]
+
+
+class Phase(enum.Enum):
+    PREPARING = "preparing"
+    JOINING = "joining"
+    ASSIGNING = "assigning"
+    SYNCING = "syncing"
+    STABLE = "stable"
+    CLOSED = "closed"
+
+
+class Kind(enum.Enum):
+    FIND_COORDINATOR = 10
+    OFFSET_COMMIT = 8
+    JOIN = 11
+    HEARTBEAT = 12
+    LEAVE = 13
+    SYNC = 14
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class MembershipConfig:
+    """The settings the state machine needs (seconds, not milliseconds).
+
+    ``managed=False`` is a consumer that only commits (``assign()`` with a
+    ``group.id``): no joining, generation -1.
+    """
+
+    group_id: str
+    instance_id: str | None = None
+    session_timeout: float = 45.0
+    heartbeat_interval: float = 3.0
+    max_poll_interval: float = 300.0
+    request_timeout: float = 30.0
+    retry_backoff: float = 0.1
+    retry_backoff_max: float = 1.0
+    auto_commit: bool = True
+    auto_commit_interval: float = 5.0
+    commit_timeout: float = 60.0
+    assignors: tuple[str, ...] = ("range", "cooperative-sticky")
+    rack: str | None = None
+    managed: bool = True
+
+
+# -- outputs --------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True, slots=True, eq=False)
+class GroupRequest:
+    """A request for the driver to send.
+
+    Attributes:
+        kind: which API.
+        build: ``build(version) -> request body`` for the negotiated version.
+        coordinator: ``(node_id, host, port)`` to send it to; ``None`` means any broker.
+        timeout: seconds to wait for the response.
+        generation: the generation it was sent in (stale answers are ignored).
+        commit: the queued commit it carries (OffsetCommit only).
+    """
+
+    kind: Kind
+    build: Callable[[int], Any]
+    coordinator: tuple[int, str, int] | None
+    timeout: float
+    generation: int = -1
+    commit: _Commit | None = None
+
+    @property
+    def api_key(self) -> int:
+        return self.kind.value
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Revoke:
+    """Commit consumed positions (with auto-commit), run the listener, drop the
+    partitions, then call :meth:`Membership.revoke_done`."""
+
+    partitions: frozenset[TopicPartition]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Assign:
+    """Start fetching these partitions and run the listener's ``on_partitions_assigned``."""
+
+    partitions: frozenset[TopicPartition]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Lose:
+    """The partitions are gone without a commit (``on_partitions_lost``)."""
+
+    partitions: frozenset[TopicPartition]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class NeedMetadata:
+    """The leader needs partition counts for these topics: call
+    :meth:`Membership.assignment_metadata`."""
+
+    topics: frozenset[str]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class AutoCommitDue:
+    """Time to commit the consumed positions (:meth:`Membership.commit`)."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class CommitDone:
+    """A commit finished: ``error`` is None on success."""
+
+    offsets: Mapping[TopicPartition, int]
+    cookie: Any
+    error: BaseException | None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Fatal:
+    """The member cannot go on (e.g. FENCED_INSTANCE_ID)."""
+
+    error: BaseException
+
+
+Output = GroupRequest | Revoke | Assign | Lose | NeedMetadata | AutoCommitDue | CommitDone | Fatal
+
+
+@dataclasses.dataclass(slots=True, eq=False)
+class _Commit:
+    offsets: dict[TopicPartition, int]
+    cookie: Any
+    deadline: float
+    attempts: int = 0
+    retry_at: float = 0.0
+
+
+def _backoff(base: float, maximum: float, attempts: int, rng: random.Random) -> float:
+    if attempts <= 0:
+        return 0.0
+    delay = min(base * 2 ** min(attempts - 1, 30), maximum)
+    return float(delay * (0.8 + 0.4 * rng.random()))
+
+
+class Membership:
+    """The group membership and commit state machine of one consumer.
+
+    Args:
+        config: see :class:`MembershipConfig`.
+        now: the driver's clock (seconds) at creation.
+        rng: for backoff jitter (tests pass a seeded one).
+    """
+
+    def __init__(self, config: MembershipConfig, now: float, rng: random.Random | None = None):
+        self.config = config
+        self._rng = rng or random.Random()
+        self.phase = Phase.PREPARING if config.managed else Phase.STABLE
+        self.member_id = ""
+        self.generation = -1
+        self.protocol: str | None = None
+        self.owned: frozenset[TopicPartition] = frozenset()
+        self.rebalances = 0
+        self.fatal: BaseException | None = None
+        self.coordinator: tuple[int, str, int] | None = None
+        self._events: deque[Output] = deque()
+        # subscription and metadata
+        self._topics: tuple[str, ...] = ()
+        self._counts: dict[str, int] = {}
+        self._joined: tuple[tuple[str, ...], dict[str, int]] | None = None
+        self._has_subscription = False
+        # coordinator lookup
+        self._finding = False
+        self._find_failures = 0
+        self._find_at = now
+        # rebalancing
+        self._join_failures = 0
+        self._join_at = now
+        self._revoking: frozenset[TopicPartition] | None = None
+        self._after_revoke: list[Output] = []
+        self._rejoin_after_revoke = False
+        self._members: list[MemberSubscription] = []
+        self._leader_topics: frozenset[str] = frozenset()
+        # liveness
+        self._hb_in_flight = False
+        self._next_heartbeat = now
+        self._last_heartbeat_ok = now
+        self._last_poll = now
+        self._polling = 0
+        self._awaiting_poll = False
+        self._next_auto_commit = now + config.auto_commit_interval
+        # commits
+        self._commits: deque[_Commit] = deque()
+        self._commit_in_flight: _Commit | None = None
+
+    # -- inputs from the application --------------------------------------------------------
+
+    def set_subscription(self, topics: Iterable[str], partition_counts: Mapping[str, int]) -> None:
+        """The topics the member subscribes to now, with their partition counts."""
+        self._topics = tuple(sorted(set(topics)))
+        self._counts = {t: partition_counts.get(t, 0) for t in self._topics}
+        self._has_subscription = True
+        if self.phase is Phase.STABLE and self._metadata_changed():
+            self._prepare()
+
+    def request_rejoin(self) -> None:
+        """Rejoin the group (e.g. the subscription changed)."""
+        if self.config.managed and self.phase is Phase.STABLE:
+            self._prepare()
+
+    def poll_started(self, now: float) -> bool:
+        """The application entered a poll (``getmany`` / ``getone``).
+
+        Returns:
+            True if this lets the member rejoin (after a poll timeout): wake the driver.
+        """
+        self._polling += 1
+        self._last_poll = now
+        resumed, self._awaiting_poll = self._awaiting_poll, False
+        return resumed
+
+    def poll_ended(self, now: float) -> None:
+        """The application left a poll; ``max.poll.interval.ms`` counts from here."""
+        self._polling = max(self._polling - 1, 0)
+        self._last_poll = now
+
+    def commit(self, offsets: Mapping[TopicPartition, int], now: float, cookie: Any = None) -> None:
+        """Queue a commit; a :class:`CommitDone` with ``cookie`` reports its end."""
+        if not offsets:
+            self._events.append(CommitDone({}, cookie, None))
+            return
+        if self.fatal is not None:
+            self._events.append(CommitDone(dict(offsets), cookie, self.fatal))
+            return
+        self._commits.append(_Commit(dict(offsets), cookie, now + self.config.commit_timeout))
+
+    def revoke_done(self, now: float) -> None:
+        """The driver finished the :class:`Revoke` it was given."""
+        revoked = self._revoking
+        if revoked is None:
+            return
+        self._revoking = None
+        self.owned = self.owned - revoked
+        self._events.extend(self._after_revoke)
+        self._after_revoke = []
+        if self._rejoin_after_revoke and self.phase is Phase.STABLE:
+            self._rejoin_after_revoke = False
+            self._prepare()
+
+    def assignment_metadata(self, partition_counts: Mapping[str, int], now: float) -> None:
+        """Partition counts for :class:`NeedMetadata`'s topics (the leader's assignment)."""
+        if self.phase is not Phase.ASSIGNING:
+            return
+        counts = {t: partition_counts.get(t, 0) for t in self._leader_topics}
+        plan = assign(self.protocol or "range", counts, {m.member_id: m for m in self._members})
+        assignments = {mid: encode_assignment(tps) for mid, tps in plan.items()}
+        self._send_sync(assignments)
+
+    def leave(self, now: float, reason: str = "closing") -> GroupRequest | None:
+        """Stop being a member; the LeaveGroup to send, if any (static members send none)."""
+        request = None
+        cfg = self.config
+        if (
+            cfg.managed
+            and self.member_id
+            and cfg.instance_id is None
+            and self.coordinator is not None
+        ):
+            member = self.member_id
+            request = GroupRequest(
+                Kind.LEAVE,
+                partial(_leave_body, group_id=cfg.group_id, member_id=member, reason=reason),
+                self.coordinator,
+                cfg.request_timeout,
+                self.generation,
+            )
+        self.phase = Phase.CLOSED
+        self.owned = frozenset()
+        if cfg.instance_id is None:
+            self.member_id = ""
+        self.generation = -1
+        return request
+
+    # -- what to do now ---------------------------------------------------------------------
+
+    def outputs(self, now: float) -> list[Output]:
+        """Requests to send and events to handle now, in order."""
+        if self.fatal is None and self.phase is not Phase.CLOSED:
+            self._check_timers(now)
+            self._maybe_find_coordinator(now)
+            if self.config.managed:
+                self._maybe_join(now)
+                self._maybe_heartbeat(now)
+        self._maybe_commit(now)
+        out = list(self._events)
+        self._events.clear()
+        return out
+
+    def next_deadline(self) -> float | None:
+        """When :meth:`outputs` may have something new without any input (None: never)."""
+        times: list[float] = []
+        alive = self.fatal is None and self.phase is not Phase.CLOSED
+        if alive and self.coordinator is None and not self._finding and self._wants_coordinator():
+            times.append(self._find_at)
+        if alive and self.config.managed:
+            if self.phase is Phase.PREPARING and self._can_join():
+                times.append(self._join_at)
+            if self.phase is Phase.STABLE:
+                if self.coordinator is not None:
+                    if not self._hb_in_flight:
+                        times.append(self._next_heartbeat)
+                    times.append(self._last_heartbeat_ok + self.config.session_timeout)
+                if not self._polling:
+                    times.append(self._last_poll + self.config.max_poll_interval)
+                if self.config.auto_commit:
+                    times.append(self._next_auto_commit)
+        if self._commits and self._commit_in_flight is None:
+            head = self._commits[0]
+            times.append(head.deadline)
+            if self.coordinator is not None:
+                times.append(head.retry_at)
+        return min(times) if times else None
+
+    # -- responses ----------------------------------------------------------------------------
+
+    def on_response(self, request: GroupRequest, version: int, body: Any, now: float) -> None:
+        """The response to ``request`` (decoded at ``version``)."""
+        kind = request.kind
+        if kind is Kind.FIND_COORDINATOR:
+            self._on_find(version, body, now)
+        elif kind is Kind.OFFSET_COMMIT:
+            self._on_commit(request, body, now)
+        elif kind is Kind.JOIN:
+            self._on_join(request, body, now)
+        elif kind is Kind.SYNC:
+            self._on_sync(request, body, now)
+        elif kind is Kind.HEARTBEAT:
+            self._on_heartbeat(request, body.error_code, now)
+        # LeaveGroup's answer changes nothing: the member is gone either way.
+
+    def on_failure(self, request: GroupRequest, error: BaseException, now: float) -> None:
+        """``request`` got no response (connection lost, timeout, no common version)."""
+        kind = request.kind
+        if kind is Kind.FIND_COORDINATOR:
+            self._finding = False
+            self._find_retry(now)
+            return
+        self._lost_coordinator(request.coordinator, now)
+        if kind is Kind.OFFSET_COMMIT:
+            commit = request.commit
+            assert commit is not None
+            self._commit_in_flight = None
+            self._commit_retry(commit, error, now)
+        elif kind in (Kind.JOIN, Kind.SYNC):
+            if self._current(request) and self.phase in (Phase.JOINING, Phase.SYNCING):
+                self._join_failed(now)
+        elif kind is Kind.HEARTBEAT:
+            self._hb_in_flight = False
+            self._next_heartbeat = now + self.config.retry_backoff
+
+    # -- coordinator ----------------------------------------------------------------------
+
+    def _wants_coordinator(self) -> bool:
+        return bool(self._commits) or (
+            self.config.managed and self.phase is not Phase.CLOSED and self._has_subscription
+        )
+
+    def _maybe_find_coordinator(self, now: float) -> None:
+        if (
+            self.coordinator is None
+            and not self._finding
+            and now >= self._find_at
+            and self._wants_coordinator()
+        ):
+            self._finding = True
+            group_id = self.config.group_id
+            self._events.append(
+                GroupRequest(
+                    Kind.FIND_COORDINATOR,
+                    partial(_find_body, group_id=group_id),
+                    None,
+                    self.config.request_timeout,
+                )
+            )
+
+    def _on_find(self, version: int, body: Any, now: float) -> None:
+        self._finding = False
+        code, node, host, port = read_find_coordinator(version, body)
+        if code:
+            action = classify(code)
+            if action is Action.FATAL:
+                self._fail(KafkaError(code, f"FindCoordinator for group {self.config.group_id!r}"))
+            else:
+                self._find_retry(now)
+            return
+        self._find_failures = 0
+        self.coordinator = (node, host, port)
+        self._last_heartbeat_ok = now  # the session clock restarts with a coordinator
+
+    def _find_retry(self, now: float) -> None:
+        self._find_failures += 1
+        cfg = self.config
+        self._find_at = now + _backoff(
+            cfg.retry_backoff, cfg.retry_backoff_max, self._find_failures, self._rng
+        )
+
+    def _lost_coordinator(self, which: tuple[int, str, int] | None, now: float) -> None:
+        if which is not None and which == self.coordinator:
+            self.coordinator = None
+            self._find_at = max(self._find_at, now)
+
+    # -- joining ----------------------------------------------------------------------------
+
+    def _eager(self) -> bool:
+        if self.protocol is not None:
+            return not is_cooperative(self.protocol)
+        return not all(is_cooperative(p) for p in self.config.assignors)
+
+    def _prepare(self) -> None:
+        """Go (back) to PREPARING; the partitions stay owned until revoked or lost."""
+        self.phase = Phase.PREPARING
+        self._hb_in_flight = False
+
+    def _can_join(self) -> bool:
+        return (
+            self._has_subscription
+            and self.coordinator is not None
+            and not self._awaiting_poll
+            and self._revoking is None
+        )
+
+    def _maybe_join(self, now: float) -> None:
+        if self.phase is not Phase.PREPARING or not self._can_join() or now < self._join_at:
+            return
+        if self._eager() and self.owned:
+            self._start_revoke(self.owned)
+            return
+        cfg = self.config
+        assert self.coordinator is not None
+        metadata = encode_subscription(
+            self._topics, sorted(self.owned), generation=self.generation, rack=cfg.rack
+        )
+        self._joined = (self._topics, dict(self._counts))
+        self.phase = Phase.JOINING
+        self._events.append(
+            GroupRequest(
+                Kind.JOIN,
+                partial(
+                    _join_body,
+                    group_id=cfg.group_id,
+                    member_id=self.member_id,
+                    instance_id=cfg.instance_id,
+                    session_timeout_ms=int(cfg.session_timeout * 1000),
+                    rebalance_timeout_ms=int(cfg.max_poll_interval * 1000),
+                    protocols=[(p, metadata) for p in cfg.assignors],
+                ),
+                self.coordinator,
+                cfg.max_poll_interval + cfg.request_timeout,
+                self.generation,
+            )
+        )
+
+    def _current(self, request: GroupRequest) -> bool:
+        return request.generation == self.generation
+
+    def _join_failed(self, now: float) -> None:
+        self._join_failures += 1
+        cfg = self.config
+        self._join_at = now + _backoff(
+            cfg.retry_backoff, cfg.retry_backoff_max, self._join_failures, self._rng
+        )
+        self._prepare()
+
+    def _on_join(self, request: GroupRequest, body: Any, now: float) -> None:
+        if self.phase is not Phase.JOINING or not self._current(request):
+            return
+        code = body.error_code
+        if code == ErrorCode.MEMBER_ID_REQUIRED:
+            # KIP-394: join again at once with the id the coordinator gave us.
+            self.member_id = body.member_id
+            self._join_at = now
+            self._prepare()
+            return
+        if code:
+            self._on_group_error(code, f"JoinGroup {self.config.group_id!r}", request, now)
+            return
+        self._join_failures = 0
+        self.member_id = body.member_id
+        self.generation = body.generation_id
+        self.protocol = body.protocol_name
+        if body.leader == body.member_id and not getattr(body, "skip_assignment", False):
+            members = []
+            for m in body.members:
+                try:
+                    members.append(
+                        decode_subscription(m.member_id, m.metadata, m.group_instance_id)
+                    )
+                except DecodeError:
+                    members.append(MemberSubscription(m.member_id, ()))
+            self._members = members
+            self._leader_topics = frozenset(t for m in members for t in m.topics)
+            self.phase = Phase.ASSIGNING
+            self._events.append(NeedMetadata(self._leader_topics))
+        else:
+            self._send_sync({})
+
+    def _send_sync(self, assignments: dict[str, bytes]) -> None:
+        cfg = self.config
+        self.phase = Phase.SYNCING
+        self._events.append(
+            GroupRequest(
+                Kind.SYNC,
+                partial(
+                    _sync_body,
+                    group_id=cfg.group_id,
+                    generation=self.generation,
+                    member_id=self.member_id,
+                    instance_id=cfg.instance_id,
+                    protocol=self.protocol,
+                    assignments=assignments,
+                ),
+                self.coordinator,
+                cfg.max_poll_interval + cfg.request_timeout,
+                self.generation,
+            )
+        )
+
+    def _on_sync(self, request: GroupRequest, body: Any, now: float) -> None:
+        if self.phase is not Phase.SYNCING or not self._current(request):
+            return
+        code = body.error_code
+        if code:
+            self._on_group_error(code, f"SyncGroup {self.config.group_id!r}", request, now)
+            return
+        try:
+            new = frozenset(decode_assignment(body.assignment))
+        except DecodeError as exc:
+            self._fail(KafkaError(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, f"bad assignment: {exc}"))
+            return
+        self.rebalances += 1
+        eager = self._eager()
+        revoked = self.owned - new
+        added = new - self.owned
+        self.phase = Phase.STABLE
+        self._next_heartbeat = now + self.config.heartbeat_interval
+        self._last_heartbeat_ok = now
+        assigned = Assign(new if eager else added)
+        announce = eager or bool(added)
+        if revoked:
+            # Cooperative: revoke what moved, then assign, then rejoin so that the
+            # revoked partitions reach their new owner.
+            self.owned = self.owned | added
+            self._start_revoke(revoked)
+            if announce:
+                self._after_revoke.append(assigned)
+            self._rejoin_after_revoke = not eager
+        else:
+            self.owned = new
+            if announce:
+                self._events.append(assigned)
+        if self._revoking is None and self._metadata_changed():
+            self._prepare()
+
+    def _start_revoke(self, tps: frozenset[TopicPartition]) -> None:
+        self._revoking = tps
+        self._events.append(Revoke(tps))
+
+    def _metadata_changed(self) -> bool:
+        if self._joined is None:
+            return False
+        topics, counts = self._joined
+        return topics != self._topics or any(self._counts.get(t, 0) != n for t, n in counts.items())
+
+    def _on_group_error(self, code: int, what: str, request: GroupRequest, now: float) -> None:
+        action = classify(code)
+        if action is Action.FATAL:
+            self._fail(KafkaError(code, what))
+        elif action is Action.RESET:
+            self._reset()
+            self._join_at = now
+        elif action is Action.REDISCOVER:
+            self._lost_coordinator(request.coordinator, now)
+            self._join_failed(now)
+        elif action is Action.REJOIN:
+            self._join_at = now
+            self._prepare()
+        else:
+            self._join_failed(now)
+
+    def _reset(self) -> None:
+        """Our membership is gone: lose the partitions, start afresh."""
+        lost = self.owned
+        self.owned = frozenset()
+        if self._revoking is not None:
+            self._revoking = None
+            self._after_revoke = []
+        if lost:
+            self._events.append(Lose(lost))
+        if self.config.instance_id is None:
+            self.member_id = ""
+        self.generation = -1
+        self.protocol = None
+        self._prepare()
+
+    def _fail(self, error: BaseException) -> None:
+        if self.fatal is None:
+            self.fatal = error
+            self._events.append(Fatal(error))
+            for commit in self._commits:
+                self._events.append(CommitDone(commit.offsets, commit.cookie, error))
+            self._commits.clear()
+
+    # -- liveness -----------------------------------------------------------------------------
+
+    def _check_timers(self, now: float) -> None:
+        if self.phase is not Phase.STABLE or not self.config.managed:
+            return
+        cfg = self.config
+        if not self._polling and now >= self._last_poll + cfg.max_poll_interval:
+            self._poll_timeout(now)
+            return
+        if self.coordinator is not None and now >= self._last_heartbeat_ok + cfg.session_timeout:
+            self._lost_coordinator(self.coordinator, now)
+        if cfg.auto_commit and now >= self._next_auto_commit:
+            self._next_auto_commit = now + cfg.auto_commit_interval
+            self._events.append(AutoCommitDue())
+
+    def _poll_timeout(self, now: float) -> None:
+        """The application stopped polling: leave, lose the partitions, rejoin at the next poll."""
+        lost = self.owned
+        request = self.leave(now, reason="consumer poll timeout has expired")
+        if request is not None:
+            self._events.append(request)
+        if lost:
+            self._events.append(Lose(lost))
+        self.protocol = None
+        self._awaiting_poll = True
+        self._prepare()
+
+    def _maybe_heartbeat(self, now: float) -> None:
+        if (
+            self.phase is not Phase.STABLE
+            or self._hb_in_flight
+            or self.coordinator is None
+            or now < self._next_heartbeat
+        ):
+            return
+        cfg = self.config
+        self._hb_in_flight = True
+        self._events.append(
+            GroupRequest(
+                Kind.HEARTBEAT,
+                partial(
+                    _heartbeat_body,
+                    group_id=cfg.group_id,
+                    generation=self.generation,
+                    member_id=self.member_id,
+                    instance_id=cfg.instance_id,
+                ),
+                self.coordinator,
+                cfg.request_timeout,
+                self.generation,
+            )
+        )
+
+    def _on_heartbeat(self, request: GroupRequest, code: int, now: float) -> None:
+        self._hb_in_flight = False
+        cfg = self.config
+        if not self._current(request) or self.phase is not Phase.STABLE:
+            return
+        if not code:
+            self._last_heartbeat_ok = now
+            self._next_heartbeat = now + cfg.heartbeat_interval
+            return
+        action = classify(code)
+        if action is Action.RETRY:
+            self._next_heartbeat = now + cfg.retry_backoff
+        elif action is Action.REDISCOVER:
+            self._lost_coordinator(request.coordinator, now)
+            self._next_heartbeat = now
+        else:
+            self._on_group_error(code, f"Heartbeat {cfg.group_id!r}", request, now)
+
+    # -- commits ------------------------------------------------------------------------------
+
+    def _maybe_commit(self, now: float) -> None:
+        # A commit that could not even be sent (no coordinator) still ends at its deadline.
+        while self._commits and self._commit_in_flight is None and now >= self._commits[0].deadline:
+            head = self._commits[0]
+            self._finish_commit(
+                head,
+                KafkaError(
+                    ErrorCode.REQUEST_TIMED_OUT,
+                    f"commit not done within default.api.timeout.ms ({head.attempts} attempts)",
+                ),
+            )
+        if (
+            not self._commits
+            or self._commit_in_flight is not None
+            or self.coordinator is None
+            or now < self._commits[0].retry_at
+        ):
+            return
+        commit = self._commits[0]
+        commit.attempts += 1
+        self._commit_in_flight = commit
+        cfg = self.config
+        member = self.config.managed and self.generation >= 0
+        self._events.append(
+            GroupRequest(
+                Kind.OFFSET_COMMIT,
+                partial(
+                    _commit_body,
+                    group_id=cfg.group_id,
+                    offsets=commit.offsets,
+                    generation=self.generation if member else -1,
+                    member_id=self.member_id if member else "",
+                    instance_id=cfg.instance_id if cfg.managed else None,
+                ),
+                self.coordinator,
+                cfg.request_timeout,
+                self.generation,
+                commit,
+            )
+        )
+
+    def _finish_commit(self, commit: _Commit, error: BaseException | None) -> None:
+        if self._commits and self._commits[0] is commit:
+            self._commits.popleft()
+        self._events.append(CommitDone(commit.offsets, commit.cookie, error))
+
+    def _commit_retry(self, commit: _Commit, error: BaseException, now: float) -> None:
+        if now >= commit.deadline:
+            self._finish_commit(
+                commit,
+                KafkaError(
+                    ErrorCode.REQUEST_TIMED_OUT,
+                    f"commit not done within default.api.timeout.ms after {commit.attempts} "
+                    f"attempts: {error}",
+                ),
+            )
+            return
+        cfg = self.config
+        commit.retry_at = now + _backoff(
+            cfg.retry_backoff, cfg.retry_backoff_max, commit.attempts, self._rng
+        )
+
+    def _on_commit(self, request: GroupRequest, body: Any, now: float) -> None:
+        commit = request.commit
+        assert commit is not None
+        self._commit_in_flight = None
+        errors = {tp: c for tp, c in read_offset_commit(body).items() if c}
+        if not errors:
+            self._finish_commit(commit, None)
+            return
+        code = next(iter(errors.values()))
+        action = classify(code)
+        if action in (Action.REJOIN, Action.RESET):
+            self._finish_commit(
+                commit,
+                CommitFailedError(
+                    code, f"commit failed, the group rebalanced ({len(errors)} partitions)"
+                ),
+            )
+            if self.config.managed and self._current(request) and self.phase is not Phase.CLOSED:
+                if action is Action.RESET:
+                    self._reset()
+                    self._join_at = now
+                elif self.phase is Phase.STABLE:
+                    self._prepare()
+        elif action is Action.FATAL:
+            self._finish_commit(commit, KafkaError(code, "OffsetCommit"))
+        else:
+            if action is Action.REDISCOVER:
+                self._lost_coordinator(request.coordinator, now)
+            self._commit_retry(commit, KafkaError(code, "OffsetCommit"), now)
+
+
+# -- request bodies (module functions so that requests are cheap to build and compare) --------
+
+
+def _find_body(version: int, *, group_id: str) -> Any:
+    return find_coordinator_request(version, group_id)
+
+
+def _join_body(version: int, **kw: Any) -> Any:
+    group_id = kw.pop("group_id")
+    member_id = kw.pop("member_id")
+    instance_id = kw.pop("instance_id")
+    return join_group_request(version, group_id, member_id, instance_id, **kw)
+
+
+def _sync_body(version: int, **kw: Any) -> Any:
+    return sync_group_request(
+        version,
+        kw["group_id"],
+        kw["generation"],
+        kw["member_id"],
+        kw["instance_id"],
+        kw["protocol"],
+        kw["assignments"],
+    )
+
+
+def _heartbeat_body(version: int, **kw: Any) -> Any:
+    return heartbeat_request(
+        version, kw["group_id"], kw["generation"], kw["member_id"], kw["instance_id"]
+    )
+
+
+def _leave_body(version: int, *, group_id: str, member_id: str, reason: str) -> Any:
+    return leave_group_request(version, group_id, member_id, reason)
+
+
+def _commit_body(version: int, **kw: Any) -> Any:
+    return offset_commit_request(
+        version,
+        kw["group_id"],
+        kw["offsets"],
+        generation=kw["generation"],
+        member_id=kw["member_id"],
+        instance_id=kw["instance_id"] if version >= 7 else None,
+    )

@@ -1,0 +1,1241 @@
+"""``trafka produce``, ``consume``, ``topics`` and ``groups``: kcat-style tools built on trafka.sdk.
+
+Rules:
+
+* Every command talks to ``-b/--bootstrap-server``, which defaults to the
+  ``TRAFKA_BOOTSTRAP_SERVERS`` environment variable and then to
+  ``127.0.0.1:9092`` (where ``trafka broker`` listens). Client settings pass
+  through as ``-X key=value`` with Kafka's names; an unknown key is a usage
+  error naming it.
+* Each command runs one ``trio.run`` over the SDK and connects first, so an
+  unreachable broker fails at once with one line on stderr, not after a
+  metadata timeout. Client errors exit 1 with one line (``Error: ...``); usage
+  errors exit 2 (click's convention).
+* Data goes to stdout; progress, summaries and dry-run notes go to stderr, so
+  the output can be piped. A closed stdout (``| head``) ends ``consume``
+  quietly.
+* ``produce`` splits its input into messages with the delimiter (``-D``,
+  default newline), reading stdin or files (``-l``) in chunks, so input of any
+  size streams through ``buffer.memory``; without ``-l`` each file is one
+  message (kcat's rule). ``-K`` splits a message into key and value at the
+  first key delimiter; a message without one has no key (or ``-k``'s).
+* ``consume`` without ``-G`` (or with ``-p``) assigns partitions itself and
+  starts at ``-o`` (default ``beginning``); with ``-G`` and no ``-p`` it joins
+  the group, starts at the committed offsets (``-o beginning``/``end`` set
+  ``auto.offset.reset`` for partitions without one) and commits what it
+  printed when it exits.
+* ``groups reset-offsets`` is a dry run unless ``--execute`` is given, and
+  refuses a group with active members, as Kafka's tool does.
+
+The small pure pieces (:class:`MessageSplitter`, :func:`parse_delimiter`,
+:func:`parse_offset_spec`, :func:`parse_timestamp`, :func:`record_to_json`)
+are tested on their own.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import datetime as dt
+import functools
+import json
+import os
+import stat
+import sys
+import time
+from collections import deque
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from typing import IO, Any, TypeVar
+
+import anyio
+import anyio.to_thread
+import click
+
+from trafka.codec import ErrorCode, KafkaError, TrafkaError
+
+__all__ = [
+    "DEFAULT_BOOTSTRAP",
+    "MessageSplitter",
+    "OffsetSpec",
+    "consume_command",
+    "groups_command",
+    "parse_delimiter",
+    "parse_offset_spec",
+    "parse_timestamp",
+    "produce_command",
+    "record_to_json",
+    "topics_command",
+]
+
+DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
+ENV_BOOTSTRAP = "TRAFKA_BOOTSTRAP_SERVERS"
+CLIENT_ID = "trafka-cli"
+_CHUNK = 1 << 18
+_COMPRESSIONS = ("none", "gzip", "snappy", "lz4", "zstd")
+
+T = TypeVar("T")
+
+# -- pure helpers -------------------------------------------------------------------------
+
+
+def parse_delimiter(text: str) -> bytes:
+    """A delimiter as kcat writes it: literal text with ``\\n``, ``\\r``, ``\\t``, ``\\0``,
+    ``\\\\`` and ``\\xNN`` escapes.
+
+    Raises:
+        click.BadParameter: an empty delimiter or a bad escape.
+    """
+    out = bytearray()
+    i = 0
+    raw = text.encode("utf-8")
+    simple = {ord("n"): 10, ord("r"): 13, ord("t"): 9, ord("0"): 0, ord("\\"): 92}
+    while i < len(raw):
+        c = raw[i]
+        if c != 92:  # backslash
+            out.append(c)
+            i += 1
+            continue
+        if i + 1 >= len(raw):
+            raise click.BadParameter(f"{text!r} ends with a lone backslash")
+        e = raw[i + 1]
+        if e in simple:
+            out.append(simple[e])
+            i += 2
+        elif e == ord("x"):
+            digits = raw[i + 2 : i + 4]
+            try:
+                if len(digits) != 2:
+                    raise ValueError
+                out.append(int(digits, 16))
+            except ValueError:
+                raise click.BadParameter(f"{text!r}: \\x needs two hex digits") from None
+            i += 4
+        else:
+            raise click.BadParameter(f"{text!r}: unknown escape \\{chr(e)}")
+    if not out:
+        raise click.BadParameter("the delimiter must not be empty")
+    return bytes(out)
+
+
+class MessageSplitter:
+    """Splits a byte stream into messages at a delimiter, across chunk boundaries.
+
+    A delimiter at the very end does not start an empty last message
+    (``b"a\\nb\\n"`` is two messages); delimiters in a row do (``b"a\\n\\nb"``
+    is three, the middle one empty).
+
+    Args:
+        delimiter: the separator, one or more bytes.
+    """
+
+    def __init__(self, delimiter: bytes) -> None:
+        if not delimiter:
+            raise ValueError("empty delimiter")
+        self.delimiter = delimiter
+        self._pending = b""
+
+    def feed(self, chunk: bytes) -> list[bytes]:
+        """The messages that ``chunk`` completes."""
+        data = self._pending + chunk if self._pending else chunk
+        parts = data.split(self.delimiter)
+        self._pending = parts.pop()
+        return parts
+
+    def finish(self) -> list[bytes]:
+        """The last message, when the input did not end with the delimiter."""
+        rest, self._pending = self._pending, b""
+        return [rest] if rest else []
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class OffsetSpec:
+    """Where ``consume`` starts.
+
+    Attributes:
+        kind: ``beginning``, ``end``, ``stored``, ``absolute``, ``relative``
+            (that many records before the end) or ``timestamp`` (milliseconds).
+        value: the offset, count or timestamp (0 for the named kinds).
+    """
+
+    kind: str
+    value: int = 0
+
+
+def parse_timestamp(text: str) -> int:
+    """Milliseconds since the epoch from digits, or from an ISO 8601 date-time.
+
+    A date-time without a zone is taken as UTC (the same on every machine).
+
+    Raises:
+        click.BadParameter: neither form.
+    """
+    text = text.strip()
+    if text.isdigit():
+        return int(text)
+    try:
+        when = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise click.BadParameter(
+            f"{text!r} is neither milliseconds nor an ISO date-time (2024-05-01T12:00:00)"
+        ) from None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=dt.UTC)
+    return int(when.timestamp() * 1000)
+
+
+def parse_offset_spec(text: str) -> OffsetSpec:
+    """``beginning``, ``end``, ``stored``, ``N``, ``-N`` (N before the end), ``s@TIME``.
+
+    Raises:
+        click.BadParameter: anything else.
+    """
+    t = text.strip().lower()
+    if t in ("beginning", "earliest"):
+        return OffsetSpec("beginning")
+    if t in ("end", "latest"):
+        return OffsetSpec("end")
+    if t == "stored":
+        return OffsetSpec("stored")
+    if t.startswith("s@"):
+        return OffsetSpec("timestamp", parse_timestamp(text.strip()[2:]))
+    if t.startswith("-") and t[1:].isdigit():
+        return OffsetSpec("relative", int(t[1:]))
+    if t.isdigit():
+        return OffsetSpec("absolute", int(t))
+    raise click.BadParameter(
+        f"{text!r}: use beginning, end, stored, an offset, -N (N before the end) or s@TIME"
+    )
+
+
+def _text_or_b64(data: bytes | None) -> Any:
+    if data is None:
+        return None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return {"base64": base64.b64encode(data).decode("ascii")}
+
+
+_TS_TYPES = {0: "CreateTime", 1: "LogAppendTime"}
+
+
+def record_to_json(record: Any) -> dict[str, Any]:
+    """A consumed record as a JSON-able dict.
+
+    Keys, values and header values that are valid UTF-8 become strings; other
+    bytes become ``{"base64": "..."}``; null stays null.
+    """
+    return {
+        "topic": record.topic,
+        "partition": record.partition,
+        "offset": record.offset,
+        "timestamp": record.timestamp,
+        "timestamp_type": _TS_TYPES.get(record.timestamp_type, "NoTimestampType"),
+        "key": _text_or_b64(record.key),
+        "value": _text_or_b64(record.value),
+        "headers": [[k, _text_or_b64(v)] for k, v in record.headers],
+    }
+
+
+def _parse_pairs(items: Iterable[str], what: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise click.BadParameter(f"{item!r} is not key=value", param_hint=what)
+        out[key.strip()] = value
+    return out
+
+
+def _table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
+    rows = [["-" if c is None else str(c) for c in row] for row in rows]
+    widths = [len(h) for h in headers]
+    for row in rows:
+        widths = [max(w, len(c)) for w, c in zip(widths, row, strict=True)]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip()]
+    lines += [
+        "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in rows
+    ]
+    return "\n".join(lines)
+
+
+# -- running ------------------------------------------------------------------------------
+
+
+def _run(fn: Callable[..., Awaitable[T]], *args: Any) -> T:
+    """Run ``fn`` under trio; client errors become one-line click errors (exit 1)."""
+    import trio
+
+    try:
+        return trio.run(fn, *args)
+    except KafkaError as exc:
+        name = exc.code.name if isinstance(exc.code, ErrorCode) else str(exc.code)
+        raise click.ClickException(f"{name}: {exc}") from None
+    except TrafkaError as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+def _client_config(
+    bootstrap: str, extra: Sequence[str], defaults: dict[str, Any]
+) -> dict[str, Any]:
+    cfg: dict[str, Any] = {"bootstrap.servers": bootstrap, "client.id": CLIENT_ID}
+    cfg.update(defaults)
+    cfg.update(_parse_pairs(extra, "-X"))
+    return cfg
+
+
+def _make(cls: Any, cfg: dict[str, Any]) -> Any:
+    from trafka.sdk import ConfigError
+
+    try:
+        return cls.from_dict(cfg)
+    except ConfigError as exc:
+        raise click.UsageError(str(exc)) from None
+
+
+def _common(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """The options every client command takes."""
+    fn = click.option(
+        "-X",
+        "--property",
+        "properties",
+        multiple=True,
+        metavar="KEY=VALUE",
+        help="A client setting by its Kafka name (repeatable), e.g. -X linger.ms=20.",
+    )(fn)
+    fn = click.option(
+        "-m",
+        "--timeout",
+        type=click.FloatRange(min=0.1),
+        default=10.0,
+        show_default=True,
+        help="Seconds to wait for metadata and other blocking calls.",
+    )(fn)
+    fn = click.option(
+        "-b",
+        "--bootstrap-server",
+        "bootstrap",
+        envvar=ENV_BOOTSTRAP,
+        default=DEFAULT_BOOTSTRAP,
+        show_default=True,
+        metavar="HOST:PORT[,...]",
+        help=f"Broker(s) to start from (also ${ENV_BOOTSTRAP}).",
+    )(fn)
+    return fn
+
+
+async def _check_reachable(cluster: Any) -> None:
+    # Fail fast: a refused connection is reported now, not after max.block.ms.
+    await cluster.any_connection()
+
+
+# -- produce ------------------------------------------------------------------------------
+
+
+def _input_size(stream: IO[bytes]) -> int | None:
+    try:
+        st = os.fstat(stream.fileno())
+    except (OSError, AttributeError, ValueError):
+        return None
+    return st.st_size if stat.S_ISREG(st.st_mode) else None
+
+
+class _Progress:
+    """Progress on stderr: a bar when the input size is known and stderr is a
+    terminal, else a counter line (rewritten in place on a terminal).
+
+    The reader adds to :attr:`bytes`; the sender calls :meth:`advance`.
+    """
+
+    def __init__(self, total: int | None, enabled: bool) -> None:
+        self.enabled = enabled
+        self.total = total
+        self.records = 0
+        self.bytes = 0
+        self._shown_bytes = 0
+        self._err = sys.stderr
+        self._tty = self._err.isatty()
+        self._bar: Any = None
+        self._last = 0.0
+        self._start = time.monotonic()
+        if enabled and total and self._tty:
+            self._bar = click.progressbar(
+                length=total, label="producing", file=self._err, show_eta=True
+            )
+            self._bar.__enter__()
+
+    def advance(self, records: int) -> None:
+        self.records += records
+        if not self.enabled:
+            return
+        if self._bar is not None:
+            self._bar.update(self.bytes - self._shown_bytes)
+            self._shown_bytes = self.bytes
+            return
+        now = time.monotonic()
+        # Rate-limited so that a fast producer is not slowed down by its own progress.
+        if now - self._last >= (0.25 if self._tty else 2.0):
+            self._last = now
+            self._show(end="\r" if self._tty else "\n")
+
+    def _show(self, end: str) -> None:
+        rate = self.records / max(time.monotonic() - self._start, 1e-9)
+        of = f" of {self.total}" if self.total else ""
+        self._err.write(f"{self.records} records, {self.bytes}{of} bytes ({rate:.0f}/s){end}")
+        self._err.flush()
+
+    def close(self) -> None:
+        if not self.enabled:
+            return
+        if self._bar is not None:
+            self._bar.update(self.bytes - self._shown_bytes)
+            self._bar.__exit__(None, None, None)
+        else:
+            self._show(end="\n")
+
+
+async def _read_chunks(stream: IO[bytes]) -> AsyncIterator[bytes]:
+    read = getattr(stream, "read1", stream.read)
+    while True:
+        # A thread, so that waiting on a slow pipe does not stall the sender task.
+        chunk = await anyio.to_thread.run_sync(read, _CHUNK, abandon_on_cancel=True)
+        if not chunk:
+            return
+        yield chunk
+
+
+@dataclasses.dataclass(slots=True)
+class _ProduceOptions:
+    topic: str
+    files: tuple[str, ...]
+    delimiter: bytes
+    key_delimiter: bytes | None
+    fixed_key: bytes | None
+    headers: list[tuple[str, bytes | None]]
+    partition: int | None
+    lines: bool
+    null_empty: bool
+    count: int | None
+    progress: bool | None
+    quiet: bool
+
+
+async def _messages(opts: _ProduceOptions, progress: _Progress) -> AsyncIterator[bytes]:
+    """Every message of the input, in order; progress counts input bytes."""
+    sources = opts.files or ("-",)
+    stdin = sys.stdin.buffer
+    for name in sources:
+        stream = stdin if name == "-" else open(name, "rb")  # noqa: SIM115 - closed below
+        try:
+            if name != "-" and not opts.lines:
+                data = await anyio.to_thread.run_sync(stream.read)
+                progress.bytes += len(data)
+                yield data
+                continue
+            splitter = MessageSplitter(opts.delimiter)
+            async for chunk in _read_chunks(stream):
+                progress.bytes += len(chunk)
+                for message in splitter.feed(chunk):
+                    yield message
+            for message in splitter.finish():
+                yield message
+        finally:
+            if stream is not stdin:
+                stream.close()
+
+
+async def _produce(opts: _ProduceOptions, cfg: dict[str, Any]) -> tuple[int, int]:
+    from trafka.sdk import ProducerConfig, open_producer
+
+    config = _make(ProducerConfig, cfg)
+    total = None
+    if opts.files:
+        total = sum(os.path.getsize(f) for f in opts.files if f != "-") or None
+    else:
+        total = _input_size(sys.stdin.buffer)
+    enabled = opts.progress
+    if enabled is None:
+        stderr_tty = sys.stderr.isatty()
+        stdin_tty = not opts.files and sys.stdin.buffer.isatty()
+        enabled = stderr_tty and not stdin_tty and (total is None or total >= 1 << 20)
+    progress = _Progress(total, enabled and not opts.quiet)
+    sent = failed = 0
+    first_error: BaseException | None = None
+    pending: deque[Any] = deque()
+
+    def settle(all_done: bool) -> None:
+        nonlocal failed, first_error
+        while pending and (all_done or pending[0].done()):
+            error = pending.popleft().exception()
+            if error is not None:
+                failed += 1
+                first_error = first_error or error
+
+    kd, null_empty, fixed_key = opts.key_delimiter, opts.null_empty, opts.fixed_key
+    async with open_producer(config) as producer:
+        await _check_reachable(producer.cluster)
+        try:
+            async for message in _messages(opts, progress):
+                if opts.count is not None and sent >= opts.count:
+                    break
+                key = fixed_key
+                value: bytes | None = message
+                if kd is not None:
+                    k, sep, v = message.partition(kd)
+                    if sep:
+                        key, value = k, v
+                if null_empty:
+                    key = key or None
+                    value = value or None
+                future = await producer.send(
+                    opts.topic, value, key, partition=opts.partition, headers=opts.headers
+                )
+                pending.append(future)
+                sent += 1
+                if sent & 1023 == 0:
+                    settle(False)
+                    progress.advance(1024)
+        except KeyboardInterrupt:
+            # Ctrl-C ends the input; what was read is still delivered.
+            click.echo("interrupted; delivering what was read", err=True)
+        await producer.flush()
+    progress.records = sent
+    settle(True)
+    progress.close()
+    if first_error is not None:
+        click.echo(f"first delivery error: {first_error}", err=True)
+    return sent, failed
+
+
+@click.command("produce")
+@click.argument("topic")
+@click.argument("files", nargs=-1, type=click.Path(exists=True, dir_okay=False, allow_dash=True))
+@_common
+@click.option(
+    "-D", "--delimiter", default="\\n", show_default=True, help="Message delimiter of the input."
+)
+@click.option("-K", "--key-delimiter", help="Split each message into KEY<delim>VALUE.")
+@click.option("-k", "--key", "fixed_key", help="A key for every message (-K's keys win).")
+@click.option("-H", "--header", "headers", multiple=True, metavar="NAME=VALUE", help="Repeatable.")
+@click.option("-p", "--partition", type=click.IntRange(min=0), help="Default: the partitioner's.")
+@click.option("-z", "--compression", type=click.Choice(_COMPRESSIONS), default="none")
+@click.option(
+    "-a", "--acks", type=click.Choice(["all", "-1", "0", "1"]), default="all", show_default=True
+)
+@click.option("-l", "--lines", is_flag=True, help="Split FILES into messages too (as stdin).")
+@click.option("-Z", "--null-empty", is_flag=True, help="Send empty keys and values as null.")
+@click.option("-c", "--count", type=click.IntRange(min=0), help="Stop after this many messages.")
+@click.option(
+    "--progress/--no-progress",
+    default=None,
+    help="Show progress on stderr [default: for large or piped input on a terminal].",
+)
+@click.option("-q", "--quiet", is_flag=True, help="No summary line.")
+def produce_command(
+    topic: str,
+    files: tuple[str, ...],
+    bootstrap: str,
+    timeout: float,
+    properties: tuple[str, ...],
+    delimiter: str,
+    key_delimiter: str | None,
+    fixed_key: str | None,
+    headers: tuple[str, ...],
+    partition: int | None,
+    compression: str,
+    acks: str,
+    lines: bool,
+    null_empty: bool,
+    count: int | None,
+    progress: bool | None,
+    quiet: bool,
+) -> None:
+    """Send messages to TOPIC: lines of stdin, or FILES (one message each; -l for lines).
+
+    \b
+    Examples:
+      seq 100 | trafka produce numbers
+      printf 'user-1:clicked\\n' | trafka produce events -K: -H source=cli
+      trafka produce blobs image.png -z zstd
+    """
+    hdrs: list[tuple[str, bytes | None]] = []
+    for h in headers:
+        name, sep, val = h.partition("=")
+        if not name:
+            raise click.BadParameter(f"{h!r} has no name", param_hint="-H")
+        hdrs.append((name, val.encode() if sep else None))
+    opts = _ProduceOptions(
+        topic=topic,
+        files=files,
+        delimiter=parse_delimiter(delimiter),
+        key_delimiter=parse_delimiter(key_delimiter) if key_delimiter is not None else None,
+        fixed_key=fixed_key.encode() if fixed_key is not None else None,
+        headers=hdrs,
+        partition=partition,
+        lines=lines,
+        null_empty=null_empty,
+        count=count,
+        progress=progress,
+        quiet=quiet,
+    )
+    cfg = _client_config(
+        bootstrap,
+        properties,
+        {
+            "acks": acks,
+            "compression.type": compression,
+            "max.block.ms": int(timeout * 1000),
+            "linger.ms": 5,
+        },
+    )
+    sent, failed = _run(_produce, opts, cfg)
+    if not quiet:
+        click.echo(f"{sent - failed} of {sent} messages delivered to {topic}", err=True)
+    if failed:
+        raise click.exceptions.Exit(1)
+
+
+# -- consume ------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(slots=True)
+class _ConsumeOptions:
+    topics: tuple[str, ...]
+    group: str | None
+    partitions: tuple[int, ...]
+    offset: OffsetSpec | None
+    json: bool
+    delimiter: bytes
+    key_delimiter: bytes | None
+    count: int | None
+    exit_at_end: bool
+    null_str: bytes
+
+
+def _writer(opts: _ConsumeOptions, out: IO[bytes]) -> Callable[[Any], None]:
+    if opts.json:
+
+        def write_json(record: Any) -> None:
+            out.write(json.dumps(record_to_json(record), ensure_ascii=False).encode() + b"\n")
+
+        return write_json
+    delim, kd, null = opts.delimiter, opts.key_delimiter, opts.null_str
+
+    def write_raw(record: Any) -> None:
+        if kd is not None:
+            out.write(null if record.key is None else record.key)
+            out.write(kd)
+        value = record.value
+        out.write((null if value is None else value) + delim)
+
+    return write_raw
+
+
+async def _position(consumer: Any, tps: list[Any], spec: OffsetSpec) -> None:
+    if spec.kind == "beginning":
+        consumer.seek_to_beginning(*tps)
+    elif spec.kind == "end":
+        consumer.seek_to_end(*tps)
+    elif spec.kind == "absolute":
+        for tp in tps:
+            consumer.seek(tp, spec.value)
+    elif spec.kind == "relative":
+        begin = await consumer.beginning_offsets(tps)
+        end = await consumer.end_offsets(tps)
+        for tp in tps:
+            consumer.seek(tp, max(end[tp] - spec.value, begin[tp]))
+    elif spec.kind == "timestamp":
+        found = await consumer.offsets_for_times({tp: spec.value for tp in tps})
+        late = [tp for tp, hit in found.items() if hit is None]
+        for tp, hit in found.items():
+            if hit is not None:
+                consumer.seek(tp, hit[0])
+        if late:
+            consumer.seek_to_end(*late)
+    # "stored": the consumer looks up the committed offsets itself.
+
+
+def _at_end(consumer: Any) -> bool:
+    tps = consumer.assignment()
+    return bool(tps) and all(consumer.lag(tp) == 0 for tp in tps)
+
+
+async def _consume(opts: _ConsumeOptions, cfg: dict[str, Any]) -> int:
+    from trafka.sdk import ConsumerConfig, TopicPartition, open_consumer
+
+    config = _make(ConsumerConfig, cfg)
+    out = sys.stdout.buffer
+    write = _writer(opts, out)
+    printed = 0
+    async with open_consumer(config=config) as consumer:
+        await _check_reachable(consumer.cluster)
+        if opts.group is not None and not opts.partitions:
+            consumer.subscribe(list(opts.topics))
+        else:
+            md = consumer.cluster.metadata
+            await consumer.cluster.refresh_metadata(opts.topics)
+            missing = [
+                t
+                for t in opts.topics
+                if md.partition_count(t) is None
+                and md.topic_errors.get(t) == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            ]
+            if missing:
+                raise click.ClickException(f"no such topic: {', '.join(missing)}")
+            tps = []
+            for topic in opts.topics:
+                parts = opts.partitions or tuple(await consumer.partitions_for(topic))
+                tps += [TopicPartition(topic, p) for p in parts]
+            consumer.assign(tps)
+            await _position(consumer, tps, opts.offset or OffsetSpec("beginning"))
+        try:
+            while True:
+                limit = None if opts.count is None else opts.count - printed
+                if limit == 0:
+                    break
+                batch = await consumer.getmany(timeout_ms=200, max_records=limit)
+                for records in batch.values():
+                    for record in records:
+                        write(record)
+                    printed += len(records)
+                if batch:
+                    out.flush()
+                if opts.exit_at_end and _at_end(consumer):
+                    break
+        except KeyboardInterrupt:
+            pass  # Ctrl-C is how a tailing consumer stops: close normally (commit, leave)
+    return printed
+
+
+@click.command("consume")
+@click.argument("topics", nargs=-1, required=True)
+@_common
+@click.option("-G", "--group", help="Consume as a member of this group (commits on exit).")
+@click.option(
+    "-p", "--partition", "partitions", type=click.IntRange(min=0), multiple=True, help="Repeatable."
+)
+@click.option(
+    "-o",
+    "--offset",
+    help="beginning (default without -G), end, stored (default with -G), N, -N "
+    "(N before the end) or s@TIME (ms or ISO date-time, UTC when no zone).",
+)
+@click.option(
+    "-f", "--format", "fmt", type=click.Choice(["raw", "json"]), default="raw", show_default=True
+)
+@click.option("-J", "json_flag", is_flag=True, help="Same as --format json.")
+@click.option("-D", "--delimiter", default="\\n", show_default=True, help="After each value (raw).")
+@click.option("-K", "--key-delimiter", help="Print keys before values, then this (raw).")
+@click.option("-c", "--count", type=click.IntRange(min=1), help="Exit after this many records.")
+@click.option("-e", "--exit-at-end", is_flag=True, help="Exit once every partition is read.")
+@click.option("-Z", "--null-str", default="", help="Print null keys and values as this (raw).")
+@click.option("-q", "--quiet", is_flag=True, help="No summary line.")
+def consume_command(
+    topics: tuple[str, ...],
+    bootstrap: str,
+    timeout: float,
+    properties: tuple[str, ...],
+    group: str | None,
+    partitions: tuple[int, ...],
+    offset: str | None,
+    fmt: str,
+    json_flag: bool,
+    delimiter: str,
+    key_delimiter: str | None,
+    count: int | None,
+    exit_at_end: bool,
+    null_str: str,
+    quiet: bool,
+) -> None:
+    """Print records of TOPICS to stdout.
+
+    \b
+    Examples:
+      trafka consume events -e                    # everything there now
+      trafka consume events -o -10 -J             # the last 10 per partition, as JSON
+      trafka consume events -G audit              # as group "audit", from its commits
+      trafka consume events -p 0 -o s@2024-05-01T00:00:00 -c 5
+    """
+    spec = parse_offset_spec(offset) if offset is not None else None
+    subscribing = group is not None and not partitions
+    if subscribing and spec is not None and spec.kind not in ("beginning", "end", "stored"):
+        raise click.UsageError(
+            "with -G (and no -p) -o accepts beginning, end or stored; "
+            "the group's committed offsets decide the rest"
+        )
+    if spec is not None and spec.kind == "stored" and group is None:
+        raise click.UsageError("-o stored needs a group (-G)")
+    reset = "latest" if spec is not None and spec.kind == "end" else "earliest"
+    opts = _ConsumeOptions(
+        topics=topics,
+        group=group,
+        partitions=partitions,
+        offset=spec,
+        json=json_flag or fmt == "json",
+        delimiter=parse_delimiter(delimiter),
+        key_delimiter=parse_delimiter(key_delimiter) if key_delimiter is not None else None,
+        count=count,
+        exit_at_end=exit_at_end,
+        null_str=null_str.encode(),
+    )
+    defaults: dict[str, Any] = {
+        "auto.offset.reset": reset,
+        "default.api.timeout.ms": int(timeout * 1000),
+        # As kcat: reading a misspelt topic must not create it (-X to change).
+        "allow.auto.create.topics": False,
+    }
+    if group is not None:
+        defaults["group.id"] = group
+    cfg = _client_config(bootstrap, properties, defaults)
+    try:
+        printed = _run(_consume, opts, cfg)
+    except BrokenPipeError:
+        # The reader went away (| head): not an error. Point stdout at /dev/null
+        # so that the interpreter's final flush does not complain again.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return
+    if not quiet:
+        click.echo(f"{printed} records consumed", err=True)
+
+
+# -- topics -------------------------------------------------------------------------------
+
+
+async def _with_admin(cfg: dict[str, Any], fn: Callable[[Any], Awaitable[T]]) -> T:
+    from trafka.sdk import AdminConfig, open_admin
+
+    config = _make(AdminConfig, cfg)
+    async with open_admin(config) as admin:
+        await _check_reachable(admin.cluster)
+        return await fn(admin)
+
+
+def _admin_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Add the connection options to an admin subcommand; it receives them as ``cfg``."""
+
+    @functools.wraps(fn)
+    def wrapper(bootstrap: str, timeout: float, properties: tuple[str, ...], **kwargs: Any) -> Any:
+        cfg = _client_config(bootstrap, properties, {"default.api.timeout.ms": int(timeout * 1000)})
+        return fn(cfg=cfg, **kwargs)
+
+    return _common(wrapper)
+
+
+@click.group("topics")
+def topics_command() -> None:
+    """List, create, describe and delete topics."""
+
+
+@topics_command.command("list")
+@click.option("--internal", is_flag=True, help="Include internal topics.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@_admin_options
+def topics_list(cfg: dict[str, Any], internal: bool, as_json: bool) -> None:
+    """Every topic and its partition count."""
+
+    async def run(admin: Any) -> dict[str, int]:
+        result: dict[str, int] = await admin.list_topics(include_internal=internal)
+        return result
+
+    topics = _run(_with_admin, cfg, run)
+    if as_json:
+        click.echo(json.dumps(dict(sorted(topics.items()))))
+    elif topics:
+        click.echo(_table(["TOPIC", "PARTITIONS"], sorted(topics.items())))
+
+
+@topics_command.command("create")
+@click.argument("names", nargs=-1, required=True)
+@click.option("-p", "--partitions", type=click.IntRange(min=1), help="Default: the broker's.")
+@click.option("-r", "--replication-factor", type=click.IntRange(min=1), help="Default: broker's.")
+@click.option("-c", "--config", "configs", multiple=True, metavar="KEY=VALUE", help="Repeatable.")
+@click.option("--if-not-exists", is_flag=True, help="An existing topic is not an error.")
+@_admin_options
+def topics_create(
+    cfg: dict[str, Any],
+    names: tuple[str, ...],
+    partitions: int | None,
+    replication_factor: int | None,
+    configs: tuple[str, ...],
+    if_not_exists: bool,
+) -> None:
+    """Create topics."""
+    from trafka.sdk import NewTopic
+
+    settings = _parse_pairs(configs, "-c")
+    new = [NewTopic(n, partitions or -1, replication_factor or -1, settings) for n in names]
+
+    async def run(admin: Any) -> list[str]:
+        created = []
+        for topic in new:
+            try:
+                await admin.create_topics([topic])
+            except KafkaError as exc:
+                if if_not_exists and exc.code == ErrorCode.TOPIC_ALREADY_EXISTS:
+                    continue
+                raise
+            created.append(topic.name)
+        return created
+
+    for name in _run(_with_admin, cfg, run):
+        click.echo(f"created {name}", err=True)
+
+
+@topics_command.command("delete")
+@click.argument("names", nargs=-1, required=True)
+@click.option("--if-exists", is_flag=True, help="A missing topic is not an error.")
+@_admin_options
+def topics_delete(cfg: dict[str, Any], names: tuple[str, ...], if_exists: bool) -> None:
+    """Delete topics (and their records)."""
+
+    async def run(admin: Any) -> list[str]:
+        deleted = []
+        for name in names:
+            try:
+                await admin.delete_topics([name])
+            except KafkaError as exc:
+                if if_exists and exc.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+                    continue
+                raise
+            deleted.append(name)
+        return deleted
+
+    for name in _run(_with_admin, cfg, run):
+        click.echo(f"deleted {name}", err=True)
+
+
+@topics_command.command("describe")
+@click.argument("names", nargs=-1, required=True)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@_admin_options
+def topics_describe(cfg: dict[str, Any], names: tuple[str, ...], as_json: bool) -> None:
+    """Partitions (leader, replicas, ISR, offsets) and config overrides of topics."""
+    from trafka.sdk import TopicPartition
+
+    async def run(admin: Any) -> list[dict[str, Any]]:
+        infos = await admin.describe_topics(names)
+        configs = await admin.describe_configs(topics=names, overrides_only=True)
+        tps = [TopicPartition(n, p.partition) for n in names for p in infos[n].partitions]
+        earliest = await admin.list_offsets({tp: "earliest" for tp in tps}) if tps else {}
+        latest = await admin.list_offsets({tp: "latest" for tp in tps}) if tps else {}
+        out = []
+        for n in names:
+            info = infos[n]
+            parts = []
+            for p in info.partitions:
+                tp = TopicPartition(n, p.partition)
+                lo, hi = earliest.get(tp), latest.get(tp)
+                parts.append(
+                    {
+                        "partition": p.partition,
+                        "leader": p.leader,
+                        "leader_epoch": p.leader_epoch,
+                        "replicas": list(p.replicas),
+                        "isr": list(p.isr),
+                        "earliest_offset": lo[0] if lo else None,
+                        "latest_offset": hi[0] if hi else None,
+                    }
+                )
+            out.append(
+                {
+                    "topic": n,
+                    "topic_id": str(info.topic_id),
+                    "internal": info.is_internal,
+                    "partitions": parts,
+                    "configs": configs.get(n, {}),
+                }
+            )
+        return out
+
+    described = _run(_with_admin, cfg, run)
+    if as_json:
+        click.echo(json.dumps(described))
+        return
+    for i, t in enumerate(described):
+        if i:
+            click.echo()
+        rf = len(t["partitions"][0]["replicas"]) if t["partitions"] else 0
+        click.echo(
+            f"Topic: {t['topic']}  TopicId: {t['topic_id']}  "
+            f"PartitionCount: {len(t['partitions'])}  ReplicationFactor: {rf}"
+        )
+        if t["configs"]:
+            click.echo("Configs: " + ", ".join(f"{k}={v}" for k, v in sorted(t["configs"].items())))
+        rows = [
+            (
+                p["partition"],
+                p["leader"],
+                ",".join(map(str, p["replicas"])),
+                ",".join(map(str, p["isr"])),
+                p["earliest_offset"],
+                p["latest_offset"],
+            )
+            for p in t["partitions"]
+        ]
+        click.echo(_table(["PARTITION", "LEADER", "REPLICAS", "ISR", "EARLIEST", "LATEST"], rows))
+
+
+# -- groups -------------------------------------------------------------------------------
+
+
+@click.group("groups")
+def groups_command() -> None:
+    """List and describe consumer groups (with lag), reset their offsets, delete them."""
+
+
+@groups_command.command("list")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@_admin_options
+def groups_list(cfg: dict[str, Any], as_json: bool) -> None:
+    """Every group: id, state and protocol type."""
+
+    async def run(admin: Any) -> list[Any]:
+        result: list[Any] = await admin.list_groups()
+        return result
+
+    groups = sorted(_run(_with_admin, cfg, run), key=lambda g: g.group_id)
+    if as_json:
+        click.echo(json.dumps([dataclasses.asdict(g) for g in groups]))
+    elif groups:
+        click.echo(
+            _table(
+                ["GROUP", "STATE", "PROTOCOL-TYPE"],
+                [(g.group_id, g.state, g.protocol_type) for g in groups],
+            )
+        )
+
+
+async def _describe_group(admin: Any, group_id: str) -> dict[str, Any]:
+    desc = (await admin.describe_groups([group_id]))[group_id]
+    committed = await admin.list_consumer_group_offsets(group_id)
+    owner: dict[Any, Any] = {}
+    for m in desc.members:
+        for tp in m.assignment:
+            owner[tp] = m
+    tps = sorted(set(committed) | set(owner))
+    latest = await admin.list_offsets({tp: "latest" for tp in tps}) if tps else {}
+    rows = []
+    for tp in tps:
+        end = latest.get(tp)
+        end_offset = end[0] if end else None
+        current = committed.get(tp)
+        m = owner.get(tp)
+        rows.append(
+            {
+                "topic": tp.topic,
+                "partition": tp.partition,
+                "current_offset": current,
+                "log_end_offset": end_offset,
+                "lag": None
+                if current is None or end_offset is None
+                else max(end_offset - current, 0),
+                "member_id": m.member_id if m else None,
+                "client_id": m.client_id if m else None,
+                "host": m.client_host if m else None,
+            }
+        )
+    return {
+        "group": group_id,
+        "state": desc.state,
+        "protocol_type": desc.protocol_type,
+        "protocol": desc.protocol,
+        "members": [
+            {
+                "member_id": m.member_id,
+                "group_instance_id": m.group_instance_id,
+                "client_id": m.client_id,
+                "host": m.client_host,
+                "assignment": sorted([tp.topic, tp.partition] for tp in m.assignment),
+            }
+            for m in desc.members
+        ],
+        "partitions": rows,
+        "total_lag": sum(r["lag"] or 0 for r in rows),
+    }
+
+
+@groups_command.command("describe")
+@click.argument("group_ids", nargs=-1, required=True)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@_admin_options
+def groups_describe(cfg: dict[str, Any], group_ids: tuple[str, ...], as_json: bool) -> None:
+    """State, members, committed offsets and lag of groups."""
+
+    async def run(admin: Any) -> list[dict[str, Any]]:
+        return [await _describe_group(admin, g) for g in group_ids]
+
+    described = _run(_with_admin, cfg, run)
+    if as_json:
+        click.echo(json.dumps(described))
+        return
+    for i, g in enumerate(described):
+        if i:
+            click.echo()
+        click.echo(
+            f"Group: {g['group']}  State: {g['state']}  Protocol: {g['protocol'] or '-'}  "
+            f"Members: {len(g['members'])}  TotalLag: {g['total_lag']}"
+        )
+        rows = [
+            (
+                r["topic"],
+                r["partition"],
+                r["current_offset"],
+                r["log_end_offset"],
+                r["lag"],
+                r["member_id"],
+                r["host"],
+                r["client_id"],
+            )
+            for r in g["partitions"]
+        ]
+        if rows:
+            click.echo(
+                _table(
+                    [
+                        "TOPIC",
+                        "PARTITION",
+                        "CURRENT-OFFSET",
+                        "LOG-END-OFFSET",
+                        "LAG",
+                        "CONSUMER-ID",
+                        "HOST",
+                        "CLIENT-ID",
+                    ],
+                    rows,
+                )
+            )
+
+
+def _parse_topic_partitions(spec: str) -> tuple[str, list[int] | None]:
+    topic, sep, parts = spec.partition(":")
+    if not sep:
+        return topic, None
+    try:
+        return topic, sorted({int(p) for p in parts.split(",") if p.strip()})
+    except ValueError:
+        raise click.BadParameter(
+            f"{spec!r}: use TOPIC or TOPIC:0,1,2", param_hint="--topic"
+        ) from None
+
+
+_ACTIVE_STATES = ("Stable", "PreparingRebalance", "CompletingRebalance", "Assigning", "Reconciling")
+
+
+@groups_command.command("reset-offsets")
+@click.argument("group_id")
+@click.option("-t", "--topic", "topics", multiple=True, metavar="TOPIC[:P,P]", help="Repeatable.")
+@click.option("--all-topics", is_flag=True, help="Every topic the group has offsets for.")
+@click.option("--to-earliest", "mode", flag_value="earliest", help="The log start.")
+@click.option("--to-latest", "mode", flag_value="latest", help="The log end.")
+@click.option("--to-offset", type=click.IntRange(min=0), help="This offset (clamped to the log).")
+@click.option("--to-datetime", help="The first record at or after this time (ISO, or ms).")
+@click.option("--execute", is_flag=True, help="Apply the plan (default: only print it).")
+@click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON.")
+@_admin_options
+def groups_reset_offsets(
+    cfg: dict[str, Any],
+    group_id: str,
+    topics: tuple[str, ...],
+    all_topics: bool,
+    mode: str | None,
+    to_offset: int | None,
+    to_datetime: str | None,
+    execute: bool,
+    as_json: bool,
+) -> None:
+    """Move GROUP's committed offsets (a dry run unless --execute).
+
+    The group must have no active members.
+    """
+    chosen = [m for m in (mode, to_offset, to_datetime) if m is not None]
+    if len(chosen) != 1:
+        raise click.UsageError(
+            "give exactly one of --to-earliest, --to-latest, --to-offset, --to-datetime"
+        )
+    if bool(topics) == all_topics:
+        raise click.UsageError("give --topic (repeatable) or --all-topics")
+    when = parse_timestamp(to_datetime) if to_datetime is not None else None
+    wanted = [_parse_topic_partitions(t) for t in topics]
+
+    async def run(admin: Any) -> list[dict[str, Any]]:
+        from trafka.sdk import TopicPartition
+
+        desc = (await admin.describe_groups([group_id]))[group_id]
+        if desc.state in _ACTIVE_STATES or desc.members:
+            raise click.ClickException(
+                f"group {group_id!r} is {desc.state} with {len(desc.members)} members; "
+                "offsets can only be reset while it is inactive"
+            )
+        committed = await admin.list_consumer_group_offsets(group_id)
+        if all_topics:
+            tps = sorted(committed)
+        else:
+            names = [t for t, _ in wanted]
+            infos = await admin.describe_topics(names)
+            tps = []
+            for t, parts in wanted:
+                present = {p.partition for p in infos[t].partitions}
+                for p in parts if parts is not None else sorted(present):
+                    if p not in present:
+                        raise click.ClickException(f"{t} has no partition {p}")
+                    tps.append(TopicPartition(t, p))
+        if not tps:
+            return []
+        earliest = await admin.list_offsets({tp: "earliest" for tp in tps})
+        latest = await admin.list_offsets({tp: "latest" for tp in tps})
+        by_time = await admin.list_offsets({tp: when for tp in tps}) if when is not None else {}
+        plan = []
+        for tp in tps:
+            lo = earliest[tp][0] if earliest.get(tp) else 0
+            hi = latest[tp][0] if latest.get(tp) else 0
+            if mode == "earliest":
+                new = lo
+            elif mode == "latest":
+                new = hi
+            elif to_offset is not None:
+                new = min(max(to_offset, lo), hi)
+            else:
+                hit = by_time.get(tp)
+                new = hit[0] if hit else hi
+            plan.append(
+                {
+                    "topic": tp.topic,
+                    "partition": tp.partition,
+                    "current_offset": committed.get(tp),
+                    "new_offset": new,
+                }
+            )
+        if execute:
+            await admin.alter_consumer_group_offsets(
+                group_id,
+                {TopicPartition(p["topic"], p["partition"]): p["new_offset"] for p in plan},
+            )
+        return plan
+
+    plan = _run(_with_admin, cfg, run)
+    if as_json:
+        click.echo(json.dumps(plan))
+    elif plan:
+        click.echo(
+            _table(
+                ["TOPIC", "PARTITION", "CURRENT-OFFSET", "NEW-OFFSET"],
+                [(p["topic"], p["partition"], p["current_offset"], p["new_offset"]) for p in plan],
+            )
+        )
+    if not execute:
+        click.echo("dry run: nothing changed; add --execute to apply", err=True)
+
+
+@groups_command.command("delete")
+@click.argument("group_ids", nargs=-1, required=True)
+@_admin_options
+def groups_delete(cfg: dict[str, Any], group_ids: tuple[str, ...]) -> None:
+    """Delete empty groups and their committed offsets."""
+
+    async def run(admin: Any) -> None:
+        await admin.delete_groups(group_ids)
+
+    _run(_with_admin, cfg, run)
+    for g in group_ids:
+        click.echo(f"deleted group {g}", err=True)
