@@ -42,16 +42,24 @@ the structure and the field (``records[3].key``), never a lower-level error.
 The decoder and encoder here are hand-written for speed and checked byte for
 byte against the declarative construct definitions at the end of this module
 (:data:`RecordBatchV2`, :data:`RecordV2`) by the property tests.
+
+The per-record loops also exist in C (``codec/_speedups.c``, an optional
+extension; ``TRAFKA_NO_SPEEDUPS=1`` turns it off). The C code only *refuses*:
+given anything malformed or unusual it returns None, and the Python loop below
+runs and raises the located error. Both paths give equal records and identical
+bytes (tests/codec/test_speedups.py).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import enum
+import importlib
+import os
 import struct
 from collections.abc import Iterable, Iterator, Sequence
 from io import BytesIO
-from typing import TYPE_CHECKING, Any, NamedTuple, overload
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar, overload
 
 from construct import Construct, GreedyBytes, IfThenElse, Struct, this
 from construct.core import evaluate
@@ -82,6 +90,7 @@ __all__ = [
     "assign_offsets",
     "check_batch",
     "decode_batch",
+    "decode_batch_as",
     "decode_control_record",
     "decode_records",
     "encode_batch",
@@ -94,6 +103,7 @@ __all__ = [
 ]
 
 BytesLike = bytes | bytearray | memoryview
+_T = TypeVar("_T", bound=tuple[Any, ...])
 Header = tuple[str, bytes | None]
 RecordInput = tuple[int, BytesLike | None, BytesLike | None, Sequence[tuple[str, BytesLike | None]]]
 
@@ -127,6 +137,26 @@ _INT32_MAX = 2**31 - 1
 _NAME = "RecordBatch"
 
 _new: Any = tuple.__new__
+
+
+def _load_speedups() -> Any:
+    """The C fast paths (``trafka.codec._speedups``), or None.
+
+    None when the extension was not built (no compiler at install time) or when
+    ``TRAFKA_NO_SPEEDUPS`` is set to anything but ``0`` (the tests compare both).
+    The C code only ever refuses input: every error is still raised, and
+    explained, by the Python code below.
+    """
+    if os.environ.get("TRAFKA_NO_SPEEDUPS", "0") not in ("", "0"):
+        return None
+    try:
+        return importlib.import_module("._speedups", __package__)
+    except ImportError:
+        return None
+
+
+# Read at each call, so tests can switch paths by patching this attribute.
+_speedups: Any = _load_speedups()
 
 
 class TimestampType(enum.IntEnum):
@@ -563,6 +593,72 @@ def decode_batch(
     Raises:
         DecodeError: anything malformed, located (``records[3].key``).
     """
+    header, payload = _checked_payload(batch, verify)
+    return RecordBatch(header, _records_of(header, payload, max_size))
+
+
+def decode_batch_as(
+    batch: BytesLike,
+    record_type: type[_T],
+    *,
+    prefix: tuple[Any, ...] = (),
+    suffix: tuple[Any, ...] = (),
+    min_offset: int | None = None,
+    verify: bool = True,
+    max_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE,
+) -> tuple[RecordBatchHeader, list[_T]]:
+    """Decode one magic 2 batch straight into the caller's record tuples.
+
+    For consumers that hand out their own record type: each record becomes
+    ``record_type(*prefix, offset, timestamp, key, value, headers, *suffix)``,
+    built as ``tuple.__new__`` would (the class is not called), without a
+    :class:`Record` in between.
+
+    Args:
+        batch: the batch's bytes, as for :func:`decode_batch`.
+        record_type: ``tuple`` or a tuple subclass that adds no per-instance
+            storage, such as a ``NamedTuple``.
+        prefix, suffix: fields placed before and after each record's five.
+        min_offset: leave out records with a lower offset (None: keep all).
+        verify, max_size: as for :func:`decode_batch`.
+
+    Returns:
+        ``(header, records)``.
+
+    Raises:
+        DecodeError: anything malformed, located as by :func:`decode_batch`.
+        TypeError: ``record_type`` is not such a class.
+    """
+    if not (isinstance(record_type, type) and issubclass(record_type, tuple)):
+        raise TypeError(f"{record_type!r} is not a tuple subclass")
+    header, payload = _checked_payload(batch, verify)
+    data, count, log_append = _records_section(header, payload, max_size)
+    sp = _speedups
+    if sp is not None:
+        fast = sp.decode_records(
+            data,
+            count,
+            header.base_offset,
+            header.base_timestamp,
+            log_append,
+            record_type,
+            prefix,
+            suffix,
+            min_offset,
+        )
+        if fast is not None:
+            return header, fast
+    records = _decode_records_v2(
+        bytes(data), count, header.base_offset, header.base_timestamp, log_append
+    )
+    new = _new
+    if min_offset is None:
+        return header, [new(record_type, prefix + r + suffix) for r in records]
+    return header, [new(record_type, prefix + r + suffix) for r in records if r[0] >= min_offset]
+
+
+def _checked_payload(batch: BytesLike, verify: bool) -> tuple[RecordBatchHeader, memoryview]:
+    """The header and the (maybe compressed) records payload of a whole batch."""
     header = read_batch_header(batch)
     view = memoryview(batch)
     size = header.size
@@ -578,18 +674,24 @@ def decode_batch(
                 message_name=_NAME,
                 field="crc",
             )
-    return RecordBatch(header, _records_of(header, view[BATCH_HEADER_SIZE:size], max_size))
+    return header, view[BATCH_HEADER_SIZE:size]
 
 
-def _records_of(header: RecordBatchHeader, payload: memoryview, max_size: int) -> list[Record]:
+def _records_section(
+    header: RecordBatchHeader, payload: memoryview, max_size: int
+) -> tuple[bytes | memoryview, int, int | None]:
+    """The decompressed records, their checked count, and the log-append timestamp."""
     codec = header.attributes & _CODEC_MASK
+    data: bytes | memoryview
     if codec:
         try:
             data = decompress(codec, payload, max_size=max_size)
         except DecodeError as exc:
             raise DecodeError(exc.detail, message_name=_NAME, field="records") from None
     else:
-        data = payload.tobytes()
+        if payload.ndim != 1 or payload.itemsize != 1:
+            payload = payload.cast("B")
+        data = payload
     count = header.records_count
     if count < 0 or count * _MIN_RECORD > len(data):
         raise DecodeError(
@@ -598,6 +700,22 @@ def _records_of(header: RecordBatchHeader, payload: memoryview, max_size: int) -
             field="records_count",
         )
     log_append = header.max_timestamp if header.attributes & _TIMESTAMP_TYPE_BIT else None
+    return data, count, log_append
+
+
+def _records_of(header: RecordBatchHeader, payload: memoryview, max_size: int) -> list[Record]:
+    data, count, log_append = _records_section(header, payload, max_size)
+    sp = _speedups
+    if sp is not None:
+        # The C loop reads the buffer in place (no copy of an uncompressed
+        # payload); None means it refused, and the Python loop explains why.
+        fast: list[Record] | None = sp.decode_records(
+            data, count, header.base_offset, header.base_timestamp, log_append, Record, (), (), None
+        )
+        if fast is not None:
+            return fast
+    if type(data) is not bytes:
+        data = bytes(data)
     return _decode_records_v2(data, count, header.base_offset, header.base_timestamp, log_append)
 
 
@@ -1070,7 +1188,10 @@ def encode_batch(
     attributes = _attributes(is_transactional, is_control, timestamp_type)
     try:
         base_ts = records[0][0] if base_timestamp is None else base_timestamp
-        payload, max_ts = _encode_all(records, base_ts)
+        sp = _speedups
+        # The C encoder returns None for whatever it leaves to Python (errors included).
+        fast = None if sp is None else sp.encode_records(records, base_ts)
+        payload, max_ts = _encode_all(records, base_ts) if fast is None else fast
     except (TypeError, ValueError) as exc:
         if isinstance(exc, CodecError):
             raise
@@ -1211,7 +1332,11 @@ class RecordBatchBuilder:
                 )
             self._base_ts = self._max_ts = timestamp
         try:
-            data = _encode_record(count, timestamp - self._base_ts, key, value, headers)
+            sp = _speedups
+            ts_delta = timestamp - self._base_ts
+            data = None if sp is None else sp.encode_record(count, ts_delta, key, value, headers)
+            if data is None:
+                data = _encode_record(count, ts_delta, key, value, headers)
         except (TypeError, ValueError) as exc:
             if isinstance(exc, CodecError):
                 raise

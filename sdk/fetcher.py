@@ -36,7 +36,7 @@ from trafka.codec import DecodeError, ErrorCode, KafkaError
 from trafka.codec.legacy import decode_legacy_entry
 from trafka.codec.messages import k01_fetch as fetch
 from trafka.codec.messages import k02_list_offsets as list_offsets
-from trafka.codec.records import RecordBatchHeader, decode_batch, iter_batches
+from trafka.codec.records import RecordBatchHeader, decode_batch_as, iter_batches
 
 from .metadata import REFRESH_ERRORS, MetadataCache
 
@@ -563,24 +563,32 @@ class Fetcher:
                     next_position = header.next_offset
                     continue
                 try:
-                    records = decode_batch(view, verify=self.check_crcs).records
+                    # The per-record hot path: the codec builds the ConsumerRecords
+                    # itself (in C when built), skipping records below the position.
+                    _, batch_records = decode_batch_as(
+                        view,
+                        ConsumerRecord,
+                        prefix=prefix,
+                        suffix=((attrs >> 3) & 1, header.partition_leader_epoch),
+                        min_offset=position,
+                        verify=self.check_crcs,
+                    )
                 except DecodeError as exc:
                     if out:
                         break  # hand out what precedes; the error comes back next time
                     raise KafkaError(
                         ErrorCode.CORRUPT_MESSAGE, f"{tp.topic}-{tp.partition}: {exc}"
                     ) from exc
-                ts_type = (attrs >> 3) & 1
-                epoch = header.partition_leader_epoch
-            else:
-                records = decode_legacy_entry(view, verify=self.check_crcs)
-                ts_type = (header.attributes >> 3) & 1 if header.magic else NO_TIMESTAMP_TYPE
-                epoch = -1
+                out += batch_records
+                next_position = header.next_offset
+                continue
+            records = decode_legacy_entry(view, verify=self.check_crcs)
+            ts_type = (header.attributes >> 3) & 1 if header.magic else NO_TIMESTAMP_TYPE
             if records and records[0].offset < position:
                 records = [r for r in records if r.offset >= position]
-            # The per-record hot path: tuple.__new__ skips the NamedTuple constructor, and
-            # concatenating to the decoded record tuple is the cheapest way to widen it.
-            suffix = (ts_type, epoch)
+            # tuple.__new__ skips the NamedTuple constructor, and concatenating to the
+            # decoded record tuple is the cheapest way to widen it.
+            suffix = (ts_type, -1)
             out += [_new(ConsumerRecord, prefix + r + suffix) for r in records]
             next_position = header.next_offset
         return out, next_position

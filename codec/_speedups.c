@@ -1,0 +1,831 @@
+/*
+ * trafka.codec._speedups: optional C inner loops for record batches (magic 2).
+ *
+ * This module is a fast path, not a second implementation of the format. The
+ * rules live in codec/records.py; the functions here only *refuse* (return
+ * None) whatever the pure-Python decoder or encoder would reject, and the
+ * caller then re-runs the Python code, which raises the precise DecodeError or
+ * EncodeError with its field path. Invariants:
+ *
+ * - Whatever is accepted decodes (encodes) to exactly what the Python code
+ *   produces: equal records, byte-identical records sections.
+ * - Refusing is always safe, so anything unusual is refused: a value that
+ *   would overflow int64 here (Python ints do not), a key or value that is not
+ *   exactly bytes/bytearray, an argument shape other than tuple/list.
+ * - Every length is checked against the bytes left in the *record* (never the
+ *   whole buffer) before anything is read or allocated, so no read goes past
+ *   the input and no allocation is sized from bytes not received.
+ * - Varints are zig-zag; int32 varints take at most 5 bytes and must fit 32
+ *   bits, varlongs at most 10 bytes and 64 bits (as the Python reader).
+ * - No Python code runs while a buffer is being read or written (only C-level
+ *   object constructors), so inputs cannot change under the loops.
+ * - Exceptions are raised only for misuse (wrong argument types) and
+ *   MemoryError; malformed data is never an exception here.
+ */
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <stdint.h>
+#include <string.h>
+
+#define REFUSE 1 /* malformed or unusual input: the Python path decides */
+#define FAILED 2 /* a Python exception is set */
+
+/* -- varints ------------------------------------------------------------------------ */
+
+/* Read an unsigned varint of at most max_bytes (5 or 10) from [*pp, end). */
+static inline int
+read_uvarint(const unsigned char **pp, const unsigned char *end, int max_bytes, uint64_t *out)
+{
+    const unsigned char *p = *pp;
+    if (p < end && *p < 0x80) { /* the common one-byte case */
+        *out = *p;
+        *pp = p + 1;
+        return 0;
+    }
+    uint64_t result = 0;
+    for (int i = 0; i < max_bytes; i++) {
+        if (p >= end) {
+            return REFUSE;
+        }
+        unsigned char b = *p++;
+        if (i == max_bytes - 1) {
+            /* The last allowed byte: no continuation, and no bits past 32 / 64. */
+            if (b > (max_bytes == 5 ? 0x0F : 0x01)) {
+                return REFUSE;
+            }
+        }
+        result |= (uint64_t)(b & 0x7F) << (7 * i);
+        if (b < 0x80) {
+            *out = result;
+            *pp = p;
+            return 0;
+        }
+    }
+    return REFUSE; /* unreachable: the last byte either ends or refuses */
+}
+
+static inline int
+read_varint32(const unsigned char **pp, const unsigned char *end, int32_t *out)
+{
+    uint64_t raw;
+    if (read_uvarint(pp, end, 5, &raw)) {
+        return REFUSE;
+    }
+    uint32_t u = (uint32_t)raw;
+    *out = (int32_t)((u >> 1) ^ (0U - (u & 1U)));
+    return 0;
+}
+
+static inline int
+read_varint64(const unsigned char **pp, const unsigned char *end, int64_t *out)
+{
+    uint64_t raw;
+    if (read_uvarint(pp, end, 10, &raw)) {
+        return REFUSE;
+    }
+    *out = (int64_t)((raw >> 1) ^ (0ULL - (raw & 1ULL)));
+    return 0;
+}
+
+static inline Py_ssize_t
+uvarint_size(uint64_t n)
+{
+    Py_ssize_t size = 1;
+    while (n >= 0x80) {
+        n >>= 7;
+        size++;
+    }
+    return size;
+}
+
+static inline uint64_t
+zigzag(int64_t n)
+{
+    return ((uint64_t)n << 1) ^ (uint64_t)(n >> 63);
+}
+
+static inline unsigned char *
+write_uvarint(unsigned char *p, uint64_t n)
+{
+    while (n >= 0x80) {
+        *p++ = (unsigned char)((n & 0x7F) | 0x80);
+        n >>= 7;
+    }
+    *p++ = (unsigned char)n;
+    return p;
+}
+
+/* -- record objects -------------------------------------------------------------------- */
+
+/*
+ * Whether instances of `cls` can be allocated directly and filled like a tuple:
+ * tuple itself, or a subclass that adds no per-instance storage (a NamedTuple
+ * has __slots__ = ()). Other classes are refused by the caller.
+ */
+static int
+plain_tuple_type(PyTypeObject *cls)
+{
+    if (cls == &PyTuple_Type) {
+        return 1;
+    }
+    return cls->tp_basicsize == PyTuple_Type.tp_basicsize &&
+           cls->tp_itemsize == PyTuple_Type.tp_itemsize && cls->tp_dictoffset == 0 &&
+           cls->tp_weaklistoffset == 0 && cls->tp_alloc != NULL;
+}
+
+static PyObject *
+new_tuple_of(PyTypeObject *cls, Py_ssize_t size)
+{
+    if (cls == &PyTuple_Type) {
+        return PyTuple_New(size);
+    }
+    /* What tuple.__new__(cls, ...) does, minus the intermediate tuple. */
+    PyObject *obj = cls->tp_alloc(cls, size);
+#if PY_VERSION_HEX >= 0x030E0000
+    /* 3.14+ caches tuple hashes; zeroed memory would read as a cached hash 0. */
+    if (obj != NULL) {
+        ((PyTupleObject *)obj)->ob_hash = -1;
+    }
+#endif
+    return obj;
+}
+
+/* -- decoding ------------------------------------------------------------------------------ */
+
+typedef struct {
+    PyTypeObject *cls;
+    PyObject *prefix; /* tuple */
+    PyObject *suffix; /* tuple */
+    int64_t base_offset;
+    int64_t base_timestamp;
+    int64_t log_append; /* used when has_log_append */
+    int has_log_append;
+    int64_t min_offset;
+} decode_args;
+
+/* A nullable bytes field of a record: -1 is None, else that many bytes of the record. */
+static int
+read_nullable_bytes(const unsigned char **pp, const unsigned char *rend, PyObject **out)
+{
+    int32_t n;
+    if (read_varint32(pp, rend, &n)) {
+        return REFUSE;
+    }
+    if (n == -1) {
+        *out = Py_NewRef(Py_None);
+        return 0;
+    }
+    if (n < 0 || n > rend - *pp) {
+        return REFUSE;
+    }
+    *out = PyBytes_FromStringAndSize((const char *)*pp, n);
+    if (*out == NULL) {
+        return FAILED;
+    }
+    *pp += n;
+    return 0;
+}
+
+static int
+read_headers(const unsigned char **pp, const unsigned char *rend, PyObject **out)
+{
+    int32_t count;
+    if (read_varint32(pp, rend, &count)) {
+        return REFUSE;
+    }
+    /* Each header takes at least two bytes: checked before sizing the tuple. */
+    if (count < 0 || (int64_t)count * 2 > rend - *pp) {
+        return REFUSE;
+    }
+    PyObject *headers = PyTuple_New(count);
+    if (headers == NULL) {
+        return FAILED;
+    }
+    for (int32_t h = 0; h < count; h++) {
+        int32_t n;
+        if (read_varint32(pp, rend, &n) || n < 0 || n > rend - *pp) {
+            Py_DECREF(headers);
+            return REFUSE;
+        }
+        PyObject *name = PyUnicode_DecodeUTF8((const char *)*pp, n, "strict");
+        if (name == NULL) {
+            Py_DECREF(headers);
+            if (PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) {
+                PyErr_Clear();
+                return REFUSE;
+            }
+            return FAILED;
+        }
+        *pp += n;
+        PyObject *value;
+        int rc = read_nullable_bytes(pp, rend, &value);
+        if (rc) {
+            Py_DECREF(name);
+            Py_DECREF(headers);
+            return rc;
+        }
+        PyObject *pair = PyTuple_New(2);
+        if (pair == NULL) {
+            Py_DECREF(name);
+            Py_DECREF(value);
+            Py_DECREF(headers);
+            return FAILED;
+        }
+        PyTuple_SET_ITEM(pair, 0, name);
+        PyTuple_SET_ITEM(pair, 1, value);
+        PyTuple_SET_ITEM(headers, h, pair);
+    }
+    *out = headers;
+    return 0;
+}
+
+/* Decode one record at *pp (buffer end `end`), appending it to `out` unless skipped. */
+static int
+decode_one(const unsigned char **pp, const unsigned char *end, const decode_args *a, PyObject *out)
+{
+    const unsigned char *p = *pp;
+    int32_t length;
+    if (read_varint32(&p, end, &length)) {
+        return REFUSE;
+    }
+    if (length < 6 || length > end - p) {
+        return REFUSE;
+    }
+    const unsigned char *rend = p + length;
+    p++; /* attributes: no bits defined */
+    int64_t ts_delta;
+    int32_t offset_delta;
+    if (read_varint64(&p, rend, &ts_delta) || read_varint32(&p, rend, &offset_delta)) {
+        return REFUSE;
+    }
+    int64_t offset, timestamp;
+    if (__builtin_add_overflow(a->base_offset, (int64_t)offset_delta, &offset)) {
+        return REFUSE; /* Python's ints would carry on; let them */
+    }
+    if (a->has_log_append) {
+        timestamp = a->log_append;
+    } else if (__builtin_add_overflow(a->base_timestamp, ts_delta, &timestamp)) {
+        return REFUSE;
+    }
+    PyObject *key = NULL, *value = NULL, *headers = NULL;
+    int rc = read_nullable_bytes(&p, rend, &key);
+    if (!rc) {
+        rc = read_nullable_bytes(&p, rend, &value);
+    }
+    if (!rc) {
+        rc = read_headers(&p, rend, &headers);
+    }
+    if (!rc && p != rend) {
+        rc = REFUSE;
+    }
+    if (rc || offset < a->min_offset) {
+        Py_XDECREF(key);
+        Py_XDECREF(value);
+        Py_XDECREF(headers);
+        *pp = rend;
+        return rc;
+    }
+    PyObject *off_obj = PyLong_FromLongLong(offset);
+    PyObject *ts_obj = PyLong_FromLongLong(timestamp);
+    Py_ssize_t npre = PyTuple_GET_SIZE(a->prefix), nsuf = PyTuple_GET_SIZE(a->suffix);
+    PyObject *rec = NULL;
+    if (off_obj != NULL && ts_obj != NULL) {
+        rec = new_tuple_of(a->cls, npre + 5 + nsuf);
+    }
+    if (rec == NULL) {
+        Py_XDECREF(off_obj);
+        Py_XDECREF(ts_obj);
+        Py_DECREF(key);
+        Py_DECREF(value);
+        Py_DECREF(headers);
+        return FAILED;
+    }
+    for (Py_ssize_t i = 0; i < npre; i++) {
+        PyTuple_SET_ITEM(rec, i, Py_NewRef(PyTuple_GET_ITEM(a->prefix, i)));
+    }
+    PyTuple_SET_ITEM(rec, npre, off_obj);
+    PyTuple_SET_ITEM(rec, npre + 1, ts_obj);
+    PyTuple_SET_ITEM(rec, npre + 2, key);
+    PyTuple_SET_ITEM(rec, npre + 3, value);
+    PyTuple_SET_ITEM(rec, npre + 4, headers);
+    for (Py_ssize_t i = 0; i < nsuf; i++) {
+        PyTuple_SET_ITEM(rec, npre + 5 + i, Py_NewRef(PyTuple_GET_ITEM(a->suffix, i)));
+    }
+    rc = PyList_Append(out, rec);
+    Py_DECREF(rec);
+    *pp = rend;
+    return rc < 0 ? FAILED : 0;
+}
+
+static int
+as_int64(PyObject *obj, const char *what, int64_t *out)
+{
+    if (!PyLong_Check(obj)) {
+        PyErr_Format(PyExc_TypeError, "%s must be an int", what);
+        return -1;
+    }
+    int overflow;
+    long long v = PyLong_AsLongLongAndOverflow(obj, &overflow);
+    if (v == -1 && PyErr_Occurred()) {
+        return -1;
+    }
+    if (overflow) {
+        return 1; /* not an error: the caller refuses */
+    }
+    *out = (int64_t)v;
+    return 0;
+}
+
+PyDoc_STRVAR(decode_records_doc,
+"decode_records(data, count, base_offset, base_timestamp, log_append, record_type,\n"
+"               prefix, suffix, min_offset, /)\n"
+"--\n\n"
+"Decode the (decompressed) records section of a magic 2 batch.\n\n"
+"Each record becomes ``record_type(prefix + (offset, timestamp, key, value, headers)\n"
+"+ suffix)``, built without calling the class (``record_type`` is tuple or a\n"
+"tuple subclass; other than tuple, only classes adding no storage, such as\n"
+"NamedTuples, are filled here and the rest refused); records whose offset\n"
+"is below ``min_offset`` (None: no limit) are left out. ``log_append`` (an int\n"
+"or None) replaces every timestamp when given.\n\n"
+"Returns the list, or None when the data is malformed or beyond what this\n"
+"fast path handles: the caller then decodes in Python, which explains the\n"
+"error. Raises TypeError for arguments of the wrong type.");
+
+static PyObject *
+decode_records(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 9) {
+        PyErr_Format(PyExc_TypeError, "decode_records takes 9 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    decode_args a;
+    int64_t count;
+    int rc;
+    if ((rc = as_int64(args[1], "count", &count)) || (rc = as_int64(args[2], "base_offset", &a.base_offset)) ||
+        (rc = as_int64(args[3], "base_timestamp", &a.base_timestamp))) {
+        if (rc < 0) {
+            return NULL;
+        }
+        Py_RETURN_NONE;
+    }
+    a.has_log_append = args[4] != Py_None;
+    if (a.has_log_append && (rc = as_int64(args[4], "log_append", &a.log_append))) {
+        if (rc < 0) {
+            return NULL;
+        }
+        Py_RETURN_NONE;
+    }
+    if (!PyType_Check(args[5]) || !PyType_IsSubtype((PyTypeObject *)args[5], &PyTuple_Type)) {
+        PyErr_SetString(PyExc_TypeError, "record_type must be tuple or a tuple subclass");
+        return NULL;
+    }
+    a.cls = (PyTypeObject *)args[5];
+    if (!plain_tuple_type(a.cls)) {
+        Py_RETURN_NONE; /* instances with a __dict__ or slots: tuple.__new__ in Python */
+    }
+    if (!PyTuple_CheckExact(args[6]) || !PyTuple_CheckExact(args[7])) {
+        PyErr_SetString(PyExc_TypeError, "prefix and suffix must be tuples");
+        return NULL;
+    }
+    a.prefix = args[6];
+    a.suffix = args[7];
+    a.min_offset = INT64_MIN;
+    if (args[8] != Py_None && (rc = as_int64(args[8], "min_offset", &a.min_offset))) {
+        if (rc < 0) {
+            return NULL;
+        }
+        PyObject *zero = PyLong_FromLong(0);
+        if (zero == NULL) {
+            return NULL;
+        }
+        int negative = PyObject_RichCompareBool(args[8], zero, Py_LT);
+        Py_DECREF(zero);
+        if (negative < 0) {
+            return NULL;
+        }
+        if (!negative) {
+            Py_RETURN_NONE; /* above every int64 offset: let Python filter */
+        }
+        a.min_offset = INT64_MIN;
+    }
+
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0) {
+        return NULL;
+    }
+    const unsigned char *p = (const unsigned char *)view.buf;
+    const unsigned char *end = p + view.len;
+    /* Every record takes at least 7 bytes: no list is sized from a lying count. */
+    if (count < 0 || count > view.len / 7) {
+        PyBuffer_Release(&view);
+        Py_RETURN_NONE;
+    }
+    PyObject *out = PyList_New(0);
+    if (out == NULL) {
+        PyBuffer_Release(&view);
+        return NULL;
+    }
+    rc = 0;
+    for (int64_t i = 0; i < count && !rc; i++) {
+        rc = decode_one(&p, end, &a, out);
+    }
+    if (!rc && p != end) {
+        rc = REFUSE;
+    }
+    PyBuffer_Release(&view);
+    if (rc) {
+        Py_DECREF(out);
+        if (rc == FAILED) {
+            return NULL;
+        }
+        Py_RETURN_NONE;
+    }
+    return out;
+}
+
+/* -- encoding ------------------------------------------------------------------------------ */
+
+/* A nullable bytes argument: exactly bytes, bytearray or None (else refused). */
+static inline int
+bytes_of(PyObject *obj, const char **data, Py_ssize_t *size)
+{
+    if (obj == Py_None) {
+        *data = NULL;
+        *size = -1;
+        return 0;
+    }
+    if (PyBytes_CheckExact(obj)) {
+        *data = PyBytes_AS_STRING(obj);
+        *size = PyBytes_GET_SIZE(obj);
+    } else if (PyByteArray_CheckExact(obj)) {
+        *data = PyByteArray_AS_STRING(obj);
+        *size = PyByteArray_GET_SIZE(obj);
+    } else {
+        return REFUSE;
+    }
+    return *size > INT32_MAX ? REFUSE : 0;
+}
+
+static inline Py_ssize_t
+nullable_size(Py_ssize_t n)
+{
+    return n < 0 ? 1 : uvarint_size(zigzag(n)) + n;
+}
+
+static inline unsigned char *
+write_nullable(unsigned char *p, const char *data, Py_ssize_t n)
+{
+    if (n < 0) {
+        *p++ = 0x01; /* zig-zag -1: null */
+        return p;
+    }
+    p = write_uvarint(p, zigzag(n));
+    if (n) {
+        memcpy(p, data, (size_t)n);
+    }
+    return p + n;
+}
+
+/* The headers argument as a borrowed item array; None counts as no headers. */
+static inline int
+headers_of(PyObject *headers, PyObject *const **items, Py_ssize_t *count)
+{
+    if (headers == Py_None) {
+        *count = 0;
+        return 0;
+    }
+    if (PyTuple_CheckExact(headers)) {
+        *items = &PyTuple_GET_ITEM(headers, 0);
+        *count = PyTuple_GET_SIZE(headers);
+    } else if (PyList_CheckExact(headers)) {
+        *items = ((PyListObject *)headers)->ob_item;
+        *count = PyList_GET_SIZE(headers);
+    } else {
+        return REFUSE;
+    }
+    return *count > INT32_MAX ? REFUSE : 0;
+}
+
+static inline int
+header_pair(PyObject *pair, PyObject **name, PyObject **value)
+{
+    if (PyTuple_CheckExact(pair) && PyTuple_GET_SIZE(pair) == 2) {
+        *name = PyTuple_GET_ITEM(pair, 0);
+        *value = PyTuple_GET_ITEM(pair, 1);
+    } else if (PyList_CheckExact(pair) && PyList_GET_SIZE(pair) == 2) {
+        *name = PyList_GET_ITEM(pair, 0);
+        *value = PyList_GET_ITEM(pair, 1);
+    } else {
+        return REFUSE;
+    }
+    return PyUnicode_CheckExact(*name) ? 0 : REFUSE;
+}
+
+typedef struct {
+    int64_t ts_delta;
+    int32_t offset_delta;
+    const char *key, *value;
+    Py_ssize_t key_size, value_size; /* -1: null */
+    PyObject *headers;
+    Py_ssize_t body; /* bytes after the length varint */
+} record_plan;
+
+/* Check one record's fields and compute its size; REFUSE for anything unusual. */
+static int
+plan_fields(record_plan *r, PyObject *key, PyObject *value, PyObject *headers)
+{
+    if (bytes_of(key, &r->key, &r->key_size) || bytes_of(value, &r->value, &r->value_size)) {
+        return REFUSE;
+    }
+    PyObject *const *items = NULL;
+    Py_ssize_t count;
+    if (headers_of(headers, &items, &count)) {
+        return REFUSE;
+    }
+    r->headers = headers;
+    int64_t size = 1 + uvarint_size(zigzag(r->ts_delta)) + uvarint_size(zigzag(r->offset_delta)) +
+                   nullable_size(r->key_size) + nullable_size(r->value_size) + uvarint_size(zigzag(count));
+    for (Py_ssize_t h = 0; h < count; h++) {
+        PyObject *name, *hvalue;
+        if (header_pair(items[h], &name, &hvalue)) {
+            return REFUSE;
+        }
+        Py_ssize_t name_size;
+        const char *name_data = PyUnicode_AsUTF8AndSize(name, &name_size);
+        if (name_data == NULL) {
+            if (PyErr_ExceptionMatches(PyExc_UnicodeEncodeError)) {
+                PyErr_Clear();
+                return REFUSE; /* lone surrogates: Python's encoder explains */
+            }
+            return FAILED;
+        }
+        const char *vdata;
+        Py_ssize_t vsize;
+        if (name_size > INT32_MAX || bytes_of(hvalue, &vdata, &vsize)) {
+            return REFUSE;
+        }
+        size += uvarint_size(zigzag(name_size)) + name_size + nullable_size(vsize);
+        if (size > INT32_MAX) {
+            return REFUSE;
+        }
+    }
+    if (size > INT32_MAX) {
+        return REFUSE;
+    }
+    r->body = (Py_ssize_t)size;
+    return 0;
+}
+
+/* Write a planned record (length varint first); `limit` guards against a changed plan. */
+static unsigned char *
+write_record(unsigned char *p, const unsigned char *limit, const record_plan *r)
+{
+    if (uvarint_size(zigzag(r->body)) + r->body > limit - p) {
+        return NULL;
+    }
+    unsigned char *start;
+    p = write_uvarint(p, zigzag(r->body));
+    start = p;
+    *p++ = 0x00; /* attributes */
+    p = write_uvarint(p, zigzag(r->ts_delta));
+    p = write_uvarint(p, zigzag(r->offset_delta));
+    p = write_nullable(p, r->key, r->key_size);
+    p = write_nullable(p, r->value, r->value_size);
+    PyObject *const *items = NULL;
+    Py_ssize_t count;
+    if (headers_of(r->headers, &items, &count)) {
+        return NULL;
+    }
+    p = write_uvarint(p, zigzag(count));
+    for (Py_ssize_t h = 0; h < count; h++) {
+        PyObject *name, *hvalue;
+        Py_ssize_t name_size, vsize;
+        const char *vdata;
+        if (header_pair(items[h], &name, &hvalue)) {
+            return NULL;
+        }
+        /* Cached by the planning pass: cannot fail now. */
+        const char *name_data = PyUnicode_AsUTF8AndSize(name, &name_size);
+        if (name_data == NULL || bytes_of(hvalue, &vdata, &vsize)) {
+            PyErr_Clear();
+            return NULL;
+        }
+        if (p - start + uvarint_size(zigzag(name_size)) + name_size + nullable_size(vsize) > r->body) {
+            return NULL;
+        }
+        p = write_nullable(p, name_data, name_size);
+        p = write_nullable(p, vdata, vsize);
+    }
+    return p - start == r->body ? p : NULL;
+}
+
+static int
+int64_arg(PyObject *obj, int64_t *out)
+{
+    if (!PyLong_CheckExact(obj)) {
+        return REFUSE;
+    }
+    int overflow;
+    long long v = PyLong_AsLongLongAndOverflow(obj, &overflow);
+    if (v == -1 && PyErr_Occurred()) {
+        return FAILED;
+    }
+    if (overflow) {
+        return REFUSE;
+    }
+    *out = (int64_t)v;
+    return 0;
+}
+
+PyDoc_STRVAR(encode_record_doc,
+"encode_record(offset_delta, timestamp_delta, key, value, headers, /)\n"
+"--\n\n"
+"One record of a magic 2 batch, its length varint included.\n\n"
+"Returns bytes, or None for anything this fast path does not handle (the\n"
+"caller then encodes in Python, which raises the located EncodeError).");
+
+static PyObject *
+encode_record(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 5) {
+        PyErr_Format(PyExc_TypeError, "encode_record takes 5 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    record_plan r;
+    int64_t od;
+    int rc = int64_arg(args[0], &od);
+    if (!rc) {
+        rc = int64_arg(args[1], &r.ts_delta);
+    }
+    if (!rc && (od < 0 || od > INT32_MAX)) {
+        rc = REFUSE;
+    }
+    if (!rc) {
+        r.offset_delta = (int32_t)od;
+        rc = plan_fields(&r, args[2], args[3], args[4]);
+    }
+    if (rc) {
+        if (rc == FAILED) {
+            return NULL;
+        }
+        Py_RETURN_NONE;
+    }
+    Py_ssize_t size = uvarint_size(zigzag(r.body)) + r.body;
+    PyObject *out = PyBytes_FromStringAndSize(NULL, size);
+    if (out == NULL) {
+        return NULL;
+    }
+    unsigned char *p = (unsigned char *)PyBytes_AS_STRING(out);
+    if (write_record(p, p + size, &r) != p + size) {
+        Py_DECREF(out);
+        if (PyErr_Occurred()) {
+            return NULL;
+        }
+        Py_RETURN_NONE;
+    }
+    return out;
+}
+
+/* Unpack records[i] = (timestamp, key, value, headers) into a plan. */
+static int
+plan_item(PyObject *item, int64_t base_ts, Py_ssize_t i, record_plan *r, int64_t *ts)
+{
+    PyObject *const *f;
+    if (PyTuple_CheckExact(item) && PyTuple_GET_SIZE(item) == 4) {
+        f = &PyTuple_GET_ITEM(item, 0);
+    } else if (PyList_CheckExact(item) && PyList_GET_SIZE(item) == 4) {
+        f = ((PyListObject *)item)->ob_item;
+    } else {
+        return REFUSE;
+    }
+    int rc = int64_arg(f[0], ts);
+    if (rc) {
+        return rc;
+    }
+    if (__builtin_sub_overflow(*ts, base_ts, &r->ts_delta)) {
+        return REFUSE;
+    }
+    r->offset_delta = (int32_t)i;
+    return plan_fields(r, f[1], f[2], f[3]);
+}
+
+PyDoc_STRVAR(encode_records_doc,
+"encode_records(records, base_timestamp, /)\n"
+"--\n\n"
+"The records section of a magic 2 batch from ``(timestamp, key, value, headers)``\n"
+"items (a list or tuple), offset deltas 0, 1, 2...\n\n"
+"Returns ``(payload, max_timestamp)``, or None for anything this fast path does\n"
+"not handle (the caller then encodes in Python).");
+
+static PyObject *
+encode_records(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2) {
+        PyErr_Format(PyExc_TypeError, "encode_records takes 2 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    PyObject *records = args[0];
+    int64_t base_ts;
+    int rc = int64_arg(args[1], &base_ts);
+    if (rc) {
+        if (rc == FAILED) {
+            return NULL;
+        }
+        Py_RETURN_NONE;
+    }
+    if (!PyList_CheckExact(records) && !PyTuple_CheckExact(records)) {
+        Py_RETURN_NONE;
+    }
+    /* Borrowed: no Python code runs below, so the sequence cannot change. */
+    PyObject *const *items = PyList_CheckExact(records) ? ((PyListObject *)records)->ob_item
+                                                        : &PyTuple_GET_ITEM(records, 0);
+    Py_ssize_t count = Py_SIZE(records);
+    if (count == 0 || count > INT32_MAX) {
+        Py_RETURN_NONE;
+    }
+    /* Pass 1: validate and size everything, so the output is allocated once. */
+    int64_t total = 0, max_ts = 0, ts;
+    record_plan r;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        if ((rc = plan_item(items[i], base_ts, i, &r, &ts))) {
+            if (rc == FAILED) {
+                return NULL;
+            }
+            Py_RETURN_NONE;
+        }
+        if (i == 0 || ts > max_ts) {
+            max_ts = ts;
+        }
+        total += uvarint_size(zigzag(r.body)) + r.body;
+        if (total > PY_SSIZE_T_MAX / 2) {
+            Py_RETURN_NONE;
+        }
+    }
+    PyObject *payload = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)total);
+    if (payload == NULL) {
+        return NULL;
+    }
+    unsigned char *p = (unsigned char *)PyBytes_AS_STRING(payload);
+    const unsigned char *limit = p + total;
+    /* Pass 2: the same plans again (cheap), written. */
+    for (Py_ssize_t i = 0; i < count; i++) {
+        if (plan_item(items[i], base_ts, i, &r, &ts) || (p = write_record(p, limit, &r)) == NULL) {
+            Py_DECREF(payload);
+            if (PyErr_Occurred()) {
+                return NULL;
+            }
+            Py_RETURN_NONE;
+        }
+    }
+    if (p != limit) {
+        Py_DECREF(payload);
+        Py_RETURN_NONE;
+    }
+    PyObject *mx = PyLong_FromLongLong(max_ts);
+    if (mx == NULL) {
+        Py_DECREF(payload);
+        return NULL;
+    }
+    PyObject *result = PyTuple_New(2);
+    if (result == NULL) {
+        Py_DECREF(payload);
+        Py_DECREF(mx);
+        return NULL;
+    }
+    PyTuple_SET_ITEM(result, 0, payload);
+    PyTuple_SET_ITEM(result, 1, mx);
+    return result;
+}
+
+/* -- module ---------------------------------------------------------------------------------- */
+
+static PyMethodDef speedups_methods[] = {
+    {"decode_records", (PyCFunction)(void (*)(void))decode_records, METH_FASTCALL, decode_records_doc},
+    {"encode_record", (PyCFunction)(void (*)(void))encode_record, METH_FASTCALL, encode_record_doc},
+    {"encode_records", (PyCFunction)(void (*)(void))encode_records, METH_FASTCALL, encode_records_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyModuleDef_Slot speedups_slots[] = {
+#if PY_VERSION_HEX >= 0x030C0000
+    {Py_mod_multiple_interpreters, Py_MOD_PER_INTERPRETER_GIL_SUPPORTED},
+#endif
+    {0, NULL},
+};
+
+static struct PyModuleDef speedups_module = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "trafka.codec._speedups",
+    .m_doc = "Optional C fast paths for trafka.codec.records (magic 2 record batches).",
+    .m_size = 0,
+    .m_methods = speedups_methods,
+    .m_slots = speedups_slots,
+};
+
+PyMODINIT_FUNC
+PyInit__speedups(void)
+{
+    return PyModuleDef_Init(&speedups_module);
+}
