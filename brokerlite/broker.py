@@ -2,8 +2,10 @@
 
 :class:`Broker` owns the durable state (topics and partition logs through
 :class:`~trafka.brokerlite.log.LogManager`, consumer groups through
-:class:`~trafka.brokerlite.groups.GroupCoordinator`, the producer-id counter and
-the cluster id) and dispatches each decoded request to its handler in
+:class:`~trafka.brokerlite.groups.GroupCoordinator`, transactions through
+:class:`~trafka.brokerlite.transactions.TransactionCoordinator`, idempotent
+producers' sequence state through :class:`~trafka.brokerlite.eos.ProducerStates`,
+the producer-id counter and the cluster id) and dispatches each decoded request to its handler in
 :mod:`trafka.brokerlite.handlers`. The trio driver (:mod:`.server`) only moves
 bytes; tests drive this class directly.
 
@@ -24,8 +26,15 @@ Rules and invariants:
   coordinator answers it. :meth:`connection_closed` drops the parked requests
   of a connection without completing them.
 * :meth:`poll` returns the completions due at ``now_ms`` and runs periodic
-  work (retention, coordinator timers); :meth:`next_deadline` tells the driver
-  when to call it next. Calling :meth:`poll` early or often is harmless.
+  work (retention, coordinator timers, transaction timeouts and marker retries,
+  producer-id expiry); :meth:`next_deadline` tells the driver when to call it
+  next. Calling :meth:`poll` early or often is harmless.
+* Every write to a partition log goes through ``self.producers`` (Produce and
+  transaction markers), which keeps each partition's producer state equal to
+  what its log holds.
+* A transaction outcome (:meth:`complete_transactions`) is acknowledged to the
+  coordinator only after all its markers and offsets are written; until then
+  the coordinator keeps it prepared and issues it again.
 """
 
 from __future__ import annotations
@@ -48,6 +57,7 @@ from trafka.codec.messages.headers import RequestHeader
 from trafka.codec.protocol import api, decode_request_body, decode_request_header
 
 from .config import BrokerConfig, ConfigError
+from .eos import ProducerStates
 from .groups import GroupCoordinator
 from .handlers import HANDLERS
 from .handlers._base import (
@@ -62,6 +72,8 @@ from .handlers._base import (
 )
 from .log import LogConfig, LogManager
 from .offsets import OffsetStore
+from .transactions import TransactionCoordinator, TxnCompletion, classic_group_validator
+from .txn_journal import TxnJournal
 
 __all__ = [
     "Broker",
@@ -79,6 +91,10 @@ API_VERSIONS_KEY = 18
 _PRODUCER_ID_BLOCK = 1000
 _FLUSH_CHECK_MS = 1000
 GROUPS_JOURNAL = "trafka-groups.journal"
+TRANSACTIONS_JOURNAL = "trafka-transactions.journal"
+# A marker can make a whole transaction readable at once: it wakes every parked
+# fetch of its partition, whatever bytes they still wait for.
+_MARKER_WAKES = 1 << 62
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -111,6 +127,7 @@ class Broker:
         LogStorageError: the data directory is in use by another broker, or
             cannot be created or read.
         OffsetStoreError: the committed-offsets journal cannot be read.
+        TxnJournalError: the transaction journal cannot be read.
         ConfigError: ``config.cluster_id`` contradicts the one stored in ``data_dir``.
     """
 
@@ -145,12 +162,28 @@ class Broker:
                     topic_id_to_name=self._topic_name,
                     now_ms=now_ms,
                 )
+                # Transactional and idempotent producer ids come from the one
+                # durable counter, so an id is never handed out twice.
+                self.txn = TransactionCoordinator(
+                    TxnJournal(self.data_dir / TRANSACTIONS_JOURNAL),
+                    allocate_producer_id=self._producer_ids.next,
+                    max_timeout_ms=config.transaction_max_timeout_ms,
+                    transactional_id_expiration_ms=config.transactional_id_expiration_ms,
+                    expiration_check_interval_ms=(
+                        config.transaction_remove_expired_transaction_cleanup_interval_ms
+                    ),
+                    partition_exists=self._partition_exists,
+                    validate_group=classic_group_validator(self.groups),
+                )
             except BaseException:
                 store.close()
                 raise
         except BaseException:
             self.logs.close()
             raise
+        self.producers = ProducerStates(
+            self.logs, producer_id_expiration_ms=config.producer_id_expiration_ms
+        )
         self._entries: dict[int, _Entry] = {}
         self._by_partition: dict[tuple[str, int], set[int]] = {}
         self._by_conn: dict[int, int] = {}
@@ -163,6 +196,7 @@ class Broker:
         self._client_ids: dict[int, str | None] = {}
         self._next_retention_ms = now_ms + config.log_retention_check_interval_ms
         self._next_flush_ms = now_ms + _FLUSH_CHECK_MS
+        self._next_producer_expiry_ms = now_ms + config.producer_id_expiration_check_interval_ms
         self._closed = False
 
     def _partition_exists(self, topic: str, partition: int) -> bool:
@@ -339,6 +373,7 @@ class Broker:
                 for ticket in list(tickets):
                     self._mark_ready(ticket)
         if deleted:
+            self.producers.drop_topic(topic)
             try:
                 self.groups.delete_topic_offsets(topic)
             except Exception:
@@ -392,12 +427,20 @@ class Broker:
             self._deadlines = [(d, t) for d, t in self._deadlines if t in self._entries]
             heapq.heapify(self._deadlines)
         self.release(self.groups.tick(now_ms))
+        self.complete_transactions(self.txn.tick(now_ms), now_ms)
         if self._group_done:
             done.extend(self._group_done)
             self._group_done = []
         if now_ms >= self._next_retention_ms:
             self._next_retention_ms = now_ms + self.config.log_retention_check_interval_ms
             self._run_retention(now_ms)
+        if now_ms >= self._next_producer_expiry_ms:
+            self._next_producer_expiry_ms = (
+                now_ms + self.config.producer_id_expiration_check_interval_ms
+            )
+            expired = self.producers.expire(now_ms)
+            if expired:
+                log.info("forgot %d idle producer(s)", expired)
         if now_ms >= self._next_flush_ms:
             self._next_flush_ms = now_ms + _FLUSH_CHECK_MS
             try:
@@ -465,7 +508,11 @@ class Broker:
 
     def next_deadline(self) -> int | None:
         """The wall-clock time at which :meth:`poll` has work, or None."""
-        candidates = [self._next_retention_ms, self._next_flush_ms]
+        candidates = [
+            self._next_retention_ms,
+            self._next_flush_ms,
+            self._next_producer_expiry_ms,
+        ]
         while self._deadlines and self._deadlines[0][1] not in self._entries:
             heapq.heappop(self._deadlines)
         if self._deadlines:
@@ -473,6 +520,9 @@ class Broker:
         group_deadline = self.groups.next_deadline()
         if group_deadline is not None:
             candidates.append(group_deadline)
+        txn_deadline = self.txn.next_deadline()
+        if txn_deadline is not None:
+            candidates.append(txn_deadline)
         return min(candidates)
 
     # -- periodic work ----------------------------------------------------------
@@ -485,6 +535,79 @@ class Broker:
             return
         if deleted:
             log.info("retention deleted %d segment(s)", deleted)
+        # Moving log start offsets drop aborted-transaction entries below them.
+        self.producers.truncate_heads()
+
+    # -- transactions ------------------------------------------------------------
+
+    def complete_transactions(self, completions: Iterable[TxnCompletion], now_ms: int) -> None:
+        """Carry out transaction outcomes: markers, then offsets, then acknowledge.
+
+        For each completion (see :mod:`.transactions`): a COMMIT or ABORT control
+        batch goes to every partition of the transaction that still exists and is
+        fsynced, a commit's group offsets are applied, and only then does the
+        coordinator hear that the markers are written. Any failure leaves the transaction prepared;
+        the coordinator issues it again after its retry backoff, and markers written
+        twice are harmless.
+        """
+        for completion in completions:
+            if self._write_completion(completion, now_ms):
+                self.txn.markers_written(completion, now_ms)
+
+    def _write_completion(self, completion: TxnCompletion, now_ms: int) -> bool:
+        outcome = "commit" if completion.commit else "abort"
+        written: list[tuple[str, int]] = []
+        for marker in completion.markers:
+            if not self._partition_exists(marker.topic, marker.partition):
+                continue  # deleted since it joined the transaction
+            try:
+                offset = self.producers.write_marker(
+                    marker.topic,
+                    marker.partition,
+                    producer_id=marker.producer_id,
+                    producer_epoch=marker.producer_epoch,
+                    coordinator_epoch=marker.coordinator_epoch,
+                    commit=marker.commit,
+                    now_ms=now_ms,
+                )
+            except Exception:
+                log.exception(
+                    "transaction %s: cannot write its %s marker to %s-%d; will retry",
+                    completion.transactional_id,
+                    outcome,
+                    marker.topic,
+                    marker.partition,
+                )
+                return False
+            if offset is not None:
+                written.append((marker.topic, marker.partition))
+                self.notify_append(marker.topic, marker.partition, _MARKER_WAKES)
+        try:
+            # The journal (fsynced) must never say "complete" about a marker that a
+            # power loss could take back: a data batch surviving without its marker
+            # would hold the partition's last stable offset forever.
+            for topic, partition in written:
+                self.logs.partition(topic, partition).flush(now_ms=now_ms)
+        except Exception:
+            log.exception(
+                "transaction %s: cannot flush its markers; will retry",
+                completion.transactional_id,
+            )
+            return False
+        for group_id, offsets in completion.offsets.items():
+            live = {tp: o for tp, o in offsets.items() if self._partition_exists(*tp)}
+            if not live:
+                continue
+            try:
+                self.groups.commit_transactional_offsets(group_id, live, now_ms)
+            except Exception:
+                log.exception(
+                    "transaction %s: cannot apply the offsets of group %s; will retry",
+                    completion.transactional_id,
+                    group_id,
+                )
+                return False
+        return True
 
     # -- producer ids ------------------------------------------------------------
 
@@ -518,7 +641,15 @@ class Broker:
         self._by_conn.clear()
         self._group_waits.clear()
         try:
-            self.groups.store.close()
+            try:
+                # Snapshots first: they describe the logs as the clean close leaves them.
+                self.producers.close()
+            except Exception:
+                log.exception("cannot snapshot the producer states; the next start replays")
+            try:
+                self.txn.close()
+            finally:
+                self.groups.store.close()
         finally:
             self.logs.close()
 

@@ -118,6 +118,17 @@ class BrokerConfig:
         group_min_session_timeout_ms, group_max_session_timeout_ms: accepted
             session timeouts of group members.
         socket_request_max_bytes: largest request frame accepted.
+        transaction_max_timeout_ms: the largest ``transaction.timeout.ms`` a
+            transactional producer may ask for (Kafka's
+            ``transaction.max.timeout.ms``).
+        transactional_id_expiration_ms: a transactional id without a transaction
+            is forgotten after this long (``transactional.id.expiration.ms``).
+        transaction_remove_expired_transaction_cleanup_interval_ms: how often
+            expired transactional ids are looked for.
+        producer_id_expiration_ms: an idempotent producer's sequence state on a
+            partition is forgotten this long after its last write
+            (``producer.id.expiration.ms``).
+        producer_id_expiration_check_interval_ms: how often that is checked.
     """
 
     host: str = "127.0.0.1"
@@ -142,6 +153,11 @@ class BrokerConfig:
     group_min_session_timeout_ms: int = 6000
     group_max_session_timeout_ms: int = 1_800_000
     socket_request_max_bytes: int = 104_857_600
+    transaction_max_timeout_ms: int = 900_000
+    transactional_id_expiration_ms: int = 604_800_000
+    transaction_remove_expired_transaction_cleanup_interval_ms: int = 3_600_000
+    producer_id_expiration_ms: int = 86_400_000
+    producer_id_expiration_check_interval_ms: int = 600_000
 
     def __post_init__(self) -> None:
         if not isinstance(self.data_dir, Path):
@@ -161,6 +177,11 @@ class BrokerConfig:
             "message_max_bytes",
             "log_retention_check_interval_ms",
             "socket_request_max_bytes",
+            "transaction_max_timeout_ms",
+            "transactional_id_expiration_ms",
+            "transaction_remove_expired_transaction_cleanup_interval_ms",
+            "producer_id_expiration_ms",
+            "producer_id_expiration_check_interval_ms",
         ):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name}: must be > 0, got {getattr(self, name)}")
@@ -328,6 +349,13 @@ _KAFKA_FIELD_NAMES: dict[str, str] = {
     "group_min_session_timeout_ms": "group.min.session.timeout.ms",
     "group_max_session_timeout_ms": "group.max.session.timeout.ms",
     "socket_request_max_bytes": "socket.request.max.bytes",
+    "transaction_max_timeout_ms": "transaction.max.timeout.ms",
+    "transactional_id_expiration_ms": "transactional.id.expiration.ms",
+    "transaction_remove_expired_transaction_cleanup_interval_ms": (
+        "transaction.remove.expired.transaction.cleanup.interval.ms"
+    ),
+    "producer_id_expiration_ms": "producer.id.expiration.ms",
+    "producer_id_expiration_check_interval_ms": "producer.id.expiration.check.interval.ms",
 }
 
 _FIELDS: dict[str, Any] = {}

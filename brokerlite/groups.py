@@ -64,7 +64,7 @@ from __future__ import annotations
 import heapq
 import logging
 import uuid
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from typing import Any, NamedTuple
 
 from trafka.brokerlite.group_state import ClassicGroup, GroupState, Member, Waiter
@@ -537,7 +537,8 @@ class GroupCoordinator:
 
         Partitions without a committed offset report offset -1; ``topics`` null
         (v2+) asks for every partition the group has committed. ``require_stable``
-        needs no waiting: brokerlite holds no pending transactional offsets.
+        is the OffsetFetch handler's business (pending transactional offsets belong
+        to the transaction coordinator).
 
         Returns:
             The OffsetFetchResponse in the shape of ``version``.
@@ -686,6 +687,25 @@ class GroupCoordinator:
             OffsetStoreError: the journal write failed.
         """
         return self._store.delete_topic_offsets(topic)
+
+    def commit_transactional_offsets(
+        self,
+        group_id: str,
+        offsets: Mapping[tuple[str, int], CommittedOffset],
+        now_ms: int,
+    ) -> None:
+        """Apply the offsets a committed transaction carried (TxnOffsetCommit, KIP-447).
+
+        They were validated when the transaction took them; like Kafka, a group that
+        does not exist is created (Empty), so its offsets expire like any other's.
+
+        Raises:
+            OffsetStoreError: the journal write failed; nothing was applied.
+        """
+        self._start(now_ms)
+        if group_id not in self._groups:
+            self._create_group(group_id, now_ms)
+        self._store.commit_offsets(group_id, offsets)
 
     # -- time and connections -------------------------------------------------------------------
 

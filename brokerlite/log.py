@@ -446,6 +446,11 @@ class PartitionLog:
         return list(self._bases)
 
     @property
+    def active_segment_base_offset(self) -> int:
+        """The base offset of the active (last) segment; it changes when the log rolls."""
+        return self._bases[-1]
+
+    @property
     def closed(self) -> bool:
         return self._closed
 

@@ -160,6 +160,10 @@ class _Server:
                 async with send:
                     try:
                         await self._reader(stream, send, conn_id, peer)
+                    except trio.BrokenResourceError:
+                        # The writer lost the peer and closed its end of the channel
+                        # before its cancellation reached this task: nothing to report.
+                        pass
                     except Exception:
                         log.exception("internal error reading from %s; closing it", peer)
         finally:

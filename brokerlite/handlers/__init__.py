@@ -32,12 +32,19 @@ from . import (
     k21_delete_records,
     k22_init_producer_id,
     k23_offset_for_leader_epoch,
+    k24_add_partitions_to_txn,
+    k25_add_offsets_to_txn,
+    k26_end_txn,
+    k28_txn_offset_commit,
     k32_describe_configs,
     k33_alter_configs,
     k37_create_partitions,
     k42_delete_groups,
     k44_incremental_alter_configs,
     k60_describe_cluster,
+    k61_describe_producers,
+    k65_describe_transactions,
+    k66_list_transactions,
 )
 from ._base import HandlerSpec
 
@@ -63,12 +70,19 @@ _MODULES = (
     k21_delete_records,
     k22_init_producer_id,
     k23_offset_for_leader_epoch,
+    k24_add_partitions_to_txn,
+    k25_add_offsets_to_txn,
+    k26_end_txn,
+    k28_txn_offset_commit,
     k32_describe_configs,
     k33_alter_configs,
     k37_create_partitions,
     k42_delete_groups,
     k44_incremental_alter_configs,
     k60_describe_cluster,
+    k61_describe_producers,
+    k65_describe_transactions,
+    k66_list_transactions,
 )
 
 HANDLERS: dict[int, HandlerSpec] = {module.SPEC.api_key: module.SPEC for module in _MODULES}

@@ -1,12 +1,23 @@
 """Produce (key 0), versions 3-11 served; 0-11 advertised, like Kafka 4.0.
 
 * Records must be magic-2 batches (v3+). Each partition's blob is handed to
-  ``PartitionLog.append`` as received: the log validates every batch (size,
+  the producer states (:mod:`trafka.brokerlite.eos`) and then, unless refused,
+  to ``PartitionLog.append`` as received: the log validates every batch (size,
   magic, CRC-32C, ``max.message.bytes``) before writing any, assigns offsets
   by rewriting base offsets, and never re-encodes. Its errors become the
   partition's error code (CORRUPT_MESSAGE, MESSAGE_TOO_LARGE, INVALID_RECORD,
   ...) with the reason in ``error_message`` (v8+); other partitions of the
   request are unaffected.
+* Idempotence, as Kafka: a batch that repeats one of its producer's last five
+  (same epoch and sequence range) is answered with the original base offset
+  and not written again; a sequence gap is OUT_OF_ORDER_SEQUENCE_NUMBER; an
+  epoch older than the partition has seen is INVALID_PRODUCER_EPOCH; a producer
+  the partition does not know is accepted at any sequence (KIP-360). The
+  checks survive restarts (the state is rebuilt from the log and snapshots).
+* Transactions: a transactional batch must come from the transaction's current
+  producer epoch, with the partition added to its ongoing transaction
+  (KIP-890's verification): otherwise INVALID_PRODUCER_ID_MAPPING,
+  INVALID_PRODUCER_EPOCH or INVALID_TXN_STATE, and nothing is written.
 * ``acks`` 1 and -1 are the same thing on one node: the reply is sent once the
   batches are in the log (flushing follows the flush settings). ``acks=0``
   sends no reply; when a partition failed the connection is closed instead,
@@ -14,8 +25,6 @@
   Other values are INVALID_REQUIRED_ACKS.
 * Unknown topics or partitions are UNKNOWN_TOPIC_OR_PARTITION: produce never
   creates topics (Metadata does).
-* Transactional produce is refused (TRANSACTIONAL_ID_AUTHORIZATION_FAILED):
-  there is no transaction coordinator yet.
 * Versions 0-2 are advertised because Kafka 4.0 advertises them (older
   librdkafka releases look for them) but answered with UNSUPPORTED_VERSION.
 * Appending wakes Fetch requests parked on the partition.
@@ -52,30 +61,37 @@ def handle(
         for data in topic.partition_data:
             if acks not in (0, 1, -1):
                 code, message = ErrorCode.INVALID_REQUIRED_ACKS, f"acks={acks} is not 0, 1 or -1"
-            elif request.transactional_id is not None:
-                code = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
-                message = "brokerlite does not support transactions yet"
             else:
                 try:
-                    log = partition_log(broker, topic.name, data.index)
+                    partition_log(broker, topic.name, data.index)
                     if not data.records:
                         raise InvalidRecordError("produce request without records")
-                    result = log.append(data.records, now_ms=ctx.now_ms)
+                    result = broker.producers.produce(
+                        topic.name,
+                        data.index,
+                        data.records,
+                        transactional_id=request.transactional_id,
+                        verify=broker.txn.verify_partition,
+                        now_ms=ctx.now_ms,
+                    )
                 except BrokerError as exc:
                     code, message = code_of(exc), message_of(exc)
                 else:
-                    broker.notify_append(topic.name, data.index, len(data.records))
-                    partitions.append(
-                        PartitionResponse(
-                            index=data.index,
-                            error_code=ErrorCode.NONE,
-                            base_offset=result.base_offset,
-                            log_append_time_ms=result.log_append_time_ms,
-                            log_start_offset=result.log_start_offset if version >= 5 else -1,
-                            error_message=None,
+                    code, message = result.error, result.message or result.error.name
+                    if code is ErrorCode.NONE:
+                        if not result.duplicate:
+                            broker.notify_append(topic.name, data.index, len(data.records))
+                        partitions.append(
+                            PartitionResponse(
+                                index=data.index,
+                                error_code=ErrorCode.NONE,
+                                base_offset=result.base_offset,
+                                log_append_time_ms=result.log_append_time_ms,
+                                log_start_offset=result.log_start_offset if version >= 5 else -1,
+                                error_message=None,
+                            )
                         )
-                    )
-                    continue
+                        continue
             failures.append(f"{topic.name}-{data.index}: {code.name} ({message})")
             partitions.append(
                 PartitionResponse(

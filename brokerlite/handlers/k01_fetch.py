@@ -14,14 +14,22 @@ Rules (Kafka's, for a consumer fetching from the leader):
   ``partition_max_bytes`` and at most what is left of ``max_bytes`` for the
   response, except that the first non-empty partition gets at least one batch
   even when that batch is bigger (so a consumer can always make progress).
-  Without replication the high watermark is the log end offset, and without
-  transactions the last stable offset equals it and there are no aborted
-  transactions (an empty list for read_committed, null otherwise).
+  Without replication the high watermark is the log end offset.
+* Transactions: every answer carries the partition's last stable offset (the
+  first offset of its oldest open transaction, else the high watermark).
+  ``isolation_level`` 1 (read_committed) returns batches only below it, plus
+  the aborted transactions (producer id, first offset) whose ABORT marker is
+  at or after the fetch offset and whose first batch is below it, so the
+  client can drop their records; read_uncommitted returns everything up to the
+  high watermark and a null list, as Kafka does.
 * ``current_leader_epoch`` (v9+) is checked against the only epoch, 0.
 * Long poll: when no partition has an error and fewer than ``min_bytes`` are
   available, the request is parked until enough bytes have been appended to
-  its partitions, ``max_wait_ms`` passes, or one of its topics is deleted;
-  the answer is then read afresh.
+  its partitions, a transaction marker is written to one of them (it can make
+  a whole transaction readable at once), ``max_wait_ms`` passes, or one of its
+  topics is deleted; the answer is then read afresh. A read_committed fetch
+  woken by records that are still inside a transaction may therefore return
+  early with nothing; clients treat that as any empty answer.
 * Record data is never copied into Python: the response body is a plan whose
   :meth:`FetchPlan.encode_parts` yields the small encoded pieces and the file
   ranges of the log between them, for ``os.sendfile``. The bytes are exactly
@@ -51,6 +59,8 @@ MIN_VERSION = 4
 MAX_VERSION = 17
 
 READ_COMMITTED = 1
+
+Aborted = m.FetchResponse.AbortedTransaction
 
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
@@ -232,13 +242,22 @@ def build(broker: Broker, version: int, request: m.FetchRequest) -> FetchPlan:
                 log = partition_log(broker, name, want.partition)
                 high = log.log_end_offset
                 start = log.log_start_offset
+                state = broker.producers.state(name, want.partition)
+                stable = state.last_stable_offset(high, start)
                 result = PartitionResult(
                     want.partition,
                     ErrorCode.NONE,
                     high_watermark=high,
-                    last_stable_offset=high,
+                    last_stable_offset=stable,
                     log_start_offset=start,
-                    aborted_transactions=[] if read_committed else None,
+                    aborted_transactions=(
+                        [
+                            Aborted(producer_id=pid, first_offset=first)
+                            for pid, first in state.aborted_transactions(want.fetch_offset, stable)
+                        ]
+                        if read_committed
+                        else None
+                    ),
                 )
                 if not start <= want.fetch_offset <= high:
                     result.error_code = ErrorCode.OFFSET_OUT_OF_RANGE
@@ -248,7 +267,7 @@ def build(broker: Broker, version: int, request: m.FetchRequest) -> FetchPlan:
                         read = log.read(
                             want.fetch_offset,
                             limit,
-                            upper_bound=high,
+                            upper_bound=stable if read_committed else high,
                             min_one_batch=first,
                         )
                         if read.size:

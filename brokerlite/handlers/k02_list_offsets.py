@@ -4,8 +4,9 @@ Per partition, by the requested ``timestamp``:
 
 * ``-2`` earliest: the log start offset. ``-4`` earliest-local (v8+): the same,
   as there is no tiered storage.
-* ``-1`` latest: the high watermark (which is also the last stable offset, so
-  ``isolation_level`` changes nothing).
+* ``-1`` latest: the high watermark; with ``isolation_level`` 1
+  (read_committed, v2+) the last stable offset instead, so a read_committed
+  consumer's end of the partition stops before open transactions.
 * ``-3`` max timestamp (v7+): the first record carrying the largest timestamp.
 * ``-5`` latest-tiered (v9+): offset -1, as a broker without tiered storage
   answers.
@@ -20,17 +21,12 @@ as in Kafka 4.0.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from trafka.brokerlite.errors import BrokerError
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k02_list_offsets as m
 
 from ._base import HandlerSpec, RequestContext
 from ._util import LEADER_EPOCH, check_leader_epoch, code_of, partition_log
-
-if TYPE_CHECKING:
-    from trafka.brokerlite.log import PartitionLog
 
 API_KEY = 2
 MIN_VERSION = 1
@@ -42,14 +38,22 @@ MAX_TIMESTAMP = -3
 EARLIEST_LOCAL = -4
 LATEST_TIERED = -5
 
+READ_COMMITTED = 1
+
 Topic = m.ListOffsetsResponse.ListOffsetsTopicResponse
 Partition = m.ListOffsetsResponse.ListOffsetsPartitionResponse
 
 
-def _lookup(log: PartitionLog, target: int, version: int) -> tuple[int, int]:
+def _lookup(
+    ctx: RequestContext, topic: str, partition: int, target: int, read_committed: bool
+) -> tuple[int, int]:
+    version = ctx.version
+    log = partition_log(ctx.broker, topic, partition)
     if target == EARLIEST or (target == EARLIEST_LOCAL and version >= 8):
         return log.log_start_offset, -1
     if target == LATEST:
+        if read_committed:
+            return ctx.broker.producers.last_stable_offset(topic, partition), -1
         return log.log_end_offset, -1
     if target == MAX_TIMESTAMP and version >= 7:
         found = log.offset_of_max_timestamp()
@@ -62,6 +66,7 @@ def _lookup(log: PartitionLog, target: int, version: int) -> tuple[int, int]:
 
 def handle(ctx: RequestContext, request: m.ListOffsetsRequest) -> m.ListOffsetsResponse:
     version = ctx.version
+    read_committed = version >= 2 and request.isolation_level == READ_COMMITTED
     topics: list[Topic] = []
     for topic in request.topics:
         partitions: list[Partition] = []
@@ -70,8 +75,9 @@ def handle(ctx: RequestContext, request: m.ListOffsetsRequest) -> m.ListOffsetsR
             offset = timestamp = -1
             if not code:
                 try:
-                    log = partition_log(ctx.broker, topic.name, want.partition_index)
-                    offset, timestamp = _lookup(log, want.timestamp, version)
+                    offset, timestamp = _lookup(
+                        ctx, topic.name, want.partition_index, want.timestamp, read_committed
+                    )
                 except BrokerError as exc:
                     code = code_of(exc)
             partitions.append(

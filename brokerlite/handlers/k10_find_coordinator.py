@@ -1,12 +1,8 @@
-"""FindCoordinator (key 10), versions 0-6: where a group's coordinator lives.
+"""FindCoordinator (key 10), versions 0-6: where a group's or transaction's coordinator lives.
 
-* Group keys (key_type 0): this node, always (it coordinates every group).
+* Group keys (key_type 0) and transaction keys (key_type 1, transactional
+  ids): this node, always (it coordinates every group and every transaction).
   v4+ batches keys in ``coordinator_keys`` and answers one entry per key.
-* Transaction keys (key_type 1): brokerlite has no transaction coordinator
-  yet. The answer is TRANSACTIONAL_ID_AUTHORIZATION_FAILED with a message
-  saying so: librdkafka, kafka-python and the Java client treat that code as
-  fatal for ``init_transactions``, so the application fails at once with the
-  reason instead of retrying COORDINATOR_NOT_AVAILABLE until its timeout.
 * Share-group keys (key_type 2) and unknown types: INVALID_REQUEST.
 """
 
@@ -23,14 +19,11 @@ MAX_VERSION = 6
 
 GROUP = 0
 TRANSACTION = 1
-NO_TRANSACTIONS = "brokerlite does not support transactions yet"
 
 
 def _answer(ctx: RequestContext, key: str, key_type: int) -> tuple[ErrorCode, str | None]:
-    if key_type == GROUP:
+    if key_type in (GROUP, TRANSACTION):
         return ErrorCode.NONE, None
-    if key_type == TRANSACTION:
-        return ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, NO_TRANSACTIONS
     return ErrorCode.INVALID_REQUEST, f"unsupported coordinator key type {key_type}"
 
 

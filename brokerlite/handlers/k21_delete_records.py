@@ -4,7 +4,9 @@
 OFFSET_OUT_OF_RANGE (low watermark -1); otherwise the partition's log start
 offset becomes ``offset`` (if larger) and is returned as ``low_watermark``.
 Whole segments below it are deleted by the log; records below it are no
-longer readable even where they share a segment with newer ones.
+longer readable even where they share a segment with newer ones. The
+partition's aborted-transaction index forgets entries below it; its producers'
+sequence state is kept (as Kafka does), so their retries are still recognised.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ def handle(ctx: RequestContext, request: m.DeleteRecordsRequest) -> m.DeleteReco
                     )
                     continue
                 low = log.delete_records(offset)
+                ctx.broker.producers.truncate_head(topic.name, want.partition_index)
             except BrokerError as exc:
                 partitions.append(
                     Partition(

@@ -1,14 +1,18 @@
-"""InitProducerId (key 22), versions 0-5: producer ids for idempotent producers.
+"""InitProducerId (key 22), versions 0-5: producer ids for idempotent and transactional producers.
+
+Handed to the transaction coordinator (:mod:`trafka.brokerlite.transactions`):
 
 * Without a transactional id the producer gets a fresh id from the broker's
-  durable counter (never reused, even across restarts) with epoch 0, as
-  Kafka does for idempotent producers; a ``producer_id``/``producer_epoch``
-  in the request (v3+, epoch bumps) does not matter here either.
-* brokerlite does not deduplicate or order by sequence number yet: batches
-  are appended as received.
-* An empty transactional id is INVALID_REQUEST (as in Kafka); any other is
-  refused with TRANSACTIONAL_ID_AUTHORIZATION_FAILED because there is no
-  transaction coordinator yet (see the FindCoordinator handler).
+  durable counter (never reused, even across restarts) with epoch 0, as Kafka
+  does for idempotent producers, also when it asks for an epoch bump (v3+).
+* With one, the id is bound durably to a producer id and each call bumps its
+  epoch, fencing older instances (INVALID_PRODUCER_EPOCH / PRODUCER_FENCED for
+  them from then on). An ongoing transaction of the previous instance is
+  aborted first: the answer is then CONCURRENT_TRANSACTIONS and the client
+  retries. KIP-360 epoch bumps (v3+, with the current producer id and epoch)
+  and an exhausted epoch (a new producer id) follow Kafka.
+* An empty transactional id is INVALID_REQUEST; a transaction timeout above
+  ``transaction.max.timeout.ms`` is INVALID_TRANSACTION_TIMEOUT.
 """
 
 from __future__ import annotations
@@ -24,18 +28,9 @@ MAX_VERSION = 5
 
 
 def handle(ctx: RequestContext, request: m.InitProducerIdRequest) -> m.InitProducerIdResponse:
-    if request.transactional_id is not None:
-        code = (
-            ErrorCode.INVALID_REQUEST
-            if request.transactional_id == ""
-            else ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
-        )
-        return error_response(request, ctx.version, code)
-    return m.InitProducerIdResponse(
-        error_code=ErrorCode.NONE,
-        producer_id=ctx.broker.allocate_producer_id(),
-        producer_epoch=0,
-    )
+    response, completions = ctx.broker.txn.init_producer_id(request, ctx.version, ctx.now_ms)
+    ctx.broker.complete_transactions(completions, ctx.now_ms)
+    return response
 
 
 def error_response(

@@ -6,6 +6,8 @@
   sends each request through the real codec both ways (request encoded and
   decoded by ``handle_frame``, the response encoded to its parts and decoded),
   so every test also checks that the response is encodable at its version.
+  ``open_core`` opens such cores with other settings, and again on the same
+  data directory (restarts).
 * ``raw_client``: a factory of blocking socket clients for hand-made (and
   broken) frames, closed at the end of the test.
 * ``make_batch``: a record batch of given values.
@@ -110,6 +112,30 @@ def core(data_dir: Path) -> Iterator[Core]:
     try:
         yield Core(broker)
     finally:
+        broker.close()
+
+
+@pytest.fixture
+def open_core(data_dir: Path) -> Iterator[Any]:
+    """``open_core(now_ms=START_MS, **settings) -> Core`` on the test's data directory.
+
+    For restarts: close one core's broker, open another on the same directory.
+    Every broker still open is closed after the test.
+    """
+    opened: list[Broker] = []
+
+    def open_(now_ms: int = START_MS, **settings: Any) -> Core:
+        config = BrokerConfig(
+            port=0, data_dir=data_dir, group_initial_rebalance_delay_ms=0, **settings
+        )
+        broker = Broker(config, now_ms=now_ms, advertised=("127.0.0.1", 9999))
+        opened.append(broker)
+        opened_core = Core(broker)
+        opened_core.now = now_ms
+        return opened_core
+
+    yield open_
+    for broker in opened:
         broker.close()
 
 

@@ -41,6 +41,7 @@ from trafka.codec.messages import k44_incremental_alter_configs as incremental_a
 from trafka.codec.messages import k60_describe_cluster as describe_cluster
 from trafka.codec.messages.headers import RequestHeader
 from trafka.codec.protocol import api, encode_request
+from trafka.codec.records import encode_batch
 
 # -- helpers ----------------------------------------------------------------------------------
 
@@ -409,16 +410,25 @@ def test_produce_acks(core: Any, make_batch: Any) -> None:
     assert isinstance(outcome, Close) and "UNKNOWN_TOPIC_OR_PARTITION" in outcome.reason
 
 
-def test_transactional_produce_is_refused(core: Any, make_batch: Any) -> None:
+def test_transactional_produce_needs_the_transaction(core: Any) -> None:
     create(core, "t")
+    batch = encode_batch(
+        [(0, None, b"a", ())],
+        producer_id=7,
+        producer_epoch=0,
+        base_sequence=0,
+        is_transactional=True,
+    )
     body = produce.ProduceRequest(
         transactional_id="tx",
         acks=-1,
-        topic_data=produce_request("t", make_batch([b"a"])).topic_data,
+        topic_data=produce_request("t", batch).topic_data,
     )
     response = core.call(0, 9, body)
     code = response.responses[0].partition_responses[0].error_code
-    assert code == ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    # No InitProducerId bound "tx" to producer 7: nothing may be written (KIP-890).
+    assert code == ErrorCode.INVALID_PRODUCER_ID_MAPPING
+    assert core.broker.logs.partition("t", 0).log_end_offset == 0
 
 
 # -- Fetch ----------------------------------------------------------------------------------
@@ -810,11 +820,12 @@ def test_producer_ids_are_unique_across_restarts(core: Any, data_dir: Path) -> N
     assert first.error_code == second.error_code == 0
     assert second.producer_id == first.producer_id + 1 and first.producer_epoch == 0
     txn = core.call(22, 4, req(transactional_id="tx", transaction_timeout_ms=60000))
-    assert txn.error_code == ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    assert txn.error_code == 0 and txn.producer_id > second.producer_id
+    assert txn.producer_epoch == 0
     core.broker.close()
     again = Broker(BrokerConfig(port=0, data_dir=data_dir), now_ms=0)
     try:
-        assert again.allocate_producer_id() > second.producer_id
+        assert again.allocate_producer_id() > txn.producer_id
         assert again.cluster_id == core.broker.cluster_id
     finally:
         again.close()
@@ -830,8 +841,13 @@ def test_find_coordinator(core: Any) -> None:
         ("b", 1, 0),
     ]
     txn = core.call(10, 6, req(key_type=1, coordinator_keys=["tx"]))
-    assert txn.coordinators[0].error_code == ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
-    assert "transactions" in (txn.coordinators[0].error_message or "")
+    assert [(c.key, c.node_id, c.port, c.error_code) for c in txn.coordinators] == [
+        ("tx", 1, 9999, 0)
+    ]
+    old_txn = core.call(10, 2, req(key="tx", key_type=1))
+    assert (old_txn.error_code, old_txn.node_id, old_txn.port) == (0, 1, 9999)
+    share = core.call(10, 6, req(key_type=2, coordinator_keys=["s"]))
+    assert share.coordinators[0].error_code == ErrorCode.INVALID_REQUEST
 
 
 def test_describe_cluster(core: Any) -> None:

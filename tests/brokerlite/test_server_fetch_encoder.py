@@ -163,3 +163,87 @@ def test_parts_match_the_codec_for_any_response(plan: FetchPlan, version: int) -
 def test_versions_outside_the_served_range_are_refused() -> None:
     with pytest.raises(ValueError):
         FetchPlan(0, 0, []).encode_parts(3)
+
+
+def _transactional_broker(data_dir: Path) -> tuple[Any, int]:
+    """A broker whose partition holds a committed, an aborted and an open transaction."""
+    from trafka.brokerlite.broker import Broker
+    from trafka.brokerlite.config import BrokerConfig
+    from trafka.codec.messages import k22_init_producer_id as ipi
+    from trafka.codec.messages import k24_add_partitions_to_txn as apt
+    from trafka.codec.messages import k26_end_txn as et
+    from trafka.codec.messages.headers import RequestHeader
+
+    broker = Broker(BrokerConfig(port=0, data_dir=data_dir), now_ms=1000)
+    broker.logs.create_topic("t", 1, now_ms=1000)
+
+    def call(key: int, version: int, body: Any) -> Any:
+        header = RequestHeader(request_api_key=key, request_api_version=version, correlation_id=1)
+        reply = broker.handle(1, header, body, 1000)
+        assert isinstance(reply, Reply)
+        return reply.body
+
+    init = call(22, 4, ipi.InitProducerIdRequest(transactional_id="x", transaction_timeout_ms=9000))
+    pid, epoch = init.producer_id, init.producer_epoch
+    seq = 0
+    for outcome in (True, False, None):
+        topic = apt.AddPartitionsToTxnRequest.AddPartitionsToTxnTopic(name="t", partitions=[0])
+        call(
+            24,
+            3,
+            apt.AddPartitionsToTxnRequest(
+                v3_and_below_transactional_id="x",
+                v3_and_below_producer_id=pid,
+                v3_and_below_producer_epoch=epoch,
+                v3_and_below_topics=[topic],
+            ),
+        )
+        records = encode_batch(
+            [(1000, None, b"v%d" % i, ()) for i in range(3)],
+            producer_id=pid,
+            producer_epoch=epoch,
+            base_sequence=seq,
+            is_transactional=True,
+        )
+        seq += 3
+        result = broker.producers.produce(
+            "t", 0, records, transactional_id="x", verify=broker.txn.verify_partition, now_ms=1000
+        )
+        assert result.error == 0
+        if outcome is not None:
+            request = et.EndTxnRequest(
+                transactional_id="x", producer_id=pid, producer_epoch=epoch, committed=outcome
+            )
+            assert call(26, 3, request).error_code == 0
+    return broker, pid
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_parts_match_the_codec_for_read_committed_fetches(tmp_path: Path, version: int) -> None:
+    broker, pid = _transactional_broker(tmp_path)
+    try:
+        request = m.FetchRequest(
+            max_bytes=1 << 20,
+            isolation_level=1,
+            topics=[
+                m.FetchRequest.FetchTopic(
+                    topic="t",
+                    topic_id=broker.logs.topic("t").topic_id,
+                    partitions=[
+                        m.FetchRequest.FetchPartition(
+                            partition=0, fetch_offset=0, partition_max_bytes=1 << 20
+                        )
+                    ],
+                )
+            ],
+        )
+        plan = k01_fetch.build(broker, version, request)
+        [part] = plan.topics[0].partitions
+        # Committed (0-3), aborted (4-7), open from 8: the LSO stops before it.
+        assert (part.high_watermark, part.last_stable_offset) == (11, 8)
+        aborted = [(t.producer_id, t.first_offset) for t in part.aborted_transactions]
+        assert aborted == [(pid, 4)]
+        expected = encode_response_body(1, version, codec_message(plan, version))
+        assert joined(plan.encode_parts(version)) == expected
+    finally:
+        broker.close()

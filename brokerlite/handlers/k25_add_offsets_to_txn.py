@@ -1,0 +1,32 @@
+"""AddOffsetsToTxn (key 25), versions 0-4: a consumer group's offsets join a transaction.
+
+Handed to the transaction coordinator. The group's offsets then travel with the
+transaction (TxnOffsetCommit) and are applied only if it commits. The checks are
+AddPartitionsToTxn's (INVALID_PRODUCER_ID_MAPPING, PRODUCER_FENCED or
+INVALID_PRODUCER_EPOCH before v2, CONCURRENT_TRANSACTIONS); an empty group id is
+INVALID_GROUP_ID.
+"""
+
+from __future__ import annotations
+
+from trafka.codec.errors import ErrorCode
+from trafka.codec.messages import k25_add_offsets_to_txn as m
+
+from ._base import HandlerSpec, RequestContext
+
+API_KEY = 25
+MIN_VERSION = 0
+MAX_VERSION = 4
+
+
+def handle(ctx: RequestContext, request: m.AddOffsetsToTxnRequest) -> m.AddOffsetsToTxnResponse:
+    return ctx.broker.txn.add_offsets_to_txn(request, ctx.version, ctx.now_ms)
+
+
+def error_response(
+    request: m.AddOffsetsToTxnRequest | None, version: int, code: ErrorCode
+) -> m.AddOffsetsToTxnResponse:
+    return m.AddOffsetsToTxnResponse(error_code=code)
+
+
+SPEC = HandlerSpec(API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response)
