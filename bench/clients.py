@@ -28,6 +28,15 @@ Ratios are trafka / other, so above 1 means trafka is faster. The broker is
 shared and written in Python, so it may be the limit for the fast clients;
 the raw broker numbers are in ``bench/broker.py``. This is a measurement, not
 a test: nothing fails on a slow result.
+
+``--suite eos`` (or ``all``) measures what delivery guarantees cost, for trafka
+and confluent-kafka in the same run: the produce workload with acks=all in three
+modes, each in its own worker process and topic: **plain** (idempotence off),
+**idempotent** (producer id and sequence numbers, the default of both clients)
+and **transactional** (a ``transactional.id``; a transaction commits every
+``--txn-records`` records, default 1,000). It prints each mode's rate as a
+fraction of the client's plain rate; the targets for trafka are idempotence
+costing under 10% and transactions of 1,000 records under 25%.
 """
 
 from __future__ import annotations
@@ -49,6 +58,10 @@ from pathlib import Path
 from typing import Any
 
 CLIENTS = ("trafka", "aiokafka", "kafka-python", "confluent-kafka")
+EOS_CLIENTS = ("trafka", "confluent-kafka")
+EOS_MODES = ("plain", "idempotent", "transactional")
+# Targets (fraction of the plain rate kept) for trafka, from the exactly-once issue.
+EOS_TARGETS = {"idempotent": 0.90, "transactional": 0.75}
 BUFFER_MEMORY = 32 * 1024 * 1024  # every client's default (librdkafka's is 1 GiB of queue)
 
 
@@ -257,6 +270,89 @@ def consume_confluent(bs: str, topic: str, n: int, partitions: int) -> dict[str,
         consumer.close()
 
 
+def produce_trafka_eos(
+    bs: str, topic: str, n: int, size: int, mode: str, per_txn: int
+) -> dict[str, Any]:
+    import trio
+
+    from trafka.sdk import open_producer
+
+    value = b"x" * size
+    out: dict[str, Any] = {}
+    settings: dict[str, Any] = {"acks": "all", "enable_idempotence": mode != "plain"}
+    if mode == "transactional":
+        settings["transactional_id"] = f"bench-{uuid.uuid4().hex}"
+
+    async def main() -> None:
+        async with open_producer(bootstrap_servers=bs, **settings) as producer:
+            await producer.partitions_for(topic)
+            transactional = mode == "transactional"
+            if transactional:
+                await producer.init_transactions()
+            start = time.perf_counter()
+            send = producer.send
+            if transactional:
+                for first in range(0, n, per_txn):
+                    producer.begin_transaction()
+                    for _ in range(min(per_txn, n - first)):
+                        await send(topic, value)
+                    await producer.commit_transaction()
+            else:
+                for _ in range(n):
+                    await send(topic, value)
+                await producer.flush()
+            out["seconds"] = time.perf_counter() - start
+
+    trio.run(main)
+    return out
+
+
+def produce_confluent_eos(
+    bs: str, topic: str, n: int, size: int, mode: str, per_txn: int
+) -> dict[str, Any]:
+    from confluent_kafka import Producer
+
+    value = b"x" * size
+    config: dict[str, Any] = {
+        "bootstrap.servers": bs,
+        "acks": "all",
+        "enable.idempotence": mode != "plain",
+    }
+    if mode == "transactional":
+        config["transactional.id"] = f"bench-{uuid.uuid4().hex}"
+    producer = Producer(config)
+    producer.list_topics(topic, timeout=10)
+    transactional = mode == "transactional"
+    if transactional:
+        producer.init_transactions(30)
+    start = time.perf_counter()
+    produce, poll = producer.produce, producer.poll
+    for i in range(n):
+        if transactional and i % per_txn == 0:
+            if i:
+                producer.commit_transaction(120)
+            producer.begin_transaction()
+        while True:
+            try:
+                produce(topic, value)
+                break
+            except BufferError:
+                poll(0.05)
+        if i & 1023 == 0:
+            poll(0)
+    if transactional:
+        producer.commit_transaction(120)
+        left = 0
+    else:
+        left = producer.flush(120)
+    return {"seconds": time.perf_counter() - start, "undelivered": left}
+
+
+EOS_WORKERS: dict[str, Callable[..., dict[str, Any]]] = {
+    "trafka": produce_trafka_eos,
+    "confluent-kafka": produce_confluent_eos,
+}
+
 WORKERS: dict[tuple[str, str], Callable[..., dict[str, Any]]] = {
     ("trafka", "produce"): produce_trafka,
     ("trafka", "consume"): consume_trafka,
@@ -270,6 +366,12 @@ WORKERS: dict[tuple[str, str], Callable[..., dict[str, Any]]] = {
 
 
 def run_worker(args: argparse.Namespace) -> int:
+    if args.worker in EOS_MODES:
+        result = EOS_WORKERS[args.client](
+            args.bootstrap, args.topic, args.records, args.size, args.worker, args.txn_records
+        )
+        print(json.dumps(result), flush=True)
+        return 0
     fn = WORKERS[(args.client, args.worker)]
     extra = args.size if args.worker == "produce" else args.partitions
     result = fn(args.bootstrap, args.topic, args.records, extra)
@@ -366,6 +468,8 @@ def measure(
         str(args.size),
         "--partitions",
         str(args.partitions),
+        "--txn-records",
+        str(args.txn_records),
     ]
     try:
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
@@ -390,6 +494,57 @@ def _fmt_rate(result: dict[str, Any] | None) -> str:
     return f"{result['rate']:,.0f}"
 
 
+def run_eos(
+    args: argparse.Namespace, clients: list[str], bootstrap: str, run_id: str
+) -> dict[str, dict[str, dict[str, Any]]]:
+    """The delivery-guarantee suite: every client of ``clients`` in every mode."""
+    results: dict[str, dict[str, dict[str, Any]]] = {}
+    print(
+        f"delivery guarantees: acks=all, {args.records:,} records of {args.size} bytes, "
+        f"transactions of {args.txn_records:,} records",
+        flush=True,
+    )
+    for client in clients:
+        results[client] = {}
+        for mode in EOS_MODES:
+            topic = f"bench-eos-{client}-{mode}-{run_id}"
+            create_topic(bootstrap, topic, args.partitions)
+            r = measure(args, client, mode, bootstrap, topic)
+            results[client][mode] = r
+            print(f"  {client:<16} {mode:<14} {_fmt_rate(r):>12} records/s", flush=True)
+            if "error" in r:
+                print(f"    {r['error']}", flush=True)
+    print()
+    header = f"{'client':<16} " + " ".join(f"{m:>14}" for m in EOS_MODES)
+    print(header + "   (records/s; in brackets: fraction of plain)")
+    print("-" * len(header))
+    for client, r in results.items():
+        plain = r.get("plain")
+        cells = []
+        for mode in EOS_MODES:
+            cell = _fmt_rate(r.get(mode))
+            this = r.get(mode)
+            if mode != "plain" and plain and this and "error" not in plain and "error" not in this:
+                cell += f" ({this['rate'] / plain['rate']:.2f})"
+            cells.append(f"{cell:>14}")
+        print(f"{client:<16} " + " ".join(cells))
+    ours = results.get("trafka", {})
+    plain = ours.get("plain")
+    if plain and "error" not in plain:
+        print()
+        for mode, target in EOS_TARGETS.items():
+            this = ours.get(mode)
+            if not this or "error" in this:
+                continue
+            kept = this["rate"] / plain["rate"]
+            verdict = "meets" if kept >= target else "misses"
+            print(
+                f"trafka {mode}: keeps {kept:.0%} of the plain rate "
+                f"(costs {1 - kept:.0%}; target: cost < {1 - target:.0%}, {verdict} it)"
+            )
+    return results
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--records", type=int, default=1_000_000, help="records per client")
@@ -402,8 +557,20 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds per measurement")
     parser.add_argument("--json", action="store_true", help="print the results as JSON too")
+    parser.add_argument(
+        "--suite",
+        choices=["throughput", "eos", "all"],
+        default="throughput",
+        help="throughput: every client produce/consume; eos: delivery guarantees "
+        "(plain / idempotent / transactional) for trafka and confluent-kafka; all: both",
+    )
+    parser.add_argument(
+        "--txn-records", type=int, default=1000, help="records per transaction (eos suite)"
+    )
     # Worker mode (internal): one measurement in this process.
-    parser.add_argument("--worker", choices=["produce", "consume"], help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--worker", choices=["produce", "consume", *EOS_MODES], help=argparse.SUPPRESS
+    )
     parser.add_argument("--client", choices=CLIENTS, help=argparse.SUPPRESS)
     parser.add_argument("--bootstrap", help=argparse.SUPPRESS)
     parser.add_argument("--topic", help=argparse.SUPPRESS)
@@ -419,15 +586,19 @@ def main(argv: list[str] | None = None) -> int:
     # SIGTERM (e.g. from make or CI) must still stop the broker and remove its files.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     results: dict[str, dict[str, dict[str, Any]]] = {}
+    eos: dict[str, dict[str, dict[str, Any]]] = {}
     run_id = uuid.uuid4().hex[:8]
+    throughput = args.suite in ("throughput", "all")
     try:
         broker.start()
         print(
             f"brokerlite at {broker.bootstrap}; {args.records:,} records of {args.size} bytes, "
-            f"acks=1, {args.partitions} partition(s), Python {sys.version.split()[0]}",
+            f"{args.partitions} partition(s), Python {sys.version.split()[0]}",
             flush=True,
         )
-        for client in clients:
+        if args.suite in ("eos", "all"):
+            eos = run_eos(args, [c for c in clients if c in EOS_CLIENTS], broker.bootstrap, run_id)
+        for client in clients if throughput else ():
             topic = f"bench-{client}-{run_id}"
             create_topic(broker.bootstrap, topic, args.partitions)
             produced = measure(args, client, "produce", broker.bootstrap, topic)
@@ -444,7 +615,12 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         broker.stop()
 
+    if not throughput:
+        if args.json:
+            print(json.dumps({"eos": eos}))
+        return 0
     print()
+    print("throughput: acks=1")
     header = f"{'client':<16} {'produce rec/s':>14} {'consume rec/s':>14}"
     print(header)
     print("-" * len(header))
@@ -473,7 +649,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"of buffer.memory {p['buffer_memory'] / mib:.0f} MiB"
             )
     if args.json:
-        print(json.dumps(results))
+        print(json.dumps({**results, "eos": eos} if eos else results))
     return 0
 
 

@@ -15,8 +15,9 @@ Open components with async context managers that own their tasks::
 The protocol logic underneath is I/O-free and usable on its own:
 :mod:`.connection_state`, :mod:`.metadata`, :mod:`.accumulator`,
 :mod:`.fetcher`, :mod:`.assignors`, :mod:`.partitioners`, :mod:`.membership`
-(the consumer group state machine) and :mod:`.group_protocol` (group requests
-and error classification).
+(the consumer group state machine), :mod:`.group_protocol` (group requests
+and error classification) and :mod:`.transactions` (the producer's transaction
+state machine).
 """
 
 from .accumulator import RecordMetadata
@@ -27,22 +28,35 @@ from .errors import (
     ClientClosedError,
     ConfigError,
     DeliveryTimeoutError,
+    InvalidTxnStateError,
     KafkaConnectionError,
     KafkaError,
     NoBrokersAvailableError,
     ProducerBlockedError,
+    ProducerFencedError,
     ProtocolError,
     RequestTimeoutError,
     SerializationError,
     TrafkaError,
+    TransactionAbortableError,
+    TransactionAbortedError,
+    TransactionFatalError,
     UsageError,
 )
 from .fetcher import ConsumerRecord, OffsetOutOfRangeError, TopicPartition
 from .group_protocol import CommitFailedError
 from .partitioners import Partitioner, murmur2
 from .producer import Producer, RecordFuture, open_producer
+from .transactions import ConsumerGroupMetadata, TxnState
 
 __all__ = [
+    "TxnState",
+    "ConsumerGroupMetadata",
+    "TransactionFatalError",
+    "TransactionAbortedError",
+    "TransactionAbortableError",
+    "ProducerFencedError",
+    "InvalidTxnStateError",
     "Admin",
     "AdminConfig",
     "ClientClosedError",

@@ -19,6 +19,20 @@ Rules and invariants:
   across retries; without it a retry can land after a younger batch, as in
   the Java client (set ``max.in.flight.requests.per.connection=1`` for strict
   order without idempotence).
+* Idempotence: a batch gets its producer id, epoch and base sequence when it
+  is first encoded, and keeps them for every retry (and its split halves keep
+  their records' share). A partition's sequence numbers belong to one producer
+  identity (id, epoch) at a time: when the identity changes (a new producer id
+  or a bumped epoch) the partition moves to it, restarting at sequence 0, only
+  once none of its batches is in flight, so batches of two identities are never
+  in flight together and cannot overtake each other. A *sequence reset*
+  (:meth:`Accumulator.request_sequence_reset`, after the broker reported a gap
+  it cannot close, KIP-360) waits until the partition has nothing in flight and
+  the identity has changed, then drops the sequence numbers (and encodings) of
+  the partition's queued batches so that they are numbered afresh.
+* Transactions: :attr:`Accumulator.send_allowed` holds back partitions that
+  are not yet part of the transaction (the transaction manager adds them
+  first); batches carry the transactional flag.
 * Memory: every record reserves its estimated size plus CPython's
   per-record bookkeeping (:data:`RECORD_MEMORY_OVERHEAD`) out of
   ``buffer.memory``, and an encoded batch its bytes too, until the batch
@@ -139,6 +153,8 @@ class ProducerBatch:
         "parent",
         "partition",
         "pending_children",
+        "producer_epoch",
+        "producer_id",
         "records",
         "retry_at",
         "seq",
@@ -167,6 +183,9 @@ class ProducerBatch:
         self.attempts = 0
         self.retry_at = 0.0
         self.base_sequence = -1
+        # The identity the sequence numbers belong to (-1 until sequenced).
+        self.producer_id = -1
+        self.producer_epoch = -1
         self.encoded: bytes | None = None
         self.in_flight = False
         self.full = False
@@ -288,12 +307,16 @@ class ReadyCheck:
 
 
 class _Queue:
-    __slots__ = ("batches", "in_flight", "next_seq")
+    __slots__ = ("batches", "in_flight", "next_seq", "producer_epoch", "producer_id", "reset")
 
     def __init__(self) -> None:
         self.batches: deque[ProducerBatch] = deque()
         self.in_flight = 0
         self.next_seq = 0
+        # The identity next_seq counts for; a batch encoded under another starts at 0.
+        self.producer_id = -1
+        self.producer_epoch = -1
+        self.reset = False
 
 
 class Accumulator:
@@ -309,8 +332,16 @@ class Accumulator:
         compression, compression_level: the batches' codec.
         max_request_size: bytes per produce request (a batch over it still goes alone).
         idempotent: assign producer ids and sequence numbers.
+        transactional: mark batches transactional (needs ``idempotent``).
         max_in_flight: in-flight batches per partition.
         handle_class: the record handle type to return (drivers subclass it).
+
+    Attributes the driver may set:
+        producer_id, producer_epoch: the identity new batches are numbered under
+            (-1: none yet; idempotent batches then wait).
+        send_allowed: ``(topic, partition) -> bool``; partitions it refuses are
+            held back (transactions: not yet added to the transaction).
+        on_failure: ``(batch, exception)``, called for every batch that fails.
     """
 
     def __init__(
@@ -327,6 +358,7 @@ class Accumulator:
         compression_level: int | None = None,
         max_request_size: int = 1024 * 1024,
         idempotent: bool = False,
+        transactional: bool = False,
         max_in_flight: int = 5,
         handle_class: type[RecordHandle] = RecordHandle,
         clock: Callable[[], float] | None = None,
@@ -343,6 +375,9 @@ class Accumulator:
         self.compression_level = compression_level
         self.max_request_size = max_request_size
         self.idempotent = idempotent
+        self.transactional = transactional
+        self.send_allowed: Callable[[str, int], bool] | None = None
+        self.on_failure: Callable[[ProducerBatch, BaseException], Any] | None = None
         self.partition_in_flight = max_in_flight
         self.handle_class = handle_class
         self.clock = clock
@@ -463,6 +498,8 @@ class Accumulator:
             head = q.batches[0]
             if head.in_flight or q.in_flight >= self.partition_in_flight:
                 continue
+            if self._held_back(topic, partition, q, head):
+                continue
             leader = leader_of(topic, partition)
             if leader is None:
                 unknown.add(topic)
@@ -514,6 +551,10 @@ class Accumulator:
                 continue
             if leader_of(topic, partition) != node:
                 continue
+            if self._held_back(topic, partition, q, head):
+                continue
+            if q.reset:
+                self._apply_reset(q)
             data = head.encoded
             if data is None:
                 data = self._encode(head, q)
@@ -527,19 +568,57 @@ class Accumulator:
             out.append(head)
         return out
 
+    def _held_back(self, topic: str, partition: int, q: _Queue, head: ProducerBatch) -> bool:
+        """Whether the partition must wait for something other than time."""
+        gate = self.send_allowed
+        if gate is not None and not gate(topic, partition):
+            return True
+        if q.reset or (self.idempotent and head.base_sequence < 0):
+            if self.producer_id < 0:
+                return True
+            same = q.producer_id == self.producer_id and q.producer_epoch == self.producer_epoch
+            if q.reset:
+                # Renumbering needs a new identity and nothing of the old one in flight.
+                return same or q.in_flight > 0
+            # Moving to a new identity waits until the old one has nothing in flight.
+            return not same and q.in_flight > 0
+        return False
+
+    def _apply_reset(self, q: _Queue) -> None:
+        # Every queued batch of the partition is known unwritten (the broker
+        # refused the oldest one, so it refused the rest): number them afresh.
+        q.reset = False
+        for b in q.batches:
+            b.base_sequence = -1
+            b.producer_id = b.producer_epoch = -1
+            if b.encoded is not None:
+                self.used_memory -= len(b.encoded)
+                b.memory -= len(b.encoded)
+                b.encoded = None
+
     def _encode(self, batch: ProducerBatch, q: _Queue) -> bytes:
         batch.full = True  # no more appends once encoded
         # Split halves inherit their sequence numbers from the batch they came from.
         if self.idempotent and self.producer_id >= 0 and batch.base_sequence < 0:
+            if q.producer_id != self.producer_id or q.producer_epoch != self.producer_epoch:
+                q.producer_id, q.producer_epoch, q.next_seq = (
+                    self.producer_id,
+                    self.producer_epoch,
+                    0,
+                )
             batch.base_sequence = q.next_seq
+            batch.producer_id = self.producer_id
+            batch.producer_epoch = self.producer_epoch
             q.next_seq = (q.next_seq + len(batch.records)) & _INT32_MAX
+        sequenced = batch.base_sequence >= 0
         encoded = batch.encoded = encode_batch(
             batch.records,
             compression=self.compression,
             compression_level=self.compression_level,
-            producer_id=self.producer_id if batch.base_sequence >= 0 else -1,
-            producer_epoch=self.producer_epoch if batch.base_sequence >= 0 else -1,
+            producer_id=batch.producer_id if sequenced else -1,
+            producer_epoch=batch.producer_epoch if sequenced else -1,
             base_sequence=batch.base_sequence,
+            is_transactional=self.transactional and sequenced,
         )
         self.used_memory += len(encoded)
         batch.memory += len(encoded)
@@ -578,6 +657,8 @@ class Accumulator:
         self._finish(batch)
         batch.error = exc
         batch._resolve()
+        if self.on_failure is not None:
+            self.on_failure(batch, exc)
 
     def retry_or_fail(
         self, batch: ProducerBatch, exc: BaseException, now: float, *, force: bool = False
@@ -661,6 +742,8 @@ class Accumulator:
             child.parent = batch
             if batch.base_sequence >= 0:
                 child.base_sequence = (batch.base_sequence + start) & _INT32_MAX
+                child.producer_id = batch.producer_id
+                child.producer_epoch = batch.producer_epoch
             batch.children.append((start, child))
             self._incomplete.add(child)
             self._requeue(q, child)
@@ -707,6 +790,50 @@ class Accumulator:
         """Fail batches (default: every incomplete one)."""
         for b in list(self._incomplete if batches is None else batches):
             self.fail(b, exc)
+
+    def abort_undrained(self, exc: BaseException) -> int:
+        """Fail every batch that is not in flight (an aborting transaction's).
+
+        Returns:
+            How many batches failed.
+        """
+        n = 0
+        for q in self._queues.values():
+            batches = q.batches
+            while batches:
+                b = batches.popleft()  # queued, so not in flight
+                self._incomplete.discard(b)
+                self.used_memory -= b.memory
+                b.memory = 0
+                b.error = exc
+                b._resolve()
+                if self.on_failure is not None:
+                    self.on_failure(b, exc)
+                n += 1
+        return n
+
+    def in_flight_count(self) -> int:
+        """Batches sent and not answered yet."""
+        return sum(q.in_flight for q in self._queues.values())
+
+    def request_sequence_reset(self, batch: ProducerBatch) -> bool:
+        """Number the batch's partition afresh (KIP-360): the broker reported a
+        sequence gap before ``batch`` (its oldest incomplete one) that retries
+        cannot close (OUT_OF_ORDER_SEQUENCE_NUMBER, UNKNOWN_PRODUCER_ID).
+
+        The partition's queued batches wait until nothing of it is in flight and
+        the producer identity differs from the batch's, then get new sequence
+        numbers under the new identity.
+
+        Returns:
+            True if the identity must change for that (the driver asks for a
+            new producer id or epoch); False if it already has.
+        """
+        q = self._queues.get((batch.topic, batch.partition))
+        if q is None:  # pragma: no cover - queues are never removed while batches exist
+            return False
+        q.reset = True
+        return batch.producer_id == self.producer_id and batch.producer_epoch == self.producer_epoch
 
     def reset_sequences(self) -> None:
         """Forget sequence numbers (a new producer id or epoch starts them at 0)."""

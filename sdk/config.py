@@ -16,6 +16,8 @@ Rules:
   ``enable.idempotence`` left unset turns on only when ``acks=all``,
   ``retries > 0`` and ``max.in.flight.requests.per.connection <= 5``, as the
   Java client does; set explicitly with a conflicting setting it is an error.
+  ``transactional.id`` needs idempotence: with ``enable.idempotence=false`` or a
+  conflicting setting it is an error.
 """
 
 from __future__ import annotations
@@ -354,6 +356,10 @@ class ProducerConfig(ClientConfig):
         max_request_size: the largest request (and so record) sent.
         enable_idempotence: ``None`` (Kafka's default: on unless another setting
             conflicts), ``True`` or ``False``.
+        transactional_id: enables transactions (:meth:`Producer.init_transactions`);
+            producers sharing it fence each other, the newest wins.
+        transaction_timeout_ms: the coordinator aborts a transaction open longer
+            than this (it must not exceed the broker's ``transaction.max.timeout.ms``).
         key_serializer / value_serializer: ``bytes``, ``str``, ``json`` or a callable.
     """
 
@@ -373,13 +379,12 @@ class ProducerConfig(ClientConfig):
     max_request_size: int = _field(1024 * 1024, _int(1))
     enable_idempotence: bool | None = _field(None, _opt_bool)
     transactional_id: str | None = _field(None, _opt_str)
+    transaction_timeout_ms: int = _field(60_000, _int(1, _INT32_MAX))
     key_serializer: Any = _field("bytes", _callable_or_name(*_SERDES))  # noqa: RUF009
     value_serializer: Any = _field("bytes", _callable_or_name(*_SERDES))  # noqa: RUF009
 
     def _check(self) -> None:
         ClientConfig._check(self)
-        if self.transactional_id is not None:
-            raise ConfigError("transactional.id: transactions are not supported yet")
         conflicts = []
         if self.acks != -1:
             conflicts.append("acks must be all")
@@ -389,6 +394,11 @@ class ProducerConfig(ClientConfig):
             conflicts.append("max.in.flight.requests.per.connection must be <= 5")
         if self.enable_idempotence and conflicts:
             raise ConfigError("enable.idempotence=true requires: " + "; ".join(conflicts))
+        if self.transactional_id is not None:
+            if self.enable_idempotence is False:
+                raise ConfigError("transactional.id requires enable.idempotence (not false)")
+            if conflicts:
+                raise ConfigError("transactional.id requires idempotence: " + "; ".join(conflicts))
         if self.delivery_timeout_ms < self.linger_ms + self.request_timeout_ms:
             raise ConfigError(
                 f"delivery.timeout.ms ({self.delivery_timeout_ms}) must be >= linger.ms + "
@@ -401,7 +411,10 @@ class ProducerConfig(ClientConfig):
 
         Unset ``enable.idempotence`` means on, unless another setting conflicts
         (then the Java client silently turns it off, and so do we).
+        A ``transactional.id`` always means on.
         """
+        if self.transactional_id is not None:
+            return True
         if self.enable_idempotence is not None:
             return self.enable_idempotence
         return (

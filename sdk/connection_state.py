@@ -84,6 +84,13 @@ CLIENT_VERSIONS: dict[int, tuple[int, int]] = {
     21: (0, 2),  # DeleteRecords
     22: (0, 5),  # InitProducerId
     23: (0, 4),  # OffsetForLeaderEpoch
+    # Transactions (transaction version 1): AddPartitionsToTxn v4+ is the brokers'
+    # batched form; EndTxn v5 means an epoch bump per transaction (KIP-890 part 2),
+    # which this client does not follow.
+    24: (0, 3),  # AddPartitionsToTxn
+    25: (0, 4),  # AddOffsetsToTxn
+    26: (0, 4),  # EndTxn
+    28: (0, 4),  # TxnOffsetCommit
     32: (0, 4),  # DescribeConfigs
     33: (0, 2),  # AlterConfigs
     37: (0, 3),  # CreatePartitions

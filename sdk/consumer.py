@@ -46,6 +46,7 @@ from .fetcher import (
     group_by_leader,
     parse_list_offsets,
 )
+from .transactions import ConsumerGroupMetadata
 from .transport import Cluster
 
 __all__ = ["Consumer", "ConsumerRecord", "TopicPartition", "open_consumer"]
@@ -344,6 +345,27 @@ class Consumer:
         group = self._require_group()
         return group.commit_async(
             dict(offsets) if offsets is not None else self.consumed_offsets(), callback
+        )
+
+    def group_metadata(self) -> ConsumerGroupMetadata:
+        """The group membership to pass to ``Producer.send_offsets_to_transaction``.
+
+        With group management it carries the current generation and member id,
+        so the coordinator refuses the offsets once a rebalance has moved the
+        partitions on (KIP-447); with ``assign()`` it carries no generation.
+
+        Raises:
+            UsageError: no group.id.
+        """
+        group_id = self.config.group_id
+        if group_id is None:
+            raise UsageError("group_metadata() needs a group.id")
+        group = self._group
+        if group is None or not group.managed:
+            return ConsumerGroupMetadata(group_id, group_instance_id=self.config.group_instance_id)
+        machine = group.machine
+        return ConsumerGroupMetadata(
+            group_id, machine.generation, machine.member_id, self.config.group_instance_id
         )
 
     def _require_group(self) -> Any:

@@ -12,6 +12,13 @@ follows the sans-IO libraries:
 * :class:`~trafka.codec.errors.KafkaError`: a Kafka error code from a broker
   (re-exported here); :class:`DeliveryTimeoutError` when a record could not be
   delivered within ``delivery.timeout.ms``.
+* Transactions (:mod:`.transactions`) split errors as Kafka does:
+  :class:`TransactionAbortableError` (this transaction cannot commit: abort it
+  and carry on), :class:`TransactionFatalError` and its
+  :class:`ProducerFencedError` (the producer can do nothing more: close it),
+  :class:`InvalidTxnStateError` (the API was called in a state that does not
+  allow it) and :class:`TransactionAbortedError` (a record's transaction was
+  aborted before the record was sent).
 
 Socket and codec exceptions are translated into these at the driver boundary,
 so users never see an ``OSError`` or a construct internal.
@@ -26,14 +33,19 @@ __all__ = [
     "ConfigError",
     "DeliveryTimeoutError",
     "ErrorCode",
+    "InvalidTxnStateError",
     "KafkaConnectionError",
     "KafkaError",
     "NoBrokersAvailableError",
     "ProducerBlockedError",
+    "ProducerFencedError",
     "ProtocolError",
     "RequestTimeoutError",
     "SerializationError",
     "TrafkaError",
+    "TransactionAbortableError",
+    "TransactionAbortedError",
+    "TransactionFatalError",
     "UsageError",
 ]
 
@@ -78,4 +90,52 @@ class DeliveryTimeoutError(KafkaError):
 
 
 class ProducerBlockedError(TrafkaError, TimeoutError):
-    """``send`` waited ``max.block.ms`` for buffer memory or metadata."""
+    """A producer call waited ``max.block.ms``: ``send`` for buffer memory or
+    metadata, or a transaction call for the coordinator. A transaction call that
+    timed out goes on in the background; calling it again waits for the same outcome."""
+
+
+class InvalidTxnStateError(UsageError):
+    """A transaction method was called in a state that does not allow it
+    (``begin_transaction`` twice, ``send`` outside a transaction, ...)."""
+
+
+class TransactionAbortedError(TrafkaError):
+    """The record's (or offsets') transaction was aborted before it was sent."""
+
+
+def _code_of(cause: BaseException | None, default: ErrorCode) -> int:
+    return cause.raw_code if isinstance(cause, KafkaError) else default
+
+
+class TransactionAbortableError(KafkaError):
+    """The current transaction cannot commit; abort it, then the producer can go on.
+
+    ``code`` is the underlying error's code (``TRANSACTION_ABORTABLE`` when the
+    cause is not a Kafka error code); ``__cause__`` is the underlying error.
+    """
+
+    def __init__(self, cause: BaseException | None = None, message: str | None = None) -> None:
+        text = message or f"the transaction must be aborted: {cause}"
+        super().__init__(_code_of(cause, ErrorCode.TRANSACTION_ABORTABLE), text)
+        self.__cause__ = cause
+
+
+class TransactionFatalError(KafkaError):
+    """The producer can no longer use transactions (nor send); close it.
+
+    ``code`` is the broker's error code; ``__cause__`` the underlying error, if any.
+    """
+
+    def __init__(
+        self, code: ErrorCode | int, message: str | None = None, cause: BaseException | None = None
+    ) -> None:
+        super().__init__(code, message)
+        if cause is not None:
+            self.__cause__ = cause
+
+
+class ProducerFencedError(TransactionFatalError):
+    """Another producer with the same ``transactional.id`` has taken over (or the
+    coordinator aborted this producer's transaction on its timeout): this
+    producer is a zombie and can do nothing more. Close it."""

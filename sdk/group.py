@@ -130,7 +130,13 @@ async def fetch_committed(
         try:
             conn = await find_coordinator(cluster, config.group_id)
             version = conn.version_for(9)
-            resp = await conn.request(9, offset_fetch_request(version, config.group_id, tps))
+            body = offset_fetch_request(
+                version,
+                config.group_id,
+                tps,
+                require_stable=config.isolation_level == "read_committed",
+            )
+            resp = await conn.request(9, body)
             code, got = read_offset_fetch(version, resp)
             if code:
                 raise KafkaError(code, f"OffsetFetch for group {config.group_id!r}")

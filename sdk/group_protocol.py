@@ -161,7 +161,13 @@ def read_offset_commit(response: Any) -> dict[TopicPartition, int]:
     }
 
 
-def offset_fetch_request(version: int, group_id: str, tps: Iterable[TopicPartition]) -> Any:
+def offset_fetch_request(
+    version: int, group_id: str, tps: Iterable[TopicPartition], *, require_stable: bool = False
+) -> Any:
+    """OffsetFetch for one group. ``require_stable`` (v7+, what a read_committed
+    consumer sends, as Java's does) makes the coordinator answer
+    UNSTABLE_OFFSET_COMMIT (retriable) while a transaction holds an offset, rather
+    than the last stable one."""
     by_topic: dict[str, list[int]] = {}
     for tp in sorted(tps):
         by_topic.setdefault(tp.topic, []).append(tp.partition)
@@ -175,12 +181,14 @@ def offset_fetch_request(version: int, group_id: str, tps: Iterable[TopicPartiti
                         for t, p in by_topic.items()
                     ],
                 )
-            ]
+            ],
+            require_stable=require_stable,
         )
     return _fit(
         9,
         version,
         of.OffsetFetchRequest,
+        require_stable=require_stable,  # dropped by _fit below v7
         group_id=group_id,
         topics=[
             of.OffsetFetchRequest.OffsetFetchRequestTopic(name=t, partition_indexes=p)

@@ -17,6 +17,29 @@ Rules:
   drains per broker and starts one task per produce request, at most
   ``max.in.flight.requests.per.connection`` per broker. Response handling
   (retries, metadata refresh, resolution) is in the accumulator's terms.
+* The producer id, epoch and transactions are the
+  :class:`~trafka.sdk.transactions.TransactionManager`'s decisions: the sender
+  asks it for its next request (one at a time, each in its own task) and
+  drains no idempotent batch before it has a producer id. Idempotent producers
+  get their id lazily (with the first batch); transactional ones in
+  :meth:`Producer.init_transactions`.
+* Idempotence across errors (KIP-360): OUT_OF_ORDER_SEQUENCE_NUMBER or
+  UNKNOWN_PRODUCER_ID for a partition's oldest incomplete batch means a gap
+  that retries cannot close; the partition is renumbered under a new producer
+  id/epoch and its batches resent, so nothing is lost, duplicated or reordered.
+  For a younger batch the error is the echo of an older batch's retry, and it
+  is simply retried behind it. In a transaction the same errors doom the
+  transaction instead (its abort is followed by an epoch bump).
+* Transaction calls wait at most ``max.block.ms``
+  (:class:`~trafka.sdk.errors.ProducerBlockedError`); the operation goes on
+  and calling it again waits for the same outcome.
+  :meth:`Producer.transaction` aborts on any exception or cancellation, under a
+  shielded cancel scope bounded by ``max.block.ms``. When the cancellation
+  also stops the producer's own tasks (a scope around :func:`open_producer`),
+  nothing can be sent any more: transaction calls fail at once with
+  :class:`~trafka.sdk.errors.ClientClosedError` and the open transaction is
+  left to the coordinator, which aborts it on ``transaction.timeout.ms`` or
+  when the next producer with the same ``transactional.id`` initializes.
 """
 
 from __future__ import annotations
@@ -33,7 +56,6 @@ import anyio.abc
 import anyio.lowlevel
 
 from trafka.codec import ErrorCode, KafkaError, TrafkaError, UnsupportedVersionError
-from trafka.codec.messages import k22_init_producer_id as init_pid
 
 from ._util import collapse_group, get_serializer, normalize_headers
 from .accumulator import (
@@ -46,12 +68,30 @@ from .accumulator import (
     produce_results,
 )
 from .config import ProducerConfig, make_config
-from .errors import ClientClosedError, ProducerBlockedError
+from .errors import (
+    ClientClosedError,
+    InvalidTxnStateError,
+    ProducerBlockedError,
+    TransactionAbortableError,
+    TransactionAbortedError,
+)
+from .fetcher import TopicPartition
+from .group_protocol import COORDINATOR_BASE
 from .metadata import REFRESH_ERRORS
 from .partitioners import Partitioner
+from .transactions import (
+    ConsumerGroupMetadata,
+    Kind,
+    TransactionManager,
+    TxnRequest,
+    TxnResult,
+    TxnState,
+)
 from .transport import BrokerConnection, Cluster
 
 __all__ = ["Producer", "RecordFuture", "RecordMetadata", "open_producer"]
+
+_SEQUENCE_GAP = (ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, ErrorCode.UNKNOWN_PRODUCER_ID)
 
 log = logging.getLogger("trafka.sdk.producer")
 
@@ -105,6 +145,7 @@ class Producer:
             compression_level=config.compression_level,
             max_request_size=config.max_request_size,
             idempotent=config.idempotent,
+            transactional=config.transactional_id is not None,
             max_in_flight=config.max_in_flight_requests_per_connection,
             handle_class=RecordFuture,
             clock=anyio.current_time,
@@ -126,7 +167,19 @@ class Producer:
         self._node_in_flight: dict[int, int] = {}
         self._closed = False
         self._fatal: BaseException | None = None
-        self._pid_pending = config.idempotent
+        self._transactional = config.transactional_id is not None
+        self._txn = TransactionManager(
+            config.transactional_id,
+            transaction_timeout_ms=config.transaction_timeout_ms,
+            request_timeout=config.request_timeout_ms / 1000,
+            retry_backoff=config.retry_backoff_ms / 1000,
+            retry_backoff_max=config.retry_backoff_max_ms / 1000,
+        )
+        self._txn_busy = False  # a transaction manager request is out
+        self._sender_done = False
+        if self._transactional:
+            self._acc.send_allowed = self._txn.is_send_allowed
+            self._acc.on_failure = self._on_batch_failed
 
     # -- public API ---------------------------------------------------------------------
 
@@ -160,6 +213,9 @@ class Producer:
         """
         if self._closed or self._fatal is not None:
             raise self._fatal or ClientClosedError("the producer is closed")
+        transactional = self._transactional
+        if transactional:
+            self._txn.check_can_send()
         # The default bytes serializer is the identity on bytes and None: skip the call.
         if self._raw_keys and (key is None or type(key) is bytes):
             key_bytes = key
@@ -193,6 +249,9 @@ class Producer:
         acc = self._acc
         deadline: float | None = None
         while True:
+            if transactional:
+                # Before the append: the batch must not leave before its partition joins.
+                self._txn.add_partition(topic, p)
             try:
                 handle = acc.append(
                     topic, p, ts, key_bytes, value_bytes, hdrs, abort_on_new_batch=sticky
@@ -254,6 +313,194 @@ class Producer:
     def cluster(self) -> Cluster:
         return self._cluster
 
+    # -- transactions -------------------------------------------------------------------
+
+    @property
+    def transaction_state(self) -> TxnState:
+        """The transaction manager's state (``READY`` between transactions)."""
+        return self._txn.state
+
+    async def init_transactions(self) -> None:
+        """Register the ``transactional.id`` with its coordinator and get a producer id.
+
+        Fences every older producer with the same ``transactional.id`` and
+        aborts (or completes) any transaction it left open. Needed once before
+        the first transaction; later calls do nothing.
+
+        Raises:
+            InvalidTxnStateError: no ``transactional.id``.
+            ProducerFencedError / TransactionFatalError: the coordinator refused.
+            ProducerBlockedError: not done within ``max.block.ms`` (it goes on;
+                call again to keep waiting).
+            ClientClosedError: the producer is closed.
+        """
+        self._check_transactional("init_transactions()")
+        txn = self._txn
+        if txn.state not in (TxnState.UNINITIALIZED, TxnState.INITIALIZING):
+            if txn.fatal_error is not None:
+                raise txn.fatal_error
+            return
+        result = txn.init()
+        self._wake_sender()
+        await self._wait_txn(result)
+
+    def begin_transaction(self) -> None:
+        """Start a transaction: records sent from now on are part of it.
+
+        Raises:
+            InvalidTxnStateError: no ``transactional.id``, not initialized, or a
+                transaction is already open.
+            TransactionFatalError: the producer can no longer do transactions.
+        """
+        self._check_transactional("begin_transaction()")
+        self._txn.begin()
+
+    async def send_offsets_to_transaction(
+        self,
+        offsets: Mapping[TopicPartition, int] | Mapping[tuple[str, int], int],
+        group_metadata: ConsumerGroupMetadata | str,
+    ) -> None:
+        """Commit consumer offsets as part of the transaction (consume-transform-produce).
+
+        Args:
+            offsets: per partition, the offset of the next record to consume
+                (the last processed record's offset + 1).
+            group_metadata: ``consumer.group_metadata()``; the coordinator then
+                refuses the offsets if the consumer's generation has moved on
+                (KIP-447). A bare group id skips that check.
+
+        Raises:
+            TransactionAbortableError: the offsets cannot be committed (e.g. the
+                consumer lost its partitions); abort the transaction.
+            ProducerFencedError / TransactionFatalError: fatal.
+            InvalidTxnStateError: no transaction open.
+            ProducerBlockedError: not done within ``max.block.ms``.
+        """
+        self._check_transactional("send_offsets_to_transaction()")
+        group = (
+            group_metadata
+            if isinstance(group_metadata, ConsumerGroupMetadata)
+            else ConsumerGroupMetadata(group_metadata)
+        )
+        result = self._txn.send_offsets(offsets, group)
+        self._wake_sender()
+        await self._wait_txn(result)
+
+    async def commit_transaction(self) -> None:
+        """Send every record of the transaction, then commit it.
+
+        Raises:
+            TransactionAbortableError: a record or the offsets failed; call
+                :meth:`abort_transaction`.
+            ProducerFencedError / TransactionFatalError: fatal; close the producer.
+            InvalidTxnStateError: no transaction open.
+            ProducerBlockedError: not done within ``max.block.ms``; the commit
+                goes on, call again to wait for it (it cannot be aborted any more).
+        """
+        self._check_transactional("commit_transaction()")
+        result = self._txn.begin_commit()
+        acc = self._acc
+        acc.flushing += 1
+        try:
+            self._wake_sender()
+            await self._wait_txn(result)
+        finally:
+            acc.flushing -= 1
+
+    async def abort_transaction(self) -> None:
+        """Abort the transaction: unsent records fail with
+        :class:`~trafka.sdk.errors.TransactionAbortedError`, sent ones are
+        never visible to ``read_committed`` consumers.
+
+        Raises:
+            ProducerFencedError / TransactionFatalError: fatal.
+            InvalidTxnStateError: no transaction open, or it is committing.
+            ProducerBlockedError: not done within ``max.block.ms``.
+        """
+        self._check_transactional("abort_transaction()")
+        result = self._txn.begin_abort()
+        self._wake_sender()
+        await self._wait_txn(result)
+
+    @asynccontextmanager
+    async def transaction(self) -> AsyncIterator[Producer]:
+        """A transaction as a block: committed when the block ends normally,
+        aborted when it raises or is cancelled.
+
+        Calls :meth:`init_transactions` first if needed. The abort (and a commit
+        interrupted by cancellation, which can only complete) runs shielded from
+        cancellation, bounded by ``max.block.ms``; the block's exception is
+        re-raised, never replaced by the abort's.
+
+        Raises:
+            TransactionAbortableError: the commit failed; the transaction was
+                aborted, the producer can go on.
+            ProducerFencedError / TransactionFatalError: fatal.
+        """
+        await self.init_transactions()
+        self.begin_transaction()
+        try:
+            yield self
+        except BaseException:
+            await self._abort_shielded()
+            raise
+        try:
+            await self.commit_transaction()
+        except TransactionAbortableError:
+            await self._abort_shielded()
+            raise
+        except anyio.get_cancelled_exc_class():
+            await self._finish_commit_shielded()
+            raise
+
+    async def _abort_shielded(self) -> None:
+        txn = self._txn
+        if not txn.in_transaction or txn.state is TxnState.COMMITTING_TRANSACTION:
+            if txn.state is TxnState.COMMITTING_TRANSACTION:
+                await self._finish_commit_shielded()
+            return
+        with anyio.CancelScope(shield=True), anyio.move_on_after(self.config.max_block_ms / 1000):
+            try:
+                await self.abort_transaction()
+            except TrafkaError as exc:
+                log.warning("aborting the transaction failed: %s", exc)
+
+    async def _finish_commit_shielded(self) -> None:
+        with anyio.CancelScope(shield=True), anyio.move_on_after(self.config.max_block_ms / 1000):
+            try:
+                await self.commit_transaction()
+            except TransactionAbortableError:
+                await self._abort_shielded()
+            except TrafkaError as exc:
+                log.warning("completing the transaction failed: %s", exc)
+
+    def _check_transactional(self, what: str) -> None:
+        if not self._transactional:
+            raise InvalidTxnStateError(f"{what} needs a transactional.id")
+        if self._closed or self._sender_done:
+            raise ClientClosedError("the producer is closed")
+
+    async def _wait_txn(self, result: TxnResult) -> None:
+        if not result.done:
+            if result.waker is None:
+                result.waker = anyio.Event()
+            with anyio.move_on_after(self.config.max_block_ms / 1000):
+                await result.waker.wait()
+            if not result.done:
+                raise ProducerBlockedError(
+                    f"{result.operation} did not complete within max.block.ms "
+                    f"({self.config.max_block_ms} ms); call it again to keep waiting"
+                )
+        result.result()
+
+    def _on_batch_failed(self, batch: ProducerBatch, error: BaseException) -> None:
+        txn = self._txn
+        txn.on_batch_failed(error, sequenced=batch.base_sequence >= 0)
+        if txn.fatal_error is not None:
+            # At once, before a caller woken by the fatal error looks at its records.
+            self._set_fatal(txn.fatal_error)
+        self._wake_sender()
+
     # -- internals ----------------------------------------------------------------------
 
     def _wake_sender(self) -> None:
@@ -296,44 +543,91 @@ class Producer:
         self._cluster.start()
         self._tg.start_soon(self._sender, name="trafka producer sender")
 
-    async def _init_producer_id(self) -> None:
-        self._pid_pending = False
+    def _set_fatal(self, error: BaseException) -> None:
+        if self._fatal is None:
+            self._fatal = error
+            self._acc.abort(error)
+            self._memory_freed()
+
+    def _step_txn(self, now: float) -> None:
+        """Feed the transaction manager and start its next request."""
+        txn = self._txn
+        acc = self._acc
+        if txn.state is TxnState.UNINITIALIZED:
+            if self._transactional or not acc.has_pending():
+                return
+            txn.init()  # an idempotent producer's id, with its first batch
+        if txn.fatal_error is not None:
+            self._set_fatal(txn.fatal_error)
+            return
+        doomed: BaseException | None = None
+        if txn.state is TxnState.ABORTABLE_ERROR:
+            doomed = txn.last_error
+        elif txn.state is TxnState.ABORTING_TRANSACTION:
+            doomed = TransactionAbortedError("the transaction was aborted")
+        if doomed is not None and acc.abort_undrained(doomed):
+            self._memory_freed()
+        if not self._txn_busy:
+            request = txn.poll(now, batches_pending=acc.has_pending())
+            if request is not None:
+                self._txn_busy = True
+                self._tg.start_soon(self._txn_request, request)
+
+    async def _txn_request(self, request: TxnRequest) -> None:
+        txn = self._txn
         try:
-            conn = await self._cluster.any_connection()
-            if not conn.supports(22):
-                raise UnsupportedVersionError("the broker does not support InitProducerId")
-            resp = await conn.request(
-                22,
-                init_pid.InitProducerIdRequest(
-                    transactional_id=None, transaction_timeout_ms=2**31 - 1
-                ),
+            if request.coordinator is None:
+                conn = await self._cluster.any_connection()
+            else:
+                node, host, port = request.coordinator
+                conn_id = COORDINATOR_BASE - node
+                self._cluster.set_address(conn_id, host, port)
+                conn = await self._cluster.connection(conn_id)
+            version = min(conn.version_for(request.api_key), request.max_version)
+            body = await conn.request(
+                request.api_key, request.build(version), timeout=request.timeout, version=version
             )
-            if resp.error_code:
-                raise KafkaError(resp.error_code, "InitProducerId failed")
-        except UnsupportedVersionError:
-            if self.config.enable_idempotence:
-                self._fatal = UnsupportedVersionError(
-                    "enable.idempotence=true but the broker has no InitProducerId"
-                )
-                self._acc.abort(self._fatal)
-                return
-            self._acc.idempotent = False  # implicit idempotence: Java quietly turns it off too
-            self._acc.partition_in_flight = 1
-            return
+        except UnsupportedVersionError as exc:
+            if (
+                request.kind is Kind.INIT_PRODUCER_ID
+                and not self._transactional
+                and not self.config.enable_idempotence
+            ):
+                # Implicit idempotence: Java quietly turns it off too.
+                log.info("the broker has no InitProducerId: idempotence is off")
+                self._acc.idempotent = False
+                self._acc.partition_in_flight = 1
+            else:
+                txn.on_failure(request, exc, anyio.current_time())
         except TrafkaError as exc:
-            self._pid_pending = True
-            if isinstance(exc, KafkaError) and not exc.retriable:
-                self._fatal = exc
-                self._acc.abort(exc)
-                return
-            await anyio.sleep(self.config.retry_backoff_ms / 1000)
-            return
-        self._acc.producer_id = resp.producer_id
-        self._acc.producer_epoch = resp.producer_epoch
-        self._acc.reset_sequences()
+            log.debug("%s failed: %s", request.kind.name, exc)
+            if request.coordinator is not None:
+                self._cluster.metadata.request_update()
+            txn.on_failure(request, exc, anyio.current_time())
+        else:
+            txn.on_response(request, version, body, anyio.current_time())
+        finally:
+            self._txn_busy = False
+            if txn.fatal_error is not None:
+                self._set_fatal(txn.fatal_error)
+            acc = self._acc
+            if acc.producer_id != txn.producer_id or acc.producer_epoch != txn.producer_epoch:
+                acc.producer_id = txn.producer_id
+                acc.producer_epoch = txn.producer_epoch
+            self._wake_sender()
 
     async def _sender(self) -> None:
+        try:
+            await self._send_loop()
+        finally:
+            # Cancelled with its producer (e.g. by a scope around open_producer): no
+            # transaction call can complete any more; do not let them wait for it.
+            self._sender_done = True
+            self._txn.close(ClientClosedError("the producer's tasks were cancelled"))
+
+    async def _send_loop(self) -> None:
         acc = self._acc
+        txn = self._txn
         cluster = self._cluster
         md = cluster.metadata
         max_in_flight = self.config.max_in_flight_requests_per_connection
@@ -342,9 +636,8 @@ class Producer:
             now = anyio.current_time()
             if acc.expire(now):
                 self._memory_freed()
-            if self._pid_pending and acc.has_pending():
-                await self._init_producer_id()
-                continue
+            if acc.idempotent:
+                self._step_txn(now)
             check = acc.ready(now, md.leader_for)
             if check.unknown_leaders:
                 md.add_topics(check.unknown_leaders)
@@ -365,6 +658,10 @@ class Producer:
             expiry = acc.next_expiry()
             if expiry is not None and (wake_at is None or expiry < wake_at):
                 wake_at = expiry
+            if acc.idempotent:
+                retry = txn.next_deadline(now)
+                if retry is not None and (wake_at is None or retry < wake_at):
+                    wake_at = retry
             timeout = math.inf if wake_at is None else max(wake_at - anyio.current_time(), 0.0)
             if timeout > 0 and not self._wake.is_set():
                 with anyio.move_on_after(timeout):
@@ -377,7 +674,10 @@ class Producer:
         md = self._cluster.metadata
         acks = self.config.acks
         request = build_produce_request(
-            batches, acks=acks, timeout_ms=self.config.request_timeout_ms
+            batches,
+            acks=acks,
+            timeout_ms=self.config.request_timeout_ms,
+            transactional_id=self.config.transactional_id,
         )
         try:
             response = await conn.request(0, request, expect_response=acks != 0)
@@ -430,18 +730,34 @@ class Producer:
                     md.on_leader_hint(b.topic, b.partition, leader.leader_id, leader.leader_epoch)
                 else:
                     md.on_partition_error(code, b.topic, b.partition)
-            force = code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER and acc.has_earlier(b)
-            acc.retry_or_fail(b, err, now, force=force)
+            if code in _SEQUENCE_GAP and b.base_sequence >= 0:
+                if acc.has_earlier(b):
+                    # An older batch's retry: this one follows it.
+                    acc.retry_or_fail(b, err, now, force=True)
+                    continue
+                if not self._transactional:
+                    # KIP-360: renumber the partition under a new identity and resend.
+                    if acc.retry_or_fail(b, err, now, force=True) and acc.request_sequence_reset(b):
+                        self._txn.request_epoch_bump()
+                    continue
+            acc.retry_or_fail(b, err, now)
         if refresh:
             md.request_update()
             self._cluster.nudge()
 
     async def _close(self, *, flush: bool) -> None:
         if flush and not self._closed:
+            txn = self._txn
+            if self._transactional and txn.in_transaction and self._fatal is None:
+                # Java's close does the same: an open transaction cannot survive its producer.
+                log.warning("closing the producer aborts its open transaction")
+                await self._abort_shielded()
             await self.flush()
         self._closed = True
         self._acc.closing = True
-        self._acc.abort(ClientClosedError("the producer was closed before the record was sent"))
+        closed = ClientClosedError("the producer was closed before the record was sent")
+        self._acc.abort(closed)
+        self._txn.close(closed)
 
 
 @asynccontextmanager

@@ -1,0 +1,467 @@
+"""Transactions and read_committed against an in-process brokerlite (both anyio backends),
+and with confluent-kafka (librdkafka) on the other side."""
+
+from __future__ import annotations
+
+import collections
+import itertools
+import random
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.to_thread
+import pytest
+
+from trafka.brokerlite import RunningBroker, broker_in_thread
+from trafka.sdk.admin import NewTopic, open_admin
+from trafka.sdk.config import ProducerConfig
+from trafka.sdk.consumer import TopicPartition, open_consumer
+from trafka.sdk.errors import (
+    ConfigError,
+    InvalidTxnStateError,
+    ProducerFencedError,
+    TransactionAbortableError,
+    TransactionAbortedError,
+)
+from trafka.sdk.group_protocol import CommitFailedError
+from trafka.sdk.producer import open_producer
+from trafka.sdk.transactions import TxnState
+
+_names = itertools.count()
+
+
+def fresh(prefix: str) -> str:
+    return f"{prefix}-{next(_names)}"
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningBroker]:
+    data: Path = tmp_path_factory.mktemp("brokerlite-txn")
+    with broker_in_thread(
+        port=0,
+        host="127.0.0.1",
+        data_dir=data,
+        group_initial_rebalance_delay_ms=0,
+        num_partitions=3,
+    ) as running:
+        yield running
+
+
+async def create(bs: str, *topics: tuple[str, int]) -> None:
+    async with open_admin(bootstrap_servers=bs) as admin:
+        await admin.create_topics([NewTopic(t, n) for t, n in topics])
+
+
+async def read_all(
+    bs: str, topic: str, partitions: int, *, committed: bool, quiet_ms: int = 400
+) -> dict[int, list[bytes]]:
+    """Every record a consumer hands out from the beginning, until ``quiet_ms`` pass
+    without one after reaching the end (LSO / high watermark)."""
+    out: dict[int, list[bytes]] = {p: [] for p in range(partitions)}
+    level = "read_committed" if committed else "read_uncommitted"
+    tps = [TopicPartition(topic, p) for p in range(partitions)]
+    async with open_consumer(
+        bootstrap_servers=bs, auto_offset_reset="earliest", isolation_level=level
+    ) as c:
+        c.assign(tps)
+        ends = await c.end_offsets(tps)
+        while True:
+            got = await c.getmany(timeout_ms=quiet_ms)
+            for tp, recs in got.items():
+                out[tp.partition] += [r.value for r in recs]
+            if not got and all([await c.position(tp) >= ends[tp] for tp in tps]):
+                return out
+
+
+pytestmark = pytest.mark.anyio
+
+
+def test_config_rules() -> None:
+    cfg = ProducerConfig(transactional_id="t")
+    assert cfg.idempotent and cfg.transaction_timeout_ms == 60_000
+    assert (
+        ProducerConfig.from_dict({"transactional.id": "t", "acks": "all"}).transactional_id == "t"
+    )
+    with pytest.raises(ConfigError, match=r"enable\.idempotence"):
+        ProducerConfig(transactional_id="t", enable_idempotence=False)
+    with pytest.raises(ConfigError, match="acks"):
+        ProducerConfig(transactional_id="t", acks=1)
+
+
+async def test_commit_and_abort_cycles(broker: RunningBroker) -> None:
+    bs = broker.bootstrap_servers
+    topic = fresh("cycles")
+    committed: dict[int, list[bytes]] = {p: [] for p in range(3)}
+    everything: dict[int, list[bytes]] = {p: [] for p in range(3)}
+    with anyio.fail_after(60):
+        await create(bs, (topic, 3))
+        async with open_producer(
+            bootstrap_servers=bs, transactional_id=fresh("tx"), linger_ms=1
+        ) as p:
+            assert p.transaction_state is TxnState.UNINITIALIZED
+            with pytest.raises(InvalidTxnStateError, match="init_transactions"):
+                await p.send(topic, b"too early")
+            await p.init_transactions()
+            await p.init_transactions()  # once is enough; again is harmless
+            for t in range(9):
+                values = [(i % 3, b"t%d-%d" % (t, i)) for i in range(30)]
+                if t % 3 == 0:  # explicit calls
+                    p.begin_transaction()
+                    futures = [await p.send(topic, v, partition=q) for q, v in values]
+                    await p.commit_transaction()
+                    assert all(f.done() and f.exception() is None for f in futures)
+                    outcome = "commit"
+                elif t % 3 == 1:  # the block, aborted by an error
+                    with pytest.raises(ZeroDivisionError):
+                        async with p.transaction():
+                            for q, v in values:
+                                await p.send(topic, v, partition=q)
+                            await p.flush()  # written, then aborted
+                            _ = 1 / 0
+                    outcome = "abort"
+                else:  # the block, committed
+                    async with p.transaction():
+                        for q, v in values:
+                            await p.send(topic, v, partition=q)
+                    outcome = "commit"
+                assert p.transaction_state is TxnState.READY
+                for q, v in values:
+                    everything[q].append(v)
+                    if outcome == "commit":
+                        committed[q].append(v)
+            # Records not yet sent when the transaction aborts fail, never to be sent.
+            p.begin_transaction()
+            pending = await p.send(topic, b"never", partition=0)
+            await p.abort_transaction()
+            with pytest.raises(TransactionAbortedError):
+                await pending
+            with pytest.raises(InvalidTxnStateError, match="begin_transaction"):
+                await p.send(topic, b"outside")
+        assert await read_all(bs, topic, 3, committed=True) == committed
+        # read_uncommitted sees aborted records too, but never a control record.
+        assert await read_all(bs, topic, 3, committed=False) == everything
+
+
+async def test_read_committed_waits_for_the_open_transaction(broker: RunningBroker) -> None:
+    bs = broker.bootstrap_servers
+    topic = fresh("lso")
+    tp = TopicPartition(topic, 0)
+    with anyio.fail_after(30):
+        await create(bs, (topic, 1))
+        async with (
+            open_producer(bootstrap_servers=bs, transactional_id=fresh("tx")) as p,
+            open_consumer(
+                bootstrap_servers=bs, auto_offset_reset="earliest", isolation_level="read_committed"
+            ) as c,
+        ):
+            await p.init_transactions()
+            c.assign([tp])
+            p.begin_transaction()
+            await p.send_and_wait(topic, b"a", partition=0)
+            assert await c.getmany(timeout_ms=300) == {}  # open: above the LSO
+            assert (await c.end_offsets([tp]))[tp] == 0
+            await p.commit_transaction()
+            got = await c.getmany(timeout_ms=5000)
+            assert [r.value for r in got[tp]] == [b"a"]
+            # The position moves past the commit marker once it is fetched.
+            p.begin_transaction()
+            await p.send_and_wait(topic, b"b", partition=0)
+            await p.abort_transaction()
+            async with p.transaction():
+                await p.send(topic, b"c", partition=0)
+            got = await c.getmany(timeout_ms=5000)
+            assert [r.value for r in got[tp]] == [b"c"]
+            assert [r.offset for r in got[tp]] == [4]  # a, marker, b, marker, c
+            while await c.position(tp) < 6:
+                assert await c.getmany(timeout_ms=200) == {}
+
+
+async def test_zombie_is_fenced(broker: RunningBroker) -> None:
+    bs = broker.bootstrap_servers
+    topic = fresh("zombie")
+    tid = fresh("tx")
+    with anyio.fail_after(30):
+        await create(bs, (topic, 1))
+        async with open_producer(bootstrap_servers=bs, transactional_id=tid) as old:
+            await old.init_transactions()
+            old.begin_transaction()
+            await old.send_and_wait(topic, b"zombie", partition=0)
+            async with open_producer(bootstrap_servers=bs, transactional_id=tid) as new:
+                await new.init_transactions()  # fences `old`, aborts its transaction
+                async with new.transaction():
+                    await new.send(topic, b"fresh", partition=0)
+                with pytest.raises(ProducerFencedError):
+                    await old.send(topic, b"more", partition=0)
+                    await old.commit_transaction()
+                assert old.transaction_state is TxnState.FATAL_ERROR
+                with pytest.raises(ProducerFencedError):
+                    await old.send(topic, b"after", partition=0)
+        assert await read_all(bs, topic, 1, committed=True) == {0: [b"fresh"]}
+
+
+async def test_offsets_commit_with_the_transaction(broker: RunningBroker) -> None:
+    bs = broker.bootstrap_servers
+    src, group = fresh("src"), fresh("group")
+    tp = TopicPartition(src, 0)
+    with anyio.fail_after(30):
+        await create(bs, (src, 1))
+        async with (
+            open_producer(bootstrap_servers=bs, transactional_id=fresh("tx")) as p,
+            open_consumer(bootstrap_servers=bs, group_id=group) as c,
+        ):
+            async with p.transaction():
+                await p.send_offsets_to_transaction({tp: 5}, c.group_metadata())
+                assert await c.committed(tp) is None  # held by the transaction
+            assert await c.committed(tp) == 5
+            p.begin_transaction()
+            await p.send_offsets_to_transaction({tp: 9}, group)  # a bare group id works too
+            await p.abort_transaction()
+            assert await c.committed(tp) == 5
+
+
+async def test_stale_generation_cannot_commit_offsets(broker: RunningBroker) -> None:
+    """KIP-447: offsets from a consumer generation that a rebalance replaced are refused."""
+    bs = broker.bootstrap_servers
+    src, group = fresh("src"), fresh("group")
+    tp = TopicPartition(src, 0)
+    fast: dict[str, Any] = {"heartbeat_interval_ms": 100}  # rebalances noticed quickly
+    with anyio.fail_after(60):
+        await create(bs, (src, 2))
+        async with (
+            open_producer(bootstrap_servers=bs, transactional_id=fresh("tx")) as p,
+            open_consumer(src, bootstrap_servers=bs, group_id=group, **fast) as first,
+        ):
+            while not first.assignment():
+                await first.getmany(timeout_ms=100)
+            stale = first.group_metadata()
+            assert stale.generation_id >= 1 and stale.member_id
+            async with open_consumer(src, bootstrap_servers=bs, group_id=group, **fast) as second:
+                while first.group_metadata().generation_id == stale.generation_id or not (
+                    second.assignment()
+                ):
+                    await first.getmany(timeout_ms=100)
+                    await second.getmany(timeout_ms=100)
+                with pytest.raises(TransactionAbortableError) as info:
+                    async with p.transaction():
+                        await p.send_offsets_to_transaction({tp: 1}, stale)
+                assert isinstance(info.value.__cause__, CommitFailedError)
+                assert p.transaction_state is TxnState.READY  # aborted; the producer goes on
+                current = first.group_metadata()
+                assert current.generation_id > stale.generation_id
+                async with p.transaction():
+                    await p.send_offsets_to_transaction({tp: 1}, current)
+            assert await first.committed(tp) == 1
+
+
+async def test_cancelled_transaction_block_aborts(broker: RunningBroker) -> None:
+    bs = broker.bootstrap_servers
+    topic = fresh("cancel")
+    with anyio.fail_after(30):
+        await create(bs, (topic, 1))
+        async with open_producer(
+            bootstrap_servers=bs, transactional_id=fresh("tx"), linger_ms=0
+        ) as p:
+            with anyio.CancelScope() as scope:
+                async with p.transaction():
+                    await p.send_and_wait(topic, b"cancelled", partition=0)
+                    scope.cancel()
+                    await anyio.sleep(10)
+            assert scope.cancelled_caught
+            assert p.transaction_state is TxnState.READY
+            async with p.transaction():
+                await p.send(topic, b"kept", partition=0)
+        assert await read_all(bs, topic, 1, committed=True) == {0: [b"kept"]}
+
+
+async def test_close_aborts_an_open_transaction(broker: RunningBroker) -> None:
+    bs = broker.bootstrap_servers
+    topic = fresh("close")
+    tid = fresh("tx")
+    with anyio.fail_after(30):
+        await create(bs, (topic, 1))
+        async with open_producer(bootstrap_servers=bs, transactional_id=tid) as p:
+            await p.init_transactions()
+            p.begin_transaction()
+            await p.send_and_wait(topic, b"left open", partition=0)
+        async with (
+            open_producer(bootstrap_servers=bs, transactional_id=tid) as p,
+            p.transaction(),
+        ):
+            await p.send(topic, b"next", partition=0)
+        assert await read_all(bs, topic, 1, committed=True) == {0: [b"next"]}
+
+
+# -- consume-transform-produce --------------------------------------------------------------
+
+
+async def _ctp_run(bs: str, src: str, dst: str, group: str, tid: str, n: int) -> bool:
+    """One life of the loop; True once every input record's offset is committed."""
+    async with open_producer(bootstrap_servers=bs, transactional_id=tid, linger_ms=1) as p:
+        await p.init_transactions()  # first: completes whatever the previous life left open
+        async with open_consumer(
+            src,
+            bootstrap_servers=bs,
+            group_id=group,
+            isolation_level="read_committed",
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+            # Static: each life takes over the previous one's membership at once,
+            # rather than waiting out the session of a member cancelled mid-join.
+            group_instance_id="ctp-worker",
+            session_timeout_ms=6000,
+            heartbeat_interval_ms=500,
+        ) as c:
+            while True:
+                batch = await c.getmany(timeout_ms=200, max_records=10)
+                if not batch:
+                    assigned = c.assignment()
+                    if assigned:
+                        done = [await c.committed(tp) for tp in sorted(assigned)]
+                        if sum(off or 0 for off in done) >= n:
+                            return True
+                    continue
+                async with p.transaction():
+                    for recs in batch.values():
+                        for r in recs:
+                            await p.send(dst, b"out-" + r.value, key=r.key)
+                    # Written before the offsets: a cancellation from here on leaves
+                    # records in the log that must stay invisible (aborted).
+                    await p.flush()
+                    await p.send_offsets_to_transaction(
+                        {tp: recs[-1].offset + 1 for tp, recs in batch.items()},
+                        c.group_metadata(),
+                    )
+
+
+@pytest.mark.timeout(180)
+async def test_consume_transform_produce_exactly_once_across_cancellations(
+    broker: RunningBroker,
+) -> None:
+    bs = broker.bootstrap_servers
+    src, dst, group, tid = fresh("in"), fresh("out"), fresh("ctp"), fresh("ctp-tx")
+    n = 1000
+    rng = random.Random(447)
+    with anyio.fail_after(150):
+        await create(bs, (src, 3), (dst, 3))
+        async with open_producer(bootstrap_servers=bs, linger_ms=2) as feed:
+            for i in range(n):
+                await feed.send(src, b"%d" % i, key=b"%d" % (i % 17))
+        lives = 0
+        done = False
+        while not done:
+            lives += 1
+            # The first lives are cut short at a random moment; the last one finishes.
+            limit = rng.uniform(0.02, 0.25) if lives <= 8 else 60.0
+            with anyio.move_on_after(limit):
+                try:
+                    done = await _ctp_run(bs, src, dst, group, tid, n)
+                except TransactionAbortableError:
+                    pass  # e.g. a rebalance fenced the offsets: the next life redoes it
+        out = await read_all(bs, dst, 3, committed=True)
+        written = await read_all(bs, dst, 3, committed=False)
+    values = collections.Counter(v for recs in out.values() for v in recs)
+    assert values == collections.Counter(b"out-%d" % i for i in range(n))
+    # The cancellations did cut transactions short after their records were written
+    # (usually some tens of records): read_uncommitted sees at least everything.
+    assert sum(map(len, written.values())) >= n
+
+
+# -- confluent-kafka on the other side ------------------------------------------------------
+
+
+def _confluent_read_committed(bs: str, topic: str, partitions: int, count: int) -> list[bytes]:
+    import confluent_kafka as ck
+
+    c = ck.Consumer(
+        {
+            "bootstrap.servers": bs,
+            "group.id": fresh("ck"),
+            "isolation.level": "read_committed",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
+    try:
+        c.assign([ck.TopicPartition(topic, p, ck.OFFSET_BEGINNING) for p in range(partitions)])
+        out: list[bytes] = []
+        deadline = time.monotonic() + 30
+        quiet_until = None
+        while time.monotonic() < deadline:
+            msg = c.poll(0.2)
+            if msg is None:
+                if len(out) >= count:
+                    quiet_until = quiet_until or time.monotonic() + 1.0
+                    if time.monotonic() > quiet_until:
+                        break
+                continue
+            if msg.error():
+                continue
+            value = msg.value()
+            assert value is not None
+            out.append(value)
+        return out
+    finally:
+        c.close()
+
+
+@pytest.mark.timeout(90)
+async def test_confluent_read_committed_sees_trafka_commits(broker: RunningBroker) -> None:
+    bs = broker.bootstrap_servers
+    topic = fresh("to-ck")
+    committed: list[bytes] = []
+    with anyio.fail_after(60):
+        await create(bs, (topic, 2))
+        async with open_producer(bootstrap_servers=bs, transactional_id=fresh("tx")) as p:
+            await p.init_transactions()
+            for t in range(6):
+                values = [b"%d-%d" % (t, i) for i in range(20)]
+                p.begin_transaction()
+                for i, v in enumerate(values):
+                    await p.send(topic, v, partition=i % 2)
+                if t % 2:
+                    await p.flush()
+                    await p.abort_transaction()
+                else:
+                    await p.commit_transaction()
+                    committed += values
+        got = await anyio.to_thread.run_sync(
+            _confluent_read_committed, bs, topic, 2, len(committed)
+        )
+    assert sorted(got) == sorted(committed)
+
+
+def _confluent_transactions(bs: str, topic: str) -> list[bytes]:
+    import confluent_kafka as ck
+
+    p = ck.Producer({"bootstrap.servers": bs, "transactional.id": fresh("ck-tx"), "linger.ms": 1})
+    p.init_transactions(30)
+    committed: list[bytes] = []
+    for t in range(6):
+        p.begin_transaction()
+        values = [b"ck%d-%d" % (t, i) for i in range(25)]
+        for i, v in enumerate(values):
+            p.produce(topic, v, partition=i % 2)
+        if t % 2:
+            p.flush(30)
+            p.abort_transaction(30)
+        else:
+            p.commit_transaction(30)
+            committed += values
+    return committed
+
+
+@pytest.mark.timeout(90)
+async def test_trafka_read_committed_on_confluent_transactions(broker: RunningBroker) -> None:
+    bs = broker.bootstrap_servers
+    topic = fresh("from-ck")
+    with anyio.fail_after(60):
+        await create(bs, (topic, 2))
+        committed = await anyio.to_thread.run_sync(_confluent_transactions, bs, topic)
+        got = await read_all(bs, topic, 2, committed=True)
+        everything = await read_all(bs, topic, 2, committed=False)
+    # Each value's partition is its index within its transaction, modulo 2.
+    assert got == {q: [v for v in committed if int(v.split(b"-")[1]) % 2 == q] for q in range(2)}
+    assert sum(map(len, everything.values())) == 6 * 25
