@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
+from anyio.abc import TaskGroup
 
 from .errors import SerializationError
 
@@ -15,6 +17,7 @@ __all__ = [
     "get_deserializer",
     "get_serializer",
     "normalize_headers",
+    "owned_task_group",
 ]
 
 Serializer = Callable[[Any], bytes | None]
@@ -45,6 +48,22 @@ def collapse_group(group: BaseExceptionGroup[Any]) -> BaseException:
     if not real and leaves:
         return leaves[0]
     return group
+
+
+@asynccontextmanager
+async def owned_task_group() -> AsyncIterator[TaskGroup]:
+    """A task group for a public context manager: one real error comes out as
+    itself (see :func:`collapse_group`), never wrapped in an ExceptionGroup."""
+    error: BaseException | None = None
+    try:
+        async with anyio.create_task_group() as tg:
+            yield tg
+    except BaseExceptionGroup as group:
+        error = collapse_group(group)
+        if error is group:
+            raise
+    if error is not None:
+        raise error
 
 
 def _bytes_serializer(value: Any) -> bytes | None:

@@ -38,7 +38,7 @@ from trafka.codec.messages import k42_delete_groups as dgr
 from trafka.codec.messages import k44_incremental_alter_configs as iac
 from trafka.codec.messages import k60_describe_cluster as dcl
 
-from ._util import collapse_group
+from ._util import owned_task_group
 from .assignors import decode_assignment
 from .config import AdminConfig, make_config
 from .fetcher import EARLIEST, LATEST, TopicPartition, build_list_offsets, parse_list_offsets
@@ -598,20 +598,12 @@ async def open_admin(
         ConfigError: invalid configuration.
     """
     cfg = make_config(AdminConfig, config, kwargs)
-    error: BaseException | None = None
-    try:
-        async with anyio.create_task_group() as tg:
-            admin = Admin(cfg, tg)
-            admin._cluster.start()
-            try:
-                yield admin
-            finally:
-                tg.cancel_scope.cancel()
-                with anyio.CancelScope(shield=True):
-                    await admin._cluster.aclose()
-    except BaseExceptionGroup as group:
-        error = collapse_group(group)
-        if error is group:
-            raise
-    if error is not None:
-        raise error
+    async with owned_task_group() as tg:
+        admin = Admin(cfg, tg)
+        admin._cluster.start()
+        try:
+            yield admin
+        finally:
+            tg.cancel_scope.cancel()
+            with anyio.CancelScope(shield=True):
+                await admin._cluster.aclose()

@@ -32,7 +32,7 @@ import anyio.abc
 
 from trafka.codec import KafkaError, TrafkaError
 
-from ._util import collapse_group, get_deserializer
+from ._util import get_deserializer, owned_task_group
 from .config import ConsumerConfig, make_config
 from .errors import ClientClosedError, UsageError
 from .fetcher import (
@@ -679,32 +679,24 @@ async def open_consumer(
         ConfigError: invalid configuration.
     """
     cfg = make_config(ConsumerConfig, config, kwargs)
-    error: BaseException | None = None
-    try:
-        async with anyio.create_task_group() as tg:
-            consumer = Consumer(cfg, tg)
-            await consumer._start()
-            if topics:
-                consumer.subscribe(topics)
-            try:
-                yield consumer
-            except BaseException:
-                with (
-                    anyio.CancelScope(shield=True),
-                    anyio.move_on_after(cfg.request_timeout_ms / 1000),
-                ):
-                    await consumer._close(graceful=False)
-                raise
-            else:
-                await consumer._close(graceful=True)
-            finally:
-                consumer._closed = True
-                tg.cancel_scope.cancel()
-                with anyio.CancelScope(shield=True):
-                    await consumer._cluster.aclose()
-    except BaseExceptionGroup as group:
-        error = collapse_group(group)
-        if error is group:
+    async with owned_task_group() as tg:
+        consumer = Consumer(cfg, tg)
+        await consumer._start()
+        if topics:
+            consumer.subscribe(topics)
+        try:
+            yield consumer
+        except BaseException:
+            with (
+                anyio.CancelScope(shield=True),
+                anyio.move_on_after(cfg.request_timeout_ms / 1000),
+            ):
+                await consumer._close(graceful=False)
             raise
-    if error is not None:
-        raise error
+        else:
+            await consumer._close(graceful=True)
+        finally:
+            consumer._closed = True
+            tg.cancel_scope.cancel()
+            with anyio.CancelScope(shield=True):
+                await consumer._cluster.aclose()

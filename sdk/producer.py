@@ -57,7 +57,7 @@ import anyio.lowlevel
 
 from trafka.codec import ErrorCode, KafkaError, TrafkaError, UnsupportedVersionError
 
-from ._util import collapse_group, get_serializer, normalize_headers
+from ._util import get_serializer, normalize_headers, owned_task_group
 from .accumulator import (
     Accumulator,
     BufferFullError,
@@ -778,26 +778,18 @@ async def open_producer(
         ConfigError: invalid configuration.
     """
     cfg = make_config(ProducerConfig, config, kwargs)
-    error: BaseException | None = None
-    try:
-        async with anyio.create_task_group() as tg:
-            producer = Producer(cfg, tg)
-            await producer._start()
-            try:
-                yield producer
-            except BaseException:
-                with anyio.CancelScope(shield=True):
-                    await producer._close(flush=False)
-                raise
-            else:
-                await producer._close(flush=True)
-            finally:
-                tg.cancel_scope.cancel()
-                with anyio.CancelScope(shield=True):
-                    await producer._cluster.aclose()
-    except BaseExceptionGroup as group:
-        error = collapse_group(group)
-        if error is group:
+    async with owned_task_group() as tg:
+        producer = Producer(cfg, tg)
+        await producer._start()
+        try:
+            yield producer
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await producer._close(flush=False)
             raise
-    if error is not None:
-        raise error
+        else:
+            await producer._close(flush=True)
+        finally:
+            tg.cancel_scope.cancel()
+            with anyio.CancelScope(shield=True):
+                await producer._cluster.aclose()
