@@ -59,6 +59,9 @@ from trafka.codec import ErrorCode, KafkaError, TrafkaError, UnsupportedVersionE
 
 from ._util import get_serializer, normalize_headers, owned_task_group
 from .accumulator import (
+    BATCH_OVERHEAD,
+    RECORD_MEMORY_OVERHEAD,
+    RECORD_OVERHEAD,
     Accumulator,
     BufferFullError,
     ProducerBatch,
@@ -125,6 +128,35 @@ async def _wait_batch(batch: ProducerBatch) -> None:
         await batch.waker.wait()
 
 
+class _ProduceCompletion:
+    """The outcome of one Produce request, called back by the connection's reader."""
+
+    __slots__ = ("batches", "node_id", "producer")
+
+    def __init__(self, producer: Producer, node_id: int, batches: list[ProducerBatch]) -> None:
+        self.producer = producer
+        self.node_id = node_id
+        self.batches = batches
+
+    def resolve(self, response: Any) -> None:
+        producer = self.producer
+        try:
+            if response is None:  # acks=0
+                for b in self.batches:
+                    producer._acc.complete(b, -1)
+            else:
+                producer._on_produce_response(self.batches, response)
+        finally:
+            producer._produce_done(self.node_id)
+
+    def fail(self, error: BaseException) -> None:
+        producer = self.producer
+        try:
+            producer._produce_failed(self.batches, error)
+        finally:
+            producer._produce_done(self.node_id)
+
+
 class Producer:
     """A Kafka producer. Create it with :func:`open_producer`."""
 
@@ -180,6 +212,16 @@ class Producer:
         if self._transactional:
             self._acc.send_allowed = self._txn.is_send_allowed
             self._acc.on_failure = self._on_batch_failed
+        # The hot path of send(): a key-less bytes record appended straight to the
+        # batch its topic's sticky partition is filling (KIP-480: every key-less
+        # record goes there until the batch is done). None when it may not be
+        # used: other serializers, transactions, or limits that the batch bound
+        # does not already imply.
+        self._sticky_batches: dict[str, ProducerBatch] = {}
+        fits = config.batch_size + RECORD_MEMORY_OVERHEAD <= min(
+            config.max_request_size - BATCH_OVERHEAD, config.buffer_memory
+        )
+        self._hot_path = self._sticky and self._raw_values and not self._transactional and fits
 
     # -- public API ---------------------------------------------------------------------
 
@@ -213,6 +255,36 @@ class Producer:
         """
         if self._closed or self._fatal is not None:
             raise self._fatal or ClientClosedError("the producer is closed")
+        if (
+            key is None
+            and type(value) is bytes
+            and partition is None
+            and not headers
+            and timestamp_ms is None
+            and self._hot_path
+        ):
+            # The common case in a tight loop, kept to a few dictionary and
+            # attribute lookups; anything unusual takes the general path below.
+            batch = self._sticky_batches.get(topic)
+            if batch is not None and not batch.full and not batch.done:
+                acc = self._acc
+                size = RECORD_OVERHEAD + len(value)
+                charge = size + RECORD_MEMORY_OVERHEAD
+                batch_bytes = batch.size + size
+                if (
+                    batch_bytes <= acc.batch_size
+                    and charge <= acc.buffer_memory - acc.used_memory
+                    and not acc.closing
+                ):
+                    acc.used_memory += charge
+                    batch.memory += charge
+                    batch.size = batch_bytes
+                    records = batch.records
+                    records.append((int(time.time() * 1000), None, value, ()))
+                    if batch_bytes >= acc.batch_size:
+                        batch.full = True
+                        self._wake.set()
+                    return RecordFuture(batch, len(records) - 1)
         transactional = self._transactional
         if transactional:
             self._txn.check_can_send()
@@ -269,6 +341,8 @@ class Producer:
                 sticky = False
                 continue
             break
+        if partition is None and key_bytes is None and self._hot_path:
+            self._sticky_batches[topic] = handle.batch
         if handle.index == 0:
             # A new batch: the sender may have a complete one to send (or a linger
             # to start). Yield once so that it runs while we keep appending; without
@@ -653,7 +727,7 @@ class Producer:
                 batches = acc.drain(now, node, md.leader_for)
                 if batches:
                     self._node_in_flight[node] = self._node_in_flight.get(node, 0) + 1
-                    self._tg.start_soon(self._produce, conn, batches)
+                    self._produce(conn, batches)
             wake_at = check.next_check
             expiry = acc.next_expiry()
             if expiry is not None and (wake_at is None or expiry < wake_at):
@@ -669,9 +743,8 @@ class Producer:
             elif timeout <= 0:
                 await anyio.lowlevel.checkpoint()
 
-    async def _produce(self, conn: BrokerConnection, batches: list[ProducerBatch]) -> None:
-        acc = self._acc
-        md = self._cluster.metadata
+    def _produce(self, conn: BrokerConnection, batches: list[ProducerBatch]) -> None:
+        """Write one Produce request; its outcome arrives through :class:`_ProduceCompletion`."""
         acks = self.config.acks
         request = build_produce_request(
             batches,
@@ -679,24 +752,27 @@ class Producer:
             timeout_ms=self.config.request_timeout_ms,
             transactional_id=self.config.transactional_id,
         )
+        completion = _ProduceCompletion(self, conn.node_id, batches)
         try:
-            response = await conn.request(0, request, expect_response=acks != 0)
+            conn.send(0, request, completion if acks != 0 else None)
         except TrafkaError as exc:
-            now = anyio.current_time()
-            for b in batches:
-                acc.retry_or_fail(b, exc, now)
-            md.request_update()
-            self._cluster.nudge()
+            completion.fail(exc)
         else:
-            if response is None:
-                for b in batches:
-                    acc.complete(b, -1)
-            else:
-                self._on_produce_response(batches, response)
-        finally:
-            self._node_in_flight[conn.node_id] -= 1
-            self._memory_freed()
-            self._wake_sender()
+            if acks == 0:
+                completion.resolve(None)
+
+    def _produce_failed(self, batches: list[ProducerBatch], exc: BaseException) -> None:
+        acc = self._acc
+        now = anyio.current_time()
+        for b in batches:
+            acc.retry_or_fail(b, exc, now)
+        self._cluster.metadata.request_update()
+        self._cluster.nudge()
+
+    def _produce_done(self, node_id: int) -> None:
+        self._node_in_flight[node_id] -= 1
+        self._memory_freed()
+        self._wake.set()
 
     def _on_produce_response(self, batches: list[ProducerBatch], response: Any) -> None:
         acc = self._acc

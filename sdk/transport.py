@@ -2,11 +2,16 @@
 
 Rules:
 
-* A :class:`BrokerConnection` has one reader task; sends are serialised by a
-  lock and shielded from cancellation (a frame written halfway would
-  desynchronise the stream), bounded by ``request.timeout.ms``. Requests are
-  pipelined: callers wait on their own waiter, matched by correlation id in
-  :class:`~trafka.sdk.connection_state.ConnectionState`.
+* A :class:`BrokerConnection` owns a non-blocking TCP socket, a reader task
+  and a writer task. Writing a request is synchronous: the frame goes to the
+  socket at once, or, when the socket is full, into an ordered queue that the
+  writer drains. So no caller can leave a frame half-written, and frames go
+  out in the order their correlation ids were assigned. Requests are
+  pipelined and matched by correlation id in
+  :class:`~trafka.sdk.connection_state.ConnectionState`; callers either await
+  :meth:`BrokerConnection.request` or give :meth:`BrokerConnection.send` a
+  :class:`Completion` that the reader calls back (the producer's hot path: no
+  task or event per request).
 * The reader sleeps at most until the earliest in-flight deadline; a request
   past its deadline fails the whole connection with
   :class:`~trafka.sdk.errors.RequestTimeoutError` (a late response could no
@@ -22,14 +27,19 @@ Rules:
 
 from __future__ import annotations
 
+import errno
 import logging
 import math
+import os
 import random
+import socket
+from collections import deque
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Protocol
 
 import anyio
 import anyio.abc
+import anyio.lowlevel
 
 from trafka.codec import CodecError, ErrorCode, KafkaError, TrafkaError, UnsupportedVersionError
 
@@ -44,11 +54,9 @@ from .errors import (
 )
 from .metadata import MetadataCache
 
-__all__ = ["BrokerConnection", "Cluster", "backoff_delay"]
+__all__ = ["BrokerConnection", "Cluster", "Completion", "backoff_delay"]
 
 log = logging.getLogger("trafka.sdk")
-
-_SOCKET_ERRORS = (OSError, anyio.BrokenResourceError, anyio.ClosedResourceError, anyio.EndOfStream)
 
 
 def backoff_delay(
@@ -79,6 +87,52 @@ class _Waiter:
         self.event.set()
 
 
+class Completion(Protocol):
+    """What :meth:`BrokerConnection.send` calls back with the outcome of a request.
+
+    Both methods run synchronously in the connection's reader (or in whatever
+    fails the connection); they must not raise and must not block.
+    """
+
+    def resolve(self, result: Any) -> None: ...
+
+    def fail(self, error: BaseException) -> None: ...
+
+
+async def _connect_socket(host: str, port: int) -> socket.socket:
+    """A connected non-blocking TCP socket to the first address of ``host`` that accepts."""
+    infos = await anyio.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    last: OSError | None = None
+    for family, kind, proto, _, address in infos:
+        sock = socket.socket(family, kind, proto)
+        try:
+            sock.setblocking(False)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            code = sock.connect_ex(address)
+            if code in (errno.EINPROGRESS, errno.EWOULDBLOCK, errno.EAGAIN):
+                await anyio.wait_writable(sock)
+                code = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+            if code:
+                raise OSError(code, os.strerror(code))
+            return sock
+        except BaseException as exc:
+            _close_socket(sock)
+            if not isinstance(exc, OSError):
+                raise
+            last = exc
+    raise last or OSError(f"no address for {host}")
+
+
+def _close_socket(sock: socket.socket) -> None:
+    # Tasks waiting on the socket are woken (with ClosedResourceError) before the
+    # descriptor goes away, so that a recycled descriptor never wakes them.
+    try:
+        anyio.notify_closing(sock)
+    except RuntimeError:  # no event loop (interpreter shutdown)
+        pass
+    sock.close()
+
+
 class BrokerConnection:
     """A connection to one broker.
 
@@ -93,8 +147,10 @@ class BrokerConnection:
         self._state = ConnectionState(
             config.client_id, max_frame_size=config.receive_message_max_bytes
         )
-        self._stream: anyio.abc.ByteStream | None = None
-        self._send_lock = anyio.Lock()
+        self._sock: socket.socket | None = None
+        # Frames (or their unwritten tails) waiting for the socket, in order.
+        self._out: deque[memoryview] = deque()
+        self._writer_wake = anyio.Event()
         self._error: BaseException | None = None
         self._recv_scope: anyio.CancelScope | None = None
         self._closed = anyio.Event()
@@ -104,7 +160,7 @@ class BrokerConnection:
 
     @property
     def alive(self) -> bool:
-        return self._error is None and self._stream is not None
+        return self._error is None and self._sock is not None
 
     @property
     def in_flight(self) -> int:
@@ -118,7 +174,7 @@ class BrokerConnection:
         return self._state.supports(api_key)
 
     async def open(self, task_group: anyio.abc.TaskGroup) -> None:
-        """Connect, start the reader in ``task_group`` and do the ApiVersions handshake.
+        """Connect, start the reader and writer in ``task_group`` and do the ApiVersions handshake.
 
         Raises:
             KafkaConnectionError: connect failed or timed out.
@@ -127,7 +183,7 @@ class BrokerConnection:
         timeout = self._config.socket_connection_setup_timeout_ms / 1000
         try:
             with anyio.fail_after(timeout):
-                self._stream = await anyio.connect_tcp(self.host, self.port)
+                self._sock = await _connect_socket(self.host, self.port)
         except TimeoutError:
             raise KafkaConnectionError(f"connecting to {self.host}:{self.port} timed out") from None
         except OSError as exc:
@@ -138,10 +194,59 @@ class BrokerConnection:
         now = anyio.current_time()
         frame = self._state.handshake(now, self._config.request_timeout_ms / 1000, waiter)
         task_group.start_soon(self._reader, name=f"trafka reader {self.host}:{self.port}")
-        await self._send(frame)
+        task_group.start_soon(self._writer, name=f"trafka writer {self.host}:{self.port}")
+        self._write(frame)
         await waiter.event.wait()
         if waiter.error is not None:
             raise waiter.error
+
+    def send(
+        self,
+        api_key: int,
+        body: Any,
+        completion: Completion | None,
+        *,
+        timeout: float | None = None,
+        version: int | None = None,
+    ) -> None:
+        """Write a request now and report its response to ``completion`` later.
+
+        The request is framed and handed to the socket (or queued behind
+        earlier frames) before this returns; nothing here waits. With
+        ``completion=None`` no response is expected (Produce with acks=0).
+
+        Raises:
+            KafkaConnectionError: the connection is closed or broke while writing.
+            UnsupportedVersionError: no common version.
+        """
+        if self._error is not None or self._sock is None:
+            raise KafkaConnectionError(
+                f"connection to node {self.node_id} is closed"
+            ) from self._error
+        now = anyio.current_time()
+        t = self._config.request_timeout_ms / 1000 if timeout is None else timeout
+        try:
+            _, frame = self._state.send_request(
+                api_key,
+                body,
+                now=now,
+                timeout=t,
+                version=version,
+                expect_response=completion is not None,
+                cookie=completion,
+            )
+        except UsageError as exc:
+            raise KafkaConnectionError(f"connection to node {self.node_id} is broken") from exc
+        self._write(frame)
+        if self._error is not None:
+            if completion is not None:
+                return  # failing the connection failed the completion too
+            raise KafkaConnectionError(
+                f"connection to node {self.node_id} lost while sending"
+            ) from self._error
+        scope = self._recv_scope
+        if completion is not None and scope is not None and now + t < scope.deadline:
+            scope.deadline = now + t
 
     async def request(
         self,
@@ -166,129 +271,151 @@ class BrokerConnection:
                 connection failed (it is closed; every in-flight request fails).
             UnsupportedVersionError: no common version.
         """
-        if self._error is not None or self._stream is None:
-            raise KafkaConnectionError(
-                f"connection to node {self.node_id} is closed"
-            ) from self._error
         waiter = _Waiter() if expect_response else None
-        t = self._config.request_timeout_ms / 1000 if timeout is None else timeout
-        async with self._send_lock:
-            if self._error is not None:
-                raise KafkaConnectionError(
-                    f"connection to node {self.node_id} is closed"
-                ) from self._error
-            now = anyio.current_time()
-            try:
-                _, frame = self._state.send_request(
-                    api_key,
-                    body,
-                    now=now,
-                    timeout=t,
-                    version=version,
-                    expect_response=expect_response,
-                    cookie=waiter,
-                )
-            except UsageError as exc:
-                raise KafkaConnectionError(f"connection to node {self.node_id} is broken") from exc
-            await self._send_locked(frame)
+        self.send(api_key, body, waiter, timeout=timeout, version=version)
         if waiter is None:
             return None
-        scope = self._recv_scope
-        if scope is not None and now + t < scope.deadline:
-            scope.deadline = now + t
         await waiter.event.wait()
         if waiter.error is not None:
             raise waiter.error
         return waiter.result
 
-    async def _send(self, data: bytes) -> None:
-        async with self._send_lock:
-            await self._send_locked(data)
+    # -- the socket ---------------------------------------------------------------------
 
-    async def _send_locked(self, data: bytes) -> None:
-        stream = self._stream
-        assert stream is not None
-        with anyio.CancelScope(shield=True):
-            try:
-                with anyio.fail_after(self._config.request_timeout_ms / 1000):
-                    await stream.send(data)
-            except TimeoutError:
-                err: TrafkaError = RequestTimeoutError(f"sending to node {self.node_id} timed out")
-                await self._fail(err)
-                raise err from None
-            except _SOCKET_ERRORS as exc:
-                err = KafkaConnectionError(
+    def _write(self, data: bytes) -> None:
+        """Write ``data`` after everything queued before it; queue what the socket refuses.
+
+        Writing is synchronous, so a frame is never half-written by a
+        cancelled caller: whatever the socket does not take now, the writer
+        task sends later, in order.
+        """
+        sock = self._sock
+        if sock is None or self._error is not None:
+            return
+        if self._out:
+            self._out.append(memoryview(data))
+            return
+        try:
+            n = sock.send(data)
+        except BlockingIOError:
+            n = 0
+        except OSError as exc:
+            self._fail(
+                KafkaConnectionError(
                     f"connection to node {self.node_id} lost while sending: {exc!r}"
                 )
-                await self._fail(err)
-                raise err from None
+            )
+            return
+        if n < len(data):
+            self._out.append(memoryview(data)[n:])
+            self._writer_wake.set()
 
-    async def _reader(self) -> None:
-        stream = self._stream
-        assert stream is not None
-        state = self._state
+    async def _writer(self) -> None:
+        sock = self._sock
+        assert sock is not None
+        out = self._out
         try:
             while True:
-                deadline = state.next_deadline()
-                with anyio.CancelScope(
-                    deadline=math.inf if deadline is None else deadline
-                ) as scope:
-                    self._recv_scope = scope
-                    data = await stream.receive(1 << 18)
-                self._recv_scope = None
-                now = anyio.current_time()
-                if scope.cancelled_caught:
-                    late = state.expired(now)
-                    if late:
-                        raise RequestTimeoutError(
-                            f"node {self.node_id} sent no response within "
-                            f"{self._config.request_timeout_ms} ms (API key {late[0].api_key})"
-                        )
+                await self._writer_wake.wait()
+                self._writer_wake = anyio.Event()
+                while out:
+                    await anyio.wait_writable(sock)
+                    while out:
+                        head = out[0]
+                        try:
+                            n = sock.send(head)
+                        except BlockingIOError:
+                            break
+                        if n < len(head):
+                            out[0] = head[n:]
+                            break
+                        out.popleft()
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+            pass  # the connection was closed: _fail has the story
+        except OSError as exc:
+            self._fail(
+                KafkaConnectionError(
+                    f"connection to node {self.node_id} lost while sending: {exc!r}"
+                )
+            )
+
+    async def _reader(self) -> None:
+        sock = self._sock
+        assert sock is not None
+        state = self._state
+        recv = sock.recv
+        try:
+            while True:
+                try:
+                    data = recv(1 << 18)
+                except BlockingIOError:
+                    deadline = state.next_deadline()
+                    with anyio.CancelScope(
+                        deadline=math.inf if deadline is None else deadline
+                    ) as scope:
+                        self._recv_scope = scope
+                        await anyio.wait_readable(sock)
+                    self._recv_scope = None
+                    if scope.cancelled_caught:
+                        late = state.expired(anyio.current_time())
+                        if late:
+                            raise RequestTimeoutError(
+                                f"node {self.node_id} sent no response within "
+                                f"{self._config.request_timeout_ms} ms (API key {late[0].api_key})"
+                            ) from None
                     continue
-                for response in state.receive_data(data, now):
-                    response.cookie.resolve(response.body)
+                if not data:
+                    raise anyio.EndOfStream
+                for response in state.receive_data(data, anyio.current_time()):
+                    try:
+                        response.cookie.resolve(response.body)
+                    except Exception:  # a completion's bug must not kill the connection
+                        log.exception("completion of API key %s failed", response.api_key)
                 retry = state.data_to_send()
                 if retry:
-                    await self._send(retry)
+                    self._write(retry)
+                # Data may keep arriving: let the other tasks run between reads.
+                await anyio.lowlevel.checkpoint()
         except anyio.get_cancelled_exc_class():
-            await self._fail(KafkaConnectionError(f"connection to node {self.node_id} closed"))
+            self._fail(KafkaConnectionError(f"connection to node {self.node_id} closed"))
             raise
         except anyio.EndOfStream:
-            await self._fail(KafkaConnectionError(f"node {self.node_id} closed the connection"))
+            self._fail(KafkaConnectionError(f"node {self.node_id} closed the connection"))
         except (ProtocolError, RequestTimeoutError, KafkaConnectionError) as exc:
             # Before the OSError clause: two of these subclass TimeoutError / ConnectionError.
-            await self._fail(exc)
-        except _SOCKET_ERRORS as exc:
-            await self._fail(
-                KafkaConnectionError(f"connection to node {self.node_id} lost: {exc!r}")
-            )
+            self._fail(exc)
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+            self._fail(KafkaConnectionError(f"connection to node {self.node_id} closed"))
+        except OSError as exc:
+            self._fail(KafkaConnectionError(f"connection to node {self.node_id} lost: {exc!r}"))
         except CodecError as exc:  # pragma: no cover - the state translates these
-            await self._fail(ProtocolError(str(exc)))
+            self._fail(ProtocolError(str(exc)))
         except Exception as exc:  # a bug of ours: fail the waiters rather than hang them
             log.exception("reader of node %s crashed", self.node_id)
-            await self._fail(ProtocolError(f"internal error in the connection reader: {exc!r}"))
+            self._fail(ProtocolError(f"internal error in the connection reader: {exc!r}"))
 
-    async def _fail(self, error: BaseException) -> None:
+    def _fail(self, error: BaseException) -> None:
         if self._error is not None:
             return
         self._error = error
         for entry in self._state.fail_all():
             if entry.cookie is not None:
-                entry.cookie.fail(error)
+                try:
+                    entry.cookie.fail(error)
+                except Exception:
+                    log.exception("completion of API key %s failed", entry.api_key)
         if self._recv_scope is not None:
             self._recv_scope.cancel()
-        stream = self._stream
-        if stream is not None:
-            with anyio.CancelScope(shield=True):
-                try:
-                    await stream.aclose()
-                except Exception:  # already broken; nothing more to report
-                    pass
+        self._out.clear()
+        sock = self._sock
+        if sock is not None:
+            _close_socket(sock)
         self._closed.set()
 
     async def aclose(self) -> None:
         """Close the connection; in-flight requests fail with KafkaConnectionError."""
-        await self._fail(KafkaConnectionError(f"connection to node {self.node_id} closed"))
+        self._fail(KafkaConnectionError(f"connection to node {self.node_id} closed"))
+        await anyio.lowlevel.checkpoint()
 
 
 class Cluster:

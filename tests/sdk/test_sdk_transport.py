@@ -131,3 +131,68 @@ async def test_errors_leave_unwrapped(fake_broker: FakeBroker, component: str) -
             async with opener(bootstrap_servers=fake_broker.bootstrap):
                 await anyio.sleep(0.01)
                 raise KeyError("boom")
+
+
+async def test_frames_larger_than_the_socket_buffer_go_out_whole_and_in_order(
+    fake_broker: FakeBroker,
+) -> None:
+    """A frame the socket cannot take at once is queued; later frames wait behind it."""
+    from trafka.codec.messages import k00_produce as produce
+    from trafka.codec.records import encode_batch
+
+    big = encode_batch([(0, None, b"v" * (8 << 20), ())])
+    small = encode_batch([(0, None, b"after", ())])
+
+    def request(records: bytes) -> produce.ProduceRequest:
+        P = produce.ProduceRequest
+        return P(
+            acks=1,
+            timeout_ms=1000,
+            topic_data=[
+                P.TopicProduceData(
+                    name="t", partition_data=[P.PartitionProduceData(index=0, records=records)]
+                )
+            ],
+        )
+
+    cfg = ClientConfig(bootstrap_servers=fake_broker.bootstrap)
+    with anyio.fail_after(20):
+        async with anyio.create_task_group() as tg:
+            cluster = Cluster(cfg, tg)
+            conn = await cluster.any_connection()
+            results: list[int] = []
+
+            async def one(records: bytes) -> None:
+                resp = await conn.request(0, request(records))
+                results.append(resp.responses[0].partition_responses[0].base_offset)
+
+            async with anyio.create_task_group() as inner:
+                inner.start_soon(one, big)
+                await anyio.sleep(0)  # the big frame is written (or queued) first
+                inner.start_soon(one, small)
+            assert sorted(results) == [0, 1]
+            assert [r.value for r in fake_broker.records("t", 0)] == [b"v" * (8 << 20), b"after"]
+            assert conn.alive
+            tg.cancel_scope.cancel()
+
+
+async def test_cancelled_caller_does_not_break_the_connection(fake_broker: FakeBroker) -> None:
+    """Cancelling a request's caller leaves the frame written and the connection usable."""
+
+    async def slow(header: object, body: object) -> object:
+        await anyio.sleep(0.2)
+        return fake_broker.metadata(header, body)
+
+    cfg = ClientConfig(bootstrap_servers=fake_broker.bootstrap)
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as tg:
+            cluster = Cluster(cfg, tg)
+            conn = await cluster.any_connection()
+            fake_broker.handlers[3] = slow
+            with anyio.move_on_after(0.05) as scope:
+                await conn.request(3, md.MetadataRequest(topics=None))
+            assert scope.cancelled_caught
+            # The late response is matched (and dropped); the next one is ours.
+            resp = await conn.request(3, md.MetadataRequest(topics=None))
+            assert resp.cluster_id == "fake" and conn.alive
+            tg.cancel_scope.cancel()
