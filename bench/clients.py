@@ -20,6 +20,12 @@ default batching, into a topic of ``--partitions`` partitions (default 1).
 * **consume**: a consumer without a group reads the partition(s) from the
   beginning until it has every record, in records per second. It reads the
   topic its own client produced.
+* **consume (common topic)**: every consumer reads the same topic too,
+  aiokafka's (16 KiB batches, as Java's defaults make them), so that the
+  consumers are compared on the same batches: each client's own topic is
+  shaped by its defaults (``batch.size``: trafka 256 KiB, aiokafka and
+  kafka-python 16 KiB, librdkafka 1 MB), and larger batches are cheaper to
+  read.
 * For trafka's producer the worker also reports its peak memory: the growth
   of the process's peak RSS over its size before producing, and the peak of
   what the accumulator counted against ``buffer.memory``.
@@ -612,6 +618,27 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {client:<16} consume {_fmt_rate(consumed):>12} records/s", flush=True)
             if "error" in consumed:
                 print(f"    {consumed['error']}", flush=True)
+        # Each client's defaults shape its own topic (batch.size: trafka 256 KiB,
+        # Java-like clients 16 KiB, librdkafka 1 MB), and bigger batches are cheaper
+        # to read. So every consumer also reads one common topic, written with
+        # small batches, to compare the consumers alone.
+        common = next(
+            (
+                c
+                for c in ("aiokafka", "kafka-python", *clients)
+                if "error" not in results.get(c, {}).get("produce", {"error": ""})
+            ),
+            None,
+        )
+        for client in clients if throughput and common else ():
+            if "error" in results[client]["produce"]:
+                continue
+            same = measure(args, client, "consume", broker.bootstrap, f"bench-{common}-{run_id}")
+            results[client]["consume_common"] = same
+            print(
+                f"  {client:<16} consume {_fmt_rate(same):>12} records/s ({common}'s topic)",
+                flush=True,
+            )
     finally:
         broker.stop()
 
@@ -621,11 +648,14 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     print()
     print("throughput: acks=1")
-    header = f"{'client':<16} {'produce rec/s':>14} {'consume rec/s':>14}"
+    header = f"{'client':<16} {'produce rec/s':>14} {'consume rec/s':>14} {'common topic':>14}"
     print(header)
     print("-" * len(header))
     for client, r in results.items():
-        print(f"{client:<16} {_fmt_rate(r.get('produce')):>14} {_fmt_rate(r.get('consume')):>14}")
+        print(
+            f"{client:<16} {_fmt_rate(r.get('produce')):>14} {_fmt_rate(r.get('consume')):>14}"
+            f" {_fmt_rate(r.get('consume_common')):>14}"
+        )
     ours = results.get("trafka", {})
     if ours:
         print()
@@ -634,11 +664,14 @@ def main(argv: list[str] | None = None) -> int:
             if client == "trafka":
                 continue
             cells = []
-            for phase in ("produce", "consume"):
+            for phase in ("produce", "consume", "consume_common"):
                 a, b = ours.get(phase), r.get(phase)
                 ok = a and b and "error" not in a and "error" not in b
                 cells.append(f"{a['rate'] / b['rate']:.2f}" if ok else "-")  # type: ignore[index]
-            print(f"  vs {client:<16} produce {cells[0]:>6}   consume {cells[1]:>6}")
+            print(
+                f"  vs {client:<16} produce {cells[0]:>6}   consume {cells[1]:>6}"
+                f"   consume (common topic) {cells[2]:>6}"
+            )
         p = ours.get("produce", {})
         if "peak_rss_growth" in p:
             mib = 1024 * 1024
