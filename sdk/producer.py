@@ -215,13 +215,13 @@ class Producer:
         # The hot path of send(): a key-less bytes record appended straight to the
         # batch its topic's sticky partition is filling (KIP-480: every key-less
         # record goes there until the batch is done). None when it may not be
-        # used: other serializers, transactions, or limits that the batch bound
-        # does not already imply.
+        # used: other serializers, or limits that the batch bound does not
+        # already imply.
         self._sticky_batches: dict[str, ProducerBatch] = {}
         fits = config.batch_size + RECORD_MEMORY_OVERHEAD <= min(
             config.max_request_size - BATCH_OVERHEAD, config.buffer_memory
         )
-        self._hot_path = self._sticky and self._raw_values and not self._transactional and fits
+        self._hot_path = self._sticky and self._raw_values and fits
 
     # -- public API ---------------------------------------------------------------------
 
@@ -266,7 +266,14 @@ class Producer:
             # The common case in a tight loop, kept to a few dictionary and
             # attribute lookups; anything unusual takes the general path below.
             batch = self._sticky_batches.get(topic)
-            if batch is not None and not batch.full and not batch.done:
+            # In a transaction, a batch still open was opened in this one, so its
+            # partition is already part of it (the general path adds partitions).
+            if (
+                batch is not None
+                and not batch.full
+                and not batch.done
+                and (not self._transactional or self._txn.state is TxnState.IN_TRANSACTION)
+            ):
                 acc = self._acc
                 size = RECORD_OVERHEAD + len(value)
                 charge = size + RECORD_MEMORY_OVERHEAD

@@ -465,3 +465,33 @@ async def test_trafka_read_committed_on_confluent_transactions(broker: RunningBr
     # Each value's partition is its index within its transaction, modulo 2.
     assert got == {q: [v for v in committed if int(v.split(b"-")[1]) % 2 == q] for q in range(2)}
     assert sum(map(len, everything.values())) == 6 * 25
+
+
+async def test_keyless_records_in_commit_and_abort_cycles(broker: RunningBroker) -> None:
+    """Key-less bytes records take send()'s hot path (the sticky batch); it must
+    honour the transaction state exactly like the general path."""
+    bs = broker.bootstrap_servers
+    topic = fresh("hot")
+    committed: list[bytes] = []
+    with anyio.fail_after(60):
+        await create(bs, (topic, 1))
+        async with open_producer(
+            bootstrap_servers=bs, transactional_id=fresh("tx"), linger_ms=50
+        ) as p:
+            await p.init_transactions()
+            for t in range(6):
+                p.begin_transaction()
+                values = [b"t%d-%d" % (t, i) for i in range(200)]
+                for v in values:
+                    await p.send(topic, v)
+                assert p._sticky_batches, "key-less records must use the hot path"
+                if t % 2:
+                    await p.abort_transaction()
+                else:
+                    await p.commit_transaction()
+                    committed += values
+                # The sticky batch may still be cached: no state but an open
+                # transaction may append to it.
+                with pytest.raises(InvalidTxnStateError, match="begin_transaction"):
+                    await p.send(topic, b"outside")
+    assert (await read_all(bs, topic, 1, committed=True))[0] == committed
