@@ -315,10 +315,10 @@ class BrokerConnection:
         assert sock is not None
         out = self._out
         try:
-            while True:
+            while self._error is None:
                 await self._writer_wake.wait()
                 self._writer_wake = anyio.Event()
-                while out:
+                while out and self._error is None:
                     await anyio.wait_writable(sock)
                     while out:
                         head = out[0]
@@ -407,6 +407,7 @@ class BrokerConnection:
         if self._recv_scope is not None:
             self._recv_scope.cancel()
         self._out.clear()
+        self._writer_wake.set()  # the writer ends instead of waiting forever
         sock = self._sock
         if sock is not None:
             _close_socket(sock)

@@ -104,6 +104,14 @@ async def test_broker_closing_connection(fake_broker: FakeBroker) -> None:
             fake_broker.handlers[3] = lambda h, b: "close"
             with pytest.raises(KafkaConnectionError, match="closed"):
                 await conn.request(3, md.MetadataRequest())
+            # The dead connection's reader and writer end with it.
+            for _ in range(100):
+                names = [t.name or "" for t in anyio.get_running_tasks()]
+                if not any(n.startswith(("trafka reader", "trafka writer")) for n in names):
+                    break
+                await anyio.sleep(0.01)
+            else:
+                raise AssertionError(f"connection tasks still running: {names}")
             tg.cancel_scope.cancel()
 
 
