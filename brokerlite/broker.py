@@ -35,6 +35,25 @@ Rules and invariants:
 * A transaction outcome (:meth:`complete_transactions`) is acknowledged to the
   coordinator only after all its markers and offsets are written; until then
   the coordinator keeps it prepared and issues it again.
+* EndTxn (and InitProducerId fencing an open transaction) is answered once the
+  coordinator's decision is durable; its markers are written just after
+  (:meth:`defer_transactions`): by the next :meth:`poll` (:meth:`next_deadline`
+  asks for one at once), or before the next request is handled, whichever comes
+  first. No request is therefore ever handled while a decided transaction waits
+  for its markers, unless writing them failed (then it gets
+  CONCURRENT_TRANSACTIONS until the coordinator's retry succeeds).
+* Markers are not fsynced. Their positions are in the coordinator's journal
+  (written before the transaction counts as complete) until the broker knows
+  them on disk: below a partition's active segment (a roll fsyncs the segment it
+  finishes; checked every ``_MARKER_CHECK_MS``), after a clean close, or after
+  an fsync of the partitions done early because ``_MARKER_SYNC_MAX`` positions
+  piled up (the journal keeps one per producer, partition and outcome run, so a
+  steady stream of commits holds one). When the broker opens, a producer's
+  recorded marker at or beyond its partition's log end was lost with the log's
+  tail in a power loss: if the producer still has a transaction open there, the
+  marker is written again (and fsynced) before anything else, so no transaction
+  is left open by a lost marker and the last stable offset never passes a
+  transaction before its marker is in the log.
 """
 
 from __future__ import annotations
@@ -73,7 +92,7 @@ from .handlers._base import (
 from .log import LogConfig, LogManager
 from .offsets import OffsetStore
 from .transactions import TransactionCoordinator, TxnCompletion, classic_group_validator
-from .txn_journal import TxnJournal
+from .txn_journal import TxnJournal, WrittenMarker
 
 __all__ = [
     "Broker",
@@ -95,6 +114,12 @@ TRANSACTIONS_JOURNAL = "trafka-transactions.journal"
 # A marker can make a whole transaction readable at once: it wakes every parked
 # fetch of its partition, whatever bytes they still wait for.
 _MARKER_WAKES = 1 << 62
+# Unsynced transaction markers: look this often for those a segment roll made
+# durable, and fsync their partitions only when this many positions pile up. The
+# fsync writes all the partition's data not yet on disk, which the kernel would
+# otherwise write in the background for free.
+_MARKER_CHECK_MS = 1000
+_MARKER_SYNC_MAX = 1024
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -184,6 +209,10 @@ class Broker:
         self.producers = ProducerStates(
             self.logs, producer_id_expiration_ms=config.producer_id_expiration_ms
         )
+        self._txn_pending: list[TxnCompletion] = []
+        self._last_now_ms = now_ms  # for what close() still has to carry out
+        self._next_marker_check_ms = now_ms + _MARKER_CHECK_MS
+        self._recover_markers(now_ms)
         self._entries: dict[int, _Entry] = {}
         self._by_partition: dict[tuple[str, int], set[int]] = {}
         self._by_conn: dict[int, int] = {}
@@ -307,6 +336,9 @@ class Broker:
                 untrusted input).
         """
         spec = HANDLERS[header.request_api_key]
+        if self._txn_pending:
+            # Markers of a transaction answered just before: no request may see it half done.
+            self._run_deferred_transactions(now_ms)
         ctx = RequestContext(self, conn_id, header, now_ms)
         try:
             result = spec.handle(ctx, body)
@@ -374,6 +406,10 @@ class Broker:
                     self._mark_ready(ticket)
         if deleted:
             self.producers.drop_topic(topic)
+            # A topic recreated under the name must never get the old one's markers.
+            gone = {tp: None for tp in self.txn.unsynced_markers() if tp[0] == topic}
+            if gone:
+                self.txn.markers_synced(gone)
             try:
                 self.groups.delete_topic_offsets(topic)
             except Exception:
@@ -400,11 +436,19 @@ class Broker:
             self._unwatch(entry)
 
     def has_ready(self) -> bool:
-        """True when :meth:`poll` has completions to return without waiting."""
+        """True when :meth:`poll` has completions to return without waiting.
+
+        Markers waiting to be written (:meth:`defer_transactions`) do not count:
+        :meth:`next_deadline` asks for a poll at once instead, so that a driver
+        polls after it has sent the answer that comes before them.
+        """
         return bool(self._ready) or bool(self._group_done)
 
     def poll(self, now_ms: int) -> list[Completion]:
         """Completions due at ``now_ms``, and periodic work (retention, timers)."""
+        if self._txn_pending:
+            # First: the markers may wake parked fetches answered below.
+            self._run_deferred_transactions(now_ms)
         while self._deadlines and self._deadlines[0][0] <= now_ms:
             _, ticket = heapq.heappop(self._deadlines)
             if ticket in self._entries:
@@ -428,6 +472,9 @@ class Broker:
             heapq.heapify(self._deadlines)
         self.release(self.groups.tick(now_ms))
         self.complete_transactions(self.txn.tick(now_ms), now_ms)
+        if now_ms >= self._next_marker_check_ms:
+            self._next_marker_check_ms = now_ms + _MARKER_CHECK_MS
+            self._prune_markers()
         if self._group_done:
             done.extend(self._group_done)
             self._group_done = []
@@ -523,6 +570,10 @@ class Broker:
         txn_deadline = self.txn.next_deadline()
         if txn_deadline is not None:
             candidates.append(txn_deadline)
+        if self._txn_pending:
+            candidates.append(0)
+        elif self.txn.unsynced_marker_count:
+            candidates.append(self._next_marker_check_ms)
         return min(candidates)
 
     # -- periodic work ----------------------------------------------------------
@@ -544,26 +595,55 @@ class Broker:
         """Carry out transaction outcomes: markers, then offsets, then acknowledge.
 
         For each completion (see :mod:`.transactions`): a COMMIT or ABORT control
-        batch goes to every partition of the transaction that still exists and is
-        fsynced, a commit's group offsets are applied, and only then does the
-        coordinator hear that the markers are written. Any failure leaves the transaction prepared;
-        the coordinator issues it again after its retry backoff, and markers written
+        batch goes to every partition of the transaction that still exists, a
+        commit's group offsets are applied, and only then does the coordinator hear
+        that the markers are written, and where. Markers are not fsynced here (see
+        the module docstring). Any failure leaves the transaction prepared; the
+        coordinator issues it again after its retry backoff, and markers written
         twice are harmless.
         """
+        txn = self.txn
         for completion in completions:
-            if self._write_completion(completion, now_ms):
-                self.txn.markers_written(completion, now_ms)
+            written = self._write_completion(completion, now_ms)
+            if written is not None:
+                txn.markers_written(completion, now_ms, written)
+        if txn.unsynced_marker_count >= _MARKER_SYNC_MAX:
+            self._sync_markers(now_ms)
 
-    def _write_completion(self, completion: TxnCompletion, now_ms: int) -> bool:
+    def defer_transactions(self, completions: Iterable[TxnCompletion], now_ms: int) -> None:
+        """Carry out transaction outcomes after the current request is answered.
+
+        For handlers whose answer only needs the durable decision (EndTxn,
+        InitProducerId): the markers are written by the next :meth:`poll` or
+        before the next request, whichever comes first (or by :meth:`close`).
+        """
+        self._last_now_ms = now_ms
+        self._txn_pending.extend(completions)
+
+    def _run_deferred_transactions(self, now_ms: int) -> None:
+        self._last_now_ms = now_ms
+        pending, self._txn_pending = self._txn_pending, []
+        try:
+            self.complete_transactions(pending, now_ms)
+        except Exception:
+            # Never the fault of the request that happens to come next; the
+            # coordinator issues what is still prepared again after its backoff.
+            log.exception("internal error completing transactions")
+
+    def _write_completion(
+        self, completion: TxnCompletion, now_ms: int
+    ) -> list[WrittenMarker] | None:
+        """Write a completion's markers and offsets; where the markers went, or None."""
         outcome = "commit" if completion.commit else "abort"
-        written: list[tuple[str, int]] = []
+        written: list[WrittenMarker] = []
         for marker in completion.markers:
-            if not self._partition_exists(marker.topic, marker.partition):
+            topic, partition = marker.topic, marker.partition
+            if not self._partition_exists(topic, partition):
                 continue  # deleted since it joined the transaction
             try:
                 offset = self.producers.write_marker(
-                    marker.topic,
-                    marker.partition,
+                    topic,
+                    partition,
                     producer_id=marker.producer_id,
                     producer_epoch=marker.producer_epoch,
                     coordinator_epoch=marker.coordinator_epoch,
@@ -575,25 +655,23 @@ class Broker:
                     "transaction %s: cannot write its %s marker to %s-%d; will retry",
                     completion.transactional_id,
                     outcome,
-                    marker.topic,
-                    marker.partition,
+                    topic,
+                    partition,
                 )
-                return False
+                return None
             if offset is not None:
-                written.append((marker.topic, marker.partition))
-                self.notify_append(marker.topic, marker.partition, _MARKER_WAKES)
-        try:
-            # The journal (fsynced) must never say "complete" about a marker that a
-            # power loss could take back: a data batch surviving without its marker
-            # would hold the partition's last stable offset forever.
-            for topic, partition in written:
-                self.logs.partition(topic, partition).flush(now_ms=now_ms)
-        except Exception:
-            log.exception(
-                "transaction %s: cannot flush its markers; will retry",
-                completion.transactional_id,
-            )
-            return False
+                written.append(
+                    WrittenMarker(
+                        topic,
+                        partition,
+                        offset,
+                        marker.producer_id,
+                        marker.producer_epoch,
+                        marker.coordinator_epoch,
+                        marker.commit,
+                    )
+                )
+                self.notify_append(topic, partition, _MARKER_WAKES)
         for group_id, offsets in completion.offsets.items():
             live = {tp: o for tp, o in offsets.items() if self._partition_exists(*tp)}
             if not live:
@@ -606,8 +684,104 @@ class Broker:
                     completion.transactional_id,
                     group_id,
                 )
-                return False
-        return True
+                return None
+        return written
+
+    def _prune_markers(self) -> None:
+        """Forget the marker positions that segment rolls made durable (no fsync)."""
+        durable: dict[tuple[str, int], int | None] = {}
+        for (topic, partition), markers in self.txn.unsynced_markers().items():
+            if not self._partition_exists(topic, partition):
+                durable[(topic, partition)] = None
+                continue
+            try:
+                base = self.logs.partition(topic, partition).active_segment_base_offset
+            except Exception:
+                continue
+            if markers[0].offset < base:
+                durable[(topic, partition)] = base
+        if durable:
+            self.txn.markers_synced(durable)
+
+    def _sync_markers(self, now_ms: int | None) -> None:
+        """fsync the partitions holding unsynced markers, then let the journal forget them."""
+        synced: dict[tuple[str, int], int | None] = {}
+        for topic, partition in self.txn.unsynced_markers():
+            if not self._partition_exists(topic, partition):
+                synced[(topic, partition)] = None
+                continue
+            try:
+                plog = self.logs.partition(topic, partition)
+                end = plog.log_end_offset
+                plog.flush(now_ms=now_ms)
+            except Exception:
+                # Kept: a later sync (or the next start) deals with them.
+                log.exception("cannot fsync the transaction markers of %s-%d", topic, partition)
+                continue
+            synced[(topic, partition)] = end
+        if synced:
+            self.txn.markers_synced(synced)
+
+    def _recover_markers(self, now_ms: int) -> None:
+        """Write again the recorded markers that a crash took from the logs (at open).
+
+        A partition log comes back from a power loss as a prefix of what was
+        written, so a recorded marker at or beyond its log end is lost together with
+        everything after it: a producer's first such marker in a partition is the
+        one its open transaction there (if any) is waiting for.
+        """
+        dealt_with: dict[tuple[str, int], int | None] = {}
+        for (topic, partition), markers in self.txn.unsynced_markers().items():
+            if not self._partition_exists(topic, partition):
+                dealt_with[(topic, partition)] = None
+                continue
+            try:
+                plog = self.logs.partition(topic, partition)
+                end = plog.log_end_offset
+                # Each producer's first lost marker (markers are in offset order).
+                lost: dict[int, WrittenMarker] = {}
+                for m in markers:
+                    if m.offset >= end:
+                        lost.setdefault(m.producer_id, m)
+                if not lost:
+                    continue  # all in the log; they reach the disk like the rest of it
+                open_txns = set(
+                    self.producers.state(topic, partition).ongoing_transactions().values()
+                )
+                for m in lost.values():
+                    if m.producer_id not in open_txns:
+                        continue  # its transaction's records were lost too
+                    log.warning(
+                        "%s-%d: the %s marker of producer %d (offset %d) was lost in a "
+                        "crash; writing it again",
+                        topic,
+                        partition,
+                        "COMMIT" if m.commit else "ABORT",
+                        m.producer_id,
+                        m.offset,
+                    )
+                    self.producers.write_marker(
+                        topic,
+                        partition,
+                        producer_id=m.producer_id,
+                        producer_epoch=m.producer_epoch,
+                        coordinator_epoch=m.coordinator_epoch,
+                        commit=m.commit,
+                        now_ms=now_ms,
+                    )
+                # The positions no longer match the log: make it durable and forget them.
+                plog.flush(now_ms=now_ms)
+            except Exception:
+                log.exception(
+                    "%s-%d: cannot restore lost transaction markers; will try at the next start",
+                    topic,
+                    partition,
+                )
+                continue
+            dealt_with[(topic, partition)] = None
+        if dealt_with:
+            # Synced: a marker written again must never be looked for at its old offset.
+            self.txn.markers_synced(dealt_with, sync=True)
 
     # -- producer ids ------------------------------------------------------------
 
@@ -641,6 +815,13 @@ class Broker:
         self._by_conn.clear()
         self._group_waits.clear()
         try:
+            try:
+                if self._txn_pending:
+                    self._run_deferred_transactions(self._last_now_ms)
+                if self.txn.unsynced_marker_count:
+                    self._sync_markers(None)
+            except Exception:
+                log.exception("cannot complete the transactions decided last")
             try:
                 # Snapshots first: they describe the logs as the clean close leaves them.
                 self.producers.close()

@@ -11,20 +11,37 @@ version 1 semantics: one producer epoch per producer session, not per transactio
 Calling protocol:
 
 * Every request method writes the transaction journal before it answers; a journal
-  failure is COORDINATOR_NOT_AVAILABLE (retriable) and changes nothing.
+  failure is COORDINATOR_NOT_AVAILABLE (retriable) and changes nothing. The write
+  is fsynced when a power loss could otherwise contradict the answer: producer ids
+  and epochs (InitProducerId), partitions joining a transaction (their data may
+  reach the disk before the next fsync, and a transaction the coordinator forgot
+  would hold those partitions' last stable offset forever) and decisions (EndTxn,
+  timeouts). A group joining a transaction (AddOffsetsToTxn) and its offsets
+  (TxnOffsetCommit) are written unsynced: they only count if the transaction
+  commits, and its fsynced PrepareCommit carries every entry before it to disk.
 * Completing a transaction is a side effect. :meth:`~TransactionCoordinator.end_txn`,
   :meth:`~TransactionCoordinator.init_producer_id` (fencing an open transaction)
   and :meth:`~TransactionCoordinator.tick` (timeouts, retries, restart) return
-  :class:`TxnCompletion` objects. For each, the broker appends a COMMIT/ABORT
-  control batch (:func:`trafka.codec.records.encode_control_batch`) to every
-  partition in ``markers`` (skipping partitions that no longer exist or whose
-  producer state rejects the marker as fenced), applies ``offsets`` to the offset
-  store when committing, and then calls
-  :meth:`~TransactionCoordinator.markers_written`. Until then the transaction stays
-  in PrepareCommit/PrepareAbort and its requests get CONCURRENT_TRANSACTIONS; a
+  :class:`TxnCompletion` objects, each once its PrepareCommit/PrepareAbort record
+  (the decision) is durable: EndTxn is answered then, as Kafka does, before any
+  marker exists. For each, the broker appends a COMMIT/ABORT control batch
+  (:func:`trafka.codec.records.encode_control_batch`) to every partition in
+  ``markers`` (skipping partitions that no longer exist or whose producer state
+  rejects the marker as fenced), applies ``offsets`` to the offset store when
+  committing, and then calls :meth:`~TransactionCoordinator.markers_written` with
+  where the markers went. Until then the transaction stays in
+  PrepareCommit/PrepareAbort and its requests get CONCURRENT_TRANSACTIONS; a
   completion not acknowledged within ``marker_retry_backoff_ms`` is issued again by
   :meth:`~TransactionCoordinator.tick`, so writing a marker twice must be harmless
-  (it is: a marker for a producer without an open transaction only updates epochs).
+  (it is: while the transaction is prepared nothing new of its producer can reach
+  its partitions, and a marker for a producer without an open transaction only
+  updates epochs).
+* Markers are not fsynced. The CompleteCommit/CompleteAbort record is written
+  unsynced, after the markers' positions (see :mod:`trafka.brokerlite.txn_journal`);
+  the broker reports with :meth:`~TransactionCoordinator.markers_synced` when it
+  knows them on disk (a segment roll, a clean close, an fsync), and after a power
+  loss it writes again every recorded marker its logs lost
+  (:meth:`~TransactionCoordinator.unsynced_markers`) before serving.
 * The broker calls :meth:`~TransactionCoordinator.tick` when
   :meth:`~TransactionCoordinator.next_deadline` is reached.
 
@@ -67,7 +84,7 @@ from __future__ import annotations
 import dataclasses
 import heapq
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
 from trafka.brokerlite.offsets import CommittedOffset
@@ -76,6 +93,7 @@ from trafka.brokerlite.txn_journal import (
     TxnJournal,
     TxnJournalError,
     TxnRecord,
+    WrittenMarker,
 )
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k22_init_producer_id as _ipi
@@ -96,6 +114,7 @@ __all__ = [
     "TxnCompletion",
     "TxnMarker",
     "TxnRecord",
+    "WrittenMarker",
     "classic_group_validator",
 ]
 
@@ -624,11 +643,24 @@ class TransactionCoordinator:
 
     # -- completions and time -------------------------------------------------------------------
 
-    def markers_written(self, completion: TxnCompletion, now_ms: int) -> bool:
+    def markers_written(
+        self,
+        completion: TxnCompletion,
+        now_ms: int,
+        written: Sequence[WrittenMarker] = (),
+    ) -> bool:
         """Record that the broker wrote a completion's markers (and applied its offsets).
 
         A completion that no longer matches the transaction (already acknowledged,
-        or superseded) is ignored.
+        or superseded) is ignored. The CompleteCommit/CompleteAbort record is not
+        fsynced: until a later synced write, a power loss brings back the prepared
+        state, whose markers are then written again.
+
+        Args:
+            completion: what the broker carried out.
+            now_ms: the current time.
+            written: where each marker went (the markers skipped are left out):
+                remembered until :meth:`markers_synced` reports them on disk.
 
         Returns:
             True when the transaction moved to CompleteCommit/CompleteAbort; False
@@ -654,11 +686,42 @@ class TransactionCoordinator:
             last_update_ms=now_ms,
         )
         try:
-            self._write(done)
+            self._write(done, sync=False, markers=written)
         except _Refused:
             return False
         self._issue_at.pop(tid, None)
         log.debug("transaction %s: %s complete", tid, done.state.value)
+        return True
+
+    def unsynced_markers(self) -> dict[tuple[str, int], list[WrittenMarker]]:
+        """Markers written but not known to be on disk, per partition, in offset order."""
+        return self._journal.unsynced_markers()
+
+    @property
+    def unsynced_marker_count(self) -> int:
+        """How many markers :meth:`unsynced_markers` holds."""
+        return self._journal.unsynced_marker_count
+
+    def markers_synced(
+        self, synced: Mapping[tuple[str, int], int | None], *, sync: bool = False
+    ) -> bool:
+        """Forget recorded markers the broker has made durable (or dealt with).
+
+        Args:
+            synced: per partition, an offset below which its log is on disk (its
+                markers below are forgotten), or None to forget all of its markers.
+            sync: fsync the journal entry (needed when the markers were just
+                written again after a crash and must not be looked at twice).
+
+        Returns:
+            False when the journal write failed (the markers stay recorded, which
+            only costs a later retry).
+        """
+        try:
+            self._journal.markers_synced(synced, sync=sync)
+        except TxnJournalError as exc:
+            log.warning("cannot record synced transaction markers: %s", exc)
+            return False
         return True
 
     def tick(self, now_ms: int) -> list[TxnCompletion]:
@@ -844,7 +907,8 @@ class TransactionCoordinator:
                 txn_start_ms=now_ms if starting else record.txn_start_ms,
                 last_update_ms=now_ms,
             )
-            self._write(ongoing)
+            # Only new partitions need the fsync (see the module docstring).
+            self._write(ongoing, sync=not partitions <= set(record.partitions))
         except _Refused as refused:
             return refused.code
         if starting:
@@ -998,7 +1062,10 @@ class TransactionCoordinator:
         merged.update(staged)
         pending[request.group_id] = merged
         try:
-            self._write(dataclasses.replace(record, pending_offsets=pending, last_update_ms=now_ms))
+            self._write(
+                dataclasses.replace(record, pending_offsets=pending, last_update_ms=now_ms),
+                sync=False,  # counts only through the fsynced PrepareCommit
+            )
         except _Refused as refused:
             code = refused.code
         else:
@@ -1008,9 +1075,11 @@ class TransactionCoordinator:
 
     # -- internals ------------------------------------------------------------------------------
 
-    def _write(self, record: TxnRecord) -> None:
+    def _write(
+        self, record: TxnRecord, *, sync: bool = True, markers: Sequence[WrittenMarker] = ()
+    ) -> None:
         try:
-            self._journal.put(record)
+            self._journal.put(record, sync=sync, markers=markers)
         except TxnJournalError as exc:
             log.error("transaction %s: journal write failed: %s", record.transactional_id, exc)
             raise _Refused(ErrorCode.COORDINATOR_NOT_AVAILABLE) from exc

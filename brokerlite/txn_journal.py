@@ -15,17 +15,38 @@ Journal format:
   and dropping it would silently lose state.
 * Entry kinds of :class:`TxnJournal`: ``txn`` (the full metadata of one
   transactional id, as Kafka writes a whole ``TransactionMetadata`` per
-  transition), ``delete`` (an expired transactional id) and ``pids`` (the first
-  producer id not yet reserved: ids below it may have been handed out).
+  transition), ``delete`` (an expired transactional id), ``pids`` (the first
+  producer id not yet reserved: ids below it may have been handed out),
+  ``markers`` (transaction markers written to partition logs that may not be on
+  disk yet: where they are and what they say) and ``markers-synced`` (those
+  partitions are on disk below the given offset: forget their markers there).
 
 Rules and invariants:
 
 * State is last-writer-wins per key (transactional id); replaying the journal from
   the start rebuilds it exactly.
 * A mutating method returns only after its entry is written (and fsynced when
-  ``fsync=True``); the in-memory state changes only after that, so a caller that
-  acknowledges a request after the method returns never acknowledges something a
-  crash can lose.
+  ``fsync=True``, unless the caller passes ``sync=False``); the in-memory state
+  changes only after that, so a caller that acknowledges a request after the
+  method returns never acknowledges something a crash can lose. An entry written
+  with ``sync=False`` is in the page cache (it survives a crash of the process)
+  and becomes durable with the next synced entry: the file is append-only, so
+  the fsync of an entry covers every entry before it, and a power loss keeps a
+  prefix of the entries.
+* Markers (transaction version 1 completion): the coordinator writes the
+  PrepareCommit/PrepareAbort decision synced, the broker appends the markers to
+  the partition logs without fsync, and then the coordinator writes one
+  ``markers`` entry (where each marker went) and the CompleteCommit/CompleteAbort
+  record, both unsynced and in that order. Any later synced entry therefore makes
+  the marker positions durable no later than the record that ends the prepared
+  state. After a power loss a partition log keeps a prefix of its batches, so a
+  recorded marker at offset ``o`` is lost exactly when the log ends at or before
+  ``o``, and with it everything its producer wrote there after it; the broker then
+  writes the producer's first lost marker again (see ``Broker``). Hence only the
+  last of a producer's consecutive markers with the same outcome and epochs in a
+  partition needs keeping: the earlier ones would restore the same outcome. A
+  ``markers-synced`` entry, written once the broker knows the partitions are on
+  disk up to some offset, drops the positions below it.
 * A crash mid-write leaves at most one torn entry, at the tail. Replay stops at the
   first entry that is short, fails its CRC or does not parse, and truncates the
   file there. A failed write is rolled back the same way (truncate to the last good
@@ -49,7 +70,7 @@ import struct
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, NamedTuple
 
 from trafka.brokerlite.errors import BrokerError
 from trafka.brokerlite.offsets import CommittedOffset
@@ -62,6 +83,7 @@ __all__ = [
     "TxnJournal",
     "TxnJournalError",
     "TxnRecord",
+    "WrittenMarker",
 ]
 
 log = logging.getLogger(__name__)
@@ -99,6 +121,25 @@ class TransactionState(enum.Enum):
 
 
 PendingOffsets = Mapping[str, Mapping[tuple[str, int], CommittedOffset]]
+
+
+class WrittenMarker(NamedTuple):
+    """A COMMIT/ABORT control batch appended to a partition log, maybe not yet on disk.
+
+    Attributes:
+        topic, partition: where.
+        offset: the control batch's offset in the log.
+        producer_id, producer_epoch, coordinator_epoch: as the marker carries them.
+        commit: True for COMMIT, False for ABORT.
+    """
+
+    topic: str
+    partition: int
+    offset: int
+    producer_id: int
+    producer_epoch: int
+    coordinator_epoch: int
+    commit: bool
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -163,6 +204,31 @@ def _record_to_json(record: TxnRecord) -> dict[str, Any]:
         "start_ms": record.txn_start_ms,
         "update_ms": record.last_update_ms,
     }
+
+
+def _marker_to_json(m: WrittenMarker) -> list[Any]:
+    return [
+        m.topic,
+        m.partition,
+        m.offset,
+        m.producer_id,
+        m.producer_epoch,
+        m.coordinator_epoch,
+        1 if m.commit else 0,
+    ]
+
+
+def _marker_from_json(row: list[Any]) -> WrittenMarker:
+    topic, partition, offset, pid, epoch, coordinator_epoch, commit = row
+    return WrittenMarker(
+        str(topic),
+        int(partition),
+        int(offset),
+        int(pid),
+        int(epoch),
+        int(coordinator_epoch),
+        bool(commit),
+    )
 
 
 def _record_from_json(obj: dict[str, Any]) -> TxnRecord:
@@ -255,6 +321,7 @@ class CrcJournal:
         self._fd: int | None = None
         self._size = 0
         self._failed = False
+        self._dirty = False  # unsynced entries written (only tracked with fsync=True)
 
     @property
     def path(self) -> Path:
@@ -346,18 +413,30 @@ class CrcJournal:
             pos = end
         return entries, pos
 
-    def append(self, entry: Mapping[str, Any]) -> None:
-        """Write one entry (and fsync it when configured).
+    def append(self, entry: Mapping[str, Any], *, sync: bool = True) -> None:
+        """Write one entry (and fsync it when configured and ``sync``).
 
         Raises:
             The ``error`` class: the write failed and was rolled back, or the
             journal is closed or broken.
         """
+        self.append_many((entry,), sync=sync)
+
+    def append_many(self, entries: Iterable[Mapping[str, Any]], *, sync: bool = True) -> None:
+        """Write entries in order with one write (and at most one fsync).
+
+        ``sync=False`` leaves the entries in the page cache: they become durable
+        with the next synced append, :meth:`flush` or :meth:`close`.
+
+        Raises:
+            The ``error`` class: the write failed and was rolled back (none of the
+            entries stays), or the journal is closed or broken.
+        """
         fd = self._writable()
-        data = frame(entry)
+        data = b"".join(frame(e) for e in entries)
         try:
             _write_all(fd, data)
-            if self._fsync:
+            if sync and self._fsync:
                 os.fsync(fd)
         except OSError as exc:
             # Cut the partial entry off so that later entries are not hidden behind it.
@@ -367,6 +446,8 @@ class CrcJournal:
                 self._failed = True
             raise self._error(f"cannot write journal {self._path}: {exc}") from exc
         self._size += len(data)
+        if self._fsync:
+            self._dirty = not sync
 
     def rewrite(self, entries: Iterable[Mapping[str, Any]]) -> None:
         """Atomically replace the journal with the header followed by ``entries``.
@@ -389,6 +470,7 @@ class CrcJournal:
         finally:
             os.close(fd)
         os.replace(self._tmp_path, self._path)
+        self._dirty = False
         _fsync_dir(self._path.parent)
         new_fd = os.open(self._path, os.O_WRONLY | os.O_APPEND)
         old_fd, self._fd = self._fd, new_fd
@@ -399,11 +481,12 @@ class CrcJournal:
 
     def flush(self) -> None:
         """fsync the journal (a no-op when every write is already fsynced)."""
-        if self._fd is not None and not self._fsync:
+        if self._fd is not None and (self._dirty or not self._fsync):
             try:
                 os.fsync(self._fd)
             except OSError as exc:
                 raise self._error(f"cannot fsync journal {self._path}: {exc}") from exc
+            self._dirty = False
 
     def close(self) -> None:
         """Flush and close; later writes raise the ``error`` class."""
@@ -411,9 +494,10 @@ class CrcJournal:
             return
         fd, self._fd = self._fd, None
         try:
-            if not self._fsync:
+            if self._dirty or not self._fsync:
                 os.fsync(fd)
         finally:
+            self._dirty = False
             os.close(fd)
 
     def _writable(self) -> int:
@@ -471,6 +555,9 @@ class TxnJournal:
         self._compact_min = compact_min_bytes
         self._records: dict[str, TxnRecord] = {}
         self._pid_limit = 0
+        # (topic, partition) -> markers not known to be on disk, in offset order
+        self._unsynced: dict[tuple[str, int], list[WrittenMarker]] = {}
+        self._unsynced_count = 0
         entries = self._journal.open()
         try:
             for entry in entries:
@@ -508,15 +595,63 @@ class TxnJournal:
         """The record of ``transactional_id``, or None."""
         return self._records.get(transactional_id)
 
+    def unsynced_markers(self) -> dict[tuple[str, int], list[WrittenMarker]]:
+        """The markers not known to be on disk, per partition, in offset order (a copy)."""
+        return {tp: list(ms) for tp, ms in self._unsynced.items()}
+
+    @property
+    def unsynced_marker_count(self) -> int:
+        """How many markers :meth:`unsynced_markers` holds."""
+        return self._unsynced_count
+
     # -- writing ------------------------------------------------------------------------------
 
-    def put(self, record: TxnRecord) -> None:
-        """Durably store ``record``, replacing the transactional id's previous one.
+    def put(
+        self, record: TxnRecord, *, sync: bool = True, markers: Iterable[WrittenMarker] = ()
+    ) -> None:
+        """Store ``record``, replacing the transactional id's previous one.
+
+        Args:
+            record: the new record.
+            sync: fsync before returning (when the journal fsyncs at all). Without
+                it the record is in the page cache and becomes durable with the next
+                synced write.
+            markers: markers the broker wrote for this transition; their positions
+                are written first, in the same write (see the module docstring).
 
         Raises:
-            TxnJournalError: the write failed; the previous record stays.
+            TxnJournalError: the write failed; the previous record and the unsynced
+                markers stay as they were.
         """
-        self._write(_record_to_json(record), record)
+        rows = [_marker_to_json(m) for m in markers]
+        entries: list[dict[str, Any]] = []
+        if rows:
+            entries.append({"kind": "markers", "written": rows})
+        entries.append(_record_to_json(record))
+        self._journal.append_many(entries, sync=sync)
+        self._records[record.transactional_id] = record
+        if rows:
+            self._apply(entries[0])
+        self._maybe_compact()
+
+    def markers_synced(
+        self, synced: Mapping[tuple[str, int], int | None], *, sync: bool = True
+    ) -> None:
+        """Forget markers now known to be on disk (or no longer needed).
+
+        Args:
+            synced: per partition, the offset below which its markers are on disk,
+                or None to forget all of the partition's markers (it is gone, or was
+                dealt with).
+            sync: fsync the entry. Losing it is harmless when the partitions really
+                were fsynced: the positions then only point below the log end.
+
+        Raises:
+            TxnJournalError: the write failed; nothing was forgotten.
+        """
+        rows = [[t, p, upto] for (t, p), upto in synced.items() if (t, p) in self._unsynced]
+        if rows:
+            self._write({"kind": "markers-synced", "partitions": rows}, sync=sync)
 
     def delete(self, transactional_id: str) -> None:
         """Durably forget ``transactional_id`` (it expired).
@@ -568,12 +703,12 @@ class TxnJournal:
 
     # -- internals ----------------------------------------------------------------------------
 
-    def _write(self, entry: dict[str, Any], record: TxnRecord | None = None) -> None:
-        self._journal.append(entry)
-        if record is not None:
-            self._records[record.transactional_id] = record
-        else:
-            self._apply(entry)
+    def _write(self, entry: dict[str, Any], *, sync: bool = True) -> None:
+        self._journal.append(entry, sync=sync)
+        self._apply(entry)
+        self._maybe_compact()
+
+    def _maybe_compact(self) -> None:
         if self._journal.size > self._compact_at:
             try:
                 self.compact()
@@ -592,6 +727,12 @@ class TxnJournal:
                 self._records.pop(str(entry["id"]), None)
             elif kind == "pids":
                 self._pid_limit = max(self._pid_limit, int(entry["limit"]))
+            elif kind == "markers":
+                for row in entry["written"]:
+                    self._add_marker(_marker_from_json(row))
+            elif kind == "markers-synced":
+                for t, p, upto in entry["partitions"]:
+                    self._forget_markers((str(t), int(p)), None if upto is None else int(upto))
             else:
                 raise TxnJournalError(
                     f"transaction journal {self.path}: unknown entry kind {kind!r} "
@@ -603,10 +744,44 @@ class TxnJournal:
                 f"transaction journal {self.path}: malformed {kind!r} entry: {exc!r}"
             ) from exc
 
+    def _add_marker(self, m: WrittenMarker) -> None:
+        markers = self._unsynced.setdefault((m.topic, m.partition), [])
+        # The producer's previous marker here says the same thing: drop it. Should a
+        # power loss take it, its transaction's surviving records get this one's
+        # outcome, which is theirs too (everything after a lost marker is lost).
+        for i in range(len(markers) - 1, -1, -1):
+            prev = markers[i]
+            if prev.producer_id == m.producer_id:
+                if (prev.producer_epoch, prev.coordinator_epoch, prev.commit) == (
+                    m.producer_epoch,
+                    m.coordinator_epoch,
+                    m.commit,
+                ):
+                    del markers[i]
+                    self._unsynced_count -= 1
+                break
+        markers.append(m)
+        self._unsynced_count += 1
+
+    def _forget_markers(self, tp: tuple[str, int], upto: int | None) -> None:
+        markers = self._unsynced.get(tp)
+        if markers is None:
+            return
+        kept = [] if upto is None else [m for m in markers if m.offset >= upto]
+        self._unsynced_count -= len(markers) - len(kept)
+        if kept:
+            self._unsynced[tp] = kept
+        else:
+            del self._unsynced[tp]
+
     def _live_entries(self) -> list[dict[str, Any]]:
         entries: list[dict[str, Any]] = []
         if self._pid_limit:
             entries.append({"kind": "pids", "limit": self._pid_limit})
+        if self._unsynced:
+            # Before the records, as when they were first written.
+            rows = [_marker_to_json(m) for ms in self._unsynced.values() for m in ms]
+            entries.append({"kind": "markers", "written": rows})
         entries.extend(_record_to_json(r) for r in self._records.values())
         return entries
 

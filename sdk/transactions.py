@@ -33,7 +33,12 @@ Rules and invariants:
   the driver has no batch left (``batches_pending``). A transaction to which
   nothing was added ends without EndTxn.
 * Retriable errors and lost connections retry with exponential backoff
-  (``retry.backoff.ms`` to ``retry.backoff.max.ms``); NOT_COORDINATOR and
+  (``retry.backoff.ms`` to ``retry.backoff.max.ms``), except
+  CONCURRENT_TRANSACTIONS for the first addition of a transaction: that is the
+  coordinator still writing the previous transaction's markers, a matter of
+  milliseconds, so it retries after about 5 ms, doubling up to about 20 ms (the
+  usual jitter included, and never above the configured backoffs; Java waits a
+  fixed 20 ms there). NOT_COORDINATOR and
   COORDINATOR_NOT_AVAILABLE (and any failure of a coordinator request) forget the
   coordinator first. PRODUCER_FENCED / INVALID_PRODUCER_EPOCH are fatal
   (:class:`~trafka.sdk.errors.ProducerFencedError`); errors that only concern
@@ -97,6 +102,9 @@ MAX_VERSIONS = {key: CLIENT_VERSIONS[key][1] for key in (10, 22, 24, 25, 26, 28)
 _NO_ID = -1
 GROUP_KEY = 0
 TRANSACTION_KEY = 1
+# CONCURRENT_TRANSACTIONS right after EndTxn: the coordinator is writing markers.
+_CONCURRENT_BACKOFF = 0.005
+_CONCURRENT_BACKOFF_MAX = 0.02
 
 
 class TxnState(enum.Enum):
@@ -457,8 +465,13 @@ class TransactionManager:
         self._transition(_S.IN_TRANSACTION)
         self._clear_transaction()
 
-    def add_partition(self, topic: str, partition: int) -> None:
+    def add_partition(self, topic: str, partition: int) -> bool:
         """A record for ``topic``/``partition`` is about to be appended; include it.
+
+        Returns:
+            True when the partition is new to the transaction: an AddPartitionsToTxn
+            is now wanted, and the driver should :meth:`poll` at once rather than
+            when the batch is ready, so that the request overlaps with filling it.
 
         Raises:
             TransactionFatalError: FATAL_ERROR.
@@ -469,8 +482,9 @@ class TransactionManager:
             self._refuse("send()")
         key = (topic, partition)
         if key in self._partitions or key in self._new_partitions or key in self._adding:
-            return
+            return False
         self._new_partitions.add(key)
+        return True
 
     def check_can_send(self) -> None:
         """Raise what :meth:`add_partition` would, without a partition.
@@ -859,12 +873,25 @@ class TransactionManager:
         self._attempts = 0
         self._retry_at = 0.0
 
-    def _retry(self, action: _Action, request: TxnRequest, now: float) -> None:
+    def _retry(self, action: _Action, request: TxnRequest, now: float, code: int = _NO_ID) -> None:
         if action is _Action.REDISCOVER:
             if request.kind is Kind.TXN_OFFSET_COMMIT:
                 self._group_coordinators.pop(request.key, None)
             else:
                 self._coordinator = None
+        if (
+            code == ErrorCode.CONCURRENT_TRANSACTIONS
+            and request.kind in (Kind.ADD_PARTITIONS, Kind.ADD_OFFSETS)
+            and not self._started
+        ):
+            self._attempts += 1
+            self._retry_at = now + _backoff(
+                min(self.retry_backoff, _CONCURRENT_BACKOFF),
+                min(self.retry_backoff_max, _CONCURRENT_BACKOFF_MAX),
+                self._attempts,
+                self._rng,
+            )
+            return
         self._back_off(now)
 
     def _on_find_coordinator(
@@ -938,7 +965,7 @@ class TransactionManager:
         what = f"AddPartitionsToTxn {sorted(self._adding)}"
         if worst in (_Action.RETRY, _Action.REDISCOVER):
             self._readd()
-            self._retry(worst, request, now)
+            self._retry(worst, request, now, worst_code)
         elif worst is _Action.ABORTABLE:
             self._adding = set()
             self._abortable(KafkaError(worst_code, what))
@@ -957,7 +984,7 @@ class TransactionManager:
                 op.added = True
             return
         if action in (_Action.RETRY, _Action.REDISCOVER):
-            self._retry(action, request, now)
+            self._retry(action, request, now, code)
         elif action is _Action.ABORTABLE:
             self._abortable(KafkaError(code, "AddOffsetsToTxn"))
         else:

@@ -9,7 +9,8 @@ Handed to the transaction coordinator (:mod:`trafka.brokerlite.transactions`):
   epoch, fencing older instances (INVALID_PRODUCER_EPOCH / PRODUCER_FENCED for
   them from then on). An ongoing transaction of the previous instance is
   aborted first: the answer is then CONCURRENT_TRANSACTIONS and the client
-  retries. KIP-360 epoch bumps (v3+, with the current producer id and epoch)
+  retries (the abort markers are written right after the answer, so the retry
+  finds the transaction complete). KIP-360 epoch bumps (v3+, with the current producer id and epoch)
   and an exhausted epoch (a new producer id) follow Kafka.
 * An empty transactional id is INVALID_REQUEST; a transaction timeout above
   ``transaction.max.timeout.ms`` is INVALID_TRANSACTION_TIMEOUT.
@@ -29,7 +30,7 @@ MAX_VERSION = 5
 
 def handle(ctx: RequestContext, request: m.InitProducerIdRequest) -> m.InitProducerIdResponse:
     response, completions = ctx.broker.txn.init_producer_id(request, ctx.version, ctx.now_ms)
-    ctx.broker.complete_transactions(completions, ctx.now_ms)
+    ctx.broker.defer_transactions(completions, ctx.now_ms)
     return response
 
 

@@ -1,11 +1,14 @@
 """EndTxn (key 26), versions 0-5: commit or abort the ongoing transaction.
 
 Handed to the transaction coordinator, which makes the outcome durable
-(PrepareCommit/PrepareAbort) before answering; the broker then writes a COMMIT or
-ABORT marker to every partition of the transaction and applies (commit) or drops
-(abort) its group offsets before the transaction completes
-(``Broker.complete_transactions``). Until then the producer's next transaction
-gets CONCURRENT_TRANSACTIONS and retries.
+(PrepareCommit/PrepareAbort, one fsync) and answers, as Kafka does. Just after
+the answer (``Broker.defer_transactions``: at the next poll, or before the next
+request is handled) the broker writes a COMMIT or ABORT marker to every
+partition of the transaction and applies (commit) or drops (abort) its group
+offsets, and the transaction completes. A request of the same transactional id
+that still finds it prepared (only when writing the markers failed and waits for
+its retry) gets CONCURRENT_TRANSACTIONS and retries. A crash between the answer
+and the markers is finished when the broker starts again.
 
 * Repeating the outcome of a completed transaction succeeds (a retry); the
   opposite outcome, or EndTxn without a transaction, is INVALID_TXN_STATE.
@@ -29,7 +32,7 @@ MAX_VERSION = 5
 
 def handle(ctx: RequestContext, request: m.EndTxnRequest) -> m.EndTxnResponse:
     response, completions = ctx.broker.txn.end_txn(request, ctx.version, ctx.now_ms)
-    ctx.broker.complete_transactions(completions, ctx.now_ms)
+    ctx.broker.defer_transactions(completions, ctx.now_ms)
     return response
 
 

@@ -498,6 +498,7 @@ def test_delete_records_drops_aborted_entries_below_the_log_start(core: Any) -> 
     add(core, "tx", pid, epoch, "t", 0)
     send(core, "t", batch(core, [b"a"], pid, epoch, 0, txn=True), tid="tx")
     end(core, "tx", pid, epoch, commit=False)
+    core.poll()  # the markers follow the answer; no request came since to write them
     assert len(core.broker.producers.state("t", 0).aborted_index()) == 1
     d = delete_records.DeleteRecordsRequest
     body = d(

@@ -785,6 +785,9 @@ async def test_init_transactions_times_out_then_resumes(fake_broker: FakeBroker)
             transactional_id="tx",
             max_block_ms=300,
             retry_backoff_ms=10,
+            # Capped well below max.block.ms: otherwise the backoff grown during the
+            # first wait can outlast the second one, and the test depends on timing.
+            retry_backoff_max_ms=50,
         ) as p:
             with pytest.raises(ProducerBlockedError, match="init_transactions"):
                 await p.init_transactions()
