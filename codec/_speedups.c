@@ -18,13 +18,48 @@
  * - Varints are zig-zag; int32 varints take at most 5 bytes and must fit 32
  *   bits, varlongs at most 10 bytes and 64 bits (as the Python reader).
  * - No Python code runs while a buffer is being read or written (only C-level
- *   object constructors), so inputs cannot change under the loops.
+ *   object constructors), so inputs cannot change under the loops. The cyclic
+ *   GC is paused while records are decoded: a collection could run finalizers
+ *   (Python code), and the objects made here are not collectable anyway (see
+ *   below), so collecting in the middle of a batch would only re-walk the
+ *   young objects once per 700 records. The allocation count it keeps makes
+ *   the next allocation after the batch collect as usual.
  * - Exceptions are raised only for misuse (wrong argument types) and
  *   MemoryError; malformed data is never an exception here.
+ * - Decoded records are handed to the cyclic GC untracked whenever every field
+ *   is atomic (ints, bytes, str, None, untracked tuples): such a tuple can never
+ *   be part of a reference cycle. CPython untracks exact tuples like this at
+ *   their first collection, but never tuple subclasses such as NamedTuples, so
+ *   without this every consumed record would be traversed by each collection
+ *   until it dies, and a million of them trigger several full collections.
+ *   (An instance of a tuple subclass also refers to its class; a class that
+ *   stored its own decoded records would form a cycle the GC cannot see. No
+ *   record class does that, and decode_batch_as documents it.)
  */
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+
+/* Collections are paused only while no Python code can run (the GIL is held
+ * throughout the loop), so no other code can observe the pause. Without a GIL
+ * (free-threaded builds) other threads could, so nothing is paused there. */
+static int
+pause_gc(void)
+{
+#ifdef Py_GIL_DISABLED
+    return 0;
+#else
+    return PyGC_Disable();
+#endif
+}
+
+static void
+resume_gc(int was_enabled)
+{
+    if (was_enabled) {
+        PyGC_Enable();
+    }
+}
 
 #include <stdint.h>
 #include <string.h>
@@ -158,6 +193,7 @@ typedef struct {
     PyTypeObject *cls;
     PyObject *prefix; /* tuple */
     PyObject *suffix; /* tuple */
+    int untrack;      /* prefix and suffix hold only atomic objects */
     int64_t base_offset;
     int64_t base_timestamp;
     int64_t log_append; /* used when has_log_append */
@@ -235,15 +271,33 @@ read_headers(const unsigned char **pp, const unsigned char *rend, PyObject **out
         }
         PyTuple_SET_ITEM(pair, 0, name);
         PyTuple_SET_ITEM(pair, 1, value);
+        PyObject_GC_UnTrack(pair); /* str and bytes/None: atomic */
         PyTuple_SET_ITEM(headers, h, pair);
+    }
+    if (count) {
+        PyObject_GC_UnTrack(headers); /* holds only untracked pairs */
     }
     *out = headers;
     return 0;
 }
 
-/* Decode one record at *pp (buffer end `end`), appending it to `out` unless skipped. */
+/*
+ * Per-call decoding state: the output slots (room for every record of the
+ * batch is made before it is decoded; `n` are filled, each a strong
+ * reference) and the last timestamp object, which consecutive records usually
+ * share (a producer stamps a whole burst with the same millisecond), so one
+ * int object serves them all instead of one each.
+ */
+typedef struct {
+    PyObject **items;
+    Py_ssize_t n;
+    int64_t ts_value;
+    PyObject *ts_obj; /* strong reference or NULL */
+} decode_state;
+
+/* Decode one record at *pp (buffer end `end`) into the output, unless skipped. */
 static int
-decode_one(const unsigned char **pp, const unsigned char *end, const decode_args *a, PyObject *out)
+decode_one(const unsigned char **pp, const unsigned char *end, const decode_args *a, decode_state *st)
 {
     const unsigned char *p = *pp;
     int32_t length;
@@ -287,36 +341,108 @@ decode_one(const unsigned char **pp, const unsigned char *end, const decode_args
         *pp = rend;
         return rc;
     }
+    if (st->ts_obj == NULL || st->ts_value != timestamp) {
+        PyObject *ts = PyLong_FromLongLong(timestamp);
+        if (ts == NULL) {
+            Py_DECREF(key);
+            Py_DECREF(value);
+            Py_DECREF(headers);
+            return FAILED;
+        }
+        Py_XSETREF(st->ts_obj, ts);
+        st->ts_value = timestamp;
+    }
     PyObject *off_obj = PyLong_FromLongLong(offset);
-    PyObject *ts_obj = PyLong_FromLongLong(timestamp);
     Py_ssize_t npre = PyTuple_GET_SIZE(a->prefix), nsuf = PyTuple_GET_SIZE(a->suffix);
     PyObject *rec = NULL;
-    if (off_obj != NULL && ts_obj != NULL) {
+    if (off_obj != NULL) {
         rec = new_tuple_of(a->cls, npre + 5 + nsuf);
     }
     if (rec == NULL) {
         Py_XDECREF(off_obj);
-        Py_XDECREF(ts_obj);
         Py_DECREF(key);
         Py_DECREF(value);
         Py_DECREF(headers);
         return FAILED;
     }
+    PyObject **items = ((PyTupleObject *)rec)->ob_item;
     for (Py_ssize_t i = 0; i < npre; i++) {
-        PyTuple_SET_ITEM(rec, i, Py_NewRef(PyTuple_GET_ITEM(a->prefix, i)));
+        items[i] = Py_NewRef(PyTuple_GET_ITEM(a->prefix, i));
     }
-    PyTuple_SET_ITEM(rec, npre, off_obj);
-    PyTuple_SET_ITEM(rec, npre + 1, ts_obj);
-    PyTuple_SET_ITEM(rec, npre + 2, key);
-    PyTuple_SET_ITEM(rec, npre + 3, value);
-    PyTuple_SET_ITEM(rec, npre + 4, headers);
+    items += npre;
+    items[0] = off_obj;
+    items[1] = Py_NewRef(st->ts_obj);
+    items[2] = key;
+    items[3] = value;
+    items[4] = headers;
+    items += 5;
     for (Py_ssize_t i = 0; i < nsuf; i++) {
-        PyTuple_SET_ITEM(rec, npre + 5 + i, Py_NewRef(PyTuple_GET_ITEM(a->suffix, i)));
+        items[i] = Py_NewRef(PyTuple_GET_ITEM(a->suffix, i));
     }
-    rc = PyList_Append(out, rec);
-    Py_DECREF(rec);
+    if (a->untrack) {
+        /* Every field is atomic (see the top of the file): no cycle can pass through. */
+        PyObject_GC_UnTrack(rec);
+    }
+    /* Room for every record of the batch was made: this slot is free. */
+    st->items[st->n++] = rec;
     *pp = rend;
-    return rc < 0 ? FAILED : 0;
+    return 0;
+}
+
+/*
+ * Whether `obj` can never take part in a reference cycle, now or later: not a
+ * GC object at all (int, str, bytes, None...), or an untracked exact tuple
+ * (immutable, so it stays untracked). Untracked dicts do not count: they are
+ * tracked again as soon as a container is stored in them.
+ */
+static int
+atomic_object(PyObject *obj)
+{
+    if (!PyObject_IS_GC(obj)) {
+        return 1;
+    }
+    return PyTuple_CheckExact(obj) && !PyObject_GC_IsTracked(obj);
+}
+
+static int
+all_atomic(PyObject *tuple)
+{
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(tuple); i++) {
+        if (!atomic_object(PyTuple_GET_ITEM(tuple, i))) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+static int as_int64(PyObject *obj, const char *what, int64_t *out);
+
+/*
+ * The min_offset argument: None (no limit) or an int. 0 when usable, 1 when
+ * it is above every int64 offset (refused: Python filters), -1 on error.
+ */
+static int
+min_offset_arg(PyObject *obj, int64_t *out)
+{
+    *out = INT64_MIN;
+    if (obj == Py_None) {
+        return 0;
+    }
+    int rc = as_int64(obj, "min_offset", out);
+    if (rc <= 0) {
+        return rc;
+    }
+    PyObject *zero = PyLong_FromLong(0);
+    if (zero == NULL) {
+        return -1;
+    }
+    int negative = PyObject_RichCompareBool(obj, zero, Py_LT);
+    Py_DECREF(zero);
+    if (negative < 0) {
+        return -1;
+    }
+    *out = INT64_MIN; /* below every int64: no limit */
+    return negative ? 0 : 1;
 }
 
 static int
@@ -391,24 +517,12 @@ decode_records(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     }
     a.prefix = args[6];
     a.suffix = args[7];
-    a.min_offset = INT64_MIN;
-    if (args[8] != Py_None && (rc = as_int64(args[8], "min_offset", &a.min_offset))) {
+    a.untrack = all_atomic(a.prefix) && all_atomic(a.suffix);
+    if ((rc = min_offset_arg(args[8], &a.min_offset))) {
         if (rc < 0) {
             return NULL;
         }
-        PyObject *zero = PyLong_FromLong(0);
-        if (zero == NULL) {
-            return NULL;
-        }
-        int negative = PyObject_RichCompareBool(args[8], zero, Py_LT);
-        Py_DECREF(zero);
-        if (negative < 0) {
-            return NULL;
-        }
-        if (!negative) {
-            Py_RETURN_NONE; /* above every int64 offset: let Python filter */
-        }
-        a.min_offset = INT64_MIN;
+        Py_RETURN_NONE; /* above every int64 offset: let Python filter */
     }
 
     Py_buffer view;
@@ -422,27 +536,325 @@ decode_records(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         PyBuffer_Release(&view);
         Py_RETURN_NONE;
     }
-    PyObject *out = PyList_New(0);
+    /* Sized for every record; records below min_offset leave the tail unused. */
+    PyObject *out = PyList_New((Py_ssize_t)count);
     if (out == NULL) {
         PyBuffer_Release(&view);
         return NULL;
     }
+    decode_state st = {.items = ((PyListObject *)out)->ob_item, .n = 0, .ts_value = 0, .ts_obj = NULL};
     rc = 0;
+    int gc_was_enabled = pause_gc();
     for (int64_t i = 0; i < count && !rc; i++) {
-        rc = decode_one(&p, end, &a, out);
+        rc = decode_one(&p, end, &a, &st);
     }
+    resume_gc(gc_was_enabled);
     if (!rc && p != end) {
         rc = REFUSE;
     }
     PyBuffer_Release(&view);
+    Py_XDECREF(st.ts_obj);
     if (rc) {
-        Py_DECREF(out);
+        Py_DECREF(out); /* unfilled slots are NULL, which a list's dealloc skips */
         if (rc == FAILED) {
             return NULL;
         }
         Py_RETURN_NONE;
     }
+    /* Drop the unused tail (all NULL); the allocation may stay larger. */
+    Py_SET_SIZE(out, st.n);
     return out;
+}
+
+/* -- runs of batches ------------------------------------------------------------------------ */
+
+static inline int64_t
+be64(const unsigned char *p)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++) {
+        v = (v << 8) | p[i];
+    }
+    return (int64_t)v;
+}
+
+static inline int32_t
+be32(const unsigned char *p)
+{
+    return (int32_t)(((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3]);
+}
+
+/* Layout of a magic 2 batch (see codec/records.py). */
+#define BATCH_HEADER 61
+#define LOG_OVERHEAD 12
+#define MIN_BATCH_LENGTH 49
+#define MIN_LEGACY_LENGTH 14
+
+/*
+ * The records of a run from `pos`, as far as can be told cheaply (each
+ * batch's count, capped by what its bytes can hold, over the magic 2 entries
+ * up to the one that reaches max_records), so that the slots for the run are
+ * usually allocated once.
+ */
+static Py_ssize_t
+records_bound(const unsigned char *data, Py_ssize_t len, Py_ssize_t pos, Py_ssize_t max_records)
+{
+    Py_ssize_t total = 0;
+    while (len - pos >= LOG_OVERHEAD && total < max_records) {
+        const unsigned char *b = data + pos;
+        int32_t length = be32(b + 8);
+        if (length < MIN_BATCH_LENGTH || length > len - pos - LOG_OVERHEAD || b[16] != 2) {
+            break;
+        }
+        int32_t count = be32(b + 57);
+        Py_ssize_t room = (LOG_OVERHEAD + (Py_ssize_t)length - BATCH_HEADER) / 7;
+        total += count < 0 ? 0 : (count < room ? count : room);
+        pos += LOG_OVERHEAD + (Py_ssize_t)length;
+    }
+    return total;
+}
+
+/* Forget the records from index `keep` on (a batch that turned out malformed). */
+static void
+drop_from(decode_state *st, Py_ssize_t keep)
+{
+    while (st->n > keep) {
+        st->n--;
+        Py_CLEAR(st->items[st->n]);
+    }
+}
+
+/*
+ * Whether the CRC-32C stored in the batch at `batch` (whole, `size` bytes)
+ * matches: 1 yes, 0 no, -1 error. `crc` is the crc32c function of
+ * trafka.codec.crc (a C function: no Python code runs; it may let other
+ * threads run while it checksums a large batch, which cannot change bytes).
+ */
+static int
+crc_matches(PyObject *crc, const unsigned char *batch, Py_ssize_t size)
+{
+    PyObject *view = PyMemoryView_FromMemory((char *)(batch + 21), size - 21, PyBUF_READ);
+    if (view == NULL) {
+        return -1;
+    }
+    PyObject *got = PyObject_CallOneArg(crc, view);
+    Py_DECREF(view);
+    if (got == NULL) {
+        return -1;
+    }
+    unsigned long long value = PyLong_AsUnsignedLongLong(got);
+    Py_DECREF(got);
+    if (value == (unsigned long long)-1 && PyErr_Occurred()) {
+        return -1;
+    }
+    uint32_t stored = (uint32_t)be32(batch + 17);
+    return value == stored;
+}
+
+/*
+ * Decode the batch at `b` (`size` bytes, framing already checked) into `st`.
+ * 0: decoded (or skipped whole: every record is below min_offset), REFUSE:
+ * not a batch this path handles or malformed (nothing added), FAILED.
+ */
+static int
+decode_plain_batch(const unsigned char *b, Py_ssize_t size, decode_args *a, decode_state *st,
+                   Py_ssize_t *capacity, PyObject *crc, int stop_transactional, int64_t *next_offset)
+{
+    int32_t batch_length = be32(b + 8);
+    int attributes = (int)(int16_t)(((unsigned)b[21] << 8) | b[22]);
+    if (batch_length < MIN_BATCH_LENGTH || (attributes & 0x07) != 0 || (attributes & 0x20) ||
+        (stop_transactional && (attributes & 0x10))) {
+        return REFUSE; /* malformed, compressed, control, or transactional when asked */
+    }
+    int64_t base_offset = be64(b);
+    int32_t last_offset_delta = be32(b + 23);
+    int64_t last;
+    if (__builtin_add_overflow(base_offset, (int64_t)last_offset_delta, &last) || last == INT64_MAX) {
+        return REFUSE;
+    }
+    *next_offset = last + 1;
+    if (*next_offset <= a->min_offset) {
+        return 0; /* entirely below the position: skipped unread, as the Python walk does */
+    }
+    if (crc != Py_None) {
+        int ok = crc_matches(crc, b, size);
+        if (ok <= 0) {
+            return ok < 0 ? FAILED : REFUSE;
+        }
+    }
+    int32_t count = be32(b + 57);
+    const unsigned char *p = b + BATCH_HEADER, *end = b + size;
+    if (count < 0 || (int64_t)count * 7 > end - p) {
+        return REFUSE;
+    }
+    if (count > *capacity - st->n) {
+        /* The bound counted batches that turned out to be below min_offset. */
+        Py_ssize_t want = st->n + count;
+        if (want < 2 * *capacity) {
+            want = 2 * *capacity;
+        }
+        PyObject **items = PyMem_Realloc(st->items, sizeof(PyObject *) * (size_t)want);
+        if (items == NULL) {
+            PyErr_NoMemory();
+            return FAILED;
+        }
+        st->items = items;
+        *capacity = want;
+    }
+    a->base_offset = base_offset;
+    a->base_timestamp = be64(b + 27);
+    a->has_log_append = (attributes & 0x08) != 0;
+    a->log_append = be64(b + 35);
+    /* This batch's two per-record attributes: timestamp type and leader epoch. */
+    PyObject *suffix = Py_BuildValue("(ii)", (attributes >> 3) & 1, (int)be32(b + 12));
+    if (suffix == NULL) {
+        return FAILED;
+    }
+    a->suffix = suffix;
+    int rc = 0;
+    Py_ssize_t start = st->n;
+    for (int32_t i = 0; i < count && !rc; i++) {
+        rc = decode_one(&p, end, a, st);
+    }
+    if (!rc && p != end) {
+        rc = REFUSE;
+    }
+    if (rc) {
+        drop_from(st, start);
+    }
+    a->suffix = NULL;
+    Py_DECREF(suffix);
+    return rc;
+}
+
+PyDoc_STRVAR(decode_batch_run_doc,
+"decode_batch_run(blob, pos, record_type, prefix, min_offset, crc, stop_transactional,\n"
+"                 max_records, /)\n"
+"--\n\n"
+"Decode the run of plain batches of a records blob (bytes) starting at ``pos``.\n\n"
+"A plain batch is magic 2, uncompressed and not a control batch (nor\n"
+"transactional when ``stop_transactional``). Each of its records becomes\n"
+"``record_type(prefix + (offset, timestamp, key, value, headers,\n"
+"timestamp_type, partition_leader_epoch))`` (as for decode_records, with the\n"
+"batch's timestamp type and leader epoch as the suffix); batches that end at or\n"
+"below ``min_offset`` are skipped unread, and records below it left out.\n"
+"``crc`` is the crc32c function to verify batches with, or None.\n\n"
+"The run also stops after the batch that brings it to ``max_records`` records.\n"
+"The run stops at the end of the blob, at a partial or any other entry, and\n"
+"at anything malformed or unusual: the caller decodes the entry there the\n"
+"ordinary way (which raises the located error). Returns ``(records, pos,\n"
+"next_offset)``: the records as a tuple, the position of that entry and the\n"
+"next_offset of the run's last batch (None if it has none). Raises TypeError\n"
+"for wrong argument types.");
+
+static PyObject *
+decode_batch_run(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 8) {
+        PyErr_Format(PyExc_TypeError, "decode_batch_run takes 8 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    if (!PyBytes_CheckExact(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "blob must be bytes");
+        return NULL;
+    }
+    Py_ssize_t pos = PyLong_AsSsize_t(args[1]);
+    if (pos == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    if (!PyType_Check(args[2]) || !PyType_IsSubtype((PyTypeObject *)args[2], &PyTuple_Type)) {
+        PyErr_SetString(PyExc_TypeError, "record_type must be tuple or a tuple subclass");
+        return NULL;
+    }
+    if (!PyTuple_CheckExact(args[3])) {
+        PyErr_SetString(PyExc_TypeError, "prefix must be a tuple");
+        return NULL;
+    }
+    if (args[5] != Py_None && !PyCallable_Check(args[5])) {
+        PyErr_SetString(PyExc_TypeError, "crc must be callable or None");
+        return NULL;
+    }
+    int stop_transactional = PyObject_IsTrue(args[6]);
+    if (stop_transactional < 0) {
+        return NULL;
+    }
+    Py_ssize_t max_records = PyLong_AsSsize_t(args[7]);
+    if (max_records == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    decode_args a = {.cls = (PyTypeObject *)args[2], .prefix = args[3]};
+    int rc = min_offset_arg(args[4], &a.min_offset);
+    if (rc < 0) {
+        return NULL;
+    }
+    PyObject *blob = args[0];
+    const unsigned char *data = (const unsigned char *)PyBytes_AS_STRING(blob);
+    Py_ssize_t len = PyBytes_GET_SIZE(blob);
+    int usable = rc == 0 && plain_tuple_type(a.cls) && pos >= 0 && pos <= len;
+    /* The suffix (two ints) is atomic: only the prefix decides. */
+    a.untrack = all_atomic(a.prefix);
+
+    Py_ssize_t capacity = usable ? records_bound(data, len, pos, max_records) : 0;
+    decode_state st = {.items = PyMem_Malloc(sizeof(PyObject *) * (size_t)(capacity ? capacity : 1)),
+                       .n = 0,
+                       .ts_value = 0,
+                       .ts_obj = NULL};
+    if (st.items == NULL) {
+        return PyErr_NoMemory();
+    }
+    int64_t run_next = 0;
+    int has_next = 0;
+    rc = 0;
+    /*
+     * No Python code runs below (see the top), and the blob is immutable bytes:
+     * other threads that run while a CRC is computed cannot change it either.
+     */
+    int gc_was_enabled = pause_gc();
+    while (usable && len - pos >= LOG_OVERHEAD && st.n < max_records) {
+        const unsigned char *b = data + pos;
+        int32_t length = be32(b + 8);
+        if (length < MIN_LEGACY_LENGTH || length > len - pos - LOG_OVERHEAD || b[16] != 2) {
+            break; /* malformed, partial or legacy: the Python walk decides */
+        }
+        Py_ssize_t size = LOG_OVERHEAD + (Py_ssize_t)length;
+        int64_t next_offset;
+        rc = decode_plain_batch(b, size, &a, &st, &capacity, args[5], stop_transactional, &next_offset);
+        if (rc) {
+            break;
+        }
+        if (next_offset > a.min_offset) { /* decoded, not skipped */
+            run_next = next_offset;
+            has_next = 1;
+        }
+        pos += size;
+    }
+    resume_gc(gc_was_enabled);
+    Py_XDECREF(st.ts_obj);
+    PyObject *records = rc == FAILED ? NULL : PyTuple_New(st.n);
+    if (records == NULL) {
+        drop_from(&st, 0);
+        PyMem_Free(st.items);
+        return NULL;
+    }
+    if (st.n) {
+        memcpy(&PyTuple_GET_ITEM(records, 0), st.items, (size_t)st.n * sizeof(PyObject *));
+    }
+    PyMem_Free(st.items);
+    if (a.untrack) {
+        /*
+         * Immutable and holding only untracked records: never part of a cycle.
+         * Untracked now, the collection after the run does not walk every
+         * record (CPython would untrack it only after walking it once).
+         */
+        PyObject_GC_UnTrack(records);
+    }
+    PyObject *next = has_next ? PyLong_FromLongLong(run_next) : Py_NewRef(Py_None);
+    if (next == NULL) {
+        Py_DECREF(records);
+        return NULL;
+    }
+    PyObject *result = Py_BuildValue("(NnN)", records, pos, next);
+    return result;
 }
 
 /* -- encoding ------------------------------------------------------------------------------ */
@@ -803,6 +1215,7 @@ encode_records(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 
 static PyMethodDef speedups_methods[] = {
     {"decode_records", (PyCFunction)(void (*)(void))decode_records, METH_FASTCALL, decode_records_doc},
+    {"decode_batch_run", (PyCFunction)(void (*)(void))decode_batch_run, METH_FASTCALL, decode_batch_run_doc},
     {"encode_record", (PyCFunction)(void (*)(void))encode_record, METH_FASTCALL, encode_record_doc},
     {"encode_records", (PyCFunction)(void (*)(void))encode_records, METH_FASTCALL, encode_records_doc},
     {NULL, NULL, 0, NULL},

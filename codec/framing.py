@@ -97,7 +97,8 @@ class FrameReader:
             return None
         start = self._pos
         end = start + self._need
-        frame = bytes(buf[start:end])
+        with memoryview(buf) as view:  # one copy (bytes(buf[a:b]) makes two)
+            frame = view[start:end].tobytes()
         self._pos = end
         self._need = -1
         self._compact()

@@ -47,7 +47,10 @@ The per-record loops also exist in C (``codec/_speedups.c``, an optional
 extension; ``TRAFKA_NO_SPEEDUPS=1`` turns it off). The C code only *refuses*:
 given anything malformed or unusual it returns None, and the Python loop below
 runs and raises the located error. Both paths give equal records and identical
-bytes (tests/codec/test_speedups.py).
+bytes (tests/codec/test_speedups.py). A consumer's walk over a whole blob goes
+the same way (:func:`decode_batch_run_as`): C decodes the run of plain batches
+it accepts and stops before anything else, which the ordinary walk then handles
+(tests/codec/test_records_consumer_paths.py).
 """
 
 from __future__ import annotations
@@ -57,6 +60,7 @@ import enum
 import importlib
 import os
 import struct
+import sys
 from collections.abc import Iterable, Iterator, Sequence
 from io import BytesIO
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar, overload
@@ -66,7 +70,7 @@ from construct.core import evaluate
 
 from . import _wire
 from .compression import DEFAULT_MAX_DECOMPRESSED_SIZE, Compression, compress, decompress
-from .crc import crc32, crc32c
+from .crc import _native_crc32c, crc32, crc32c
 from .errors import CodecError, DecodeError, EncodeError
 from .primitives import Int8, Int16, Int32, Int64, UInt32, VarInt, VarLong
 
@@ -88,9 +92,11 @@ __all__ = [
     "RecordV2",
     "TimestampType",
     "assign_offsets",
+    "blob_next_offset",
     "check_batch",
     "decode_batch",
     "decode_batch_as",
+    "decode_batch_run_as",
     "decode_control_record",
     "decode_records",
     "encode_batch",
@@ -341,7 +347,7 @@ def read_batch_header(buf: BytesLike, pos: int = 0) -> RecordBatchHeader:
 
 
 def iter_batches(
-    buf: BytesLike,
+    buf: BytesLike, start: int = 0
 ) -> Iterator[tuple[RecordBatchHeader | LegacyMessageHeader, memoryview]]:
     """Walk a records blob, yielding each entry's header and bytes (no copy).
 
@@ -356,6 +362,7 @@ def iter_batches(
 
     Args:
         buf: the blob.
+        start: where to start (the start of an entry), 0 by default.
 
     Yields:
         ``(header, view)`` where ``view`` covers exactly the entry.
@@ -370,7 +377,9 @@ def iter_batches(
     if view.ndim != 1 or view.itemsize != 1:
         view = view.cast("B")
     end = len(view)
-    pos = 0
+    pos = start
+    if pos < 0:
+        raise ValueError("start must be >= 0")
     while end - pos >= LOG_OVERHEAD:
         length = _I32.unpack_from(view, pos + 8)[0]
         if length < _MIN_LEGACY_LENGTH:
@@ -396,6 +405,52 @@ def iter_batches(
             )
         yield header, view[pos:stop]
         pos = stop
+
+
+def blob_next_offset(buf: BytesLike) -> int | None:
+    """The offset after the last complete entry of a records blob, read cheaply.
+
+    Only the entries' length fields and the last entry's header are read: no
+    CRC, no records. A consumer uses it to fetch the data after a blob before
+    decoding the blob.
+
+    Args:
+        buf: the blob (a trailing partial entry is ignored, as by :func:`iter_batches`).
+
+    Returns:
+        The last complete entry's ``next_offset``, or None when the blob holds
+        no complete entry or its framing is malformed (:func:`iter_batches`
+        raises the error when the blob is decoded).
+    """
+    from .legacy import read_message_header
+
+    view = memoryview(buf)
+    if view.ndim != 1 or view.itemsize != 1:
+        view = view.cast("B")
+    end = len(view)
+    unpack = _I32.unpack_from
+    pos = 0
+    last = -1
+    while end - pos >= LOG_OVERHEAD:
+        length = unpack(view, pos + 8)[0]
+        if length < _MIN_LEGACY_LENGTH:
+            return None
+        stop = pos + LOG_OVERHEAD + length
+        if stop > end:
+            break
+        last = pos
+        pos = stop
+    if last < 0:
+        return None
+    magic = view[last + 16]
+    try:
+        if magic == 2:
+            return read_batch_header(view, last).next_offset
+        if magic < 2:
+            return read_message_header(view, last).next_offset
+    except DecodeError:
+        pass
+    return None
 
 
 def assign_offsets(buf: BytesLike, base_offset: int) -> tuple[bytes, int]:
@@ -617,7 +672,10 @@ def decode_batch_as(
     Args:
         batch: the batch's bytes, as for :func:`decode_batch`.
         record_type: ``tuple`` or a tuple subclass that adds no per-instance
-            storage, such as a ``NamedTuple``.
+            storage, such as a ``NamedTuple``. Records whose fields are all
+            atomic (ints, strs, bytes, None, untracked tuples) are left
+            untracked by the garbage collector, as CPython does for plain
+            tuples: so the class must not hold its own records.
         prefix, suffix: fields placed before and after each record's five.
         min_offset: leave out records with a lower offset (None: keep all).
         verify, max_size: as for :func:`decode_batch`.
@@ -655,6 +713,70 @@ def decode_batch_as(
     if min_offset is None:
         return header, [new(record_type, prefix + r + suffix) for r in records]
     return header, [new(record_type, prefix + r + suffix) for r in records if r[0] >= min_offset]
+
+
+def decode_batch_run_as(
+    buf: BytesLike,
+    pos: int,
+    record_type: type[_T],
+    *,
+    prefix: tuple[Any, ...] = (),
+    min_offset: int | None = None,
+    verify: bool = True,
+    stop_at_transactional: bool = False,
+    max_records: int | None = None,
+) -> tuple[tuple[_T, ...], int, int | None]:
+    """Decode the run of *plain* batches of a blob starting at ``pos``, if it is fast to.
+
+    The consumer's fast path over a Fetch response: a plain batch is magic 2,
+    uncompressed and not a control batch (nor transactional, with
+    ``stop_at_transactional``). Each of its records becomes, as by
+    :func:`decode_batch_as`, ``record_type(*prefix, offset, timestamp, key,
+    value, headers, timestamp_type, partition_leader_epoch)``: the batch's
+    timestamp type and leader epoch follow the record's fields. Batches ending
+    at or below ``min_offset`` are skipped unread (as a consumer skips data
+    below its position); records below it are left out.
+
+    The run stops at the first entry that is not plain, at a trailing partial
+    entry, at the end, at anything malformed or unusual, and after the batch
+    that brings it to ``max_records`` records (so that a consumer decodes
+    what it hands out next while the memory is still warm). The caller then
+    handles the entry at the returned position the ordinary way
+    (:func:`iter_batches` from there, :func:`decode_batch_as`), which also
+    raises the located error for malformed input. Without the C accelerator
+    (or for input it does not take, such as a blob that is not ``bytes``) the
+    run is empty: the ordinary way then does all the work, with equal results.
+
+    Args:
+        buf: the records blob.
+        pos: where an entry starts.
+        record_type, prefix: as for :func:`decode_batch_as`.
+        min_offset: leave out records with a lower offset (None: keep all).
+        verify: check each batch's CRC.
+        stop_at_transactional: end the run at transactional batches too.
+        max_records: end the run once it holds this many records (None: no limit).
+
+    Returns:
+        ``(records, pos, next_offset)``: the run's records (a tuple: it costs
+        the garbage collector nothing to keep), the position after the run,
+        and the ``next_offset`` of its last batch that was decoded rather than
+        skipped (None when there is none).
+
+    Raises:
+        TypeError: ``record_type`` is not a tuple subclass.
+    """
+    if not (isinstance(record_type, type) and issubclass(record_type, tuple)):
+        raise TypeError(f"{record_type!r} is not a tuple subclass")
+    sp = _speedups
+    if sp is None or type(buf) is not bytes:
+        return (), pos, None
+    # The crc32c package's C function itself: no Python code runs inside the loop.
+    crc = _native_crc32c if verify else None
+    limit = sys.maxsize if max_records is None else max_records
+    run: tuple[tuple[_T, ...], int, int | None] = sp.decode_batch_run(
+        buf, pos, record_type, prefix, min_offset, crc, stop_at_transactional, limit
+    )
+    return run
 
 
 def _checked_payload(batch: BytesLike, verify: bool) -> tuple[RecordBatchHeader, memoryview]:

@@ -8,9 +8,15 @@ Rules:
   (join/sync/heartbeat, auto-commit). Leaving the block commits (with
   auto-commit), leaves the group and cancels them; errors leave as
   themselves, never as an ExceptionGroup.
-* Prefetching: each assigned partition has at most one fetch in flight or
-  buffered; consuming its records makes it fetchable again. Memory is bounded
-  by ``max.partition.fetch.bytes`` per partition.
+* Fetching: at most one Fetch is in flight per broker. It is written
+  synchronously (:meth:`~.transport.BrokerConnection.send`) and its response
+  handled by a completion in the connection's reader, which at once sends the
+  next fetch: the partitions' *prefetch* (see :mod:`.fetcher`) goes out while
+  the application still consumes the previous response, so the broker works
+  while the application does. Each partition buffers at most two responses:
+  memory is bounded by twice ``max.partition.fetch.bytes`` per partition.
+  The fetch task only handles what needs waiting: connecting, offset lookups,
+  and the backoff after a failed fetch (``retry.backoff.ms`` per broker).
 * Positions advance when records are handed out. For commits, a record counts
   as *consumed* once the next ``getmany`` / ``__anext__`` call starts (the
   caller has processed it): auto-commit and ``commit()`` without arguments
@@ -47,13 +53,32 @@ from .fetcher import (
     parse_list_offsets,
 )
 from .transactions import ConsumerGroupMetadata
-from .transport import Cluster
+from .transport import BrokerConnection, Cluster
 
 __all__ = ["Consumer", "ConsumerRecord", "TopicPartition", "open_consumer"]
 
 log = logging.getLogger("trafka.sdk.consumer")
 
 _new: Any = tuple.__new__
+
+
+class _FetchCompletion:
+    """The outcome of one Fetch request, called back by the connection's reader."""
+
+    __slots__ = ("consumer", "node_id", "positions")
+
+    def __init__(
+        self, consumer: Consumer, node_id: int, positions: dict[TopicPartition, int]
+    ) -> None:
+        self.consumer = consumer
+        self.node_id = node_id
+        self.positions = positions
+
+    def resolve(self, response: Any) -> None:
+        self.consumer._on_fetch_response(self.node_id, self.positions, response)
+
+    def fail(self, error: BaseException) -> None:
+        self.consumer._on_fetch_failed(self.node_id, self.positions, error)
 
 
 class Consumer:
@@ -78,7 +103,8 @@ class Consumer:
         self._value_de = get_deserializer(config.value_deserializer)
         self._wake = anyio.Event()
         self._data = anyio.Event()
-        self._fetching: set[int] = set()
+        self._fetching: set[int] = set()  # brokers with a Fetch in flight
+        self._fetch_retry_at: dict[int, float] = {}  # brokers backing off after a failed fetch
         self._resetting: set[TopicPartition] = set()
         self._buffer: deque[ConsumerRecord] = deque()
         self._last: ConsumerRecord | None = None  # from getone, processed at the next call
@@ -400,7 +426,7 @@ class Consumer:
         self._check_open()
         self._note_consumed()
         limit = max_records or self.config.max_poll_records
-        deadline = anyio.current_time() + timeout_ms / 1000
+        deadline: float | None = None  # from the first time nothing is buffered
         wanted = {TopicPartition(*tp) for tp in partitions} if partitions else None
         group = self._group
         if group is not None:
@@ -416,7 +442,10 @@ class Consumer:
                     for tp, recs in out.items():
                         self._consumed.handed_out(tp, recs[-1].offset + 1)
                     return out
-                left = deadline - anyio.current_time()
+                now = anyio.current_time()
+                if deadline is None:
+                    deadline = now + timeout_ms / 1000
+                left = deadline - now
                 if left <= 0:
                     return {}
                 await self._wait_data(left)
@@ -459,7 +488,8 @@ class Consumer:
         finally:
             if paused:
                 fetcher.resume(paused)
-        self._wake_fetcher()
+            if fetcher.fetch_wanted:
+                self._send_fetches()
         kd, vd = self._key_de, self._value_de
         if kd is None and vd is None:
             return raw
@@ -595,12 +625,92 @@ class Consumer:
                 md.add_topics(unknown)
                 md.request_update()
                 cluster.nudge()
-            for node, tps in fetcher.fetchable().items():
-                if node in self._fetching:
-                    continue
-                self._fetching.add(node)
-                self._tg.start_soon(self._fetch, node, tps)
-            await self._wake.wait()
+            retry_at = self._fetch_retry_at
+            if retry_at:
+                now = anyio.current_time()
+                for node in [n for n, due in retry_at.items() if due <= now]:
+                    del retry_at[node]
+            self._send_fetches()
+            timeout = math.inf
+            if retry_at:
+                timeout = max(min(retry_at.values()) - anyio.current_time(), 0.0)
+            with anyio.move_on_after(timeout):
+                await self._wake.wait()
+
+    def _send_fetches(self) -> None:
+        """Write a Fetch to every broker that leads fetchable partitions and has none in flight.
+
+        Synchronous, so that a response's completion can send the next fetch at
+        once. Brokers without a ready connection are connected in the
+        background; the connection's arrival wakes the fetch task.
+        """
+        fetcher = self._fetcher
+        fetcher.fetch_wanted = False
+        if self._closed:
+            return
+        cluster = self._cluster
+        retry_at = self._fetch_retry_at
+        for node, tps in fetcher.fetchable().items():
+            if node in self._fetching:
+                continue
+            if retry_at and node in retry_at:
+                continue  # backing off after a failed fetch; the fetch task clears it
+            conn = cluster.ready_connection(node)
+            if conn is None:
+                cluster.connect_soon(node)
+                continue
+            self._send_fetch(conn, tps)
+
+    def _send_fetch(self, conn: BrokerConnection, tps: list[TopicPartition]) -> None:
+        fetcher = self._fetcher
+        node = conn.node_id
+        positions: dict[TopicPartition, int] = {}
+        try:
+            version = fetcher.fetch_version(conn.version_for(1), tps)
+            request, positions = fetcher.build_fetch(tps, version)
+            timeout = (self.config.request_timeout_ms + self.config.fetch_max_wait_ms) / 1000
+            self._fetching.add(node)
+            conn.send(
+                1,
+                request,
+                _FetchCompletion(self, node, positions),
+                timeout=timeout,
+                version=version,
+            )
+        except TrafkaError as exc:
+            # The completion was not registered (a failed connection reports to it instead).
+            self._on_fetch_failed(node, positions, exc)
+
+    def _on_fetch_response(
+        self, node: int, positions: dict[TopicPartition, int], response: Any
+    ) -> None:
+        """A Fetch response, in the connection's reader: buffer it, then fetch again."""
+        fetcher = self._fetcher
+        try:
+            got = fetcher.handle_fetch_response(positions, response)
+        except TrafkaError as exc:
+            self._on_fetch_failed(node, positions, exc)
+            return
+        except Exception as exc:  # a bug of ours: the application must hear of it
+            fetcher.errors.append(exc)
+            self._data_arrived()
+            self._on_fetch_failed(node, positions, exc)
+            return
+        self._fetching.discard(node)
+        if got or fetcher.errors:
+            self._data_arrived()
+        self._send_fetches()
+
+    def _on_fetch_failed(
+        self, node: int, positions: dict[TopicPartition, int], error: BaseException
+    ) -> None:
+        log.debug("fetch from node %s failed: %s", node, error)
+        self._fetching.discard(node)
+        self._fetcher.fetch_failed(positions)
+        self._fetch_retry_at[node] = anyio.current_time() + self.config.retry_backoff_ms / 1000
+        self._cluster.metadata.request_update()
+        self._cluster.nudge()
+        self._wake_fetcher()
 
     async def _load_committed(self, tps: list[TopicPartition]) -> None:
         from .group import fetch_committed
@@ -629,27 +739,6 @@ class Consumer:
             self._resetting -= set(targets)
             self._wake_fetcher()
             self._data_arrived()
-
-    async def _fetch(self, node: int, tps: list[TopicPartition]) -> None:
-        fetcher = self._fetcher
-        positions: dict[TopicPartition, int] = {}
-        try:
-            conn = await self._cluster.connection(node)
-            version = fetcher.fetch_version(conn.version_for(1), tps)
-            request, positions = fetcher.build_fetch(tps, version)
-            timeout = (self.config.request_timeout_ms + self.config.fetch_max_wait_ms) / 1000
-            response = await conn.request(1, request, timeout=timeout, version=version)
-            if fetcher.handle_fetch_response(positions, response) or fetcher.errors:
-                self._data_arrived()
-        except TrafkaError as exc:
-            log.debug("fetch from node %s failed: %s", node, exc)
-            fetcher.fetch_failed(positions)
-            self._cluster.metadata.request_update()
-            self._cluster.nudge()
-            await anyio.sleep(self.config.retry_backoff_ms / 1000)
-        finally:
-            self._fetching.discard(node)
-            self._wake_fetcher()
 
     async def _close(self, *, graceful: bool) -> None:
         if self._closed:

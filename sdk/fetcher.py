@@ -9,17 +9,26 @@ Rules and invariants:
   driver performs with ListOffsets (:meth:`Fetcher.needs_reset`,
   :meth:`Fetcher.apply_reset`).
 * A partition is *fetchable* when assigned, not paused, its position known,
-  its leader known, no fetch for it is in flight, and nothing fetched for it
-  waits to be consumed. Hence at most one fetch is buffered per partition and
-  memory is bounded by ``max.partition.fetch.bytes`` per partition and
+  its leader known, no fetch for it is in flight, and at most one fetched
+  response for it is buffered. The next fetch asks for the position when
+  nothing is buffered, else for the offset after the buffered blob's last
+  complete entry (a *prefetch*: the next data is on its way while the
+  application consumes the current data). Hence at most two fetches are
+  buffered per partition (the one being consumed and the next) and memory is
+  bounded by twice ``max.partition.fetch.bytes`` per partition and
   ``fetch.max.bytes`` per request.
-* Fetched data is kept as the raw records blob and decoded only when the user
-  asks for records. Records below the position (a batch starts earlier than
-  the requested offset) are skipped; control batches are never returned but
-  advance the position; with ``read_committed``, records of aborted
-  transactions are dropped.
-* Buffered data is tagged with the position it was fetched for; seeking,
-  revoking or resetting a partition drops it (stale data is never returned).
+* Fetched data is kept as the raw records blob and decoded only as the user
+  takes records, at most a few batches ahead of what is handed out (so that
+  records are made and freed while the memory is warm). Records below the
+  position (a batch starts earlier than the requested offset) are skipped;
+  control batches are never returned but advance the position; with
+  ``read_committed``, records of aborted transactions are dropped.
+* Buffered data is tagged with the offset it was fetched for, and a response
+  is kept only if it answers the fetch the partition expects next (the
+  position, or the end of the buffered blob); seeking, revoking or resetting
+  a partition drops everything buffered (stale data is never returned). A
+  prefetched blob is consumed only if it starts exactly where the previous
+  one left the position.
 * Fetch errors: OFFSET_OUT_OF_RANGE resets the position per
   ``auto.offset.reset`` (or raises with ``none``); leadership errors ask for a
   metadata refresh; others are surfaced to the user at the next poll.
@@ -28,15 +37,22 @@ Rules and invariants:
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from trafka.codec import DecodeError, ErrorCode, KafkaError
 from trafka.codec.legacy import decode_legacy_entry
 from trafka.codec.messages import k01_fetch as fetch
 from trafka.codec.messages import k02_list_offsets as list_offsets
-from trafka.codec.records import RecordBatchHeader, decode_batch_as, iter_batches
+from trafka.codec.records import (
+    RecordBatchHeader,
+    blob_next_offset,
+    decode_batch_as,
+    decode_batch_run_as,
+    iter_batches,
+)
 
 from .metadata import REFRESH_ERRORS, MetadataCache
 
@@ -105,12 +121,32 @@ NO_TIMESTAMP_TYPE = -1
 
 @dataclasses.dataclass(slots=True)
 class _Completed:
-    position: int  # the position the data was fetched for
+    """A fetched blob, decoded a little at a time as its records are taken.
+
+    Records are decoded just before they are handed out, a few batches at a
+    time rather than the whole blob at once: the objects are then made, used
+    and freed while the memory is still in the CPU's cache.
+    """
+
+    position: int  # the offset the data was fetched for
     blob: bytes
     aborted: list[tuple[int, int]] | None  # (first offset, producer id), read_committed only
-    records: list[ConsumerRecord] | None = None  # decoded lazily
+    end: int | None = None  # the offset after the blob's last complete entry, if any
+    records: Sequence[ConsumerRecord] = ()  # decoded; those from index on not handed out
     index: int = 0
-    next_position: int = 0
+    next_position: int = -1  # the offset after the last entry decoded
+    cursor: int = 0  # where the next entry to decode starts in the blob
+    done: bool = False  # nothing more to decode (the end, or a corrupt batch after records)
+    aborts_seen: int = 0  # how many of `aborted` have started by the decoded entries
+    aborted_open: set[int] = dataclasses.field(default_factory=set)  # their producer ids
+
+    def __post_init__(self) -> None:
+        if self.next_position < 0:
+            self.next_position = self.position
+
+    @property
+    def drained(self) -> bool:
+        return self.done and self.index >= len(self.records)
 
 
 @dataclasses.dataclass(slots=True)
@@ -123,7 +159,20 @@ class PartitionState:
     last_stable_offset: int = -1
     log_start_offset: int = -1
     leader_epoch: int = -1
-    completed: _Completed | None = None
+    completed: _Completed | None = None  # being consumed
+    prefetched: _Completed | None = None  # the data after it (only with completed)
+
+    def drop_buffered(self) -> None:
+        self.completed = self.prefetched = None
+
+    def next_fetch_offset(self) -> int | None:
+        """The offset the next fetch asks for; None while no fetch is wanted."""
+        c = self.completed
+        if c is None:
+            return self.position
+        if self.prefetched is not None or c.end is None or c.end <= c.position:
+            return None
+        return c.end
 
 
 class Fetcher:
@@ -161,6 +210,9 @@ class Fetcher:
         self.errors: list[BaseException] = []
         self._rotation = 0
         self._n_paused = 0
+        #: Set when taking records made a partition fetchable again (the driver
+        #: clears it after sending fetches).
+        self.fetch_wanted = False
         # Topic ids sent in Fetch v13+ requests, to name the topics of responses.
         self._topic_names: dict[uuid.UUID, str] = {}
 
@@ -198,14 +250,14 @@ class Fetcher:
         state = self._state(tp)
         state.position = offset
         state.reset = None
-        state.completed = None
+        state.drop_buffered()
 
     def request_reset(self, tp: TopicPartition, strategy: int) -> None:
         """Position the partition at EARLIEST (-2) or LATEST (-1) once the driver asks the leader."""
         state = self._state(tp)
         state.reset = strategy
         state.position = None
-        state.completed = None
+        state.drop_buffered()
 
     def position(self, tp: TopicPartition) -> int | None:
         return self._state(tp).position
@@ -260,7 +312,7 @@ class Fetcher:
             s = self.partitions.get(tp)
             if s is not None and s.position is None:
                 s.reset = COMMITTED
-                s.completed = None
+                s.drop_buffered()
 
     def committed_lookup_failed(self, tps: Iterable[TopicPartition]) -> None:
         """The committed-offset lookup failed: look these partitions up again."""
@@ -331,7 +383,7 @@ class Fetcher:
             return
         state.position = offset
         state.reset = None
-        state.completed = None
+        state.drop_buffered()
 
     def lag(self, tp: TopicPartition) -> int | None:
         """Records between the position and the high watermark (LSO under read_committed)."""
@@ -353,7 +405,7 @@ class Fetcher:
         leader_of = leader_of or self.metadata.leader_for
         out: dict[int, list[TopicPartition]] = {}
         for tp, s in self.partitions.items():
-            if s.paused or s.in_flight or s.position is None or s.completed is not None:
+            if s.paused or s.in_flight or s.next_fetch_offset() is None:
                 continue
             leader = leader_of(tp.topic, tp.partition)
             if leader is None:
@@ -378,7 +430,10 @@ class Fetcher:
     def build_fetch(
         self, tps: list[TopicPartition], version: int
     ) -> tuple[Any, dict[TopicPartition, int]]:
-        """A FetchRequest for ``tps`` (marked in flight) and the positions it asks for.
+        """A FetchRequest for ``tps`` (marked in flight) and the offsets it asks for.
+
+        Each partition is asked for its :meth:`PartitionState.next_fetch_offset`:
+        its position, or the end of its buffered data (a prefetch).
 
         From v13 topics are named by id (see :meth:`fetch_version`); the
         response is matched back to names by the ids sent.
@@ -394,16 +449,17 @@ class Fetcher:
         positions: dict[TopicPartition, int] = {}
         for tp in tps:
             s = self.partitions[tp]
-            assert s.position is not None
+            offset = s.next_fetch_offset()
+            assert offset is not None
             s.in_flight = True
-            positions[tp] = s.position
+            positions[tp] = offset
             by_topic.setdefault(tp.topic, []).append(
                 fetch.FetchRequest.FetchPartition(
                     partition=tp.partition,
                     current_leader_epoch=self.metadata.leader_epoch(tp.topic, tp.partition)
                     if version >= 9
                     else -1,
-                    fetch_offset=s.position,
+                    fetch_offset=offset,
                     partition_max_bytes=self.max_partition_fetch_bytes,
                 )
             )
@@ -461,7 +517,7 @@ class Fetcher:
                 tp = TopicPartition(topic, p.partition_index)
                 s = self.partitions.get(tp)
                 asked = positions.get(tp)
-                if s is None or asked is None or s.position != asked:
+                if s is None or asked is None or s.next_fetch_offset() != asked:
                     continue  # revoked or sought while the fetch was in flight
                 code = p.error_code
                 if code == ErrorCode.NONE:
@@ -476,7 +532,11 @@ class Fetcher:
                             aborted = sorted(
                                 (a.first_offset, a.producer_id) for a in p.aborted_transactions
                             )
-                        s.completed = _Completed(asked, p.records, aborted)
+                        data = _Completed(asked, p.records, aborted, blob_next_offset(p.records))
+                        if s.completed is None:
+                            s.completed = data
+                        else:
+                            s.prefetched = data
                         got = True
                 elif code == ErrorCode.OFFSET_OUT_OF_RANGE:
                     if self.auto_offset_reset == "none":
@@ -507,8 +567,12 @@ class Fetcher:
         """Up to ``max_records`` records, advancing positions.
 
         Raises:
-            KafkaError: an error recorded by a fetch (raised once).
-            DecodeError: a corrupt batch (the position stays before it).
+            KafkaError: an error recorded by a fetch (raised once), or a corrupt
+                batch (CORRUPT_MESSAGE) before any record could be taken; the
+                position stays before the batch, so the error comes back at
+                every call until the application seeks past it.
+            DecodeError: a records blob whose entries cannot be told apart, or
+                a corrupt legacy message (raised the same way).
         """
         if self.errors:
             raise self.errors.pop(0)
@@ -520,78 +584,158 @@ class Fetcher:
             c = s.completed
             if c is None or s.paused:
                 continue
-            if c.records is None:
-                c.records, c.next_position = self._decode(tp, c)
-                c.index = 0
-            recs = c.records
-            start = c.index
-            end = min(start + left, len(recs))
-            if end > start:
-                chunk = recs[start:end]
-                out[tp] = chunk
-                left -= end - start
-                c.index = end
-                s.position = chunk[-1].offset + 1
-            if c.index >= len(recs):
-                s.completed = None
+            taken: list[ConsumerRecord] | None = None
+            while True:
+                recs = c.records
+                if c.index >= len(recs) and not c.done:
+                    try:
+                        recs = self._decode_more(tp, c, left)
+                    except (KafkaError, DecodeError):
+                        if out or taken:
+                            break  # hand out what was taken; the error comes back next time
+                        raise
+                start = c.index
+                end = min(start + left, len(recs))
+                if end > start:
+                    # A new list (the application may keep and change it), also
+                    # when the fast path decoded into a tuple.
+                    part = recs[start:end]
+                    chunk = part if type(part) is list else list(part)
+                    # Only at a prefetch boundary is there a second chunk to join.
+                    taken = chunk if taken is None else taken + chunk
+                    left -= end - start
+                    c.index = end
+                    s.position = chunk[-1].offset + 1
+                if not c.drained:
+                    if left > 0:
+                        continue  # decode more of the blob
+                    break
+                # Drained: move on to the prefetched data when it continues from here.
+                self.fetch_wanted = True
                 if c.next_position > (s.position or 0):
                     s.position = c.next_position
+                nxt, s.prefetched = s.prefetched, None
+                if nxt is None or nxt.position != s.position:
+                    s.completed = None
+                    break
+                s.completed = c = nxt
+                if left <= 0:
+                    break
+            if taken:
+                out[tp] = taken
         return out
 
-    def _decode(self, tp: TopicPartition, c: _Completed) -> tuple[list[ConsumerRecord], int]:
-        """Records at or after the fetch position, and the position after the blob."""
+    def _decode_more(
+        self, tp: TopicPartition, c: _Completed, want: int
+    ) -> Sequence[ConsumerRecord]:
+        """Decode the next entries of ``c`` until ``want`` records (or the end) are in.
+
+        The records (at or after the fetch position) replace ``c.records``; ``c``
+        keeps where decoding stands. A corrupt batch ends the blob after records
+        decoded before it (the error comes back when the position reaches it)
+        and raises when it is the first thing to decode.
+        """
         prefix = (tp.topic, tp.partition)
-        out: list[ConsumerRecord] = []
+        # Joined at the end: a run of plain batches stays the one tuple the fast path made.
+        parts: list[Sequence[ConsumerRecord]] = []
+        n = 0
         position = c.position
-        next_position = position
-        aborted_open: set[int] = set()
-        pending_aborts = list(c.aborted or [])
-        for header, view in iter_batches(c.blob):
+        blob = c.blob
+        aborted = c.aborted
+        # With aborted transactions to drop, transactional batches go the ordinary way.
+        stop_at_transactional = aborted is not None
+        verify = self.check_crcs
+        pos = c.cursor
+        while n < want:
+            # The per-record hot path: the codec builds the ConsumerRecords of a
+            # run of plain batches itself (in C when built), skipping records
+            # below the position; the entry after the run goes the ordinary way.
+            run, pos, run_next = decode_batch_run_as(
+                blob,
+                pos,
+                ConsumerRecord,
+                prefix=prefix,
+                min_offset=position,
+                verify=verify,
+                stop_at_transactional=stop_at_transactional,
+                max_records=want - n,
+            )
+            c.cursor = pos
+            if run_next is not None:
+                parts.append(run)
+                n += len(run)
+                c.next_position = run_next
+                if n >= want:
+                    break
+            try:
+                entry = next(iter_batches(blob, pos), None)
+            except DecodeError:
+                if n:
+                    c.done = True
+                    break
+                raise
+            if entry is None:
+                c.done = True
+                break
+            header, view = entry
             if header.next_offset <= position:
+                c.cursor = pos = pos + len(view)
                 continue
+            records: Sequence[ConsumerRecord]
             if isinstance(header, RecordBatchHeader):
-                if c.aborted is not None:
-                    while pending_aborts and pending_aborts[0][0] <= header.last_offset:
-                        aborted_open.add(pending_aborts.pop(0)[1])
+                if aborted is not None:
+                    while c.aborts_seen < len(aborted) and (
+                        aborted[c.aborts_seen][0] <= header.last_offset
+                    ):
+                        c.aborted_open.add(aborted[c.aborts_seen][1])
+                        c.aborts_seen += 1
                 attrs = header.attributes
                 if attrs & 0x20:  # control batch: a transaction marker
-                    if header.producer_id in aborted_open:
-                        aborted_open.discard(header.producer_id)
-                    next_position = header.next_offset
-                    continue
-                if attrs & 0x10 and header.producer_id in aborted_open:
-                    next_position = header.next_offset
-                    continue
+                    c.aborted_open.discard(header.producer_id)
+                    records = ()
+                elif attrs & 0x10 and header.producer_id in c.aborted_open:
+                    records = ()
+                else:
+                    try:
+                        _, records = decode_batch_as(
+                            view,
+                            ConsumerRecord,
+                            prefix=prefix,
+                            suffix=((attrs >> 3) & 1, header.partition_leader_epoch),
+                            min_offset=position,
+                            verify=verify,
+                        )
+                    except DecodeError as exc:
+                        if n:
+                            c.done = True  # hand out what precedes; the error comes back
+                            break
+                        raise KafkaError(
+                            ErrorCode.CORRUPT_MESSAGE, f"{tp.topic}-{tp.partition}: {exc}"
+                        ) from exc
+            else:
                 try:
-                    # The per-record hot path: the codec builds the ConsumerRecords
-                    # itself (in C when built), skipping records below the position.
-                    _, batch_records = decode_batch_as(
-                        view,
-                        ConsumerRecord,
-                        prefix=prefix,
-                        suffix=((attrs >> 3) & 1, header.partition_leader_epoch),
-                        min_offset=position,
-                        verify=self.check_crcs,
-                    )
-                except DecodeError as exc:
-                    if out:
-                        break  # hand out what precedes; the error comes back next time
-                    raise KafkaError(
-                        ErrorCode.CORRUPT_MESSAGE, f"{tp.topic}-{tp.partition}: {exc}"
-                    ) from exc
-                out += batch_records
-                next_position = header.next_offset
-                continue
-            records = decode_legacy_entry(view, verify=self.check_crcs)
-            ts_type = (header.attributes >> 3) & 1 if header.magic else NO_TIMESTAMP_TYPE
-            if records and records[0].offset < position:
-                records = [r for r in records if r.offset >= position]
-            # tuple.__new__ skips the NamedTuple constructor, and concatenating to the
-            # decoded record tuple is the cheapest way to widen it.
-            suffix = (ts_type, -1)
-            out += [_new(ConsumerRecord, prefix + r + suffix) for r in records]
-            next_position = header.next_offset
-        return out, next_position
+                    legacy = decode_legacy_entry(view, verify=verify)
+                except DecodeError:
+                    if n:
+                        c.done = True
+                        break
+                    raise
+                ts_type = (header.attributes >> 3) & 1 if header.magic else NO_TIMESTAMP_TYPE
+                if legacy and legacy[0].offset < position:
+                    legacy = [r for r in legacy if r.offset >= position]
+                # tuple.__new__ skips the NamedTuple constructor, and concatenating to the
+                # decoded record tuple is the cheapest way to widen it.
+                suffix = (ts_type, -1)
+                records = [_new(ConsumerRecord, prefix + r + suffix) for r in legacy]
+            if records:
+                parts.append(records)
+                n += len(records)
+            c.next_position = header.next_offset
+            c.cursor = pos = pos + len(view)
+        out = parts[0] if len(parts) == 1 else list(itertools.chain.from_iterable(parts))
+        c.records = out
+        c.index = 0
+        return out
 
 
 def group_by_leader(

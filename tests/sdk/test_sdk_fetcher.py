@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
 
-from trafka.codec import ErrorCode, KafkaError
+from trafka.codec import DecodeError, ErrorCode, KafkaError
 from trafka.codec.messages import k01_fetch as fetch
 from trafka.codec.messages import k02_list_offsets as lo
 from trafka.codec.messages import k03_metadata as md
@@ -87,7 +89,6 @@ def test_records_skip_below_position_and_advance() -> None:
     _, positions = f.build_fetch([TP], 12)
     blob = batch(0, 5) + batch(5, 5)
     assert f.handle_fetch_response(positions, response(blob, hw=10))
-    assert f.fetchable() == {}  # data buffered: no prefetch beyond one fetch
     got = f.take(4)
     assert [r.offset for r in got[TP]] == [3, 4, 5, 6]
     assert f.position(TP) == 7
@@ -96,6 +97,7 @@ def test_records_skip_below_position_and_advance() -> None:
     assert [r.offset for r in got[TP]] == [7, 8, 9]
     assert f.position(TP) == 10
     assert f.fetchable() == {1: [TP]}
+    assert f.build_fetch([TP], 12)[1] == {TP: 10}
 
 
 def test_control_batches_are_skipped_but_advance() -> None:
@@ -449,3 +451,241 @@ def test_any_paused_tracks_pause_resume_and_removal() -> None:
     f.pause([TP])
     f.remove([TP])
     assert not f.any_paused()
+
+
+# -- prefetching -----------------------------------------------------------------------------
+
+
+def _fetch_and_answer(f: Fetcher, blob: bytes, hw: int = 100) -> dict[TopicPartition, int]:
+    """Build the next fetch for TP and answer it with ``blob``; returns the offsets asked."""
+    _, positions = f.build_fetch([TP], 12)
+    f.handle_fetch_response(positions, response(blob, hw=hw))
+    return positions
+
+
+def test_prefetch_asks_for_the_data_after_the_buffered_blob() -> None:
+    f = Fetcher(cache())
+    f.assign([TP])
+    f.seek(TP, 0)
+    assert _fetch_and_answer(f, batch(0, 5)) == {TP: 0}
+    # The first response is not consumed yet, and the next fetch is already wanted.
+    assert f.fetchable() == {1: [TP]}
+    assert _fetch_and_answer(f, batch(5, 5)) == {TP: 5}
+    assert f.fetchable() == {}  # two responses buffered: no third fetch
+    assert f.position(TP) == 0
+    # One take crosses from the first blob into the prefetched one.
+    got = f.take(7)
+    assert [r.offset for r in got[TP]] == list(range(7))
+    assert type(got[TP]) is list  # the application's to keep and change
+    assert f.position(TP) == 7
+    assert f.fetchable() == {1: [TP]}  # the first blob is drained
+    assert f.build_fetch([TP], 12)[1] == {TP: 10}
+    f.fetch_failed({TP: 10})
+    assert [r.offset for r in f.take(100)[TP]] == [7, 8, 9]
+    assert f.position(TP) == 10
+    assert not f.has_data()
+
+
+def test_prefetch_from_a_blob_cut_mid_batch() -> None:
+    f = Fetcher(cache())
+    f.assign([TP])
+    f.seek(TP, 0)
+    whole = batch(0, 3)
+    _fetch_and_answer(f, whole + batch(3, 4)[:30])  # the second batch is cut short
+    assert f.build_fetch([TP], 12)[1] == {TP: 3}
+
+
+def test_no_prefetch_without_a_complete_batch() -> None:
+    f = Fetcher(cache())
+    f.assign([TP])
+    f.seek(TP, 0)
+    _fetch_and_answer(f, batch(0, 3)[:-1])  # nothing complete: nothing to fetch after
+    assert f.fetchable() == {}
+    assert f.take(10) == {}
+    assert f.fetchable() == {1: [TP]}  # drained (empty): fetched again from the position
+    assert f.build_fetch([TP], 12)[1] == {TP: 0}
+
+
+def test_seek_drops_both_buffered_responses_and_a_stale_prefetch() -> None:
+    f = Fetcher(cache())
+    f.assign([TP])
+    f.seek(TP, 0)
+    _fetch_and_answer(f, batch(0, 5))
+    _fetch_and_answer(f, batch(5, 5))
+    f.seek(TP, 2)
+    assert f.take(100) == {}  # nothing buffered any more
+    # The answer to a prefetch sent before the seek does not match the position.
+    _, positions = f.build_fetch([TP], 12)
+    assert positions == {TP: 2}
+    assert not f.handle_fetch_response({TP: 10}, response(batch(10, 2)))
+    assert f.handle_fetch_response(positions, response(batch(0, 5)))
+    assert [r.offset for r in f.take(100)[TP]] == [2, 3, 4]
+
+
+def test_prefetched_blob_dropped_when_the_first_stops_early() -> None:
+    f = Fetcher(cache())
+    f.assign([TP])
+    f.seek(TP, 0)
+    bad = bytearray(batch(3, 3))
+    bad[-1] ^= 0xFF  # corrupt: decoding stops before it
+    _fetch_and_answer(f, batch(0, 3) + bytes(bad))
+    assert _fetch_and_answer(f, batch(6, 2)) == {TP: 6}
+    assert [r.offset for r in f.take(100)[TP]] == [0, 1, 2]
+    # The prefetched blob starts at 6, not where the position stopped (3): dropped.
+    assert f.position(TP) == 3
+    assert not f.has_data()
+    assert f.build_fetch([TP], 12)[1] == {TP: 3}
+    f.handle_fetch_response({TP: 3}, response(bytes(bad)))
+    with pytest.raises(KafkaError, match="CORRUPT_MESSAGE"):
+        f.take(100)
+    assert f.position(TP) == 3
+
+
+def test_prefetch_error_out_of_range_resets() -> None:
+    f = Fetcher(cache(), auto_offset_reset="earliest")
+    f.assign([TP])
+    f.seek(TP, 0)
+    _fetch_and_answer(f, batch(0, 5))
+    _, positions = f.build_fetch([TP], 12)
+    f.handle_fetch_response(positions, response(None, code=ErrorCode.OFFSET_OUT_OF_RANGE))
+    assert f.needs_reset() == {TP: EARLIEST}
+    assert f.take(100) == {}  # the reset dropped what was buffered
+
+
+def test_corrupt_partition_does_not_swallow_records_already_taken() -> None:
+    tp1 = TopicPartition("t", 1)
+    f = Fetcher(cache())
+    f.assign([TP])
+    f.add([tp1])  # taken in this order
+    f.seek(TP, 0)
+    f.seek(tp1, 0)
+    _, positions = f.build_fetch([TP, tp1], 12)
+    bad = bytearray(batch(0, 2))
+    bad[-1] ^= 0xFF
+    R_ = fetch.FetchResponse
+    f.handle_fetch_response(
+        positions,
+        R_(
+            responses=[
+                R_.FetchableTopicResponse(
+                    topic="t",
+                    partitions=[
+                        R_.PartitionData(partition_index=0, high_watermark=3, records=batch(0, 3)),
+                        R_.PartitionData(partition_index=1, high_watermark=2, records=bytes(bad)),
+                    ],
+                )
+            ]
+        ),
+    )
+    got = f.take(100)  # partition 0's records come out; partition 1's error waits
+    assert [r.offset for r in got[TP]] == [0, 1, 2] and tp1 not in got
+    with pytest.raises(KafkaError, match="CORRUPT_MESSAGE"):
+        f.take(100)
+    assert f.position(tp1) == 0
+
+
+# -- the C fast path and the ordinary path hand out the same ------------------------------------
+
+
+def _entry(kind: str, base: int, n: int, pid: int) -> bytes:
+    from trafka.codec.compression import Compression
+    from trafka.codec.legacy import encode_message_set
+
+    rows = [
+        (1000 + i, None, b"v%d" % (base + i), (("h", b"x"),) if i % 2 else ()) for i in range(n)
+    ]
+    if kind == "plain":
+        raw = encode_batch(rows, partition_leader_epoch=base % 3)  # type: ignore[arg-type]
+    elif kind == "gzip":
+        raw = encode_batch(rows, compression=Compression.GZIP)  # type: ignore[arg-type]
+    elif kind == "txn":
+        raw = encode_batch(
+            rows,  # type: ignore[arg-type]
+            producer_id=pid,
+            producer_epoch=0,
+            base_sequence=0,
+            is_transactional=True,
+        )
+    elif kind in ("abort", "commit"):
+        raw = encode_control_batch(
+            int(kind == "commit"),
+            producer_id=pid,
+            producer_epoch=0,
+            coordinator_epoch=0,
+            timestamp=1,
+        )
+    elif kind == "legacy":
+        return encode_message_set([(1000, None, b"m", ())] * n, magic=1, base_offset=base)
+    elif kind == "bad":
+        bad = bytearray(encode_batch(rows))  # type: ignore[arg-type]
+        bad[17] ^= 0xFF
+        raw = bytes(bad)
+    else:
+        raise AssertionError(kind)
+    return bytes(set_base_offset(raw, base))
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    specs=st.lists(
+        st.tuples(
+            st.sampled_from(
+                ["plain", "plain", "txn", "txn", "abort", "commit", "gzip", "legacy", "bad"]
+            ),
+            st.integers(1, 5),
+            st.sampled_from([7, 8]),
+        ),
+        max_size=8,
+    ),
+    position=st.integers(0, 6) | st.integers(0, 30),
+    read_committed=st.booleans(),
+    aborted_picks=st.lists(st.tuples(st.integers(0, 12), st.sampled_from([7, 8])), max_size=3),
+    cut=st.integers(0, 60),
+)
+@example(  # an aborted transaction's batch inside a run of plain batches
+    specs=[("plain", 2, 7), ("txn", 3, 7), ("abort", 1, 7), ("plain", 2, 7)],
+    position=0,
+    read_committed=True,
+    aborted_picks=[(2, 7)],
+    cut=0,
+)
+def test_fast_and_ordinary_paths_agree(
+    specs: list[tuple[str, int, int]],
+    position: int,
+    read_committed: bool,
+    aborted_picks: list[tuple[int, int]],
+    cut: int,
+) -> None:
+    from trafka.codec import records
+
+    parts = []
+    offset = 0
+    for kind, n, pid in specs:
+        n = 1 if kind in ("abort", "commit") else n
+        parts.append(_entry(kind, offset, n, pid))
+        offset += n
+    blob = b"".join(parts) + _entry("plain", offset, 2, 7)[:cut]
+    aborted = [R.AbortedTransaction(first_offset=o, producer_id=p) for o, p in aborted_picks]
+
+    def decode(fast: bool) -> object:
+        saved = records._speedups
+        if not fast:
+            records._speedups = None
+        try:
+            f = Fetcher(cache(), read_committed=read_committed)
+            f.assign([TP])
+            f.seek(TP, position)
+            _, positions = f.build_fetch([TP], 12)
+            f.handle_fetch_response(positions, response(blob, aborted_transactions=aborted))
+            taken = []
+            for _ in range(len(specs) + 2):
+                try:
+                    taken.append(f.take(7))
+                except (KafkaError, DecodeError) as exc:
+                    taken.append(repr(exc))
+                taken.append(f.position(TP))
+            return taken
+        finally:
+            records._speedups = saved
+
+    assert decode(True) == decode(False)

@@ -1,0 +1,278 @@
+"""The consumer's fetch driver: prefetching, failed fetches, and the records it hands out.
+
+Against the scripted fake broker (one batch per Fetch response, long polls at
+the log end) and against brokerlite (many small fetches).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from sdk_fakebroker import FakeBroker
+
+from trafka.brokerlite import RunningBroker, broker_in_thread
+from trafka.codec import ErrorCode, KafkaError
+from trafka.codec.messages import k01_fetch as fetch
+from trafka.codec.records import encode_batch, read_batch_header, set_base_offset
+from trafka.sdk import fetcher as fetcher_module
+from trafka.sdk.admin import NewTopic, open_admin
+from trafka.sdk.consumer import TopicPartition, open_consumer
+from trafka.sdk.producer import open_producer
+
+pytestmark = pytest.mark.anyio
+
+TP = TopicPartition("one", 0)
+R = fetch.FetchResponse
+
+
+def _fill(broker: FakeBroker, n_batches: int, per_batch: int) -> None:
+    blobs = []
+    for b in range(n_batches):
+        base = b * per_batch
+        rows = [(1000 + base + i, None, b"v%d" % (base + i), ()) for i in range(per_batch)]
+        blobs.append(bytes(set_base_offset(encode_batch(rows), base)))  # type: ignore[arg-type]
+    broker.logs[("one", 0)] = blobs
+    broker.next_offset[("one", 0)] = n_batches * per_batch
+
+
+def _one_batch_per_fetch(broker: FakeBroker) -> Any:
+    """A Fetch handler answering with the first batch at or after the offset asked,
+    and long-polling (up to max_wait_ms) at the log end, as a real broker does."""
+
+    async def handler(header: Any, body: Any) -> Any:
+        parts = []
+        for t in body.topics:
+            for p in t.partitions:
+                blob = next(
+                    (
+                        b
+                        for b in broker.logs.get(("one", p.partition), [])
+                        if read_batch_header(b).next_offset > p.fetch_offset
+                    ),
+                    b"",
+                )
+                if not blob:
+                    await anyio.sleep(body.max_wait_ms / 1000)
+                parts.append(
+                    R.PartitionData(
+                        partition_index=p.partition,
+                        high_watermark=broker.next_offset.get(("one", p.partition), 0),
+                        records=blob,
+                    )
+                )
+        return R(
+            responses=[
+                R.FetchableTopicResponse(
+                    topic="one", topic_id=broker.topic_id("one"), partitions=parts
+                )
+            ]
+        )
+
+    return handler
+
+
+def _fetch_offsets(broker: FakeBroker) -> list[int]:
+    return [
+        p.fetch_offset
+        for key, _, body in broker.requests
+        if key == 1
+        for t in body.topics
+        for p in t.partitions
+    ]
+
+
+async def test_next_fetch_is_sent_before_the_records_are_consumed(fake_broker: FakeBroker) -> None:
+    _fill(fake_broker, 5, 2)
+    fake_broker.handlers[1] = _one_batch_per_fetch(fake_broker)
+    with anyio.fail_after(20):
+        async with open_consumer(
+            bootstrap_servers=fake_broker.bootstrap,
+            auto_offset_reset="earliest",
+            fetch_max_wait_ms=100,
+        ) as c:
+            c.assign([TP])
+            first = await c.getmany(timeout_ms=5000, max_records=1)
+            assert [r.offset for r in first[TP]] == [0]
+            # The prefetch for offset 2 went out when the first response came in.
+            while 2 not in _fetch_offsets(fake_broker):
+                await anyio.sleep(0.01)
+            got = [0]
+            while len(got) < 10:
+                for recs in (await c.getmany(timeout_ms=5000, max_records=3)).values():
+                    got += [r.offset for r in recs]
+            assert got == list(range(10))
+            assert await c.position(TP) == 10
+    offsets = _fetch_offsets(fake_broker)
+    assert offsets[:6] == [0, 2, 4, 6, 8, 10]  # each batch fetched once, in order
+    assert set(offsets[6:]) <= {10}  # then long polls at the end
+
+
+async def test_seek_during_a_prefetch(fake_broker: FakeBroker) -> None:
+    _fill(fake_broker, 5, 2)
+    fake_broker.handlers[1] = _one_batch_per_fetch(fake_broker)
+    with anyio.fail_after(20):
+        async with open_consumer(
+            bootstrap_servers=fake_broker.bootstrap,
+            auto_offset_reset="earliest",
+            fetch_max_wait_ms=100,
+        ) as c:
+            c.assign([TP])
+            got = []
+            while len(got) < 5:
+                for recs in (await c.getmany(timeout_ms=5000, max_records=1)).values():
+                    got += [r.offset for r in recs]
+            c.seek(TP, 1)
+            after = []
+            while len(after) < 9:
+                for recs in (await c.getmany(timeout_ms=5000)).values():
+                    after += [r.offset for r in recs]
+            assert got == [0, 1, 2, 3, 4]
+            assert after == list(range(1, 10))
+
+
+@pytest.mark.parametrize("failure", ["close", "request error"])
+async def test_failed_fetch_is_retried(fake_broker: FakeBroker, failure: str) -> None:
+    _fill(fake_broker, 2, 3)
+    calls = itertools.count()
+
+    def flaky(header: Any, body: Any) -> Any:
+        if next(calls) == 0:
+            if failure == "close":
+                return "close"
+            return R(error_code=ErrorCode.UNKNOWN_SERVER_ERROR)
+        return fake_broker.fetch(header, body)
+
+    fake_broker.handlers[1] = flaky
+    with anyio.fail_after(20):
+        async with open_consumer(
+            bootstrap_servers=fake_broker.bootstrap,
+            auto_offset_reset="earliest",
+            retry_backoff_ms=10,
+        ) as c:
+            c.assign([TP])
+            got: list[int] = []
+            while len(got) < 6:
+                for recs in (await c.getmany(timeout_ms=5000)).values():
+                    got += [r.offset for r in recs]
+    assert got == list(range(6))
+    assert _fetch_offsets(fake_broker)[:2] == [0, 0]  # the failed fetch was asked again
+
+
+async def test_a_bug_while_handling_a_response_reaches_the_application(
+    fake_broker: FakeBroker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _fill(fake_broker, 1, 3)
+    real = fetcher_module.Fetcher.handle_fetch_response
+    calls = itertools.count()
+
+    def broken(self: Any, positions: Any, response: Any) -> bool:
+        if next(calls) == 0:
+            raise RuntimeError("bug")
+        return real(self, positions, response)
+
+    monkeypatch.setattr(fetcher_module.Fetcher, "handle_fetch_response", broken)
+    with anyio.fail_after(20):
+        async with open_consumer(
+            bootstrap_servers=fake_broker.bootstrap, auto_offset_reset="earliest"
+        ) as c:
+            c.assign([TP])
+            with pytest.raises(RuntimeError, match="bug"):
+                await c.getmany(timeout_ms=5000)
+            got = await c.getmany(timeout_ms=5000)  # and the partition is fetched again
+            assert [r.offset for r in got[TP]] == [0, 1, 2]
+
+
+async def test_partition_error_surfaces_once(
+    fake_broker: FakeBroker,
+) -> None:
+    # A partition-level error is the application's to see, once.
+    _fill(fake_broker, 1, 2)
+    calls = itertools.count()
+
+    def denied(header: Any, body: Any) -> Any:
+        if next(calls) == 0:
+            return R(
+                responses=[
+                    R.FetchableTopicResponse(
+                        topic="one",
+                        topic_id=fake_broker.topic_id("one"),
+                        partitions=[
+                            R.PartitionData(
+                                partition_index=0, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                            )
+                        ],
+                    )
+                ]
+            )
+        return fake_broker.fetch(header, body)
+
+    fake_broker.handlers[1] = denied
+    with anyio.fail_after(20):
+        async with open_consumer(
+            bootstrap_servers=fake_broker.bootstrap, auto_offset_reset="earliest"
+        ) as c:
+            c.assign([TP])
+            with pytest.raises(KafkaError, match="TOPIC_AUTHORIZATION_FAILED"):
+                await c.getmany(timeout_ms=5000)
+            got = await c.getmany(timeout_ms=5000)
+            assert [r.offset for r in got[TP]] == [0, 1]
+
+
+# -- against brokerlite: many fetches --------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningBroker]:
+    data: Path = tmp_path_factory.mktemp("brokerlite-fetching")
+    with broker_in_thread(port=0, host="127.0.0.1", data_dir=data, num_partitions=1) as running:
+        yield running
+
+
+async def test_many_small_fetches_hand_out_every_record_once(
+    broker: RunningBroker, anyio_backend: str
+) -> None:
+    bs = broker.bootstrap_servers
+    topic = f"small-fetches-{anyio_backend}"
+    n = 3000
+    with anyio.fail_after(60):
+        async with open_admin(bootstrap_servers=bs) as admin:
+            await admin.create_topics([NewTopic(topic, 1)])
+        async with open_producer(bootstrap_servers=bs, batch_size=2000, linger_ms=2) as p:
+            for i in range(n):
+                await p.send(topic, b"%06d" % i, partition=0, headers=[("i", b"%d" % i)])
+        tp = TopicPartition(topic, 0)
+        async with open_consumer(
+            bootstrap_servers=bs,
+            auto_offset_reset="earliest",
+            max_partition_fetch_bytes=4096,  # a few batches per fetch
+            key_deserializer=lambda k: k,
+            value_deserializer=lambda v: int(v),
+        ) as c:
+            c.assign([tp])
+            seen: list[Any] = []
+            paused_once = False
+            while len(seen) < n:
+                got = await c.getmany(timeout_ms=5000, max_records=97)
+                seen += got.get(tp, [])
+                if not paused_once and len(seen) > n // 3:
+                    # Paused: nothing is handed out, buffered or not.
+                    c.pause(tp)
+                    assert await c.getmany(timeout_ms=50) == {}
+                    c.resume(tp)
+                    paused_once = True
+            assert [r.offset for r in seen] == list(range(n))
+            assert [r.value for r in seen] == list(range(n))
+            assert all(r.headers == (("i", b"%d" % r.offset),) for r in seen)
+            assert await c.position(tp) == n
+            # Back to the middle while later data is buffered or in flight.
+            c.seek(tp, n // 2)
+            again: list[Any] = []
+            while len(again) < n - n // 2:
+                for recs in (await c.getmany(timeout_ms=5000)).values():
+                    again += recs
+            assert [r.offset for r in again] == list(range(n // 2, n))
