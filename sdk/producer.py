@@ -157,6 +157,33 @@ class _ProduceCompletion:
             producer._produce_done(self.node_id)
 
 
+class _TxnCompletion:
+    """The outcome of one transaction manager request written without a task."""
+
+    __slots__ = ("producer", "request", "version")
+
+    def __init__(self, producer: Producer, request: TxnRequest) -> None:
+        self.producer = producer
+        self.request = request
+        self.version = 0
+
+    def resolve(self, body: Any) -> None:
+        producer = self.producer
+        try:
+            producer._txn.on_response(self.request, self.version, body, anyio.current_time())
+        finally:
+            producer._txn_done()
+
+    def fail(self, error: BaseException) -> None:
+        producer = self.producer
+        try:
+            log.debug("%s failed: %s", self.request.kind.name, error)
+            producer._cluster.metadata.request_update()
+            producer._txn.on_failure(self.request, error, anyio.current_time())
+        finally:
+            producer._txn_done()
+
+
 class Producer:
     """A Kafka producer. Create it with :func:`open_producer`."""
 
@@ -328,9 +355,11 @@ class Producer:
         acc = self._acc
         deadline: float | None = None
         while True:
-            if transactional:
-                # Before the append: the batch must not leave before its partition joins.
-                self._txn.add_partition(topic, p)
+            # Before the append: the batch must not leave before its partition joins.
+            # A new partition's AddPartitionsToTxn goes now, overlapping with
+            # filling the batch.
+            if transactional and self._txn.add_partition(topic, p):
+                self._step_txn(anyio.current_time())
             try:
                 handle = acc.append(
                     topic, p, ts, key_bytes, value_bytes, hdrs, abort_on_new_batch=sticky
@@ -415,7 +444,7 @@ class Producer:
                 call again to keep waiting).
             ClientClosedError: the producer is closed.
         """
-        self._check_transactional("init_transactions()")
+        await self._check_transactional_async("init_transactions()")
         txn = self._txn
         if txn.state not in (TxnState.UNINITIALIZED, TxnState.INITIALIZING):
             if txn.fatal_error is not None:
@@ -457,7 +486,7 @@ class Producer:
             InvalidTxnStateError: no transaction open.
             ProducerBlockedError: not done within ``max.block.ms``.
         """
-        self._check_transactional("send_offsets_to_transaction()")
+        await self._check_transactional_async("send_offsets_to_transaction()")
         group = (
             group_metadata
             if isinstance(group_metadata, ConsumerGroupMetadata)
@@ -478,7 +507,7 @@ class Producer:
             ProducerBlockedError: not done within ``max.block.ms``; the commit
                 goes on, call again to wait for it (it cannot be aborted any more).
         """
-        self._check_transactional("commit_transaction()")
+        await self._check_transactional_async("commit_transaction()")
         result = self._txn.begin_commit()
         acc = self._acc
         acc.flushing += 1
@@ -498,7 +527,7 @@ class Producer:
             InvalidTxnStateError: no transaction open, or it is committing.
             ProducerBlockedError: not done within ``max.block.ms``.
         """
-        self._check_transactional("abort_transaction()")
+        await self._check_transactional_async("abort_transaction()")
         result = self._txn.begin_abort()
         self._wake_sender()
         await self._wait_txn(result)
@@ -554,6 +583,15 @@ class Producer:
                 await self._abort_shielded()
             except TrafkaError as exc:
                 log.warning("completing the transaction failed: %s", exc)
+
+    async def _check_transactional_async(self, what: str) -> None:
+        try:
+            self._check_transactional(what)
+        except ClientClosedError:
+            # The producer's tasks end when a scope around it is cancelled; a
+            # caller inside that scope must see the cancellation, not this.
+            await anyio.lowlevel.checkpoint_if_cancelled()
+            raise
 
     def _check_transactional(self, what: str) -> None:
         if not self._transactional:
@@ -652,7 +690,38 @@ class Producer:
             request = txn.poll(now, batches_pending=acc.has_pending())
             if request is not None:
                 self._txn_busy = True
-                self._tg.start_soon(self._txn_request, request)
+                if not self._send_txn_request(request):
+                    self._tg.start_soon(self._txn_request, request)
+
+    def _send_txn_request(self, request: TxnRequest) -> bool:
+        """Write ``request`` on a live coordinator connection, without a task.
+
+        Returns False when there is none yet (the caller starts
+        :meth:`_txn_request`, which connects first).
+        """
+        if request.coordinator is None:
+            return False
+        node, _, _ = request.coordinator
+        conn = self._cluster.ready_connection(COORDINATOR_BASE - node)
+        if conn is None:
+            return False
+        completion = _TxnCompletion(self, request)
+        try:
+            completion.version = min(conn.version_for(request.api_key), request.max_version)
+            body = request.build(completion.version)
+        except UnsupportedVersionError:
+            return False  # the task path decides what that means for this request
+        try:
+            conn.send(
+                request.api_key,
+                body,
+                completion,
+                timeout=request.timeout,
+                version=completion.version,
+            )
+        except TrafkaError as exc:
+            completion.fail(exc)
+        return True
 
     async def _txn_request(self, request: TxnRequest) -> None:
         txn = self._txn
@@ -688,14 +757,23 @@ class Producer:
         else:
             txn.on_response(request, version, body, anyio.current_time())
         finally:
-            self._txn_busy = False
-            if txn.fatal_error is not None:
-                self._set_fatal(txn.fatal_error)
-            acc = self._acc
-            if acc.producer_id != txn.producer_id or acc.producer_epoch != txn.producer_epoch:
-                acc.producer_id = txn.producer_id
-                acc.producer_epoch = txn.producer_epoch
-            self._wake_sender()
+            self._txn_done()
+
+    def _txn_done(self) -> None:
+        """A transaction manager request ended: apply its outcome, then the next request."""
+        txn = self._txn
+        self._txn_busy = False
+        if txn.fatal_error is not None:
+            self._set_fatal(txn.fatal_error)
+        acc = self._acc
+        if acc.producer_id != txn.producer_id or acc.producer_epoch != txn.producer_epoch:
+            acc.producer_id = txn.producer_id
+            acc.producer_epoch = txn.producer_epoch
+        self._wake_sender()
+        if not self._sender_done and self._fatal is None:
+            # The next request (say EndTxn after the last AddPartitionsToTxn) at
+            # once, rather than after a round of the sender loop.
+            self._step_txn(anyio.current_time())
 
     async def _sender(self) -> None:
         try:
@@ -780,6 +858,10 @@ class Producer:
         self._node_in_flight[node_id] -= 1
         self._memory_freed()
         self._wake.set()
+        if self._transactional and not self._txn_busy and not self._acc.has_pending():
+            # A commit or abort waits for the last batch: its EndTxn goes now,
+            # not after a round of the sender loop.
+            self._step_txn(anyio.current_time())
 
     def _on_produce_response(self, batches: list[ProducerBatch], response: Any) -> None:
         acc = self._acc

@@ -495,3 +495,34 @@ async def test_keyless_records_in_commit_and_abort_cycles(broker: RunningBroker)
                 with pytest.raises(InvalidTxnStateError, match="begin_transaction"):
                     await p.send(topic, b"outside")
     assert (await read_all(bs, topic, 1, committed=True))[0] == committed
+
+
+@pytest.mark.parametrize(
+    "call", ["init_transactions", "commit_transaction", "abort_transaction", "send_offsets"]
+)
+async def test_cancelled_scope_shows_as_cancellation_not_closed(
+    broker: RunningBroker, call: str
+) -> None:
+    """A scope cancelled around the producer ends its tasks; a transaction call made
+    in that scope before any checkpoint must leave as the cancellation."""
+    bs = broker.bootstrap_servers
+    topic = fresh("cancel")
+    with anyio.fail_after(30):
+        await create(bs, (topic, 1))
+        with anyio.CancelScope() as outer:
+            async with open_producer(bootstrap_servers=bs, transactional_id=fresh("tx")) as p:
+                await p.init_transactions()
+                p.begin_transaction()
+                outer.cancel()
+                with anyio.CancelScope(shield=True):
+                    for _ in range(100):  # let the producer's tasks take the cancellation
+                        if p._sender_done:
+                            break
+                        await anyio.sleep(0.01)
+                assert p._sender_done
+                if call == "send_offsets":
+                    await p.send_offsets_to_transaction({}, None)  # type: ignore[arg-type]
+                else:
+                    await getattr(p, call)()
+                raise AssertionError("the call did not raise")
+        assert outer.cancelled_caught
