@@ -1211,6 +1211,51 @@ encode_records(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     return result;
 }
 
+/* -- murmur2 (the Java client's key hash) ------------------------------------------------ */
+
+PyDoc_STRVAR(murmur2_doc,
+"murmur2(data, /) -> int\n\n"
+"Java's Utils.murmur2 of a bytes-like object, as a signed 32-bit int.");
+
+static PyObject *
+murmur2(PyObject *module, PyObject *arg)
+{
+    Py_buffer view;
+    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0) {
+        return NULL;
+    }
+    const uint32_t m = 0x5bd1e995u;
+    const unsigned char *data = (const unsigned char *)view.buf;
+    Py_ssize_t length = view.len;
+    uint32_t h = 0x9747b28cu ^ (uint32_t)length;
+    Py_ssize_t n4 = length & ~(Py_ssize_t)3;
+    for (Py_ssize_t i = 0; i < n4; i += 4) {
+        uint32_t k = (uint32_t)data[i] | ((uint32_t)data[i + 1] << 8) |
+                     ((uint32_t)data[i + 2] << 16) | ((uint32_t)data[i + 3] << 24);
+        k *= m;
+        k ^= k >> 24;
+        k *= m;
+        h *= m;
+        h ^= k;
+    }
+    switch (length & 3) {
+    case 3:
+        h ^= (uint32_t)data[n4 + 2] << 16;
+        /* fall through */
+    case 2:
+        h ^= (uint32_t)data[n4 + 1] << 8;
+        /* fall through */
+    case 1:
+        h ^= (uint32_t)data[n4];
+        h *= m;
+    }
+    h ^= h >> 13;
+    h *= m;
+    h ^= h >> 15;
+    PyBuffer_Release(&view);
+    return PyLong_FromLong((long)(int32_t)h);
+}
+
 /* -- module ---------------------------------------------------------------------------------- */
 
 static PyMethodDef speedups_methods[] = {
@@ -1218,6 +1263,7 @@ static PyMethodDef speedups_methods[] = {
     {"decode_batch_run", (PyCFunction)(void (*)(void))decode_batch_run, METH_FASTCALL, decode_batch_run_doc},
     {"encode_record", (PyCFunction)(void (*)(void))encode_record, METH_FASTCALL, encode_record_doc},
     {"encode_records", (PyCFunction)(void (*)(void))encode_records, METH_FASTCALL, encode_records_doc},
+    {"murmur2", (PyCFunction)murmur2, METH_O, murmur2_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -37,6 +37,8 @@ import struct
 import zlib
 from collections.abc import Callable, Sequence
 
+from trafka.codec import records as _records
+
 from .errors import ConfigError
 
 __all__ = [
@@ -57,8 +59,11 @@ _M = 0x5BD1E995
 _MASK = 0xFFFFFFFF
 
 
-def murmur2(data: bytes) -> int:
+def murmur2_py(data: bytes) -> int:
     """Java's ``Utils.murmur2``: a 32-bit MurmurHash2, returned as a signed int32.
+
+    The pure-Python version of :func:`murmur2` (which is the C one when the
+    accelerator is built).
 
     Args:
         data: the serialized key.
@@ -89,6 +94,11 @@ def murmur2(data: bytes) -> int:
     return h - (1 << 32) if h & 0x80000000 else h
 
 
+_c_murmur2: Callable[[bytes], int] | None = getattr(_records._speedups, "murmur2", None)
+murmur2: Callable[[bytes], int] = _c_murmur2 if _c_murmur2 is not None else murmur2_py
+"""Java's ``Utils.murmur2`` of ``data``, as a signed int32 (C when available)."""
+
+
 def to_positive(n: int) -> int:
     """Java's ``Utils.toPositive``: clear the sign bit (not ``abs``)."""
     return n & 0x7FFFFFFF
@@ -96,7 +106,7 @@ def to_positive(n: int) -> int:
 
 def murmur2_partition(key: bytes, num_partitions: int) -> int:
     """The Java client's partition for a keyed record."""
-    return to_positive(murmur2(key)) % num_partitions
+    return (murmur2(key) & 0x7FFFFFFF) % num_partitions  # to_positive, inlined
 
 
 def crc32_partition(key: bytes, num_partitions: int) -> int:

@@ -17,6 +17,7 @@ from trafka.sdk.partitioners import (
     fnv1a_partition,
     murmur2,
     murmur2_partition,
+    murmur2_py,
 )
 
 # From the Java client's own unit test of Utils.murmur2.
@@ -30,9 +31,29 @@ JAVA_MURMUR2 = {
 }
 
 
+@pytest.mark.parametrize("fn", [murmur2, murmur2_py], ids=["default", "python"])
 @pytest.mark.parametrize(("key", "expected"), sorted(JAVA_MURMUR2.items()))
-def test_murmur2_java_vectors(key: bytes, expected: int) -> None:
-    assert murmur2(key) == expected
+def test_murmur2_java_vectors(fn: object, key: bytes, expected: int) -> None:
+    assert fn(key) == expected  # type: ignore[operator]
+
+
+@given(st.binary(max_size=64))
+def test_murmur2_c_and_python_agree(key: bytes) -> None:
+    assert murmur2(key) == murmur2_py(key)
+    assert murmur2(bytearray(key)) == murmur2_py(key)  # any bytes-like key
+
+
+def test_murmur2_accelerated_when_built() -> None:
+    import os
+
+    from trafka.codec import records
+
+    if records._speedups is None:
+        pytest.skip("the C accelerator is not built or TRAFKA_NO_SPEEDUPS is set")
+    assert murmur2 is records._speedups.murmur2
+    assert os.environ.get("TRAFKA_NO_SPEEDUPS", "0") in ("", "0")
+    with pytest.raises(TypeError):
+        murmur2("text")  # type: ignore[arg-type]
 
 
 @given(st.binary(max_size=64), st.integers(min_value=1, max_value=1000))
