@@ -12,14 +12,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from brokerlite_wire import batch, create, markers, read, send
 
 from trafka.brokerlite.errors import LogStorageError
 from trafka.codec.errors import ErrorCode
-from trafka.codec.messages import k00_produce as produce
-from trafka.codec.messages import k01_fetch as fetch
 from trafka.codec.messages import k02_list_offsets as list_offsets
 from trafka.codec.messages import k09_offset_fetch as offset_fetch
-from trafka.codec.messages import k19_create_topics as create_topics
 from trafka.codec.messages import k20_delete_topics as delete_topics
 from trafka.codec.messages import k21_delete_records as delete_records
 from trafka.codec.messages import k22_init_producer_id as init_producer_id
@@ -30,83 +28,9 @@ from trafka.codec.messages import k28_txn_offset_commit as txn_offset_commit
 from trafka.codec.messages import k61_describe_producers as describe_producers
 from trafka.codec.messages import k65_describe_transactions as describe_transactions
 from trafka.codec.messages import k66_list_transactions as list_transactions
-from trafka.codec.records import decode_batch, encode_batch, iter_batches
+from trafka.codec.records import decode_batch, iter_batches
 
 # -- helpers ----------------------------------------------------------------------------------
-
-
-def create(core: Any, name: str, partitions: int = 1, **configs: str) -> None:
-    body = create_topics.CreateTopicsRequest(
-        topics=[
-            create_topics.CreateTopicsRequest.CreatableTopic(
-                name=name,
-                num_partitions=partitions,
-                replication_factor=1,
-                configs=[
-                    create_topics.CreateTopicsRequest.CreatableTopicConfig(name=k, value=v)
-                    for k, v in configs.items()
-                ],
-            )
-        ]
-    )
-    assert core.call(19, 7, body).topics[0].error_code == 0
-
-
-def batch(
-    core: Any,
-    values: list[bytes],
-    pid: int = -1,
-    epoch: int = -1,
-    seq: int = -1,
-    *,
-    txn: bool = False,
-) -> bytes:
-    return encode_batch(
-        [(core.now, None, v, ()) for v in values],
-        producer_id=pid,
-        producer_epoch=epoch,
-        base_sequence=seq,
-        is_transactional=txn,
-    )
-
-
-def send(
-    core: Any, topic: str, records: bytes, *, partition: int = 0, tid: str | None = None
-) -> Any:
-    body = produce.ProduceRequest(
-        transactional_id=tid,
-        acks=-1,
-        timeout_ms=1000,
-        topic_data=[
-            produce.ProduceRequest.TopicProduceData(
-                name=topic,
-                partition_data=[
-                    produce.ProduceRequest.PartitionProduceData(index=partition, records=records)
-                ],
-            )
-        ],
-    )
-    return core.call(0, 9, body).responses[0].partition_responses[0]
-
-
-def read(core: Any, topic: str, *, offset: int = 0, isolation: int = 0, partition: int = 0) -> Any:
-    body = fetch.FetchRequest(
-        max_wait_ms=0,
-        min_bytes=1,
-        max_bytes=1 << 20,
-        isolation_level=isolation,
-        topics=[
-            fetch.FetchRequest.FetchTopic(
-                topic=topic,
-                partitions=[
-                    fetch.FetchRequest.FetchPartition(
-                        partition=partition, fetch_offset=offset, partition_max_bytes=1 << 20
-                    )
-                ],
-            )
-        ],
-    )
-    return core.call(1, 12, body).responses[0].partitions[0]
 
 
 def data_values(records: bytes | None) -> list[bytes | None]:
@@ -115,16 +39,6 @@ def data_values(records: bytes | None) -> list[bytes | None]:
     for header, raw in iter_batches(records or b""):
         if not header.is_control:
             out.extend(r.value for r in decode_batch(raw).records)
-    return out
-
-
-def markers(records: bytes | None) -> list[tuple[int, bool]]:
-    """(offset, commit?) of each control batch."""
-    out = []
-    for header, raw in iter_batches(records or b""):
-        if header.is_control:
-            key = decode_batch(raw).records[0].key or b""
-            out.append((header.base_offset, key[2:4] == b"\x00\x01"))
     return out
 
 

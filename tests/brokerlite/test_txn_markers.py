@@ -18,87 +18,31 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from brokerlite_wire import batch, create, markers, read, send
 
 from trafka.brokerlite import broker as broker_module
 from trafka.brokerlite.transactions import TransactionCoordinator, TransactionState
 from trafka.brokerlite.txn_journal import TxnJournal, TxnRecord, WrittenMarker
 from trafka.codec.errors import ErrorCode
-from trafka.codec.messages import k00_produce as produce
-from trafka.codec.messages import k01_fetch as fetch
-from trafka.codec.messages import k19_create_topics as create_topics
 from trafka.codec.messages import k20_delete_topics as delete_topics
 from trafka.codec.messages import k22_init_producer_id as init_producer_id
 from trafka.codec.messages import k24_add_partitions_to_txn as add_partitions
 from trafka.codec.messages import k25_add_offsets_to_txn as add_offsets
 from trafka.codec.messages import k26_end_txn as end_txn
 from trafka.codec.messages import k28_txn_offset_commit as txn_offset_commit
-from trafka.codec.records import decode_batch, encode_batch, iter_batches
+from trafka.codec.records import decode_batch, iter_batches
 
 START_MS = 1_700_000_000_000
 
 # -- helpers ----------------------------------------------------------------------------------
 
 
-def create(core: Any, name: str, partitions: int = 1, **configs: str) -> None:
-    T = create_topics.CreateTopicsRequest
-    body = T(
-        topics=[
-            T.CreatableTopic(
-                name=name,
-                num_partitions=partitions,
-                replication_factor=1,
-                configs=[T.CreatableTopicConfig(name=k, value=v) for k, v in configs.items()],
-            )
-        ]
-    )
-    assert core.call(19, 7, body).topics[0].error_code == 0
-
-
 def txn_batch(core: Any, values: list[bytes], pid: int, epoch: int, seq: int) -> bytes:
-    return encode_batch(
-        [(core.now, None, v, ()) for v in values],
-        producer_id=pid,
-        producer_epoch=epoch,
-        base_sequence=seq,
-        is_transactional=True,
-    )
+    return batch(core, values, pid, epoch, seq, txn=True)
 
 
-def send(core: Any, topic: str, records: bytes, tid: str, partition: int = 0) -> Any:
-    body = produce.ProduceRequest(
-        transactional_id=tid,
-        acks=-1,
-        timeout_ms=1000,
-        topic_data=[
-            produce.ProduceRequest.TopicProduceData(
-                name=topic,
-                partition_data=[
-                    produce.ProduceRequest.PartitionProduceData(index=partition, records=records)
-                ],
-            )
-        ],
-    )
-    return core.call(0, 9, body).responses[0].partition_responses[0]
-
-
-def read(core: Any, topic: str, *, partition: int = 0, isolation: int = 1) -> Any:
-    body = fetch.FetchRequest(
-        max_wait_ms=0,
-        min_bytes=1,
-        max_bytes=1 << 20,
-        isolation_level=isolation,
-        topics=[
-            fetch.FetchRequest.FetchTopic(
-                topic=topic,
-                partitions=[
-                    fetch.FetchRequest.FetchPartition(
-                        partition=partition, fetch_offset=0, partition_max_bytes=1 << 20
-                    )
-                ],
-            )
-        ],
-    )
-    return core.call(1, 12, body).responses[0].partitions[0]
+def read_committed(core: Any, topic: str, *, partition: int = 0) -> Any:
+    return read(core, topic, partition=partition, isolation=1)
 
 
 def visible(view: Any) -> list[bytes | None]:
@@ -113,16 +57,6 @@ def visible(view: Any) -> list[bytes | None]:
             dropping.discard(header.producer_id)
         elif header.producer_id not in dropping:
             out.extend(r.value for r in decode_batch(raw).records)
-    return out
-
-
-def markers(view: Any) -> list[tuple[int, bool]]:
-    """(offset, commit?) of each control batch."""
-    out = []
-    for header, raw in iter_batches(view.records or b""):
-        if header.is_control:
-            key = decode_batch(raw).records[0].key or b""
-            out.append((header.base_offset, key[2:4] == b"\x00\x01"))
     return out
 
 
@@ -159,7 +93,8 @@ def transaction(
 ) -> None:
     """AddPartitionsToTxn and one Produce of ``values`` (the transaction stays open)."""
     assert add(core, tid, pid, epoch, "t", partition) == 0
-    assert send(core, "t", txn_batch(core, values, pid, epoch, seq), tid, partition).error_code == 0
+    records = txn_batch(core, values, pid, epoch, seq)
+    assert send(core, "t", records, tid=tid, partition=partition).error_code == 0
 
 
 class Killed:
@@ -226,8 +161,8 @@ def test_end_txn_is_answered_before_its_markers_and_no_request_sees_them_missing
     assert core.broker.txn.record("tx").state.value == "PrepareCommit"
     assert core.broker.next_deadline() <= core.now  # the driver is asked to poll at once
     # The next request, whoever sends it, finds the markers written.
-    view = read(core, "t")
-    assert markers(view) == [(1, True)]
+    view = read_committed(core, "t")
+    assert markers(view.records) == [(1, True)]
     assert view.last_stable_offset == 2 and visible(view) == [b"committed"]
     assert core.broker.txn.record("tx").state.value == "CompleteCommit"
 
@@ -236,8 +171,8 @@ def test_end_txn_is_answered_before_its_markers_and_no_request_sees_them_missing
     # Before the abort marker a read_committed consumer stops short of the aborted data...
     assert core.broker.producers.last_stable_offset("t", 0) == 2
     # ...and after it, it is told to drop them.
-    view = read(core, "t")
-    assert markers(view) == [(1, True), (3, False)]
+    view = read_committed(core, "t")
+    assert markers(view.records) == [(1, True), (3, False)]
     assert visible(view) == [b"committed"]
     assert [t.first_offset for t in view.aborted_transactions] == [2]
 
@@ -270,11 +205,11 @@ def test_add_partitions_while_the_markers_cannot_be_written_is_concurrent_transa
     assert end(core, "tx", pid, epoch, commit=True) == 0
     assert add(core, "tx", pid, epoch, "t") == ErrorCode.CONCURRENT_TRANSACTIONS
     assert end(core, "tx", pid, epoch, commit=True) == ErrorCode.CONCURRENT_TRANSACTIONS
-    assert read(core, "t").last_stable_offset == 0
+    assert read_committed(core, "t").last_stable_offset == 0
     monkeypatch.setattr(core.broker.producers, "write_marker", write_marker)
     core.poll(1000)  # the coordinator's retry
     assert add(core, "tx", pid, epoch, "t") == 0
-    assert visible(read(core, "t")) == [b"v"]
+    assert visible(read_committed(core, "t")) == [b"v"]
 
 
 def test_an_end_txn_costs_one_fsync_and_its_markers_none(
@@ -342,7 +277,7 @@ def test_a_clean_close_writes_pending_markers(open_core: Any) -> None:
     core = open_core()
     assert core.broker.txn.record("tx").state.value == "CompleteCommit"
     assert core.broker.txn.unsynced_marker_count == 0
-    assert visible(read(core, "t")) == [b"v"]
+    assert visible(read_committed(core, "t")) == [b"v"]
 
 
 def test_deleting_a_topic_forgets_its_unsynced_marker_positions(core: Any) -> None:
@@ -383,12 +318,12 @@ def test_a_broker_killed_between_the_decision_and_the_markers_completes_on_resta
         "PrepareCommit" if commit else "PrepareAbort"
     )
     core.poll()  # the first tick issues the prepared outcome again
-    view = read(core, "t", partition=0)
-    assert markers(view) == [(1, commit)]
+    view = read_committed(core, "t", partition=0)
+    assert markers(view.records) == [(1, commit)]
     assert visible(view) == ([b"decided"] if commit else [])
     assert view.last_stable_offset == 2
     # The other producer's open transaction is left to its own outcome.
-    assert read(core, "t", partition=1).last_stable_offset == 0
+    assert read_committed(core, "t", partition=1).last_stable_offset == 0
 
 
 @pytest.mark.parametrize("commit", [True, False], ids=["commit", "abort"])
@@ -411,8 +346,8 @@ def test_a_marker_lost_in_a_power_loss_is_written_again_on_restart(
     core = open_core(now_ms=START_MS + 100)
     log = core.broker.logs.partition("t", 0)
     assert log.log_end_offset == 2  # the data, and the marker written again
-    view = read(core, "t")
-    assert markers(view) == [(1, commit)]
+    view = read_committed(core, "t")
+    assert markers(view.records) == [(1, commit)]
     assert visible(view) == ([b"first"] if commit else [])
     assert view.last_stable_offset == 2
     assert core.broker.txn.unsynced_marker_count == 0
@@ -435,8 +370,8 @@ def test_the_last_of_a_run_of_commits_is_written_again_after_a_power_loss(
     killed = crash(two_commits)
     killed.lose_log_tail("t-0", killed.report["bytes_before_marker"])  # the second marker
     core = open_core(now_ms=START_MS + 100)
-    view = read(core, "t")
-    assert markers(view) == [(1, True), (3, True)]
+    view = read_committed(core, "t")
+    assert markers(view.records) == [(1, True), (3, True)]
     assert visible(view) == [b"v0", b"v1"] and view.last_stable_offset == 4
 
 
@@ -458,8 +393,8 @@ def test_every_producer_gets_its_lost_marker_back(
     killed = crash(two_producers)
     killed.lose_log_tail("t-0", killed.report["bytes_before_markers"])
     core = open_core(now_ms=START_MS + 100)
-    view = read(core, "t")
-    assert sorted(markers(view)) == [(2, True), (3, False)]
+    view = read_committed(core, "t")
+    assert sorted(markers(view.records)) == [(2, True), (3, False)]
     assert visible(view) == [b"a-committed"]
     assert view.last_stable_offset == 4
 
@@ -475,19 +410,20 @@ def test_a_surviving_marker_is_not_written_again_over_a_later_open_transaction(
         core.poll()
         transaction(core, "tx", pid, epoch, 1, [b"second"])
         report["bytes_before_third"] = core.broker.logs.partition("t", 0).size
-        assert send(core, "t", txn_batch(core, [b"third"], pid, epoch, 2), "tx").error_code == 0
+        records = txn_batch(core, [b"third"], pid, epoch, 2)
+        assert send(core, "t", records, tid="tx").error_code == 0
 
     killed = crash(commit_then_open_another)
     # The power loss takes the open transaction's last batch, not the marker before it.
     killed.lose_log_tail("t-0", killed.report["bytes_before_third"])
     core = open_core(now_ms=START_MS + 100)
-    view = read(core, "t")
+    view = read_committed(core, "t")
     # The second transaction is still open: the first one's COMMIT must not close it.
-    assert markers(view) == [(1, True)]
+    assert markers(view.records) == [(1, True)]
     assert view.last_stable_offset == 2 and visible(view) == [b"first"]
     core.poll(5000)  # its timeout aborts it
-    view = read(core, "t")
-    assert markers(view) == [(1, True), (3, False)]
+    view = read_committed(core, "t")
+    assert markers(view.records) == [(1, True), (3, False)]
     assert view.last_stable_offset == 4 and visible(view) == [b"first"]
 
 
