@@ -183,9 +183,9 @@ def run(echo: Callable[[str], None] = print, *, broker: bool = True) -> int:
     echo("")
     echo("== 2. Decoded by `trafka decode` (one JSON object per frame)")
     decoded = list(decode_stream(stream))
-    for frame in decoded:
-        show(frame)
-        ok = ok and "error" not in frame
+    for result in decoded:
+        show(result)
+        ok = ok and "error" not in result
 
     reader = FrameReader()
     reader.feed(stream)
