@@ -12,15 +12,23 @@ Rules:
   ``max.block.ms``). Otherwise it yields to the scheduler once per new batch
   (a checkpoint), so that the sender runs while a tight loop of sends goes on.
   Its result is a :class:`RecordFuture`, awaitable for the
-  :class:`~trafka.sdk.accumulator.RecordMetadata`.
-* One sender task decides what to send (the accumulator's ready check),
-  drains per broker and starts one task per produce request, at most
-  ``max.in.flight.requests.per.connection`` per broker. Response handling
-  (retries, metadata refresh, resolution) is in the accumulator's terms.
+  :class:`~trafka.sdk.accumulator.RecordMetadata`. A key-less bytes record
+  whose topic's sticky batch (KIP-480) has room is appended to it directly
+  (the hot path); everything else takes the general path.
+* One sender task decides what to send (the accumulator's ready check) and
+  drains per broker, writing each Produce request at once
+  (:meth:`~trafka.sdk.transport.BrokerConnection.send`), at most
+  ``max.in.flight.requests.per.connection`` per broker. The response comes
+  back to a completion called by the connection's reader: no task per request.
+  Response handling (retries, metadata refresh, resolution) is in the
+  accumulator's terms.
 * The producer id, epoch and transactions are the
-  :class:`~trafka.sdk.transactions.TransactionManager`'s decisions: the sender
-  asks it for its next request (one at a time, each in its own task) and
-  drains no idempotent batch before it has a producer id. Idempotent producers
+  :class:`~trafka.sdk.transactions.TransactionManager`'s decisions: the
+  producer asks it for its next request (one at a time: written through a
+  completion on a live coordinator connection, else in a task that connects
+  first) when the sender runs, when ``send()`` adds a partition to the
+  transaction, and when a request or the last batch completes; it drains no
+  idempotent batch before it has a producer id. Idempotent producers
   get their id lazily (with the first batch); transactional ones in
   :meth:`Producer.init_transactions`.
 * Idempotence across errors (KIP-360): OUT_OF_ORDER_SEQUENCE_NUMBER or
