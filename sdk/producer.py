@@ -89,7 +89,7 @@ from .errors import (
 from .fetcher import TopicPartition
 from .group_protocol import COORDINATOR_BASE
 from .metadata import REFRESH_ERRORS
-from .partitioners import Partitioner
+from .partitioners import Partitioner, murmur2_partition
 from .transactions import (
     ConsumerGroupMetadata,
     Kind,
@@ -249,7 +249,8 @@ class Producer:
             self._acc.on_failure = self._on_batch_failed
         # The hot path of send(): a key-less bytes record appended straight to the
         # batch its topic's sticky partition is filling (KIP-480: every key-less
-        # record goes there until the batch is done). None when it may not be
+        # record goes there until the batch is done), a keyed one to its murmur2
+        # partition's. None when it may not be
         # used: other serializers, or limits that the batch bound does not
         # already imply.
         self._sticky_batches: dict[str, ProducerBatch] = {}
@@ -257,6 +258,15 @@ class Producer:
             config.max_request_size - BATCH_OVERHEAD, config.buffer_memory
         )
         self._hot_path = self._sticky and self._raw_values and fits
+        # Keyed bytes records too, when the partition is Java's murmur2 of the key:
+        # the batch its partition is filling.
+        self._keyed_batches: dict[tuple[str, int], ProducerBatch] = {}
+        self._hot_keyed = (
+            self._hot_path
+            and self._raw_keys
+            and isinstance(config.partitioner, str)  # not a callable named murmur2
+            and self._partitioner.name == "murmur2"
+        )
 
     # -- public API ---------------------------------------------------------------------
 
@@ -291,8 +301,7 @@ class Producer:
         if self._closed or self._fatal is not None:
             raise self._fatal or ClientClosedError("the producer is closed")
         if (
-            key is None
-            and type(value) is bytes
+            type(value) is bytes
             and partition is None
             and not headers
             and timestamp_ms is None
@@ -300,7 +309,16 @@ class Producer:
         ):
             # The common case in a tight loop, kept to a few dictionary and
             # attribute lookups; anything unusual takes the general path below.
-            batch = self._sticky_batches.get(topic)
+            if key is None:
+                batch = self._sticky_batches.get(topic)
+                size = RECORD_OVERHEAD + len(value)
+            elif type(key) is bytes and self._hot_keyed:
+                info = self._cluster.metadata.topics.get(topic)
+                n = len(info.partitions) if info is not None else 0
+                batch = self._keyed_batches.get((topic, murmur2_partition(key, n))) if n else None
+                size = RECORD_OVERHEAD + len(key) + len(value)
+            else:
+                batch = None
             # In a transaction, a batch still open was opened in this one, so its
             # partition is already part of it (the general path adds partitions).
             if (
@@ -310,7 +328,6 @@ class Producer:
                 and (not self._transactional or self._txn.state is TxnState.IN_TRANSACTION)
             ):
                 acc = self._acc
-                size = RECORD_OVERHEAD + len(value)
                 charge = size + RECORD_MEMORY_OVERHEAD
                 batch_bytes = batch.size + size
                 if (
@@ -322,7 +339,7 @@ class Producer:
                     batch.memory += charge
                     batch.size = batch_bytes
                     records = batch.records
-                    records.append((int(time.time() * 1000), None, value, ()))
+                    records.append((int(time.time() * 1000), key, value, ()))
                     if batch_bytes >= acc.batch_size:
                         batch.full = True
                         self._wake.set()
@@ -385,8 +402,11 @@ class Producer:
                 sticky = False
                 continue
             break
-        if partition is None and key_bytes is None and self._hot_path:
-            self._sticky_batches[topic] = handle.batch
+        if partition is None and self._hot_path:
+            if key_bytes is None:
+                self._sticky_batches[topic] = handle.batch
+            elif self._hot_keyed and type(key) is bytes:
+                self._keyed_batches[(topic, p)] = handle.batch
         if handle.index == 0:
             # A new batch: the sender may have a complete one to send (or a linger
             # to start). Yield once so that it runs while we keep appending; without

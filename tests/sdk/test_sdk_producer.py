@@ -239,3 +239,43 @@ async def test_hot_path_keeps_order_batch_bound_and_memory_bound(fake_broker: Fa
     assert values == [(b"h%d" if i % 500 == 7 else b"v%d") % i for i in range(3000)]
     for blob in fake_broker.logs[("one", 0)]:
         assert len(blob) <= batch_size + 64  # the bound, plus the record that crossed it
+
+
+async def test_keyed_hot_path_matches_murmur2_and_keeps_order(fake_broker: FakeBroker) -> None:
+    """Keyed bytes records take the hot path to their murmur2 partition's open batch;
+    mixed with the general path (headers) and key-less records, each partition
+    holds its records once, in send order."""
+    keys = [b"k%d" % (i % 7) for i in range(2000)]
+    with anyio.fail_after(20):
+        async with open_producer(
+            bootstrap_servers=fake_broker.bootstrap, batch_size=2048, linger_ms=2
+        ) as p:
+            futures = []
+            for i, key in enumerate(keys):
+                if i % 300 == 5:
+                    futures.append(await p.send("t", b"h%d" % i, key=key, headers={"n": b"1"}))
+                else:
+                    futures.append(await p.send("t", b"v%d" % i, key=key))
+            assert p._keyed_batches, "keyed bytes records must use the hot path"
+        results = [await f for f in futures]
+    expected: dict[int, list[bytes]] = {0: [], 1: [], 2: []}
+    for i, (key, md) in enumerate(zip(keys, results, strict=True)):
+        assert md.partition == murmur2_partition(key, 3)
+        expected[md.partition].append((b"h%d" if i % 300 == 5 else b"v%d") % i)
+    for part, values in expected.items():
+        records = fake_broker.records("t", part)
+        assert [r.value for r in records] == values
+        assert [r.key for r in records] == [keys[int(v[1:])] for v in values]
+
+
+async def test_keyed_hot_path_is_off_for_a_custom_partitioner(fake_broker: FakeBroker) -> None:
+    def murmur2(key: bytes | None, n: int, available: object) -> int:  # a namesake
+        return n - 1
+
+    with anyio.fail_after(10):
+        async with open_producer(
+            bootstrap_servers=fake_broker.bootstrap, partitioner=murmur2, linger_ms=1
+        ) as p:
+            results = [await p.send_and_wait("t", b"v", key=b"k%d" % i) for i in range(5)]
+            assert not p._keyed_batches
+    assert {md.partition for md in results} == {2}
