@@ -3,14 +3,13 @@
 Kafka keeps this state in the ``__consumer_offsets`` topic; brokerlite keeps it in
 one small append-only journal file, replayed into memory when the store opens.
 
-Journal format:
+Journal format: a :class:`~trafka.brokerlite.journal.CrcJournal` (length-prefixed,
+CRC-32C-checked JSON entries; torn tails truncated on open; atomic rewrites) whose
+header names no format, only its version (offset journals predate format names).
 
-* Every entry is ``length (u32 big-endian) | crc (u32 big-endian) | payload`` where
-  ``payload`` is one UTF-8 JSON object of ``length`` bytes and ``crc`` is the
-  CRC-32C of the payload. Binary values (member metadata, assignments) are base64.
-* The first entry of a file is a header naming the format version. An entry whose
-  kind this code does not know is an error, never skipped: it comes from a newer
-  brokerlite, and dropping it would silently lose state.
+* Binary values (member metadata, assignments) are base64.
+* An entry whose kind this code does not know is an error, never skipped: it comes
+  from a newer brokerlite, and dropping it would silently lose state.
 * Entry kinds: ``commit`` (one OffsetCommit request's offsets for one group, so a
   request is all-or-nothing on disk), ``group`` (a full snapshot of one group's
   metadata), ``delete_group`` (metadata and offsets), ``delete_offsets`` (some
@@ -24,33 +23,25 @@ Rules and invariants:
   ``fsync=True``); the in-memory state changes only after that. A caller that
   acknowledges a commit after the method returns therefore never acknowledges
   something a crash can lose.
-* A crash mid-write leaves at most one torn entry, at the tail. Replay stops at the
-  first entry that is short, fails its CRC or does not parse, and truncates the file
-  there. A failed write is rolled back the same way (truncate to the last good
-  length) so that a torn entry never precedes a later good one.
-* Compaction rewrites the live state into a temporary file, fsyncs it, renames it
-  over the journal and fsyncs the directory: a crash at any point leaves either the
-  complete old journal or the complete new one. It runs on open when the journal
-  has grown well past its live state, and again whenever appends have made it
-  grow by the same factor.
+* A crash mid-write leaves at most one torn entry, at the tail, which the next open
+  drops; a failed write is rolled back (see :mod:`.journal`).
+* Compaction rewrites the live state atomically (see :mod:`.journal`). It runs on
+  open when the journal has grown well past its live state, and again whenever
+  appends have made it grow by the same factor.
 """
 
 from __future__ import annotations
 
 import base64
-import contextlib
 import dataclasses
-import json
 import logging
-import os
-import struct
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
 from trafka.brokerlite.errors import OffsetStoreError
-from trafka.codec.crc import crc32c
+from trafka.brokerlite.journal import CrcJournal, frame
 
 __all__ = [
     "CommittedOffset",
@@ -63,10 +54,6 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 FORMAT_VERSION = 1
-_HEAD = struct.Struct(">II")
-# A sanity bound for a length prefix: anything larger is a torn or corrupt entry,
-# not a real one (a group snapshot of thousands of members is a few MiB).
-_MAX_ENTRY = 256 * 1024 * 1024
 # Compact when the journal is this many times larger than its live state.
 _GROWTH_FACTOR = 4
 
@@ -197,15 +184,6 @@ def _group_from_json(obj: dict[str, Any]) -> GroupRecord:
     )
 
 
-def _frame(entry: dict[str, Any]) -> bytes:
-    payload = json.dumps(entry, separators=(",", ":"), ensure_ascii=True).encode("utf-8")
-    return _HEAD.pack(len(payload), crc32c(payload)) + payload
-
-
-class _TornEntry(Exception):
-    """Replay met an entry that is incomplete or damaged (internal)."""
-
-
 class OffsetStore:
     """Committed offsets and group metadata, persisted in an append-only journal.
 
@@ -224,32 +202,31 @@ class OffsetStore:
     """
 
     def __init__(self, path: Path, *, fsync: bool = True, compact_min_bytes: int = 1 << 20) -> None:
-        self._path = Path(path)
-        self._tmp_path = self._path.with_name(self._path.name + ".compact.tmp")
-        self._fsync = fsync
+        # The header names no format: offset journals predate format names.
+        self._journal = CrcJournal(
+            Path(path),
+            format_name=None,
+            version=FORMAT_VERSION,
+            fsync=fsync,
+            error=OffsetStoreError,
+        )
         self._compact_min = compact_min_bytes
         self._offsets: dict[str, dict[tuple[str, int], CommittedOffset]] = {}
         self._groups: dict[str, GroupRecord] = {}
-        self._fd: int | None = None
-        self._size = 0
         self._compact_at = compact_min_bytes
-        self._failed = False
-        try:
-            self._open()
-        except OSError as exc:
-            raise OffsetStoreError(f"cannot open offset journal {self._path}: {exc}") from exc
+        self._open()
 
     # -- reading ------------------------------------------------------------------------------
 
     @property
     def path(self) -> Path:
         """The journal file."""
-        return self._path
+        return self._journal.path
 
     @property
     def journal_bytes(self) -> int:
         """The journal's current size in bytes."""
-        return self._size
+        return self._journal.size
 
     def offset(self, group: str, topic: str, partition: int) -> CommittedOffset | None:
         """The committed offset of ``group`` for one partition, or None."""
@@ -360,30 +337,15 @@ class OffsetStore:
         Raises:
             OffsetStoreError: the rewrite failed; the old journal is still in place.
         """
-        self._check_writable()
-        try:
-            self._rewrite()
-        except OSError as exc:
-            raise OffsetStoreError(f"cannot compact offset journal {self._path}: {exc}") from exc
+        self._rewrite()
 
     def flush(self) -> None:
         """fsync the journal (a no-op when every write is already fsynced)."""
-        if self._fd is not None and not self._fsync:
-            try:
-                os.fsync(self._fd)
-            except OSError as exc:
-                raise OffsetStoreError(f"cannot fsync offset journal {self._path}: {exc}") from exc
+        self._journal.flush()
 
     def close(self) -> None:
         """Flush and close the journal; later writes raise :class:`OffsetStoreError`."""
-        if self._fd is None:
-            return
-        fd, self._fd = self._fd, None
-        try:
-            if not self._fsync:
-                os.fsync(fd)
-        finally:
-            os.close(fd)
+        self._journal.close()
 
     def __enter__(self) -> OffsetStore:
         return self
@@ -399,77 +361,12 @@ class OffsetStore:
     # -- internals ----------------------------------------------------------------------------
 
     def _open(self) -> None:
-        self._path.parent.mkdir(parents=True, exist_ok=True)
-        # A leftover temporary file is an interrupted compaction: the journal it was
-        # meant to replace is still complete, so the temporary file is garbage.
-        with contextlib.suppress(FileNotFoundError):
-            self._tmp_path.unlink()
-        data = self._path.read_bytes() if self._path.exists() else b""
-        good = self._replay(data)
-        if good < len(data):
-            log.warning(
-                "offset journal %s: dropping %d bytes of torn or corrupt tail at offset %d",
-                self._path,
-                len(data) - good,
-                good,
-            )
-            with open(self._path, "r+b") as f:
-                f.truncate(good)
-                f.flush()
-                os.fsync(f.fileno())
-        self._size = good
-        if good == 0:
-            self._rewrite()
-            return
-        self._fd = os.open(self._path, os.O_WRONLY | os.O_APPEND)
-        live = len(self._snapshot())
+        for entry in self._journal.open():
+            self._apply(entry)
+        live = self._live_bytes()
         self._compact_at = max(self._compact_min, _GROWTH_FACTOR * live)
-        if self._size > max(self._compact_min, 2 * live):
+        if self._journal.size > max(self._compact_min, 2 * live):
             self._rewrite()
-
-    def _replay(self, data: bytes) -> int:
-        """Apply the entries of ``data``; returns the length of its good prefix."""
-        pos = 0
-        first = True
-        view = memoryview(data)
-        while pos < len(data):
-            try:
-                entry, end = self._read_entry(view, pos)
-            except _TornEntry:
-                break
-            if first:
-                if entry.get("kind") != "header":
-                    raise OffsetStoreError(f"offset journal {self._path} has no header entry")
-                if entry.get("version") != FORMAT_VERSION:
-                    raise OffsetStoreError(
-                        f"offset journal {self._path} has format version "
-                        f"{entry.get('version')!r}; this brokerlite reads {FORMAT_VERSION}"
-                    )
-                first = False
-            else:
-                self._apply(entry)
-            pos = end
-        return pos
-
-    @staticmethod
-    def _read_entry(view: memoryview, pos: int) -> tuple[dict[str, Any], int]:
-        if len(view) - pos < _HEAD.size:
-            raise _TornEntry
-        length, crc = _HEAD.unpack_from(view, pos)
-        start = pos + _HEAD.size
-        end = start + length
-        if length > _MAX_ENTRY or end > len(view):
-            raise _TornEntry
-        payload = view[start:end]
-        if crc32c(payload) != crc:
-            raise _TornEntry
-        try:
-            entry = json.loads(bytes(payload).decode("utf-8"))
-        except (UnicodeDecodeError, ValueError) as exc:
-            raise _TornEntry from exc
-        if not isinstance(entry, dict):
-            raise _TornEntry
-        return entry, end
 
     def _apply(self, entry: dict[str, Any]) -> None:
         kind = entry.get("kind")
@@ -499,96 +396,44 @@ class OffsetStore:
                         del self._offsets[group]
             else:
                 raise OffsetStoreError(
-                    f"offset journal {self._path}: unknown entry kind {kind!r} "
+                    f"offset journal {self.path}: unknown entry kind {kind!r} "
                     "(written by a newer brokerlite?)"
                 )
         except (KeyError, TypeError, ValueError) as exc:
             # The CRC matched, so this is not a torn write but a malformed entry.
             raise OffsetStoreError(
-                f"offset journal {self._path}: malformed {kind!r} entry: {exc!r}"
+                f"offset journal {self.path}: malformed {kind!r} entry: {exc!r}"
             ) from exc
 
-    def _snapshot(self) -> bytes:
-        parts = [_frame({"kind": "header", "version": FORMAT_VERSION})]
-        for group, record in self._groups.items():
-            parts.append(
-                _frame({"kind": "group", "group": group, "metadata": _group_to_json(record)})
-            )
+    def _live_entries(self) -> list[dict[str, Any]]:
+        entries: list[dict[str, Any]] = [
+            {"kind": "group", "group": group, "metadata": _group_to_json(record)}
+            for group, record in self._groups.items()
+        ]
         for group, offsets in self._offsets.items():
             if offsets:
                 rows = [
                     [t, p, o.offset, o.leader_epoch, o.metadata, o.commit_timestamp_ms]
                     for (t, p), o in offsets.items()
                 ]
-                parts.append(_frame({"kind": "commit", "group": group, "offsets": rows}))
-        return b"".join(parts)
+                entries.append({"kind": "commit", "group": group, "offsets": rows})
+        return entries
+
+    def _live_bytes(self) -> int:
+        header = frame(self._journal.header())
+        return len(header) + sum(len(frame(e)) for e in self._live_entries())
 
     def _rewrite(self) -> None:
-        data = self._snapshot()
-        fd = os.open(self._tmp_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        try:
-            _write_all(fd, data)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(self._tmp_path, self._path)
-        _fsync_dir(self._path.parent)
-        new_fd = os.open(self._path, os.O_WRONLY | os.O_APPEND)
-        old_fd, self._fd = self._fd, new_fd
-        if old_fd is not None:
-            os.close(old_fd)
-        self._size = len(data)
-        self._compact_at = max(self._compact_min, _GROWTH_FACTOR * len(data))
-
-    def _check_writable(self) -> None:
-        if self._fd is None:
-            raise OffsetStoreError(f"offset journal {self._path} is closed")
-        if self._failed:
-            raise OffsetStoreError(
-                f"offset journal {self._path} failed earlier and could not be repaired"
-            )
+        self._journal.rewrite(self._live_entries())
+        self._compact_at = max(self._compact_min, _GROWTH_FACTOR * self._journal.size)
 
     def _append(self, entry: dict[str, Any]) -> None:
-        self._check_writable()
-        assert self._fd is not None
-        frame = _frame(entry)
-        try:
-            _write_all(self._fd, frame)
-            if self._fsync:
-                os.fsync(self._fd)
-        except OSError as exc:
-            # Cut the partial entry off so that later entries are not hidden behind it.
-            try:
-                os.ftruncate(self._fd, self._size)
-            except OSError:
-                self._failed = True
-            raise OffsetStoreError(f"cannot write offset journal {self._path}: {exc}") from exc
-        self._size += len(frame)
+        self._journal.append(entry)
         self._apply(entry)
-        if self._size > self._compact_at:
+        if self._journal.size > self._compact_at:
             try:
                 self._rewrite()
-            except OSError as exc:
+            except OffsetStoreError as exc:
                 # The entry itself is durable; a failed compaction only postpones the next one.
-                log.warning("offset journal %s: compaction failed: %s", self._path, exc)
-                self._compact_at = self._size * 2
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        n = os.write(fd, view)
-        view = view[n:]
-
-
-def _fsync_dir(directory: Path) -> None:
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
+                log.warning("offset journal %s: compaction failed: %s", self.path, exc)
+                self._compact_at = self._journal.size * 2

@@ -2,8 +2,8 @@
 
 Kafka keeps this state in the ``__transaction_state`` topic; brokerlite keeps it in
 one append-only journal file, replayed into memory when the journal opens. The
-entry framing is that of :mod:`trafka.brokerlite.offsets`; :class:`CrcJournal`
-implements it (plus a header naming the store's format) as a reusable class.
+entry framing and the file's life cycle (replay, torn tails, atomic rewrite) are
+:class:`~trafka.brokerlite.journal.CrcJournal`'s, shared with the offset store.
 
 Journal format:
 
@@ -60,25 +60,20 @@ Rules and invariants:
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import enum
-import json
 import logging
-import os
-import struct
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import Any, NamedTuple
 
 from trafka.brokerlite.errors import BrokerError
+from trafka.brokerlite.journal import CrcJournal, frame
 from trafka.brokerlite.offsets import CommittedOffset
-from trafka.codec.crc import crc32c
 from trafka.codec.errors import ErrorCode
 
 __all__ = [
-    "CrcJournal",
     "TransactionState",
     "TxnJournal",
     "TxnJournalError",
@@ -90,9 +85,6 @@ log = logging.getLogger(__name__)
 
 FORMAT_NAME = "trafka-transactions"
 FORMAT_VERSION = 1
-_HEAD = struct.Struct(">II")
-# A sanity bound for a length prefix: anything larger is a torn or corrupt entry.
-_MAX_ENTRY = 256 * 1024 * 1024
 # Compact when the journal is this many times larger than its live state.
 _GROWTH_FACTOR = 4
 
@@ -254,280 +246,6 @@ def _record_from_json(obj: dict[str, Any]) -> TxnRecord:
     )
 
 
-# --- generic framing ---------------------------------------------------------------------------
-
-
-def frame(entry: Mapping[str, Any]) -> bytes:
-    """One journal entry's bytes: length, CRC-32C, compact JSON."""
-    payload = json.dumps(entry, separators=(",", ":"), ensure_ascii=True).encode("utf-8")
-    return _HEAD.pack(len(payload), crc32c(payload)) + payload
-
-
-class _TornEntry(Exception):
-    """Replay met an entry that is incomplete or damaged (internal)."""
-
-
-def _read_entry(view: memoryview, pos: int) -> tuple[dict[str, Any], int]:
-    if len(view) - pos < _HEAD.size:
-        raise _TornEntry
-    length, crc = _HEAD.unpack_from(view, pos)
-    start = pos + _HEAD.size
-    end = start + length
-    if length > _MAX_ENTRY or end > len(view):
-        raise _TornEntry
-    payload = view[start:end]
-    if crc32c(payload) != crc:
-        raise _TornEntry
-    try:
-        entry = json.loads(bytes(payload).decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise _TornEntry from exc
-    if not isinstance(entry, dict):
-        raise _TornEntry
-    return entry, end
-
-
-class CrcJournal:
-    """An append-only file of CRC-checked JSON entries with a header and atomic rewrite.
-
-    The owner calls :meth:`open` once, gets the entries after the header, builds
-    its state from them, then calls :meth:`append` for each change and
-    :meth:`rewrite` to compact. See the module docstring for the rules.
-
-    Args:
-        path: the journal file; its directory is created if missing.
-        format_name: written in the header and checked on open, so that one store
-            never replays another's file.
-        version: the format version this code reads and writes.
-        fsync: fsync after every write.
-        error: the exception class raised for I/O and format errors.
-    """
-
-    def __init__(
-        self,
-        path: Path,
-        *,
-        format_name: str,
-        version: int,
-        fsync: bool = True,
-        error: type[BrokerError] = TxnJournalError,
-    ) -> None:
-        self._path = Path(path)
-        self._tmp_path = self._path.with_name(self._path.name + ".compact.tmp")
-        self._format = format_name
-        self._version = version
-        self._fsync = fsync
-        self._error = error
-        self._fd: int | None = None
-        self._size = 0
-        self._failed = False
-        self._dirty = False  # unsynced entries written (only tracked with fsync=True)
-
-    @property
-    def path(self) -> Path:
-        """The journal file."""
-        return self._path
-
-    @property
-    def size(self) -> int:
-        """The journal's current size in bytes."""
-        return self._size
-
-    @property
-    def closed(self) -> bool:
-        """Whether the journal is closed (or was never opened)."""
-        return self._fd is None
-
-    def header(self) -> dict[str, Any]:
-        """The header entry this journal writes."""
-        return {"kind": "header", "format": self._format, "version": self._version}
-
-    def open(self) -> list[dict[str, Any]]:
-        """Read the journal, truncate a torn tail, and open it for appending.
-
-        A missing or empty file becomes a journal holding only the header.
-
-        Returns:
-            The entries after the header, in order.
-
-        Raises:
-            The ``error`` class: the file cannot be read or written, has no header,
-            or has another format or version.
-        """
-        try:
-            self._path.parent.mkdir(parents=True, exist_ok=True)
-            # A leftover temporary file is an interrupted compaction: the journal it
-            # was meant to replace is still complete, so the temporary file is garbage.
-            with contextlib.suppress(FileNotFoundError):
-                self._tmp_path.unlink()
-            data = self._path.read_bytes() if self._path.exists() else b""
-        except OSError as exc:
-            raise self._error(f"cannot read journal {self._path}: {exc}") from exc
-        entries, good = self._parse(data)
-        try:
-            if good < len(data):
-                log.warning(
-                    "journal %s: dropping %d bytes of torn or corrupt tail at offset %d",
-                    self._path,
-                    len(data) - good,
-                    good,
-                )
-                with open(self._path, "r+b") as f:
-                    f.truncate(good)
-                    f.flush()
-                    os.fsync(f.fileno())
-            if good == 0:
-                self._rewrite_raw(frame(self.header()))
-            else:
-                self._fd = os.open(self._path, os.O_WRONLY | os.O_APPEND)
-                self._size = good
-        except OSError as exc:
-            raise self._error(f"cannot open journal {self._path}: {exc}") from exc
-        return entries
-
-    def _parse(self, data: bytes) -> tuple[list[dict[str, Any]], int]:
-        view = memoryview(data)
-        pos = 0
-        entries: list[dict[str, Any]] = []
-        first = True
-        while pos < len(data):
-            try:
-                entry, end = _read_entry(view, pos)
-            except _TornEntry:
-                break
-            if first:
-                if entry.get("kind") != "header":
-                    raise self._error(f"journal {self._path} has no header entry")
-                if entry.get("format") != self._format:
-                    raise self._error(
-                        f"journal {self._path} holds {entry.get('format')!r}, not {self._format!r}"
-                    )
-                if entry.get("version") != self._version:
-                    raise self._error(
-                        f"journal {self._path} has format version {entry.get('version')!r}; "
-                        f"this brokerlite reads {self._version}"
-                    )
-                first = False
-            else:
-                entries.append(entry)
-            pos = end
-        return entries, pos
-
-    def append(self, entry: Mapping[str, Any], *, sync: bool = True) -> None:
-        """Write one entry (and fsync it when configured and ``sync``).
-
-        Raises:
-            The ``error`` class: the write failed and was rolled back, or the
-            journal is closed or broken.
-        """
-        self.append_many((entry,), sync=sync)
-
-    def append_many(self, entries: Iterable[Mapping[str, Any]], *, sync: bool = True) -> None:
-        """Write entries in order with one write (and at most one fsync).
-
-        ``sync=False`` leaves the entries in the page cache: they become durable
-        with the next synced append, :meth:`flush` or :meth:`close`.
-
-        Raises:
-            The ``error`` class: the write failed and was rolled back (none of the
-            entries stays), or the journal is closed or broken.
-        """
-        fd = self._writable()
-        data = b"".join(frame(e) for e in entries)
-        try:
-            _write_all(fd, data)
-            if sync and self._fsync:
-                os.fsync(fd)
-        except OSError as exc:
-            # Cut the partial entry off so that later entries are not hidden behind it.
-            try:
-                os.ftruncate(fd, self._size)
-            except OSError:
-                self._failed = True
-            raise self._error(f"cannot write journal {self._path}: {exc}") from exc
-        self._size += len(data)
-        if self._fsync:
-            self._dirty = not sync
-
-    def rewrite(self, entries: Iterable[Mapping[str, Any]]) -> None:
-        """Atomically replace the journal with the header followed by ``entries``.
-
-        Raises:
-            The ``error`` class: the rewrite failed; the old journal is still in place.
-        """
-        self._writable()
-        data = frame(self.header()) + b"".join(frame(e) for e in entries)
-        try:
-            self._rewrite_raw(data)
-        except OSError as exc:
-            raise self._error(f"cannot rewrite journal {self._path}: {exc}") from exc
-
-    def _rewrite_raw(self, data: bytes) -> None:
-        fd = os.open(self._tmp_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        try:
-            _write_all(fd, data)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(self._tmp_path, self._path)
-        self._dirty = False
-        _fsync_dir(self._path.parent)
-        new_fd = os.open(self._path, os.O_WRONLY | os.O_APPEND)
-        old_fd, self._fd = self._fd, new_fd
-        if old_fd is not None:
-            os.close(old_fd)
-        self._size = len(data)
-        self._failed = False
-
-    def flush(self) -> None:
-        """fsync the journal (a no-op when every write is already fsynced)."""
-        if self._fd is not None and (self._dirty or not self._fsync):
-            try:
-                os.fsync(self._fd)
-            except OSError as exc:
-                raise self._error(f"cannot fsync journal {self._path}: {exc}") from exc
-            self._dirty = False
-
-    def close(self) -> None:
-        """Flush and close; later writes raise the ``error`` class."""
-        if self._fd is None:
-            return
-        fd, self._fd = self._fd, None
-        try:
-            if self._dirty or not self._fsync:
-                os.fsync(fd)
-        finally:
-            self._dirty = False
-            os.close(fd)
-
-    def _writable(self) -> int:
-        if self._fd is None:
-            raise self._error(f"journal {self._path} is closed")
-        if self._failed:
-            raise self._error(f"journal {self._path} failed earlier and could not be repaired")
-        return self._fd
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        n = os.write(fd, view)
-        view = view[n:]
-
-
-def _fsync_dir(directory: Path) -> None:
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
 # --- the transaction store ---------------------------------------------------------------------
 
 
@@ -550,7 +268,11 @@ class TxnJournal:
 
     def __init__(self, path: Path, *, fsync: bool = True, compact_min_bytes: int = 1 << 20) -> None:
         self._journal = CrcJournal(
-            path, format_name=FORMAT_NAME, version=FORMAT_VERSION, fsync=fsync
+            path,
+            format_name=FORMAT_NAME,
+            version=FORMAT_VERSION,
+            fsync=fsync,
+            error=TxnJournalError,
         )
         self._compact_min = compact_min_bytes
         self._records: dict[str, TxnRecord] = {}

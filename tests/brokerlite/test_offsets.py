@@ -9,14 +9,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from trafka.brokerlite import offsets as offsets_mod
+from trafka.brokerlite import journal as journal_mod
+from trafka.brokerlite.journal import frame
 from trafka.brokerlite.offsets import (
     CommittedOffset,
     GroupRecord,
     MemberRecord,
     OffsetStore,
     OffsetStoreError,
-    _frame,
 )
 
 
@@ -83,7 +83,7 @@ def test_acknowledged_commit_survives_crash_without_close(tmp_path: Path, fsync:
     reopened = OffsetStore(path)
     assert reopened.offset("g", "t", 0) == CommittedOffset(100)
     reopened.close()
-    os.close(store._fd)  # type: ignore[arg-type]
+    os.close(store._journal._fd)  # type: ignore[arg-type]  # no close(): no fsync
 
 
 def test_group_metadata_roundtrip_and_delete(tmp_path: Path) -> None:
@@ -171,18 +171,18 @@ def test_failed_write_is_rolled_back(tmp_path: Path, monkeypatch: pytest.MonkeyP
     store = OffsetStore(path)
     store.commit_offsets("g", {("t", 0): CommittedOffset(1)})
     size = store.journal_bytes
-    real_write = offsets_mod._write_all
+    real_write = journal_mod._write_all
 
     def half_then_fail(fd: int, data: bytes) -> None:
         real_write(fd, data[: len(data) // 2])
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(offsets_mod, "_write_all", half_then_fail)
+    monkeypatch.setattr(journal_mod, "_write_all", half_then_fail)
     with pytest.raises(OffsetStoreError):
         store.commit_offsets("g", {("t", 0): CommittedOffset(2)})
     assert store.offset("g", "t", 0) == CommittedOffset(1)
     assert path.stat().st_size == size
-    monkeypatch.setattr(offsets_mod, "_write_all", real_write)
+    monkeypatch.setattr(journal_mod, "_write_all", real_write)
     store.commit_offsets("g", {("t", 0): CommittedOffset(3)})
     store.close()
     with OffsetStore(path) as reopened:
@@ -233,11 +233,11 @@ def test_unknown_entry_kind_or_version_is_an_error(tmp_path: Path) -> None:
     with OffsetStore(path) as store:
         store.commit_offsets("g", {("t", 0): CommittedOffset(7)})
     with open(path, "ab") as f:
-        f.write(_frame({"kind": "from-the-future", "group": "g"}))
+        f.write(frame({"kind": "from-the-future", "group": "g"}))
     with pytest.raises(OffsetStoreError, match="from-the-future"):
         OffsetStore(path)
     other = tmp_path / "v2.journal"
-    other.write_bytes(_frame({"kind": "header", "version": 2}))
+    other.write_bytes(frame({"kind": "header", "version": 2}))
     with pytest.raises(OffsetStoreError, match="version"):
         OffsetStore(other)
 
@@ -326,3 +326,21 @@ def test_replay_matches_model_and_torn_tail_keeps_a_prefix(
     # Whatever survives is exactly the state after some prefix of the operations.
     expected = [m for s, m in prefixes if s <= int(size * cut)]
     assert survived == (expected[-1] if expected else {})
+
+
+def test_journal_header_is_unchanged_and_other_formats_are_refused(tmp_path: Path) -> None:
+    """The offset journal keeps its original header (no format name), so journals
+    written before the shared CrcJournal still open; a named format is refused."""
+    path = journal(tmp_path)
+    OffsetStore(path).close()
+    assert path.read_bytes() == frame({"kind": "header", "version": 1})
+    old = frame({"kind": "header", "version": 1}) + frame(
+        {"kind": "commit", "group": "g", "offsets": [["t", 0, 42, -1, "", 7]]}
+    )
+    path.write_bytes(old)
+    with OffsetStore(path) as store:
+        assert store.offset("g", "t", 0) == CommittedOffset(42, -1, "", 7)
+    other = tmp_path / "txn.journal"
+    other.write_bytes(frame({"kind": "header", "format": "trafka-transactions", "version": 1}))
+    with pytest.raises(OffsetStoreError, match="trafka-transactions"):
+        OffsetStore(other)
