@@ -55,7 +55,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -435,6 +435,8 @@ class Producer:
         acc.flushing += 1
         try:
             self._wake_sender()
+            if not self._sender_done:
+                self._send_now()
             for batch in acc.incomplete_batches():
                 await _wait_batch(batch)
         finally:
@@ -541,6 +543,8 @@ class Producer:
         acc.flushing += 1
         try:
             self._wake_sender()
+            if not self._sender_done:
+                self._send_now()
             await self._wait_txn(result)
         finally:
             acc.flushing -= 1
@@ -799,9 +803,12 @@ class Producer:
             acc.producer_epoch = txn.producer_epoch
         self._wake_sender()
         if not self._sender_done and self._fatal is None:
-            # The next request (say EndTxn after the last AddPartitionsToTxn) at
-            # once, rather than after a round of the sender loop.
+            # The next request (say EndTxn after the last AddPartitionsToTxn), and
+            # the batches that the answer made sendable, at once rather than after
+            # a round of the sender loop.
             self._step_txn(anyio.current_time())
+            if self._acc.flushing:
+                self._send_now()
 
     async def _sender(self) -> None:
         try:
@@ -817,7 +824,6 @@ class Producer:
         txn = self._txn
         cluster = self._cluster
         md = cluster.metadata
-        max_in_flight = self.config.max_in_flight_requests_per_connection
         while True:
             self._wake = anyio.Event()
             now = anyio.current_time()
@@ -830,17 +836,7 @@ class Producer:
                 md.add_topics(check.unknown_leaders)
                 md.request_update()
                 cluster.nudge()
-            for node in check.nodes:
-                conn = cluster.ready_connection(node)
-                if conn is None:
-                    cluster.connect_soon(node)
-                    continue
-                if self._node_in_flight.get(node, 0) >= max_in_flight:
-                    continue
-                batches = acc.drain(now, node, md.leader_for)
-                if batches:
-                    self._node_in_flight[node] = self._node_in_flight.get(node, 0) + 1
-                    self._produce(conn, batches)
+            self._send_ready(now, check.nodes)
             wake_at = check.next_check
             expiry = acc.next_expiry()
             if expiry is not None and (wake_at is None or expiry < wake_at):
@@ -855,6 +851,29 @@ class Producer:
                     await self._wake.wait()
             elif timeout <= 0:
                 await anyio.lowlevel.checkpoint()
+
+    def _send_ready(self, now: float, nodes: Iterable[int]) -> None:
+        """Drain and write a Produce request to each of ``nodes`` that can take one."""
+        acc = self._acc
+        cluster = self._cluster
+        leader_for = cluster.metadata.leader_for
+        max_in_flight = self.config.max_in_flight_requests_per_connection
+        for node in nodes:
+            conn = cluster.ready_connection(node)
+            if conn is None:
+                cluster.connect_soon(node)
+                continue
+            if self._node_in_flight.get(node, 0) >= max_in_flight:
+                continue
+            batches = acc.drain(now, node, leader_for)
+            if batches:
+                self._node_in_flight[node] = self._node_in_flight.get(node, 0) + 1
+                self._produce(conn, batches)
+
+    def _send_now(self) -> None:
+        """Send what is ready at once, ahead of the sender loop (which still runs)."""
+        now = anyio.current_time()
+        self._send_ready(now, self._acc.ready(now, self._cluster.metadata.leader_for).nodes)
 
     def _produce(self, conn: BrokerConnection, batches: list[ProducerBatch]) -> None:
         """Write one Produce request; its outcome arrives through :class:`_ProduceCompletion`."""
