@@ -297,7 +297,11 @@ def test_kill_9_while_appending_loses_no_acknowledged_batch(tmp_path: Path) -> N
                 acked.append((first, last))
         finally:
             child.send_signal(signal.SIGKILL)
-            rest, _ = child.communicate(timeout=30)
+            child.wait(timeout=30)
+            # Through the same reader as readline(): communicate(timeout=...) reads the
+            # pipe directly and would lose what readline() already buffered ahead.
+            rest = child.stdout.read()
+            child.stdout.close()
         # Only whole lines are acknowledgements: the kill may cut the last one short.
         acked.extend(tuple(map(int, line.split())) for line in rest.split("\n")[:-1])  # type: ignore[misc]
         assert child.returncode == -signal.SIGKILL

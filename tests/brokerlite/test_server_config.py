@@ -189,7 +189,10 @@ def test_trafka_broker_serves_and_stops_cleanly_on_sigterm(tmp_path: Path) -> No
         finally:
             admin.close()
         proc.send_signal(signal.SIGTERM)
-        rest = proc.communicate(timeout=30)[0]
+        proc.wait(timeout=30)
+        # Not communicate(timeout=...): it reads the pipe directly, past what the
+        # line iteration above already buffered.
+        rest = proc.stdout.read()
         assert proc.returncode == 0, rest
         assert "shutting down" in rest and "stopped" in rest
     finally:
