@@ -37,18 +37,21 @@ import os
 import struct
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from types import TracebackType
+from typing import Any, Self
 
 from trafka.brokerlite.errors import BrokerError
 from trafka.codec.crc import crc32c
 
-__all__ = ["CrcJournal", "frame"]
+__all__ = ["CrcJournal", "JournalStore", "frame"]
 
 log = logging.getLogger(__name__)
 
 _HEAD = struct.Struct(">II")
 # A sanity bound for a length prefix: anything larger is a torn or corrupt entry.
 _MAX_ENTRY = 256 * 1024 * 1024
+# A store compacts when its journal is this many times larger than its live state.
+_GROWTH_FACTOR = 4
 
 
 def frame(entry: Mapping[str, Any]) -> bytes:
@@ -303,6 +306,105 @@ class CrcJournal:
         if self._failed:
             raise self._error(f"journal {self._path} failed earlier and could not be repaired")
         return self._fd
+
+
+class JournalStore:
+    """In-memory state kept in a :class:`CrcJournal`: replay, writes and compaction.
+
+    A subclass sets up its empty state, then calls :meth:`_load`; it implements
+    :meth:`_apply` (one entry into the state) and :meth:`_live_entries` (entries
+    that rebuild the state). Compaction runs on load when the journal is over
+    twice its live state, and after a write that makes it grow past
+    ``_GROWTH_FACTOR`` times the size of its last compaction; never below
+    ``compact_min_bytes``.
+
+    Args:
+        journal: the (unopened) journal.
+        compact_min_bytes: never compact a journal smaller than this.
+        name: what log lines call the store.
+    """
+
+    def __init__(self, journal: CrcJournal, *, compact_min_bytes: int, name: str) -> None:
+        self._journal = journal
+        self._compact_min = compact_min_bytes
+        self._compact_at = compact_min_bytes
+        self._name = name
+
+    @property
+    def path(self) -> Path:
+        """The journal file."""
+        return self._journal.path
+
+    @property
+    def journal_bytes(self) -> int:
+        """The journal's current size in bytes."""
+        return self._journal.size
+
+    def compact(self) -> None:
+        """Rewrite the journal to hold only the live state.
+
+        Raises:
+            The journal's error class: the rewrite failed; the old journal is still in place.
+        """
+        self._journal.rewrite(self._live_entries())
+        self._compact_at = max(self._compact_min, _GROWTH_FACTOR * self._journal.size)
+
+    def flush(self) -> None:
+        """fsync the journal (a no-op when every write is already fsynced)."""
+        self._journal.flush()
+
+    def close(self) -> None:
+        """Flush and close the journal; later writes raise the journal's error class."""
+        self._journal.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def _load(self) -> None:
+        """Open the journal and replay it into the state (the journal is closed on failure)."""
+        entries = self._journal.open()
+        try:
+            for entry in entries:
+                self._apply(entry)
+            live = len(frame(self._journal.header())) + sum(
+                len(frame(e)) for e in self._live_entries()
+            )
+            self._compact_at = max(self._compact_min, _GROWTH_FACTOR * live)
+            if self._journal.size > max(self._compact_min, 2 * live):
+                self.compact()
+        except BaseException:
+            self._journal.close()
+            raise
+
+    def _write(self, entry: dict[str, Any], *, sync: bool = True) -> None:
+        """Write ``entry``, then apply it (so the state never runs ahead of the file)."""
+        self._journal.append(entry, sync=sync)
+        self._apply(entry)
+        self._maybe_compact()
+
+    def _maybe_compact(self) -> None:
+        """Compact if writes have grown the journal past the threshold."""
+        if self._journal.size > self._compact_at:
+            try:
+                self.compact()
+            except BrokerError as exc:
+                # The entry itself is durable; a failed compaction only postpones the next one.
+                log.warning("%s %s: compaction failed: %s", self._name, self.path, exc)
+                self._compact_at = self._journal.size * 2
+
+    def _apply(self, entry: dict[str, Any]) -> None:
+        raise NotImplementedError
+
+    def _live_entries(self) -> list[dict[str, Any]]:
+        raise NotImplementedError
 
 
 def _write_all(fd: int, data: bytes) -> None:

@@ -34,14 +34,12 @@ from __future__ import annotations
 
 import base64
 import dataclasses
-import logging
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 from trafka.brokerlite.errors import OffsetStoreError
-from trafka.brokerlite.journal import CrcJournal, frame
+from trafka.brokerlite.journal import CrcJournal, JournalStore
 
 __all__ = [
     "CommittedOffset",
@@ -51,11 +49,7 @@ __all__ = [
     "OffsetStoreError",
 ]
 
-log = logging.getLogger(__name__)
-
 FORMAT_VERSION = 1
-# Compact when the journal is this many times larger than its live state.
-_GROWTH_FACTOR = 4
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -184,7 +178,7 @@ def _group_from_json(obj: dict[str, Any]) -> GroupRecord:
     )
 
 
-class OffsetStore:
+class OffsetStore(JournalStore):
     """Committed offsets and group metadata, persisted in an append-only journal.
 
     Opening the store replays the journal (truncating a torn tail) and compacts it
@@ -203,30 +197,19 @@ class OffsetStore:
 
     def __init__(self, path: Path, *, fsync: bool = True, compact_min_bytes: int = 1 << 20) -> None:
         # The header names no format: offset journals predate format names.
-        self._journal = CrcJournal(
+        journal = CrcJournal(
             Path(path),
             format_name=None,
             version=FORMAT_VERSION,
             fsync=fsync,
             error=OffsetStoreError,
         )
-        self._compact_min = compact_min_bytes
+        super().__init__(journal, compact_min_bytes=compact_min_bytes, name="offset journal")
         self._offsets: dict[str, dict[tuple[str, int], CommittedOffset]] = {}
         self._groups: dict[str, GroupRecord] = {}
-        self._compact_at = compact_min_bytes
-        self._open()
+        self._load()
 
     # -- reading ------------------------------------------------------------------------------
-
-    @property
-    def path(self) -> Path:
-        """The journal file."""
-        return self._journal.path
-
-    @property
-    def journal_bytes(self) -> int:
-        """The journal's current size in bytes."""
-        return self._journal.size
 
     def offset(self, group: str, topic: str, partition: int) -> CommittedOffset | None:
         """The committed offset of ``group`` for one partition, or None."""
@@ -273,7 +256,7 @@ class OffsetStore:
             [t, p, o.offset, o.leader_epoch, o.metadata, o.commit_timestamp_ms]
             for (t, p), o in offsets.items()
         ]
-        self._append({"kind": "commit", "group": group, "offsets": rows})
+        self._write({"kind": "commit", "group": group, "offsets": rows})
 
     def store_group(self, group: str, record: GroupRecord) -> None:
         """Durably record the metadata of ``group``, replacing the previous record.
@@ -281,7 +264,7 @@ class OffsetStore:
         Raises:
             OffsetStoreError: the write failed; the previous record stays.
         """
-        self._append({"kind": "group", "group": group, "metadata": _group_to_json(record)})
+        self._write({"kind": "group", "group": group, "metadata": _group_to_json(record)})
 
     def delete_group(self, group: str) -> None:
         """Durably remove the metadata and every offset of ``group``.
@@ -290,7 +273,7 @@ class OffsetStore:
             OffsetStoreError: the write failed; nothing was removed.
         """
         if group in self._groups or group in self._offsets:
-            self._append({"kind": "delete_group", "group": group})
+            self._write({"kind": "delete_group", "group": group})
 
     def delete_offsets(self, group: str, partitions: Iterable[tuple[str, int]]) -> int:
         """Durably remove some committed offsets of ``group``.
@@ -308,7 +291,7 @@ class OffsetStore:
         offsets = self._offsets.get(group, {})
         present = sorted({tp for tp in partitions if tp in offsets})
         if present:
-            self._append(
+            self._write(
                 {
                     "kind": "delete_offsets",
                     "group": group,
@@ -328,45 +311,10 @@ class OffsetStore:
         """
         count = sum(1 for offsets in self._offsets.values() for t, _ in offsets if t == topic)
         if count:
-            self._append({"kind": "delete_topic", "topic": topic})
+            self._write({"kind": "delete_topic", "topic": topic})
         return count
 
-    def compact(self) -> None:
-        """Rewrite the journal to hold only the live state.
-
-        Raises:
-            OffsetStoreError: the rewrite failed; the old journal is still in place.
-        """
-        self._rewrite()
-
-    def flush(self) -> None:
-        """fsync the journal (a no-op when every write is already fsynced)."""
-        self._journal.flush()
-
-    def close(self) -> None:
-        """Flush and close the journal; later writes raise :class:`OffsetStoreError`."""
-        self._journal.close()
-
-    def __enter__(self) -> OffsetStore:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
     # -- internals ----------------------------------------------------------------------------
-
-    def _open(self) -> None:
-        for entry in self._journal.open():
-            self._apply(entry)
-        live = self._live_bytes()
-        self._compact_at = max(self._compact_min, _GROWTH_FACTOR * live)
-        if self._journal.size > max(self._compact_min, 2 * live):
-            self._rewrite()
 
     def _apply(self, entry: dict[str, Any]) -> None:
         kind = entry.get("kind")
@@ -418,22 +366,3 @@ class OffsetStore:
                 ]
                 entries.append({"kind": "commit", "group": group, "offsets": rows})
         return entries
-
-    def _live_bytes(self) -> int:
-        header = frame(self._journal.header())
-        return len(header) + sum(len(frame(e)) for e in self._live_entries())
-
-    def _rewrite(self) -> None:
-        self._journal.rewrite(self._live_entries())
-        self._compact_at = max(self._compact_min, _GROWTH_FACTOR * self._journal.size)
-
-    def _append(self, entry: dict[str, Any]) -> None:
-        self._journal.append(entry)
-        self._apply(entry)
-        if self._journal.size > self._compact_at:
-            try:
-                self._rewrite()
-            except OffsetStoreError as exc:
-                # The entry itself is durable; a failed compaction only postpones the next one.
-                log.warning("offset journal %s: compaction failed: %s", self.path, exc)
-                self._compact_at = self._journal.size * 2

@@ -62,14 +62,12 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-import logging
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from types import TracebackType
 from typing import Any, NamedTuple
 
 from trafka.brokerlite.errors import BrokerError
-from trafka.brokerlite.journal import CrcJournal, frame
+from trafka.brokerlite.journal import CrcJournal, JournalStore
 from trafka.brokerlite.offsets import CommittedOffset
 from trafka.codec.errors import ErrorCode
 
@@ -81,12 +79,8 @@ __all__ = [
     "WrittenMarker",
 ]
 
-log = logging.getLogger(__name__)
-
 FORMAT_NAME = "trafka-transactions"
 FORMAT_VERSION = 1
-# Compact when the journal is this many times larger than its live state.
-_GROWTH_FACTOR = 4
 
 
 class TxnJournalError(BrokerError):
@@ -249,7 +243,7 @@ def _record_from_json(obj: dict[str, Any]) -> TxnRecord:
 # --- the transaction store ---------------------------------------------------------------------
 
 
-class TxnJournal:
+class TxnJournal(JournalStore):
     """The transaction coordinator's durable state: transactional ids and producer ids.
 
     Opening replays the journal (truncating a torn tail) and compacts it when it has
@@ -267,42 +261,22 @@ class TxnJournal:
     """
 
     def __init__(self, path: Path, *, fsync: bool = True, compact_min_bytes: int = 1 << 20) -> None:
-        self._journal = CrcJournal(
+        journal = CrcJournal(
             path,
             format_name=FORMAT_NAME,
             version=FORMAT_VERSION,
             fsync=fsync,
             error=TxnJournalError,
         )
-        self._compact_min = compact_min_bytes
+        super().__init__(journal, compact_min_bytes=compact_min_bytes, name="transaction journal")
         self._records: dict[str, TxnRecord] = {}
         self._pid_limit = 0
         # (topic, partition) -> markers not known to be on disk, in offset order
         self._unsynced: dict[tuple[str, int], list[WrittenMarker]] = {}
         self._unsynced_count = 0
-        entries = self._journal.open()
-        try:
-            for entry in entries:
-                self._apply(entry)
-            live = self._live_bytes()
-            self._compact_at = max(self._compact_min, _GROWTH_FACTOR * live)
-            if self._journal.size > max(self._compact_min, 2 * live):
-                self.compact()
-        except BaseException:
-            self._journal.close()
-            raise
+        self._load()
 
     # -- reading ------------------------------------------------------------------------------
-
-    @property
-    def path(self) -> Path:
-        """The journal file."""
-        return self._journal.path
-
-    @property
-    def journal_bytes(self) -> int:
-        """The journal's current size in bytes."""
-        return self._journal.size
 
     @property
     def producer_id_limit(self) -> int:
@@ -395,49 +369,7 @@ class TxnJournal:
             raise ValueError(f"producer id limit cannot go down ({self._pid_limit} -> {limit})")
         self._write({"kind": "pids", "limit": limit})
 
-    def compact(self) -> None:
-        """Rewrite the journal to hold only the live state.
-
-        Raises:
-            TxnJournalError: the rewrite failed; the old journal is still in place.
-        """
-        self._journal.rewrite(self._live_entries())
-        self._compact_at = max(self._compact_min, _GROWTH_FACTOR * self._journal.size)
-
-    def flush(self) -> None:
-        """fsync the journal (a no-op when every write is already fsynced)."""
-        self._journal.flush()
-
-    def close(self) -> None:
-        """Flush and close the journal; later writes raise :class:`TxnJournalError`."""
-        self._journal.close()
-
-    def __enter__(self) -> TxnJournal:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
     # -- internals ----------------------------------------------------------------------------
-
-    def _write(self, entry: dict[str, Any], *, sync: bool = True) -> None:
-        self._journal.append(entry, sync=sync)
-        self._apply(entry)
-        self._maybe_compact()
-
-    def _maybe_compact(self) -> None:
-        if self._journal.size > self._compact_at:
-            try:
-                self.compact()
-            except TxnJournalError as exc:
-                # The entry itself is durable; a failed compaction only postpones the next one.
-                log.warning("transaction journal %s: compaction failed: %s", self.path, exc)
-                self._compact_at = self._journal.size * 2
 
     def _apply(self, entry: dict[str, Any]) -> None:
         kind = entry.get("kind")
@@ -506,6 +438,3 @@ class TxnJournal:
             entries.append({"kind": "markers", "written": rows})
         entries.extend(_record_to_json(r) for r in self._records.values())
         return entries
-
-    def _live_bytes(self) -> int:
-        return len(frame(self._journal.header())) + sum(len(frame(e)) for e in self._live_entries())

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from trafka.brokerlite.journal import frame
 from trafka.brokerlite.offsets import CommittedOffset
 from trafka.brokerlite.producer_state import ProducerStateManager, headers_of
 from trafka.brokerlite.transactions import (
@@ -17,7 +18,7 @@ from trafka.brokerlite.transactions import (
     TxnMarker,
     classic_group_validator,
 )
-from trafka.brokerlite.txn_journal import TxnJournal, TxnJournalError, TxnRecord, frame
+from trafka.brokerlite.txn_journal import TxnJournal, TxnJournalError, TxnRecord
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k22_init_producer_id as ipi
 from trafka.codec.messages import k24_add_partitions_to_txn as apt
