@@ -20,8 +20,10 @@ Rules and invariants:
   are then unknown, which Kafka accepts (KIP-360).
 * Snapshots are ``<offset>.snapshot`` files in the partition directory, named by the
   offset they describe (the state's ``map_end_offset``), written atomically (temp
-  file, fsync, rename) when the log rolls to a new segment and for every changed
-  state on :meth:`ProducerStates.close` (a clean shutdown). The two newest are kept.
+  file, fsync, rename) when the log rolls to a new segment, when a state is loaded
+  with no snapshot since its active segment began (a crash came before the roll's
+  snapshot was written), and for every changed state on :meth:`ProducerStates.close`
+  (a clean shutdown). The two newest are kept.
   Restarts therefore replay at most about one segment per partition, and after a
   clean shutdown nothing.
 * Retention and DeleteRecords move log start offsets; :meth:`ProducerStates.truncate_heads`
@@ -374,7 +376,12 @@ class ProducerStates:
             applied = 0
         if applied:
             logger.debug("%s: producer state rebuilt (%d batches replayed)", log, applied)
-        return _Loaded(state, log, log.active_segment_base_offset, newest)
+        entry = _Loaded(state, log, log.active_segment_base_offset, newest)
+        if max(newest, 0) < entry.segment_base <= state.map_end_offset:
+            # A crash took the snapshot of the last roll (or came between the roll and
+            # the snapshot): take it now, so the next start replays one segment again.
+            self._write_snapshot(entry)
+        return entry
 
     def _append(
         self,

@@ -185,6 +185,31 @@ def test_segment_rolls_write_snapshots_and_two_are_kept(core: Any, data_dir: Pat
     assert snapshots == log.segment_base_offsets[-2:]
 
 
+def test_a_crash_before_the_roll_snapshot_is_made_good_at_the_next_load(
+    open_core: Any, data_dir: Path
+) -> None:
+    core = open_core()
+    create(core, "t", **{"segment.bytes": "400"})
+    pid, epoch = init(core)
+    for seq in range(6):
+        assert send(core, "t", batch(core, [b"x" * 100], pid, epoch, seq)).error_code == 0
+    bases = core.broker.logs.partition("t", 0).segment_base_offsets
+    core.broker.close()
+    partition_dir = data_dir / "t-0"
+    # As if killed between the last roll and its snapshot: the snapshots there were
+    # before it, and no clean shutdown.
+    for path in partition_dir.glob("*.snapshot"):
+        if int(path.name.split(".")[0]) >= bases[-2]:
+            path.unlink()
+    (partition_dir / ".clean-shutdown").unlink()
+    core = open_core()
+    retry = send(core, "t", batch(core, [b"x" * 100], pid, epoch, 5))
+    assert (retry.error_code, retry.base_offset) == (0, 5)
+    # Loading the state wrote the snapshot the roll lost, at the log end offset.
+    snapshots = sorted(int(p.name.split(".")[0]) for p in partition_dir.glob("*.snapshot"))
+    assert snapshots[-1] == 6 and bases[-1] <= 6
+
+
 # -- transactions -----------------------------------------------------------------------------
 
 
