@@ -18,11 +18,13 @@ import zlib
 
 import crc32c as _crc32c
 
-__all__ = ["BytesLike", "crc32", "crc32c"]
+__all__ = ["BytesLike", "crc32", "crc32c", "crc32c_function"]
 
 BytesLike = bytes | bytearray | memoryview
 
-_native_crc32c = _crc32c.crc32c
+#: The C implementation itself, ``(data, value) -> int``: for C loops that call it
+#: back (no Python frame per call), where :func:`crc32c` would add one.
+crc32c_function = _crc32c.crc32c
 
 
 def crc32c(data: BytesLike, value: int = 0) -> int:
@@ -35,7 +37,7 @@ def crc32c(data: BytesLike, value: int = 0) -> int:
     Returns:
         The checksum, 0 <= crc < 2**32.
     """
-    return _native_crc32c(data, value)
+    return crc32c_function(data, value)
 
 
 def crc32(data: BytesLike, value: int = 0) -> int:

@@ -70,7 +70,7 @@ from construct.core import evaluate
 
 from . import _wire
 from .compression import DEFAULT_MAX_DECOMPRESSED_SIZE, Compression, compress, decompress
-from .crc import _native_crc32c, crc32, crc32c
+from .crc import crc32, crc32c, crc32c_function
 from .errors import CodecError, DecodeError, EncodeError
 from .primitives import Int8, Int16, Int32, Int64, UInt32, VarInt, VarLong
 
@@ -771,7 +771,7 @@ def decode_batch_run_as(
     if sp is None or type(buf) is not bytes:
         return (), pos, None
     # The crc32c package's C function itself: no Python code runs inside the loop.
-    crc = _native_crc32c if verify else None
+    crc = crc32c_function if verify else None
     limit = sys.maxsize if max_records is None else max_records
     run: tuple[tuple[_T, ...], int, int | None] = sp.decode_batch_run(
         buf, pos, record_type, prefix, min_offset, crc, stop_at_transactional, limit

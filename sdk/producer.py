@@ -185,9 +185,7 @@ class _TxnCompletion:
     def fail(self, error: BaseException) -> None:
         producer = self.producer
         try:
-            log.debug("%s failed: %s", self.request.kind.name, error)
-            producer._cluster.metadata.request_update()
-            producer._txn.on_failure(self.request, error, anyio.current_time())
+            producer._txn_failed(self.request, error)
         finally:
             producer._txn_done()
 
@@ -782,14 +780,18 @@ class Producer:
             else:
                 txn.on_failure(request, exc, anyio.current_time())
         except TrafkaError as exc:
-            log.debug("%s failed: %s", request.kind.name, exc)
-            if request.coordinator is not None:
-                self._cluster.metadata.request_update()
-            txn.on_failure(request, exc, anyio.current_time())
+            self._txn_failed(request, exc)
         else:
             txn.on_response(request, version, body, anyio.current_time())
         finally:
             self._txn_done()
+
+    def _txn_failed(self, request: TxnRequest, error: BaseException) -> None:
+        log.debug("%s failed: %s", request.kind.name, error)
+        if request.coordinator is not None:
+            # The coordinator may have moved: look again before the retry.
+            self._cluster.metadata.request_update()
+        self._txn.on_failure(request, error, anyio.current_time())
 
     def _txn_done(self) -> None:
         """A transaction manager request ended: apply its outcome, then the next request."""
