@@ -20,9 +20,24 @@ Measured, each in MB/s of record-batch bytes (the size of the partition's log):
   with ``os.sendfile`` to a client that reads and discards it.
 
 Ratios compare brokerlite with the baselines (targets: ingest >= 50% of the
-append baseline, fetch >= 70% of the sendfile baseline). brokerlite runs in its
-own process (``trafka broker``), as in production, so that the clients' Python
-code does not compete with it for the GIL. This is a measurement, not a test.
+append baseline, fetch >= 70% of the sendfile baseline).
+
+The round-trip section (``--sections latency``) measures per-request latency,
+what a chain of dependent requests (a transaction's last Produce, then EndTxn)
+pays on every hop, in microseconds per round trip:
+
+* **ApiVersions v3** and **Produce v9, acks=1, one 10-record batch**: a raw
+  client sends ``--round-trips`` requests one at a time (the next only after
+  the previous response arrived), after a warm-up.
+* **echo baseline**: a separate plain Python process reads each request frame
+  and answers with a frame of the size brokerlite answered with, to the same
+  client code sending the same bytes. It is the floor set by loopback TCP, the
+  two processes' wake-ups and the client, so the ratio shows what brokerlite
+  itself adds.
+
+brokerlite runs in its own process (``trafka broker``), as in production, so
+that the clients' Python code does not compete with it for the GIL. This is a
+measurement, not a test.
 """
 
 from __future__ import annotations
@@ -45,11 +60,15 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from trafka.codec.framing import FrameReader
 from trafka.codec.messages import k00_produce as produce
 from trafka.codec.messages import k01_fetch as fetch
+from trafka.codec.messages import k18_api_versions as api_versions
+from trafka.codec.messages import k19_create_topics as create_topics
 from trafka.codec.messages.headers import RequestHeader
-from trafka.codec.protocol import decode_response, encode_request
+from trafka.codec.protocol import decode_response, encode_request, peek_correlation_id
+from trafka.codec.records import encode_batch
 
 TOPIC = "bench"
 RAW_TOPIC = "bench-raw"
+LATENCY_TOPIC = "bench-latency"
 MB = 1_000_000
 CHUNK = 1 << 20
 
@@ -87,6 +106,38 @@ while offset < size:
     offset += os.sendfile(conn.fileno(), fd, offset, size - offset)
 os.close(fd)
 conn.close()
+"""
+
+
+# Answers every request frame with a frame of the size announced by the
+# connection's first 4 bytes, the way a server with no work to do would.
+ECHO_SERVER = r"""
+import socket, struct
+listener = socket.create_server(("127.0.0.1", 0))
+print(listener.getsockname()[1], flush=True)
+while True:
+    conn, _ = listener.accept()
+    conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    buf = b""
+    reply = None
+    while True:
+        data = conn.recv(256 * 1024)
+        if not data:
+            break
+        buf += data
+        if reply is None:
+            if len(buf) < 4:
+                continue
+            (reply_size,) = struct.unpack_from(">i", buf)
+            reply = struct.pack(">i", reply_size - 4) + bytes(reply_size - 4)
+            buf = buf[4:]
+        while len(buf) >= 4:
+            (size,) = struct.unpack_from(">i", buf)
+            if len(buf) < 4 + size:
+                break
+            buf = buf[4 + size :]
+            conn.sendall(reply)
+    conn.close()
 """
 
 
@@ -369,12 +420,180 @@ def sendfile_baseline(path: Path, nbytes: int) -> float:
     return elapsed
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--records", type=int, default=1_000_000)
-    parser.add_argument("--size", type=int, default=100)
-    args = parser.parse_args()
+@dataclass
+class RoundTrips:
+    name: str
+    request_size: int
+    response_size: int
+    micros: list[float]  # one per timed round trip
 
+    @property
+    def mean(self) -> float:
+        return sum(self.micros) / len(self.micros)
+
+    @property
+    def median(self) -> float:
+        return sorted(self.micros)[len(self.micros) // 2]
+
+
+def latency_requests(count: int) -> dict[str, list[tuple[int, int, bytes]]]:
+    """Per workload, ``count`` encoded requests as (api key, version, frame)."""
+    batch = encode_batch(
+        [(1_700_000_000_000 + i, None, b"v" * 50, ()) for i in range(10)], compression=0
+    )
+    produce_body = produce.ProduceRequest(
+        acks=1,
+        timeout_ms=30_000,
+        topic_data=[
+            produce.ProduceRequest.TopicProduceData(
+                name=LATENCY_TOPIC,
+                partition_data=[
+                    produce.ProduceRequest.PartitionProduceData(index=0, records=batch)
+                ],
+            )
+        ],
+    )
+    workloads = {
+        "ApiVersions v3": (
+            18,
+            3,
+            api_versions.ApiVersionsRequest(
+                client_software_name="bench", client_software_version="1"
+            ),
+        ),
+        "Produce v9 acks=1 (10 x 50 B)": (0, 9, produce_body),
+    }
+    out: dict[str, list[tuple[int, int, bytes]]] = {}
+    for name, (key, version, body) in workloads.items():
+        out[name] = [
+            (
+                key,
+                version,
+                encode_request(
+                    RequestHeader(
+                        request_api_key=key,
+                        request_api_version=version,
+                        correlation_id=corr,
+                        client_id="bench",
+                    ),
+                    body,
+                ),
+            )
+            for corr in range(1, count + 1)
+        ]
+    return out
+
+
+def serial_round_trips(
+    sock: socket.socket, requests: list[bytes]
+) -> tuple[list[float], list[bytes]]:
+    """Send each request after the previous response: (microseconds each, responses)."""
+    frames = FrameReader()
+    micros: list[float] = []
+    responses: list[bytes] = []
+    clock = time.perf_counter_ns
+    for request in requests:
+        start = clock()
+        sock.sendall(request)
+        frame = frames.next_frame()
+        while frame is None:
+            data = sock.recv(1 << 20)
+            if not data:
+                raise EOFError("the server closed the connection")
+            frames.feed(data)
+            frame = frames.next_frame()
+        micros.append((clock() - start) / 1000)
+        responses.append(frame)
+    return micros, responses
+
+
+def connect(port: int) -> socket.socket:
+    sock = socket.create_connection(("127.0.0.1", port), timeout=30)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    return sock
+
+
+def round_trips(servers: str, count: int, warmup: int) -> list[tuple[RoundTrips, RoundTrips]]:
+    """(brokerlite, echo baseline) per workload, measured in the same run."""
+    port = int(servers.rsplit(":", 1)[1])
+    create = RawClient(servers)
+    create.send(
+        19,
+        7,
+        create_topics.CreateTopicsRequest(
+            topics=[
+                create_topics.CreateTopicsRequest.CreatableTopic(
+                    name=LATENCY_TOPIC, num_partitions=1, replication_factor=1
+                )
+            ]
+        ),
+    )
+    _, created = decode_response(create.frame(), 19, 7)
+    if created.topics[0].error_code:
+        raise RuntimeError(f"creating {LATENCY_TOPIC} failed: {created.topics[0].error_code}")
+    create.close()
+
+    echo = subprocess.Popen([sys.executable, "-c", ECHO_SERVER], stdout=subprocess.PIPE, text=True)
+    assert echo.stdout is not None
+    echo_port = int(echo.stdout.readline())
+    results = []
+    try:
+        for name, requests in latency_requests(warmup + count).items():
+            key, version, _ = requests[0]
+            frames = [frame for _, _, frame in requests]
+            sock = connect(port)
+            serial_round_trips(sock, frames[:warmup])
+            broker_micros, responses = serial_round_trips(sock, frames[warmup:])
+            sock.close()
+            for corr, response in enumerate(responses, warmup + 1):
+                if peek_correlation_id(response) != corr:
+                    raise RuntimeError(f"{name}: response {corr} out of order")
+            _, body = decode_response(responses[-1], key, version)
+            code = (
+                body.error_code
+                if key == 18
+                else body.responses[0].partition_responses[0].error_code
+            )
+            if code:
+                raise RuntimeError(f"{name}: brokerlite answered with error {code}")
+            response_size = 4 + len(responses[-1])
+            sock = connect(echo_port)
+            sock.sendall(struct.pack(">i", response_size))
+            serial_round_trips(sock, frames[:warmup])
+            echo_micros, echoed = serial_round_trips(sock, frames[warmup:])
+            sock.close()
+            if {len(frame) for frame in echoed} != {response_size - 4}:
+                raise RuntimeError("the echo baseline answered with the wrong size")
+            request_size = len(frames[0])
+            results.append(
+                (
+                    RoundTrips(name, request_size, response_size, broker_micros),
+                    RoundTrips(name, request_size, response_size, echo_micros),
+                )
+            )
+    finally:
+        echo.terminate()
+        echo.wait(30)
+    return results
+
+
+def print_round_trips(results: list[tuple[RoundTrips, RoundTrips]], count: int) -> None:
+    print(f"\nrequest round trip: {count:,} serial requests each, microseconds per round trip\n")
+    for broker, echo in results:
+        print(
+            f"  {broker.name:<30} request {broker.request_size:4d} B, "
+            f"response {broker.response_size:4d} B"
+        )
+        print(f"    {'brokerlite':<28} mean {broker.mean:7.1f} us  median {broker.median:7.1f} us")
+        print(f"    {'echo baseline':<28} mean {echo.mean:7.1f} us  median {echo.median:7.1f} us")
+        print(
+            f"    {'brokerlite / baseline':<28} mean {broker.mean / echo.mean:6.2f}x  "
+            f"median {broker.median / echo.median:6.2f}x  "
+            f"(brokerlite adds {broker.median - echo.median:.1f} us at the median)"
+        )
+
+
+def throughput(records: int, size: int) -> None:
     with tempfile.TemporaryDirectory(prefix="trafka-bench-") as tmp:
         tmp_dir = Path(tmp)
         data_dir = tmp_dir / "data"
@@ -387,15 +606,15 @@ def main() -> int:
                 future.result(30)
             del admin
             print(
-                f"brokerlite benchmark: {args.records:,} records of {args.size} bytes, "
+                f"brokerlite benchmark: {records:,} records of {size} bytes, "
                 f"Python {sys.version.split()[0]}",
                 flush=True,
             )
-            ingest_s, loop_s = ingest_confluent(servers, args.records, args.size)
+            ingest_s, loop_s = ingest_confluent(servers, records, size)
             files = log_files(data_dir, TOPIC)
             data = b"".join(f.read_bytes() for f in files)
             nbytes = len(data)
-            fetch_s = fetch_confluent(servers, args.records)
+            fetch_s = fetch_confluent(servers, records)
             raw_ingest_s = ingest_raw(servers, data)
             raw_fetch_s = fetch_raw(servers, data)
         finally:
@@ -430,6 +649,39 @@ def main() -> int:
     for name in ("fetch (confluent-kafka consumer)", "fetch (raw Fetch, 8 MiB)"):
         ratio = results[name].mb_per_s / sendfile_rate
         print(f"  {name:<42} {ratio:6.1%} of the sendfile baseline (target >= 70%)")
+
+
+def latency(count: int, warmup: int) -> None:
+    with tempfile.TemporaryDirectory(prefix="trafka-bench-") as tmp:
+        proc, servers = start_broker(Path(tmp) / "data")
+        try:
+            results = round_trips(servers, count, warmup)
+        finally:
+            proc.terminate()
+            proc.wait(30)
+    print_round_trips(results, count)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--records", type=int, default=1_000_000)
+    parser.add_argument("--size", type=int, default=100)
+    parser.add_argument(
+        "--sections",
+        default="throughput,latency",
+        help="comma-separated: throughput (MB/s), latency (request round trips)",
+    )
+    parser.add_argument("--round-trips", type=int, default=5000)
+    parser.add_argument("--warmup", type=int, default=500)
+    args = parser.parse_args()
+    sections = {name.strip() for name in args.sections.split(",") if name.strip()}
+    unknown = sections - {"throughput", "latency"}
+    if unknown:
+        parser.error(f"unknown section(s): {', '.join(sorted(unknown))}")
+    if "throughput" in sections:
+        throughput(args.records, args.size)
+    if "latency" in sections:
+        latency(args.round_trips, args.warmup)
     return 0
 
 

@@ -8,11 +8,26 @@ Rules and invariants:
   (Kafka mutes a connection the same way), so responses leave in request
   order and a parked Fetch or JoinGroup delays later requests of its own
   connection only.
-* One writer task per connection sends replies, serialised, from a bounded
-  memory channel (backpressure: a client that does not read its responses
-  stops being read). A reply is a list of parts of known total size; byte
-  parts go out with ``send_all``, file ranges with ``os.sendfile`` (pread and
-  send where sendfile is unavailable).
+* Fast path: when the connection's writer is idle (everything handed to it
+  is written) and a reply is made of bytes only, the reader writes it at
+  once, without a checkpoint, with one non-blocking write on the socket's
+  file descriptor, and hands only what the kernel did not take to the
+  writer. Everything else goes to the writer: replies with file ranges
+  (Fetch), and every reply while the writer holds anything, so a direct
+  write never overtakes an earlier reply.
+* One writer task per connection sends what it is handed, serialised, from a
+  bounded memory channel (backpressure: a client that does not read its
+  responses fills the socket, then the channel, and then stops being read).
+  Byte parts go out with non-blocking writes, waiting for the socket to be
+  writable when it is full; file ranges with ``os.sendfile`` (pread and write
+  where sendfile is unavailable).
+* Direct writes rely on trio's sockets being non-blocking (trio sets
+  O_NONBLOCK on every socket it wraps; the driver checks it per connection)
+  and, like any Python socket send, on Python ignoring SIGPIPE. A write that
+  fails (reset, broken pipe) closes that connection only.
+* The reader checkpoints once per chunk it receives (``receive_some``) and
+  every ``_FRAMES_PER_YIELD`` frames within one chunk, so a busy connection
+  cannot starve the others and cancellation reaches it.
 * A malformed frame, an unknown API key, a version nobody can answer or an
   oversized frame closes only that connection, with a log line naming the
   peer address and client id. Errors of one connection never reach another
@@ -36,7 +51,7 @@ import threading
 import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
-from typing import Any
+from typing import Any, cast
 
 import trio
 
@@ -55,6 +70,15 @@ _RECV_SIZE = 256 * 1024
 _SEND_QUEUE = 8
 _COALESCE_LIMIT = 64 * 1024
 _PREAD_BLOCK = 1024 * 1024
+_FRAMES_PER_YIELD = 8
+# Replies of more byte parts than this are joined before a direct write
+# (writev takes at most IOV_MAX buffers).
+_WRITEV_MAX = 64
+_BYTES = (bytes, bytearray, memoryview)
+_Buffer = bytes | bytearray | memoryview
+# What the writer is handed: a reply's parts, or what is left of them after a
+# partial direct write (a memoryview into the first unsent part).
+_OutPart = Part | bytearray | memoryview
 
 
 def now_ms() -> int:
@@ -89,6 +113,24 @@ class _Slot:
         self.ticket = ticket
         self.event = trio.Event()
         self.reply: Reply | None = None
+
+
+class _Conn:
+    """One connection's reply path, shared by its reader and writer tasks."""
+
+    __slots__ = ("fd", "peer", "queued", "send")
+
+    def __init__(self, fd: int, peer: str, send: trio.MemorySendChannel[list[_OutPart]]) -> None:
+        self.fd = fd
+        self.peer = peer
+        self.send = send
+        # Replies handed to the writer and not yet fully written: the reader may
+        # write directly only while this is 0.
+        self.queued = 0
+
+
+class _PeerLost(Exception):
+    """A direct write found the peer gone; the connection closes quietly."""
 
 
 class _Server:
@@ -153,19 +195,25 @@ class _Server:
             peer = "?"
         self.broker.connection_opened(conn_id, peer)
         log.debug("connection %d from %s", conn_id, peer)
-        send, recv = trio.open_memory_channel[Reply](_SEND_QUEUE)
+        fd = stream.socket.fileno()
+        if os.get_blocking(fd):
+            os.set_blocking(fd, False)  # trio's already are; direct writes need it
+        send, recv = trio.open_memory_channel[list[_OutPart]](_SEND_QUEUE)
+        conn = _Conn(fd, peer, send)
         try:
             async with trio.open_nursery() as nursery:
-                nursery.start_soon(self._writer, stream, recv, peer, nursery.cancel_scope)
+                nursery.start_soon(self._writer, conn, recv, nursery.cancel_scope)
                 async with send:
                     try:
-                        await self._reader(stream, send, conn_id, peer)
+                        await self._reader(stream, conn, conn_id)
                     except trio.BrokenResourceError:
                         # The writer lost the peer and closed its end of the channel
                         # before its cancellation reached this task: nothing to report.
                         pass
+                    except _PeerLost as exc:
+                        log.debug("connection to %s lost while sending: %s", peer, exc)
                     except Exception:
-                        log.exception("internal error reading from %s; closing it", peer)
+                        log.exception("internal error serving %s; closing the connection", peer)
         finally:
             log.debug("connection %d from %s closed", conn_id, peer)
             self._slots.pop(conn_id, None)
@@ -174,17 +222,14 @@ class _Server:
             with trio.CancelScope(shield=True):
                 await stream.aclose()
 
-    async def _reader(
-        self,
-        stream: trio.SocketStream,
-        send: trio.MemorySendChannel[Reply],
-        conn_id: int,
-        peer: str,
-    ) -> None:
+    async def _reader(self, stream: trio.SocketStream, conn: _Conn, conn_id: int) -> None:
         frames_in = FrameReader(max_frame_size=self.config.socket_request_max_bytes)
         broker = self.broker
+        peer = conn.peer
         while True:
             try:
+                # The reader's regular checkpoint: receive_some yields even when
+                # data is already waiting.
                 data = await stream.receive_some(_RECV_SIZE)
             except (trio.BrokenResourceError, trio.ClosedResourceError):
                 return
@@ -197,6 +242,7 @@ class _Server:
                     )
                 return
             frames_in.feed(data)
+            handled = 0
             while True:
                 try:
                     frame = frames_in.next_frame()
@@ -210,16 +256,21 @@ class _Server:
                     return
                 if frame is None:
                     break
+                if handled == _FRAMES_PER_YIELD:
+                    # Many pipelined requests in one chunk: let other connections in.
+                    await trio.lowlevel.checkpoint()
+                    handled = 0
+                handled += 1
                 outcome = broker.handle_frame(conn_id, frame, now_ms())
                 if isinstance(outcome, Reply):
-                    await send.send(outcome)
+                    await self._emit(conn, outcome)
                 elif isinstance(outcome, Parked):
                     slot = _Slot(outcome.ticket)
                     self._slots[conn_id] = slot
                     self._after_request()
                     await slot.event.wait()
                     assert slot.reply is not None
-                    await send.send(slot.reply)
+                    await self._emit(conn, slot.reply)
                 elif isinstance(outcome, Close):
                     log.warning(
                         "closing the connection from %s (client %r): %s",
@@ -234,17 +285,42 @@ class _Server:
                     assert isinstance(outcome, NoResponse)
                 self._after_request()
 
+    async def _emit(self, conn: _Conn, reply: Reply) -> None:
+        """Send ``reply`` now if the writer is idle and it is all bytes, else queue it.
+
+        Returns once the reply is written or handed to the writer (which may wait
+        for room in the channel: backpressure).
+
+        Raises:
+            _PeerLost: a direct write failed; the connection must close.
+            Exception: the reply could not be encoded (a bug; the caller closes
+                the connection).
+        """
+        parts: list[_OutPart] = list(reply.encode())
+        if not conn.queued and all(isinstance(part, _BYTES) for part in parts):
+            buffers = cast(list[_Buffer], parts)
+            sent = _write_now(conn.fd, buffers)
+            if sent < 0:
+                return
+            parts = list(_unsent(buffers, sent))
+        conn.queued += 1
+        try:
+            conn.send.send_nowait(parts)
+        except trio.WouldBlock:
+            await conn.send.send(parts)
+
     async def _writer(
         self,
-        stream: trio.SocketStream,
-        recv: trio.MemoryReceiveChannel[Reply],
-        peer: str,
+        conn: _Conn,
+        recv: trio.MemoryReceiveChannel[list[_OutPart]],
         scope: trio.CancelScope,
     ) -> None:
+        peer = conn.peer
         try:
             async with recv:
-                async for reply in recv:
-                    await self._send_parts(stream, reply.encode())
+                async for parts in recv:
+                    await self._send_parts(conn.fd, parts)
+                    conn.queued -= 1
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
             log.debug("connection to %s lost while sending: %s", peer, exc)
             scope.cancel()
@@ -252,39 +328,38 @@ class _Server:
             log.warning("closing the connection to %s: %s", peer, exc)
             scope.cancel()
         except Exception:
-            # A bug (say, an unencodable response) costs this connection only.
+            # A bug costs this connection only.
             log.exception("internal error sending to %s; closing the connection", peer)
             scope.cancel()
 
-    async def _send_parts(self, stream: trio.SocketStream, parts: list[Part]) -> None:
-        pending: list[bytes] = []
+    async def _send_parts(self, fd: int, parts: list[_OutPart]) -> None:
+        pending: list[_Buffer] = []
         pending_size = 0
         for part in parts:
-            if isinstance(part, bytes | bytearray | memoryview):
-                pending.append(bytes(part))
+            if isinstance(part, _BYTES):
+                pending.append(part)
                 pending_size += len(part)
                 if pending_size >= _COALESCE_LIMIT:
-                    await stream.send_all(b"".join(pending))
+                    await _write_all(fd, pending)
                     pending, pending_size = [], 0
                 continue
             if pending:
-                await stream.send_all(b"".join(pending))
+                await _write_all(fd, pending)
                 pending, pending_size = [], 0
-            await self._send_file_range(stream, part)
+            await self._send_file_range(fd, part)
         if pending:
-            await stream.send_all(b"".join(pending))
+            await _write_all(fd, pending)
 
-    async def _send_file_range(self, stream: trio.SocketStream, chunk: Any) -> None:
+    async def _send_file_range(self, sock_fd: int, chunk: Any) -> None:
         fd, owned = _chunk_fd(chunk)
         try:
             position, remaining = chunk.position, chunk.length
             if self._sendfile_ok:
-                sock = stream.socket
                 while remaining > 0:
                     try:
-                        sent = os.sendfile(sock.fileno(), fd, position, remaining)
+                        sent = os.sendfile(sock_fd, fd, position, remaining)
                     except BlockingIOError:
-                        await trio.lowlevel.wait_writable(sock)
+                        await trio.lowlevel.wait_writable(sock_fd)
                         continue
                     except OSError as exc:
                         if exc.errno in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
@@ -300,12 +375,58 @@ class _Server:
                 block = os.pread(fd, min(remaining, _PREAD_BLOCK), position)
                 if not block:
                     raise _ShortFile(f"segment file ended {remaining} bytes early")
-                await stream.send_all(block)
+                await _write_all(sock_fd, [block])
                 position += len(block)
                 remaining -= len(block)
+                await trio.lowlevel.checkpoint()
         finally:
             if owned:
                 os.close(fd)
+
+
+def _write_now(fd: int, buffers: list[_Buffer]) -> int:
+    """One non-blocking write of ``buffers``: -1 when all went, else the bytes taken.
+
+    Raises:
+        _PeerLost: the socket is broken (reset by the peer, closed).
+    """
+    if len(buffers) > _WRITEV_MAX:
+        buffers = [b"".join(buffers)]
+    try:
+        if len(buffers) == 1:
+            sent = os.write(fd, buffers[0])
+            total = len(buffers[0])
+        else:
+            sent = os.writev(fd, buffers)
+            total = sum(len(b) for b in buffers)
+    except BlockingIOError:
+        return 0
+    except OSError as exc:
+        raise _PeerLost(str(exc) or type(exc).__name__) from exc
+    return -1 if sent == total else sent
+
+
+def _unsent(buffers: list[_Buffer], sent: int) -> list[_Buffer]:
+    """What is left of ``buffers`` after their first ``sent`` bytes went out."""
+    for i, buffer in enumerate(buffers):
+        size = len(buffer)
+        if sent < size:
+            return [memoryview(buffer)[sent:] if sent else buffer, *buffers[i + 1 :]]
+        sent -= size
+    return []
+
+
+async def _write_all(fd: int, buffers: list[_Buffer]) -> None:
+    """Write ``buffers`` in full, waiting for room in the socket when it is full."""
+    data = buffers[0] if len(buffers) == 1 else b"".join(buffers)
+    view = memoryview(data)
+    while view:
+        try:
+            sent = os.write(fd, view)
+        except BlockingIOError:
+            await trio.lowlevel.wait_writable(fd)
+            continue
+        view = view[sent:]
 
 
 class _ShortFile(Exception):
