@@ -49,6 +49,7 @@ bench: $(STAMP)
 	$(PY) bench/codec.py
 	$(PY) bench/broker.py
 	$(PY) bench/clients.py
+	$(PY) bench/clients.py --suite eos --records 300000
 
 codegen: $(STAMP)
 	$(PY) -m trafka.tools.codegen

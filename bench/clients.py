@@ -43,6 +43,16 @@ and **transactional** (a ``transactional.id``; a transaction commits every
 ``--txn-records`` records, default 1,000). It prints each mode's rate as a
 fraction of the client's plain rate; the targets for trafka are idempotence
 costing under 10% and transactions of 1,000 records under 25%.
+
+A commit cannot overlap the records of its transaction: ``commit_transaction()``
+waits for the last Produce's acknowledgement, then for EndTxn, whose answer
+brokerlite gives after one fsync. For trafka the suite therefore also prints the
+median commit latency, and what this machine charges for the parts of that chain
+that no code can remove, measured in the same run: a serial round trip to a
+plain-Python echo server on loopback, and a 256-byte append with fsync in the
+broker's data directory. From them and the plain rate it prints the commit
+budget the transactional target leaves, and the best fraction of the plain rate
+that two bare round trips and one fsync already allow.
 """
 
 from __future__ import annotations
@@ -54,6 +64,8 @@ import re
 import resource
 import shutil
 import signal
+import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -298,11 +310,15 @@ def produce_trafka_eos(
             start = time.perf_counter()
             send = producer.send
             if transactional:
+                commits: list[float] = []
                 for first in range(0, n, per_txn):
                     producer.begin_transaction()
                     for _ in range(min(per_txn, n - first)):
                         await send(topic, value)
+                    began = time.perf_counter()
                     await producer.commit_transaction()
+                    commits.append(time.perf_counter() - began)
+                out["commit_ms"] = statistics.median(commits) * 1000
             else:
                 for _ in range(n):
                     await send(topic, value)
@@ -383,6 +399,91 @@ def run_worker(args: argparse.Namespace) -> int:
     result = fn(args.bootstrap, args.topic, args.records, extra)
     print(json.dumps(result), flush=True)
     return 0
+
+
+# -- what a commit cannot avoid -----------------------------------------------------------------
+
+
+_ECHO_SERVER = """
+import socket, sys
+server = socket.create_server(("127.0.0.1", 0))
+print(server.getsockname()[1], flush=True)
+conn, _ = server.accept()
+conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+while data := conn.recv(65536):
+    conn.sendall(data)
+"""
+
+
+def echo_round_trip_ms(count: int = 2000, size: int = 64) -> float:
+    """Median serial round trip, in ms, of ``size`` bytes to a plain-Python echo
+    server in another process on loopback: the transport's share of any request
+    between a client and a broker process on this machine."""
+    server = subprocess.Popen(
+        [sys.executable, "-c", _ECHO_SERVER], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert server.stdout is not None
+        port = int(server.stdout.readline())
+        payload = b"x" * size
+        times: list[float] = []
+        with socket.create_connection(("127.0.0.1", port)) as sock:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            for _ in range(count):
+                began = time.perf_counter()
+                sock.sendall(payload)
+                got = 0
+                while got < size:
+                    chunk = sock.recv(65536)
+                    if not chunk:
+                        raise RuntimeError("the echo server went away")
+                    got += len(chunk)
+                times.append(time.perf_counter() - began)
+        return statistics.median(times) * 1000
+    finally:
+        server.kill()
+        server.wait()
+
+
+def fsync_ms(directory: Path, count: int = 300) -> float:
+    """Median cost, in ms, of appending 256 bytes to a file in ``directory`` and
+    fsyncing it: what brokerlite's EndTxn pays before it answers."""
+    path = directory / f"fsync-probe-{uuid.uuid4().hex}"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    times: list[float] = []
+    try:
+        for _ in range(count):
+            began = time.perf_counter()
+            os.write(fd, b"x" * 256)
+            os.fsync(fd)
+            times.append(time.perf_counter() - began)
+    finally:
+        os.close(fd)
+        path.unlink()
+    return statistics.median(times) * 1000
+
+
+def print_commit_budget(
+    plain: dict[str, Any], txn: dict[str, Any], per_txn: int, data_dir: Path
+) -> None:
+    """What the transactional target leaves a commit, against what it costs here."""
+    target = EOS_TARGETS["transactional"]
+    records_ms = per_txn / plain["rate"] * 1000  # one transaction's records at the plain rate
+    budget_ms = records_ms * (1 / target - 1)
+    rtt = echo_round_trip_ms()
+    sync = fsync_ms(data_dir)
+    floor_ms = 2 * rtt + sync
+    print(
+        f"trafka transactional: {per_txn:,} records take {records_ms:.2f} ms at the plain rate, "
+        f"so a {1 - target:.0%} cost leaves a commit {budget_ms:.2f} ms; "
+        f"the median commit took {txn['commit_ms']:.2f} ms"
+    )
+    print(
+        f"  this machine: loopback round trip {rtt:.3f} ms (plain-Python echo), "
+        f"256 B append + fsync {sync:.3f} ms; two round trips and one fsync "
+        f"= {floor_ms:.2f} ms before any work, which alone caps a transactional "
+        f"producer at {records_ms / (records_ms + floor_ms):.0%} of the plain rate"
+    )
 
 
 # -- the driver -------------------------------------------------------------------------------
@@ -501,7 +602,11 @@ def _fmt_rate(result: dict[str, Any] | None) -> str:
 
 
 def run_eos(
-    args: argparse.Namespace, clients: list[str], bootstrap: str, run_id: str
+    args: argparse.Namespace,
+    clients: list[str],
+    bootstrap: str,
+    run_id: str,
+    data_dir: Path,
 ) -> dict[str, dict[str, dict[str, Any]]]:
     """The delivery-guarantee suite: every client of ``clients`` in every mode."""
     results: dict[str, dict[str, dict[str, Any]]] = {}
@@ -548,6 +653,9 @@ def run_eos(
                 f"trafka {mode}: keeps {kept:.0%} of the plain rate "
                 f"(costs {1 - kept:.0%}; target: cost < {1 - target:.0%}, {verdict} it)"
             )
+        txn = ours.get("transactional")
+        if txn and "commit_ms" in txn:
+            print_commit_budget(plain, txn, args.txn_records, data_dir)
     return results
 
 
@@ -603,7 +711,13 @@ def main(argv: list[str] | None = None) -> int:
             flush=True,
         )
         if args.suite in ("eos", "all"):
-            eos = run_eos(args, [c for c in clients if c in EOS_CLIENTS], broker.bootstrap, run_id)
+            eos = run_eos(
+                args,
+                [c for c in clients if c in EOS_CLIENTS],
+                broker.bootstrap,
+                run_id,
+                broker.dir,
+            )
         for client in clients if throughput else ():
             topic = f"bench-{client}-{run_id}"
             create_topic(broker.bootstrap, topic, args.partitions)
