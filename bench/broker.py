@@ -261,6 +261,22 @@ class RawClient:
         self.sock.close()
 
 
+def produce_acks_1(topic: str, records: bytes) -> produce.ProduceRequest:
+    """An acks=1 Produce request of ``records`` for partition 0 of ``topic``."""
+    return produce.ProduceRequest(
+        acks=1,
+        timeout_ms=30_000,
+        topic_data=[
+            produce.ProduceRequest.TopicProduceData(
+                name=topic,
+                partition_data=[
+                    produce.ProduceRequest.PartitionProduceData(index=0, records=records)
+                ],
+            )
+        ],
+    )
+
+
 def ingest_raw(servers: str, data: bytes, in_flight: int = 5) -> float:
     # Split on batch boundaries into ~1 MiB requests.
     requests: list[bytes] = []
@@ -276,19 +292,7 @@ def ingest_raw(servers: str, data: bytes, in_flight: int = 5) -> float:
     start = time.perf_counter()
     pending = 0
     for records in requests:
-        body = produce.ProduceRequest(
-            acks=1,
-            timeout_ms=30_000,
-            topic_data=[
-                produce.ProduceRequest.TopicProduceData(
-                    name=RAW_TOPIC,
-                    partition_data=[
-                        produce.ProduceRequest.PartitionProduceData(index=0, records=records)
-                    ],
-                )
-            ],
-        )
-        client.send(0, 9, body)
+        client.send(0, 9, produce_acks_1(RAW_TOPIC, records))
         pending += 1
         if pending >= in_flight:
             check_produce(client.frame())
@@ -441,18 +445,7 @@ def latency_requests(count: int) -> dict[str, list[tuple[int, int, bytes]]]:
     batch = encode_batch(
         [(1_700_000_000_000 + i, None, b"v" * 50, ()) for i in range(10)], compression=0
     )
-    produce_body = produce.ProduceRequest(
-        acks=1,
-        timeout_ms=30_000,
-        topic_data=[
-            produce.ProduceRequest.TopicProduceData(
-                name=LATENCY_TOPIC,
-                partition_data=[
-                    produce.ProduceRequest.PartitionProduceData(index=0, records=batch)
-                ],
-            )
-        ],
-    )
+    produce_body = produce_acks_1(LATENCY_TOPIC, batch)
     workloads = {
         "ApiVersions v3": (
             18,

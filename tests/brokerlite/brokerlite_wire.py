@@ -46,13 +46,19 @@ def batch(
     )
 
 
-def send(
-    core: Any, topic: str, records: bytes, *, partition: int = 0, tid: str | None = None
-) -> Any:
-    body = produce.ProduceRequest(
+def produce_request(
+    topic: str,
+    records: bytes | None,
+    *,
+    partition: int = 0,
+    acks: int = -1,
+    tid: str | None = None,
+) -> produce.ProduceRequest:
+    """A Produce request for one partition."""
+    return produce.ProduceRequest(
         transactional_id=tid,
-        acks=-1,
-        timeout_ms=1000,
+        acks=acks,
+        timeout_ms=5000,
         topic_data=[
             produce.ProduceRequest.TopicProduceData(
                 name=topic,
@@ -62,6 +68,18 @@ def send(
             )
         ],
     )
+
+
+def produce_body(topic: str, values: list[bytes]) -> produce.ProduceRequest:
+    """A Produce request (acks=all) of one plain batch of ``values`` for partition 0."""
+    records = encode_batch([(1_700_000_000_000 + i, None, v, ()) for i, v in enumerate(values)])
+    return produce_request(topic, records)
+
+
+def send(
+    core: Any, topic: str, records: bytes, *, partition: int = 0, tid: str | None = None
+) -> Any:
+    body = produce_request(topic, records, partition=partition, tid=tid)
     return core.call(0, 9, body).responses[0].partition_responses[0]
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from brokerlite_wire import produce_request
 from kafka.protocol.broker_version_data import (
     BROKER_API_VERSIONS,
     infer_broker_version_from_api_versions,
@@ -64,23 +65,6 @@ def create(
     )
     result = core.call(19, 7, body).topics[0]
     assert result.error_code == 0, result
-
-
-def produce_request(
-    topic: str, records: bytes | None, *, partition: int = 0, acks: int = -1
-) -> produce.ProduceRequest:
-    return produce.ProduceRequest(
-        acks=acks,
-        timeout_ms=1000,
-        topic_data=[
-            produce.ProduceRequest.TopicProduceData(
-                name=topic,
-                partition_data=[
-                    produce.ProduceRequest.PartitionProduceData(index=partition, records=records)
-                ],
-            )
-        ],
-    )
 
 
 def fetch_request(

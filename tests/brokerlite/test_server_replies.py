@@ -26,17 +26,17 @@ from typing import Any
 
 import pytest
 import trio
+from brokerlite_wire import produce_body
 
 from trafka.brokerlite.handlers import HANDLERS
 from trafka.brokerlite.server import _PeerLost, _unsent, _write_now
-from trafka.codec.messages import k00_produce as produce
 from trafka.codec.messages import k01_fetch as fetch
 from trafka.codec.messages import k03_metadata as metadata
 from trafka.codec.messages import k18_api_versions as api_versions
 from trafka.codec.messages import k60_describe_cluster as describe_cluster
 from trafka.codec.messages.headers import RequestHeader
 from trafka.codec.protocol import decode_response, encode_request, peek_correlation_id
-from trafka.codec.records import decode_records, encode_batch
+from trafka.codec.records import decode_records
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -200,22 +200,6 @@ def fetch_body(topic: str, offset: int, *, max_wait_ms: int = 0) -> fetch.FetchR
                     fetch.FetchRequest.FetchPartition(
                         partition=0, fetch_offset=offset, partition_max_bytes=64 * MIB
                     )
-                ],
-            )
-        ],
-    )
-
-
-def produce_body(topic: str, values: list[bytes]) -> produce.ProduceRequest:
-    records = encode_batch([(1_700_000_000_000 + i, None, v, ()) for i, v in enumerate(values)])
-    return produce.ProduceRequest(
-        acks=-1,
-        timeout_ms=5000,
-        topic_data=[
-            produce.ProduceRequest.TopicProduceData(
-                name=topic,
-                partition_data=[
-                    produce.ProduceRequest.PartitionProduceData(index=0, records=records)
                 ],
             )
         ],

@@ -10,16 +10,16 @@ from typing import Any
 
 import pytest
 import trio
+from brokerlite_wire import produce_body
 
 from trafka.brokerlite import serve_broker
 from trafka.codec.errors import ErrorCode
 from trafka.codec.framing import FrameReader
-from trafka.codec.messages import k00_produce as produce
 from trafka.codec.messages import k01_fetch as fetch
 from trafka.codec.messages import k03_metadata as metadata
 from trafka.codec.messages.headers import RequestHeader
 from trafka.codec.protocol import decode_response, encode_request, peek_correlation_id
-from trafka.codec.records import decode_records, encode_batch
+from trafka.codec.records import decode_records
 
 DEADLINE = 30
 
@@ -69,22 +69,6 @@ class Client:
 
     async def aclose(self) -> None:
         await self.stream.aclose()
-
-
-def produce_body(topic: str, values: list[bytes]) -> produce.ProduceRequest:
-    records = encode_batch([(1000 + i, None, v, ()) for i, v in enumerate(values)])
-    return produce.ProduceRequest(
-        acks=-1,
-        timeout_ms=5000,
-        topic_data=[
-            produce.ProduceRequest.TopicProduceData(
-                name=topic,
-                partition_data=[
-                    produce.ProduceRequest.PartitionProduceData(index=0, records=records)
-                ],
-            )
-        ],
-    )
 
 
 def fetch_body(topic: str, offset: int = 0, *, max_wait_ms: int = 0) -> fetch.FetchRequest:
