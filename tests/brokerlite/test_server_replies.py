@@ -349,6 +349,12 @@ def test_a_client_that_does_not_read_stops_being_read(
     frames += [api_versions_frame(slow, client_id="after-the-bigs") for _ in range(smalls)]
     slow.sock.sendall(b"".join(frames))  # small requests: all of them fit in the buffers
 
+    # Quiet only counts once the broker has started on them (a loaded machine may
+    # take a while to get there).
+    deadline = time.monotonic() + 30
+    while not handled[60, f"big-{size}"]:
+        assert time.monotonic() < deadline, "the broker handled none of the big requests"
+        time.sleep(0.02)
     wait_until_quiet(handled)
     # The kernel holds a few big replies, the writer one, its channel a handful:
     # then the reader stops, and what follows stays unread in the socket.
