@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
+from sdk_brokers import module_broker
 from sdk_fakebroker import FakeBroker
 
-from trafka.brokerlite import RunningBroker, broker_in_thread
+from trafka.brokerlite import RunningBroker
 from trafka.codec import ErrorCode, KafkaError
 from trafka.codec.messages import k01_fetch as fetch
 from trafka.codec.records import encode_batch, read_batch_header, set_base_offset
@@ -228,9 +228,7 @@ async def test_partition_error_surfaces_once(
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningBroker]:
-    data: Path = tmp_path_factory.mktemp("brokerlite-fetching")
-    with broker_in_thread(port=0, host="127.0.0.1", data_dir=data, num_partitions=1) as running:
-        yield running
+    yield from module_broker(tmp_path_factory, "brokerlite-fetching", num_partitions=1)
 
 
 async def test_many_small_fetches_hand_out_every_record_once(

@@ -6,38 +6,23 @@ run on trio and on asyncio against the same broker.
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Iterator
-from pathlib import Path
 
 import anyio
 import pytest
+from sdk_brokers import fresh, module_broker
 
-from trafka.brokerlite import RunningBroker, broker_in_thread
+from trafka.brokerlite import RunningBroker
 from trafka.codec import ErrorCode, KafkaError
 from trafka.sdk.admin import NewTopic, open_admin
 from trafka.sdk.consumer import TopicPartition, open_consumer
 from trafka.sdk.partitioners import murmur2_partition
 from trafka.sdk.producer import open_producer
 
-_names = itertools.count()
-
-
-def fresh(prefix: str = "t") -> str:
-    return f"{prefix}-{next(_names)}"
-
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningBroker]:
-    data: Path = tmp_path_factory.mktemp("brokerlite")
-    with broker_in_thread(
-        port=0,
-        host="127.0.0.1",
-        data_dir=data,
-        group_initial_rebalance_delay_ms=0,
-        num_partitions=3,
-    ) as running:
-        yield running
+    yield from module_broker(tmp_path_factory, "brokerlite", num_partitions=3)
 
 
 async def _create(bs: str, topic: str, partitions: int = 3) -> None:

@@ -2,37 +2,27 @@
 
 from __future__ import annotations
 
-import itertools
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
+from sdk_brokers import fresh, module_broker
 
-from trafka.brokerlite import RunningBroker, broker_in_thread
+from trafka.brokerlite import RunningBroker
 from trafka.sdk.admin import NewTopic, open_admin
 from trafka.sdk.consumer import TopicPartition, open_consumer
 from trafka.sdk.partitioners import Partitioner
 from trafka.sdk.producer import open_producer
 
-_names = itertools.count()
 KEYS = [f"key-{i}".encode() for i in range(40)] + [b"", b"\x00\xff", "ключ".encode()]
 PARTITIONS = 6
 
 
-def fresh(prefix: str) -> str:
-    return f"{prefix}-{next(_names)}"
-
-
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningBroker]:
-    data: Path = tmp_path_factory.mktemp("brokerlite-interop")
-    with broker_in_thread(
-        port=0, host="127.0.0.1", data_dir=data, group_initial_rebalance_delay_ms=0
-    ) as running:
-        yield running
+    yield from module_broker(tmp_path_factory, "brokerlite-interop")
 
 
 def create_topic(bs: str, topic: str, partitions: int = PARTITIONS) -> None:

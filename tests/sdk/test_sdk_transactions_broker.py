@@ -4,18 +4,17 @@ and with confluent-kafka (librdkafka) on the other side."""
 from __future__ import annotations
 
 import collections
-import itertools
 import random
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import anyio
 import anyio.to_thread
 import pytest
+from sdk_brokers import fresh, module_broker
 
-from trafka.brokerlite import RunningBroker, broker_in_thread
+from trafka.brokerlite import RunningBroker
 from trafka.sdk.admin import NewTopic, open_admin
 from trafka.sdk.config import ProducerConfig
 from trafka.sdk.consumer import TopicPartition, open_consumer
@@ -30,24 +29,10 @@ from trafka.sdk.group_protocol import CommitFailedError
 from trafka.sdk.producer import open_producer
 from trafka.sdk.transactions import TxnState
 
-_names = itertools.count()
-
-
-def fresh(prefix: str) -> str:
-    return f"{prefix}-{next(_names)}"
-
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningBroker]:
-    data: Path = tmp_path_factory.mktemp("brokerlite-txn")
-    with broker_in_thread(
-        port=0,
-        host="127.0.0.1",
-        data_dir=data,
-        group_initial_rebalance_delay_ms=0,
-        num_partitions=3,
-    ) as running:
-        yield running
+    yield from module_broker(tmp_path_factory, "brokerlite-txn", num_partitions=3)
 
 
 async def create(bs: str, *topics: tuple[str, int]) -> None:
