@@ -6,7 +6,7 @@ Rules:
   heartbeat, rejoin, leave, retry a commit, and how each error code is
   handled) is the state machine's. This module only carries out its outputs:
   each request in its own task over the coordinator's dedicated connection
-  (id ``COORDINATOR_BASE - node_id``, so that a long JoinGroup or a fetch
+  (id ``transport.COORDINATOR_BASE - node_id``, so that a long JoinGroup or a fetch
   long-poll never delays heartbeats and commits), each answer fed back with
   the clock, and a sleep until the machine's next deadline or an input.
 * Rebalance callbacks run one at a time, in the order the machine emits them,
@@ -38,7 +38,6 @@ from trafka.codec import KafkaError, TrafkaError
 from .config import ConsumerConfig
 from .fetcher import TopicPartition
 from .group_protocol import (
-    COORDINATOR_BASE,
     Action,
     CommitFailedError,
     classify,
@@ -72,7 +71,6 @@ if TYPE_CHECKING:
     from .consumer import Consumer
 
 __all__ = [
-    "COORDINATOR_BASE",
     "Action",
     "CommitFailedError",
     "CommitFuture",
@@ -110,9 +108,7 @@ async def find_coordinator(cluster: Cluster, group_id: str) -> BrokerConnection:
     code, node, host, port = read_find_coordinator(version, resp)
     if code:
         raise KafkaError(code, f"FindCoordinator for group {group_id!r}")
-    conn_id = COORDINATOR_BASE - node
-    cluster.set_address(conn_id, host, port)
-    return await cluster.connection(conn_id)
+    return await cluster.coordinator_connection((node, host, port))
 
 
 async def fetch_committed(
@@ -347,13 +343,7 @@ class GroupDriver:
     async def _send(self, request: GroupRequest) -> None:
         machine = self.machine
         try:
-            if request.coordinator is None:
-                conn = await self.cluster.any_connection()
-            else:
-                node, host, port = request.coordinator
-                conn_id = COORDINATOR_BASE - node
-                self.cluster.set_address(conn_id, host, port)
-                conn = await self.cluster.connection(conn_id)
+            conn = await self.cluster.coordinator_connection(request.coordinator)
             version = conn.version_for(request.api_key)
             body = await conn.request(
                 request.api_key, request.build(version), timeout=request.timeout

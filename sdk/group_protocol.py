@@ -28,7 +28,6 @@ from trafka.codec.messages import k14_sync_group as sg
 from .fetcher import TopicPartition
 
 __all__ = [
-    "COORDINATOR_BASE",
     "Action",
     "CommitFailedError",
     "classify",
@@ -43,10 +42,6 @@ __all__ = [
     "read_offset_fetch",
     "sync_group_request",
 ]
-
-#: Connection ids of coordinators: ``COORDINATOR_BASE - node_id``, so that group
-#: traffic has its own connection, apart from the node's fetches.
-COORDINATOR_BASE = 2**31 - 1
 
 
 class CommitFailedError(KafkaError):

@@ -87,7 +87,6 @@ from .errors import (
     TransactionAbortedError,
 )
 from .fetcher import TopicPartition
-from .group_protocol import COORDINATOR_BASE
 from .metadata import REFRESH_ERRORS
 from .partitioners import Partitioner, murmur2_partition
 from .transactions import (
@@ -732,7 +731,7 @@ class Producer:
         if request.coordinator is None:
             return False
         node, _, _ = request.coordinator
-        conn = self._cluster.ready_connection(COORDINATOR_BASE - node)
+        conn = self._cluster.ready_coordinator_connection(node)
         if conn is None:
             return False
         completion = _TxnCompletion(self, request)
@@ -756,13 +755,7 @@ class Producer:
     async def _txn_request(self, request: TxnRequest) -> None:
         txn = self._txn
         try:
-            if request.coordinator is None:
-                conn = await self._cluster.any_connection()
-            else:
-                node, host, port = request.coordinator
-                conn_id = COORDINATOR_BASE - node
-                self._cluster.set_address(conn_id, host, port)
-                conn = await self._cluster.connection(conn_id)
+            conn = await self._cluster.coordinator_connection(request.coordinator)
             version = min(conn.version_for(request.api_key), request.max_version)
             body = await conn.request(
                 request.api_key, request.build(version), timeout=request.timeout, version=version

@@ -419,6 +419,12 @@ class BrokerConnection:
         await anyio.lowlevel.checkpoint()
 
 
+#: Connection ids of coordinators (group and transaction): ``COORDINATOR_BASE -
+#: node_id``, so that coordinator traffic has its own connection, apart from the
+#: node's produce and fetch requests.
+COORDINATOR_BASE = 2**31 - 1
+
+
 class Cluster:
     """Connections, metadata and their background tasks for one client.
 
@@ -542,6 +548,26 @@ class Cluster:
                 f"cannot connect to node {node_id}"
             ) from self._last_error.get(node_id)
         return await self._connect(node_id)
+
+    async def coordinator_connection(
+        self, coordinator: tuple[int, str, int] | None
+    ) -> BrokerConnection:
+        """A live connection to a coordinator ``(node_id, host, port)`` (its own, see
+        :data:`COORDINATOR_BASE`), or to any broker when ``coordinator`` is None.
+
+        Raises:
+            KafkaConnectionError / NoBrokersAvailableError: the connect failed.
+        """
+        if coordinator is None:
+            return await self.any_connection()
+        node, host, port = coordinator
+        conn_id = COORDINATOR_BASE - node
+        self.set_address(conn_id, host, port)
+        return await self.connection(conn_id)
+
+    def ready_coordinator_connection(self, node_id: int) -> BrokerConnection | None:
+        """The coordinator connection to ``node_id`` if it is up, without waiting."""
+        return self.ready_connection(COORDINATOR_BASE - node_id)
 
     async def any_connection(self) -> BrokerConnection:
         """A live connection to some broker: a connected one, else the first that accepts.
