@@ -495,30 +495,45 @@ class Accumulator:
         for (topic, partition), q in self._queues.items():
             if not q.batches:
                 continue
-            head = q.batches[0]
-            if head.in_flight or q.in_flight >= self.partition_in_flight:
-                continue
-            if self._held_back(topic, partition, q, head):
+            at = self._ready_at(topic, partition, q, now, hurry)
+            if at is None:
                 continue
             leader = leader_of(topic, partition)
             if leader is None:
                 unknown.add(topic)
-                continue
-            if leader in nodes:
-                continue
-            if head.retry_at > now:
-                at = head.retry_at
-            elif hurry or head.full or len(q.batches) > 1 or head.attempts:
+            elif at <= now:
                 nodes.add(leader)
-                continue
-            else:
-                at = head.created + self.linger
-                if at <= now:
-                    nodes.add(leader)
-                    continue
-            if next_check is None or at < next_check:
+            elif next_check is None or at < next_check:
                 next_check = at
         return ReadyCheck(nodes, next_check, unknown)
+
+    def node_ready(
+        self, now: float, node: int, leader_of: Callable[[str, int], int | None]
+    ) -> bool:
+        """Whether a partition led by ``node`` has a batch to send now."""
+        hurry = self.flushing > 0 or self.closing or self.memory_waiters > 0
+        for (topic, partition), q in self._queues.items():
+            if not q.batches:
+                continue
+            at = self._ready_at(topic, partition, q, now, hurry)
+            if at is not None and at <= now and leader_of(topic, partition) == node:
+                return True
+        return False
+
+    def _ready_at(
+        self, topic: str, partition: int, q: _Queue, now: float, hurry: bool
+    ) -> float | None:
+        """When the partition's first batch may leave; None: not for time alone."""
+        head = q.batches[0]
+        if head.in_flight or q.in_flight >= self.partition_in_flight:
+            return None
+        if self._held_back(topic, partition, q, head):
+            return None
+        if head.retry_at > now:
+            return head.retry_at
+        if hurry or head.full or len(q.batches) > 1 or head.attempts:
+            return now
+        return head.created + self.linger
 
     def drain(
         self,

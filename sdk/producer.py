@@ -853,17 +853,25 @@ class Producer:
         cluster = self._cluster
         leader_for = cluster.metadata.leader_for
         max_in_flight = self.config.max_in_flight_requests_per_connection
+        in_flight = self._node_in_flight
         for node in nodes:
             conn = cluster.ready_connection(node)
             if conn is None:
                 cluster.connect_soon(node)
                 continue
-            if self._node_in_flight.get(node, 0) >= max_in_flight:
-                continue
-            batches = acc.drain(now, node, leader_for)
-            if batches:
-                self._node_in_flight[node] = self._node_in_flight.get(node, 0) + 1
+            # As many requests as the node may have in flight: a drain takes the
+            # first batch of each partition only, and full batches queue behind it
+            # (a flush, a commit, a burst of sends between two yields).
+            while in_flight.get(node, 0) < max_in_flight:
+                batches = acc.drain(now, node, leader_for)
+                if not batches:
+                    break
+                in_flight[node] = in_flight.get(node, 0) + 1
                 self._produce(conn, batches)
+                if cluster.ready_connection(node) is not conn or not acc.node_ready(
+                    now, node, leader_for
+                ):
+                    break
 
     def _send_now(self) -> None:
         """Send what is ready at once, ahead of the sender loop (which still runs)."""

@@ -314,3 +314,16 @@ def test_several_batches_of_a_partition_in_flight_without_idempotence() -> None:
     (b2,) = a.drain(0.0, 1, leader)  # as in Java: up to max.in.flight per partition
     assert a.drain(0.0, 1, leader) == []
     assert b1.seq < b2.seq and b1.base_sequence == b2.base_sequence == -1
+
+
+def test_node_ready_follows_ready_for_one_node() -> None:
+    a = acc(linger=0.5, batch_size=10_000)
+    a.append("t", 1, 0, None, b"x", (), now=0.0)
+    assert not a.node_ready(0.1, 2, leader)
+    assert a.ready(0.5, leader).nodes == {2}
+    assert a.node_ready(0.5, 2, leader) and not a.node_ready(0.5, 1, leader)
+    a.flushing += 1
+    assert a.node_ready(0.1, 2, leader)
+    assert len(a.drain(0.1, 2, leader)) == 1
+    # Its only batch is in flight: nothing more to send there.
+    assert not a.node_ready(0.1, 2, leader)

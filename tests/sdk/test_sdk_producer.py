@@ -279,3 +279,42 @@ async def test_keyed_hot_path_is_off_for_a_custom_partitioner(fake_broker: FakeB
             results = [await p.send_and_wait("t", b"v", key=b"k%d" % i) for i in range(5)]
             assert not p._keyed_batches
     assert {md.partition for md in results} == {2}
+
+
+async def test_queued_full_batches_leave_together_up_to_the_in_flight_limit(
+    fake_broker: FakeBroker,
+) -> None:
+    """Full batches that queued up (here while the leader's connection was opening)
+    go out in one pass, up to max.in.flight.requests.per.connection, rather than one
+    per answer: a flush or a commit otherwise waits one round trip per batch."""
+    handshakes = 0
+
+    async def slow_leader_handshake(header: object, body: object) -> object:
+        nonlocal handshakes
+        handshakes += 1
+        if handshakes == 2:  # the bootstrap connection was first; this is the leader's
+            await anyio.sleep(0.3)
+        return fake_broker.api_versions(header, body)
+
+    in_flight_seen: list[int] = []
+
+    async def held_produce(header: object, body: object) -> object:
+        if not in_flight_seen:
+            # The first request's answer is held, so what else left with it shows.
+            await anyio.sleep(0.3)
+        in_flight_seen.append(max(p._node_in_flight.values()))
+        return fake_broker.produce(header, body)
+
+    fake_broker.handlers[18] = slow_leader_handshake
+    fake_broker.handlers[0] = held_produce
+    with anyio.fail_after(20):
+        async with open_producer(
+            bootstrap_servers=fake_broker.bootstrap, batch_size=1000, linger_ms=60_000
+        ) as p:
+            await p.partitions_for("one")
+            futures = [await p.send("one", b"x" * 900) for _ in range(8)]
+            await p.flush()
+        offsets = [(await f).offset for f in futures]
+    assert offsets == list(range(8))
+    assert len(in_flight_seen) == 8  # a batch per request: one record fills a batch
+    assert in_flight_seen[0] == 5  # the default in-flight limit, reached at once
