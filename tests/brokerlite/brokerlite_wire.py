@@ -25,7 +25,8 @@ def create(core: Any, name: str, partitions: int = 1, **configs: str) -> None:
             )
         ]
     )
-    assert core.call(19, 7, body).topics[0].error_code == 0
+    result = core.call(19, 7, body).topics[0]
+    assert result.error_code == 0, result
 
 
 def batch(

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from brokerlite_wire import produce_request
+from brokerlite_wire import create, produce_request
 from kafka.protocol.broker_version_data import (
     BROKER_API_VERSIONS,
     infer_broker_version_from_api_versions,
@@ -45,26 +45,6 @@ from trafka.codec.protocol import api, encode_request
 from trafka.codec.records import encode_batch
 
 # -- helpers ----------------------------------------------------------------------------------
-
-
-def create(
-    core: Any, name: str, partitions: int = 1, configs: dict[str, str] | None = None
-) -> None:
-    body = create_topics.CreateTopicsRequest(
-        topics=[
-            create_topics.CreateTopicsRequest.CreatableTopic(
-                name=name,
-                num_partitions=partitions,
-                replication_factor=1,
-                configs=[
-                    create_topics.CreateTopicsRequest.CreatableTopicConfig(name=k, value=v)
-                    for k, v in (configs or {}).items()
-                ],
-            )
-        ]
-    )
-    result = core.call(19, 7, body).topics[0]
-    assert result.error_code == 0, result
 
 
 def fetch_request(
@@ -336,13 +316,13 @@ def test_produce_assigns_offsets_and_fetch_returns_them(core: Any, make_batch: A
 
 
 def test_produce_reports_log_append_time(core: Any, make_batch: Any) -> None:
-    create(core, "la", configs={"message.timestamp.type": "LogAppendTime"})
+    create(core, "la", **{"message.timestamp.type": "LogAppendTime"})
     response = core.call(0, 9, produce_request("la", make_batch([b"x"])))
     assert response.responses[0].partition_responses[0].log_append_time_ms == core.now
 
 
 def test_produce_errors_are_per_partition(core: Any, make_batch: Any) -> None:
-    create(core, "t", 2, configs={"max.message.bytes": "200"})
+    create(core, "t", 2, **{"max.message.bytes": "200"})
     corrupt = bytearray(make_batch([b"ok"]))
     corrupt[-1] ^= 0xFF  # breaks the CRC
     body = produce.ProduceRequest(
@@ -725,7 +705,7 @@ def _describe(core: Any, resource_type: int, name: str, keys: list[str] | None =
 
 
 def test_describe_and_alter_topic_configs(core: Any) -> None:
-    create(core, "t", configs={"retention.ms": "1000"})
+    create(core, "t", **{"retention.ms": "1000"})
     result = _describe(core, 2, "t", ["retention.ms", "segment.bytes"])
     entries = {c.name: c for c in result.configs}
     assert set(entries) == {"retention.ms", "segment.bytes"}
