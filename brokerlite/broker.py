@@ -36,10 +36,11 @@ Rules and invariants:
   coordinator only after all its markers and offsets are written; until then
   the coordinator keeps it prepared and issues it again.
 * EndTxn (and InitProducerId fencing an open transaction) is answered once the
-  coordinator's decision is durable; its markers are written just after
+  coordinator's decision is written (fsynced too when a partition of the
+  transaction has ``flush.messages=1``); its markers are written just after
   (:meth:`defer_transactions`): by the next :meth:`poll` (:meth:`next_deadline`
   asks for one at once), or before the next request is handled, whichever comes
-  first. No request is therefore ever handled while a decided transaction waits
+  first, and always after an fsync of the decision. No request is therefore ever handled while a decided transaction waits
   for its markers, unless writing them failed (then it gets
   CONCURRENT_TRANSACTIONS until the coordinator's retry succeeds).
 * Markers are not fsynced. Their positions are in the coordinator's journal
@@ -77,6 +78,7 @@ from trafka.codec.protocol import api, decode_request_body, decode_request_heade
 
 from .config import BrokerConfig, ConfigError
 from .eos import ProducerStates
+from .errors import UnknownTopicOrPartitionError
 from .groups import GroupCoordinator
 from .handlers import HANDLERS
 from .handlers._base import (
@@ -199,6 +201,7 @@ class Broker:
                     ),
                     partition_exists=self._partition_exists,
                     validate_group=classic_group_validator(self.groups),
+                    sync_decision_for=self._fsyncs_every_record,
                 )
             except BaseException:
                 store.close()
@@ -227,6 +230,13 @@ class Broker:
         self._next_flush_ms = now_ms + _FLUSH_CHECK_MS
         self._next_producer_expiry_ms = now_ms + config.producer_id_expiration_check_interval_ms
         self._closed = False
+
+    def _fsyncs_every_record(self, topic: str, _partition: int) -> bool:
+        """True when ``topic`` fsyncs each record before answering (``flush.messages=1``)."""
+        try:
+            return self.logs.config(topic).flush_interval_messages == 1
+        except UnknownTopicOrPartitionError:
+            return False  # deleted meanwhile: no record of it to keep durable
 
     def _partition_exists(self, topic: str, partition: int) -> bool:
         info = self.logs.topic(topic)
@@ -597,12 +607,17 @@ class Broker:
         For each completion (see :mod:`.transactions`): a COMMIT or ABORT control
         batch goes to every partition of the transaction that still exists, a
         commit's group offsets are applied, and only then does the coordinator hear
-        that the markers are written, and where. Markers are not fsynced here (see
-        the module docstring). Any failure leaves the transaction prepared; the
+        that the markers are written, and where. The journal is fsynced first, so
+        that no marker or offset reaches the disk before its decision (EndTxn may
+        have been answered with the decision only written). Markers are not
+        fsynced here (see the module docstring). Any failure leaves the transaction prepared; the
         coordinator issues it again after its retry backoff, and markers written
         twice are harmless.
         """
         txn = self.txn
+        completions = list(completions)
+        if completions and not txn.flush_decisions():
+            return  # no marker before its decision is on disk; issued again later
         for completion in completions:
             written = self._write_completion(completion, now_ms)
             if written is not None:
@@ -613,7 +628,7 @@ class Broker:
     def defer_transactions(self, completions: Iterable[TxnCompletion], now_ms: int) -> None:
         """Carry out transaction outcomes after the current request is answered.
 
-        For handlers whose answer only needs the durable decision (EndTxn,
+        For handlers whose answer only needs the decision written (EndTxn,
         InitProducerId): the markers are written by the next :meth:`poll` or
         before the next request, whichever comes first (or by :meth:`close`).
         """

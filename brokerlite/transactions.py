@@ -15,16 +15,25 @@ Calling protocol:
   is fsynced when a power loss could otherwise contradict the answer: producer ids
   and epochs (InitProducerId), partitions joining a transaction (their data may
   reach the disk before the next fsync, and a transaction the coordinator forgot
-  would hold those partitions' last stable offset forever) and decisions (EndTxn,
-  timeouts). A group joining a transaction (AddOffsetsToTxn) and its offsets
-  (TxnOffsetCommit) are written unsynced: they only count if the transaction
-  commits, and its fsynced PrepareCommit carries every entry before it to disk.
+  would hold those partitions' last stable offset forever) and the decisions of
+  timeouts and fencing. A group joining a transaction (AddOffsetsToTxn) and its
+  offsets (TxnOffsetCommit) are written unsynced: they only count if the
+  transaction commits, and the fsync of its PrepareCommit carries every entry
+  before it to disk.
+* EndTxn's decision is fsynced before the answer only when a partition of the
+  transaction fsyncs its records before answering them (``sync_decision_for``:
+  ``flush.messages=1``) or when it has no partitions. Otherwise it is answered
+  once written, like the records it decides (and like Kafka on one node): a
+  crash of the process loses nothing, a power loss may take the decision, and
+  the transaction is then aborted whole, because the broker fsyncs the journal
+  before it writes any marker or offset of a completion.
 * Completing a transaction is a side effect. :meth:`~TransactionCoordinator.end_txn`,
   :meth:`~TransactionCoordinator.init_producer_id` (fencing an open transaction)
   and :meth:`~TransactionCoordinator.tick` (timeouts, retries, restart) return
   :class:`TxnCompletion` objects, each once its PrepareCommit/PrepareAbort record
-  (the decision) is durable: EndTxn is answered then, as Kafka does, before any
-  marker exists. For each, the broker appends a COMMIT/ABORT control batch
+  (the decision) is written: EndTxn is answered then, as Kafka does, before any
+  marker exists. For each, the broker fsyncs the journal if needed
+  (:meth:`~TransactionCoordinator.flush_decisions`), then appends a COMMIT/ABORT control batch
   (:func:`trafka.codec.records.encode_control_batch`) to every partition in
   ``markers`` (skipping partitions that no longer exist or whose producer state
   rejects the marker as fenced), applies ``offsets`` to the offset store when
@@ -295,6 +304,7 @@ class TransactionCoordinator:
         partition_exists: Callable[[str, int], bool] = _always,
         validate_group: GroupValidator = _accept_group,
         offset_metadata_max_bytes: int = 4096,
+        sync_decision_for: Callable[[str, int], bool] = _always,
     ) -> None:
         if max_timeout_ms <= 0:
             raise ValueError("max_timeout_ms must be > 0")
@@ -308,6 +318,7 @@ class TransactionCoordinator:
         self._partition_exists = partition_exists
         self._validate_group = validate_group
         self._metadata_max = offset_metadata_max_bytes
+        self._sync_decision_for = sync_decision_for
         self._records: dict[str, TxnRecord] = journal.records()
         self._next_pid = journal.producer_id_limit
         # transactional id -> when its completion is (re)issued; 0 = at the first tick
@@ -643,6 +654,23 @@ class TransactionCoordinator:
 
     # -- completions and time -------------------------------------------------------------------
 
+    def flush_decisions(self) -> bool:
+        """fsync the journal, so that every decision written so far is durable.
+
+        The broker calls it before it writes a completion's markers or offsets
+        (a no-op when nothing written since the last fsync).
+
+        Returns:
+            False when the fsync failed (logged): nothing of the completions may
+            be written yet; they are issued again after the retry backoff.
+        """
+        try:
+            self._journal.flush()
+        except TxnJournalError as exc:
+            log.error("cannot make transaction decisions durable: %s", exc)
+            return False
+        return True
+
     def markers_written(
         self,
         completion: TxnCompletion,
@@ -948,7 +976,7 @@ class TransactionCoordinator:
                 last_update_ms=now_ms,
             )
             try:
-                self._write(prepared)
+                self._write(prepared, sync=self._decision_sync(record))
             except _Refused as refused:
                 return refused.code
             completions.append(self._issue(prepared, now_ms))
@@ -961,6 +989,16 @@ class TransactionCoordinator:
             same = (state is _S.PREPARE_COMMIT) == commit
             return ErrorCode.CONCURRENT_TRANSACTIONS if same else ErrorCode.INVALID_TXN_STATE
         return ErrorCode.INVALID_TXN_STATE
+
+    def _decision_sync(self, record: TxnRecord) -> bool:
+        """Whether EndTxn waits for the fsync of ``record``'s decision.
+
+        Only when a partition of the transaction fsyncs its records before it
+        answers (``sync_decision_for``), or when the transaction holds no
+        records: a decision is acknowledged as durably as its records are.
+        """
+        partitions = record.partitions
+        return not partitions or any(self._sync_decision_for(t, p) for t, p in partitions)
 
     def _fence_and_abort(self, record: TxnRecord, now_ms: int) -> TxnCompletion:
         epoch = record.producer_epoch

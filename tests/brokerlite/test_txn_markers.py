@@ -110,6 +110,11 @@ class Killed:
         with open(segment, "r+b") as f:
             f.truncate(keep_bytes)
 
+    def lose_journal_tail(self, keep_bytes: int) -> None:
+        """A power loss: the transaction journal keeps only its first ``keep_bytes``."""
+        with open(self.data_dir / broker_module.TRANSACTIONS_JOURNAL, "r+b") as f:
+            f.truncate(keep_bytes)
+
 
 @pytest.fixture
 def crash(data_dir: Path, open_core: Any) -> Callable[..., Killed]:
@@ -155,7 +160,7 @@ def test_end_txn_is_answered_before_its_markers_and_no_request_sees_them_missing
     transaction(core, "tx", pid, epoch, 0, [b"committed"])
     log = core.broker.logs.partition("t", 0)
     assert end(core, "tx", pid, epoch, commit=True) == 0
-    # Answered on the durable decision alone: no marker yet, the transaction still open.
+    # Answered on the decision alone: no marker yet, the transaction still open.
     assert log.log_end_offset == 1
     assert core.broker.producers.last_stable_offset("t", 0) == 0
     assert core.broker.txn.record("tx").state.value == "PrepareCommit"
@@ -249,6 +254,120 @@ def test_an_end_txn_costs_one_fsync_and_its_markers_none(
     core.poll(broker_module._MARKER_CHECK_MS)
     assert syncs == []
     assert core.broker.txn.unsynced_marker_count == 0
+
+
+def fsync_log(core: Any, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """In order: the names of the files fsynced, and "marker" for each marker written."""
+    events: list[str] = []
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        events.append(os.path.basename(os.readlink(f"/proc/self/fd/{fd}")))
+        real_fsync(fd)
+
+    write_marker = core.broker.producers.write_marker
+
+    def marker_written(*args: Any, **kwargs: Any) -> Any:
+        events.append("marker")
+        return write_marker(*args, **kwargs)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(core.broker.producers, "write_marker", marker_written)
+    return events
+
+
+@pytest.mark.parametrize("commit", [True, False], ids=["commit", "abort"])
+def test_end_txn_is_answered_before_the_fsync_of_its_decision_and_markers_wait_for_it(
+    core: Any, monkeypatch: pytest.MonkeyPatch, commit: bool
+) -> None:
+    create(core, "t", partitions=2)
+    pid, epoch = init(core, "tx")
+    transaction(core, "tx", pid, epoch, 0, [b"v"], partition=0)
+    transaction(core, "tx", pid, epoch, 0, [b"w"], partition=1)
+    events = fsync_log(core, monkeypatch)
+    assert end(core, "tx", pid, epoch, commit=commit) == 0
+    assert events == []  # answered with the decision in the page cache
+    core.poll()
+    journal = broker_module.TRANSACTIONS_JOURNAL
+    assert events == [journal, "marker", "marker"]
+    for partition in (0, 1):
+        assert markers(read_committed(core, "t", partition=partition).records) == [(1, commit)]
+
+
+def test_end_txn_fsyncs_its_decision_first_when_a_partition_fsyncs_every_record(
+    core: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    create(core, "t")
+    create(core, "durable", **{"flush.messages": "1"})
+    pid, epoch = init(core, "tx")
+    transaction(core, "tx", pid, epoch, 0, [b"v"])
+    events = fsync_log(core, monkeypatch)
+    assert end(core, "tx", pid, epoch, commit=True) == 0
+    assert events == []  # no partition of this one asks for it
+    core.poll()
+    assert add(core, "tx", pid, epoch, "durable") == 0
+    records = txn_batch(core, [b"d"], pid, epoch, 0)
+    assert send(core, "durable", records, tid="tx").error_code == 0
+    del events[:]
+    assert end(core, "tx", pid, epoch, commit=True) == 0
+    assert events == [broker_module.TRANSACTIONS_JOURNAL]  # before the answer
+    core.poll()
+    assert events[1:] == ["marker"]
+    assert visible(read_committed(core, "durable")) == [b"d"]
+
+
+def test_markers_wait_while_the_decision_cannot_be_fsynced(
+    core: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    create(core, "t")
+    pid, epoch = init(core, "tx")
+    transaction(core, "tx", pid, epoch, 0, [b"v"])
+    real_fsync = os.fsync
+
+    def failing(fd: int) -> None:
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(os, "fsync", failing)
+    assert end(core, "tx", pid, epoch, commit=True) == 0
+    core.poll()
+    assert core.broker.logs.partition("t", 0).log_end_offset == 1  # no marker
+    assert core.broker.txn.record("tx").state is TransactionState.PREPARE_COMMIT
+    assert add(core, "tx", pid, epoch, "t") == ErrorCode.CONCURRENT_TRANSACTIONS
+    monkeypatch.setattr(os, "fsync", real_fsync)
+    core.poll(1000)  # the coordinator's retry
+    assert visible(read_committed(core, "t")) == [b"v"]
+    assert add(core, "tx", pid, epoch, "t") == 0
+
+
+@pytest.mark.parametrize("commit", [True, False], ids=["commit", "abort"])
+def test_a_decision_lost_in_a_power_loss_aborts_the_whole_transaction(
+    crash: Callable[..., Killed], open_core: Any, commit: bool
+) -> None:
+    def answered_then_killed(core: Any, report: dict[str, Any]) -> None:
+        create(core, "t", partitions=2)
+        pid, epoch = init(core, "tx")
+        transaction(core, "tx", pid, epoch, 0, [b"a"], partition=0)
+        transaction(core, "tx", pid, epoch, 0, [b"b"], partition=1)
+        report["journal_bytes"] = core.broker.txn.journal.journal_bytes
+        assert end(core, "tx", pid, epoch, commit=commit) == 0
+        assert core.broker.txn.journal.journal_bytes > report["journal_bytes"]
+
+    killed = crash(answered_then_killed)
+    killed.lose_journal_tail(killed.report["journal_bytes"])  # the unsynced decision
+    core = open_core(now_ms=START_MS + 100)
+    assert core.broker.txn.record("tx").state is TransactionState.ONGOING
+    for partition in (0, 1):
+        assert read_committed(core, "t", partition=partition).last_stable_offset == 0
+    # The producer starts again: its open transaction is aborted on every partition.
+    body = init_producer_id.InitProducerIdRequest(
+        transactional_id="tx", transaction_timeout_ms=60_000
+    )
+    assert core.call(22, 4, body).error_code == ErrorCode.CONCURRENT_TRANSACTIONS
+    core.poll()
+    for partition in (0, 1):
+        view = read_committed(core, "t", partition=partition)
+        assert markers(view.records) == [(1, False)]
+        assert visible(view) == [] and view.last_stable_offset == 2
 
 
 def test_unsynced_markers_are_fsynced_when_too_many_pile_up(
@@ -594,3 +713,21 @@ def test_which_coordinator_writes_are_fsynced(
     assert reopened.record("tx").state is TransactionState.COMPLETE_COMMIT
     assert reopened.unsynced_markers() == {("t", 0): [marker(3)]}
     reopened.close()
+
+    # When no partition asks for it, the decision waits for flush_decisions().
+    lazy = TransactionCoordinator(
+        TxnJournal(tmp_path / "lazy.journal"), sync_decision_for=lambda _t, _p: False
+    )
+    coordinator = lazy
+    lazy.init_producer_id(init_request, 4, START_MS)
+    record = lazy.record("tx")
+    assert record is not None
+    pid, epoch = record.producer_id, record.producer_epoch
+    assert synced(lambda: add_partition(0)) == 1
+    request = end_txn.EndTxnRequest(
+        transactional_id="tx", producer_id=pid, producer_epoch=epoch, committed=True
+    )
+    assert synced(lambda: lazy.end_txn(request, 3, START_MS)) == 0
+    assert synced(lazy.flush_decisions) == 1
+    assert synced(lazy.flush_decisions) == 0
+    lazy.close()
