@@ -541,6 +541,10 @@ class Producer:
         try:
             self._wake_sender()
             if not self._sender_done:
+                # The answer to AddPartitionsToTxn has usually arrived while the
+                # records were sent: take it now, so that the last batches leave
+                # at once rather than once the connection's reader gets to run.
+                self._receive_txn_answer()
                 self._send_now()
             await self._wait_txn(result)
         finally:
@@ -721,6 +725,14 @@ class Producer:
                 self._txn_busy = True
                 if not self._send_txn_request(request):
                     self._tg.start_soon(self._txn_request, request)
+
+    def _receive_txn_answer(self) -> None:
+        """Handle a transaction request's answer already received, if there is one."""
+        coordinator = self._txn.coordinator
+        if self._txn_busy and coordinator is not None:
+            conn = self._cluster.ready_coordinator_connection(coordinator[0])
+            if conn is not None:
+                conn.receive_ready()
 
     def _send_txn_request(self, request: TxnRequest) -> bool:
         """Write ``request`` on a live coordinator connection, without a task.

@@ -339,16 +339,54 @@ class BrokerConnection:
                 )
             )
 
+    def receive_ready(self) -> None:
+        """Read and handle the responses the socket already holds, without waiting.
+
+        For a caller about to wait on one of them: its completion runs now
+        rather than once the reader task is scheduled. Anything else the reader
+        would have read comes through here too, in order; a failure fails the
+        connection as the reader would.
+        """
+        if self._sock is None or self._error is not None:
+            return
+        try:
+            while self._error is None and self._receive_now():
+                pass
+        except Exception as exc:  # mapped as the reader maps them
+            self._fail(self._reader_error(exc))
+
+    def _receive_now(self) -> bool:
+        """One non-blocking read, its responses completed; False if nothing was there.
+
+        Raises:
+            anyio.EndOfStream: the broker closed the connection.
+            OSError, ProtocolError: the socket or the stream failed.
+        """
+        assert self._sock is not None
+        try:
+            data = self._sock.recv(1 << 18)
+        except BlockingIOError:
+            return False
+        if not data:
+            raise anyio.EndOfStream
+        state = self._state
+        for response in state.receive_data(data, anyio.current_time()):
+            try:
+                response.cookie.resolve(response.body)
+            except Exception:  # a completion's bug must not kill the connection
+                log.exception("completion of API key %s failed", response.api_key)
+        retry = state.data_to_send()
+        if retry:
+            self._write(retry)
+        return True
+
     async def _reader(self) -> None:
         sock = self._sock
         assert sock is not None
         state = self._state
-        recv = sock.recv
         try:
             while True:
-                try:
-                    data = recv(1 << 18)
-                except BlockingIOError:
+                if not self._receive_now():
                     deadline = state.next_deadline()
                     with anyio.CancelScope(
                         deadline=math.inf if deadline is None else deadline
@@ -364,35 +402,30 @@ class BrokerConnection:
                                 f"{self._config.request_timeout_ms} ms (API key {late[0].api_key})"
                             ) from None
                     continue
-                if not data:
-                    raise anyio.EndOfStream
-                for response in state.receive_data(data, anyio.current_time()):
-                    try:
-                        response.cookie.resolve(response.body)
-                    except Exception:  # a completion's bug must not kill the connection
-                        log.exception("completion of API key %s failed", response.api_key)
-                retry = state.data_to_send()
-                if retry:
-                    self._write(retry)
                 # Data may keep arriving: let the other tasks run between reads.
                 await anyio.lowlevel.checkpoint()
         except anyio.get_cancelled_exc_class():
             self._fail(KafkaConnectionError(f"connection to node {self.node_id} closed"))
             raise
-        except anyio.EndOfStream:
-            self._fail(KafkaConnectionError(f"node {self.node_id} closed the connection"))
-        except (ProtocolError, RequestTimeoutError, KafkaConnectionError) as exc:
-            # Before the OSError clause: two of these subclass TimeoutError / ConnectionError.
-            self._fail(exc)
-        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
-            self._fail(KafkaConnectionError(f"connection to node {self.node_id} closed"))
-        except OSError as exc:
-            self._fail(KafkaConnectionError(f"connection to node {self.node_id} lost: {exc!r}"))
-        except CodecError as exc:  # pragma: no cover - the state translates these
-            self._fail(ProtocolError(str(exc)))
-        except Exception as exc:  # a bug of ours: fail the waiters rather than hang them
-            log.exception("reader of node %s crashed", self.node_id)
-            self._fail(ProtocolError(f"internal error in the connection reader: {exc!r}"))
+        except Exception as exc:
+            self._fail(self._reader_error(exc))
+
+    def _reader_error(self, exc: Exception) -> BaseException:
+        """What a failure of reading ``exc`` fails the connection's requests with."""
+        if isinstance(exc, anyio.EndOfStream):
+            return KafkaConnectionError(f"node {self.node_id} closed the connection")
+        # Before OSError: two of these subclass TimeoutError / ConnectionError.
+        if isinstance(exc, (ProtocolError, RequestTimeoutError, KafkaConnectionError)):
+            return exc
+        if isinstance(exc, (anyio.ClosedResourceError, anyio.BrokenResourceError)):
+            return KafkaConnectionError(f"connection to node {self.node_id} closed")
+        if isinstance(exc, OSError):
+            return KafkaConnectionError(f"connection to node {self.node_id} lost: {exc!r}")
+        if isinstance(exc, CodecError):  # pragma: no cover - the state translates these
+            return ProtocolError(str(exc))
+        # A bug of ours: fail the waiters rather than hang them.
+        log.error("reader of node %s crashed", self.node_id, exc_info=exc)
+        return ProtocolError(f"internal error in the connection reader: {exc!r}")
 
     def _fail(self, error: BaseException) -> None:
         if self._error is not None:

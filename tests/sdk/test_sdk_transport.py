@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import time
+from collections.abc import Iterator
 from typing import Any
 
 import anyio
+import anyio.from_thread
 import pytest
 from sdk_fakebroker import FakeBroker
 
@@ -203,4 +206,86 @@ async def test_cancelled_caller_does_not_break_the_connection(fake_broker: FakeB
             # The late response is matched (and dropped); the next one is ours.
             resp = await conn.request(3, md.MetadataRequest(topics=None))
             assert resp.cluster_id == "fake" and conn.alive
+            tg.cancel_scope.cancel()
+
+
+@pytest.fixture
+def broker_in_thread() -> Iterator[FakeBroker]:
+    """A fake broker on its own event loop in another thread: it answers while the
+    test's loop is blocked, so a test can hold its own tasks (the reader) back."""
+    broker = FakeBroker(topics={"t": 3})
+
+    async def serve(*, task_status: Any = anyio.TASK_STATUS_IGNORED) -> None:
+        listener = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=0)
+        broker.port = listener.extra(anyio.abc.SocketAttribute.local_port)
+        async with listener:
+            task_status.started()
+            await listener.serve(broker.serve)
+
+    with anyio.from_thread.start_blocking_portal() as portal:
+        serving, _ = portal.start_task(serve)
+        yield broker
+        serving.cancel()
+
+
+class _Recorded:
+    def __init__(self) -> None:
+        self.result: Any = None
+        self.error: BaseException | None = None
+        self.done = False
+
+    def resolve(self, result: Any) -> None:
+        self.result, self.done = result, True
+
+    def fail(self, error: BaseException) -> None:
+        self.error, self.done = error, True
+
+
+def _receive_without_yielding(conn: Any, completion: _Recorded) -> None:
+    """Call receive_ready() until ``completion`` is done, never yielding to the loop
+    (so the connection's reader task cannot be the one that handled it)."""
+    deadline = time.monotonic() + 10
+    while not completion.done and time.monotonic() < deadline:
+        conn.receive_ready()
+        if not completion.done:
+            time.sleep(0.001)
+
+
+async def test_receive_ready_handles_a_waiting_response_without_the_reader(
+    broker_in_thread: FakeBroker,
+) -> None:
+    cfg = ClientConfig(bootstrap_servers=broker_in_thread.bootstrap)
+    with anyio.fail_after(20):
+        async with anyio.create_task_group() as tg:
+            cluster = Cluster(cfg, tg)
+            conn = await cluster.any_connection()
+            conn.receive_ready()  # nothing waiting: a no-op
+            first, second = _Recorded(), _Recorded()
+            conn.send(3, md.MetadataRequest(topics=None), first)
+            conn.send(3, md.MetadataRequest(topics=None), second)
+            _receive_without_yielding(conn, second)
+            assert first.done and second.done  # in order, both from one call or two
+            assert first.result.cluster_id == "fake" and second.result.cluster_id == "fake"
+            assert conn.alive and conn.in_flight == 0
+            # The reader goes on as before.
+            assert (await conn.request(3, md.MetadataRequest(topics=None))).cluster_id == "fake"
+            tg.cancel_scope.cancel()
+
+
+async def test_receive_ready_fails_the_connection_the_broker_closed(
+    broker_in_thread: FakeBroker,
+) -> None:
+    cfg = ClientConfig(bootstrap_servers=broker_in_thread.bootstrap)
+    with anyio.fail_after(20):
+        async with anyio.create_task_group() as tg:
+            cluster = Cluster(cfg, tg)
+            conn = await cluster.any_connection()
+            broker_in_thread.handlers[3] = lambda h, b: "close"
+            waiting = _Recorded()
+            conn.send(3, md.MetadataRequest(topics=None), waiting)
+            _receive_without_yielding(conn, waiting)
+            assert isinstance(waiting.error, KafkaConnectionError)
+            assert "closed the connection" in str(waiting.error)
+            assert not conn.alive
+            conn.receive_ready()  # a dead connection: nothing to do
             tg.cancel_scope.cancel()
