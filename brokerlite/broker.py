@@ -318,7 +318,7 @@ class Broker:
         if not info.supports(version):
             return Close(f"{info.name} v{version} is not a known version", client_id)
         try:
-            body = _decode_body(key, version, memoryview(frame)[body_at:])
+            body = _decode_body(key, version, frame, body_at)
         except UnsupportedVersionError as exc:
             return Close(f"{info.name} v{version}: {exc}", client_id)
         except CodecError as exc:
@@ -853,13 +853,14 @@ class Broker:
 # -- request bodies ----------------------------------------------------------------------
 
 
-def _decode_body(key: int, version: int, data: memoryview) -> Any:
-    """Decode a request body, ignoring bytes after it as Kafka does.
+def _decode_body(key: int, version: int, frame: bytes | memoryview, start: int) -> Any:
+    """Decode the request body at ``start`` of ``frame``, ignoring bytes after it
+    as Kafka does.
 
     Kafka's broker never checks for trailing bytes and librdkafka relies on that:
     its "all topics" Metadata request (v9+) carries three stray zero bytes.
     """
-    return decode_request_body(key, version, data, allow_trailing=True)
+    return decode_request_body(key, version, frame, allow_trailing=True, start=start)
 
 
 # -- durable broker metadata ------------------------------------------------------------

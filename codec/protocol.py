@@ -165,18 +165,25 @@ def _encode(build: Any, body: Any, io: BytesIO, name: str) -> None:
 
 
 def decode_request_body(
-    key: int, version: int, data: bytes | memoryview, *, allow_trailing: bool = False
+    key: int,
+    version: int,
+    data: bytes | memoryview,
+    *,
+    allow_trailing: bool = False,
+    start: int = 0,
 ) -> Any:
     """Decode a request body (after the header) of API ``key`` at ``version``.
 
     Args:
+        start: where the body starts in ``data`` (a whole frame from
+            :func:`decode_request_header`, read in place rather than sliced).
         allow_trailing: ignore bytes after the body instead of raising. Kafka's
             broker never checks for them, and some clients rely on that
             (librdkafka's "all topics" Metadata request carries stray zero bytes);
             a server that must accept what Kafka accepts passes True.
     """
     parse, _, name = _compiled(key, version, False)
-    return _decode(parse, data, name, 0, allow_trailing)
+    return _decode(parse, data, name, start, allow_trailing)
 
 
 def decode_response_body(key: int, version: int, data: bytes | memoryview) -> Any:
@@ -200,6 +207,28 @@ def encode_response_body(key: int, version: int, body: Any) -> bytes:
 
 
 # -- headers (hand-written hot path; tests check it against the generated schemas) --
+
+
+def _header_tags(
+    frame: bytes | memoryview, pos: int, name: str
+) -> tuple[list[tuple[int, bytes]], int]:
+    """A flexible header's tagged fields at ``pos``, and where the body starts.
+
+    Never copies the frame (a Produce or Fetch body can be megabytes) unless the
+    header has tags and the frame is not ``bytes``.
+    """
+    if pos < len(frame) and frame[pos] == 0:
+        return [], pos + 1  # no tags: the usual case
+    io = BytesIO(frame if isinstance(frame, bytes) else bytes(frame))
+    io.seek(pos)
+    unknown: list[tuple[int, bytes]] = []
+    try:
+        for _ in range(_wire.r_uvarint(io)):
+            unknown.append(_wire.r_tag_header(io))
+    except CodecError as exc:
+        exc.message_name, exc.field = name, "_tagged_fields"
+        raise
+    return unknown, io.tell()
 
 
 def decode_request_header(frame: bytes | memoryview) -> tuple[RequestHeader, int]:
@@ -239,15 +268,7 @@ def decode_request_header(frame: bytes | memoryview) -> tuple[RequestHeader, int
         pos += n
     unknown: list[tuple[int, bytes]] = []
     if flexible:
-        io = BytesIO(frame[pos:])
-        try:
-            for _ in range(_wire.r_uvarint(io)):
-                unknown.append(_wire.r_tag_header(io))
-        except CodecError as exc:
-            exc.message_name = "RequestHeader"
-            exc.field = "_tagged_fields"
-            raise
-        pos += io.tell()
+        unknown, pos = _header_tags(frame, pos, "RequestHeader")
     header = RequestHeader(
         request_api_key=key,
         request_api_version=version,
@@ -362,14 +383,7 @@ def decode_response(
     pos = 4
     unknown: list[tuple[int, bytes]] = []
     if info.response_header_version(version) >= 1:
-        io = BytesIO(frame[4:])
-        try:
-            for _ in range(_wire.r_uvarint(io)):
-                unknown.append(_wire.r_tag_header(io))
-        except CodecError as exc:
-            exc.message_name, exc.field = "ResponseHeader", "_tagged_fields"
-            raise
-        pos += io.tell()
+        unknown, pos = _header_tags(frame, pos, "ResponseHeader")
     header = ResponseHeader(correlation_id=corr, unknown_tagged_fields=unknown)
     parse, _, name = _compiled(key, version, True)
     return header, _decode(parse, frame, name, pos)

@@ -301,3 +301,34 @@ def test_trailing_bytes_refused_unless_allowed() -> None:
     assert protocol.decode_request_body(3, 12, body_only, allow_trailing=True) == body
     with pytest.raises(DecodeError, match="trailing"):
         protocol.decode_request_body(3, 12, body_only)
+
+
+def test_headers_and_bodies_decode_in_place_from_bytes_or_memoryview() -> None:
+    header = RequestHeader(
+        request_api_key=3,
+        request_api_version=12,
+        correlation_id=4,
+        client_id="c",
+        unknown_tagged_fields=[(2, b"ab")],
+    )
+    body = metadata.MetadataRequest(topics=None)
+    frame = protocol.encode_request(header, body)[4:]
+    for data in (frame, memoryview(frame), bytearray(frame)):
+        got, at = protocol.decode_request_header(data)
+        assert got == header
+        assert protocol.decode_request_body(3, 12, data, start=at) == body
+    plain = RequestHeader(
+        request_api_key=3, request_api_version=12, correlation_id=4, client_id="c"
+    )
+    untagged = protocol.encode_request(plain, body)[4:]
+    got, at = protocol.decode_request_header(memoryview(untagged))
+    assert not got.unknown_tagged_fields and untagged[at - 1] == 0
+    assert protocol.decode_request_body(3, 12, untagged, start=at) == body
+
+    response = protocol.encode_response(9, 3, 12, metadata.MetadataResponse())[4:]
+    got_response = protocol.decode_response(memoryview(response), 3, 12)[0]
+    assert got_response == ResponseHeader(correlation_id=9)
+    truncated = struct.pack(">i", 9)  # a flexible header without its tag count
+    with pytest.raises(DecodeError) as info:
+        protocol.decode_response(memoryview(truncated), 3, 12)
+    assert info.value.field == "_tagged_fields"
