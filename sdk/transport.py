@@ -347,46 +347,41 @@ class BrokerConnection:
         would have read comes through here too, in order; a failure fails the
         connection as the reader would.
         """
-        if self._sock is None or self._error is not None:
+        sock = self._sock
+        if sock is None or self._error is not None:
             return
-        try:
-            while self._error is None and self._receive_now():
-                pass
-        except Exception as exc:  # mapped as the reader maps them
-            self._fail(self._reader_error(exc))
-
-    def _receive_now(self) -> bool:
-        """One non-blocking read, its responses completed; False if nothing was there.
-
-        Raises:
-            anyio.EndOfStream: the broker closed the connection.
-            OSError, ProtocolError: the socket or the stream failed.
-        """
-        assert self._sock is not None
-        try:
-            data = self._sock.recv(1 << 18)
-        except BlockingIOError:
-            return False
-        if not data:
-            raise anyio.EndOfStream
         state = self._state
-        for response in state.receive_data(data, anyio.current_time()):
-            try:
-                response.cookie.resolve(response.body)
-            except Exception:  # a completion's bug must not kill the connection
-                log.exception("completion of API key %s failed", response.api_key)
-        retry = state.data_to_send()
-        if retry:
-            self._write(retry)
-        return True
+        try:
+            while self._error is None:
+                try:
+                    data = sock.recv(1 << 18)
+                except BlockingIOError:
+                    return
+                if not data:
+                    raise anyio.EndOfStream
+                # As in _reader, which keeps its own copy of this loop: a call per
+                # chunk there measured up to 10% slower consumption.
+                for response in state.receive_data(data, anyio.current_time()):
+                    try:
+                        response.cookie.resolve(response.body)
+                    except Exception:  # a completion's bug must not kill the connection
+                        log.exception("completion of API key %s failed", response.api_key)
+                retry = state.data_to_send()
+                if retry:
+                    self._write(retry)
+        except Exception as exc:
+            self._fail(self._reader_error(exc))
 
     async def _reader(self) -> None:
         sock = self._sock
         assert sock is not None
         state = self._state
+        recv = sock.recv
         try:
             while True:
-                if not self._receive_now():
+                try:
+                    data = recv(1 << 18)
+                except BlockingIOError:
                     deadline = state.next_deadline()
                     with anyio.CancelScope(
                         deadline=math.inf if deadline is None else deadline
@@ -402,6 +397,16 @@ class BrokerConnection:
                                 f"{self._config.request_timeout_ms} ms (API key {late[0].api_key})"
                             ) from None
                     continue
+                if not data:
+                    raise anyio.EndOfStream
+                for response in state.receive_data(data, anyio.current_time()):
+                    try:
+                        response.cookie.resolve(response.body)
+                    except Exception:  # a completion's bug must not kill the connection
+                        log.exception("completion of API key %s failed", response.api_key)
+                retry = state.data_to_send()
+                if retry:
+                    self._write(retry)
                 # Data may keep arriving: let the other tasks run between reads.
                 await anyio.lowlevel.checkpoint()
         except anyio.get_cancelled_exc_class():
