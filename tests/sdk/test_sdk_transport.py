@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
@@ -251,41 +252,41 @@ def _receive_without_yielding(conn: Any, completion: _Recorded) -> None:
             time.sleep(0.001)
 
 
+@asynccontextmanager
+async def _connection(broker: FakeBroker) -> AsyncIterator[Any]:
+    """A connection to ``broker``, its tasks stopped at the end (20 s at most)."""
+    with anyio.fail_after(20):
+        async with anyio.create_task_group() as tg:
+            cluster = Cluster(ClientConfig(bootstrap_servers=broker.bootstrap), tg)
+            yield await cluster.any_connection()
+            tg.cancel_scope.cancel()
+
+
 async def test_receive_ready_handles_a_waiting_response_without_the_reader(
     broker_in_thread: FakeBroker,
 ) -> None:
-    cfg = ClientConfig(bootstrap_servers=broker_in_thread.bootstrap)
-    with anyio.fail_after(20):
-        async with anyio.create_task_group() as tg:
-            cluster = Cluster(cfg, tg)
-            conn = await cluster.any_connection()
-            conn.receive_ready()  # nothing waiting: a no-op
-            first, second = _Recorded(), _Recorded()
-            conn.send(3, md.MetadataRequest(topics=None), first)
-            conn.send(3, md.MetadataRequest(topics=None), second)
-            _receive_without_yielding(conn, second)
-            assert first.done and second.done  # in order, both from one call or two
-            assert first.result.cluster_id == "fake" and second.result.cluster_id == "fake"
-            assert conn.alive and conn.in_flight == 0
-            # The reader goes on as before.
-            assert (await conn.request(3, md.MetadataRequest(topics=None))).cluster_id == "fake"
-            tg.cancel_scope.cancel()
+    async with _connection(broker_in_thread) as conn:
+        conn.receive_ready()  # nothing waiting: a no-op
+        first, second = _Recorded(), _Recorded()
+        conn.send(3, md.MetadataRequest(topics=None), first)
+        conn.send(3, md.MetadataRequest(topics=None), second)
+        _receive_without_yielding(conn, second)
+        assert first.done and second.done  # in order, both from one call or two
+        assert first.result.cluster_id == "fake" and second.result.cluster_id == "fake"
+        assert conn.alive and conn.in_flight == 0
+        # The reader goes on as before.
+        assert (await conn.request(3, md.MetadataRequest(topics=None))).cluster_id == "fake"
 
 
 async def test_receive_ready_fails_the_connection_the_broker_closed(
     broker_in_thread: FakeBroker,
 ) -> None:
-    cfg = ClientConfig(bootstrap_servers=broker_in_thread.bootstrap)
-    with anyio.fail_after(20):
-        async with anyio.create_task_group() as tg:
-            cluster = Cluster(cfg, tg)
-            conn = await cluster.any_connection()
-            broker_in_thread.handlers[3] = lambda h, b: "close"
-            waiting = _Recorded()
-            conn.send(3, md.MetadataRequest(topics=None), waiting)
-            _receive_without_yielding(conn, waiting)
-            assert isinstance(waiting.error, KafkaConnectionError)
-            assert "closed the connection" in str(waiting.error)
-            assert not conn.alive
-            conn.receive_ready()  # a dead connection: nothing to do
-            tg.cancel_scope.cancel()
+    async with _connection(broker_in_thread) as conn:
+        broker_in_thread.handlers[3] = lambda h, b: "close"
+        waiting = _Recorded()
+        conn.send(3, md.MetadataRequest(topics=None), waiting)
+        _receive_without_yielding(conn, waiting)
+        assert isinstance(waiting.error, KafkaConnectionError)
+        assert "closed the connection" in str(waiting.error)
+        assert not conn.alive
+        conn.receive_ready()  # a dead connection: nothing to do
