@@ -40,9 +40,10 @@ Rules and invariants:
   transaction has ``flush.messages=1``); its markers are written just after
   (:meth:`defer_transactions`): by the next :meth:`poll` (:meth:`next_deadline`
   asks for one at once), or before the next request is handled, whichever comes
-  first, and always after an fsync of the decision. No request is therefore ever handled while a decided transaction waits
-  for its markers, unless writing them failed (then it gets
-  CONCURRENT_TRANSACTIONS until the coordinator's retry succeeds).
+  first, and always after an fsync of the decision. No request is therefore
+  ever handled while a decided transaction waits for its markers, unless
+  writing them failed (then it gets CONCURRENT_TRANSACTIONS until the
+  coordinator's retry succeeds).
 * Markers are not fsynced. Their positions are in the coordinator's journal
   (written before the transaction counts as complete) until the broker knows
   them on disk: below a partition's active segment (a roll fsyncs the segment it
@@ -610,9 +611,9 @@ class Broker:
         that the markers are written, and where. The journal is fsynced first, so
         that no marker or offset reaches the disk before its decision (EndTxn may
         have been answered with the decision only written). Markers are not
-        fsynced here (see the module docstring). Any failure leaves the transaction prepared; the
-        coordinator issues it again after its retry backoff, and markers written
-        twice are harmless.
+        fsynced here (see the module docstring). Any failure leaves the
+        transaction prepared; the coordinator issues it again after its retry
+        backoff, and markers written twice are harmless.
         """
         txn = self.txn
         completions = list(completions)

@@ -33,12 +33,12 @@ Calling protocol:
   :class:`TxnCompletion` objects, each once its PrepareCommit/PrepareAbort record
   (the decision) is written: EndTxn is answered then, as Kafka does, before any
   marker exists. For each, the broker fsyncs the journal if needed
-  (:meth:`~TransactionCoordinator.flush_decisions`), then appends a COMMIT/ABORT control batch
-  (:func:`trafka.codec.records.encode_control_batch`) to every partition in
-  ``markers`` (skipping partitions that no longer exist or whose producer state
-  rejects the marker as fenced), applies ``offsets`` to the offset store when
-  committing, and then calls :meth:`~TransactionCoordinator.markers_written` with
-  where the markers went. Until then the transaction stays in
+  (:meth:`~TransactionCoordinator.flush_decisions`), then appends a COMMIT/ABORT
+  control batch (:func:`trafka.codec.records.encode_control_batch`) to every
+  partition in ``markers`` (skipping partitions that no longer exist or whose
+  producer state rejects the marker as fenced), applies ``offsets`` to the offset
+  store when committing, and then calls
+  :meth:`~TransactionCoordinator.markers_written` with where the markers went. Until then the transaction stays in
   PrepareCommit/PrepareAbort and its requests get CONCURRENT_TRANSACTIONS; a
   completion not acknowledged within ``marker_retry_backoff_ms`` is issued again by
   :meth:`~TransactionCoordinator.tick`, so writing a marker twice must be harmless
