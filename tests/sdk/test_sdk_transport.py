@@ -25,6 +25,18 @@ from trafka.sdk.transport import Cluster, backoff_delay
 pytestmark = pytest.mark.anyio
 
 
+@asynccontextmanager
+async def connected(
+    broker: FakeBroker, *, timeout: float = 10, **settings: Any
+) -> AsyncIterator[tuple[Cluster, Any]]:
+    """A cluster and a connection to ``broker``; their tasks stop at the end."""
+    with anyio.fail_after(timeout):
+        async with anyio.create_task_group() as tg:
+            cluster = Cluster(ClientConfig(bootstrap_servers=broker.bootstrap, **settings), tg)
+            yield cluster, await cluster.any_connection()
+            tg.cancel_scope.cancel()
+
+
 def test_backoff_delay_bounds() -> None:
     import random
 
@@ -36,43 +48,33 @@ def test_backoff_delay_bounds() -> None:
 
 
 async def test_pipelined_requests_and_metadata(fake_broker: FakeBroker) -> None:
-    cfg = ClientConfig(bootstrap_servers=fake_broker.bootstrap)
-    with anyio.fail_after(10):
-        async with anyio.create_task_group() as tg:
-            cluster = Cluster(cfg, tg)
-            conn = await cluster.any_connection()
-            results: list[Any] = []
+    async with connected(fake_broker) as (cluster, conn):
+        results: list[Any] = []
 
-            async def one() -> None:
-                results.append(await conn.request(3, md.MetadataRequest(topics=None)))
+        async def one() -> None:
+            results.append(await conn.request(3, md.MetadataRequest(topics=None)))
 
-            async with anyio.create_task_group() as inner:
-                for _ in range(20):
-                    inner.start_soon(one)
-            assert len(results) == 20 and all(r.cluster_id == "fake" for r in results)
-            await cluster.refresh_metadata(["t"])
-            assert cluster.metadata.partition_count("t") == 3
-            assert cluster.metadata.leader_for("t", 1) == 0
-            await cluster.aclose()
-            tg.cancel_scope.cancel()
+        async with anyio.create_task_group() as inner:
+            for _ in range(20):
+                inner.start_soon(one)
+        assert len(results) == 20 and all(r.cluster_id == "fake" for r in results)
+        await cluster.refresh_metadata(["t"])
+        assert cluster.metadata.partition_count("t") == 3
+        assert cluster.metadata.leader_for("t", 1) == 0
+        await cluster.aclose()
 
 
 async def test_request_timeout_fails_connection(fake_broker: FakeBroker) -> None:
     async def hang(header: object, body: object) -> None:
         await anyio.sleep_forever()
 
-    cfg = ClientConfig(bootstrap_servers=fake_broker.bootstrap, request_timeout_ms=200)
-    with anyio.fail_after(10):
-        async with anyio.create_task_group() as tg:
-            cluster = Cluster(cfg, tg)
-            conn = await cluster.any_connection()
-            fake_broker.handlers[3] = hang
-            with pytest.raises(RequestTimeoutError):
-                await conn.request(3, md.MetadataRequest())
-            assert not conn.alive
-            with pytest.raises(KafkaConnectionError):
-                await conn.request(3, md.MetadataRequest())
-            tg.cancel_scope.cancel()
+    async with connected(fake_broker, request_timeout_ms=200) as (_, conn):
+        fake_broker.handlers[3] = hang
+        with pytest.raises(RequestTimeoutError):
+            await conn.request(3, md.MetadataRequest())
+        assert not conn.alive
+        with pytest.raises(KafkaConnectionError):
+            await conn.request(3, md.MetadataRequest())
 
 
 async def test_wrong_correlation_id_is_protocol_error(fake_broker: FakeBroker) -> None:
@@ -83,40 +85,30 @@ async def test_wrong_correlation_id_is_protocol_error(fake_broker: FakeBroker) -
             header.correlation_id + 7, 3, header.request_api_version, md.MetadataResponse()
         )
 
-    cfg = ClientConfig(bootstrap_servers=fake_broker.bootstrap)
-    with anyio.fail_after(10):
-        async with anyio.create_task_group() as tg:
-            cluster = Cluster(cfg, tg)
-            conn = await cluster.any_connection()
-            fake_broker.handlers[3] = liar
-            with pytest.raises(ProtocolError, match="correlation id"):
-                await conn.request(3, md.MetadataRequest())
-            assert not conn.alive
-            # a new connection is made for the next caller
-            del fake_broker.handlers[3]
-            again = await cluster.any_connection()
-            assert again is not conn and again.alive
-            tg.cancel_scope.cancel()
+    async with connected(fake_broker) as (cluster, conn):
+        fake_broker.handlers[3] = liar
+        with pytest.raises(ProtocolError, match="correlation id"):
+            await conn.request(3, md.MetadataRequest())
+        assert not conn.alive
+        # a new connection is made for the next caller
+        del fake_broker.handlers[3]
+        again = await cluster.any_connection()
+        assert again is not conn and again.alive
 
 
 async def test_broker_closing_connection(fake_broker: FakeBroker) -> None:
-    cfg = ClientConfig(bootstrap_servers=fake_broker.bootstrap)
-    with anyio.fail_after(10):
-        async with anyio.create_task_group() as tg:
-            cluster = Cluster(cfg, tg)
-            conn = await cluster.any_connection()
-            fake_broker.handlers[3] = lambda h, b: "close"
-            with pytest.raises(KafkaConnectionError, match="closed"):
-                await conn.request(3, md.MetadataRequest())
-            # The dead connection's reader and writer end with it.
-            for _ in range(100):
-                names = [t.name or "" for t in anyio.get_running_tasks()]
-                if not any(n.startswith(("trafka reader", "trafka writer")) for n in names):
-                    break
-                await anyio.sleep(0.01)
-            else:
-                raise AssertionError(f"connection tasks still running: {names}")
-            tg.cancel_scope.cancel()
+    async with connected(fake_broker) as (_, conn):
+        fake_broker.handlers[3] = lambda h, b: "close"
+        with pytest.raises(KafkaConnectionError, match="closed"):
+            await conn.request(3, md.MetadataRequest())
+        # The dead connection's reader and writer end with it.
+        for _ in range(100):
+            names = [t.name or "" for t in anyio.get_running_tasks()]
+            if not any(n.startswith(("trafka reader", "trafka writer")) for n in names):
+                break
+            await anyio.sleep(0.01)
+        else:
+            raise AssertionError(f"connection tasks still running: {names}")
 
 
 async def test_no_brokers(anyio_backend: str) -> None:
@@ -167,25 +159,20 @@ async def test_frames_larger_than_the_socket_buffer_go_out_whole_and_in_order(
             ],
         )
 
-    cfg = ClientConfig(bootstrap_servers=fake_broker.bootstrap)
-    with anyio.fail_after(20):
-        async with anyio.create_task_group() as tg:
-            cluster = Cluster(cfg, tg)
-            conn = await cluster.any_connection()
-            results: list[int] = []
+    async with connected(fake_broker, timeout=20) as (_, conn):
+        results: list[int] = []
 
-            async def one(records: bytes) -> None:
-                resp = await conn.request(0, request(records))
-                results.append(resp.responses[0].partition_responses[0].base_offset)
+        async def one(records: bytes) -> None:
+            resp = await conn.request(0, request(records))
+            results.append(resp.responses[0].partition_responses[0].base_offset)
 
-            async with anyio.create_task_group() as inner:
-                inner.start_soon(one, big)
-                await anyio.sleep(0)  # the big frame is written (or queued) first
-                inner.start_soon(one, small)
-            assert sorted(results) == [0, 1]
-            assert [r.value for r in fake_broker.records("t", 0)] == [b"v" * (8 << 20), b"after"]
-            assert conn.alive
-            tg.cancel_scope.cancel()
+        async with anyio.create_task_group() as inner:
+            inner.start_soon(one, big)
+            await anyio.sleep(0)  # the big frame is written (or queued) first
+            inner.start_soon(one, small)
+        assert sorted(results) == [0, 1]
+        assert [r.value for r in fake_broker.records("t", 0)] == [b"v" * (8 << 20), b"after"]
+        assert conn.alive
 
 
 async def test_cancelled_caller_does_not_break_the_connection(fake_broker: FakeBroker) -> None:
@@ -195,19 +182,14 @@ async def test_cancelled_caller_does_not_break_the_connection(fake_broker: FakeB
         await anyio.sleep(0.2)
         return fake_broker.metadata(header, body)
 
-    cfg = ClientConfig(bootstrap_servers=fake_broker.bootstrap)
-    with anyio.fail_after(10):
-        async with anyio.create_task_group() as tg:
-            cluster = Cluster(cfg, tg)
-            conn = await cluster.any_connection()
-            fake_broker.handlers[3] = slow
-            with anyio.move_on_after(0.05) as scope:
-                await conn.request(3, md.MetadataRequest(topics=None))
-            assert scope.cancelled_caught
-            # The late response is matched (and dropped); the next one is ours.
-            resp = await conn.request(3, md.MetadataRequest(topics=None))
-            assert resp.cluster_id == "fake" and conn.alive
-            tg.cancel_scope.cancel()
+    async with connected(fake_broker) as (_, conn):
+        fake_broker.handlers[3] = slow
+        with anyio.move_on_after(0.05) as scope:
+            await conn.request(3, md.MetadataRequest(topics=None))
+        assert scope.cancelled_caught
+        # The late response is matched (and dropped); the next one is ours.
+        resp = await conn.request(3, md.MetadataRequest(topics=None))
+        assert resp.cluster_id == "fake" and conn.alive
 
 
 @pytest.fixture
@@ -252,20 +234,10 @@ def _receive_without_yielding(conn: Any, completion: _Recorded) -> None:
             time.sleep(0.001)
 
 
-@asynccontextmanager
-async def _connection(broker: FakeBroker) -> AsyncIterator[Any]:
-    """A connection to ``broker``, its tasks stopped at the end (20 s at most)."""
-    with anyio.fail_after(20):
-        async with anyio.create_task_group() as tg:
-            cluster = Cluster(ClientConfig(bootstrap_servers=broker.bootstrap), tg)
-            yield await cluster.any_connection()
-            tg.cancel_scope.cancel()
-
-
 async def test_receive_ready_handles_a_waiting_response_without_the_reader(
     broker_in_thread: FakeBroker,
 ) -> None:
-    async with _connection(broker_in_thread) as conn:
+    async with connected(broker_in_thread, timeout=20) as (_, conn):
         conn.receive_ready()  # nothing waiting: a no-op
         first, second = _Recorded(), _Recorded()
         conn.send(3, md.MetadataRequest(topics=None), first)
@@ -281,7 +253,7 @@ async def test_receive_ready_handles_a_waiting_response_without_the_reader(
 async def test_receive_ready_fails_the_connection_the_broker_closed(
     broker_in_thread: FakeBroker,
 ) -> None:
-    async with _connection(broker_in_thread) as conn:
+    async with connected(broker_in_thread, timeout=20) as (_, conn):
         broker_in_thread.handlers[3] = lambda h, b: "close"
         waiting = _Recorded()
         conn.send(3, md.MetadataRequest(topics=None), waiting)
