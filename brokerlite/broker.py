@@ -203,6 +203,7 @@ class Broker:
                     partition_exists=self._partition_exists,
                     validate_group=classic_group_validator(self.groups),
                     sync_decision_for=self._fsyncs_every_record,
+                    log_end_offset=self._log_end_offset,
                 )
             except BaseException:
                 store.close()
@@ -231,6 +232,13 @@ class Broker:
         self._next_flush_ms = now_ms + _FLUSH_CHECK_MS
         self._next_producer_expiry_ms = now_ms + config.producer_id_expiration_check_interval_ms
         self._closed = False
+        self._abort_hanging_transactions(now_ms)
+
+    def _log_end_offset(self, topic: str, partition: int) -> int:
+        try:
+            return self.logs.partition(topic, partition).log_end_offset
+        except Exception:
+            return -1
 
     def _fsyncs_every_record(self, topic: str, _partition: int) -> bool:
         """True when ``topic`` fsyncs each record before answering (``flush.messages=1``)."""
@@ -798,6 +806,75 @@ class Broker:
         if dealt_with:
             # Synced: a marker written again must never be looked for at its old offset.
             self.txn.markers_synced(dealt_with, sync=True)
+
+    def _abort_hanging_transactions(self, now_ms: int) -> None:
+        """Deal with open transactions of crashed logs that the journal lost (at open).
+
+        A partition's join is written to the journal without fsync, so a power
+        loss can keep a transaction's data and lose the join. Only a log opened
+        without a clean close can hold such data. Each producer with an open
+        transaction there goes to the coordinator (``adopt_hanging``), whose
+        completions are carried out here, before the first request; a decided
+        transaction completed this way can reveal a later one, hence a second
+        pass. Producers no transactional id holds get an ABORT marker.
+        """
+        unclean = [
+            (info.name, index)
+            for info in self.logs.topics()
+            for index, plog in enumerate(self.logs.partitions(info.name))
+            if not plog.opened_clean
+        ]
+        for _ in range(2):
+            hanging: dict[int, dict[tuple[str, int], int]] = {}
+            for topic, partition in unclean:
+                try:
+                    ongoing = self.producers.state(topic, partition).ongoing_transactions()
+                except Exception:
+                    log.exception("%s-%d: cannot load its producer state", topic, partition)
+                    continue
+                for first, pid in ongoing.items():
+                    hanging.setdefault(pid, {})[(topic, partition)] = first
+            if not hanging:
+                return
+            completions, orphans = self.txn.adopt_hanging(hanging, now_ms)
+            for pid in sorted(orphans):
+                for topic, partition in sorted(hanging[pid]):
+                    self._abort_orphan(topic, partition, pid, now_ms)
+            if not completions:
+                return
+            self.complete_transactions(completions, now_ms)
+
+    def _abort_orphan(self, topic: str, partition: int, pid: int, now_ms: int) -> None:
+        """Write an ABORT marker for an open transaction no transactional id holds."""
+        log.warning(
+            "%s-%d: producer %d has an open transaction no transactional id holds "
+            "(the journal lost it); aborting it",
+            topic,
+            partition,
+            pid,
+        )
+        try:
+            entry = self.producers.state(topic, partition).entry(pid)
+            if entry is None:
+                return
+            self.producers.write_marker(
+                topic,
+                partition,
+                producer_id=pid,
+                producer_epoch=entry.epoch,
+                coordinator_epoch=max(entry.coordinator_epoch, self.txn.coordinator_epoch),
+                commit=False,
+                now_ms=now_ms,
+            )
+            self.logs.partition(topic, partition).flush(now_ms=now_ms)
+        except Exception:
+            log.exception(
+                "%s-%d: cannot abort the open transaction of producer %d; will try at the "
+                "next start",
+                topic,
+                partition,
+                pid,
+            )
 
     # -- producer ids ------------------------------------------------------------
 

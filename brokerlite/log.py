@@ -303,6 +303,7 @@ class PartitionLog:
         self._log_start = log_start_offset
         self._recovery_point = recovery_point
         self._clean_marker = clean_marker
+        self._opened_clean = clean_marker
         self._unflushed = 0
         self._last_flush_ms = now_ms
         self._offline: str | None = None
@@ -419,6 +420,11 @@ class PartitionLog:
     def config(self) -> LogConfig:
         """The log's current settings (change them with :meth:`reconfigure`)."""
         return self._config
+
+    @property
+    def opened_clean(self) -> bool:
+        """Whether the log was opened after a clean close (not a crash or a first open)."""
+        return self._opened_clean
 
     @property
     def log_start_offset(self) -> int:

@@ -13,13 +13,16 @@ Calling protocol:
 * Every request method writes the transaction journal before it answers; a journal
   failure is COORDINATOR_NOT_AVAILABLE (retriable) and changes nothing. The write
   is fsynced when a power loss could otherwise contradict the answer: producer ids
-  and epochs (InitProducerId), partitions joining a transaction (their data may
-  reach the disk before the next fsync, and a transaction the coordinator forgot
-  would hold those partitions' last stable offset forever) and the decisions of
-  timeouts and fencing. A group joining a transaction (AddOffsetsToTxn) and its
-  offsets (TxnOffsetCommit) are written unsynced: they only count if the
-  transaction commits, and the fsync of its PrepareCommit carries every entry
-  before it to disk.
+  and epochs (InitProducerId) and the decisions of timeouts and fencing.
+  Partitions and groups joining a transaction (AddPartitionsToTxn,
+  AddOffsetsToTxn) and its offsets (TxnOffsetCommit) are written unsynced: they
+  only count if the transaction commits, and the fsync of its decision carries
+  every entry before it to disk (the journal is append-only). A power loss can
+  take a partition's join while keeping data the producer wrote there; the
+  broker finds such data when it opens (an open transaction the coordinator does
+  not hold on that partition) and hands it to :meth:`~TransactionCoordinator.adopt_hanging`,
+  which aborts the transaction and fences its producer, so that neither a hanging
+  transaction nor a commit answered for the lost join is possible.
 * EndTxn's decision is fsynced before the answer only when a partition of the
   transaction fsyncs its records before answering them (``sync_decision_for``:
   ``flush.messages=1``) or when it has no partitions. Otherwise it is answered
@@ -93,7 +96,7 @@ from __future__ import annotations
 import dataclasses
 import heapq
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
 from trafka.brokerlite.offsets import CommittedOffset
@@ -289,6 +292,10 @@ class TransactionCoordinator:
             ErrorCode`` for TxnOffsetCommit v3+ (KIP-447); see
             :func:`classic_group_validator`. By default every commit is accepted.
         offset_metadata_max_bytes: Kafka's ``offset.metadata.max.bytes``.
+        sync_decision_for: ``(topic, partition) -> bool``: whether EndTxn waits for
+            the fsync of a decision involving the partition.
+        log_end_offset: ``(topic, partition) -> int`` (-1 for none), recorded with
+            each decision (``TxnRecord.decision_ends``) for :meth:`adopt_hanging`.
     """
 
     def __init__(
@@ -305,6 +312,7 @@ class TransactionCoordinator:
         validate_group: GroupValidator = _accept_group,
         offset_metadata_max_bytes: int = 4096,
         sync_decision_for: Callable[[str, int], bool] = _always,
+        log_end_offset: Callable[[str, int], int] | None = None,
     ) -> None:
         if max_timeout_ms <= 0:
             raise ValueError("max_timeout_ms must be > 0")
@@ -319,6 +327,7 @@ class TransactionCoordinator:
         self._validate_group = validate_group
         self._metadata_max = offset_metadata_max_bytes
         self._sync_decision_for = sync_decision_for
+        self._log_end_offset = log_end_offset
         self._records: dict[str, TxnRecord] = journal.records()
         self._next_pid = journal.producer_id_limit
         # transactional id -> when its completion is (re)issued; 0 = at the first tick
@@ -712,6 +721,7 @@ class TransactionCoordinator:
             groups=(),
             pending_offsets={},
             last_update_ms=now_ms,
+            decision_ends=(),
         )
         try:
             self._write(done, sync=False, markers=written)
@@ -751,6 +761,95 @@ class TransactionCoordinator:
             log.warning("cannot record synced transaction markers: %s", exc)
             return False
         return True
+
+    def adopt_hanging(
+        self, hanging: Mapping[int, Mapping[tuple[str, int], int]], now_ms: int
+    ) -> tuple[list[TxnCompletion], set[int]]:
+        """Take charge of open transactions that partition logs hold and the journal lost.
+
+        The broker calls it when it opens, with every producer id that has an open
+        transaction on a partition whose log was not closed cleanly: ``producer id ->
+        (topic, partition) -> first offset of that transaction``. A power loss can
+        keep such data while taking the unsynced AddPartitionsToTxn entry (and
+        everything after it) from the journal. Each transaction found this way is
+        aborted with its producer's epoch bumped: the producer is fenced, so it can
+        neither commit the transaction nor have an EndTxn taken for a retry of the
+        previous outcome.
+
+        A decided transaction (PrepareCommit/PrepareAbort) whose producer has data
+        outside it (on another partition, or at or past the log end recorded with
+        the decision) is already complete, since the next transaction only starts
+        once every marker is written: its completion is issued again without those
+        partitions, and at a bumped epoch. Once it is complete, a second call
+        aborts the later transaction.
+
+        Returns:
+            The completions to carry out, in order, and the producer ids no
+            transactional id holds (their data only needs an ABORT marker at the
+            epoch it was written with). Data a transaction holds, ongoing or
+            decided, is left to its own completion.
+        """
+        by_pid = {r.producer_id: r for r in self._records.values()}
+        completions: list[TxnCompletion] = []
+        orphans: set[int] = set()
+        for pid, found in sorted(hanging.items()):
+            record = by_pid.get(pid)
+            if record is None:
+                orphans.add(pid)
+                continue
+            tid = record.transactional_id
+            try:
+                if record.state in _PREPARED:
+                    ends = {(t, p): o for t, p, o in record.decision_ends}
+                    later = {
+                        tp
+                        for tp, first in found.items()
+                        if tp not in record.partitions or (tp in ends and first >= ends[tp])
+                    }
+                    if not later:
+                        continue  # its own data, waiting for the markers issued at start
+                    log.warning(
+                        "transaction %s: a later transaction of producer %d is open on %s, "
+                        "which the journal lost (power loss); completing this one without "
+                        "them",
+                        tid,
+                        pid,
+                        _names(later),
+                    )
+                    kept = dataclasses.replace(
+                        record,
+                        producer_epoch=_bumped(record.producer_epoch),
+                        last_producer_epoch=NO_PRODUCER_EPOCH,
+                        partitions=tuple(tp for tp in record.partitions if tp not in later),
+                        decision_ends=tuple(e for e in record.decision_ends if e[:2] not in later),
+                        last_update_ms=now_ms,
+                    )
+                    self._write(kept)
+                    completions.append(self._issue(kept, now_ms))
+                    continue
+                ongoing = record.state is _S.ONGOING
+                missing = set(found) - set(record.partitions) if ongoing else set(found)
+                if not missing:
+                    continue  # its own data; it ends or times out as usual
+                log.warning(
+                    "transaction %s: open on %s, which the journal lost (power loss); "
+                    "aborting it and fencing producer %d epoch %d",
+                    tid,
+                    _names(missing),
+                    pid,
+                    record.producer_epoch,
+                )
+                widened = dataclasses.replace(
+                    record,
+                    state=_S.ONGOING,
+                    partitions=tuple(sorted(set(record.partitions if ongoing else ()) | missing)),
+                    groups=record.groups if ongoing else (),
+                    pending_offsets=record.pending_offsets if ongoing else {},
+                )
+                completions.append(self._fence_and_abort(widened, now_ms))
+            except _Refused:
+                log.error("transaction %s: cannot record its recovery; retried at next start", tid)
+        return completions, orphans
 
     def tick(self, now_ms: int) -> list[TxnCompletion]:
         """Fire every timer due at ``now_ms``: transaction timeouts (abort, fencing the
@@ -935,8 +1034,9 @@ class TransactionCoordinator:
                 txn_start_ms=now_ms if starting else record.txn_start_ms,
                 last_update_ms=now_ms,
             )
-            # Only new partitions need the fsync (see the module docstring).
-            self._write(ongoing, sync=not partitions <= set(record.partitions))
+            # Unsynced: a join lost with its data's fsync is adopted at open
+            # (see the module docstring and adopt_hanging).
+            self._write(ongoing, sync=False)
         except _Refused as refused:
             return refused.code
         if starting:
@@ -974,6 +1074,7 @@ class TransactionCoordinator:
                 record,
                 state=_S.PREPARE_COMMIT if commit else _S.PREPARE_ABORT,
                 last_update_ms=now_ms,
+                decision_ends=self._ends(record.partitions),
             )
             try:
                 self._write(prepared, sync=self._decision_sync(record))
@@ -1004,13 +1105,20 @@ class TransactionCoordinator:
         epoch = record.producer_epoch
         aborting = dataclasses.replace(
             record,
-            producer_epoch=epoch + 1 if epoch < _MAX_EPOCH else epoch,
+            producer_epoch=_bumped(epoch),
             last_producer_epoch=NO_PRODUCER_EPOCH,
             state=_S.PREPARE_ABORT,
             last_update_ms=now_ms,
+            decision_ends=self._ends(record.partitions),
         )
         self._write(aborting)
         return self._issue(aborting, now_ms)
+
+    def _ends(self, partitions: Iterable[tuple[str, int]]) -> tuple[tuple[str, int, int], ...]:
+        if self._log_end_offset is None:
+            return ()
+        ends = ((t, p, self._log_end_offset(t, p)) for t, p in partitions)
+        return tuple(e for e in ends if e[2] >= 0)
 
     def _abort_timed_out(self, tid: str, now_ms: int, out: list[TxnCompletion]) -> None:
         record = self._records[tid]
@@ -1164,3 +1272,11 @@ class TransactionCoordinator:
         if kind == _MARKERS:
             return record.state in _PREPARED and self._issue_at.get(tid) == deadline
         return False
+
+
+def _bumped(epoch: int) -> int:
+    return epoch + 1 if epoch < _MAX_EPOCH else epoch
+
+
+def _names(partitions: Iterable[tuple[str, int]]) -> str:
+    return ", ".join(f"{t}-{p}" for t, p in sorted(partitions))

@@ -152,6 +152,10 @@ class TxnRecord:
         txn_start_ms: when the first partition or group was added, -1 when no
             transaction has started.
         last_update_ms: when the record last changed (drives expiration).
+        decision_ends: ``(topic, partition, log end offset)`` of the partitions when
+            the PrepareCommit/PrepareAbort decision was written (empty otherwise):
+            the transaction's data lies below, so data of its producer at or past
+            it belongs to a later transaction (see ``adopt_hanging``).
     """
 
     transactional_id: str
@@ -166,6 +170,7 @@ class TxnRecord:
     pending_offsets: PendingOffsets = dataclasses.field(default_factory=dict)
     txn_start_ms: int = -1
     last_update_ms: int = -1
+    decision_ends: tuple[tuple[str, int, int], ...] = ()
 
 
 def _record_to_json(record: TxnRecord) -> dict[str, Any]:
@@ -189,6 +194,7 @@ def _record_to_json(record: TxnRecord) -> dict[str, Any]:
         },
         "start_ms": record.txn_start_ms,
         "update_ms": record.last_update_ms,
+        **({"ends": [list(e) for e in record.decision_ends]} if record.decision_ends else {}),
     }
 
 
@@ -237,6 +243,7 @@ def _record_from_json(obj: dict[str, Any]) -> TxnRecord:
         pending_offsets=offsets,
         txn_start_ms=int(obj["start_ms"]),
         last_update_ms=int(obj["update_ms"]),
+        decision_ends=tuple((str(t), int(p), int(o)) for t, p, o in obj.get("ends", ())),
     )
 
 

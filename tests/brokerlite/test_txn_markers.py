@@ -457,7 +457,7 @@ def test_a_marker_lost_in_a_power_loss_is_written_again_on_restart(
         assert end(core, "tx", pid, epoch, commit=commit) == 0
         core.poll()
         assert core.broker.txn.record("tx").state.value.startswith("Complete")
-        # The next transaction's AddPartitionsToTxn fsyncs the journal, completion included.
+        # The next transaction joins; the journal keeps it all, the log loses its tail.
         assert add(core, "tx", pid, epoch, "t") == 0
 
     killed = crash(complete_then_start_another)
@@ -565,6 +565,141 @@ def test_a_lost_marker_whose_data_was_lost_too_is_not_written(
 
 
 # -- the journal's marker positions ---------------------------------------------------------------
+
+
+# -- A join lost in a power loss -------------------------------------------------------------
+
+
+def test_add_partitions_is_answered_without_an_fsync_and_the_decision_carries_it(
+    core: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    create(core, "t", partitions=2)
+    pid, epoch = init(core, "tx")
+    events = fsync_log(core, monkeypatch)
+    for partition in (0, 1):
+        transaction(core, "tx", pid, epoch, 0, [b"v"], partition=partition)
+    assert events == []
+    assert end(core, "tx", pid, epoch, commit=True) == 0
+    core.poll()
+    assert events == [broker_module.TRANSACTIONS_JOURNAL, "marker", "marker"]
+
+
+def assert_fenced(core: Any, pid: int, epoch: int) -> None:
+    """The producer of a transaction recovered this way can neither commit nor abort it."""
+    assert end(core, "tx", pid, epoch, commit=True) == ErrorCode.PRODUCER_FENCED
+    assert end(core, "tx", pid, epoch, commit=False) == ErrorCode.PRODUCER_FENCED
+    record = core.broker.txn.record("tx")
+    assert record.producer_epoch > epoch
+    assert record.state is TransactionState.COMPLETE_ABORT
+
+
+def test_a_join_lost_after_a_commit_aborts_the_next_transaction_and_fences_it(
+    crash: Callable[..., Killed], open_core: Any
+) -> None:
+    def commit_then_join(core: Any, report: dict[str, Any]) -> None:
+        create(core, "t")
+        pid, epoch = init(core, "tx")
+        report["producer"] = [pid, epoch]
+        transaction(core, "tx", pid, epoch, 0, [b"first"])
+        assert end(core, "tx", pid, epoch, commit=True) == 0
+        core.poll()
+        report["journal_bytes"] = core.broker.txn.journal.journal_bytes
+        transaction(core, "tx", pid, epoch, 1, [b"second"])  # joined in the page cache
+
+    killed = crash(commit_then_join)
+    killed.lose_journal_tail(killed.report["journal_bytes"])  # the join; the data stays
+    core = open_core(now_ms=START_MS + 100)
+    # Without the join, an EndTxn(commit) would be taken for a retry of the first
+    # commit and answered NONE, and the record would hold the LSO forever.
+    assert_fenced(core, *killed.report["producer"])
+    view = read_committed(core, "t")
+    assert markers(view.records) == [(1, True), (3, False)]
+    assert visible(view) == [b"first"] and view.last_stable_offset == 4
+
+
+def test_a_join_lost_mid_transaction_aborts_it_on_every_partition(
+    crash: Callable[..., Killed], open_core: Any
+) -> None:
+    def join_two(core: Any, report: dict[str, Any]) -> None:
+        create(core, "t", partitions=2)
+        pid, epoch = init(core, "tx")
+        report["producer"] = [pid, epoch]
+        transaction(core, "tx", pid, epoch, 0, [b"kept"], partition=0)
+        init(core, "other")  # a synced write: the first join is on disk
+        report["journal_bytes"] = core.broker.txn.journal.journal_bytes
+        transaction(core, "tx", pid, epoch, 0, [b"lost"], partition=1)
+
+    killed = crash(join_two)
+    killed.lose_journal_tail(killed.report["journal_bytes"])
+    core = open_core(now_ms=START_MS + 100)
+    assert_fenced(core, *killed.report["producer"])
+    for partition in (0, 1):
+        view = read_committed(core, "t", partition=partition)
+        assert markers(view.records) == [(1, False)]
+        assert visible(view) == [] and view.last_stable_offset == 2
+
+
+def test_a_decided_transaction_is_not_completed_over_a_later_one(
+    crash: Callable[..., Killed], open_core: Any
+) -> None:
+    """The journal keeps a commit's decision and loses what followed: its completion
+    and the next transaction's join. Partition 1 kept the commit marker and the next
+    transaction's data; partition 0 lost the marker. The commit is completed on
+    partition 0 only: on partition 1 its marker would commit the later data."""
+
+    def commit_then_join(core: Any, report: dict[str, Any]) -> None:
+        create(core, "t", partitions=2)
+        pid, epoch = init(core, "tx")
+        report["producer"] = [pid, epoch]
+        for partition in (0, 1):
+            transaction(core, "tx", pid, epoch, 0, [b"first-%d" % partition], partition=partition)
+        report["t-0_bytes"] = core.broker.logs.partition("t", 0).size
+        assert end(core, "tx", pid, epoch, commit=True) == 0
+        report["journal_bytes"] = core.broker.txn.journal.journal_bytes  # the decision
+        core.poll()  # fsync, markers, completion (unsynced)
+        transaction(core, "tx", pid, epoch, 1, [b"second"], partition=1)
+
+    killed = crash(commit_then_join)
+    killed.lose_journal_tail(killed.report["journal_bytes"])
+    killed.lose_log_tail("t-0", killed.report["t-0_bytes"])  # partition 0's marker
+    core = open_core(now_ms=START_MS + 100)
+    assert_fenced(core, *killed.report["producer"])
+    first = read_committed(core, "t", partition=0)
+    assert markers(first.records) == [(1, True)]  # written again
+    assert visible(first) == [b"first-0"] and first.last_stable_offset == 2
+    second = read_committed(core, "t", partition=1)
+    assert markers(second.records) == [(1, True), (3, False)]
+    assert visible(second) == [b"first-1"] and second.last_stable_offset == 4
+
+
+def test_an_open_transaction_whose_journal_was_lost_is_aborted(
+    crash: Callable[..., Killed], open_core: Any
+) -> None:
+    def open_one(core: Any, report: dict[str, Any]) -> None:
+        create(core, "t")
+        pid, epoch = init(core, "tx")
+        transaction(core, "tx", pid, epoch, 0, [b"orphan"])
+
+    killed = crash(open_one)
+    killed.lose_journal_tail(0)  # no transactional id knows the producer any more
+    core = open_core(now_ms=START_MS + 100)
+    view = read_committed(core, "t")
+    assert markers(view.records) == [(1, False)]
+    assert visible(view) == [] and view.last_stable_offset == 2
+
+
+def test_a_clean_restart_leaves_open_transactions_to_their_coordinator(open_core: Any) -> None:
+    core = open_core()
+    create(core, "t")
+    pid, epoch = init(core, "tx")
+    transaction(core, "tx", pid, epoch, 0, [b"open"])
+    core.broker.close()
+    core = open_core(now_ms=START_MS + 100)
+    assert core.broker.txn.record("tx").state is TransactionState.ONGOING
+    assert read_committed(core, "t").last_stable_offset == 0
+    assert end(core, "tx", pid, epoch, commit=True) == 0
+    core.poll()
+    assert visible(read_committed(core, "t")) == [b"open"]
 
 
 def marker(offset: int, partition: int = 0, commit: bool = True, pid: int = 7) -> WrittenMarker:
@@ -702,8 +837,9 @@ def test_which_coordinator_writes_are_fsynced(
         assert response.error_code == 0
         assert coordinator.markers_written(completion, START_MS, [marker(3)])
 
-    assert synced(lambda: add_partition(0)) == 1  # its data may reach the disk next
-    assert synced(lambda: add_partition(0)) == 0  # already in
+    # A join lost in a power loss is found at open through its data (adopt_hanging).
+    assert synced(lambda: add_partition(0)) == 0
+    assert synced(lambda: add_partition(1)) == 0
     assert synced(add_group) == 0  # counts only through the decision
     assert synced(commit_offsets) == 0
     assert synced(end_commit) == 1  # the decision; the completion rides on the next fsync
@@ -723,11 +859,12 @@ def test_which_coordinator_writes_are_fsynced(
     record = lazy.record("tx")
     assert record is not None
     pid, epoch = record.producer_id, record.producer_epoch
-    assert synced(lambda: add_partition(0)) == 1
+    assert synced(lambda: add_partition(0)) == 0
     request = end_txn.EndTxnRequest(
         transactional_id="tx", producer_id=pid, producer_epoch=epoch, committed=True
     )
     assert synced(lambda: lazy.end_txn(request, 3, START_MS)) == 0
+    # The whole transaction's one fsync, before its markers.
     assert synced(lazy.flush_decisions) == 1
     assert synced(lazy.flush_decisions) == 0
     lazy.close()
