@@ -273,6 +273,10 @@ def test_mixed_group_rebalances_and_resumes_without_loss(tmp_path: Path) -> None
         servers = running.bootstrap_servers
         writer = Writer(servers, ledger)
         writer.start()
+        # The writer's first records create the topic. A member that joined before
+        # would get an empty assignment (kafka-python's range assignor: "No
+        # partition metadata") and keep it until its next metadata refresh.
+        wait_for("the topic exists", lambda: len(ledger.produced) >= len(PARTITIONS), [])
 
         first = KafkaPythonMember("kafka-python-member", ledger, servers)
         first.start()
