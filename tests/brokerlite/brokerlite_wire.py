@@ -84,23 +84,36 @@ def send(
     return core.call(0, 9, body).responses[0].partition_responses[0]
 
 
-def read(core: Any, topic: str, *, offset: int = 0, isolation: int = 0, partition: int = 0) -> Any:
-    body = fetch.FetchRequest(
-        max_wait_ms=0,
+def fetch_body(
+    topic: str,
+    offset: int = 0,
+    *,
+    partition: int = 0,
+    isolation: int = 0,
+    max_wait_ms: int = 0,
+    max_bytes: int = 64 << 20,
+) -> fetch.FetchRequest:
+    """A Fetch of one partition from ``offset``, ``max_bytes`` for it and in all."""
+    return fetch.FetchRequest(
+        max_wait_ms=max_wait_ms,
         min_bytes=1,
-        max_bytes=1 << 20,
+        max_bytes=max_bytes,
         isolation_level=isolation,
         topics=[
             fetch.FetchRequest.FetchTopic(
                 topic=topic,
                 partitions=[
                     fetch.FetchRequest.FetchPartition(
-                        partition=partition, fetch_offset=offset, partition_max_bytes=1 << 20
+                        partition=partition, fetch_offset=offset, partition_max_bytes=max_bytes
                     )
                 ],
             )
         ],
     )
+
+
+def read(core: Any, topic: str, *, offset: int = 0, isolation: int = 0, partition: int = 0) -> Any:
+    body = fetch_body(topic, offset, partition=partition, isolation=isolation, max_bytes=1 << 20)
     return core.call(1, 12, body).responses[0].partitions[0]
 
 

@@ -26,11 +26,10 @@ from typing import Any
 
 import pytest
 import trio
-from brokerlite_wire import produce_body
+from brokerlite_wire import fetch_body, produce_body
 
 from trafka.brokerlite.handlers import HANDLERS
 from trafka.brokerlite.server import _PeerLost, _unsent, _write_now
-from trafka.codec.messages import k01_fetch as fetch
 from trafka.codec.messages import k03_metadata as metadata
 from trafka.codec.messages import k18_api_versions as api_versions
 from trafka.codec.messages import k60_describe_cluster as describe_cluster
@@ -186,24 +185,6 @@ def metadata_frame(client: Wire, topic: str) -> bytes:
         allow_auto_topic_creation=True,
     )
     return client.frame(3, 12, body)
-
-
-def fetch_body(topic: str, offset: int, *, max_wait_ms: int = 0) -> fetch.FetchRequest:
-    return fetch.FetchRequest(
-        max_wait_ms=max_wait_ms,
-        min_bytes=1,
-        max_bytes=64 * MIB,
-        topics=[
-            fetch.FetchRequest.FetchTopic(
-                topic=topic,
-                partitions=[
-                    fetch.FetchRequest.FetchPartition(
-                        partition=0, fetch_offset=offset, partition_max_bytes=64 * MIB
-                    )
-                ],
-            )
-        ],
-    )
 
 
 def still_serving(client: Wire) -> None:

@@ -10,12 +10,11 @@ from typing import Any
 
 import pytest
 import trio
-from brokerlite_wire import produce_body
+from brokerlite_wire import fetch_body, produce_body
 
 from trafka.brokerlite import serve_broker
 from trafka.codec.errors import ErrorCode
 from trafka.codec.framing import FrameReader
-from trafka.codec.messages import k01_fetch as fetch
 from trafka.codec.messages import k03_metadata as metadata
 from trafka.codec.messages.headers import RequestHeader
 from trafka.codec.protocol import decode_response, encode_request, peek_correlation_id
@@ -69,24 +68,6 @@ class Client:
 
     async def aclose(self) -> None:
         await self.stream.aclose()
-
-
-def fetch_body(topic: str, offset: int = 0, *, max_wait_ms: int = 0) -> fetch.FetchRequest:
-    return fetch.FetchRequest(
-        max_wait_ms=max_wait_ms,
-        min_bytes=1,
-        max_bytes=64 << 20,
-        topics=[
-            fetch.FetchRequest.FetchTopic(
-                topic=topic,
-                partitions=[
-                    fetch.FetchRequest.FetchPartition(
-                        partition=0, fetch_offset=offset, partition_max_bytes=64 << 20
-                    )
-                ],
-            )
-        ],
-    )
 
 
 def metadata_body(topic: str) -> metadata.MetadataRequest:
