@@ -235,9 +235,10 @@ class Broker:
         self._abort_hanging_transactions(now_ms)
 
     def _log_end_offset(self, topic: str, partition: int) -> int:
+        """The partition's log end offset, -1 when it no longer exists."""
         try:
             return self.logs.partition(topic, partition).log_end_offset
-        except Exception:
+        except UnknownTopicOrPartitionError:
             return -1
 
     def _fsyncs_every_record(self, topic: str, _partition: int) -> bool:

@@ -827,8 +827,8 @@ class TransactionCoordinator:
                     self._write(kept)
                     completions.append(self._issue(kept, now_ms))
                     continue
-                ongoing = record.state is _S.ONGOING
-                missing = set(found) - set(record.partitions) if ongoing else set(found)
+                # Ongoing: what it holds is its own. Empty and Complete* hold nothing.
+                missing = set(found) - set(record.partitions)
                 if not missing:
                     continue  # its own data; it ends or times out as usual
                 log.warning(
@@ -840,11 +840,7 @@ class TransactionCoordinator:
                     record.producer_epoch,
                 )
                 widened = dataclasses.replace(
-                    record,
-                    state=_S.ONGOING,
-                    partitions=tuple(sorted(set(record.partitions if ongoing else ()) | missing)),
-                    groups=record.groups if ongoing else (),
-                    pending_offsets=record.pending_offsets if ongoing else {},
+                    record, partitions=tuple(sorted(set(record.partitions) | missing))
                 )
                 completions.append(self._fence_and_abort(widened, now_ms))
             except _Refused:
