@@ -4,6 +4,9 @@ confluent-kafka, all talking to one brokerlite (``make bench``).
 The workload: ``--records`` records (default 1,000,000) of ``--size`` bytes
 (default 100), no key, no headers, no compression, acks=1 and each client's
 default batching, into a topic of ``--partitions`` partitions (default 1).
+With ``--keys K`` record i has the key ``key-<i mod K>`` and goes where each
+client's default partitioner puts it (murmur2 for trafka, kafka-python and
+aiokafka; librdkafka's ``consistent_random``, CRC-32).
 
 * One brokerlite runs in its own process (``trafka broker --listen
   127.0.0.1:0``, its data in a temporary directory); its "ready on" log line
@@ -100,7 +103,16 @@ def _current_rss() -> int:
 # -- workers: each runs in its own process and prints one JSON line ----------------------
 
 
-def produce_trafka(bs: str, topic: str, n: int, size: int) -> dict[str, Any]:
+def _key_sequence(n: int, keys: int) -> list[bytes | None]:
+    """Record i's key: ``key-<i mod keys>``, or None for all with ``keys`` 0. Built
+    before the clock starts, so that every client's loop only walks a list."""
+    if keys <= 0:
+        return [None] * n
+    names = [b"key-%d" % k for k in range(keys)]
+    return [names[i % keys] for i in range(n)]
+
+
+def produce_trafka(bs: str, topic: str, n: int, size: int, keys: int) -> dict[str, Any]:
     import trio
 
     from trafka.sdk import open_producer
@@ -116,8 +128,8 @@ def produce_trafka(bs: str, topic: str, n: int, size: int) -> dict[str, Any]:
             peak_used = 0
             start = time.perf_counter()
             send = producer.send
-            for i in range(n):
-                await send(topic, value)
+            for i, key in enumerate(_key_sequence(n, keys)):
+                await send(topic, value, key)
                 if i & 255 == 0:
                     used = acc.used_memory
                     if used > peak_used:
@@ -155,7 +167,7 @@ def consume_trafka(bs: str, topic: str, n: int, partitions: int) -> dict[str, An
     return out
 
 
-def produce_aiokafka(bs: str, topic: str, n: int, size: int) -> dict[str, Any]:
+def produce_aiokafka(bs: str, topic: str, n: int, size: int, keys: int) -> dict[str, Any]:
     import asyncio
 
     from aiokafka import AIOKafkaProducer
@@ -168,9 +180,10 @@ def produce_aiokafka(bs: str, topic: str, n: int, size: int) -> dict[str, Any]:
         await producer.start()
         try:
             await producer.partitions_for(topic)
+            sequence = _key_sequence(n, keys)
             start = time.perf_counter()
-            for _ in range(n):
-                await producer.send(topic, value)
+            for key in sequence:
+                await producer.send(topic, value, key)
             await producer.flush()
             out["seconds"] = time.perf_counter() - start
         finally:
@@ -209,17 +222,18 @@ def consume_aiokafka(bs: str, topic: str, n: int, partitions: int) -> dict[str, 
     return out
 
 
-def produce_kafka_python(bs: str, topic: str, n: int, size: int) -> dict[str, Any]:
+def produce_kafka_python(bs: str, topic: str, n: int, size: int, keys: int) -> dict[str, Any]:
     from kafka import KafkaProducer
 
     value = b"x" * size
     producer = KafkaProducer(bootstrap_servers=bs, acks=1)
     try:
         producer.partitions_for(topic)
+        sequence = _key_sequence(n, keys)
         start = time.perf_counter()
         send = producer.send
-        for _ in range(n):
-            send(topic, value)
+        for key in sequence:
+            send(topic, value, key)
         producer.flush()
         return {"seconds": time.perf_counter() - start}
     finally:
@@ -244,18 +258,19 @@ def consume_kafka_python(bs: str, topic: str, n: int, partitions: int) -> dict[s
         consumer.close()
 
 
-def produce_confluent(bs: str, topic: str, n: int, size: int) -> dict[str, Any]:
+def produce_confluent(bs: str, topic: str, n: int, size: int, keys: int) -> dict[str, Any]:
     from confluent_kafka import Producer
 
     value = b"x" * size
     producer = Producer({"bootstrap.servers": bs, "acks": 1})
     producer.list_topics(topic, timeout=10)
+    sequence = _key_sequence(n, keys)
     start = time.perf_counter()
     produce, poll = producer.produce, producer.poll
-    for i in range(n):
+    for i, key in enumerate(sequence):
         while True:
             try:
-                produce(topic, value)
+                produce(topic, value, key)
                 break
             except BufferError:  # librdkafka's queue is full: serve delivery reports
                 poll(0.05)
@@ -396,15 +411,17 @@ EOS_WORKERS: dict[str, Callable[..., dict[str, Any]]] = {
     "confluent-kafka": produce_confluent_eos,
 }
 
-WORKERS: dict[tuple[str, str], Callable[..., dict[str, Any]]] = {
-    ("trafka", "produce"): produce_trafka,
-    ("trafka", "consume"): consume_trafka,
-    ("aiokafka", "produce"): produce_aiokafka,
-    ("aiokafka", "consume"): consume_aiokafka,
-    ("kafka-python", "produce"): produce_kafka_python,
-    ("kafka-python", "consume"): consume_kafka_python,
-    ("confluent-kafka", "produce"): produce_confluent,
-    ("confluent-kafka", "consume"): consume_confluent,
+PRODUCERS: dict[str, Callable[..., dict[str, Any]]] = {
+    "trafka": produce_trafka,
+    "aiokafka": produce_aiokafka,
+    "kafka-python": produce_kafka_python,
+    "confluent-kafka": produce_confluent,
+}
+CONSUMERS: dict[str, Callable[..., dict[str, Any]]] = {
+    "trafka": consume_trafka,
+    "aiokafka": consume_aiokafka,
+    "kafka-python": consume_kafka_python,
+    "confluent-kafka": consume_confluent,
 }
 
 
@@ -415,9 +432,12 @@ def run_worker(args: argparse.Namespace) -> int:
         )
         print(json.dumps(result), flush=True)
         return 0
-    fn = WORKERS[(args.client, args.worker)]
-    extra = args.size if args.worker == "produce" else args.partitions
-    result = fn(args.bootstrap, args.topic, args.records, extra)
+    if args.worker == "produce":
+        result = PRODUCERS[args.client](
+            args.bootstrap, args.topic, args.records, args.size, args.keys
+        )
+    else:
+        result = CONSUMERS[args.client](args.bootstrap, args.topic, args.records, args.partitions)
     print(json.dumps(result), flush=True)
     return 0
 
@@ -601,6 +621,8 @@ def measure(
         str(args.partitions),
         "--txn-records",
         str(args.txn_records),
+        "--keys",
+        str(args.keys),
     ]
     try:
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
@@ -689,6 +711,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--size", type=int, default=100, help="value bytes per record")
     parser.add_argument("--partitions", type=int, default=1, help="partitions per topic")
     parser.add_argument(
+        "--keys",
+        type=int,
+        default=0,
+        help="keyed records: record i gets key-<i mod KEYS>, partitioned by each client's "
+        "default (0: no key)",
+    )
+    parser.add_argument(
         "--clients",
         default=",".join(CLIENTS),
         help=f"comma-separated, from {', '.join(CLIENTS)}",
@@ -731,7 +760,9 @@ def main(argv: list[str] | None = None) -> int:
         broker.start()
         print(
             f"brokerlite at {broker.bootstrap}; {args.records:,} records of {args.size} bytes, "
-            f"{args.partitions} partition(s), Python {sys.version.split()[0]}",
+            f"{args.partitions} partition(s), "
+            f"{f'{args.keys:,} keys' if args.keys > 0 else 'no keys'}, "
+            f"Python {sys.version.split()[0]}",
             flush=True,
         )
         if args.suite in ("eos", "all"):

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from trafka.codec import ErrorCode
@@ -124,6 +124,9 @@ class MetadataCache:
         self.cluster_id: str | None = None
         self.controller_id: int = -1
         self.version = 0
+        #: Called with a topic's name when its partition count changes (the topic
+        #: appears, grows, or goes): for caches indexed by partition.
+        self.resize_listeners: list[Callable[[str], None]] = []
         self.want_all = False
         self._wanted: set[str] = set()
         self._need_update = True
@@ -210,6 +213,7 @@ class MetadataCache:
         self.cluster_id = response.cluster_id
         self.controller_id = response.controller_id
         again = False
+        before = {name: len(info.partitions) for name, info in self.topics.items()}
         for t in response.topics:
             name = t.name
             if name is None:
@@ -264,12 +268,23 @@ class MetadataCache:
         self._last_success = now
         self._need_update = again
         self.version += 1
+        if self.resize_listeners:
+            after = {name: len(info.partitions) for name, info in self.topics.items()}
+            for name in before.keys() | after.keys():
+                if before.get(name) != after.get(name):
+                    self._resized(name)
+
+    def _resized(self, name: str) -> None:
+        for listener in self.resize_listeners:
+            listener(name)
 
     def forget_topic(self, name: str) -> None:
         """Stop tracking a topic and drop its cached state."""
         self._wanted.discard(name)
-        self.topics.pop(name, None)
+        gone = self.topics.pop(name, None)
         self.topic_errors.pop(name, None)
+        if gone is not None:
+            self._resized(name)
 
     # -- queries ---------------------------------------------------------------------
 

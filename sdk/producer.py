@@ -88,7 +88,7 @@ from .errors import (
 )
 from .fetcher import TopicPartition
 from .metadata import REFRESH_ERRORS
-from .partitioners import Partitioner, murmur2_partition
+from .partitioners import Partitioner, murmur2
 from .transactions import (
     ConsumerGroupMetadata,
     Kind,
@@ -256,8 +256,11 @@ class Producer:
         )
         self._hot_path = self._sticky and self._raw_values and fits
         # Keyed bytes records too, when the partition is Java's murmur2 of the key:
-        # the batch its partition is filling.
-        self._keyed_batches: dict[tuple[str, int], ProducerBatch] = {}
+        # per topic, the batch each partition is filling, indexed by partition (the
+        # list's length is the topic's partition count; the metadata drops the list
+        # when that count changes).
+        self._keyed_batches: dict[str, list[ProducerBatch | None]] = {}
+        self._cluster.metadata.resize_listeners.append(self._forget_keyed_batches)
         self._hot_keyed = (
             self._hot_path
             and self._raw_keys
@@ -310,9 +313,9 @@ class Producer:
                 batch = self._sticky_batches.get(topic)
                 size = RECORD_OVERHEAD + len(value)
             elif type(key) is bytes and self._hot_keyed:
-                info = self._cluster.metadata.topics.get(topic)
-                n = len(info.partitions) if info is not None else 0
-                batch = self._keyed_batches.get((topic, murmur2_partition(key, n))) if n else None
+                slots = self._keyed_batches.get(topic)
+                # murmur2_partition, inlined: this is the per-record hot path
+                batch = slots[(murmur2(key) & 0x7FFFFFFF) % len(slots)] if slots else None
                 size = RECORD_OVERHEAD + len(key) + len(value)
             else:
                 batch = None
@@ -403,7 +406,14 @@ class Producer:
             if key_bytes is None:
                 self._sticky_batches[topic] = handle.batch
             elif self._hot_keyed and type(key) is bytes:
-                self._keyed_batches[(topic, p)] = handle.batch
+                slots = self._keyed_batches.get(topic)
+                if slots is None or len(slots) != n:
+                    current = md.topics.get(topic)
+                    # Not from a count that changed while this call waited.
+                    if current is not None and len(current.partitions) == n:
+                        slots = self._keyed_batches[topic] = [None] * n
+                if slots is not None and len(slots) == n:
+                    slots[p] = handle.batch
         if handle.index == 0:
             # A new batch: the sender may have a complete one to send (or a linger
             # to start). Yield once so that it runs while we keep appending; without
@@ -654,6 +664,9 @@ class Producer:
         self._wake_sender()
 
     # -- internals ----------------------------------------------------------------------
+
+    def _forget_keyed_batches(self, topic: str) -> None:
+        self._keyed_batches.pop(topic, None)
 
     def _wake_sender(self) -> None:
         self._wake.set()

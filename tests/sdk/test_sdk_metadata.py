@@ -128,3 +128,25 @@ def test_auto_create_follows_the_setting() -> None:
     m = MetadataCache(auto_create=False)
     m.add_topics(["t"])
     assert m.build_request(12).allow_auto_topic_creation is False
+
+
+def test_resize_listeners_hear_partition_count_changes_only() -> None:
+    """A topic that appears, grows or goes is announced once; a leader change is not."""
+    m = MetadataCache()
+    heard: list[str] = []
+    m.resize_listeners.append(heard.append)
+    m.update(_resp({"t": [(1, 0), (2, 0)], "u": [(1, 0)]}), now=0.0)
+    assert sorted(heard) == ["t", "u"]
+    heard.clear()
+    m.update(_resp({"t": [(2, 1), (1, 1)], "u": [(1, 0)]}), now=1.0)  # leaders moved
+    assert heard == []
+    m.update(_resp({"t": [(1, 1), (2, 1), (1, 0)], "u": [(1, 0)]}), now=2.0)  # t grew
+    assert heard == ["t"]
+    heard.clear()
+    m.want_all = True
+    m.update(_resp({"t": [(1, 1), (2, 1), (1, 0)]}), now=3.0)  # u was deleted
+    assert heard == ["u"]
+    heard.clear()
+    m.forget_topic("t")
+    m.forget_topic("t")
+    assert heard == ["t"]

@@ -268,6 +268,30 @@ async def test_keyed_hot_path_matches_murmur2_and_keeps_order(fake_broker: FakeB
         assert [r.key for r in records] == [keys[int(v[1:])] for v in values]
 
 
+async def test_keyed_hot_path_follows_a_partition_count_change(fake_broker: FakeBroker) -> None:
+    """Once the metadata shows more partitions, keyed records go to murmur2 of the new
+    count at once, even while the batches they used to join are still open."""
+    keys = [b"k%d" % i for i in range(40)]
+    assert {murmur2_partition(k, 3) for k in keys} != {murmur2_partition(k, 7) for k in keys}
+    with anyio.fail_after(20):
+        async with open_producer(bootstrap_servers=fake_broker.bootstrap, linger_ms=60_000) as p:
+            before = [await p.send("t", b"a", key=k) for k in keys]
+            assert p._keyed_batches["t"], "keyed bytes records must use the hot path"
+            fake_broker.topics["t"] = 7
+            md = p._cluster.metadata
+            md.request_update()
+            p._cluster.nudge()
+            while md.partition_count("t") != 7:
+                await anyio.sleep(0.01)
+            assert not any(f.done() for f in before), "the old batches must still be open"
+            after = [await p.send("t", b"b", key=k) for k in keys]
+            await p.flush()
+        first = [await f for f in before]
+        second = [await f for f in after]
+    assert [m.partition for m in first] == [murmur2_partition(k, 3) for k in keys]
+    assert [m.partition for m in second] == [murmur2_partition(k, 7) for k in keys]
+
+
 async def test_keyed_hot_path_is_off_for_a_custom_partitioner(fake_broker: FakeBroker) -> None:
     def murmur2(key: bytes | None, n: int, available: object) -> int:  # a namesake
         return n - 1
@@ -277,7 +301,7 @@ async def test_keyed_hot_path_is_off_for_a_custom_partitioner(fake_broker: FakeB
             bootstrap_servers=fake_broker.bootstrap, partitioner=murmur2, linger_ms=1
         ) as p:
             results = [await p.send_and_wait("t", b"v", key=b"k%d" % i) for i in range(5)]
-            assert not p._keyed_batches
+            assert not p._keyed_batches.get("t")
     assert {md.partition for md in results} == {2}
 
 
