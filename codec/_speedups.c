@@ -1217,16 +1217,10 @@ PyDoc_STRVAR(murmur2_doc,
 "murmur2(data, /) -> int\n\n"
 "Java's Utils.murmur2 of a bytes-like object, as a signed 32-bit int.");
 
-static PyObject *
-murmur2(PyObject *module, PyObject *arg)
+static uint32_t
+murmur2_hash(const unsigned char *data, Py_ssize_t length)
 {
-    Py_buffer view;
-    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0) {
-        return NULL;
-    }
     const uint32_t m = 0x5bd1e995u;
-    const unsigned char *data = (const unsigned char *)view.buf;
-    Py_ssize_t length = view.len;
     uint32_t h = 0x9747b28cu ^ (uint32_t)length;
     Py_ssize_t n4 = length & ~(Py_ssize_t)3;
     for (Py_ssize_t i = 0; i < n4; i += 4) {
@@ -1252,8 +1246,48 @@ murmur2(PyObject *module, PyObject *arg)
     h ^= h >> 13;
     h *= m;
     h ^= h >> 15;
+    return h;
+}
+
+static PyObject *
+murmur2(PyObject *module, PyObject *arg)
+{
+    Py_buffer view;
+    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0) {
+        return NULL;
+    }
+    uint32_t h = murmur2_hash((const unsigned char *)view.buf, view.len);
     PyBuffer_Release(&view);
     return PyLong_FromLong((long)(int32_t)h);
+}
+
+PyDoc_STRVAR(murmur2_pick_doc,
+"murmur2_pick(items, key, /) -> object\n\n"
+"items[(murmur2(key) & 0x7FFFFFFF) % len(items)] for a non-empty list and a bytes key:\n"
+"the Java client's partition for key, as an index into a list of len(items) partitions.");
+
+static PyObject *
+murmur2_pick(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "murmur2_pick() takes a list and a bytes key");
+        return NULL;
+    }
+    PyObject *items = args[0];
+    PyObject *key = args[1];
+    if (!PyList_Check(items) || !PyBytes_Check(key)) {
+        PyErr_SetString(PyExc_TypeError, "murmur2_pick() takes a list and a bytes key");
+        return NULL;
+    }
+    Py_ssize_t n = PyList_GET_SIZE(items);
+    if (n == 0) {
+        PyErr_SetString(PyExc_ValueError, "murmur2_pick() needs a non-empty list");
+        return NULL;
+    }
+    uint32_t h = murmur2_hash((const unsigned char *)PyBytes_AS_STRING(key), PyBytes_GET_SIZE(key));
+    PyObject *item = PyList_GET_ITEM(items, (Py_ssize_t)((h & 0x7FFFFFFFu) % (uint32_t)n));
+    Py_INCREF(item);
+    return item;
 }
 
 /* -- module ---------------------------------------------------------------------------------- */
@@ -1264,6 +1298,7 @@ static PyMethodDef speedups_methods[] = {
     {"encode_record", (PyCFunction)(void (*)(void))encode_record, METH_FASTCALL, encode_record_doc},
     {"encode_records", (PyCFunction)(void (*)(void))encode_records, METH_FASTCALL, encode_records_doc},
     {"murmur2", (PyCFunction)murmur2, METH_O, murmur2_doc},
+    {"murmur2_pick", (PyCFunction)(void (*)(void))murmur2_pick, METH_FASTCALL, murmur2_pick_doc},
     {NULL, NULL, 0, NULL},
 };
 

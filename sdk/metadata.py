@@ -213,7 +213,11 @@ class MetadataCache:
         self.cluster_id = response.cluster_id
         self.controller_id = response.controller_id
         again = False
-        before = {name: len(info.partitions) for name, info in self.topics.items()}
+        before = (
+            {name: len(info.partitions) for name, info in self.topics.items()}
+            if self.resize_listeners
+            else {}
+        )
         for t in response.topics:
             name = t.name
             if name is None:

@@ -36,6 +36,7 @@ import random
 import struct
 import zlib
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from trafka.codec import records as _records
 
@@ -107,6 +108,17 @@ def to_positive(n: int) -> int:
 def murmur2_partition(key: bytes, num_partitions: int) -> int:
     """The Java client's partition for a keyed record."""
     return (murmur2(key) & 0x7FFFFFFF) % num_partitions  # to_positive, inlined
+
+
+def _murmur2_pick_py(items: list[Any], key: bytes) -> Any:
+    return items[(murmur2(key) & 0x7FFFFFFF) % len(items)]
+
+
+murmur2_pick: Callable[[list[Any], bytes], Any] = getattr(
+    _records._speedups, "murmur2_pick", _murmur2_pick_py
+)
+"""``items[murmur2_partition(key, len(items))]`` for a non-empty list (C when
+available): the producer's per-record lookup of a keyed record's open batch."""
 
 
 def crc32_partition(key: bytes, num_partitions: int) -> int:

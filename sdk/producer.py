@@ -88,7 +88,7 @@ from .errors import (
 )
 from .fetcher import TopicPartition
 from .metadata import REFRESH_ERRORS
-from .partitioners import Partitioner, murmur2
+from .partitioners import Partitioner, murmur2_pick
 from .transactions import (
     ConsumerGroupMetadata,
     Kind,
@@ -314,8 +314,7 @@ class Producer:
                 size = RECORD_OVERHEAD + len(value)
             elif type(key) is bytes and self._hot_keyed:
                 slots = self._keyed_batches.get(topic)
-                # murmur2_partition, inlined: this is the per-record hot path
-                batch = slots[(murmur2(key) & 0x7FFFFFFF) % len(slots)] if slots else None
+                batch = murmur2_pick(slots, key) if slots else None
                 size = RECORD_OVERHEAD + len(key) + len(value)
             else:
                 batch = None
@@ -407,11 +406,11 @@ class Producer:
                 self._sticky_batches[topic] = handle.batch
             elif self._hot_keyed and type(key) is bytes:
                 slots = self._keyed_batches.get(topic)
-                if slots is None or len(slots) != n:
-                    current = md.topics.get(topic)
-                    # Not from a count that changed while this call waited.
-                    if current is not None and len(current.partitions) == n:
-                        slots = self._keyed_batches[topic] = [None] * n
+                current = md.topics.get(topic)
+                # Only for the count the metadata holds now: it may have changed
+                # while this call waited.
+                if slots is None and current is not None and len(current.partitions) == n:
+                    slots = self._keyed_batches[topic] = [None] * n
                 if slots is not None and len(slots) == n:
                     slots[p] = handle.batch
         if handle.index == 0:
