@@ -111,7 +111,7 @@ def murmur2_partition(key: bytes, num_partitions: int) -> int:
 
 
 def _murmur2_pick_py(items: list[Any], key: bytes) -> Any:
-    return items[(murmur2(key) & 0x7FFFFFFF) % len(items)]
+    return items[murmur2_partition(key, len(items))]
 
 
 murmur2_pick: Callable[[list[Any], bytes], Any] = getattr(
