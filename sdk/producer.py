@@ -53,7 +53,6 @@ Rules:
 from __future__ import annotations
 
 import logging
-import math
 import time
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
@@ -864,7 +863,11 @@ class Producer:
                 retry = txn.next_deadline(now)
                 if retry is not None and (wake_at is None or retry < wake_at):
                     wake_at = retry
-            timeout = math.inf if wake_at is None else max(wake_at - anyio.current_time(), 0.0)
+            if wake_at is None:
+                if not self._wake.is_set():
+                    await self._wake.wait()  # nothing timed: no cancel scope needed
+                continue
+            timeout = max(wake_at - anyio.current_time(), 0.0)
             if timeout > 0 and not self._wake.is_set():
                 with anyio.move_on_after(timeout):
                     await self._wake.wait()

@@ -58,6 +58,9 @@ __all__ = ["BrokerConnection", "Cluster", "Completion", "backoff_delay"]
 
 log = logging.getLogger("trafka.sdk")
 
+# Bytes asked of the socket per read.
+_RECV_SIZE = 1 << 18
+
 
 def backoff_delay(
     base: float, maximum: float, failures: int, rng: random.Random | None = None
@@ -354,7 +357,7 @@ class BrokerConnection:
         try:
             while self._error is None:
                 try:
-                    data = sock.recv(1 << 18)
+                    data = sock.recv(_RECV_SIZE)
                 except BlockingIOError:
                     return
                 if not data:
@@ -380,22 +383,9 @@ class BrokerConnection:
         try:
             while True:
                 try:
-                    data = recv(1 << 18)
+                    data = recv(_RECV_SIZE)
                 except BlockingIOError:
-                    deadline = state.next_deadline()
-                    with anyio.CancelScope(
-                        deadline=math.inf if deadline is None else deadline
-                    ) as scope:
-                        self._recv_scope = scope
-                        await anyio.wait_readable(sock)
-                    self._recv_scope = None
-                    if scope.cancelled_caught:
-                        late = state.expired(anyio.current_time())
-                        if late:
-                            raise RequestTimeoutError(
-                                f"node {self.node_id} sent no response within "
-                                f"{self._config.request_timeout_ms} ms (API key {late[0].api_key})"
-                            ) from None
+                    await self._wait_readable(sock)
                     continue
                 if not data:
                     raise anyio.EndOfStream
@@ -407,13 +397,39 @@ class BrokerConnection:
                 retry = state.data_to_send()
                 if retry:
                     self._write(retry)
-                # Data may keep arriving: let the other tasks run between reads.
-                await anyio.lowlevel.checkpoint()
+                if len(data) < _RECV_SIZE:
+                    # The socket had less than asked for, so it is most likely
+                    # empty now: wait for more (which lets the other tasks run)
+                    # rather than yield and then find it empty.
+                    await self._wait_readable(sock)
+                else:
+                    # Data may keep arriving: let the other tasks run between reads.
+                    await anyio.lowlevel.checkpoint()
         except anyio.get_cancelled_exc_class():
             self._fail(KafkaConnectionError(f"connection to node {self.node_id} closed"))
             raise
         except Exception as exc:
             self._fail(self._reader_error(exc))
+
+    async def _wait_readable(self, sock: socket.socket) -> None:
+        """Wait until ``sock`` has data, or fail the request that timed out first.
+
+        Raises:
+            RequestTimeoutError: a request in flight passed its deadline.
+        """
+        state = self._state
+        deadline = state.next_deadline()
+        with anyio.CancelScope(deadline=math.inf if deadline is None else deadline) as scope:
+            self._recv_scope = scope
+            await anyio.wait_readable(sock)
+        self._recv_scope = None
+        if scope.cancelled_caught:
+            late = state.expired(anyio.current_time())
+            if late:
+                raise RequestTimeoutError(
+                    f"node {self.node_id} sent no response within "
+                    f"{self._config.request_timeout_ms} ms (API key {late[0].api_key})"
+                ) from None
 
     def _reader_error(self, exc: Exception) -> BaseException:
         """What a failure of reading ``exc`` fails the connection's requests with."""

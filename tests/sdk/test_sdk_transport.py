@@ -77,6 +77,31 @@ async def test_request_timeout_fails_connection(fake_broker: FakeBroker) -> None
             await conn.request(3, md.MetadataRequest())
 
 
+async def test_request_timeout_after_an_answer_on_the_same_connection(
+    fake_broker: FakeBroker,
+) -> None:
+    # The reader has just handled an answer and waits for the socket with no
+    # request in flight; the next request must still bring its deadline to it.
+    answered = 0
+
+    async def once(header: Any, body: Any) -> Any:
+        nonlocal answered
+        if answered:
+            await anyio.sleep_forever()
+        answered += 1
+        return fake_broker.metadata(header, body)
+
+    async with connected(fake_broker, request_timeout_ms=300) as (_, conn):
+        fake_broker.handlers[3] = once
+        first = await conn.request(3, md.MetadataRequest(topics=None))
+        assert first.cluster_id == "fake"
+        await anyio.sleep(0.05)  # the reader is waiting for the socket by now
+        # (Were the deadline lost, the test's own fail_after would end it instead.)
+        with pytest.raises(RequestTimeoutError):
+            await conn.request(3, md.MetadataRequest(topics=None))
+        assert not conn.alive
+
+
 async def test_wrong_correlation_id_is_protocol_error(fake_broker: FakeBroker) -> None:
     from trafka.codec import encode_response
 
