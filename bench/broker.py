@@ -54,6 +54,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from _raw import RawClient  # bench/ is the script's directory
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -234,35 +235,6 @@ def fetch_confluent(servers: str, records: int) -> float:
     elapsed = time.perf_counter() - start
     consumer.close()
     return elapsed
-
-
-class RawClient:
-    def __init__(self, servers: str) -> None:
-        host, port = servers.rsplit(":", 1)
-        self.sock = socket.create_connection((host, int(port)))
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self.frames = FrameReader()
-        self.corr = 0
-
-    def send(self, key: int, version: int, body: object) -> None:
-        self.corr += 1
-        header = RequestHeader(
-            request_api_key=key, request_api_version=version, correlation_id=self.corr
-        )
-        self.sock.sendall(encode_request(header, body))
-
-    def frame(self) -> bytes:
-        while True:
-            frame = self.frames.next_frame()
-            if frame is not None:
-                return frame
-            data = self.sock.recv(4 << 20)
-            if not data:
-                raise EOFError
-            self.frames.feed(data)
-
-    def close(self) -> None:
-        self.sock.close()
 
 
 def produce_acks_1(topic: str, records: bytes) -> produce.ProduceRequest:

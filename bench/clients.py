@@ -55,12 +55,18 @@ A commit cannot overlap the records of its transaction: ``commit_transaction()``
 waits for the last Produce's acknowledgement, then for EndTxn (which brokerlite
 answers once the decision is written; its fsync follows the answer unless a
 partition has ``flush.messages=1``). For trafka the suite therefore also prints
-the median commit latency, and what this machine charges for the parts of that
-chain that no code can remove, measured in the same run: a serial round trip to
-a plain-Python echo server on loopback, and a 256-byte append with fsync in the
-broker's data directory (what an fsync before the answer would add). From them
-and the plain rate it prints the commit budget the transactional target leaves,
-and the best fraction of the plain rate that two bare round trips allow.
+the median commit latency, the commit budget the transactional target leaves
+(from the plain rate), and what this machine charges for the parts of that chain
+that no code can remove, measured in the same run:
+
+* the **floor**: the last Produce (one record) and then EndTxn, sent by a bare
+  blocking client (a socket and trafka.codec, ``bench/_raw.py``) to the same
+  broker, as a fraction of the budget, and the best fraction of the plain rate
+  it allows;
+* a serial round trip to a plain-Python echo server on loopback (the machine's
+  share of each of those two round trips);
+* a 256-byte append with fsync in the broker's data directory (what an fsync
+  before the EndTxn answer would add).
 """
 
 from __future__ import annotations
@@ -496,6 +502,100 @@ def echo_round_trip_ms(count: int = 2000, size: int = 64) -> float:
         server.wait()
 
 
+def commit_floor_ms(bootstrap: str, topic: str, count: int = 500, warmup: int = 50) -> float:
+    """Median, in ms, of the two round trips that end every transaction, its last
+    Produce and then EndTxn, sent one after the other by a bare blocking client
+    (:mod:`_raw`: a socket and trafka.codec) with one record per transaction.
+
+    No producer can commit faster against this broker on this machine: the
+    commit must wait for the last Produce's answer before it may send EndTxn.
+    Each transaction first joins partition 0 of ``topic`` (AddPartitionsToTxn,
+    not timed: a producer overlaps it with its records)."""
+    from _raw import RawClient
+
+    from trafka.codec import api
+    from trafka.codec.messages import k00_produce as produce
+    from trafka.codec.messages import k18_api_versions as api_versions
+    from trafka.codec.messages import k22_init_producer_id as ipid
+    from trafka.codec.messages import k24_add_partitions_to_txn as apt
+    from trafka.codec.messages import k26_end_txn as et
+    from trafka.codec.records import encode_batch
+
+    client = RawClient(bootstrap, timeout=30)
+    try:
+        offered = {
+            k.api_key: k.max_version
+            for k in client.request(18, 3, api_versions.ApiVersionsRequest()).api_keys
+        }
+        # AddPartitionsToTxn v4+ is the brokers' batched form; clients send v3.
+        caps = {0: None, 22: None, 24: 3, 26: None}
+        version = {
+            k: min(api(k).max_version, offered[k], cap if cap is not None else offered[k])
+            for k, cap in caps.items()
+        }
+        tid = f"bench-floor-{uuid.uuid4().hex}"
+        init = client.request(
+            22,
+            version[22],
+            ipid.InitProducerIdRequest(
+                transactional_id=tid,
+                transaction_timeout_ms=60_000,
+                producer_id=-1,
+                producer_epoch=-1,
+            ),
+        )
+        if init.error_code:
+            raise RuntimeError(f"InitProducerId failed with error {init.error_code}")
+        pid, epoch = init.producer_id, init.producer_epoch
+        add = apt.AddPartitionsToTxnRequest
+        join = add(
+            v3_and_below_transactional_id=tid,
+            v3_and_below_producer_id=pid,
+            v3_and_below_producer_epoch=epoch,
+            v3_and_below_topics=[add.AddPartitionsToTxnTopic(name=topic, partitions=[0])],
+        )
+        commit = et.EndTxnRequest(
+            transactional_id=tid, producer_id=pid, producer_epoch=epoch, committed=True
+        )
+        P = produce.ProduceRequest
+        value = b"x" * 100
+        times: list[float] = []
+        for seq in range(warmup + count):
+            joined = client.request(24, version[24], join)
+            code = joined.results_by_topic_v3_and_below[0].results_by_partition[0]
+            if code.partition_error_code:
+                raise RuntimeError(f"AddPartitionsToTxn failed: {code.partition_error_code}")
+            batch = encode_batch(
+                [(int(time.time() * 1000), None, value, ())],
+                producer_id=pid,
+                producer_epoch=epoch,
+                base_sequence=seq,
+                is_transactional=True,
+            )
+            request = P(
+                transactional_id=tid,
+                acks=-1,
+                timeout_ms=30_000,
+                topic_data=[
+                    P.TopicProduceData(
+                        name=topic, partition_data=[P.PartitionProduceData(index=0, records=batch)]
+                    )
+                ],
+            )
+            began = time.perf_counter()
+            produced = client.request(0, version[0], request)
+            ended = client.request(26, version[26], commit)
+            took = time.perf_counter() - began
+            code = produced.responses[0].partition_responses[0].error_code or ended.error_code
+            if code:
+                raise RuntimeError(f"a floor transaction failed with error {code}")
+            if seq >= warmup:
+                times.append(took)
+        return statistics.median(times) * 1000
+    finally:
+        client.close()
+
+
 def fsync_ms(directory: Path, count: int = 300) -> float:
     """Median cost, in ms, of appending 256 bytes to a file in ``directory`` and
     fsyncing it: what brokerlite's EndTxn pays before it answers when a partition
@@ -516,7 +616,11 @@ def fsync_ms(directory: Path, count: int = 300) -> float:
 
 
 def print_commit_budget(
-    plain: dict[str, Any], txn: dict[str, Any], per_txn: int, data_dir: Path
+    plain: dict[str, Any],
+    txn: dict[str, Any],
+    per_txn: int,
+    data_dir: Path,
+    floor_ms: float | None,
 ) -> None:
     """What the transactional target leaves a commit, against what it costs here."""
     target = EOS_TARGETS["transactional"]
@@ -524,19 +628,23 @@ def print_commit_budget(
     budget_ms = records_ms * (1 / target - 1)
     rtt = echo_round_trip_ms()
     sync = fsync_ms(data_dir)
-    floor_ms = 2 * rtt
     print(
         f"trafka transactional: {per_txn:,} records take {records_ms:.2f} ms at the plain rate, "
         f"so a {1 - target:.0%} cost leaves a commit {budget_ms:.2f} ms; "
         f"the median commit took {txn['commit_ms']:.2f} ms, "
         f"{txn['commit_cpu_ms']:.2f} ms of it the producer's own CPU time"
     )
+    if floor_ms is not None:
+        print(
+            f"  floor: a bare blocking client (a socket and trafka.codec) needs {floor_ms:.2f} ms "
+            f"for the last Produce (one record) and EndTxn against this broker, "
+            f"{floor_ms / budget_ms:.0%} of that budget; alone it caps a transactional producer "
+            f"at {records_ms / (records_ms + floor_ms):.0%} of the plain rate"
+        )
     print(
-        f"  this machine: loopback round trip {rtt:.3f} ms (plain-Python echo); two round "
-        f"trips = {floor_ms:.2f} ms before any work, which alone caps a transactional "
-        f"producer at {records_ms / (records_ms + floor_ms):.0%} of the plain rate; "
-        f"256 B append + fsync {sync:.3f} ms (before the EndTxn answer only with "
-        f"flush.messages=1)"
+        f"  this machine: loopback round trip {rtt:.3f} ms (plain-Python echo; two of them are "
+        f"{2 * rtt / budget_ms:.0%} of the budget); 256 B append + fsync {sync:.3f} ms "
+        f"(before the EndTxn answer only with flush.messages=1)"
     )
 
 
@@ -711,7 +819,14 @@ def run_eos(
             )
         txn = ours.get("transactional")
         if txn and "commit_ms" in txn:
-            print_commit_budget(plain, txn, args.txn_records, data_dir)
+            topic = f"bench-eos-floor-{run_id}"
+            create_topic(bootstrap, topic, 1)
+            try:
+                floor: float | None = commit_floor_ms(bootstrap, topic)
+            except (OSError, RuntimeError) as exc:
+                print(f"  (the bare-client floor failed: {exc})")
+                floor = None
+            print_commit_budget(plain, txn, args.txn_records, data_dir, floor)
     return results
 
 
