@@ -211,6 +211,11 @@ class ConnectionState:
     def in_flight_count(self) -> int:
         return len(self._in_flight)
 
+    @property
+    def mid_response(self) -> bool:
+        """Whether part of a response has been received (the rest is on its way)."""
+        return self._reader.buffered > 0
+
     def version_for(self, api_key: int) -> int:
         """The negotiated version of ``api_key``.
 

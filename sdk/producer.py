@@ -413,10 +413,19 @@ class Producer:
                 if slots is not None and len(slots) == n:
                     slots[p] = handle.batch
         if handle.index == 0:
-            # A new batch: the sender may have a complete one to send (or a linger
-            # to start). Yield once so that it runs while we keep appending; without
-            # this a caller that never awaits anything else would fill buffer.memory
-            # before the first request left.
+            # A new batch: an older one may be complete. Send what is ready now,
+            # rather than wake the sender: it would run only at this task's next
+            # yield, after another batch of appends. In a transaction, first take
+            # the coordinator's answer if it came meanwhile: a batch leaves only
+            # once its partition has joined, and the reader, too, would hand the
+            # answer over only at a later yield. Then yield once, so that the
+            # readers and the sender (a linger to start) run while we keep
+            # appending; without this a caller that never awaits anything else
+            # would fill buffer.memory before the first request left.
+            if not self._sender_done:
+                if self._transactional:
+                    self._receive_txn_answer()
+                self._send_now()
             self._wake.set()
             await anyio.lowlevel.checkpoint()
         elif handle.batch.full:

@@ -397,13 +397,15 @@ class BrokerConnection:
                 retry = state.data_to_send()
                 if retry:
                     self._write(retry)
-                if len(data) < _RECV_SIZE:
-                    # The socket had less than asked for, so it is most likely
-                    # empty now: wait for more (which lets the other tasks run)
-                    # rather than yield and then find it empty.
+                if len(data) < _RECV_SIZE and not state.mid_response:
+                    # Every answer so far is whole and the socket had less than
+                    # asked for: it is most likely empty now. Wait for more (which
+                    # lets the other tasks run) rather than yield and then find it
+                    # empty.
                     await self._wait_readable(sock)
                 else:
-                    # Data may keep arriving: let the other tasks run between reads.
+                    # A large answer keeps arriving: let the other tasks run
+                    # between reads (the next read mostly finds more).
                     await anyio.lowlevel.checkpoint()
         except anyio.get_cancelled_exc_class():
             self._fail(KafkaConnectionError(f"connection to node {self.node_id} closed"))

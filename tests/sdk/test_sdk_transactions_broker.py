@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 import anyio.to_thread
 import pytest
 from sdk_brokers import fresh, module_broker
@@ -480,6 +481,43 @@ async def test_keyless_records_in_commit_and_abort_cycles(broker: RunningBroker)
                 with pytest.raises(InvalidTxnStateError, match="begin_transaction"):
                     await p.send(topic, b"outside")
     assert (await read_all(bs, topic, 1, committed=True))[0] == committed
+
+
+async def test_a_full_batch_of_a_transaction_leaves_when_the_next_one_opens(
+    broker: RunningBroker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A tight loop of sends must not keep a transaction's full batches back until
+    commit: opening a new batch takes the coordinator's answer and writes the
+    batches that are ready, without waiting for the reader and sender tasks to run."""
+    bs = broker.bootstrap_servers
+    topic = fresh("early")
+    with anyio.fail_after(60):
+        await create(bs, (topic, 1))
+        async with open_producer(
+            bootstrap_servers=bs, transactional_id=fresh("tx"), batch_size=2048, linger_ms=60_000
+        ) as p:
+            await p.init_transactions()
+            p.begin_transaction()  # one transaction first: the leader's connection is up
+            await p.send(topic, b"warm-up", partition=0)
+            await p.commit_transaction()
+            p.begin_transaction()
+            first = await p.send(topic, b"x" * 100, partition=0)  # AddPartitionsToTxn goes
+            time.sleep(0.2)  # its answer arrives while no task of ours runs
+
+            async def no_yield() -> None:
+                return None
+
+            # No other task gets to run from here on: whatever leaves, send() sent.
+            monkeypatch.setattr(anyio.lowlevel, "checkpoint", no_yield)
+            while True:
+                record = await p.send(topic, b"x" * 100, partition=0)
+                if record.batch is not first.batch:
+                    break
+            assert first.batch.in_flight or first.batch.done
+            assert not record.batch.in_flight  # the new one waits for linger.ms
+            monkeypatch.undo()
+            await p.commit_transaction()
+    assert len((await read_all(bs, topic, 1, committed=True))[0]) > 2
 
 
 @pytest.mark.parametrize(
