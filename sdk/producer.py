@@ -10,7 +10,9 @@ Rules:
 * :meth:`Producer.send` only blocks when it must: for the first metadata of a
   topic, or for ``buffer.memory`` to free up (both bounded by
   ``max.block.ms``). Otherwise it yields to the scheduler once per new batch
-  (a checkpoint), so that the sender runs while a tight loop of sends goes on.
+  (a checkpoint), so that the sender runs while a tight loop of sends goes on;
+  before that, when no Produce is in flight (once the answers already received
+  are taken), it sends the batches that are ready itself.
   Its result is a :class:`RecordFuture`, awaitable for the
   :class:`~trafka.sdk.accumulator.RecordMetadata`. A key-less bytes record
   whose topic's sticky batch (KIP-480) has room is appended to it directly
@@ -413,19 +415,14 @@ class Producer:
                 if slots is not None and len(slots) == n:
                     slots[p] = handle.batch
         if handle.index == 0:
-            # A new batch: an older one may be complete. Send what is ready now,
-            # rather than wake the sender: it would run only at this task's next
-            # yield, after another batch of appends. In a transaction, first take
-            # the coordinator's answer if it came meanwhile: a batch leaves only
-            # once its partition has joined, and the reader, too, would hand the
-            # answer over only at a later yield. Then yield once, so that the
+            # A new batch: an older one may be complete. Yield once, so that the
             # readers and the sender (a linger to start) run while we keep
             # appending; without this a caller that never awaits anything else
-            # would fill buffer.memory before the first request left.
+            # would fill buffer.memory before the first request left. But first
+            # send what is ready if the brokers are idle: the sender would run
+            # only at this task's next yield, after another batch of appends.
             if not self._sender_done:
-                if self._transactional:
-                    self._receive_txn_answer()
-                self._send_now()
+                self._send_if_idle()
             self._wake.set()
             await anyio.lowlevel.checkpoint()
         elif handle.batch.full:
@@ -908,6 +905,24 @@ class Producer:
                     now, node, leader_for
                 ):
                     break
+
+    def _send_if_idle(self) -> None:
+        """Send what is ready now if no Produce is in flight, once the answers that
+        have already arrived are taken (the readers would take them only when this
+        task yields). In a transaction the coordinator's answer comes first: a
+        batch leaves only once its partition has joined. With a request still in
+        flight, its answer wakes the sender, and the batches filled meanwhile share
+        a request."""
+        if self._transactional:
+            self._receive_txn_answer()
+        in_flight = self._node_in_flight
+        busy = [node for node, n in in_flight.items() if n]
+        for node in busy:
+            conn = self._cluster.ready_connection(node)
+            if conn is not None:
+                conn.receive_ready()
+        if not any(in_flight.values()):
+            self._send_now()
 
     def _send_now(self) -> None:
         """Send what is ready at once, ahead of the sender loop (which still runs)."""

@@ -6,9 +6,12 @@ run on trio and on asyncio against the same broker.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
+from typing import Any
 
 import anyio
+import anyio.lowlevel
 import pytest
 from sdk_brokers import fresh, module_broker
 
@@ -326,6 +329,51 @@ async def test_cancellation_closes_connections(
     # bootstrap, leader and coordinator connections were opened, and all are closed
     assert len(opened) >= 2
     assert all(conn._closed.is_set() and not conn.alive for conn in opened)
+
+
+async def test_a_tight_send_loop_keeps_one_request_in_flight(
+    broker: RunningBroker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With no other task running (a caller that never awaits anything but send()),
+    opening a batch takes the answers already in and sends the full batch when no
+    request is left in flight, and only then."""
+    bs = broker.bootstrap_servers
+    topic = fresh("tight")
+    value = b"x" * 100
+    with anyio.fail_after(30):
+        async with open_admin(bootstrap_servers=bs) as admin:
+            await admin.create_topics([NewTopic(topic, 1)])
+        async with open_producer(bootstrap_servers=bs, batch_size=2048, linger_ms=60_000) as p:
+            await p.send(topic, b"warm-up")  # the producer id and the connection
+            await p.flush()
+
+            async def no_yield() -> None:
+                return None
+
+            async def fill(batch: object) -> Any:
+                """Send until a record opens a new batch after ``batch``; that record."""
+                while True:
+                    record = await p.send(topic, value)
+                    if record.batch is not batch:
+                        return record
+
+            monkeypatch.setattr(anyio.lowlevel, "checkpoint", no_yield)
+            first = await p.send(topic, value)
+            second = await fill(first.batch)
+            assert first.batch.in_flight  # the broker was idle: it left at once
+            third = await fill(second.batch)
+            if first.batch.done:  # its answer came already and was taken: idle again
+                assert second.batch.in_flight or second.batch.done
+            else:  # a request in flight: the second batch is left to the sender
+                assert not second.batch.in_flight
+            time.sleep(0.3)  # the first answer arrives; no task of ours runs
+            fourth = await fill(third.batch)
+            assert first.batch.done  # taken by the send that opened the fourth batch
+            assert second.batch.in_flight or second.batch.done
+            monkeypatch.undo()
+            await p.flush()
+            metas = [await r for r in (first, second, third, fourth)]
+        assert [m.offset for m in metas] == sorted(m.offset for m in metas)
 
 
 async def test_batches_over_max_message_bytes_are_split(broker: RunningBroker) -> None:
