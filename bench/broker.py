@@ -486,7 +486,7 @@ def round_trips(servers: str, count: int, warmup: int) -> list[tuple[RoundTrips,
     """(brokerlite, echo baseline) per workload, measured in the same run."""
     port = int(servers.rsplit(":", 1)[1])
     create = RawClient(servers)
-    create.send(
+    created = create.request(
         19,
         7,
         create_topics.CreateTopicsRequest(
@@ -497,7 +497,6 @@ def round_trips(servers: str, count: int, warmup: int) -> list[tuple[RoundTrips,
             ]
         ),
     )
-    _, created = decode_response(create.frame(), 19, 7)
     if created.topics[0].error_code:
         raise RuntimeError(f"creating {LATENCY_TOPIC} failed: {created.topics[0].error_code}")
     create.close()

@@ -527,12 +527,8 @@ def commit_floor_ms(bootstrap: str, topic: str, count: int = 500, warmup: int = 
             k.api_key: k.max_version
             for k in client.request(18, 3, api_versions.ApiVersionsRequest()).api_keys
         }
-        # AddPartitionsToTxn v4+ is the brokers' batched form; clients send v3.
-        caps = {0: None, 22: None, 24: 3, 26: None}
-        version = {
-            k: min(api(k).max_version, offered[k], cap if cap is not None else offered[k])
-            for k, cap in caps.items()
-        }
+        version = {k: min(api(k).max_version, offered[k]) for k in (0, 22, 24, 26)}
+        version[24] = min(version[24], 3)  # v4+ is the brokers' batched form; clients send v3
         tid = f"bench-floor-{uuid.uuid4().hex}"
         init = client.request(
             22,
