@@ -26,11 +26,21 @@ Rules and invariants:
 * :meth:`CrcJournal.rewrite` writes a temporary file, fsyncs it, renames it over
   the journal and fsyncs the directory: a crash at any point leaves either the
   complete old journal or the complete new one.
+* A journal that fsyncs (``fsync=True``) is preallocated: entries are written
+  over zeros the file already holds (written, not merely reserved, in chunks
+  of ``_PREALLOC`` bytes), so that an fsync carries the new bytes only, not a
+  change of the file's size and blocks as well. On open, a tail of zeros after
+  the last entry is that reserve, not damage: it is kept, without a warning.
+  Closing cuts the reserve off, so a closed journal is its entries end to end.
+  A reserve that a crash leaves behind is only zeros, so replay still stops
+  where the entries end; an entry torn by a crash is followed by zeros or
+  nothing, and is cut off as before.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import logging
 import os
@@ -52,6 +62,9 @@ _HEAD = struct.Struct(">II")
 _MAX_ENTRY = 256 * 1024 * 1024
 # A store compacts when its journal is this many times larger than its live state.
 _GROWTH_FACTOR = 4
+# How far ahead a journal that fsyncs writes zeros for its entries to overwrite.
+_PREALLOC = 1024 * 1024
+_ZEROS = bytes(64 * 1024)
 
 
 def frame(entry: Mapping[str, Any]) -> bytes:
@@ -70,7 +83,7 @@ def _read_entry(view: memoryview, pos: int) -> tuple[dict[str, Any], int]:
     length, crc = _HEAD.unpack_from(view, pos)
     start = pos + _HEAD.size
     end = start + length
-    if length > _MAX_ENTRY or end > len(view):
+    if not 0 < length <= _MAX_ENTRY or end > len(view):
         raise _TornEntry
     payload = view[start:end]
     if crc32c(payload) != crc:
@@ -117,7 +130,8 @@ class CrcJournal:
         self._fsync = fsync
         self._error = error
         self._fd: int | None = None
-        self._size = 0
+        self._size = 0  # where the entries end (the next one is written there)
+        self._allocated = 0  # the file's size: the entries and the zeros after them
         self._failed = False
         self._dirty = False  # unsynced entries written (only tracked with fsync=True)
 
@@ -164,8 +178,9 @@ class CrcJournal:
         except OSError as exc:
             raise self._error(f"cannot read journal {self._path}: {exc}") from exc
         entries, good = self._parse(data)
+        reserve = len(data) if good and _all_zeros(data, good) else good
         try:
-            if good < len(data):
+            if reserve < len(data):
                 log.warning(
                     "journal %s: dropping %d bytes of torn or corrupt tail at offset %d",
                     self._path,
@@ -179,8 +194,10 @@ class CrcJournal:
             if good == 0:
                 self._rewrite_raw(frame(self.header()))
             else:
-                self._fd = os.open(self._path, os.O_WRONLY | os.O_APPEND)
+                self._fd = fd = os.open(self._path, os.O_WRONLY)
+                os.lseek(fd, good, os.SEEK_SET)
                 self._size = good
+                self._allocated = reserve
         except OSError as exc:
             raise self._error(f"cannot open journal {self._path}: {exc}") from exc
         return entries
@@ -235,13 +252,18 @@ class CrcJournal:
         fd = self._writable()
         data = b"".join(frame(e) for e in entries)
         try:
+            if self._size + len(data) > self._allocated:
+                self._allocated = self._reserve(fd, self._size + len(data), self._allocated)
             _write_all(fd, data)
             if sync and self._fsync:
                 os.fsync(fd)
         except OSError as exc:
-            # Cut the partial entry off so that later entries are not hidden behind it.
+            # Cut the partial entry off so that later entries are not hidden behind it
+            # (and the reserve with it: the next write makes a new one).
             try:
                 os.ftruncate(fd, self._size)
+                os.lseek(fd, self._size, os.SEEK_SET)
+                self._allocated = self._size
             except OSError:
                 self._failed = True
             raise self._error(f"cannot write journal {self._path}: {exc}") from exc
@@ -272,12 +294,31 @@ class CrcJournal:
         os.replace(self._tmp_path, self._path)
         self._dirty = False
         _fsync_dir(self._path.parent)
-        new_fd = os.open(self._path, os.O_WRONLY | os.O_APPEND)
+        new_fd = os.open(self._path, os.O_WRONLY)
         old_fd, self._fd = self._fd, new_fd
         if old_fd is not None:
             os.close(old_fd)
-        self._size = len(data)
+        os.lseek(new_fd, len(data), os.SEEK_SET)
+        self._size = self._allocated = len(data)  # the next append makes the reserve
         self._failed = False
+
+    def _reserve(self, fd: int, end: int, allocated: int) -> int:
+        """Make the file hold at least ``end`` bytes; its new size.
+
+        A journal that fsyncs writes zeros from ``allocated`` (its current size)
+        up to the next multiple of ``_PREALLOC``; one that does not reserves
+        nothing: its writes extend the file.
+        """
+        if not self._fsync:
+            return end
+        target = -(-end // _PREALLOC) * _PREALLOC
+        pos = allocated
+        while pos < target:
+            n = os.pwrite(fd, _ZEROS[: target - pos], pos)
+            if n <= 0:
+                raise OSError(errno.EIO, "write returned 0")
+            pos += n
+        return target
 
     def flush(self) -> None:
         """fsync the journal (a no-op when every write is already fsynced)."""
@@ -294,10 +335,13 @@ class CrcJournal:
             return
         fd, self._fd = self._fd, None
         try:
+            if self._allocated > self._size and not self._failed:
+                os.ftruncate(fd, self._size)  # the reserve goes; entries stay
             if self._dirty or not self._fsync:
                 os.fsync(fd)
         finally:
             self._dirty = False
+            self._allocated = self._size
             os.close(fd)
 
     def _writable(self) -> int:
@@ -412,6 +456,11 @@ def _write_all(fd: int, data: bytes) -> None:
     while view:
         n = os.write(fd, view)
         view = view[n:]
+
+
+def _all_zeros(data: bytes, start: int) -> bool:
+    """Whether ``data[start:]`` is only zero bytes (a preallocated reserve)."""
+    return data.count(0, start) == len(data) - start
 
 
 def _fsync_dir(directory: Path) -> None:

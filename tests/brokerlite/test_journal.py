@@ -1,0 +1,170 @@
+"""CrcJournal: a journal that fsyncs writes its entries over a reserve of zeros."""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from trafka.brokerlite import journal as journal_mod
+from trafka.brokerlite.errors import BrokerError
+from trafka.brokerlite.journal import CrcJournal, frame
+
+CHUNK = journal_mod._PREALLOC
+
+
+def open_journal(path: Path, *, fsync: bool = True) -> tuple[CrcJournal, list[dict[str, object]]]:
+    j = CrcJournal(path, format_name="test", version=1, fsync=fsync)
+    return j, j.open()
+
+
+def entry(i: int) -> dict[str, object]:
+    return {"kind": "e", "i": i, "pad": "x" * 100}
+
+
+def test_entries_are_written_over_a_reserve_that_close_cuts_off(tmp_path: Path) -> None:
+    path = tmp_path / "j"
+    j, entries = open_journal(path)
+    assert entries == []
+    header_size = j.size
+    assert path.stat().st_size == header_size  # nothing reserved before the first entry
+    j.append(entry(0))
+    assert path.stat().st_size == CHUNK
+    # Appends inside the reserve overwrite zeros: the file keeps its size.
+    for i in range(1, 50):
+        j.append(entry(i))
+        assert path.stat().st_size == CHUNK
+    written = header_size + sum(len(frame(entry(i))) for i in range(50))
+    assert j.size == written
+    data = path.read_bytes()
+    assert data[j.size :] == bytes(CHUNK - j.size)
+    j.close()
+    assert path.stat().st_size == written
+    again, entries = open_journal(path)
+    assert entries == [entry(i) for i in range(50)]
+    again.close()
+
+
+def test_the_reserve_grows_by_a_chunk_when_an_entry_passes_its_end(tmp_path: Path) -> None:
+    path = tmp_path / "j"
+    j, _ = open_journal(path)
+    big = {"kind": "e", "pad": "y" * (CHUNK // 3)}
+    for _ in range(4):
+        j.append(big)
+    assert j.size > CHUNK
+    assert path.stat().st_size == 2 * CHUNK
+    j.close()
+    again, entries = open_journal(path)
+    assert entries == [big] * 4
+    again.close()
+
+
+def test_a_reserve_left_by_a_crash_is_not_damage(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "j"
+    j, _ = open_journal(path)
+    for i in range(3):
+        j.append(entry(i))
+    # What a crash of the process leaves: the file as it is while open.
+    crashed = tmp_path / "crashed"
+    shutil.copy(path, crashed)
+    j.close()
+    assert crashed.stat().st_size == CHUNK
+    with caplog.at_level(logging.WARNING, logger="trafka.brokerlite.journal"):
+        again, entries = open_journal(crashed)
+    assert entries == [entry(i) for i in range(3)]
+    assert caplog.records == []
+    # The reserve is used, not rebuilt: the next entry lands after the last one.
+    again.append(entry(3))
+    assert crashed.stat().st_size == CHUNK
+    again.close()
+    third, entries = open_journal(crashed)
+    assert entries == [entry(i) for i in range(4)]
+    third.close()
+
+
+def test_an_entry_torn_inside_the_reserve_is_cut_off(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "j"
+    j, _ = open_journal(path)
+    j.append(entry(0))
+    good = j.size
+    j.append(entry(1))
+    crashed = tmp_path / "crashed"
+    shutil.copy(path, crashed)
+    j.close()
+    # Half of the second entry reached the disk: the zeros after it stay zeros.
+    data = bytearray(crashed.read_bytes())
+    half = good + len(frame(entry(1))) // 2
+    data[half : half + len(frame(entry(1)))] = bytes(len(frame(entry(1))))
+    crashed.write_bytes(bytes(data))
+    with caplog.at_level(logging.WARNING, logger="trafka.brokerlite.journal"):
+        again, entries = open_journal(crashed)
+    assert entries == [entry(0)]
+    assert "torn or corrupt tail" in caplog.text
+    assert crashed.stat().st_size == good
+    again.append(entry(2))
+    again.close()
+    third, entries = open_journal(crashed)
+    assert entries == [entry(0), entry(2)]
+    third.close()
+
+
+def test_a_failed_write_drops_the_reserve_and_the_next_one_rebuilds_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "j"
+    j, _ = open_journal(path)
+    j.append(entry(0))
+    size = j.size
+    real_write = journal_mod._write_all
+
+    def half_then_fail(fd: int, data: bytes) -> None:
+        real_write(fd, data[: len(data) // 2])
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(journal_mod, "_write_all", half_then_fail)
+    with pytest.raises(BrokerError, match="No space left"):
+        j.append(entry(1))
+    assert path.stat().st_size == size
+    monkeypatch.setattr(journal_mod, "_write_all", real_write)
+    j.append(entry(2))
+    assert path.stat().st_size == CHUNK
+    j.close()
+    again, entries = open_journal(path)
+    assert entries == [entry(0), entry(2)]
+    again.close()
+
+
+def test_a_journal_that_does_not_fsync_reserves_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "j"
+    j, _ = open_journal(path, fsync=False)
+    for i in range(5):
+        j.append(entry(i))
+        assert path.stat().st_size == j.size
+    j.close()
+
+
+def test_compaction_leaves_the_reserve_to_the_next_entry(tmp_path: Path) -> None:
+    path = tmp_path / "j"
+    j, _ = open_journal(path)
+    for i in range(10):
+        j.append(entry(i))
+    j.rewrite([entry(9)])
+    assert path.stat().st_size == j.size
+    j.append(entry(10))
+    assert path.stat().st_size == CHUNK
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        assert os.pread(fd, 4, j.size) == bytes(4)
+    finally:
+        os.close(fd)
+    j.close()
+    again, entries = open_journal(path)
+    assert entries == [entry(9), entry(10)]
+    again.close()
