@@ -26,9 +26,11 @@ The round-trip section (``--sections latency``) measures per-request latency,
 what a chain of dependent requests (a transaction's last Produce, then EndTxn)
 pays on every hop, in microseconds per round trip:
 
-* **ApiVersions v3** and **Produce v9, acks=1, one 10-record batch**: a raw
-  client sends ``--round-trips`` requests one at a time (the next only after
-  the previous response arrived), after a warm-up.
+* **ApiVersions v3**, **Produce v9, acks=1, one 10-record batch** and
+  **OffsetCommit v8** (one partition, outside a group generation; brokerlite
+  fsyncs its offset journal before it answers): a raw client sends
+  ``--round-trips`` requests one at a time (the next only after the previous
+  response arrived), after a warm-up.
 * **echo baseline**: a separate plain Python process reads each request frame
   and answers with a frame of the size brokerlite answered with, to the same
   client code sending the same bytes. It is the floor set by loopback TCP, the
@@ -61,6 +63,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from trafka.codec.framing import FrameReader
 from trafka.codec.messages import k00_produce as produce
 from trafka.codec.messages import k01_fetch as fetch
+from trafka.codec.messages import k08_offset_commit as offset_commit
 from trafka.codec.messages import k18_api_versions as api_versions
 from trafka.codec.messages import k19_create_topics as create_topics
 from trafka.codec.messages.headers import RequestHeader
@@ -422,6 +425,20 @@ def latency_requests(count: int) -> dict[str, list[tuple[int, int, bytes]]]:
         [(1_700_000_000_000 + i, None, b"v" * 50, ()) for i in range(10)], compression=0
     )
     produce_body = produce_acks_1(LATENCY_TOPIC, batch)
+    oc = offset_commit.OffsetCommitRequest
+    # A commit outside any group generation (as a consumer without a group
+    # protocol makes it): brokerlite fsyncs its offset journal before answering.
+    commit_body = oc(
+        group_id="bench-latency",
+        generation_id_or_member_epoch=-1,
+        member_id="",
+        topics=[
+            oc.OffsetCommitRequestTopic(
+                name=LATENCY_TOPIC,
+                partitions=[oc.OffsetCommitRequestPartition(partition_index=0, committed_offset=0)],
+            )
+        ],
+    )
     workloads = {
         "ApiVersions v3": (
             18,
@@ -431,6 +448,7 @@ def latency_requests(count: int) -> dict[str, list[tuple[int, int, bytes]]]:
             ),
         ),
         "Produce v9 acks=1 (10 x 50 B)": (0, 9, produce_body),
+        "OffsetCommit v8 (fsynced)": (8, 8, commit_body),
     }
     out: dict[str, list[tuple[int, int, bytes]]] = {}
     for name, (key, version, body) in workloads.items():
@@ -517,11 +535,12 @@ def round_trips(servers: str, count: int, warmup: int) -> list[tuple[RoundTrips,
                 if peek_correlation_id(response) != corr:
                     raise RuntimeError(f"{name}: response {corr} out of order")
             _, body = decode_response(responses[-1], key, version)
-            code = (
-                body.error_code
-                if key == 18
-                else body.responses[0].partition_responses[0].error_code
-            )
+            if key == 18:
+                code = body.error_code
+            elif key == 8:
+                code = body.topics[0].partitions[0].error_code
+            else:
+                code = body.responses[0].partition_responses[0].error_code
             if code:
                 raise RuntimeError(f"{name}: brokerlite answered with error {code}")
             response_size = 4 + len(responses[-1])
