@@ -253,7 +253,7 @@ class CrcJournal:
         data = b"".join(frame(e) for e in entries)
         try:
             if self._size + len(data) > self._allocated:
-                self._allocated = self._reserve(fd, self._size + len(data), self._allocated)
+                self._reserve(fd, self._size + len(data))
             _write_all(fd, data)
             if sync and self._fsync:
                 os.fsync(fd)
@@ -302,23 +302,24 @@ class CrcJournal:
         self._size = self._allocated = len(data)  # the next append makes the reserve
         self._failed = False
 
-    def _reserve(self, fd: int, end: int, allocated: int) -> int:
-        """Make the file hold at least ``end`` bytes; its new size.
+    def _reserve(self, fd: int, end: int) -> None:
+        """Make the file hold at least ``end`` bytes.
 
-        A journal that fsyncs writes zeros from ``allocated`` (its current size)
-        up to the next multiple of ``_PREALLOC``; one that does not reserves
-        nothing: its writes extend the file.
+        A journal that fsyncs writes zeros from its current end up to the next
+        multiple of ``_PREALLOC``; one that does not reserves nothing (the
+        write that follows extends the file).
         """
         if not self._fsync:
-            return end
+            self._allocated = end
+            return
         target = -(-end // _PREALLOC) * _PREALLOC
-        pos = allocated
+        pos = self._allocated
         while pos < target:
             n = os.pwrite(fd, _ZEROS[: target - pos], pos)
             if n <= 0:
                 raise OSError(errno.EIO, "write returned 0")
             pos += n
-        return target
+        self._allocated = target
 
     def flush(self) -> None:
         """fsync the journal (a no-op when every write is already fsynced)."""
