@@ -21,6 +21,13 @@ def open_journal(path: Path, *, fsync: bool = True) -> tuple[CrcJournal, list[di
     return j, j.open()
 
 
+def replay(path: Path) -> list[dict[str, object]]:
+    """The entries a journal at ``path`` holds, read by opening (and closing) it."""
+    j, entries = open_journal(path)
+    j.close()
+    return entries
+
+
 def entry(i: int) -> dict[str, object]:
     return {"kind": "e", "i": i, "pad": "x" * 100}
 
@@ -43,9 +50,7 @@ def test_entries_are_written_over_a_reserve_that_close_cuts_off(tmp_path: Path) 
     assert data[j.size :] == bytes(CHUNK - j.size)
     j.close()
     assert path.stat().st_size == written
-    again, entries = open_journal(path)
-    assert entries == [entry(i) for i in range(50)]
-    again.close()
+    assert replay(path) == [entry(i) for i in range(50)]
 
 
 def test_the_reserve_grows_by_a_chunk_when_an_entry_passes_its_end(tmp_path: Path) -> None:
@@ -57,9 +62,7 @@ def test_the_reserve_grows_by_a_chunk_when_an_entry_passes_its_end(tmp_path: Pat
     assert j.size > CHUNK
     assert path.stat().st_size == 2 * CHUNK
     j.close()
-    again, entries = open_journal(path)
-    assert entries == [big] * 4
-    again.close()
+    assert replay(path) == [big] * 4
 
 
 def test_a_reserve_left_by_a_crash_is_not_damage(
@@ -82,9 +85,7 @@ def test_a_reserve_left_by_a_crash_is_not_damage(
     again.append(entry(3))
     assert crashed.stat().st_size == CHUNK
     again.close()
-    third, entries = open_journal(crashed)
-    assert entries == [entry(i) for i in range(4)]
-    third.close()
+    assert replay(crashed) == [entry(i) for i in range(4)]
 
 
 def test_an_entry_torn_inside_the_reserve_is_cut_off(
@@ -110,9 +111,7 @@ def test_an_entry_torn_inside_the_reserve_is_cut_off(
     assert crashed.stat().st_size == good
     again.append(entry(2))
     again.close()
-    third, entries = open_journal(crashed)
-    assert entries == [entry(0), entry(2)]
-    third.close()
+    assert replay(crashed) == [entry(0), entry(2)]
 
 
 def test_a_failed_write_drops_the_reserve_and_the_next_one_rebuilds_it(
@@ -136,9 +135,7 @@ def test_a_failed_write_drops_the_reserve_and_the_next_one_rebuilds_it(
     j.append(entry(2))
     assert path.stat().st_size == CHUNK
     j.close()
-    again, entries = open_journal(path)
-    assert entries == [entry(0), entry(2)]
-    again.close()
+    assert replay(path) == [entry(0), entry(2)]
 
 
 def test_a_journal_that_does_not_fsync_reserves_nothing(tmp_path: Path) -> None:
@@ -165,6 +162,4 @@ def test_compaction_leaves_the_reserve_to_the_next_entry(tmp_path: Path) -> None
     finally:
         os.close(fd)
     j.close()
-    again, entries = open_journal(path)
-    assert entries == [entry(9), entry(10)]
-    again.close()
+    assert replay(path) == [entry(9), entry(10)]
