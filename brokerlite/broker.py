@@ -79,7 +79,7 @@ from trafka.codec.protocol import api, decode_request_body, decode_request_heade
 
 from .config import BrokerConfig, ConfigError
 from .eos import ProducerStates
-from .errors import UnknownTopicOrPartitionError
+from .errors import BrokerError, UnknownTopicOrPartitionError
 from .groups import GroupCoordinator
 from .handlers import HANDLERS
 from .handlers._base import (
@@ -844,6 +844,61 @@ class Broker:
             if not completions:
                 return
             self.complete_transactions(completions, now_ms)
+
+    def write_txn_marker(
+        self,
+        topic: str,
+        partition: int,
+        *,
+        producer_id: int,
+        producer_epoch: int,
+        coordinator_epoch: int,
+        commit: bool,
+        now_ms: int,
+    ) -> ErrorCode:
+        """Write a marker a client asked for (WriteTxnMarkers: an admin's abort of a
+        hanging transaction, KIP-664), durably, with the checks of the coordinator's
+        own markers.
+
+        Returns:
+            NONE, UNKNOWN_TOPIC_OR_PARTITION, INVALID_PRODUCER_EPOCH (an older epoch
+            than the partition has seen), TRANSACTION_COORDINATOR_FENCED (an older
+            coordinator epoch), or the storage error's code.
+        """
+        if not self._partition_exists(topic, partition):
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        try:
+            refused = self.producers.state(topic, partition).check_marker(
+                producer_id, producer_epoch, coordinator_epoch
+            )
+            if refused is not ErrorCode.NONE:
+                return refused
+            offset = self.producers.write_marker(
+                topic,
+                partition,
+                producer_id=producer_id,
+                producer_epoch=producer_epoch,
+                coordinator_epoch=coordinator_epoch,
+                commit=commit,
+                now_ms=now_ms,
+            )
+            # The coordinator's markers are tracked until a roll makes them durable;
+            # nothing tracks this one, so it is on disk before the answer.
+            self.logs.partition(topic, partition).flush(now_ms=now_ms)
+        except BrokerError as exc:
+            return exc.code
+        if offset is not None:  # (None: refused, which the check above rules out)
+            log.warning(
+                "%s-%d: wrote %s marker for producer %d (epoch %d) at offset %d, as a client asked",
+                topic,
+                partition,
+                "a COMMIT" if commit else "an ABORT",
+                producer_id,
+                producer_epoch,
+                offset,
+            )
+            self.notify_append(topic, partition, _MARKER_WAKES)
+        return ErrorCode.NONE
 
     def _abort_orphan(self, topic: str, partition: int, pid: int, now_ms: int) -> None:
         """Write an ABORT marker for an open transaction no transactional id holds."""

@@ -24,6 +24,7 @@ from trafka.codec.messages import k22_init_producer_id as init_producer_id
 from trafka.codec.messages import k24_add_partitions_to_txn as add_partitions
 from trafka.codec.messages import k25_add_offsets_to_txn as add_offsets
 from trafka.codec.messages import k26_end_txn as end_txn
+from trafka.codec.messages import k27_write_txn_markers as write_txn_markers
 from trafka.codec.messages import k28_txn_offset_commit as txn_offset_commit
 from trafka.codec.messages import k61_describe_producers as describe_producers
 from trafka.codec.messages import k65_describe_transactions as describe_transactions
@@ -517,3 +518,44 @@ def test_describe_producers(core: Any) -> None:
         for p in known.active_producers
     ] == [(idempotent, 0, 1, -1), (pid, epoch, 0, 2)]
     assert unknown.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
+def write_markers(
+    core: Any, pid: int, epoch: int, coordinator_epoch: int, *parts: tuple[str, int]
+) -> list[int]:
+    """An admin's WriteTxnMarkers (ABORT) for ``parts``; their error codes."""
+    w = write_txn_markers.WriteTxnMarkersRequest
+    marker = w.WritableTxnMarker(
+        producer_id=pid,
+        producer_epoch=epoch,
+        transaction_result=False,
+        topics=[w.WritableTxnMarkerTopic(name=t, partition_indexes=[p]) for t, p in parts],
+        coordinator_epoch=coordinator_epoch,
+    )
+    (result,) = core.call(27, 1, w(markers=[marker])).markers
+    assert result.producer_id == pid
+    return [p.error_code for t in result.topics for p in t.partitions]
+
+
+def test_write_txn_markers_aborts_an_open_transaction_on_request(core: Any) -> None:
+    """KIP-664's abort of a hanging transaction: an ABORT marker for the producer,
+    with the checks of the coordinator's own markers."""
+    create(core, "t")
+    pid, epoch = init(core, "tx")
+    assert add(core, "tx", pid, epoch, "t", 0) == [0]
+    send(core, "t", batch(core, [b"lost"], pid, epoch, 0, txn=True), tid="tx")
+    assert read(core, "t", isolation=1).last_stable_offset == 0
+
+    unknown = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    assert write_markers(core, pid, epoch, 0, ("t", 3), ("nope", 0)) == [unknown, unknown]
+    assert write_markers(core, pid, epoch - 1, 0, ("t", 0)) == [ErrorCode.INVALID_PRODUCER_EPOCH]
+    assert read(core, "t", isolation=1).last_stable_offset == 0  # nothing written yet
+
+    assert write_markers(core, pid, epoch, 5, ("t", 0)) == [0]
+    after = read(core, "t", isolation=1)
+    assert after.last_stable_offset == after.high_watermark == 2
+    assert markers(after.records) == [(1, False)]
+    assert [(a.producer_id, a.first_offset) for a in after.aborted_transactions] == [(pid, 0)]
+    # The partition has seen coordinator epoch 5 now: an older one is fenced.
+    fenced = ErrorCode.TRANSACTION_COORDINATOR_FENCED
+    assert write_markers(core, pid, epoch, 4, ("t", 0)) == [fenced]

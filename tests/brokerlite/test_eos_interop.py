@@ -444,6 +444,53 @@ def test_a_zombie_producer_is_fenced(running: Any) -> None:
 
 
 @pytest.mark.timeout(90)
+def test_kafka_python_admin_describes_and_aborts_an_open_transaction(running: Any) -> None:
+    """kafka-python's KIP-664 admin calls on brokerlite: a librdkafka transaction left
+    open is listed, described at its coordinator and on its partition, and aborted
+    there with WriteTxnMarkers; read_committed consumers then get past it."""
+    from kafka import KafkaAdminClient
+    from kafka import TopicPartition as KafkaTopicPartition
+    from kafka.admin import AbortTransactionSpec
+
+    servers = running.bootstrap_servers
+    create_topics(servers, ("inspected", 1))
+    open_txn = transactional_confluent(servers, "cf-open")
+    open_txn.begin_transaction()
+    for i in range(3):
+        open_txn.produce("inspected", b"open-%d" % i, partition=0)
+    assert open_txn.flush(30) == 0
+    plain = Producer({"bootstrap.servers": servers})
+    plain.produce("inspected", b"after", partition=0)
+    assert plain.flush(30) == 0
+    assert consume_confluent(servers, "inspected", 1, "read_committed") == []
+
+    admin = KafkaAdminClient(bootstrap_servers=servers)
+    try:
+        listed = [
+            t for ts in admin.list_transactions(state_filters=["Ongoing"]).values() for t in ts
+        ]
+        assert [t.transactional_id for t in listed] == ["cf-open"]
+        description = admin.describe_transactions(["cf-open"])["cf-open"]
+        tp = KafkaTopicPartition("inspected", 0)
+        assert description.producer_id == listed[0].producer_id
+        assert description.topic_partitions == {tp}
+        (state,) = admin.describe_producers([tp])[tp].active_producers
+        assert (state.producer_id, state.current_transaction_start_offset) == (
+            description.producer_id,
+            0,
+        )
+        admin.abort_transaction(
+            AbortTransactionSpec(tp, state.producer_id, state.producer_epoch, 0)
+        )
+        (state,) = admin.describe_producers([tp])[tp].active_producers
+        assert state.current_transaction_start_offset == -1
+    finally:
+        admin.close()
+    assert consume_confluent(servers, "inspected", 1, "read_committed") == [b"after"]
+    open_txn.abort_transaction(30)
+
+
+@pytest.mark.timeout(90)
 def test_commit_and_abort_cycles_interleaved_across_clients(running: Any) -> None:
     from kafka import KafkaProducer
 

@@ -1,0 +1,87 @@
+"""WriteTxnMarkers (key 27), version 1 (Kafka 4.0 dropped v0): markers a client asks for.
+
+In Kafka the transaction coordinator sends this to partition leaders; an admin
+client sends it too, to abort a hanging transaction (KIP-664: a partition
+holds an open transaction that no coordinator will ever complete, and
+read_committed consumers are stuck at its first offset). brokerlite's
+coordinator writes its own markers directly, so here it serves that admin use:
+each partition gets a COMMIT or ABORT control batch for the producer, with
+the checks of the coordinator's markers (INVALID_PRODUCER_EPOCH for an older
+producer epoch than the partition has seen, TRANSACTION_COORDINATOR_FENCED
+for an older coordinator epoch), fsynced before the answer. Unknown
+partitions are UNKNOWN_TOPIC_OR_PARTITION. As in Kafka, nothing checks that
+the transaction is really hanging: that is the caller's judgement (the
+coordinator's own view is DescribeTransactions).
+"""
+
+from __future__ import annotations
+
+from trafka.codec.errors import ErrorCode
+from trafka.codec.messages import k27_write_txn_markers as m
+
+from ._base import HandlerSpec, RequestContext
+
+API_KEY = 27
+MIN_VERSION = 1
+MAX_VERSION = 1
+
+Response = m.WriteTxnMarkersResponse
+
+
+def handle(ctx: RequestContext, request: m.WriteTxnMarkersRequest) -> Response:
+    broker = ctx.broker
+    results = []
+    for marker in request.markers:
+        topics = []
+        for topic in marker.topics:
+            partitions = [
+                Response.WritableTxnMarkerPartitionResult(
+                    partition_index=index,
+                    error_code=broker.write_txn_marker(
+                        topic.name,
+                        index,
+                        producer_id=marker.producer_id,
+                        producer_epoch=marker.producer_epoch,
+                        coordinator_epoch=marker.coordinator_epoch,
+                        commit=marker.transaction_result,
+                        now_ms=ctx.now_ms,
+                    ),
+                )
+                for index in topic.partition_indexes
+            ]
+            topics.append(
+                Response.WritableTxnMarkerTopicResult(name=topic.name, partitions=partitions)
+            )
+        results.append(
+            Response.WritableTxnMarkerResult(producer_id=marker.producer_id, topics=topics)
+        )
+    return Response(markers=results)
+
+
+def error_response(
+    request: m.WriteTxnMarkersRequest | None, version: int, code: ErrorCode
+) -> Response:
+    markers = request.markers if request is not None else []
+    return Response(
+        markers=[
+            Response.WritableTxnMarkerResult(
+                producer_id=marker.producer_id,
+                topics=[
+                    Response.WritableTxnMarkerTopicResult(
+                        name=topic.name,
+                        partitions=[
+                            Response.WritableTxnMarkerPartitionResult(
+                                partition_index=index, error_code=code
+                            )
+                            for index in topic.partition_indexes
+                        ],
+                    )
+                    for topic in marker.topics
+                ],
+            )
+            for marker in markers
+        ]
+    )
+
+
+SPEC = HandlerSpec(API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response)
