@@ -21,7 +21,17 @@ state machine).
 """
 
 from .accumulator import RecordMetadata
-from .admin import Admin, ClusterDescription, GroupDescription, GroupListing, NewTopic, open_admin
+from .admin import (
+    Admin,
+    ClusterDescription,
+    GroupDescription,
+    GroupListing,
+    NewTopic,
+    ProducerState,
+    TransactionDescription,
+    TransactionListing,
+    open_admin,
+)
 from .config import AdminConfig, ClientConfig, ConsumerConfig, ProducerConfig
 from .consumer import Consumer, open_consumer
 from .errors import (
@@ -78,6 +88,7 @@ __all__ = [
     "Partitioner",
     "Producer",
     "ProducerBlockedError",
+    "ProducerState",
     "ProducerConfig",
     "ProtocolError",
     "RecordFuture",
@@ -86,6 +97,8 @@ __all__ = [
     "SerializationError",
     "TopicPartition",
     "TrafkaError",
+    "TransactionDescription",
+    "TransactionListing",
     "UsageError",
     "murmur2",
     "open_admin",

@@ -1,4 +1,4 @@
-"""The admin client: topics, partitions, configs, groups, offsets and records.
+"""The admin client: topics, partitions, configs, groups, offsets, records and transactions.
 
 Rules:
 
@@ -6,8 +6,9 @@ Rules:
   themselves, never as an ExceptionGroup.
 * Requests go to the broker Kafka routes them to: topic and config changes to
   the controller when metadata names one (any broker forwards in KRaft),
-  group operations to the group's coordinator, record operations to each
-  partition's leader.
+  group operations to the group's coordinator, record and producer-state
+  operations to each partition's leader, transaction operations to each
+  transactional id's coordinator (ListTransactions to every broker).
 * Each call raises :class:`~trafka.codec.errors.KafkaError` for the first
   item that failed, naming it; items before it may have succeeded (Kafka's
   admin operations are per item, not atomic).
@@ -25,18 +26,23 @@ from typing import Any
 import anyio
 import anyio.abc
 
-from trafka.codec import ErrorCode, KafkaError, TrafkaError, api
+from trafka.codec import ErrorCode, KafkaError, TrafkaError, UnsupportedVersionError, api
 from trafka.codec.messages import k15_describe_groups as dg
 from trafka.codec.messages import k16_list_groups as lgr
 from trafka.codec.messages import k19_create_topics as ct
 from trafka.codec.messages import k20_delete_topics as dt
 from trafka.codec.messages import k21_delete_records as dr
+from trafka.codec.messages import k22_init_producer_id as ipid
+from trafka.codec.messages import k27_write_txn_markers as wtm
 from trafka.codec.messages import k32_describe_configs as dc
 from trafka.codec.messages import k33_alter_configs as ac
 from trafka.codec.messages import k37_create_partitions as cpart
 from trafka.codec.messages import k42_delete_groups as dgr
 from trafka.codec.messages import k44_incremental_alter_configs as iac
 from trafka.codec.messages import k60_describe_cluster as dcl
+from trafka.codec.messages import k61_describe_producers as dp
+from trafka.codec.messages import k65_describe_transactions as dtx
+from trafka.codec.messages import k66_list_transactions as ltx
 
 from ._util import owned_task_group
 from .assignors import decode_assignment
@@ -50,7 +56,7 @@ from .group import (
     read_offset_fetch,
 )
 from .metadata import BrokerInfo, PartitionInfo, TopicInfo
-from .transport import BrokerConnection, Cluster
+from .transport import COORDINATOR_BASE, BrokerConnection, Cluster
 
 __all__ = [
     "Admin",
@@ -59,6 +65,9 @@ __all__ = [
     "GroupListing",
     "MemberDescription",
     "NewTopic",
+    "ProducerState",
+    "TransactionDescription",
+    "TransactionListing",
     "open_admin",
 ]
 
@@ -106,6 +115,56 @@ class GroupDescription:
     protocol_type: str
     protocol: str
     members: tuple[MemberDescription, ...]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ProducerState:
+    """A producer that a partition's leader knows (DescribeProducers).
+
+    ``last_sequence`` and ``last_timestamp`` (ms) are -1 when unknown;
+    ``current_transaction_start_offset`` is None unless the producer has a
+    transaction open on the partition, ``coordinator_epoch`` until a
+    transaction marker of this producer was written there.
+    """
+
+    producer_id: int
+    producer_epoch: int
+    last_sequence: int
+    last_timestamp: int
+    coordinator_epoch: int | None
+    current_transaction_start_offset: int | None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class TransactionListing:
+    """A transactional id that a coordinator knows (ListTransactions)."""
+
+    transactional_id: str
+    producer_id: int
+    state: str
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class TransactionDescription:
+    """A transactional id's state at its coordinator (DescribeTransactions).
+
+    ``state`` is Kafka's name: ``Empty``, ``Ongoing``, ``PrepareCommit``,
+    ``PrepareAbort``, ``CompleteCommit``, ``CompleteAbort``, ``Dead`` or
+    ``PrepareEpochFence``. ``transaction_start_time_ms`` is when the current
+    (or, once complete, the last) transaction started; None if none did.
+    """
+
+    transactional_id: str
+    coordinator_id: int
+    state: str
+    producer_id: int
+    producer_epoch: int
+    transaction_timeout_ms: int
+    transaction_start_time_ms: int | None
+    topic_partitions: frozenset[TopicPartition]
+
+
+TRANSACTION_KEY = 1  # FindCoordinator's key type for a transactional id
 
 
 def _fit(api_key: int, version: int, cls: type, **fields: Any) -> Any:
@@ -406,6 +465,16 @@ class Admin:
         md = self._cluster.metadata
         tps = list(tps)
         topics = {tp.topic for tp in tps}
+        unknown = [topic for topic in topics if md.partition_count(topic) is None]
+        if unknown:
+            # A topic the brokers do not have fails now; other errors (a leader
+            # being elected) are waited out below.
+            await self._cluster.refresh_metadata(unknown)
+            for topic in unknown:
+                missing = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                if md.partition_count(topic) is None and md.topic_errors.get(topic) == missing:
+                    md.forget_topic(topic)
+                    raise KafkaError(missing, f"topic {topic!r} does not exist")
         for topic in topics:
             await self._cluster.partitions_for(topic, self.config.default_api_timeout_ms / 1000)
         out: dict[int, list[TopicPartition]] = {}
@@ -559,6 +628,201 @@ class Admin:
         resp = await conn.request(8, body)
         for tp, code in read_offset_commit(resp).items():
             _check(code, f"committing {tp.topic}-{tp.partition} for group {group_id!r}")
+
+    # -- transactions -----------------------------------------------------------------------
+
+    async def describe_producers(
+        self, partitions: Iterable[TopicPartition] | Iterable[tuple[str, int]]
+    ) -> dict[TopicPartition, list[ProducerState]]:
+        """The producers each partition's leader keeps state for, with the first
+        offset of the transaction each has open there (KIP-664)."""
+        out: dict[TopicPartition, list[ProducerState]] = {}
+        wanted = [TopicPartition(*tp) for tp in partitions]
+        for leader, tps in (await self._by_leader(wanted)).items():
+            by_topic: dict[str, list[int]] = {}
+            for tp in tps:
+                by_topic.setdefault(tp.topic, []).append(tp.partition)
+            conn = await self._cluster.connection(leader)
+            request = dp.DescribeProducersRequest(
+                topics=[
+                    dp.DescribeProducersRequest.TopicRequest(name=t, partition_indexes=p)
+                    for t, p in by_topic.items()
+                ]
+            )
+            resp = await conn.request(61, request)
+            for t in resp.topics:
+                for p in t.partitions:
+                    name = f"{t.name}-{p.partition_index}"
+                    _check(p.error_code, f"describing the producers of {name}", p.error_message)
+                    out[TopicPartition(t.name, p.partition_index)] = [
+                        ProducerState(
+                            e.producer_id,
+                            e.producer_epoch,
+                            e.last_sequence,
+                            e.last_timestamp,
+                            None if e.coordinator_epoch < 0 else e.coordinator_epoch,
+                            None if e.current_txn_start_offset < 0 else e.current_txn_start_offset,
+                        )
+                        for e in p.active_producers
+                    ]
+        missing = [f"{tp.topic}-{tp.partition}" for tp in wanted if tp not in out]
+        if missing:
+            raise KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR, f"no answer for {', '.join(missing)}")
+        return out
+
+    async def list_transactions(
+        self,
+        *,
+        states: Iterable[str] = (),
+        producer_ids: Iterable[int] = (),
+        min_duration_ms: int | None = None,
+    ) -> list[TransactionListing]:
+        """The transactional ids every coordinator knows, optionally only those in
+        one of ``states``, of one of ``producer_ids``, or (Kafka 3.8+, KIP-994)
+        with a transaction open for at least ``min_duration_ms``.
+
+        Raises:
+            ValueError: a state the brokers do not know (they name it).
+            UnsupportedVersionError: ``min_duration_ms`` and a broker without
+                ListTransactions v1.
+        """
+        state_filters, pid_filters = list(states), list(producer_ids)
+        await self._cluster.refresh_metadata()
+        nodes: list[int | None] = [*self._cluster.metadata.brokers] or [None]
+        found: dict[str, TransactionListing] = {}
+        unknown: set[str] = set()
+        for node in nodes:
+            conn = await (
+                self._cluster.connection(node)
+                if node is not None
+                else self._cluster.any_connection()
+            )
+            version = conn.version_for(66)
+            if min_duration_ms is not None and version < 1:
+                raise UnsupportedVersionError(
+                    f"node {conn.node_id} has no ListTransactions v1: it cannot filter by duration"
+                )
+            request = _fit(
+                66,
+                version,
+                ltx.ListTransactionsRequest,
+                state_filters=state_filters,
+                producer_id_filters=pid_filters,
+                duration_filter=-1 if min_duration_ms is None else min_duration_ms,
+            )
+            resp = await conn.request(66, request, version=version)
+            _check(resp.error_code, "ListTransactions")
+            unknown.update(resp.unknown_state_filters)
+            for t in resp.transaction_states:
+                found[t.transactional_id] = TransactionListing(
+                    t.transactional_id, t.producer_id, t.transaction_state
+                )
+        if unknown:
+            raise ValueError(f"unknown transaction state(s): {', '.join(sorted(unknown))}")
+        return [found[tid] for tid in sorted(found)]
+
+    async def describe_transactions(
+        self, transactional_ids: Iterable[str]
+    ) -> dict[str, TransactionDescription]:
+        """The state of transactional ids at their coordinators.
+
+        Raises:
+            KafkaError: TRANSACTIONAL_ID_NOT_FOUND for an id no coordinator knows.
+        """
+        out: dict[str, TransactionDescription] = {}
+        for tid in transactional_ids:
+            conn = await find_coordinator(self._cluster, tid, key_type=TRANSACTION_KEY)
+            resp = await conn.request(65, dtx.DescribeTransactionsRequest(transactional_ids=[tid]))
+            for t in resp.transaction_states:
+                _check(t.error_code, f"describing transactional id {t.transactional_id!r}")
+                out[t.transactional_id] = TransactionDescription(
+                    t.transactional_id,
+                    COORDINATOR_BASE - conn.node_id,  # the coordinator's own connection
+                    t.transaction_state,
+                    t.producer_id,
+                    t.producer_epoch,
+                    t.transaction_timeout_ms,
+                    None if t.transaction_start_time_ms < 0 else t.transaction_start_time_ms,
+                    frozenset(
+                        TopicPartition(topic.topic, p)
+                        for topic in t.topics
+                        for p in topic.partitions
+                    ),
+                )
+        return out
+
+    async def fence_producers(self, transactional_ids: Iterable[str]) -> None:
+        """Fence the producers of transactional ids, as a new producer with the same
+        id would (KIP-618): the coordinator bumps each id's epoch and aborts its
+        open transaction; the old producer's next call fails with
+        ProducerFencedError. An id the coordinator does not know yet gets a
+        producer id, so a producer that starts later is not affected.
+
+        Raises:
+            KafkaError: the coordinator refused (CONCURRENT_TRANSACTIONS is not
+                an error: the abort it reports has fenced the producer already).
+        """
+        timeout = self.config.request_timeout_ms
+        for tid in transactional_ids:
+            conn = await find_coordinator(self._cluster, tid, key_type=TRANSACTION_KEY)
+            version = conn.version_for(22)
+            request = _fit(
+                22,
+                version,
+                ipid.InitProducerIdRequest,
+                transactional_id=tid,
+                transaction_timeout_ms=timeout,
+                producer_id=-1,
+                producer_epoch=-1,
+            )
+            resp = await conn.request(22, request, version=version)
+            if resp.error_code != ErrorCode.CONCURRENT_TRANSACTIONS:
+                _check(resp.error_code, f"fencing transactional id {tid!r}")
+
+    async def abort_transaction(
+        self,
+        partition: TopicPartition | tuple[str, int],
+        producer_id: int,
+        producer_epoch: int,
+        coordinator_epoch: int = 0,
+    ) -> None:
+        """Abort a hanging transaction on one partition (KIP-664): its leader writes
+        an ABORT marker for the producer, so read_committed consumers get past it.
+
+        Only for a transaction no coordinator will complete (see
+        :meth:`describe_producers` and :meth:`describe_transactions`): the broker
+        cannot tell, and aborting a live transaction this way loses its records
+        on this partition. ``producer_epoch`` and ``coordinator_epoch`` are the
+        ones :meth:`describe_producers` shows (0 when it shows none).
+
+        Raises:
+            KafkaError: INVALID_PRODUCER_EPOCH or TRANSACTION_COORDINATOR_FENCED
+                (the partition has seen newer ones), UNKNOWN_TOPIC_OR_PARTITION, ...
+        """
+        tp = TopicPartition(*partition)
+        leader = next(iter(await self._by_leader([tp])))
+        conn = await self._cluster.connection(leader)
+        marker = wtm.WriteTxnMarkersRequest.WritableTxnMarker(
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            transaction_result=False,
+            topics=[
+                wtm.WriteTxnMarkersRequest.WritableTxnMarkerTopic(
+                    name=tp.topic, partition_indexes=[tp.partition]
+                )
+            ],
+            coordinator_epoch=coordinator_epoch,
+        )
+        resp = await conn.request(27, wtm.WriteTxnMarkersRequest(markers=[marker]))
+        codes = [p.error_code for m in resp.markers for t in m.topics for p in t.partitions]
+        if not codes:
+            raise KafkaError(
+                ErrorCode.UNKNOWN_SERVER_ERROR, f"no answer for {tp.topic}-{tp.partition}"
+            )
+        _check(
+            codes[0],
+            f"aborting the transaction of producer {producer_id} on {tp.topic}-{tp.partition}",
+        )
 
 
 # DescribeConfigs config_source values that mean "set on this very resource".

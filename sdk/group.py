@@ -96,18 +96,20 @@ log = logging.getLogger("trafka.sdk.group")
 # -- helpers used without a member ---------------------------------------------------------
 
 
-async def find_coordinator(cluster: Cluster, group_id: str) -> BrokerConnection:
-    """The coordinator's dedicated connection.
+async def find_coordinator(cluster: Cluster, key: str, *, key_type: int = 0) -> BrokerConnection:
+    """The dedicated connection to the coordinator of a group (``key_type`` 0)
+    or of a transactional id (1).
 
     Raises:
         KafkaError: the coordinator could not be found (retriable codes included).
     """
     conn = await cluster.any_connection()
     version = conn.version_for(10)
-    resp = await conn.request(10, find_coordinator_request(version, group_id))
+    resp = await conn.request(10, find_coordinator_request(version, key, key_type))
     code, node, host, port = read_find_coordinator(version, resp)
     if code:
-        raise KafkaError(code, f"FindCoordinator for group {group_id!r}")
+        what = "transactional id" if key_type else "group"
+        raise KafkaError(code, f"FindCoordinator for {what} {key!r}")
     return await cluster.coordinator_connection((node, host, port))
 
 

@@ -100,10 +100,11 @@ def _fit(api_key: int, version: int, cls: type, **fields: Any) -> Any:
 # -- request builders and response readers -------------------------------------------------
 
 
-def find_coordinator_request(version: int, group_id: str) -> Any:
+def find_coordinator_request(version: int, key: str, key_type: int = 0) -> Any:
+    """FindCoordinator for a group (``key_type`` 0) or a transactional id (1)."""
     if version >= 4:
-        return fc.FindCoordinatorRequest(key_type=0, coordinator_keys=[group_id])
-    return _fit(10, version, fc.FindCoordinatorRequest, key=group_id, key_type=0)
+        return fc.FindCoordinatorRequest(key_type=key_type, coordinator_keys=[key])
+    return _fit(10, version, fc.FindCoordinatorRequest, key=key, key_type=key_type)
 
 
 def read_find_coordinator(version: int, response: Any) -> tuple[int, int, str, int]:

@@ -43,7 +43,7 @@ import anyio.lowlevel
 
 from trafka.codec import CodecError, ErrorCode, KafkaError, TrafkaError, UnsupportedVersionError
 
-from .config import ClientConfig
+from .config import AdminConfig, ClientConfig
 from .connection_state import ConnectionState
 from .errors import (
     KafkaConnectionError,
@@ -495,8 +495,11 @@ class Cluster:
         self.metadata = MetadataCache(
             max_age=config.metadata_max_age_ms / 1000,
             backoff=config.retry_backoff_ms / 1000,
-            # Only consumers have the setting; producers' metadata requests may create topics.
-            auto_create=getattr(config, "allow_auto_create_topics", True),
+            # Only consumers have the setting. Producers' metadata requests may create
+            # topics (as Java's do); an admin's never do (as Kafka's AdminClient's).
+            auto_create=getattr(
+                config, "allow_auto_create_topics", not isinstance(config, AdminConfig)
+            ),
         )
         self._conns: dict[int, BrokerConnection] = {}
         self._addresses: dict[int, tuple[str, int]] = {}

@@ -29,6 +29,7 @@ SUBCOMMANDS: dict[str, str] = {
     "consume": "trafka.tools.cli_client:consume_command",
     "topics": "trafka.tools.cli_client:topics_command",
     "groups": "trafka.tools.cli_client:groups_command",
+    "transactions": "trafka.tools.cli_transactions:transactions_command",
 }
 
 

@@ -163,6 +163,24 @@ async def test_admin_operations(broker: RunningBroker) -> None:
             assert topic not in await admin.list_topics()
 
 
+async def test_admin_never_creates_a_topic_by_looking_it_up(broker: RunningBroker) -> None:
+    """The broker creates topics on Metadata requests that allow it; an admin's never
+    do (as Kafka's AdminClient's): a missing topic is an error at once."""
+    bs = broker.bootstrap_servers
+    missing = fresh("missing")
+    with anyio.fail_after(10):  # not after default.api.timeout.ms of waiting for it
+        async with open_admin(bootstrap_servers=bs) as admin:
+            for call in (
+                admin.list_offsets({TopicPartition(missing, 0): "latest"}),
+                admin.delete_records({TopicPartition(missing, 0): 0}),
+                admin.describe_producers([(missing, 0)]),
+            ):
+                with pytest.raises(KafkaError) as info:
+                    await call
+                assert info.value.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            assert missing not in await admin.list_topics()
+
+
 async def test_group_commit_and_resume(broker: RunningBroker) -> None:
     bs = broker.bootstrap_servers
     topic = fresh("grp")

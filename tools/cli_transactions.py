@@ -1,0 +1,379 @@
+"""``trafka transactions``: look into transactions and repair hanging ones (KIP-664).
+
+Rules:
+
+* The connection options, output conventions and exit statuses are those of
+  :mod:`trafka.tools.cli_client` (``-b``, ``-X``, ``-m``; data on stdout, notes
+  on stderr; a client error exits 1, a usage error 2).
+* ``list``, ``describe`` and ``describe-producers`` only read:
+  ListTransactions, DescribeTransactions, DescribeProducers.
+* ``find-hanging`` follows KIP-664: the producers with a transaction open on
+  a partition for longer than ``--max-transaction-timeout`` (by their last
+  write), then, per producer id, whether a coordinator holds a transaction of
+  that producer that includes the partition and that it will complete
+  (Ongoing, PrepareCommit, PrepareAbort, PrepareEpochFence). A transaction no
+  coordinator holds that way is hanging: nothing will ever end it, and
+  read_committed consumers of the partition are stuck at its first offset.
+* ``abort`` writes an ABORT marker for one producer on one partition
+  (WriteTxnMarkers). Given ``--start-offset`` it looks the producer up among
+  the open transactions of the partition, and refuses when none starts
+  there. Only for hanging transactions: aborting a live one this way loses
+  its records on that partition.
+* ``fence`` bumps the epoch of transactional ids as a new producer would:
+  their current producers fail with PRODUCER_FENCED, and their open
+  transactions are aborted by the coordinator.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterable
+from typing import Any
+
+import click
+
+from .cli_client import _admin_options, _run, _table, _with_admin
+
+__all__ = ["find_hanging", "transactions_command"]
+
+# The states in which a coordinator still completes a transaction by itself.
+_LIVE_STATES = frozenset({"Ongoing", "PrepareCommit", "PrepareAbort", "PrepareEpochFence"})
+
+
+@click.group("transactions")
+def transactions_command() -> None:
+    """List and describe transactions and producers; find, abort hanging transactions."""
+
+
+@transactions_command.command("list")
+@click.option("--state", "states", multiple=True, help="Only these states (repeatable).")
+@click.option(
+    "--producer-id", "producer_ids", multiple=True, type=int, help="Only these (repeatable)."
+)
+@click.option(
+    "--min-duration-ms",
+    type=click.IntRange(min=0),
+    help="Only transactions open at least this long (brokers of Kafka 3.8+).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@_admin_options
+def transactions_list(
+    cfg: dict[str, Any],
+    states: tuple[str, ...],
+    producer_ids: tuple[int, ...],
+    min_duration_ms: int | None,
+    as_json: bool,
+) -> None:
+    """The transactional ids the coordinators know, with their producer id and state."""
+
+    async def run(admin: Any) -> list[Any]:
+        try:
+            listed: list[Any] = await admin.list_transactions(
+                states=states, producer_ids=producer_ids, min_duration_ms=min_duration_ms
+            )
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), param_hint="--state") from None
+        return listed
+
+    listed = _run(_with_admin, cfg, run)
+    if as_json:
+        click.echo(json.dumps([_listing_json(t) for t in listed]))
+    elif listed:
+        click.echo(
+            _table(
+                ["TRANSACTIONAL-ID", "PRODUCER-ID", "STATE"],
+                [(t.transactional_id, t.producer_id, t.state) for t in listed],
+            )
+        )
+
+
+@transactions_command.command("describe")
+@click.argument("transactional_ids", nargs=-1, required=True)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@_admin_options
+def transactions_describe(
+    cfg: dict[str, Any], transactional_ids: tuple[str, ...], as_json: bool
+) -> None:
+    """The state of transactional ids at their coordinators."""
+
+    async def run(admin: Any) -> dict[str, Any]:
+        described: dict[str, Any] = await admin.describe_transactions(transactional_ids)
+        return described
+
+    described = _run(_with_admin, cfg, run)
+    now = int(time.time() * 1000)
+    rows = [_description_json(described[tid], now) for tid in transactional_ids]
+    if as_json:
+        click.echo(json.dumps(rows))
+        return
+    click.echo(
+        _table(
+            [
+                "TRANSACTIONAL-ID",
+                "COORDINATOR",
+                "PRODUCER-ID",
+                "EPOCH",
+                "STATE",
+                "TIMEOUT-MS",
+                "START-TIME-MS",
+                "DURATION-MS",
+                "PARTITIONS",
+            ],
+            [
+                (
+                    r["transactional_id"],
+                    r["coordinator_id"],
+                    r["producer_id"],
+                    r["producer_epoch"],
+                    r["state"],
+                    r["transaction_timeout_ms"],
+                    r["transaction_start_time_ms"],
+                    r["duration_ms"],
+                    ",".join(f"{p['topic']}-{p['partition']}" for p in r["partitions"]) or None,
+                )
+                for r in rows
+            ],
+        )
+    )
+
+
+@transactions_command.command("describe-producers")
+@click.argument("topic")
+@click.option(
+    "-p",
+    "--partition",
+    "partitions",
+    multiple=True,
+    type=click.IntRange(min=0),
+    help="Only these partitions (repeatable); default: all.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@_admin_options
+def transactions_describe_producers(
+    cfg: dict[str, Any], topic: str, partitions: tuple[int, ...], as_json: bool
+) -> None:
+    """The producers each partition's leader keeps state for, and their open transactions."""
+    from trafka.sdk import TopicPartition
+
+    async def run(admin: Any) -> dict[Any, list[Any]]:
+        chosen = list(partitions)
+        if not chosen:
+            info = (await admin.describe_topics([topic]))[topic]
+            chosen = [p.partition for p in info.partitions]
+        states: dict[Any, list[Any]] = await admin.describe_producers(
+            [TopicPartition(topic, p) for p in chosen]
+        )
+        return states
+
+    states = _run(_with_admin, cfg, run)
+    rows = [
+        {"topic": tp.topic, "partition": tp.partition, **_producer_json(s)}
+        for tp in sorted(states)
+        for s in states[tp]
+    ]
+    if as_json:
+        click.echo(json.dumps(rows))
+    elif rows:
+        click.echo(_table(list(_PRODUCER_COLUMNS), [_producer_row(r) for r in rows]))
+
+
+@transactions_command.command("find-hanging")
+@click.option(
+    "-t", "--topic", "topics", multiple=True, help="Only these topics (repeatable); default: all."
+)
+@click.option(
+    "--max-transaction-timeout",
+    type=click.IntRange(min=0),
+    default=15,
+    show_default=True,
+    help="Minutes; only transactions open longer than this (transaction.max.timeout.ms).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@_admin_options
+def transactions_find_hanging(
+    cfg: dict[str, Any], topics: tuple[str, ...], max_transaction_timeout: int, as_json: bool
+) -> None:
+    """Open transactions that no coordinator will complete (KIP-664)."""
+
+    async def run(admin: Any) -> list[dict[str, Any]]:
+        return await find_hanging(
+            admin, topics or None, max_transaction_timeout * 60_000, int(time.time() * 1000)
+        )
+
+    hanging = _run(_with_admin, cfg, run)
+    if as_json:
+        click.echo(json.dumps(hanging))
+    elif hanging:
+        click.echo(_table(list(_PRODUCER_COLUMNS), [_producer_row(r) for r in hanging]))
+    else:
+        click.echo("no hanging transactions", err=True)
+
+
+@transactions_command.command("abort")
+@click.option("-t", "--topic", required=True)
+@click.option("-p", "--partition", required=True, type=click.IntRange(min=0))
+@click.option(
+    "--start-offset",
+    type=click.IntRange(min=0),
+    help="The first offset of the transaction (from describe-producers or find-hanging).",
+)
+@click.option("--producer-id", type=click.IntRange(min=0), help="Instead of --start-offset.")
+@click.option("--producer-epoch", type=click.IntRange(min=0), help="With --producer-id.")
+@click.option(
+    "--coordinator-epoch",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    help="With --producer-id.",
+)
+@_admin_options
+def transactions_abort(
+    cfg: dict[str, Any],
+    topic: str,
+    partition: int,
+    start_offset: int | None,
+    producer_id: int | None,
+    producer_epoch: int | None,
+    coordinator_epoch: int,
+) -> None:
+    """Abort a hanging transaction on one partition."""
+    from trafka.sdk import TopicPartition
+
+    by_offset = start_offset is not None
+    if by_offset == (producer_id is not None) or (producer_id is None) != (producer_epoch is None):
+        raise click.UsageError("give either --start-offset, or --producer-id with --producer-epoch")
+    tp = TopicPartition(topic, partition)
+
+    async def run(admin: Any) -> tuple[int, int]:
+        pid, epoch, coord = producer_id, producer_epoch, coordinator_epoch
+        if by_offset:
+            states = (await admin.describe_producers([tp]))[tp]
+            found = [s for s in states if s.current_transaction_start_offset == start_offset]
+            if not found:
+                raise click.ClickException(
+                    f"no open transaction starts at offset {start_offset} of {topic}-{partition}"
+                )
+            state = found[0]
+            pid, epoch = state.producer_id, state.producer_epoch
+            coord = state.coordinator_epoch if state.coordinator_epoch is not None else 0
+        assert pid is not None and epoch is not None
+        await admin.abort_transaction(tp, pid, epoch, coord)
+        return pid, epoch
+
+    pid, epoch = _run(_with_admin, cfg, run)
+    click.echo(
+        f"aborted the transaction of producer {pid} (epoch {epoch}) on {topic}-{partition}",
+        err=True,
+    )
+
+
+@transactions_command.command("fence")
+@click.argument("transactional_ids", nargs=-1, required=True)
+@_admin_options
+def transactions_fence(cfg: dict[str, Any], transactional_ids: tuple[str, ...]) -> None:
+    """Fence the current producers of transactional ids (their open transactions abort)."""
+
+    async def run(admin: Any) -> None:
+        await admin.fence_producers(transactional_ids)
+
+    _run(_with_admin, cfg, run)
+    for tid in transactional_ids:
+        click.echo(f"fenced {tid}", err=True)
+
+
+# -- finding hanging transactions -----------------------------------------------------------
+
+
+async def find_hanging(
+    admin: Any, topics: Iterable[str] | None, max_timeout_ms: int, now_ms: int
+) -> list[dict[str, Any]]:
+    """The open transactions of ``topics`` (default: every topic) that are hanging,
+    as :func:`_producer_json` rows with their topic and partition (see the module
+    rules)."""
+    from trafka.sdk import TopicPartition
+
+    names = list(topics) if topics is not None else sorted(await admin.list_topics())
+    if not names:
+        return []
+    infos = await admin.describe_topics(names)
+    tps = [TopicPartition(n, p.partition) for n in names for p in infos[n].partitions]
+    states = await admin.describe_producers(tps) if tps else {}
+    suspects = [
+        (tp, s)
+        for tp in sorted(states)
+        for s in states[tp]
+        if s.current_transaction_start_offset is not None
+        and now_ms - s.last_timestamp >= max_timeout_ms
+    ]
+    if not suspects:
+        return []
+    listed = await admin.list_transactions(producer_ids={s.producer_id for _, s in suspects})
+    ids = {t.producer_id: t.transactional_id for t in listed}
+    described = await admin.describe_transactions(sorted(set(ids.values()))) if ids else {}
+    hanging = []
+    for tp, s in suspects:
+        desc = described.get(ids.get(s.producer_id, ""))
+        if (
+            desc is not None
+            and desc.producer_id == s.producer_id
+            and desc.state in _LIVE_STATES
+            and tp in desc.topic_partitions
+        ):
+            continue  # its coordinator will end it (or time it out)
+        hanging.append({"topic": tp.topic, "partition": tp.partition, **_producer_json(s)})
+    return hanging
+
+
+# -- output -------------------------------------------------------------------------------
+
+_PRODUCER_COLUMNS = {
+    "TOPIC": "topic",
+    "PARTITION": "partition",
+    "PRODUCER-ID": "producer_id",
+    "EPOCH": "producer_epoch",
+    "COORDINATOR-EPOCH": "coordinator_epoch",
+    "LAST-SEQUENCE": "last_sequence",
+    "LAST-TIMESTAMP": "last_timestamp",
+    "TXN-START-OFFSET": "current_transaction_start_offset",
+}
+
+
+def _producer_json(state: Any) -> dict[str, Any]:
+    return {
+        "producer_id": state.producer_id,
+        "producer_epoch": state.producer_epoch,
+        "coordinator_epoch": state.coordinator_epoch,
+        "last_sequence": state.last_sequence,
+        "last_timestamp": state.last_timestamp,
+        "current_transaction_start_offset": state.current_transaction_start_offset,
+    }
+
+
+def _producer_row(row: dict[str, Any]) -> list[Any]:
+    return [row[key] for key in _PRODUCER_COLUMNS.values()]
+
+
+def _listing_json(listing: Any) -> dict[str, Any]:
+    return {
+        "transactional_id": listing.transactional_id,
+        "producer_id": listing.producer_id,
+        "state": listing.state,
+    }
+
+
+def _description_json(desc: Any, now_ms: int) -> dict[str, Any]:
+    start = desc.transaction_start_time_ms
+    return {
+        "transactional_id": desc.transactional_id,
+        "coordinator_id": desc.coordinator_id,
+        "producer_id": desc.producer_id,
+        "producer_epoch": desc.producer_epoch,
+        "state": desc.state,
+        "transaction_timeout_ms": desc.transaction_timeout_ms,
+        "transaction_start_time_ms": start,
+        "duration_ms": now_ms - start if start is not None and desc.state in _LIVE_STATES else None,
+        "partitions": [
+            {"topic": tp.topic, "partition": tp.partition} for tp in sorted(desc.topic_partitions)
+        ],
+    }
