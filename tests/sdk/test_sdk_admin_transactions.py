@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,9 @@ from trafka.codec.messages import k22_init_producer_id as ipid
 from trafka.codec.messages import k24_add_partitions_to_txn as apt
 from trafka.codec.records import encode_batch
 from trafka.sdk import (
+    Admin,
     NewTopic,
+    Producer,
     ProducerFencedError,
     TopicPartition,
     open_admin,
@@ -56,48 +59,63 @@ async def committed_values(bs: str, topic: str) -> list[bytes]:
     return out
 
 
+@asynccontextmanager
+async def open_transaction(
+    admin: Admin, topic: str, partitions: int, tid: str
+) -> AsyncIterator[Producer]:
+    """A new topic, and a producer with a transaction open on its partition 0."""
+    await admin.create_topics([NewTopic(topic, partitions)])
+    bs = admin.config.bootstrap_servers
+    async with open_producer(bootstrap_servers=bs, transactional_id=tid) as p:
+        await p.init_transactions()
+        p.begin_transaction()
+        await p.send(topic, b"open", partition=0)
+        await p.flush()
+        yield p
+
+
 async def test_an_open_transaction_described_from_both_sides(broker: RunningBroker) -> None:
     bs = broker.bootstrap_servers
     topic, tid = fresh("desc"), fresh("tx")
     with anyio.fail_after(30):
-        async with open_admin(bootstrap_servers=bs) as admin:
-            await admin.create_topics([NewTopic(topic, 2)])
-            async with open_producer(bootstrap_servers=bs, transactional_id=tid) as p:
-                await p.init_transactions()
-                p.begin_transaction()
-                await p.send(topic, b"plain", partition=0)
-                await p.flush()
-                began = int(time.time() * 1000)
-                states = await admin.describe_producers([(topic, 0), TopicPartition(topic, 1)])
-                assert states[TopicPartition(topic, 1)] == []
-                (state,) = states[TopicPartition(topic, 0)]
-                assert state.current_transaction_start_offset == 0
-                assert state.last_sequence == 0 and state.producer_epoch == 0
-                assert abs(state.last_timestamp - began) < 10_000
+        async with (
+            open_admin(bootstrap_servers=bs) as admin,
+            open_transaction(admin, topic, 2, tid) as p,
+        ):
+            began = int(time.time() * 1000)
+            states = await admin.describe_producers([(topic, 0), TopicPartition(topic, 1)])
+            assert states[TopicPartition(topic, 1)] == []
+            (state,) = states[TopicPartition(topic, 0)]
+            assert state.current_transaction_start_offset == 0
+            assert state.last_sequence == 0 and state.producer_epoch == 0
+            assert abs(state.last_timestamp - began) < 10_000
 
-                desc = (await admin.describe_transactions([tid]))[tid]
-                assert desc.state == "Ongoing"
-                assert desc.producer_id == state.producer_id
-                assert desc.topic_partitions == {TopicPartition(topic, 0)}
-                assert desc.coordinator_id in admin.cluster.metadata.brokers
-                assert desc.transaction_timeout_ms == p.config.transaction_timeout_ms
-                assert desc.transaction_start_time_ms is not None
+            desc = (await admin.describe_transactions([tid]))[tid]
+            assert desc.state == "Ongoing"
+            assert desc.producer_id == state.producer_id
+            assert desc.topic_partitions == {TopicPartition(topic, 0)}
+            assert desc.coordinator_id in admin.cluster.metadata.brokers
+            assert desc.transaction_timeout_ms == p.config.transaction_timeout_ms
+            assert desc.transaction_start_time_ms is not None
 
-                ongoing = await admin.list_transactions(states=["Ongoing"])
-                assert tid in {t.transactional_id for t in ongoing}
-                assert {t.state for t in ongoing} == {"Ongoing"}
-                (mine,) = await admin.list_transactions(producer_ids=[state.producer_id])
-                assert (mine.transactional_id, mine.state) == (tid, "Ongoing")
-                assert not await admin.list_transactions(
-                    producer_ids=[state.producer_id], min_duration_ms=3_600_000
-                )
-                await p.commit_transaction()
+            ongoing = await admin.list_transactions(states=["Ongoing"])
+            assert tid in {t.transactional_id for t in ongoing}
+            assert {t.state for t in ongoing} == {"Ongoing"}
+            (mine,) = await admin.list_transactions(producer_ids=[state.producer_id])
+            assert (mine.transactional_id, mine.state) == (tid, "Ongoing")
+            assert not await admin.list_transactions(
+                producer_ids=[state.producer_id], min_duration_ms=3_600_000
+            )
+            assert await admin.list_transactions(
+                producer_ids=[state.producer_id], min_duration_ms=0
+            ) == [mine]
+            await p.commit_transaction()
 
-                (state,) = (await admin.describe_producers([(topic, 0)]))[TopicPartition(topic, 0)]
-                assert state.current_transaction_start_offset is None
-                assert state.coordinator_epoch is not None  # its marker is written
-                desc = (await admin.describe_transactions([tid]))[tid]
-                assert (desc.state, desc.topic_partitions) == ("CompleteCommit", frozenset())
+            (state,) = (await admin.describe_producers([(topic, 0)]))[TopicPartition(topic, 0)]
+            assert state.current_transaction_start_offset is None
+            assert state.coordinator_epoch is not None  # its marker is written
+            desc = (await admin.describe_transactions([tid]))[tid]
+            assert (desc.state, desc.topic_partitions) == ("CompleteCommit", frozenset())
 
 
 async def test_what_cannot_be_described_is_an_error(broker: RunningBroker) -> None:
@@ -119,12 +137,7 @@ async def test_fencing_aborts_the_open_transaction(broker: RunningBroker) -> Non
     topic, tid = fresh("fence"), fresh("tx")
     with anyio.fail_after(30):
         async with open_admin(bootstrap_servers=bs) as admin:
-            await admin.create_topics([NewTopic(topic, 1)])
-            async with open_producer(bootstrap_servers=bs, transactional_id=tid) as p:
-                await p.init_transactions()
-                p.begin_transaction()
-                await p.send(topic, b"fenced", partition=0)
-                await p.flush()
+            async with open_transaction(admin, topic, 1, tid) as p:
                 before = (await admin.describe_transactions([tid]))[tid]
                 await admin.fence_producers([tid])
                 after = (await admin.describe_transactions([tid]))[tid]
