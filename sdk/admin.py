@@ -19,6 +19,7 @@ Rules:
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import AsyncIterator, Iterable, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
@@ -63,6 +64,7 @@ __all__ = [
     "ClusterDescription",
     "GroupDescription",
     "GroupListing",
+    "LIVE_TRANSACTION_STATES",
     "MemberDescription",
     "NewTopic",
     "ProducerState",
@@ -165,6 +167,11 @@ class TransactionDescription:
 
 
 TRANSACTION_KEY = 1  # FindCoordinator's key type for a transactional id
+
+#: The coordinator states in which a transaction still ends by itself.
+LIVE_TRANSACTION_STATES = frozenset(
+    {"Ongoing", "PrepareCommit", "PrepareAbort", "PrepareEpochFence"}
+)
 
 
 def _fit(api_key: int, version: int, cls: type, **fields: Any) -> Any:
@@ -778,6 +785,54 @@ class Admin:
             resp = await conn.request(22, request, version=version)
             if resp.error_code != ErrorCode.CONCURRENT_TRANSACTIONS:
                 _check(resp.error_code, f"fencing transactional id {tid!r}")
+
+    async def find_hanging_transactions(
+        self,
+        topics: Iterable[str] | None = None,
+        *,
+        max_transaction_timeout_ms: int = 900_000,
+        now_ms: int | None = None,
+    ) -> list[tuple[TopicPartition, ProducerState]]:
+        """The open transactions of ``topics`` (default: every topic) that nothing
+        will ever end, KIP-664's way: a producer's transaction open on a partition
+        for longer than ``max_transaction_timeout_ms`` (Kafka's
+        ``transaction.max.timeout.ms``, by the producer's last write) that no
+        coordinator holds, for that producer and with that partition, in a state
+        it completes by itself (:data:`LIVE_TRANSACTION_STATES`). Each one keeps
+        read_committed consumers of its partition at its first offset;
+        :meth:`abort_transaction` ends it.
+        """
+        names = list(topics) if topics is not None else sorted(await self.list_topics())
+        if not names:
+            return []
+        infos = await self.describe_topics(names)
+        tps = [TopicPartition(n, p.partition) for n in names for p in infos[n].partitions]
+        states = await self.describe_producers(tps) if tps else {}
+        now = int(time.time() * 1000) if now_ms is None else now_ms
+        suspects = [
+            (tp, s)
+            for tp in sorted(states)
+            for s in states[tp]
+            if s.current_transaction_start_offset is not None
+            and now - s.last_timestamp >= max_transaction_timeout_ms
+        ]
+        if not suspects:
+            return []
+        listed = await self.list_transactions(producer_ids={s.producer_id for _, s in suspects})
+        ids = {t.producer_id: t.transactional_id for t in listed}
+        described = await self.describe_transactions(sorted(set(ids.values()))) if ids else {}
+        hanging = []
+        for tp, s in suspects:
+            desc = described.get(ids.get(s.producer_id, ""))
+            if (
+                desc is not None
+                and desc.producer_id == s.producer_id
+                and desc.state in LIVE_TRANSACTION_STATES
+                and tp in desc.topic_partitions
+            ):
+                continue  # its coordinator will end it (or time it out)
+            hanging.append((tp, s))
+        return hanging
 
     async def abort_transaction(
         self,

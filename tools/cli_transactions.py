@@ -7,13 +7,8 @@ Rules:
   on stderr; a client error exits 1, a usage error 2).
 * ``list``, ``describe`` and ``describe-producers`` only read:
   ListTransactions, DescribeTransactions, DescribeProducers.
-* ``find-hanging`` follows KIP-664: the producers with a transaction open on
-  a partition for longer than ``--max-transaction-timeout`` (by their last
-  write), then, per producer id, whether a coordinator holds a transaction of
-  that producer that includes the partition and that it will complete
-  (Ongoing, PrepareCommit, PrepareAbort, PrepareEpochFence). A transaction no
-  coordinator holds that way is hanging: nothing will ever end it, and
-  read_committed consumers of the partition are stuck at its first offset.
+* ``find-hanging`` is :meth:`trafka.sdk.Admin.find_hanging_transactions`
+  (KIP-664's recipe), with the timeout in minutes as Kafka's tool takes it.
 * ``abort`` writes an ABORT marker for one producer on one partition
   (WriteTxnMarkers). Given ``--start-offset`` it looks the producer up among
   the open transactions of the partition, and refuses when none starts
@@ -28,17 +23,15 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterable
 from typing import Any
 
 import click
 
+from trafka.sdk.admin import LIVE_TRANSACTION_STATES
+
 from .cli_client import _admin_options, _run, _table, _with_admin
 
-__all__ = ["find_hanging", "transactions_command"]
-
-# The states in which a coordinator still completes a transaction by itself.
-_LIVE_STATES = frozenset({"Ongoing", "PrepareCommit", "PrepareAbort", "PrepareEpochFence"})
+__all__ = ["transactions_command"]
 
 
 @click.group("transactions")
@@ -197,9 +190,12 @@ def transactions_find_hanging(
     """Open transactions that no coordinator will complete (KIP-664)."""
 
     async def run(admin: Any) -> list[dict[str, Any]]:
-        return await find_hanging(
-            admin, topics or None, max_transaction_timeout * 60_000, int(time.time() * 1000)
+        found = await admin.find_hanging_transactions(
+            topics or None, max_transaction_timeout_ms=max_transaction_timeout * 60_000
         )
+        return [
+            {"topic": tp.topic, "partition": tp.partition, **_producer_json(s)} for tp, s in found
+        ]
 
     hanging = _run(_with_admin, cfg, run)
     if as_json:
@@ -282,49 +278,6 @@ def transactions_fence(cfg: dict[str, Any], transactional_ids: tuple[str, ...]) 
         click.echo(f"fenced {tid}", err=True)
 
 
-# -- finding hanging transactions -----------------------------------------------------------
-
-
-async def find_hanging(
-    admin: Any, topics: Iterable[str] | None, max_timeout_ms: int, now_ms: int
-) -> list[dict[str, Any]]:
-    """The open transactions of ``topics`` (default: every topic) that are hanging,
-    as :func:`_producer_json` rows with their topic and partition (see the module
-    rules)."""
-    from trafka.sdk import TopicPartition
-
-    names = list(topics) if topics is not None else sorted(await admin.list_topics())
-    if not names:
-        return []
-    infos = await admin.describe_topics(names)
-    tps = [TopicPartition(n, p.partition) for n in names for p in infos[n].partitions]
-    states = await admin.describe_producers(tps) if tps else {}
-    suspects = [
-        (tp, s)
-        for tp in sorted(states)
-        for s in states[tp]
-        if s.current_transaction_start_offset is not None
-        and now_ms - s.last_timestamp >= max_timeout_ms
-    ]
-    if not suspects:
-        return []
-    listed = await admin.list_transactions(producer_ids={s.producer_id for _, s in suspects})
-    ids = {t.producer_id: t.transactional_id for t in listed}
-    described = await admin.describe_transactions(sorted(set(ids.values()))) if ids else {}
-    hanging = []
-    for tp, s in suspects:
-        desc = described.get(ids.get(s.producer_id, ""))
-        if (
-            desc is not None
-            and desc.producer_id == s.producer_id
-            and desc.state in _LIVE_STATES
-            and tp in desc.topic_partitions
-        ):
-            continue  # its coordinator will end it (or time it out)
-        hanging.append({"topic": tp.topic, "partition": tp.partition, **_producer_json(s)})
-    return hanging
-
-
 # -- output -------------------------------------------------------------------------------
 
 _PRODUCER_COLUMNS = {
@@ -372,7 +325,9 @@ def _description_json(desc: Any, now_ms: int) -> dict[str, Any]:
         "state": desc.state,
         "transaction_timeout_ms": desc.transaction_timeout_ms,
         "transaction_start_time_ms": start,
-        "duration_ms": now_ms - start if start is not None and desc.state in _LIVE_STATES else None,
+        "duration_ms": now_ms - start
+        if start is not None and desc.state in LIVE_TRANSACTION_STATES
+        else None,
         "partitions": [
             {"topic": tp.topic, "partition": tp.partition} for tp in sorted(desc.topic_partitions)
         ],

@@ -226,6 +226,12 @@ async def check_hanging(bs: str, topic: str) -> None:
         assert state.current_transaction_start_offset == 0
         # No coordinator knows its producer any more.
         assert not await admin.list_transactions(producer_ids=[state.producer_id])
+        # The open one of "busy" has its coordinator: it is not hanging.
+        found = await admin.find_hanging_transactions(max_transaction_timeout_ms=0)
+        assert found == [(tp, state)]
+        assert await admin.find_hanging_transactions(["busy"], max_transaction_timeout_ms=0) == []
+        # Open for less than the 15 minutes default.
+        assert await admin.find_hanging_transactions() == []
         with pytest.raises(KafkaError) as err:
             await admin.abort_transaction(tp, state.producer_id, state.producer_epoch - 1)
         assert err.value.code == ErrorCode.INVALID_PRODUCER_EPOCH
