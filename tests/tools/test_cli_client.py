@@ -12,7 +12,6 @@ import json
 import socket
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +21,7 @@ import click
 import pytest
 from click.testing import CliRunner, Result
 
-from trafka.brokerlite import RunningBroker, broker_in_thread
+from trafka.brokerlite import RunningBroker
 from trafka.sdk import open_consumer, open_producer
 from trafka.tools.cli import main
 from trafka.tools.cli_client import (
@@ -41,15 +40,6 @@ _names = itertools.count()
 
 def fresh(prefix: str) -> str:
     return f"{prefix}-{next(_names)}"
-
-
-@pytest.fixture(scope="module")
-def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningBroker]:
-    data: Path = tmp_path_factory.mktemp("cli-broker")
-    with broker_in_thread(
-        port=0, host="127.0.0.1", data_dir=data, group_initial_rebalance_delay_ms=0
-    ) as running:
-        yield running
 
 
 def run(broker: RunningBroker, *args: str, input: bytes | None = None, ok: bool = True) -> Result:

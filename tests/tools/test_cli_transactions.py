@@ -8,15 +8,13 @@ from __future__ import annotations
 import itertools
 import json
 import threading
-from collections.abc import Iterator
-from pathlib import Path
 
 import anyio
 import anyio.to_thread
 import pytest
 from click.testing import CliRunner, Result
 
-from trafka.brokerlite import RunningBroker, broker_in_thread
+from trafka.brokerlite import RunningBroker
 from trafka.sdk import NewTopic, ProducerFencedError, open_admin, open_producer
 from trafka.tools.cli import main
 
@@ -27,13 +25,6 @@ _names = itertools.count()
 
 def fresh(prefix: str) -> str:
     return f"{prefix}-{next(_names)}"
-
-
-@pytest.fixture(scope="module")
-def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningBroker]:
-    data: Path = tmp_path_factory.mktemp("cli-txn-broker")
-    with broker_in_thread(port=0, host="127.0.0.1", data_dir=data) as running:
-        yield running
 
 
 def cli(broker: RunningBroker, *args: str) -> Result:
