@@ -57,6 +57,7 @@ from .group import (
     read_offset_fetch,
 )
 from .metadata import BrokerInfo, PartitionInfo, TopicInfo
+from .transactions import TRANSACTION_KEY
 from .transport import COORDINATOR_BASE, BrokerConnection, Cluster
 
 __all__ = [
@@ -165,8 +166,6 @@ class TransactionDescription:
     transaction_start_time_ms: int | None
     topic_partitions: frozenset[TopicPartition]
 
-
-TRANSACTION_KEY = 1  # FindCoordinator's key type for a transactional id
 
 #: The coordinator states in which a transaction still ends by itself.
 LIVE_TRANSACTION_STATES = frozenset(
