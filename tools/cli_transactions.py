@@ -160,11 +160,7 @@ def transactions_describe_producers(
         return states
 
     states = _run(_with_admin, cfg, run)
-    rows = [
-        {"topic": tp.topic, "partition": tp.partition, **_producer_json(s)}
-        for tp in sorted(states)
-        for s in states[tp]
-    ]
+    rows = [_producer_json(tp, s) for tp in sorted(states) for s in states[tp]]
     if as_json:
         click.echo(json.dumps(rows))
     elif rows:
@@ -193,9 +189,7 @@ def transactions_find_hanging(
         found = await admin.find_hanging_transactions(
             topics or None, max_transaction_timeout_ms=max_transaction_timeout * 60_000
         )
-        return [
-            {"topic": tp.topic, "partition": tp.partition, **_producer_json(s)} for tp, s in found
-        ]
+        return [_producer_json(tp, s) for tp, s in found]
 
     hanging = _run(_with_admin, cfg, run)
     if as_json:
@@ -292,8 +286,10 @@ _PRODUCER_COLUMNS = {
 }
 
 
-def _producer_json(state: Any) -> dict[str, Any]:
+def _producer_json(tp: Any, state: Any) -> dict[str, Any]:
     return {
+        "topic": tp.topic,
+        "partition": tp.partition,
         "producer_id": state.producer_id,
         "producer_epoch": state.producer_epoch,
         "coordinator_epoch": state.coordinator_epoch,
