@@ -78,6 +78,12 @@ def handle(ctx: RequestContext, request: m.MetadataRequest) -> m.MetadataRespons
             topic_authorized_operations=topic_ops,
         )
 
+    if (
+        10 <= version < 12
+        and request.topics is not None
+        and any(t.name is None or t.topic_id != NULL_UUID for t in request.topics)
+    ):
+        return error_response(request, version, ErrorCode.INVALID_REQUEST)
     topics: list[Topic] = []
     if request.topics is None or (version == 0 and not request.topics):
         topics = [described(info) for info in broker.logs.topics()]
@@ -156,7 +162,10 @@ def error_response(
 ) -> m.MetadataResponse:
     topics = []
     if request is not None and request.topics:
-        topics = [Topic(error_code=code, name=t.name, topic_id=t.topic_id) for t in request.topics]
+        topics = [
+            Topic(error_code=code, name="" if t.name is None else t.name, topic_id=t.topic_id)
+            for t in request.topics
+        ]
     return m.MetadataResponse(topics=topics)
 
 

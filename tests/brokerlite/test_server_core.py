@@ -279,6 +279,27 @@ def test_metadata_lists_all_topics_and_finds_topics_by_id(core: Any) -> None:
     assert unknown.topics[0].error_code == ErrorCode.UNKNOWN_TOPIC_ID
 
 
+@pytest.mark.parametrize("version", [10, 11])
+def test_metadata_v10_and_v11_refuse_topic_ids_as_kafka_does(core: Any, version: int) -> None:
+    # Those versions carry the field but not its meaning: a topic by id, or
+    # without a name, is INVALID_REQUEST for the whole request, and the answer
+    # must still encode (their response names are not nullable).
+    create(core, "x", 1)
+    ask = metadata.MetadataRequest.MetadataRequestTopic
+    tid = topic_id(core, "x")
+    for topics in (
+        [ask(name="x"), ask(topic_id=tid, name=None)],
+        [ask(topic_id=tid, name="x")],
+        [ask(name=None)],
+    ):
+        answer = core.call(3, version, metadata.MetadataRequest(topics=topics))
+        assert [(t.error_code, t.name, t.partitions) for t in answer.topics] == [
+            (ErrorCode.INVALID_REQUEST, t.name or "", []) for t in topics
+        ]
+    named = core.call(3, version, metadata.MetadataRequest(topics=[ask(name="x")]))
+    assert named.topics[0].error_code == 0 and named.topics[0].topic_id == tid
+
+
 def test_auto_create_can_be_disabled(data_dir: Path) -> None:
     config = BrokerConfig(port=0, data_dir=data_dir, auto_create_topics=False)
     broker = Broker(config, now_ms=0)
