@@ -336,7 +336,10 @@ class ConnectionState:
 
         Raises:
             ProtocolError: a frame too large or malformed, an unexpected
-                correlation id, or an undecodable body. The state is broken.
+                correlation id, or an undecodable body. The state is broken,
+                and every request still waiting is in :meth:`fail_all`: the
+                one the bad frame answered, and any answered before it in the
+                same ``data`` (whose responses are not returned).
         """
         if self._broken is not None:
             raise self._broken
@@ -345,10 +348,21 @@ class ConnectionState:
             frames = list(self._reader)
         except DecodeError as exc:
             raise self._break(f"bad response framing: {exc}") from None
-        out = []
+        out: list[Response] = []
+        answered: list[InFlight] = []
         for frame in frames:
-            out.append(self._on_frame(frame, now))
-        return [r for r in out if r is not None]
+            head = self._in_flight[0] if self._in_flight else None
+            try:
+                response = self._on_frame(frame, now)
+            except ProtocolError:
+                # Put back the requests answered before the bad frame: they are
+                # not returned, so fail_all() must fail them (none may wait forever).
+                self._in_flight.extendleft(reversed(answered))
+                raise
+            if response is not None and head is not None:
+                out.append(response)
+                answered.append(head)
+        return out
 
     def _on_frame(self, frame: bytes, now: float | None) -> Response | None:
         try:
@@ -362,13 +376,17 @@ class ConnectionState:
             known = any(r.correlation_id == corr for r in self._in_flight)
             what = "out of order" if known else "unknown"
             raise self._break(f"{what} correlation id {corr} (expected {head.correlation_id})")
-        self._in_flight.popleft()
+        # The request leaves the queue only once its response is handled: if
+        # that fails, fail_all() still has it.
         if head.api_key == 18 and self.api_versions is None:
-            return self._on_api_versions(frame, head, now)
+            response = self._on_api_versions(frame, head, now)
+            self._in_flight.popleft()
+            return response
         try:
             _, body = decode_response(frame, head.api_key, head.api_version)
         except (DecodeError, UnsupportedVersionError) as exc:
             raise self._break(f"undecodable response: {exc}") from None
+        self._in_flight.popleft()
         return Response(corr, head.api_key, head.api_version, body, head.cookie)
 
     def _on_api_versions(self, frame: bytes, head: InFlight, now: float | None) -> Response | None:

@@ -99,9 +99,42 @@ def test_unknown_correlation_id() -> None:
 
 def test_garbage_body_is_protocol_error() -> None:
     st = _ready_state()
-    corr, _ = st.send_request(3, md.MetadataRequest(), now=0, timeout=1)
+    corr, _ = st.send_request(3, md.MetadataRequest(), now=0, timeout=1, cookie="m")
     with pytest.raises(ProtocolError, match="undecodable"):
         st.receive_data(b"\x00\x00\x00\x06" + corr.to_bytes(4, "big") + b"\xff\xff")
+    # The request the bad frame answered is still there to be failed: its
+    # waiter must not wait forever.
+    assert [entry.cookie for entry in st.fail_all()] == ["m"]
+
+
+def test_requests_answered_with_a_bad_frame_are_all_failed() -> None:
+    # Three answers in one read, the last undecodable: the first two are not
+    # returned (receive_data raises), so fail_all() must give back all three.
+    st = _ready_state()
+    sent = [st.send_request(3, md.MetadataRequest(), now=0, timeout=1, cookie=i) for i in range(3)]
+    good = b"".join(
+        encode_response(
+            corr, 3, decode_request(frame[4:])[0].request_api_version, md.MetadataResponse()
+        )
+        for corr, frame in sent[:2]
+    )
+    bad = b"\x00\x00\x00\x06" + sent[2][0].to_bytes(4, "big") + b"\xff\xff"
+    with pytest.raises(ProtocolError, match="undecodable"):
+        st.receive_data(good + bad)
+    assert [entry.cookie for entry in st.fail_all()] == [0, 1, 2]
+
+
+@pytest.mark.parametrize("code", [57, 35])
+def test_api_versions_error_leaves_the_handshake_to_fail(code: int) -> None:
+    # An error answer to the handshake (35 = UNSUPPORTED_VERSION without our
+    # API in its list) breaks the connection; the handshake's waiter is failed.
+    st = ConnectionState()
+    frame = st.handshake(now=0.0, timeout=5.0, cookie="handshake")
+    version = decode_request(frame[4:])[0].request_api_version
+    answer = av.ApiVersionsResponse(error_code=code, api_keys=[])
+    with pytest.raises(ProtocolError, match="ApiVersions"):
+        st.receive_data(encode_response(0, 18, version, answer), now=0.0)
+    assert [entry.cookie for entry in st.fail_all()] == ["handshake"]
 
 
 def test_oversized_frame() -> None:

@@ -121,6 +121,37 @@ async def test_wrong_correlation_id_is_protocol_error(fake_broker: FakeBroker) -
         assert again is not conn and again.alive
 
 
+async def test_undecodable_answer_fails_its_request(fake_broker: FakeBroker) -> None:
+    # The request the bad frame answers must fail at once (it used to be dropped
+    # from the queue before decoding, and waited forever).
+    def garbage(header: Any, body: object) -> bytes:
+        return b"\x00\x00\x00\x06" + header.correlation_id.to_bytes(4, "big") + b"\xff\xff"
+
+    async with connected(fake_broker, request_timeout_ms=60_000) as (_, conn):
+        fake_broker.handlers[3] = garbage
+        with anyio.fail_after(5), pytest.raises(ProtocolError, match="undecodable"):
+            await conn.request(3, md.MetadataRequest())
+        assert not conn.alive
+
+
+async def test_api_versions_error_fails_the_connect(fake_broker: FakeBroker) -> None:
+    from trafka.codec import encode_response
+    from trafka.codec.messages import k18_api_versions as av
+
+    def refuse(header: Any, body: object) -> bytes:
+        answer = av.ApiVersionsResponse(error_code=57, api_keys=[])
+        return encode_response(header.correlation_id, 18, header.request_api_version, answer)
+
+    fake_broker.handlers[18] = refuse
+    cfg = ClientConfig(bootstrap_servers=fake_broker.bootstrap, request_timeout_ms=60_000)
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as tg:
+            cluster = Cluster(cfg, tg)
+            with pytest.raises(NoBrokersAvailableError, match="ApiVersions failed"):
+                await cluster.any_connection()
+            tg.cancel_scope.cancel()
+
+
 async def test_broker_closing_connection(fake_broker: FakeBroker) -> None:
     async with connected(fake_broker) as (_, conn):
         fake_broker.handlers[3] = lambda h, b: "close"
