@@ -587,6 +587,18 @@ class Membership:
         if code:
             self._on_group_error(code, f"JoinGroup {self.config.group_id!r}", request, now)
             return
+        kind = getattr(body, "protocol_type", None)  # v7+; None before, or when not sent
+        if body.protocol_name not in self.config.assignors or kind not in (None, "consumer"):
+            # As the Java client: a protocol we did not offer cannot be followed.
+            self._fail(
+                KafkaError(
+                    ErrorCode.INCONSISTENT_GROUP_PROTOCOL,
+                    f"the coordinator of group {self.config.group_id!r} chose protocol "
+                    f"{body.protocol_name!r} (type {kind!r}); this member offered "
+                    f"{', '.join(self.config.assignors)} (type 'consumer')",
+                )
+            )
+            return
         self._join_failures = 0
         self.member_id = body.member_id
         self.generation = body.generation_id

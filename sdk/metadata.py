@@ -237,6 +237,9 @@ class MetadataCache:
             old = self.topics.get(name)
             parts: dict[int, PartitionInfo] = {}
             for p in t.partitions:
+                if p.partition_index < 0:
+                    again = True  # not a partition: ask again rather than keep it
+                    continue
                 pcode = _code(p.error_code)
                 info = PartitionInfo(
                     name,

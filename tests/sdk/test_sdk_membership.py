@@ -342,6 +342,29 @@ def test_static_member_keeps_its_id_and_fencing_is_fatal() -> None:
     assert h.step(100.0) == [] and h.m.next_deadline() is None
 
 
+@pytest.mark.parametrize(
+    ("protocol", "kind"), [("range", "consumer"), ("cooperative-sticky", "connect")]
+)
+def test_a_protocol_this_member_did_not_offer_is_fatal(protocol: str, kind: str) -> None:
+    # The member offered cooperative-sticky only, for protocol type "consumer".
+    h = Harness()
+    h.m.set_subscription(["t"], {"t": 4})
+    h.find()
+    h.step()
+    join = h.take(Kind.JOIN)
+    h.answer(
+        join,
+        jg.JoinGroupResponse(
+            generation_id=1, protocol_type=kind, protocol_name=protocol, leader="m1", member_id="m1"
+        ),
+    )
+    h.step()
+    (fatal,) = h.pop_events(Fatal)
+    assert fatal.error.code == ErrorCode.INCONSISTENT_GROUP_PROTOCOL
+    assert repr(protocol) in str(fatal.error)
+    assert h.pop_events(NeedMetadata) == [] and h.none_sent(Kind.SYNC)
+
+
 def test_stale_heartbeat_answer_is_ignored() -> None:
     h = Harness()
     stable(h)

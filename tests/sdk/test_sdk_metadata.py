@@ -71,6 +71,19 @@ def test_stale_leader_epoch_ignored() -> None:
     assert m.leader_for("t", 0) == 2
 
 
+def test_negative_partition_indexes_are_not_partitions() -> None:
+    m = MetadataCache()
+    m.update(_resp({"t": [(1, 0), (2, 0)]}), now=0.0)
+    bad = _resp({"t": [(1, 0)]})
+    bad.topics[0].partitions.extend(
+        R.MetadataResponsePartition(partition_index=i, leader_id=2, leader_epoch=0)
+        for i in (-(2**31), -1)
+    )
+    m.update(bad, now=1.0)  # raised IndexError before
+    assert m.partition_count("t") == 1 and m.leader_for("t", 0) == 1
+    assert m.needs_update(1.0)
+
+
 def test_error_codes_trigger_refresh() -> None:
     m = MetadataCache()
     m.update(_resp({"t": [(1, 0)]}), now=0.0)
