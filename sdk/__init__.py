@@ -35,6 +35,7 @@ from .admin import (
 from .config import AdminConfig, ClientConfig, ConsumerConfig, ProducerConfig
 from .consumer import Consumer, open_consumer
 from .errors import (
+    ApiTimeoutError,
     ClientClosedError,
     ConfigError,
     DeliveryTimeoutError,
@@ -93,6 +94,7 @@ __all__ = [
     "ProtocolError",
     "RecordFuture",
     "RecordMetadata",
+    "ApiTimeoutError",
     "RequestTimeoutError",
     "SerializationError",
     "TopicPartition",

@@ -40,7 +40,7 @@ from trafka.codec import KafkaError, TrafkaError
 
 from ._util import get_deserializer, owned_task_group
 from .config import ConsumerConfig, make_config
-from .errors import ClientClosedError, UsageError
+from .errors import ApiTimeoutError, ClientClosedError, UsageError
 from .fetcher import (
     EARLIEST,
     LATEST,
@@ -227,9 +227,11 @@ class Consumer:
 
         Raises:
             KeyError: the partition is not assigned.
+            ApiTimeoutError: the position was not known within ``default.api.timeout.ms``.
         """
         tp = TopicPartition(*partition)
-        with anyio.fail_after(self.config.default_api_timeout_ms / 1000):
+        timeout_ms = self.config.default_api_timeout_ms
+        with anyio.move_on_after(timeout_ms / 1000):
             while True:
                 pos = self._fetcher.position(tp)
                 if pos is not None:
@@ -237,6 +239,10 @@ class Consumer:
                 self._wake_fetcher()
                 # Offset lookups and committed-offset loads signal _data when done.
                 await self._wait_data(math.inf)
+        raise ApiTimeoutError(
+            f"the position of {tp.topic}-{tp.partition} was not known within "
+            f"default.api.timeout.ms ({timeout_ms} ms)"
+        )
 
     def _buffered_count(self, tp: TopicPartition) -> int:
         return sum(1 for r in self._buffer if r.partition == tp.partition and r.topic == tp.topic)

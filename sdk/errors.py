@@ -8,7 +8,9 @@ follows the sans-IO libraries:
 * :class:`ProtocolError`: the broker broke the protocol (unknown correlation id,
   undecodable response). The connection that carried it is closed.
 * :class:`KafkaConnectionError`: the socket could not be opened or was lost.
-* :class:`RequestTimeoutError`: no response within ``request.timeout.ms``.
+* :class:`RequestTimeoutError`: no response within ``request.timeout.ms``; its
+  :class:`ApiTimeoutError` when a blocking call did not complete within
+  ``default.api.timeout.ms``.
 * :class:`~trafka.codec.errors.KafkaError`: a Kafka error code from a broker
   (re-exported here); :class:`DeliveryTimeoutError` when a record could not be
   delivered within ``delivery.timeout.ms``.
@@ -29,6 +31,7 @@ from __future__ import annotations
 from trafka.codec.errors import ErrorCode, KafkaError, TrafkaError
 
 __all__ = [
+    "ApiTimeoutError",
     "ClientClosedError",
     "ConfigError",
     "DeliveryTimeoutError",
@@ -80,6 +83,11 @@ class NoBrokersAvailableError(KafkaConnectionError):
 
 class RequestTimeoutError(TrafkaError, TimeoutError):
     """A request got no response within ``request.timeout.ms``."""
+
+
+class ApiTimeoutError(RequestTimeoutError):
+    """A blocking call did not complete within ``default.api.timeout.ms`` (Kafka's
+    TimeoutException), e.g. a consumer's position that could not be looked up."""
 
 
 class DeliveryTimeoutError(KafkaError):

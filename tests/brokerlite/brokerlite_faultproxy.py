@@ -19,8 +19,9 @@ Rules and invariants of a :class:`FaultyLink`:
   request by correlation id and the plan decides, once per response:
   ``PASS`` (send on), ``DELAY`` (hold it, and everything behind it, for a while:
   order is kept), ``SWAP`` (hold it until the next response has gone out, then
-  send it: two responses in reverse order) or ``CUT`` (drop it and everything
-  after it; the driver closes both sockets).
+  send it: two responses in reverse order), ``REWRITE`` (replace the frame by
+  what the plan's ``rewrite`` makes of it: hostile answers) or ``CUT`` (drop it
+  and everything after it; the driver closes both sockets).
 * A held ``SWAP`` response is sent no later than ``swap_hold_s`` after it arrived,
   alone if no other response came meanwhile, so a client waiting for it only
   sees a late response, never a lost one.
@@ -45,6 +46,7 @@ import socket
 import struct
 import threading
 import time
+from collections.abc import Callable
 
 from trafka.codec.framing import FrameReader
 
@@ -59,7 +61,13 @@ class Action(enum.Enum):
     PASS = "pass"
     DELAY = "delay"
     SWAP = "swap"
+    REWRITE = "rewrite"
     CUT = "cut"
+
+
+# (api key, api version, response frame without its size prefix, the plan's
+# random source) -> the frame to send instead
+Rewrite = Callable[[int, int, bytes, random.Random], bytes]
 
 
 @dataclasses.dataclass
@@ -74,6 +82,7 @@ class FaultPlan:
         delay: probability of delaying a response, by ``delay_s`` (min, max) seconds.
         swap: probability of swapping one with the next response.
         skip_first: leave this many eligible responses alone (let clients start).
+        rewrite: probability of replacing a response by ``rewriter``'s version of it.
     """
 
     seed: int = 0
@@ -85,6 +94,8 @@ class FaultPlan:
     swap: float = 0.0
     swap_hold_s: float = 0.5
     skip_first: int = 0
+    rewrite: float = 0.0
+    rewriter: Rewrite | None = None
 
     def __post_init__(self) -> None:
         self._rng = random.Random(self.seed)
@@ -113,8 +124,16 @@ class FaultPlan:
                 action, pause = Action.DELAY, self._rng.uniform(*self.delay_s)
             elif roll < self.delay + self.swap:
                 action = Action.SWAP
+            elif roll < self.delay + self.swap + self.rewrite and self.rewriter is not None:
+                action = Action.REWRITE
             self.counts[action] += 1
             return action, pause
+
+    def rewritten(self, api_key: int, api_version: int, frame: bytes) -> bytes:
+        """``frame`` as the plan's rewriter makes it (with the plan's random source)."""
+        assert self.rewriter is not None
+        with self._lock:
+            return self.rewriter(api_key, api_version, frame, self._rng)
 
 
 class FaultyLink:
@@ -128,7 +147,8 @@ class FaultyLink:
         self._plan = plan
         self._requests = FrameReader()
         self._responses = FrameReader()
-        self._keys: dict[int, int] = {}  # correlation id -> api key, requests in flight
+        # correlation id -> (api key, api version), requests in flight
+        self._keys: dict[int, tuple[int, int]] = {}
         # responses on their way to the client: (release time, frame bytes)
         self._queue: collections.deque[tuple[float, bytes]] = collections.deque()
         self._swapped: tuple[float, bytes] | None = None  # a response waiting for the next one
@@ -140,8 +160,8 @@ class FaultyLink:
             return b""
         self._requests.feed(data)
         for frame in self._requests:
-            key, _, corr = _HEADER.unpack_from(frame)
-            self._keys[corr] = key
+            key, version, corr = _HEADER.unpack_from(frame)
+            self._keys[corr] = (key, version)
         return data
 
     def from_broker(self, data: bytes, now: float) -> None:
@@ -151,9 +171,11 @@ class FaultyLink:
         self._responses.feed(data)
         for frame in self._responses:
             corr = _SIZE.unpack_from(frame)[0]
-            key = self._keys.pop(corr, -1)
-            wire = _SIZE.pack(len(frame)) + bytes(frame)
+            key, version = self._keys.pop(corr, (-1, -1))
             action, pause = self._plan.decide(key)
+            if action is Action.REWRITE:
+                frame = self._plan.rewritten(key, version, bytes(frame))
+            wire = _SIZE.pack(len(frame)) + bytes(frame)
             if action is Action.CUT:
                 self.cut = True
                 self._queue.clear()

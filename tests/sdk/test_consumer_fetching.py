@@ -112,6 +112,42 @@ async def test_next_fetch_is_sent_before_the_records_are_consumed(fake_broker: F
     assert set(offsets[6:]) <= {10}  # then long polls at the end
 
 
+async def test_position_that_cannot_be_looked_up_times_out_as_a_trafka_error(
+    fake_broker: FakeBroker,
+) -> None:
+    from trafka.codec.messages import k02_list_offsets as lo
+    from trafka.sdk.errors import ApiTimeoutError, RequestTimeoutError
+
+    def not_yet(header: Any, body: Any) -> Any:
+        # Retriable for ever: the position stays unknown.
+        R = lo.ListOffsetsResponse
+        return R(
+            topics=[
+                R.ListOffsetsTopicResponse(
+                    name=t.name,
+                    partitions=[
+                        R.ListOffsetsPartitionResponse(
+                            partition_index=p.partition_index,
+                            error_code=ErrorCode.LEADER_NOT_AVAILABLE,
+                        )
+                        for p in t.partitions
+                    ],
+                )
+                for t in body.topics
+            ]
+        )
+
+    fake_broker.handlers[2] = not_yet
+    with anyio.fail_after(20):
+        async with open_consumer(
+            bootstrap_servers=fake_broker.bootstrap, default_api_timeout_ms=300
+        ) as c:
+            c.assign([TP])
+            with pytest.raises(ApiTimeoutError, match=r"default\.api\.timeout\.ms") as caught:
+                await c.position(TP)
+    assert isinstance(caught.value, RequestTimeoutError | TimeoutError)
+
+
 async def test_seek_during_a_prefetch(fake_broker: FakeBroker) -> None:
     _fill(fake_broker, 5, 2)
     fake_broker.handlers[1] = _one_batch_per_fetch(fake_broker)
