@@ -587,7 +587,7 @@ class Membership:
         if code:
             self._on_group_error(code, f"JoinGroup {self.config.group_id!r}", request, now)
             return
-        kind = getattr(body, "protocol_type", None)  # v7+; None before, or when not sent
+        kind = body.protocol_type  # v7+; None before, or when not sent
         if body.protocol_name not in self.config.assignors or kind not in (None, "consumer"):
             # As the Java client: a protocol we did not offer cannot be followed.
             self._fail(
