@@ -18,11 +18,13 @@ Rules:
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import random
 import time
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 import anyio.abc
@@ -48,6 +50,7 @@ from trafka.codec.messages import k66_list_transactions as ltx
 from ._util import owned_task_group
 from .assignors import decode_assignment
 from .config import AdminConfig, make_config
+from .errors import ApiTimeoutError, KafkaConnectionError, RequestTimeoutError
 from .fetcher import EARLIEST, LATEST, TopicPartition, build_list_offsets, parse_list_offsets
 from .group import (
     find_coordinator,
@@ -58,7 +61,7 @@ from .group import (
 )
 from .metadata import BrokerInfo, PartitionInfo, TopicInfo
 from .transactions import TRANSACTION_KEY
-from .transport import COORDINATOR_BASE, BrokerConnection, Cluster
+from .transport import COORDINATOR_BASE, BrokerConnection, Cluster, backoff_delay
 
 __all__ = [
     "Admin",
@@ -179,17 +182,102 @@ def _fit(api_key: int, version: int, cls: type, **fields: Any) -> Any:
     return cls(**{k: v for k, v in fields.items() if k not in absent})
 
 
-def _check(code: int, what: str, message: str | None = None) -> None:
+_T = TypeVar("_T")
+
+#: Codes Kafka classes as retriable: a state that passes (a coordinator
+#: loading, a leader moving, a request timing out at the broker).
+_RETRIABLE = frozenset(code for code in ErrorCode if code.retriable)
+#: The retriable codes that are states, not answers: a topic that does not
+#: exist (UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_TOPIC_ID) is not waited out
+#: where the broker asked owns the topic's metadata.
+_TRANSIENT = _RETRIABLE - {ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.UNKNOWN_TOPIC_ID}
+#: Creating, deleting and growing topics is not idempotent: as Kafka's
+#: AdminClient, retry an item only when the broker surely did nothing with it.
+_NOT_DONE = frozenset({ErrorCode.NOT_CONTROLLER, ErrorCode.THROTTLING_QUOTA_EXCEEDED})
+
+
+class _Again(Exception):
+    """Raised by an attempt: the call should be tried again (after a backoff,
+    within its deadline), refreshing metadata first when ``refresh`` (for
+    ``topics``, or the tracked ones)."""
+
+    def __init__(
+        self, cause: BaseException, topics: Iterable[str] | None = None, *, refresh: bool = False
+    ) -> None:
+        super().__init__(str(cause))
+        self.cause = cause
+        self.topics = sorted(set(topics)) if topics is not None else None
+        self.refresh = refresh or topics is not None
+
+
+def _check(
+    code: int,
+    what: str,
+    message: str | None = None,
+    *,
+    again: frozenset[ErrorCode] = frozenset(),
+    topics: Iterable[str] | None = None,
+    refresh: bool = False,
+) -> None:
+    """Nothing for code 0; else :class:`_Again` for a code in ``again``, else the error."""
     if code:
-        raise KafkaError(code, f"{what}: {message}" if message else what)
+        error = KafkaError(code, f"{what}: {message}" if message else what)
+        if code in again:
+            raise _Again(error, topics, refresh=refresh)
+        raise error
+
+
+def _settle(
+    results: Iterable[tuple[str | None, int, str | None]],
+    pending: set[str],
+    failed: dict[str, KafkaError],
+    what: str,
+) -> None:
+    """Record per-name results of a topic operation: successes and final errors
+    leave ``pending``; NOT_CONTROLLER or a quota keeps a name there and asks
+    for another attempt. A name the broker did not answer for fails."""
+    retry: KafkaError | None = None
+    for name, code, message in results:
+        if name is None or name not in pending:
+            continue
+        if code in _NOT_DONE:
+            retry = retry or KafkaError(code, f"{what} {name!r}")
+            continue
+        pending.discard(name)
+        if code:
+            failed[name] = KafkaError(
+                code, f"{what} {name!r}: {message}" if message else f"{what} {name!r}"
+            )
+    if retry is not None:
+        raise _Again(retry, refresh=True)
+    for name in sorted(pending):
+        failed[name] = KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR, f"{what} {name!r}: no answer")
+    pending.clear()
+
+
+def _first_failure(names: Iterable[str], failed: Mapping[str, KafkaError]) -> None:
+    for name in names:
+        if name in failed:
+            raise failed[name]
 
 
 class Admin:
-    """A Kafka admin client. Create it with :func:`open_admin`."""
+    """A Kafka admin client. Create it with :func:`open_admin`.
+
+    Every call takes ``timeout_ms`` (default ``default.api.timeout.ms``): its
+    deadline as a whole, as in Kafka's AdminClient. Until then a call retries,
+    after ``retry.backoff.ms`` (doubling up to ``retry.backoff.max.ms``), what
+    passes: a broker it cannot reach or that does not answer in
+    ``request.timeout.ms``, a coordinator that moved or is loading, a
+    partition leader that moved, another controller. At the deadline it raises
+    :class:`~trafka.sdk.errors.ApiTimeoutError`, whose ``__cause__`` is the
+    last error. Other errors are answers and are raised at once.
+    """
 
     def __init__(self, config: AdminConfig, task_group: anyio.abc.TaskGroup) -> None:
         self.config = config
         self._cluster = Cluster(config, task_group)
+        self._rng = random.Random()
 
     @property
     def cluster(self) -> Cluster:
@@ -197,6 +285,44 @@ class Admin:
 
     def _timeout_ms(self, timeout_ms: int | None) -> int:
         return self.config.default_api_timeout_ms if timeout_ms is None else timeout_ms
+
+    async def _run(
+        self, what: str, timeout_ms: int | None, attempt: Callable[[float], Awaitable[_T]]
+    ) -> _T:
+        """``attempt(deadline)`` until it returns or raises a final error: again
+        after :class:`_Again`, a connection failure or a request timeout, as
+        long as the deadline allows; then ApiTimeoutError."""
+        ms = self._timeout_ms(timeout_ms)
+        deadline = anyio.current_time() + ms / 1000
+        cfg = self.config
+        attempts = 0
+        last: BaseException | None = None
+        while attempts == 0 or anyio.current_time() < deadline:
+            attempts += 1
+            with anyio.move_on_after(deadline - anyio.current_time()):
+                try:
+                    return await attempt(deadline)
+                except ApiTimeoutError:
+                    raise  # a nested call's deadline: ours has passed too
+                except _Again as again:
+                    last = again.cause
+                    if again.refresh:
+                        with contextlib.suppress(TrafkaError):
+                            await self._cluster.refresh_metadata(again.topics)
+                except (KafkaConnectionError, RequestTimeoutError) as exc:
+                    last = exc
+                await anyio.sleep(
+                    backoff_delay(
+                        cfg.retry_backoff_ms / 1000,
+                        cfg.retry_backoff_max_ms / 1000,
+                        attempts,
+                        self._rng,
+                    )
+                )
+        detail = f"; last error: {last}" if last is not None else ""
+        raise ApiTimeoutError(
+            f"{what}: no result within {ms} ms ({attempts} attempt(s)){detail}"
+        ) from last
 
     async def _controller(self) -> BrokerConnection:
         md = self._cluster.metadata
@@ -212,73 +338,103 @@ class Admin:
                 pass
         return await self._cluster.any_connection()
 
+    async def _coordinator(self, key: str, key_type: int = 0) -> BrokerConnection:
+        try:
+            return await find_coordinator(self._cluster, key, key_type=key_type)
+        except KafkaError as exc:
+            if exc.code in _TRANSIENT:
+                raise _Again(exc) from None
+            raise
+
     # -- cluster and topics -------------------------------------------------------------------
 
-    async def describe_cluster(self) -> ClusterDescription:
+    async def describe_cluster(self, *, timeout_ms: int | None = None) -> ClusterDescription:
         """The cluster id, controller and brokers."""
-        conn = await self._cluster.any_connection()
-        if conn.supports(60):
-            resp = await conn.request(
-                60, _fit(60, conn.version_for(60), dcl.DescribeClusterRequest)
-            )
-            _check(resp.error_code, "DescribeCluster", resp.error_message)
-            brokers = tuple(BrokerInfo(b.broker_id, b.host, b.port, b.rack) for b in resp.brokers)
-            return ClusterDescription(resp.cluster_id, resp.controller_id, brokers)
-        await self._cluster.refresh_metadata()
-        md = self._cluster.metadata
-        return ClusterDescription(md.cluster_id, md.controller_id, tuple(md.brokers.values()))
 
-    async def list_topics(self, *, include_internal: bool = False) -> dict[str, int]:
+        async def attempt(deadline: float) -> ClusterDescription:
+            conn = await self._cluster.any_connection()
+            if conn.supports(60):
+                resp = await conn.request(
+                    60, _fit(60, conn.version_for(60), dcl.DescribeClusterRequest)
+                )
+                _check(resp.error_code, "DescribeCluster", resp.error_message, again=_TRANSIENT)
+                brokers = tuple(
+                    BrokerInfo(b.broker_id, b.host, b.port, b.rack) for b in resp.brokers
+                )
+                return ClusterDescription(resp.cluster_id, resp.controller_id, brokers)
+            await self._cluster.refresh_metadata()
+            md = self._cluster.metadata
+            return ClusterDescription(md.cluster_id, md.controller_id, tuple(md.brokers.values()))
+
+        return await self._run("describe_cluster", timeout_ms, attempt)
+
+    async def list_topics(
+        self, *, include_internal: bool = False, timeout_ms: int | None = None
+    ) -> dict[str, int]:
         """Every topic and its partition count."""
-        conn = await self._cluster.any_connection()
-        v = conn.version_for(3)
-        resp = await conn.request(
-            3, self._cluster.metadata.build_request_for(v, None, auto_create=False)
-        )
-        return {
-            t.name: len(t.partitions)
-            for t in resp.topics
-            if t.name is not None and not t.error_code and (include_internal or not t.is_internal)
-        }
 
-    async def describe_topics(self, names: Iterable[str]) -> dict[str, TopicInfo]:
+        async def attempt(deadline: float) -> dict[str, int]:
+            conn = await self._cluster.any_connection()
+            v = conn.version_for(3)
+            resp = await conn.request(
+                3, self._cluster.metadata.build_request_for(v, None, auto_create=False)
+            )
+            return {
+                t.name: len(t.partitions)
+                for t in resp.topics
+                if t.name is not None
+                and not t.error_code
+                and (include_internal or not t.is_internal)
+            }
+
+        return await self._run("list_topics", timeout_ms, attempt)
+
+    async def describe_topics(
+        self, names: Iterable[str], *, timeout_ms: int | None = None
+    ) -> dict[str, TopicInfo]:
         """Partitions, leaders, replicas and in-sync replicas of topics (never creates them).
 
         Raises:
             KafkaError: a topic does not exist (UNKNOWN_TOPIC_OR_PARTITION) or has another error.
         """
         names = list(names)
-        conn = await self._cluster.any_connection()
-        v = conn.version_for(3)
-        resp = await conn.request(
-            3, self._cluster.metadata.build_request_for(v, names, auto_create=False)
-        )
-        out: dict[str, TopicInfo] = {}
-        for t in resp.topics:
-            if t.name is None:
-                continue
-            _check(t.error_code, f"describing topic {t.name!r}")
-            parts = sorted(
-                (
-                    PartitionInfo(
-                        t.name,
-                        p.partition_index,
-                        p.leader_id,
-                        p.leader_epoch,
-                        tuple(p.replica_nodes),
-                        tuple(p.isr_nodes),
-                        tuple(p.offline_replicas),
-                        ErrorCode.of(p.error_code),
-                    )
-                    for p in t.partitions
-                ),
-                key=lambda p: p.partition,
+
+        async def attempt(deadline: float) -> dict[str, TopicInfo]:
+            conn = await self._cluster.any_connection()
+            v = conn.version_for(3)
+            resp = await conn.request(
+                3, self._cluster.metadata.build_request_for(v, names, auto_create=False)
             )
-            out[t.name] = TopicInfo(t.name, t.topic_id, t.is_internal, tuple(parts))
-        for name in names:
-            if name not in out:
-                raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"describing topic {name!r}")
-        return out
+            out: dict[str, TopicInfo] = {}
+            for t in resp.topics:
+                if t.name is None:
+                    continue
+                _check(t.error_code, f"describing topic {t.name!r}", again=_TRANSIENT)
+                parts = sorted(
+                    (
+                        PartitionInfo(
+                            t.name,
+                            p.partition_index,
+                            p.leader_id,
+                            p.leader_epoch,
+                            tuple(p.replica_nodes),
+                            tuple(p.isr_nodes),
+                            tuple(p.offline_replicas),
+                            ErrorCode.of(p.error_code),
+                        )
+                        for p in t.partitions
+                    ),
+                    key=lambda p: p.partition,
+                )
+                out[t.name] = TopicInfo(t.name, t.topic_id, t.is_internal, tuple(parts))
+            for name in names:
+                if name not in out:
+                    raise KafkaError(
+                        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"describing topic {name!r}"
+                    )
+            return out
+
+        return await self._run("describe_topics", timeout_ms, attempt)
 
     async def create_topics(
         self,
@@ -291,6 +447,11 @@ class Admin:
     ) -> None:
         """Create topics (strings use ``num_partitions`` / ``replication_factor``).
 
+        ``timeout_ms`` bounds the call and is what the controller may take.
+        A topic is retried only on NOT_CONTROLLER or THROTTLING_QUOTA_EXCEEDED
+        (nothing was done); after a lost answer, a retry can meet the topic its
+        first attempt created (TOPIC_ALREADY_EXISTS), as in Kafka's AdminClient.
+
         Raises:
             KafkaError: e.g. TOPIC_ALREADY_EXISTS, INVALID_PARTITIONS, INVALID_CONFIG.
         """
@@ -298,59 +459,85 @@ class Admin:
             t if isinstance(t, NewTopic) else NewTopic(t, num_partitions, replication_factor)
             for t in topics
         ]
-        conn = await self._controller()
-        v = conn.version_for(19)
-        body = _fit(
-            19,
-            v,
-            ct.CreateTopicsRequest,
-            topics=[
-                ct.CreateTopicsRequest.CreatableTopic(
-                    name=t.name,
-                    num_partitions=t.num_partitions,
-                    replication_factor=t.replication_factor,
-                    configs=[
-                        ct.CreateTopicsRequest.CreatableTopicConfig(name=k, value=val)
-                        for k, val in t.configs.items()
-                    ],
-                )
-                for t in items
-            ],
-            timeout_ms=self._timeout_ms(timeout_ms),
-            validate_only=validate_only,
-        )
-        resp = await conn.request(19, body, timeout=self._timeout_ms(timeout_ms) / 1000 + 5)
-        for r in resp.topics:
-            _check(r.error_code, f"creating topic {r.name!r}", r.error_message)
-        self._cluster.metadata.request_update()
+        pending = {t.name for t in items}
+        failed: dict[str, KafkaError] = {}
+
+        async def attempt(deadline: float) -> None:
+            conn = await self._controller()
+            left = max(0.0, deadline - anyio.current_time())
+            body = _fit(
+                19,
+                conn.version_for(19),
+                ct.CreateTopicsRequest,
+                topics=[
+                    ct.CreateTopicsRequest.CreatableTopic(
+                        name=t.name,
+                        num_partitions=t.num_partitions,
+                        replication_factor=t.replication_factor,
+                        configs=[
+                            ct.CreateTopicsRequest.CreatableTopicConfig(name=k, value=val)
+                            for k, val in t.configs.items()
+                        ],
+                    )
+                    for t in items
+                    if t.name in pending
+                ],
+                timeout_ms=int(left * 1000),
+                validate_only=validate_only,
+            )
+            resp = await conn.request(19, body, timeout=left + 5)
+            _settle(
+                ((r.name, r.error_code, r.error_message) for r in resp.topics),
+                pending,
+                failed,
+                "creating topic",
+            )
+
+        try:
+            await self._run("create_topics", timeout_ms, attempt)
+        finally:
+            self._cluster.metadata.request_update()
+        _first_failure((t.name for t in items), failed)
 
     async def delete_topics(self, names: Iterable[str], *, timeout_ms: int | None = None) -> None:
-        """Delete topics.
+        """Delete topics (retried as :meth:`create_topics` retries).
 
         Raises:
             KafkaError: e.g. UNKNOWN_TOPIC_OR_PARTITION.
         """
         names = list(names)
-        conn = await self._controller()
-        v = conn.version_for(20)
-        if v >= 6:
-            body = dt.DeleteTopicsRequest(
-                topics=[dt.DeleteTopicsRequest.DeleteTopicState(name=n) for n in names],
-                timeout_ms=self._timeout_ms(timeout_ms),
+        pending = set(names)
+        failed: dict[str, KafkaError] = {}
+
+        async def attempt(deadline: float) -> None:
+            conn = await self._controller()
+            v = conn.version_for(20)
+            todo = [n for n in names if n in pending]
+            left = max(0.0, deadline - anyio.current_time())
+            if v >= 6:
+                body = dt.DeleteTopicsRequest(
+                    topics=[dt.DeleteTopicsRequest.DeleteTopicState(name=n) for n in todo],
+                    timeout_ms=int(left * 1000),
+                )
+            else:
+                body = _fit(
+                    20, v, dt.DeleteTopicsRequest, topic_names=todo, timeout_ms=int(left * 1000)
+                )
+            resp = await conn.request(20, body, timeout=left + 5)
+            _settle(
+                ((r.name, r.error_code, r.error_message) for r in resp.responses),
+                pending,
+                failed,
+                "deleting topic",
             )
-        else:
-            body = _fit(
-                20,
-                v,
-                dt.DeleteTopicsRequest,
-                topic_names=names,
-                timeout_ms=self._timeout_ms(timeout_ms),
-            )
-        resp = await conn.request(20, body, timeout=self._timeout_ms(timeout_ms) / 1000 + 5)
-        for r in resp.responses:
-            _check(r.error_code, f"deleting topic {r.name!r}", r.error_message)
-        for n in names:
-            self._cluster.metadata.forget_topic(n)
+
+        try:
+            await self._run("delete_topics", timeout_ms, attempt)
+        finally:
+            for n in names:
+                if n not in pending and n not in failed:
+                    self._cluster.metadata.forget_topic(n)
+        _first_failure(names, failed)
 
     async def create_partitions(
         self,
@@ -359,26 +546,42 @@ class Admin:
         timeout_ms: int | None = None,
         validate_only: bool = False,
     ) -> None:
-        """Grow topics to the given partition counts.
+        """Grow topics to the given partition counts (retried as :meth:`create_topics`).
 
         Raises:
             KafkaError: e.g. INVALID_PARTITIONS (not more than now).
         """
-        conn = await self._controller()
-        body = cpart.CreatePartitionsRequest(
-            topics=[
-                cpart.CreatePartitionsRequest.CreatePartitionsTopic(
-                    name=t, count=n, assignments=None
-                )
-                for t, n in new_totals.items()
-            ],
-            timeout_ms=self._timeout_ms(timeout_ms),
-            validate_only=validate_only,
-        )
-        resp = await conn.request(37, body, timeout=self._timeout_ms(timeout_ms) / 1000 + 5)
-        for r in resp.results:
-            _check(r.error_code, f"creating partitions of {r.name!r}", r.error_message)
-        self._cluster.metadata.request_update()
+        totals = dict(new_totals)
+        pending = set(totals)
+        failed: dict[str, KafkaError] = {}
+
+        async def attempt(deadline: float) -> None:
+            conn = await self._controller()
+            left = max(0.0, deadline - anyio.current_time())
+            body = cpart.CreatePartitionsRequest(
+                topics=[
+                    cpart.CreatePartitionsRequest.CreatePartitionsTopic(
+                        name=t, count=n, assignments=None
+                    )
+                    for t, n in totals.items()
+                    if t in pending
+                ],
+                timeout_ms=int(left * 1000),
+                validate_only=validate_only,
+            )
+            resp = await conn.request(37, body, timeout=left + 5)
+            _settle(
+                ((r.name, r.error_code, r.error_message) for r in resp.results),
+                pending,
+                failed,
+                "creating partitions of",
+            )
+
+        try:
+            await self._run("create_partitions", timeout_ms, attempt)
+        finally:
+            self._cluster.metadata.request_update()
+        _first_failure(totals, failed)
 
     # -- configs ----------------------------------------------------------------------------
 
@@ -388,6 +591,7 @@ class Admin:
         brokers: Iterable[int] = (),
         *,
         overrides_only: bool = False,
+        timeout_ms: int | None = None,
     ) -> dict[str, dict[str, str | None]]:
         """Current configs of topics (keyed by name) and brokers (keyed by ``str(node_id)``).
 
@@ -408,91 +612,167 @@ class Admin:
             )
             for b in brokers
         ]
-        conn = await self._controller()
-        resp = await conn.request(
-            32, _fit(32, conn.version_for(32), dc.DescribeConfigsRequest, resources=resources)
-        )
-        out: dict[str, dict[str, str | None]] = {}
-        for r in resp.results:
-            _check(r.error_code, f"describing configs of {r.resource_name!r}", r.error_message)
-            out[r.resource_name] = {
-                c.name: c.value
-                for c in r.configs
-                if not overrides_only or _is_override(c, r.resource_type)
-            }
-        return out
 
-    async def alter_topic_configs(self, changes: Mapping[str, Mapping[str, str | None]]) -> None:
+        async def attempt(deadline: float) -> dict[str, dict[str, str | None]]:
+            conn = await self._controller()
+            resp = await conn.request(
+                32, _fit(32, conn.version_for(32), dc.DescribeConfigsRequest, resources=resources)
+            )
+            out: dict[str, dict[str, str | None]] = {}
+            for r in resp.results:
+                _check(
+                    r.error_code,
+                    f"describing configs of {r.resource_name!r}",
+                    r.error_message,
+                    again=_TRANSIENT,
+                )
+                out[r.resource_name] = {
+                    c.name: c.value
+                    for c in r.configs
+                    if not overrides_only or _is_override(c, r.resource_type)
+                }
+            return out
+
+        return await self._run("describe_configs", timeout_ms, attempt)
+
+    async def alter_topic_configs(
+        self,
+        changes: Mapping[str, Mapping[str, str | None]],
+        *,
+        timeout_ms: int | None = None,
+    ) -> None:
         """Set (or, with ``None``, reset to default) topic configs.
 
         Uses IncrementalAlterConfigs when the broker has it (other settings are
         kept), else AlterConfigs (which replaces the topic's whole config).
+        Both are idempotent, so a retry repeats the whole change.
         """
-        conn = await self._controller()
-        if conn.supports(44):
-            body = iac.IncrementalAlterConfigsRequest(
-                resources=[
-                    iac.IncrementalAlterConfigsRequest.AlterConfigsResource(
-                        resource_type=TOPIC_RESOURCE,
-                        resource_name=topic,
-                        configs=[
-                            iac.IncrementalAlterConfigsRequest.AlterableConfig(
-                                name=k, config_operation=0 if v is not None else 1, value=v
-                            )
-                            for k, v in cfgs.items()
-                        ],
-                    )
-                    for topic, cfgs in changes.items()
-                ]
-            )
-            resp = await conn.request(44, body)
-        else:
-            legacy = ac.AlterConfigsRequest(
-                resources=[
-                    ac.AlterConfigsRequest.AlterConfigsResource(
-                        resource_type=TOPIC_RESOURCE,
-                        resource_name=topic,
-                        configs=[
-                            ac.AlterConfigsRequest.AlterableConfig(name=k, value=v)
-                            for k, v in cfgs.items()
-                            if v is not None
-                        ],
-                    )
-                    for topic, cfgs in changes.items()
-                ]
-            )
-            resp = await conn.request(33, legacy)
-        for r in resp.responses:
-            _check(r.error_code, f"altering configs of {r.resource_name!r}", r.error_message)
+
+        async def attempt(deadline: float) -> None:
+            conn = await self._controller()
+            if conn.supports(44):
+                body = iac.IncrementalAlterConfigsRequest(
+                    resources=[
+                        iac.IncrementalAlterConfigsRequest.AlterConfigsResource(
+                            resource_type=TOPIC_RESOURCE,
+                            resource_name=topic,
+                            configs=[
+                                iac.IncrementalAlterConfigsRequest.AlterableConfig(
+                                    name=k, config_operation=0 if v is not None else 1, value=v
+                                )
+                                for k, v in cfgs.items()
+                            ],
+                        )
+                        for topic, cfgs in changes.items()
+                    ]
+                )
+                resp = await conn.request(44, body)
+            else:
+                legacy = ac.AlterConfigsRequest(
+                    resources=[
+                        ac.AlterConfigsRequest.AlterConfigsResource(
+                            resource_type=TOPIC_RESOURCE,
+                            resource_name=topic,
+                            configs=[
+                                ac.AlterConfigsRequest.AlterableConfig(name=k, value=v)
+                                for k, v in cfgs.items()
+                                if v is not None
+                            ],
+                        )
+                        for topic, cfgs in changes.items()
+                    ]
+                )
+                resp = await conn.request(33, legacy)
+            for r in resp.responses:
+                _check(
+                    r.error_code,
+                    f"altering configs of {r.resource_name!r}",
+                    r.error_message,
+                    again=_TRANSIENT,
+                )
+
+        await self._run("alter_topic_configs", timeout_ms, attempt)
 
     # -- offsets and records ----------------------------------------------------------------
 
-    async def _by_leader(self, tps: Iterable[TopicPartition]) -> dict[int, list[TopicPartition]]:
+    async def _by_leader(
+        self, tps: Iterable[TopicPartition], deadline: float
+    ) -> dict[int, list[TopicPartition]]:
         md = self._cluster.metadata
         tps = list(tps)
         topics = {tp.topic for tp in tps}
         unknown = [topic for topic in topics if md.partition_count(topic) is None]
         if unknown:
             # A topic the brokers do not have fails now; other errors (a leader
-            # being elected) are waited out below.
+            # being elected) are waited out.
             await self._cluster.refresh_metadata(unknown)
             for topic in unknown:
                 missing = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 if md.partition_count(topic) is None and md.topic_errors.get(topic) == missing:
                     md.forget_topic(topic)
                     raise KafkaError(missing, f"topic {topic!r} does not exist")
-        for topic in topics:
-            await self._cluster.partitions_for(topic, self.config.default_api_timeout_ms / 1000)
+        for topic in sorted(topics):
+            await self._cluster.partitions_for(topic, max(0.0, deadline - anyio.current_time()) + 1)
         out: dict[int, list[TopicPartition]] = {}
         for tp in tps:
+            count = md.partition_count(tp.topic)
+            if count is not None and not 0 <= tp.partition < count:
+                raise KafkaError(
+                    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                    f"topic {tp.topic!r} has no partition {tp.partition} (it has {count})",
+                )
             leader = md.leader_for(tp.topic, tp.partition)
             if leader is None:
-                raise KafkaError(ErrorCode.LEADER_NOT_AVAILABLE, f"{tp.topic}-{tp.partition}")
+                error = KafkaError(ErrorCode.LEADER_NOT_AVAILABLE, f"{tp.topic}-{tp.partition}")
+                raise _Again(error, [tp.topic])
             out.setdefault(leader, []).append(tp)
         return out
 
+    async def _per_leader(
+        self,
+        what: str,
+        tps: Iterable[TopicPartition],
+        ask: Callable[
+            [BrokerConnection, list[TopicPartition]], Awaitable[dict[TopicPartition, Any]]
+        ],
+        timeout_ms: int | None,
+    ) -> dict[TopicPartition, Any]:
+        """Results of a per-partition operation sent to each partition's leader.
+
+        ``ask(conn, tps)`` returns each partition's result, or a
+        :class:`KafkaError` for a partition the leader refused: a retriable one
+        (a leader that moved, a topic the leader does not know yet) is asked
+        again, after a metadata refresh, within the deadline; another is raised.
+        Partitions done stay done across attempts.
+        """
+        pending = list(dict.fromkeys(tps))
+        done: dict[TopicPartition, Any] = {}
+
+        async def attempt(deadline: float) -> dict[TopicPartition, Any]:
+            retry: KafkaError | None = None
+            for leader, group in (await self._by_leader(pending, deadline)).items():
+                conn = await self._cluster.connection(leader)
+                for tp, result in (await ask(conn, group)).items():
+                    if tp not in group or tp in done:
+                        continue
+                    if isinstance(result, KafkaError):
+                        if result.code in _RETRIABLE:
+                            retry = retry or result
+                            continue
+                        raise result
+                    done[tp] = result
+                pending[:] = [tp for tp in pending if tp not in done]
+            if retry is not None:
+                raise _Again(retry, {tp.topic for tp in pending})
+            if pending:
+                names = ", ".join(f"{tp.topic}-{tp.partition}" for tp in pending)
+                raise KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR, f"{what}: no answer for {names}")
+            return done
+
+        return await self._run(what, timeout_ms, attempt)
+
     async def list_offsets(
-        self, specs: Mapping[TopicPartition, str | int]
+        self, specs: Mapping[TopicPartition, str | int], *, timeout_ms: int | None = None
     ) -> dict[TopicPartition, tuple[int, int] | None]:
         """Offsets by ``"earliest"``, ``"latest"`` or a timestamp: ``(offset, timestamp)`` or None."""
         targets: dict[TopicPartition, int] = {}
@@ -507,148 +787,216 @@ class Admin:
                 raise ValueError(
                     f"offset spec must be 'earliest', 'latest' or a timestamp >= 0, got {spec!r}"
                 )
-        out: dict[TopicPartition, tuple[int, int] | None] = {}
-        for leader, tps in (await self._by_leader(targets)).items():
-            conn = await self._cluster.connection(leader)
-            resp = await conn.request(
-                2, build_list_offsets({tp: targets[tp] for tp in tps}, conn.version_for(2))
-            )
-            for tp, res in parse_list_offsets(resp).items():
-                if isinstance(res, KafkaError):
-                    raise res
-                out[tp] = None if res[0] < 0 else res
-        return out
+
+        async def ask(
+            conn: BrokerConnection, tps: list[TopicPartition]
+        ) -> dict[TopicPartition, Any]:
+            request = build_list_offsets({tp: targets[tp] for tp in tps}, conn.version_for(2))
+            answers = parse_list_offsets(await conn.request(2, request))
+            return {
+                tp: res if isinstance(res, KafkaError) or res[0] >= 0 else None
+                for tp, res in answers.items()
+            }
+
+        return await self._per_leader("list_offsets", targets, ask, timeout_ms)
 
     async def delete_records(
         self, before: Mapping[TopicPartition, int], *, timeout_ms: int | None = None
     ) -> dict[TopicPartition, int]:
         """Delete records before the given offsets (-1: the high watermark). Returns new low watermarks."""
-        out: dict[TopicPartition, int] = {}
-        for leader, tps in (await self._by_leader(TopicPartition(*tp) for tp in before)).items():
+        offsets = {TopicPartition(*tp): o for tp, o in before.items()}
+        # What the leaders may take, of the call's own bound.
+        wait_ms = self._timeout_ms(timeout_ms)
+
+        async def ask(
+            conn: BrokerConnection, tps: list[TopicPartition]
+        ) -> dict[TopicPartition, Any]:
             by_topic: dict[str, list[Any]] = {}
             for tp in tps:
                 by_topic.setdefault(tp.topic, []).append(
                     dr.DeleteRecordsRequest.DeleteRecordsPartition(
-                        partition_index=tp.partition, offset=before[tp]
+                        partition_index=tp.partition, offset=offsets[tp]
                     )
                 )
-            conn = await self._cluster.connection(leader)
             body = dr.DeleteRecordsRequest(
                 topics=[
                     dr.DeleteRecordsRequest.DeleteRecordsTopic(name=t, partitions=p)
                     for t, p in by_topic.items()
                 ],
-                timeout_ms=self._timeout_ms(timeout_ms),
+                timeout_ms=wait_ms,
             )
             resp = await conn.request(21, body)
-            for t in resp.topics:
-                for p in t.partitions:
-                    _check(p.error_code, f"deleting records of {t.name}-{p.partition_index}")
-                    out[TopicPartition(t.name, p.partition_index)] = p.low_watermark
-        return out
+            return {
+                TopicPartition(t.name, p.partition_index): (
+                    KafkaError(p.error_code, f"deleting records of {t.name}-{p.partition_index}")
+                    if p.error_code
+                    else p.low_watermark
+                )
+                for t in resp.topics
+                for p in t.partitions
+            }
+
+        return await self._per_leader("delete_records", offsets, ask, timeout_ms)
 
     # -- groups -----------------------------------------------------------------------------
 
-    async def list_groups(self) -> list[GroupListing]:
-        """Every group on every broker."""
-        await self._cluster.refresh_metadata()
-        nodes: list[int | None] = [*self._cluster.metadata.brokers] or [None]
-        out: list[GroupListing] = []
-        for node in nodes:
-            conn = await (
-                self._cluster.connection(node)
-                if node is not None
-                else self._cluster.any_connection()
-            )
-            resp = await conn.request(16, _fit(16, conn.version_for(16), lgr.ListGroupsRequest))
-            _check(resp.error_code, "ListGroups")
-            out += [GroupListing(g.group_id, g.protocol_type, g.group_state) for g in resp.groups]
-        return out
+    async def _per_node(
+        self,
+        what: str,
+        ask: Callable[[BrokerConnection], Awaitable[_T]],
+        timeout_ms: int | None,
+    ) -> list[_T]:
+        """``ask`` every broker (the bootstrap server when metadata names none);
+        a broker that answered is not asked again on a retry."""
+        answers: dict[int | None, _T] = {}
 
-    async def describe_groups(self, group_ids: Iterable[str]) -> dict[str, GroupDescription]:
-        """State and members of groups."""
-        out: dict[str, GroupDescription] = {}
-        for gid in group_ids:
-            conn = await find_coordinator(self._cluster, gid)
-            resp = await conn.request(
-                15, _fit(15, conn.version_for(15), dg.DescribeGroupsRequest, groups=[gid])
-            )
-            for g in resp.groups:
-                _check(g.error_code, f"describing group {g.group_id!r}")
-                members = []
-                for m in g.members:
-                    try:
-                        assigned = (
-                            frozenset(decode_assignment(m.member_assignment))
-                            if g.protocol_type == "consumer"
-                            else frozenset()
-                        )
-                    except TrafkaError:
-                        assigned = frozenset()
-                    members.append(
-                        MemberDescription(
-                            m.member_id, m.group_instance_id, m.client_id, m.client_host, assigned
-                        )
-                    )
-                out[g.group_id] = GroupDescription(
-                    g.group_id, g.group_state, g.protocol_type, g.protocol_data, tuple(members)
+        async def attempt(deadline: float) -> list[_T]:
+            await self._cluster.refresh_metadata()
+            nodes: list[int | None] = [*self._cluster.metadata.brokers] or [None]
+            for node in nodes:
+                if node in answers:
+                    continue
+                conn = await (
+                    self._cluster.connection(node)
+                    if node is not None
+                    else self._cluster.any_connection()
                 )
-        return out
+                answers[node] = await ask(conn)
+            return [answers[node] for node in nodes]
 
-    async def delete_groups(self, group_ids: Iterable[str]) -> None:
+        return await self._run(what, timeout_ms, attempt)
+
+    async def list_groups(self, *, timeout_ms: int | None = None) -> list[GroupListing]:
+        """Every group on every broker."""
+
+        async def ask(conn: BrokerConnection) -> list[GroupListing]:
+            resp = await conn.request(16, _fit(16, conn.version_for(16), lgr.ListGroupsRequest))
+            _check(resp.error_code, "ListGroups", again=_TRANSIENT)
+            return [GroupListing(g.group_id, g.protocol_type, g.group_state) for g in resp.groups]
+
+        return [
+            g for listing in await self._per_node("list_groups", ask, timeout_ms) for g in listing
+        ]
+
+    async def describe_groups(
+        self, group_ids: Iterable[str], *, timeout_ms: int | None = None
+    ) -> dict[str, GroupDescription]:
+        """State and members of groups."""
+        ids = list(dict.fromkeys(group_ids))
+        out: dict[str, GroupDescription] = {}
+
+        async def attempt(deadline: float) -> dict[str, GroupDescription]:
+            for gid in ids:
+                if gid in out:
+                    continue
+                conn = await self._coordinator(gid)
+                resp = await conn.request(
+                    15, _fit(15, conn.version_for(15), dg.DescribeGroupsRequest, groups=[gid])
+                )
+                for g in resp.groups:
+                    if g.group_id != gid:
+                        continue
+                    _check(g.error_code, f"describing group {gid!r}", again=_TRANSIENT)
+                    out[gid] = _group_description(g)
+                if gid not in out:
+                    raise KafkaError(
+                        ErrorCode.UNKNOWN_SERVER_ERROR, f"describing group {gid!r}: no answer"
+                    )
+            return {gid: out[gid] for gid in ids}
+
+        return await self._run("describe_groups", timeout_ms, attempt)
+
+    async def delete_groups(
+        self, group_ids: Iterable[str], *, timeout_ms: int | None = None
+    ) -> None:
         """Delete empty groups (their committed offsets go too)."""
-        for gid in group_ids:
-            conn = await find_coordinator(self._cluster, gid)
-            resp = await conn.request(42, dgr.DeleteGroupsRequest(groups_names=[gid]))
-            for r in resp.results:
-                _check(r.error_code, f"deleting group {r.group_id!r}")
+        pending = list(dict.fromkeys(group_ids))
+
+        async def attempt(deadline: float) -> None:
+            while pending:
+                gid = pending[0]
+                conn = await self._coordinator(gid)
+                resp = await conn.request(42, dgr.DeleteGroupsRequest(groups_names=[gid]))
+                for r in resp.results:
+                    if r.group_id == gid:
+                        _check(r.error_code, f"deleting group {gid!r}", again=_TRANSIENT)
+                pending.pop(0)
+
+        await self._run("delete_groups", timeout_ms, attempt)
 
     async def list_consumer_group_offsets(
-        self, group_id: str, partitions: Iterable[TopicPartition] | None = None
+        self,
+        group_id: str,
+        partitions: Iterable[TopicPartition] | None = None,
+        *,
+        timeout_ms: int | None = None,
     ) -> dict[TopicPartition, int]:
         """Committed offsets of a group (all its partitions when ``partitions`` is None)."""
-        conn = await find_coordinator(self._cluster, group_id)
-        v = conn.version_for(9)
-        if partitions is None:
-            if v < 2:
-                raise KafkaError(
-                    ErrorCode.UNSUPPORTED_VERSION, "listing all offsets needs OffsetFetch v2+"
-                )
-            body = offset_fetch_request(v, group_id, [])
-            body = _all_topics(body, v)
-        else:
-            body = offset_fetch_request(v, group_id, [TopicPartition(*tp) for tp in partitions])
-        resp = await conn.request(9, body)
-        code, got = read_offset_fetch(v, resp)
-        _check(code, f"fetching offsets of group {group_id!r}")
-        return {tp: off for tp, off in got.items() if off >= 0}
+        wanted = None if partitions is None else [TopicPartition(*tp) for tp in partitions]
+
+        async def attempt(deadline: float) -> dict[TopicPartition, int]:
+            conn = await self._coordinator(group_id)
+            v = conn.version_for(9)
+            if wanted is None:
+                if v < 2:
+                    raise KafkaError(
+                        ErrorCode.UNSUPPORTED_VERSION, "listing all offsets needs OffsetFetch v2+"
+                    )
+                body = _all_topics(offset_fetch_request(v, group_id, []), v)
+            else:
+                body = offset_fetch_request(v, group_id, wanted)
+            resp = await conn.request(9, body)
+            try:
+                code, got = read_offset_fetch(v, resp)
+            except KafkaError as exc:
+                if exc.code in _TRANSIENT:
+                    raise _Again(exc) from None
+                raise
+            _check(code, f"fetching offsets of group {group_id!r}", again=_TRANSIENT)
+            return {tp: off for tp, off in got.items() if off >= 0}
+
+        return await self._run("list_consumer_group_offsets", timeout_ms, attempt)
 
     async def alter_consumer_group_offsets(
-        self, group_id: str, offsets: Mapping[TopicPartition, int]
+        self,
+        group_id: str,
+        offsets: Mapping[TopicPartition, int],
+        *,
+        timeout_ms: int | None = None,
     ) -> None:
         """Commit offsets for a group that has no active members."""
-        conn = await find_coordinator(self._cluster, group_id)
-        body = offset_commit_request(
-            conn.version_for(8), group_id, {TopicPartition(*tp): o for tp, o in offsets.items()}
-        )
-        resp = await conn.request(8, body)
-        for tp, code in read_offset_commit(resp).items():
-            _check(code, f"committing {tp.topic}-{tp.partition} for group {group_id!r}")
+        wanted = {TopicPartition(*tp): o for tp, o in offsets.items()}
+
+        async def attempt(deadline: float) -> None:
+            conn = await self._coordinator(group_id)
+            body = offset_commit_request(conn.version_for(8), group_id, wanted)
+            resp = await conn.request(8, body)
+            for tp, code in read_offset_commit(resp).items():
+                _check(
+                    code,
+                    f"committing {tp.topic}-{tp.partition} for group {group_id!r}",
+                    again=_TRANSIENT,
+                )
+
+        await self._run("alter_consumer_group_offsets", timeout_ms, attempt)
 
     # -- transactions -----------------------------------------------------------------------
 
     async def describe_producers(
-        self, partitions: Iterable[TopicPartition] | Iterable[tuple[str, int]]
+        self,
+        partitions: Iterable[TopicPartition] | Iterable[tuple[str, int]],
+        *,
+        timeout_ms: int | None = None,
     ) -> dict[TopicPartition, list[ProducerState]]:
         """The producers each partition's leader keeps state for, with the first
         offset of the transaction each has open there (KIP-664)."""
-        out: dict[TopicPartition, list[ProducerState]] = {}
-        wanted = [TopicPartition(*tp) for tp in partitions]
-        for leader, tps in (await self._by_leader(wanted)).items():
+
+        async def ask(
+            conn: BrokerConnection, tps: list[TopicPartition]
+        ) -> dict[TopicPartition, Any]:
             by_topic: dict[str, list[int]] = {}
             for tp in tps:
                 by_topic.setdefault(tp.topic, []).append(tp.partition)
-            conn = await self._cluster.connection(leader)
             request = dp.DescribeProducersRequest(
                 topics=[
                     dp.DescribeProducersRequest.TopicRequest(name=t, partition_indexes=p)
@@ -656,11 +1004,16 @@ class Admin:
                 ]
             )
             resp = await conn.request(61, request)
+            out: dict[TopicPartition, Any] = {}
             for t in resp.topics:
                 for p in t.partitions:
-                    name = f"{t.name}-{p.partition_index}"
-                    _check(p.error_code, f"describing the producers of {name}", p.error_message)
-                    out[TopicPartition(t.name, p.partition_index)] = [
+                    tp = TopicPartition(t.name, p.partition_index)
+                    if p.error_code:
+                        what = f"describing the producers of {t.name}-{p.partition_index}"
+                        message = f"{what}: {p.error_message}" if p.error_message else what
+                        out[tp] = KafkaError(p.error_code, message)
+                        continue
+                    out[tp] = [
                         ProducerState(
                             e.producer_id,
                             e.producer_epoch,
@@ -671,10 +1024,10 @@ class Admin:
                         )
                         for e in p.active_producers
                     ]
-        missing = [f"{tp.topic}-{tp.partition}" for tp in wanted if tp not in out]
-        if missing:
-            raise KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR, f"no answer for {', '.join(missing)}")
-        return out
+            return out
+
+        wanted = [TopicPartition(*tp) for tp in partitions]
+        return await self._per_leader("describe_producers", wanted, ask, timeout_ms)
 
     async def list_transactions(
         self,
@@ -682,6 +1035,7 @@ class Admin:
         states: Iterable[str] = (),
         producer_ids: Iterable[int] = (),
         min_duration_ms: int | None = None,
+        timeout_ms: int | None = None,
     ) -> list[TransactionListing]:
         """The transactional ids every coordinator knows, optionally only those in
         one of ``states``, of one of ``producer_ids``, or (Kafka 3.8+, KIP-994)
@@ -693,16 +1047,8 @@ class Admin:
                 ListTransactions v1.
         """
         state_filters, pid_filters = list(states), list(producer_ids)
-        await self._cluster.refresh_metadata()
-        nodes: list[int | None] = [*self._cluster.metadata.brokers] or [None]
-        found: dict[str, TransactionListing] = {}
-        unknown: set[str] = set()
-        for node in nodes:
-            conn = await (
-                self._cluster.connection(node)
-                if node is not None
-                else self._cluster.any_connection()
-            )
+
+        async def ask(conn: BrokerConnection) -> Any:
             version = conn.version_for(66)
             if min_duration_ms is not None and version < 1:
                 raise UnsupportedVersionError(
@@ -717,7 +1063,12 @@ class Admin:
                 duration_filter=-1 if min_duration_ms is None else min_duration_ms,
             )
             resp = await conn.request(66, request, version=version)
-            _check(resp.error_code, "ListTransactions")
+            _check(resp.error_code, "ListTransactions", again=_TRANSIENT)
+            return resp
+
+        found: dict[str, TransactionListing] = {}
+        unknown: set[str] = set()
+        for resp in await self._per_node("list_transactions", ask, timeout_ms):
             unknown.update(resp.unknown_state_filters)
             for t in resp.transaction_states:
                 found[t.transactional_id] = TransactionListing(
@@ -728,36 +1079,54 @@ class Admin:
         return [found[tid] for tid in sorted(found)]
 
     async def describe_transactions(
-        self, transactional_ids: Iterable[str]
+        self, transactional_ids: Iterable[str], *, timeout_ms: int | None = None
     ) -> dict[str, TransactionDescription]:
         """The state of transactional ids at their coordinators.
 
         Raises:
             KafkaError: TRANSACTIONAL_ID_NOT_FOUND for an id no coordinator knows.
         """
+        ids = list(dict.fromkeys(transactional_ids))
         out: dict[str, TransactionDescription] = {}
-        for tid in transactional_ids:
-            conn = await find_coordinator(self._cluster, tid, key_type=TRANSACTION_KEY)
-            resp = await conn.request(65, dtx.DescribeTransactionsRequest(transactional_ids=[tid]))
-            for t in resp.transaction_states:
-                _check(t.error_code, f"describing transactional id {t.transactional_id!r}")
-                out[t.transactional_id] = TransactionDescription(
-                    t.transactional_id,
-                    COORDINATOR_BASE - conn.node_id,  # the coordinator's own connection
-                    t.transaction_state,
-                    t.producer_id,
-                    t.producer_epoch,
-                    t.transaction_timeout_ms,
-                    None if t.transaction_start_time_ms < 0 else t.transaction_start_time_ms,
-                    frozenset(
-                        TopicPartition(topic.topic, p)
-                        for topic in t.topics
-                        for p in topic.partitions
-                    ),
-                )
-        return out
 
-    async def fence_producers(self, transactional_ids: Iterable[str]) -> None:
+        async def attempt(deadline: float) -> dict[str, TransactionDescription]:
+            for tid in ids:
+                if tid in out:
+                    continue
+                conn = await self._coordinator(tid, TRANSACTION_KEY)
+                resp = await conn.request(
+                    65, dtx.DescribeTransactionsRequest(transactional_ids=[tid])
+                )
+                for t in resp.transaction_states:
+                    if t.transactional_id != tid:
+                        continue
+                    _check(t.error_code, f"describing transactional id {tid!r}", again=_TRANSIENT)
+                    out[tid] = TransactionDescription(
+                        tid,
+                        COORDINATOR_BASE - conn.node_id,  # the coordinator's own connection
+                        t.transaction_state,
+                        t.producer_id,
+                        t.producer_epoch,
+                        t.transaction_timeout_ms,
+                        None if t.transaction_start_time_ms < 0 else t.transaction_start_time_ms,
+                        frozenset(
+                            TopicPartition(topic.topic, p)
+                            for topic in t.topics
+                            for p in topic.partitions
+                        ),
+                    )
+                if tid not in out:
+                    raise KafkaError(
+                        ErrorCode.UNKNOWN_SERVER_ERROR,
+                        f"describing transactional id {tid!r}: no answer",
+                    )
+            return {tid: out[tid] for tid in ids}
+
+        return await self._run("describe_transactions", timeout_ms, attempt)
+
+    async def fence_producers(
+        self, transactional_ids: Iterable[str], *, timeout_ms: int | None = None
+    ) -> None:
         """Fence the producers of transactional ids, as a new producer with the same
         id would (KIP-618): the coordinator bumps each id's epoch and aborts its
         open transaction; the old producer's next call fails with
@@ -768,22 +1137,29 @@ class Admin:
             KafkaError: the coordinator refused (CONCURRENT_TRANSACTIONS is not
                 an error: the abort it reports has fenced the producer already).
         """
-        timeout = self.config.request_timeout_ms
-        for tid in transactional_ids:
-            conn = await find_coordinator(self._cluster, tid, key_type=TRANSACTION_KEY)
-            version = conn.version_for(22)
-            request = _fit(
-                22,
-                version,
-                ipid.InitProducerIdRequest,
-                transactional_id=tid,
-                transaction_timeout_ms=timeout,
-                producer_id=-1,
-                producer_epoch=-1,
-            )
-            resp = await conn.request(22, request, version=version)
-            if resp.error_code != ErrorCode.CONCURRENT_TRANSACTIONS:
-                _check(resp.error_code, f"fencing transactional id {tid!r}")
+        txn_timeout = self.config.request_timeout_ms
+        pending = list(dict.fromkeys(transactional_ids))
+
+        async def attempt(deadline: float) -> None:
+            while pending:
+                tid = pending[0]
+                conn = await self._coordinator(tid, TRANSACTION_KEY)
+                version = conn.version_for(22)
+                request = _fit(
+                    22,
+                    version,
+                    ipid.InitProducerIdRequest,
+                    transactional_id=tid,
+                    transaction_timeout_ms=txn_timeout,
+                    producer_id=-1,
+                    producer_epoch=-1,
+                )
+                resp = await conn.request(22, request, version=version)
+                if resp.error_code != ErrorCode.CONCURRENT_TRANSACTIONS:
+                    _check(resp.error_code, f"fencing transactional id {tid!r}", again=_TRANSIENT)
+                pending.pop(0)
+
+        await self._run("fence_producers", timeout_ms, attempt)
 
     async def find_hanging_transactions(
         self,
@@ -791,6 +1167,7 @@ class Admin:
         *,
         max_transaction_timeout_ms: int = 900_000,
         now_ms: int | None = None,
+        timeout_ms: int | None = None,
     ) -> list[tuple[TopicPartition, ProducerState]]:
         """The open transactions of ``topics`` (default: every topic) that nothing
         will ever end, KIP-664's way: a producer's transaction open on a partition
@@ -799,14 +1176,24 @@ class Admin:
         coordinator holds, for that producer and with that partition, in a state
         it completes by itself (:data:`LIVE_TRANSACTION_STATES`). Each one keeps
         read_committed consumers of its partition at its first offset;
-        :meth:`abort_transaction` ends it.
+        :meth:`abort_transaction` ends it. ``timeout_ms`` bounds all the calls
+        this makes together.
         """
-        names = list(topics) if topics is not None else sorted(await self.list_topics())
+        deadline = anyio.current_time() + self._timeout_ms(timeout_ms) / 1000
+
+        def left() -> int:
+            return max(0, int((deadline - anyio.current_time()) * 1000))
+
+        names = (
+            list(topics)
+            if topics is not None
+            else sorted(await self.list_topics(timeout_ms=left()))
+        )
         if not names:
             return []
-        infos = await self.describe_topics(names)
+        infos = await self.describe_topics(names, timeout_ms=left())
         tps = [TopicPartition(n, p.partition) for n in names for p in infos[n].partitions]
-        states = await self.describe_producers(tps) if tps else {}
+        states = await self.describe_producers(tps, timeout_ms=left()) if tps else {}
         now = int(time.time() * 1000) if now_ms is None else now_ms
         suspects = [
             (tp, s)
@@ -817,9 +1204,15 @@ class Admin:
         ]
         if not suspects:
             return []
-        listed = await self.list_transactions(producer_ids={s.producer_id for _, s in suspects})
+        listed = await self.list_transactions(
+            producer_ids={s.producer_id for _, s in suspects}, timeout_ms=left()
+        )
         ids = {t.producer_id: t.transactional_id for t in listed}
-        described = await self.describe_transactions(sorted(set(ids.values()))) if ids else {}
+        described = (
+            await self.describe_transactions(sorted(set(ids.values())), timeout_ms=left())
+            if ids
+            else {}
+        )
         hanging = []
         for tp, s in suspects:
             desc = described.get(ids.get(s.producer_id, ""))
@@ -839,6 +1232,8 @@ class Admin:
         producer_id: int,
         producer_epoch: int,
         coordinator_epoch: int = 0,
+        *,
+        timeout_ms: int | None = None,
     ) -> None:
         """Abort a hanging transaction on one partition (KIP-664): its leader writes
         an ABORT marker for the producer, so read_committed consumers get past it.
@@ -854,29 +1249,56 @@ class Admin:
                 (the partition has seen newer ones), UNKNOWN_TOPIC_OR_PARTITION, ...
         """
         tp = TopicPartition(*partition)
-        leader = next(iter(await self._by_leader([tp])))
-        conn = await self._cluster.connection(leader)
-        marker = wtm.WriteTxnMarkersRequest.WritableTxnMarker(
-            producer_id=producer_id,
-            producer_epoch=producer_epoch,
-            transaction_result=False,
-            topics=[
-                wtm.WriteTxnMarkersRequest.WritableTxnMarkerTopic(
-                    name=tp.topic, partition_indexes=[tp.partition]
-                )
-            ],
-            coordinator_epoch=coordinator_epoch,
-        )
-        resp = await conn.request(27, wtm.WriteTxnMarkersRequest(markers=[marker]))
-        codes = [p.error_code for m in resp.markers for t in m.topics for p in t.partitions]
-        if not codes:
-            raise KafkaError(
-                ErrorCode.UNKNOWN_SERVER_ERROR, f"no answer for {tp.topic}-{tp.partition}"
+
+        async def ask(
+            conn: BrokerConnection, tps: list[TopicPartition]
+        ) -> dict[TopicPartition, Any]:
+            marker = wtm.WriteTxnMarkersRequest.WritableTxnMarker(
+                producer_id=producer_id,
+                producer_epoch=producer_epoch,
+                transaction_result=False,
+                topics=[
+                    wtm.WriteTxnMarkersRequest.WritableTxnMarkerTopic(
+                        name=tp.topic, partition_indexes=[tp.partition]
+                    )
+                ],
+                coordinator_epoch=coordinator_epoch,
             )
-        _check(
-            codes[0],
-            f"aborting the transaction of producer {producer_id} on {tp.topic}-{tp.partition}",
+            resp = await conn.request(27, wtm.WriteTxnMarkersRequest(markers=[marker]))
+            what = (
+                f"aborting the transaction of producer {producer_id} on {tp.topic}-{tp.partition}"
+            )
+            return {
+                TopicPartition(t.name, p.partition_index): (
+                    KafkaError(p.error_code, what) if p.error_code else None
+                )
+                for m in resp.markers
+                for t in m.topics
+                for p in t.partitions
+            }
+
+        await self._per_leader("abort_transaction", [tp], ask, timeout_ms)
+
+
+def _group_description(g: Any) -> GroupDescription:
+    members = []
+    for m in g.members:
+        try:
+            assigned = (
+                frozenset(decode_assignment(m.member_assignment))
+                if g.protocol_type == "consumer"
+                else frozenset()
+            )
+        except TrafkaError:
+            assigned = frozenset()
+        members.append(
+            MemberDescription(
+                m.member_id, m.group_instance_id, m.client_id, m.client_host, assigned
+            )
         )
+    return GroupDescription(
+        g.group_id, g.group_state, g.protocol_type, g.protocol_data, tuple(members)
+    )
 
 
 # DescribeConfigs config_source values that mean "set on this very resource".

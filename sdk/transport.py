@@ -578,6 +578,12 @@ class Cluster:
                 if node_id >= 0:
                     self.metadata.request_update()
                 raise
+            except BaseException:
+                # The caller was cancelled (its deadline) mid-handshake: the
+                # reader and writer already run; close the connection with them.
+                with anyio.CancelScope(shield=True):
+                    await conn.aclose()
+                raise
             self._failures.pop(node_id, None)
             self._retry_at.pop(node_id, None)
             self._last_error.pop(node_id, None)
