@@ -18,9 +18,7 @@ Rules:
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import random
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from contextlib import asynccontextmanager
@@ -49,8 +47,8 @@ from trafka.codec.messages import k66_list_transactions as ltx
 
 from ._util import owned_task_group
 from .assignors import decode_assignment
+from .calls import TRANSIENT, Again, Calls, check
 from .config import AdminConfig, make_config
-from .errors import ApiTimeoutError, KafkaConnectionError, RequestTimeoutError
 from .fetcher import EARLIEST, LATEST, TopicPartition, build_list_offsets, parse_list_offsets
 from .group import (
     find_coordinator,
@@ -61,7 +59,7 @@ from .group import (
 )
 from .metadata import BrokerInfo, PartitionInfo, TopicInfo
 from .transactions import TRANSACTION_KEY
-from .transport import COORDINATOR_BASE, BrokerConnection, Cluster, backoff_delay
+from .transport import COORDINATOR_BASE, BrokerConnection, Cluster
 
 __all__ = [
     "Admin",
@@ -184,47 +182,9 @@ def _fit(api_key: int, version: int, cls: type, **fields: Any) -> Any:
 
 _T = TypeVar("_T")
 
-#: Codes Kafka classes as retriable: a state that passes (a coordinator
-#: loading, a leader moving, a request timing out at the broker).
-_RETRIABLE = frozenset(code for code in ErrorCode if code.retriable)
-#: The retriable codes that are states, not answers: a topic that does not
-#: exist (UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_TOPIC_ID) is not waited out
-#: where the broker asked owns the topic's metadata.
-_TRANSIENT = _RETRIABLE - {ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.UNKNOWN_TOPIC_ID}
 #: Creating, deleting and growing topics is not idempotent: as Kafka's
 #: AdminClient, retry an item only when the broker surely did nothing with it.
 _NOT_DONE = frozenset({ErrorCode.NOT_CONTROLLER, ErrorCode.THROTTLING_QUOTA_EXCEEDED})
-
-
-class _Again(Exception):
-    """Raised by an attempt: the call should be tried again (after a backoff,
-    within its deadline), refreshing metadata first when ``refresh`` (for
-    ``topics``, or the tracked ones)."""
-
-    def __init__(
-        self, cause: BaseException, topics: Iterable[str] | None = None, *, refresh: bool = False
-    ) -> None:
-        super().__init__(str(cause))
-        self.cause = cause
-        self.topics = sorted(set(topics)) if topics is not None else None
-        self.refresh = refresh or topics is not None
-
-
-def _check(
-    code: int,
-    what: str,
-    message: str | None = None,
-    *,
-    again: frozenset[ErrorCode] = frozenset(),
-    topics: Iterable[str] | None = None,
-    refresh: bool = False,
-) -> None:
-    """Nothing for code 0; else :class:`_Again` for a code in ``again``, else the error."""
-    if code:
-        error = KafkaError(code, f"{what}: {message}" if message else what)
-        if code in again:
-            raise _Again(error, topics, refresh=refresh)
-        raise error
 
 
 def _settle(
@@ -249,7 +209,7 @@ def _settle(
                 code, f"{what} {name!r}: {message}" if message else f"{what} {name!r}"
             )
     if retry is not None:
-        raise _Again(retry, refresh=True)
+        raise Again(retry, refresh=True)
     for name in sorted(pending):
         failed[name] = KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR, f"{what} {name!r}: no answer")
     pending.clear()
@@ -277,7 +237,12 @@ class Admin:
     def __init__(self, config: AdminConfig, task_group: anyio.abc.TaskGroup) -> None:
         self.config = config
         self._cluster = Cluster(config, task_group)
-        self._rng = random.Random()
+        self._calls = Calls(
+            self._cluster,
+            config.retry_backoff_ms,
+            config.retry_backoff_max_ms,
+            config.default_api_timeout_ms,
+        )
 
     @property
     def cluster(self) -> Cluster:
@@ -285,44 +250,6 @@ class Admin:
 
     def _timeout_ms(self, timeout_ms: int | None) -> int:
         return self.config.default_api_timeout_ms if timeout_ms is None else timeout_ms
-
-    async def _run(
-        self, what: str, timeout_ms: int | None, attempt: Callable[[float], Awaitable[_T]]
-    ) -> _T:
-        """``attempt(deadline)`` until it returns or raises a final error: again
-        after :class:`_Again`, a connection failure or a request timeout, as
-        long as the deadline allows; then ApiTimeoutError."""
-        ms = self._timeout_ms(timeout_ms)
-        deadline = anyio.current_time() + ms / 1000
-        cfg = self.config
-        attempts = 0
-        last: BaseException | None = None
-        while attempts == 0 or anyio.current_time() < deadline:
-            attempts += 1
-            with anyio.move_on_after(deadline - anyio.current_time()):
-                try:
-                    return await attempt(deadline)
-                except ApiTimeoutError:
-                    raise  # a nested call's deadline: ours has passed too
-                except _Again as again:
-                    last = again.cause
-                    if again.refresh:
-                        with contextlib.suppress(TrafkaError):
-                            await self._cluster.refresh_metadata(again.topics)
-                except (KafkaConnectionError, RequestTimeoutError) as exc:
-                    last = exc
-                await anyio.sleep(
-                    backoff_delay(
-                        cfg.retry_backoff_ms / 1000,
-                        cfg.retry_backoff_max_ms / 1000,
-                        attempts,
-                        self._rng,
-                    )
-                )
-        detail = f"; last error: {last}" if last is not None else ""
-        raise ApiTimeoutError(
-            f"{what}: no result within {ms} ms ({attempts} attempt(s)){detail}"
-        ) from last
 
     async def _controller(self) -> BrokerConnection:
         md = self._cluster.metadata
@@ -342,8 +269,8 @@ class Admin:
         try:
             return await find_coordinator(self._cluster, key, key_type=key_type)
         except KafkaError as exc:
-            if exc.code in _TRANSIENT:
-                raise _Again(exc) from None
+            if exc.code in TRANSIENT:
+                raise Again(exc) from None
             raise
 
     # -- cluster and topics -------------------------------------------------------------------
@@ -357,7 +284,7 @@ class Admin:
                 resp = await conn.request(
                     60, _fit(60, conn.version_for(60), dcl.DescribeClusterRequest)
                 )
-                _check(resp.error_code, "DescribeCluster", resp.error_message, again=_TRANSIENT)
+                check(resp.error_code, "DescribeCluster", resp.error_message, again=TRANSIENT)
                 brokers = tuple(
                     BrokerInfo(b.broker_id, b.host, b.port, b.rack) for b in resp.brokers
                 )
@@ -366,7 +293,7 @@ class Admin:
             md = self._cluster.metadata
             return ClusterDescription(md.cluster_id, md.controller_id, tuple(md.brokers.values()))
 
-        return await self._run("describe_cluster", timeout_ms, attempt)
+        return await self._calls.run("describe_cluster", timeout_ms, attempt)
 
     async def list_topics(
         self, *, include_internal: bool = False, timeout_ms: int | None = None
@@ -387,7 +314,7 @@ class Admin:
                 and (include_internal or not t.is_internal)
             }
 
-        return await self._run("list_topics", timeout_ms, attempt)
+        return await self._calls.run("list_topics", timeout_ms, attempt)
 
     async def describe_topics(
         self, names: Iterable[str], *, timeout_ms: int | None = None
@@ -409,7 +336,7 @@ class Admin:
             for t in resp.topics:
                 if t.name is None:
                     continue
-                _check(t.error_code, f"describing topic {t.name!r}", again=_TRANSIENT)
+                check(t.error_code, f"describing topic {t.name!r}", again=TRANSIENT)
                 parts = sorted(
                     (
                         PartitionInfo(
@@ -434,7 +361,7 @@ class Admin:
                     )
             return out
 
-        return await self._run("describe_topics", timeout_ms, attempt)
+        return await self._calls.run("describe_topics", timeout_ms, attempt)
 
     async def create_topics(
         self,
@@ -494,7 +421,7 @@ class Admin:
             )
 
         try:
-            await self._run("create_topics", timeout_ms, attempt)
+            await self._calls.run("create_topics", timeout_ms, attempt)
         finally:
             self._cluster.metadata.request_update()
         _first_failure((t.name for t in items), failed)
@@ -532,7 +459,7 @@ class Admin:
             )
 
         try:
-            await self._run("delete_topics", timeout_ms, attempt)
+            await self._calls.run("delete_topics", timeout_ms, attempt)
         finally:
             for n in names:
                 if n not in pending and n not in failed:
@@ -578,7 +505,7 @@ class Admin:
             )
 
         try:
-            await self._run("create_partitions", timeout_ms, attempt)
+            await self._calls.run("create_partitions", timeout_ms, attempt)
         finally:
             self._cluster.metadata.request_update()
         _first_failure(totals, failed)
@@ -620,11 +547,11 @@ class Admin:
             )
             out: dict[str, dict[str, str | None]] = {}
             for r in resp.results:
-                _check(
+                check(
                     r.error_code,
                     f"describing configs of {r.resource_name!r}",
                     r.error_message,
-                    again=_TRANSIENT,
+                    again=TRANSIENT,
                 )
                 out[r.resource_name] = {
                     c.name: c.value
@@ -633,7 +560,7 @@ class Admin:
                 }
             return out
 
-        return await self._run("describe_configs", timeout_ms, attempt)
+        return await self._calls.run("describe_configs", timeout_ms, attempt)
 
     async def alter_topic_configs(
         self,
@@ -684,92 +611,16 @@ class Admin:
                 )
                 resp = await conn.request(33, legacy)
             for r in resp.responses:
-                _check(
+                check(
                     r.error_code,
                     f"altering configs of {r.resource_name!r}",
                     r.error_message,
-                    again=_TRANSIENT,
+                    again=TRANSIENT,
                 )
 
-        await self._run("alter_topic_configs", timeout_ms, attempt)
+        await self._calls.run("alter_topic_configs", timeout_ms, attempt)
 
     # -- offsets and records ----------------------------------------------------------------
-
-    async def _by_leader(
-        self, tps: Iterable[TopicPartition], deadline: float
-    ) -> dict[int, list[TopicPartition]]:
-        md = self._cluster.metadata
-        tps = list(tps)
-        topics = {tp.topic for tp in tps}
-        unknown = [topic for topic in topics if md.partition_count(topic) is None]
-        if unknown:
-            # A topic the brokers do not have fails now; other errors (a leader
-            # being elected) are waited out.
-            await self._cluster.refresh_metadata(unknown)
-            for topic in unknown:
-                missing = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                if md.partition_count(topic) is None and md.topic_errors.get(topic) == missing:
-                    md.forget_topic(topic)
-                    raise KafkaError(missing, f"topic {topic!r} does not exist")
-        for topic in sorted(topics):
-            await self._cluster.partitions_for(topic, max(0.0, deadline - anyio.current_time()) + 1)
-        out: dict[int, list[TopicPartition]] = {}
-        for tp in tps:
-            count = md.partition_count(tp.topic)
-            if count is not None and not 0 <= tp.partition < count:
-                raise KafkaError(
-                    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                    f"topic {tp.topic!r} has no partition {tp.partition} (it has {count})",
-                )
-            leader = md.leader_for(tp.topic, tp.partition)
-            if leader is None:
-                error = KafkaError(ErrorCode.LEADER_NOT_AVAILABLE, f"{tp.topic}-{tp.partition}")
-                raise _Again(error, [tp.topic])
-            out.setdefault(leader, []).append(tp)
-        return out
-
-    async def _per_leader(
-        self,
-        what: str,
-        tps: Iterable[TopicPartition],
-        ask: Callable[
-            [BrokerConnection, list[TopicPartition]], Awaitable[dict[TopicPartition, Any]]
-        ],
-        timeout_ms: int | None,
-    ) -> dict[TopicPartition, Any]:
-        """Results of a per-partition operation sent to each partition's leader.
-
-        ``ask(conn, tps)`` returns each partition's result, or a
-        :class:`KafkaError` for a partition the leader refused: a retriable one
-        (a leader that moved, a topic the leader does not know yet) is asked
-        again, after a metadata refresh, within the deadline; another is raised.
-        Partitions done stay done across attempts.
-        """
-        pending = list(dict.fromkeys(tps))
-        done: dict[TopicPartition, Any] = {}
-
-        async def attempt(deadline: float) -> dict[TopicPartition, Any]:
-            retry: KafkaError | None = None
-            for leader, group in (await self._by_leader(pending, deadline)).items():
-                conn = await self._cluster.connection(leader)
-                for tp, result in (await ask(conn, group)).items():
-                    if tp not in group or tp in done:
-                        continue
-                    if isinstance(result, KafkaError):
-                        if result.code in _RETRIABLE:
-                            retry = retry or result
-                            continue
-                        raise result
-                    done[tp] = result
-                pending[:] = [tp for tp in pending if tp not in done]
-            if retry is not None:
-                raise _Again(retry, {tp.topic for tp in pending})
-            if pending:
-                names = ", ".join(f"{tp.topic}-{tp.partition}" for tp in pending)
-                raise KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR, f"{what}: no answer for {names}")
-            return done
-
-        return await self._run(what, timeout_ms, attempt)
 
     async def list_offsets(
         self, specs: Mapping[TopicPartition, str | int], *, timeout_ms: int | None = None
@@ -798,7 +649,7 @@ class Admin:
                 for tp, res in answers.items()
             }
 
-        return await self._per_leader("list_offsets", targets, ask, timeout_ms)
+        return await self._calls.per_leader("list_offsets", targets, ask, timeout_ms)
 
     async def delete_records(
         self, before: Mapping[TopicPartition, int], *, timeout_ms: int | None = None
@@ -836,7 +687,7 @@ class Admin:
                 for p in t.partitions
             }
 
-        return await self._per_leader("delete_records", offsets, ask, timeout_ms)
+        return await self._calls.per_leader("delete_records", offsets, ask, timeout_ms)
 
     # -- groups -----------------------------------------------------------------------------
 
@@ -864,14 +715,14 @@ class Admin:
                 answers[node] = await ask(conn)
             return [answers[node] for node in nodes]
 
-        return await self._run(what, timeout_ms, attempt)
+        return await self._calls.run(what, timeout_ms, attempt)
 
     async def list_groups(self, *, timeout_ms: int | None = None) -> list[GroupListing]:
         """Every group on every broker."""
 
         async def ask(conn: BrokerConnection) -> list[GroupListing]:
             resp = await conn.request(16, _fit(16, conn.version_for(16), lgr.ListGroupsRequest))
-            _check(resp.error_code, "ListGroups", again=_TRANSIENT)
+            check(resp.error_code, "ListGroups", again=TRANSIENT)
             return [GroupListing(g.group_id, g.protocol_type, g.group_state) for g in resp.groups]
 
         return [
@@ -896,7 +747,7 @@ class Admin:
                 for g in resp.groups:
                     if g.group_id != gid:
                         continue
-                    _check(g.error_code, f"describing group {gid!r}", again=_TRANSIENT)
+                    check(g.error_code, f"describing group {gid!r}", again=TRANSIENT)
                     out[gid] = _group_description(g)
                 if gid not in out:
                     raise KafkaError(
@@ -904,7 +755,7 @@ class Admin:
                     )
             return {gid: out[gid] for gid in ids}
 
-        return await self._run("describe_groups", timeout_ms, attempt)
+        return await self._calls.run("describe_groups", timeout_ms, attempt)
 
     async def delete_groups(
         self, group_ids: Iterable[str], *, timeout_ms: int | None = None
@@ -919,10 +770,10 @@ class Admin:
                 resp = await conn.request(42, dgr.DeleteGroupsRequest(groups_names=[gid]))
                 for r in resp.results:
                     if r.group_id == gid:
-                        _check(r.error_code, f"deleting group {gid!r}", again=_TRANSIENT)
+                        check(r.error_code, f"deleting group {gid!r}", again=TRANSIENT)
                 pending.pop(0)
 
-        await self._run("delete_groups", timeout_ms, attempt)
+        await self._calls.run("delete_groups", timeout_ms, attempt)
 
     async def list_consumer_group_offsets(
         self,
@@ -949,13 +800,13 @@ class Admin:
             try:
                 code, got = read_offset_fetch(v, resp)
             except KafkaError as exc:
-                if exc.code in _TRANSIENT:
-                    raise _Again(exc) from None
+                if exc.code in TRANSIENT:
+                    raise Again(exc) from None
                 raise
-            _check(code, f"fetching offsets of group {group_id!r}", again=_TRANSIENT)
+            check(code, f"fetching offsets of group {group_id!r}", again=TRANSIENT)
             return {tp: off for tp, off in got.items() if off >= 0}
 
-        return await self._run("list_consumer_group_offsets", timeout_ms, attempt)
+        return await self._calls.run("list_consumer_group_offsets", timeout_ms, attempt)
 
     async def alter_consumer_group_offsets(
         self,
@@ -972,13 +823,13 @@ class Admin:
             body = offset_commit_request(conn.version_for(8), group_id, wanted)
             resp = await conn.request(8, body)
             for tp, code in read_offset_commit(resp).items():
-                _check(
+                check(
                     code,
                     f"committing {tp.topic}-{tp.partition} for group {group_id!r}",
-                    again=_TRANSIENT,
+                    again=TRANSIENT,
                 )
 
-        await self._run("alter_consumer_group_offsets", timeout_ms, attempt)
+        await self._calls.run("alter_consumer_group_offsets", timeout_ms, attempt)
 
     # -- transactions -----------------------------------------------------------------------
 
@@ -1027,7 +878,7 @@ class Admin:
             return out
 
         wanted = [TopicPartition(*tp) for tp in partitions]
-        return await self._per_leader("describe_producers", wanted, ask, timeout_ms)
+        return await self._calls.per_leader("describe_producers", wanted, ask, timeout_ms)
 
     async def list_transactions(
         self,
@@ -1063,7 +914,7 @@ class Admin:
                 duration_filter=-1 if min_duration_ms is None else min_duration_ms,
             )
             resp = await conn.request(66, request, version=version)
-            _check(resp.error_code, "ListTransactions", again=_TRANSIENT)
+            check(resp.error_code, "ListTransactions", again=TRANSIENT)
             return resp
 
         found: dict[str, TransactionListing] = {}
@@ -1100,7 +951,7 @@ class Admin:
                 for t in resp.transaction_states:
                     if t.transactional_id != tid:
                         continue
-                    _check(t.error_code, f"describing transactional id {tid!r}", again=_TRANSIENT)
+                    check(t.error_code, f"describing transactional id {tid!r}", again=TRANSIENT)
                     out[tid] = TransactionDescription(
                         tid,
                         COORDINATOR_BASE - conn.node_id,  # the coordinator's own connection
@@ -1122,7 +973,7 @@ class Admin:
                     )
             return {tid: out[tid] for tid in ids}
 
-        return await self._run("describe_transactions", timeout_ms, attempt)
+        return await self._calls.run("describe_transactions", timeout_ms, attempt)
 
     async def fence_producers(
         self, transactional_ids: Iterable[str], *, timeout_ms: int | None = None
@@ -1156,10 +1007,10 @@ class Admin:
                 )
                 resp = await conn.request(22, request, version=version)
                 if resp.error_code != ErrorCode.CONCURRENT_TRANSACTIONS:
-                    _check(resp.error_code, f"fencing transactional id {tid!r}", again=_TRANSIENT)
+                    check(resp.error_code, f"fencing transactional id {tid!r}", again=TRANSIENT)
                 pending.pop(0)
 
-        await self._run("fence_producers", timeout_ms, attempt)
+        await self._calls.run("fence_producers", timeout_ms, attempt)
 
     async def find_hanging_transactions(
         self,
@@ -1277,7 +1128,7 @@ class Admin:
                 for p in t.partitions
             }
 
-        await self._per_leader("abort_transaction", [tp], ask, timeout_ms)
+        await self._calls.per_leader("abort_transaction", [tp], ask, timeout_ms)
 
 
 def _group_description(g: Any) -> GroupDescription:

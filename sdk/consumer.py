@@ -39,6 +39,7 @@ import anyio.abc
 from trafka.codec import KafkaError, TrafkaError
 
 from ._util import get_deserializer, owned_task_group
+from .calls import Calls
 from .config import ConsumerConfig, make_config
 from .errors import ApiTimeoutError, ClientClosedError, UsageError
 from .fetcher import (
@@ -49,7 +50,6 @@ from .fetcher import (
     Fetcher,
     TopicPartition,
     build_list_offsets,
-    group_by_leader,
     parse_list_offsets,
 )
 from .transactions import ConsumerGroupMetadata
@@ -88,6 +88,12 @@ class Consumer:
         self.config = config
         self._tg = task_group
         self._cluster = Cluster(config, task_group)
+        self._calls = Calls(
+            self._cluster,
+            config.retry_backoff_ms,
+            config.retry_backoff_max_ms,
+            config.default_api_timeout_ms,
+        )
         self._cluster.on_change.append(self._wake_fetcher)
         self._fetcher = Fetcher(
             self._cluster.metadata,
@@ -266,26 +272,23 @@ class Consumer:
         return self._fetcher.high_watermark(TopicPartition(*partition))
 
     async def _list_offsets(
-        self, targets: dict[TopicPartition, int]
+        self, what: str, targets: dict[TopicPartition, int]
     ) -> dict[TopicPartition, tuple[int, int] | None]:
-        md = self._cluster.metadata
-        await self._ensure_metadata({tp.topic for tp in targets})
-        by_leader = group_by_leader(targets, md.leader_for)
-        out: dict[TopicPartition, tuple[int, int] | None] = {}
-        for leader, part in by_leader.items():
-            conn = await self._cluster.connection(leader)
-            resp = await conn.request(
-                2,
-                build_list_offsets(
-                    part, conn.version_for(2), read_committed=self.config.read_committed
-                ),
+        read_committed = self.config.read_committed
+
+        async def ask(
+            conn: BrokerConnection, tps: list[TopicPartition]
+        ) -> dict[TopicPartition, Any]:
+            request = build_list_offsets(
+                {tp: targets[tp] for tp in tps}, conn.version_for(2), read_committed=read_committed
             )
-            for tp, result in parse_list_offsets(resp).items():
-                if isinstance(result, KafkaError):
-                    md.on_partition_error(result.code)
-                    raise result
-                out[tp] = None if result[0] < 0 else result
-        return out
+            answers = parse_list_offsets(await conn.request(2, request))
+            return {
+                tp: res if isinstance(res, KafkaError) or res[0] >= 0 else None
+                for tp, res in answers.items()
+            }
+
+        return await self._calls.per_leader(what, targets, ask, None)
 
     async def partitions_for(self, topic: str) -> list[int]:
         """The topic's partition numbers, waiting for metadata up to ``default.api.timeout.ms``.
@@ -303,13 +306,26 @@ class Consumer:
     async def beginning_offsets(
         self, partitions: Iterable[TopicPartition]
     ) -> dict[TopicPartition, int]:
-        """The first offset of each partition."""
-        res = await self._list_offsets({TopicPartition(*tp): EARLIEST for tp in partitions})
+        """The first offset of each partition.
+
+        Like :meth:`end_offsets` and :meth:`offsets_for_times`: bounded by
+        ``default.api.timeout.ms`` as a whole (then ApiTimeoutError); a partition
+        whose leader moved is asked again after a metadata refresh.
+
+        Raises:
+            KafkaError: the topic or partition does not exist, or another final error.
+            ApiTimeoutError: no answer within ``default.api.timeout.ms``.
+        """
+        res = await self._list_offsets(
+            "beginning_offsets", {TopicPartition(*tp): EARLIEST for tp in partitions}
+        )
         return {tp: (r[0] if r else 0) for tp, r in res.items()}
 
     async def end_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
         """The offset after the last record of each partition (the LSO under read_committed)."""
-        res = await self._list_offsets({TopicPartition(*tp): LATEST for tp in partitions})
+        res = await self._list_offsets(
+            "end_offsets", {TopicPartition(*tp): LATEST for tp in partitions}
+        )
         return {tp: (r[0] if r else 0) for tp, r in res.items()}
 
     async def offsets_for_times(
@@ -319,7 +335,9 @@ class Consumer:
         for ts in timestamps.values():
             if ts < 0:
                 raise ValueError("timestamps must be >= 0")
-        return await self._list_offsets({TopicPartition(*tp): ts for tp, ts in timestamps.items()})
+        return await self._list_offsets(
+            "offsets_for_times", {TopicPartition(*tp): ts for tp, ts in timestamps.items()}
+        )
 
     async def committed(self, partition: TopicPartition) -> int | None:
         """The group's committed offset for ``partition`` (None if none).
@@ -735,7 +753,7 @@ class Consumer:
 
     async def _do_resets(self, targets: dict[TopicPartition, int]) -> None:
         try:
-            results = await self._list_offsets(targets)
+            results = await self._list_offsets("offset reset", targets)
         except TrafkaError as exc:
             log.debug("offset reset failed: %s", exc)
             await anyio.sleep(self.config.retry_backoff_ms / 1000)

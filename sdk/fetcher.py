@@ -59,7 +59,6 @@ from .metadata import REFRESH_ERRORS, MetadataCache
 __all__ = [
     "COMMITTED",
     "ConsumedPositions",
-    "group_by_leader",
     "EARLIEST",
     "LATEST",
     "ConsumerRecord",
@@ -736,25 +735,6 @@ class Fetcher:
         c.records = out
         c.index = 0
         return out
-
-
-def group_by_leader(
-    targets: Mapping[TopicPartition, int], leader_of: Callable[[str, int], int | None]
-) -> dict[int, dict[TopicPartition, int]]:
-    """ListOffsets targets split per partition leader.
-
-    Raises:
-        KafkaError: LEADER_NOT_AVAILABLE for a partition without a known leader.
-    """
-    out: dict[int, dict[TopicPartition, int]] = {}
-    for tp, ts in targets.items():
-        leader = leader_of(tp.topic, tp.partition)
-        if leader is None:
-            raise KafkaError(
-                ErrorCode.LEADER_NOT_AVAILABLE, f"{tp.topic}-{tp.partition} has no leader"
-            )
-        out.setdefault(leader, {})[tp] = ts
-    return out
 
 
 class ConsumedPositions:

@@ -575,3 +575,58 @@ def test_against_brokerlite_loading_coordinators_and_moved_leaders_are_waited_ou
             anyio.run(main)
     assert injected == {15: 0, 9: 0, 2: 0}
     assert seen[15] == 3 and seen[9] == 3 and seen[2] == 3
+
+
+# -- the consumer's offset lookups run the same way ------------------------------------------
+
+
+async def test_consumer_end_offsets_ask_again_for_a_moved_leader(fake_broker: FakeBroker) -> None:
+    from trafka.sdk import open_consumer
+
+    moved = iter([{0: ErrorCode.NOT_LEADER_OR_FOLLOWER, 2: ErrorCode.NOT_LEADER_OR_FOLLOWER}])
+    answer = fake_broker.list_offsets
+
+    def handle(header: Any, body: Any) -> Any:
+        response = answer(header, body)
+        errors = next(moved, {})
+        for t in response.topics:
+            for p in t.partitions:
+                if p.partition_index in errors:
+                    object.__setattr__(p, "error_code", errors[p.partition_index])
+        return response
+
+    fake_broker.handlers[2] = handle
+    for p, end in enumerate([4, 5, 6]):
+        fake_broker.next_offset[("t", p)] = end
+    async with open_consumer(bootstrap_servers=fake_broker.bootstrap, **QUICK) as consumer:
+        with anyio.fail_after(10):
+            ends = await consumer.end_offsets([TopicPartition("t", p) for p in range(3)])
+    assert ends == {TopicPartition("t", p): 4 + p for p in range(3)}
+    asked = [
+        sorted(p.partition_index for t in body.topics for p in t.partitions)
+        for body in sent(fake_broker, 2)
+    ]
+    assert asked == [[0, 1, 2], [0, 2]]
+
+
+async def test_consumer_offset_lookups_end_at_default_api_timeout(
+    fake_broker: FakeBroker,
+) -> None:
+    from trafka.sdk import open_consumer
+
+    def loading(header: Any, body: Any) -> Any:
+        response = fake_broker.list_offsets(header, body)
+        for t in response.topics:
+            for p in t.partitions:
+                object.__setattr__(p, "error_code", ErrorCode.LEADER_NOT_AVAILABLE)
+        return response
+
+    fake_broker.handlers[2] = loading
+    async with open_consumer(
+        bootstrap_servers=fake_broker.bootstrap, default_api_timeout_ms=300, **QUICK
+    ) as consumer:
+        with anyio.fail_after(10), pytest.raises(ApiTimeoutError, match="offsets_for_times") as e:
+            await consumer.offsets_for_times({TopicPartition("t", 0): 0})
+    assert isinstance(e.value.__cause__, KafkaError)
+    assert e.value.__cause__.code == ErrorCode.LEADER_NOT_AVAILABLE
+    assert len(sent(fake_broker, 2)) >= 2

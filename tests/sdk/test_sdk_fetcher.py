@@ -411,19 +411,10 @@ def test_committed_offsets_and_reset_answers() -> None:
         strict.take(1)
 
 
-def test_group_by_leader_and_consumed_positions() -> None:
-    from trafka.sdk.fetcher import ConsumedPositions, group_by_leader
+def test_consumed_positions() -> None:
+    from trafka.sdk.fetcher import ConsumedPositions
 
-    m = cache()
     tp1 = TopicPartition("t", 1)
-    assert group_by_leader({TP: -1, tp1: -2}, lambda t, p: {0: 1, 1: 2}[p]) == {
-        1: {TP: -1},
-        2: {tp1: -2},
-    }
-    with pytest.raises(KafkaError) as info:
-        group_by_leader({TopicPartition("x", 0): -1}, m.leader_for)
-    assert info.value.code == ErrorCode.LEADER_NOT_AVAILABLE
-
     c = ConsumedPositions()
     c.handed_out(TP, 5)
     assert c.processed({TP}) == {}  # not processed until the next poll starts

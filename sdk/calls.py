@@ -1,0 +1,211 @@
+"""Client calls with one deadline each, retrying what passes (Kafka's AdminClient model).
+
+Used by the admin client and by the consumer's offset lookups.
+
+Rules:
+
+* A call is ``attempt(deadline)`` run until it returns or raises a final error,
+  within ``timeout_ms`` (default: the client's ``default.api.timeout.ms``).
+* Another attempt follows, after ``retry.backoff.ms`` doubling up to
+  ``retry.backoff.max.ms``, when the attempt raises :class:`Again` (it judged
+  an answer transient, and may ask for a metadata refresh first), or a
+  connection failure or request timeout.
+* The deadline bounds every wait of an attempt (connecting included), not only
+  its requests. When it passes the call raises
+  :class:`~trafka.sdk.errors.ApiTimeoutError` from the last error retried.
+* A nested call's ApiTimeoutError is final: the outer call's deadline is never
+  earlier than the inner one's.
+* Leader-routed calls (:meth:`Calls.per_leader`) keep the partitions already
+  answered and ask again only for those a leader refused with a retriable code;
+  a topic the brokers do not have, or a partition it does not have, is an
+  answer at once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any, TypeVar
+
+import anyio
+
+from trafka.codec import ErrorCode, KafkaError, TrafkaError
+
+from .errors import ApiTimeoutError, KafkaConnectionError, RequestTimeoutError
+from .fetcher import TopicPartition
+from .transport import BrokerConnection, Cluster, backoff_delay
+
+__all__ = ["RETRIABLE", "TRANSIENT", "Again", "Calls", "check"]
+
+_T = TypeVar("_T")
+
+#: Codes Kafka classes as retriable: a state that passes (a coordinator
+#: loading, a leader moving, a request timing out at the broker).
+RETRIABLE = frozenset(code for code in ErrorCode if code.retriable)
+#: The retriable codes that are states, not answers: a topic that does not
+#: exist (UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_TOPIC_ID) is not waited out
+#: where the broker asked owns the topic's metadata.
+TRANSIENT = RETRIABLE - {ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.UNKNOWN_TOPIC_ID}
+
+
+class Again(Exception):
+    """Raised by an attempt: the call should be tried again (after a backoff,
+    within its deadline), refreshing metadata first when ``refresh`` (for
+    ``topics``, or the tracked ones)."""
+
+    def __init__(
+        self, cause: BaseException, topics: Iterable[str] | None = None, *, refresh: bool = False
+    ) -> None:
+        super().__init__(str(cause))
+        self.cause = cause
+        self.topics = sorted(set(topics)) if topics is not None else None
+        self.refresh = refresh or topics is not None
+
+
+def check(
+    code: int,
+    what: str,
+    message: str | None = None,
+    *,
+    again: frozenset[ErrorCode] = frozenset(),
+    topics: Iterable[str] | None = None,
+    refresh: bool = False,
+) -> None:
+    """Nothing for code 0; else :class:`Again` for a code in ``again``, else the error."""
+    if code:
+        error = KafkaError(code, f"{what}: {message}" if message else what)
+        if code in again:
+            raise Again(error, topics, refresh=refresh)
+        raise error
+
+
+class Calls:
+    """Runs calls over one client's :class:`~trafka.sdk.transport.Cluster`.
+
+    Args:
+        cluster: the client's connections and metadata.
+        backoff_ms, backoff_max_ms: the retry backoff and its cap.
+        default_timeout_ms: a call's bound when it passes none.
+    """
+
+    def __init__(
+        self, cluster: Cluster, backoff_ms: int, backoff_max_ms: int, default_timeout_ms: int
+    ) -> None:
+        self._cluster = cluster
+        self._backoff = backoff_ms / 1000
+        self._backoff_max = backoff_max_ms / 1000
+        self.default_timeout_ms = default_timeout_ms
+        self._rng = random.Random()
+
+    async def run(
+        self, what: str, timeout_ms: int | None, attempt: Callable[[float], Awaitable[_T]]
+    ) -> _T:
+        """``attempt(deadline)`` until it returns or raises a final error (see the rules)."""
+        ms = self.default_timeout_ms if timeout_ms is None else timeout_ms
+        deadline = anyio.current_time() + ms / 1000
+        attempts = 0
+        last: BaseException | None = None
+        while attempts == 0 or anyio.current_time() < deadline:
+            attempts += 1
+            with anyio.move_on_after(deadline - anyio.current_time()):
+                try:
+                    return await attempt(deadline)
+                except ApiTimeoutError:
+                    raise  # a nested call's deadline: ours has passed too
+                except Again as again:
+                    last = again.cause
+                    if again.refresh:
+                        with contextlib.suppress(TrafkaError):
+                            await self._cluster.refresh_metadata(again.topics)
+                except (KafkaConnectionError, RequestTimeoutError) as exc:
+                    last = exc
+                await anyio.sleep(
+                    backoff_delay(self._backoff, self._backoff_max, attempts, self._rng)
+                )
+        detail = f"; last error: {last}" if last is not None else ""
+        raise ApiTimeoutError(
+            f"{what}: no result within {ms} ms ({attempts} attempt(s)){detail}"
+        ) from last
+
+    async def by_leader(
+        self, tps: Iterable[TopicPartition], deadline: float
+    ) -> dict[int, list[TopicPartition]]:
+        """``tps`` grouped by their leaders' node ids.
+
+        Raises:
+            KafkaError: a topic the brokers do not have, or a partition it does not have.
+            Again: a partition without a known leader (after a metadata refresh).
+        """
+        md = self._cluster.metadata
+        tps = list(tps)
+        topics = {tp.topic for tp in tps}
+        unknown = [topic for topic in topics if md.partition_count(topic) is None]
+        if unknown:
+            # A topic the brokers do not have fails now; other errors (a leader
+            # being elected) are waited out.
+            await self._cluster.refresh_metadata(unknown)
+            for topic in unknown:
+                missing = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                if md.partition_count(topic) is None and md.topic_errors.get(topic) == missing:
+                    md.forget_topic(topic)
+                    raise KafkaError(missing, f"topic {topic!r} does not exist")
+        for topic in sorted(topics):
+            await self._cluster.partitions_for(topic, max(0.0, deadline - anyio.current_time()) + 1)
+        out: dict[int, list[TopicPartition]] = {}
+        for tp in tps:
+            count = md.partition_count(tp.topic)
+            if count is not None and not 0 <= tp.partition < count:
+                raise KafkaError(
+                    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                    f"topic {tp.topic!r} has no partition {tp.partition} (it has {count})",
+                )
+            leader = md.leader_for(tp.topic, tp.partition)
+            if leader is None:
+                error = KafkaError(ErrorCode.LEADER_NOT_AVAILABLE, f"{tp.topic}-{tp.partition}")
+                raise Again(error, [tp.topic])
+            out.setdefault(leader, []).append(tp)
+        return out
+
+    async def per_leader(
+        self,
+        what: str,
+        tps: Iterable[TopicPartition],
+        ask: Callable[
+            [BrokerConnection, list[TopicPartition]], Awaitable[dict[TopicPartition, Any]]
+        ],
+        timeout_ms: int | None,
+    ) -> dict[TopicPartition, Any]:
+        """Results of a per-partition operation sent to each partition's leader.
+
+        ``ask(conn, tps)`` returns each partition's result, or a
+        :class:`KafkaError` for a partition the leader refused: a retriable one
+        (a leader that moved, a topic the leader does not know yet) is asked
+        again, after a metadata refresh, within the deadline; another is raised.
+        Partitions done stay done across attempts.
+        """
+        pending = list(dict.fromkeys(tps))
+        done: dict[TopicPartition, Any] = {}
+
+        async def attempt(deadline: float) -> dict[TopicPartition, Any]:
+            retry: KafkaError | None = None
+            for leader, group in (await self.by_leader(pending, deadline)).items():
+                conn = await self._cluster.connection(leader)
+                for tp, result in (await ask(conn, group)).items():
+                    if tp not in group or tp in done:
+                        continue
+                    if isinstance(result, KafkaError):
+                        if result.code in RETRIABLE:
+                            retry = retry or result
+                            continue
+                        raise result
+                    done[tp] = result
+                pending[:] = [tp for tp in pending if tp not in done]
+            if retry is not None:
+                raise Again(retry, {tp.topic for tp in pending})
+            if pending:
+                names = ", ".join(f"{tp.topic}-{tp.partition}" for tp in pending)
+                raise KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR, f"{what}: no answer for {names}")
+            return done
+
+        return await self.run(what, timeout_ms, attempt)
