@@ -344,6 +344,8 @@ class Consumer:
 
         Raises:
             UsageError: no group.id.
+            ApiTimeoutError: no answer within ``default.api.timeout.ms`` (a
+                coordinator loading or moving meanwhile is waited out).
         """
         if self.config.group_id is None:
             raise UsageError("committed() needs a group.id")

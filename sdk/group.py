@@ -118,37 +118,43 @@ async def fetch_committed(
 ) -> dict[TopicPartition, int]:
     """The group's committed offsets (partitions without one are left out).
 
+    A coordinator that moved or is loading, and an offset a transaction still
+    holds (UNSTABLE_OFFSET_COMMIT, read_committed), are waited out.
+
     Raises:
-        KafkaError / KafkaConnectionError: after retries within ``default.api.timeout.ms``.
+        KafkaError: a final error (e.g. GROUP_AUTHORIZATION_FAILED).
+        ApiTimeoutError: no answer within ``default.api.timeout.ms``.
     """
-    assert config.group_id is not None
+    from .calls import TRANSIENT, Again, Calls
+
+    group_id = config.group_id
+    assert group_id is not None
     tps = list(tps)
-    deadline = anyio.current_time() + config.default_api_timeout_ms / 1000
-    while True:
+
+    async def attempt(deadline: float) -> dict[TopicPartition, int]:
         try:
-            conn = await find_coordinator(cluster, config.group_id)
+            conn = await find_coordinator(cluster, group_id)
             version = conn.version_for(9)
             body = offset_fetch_request(
                 version,
-                config.group_id,
+                group_id,
                 tps,
                 require_stable=config.isolation_level == "read_committed",
             )
             resp = await conn.request(9, body)
             code, got = read_offset_fetch(version, resp)
             if code:
-                raise KafkaError(code, f"OffsetFetch for group {config.group_id!r}")
-            return {tp: off for tp, off in got.items() if off >= 0}
+                raise KafkaError(code, f"OffsetFetch for group {group_id!r}")
         except KafkaError as exc:
-            if (
-                classify(exc.code) not in (Action.RETRY, Action.REDISCOVER)
-                or anyio.current_time() >= deadline
-            ):
-                raise
-        except TrafkaError:
-            if anyio.current_time() >= deadline:
-                raise
-        await anyio.sleep(config.retry_backoff_ms / 1000)
+            if exc.code in TRANSIENT:
+                raise Again(exc) from None
+            raise
+        return {tp: off for tp, off in got.items() if off >= 0}
+
+    calls = Calls(
+        cluster, config.retry_backoff_ms, config.retry_backoff_max_ms, config.default_api_timeout_ms
+    )
+    return await calls.run("committed offsets", None, attempt)
 
 
 class CommitFuture:

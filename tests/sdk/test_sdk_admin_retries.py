@@ -630,3 +630,25 @@ async def test_consumer_offset_lookups_end_at_default_api_timeout(
     assert isinstance(e.value.__cause__, KafkaError)
     assert e.value.__cause__.code == ErrorCode.LEADER_NOT_AVAILABLE
     assert len(sent(fake_broker, 2)) >= 2
+
+
+async def test_consumer_committed_waits_out_a_loading_coordinator_then_times_out(
+    fake_broker: FakeBroker,
+) -> None:
+    from trafka.sdk import open_consumer
+
+    key, handler, _ = COORDINATOR_CALLS["list_consumer_group_offsets"]
+    coordinator(fake_broker)
+    fake_broker.handlers[key] = handler(codes(LOADING, ErrorCode.NOT_COORDINATOR))
+    tp = TopicPartition("t", 0)
+    async with open_consumer(
+        bootstrap_servers=fake_broker.bootstrap, group_id="g", default_api_timeout_ms=500, **QUICK
+    ) as consumer:
+        with anyio.fail_after(10):
+            assert await consumer.committed(tp) == 7
+        assert len(sent(fake_broker, key)) == 3
+        fake_broker.handlers[key] = handler(itertools.repeat(LOADING))
+        with anyio.fail_after(10), pytest.raises(ApiTimeoutError, match="committed") as caught:
+            await consumer.committed(tp)
+    assert isinstance(caught.value.__cause__, KafkaError)
+    assert caught.value.__cause__.code == LOADING
