@@ -181,6 +181,8 @@ def _fit(api_key: int, version: int, cls: type, **fields: Any) -> Any:
 
 
 _T = TypeVar("_T")
+#: A topic operation's answer for one name: (name, error code, error message).
+_Result = tuple[str | None, int, str | None]
 
 #: Creating, deleting and growing topics is not idempotent: as Kafka's
 #: AdminClient, retry an item only when the broker surely did nothing with it.
@@ -188,7 +190,7 @@ _NOT_DONE = frozenset({ErrorCode.NOT_CONTROLLER, ErrorCode.THROTTLING_QUOTA_EXCE
 
 
 def _settle(
-    results: Iterable[tuple[str | None, int, str | None]],
+    results: Iterable[_Result],
     pending: set[str],
     failed: dict[str, KafkaError],
     what: str,
@@ -363,6 +365,33 @@ class Admin:
 
         return await self._calls.run("describe_topics", timeout_ms, attempt)
 
+    async def _change_topics(
+        self,
+        what: str,
+        label: str,
+        names: list[str],
+        timeout_ms: int | None,
+        send: Callable[[BrokerConnection, list[str], float], Awaitable[Iterable[_Result]]],
+    ) -> None:
+        """A topic operation on the controller, per name: ``send(conn, names, left)``
+        sends the names still open, with ``left`` seconds of the call's bound, and
+        returns ``(name, error code, message)`` per name; see :func:`_settle` for
+        what is sent again. Raises the first failure in ``names`` order."""
+        pending = set(names)
+        failed: dict[str, KafkaError] = {}
+
+        async def attempt(deadline: float) -> None:
+            conn = await self._controller()
+            left = max(0.0, deadline - anyio.current_time())
+            results = await send(conn, [n for n in names if n in pending], left)
+            _settle(results, pending, failed, label)
+
+        try:
+            await self._calls.run(what, timeout_ms, attempt)
+        finally:
+            self._cluster.metadata.request_update()
+        _first_failure(names, failed)
+
     async def create_topics(
         self,
         topics: Iterable[NewTopic | str],
@@ -382,49 +411,39 @@ class Admin:
         Raises:
             KafkaError: e.g. TOPIC_ALREADY_EXISTS, INVALID_PARTITIONS, INVALID_CONFIG.
         """
-        items = [
-            t if isinstance(t, NewTopic) else NewTopic(t, num_partitions, replication_factor)
-            for t in topics
-        ]
-        pending = {t.name for t in items}
-        failed: dict[str, KafkaError] = {}
+        items = {
+            t.name: t
+            for t in (
+                t if isinstance(t, NewTopic) else NewTopic(t, num_partitions, replication_factor)
+                for t in topics
+            )
+        }
 
-        async def attempt(deadline: float) -> None:
-            conn = await self._controller()
-            left = max(0.0, deadline - anyio.current_time())
+        async def send(conn: BrokerConnection, names: list[str], left: float) -> list[_Result]:
+            C = ct.CreateTopicsRequest
             body = _fit(
                 19,
                 conn.version_for(19),
-                ct.CreateTopicsRequest,
+                C,
                 topics=[
-                    ct.CreateTopicsRequest.CreatableTopic(
-                        name=t.name,
-                        num_partitions=t.num_partitions,
-                        replication_factor=t.replication_factor,
+                    C.CreatableTopic(
+                        name=n,
+                        num_partitions=items[n].num_partitions,
+                        replication_factor=items[n].replication_factor,
                         configs=[
-                            ct.CreateTopicsRequest.CreatableTopicConfig(name=k, value=val)
-                            for k, val in t.configs.items()
+                            C.CreatableTopicConfig(name=k, value=v)
+                            for k, v in items[n].configs.items()
                         ],
                     )
-                    for t in items
-                    if t.name in pending
+                    for n in names
                 ],
                 timeout_ms=int(left * 1000),
                 validate_only=validate_only,
             )
             resp = await conn.request(19, body, timeout=left + 5)
-            _settle(
-                ((r.name, r.error_code, r.error_message) for r in resp.topics),
-                pending,
-                failed,
-                "creating topic",
-            )
+            return [(r.name, r.error_code, r.error_message) for r in resp.topics]
 
-        try:
-            await self._calls.run("create_topics", timeout_ms, attempt)
-        finally:
-            self._cluster.metadata.request_update()
-        _first_failure((t.name for t in items), failed)
+        await self._change_topics("create_topics", "creating topic", list(items), timeout_ms, send)
 
     async def delete_topics(self, names: Iterable[str], *, timeout_ms: int | None = None) -> None:
         """Delete topics (retried as :meth:`create_topics` retries).
@@ -432,15 +451,9 @@ class Admin:
         Raises:
             KafkaError: e.g. UNKNOWN_TOPIC_OR_PARTITION.
         """
-        names = list(names)
-        pending = set(names)
-        failed: dict[str, KafkaError] = {}
 
-        async def attempt(deadline: float) -> None:
-            conn = await self._controller()
+        async def send(conn: BrokerConnection, todo: list[str], left: float) -> list[_Result]:
             v = conn.version_for(20)
-            todo = [n for n in names if n in pending]
-            left = max(0.0, deadline - anyio.current_time())
             if v >= 6:
                 body = dt.DeleteTopicsRequest(
                     topics=[dt.DeleteTopicsRequest.DeleteTopicState(name=n) for n in todo],
@@ -451,20 +464,15 @@ class Admin:
                     20, v, dt.DeleteTopicsRequest, topic_names=todo, timeout_ms=int(left * 1000)
                 )
             resp = await conn.request(20, body, timeout=left + 5)
-            _settle(
-                ((r.name, r.error_code, r.error_message) for r in resp.responses),
-                pending,
-                failed,
-                "deleting topic",
-            )
+            return [(r.name, r.error_code, r.error_message) for r in resp.responses]
 
+        wanted = list(dict.fromkeys(names))
         try:
-            await self._calls.run("delete_topics", timeout_ms, attempt)
+            await self._change_topics("delete_topics", "deleting topic", wanted, timeout_ms, send)
         finally:
-            for n in names:
-                if n not in pending and n not in failed:
-                    self._cluster.metadata.forget_topic(n)
-        _first_failure(names, failed)
+            for n in wanted:
+                # Gone or not, a cached entry is stale; a lookup will tell.
+                self._cluster.metadata.forget_topic(n)
 
     async def create_partitions(
         self,
@@ -479,36 +487,23 @@ class Admin:
             KafkaError: e.g. INVALID_PARTITIONS (not more than now).
         """
         totals = dict(new_totals)
-        pending = set(totals)
-        failed: dict[str, KafkaError] = {}
 
-        async def attempt(deadline: float) -> None:
-            conn = await self._controller()
-            left = max(0.0, deadline - anyio.current_time())
-            body = cpart.CreatePartitionsRequest(
+        async def send(conn: BrokerConnection, names: list[str], left: float) -> list[_Result]:
+            C = cpart.CreatePartitionsRequest
+            body = C(
                 topics=[
-                    cpart.CreatePartitionsRequest.CreatePartitionsTopic(
-                        name=t, count=n, assignments=None
-                    )
-                    for t, n in totals.items()
-                    if t in pending
+                    C.CreatePartitionsTopic(name=n, count=totals[n], assignments=None)
+                    for n in names
                 ],
                 timeout_ms=int(left * 1000),
                 validate_only=validate_only,
             )
             resp = await conn.request(37, body, timeout=left + 5)
-            _settle(
-                ((r.name, r.error_code, r.error_message) for r in resp.results),
-                pending,
-                failed,
-                "creating partitions of",
-            )
+            return [(r.name, r.error_code, r.error_message) for r in resp.results]
 
-        try:
-            await self._calls.run("create_partitions", timeout_ms, attempt)
-        finally:
-            self._cluster.metadata.request_update()
-        _first_failure(totals, failed)
+        await self._change_topics(
+            "create_partitions", "creating partitions of", list(totals), timeout_ms, send
+        )
 
     # -- configs ----------------------------------------------------------------------------
 
