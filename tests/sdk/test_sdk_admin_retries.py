@@ -375,15 +375,14 @@ async def test_coordinator_calls_retry_loading_and_moved_coordinators(
 # -- partition leaders: only the partitions a leader refused are asked again -----------------
 
 
-async def test_list_offsets_asks_again_only_for_the_partition_whose_leader_moved(
-    fake_broker: FakeBroker,
-) -> None:
-    moved = iter([{1: ErrorCode.NOT_LEADER_OR_FOLLOWER}])
-    answer = fake_broker.list_offsets
+def refuse_partitions(broker: FakeBroker, rounds: Iterator[dict[int, int]]) -> None:
+    """ListOffsets answers in which, answer after answer, the partitions of the
+    next map of ``rounds`` fail with its code (and no offset)."""
+    answer = broker.list_offsets
 
     def handle(header: Any, body: Any) -> Any:
         response = answer(header, body)
-        errors = next(moved, {})
+        errors = next(rounds, {})
         for t in response.topics:
             for p in t.partitions:
                 if p.partition_index in errors:
@@ -392,8 +391,14 @@ async def test_list_offsets_asks_again_only_for_the_partition_whose_leader_moved
                     object.__setattr__(p, "offset", -1)
         return response
 
+    broker.handlers[2] = handle
+
+
+async def test_list_offsets_asks_again_only_for_the_partition_whose_leader_moved(
+    fake_broker: FakeBroker,
+) -> None:
+    refuse_partitions(fake_broker, iter([{1: ErrorCode.NOT_LEADER_OR_FOLLOWER}]))
     fake_broker.next_offset[("t", 1)] = 9
-    fake_broker.handlers[2] = handle
     specs = {TopicPartition("t", p): "latest" for p in range(3)}
     async with open_admin(bootstrap_servers=fake_broker.bootstrap, **QUICK) as admin:
         await admin.describe_topics(["t"])
@@ -583,19 +588,8 @@ def test_against_brokerlite_loading_coordinators_and_moved_leaders_are_waited_ou
 async def test_consumer_end_offsets_ask_again_for_a_moved_leader(fake_broker: FakeBroker) -> None:
     from trafka.sdk import open_consumer
 
-    moved = iter([{0: ErrorCode.NOT_LEADER_OR_FOLLOWER, 2: ErrorCode.NOT_LEADER_OR_FOLLOWER}])
-    answer = fake_broker.list_offsets
-
-    def handle(header: Any, body: Any) -> Any:
-        response = answer(header, body)
-        errors = next(moved, {})
-        for t in response.topics:
-            for p in t.partitions:
-                if p.partition_index in errors:
-                    object.__setattr__(p, "error_code", errors[p.partition_index])
-        return response
-
-    fake_broker.handlers[2] = handle
+    moved = {0: ErrorCode.NOT_LEADER_OR_FOLLOWER, 2: ErrorCode.NOT_LEADER_OR_FOLLOWER}
+    refuse_partitions(fake_broker, iter([moved]))
     for p, end in enumerate([4, 5, 6]):
         fake_broker.next_offset[("t", p)] = end
     async with open_consumer(bootstrap_servers=fake_broker.bootstrap, **QUICK) as consumer:
@@ -614,14 +608,7 @@ async def test_consumer_offset_lookups_end_at_default_api_timeout(
 ) -> None:
     from trafka.sdk import open_consumer
 
-    def loading(header: Any, body: Any) -> Any:
-        response = fake_broker.list_offsets(header, body)
-        for t in response.topics:
-            for p in t.partitions:
-                object.__setattr__(p, "error_code", ErrorCode.LEADER_NOT_AVAILABLE)
-        return response
-
-    fake_broker.handlers[2] = loading
+    refuse_partitions(fake_broker, itertools.repeat({0: ErrorCode.LEADER_NOT_AVAILABLE}))
     async with open_consumer(
         bootstrap_servers=fake_broker.bootstrap, default_api_timeout_ms=300, **QUICK
     ) as consumer:
