@@ -47,7 +47,7 @@ from trafka.codec.messages import k66_list_transactions as ltx
 
 from ._util import owned_task_group
 from .assignors import decode_assignment
-from .calls import TRANSIENT, Again, Calls, check
+from .calls import TRANSIENT, Again, Calls, again_if_transient, check
 from .config import AdminConfig, make_config
 from .fetcher import EARLIEST, LATEST, TopicPartition, build_list_offsets, parse_list_offsets
 from .group import (
@@ -268,12 +268,8 @@ class Admin:
         return await self._cluster.any_connection()
 
     async def _coordinator(self, key: str, key_type: int = 0) -> BrokerConnection:
-        try:
+        with again_if_transient():
             return await find_coordinator(self._cluster, key, key_type=key_type)
-        except KafkaError as exc:
-            if exc.code in TRANSIENT:
-                raise Again(exc) from None
-            raise
 
     # -- cluster and topics -------------------------------------------------------------------
 
@@ -792,12 +788,8 @@ class Admin:
             else:
                 body = offset_fetch_request(v, group_id, wanted)
             resp = await conn.request(9, body)
-            try:
+            with again_if_transient():
                 code, got = read_offset_fetch(v, resp)
-            except KafkaError as exc:
-                if exc.code in TRANSIENT:
-                    raise Again(exc) from None
-                raise
             check(code, f"fetching offsets of group {group_id!r}", again=TRANSIENT)
             return {tp: off for tp, off in got.items() if off >= 0}
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import random
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from typing import Any, TypeVar
 
 import anyio
@@ -36,7 +36,7 @@ from .errors import ApiTimeoutError, KafkaConnectionError, RequestTimeoutError
 from .fetcher import TopicPartition
 from .transport import BrokerConnection, Cluster, backoff_delay
 
-__all__ = ["RETRIABLE", "TRANSIENT", "Again", "Calls", "check"]
+__all__ = ["RETRIABLE", "TRANSIENT", "Again", "Calls", "again_if_transient", "check"]
 
 _T = TypeVar("_T")
 
@@ -80,6 +80,17 @@ def check(
         raise error
 
 
+@contextlib.contextmanager
+def again_if_transient() -> Iterator[None]:
+    """A :class:`KafkaError` with a :data:`TRANSIENT` code raised inside becomes :class:`Again`."""
+    try:
+        yield
+    except KafkaError as exc:
+        if exc.code in TRANSIENT:
+            raise Again(exc) from None
+        raise
+
+
 class Calls:
     """Runs calls over one client's :class:`~trafka.sdk.transport.Cluster`.
 
@@ -92,7 +103,7 @@ class Calls:
     def __init__(
         self, cluster: Cluster, backoff_ms: int, backoff_max_ms: int, default_timeout_ms: int
     ) -> None:
-        self._cluster = cluster
+        self.cluster = cluster
         self._backoff = backoff_ms / 1000
         self._backoff_max = backoff_max_ms / 1000
         self.default_timeout_ms = default_timeout_ms
@@ -117,7 +128,7 @@ class Calls:
                     last = again.cause
                     if again.refresh:
                         with contextlib.suppress(TrafkaError):
-                            await self._cluster.refresh_metadata(again.topics)
+                            await self.cluster.refresh_metadata(again.topics)
                 except (KafkaConnectionError, RequestTimeoutError) as exc:
                     last = exc
                 await anyio.sleep(
@@ -137,21 +148,21 @@ class Calls:
             KafkaError: a topic the brokers do not have, or a partition it does not have.
             Again: a partition without a known leader (after a metadata refresh).
         """
-        md = self._cluster.metadata
+        md = self.cluster.metadata
         tps = list(tps)
         topics = {tp.topic for tp in tps}
         unknown = [topic for topic in topics if md.partition_count(topic) is None]
         if unknown:
             # A topic the brokers do not have fails now; other errors (a leader
             # being elected) are waited out.
-            await self._cluster.refresh_metadata(unknown)
+            await self.cluster.refresh_metadata(unknown)
             for topic in unknown:
                 missing = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 if md.partition_count(topic) is None and md.topic_errors.get(topic) == missing:
                     md.forget_topic(topic)
                     raise KafkaError(missing, f"topic {topic!r} does not exist")
         for topic in sorted(topics):
-            await self._cluster.partitions_for(topic, max(0.0, deadline - anyio.current_time()) + 1)
+            await self.cluster.partitions_for(topic, max(0.0, deadline - anyio.current_time()) + 1)
         out: dict[int, list[TopicPartition]] = {}
         for tp in tps:
             count = md.partition_count(tp.topic)
@@ -190,7 +201,7 @@ class Calls:
         async def attempt(deadline: float) -> dict[TopicPartition, Any]:
             retry: KafkaError | None = None
             for leader, group in (await self.by_leader(pending, deadline)).items():
-                conn = await self._cluster.connection(leader)
+                conn = await self.cluster.connection(leader)
                 for tp, result in (await ask(conn, group)).items():
                     if tp not in group or tp in done:
                         continue

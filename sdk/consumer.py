@@ -351,7 +351,7 @@ class Consumer:
             raise UsageError("committed() needs a group.id")
         from .group import fetch_committed
 
-        got = await fetch_committed(self._cluster, self.config, [TopicPartition(*partition)])
+        got = await fetch_committed(self._calls, self.config, [TopicPartition(*partition)])
         return got.get(TopicPartition(*partition))
 
     # -- commits ----------------------------------------------------------------------------
@@ -742,7 +742,7 @@ class Consumer:
         from .group import fetch_committed
 
         try:
-            got = await fetch_committed(self._cluster, self.config, tps)
+            got = await fetch_committed(self._calls, self.config, tps)
         except TrafkaError as exc:
             log.debug("offset fetch failed: %s", exc)
             await anyio.sleep(self.config.retry_backoff_ms / 1000)

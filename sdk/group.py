@@ -35,6 +35,7 @@ import anyio.lowlevel
 
 from trafka.codec import KafkaError, TrafkaError
 
+from .calls import Calls, again_if_transient
 from .config import ConsumerConfig
 from .fetcher import TopicPartition
 from .group_protocol import (
@@ -114,26 +115,25 @@ async def find_coordinator(cluster: Cluster, key: str, *, key_type: int = 0) -> 
 
 
 async def fetch_committed(
-    cluster: Cluster, config: ConsumerConfig, tps: Iterable[TopicPartition]
+    calls: Calls, config: ConsumerConfig, tps: Iterable[TopicPartition]
 ) -> dict[TopicPartition, int]:
     """The group's committed offsets (partitions without one are left out).
 
     A coordinator that moved or is loading, and an offset a transaction still
-    holds (UNSTABLE_OFFSET_COMMIT, read_committed), are waited out.
+    holds (UNSTABLE_OFFSET_COMMIT, read_committed), are waited out, within
+    ``calls``' default bound (``default.api.timeout.ms``).
 
     Raises:
         KafkaError: a final error (e.g. GROUP_AUTHORIZATION_FAILED).
         ApiTimeoutError: no answer within ``default.api.timeout.ms``.
     """
-    from .calls import TRANSIENT, Again, Calls
-
     group_id = config.group_id
     assert group_id is not None
     tps = list(tps)
 
     async def attempt(deadline: float) -> dict[TopicPartition, int]:
-        try:
-            conn = await find_coordinator(cluster, group_id)
+        with again_if_transient():
+            conn = await find_coordinator(calls.cluster, group_id)
             version = conn.version_for(9)
             body = offset_fetch_request(
                 version,
@@ -145,15 +145,8 @@ async def fetch_committed(
             code, got = read_offset_fetch(version, resp)
             if code:
                 raise KafkaError(code, f"OffsetFetch for group {group_id!r}")
-        except KafkaError as exc:
-            if exc.code in TRANSIENT:
-                raise Again(exc) from None
-            raise
         return {tp: off for tp, off in got.items() if off >= 0}
 
-    calls = Calls(
-        cluster, config.retry_backoff_ms, config.retry_backoff_max_ms, config.default_api_timeout_ms
-    )
     return await calls.run("committed offsets", None, attempt)
 
 
