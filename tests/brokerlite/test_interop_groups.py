@@ -98,6 +98,13 @@ class KafkaPythonMember(Member):
             heartbeat_interval_ms=300,
             max_poll_records=50,
         )
+        # Have the topic's partitions before the first join. Otherwise (seen with
+        # kafka-python 3.0.12) the first assignment is empty, the metadata that
+        # arrives next starts a second join, and when poll(timeout_ms=100) gives
+        # up while that join is in flight, the assignment it brings is never
+        # applied: the member stays without partitions, and the broker thinks it
+        # holds all of them.
+        assert consumer.partitions_for_topic(TOPIC) == PARTITIONS
         try:
             while not self.stop.is_set():
                 batches = consumer.poll(timeout_ms=100)
