@@ -36,6 +36,7 @@ from .config import AdminConfig, ClientConfig, ConsumerConfig, ProducerConfig
 from .consumer import Consumer, open_consumer
 from .errors import (
     ApiTimeoutError,
+    AuthenticationError,
     ClientClosedError,
     ConfigError,
     DeliveryTimeoutError,
@@ -95,6 +96,7 @@ __all__ = [
     "RecordFuture",
     "RecordMetadata",
     "ApiTimeoutError",
+    "AuthenticationError",
     "RequestTimeoutError",
     "SerializationError",
     "TopicPartition",

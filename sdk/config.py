@@ -134,6 +134,37 @@ def _acks(name: str, value: Any) -> int:
 
 
 _COMPRESSION = ("none", "gzip", "snappy", "lz4", "zstd")
+_SECURITY_PROTOCOLS = ("plaintext", "ssl", "sasl_plaintext", "sasl_ssl")
+_SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+
+
+def _sasl_mechanism(name: str, value: Any) -> str:
+    if isinstance(value, str) and value.strip().upper() in _SASL_MECHANISMS:
+        return value.strip().upper()
+    if isinstance(value, str) and value.strip().upper() in ("GSSAPI", "OAUTHBEARER"):
+        raise ConfigError(f"{name}: {value.strip().upper()} is not supported by trafka")
+    raise ConfigError(f"{name} must be one of {', '.join(_SASL_MECHANISMS)}; got {value!r}")
+
+
+def _check_hostname(name: str, value: Any) -> bool:
+    # Java's ssl.endpoint.identification.algorithm: "https" checks, "" does not.
+    if isinstance(value, str) and value.strip().lower() in ("https", "none", ""):
+        return value.strip().lower() == "https"
+    return _bool(name, value)
+
+
+def _ssl_context(name: str, value: Any) -> Any:
+    import ssl
+
+    if value is not None and not isinstance(value, ssl.SSLContext):
+        raise ConfigError(f"{name} must be an ssl.SSLContext, got {value!r}")
+    return value
+
+
+def _parse_jaas(text: str) -> dict[str, str]:
+    """The ``key="value"`` options of a JAAS login module line (Java's sasl.jaas.config)."""
+    options = dict(re.findall(r'(\w+)\s*=\s*"((?:[^"\\]|\\.)*)"', text))
+    return {k: re.sub(r"\\(.)", r"\1", v) for k, v in options.items()}
 
 
 def _callable_or_name(*names: str) -> Callable[[str, Any], Any]:
@@ -186,8 +217,22 @@ def _assignors(name: str, value: Any) -> tuple[str, ...]:
     return tuple(out)
 
 
-def _field(default: Any, coerce: Callable[[str, Any], Any], *, dotted: str | None = None) -> Any:
-    return dataclasses.field(default=default, metadata={"coerce": coerce, "dotted": dotted})
+def _field(
+    default: Any,
+    coerce: Callable[[str, Any], Any],
+    *,
+    dotted: str | None = None,
+    aliases: tuple[str, ...] = (),
+    secret: bool = False,
+) -> Any:
+    """A setting: its default, its coercion, its dotted name when that is not the
+    mechanical one, other clients' names for it (``aliases``), and whether its
+    value must stay out of ``repr`` (``secret``)."""
+    return dataclasses.field(
+        default=default,
+        repr=not secret,
+        metadata={"coerce": coerce, "dotted": dotted, "aliases": aliases},
+    )
 
 
 def _dotted(f: dataclasses.Field[Any]) -> str:
@@ -211,7 +256,26 @@ class ClientConfig:
         connections_max_idle_ms: idle connections are closed after this.
         receive_message_max_bytes: the largest response frame accepted (librdkafka's
             name; Java has no limit, we default to 100 MiB).
-        security_protocol: only ``PLAINTEXT`` is supported.
+        security_protocol: ``plaintext`` (default), ``ssl``, ``sasl_plaintext`` or
+            ``sasl_ssl`` (any case, as Kafka spells them).
+        sasl_mechanism: ``PLAIN``, ``SCRAM-SHA-256`` or ``SCRAM-SHA-512``
+            (librdkafka's ``sasl.mechanisms`` is accepted too). Default ``PLAIN``
+            (Java's default, GSSAPI, is not supported).
+        sasl_username / sasl_password: the SASL credentials (librdkafka's names;
+            kafka-python's ``sasl_plain_username``/``sasl_plain_password`` too).
+        sasl_jaas_config: Java's form of the credentials, read for its
+            ``username="..."`` and ``password="..."`` options.
+        ssl_cafile: PEM file of the CAs to trust (default: the system's);
+            librdkafka's ``ssl.ca.location``.
+        ssl_certfile / ssl_keyfile / ssl_password: the client's certificate,
+            its private key and the key's password, for brokers that require
+            client certificates (``ssl.certificate.location``,
+            ``ssl.key.location``, ``ssl.key.password``).
+        ssl_check_hostname: check that the broker's certificate names the host
+            connected to (default true; Java's
+            ``ssl.endpoint.identification.algorithm`` ``https``/empty).
+        ssl_context: an :class:`ssl.SSLContext` to use as it is, instead of the
+            ``ssl_*`` files.
         client_rack: the rack sent to brokers for follower fetching.
     """
 
@@ -226,7 +290,21 @@ class ClientConfig:
     socket_connection_setup_timeout_ms: int = _field(10_000, _int(1))
     connections_max_idle_ms: int = _field(540_000, _int(0))
     receive_message_max_bytes: int = _field(100 * 1024 * 1024, _int(1024))
-    security_protocol: str = _field("plaintext", _choice("plaintext"))
+    security_protocol: str = _field("plaintext", _choice(*_SECURITY_PROTOCOLS))
+    sasl_mechanism: str = _field("PLAIN", _sasl_mechanism, aliases=("sasl.mechanisms",))
+    sasl_username: str | None = _field(None, _opt_str, aliases=("sasl_plain_username",))
+    sasl_password: str | None = _field(
+        None, _opt_str, aliases=("sasl_plain_password",), secret=True
+    )
+    sasl_jaas_config: str | None = _field(None, _opt_str, secret=True)
+    ssl_cafile: str | None = _field(None, _opt_str, aliases=("ssl.ca.location",))
+    ssl_certfile: str | None = _field(None, _opt_str, aliases=("ssl.certificate.location",))
+    ssl_keyfile: str | None = _field(None, _opt_str, aliases=("ssl.key.location",))
+    ssl_password: str | None = _field(None, _opt_str, aliases=("ssl.key.password",), secret=True)
+    ssl_check_hostname: bool = _field(
+        True, _check_hostname, aliases=("ssl.endpoint.identification.algorithm",)
+    )
+    ssl_context: Any = _field(None, _ssl_context)  # noqa: RUF009
     client_rack: str = _field("", _str)
 
     def __post_init__(self) -> None:
@@ -237,10 +315,35 @@ class ClientConfig:
         self._check()
 
     def _check(self) -> None:
+        self._check_security()
         if self.reconnect_backoff_max_ms < self.reconnect_backoff_ms:
             object.__setattr__(self, "reconnect_backoff_max_ms", self.reconnect_backoff_ms)
         if self.retry_backoff_max_ms < self.retry_backoff_ms:
             object.__setattr__(self, "retry_backoff_max_ms", self.retry_backoff_ms)
+
+    def _check_security(self) -> None:
+        if self.sasl_jaas_config is not None:
+            jaas = _parse_jaas(self.sasl_jaas_config)
+            for attr in ("username", "password"):
+                if getattr(self, f"sasl_{attr}") is None and attr in jaas:
+                    object.__setattr__(self, f"sasl_{attr}", jaas[attr])
+        if self.uses_sasl and (self.sasl_username is None or self.sasl_password is None):
+            raise ConfigError(
+                f"security.protocol {self.security_protocol.upper()} needs sasl.username "
+                "and sasl.password (or sasl.jaas.config)"
+            )
+        if self.uses_tls and self.ssl_keyfile is not None and self.ssl_certfile is None:
+            raise ConfigError("ssl.keyfile is set without ssl.certfile")
+
+    @property
+    def uses_tls(self) -> bool:
+        """True when connections are encrypted (``ssl`` and ``sasl_ssl``)."""
+        return self.security_protocol in ("ssl", "sasl_ssl")
+
+    @property
+    def uses_sasl(self) -> bool:
+        """True when connections authenticate with SASL."""
+        return self.security_protocol.startswith("sasl_")
 
     @property
     def bootstrap_addresses(self) -> list[tuple[str, int]]:
@@ -304,6 +407,8 @@ def _names(cls: type[ClientConfig]) -> dict[str, str]:
         for f in dataclasses.fields(cls):
             names[f.name] = f.name
             names[_norm(_dotted(f))] = f.name
+            for alias in f.metadata.get("aliases", ()):
+                names[_norm(alias)] = f.name
         _NAMES_CACHE[cls] = names
     return names
 

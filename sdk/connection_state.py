@@ -78,6 +78,7 @@ CLIENT_VERSIONS: dict[int, tuple[int, int]] = {
     14: (0, 5),  # SyncGroup
     15: (0, 5),  # DescribeGroups
     16: (0, 5),  # ListGroups
+    17: (1, 1),  # SaslHandshake: v0 (raw tokens after it) is not used
     18: (0, 4),  # ApiVersions
     19: (0, 7),  # CreateTopics
     20: (0, 6),  # DeleteTopics
@@ -93,6 +94,7 @@ CLIENT_VERSIONS: dict[int, tuple[int, int]] = {
     28: (0, 4),  # TxnOffsetCommit
     32: (0, 4),  # DescribeConfigs
     33: (0, 2),  # AlterConfigs
+    36: (0, 2),  # SaslAuthenticate
     37: (0, 3),  # CreatePartitions
     42: (0, 2),  # DeleteGroups
     44: (0, 1),  # IncrementalAlterConfigs

@@ -41,7 +41,7 @@ from trafka.codec import KafkaError, TrafkaError
 from ._util import get_deserializer, owned_task_group
 from .calls import Calls
 from .config import ConsumerConfig, make_config
-from .errors import ApiTimeoutError, ClientClosedError, UsageError
+from .errors import ApiTimeoutError, AuthenticationError, ClientClosedError, UsageError
 from .fetcher import (
     EARLIEST,
     LATEST,
@@ -95,6 +95,7 @@ class Consumer:
             config.default_api_timeout_ms,
         )
         self._cluster.on_change.append(self._wake_fetcher)
+        self._cluster.on_change.append(self._wake_if_refused)
         self._fetcher = Fetcher(
             self._cluster.metadata,
             auto_offset_reset=config.auto_offset_reset,
@@ -592,6 +593,14 @@ class Consumer:
             raise ClientClosedError("the consumer is closed")
         if self._group is not None and self._group.fatal is not None:
             raise self._group.fatal
+        refused = self._cluster.auth_error
+        if refused is not None:
+            # As Java's poll: raised while no connect succeeds; the client keeps trying.
+            raise AuthenticationError(str(refused), refused.code)
+
+    def _wake_if_refused(self) -> None:
+        if self._cluster.auth_error is not None:
+            self._data_arrived()
 
     def _drop_buffered(self, tps: set[TopicPartition]) -> None:
         if self._buffer:

@@ -8,6 +8,8 @@ follows the sans-IO libraries:
 * :class:`ProtocolError`: the broker broke the protocol (unknown correlation id,
   undecodable response). The connection that carried it is closed.
 * :class:`KafkaConnectionError`: the socket could not be opened or was lost.
+* :class:`AuthenticationError`: TLS or SASL authentication failed (wrong
+  credentials, a certificate that does not verify): not retried.
 * :class:`RequestTimeoutError`: no response within ``request.timeout.ms``; its
   :class:`ApiTimeoutError` when a blocking call did not complete within
   ``default.api.timeout.ms``.
@@ -32,6 +34,7 @@ from trafka.codec.errors import ErrorCode, KafkaError, TrafkaError
 
 __all__ = [
     "ApiTimeoutError",
+    "AuthenticationError",
     "ClientClosedError",
     "ConfigError",
     "DeliveryTimeoutError",
@@ -75,6 +78,20 @@ class ProtocolError(TrafkaError):
 
 class KafkaConnectionError(TrafkaError, ConnectionError):
     """A connection to a broker could not be opened, or was lost."""
+
+
+class AuthenticationError(TrafkaError):
+    """A broker refused this client's credentials (SASL) or its certificate did
+    not verify (TLS). Retrying cannot help, so calls raise it at once.
+
+    ``code`` is the Kafka error code the broker answered with
+    (``SASL_AUTHENTICATION_FAILED``, ``UNSUPPORTED_SASL_MECHANISM``, ...), or
+    None for a TLS failure.
+    """
+
+    def __init__(self, message: str, code: int | None = None) -> None:
+        super().__init__(message)
+        self.code = code
 
 
 class NoBrokersAvailableError(KafkaConnectionError):

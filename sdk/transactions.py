@@ -76,6 +76,7 @@ from trafka.codec.messages import k28_txn_offset_commit as toc
 
 from .connection_state import CLIENT_VERSIONS
 from .errors import (
+    AuthenticationError,
     InvalidTxnStateError,
     ProducerFencedError,
     TransactionAbortableError,
@@ -835,6 +836,16 @@ class TransactionManager:
                 TransactionFatalError(
                     ErrorCode.UNSUPPORTED_VERSION,
                     f"the broker does not support {request.kind.name}: {error}",
+                    error,
+                )
+            )
+            return
+        if isinstance(error, AuthenticationError):
+            # As Java's: the transactional requests cannot go on without credentials.
+            self._fatal(
+                TransactionFatalError(
+                    error.code or ErrorCode.SASL_AUTHENTICATION_FAILED,
+                    f"{request.kind.name} failed: {error}",
                     error,
                 )
             )

@@ -23,6 +23,16 @@ Rules:
   connects back off exponentially per broker (``reconnect.backoff.ms`` to
   ``reconnect.backoff.max.ms``, +-20% jitter).
 * Waiting callers are woken through events; no task polls.
+* With TLS (``security.protocol`` SSL or SASL_SSL) the socket is an
+  :class:`ssl.SSLSocket`, used the same non-blocking way: its "would block"
+  errors are ``SSLWantReadError``/``SSLWantWriteError``, a write that would
+  block is retried with the same bytes (as OpenSSL requires), and the reader
+  never sleeps while the TLS layer still holds decrypted bytes (``pending()``).
+  SASL (:mod:`.security`) runs in :meth:`BrokerConnection.open`, so a
+  connection is handed out only once it is authenticated.
+* An :class:`~.errors.AuthenticationError` from a connect is kept by the
+  :class:`Cluster` (``auth_error``) until a connect succeeds; metadata waits
+  and the consumer raise it instead of waiting out their timeouts.
 """
 
 from __future__ import annotations
@@ -33,6 +43,7 @@ import math
 import os
 import random
 import socket
+import ssl
 from collections import deque
 from collections.abc import Iterable
 from typing import Any, Protocol
@@ -46,6 +57,7 @@ from trafka.codec import CodecError, ErrorCode, KafkaError, TrafkaError, Unsuppo
 from .config import AdminConfig, ClientConfig
 from .connection_state import ConnectionState
 from .errors import (
+    AuthenticationError,
     KafkaConnectionError,
     NoBrokersAvailableError,
     ProtocolError,
@@ -53,6 +65,7 @@ from .errors import (
     UsageError,
 )
 from .metadata import MetadataCache
+from .security import authenticate, client_ssl_context
 
 __all__ = ["BrokerConnection", "Cluster", "Completion", "backoff_delay"]
 
@@ -126,6 +139,46 @@ async def _connect_socket(host: str, port: int) -> socket.socket:
     raise last or OSError(f"no address for {host}")
 
 
+# What a non-blocking send or recv raises when it would block, TLS included.
+_WOULD_BLOCK = (BlockingIOError, ssl.SSLWantReadError, ssl.SSLWantWriteError)
+
+
+async def _tls_handshake(
+    sock: socket.socket, context: ssl.SSLContext, host: str, port: int
+) -> ssl.SSLSocket:
+    """``sock`` wrapped in TLS, its handshake done (the caller bounds the time).
+
+    Raises:
+        AuthenticationError: the broker's certificate did not verify.
+        KafkaConnectionError: the handshake failed otherwise.
+    """
+    try:
+        tls = context.wrap_socket(sock, server_hostname=host, do_handshake_on_connect=False)
+    except (OSError, ValueError) as exc:
+        _close_socket(sock)
+        raise KafkaConnectionError(f"cannot start TLS with {host}:{port}: {exc}") from None
+    try:
+        while True:
+            try:
+                tls.do_handshake()
+                return tls
+            except ssl.SSLWantReadError:
+                await anyio.wait_readable(tls)
+            except ssl.SSLWantWriteError:
+                await anyio.wait_writable(tls)
+    except ssl.SSLCertVerificationError as exc:
+        _close_socket(tls)
+        raise AuthenticationError(
+            f"the TLS certificate of {host}:{port} did not verify: {exc.verify_message}"
+        ) from None
+    except OSError as exc:
+        _close_socket(tls)
+        raise KafkaConnectionError(f"TLS handshake with {host}:{port} failed: {exc}") from None
+    except BaseException:
+        _close_socket(tls)
+        raise
+
+
 def _close_socket(sock: socket.socket) -> None:
     # Tasks waiting on the socket are woken (with ClosedResourceError) before the
     # descriptor goes away, so that a recycled descriptor never wakes them.
@@ -142,11 +195,20 @@ class BrokerConnection:
     Use :meth:`Cluster.connection` rather than creating these directly.
     """
 
-    def __init__(self, node_id: int, host: str, port: int, config: ClientConfig) -> None:
+    def __init__(
+        self,
+        node_id: int,
+        host: str,
+        port: int,
+        config: ClientConfig,
+        *,
+        tls: ssl.SSLContext | None = None,
+    ) -> None:
         self.node_id = node_id
         self.host = host
         self.port = port
         self._config = config
+        self._tls = tls
         self._state = ConnectionState(
             config.client_id, max_frame_size=config.receive_message_max_bytes
         )
@@ -177,18 +239,25 @@ class BrokerConnection:
         return self._state.supports(api_key)
 
     async def open(self, task_group: anyio.abc.TaskGroup) -> None:
-        """Connect, start the reader and writer in ``task_group`` and do the ApiVersions handshake.
+        """Connect (TLS included), start the reader and writer in ``task_group``, do
+        the ApiVersions handshake, then SASL when configured.
 
         Raises:
             KafkaConnectionError: connect failed or timed out.
             RequestTimeoutError / ProtocolError: the handshake failed.
+            AuthenticationError: TLS or SASL refused this client.
         """
         timeout = self._config.socket_connection_setup_timeout_ms / 1000
         try:
             with anyio.fail_after(timeout):
-                self._sock = await _connect_socket(self.host, self.port)
+                sock = await _connect_socket(self.host, self.port)
+                if self._tls is not None:
+                    sock = await _tls_handshake(sock, self._tls, self.host, self.port)
+                self._sock = sock
         except TimeoutError:
             raise KafkaConnectionError(f"connecting to {self.host}:{self.port} timed out") from None
+        except KafkaConnectionError:
+            raise
         except OSError as exc:
             raise KafkaConnectionError(
                 f"cannot connect to {self.host}:{self.port}: {exc}"
@@ -202,6 +271,8 @@ class BrokerConnection:
         await waiter.event.wait()
         if waiter.error is not None:
             raise waiter.error
+        if self._config.uses_sasl:
+            await authenticate(self, self._config)
 
     def send(
         self,
@@ -300,7 +371,7 @@ class BrokerConnection:
             return
         try:
             n = sock.send(data)
-        except BlockingIOError:
+        except _WOULD_BLOCK:
             n = 0
         except OSError as exc:
             self._fail(
@@ -327,7 +398,7 @@ class BrokerConnection:
                         head = out[0]
                         try:
                             n = sock.send(head)
-                        except BlockingIOError:
+                        except _WOULD_BLOCK:
                             break
                         if n < len(head):
                             out[0] = head[n:]
@@ -358,7 +429,7 @@ class BrokerConnection:
             while self._error is None:
                 try:
                     data = sock.recv(_RECV_SIZE)
-                except BlockingIOError:
+                except _WOULD_BLOCK:
                     return
                 if not data:
                     raise anyio.EndOfStream
@@ -380,11 +451,12 @@ class BrokerConnection:
         assert sock is not None
         state = self._state
         recv = sock.recv
+        tls = sock if isinstance(sock, ssl.SSLSocket) else None
         try:
             while True:
                 try:
                     data = recv(_RECV_SIZE)
-                except BlockingIOError:
+                except _WOULD_BLOCK:
                     await self._wait_readable(sock)
                     continue
                 if not data:
@@ -397,7 +469,11 @@ class BrokerConnection:
                 retry = state.data_to_send()
                 if retry:
                     self._write(retry)
-                if len(data) < _RECV_SIZE and not state.mid_response:
+                if (
+                    len(data) < _RECV_SIZE
+                    and not state.mid_response
+                    and (tls is None or not tls.pending())
+                ):
                     # Every answer so far is whole and the socket had less than
                     # asked for: it is most likely empty now. Wait for more (which
                     # lets the other tasks run) rather than yield and then find it
@@ -513,6 +589,9 @@ class Cluster:
         self._bootstrap = config.bootstrap_addresses
         self._rng = random.Random()
         self._closed = False
+        self._tls = client_ssl_context(config)
+        #: The last connect's AuthenticationError, until a connect succeeds.
+        self.auth_error: AuthenticationError | None = None
         self.on_change: list[Any] = []  # callables run when connections or metadata change
 
     # -- connections --------------------------------------------------------------------
@@ -560,7 +639,7 @@ class Cluster:
             if delay > 0:
                 await anyio.sleep(delay)
             host, port = self._address(node_id)
-            conn = BrokerConnection(node_id, host, port, self.config)
+            conn = BrokerConnection(node_id, host, port, self.config, tls=self._tls)
             try:
                 await conn.open(self._tg)
             except (TrafkaError, UnsupportedVersionError) as exc:
@@ -575,6 +654,9 @@ class Cluster:
                     self._rng,
                 )
                 self._last_error[node_id] = exc
+                if isinstance(exc, AuthenticationError):
+                    self.auth_error = exc
+                    log.error("%s", exc)
                 if node_id >= 0:
                     self.metadata.request_update()
                 raise
@@ -587,6 +669,7 @@ class Cluster:
             self._failures.pop(node_id, None)
             self._retry_at.pop(node_id, None)
             self._last_error.pop(node_id, None)
+            self.auth_error = None
             self._conns[node_id] = conn
             return conn
         finally:
@@ -599,6 +682,7 @@ class Cluster:
 
         Raises:
             KafkaConnectionError: the connect failed.
+            AuthenticationError: the broker refused this client's credentials.
         """
         conn = self.ready_connection(node_id)
         if conn is not None:
@@ -609,9 +693,10 @@ class Cluster:
             conn = self.ready_connection(node_id)
             if conn is not None:
                 return conn
-            raise KafkaConnectionError(
-                f"cannot connect to node {node_id}"
-            ) from self._last_error.get(node_id)
+            last = self._last_error.get(node_id)
+            if isinstance(last, AuthenticationError):
+                raise AuthenticationError(str(last), last.code)
+            raise KafkaConnectionError(f"cannot connect to node {node_id}") from last
         return await self._connect(node_id)
 
     async def coordinator_connection(
@@ -639,6 +724,8 @@ class Cluster:
 
         Raises:
             NoBrokersAvailableError: no known broker or bootstrap server accepted.
+            AuthenticationError: none accepted, and one refused this client's
+                credentials.
         """
         for conn in list(self._conns.values()):
             if conn.alive:
@@ -650,13 +737,17 @@ class Cluster:
         # Known brokers first (their addresses are current), bootstrap servers after.
         order = sorted(candidates + boot, key=self.connect_delay)
         errors = []
+        refused: AuthenticationError | None = None
         for node_id in order:
             try:
                 return await self.connection(node_id)
-            except KafkaConnectionError as exc:
+            except AuthenticationError as exc:
+                refused = refused or exc
                 errors.append(f"{node_id}: {exc}")
             except TrafkaError as exc:
                 errors.append(f"{node_id}: {exc}")
+        if refused is not None:
+            raise refused
         raise NoBrokersAvailableError(
             f"no broker available (bootstrap {', '.join(self.config.bootstrap_servers)}): "
             + "; ".join(errors[-3:])
@@ -720,8 +811,12 @@ class Cluster:
                 conn = await self.any_connection()
                 v = conn.version_for(3)
                 body = await conn.request(3, md.build_request(v))
-            except TrafkaError:
+            except TrafkaError as exc:
                 md.failed(anyio.current_time())
+                if isinstance(exc, AuthenticationError):
+                    # Wake the metadata waiters: they raise it (see partitions_for).
+                    event, self._metadata_event = self._metadata_event, anyio.Event()
+                    event.set()
                 raise
             md.update(body, anyio.current_time())
             event, self._metadata_event = self._metadata_event, anyio.Event()
@@ -743,6 +838,7 @@ class Cluster:
         Raises:
             KafkaError: the topic does not exist (UNKNOWN_TOPIC_OR_PARTITION) or
                 another topic error persists past the timeout.
+            AuthenticationError: the brokers refuse this client's credentials.
         """
         md = self.metadata
         n = md.partition_count(topic)
@@ -755,6 +851,9 @@ class Cluster:
             n = md.partition_count(topic)
             if n is not None:
                 return n
+            refused = self.auth_error
+            if refused is not None:
+                raise AuthenticationError(str(refused), refused.code)
             left = deadline - anyio.current_time()
             if left <= 0:
                 code = md.topic_errors.get(topic, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)

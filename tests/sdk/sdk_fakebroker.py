@@ -7,6 +7,7 @@ handler (to inject errors, delays or garbage).
 
 from __future__ import annotations
 
+import contextvars
 import dataclasses
 import uuid
 from collections.abc import Callable
@@ -27,6 +28,9 @@ from trafka.sdk.connection_state import CLIENT_VERSIONS
 
 Handler = Callable[[Any, Any], Any]
 
+#: The number of the connection a handler is serving (1 for the first accepted).
+current_connection: contextvars.ContextVar[int] = contextvars.ContextVar("current_connection")
+
 
 @dataclasses.dataclass
 class FakeBroker:
@@ -42,6 +46,8 @@ class FakeBroker:
     requests: list[tuple[int, int, Any]] = dataclasses.field(default_factory=list)
     connections: int = 0
     open_connections: int = 0
+    #: Called with each request's API key before its handler (e.g. to check state).
+    before: Callable[[int], None] | None = None
 
     def topic_id(self, name: str) -> uuid.UUID:
         return uuid.uuid5(uuid.NAMESPACE_URL, f"fake-broker/{name}")
@@ -194,6 +200,7 @@ class FakeBroker:
     async def serve(self, stream: anyio.abc.SocketStream) -> None:
         self.connections += 1
         self.open_connections += 1
+        current_connection.set(self.connections)
         reader = FrameReader()
         try:
             async with stream:
@@ -207,6 +214,8 @@ class FakeBroker:
                         header, body = decode_request(frame)
                         key, version = header.request_api_key, header.request_api_version
                         self.requests.append((key, version, body))
+                        if self.before is not None:
+                            self.before(key)
                         handler = self.handler_for(key)
                         if handler is None:
                             return

@@ -1,0 +1,133 @@
+"""TLS and SASL for broker connections (``security.protocol`` other than PLAINTEXT).
+
+Rules:
+
+* One :class:`ssl.SSLContext` per client, built from the ``ssl_*`` settings when
+  the client opens (a bad file is a :class:`~.errors.ConfigError` then, not a
+  connection failure later), or the caller's own ``ssl_context``.
+* SASL runs on every new connection right after ApiVersions and before any
+  other request, as Kafka requires: SaslHandshake v1 names the mechanism, then
+  the mechanism's tokens travel in SaslAuthenticate requests. The mechanisms
+  themselves are :mod:`trafka.codec.sasl`.
+* Failures that retrying cannot fix (wrong credentials, a mechanism the broker
+  does not enable, a listener without SASL, a certificate that does not verify)
+  raise :class:`~.errors.AuthenticationError`; callers fail at once rather than
+  wait out their timeouts. Everything else stays a connection error.
+* Re-authentication (KIP-368) is not done: when a broker limits the session
+  (``connections.max.reauth.ms``), it closes the connection at the end, and the
+  next request connects and authenticates again.
+"""
+
+from __future__ import annotations
+
+import ssl
+from typing import TYPE_CHECKING, Any
+
+from trafka.codec import ErrorCode, UnsupportedVersionError
+from trafka.codec.messages import k17_sasl_handshake as handshake_msg
+from trafka.codec.messages import k36_sasl_authenticate as authenticate_msg
+from trafka.codec.sasl import SaslAuthenticationError, ScramClient, plain_message
+
+from .config import ClientConfig
+from .errors import AuthenticationError, ConfigError
+
+if TYPE_CHECKING:
+    from .transport import BrokerConnection
+
+__all__ = ["authenticate", "client_ssl_context"]
+
+SASL_HANDSHAKE = 17
+SASL_AUTHENTICATE = 36
+
+
+def client_ssl_context(config: ClientConfig) -> ssl.SSLContext | None:
+    """The TLS context for ``config`` (None without TLS).
+
+    Raises:
+        ConfigError: a CA, certificate or key file cannot be read or used.
+    """
+    if not config.uses_tls:
+        return None
+    if config.ssl_context is not None:
+        context: ssl.SSLContext = config.ssl_context
+        return context
+    try:
+        context = ssl.create_default_context(cafile=config.ssl_cafile)
+    except (OSError, ssl.SSLError) as exc:
+        raise ConfigError(f"ssl.cafile {config.ssl_cafile!r} cannot be used: {exc}") from None
+    if not config.ssl_check_hostname:
+        context.check_hostname = False
+    if config.ssl_certfile is not None:
+        try:
+            context.load_cert_chain(
+                config.ssl_certfile, config.ssl_keyfile, password=config.ssl_password
+            )
+        except (OSError, ssl.SSLError) as exc:
+            raise ConfigError(
+                f"ssl.certfile {config.ssl_certfile!r} / ssl.keyfile {config.ssl_keyfile!r} "
+                f"cannot be used: {exc}"
+            ) from None
+    return context
+
+
+async def authenticate(conn: BrokerConnection, config: ClientConfig) -> None:
+    """Authenticate the freshly opened ``conn`` with SASL.
+
+    Raises:
+        AuthenticationError: the broker refused the mechanism or the
+            credentials, or does not speak SASL on this listener.
+        KafkaConnectionError / RequestTimeoutError: the connection failed meanwhile.
+    """
+    mechanism = config.sasl_mechanism
+    where = f"{conn.host}:{conn.port}"
+    try:
+        conn.version_for(SASL_HANDSHAKE)
+        version = conn.version_for(SASL_AUTHENTICATE)
+    except UnsupportedVersionError:
+        raise AuthenticationError(
+            f"{where} offers no SASL authentication (SaslHandshake v1 and SaslAuthenticate): "
+            f"is its listener really {config.security_protocol.upper()}?",
+            ErrorCode.ILLEGAL_SASL_STATE,
+        ) from None
+    answer = await conn.request(
+        SASL_HANDSHAKE, handshake_msg.SaslHandshakeRequest(mechanism=mechanism), version=1
+    )
+    if answer.error_code == ErrorCode.UNSUPPORTED_SASL_MECHANISM:
+        offered = ", ".join(answer.mechanisms) or "none"
+        raise AuthenticationError(
+            f"{where} does not enable SASL mechanism {mechanism}; it enables: {offered}",
+            ErrorCode.UNSUPPORTED_SASL_MECHANISM,
+        )
+    if answer.error_code:
+        raise _refused(where, answer.error_code, None)
+
+    async def exchange(token: bytes) -> bytes:
+        body = authenticate_msg.SaslAuthenticateRequest(auth_bytes=token)
+        reply: Any = await conn.request(SASL_AUTHENTICATE, body, version=version)
+        if reply.error_code:
+            raise _refused(where, reply.error_code, reply.error_message)
+        return bytes(reply.auth_bytes)
+
+    username, password = config.sasl_username, config.sasl_password
+    assert username is not None and password is not None  # the config checked
+    try:
+        if mechanism == "PLAIN":
+            await exchange(plain_message(username, password))
+        else:
+            scram = ScramClient(mechanism, username, password)
+            server_first = await exchange(scram.first_message())
+            server_final = await exchange(scram.final_message(server_first))
+            scram.verify(server_final)
+    except SaslAuthenticationError as exc:
+        raise AuthenticationError(
+            f"SASL {mechanism} authentication with {where} failed: {exc}",
+            ErrorCode.SASL_AUTHENTICATION_FAILED,
+        ) from None
+
+
+def _refused(where: str, code: int, message: str | None) -> AuthenticationError:
+    try:
+        name = ErrorCode(code).name
+    except ValueError:
+        name = f"error {code}"
+    return AuthenticationError(f"{where} refused the SASL authentication: {message or name}", code)
