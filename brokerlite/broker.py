@@ -56,6 +56,12 @@ Rules and invariants:
   marker is written again (and fsynced) before anything else, so no transaction
   is left open by a lost marker and the last stable offset never passes a
   transaction before its marker is in the log.
+* On a SASL listener a connection is unauthenticated until its
+  :class:`~.sasl.SaslSession` is done (a connection the broker has not seen
+  counts as new: it fails closed). Until then only ApiVersions, SaslHandshake and
+  SaslAuthenticate are handled, any other request is a :class:`Close`, and after
+  a v0 SaslHandshake each frame is a bare SASL token answered by a
+  :class:`SaslToken` (KIP-43). :meth:`max_frame_size` is smaller meanwhile.
 """
 
 from __future__ import annotations
@@ -76,6 +82,7 @@ from trafka.codec.messages import API_MODULES
 from trafka.codec.messages import k18_api_versions as api_versions_msg
 from trafka.codec.messages.headers import RequestHeader
 from trafka.codec.protocol import api, decode_request_body, decode_request_header
+from trafka.codec.sasl import SaslAuthenticationError
 
 from .config import BrokerConfig, ConfigError
 from .eos import ProducerStates
@@ -90,10 +97,12 @@ from .handlers._base import (
     Parked,
     Reply,
     RequestContext,
+    SaslToken,
     Waiter,
 )
 from .log import LogConfig, LogManager
 from .offsets import OffsetStore
+from .sasl import SaslSession, SaslState, UserStore
 from .transactions import TransactionCoordinator, TxnCompletion, classic_group_validator
 from .txn_journal import TxnJournal, WrittenMarker
 
@@ -105,11 +114,14 @@ __all__ = [
     "Outcome",
     "Parked",
     "Reply",
+    "SaslToken",
 ]
 
 log = logging.getLogger("trafka.brokerlite")
 
 API_VERSIONS_KEY = 18
+# What a connection of a SASL listener may ask before it has authenticated.
+_BEFORE_AUTHENTICATION = frozenset({17, 18, 36})  # SaslHandshake, ApiVersions, SaslAuthenticate
 _PRODUCER_ID_BLOCK = 1000
 _FLUSH_CHECK_MS = 1000
 GROUPS_JOURNAL = "trafka-groups.journal"
@@ -156,7 +168,8 @@ class Broker:
             cannot be created or read.
         OffsetStoreError: the committed-offsets journal cannot be read.
         TxnJournalError: the transaction journal cannot be read.
-        ConfigError: ``config.cluster_id`` contradicts the one stored in ``data_dir``.
+        ConfigError: ``config.cluster_id`` contradicts the one stored in ``data_dir``,
+            or the SASL users file cannot be read.
     """
 
     def __init__(
@@ -172,6 +185,10 @@ class Broker:
         self.advertised: tuple[str, int] = advertised or config.advertised_address(
             (config.host, config.port)
         )
+        # SCRAM credentials are derived here, once (users given in a file are read here too).
+        self.sasl_users = UserStore.from_config(config) if config.sasl_enabled else None
+        self._sasl_sessions: dict[int, SaslSession] = {}
+        self._sasl_principals: dict[int, str] = {}
         # The log manager locks the data directory: open it before writing anything there.
         self.logs = LogManager(
             self.data_dir, LogConfig(**config.as_log_config_kwargs()), now_ms=now_ms
@@ -278,6 +295,9 @@ class Broker:
         """
         self._peers.pop(conn_id, None)
         self._client_ids.pop(conn_id, None)
+        if self.sasl_users is not None:
+            self._sasl_sessions.pop(conn_id, None)
+            self._sasl_principals.pop(conn_id, None)
         ticket = self._by_conn.pop(conn_id, None)
         if ticket is None:
             return
@@ -286,14 +306,90 @@ class Broker:
         if self._group_waits.pop(token, None) is not None:
             self.release(self.groups.connection_closed([token]))
 
+    # -- SASL authentication ----------------------------------------------------
+
+    def sasl_session(self, conn_id: int) -> SaslSession | None:
+        """The SASL session of a connection still authenticating.
+
+        None on a PLAINTEXT or SSL listener, and once the connection has
+        authenticated. A connection not seen before gets a new session.
+        """
+        users = self.sasl_users
+        if users is None or conn_id in self._sasl_principals:
+            return None
+        session = self._sasl_sessions.get(conn_id)
+        if session is None:
+            session = SaslSession(users, self.config.sasl_enabled_mechanisms)
+            self._sasl_sessions[conn_id] = session
+        return session
+
+    def sasl_authenticated(self, conn_id: int, session: SaslSession) -> None:
+        """Record that a connection has authenticated (its session is DONE)."""
+        assert session.state is SaslState.DONE and session.username is not None
+        self._sasl_sessions.pop(conn_id, None)
+        self._sasl_principals[conn_id] = session.username
+        log.debug(
+            "connection %d from %s authenticated as %r with SASL %s",
+            conn_id,
+            self.peer(conn_id),
+            session.username,
+            session.mechanism,
+        )
+
+    def authenticating(self, conn_id: int) -> bool:
+        """True while a connection of a SASL listener has not authenticated."""
+        return self.sasl_users is not None and conn_id not in self._sasl_principals
+
+    def principal(self, conn_id: int) -> str | None:
+        """The SASL user a connection authenticated as; None without SASL (or yet)."""
+        return self._sasl_principals.get(conn_id)
+
+    def max_frame_size(self, conn_id: int) -> int:
+        """The largest request frame the connection may send now.
+
+        Before SASL authentication this is ``sasl_server_max_receive_size``
+        (Kafka's 512 KiB), so that an unauthenticated peer cannot make the broker
+        buffer a large frame.
+        """
+        limit = self.config.socket_request_max_bytes
+        if self.authenticating(conn_id):
+            return min(limit, self.config.sasl_server_max_receive_size)
+        return limit
+
+    def _raw_sasl_token(
+        self, conn_id: int, session: SaslSession, frame: bytes | memoryview
+    ) -> SaslToken | Close:
+        """A bare SASL token, after a v0 SaslHandshake (KIP-43)."""
+        try:
+            answer = session.authenticate(bytes(frame))
+        except SaslAuthenticationError as exc:
+            # No way to tell the client why: Kafka closes the connection too.
+            return Close(
+                f"SASL {session.mechanism}: {exc}",
+                self.client_id(conn_id),
+                failed_authentication=True,
+            )
+        if session.state is SaslState.DONE:
+            self.sasl_authenticated(conn_id, session)
+        return SaslToken(answer)
+
     # -- requests -------------------------------------------------------------
 
     def handle_frame(self, conn_id: int, frame: bytes | memoryview, now_ms: int) -> Outcome:
         """Decode one request frame (without its size prefix) and handle it.
 
         Never raises for bad input: malformed frames, unknown API keys and
-        versions that cannot be answered become :class:`Close`.
+        versions that cannot be answered become :class:`Close`. On a SASL
+        listener, before the connection has authenticated, other requests than
+        ApiVersions, SaslHandshake and SaslAuthenticate are a :class:`Close`, and
+        after a v0 SaslHandshake ``frame`` is a bare SASL token, answered by a
+        :class:`SaslToken` (or a :class:`Close` when authentication fails).
         """
+        session = None
+        if self.sasl_users is not None and conn_id not in self._sasl_principals:
+            session = self.sasl_session(conn_id)
+            if session is not None and session.raw_tokens:
+                return self._raw_sasl_token(conn_id, session, frame)
         try:
             header, body_at = decode_request_header(frame)
         except CodecError as exc:
@@ -304,6 +400,12 @@ class Broker:
         if key not in API_MODULES:
             return Close(f"unknown API key {key} (version {version})", client_id)
         info = api(key)
+        if session is not None and key not in _BEFORE_AUTHENTICATION:
+            return Close(
+                f"{info.name} request before SASL authentication (is the client "
+                "configured for SASL?)",
+                client_id,
+            )
         spec = HANDLERS.get(key)
         if key == API_VERSIONS_KEY and not info.supports(version):
             # KIP-511: answer with v0 and the versions we do speak, so the
@@ -350,6 +452,9 @@ class Broker:
 
     def handle(self, conn_id: int, header: RequestHeader, body: Any, now_ms: int) -> Outcome:
         """Handle one decoded request of a served API and version.
+
+        Trusts its caller: no SASL authentication check (:meth:`handle_frame`
+        makes it).
 
         Raises:
             KeyError: the API key has no handler (use :meth:`handle_frame` for

@@ -3,7 +3,8 @@
 With no options it serves on 127.0.0.1:9092 with its data in ``./trafka-data``.
 Settings come from, lowest priority first: the defaults, ``--config FILE``
 (Kafka ``server.properties`` names) and the options given. It logs one line
-when ready, naming the address, and shuts down cleanly on SIGINT or SIGTERM.
+when ready, naming the address (and the security protocol, unless PLAINTEXT),
+and shuts down cleanly on SIGINT or SIGTERM.
 """
 
 from __future__ import annotations
@@ -31,6 +32,13 @@ _OPTION_FIELDS = {
     "flush_interval_messages": "flush_interval_messages",
     "flush_interval_ms": "flush_interval_ms",
     "group_initial_rebalance_delay_ms": "group_initial_rebalance_delay_ms",
+    "security_protocol": "security_protocol",
+    "sasl_mechanisms": "sasl_enabled_mechanisms",
+    "sasl_users_file": "sasl_users_file",
+    "ssl_certfile": "ssl_certfile",
+    "ssl_keyfile": "ssl_keyfile",
+    "ssl_cafile": "ssl_cafile",
+    "ssl_client_auth": "ssl_client_auth",
 }
 
 
@@ -49,11 +57,18 @@ def build_config(config_file: Path | None, options: dict[str, Any]) -> BrokerCon
     for option, field in _OPTION_FIELDS.items():
         if options.get(option) is not None:
             overrides[field] = options[option]
+    if options.get("sasl_user"):
+        overrides["sasl_users"] = tuple(options["sasl_user"])
     return config.with_overrides(overrides) if overrides else config
 
 
 @click.command("broker")
-@click.option("--listen", metavar="HOST:PORT", help="Address to listen on [127.0.0.1:9092].")
+@click.option(
+    "--listen",
+    metavar="HOST:PORT",
+    help="Address to listen on; a scheme sets the security protocol too "
+    "(SASL_SSL://HOST:PORT) [127.0.0.1:9092].",
+)
 @click.option(
     "--advertised-listener",
     metavar="HOST:PORT",
@@ -83,6 +98,48 @@ def build_config(config_file: Path | None, options: dict[str, Any]) -> BrokerCon
     help="Wait this long for more members before a new group's first rebalance [3000].",
 )
 @click.option(
+    "--security-protocol",
+    type=click.Choice(["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"], case_sensitive=False),
+    help="The listener's security protocol (also the scheme of --listen) [PLAINTEXT].",
+)
+@click.option(
+    "--sasl-user",
+    metavar="NAME:PASSWORD",
+    multiple=True,
+    help="A user SASL accepts (repeat for more). Visible to other local users in the "
+    "process list: prefer --sasl-users-file.",
+)
+@click.option(
+    "--sasl-users-file",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="A file of SASL users, one NAME:PASSWORD a line.",
+)
+@click.option(
+    "--sasl-mechanisms",
+    metavar="LIST",
+    help="Comma-separated SASL mechanisms offered [PLAIN,SCRAM-SHA-256,SCRAM-SHA-512].",
+)
+@click.option(
+    "--ssl-certfile",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="The broker's certificate chain (PEM; may hold the key too).",
+)
+@click.option(
+    "--ssl-keyfile",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="The broker's private key (PEM).",
+)
+@click.option(
+    "--ssl-cafile",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="CA certificates (PEM) that client certificates must chain to.",
+)
+@click.option(
+    "--ssl-client-auth",
+    type=click.Choice(["none", "requested", "required"], case_sensitive=False),
+    help="Ask clients for a certificate signed by --ssl-cafile [none].",
+)
+@click.option(
     "--config",
     "config_file",
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
@@ -90,7 +147,13 @@ def build_config(config_file: Path | None, options: dict[str, Any]) -> BrokerCon
 )
 @click.option("-v", "--verbose", is_flag=True, help="Log every connection and request error.")
 def command(config_file: Path | None, verbose: bool, **options: Any) -> None:
-    """Run brokerlite, a single-node Kafka-compatible broker."""
+    """Run brokerlite, a single-node Kafka-compatible broker.
+
+    \b
+    With SASL/SCRAM over TLS, for example:
+      trafka broker --listen SASL_SSL://0.0.0.0:9093 --sasl-users-file users.txt \\
+        --sasl-mechanisms SCRAM-SHA-512 --ssl-certfile broker.pem --ssl-keyfile broker.key
+    """
     try:
         config = build_config(config_file, options)
     except (ConfigError, OSError) as exc:
@@ -106,5 +169,7 @@ def command(config_file: Path | None, verbose: bool, **options: Any) -> None:
 
     try:
         run_broker(config)
+    except ConfigError as exc:
+        raise click.UsageError(str(exc)) from None
     except OSError as exc:
         raise click.ClickException(f"cannot start the broker: {exc}") from None

@@ -14,6 +14,15 @@ Rules:
   quorum settings) are accepted and ignored, so a real file can be reused.
 * Kafka's unit variants follow Kafka's precedence: ``log.retention.ms`` beats
   ``log.retention.minutes`` beats ``log.retention.hours`` whatever their order.
+* The listener's security protocol comes from ``security_protocol`` or from the
+  scheme of ``listeners`` (``SASL_SSL://host:port``; a listener name is looked
+  up in ``listener.security.protocol.map`` given alongside). Given both ways,
+  they must agree.
+* Security settings fail closed: a SASL protocol without users, an SSL protocol
+  without a certificate, or TLS or SASL material on a listener that would not use
+  it is an error, never a silently open listener.
+* Secrets (``sasl_users``, ``ssl_key_password``) never appear in ``repr`` or in
+  :meth:`BrokerConfig.kafka_entries`.
 """
 
 from __future__ import annotations
@@ -29,7 +38,7 @@ from typing import Any
 
 from trafka.codec.errors import TrafkaError
 
-__all__ = ["BrokerConfig", "ConfigError"]
+__all__ = ["SECURITY_PROTOCOLS", "SSL_CLIENT_AUTH", "BrokerConfig", "ConfigError"]
 
 log = logging.getLogger("trafka.brokerlite.config")
 
@@ -62,9 +71,29 @@ _UNIT_VARIANTS: tuple[tuple[str, str, int], ...] = (
     ("log.roll.hours", "log_segment_ms", 3_600_000),
 )
 
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+SSL_CLIENT_AUTH = ("none", "requested", "required")
+# The SASL mechanisms brokerlite serves (trafka.codec.sasl implements them).
+_SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+_PROTOCOL_MAP_KEY = "listener.security.protocol.map"
+
+# Kafka keys brokerlite does not read, with what to use instead.
+_UNSUPPORTED_KAFKA_KEYS: dict[str, str] = {
+    "ssl.keystore.location": "brokerlite reads PEM files: use ssl_certfile and ssl_keyfile",
+    "ssl.keystore.password": "brokerlite reads PEM files: use ssl_certfile and ssl_keyfile",
+    "ssl.keystore.type": "brokerlite reads PEM files: use ssl_certfile and ssl_keyfile",
+    "ssl.truststore.location": "brokerlite reads PEM files: use ssl_cafile",
+    "ssl.truststore.password": "brokerlite reads PEM files: use ssl_cafile",
+    "ssl.truststore.type": "brokerlite reads PEM files: use ssl_cafile",
+    "sasl.jaas.config": "brokerlite takes its users from sasl_users or sasl_users_file",
+}
+
 # Stock server.properties keys that mean nothing for one node without replication.
 IGNORED_KAFKA_KEYS = frozenset(
     {
+        "security.inter.broker.protocol",
+        "sasl.mechanism.inter.broker.protocol",
+        "sasl.mechanism.controller.protocol",
         "process.roles",
         "controller.quorum.voters",
         "controller.quorum.bootstrap.servers",
@@ -129,6 +158,28 @@ class BrokerConfig:
             partition is forgotten this long after its last write
             (``producer.id.expiration.ms``).
         producer_id_expiration_check_interval_ms: how often that is checked.
+        security_protocol: the listener's: ``PLAINTEXT`` (default), ``SSL``,
+            ``SASL_PLAINTEXT`` or ``SASL_SSL`` (also the scheme of ``listeners``).
+        sasl_enabled_mechanisms: the SASL mechanisms offered on a SASL listener
+            (``PLAIN``, ``SCRAM-SHA-256``, ``SCRAM-SHA-512``; default all three).
+        sasl_users: ``(name, password)`` pairs; given as a mapping, as
+            ``"name:password"`` strings, or as one comma-separated string of them.
+            SCRAM credentials are derived from them when the broker starts.
+        sasl_users_file: a file of more users, one ``name:password`` a line
+            (``#`` starts a comment), read when the broker starts.
+        sasl_server_max_receive_size: the largest request accepted before a
+            connection has authenticated (Kafka's ``sasl.server.max.receive.size``).
+        ssl_certfile: the broker's certificate chain, PEM (the key may be in the
+            same file).
+        ssl_keyfile: the broker's private key, PEM.
+        ssl_key_password: the private key's password, if it is encrypted.
+        ssl_cafile: PEM certificates of the authorities whose client certificates
+            are accepted (for ``ssl_client_auth``).
+        ssl_client_auth: ``none`` (default), ``requested`` or ``required``: whether
+            clients must present a certificate signed by ``ssl_cafile`` (Kafka's
+            ``ssl.client.auth``).
+        connection_failed_authentication_delay_ms: how long a connection that
+            failed to authenticate waits, after its answer, before it is closed.
     """
 
     host: str = "127.0.0.1"
@@ -158,10 +209,22 @@ class BrokerConfig:
     transaction_remove_expired_transaction_cleanup_interval_ms: int = 3_600_000
     producer_id_expiration_ms: int = 86_400_000
     producer_id_expiration_check_interval_ms: int = 600_000
+    security_protocol: str = "PLAINTEXT"
+    sasl_enabled_mechanisms: tuple[str, ...] = _SASL_MECHANISMS
+    sasl_users: tuple[tuple[str, str], ...] = dataclasses.field(default=(), repr=False)
+    sasl_users_file: Path | None = None
+    sasl_server_max_receive_size: int = 524_288
+    ssl_certfile: Path | None = None
+    ssl_keyfile: Path | None = None
+    ssl_key_password: str | None = dataclasses.field(default=None, repr=False)
+    ssl_cafile: Path | None = None
+    ssl_client_auth: str = "none"
+    connection_failed_authentication_delay_ms: int = 100
 
     def __post_init__(self) -> None:
         if not isinstance(self.data_dir, Path):
             object.__setattr__(self, "data_dir", Path(self.data_dir))
+        self._check_security()
         if not 0 <= self.port <= 65535:
             raise ConfigError(f"port: {self.port} is not a TCP port")
         if self.advertised_listener is not None:
@@ -182,6 +245,7 @@ class BrokerConfig:
             "transaction_remove_expired_transaction_cleanup_interval_ms",
             "producer_id_expiration_ms",
             "producer_id_expiration_check_interval_ms",
+            "sasl_server_max_receive_size",
         ):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name}: must be > 0, got {getattr(self, name)}")
@@ -192,6 +256,8 @@ class BrokerConfig:
                 raise ConfigError(f"{name}: must be >= -1 (-1 = unlimited)")
         if self.group_initial_rebalance_delay_ms < 0:
             raise ConfigError("group_initial_rebalance_delay_ms: must be >= 0")
+        if self.connection_failed_authentication_delay_ms < 0:
+            raise ConfigError("connection_failed_authentication_delay_ms: must be >= 0")
         if self.log_message_timestamp_type not in ("CreateTime", "LogAppendTime"):
             raise ConfigError(
                 "log_message_timestamp_type: must be CreateTime or LogAppendTime, "
@@ -202,7 +268,83 @@ class BrokerConfig:
             if value is not None and value <= 0:
                 raise ConfigError(f"{name}: must be > 0 or None")
 
+    def _check_security(self) -> None:
+        """Normalise the security settings given in other shapes, then validate them."""
+        protocol = str(self.security_protocol).strip().upper()
+        if protocol not in SECURITY_PROTOCOLS:
+            raise ConfigError(
+                f"security_protocol: {self.security_protocol!r} is not one of "
+                f"{', '.join(SECURITY_PROTOCOLS)}"
+            )
+        object.__setattr__(self, "security_protocol", protocol)
+        mechanisms = _parse_names(self.sasl_enabled_mechanisms, "sasl_enabled_mechanisms")
+        object.__setattr__(self, "sasl_enabled_mechanisms", mechanisms)
+        object.__setattr__(self, "sasl_users", _parse_users(self.sasl_users, "sasl_users"))
+        for name in ("sasl_users_file", "ssl_certfile", "ssl_keyfile", "ssl_cafile"):
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, Path):
+                object.__setattr__(self, name, Path(value))
+        client_auth = str(self.ssl_client_auth).strip().lower()
+        if client_auth not in SSL_CLIENT_AUTH:
+            raise ConfigError(
+                f"ssl_client_auth: {self.ssl_client_auth!r} is not one of "
+                f"{', '.join(SSL_CLIENT_AUTH)}"
+            )
+        object.__setattr__(self, "ssl_client_auth", client_auth)
+        if self.sasl_enabled:
+            if not mechanisms:
+                raise ConfigError("sasl_enabled_mechanisms: a SASL listener needs a mechanism")
+            unknown = [m for m in mechanisms if m not in _SASL_MECHANISMS]
+            if unknown:
+                raise ConfigError(
+                    f"sasl_enabled_mechanisms: {', '.join(unknown)} not supported; "
+                    f"brokerlite serves {', '.join(_SASL_MECHANISMS)}"
+                )
+            if not self.sasl_users and self.sasl_users_file is None:
+                raise ConfigError(
+                    f"security_protocol {protocol} needs users: set sasl_users or sasl_users_file"
+                )
+        elif self.sasl_users or self.sasl_users_file is not None:
+            raise ConfigError(
+                f"sasl_users/sasl_users_file are set but security_protocol is {protocol}, "
+                "which does not authenticate: use SASL_PLAINTEXT or SASL_SSL"
+            )
+        if self.tls_enabled:
+            if self.ssl_certfile is None:
+                raise ConfigError(
+                    f"security_protocol {protocol} needs the broker's certificate and key: "
+                    "set ssl_certfile and ssl_keyfile (PEM)"
+                )
+            if client_auth != "none" and self.ssl_cafile is None:
+                raise ConfigError(
+                    f"ssl_client_auth={client_auth} needs ssl_cafile, the authorities "
+                    "whose client certificates are accepted"
+                )
+        else:
+            given = [
+                name
+                for name in ("ssl_certfile", "ssl_keyfile", "ssl_cafile", "ssl_key_password")
+                if getattr(self, name) is not None
+            ]
+            if client_auth != "none":
+                given.append("ssl_client_auth")
+            if given:
+                raise ConfigError(
+                    f"{', '.join(given)} set but security_protocol is {protocol}, which does "
+                    "not use TLS: use SSL or SASL_SSL"
+                )
+
     # -- derived ---------------------------------------------------------------
+
+    @property
+    def sasl_enabled(self) -> bool:
+        """True when the listener authenticates clients with SASL."""
+        return self.security_protocol in ("SASL_PLAINTEXT", "SASL_SSL")
+
+    @property
+    def tls_enabled(self) -> bool:
+        """True when the listener speaks TLS."""
+        return self.security_protocol in ("SSL", "SASL_SSL")
 
     def advertised_address(self, bound: tuple[str, int]) -> tuple[str, int]:
         """The (host, port) clients are told to connect to, given the bound address."""
@@ -249,7 +391,11 @@ class BrokerConfig:
         """
         changes: dict[str, Any] = {}
         scaled: list[tuple[int, str, int, Any, str]] = []
+        listener: tuple[str, str] | None = None  # (listener name, the key that named it)
+        protocol_map = _parse_protocol_map(overrides.get(_PROTOCOL_MAP_KEY))
         for key, value in overrides.items():
+            if key == _PROTOCOL_MAP_KEY:
+                continue
             for rank, (name, field, factor) in enumerate(_UNIT_VARIANTS):
                 if key == name:
                     scaled.append((rank, field, factor, value, key))
@@ -263,6 +409,11 @@ class BrokerConfig:
                 if field == "listen":
                     host, port = _split_host_port(_first_listener(value), key)
                     changes["host"], changes["port"] = host or "0.0.0.0", port
+                    listener_name = _listener_name(value)
+                    if listener_name is not None:
+                        listener = (listener_name, key)
+                elif field in ("sasl_users", "sasl_enabled_mechanisms"):
+                    changes[field] = value  # normalised and checked by __post_init__
                 elif field == "advertised_listener":
                     changes[field] = None if value is None else _first_listener(value)
                 elif field == "data_dir":
@@ -275,6 +426,23 @@ class BrokerConfig:
                 continue
             number = _convert(field, value, key)
             changes[field] = number * factor if number >= 0 else number  # -1: forever
+        if listener is not None:
+            listener_name, key = listener
+            protocol = protocol_map.get(
+                listener_name, listener_name if listener_name in SECURITY_PROTOCOLS else None
+            )
+            if protocol is None:
+                raise ConfigError(
+                    f"{key}: listener name {listener_name!r} is not a security protocol "
+                    f"({', '.join(SECURITY_PROTOCOLS)}) and {_PROTOCOL_MAP_KEY} does not map it"
+                )
+            explicit = changes.get("security_protocol")
+            if explicit is not None and str(explicit).strip().upper() != protocol:
+                raise ConfigError(
+                    f"security_protocol {explicit!r} contradicts {key} "
+                    f"({listener_name}: {protocol})"
+                )
+            changes["security_protocol"] = protocol
         try:
             return dataclasses.replace(self, **changes)
         except (TypeError, ValueError) as exc:
@@ -292,14 +460,15 @@ class BrokerConfig:
         out: list[tuple[str, str | None, bool]] = [
             (
                 "listeners",
-                f"PLAINTEXT://{host}:{port}",
-                (host, port) == (default.host, default.port),
+                f"{self.security_protocol}://{host}:{port}",
+                (host, port, self.security_protocol)
+                == (default.host, default.port, default.security_protocol),
             ),
             (
                 "advertised.listeners",
                 None
                 if self.advertised_listener is None
-                else f"PLAINTEXT://{self.advertised_listener}",
+                else f"{self.security_protocol}://{self.advertised_listener}",
                 self.advertised_listener is None,
             ),
             ("log.dirs", str(self.data_dir), self.data_dir == default.data_dir),
@@ -390,6 +559,8 @@ def _resolve_key(key: str) -> str | None:
         return mechanical
     if key in IGNORED_KAFKA_KEYS:
         return None
+    if key in _UNSUPPORTED_KAFKA_KEYS:
+        raise ConfigError(f"{key} is not supported: {_UNSUPPORTED_KAFKA_KEYS[key]}")
     close = difflib.get_close_matches(key, known_keys(), n=1, cutoff=0.6)
     hint = f"; did you mean {close[0]!r}?" if close else ""
     raise ConfigError(f"unknown broker setting {key!r}{hint}")
@@ -435,6 +606,113 @@ def _first_listener(value: Any) -> str:
     if "://" in text:
         text = text.split("://", 1)[1]
     return text
+
+
+def _listener_name(value: Any) -> str | None:
+    """``SASL_SSL://host:port,...`` -> ``SASL_SSL`` (the first listener's name), else None."""
+    text = str(value).split(",")[0].strip()
+    if "://" not in text:
+        return None
+    return text.split("://", 1)[0].strip().upper()
+
+
+def _parse_protocol_map(value: Any) -> dict[str, str]:
+    """Kafka's ``listener.security.protocol.map`` (``NAME:PROTOCOL,...``) as a dict."""
+    if value is None:
+        return {}
+    out: dict[str, str] = {}
+    for item in str(value).split(","):
+        if not item.strip():
+            continue
+        name, sep, protocol = item.partition(":")
+        protocol = protocol.strip().upper()
+        if not sep or protocol not in SECURITY_PROTOCOLS:
+            raise ConfigError(f"{_PROTOCOL_MAP_KEY}: expected NAME:PROTOCOL pairs, got {item!r}")
+        out[name.strip().upper()] = protocol
+    return out
+
+
+def _parse_names(value: Any, key: str) -> tuple[str, ...]:
+    """A comma-separated string or an iterable of strings, as a tuple of names."""
+    if isinstance(value, str):
+        items: list[Any] = value.split(",")
+    else:
+        try:
+            items = list(value)
+        except TypeError:
+            raise ConfigError(f"{key}: expected a list of names, got {value!r}") from None
+    names = [str(item).strip() for item in items]
+    return tuple(name for name in names if name)
+
+
+def _parse_users(value: Any, key: str) -> tuple[tuple[str, str], ...]:
+    """SASL users as ``(name, password)`` pairs.
+
+    Accepts a mapping of name to password, an iterable of ``"name:password"``
+    strings or of pairs, or one string of comma-separated ``name:password``
+    entries (as in a properties file; such passwords cannot hold a comma). The
+    name ends at the first ``:``. Never puts a password in an error message.
+    """
+    if value is None:
+        return ()
+    if isinstance(value, Mapping):
+        entries: list[Any] = list(value.items())
+    elif isinstance(value, str):
+        entries = [item for item in value.split(",") if item.strip()]
+    else:
+        try:
+            entries = list(value)
+        except TypeError:
+            raise ConfigError(f"{key}: expected name:password entries") from None
+    users: list[tuple[str, str]] = []
+    seen: set[str] = set()
+    for number, entry in enumerate(entries, 1):
+        if isinstance(entry, str):
+            name, sep, password = entry.strip().partition(":")
+            if not sep:
+                raise ConfigError(f"{key}: entry {number} is not name:password")
+        elif isinstance(entry, tuple | list) and len(entry) == 2:
+            name, password = entry
+        else:
+            raise ConfigError(f"{key}: entry {number} is not name:password")
+        users.append(check_user(str(name), str(password), f"{key}: entry {number}", seen))
+    return tuple(users)
+
+
+def check_user(name: str, password: str, where: str, seen: set[str]) -> tuple[str, str]:
+    """One SASL user, checked (``seen`` collects the names, to refuse duplicates)."""
+    name = name.strip()
+    if not name or "\0" in name or "\0" in password:
+        raise ConfigError(f"{where}: a user needs a name, and neither may hold NUL")
+    if not password:
+        raise ConfigError(f"{where}: user {name!r} has an empty password")
+    if name in seen:
+        raise ConfigError(f"{where}: user {name!r} is given twice")
+    seen.add(name)
+    return name, password
+
+
+def read_users_file(path: Path) -> list[tuple[str, str]]:
+    """The ``name:password`` lines of a users file (``#`` comments, blank lines skipped).
+
+    Raises:
+        ConfigError: the file cannot be read, or a line is not ``name:password``.
+    """
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"sasl_users_file: cannot read {path}: {exc}") from None
+    users: list[tuple[str, str]] = []
+    seen: set[str] = set()
+    for number, line in enumerate(text.splitlines(), 1):
+        stripped = line.strip()
+        if not stripped or stripped.startswith("#"):
+            continue
+        name, sep, password = stripped.partition(":")
+        if not sep:
+            raise ConfigError(f"{path}:{number}: expected name:password")
+        users.append(check_user(name, password, f"{path}:{number}", seen))
+    return users
 
 
 def _split_host_port(text: str, key: str) -> tuple[str, int]:

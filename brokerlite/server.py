@@ -37,6 +37,21 @@ Rules and invariants:
 * The broker core is only touched from the trio thread, so it needs no locks.
 * Leaving :func:`serve_broker` cancels every task, closes listeners and
   connections, then flushes and closes the logs. No ExceptionGroup escapes it.
+* TLS (``SSL`` and ``SASL_SSL`` listeners): each accepted socket is wrapped in a
+  ``trio.SSLStream`` whose handshake completes (within
+  ``_TLS_HANDSHAKE_TIMEOUT``) before the broker core hears of the connection. A
+  failed handshake (a plaintext client, an untrusted client certificate) closes
+  that connection only, with a log line. Every byte of a TLS connection goes
+  through its stream: the reader never writes directly, every reply goes to the
+  writer, and file ranges are read into memory (no ``sendfile``). Closing sends
+  TLS's close_notify, bounded by ``_TLS_CLOSE_TIMEOUT`` so that a peer that does
+  not read cannot hold up a shutdown. Plaintext connections keep the fast paths
+  above unchanged.
+* SASL is the core's (:mod:`.sasl`); the driver only lowers a connection's
+  largest accepted frame to ``Broker.max_frame_size`` until it has
+  authenticated, sends a :class:`~.handlers._base.Close`'s last answer before
+  closing, and writes the bare tokens (:class:`~.handlers._base.SaslToken`)
+  answering a v0 SaslHandshake's.
 """
 
 from __future__ import annotations
@@ -47,6 +62,7 @@ import logging
 import math
 import os
 import signal
+import ssl
 import threading
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -59,8 +75,8 @@ from trafka.codec.errors import DecodeError
 from trafka.codec.framing import FrameReader
 
 from .broker import Broker, Completion
-from .config import BrokerConfig
-from .handlers._base import Close, NoResponse, Parked, Part, Reply
+from .config import BrokerConfig, ConfigError
+from .handlers._base import Close, NoResponse, Parked, Part, Reply, SaslToken
 
 __all__ = ["RunningBroker", "broker_in_thread", "run_broker", "serve_broker"]
 
@@ -74,6 +90,10 @@ _FRAMES_PER_YIELD = 8
 # Replies of more byte parts than this are joined before a direct write
 # (writev takes at most IOV_MAX buffers).
 _WRITEV_MAX = 64
+# A TLS client has this long to complete its handshake; closing a TLS connection
+# waits this long at most for its close_notify to leave.
+_TLS_HANDSHAKE_TIMEOUT = 10.0
+_TLS_CLOSE_TIMEOUT = 1.0
 _BYTES = (bytes, bytearray, memoryview)
 _Buffer = bytes | bytearray | memoryview
 # What the writer is handed: a reply's parts, or what is left of them after a
@@ -118,12 +138,20 @@ class _Slot:
 class _Conn:
     """One connection's reply path, shared by its reader and writer tasks."""
 
-    __slots__ = ("fd", "peer", "queued", "send")
+    __slots__ = ("fd", "peer", "queued", "send", "tls")
 
-    def __init__(self, fd: int, peer: str, send: trio.MemorySendChannel[list[_OutPart]]) -> None:
+    def __init__(
+        self,
+        fd: int,
+        peer: str,
+        send: trio.MemorySendChannel[list[_OutPart]],
+        tls: trio.SSLStream[trio.SocketStream] | None = None,
+    ) -> None:
         self.fd = fd
         self.peer = peer
         self.send = send
+        # The TLS stream every byte must go through; None for a plaintext connection.
+        self.tls = tls
         # Replies handed to the writer and not yet fully written: the reader may
         # write directly only while this is 0.
         self.queued = 0
@@ -134,9 +162,13 @@ class _PeerLost(Exception):
 
 
 class _Server:
-    def __init__(self, broker: Broker, config: BrokerConfig) -> None:
+    def __init__(
+        self, broker: Broker, config: BrokerConfig, ssl_context: ssl.SSLContext | None = None
+    ) -> None:
         self.broker = broker
         self.config = config
+        self._ssl_context = ssl_context
+        self._auth_failure_delay = config.connection_failed_authentication_delay_ms / 1000
         self._slots: dict[int, _Slot] = {}
         self._wake = trio.Event()
         self._sleep_until: float = math.inf  # the deadline the ticker sleeps towards
@@ -193,6 +225,9 @@ class _Server:
             peer = f"{host}:{port}"
         except OSError:
             peer = "?"
+        if self._ssl_context is not None:
+            await self._serve_tls_connection(stream, conn_id, peer, self._ssl_context)
+            return
         self.broker.connection_opened(conn_id, peer)
         log.debug("connection %d from %s", conn_id, peer)
         fd = stream.socket.fileno()
@@ -201,30 +236,79 @@ class _Server:
         send, recv = trio.open_memory_channel[list[_OutPart]](_SEND_QUEUE)
         conn = _Conn(fd, peer, send)
         try:
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(self._writer, conn, recv, nursery.cancel_scope)
-                async with send:
-                    try:
-                        await self._reader(stream, conn, conn_id)
-                    except trio.BrokenResourceError:
-                        # The writer lost the peer and closed its end of the channel
-                        # before its cancellation reached this task: nothing to report.
-                        pass
-                    except _PeerLost as exc:
-                        log.debug("connection to %s lost while sending: %s", peer, exc)
-                    except Exception:
-                        log.exception("internal error serving %s; closing the connection", peer)
+            await self._run_connection(stream, conn, conn_id, recv)
         finally:
-            log.debug("connection %d from %s closed", conn_id, peer)
-            self._slots.pop(conn_id, None)
-            self.broker.connection_closed(conn_id)
-            self._wake.set()  # the coordinator may have a member to expire
+            self._connection_done(conn_id, peer)
             with trio.CancelScope(shield=True):
                 await stream.aclose()
 
-    async def _reader(self, stream: trio.SocketStream, conn: _Conn, conn_id: int) -> None:
-        frames_in = FrameReader(max_frame_size=self.config.socket_request_max_bytes)
+    async def _serve_tls_connection(
+        self, stream: trio.SocketStream, conn_id: int, peer: str, context: ssl.SSLContext
+    ) -> None:
+        log.debug("connection %d from %s (TLS)", conn_id, peer)
+        tls = trio.SSLStream(stream, context, server_side=True)
+        try:
+            try:
+                with trio.fail_after(_TLS_HANDSHAKE_TIMEOUT):
+                    await tls.do_handshake()
+            except (trio.BrokenResourceError, trio.TooSlowError) as exc:
+                log.warning(
+                    "closing the connection from %s: TLS handshake failed: %s",
+                    peer,
+                    _tls_failure(exc),
+                )
+                return
+            self.broker.connection_opened(conn_id, peer)
+            send, recv = trio.open_memory_channel[list[_OutPart]](_SEND_QUEUE)
+            conn = _Conn(-1, peer, send, tls)
+            try:
+                await self._run_connection(tls, conn, conn_id, recv)
+            finally:
+                self._connection_done(conn_id, peer)
+                with trio.CancelScope(shield=True), trio.move_on_after(_TLS_CLOSE_TIMEOUT):
+                    try:
+                        await tls.aclose()  # sends close_notify when the session is intact
+                    except Exception as exc:
+                        log.debug("closing TLS to %s: %r", peer, exc)
+        finally:
+            with trio.CancelScope(shield=True):
+                await stream.aclose()
+
+    def _connection_done(self, conn_id: int, peer: str) -> None:
+        log.debug("connection %d from %s closed", conn_id, peer)
+        self._slots.pop(conn_id, None)
+        self.broker.connection_closed(conn_id)
+        self._wake.set()  # the coordinator may have a member to expire
+
+    async def _run_connection(
+        self,
+        stream: trio.abc.ReceiveStream,
+        conn: _Conn,
+        conn_id: int,
+        recv: trio.MemoryReceiveChannel[list[_OutPart]],
+    ) -> None:
+        peer = conn.peer
+        send = conn.send
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._writer, conn, recv, nursery.cancel_scope)
+            async with send:
+                try:
+                    await self._reader(stream, conn, conn_id)
+                except trio.BrokenResourceError:
+                    # The writer lost the peer and closed its end of the channel
+                    # before its cancellation reached this task: nothing to report.
+                    pass
+                except _PeerLost as exc:
+                    log.debug("connection to %s lost while sending: %s", peer, exc)
+                except Exception:
+                    log.exception("internal error serving %s; closing the connection", peer)
+
+    async def _reader(self, stream: trio.abc.ReceiveStream, conn: _Conn, conn_id: int) -> None:
         broker = self.broker
+        frames_in = FrameReader(max_frame_size=broker.max_frame_size(conn_id))
+        # Until a SASL connection has authenticated, frames are capped lower.
+        authenticating = broker.authenticating(conn_id)
+        emit = self._emit if conn.tls is None else self._queue
         peer = conn.peer
         while True:
             try:
@@ -248,10 +332,14 @@ class _Server:
                     frame = frames_in.next_frame()
                 except DecodeError as exc:
                     log.warning(
-                        "closing the connection from %s (client %r): %s",
+                        "closing the connection from %s (client %r): %s%s",
                         peer,
                         broker.client_id(conn_id),
                         exc,
+                        # A TLS record header (handshake, TLS 1.x) read as a frame size.
+                        " (a TLS client? this listener does not use TLS)"
+                        if conn.tls is None and data[:2] == b"\x16\x03"
+                        else "",
                     )
                     return
                 if frame is None:
@@ -263,14 +351,14 @@ class _Server:
                 handled += 1
                 outcome = broker.handle_frame(conn_id, frame, now_ms())
                 if isinstance(outcome, Reply):
-                    await self._emit(conn, outcome)
+                    await emit(conn, outcome)
                 elif isinstance(outcome, Parked):
                     slot = _Slot(outcome.ticket)
                     self._slots[conn_id] = slot
                     self._after_request()
                     await slot.event.wait()
                     assert slot.reply is not None
-                    await self._emit(conn, slot.reply)
+                    await emit(conn, slot.reply)
                 elif isinstance(outcome, Close):
                     log.warning(
                         "closing the connection from %s (client %r): %s",
@@ -280,12 +368,25 @@ class _Server:
                         else broker.client_id(conn_id),
                         outcome.reason,
                     )
+                    if outcome.reply is not None:
+                        # Written (or queued, and the writer drains its queue) before the close.
+                        await emit(conn, outcome.reply)
+                    if outcome.failed_authentication:
+                        # Kafka's connection.failed.authentication.delay.ms: slows down
+                        # password guessing, and lets the answer reach clients that drop
+                        # what arrives together with the close (kafka-python 3 does).
+                        await trio.sleep(self._auth_failure_delay)
                     return
+                elif isinstance(outcome, SaslToken):
+                    await emit(conn, outcome)
                 else:
                     assert isinstance(outcome, NoResponse)
+                if authenticating and not broker.authenticating(conn_id):
+                    authenticating = False
+                    frames_in.max_frame_size = broker.max_frame_size(conn_id)
                 self._after_request()
 
-    async def _emit(self, conn: _Conn, reply: Reply) -> None:
+    async def _emit(self, conn: _Conn, reply: Reply | SaslToken) -> None:
         """Send ``reply`` now if the writer is idle and it is all bytes, else queue it.
 
         Returns once the reply is written or handed to the writer (which may wait
@@ -309,6 +410,18 @@ class _Server:
         except trio.WouldBlock:
             await conn.send.send(parts)
 
+    async def _queue(self, conn: _Conn, reply: Reply | SaslToken) -> None:
+        """Hand ``reply`` to the writer (a TLS connection's every reply goes this way).
+
+        Returns once it is handed over (backpressure as in :meth:`_emit`).
+        """
+        parts: list[_OutPart] = list(reply.encode())
+        conn.queued += 1
+        try:
+            conn.send.send_nowait(parts)
+        except trio.WouldBlock:
+            await conn.send.send(parts)
+
     async def _writer(
         self,
         conn: _Conn,
@@ -316,10 +429,14 @@ class _Server:
         scope: trio.CancelScope,
     ) -> None:
         peer = conn.peer
+        tls = conn.tls
         try:
             async with recv:
                 async for parts in recv:
-                    await self._send_parts(conn.fd, parts)
+                    if tls is None:
+                        await self._send_parts(conn.fd, parts)
+                    else:
+                        await _send_parts_tls(tls, parts)
                     conn.queued -= 1
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
             log.debug("connection to %s lost while sending: %s", peer, exc)
@@ -382,6 +499,93 @@ class _Server:
         finally:
             if owned:
                 os.close(fd)
+
+
+async def _send_parts_tls(tls: trio.SSLStream[trio.SocketStream], parts: list[_OutPart]) -> None:
+    """Send ``parts`` through TLS, file ranges read into memory a block at a time.
+
+    Small parts are joined (up to ``_COALESCE_LIMIT``) so that a reply of many
+    parts becomes a few TLS records, not one per part.
+    """
+    pending: list[_Buffer] = []
+    pending_size = 0
+
+    async def push(block: _Buffer) -> None:
+        nonlocal pending, pending_size
+        if len(block) >= _COALESCE_LIMIT:
+            if pending:
+                await tls.send_all(b"".join(pending))
+                pending, pending_size = [], 0
+            await tls.send_all(block)
+            return
+        pending.append(block)
+        pending_size += len(block)
+        if pending_size >= _COALESCE_LIMIT:
+            await tls.send_all(b"".join(pending))
+            pending, pending_size = [], 0
+
+    for part in parts:
+        if isinstance(part, _BYTES):
+            await push(part)
+            continue
+        fd, owned = _chunk_fd(part)
+        try:
+            position, remaining = part.position, part.length
+            while remaining > 0:
+                block = os.pread(fd, min(remaining, _PREAD_BLOCK), position)
+                if not block:
+                    raise _ShortFile(f"segment file ended {remaining} bytes early")
+                position += len(block)
+                remaining -= len(block)
+                await push(block)
+        finally:
+            if owned:
+                os.close(fd)
+    if pending:
+        await tls.send_all(b"".join(pending))
+
+
+def _tls_failure(exc: BaseException) -> str:
+    """Why a TLS handshake failed, for the log."""
+    if isinstance(exc, trio.TooSlowError):
+        return f"not completed within {_TLS_HANDSHAKE_TIMEOUT:g} s"
+    cause = exc.__cause__
+    if isinstance(cause, ssl.SSLError):
+        reason = cause.reason or str(cause)
+        if reason in ("WRONG_VERSION_NUMBER", "HTTP_REQUEST", "RECORD_LAYER_FAILURE"):
+            reason += " (a plaintext client on this TLS listener?)"
+        return reason
+    return str(cause or exc) or type(cause or exc).__name__
+
+
+def server_ssl_context(config: BrokerConfig) -> ssl.SSLContext:
+    """The TLS context of an SSL or SASL_SSL listener.
+
+    Raises:
+        ConfigError: a certificate, key or CA file cannot be read or does not fit.
+    """
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    assert config.ssl_certfile is not None
+    try:
+        context.load_cert_chain(
+            config.ssl_certfile, config.ssl_keyfile, password=config.ssl_key_password
+        )
+    except (OSError, ssl.SSLError) as exc:
+        raise ConfigError(
+            f"ssl_certfile/ssl_keyfile: cannot load the certificate {config.ssl_certfile}"
+            + (f" and key {config.ssl_keyfile}" if config.ssl_keyfile else "")
+            + f": {exc}"
+        ) from None
+    if config.ssl_client_auth != "none":
+        assert config.ssl_cafile is not None
+        try:
+            context.load_verify_locations(cafile=config.ssl_cafile)
+        except (OSError, ssl.SSLError) as exc:
+            raise ConfigError(f"ssl_cafile: cannot load {config.ssl_cafile}: {exc}") from None
+        context.verify_mode = (
+            ssl.CERT_REQUIRED if config.ssl_client_auth == "required" else ssl.CERT_OPTIONAL
+        )
+    return context
 
 
 def _write_now(fd: int, buffers: list[_Buffer]) -> int:
@@ -490,6 +694,7 @@ async def serve_broker(
     cfg = config or BrokerConfig()
     if overrides:
         cfg = cfg.with_overrides(overrides)
+    ssl_context = server_ssl_context(cfg) if cfg.tls_enabled else None
     host = cfg.host or "0.0.0.0"
     listeners = await trio.open_tcp_listeners(cfg.port, host=host)
     try:
@@ -499,7 +704,7 @@ async def serve_broker(
         for listener in listeners:
             await listener.aclose()
         raise
-    server = _Server(broker, cfg)
+    server = _Server(broker, cfg, ssl_context)
     advertised_host, advertised_port = broker.advertised
     running = RunningBroker(
         address=(bound[0], bound[1]),
@@ -530,17 +735,28 @@ async def _run(config: BrokerConfig) -> None:
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async with serve_broker(config) as running:
             log.info(
-                "brokerlite node %d ready on %s:%d (advertised %s, data in %s)",
+                "brokerlite node %d ready on %s:%d (advertised %s, data in %s)%s",
                 config.node_id,
                 running.address[0],
                 running.address[1],
                 running.bootstrap_servers,
                 config.data_dir,
+                "" if config.security_protocol == "PLAINTEXT" else _security_summary(config),
             )
             async for signum in signals:
                 log.info("received %s, shutting down", signal.Signals(signum).name)
                 break
     log.info("brokerlite stopped")
+
+
+def _security_summary(config: BrokerConfig) -> str:
+    """`` with SASL_SSL (PLAIN, SCRAM-SHA-256; 2 users)``, for the ready line."""
+    details = []
+    if config.sasl_enabled:
+        details.append(", ".join(config.sasl_enabled_mechanisms))
+    if config.tls_enabled and config.ssl_client_auth != "none":
+        details.append(f"client certificates {config.ssl_client_auth}")
+    return f" with {config.security_protocol}" + (f" ({'; '.join(details)})" if details else "")
 
 
 def run_broker(config: BrokerConfig) -> None:

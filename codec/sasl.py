@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import functools
 import hashlib
 import hmac
 import secrets
@@ -224,7 +225,8 @@ class ScramClient:
         if int(iterations_text) > 10 * MAX_ITERATIONS:
             raise SaslAuthenticationError(f"SCRAM iteration count {iterations_text} is too high")
         algo = self._algo
-        salted = _salted_password(algo, self._password, salt, int(iterations_text))
+        # Cached: every connection of a client meets the same salt and count.
+        salted = _cached_salted_password(algo, self._password, salt, int(iterations_text))
         client_key = _hmac(algo, salted, b"Client Key")
         stored_key = hashlib.new(algo, client_key).digest()
         without_proof = f"c=biws,r={nonce}"
@@ -419,6 +421,11 @@ def _hmac(algo: str, key: bytes, message: bytes) -> bytes:
 
 def _salted_password(algo: str, password: str, salt: bytes, iterations: int) -> bytes:
     return hashlib.pbkdf2_hmac(algo, password.encode(), salt, iterations)
+
+
+@functools.lru_cache(maxsize=16)
+def _cached_salted_password(algo: str, password: str, salt: bytes, iterations: int) -> bytes:
+    return _salted_password(algo, password, salt, iterations)
 
 
 def _utf8(message: bytes, what: str) -> str:

@@ -6,8 +6,9 @@ Rules and invariants:
   the decoded request body, reads and changes broker state through
   ``ctx.broker``, and returns either a response body (a generated response
   dataclass, or a :class:`PartsBody` such as the Fetch response plan) or an
-  :class:`Outcome` (:class:`NoResponse`, :class:`Parked`, :class:`Close`). It
-  never blocks, never sleeps and never touches a socket.
+  :class:`Outcome` (:class:`NoResponse`, :class:`Parked`, :class:`Close`, which
+  may carry a last answer to send before closing). It never blocks, never sleeps
+  and never touches a socket.
 * A handler never lets a storage or coordinator error escape for one
   topic/partition: it reports it as that entry's error code. An exception that
   does escape is a bug; the broker logs it and answers with
@@ -41,6 +42,7 @@ __all__ = [
     "PartsBody",
     "Reply",
     "RequestContext",
+    "SaslToken",
     "Waiter",
     "parts_size",
 ]
@@ -137,19 +139,39 @@ class Parked:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class SaslToken:
+    """A SASL token sent bare: a size prefix and the token, no Kafka header.
+
+    The answer to each token a client sends after a v0 SaslHandshake (KIP-43).
+    """
+
+    token: bytes
+
+    def encode(self) -> list[Part]:
+        """The whole frame, size prefix included."""
+        return [len(self.token).to_bytes(4, "big") + self.token]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class Close:
-    """Close the connection without answering (the peer broke the protocol).
+    """Close the connection (the peer broke the protocol, or failed to authenticate).
 
     Attributes:
         reason: what to log, naming what the peer did.
         client_id: from the request header when it could be read.
+        reply: a last answer sent before closing (a failed SASL authentication
+            is told why, as Kafka does); None closes without answering.
+        failed_authentication: the close ends a failed SASL authentication; the
+            driver waits ``connection_failed_authentication_delay_ms`` first.
     """
 
     reason: str
     client_id: str | None = None
+    reply: Reply | None = None
+    failed_authentication: bool = False
 
 
-Outcome = Reply | NoResponse | Parked | Close
+Outcome = Reply | SaslToken | NoResponse | Parked | Close
 
 
 class Waiter(Protocol):
@@ -194,6 +216,13 @@ class RequestContext:
     def park(self, waiter: Waiter) -> Parked:
         """Park this request until ``waiter`` completes (see ``Broker.park``)."""
         return self.broker.park(self, waiter)
+
+    def reply(self, body: Any) -> Reply:
+        """``body`` as the answer to this request."""
+        header = self.header
+        return Reply(
+            header.correlation_id, header.request_api_key, header.request_api_version, body
+        )
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -1,0 +1,72 @@
+"""SaslAuthenticate (key 36), versions 0-2: one SASL token each way (KIP-152).
+
+* On a SASL listener, after a v1 SaslHandshake: the token goes to the
+  connection's mechanism; the answer carries the server's token, and
+  ``session_lifetime_ms`` 0 (v1+: brokerlite never asks for re-authentication,
+  KIP-368). Bad credentials or a malformed token are answered
+  SASL_AUTHENTICATION_FAILED with a message (which never says whether the user
+  exists), then the connection closes, as Kafka does. Before any handshake:
+  ILLEGAL_SASL_STATE, then the connection closes.
+* On a PLAINTEXT or SSL listener, or once authenticated: ILLEGAL_SASL_STATE with
+  a message, and the connection stays (Kafka's answer).
+
+After a v0 handshake the tokens come without Kafka headers and never reach this
+handler (see ``Broker.handle_frame``). The state rules are
+:mod:`trafka.brokerlite.sasl`'s.
+"""
+
+from __future__ import annotations
+
+from trafka.codec.errors import ErrorCode
+from trafka.codec.messages import k36_sasl_authenticate as m
+from trafka.codec.sasl import SaslAuthenticationError
+
+from ..sasl import SaslState, SaslStateError
+from ._base import Close, HandlerSpec, RequestContext
+
+API_KEY = 36
+MIN_VERSION = 0
+MAX_VERSION = 2
+
+
+def handle(
+    ctx: RequestContext, request: m.SaslAuthenticateRequest
+) -> m.SaslAuthenticateResponse | Close:
+    broker = ctx.broker
+    session = broker.sasl_session(ctx.conn_id)
+    if session is None:
+        message = (
+            "SaslAuthenticate request received after successful authentication"
+            if broker.config.sasl_enabled
+            else f"SASL is not enabled on this {broker.config.security_protocol} listener"
+        )
+        return m.SaslAuthenticateResponse(
+            error_code=ErrorCode.ILLEGAL_SASL_STATE, error_message=message
+        )
+    try:
+        token = session.authenticate(request.auth_bytes)
+    except SaslStateError as exc:
+        answer = m.SaslAuthenticateResponse(
+            error_code=ErrorCode.ILLEGAL_SASL_STATE, error_message=str(exc)
+        )
+        return Close(str(exc), ctx.client_id, ctx.reply(answer), failed_authentication=True)
+    except SaslAuthenticationError as exc:
+        answer = m.SaslAuthenticateResponse(
+            error_code=ErrorCode.SASL_AUTHENTICATION_FAILED, error_message=str(exc)
+        )
+        reason = f"SASL {session.mechanism}: {exc}"
+        return Close(reason, ctx.client_id, ctx.reply(answer), failed_authentication=True)
+    if session.state is SaslState.DONE:
+        broker.sasl_authenticated(ctx.conn_id, session)
+    return m.SaslAuthenticateResponse(
+        error_code=ErrorCode.NONE, error_message=None, auth_bytes=token, session_lifetime_ms=0
+    )
+
+
+def error_response(
+    request: m.SaslAuthenticateRequest | None, version: int, code: ErrorCode
+) -> m.SaslAuthenticateResponse:
+    return m.SaslAuthenticateResponse(error_code=code)
+
+
+SPEC = HandlerSpec(API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response)

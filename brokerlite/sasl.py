@@ -1,0 +1,212 @@
+"""SASL authentication on brokerlite's listener: users and each connection's state (sans-IO).
+
+The mechanisms themselves (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512) are
+:mod:`trafka.codec.sasl`'s; this module decides which request may come when.
+The broker core keeps one :class:`SaslSession` per connection of a SASL
+listener until it has authenticated; the handlers of SaslHandshake (key 17) and
+SaslAuthenticate (key 36) and the broker's request gate drive it.
+
+Rules and invariants (Kafka's ``SaslServerAuthenticator``, KIP-43 and KIP-152):
+
+* A connection starts in ``START``. Until it is ``DONE`` the broker answers
+  ApiVersions, SaslHandshake and SaslAuthenticate only; any other request
+  closes the connection unanswered.
+* Transitions (anything not listed fails the session):
+
+  ========== ============================================= =========================
+  state      event                                         next
+  ========== ============================================= =========================
+  START      SaslHandshake v1, enabled mechanism            TOKENS
+  START      SaslHandshake v0, enabled mechanism            RAW_TOKENS
+  START      SaslHandshake, other mechanism                 FAILED (UNSUPPORTED_SASL_MECHANISM)
+  START      SaslAuthenticate                               FAILED (ILLEGAL_SASL_STATE)
+  TOKENS     SaslAuthenticate, the mechanism goes on         TOKENS
+  TOKENS     SaslAuthenticate, the mechanism succeeds        DONE
+  TOKENS     SaslAuthenticate, bad token or credentials      FAILED (SASL_AUTHENTICATION_FAILED)
+  TOKENS     SaslHandshake                                  FAILED (ILLEGAL_SASL_STATE)
+  RAW_TOKENS a frame: a bare token, answered bare            RAW_TOKENS or DONE
+  RAW_TOKENS a frame the mechanism refuses                   FAILED (no answer: none is possible)
+  ========== ============================================= =========================
+
+* FAILED is final: the broker sends the error answer (if any) and closes the
+  connection. A session never gets a second attempt.
+* Once DONE the session is dropped; SaslHandshake and SaslAuthenticate are then
+  answered ILLEGAL_SASL_STATE and the connection stays, as Kafka does. Sessions
+  do not expire (``session_lifetime_ms`` is 0: no re-authentication, KIP-368).
+* A misbehaving mechanism (an unexpected exception) fails the session like bad
+  credentials, with a generic message; it never reaches another connection.
+* Passwords are kept only for PLAIN (it compares them); SCRAM keeps derived
+  credentials (salted, 4096 iterations), made when the broker starts.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+from collections.abc import Iterable
+
+from trafka.codec.errors import ErrorCode
+from trafka.codec.sasl import (
+    SCRAM_MECHANISMS,
+    PlainServer,
+    SaslAuthenticationError,
+    ScramCredential,
+    ScramServer,
+)
+
+from .config import BrokerConfig, ConfigError, check_user, read_users_file
+
+__all__ = ["SaslSession", "SaslState", "SaslStateError", "UserStore"]
+
+log = logging.getLogger("trafka.brokerlite")
+
+
+class SaslState(enum.Enum):
+    START = "start"
+    TOKENS = "tokens"  # after a v1 handshake: tokens in SaslAuthenticate requests
+    RAW_TOKENS = "raw tokens"  # after a v0 handshake: bare size-prefixed tokens
+    DONE = "done"
+    FAILED = "failed"
+
+
+class SaslStateError(Exception):
+    """A SASL request came out of order (ILLEGAL_SASL_STATE); the session has failed."""
+
+
+class UserStore:
+    """The users a SASL listener accepts, as each enabled mechanism needs them.
+
+    Args:
+        users: ``(name, password)`` pairs.
+        mechanisms: the enabled mechanisms; SCRAM credentials are derived only
+            for the SCRAM ones, and passwords kept only when PLAIN is enabled.
+    """
+
+    def __init__(self, users: Iterable[tuple[str, str]], mechanisms: Iterable[str]) -> None:
+        enabled = set(mechanisms)
+        users = list(users)
+        self.names = frozenset(name for name, _ in users)
+        self._passwords: dict[str, str] = {}
+        self._scram: dict[str, dict[str, ScramCredential]] = {
+            mechanism: {} for mechanism in SCRAM_MECHANISMS if mechanism in enabled
+        }
+        keep_passwords = "PLAIN" in enabled
+        for name, password in users:
+            if keep_passwords:
+                self._passwords[name] = password
+            for mechanism, credentials in self._scram.items():
+                credentials[name] = ScramCredential.from_password(mechanism, password)
+
+    @classmethod
+    def from_config(cls, config: BrokerConfig) -> UserStore:
+        """The users of ``config.sasl_users`` and ``config.sasl_users_file``.
+
+        Raises:
+            ConfigError: the users file cannot be read or is malformed, a user
+                is given twice, or there is no user at all.
+        """
+        users = list(config.sasl_users)
+        if config.sasl_users_file is not None:
+            seen = {name for name, _ in users}
+            for name, password in read_users_file(config.sasl_users_file):
+                users.append(check_user(name, password, str(config.sasl_users_file), seen))
+        if not users:
+            raise ConfigError(f"security_protocol {config.security_protocol}: no SASL users")
+        return cls(users, config.sasl_enabled_mechanisms)
+
+    def password(self, name: str) -> str | None:
+        """The PLAIN password of ``name``; None for an unknown user."""
+        return self._passwords.get(name)
+
+    def scram_credential(self, mechanism: str, name: str) -> ScramCredential | None:
+        """The SCRAM credential of ``name`` for ``mechanism``; None when unknown."""
+        return self._scram.get(mechanism, {}).get(name)
+
+
+class SaslSession:
+    """One connection's SASL authentication (see the module's transition table).
+
+    Args:
+        users: who may authenticate.
+        mechanisms: the enabled mechanisms, in the order SaslHandshake lists them.
+    """
+
+    def __init__(self, users: UserStore, mechanisms: tuple[str, ...]) -> None:
+        self._users = users
+        self.mechanisms = mechanisms
+        self.state = SaslState.START
+        self.mechanism: str | None = None
+        self.username: str | None = None
+        self._server: PlainServer | ScramServer | None = None
+        self._first_done = False  # SCRAM: the server-first message was sent
+
+    @property
+    def raw_tokens(self) -> bool:
+        """True when the next frame is a bare token (after a v0 SaslHandshake)."""
+        return self.state is SaslState.RAW_TOKENS
+
+    def handshake(self, mechanism: str, version: int) -> ErrorCode:
+        """A SaslHandshake asking for ``mechanism``.
+
+        Returns:
+            NONE (the tokens follow), or the error to answer with, after which
+            the session has FAILED: UNSUPPORTED_SASL_MECHANISM, or
+            ILLEGAL_SASL_STATE for a second handshake.
+        """
+        if self.state is not SaslState.START:
+            self.state = SaslState.FAILED
+            return ErrorCode.ILLEGAL_SASL_STATE
+        if mechanism not in self.mechanisms:
+            self.state = SaslState.FAILED
+            return ErrorCode.UNSUPPORTED_SASL_MECHANISM
+        users = self._users
+        if mechanism == "PLAIN":
+            self._server = PlainServer(users.password)
+        else:
+            self._server = ScramServer(
+                mechanism, lambda name: users.scram_credential(mechanism, name)
+            )
+        self.mechanism = mechanism
+        self.state = SaslState.TOKENS if version >= 1 else SaslState.RAW_TOKENS
+        return ErrorCode.NONE
+
+    def authenticate(self, token: bytes) -> bytes:
+        """Feed one client token; returns the server's token (possibly empty).
+
+        ``state`` is DONE afterwards when the client has authenticated.
+
+        Raises:
+            SaslStateError: no handshake came first (or the session failed).
+            SaslAuthenticationError: a malformed token or wrong credentials; the
+                message may be shown to the client (it never says which of the
+                user name and the password was wrong).
+        """
+        server = self._server
+        if self.state not in (SaslState.TOKENS, SaslState.RAW_TOKENS) or server is None:
+            self.state = SaslState.FAILED
+            raise SaslStateError(
+                "SaslAuthenticate before a SaslHandshake"
+                if self.state is SaslState.START or server is None
+                else f"SASL token in state {self.state.value}"
+            )
+        try:
+            if isinstance(server, PlainServer):
+                answer = server.respond(token)
+            elif not self._first_done:
+                answer = server.server_first(token)
+                self._first_done = True
+            else:
+                answer = server.server_final(token)
+        except SaslAuthenticationError:
+            self.state = SaslState.FAILED
+            raise
+        except Exception as exc:
+            self.state = SaslState.FAILED
+            log.exception("internal error in SASL %s authentication", self.mechanism)
+            raise SaslAuthenticationError(
+                f"authentication failed: internal error with SASL mechanism {self.mechanism}"
+            ) from exc
+        if server.complete:
+            self.username = server.username
+            self.state = SaslState.DONE
+        return answer
