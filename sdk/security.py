@@ -98,6 +98,13 @@ async def authenticate(conn: BrokerConnection, config: ClientConfig) -> None:
             f"{where} does not enable SASL mechanism {mechanism}; it enables: {offered}",
             ErrorCode.UNSUPPORTED_SASL_MECHANISM,
         )
+    if answer.error_code == ErrorCode.ILLEGAL_SASL_STATE:
+        # What Kafka answers on a listener without SASL (it lists the API everywhere).
+        raise AuthenticationError(
+            f"{where} does not take SASL on this listener (SaslHandshake: ILLEGAL_SASL_STATE): "
+            f"is its listener really {config.security_protocol.upper()}?",
+            ErrorCode.ILLEGAL_SASL_STATE,
+        )
     if answer.error_code:
         raise _refused(where, answer.error_code, None)
 
