@@ -41,7 +41,7 @@ from trafka.codec import KafkaError, TrafkaError
 from ._util import get_deserializer, owned_task_group
 from .calls import Calls
 from .config import ConsumerConfig, make_config
-from .errors import ApiTimeoutError, AuthenticationError, ClientClosedError, UsageError
+from .errors import ApiTimeoutError, ClientClosedError, UsageError
 from .fetcher import (
     EARLIEST,
     LATEST,
@@ -596,7 +596,7 @@ class Consumer:
         refused = self._cluster.auth_error
         if refused is not None:
             # As Java's poll: raised while no connect succeeds; the client keeps trying.
-            raise AuthenticationError(str(refused), refused.code)
+            raise refused.again()
 
     def _wake_if_refused(self) -> None:
         if self._cluster.auth_error is not None:

@@ -93,6 +93,10 @@ class AuthenticationError(TrafkaError):
         super().__init__(message)
         self.code = code
 
+    def again(self) -> AuthenticationError:
+        """A fresh copy, to raise the same refusal to another caller (with its own traceback)."""
+        return AuthenticationError(str(self), self.code)
+
 
 class NoBrokersAvailableError(KafkaConnectionError):
     """None of the bootstrap servers (or known brokers) accepted a connection."""

@@ -695,7 +695,7 @@ class Cluster:
                 return conn
             last = self._last_error.get(node_id)
             if isinstance(last, AuthenticationError):
-                raise AuthenticationError(str(last), last.code)
+                raise last.again()
             raise KafkaConnectionError(f"cannot connect to node {node_id}") from last
         return await self._connect(node_id)
 
@@ -853,7 +853,7 @@ class Cluster:
                 return n
             refused = self.auth_error
             if refused is not None:
-                raise AuthenticationError(str(refused), refused.code)
+                raise refused.again()
             left = deadline - anyio.current_time()
             if left <= 0:
                 code = md.topic_errors.get(topic, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
