@@ -734,6 +734,10 @@ class Consumer:
         self._fetching.discard(node)
         if got or fetcher.errors:
             self._data_arrived()
+        if fetcher.reset_wanted:
+            # Out of range: the fetch task starts the ListOffsets lookup.
+            fetcher.reset_wanted = False
+            self._wake_fetcher()
         self._send_fetches()
 
     def _on_fetch_failed(

@@ -212,6 +212,10 @@ class Fetcher:
         #: Set when taking records made a partition fetchable again (the driver
         #: clears it after sending fetches).
         self.fetch_wanted = False
+        #: Set when a fetch answer asked for an offset lookup (OFFSET_OUT_OF_RANGE
+        #: under auto.offset.reset): the driver's lookups are not started from its
+        #: response path, so it must wake the task that starts them.
+        self.reset_wanted = False
         # Topic ids sent in Fetch v13+ requests, to name the topics of responses.
         self._topic_names: dict[uuid.UUID, str] = {}
 
@@ -544,6 +548,7 @@ class Fetcher:
                         self.request_reset(
                             tp, EARLIEST if self.auto_offset_reset == "earliest" else LATEST
                         )
+                        self.reset_wanted = True
                 elif code in REFRESH_ERRORS:
                     leader = p.current_leader  # KIP-951 hint (v12+), -1 when absent
                     if leader.leader_id >= 0:

@@ -135,8 +135,10 @@ def test_offset_out_of_range_resets_or_raises() -> None:
     f.assign([TP])
     f.seek(TP, 999)
     _, positions = f.build_fetch([TP], 12)
+    assert not f.reset_wanted
     f.handle_fetch_response(positions, response(None, code=ErrorCode.OFFSET_OUT_OF_RANGE))
     assert f.needs_reset() == {TP: EARLIEST}
+    assert f.reset_wanted  # the driver must start the lookup
     f.apply_reset(TP, 4)
     assert f.position(TP) == 4
 

@@ -129,6 +129,26 @@ async def test_latest_reset_sees_only_new_records(broker: RunningBroker) -> None
                 assert (await c.getone()).value == b"new"
 
 
+async def test_a_position_before_deleted_records_resets_at_once(broker: RunningBroker) -> None:
+    # OFFSET_OUT_OF_RANGE under auto.offset.reset=earliest: the answer's path must
+    # start the lookup itself (it once waited for the next metadata refresh).
+    bs = broker.bootstrap_servers
+    topic = fresh("gone")
+    tp = TopicPartition(topic, 0)
+    with anyio.fail_after(30):
+        await _create(bs, topic, 1)
+        async with open_producer(bootstrap_servers=bs) as p:
+            for i in range(10):
+                await p.send(topic, b"%d" % i)
+        async with open_admin(bootstrap_servers=bs) as admin:
+            await admin.delete_records({tp: 6})
+        async with open_consumer(bootstrap_servers=bs, auto_offset_reset="earliest") as c:
+            c.assign([tp])
+            c.seek(tp, 2)
+            got = await c.getmany(timeout_ms=3_000)
+            assert [r.value for r in got[tp]] == [b"6", b"7", b"8", b"9"]
+
+
 async def test_admin_operations(broker: RunningBroker) -> None:
     bs = broker.bootstrap_servers
     topic = fresh("admin")
