@@ -14,13 +14,19 @@ $(STAMP): pyproject.toml codec/_speedups.c | $(PY)
 	$(PY) -m pip install -q -e '.[dev]'
 	touch $(STAMP)
 
-# Debian packages the interop tests use (kcat); installed when missing and we are root.
+# Debian packages the tests use, installed when missing and we are root: kcat
+# (interop) and a Java runtime for the local Spark of the data source's tests.
 system-deps:
 	@command -v kcat >/dev/null 2>&1 || { \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kcat >/dev/null) \
 	      || echo "warning: could not install kcat; its tests will be skipped"; \
 	  else echo "warning: kcat missing and not root; its tests will be skipped"; fi; }
+	@command -v java >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq default-jre-headless >/dev/null) \
+	      || echo "warning: could not install Java; the Spark tests will fail"; \
+	  else echo "warning: java missing and not root; the Spark tests will fail"; fi; }
 
 demo: $(STAMP)
 	$(PY) -m trafka.tools.demo
@@ -35,7 +41,7 @@ MYPY_SRC := $(VENV)/mypy-src
 typecheck: $(STAMP)
 	@mkdir -p $(MYPY_SRC)/trafka
 	@for d in codec sdk brokerlite proxy spark tools; do ln -sfn ../../../$$d $(MYPY_SRC)/trafka/$$d; done
-	MYPYPATH=$(MYPY_SRC) $(VENV)/bin/mypy --explicit-package-bases -p trafka.codec -p trafka.sdk -p trafka.brokerlite -p trafka.tools
+	MYPYPATH=$(MYPY_SRC) $(VENV)/bin/mypy --explicit-package-bases -p trafka.codec -p trafka.sdk -p trafka.brokerlite -p trafka.spark -p trafka.tools
 
 pytest: $(STAMP) system-deps
 	$(PY) -m pytest -q

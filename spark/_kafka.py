@@ -1,0 +1,376 @@
+"""The Kafka side of the data source: planning offsets, reading ranges, writing rows.
+
+No pyspark here. Spark calls a data source from synchronous code (the driver's
+planning, the executors' Python workers), while trafka's clients are async.
+Each call runs them on a private trio loop: ``anyio.run`` for a call that
+returns one result (planning, writing a task's rows), and a blocking portal for
+reading, which must hand records to Spark as they arrive rather than
+collect a whole range first.
+
+Offsets cross between driver and executors as plain dictionaries
+``{topic: {partition: offset}}`` (partition as a string key in JSON, as in
+Spark's Kafka connector), so that Spark can checkpoint them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import re
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+import anyio
+from anyio.from_thread import start_blocking_portal
+
+from ..sdk.admin import open_admin
+from ..sdk.config import AdminConfig, ClientConfig, ConsumerConfig
+from ..sdk.consumer import Consumer, open_consumer
+from ..sdk.errors import TrafkaError
+from ..sdk.fetcher import ConsumerRecord, OffsetOutOfRangeError, TopicPartition
+from ..sdk.producer import RecordFuture, open_producer
+from .options import EARLIEST, LATEST, OffsetSpec, ReadOptions, WriteOptions
+
+__all__ = [
+    "DataLossError",
+    "OffsetRange",
+    "Offsets",
+    "latest_offsets",
+    "limit_offsets",
+    "plan_ranges",
+    "read_range",
+    "starting_offsets",
+    "write_rows",
+]
+
+Offsets = dict[str, dict[str, int]]
+"""``{topic: {partition (as str): offset}}``: JSON-ready, as Spark checkpoints it."""
+
+_UTC = datetime.UTC
+
+
+class DataLossError(TrafkaError):
+    """Records a read planned to return are gone (``failOnDataLoss=true``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetRange:
+    """Offsets ``[start, end)`` of one partition: the work of one Spark task."""
+
+    topic: str
+    partition: int
+    start: int
+    end: int
+
+
+def _admin_config(consumer: ConsumerConfig) -> AdminConfig:
+    shared = {f.name: getattr(consumer, f.name) for f in dataclasses.fields(ClientConfig)}
+    return AdminConfig(**shared)
+
+
+def _to_offsets(values: Mapping[TopicPartition, int]) -> Offsets:
+    out: Offsets = {}
+    for tp in sorted(values):
+        out.setdefault(tp.topic, {})[str(tp.partition)] = values[tp]
+    return out
+
+
+def _from_offsets(offsets: Mapping[str, Mapping[str, int]]) -> dict[TopicPartition, int]:
+    return {
+        TopicPartition(topic, int(p)): int(o)
+        for topic, parts in offsets.items()
+        for p, o in parts.items()
+    }
+
+
+async def _partitions(opts: ReadOptions, config: ConsumerConfig) -> list[TopicPartition]:
+    async with open_admin(_admin_config(config)) as admin:
+        counts = await admin.list_topics()
+    if opts.assigned:
+        wanted = [TopicPartition(t, p) for t, p in opts.assigned]
+        missing = [tp for tp in wanted if tp.partition >= counts.get(tp.topic, 0)]
+        if missing:
+            names = ", ".join(f"{tp.topic}-{tp.partition}" for tp in missing)
+            raise TrafkaError(f"assigned partitions do not exist: {names}")
+        return wanted
+    if opts.pattern is not None:
+        regex = re.compile(opts.pattern)
+        topics = sorted(t for t in counts if regex.fullmatch(t))
+    else:
+        unknown = [t for t in opts.topics if t not in counts]
+        if unknown:
+            raise TrafkaError(f"topics do not exist: {', '.join(unknown)}")
+        topics = list(opts.topics)
+    return [TopicPartition(t, p) for t in topics for p in range(counts[t])]
+
+
+async def _resolve(
+    consumer: Consumer, spec: OffsetSpec, tps: Sequence[TopicPartition]
+) -> dict[TopicPartition, int]:
+    """Turn a spec into offsets: explicit ones stay, -2/-1/timestamps are asked for."""
+    wanted = {tp: spec.per_partition.get((tp.topic, tp.partition), spec.default) for tp in tps}
+    out = {tp: o for tp, o in wanted.items() if o >= 0}
+    ends = await consumer.end_offsets(tps) if tps else {}
+    if spec.timestamp is not None:
+        by_time = {tp: spec.timestamp for tp, o in wanted.items() if o < 0}
+        found = await consumer.offsets_for_times(by_time) if by_time else {}
+        for tp in by_time:
+            hit = found.get(tp)
+            out[tp] = hit[0] if hit is not None else ends[tp]
+        return out
+    earliest = [tp for tp, o in wanted.items() if o == EARLIEST]
+    if earliest:
+        out.update(await consumer.beginning_offsets(earliest))
+    for tp, o in wanted.items():
+        if o == LATEST:
+            out[tp] = ends[tp]
+    return out
+
+
+def _run(fn: Any, *args: Any) -> Any:
+    return anyio.run(partial(fn, *args), backend="trio")
+
+
+def starting_offsets(opts: ReadOptions) -> Offsets:
+    """The offsets a read starts at (batch, or a new stream)."""
+
+    async def go() -> Offsets:
+        config = opts.consumer_config()
+        tps = await _partitions(opts, config)
+        async with open_consumer(config=config) as consumer:
+            return _to_offsets(await _resolve(consumer, opts.starting, tps))
+
+    result: Offsets = _run(go)
+    return result
+
+
+def latest_offsets(opts: ReadOptions, since: Offsets | None = None) -> Offsets:
+    """The offsets a batch read ends at (``endingOffsets``), or the stream's newest.
+
+    For a stream (``since`` given), partitions that appeared after ``since``
+    start at their earliest offset, so nothing written to them is skipped.
+    """
+
+    async def go() -> Offsets:
+        config = opts.consumer_config()
+        tps = await _partitions(opts, config)
+        async with open_consumer(config=config) as consumer:
+            if since is None:
+                return _to_offsets(await _resolve(consumer, opts.ending, tps))
+            ends = await consumer.end_offsets(tps) if tps else {}
+            return _to_offsets(ends)
+
+    result: Offsets = _run(go)
+    return result
+
+
+def new_partitions(opts: ReadOptions, since: Offsets, latest: Offsets) -> Offsets:
+    """``since`` plus the earliest offsets of partitions it does not know yet."""
+    known = _from_offsets(since)
+    fresh = [tp for tp in _from_offsets(latest) if tp not in known]
+    if not fresh:
+        return since
+
+    async def go() -> dict[TopicPartition, int]:
+        async with open_consumer(config=opts.consumer_config()) as consumer:
+            return await consumer.beginning_offsets(fresh)
+
+    merged = dict(known)
+    merged.update(_run(go))
+    return _to_offsets(merged)
+
+
+def limit_offsets(start: Offsets, latest: Offsets, limit: int) -> Offsets:
+    """At most ``limit`` offsets past ``start`` in all, shared in proportion to each
+    partition's backlog, so that every partition with a backlog keeps moving
+    while the limit allows one offset each."""
+    begin = _from_offsets(start)
+    end = _from_offsets(latest)
+    lag = {tp: max(0, o - begin.get(tp, o)) for tp, o in end.items()}
+    total = sum(lag.values())
+    if total <= limit:
+        return _to_offsets(end)
+    share = {tp: lag[tp] * limit // total for tp in lag}
+    left = limit - sum(share.values())
+    # The remainder goes first to partitions whose share rounded down to nothing,
+    # then to the largest fractions.
+    for tp in sorted(lag, key=lambda t: (share[t] > 0, -(lag[t] * limit % total), t)):
+        if left <= 0:
+            break
+        if share[tp] < lag[tp]:
+            share[tp] += 1
+            left -= 1
+    return _to_offsets({tp: begin.get(tp, end[tp]) + share[tp] for tp in end})
+
+
+def plan_ranges(
+    start: Offsets, end: Offsets, *, min_partitions: int | None, fail_on_data_loss: bool
+) -> list[OffsetRange]:
+    """Split ``[start, end)`` into tasks: one per partition with records, more
+    (split evenly) when ``min_partitions`` asks for more tasks than that.
+
+    Raises:
+        DataLossError: a partition's end is before its start (the topic was deleted
+            and created again, or its records truncated), with ``fail_on_data_loss``.
+    """
+    begin = _from_offsets(start)
+    ranges = []
+    for tp, stop in sorted(_from_offsets(end).items()):
+        first = begin.get(tp)
+        if first is None:
+            continue
+        if stop < first:
+            if fail_on_data_loss:
+                raise DataLossError(
+                    f"{tp.topic}-{tp.partition} ends at offset {stop}, before {first} where the "
+                    "read starts (the topic was recreated or truncated); set failOnDataLoss=false "
+                    "to go on"
+                )
+            continue
+        if stop > first:
+            ranges.append(OffsetRange(tp.topic, tp.partition, first, stop))
+    if min_partitions is None or len(ranges) >= min_partitions:
+        return ranges
+    total = sum(r.end - r.start for r in ranges)
+    out = []
+    for r in ranges:
+        size = r.end - r.start
+        pieces = max(1, min(size, round(min_partitions * size / total)))
+        step, extra = divmod(size, pieces)
+        at = r.start
+        for i in range(pieces):
+            n = step + (1 if i < extra else 0)
+            out.append(OffsetRange(r.topic, r.partition, at, at + n))
+            at += n
+    return out
+
+
+def _row(record: ConsumerRecord, headers: bool) -> tuple[Any, ...]:
+    ts = (
+        datetime.datetime.fromtimestamp(record.timestamp / 1000, tz=_UTC)
+        if record.timestamp >= 0
+        else None
+    )
+    row: tuple[Any, ...] = (
+        record.key,
+        record.value,
+        record.topic,
+        record.partition,
+        record.offset,
+        ts,
+        record.timestamp_type,
+    )
+    if headers:
+        row += ([(k, v) for k, v in record.headers],)
+    return row
+
+
+def read_range(opts: ReadOptions, task: OffsetRange) -> Iterator[tuple[Any, ...]]:
+    """The rows of one offset range, in offset order, as Spark wants them.
+
+    Raises:
+        DataLossError: records of the range were deleted (``failOnDataLoss=true``).
+        TrafkaError: the partition yields nothing for ``pollTimeoutMs``.
+    """
+    tp = TopicPartition(task.topic, task.partition)
+    timeout = opts.poll_timeout_ms / 1000
+    with (
+        start_blocking_portal("trio") as portal,
+        portal.wrap_async_context_manager(open_consumer(config=opts.consumer_config())) as consumer,
+    ):
+        # The consumer belongs to the portal's thread: even its plain methods run
+        # there, and in one call, so that no fetch sees the partition without its position.
+        portal.call(_assign_at, consumer, tp, task.start)
+        position = task.start
+        while position < task.end:
+            try:
+                batch = portal.call(partial(consumer.getmany, timeout_ms=int(timeout * 1000)))
+            except OffsetOutOfRangeError:
+                raise DataLossError(
+                    f"offsets {position}..{task.end} of {task.topic}-{task.partition} are no longer "
+                    "in the log (deleted by retention or DeleteRecords); set failOnDataLoss=false "
+                    "to skip them"
+                ) from None
+            for record in batch.get(tp, ()):
+                if record.offset >= task.end:
+                    break
+                yield _row(record, opts.include_headers)
+            now = portal.call(consumer.position, tp)
+            if now == position and not batch:
+                raise TrafkaError(
+                    f"no records from {task.topic}-{task.partition} at offset {position} within "
+                    f"pollTimeoutMs ({opts.poll_timeout_ms} ms); the read planned offsets up to "
+                    f"{task.end}"
+                )
+            position = now
+
+
+def _assign_at(consumer: Consumer, tp: TopicPartition, offset: int) -> None:
+    consumer.assign([tp])
+    consumer.seek(tp, offset)
+
+
+def _bytes(value: Any, what: str) -> bytes | None:
+    if value is None or isinstance(value, bytes):
+        return value
+    if isinstance(value, str):
+        return value.encode()
+    if isinstance(value, bytearray | memoryview):
+        return bytes(value)
+    raise TypeError(f"the {what} column must be string or binary, not {type(value).__name__}")
+
+
+def write_rows(opts: WriteOptions, rows: Iterable[Any], columns: Sequence[str]) -> int:
+    """Produce every row (``value``, and optionally ``key``, ``topic``,
+    ``partition``, ``headers`` columns) and wait until all are acknowledged.
+
+    Returns:
+        The number of records written.
+
+    Raises:
+        TrafkaError: a row has no topic, or a record could not be delivered.
+    """
+    has = set(columns)
+
+    async def go() -> int:
+        count = 0
+        pending: list[RecordFuture] = []
+        async with open_producer(config=opts.producer_config()) as producer:
+            for row in rows:
+                topic = row["topic"] if "topic" in has else None
+                topic = topic or opts.topic
+                if topic is None:
+                    raise TrafkaError(
+                        "a row has no topic: give the DataFrame a 'topic' column or the "
+                        "'topic' option"
+                    )
+                headers = None
+                if "headers" in has and row["headers"]:
+                    headers = [(h[0], _bytes(h[1], "header value")) for h in row["headers"]]
+                pending.append(
+                    await producer.send(
+                        topic,
+                        _bytes(row["value"], "value"),
+                        key=_bytes(row["key"], "key") if "key" in has else None,
+                        partition=row["partition"] if "partition" in has else None,
+                        headers=headers,
+                    )
+                )
+                count += 1
+                if len(pending) >= 10_000:
+                    await _settle(pending)
+            await producer.flush()
+            await _settle(pending)
+        return count
+
+    result: int = _run(go)
+    return result
+
+
+async def _settle(pending: list[RecordFuture]) -> None:
+    """Wait for the records sent so far; the first failure is raised."""
+    for future in pending:
+        await future
+    pending.clear()

@@ -1,0 +1,265 @@
+"""The PySpark data source ``trafka``: Kafka topics as DataFrames, batch and streaming.
+
+Register it once per session, then read and write with Spark's Kafka options::
+
+    from trafka.spark import register
+    register(spark)
+    df = (spark.read.format("trafka")
+          .option("kafka.bootstrap.servers", "localhost:9092")
+          .option("subscribe", "events")
+          .load())
+
+The classes follow Spark's Python data source API (Spark 4.2 or newer): the
+driver plans offset ranges (:mod:`._kafka`), each executor task reads one
+range or writes its rows with trafka's own clients.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    DataSourceStreamWriter,
+    DataSourceWriter,
+    InputPartition,
+    WriterCommitMessage,
+)
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
+)
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    DataType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+from ..sdk.errors import ConfigError
+from . import _kafka
+from .options import (
+    ReadOptions,
+    WriteOptions,
+    include_headers,
+    parse_read_options,
+    parse_write_options,
+)
+
+__all__ = ["KafkaDataSource", "register", "SCHEMA"]
+
+SCHEMA = StructType(
+    [
+        StructField("key", BinaryType()),
+        StructField("value", BinaryType()),
+        StructField("topic", StringType()),
+        StructField("partition", IntegerType()),
+        StructField("offset", LongType()),
+        StructField("timestamp", TimestampType()),
+        StructField("timestampType", IntegerType()),
+    ]
+)
+"""The columns of a read, as Spark's Kafka connector has them."""
+
+_HEADERS = StructField(
+    "headers",
+    ArrayType(StructType([StructField("key", StringType()), StructField("value", BinaryType())])),
+)
+
+
+def register(spark: Any) -> None:
+    """Make ``format("trafka")`` available in a Spark session."""
+    spark.dataSource.register(KafkaDataSource)
+
+
+@dataclass
+class RangePartition(InputPartition):
+    """One task: an offset range of one Kafka partition."""
+
+    topic: str
+    partition: int
+    start: int
+    end: int
+
+    @classmethod
+    def of(cls, r: _kafka.OffsetRange) -> RangePartition:
+        return cls(r.topic, r.partition, r.start, r.end)
+
+    def range(self) -> _kafka.OffsetRange:
+        return _kafka.OffsetRange(self.topic, self.partition, self.start, self.end)
+
+
+@dataclass
+class WriteCount(WriterCommitMessage):
+    """What a write task reports: how many records it produced."""
+
+    records: int
+
+
+def _kind(t: DataType) -> str:
+    return type(t).__name__
+
+
+class KafkaDataSource(DataSource):
+    """Kafka topics through trafka; options as Spark's Kafka connector's."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "trafka"
+
+    def schema(self) -> StructType:
+        # Spark asks before it says whether the read is a batch or a stream: the
+        # options are checked by reader() and streamReader().
+        value = next((v for k, v in self.options.items() if k.lower() == "includeheaders"), None)
+        if include_headers(value):
+            return StructType([*SCHEMA.fields, _HEADERS])
+        return SCHEMA
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        return _BatchReader(parse_read_options(self.options, streaming=False))
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        return _StreamReader(parse_read_options(self.options, streaming=True))
+
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        if overwrite:
+            raise ConfigError("Kafka topics are append-only: use mode('append')")
+        return _Writer(parse_write_options(self.options), _columns(schema))
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        if overwrite:
+            raise ConfigError("Kafka topics are append-only: use outputMode('append')")
+        return _StreamWriter(parse_write_options(self.options), _columns(schema))
+
+
+_WRITABLE: dict[str, tuple[str, ...]] = {
+    "value": ("StringType", "BinaryType"),
+    "key": ("StringType", "BinaryType"),
+    "topic": ("StringType",),
+    "partition": ("IntegerType", "LongType", "ShortType"),
+    "headers": ("ArrayType",),
+}
+
+
+def _columns(schema: StructType) -> tuple[str, ...]:
+    """The columns a write uses; checks their types (extra columns are an error)."""
+    names = []
+    for f in schema.fields:
+        allowed = _WRITABLE.get(f.name)
+        if allowed is None:
+            raise ConfigError(
+                f"column {f.name!r} cannot be written to Kafka: use value, key, topic, "
+                "partition and headers"
+            )
+        if _kind(f.dataType) not in allowed:
+            raise ConfigError(
+                f"column {f.name!r} must be {' or '.join(allowed)}, not {f.dataType.simpleString()}"
+            )
+        names.append(f.name)
+    if "value" not in names:
+        raise ConfigError("writing to Kafka needs a 'value' column")
+    return tuple(names)
+
+
+class _BatchReader(DataSourceReader):
+    def __init__(self, opts: ReadOptions) -> None:
+        self.opts = opts
+
+    def partitions(self) -> Sequence[InputPartition]:
+        start = _kafka.starting_offsets(self.opts)
+        end = _kafka.latest_offsets(self.opts)
+        ranges = _kafka.plan_ranges(
+            start,
+            end,
+            min_partitions=self.opts.min_partitions,
+            fail_on_data_loss=self.opts.fail_on_data_loss,
+        )
+        return [RangePartition.of(r) for r in ranges]
+
+    def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
+        assert isinstance(partition, RangePartition)
+        return _kafka.read_range(self.opts, partition.range())
+
+
+class _StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """Micro-batches of offset ranges; Spark checkpoints the offsets, Kafka's
+    group offsets are not used."""
+
+    def __init__(self, opts: ReadOptions) -> None:
+        self.opts = opts
+        self.target: _kafka.Offsets | None = None
+
+    def initialOffset(self) -> dict[str, Any]:
+        return _kafka.starting_offsets(self.opts)
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self.target = _kafka.latest_offsets(self.opts, since={})
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        if self.opts.max_offsets_per_trigger is not None:
+            return ReadMaxRows(self.opts.max_offsets_per_trigger)
+        return ReadAllAvailable()
+
+    def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
+        latest = self.target or _kafka.latest_offsets(self.opts, since=start)
+        begin = _kafka.new_partitions(self.opts, start, latest)
+        if isinstance(limit, ReadMaxRows):
+            return _kafka.limit_offsets(begin, latest, limit.max_rows)
+        return _kafka.limit_offsets(begin, latest, 2**63)
+
+    def reportLatestOffset(self) -> dict[str, Any] | None:
+        return _kafka.latest_offsets(self.opts, since={})
+
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
+        begin = _kafka.new_partitions(self.opts, start, end)
+        ranges = _kafka.plan_ranges(
+            begin,
+            end,
+            min_partitions=self.opts.min_partitions,
+            fail_on_data_loss=self.opts.fail_on_data_loss,
+        )
+        return [RangePartition.of(r) for r in ranges]
+
+    def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
+        assert isinstance(partition, RangePartition)
+        return _kafka.read_range(self.opts, partition.range())
+
+    def commit(self, end: dict[str, Any]) -> None:
+        pass  # Spark's checkpoint holds the offsets
+
+
+class _Writer(DataSourceWriter):
+    def __init__(self, opts: WriteOptions, columns: tuple[str, ...]) -> None:
+        self.opts = opts
+        self.columns = columns
+
+    def write(self, iterator: Iterator[Any]) -> WriterCommitMessage:
+        return WriteCount(_kafka.write_rows(self.opts, iterator, self.columns))
+
+
+class _StreamWriter(DataSourceStreamWriter):
+    """At-least-once: a retried task or micro-batch writes its rows again."""
+
+    def __init__(self, opts: WriteOptions, columns: tuple[str, ...]) -> None:
+        self.opts = opts
+        self.columns = columns
+
+    def write(self, iterator: Iterator[Any]) -> WriterCommitMessage:
+        return WriteCount(_kafka.write_rows(self.opts, iterator, self.columns))
+
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        pass  # each task's records are acknowledged before it reports
+
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        pass  # what was acknowledged stays: Kafka cannot take records back

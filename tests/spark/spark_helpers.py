@@ -1,0 +1,77 @@
+"""Helpers of the Spark tests: topics, records in and out through trafka's own clients."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import anyio
+
+from trafka.brokerlite import RunningBroker
+from trafka.sdk import NewTopic, TopicPartition, open_admin, open_consumer, open_producer
+
+_names = itertools.count()
+
+
+def fresh(prefix: str = "t") -> str:
+    """A topic name no other test of this run uses."""
+    return f"{prefix}-{next(_names)}"
+
+
+def run(fn: Callable[[], Awaitable[Any]]) -> Any:
+    return anyio.run(fn, backend="trio")
+
+
+def create(broker: RunningBroker, topic: str, partitions: int, **settings: Any) -> None:
+    async def go() -> None:
+        async with open_admin(bootstrap_servers=broker.bootstrap_servers, **settings) as admin:
+            await admin.create_topics([NewTopic(topic, partitions)])
+
+    run(go)
+
+
+def produce(
+    broker: RunningBroker,
+    topic: str,
+    records: list[tuple[bytes | None, bytes, int | None]],
+    *,
+    headers: list[tuple[str, bytes]] | None = None,
+    **settings: Any,
+) -> list[Any]:
+    """Send (key, value, timestamp_ms) records; return their RecordMetadata."""
+
+    async def go() -> list[Any]:
+        async with open_producer(
+            bootstrap_servers=broker.bootstrap_servers, **settings
+        ) as producer:
+            futures = [
+                await producer.send(topic, v, key=k, timestamp_ms=ts, headers=headers)
+                for k, v, ts in records
+            ]
+            await producer.flush()
+            return [await f for f in futures]
+
+    result: list[Any] = run(go)
+    return result
+
+
+def consume_all(broker: RunningBroker, topic: str, partitions: int, **settings: Any) -> list[Any]:
+    async def go() -> list[Any]:
+        tps = [TopicPartition(topic, p) for p in range(partitions)]
+        out: list[Any] = []
+        async with open_consumer(
+            bootstrap_servers=broker.bootstrap_servers, **settings
+        ) as consumer:
+            consumer.assign(tps)
+            consumer.seek_to_beginning(*tps)
+            ends = await consumer.end_offsets(tps)
+            with anyio.fail_after(30):
+                for tp in tps:
+                    while await consumer.position(tp) < ends[tp]:
+                        for recs in (await consumer.getmany(tp, timeout_ms=500)).values():
+                            out.extend(recs)
+        return out
+
+    result: list[Any] = run(go)
+    return result

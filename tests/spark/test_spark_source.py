@@ -1,0 +1,350 @@
+"""The ``trafka`` data source in a real local Spark against a real brokerlite.
+
+Records go in and come out through trafka's own clients, so each test checks
+Spark's view against what the broker acknowledged.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from spark_helpers import consume_all, create, fresh, produce, run
+
+from trafka.brokerlite import RunningBroker
+from trafka.sdk import TopicPartition, open_admin, open_producer
+from trafka.sdk.partitioners import murmur2
+
+pytestmark = pytest.mark.timeout(240)
+
+
+def reader(spark: Any, broker: RunningBroker, **options: str) -> Any:
+    r = spark.read.format("trafka").option("kafka.bootstrap.servers", broker.bootstrap_servers)
+    for k, v in options.items():
+        r = r.option(k, v)
+    return r
+
+
+def utc(ms: int) -> datetime.datetime:
+    # The session's time zone is UTC; Spark hands timestamps back naive.
+    return datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.UTC).replace(tzinfo=None)
+
+
+def test_batch_read_returns_every_record_as_the_broker_acknowledged_it(
+    spark: Any, broker: RunningBroker
+) -> None:
+    topic = fresh()
+    create(broker, topic, 3)
+    base = 1_700_000_000_000
+    sent = [(f"k{i % 11}".encode(), f"v{i}".encode(), base + i) for i in range(600)]
+    sent.append((None, b"no key", base))
+    metas = produce(broker, topic, sent, headers=[("h", b"1"), ("empty", b"")])
+    expected = {
+        (m.partition, m.offset): (k, v, utc(ts)) for m, (k, v, ts) in zip(metas, sent, strict=True)
+    }
+    df = reader(spark, broker, subscribe=topic, includeHeaders="true").load()
+    assert [f.name for f in df.schema.fields] == [
+        "key", "value", "topic", "partition", "offset", "timestamp", "timestampType", "headers",
+    ]  # fmt: skip
+    rows = df.collect()
+    assert len(rows) == len(sent)
+    got = {(r.partition, r.offset): (r.key, r.value, r.timestamp) for r in rows}
+    assert got == expected
+    assert {r.topic for r in rows} == {topic}
+    assert {r.timestampType for r in rows} == {0}
+    assert all([(h.key, h.value) for h in r.headers] == [("h", b"1"), ("empty", b"")] for r in rows)
+    # Without includeHeaders there is no headers column.
+    assert "headers" not in reader(spark, broker, subscribe=topic).load().columns
+    # Spark's own operations work on the rows: keys per partition match the producer's.
+    counts = {
+        r.partition: r["count"]
+        for r in reader(spark, broker, subscribe=topic)
+        .load()
+        .groupBy("partition")
+        .count()
+        .collect()
+    }
+    assert counts == {p: sum(1 for m in metas if m.partition == p) for p in range(3)}
+
+
+def test_offset_ranges_min_partitions_assign_and_pattern(spark: Any, broker: RunningBroker) -> None:
+    topic = fresh("ranges")
+    create(broker, topic, 2)
+    # One key for each partition.
+    key_a = b"a"
+    pa = murmur2(key_a) % 2
+    key_b = next(k for k in (b"b%d" % i for i in range(100)) if murmur2(k) % 2 != pa)
+    produce(broker, topic, [(key_a, f"{i}".encode(), None) for i in range(100)])
+    produce(broker, topic, [(key_b, f"{i}".encode(), None) for i in range(100)])
+    df = reader(
+        spark,
+        broker,
+        subscribe=topic,
+        startingOffsets=json.dumps({topic: {str(pa): 10}}),
+        endingOffsets=json.dumps({topic: {str(pa): 35}}),
+    ).load()
+    rows = df.collect()
+    from_a = sorted(r.offset for r in rows if r.partition == pa)
+    assert from_a == list(range(10, 35))
+    # The other partition: from the earliest to the latest offset.
+    assert sorted(r.offset for r in rows if r.partition != pa) == list(range(100))
+
+    split = reader(spark, broker, subscribe=topic, minPartitions="7").load()
+    assert split.rdd.getNumPartitions() >= 7
+    assert sorted((r.partition, r.offset) for r in split.collect()) == [
+        (p, o) for p in range(2) for o in range(100)
+    ]
+
+    assigned = reader(spark, broker, assign=json.dumps({topic: [pa]})).load().collect()
+    assert {r.partition for r in assigned} == {pa} and len(assigned) == 100
+
+    other = fresh("ranges")
+    create(broker, other, 1)
+    produce(broker, other, [(None, b"x", None)] * 3)
+    pattern = reader(spark, broker, subscribePattern=f"({topic}|{other})").load()
+    assert {(r.topic, r.partition) for r in pattern.collect()} == {
+        (topic, 0),
+        (topic, 1),
+        (other, 0),
+    }
+
+
+def test_timestamps_choose_the_range(spark: Any, broker: RunningBroker) -> None:
+    topic = fresh("times")
+    create(broker, topic, 1)
+    base = 1_600_000_000_000
+    produce(broker, topic, [(None, f"{i}".encode(), base + 1000 * i) for i in range(20)])
+    rows = reader(
+        spark,
+        broker,
+        subscribe=topic,
+        startingTimestamp=str(base + 5_000),
+        endingTimestamp=str(base + 12_500),
+    ).load()
+    assert sorted(int(r.value) for r in rows.collect()) == list(range(5, 13))
+
+
+def test_read_committed_hides_aborted_transactions(spark: Any, broker: RunningBroker) -> None:
+    topic = fresh("txn")
+    create(broker, topic, 2)
+
+    async def go() -> None:
+        async with open_producer(
+            bootstrap_servers=broker.bootstrap_servers, transactional_id=fresh("tx")
+        ) as producer:
+            await producer.init_transactions()
+            for n in range(6):
+                producer.begin_transaction()
+                for i in range(10):
+                    await producer.send(topic, f"{n}-{i}".encode(), partition=i % 2)
+                if n % 2:
+                    await producer.flush()  # the aborted records reach the log
+                    await producer.abort_transaction()
+                else:
+                    await producer.commit_transaction()
+
+    run(go)
+    committed = reader(
+        spark, broker, subscribe=topic, **{"kafka.isolation.level": "read_committed"}
+    ).load()
+    values = sorted(r.value.decode() for r in committed.collect())
+    assert values == sorted(f"{n}-{i}" for n in (0, 2, 4) for i in range(10))
+    everything = reader(spark, broker, subscribe=topic).load().collect()
+    assert len(everything) == 60  # markers are not records; aborted ones are read uncommitted
+
+
+def test_batch_write_then_read_back(spark: Any, broker: RunningBroker) -> None:
+    topic = fresh("write")
+    create(broker, topic, 4)
+    other = fresh("write")
+    create(broker, other, 1)
+    df = spark.createDataFrame(
+        [(f"key{i}", f"value{i}", None, None) for i in range(300)]
+        + [(None, "to partition 2", None, 2), ("k", "elsewhere", other, None)],
+        "key string, value string, topic string, partition int",
+    )
+    (
+        df.write.format("trafka")
+        .option("kafka.bootstrap.servers", broker.bootstrap_servers)
+        .option("topic", topic)
+        .mode("append")
+        .save()
+    )
+    records = consume_all(broker, topic, 4)
+    assert len(records) == 301
+    for r in records:
+        if r.key is None:
+            assert (r.value, r.partition) == (b"to partition 2", 2)
+        else:
+            # Keyed rows land where Java's default partitioner puts them.
+            assert r.partition == murmur2(r.key) % 4
+            assert r.value == b"value" + r.key[3:]
+    assert [(r.key, r.value) for r in consume_all(broker, other, 1)] == [(b"k", b"elsewhere")]
+
+    with_headers = spark.createDataFrame(
+        [(b"\x00\xff", [("trace", b"abc")])],
+        "value binary, headers array<struct<key:string,value:binary>>",
+    )
+    target = fresh("write")
+    create(broker, target, 1)
+    (
+        with_headers.write.format("trafka")
+        .option("kafka.bootstrap.servers", broker.bootstrap_servers)
+        .option("topic", target)
+        .mode("append")
+        .save()
+    )
+    (record,) = consume_all(broker, target, 1)
+    assert record.value == b"\x00\xff" and record.headers == (("trace", b"abc"),)
+
+
+def test_write_errors_are_clear(spark: Any, broker: RunningBroker) -> None:
+    df = spark.createDataFrame([("v",)], "value string")
+    servers = broker.bootstrap_servers
+    with pytest.raises(Exception, match="a row has no topic"):
+        df.write.format("trafka").option("kafka.bootstrap.servers", servers).mode("append").save()
+    with pytest.raises(Exception, match="append-only"):
+        (
+            df.write.format("trafka")
+            .option("kafka.bootstrap.servers", servers)
+            .option("topic", "x")
+            .mode("overwrite")
+            .save()
+        )
+    with pytest.raises(Exception, match="'extra' cannot be written"):
+        (
+            spark.createDataFrame([("v", 1)], "value string, extra int")
+            .write.format("trafka")
+            .option("kafka.bootstrap.servers", servers)
+            .option("topic", "x")
+            .mode("append")
+            .save()
+        )
+    with pytest.raises(Exception, match=r"unknown configuration key 'lingr\.ms'"):
+        (
+            df.write.format("trafka")
+            .option("kafka.bootstrap.servers", servers)
+            .option("kafka.lingr.ms", "5")
+            .option("topic", "x")
+            .mode("append")
+            .save()
+        )
+
+
+def test_read_errors_are_clear(spark: Any, broker: RunningBroker) -> None:
+    with pytest.raises(Exception, match="unknown option 'subscrib'"):
+        reader(spark, broker, subscrib="x").load().collect()
+    with pytest.raises(Exception, match="topics do not exist: no-such-topic"):
+        reader(spark, broker, subscribe="no-such-topic").load().collect()
+
+
+def test_deleted_records_fail_the_read_unless_allowed(spark: Any, broker: RunningBroker) -> None:
+    topic = fresh("loss")
+    create(broker, topic, 1)
+    produce(broker, topic, [(None, f"{i}".encode(), None) for i in range(30)])
+
+    async def delete() -> None:
+        async with open_admin(bootstrap_servers=broker.bootstrap_servers) as admin:
+            await admin.delete_records({TopicPartition(topic, 0): 12})
+
+    run(delete)
+    # earliest is now 12: a default read starts there.
+    rows = reader(spark, broker, subscribe=topic).load().collect()
+    assert sorted(int(r.value) for r in rows) == list(range(12, 30))
+    # A read that asks for the deleted offsets fails, naming them...
+    from_zero = json.dumps({topic: {"0": 0}})
+    with pytest.raises(Exception, match="no longer in the log"):
+        reader(spark, broker, subscribe=topic, startingOffsets=from_zero).load().collect()
+    # ...or skips them when told to.
+    rows = (
+        reader(spark, broker, subscribe=topic, startingOffsets=from_zero, failOnDataLoss="false")
+        .load()
+        .collect()
+    )
+    assert sorted(int(r.value) for r in rows) == list(range(12, 30))
+
+
+def _stream(spark: Any, broker: RunningBroker, **options: str) -> Any:
+    r = spark.readStream.format("trafka").option(
+        "kafka.bootstrap.servers", broker.bootstrap_servers
+    )
+    for k, v in options.items():
+        r = r.option(k, v)
+    return r.load()
+
+
+def _run_available_now(df: Any, out: Path, checkpoint: Path) -> Any:
+    query = (
+        df.selectExpr("partition", "offset", "cast(value as string) as value")
+        .writeStream.format("parquet")
+        .option("path", str(out))
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination(120)
+    assert query.exception() is None
+    return query
+
+
+def test_stream_resumes_from_its_checkpoint_and_respects_the_rate_limit(
+    spark: Any, broker: RunningBroker, tmp_path: Path
+) -> None:
+    topic = fresh("stream")
+    create(broker, topic, 3)
+    produce(broker, topic, [(None, f"a{i}".encode(), None) for i in range(250)])
+    out, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
+    options = {"subscribe": topic, "startingOffsets": "earliest", "maxOffsetsPerTrigger": "100"}
+
+    query = _run_available_now(_stream(spark, broker, **options), out, checkpoint)
+    batches = [p["numInputRows"] for p in query.recentProgress if p["numInputRows"]]
+    assert batches == [100, 100, 50]
+    first = spark.read.parquet(str(out)).collect()
+    assert sorted(r.value for r in first) == sorted(f"a{i}" for i in range(250))
+
+    # More records and a new partition: the restarted query reads only those.
+    produce(broker, topic, [(None, f"b{i}".encode(), None) for i in range(40)])
+
+    async def grow() -> None:
+        async with open_admin(bootstrap_servers=broker.bootstrap_servers) as admin:
+            await admin.create_partitions({topic: 4})
+
+    run(grow)
+    produce(
+        broker,
+        topic,
+        [(f"k{i}".encode(), f"c{i}".encode(), None) for i in range(40)],
+    )
+    _run_available_now(_stream(spark, broker, **options), out, checkpoint)
+    rows = spark.read.parquet(str(out)).collect()
+    values = sorted(r.value for r in rows)
+    assert values == sorted(
+        [f"a{i}" for i in range(250)] + [f"b{i}" for i in range(40)] + [f"c{i}" for i in range(40)]
+    )
+    assert len({(r.partition, r.offset) for r in rows}) == len(rows) == 330
+    assert any(r.partition == 3 for r in rows)
+
+
+def test_stream_from_topic_to_topic(spark: Any, broker: RunningBroker, tmp_path: Path) -> None:
+    source, sink = fresh("src"), fresh("dst")
+    create(broker, source, 2)
+    create(broker, sink, 2)
+    produce(broker, source, [(f"{i % 5}".encode(), f"{i}".encode(), None) for i in range(200)])
+    stream = _stream(spark, broker, subscribe=source, startingOffsets="earliest")
+    query = (
+        stream.selectExpr("key", "upper(cast(value as string)) || '!' as value")
+        .writeStream.format("trafka")
+        .option("kafka.bootstrap.servers", broker.bootstrap_servers)
+        .option("topic", sink)
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination(120)
+    assert query.exception() is None
+    records = consume_all(broker, sink, 2)
+    assert sorted(int(r.value[:-1]) for r in records) == list(range(200))
+    assert all(r.partition == murmur2(r.key) % 2 for r in records)
