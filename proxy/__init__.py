@@ -1,0 +1,27 @@
+"""trafka.proxy: a Kafka protocol proxy.
+
+Clients connect to the proxy as to a broker. It forwards their requests to the
+real cluster, tells them the proxy's own addresses in place of the brokers'
+(so that every later connection goes through it too), and routes each keyed
+record to the partition its key hashes to (Java's murmur2 by default),
+whichever client produced it and whatever partitioner that client uses::
+
+    async with serve_proxy(upstream=("kafka:9092",), port=19092) as running:
+        ...  # clients use running.bootstrap_servers
+
+or ``trafka proxy --upstream kafka:9092 --listen 0.0.0.0:19092 --advertised-host proxy``.
+The protocol logic is :mod:`.rewrite` (I/O-free); :mod:`.server` drives it.
+"""
+
+from .rewrite import HASHES, RouteStats
+from .server import ProxyConfig, ProxyStatistics, RunningProxy, proxy_in_thread, serve_proxy
+
+__all__ = [
+    "HASHES",
+    "ProxyConfig",
+    "ProxyStatistics",
+    "RouteStats",
+    "RunningProxy",
+    "proxy_in_thread",
+    "serve_proxy",
+]

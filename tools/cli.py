@@ -25,6 +25,7 @@ SUBCOMMANDS: dict[str, str] = {
     "decode": "trafka.tools.decode:command",
     "demo": "trafka.tools.demo:command",
     "broker": "trafka.brokerlite.cli:command",
+    "proxy": "trafka.proxy.cli:command",
     "produce": "trafka.tools.cli_client:produce_command",
     "consume": "trafka.tools.cli_client:consume_command",
     "topics": "trafka.tools.cli_client:topics_command",

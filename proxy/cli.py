@@ -1,0 +1,70 @@
+"""``trafka proxy``: serve the Kafka protocol proxy in the foreground."""
+
+from __future__ import annotations
+
+import logging
+
+import click
+
+from .rewrite import HASHES
+from .server import ProxyConfig, run_proxy
+
+
+@click.command("proxy")
+@click.option(
+    "--upstream",
+    required=True,
+    help="The Kafka cluster's bootstrap servers, host:port[,host:port...].",
+)
+@click.option(
+    "--listen",
+    default="127.0.0.1:9092",
+    show_default=True,
+    help="host:port of the bootstrap listener (port 0: any free port).",
+)
+@click.option("--advertised-host", help="Host name clients are told to use (default: --listen's).")
+@click.option(
+    "--node-port-base",
+    type=int,
+    help="Serve broker N on this port + N (default: a free port per broker).",
+)
+@click.option(
+    "--route-keys",
+    type=click.Choice(["none", *HASHES]),
+    default="murmur2",
+    show_default=True,
+    help="The key hash that places keyed records (murmur2 as Java; none: leave them).",
+)
+@click.option("--max-frame-size", type=int, default=100 * 1024 * 1024, show_default=True)
+@click.option("-v", "--verbose", is_flag=True, help="Log each broker listener and connection.")
+def command(
+    upstream: str,
+    listen: str,
+    advertised_host: str | None,
+    node_port_base: int | None,
+    route_keys: str,
+    max_frame_size: int,
+    verbose: bool,
+) -> None:
+    """Proxy Kafka clients to a cluster, rewriting broker addresses and routing
+    keyed records to the partition their key hashes to."""
+    host, sep, port = listen.rpartition(":")
+    if not sep or not port.isdigit():
+        raise click.BadParameter(f"{listen!r} is not host:port", param_hint="--listen")
+    logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO, format="%(message)s")
+    try:
+        config = ProxyConfig(
+            upstream=tuple(s.strip() for s in upstream.split(",") if s.strip()),
+            host=host.strip("[]") or "0.0.0.0",
+            port=int(port),
+            advertised_host=advertised_host,
+            node_port_base=node_port_base,
+            route_keys=route_keys,
+            max_frame_size=max_frame_size,
+        )
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
+    try:
+        run_proxy(config)
+    except KeyboardInterrupt:
+        pass

@@ -1,0 +1,376 @@
+"""The proxy's driver: trio listeners, one upstream connection per client connection.
+
+* A *bootstrap* listener forwards to the first reachable upstream bootstrap
+  server. Each upstream broker the proxy learns of (from Metadata,
+  FindCoordinator or DescribeCluster answers) gets a listener of its own, opened
+  at first sight (``node_port_base + node_id``, or an ephemeral port); answers
+  name those listeners instead of the brokers, so clients keep coming back
+  through the proxy.
+* Each client connection gets its own upstream connection. Two tasks pump
+  frames: client to upstream (requests, Produce routed by key) and upstream to
+  client (answers, addresses rewritten; see :mod:`.rewrite`). When either side
+  closes or misbehaves, both connections close; other clients go on.
+* Frames are read with the codec's :class:`~trafka.codec.framing.FrameReader`
+  and its ``max_frame_size``: no buffer is sized from a length that has not
+  arrived.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import struct
+import threading
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import trio
+
+from trafka.codec import protocol
+from trafka.codec.errors import DecodeError, TrafkaError
+from trafka.codec.framing import FrameReader
+
+from .rewrite import (
+    HASHES,
+    PRODUCE,
+    REWRITTEN_APIS,
+    Addresses,
+    Pending,
+    RouteStats,
+    Topics,
+    rewrite_response,
+    route_produce,
+)
+
+__all__ = ["ProxyConfig", "RunningProxy", "proxy_in_thread", "serve_proxy"]
+
+log = logging.getLogger("trafka.proxy")
+
+_SIZE = struct.Struct(">i")
+
+
+@dataclass(frozen=True, slots=True)
+class ProxyConfig:
+    """Proxy settings.
+
+    Attributes:
+        upstream: the Kafka cluster's bootstrap servers, ``host:port``.
+        host: the address to listen on.
+        port: the bootstrap listener's port (0: any free port).
+        advertised_host: the host name clients are told to connect to
+            (default ``host``; required when ``host`` is a wildcard).
+        node_port_base: broker ``n`` is served on ``node_port_base + n``
+            (default: any free port per broker).
+        route_keys: the key hash that places keyed records (``murmur2``, as
+            Java's producer; ``crc32``, as librdkafka's ``consistent``;
+            ``fnv1a``, as sarama), or ``none`` to forward records where the
+            client put them.
+        max_frame_size: the largest frame accepted from either side.
+        connect_timeout: seconds to reach an upstream broker.
+    """
+
+    upstream: tuple[str, ...]
+    host: str = "127.0.0.1"
+    port: int = 9092
+    advertised_host: str | None = None
+    node_port_base: int | None = None
+    route_keys: str = "murmur2"
+    max_frame_size: int = 100 * 1024 * 1024
+    connect_timeout: float = 10.0
+
+    def __post_init__(self) -> None:
+        if isinstance(self.upstream, str):
+            object.__setattr__(self, "upstream", tuple(self.upstream.split(",")))
+        if not self.upstream:
+            raise ValueError("the proxy needs at least one upstream bootstrap server")
+        for server in self.upstream:
+            _split(server)
+        if self.route_keys != "none" and self.route_keys not in HASHES:
+            raise ValueError(
+                f"route_keys must be one of none, {', '.join(HASHES)}; not {self.route_keys!r}"
+            )
+        if self.host in ("0.0.0.0", "::", "") and not self.advertised_host:
+            raise ValueError("listening on a wildcard address needs advertised_host")
+        if not 0 <= self.port <= 65535:
+            raise ValueError(f"port {self.port} is out of range")
+        if self.max_frame_size <= 0:
+            raise ValueError("max_frame_size must be positive")
+
+
+def _split(server: str) -> tuple[str, int]:
+    host, sep, port = server.strip().rpartition(":")
+    if not sep or not host or not port.isdigit():
+        raise ValueError(f"upstream server {server!r} is not host:port")
+    return host.strip("[]"), int(port)
+
+
+@dataclass(slots=True)
+class ProxyStatistics:
+    """What the proxy has done so far."""
+
+    connections: int = 0
+    open_connections: int = 0
+    refused_frames: int = 0
+    routing: RouteStats = field(default_factory=RouteStats)
+    nodes: dict[int, tuple[str, int]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class RunningProxy:
+    """A serving proxy: its bootstrap address and live statistics."""
+
+    address: tuple[str, int]
+    bootstrap_servers: str
+    statistics: ProxyStatistics
+
+
+class _Proxy:
+    def __init__(self, config: ProxyConfig, nursery: trio.Nursery) -> None:
+        self.config = config
+        self.nursery = nursery
+        self.topics = Topics()
+        self.stats = ProxyStatistics()
+        self.advertised = config.advertised_host or config.host
+        # node id -> (upstream address, proxy port)
+        self.nodes: dict[int, tuple[tuple[str, int], int]] = {}
+        self.addresses = Addresses(self.listen_for)
+
+    # Called from rewriting (synchronous): opens the node's listener at once.
+    def listen_for(self, node_id: int, host: str, port: int) -> tuple[str, int]:
+        known = self.nodes.get(node_id)
+        if known is not None and known[0] == (host, port):
+            return self.advertised, known[1]
+        if known is not None:
+            # The broker moved: the listener stays, its connections go to the new address.
+            self.nodes[node_id] = ((host, port), known[1])
+            return self.advertised, known[1]
+        base = self.config.node_port_base
+        sock = socket.socket(
+            socket.AF_INET6 if ":" in self.config.host else socket.AF_INET, socket.SOCK_STREAM
+        )
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((self.config.host, 0 if base is None else base + node_id))
+        sock.listen(128)
+        listener = trio.SocketListener(trio.socket.from_stdlib_socket(sock))
+        bound = sock.getsockname()[1]
+        self.nodes[node_id] = ((host, port), bound)
+        self.stats.nodes[node_id] = (self.advertised, bound)
+        log.info("broker %d (%s:%d) is served on port %d", node_id, host, port, bound)
+        self.nursery.start_soon(self._serve, listener, node_id)
+        return self.advertised, bound
+
+    async def _serve(self, listener: trio.SocketListener, node_id: int | None) -> None:
+        async with listener:
+            while True:
+                stream = await listener.accept()
+                self.nursery.start_soon(self._connection, stream, node_id)
+
+    def _node_of(self, upstream: tuple[str, int]) -> int:
+        for node_id, (address, _) in self.nodes.items():
+            if address == upstream:
+                return node_id
+        return -1
+
+    async def _open_upstream(
+        self, node_id: int | None
+    ) -> tuple[trio.SocketStream, tuple[str, int]]:
+        if node_id is not None:
+            targets = [self.nodes[node_id][0]]
+        else:
+            targets = [_split(s) for s in self.config.upstream]
+        failures = []
+        for host, port in targets:
+            try:
+                with trio.fail_after(self.config.connect_timeout):
+                    return await trio.open_tcp_stream(host, port), (host, port)
+            except (OSError, trio.TooSlowError) as exc:
+                failures.append(f"{host}:{port}: {exc or type(exc).__name__}")
+        raise OSError("no upstream broker reachable (" + "; ".join(failures) + ")")
+
+    async def _connection(self, client: trio.SocketStream, node_id: int | None) -> None:
+        self.stats.connections += 1
+        self.stats.open_connections += 1
+        try:
+            try:
+                upstream, address = await self._open_upstream(node_id)
+            except OSError as exc:
+                log.warning("closing a client connection: %s", exc)
+                await client.aclose()
+                return
+            pending: dict[int, Pending] = {}
+            async with client, upstream, trio.open_nursery() as pumps:
+                pumps.start_soon(self._requests, client, upstream, pending, address, pumps)
+                pumps.start_soon(self._answers, upstream, client, pending, pumps)
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
+            log.debug("connection ended: %s", exc)
+        finally:
+            self.stats.open_connections -= 1
+
+    async def _requests(
+        self,
+        client: trio.SocketStream,
+        upstream: trio.SocketStream,
+        pending: dict[int, Pending],
+        address: tuple[str, int],
+        pumps: trio.Nursery,
+    ) -> None:
+        reader = FrameReader(self.config.max_frame_size)
+        route = self.config.route_keys
+        try:
+            while True:
+                data = await client.receive_some(65536)
+                if not data:
+                    break
+                reader.feed(data)
+                while (frame := reader.next_frame()) is not None:
+                    out = self._request(frame, pending, address, route)
+                    await upstream.send_all(out)
+        except (DecodeError, TrafkaError) as exc:
+            self.stats.refused_frames += 1
+            log.warning("closing a client connection after a bad request: %s", exc)
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            pass
+        pumps.cancel_scope.cancel()
+
+    def _request(
+        self, frame: bytes, pending: dict[int, Pending], address: tuple[str, int], route: str
+    ) -> bytes:
+        header, _ = protocol.decode_request_header(frame)
+        key, version = header.request_api_key, header.request_api_version
+        if key not in REWRITTEN_APIS or not _known(key, version):
+            return _SIZE.pack(len(frame)) + frame
+        if key != PRODUCE:
+            pending[header.correlation_id] = Pending(key, version)
+            return _SIZE.pack(len(frame)) + frame
+        _, body = protocol.decode_request(frame)
+        routed = None
+        if route != "none":
+            body2, routed = route_produce(
+                body,
+                node_id=self._node_of(address),
+                topics=self.topics,
+                hash_name=route,
+                stats=self.stats.routing,
+            )
+            if routed is not None:
+                frame = protocol.encode_request(header, body2)[4:]
+        if body.acks != 0:  # acks=0 is never answered
+            pending[header.correlation_id] = Pending(key, version, routed)
+        return _SIZE.pack(len(frame)) + frame
+
+    async def _answers(
+        self,
+        upstream: trio.SocketStream,
+        client: trio.SocketStream,
+        pending: dict[int, Pending],
+        pumps: trio.Nursery,
+    ) -> None:
+        reader = FrameReader(self.config.max_frame_size)
+        try:
+            while True:
+                data = await upstream.receive_some(65536)
+                if not data:
+                    break
+                reader.feed(data)
+                while (frame := reader.next_frame()) is not None:
+                    waiting = pending.pop(protocol.peek_correlation_id(frame), None)
+                    if waiting is None:
+                        await client.send_all(_SIZE.pack(len(frame)) + frame)
+                    else:
+                        await client.send_all(
+                            rewrite_response(waiting, frame, self.addresses, self.topics)
+                        )
+        except (DecodeError, TrafkaError) as exc:
+            log.warning("closing a connection after a bad answer from upstream: %s", exc)
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            pass
+        pumps.cancel_scope.cancel()
+
+
+def _known(key: int, version: int) -> bool:
+    try:
+        return protocol.api(key).supports(version)
+    except Exception:
+        return False
+
+
+@asynccontextmanager
+async def serve_proxy(
+    config: ProxyConfig | None = None, **overrides: Any
+) -> AsyncIterator[RunningProxy]:
+    """Serve the proxy while the block runs.
+
+    Args:
+        config: the settings; or give them as keyword arguments.
+
+    Yields:
+        The :class:`RunningProxy` (the bootstrap listener's real port included).
+
+    Raises:
+        ValueError: invalid settings.
+        OSError: the bootstrap port cannot be bound.
+    """
+    if config is None:
+        config = ProxyConfig(**overrides)
+    elif overrides:
+        from dataclasses import replace
+
+        config = replace(config, **overrides)
+    async with trio.open_nursery() as nursery:
+        proxy = _Proxy(config, nursery)
+        listeners = await trio.open_tcp_listeners(config.port, host=config.host)
+        port = listeners[0].socket.getsockname()[1]
+        for listener in listeners:
+            nursery.start_soon(proxy._serve, listener, None)
+        advertised = proxy.advertised
+        log.info("proxy on %s:%d for %s", advertised, port, ",".join(config.upstream))
+        try:
+            yield RunningProxy((advertised, port), f"{advertised}:{port}", proxy.stats)
+        finally:
+            nursery.cancel_scope.cancel()
+
+
+def run_proxy(config: ProxyConfig) -> None:
+    """Serve until interrupted (the ``trafka proxy`` command)."""
+
+    async def main() -> None:
+        async with serve_proxy(config):
+            await trio.sleep_forever()
+
+    trio.run(main)
+
+
+@contextmanager
+def proxy_in_thread(
+    config: ProxyConfig | None = None, *, startup_timeout: float = 30.0, **overrides: Any
+) -> Iterator[RunningProxy]:
+    """Serve the proxy on a background thread (for synchronous clients and tests)."""
+    started = threading.Event()
+    state: dict[str, Any] = {}
+
+    async def main() -> None:
+        try:
+            async with serve_proxy(config, **overrides) as running:
+                state["running"] = running
+                state["stop"] = trio.Event()
+                state["token"] = trio.lowlevel.current_trio_token()
+                started.set()
+                await state["stop"].wait()
+        except BaseException as exc:
+            state["error"] = exc
+            started.set()
+
+    thread = threading.Thread(target=trio.run, args=(main,), name="trafka-proxy", daemon=True)
+    thread.start()
+    if not started.wait(startup_timeout):
+        raise TimeoutError("the proxy did not start in time")
+    if "error" in state:
+        thread.join()
+        raise state["error"]
+    try:
+        yield state["running"]
+    finally:
+        trio.from_thread.run_sync(state["stop"].set, trio_token=state["token"])
+        thread.join(startup_timeout)

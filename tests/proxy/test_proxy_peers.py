@@ -1,0 +1,290 @@
+"""The proxy between real clients and a real brokerlite.
+
+What lands where is always read straight from the broker (not through the
+proxy), so the checks do not depend on the proxy's own view.
+"""
+
+from __future__ import annotations
+
+import itertools
+import shutil
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import anyio
+import confluent_kafka
+import kafka
+import pytest
+
+from trafka.brokerlite import RunningBroker
+from trafka.brokerlite.server import broker_in_thread
+from trafka.proxy import RunningProxy, proxy_in_thread
+from trafka.sdk import NewTopic, TopicPartition, open_admin, open_consumer, open_producer
+from trafka.sdk.partitioners import crc32_partition, murmur2_partition
+
+pytestmark = pytest.mark.timeout(120)
+KCAT = shutil.which("kcat")
+_names = itertools.count()
+
+
+def fresh(prefix: str = "px") -> str:
+    return f"{prefix}-{next(_names)}"
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningBroker]:
+    with broker_in_thread(
+        port=0,
+        host="127.0.0.1",
+        data_dir=tmp_path_factory.mktemp("proxy-broker"),
+        group_initial_rebalance_delay_ms=0,
+    ) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def proxy(broker: RunningBroker) -> Iterator[RunningProxy]:
+    with proxy_in_thread(upstream=(broker.bootstrap_servers,), port=0) as running:
+        yield running
+
+
+def create(servers: str, topic: str, partitions: int) -> None:
+    async def go() -> None:
+        async with open_admin(bootstrap_servers=servers) as admin:
+            await admin.create_topics([NewTopic(topic, partitions)])
+
+    anyio.run(go, backend="trio")
+
+
+def placement(broker: RunningBroker, topic: str, partitions: int) -> list[Any]:
+    """Every record of the topic, read from the broker itself."""
+
+    async def go() -> list[Any]:
+        tps = [TopicPartition(topic, p) for p in range(partitions)]
+        out: list[Any] = []
+        async with open_consumer(bootstrap_servers=broker.bootstrap_servers) as consumer:
+            consumer.assign(tps)
+            consumer.seek_to_beginning(*tps)
+            ends = await consumer.end_offsets(tps)
+            with anyio.fail_after(30):
+                for tp in tps:
+                    while await consumer.position(tp) < ends[tp]:
+                        for recs in (await consumer.getmany(tp, timeout_ms=500)).values():
+                            out.extend(recs)
+        return out
+
+    result: list[Any] = anyio.run(go, backend="trio")
+    return result
+
+
+def confluent_produce(servers: str, topic: str, n: int) -> None:
+    producer = confluent_kafka.Producer({"bootstrap.servers": servers, "linger.ms": 5})
+    failures: list[Any] = []
+    for i in range(n):
+        producer.produce(
+            topic,
+            value=b"v%d" % i,
+            key=b"user-%d" % (i % 23),
+            on_delivery=lambda err, _msg: failures.append(err) if err else None,
+        )
+    assert producer.flush(30) == 0
+    assert failures == []
+
+
+def test_librdkafka_keys_land_where_java_would_put_them(
+    broker: RunningBroker, proxy: RunningProxy
+) -> None:
+    topic = fresh()
+    create(proxy.bootstrap_servers, topic, 6)
+    confluent_produce(proxy.bootstrap_servers, topic, 400)
+    records = placement(broker, topic, 6)
+    assert len(records) == 400
+    assert all(r.partition == murmur2_partition(r.key, 6) for r in records)
+    # Per key, the order the producer sent is kept.
+    for key in {r.key for r in records}:
+        values = [int(r.value[1:]) for r in records if r.key == key]
+        assert values == sorted(values)
+
+    # Without the proxy, librdkafka's own partitioner (CRC32) places them elsewhere.
+    direct = fresh()
+    create(broker.bootstrap_servers, direct, 6)
+    confluent_produce(broker.bootstrap_servers, direct, 400)
+    records = placement(broker, direct, 6)
+    assert all(r.partition == crc32_partition(r.key, 6) for r in records)
+    assert any(r.partition != murmur2_partition(r.key, 6) for r in records)
+
+
+def test_a_proxy_without_routing_leaves_records_where_the_client_put_them(
+    broker: RunningBroker,
+) -> None:
+    topic = fresh()
+    with proxy_in_thread(upstream=(broker.bootstrap_servers,), port=0, route_keys="none") as px:
+        create(px.bootstrap_servers, topic, 6)
+        confluent_produce(px.bootstrap_servers, topic, 200)
+    records = placement(broker, topic, 6)
+    assert all(r.partition == crc32_partition(r.key, 6) for r in records)
+
+
+@pytest.mark.skipif(KCAT is None, reason="kcat is not installed")
+def test_kcat_sees_the_proxy_and_its_keys_are_routed(
+    broker: RunningBroker, proxy: RunningProxy
+) -> None:
+    assert KCAT is not None
+    topic = fresh()
+    create(proxy.bootstrap_servers, topic, 4)
+    listing = subprocess.run(
+        [KCAT, "-b", proxy.bootstrap_servers, "-L", "-t", topic],
+        capture_output=True,
+        timeout=30,
+        check=True,
+    ).stdout.decode()
+    (node_port,) = {port for _, (_, port) in proxy.statistics.nodes.items()}
+    assert f"127.0.0.1:{node_port}" in listing
+    assert broker.bootstrap_servers not in listing
+    lines = b"".join(b"k%d:value %d\n" % (i % 9, i) for i in range(90))
+    subprocess.run(
+        [KCAT, "-b", proxy.bootstrap_servers, "-P", "-t", topic, "-K:"],
+        input=lines,
+        timeout=30,
+        check=True,
+    )
+    records = placement(broker, topic, 4)
+    assert len(records) == 90
+    assert all(r.partition == murmur2_partition(r.key, 4) for r in records)
+
+
+def test_kafka_python_group_consumes_through_the_proxy(
+    broker: RunningBroker, proxy: RunningProxy
+) -> None:
+    topic = fresh()
+    create(proxy.bootstrap_servers, topic, 3)
+    confluent_produce(proxy.bootstrap_servers, topic, 120)
+    consumer = kafka.KafkaConsumer(
+        topic,
+        bootstrap_servers=proxy.bootstrap_servers,
+        group_id=fresh("group"),
+        auto_offset_reset="earliest",
+        consumer_timeout_ms=10_000,
+    )
+    try:
+        got = []
+        for message in consumer:
+            got.append(message)
+            if len(got) == 120:
+                break
+        # Its view of the cluster is the proxy's listener, not the broker.
+        ports = {b.port for b in consumer._client.cluster.brokers()}
+        consumer.commit()
+    finally:
+        consumer.close()
+    assert sorted(int(m.value[1:]) for m in got) == list(range(120))
+    assert ports == {port for _, port in proxy.statistics.nodes.values()}
+    assert broker.address[1] not in ports
+
+
+def test_trafka_transactions_pass_untouched(broker: RunningBroker, proxy: RunningProxy) -> None:
+    topic = fresh()
+    create(proxy.bootstrap_servers, topic, 3)
+
+    async def go() -> list[Any]:
+        async with open_producer(
+            bootstrap_servers=proxy.bootstrap_servers, transactional_id=fresh("tx")
+        ) as producer:
+            await producer.init_transactions()
+            async with producer.transaction():
+                for i in range(30):
+                    await producer.send(topic, b"%d" % i, key=b"k%d" % i, partition=i % 3)
+            producer.begin_transaction()
+            await producer.send(topic, b"aborted", key=b"x", partition=0)
+            await producer.flush()
+            await producer.abort_transaction()
+        tps = [TopicPartition(topic, p) for p in range(3)]
+        out: list[Any] = []
+        async with open_consumer(
+            bootstrap_servers=proxy.bootstrap_servers, isolation_level="read_committed"
+        ) as consumer:
+            consumer.assign(tps)
+            consumer.seek_to_beginning(*tps)
+            ends = await consumer.end_offsets(tps)
+            with anyio.fail_after(30):
+                for tp in tps:
+                    while await consumer.position(tp) < ends[tp]:
+                        for recs in (await consumer.getmany(tp, timeout_ms=500)).values():
+                            out.extend(recs)
+        return out
+
+    before = proxy.statistics.routing.batches_untouched_idempotent
+    records = anyio.run(go, backend="trio")
+    # Idempotent and transactional batches keep the producer's partition.
+    assert sorted((r.partition, int(r.value)) for r in records) == [
+        (i % 3, i) for i in sorted(range(30), key=lambda i: (i % 3, i))
+    ]
+    assert proxy.statistics.routing.batches_untouched_idempotent > before
+
+
+def test_bad_frames_close_only_their_connection(broker: RunningBroker, proxy: RunningProxy) -> None:
+    host, port = proxy.address
+    refused = proxy.statistics.refused_frames
+    for junk in (
+        b"\xff\xff\xff\xf0",  # a negative length
+        b"\x7f\xff\xff\xff" + b"x" * 10,  # a length far beyond the maximum
+        b"\x00\x00\x00\x03abc",  # too short for a request header
+    ):
+        with socket.create_connection((host, port), timeout=10) as s:
+            s.sendall(junk)
+            s.settimeout(10)
+            assert s.recv(100) == b""  # closed by the proxy, nothing answered
+    assert proxy.statistics.refused_frames == refused + 3
+    # Other clients carry on.
+    topic = fresh()
+    create(proxy.bootstrap_servers, topic, 1)
+    confluent_produce(proxy.bootstrap_servers, topic, 5)
+    assert len(placement(broker, topic, 1)) == 5
+
+
+def test_sasl_passes_through(tmp_path_factory: pytest.TempPathFactory) -> None:
+    users = {"svc": "pw"}
+    with (
+        broker_in_thread(
+            port=0,
+            host="127.0.0.1",
+            data_dir=tmp_path_factory.mktemp("proxy-sasl"),
+            security_protocol="SASL_PLAINTEXT",
+            sasl_users=users,
+        ) as secured,
+        proxy_in_thread(upstream=(secured.bootstrap_servers,), port=0) as px,
+    ):
+        settings = {
+            "security_protocol": "SASL_PLAINTEXT",
+            "sasl_mechanism": "SCRAM-SHA-256",
+            "sasl_username": "svc",
+        }
+
+        async def go(password: str) -> int:
+            async with open_admin(
+                bootstrap_servers=px.bootstrap_servers, sasl_password=password, **settings
+            ) as admin:
+                return len(await admin.list_topics())
+
+        assert anyio.run(go, "pw", backend="trio") >= 0
+        with pytest.raises(Exception, match="refused the SASL authentication"):
+            anyio.run(go, "wrong", backend="trio")
+
+
+def test_command_line_checks_its_arguments() -> None:
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "trafka.tools.cli", "proxy", *args],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+
+    assert "--route-keys" in run("--help").stdout
+    bad = run("--upstream", "nohost", "--listen", "127.0.0.1:0")
+    assert bad.returncode != 0 and "not host:port" in bad.stderr
+    bad = run("--upstream", "h:1", "--listen", "0.0.0.0:0")
+    assert bad.returncode != 0 and "advertised_host" in bad.stderr
