@@ -111,6 +111,7 @@ class RouteStats:
     batches_untouched_idempotent: int = 0
     batches_untouched_other_leader: int = 0
     batches_untouched_unknown_topic: int = 0
+    batches_untouched_malformed: int = 0
 
 
 @dataclass(frozen=True, slots=True)

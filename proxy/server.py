@@ -247,15 +247,22 @@ class _Proxy:
         _, body = protocol.decode_request(frame)
         routed = None
         if route != "none":
-            body2, routed = route_produce(
-                body,
-                node_id=self._node_of(address),
-                topics=self.topics,
-                hash_name=route,
-                stats=self.stats.routing,
-            )
-            if routed is not None:
-                frame = protocol.encode_request(header, body2)[4:]
+            try:
+                body2, routed = route_produce(
+                    body,
+                    node_id=self._node_of(address),
+                    topics=self.topics,
+                    hash_name=route,
+                    stats=self.stats.routing,
+                )
+            except DecodeError as exc:
+                # The broker judges the batch (CORRUPT_MESSAGE...) and the client
+                # hears it in the usual way; the proxy only declines to route it.
+                log.info("forwarding a Produce unrouted: %s", exc)
+                self.stats.routing.batches_untouched_malformed += 1
+            else:
+                if routed is not None:
+                    frame = protocol.encode_request(header, body2)[4:]
         if body.acks != 0:  # acks=0 is never answered
             pending[header.correlation_id] = Pending(key, version, routed)
         return _SIZE.pack(len(frame)) + frame

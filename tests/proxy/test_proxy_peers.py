@@ -21,6 +21,10 @@ import pytest
 
 from trafka.brokerlite import RunningBroker
 from trafka.brokerlite.server import broker_in_thread
+from trafka.codec import ErrorCode, protocol
+from trafka.codec.framing import FrameReader
+from trafka.codec.messages import k00_produce as pm
+from trafka.codec.records import encode_batch
 from trafka.proxy import RunningProxy, proxy_in_thread
 from trafka.sdk import NewTopic, TopicPartition, open_admin, open_consumer, open_producer
 from trafka.sdk.partitioners import crc32_partition, murmur2_partition
@@ -243,6 +247,44 @@ def test_bad_frames_close_only_their_connection(broker: RunningBroker, proxy: Ru
     create(proxy.bootstrap_servers, topic, 1)
     confluent_produce(proxy.bootstrap_servers, topic, 5)
     assert len(placement(broker, topic, 1)) == 5
+
+
+def test_a_corrupt_batch_reaches_the_broker_which_refuses_it(
+    broker: RunningBroker, proxy: RunningProxy
+) -> None:
+    topic = fresh()
+    create(proxy.bootstrap_servers, topic, 2)
+    confluent_produce(proxy.bootstrap_servers, topic, 1)  # the proxy learns the topic
+    node_port = next(iter(proxy.statistics.nodes.values()))[1]
+    blob = bytearray(encode_batch([(0, b"key-1", b"v", [])]))
+    blob[-1] ^= 0xFF  # the CRC no longer matches
+    body = pm.ProduceRequest(
+        acks=-1,
+        timeout_ms=5000,
+        topic_data=[
+            pm.ProduceRequest.TopicProduceData(
+                name=topic,
+                partition_data=[
+                    pm.ProduceRequest.PartitionProduceData(index=0, records=bytes(blob))
+                ],
+            )
+        ],
+    )
+    header = protocol.RequestHeader(
+        request_api_key=0, request_api_version=9, correlation_id=77, client_id="raw"
+    )
+    before = proxy.statistics.routing.batches_untouched_malformed
+    with socket.create_connection((proxy.address[0], node_port), timeout=10) as s:
+        s.sendall(protocol.encode_request(header, body))
+        reader = FrameReader()
+        while (frame := reader.next_frame()) is None:
+            chunk = s.recv(65536)
+            assert chunk, "the proxy closed the connection"
+            reader.feed(chunk)
+    _, answer = protocol.decode_response(frame, 0, 9)
+    (part,) = answer.responses[0].partition_responses
+    assert part.error_code == ErrorCode.CORRUPT_MESSAGE
+    assert proxy.statistics.routing.batches_untouched_malformed == before + 1
 
 
 def test_sasl_passes_through(tmp_path_factory: pytest.TempPathFactory) -> None:
