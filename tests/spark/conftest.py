@@ -28,6 +28,10 @@ def spark() -> Iterator[Any]:
 
     from trafka.spark import register
 
+    # A session some earlier code left would run its workers with another interpreter.
+    stale = SparkSession.getActiveSession()
+    if stale is not None:
+        stale.stop()
     session = (
         SparkSession.builder.master("local[2]")
         .appName("trafka-tests")
