@@ -15,7 +15,6 @@ Spark's Kafka connector), so that Spark can checkpoint them.
 from __future__ import annotations
 
 import dataclasses
-import datetime
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -34,6 +33,7 @@ from ..sdk.producer import RecordFuture, open_producer
 from .options import EARLIEST, LATEST, OffsetSpec, ReadOptions, WriteOptions
 
 __all__ = [
+    "COLUMNS",
     "DataLossError",
     "OffsetRange",
     "Offsets",
@@ -42,13 +42,14 @@ __all__ = [
     "plan_ranges",
     "read_range",
     "starting_offsets",
-    "write_rows",
+    "write_columns",
 ]
 
 Offsets = dict[str, dict[str, int]]
 """``{topic: {partition (as str): offset}}``: JSON-ready, as Spark checkpoints it."""
 
-_UTC = datetime.UTC
+# Records per chunk handed to Spark (one Arrow batch each).
+_CHUNK = 5_000
 
 
 class DataLossError(TrafkaError):
@@ -247,28 +248,29 @@ def plan_ranges(
     return out
 
 
-def _row(record: ConsumerRecord, headers: bool) -> tuple[Any, ...]:
-    ts = (
-        datetime.datetime.fromtimestamp(record.timestamp / 1000, tz=_UTC)
-        if record.timestamp >= 0
-        else None
-    )
-    row: tuple[Any, ...] = (
-        record.key,
-        record.value,
-        record.topic,
-        record.partition,
-        record.offset,
-        ts,
-        record.timestamp_type,
-    )
+COLUMNS = ("key", "value", "topic", "partition", "offset", "timestamp", "timestampType")
+"""The columns of a read, in order (``headers`` follows with ``includeHeaders``)."""
+
+
+def _columns(records: list[ConsumerRecord], headers: bool) -> dict[str, list[Any]]:
+    """A chunk of records as columns; timestamps in microseconds (None if unknown)."""
+    cols: dict[str, list[Any]] = {
+        "key": [r.key for r in records],
+        "value": [r.value for r in records],
+        "topic": [r.topic for r in records],
+        "partition": [r.partition for r in records],
+        "offset": [r.offset for r in records],
+        "timestamp": [r.timestamp * 1000 if r.timestamp >= 0 else None for r in records],
+        "timestampType": [r.timestamp_type for r in records],
+    }
     if headers:
-        row += ([(k, v) for k, v in record.headers],)
-    return row
+        cols["headers"] = [[{"key": k, "value": v} for k, v in r.headers] for r in records]
+    return cols
 
 
-def read_range(opts: ReadOptions, task: OffsetRange) -> Iterator[tuple[Any, ...]]:
-    """The rows of one offset range, in offset order, as Spark wants them.
+def read_range(opts: ReadOptions, task: OffsetRange) -> Iterator[dict[str, list[Any]]]:
+    """The records of one offset range, in offset order, as chunks of columns
+    (see :data:`COLUMNS`), one chunk per fetch.
 
     Raises:
         DataLossError: records of the range were deleted (``failOnDataLoss=true``).
@@ -276,9 +278,10 @@ def read_range(opts: ReadOptions, task: OffsetRange) -> Iterator[tuple[Any, ...]
     """
     tp = TopicPartition(task.topic, task.partition)
     timeout = opts.poll_timeout_ms / 1000
+    config = dataclasses.replace(opts.consumer_config(), max_poll_records=_CHUNK)
     with (
         start_blocking_portal("trio") as portal,
-        portal.wrap_async_context_manager(open_consumer(config=opts.consumer_config())) as consumer,
+        portal.wrap_async_context_manager(open_consumer(config=config)) as consumer,
     ):
         # The consumer belongs to the portal's thread: even its plain methods run
         # there, and in one call, so that no fetch sees the partition without its position.
@@ -293,10 +296,11 @@ def read_range(opts: ReadOptions, task: OffsetRange) -> Iterator[tuple[Any, ...]
                     "in the log (deleted by retention or DeleteRecords); set failOnDataLoss=false "
                     "to skip them"
                 ) from None
-            for record in batch.get(tp, ()):
-                if record.offset >= task.end:
-                    break
-                yield _row(record, opts.include_headers)
+            records = batch.get(tp, [])
+            if records and records[-1].offset >= task.end:
+                records = [r for r in records if r.offset < task.end]
+            if records:
+                yield _columns(records, opts.include_headers)
             now = portal.call(consumer.position, tp)
             if now == position and not batch:
                 raise TrafkaError(
@@ -322,43 +326,51 @@ def _bytes(value: Any, what: str) -> bytes | None:
     raise TypeError(f"the {what} column must be string or binary, not {type(value).__name__}")
 
 
-def write_rows(opts: WriteOptions, rows: Iterable[Any], columns: Sequence[str]) -> int:
-    """Produce every row (``value``, and optionally ``key``, ``topic``,
-    ``partition``, ``headers`` columns) and wait until all are acknowledged.
+def write_columns(opts: WriteOptions, chunks: Iterable[Mapping[str, list[Any]]]) -> int:
+    """Produce every row of the chunks (columns ``value``, and optionally ``key``,
+    ``topic``, ``partition``, ``headers``) and wait until all are acknowledged.
 
     Returns:
         The number of records written.
 
     Raises:
         TrafkaError: a row has no topic, or a record could not be delivered.
+        TypeError: a value of an unsupported type.
     """
-    has = set(columns)
 
     async def go() -> int:
         count = 0
         pending: list[RecordFuture] = []
         async with open_producer(config=opts.producer_config()) as producer:
-            for row in rows:
-                topic = row["topic"] if "topic" in has else None
-                topic = topic or opts.topic
-                if topic is None:
-                    raise TrafkaError(
-                        "a row has no topic: give the DataFrame a 'topic' column or the "
-                        "'topic' option"
+            for chunk in chunks:
+                values = chunk["value"]
+                n = len(values)
+                keys = chunk.get("key") or [None] * n
+                topics = chunk.get("topic") or [None] * n
+                partitions = chunk.get("partition") or [None] * n
+                all_headers = chunk.get("headers") or [None] * n
+                for i in range(n):
+                    topic = topics[i] or opts.topic
+                    if topic is None:
+                        raise TrafkaError(
+                            "a row has no topic: give the DataFrame a 'topic' column or the "
+                            "'topic' option"
+                        )
+                    headers = all_headers[i]
+                    pending.append(
+                        await producer.send(
+                            topic,
+                            _bytes(values[i], "value"),
+                            key=_bytes(keys[i], "key"),
+                            partition=partitions[i],
+                            headers=[
+                                (h["key"], _bytes(h["value"], "header value")) for h in headers
+                            ]
+                            if headers
+                            else None,
+                        )
                     )
-                headers = None
-                if "headers" in has and row["headers"]:
-                    headers = [(h[0], _bytes(h[1], "header value")) for h in row["headers"]]
-                pending.append(
-                    await producer.send(
-                        topic,
-                        _bytes(row["value"], "value"),
-                        key=_bytes(row["key"], "key") if "key" in has else None,
-                        partition=row["partition"] if "partition" in has else None,
-                        headers=headers,
-                    )
-                )
-                count += 1
+                count += n
                 if len(pending) >= 10_000:
                     await _settle(pending)
             await producer.flush()

@@ -1,0 +1,152 @@
+"""Spark data source benchmark: Spark reading and writing through ``trafka``,
+against trafka's own consumer and producer doing the same work in one process.
+
+The workload: ``--records`` records (default 1,000,000) of ``--size`` bytes
+(default 100), keyed, in a topic of ``--partitions`` partitions (default 4), on a
+brokerlite in its own process. Spark runs locally with two cores (``local[2]``);
+its start-up is not timed.
+
+* **read**: ``spark.read.format("trafka")...load()`` and an aggregate over every
+  value (so that every row crosses from the Python workers into Spark), against
+  a trafka consumer assigned all partitions reading to the end.
+* **write**: a DataFrame of the same number of rows (``key``, ``value``) saved
+  with ``write.format("trafka")``, against a trafka producer sending the same
+  records and flushing.
+
+Figures are records per second and Spark's ratio to the single process. Run:
+``python bench/spark.py``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Any
+
+import anyio
+
+from trafka.sdk import NewTopic, TopicPartition, open_admin, open_consumer, open_producer
+
+
+def start_broker(data: str) -> tuple[subprocess.Popen[str], str]:
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "trafka.tools.cli",
+            "broker",
+            "--listen",
+            "127.0.0.1:0",
+            "--data-dir",
+            data,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=dict(os.environ, PYTHONUNBUFFERED="1"),
+    )
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        match = re.search(r"ready on (127\.0\.0\.1:\d+)", line)
+        if match:
+            return proc, match.group(1)
+    raise RuntimeError("the broker did not start")
+
+
+async def sdk_write(servers: str, topic: str, records: int, size: int) -> float:
+    value = b"x" * size
+    async with open_admin(bootstrap_servers=servers) as admin:
+        await admin.create_topics([NewTopic(topic, 4)])
+    start = time.perf_counter()
+    async with open_producer(bootstrap_servers=servers) as producer:
+        for i in range(records):
+            await producer.send(topic, value, key=b"k%d" % (i % 1000))
+        await producer.flush()
+    return records / (time.perf_counter() - start)
+
+
+async def sdk_read(servers: str, topic: str, partitions: int) -> float:
+    tps = [TopicPartition(topic, p) for p in range(partitions)]
+    async with open_consumer(bootstrap_servers=servers, max_poll_records=10_000) as consumer:
+        consumer.assign(tps)
+        consumer.seek_to_beginning(*tps)
+        ends = await consumer.end_offsets(tps)
+        total = sum(ends.values())
+        seen = 0
+        start = time.perf_counter()
+        while seen < total:
+            for recs in (await consumer.getmany(timeout_ms=1000)).values():
+                seen += len(recs)
+        return total / (time.perf_counter() - start)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--records", type=int, default=1_000_000)
+    parser.add_argument("--size", type=int, default=100)
+    parser.add_argument("--partitions", type=int, default=4)
+    args = parser.parse_args()
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    from pyspark.sql import SparkSession
+
+    from trafka.spark import register
+
+    with tempfile.TemporaryDirectory() as data:
+        broker, servers = start_broker(data)
+        try:
+            spark: Any = (
+                SparkSession.builder.master("local[2]")
+                .config("spark.ui.enabled", "false")
+                .config("spark.sql.shuffle.partitions", "2")
+                .getOrCreate()
+            )
+            spark.sparkContext.setLogLevel("ERROR")
+            register(spark)
+            # Warm up Spark's Python workers on a small topic.
+            anyio.run(sdk_write, servers, "warm", 1000, args.size, backend="trio")
+            spark.read.format("trafka").option("kafka.bootstrap.servers", servers).option(
+                "subscribe", "warm"
+            ).load().count()
+
+            sdk_w = anyio.run(sdk_write, servers, "bench", args.records, args.size, backend="trio")
+            sdk_r = anyio.run(sdk_read, servers, "bench", 4, backend="trio")
+
+            df = (
+                spark.read.format("trafka")
+                .option("kafka.bootstrap.servers", servers)
+                .option("subscribe", "bench")
+                .load()
+            )
+            start = time.perf_counter()
+            (row,) = df.selectExpr("count(*) as n", "sum(length(value)) as bytes").collect()
+            spark_r = row.n / (time.perf_counter() - start)
+            assert row.n == args.records, row
+
+            rows = spark.range(args.records).selectExpr(
+                "cast(id % 1000 as string) as key", f"repeat('x', {args.size}) as value"
+            )
+            rows.cache().count()
+            start = time.perf_counter()
+            rows.write.format("trafka").option("kafka.bootstrap.servers", servers).option(
+                "topic", "bench-out"
+            ).mode("append").save()
+            spark_w = args.records / (time.perf_counter() - start)
+            spark.stop()
+        finally:
+            broker.terminate()
+            broker.wait(10)
+
+    print(f"spark: {args.records:,} records of {args.size} B, 4 partitions, local[2]")
+    print(f"{'':<8}{'trafka alone':>16}{'Spark':>12}{'ratio':>8}")
+    print(f"{'read':<8}{sdk_r:>16,.0f}{spark_r:>12,.0f}{spark_r / sdk_r:>8.2f}")
+    print(f"{'write':<8}{sdk_w:>16,.0f}{spark_w:>12,.0f}{spark_w / sdk_w:>8.2f}")
+
+
+if __name__ == "__main__":
+    main()
