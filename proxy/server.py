@@ -164,7 +164,14 @@ class _Proxy:
     async def _serve(self, listener: trio.SocketListener, node_id: int | None) -> None:
         async with listener:
             while True:
-                stream = await listener.accept()
+                try:
+                    stream = await listener.accept()
+                except OSError as exc:
+                    # Out of file descriptors and the like: the connections already
+                    # open go on; accepting resumes shortly.
+                    log.warning("cannot accept a connection: %s", exc)
+                    await trio.sleep(0.1)
+                    continue
                 self.nursery.start_soon(self._connection, stream, node_id)
 
     def _node_of(self, upstream: tuple[str, int]) -> int:
