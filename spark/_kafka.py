@@ -184,25 +184,37 @@ def new_partitions(opts: ReadOptions, since: Offsets, latest: Offsets) -> Offset
 
 
 def limit_offsets(start: Offsets, latest: Offsets, limit: int) -> Offsets:
-    """At most ``limit`` offsets past ``start`` in all, shared in proportion to each
-    partition's backlog, so that every partition with a backlog keeps moving
-    while the limit allows one offset each."""
+    """At most ``limit`` offsets past ``start`` in all.
+
+    Every partition with a backlog first gets one offset (while the limit lasts,
+    the largest backlogs first), so none waits behind busier ones; the rest of
+    the limit is shared in proportion to what each has left, the remainder
+    going to the largest fractions.
+    """
     begin = _from_offsets(start)
     end = _from_offsets(latest)
     lag = {tp: max(0, o - begin.get(tp, o)) for tp, o in end.items()}
     total = sum(lag.values())
     if total <= limit:
         return _to_offsets(end)
-    share = {tp: lag[tp] * limit // total for tp in lag}
+    lagging = sorted((tp for tp in lag if lag[tp]), key=lambda t: (-lag[t], t))
+    share = dict.fromkeys(lag, 0)
+    for tp in lagging[:limit]:
+        share[tp] = 1
     left = limit - sum(share.values())
-    # The remainder goes first to partitions whose share rounded down to nothing,
-    # then to the largest fractions.
-    for tp in sorted(lag, key=lambda t: (share[t] > 0, -(lag[t] * limit % total), t)):
-        if left <= 0:
-            break
-        if share[tp] < lag[tp]:
-            share[tp] += 1
-            left -= 1
+    rest = {tp: lag[tp] - share[tp] for tp in lag}
+    pool = sum(rest.values())
+    if left > 0 and pool > 0:
+        extra = {tp: rest[tp] * left // pool for tp in lag}
+        for tp in lag:
+            share[tp] += extra[tp]
+        left -= sum(extra.values())
+        for tp in sorted(lag, key=lambda t: (-(rest[t] * (limit - len(lagging)) % pool), t)):
+            if left <= 0:
+                break
+            if share[tp] < lag[tp]:
+                share[tp] += 1
+                left -= 1
     return _to_offsets({tp: begin.get(tp, end[tp]) + share[tp] for tp in end})
 
 

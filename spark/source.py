@@ -186,6 +186,13 @@ def _read(opts: ReadOptions, schema: StructType, partition: InputPartition) -> I
         yield pa.RecordBatch.from_arrays(arrays, schema=arrow)
 
 
+def _plan(opts: ReadOptions, start: _kafka.Offsets, end: _kafka.Offsets) -> list[InputPartition]:
+    ranges = _kafka.plan_ranges(
+        start, end, min_partitions=opts.min_partitions, fail_on_data_loss=opts.fail_on_data_loss
+    )
+    return [RangePartition.of(r) for r in ranges]
+
+
 def _chunks(batches: Iterator[Any]) -> Iterator[dict[str, list[Any]]]:
     for batch in batches:
         yield {name: batch.column(name).to_pylist() for name in batch.schema.names}
@@ -197,15 +204,9 @@ class _BatchReader(DataSourceReader):
         self.schema = schema
 
     def partitions(self) -> Sequence[InputPartition]:
-        start = _kafka.starting_offsets(self.opts)
-        end = _kafka.latest_offsets(self.opts)
-        ranges = _kafka.plan_ranges(
-            start,
-            end,
-            min_partitions=self.opts.min_partitions,
-            fail_on_data_loss=self.opts.fail_on_data_loss,
+        return _plan(
+            self.opts, _kafka.starting_offsets(self.opts), _kafka.latest_offsets(self.opts)
         )
-        return [RangePartition.of(r) for r in ranges]
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         return _read(self.opts, self.schema, partition)
@@ -242,14 +243,7 @@ class _StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return _kafka.latest_offsets(self.opts, since={})
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
-        begin = _kafka.new_partitions(self.opts, start, end)
-        ranges = _kafka.plan_ranges(
-            begin,
-            end,
-            min_partitions=self.opts.min_partitions,
-            fail_on_data_loss=self.opts.fail_on_data_loss,
-        )
-        return [RangePartition.of(r) for r in ranges]
+        return _plan(self.opts, _kafka.new_partitions(self.opts, start, end), end)
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         return _read(self.opts, self.schema, partition)

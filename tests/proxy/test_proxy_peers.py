@@ -63,13 +63,13 @@ def create(servers: str, topic: str, partitions: int) -> None:
     anyio.run(go, backend="trio")
 
 
-def placement(broker: RunningBroker, topic: str, partitions: int) -> list[Any]:
-    """Every record of the topic, read from the broker itself."""
+def placement(servers: str, topic: str, partitions: int, **settings: Any) -> list[Any]:
+    """Every record of the topic, read to its end (read_committed with ``settings``)."""
 
     async def go() -> list[Any]:
         tps = [TopicPartition(topic, p) for p in range(partitions)]
         out: list[Any] = []
-        async with open_consumer(bootstrap_servers=broker.bootstrap_servers) as consumer:
+        async with open_consumer(bootstrap_servers=servers, **settings) as consumer:
             consumer.assign(tps)
             consumer.seek_to_beginning(*tps)
             ends = await consumer.end_offsets(tps)
@@ -104,7 +104,7 @@ def test_librdkafka_keys_land_where_java_would_put_them(
     topic = fresh()
     create(proxy.bootstrap_servers, topic, 6)
     confluent_produce(proxy.bootstrap_servers, topic, 400)
-    records = placement(broker, topic, 6)
+    records = placement(broker.bootstrap_servers, topic, 6)
     assert len(records) == 400
     assert all(r.partition == murmur2_partition(r.key, 6) for r in records)
     # Per key, the order the producer sent is kept.
@@ -116,7 +116,7 @@ def test_librdkafka_keys_land_where_java_would_put_them(
     direct = fresh()
     create(broker.bootstrap_servers, direct, 6)
     confluent_produce(broker.bootstrap_servers, direct, 400)
-    records = placement(broker, direct, 6)
+    records = placement(broker.bootstrap_servers, direct, 6)
     assert all(r.partition == crc32_partition(r.key, 6) for r in records)
     assert any(r.partition != murmur2_partition(r.key, 6) for r in records)
 
@@ -128,7 +128,7 @@ def test_a_proxy_without_routing_leaves_records_where_the_client_put_them(
     with proxy_in_thread(upstream=(broker.bootstrap_servers,), port=0, route_keys="none") as px:
         create(px.bootstrap_servers, topic, 6)
         confluent_produce(px.bootstrap_servers, topic, 200)
-    records = placement(broker, topic, 6)
+    records = placement(broker.bootstrap_servers, topic, 6)
     assert all(r.partition == crc32_partition(r.key, 6) for r in records)
 
 
@@ -155,7 +155,7 @@ def test_kcat_sees_the_proxy_and_its_keys_are_routed(
         timeout=30,
         check=True,
     )
-    records = placement(broker, topic, 4)
+    records = placement(broker.bootstrap_servers, topic, 4)
     assert len(records) == 90
     assert all(r.partition == murmur2_partition(r.key, 4) for r in records)
 
@@ -193,7 +193,7 @@ def test_trafka_transactions_pass_untouched(broker: RunningBroker, proxy: Runnin
     topic = fresh()
     create(proxy.bootstrap_servers, topic, 3)
 
-    async def go() -> list[Any]:
+    async def go() -> None:
         async with open_producer(
             bootstrap_servers=proxy.bootstrap_servers, transactional_id=fresh("tx")
         ) as producer:
@@ -205,23 +205,10 @@ def test_trafka_transactions_pass_untouched(broker: RunningBroker, proxy: Runnin
             await producer.send(topic, b"aborted", key=b"x", partition=0)
             await producer.flush()
             await producer.abort_transaction()
-        tps = [TopicPartition(topic, p) for p in range(3)]
-        out: list[Any] = []
-        async with open_consumer(
-            bootstrap_servers=proxy.bootstrap_servers, isolation_level="read_committed"
-        ) as consumer:
-            consumer.assign(tps)
-            consumer.seek_to_beginning(*tps)
-            ends = await consumer.end_offsets(tps)
-            with anyio.fail_after(30):
-                for tp in tps:
-                    while await consumer.position(tp) < ends[tp]:
-                        for recs in (await consumer.getmany(tp, timeout_ms=500)).values():
-                            out.extend(recs)
-        return out
 
     before = proxy.statistics.routing.batches_untouched_idempotent
-    records = anyio.run(go, backend="trio")
+    anyio.run(go, backend="trio")
+    records = placement(proxy.bootstrap_servers, topic, 3, isolation_level="read_committed")
     # Idempotent and transactional batches keep the producer's partition.
     assert sorted((r.partition, int(r.value)) for r in records) == [
         (i % 3, i) for i in sorted(range(30), key=lambda i: (i % 3, i))
@@ -246,7 +233,7 @@ def test_bad_frames_close_only_their_connection(broker: RunningBroker, proxy: Ru
     topic = fresh()
     create(proxy.bootstrap_servers, topic, 1)
     confluent_produce(proxy.bootstrap_servers, topic, 5)
-    assert len(placement(broker, topic, 1)) == 5
+    assert len(placement(broker.bootstrap_servers, topic, 1)) == 5
 
 
 def test_a_corrupt_batch_reaches_the_broker_which_refuses_it(
