@@ -189,6 +189,54 @@ def test_kafka_python_group_consumes_through_the_proxy(
     assert broker.address[1] not in ports
 
 
+def test_aiokafka_round_trip_through_the_proxy(broker: RunningBroker, proxy: RunningProxy) -> None:
+    import asyncio
+
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+
+    topic = fresh()
+    create(proxy.bootstrap_servers, topic, 4)
+    # CRC32 puts these keys elsewhere than murmur2 would: a partitioner that
+    # chose like librdkafka shows the proxy routing aiokafka's records too.
+    keys = [b"a%d" % i for i in range(50)]
+
+    def crc32_like(key: bytes, all_partitions: list[int], available: list[int]) -> int:
+        return all_partitions[crc32_partition(key, len(all_partitions))]
+
+    async def go() -> list[Any]:
+        producer = AIOKafkaProducer(
+            bootstrap_servers=proxy.bootstrap_servers, partitioner=crc32_like
+        )
+        await producer.start()
+        try:
+            for i, key in enumerate(keys):
+                await producer.send(topic, b"%d" % i, key=key)
+            await producer.flush()
+        finally:
+            await producer.stop()
+        consumer = AIOKafkaConsumer(
+            topic,
+            bootstrap_servers=proxy.bootstrap_servers,
+            group_id=fresh("aio"),
+            auto_offset_reset="earliest",
+        )
+        await consumer.start()
+        got: list[Any] = []
+        try:
+            async with asyncio.timeout(30):
+                while len(got) < len(keys):
+                    for recs in (await consumer.getmany(timeout_ms=500)).values():
+                        got.extend(recs)
+        finally:
+            await consumer.stop()
+        return got
+
+    got = asyncio.run(go())
+    assert sorted(int(m.value) for m in got) == list(range(50))
+    assert all(m.partition == murmur2_partition(m.key, 4) for m in got)
+    assert any(crc32_partition(k, 4) != murmur2_partition(k, 4) for k in keys)
+
+
 def test_trafka_transactions_pass_untouched(broker: RunningBroker, proxy: RunningProxy) -> None:
     topic = fresh()
     create(proxy.bootstrap_servers, topic, 3)
