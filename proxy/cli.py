@@ -36,6 +36,10 @@ from .server import ProxyConfig, run_proxy
     help="The key hash that places keyed records (murmur2 as Java; none: leave them).",
 )
 @click.option("--max-frame-size", type=int, default=100 * 1024 * 1024, show_default=True)
+@click.option("--ssl-certfile", help="Serve clients over TLS with this certificate (PEM).")
+@click.option("--ssl-keyfile", help="The certificate's private key (PEM), if not in the certfile.")
+@click.option("--upstream-ssl", is_flag=True, help="Connect to the brokers over TLS.")
+@click.option("--upstream-ssl-cafile", help="CAs of the brokers' certificates (PEM).")
 @click.option("-v", "--verbose", is_flag=True, help="Log each broker listener and connection.")
 def command(
     upstream: str,
@@ -44,6 +48,10 @@ def command(
     node_port_base: int | None,
     route_keys: str,
     max_frame_size: int,
+    ssl_certfile: str | None,
+    ssl_keyfile: str | None,
+    upstream_ssl: bool,
+    upstream_ssl_cafile: str | None,
     verbose: bool,
 ) -> None:
     """Proxy Kafka clients to a cluster, rewriting broker addresses and routing
@@ -61,7 +69,13 @@ def command(
             node_port_base=node_port_base,
             route_keys=route_keys,
             max_frame_size=max_frame_size,
+            ssl_certfile=ssl_certfile,
+            ssl_keyfile=ssl_keyfile,
+            upstream_ssl=upstream_ssl,
+            upstream_ssl_cafile=upstream_ssl_cafile,
         )
+        config.client_ssl_context()
+        config.upstream_ssl_context()
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
     try:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import socket
+import ssl
 import struct
 import threading
 from collections.abc import AsyncIterator, Iterator
@@ -68,7 +69,13 @@ class ProxyConfig:
             ``fnv1a``, as sarama), or ``none`` to forward records where the
             client put them.
         max_frame_size: the largest frame accepted from either side.
-        connect_timeout: seconds to reach an upstream broker.
+        connect_timeout: seconds to reach an upstream broker (TLS handshake included).
+        ssl_certfile, ssl_keyfile, ssl_key_password: serve clients over TLS
+            with this certificate (PEM; the key may sit in the certificate file).
+        upstream_ssl: connect to the brokers over TLS.
+        upstream_ssl_cafile: the CAs that sign the brokers' certificates
+            (default: the system's).
+        upstream_ssl_check_hostname: check the brokers' certificates name them.
     """
 
     upstream: tuple[str, ...]
@@ -79,6 +86,12 @@ class ProxyConfig:
     route_keys: str = "murmur2"
     max_frame_size: int = 100 * 1024 * 1024
     connect_timeout: float = 10.0
+    ssl_certfile: str | None = None
+    ssl_keyfile: str | None = None
+    ssl_key_password: str | None = None
+    upstream_ssl: bool = False
+    upstream_ssl_cafile: str | None = None
+    upstream_ssl_check_hostname: bool = True
 
     def __post_init__(self) -> None:
         if isinstance(self.upstream, str):
@@ -97,6 +110,42 @@ class ProxyConfig:
             raise ValueError(f"port {self.port} is out of range")
         if self.max_frame_size <= 0:
             raise ValueError("max_frame_size must be positive")
+        if (self.ssl_keyfile or self.ssl_key_password) and not self.ssl_certfile:
+            raise ValueError("ssl_keyfile needs ssl_certfile")
+        if self.upstream_ssl_cafile and not self.upstream_ssl:
+            raise ValueError("upstream_ssl_cafile needs upstream_ssl")
+
+    def client_ssl_context(self) -> ssl.SSLContext | None:
+        """The TLS context towards clients (None: plaintext).
+
+        Raises:
+            ValueError: the certificate or key cannot be loaded.
+        """
+        if not self.ssl_certfile:
+            return None
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        try:
+            context.load_cert_chain(
+                self.ssl_certfile, self.ssl_keyfile, password=self.ssl_key_password
+            )
+        except (OSError, ssl.SSLError) as exc:
+            raise ValueError(f"cannot load the certificate {self.ssl_certfile}: {exc}") from None
+        return context
+
+    def upstream_ssl_context(self) -> ssl.SSLContext | None:
+        """The TLS context towards the brokers (None: plaintext).
+
+        Raises:
+            ValueError: the CA file cannot be loaded.
+        """
+        if not self.upstream_ssl:
+            return None
+        try:
+            context = ssl.create_default_context(cafile=self.upstream_ssl_cafile)
+        except (OSError, ssl.SSLError) as exc:
+            raise ValueError(f"cannot load {self.upstream_ssl_cafile}: {exc}") from None
+        context.check_hostname = self.upstream_ssl_check_hostname
+        return context
 
 
 def _split(server: str) -> tuple[str, int]:
@@ -136,6 +185,8 @@ class _Proxy:
         # node id -> (upstream address, proxy port)
         self.nodes: dict[int, tuple[tuple[str, int], int]] = {}
         self.addresses = Addresses(self.listen_for)
+        self.client_tls = config.client_ssl_context()
+        self.upstream_tls = config.upstream_ssl_context()
 
     # Called from rewriting (synchronous): opens the node's listener at once.
     def listen_for(self, node_id: int, host: str, port: int) -> tuple[str, int]:
@@ -180,9 +231,7 @@ class _Proxy:
                 return node_id
         return -1
 
-    async def _open_upstream(
-        self, node_id: int | None
-    ) -> tuple[trio.SocketStream, tuple[str, int]]:
+    async def _open_upstream(self, node_id: int | None) -> tuple[trio.abc.Stream, tuple[str, int]]:
         if node_id is not None:
             targets = [self.nodes[node_id][0]]
         else:
@@ -191,15 +240,32 @@ class _Proxy:
         for host, port in targets:
             try:
                 with trio.fail_after(self.config.connect_timeout):
-                    return await trio.open_tcp_stream(host, port), (host, port)
-            except (OSError, trio.TooSlowError) as exc:
+                    if self.upstream_tls is None:
+                        return await trio.open_tcp_stream(host, port), (host, port)
+                    tls = await trio.open_ssl_over_tcp_stream(
+                        host, port, ssl_context=self.upstream_tls
+                    )
+                    await tls.do_handshake()
+                    return tls, (host, port)
+            except (OSError, trio.TooSlowError, trio.BrokenResourceError) as exc:
                 failures.append(f"{host}:{port}: {exc or type(exc).__name__}")
         raise OSError("no upstream broker reachable (" + "; ".join(failures) + ")")
 
-    async def _connection(self, client: trio.SocketStream, node_id: int | None) -> None:
+    async def _connection(self, raw: trio.SocketStream, node_id: int | None) -> None:
         self.stats.connections += 1
         self.stats.open_connections += 1
+        client: trio.abc.Stream = raw
         try:
+            if self.client_tls is not None:
+                tls = trio.SSLStream(raw, self.client_tls, server_side=True)
+                try:
+                    with trio.fail_after(self.config.connect_timeout):
+                        await tls.do_handshake()
+                except (trio.BrokenResourceError, trio.TooSlowError) as exc:
+                    log.info("a client's TLS handshake failed: %s", exc.__cause__ or exc)
+                    await raw.aclose()
+                    return
+                client = tls
             try:
                 upstream, address = await self._open_upstream(node_id)
             except OSError as exc:
@@ -217,8 +283,8 @@ class _Proxy:
 
     async def _requests(
         self,
-        client: trio.SocketStream,
-        upstream: trio.SocketStream,
+        client: trio.abc.Stream,
+        upstream: trio.abc.Stream,
         pending: dict[int, Pending],
         address: tuple[str, int],
         pumps: trio.Nursery,
@@ -276,8 +342,8 @@ class _Proxy:
 
     async def _answers(
         self,
-        upstream: trio.SocketStream,
-        client: trio.SocketStream,
+        upstream: trio.abc.Stream,
+        client: trio.abc.Stream,
         pending: dict[int, Pending],
         pumps: trio.Nursery,
     ) -> None:

@@ -6,7 +6,6 @@ proxy), so the checks do not depend on the proxy's own view.
 
 from __future__ import annotations
 
-import itertools
 import shutil
 import socket
 import subprocess
@@ -15,9 +14,9 @@ from collections.abc import Iterator
 from typing import Any
 
 import anyio
-import confluent_kafka
 import kafka
 import pytest
+from proxy_helpers import confluent_produce, create, fresh, placement
 
 from trafka.brokerlite import RunningBroker
 from trafka.brokerlite.server import broker_in_thread
@@ -26,16 +25,11 @@ from trafka.codec.framing import FrameReader
 from trafka.codec.messages import k00_produce as pm
 from trafka.codec.records import encode_batch
 from trafka.proxy import RunningProxy, proxy_in_thread
-from trafka.sdk import NewTopic, TopicPartition, open_admin, open_consumer, open_producer
+from trafka.sdk import open_admin, open_producer
 from trafka.sdk.partitioners import crc32_partition, murmur2_partition
 
 pytestmark = pytest.mark.timeout(120)
 KCAT = shutil.which("kcat")
-_names = itertools.count()
-
-
-def fresh(prefix: str = "px") -> str:
-    return f"{prefix}-{next(_names)}"
 
 
 @pytest.fixture(scope="module")
@@ -53,49 +47,6 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningBroker]:
 def proxy(broker: RunningBroker) -> Iterator[RunningProxy]:
     with proxy_in_thread(upstream=(broker.bootstrap_servers,), port=0) as running:
         yield running
-
-
-def create(servers: str, topic: str, partitions: int) -> None:
-    async def go() -> None:
-        async with open_admin(bootstrap_servers=servers) as admin:
-            await admin.create_topics([NewTopic(topic, partitions)])
-
-    anyio.run(go, backend="trio")
-
-
-def placement(servers: str, topic: str, partitions: int, **settings: Any) -> list[Any]:
-    """Every record of the topic, read to its end (read_committed with ``settings``)."""
-
-    async def go() -> list[Any]:
-        tps = [TopicPartition(topic, p) for p in range(partitions)]
-        out: list[Any] = []
-        async with open_consumer(bootstrap_servers=servers, **settings) as consumer:
-            consumer.assign(tps)
-            consumer.seek_to_beginning(*tps)
-            ends = await consumer.end_offsets(tps)
-            with anyio.fail_after(30):
-                for tp in tps:
-                    while await consumer.position(tp) < ends[tp]:
-                        for recs in (await consumer.getmany(tp, timeout_ms=500)).values():
-                            out.extend(recs)
-        return out
-
-    result: list[Any] = anyio.run(go, backend="trio")
-    return result
-
-
-def confluent_produce(servers: str, topic: str, n: int) -> None:
-    producer = confluent_kafka.Producer({"bootstrap.servers": servers, "linger.ms": 5})
-    failures: list[Any] = []
-    for i in range(n):
-        producer.produce(
-            topic,
-            value=b"v%d" % i,
-            key=b"user-%d" % (i % 23),
-            on_delivery=lambda err, _msg: failures.append(err) if err else None,
-        )
-    assert producer.flush(30) == 0
-    assert failures == []
 
 
 def test_librdkafka_keys_land_where_java_would_put_them(
