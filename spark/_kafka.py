@@ -110,17 +110,23 @@ async def _partitions(opts: ReadOptions, config: ConsumerConfig) -> list[TopicPa
 async def _resolve(
     consumer: Consumer, spec: OffsetSpec, tps: Sequence[TopicPartition]
 ) -> dict[TopicPartition, int]:
-    """Turn a spec into offsets: explicit ones stay, -2/-1/timestamps are asked for."""
-    wanted = {tp: spec.per_partition.get((tp.topic, tp.partition), spec.default) for tp in tps}
+    """Turn a spec into offsets (see :class:`OffsetSpec` for the precedence)."""
+    by_time: dict[TopicPartition, int] = {}
+    wanted: dict[TopicPartition, int] = {}
+    for tp in tps:
+        key = (tp.topic, tp.partition)
+        ts = spec.timestamp if spec.timestamp is not None else spec.timestamps.get(key)
+        if ts is not None:
+            by_time[tp] = ts
+        else:
+            wanted[tp] = spec.per_partition.get(key, spec.default)
     out = {tp: o for tp, o in wanted.items() if o >= 0}
     ends = await consumer.end_offsets(tps) if tps else {}
-    if spec.timestamp is not None:
-        by_time = {tp: spec.timestamp for tp, o in wanted.items() if o < 0}
-        found = await consumer.offsets_for_times(by_time) if by_time else {}
+    if by_time:
+        found = await consumer.offsets_for_times(by_time)
         for tp in by_time:
             hit = found.get(tp)
             out[tp] = hit[0] if hit is not None else ends[tp]
-        return out
     earliest = [tp for tp, o in wanted.items() if o == EARLIEST]
     if earliest:
         out.update(await consumer.beginning_offsets(earliest))

@@ -68,6 +68,8 @@ _READ_KEYS = {
     "endingoffsets",
     "startingtimestamp",
     "endingtimestamp",
+    "startingoffsetsbytimestamp",
+    "endingoffsetsbytimestamp",
     "includeheaders",
     "failondataloss",
     "maxoffsetspertrigger",
@@ -80,15 +82,17 @@ _WRITE_KEYS = {"topic", "checkpointlocation"}
 
 @dataclass(frozen=True, slots=True)
 class OffsetSpec:
-    """Where a read starts or ends.
-
-    ``default`` (EARLIEST or LATEST) applies to partitions without an entry in
-    ``per_partition``; ``timestamp`` (ms), when set, is looked up instead.
+    """Where a read starts or ends, for each partition, in Spark's order of
+    precedence: ``timestamp`` (ms, every partition), else the partition's entry
+    in ``timestamps``, else its entry in ``per_partition``, else ``default``
+    (EARLIEST or LATEST). A timestamp means the first offset whose record is at
+    least that old, or the partition's end when there is none.
     """
 
     default: int
     per_partition: Mapping[tuple[str, int], int] = field(default_factory=dict)
     timestamp: int | None = None
+    timestamps: Mapping[tuple[str, int], int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,6 +219,27 @@ def _offsets(name: str, value: str | None, default: int, *, allow: tuple[int, ..
     return OffsetSpec(default, per)
 
 
+def _timestamps(name: str, value: str | None) -> dict[tuple[str, int], int]:
+    if value is None:
+        return {}
+    data = _json(name, value)
+    if not isinstance(data, dict):
+        raise ConfigError(f'option {name!r} must be like {{"topic": {{"0": 1700000000000}}}}')
+    out: dict[tuple[str, int], int] = {}
+    for topic, parts in data.items():
+        if not isinstance(parts, dict):
+            raise ConfigError(f"option {name!r}: topic {topic!r} must map partitions to timestamps")
+        for part, ts in parts.items():
+            try:
+                number = int(part)
+            except ValueError:
+                raise ConfigError(f"option {name!r}: {part!r} is not a partition number") from None
+            if type(ts) is not int or ts < 0:
+                raise ConfigError(f"option {name!r}: {ts!r} for {topic}-{part} is not a timestamp")
+            out[(topic, number)] = ts
+    return out
+
+
 def _timestamp(name: str, value: str | None) -> int | None:
     if value is None:
         return None
@@ -267,7 +292,7 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOp
             pairs.extend((topic, p) for p in parts)
         assigned = tuple(sorted(set(pairs)))
 
-    if streaming and ("endingoffsets" in own or "endingtimestamp" in own):
+    if streaming and own.keys() & {"endingoffsets", "endingtimestamp", "endingoffsetsbytimestamp"}:
         raise ConfigError("a streaming read has no end: 'endingOffsets' is for batch reads")
     if not streaming and "maxoffsetspertrigger" in own:
         raise ConfigError("option 'maxOffsetsPerTrigger' is for streaming reads")
@@ -278,12 +303,18 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOp
         allow=(EARLIEST, LATEST) if streaming else (EARLIEST,),
     )
     ending = _offsets("endingOffsets", own.get("endingoffsets"), LATEST, allow=(LATEST,))
-    start_ts = _timestamp("startingTimestamp", own.get("startingtimestamp"))
-    if start_ts is not None:
-        starting = OffsetSpec(starting.default, starting.per_partition, start_ts)
-    end_ts = _timestamp("endingTimestamp", own.get("endingtimestamp"))
-    if end_ts is not None:
-        ending = OffsetSpec(ending.default, ending.per_partition, end_ts)
+    starting = OffsetSpec(
+        starting.default,
+        starting.per_partition,
+        _timestamp("startingTimestamp", own.get("startingtimestamp")),
+        _timestamps("startingOffsetsByTimestamp", own.get("startingoffsetsbytimestamp")),
+    )
+    ending = OffsetSpec(
+        ending.default,
+        ending.per_partition,
+        _timestamp("endingTimestamp", own.get("endingtimestamp")),
+        _timestamps("endingOffsetsByTimestamp", own.get("endingoffsetsbytimestamp")),
+    )
 
     result = ReadOptions(
         client=client,

@@ -74,6 +74,10 @@ def test_defaults_differ_between_batch_and_stream() -> None:
         ({"subscribe": "t", "includeHeaders": "yes"}, False, "true or false"),
         ({"subscribe": "t", "startingTimestamp": "-5"}, False, "negative"),
         ({"subscribe": "t", "kafka.fetch.max.wait.ms": "soon"}, False, "fetch"),
+        ({"subscribe": "t", "startingOffsetsByTimestamp": "[1]"}, False, "must be like"),
+        ({"subscribe": "t", "startingOffsetsByTimestamp": '{"t": 5}'}, False, "map partitions"),
+        ({"subscribe": "t", "endingOffsetsByTimestamp": '{"t": {"0": -1}}'}, False, "timestamp"),
+        ({"subscribe": "t", "endingOffsetsByTimestamp": '{"t": {"0": 1}}'}, True, "has no end"),
     ],
 )
 def test_bad_read_options_are_refused_by_name(

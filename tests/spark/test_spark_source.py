@@ -125,6 +125,26 @@ def test_timestamps_choose_the_range(spark: Any, broker: RunningBroker) -> None:
         endingTimestamp=str(base + 12_500),
     ).load()
     assert sorted(int(r.value) for r in rows.collect()) == list(range(5, 13))
+    by_partition = reader(
+        spark,
+        broker,
+        subscribe=topic,
+        startingOffsetsByTimestamp=json.dumps({topic: {"0": base + 15_000}}),
+        endingOffsetsByTimestamp=json.dumps({topic: {"0": base + 17_000}}),
+    )
+    assert sorted(int(r.value) for r in by_partition.load().collect()) == [15, 16]
+    # A timestamp past every record starts at the end; startingTimestamp wins
+    # over explicit offsets, as in Spark.
+    rows = reader(
+        spark,
+        broker,
+        subscribe=topic,
+        startingOffsets=json.dumps({topic: {"0": 0}}),
+        startingTimestamp=str(base + 18_000),
+    )
+    assert sorted(int(r.value) for r in rows.load().collect()) == [18, 19]
+    late = reader(spark, broker, subscribe=topic, startingTimestamp=str(base + 10**9))
+    assert late.load().collect() == []
 
 
 def test_read_committed_hides_aborted_transactions(spark: Any, broker: RunningBroker) -> None:
