@@ -12,6 +12,10 @@ Rules:
   addresses replaced by the proxy's listener for that node
   (:class:`Addresses`), and encoded again at the same version. Every other
   answer passes byte for byte.
+* ApiVersions answers are capped, for the APIs above, at the versions the
+  proxy's codec knows, so that no client uses a version whose addresses the
+  proxy could not read. An ApiVersions answer the proxy cannot decode (the
+  broker's v0 refusal of a version it does not know) passes unchanged.
 * Metadata answers also teach the proxy each topic's partition count and
   leaders (:class:`Topics`), which key routing needs.
 * Key routing (Produce, magic 2 batches): every record with a key goes to the
@@ -46,6 +50,7 @@ from ..sdk.partitioners import crc32_partition, fnv1a_partition, murmur2_partiti
 
 __all__ = [
     "HASHES",
+    "READ_APIS",
     "Addresses",
     "Pending",
     "ProduceRoute",
@@ -57,8 +62,12 @@ __all__ = [
 
 log = logging.getLogger("trafka.proxy")
 
-PRODUCE, METADATA, FIND_COORDINATOR, DESCRIBE_CLUSTER = 0, 3, 10, 60
-REWRITTEN_APIS = frozenset({PRODUCE, METADATA, FIND_COORDINATOR, DESCRIBE_CLUSTER})
+PRODUCE, METADATA, FIND_COORDINATOR, API_VERSIONS, DESCRIBE_CLUSTER = 0, 3, 10, 18, 60
+# The APIs whose answers name brokers, and Produce (routing). The proxy must
+# read them, so ApiVersions answers cap them at the versions the codec knows:
+# a client must not use a newer one that would carry addresses past the proxy.
+READ_APIS = frozenset({PRODUCE, METADATA, FIND_COORDINATOR, DESCRIBE_CLUSTER})
+REWRITTEN_APIS = READ_APIS | {API_VERSIONS}
 
 HASHES: dict[str, Callable[[bytes, int], int]] = {
     "murmur2": murmur2_partition,  # Java, kafka-python, aiokafka, trafka
@@ -178,6 +187,8 @@ def rewrite_response(
         DecodeError: the answer is malformed.
     """
     key, version = pending.api_key, pending.api_version
+    if key == API_VERSIONS:
+        return _cap_versions(frame, version)
     header, body = protocol.decode_response(frame, key, version)
     if key == METADATA:
         topics.learn(body)
@@ -185,6 +196,22 @@ def rewrite_response(
         body = _merge_produce(body, pending.route, version)
     body = _replace_addresses(key, body, addresses)
     return protocol.encode_response(header.correlation_id, key, version, body)
+
+
+def _cap_versions(frame: bytes | memoryview, version: int) -> bytes:
+    try:
+        header, body = protocol.decode_response(frame, API_VERSIONS, version)
+    except DecodeError:
+        return len(frame).to_bytes(4, "big") + bytes(frame)
+    capped = []
+    for entry in body.api_keys:
+        if entry.api_key in READ_APIS:
+            known = protocol.api(entry.api_key).max_version
+            if entry.max_version > known:
+                entry = dataclasses.replace(entry, max_version=max(known, entry.min_version))
+        capped.append(entry)
+    body = dataclasses.replace(body, api_keys=capped)
+    return protocol.encode_response(header.correlation_id, API_VERSIONS, version, body)
 
 
 # -- key routing ----------------------------------------------------------------------------

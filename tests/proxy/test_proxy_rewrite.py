@@ -321,3 +321,38 @@ def test_produce_leader_hints_name_the_proxy(version: int) -> None:
     got = round_trip(0, version, body)
     assert [(e.node_id, e.host, e.port) for e in got.node_endpoints] == [(2, "proxy.local", 19002)]
     assert got.responses[0].partition_responses[0].error_code == 6
+
+
+@pytest.mark.parametrize("version", versions(18))
+def test_api_versions_are_capped_where_the_proxy_must_read(version: int) -> None:
+    from trafka.codec.messages import k18_api_versions as am
+
+    r = am.ApiVersionsResponse
+    body = r(
+        api_keys=[
+            r.ApiVersion(api_key=3, min_version=0, max_version=99),  # Metadata
+            r.ApiVersion(api_key=0, min_version=3, max_version=99),  # Produce
+            r.ApiVersion(api_key=1, min_version=4, max_version=99),  # Fetch: not read
+            r.ApiVersion(api_key=60, min_version=0, max_version=0),  # DescribeCluster
+        ]
+    )
+    frame = protocol.encode_response(7, 18, version, body)[4:]
+    addr, _ = addresses()
+    out = rewrite_response(Pending(18, version), frame, addr, Topics())
+    got = {
+        a.api_key: (a.min_version, a.max_version)
+        for a in protocol.decode_response(out[4:], 18, version)[1].api_keys
+    }
+    assert got == {
+        3: (0, protocol.api(3).max_version),
+        0: (3, protocol.api(0).max_version),
+        1: (4, 99),
+        60: (0, 0),
+    }
+
+
+def test_an_api_versions_answer_it_cannot_read_passes_unchanged() -> None:
+    frame = b"\x00\x00\x00\x07\x00\x23"  # correlation id 7, UNSUPPORTED_VERSION, cut short
+    addr, _ = addresses()
+    out = rewrite_response(Pending(18, 4), frame, addr, Topics())
+    assert out == len(frame).to_bytes(4, "big") + frame
