@@ -21,41 +21,16 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
-import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
 from typing import Any
 
 import anyio
+from broker import start_broker  # bench/ is the script's directory
 
 from trafka.sdk import NewTopic, TopicPartition, open_admin, open_consumer, open_producer
-
-
-def start_broker(data: str) -> tuple[subprocess.Popen[str], str]:
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "trafka.tools.cli",
-            "broker",
-            "--listen",
-            "127.0.0.1:0",
-            "--data-dir",
-            data,
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env=dict(os.environ, PYTHONUNBUFFERED="1"),
-    )
-    assert proc.stdout is not None
-    for line in proc.stdout:
-        match = re.search(r"ready on (127\.0\.0\.1:\d+)", line)
-        if match:
-            return proc, match.group(1)
-    raise RuntimeError("the broker did not start")
 
 
 async def sdk_write(servers: str, topic: str, records: int, size: int) -> float:
@@ -98,7 +73,7 @@ def main() -> None:
     from trafka.spark import register
 
     with tempfile.TemporaryDirectory() as data:
-        broker, servers = start_broker(data)
+        broker, servers = start_broker(Path(data))
         try:
             spark: Any = (
                 SparkSession.builder.master("local[2]")
