@@ -40,8 +40,8 @@ lint: $(STAMP)
 MYPY_SRC := $(VENV)/mypy-src
 typecheck: $(STAMP)
 	@mkdir -p $(MYPY_SRC)/trafka
-	@for d in codec sdk brokerlite proxy spark tools; do ln -sfn ../../../$$d $(MYPY_SRC)/trafka/$$d; done
-	MYPYPATH=$(MYPY_SRC) $(VENV)/bin/mypy --explicit-package-bases -p trafka.codec -p trafka.sdk -p trafka.brokerlite -p trafka.proxy -p trafka.spark -p trafka.tools
+	@for d in codec sdk brokerlite proxy discovery spark tools; do ln -sfn ../../../$$d $(MYPY_SRC)/trafka/$$d; done
+	MYPYPATH=$(MYPY_SRC) $(VENV)/bin/mypy --explicit-package-bases -p trafka.codec -p trafka.sdk -p trafka.brokerlite -p trafka.proxy -p trafka.discovery -p trafka.spark -p trafka.tools
 
 pytest: $(STAMP) system-deps
 	$(PY) -m pytest -q

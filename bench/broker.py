@@ -163,6 +163,7 @@ def start_broker(data_dir: Path) -> tuple[subprocess.Popen[str], str]:
             "-m",
             "trafka.tools.cli",
             "broker",
+            "--no-announce",
             "--listen",
             "127.0.0.1:0",
             "--data-dir",

@@ -667,6 +667,7 @@ class Broker:
                 "-m",
                 "trafka.tools.cli",
                 "broker",
+                "--no-announce",
                 "--listen",
                 "127.0.0.1:0",
                 "--data-dir",

@@ -122,7 +122,7 @@ def main() -> None:
     with (
         tempfile.TemporaryDirectory() as data,
         running(
-            ["broker", "--listen", "127.0.0.1:0", "--data-dir", data],
+            ["broker", "--no-announce", "--listen", "127.0.0.1:0", "--data-dir", data],
             r"ready on (127\.0\.0\.1:\d+)",
         ) as broker,
     ):
@@ -139,7 +139,14 @@ def main() -> None:
                     consume(servers, topic, args.partitions, args.records),
                 )
                 continue
-            proxy_args = ["proxy", "--upstream", broker, "--listen", "127.0.0.1:0"]
+            proxy_args = [
+                "proxy",
+                "--no-announce",
+                "--upstream",
+                broker,
+                "--listen",
+                "127.0.0.1:0",
+            ]
             with running(
                 [*proxy_args, "--route-keys", route], r"proxy on (127\.0\.0\.1:\d+)"
             ) as servers:

@@ -1,6 +1,7 @@
 """``trafka broker``: run brokerlite from the command line.
 
-With no options it serves on 127.0.0.1:9092 with its data in ``./trafka-data``.
+With no options it serves on 127.0.0.1:9092 with its data in ``./trafka-data``,
+announced on zeroconf (``--no-announce`` to stay quiet).
 Settings come from, lowest priority first: the defaults, ``--config FILE``
 (Kafka ``server.properties`` names) and the options given. It logs one line
 when ready, naming the address (and the security protocol, unless PLAINTEXT),
@@ -39,6 +40,7 @@ _OPTION_FIELDS = {
     "ssl_keyfile": "ssl_keyfile",
     "ssl_cafile": "ssl_cafile",
     "ssl_client_auth": "ssl_client_auth",
+    "announce": "announce",
 }
 
 
@@ -48,7 +50,10 @@ def build_config(config_file: Path | None, options: dict[str, Any]) -> BrokerCon
     Raises:
         ConfigError: an unknown key in the file or an invalid value.
     """
-    config = BrokerConfig.from_properties(config_file) if config_file else BrokerConfig()
+    # The command announces itself on zeroconf unless told not to (the library's
+    # default is off, so that embedded and test brokers stay quiet).
+    base = BrokerConfig(announce=True)
+    config = BrokerConfig.from_properties(config_file, base) if config_file else base
     overrides: dict[str, Any] = {}
     if options.get("listen") is not None:
         overrides["listen"] = options["listen"]
@@ -138,6 +143,11 @@ def build_config(config_file: Path | None, options: dict[str, Any]) -> BrokerCon
     "--ssl-client-auth",
     type=click.Choice(["none", "requested", "required"], case_sensitive=False),
     help="Ask clients for a certificate signed by --ssl-cafile [none].",
+)
+@click.option(
+    "--announce/--no-announce",
+    default=None,
+    help="Announce the listener on the local network (zeroconf, _kafka._tcp) [on].",
 )
 @click.option(
     "--config",

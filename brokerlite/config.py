@@ -180,6 +180,9 @@ class BrokerConfig:
             ``ssl.client.auth``).
         connection_failed_authentication_delay_ms: how long a connection that
             failed to authenticate waits, after its answer, before it is closed.
+        announce: announce the listener on the local network (zeroconf, service
+            type ``_kafka._tcp``) with its cluster id, node id and security
+            protocol, so that clients with ``bootstrap.servers=zeroconf`` find it.
     """
 
     host: str = "127.0.0.1"
@@ -220,6 +223,7 @@ class BrokerConfig:
     ssl_cafile: Path | None = None
     ssl_client_auth: str = "none"
     connection_failed_authentication_delay_ms: int = 100
+    announce: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.data_dir, Path):
@@ -368,11 +372,12 @@ class BrokerConfig:
         return cls().with_overrides(settings)
 
     @classmethod
-    def from_properties(cls, path: str | Path) -> BrokerConfig:
+    def from_properties(cls, path: str | Path, base: BrokerConfig | None = None) -> BrokerConfig:
         """Read a Kafka-style ``server.properties`` file.
 
         ``#`` and ``!`` start comments; ``key=value`` or ``key: value`` per line;
-        a trailing backslash continues a line.
+        a trailing backslash continues a line. The file's settings apply on top of
+        ``base`` (default: the defaults).
 
         Raises:
             ConfigError: unknown key or invalid value (names the file and line).
@@ -381,7 +386,7 @@ class BrokerConfig:
         settings: dict[str, str] = {}
         for key, value in _parse_properties(Path(path).read_text(encoding="utf-8"), str(path)):
             settings[key] = value
-        return cls.from_mapping(settings)
+        return (base or cls()).with_overrides(settings)
 
     def with_overrides(self, overrides: Mapping[str, Any]) -> BrokerConfig:
         """A copy with ``overrides`` applied (Python or Kafka names).

@@ -717,13 +717,36 @@ async def serve_broker(
             nursery.start_soon(server.ticker)
             nursery.start_soon(_serve_listeners, server, listeners)
             try:
-                yield running
+                if cfg.announce:
+                    async with _announced(cfg, broker):
+                        yield running
+                else:
+                    yield running
             finally:
                 nursery.cancel_scope.cancel()
     except BaseExceptionGroup as group:
         raise _collapse(group) from None
     finally:
         broker.close()
+
+
+@asynccontextmanager
+async def _announced(cfg: BrokerConfig, broker: Broker) -> AsyncIterator[None]:
+    """Announce the advertised listener on zeroconf while the block runs (a
+    failure to is logged, never fatal: the broker serves on, unannounced)."""
+    from trafka.discovery import announcing_listener
+
+    host, port = broker.advertised
+    async with announcing_listener(
+        "broker",
+        host,
+        port,
+        cluster_id=broker.cluster_id,
+        node_id=cfg.node_id,
+        security_protocol=cfg.security_protocol,
+        sasl_mechanisms=cfg.sasl_enabled_mechanisms if cfg.sasl_enabled else (),
+    ):
+        yield
 
 
 async def _serve_listeners(server: _Server, listeners: list[trio.SocketListener]) -> None:

@@ -14,7 +14,8 @@ from .server import ProxyConfig, run_proxy
 @click.option(
     "--upstream",
     required=True,
-    help="The Kafka cluster's bootstrap servers, host:port[,host:port...].",
+    help="The Kafka cluster's bootstrap servers, host:port[,host:port...], or a zeroconf "
+    "spec (zeroconf, zeroconf:cluster=ID) to find a broker on the local network.",
 )
 @click.option(
     "--listen",
@@ -40,6 +41,12 @@ from .server import ProxyConfig, run_proxy
 @click.option("--ssl-keyfile", help="The certificate's private key (PEM), if not in the certfile.")
 @click.option("--upstream-ssl", is_flag=True, help="Connect to the brokers over TLS.")
 @click.option("--upstream-ssl-cafile", help="CAs of the brokers' certificates (PEM).")
+@click.option(
+    "--announce/--no-announce",
+    default=True,
+    show_default=True,
+    help="Announce the proxy on the local network (zeroconf, _kafka._tcp, role proxy).",
+)
 @click.option("-v", "--verbose", is_flag=True, help="Log each broker listener and connection.")
 def command(
     upstream: str,
@@ -52,6 +59,7 @@ def command(
     ssl_keyfile: str | None,
     upstream_ssl: bool,
     upstream_ssl_cafile: str | None,
+    announce: bool,
     verbose: bool,
 ) -> None:
     """Proxy Kafka clients to a cluster, rewriting broker addresses and routing
@@ -73,6 +81,7 @@ def command(
             ssl_keyfile=ssl_keyfile,
             upstream_ssl=upstream_ssl,
             upstream_ssl_cafile=upstream_ssl_cafile,
+            announce=announce,
         )
         config.client_ssl_context()
         config.upstream_ssl_context()
@@ -82,3 +91,5 @@ def command(
         run_proxy(config)
     except KeyboardInterrupt:
         pass
+    except (ValueError, OSError) as exc:  # DiscoveryError is an OSError
+        raise click.ClickException(f"cannot start the proxy: {exc}") from None

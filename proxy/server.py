@@ -24,7 +24,7 @@ import struct
 import threading
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import trio
@@ -32,6 +32,7 @@ import trio
 from trafka.codec import protocol
 from trafka.codec.errors import DecodeError, TrafkaError
 from trafka.codec.framing import FrameReader
+from trafka.discovery import announcing_listener, discover, is_spec, parse_spec
 
 from .rewrite import (
     HASHES,
@@ -76,6 +77,12 @@ class ProxyConfig:
         upstream_ssl_cafile: the CAs that sign the brokers' certificates
             (default: the system's).
         upstream_ssl_check_hostname: check the brokers' certificates name them.
+        announce: announce the bootstrap listener on the local network
+            (zeroconf, ``_kafka._tcp``, role ``proxy``).
+
+    An ``upstream`` entry may be a zeroconf discovery spec (``zeroconf`` or
+    ``zeroconf:cluster=abc``): the proxy looks for the cluster's brokers when it
+    starts (role ``broker`` unless the spec names one).
     """
 
     upstream: tuple[str, ...]
@@ -92,6 +99,7 @@ class ProxyConfig:
     upstream_ssl: bool = False
     upstream_ssl_cafile: str | None = None
     upstream_ssl_check_hostname: bool = True
+    announce: bool = False
 
     def __post_init__(self) -> None:
         if isinstance(self.upstream, str):
@@ -99,7 +107,10 @@ class ProxyConfig:
         if not self.upstream:
             raise ValueError("the proxy needs at least one upstream bootstrap server")
         for server in self.upstream:
-            _split(server)
+            if is_spec(server):
+                parse_spec(server)
+            else:
+                _split(server)
         if self.route_keys != "none" and self.route_keys not in HASHES:
             raise ValueError(
                 f"route_keys must be one of none, {', '.join(HASHES)}; not {self.route_keys!r}"
@@ -395,9 +406,8 @@ async def serve_proxy(
     if config is None:
         config = ProxyConfig(**overrides)
     elif overrides:
-        from dataclasses import replace
-
         config = replace(config, **overrides)
+    config = await _discover_upstream(config)
     async with trio.open_nursery() as nursery:
         proxy = _Proxy(config, nursery)
         listeners = await trio.open_tcp_listeners(config.port, host=config.host)
@@ -407,9 +417,47 @@ async def serve_proxy(
         advertised = proxy.advertised
         log.info("proxy on %s:%d for %s", advertised, port, ",".join(config.upstream))
         try:
-            yield RunningProxy((advertised, port), f"{advertised}:{port}", proxy.stats)
+            running = RunningProxy((advertised, port), f"{advertised}:{port}", proxy.stats)
+            if config.announce:
+                protocol = "SSL" if config.ssl_certfile else None
+                async with announcing_listener(
+                    "proxy", advertised, port, security_protocol=protocol
+                ):
+                    yield running
+            else:
+                yield running
         finally:
             nursery.cancel_scope.cancel()
+
+
+async def _discover_upstream(config: ProxyConfig) -> ProxyConfig:
+    """``config`` with its zeroconf upstream specs replaced by what they find.
+
+    Raises:
+        ValueError: a spec found nothing.
+        DiscoveryError: multicast DNS is unavailable.
+    """
+    if not any(is_spec(s) for s in config.upstream):
+        return config
+    upstream: list[str] = []
+    for server in config.upstream:
+        if not is_spec(server):
+            upstream.append(server)
+            continue
+        spec = parse_spec(server)
+        if spec.role is None:
+            spec = replace(spec, role="broker")
+        # The proxy passes SASL through, so only TLS must match.
+        protocols = ("SSL", "SASL_SSL") if config.upstream_ssl else ("PLAINTEXT", "SASL_PLAINTEXT")
+        found = await discover(spec, first=True, security_protocols=protocols)
+        if not found:
+            raise ValueError(
+                f"upstream {server!r}: zeroconf found no broker ({spec.describe()}) "
+                f"within {spec.timeout_ms} ms"
+            )
+        upstream.extend(f"{h}:{p}" if ":" not in h else f"[{h}]:{p}" for h, p in found[0].endpoints)
+    log.info("upstream from zeroconf: %s", ",".join(upstream))
+    return replace(config, upstream=tuple(upstream))
 
 
 def run_proxy(config: ProxyConfig) -> None:

@@ -28,6 +28,8 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
+from trafka.discovery import DiscoverySpec, is_spec, parse_spec
+
 from .errors import ConfigError
 
 __all__ = [
@@ -110,7 +112,13 @@ def _str_list(name: str, value: Any) -> tuple[str, ...]:
 def _servers(name: str, value: Any) -> tuple[str, ...]:
     servers = _str_list(name, value)
     for server in servers:
-        _split_host_port(name, server)
+        if is_spec(server):
+            try:
+                parse_spec(server)
+            except ValueError as exc:
+                raise ConfigError(f"{name}: {exc}") from None
+        else:
+            _split_host_port(name, server)
     return servers
 
 
@@ -244,7 +252,9 @@ class ClientConfig:
     """Connection settings shared by every component.
 
     Attributes:
-        bootstrap_servers: ``host:port`` strings to fetch the first metadata from.
+        bootstrap_servers: ``host:port`` strings to fetch the first metadata from;
+            an entry ``zeroconf`` (or ``zeroconf:cluster=ID&role=broker``, see
+            :mod:`trafka.discovery`) finds brokers announced on the local network.
         client_id: sent in every request header.
         request_timeout_ms: how long to wait for a response before failing the request.
         metadata_max_age_ms: metadata older than this is refreshed.
@@ -347,8 +357,17 @@ class ClientConfig:
 
     @property
     def bootstrap_addresses(self) -> list[tuple[str, int]]:
-        """``bootstrap_servers`` split into (host, port) pairs."""
-        return [_split_host_port("bootstrap.servers", s) for s in self.bootstrap_servers]
+        """``bootstrap_servers`` split into (host, port) pairs (zeroconf specs left out)."""
+        return [
+            _split_host_port("bootstrap.servers", s)
+            for s in self.bootstrap_servers
+            if not is_spec(s)
+        ]
+
+    @property
+    def discovery_specs(self) -> list[DiscoverySpec]:
+        """The zeroconf discovery specs among ``bootstrap_servers``."""
+        return [parse_spec(s) for s in self.bootstrap_servers if is_spec(s)]
 
     @classmethod
     def from_dict(cls: type[_C], mapping: Mapping[str, Any] | None = None, /, **kwargs: Any) -> _C:

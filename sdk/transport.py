@@ -586,7 +586,11 @@ class Cluster:
         self._metadata_event = anyio.Event()
         self._refresh_nudge = anyio.Event()
         self._refresh_lock = anyio.Lock()
-        self._bootstrap = config.bootstrap_addresses
+        self._static_bootstrap = config.bootstrap_addresses
+        self._bootstrap = list(self._static_bootstrap)
+        self._specs = config.discovery_specs
+        self._discoveries = 0  # completed zeroconf lookups
+        self._discover_lock = anyio.Lock()
         self._rng = random.Random()
         self._closed = False
         self._tls = client_ssl_context(config)
@@ -604,6 +608,8 @@ class Cluster:
         if node_id in self._addresses:
             return self._addresses[node_id]
         if node_id < 0:
+            if not self._bootstrap:
+                raise KafkaConnectionError("no bootstrap address yet (zeroconf has found none)")
             return self._bootstrap[(-node_id - 1) % len(self._bootstrap)]
         broker = self.metadata.broker(node_id)
         if broker is None:
@@ -730,6 +736,53 @@ class Cluster:
         for conn in list(self._conns.values()):
             if conn.alive:
                 return conn
+        if not self._specs:
+            return await self._connect_any()
+        seen = self._discoveries
+        if seen == 0:
+            await self._discover(seen)
+        try:
+            return await self._connect_any()
+        except NoBrokersAvailableError:
+            if seen == 0:
+                raise
+        # Every address failed: the brokers may have moved; look again, once.
+        await self._discover(seen)
+        return await self._connect_any()
+
+    async def _discover(self, seen: int) -> None:
+        """Replace the discovered bootstrap addresses with what zeroconf finds now
+        (unless another task did so since it saw ``seen`` lookups)."""
+        from trafka.discovery import DiscoveryError, discover
+
+        async with self._discover_lock:
+            if self._discoveries != seen:
+                return
+            found: list[tuple[str, int]] = []
+            for spec in self._specs:
+                try:
+                    services = await discover(
+                        spec, first=True, security_protocols=self.config.security_protocol
+                    )
+                except DiscoveryError as exc:
+                    raise NoBrokersAvailableError(f"zeroconf: {exc}") from None
+                if not services and not self._static_bootstrap:
+                    raise NoBrokersAvailableError(
+                        f"zeroconf found no {self.config.security_protocol.upper()} Kafka "
+                        f"service ({spec.describe()}) within {spec.timeout_ms} ms"
+                    )
+                for service in services:
+                    found.extend(service.endpoints)
+            log.debug("zeroconf bootstrap: %s", found)
+            self._bootstrap = [*self._static_bootstrap, *found]
+            for node_id in [n for n in self._failures if n < 0]:
+                # Bootstrap slots now stand for other addresses: forget their failures.
+                self._failures.pop(node_id, None)
+                self._retry_at.pop(node_id, None)
+                self._last_error.pop(node_id, None)
+            self._discoveries += 1
+
+    async def _connect_any(self) -> BrokerConnection:
         candidates = list(self.metadata.brokers)
         self._rng.shuffle(candidates)
         boot = [-(i + 1) for i in range(len(self._bootstrap))]

@@ -26,6 +26,7 @@ SUBCOMMANDS: dict[str, str] = {
     "demo": "trafka.tools.demo:command",
     "broker": "trafka.brokerlite.cli:command",
     "proxy": "trafka.proxy.cli:command",
+    "discover": "trafka.discovery.cli:command",
     "produce": "trafka.tools.cli_client:produce_command",
     "consume": "trafka.tools.cli_client:consume_command",
     "topics": "trafka.tools.cli_client:topics_command",

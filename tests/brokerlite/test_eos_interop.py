@@ -262,6 +262,7 @@ class BrokerProcess:
                     "-m",
                     "trafka.tools.cli",
                     "broker",
+                    "--no-announce",
                     "--listen",
                     f"127.0.0.1:{self.port}",
                     "--data-dir",

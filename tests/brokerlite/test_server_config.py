@@ -121,7 +121,13 @@ def test_cli_options_override_the_file(tmp_path: Path) -> None:
     path.write_text("num.partitions=6\nlog.retention.ms=1000\n")
     config = build_config(path, {"num_partitions": 2, "listen": "127.0.0.1:1234"})
     assert (config.num_partitions, config.log_retention_ms, config.port) == (2, 1000, 1234)
-    assert build_config(None, {}) == BrokerConfig()
+    # The command announces itself on zeroconf by default; the library does not.
+    assert build_config(None, {}) == BrokerConfig(announce=True)
+    assert build_config(None, {"announce": False}) == BrokerConfig()
+    assert BrokerConfig().announce is False
+    path.write_text("announce=false\n")
+    assert build_config(path, {}).announce is False
+    assert build_config(path, {"announce": True}).announce is True
 
 
 def test_cli_help_and_bad_config(tmp_path: Path) -> None:
