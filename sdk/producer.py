@@ -683,8 +683,10 @@ class Producer:
                 exc.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 and topic not in self._cluster.metadata.topic_errors
             ):
+                why = self._cluster.refresh_error
                 raise ProducerBlockedError(
                     f"no metadata for topic {topic!r} within max.block.ms"
+                    + ("" if why is None else f" (the last metadata refresh failed: {why})")
                 ) from None
             raise
 

@@ -597,6 +597,8 @@ class Cluster:
         #: The last connect's AuthenticationError, until a connect succeeds.
         self.auth_error: AuthenticationError | None = None
         self.on_change: list[Any] = []  # callables run when connections or metadata change
+        #: Why the background metadata refresh last failed (None after a success).
+        self.refresh_error: TrafkaError | None = None
 
     # -- connections --------------------------------------------------------------------
 
@@ -664,7 +666,9 @@ class Cluster:
                     self.auth_error = exc
                     log.error("%s", exc)
                 if node_id >= 0:
+                    # The broker may have moved: ask for metadata now, not at max age.
                     self.metadata.request_update()
+                    self.nudge()
                 raise
             except BaseException:
                 # The caller was cancelled (its deadline) mid-handshake: the
@@ -841,7 +845,10 @@ class Cluster:
                 await self.refresh_metadata()
             except TrafkaError as exc:
                 log.debug("metadata refresh failed: %s", exc)
+                self.refresh_error = exc
                 await anyio.sleep(self.metadata.backoff)
+            else:
+                self.refresh_error = None
 
     async def refresh_metadata(self, topics: Iterable[str] | None = None) -> None:
         """Fetch metadata for the tracked topics (plus ``topics``) and apply it.
@@ -910,8 +917,11 @@ class Cluster:
             left = deadline - anyio.current_time()
             if left <= 0:
                 code = md.topic_errors.get(topic, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                why = self.refresh_error
                 raise KafkaError(
-                    code, f"topic {topic!r} not present in metadata after {timeout:g} s"
+                    code,
+                    f"topic {topic!r} not present in metadata after {timeout:g} s"
+                    + ("" if why is None else f" (the last metadata refresh failed: {why})"),
                 )
             await self.wait_metadata_change(left)
 

@@ -33,6 +33,7 @@ from ..sdk.producer import RecordFuture, open_producer
 from .options import EARLIEST, LATEST, OffsetSpec, ReadOptions, WriteOptions
 
 __all__ = [
+    "pin_bootstrap",
     "COLUMNS",
     "DataLossError",
     "OffsetRange",
@@ -404,3 +405,40 @@ async def _settle(pending: list[RecordFuture]) -> None:
     for future in pending:
         await future
     pending.clear()
+
+
+def pin_bootstrap(client: Mapping[str, str]) -> dict[str, str]:
+    """``client`` with its zeroconf ``bootstrap.servers`` entries replaced by the
+    addresses found now, so that the driver looks once and every executor task
+    talks to the same brokers (instead of each browsing the network).
+
+    Raises:
+        NoBrokersAvailableError: a spec found no broker.
+        ConfigError: a malformed spec.
+    """
+    from ..discovery import DiscoveryError, discover_blocking, is_spec, parse_spec
+    from ..sdk.errors import ConfigError, NoBrokersAvailableError
+
+    servers = [s.strip() for s in client.get("bootstrap.servers", "").split(",") if s.strip()]
+    if not any(is_spec(s) for s in servers):
+        return dict(client)
+    protocol = client.get("security.protocol", client.get("security_protocol", "PLAINTEXT"))
+    pinned: list[str] = []
+    for server in servers:
+        if not is_spec(server):
+            pinned.append(server)
+            continue
+        try:
+            spec = parse_spec(server)
+            found = discover_blocking(spec, first=True, security_protocols=protocol)
+        except ValueError as exc:
+            raise ConfigError(f"option 'kafka.bootstrap.servers': {exc}") from None
+        except DiscoveryError as exc:
+            raise NoBrokersAvailableError(f"zeroconf: {exc}") from None
+        if not found:
+            raise NoBrokersAvailableError(
+                f"zeroconf found no {protocol.upper()} Kafka service ({spec.describe()}) "
+                f"within {spec.timeout_ms} ms"
+            )
+        pinned.append(found[0].bootstrap_servers)
+    return {**client, "bootstrap.servers": ",".join(pinned)}

@@ -16,9 +16,10 @@ range or writes its rows with trafka's own clients.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import pyarrow as pa
 from pyspark.sql.datasource import (
@@ -130,21 +131,30 @@ class KafkaDataSource(DataSource):
             return StructType([*SCHEMA.fields, _HEADERS])
         return SCHEMA
 
+    # These run on the driver: zeroconf bootstrap specs are resolved here, once.
+
     def reader(self, schema: StructType) -> DataSourceReader:
-        return _BatchReader(parse_read_options(self.options, streaming=False), schema)
+        return _BatchReader(_pinned(parse_read_options(self.options, streaming=False)), schema)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        return _StreamReader(parse_read_options(self.options, streaming=True), schema)
+        return _StreamReader(_pinned(parse_read_options(self.options, streaming=True)), schema)
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         if overwrite:
             raise ConfigError("Kafka topics are append-only: use mode('append')")
-        return _Writer(parse_write_options(self.options), _columns(schema))
+        return _Writer(_pinned(parse_write_options(self.options)), _columns(schema))
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
         if overwrite:
             raise ConfigError("Kafka topics are append-only: use outputMode('append')")
-        return _StreamWriter(parse_write_options(self.options), _columns(schema))
+        return _StreamWriter(_pinned(parse_write_options(self.options)), _columns(schema))
+
+
+_Opts = TypeVar("_Opts", ReadOptions, WriteOptions)
+
+
+def _pinned(opts: _Opts) -> _Opts:
+    return dataclasses.replace(opts, client=_kafka.pin_bootstrap(opts.client))
 
 
 _WRITABLE: dict[str, tuple[str, ...]] = {
