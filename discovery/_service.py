@@ -145,7 +145,7 @@ class DiscoverySpec:
             )
             if value is not None
         ]
-        return ", ".join(parts) or "any"
+        return ", ".join(parts) or "no filter"
 
 
 def is_spec(server: str) -> bool:

@@ -319,7 +319,8 @@ def _common(fn: Callable[..., Any]) -> Callable[..., Any]:
         default=DEFAULT_BOOTSTRAP,
         show_default=True,
         metavar="HOST:PORT[,...]",
-        help=f"Broker(s) to start from (also ${ENV_BOOTSTRAP}).",
+        help=f"Broker(s) to start from, or zeroconf[:cluster=ID] to find them on the "
+        f"local network (also ${ENV_BOOTSTRAP}).",
     )(fn)
     return fn
 

@@ -144,7 +144,7 @@ def test_a_client_finds_its_broker_again_after_the_broker_moves(tmp_path: Path) 
 
     async def go() -> list[int]:
         offsets = []
-        with trio.fail_after(int(os.environ.get("ZC_T", "90"))):
+        with trio.fail_after(90):
             async with trio.open_nursery() as nursery:
                 first = trio.Event()
                 await nursery.start(serve, first)
@@ -284,23 +284,24 @@ def test_a_broker_that_cannot_announce_serves_on(
         discover_blocking(DiscoverySpec(timeout_ms=100))
 
 
-def test_announcing_from_async_code_and_cancelling_a_browse() -> None:
+@pytest.mark.parametrize("backend", ["trio", "asyncio"])
+def test_announcing_from_async_code_and_cancelling_a_browse(backend: str) -> None:
     name = f"zc-async-{uuid.uuid4().hex[:12]}"
 
     async def go() -> tuple[list[Any], list[Any]]:
         announcement = Announcement(name, 4242, ("192.0.2.42",), {"role": "broker"})
-        with trio.fail_after(30):
+        with anyio.fail_after(30):
             async with announcing(announcement) as announcer:
                 found = await discover(DiscoverySpec(name=name, timeout_ms=FIND), first=True)
-                assert await trio.to_thread.run_sync(announcer.wait_announced, 10.0)
+                assert await anyio.to_thread.run_sync(announcer.wait_announced, 10.0)
                 assert announcer.names == [name]
             # A browse cancelled from outside stops at once instead of running its timeout.
-            with trio.move_on_after(0.3) as scope:
+            with anyio.move_on_after(0.3) as scope:
                 await discover(DiscoverySpec(name="never", timeout_ms=60_000))
             assert scope.cancelled_caught
         return found, announcer.errors
 
-    found, errors = anyio.run(go, backend="trio")
+    found, errors = anyio.run(go, backend=backend)
     assert [(s.name, s.port, s.addresses) for s in found] == [(name, 4242, ("192.0.2.42",))]
     assert errors == []
 
@@ -347,3 +348,22 @@ def test_the_broker_command_announces_unless_told_not_to(tmp_path: Path) -> None
         finally:
             proc.send_signal(signal.SIGTERM)
             proc.wait(30)
+
+
+def test_the_command_line_clients_take_a_zeroconf_bootstrap(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from trafka.tools.cli import main
+
+    cluster = fresh_cluster()
+    spec = f"zeroconf:cluster={cluster}&timeout_ms={FIND}"
+    with broker_in_thread(broker_config(tmp_path, cluster)):
+        runner = CliRunner()
+        res = runner.invoke(main, ["produce", "zc-cli", "-b", spec], input=b"first\nsecond\n")
+        assert res.exit_code == 0, res.output
+        res = runner.invoke(main, ["consume", "zc-cli", "-e", "-q", "-b", spec])
+        assert res.exit_code == 0, res.output
+        assert res.output.split() == ["first", "second"]
+    res = CliRunner().invoke(main, ["topics", "list", "-b", f"zeroconf:cluster={cluster}"])
+    assert res.exit_code != 0
+    assert f"found no PLAINTEXT Kafka service (cluster {cluster})" in res.output

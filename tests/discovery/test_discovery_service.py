@@ -26,7 +26,7 @@ def test_discovery_specs_parse_with_their_filters() -> None:
     spec = parse_spec("zeroconf:cluster=abc-1&role=Broker&name=b 1&timeout_ms=250")
     assert spec == DiscoverySpec(cluster_id="abc-1", role="broker", name="b 1", timeout_ms=250)
     assert spec.describe() == "cluster abc-1, role broker, name b 1"
-    assert DiscoverySpec().describe() == "any"
+    assert DiscoverySpec().describe() == "no filter"
     assert [is_spec(s) for s in ("zeroconf", "zeroconf:role=proxy", "zeroconfx:1", "h:9092")] == [
         True,
         True,
