@@ -12,6 +12,12 @@ Rules:
   addresses replaced by the proxy's listener for that node
   (:class:`Addresses`), and encoded again at the same version. Every other
   answer passes byte for byte.
+* Fetch answers from version 16 on, and ShareFetch and ShareAcknowledge
+  answers, carry leader hints with addresses (``node_endpoints``, KIP-951) too.
+  ApiVersions answers cap Fetch at version 15, so that consumers do not make
+  the proxy decode (and copy) every fetched record to rewrite hints that are
+  mostly empty; a client that sends a newer Fetch anyway has its answer read
+  and rewritten like the others, so no broker address reaches it.
 * ApiVersions answers are capped, for the APIs above, at the versions the
   proxy's codec knows, so that no client uses a version whose addresses the
   proxy could not read. An ApiVersions answer the proxy cannot decode (the
@@ -56,18 +62,35 @@ __all__ = [
     "ProduceRoute",
     "RouteStats",
     "Topics",
+    "reads_answer",
     "rewrite_response",
     "route_produce",
 ]
 
 log = logging.getLogger("trafka.proxy")
 
-PRODUCE, METADATA, FIND_COORDINATOR, API_VERSIONS, DESCRIBE_CLUSTER = 0, 3, 10, 18, 60
+PRODUCE, FETCH, METADATA, FIND_COORDINATOR, API_VERSIONS = 0, 1, 3, 10, 18
+DESCRIBE_CLUSTER, SHARE_FETCH, SHARE_ACKNOWLEDGE = 60, 78, 79
 # The APIs whose answers name brokers, and Produce (routing). The proxy must
 # read them, so ApiVersions answers cap them at the versions the codec knows:
 # a client must not use a newer one that would carry addresses past the proxy.
-READ_APIS = frozenset({PRODUCE, METADATA, FIND_COORDINATOR, DESCRIBE_CLUSTER})
+READ_APIS = frozenset(
+    {PRODUCE, FETCH, METADATA, FIND_COORDINATOR, DESCRIBE_CLUSTER, SHARE_FETCH, SHARE_ACKNOWLEDGE}
+)
 REWRITTEN_APIS = READ_APIS | {API_VERSIONS}
+# Fetch answers name brokers from this version on (see the rules).
+FETCH_ENDPOINTS_VERSION = 16
+_VERSION_CAPS = {FETCH: FETCH_ENDPOINTS_VERSION - 1}
+_HINTING_APIS = frozenset({PRODUCE, FETCH, SHARE_FETCH, SHARE_ACKNOWLEDGE})
+
+
+def reads_answer(api_key: int, api_version: int) -> bool:
+    """Whether the proxy must read the answer to this request (else it passes
+    byte for byte)."""
+    if api_key == FETCH:
+        return api_version >= FETCH_ENDPOINTS_VERSION
+    return api_key in REWRITTEN_APIS
+
 
 HASHES: dict[str, Callable[[bytes, int], int]] = {
     "murmur2": murmur2_partition,  # Java, kafka-python, aiokafka, trafka
@@ -168,7 +191,7 @@ def _replace_addresses(key: int, body: Any, addresses: Addresses) -> Any:
             for h, p in [addresses(b.broker_id, b.host, b.port)]
         ]
         return dataclasses.replace(body, brokers=brokers)
-    if key == PRODUCE and body.node_endpoints:
+    if key in _HINTING_APIS and body.node_endpoints:
         endpoints = [
             dataclasses.replace(e, host=h, port=p)
             for e in body.node_endpoints
@@ -207,8 +230,9 @@ def _cap_versions(frame: bytes | memoryview, version: int) -> bytes:
     for entry in body.api_keys:
         if entry.api_key in READ_APIS:
             known = protocol.api(entry.api_key).max_version
-            if entry.max_version > known:
-                entry = dataclasses.replace(entry, max_version=max(known, entry.min_version))
+            cap = min(known, _VERSION_CAPS.get(entry.api_key, known))
+            if entry.max_version > cap:
+                entry = dataclasses.replace(entry, max_version=max(cap, entry.min_version))
         capped.append(entry)
     body = dataclasses.replace(body, api_keys=capped)
     return protocol.encode_response(header.correlation_id, API_VERSIONS, version, body)

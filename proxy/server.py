@@ -37,11 +37,11 @@ from trafka.discovery import announcing_listener, discover, is_spec, parse_spec
 from .rewrite import (
     HASHES,
     PRODUCE,
-    REWRITTEN_APIS,
     Addresses,
     Pending,
     RouteStats,
     Topics,
+    reads_answer,
     rewrite_response,
     route_produce,
 )
@@ -323,7 +323,7 @@ class _Proxy:
     ) -> bytes:
         header, _ = protocol.decode_request_header(frame)
         key, version = header.request_api_key, header.request_api_version
-        if key not in REWRITTEN_APIS or not _known(key, version):
+        if not reads_answer(key, version) or not _known(key, version):
             return _SIZE.pack(len(frame)) + frame
         if key != PRODUCE:
             pending[header.correlation_id] = Pending(key, version)

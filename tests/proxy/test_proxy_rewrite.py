@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import uuid
 from collections import Counter
 from typing import Any
 
@@ -22,6 +23,7 @@ from trafka.proxy.rewrite import (
     Pending,
     RouteStats,
     Topics,
+    reads_answer,
     rewrite_response,
     route_produce,
 )
@@ -323,6 +325,55 @@ def test_produce_leader_hints_name_the_proxy(version: int) -> None:
     assert got.responses[0].partition_responses[0].error_code == 6
 
 
+@pytest.mark.parametrize("version", [v for v in versions(1) if v >= 16])
+def test_fetch_leader_hints_name_the_proxy(version: int) -> None:
+    from trafka.codec.messages import k01_fetch as fetch
+
+    r = fetch.FetchResponse
+    body = r(
+        responses=[
+            r.FetchableTopicResponse(
+                topic="orders",
+                topic_id=uuid.UUID(int=7),
+                partitions=[
+                    r.PartitionData(
+                        partition_index=0,
+                        error_code=6,
+                        current_leader=r.LeaderIdAndEpoch(leader_id=2, leader_epoch=3),
+                        records=b"",
+                    )
+                ],
+            )
+        ],
+        node_endpoints=[r.NodeEndpoint(node_id=2, host="kafka-2", port=9093, rack="r1")],
+    )
+    got = round_trip(1, version, body)
+    assert [(e.node_id, e.host, e.port, e.rack) for e in got.node_endpoints] == [
+        (2, "proxy.local", 19002, "r1")
+    ]
+    assert got.responses[0].partitions[0].current_leader.leader_id == 2
+
+
+@pytest.mark.parametrize("key", [78, 79])
+def test_share_group_leader_hints_name_the_proxy(key: int) -> None:
+    from trafka.codec.messages import k78_share_fetch as sf
+    from trafka.codec.messages import k79_share_acknowledge as sa
+
+    r = sf.ShareFetchResponse if key == 78 else sa.ShareAcknowledgeResponse
+    body = r(node_endpoints=[r.NodeEndpoint(node_id=1, host="kafka-1", port=9092)])
+    for version in versions(key):
+        got = round_trip(key, version, body)
+        assert [(e.node_id, e.host, e.port) for e in got.node_endpoints] == [
+            (1, "proxy.local", 19001)
+        ]
+
+
+def test_fetch_answers_are_read_only_where_they_can_name_brokers() -> None:
+    assert [reads_answer(1, v) for v in (4, 15, 16, 17)] == [False, False, True, True]
+    assert reads_answer(3, 0) and reads_answer(18, 3) and reads_answer(78, 0)
+    assert not reads_answer(2, 9) and not reads_answer(8, 9)
+
+
 @pytest.mark.parametrize("version", versions(18))
 def test_api_versions_are_capped_where_the_proxy_must_read(version: int) -> None:
     from trafka.codec.messages import k18_api_versions as am
@@ -332,8 +383,10 @@ def test_api_versions_are_capped_where_the_proxy_must_read(version: int) -> None
         api_keys=[
             r.ApiVersion(api_key=3, min_version=0, max_version=99),  # Metadata
             r.ApiVersion(api_key=0, min_version=3, max_version=99),  # Produce
-            r.ApiVersion(api_key=1, min_version=4, max_version=99),  # Fetch: not read
+            r.ApiVersion(api_key=1, min_version=4, max_version=17),  # Fetch: before hints
+            r.ApiVersion(api_key=2, min_version=1, max_version=99),  # ListOffsets: not read
             r.ApiVersion(api_key=60, min_version=0, max_version=0),  # DescribeCluster
+            r.ApiVersion(api_key=78, min_version=0, max_version=99),  # ShareFetch
         ]
     )
     frame = protocol.encode_response(7, 18, version, body)[4:]
@@ -346,8 +399,10 @@ def test_api_versions_are_capped_where_the_proxy_must_read(version: int) -> None
     assert got == {
         3: (0, protocol.api(3).max_version),
         0: (3, protocol.api(0).max_version),
-        1: (4, 99),
+        1: (4, 15),
+        2: (1, 99),
         60: (0, 0),
+        78: (0, protocol.api(78).max_version),
     }
 
 
