@@ -85,6 +85,7 @@ from trafka.codec.protocol import api, decode_request_body, decode_request_heade
 from trafka.codec.sasl import SaslAuthenticationError
 
 from .config import BrokerConfig, ConfigError
+from .consumer_groups import TopicMeta
 from .eos import ProducerStates
 from .errors import BrokerError, UnknownTopicOrPartitionError
 from .groups import GroupCoordinator
@@ -205,6 +206,9 @@ class Broker:
                     max_session_timeout_ms=config.group_max_session_timeout_ms,
                     partition_exists=self._partition_exists,
                     topic_id_to_name=self._topic_name,
+                    consumer_topics=self._consumer_topics,
+                    consumer_session_timeout_ms=config.group_consumer_session_timeout_ms,
+                    consumer_heartbeat_interval_ms=config.group_consumer_heartbeat_interval_ms,
                     now_ms=now_ms,
                 )
                 # Transactional and idempotent producer ids come from the one
@@ -272,6 +276,13 @@ class Broker:
     def _topic_name(self, topic_id: uuid.UUID) -> str | None:
         info = self.logs.topic_by_id(topic_id)
         return None if info is None else info.name
+
+    def topic_name(self, topic_id: uuid.UUID) -> str | None:
+        """The name of the topic with id ``topic_id``, or None."""
+        return self._topic_name(topic_id)
+
+    def _consumer_topics(self) -> dict[str, TopicMeta]:
+        return {t.name: TopicMeta(t.name, t.topic_id, t.num_partitions) for t in self.logs.topics()}
 
     # -- connections ----------------------------------------------------------
 

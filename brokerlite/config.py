@@ -146,6 +146,9 @@ class BrokerConfig:
             rebalance of an empty group (Kafka 3000; tests use 0).
         group_min_session_timeout_ms, group_max_session_timeout_ms: accepted
             session timeouts of group members.
+        group_consumer_session_timeout_ms, group_consumer_heartbeat_interval_ms:
+            the session timeout and heartbeat interval of consumer groups of the
+            new protocol (KIP-848), set by the broker rather than the members.
         socket_request_max_bytes: largest request frame accepted.
         transaction_max_timeout_ms: the largest ``transaction.timeout.ms`` a
             transactional producer may ask for (Kafka's
@@ -206,6 +209,8 @@ class BrokerConfig:
     group_initial_rebalance_delay_ms: int = 3000
     group_min_session_timeout_ms: int = 6000
     group_max_session_timeout_ms: int = 1_800_000
+    group_consumer_session_timeout_ms: int = 45_000
+    group_consumer_heartbeat_interval_ms: int = 5_000
     socket_request_max_bytes: int = 104_857_600
     transaction_max_timeout_ms: int = 900_000
     transactional_id_expiration_ms: int = 604_800_000
@@ -237,6 +242,13 @@ class BrokerConfig:
             raise ConfigError(f"num_partitions: must be >= 1, got {self.num_partitions}")
         if self.node_id < 0:
             raise ConfigError(f"node_id: must be >= 0, got {self.node_id}")
+        if not (
+            0 < self.group_consumer_heartbeat_interval_ms < self.group_consumer_session_timeout_ms
+        ):
+            raise ConfigError(
+                "group.consumer.heartbeat.interval.ms must be positive and below "
+                "group.consumer.session.timeout.ms"
+            )
         for name in (
             "log_segment_bytes",
             "log_segment_ms",
@@ -522,6 +534,8 @@ _KAFKA_FIELD_NAMES: dict[str, str] = {
     "group_initial_rebalance_delay_ms": "group.initial.rebalance.delay.ms",
     "group_min_session_timeout_ms": "group.min.session.timeout.ms",
     "group_max_session_timeout_ms": "group.max.session.timeout.ms",
+    "group_consumer_session_timeout_ms": "group.consumer.session.timeout.ms",
+    "group_consumer_heartbeat_interval_ms": "group.consumer.heartbeat.interval.ms",
     "socket_request_max_bytes": "socket.request.max.bytes",
     "transaction_max_timeout_ms": "transaction.max.timeout.ms",
     "transactional_id_expiration_ms": "transactional.id.expiration.ms",

@@ -67,6 +67,7 @@ import uuid
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from typing import Any, NamedTuple
 
+from trafka.brokerlite.consumer_groups import ConsumerGroup, ConsumerGroups, TopicMeta
 from trafka.brokerlite.group_state import ClassicGroup, GroupState, Member, Waiter
 from trafka.brokerlite.offsets import (
     CommittedOffset,
@@ -85,6 +86,8 @@ from trafka.codec.messages import k14_sync_group as _sg
 from trafka.codec.messages import k15_describe_groups as _dg
 from trafka.codec.messages import k16_list_groups as _lsg
 from trafka.codec.messages import k42_delete_groups as _dlg
+from trafka.codec.messages import k68_consumer_group_heartbeat as _cgh
+from trafka.codec.messages import k69_consumer_group_describe as _cgd
 
 __all__ = ["GroupCoordinator", "GroupState"]
 
@@ -110,6 +113,10 @@ def _always(_topic: str, _partition: int) -> bool:
 
 def _no_topic_ids(_topic_id: uuid.UUID) -> str | None:
     return None
+
+
+def _no_topics() -> dict[str, TopicMeta]:
+    return {}
 
 
 class _Join(NamedTuple):
@@ -208,6 +215,11 @@ class GroupCoordinator:
             keeps offsets forever.
         offsets_retention_check_interval_ms: Kafka's
             ``offsets.retention.check.interval.ms``.
+        consumer_topics: ``() -> {name: TopicMeta}``, the topics consumer groups
+            (KIP-848) are assigned from.
+        consumer_session_timeout_ms, consumer_heartbeat_interval_ms: Kafka's
+            ``group.consumer.session.timeout.ms`` and
+            ``group.consumer.heartbeat.interval.ms``.
         now_ms: the current time, if known at construction; otherwise the first
             call that passes a time starts the clocks of resumed members (and
             :meth:`next_deadline` returns 0 until then).
@@ -226,6 +238,9 @@ class GroupCoordinator:
         offset_metadata_max_bytes: int = 4096,
         offsets_retention_ms: int | None = 7 * 24 * 3600 * 1000,
         offsets_retention_check_interval_ms: int = 600_000,
+        consumer_topics: Callable[[], Mapping[str, TopicMeta]] = _no_topics,
+        consumer_session_timeout_ms: int = 45_000,
+        consumer_heartbeat_interval_ms: int = 5_000,
         now_ms: int | None = None,
     ) -> None:
         if initial_rebalance_delay_ms < 0:
@@ -243,6 +258,13 @@ class GroupCoordinator:
         self._retention_ms = offsets_retention_ms
         self._retention_check_ms = offsets_retention_check_interval_ms
         self._groups: dict[str, ClassicGroup] = {}
+        #: The groups of the new consumer protocol (KIP-848); a group id is either
+        #: a classic group here or a consumer group there, never both.
+        self.consumer = ConsumerGroups(
+            consumer_topics,
+            session_timeout_ms=consumer_session_timeout_ms,
+            heartbeat_interval_ms=consumer_heartbeat_interval_ms,
+        )
         self._heap: list[tuple[int, int, str, tuple[str, ...]]] = []
         self._seq = 0
         self._out: Released = []
@@ -264,8 +286,12 @@ class GroupCoordinator:
         return self._groups.get(group_id)
 
     def group_ids(self) -> list[str]:
-        """Ids of the live groups, sorted."""
+        """Ids of the live classic groups, sorted."""
         return sorted(self._groups)
+
+    def consumer_group(self, group_id: str) -> ConsumerGroup | None:
+        """The consumer group (KIP-848) ``group_id`` (read-only use)."""
+        return self.consumer.groups.get(group_id)
 
     # -- requests -------------------------------------------------------------------------------
 
@@ -316,7 +342,11 @@ class GroupCoordinator:
             self._answer_join(j.waiter, ErrorCode.INVALID_GROUP_ID, j.member_id)
         elif not self._min_session_ms <= session <= self._max_session_ms:
             self._answer_join(j.waiter, ErrorCode.INVALID_SESSION_TIMEOUT, j.member_id)
+        elif not self.consumer.is_empty(j.group_id):
+            self._answer_join(j.waiter, ErrorCode.INCONSISTENT_GROUP_PROTOCOL, j.member_id)
         else:
+            # An empty consumer group (offsets only) becomes a classic group.
+            self.consumer.delete(j.group_id)
             group = self._groups.get(j.group_id)
             if group is None and j.member_id:
                 self._answer_join(j.waiter, ErrorCode.UNKNOWN_MEMBER_ID, j.member_id)
@@ -479,6 +509,44 @@ class GroupCoordinator:
             )
         return response, self._drain()
 
+    def consumer_group_heartbeat(
+        self,
+        request: _cgh.ConsumerGroupHeartbeatRequest,
+        version: int,
+        now_ms: int,
+        *,
+        client_id: str = "",
+        client_host: str = "",
+    ) -> _cgh.ConsumerGroupHeartbeatResponse:
+        """Handle a ConsumerGroupHeartbeat (KIP-848; see :mod:`.consumer_groups`).
+
+        A classic group of the same id with members refuses it (GROUP_ID_NOT_FOUND,
+        as Kafka without online migration); an empty one (offsets only) becomes a
+        consumer group.
+        """
+        self._start(now_ms)
+        classic = self._groups.get(request.group_id)
+        if classic is not None:
+            if classic.state is not GroupState.EMPTY or classic.pending_members:
+                return _cgh.ConsumerGroupHeartbeatResponse(
+                    error_code=ErrorCode.GROUP_ID_NOT_FOUND,
+                    error_message=f"group {request.group_id} is a classic group",
+                )
+            del self._groups[request.group_id]
+        return self.consumer.heartbeat(
+            request, version, now_ms, client_id=client_id, client_host=client_host
+        )
+
+    def consumer_group_describe(
+        self,
+        request: _cgd.ConsumerGroupDescribeRequest,
+        topic_name: Callable[[uuid.UUID], str | None],
+    ) -> _cgd.ConsumerGroupDescribeResponse:
+        """Handle a ConsumerGroupDescribe: each group, or GROUP_ID_NOT_FOUND."""
+        return _cgd.ConsumerGroupDescribeResponse(
+            groups=[self.consumer.describe(g, topic_name) for g in request.group_ids]
+        )
+
     def offset_commit(
         self, request: _oc.OffsetCommitRequest, version: int, now_ms: int
     ) -> _oc.OffsetCommitResponse:
@@ -547,6 +615,15 @@ class GroupCoordinator:
         if version >= 8:
             groups = []
             for g in request.groups:
+                if version >= 9:
+                    error = self.consumer.validate_fetch(g.group_id, g.member_id, g.member_epoch)
+                    if error is not ErrorCode.NONE:
+                        groups.append(
+                            _of.OffsetFetchResponse.OffsetFetchResponseGroup(
+                                group_id=g.group_id, error_code=error
+                            )
+                        )
+                        continue
                 fetched = self._fetch(g.group_id, g.topics)
                 groups.append(
                     _of.OffsetFetchResponse.OffsetFetchResponseGroup(
@@ -639,7 +716,7 @@ class GroupCoordinator:
 
     def list_groups(self, request: _lsg.ListGroupsRequest, version: int) -> _lsg.ListGroupsResponse:
         """Handle a ListGroups request, applying the states (v4+, case-insensitive)
-        and types (v5+; brokerlite's groups are all ``classic``) filters."""
+        and types (v5+: ``classic`` or ``consumer``) filters."""
         states = {s.strip().lower() for s in request.states_filter} if version >= 4 else set()
         types = {t.strip().lower() for t in request.types_filter} if version >= 5 else set()
         listed = []
@@ -656,6 +733,19 @@ class GroupCoordinator:
                         group_type=_GROUP_TYPE,
                     )
                 )
+        if not types or "consumer" in types:
+            for group_id, cgroup in self.consumer.groups.items():
+                if states and cgroup.state.lower() not in states:
+                    continue
+                listed.append(
+                    _lsg.ListGroupsResponse.ListedGroup(
+                        group_id=group_id,
+                        protocol_type="consumer",
+                        group_state=cgroup.state,
+                        group_type="consumer",
+                    )
+                )
+            listed.sort(key=lambda g: g.group_id)
         return _lsg.ListGroupsResponse(groups=listed)
 
     def delete_groups(
@@ -666,7 +756,12 @@ class GroupCoordinator:
         results = []
         for group_id in request.groups_names:
             group = self._groups.get(group_id)
-            if group is None:
+            if group_id in self.consumer.groups:
+                if not self.consumer.is_empty(group_id):
+                    error = ErrorCode.NON_EMPTY_GROUP
+                else:
+                    error = self._delete_consumer_group(group_id)
+            elif group is None:
                 error = ErrorCode.GROUP_ID_NOT_FOUND
             elif group.state is not GroupState.EMPTY:
                 error = ErrorCode.NON_EMPTY_GROUP
@@ -703,7 +798,7 @@ class GroupCoordinator:
             OffsetStoreError: the journal write failed; nothing was applied.
         """
         self._start(now_ms)
-        if group_id not in self._groups:
+        if group_id not in self._groups and group_id not in self.consumer.groups:
             self._create_group(group_id, now_ms)
         self._store.commit_offsets(group_id, offsets)
 
@@ -724,6 +819,7 @@ class GroupCoordinator:
                 continue
             del group.timers[key]
             self._fire(group, key, deadline, now_ms)
+        self.consumer.tick(now_ms)
         if self._next_cleanup_ms is not None and now_ms >= self._next_cleanup_ms:
             self._cleanup(now_ms)
             self._next_cleanup_ms = now_ms + self._retention_check_ms
@@ -743,7 +839,9 @@ class GroupCoordinator:
             if group is not None and group.timers.get(key) == deadline:
                 break
             heapq.heappop(self._heap)
-        deadlines = [d for d in (self._next_cleanup_ms,) if d is not None]
+        deadlines = [
+            d for d in (self._next_cleanup_ms, self.consumer.next_deadline()) if d is not None
+        ]
         if self._heap:
             deadlines.append(self._heap[0][0])
         return min(deadlines) if deadlines else None
@@ -1180,6 +1278,8 @@ class GroupCoordinator:
         version: int,
         now_ms: int,
     ) -> ErrorCode:
+        if group_id in self.consumer.groups:
+            return self.consumer.validate_commit(group_id, member_id, generation_id, version)
         group = self._groups.get(group_id)
         if group is None:
             if generation_id < 0:
@@ -1211,11 +1311,16 @@ class GroupCoordinator:
         known: list[tuple[int, int]],
         codes: list[list[ErrorCode]],
     ) -> None:
-        group = self._groups[request.group_id]
-        member = group.members.get(request.member_id) if version >= 1 else None
-        if member is not None and group.state in (
-            GroupState.STABLE,
-            GroupState.PREPARING_REBALANCE,
+        group = self._groups.get(request.group_id)  # None: a consumer group
+        member = group.members.get(request.member_id) if group and version >= 1 else None
+        if (
+            group is not None
+            and member is not None
+            and group.state
+            in (
+                GroupState.STABLE,
+                GroupState.PREPARING_REBALANCE,
+            )
         ):
             # Classic clients commit instead of heartbeating when they commit often.
             self._schedule_heartbeat(group, member, now_ms)
@@ -1263,6 +1368,9 @@ class GroupCoordinator:
         ]
 
     def _cleanup(self, now_ms: int) -> None:
+        for group_id in list(self.consumer.groups):
+            if self.consumer.is_empty(group_id) and not self._store.has_offsets(group_id):
+                self.consumer.delete(group_id)
         for group_id, group in list(self._groups.items()):
             if group.state is not GroupState.EMPTY:
                 continue
@@ -1289,6 +1397,16 @@ class GroupCoordinator:
                 and not self._store.has_offsets(group_id)
             ):
                 self._delete_group(group_id)
+
+    def _delete_consumer_group(self, group_id: str) -> ErrorCode:
+        try:
+            self._store.delete_group(group_id)
+        except OffsetStoreError as exc:
+            log.error("group %s: deletion not stored: %s", group_id, exc)
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        self.consumer.delete(group_id)
+        log.info("consumer group %s: deleted", group_id)
+        return ErrorCode.NONE
 
     def _delete_group(self, group_id: str) -> ErrorCode:
         try:

@@ -241,6 +241,17 @@ def classic_group_validator(groups: GroupCoordinator) -> GroupValidator:
     def validate(
         group_id: str, generation_id: int, member_id: str, instance: str | None
     ) -> ErrorCode:
+        consumer = groups.consumer_group(group_id)
+        if consumer is not None:
+            # A consumer group (KIP-848): the generation is the member's epoch.
+            if not member_id and generation_id < 0:
+                return ErrorCode.NONE
+            member = consumer.members.get(member_id)
+            if member is None:
+                return ErrorCode.UNKNOWN_MEMBER_ID
+            if generation_id >= 0 and generation_id != member.epoch:
+                return ErrorCode.ILLEGAL_GENERATION
+            return ErrorCode.NONE
         group = groups.group(group_id)
         if group is None:
             # Kafka creates an empty group (generation 0) for the offsets.

@@ -98,9 +98,13 @@ class ClusterDescription:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class GroupListing:
+    """A group as ListGroups reports it; ``group_type`` is ``classic`` or ``consumer``
+    (KIP-848), from brokers answering ListGroups v5 (``classic`` before)."""
+
     group_id: str
     protocol_type: str
     state: str
+    group_type: str = "classic"
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -714,7 +718,10 @@ class Admin:
         async def ask(conn: BrokerConnection) -> list[GroupListing]:
             resp = await conn.request(16, _fit(16, conn.version_for(16), lgr.ListGroupsRequest))
             check(resp.error_code, "ListGroups", again=TRANSIENT)
-            return [GroupListing(g.group_id, g.protocol_type, g.group_state) for g in resp.groups]
+            return [
+                GroupListing(g.group_id, g.protocol_type, g.group_state, g.group_type or "classic")
+                for g in resp.groups
+            ]
 
         return [
             g for listing in await self._per_node("list_groups", ask, timeout_ms) for g in listing

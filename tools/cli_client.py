@@ -989,7 +989,7 @@ def groups_command() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @_admin_options
 def groups_list(cfg: dict[str, Any], as_json: bool) -> None:
-    """Every group: id, state and protocol type."""
+    """Every group: id, state, protocol type and group type (classic or consumer)."""
 
     async def run(admin: Any) -> list[Any]:
         result: list[Any] = await admin.list_groups()
@@ -1001,8 +1001,8 @@ def groups_list(cfg: dict[str, Any], as_json: bool) -> None:
     elif groups:
         click.echo(
             _table(
-                ["GROUP", "STATE", "PROTOCOL-TYPE"],
-                [(g.group_id, g.state, g.protocol_type) for g in groups],
+                ["GROUP", "STATE", "PROTOCOL-TYPE", "TYPE"],
+                [(g.group_id, g.state, g.protocol_type, g.group_type) for g in groups],
             )
         )
 

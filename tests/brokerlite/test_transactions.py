@@ -659,7 +659,12 @@ def fake_groups() -> Any:
         static_members={"inst-1": "m-1"},
         generation_id=4,
     )
-    return SimpleNamespace(group=lambda gid: group if gid == "g" else None)
+    # "cg" is a consumer group (KIP-848): the generation is the member's epoch.
+    consumer = SimpleNamespace(members={"cm-1": SimpleNamespace(epoch=5)})
+    return SimpleNamespace(
+        group=lambda gid: group if gid == "g" else None,
+        consumer_group=lambda gid: consumer if gid == "cg" else None,
+    )
 
 
 @pytest.mark.parametrize(
@@ -674,6 +679,10 @@ def fake_groups() -> Any:
         ("new", -1, "", None, ErrorCode.NONE),
         ("new", 2, "", None, ErrorCode.ILLEGAL_GENERATION),
         ("new", -1, "m-1", None, ErrorCode.UNKNOWN_MEMBER_ID),
+        ("cg", 5, "cm-1", None, ErrorCode.NONE),
+        ("cg", -1, "", None, ErrorCode.NONE),
+        ("cg", 4, "cm-1", None, ErrorCode.ILLEGAL_GENERATION),
+        ("cg", 5, "cm-9", None, ErrorCode.UNKNOWN_MEMBER_ID),
     ],
 )
 def test_classic_group_validator(

@@ -1,0 +1,41 @@
+"""ConsumerGroupHeartbeat (key 68), versions 0-1: the new consumer group protocol
+(KIP-848). Members join, heartbeat and leave; the coordinator assigns partitions
+(server assignors ``uniform`` and ``range``). Version 1 adds regex subscriptions
+(matched whole, with Python's ``re``, against non-internal topic names).
+
+Handed to the group coordinator (:mod:`trafka.brokerlite.consumer_groups`); never
+parked.
+"""
+
+from __future__ import annotations
+
+from trafka.codec.errors import ErrorCode
+from trafka.codec.messages import k68_consumer_group_heartbeat as m
+
+from ._base import HandlerSpec, RequestContext
+
+API_KEY = 68
+MIN_VERSION = 0
+MAX_VERSION = 1
+
+
+def handle(
+    ctx: RequestContext, request: m.ConsumerGroupHeartbeatRequest
+) -> m.ConsumerGroupHeartbeatResponse:
+    host = ctx.broker.peer(ctx.conn_id).rsplit(":", 1)[0]
+    return ctx.broker.groups.consumer_group_heartbeat(
+        request,
+        ctx.version,
+        ctx.now_ms,
+        client_id=ctx.client_id or "",
+        client_host=f"/{host}",
+    )
+
+
+def error_response(
+    request: m.ConsumerGroupHeartbeatRequest | None, version: int, code: ErrorCode
+) -> m.ConsumerGroupHeartbeatResponse:
+    return m.ConsumerGroupHeartbeatResponse(error_code=code)
+
+
+SPEC = HandlerSpec(API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response)

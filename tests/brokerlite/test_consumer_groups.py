@@ -1,0 +1,407 @@
+"""The new consumer group protocol (KIP-848), sans-IO: joining, reconciliation
+with revocation before reassignment, leaving, fencing, timeouts, subscriptions
+by name and regex, the server assignors, and its place beside classic groups."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from trafka.brokerlite.consumer_groups import (
+    ConsumerGroups,
+    TopicMeta,
+    _range,
+    _uniform,
+)
+from trafka.brokerlite.groups import GroupCoordinator
+from trafka.brokerlite.offsets import OffsetStore
+from trafka.codec.errors import ErrorCode
+from trafka.codec.messages import k11_join_group as jg
+from trafka.codec.messages import k16_list_groups as lg
+from trafka.codec.messages import k42_delete_groups as dg
+from trafka.codec.messages import k68_consumer_group_heartbeat as hb
+from trafka.codec.messages import k69_consumer_group_describe as cd
+
+Req = hb.ConsumerGroupHeartbeatRequest
+ORDERS = uuid.UUID(int=1)
+AUDIT = uuid.UUID(int=2)
+
+
+class World:
+    """Topics that tests can change, and a clock."""
+
+    def __init__(self, **sizes: int) -> None:
+        self.topics = {
+            name: TopicMeta(name, uuid.UUID(int=i + 1), n)
+            for i, (name, n) in enumerate(sizes.items())
+        }
+        self.now = 1_000
+
+    def __call__(self) -> dict[str, TopicMeta]:
+        return dict(self.topics)
+
+
+def owned(resp: Any) -> set[tuple[uuid.UUID, int]] | None:
+    if resp.assignment is None:
+        return None
+    return {(t.topic_id, p) for t in resp.assignment.topic_partitions for p in t.partitions}
+
+
+def parts(tps: set[tuple[uuid.UUID, int]]) -> list[Req.TopicPartitions]:
+    by: dict[uuid.UUID, list[int]] = {}
+    for t, p in sorted(tps, key=lambda tp: (str(tp[0]), tp[1])):
+        by.setdefault(t, []).append(p)
+    return [Req.TopicPartitions(topic_id=t, partitions=ps) for t, ps in by.items()]
+
+
+class Member:
+    """A well-behaved client: owns what it is told, revokes at once."""
+
+    def __init__(self, groups: ConsumerGroups, world: World, member_id: str = "") -> None:
+        self.groups, self.world = groups, world
+        self.member_id, self.epoch = member_id, 0
+        self.owns: set[tuple[uuid.UUID, int]] = set()
+
+    def join(self, topics: list[str] | None = None, regex: str | None = None, **kw: Any) -> Any:
+        names = topics if topics is not None or regex is not None else ["orders"]
+        req = Req(
+            group_id="g",
+            member_id=self.member_id,
+            member_epoch=0,
+            rebalance_timeout_ms=kw.pop("rebalance_timeout_ms", 30_000),
+            subscribed_topic_names=names,
+            subscribed_topic_regex=regex,
+            topic_partitions=[],
+            **kw,
+        )
+        return self._apply(self.groups.heartbeat(req, 1, self.world.now))
+
+    def beat(self, **kw: Any) -> Any:
+        req = Req(
+            group_id="g",
+            member_id=self.member_id,
+            member_epoch=kw.pop("epoch", self.epoch),
+            topic_partitions=parts(self.owns),
+            **kw,
+        )
+        return self._apply(self.groups.heartbeat(req, 1, self.world.now))
+
+    def leave(self) -> Any:
+        req = Req(group_id="g", member_id=self.member_id, member_epoch=-1)
+        return self.groups.heartbeat(req, 1, self.world.now)
+
+    def _apply(self, resp: Any) -> Any:
+        if resp.error_code == 0:
+            self.member_id, self.epoch = resp.member_id, resp.member_epoch
+            if resp.assignment is not None:
+                self.owns = owned(resp) or set()
+        return resp
+
+
+def no_double_owners(members: list[Member]) -> None:
+    seen: set[tuple[uuid.UUID, int]] = set()
+    for m in members:
+        assert not (m.owns & seen), "a partition is owned by two members"
+        seen |= m.owns
+
+
+def settle(members: list[Member], rounds: int = 6) -> None:
+    for _ in range(rounds):
+        for m in members:
+            assert m.beat().error_code == 0
+            no_double_owners(members)
+
+
+def test_a_first_member_gets_every_partition_and_an_id() -> None:
+    world = World(orders=4)
+    groups = ConsumerGroups(world, heartbeat_interval_ms=700)
+    a = Member(groups, world)
+    resp = a.join()
+    assert resp.error_code == 0 and resp.member_id and resp.member_epoch == 1
+    assert resp.heartbeat_interval_ms == 700
+    assert a.owns == {(ORDERS, p) for p in range(4)}
+    # Nothing changed: the next answer carries no assignment.
+    assert a.beat().assignment is None and a.epoch == 1
+    assert groups.groups["g"].state == "Stable"
+    # A member id chosen by the client (KIP-1082) is kept.
+    b = Member(groups, world, member_id="client-chosen")
+    assert b.join().member_id == "client-chosen"
+
+
+def test_partitions_move_only_after_their_owner_revoked_them() -> None:
+    world = World(orders=6)
+    groups = ConsumerGroups(world)
+    a, b = Member(groups, world), Member(groups, world)
+    a.join()
+    resp = b.join()
+    # The group moved to epoch 2; b may own nothing yet: a still owns everything.
+    assert resp.member_epoch == 2 and b.owns == set()
+    assert groups.groups["g"].state == "Reconciling"
+    # a is told to give up half, and keeps its epoch until it has.
+    resp = a.beat()
+    assert resp.member_epoch == 1 and len(a.owns) == 3
+    no_double_owners([a, b])
+    resp = a.beat()  # reports the smaller set: revoked
+    assert resp.member_epoch == 2
+    b.beat()
+    assert len(b.owns) == 3 and not (a.owns & b.owns)
+    assert a.owns | b.owns == {(ORDERS, p) for p in range(6)}
+    assert groups.groups["g"].state == "Stable"
+
+
+def test_a_leaving_member_hands_its_partitions_over() -> None:
+    world = World(orders=4)
+    groups = ConsumerGroups(world)
+    a, b = Member(groups, world), Member(groups, world)
+    a.join()
+    b.join()
+    settle([a, b])
+    resp = a.leave()
+    assert (resp.error_code, resp.member_epoch) == (0, -1)
+    b.beat()
+    assert b.owns == {(ORDERS, p) for p in range(4)}
+    b.leave()
+    assert groups.groups["g"].state == "Empty"
+
+
+def test_unknown_and_fenced_members_are_refused() -> None:
+    world = World(orders=2)
+    groups = ConsumerGroups(world)
+    a, b = Member(groups, world), Member(groups, world)
+    a.join()
+    assert a.beat(epoch=7).error_code == ErrorCode.FENCED_MEMBER_EPOCH
+    ghost = Member(groups, world, member_id="ghost")
+    ghost.epoch = 3
+    assert ghost.beat().error_code == ErrorCode.UNKNOWN_MEMBER_ID
+    assert ghost.leave().error_code == ErrorCode.UNKNOWN_MEMBER_ID
+    # The answer that moved a member on was lost: its previous epoch is accepted
+    # while what it owns is still its own.
+    b.join()
+    a.beat()
+    a.beat()
+    assert a.epoch == 2
+    resp = a.beat(epoch=1)
+    assert resp.error_code == 0 and resp.member_epoch == 2 and resp.assignment is not None
+
+
+@pytest.mark.parametrize(
+    ("change", "code"),
+    [
+        ({"group_id": ""}, ErrorCode.INVALID_REQUEST),
+        ({"rebalance_timeout_ms": -1}, ErrorCode.INVALID_REQUEST),
+        ({"subscribed_topic_names": None}, ErrorCode.INVALID_REQUEST),
+        ({"topic_partitions": [Req.TopicPartitions(topic_id=ORDERS, partitions=[0])]}, ErrorCode.INVALID_REQUEST),
+        ({"server_assignor": "sticky"}, ErrorCode.UNSUPPORTED_ASSIGNOR),
+        ({"subscribed_topic_regex": "orders(", "subscribed_topic_names": None}, ErrorCode.INVALID_REQUEST),
+        ({"member_epoch": -3}, ErrorCode.INVALID_REQUEST),
+        ({"member_epoch": 4, "member_id": ""}, ErrorCode.INVALID_REQUEST),
+    ],
+)  # fmt: skip
+def test_malformed_heartbeats_are_refused_with_a_message(change: dict[str, Any], code: int) -> None:
+    world = World(orders=2)
+    groups = ConsumerGroups(world)
+    fields: dict[str, Any] = {
+        "group_id": "g",
+        "member_id": "",
+        "member_epoch": 0,
+        "rebalance_timeout_ms": 1000,
+        "subscribed_topic_names": ["orders"],
+        "topic_partitions": [],
+    }
+    fields.update(change)
+    resp = groups.heartbeat(Req(**fields), 1, world.now)
+    assert resp.error_code == code and resp.error_message
+    assert "g" not in groups.groups or not groups.groups["g"].members
+
+
+def test_static_instance_ids_are_unique_and_the_group_size_is_bounded() -> None:
+    world = World(orders=2)
+    groups = ConsumerGroups(world, max_size=2)
+    Member(groups, world).join(instance_id="i-1")
+    assert Member(groups, world).join(instance_id="i-1").error_code == (
+        ErrorCode.UNRELEASED_INSTANCE_ID
+    )
+    Member(groups, world).join()
+    assert Member(groups, world).join().error_code == ErrorCode.GROUP_MAX_SIZE_REACHED
+
+
+def test_silent_members_and_slow_revokers_are_fenced() -> None:
+    world = World(orders=4)
+    groups = ConsumerGroups(world, session_timeout_ms=10_000)
+    a, b = Member(groups, world), Member(groups, world)
+    a.join(rebalance_timeout_ms=3_000)
+    b.join()
+    assert groups.next_deadline() == world.now + 10_000  # the sessions
+    a.beat()  # told to revoke: its rebalance timeout starts
+    assert groups.next_deadline() == world.now + 3_000
+    world.now += 3_000
+    groups.tick(world.now)
+    assert list(groups.groups["g"].members) == [b.member_id]
+    b.beat()
+    assert b.owns == {(ORDERS, p) for p in range(4)}
+    world.now += 10_000
+    groups.tick(world.now)
+    assert groups.groups["g"].state == "Empty" and groups.next_deadline() is None
+
+
+def test_regex_subscriptions_and_topic_changes_reassign() -> None:
+    world = World(orders=2, audit=1)
+    groups = ConsumerGroups(world)
+    a = Member(groups, world)
+    a.join(topics=None, regex="orders|payments.*")
+    assert a.owns == {(ORDERS, 0), (ORDERS, 1)}
+    epoch = a.epoch
+    world.topics["payments-eu"] = TopicMeta("payments-eu", uuid.UUID(int=9), 2)
+    world.topics["orders"] = TopicMeta("orders", ORDERS, 3)  # grew
+    world.topics["__internal"] = TopicMeta("__internal", uuid.UUID(int=10), 1)
+    a.beat()
+    assert a.epoch == epoch + 1
+    assert a.owns == {
+        (ORDERS, 0),
+        (ORDERS, 1),
+        (ORDERS, 2),
+        (uuid.UUID(int=9), 0),
+        (uuid.UUID(int=9), 1),
+    }
+    # Switching to names: audit only.
+    a.beat(subscribed_topic_names=["audit"], subscribed_topic_regex="")
+    a.beat()
+    assert a.owns == {(AUDIT, 0)}
+
+
+def test_the_range_assignor_gives_contiguous_ranges_in_member_order() -> None:
+    topics = {"orders": TopicMeta("orders", ORDERS, 7)}
+    subs = {m: frozenset({"orders"}) for m in ("b", "a", "c")}
+    out = _range(subs, topics, {})
+    assert {m: sorted(p for _, p in tps) for m, tps in out.items()} == {
+        "a": [0, 1, 2],
+        "b": [3, 4],
+        "c": [5, 6],
+    }
+
+
+def test_the_uniform_assignor_balances_and_moves_little() -> None:
+    topics = {"orders": TopicMeta("orders", ORDERS, 10), "audit": TopicMeta("audit", AUDIT, 2)}
+    subs = {m: frozenset({"orders", "audit"}) for m in ("a", "b", "c")}
+    first = _uniform(subs, topics, {})
+    assert sorted(len(v) for v in first.values()) == [4, 4, 4]
+    assert set().union(*first.values()) == {(ORDERS, p) for p in range(10)} | {
+        (AUDIT, 0),
+        (AUDIT, 1),
+    }
+    subs["d"] = frozenset({"orders", "audit"})
+    second = _uniform(subs, topics, {m: frozenset(v) for m, v in first.items()})
+    assert sorted(len(v) for v in second.values()) == [3, 3, 3, 3]
+    moved = sum(len(first[m] - second[m]) for m in first)
+    assert moved == 3  # exactly what the newcomer needed
+    # Different subscriptions: audit's partitions go only to its subscribers.
+    mixed = _uniform({"a": frozenset({"orders"}), "b": frozenset({"audit"})}, topics, {})
+    assert {tp[0] for tp in mixed["b"]} == {AUDIT} and len(mixed["a"]) == 10
+
+
+# -- beside classic groups ------------------------------------------------------------------
+
+
+def coordinator(tmp_path: Path, world: World) -> GroupCoordinator:
+    return GroupCoordinator(
+        OffsetStore(tmp_path / "groups"),
+        initial_rebalance_delay_ms=0,
+        consumer_topics=world,
+        now_ms=world.now,
+    )
+
+
+def join_request(group: str) -> jg.JoinGroupRequest:
+    return jg.JoinGroupRequest(
+        group_id=group,
+        session_timeout_ms=10_000,
+        rebalance_timeout_ms=10_000,
+        member_id="",
+        protocol_type="consumer",
+        protocols=[jg.JoinGroupRequest.JoinGroupRequestProtocol(name="range", metadata=b"")],
+    )
+
+
+def test_a_group_id_is_either_classic_or_consumer(tmp_path: Path) -> None:
+    world = World(orders=2)
+    coord = coordinator(tmp_path, world)
+    join = Req(
+        group_id="g",
+        member_id="",
+        member_epoch=0,
+        rebalance_timeout_ms=1000,
+        subscribed_topic_names=["orders"],
+        topic_partitions=[],
+    )
+    resp = coord.consumer_group_heartbeat(join, 1, world.now)
+    assert resp.error_code == 0
+    (_, classic) = coord.join_group(
+        "t", join_request("g"), 9, world.now, client_id="c", client_host="h"
+    )[0]
+    assert classic.error_code == ErrorCode.INCONSISTENT_GROUP_PROTOCOL
+    coord.join_group("t2", join_request("old"), 4, world.now, client_id="c", client_host="h")
+    refused = coord.consumer_group_heartbeat(_with(join, group_id="old"), 1, world.now)
+    assert refused.error_code == ErrorCode.GROUP_ID_NOT_FOUND
+    listed = coord.list_groups(lg.ListGroupsRequest(types_filter=["consumer"]), 5).groups
+    assert [(g.group_id, g.group_type, g.group_state) for g in listed] == [
+        ("g", "consumer", "Stable")
+    ]
+    everything = coord.list_groups(lg.ListGroupsRequest(), 5).groups
+    assert sorted(g.group_id for g in everything) == ["g", "old"]
+    deleted = coord.delete_groups(dg.DeleteGroupsRequest(groups_names=["g"]), 2).results
+    assert deleted[0].error_code == ErrorCode.NON_EMPTY_GROUP
+    described = coord.consumer_group_describe(
+        cd.ConsumerGroupDescribeRequest(group_ids=["g", "old"]), lambda t: "orders"
+    ).groups
+    assert described[0].group_state == "Stable" and described[0].members[0].assignment
+    assert described[1].error_code == ErrorCode.GROUP_ID_NOT_FOUND
+    member = described[0].members[0]
+    leave = _with(join, member_id=member.member_id, member_epoch=-1)
+    assert coord.consumer_group_heartbeat(leave, 1, world.now).error_code == 0
+    deleted = coord.delete_groups(dg.DeleteGroupsRequest(groups_names=["g"]), 2).results
+    assert deleted[0].error_code == 0 and coord.consumer_group("g") is None
+
+
+def test_offsets_need_the_member_and_its_epoch(tmp_path: Path) -> None:
+    world = World(orders=2)
+    groups = ConsumerGroups(world)
+    a = Member(groups, world)
+    a.join()
+    assert groups.validate_commit("g", a.member_id, a.epoch, 9) == ErrorCode.NONE
+    assert groups.validate_commit("g", a.member_id, a.epoch - 1, 9) == ErrorCode.STALE_MEMBER_EPOCH
+    assert groups.validate_commit("g", a.member_id, 0, 8) == ErrorCode.ILLEGAL_GENERATION
+    assert groups.validate_commit("g", "nobody", 1, 9) == ErrorCode.UNKNOWN_MEMBER_ID
+    assert groups.validate_commit("g", "", -1, 9) == ErrorCode.UNKNOWN_MEMBER_ID  # not empty
+    assert groups.validate_fetch("g", a.member_id, a.epoch) == ErrorCode.NONE
+    assert groups.validate_fetch("g", a.member_id, a.epoch + 1) == ErrorCode.STALE_MEMBER_EPOCH
+    assert groups.validate_fetch("g", None, -1) == ErrorCode.NONE  # an admin's fetch
+    a.leave()
+    assert groups.validate_commit("g", "", -1, 9) == ErrorCode.NONE
+
+
+def _with(req: Req, **changes: Any) -> Req:
+    import dataclasses
+
+    return dataclasses.replace(req, **changes)
+
+
+def test_the_consumer_group_timings_are_checked() -> None:
+    from trafka.brokerlite.config import BrokerConfig, ConfigError
+
+    config = BrokerConfig.from_mapping(
+        {"group.consumer.session.timeout.ms": "9000", "group.consumer.heartbeat.interval.ms": "900"}
+    )
+    assert (
+        config.group_consumer_session_timeout_ms,
+        config.group_consumer_heartbeat_interval_ms,
+    ) == (
+        9000,
+        900,
+    )
+    with pytest.raises(ConfigError, match=r"heartbeat\.interval\.ms must be positive and below"):
+        BrokerConfig(group_consumer_heartbeat_interval_ms=50_000)
+    with pytest.raises(ConfigError, match=r"heartbeat\.interval\.ms"):
+        BrokerConfig(group_consumer_heartbeat_interval_ms=0)
