@@ -13,7 +13,8 @@ Rules and invariants:
   *target assignment* is recomputed (by the server assignor, ``uniform`` or
   ``range``) for every new group epoch and carries that epoch (the assignment
   epoch). Each member has a *member epoch*: the assignment epoch it has caught
-  up with.
+  up with. A heartbeat's owned partitions (TopicPartitions) left null mean
+  "as last reported".
 * Reconciliation, per member, on each of its heartbeats. Partitions it owns
   that the target takes away are revoked first: the member keeps its epoch and
   is told to own only the rest, until a heartbeat shows it owns none of the
@@ -160,6 +161,8 @@ class ConsumerMember:
     state: str = STABLE
     assigned: set[TP] = dataclasses.field(default_factory=set)
     revoking: set[TP] = dataclasses.field(default_factory=set)
+    #: What the member last said it owns (a null TopicPartitions means "unchanged").
+    reported: set[TP] = dataclasses.field(default_factory=set)
     session_deadline_ms: int = 0
     revocation_deadline_ms: int | None = None
     last_sent: frozenset[TP] | None = None
@@ -288,10 +291,13 @@ class ConsumerGroups:
             if found is None:
                 return self._error(ErrorCode.UNKNOWN_MEMBER_ID, "unknown member")
             member = found
-            owned = None if request.topic_partitions is None else _pairs(request.topic_partitions)
+            owned = (
+                member.reported
+                if request.topic_partitions is None
+                else _pairs(request.topic_partitions)
+            )
             if request.member_epoch != member.epoch and not (
                 request.member_epoch == member.previous_epoch
-                and owned is not None
                 and owned <= member.assigned | member.revoking
             ):
                 return self._error(
@@ -307,12 +313,13 @@ class ConsumerGroups:
             group.epoch += 1
         if group.assignment_epoch < group.epoch:
             self._assign(group)
-        owned = None if request.topic_partitions is None else _pairs(request.topic_partitions)
-        self._reconcile(group, member, owned, now_ms)
+        if request.topic_partitions is not None:
+            member.reported = _pairs(request.topic_partitions)
+        self._reconcile(group, member, now_ms)
         send = (
             request.member_epoch != member.epoch  # joining, or behind (a lost answer)
             or member.last_sent != frozenset(member.assigned)
-            or (owned is not None and owned != member.assigned)
+            or (request.topic_partitions is not None and member.reported != member.assigned)
         )
         assignment = None
         if send:
@@ -417,11 +424,9 @@ class ConsumerGroups:
         group.target = ASSIGNORS[group.assignor](subs, group.subscribed, current)
         group.assignment_epoch = group.epoch
 
-    def _reconcile(
-        self, group: ConsumerGroup, member: ConsumerMember, owned: set[TP] | None, now_ms: int
-    ) -> None:
+    def _reconcile(self, group: ConsumerGroup, member: ConsumerMember, now_ms: int) -> None:
         if member.state == UNREVOKED:
-            if owned is None or owned & member.revoking:
+            if member.reported & member.revoking:
                 return  # still revoking
             member.revoking = set()
             member.revocation_deadline_ms = None
@@ -431,7 +436,7 @@ class ConsumerGroups:
         target = group.target.get(member.member_id, set())
         keep = member.assigned & target
         revoke = member.assigned - target
-        if revoke:
+        if revoke & member.reported:  # else it never took them: nothing to wait for
             member.assigned = keep
             member.revoking = revoke
             member.state = UNREVOKED

@@ -405,3 +405,121 @@ def test_the_consumer_group_timings_are_checked() -> None:
         BrokerConfig(group_consumer_heartbeat_interval_ms=50_000)
     with pytest.raises(ConfigError, match=r"heartbeat\.interval\.ms"):
         BrokerConfig(group_consumer_heartbeat_interval_ms=0)
+
+
+def test_owned_partitions_left_null_mean_as_last_reported() -> None:
+    world = World(orders=4)
+    groups = ConsumerGroups(world)
+    a, b = Member(groups, world, "a"), Member(groups, world, "b")
+    a.join()  # a is given every partition but has not taken them yet
+    b.join()
+
+    def silent(m: Member) -> Any:  # a heartbeat with TopicPartitions null
+        req = Req(group_id="g", member_id=m.member_id, member_epoch=m.epoch)
+        return m._apply(groups.heartbeat(req, 1, world.now))
+
+    # a last reported owning nothing: nothing to wait for, it moves on at once.
+    assert silent(a).member_epoch == 2
+    b.beat()
+    assert len(a.owns) == len(b.owns) == 2
+    a.beat()
+    b.beat()
+    # c joins; the uniform assignor keeps a at 2 and takes one from b. b revokes
+    # locally but says nothing: as far as the coordinator knows, it still owns it.
+    c = Member(groups, world, "c")
+    c.join()
+    assert b.beat().member_epoch == 2 and len(b.owns) == 1  # told to give one up
+    assert silent(b).member_epoch == 2
+    c.beat()
+    assert c.owns == set()  # its partition is still b's until b says otherwise
+    assert b.beat().member_epoch == 3  # reports the smaller set: done
+    c.beat()
+    assert len(c.owns) == 1
+    no_double_owners([a, b, c])
+
+
+# -- property: one owner per partition, and convergence --------------------------------------
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+OPS = st.lists(
+    st.tuples(
+        st.sampled_from(["join", "leave", "beat", "apply", "grow", "crash"]), st.integers(0, 3)
+    ),
+    max_size=60,
+)
+
+
+class Client:
+    """A client that applies the latest assignment it received, when it gets to it,
+    and always reports what it owns."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.member_id = name
+        self.epoch = -1  # not in the group
+        self.owns: set[tuple[uuid.UUID, int]] = set()
+        self.pending: set[tuple[uuid.UUID, int]] | None = None
+
+    def heartbeat(self, groups: ConsumerGroups, now: int, **fields: Any) -> None:
+        joining = self.epoch < 0
+        req = Req(
+            group_id="g",
+            member_id=self.member_id,
+            member_epoch=0 if joining else self.epoch,
+            rebalance_timeout_ms=30_000 if joining else -1,
+            subscribed_topic_names=["orders", "audit"] if joining else None,
+            topic_partitions=parts(set() if joining else self.owns),
+            server_assignor="uniform" if joining else None,
+        )
+        resp = groups.heartbeat(req, 1, now)
+        if resp.error_code in (ErrorCode.FENCED_MEMBER_EPOCH, ErrorCode.UNKNOWN_MEMBER_ID):
+            self.epoch, self.owns, self.pending = -1, set(), None  # lost: start over
+            return
+        assert resp.error_code == 0, resp
+        self.epoch = resp.member_epoch
+        if resp.assignment is not None:
+            self.pending = owned(resp)
+
+
+@settings(max_examples=150, deadline=None)
+@given(OPS)
+def test_no_partition_ever_has_two_owners_and_groups_converge(ops: list[tuple[str, int]]) -> None:
+    world = World(orders=5, audit=2)
+    groups = ConsumerGroups(world, session_timeout_ms=60_000)
+    clients = [Client(f"m{i}") for i in range(4)]
+    for op, i in ops:
+        c = clients[i]
+        if op in ("join", "beat"):
+            c.heartbeat(groups, world.now)
+        elif op == "apply" and c.pending is not None:
+            c.owns, c.pending = c.pending, None
+        elif op == "leave" and c.epoch > 0:
+            req = Req(group_id="g", member_id=c.member_id, member_epoch=-1)
+            assert groups.heartbeat(req, 1, world.now).error_code == 0
+            c.epoch, c.owns, c.pending = -1, set(), None
+        elif op == "grow":
+            meta = world.topics["orders"]
+            world.topics["orders"] = TopicMeta("orders", meta.topic_id, meta.partitions + 1)
+        elif op == "crash" and c.epoch > 0:
+            # It stops; the coordinator fences it after its session.
+            c.epoch, c.owns, c.pending = -1, set(), None
+            world.now += 60_000
+            groups.tick(world.now)
+        live = [x.owns for x in clients]
+        for j, a in enumerate(live):
+            for b in live[j + 1 :]:
+                assert not a & b, "two clients own one partition"
+    members = [c for c in clients if c.epoch > 0]
+    for _ in range(8):
+        for c in members:
+            c.heartbeat(groups, world.now)
+            if c.pending is not None:
+                c.owns, c.pending = c.pending, None
+    if members:
+        everything = {
+            (meta.topic_id, p) for meta in world.topics.values() for p in range(meta.partitions)
+        }
+        assert set().union(*(c.owns for c in members)) == everything
+        assert groups.groups["g"].state == "Stable"

@@ -5,6 +5,7 @@ classic protocol.)"""
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -78,6 +79,13 @@ async def trafka_groups(servers: str) -> list[Any]:
         return await admin.list_groups()
 
 
+def close(*consumers: Consumer) -> None:
+    # Also after a failure: a consumer left open retries its broker forever.
+    for c in consumers:
+        with contextlib.suppress(RuntimeError):  # already closed
+            c.close()
+
+
 def partitions(c: Consumer) -> set[int]:
     return {tp.partition for tp in c.assignment()}
 
@@ -102,7 +110,7 @@ def test_members_share_the_partitions_and_hand_them_over(broker: RunningBroker) 
         poll_all([b], seen, lambda: set(seen[b]) >= set(range(400, 450)))
         b.commit(asynchronous=False)
     finally:
-        b.close()
+        close(a, b)
     # The offsets were committed with member epochs: a new member resumes after
     # them and reads nothing again.
     c = consumer(servers, "g1", topic)
@@ -113,7 +121,7 @@ def test_members_share_the_partitions_and_hand_them_over(broker: RunningBroker) 
             msg = c.poll(0.1)
             assert msg is None or msg.error() is not None, f"read again: {msg.value()!r}"
     finally:
-        c.close()
+        close(c)
 
 
 def test_admin_lists_and_describes_consumer_groups(broker: RunningBroker) -> None:
@@ -138,7 +146,7 @@ def test_admin_lists_and_describes_consumer_groups(broker: RunningBroker) -> Non
             ("consumer", "Stable")
         ]
     finally:
-        c.close()
+        close(c)
 
 
 def test_classic_and_consumer_members_do_not_mix(broker: RunningBroker) -> None:
@@ -161,5 +169,4 @@ def test_classic_and_consumer_members_do_not_mix(broker: RunningBroker) -> None:
                 error = msg.error()
         assert error is not None and "INCONSISTENT_GROUP_PROTOCOL" in error.name()
     finally:
-        new.close()
-        classic.close()
+        close(new, classic)
