@@ -44,6 +44,7 @@ from trafka.codec.messages import k60_describe_cluster as dcl
 from trafka.codec.messages import k61_describe_producers as dp
 from trafka.codec.messages import k65_describe_transactions as dtx
 from trafka.codec.messages import k66_list_transactions as ltx
+from trafka.codec.messages import k69_consumer_group_describe as cgd
 
 from ._util import owned_task_group
 from .assignors import decode_assignment
@@ -118,11 +119,16 @@ class MemberDescription:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class GroupDescription:
+    """A group's state and members. For a consumer group of the new protocol
+    (``group_type`` ``consumer``, KIP-848) ``protocol`` is its server assignor and
+    the assignments are the members' current ones."""
+
     group_id: str
     state: str
     protocol_type: str
     protocol: str
     members: tuple[MemberDescription, ...]
+    group_type: str = "classic"
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -745,6 +751,12 @@ class Admin:
                 for g in resp.groups:
                     if g.group_id != gid:
                         continue
+                    if g.error_code == ErrorCode.GROUP_ID_NOT_FOUND or g.group_state == "Dead":
+                        # Not a classic group: perhaps a consumer group (KIP-848).
+                        found = await self._describe_consumer_group(conn, gid)
+                        if found is not None:
+                            out[gid] = found
+                            continue
                     check(g.error_code, f"describing group {gid!r}", again=TRANSIENT)
                     out[gid] = _group_description(g)
                 if gid not in out:
@@ -754,6 +766,37 @@ class Admin:
             return {gid: out[gid] for gid in ids}
 
         return await self._calls.run("describe_groups", timeout_ms, attempt)
+
+    async def _describe_consumer_group(
+        self, conn: BrokerConnection, group_id: str
+    ) -> GroupDescription | None:
+        """ConsumerGroupDescribe ``group_id``; None when the broker lacks the API or
+        the group is not a consumer group."""
+        if not conn.supports(69):
+            return None
+        resp = await conn.request(69, cgd.ConsumerGroupDescribeRequest(group_ids=[group_id]))
+        for g in resp.groups:
+            if g.group_id != group_id or g.error_code == ErrorCode.GROUP_ID_NOT_FOUND:
+                continue
+            check(g.error_code, f"describing group {group_id!r}", again=TRANSIENT)
+            members = tuple(
+                MemberDescription(
+                    m.member_id,
+                    m.instance_id,
+                    m.client_id,
+                    m.client_host,
+                    frozenset(
+                        TopicPartition(t.topic_name, p)
+                        for t in m.assignment.topic_partitions
+                        for p in t.partitions
+                    ),
+                )
+                for m in g.members
+            )
+            return GroupDescription(
+                group_id, g.group_state, "consumer", g.assignor_name, members, "consumer"
+            )
+        return None
 
     async def delete_groups(
         self, group_ids: Iterable[str], *, timeout_ms: int | None = None

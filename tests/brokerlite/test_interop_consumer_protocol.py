@@ -6,6 +6,7 @@ classic protocol.)"""
 from __future__ import annotations
 
 import contextlib
+import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,11 +14,13 @@ from typing import Any
 
 import anyio
 import pytest
+from click.testing import CliRunner
 from confluent_kafka import Consumer, ConsumerGroupType, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from trafka.brokerlite import RunningBroker, broker_in_thread
 from trafka.sdk import open_admin
+from trafka.tools.cli import main
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -74,9 +77,9 @@ def poll_all(
     assert until(), "timed out"
 
 
-async def trafka_groups(servers: str) -> list[Any]:
+async def trafka_groups(servers: str) -> tuple[list[Any], Any]:
     async with open_admin(bootstrap_servers=servers) as admin:
-        return await admin.list_groups()
+        return await admin.list_groups(), (await admin.describe_groups(["g2"]))["g2"]
 
 
 def close(*consumers: Consumer) -> None:
@@ -140,11 +143,23 @@ def test_admin_lists_and_describes_consumer_groups(broker: RunningBroker) -> Non
         assert [m.client_id for m in described.members] == ["described"]
         assigned = {tp.partition for tp in described.members[0].assignment.topic_partitions}
         assert assigned == {0, 1}
-        # trafka's admin sees the group's type too.
-        listings = anyio.run(trafka_groups, servers, backend="trio")
+        # trafka's admin sees the group's type too, and describes it (through
+        # ConsumerGroupDescribe: DescribeGroups knows only classic groups).
+        listings, desc = anyio.run(trafka_groups, servers, backend="trio")
         assert [(g.group_type, g.state) for g in listings if g.group_id == "g2"] == [
             ("consumer", "Stable")
         ]
+        assert (desc.group_type, desc.state, desc.protocol) == ("consumer", "Stable", "uniform")
+        assert [(m.client_id, sorted(m.assignment)) for m in desc.members] == [
+            ("described", [(topic, 0), (topic, 1)])
+        ]
+        shown = CliRunner().invoke(main, ["groups", "describe", "g2", "-b", servers, "--json"])
+        assert shown.exit_code == 0, shown.output
+        rows = json.loads(shown.output)[0]["partitions"]
+        assert {(r["partition"], r["client_id"]) for r in rows} == {
+            (0, "described"),
+            (1, "described"),
+        }
     finally:
         close(c)
 

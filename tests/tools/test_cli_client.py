@@ -218,7 +218,12 @@ def test_group_consume_commits_and_lag(broker: RunningBroker) -> None:
     text = run(broker, "groups", "describe", group).stdout
     assert "TotalLag: 0" in text and "LOG-END-OFFSET" in text
     listed = json.loads(run(broker, "groups", "list", "--json").stdout)
-    assert {"group_id": group, "protocol_type": "consumer", "state": "Empty"} in listed
+    assert {
+        "group_id": group,
+        "protocol_type": "consumer",
+        "state": "Empty",
+        "group_type": "classic",
+    } in listed
 
 
 def test_reset_offsets_dry_run_execute_and_active_group(broker: RunningBroker) -> None:
