@@ -564,7 +564,13 @@ class ConsumerConfig(ClientConfig):
         fetch_min_bytes / fetch_max_wait_ms / fetch_max_bytes / max_partition_fetch_bytes:
             fetch request tuning, as in Kafka.
         isolation_level: ``read_uncommitted`` or ``read_committed``.
-        partition_assignment_strategy: assignor names in preference order.
+        partition_assignment_strategy: assignor names in preference order (classic
+            protocol only).
+        group_protocol: ``classic`` (JoinGroup/SyncGroup, the default, as in Java) or
+            ``consumer`` (KIP-848: the coordinator assigns, through
+            ConsumerGroupHeartbeat).
+        group_remote_assignor: with ``group.protocol=consumer``, the coordinator's
+            assignor to use (``uniform``, ``range``, ...); ``None`` for its default.
         check_crcs: verify record batch CRCs.
         default_api_timeout_ms: bound for blocking calls without their own timeout.
         exclude_internal_topics: pattern subscriptions skip ``__consumer_offsets`` etc.
@@ -589,6 +595,8 @@ class ConsumerConfig(ClientConfig):
     partition_assignment_strategy: tuple[str, ...] = _field(
         ("range", "cooperative-sticky"), _assignors
     )
+    group_protocol: str = _field("classic", _choice("classic", "consumer"))
+    group_remote_assignor: str | None = _field(None, _opt_str)
     check_crcs: bool = _field(True, _bool)
     default_api_timeout_ms: int = _field(60_000, _int(0))
     exclude_internal_topics: bool = _field(True, _bool)
@@ -605,6 +613,22 @@ class ConsumerConfig(ClientConfig):
             )
         if self.group_instance_id is not None and self.group_id is None:
             raise ConfigError("group.instance.id requires group.id")
+        if self.group_protocol == "consumer":
+            # As the Java client: these belong to the coordinator under KIP-848.
+            defaults = {f.name: f.default for f in dataclasses.fields(ConsumerConfig)}
+            moved = {
+                "session_timeout_ms": "group.consumer.session.timeout.ms",
+                "heartbeat_interval_ms": "group.consumer.heartbeat.interval.ms",
+                "partition_assignment_strategy": "group.remote.assignor (client side)",
+            }
+            for name, instead in moved.items():
+                if getattr(self, name) != defaults[name]:
+                    raise ConfigError(
+                        f"{name.replace('_', '.')} cannot be set with group.protocol=consumer: "
+                        f"the group coordinator owns it (use {instead})"
+                    )
+        elif self.group_remote_assignor is not None:
+            raise ConfigError("group.remote.assignor needs group.protocol=consumer")
 
     @property
     def auto_commit(self) -> bool:

@@ -99,6 +99,7 @@ CLIENT_VERSIONS: dict[int, tuple[int, int]] = {
     42: (0, 2),  # DeleteGroups
     44: (0, 1),  # IncrementalAlterConfigs
     60: (0, 1),  # DescribeCluster
+    68: (0, 1),  # ConsumerGroupHeartbeat (KIP-848; from v1 the member names itself, KIP-1082)
 }
 
 

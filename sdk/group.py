@@ -37,6 +37,7 @@ from trafka.codec import KafkaError, TrafkaError
 
 from .calls import Calls, again_if_transient
 from .config import ConsumerConfig
+from .consumer_membership import ConsumerMembership
 from .fetcher import TopicPartition
 from .group_protocol import (
     Action,
@@ -216,9 +217,16 @@ class GroupDriver:
         self.cluster = consumer._cluster
         self.listener = listener
         self.managed = managed
-        self.machine = Membership(
-            membership_config(self.config, managed=managed), anyio.current_time()
-        )
+        settings = membership_config(self.config, managed=managed)
+        self.machine: Membership
+        if self.config.group_protocol == "consumer" and managed:
+            self.machine = ConsumerMembership(
+                settings,
+                anyio.current_time(),
+                remote_assignor=self.config.group_remote_assignor,
+            )
+        else:
+            self.machine = Membership(settings, anyio.current_time())
         self._wake = anyio.Event()
         self._callbacks: deque[Revoke | Assign | Lose] = deque()
         self._callback_wake = anyio.Event()
@@ -310,7 +318,11 @@ class GroupDriver:
             return  # a pattern means nothing before the first metadata
         topics = consumer.subscribed_topics()
         md.add_topics(topics)
-        self.machine.set_subscription(topics, {t: md.partition_count(t) or 0 for t in topics})
+        machine = self.machine
+        if isinstance(machine, ConsumerMembership):
+            ids = {t: i for t in topics if (i := md.topic_id(t)) is not None}
+            machine.set_topic_ids(ids)
+        machine.set_subscription(topics, {t: md.partition_count(t) or 0 for t in topics})
 
     def _dispatch(self, output: Output) -> None:
         assert self._tg is not None

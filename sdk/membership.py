@@ -122,6 +122,7 @@ class Kind(enum.Enum):
     HEARTBEAT = 12
     LEAVE = 13
     SYNC = 14
+    CONSUMER_HEARTBEAT = 68  # the consumer group protocol (KIP-848): join, heartbeat, leave
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
