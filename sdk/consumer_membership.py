@@ -272,25 +272,33 @@ class ConsumerMembership(Membership):
         self._hb_in_flight = True
         self._pending_report = (topics, owned)
         self._events.append(
-            GroupRequest(
-                Kind.CONSUMER_HEARTBEAT,
-                partial(
-                    _hb_body,
-                    group_id=cfg.group_id,
-                    own_id=self.own_id,
-                    member_id=self.member_id,
-                    epoch=epoch,
-                    instance_id=cfg.instance_id,
-                    rack=cfg.rack if full else None,
-                    rebalance_timeout_ms=int(cfg.max_poll_interval * 1000) if full else -1,
-                    topics=topics,
-                    assignor=self.remote_assignor if full else None,
-                    owned=None if by_topic is None else sorted(by_topic.items()),
-                ),
-                self.coordinator,
-                cfg.request_timeout,
+            self._heartbeat_request(
                 epoch,
+                rack=cfg.rack if full else None,
+                rebalance_timeout_ms=int(cfg.max_poll_interval * 1000) if full else -1,
+                topics=topics,
+                assignor=self.remote_assignor if full else None,
+                owned=None if by_topic is None else sorted(by_topic.items()),
             )
+        )
+
+    def _heartbeat_request(self, epoch: int, **fields: Any) -> GroupRequest:
+        cfg = self.config
+        assert self.coordinator is not None
+        return GroupRequest(
+            Kind.CONSUMER_HEARTBEAT,
+            partial(
+                _hb_body,
+                group_id=cfg.group_id,
+                own_id=self.own_id,
+                member_id=self.member_id,
+                epoch=epoch,
+                instance_id=cfg.instance_id,
+                **fields,
+            ),
+            self.coordinator,
+            cfg.request_timeout,
+            epoch,
         )
 
     def _on_consumer_heartbeat(self, request: GroupRequest, body: Any, now: float) -> None:
@@ -382,20 +390,7 @@ class ConsumerMembership(Membership):
         if cfg.managed and self.generation > 0 and self.coordinator is not None:
             static = cfg.instance_id is not None and not poll_timeout
             epoch = STATIC_LEAVE_EPOCH if static else LEAVE_EPOCH
-            request = GroupRequest(
-                Kind.CONSUMER_HEARTBEAT,
-                partial(
-                    _hb_body,
-                    group_id=cfg.group_id,
-                    own_id=self.own_id,
-                    member_id=self.member_id,
-                    epoch=epoch,
-                    instance_id=cfg.instance_id,
-                ),
-                self.coordinator,
-                cfg.request_timeout,
-                epoch,
-            )
+            request = self._heartbeat_request(epoch)
         self.phase = Phase.CLOSED
         self.owned = frozenset()
         self.generation = -1

@@ -193,7 +193,7 @@ def test_a_member_fenced_after_a_stall_loses_its_partitions_and_rejoins(tmp_path
             # coordinator fences the member. Its next heartbeat learns it, the
             # partitions are lost (not revoked: no commit), and it joins again as
             # itself, with epoch 0, and gets them back.
-            time.sleep(1.6)
+            time.sleep(2.6)
             with anyio.fail_after(20):
                 while len(rec.calls) < 3:
                     await c.getmany(timeout_ms=50)
@@ -205,7 +205,7 @@ def test_a_member_fenced_after_a_stall_loses_its_partitions_and_rejoins(tmp_path
         port=0,
         data_dir=tmp_path / "data",
         group_consumer_heartbeat_interval_ms=100,
-        group_consumer_session_timeout_ms=1_000,
+        group_consumer_session_timeout_ms=2_000,
     ) as running:
         anyio.run(main, running.bootstrap_servers, backend="trio")
 
