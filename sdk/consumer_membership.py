@@ -85,7 +85,6 @@ _FIRST_INTERVAL = 5.0
 
 
 def consumer_heartbeat_request(
-    version: int,
     *,
     group_id: str,
     member_id: str,
@@ -118,7 +117,7 @@ def _hb_body(version: int, *, own_id: str, member_id: str, **kw: Any) -> Any:
     # KIP-1082: from v1 the member names itself; a v0 coordinator names a joining member.
     if not member_id and version >= 1:
         member_id = own_id
-    return consumer_heartbeat_request(version, member_id=member_id, **kw)
+    return consumer_heartbeat_request(member_id=member_id, **kw)
 
 
 class ConsumerMembership(Membership):
@@ -254,7 +253,6 @@ class ConsumerMembership(Membership):
 
     def _send_heartbeat(self, epoch: int) -> None:
         cfg = self.config
-        assert self.coordinator is not None
         full = self._full or epoch == JOIN_EPOCH
         topics = self._topics if full or self._topics != self._sent_topics else None
         owned: frozenset[TopicPartition] | None = None
@@ -350,9 +348,9 @@ class ConsumerMembership(Membership):
         if code in (ErrorCode.FENCED_MEMBER_EPOCH, ErrorCode.UNKNOWN_MEMBER_ID):
             self._fence(now)
             return
+        # classify makes the rest of the refusals fatal, a classic group of that id
+        # (GROUP_ID_NOT_FOUND) among them.
         action = classify(code)
-        if code in (ErrorCode.GROUP_ID_NOT_FOUND, ErrorCode.INCONSISTENT_GROUP_PROTOCOL):
-            action = Action.FATAL  # a classic group of that id: not ours to join
         if action is Action.FATAL or action is Action.RESET:
             self._fail(KafkaError(code, what))
         elif action is Action.REDISCOVER:
