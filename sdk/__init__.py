@@ -59,9 +59,27 @@ from .fetcher import ConsumerRecord, OffsetOutOfRangeError, TopicPartition
 from .group_protocol import CommitFailedError
 from .partitioners import Partitioner, murmur2
 from .producer import Producer, RecordFuture, open_producer
+from .statistics import (
+    AdminStatistics,
+    ApiStatistics,
+    BrokerStatistics,
+    ConsumerStatistics,
+    GroupStatistics,
+    PartitionStatistics,
+    ProducerStatistics,
+    TopicStatistics,
+)
 from .transactions import ConsumerGroupMetadata, TxnState
 
 __all__ = [
+    "AdminStatistics",
+    "ApiStatistics",
+    "BrokerStatistics",
+    "ConsumerStatistics",
+    "GroupStatistics",
+    "PartitionStatistics",
+    "ProducerStatistics",
+    "TopicStatistics",
     "TxnState",
     "ConsumerGroupMetadata",
     "TransactionFatalError",

@@ -68,6 +68,7 @@ from trafka.codec.messages import k00_produce as produce
 from trafka.codec.records import encode_batch
 
 from .errors import DeliveryTimeoutError, UsageError
+from .statistics import TopicCounters
 
 __all__ = [
     "Accumulator",
@@ -391,6 +392,14 @@ class Accumulator:
         self._incomplete: set[ProducerBatch] = set()
         self._seq = 0
         self._rng = rng or random.Random()
+        #: Per topic: records and batches acknowledged, failed and retried.
+        self.topic_counters: dict[str, TopicCounters] = {}
+
+    def _counters(self, topic: str) -> TopicCounters:
+        counters = self.topic_counters.get(topic)
+        if counters is None:
+            counters = self.topic_counters[topic] = TopicCounters()
+        return counters
 
     # -- appending ---------------------------------------------------------------------
 
@@ -661,6 +670,10 @@ class Accumulator:
         if batch.done:
             return
         self._finish(batch)
+        counters = self._counters(batch.topic)
+        counters.records_sent += len(batch.records)
+        counters.bytes_sent += len(batch.encoded) if batch.encoded is not None else 0
+        counters.batches_sent += 1
         batch.base_offset = base_offset
         batch.log_append_time = log_append_time
         batch._resolve()
@@ -670,6 +683,7 @@ class Accumulator:
         if batch.done:
             return
         self._finish(batch)
+        self._counters(batch.topic).failed(len(batch.records), exc)
         batch.error = exc
         batch._resolve()
         if self.on_failure is not None:
@@ -704,6 +718,7 @@ class Accumulator:
         if batch.in_flight:
             batch.in_flight = False
             q.in_flight -= 1
+        self._counters(batch.topic).batch_retries += 1
         backoff = min(self.retry_backoff * (2 ** (batch.attempts - 1)), self.retry_backoff_max)
         batch.retry_at = now + backoff * (0.8 + 0.4 * self._rng.random())
         self._requeue(q, batch)
@@ -820,6 +835,7 @@ class Accumulator:
                 self._incomplete.discard(b)
                 self.used_memory -= b.memory
                 b.memory = 0
+                self._counters(b.topic).failed(len(b.records), exc)
                 b.error = exc
                 b._resolve()
                 if self.on_failure is not None:

@@ -59,6 +59,7 @@ from .group import (
     read_offset_fetch,
 )
 from .metadata import BrokerInfo, PartitionInfo, TopicInfo
+from .statistics import AdminStatistics
 from .transactions import TRANSACTION_KEY
 from .transport import COORDINATOR_BASE, BrokerConnection, Cluster
 
@@ -282,6 +283,11 @@ class Admin:
             return await find_coordinator(self._cluster, key, key_type=key_type)
 
     # -- cluster and topics -------------------------------------------------------------------
+
+    def statistics(self) -> AdminStatistics:
+        """Per broker, the requests this admin client made so far (see
+        :mod:`trafka.sdk.statistics`)."""
+        return AdminStatistics(brokers=self._cluster.broker_statistics())
 
     async def describe_cluster(self, *, timeout_ms: int | None = None) -> ClusterDescription:
         """The cluster id, controller and brokers."""

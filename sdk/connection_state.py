@@ -47,6 +47,7 @@ from trafka.codec import (
 from trafka.codec.messages import k18_api_versions as api_versions
 
 from .errors import ProtocolError, UsageError
+from .statistics import NodeCounters
 
 __all__ = [
     "CLIENT_VERSIONS",
@@ -156,6 +157,7 @@ class InFlight:
     api_version: int
     deadline: float
     cookie: Any
+    sent_at: float = 0.0  # the driver's clock when the request was framed
 
 
 @dataclasses.dataclass(slots=True)
@@ -176,6 +178,8 @@ class ConnectionState:
         client_id: sent in every request header.
         max_frame_size: the largest response frame accepted.
         software_name, software_version: sent in ApiVersions v3+.
+        stats: where requests, responses, bytes and latencies are counted (kept
+            by the driver across reconnects); default a fresh one.
     """
 
     def __init__(
@@ -185,8 +189,10 @@ class ConnectionState:
         max_frame_size: int = 100 * 1024 * 1024,
         software_name: str = SOFTWARE_NAME,
         software_version: str = SOFTWARE_VERSION,
+        stats: NodeCounters | None = None,
     ) -> None:
         self.client_id = client_id
+        self.stats = stats if stats is not None else NodeCounters()
         self._reader = FrameReader(max_frame_size)
         self._next_id = 0
         self._in_flight: deque[InFlight] = deque()
@@ -304,8 +310,9 @@ class ConnectionState:
             body,
         )
         self._next_id = (corr + 1) & 0x7FFFFFFF
+        self.stats.sent(api_key, len(frame))
         if expect_response:
-            self._in_flight.append(InFlight(corr, api_key, version, now + timeout, cookie))
+            self._in_flight.append(InFlight(corr, api_key, version, now + timeout, cookie, now))
         return corr, frame
 
     def _frame(
@@ -346,6 +353,7 @@ class ConnectionState:
         """
         if self._broken is not None:
             raise self._broken
+        self.stats.bytes_received += len(data)
         try:
             self._reader.feed(data)
             frames = list(self._reader)
@@ -384,12 +392,14 @@ class ConnectionState:
         if head.api_key == 18 and self.api_versions is None:
             response = self._on_api_versions(frame, head, now)
             self._in_flight.popleft()
+            self.stats.answered(18, None if now is None else now - head.sent_at)
             return response
         try:
             _, body = decode_response(frame, head.api_key, head.api_version)
         except (DecodeError, UnsupportedVersionError) as exc:
             raise self._break(f"undecodable response: {exc}") from None
         self._in_flight.popleft()
+        self.stats.answered(head.api_key, None if now is None else now - head.sent_at)
         return Response(corr, head.api_key, head.api_version, body, head.cookie)
 
     def _on_api_versions(self, frame: bytes, head: InFlight, now: float | None) -> Response | None:
@@ -444,4 +454,5 @@ class ConnectionState:
         """Remove and return every in-flight request (the connection is closing)."""
         pending = list(self._in_flight)
         self._in_flight.clear()
+        self.stats.requests_failed += len(pending)
         return pending

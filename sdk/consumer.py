@@ -52,6 +52,7 @@ from .fetcher import (
     build_list_offsets,
     parse_list_offsets,
 )
+from .statistics import ConsumerStatistics, PartitionStatistics
 from .transactions import ConsumerGroupMetadata
 from .transport import BrokerConnection, Cluster
 
@@ -116,6 +117,7 @@ class Consumer:
         self._buffer: deque[ConsumerRecord] = deque()
         self._last: ConsumerRecord | None = None  # from getone, processed at the next call
         self._consumed = ConsumedPositions()
+        self._dropped = 0  # records taken into _buffer and dropped on revocation
         self._closed = False
         self._manual = False
         self._group: Any = None  # a .group.GroupDriver when subscribed with a group.id
@@ -271,6 +273,37 @@ class Consumer:
 
     def highwater(self, partition: TopicPartition) -> int:
         return self._fetcher.high_watermark(TopicPartition(*partition))
+
+    def statistics(self) -> ConsumerStatistics:
+        """A snapshot of what the consumer has done so far (it never changes afterwards).
+
+        Totals count from :func:`open_consumer`; ``partitions`` holds the assigned
+        partitions; see :mod:`trafka.sdk.statistics` for each field.
+        """
+        fetcher = self._fetcher
+        buffered: dict[TopicPartition, int] = {}
+        for r in self._buffer:  # taken from the fetcher, not handed out yet (getone)
+            tp = TopicPartition(r.topic, r.partition)
+            buffered[tp] = buffered.get(tp, 0) + 1
+        partitions = {
+            tp: PartitionStatistics(
+                position=s.position,
+                high_watermark=s.high_watermark,
+                lag=fetcher.lag(tp),
+                paused=s.paused,
+                records_consumed=s.records_taken - buffered.get(tp, 0),
+                bytes_fetched=s.bytes_fetched,
+            )
+            for tp, s in sorted(fetcher.partitions.items())
+        }
+        group = self._group
+        return ConsumerStatistics(
+            records_consumed=fetcher.records_taken - len(self._buffer) - self._dropped,
+            bytes_fetched=fetcher.bytes_fetched,
+            partitions=partitions,
+            group=None if group is None else group.statistics(),
+            brokers=self._cluster.broker_statistics(),
+        )
 
     async def _list_offsets(
         self, what: str, targets: dict[TopicPartition, int]
@@ -604,9 +637,9 @@ class Consumer:
 
     def _drop_buffered(self, tps: set[TopicPartition]) -> None:
         if self._buffer:
-            self._buffer = deque(
-                r for r in self._buffer if TopicPartition(r.topic, r.partition) not in tps
-            )
+            kept = deque(r for r in self._buffer if TopicPartition(r.topic, r.partition) not in tps)
+            self._dropped += len(self._buffer) - len(kept)  # taken, never handed out
+            self._buffer = kept
         if self._last is not None and TopicPartition(self._last.topic, self._last.partition) in tps:
             self._last = None
 

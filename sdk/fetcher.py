@@ -160,6 +160,8 @@ class PartitionState:
     leader_epoch: int = -1
     completed: _Completed | None = None  # being consumed
     prefetched: _Completed | None = None  # the data after it (only with completed)
+    records_taken: int = 0  # records handed out by take() (statistics)
+    bytes_fetched: int = 0  # record bytes of fetch answers (statistics)
 
     def drop_buffered(self) -> None:
         self.completed = self.prefetched = None
@@ -218,6 +220,9 @@ class Fetcher:
         self.reset_wanted = False
         # Topic ids sent in Fetch v13+ requests, to name the topics of responses.
         self._topic_names: dict[uuid.UUID, str] = {}
+        #: Totals over every partition ever assigned (statistics).
+        self.records_taken = 0
+        self.bytes_fetched = 0
 
     # -- assignment and positions ---------------------------------------------------------
 
@@ -530,6 +535,9 @@ class Fetcher:
                     if p.log_start_offset >= 0:
                         s.log_start_offset = p.log_start_offset
                     if p.records:
+                        size = len(p.records)
+                        s.bytes_fetched += size
+                        self.bytes_fetched += size
                         aborted = None
                         if self.read_committed and p.aborted_transactions:
                             aborted = sorted(
@@ -627,6 +635,8 @@ class Fetcher:
                     break
             if taken:
                 out[tp] = taken
+                s.records_taken += len(taken)
+                self.records_taken += len(taken)
         return out
 
     def _decode_more(

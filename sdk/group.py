@@ -67,6 +67,7 @@ from .membership import (
     Output,
     Revoke,
 )
+from .statistics import GroupStatistics
 from .transport import BrokerConnection, Cluster
 
 if TYPE_CHECKING:
@@ -232,6 +233,8 @@ class GroupDriver:
         self._callback_wake = anyio.Event()
         self._tg: anyio.abc.TaskGroup | None = None
         self.cluster.on_change.append(self.wake)
+        self._commits = 0
+        self._commit_failures = 0
 
     # -- state, for the consumer and tests ---------------------------------------------------
 
@@ -246,6 +249,18 @@ class GroupDriver:
     @property
     def rebalances(self) -> int:
         return self.machine.rebalances
+
+    def statistics(self) -> GroupStatistics:
+        machine = self.machine
+        return GroupStatistics(
+            group_id=self.config.group_id or "",
+            member_id=machine.member_id,
+            protocol="consumer" if isinstance(machine, ConsumerMembership) else "classic",
+            generation=machine.generation,
+            rebalances=machine.rebalances,
+            commits=self._commits,
+            commit_failures=self._commit_failures,
+        )
 
     # -- inputs from the consumer -----------------------------------------------------------
 
@@ -339,6 +354,10 @@ class GroupDriver:
                 self.machine.commit(offsets, anyio.current_time(), None)
                 self.wake()
         elif isinstance(output, CommitDone):
+            if output.error is None:
+                self._commits += 1
+            else:
+                self._commit_failures += 1
             if output.cookie is not None:
                 future, callback = output.cookie
                 future._set(output.error)

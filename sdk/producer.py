@@ -90,6 +90,7 @@ from .errors import (
 from .fetcher import TopicPartition
 from .metadata import REFRESH_ERRORS
 from .partitioners import Partitioner, murmur2_pick
+from .statistics import ProducerStatistics, topic_statistics
 from .transactions import (
     ConsumerGroupMetadata,
     Kind,
@@ -436,6 +437,34 @@ class Producer:
         future = await self.send(topic, value, key, **kwargs)
         result: RecordMetadata = await future
         return result
+
+    def statistics(self) -> ProducerStatistics:
+        """A snapshot of what the producer has done so far (it never changes afterwards).
+
+        Totals count from :func:`open_producer`; see :mod:`trafka.sdk.statistics`
+        for what each field means. Cheap enough to call every second.
+        """
+        acc = self._acc
+        topics = {t: topic_statistics(c) for t, c in sorted(acc.topic_counters.items())}
+        values = topics.values()
+        txn = self._txn
+        return ProducerStatistics(
+            records_sent=sum(t.records_sent for t in values),
+            bytes_sent=sum(t.bytes_sent for t in values),
+            batches_sent=sum(t.batches_sent for t in values),
+            records_failed=sum(t.records_failed for t in values),
+            batch_retries=sum(t.batch_retries for t in values),
+            records_buffered=sum(len(b.records) for b in acc.incomplete_batches()),
+            buffer_memory_used=acc.used_memory,
+            buffer_memory=acc.buffer_memory,
+            requests_in_flight=sum(self._node_in_flight.values()),
+            producer_id=acc.producer_id,
+            producer_epoch=acc.producer_epoch,
+            transactions_committed=txn.transactions_committed,
+            transactions_aborted=txn.transactions_aborted,
+            topics=topics,
+            brokers=self._cluster.broker_statistics(),
+        )
 
     async def flush(self) -> None:
         """Send everything buffered now (ignoring ``linger.ms``) and wait for the outcomes.

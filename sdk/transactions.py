@@ -377,6 +377,9 @@ class TransactionManager:
         self._attempts = 0
         self._init_result: TxnResult | None = None
         self._end_result: TxnResult | None = None
+        #: Transactions ended, for statistics.
+        self.transactions_committed = 0
+        self.transactions_aborted = 0
         self._bump_wanted = False  # idempotent: the accumulator needs a new identity
         self._bump_on_abort = False  # transactional: a sequence gap; bump the epoch after the abort
         # The current transaction's partitions: added, waiting to be added, being added.
@@ -1072,6 +1075,10 @@ class TransactionManager:
         self._clear_transaction()
         result, self._end_result = self._end_result, None
         if result is not None:
+            if error is None and result.operation == "commit_transaction":
+                self.transactions_committed += 1
+            elif error is None and result.operation == "abort_transaction":
+                self.transactions_aborted += 1
             result._resolve(error)
 
     def _abortable(self, cause: BaseException) -> None:

@@ -66,6 +66,7 @@ from .errors import (
 )
 from .metadata import MetadataCache
 from .security import authenticate, client_ssl_context
+from .statistics import BrokerStatistics, NodeCounters, broker_statistics
 
 __all__ = ["BrokerConnection", "Cluster", "Completion", "backoff_delay"]
 
@@ -203,6 +204,7 @@ class BrokerConnection:
         config: ClientConfig,
         *,
         tls: ssl.SSLContext | None = None,
+        stats: NodeCounters | None = None,
     ) -> None:
         self.node_id = node_id
         self.host = host
@@ -210,8 +212,10 @@ class BrokerConnection:
         self._config = config
         self._tls = tls
         self._state = ConnectionState(
-            config.client_id, max_frame_size=config.receive_message_max_bytes
+            config.client_id, max_frame_size=config.receive_message_max_bytes, stats=stats
         )
+        self.stats = self._state.stats
+        self._opened = False  # the handshake completed: a later failure is a disconnect
         self._sock: socket.socket | None = None
         # Frames (or their unwritten tails) waiting for the socket, in order.
         self._out: deque[memoryview] = deque()
@@ -273,6 +277,8 @@ class BrokerConnection:
             raise waiter.error
         if self._config.uses_sasl:
             await authenticate(self, self._config)
+        self._opened = True
+        self.stats.connects += 1
 
     def send(
         self,
@@ -530,6 +536,8 @@ class BrokerConnection:
         if self._error is not None:
             return
         self._error = error
+        if self._opened:
+            self.stats.disconnects += 1
         for entry in self._state.fail_all():
             if entry.cookie is not None:
                 try:
@@ -578,6 +586,7 @@ class Cluster:
             ),
         )
         self._conns: dict[int, BrokerConnection] = {}
+        self._stats: dict[int, NodeCounters] = {}  # per connection id, across reconnects
         self._addresses: dict[int, tuple[str, int]] = {}
         self._connecting: dict[int, anyio.Event] = {}
         self._failures: dict[int, int] = {}
@@ -618,6 +627,23 @@ class Cluster:
             raise KafkaConnectionError(f"node {node_id} is not in the cluster metadata")
         return broker.host, broker.port
 
+    def broker_statistics(self) -> dict[int, BrokerStatistics]:
+        """Per broker node id, the totals of its connections (see :mod:`.statistics`)."""
+        by_node: dict[int, list[int]] = {}
+        for conn_id in self._stats:
+            node = COORDINATOR_BASE - conn_id if conn_id > COORDINATOR_BASE // 2 else conn_id
+            by_node.setdefault(node, []).append(conn_id)
+        out: dict[int, BrokerStatistics] = {}
+        for node, ids in sorted(by_node.items()):
+            live = [c for i in ids if (c := self.ready_connection(i)) is not None]
+            out[node] = broker_statistics(
+                node,
+                (self._stats[i] for i in ids),
+                connected=bool(live),
+                in_flight=sum(c.in_flight for c in live),
+            )
+        return out
+
     def ready_connection(self, node_id: int) -> BrokerConnection | None:
         """The live connection to ``node_id``, or None (without connecting)."""
         conn = self._conns.get(node_id)
@@ -647,10 +673,14 @@ class Cluster:
             if delay > 0:
                 await anyio.sleep(delay)
             host, port = self._address(node_id)
-            conn = BrokerConnection(node_id, host, port, self.config, tls=self._tls)
+            stats = self._stats.get(node_id)
+            if stats is None:
+                stats = self._stats[node_id] = NodeCounters()
+            conn = BrokerConnection(node_id, host, port, self.config, tls=self._tls, stats=stats)
             try:
                 await conn.open(self._tg)
             except (TrafkaError, UnsupportedVersionError) as exc:
+                stats.connect_failures += 1
                 await conn.aclose()
                 n = self._failures.get(node_id, 0) + 1
                 self._failures[node_id] = n

@@ -1,0 +1,375 @@
+"""Client statistics: the counters the protocol layers keep, and the snapshots users read.
+
+Rules:
+
+* Counters live in the I/O-free layers, next to the event they count: a request
+  framed or answered (:class:`~trafka.sdk.connection_state.ConnectionState`), a
+  batch acknowledged, failed or retried (the accumulator), records handed to the
+  application (the fetcher), a transaction ended, a commit done. Nothing is
+  counted per record on a hot path: record counts come from batch and chunk
+  lengths.
+* Totals only grow, from the moment the client opened; the few values that say
+  "now" (connected, in flight, buffered, positions, lag) are read when the
+  snapshot is taken. A reconnect adds to the same node's totals (``connects``
+  counts them), so a rate is the difference of two snapshots over their time.
+* A snapshot (:meth:`Producer.statistics` and the like) is a tree of frozen
+  dataclasses copied at the moment of the call: it never changes afterwards and
+  shares nothing with the client.
+* Brokers are keyed by node id. A client's separate coordinator connection to a
+  node counts under that node; the bootstrap connections made before metadata
+  names any node are under negative ids (``-1`` for the first bootstrap
+  address).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from trafka.codec import api
+
+__all__ = [
+    "ApiStatistics",
+    "BrokerStatistics",
+    "ConsumerStatistics",
+    "GroupStatistics",
+    "NodeCounters",
+    "PartitionStatistics",
+    "ProducerStatistics",
+    "TopicCounters",
+    "TopicStatistics",
+    "AdminStatistics",
+]
+
+
+# -- counters (mutable, internal) ----------------------------------------------------------------
+
+
+class NodeCounters:
+    """Totals for the connections of one connection id (kept across reconnects).
+
+    ``apis`` maps an API key to ``[requests, responses, latency_total_s, latency_max_s]``.
+    """
+
+    __slots__ = (
+        "apis",
+        "bytes_received",
+        "bytes_sent",
+        "connect_failures",
+        "connects",
+        "disconnects",
+        "requests_failed",
+        "requests_sent",
+        "responses_received",
+    )
+
+    def __init__(self) -> None:
+        self.connects = 0
+        self.connect_failures = 0
+        self.disconnects = 0
+        self.requests_sent = 0
+        self.responses_received = 0
+        self.requests_failed = 0
+        self.bytes_sent = 0
+        self.bytes_received = 0
+        self.apis: dict[int, list[float]] = {}
+
+    def sent(self, api_key: int, size: int) -> None:
+        """A request of ``size`` bytes was framed."""
+        self.requests_sent += 1
+        self.bytes_sent += size
+        entry = self.apis.get(api_key)
+        if entry is None:
+            self.apis[api_key] = [1, 0, 0.0, 0.0]
+        else:
+            entry[0] += 1
+
+    def answered(self, api_key: int, latency: float | None) -> None:
+        """A response arrived ``latency`` seconds after its request was framed."""
+        self.responses_received += 1
+        entry = self.apis.get(api_key)
+        if entry is None:
+            entry = self.apis[api_key] = [0, 0, 0.0, 0.0]
+        entry[1] += 1
+        if latency is not None:
+            entry[2] += latency
+            if latency > entry[3]:
+                entry[3] = latency
+
+
+class TopicCounters:
+    """A producer's totals for one topic."""
+
+    __slots__ = (
+        "batch_retries",
+        "batches_sent",
+        "bytes_sent",
+        "errors",
+        "records_failed",
+        "records_sent",
+    )
+
+    def __init__(self) -> None:
+        self.records_sent = 0
+        self.bytes_sent = 0
+        self.batches_sent = 0
+        self.records_failed = 0
+        self.batch_retries = 0
+        self.errors: dict[str, int] = {}
+
+    def failed(self, records: int, error: BaseException) -> None:
+        self.records_failed += records
+        name = error_name(error)
+        self.errors[name] = self.errors.get(name, 0) + records
+
+
+def error_name(error: BaseException) -> str:
+    """A short name for a failure: the Kafka error code's name, else the exception class."""
+    code = getattr(error, "code", None)
+    name = getattr(code, "name", None)
+    return name if isinstance(name, str) else type(error).__name__
+
+
+# -- snapshots (frozen, public) ------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ApiStatistics:
+    """Requests of one API to one broker.
+
+    Attributes:
+        requests: requests sent.
+        responses: responses received (the rest are in flight or failed).
+        latency_avg_ms, latency_max_ms: from framing the request to its response
+            arriving; None before the first response.
+    """
+
+    requests: int
+    responses: int
+    latency_avg_ms: float | None
+    latency_max_ms: float | None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class BrokerStatistics:
+    """One broker, as this client saw it.
+
+    Attributes:
+        node_id: the broker (negative: a bootstrap address, see the module doc).
+        connected: a connection to it is up now.
+        in_flight: requests waiting for their response now.
+        connects, connect_failures, disconnects: connections made (the
+            handshake included), attempts that failed, and connections lost or
+            closed after they were made.
+        requests_sent, responses_received: totals over every API.
+        requests_failed: requests that got no response: the connection broke
+            or the request timed out.
+        bytes_sent, bytes_received: on the wire, frames included.
+        apis: per API name (``"Produce"``, ``"Fetch"``...).
+    """
+
+    node_id: int
+    connected: bool
+    in_flight: int
+    connects: int
+    connect_failures: int
+    disconnects: int
+    requests_sent: int
+    responses_received: int
+    requests_failed: int
+    bytes_sent: int
+    bytes_received: int
+    apis: Mapping[str, ApiStatistics]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class TopicStatistics:
+    """A producer's records for one topic.
+
+    Attributes:
+        records_sent, bytes_sent, batches_sent: acknowledged by the broker (with
+            ``acks=0``: written to the socket); bytes are record batch bytes.
+        records_failed: records whose delivery failed for good.
+        batch_retries: batches sent again after a retriable error.
+        errors: failed records per error name (``"MESSAGE_TOO_LARGE"``, or an
+            exception's class name such as ``"DeliveryTimeoutError"``).
+    """
+
+    records_sent: int
+    bytes_sent: int
+    batches_sent: int
+    records_failed: int
+    batch_retries: int
+    errors: Mapping[str, int]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ProducerStatistics:
+    """A snapshot of a producer (:meth:`Producer.statistics`).
+
+    Attributes:
+        records_sent, bytes_sent, batches_sent, records_failed, batch_retries:
+            totals over ``topics``.
+        records_buffered: records waiting to be sent or for their acknowledgement now.
+        buffer_memory_used, buffer_memory: what the buffered records hold of
+            ``buffer.memory``, and the limit.
+        requests_in_flight: Produce requests waiting for their response now.
+        producer_id, producer_epoch: the idempotent identity (-1 without one).
+        transactions_committed, transactions_aborted: transactions ended.
+        topics: per topic.
+        brokers: per node id.
+    """
+
+    records_sent: int
+    bytes_sent: int
+    batches_sent: int
+    records_failed: int
+    batch_retries: int
+    records_buffered: int
+    buffer_memory_used: int
+    buffer_memory: int
+    requests_in_flight: int
+    producer_id: int
+    producer_epoch: int
+    transactions_committed: int
+    transactions_aborted: int
+    topics: Mapping[str, TopicStatistics]
+    brokers: Mapping[int, BrokerStatistics]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class PartitionStatistics:
+    """One assigned partition of a consumer.
+
+    Attributes:
+        position: the offset of the next record to hand out (None before it is known).
+        high_watermark: from the last fetch (-1 before one).
+        lag: ``high_watermark - position`` (with ``read_committed``: from the last
+            stable offset); None while either is unknown.
+        paused: by :meth:`Consumer.pause`.
+        records_consumed: handed to the application.
+        bytes_fetched: record bytes received for the partition.
+    """
+
+    position: int | None
+    high_watermark: int
+    lag: int | None
+    paused: bool
+    records_consumed: int
+    bytes_fetched: int
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class GroupStatistics:
+    """A consumer's group membership.
+
+    Attributes:
+        group_id, member_id: ``member_id`` is empty until the coordinator gives one.
+        protocol: ``"classic"`` or ``"consumer"`` (KIP-848).
+        generation: the classic generation, or the KIP-848 member epoch (-1 when
+            not a member).
+        rebalances: assignments received since the consumer opened.
+        commits, commit_failures: offset commits done, and those that failed
+            (auto-commits included).
+    """
+
+    group_id: str
+    member_id: str
+    protocol: str
+    generation: int
+    rebalances: int
+    commits: int
+    commit_failures: int
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ConsumerStatistics:
+    """A snapshot of a consumer (:meth:`Consumer.statistics`).
+
+    Attributes:
+        records_consumed, bytes_fetched: totals since the consumer opened,
+            partitions no longer assigned included.
+        partitions: per assigned partition.
+        group: None without a ``group.id``.
+        brokers: per node id.
+    """
+
+    records_consumed: int
+    bytes_fetched: int
+    partitions: Mapping[Any, PartitionStatistics]
+    group: GroupStatistics | None
+    brokers: Mapping[int, BrokerStatistics]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class AdminStatistics:
+    """A snapshot of an admin client (:meth:`Admin.statistics`)."""
+
+    brokers: Mapping[int, BrokerStatistics]
+
+
+# -- building snapshots --------------------------------------------------------------------------
+
+
+def topic_statistics(counters: TopicCounters) -> TopicStatistics:
+    return TopicStatistics(
+        records_sent=counters.records_sent,
+        bytes_sent=counters.bytes_sent,
+        batches_sent=counters.batches_sent,
+        records_failed=counters.records_failed,
+        batch_retries=counters.batch_retries,
+        errors=dict(counters.errors),
+    )
+
+
+def _api_name(key: int) -> str:
+    try:
+        return str(api(key).name)
+    except Exception:
+        return f"api-{key}"
+
+
+def broker_statistics(
+    node_id: int, counters: Iterable[NodeCounters], connected: bool, in_flight: int
+) -> BrokerStatistics:
+    """One broker's snapshot from the counters of its connection ids."""
+    totals = NodeCounters()
+    apis: dict[int, list[float]] = {}
+    for c in counters:
+        totals.connects += c.connects
+        totals.connect_failures += c.connect_failures
+        totals.disconnects += c.disconnects
+        totals.requests_sent += c.requests_sent
+        totals.responses_received += c.responses_received
+        totals.requests_failed += c.requests_failed
+        totals.bytes_sent += c.bytes_sent
+        totals.bytes_received += c.bytes_received
+        for key, (req, resp, total, most) in c.apis.items():
+            entry = apis.setdefault(key, [0, 0, 0.0, 0.0])
+            entry[0] += req
+            entry[1] += resp
+            entry[2] += total
+            entry[3] = max(entry[3], most)
+    return BrokerStatistics(
+        node_id=node_id,
+        connected=connected,
+        in_flight=in_flight,
+        connects=totals.connects,
+        connect_failures=totals.connect_failures,
+        disconnects=totals.disconnects,
+        requests_sent=totals.requests_sent,
+        responses_received=totals.responses_received,
+        requests_failed=totals.requests_failed,
+        bytes_sent=totals.bytes_sent,
+        bytes_received=totals.bytes_received,
+        apis={
+            _api_name(key): ApiStatistics(
+                requests=int(req),
+                responses=int(resp),
+                latency_avg_ms=total / resp * 1000 if resp else None,
+                latency_max_ms=most * 1000 if resp else None,
+            )
+            for key, (req, resp, total, most) in sorted(apis.items())
+        },
+    )
