@@ -37,6 +37,11 @@ aiokafka; librdkafka's ``consistent_random``, CRC-32).
   of the process's peak RSS over its size before producing, and the peak of
   what the accumulator counted against ``buffer.memory``.
 
+``trafka-blocking`` is trafka.sdk.blocking (the async producer and consumer run
+on a loop in a thread of their own): its producer calls ``send()`` per record
+and flushes, its consumer iterates record by record; it gets its own ratio
+lines against the other blocking clients (kafka-python, confluent-kafka).
+
 Ratios are trafka / other, so above 1 means trafka is faster. The broker is
 shared and written in Python, so it may be the limit for the fast clients;
 the raw broker numbers are in ``bench/broker.py``. This is a measurement, not
@@ -92,7 +97,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-CLIENTS = ("trafka", "aiokafka", "kafka-python", "confluent-kafka")
+CLIENTS = ("trafka", "trafka-blocking", "aiokafka", "kafka-python", "confluent-kafka")
+# The blocking clients, compared with trafka.sdk.blocking in their own lines.
+SYNC_PEERS = ("kafka-python", "confluent-kafka")
 EOS_CLIENTS = ("trafka", "confluent-kafka")
 EOS_MODES = ("plain", "idempotent", "transactional")
 # Targets (fraction of the plain rate kept) for trafka, from the exactly-once issue.
@@ -179,6 +186,36 @@ def consume_trafka(bs: str, topic: str, n: int, partitions: int) -> dict[str, An
 
     trio.run(main)
     return out
+
+
+def produce_trafka_blocking(bs: str, topic: str, n: int, size: int, keys: int) -> dict[str, Any]:
+    from trafka.sdk.blocking import Producer
+
+    value = b"x" * size
+    with Producer(bootstrap_servers=bs, acks=1) as producer:
+        producer.partitions_for(topic)
+        sequence = _key_sequence(n, keys)
+        start = time.perf_counter()
+        send = producer.send
+        for key in sequence:
+            send(topic, value, key)
+        producer.flush()
+        return {"seconds": time.perf_counter() - start}
+
+
+def consume_trafka_blocking(bs: str, topic: str, n: int, partitions: int) -> dict[str, Any]:
+    from trafka.sdk import TopicPartition
+    from trafka.sdk.blocking import Consumer
+
+    with Consumer(bootstrap_servers=bs, auto_offset_reset="earliest") as consumer:
+        consumer.assign([TopicPartition(topic, p) for p in range(partitions)])
+        got = 0
+        start = time.perf_counter()
+        for _ in consumer:  # record by record, as a blocking application reads
+            got += 1
+            if got >= n:
+                break
+        return {"seconds": time.perf_counter() - start, "records": got}
 
 
 def produce_aiokafka(bs: str, topic: str, n: int, size: int, keys: int) -> dict[str, Any]:
@@ -432,12 +469,14 @@ EOS_WORKERS: dict[str, Callable[..., dict[str, Any]]] = {
 
 PRODUCERS: dict[str, Callable[..., dict[str, Any]]] = {
     "trafka": produce_trafka,
+    "trafka-blocking": produce_trafka_blocking,
     "aiokafka": produce_aiokafka,
     "kafka-python": produce_kafka_python,
     "confluent-kafka": produce_confluent,
 }
 CONSUMERS: dict[str, Callable[..., dict[str, Any]]] = {
     "trafka": consume_trafka,
+    "trafka-blocking": consume_trafka_blocking,
     "aiokafka": consume_aiokafka,
     "kafka-python": consume_kafka_python,
     "confluent-kafka": consume_confluent,
@@ -1003,6 +1042,19 @@ def main(argv: list[str] | None = None) -> int:
                 f"  vs {client:<16} produce {cells[0]:>6}   consume {cells[1]:>6}"
                 f"   consume (common topic) {cells[2]:>6}"
             )
+        blocking = results.get("trafka-blocking", {})
+        peers = [c for c in SYNC_PEERS if c in results]
+        if blocking and peers:
+            print()
+            print("trafka-blocking / other (above 1: trafka.sdk.blocking is faster)")
+            for client in peers:
+                r = results[client]
+                cells = []
+                for phase in ("produce", "consume"):
+                    a, b = blocking.get(phase), r.get(phase)
+                    ok = a and b and "error" not in a and "error" not in b
+                    cells.append(f"{a['rate'] / b['rate']:.2f}" if ok else "-")  # type: ignore[index]
+                print(f"  vs {client:<16} produce {cells[0]:>6}   consume {cells[1]:>6}")
         p = ours.get("produce", {})
         if "peak_rss_growth" in p:
             mib = 1024 * 1024

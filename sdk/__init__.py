@@ -12,6 +12,10 @@ Open components with async context managers that own their tasks::
     async with open_admin(bootstrap_servers="localhost:9092") as admin:
         await admin.create_topics([NewTopic("events", 3)])
 
+Code without an event loop uses :mod:`trafka.sdk.blocking` (``Producer``,
+``Consumer``, ``Admin``): the same clients on a loop in a thread of their own.
+Every component has ``statistics()`` (:mod:`.statistics`).
+
 The protocol logic underneath is I/O-free and usable on its own:
 :mod:`.connection_state`, :mod:`.metadata`, :mod:`.accumulator`,
 :mod:`.fetcher`, :mod:`.assignors`, :mod:`.partitioners`, :mod:`.membership`

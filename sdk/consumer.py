@@ -216,6 +216,15 @@ class Consumer:
         self._drop_buffered({TopicPartition(*partition)})
         self._wake_fetcher()
 
+    def _unconsume(self, first: Mapping[TopicPartition, int], *, refetch: bool) -> None:
+        """Records from ``first[tp]`` on were handed out but not processed (the
+        blocking consumer held them back): commits stop before them, and with
+        ``refetch`` they are fetched again."""
+        for tp, offset in first.items():
+            self._consumed.rewind(tp, offset)
+            if refetch and tp in self._fetcher.assignment:
+                self.seek(tp, offset)
+
     def seek_to_beginning(self, *partitions: TopicPartition) -> None:
         """Fetch from the log start (all assigned partitions when none given)."""
         self._reset(partitions, EARLIEST)

@@ -790,6 +790,13 @@ class ConsumedPositions:
             self._done.pop(tp, None)
             self._handed.pop(tp, None)
 
+    def rewind(self, tp: TopicPartition, next_offset: int) -> None:
+        """Records of ``tp`` from ``next_offset`` on were handed out but not
+        processed (a caller gave them back): commits stop before them."""
+        for positions in (self._done, self._handed):
+            if positions.get(tp, next_offset) > next_offset:
+                positions[tp] = next_offset
+
 
 def build_list_offsets(
     targets: dict[TopicPartition, int],

@@ -1,0 +1,763 @@
+"""Blocking clients: trafka's producer, consumer and admin for code without an event loop.
+
+Each client runs its async counterpart (:class:`~trafka.sdk.producer.Producer`,
+:class:`~trafka.sdk.consumer.Consumer`, :class:`~trafka.sdk.admin.Admin`) on a
+private trio loop in a thread of its own (an anyio blocking portal), so that
+scripts, web handlers and notebooks get the same client, with the same settings
+and the same delivery semantics, without writing async code.
+
+Rules:
+
+* A client owns its thread: it starts in the constructor (which returns once
+  the async client is open, raising its ``ConfigError`` otherwise) and ends in
+  :meth:`close` or at the end of a ``with`` block. The async object is only ever
+  touched from that thread; every call crosses to it and back and raises the
+  async client's exceptions in the calling thread.
+* :meth:`Producer.send` does not cross per record: records queue in the
+  caller's thread, and the loop takes them in order, as one task, and hands them
+  to the async producer. Each send returns a :class:`SendFuture` for its
+  :class:`~trafka.sdk.accumulator.RecordMetadata` (``result()``, ``exception()``,
+  ``done()``, ``add_done_callback()``, ``cancel()`` while still queued). At most
+  ``max_queued`` records wait there: beyond that ``send`` blocks until the loop
+  catches up (which itself waits for ``buffer.memory``, as the async producer
+  does). Errors the async ``send`` raises (serialization, an unknown partition,
+  a closed or failed producer, a send outside a transaction) arrive through the
+  future.
+* Order: every other producer call first hands every queued record over, so
+  ``flush()`` waits for them and ``commit_transaction()`` commits what was sent
+  before it. Sends are thread-safe; the records of one thread keep their order.
+* Consumers take records in batches (``getmany``) and hand them out one at a
+  time, so the group sees one poll per batch, as Java's ``poll``. Commits and
+  closing count only the records handed out: records still held back (the rest
+  of a batch) are given back: not committed, and fetched again after
+  :meth:`Consumer.pause` / ``resume``.
+* Rebalance listeners are plain functions here (``on_partitions_revoked``,
+  ``on_partitions_assigned``, optional ``on_partitions_lost``, each taking a set
+  of partitions). They run in a worker thread while the loop waits for them, so
+  they may call the consumer (a commit before partitions go, say).
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import threading
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import CancelledError, Future
+from contextlib import AbstractAsyncContextManager, ExitStack, contextmanager
+from functools import partial
+from typing import Any
+
+import anyio
+import anyio.to_thread
+from anyio.from_thread import BlockingPortal, start_blocking_portal
+
+from trafka.codec import TrafkaError
+
+from .accumulator import RecordHandle, RecordMetadata
+from .admin import Admin as AsyncAdmin
+from .admin import open_admin
+from .consumer import Consumer as AsyncConsumer
+from .consumer import open_consumer
+from .errors import ClientClosedError, TransactionAbortableError
+from .fetcher import ConsumerRecord, TopicPartition
+from .producer import Producer as AsyncProducer
+from .producer import open_producer
+from .statistics import AdminStatistics, ConsumerStatistics, ProducerStatistics
+from .transactions import ConsumerGroupMetadata
+
+__all__ = ["Admin", "Consumer", "Producer", "SendFuture"]
+
+log = logging.getLogger("trafka.sdk.blocking")
+
+# topic, value, key, partition, headers, timestamp_ms, the caller's future
+_QueuedSend = tuple[str, Any, Any, int | None, Any, int | None, "SendFuture"]
+
+
+class _Portal:
+    """A trio loop in a thread, holding one open async client."""
+
+    def __init__(self, opener: Callable[[], AbstractAsyncContextManager[Any]]) -> None:
+        self._stack = ExitStack()
+        try:
+            self.portal: BlockingPortal = self._stack.enter_context(start_blocking_portal("trio"))
+            self.client: Any = self._stack.enter_context(
+                self.portal.wrap_async_context_manager(opener())
+            )
+        except BaseException:
+            self._stack.close()
+            raise
+        # Closing: the async client's block is being left (rebalance listeners may
+        # still call in); closed: the loop has stopped.
+        self.closing = False
+        self.closed = False
+        self._lock = threading.Lock()
+
+    def call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        if self.closed:
+            raise ClientClosedError("the client is closed")
+        return self.portal.call(partial(fn, *args, **kwargs))
+
+    def close(self, exc: BaseException | None = None) -> bool:
+        """Leave the async client's block (flushing/committing as it does), then
+        stop the thread. Returns False when already closed."""
+        with self._lock:
+            if self.closing:
+                return False
+            self.closing = True
+        try:
+            if exc is None:
+                self._stack.close()
+            else:
+                self._stack.__exit__(type(exc), exc, exc.__traceback__)
+        finally:
+            self.closed = True
+        return True
+
+
+class _Forwarding:
+    """Methods the blocking class does not define run on the loop, blocking."""
+
+    _loop: _Portal
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        attr = getattr(self._loop.client, name)
+        if not callable(attr):
+            return attr
+
+        def forwarded(*args: Any, **kwargs: Any) -> Any:
+            return self._call(attr, *args, **kwargs)
+
+        forwarded.__name__ = name
+        forwarded.__doc__ = getattr(attr, "__doc__", None)
+        return forwarded
+
+    def _call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        return self._loop.call(fn, *args, **kwargs)
+
+    @property
+    def closed(self) -> bool:
+        """True once :meth:`close` has begun."""
+        return self._loop.closing
+
+
+# -- producer --------------------------------------------------------------------------------------
+
+
+def _run_callback(fn: Callable[[SendFuture], Any], future: SendFuture, _: Any) -> None:
+    try:
+        fn(future)
+    except Exception:
+        log.exception("a send callback failed")
+
+
+class SendFuture:
+    """The outcome of :meth:`Producer.send`, as a :class:`concurrent.futures.Future`
+    is used: :meth:`result`, :meth:`exception`, :meth:`done`,
+    :meth:`add_done_callback`, :meth:`cancel`.
+
+    It costs nothing per record while nobody waits: once the loop has taken the
+    record it holds the async producer's handle, and waiting crosses to the loop
+    only for a record not yet acknowledged (after :meth:`Producer.flush` every
+    record is).
+    """
+
+    __slots__ = ("_callbacks", "_cancelled", "_error", "_handle", "_owner")
+
+    def __init__(self, owner: Producer) -> None:
+        self._owner = owner
+        self._handle: RecordHandle | None = None
+        self._error: BaseException | None = None  # refused before reaching the async producer
+        self._cancelled = False
+        self._callbacks: list[Callable[[SendFuture], Any]] | None = None
+
+    def done(self) -> bool:
+        """Delivered, failed or cancelled."""
+        if self._error is not None or self._cancelled:
+            return True
+        handle = self._handle
+        return handle is not None and handle.done()
+
+    def cancelled(self) -> bool:
+        return self._cancelled
+
+    def cancel(self) -> bool:
+        """Drop the record if it is still queued here; False once the loop took it."""
+        with self._owner._lock:
+            if self._handle is not None or self._error is not None:
+                return False
+            self._cancelled = True
+            return True
+
+    def result(self, timeout: float | None = None) -> RecordMetadata:
+        """The record's metadata, waiting up to ``timeout`` seconds (default: as long as it takes).
+
+        Raises:
+            The delivery error; ``concurrent.futures.CancelledError`` after
+            :meth:`cancel`; ``TimeoutError`` when ``timeout`` passes.
+        """
+        error = self.exception(timeout)
+        if error is not None:
+            raise error
+        assert self._handle is not None
+        return self._handle.result()
+
+    def exception(self, timeout: float | None = None) -> BaseException | None:
+        """The delivery error, or None once delivered (waiting as :meth:`result`)."""
+        if self._cancelled:
+            raise CancelledError()
+        if not self.done():
+            self._owner._wait_for(self, timeout)
+        if self._cancelled:
+            raise CancelledError()
+        if self._error is not None:
+            return self._error
+        assert self._handle is not None
+        return self._handle.exception()
+
+    def add_done_callback(self, fn: Callable[[SendFuture], Any]) -> None:
+        """Call ``fn(future)`` once done: at once if it is, else on the client's
+        thread (keep it short, and do not call the producer from it)."""
+        with self._owner._lock:
+            handle = self._handle
+            if handle is None and self._error is None and not self._cancelled:
+                if self._callbacks is None:
+                    self._callbacks = []
+                self._callbacks.append(fn)
+                return
+        if handle is not None and not handle.done():
+            self._owner._loop.call(handle.add_done_callback, partial(_run_callback, fn, self))
+        else:
+            fn(self)
+
+    def _taken(self, handle: RecordHandle) -> None:
+        """On the loop: the async producer has the record."""
+        self._handle = handle
+        callbacks, self._callbacks = self._callbacks, None
+        for fn in callbacks or ():
+            handle.add_done_callback(partial(_run_callback, fn, self))
+
+    def _refused(self, error: BaseException) -> None:
+        self._error = error
+        callbacks, self._callbacks = self._callbacks, None
+        for fn in callbacks or ():
+            _run_callback(fn, self, None)
+
+
+class Producer(_Forwarding):
+    """A blocking Kafka producer (see the module doc for how it runs).
+
+    Args:
+        config: a :class:`~trafka.sdk.config.ProducerConfig` or a mapping of
+            Kafka-style keys, as :func:`~trafka.sdk.open_producer` takes.
+        max_queued: records that may wait for the loop before ``send`` blocks.
+        **settings: settings in Python spelling (``linger_ms=5``).
+
+    Raises:
+        ConfigError: invalid configuration.
+    """
+
+    def __init__(
+        self,
+        config: Any = None,
+        *,
+        max_queued: int = 10_000,
+        **settings: Any,
+    ) -> None:
+        if max_queued < 1:
+            raise ValueError("max_queued must be at least 1")
+        self._queue: collections.deque[_QueuedSend] = collections.deque()
+        self._lock = threading.Lock()
+        self._room = threading.Condition(self._lock)
+        self._waiting = 0  # senders blocked on a full queue
+        self._draining = False  # a drain task is scheduled or running
+        self._max_queued = max_queued
+        self._loop = _Portal(partial(open_producer, config, **settings))
+        self._producer: AsyncProducer = self._loop.client
+        self._drain_lock: anyio.Lock = self._loop.portal.call(_new_lock)
+
+    # -- sending ---------------------------------------------------------------------------
+
+    def send(
+        self,
+        topic: str,
+        value: Any = None,
+        key: Any = None,
+        *,
+        partition: int | None = None,
+        headers: Sequence[tuple[str, Any]] | Mapping[str, Any] | None = None,
+        timestamp_ms: int | None = None,
+    ) -> SendFuture:
+        """Queue a record for sending; returns at once unless ``max_queued`` are waiting.
+
+        Returns:
+            A :class:`SendFuture` for the record's :class:`RecordMetadata` (its
+            exception: why the record was not delivered).
+
+        Raises:
+            ClientClosedError: the producer is closed.
+        """
+        future = SendFuture(self)
+        item = (topic, value, key, partition, headers, timestamp_ms, future)
+        with self._lock:
+            while len(self._queue) >= self._max_queued and not self._loop.closing:
+                self._waiting += 1
+                try:
+                    self._room.wait()
+                finally:
+                    self._waiting -= 1
+            if self._loop.closing:
+                raise ClientClosedError("the producer is closed")
+            self._queue.append(item)
+            if self._draining:
+                return future
+            self._draining = True
+        try:
+            self._loop.portal.start_task_soon(self._drain_task)
+        except RuntimeError:  # the portal stopped meanwhile
+            self._fail_queued(ClientClosedError("the producer is closed"))
+        return future
+
+    def send_and_wait(
+        self, topic: str, value: Any = None, key: Any = None, **kwargs: Any
+    ) -> RecordMetadata:
+        """:meth:`send`, then wait for the record's :class:`RecordMetadata`."""
+        return self.send(topic, value, key, **kwargs).result()
+
+    async def _drain_task(self) -> None:
+        while True:
+            async with self._drain_lock:
+                await self._hand_over()
+            with self._lock:
+                # Records queued after the hand-over saw an empty queue: go on.
+                if not self._queue:
+                    self._draining = False
+                    return
+
+    async def _hand_over(self) -> None:
+        """Give every queued record to the async producer, in order (holding ``_drain_lock``)."""
+        queue = self._queue
+        send = self._producer.send
+        low = self._max_queued // 2
+        while True:
+            try:
+                topic, value, key, partition, headers, ts, future = queue.popleft()
+            except IndexError:
+                break
+            if self._waiting and len(queue) <= low:
+                with self._lock:
+                    self._room.notify_all()
+            if future._cancelled:
+                continue
+            try:
+                handle = await send(
+                    topic, value, key, partition=partition, headers=headers, timestamp_ms=ts
+                )
+            except Exception as exc:
+                future._refused(exc)
+                continue
+            except BaseException:
+                future._refused(ClientClosedError("the producer is closed"))
+                raise
+            future._taken(handle)
+        if self._waiting:
+            with self._lock:
+                self._room.notify_all()
+
+    def _fail_queued(self, error: BaseException) -> None:
+        with self._lock:
+            items, self._queue = list(self._queue), collections.deque()
+            self._draining = False
+            self._room.notify_all()
+        for *_, future in items:
+            if not future._cancelled:
+                future._refused(error)
+
+    def _wait_for(self, future: SendFuture, timeout: float | None) -> None:
+        """Wait on the loop until ``future`` is done (its record handed over first)."""
+
+        async def wait() -> None:
+            async with self._drain_lock:
+                await self._hand_over()
+            handle = future._handle
+            if handle is not None and not handle.done():
+                try:
+                    await handle  # type: ignore[misc]  # a RecordFuture: awaitable
+                except Exception:
+                    pass  # the record's own error: the caller reads it from the handle
+
+        async def bounded() -> None:
+            if timeout is None:
+                await wait()
+                return
+            with anyio.move_on_after(timeout) as scope:
+                await wait()
+            if scope.cancelled_caught:
+                raise TimeoutError(f"the record was not delivered within {timeout} s")
+
+        self._loop.call(bounded)
+
+    def _call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        async def after_queued() -> Any:
+            async with self._drain_lock:
+                await self._hand_over()
+            result = fn(*args, **kwargs)
+            if hasattr(result, "__await__"):
+                result = await result
+            return result
+
+        return self._loop.call(after_queued)
+
+    # -- the rest of the API, explicitly (typed); others are forwarded ----------------------
+
+    def flush(self) -> None:
+        """Send everything sent so far and wait for the outcomes."""
+        self._call(self._producer.flush)
+
+    def partitions_for(self, topic: str) -> list[int]:
+        result: list[int] = self._call(self._producer.partitions_for, topic)
+        return result
+
+    def init_transactions(self) -> None:
+        self._call(self._producer.init_transactions)
+
+    def begin_transaction(self) -> None:
+        self._call(self._producer.begin_transaction)
+
+    def commit_transaction(self) -> None:
+        """Commit the transaction, with every record sent before this call."""
+        self._call(self._producer.commit_transaction)
+
+    def abort_transaction(self) -> None:
+        self._call(self._producer.abort_transaction)
+
+    def send_offsets_to_transaction(
+        self,
+        offsets: Mapping[TopicPartition, int] | Mapping[tuple[str, int], int],
+        group_metadata: ConsumerGroupMetadata | str,
+    ) -> None:
+        self._call(self._producer.send_offsets_to_transaction, offsets, group_metadata)
+
+    @contextmanager
+    def transaction(self) -> Iterator[Producer]:
+        """A transaction as a ``with`` block: committed when it ends normally,
+        aborted when it raises (``KeyboardInterrupt`` included).
+
+        Raises:
+            TransactionAbortableError: the commit failed; the transaction was aborted.
+            ProducerFencedError / TransactionFatalError: fatal.
+        """
+        self.init_transactions()
+        self.begin_transaction()
+        try:
+            yield self
+        except BaseException:
+            self._abort_quietly()
+            raise
+        try:
+            self.commit_transaction()
+        except TransactionAbortableError:
+            self._abort_quietly()
+            raise
+
+    def _abort_quietly(self) -> None:
+        try:
+            self.abort_transaction()
+        except TrafkaError:
+            pass  # the block's own exception is the one to see
+
+    def statistics(self) -> ProducerStatistics:
+        """The async producer's :meth:`~trafka.sdk.producer.Producer.statistics`,
+        once the records queued here are handed over."""
+        result: ProducerStatistics = self._call(self._producer.statistics)
+        return result
+
+    def close(self) -> None:
+        """Send what is queued and buffered, wait for it, and stop (idempotent)."""
+        if self._loop.closing:
+            return
+        try:
+            self._call(lambda: None)  # hand the queue over first
+        finally:
+            self._loop.close()
+            self._fail_queued(ClientClosedError("the producer is closed"))
+
+    def __enter__(self) -> Producer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+async def _new_lock() -> anyio.Lock:
+    return anyio.Lock()
+
+
+# -- consumer --------------------------------------------------------------------------------------
+
+
+class _ListenerInThread:
+    """A plain-function rebalance listener, run in a worker thread by the async consumer."""
+
+    def __init__(self, listener: Any) -> None:
+        self._listener = listener
+        for name in ("on_partitions_revoked", "on_partitions_assigned", "on_partitions_lost"):
+            fn = getattr(listener, name, None)
+            if fn is not None:
+                setattr(self, name, partial(self._run, fn))
+
+    @staticmethod
+    async def _run(fn: Callable[[set[TopicPartition]], Any], tps: set[TopicPartition]) -> None:
+        await anyio.to_thread.run_sync(fn, tps)
+
+
+class Consumer(_Forwarding):
+    """A blocking Kafka consumer (see the module doc for how it runs).
+
+    Args:
+        *topics: topics to subscribe to (needs ``group_id``); or call
+            :meth:`assign` / :meth:`subscribe`.
+        config: a :class:`~trafka.sdk.config.ConsumerConfig` or a mapping of
+            Kafka-style keys, as :func:`~trafka.sdk.open_consumer` takes.
+        listener: a rebalance listener of plain functions (see the module doc).
+        consumer_timeout_ms: iteration ends after this long without a record
+            (default: it never ends), as in kafka-python.
+        **settings: settings in Python spelling.
+
+    Raises:
+        ConfigError: invalid configuration.
+    """
+
+    def __init__(
+        self,
+        *topics: str,
+        config: Any = None,
+        listener: Any = None,
+        consumer_timeout_ms: float | None = None,
+        **settings: Any,
+    ) -> None:
+        self._buffer: collections.deque[ConsumerRecord] = collections.deque()
+        self._timeout_ms = consumer_timeout_ms
+        self._loop = _Portal(partial(open_consumer, config=config, **settings))
+        self._consumer: AsyncConsumer = self._loop.client
+        if topics:
+            try:
+                self.subscribe(topics, listener=listener)
+            except BaseException as exc:
+                self._loop.close(exc)
+                raise
+
+    # -- records ---------------------------------------------------------------------------
+
+    def __iter__(self) -> Iterator[ConsumerRecord]:
+        """Records as they come; ends only with ``consumer_timeout_ms`` (or close)."""
+        while True:
+            record = self._next(self._timeout_ms)
+            if record is None:
+                return
+            yield record
+
+    def getone(self, timeout_ms: float | None = None) -> ConsumerRecord | None:
+        """The next record, or None when none came within ``timeout_ms`` (default: wait)."""
+        return self._next(timeout_ms)
+
+    def _next(self, timeout_ms: float | None) -> ConsumerRecord | None:
+        buffer = self._buffer
+        if buffer:
+            return buffer.popleft()
+        waited = 0.0
+        while not self._loop.closed:
+            step = 1000.0 if timeout_ms is None else min(1000.0, max(timeout_ms - waited, 0.0))
+            batch = self._call(self._consumer.getmany, timeout_ms=int(step))
+            for records in batch.values():
+                buffer.extend(records)
+            if buffer:
+                return buffer.popleft()
+            waited += step
+            if timeout_ms is not None and waited >= timeout_ms:
+                return None
+        raise ClientClosedError("the consumer is closed")
+
+    def getmany(
+        self, *partitions: TopicPartition, timeout_ms: int = 0, max_records: int | None = None
+    ) -> dict[TopicPartition, list[ConsumerRecord]]:
+        """Records per partition, waiting up to ``timeout_ms`` for some (records
+        held back by iteration come first)."""
+        if self._buffer:
+            wanted = {TopicPartition(*tp) for tp in partitions} if partitions else None
+            limit = max_records or len(self._buffer)
+            out: dict[TopicPartition, list[ConsumerRecord]] = {}
+            kept: collections.deque[ConsumerRecord] = collections.deque()
+            n = 0
+            for r in self._buffer:
+                tp = TopicPartition(r.topic, r.partition)
+                if n < limit and (wanted is None or tp in wanted):
+                    out.setdefault(tp, []).append(r)
+                    n += 1
+                else:
+                    kept.append(r)
+            self._buffer = kept
+            if out:
+                return out
+        result: dict[TopicPartition, list[ConsumerRecord]] = self._call(
+            self._consumer.getmany, *partitions, timeout_ms=timeout_ms, max_records=max_records
+        )
+        return result
+
+    # -- what is held back ---------------------------------------------------------------
+
+    def _held(self, tps: Iterable[TopicPartition] | None = None) -> dict[TopicPartition, int]:
+        """The first held-back offset per partition (of ``tps``, default all)."""
+        wanted = None if tps is None else {TopicPartition(*tp) for tp in tps}
+        first: dict[TopicPartition, int] = {}
+        for r in self._buffer:
+            tp = TopicPartition(r.topic, r.partition)
+            if tp not in first and (wanted is None or tp in wanted):
+                first[tp] = r.offset
+        return first
+
+    def _drop(self, tps: Iterable[TopicPartition] | None) -> dict[TopicPartition, int]:
+        first = self._held(tps)
+        if first:
+            self._buffer = collections.deque(
+                r for r in self._buffer if TopicPartition(r.topic, r.partition) not in first
+            )
+        return first
+
+    def _give_back(self, tps: Iterable[TopicPartition] | None, *, refetch: bool) -> None:
+        """Return held-back records: not consumed (commits stop before them) and,
+        with ``refetch``, fetched again."""
+        first = self._drop(tps)
+        if first:
+            self._loop.call(self._consumer._unconsume, first, refetch=refetch)
+
+    # -- positions and commits -----------------------------------------------------------
+
+    def consumed_offsets(self) -> dict[TopicPartition, int]:
+        """Positions after the records handed out (what :meth:`commit` commits)."""
+        offsets: dict[TopicPartition, int] = self._call(self._consumer.consumed_offsets)
+        for tp, offset in self._held().items():
+            if offsets.get(tp, offset) > offset:
+                offsets[tp] = offset
+        return offsets
+
+    def commit(self, offsets: Mapping[TopicPartition, int] | None = None) -> None:
+        """Commit ``offsets`` (default: after the records handed out) and wait."""
+        self._call(
+            self._consumer.commit, dict(offsets) if offsets is not None else self.consumed_offsets()
+        )
+
+    def commit_async(
+        self,
+        offsets: Mapping[TopicPartition, int] | None = None,
+        callback: Callable[[Mapping[TopicPartition, int], BaseException | None], Any] | None = None,
+    ) -> Future[None]:
+        """Start a commit; returns a future of its outcome. ``callback(offsets,
+        error_or_None)`` runs on the client's thread: keep it short."""
+        chosen = dict(offsets) if offsets is not None else self.consumed_offsets()
+
+        async def run() -> None:
+            await self._consumer.commit_async(chosen, callback)
+
+        result: Future[None] = self._loop.portal.start_task_soon(run)
+        return result
+
+    def seek(self, partition: TopicPartition, offset: int) -> None:
+        self._drop([partition])
+        self._call(self._consumer.seek, partition, offset)
+
+    def seek_to_beginning(self, *partitions: TopicPartition) -> None:
+        self._drop(partitions or None)
+        self._call(self._consumer.seek_to_beginning, *partitions)
+
+    def seek_to_end(self, *partitions: TopicPartition) -> None:
+        self._drop(partitions or None)
+        self._call(self._consumer.seek_to_end, *partitions)
+
+    def pause(self, *partitions: TopicPartition) -> None:
+        """Stop handing out and fetching these partitions; records held back for
+        them are fetched again after :meth:`resume`."""
+        self._give_back(partitions, refetch=True)
+        self._call(self._consumer.pause, *partitions)
+
+    def assign(self, partitions: Iterable[TopicPartition | tuple[str, int]]) -> None:
+        self._give_back(None, refetch=True)
+        self._call(self._consumer.assign, list(partitions))
+
+    def subscribe(
+        self,
+        topics: Iterable[str] | None = None,
+        *,
+        pattern: str | None = None,
+        listener: Any = None,
+    ) -> None:
+        self._give_back(None, refetch=True)
+        wrapped = None if listener is None else _ListenerInThread(listener)
+        self._call(
+            self._consumer.subscribe,
+            None if topics is None else list(topics),
+            pattern=pattern,
+            listener=wrapped,
+        )
+
+    def position(self, partition: TopicPartition) -> int:
+        """The offset of the next record to hand out (waiting until it is known)."""
+        held = self._held([partition]).get(TopicPartition(*partition))
+        if held is not None:
+            return held
+        result: int = self._call(self._consumer.position, partition)
+        return result
+
+    def statistics(self) -> ConsumerStatistics:
+        result: ConsumerStatistics = self._call(self._consumer.statistics)
+        return result
+
+    def close(self) -> None:
+        """Commit (with auto-commit) what was handed out, leave the group, stop (idempotent)."""
+        if self._loop.closing:
+            return
+        try:
+            self._give_back(None, refetch=False)
+        finally:
+            self._loop.close()
+
+    def __enter__(self) -> Consumer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+# -- admin -----------------------------------------------------------------------------------------
+
+
+class Admin(_Forwarding):
+    """A blocking admin client: every method of :class:`~trafka.sdk.admin.Admin`,
+    called without ``await``.
+
+    Args:
+        config: a :class:`~trafka.sdk.config.AdminConfig` or a mapping of Kafka-style keys.
+        **settings: settings in Python spelling.
+
+    Raises:
+        ConfigError: invalid configuration.
+    """
+
+    def __init__(self, config: Any = None, **settings: Any) -> None:
+        self._loop = _Portal(partial(open_admin, config, **settings))
+        self._admin: AsyncAdmin = self._loop.client
+
+    def statistics(self) -> AdminStatistics:
+        result: AdminStatistics = self._call(self._admin.statistics)
+        return result
+
+    def close(self) -> None:
+        self._loop.close()
+
+    def __enter__(self) -> Admin:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,393 @@
+"""The blocking clients (trafka.sdk.blocking) against a real brokerlite.
+
+* Producer: futures with every record's offset, order per partition with several
+  sending threads, a tiny queue (backpressure), errors through the future,
+  cancelling and timing out while the loop is held, callbacks, close delivering
+  what is queued, transactions as ``with`` blocks (committed and aborted, seen by
+  a read_committed consumer).
+* Consumer: iteration that ends with ``consumer_timeout_ms``, commits and close
+  counting only the records handed out (a second member resumes right after
+  them), pause giving back held-back records, a plain-function rebalance
+  listener that commits from inside its callback.
+* Admin, configuration errors, and threads that end with their client.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from concurrent.futures import CancelledError
+
+import anyio
+import anyio.to_thread
+import pytest
+from sdk_brokers import fresh, module_broker
+
+from trafka.brokerlite import RunningBroker
+from trafka.codec import ErrorCode, KafkaError
+from trafka.sdk import (
+    ClientClosedError,
+    ConfigError,
+    InvalidTxnStateError,
+    NewTopic,
+    TopicPartition,
+    UsageError,
+)
+from trafka.sdk.blocking import Admin, Consumer, Producer, SendFuture
+
+pytestmark = pytest.mark.timeout(120)
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningBroker]:
+    yield from module_broker(tmp_path_factory, "blocking")
+
+
+def _topic(bs: str, partitions: int = 1, prefix: str = "blk") -> str:
+    name = fresh(prefix)
+    with Admin(bootstrap_servers=bs) as admin:
+        admin.create_topics([NewTopic(name, partitions)])
+    return name
+
+
+def _read_all(bs: str, topic: str, **settings: object) -> list[tuple[int, int, bytes]]:
+    """(partition, offset, value) of every record, read by a blocking consumer without a group."""
+    with Admin(bootstrap_servers=bs) as admin:
+        partitions = admin.list_topics()[topic]
+    with Consumer(
+        bootstrap_servers=bs, auto_offset_reset="earliest", consumer_timeout_ms=1500, **settings
+    ) as consumer:
+        consumer.assign([TopicPartition(topic, p) for p in range(partitions)])
+        return [(r.partition, r.offset, r.value) for r in consumer]
+
+
+def _portal_threads() -> int:
+    return sum(1 for t in threading.enumerate() if "portal" in t.name)
+
+
+class _Held:
+    """Hold a producer's hand-over (its drain lock) on the loop until released."""
+
+    def __init__(self, producer: Producer) -> None:
+        self.release = threading.Event()
+        taken = threading.Event()
+
+        async def hold() -> None:
+            async with producer._drain_lock:
+                taken.set()
+                await anyio.to_thread.run_sync(self.release.wait)
+
+        producer._loop.portal.start_task_soon(hold)
+        assert taken.wait(10)
+
+
+# -- producer ---------------------------------------------------------------------------------------
+
+
+def test_futures_carry_every_records_offset_in_order(broker: RunningBroker) -> None:
+    bs = broker.bootstrap_servers
+    topic = _topic(bs, 3)
+    with Producer(bootstrap_servers=bs) as producer:
+        futures = [producer.send(topic, b"v%d" % i, key=b"k%d" % (i % 7)) for i in range(3000)]
+        producer.flush()
+        assert all(f.done() for f in futures)
+        by_partition: dict[int, list[int]] = {}
+        for f in futures:
+            md = f.result(timeout=0)
+            by_partition.setdefault(md.partition, []).append(md.offset)
+        for offsets in by_partition.values():
+            assert offsets == list(range(len(offsets)))  # sent order, no gaps
+        one = producer.send_and_wait(topic, b"last", partition=0)
+        assert one.offset == len(by_partition.get(0, []))
+        assert producer.statistics().records_sent == 3001
+    assert producer.closed
+
+
+def test_threads_share_a_producer_and_keep_their_own_order(broker: RunningBroker) -> None:
+    bs = broker.bootstrap_servers
+    topic = _topic(bs, 1)
+    with Producer(bootstrap_servers=bs, max_queued=50) as producer:
+
+        def sender(n: int) -> None:
+            for i in range(1500):
+                producer.send(topic, b"%d-%d" % (n, i))
+
+        threads = [threading.Thread(target=sender, args=(n,)) for n in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        producer.flush()
+    seen: dict[bytes, list[int]] = {}
+    for _, _, value in _read_all(bs, topic):
+        n, i = value.split(b"-")
+        seen.setdefault(n, []).append(int(i))
+    assert sorted(seen) == [b"0", b"1", b"2", b"3"]
+    for numbers in seen.values():
+        assert numbers == list(range(1500))
+
+
+def test_errors_arrive_through_the_future(broker: RunningBroker) -> None:
+    bs = broker.bootstrap_servers
+    topic = _topic(bs, 1)
+    with Producer(bootstrap_servers=bs) as producer:
+        bad = producer.send(topic, b"x", partition=5)
+        good = producer.send(topic, b"y")
+        error = bad.exception(timeout=10)
+        assert isinstance(error, KafkaError)
+        assert error.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        with pytest.raises(KafkaError):
+            bad.result()
+        assert good.result(timeout=10).offset == 0
+    with Producer(bootstrap_servers=bs, transactional_id=fresh("tid")) as producer:
+        producer.init_transactions()
+        outside = producer.send(topic, b"no transaction")
+        assert isinstance(outside.exception(timeout=10), InvalidTxnStateError)
+
+
+def test_cancel_and_timeout_while_the_loop_is_held(broker: RunningBroker) -> None:
+    bs = broker.bootstrap_servers
+    topic = _topic(bs, 1)
+    with Producer(bootstrap_servers=bs) as producer:
+        held = _Held(producer)
+        kept = producer.send(topic, b"kept")
+        dropped = producer.send(topic, b"dropped")
+        assert not kept.done()
+        assert dropped.cancel() and dropped.cancelled() and dropped.done()
+        with pytest.raises(CancelledError):
+            dropped.result()
+        with pytest.raises(TimeoutError):
+            kept.result(timeout=0.2)
+        held.release.set()
+        assert kept.result(timeout=10).offset == 0
+        assert not kept.cancel()  # taken by the loop: too late
+    assert [v for _, _, v in _read_all(bs, topic)] == [b"kept"]
+
+
+def test_callbacks_run_once_done(broker: RunningBroker) -> None:
+    bs = broker.bootstrap_servers
+    topic = _topic(bs, 1)
+    called: list[SendFuture] = []
+    with Producer(bootstrap_servers=bs) as producer:
+        held = _Held(producer)
+        queued = producer.send(topic, b"a")
+        queued.add_done_callback(called.append)  # before the loop took it
+        held.release.set()
+        producer.flush()
+        assert called == [queued]
+        done = producer.send(topic, b"b")
+        done.result(timeout=10)
+        done.add_done_callback(called.append)  # already done: at once
+        assert called == [queued, done]
+
+
+def test_a_tiny_queue_blocks_senders_until_the_loop_catches_up(broker: RunningBroker) -> None:
+    bs = broker.bootstrap_servers
+    topic = _topic(bs, 1)
+    with Producer(bootstrap_servers=bs, max_queued=3) as producer:
+        futures = [producer.send(topic, b"%d" % i) for i in range(500)]
+        assert len(producer._queue) <= 3
+        producer.flush()
+        assert [f.result().offset for f in futures] == list(range(500))
+    with pytest.raises(ValueError):
+        Producer(bootstrap_servers=bs, max_queued=0)
+
+
+def test_close_delivers_what_is_queued_then_refuses(broker: RunningBroker) -> None:
+    bs = broker.bootstrap_servers
+    topic = _topic(bs, 1)
+    before = _portal_threads()
+    producer = Producer(bootstrap_servers=bs)
+    assert _portal_threads() == before + 1
+    futures = [producer.send(topic, b"%d" % i) for i in range(2000)]
+    producer.close()
+    producer.close()  # idempotent
+    assert all(f.exception(timeout=0) is None for f in futures)
+    assert _portal_threads() == before
+    with pytest.raises(ClientClosedError):
+        producer.send(topic, b"late")
+    with pytest.raises(ClientClosedError):
+        producer.flush()
+    assert len(_read_all(bs, topic)) == 2000
+
+
+def test_transaction_blocks_commit_or_abort(broker: RunningBroker) -> None:
+    bs = broker.bootstrap_servers
+    topic = _topic(bs, 1)
+    with Producer(bootstrap_servers=bs, transactional_id=fresh("tid")) as producer:
+        with producer.transaction():
+            for i in range(10):
+                producer.send(topic, b"committed-%d" % i)
+        with pytest.raises(RuntimeError, match="boom"), producer.transaction():
+            for i in range(5):
+                producer.send(topic, b"aborted-%d" % i)
+            producer.flush()  # written, then aborted
+            raise RuntimeError("boom")
+        with producer.transaction():
+            producer.send(topic, b"after")
+        stats = producer.statistics()
+    assert stats.transactions_committed == 2 and stats.transactions_aborted == 1
+    committed = [v for _, _, v in _read_all(bs, topic, isolation_level="read_committed")]
+    assert committed == [b"committed-%d" % i for i in range(10)] + [b"after"]
+    everything = [v for _, _, v in _read_all(bs, topic)]
+    assert len([v for v in everything if v.startswith(b"aborted")]) == 5
+
+
+# -- consumer ---------------------------------------------------------------------------------------
+
+
+def _fill(bs: str, topic: str, n: int, partition: int | None = None) -> None:
+    with Producer(bootstrap_servers=bs) as producer:
+        for i in range(n):
+            producer.send(topic, b"%d" % i, partition=partition)
+
+
+@pytest.mark.parametrize("auto_commit", [True, False])
+def test_commits_count_only_the_records_handed_out(
+    broker: RunningBroker, auto_commit: bool
+) -> None:
+    bs = broker.bootstrap_servers
+    topic = _topic(bs, 1)
+    _fill(bs, topic, 200)
+    group = fresh("g")
+    settings = {
+        "bootstrap_servers": bs,
+        "group_id": group,
+        "auto_offset_reset": "earliest",
+        "enable_auto_commit": auto_commit,
+    }
+    with Consumer(topic, **settings) as consumer:
+        taken = []
+        for record in consumer:
+            taken.append(int(record.value))
+            if len(taken) == 30:
+                break
+        if not auto_commit:
+            consumer.commit()
+        # The batch behind the 30 records is held back, not consumed.
+        assert consumer.consumed_offsets()[TopicPartition(topic, 0)] == 30
+        assert consumer.position(TopicPartition(topic, 0)) == 30
+    assert taken == list(range(30))
+    with Consumer(topic, consumer_timeout_ms=1500, **settings) as second:
+        rest = [int(r.value) for r in second]
+    assert rest == list(range(30, 200))
+
+
+def test_iteration_ends_after_consumer_timeout(broker: RunningBroker) -> None:
+    bs = broker.bootstrap_servers
+    topic = _topic(bs, 2)
+    _fill(bs, topic, 50)
+    with Consumer(
+        topic,
+        bootstrap_servers=bs,
+        group_id=fresh("g"),
+        auto_offset_reset="earliest",
+        consumer_timeout_ms=1000,
+    ) as consumer:
+        assert sorted(int(r.value) for r in consumer) == list(range(50))
+        assert consumer.getone(timeout_ms=100) is None
+        stats = consumer.statistics()
+    assert stats.records_consumed == 50
+
+
+def test_pause_gives_back_held_records_and_resume_delivers_them_once(
+    broker: RunningBroker,
+) -> None:
+    bs = broker.bootstrap_servers
+    topic = _topic(bs, 2)
+    _fill(bs, topic, 40, partition=0)
+    _fill(bs, topic, 40, partition=1)
+    tp0, tp1 = TopicPartition(topic, 0), TopicPartition(topic, 1)
+    with Consumer(bootstrap_servers=bs, auto_offset_reset="earliest") as consumer:
+        consumer.assign([tp0, tp1])
+        first = consumer.getone(timeout_ms=10_000)
+        assert first is not None
+        seen = {tp0: [], tp1: []}
+        seen[TopicPartition(first.topic, first.partition)].append(first.offset)
+        other = tp1 if first.partition == 0 else tp0
+        consumer.pause(other)
+        while len(seen[TopicPartition(first.topic, first.partition)]) < 40:
+            record = consumer.getone(timeout_ms=5000)
+            assert record is not None
+            assert record.partition == first.partition  # nothing of the paused one
+            seen[TopicPartition(record.topic, record.partition)].append(record.offset)
+        assert consumer.getone(timeout_ms=300) is None
+        consumer.resume(other)
+        while len(seen[other]) < 40:
+            record = consumer.getone(timeout_ms=5000)
+            assert record is not None
+            seen[TopicPartition(record.topic, record.partition)].append(record.offset)
+    assert seen[tp0] == list(range(40)) and seen[tp1] == list(range(40))
+
+
+def test_a_plain_function_listener_may_commit_from_its_callback(broker: RunningBroker) -> None:
+    bs = broker.bootstrap_servers
+    topic = _topic(bs, 2)
+    _fill(bs, topic, 20)
+    group = fresh("g")
+    events: list[tuple[str, set[TopicPartition]]] = []
+    holder: dict[str, Consumer] = {}
+
+    class Listener:
+        def on_partitions_assigned(self, tps: set[TopicPartition]) -> None:
+            events.append(("assigned", tps))
+
+        def on_partitions_revoked(self, tps: set[TopicPartition]) -> None:
+            holder["c"].commit()  # back into the consumer, from the listener's thread
+            events.append(("revoked", tps))
+
+    with Consumer(
+        topic,
+        bootstrap_servers=bs,
+        group_id=group,
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+        listener=Listener(),
+    ) as consumer:
+        holder["c"] = consumer
+        got = 0
+        while got < 20:
+            got += 1 if consumer.getone(timeout_ms=5000) is not None else 0
+    assert events[0] == ("assigned", {TopicPartition(topic, 0), TopicPartition(topic, 1)})
+    assert events[-1][0] == "revoked"
+    with Admin(bootstrap_servers=bs) as admin:
+        committed = admin.list_consumer_group_offsets(group)
+    assert sum(committed.values()) == 20  # the listener's commit happened
+
+
+def test_consumer_without_group_refuses_topics_and_stops_its_thread(
+    broker: RunningBroker,
+) -> None:
+    before = _portal_threads()
+    with pytest.raises(UsageError):
+        Consumer("t", bootstrap_servers=broker.bootstrap_servers)
+    assert _portal_threads() == before
+
+
+# -- admin and configuration ------------------------------------------------------------------------
+
+
+def test_admin_forwards_every_call(broker: RunningBroker) -> None:
+    bs = broker.bootstrap_servers
+    name = fresh("adm")
+    with Admin(bootstrap_servers=bs) as admin:
+        admin.create_topics([NewTopic(name, 2, configs={"retention.ms": "60000"})])
+        assert admin.list_topics()[name] == 2
+        admin.create_partitions({name: 3})
+        assert admin.list_topics()[name] == 3
+        admin.delete_topics([name])
+        assert name not in admin.list_topics()
+        assert admin.statistics().brokers[1].apis["CreateTopics"].responses == 1
+        with pytest.raises(AttributeError):
+            admin.no_such_call  # noqa: B018
+    with pytest.raises(ClientClosedError):
+        admin.list_topics()
+
+
+def test_a_wrong_setting_is_a_config_error_and_leaves_no_thread(broker: RunningBroker) -> None:
+    before = _portal_threads()
+    with pytest.raises(ConfigError, match="lingr_ms"):
+        Producer(bootstrap_servers=broker.bootstrap_servers, lingr_ms=5)
+    with pytest.raises(ConfigError):
+        Admin(bootstrap_servers=broker.bootstrap_servers, **{"no.such.key": 1})
+    assert _portal_threads() == before
