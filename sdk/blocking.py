@@ -31,6 +31,10 @@ Rules:
   closing count only the records handed out: records still held back (the rest
   of a batch) are given back: not committed, and fetched again after
   :meth:`Consumer.pause` / ``resume``.
+* Leaving a ``with`` block normally is :meth:`close` (the producer delivers
+  what was sent, the consumer commits with auto-commit); leaving it with an
+  exception (``KeyboardInterrupt`` included) is what the async block does then:
+  no waiting for unsent records (they fail) and no final commit.
 * Rebalance listeners are plain functions here (``on_partitions_revoked``,
   ``on_partitions_assigned``, optional ``on_partitions_lost``, each taking a set
   of partitions). They run in a worker thread while the loop waits for them, so
@@ -487,8 +491,15 @@ class Producer(_Forwarding):
     def __enter__(self) -> Producer:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def __exit__(self, exc_type: object, exc: BaseException | None, tb: object) -> None:
+        if exc is None:
+            self.close()
+        elif not self._loop.closing:
+            # As the async producer's block: no waiting; what is not sent fails.
+            try:
+                self._loop.close(exc)
+            finally:
+                self._fail_queued(ClientClosedError("the producer is closed"))
 
 
 async def _new_lock() -> anyio.Lock:
@@ -726,8 +737,13 @@ class Consumer(_Forwarding):
     def __enter__(self) -> Consumer:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def __exit__(self, exc_type: object, exc: BaseException | None, tb: object) -> None:
+        if exc is None:
+            self.close()
+        elif not self._loop.closing:
+            # As the async consumer's block: no final commit, the group is left.
+            self._buffer.clear()
+            self._loop.close(exc)
 
 
 # -- admin -----------------------------------------------------------------------------------------
@@ -759,5 +775,5 @@ class Admin(_Forwarding):
     def __enter__(self) -> Admin:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def __exit__(self, exc_type: object, exc: BaseException | None, tb: object) -> None:
+        self._loop.close(exc)

@@ -75,7 +75,8 @@ class _Held:
         async def hold() -> None:
             async with producer._drain_lock:
                 taken.set()
-                await anyio.to_thread.run_sync(self.release.wait)
+                # Abandoned when the client closes while still held.
+                await anyio.to_thread.run_sync(self.release.wait, abandon_on_cancel=True)
 
         producer._loop.portal.start_task_soon(hold)
         assert taken.wait(10)
@@ -211,6 +212,25 @@ def test_close_delivers_what_is_queued_then_refuses(broker: RunningBroker) -> No
     assert len(_read_all(bs, topic)) == 2000
 
 
+def test_leaving_with_an_exception_does_not_wait_for_unsent_records(
+    broker: RunningBroker,
+) -> None:
+    bs = broker.bootstrap_servers
+    topic = _topic(bs, 1)
+    before = _portal_threads()
+    futures = []
+    held = None
+    with pytest.raises(RuntimeError, match="stop"), Producer(bootstrap_servers=bs) as producer:
+        held = _Held(producer)  # not released before the block ends: the records stay queued
+        futures = [producer.send(topic, b"%d" % i) for i in range(5)]
+        raise RuntimeError("stop")
+    assert held is not None
+    held.release.set()
+    assert all(isinstance(f.exception(timeout=0), ClientClosedError) for f in futures)
+    assert _portal_threads() == before
+    assert _read_all(bs, topic) == []
+
+
 def test_transaction_blocks_commit_or_abort(broker: RunningBroker) -> None:
     bs = broker.bootstrap_servers
     topic = _topic(bs, 1)
@@ -271,6 +291,23 @@ def test_commits_count_only_the_records_handed_out(
     with Consumer(topic, consumer_timeout_ms=1500, **settings) as second:
         rest = [int(r.value) for r in second]
     assert rest == list(range(30, 200))
+
+
+def test_leaving_with_an_exception_commits_nothing_more(broker: RunningBroker) -> None:
+    bs = broker.bootstrap_servers
+    topic = _topic(bs, 1)
+    _fill(bs, topic, 50)
+    group = fresh("g")
+    settings = {"bootstrap_servers": bs, "group_id": group, "auto_offset_reset": "earliest"}
+    with pytest.raises(KeyError), Consumer(topic, **settings) as consumer:
+        for n, _ in enumerate(consumer, 1):
+            if n == 10:
+                consumer.commit()
+            if n == 20:
+                raise KeyError("processing failed")
+    with Admin(bootstrap_servers=bs) as admin:
+        assert admin.list_consumer_group_offsets(group) == {TopicPartition(topic, 0): 10}
+        assert admin.describe_groups([group])[group].members == ()  # it left
 
 
 def test_iteration_ends_after_consumer_timeout(broker: RunningBroker) -> None:
