@@ -23,8 +23,14 @@ Rules and invariants:
   on later heartbeats, once released. A partition is never owned by two
   members at once.
 * Heartbeats. Epoch 0 joins (a new member id is made when none is given); -1
-  leaves; -2 (a static member leaving for a while) is treated as leaving: its
-  partitions are reassigned at once instead of being kept for its return. Any
+  leaves. -2 is a static member leaving for a while (it must name its instance
+  id): it stays in the group at epoch -2 with its partitions, which no one else
+  is given, and drops what it was still revoking; the group epoch does not
+  move. A member joining with that instance id replaces it and takes over its
+  assignment without a rebalance; if none does within the session timeout, it
+  is removed as a silent member is. A leave naming an instance id must come
+  from the member that holds it (FENCED_INSTANCE_ID otherwise); a join naming
+  one held by a member that has not left with -2 gets UNRELEASED_INSTANCE_ID. Any
   other epoch must be the member's current one, or its previous one when the
   owned partitions it reports are all still its own (the answer that moved it
   on was lost): else FENCED_MEMBER_EPOCH. An unknown member gets
@@ -141,6 +147,8 @@ ASSIGNORS: dict[str, Callable[..., dict[str, set[TP]]]] = {"uniform": _uniform, 
 DEFAULT_ASSIGNOR = "uniform"
 
 STABLE, UNREVOKED, UNRELEASED = "stable", "unrevoked_partitions", "unreleased_partitions"
+LEAVE_EPOCH = -1
+STATIC_LEAVE_EPOCH = -2  # a static member gone for a while, its partitions kept
 
 
 @dataclasses.dataclass(slots=True)
@@ -251,46 +259,52 @@ class ConsumerGroups:
         if error is not None:
             return self._error(*error)
         group = self.groups.get(request.group_id)
-        if request.member_epoch in (-1, -2):
-            if group is None or request.member_id not in group.members:
-                return self._error(ErrorCode.UNKNOWN_MEMBER_ID, "unknown member")
-            self._remove(group, request.member_id, now_ms)
-            return _hb.ConsumerGroupHeartbeatResponse(
-                member_id=request.member_id,
-                member_epoch=request.member_epoch,
-                heartbeat_interval_ms=0,
-            )
+        if request.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
+            return self._leave(group, request, now_ms)
         if group is None:
             group = self.groups[request.group_id] = ConsumerGroup(request.group_id)
         changed = False
         if request.member_epoch == 0:
             instance = request.instance_id
-            if instance is not None and any(
-                m.instance_id == instance and m.member_id != request.member_id
-                for m in group.members.values()
-            ):
-                return self._error(
-                    ErrorCode.UNRELEASED_INSTANCE_ID, f"instance id {instance!r} is in use"
+            holder = None
+            if instance is not None:
+                holder = next(
+                    (m for m in group.members.values() if m.instance_id == instance), None
                 )
-            if request.member_id not in group.members and len(group.members) >= self.max_size:
-                return self._error(ErrorCode.GROUP_MAX_SIZE_REACHED, "the group is full")
-            if request.member_id in group.members:
-                # A member rejoining from scratch gives up what it had.
-                self._remove(group, request.member_id, now_ms)
-            member = ConsumerMember(
-                member_id=request.member_id or str(uuid.uuid4()),
-                client_id=client_id,
-                client_host=client_host,
-                rebalance_timeout_ms=request.rebalance_timeout_ms,
-                instance_id=instance,
-            )
-            group.members[member.member_id] = member
-            changed = True
+            if holder is not None and holder.epoch == STATIC_LEAVE_EPOCH:
+                # The static member is back (as a new member id, usually): it takes
+                # over the assignment it left with; nothing else moves.
+                member = self._replace(group, holder, request, client_id, client_host)
+            else:
+                if holder is not None and holder.member_id != request.member_id:
+                    return self._error(
+                        ErrorCode.UNRELEASED_INSTANCE_ID,
+                        f"instance id {instance!r} is held by member {holder.member_id}",
+                    )
+                if request.member_id not in group.members and len(group.members) >= self.max_size:
+                    return self._error(ErrorCode.GROUP_MAX_SIZE_REACHED, "the group is full")
+                if request.member_id in group.members:
+                    # A member rejoining from scratch gives up what it had.
+                    self._remove(group, request.member_id, now_ms)
+                member = ConsumerMember(
+                    member_id=request.member_id or str(uuid.uuid4()),
+                    client_id=client_id,
+                    client_host=client_host,
+                    rebalance_timeout_ms=request.rebalance_timeout_ms,
+                    instance_id=instance,
+                )
+                group.members[member.member_id] = member
+                changed = True
         else:
             found = group.members.get(request.member_id)
             if found is None:
                 return self._error(ErrorCode.UNKNOWN_MEMBER_ID, "unknown member")
             member = found
+            if member.epoch == STATIC_LEAVE_EPOCH:
+                return self._error(
+                    ErrorCode.FENCED_MEMBER_EPOCH,
+                    "the member left (epoch -2); rejoin with epoch 0 and its instance id",
+                )
             owned = (
                 member.reported
                 if request.topic_partitions is None
@@ -337,13 +351,86 @@ class ConsumerGroups:
             assignment=assignment,
         )
 
+    def _leave(
+        self,
+        group: ConsumerGroup | None,
+        request: _hb.ConsumerGroupHeartbeatRequest,
+        now_ms: int,
+    ) -> _hb.ConsumerGroupHeartbeatResponse:
+        """A heartbeat with epoch -1 (leave) or -2 (a static member leaving for a while)."""
+        instance = request.instance_id
+        if instance is None:
+            if group is None or request.member_id not in group.members:
+                return self._error(ErrorCode.UNKNOWN_MEMBER_ID, "unknown member")
+            self._remove(group, request.member_id, now_ms)
+        else:
+            holder = None
+            if group is not None:
+                holder = next(
+                    (m for m in group.members.values() if m.instance_id == instance), None
+                )
+            if holder is None:
+                return self._error(
+                    ErrorCode.UNKNOWN_MEMBER_ID, f"no static member with instance id {instance!r}"
+                )
+            if holder.member_id != request.member_id:
+                return self._error(
+                    ErrorCode.FENCED_INSTANCE_ID,
+                    f"instance id {instance!r} is held by member {holder.member_id}",
+                )
+            assert group is not None
+            if request.member_epoch == STATIC_LEAVE_EPOCH:
+                holder.epoch = STATIC_LEAVE_EPOCH
+                holder.revoking = set()  # what it was giving up is free now
+                holder.revocation_deadline_ms = None
+                holder.state = STABLE
+                holder.last_sent = None
+            else:
+                self._remove(group, holder.member_id, now_ms)
+        return _hb.ConsumerGroupHeartbeatResponse(
+            member_id=request.member_id,
+            member_epoch=request.member_epoch,
+            heartbeat_interval_ms=0,
+        )
+
+    @staticmethod
+    def _replace(
+        group: ConsumerGroup,
+        gone: ConsumerMember,
+        request: _hb.ConsumerGroupHeartbeatRequest,
+        client_id: str,
+        client_host: str,
+    ) -> ConsumerMember:
+        """A member joining as the static member ``gone`` (at epoch -2): same
+        subscription and partitions, under the new member id."""
+        del group.members[gone.member_id]
+        member = dataclasses.replace(
+            gone,
+            member_id=request.member_id or str(uuid.uuid4()),
+            client_id=client_id,
+            client_host=client_host,
+            epoch=0,
+            previous_epoch=-1,
+            assigned=set(gone.assigned),
+            revoking=set(),
+            reported=set(),
+            last_sent=None,
+        )
+        target = group.target.pop(gone.member_id, None)
+        if target is not None:
+            group.target[member.member_id] = target
+        group.members[member.member_id] = member
+        return member
+
     def _check(
         self, request: _hb.ConsumerGroupHeartbeatRequest, regex: str | None
     ) -> tuple[ErrorCode, str] | None:
         if not request.group_id:
             return ErrorCode.INVALID_REQUEST, "GroupId can't be empty"
-        if request.member_epoch < -2:
+        if request.member_epoch < STATIC_LEAVE_EPOCH:
             return ErrorCode.INVALID_REQUEST, f"invalid MemberEpoch {request.member_epoch}"
+        if request.member_epoch == STATIC_LEAVE_EPOCH and request.instance_id is None:
+            return ErrorCode.INVALID_REQUEST, "InstanceId can't be null with MemberEpoch -2"
         if request.member_epoch != 0 and not request.member_id:
             return ErrorCode.INVALID_REQUEST, "MemberId can't be empty"
         if request.member_epoch == 0:

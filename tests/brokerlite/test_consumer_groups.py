@@ -89,8 +89,10 @@ class Member:
         )
         return self._apply(self.groups.heartbeat(req, 1, self.world.now))
 
-    def leave(self) -> Any:
-        req = Req(group_id="g", member_id=self.member_id, member_epoch=-1)
+    def leave(self, epoch: int = -1, instance_id: str | None = None) -> Any:
+        req = Req(
+            group_id="g", member_id=self.member_id, member_epoch=epoch, instance_id=instance_id
+        )
         return self.groups.heartbeat(req, 1, self.world.now)
 
     def _apply(self, resp: Any) -> Any:
@@ -226,6 +228,84 @@ def test_static_instance_ids_are_unique_and_the_group_size_is_bounded() -> None:
     )
     Member(groups, world).join()
     assert Member(groups, world).join().error_code == ErrorCode.GROUP_MAX_SIZE_REACHED
+
+
+def test_a_static_member_gone_for_a_while_gets_its_partitions_back_without_a_rebalance() -> None:
+    world = World(orders=4)
+    groups = ConsumerGroups(world, session_timeout_ms=10_000)
+    a, b = Member(groups, world), Member(groups, world)
+    a.join(instance_id="a")
+    b.join(instance_id="b")
+    settle([a, b])
+    group = groups.groups["g"]
+    mine, epoch = set(a.owns), group.epoch
+    assert len(mine) == 2 and not (mine & b.owns)
+
+    resp = a.leave(-2, instance_id="a")
+    assert resp.error_code == 0 and resp.member_epoch == -2
+    assert group.epoch == epoch and group.members[a.member_id].epoch == -2
+    theirs = set(b.owns)
+    world.now += 5_000
+    settle([b])
+    assert b.owns == theirs  # a's partitions wait for a
+    # a beating again on its old epoch is fenced: it left.
+    assert a.beat().error_code == ErrorCode.FENCED_MEMBER_EPOCH
+
+    back = Member(groups, world)  # a new process: a new member id, the same instance id
+    resp = back.join(instance_id="a")
+    assert resp.error_code == 0 and back.member_id != a.member_id
+    assert back.owns == mine  # at once, in the join's answer
+    assert group.epoch == epoch and a.member_id not in group.members
+    settle([back, b])
+    assert back.owns == mine and b.owns == theirs
+    # Its session is its own now: the old one's deadline does not remove it.
+    world.now += 6_000
+    back.beat()
+    groups.tick(world.now)
+    assert back.member_id in group.members
+
+
+def test_a_static_member_that_does_not_come_back_is_removed_after_its_session() -> None:
+    world = World(orders=4)
+    groups = ConsumerGroups(world, session_timeout_ms=10_000)
+    a, b = Member(groups, world), Member(groups, world)
+    a.join(instance_id="a")
+    b.join()
+    settle([a, b])
+    a.leave(-2, instance_id="a")
+    world.now += 9_000
+    b.beat()
+    groups.tick(world.now)
+    assert a.member_id in groups.groups["g"].members
+    world.now += 1_000
+    b.beat()
+    groups.tick(world.now)
+    assert list(groups.groups["g"].members) == [b.member_id]
+    settle([b])
+    assert b.owns == {(ORDERS, p) for p in range(4)}
+
+
+def test_static_leaves_name_their_instance_and_come_from_its_holder() -> None:
+    world = World(orders=2)
+    groups = ConsumerGroups(world)
+    a, b = Member(groups, world), Member(groups, world)
+    a.join(instance_id="a")
+    b.join(instance_id="b")
+    settle([a, b])
+    assert a.leave(-2).error_code == ErrorCode.INVALID_REQUEST  # -2 needs the instance id
+    assert b.leave(-2, instance_id="a").error_code == ErrorCode.FENCED_INSTANCE_ID
+    assert a.leave(-2, instance_id="nobody").error_code == ErrorCode.UNKNOWN_MEMBER_ID
+    assert a.member_id in groups.groups["g"].members
+    # An active holder keeps its instance id from joiners.
+    assert Member(groups, world).join(instance_id="b").error_code == (
+        ErrorCode.UNRELEASED_INSTANCE_ID
+    )
+    # -1 from a static member leaves for good: its partitions move at once.
+    epoch = groups.groups["g"].epoch
+    assert a.leave(-1, instance_id="a").error_code == 0
+    assert groups.groups["g"].epoch == epoch + 1
+    settle([b])
+    assert b.owns == {(ORDERS, 0), (ORDERS, 1)}
 
 
 def test_silent_members_and_slow_revokers_are_fenced() -> None:
@@ -445,7 +525,8 @@ from hypothesis import strategies as st  # noqa: E402
 
 OPS = st.lists(
     st.tuples(
-        st.sampled_from(["join", "leave", "beat", "apply", "grow", "crash"]), st.integers(0, 3)
+        st.sampled_from(["join", "leave", "away", "beat", "apply", "grow", "crash"]),
+        st.integers(0, 3),
     ),
     max_size=60,
 )
@@ -455,18 +536,25 @@ class Client:
     """A client that applies the latest assignment it received, when it gets to it,
     and always reports what it owns."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, instance_id: str | None = None) -> None:
         self.name = name
         self.member_id = name
+        self.instance_id = instance_id
+        self.away = False  # left with -2: it comes back as a new process
+        self.restarts = 0
         self.epoch = -1  # not in the group
         self.owns: set[tuple[uuid.UUID, int]] = set()
         self.pending: set[tuple[uuid.UUID, int]] | None = None
 
     def heartbeat(self, groups: ConsumerGroups, now: int, **fields: Any) -> None:
         joining = self.epoch < 0
+        if joining and self.away:
+            self.restarts += 1
+            self.member_id, self.away = f"{self.name}-{self.restarts}", False
         req = Req(
             group_id="g",
             member_id=self.member_id,
+            instance_id=self.instance_id,
             member_epoch=0 if joining else self.epoch,
             rebalance_timeout_ms=30_000 if joining else -1,
             subscribed_topic_names=["orders", "audit"] if joining else None,
@@ -488,18 +576,25 @@ class Client:
 def test_no_partition_ever_has_two_owners_and_groups_converge(ops: list[tuple[str, int]]) -> None:
     world = World(orders=5, audit=2)
     groups = ConsumerGroups(world, session_timeout_ms=60_000)
-    clients = [Client(f"m{i}") for i in range(4)]
+    # Two static members (they may leave for a while with -2) and two dynamic ones.
+    clients = [Client(f"m{i}", f"i{i}" if i < 2 else None) for i in range(4)]
     for op, i in ops:
         c = clients[i]
         if op in ("join", "beat"):
             c.heartbeat(groups, world.now)
         elif op == "apply" and c.pending is not None:
             c.owns, c.pending = c.pending, None
-        elif op == "leave" and c.epoch > 0:
-            req = Req(group_id="g", member_id=c.member_id, member_epoch=-1)
+        elif op in ("leave", "away") and c.epoch > 0:
+            away = op == "away" and c.instance_id is not None
+            req = Req(
+                group_id="g",
+                member_id=c.member_id,
+                member_epoch=-2 if away else -1,
+                instance_id=c.instance_id,
+            )
             code = groups.heartbeat(req, 1, world.now).error_code
             assert code in (0, ErrorCode.UNKNOWN_MEMBER_ID)  # fenced meanwhile
-            c.epoch, c.owns, c.pending = -1, set(), None
+            c.epoch, c.owns, c.pending, c.away = -1, set(), None, away
         elif op == "grow":
             meta = world.topics["orders"]
             world.topics["orders"] = TopicMeta("orders", meta.topic_id, meta.partitions + 1)
@@ -524,6 +619,17 @@ def test_no_partition_ever_has_two_owners_and_groups_converge(ops: list[tuple[st
         for j, a in enumerate(live):
             for b in live[j + 1 :]:
                 assert not a & b, "two clients own one partition"
+    if any(c.away for c in clients):
+        # Static members that never came back are removed after their session.
+        for _ in range(2):
+            world.now += 40_000
+            for c in clients:
+                if c.epoch > 0:
+                    c.heartbeat(groups, world.now)
+            groups.tick(world.now)
+        for c in clients:
+            if c.epoch > 0 and c.member_id not in groups.groups["g"].members:
+                c.epoch, c.owns, c.pending = -1, set(), None
     members = [c for c in clients if c.epoch > 0]
     for _ in range(8):
         for c in members:

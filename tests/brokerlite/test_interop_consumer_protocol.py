@@ -185,3 +185,37 @@ def test_classic_and_consumer_members_do_not_mix(broker: RunningBroker) -> None:
         assert error is not None and "INCONSISTENT_GROUP_PROTOCOL" in error.name()
     finally:
         close(new, classic)
+
+
+def test_a_static_member_returning_gets_its_partitions_back(broker: RunningBroker) -> None:
+    """librdkafka with ``group.instance.id`` leaves with epoch -2 on close; a
+    new consumer with the same instance id takes over exactly its partitions,
+    and the other member is not given them in between."""
+    servers, topic = broker.bootstrap_servers, "kip848-static-rdk"
+    create(servers, topic, 2)
+    produce(servers, topic, range(20))
+    one = consumer(servers, "static", topic, **{"group.instance.id": "one"})
+    two = consumer(servers, "static", topic, **{"group.instance.id": "two"})
+    opened = [one, two]
+    seen: dict[Consumer, list[int]] = {}
+
+    def parts(c: Consumer) -> set[int]:
+        return {tp.partition for tp in c.assignment()}
+
+    try:
+        poll_all([one, two], seen, lambda: bool(parts(one) and parts(two)))
+        theirs, mine = parts(one), parts(two)
+        assert theirs | mine == {0, 1} and not (theirs & mine)
+        one.close()
+        opened.remove(one)
+        deadline = time.monotonic() + 1.5  # five heartbeats of "two"
+        while time.monotonic() < deadline:
+            two.poll(0.05)
+        assert parts(two) == mine
+        back = consumer(servers, "static", topic, **{"group.instance.id": "one"})
+        opened.append(back)
+        poll_all([back, two], seen, lambda: parts(back) == theirs, timeout=20)
+        assert parts(two) == mine
+    finally:
+        for c in opened:
+            c.close()

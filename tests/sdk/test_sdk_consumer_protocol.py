@@ -1,7 +1,8 @@
 """trafka's consumer with ``group.protocol=consumer`` (KIP-848) against brokerlite:
 members split and hand over partitions, commits carry member epochs, a
 librdkafka member (confluent-kafka) shares the group, a static member leaves
-with epoch -2, and a classic group of the same id is refused clearly."""
+with epoch -2 and a new process with its instance id gets its partitions back,
+and a classic group of the same id is refused clearly."""
 
 from __future__ import annotations
 
@@ -245,6 +246,40 @@ def test_a_static_member_leaves_with_epoch_minus_two(broker: RunningBroker) -> N
 
     anyio.run(main, backend="trio")
     assert sent == [-2]
+
+
+def test_a_static_member_that_comes_back_gets_its_partitions_back(broker: RunningBroker) -> None:
+    """A static member closes (epoch -2) and a new process with its instance id
+    takes over its partitions; meanwhile the other member is not given them."""
+    servers, topic = broker.bootstrap_servers, "kip848-static-return"
+
+    async def main() -> None:
+        await fill(servers, topic, range(40), 2)
+        async with open_consumer(**settings(servers, "g6", group_instance_id="stay")) as stay:
+            stay.subscribe([topic])
+            async with open_consumer(**settings(servers, "g6", group_instance_id="away")) as away:
+                away.subscribe([topic])
+                with anyio.fail_after(30):
+                    while not (owned(stay) and owned(away)):
+                        for c in (stay, away):
+                            await c.getmany(timeout_ms=50)
+                theirs, mine = owned(away), owned(stay)
+                assert theirs | mine == {0, 1} and not (theirs & mine)
+            # "away" left with -2; several heartbeats (200 ms apart) later, "stay"
+            # still owns only its own partition.
+            with anyio.move_on_after(1.5):
+                while True:
+                    await stay.getmany(timeout_ms=50)
+            assert owned(stay) == mine
+            async with open_consumer(**settings(servers, "g6", group_instance_id="away")) as back:
+                back.subscribe([topic])
+                with anyio.fail_after(15):
+                    while owned(back) != theirs:
+                        await back.getmany(timeout_ms=50)
+                        await stay.getmany(timeout_ms=0)
+                assert owned(stay) == mine
+
+    anyio.run(main, backend="trio")
 
 
 def _recorded(request: Any, sent: list[int]) -> Any:
