@@ -592,6 +592,18 @@ class ConsumerGroups:
             return ErrorCode.UNKNOWN_MEMBER_ID
         return ErrorCode.NONE if epoch == member.epoch else ErrorCode.STALE_MEMBER_EPOCH
 
+    def is_subscribed(self, group_id: str, topic: str) -> bool:
+        """Whether a member of ``group_id`` subscribes to ``topic`` (by name or regex)."""
+        group = self.groups.get(group_id)
+        if group is None:
+            return False
+        for member in group.members.values():
+            if topic in member.subscribed_names:
+                return True
+            if member.subscribed_regex and re.fullmatch(member.subscribed_regex, topic):
+                return True
+        return False
+
     def is_empty(self, group_id: str) -> bool:
         group = self.groups.get(group_id)
         return group is None or not group.members

@@ -65,6 +65,7 @@ import heapq
 import logging
 import uuid
 from collections.abc import Callable, Hashable, Iterable, Mapping
+from functools import partial
 from typing import Any, NamedTuple
 
 from trafka.brokerlite.consumer_groups import ConsumerGroup, ConsumerGroups, TopicMeta
@@ -77,6 +78,7 @@ from trafka.brokerlite.offsets import (
     OffsetStoreError,
 )
 from trafka.codec.errors import ErrorCode
+from trafka.codec.messages import consumer_protocol as _cp
 from trafka.codec.messages import k08_offset_commit as _oc
 from trafka.codec.messages import k09_offset_fetch as _of
 from trafka.codec.messages import k11_join_group as _jg
@@ -86,6 +88,7 @@ from trafka.codec.messages import k14_sync_group as _sg
 from trafka.codec.messages import k15_describe_groups as _dg
 from trafka.codec.messages import k16_list_groups as _lsg
 from trafka.codec.messages import k42_delete_groups as _dlg
+from trafka.codec.messages import k47_offset_delete as _od
 from trafka.codec.messages import k68_consumer_group_heartbeat as _cgh
 from trafka.codec.messages import k69_consumer_group_describe as _cgd
 
@@ -771,6 +774,63 @@ class GroupCoordinator:
                 _dlg.DeleteGroupsResponse.DeletableGroupResult(group_id=group_id, error_code=error)
             )
         return _dlg.DeleteGroupsResponse(results=results)
+
+    def delete_offsets(self, request: _od.OffsetDeleteRequest) -> _od.OffsetDeleteResponse:
+        """Handle an OffsetDelete: drop a group's committed offsets, as Kafka does.
+
+        An unknown group is GROUP_ID_NOT_FOUND; a classic group with members that
+        is not a consumer group, NON_EMPTY_GROUP. Otherwise each partition's
+        offset is deleted (NONE, also when none was committed) unless the group's
+        members subscribe to its topic: GROUP_SUBSCRIBED_TO_TOPIC. A member whose
+        subscription cannot be read counts as subscribed to every topic.
+        """
+        group_id = request.group_id
+        response = _od.OffsetDeleteResponse
+
+        def refused(code: ErrorCode) -> _od.OffsetDeleteResponse:
+            return response(error_code=code, topics=[])
+
+        if not group_id:
+            return refused(ErrorCode.INVALID_GROUP_ID)
+        subscribed: Callable[[str], bool]
+        if group_id in self.consumer.groups:
+            subscribed = partial(self.consumer.is_subscribed, group_id)
+        else:
+            group = self._groups.get(group_id)
+            if group is None and not self._store.has_offsets(group_id):
+                return refused(ErrorCode.GROUP_ID_NOT_FOUND)
+            if group is None or not group.members:
+                subscribed = _nothing
+            elif group.protocol_type != "consumer":
+                return refused(ErrorCode.NON_EMPTY_GROUP)
+            else:
+                topics = _classic_subscriptions(group)
+                subscribed = _everything if topics is None else topics.__contains__
+        deleted: list[tuple[str, int]] = []
+        topics_out = []
+        for topic in request.topics:
+            refuse = subscribed(topic.name)
+            code = ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC if refuse else ErrorCode.NONE
+            if not refuse:
+                deleted.extend((topic.name, p.partition_index) for p in topic.partitions)
+            topics_out.append(
+                response.OffsetDeleteResponseTopic(
+                    name=topic.name,
+                    partitions=[
+                        response.OffsetDeleteResponsePartition(
+                            partition_index=p.partition_index, error_code=code
+                        )
+                        for p in topic.partitions
+                    ],
+                )
+            )
+        if deleted:
+            try:
+                self._store.delete_offsets(group_id, deleted)
+            except OffsetStoreError as exc:
+                log.error("group %s: offset deletion not stored: %s", group_id, exc)
+                return refused(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        return response(error_code=ErrorCode.NONE, topics=topics_out)
 
     def delete_topic_offsets(self, topic: str) -> int:
         """Remove every group's offsets for ``topic`` (call when the topic is deleted).
@@ -1550,3 +1610,32 @@ class GroupCoordinator:
         if member.sync_waiter is not None:
             self._answer_sync(member.sync_waiter, ErrorCode.UNKNOWN_MEMBER_ID)
             member.sync_waiter = None
+
+
+def _nothing(topic: str) -> bool:
+    return False
+
+
+def _everything(topic: str) -> bool:
+    return True
+
+
+def _classic_subscriptions(group: ClassicGroup) -> set[str] | None:
+    """The topics a consumer group's members subscribe to (their JoinGroup
+    metadata for the chosen protocol), or None when one cannot be read."""
+    topics: set[str] = set()
+    protocol = group.protocol_name
+    for member in group.members.values():
+        data = member.metadata(protocol) if protocol is not None else b""
+        if len(data) < 2:
+            return None
+        version = int.from_bytes(data[:2], "big", signed=True)
+        schemas = _cp.CONSUMERPROTOCOLSUBSCRIPTION_SCHEMAS
+        if version < 0:
+            return None
+        try:
+            sub = schemas[min(version, max(schemas))].compile().parse(data[2:])
+        except Exception:  # whatever a client wrote: Kafka counts it as "everything"
+            return None
+        topics.update(sub.topics)
+    return topics

@@ -40,6 +40,7 @@ from trafka.codec.messages import k33_alter_configs as ac
 from trafka.codec.messages import k37_create_partitions as cpart
 from trafka.codec.messages import k42_delete_groups as dgr
 from trafka.codec.messages import k44_incremental_alter_configs as iac
+from trafka.codec.messages import k47_offset_delete as odel
 from trafka.codec.messages import k60_describe_cluster as dcl
 from trafka.codec.messages import k61_describe_producers as dp
 from trafka.codec.messages import k65_describe_transactions as dtx
@@ -873,6 +874,56 @@ class Admin:
                 )
 
         await self._calls.run("alter_consumer_group_offsets", timeout_ms, attempt)
+
+    async def delete_consumer_group_offsets(
+        self,
+        group_id: str,
+        partitions: Iterable[TopicPartition] | Iterable[tuple[str, int]],
+        *,
+        timeout_ms: int | None = None,
+    ) -> None:
+        """Delete a group's committed offsets of ``partitions`` (OffsetDelete, KIP-496).
+
+        While the group has members, none may subscribe to the partitions' topics;
+        an offset that was never committed is deleted just as well (nothing happens).
+
+        Raises:
+            KafkaError: GROUP_ID_NOT_FOUND or NON_EMPTY_GROUP (the group), or
+                GROUP_SUBSCRIBED_TO_TOPIC for a partition whose topic a member
+                subscribes to (the others' offsets are deleted even so, as Kafka does).
+        """
+        by_topic: dict[str, list[int]] = {}
+        for tp in partitions:
+            topic, partition = TopicPartition(*tp)
+            by_topic.setdefault(topic, []).append(partition)
+        req = odel.OffsetDeleteRequest
+
+        async def attempt(deadline: float) -> None:
+            conn = await self._coordinator(group_id)
+            body = req(
+                group_id=group_id,
+                topics=[
+                    req.OffsetDeleteRequestTopic(
+                        name=t,
+                        partitions=[
+                            req.OffsetDeleteRequestPartition(partition_index=p) for p in ps
+                        ],
+                    )
+                    for t, ps in by_topic.items()
+                ],
+            )
+            resp = await conn.request(47, body)
+            check(resp.error_code, f"deleting offsets of group {group_id!r}", again=TRANSIENT)
+            for t in resp.topics:
+                for p in t.partitions:
+                    check(
+                        p.error_code,
+                        f"deleting the offset of {t.name}-{p.partition_index} "
+                        f"for group {group_id!r}",
+                        again=TRANSIENT,
+                    )
+
+        await self._calls.run("delete_consumer_group_offsets", timeout_ms, attempt)
 
     # -- transactions -----------------------------------------------------------------------
 

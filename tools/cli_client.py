@@ -1228,6 +1228,40 @@ def groups_reset_offsets(
         click.echo("dry run: nothing changed; add --execute to apply", err=True)
 
 
+@groups_command.command("delete-offsets")
+@click.argument("group_id")
+@click.option(
+    "-t",
+    "--topic",
+    "topics",
+    multiple=True,
+    required=True,
+    metavar="TOPIC[:P,P]",
+    help="Repeatable.",
+)
+@_admin_options
+def groups_delete_offsets(cfg: dict[str, Any], group_id: str, topics: tuple[str, ...]) -> None:
+    """Delete GROUP's committed offsets of these topics (all their partitions, or the
+    ones listed). While the group has members, none may subscribe to the topics."""
+    wanted = [_parse_topic_partitions(t) for t in topics]
+
+    async def run(admin: Any) -> int:
+        from trafka.sdk import TopicPartition
+
+        names = [t for t, parts in wanted if parts is None]
+        infos = await admin.describe_topics(names) if names else {}
+        tps: list[TopicPartition] = []
+        for t, parts in wanted:
+            if parts is None:
+                parts = [p.partition for p in infos[t].partitions]
+            tps.extend(TopicPartition(t, p) for p in parts)
+        await admin.delete_consumer_group_offsets(group_id, tps)
+        return len(tps)
+
+    n = _run(_with_admin, cfg, run)
+    click.echo(f"deleted the offsets of {n} partition(s) for group {group_id}", err=True)
+
+
 @groups_command.command("delete")
 @click.argument("group_ids", nargs=-1, required=True)
 @_admin_options

@@ -1056,3 +1056,96 @@ def test_empty_group_offsets_expire_from_when_it_emptied(tmp_path: Path) -> None
     assert h.fetch(GROUP, None) == {}
     assert h.state() == "Dead"
     assert h.store.group_metadata(GROUP) is None
+
+
+# -- OffsetDelete ---------------------------------------------------------------------------------
+
+
+def _subscription(*topics: str) -> bytes:
+    from trafka.codec.messages import consumer_protocol as cp
+
+    body = (
+        cp.CONSUMERPROTOCOLSUBSCRIPTION_SCHEMAS[1]
+        .compile()
+        .build(
+            cp.ConsumerProtocolSubscription(
+                topics=list(topics), user_data=None, owned_partitions=[]
+            )
+        )
+    )
+    return (1).to_bytes(2, "big") + body
+
+
+def _delete(
+    h: Harness, group: str, *tps: tuple[str, int]
+) -> tuple[int, dict[tuple[str, int], int]]:
+    from trafka.codec.messages import k47_offset_delete as od
+
+    by_topic: dict[str, list[int]] = {}
+    for t, p in tps:
+        by_topic.setdefault(t, []).append(p)
+    req = od.OffsetDeleteRequest(
+        group_id=group,
+        topics=[
+            od.OffsetDeleteRequest.OffsetDeleteRequestTopic(
+                name=t,
+                partitions=[
+                    od.OffsetDeleteRequest.OffsetDeleteRequestPartition(partition_index=p)
+                    for p in ps
+                ],
+            )
+            for t, ps in by_topic.items()
+        ],
+    )
+    resp = wire(47, 0, h.co.delete_offsets(req))
+    return resp.error_code, {
+        (t.name, p.partition_index): p.error_code for t in resp.topics for p in t.partitions
+    }
+
+
+def test_offset_delete_spares_the_topics_a_consumer_group_subscribes_to(tmp_path: Path) -> None:
+    h = Harness(tmp_path)
+    h.commit(GROUP, {("orders", 0): 5, ("orders", 1): 7, ("audit", 0): 3})
+    a = Consumer("a", protocols=[("range", _subscription("orders"))])
+    b = Consumer("b", protocols=[("range", _subscription("orders", "payments"))])
+    form_group(h, a, b)
+    code, parts = _delete(h, GROUP, ("orders", 0), ("audit", 0), ("payments", 2), ("never", 0))
+    assert code == ErrorCode.NONE
+    assert parts == {
+        ("orders", 0): ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC,
+        ("audit", 0): ErrorCode.NONE,
+        ("payments", 2): ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC,
+        ("never", 0): ErrorCode.NONE,  # nothing was committed: nothing to do
+    }
+    assert set(h.store.group_offsets(GROUP)) == {("orders", 0), ("orders", 1)}
+    # Once the members have left, every offset may go.
+    h.leave(a, b)
+    code, parts = _delete(h, GROUP, ("orders", 0), ("orders", 1))
+    assert code == ErrorCode.NONE and set(parts.values()) == {ErrorCode.NONE}
+    assert h.store.group_offsets(GROUP) == {}
+    # The deletion is durable: a new store replays it.
+    assert OffsetStore(h.path, fsync=False).group_offsets(GROUP) == {}
+
+
+def test_offset_delete_refuses_unknown_and_non_consumer_groups(tmp_path: Path) -> None:
+    h = Harness(tmp_path)
+    assert _delete(h, "nobody", ("orders", 0))[0] == ErrorCode.GROUP_ID_NOT_FOUND
+    assert _delete(h, "", ("orders", 0))[0] == ErrorCode.INVALID_GROUP_ID
+    # A group with only committed offsets (assign() and commit) exists.
+    h.commit("offsets-only", {("orders", 0): 1})
+    assert _delete(h, "offsets-only", ("orders", 0)) == (
+        ErrorCode.NONE,
+        {("orders", 0): ErrorCode.NONE},
+    )
+    # A Connect-style group with members cannot lose offsets.
+    worker = Consumer("w", group="connect", protocol_type="connect")
+    h.commit("connect", {("orders", 0): 1})
+    form_group(h, worker)
+    assert _delete(h, "connect", ("orders", 0))[0] == ErrorCode.NON_EMPTY_GROUP
+    # A member whose subscription cannot be read is taken as subscribed to everything.
+    odd = Consumer("x", group="odd", protocols=[("range", b"\x00")])
+    h.commit("odd", {("orders", 0): 1})
+    form_group(h, odd)
+    assert _delete(h, "odd", ("orders", 0))[1] == {
+        ("orders", 0): ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC
+    }
