@@ -30,6 +30,7 @@ from .admin import (
     ClusterDescription,
     GroupDescription,
     GroupListing,
+    LogDirDescription,
     NewTopic,
     ProducerState,
     TransactionDescription,
@@ -77,6 +78,7 @@ from .transactions import ConsumerGroupMetadata, TxnState
 
 __all__ = [
     "AdminStatistics",
+    "LogDirDescription",
     "ApiStatistics",
     "BrokerStatistics",
     "ConsumerStatistics",

@@ -37,6 +37,7 @@ from trafka.codec.messages import k22_init_producer_id as ipid
 from trafka.codec.messages import k27_write_txn_markers as wtm
 from trafka.codec.messages import k32_describe_configs as dc
 from trafka.codec.messages import k33_alter_configs as ac
+from trafka.codec.messages import k35_describe_log_dirs as dld
 from trafka.codec.messages import k37_create_partitions as cpart
 from trafka.codec.messages import k42_delete_groups as dgr
 from trafka.codec.messages import k44_incremental_alter_configs as iac
@@ -97,6 +98,27 @@ class ClusterDescription:
     cluster_id: str | None
     controller_id: int
     brokers: tuple[BrokerInfo, ...]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class LogDirDescription:
+    """One log directory of a broker, as DescribeLogDirs reports it.
+
+    Attributes:
+        node_id: the broker.
+        path: the directory on the broker.
+        error: why the directory cannot be used (offline), or None.
+        partitions: the bytes each partition takes there.
+        total_bytes, usable_bytes: of the directory's file system; None when the
+            broker does not say (before DescribeLogDirs v4).
+    """
+
+    node_id: int
+    path: str
+    error: KafkaError | None
+    partitions: Mapping[TopicPartition, int]
+    total_bytes: int | None = None
+    usable_bytes: int | None = None
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -724,6 +746,55 @@ class Admin:
             return [answers[node] for node in nodes]
 
         return await self._calls.run(what, timeout_ms, attempt)
+
+    async def describe_log_dirs(
+        self,
+        partitions: Iterable[TopicPartition] | Iterable[tuple[str, int]] | None = None,
+        *,
+        timeout_ms: int | None = None,
+    ) -> list[LogDirDescription]:
+        """Every broker's log directories and the size of each partition in them
+        (only ``partitions`` when given; partitions a broker does not hold are left out)."""
+        by_topic: dict[str, list[int]] | None = None
+        if partitions is not None:
+            by_topic = {}
+            for tp in partitions:
+                topic, partition = TopicPartition(*tp)
+                by_topic.setdefault(topic, []).append(partition)
+        req = dld.DescribeLogDirsRequest
+
+        async def ask(conn: BrokerConnection) -> list[LogDirDescription]:
+            v = conn.version_for(35)
+            topics = (
+                None
+                if by_topic is None
+                else [
+                    req.DescribableLogDirTopic(topic=t, partitions=ps) for t, ps in by_topic.items()
+                ]
+            )
+            resp = await conn.request(35, req(topics=topics))
+            if v >= 3:
+                check(resp.error_code, "DescribeLogDirs", again=TRANSIENT)
+            return [
+                LogDirDescription(
+                    node_id=conn.node_id,
+                    path=r.log_dir,
+                    error=KafkaError(r.error_code, f"log directory {r.log_dir}")
+                    if r.error_code
+                    else None,
+                    partitions={
+                        TopicPartition(t.name, p.partition_index): p.partition_size
+                        for t in r.topics
+                        for p in t.partitions
+                    },
+                    total_bytes=r.total_bytes if v >= 4 and r.total_bytes >= 0 else None,
+                    usable_bytes=r.usable_bytes if v >= 4 and r.usable_bytes >= 0 else None,
+                )
+                for r in resp.results
+            ]
+
+        found = await self._per_node("describe_log_dirs", ask, timeout_ms)
+        return [d for dirs in found for d in dirs]
 
     async def list_groups(self, *, timeout_ms: int | None = None) -> list[GroupListing]:
         """Every group on every broker."""
