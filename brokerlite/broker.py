@@ -192,7 +192,10 @@ class Broker:
         self._sasl_principals: dict[int, str] = {}
         # The log manager locks the data directory: open it before writing anything there.
         self.logs = LogManager(
-            self.data_dir, LogConfig(**config.as_log_config_kwargs()), now_ms=now_ms
+            self.data_dir,
+            LogConfig(**config.as_log_config_kwargs()),
+            now_ms=now_ms,
+            max_partitions=config.partition_limit(),
         )
         try:
             self.cluster_id = _load_cluster_id(self.data_dir, config)

@@ -136,6 +136,10 @@ class BrokerConfig:
         cluster_id: ``None`` generates one on first start and keeps it in ``data_dir``.
         num_partitions: partitions of an auto-created topic, and of CreateTopics
             with ``num_partitions=-1``.
+        max_partitions: the most partitions the broker holds (Kafka-style name
+            ``max.partitions``, KIP-578's); CreateTopics and CreatePartitions past
+            it get POLICY_VIOLATION. ``None`` (default): what the process's
+            open-file limit allows (:meth:`partition_limit`).
         auto_create_topics: create unknown topics on Metadata requests that allow it.
         log_segment_bytes, log_segment_ms, log_retention_ms, log_retention_bytes,
         log_index_interval_bytes, log_message_timestamp_type, message_max_bytes,
@@ -195,6 +199,7 @@ class BrokerConfig:
     node_id: int = 1
     cluster_id: str | None = None
     num_partitions: int = 1
+    max_partitions: int | None = None
     auto_create_topics: bool = True
     log_segment_bytes: int = 1_073_741_824
     log_segment_ms: int = 604_800_000
@@ -230,6 +235,19 @@ class BrokerConfig:
     connection_failed_authentication_delay_ms: int = 100
     announce: bool = False
 
+    def partition_limit(self) -> int:
+        """``max_partitions``, or when unset what the open-file limit allows: a
+        partition keeps three files open per segment (about four counted per
+        partition), and 1,000 descriptors are kept for connections and journals."""
+        if self.max_partitions is not None:
+            return self.max_partitions
+        import resource
+
+        soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if soft == resource.RLIM_INFINITY:
+            return 1_000_000
+        return max(100, (soft - 1000) // 4)
+
     def __post_init__(self) -> None:
         if not isinstance(self.data_dir, Path):
             object.__setattr__(self, "data_dir", Path(self.data_dir))
@@ -240,6 +258,8 @@ class BrokerConfig:
             _split_host_port(self.advertised_listener, "advertised_listener")
         if self.num_partitions < 1:
             raise ConfigError(f"num_partitions: must be >= 1, got {self.num_partitions}")
+        if self.max_partitions is not None and self.max_partitions < 1:
+            raise ConfigError(f"max_partitions: must be >= 1, got {self.max_partitions}")
         if self.node_id < 0:
             raise ConfigError(f"node_id: must be >= 0, got {self.node_id}")
         if not (

@@ -28,6 +28,7 @@ __all__ = [
     "LogStorageError",
     "OffsetStoreError",
     "OffsetOutOfRangeError",
+    "PolicyViolationError",
     "RecordBatchTooLargeError",
     "RecordTooLargeError",
     "TopicError",
@@ -134,6 +135,12 @@ class InvalidConfigError(TopicError):
     """A topic config is unknown, read-only or has an invalid value."""
 
     code = ErrorCode.INVALID_CONFIG
+
+
+class PolicyViolationError(TopicError):
+    """The request breaks a limit the broker is configured with (``max_partitions``)."""
+
+    code = ErrorCode.POLICY_VIOLATION
 
 
 # --- group coordinator -----------------------------------------------------------------------

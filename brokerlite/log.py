@@ -81,6 +81,7 @@ from .errors import (
     InvalidTopicError,
     LogStorageError,
     OffsetOutOfRangeError,
+    PolicyViolationError,
     RecordBatchTooLargeError,
     RecordTooLargeError,
     TopicExistsError,
@@ -1322,10 +1323,19 @@ class LogManager:
     """
 
     def __init__(
-        self, data_dir: Path, default_config: LogConfig | None = None, *, now_ms: int | None = None
+        self,
+        data_dir: Path,
+        default_config: LogConfig | None = None,
+        *,
+        now_ms: int | None = None,
+        max_partitions: int | None = None,
     ) -> None:
         import fcntl
 
+        #: The most partitions this broker holds (None: no limit); each open
+        #: partition takes file descriptors, so the broker derives it from its
+        #: open-file limit.
+        self.max_partitions = max_partitions
         self._data_dir = Path(data_dir)
         self._default = default_config if default_config is not None else LogConfig()
         self._topics: dict[str, TopicInfo] = {}
@@ -1479,6 +1489,7 @@ class LogManager:
             raise InvalidPartitionsError(
                 f"the number of partitions must be at least 1, got {num_partitions}"
             )
+        self._check_room(num_partitions)
         overrides = {k: v for k, v in _normalise_configs(configs or {}).items() if v is not None}
         config = _effective_config(self._default, overrides)
         info = TopicInfo(
@@ -1542,6 +1553,7 @@ class LogManager:
             raise InvalidPartitionsError(
                 f"topic {name!r} has {info.num_partitions} partitions; cannot change it to {total}"
             )
+        self._check_room(total - info.num_partitions)
         new = dataclasses.replace(info, num_partitions=total)
         if validate_only:
             return new
@@ -1555,6 +1567,18 @@ class LogManager:
         for index in range(info.num_partitions, total):
             self._open_partition(name, index, now, fresh=True)
         return new
+
+    def _check_room(self, more: int) -> None:
+        """Refuse ``more`` partitions that would take the broker past ``max_partitions``."""
+        limit = self.max_partitions
+        if limit is None:
+            return
+        held = sum(info.num_partitions for info in self._topics.values())
+        if held + more > limit:
+            raise PolicyViolationError(
+                f"{more} more partition(s) would make {held + more}; this broker holds at most "
+                f"{limit} (max.partitions: each partition keeps files open)"
+            )
 
     def describe_configs(self, name: str) -> list[ConfigEntry]:
         """Every topic config with its value and source, sorted by name.

@@ -292,3 +292,46 @@ def test_unreadable_registry_refuses_to_start(tmp_path: Path) -> None:
     LogManager(tmp_path / "other").close()  # the lock was released on failure
     (tmp_path / REGISTRY_FILE).unlink()
     LogManager(tmp_path).close()
+
+
+def test_the_broker_holds_at_most_max_partitions(tmp_path: Path) -> None:
+    """Each partition keeps files open: a request for more than the broker may
+    hold is refused before anything is created (POLICY_VIOLATION)."""
+    from trafka.brokerlite.errors import PolicyViolationError
+
+    with LogManager(tmp_path, max_partitions=5) as lm:
+        lm.create_topic("a", 3)
+        with pytest.raises(PolicyViolationError, match="at most 5") as caught:
+            lm.create_topic("b", 3)
+        assert caught.value.code == ErrorCode.POLICY_VIOLATION
+        assert lm.topic("b") is None and not (tmp_path / "b-0").exists()
+        with pytest.raises(PolicyViolationError):
+            lm.create_topic("b", 3, validate_only=True)  # a dry run is told too
+        with pytest.raises(PolicyViolationError):
+            lm.create_partitions("a", 6)
+        assert lm.topic("a").num_partitions == 3
+        lm.create_partitions("a", 4)
+        lm.create_topic("c", 1)
+        lm.delete_topic("a")
+        lm.create_topic("d", 4)  # room again
+    with LogManager(tmp_path, max_partitions=3) as lm:
+        # A lower limit never drops what exists; it only refuses more.
+        assert sorted(t.name for t in lm.topics()) == ["c", "d"]
+        with pytest.raises(PolicyViolationError):
+            lm.create_topic("e", 1)
+
+
+def test_max_partitions_defaults_to_what_the_open_file_limit_allows() -> None:
+    import resource
+
+    from trafka.brokerlite.config import BrokerConfig, ConfigError
+
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    limit = BrokerConfig().partition_limit()
+    assert limit >= 100
+    if soft != resource.RLIM_INFINITY:
+        assert limit * 3 < soft  # three files per partition still fit
+    assert BrokerConfig(max_partitions=7).partition_limit() == 7
+    assert BrokerConfig.from_mapping({"max.partitions": "9"}).partition_limit() == 9
+    with pytest.raises(ConfigError, match="max_partitions"):
+        BrokerConfig(max_partitions=0)

@@ -1,6 +1,7 @@
-"""DescribeLogDirs against brokerlite: trafka's admin and kafka-python's
-``describe_log_dirs`` see the one log directory, with each partition's size
-equal to its segment files on disk."""
+"""What brokerlite's disk holds, seen by clients: DescribeLogDirs (trafka's admin
+and kafka-python's ``describe_log_dirs`` see the one log directory, each
+partition's size equal to its segment files), and the partitions it refuses to
+hold past ``max_partitions``."""
 
 from __future__ import annotations
 
@@ -67,3 +68,34 @@ def test_partition_sizes_match_the_segment_files(tmp_path: Path) -> None:
             for p in t["partitions"]
         }
         assert sizes == {(tp.topic, tp.partition): n for tp, n in only.partitions.items()}
+
+
+def test_more_partitions_than_the_broker_holds_are_refused_clearly(tmp_path: Path) -> None:
+    """max_partitions: CreateTopics and CreatePartitions past it get POLICY_VIOLATION
+    with the reason, in trafka's admin and in confluent-kafka's; the broker goes on."""
+    from confluent_kafka.admin import AdminClient
+    from confluent_kafka.admin import NewTopic as CkTopic
+
+    from trafka.codec import ErrorCode, KafkaError
+
+    with broker_in_thread(port=0, data_dir=tmp_path / "data", max_partitions=4) as running:
+        bs = running.bootstrap_servers
+
+        async def main() -> None:
+            async with open_admin(bootstrap_servers=bs) as admin:
+                await admin.create_topics([NewTopic("fits", 3)])
+                with pytest.raises(KafkaError) as caught:
+                    await admin.create_topics([NewTopic("too-many", 2)])
+                assert caught.value.code == ErrorCode.POLICY_VIOLATION
+                assert "max.partitions" in str(caught.value)
+                with pytest.raises(KafkaError) as grown:
+                    await admin.create_partitions({"fits": 5})
+                assert grown.value.code == ErrorCode.POLICY_VIOLATION
+                await admin.create_partitions({"fits": 4})
+                assert (await admin.list_topics()) == {"fits": 4}
+
+        anyio.run(main, backend="trio")
+        ck = AdminClient({"bootstrap.servers": bs})
+        future = ck.create_topics([CkTopic("also-too-many", 1, 1)])["also-too-many"]
+        with pytest.raises(Exception, match=r"POLICY_VIOLATION|max\.partitions"):
+            future.result(30)
