@@ -26,8 +26,9 @@ Rules:
 * Order: every other producer call first hands every queued record over, so
   ``flush()`` waits for them and ``commit_transaction()`` commits what was sent
   before it. Sends are thread-safe; the records of one thread keep their order.
-* Consumers take records in batches (``getmany``) and hand them out one at a
-  time, so the group sees one poll per batch, as Java's ``poll``. Commits and
+* A consumer is used from one thread at a time, as Java's (its records held
+  back are that thread's). Consumers take records in batches (``getmany``) and
+  hand them out one at a time, so the group sees one poll per batch, as Java's ``poll``. Commits and
   closing count only the records handed out: records still held back (the rest
   of a batch) are given back: not committed, and fetched again after
   :meth:`Consumer.pause` / ``resume``.
@@ -46,6 +47,7 @@ from __future__ import annotations
 import collections
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import CancelledError, Future
 from contextlib import AbstractAsyncContextManager, ExitStack, contextmanager
@@ -578,16 +580,16 @@ class Consumer(_Forwarding):
         buffer = self._buffer
         if buffer:
             return buffer.popleft()
-        waited = 0.0
+        deadline = None if timeout_ms is None else time.monotonic() + timeout_ms / 1000
         while not self._loop.closed:
-            step = 1000.0 if timeout_ms is None else min(1000.0, max(timeout_ms - waited, 0.0))
-            batch = self._call(self._consumer.getmany, timeout_ms=int(step))
+            # At most a second per call: the loop stays responsive to Ctrl-C.
+            left = 1.0 if deadline is None else min(1.0, max(deadline - time.monotonic(), 0.0))
+            batch = self._call(self._consumer.getmany, timeout_ms=int(left * 1000))
             for records in batch.values():
                 buffer.extend(records)
             if buffer:
                 return buffer.popleft()
-            waited += step
-            if timeout_ms is not None and waited >= timeout_ms:
+            if deadline is not None and time.monotonic() >= deadline:
                 return None
         raise ClientClosedError("the consumer is closed")
 
