@@ -25,6 +25,7 @@ _OPTION_FIELDS = {
     "data_dir": "data_dir",
     "node_id": "node_id",
     "num_partitions": "num_partitions",
+    "max_partitions": "max_partitions",
     "auto_create_topics": "auto_create_topics",
     "log_segment_bytes": "log_segment_bytes",
     "log_retention_ms": "log_retention_ms",
@@ -86,6 +87,11 @@ def build_config(config_file: Path | None, options: dict[str, Any]) -> BrokerCon
 )
 @click.option("--node-id", type=int, help="This broker's node id [1].")
 @click.option("--num-partitions", type=int, help="Partitions of auto-created topics [1].")
+@click.option(
+    "--max-partitions",
+    type=click.IntRange(min=1),
+    help="The most partitions the broker holds [what the open-file limit allows].",
+)
 @click.option(
     "--auto-create-topics/--no-auto-create-topics",
     default=None,

@@ -121,6 +121,7 @@ def test_cli_options_override_the_file(tmp_path: Path) -> None:
     path.write_text("num.partitions=6\nlog.retention.ms=1000\n")
     config = build_config(path, {"num_partitions": 2, "listen": "127.0.0.1:1234"})
     assert (config.num_partitions, config.log_retention_ms, config.port) == (2, 1000, 1234)
+    assert build_config(path, {"max_partitions": 8}).partition_limit() == 8
     # The command announces itself on zeroconf by default; the library does not.
     assert build_config(None, {}) == BrokerConfig(announce=True)
     assert build_config(None, {"announce": False}) == BrokerConfig()
