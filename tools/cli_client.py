@@ -911,8 +911,10 @@ def topics_delete(cfg: dict[str, Any], names: tuple[str, ...], if_exists: bool) 
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @_admin_options
 def topics_describe(cfg: dict[str, Any], names: tuple[str, ...], as_json: bool) -> None:
-    """Partitions (leader, replicas, ISR, offsets) and config overrides of topics."""
-    from trafka.sdk import TopicPartition
+    """Partitions (leader, replicas, ISR, offsets, size on disk) and config
+    overrides of topics."""
+    from trafka.codec import UnsupportedVersionError
+    from trafka.sdk import KafkaError, TopicPartition
 
     async def run(admin: Any) -> list[dict[str, Any]]:
         infos = await admin.describe_topics(names)
@@ -920,6 +922,15 @@ def topics_describe(cfg: dict[str, Any], names: tuple[str, ...], as_json: bool) 
         tps = [TopicPartition(n, p.partition) for n in names for p in infos[n].partitions]
         earliest = await admin.list_offsets({tp: "earliest" for tp in tps}) if tps else {}
         latest = await admin.list_offsets({tp: "latest" for tp in tps}) if tps else {}
+        # The leader's bytes on disk (DescribeLogDirs); brokers without the API: none.
+        sizes: dict[tuple[int, TopicPartition], int] = {}
+        try:
+            for d in await admin.describe_log_dirs(tps) if tps else []:
+                for tp, size in d.partitions.items():
+                    key = (d.node_id, tp)
+                    sizes[key] = sizes.get(key, 0) + size
+        except (KafkaError, UnsupportedVersionError):
+            pass
         out = []
         for n in names:
             info = infos[n]
@@ -936,6 +947,7 @@ def topics_describe(cfg: dict[str, Any], names: tuple[str, ...], as_json: bool) 
                         "isr": list(p.isr),
                         "earliest_offset": lo[0] if lo else None,
                         "latest_offset": hi[0] if hi else None,
+                        "size_bytes": sizes.get((p.leader, tp)),
                     }
                 )
             out.append(
@@ -971,10 +983,13 @@ def topics_describe(cfg: dict[str, Any], names: tuple[str, ...], as_json: bool) 
                 ",".join(map(str, p["isr"])),
                 p["earliest_offset"],
                 p["latest_offset"],
+                "-" if p["size_bytes"] is None else p["size_bytes"],
             )
             for p in t["partitions"]
         ]
-        click.echo(_table(["PARTITION", "LEADER", "REPLICAS", "ISR", "EARLIEST", "LATEST"], rows))
+        click.echo(
+            _table(["PARTITION", "LEADER", "REPLICAS", "ISR", "EARLIEST", "LATEST", "SIZE"], rows)
+        )
 
 
 # -- groups -------------------------------------------------------------------------------

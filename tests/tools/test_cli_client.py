@@ -318,8 +318,12 @@ def test_topics_lifecycle(broker: RunningBroker) -> None:
         (2, 0),
     ]
     assert all(p["leader"] >= 0 and p["isr"] == p["replicas"] for p in desc["partitions"])
+    # Sizes on disk: partition 1 holds the two records, the others nothing.
+    sizes = [p["size_bytes"] for p in desc["partitions"]]
+    assert sizes[0] == sizes[2] == 0 and sizes[1] > 0
     text = run(broker, "topics", "describe", topic).stdout
     assert "PartitionCount: 3" in text and "retention.ms=123456" in text
+    assert "SIZE" in text and f" {sizes[1]}" in text
     run(broker, "topics", "delete", topic)
     assert topic not in json.loads(run(broker, "topics", "list", "--json").stdout)
     gone = run(broker, "topics", "delete", topic, ok=False)
