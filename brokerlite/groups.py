@@ -77,6 +77,7 @@ from trafka.brokerlite.offsets import (
     OffsetStore,
     OffsetStoreError,
 )
+from trafka.codec import DecodeError, decode_versioned
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import consumer_protocol as _cp
 from trafka.codec.messages import k08_offset_commit as _oc
@@ -1627,15 +1628,11 @@ def _classic_subscriptions(group: ClassicGroup) -> set[str] | None:
     protocol = group.protocol_name
     for member in group.members.values():
         data = member.metadata(protocol) if protocol is not None else b""
-        if len(data) < 2:
-            return None
-        version = int.from_bytes(data[:2], "big", signed=True)
-        schemas = _cp.CONSUMERPROTOCOLSUBSCRIPTION_SCHEMAS
-        if version < 0:
-            return None
         try:
-            sub = schemas[min(version, max(schemas))].compile().parse(data[2:])
-        except Exception:  # whatever a client wrote: Kafka counts it as "everything"
+            sub = decode_versioned(
+                _cp.CONSUMERPROTOCOLSUBSCRIPTION_SCHEMAS, data, "ConsumerProtocolSubscription"
+            )
+        except DecodeError:  # whatever a client wrote: Kafka counts it as "everything"
             return None
         topics.update(sub.topics)
     return topics

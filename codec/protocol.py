@@ -23,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import struct
+from collections.abc import Mapping
 from functools import cache
 from io import BytesIO
 from types import ModuleType
@@ -44,6 +45,7 @@ __all__ = [
     "decode_request_header",
     "decode_response",
     "decode_response_body",
+    "decode_versioned",
     "encode_request",
     "encode_request_body",
     "encode_response",
@@ -387,6 +389,31 @@ def decode_response(
     header = ResponseHeader(correlation_id=corr, unknown_tagged_fields=unknown)
     parse, _, name = _compiled(key, version, True)
     return header, _decode(parse, frame, name, pos)
+
+
+def decode_versioned(schemas: Mapping[int, Any], data: bytes, message_name: str) -> Any:
+    """Decode a message that carries its own int16 version first (the consumer
+    protocol's subscriptions and assignments, in group metadata).
+
+    A version newer than any of ``schemas`` is read with the newest (its fields
+    come first; the rest is ignored), as Kafka reads them.
+
+    Raises:
+        DecodeError: shorter than its version, a negative version, or a body
+            that does not parse.
+    """
+    if len(data) < 2:
+        raise DecodeError(f"{message_name} shorter than its version", message_name=message_name)
+    (version,) = _I16.unpack_from(data, 0)
+    if version < 0:
+        raise DecodeError(f"negative version {version}", message_name=message_name)
+    schema = schemas[min(version, max(schemas))].compile()
+    try:
+        return schema.parse_stream(BytesIO(data[2:]))
+    except DecodeError:
+        raise
+    except Exception as exc:  # construct errors: translate at the boundary
+        raise DecodeError(f"cannot parse: {exc}", message_name=message_name) from None
 
 
 def peek_correlation_id(frame: bytes | memoryview) -> int:

@@ -29,10 +29,8 @@ import dataclasses
 import struct
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
-from io import BytesIO
-from typing import Any
 
-from trafka.codec import DecodeError
+from trafka.codec import decode_versioned
 from trafka.codec.messages import consumer_protocol as cp
 
 from .fetcher import TopicPartition
@@ -103,21 +101,6 @@ def encode_subscription(
     return _I16.pack(_SUB_VERSION) + body
 
 
-def _parse(schemas: Mapping[int, Any], data: bytes, what: str) -> Any:
-    if len(data) < 2:
-        raise DecodeError(f"{what} shorter than its version", message_name=what)
-    (version,) = _I16.unpack_from(data, 0)
-    if version < 0:
-        raise DecodeError(f"negative version {version}", message_name=what)
-    schema = schemas[min(version, max(schemas))].compile()
-    try:
-        return schema.parse_stream(BytesIO(data[2:]))
-    except DecodeError:
-        raise
-    except Exception as exc:  # construct errors: translate at the boundary
-        raise DecodeError(f"cannot parse: {exc}", message_name=what) from None
-
-
 def decode_subscription(
     member_id: str, data: bytes, instance_id: str | None = None
 ) -> MemberSubscription:
@@ -126,7 +109,9 @@ def decode_subscription(
     Raises:
         DecodeError: malformed metadata.
     """
-    sub = _parse(cp.CONSUMERPROTOCOLSUBSCRIPTION_SCHEMAS, data, "ConsumerProtocolSubscription")
+    sub = decode_versioned(
+        cp.CONSUMERPROTOCOLSUBSCRIPTION_SCHEMAS, data, "ConsumerProtocolSubscription"
+    )
     owned = tuple(TopicPartition(t.topic, p) for t in sub.owned_partitions for p in t.partitions)
     return MemberSubscription(
         member_id=member_id,
@@ -162,7 +147,9 @@ def decode_assignment(data: bytes) -> set[TopicPartition]:
     """
     if not data:
         return set()
-    obj = _parse(cp.CONSUMERPROTOCOLASSIGNMENT_SCHEMAS, data, "ConsumerProtocolAssignment")
+    obj = decode_versioned(
+        cp.CONSUMERPROTOCOLASSIGNMENT_SCHEMAS, data, "ConsumerProtocolAssignment"
+    )
     return {TopicPartition(t.topic, p) for t in obj.assigned_partitions for p in t.partitions}
 
 
