@@ -199,6 +199,13 @@ class ConsumerGroup:
             return "Reconciling"
         return "Stable"
 
+    def static_member(self, instance_id: str) -> ConsumerMember | None:
+        """The member that holds ``instance_id`` (at most one does)."""
+        for member in self.members.values():
+            if member.instance_id == instance_id:
+                return member
+        return None
+
     def owner_of(self, tp: TP, other_than: str) -> str | None:
         for member in self.members.values():
             if member.member_id != other_than and (tp in member.assigned or tp in member.revoking):
@@ -266,11 +273,7 @@ class ConsumerGroups:
         changed = False
         if request.member_epoch == 0:
             instance = request.instance_id
-            holder = None
-            if instance is not None:
-                holder = next(
-                    (m for m in group.members.values() if m.instance_id == instance), None
-                )
+            holder = group.static_member(instance) if instance is not None else None
             if holder is not None and holder.epoch == STATIC_LEAVE_EPOCH:
                 # The static member is back (as a new member id, usually): it takes
                 # over the assignment it left with; nothing else moves.
@@ -364,11 +367,7 @@ class ConsumerGroups:
                 return self._error(ErrorCode.UNKNOWN_MEMBER_ID, "unknown member")
             self._remove(group, request.member_id, now_ms)
         else:
-            holder = None
-            if group is not None:
-                holder = next(
-                    (m for m in group.members.values() if m.instance_id == instance), None
-                )
+            holder = group.static_member(instance) if group is not None else None
             if holder is None:
                 return self._error(
                     ErrorCode.UNKNOWN_MEMBER_ID, f"no static member with instance id {instance!r}"
