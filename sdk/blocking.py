@@ -334,8 +334,7 @@ class Producer(_Forwarding):
 
     async def _drain_task(self) -> None:
         while True:
-            async with self._drain_lock:
-                await self._hand_over()
+            await self._hand_over()
             with self._lock:
                 # Records queued after the hand-over saw an empty queue: go on.
                 if not self._queue:
@@ -343,34 +342,36 @@ class Producer(_Forwarding):
                     return
 
     async def _hand_over(self) -> None:
-        """Give every queued record to the async producer, in order (holding ``_drain_lock``)."""
-        queue = self._queue
-        send = self._producer.send
-        low = self._max_queued // 2
-        while True:
-            try:
-                topic, value, key, partition, headers, ts, future = queue.popleft()
-            except IndexError:
-                break
-            if self._waiting and len(queue) <= low:
+        """Give every queued record to the async producer, in order; one hand-over
+        at a time (``_drain_lock``), so that two never interleave their records."""
+        async with self._drain_lock:
+            queue = self._queue
+            send = self._producer.send
+            low = self._max_queued // 2
+            while True:
+                try:
+                    topic, value, key, partition, headers, ts, future = queue.popleft()
+                except IndexError:
+                    break
+                if self._waiting and len(queue) <= low:
+                    with self._lock:
+                        self._room.notify_all()
+                if future._cancelled:
+                    continue
+                try:
+                    handle = await send(
+                        topic, value, key, partition=partition, headers=headers, timestamp_ms=ts
+                    )
+                except Exception as exc:
+                    future._refused(exc)
+                    continue
+                except BaseException:
+                    future._refused(ClientClosedError("the producer is closed"))
+                    raise
+                future._taken(handle)
+            if self._waiting:
                 with self._lock:
                     self._room.notify_all()
-            if future._cancelled:
-                continue
-            try:
-                handle = await send(
-                    topic, value, key, partition=partition, headers=headers, timestamp_ms=ts
-                )
-            except Exception as exc:
-                future._refused(exc)
-                continue
-            except BaseException:
-                future._refused(ClientClosedError("the producer is closed"))
-                raise
-            future._taken(handle)
-        if self._waiting:
-            with self._lock:
-                self._room.notify_all()
 
     def _fail_queued(self, error: BaseException) -> None:
         with self._lock:
@@ -385,8 +386,7 @@ class Producer(_Forwarding):
         """Wait on the loop until ``future`` is done (its record handed over first)."""
 
         async def wait() -> None:
-            async with self._drain_lock:
-                await self._hand_over()
+            await self._hand_over()
             handle = future._handle
             if handle is not None and not handle.done():
                 try:
@@ -407,8 +407,7 @@ class Producer(_Forwarding):
 
     def _call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         async def after_queued() -> Any:
-            async with self._drain_lock:
-                await self._hand_over()
+            await self._hand_over()
             result = fn(*args, **kwargs)
             if hasattr(result, "__await__"):
                 result = await result
