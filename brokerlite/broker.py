@@ -104,6 +104,7 @@ from .handlers._base import (
 from .log import LogConfig, LogManager
 from .offsets import OffsetStore
 from .sasl import SaslSession, SaslState, UserStore
+from .scram import SCRAM_JOURNAL, ScramCredentials
 from .transactions import TransactionCoordinator, TxnCompletion, classic_group_validator
 from .txn_journal import TxnJournal, WrittenMarker
 
@@ -201,7 +202,11 @@ class Broker:
             self.cluster_id = _load_cluster_id(self.data_dir, config)
             self._producer_ids = _ProducerIdAllocator(self.data_dir / "producer-id-block")
             store = OffsetStore(self.data_dir / GROUPS_JOURNAL)
+            scram: ScramCredentials | None = None
             try:
+                # SCRAM credentials changed through the admin API (KIP-554) win over
+                # the configuration's; SCRAM logins look them up there from now on.
+                scram = ScramCredentials.open(self.data_dir / SCRAM_JOURNAL, self.sasl_users)
                 self.groups = GroupCoordinator(
                     store,
                     initial_rebalance_delay_ms=config.group_initial_rebalance_delay_ms,
@@ -230,8 +235,11 @@ class Broker:
                     log_end_offset=self._log_end_offset,
                 )
             except BaseException:
+                if scram is not None:
+                    scram.close()
                 store.close()
                 raise
+            self.scram = scram
         except BaseException:
             self.logs.close()
             raise
@@ -1095,6 +1103,10 @@ class Broker:
                 self.producers.close()
             except Exception:
                 log.exception("cannot snapshot the producer states; the next start replays")
+            try:
+                self.scram.close()
+            except Exception:
+                log.exception("cannot close the SCRAM credential journal")
             try:
                 self.txn.close()
             finally:

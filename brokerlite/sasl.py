@@ -36,14 +36,18 @@ Rules and invariants (Kafka's ``SaslServerAuthenticator``, KIP-43 and KIP-152):
 * A misbehaving mechanism (an unexpected exception) fails the session like bad
   credentials, with a generic message; it never reaches another connection.
 * Passwords are kept only for PLAIN (it compares them); SCRAM keeps derived
-  credentials (salted, 4096 iterations), made when the broker starts.
+  credentials (salted, 4096 iterations), made when the broker starts. Once the
+  broker hands the store its :class:`~.scram.ScramCredentials`, SCRAM logins
+  look up there, where AlterUserScramCredentials changes win over the
+  configuration (PLAIN passwords only ever come from the configuration).
 """
 
 from __future__ import annotations
 
 import enum
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING
 
 from trafka.codec.errors import ErrorCode
 from trafka.codec.sasl import (
@@ -55,6 +59,9 @@ from trafka.codec.sasl import (
 )
 
 from .config import BrokerConfig, ConfigError, check_user, read_users_file
+
+if TYPE_CHECKING:
+    from .scram import ScramCredentials
 
 __all__ = ["SaslSession", "SaslState", "SaslStateError", "UserStore"]
 
@@ -90,6 +97,7 @@ class UserStore:
         self._scram: dict[str, dict[str, ScramCredential]] = {
             mechanism: {} for mechanism in SCRAM_MECHANISMS if mechanism in enabled
         }
+        self._managed: ScramCredentials | None = None
         keep_passwords = "PLAIN" in enabled
         for name, password in users:
             if keep_passwords:
@@ -120,7 +128,18 @@ class UserStore:
 
     def scram_credential(self, mechanism: str, name: str) -> ScramCredential | None:
         """The SCRAM credential of ``name`` for ``mechanism``; None when unknown."""
+        if self._managed is not None:
+            return self._managed.lookup(mechanism, name)
         return self._scram.get(mechanism, {}).get(name)
+
+    def configured_scram(self) -> Mapping[str, Mapping[str, ScramCredential]]:
+        """The SCRAM credentials derived from the configuration, by mechanism then user."""
+        return self._scram
+
+    def manage_scram(self, credentials: ScramCredentials) -> None:
+        """Look SCRAM credentials up in ``credentials`` from now on (the
+        configuration's, changed through AlterUserScramCredentials)."""
+        self._managed = credentials
 
 
 class SaslSession:

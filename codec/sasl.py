@@ -50,6 +50,8 @@ from .errors import TrafkaError
 __all__ = [
     "MECHANISMS",
     "SCRAM_MECHANISMS",
+    "SCRAM_MECHANISM_NAMES",
+    "SCRAM_MECHANISM_TYPES",
     "PlainServer",
     "SaslAuthenticationError",
     "SaslError",
@@ -58,10 +60,15 @@ __all__ = [
     "ScramCredential",
     "ScramServer",
     "plain_message",
+    "salted_password",
 ]
 
 SCRAM_MECHANISMS = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}
 MECHANISMS = ("PLAIN", *SCRAM_MECHANISMS)
+# Kafka's numbers for the SCRAM mechanisms in DescribeUserScramCredentials and
+# AlterUserScramCredentials (KIP-554); 0 is Kafka's UNKNOWN and has no name.
+SCRAM_MECHANISM_TYPES = {"SCRAM-SHA-256": 1, "SCRAM-SHA-512": 2}
+SCRAM_MECHANISM_NAMES = {number: name for name, number in SCRAM_MECHANISM_TYPES.items()}
 
 # Kafka refuses SCRAM credentials below 4096 iterations (and above 16384).
 MIN_ITERATIONS = 4096
@@ -144,13 +151,16 @@ class PlainServer:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class ScramCredential:
-    """What a server stores for a SCRAM user (never the password itself)."""
+    """What a server stores for a SCRAM user (never the password itself).
+
+    The salt and keys stay out of ``repr``, so that a log line never shows them.
+    """
 
     mechanism: str
-    salt: bytes
+    salt: bytes = dataclasses.field(repr=False)
     iterations: int
-    stored_key: bytes
-    server_key: bytes
+    stored_key: bytes = dataclasses.field(repr=False)
+    server_key: bytes = dataclasses.field(repr=False)
 
     @classmethod
     def from_password(
@@ -167,15 +177,39 @@ class ScramCredential:
                 f"SCRAM iterations must be between {MIN_ITERATIONS} and {MAX_ITERATIONS}"
             )
         salt = secrets.token_bytes(32) if salt is None else salt
-        salted = _salted_password(algo, password, salt, iterations)
+        return cls.from_salted_password(
+            mechanism, salt, iterations, _salted_password(algo, password, salt, iterations)
+        )
+
+    @classmethod
+    def from_salted_password(
+        cls, mechanism: str, salt: bytes, iterations: int, salted: bytes
+    ) -> ScramCredential:
+        """The credential of a password a client salted itself (KIP-554's upsertion).
+
+        ``salted`` is ``Hi(password, salt, iterations)`` (:func:`salted_password`);
+        the iteration count is not checked here (the caller decides what it accepts).
+        """
+        algo = _algorithm(mechanism)
         client_key = _hmac(algo, salted, b"Client Key")
         return cls(
             mechanism=mechanism,
-            salt=salt,
+            salt=bytes(salt),
             iterations=iterations,
             stored_key=hashlib.new(algo, client_key).digest(),
             server_key=_hmac(algo, salted, b"Server Key"),
         )
+
+
+def salted_password(mechanism: str, password: str, salt: bytes, iterations: int) -> bytes:
+    """SCRAM's ``SaltedPassword``: PBKDF2 of the UTF-8 password with the mechanism's hash.
+
+    What an AlterUserScramCredentials upsertion carries instead of the password.
+
+    Raises:
+        ValueError: an unknown mechanism.
+    """
+    return _salted_password(_algorithm(mechanism), password, salt, iterations)
 
 
 class ScramClient:

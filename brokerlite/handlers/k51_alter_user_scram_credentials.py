@@ -1,0 +1,52 @@
+"""AlterUserScramCredentials (key 51), version 0: set and delete users' SCRAM
+credentials (KIP-554).
+
+Answered by :meth:`ScramCredentials.alter <trafka.brokerlite.scram.ScramCredentials.alter>`
+as Kafka's controller answers: an upsertion carries the salt, the iteration
+count and the password as the client salted it, from which the broker keeps
+StoredKey and ServerKey (never the password). Per user: DUPLICATE_RESOURCE for
+a user named more than once in the request, UNACCEPTABLE_CREDENTIAL for an
+empty name or iterations outside 4096-16384, UNSUPPORTED_SASL_MECHANISM for a
+mechanism other than 1 and 2, RESOURCE_NOT_FOUND for deleting a credential that
+does not exist. The valid changes are written to the data directory (one
+journal entry) before the answer, and count for the next SCRAM login. Served
+on every listener (brokerlite has no ACLs).
+"""
+
+from __future__ import annotations
+
+from trafka.codec.errors import ErrorCode
+from trafka.codec.messages import k51_alter_user_scram_credentials as m
+
+from ._base import HandlerSpec, RequestContext
+
+API_KEY = 51
+MIN_VERSION = 0
+MAX_VERSION = 0
+
+
+def handle(
+    ctx: RequestContext, request: m.AlterUserScramCredentialsRequest
+) -> m.AlterUserScramCredentialsResponse:
+    return ctx.broker.scram.alter(request)
+
+
+def error_response(
+    request: m.AlterUserScramCredentialsRequest | None, version: int, code: ErrorCode
+) -> m.AlterUserScramCredentialsResponse:
+    # As Kafka: the error for each user the request names.
+    users: dict[str, None] = {}
+    if request is not None:
+        users = dict.fromkeys(d.name for d in request.deletions)
+        users.update(dict.fromkeys(u.name for u in request.upsertions))
+    return m.AlterUserScramCredentialsResponse(
+        results=[
+            m.AlterUserScramCredentialsResponse.AlterUserScramCredentialsResult(
+                user=name, error_code=code, error_message=None
+            )
+            for name in users
+        ]
+    )
+
+
+SPEC = HandlerSpec(API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response)
