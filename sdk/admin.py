@@ -1,11 +1,13 @@
-"""The admin client: topics, partitions, configs, groups, offsets, records and transactions.
+"""The admin client: topics, partitions, configs, groups, offsets, records, transactions
+and users' SCRAM credentials.
 
 Rules:
 
 * :func:`open_admin` owns its tasks and connections; errors leave as
   themselves, never as an ExceptionGroup.
-* Requests go to the broker Kafka routes them to: topic and config changes to
-  the controller when metadata names one (any broker forwards in KRaft),
+* Requests go to the broker Kafka routes them to: topic, config and SCRAM
+  credential changes to the controller when metadata names one (any broker
+  forwards in KRaft),
   group operations to the group's coordinator, record and producer-state
   operations to each partition's leader, transaction operations to each
   transactional id's coordinator (ListTransactions to every broker).
@@ -19,6 +21,7 @@ Rules:
 from __future__ import annotations
 
 import dataclasses
+import secrets
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from contextlib import asynccontextmanager
@@ -42,11 +45,19 @@ from trafka.codec.messages import k37_create_partitions as cpart
 from trafka.codec.messages import k42_delete_groups as dgr
 from trafka.codec.messages import k44_incremental_alter_configs as iac
 from trafka.codec.messages import k47_offset_delete as odel
+from trafka.codec.messages import k50_describe_user_scram_credentials as dusc
+from trafka.codec.messages import k51_alter_user_scram_credentials as ausc
 from trafka.codec.messages import k60_describe_cluster as dcl
 from trafka.codec.messages import k61_describe_producers as dp
 from trafka.codec.messages import k65_describe_transactions as dtx
 from trafka.codec.messages import k66_list_transactions as ltx
 from trafka.codec.messages import k69_consumer_group_describe as cgd
+from trafka.codec.sasl import (
+    MIN_ITERATIONS,
+    SCRAM_MECHANISM_NAMES,
+    SCRAM_MECHANISM_TYPES,
+    salted_password,
+)
 
 from ._util import owned_task_group
 from .assignors import decode_assignment
@@ -74,8 +85,12 @@ __all__ = [
     "MemberDescription",
     "NewTopic",
     "ProducerState",
+    "ScramCredentialInfo",
     "TransactionDescription",
     "TransactionListing",
+    "UserScramCredentialDeletion",
+    "UserScramCredentialUpsertion",
+    "UserScramCredentialsDescription",
     "open_admin",
 ]
 
@@ -200,6 +215,56 @@ class TransactionDescription:
     transaction_timeout_ms: int
     transaction_start_time_ms: int | None
     topic_partitions: frozenset[TopicPartition]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ScramCredentialInfo:
+    """One SCRAM credential of a user: its mechanism (``SCRAM-SHA-256`` or
+    ``SCRAM-SHA-512``) and iteration count (DescribeUserScramCredentials)."""
+
+    mechanism: str
+    iterations: int
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class UserScramCredentialsDescription:
+    """A user's SCRAM credentials, by mechanism number (never their secrets)."""
+
+    user: str
+    credential_infos: tuple[ScramCredentialInfo, ...]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class UserScramCredentialUpsertion:
+    """Set ``user``'s password for one SCRAM mechanism (KIP-554).
+
+    The client salts and hashes the password itself (a random salt unless
+    ``salt`` is given, ``iterations`` rounds of PBKDF2); the broker receives
+    only the salted password. Neither the password nor the salt is in ``repr``.
+    """
+
+    user: str
+    password: str = dataclasses.field(repr=False)
+    mechanism: str = "SCRAM-SHA-256"
+    iterations: int = MIN_ITERATIONS
+    salt: bytes | None = dataclasses.field(default=None, repr=False)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class UserScramCredentialDeletion:
+    """Delete ``user``'s credential for one SCRAM mechanism (KIP-554)."""
+
+    user: str
+    mechanism: str = "SCRAM-SHA-256"
+
+
+def _scram_type(mechanism: str) -> int:
+    try:
+        return SCRAM_MECHANISM_TYPES[mechanism.upper()]
+    except KeyError:
+        raise ValueError(
+            f"unknown SCRAM mechanism {mechanism!r}; known: {', '.join(SCRAM_MECHANISM_TYPES)}"
+        ) from None
 
 
 #: The coordinator states in which a transaction still ends by itself.
@@ -995,6 +1060,132 @@ class Admin:
                     )
 
         await self._calls.run("delete_consumer_group_offsets", timeout_ms, attempt)
+
+    # -- users ------------------------------------------------------------------------------
+
+    async def describe_user_scram_credentials(
+        self, users: Iterable[str] | None = None, *, timeout_ms: int | None = None
+    ) -> dict[str, UserScramCredentialsDescription]:
+        """The SCRAM credentials of ``users`` (every user that has one when None):
+        mechanisms and iteration counts (DescribeUserScramCredentials, KIP-554).
+
+        Raises:
+            KafkaError: RESOURCE_NOT_FOUND for a user without SCRAM credentials
+                (the first failing user, in the order given), or the broker's
+                error for the whole request.
+        """
+        names = None if users is None else list(dict.fromkeys(users))
+        req = dusc.DescribeUserScramCredentialsRequest
+
+        async def attempt(deadline: float) -> dict[str, UserScramCredentialsDescription]:
+            conn = await self._cluster.any_connection()
+            body = req(users=None if names is None else [req.UserName(name=n) for n in names])
+            resp = await conn.request(50, body)
+            check(
+                resp.error_code,
+                "describing SCRAM credentials",
+                resp.error_message,
+                again=TRANSIENT,
+            )
+            out: dict[str, UserScramCredentialsDescription] = {}
+            failed: dict[str, KafkaError] = {}
+            for r in resp.results:
+                if r.error_code:
+                    what = f"describing the SCRAM credentials of user {r.user!r}"
+                    failed[r.user] = KafkaError(
+                        r.error_code, f"{what}: {r.error_message}" if r.error_message else what
+                    )
+                    continue
+                infos = tuple(
+                    ScramCredentialInfo(
+                        SCRAM_MECHANISM_NAMES.get(c.mechanism, f"UNKNOWN-{c.mechanism}"),
+                        c.iterations,
+                    )
+                    for c in r.credential_infos
+                )
+                out[r.user] = UserScramCredentialsDescription(r.user, infos)
+            if names is None:
+                _first_failure(sorted(failed), failed)
+                return dict(sorted(out.items()))
+            _first_failure(names, failed)
+            for n in names:
+                if n not in out:
+                    raise KafkaError(
+                        ErrorCode.UNKNOWN_SERVER_ERROR,
+                        f"describing the SCRAM credentials of user {n!r}: no answer",
+                    )
+            return {n: out[n] for n in names}
+
+        return await self._calls.run("describe_user_scram_credentials", timeout_ms, attempt)
+
+    async def alter_user_scram_credentials(
+        self,
+        alterations: Iterable[UserScramCredentialUpsertion | UserScramCredentialDeletion],
+        *,
+        timeout_ms: int | None = None,
+    ) -> None:
+        """Set or delete users' SCRAM credentials (AlterUserScramCredentials, KIP-554).
+
+        An upsertion's password is salted and hashed here (PBKDF2 with the
+        mechanism's hash); only the salt, the iteration count and the salted
+        password are sent. A user takes effect for its next login.
+
+        Args:
+            alterations: at most one per user: as Kafka, a user named twice in
+                one call (even for two mechanisms) is refused with DUPLICATE_RESOURCE.
+
+        Raises:
+            ValueError: an unknown mechanism name, or iterations below 1.
+            KafkaError: for the first user that failed, in the order given (the
+                other users' changes are made): UNACCEPTABLE_CREDENTIAL (empty
+                name, iterations outside 4096-16384), UNSUPPORTED_SASL_MECHANISM,
+                RESOURCE_NOT_FOUND (deleting a credential that does not exist),
+                DUPLICATE_RESOURCE.
+        """
+        req = ausc.AlterUserScramCredentialsRequest
+        deletions: list[Any] = []
+        upsertions: list[Any] = []
+        names: dict[str, None] = {}  # in the order given
+        for alt in alterations:
+            mechanism = _scram_type(alt.mechanism)
+            names.setdefault(alt.user)
+            if isinstance(alt, UserScramCredentialDeletion):
+                deletions.append(req.ScramCredentialDeletion(name=alt.user, mechanism=mechanism))
+                continue
+            if alt.iterations < 1:
+                raise ValueError(f"SCRAM iterations must be positive, not {alt.iterations}")
+            salt = secrets.token_bytes(32) if alt.salt is None else alt.salt
+            upsertions.append(
+                req.ScramCredentialUpsertion(
+                    name=alt.user,
+                    mechanism=mechanism,
+                    iterations=alt.iterations,
+                    salt=salt,
+                    salted_password=salted_password(
+                        alt.mechanism.upper(), alt.password, salt, alt.iterations
+                    ),
+                )
+            )
+        pending = set(names)
+        failed: dict[str, KafkaError] = {}
+
+        async def attempt(deadline: float) -> None:
+            conn = await self._controller()
+            body = req(
+                deletions=[d for d in deletions if d.name in pending],
+                upsertions=[u for u in upsertions if u.name in pending],
+            )
+            resp = await conn.request(51, body)
+            _settle(
+                ((r.user, r.error_code, r.error_message) for r in resp.results),
+                pending,
+                failed,
+                "altering the SCRAM credentials of user",
+            )
+
+        if names:
+            await self._calls.run("alter_user_scram_credentials", timeout_ms, attempt)
+        _first_failure(names, failed)
 
     # -- transactions -----------------------------------------------------------------------
 
