@@ -32,6 +32,7 @@ SUBCOMMANDS: dict[str, str] = {
     "topics": "trafka.tools.cli_client:topics_command",
     "groups": "trafka.tools.cli_client:groups_command",
     "transactions": "trafka.tools.cli_transactions:transactions_command",
+    "users": "trafka.tools.cli_users:users_command",
 }
 
 
