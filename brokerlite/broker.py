@@ -170,6 +170,7 @@ class Broker:
             cannot be created or read.
         OffsetStoreError: the committed-offsets journal cannot be read.
         TxnJournalError: the transaction journal cannot be read.
+        ScramStoreError: the SCRAM credential journal cannot be read.
         ConfigError: ``config.cluster_id`` contradicts the one stored in ``data_dir``,
             or the SASL users file cannot be read.
     """

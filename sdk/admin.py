@@ -1066,8 +1066,9 @@ class Admin:
     async def describe_user_scram_credentials(
         self, users: Iterable[str] | None = None, *, timeout_ms: int | None = None
     ) -> dict[str, UserScramCredentialsDescription]:
-        """The SCRAM credentials of ``users`` (every user that has one when None):
-        mechanisms and iteration counts (DescribeUserScramCredentials, KIP-554).
+        """The SCRAM credentials of ``users`` (every user that has one when None,
+        nobody for an empty list): mechanisms and iteration counts
+        (DescribeUserScramCredentials, KIP-554).
 
         Raises:
             KafkaError: RESOURCE_NOT_FOUND for a user without SCRAM credentials
@@ -1075,6 +1076,8 @@ class Admin:
                 error for the whole request.
         """
         names = None if users is None else list(dict.fromkeys(users))
+        if names == []:
+            return {}  # (an empty list would ask the broker for every user)
         req = dusc.DescribeUserScramCredentialsRequest
 
         async def attempt(deadline: float) -> dict[str, UserScramCredentialsDescription]:

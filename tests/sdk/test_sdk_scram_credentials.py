@@ -184,6 +184,7 @@ def test_refusals_are_kafka_errors_per_user_and_the_others_go_through(
                 assert [d.credential_infos for d in found.values()] == [
                     (ScramCredentialInfo("SCRAM-SHA-256", 4096),)
                 ] * 2
+                assert await admin.describe_user_scram_credentials([]) == {}
                 everyone = await admin.describe_user_scram_credentials()
                 assert {good, twice, "admin", "cfg"} <= set(everyone)
                 assert weak not in everyone and missing not in everyone
