@@ -146,6 +146,10 @@ class BrokerConfig:
         flush_interval_messages, flush_interval_ms: topic defaults, as Kafka's
             ``log.*`` settings (``flush_*=None`` leaves flushing to the OS).
         log_retention_check_interval_ms: how often retention is applied.
+        log_cleaner_enable: compact the topics whose ``cleanup.policy`` includes
+            ``compact`` (Kafka's ``log.cleaner.enable``).
+        log_cleaner_backoff_ms: how long the cleaner waits when no partition
+            needs compacting (``log.cleaner.backoff.ms``).
         group_initial_rebalance_delay_ms: wait for more members before the first
             rebalance of an empty group (Kafka 3000; tests use 0).
         group_min_session_timeout_ms, group_max_session_timeout_ms: accepted
@@ -211,6 +215,8 @@ class BrokerConfig:
     flush_interval_messages: int | None = None
     flush_interval_ms: int | None = None
     log_retention_check_interval_ms: int = 300_000
+    log_cleaner_enable: bool = True
+    log_cleaner_backoff_ms: int = 15_000
     group_initial_rebalance_delay_ms: int = 3000
     group_min_session_timeout_ms: int = 6000
     group_max_session_timeout_ms: int = 1_800_000
@@ -275,6 +281,7 @@ class BrokerConfig:
             "log_index_interval_bytes",
             "message_max_bytes",
             "log_retention_check_interval_ms",
+            "log_cleaner_backoff_ms",
             "socket_request_max_bytes",
             "transaction_max_timeout_ms",
             "transactional_id_expiration_ms",
@@ -551,6 +558,8 @@ _KAFKA_FIELD_NAMES: dict[str, str] = {
     "flush_interval_messages": "log.flush.interval.messages",
     "flush_interval_ms": "log.flush.interval.ms",
     "log_retention_check_interval_ms": "log.retention.check.interval.ms",
+    "log_cleaner_enable": "log.cleaner.enable",
+    "log_cleaner_backoff_ms": "log.cleaner.backoff.ms",
     "group_initial_rebalance_delay_ms": "group.initial.rebalance.delay.ms",
     "group_min_session_timeout_ms": "group.min.session.timeout.ms",
     "group_max_session_timeout_ms": "group.max.session.timeout.ms",

@@ -46,6 +46,7 @@ from typing import NamedTuple
 from trafka.codec.errors import DecodeError, ErrorCode
 from trafka.codec.records import ControlRecordType, encode_control_batch
 
+from .cleaner import CleaningPass, CleaningStats
 from .log import AppendResult, LogManager, PartitionLog, atomic_write
 from .producer_state import (
     DEFAULT_PRODUCER_ID_EXPIRATION_MS,
@@ -55,7 +56,7 @@ from .producer_state import (
     replay_log,
 )
 
-__all__ = ["ProduceResult", "ProducerStates", "TxnVerifier"]
+__all__ = ["CleaningJob", "ProduceResult", "ProducerStates", "TxnVerifier"]
 
 logger = logging.getLogger("trafka.brokerlite.eos")
 
@@ -64,6 +65,16 @@ SNAPSHOTS_KEPT = 2
 
 TxnVerifier = Callable[[str, int, int, str, int], ErrorCode]
 """``(transactional_id, producer_id, producer_epoch, topic, partition) -> ErrorCode``."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class CleaningJob:
+    """A compaction pass planned for one partition (:meth:`ProducerStates.plan_cleaning`)."""
+
+    topic: str
+    partition: int
+    log: PartitionLog
+    cleaning: CleaningPass
 
 
 class ProduceResult(NamedTuple):
@@ -335,6 +346,84 @@ class ProducerStates:
             if entry.state.map_end_offset != entry.snapshot_offset:
                 self._write_snapshot(entry)
         self._loaded.clear()
+
+    # -- compaction ---------------------------------------------------------------------------
+
+    def plan_cleaning(self, now_ms: int, *, force: bool = False) -> CleaningJob | None:
+        """The compaction pass due most, over all compacted partitions (see ``cleaner.py``).
+
+        The partition with the largest dirty ratio among those due goes first. The
+        pass gets what only the producer state knows: the last stable offset (no
+        open transaction is compacted), the aborted transactions (their records
+        go) and each producer's last batch (kept for its sequence state).
+
+        Args:
+            now_ms: the current time.
+            force: plan a pass for any partition with dirty bytes.
+
+        Returns:
+            The job (run its ``cleaning.run()``, then :meth:`finish_cleaning`), or None.
+        """
+        candidates: list[tuple[float, str, int, PartitionLog]] = []
+        for info in self._logs.topics():
+            if not self._logs.config(info.name).compact:
+                continue
+            for index, log in enumerate(self._logs.partitions(info.name)):
+                if log.cleaning or log.closed:
+                    continue
+                lso = self.last_stable_offset(info.name, index)
+                ratio = log.dirty_ratio(now_ms, last_stable_offset=lso)
+                if ratio > 0:
+                    candidates.append((ratio, info.name, index, log))
+        candidates.sort(key=lambda c: -c[0])
+        for _, topic, index, log in candidates:
+            state = self._entry(topic, index, log).state
+            aborted: dict[int, list[tuple[int, int]]] = {}
+            for txn in state.aborted_index():
+                aborted.setdefault(txn.producer_id, []).append((txn.first_offset, txn.last_offset))
+            last_offsets = {
+                pid: entry.batches[-1].last_offset
+                for pid, entry in state.producers.items()
+                if entry.batches
+            }
+            cleaning = log.plan_cleaning(
+                now_ms,
+                last_stable_offset=state.last_stable_offset(
+                    log.log_end_offset, log.log_start_offset
+                ),
+                aborted=aborted,
+                producer_last_offsets=last_offsets,
+                force=force,
+            )
+            if cleaning is not None:
+                return CleaningJob(topic, index, log, cleaning)
+        return None
+
+    def finish_cleaning(self, job: CleaningJob, now_ms: int) -> CleaningStats | None:
+        """Swap a finished pass in (see :meth:`PartitionLog.finish_cleaning`).
+
+        Returns:
+            The pass's figures, or None when it was thrown away (the log changed
+            or went away meanwhile).
+
+        Raises:
+            LogStorageError: the swap failed half-way (the log is offline).
+        """
+        current = self._logs.partition(job.topic, job.partition) if self._has(job) else None
+        if current is not job.log:
+            job.cleaning.discard()
+            return None
+        return job.log.finish_cleaning(job.cleaning, now_ms=now_ms)
+
+    def abandon_cleaning(self, job: CleaningJob, reason: str) -> None:
+        """Throw away a pass that failed: its files go, and its partition is not
+        compacted again until the broker restarts."""
+        job.cleaning.discard()
+        job.log.abandon_cleaning(job.cleaning, reason)
+
+    def _has(self, job: CleaningJob) -> bool:
+        info = self._logs.topic(job.topic)
+        return info is not None and job.partition < info.num_partitions
 
     # -- internals ----------------------------------------------------------------------------
 

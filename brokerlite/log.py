@@ -67,12 +67,20 @@ import shutil
 import struct
 import uuid
 from bisect import bisect_right
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from trafka.codec.crc import crc32c
 
+from .cleaner import (
+    CLEANED_SUFFIX,
+    CleanedGroup,
+    CleaningPass,
+    CleaningStats,
+    Source,
+    complete_swaps,
+)
 from .errors import (
     CorruptRecordError,
     InvalidConfigError,
@@ -152,9 +160,13 @@ class LogConfig:
         message_max_bytes: the largest batch accepted, header included.
         message_timestamp_type: ``CreateTime`` (keep the producer's timestamps) or
             ``LogAppendTime`` (the broker stamps each batch on append).
-        cleanup_policy: ``delete``, ``compact`` or ``compact,delete``. Compaction
-            never runs here: a ``compact``-only topic keeps all its data (a superset
-            of what a compacted log holds), ``delete`` enables time/size retention.
+        cleanup_policy: ``delete``, ``compact`` or ``compact,delete``: ``delete``
+            enables time/size retention, ``compact`` log compaction (``cleaner.py``).
+        delete_retention_ms: how long compaction keeps a tombstone (a null value).
+        min_cleanable_dirty_ratio: compact once this share of the cleanable bytes
+            has not been compacted yet.
+        min_compaction_lag_ms: records younger than this are not compacted.
+        max_compaction_lag_ms: compact records older than this whatever the ratio.
     """
 
     segment_bytes: int = 1073741824
@@ -167,6 +179,10 @@ class LogConfig:
     message_max_bytes: int = 1048588
     message_timestamp_type: str = "CreateTime"
     cleanup_policy: str = "delete"
+    delete_retention_ms: int = 86_400_000
+    min_cleanable_dirty_ratio: float = 0.5
+    min_compaction_lag_ms: int = 0
+    max_compaction_lag_ms: int = _LONG_MAX
 
     def __post_init__(self) -> None:
         if not 14 <= self.segment_bytes <= INT32_MAX:
@@ -193,6 +209,17 @@ class LogConfig:
             raise ValueError(
                 f"cleanup_policy must be delete and/or compact, got {self.cleanup_policy!r}"
             )
+        if self.delete_retention_ms < 0 or self.min_compaction_lag_ms < 0:
+            raise ValueError("delete_retention_ms and min_compaction_lag_ms must be >= 0")
+        if self.max_compaction_lag_ms < 1:
+            raise ValueError("max_compaction_lag_ms must be positive")
+        if not 0 <= self.min_cleanable_dirty_ratio <= 1:
+            raise ValueError("min_cleanable_dirty_ratio must be in [0, 1]")
+
+    @property
+    def compact(self) -> bool:
+        """Whether the cleanup policy includes compaction."""
+        return "compact" in self.cleanup_policy.split(",")
 
 
 # -- results -------------------------------------------------------------------------------------
@@ -290,6 +317,7 @@ class PartitionLog:
         *,
         log_start_offset: int,
         recovery_point: int,
+        clean_offset: int = 0,
         clean_marker: bool,
         now_ms: int,
     ) -> None:
@@ -303,6 +331,10 @@ class PartitionLog:
         self._next_offset = segments[-1].next_offset
         self._log_start = log_start_offset
         self._recovery_point = recovery_point
+        self._clean_offset = clean_offset
+        self._cleaning: CleaningPass | None = None
+        self._uncleanable: str | None = None
+        self._tombstones_due_ms: int | None = None
         self._clean_marker = clean_marker
         self._opened_clean = clean_marker
         self._unflushed = 0
@@ -335,10 +367,11 @@ class PartitionLog:
     @classmethod
     def _open(cls, directory: Path, config: LogConfig, now_ms: int) -> PartitionLog:
         directory.mkdir(parents=True, exist_ok=True)
+        complete_swaps(directory)
         log_bases: set[int] = set()
         index_files: list[tuple[int, str]] = []
         for name in os.listdir(directory):
-            if name.endswith((".tmp", ".deleted")):
+            if name.endswith((".tmp", ".deleted", CLEANED_SUFFIX)):
                 (directory / name).unlink()
                 continue
             stem, _, ext = name.partition(".")
@@ -356,15 +389,19 @@ class PartitionLog:
         clean = marker.exists() and checkpoint is not None
         if marker.exists() and not clean:
             marker.unlink()
-        log_start, recovery_point = checkpoint if checkpoint is not None else (0, 0)
+        log_start, recovery_point, clean_offset = (
+            checkpoint if checkpoint is not None else (0, 0, 0)
+        )
         bases = sorted(log_bases)
         segments: list[Segment] = []
         try:
             for i, base in enumerate(bases):
                 next_base = bases[i + 1] if i + 1 < len(bases) else None
-                if segments and segments[-1].next_offset != base:
-                    # A hole or an overlap after a corrupt segment: what follows cannot
-                    # be served without breaking offset order, as in Kafka.
+                if segments and (segments[-1].next_offset > base or segments[-1].truncated):
+                    # An overlap, or anything after a segment that recovery cut short:
+                    # what follows cannot be trusted to continue it, as in Kafka. (A
+                    # gap alone is what compaction leaves when it removes a segment's
+                    # last batches.)
                     logger.warning(
                         "%s: segment %d does not follow offset %d; deleting it and later segments",
                         directory,
@@ -381,6 +418,8 @@ class PartitionLog:
                     index_interval_bytes=config.index_interval_bytes,
                     now_ms=now_ms,
                     validate=validate,
+                    gaps=base < clean_offset,
+                    offset_limit=next_base,
                 )
                 if recovered and clean:
                     # The marker vouched for files that were not consistent: stop
@@ -388,7 +427,9 @@ class PartitionLog:
                     marker.unlink()
                     _fsync_dir(directory)
                     clean = False
-                if seg.size == 0 and next_base is not None:
+                if seg.size == 0 and next_base is not None and (segments or seg.truncated):
+                    # Kept only as the first segment: compaction leaves an emptied
+                    # first segment so that the log start offset stays where it is.
                     seg.delete()
                     continue
                 segments.append(seg)
@@ -406,6 +447,7 @@ class PartitionLog:
             segments,
             log_start_offset=log_start,
             recovery_point=recovery_point,
+            clean_offset=min(clean_offset, log_end),
             clean_marker=clean,
             now_ms=now_ms,
         )
@@ -546,6 +588,8 @@ class PartitionLog:
             count_total += count
             pos = end
         view.release()
+        if from_client and cfg.compact:
+            _check_keys(buf, batches)
         if n > cfg.segment_bytes:
             raise RecordBatchTooLargeError(
                 f"{n} bytes of record batches cannot fit a segment of segment.bytes={cfg.segment_bytes}"
@@ -788,6 +832,226 @@ class PartitionLog:
         if count:
             self._log_start = max(self._log_start, self._segments[0].base_offset)
 
+    # -- compaction --------------------------------------------------------------------------
+
+    @property
+    def clean_offset(self) -> int:
+        """Where the part of the log that no compaction pass has covered yet starts."""
+        return self._clean_offset
+
+    @property
+    def cleaning(self) -> bool:
+        """Whether a compaction pass is planned and not finished yet."""
+        return self._cleaning is not None
+
+    def _cleanable_count(self, now_ms: int, last_stable_offset: int) -> int:
+        """How many of the oldest segments a compaction pass may rewrite."""
+        lag = self._config.min_compaction_lag_ms
+        count = 0
+        for seg in self._segments[:-1]:
+            if seg.next_offset > last_stable_offset:
+                break
+            if lag and _segment_time(seg) > now_ms - lag:
+                break
+            count += 1
+        return count
+
+    def dirty_ratio(self, now_ms: int, *, last_stable_offset: int) -> float:
+        """The share of the cleanable bytes that no compaction pass has covered yet."""
+        count = self._cleanable_count(now_ms, last_stable_offset)
+        segments = self._segments[:count]
+        dirty = sum(seg.size for seg in segments if seg.base_offset >= self._clean_offset)
+        total = sum(seg.size for seg in segments)
+        return dirty / total if total else 0.0
+
+    def plan_cleaning(
+        self,
+        now_ms: int,
+        *,
+        last_stable_offset: int,
+        aborted: Mapping[int, Sequence[tuple[int, int]]] | None = None,
+        producer_last_offsets: Mapping[int, int] | None = None,
+        force: bool = False,
+        max_keys: int | None = None,
+    ) -> CleaningPass | None:
+        """A compaction pass over this log, when one is due (see ``cleaner.py``).
+
+        Due when the cleanup policy includes ``compact``, the cleanable segments hold
+        dirty bytes, and either they are at least ``min_cleanable_dirty_ratio`` of the
+        cleanable bytes, or the oldest dirty segment is older than
+        ``max_compaction_lag_ms`` (or ``force``). Run the pass
+        (:meth:`CleaningPass.run`, in a thread if wanted), then hand it to
+        :meth:`finish_cleaning`. One pass at a time per log.
+
+        Args:
+            now_ms: the current time.
+            last_stable_offset: nothing at or above it is touched (open transactions).
+            aborted: per producer id, the ``(first offset, marker offset)`` of its
+                aborted transactions: their records are removed.
+            producer_last_offsets: per producer id, the last offset of its last
+                batch: that batch is kept (emptied if need be) for producer state.
+            force: plan a pass whenever anything is dirty.
+            max_keys: the most keys a pass maps (default: the cleaner's).
+
+        Returns:
+            The pass, or None when none is due.
+        """
+        cfg = self._config
+        if (
+            not cfg.compact
+            or self._cleaning is not None
+            or self._uncleanable is not None
+            or self._closed
+            or self._offline
+        ):
+            return None
+        count = self._cleanable_count(now_ms, last_stable_offset)
+        segments = self._segments
+        dirty_index = 0
+        while dirty_index < count and segments[dirty_index].base_offset < self._clean_offset:
+            dirty_index += 1
+        dirty = sum(seg.size for seg in segments[dirty_index:count])
+        tombstones_due = self._tombstones_due_ms is not None and now_ms >= self._tombstones_due_ms
+        if not dirty and not (tombstones_due and count):
+            return None
+        if not force and not tombstones_due:
+            total = sum(seg.size for seg in segments[:count])
+            overdue = now_ms - _segment_time(segments[dirty_index]) > cfg.max_compaction_lag_ms
+            if dirty / total < cfg.min_cleanable_dirty_ratio and not overdue:
+                return None
+        sources = []
+        for i in range(count):
+            seg = segments[i]
+            assert seg.handle is not None
+            sources.append(
+                Source(
+                    segment=seg,
+                    handle=seg.handle,
+                    base_offset=seg.base_offset,
+                    size=seg.size,
+                    next_base=segments[i + 1].base_offset,
+                    mtime_ms=seg.last_modified_ms(),
+                )
+            )
+        extra = {} if max_keys is None else {"max_keys": max_keys}
+        cleaning = CleaningPass(
+            self._dir,
+            sources,
+            dirty_index=dirty_index,
+            aborted=aborted or {},
+            producer_last_offsets=producer_last_offsets or {},
+            delete_horizon_ms=now_ms - cfg.delete_retention_ms,
+            segment_bytes=cfg.segment_bytes,
+            **extra,
+        )
+        self._cleaning = cleaning
+        return cleaning
+
+    def finish_cleaning(self, cleaning: CleaningPass, *, now_ms: int) -> CleaningStats | None:
+        """Swap a finished pass's segments in (or throw the pass away).
+
+        The pass is thrown away (its files deleted) when the log closed meanwhile,
+        or when any segment it read is gone (retention, DeleteRecords).
+
+        Returns:
+            The pass's figures, or None when it was thrown away.
+
+        Raises:
+            LogStorageError: a swap failed half-way; the log goes offline (the next
+                open completes the swap from the files).
+        """
+        if self._cleaning is cleaning:
+            self._cleaning = None
+        if self._closed or self._offline is not None or not self._still_holds(cleaning):
+            cleaning.discard()
+            return None
+        if self._clean_marker:
+            self._mark_dirty()
+        previous = self._clean_offset
+        self._clean_offset = max(previous, cleaning.stats.end_offset)
+        try:
+            # The clean offset first: it is what lets the next open accept the gaps
+            # of the segments about to be swapped in.
+            self._write_checkpoint()
+        except OSError as exc:
+            self._clean_offset = previous
+            cleaning.discard()
+            logger.warning("%s: cannot write the checkpoint, compaction skipped: %s", self._dir, exc)
+            return None
+        oldest = cleaning.stats.oldest_tombstone_ms
+        self._tombstones_due_ms = (
+            None if oldest is None else oldest + self._config.delete_retention_ms + 1
+        )
+        try:
+            for group in cleaning.groups:
+                self._swap_in(group, now_ms)
+        except OSError as exc:
+            self._offline = f"a compaction swap failed half-way: {exc}"
+            raise LogStorageError(f"{self._dir}: {self._offline}") from exc
+        return cleaning.stats
+
+    def abandon_cleaning(self, cleaning: CleaningPass, reason: str) -> None:
+        """Forget a pass that failed; the log is not compacted again until it reopens
+        (Kafka's "uncleanable" partitions), so one bad batch does not fail every pass."""
+        if self._cleaning is cleaning:
+            self._cleaning = None
+        self._uncleanable = reason
+
+    def _still_holds(self, cleaning: CleaningPass) -> bool:
+        """Whether every group's segments are still in the log, consecutively."""
+        for group in cleaning.groups:
+            first = group.sources[0].segment
+            at = next((i for i, seg in enumerate(self._segments) if seg is first), None)
+            if at is None:
+                return False
+            here = self._segments[at : at + len(group.sources)]
+            if len(here) != len(group.sources) or any(
+                seg is not src.segment for seg, src in zip(here, group.sources, strict=True)
+            ):
+                return False
+            if at + len(here) >= len(self._segments):
+                return False  # never the active segment
+        return True
+
+    def _swap_in(self, group: CleanedGroup, now_ms: int) -> None:
+        """Replace a group's segments by its cleaned file (see ``cleaner.py``)."""
+        first = group.sources[0].segment
+        at = next(i for i, seg in enumerate(self._segments) if seg is first)
+        swap = group.swap_path()
+        os.replace(group.path, swap)
+        _fsync_dir(self._dir)
+        for src in group.sources:
+            src.segment.delete()
+        del self._segments[at : at + len(group.sources)]
+        del self._bases[at : at + len(group.sources)]
+        if group.size == 0 and at > 0:
+            # Nothing left, and not the first segment: the group simply goes.
+            swap.unlink()
+            _fsync_dir(self._dir)
+            return
+        os.replace(swap, first.log_path)
+        _fsync_dir(self._dir)
+        seg, _ = Segment.load(
+            self._dir,
+            group.base_offset,
+            index_interval_bytes=self._config.index_interval_bytes,
+            now_ms=now_ms,
+            validate=True,
+            gaps=True,
+            offset_limit=group.next_base,
+        )
+        if seg.truncated:
+            # The pass wrote what it read from validated segments: this cannot be.
+            seg.release()
+            raise OSError(f"the compacted segment {seg.log_path} failed validation")
+        try:
+            seg.flush()
+        except OSError:
+            seg.release()
+            raise
+        self._segments.insert(at, seg)
+        self._bases.insert(at, seg.base_offset)
+
     # -- rolling, flushing, closing ---------------------------------------------------------
 
     def maybe_roll(self, now_ms: int) -> bool:
@@ -922,6 +1186,7 @@ class PartitionLog:
             "version": 1,
             "log_start_offset": self._log_start,
             "recovery_point": self._recovery_point,
+            "clean_offset": self._clean_offset,
         }
         atomic_write(self._dir / CHECKPOINT_FILE, json.dumps(data).encode())
 
@@ -930,6 +1195,11 @@ class PartitionLog:
             f"<PartitionLog {self._dir.name} [{self._log_start}, {self._next_offset}) "
             f"{len(self._segments)} segment(s)>"
         )
+
+
+def _segment_time(seg: Segment) -> int:
+    """A segment's age reference: its newest timestamp, else its file's modification time."""
+    return seg.max_timestamp if seg.max_timestamp >= 0 else seg.last_modified_ms()
 
 
 def _has_flush_policy(config: LogConfig) -> bool:
@@ -982,6 +1252,30 @@ def _reject(view: memoryview, pos: int, max_size: int, from_client: bool) -> Non
     raise AssertionError("unreachable: the batch breaks no rule")  # pragma: no cover
 
 
+def _check_keys(buf: bytearray, batches: list[tuple[int, int, int, int]]) -> None:
+    """Refuse records without a key, as Kafka does for a compacted topic."""
+    from trafka.codec.errors import DecodeError
+    from trafka.codec.records import decode_batch
+
+    view = memoryview(buf)
+    try:
+        for pos, size, base, _ in batches:
+            try:
+                records = decode_batch(view[pos : pos + size], verify=False).records
+            except DecodeError as exc:
+                raise CorruptRecordError(
+                    f"the record batch at offset {base} cannot be decoded: {exc}"
+                ) from None
+            for record in records:
+                if record.key is None:
+                    raise InvalidRecordError(
+                        f"record {record.offset - base} of a batch has no key: "
+                        "a compacted topic accepts only records with keys"
+                    )
+    finally:
+        view.release()
+
+
 def _first_record_at(data: bytes, timestamp: int, min_offset: int, max_ts: int) -> tuple[int, int]:
     """The first record of a batch at/after ``timestamp`` and ``min_offset``."""
     from trafka.codec.errors import DecodeError
@@ -999,10 +1293,15 @@ def _first_record_at(data: bytes, timestamp: int, min_offset: int, max_ts: int) 
     return max(base, min_offset), max_ts
 
 
-def _read_checkpoint(path: Path) -> tuple[int, int] | None:
+def _read_checkpoint(path: Path) -> tuple[int, int, int] | None:
+    """``(log start offset, recovery point, clean offset)``, or None."""
     try:
         data = json.loads(path.read_bytes())
-        return int(data["log_start_offset"]), int(data["recovery_point"])
+        return (
+            int(data["log_start_offset"]),
+            int(data["recovery_point"]),
+            int(data.get("clean_offset", 0)),
+        )
     except FileNotFoundError:
         return None
     except (ValueError, KeyError, TypeError) as exc:
@@ -1095,7 +1394,7 @@ _L = ConfigType.LONG
 
 # Topic configs brokerlite implements (with a LogConfig field) and the other Kafka
 # topic configs, which it accepts and reports but which change nothing on a single
-# node without compaction or tiered storage. Rejecting those would break tools
+# node without replication or tiered storage. Rejecting those would break tools
 # (Kafka Streams, Connect, schema registries) that set them routinely.
 _TOPIC_CONFIGS: dict[str, _ConfigDef] = {
     "cleanup.policy": _ConfigDef(ConfigType.LIST, "cleanup_policy", choices=("compact", "delete")),
@@ -1118,17 +1417,19 @@ _TOPIC_CONFIGS: dict[str, _ConfigDef] = {
     "compression.gzip.level": _ConfigDef(_I, default="-1", low=-1, high=9),
     "compression.lz4.level": _ConfigDef(_I, default="9", low=1, high=17),
     "compression.zstd.level": _ConfigDef(_I, default="3", low=-131072, high=22),
-    "delete.retention.ms": _ConfigDef(_L, default="86400000", low=0),
+    "delete.retention.ms": _ConfigDef(_L, "delete_retention_ms", low=0),
     "file.delete.delay.ms": _ConfigDef(_L, default="60000", low=0),
     "follower.replication.throttled.replicas": _ConfigDef(ConfigType.LIST, default=""),
     "leader.replication.throttled.replicas": _ConfigDef(ConfigType.LIST, default=""),
     "local.retention.bytes": _ConfigDef(_L, default="-2", low=-2),
     "local.retention.ms": _ConfigDef(_L, default="-2", low=-2),
-    "max.compaction.lag.ms": _ConfigDef(_L, default=str(_LONG_MAX), low=1),
+    "max.compaction.lag.ms": _ConfigDef(_L, "max_compaction_lag_ms", low=1),
     "message.timestamp.after.max.ms": _ConfigDef(_L, default="3600000", low=0),
     "message.timestamp.before.max.ms": _ConfigDef(_L, default=str(_LONG_MAX), low=0),
-    "min.cleanable.dirty.ratio": _ConfigDef(ConfigType.DOUBLE, default="0.5", low=0, high=1),
-    "min.compaction.lag.ms": _ConfigDef(_L, default="0", low=0),
+    "min.cleanable.dirty.ratio": _ConfigDef(
+        ConfigType.DOUBLE, "min_cleanable_dirty_ratio", low=0, high=1
+    ),
+    "min.compaction.lag.ms": _ConfigDef(_L, "min_compaction_lag_ms", low=0),
     "min.insync.replicas": _ConfigDef(_I, default="1", low=1),
     "preallocate": _ConfigDef(ConfigType.BOOLEAN, default="false"),
     "remote.log.copy.disable": _ConfigDef(ConfigType.BOOLEAN, default="false"),
@@ -1217,11 +1518,11 @@ def _field_value(field: str, text: str) -> Any:
     if field in _NONE_AS_LONG_MAX:
         number = int(text)
         return None if number == _LONG_MAX else number
-    if _TOPIC_CONFIGS[_PYTHON_NAMES.get(field, field.replace("_", "."))].type in (
-        ConfigType.INT,
-        ConfigType.LONG,
-    ):
+    kind = _TOPIC_CONFIGS[_PYTHON_NAMES.get(field, field.replace("_", "."))].type
+    if kind in (ConfigType.INT, ConfigType.LONG):
         return int(text)
+    if kind == ConfigType.DOUBLE:
+        return float(text)
     return text
 
 

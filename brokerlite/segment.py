@@ -23,7 +23,13 @@ Rules and invariants (``size`` is the in-memory length of the segment):
   :class:`FileHandle`, so a deleted segment's fd closes only when the last reader
   drops its chunk (the unlinked file stays readable until then).
 * Offsets are contiguous: the first batch's base offset is the segment's base
-  offset and each next batch starts at the previous batch's last offset + 1.
+  offset and each next batch starts at the previous batch's last offset + 1;
+  except in a segment that log compaction rewrote (see ``cleaner.py``), where
+  removed batches leave gaps. Loading such a segment (``gaps=True``, decided by
+  the log from its clean offset) accepts gaps but no offset going backwards, and
+  every segment with a successor must end before the successor's base offset
+  (``offset_limit``). The base offset field is not covered by the CRC, so these
+  checks are what catches its corruption.
 * Offset index entries increase strictly in offset and in position. An entry is
   added for a batch when at least ``index_interval_bytes`` bytes were appended
   since the previous entry (counted from the previous entry's batch start), so a
@@ -170,6 +176,7 @@ class Segment:
         "tidx_offsets",
         "tidx_persisted",
         "tidx_timestamps",
+        "truncated",
     )
 
     def __init__(self, directory: Path, base_offset: int) -> None:
@@ -191,6 +198,7 @@ class Segment:
         self.max_timestamp = -1
         self.max_timestamp_offset = base_offset
         self.roll_base_ms = -1
+        self.truncated = 0  # bytes recovery cut off the end of the .log file
 
     # -- paths ---------------------------------------------------------------------------
 
@@ -236,14 +244,25 @@ class Segment:
         index_interval_bytes: int,
         now_ms: int,
         validate: bool,
+        gaps: bool = False,
+        offset_limit: int | None = None,
     ) -> tuple[Segment, bool]:
         """Open an existing segment.
 
         With ``validate`` false the indexes are trusted when consistent, and only the
         batch headers after the last index entry are read. Otherwise (or when an index
         is missing or inconsistent, or a header is bad) every batch is checked (length,
-        magic, CRC32C, contiguous offsets), the file is truncated after the last good
-        batch and both indexes are rebuilt.
+        magic, CRC32C, offsets), the file is truncated after the last good batch and
+        both indexes are rebuilt.
+
+        Args:
+            directory: the partition's directory.
+            base_offset: the segment's base offset (its file name).
+            index_interval_bytes: the log's index interval.
+            now_ms: the current time (the age of a segment without timestamps).
+            validate: check every batch, whatever the index files say.
+            gaps: the segment may have offset gaps (compaction rewrote it).
+            offset_limit: every offset must be below this (the next segment's base).
 
         Returns:
             ``(segment, recovered)``: whether every batch was validated and the
@@ -264,17 +283,19 @@ class Segment:
             recovered = bool(
                 validate
                 or (missing and file_size)
-                or not seg._load_trusted(file_size, index_interval_bytes)
+                or not seg._load_trusted(file_size, index_interval_bytes, gaps, offset_limit)
             )
             if recovered:
-                seg._recover(file_size, index_interval_bytes)
+                seg._recover(file_size, index_interval_bytes, gaps, offset_limit)
             seg.roll_base_ms = seg._first_timestamp(now_ms) if seg.size else -1
         except BaseException:
             seg.release()
             raise
         return seg, recovered
 
-    def _load_trusted(self, file_size: int, interval: int) -> bool:
+    def _load_trusted(
+        self, file_size: int, interval: int, gaps: bool, offset_limit: int | None
+    ) -> bool:
         """Load the index files and walk the tail; False when anything is inconsistent.
 
         The tail (from the last indexed batch) must not hold a batch that the index
@@ -314,7 +335,12 @@ class Segment:
         indexed = bool(self.idx_offsets)  # the first batch walked is the indexed one
         try:
             for _, b_base, b_size, lod, mts in self.iter_headers(pos, file_size, checked=True):
-                if b_base != expected or lod < 0 or (since >= interval and not indexed):
+                if (
+                    (b_base != expected if indexed or not gaps else b_base < expected)
+                    or lod < 0
+                    or (offset_limit is not None and b_base + lod >= offset_limit)
+                    or (since >= interval and not indexed)
+                ):
                     return False
                 indexed = False
                 since += b_size
@@ -334,7 +360,9 @@ class Segment:
         self.tidx_persisted = len(self.tidx_timestamps)
         return True
 
-    def _recover(self, file_size: int, interval: int) -> int:
+    def _recover(
+        self, file_size: int, interval: int, gaps: bool = False, offset_limit: int | None = None
+    ) -> int:
         """Validate every batch, truncate after the last good one, rebuild the indexes."""
         fd = self.fd
         self.idx_offsets = array("q")
@@ -368,8 +396,11 @@ class Segment:
             if pos + b_size > file_size:
                 reason = "torn batch"
                 break
-            if b_base != expected or lod < 0:
-                reason = f"offset {b_base} where {expected} was expected"
+            if (b_base < expected if gaps else b_base != expected) or lod < 0:
+                reason = f"offset {b_base} where {'at least ' if gaps else ''}{expected} was expected"
+                break
+            if offset_limit is not None and b_base + lod >= offset_limit:
+                reason = f"offset {b_base + lod} is not below the next segment's {offset_limit}"
                 break
             if rel + b_size <= len(buf):
                 computed = crc32c(memoryview(buf)[rel + 21 : rel + b_size])
@@ -400,6 +431,7 @@ class Segment:
                 "%s: %s at byte %d; truncating %d bytes", self.log_path, reason, pos, truncated
             )
             os.ftruncate(fd, pos)
+        self.truncated = truncated
         self.size = pos
         self.next_offset = expected
         self.max_timestamp, self.max_timestamp_offset = max_ts, max_off

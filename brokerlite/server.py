@@ -206,6 +206,53 @@ class _Server:
             self._wake = trio.Event()
             self._poll()
 
+    async def cleaner(self) -> None:
+        """Compact partitions one pass at a time; the heavy part runs in a worker thread.
+
+        Only the swap (:meth:`ProducerStates.finish_cleaning`) touches the broker
+        core, back on the trio thread. When cancelled mid-pass the thread is told to
+        stop and abandoned; its half-written file is deleted at the next open.
+        """
+        producers = self.broker.producers
+        backoff = self.config.log_cleaner_backoff_ms / 1000
+        while True:
+            try:
+                job = producers.plan_cleaning(now_ms())
+            except Exception:
+                log.exception("cannot plan a compaction pass")
+                job = None
+            if job is None:
+                await trio.sleep(backoff)
+                continue
+            try:
+                await trio.to_thread.run_sync(job.cleaning.run, abandon_on_cancel=True)
+            except trio.Cancelled:
+                job.cleaning.cancel()
+                raise
+            except Exception as exc:
+                log.exception(
+                    "compaction of %s-%d failed; not compacting it again until a restart",
+                    job.topic,
+                    job.partition,
+                )
+                producers.abandon_cleaning(job, str(exc))
+                continue
+            try:
+                stats = producers.finish_cleaning(job, now_ms())
+            except Exception:
+                log.exception("compaction of %s-%d failed", job.topic, job.partition)
+                continue
+            if stats is not None:
+                log.info(
+                    "compacted %s-%d: %d of %d records kept, %d bytes to %d",
+                    job.topic,
+                    job.partition,
+                    stats.records_kept,
+                    stats.records_read,
+                    stats.bytes_read,
+                    stats.bytes_written,
+                )
+
     def _after_request(self) -> None:
         """Deliver what a request made ready; wake the ticker if it set an earlier timer."""
         broker = self.broker
@@ -715,6 +762,8 @@ async def serve_broker(
     try:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(server.ticker)
+            if cfg.log_cleaner_enable:
+                nursery.start_soon(server.cleaner)
             nursery.start_soon(_serve_listeners, server, listeners)
             try:
                 if cfg.announce:

@@ -103,6 +103,7 @@ __all__ = [
     "encode_control_batch",
     "iter_batches",
     "read_batch_header",
+    "rebuild_batch",
     "set_base_offset",
     "set_partition_leader_epoch",
     "verify_crc",
@@ -1230,6 +1231,7 @@ def _assemble(
     base_sequence: int,
     attributes: int,
     partition_leader_epoch: int,
+    last_offset_delta: int | None = None,
 ) -> bytes:
     _check_header_fields(
         base_offset, partition_leader_epoch, producer_id, producer_epoch, base_sequence
@@ -1240,7 +1242,7 @@ def _assemble(
     try:
         tail = _TAIL.pack(
             attributes | codec,
-            count - 1,
+            count - 1 if last_offset_delta is None else last_offset_delta,
             base_timestamp,
             max_timestamp,
             producer_id,
@@ -1331,6 +1333,73 @@ def encode_batch(
         base_sequence=base_sequence,
         attributes=attributes,
         partition_leader_epoch=partition_leader_epoch,
+    )
+
+
+def rebuild_batch(header: RecordBatchHeader, records: Sequence[Record]) -> bytes:
+    """A batch holding some of another batch's records (what log compaction writes).
+
+    Everything in the header is kept except what the retained records change:
+    the base offset, the last offset delta, the producer fields, the attributes
+    (codec included: the records are compressed again) and the base timestamp
+    stay; each record keeps its own offset and timestamp; ``records_count`` and
+    the CRC are recomputed, and so is ``max_timestamp`` under create time (it
+    stays under log-append time, and when no record is left). Keeping the offset
+    range and the sequence range is what lets a reader, and a broker rebuilding
+    its producer state, treat the batch as the one originally written. With no
+    records the result is an empty, uncompressed batch: a header that keeps the
+    range.
+
+    Args:
+        header: the original batch's header.
+        records: records decoded from it (:func:`decode_batch`), in offset order.
+
+    Returns:
+        The batch.
+
+    Raises:
+        EncodeError: a record lies outside the batch's offset range or out of order.
+    """
+    base = header.base_offset
+    base_ts = header.base_timestamp
+    last = header.last_offset
+    parts: list[bytes] = []
+    max_ts = header.max_timestamp
+    log_append = bool(header.attributes & _TIMESTAMP_TYPE_BIT)
+    if records and not log_append:
+        max_ts = max(record.timestamp for record in records)
+    previous = base - 1
+    for i, record in enumerate(records):
+        if not previous < record.offset <= last:
+            raise EncodeError(
+                f"offset {record.offset} is not after {previous} within [{base}, {last}]",
+                message_name=_NAME,
+                field=f"records[{i}].offset",
+            )
+        previous = record.offset
+        parts.append(
+            _encode_record(
+                record.offset - base,
+                record.timestamp - base_ts,
+                record.key,
+                record.value,
+                record.headers,
+            )
+        )
+    return _assemble(
+        b"".join(parts),
+        len(records),
+        base_offset=base,
+        base_timestamp=base_ts,
+        max_timestamp=max_ts,
+        compression=header.attributes & _CODEC_MASK if records else 0,
+        compression_level=None,
+        producer_id=header.producer_id,
+        producer_epoch=header.producer_epoch,
+        base_sequence=header.base_sequence,
+        attributes=header.attributes & ~_CODEC_MASK,
+        partition_leader_epoch=header.partition_leader_epoch,
+        last_offset_delta=header.last_offset_delta,
     )
 
 

@@ -32,7 +32,7 @@ NOW = 1_700_000_000_000
 
 
 def batch(value: bytes, ts: int = NOW) -> bytes:
-    return encode_batch([(ts, None, value, [])])
+    return encode_batch([(ts, b"key-" + value, value, [])])
 
 
 def test_create_and_look_up(tmp_path: Path) -> None:
