@@ -105,6 +105,12 @@ IGNORED_KAFKA_KEYS = frozenset(
         "socket.send.buffer.bytes",
         "socket.receive.buffer.bytes",
         "num.recovery.threads.per.data.dir",
+        # Kafka's cleaner's threads and buffers; brokerlite's cleaner is one task.
+        "log.cleaner.threads",
+        "log.cleaner.dedupe.buffer.size",
+        "log.cleaner.io.buffer.size",
+        "log.cleaner.io.buffer.load.factor",
+        "log.cleaner.io.max.bytes.per.second",
         "offsets.topic.replication.factor",
         "transaction.state.log.replication.factor",
         "transaction.state.log.min.isr",
@@ -150,6 +156,10 @@ class BrokerConfig:
             ``compact`` (Kafka's ``log.cleaner.enable``).
         log_cleaner_backoff_ms: how long the cleaner waits when no partition
             needs compacting (``log.cleaner.backoff.ms``).
+        log_cleanup_policy, log_cleaner_delete_retention_ms,
+        log_cleaner_min_cleanable_ratio, log_cleaner_min_compaction_lag_ms,
+        log_cleaner_max_compaction_lag_ms: topic defaults for compaction, as
+            Kafka's settings of those names (``log.cleanup.policy``...).
         group_initial_rebalance_delay_ms: wait for more members before the first
             rebalance of an empty group (Kafka 3000; tests use 0).
         group_min_session_timeout_ms, group_max_session_timeout_ms: accepted
@@ -217,6 +227,11 @@ class BrokerConfig:
     log_retention_check_interval_ms: int = 300_000
     log_cleaner_enable: bool = True
     log_cleaner_backoff_ms: int = 15_000
+    log_cleanup_policy: str = "delete"
+    log_cleaner_delete_retention_ms: int = 86_400_000
+    log_cleaner_min_cleanable_ratio: float = 0.5
+    log_cleaner_min_compaction_lag_ms: int = 0
+    log_cleaner_max_compaction_lag_ms: int = 2**63 - 1
     group_initial_rebalance_delay_ms: int = 3000
     group_min_session_timeout_ms: int = 6000
     group_max_session_timeout_ms: int = 1_800_000
@@ -310,6 +325,19 @@ class BrokerConfig:
             value = getattr(self, name)
             if value is not None and value <= 0:
                 raise ConfigError(f"{name}: must be > 0 or None")
+        policies = {p.strip() for p in self.log_cleanup_policy.split(",")}
+        if not policies <= {"delete", "compact"}:
+            raise ConfigError(
+                f"log_cleanup_policy: must be delete and/or compact, got {self.log_cleanup_policy!r}"
+            )
+        object.__setattr__(self, "log_cleanup_policy", ",".join(sorted(policies)))
+        if not 0 <= self.log_cleaner_min_cleanable_ratio <= 1:
+            raise ConfigError("log_cleaner_min_cleanable_ratio: must be in [0, 1]")
+        for name in ("log_cleaner_delete_retention_ms", "log_cleaner_min_compaction_lag_ms"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"{name}: must be >= 0")
+        if self.log_cleaner_max_compaction_lag_ms < 1:
+            raise ConfigError("log_cleaner_max_compaction_lag_ms: must be > 0")
 
     def _check_security(self) -> None:
         """Normalise the security settings given in other shapes, then validate them."""
@@ -541,6 +569,11 @@ class BrokerConfig:
             "flush_interval_ms": self.flush_interval_ms,
             "message_max_bytes": self.message_max_bytes,
             "message_timestamp_type": self.log_message_timestamp_type,
+            "cleanup_policy": self.log_cleanup_policy,
+            "delete_retention_ms": self.log_cleaner_delete_retention_ms,
+            "min_cleanable_dirty_ratio": self.log_cleaner_min_cleanable_ratio,
+            "min_compaction_lag_ms": self.log_cleaner_min_compaction_lag_ms,
+            "max_compaction_lag_ms": self.log_cleaner_max_compaction_lag_ms,
         }
 
 
@@ -560,6 +593,11 @@ _KAFKA_FIELD_NAMES: dict[str, str] = {
     "log_retention_check_interval_ms": "log.retention.check.interval.ms",
     "log_cleaner_enable": "log.cleaner.enable",
     "log_cleaner_backoff_ms": "log.cleaner.backoff.ms",
+    "log_cleanup_policy": "log.cleanup.policy",
+    "log_cleaner_delete_retention_ms": "log.cleaner.delete.retention.ms",
+    "log_cleaner_min_cleanable_ratio": "log.cleaner.min.cleanable.ratio",
+    "log_cleaner_min_compaction_lag_ms": "log.cleaner.min.compaction.lag.ms",
+    "log_cleaner_max_compaction_lag_ms": "log.cleaner.max.compaction.lag.ms",
     "group_initial_rebalance_delay_ms": "group.initial.rebalance.delay.ms",
     "group_min_session_timeout_ms": "group.min.session.timeout.ms",
     "group_max_session_timeout_ms": "group.max.session.timeout.ms",
@@ -641,6 +679,10 @@ def _convert(field: str, value: Any, key: str) -> Any:
             if isinstance(value, int):
                 return value
             return int(str(value).strip().replace("_", ""))
+        if hint is float:
+            if isinstance(value, bool):
+                raise ValueError(f"not a number: {value!r}")
+            return float(value)
         if hint is Path:
             return Path(value)
         return str(value).strip() if isinstance(value, str) else str(value)

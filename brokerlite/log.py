@@ -976,7 +976,9 @@ class PartitionLog:
         except OSError as exc:
             self._clean_offset = previous
             cleaning.discard()
-            logger.warning("%s: cannot write the checkpoint, compaction skipped: %s", self._dir, exc)
+            logger.warning(
+                "%s: cannot write the checkpoint, compaction skipped: %s", self._dir, exc
+            )
             return None
         oldest = cleaning.stats.oldest_tombstone_ms
         self._tombstones_due_ms = (

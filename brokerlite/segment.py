@@ -397,7 +397,9 @@ class Segment:
                 reason = "torn batch"
                 break
             if (b_base < expected if gaps else b_base != expected) or lod < 0:
-                reason = f"offset {b_base} where {'at least ' if gaps else ''}{expected} was expected"
+                reason = (
+                    f"offset {b_base} where {'at least ' if gaps else ''}{expected} was expected"
+                )
                 break
             if offset_limit is not None and b_base + lod >= offset_limit:
                 reason = f"offset {b_base + lod} is not below the next segment's {offset_limit}"

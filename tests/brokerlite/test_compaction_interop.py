@@ -167,7 +167,7 @@ def compacted(broker: RunningBroker) -> tuple[list[Row], list[Row], int]:
 def test_the_log_on_disk_is_compacted(
     broker: RunningBroker, compacted: tuple[list[Row], list[Row], int]
 ) -> None:
-    rows, expected, clean = compacted
+    rows, expected, _ = compacted
     assert len(expected) < len(rows) // 2
     # The lone producer's batch is still there, emptied, for its sequence state.
     d = partition_dir(broker, TOPIC)

@@ -14,6 +14,7 @@ from click.testing import CliRunner
 
 from trafka.brokerlite.cli import build_config, command
 from trafka.brokerlite.config import BrokerConfig, ConfigError
+from trafka.brokerlite.log import LogConfig
 
 
 def test_defaults_are_kafkas() -> None:
@@ -114,6 +115,35 @@ def test_properties_file(tmp_path: Path) -> None:
     path.write_text("log.segmnt.bytes=1\n")
     with pytest.raises(ConfigError, match=r"log\.segment\.bytes"):
         BrokerConfig.from_properties(path)
+
+
+def test_log_cleaner_settings(tmp_path: Path) -> None:
+    path = tmp_path / "server.properties"
+    path.write_text(
+        "log.cleanup.policy=compact, delete\n"
+        "log.cleaner.min.cleanable.ratio=0.25\n"
+        "log.cleaner.delete.retention.ms=1000\n"
+        "log.cleaner.max.compaction.lag.ms=60000\n"
+        "log.cleaner.backoff.ms=500\n"
+        "log.cleaner.enable=false\n"
+        "log.cleaner.threads=4\n"  # Kafka's thread count: accepted, meaningless here
+    )
+    config = BrokerConfig.from_properties(path)
+    assert not config.log_cleaner_enable
+    assert config.log_cleaner_backoff_ms == 500
+    # The topic defaults every new topic starts from.
+    log_config = LogConfig(**config.as_log_config_kwargs())
+    assert log_config.compact and log_config.cleanup_policy == "compact,delete"
+    assert (log_config.min_cleanable_dirty_ratio, log_config.delete_retention_ms) == (0.25, 1000)
+    assert log_config.max_compaction_lag_ms == 60_000
+    for bad in (
+        {"log.cleanup.policy": "shred"},
+        {"log.cleaner.min.cleanable.ratio": "1.5"},
+        {"log.cleaner.min.cleanable.ratio": "half"},
+        {"log.cleaner.backoff.ms": "0"},
+    ):
+        with pytest.raises(ConfigError):
+            BrokerConfig().with_overrides(bad)
 
 
 def test_cli_options_override_the_file(tmp_path: Path) -> None:
