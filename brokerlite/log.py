@@ -432,6 +432,8 @@ class PartitionLog:
                     # first segment so that the log start offset stays where it is.
                     seg.delete()
                     continue
+                if segments:
+                    segments[-1].seal()
                 segments.append(seg)
             if not segments:
                 segments.append(Segment.create(directory, log_start))
@@ -1048,6 +1050,7 @@ class PartitionLog:
             raise OSError(f"the compacted segment {seg.log_path} failed validation")
         try:
             seg.flush()
+            seg.seal()
         except OSError:
             seg.release()
             raise
@@ -1084,6 +1087,11 @@ class PartitionLog:
             seg = Segment.create(self._dir, self._next_offset)
         except OSError as exc:
             raise LogStorageError(f"{self._dir}: cannot roll a new segment: {exc}") from exc
+        try:
+            self._segments[-1].seal()
+        except OSError as exc:
+            # Its index files were just flushed: only a descriptor stays open.
+            logger.warning("%s: cannot close a finished segment's indexes: %s", self._dir, exc)
         self._segments.append(seg)
         self._bases.append(seg.base_offset)
         self._recovery_point = seg.base_offset

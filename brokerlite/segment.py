@@ -39,6 +39,8 @@ Rules and invariants (``size`` is the in-memory length of the segment):
   grew since the last time index entry; ``o`` is the base offset of the *first*
   batch whose max_timestamp is ``t``. Hence every batch before ``o`` has a
   max_timestamp below ``t``, which is what makes a time lookup correct.
+* Only the active segment keeps its index files open: the others are sealed
+  (:meth:`Segment.seal`) once complete, and only their .log descriptor stays.
 * Index entries in memory are the source of truth while running. They reach the
   index files only on flush (every roll, fsync and clean close), never on the
   append path: a segment whose index files may lag is one that may hold
@@ -636,6 +638,23 @@ class Segment:
         _fdatasync(self.fd)
         _fdatasync(self.idx_fd)
         _fdatasync(self.tidx_fd)
+
+    def seal(self) -> None:
+        """Close the index files of a segment that no longer grows (any but the active one).
+
+        Its index entries stay in memory, where lookups read them; the files are
+        complete (a roll flushed them, or loading read or rebuilt them), so a
+        partition keeps one descriptor per sealed segment instead of three.
+
+        Raises:
+            OSError: pending index entries could not be written.
+        """
+        if self.idx_fd < 0:
+            return
+        self.persist_indexes()
+        for fd in (self.idx_fd, self.tidx_fd):
+            os.close(fd)
+        self.idx_fd = self.tidx_fd = -1
 
     def last_modified_ms(self) -> int:
         """The .log file's modification time in ms (retention for untimestamped data)."""

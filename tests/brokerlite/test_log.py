@@ -148,6 +148,40 @@ def test_offsets_across_segment_rolls(tmp_path: Path) -> None:
     assert len(res.chunks) == 4 and offsets_of(res.tobytes()) == list(range(1, 10))
 
 
+def _open_fds(directory: Path) -> int:
+    """How many of this process's descriptors point into ``directory``."""
+    count = 0
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue
+        count += target.startswith(str(directory) + os.sep)
+    return count
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs /proc")
+def test_finished_segments_keep_one_descriptor(tmp_path: Path) -> None:
+    d = tmp_path / "t-0"
+    one = len(batch([b"x" * 10]))
+    log = open_log(d, segment_bytes=3 * one, index_interval_bytes=0)
+    for i in range(30):
+        log.append(batch([b"%09d" % i + b"x"]), now_ms=NOW)
+    segments = len(log.segment_base_offsets)
+    assert segments == 10
+    # The .log of every segment, and the two index files of the active one only.
+    assert _open_fds(d) == segments + 2
+    log.close()
+    assert _open_fds(d) == 0
+    log = open_log(d, segment_bytes=3 * one, index_interval_bytes=0)
+    assert _open_fds(d) == segments + 2
+    # Sealed segments still answer lookups from their in-memory indexes.
+    for offset in range(30):
+        assert offsets_of(log.read(offset, 1).tobytes()) == [offset]
+    assert log.offset_for_timestamp(NOW) == (0, NOW)
+    log.close()
+
+
 def test_batch_larger_than_segment_is_rejected(tmp_path: Path) -> None:
     log = open_log(tmp_path / "t-0", segment_bytes=100)
     with pytest.raises(RecordBatchTooLargeError) as info:
