@@ -44,15 +44,23 @@ Rules and invariants:
   a commit must name a member of the group and carry its current epoch
   (STALE_MEMBER_EPOCH otherwise, ILLEGAL_GENERATION before OffsetCommit v9);
   a commit without a member id is accepted only while the group is empty.
-* Durability. The groups live in memory: after a broker restart members are
-  unknown, get UNKNOWN_MEMBER_ID and rejoin; committed offsets are durable
-  (they are the classic coordinator's).
+* Durability. After every heartbeat, leave, fencing or deletion that changed a
+  group's epochs, members, subscriptions or assignments, the group is handed to
+  ``persist`` as a snapshot (:meth:`ConsumerGroups.snapshot`), which the classic
+  coordinator writes to its journal with the offsets (Kafka writes these records
+  to ``__consumer_offsets``). After a restart :meth:`ConsumerGroups.load` brings
+  the groups back as they were: members carry on heartbeating with their epochs,
+  without a rebalance, and their session (and revocation) timers start afresh,
+  as on a Kafka coordinator failover. A snapshot leaves out what only matters
+  between two heartbeats of a live broker: what a member last reported owning
+  (taken to be what it was assigned) and what it was last sent.
 * Timers fire only in :meth:`tick`.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import logging
 import re
 import uuid
 from collections.abc import Callable, Iterable, Mapping
@@ -63,6 +71,8 @@ from trafka.codec.messages import k68_consumer_group_heartbeat as _hb
 from trafka.codec.messages import k69_consumer_group_describe as _cd
 
 __all__ = ["ASSIGNORS", "ConsumerGroup", "ConsumerGroups", "ConsumerMember", "TopicMeta"]
+
+log = logging.getLogger("trafka.brokerlite")
 
 # (topic id, partition)
 TP = tuple[uuid.UUID, int]
@@ -213,6 +223,47 @@ class ConsumerGroup:
         return None
 
 
+def _group_from_snapshot(group_id: str, data: Mapping[str, Any]) -> ConsumerGroup:
+    def tps(rows: Iterable[Any]) -> set[TP]:
+        return {(uuid.UUID(t), int(p)) for t, p in rows}
+
+    group = ConsumerGroup(
+        group_id,
+        epoch=int(data["epoch"]),
+        assignment_epoch=int(data["assignment_epoch"]),
+        assignor=str(data["assignor"]),
+    )
+    if group.assignor not in ASSIGNORS:
+        raise ValueError(f"unknown assignor {group.assignor!r}")
+    for name, topic_id, partitions in data["subscribed"]:
+        group.subscribed[name] = TopicMeta(name, uuid.UUID(topic_id), int(partitions))
+    group.target = {mid: tps(rows) for mid, rows in data["target"].items()}
+    for m in data["members"]:
+        assigned, revoking = tps(m["assigned"]), tps(m["revoking"])
+        member = ConsumerMember(
+            member_id=str(m["member_id"]),
+            client_id=str(m["client_id"]),
+            client_host=str(m["client_host"]),
+            rebalance_timeout_ms=int(m["rebalance_timeout_ms"]),
+            instance_id=m["instance_id"],
+            rack_id=m["rack_id"],
+            subscribed_names=tuple(m["subscribed_names"]),
+            subscribed_regex=m["subscribed_regex"],
+            server_assignor=m["server_assignor"],
+            epoch=int(m["epoch"]),
+            previous_epoch=int(m["previous_epoch"]),
+            state=str(m["state"]),
+            assigned=assigned,
+            revoking=revoking,
+            reported=assigned | revoking,
+            last_sent=frozenset(assigned),
+        )
+        if member.state not in (STABLE, UNREVOKED, UNRELEASED):
+            raise ValueError(f"unknown member state {member.state!r}")
+        group.members[member.member_id] = member
+    return group
+
+
 def _pairs(parts: Iterable[Any]) -> set[TP]:
     return {(t.topic_id, p) for t in parts for p in t.partitions}
 
@@ -232,6 +283,9 @@ class ConsumerGroups:
         session_timeout_ms: Kafka's ``group.consumer.session.timeout.ms``.
         heartbeat_interval_ms: Kafka's ``group.consumer.heartbeat.interval.ms``.
         max_size: Kafka's ``group.consumer.max.size``.
+        persist: ``(group_id, snapshot or None)``, called when a group's durable
+            state changed (None: the group is gone); it may raise, which is logged
+            and leaves the group as it is in memory.
     """
 
     def __init__(
@@ -241,12 +295,15 @@ class ConsumerGroups:
         session_timeout_ms: int = 45_000,
         heartbeat_interval_ms: int = 5_000,
         max_size: int = 2**31 - 1,
+        persist: Callable[[str, dict[str, Any] | None], None] | None = None,
     ) -> None:
         self._topics = topics
         self.session_timeout_ms = session_timeout_ms
         self.heartbeat_interval_ms = heartbeat_interval_ms
         self.max_size = max_size
         self.groups: dict[str, ConsumerGroup] = {}
+        self._persist = persist
+        self._saved: dict[str, dict[str, Any]] = {}
 
     # -- heartbeat ----------------------------------------------------------------------------
 
@@ -261,6 +318,20 @@ class ConsumerGroups:
     ) -> _hb.ConsumerGroupHeartbeatResponse:
         """Handle a ConsumerGroupHeartbeat (the caller has ruled out a classic group
         of the same id)."""
+        response = self._heartbeat(request, version, now_ms, client_id, client_host)
+        group = self.groups.get(request.group_id)
+        if group is not None:
+            self._save(group)
+        return response
+
+    def _heartbeat(
+        self,
+        request: _hb.ConsumerGroupHeartbeatRequest,
+        version: int,
+        now_ms: int,
+        client_id: str,
+        client_host: str,
+    ) -> _hb.ConsumerGroupHeartbeatResponse:
         regex = request.subscribed_topic_regex if version >= 1 else None
         error = self._check(request, regex)
         if error is not None:
@@ -548,6 +619,7 @@ class ConsumerGroups:
     def tick(self, now_ms: int) -> None:
         """Fence members whose session or revocation time ran out."""
         for group in list(self.groups.values()):
+            fenced = False
             for member in list(group.members.values()):
                 late = member.session_deadline_ms <= now_ms or (
                     member.revocation_deadline_ms is not None
@@ -555,6 +627,9 @@ class ConsumerGroups:
                 )
                 if late:
                     self._remove(group, member.member_id, now_ms)
+                    fenced = True
+            if fenced:
+                self._save(group)
 
     def next_deadline(self) -> int | None:
         """The earliest time :meth:`tick` has work, or None."""
@@ -608,7 +683,84 @@ class ConsumerGroups:
         return group is None or not group.members
 
     def delete(self, group_id: str) -> None:
-        self.groups.pop(group_id, None)
+        if self.groups.pop(group_id, None) is not None:
+            self._saved.pop(group_id, None)
+            self._call_persist(group_id, None)
+
+    # -- durability ---------------------------------------------------------------------------
+
+    @staticmethod
+    def snapshot(group: ConsumerGroup) -> dict[str, Any]:
+        """What of ``group`` survives a restart, as JSON-ready data."""
+
+        def tps(pairs: Iterable[TP]) -> list[list[Any]]:
+            return [[str(t), p] for t, p in sorted(pairs, key=lambda tp: (str(tp[0]), tp[1]))]
+
+        return {
+            "epoch": group.epoch,
+            "assignment_epoch": group.assignment_epoch,
+            "assignor": group.assignor,
+            "subscribed": [
+                [m.name, str(m.topic_id), m.partitions]
+                for m in sorted(group.subscribed.values(), key=lambda m: m.name)
+            ],
+            "target": {mid: tps(target) for mid, target in sorted(group.target.items())},
+            "members": [
+                {
+                    "member_id": m.member_id,
+                    "client_id": m.client_id,
+                    "client_host": m.client_host,
+                    "rebalance_timeout_ms": m.rebalance_timeout_ms,
+                    "instance_id": m.instance_id,
+                    "rack_id": m.rack_id,
+                    "subscribed_names": list(m.subscribed_names),
+                    "subscribed_regex": m.subscribed_regex,
+                    "server_assignor": m.server_assignor,
+                    "epoch": m.epoch,
+                    "previous_epoch": m.previous_epoch,
+                    "state": m.state,
+                    "assigned": tps(m.assigned),
+                    "revoking": tps(m.revoking),
+                }
+                for m in sorted(group.members.values(), key=lambda m: m.member_id)
+            ],
+        }
+
+    def load(self, snapshots: Mapping[str, Mapping[str, Any]]) -> None:
+        """Bring back groups from their :meth:`snapshot` (before :meth:`start`).
+
+        Raises:
+            ValueError: a snapshot is malformed.
+        """
+        for group_id, data in snapshots.items():
+            try:
+                group = _group_from_snapshot(group_id, data)
+            except (KeyError, TypeError, ValueError) as exc:
+                raise ValueError(f"consumer group {group_id!r}: bad snapshot: {exc!r}") from exc
+            self.groups[group_id] = group
+            self._saved[group_id] = self.snapshot(group)
+
+    def start(self, now_ms: int) -> None:
+        """Start the loaded members' timers at ``now_ms`` (the broker's start)."""
+        for group in self.groups.values():
+            for member in group.members.values():
+                member.session_deadline_ms = now_ms + self.session_timeout_ms
+                if member.state == UNREVOKED:
+                    member.revocation_deadline_ms = now_ms + member.rebalance_timeout_ms
+
+    def _save(self, group: ConsumerGroup) -> None:
+        data = self.snapshot(group)
+        if self._saved.get(group.group_id) != data:
+            self._saved[group.group_id] = data
+            self._call_persist(group.group_id, data)
+
+    def _call_persist(self, group_id: str, data: dict[str, Any] | None) -> None:
+        if self._persist is None:
+            return
+        try:
+            self._persist(group_id, data)
+        except Exception as exc:  # the store's error: the live group goes on
+            log.error("consumer group %s: state not stored: %s", group_id, exc)
 
     def describe(self, group_id: str, topic_name: Callable[[uuid.UUID], str | None]) -> Any:
         """A ConsumerGroupDescribe entry for ``group_id`` (GROUP_ID_NOT_FOUND if unknown)."""

@@ -268,6 +268,7 @@ class GroupCoordinator:
             consumer_topics,
             session_timeout_ms=consumer_session_timeout_ms,
             heartbeat_interval_ms=consumer_heartbeat_interval_ms,
+            persist=self._store.store_consumer_group,
         )
         self._heap: list[tuple[int, int, str, tuple[str, ...]]] = []
         self._seq = 0
@@ -1326,6 +1327,7 @@ class GroupCoordinator:
         for group in self._groups.values():
             for member in group.members.values():
                 self._schedule_heartbeat(group, member, now_ms)
+        self.consumer.start(now_ms)
         self._next_cleanup_ms = now_ms + self._retention_check_ms
 
     # -- offsets --------------------------------------------------------------------------------
@@ -1545,8 +1547,12 @@ class GroupCoordinator:
             else:
                 group.protocol_name = None
             self._groups[group_id] = group
+        try:
+            self.consumer.load(self._store.consumer_groups())
+        except ValueError as exc:
+            raise OffsetStoreError(f"{self._store.path}: {exc}") from exc
         for group_id in self._store.offset_groups():
-            if group_id not in self._groups:
+            if group_id not in self._groups and group_id not in self.consumer.groups:
                 self._groups[group_id] = ClassicGroup(group_id, None)
 
     # -- answering ------------------------------------------------------------------------------

@@ -12,8 +12,12 @@ header names no format, only its version (offset journals predate format names).
   from a newer brokerlite, and dropping it would silently lose state.
 * Entry kinds: ``commit`` (one OffsetCommit request's offsets for one group, so a
   request is all-or-nothing on disk), ``group`` (a full snapshot of one group's
-  metadata), ``delete_group`` (metadata and offsets), ``delete_offsets`` (some
-  partitions of one group) and ``delete_topic`` (a topic's offsets in every group).
+  metadata), ``consumer_group`` (a full snapshot of one consumer group of the
+  new protocol, KIP-848, or its removal when the snapshot is null; the data is
+  :meth:`~trafka.brokerlite.consumer_groups.ConsumerGroups.snapshot`'s),
+  ``delete_group`` (metadata, consumer group and offsets), ``delete_offsets``
+  (some partitions of one group) and ``delete_topic`` (a topic's offsets in
+  every group).
 
 Rules and invariants:
 
@@ -207,6 +211,7 @@ class OffsetStore(JournalStore):
         super().__init__(journal, compact_min_bytes=compact_min_bytes, name="offset journal")
         self._offsets: dict[str, dict[tuple[str, int], CommittedOffset]] = {}
         self._groups: dict[str, GroupRecord] = {}
+        self._consumer_groups: dict[str, dict[str, Any]] = {}
         self._load()
 
     # -- reading ------------------------------------------------------------------------------
@@ -235,6 +240,10 @@ class OffsetStore(JournalStore):
     def groups(self) -> dict[str, GroupRecord]:
         """The persisted metadata of every group (a copy)."""
         return dict(self._groups)
+
+    def consumer_groups(self) -> dict[str, dict[str, Any]]:
+        """The persisted snapshots of the consumer groups of the new protocol (a copy)."""
+        return dict(self._consumer_groups)
 
     # -- writing ------------------------------------------------------------------------------
 
@@ -266,13 +275,23 @@ class OffsetStore(JournalStore):
         """
         self._write({"kind": "group", "group": group, "metadata": _group_to_json(record)})
 
+    def store_consumer_group(self, group: str, snapshot: Mapping[str, Any] | None) -> None:
+        """Durably record a consumer group's snapshot (None: the group is gone).
+
+        Raises:
+            OffsetStoreError: the write failed; the previous snapshot stays.
+        """
+        if snapshot is None and group not in self._consumer_groups:
+            return
+        self._write({"kind": "consumer_group", "group": group, "snapshot": snapshot})
+
     def delete_group(self, group: str) -> None:
-        """Durably remove the metadata and every offset of ``group``.
+        """Durably remove the metadata, consumer group snapshot and every offset of ``group``.
 
         Raises:
             OffsetStoreError: the write failed; nothing was removed.
         """
-        if group in self._groups or group in self._offsets:
+        if group in self._groups or group in self._offsets or group in self._consumer_groups:
             self._write({"kind": "delete_group", "group": group})
 
     def delete_offsets(self, group: str, partitions: Iterable[tuple[str, int]]) -> int:
@@ -325,9 +344,15 @@ class OffsetStore(JournalStore):
                     offsets[(topic, partition)] = CommittedOffset(offset, epoch, metadata, ts)
             elif kind == "group":
                 self._groups[entry["group"]] = _group_from_json(entry["metadata"])
+            elif kind == "consumer_group":
+                if entry["snapshot"] is None:
+                    self._consumer_groups.pop(entry["group"], None)
+                else:
+                    self._consumer_groups[entry["group"]] = dict(entry["snapshot"])
             elif kind == "delete_group":
                 self._groups.pop(entry["group"], None)
                 self._offsets.pop(entry["group"], None)
+                self._consumer_groups.pop(entry["group"], None)
             elif kind == "delete_offsets":
                 offsets = self._offsets.get(entry["group"], {})
                 for topic, partition in entry["partitions"]:
@@ -358,6 +383,10 @@ class OffsetStore(JournalStore):
             {"kind": "group", "group": group, "metadata": _group_to_json(record)}
             for group, record in self._groups.items()
         ]
+        entries.extend(
+            {"kind": "consumer_group", "group": group, "snapshot": snapshot}
+            for group, snapshot in self._consumer_groups.items()
+        )
         for group, offsets in self._offsets.items():
             if offsets:
                 rows = [

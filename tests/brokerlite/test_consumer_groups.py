@@ -642,3 +642,118 @@ def test_no_partition_ever_has_two_owners_and_groups_converge(ops: list[tuple[st
         }
         assert set().union(*(c.owns for c in members)) == everything
         assert groups.groups["g"].state == "Stable"
+
+
+# -- durability ----------------------------------------------------------------------------------
+
+
+def test_groups_come_back_after_a_restart_without_a_rebalance() -> None:
+    """A snapshot after every change; a restart loads them and members carry on
+    with their epochs, mid-revocation included, their timers started afresh."""
+    world = World(orders=6)
+    stored: dict[str, Any] = {}
+    groups = ConsumerGroups(world, session_timeout_ms=10_000, persist=stored.__setitem__)
+    a, b = Member(groups, world), Member(groups, world)
+    a.join()
+    b.join()
+    a.beat()  # told to give up half: the restart comes mid-revocation
+    assert groups.groups["g"].members[a.member_id].state == "unrevoked_partitions"
+    a_epoch, b_epoch = a.epoch, b.epoch
+    group_epoch = groups.groups["g"].epoch
+    assert a_epoch < group_epoch == b_epoch
+    assert stored["g"] == ConsumerGroups.snapshot(groups.groups["g"])
+    # The broker restarts: a new coordinator loads what was stored.
+    world.now += 60_000
+    again = ConsumerGroups(world, session_timeout_ms=10_000, persist=stored.__setitem__)
+    again.load(dict(stored))
+    again.start(world.now)
+    for m in (a, b):
+        m.groups = again
+    assert again.groups["g"].epoch == group_epoch
+    # No UNKNOWN_MEMBER_ID, no rejoin: the rebalance in progress simply finishes.
+    settle([a, b])
+    assert a.owns | b.owns == {(ORDERS, p) for p in range(6)} and len(a.owns) == 3
+    assert again.groups["g"].epoch == group_epoch and again.groups["g"].state == "Stable"
+    assert (a.epoch, b.epoch) == (group_epoch, group_epoch)
+    # A member that does not come back is fenced a session timeout after the start.
+    world.now += 5_000
+    assert a.beat().error_code == 0
+    world.now += 6_000
+    again.tick(world.now)
+    assert list(again.groups["g"].members) == [a.member_id]
+    assert stored["g"]["members"][0]["member_id"] == a.member_id
+    # Deleting a group removes its snapshot.
+    a.leave()
+    again.delete("g")
+    assert stored["g"] is None
+
+
+def test_a_slow_revoker_loaded_after_a_restart_still_has_a_deadline() -> None:
+    world = World(orders=4)
+    stored: dict[str, Any] = {}
+    groups = ConsumerGroups(world, persist=stored.__setitem__)
+    a, b = Member(groups, world), Member(groups, world)
+    a.join(rebalance_timeout_ms=5_000)
+    b.join()
+    a.beat()  # told to revoke two; it never reports that it did
+    assert groups.groups["g"].members[a.member_id].revoking
+    again = ConsumerGroups(world, persist=stored.__setitem__)
+    again.load(dict(stored))
+    again.start(world.now)
+    assert again.groups["g"].members[a.member_id].revoking
+    world.now += 5_001
+    again.tick(world.now)
+    assert a.member_id not in again.groups["g"].members
+
+
+@pytest.mark.parametrize(
+    "broken",
+    [
+        {"epoch": "x"},
+        {"assignor": "nope"},
+        {"members": [{"member_id": "m"}]},
+    ],
+)
+def test_a_bad_snapshot_is_an_error(broken: dict[str, Any]) -> None:
+    world = World(orders=2)
+    stored: dict[str, Any] = {}
+    groups = ConsumerGroups(world, persist=stored.__setitem__)
+    Member(groups, world).join()
+    with pytest.raises(ValueError, match="bad snapshot"):
+        ConsumerGroups(world).load({"g": {**stored["g"], **broken}})
+
+
+def test_the_coordinator_keeps_consumer_groups_in_its_journal(tmp_path: Path) -> None:
+    world = World(orders=2)
+    coord = coordinator(tmp_path, world)
+    join = Req(
+        group_id="g",
+        member_id="",
+        member_epoch=0,
+        rebalance_timeout_ms=1000,
+        subscribed_topic_names=["orders"],
+        topic_partitions=[],
+    )
+    resp = coord.consumer_group_heartbeat(join, 1, world.now)
+    assert resp.error_code == 0
+    member, epoch = resp.member_id, resp.member_epoch
+    coord.store.close()
+    coord = coordinator(tmp_path, world)
+    group = coord.consumer_group("g")
+    assert group is not None and list(group.members) == [member]
+    beat = _with(join, member_id=member, member_epoch=epoch, topic_partitions=None)
+    again = coord.consumer_group_heartbeat(beat, 1, world.now)
+    assert (again.error_code, again.member_epoch) == (0, epoch)
+    # Still a consumer group: a classic join is refused.
+    (_, classic) = coord.join_group(
+        "t", join_request("g"), 9, world.now, client_id="c", client_host="h"
+    )[0]
+    assert classic.error_code == ErrorCode.INCONSISTENT_GROUP_PROTOCOL
+    leave = _with(join, member_id=member, member_epoch=-1)
+    assert coord.consumer_group_heartbeat(leave, 1, world.now).error_code == 0
+    deleted = coord.delete_groups(dg.DeleteGroupsRequest(groups_names=["g"]), 2).results
+    assert deleted[0].error_code == 0
+    coord.store.close()
+    coord = coordinator(tmp_path, world)
+    assert coord.consumer_group("g") is None
+    coord.store.close()
