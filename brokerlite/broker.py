@@ -380,11 +380,11 @@ class Broker:
         return limit
 
     def _raw_sasl_token(
-        self, conn_id: int, session: SaslSession, frame: bytes | memoryview
+        self, conn_id: int, session: SaslSession, frame: bytes | memoryview, now_ms: int
     ) -> SaslToken | Close:
         """A bare SASL token, after a v0 SaslHandshake (KIP-43)."""
         try:
-            answer = session.authenticate(bytes(frame))
+            answer = session.authenticate(bytes(frame), now_ms)
         except SaslAuthenticationError as exc:
             # No way to tell the client why: Kafka closes the connection too.
             return Close(
@@ -412,7 +412,7 @@ class Broker:
         if self.sasl_users is not None and conn_id not in self._sasl_principals:
             session = self.sasl_session(conn_id)
             if session is not None and session.raw_tokens:
-                return self._raw_sasl_token(conn_id, session, frame)
+                return self._raw_sasl_token(conn_id, session, frame, now_ms)
         try:
             header, body_at = decode_request_header(frame)
         except CodecError as exc:

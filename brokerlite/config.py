@@ -75,6 +75,8 @@ SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 SSL_CLIENT_AUTH = ("none", "requested", "required")
 # The SASL mechanisms brokerlite serves (trafka.codec.sasl implements them).
 _SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+# Served on request only: unsecured tokens authenticate whoever makes one.
+_OPT_IN_MECHANISMS = ("OAUTHBEARER",)
 _PROTOCOL_MAP_KEY = "listener.security.protocol.map"
 
 # Kafka keys brokerlite does not read, with what to use instead.
@@ -188,6 +190,14 @@ class BrokerConfig:
             SCRAM credentials are derived from them when the broker starts.
         sasl_users_file: a file of more users, one ``name:password`` a line
             (``#`` starts a comment), read when the broker starts.
+        sasl_oauthbearer_sub_claim_name, sasl_oauthbearer_scope_claim_name,
+        sasl_oauthbearer_clock_skew_seconds, sasl_oauthbearer_expected_audience,
+        sasl_oauthbearer_expected_issuer: how OAUTHBEARER tokens are checked, as
+            Kafka's settings of those names (KIP-768); brokerlite accepts unsecured
+            tokens only (``alg: none``, Kafka's development validator), so enable
+            ``OAUTHBEARER`` in ``sasl_enabled_mechanisms`` for development only.
+        sasl_oauthbearer_required_scopes: scopes every token must carry (Kafka's
+            ``unsecuredValidatorRequiredScope`` option).
         sasl_server_max_receive_size: the largest request accepted before a
             connection has authenticated (Kafka's ``sasl.server.max.receive.size``).
         ssl_certfile: the broker's certificate chain, PEM (the key may be in the
@@ -248,6 +258,12 @@ class BrokerConfig:
     sasl_users: tuple[tuple[str, str], ...] = dataclasses.field(default=(), repr=False)
     sasl_users_file: Path | None = None
     sasl_server_max_receive_size: int = 524_288
+    sasl_oauthbearer_sub_claim_name: str = "sub"
+    sasl_oauthbearer_scope_claim_name: str = "scope"
+    sasl_oauthbearer_clock_skew_seconds: int = 30
+    sasl_oauthbearer_expected_audience: tuple[str, ...] = ()
+    sasl_oauthbearer_expected_issuer: str | None = None
+    sasl_oauthbearer_required_scopes: tuple[str, ...] = ()
     ssl_certfile: Path | None = None
     ssl_keyfile: Path | None = None
     ssl_key_password: str | None = dataclasses.field(default=None, repr=False)
@@ -350,6 +366,13 @@ class BrokerConfig:
         object.__setattr__(self, "security_protocol", protocol)
         mechanisms = _parse_names(self.sasl_enabled_mechanisms, "sasl_enabled_mechanisms")
         object.__setattr__(self, "sasl_enabled_mechanisms", mechanisms)
+        for name in ("sasl_oauthbearer_expected_audience", "sasl_oauthbearer_required_scopes"):
+            object.__setattr__(self, name, _parse_names(getattr(self, name), name))
+        if self.sasl_oauthbearer_clock_skew_seconds < 0:
+            raise ConfigError("sasl_oauthbearer_clock_skew_seconds: must be >= 0")
+        for name in ("sasl_oauthbearer_sub_claim_name", "sasl_oauthbearer_scope_claim_name"):
+            if not str(getattr(self, name)).strip():
+                raise ConfigError(f"{name}: must not be empty")
         object.__setattr__(self, "sasl_users", _parse_users(self.sasl_users, "sasl_users"))
         for name in ("sasl_users_file", "ssl_certfile", "ssl_keyfile", "ssl_cafile"):
             value = getattr(self, name)
@@ -365,13 +388,15 @@ class BrokerConfig:
         if self.sasl_enabled:
             if not mechanisms:
                 raise ConfigError("sasl_enabled_mechanisms: a SASL listener needs a mechanism")
-            unknown = [m for m in mechanisms if m not in _SASL_MECHANISMS]
+            served = (*_SASL_MECHANISMS, *_OPT_IN_MECHANISMS)
+            unknown = [m for m in mechanisms if m not in served]
             if unknown:
                 raise ConfigError(
                     f"sasl_enabled_mechanisms: {', '.join(unknown)} not supported; "
-                    f"brokerlite serves {', '.join(_SASL_MECHANISMS)}"
+                    f"brokerlite serves {', '.join(served)}"
                 )
-            if not self.sasl_users and self.sasl_users_file is None:
+            needs_users = any(m in _SASL_MECHANISMS for m in mechanisms)
+            if needs_users and not self.sasl_users and self.sasl_users_file is None:
                 raise ConfigError(
                     f"security_protocol {protocol} needs users: set sasl_users or sasl_users_file"
                 )
@@ -484,7 +509,12 @@ class BrokerConfig:
                     listener_name = _listener_name(value)
                     if listener_name is not None:
                         listener = (listener_name, key)
-                elif field in ("sasl_users", "sasl_enabled_mechanisms"):
+                elif field in (
+                    "sasl_users",
+                    "sasl_enabled_mechanisms",
+                    "sasl_oauthbearer_expected_audience",
+                    "sasl_oauthbearer_required_scopes",
+                ):
                     changes[field] = value  # normalised and checked by __post_init__
                 elif field == "advertised_listener":
                     changes[field] = None if value is None else _first_listener(value)

@@ -50,6 +50,7 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
 from trafka.codec.errors import ErrorCode
+from trafka.codec.oauthbearer import OAUTHBEARER, OAuthBearerServer, UnsecuredTokenValidator
 from trafka.codec.sasl import (
     SCRAM_MECHANISMS,
     PlainServer,
@@ -98,6 +99,8 @@ class UserStore:
             mechanism: {} for mechanism in SCRAM_MECHANISMS if mechanism in enabled
         }
         self._managed: ScramCredentials | None = None
+        #: How OAUTHBEARER tokens are checked (Kafka's unsecured validator).
+        self.token_validator = UnsecuredTokenValidator()
         keep_passwords = "PLAIN" in enabled
         for name, password in users:
             if keep_passwords:
@@ -118,9 +121,18 @@ class UserStore:
             seen = {name for name, _ in users}
             for name, password in read_users_file(config.sasl_users_file):
                 users.append(check_user(name, password, str(config.sasl_users_file), seen))
-        if not users:
+        if not users and any(m != OAUTHBEARER for m in config.sasl_enabled_mechanisms):
             raise ConfigError(f"security_protocol {config.security_protocol}: no SASL users")
-        return cls(users, config.sasl_enabled_mechanisms)
+        store = cls(users, config.sasl_enabled_mechanisms)
+        store.token_validator = UnsecuredTokenValidator(
+            principal_claim=config.sasl_oauthbearer_sub_claim_name,
+            scope_claim=config.sasl_oauthbearer_scope_claim_name,
+            required_scopes=config.sasl_oauthbearer_required_scopes,
+            clock_skew_ms=config.sasl_oauthbearer_clock_skew_seconds * 1000,
+            expected_audience=config.sasl_oauthbearer_expected_audience,
+            expected_issuer=config.sasl_oauthbearer_expected_issuer,
+        )
+        return store
 
     def password(self, name: str) -> str | None:
         """The PLAIN password of ``name``; None for an unknown user."""
@@ -156,8 +168,9 @@ class SaslSession:
         self.state = SaslState.START
         self.mechanism: str | None = None
         self.username: str | None = None
-        self._server: PlainServer | ScramServer | None = None
+        self._server: PlainServer | ScramServer | OAuthBearerServer | None = None
         self._first_done = False  # SCRAM: the server-first message was sent
+        self._now_ms = 0  # the time of the token being checked (OAUTHBEARER)
 
     @property
     def raw_tokens(self) -> bool:
@@ -181,6 +194,11 @@ class SaslSession:
         users = self._users
         if mechanism == "PLAIN":
             self._server = PlainServer(users.password)
+        elif mechanism == OAUTHBEARER:
+            validator = users.token_validator
+            self._server = OAuthBearerServer(
+                lambda token: validator.validate(token, self._now_ms).principal
+            )
         else:
             self._server = ScramServer(
                 mechanism, lambda name: users.scram_credential(mechanism, name)
@@ -189,8 +207,8 @@ class SaslSession:
         self.state = SaslState.TOKENS if version >= 1 else SaslState.RAW_TOKENS
         return ErrorCode.NONE
 
-    def authenticate(self, token: bytes) -> bytes:
-        """Feed one client token; returns the server's token (possibly empty).
+    def authenticate(self, token: bytes, now_ms: int = 0) -> bytes:
+        """Feed one client token at ``now_ms``; returns the server's token (possibly empty).
 
         ``state`` is DONE afterwards when the client has authenticated.
 
@@ -208,8 +226,9 @@ class SaslSession:
                 if self.state is SaslState.START or server is None
                 else f"SASL token in state {self.state.value}"
             )
+        self._now_ms = now_ms
         try:
-            if isinstance(server, PlainServer):
+            if isinstance(server, PlainServer | OAuthBearerServer):
                 answer = server.respond(token)
             elif not self._first_done:
                 answer = server.server_first(token)

@@ -143,15 +143,23 @@ def _acks(name: str, value: Any) -> int:
 
 _COMPRESSION = ("none", "gzip", "snappy", "lz4", "zstd")
 _SECURITY_PROTOCOLS = ("plaintext", "ssl", "sasl_plaintext", "sasl_ssl")
-_SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+_SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
 
 
 def _sasl_mechanism(name: str, value: Any) -> str:
     if isinstance(value, str) and value.strip().upper() in _SASL_MECHANISMS:
         return value.strip().upper()
-    if isinstance(value, str) and value.strip().upper() in ("GSSAPI", "OAUTHBEARER"):
+    if isinstance(value, str) and value.strip().upper() == "GSSAPI":
         raise ConfigError(f"{name}: {value.strip().upper()} is not supported by trafka")
     raise ConfigError(f"{name} must be one of {', '.join(_SASL_MECHANISMS)}; got {value!r}")
+
+
+def _token_provider(name: str, value: Any) -> Any:
+    if value is None or callable(value) or callable(getattr(value, "token", None)):
+        return value
+    raise ConfigError(
+        f"{name} must be a callable or an object with a token() method, got {value!r}"
+    )
 
 
 def _check_hostname(name: str, value: Any) -> bool:
@@ -274,7 +282,21 @@ class ClientConfig:
         sasl_username / sasl_password: the SASL credentials (librdkafka's names;
             kafka-python's ``sasl_plain_username``/``sasl_plain_password`` too).
         sasl_jaas_config: Java's form of the credentials, read for its
-            ``username="..."`` and ``password="..."`` options.
+            ``username="..."`` and ``password="..."`` options (and, with
+            OAUTHBEARER, ``clientId``, ``clientSecret``, ``scope`` and
+            ``unsecuredLoginStringClaim_sub``).
+        sasl_oauth_token_provider: with OAUTHBEARER, where tokens come from: a
+            callable or an object with ``token()`` (kafka-python's and aiokafka's
+            name), sync or async; see :mod:`trafka.sdk.oauth`. Made from the
+            settings below when not given.
+        sasl_oauthbearer_method: ``default`` (a provider or unsecured tokens) or
+            ``oidc`` (client credentials at ``sasl_oauthbearer_token_endpoint_url``
+            with ``sasl_oauthbearer_client_id``, ``sasl_oauthbearer_client_secret``
+            and ``sasl_oauthbearer_scope``; librdkafka's names).
+        enable_sasl_oauthbearer_unsecure_jwt / sasl_oauthbearer_config: unsecured
+            development tokens, as librdkafka makes them
+            (``principal=alice scope=a,b lifeSeconds=600``).
+        sasl_oauthbearer_extensions: SASL extensions, ``key=value,key=value``.
         ssl_cafile: PEM file of the CAs to trust (default: the system's);
             librdkafka's ``ssl.ca.location``.
         ssl_certfile / ssl_keyfile / ssl_password: the client's certificate,
@@ -307,6 +329,15 @@ class ClientConfig:
         None, _opt_str, aliases=("sasl_plain_password",), secret=True
     )
     sasl_jaas_config: str | None = _field(None, _opt_str, secret=True)
+    sasl_oauth_token_provider: Any = _field(None, _token_provider)  # noqa: RUF009
+    sasl_oauthbearer_method: str = _field("default", _choice("default", "oidc"))
+    enable_sasl_oauthbearer_unsecure_jwt: bool = _field(False, _bool)
+    sasl_oauthbearer_config: str | None = _field(None, _opt_str)
+    sasl_oauthbearer_token_endpoint_url: str | None = _field(None, _opt_str)
+    sasl_oauthbearer_client_id: str | None = _field(None, _opt_str)
+    sasl_oauthbearer_client_secret: str | None = _field(None, _opt_str, secret=True)
+    sasl_oauthbearer_scope: str | None = _field(None, _opt_str)
+    sasl_oauthbearer_extensions: str | None = _field(None, _opt_str)
     ssl_cafile: str | None = _field(None, _opt_str, aliases=("ssl.ca.location",))
     ssl_certfile: str | None = _field(None, _opt_str, aliases=("ssl.certificate.location",))
     ssl_keyfile: str | None = _field(None, _opt_str, aliases=("ssl.key.location",))
@@ -332,18 +363,71 @@ class ClientConfig:
             object.__setattr__(self, "retry_backoff_max_ms", self.retry_backoff_ms)
 
     def _check_security(self) -> None:
-        if self.sasl_jaas_config is not None:
-            jaas = _parse_jaas(self.sasl_jaas_config)
-            for attr in ("username", "password"):
-                if getattr(self, f"sasl_{attr}") is None and attr in jaas:
-                    object.__setattr__(self, f"sasl_{attr}", jaas[attr])
-        if self.uses_sasl and (self.sasl_username is None or self.sasl_password is None):
+        jaas = _parse_jaas(self.sasl_jaas_config) if self.sasl_jaas_config is not None else {}
+        for attr in ("username", "password"):
+            if getattr(self, f"sasl_{attr}") is None and attr in jaas:
+                object.__setattr__(self, f"sasl_{attr}", jaas[attr])
+        if self.uses_sasl and self.sasl_mechanism == "OAUTHBEARER":
+            self._check_oauth(jaas)
+        elif self.uses_sasl and (self.sasl_username is None or self.sasl_password is None):
             raise ConfigError(
                 f"security.protocol {self.security_protocol.upper()} needs sasl.username "
                 "and sasl.password (or sasl.jaas.config)"
             )
         if self.uses_tls and self.ssl_keyfile is not None and self.ssl_certfile is None:
             raise ConfigError("ssl.keyfile is set without ssl.certfile")
+
+    def _check_oauth(self, jaas: Mapping[str, str]) -> None:
+        """Make the token provider the OAUTHBEARER settings describe (unless given)."""
+        from .oauth import OidcTokenProvider, UnsecuredTokenProvider, parse_extensions
+
+        extensions = parse_extensions(self.sasl_oauthbearer_extensions)
+        client_id = self.sasl_oauthbearer_client_id or jaas.get("clientId")
+        client_secret = self.sasl_oauthbearer_client_secret or jaas.get("clientSecret")
+        scope = self.sasl_oauthbearer_scope or jaas.get("scope")
+        settings = (
+            self.sasl_oauthbearer_method,
+            self.enable_sasl_oauthbearer_unsecure_jwt,
+            self.sasl_oauthbearer_config,
+            self.sasl_oauthbearer_token_endpoint_url,
+            client_id,
+            client_secret,
+            scope,
+            self.sasl_oauthbearer_extensions,
+            jaas.get("unsecuredLoginStringClaim_sub"),
+        )
+        current = self.sasl_oauth_token_provider
+        if current is not None and getattr(current, "_trafka_settings", settings) == settings:
+            return  # the caller's own provider, or the one these settings made
+        provider: Any
+        if self.sasl_oauthbearer_method == "oidc":
+            if not (self.sasl_oauthbearer_token_endpoint_url and client_id and client_secret):
+                raise ConfigError(
+                    "sasl.oauthbearer.method=oidc needs sasl.oauthbearer.token.endpoint.url, "
+                    "sasl.oauthbearer.client.id and sasl.oauthbearer.client.secret"
+                )
+            provider = OidcTokenProvider(
+                self.sasl_oauthbearer_token_endpoint_url,
+                client_id,
+                client_secret,
+                scope=scope,
+                extensions=extensions,
+                timeout=self.request_timeout_ms / 1000,
+            )
+        elif self.enable_sasl_oauthbearer_unsecure_jwt and self.sasl_oauthbearer_config:
+            provider = UnsecuredTokenProvider(self.sasl_oauthbearer_config, extensions)
+        elif jaas.get("unsecuredLoginStringClaim_sub"):
+            provider = UnsecuredTokenProvider(
+                f"principal={jaas['unsecuredLoginStringClaim_sub']}", extensions
+            )
+        else:
+            raise ConfigError(
+                "sasl.mechanism OAUTHBEARER needs a token source: sasl_oauth_token_provider, "
+                "sasl.oauthbearer.method=oidc with a token endpoint and client credentials, "
+                "or enable.sasl.oauthbearer.unsecure.jwt with sasl.oauthbearer.config"
+            )
+        provider._trafka_settings = settings
+        object.__setattr__(self, "sasl_oauth_token_provider", provider)
 
     @property
     def uses_tls(self) -> bool:

@@ -21,15 +21,18 @@ Rules:
 from __future__ import annotations
 
 import ssl
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from trafka.codec import ErrorCode, UnsupportedVersionError
 from trafka.codec.messages import k17_sasl_handshake as handshake_msg
 from trafka.codec.messages import k36_sasl_authenticate as authenticate_msg
+from trafka.codec.oauthbearer import client_message as oauth_client_message
 from trafka.codec.sasl import SaslAuthenticationError, ScramClient, plain_message
 
 from .config import ClientConfig
 from .errors import AuthenticationError, ConfigError
+from .oauth import fetch_token
 
 if TYPE_CHECKING:
     from .transport import BrokerConnection
@@ -115,6 +118,9 @@ async def authenticate(conn: BrokerConnection, config: ClientConfig) -> None:
             raise _refused(where, reply.error_code, reply.error_message)
         return bytes(reply.auth_bytes)
 
+    if mechanism == "OAUTHBEARER":
+        await _oauthbearer(exchange, config, where)
+        return
     username, password = config.sasl_username, config.sasl_password
     assert username is not None and password is not None  # the config checked
     try:
@@ -130,6 +136,25 @@ async def authenticate(conn: BrokerConnection, config: ClientConfig) -> None:
             f"SASL {mechanism} authentication with {where} failed: {exc}",
             ErrorCode.SASL_AUTHENTICATION_FAILED,
         ) from None
+
+
+async def _oauthbearer(
+    exchange: Callable[[bytes], Awaitable[bytes]], config: ClientConfig, where: str
+) -> None:
+    """One OAUTHBEARER message; an error answer (RFC 7628) is acknowledged with
+    0x01, after which the broker refuses, and that refusal is raised."""
+    token, extensions = await fetch_token(config.sasl_oauth_token_provider)
+    try:
+        message = oauth_client_message(token, extensions=extensions)
+    except ValueError as exc:
+        raise AuthenticationError(f"cannot send the OAuth token: {exc}") from None
+    answer = await exchange(message)
+    if answer:
+        detail = answer.decode("utf-8", "replace")
+        await exchange(b"\x01")  # normally raises: the broker refuses now
+        raise AuthenticationError(
+            f"{where} refused the OAuth token: {detail}", ErrorCode.SASL_AUTHENTICATION_FAILED
+        )
 
 
 def _refused(where: str, code: int, message: str | None) -> AuthenticationError:

@@ -44,7 +44,7 @@ def handle(
             error_code=ErrorCode.ILLEGAL_SASL_STATE, error_message=message
         )
     try:
-        token = session.authenticate(request.auth_bytes)
+        token = session.authenticate(request.auth_bytes, ctx.now_ms)
     except SaslStateError as exc:
         answer = m.SaslAuthenticateResponse(
             error_code=ErrorCode.ILLEGAL_SASL_STATE, error_message=str(exc)

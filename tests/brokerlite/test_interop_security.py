@@ -323,9 +323,9 @@ def test_every_client_sends_bare_tokens_to_a_broker_with_handshake_v0_only(
     bare: Counter[tuple[str | None, str | None]] = Counter()
     real = Broker._raw_sasl_token
 
-    def counted(self: Broker, conn_id: int, session: Any, frame: Any) -> Any:
+    def counted(self: Broker, conn_id: int, session: Any, frame: Any, now_ms: int) -> Any:
         bare[(self.client_id(conn_id), session.mechanism)] += 1
-        return real(self, conn_id, session, frame)
+        return real(self, conn_id, session, frame, now_ms)
 
     monkeypatch.setattr(Broker, "_raw_sasl_token", counted)
     with broker_in_thread(
