@@ -43,6 +43,7 @@ from trafka.codec.messages import k33_alter_configs as ac
 from trafka.codec.messages import k35_describe_log_dirs as dld
 from trafka.codec.messages import k37_create_partitions as cpart
 from trafka.codec.messages import k42_delete_groups as dgr
+from trafka.codec.messages import k43_elect_leaders as el
 from trafka.codec.messages import k44_incremental_alter_configs as iac
 from trafka.codec.messages import k47_offset_delete as odel
 from trafka.codec.messages import k50_describe_user_scram_credentials as dusc
@@ -604,6 +605,82 @@ class Admin:
         await self._change_topics(
             "create_partitions", "creating partitions of", list(totals), timeout_ms, send
         )
+
+    async def elect_leaders(
+        self,
+        partitions: Iterable[TopicPartition] | Iterable[tuple[str, int]] | None = None,
+        *,
+        election_type: str = "preferred",
+        timeout_ms: int | None = None,
+    ) -> dict[TopicPartition, KafkaError | None]:
+        """Ask the controller to elect leaders (ElectLeaders, KIP-460).
+
+        Args:
+            partitions: the partitions; None for every partition that needs one.
+            election_type: ``preferred`` (the first replica, if in sync) or
+                ``unclean`` (any replica, even out of sync: may lose records).
+
+        Returns:
+            Per partition, None when a leader was elected, else the partition's
+            error: ELECTION_NOT_NEEDED when its leader already is the one wanted
+            (as Java's AdminClient reports it), UNKNOWN_TOPIC_OR_PARTITION...
+            With ``partitions=None`` only the partitions the controller acted
+            on are listed.
+
+        Raises:
+            ValueError: an unknown election type.
+            KafkaError: the request as a whole was refused.
+        """
+        types = {"preferred": 0, "unclean": 1}
+        if election_type not in types:
+            raise ValueError(f"election_type must be preferred or unclean, got {election_type!r}")
+        by_topic: dict[str, list[int]] | None = None
+        if partitions is not None:
+            by_topic = {}
+            for tp in partitions:
+                topic, partition = TopicPartition(*tp)
+                by_topic.setdefault(topic, []).append(partition)
+        wait_ms = self._timeout_ms(timeout_ms)
+        req = el.ElectLeadersRequest
+
+        async def attempt(deadline: float) -> dict[TopicPartition, KafkaError | None]:
+            conn = await self._controller()
+            version = conn.version_for(43)
+            if version == 0 and election_type != "preferred":
+                raise KafkaError(
+                    ErrorCode.UNSUPPORTED_VERSION,
+                    "this broker elects preferred leaders only (ElectLeaders v0)",
+                )
+            topics = (
+                None
+                if by_topic is None
+                else [req.TopicPartitions(topic=t, partitions=ps) for t, ps in by_topic.items()]
+            )
+            body = _fit(
+                43,
+                version,
+                req,
+                election_type=types[election_type],
+                topic_partitions=topics,
+                timeout_ms=wait_ms,
+            )
+            resp = await conn.request(43, body)
+            check(resp.error_code, "ElectLeaders", again=TRANSIENT)
+            return {
+                TopicPartition(r.topic, p.partition_id): (
+                    KafkaError(
+                        p.error_code,
+                        f"electing a leader of {r.topic}-{p.partition_id}"
+                        + (f": {p.error_message}" if p.error_message else ""),
+                    )
+                    if p.error_code
+                    else None
+                )
+                for r in resp.replica_election_results
+                for p in r.partition_result
+            }
+
+        return await self._calls.run("elect_leaders", timeout_ms, attempt)
 
     # -- configs ----------------------------------------------------------------------------
 

@@ -98,6 +98,7 @@ CLIENT_VERSIONS: dict[int, tuple[int, int]] = {
     36: (0, 2),  # SaslAuthenticate
     37: (0, 3),  # CreatePartitions
     42: (0, 2),  # DeleteGroups
+    43: (0, 2),  # ElectLeaders
     44: (0, 1),  # IncrementalAlterConfigs
     60: (0, 1),  # DescribeCluster
     68: (0, 1),  # ConsumerGroupHeartbeat (KIP-848; from v1 the member names itself, KIP-1082)
