@@ -194,8 +194,12 @@ class BrokerConfig:
         sasl_oauthbearer_clock_skew_seconds, sasl_oauthbearer_expected_audience,
         sasl_oauthbearer_expected_issuer: how OAUTHBEARER tokens are checked, as
             Kafka's settings of those names (KIP-768); brokerlite accepts unsecured
-            tokens only (``alg: none``, Kafka's development validator), so enable
-            ``OAUTHBEARER`` in ``sasl_enabled_mechanisms`` for development only.
+            tokens (``alg: none``, Kafka's development validator) unless
+            ``sasl_oauthbearer_jwks_endpoint_url`` is set.
+        sasl_oauthbearer_jwks_endpoint_url: the identity provider's JWK set (an
+            https, http or file URL): tokens must then be signed with one of its
+            keys (KIP-768); read at start and every
+            ``sasl_oauthbearer_jwks_endpoint_refresh_ms``.
         sasl_oauthbearer_required_scopes: scopes every token must carry (Kafka's
             ``unsecuredValidatorRequiredScope`` option).
         sasl_server_max_receive_size: the largest request accepted before a
@@ -264,6 +268,8 @@ class BrokerConfig:
     sasl_oauthbearer_expected_audience: tuple[str, ...] = ()
     sasl_oauthbearer_expected_issuer: str | None = None
     sasl_oauthbearer_required_scopes: tuple[str, ...] = ()
+    sasl_oauthbearer_jwks_endpoint_url: str | None = None
+    sasl_oauthbearer_jwks_endpoint_refresh_ms: int = 3_600_000
     ssl_certfile: Path | None = None
     ssl_keyfile: Path | None = None
     ssl_key_password: str | None = dataclasses.field(default=None, repr=False)
@@ -370,6 +376,15 @@ class BrokerConfig:
             object.__setattr__(self, name, _parse_names(getattr(self, name), name))
         if self.sasl_oauthbearer_clock_skew_seconds < 0:
             raise ConfigError("sasl_oauthbearer_clock_skew_seconds: must be >= 0")
+        if self.sasl_oauthbearer_jwks_endpoint_refresh_ms <= 0:
+            raise ConfigError("sasl_oauthbearer_jwks_endpoint_refresh_ms: must be > 0")
+        if self.sasl_oauthbearer_jwks_endpoint_url is not None:
+            from .jwks import check_jwks_url
+
+            try:
+                check_jwks_url(self.sasl_oauthbearer_jwks_endpoint_url)
+            except ValueError as exc:
+                raise ConfigError(f"sasl_oauthbearer_jwks_endpoint_url: {exc}") from None
         for name in ("sasl_oauthbearer_sub_claim_name", "sasl_oauthbearer_scope_claim_name"):
             if not str(getattr(self, name)).strip():
                 raise ConfigError(f"{name}: must not be empty")

@@ -44,13 +44,14 @@ Rules and invariants (Kafka's ``SaslServerAuthenticator``, KIP-43 and KIP-152):
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import logging
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
 from trafka.codec.errors import ErrorCode
-from trafka.codec.oauthbearer import OAUTHBEARER, OAuthBearerServer, UnsecuredTokenValidator
+from trafka.codec.oauthbearer import OAUTHBEARER, JwkSet, OAuthBearerServer, TokenValidator
 from trafka.codec.sasl import (
     SCRAM_MECHANISMS,
     PlainServer,
@@ -100,7 +101,7 @@ class UserStore:
         }
         self._managed: ScramCredentials | None = None
         #: How OAUTHBEARER tokens are checked (Kafka's unsecured validator).
-        self.token_validator = UnsecuredTokenValidator()
+        self.token_validator = TokenValidator()
         keep_passwords = "PLAIN" in enabled
         for name, password in users:
             if keep_passwords:
@@ -124,15 +125,20 @@ class UserStore:
         if not users and any(m != OAUTHBEARER for m in config.sasl_enabled_mechanisms):
             raise ConfigError(f"security_protocol {config.security_protocol}: no SASL users")
         store = cls(users, config.sasl_enabled_mechanisms)
-        store.token_validator = UnsecuredTokenValidator(
+        store.token_validator = TokenValidator(
             principal_claim=config.sasl_oauthbearer_sub_claim_name,
             scope_claim=config.sasl_oauthbearer_scope_claim_name,
             required_scopes=config.sasl_oauthbearer_required_scopes,
             clock_skew_ms=config.sasl_oauthbearer_clock_skew_seconds * 1000,
             expected_audience=config.sasl_oauthbearer_expected_audience,
             expected_issuer=config.sasl_oauthbearer_expected_issuer,
+            keys=None if config.sasl_oauthbearer_jwks_endpoint_url is None else JwkSet(()),
         )
         return store
+
+    def set_token_keys(self, keys: JwkSet) -> None:
+        """Verify OAUTHBEARER tokens with ``keys`` from now on (a JWKS refresh)."""
+        self.token_validator = dataclasses.replace(self.token_validator, keys=keys)
 
     def password(self, name: str) -> str | None:
         """The PLAIN password of ``name``; None for an unknown user."""

@@ -77,6 +77,7 @@ from trafka.codec.framing import FrameReader
 from .broker import Broker, Completion
 from .config import BrokerConfig, ConfigError
 from .handlers._base import Close, NoResponse, Parked, Part, Reply, SaslToken
+from .jwks import JwksError, fetch_jwks
 
 __all__ = ["RunningBroker", "broker_in_thread", "run_broker", "serve_broker"]
 
@@ -252,6 +253,31 @@ class _Server:
                     stats.bytes_read,
                     stats.bytes_written,
                 )
+
+    async def refresh_token_keys(self, url: str, *, first: bool) -> bool:
+        """Read the OAUTHBEARER key set once (in a worker thread); True when it worked."""
+        users = self.broker.sasl_users
+        assert users is not None
+        try:
+            keys = await trio.to_thread.run_sync(fetch_jwks, url, abandon_on_cancel=True)
+        except JwksError as exc:
+            log.error(
+                "OAUTHBEARER keys %s: %s",
+                "not read, every token is refused until they are" if first else "not refreshed",
+                exc,
+            )
+            return False
+        users.set_token_keys(keys)
+        log.info("OAUTHBEARER keys read from %s: %d key(s)", url, len(keys.keys))
+        return True
+
+    async def token_key_refresher(self, url: str, ok: bool) -> None:
+        """Read the key set again every ``sasl_oauthbearer_jwks_endpoint_refresh_ms``
+        (after a failure, within 10 s)."""
+        period = self.config.sasl_oauthbearer_jwks_endpoint_refresh_ms / 1000
+        while True:
+            await trio.sleep(period if ok else min(period, 10.0))
+            ok = await self.refresh_token_keys(url, first=False)
 
     def _after_request(self) -> None:
         """Deliver what a request made ready; wake the ticker if it set an earlier timer."""
@@ -762,6 +788,10 @@ async def serve_broker(
     try:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(server.ticker)
+            jwks_url = cfg.sasl_oauthbearer_jwks_endpoint_url
+            if broker.sasl_users is not None and jwks_url is not None:
+                ok = await server.refresh_token_keys(jwks_url, first=True)
+                nursery.start_soon(server.token_key_refresher, jwks_url, ok)
             if cfg.log_cleaner_enable:
                 nursery.start_soon(server.cleaner)
             nursery.start_soon(_serve_listeners, server, listeners)

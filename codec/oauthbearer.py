@@ -18,7 +18,7 @@ Rules and invariants:
 * An authorization id, when sent, must equal the token's principal.
 * Unsecured tokens (Kafka's default for development,
   ``OAuthBearerUnsecuredJws``) are JWS compact serializations with header
-  ``{"alg":"none"}`` and an empty signature. :class:`UnsecuredTokenValidator`
+  ``{"alg":"none"}`` and an empty signature. :class:`TokenValidator`
   checks them as Kafka's unsecured validator does: ``exp`` (seconds since the
   epoch) is required, ``iat`` optional, both numbers; the principal claim
   (``sub`` by default) is a non-empty string; the token must not be expired and
@@ -26,6 +26,11 @@ Rules and invariants:
   after ``iat``, and every required scope must be in the scope claim (a string
   of space-separated scopes or a list of strings). Audience and issuer are
   checked when expected ones are configured (KIP-768's settings).
+* With a key set (:class:`JwkSet`, the identity provider's published keys;
+  KIP-768's ``sasl.oauthbearer.jwks.endpoint.url``) :class:`TokenValidator`
+  accepts signed tokens only: RS256/384/512, PS256/384/512 or ES256/384/512,
+  verified with the key the header's ``kid`` names (or the only one that fits),
+  then checked as above. Without one it accepts unsecured tokens only.
 * Nothing here ever logs or puts a token into an error message.
 """
 
@@ -44,9 +49,10 @@ from .sasl import SaslAuthenticationError, SaslMisuse
 __all__ = [
     "OAUTHBEARER",
     "OAuthBearerServer",
+    "JwkSet",
     "OAuthClientMessage",
     "TokenValidationError",
-    "UnsecuredTokenValidator",
+    "TokenValidator",
     "ValidatedToken",
     "client_message",
     "parse_client_message",
@@ -231,9 +237,143 @@ class ValidatedToken:
     claims: Mapping[str, Any] = dataclasses.field(repr=False, default_factory=dict)
 
 
+# JWS algorithms a key set may verify: (key type, hash, padding or curve).
+_ALGORITHMS = {
+    "RS256": ("RSA", "SHA256", "pkcs1"),
+    "RS384": ("RSA", "SHA384", "pkcs1"),
+    "RS512": ("RSA", "SHA512", "pkcs1"),
+    "PS256": ("RSA", "SHA256", "pss"),
+    "PS384": ("RSA", "SHA384", "pss"),
+    "PS512": ("RSA", "SHA512", "pss"),
+    "ES256": ("EC", "SHA256", "P-256"),
+    "ES384": ("EC", "SHA384", "P-384"),
+    "ES512": ("EC", "SHA512", "P-521"),
+}
+_CURVE_BYTES = {"P-256": 32, "P-384": 48, "P-521": 66}
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
-class UnsecuredTokenValidator:
-    """Kafka's unsecured token validation (see the module rules).
+class Jwk:
+    """One public key of a JWK set (RFC 7517): RSA or EC, for signatures."""
+
+    kid: str | None
+    kty: str
+    crv: str | None
+    alg: str | None
+    public_key: Any = dataclasses.field(repr=False)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class JwkSet:
+    """The public keys an identity provider publishes (its ``jwks_uri``).
+
+    Keys whose ``use`` is not ``sig``, and kinds other than RSA and EC (P-256,
+    P-384, P-521), are left out. Needs the ``cryptography`` package.
+    """
+
+    keys: tuple[Jwk, ...]
+
+    @classmethod
+    def from_json(cls, data: bytes | str | Mapping[str, Any]) -> JwkSet:
+        """Parse a JWK set document.
+
+        Raises:
+            ValueError: not a JWK set, a key that cannot be read, or no usable key.
+            ImportError: the ``cryptography`` package is missing.
+        """
+        from cryptography.hazmat.primitives.asymmetric import ec, rsa
+
+        document = json.loads(data) if isinstance(data, bytes | str) else data
+        if not isinstance(document, Mapping) or not isinstance(document.get("keys"), list):
+            raise ValueError("a JWK set is a JSON object with a keys list")
+        curves = {"P-256": ec.SECP256R1(), "P-384": ec.SECP384R1(), "P-521": ec.SECP521R1()}
+        keys = []
+        for entry in document["keys"]:
+            if not isinstance(entry, Mapping) or entry.get("use", "sig") != "sig":
+                continue
+            kty, kid = entry.get("kty"), entry.get("kid")
+            try:
+                if kty == "RSA":
+                    public: Any = rsa.RSAPublicNumbers(
+                        _b64_int(entry["e"]), _b64_int(entry["n"])
+                    ).public_key()
+                    crv = None
+                elif kty == "EC" and entry.get("crv") in curves:
+                    crv = entry["crv"]
+                    public = ec.EllipticCurvePublicNumbers(
+                        _b64_int(entry["x"]), _b64_int(entry["y"]), curves[crv]
+                    ).public_key()
+                else:
+                    continue
+            except (KeyError, TypeError, ValueError) as exc:
+                raise ValueError(f"JWK {kid!r} cannot be read: {exc}") from None
+            keys.append(
+                Jwk(kid if isinstance(kid, str) else None, kty, crv, entry.get("alg"), public)
+            )
+        if not keys:
+            raise ValueError("the JWK set has no RSA or EC signing key")
+        return cls(tuple(keys))
+
+    def verify(self, header: Mapping[str, Any], signing_input: bytes, signature: bytes) -> None:
+        """Check a JWS signature with the key the header names.
+
+        Raises:
+            TokenValidationError: an algorithm not allowed, no such key, or a bad signature.
+        """
+        from cryptography.exceptions import InvalidSignature
+        from cryptography.hazmat.primitives import hashes
+        from cryptography.hazmat.primitives.asymmetric import ec, padding, utils
+
+        alg = header.get("alg")
+        if alg not in _ALGORITHMS:
+            raise TokenValidationError(
+                f"the token's algorithm {alg!r} is not one of {', '.join(_ALGORITHMS)}"
+            )
+        kty, digest_name, mode = _ALGORITHMS[alg]
+        kid = header.get("kid")
+        candidates = [
+            k
+            for k in self.keys
+            if k.kty == kty
+            and (kid is None or k.kid == kid)
+            and (k.alg is None or k.alg == alg)
+            and (kty != "EC" or k.crv == mode)
+        ]
+        if kid is None and len(candidates) > 1:
+            raise TokenValidationError("the token names no key (kid) and several keys fit")
+        if not candidates:
+            raise TokenValidationError(f"no key in the key set verifies the token (kid {kid!r})")
+        key = candidates[0].public_key
+        digest = getattr(hashes, digest_name)()
+        try:
+            if kty == "RSA":
+                pad: Any = (
+                    padding.PKCS1v15()
+                    if mode == "pkcs1"
+                    else padding.PSS(padding.MGF1(digest), digest.digest_size)
+                )
+                key.verify(signature, signing_input, pad, digest)
+            else:
+                size = _CURVE_BYTES[mode]
+                if len(signature) != 2 * size:
+                    raise TokenValidationError("the token's signature has the wrong length")
+                r = int.from_bytes(signature[:size], "big")
+                s_ = int.from_bytes(signature[size:], "big")
+                key.verify(utils.encode_dss_signature(r, s_), signing_input, ec.ECDSA(digest))
+        except InvalidSignature:
+            raise TokenValidationError("the token's signature does not verify") from None
+
+
+def _b64_int(text: Any) -> int:
+    if not isinstance(text, str):
+        raise ValueError("a key parameter is not a string")
+    return int.from_bytes(_b64url_decode(text), "big")
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class TokenValidator:
+    """Kafka's token validation (see the module rules): unsecured tokens, or
+    tokens signed with a key of ``keys`` when a key set is given (KIP-768).
 
     Attributes:
         principal_claim: the claim naming the principal (Kafka's
@@ -243,6 +383,8 @@ class UnsecuredTokenValidator:
         clock_skew_ms: how far the issue and expiry times may be off.
         expected_audience: when not empty, the ``aud`` claim must name one of these.
         expected_issuer: when set, the ``iss`` claim must equal it.
+        keys: the identity provider's public keys; None accepts unsecured tokens
+            only (``alg: none``), a key set signed ones only.
     """
 
     principal_claim: str = "sub"
@@ -251,6 +393,7 @@ class UnsecuredTokenValidator:
     clock_skew_ms: int = 30_000
     expected_audience: Sequence[str] = ()
     expected_issuer: str | None = None
+    keys: JwkSet | None = None
 
     def validate(self, token: str, now_ms: int) -> ValidatedToken:
         """Check ``token`` at time ``now_ms``.
@@ -262,13 +405,21 @@ class UnsecuredTokenValidator:
         parts = token.split(".")
         if len(parts) != 3:
             raise TokenValidationError("the token is not a JWS compact serialization")
-        if parts[2]:
-            raise TokenValidationError(
-                "the token is signed; this broker accepts unsecured tokens (alg none) only"
-            )
         header = _json_object(parts[0], "header")
-        if header.get("alg") != "none":
-            raise TokenValidationError("the token's header must say alg none")
+        if self.keys is None:
+            if parts[2]:
+                raise TokenValidationError(
+                    "the token is signed; this broker accepts unsecured tokens (alg none) only"
+                )
+            if header.get("alg") != "none":
+                raise TokenValidationError("the token's header must say alg none")
+        else:
+            if header.get("alg") == "none" or not parts[2]:
+                raise TokenValidationError(
+                    "the token is unsecured; this broker accepts signed tokens only"
+                )
+            signing_input = f"{parts[0]}.{parts[1]}".encode("ascii")
+            self.keys.verify(header, signing_input, _b64url_decode(parts[2]))
         claims = _json_object(parts[1], "payload")
         expires = claims.get("exp")
         if not _is_number(expires):

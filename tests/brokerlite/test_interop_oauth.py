@@ -20,6 +20,7 @@ import time
 import urllib.parse
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -412,6 +413,12 @@ def test_brokerlite_settings() -> None:
         BrokerConfig(
             security_protocol="SASL_PLAINTEXT", sasl_enabled_mechanisms="OAUTHBEARER,PLAIN"
         )
+    with pytest.raises(BrokerConfigError, match="jwks_endpoint_url"):
+        BrokerConfig(
+            security_protocol="SASL_PLAINTEXT",
+            sasl_enabled_mechanisms="OAUTHBEARER",
+            sasl_oauthbearer_jwks_endpoint_url="ftp://idp/jwks",
+        )
     with pytest.raises(BrokerConfigError, match="clock_skew"):
         BrokerConfig(
             security_protocol="SASL_PLAINTEXT",
@@ -443,3 +450,133 @@ def test_kcat_with_an_unsecured_jwt(broker: RunningBroker) -> None:
         capture_output=True, timeout=60, check=False,
     )  # fmt: skip
     assert refused.returncode != 0 and b"required scope" in refused.stderr
+
+
+# -- signed tokens: the identity provider's keys (KIP-768) -----------------------------------
+
+
+class _JwksEndpoint:
+    """Serves a JWK set document that the test can change (key rotation)."""
+
+    def __init__(self, document: dict[str, Any]) -> None:
+        self.document = document
+        self.reads = 0
+        endpoint = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                endpoint.reads += 1
+                body = json.dumps(endpoint.document).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/jwks.json"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+ISSUER = "https://idp.test"
+
+
+def _signed(key: Any, **claims: Any) -> str:
+    now = time.time()
+    return str(key.sign({"sub": "svc", "iss": ISSUER, "iat": now, "exp": now + 600, **claims}))
+
+
+async def _produce_with(bs: str, token: Any) -> int:
+    async with open_producer(
+        bootstrap_servers=bs, sasl_oauth_token_provider=lambda: token, **SASL
+    ) as producer:
+        meta = await (await producer.send("signed", b"v", key=b"k"))
+        return int(meta.offset)
+
+
+def test_signed_tokens_checked_against_a_rotating_key_set(tmp_path: Path) -> None:
+    from oauth_keys import SigningKey, jwks
+
+    old, new = SigningKey("2025", "RS256"), SigningKey("2026", "ES256")
+    endpoint = _JwksEndpoint(jwks(old))
+    try:
+        with broker_in_thread(
+            port=0,
+            host="127.0.0.1",
+            data_dir=tmp_path / "data",
+            security_protocol="SASL_PLAINTEXT",
+            sasl_enabled_mechanisms="OAUTHBEARER",
+            sasl_oauthbearer_jwks_endpoint_url=endpoint.url,
+            sasl_oauthbearer_jwks_endpoint_refresh_ms=100,
+            sasl_oauthbearer_expected_issuer=ISSUER,
+        ) as running:
+            bs = running.bootstrap_servers
+
+            async def refused(token: str) -> str:
+                with pytest.raises(AuthenticationError) as info:
+                    await _produce_with(bs, token)
+                return str(info.value)
+
+            async def main() -> None:
+                assert await _produce_with(bs, _signed(old)) >= 0
+                assert "signed tokens only" in await refused(
+                    unsecured_token("svc", now_ms=now_ms())
+                )
+                assert "no key" in await refused(_signed(new))
+                assert "issuer" in await refused(_signed(old, iss="https://elsewhere"))
+                # The provider publishes its next key; the broker reads it at its next refresh.
+                endpoint.document = jwks(old, new)
+                reads = endpoint.reads
+                with anyio.fail_after(20):
+                    while endpoint.reads < reads + 2:
+                        await anyio.sleep(0.05)
+                assert await _produce_with(bs, _signed(new)) >= 0
+
+            anyio.run(main)
+            # librdkafka hands its own signed token over through oauth_cb.
+            from confluent_kafka import Producer
+
+            delivered: list[Any] = []
+            producer = Producer(
+                _confluent(bs, oauth_cb=lambda _c: (_signed(old), time.time() + 600))
+            )
+            producer.produce(
+                "signed", b"from librdkafka", on_delivery=lambda e, m: delivered.append(e)
+            )
+            assert producer.flush(30) == 0 and delivered == [None]
+    finally:
+        endpoint.close()
+
+
+def test_a_key_set_from_a_file_and_one_that_cannot_be_read(tmp_path: Path) -> None:
+    from oauth_keys import SigningKey, jwks
+
+    key = SigningKey("file-key", "PS256")
+    path = tmp_path / "jwks.json"
+    path.write_text(json.dumps(jwks(key)))
+    common = {
+        "port": 0,
+        "host": "127.0.0.1",
+        "security_protocol": "SASL_PLAINTEXT",
+        "sasl_enabled_mechanisms": "OAUTHBEARER",
+    }
+    with broker_in_thread(
+        data_dir=tmp_path / "a", sasl_oauthbearer_jwks_endpoint_url=path.as_uri(), **common
+    ) as running:
+        assert anyio.run(_produce_with, running.bootstrap_servers, _signed(key)) >= 0
+    # A key set that cannot be read: the broker serves, and refuses every token.
+    missing = (tmp_path / "nowhere.json").as_uri()
+    with (
+        broker_in_thread(
+            data_dir=tmp_path / "b", sasl_oauthbearer_jwks_endpoint_url=missing, **common
+        ) as running,
+        pytest.raises(AuthenticationError, match="no key"),
+    ):
+        anyio.run(_produce_with, running.bootstrap_servers, _signed(key))

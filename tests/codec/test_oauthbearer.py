@@ -11,9 +11,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from trafka.codec.oauthbearer import (
+    JwkSet,
     OAuthBearerServer,
     TokenValidationError,
-    UnsecuredTokenValidator,
+    TokenValidator,
     client_message,
     parse_client_message,
     unsecured_token,
@@ -104,13 +105,13 @@ def test_the_client_refuses_what_it_cannot_send() -> None:
 def test_an_unsecured_token_validates() -> None:
     token = unsecured_token("alice", now_ms=NOW, lifetime_ms=60_000, scope=["read", "write"])
     assert token.endswith(".") and token.count(".") == 2
-    found = UnsecuredTokenValidator(required_scopes=["read"]).validate(token, NOW + 1000)
+    found = TokenValidator(required_scopes=["read"]).validate(token, NOW + 1000)
     assert found.principal == "alice"
     assert found.expires_ms == NOW + 60_000
     assert found.scope == {"read", "write"}
     # Another principal claim, and scopes as one space-separated string.
     other = jws({"user": "bob", "exp": NOW / 1000 + 60, "roles": "a b"})
-    validator = UnsecuredTokenValidator(principal_claim="user", scope_claim="roles")
+    validator = TokenValidator(principal_claim="user", scope_claim="roles")
     assert validator.validate(other, NOW).scope == {"a", "b"}
 
 
@@ -136,35 +137,35 @@ def test_an_unsecured_token_validates() -> None:
 )
 def test_bad_tokens_are_refused(token: str, reason: str) -> None:
     with pytest.raises(TokenValidationError, match=reason) as info:
-        UnsecuredTokenValidator().validate(token, NOW)
+        TokenValidator().validate(token, NOW)
     assert info.value.status == "invalid_token"
     assert token not in str(info.value)
 
 
 def test_clock_skew_scope_audience_and_issuer() -> None:
     late = jws({"sub": "a", "exp": NOW / 1000 - 5})
-    UnsecuredTokenValidator().validate(late, NOW)  # within the default 30 s
+    TokenValidator().validate(late, NOW)  # within the default 30 s
     with pytest.raises(TokenValidationError, match="expired"):
-        UnsecuredTokenValidator(clock_skew_ms=0).validate(late, NOW)
+        TokenValidator(clock_skew_ms=0).validate(late, NOW)
     token = unsecured_token("a", now_ms=NOW, scope=["read"])
     with pytest.raises(TokenValidationError, match="lacks the required scope") as info:
-        UnsecuredTokenValidator(required_scopes=["read", "admin"]).validate(token, NOW)
+        TokenValidator(required_scopes=["read", "admin"]).validate(token, NOW)
     assert (info.value.status, info.value.scope) == ("insufficient_scope", "read admin")
     aud = jws({"sub": "a", "exp": NOW / 1000 + 60, "aud": ["kafka", "x"], "iss": "idp"})
-    UnsecuredTokenValidator(expected_audience=["kafka"], expected_issuer="idp").validate(aud, NOW)
+    TokenValidator(expected_audience=["kafka"], expected_issuer="idp").validate(aud, NOW)
     with pytest.raises(TokenValidationError, match="audience"):
-        UnsecuredTokenValidator(expected_audience=["other"]).validate(aud, NOW)
+        TokenValidator(expected_audience=["other"]).validate(aud, NOW)
     with pytest.raises(TokenValidationError, match="audience"):
-        UnsecuredTokenValidator(expected_audience=["kafka"]).validate(token, NOW)
+        TokenValidator(expected_audience=["kafka"]).validate(token, NOW)
     with pytest.raises(TokenValidationError, match="issuer"):
-        UnsecuredTokenValidator(expected_issuer="elsewhere").validate(aud, NOW)
+        TokenValidator(expected_issuer="elsewhere").validate(aud, NOW)
 
 
 # -- the server ----------------------------------------------------------------------------
 
 
 def _server(now_ms: int = NOW, **validator: object) -> OAuthBearerServer:
-    check = UnsecuredTokenValidator(**validator)  # type: ignore[arg-type]
+    check = TokenValidator(**validator)  # type: ignore[arg-type]
     return OAuthBearerServer(lambda token: check.validate(token, now_ms).principal)
 
 
@@ -204,3 +205,74 @@ def test_the_authorization_id_must_be_the_principal() -> None:
     assert _server().respond(client_message(token, authzid="alice")) == b""
     with pytest.raises(SaslAuthenticationError, match="authorization id"):
         _server().respond(client_message(token, authzid="mallory"))
+
+
+# -- signed tokens (a JWK set, KIP-768) ------------------------------------------------------
+
+
+def _claims(**more: object) -> dict[str, object]:
+    return {"sub": "svc", "exp": NOW / 1000 + 600, "iat": NOW / 1000, **more}
+
+
+@pytest.mark.parametrize("alg", ["RS256", "RS512", "PS256", "ES256", "ES384", "ES512"])
+def test_signed_tokens_verify_with_the_key_set(alg: str) -> None:
+    from oauth_keys import SigningKey, jwks
+
+    key, other = SigningKey("k1", alg), SigningKey("k2", alg)
+    keys = JwkSet.from_json(json.dumps(jwks(key, other)))
+    validator = TokenValidator(keys=keys)
+    assert validator.validate(key.sign(_claims()), NOW).principal == "svc"
+    assert validator.validate(other.sign(_claims(scope="a b")), NOW).scope == {"a", "b"}
+    # The wrong key, a changed payload, an unknown kid.
+    with pytest.raises(TokenValidationError, match=r"does not verify|wrong length"):
+        validator.validate(key.sign(_claims(), kid="k2"), NOW)
+    header, _, signature = key.sign(_claims()).split(".")
+    forged = _part(_claims(sub="admin"))
+    with pytest.raises(TokenValidationError, match="does not verify"):
+        validator.validate(f"{header}.{forged}.{signature}", NOW)
+    with pytest.raises(TokenValidationError, match="no key"):
+        validator.validate(key.sign(_claims(), kid="k9"), NOW)
+    # No kid: fine with one key, ambiguous with two.
+    assert TokenValidator(keys=JwkSet.from_json(jwks(key))).validate(
+        key.sign(_claims(), kid=None), NOW
+    )
+    with pytest.raises(TokenValidationError, match="several keys"):
+        validator.validate(key.sign(_claims(), kid=None), NOW)
+    # Signed, but expired: the claims are checked as for unsecured tokens.
+    with pytest.raises(TokenValidationError, match="expired"):
+        validator.validate(key.sign(_claims(exp=NOW / 1000 - 3600)), NOW)
+
+
+def test_a_key_set_refuses_unsecured_and_unknown_algorithms() -> None:
+    from oauth_keys import SigningKey, jwks
+
+    key = SigningKey("k1")
+    validator = TokenValidator(keys=JwkSet.from_json(jwks(key)))
+    with pytest.raises(TokenValidationError, match="signed tokens only"):
+        validator.validate(unsecured_token("svc", now_ms=NOW), NOW)
+    hmac_token = f"{_part({'alg': 'HS256', 'kid': 'k1'})}.{_part(_claims())}.c2lnbmF0dXJl"
+    with pytest.raises(TokenValidationError, match="algorithm 'HS256'"):
+        validator.validate(hmac_token, NOW)
+    # An EC token against an RSA-only set: no key fits.
+    with pytest.raises(TokenValidationError, match="no key"):
+        validator.validate(SigningKey("k1", "ES256").sign(_claims()), NOW)
+    # And without a key set, signed tokens are refused.
+    with pytest.raises(TokenValidationError, match="unsecured tokens"):
+        TokenValidator().validate(key.sign(_claims()), NOW)
+
+
+@pytest.mark.parametrize(
+    "document",
+    [
+        "[]",
+        '{"keys": 3}',
+        '{"keys": []}',
+        '{"keys": [{"kty": "oct", "k": "c2VjcmV0"}]}',  # symmetric keys are not taken
+        '{"keys": [{"kty": "RSA", "use": "enc", "n": "AQAB", "e": "AQAB"}]}',
+        '{"keys": [{"kty": "RSA", "kid": "x", "n": 5, "e": "AQAB"}]}',
+        '{"keys": [{"kty": "EC", "crv": "P-256", "x": "AA", "y": "AA"}]}',
+    ],
+)
+def test_bad_key_sets(document: str) -> None:
+    with pytest.raises(ValueError):
+        JwkSet.from_json(document)
