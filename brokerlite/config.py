@@ -385,6 +385,13 @@ class BrokerConfig:
                 check_jwks_url(self.sasl_oauthbearer_jwks_endpoint_url)
             except ValueError as exc:
                 raise ConfigError(f"sasl_oauthbearer_jwks_endpoint_url: {exc}") from None
+            try:
+                import cryptography  # noqa: F401 (signatures are checked with it)
+            except ImportError:
+                raise ConfigError(
+                    "sasl_oauthbearer_jwks_endpoint_url needs the cryptography package: "
+                    "pip install 'trafka[oauth]'"
+                ) from None
         for name in ("sasl_oauthbearer_sub_claim_name", "sasl_oauthbearer_scope_claim_name"):
             if not str(getattr(self, name)).strip():
                 raise ConfigError(f"{name}: must not be empty")
