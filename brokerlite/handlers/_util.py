@@ -48,6 +48,12 @@ def partition_log(broker: Broker, topic: str, partition: int) -> PartitionLog:
     return broker.logs.partition(topic, partition)
 
 
+def log_dir_path(broker: Broker) -> str:
+    """brokerlite's one log directory (its ``data_dir``) as Kafka names log
+    directories: an absolute path (here with symbolic links resolved)."""
+    return str(broker.logs.data_dir.resolve())
+
+
 def code_of(exc: BaseException) -> ErrorCode:
     """The Kafka error code for a broker error (UNKNOWN_SERVER_ERROR otherwise)."""
     if isinstance(exc, BrokerError):

@@ -17,6 +17,7 @@ from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k35_describe_log_dirs as m
 
 from ._base import HandlerSpec, RequestContext
+from ._util import log_dir_path
 
 API_KEY = 35
 MIN_VERSION = 1
@@ -61,7 +62,7 @@ def handle(ctx: RequestContext, request: m.DescribeLogDirsRequest) -> m.Describe
         results=[
             Result(
                 error_code=ErrorCode.NONE,
-                log_dir=str(logs.data_dir.resolve()),
+                log_dir=log_dir_path(ctx.broker),
                 topics=topics,
                 total_bytes=total,
                 usable_bytes=usable,

@@ -1,0 +1,115 @@
+"""AlterPartitionReassignments (key 45), version 0, as Kafka's controller answers on one node.
+
+Every partition's replicas are ``[node_id]`` and this node is the only broker,
+so the only valid target is exactly that: a success with nothing to do (Kafka
+writes no record when the target equals the current replicas). Each partition
+is checked in Kafka's order, and answered with a code and a message:
+
+1. the topic, then the partition, must exist: UNKNOWN_TOPIC_OR_PARTITION;
+2. null replicas cancel a reassignment; none is ever in progress, so that is
+   NO_REASSIGNMENT_IN_PROGRESS;
+3. a replica list is INVALID_REPLICA_ASSIGNMENT when it is empty, or, walking
+   its broker ids in ascending order, at the first id that is not a
+   registered broker (anything but this node) or that repeats the previous one.
+
+Topics and partitions are answered in the request's order, duplicates
+included. A request with no topics gets Kafka's empty answer, whose top-level
+error message is ``""`` rather than null. ``timeout_ms`` plays no part: the
+answer is immediate. (v1's ``allow_replication_factor_change``, KIP-860, is
+not in the codec's specs.)
+"""
+
+from __future__ import annotations
+
+from trafka.codec.errors import ErrorCode
+from trafka.codec.messages import k45_alter_partition_reassignments as m
+
+from ._base import HandlerSpec, RequestContext
+
+API_KEY = 45
+MIN_VERSION = 0
+MAX_VERSION = 0
+
+TopicResponse = m.AlterPartitionReassignmentsResponse.ReassignableTopicResponse
+PartitionResponse = m.AlterPartitionReassignmentsResponse.ReassignablePartitionResponse
+
+
+def _check_replicas(replicas: list[int], node: int) -> str | None:
+    """Why ``replicas`` is not a valid assignment on this cluster, or None."""
+    if not replicas:
+        return "the replica list is empty"
+    previous: int | None = None
+    for broker in sorted(replicas):
+        if broker != node:
+            return f"broker {broker} is not registered (this cluster's only broker is {node})"
+        if broker == previous:
+            return f"broker {broker} is named more than once"
+        previous = broker
+    return None
+
+
+def _one(
+    ctx: RequestContext, topic: str, partition: int, replicas: list[int] | None
+) -> tuple[ErrorCode, str | None]:
+    info = ctx.broker.logs.topic(topic)
+    if info is None:
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"no topic named {topic!r}"
+    if not 0 <= partition < info.num_partitions:
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"no partition {topic}-{partition}"
+    if replicas is None:
+        code = ErrorCode.NO_REASSIGNMENT_IN_PROGRESS
+        return code, code.message
+    problem = _check_replicas(replicas, ctx.broker.node_id)
+    if problem is not None:
+        return (
+            ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+            f"cannot reassign {topic}-{partition}: {problem}",
+        )
+    return ErrorCode.NONE, None
+
+
+def handle(
+    ctx: RequestContext, request: m.AlterPartitionReassignmentsRequest
+) -> m.AlterPartitionReassignmentsResponse:
+    if not request.topics:
+        return m.AlterPartitionReassignmentsResponse(error_code=ErrorCode.NONE, error_message="")
+    responses = []
+    for topic in request.topics:
+        parts = []
+        for p in topic.partitions:
+            code, message = _one(ctx, topic.name, p.partition_index, p.replicas)
+            parts.append(
+                PartitionResponse(
+                    partition_index=p.partition_index, error_code=code, error_message=message
+                )
+            )
+        responses.append(TopicResponse(name=topic.name, partitions=parts))
+    return m.AlterPartitionReassignmentsResponse(
+        error_code=ErrorCode.NONE, error_message=None, responses=responses
+    )
+
+
+def error_response(
+    request: m.AlterPartitionReassignmentsRequest | None, version: int, code: ErrorCode
+) -> m.AlterPartitionReassignmentsResponse:
+    message = code.message
+    responses = []
+    if request is not None:
+        responses = [
+            TopicResponse(
+                name=t.name,
+                partitions=[
+                    PartitionResponse(
+                        partition_index=p.partition_index, error_code=code, error_message=message
+                    )
+                    for p in t.partitions
+                ],
+            )
+            for t in request.topics
+        ]
+    return m.AlterPartitionReassignmentsResponse(
+        error_code=code, error_message=message, responses=responses
+    )
+
+
+SPEC = HandlerSpec(API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response)

@@ -1,0 +1,155 @@
+"""DescribeTopicPartitions (key 75), version 0 (KIP-966), as a Kafka 4.0 broker answers on one node.
+
+* Which topics: an empty list means every topic, otherwise the named ones
+  (each once). Either way only names at or after the cursor's topic, compared
+  as Java compares strings (UTF-16 code units), are considered, and they are
+  answered in that order. With a list, the cursor's topic must be in it, or the
+  whole request is INVALID_REQUEST: every named topic gets that code and
+  nothing else, as Kafka's error answer does.
+* The cursor's partition index is where its topic starts; other topics start
+  at 0. A start past the last partition gives the topic with no partitions.
+* The partition budget is ``response_partition_limit`` capped at Kafka's
+  ``max.request.partition.size.limit`` default (2000). Topics are described in
+  order until the budget runs out: a topic cut short ends the answer with
+  ``next_cursor`` at its first partition left out; a topic reached with the
+  budget at exactly 0 ends it with ``next_cursor`` at that topic's partition 0
+  (whether or not the topic exists). Unknown topics cost nothing. Kafka's
+  arithmetic is kept for odd cursors: a negative start skips the missing
+  indexes but still counts them towards the end of the page. A negative limit
+  describes nothing and gives no cursor.
+* A named topic that does not exist: UNKNOWN_TOPIC_OR_PARTITION, or
+  INVALID_TOPIC_EXCEPTION for a name breaking Kafka's rules; zero topic id.
+  With an empty list, only existing topics appear.
+* Each partition says what Metadata says: this node leads it at leader epoch 0,
+  replicas and ISR are ``[node_id]``, offline replicas none, and the eligible
+  (ELR) and last known ELR lists empty (there is no other replica). Topic ids
+  are the registry's; authorized operations are everything an unsecured broker
+  allows, for every topic in the answer.
+"""
+
+from __future__ import annotations
+
+from trafka.brokerlite.errors import InvalidTopicError
+from trafka.brokerlite.log import validate_topic_name
+from trafka.codec.errors import ErrorCode
+from trafka.codec.messages import k75_describe_topic_partitions as m
+
+from ._base import HandlerSpec, RequestContext
+from ._util import LEADER_EPOCH, NULL_UUID, TOPIC_AUTHORIZED_OPERATIONS
+
+API_KEY = 75
+MIN_VERSION = 0
+MAX_VERSION = 0
+
+#: Kafka's ``max.request.partition.size.limit`` default: the most partitions
+#: one answer describes, whatever the request's limit.
+MAX_REQUEST_PARTITION_SIZE_LIMIT = 2000
+
+Topic = m.DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponseTopic
+Partition = m.DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponsePartition
+Cursor = m.DescribeTopicPartitionsResponse.Cursor
+
+
+def _java_order(name: str) -> bytes:
+    # Java's String.compareTo compares UTF-16 code units; big-endian UTF-16
+    # bytes sort the same way (Python's str order is by code point, which
+    # differs above the BMP).
+    return name.encode("utf-16-be", "surrogatepass")
+
+
+def _unknown_code(name: str) -> ErrorCode:
+    try:
+        validate_topic_name(name)
+    except InvalidTopicError:
+        return ErrorCode.INVALID_TOPIC_EXCEPTION
+    return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
+def handle(
+    ctx: RequestContext, request: m.DescribeTopicPartitionsRequest
+) -> m.DescribeTopicPartitionsResponse:
+    logs = ctx.broker.logs
+    node = ctx.broker.node_id
+    cursor = request.cursor
+    cursor_topic = cursor.topic_name if cursor is not None else ""
+    floor = _java_order(cursor_topic)
+    fetch_all = not request.topics
+    if fetch_all:
+        names = {info.name for info in logs.topics() if _java_order(info.name) >= floor}
+    else:
+        names = {t.name for t in request.topics if _java_order(t.name) >= floor}
+        if cursor is not None and cursor.topic_name not in names:
+            return error_response(request, ctx.version, ErrorCode.INVALID_REQUEST)
+
+    remaining = min(MAX_REQUEST_PARTITION_SIZE_LIMIT, request.response_partition_limit)
+    topics: list[Topic] = []
+    next_cursor: Cursor | None = None
+    for name in sorted(names, key=_java_order):
+        if remaining == 0:
+            next_cursor = Cursor(topic_name=name, partition_index=0)
+            break
+        if remaining < 0:
+            continue
+        info = logs.topic(name)
+        if info is None:  # named in the request (every topic listed exists)
+            topics.append(
+                Topic(
+                    error_code=_unknown_code(name),
+                    name=name,
+                    topic_id=NULL_UUID,
+                    is_internal=False,
+                    partitions=[],
+                    topic_authorized_operations=TOPIC_AUTHORIZED_OPERATIONS,
+                )
+            )
+            continue
+        start = cursor.partition_index if cursor is not None and name == cursor_topic else 0
+        count = info.num_partitions
+        upper = min(count, start + remaining)
+        partitions = [
+            Partition(
+                error_code=ErrorCode.NONE,
+                partition_index=index,
+                leader_id=node,
+                leader_epoch=LEADER_EPOCH,
+                replica_nodes=[node],
+                isr_nodes=[node],
+                eligible_leader_replicas=[],
+                last_known_elr=[],
+                offline_replicas=[],
+            )
+            for index in range(max(start, 0), upper)
+        ]
+        topics.append(
+            Topic(
+                error_code=ErrorCode.NONE,
+                name=name,
+                topic_id=info.topic_id,
+                is_internal=False,
+                partitions=partitions,
+                topic_authorized_operations=TOPIC_AUTHORIZED_OPERATIONS,
+            )
+        )
+        # Kafka's "no next partition" is -1, so an upper bound of exactly -1
+        # (a start far below 0) ends the topic without a cursor, as there.
+        next_partition = upper if upper < count else -1
+        if next_partition != -1:
+            next_cursor = Cursor(topic_name=name, partition_index=next_partition)
+            break
+        remaining -= len(partitions)
+    return m.DescribeTopicPartitionsResponse(topics=topics, next_cursor=next_cursor)
+
+
+def error_response(
+    request: m.DescribeTopicPartitionsRequest | None, version: int, code: ErrorCode
+) -> m.DescribeTopicPartitionsResponse:
+    topics = []
+    if request is not None:
+        topics = [
+            Topic(error_code=code, name=t.name, topic_id=NULL_UUID, is_internal=False)
+            for t in request.topics
+        ]
+    return m.DescribeTopicPartitionsResponse(topics=topics, next_cursor=None)
+
+
+SPEC = HandlerSpec(API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response)
