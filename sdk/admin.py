@@ -317,6 +317,14 @@ def _settle(
     pending.clear()
 
 
+def _answered(keys: Iterable[str], out: Mapping[str, _T], what: str) -> dict[str, _T]:
+    """``out`` in the order of ``keys``; a key the broker left out fails the call."""
+    for key in keys:
+        if key not in out:
+            raise KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR, f"{what} {key!r}: no answer")
+    return {key: out[key] for key in keys}
+
+
 def _first_failure(names: Iterable[str], failed: Mapping[str, KafkaError]) -> None:
     for name in names:
         if name in failed:
@@ -979,11 +987,7 @@ class Admin:
                             continue
                     check(g.error_code, f"describing group {gid!r}", again=TRANSIENT)
                     out[gid] = _group_description(g)
-                if gid not in out:
-                    raise KafkaError(
-                        ErrorCode.UNKNOWN_SERVER_ERROR, f"describing group {gid!r}: no answer"
-                    )
-            return {gid: out[gid] for gid in ids}
+            return _answered(ids, out, "describing group")
 
         return await self._calls.run("describe_groups", timeout_ms, attempt)
 
@@ -1188,13 +1192,7 @@ class Admin:
                 _first_failure(sorted(failed), failed)
                 return dict(sorted(out.items()))
             _first_failure(names, failed)
-            for n in names:
-                if n not in out:
-                    raise KafkaError(
-                        ErrorCode.UNKNOWN_SERVER_ERROR,
-                        f"describing the SCRAM credentials of user {n!r}: no answer",
-                    )
-            return {n: out[n] for n in names}
+            return _answered(names, out, "describing the SCRAM credentials of user")
 
         return await self._calls.run("describe_user_scram_credentials", timeout_ms, attempt)
 
@@ -1402,12 +1400,7 @@ class Admin:
                             for p in topic.partitions
                         ),
                     )
-                if tid not in out:
-                    raise KafkaError(
-                        ErrorCode.UNKNOWN_SERVER_ERROR,
-                        f"describing transactional id {tid!r}: no answer",
-                    )
-            return {tid: out[tid] for tid in ids}
+            return _answered(ids, out, "describing transactional id")
 
         return await self._calls.run("describe_transactions", timeout_ms, attempt)
 

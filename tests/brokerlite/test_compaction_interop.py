@@ -80,22 +80,16 @@ def model(rows: list[Row], clean_offset: int) -> list[Row]:
     return [r for r in rows if r[0] >= clean_offset or latest[r[1]] == r[0]]
 
 
-async def _create(bs: str, topic: str) -> None:
+async def _create(bs: str, topic: str, **configs: str) -> None:
+    """A one-partition compacted topic with small segments, compacted eagerly."""
+    settings = {
+        "cleanup.policy": "compact",
+        "segment.bytes": "4096",
+        "min.cleanable.dirty.ratio": "0.01",
+        **{k.replace("_", "."): v for k, v in configs.items()},
+    }
     async with open_admin(bootstrap_servers=bs) as admin:
-        await admin.create_topics(
-            [
-                NewTopic(
-                    topic,
-                    1,
-                    configs={
-                        "cleanup.policy": "compact",
-                        "segment.bytes": "4096",
-                        "min.cleanable.dirty.ratio": "0.01",
-                        "delete.retention.ms": "3600000",
-                    },
-                )
-            ]
-        )
+        await admin.create_topics([NewTopic(topic, 1, configs=settings)])
 
 
 def produce_versions(bs: str) -> list[Row]:
@@ -106,7 +100,7 @@ def produce_versions(bs: str) -> list[Row]:
     rows: list[Row] = []
 
     async def sdk() -> None:
-        await _create(bs, TOPIC)
+        await _create(bs, TOPIC, delete_retention_ms="3600000")
         # A producer whose only record is superseded: its batch stays as an empty one.
         async with open_producer(bootstrap_servers=bs) as lone:
             meta = await (await lone.send(TOPIC, b"lone", key=b"shadowed", partition=0))
@@ -314,23 +308,7 @@ def test_aborted_transactions_are_compacted_away(broker: RunningBroker) -> None:
 
     bs, topic = broker.bootstrap_servers, "txn-table"
 
-    async def create() -> None:
-        async with open_admin(bootstrap_servers=bs) as admin:
-            await admin.create_topics(
-                [
-                    NewTopic(
-                        topic,
-                        1,
-                        configs={
-                            "cleanup.policy": "compact",
-                            "segment.bytes": "4096",
-                            "min.cleanable.dirty.ratio": "0.01",
-                        },
-                    )
-                ]
-            )
-
-    anyio.run(create)
+    anyio.run(_create, bs, topic)
     producer = Producer({"bootstrap.servers": bs, "transactional.id": "compaction-txn"})
     producer.init_transactions(30)
     for round_, keys, commit in (

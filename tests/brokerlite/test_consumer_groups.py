@@ -405,17 +405,22 @@ def join_request(group: str) -> jg.JoinGroupRequest:
     )
 
 
-def test_a_group_id_is_either_classic_or_consumer(tmp_path: Path) -> None:
-    world = World(orders=2)
-    coord = coordinator(tmp_path, world)
-    join = Req(
-        group_id="g",
+def consumer_join(group: str = "g") -> Req:
+    """A new member's first ConsumerGroupHeartbeat, subscribing to ``orders``."""
+    return Req(
+        group_id=group,
         member_id="",
         member_epoch=0,
         rebalance_timeout_ms=1000,
         subscribed_topic_names=["orders"],
         topic_partitions=[],
     )
+
+
+def test_a_group_id_is_either_classic_or_consumer(tmp_path: Path) -> None:
+    world = World(orders=2)
+    coord = coordinator(tmp_path, world)
+    join = consumer_join()
     resp = coord.consumer_group_heartbeat(join, 1, world.now)
     assert resp.error_code == 0
     (_, classic) = coord.join_group(
@@ -726,14 +731,7 @@ def test_a_bad_snapshot_is_an_error(broken: dict[str, Any]) -> None:
 def test_the_coordinator_keeps_consumer_groups_in_its_journal(tmp_path: Path) -> None:
     world = World(orders=2)
     coord = coordinator(tmp_path, world)
-    join = Req(
-        group_id="g",
-        member_id="",
-        member_epoch=0,
-        rebalance_timeout_ms=1000,
-        subscribed_topic_names=["orders"],
-        topic_partitions=[],
-    )
+    join = consumer_join()
     resp = coord.consumer_group_heartbeat(join, 1, world.now)
     assert resp.error_code == 0
     member, epoch = resp.member_id, resp.member_epoch

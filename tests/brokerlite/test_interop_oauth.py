@@ -18,7 +18,7 @@ import subprocess
 import threading
 import time
 import urllib.parse
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -270,49 +270,54 @@ def test_sdk_refusals_are_authentication_errors(broker: RunningBroker) -> None:
     anyio.run(main)
 
 
-class _TokenEndpoint:
-    """A local OAuth token endpoint: client credentials in, unsecured JWTs out."""
+class _JsonEndpoint:
+    """A local HTTP server whose answers ``respond(method, headers, body)`` gives as
+    ``(status, JSON document or None)``."""
 
-    def __init__(self) -> None:
-        self.requests: list[dict[str, str]] = []
-        endpoint = self
-
+    def __init__(self, respond: Callable[[str, Any, bytes], tuple[int, Any]], path: str) -> None:
         class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
+            def _answer(self) -> None:
                 length = int(self.headers.get("Content-Length", "0"))
-                form = dict(urllib.parse.parse_qsl(self.rfile.read(length).decode()))
-                auth = self.headers.get("Authorization", "")
-                expected = "Basic " + base64.b64encode(b"svc:s3cret").decode()
-                endpoint.requests.append(form)
-                if auth != expected or form.get("grant_type") != "client_credentials":
-                    self.send_response(401)
-                    self.end_headers()
-                    return
-                scope = form.get("scope", "").split()
-                body = json.dumps(
-                    {
-                        "access_token": unsecured_token("svc", now_ms=now_ms(), scope=scope),
-                        "token_type": "bearer",
-                        "expires_in": 300,
-                    }
-                ).encode()
-                self.send_response(200)
+                status, document = respond(self.command, self.headers, self.rfile.read(length))
+                body = b"" if document is None else json.dumps(document).encode()
+                self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
                 self.wfile.write(body)
 
+            do_GET = do_POST = _answer  # http.server looks the methods up by name
+
             def log_message(self, *args: Any) -> None:
                 pass
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/token"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}{path}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
     def close(self) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+class _TokenEndpoint(_JsonEndpoint):
+    """An OAuth token endpoint: client credentials in, unsecured JWTs out."""
+
+    def __init__(self) -> None:
+        self.requests: list[dict[str, str]] = []
+        super().__init__(self._token, "/token")
+
+    def _token(self, method: str, headers: Any, body: bytes) -> tuple[int, Any]:
+        form = dict(urllib.parse.parse_qsl(body.decode()))
+        self.requests.append(form)
+        expected = "Basic " + base64.b64encode(b"svc:s3cret").decode()
+        if headers.get("Authorization", "") != expected:
+            return 401, None
+        if method != "POST" or form.get("grant_type") != "client_credentials":
+            return 400, {"error": "unsupported_grant_type"}
+        scope = form.get("scope", "").split()
+        token = unsecured_token("svc", now_ms=now_ms(), scope=scope)
+        return 200, {"access_token": token, "token_type": "bearer", "expires_in": 300}
 
 
 def test_sdk_oidc_client_credentials(broker: RunningBroker) -> None:
@@ -455,34 +460,17 @@ def test_kcat_with_an_unsecured_jwt(broker: RunningBroker) -> None:
 # -- signed tokens: the identity provider's keys (KIP-768) -----------------------------------
 
 
-class _JwksEndpoint:
+class _JwksEndpoint(_JsonEndpoint):
     """Serves a JWK set document that the test can change (key rotation)."""
 
     def __init__(self, document: dict[str, Any]) -> None:
         self.document = document
         self.reads = 0
-        endpoint = self
+        super().__init__(self._keys, "/jwks.json")
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                endpoint.reads += 1
-                body = json.dumps(endpoint.document).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/jwks.json"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+    def _keys(self, method: str, headers: Any, body: bytes) -> tuple[int, Any]:
+        self.reads += 1
+        return 200, self.document
 
 
 ISSUER = "https://idp.test"
