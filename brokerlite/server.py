@@ -77,7 +77,7 @@ from trafka.codec.framing import FrameReader
 from .broker import Broker, Completion
 from .config import BrokerConfig, ConfigError
 from .handlers._base import Close, NoResponse, Parked, Part, Reply, SaslToken
-from .jwks import JwksError, fetch_jwks
+from .jwks import fetch_jwks
 
 __all__ = ["RunningBroker", "broker_in_thread", "run_broker", "serve_broker"]
 
@@ -260,7 +260,7 @@ class _Server:
         assert users is not None
         try:
             keys = await trio.to_thread.run_sync(fetch_jwks, url, abandon_on_cancel=True)
-        except JwksError as exc:
+        except Exception as exc:  # JwksError, or anything odd a key set may provoke
             log.error(
                 "OAUTHBEARER keys %s: %s",
                 "not read, every token is refused until they are" if first else "not refreshed",
