@@ -12,16 +12,16 @@ and past an empty batch kept for an idempotent producer's sequence state.
 from __future__ import annotations
 
 import asyncio
-import json
 import shutil
 import subprocess
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
+from compaction_helpers import Row, partition_dir, wait_compacted
+from compaction_helpers import compacted as kept_by_compaction
 
 from trafka.brokerlite.server import RunningBroker, broker_in_thread
 from trafka.codec import ErrorCode, KafkaError
@@ -30,7 +30,6 @@ from trafka.sdk import NewTopic, TopicPartition, open_admin, open_consumer, open
 
 pytestmark = pytest.mark.timeout(180)
 
-Row = tuple[int, bytes | None, bytes | None]
 TOPIC = "table"
 
 
@@ -45,39 +44,6 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningBroker]:
         group_initial_rebalance_delay_ms=0,
     ) as running:
         yield running
-
-
-def partition_dir(broker: RunningBroker, topic: str) -> Path:
-    return Path(broker.config.data_dir) / f"{topic}-0"
-
-
-def compacted_through(broker: RunningBroker, topic: str) -> int:
-    """The clean offset once every closed segment is compacted and swapped in, else -1."""
-    d = partition_dir(broker, topic)
-    try:
-        clean = json.loads((d / "trafka.checkpoint").read_text()).get("clean_offset", 0)
-    except (OSError, ValueError):
-        return -1
-    names = [p.name for p in d.iterdir()]
-    if any(n.endswith((".cleaned", ".swap")) for n in names):
-        return -1
-    active = max(int(n[:20]) for n in names if n.endswith(".log"))
-    return int(clean) if clean == active and clean > 0 else -1
-
-
-def wait_compacted(broker: RunningBroker, topic: str) -> int:
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        clean = compacted_through(broker, topic)
-        if clean > 0:
-            return clean
-        time.sleep(0.05)
-    raise AssertionError("the cleaner did not compact the topic in time")
-
-
-def model(rows: list[Row], clean_offset: int) -> list[Row]:
-    latest = {key: off for off, key, _ in rows if off < clean_offset}
-    return [r for r in rows if r[0] >= clean_offset or latest[r[1]] == r[0]]
 
 
 async def _create(bs: str, topic: str, **configs: str) -> None:
@@ -155,7 +121,7 @@ def compacted(broker: RunningBroker) -> tuple[list[Row], list[Row], int]:
     rows = produce_versions(broker.bootstrap_servers)
     assert [r[0] for r in rows] == list(range(len(rows)))
     clean = wait_compacted(broker, TOPIC)
-    return rows, model(rows, clean), clean
+    return rows, kept_by_compaction(rows, clean), clean
 
 
 def test_the_log_on_disk_is_compacted(

@@ -368,3 +368,42 @@ def test_stream_from_topic_to_topic(spark: Any, broker: RunningBroker, tmp_path:
     records = consume_all(broker, sink, 2)
     assert sorted(int(r.value[:-1]) for r in records) == list(range(200))
     assert all(r.partition == murmur2(r.key) % 2 for r in records)
+
+
+def test_a_compacted_topic_reads_as_its_latest_values(spark: Any, tmp_path: Path) -> None:
+    """Gaps that compaction leaves, and a producer's emptied last batch, are read
+    past: Spark sees each key's latest value below the clean offset, all the rest
+    after it, at the offsets the producers were given."""
+    from compaction_helpers import compacted, wait_compacted
+
+    from trafka.brokerlite import broker_in_thread
+    from trafka.sdk import NewTopic
+
+    with broker_in_thread(
+        port=0, host="127.0.0.1", data_dir=tmp_path / "data", log_cleaner_backoff_ms=50
+    ) as broker:
+        topic = fresh("compact")
+
+        async def setup() -> None:
+            async with open_admin(bootstrap_servers=broker.bootstrap_servers) as admin:
+                configs = {
+                    "cleanup.policy": "compact",
+                    "segment.bytes": "4096",
+                    "min.cleanable.dirty.ratio": "0.01",
+                }
+                await admin.create_topics([NewTopic(topic, 1, configs=configs)])
+
+        run(setup)
+        # A producer whose only record a later one supersedes: its batch stays, empty.
+        first = produce(broker, topic, [(b"lone", b"first", None)])
+        sent = [(b"lone", b"second", None)]
+        sent += [(f"k{i % 15}".encode(), f"v{i}".encode(), None) for i in range(400)]
+        metas = first + produce(broker, topic, sent, batch_size=1024)
+        rows = [
+            (m.offset, k, v)
+            for m, (k, v, _) in zip(metas, [(b"lone", b"first", None), *sent], strict=True)
+        ]
+        expected = compacted(rows, wait_compacted(broker, topic))
+        assert (0, b"lone", b"first") not in expected and len(expected) < len(rows) - 100
+        got = reader(spark, broker, subscribe=topic).load().orderBy("offset").collect()
+        assert [(r.offset, r.key, r.value) for r in got] == expected
