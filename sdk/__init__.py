@@ -32,6 +32,7 @@ from .admin import (
     GroupListing,
     LogDirDescription,
     NewTopic,
+    PartitionReassignment,
     ProducerState,
     ScramCredentialInfo,
     TransactionDescription,
@@ -83,6 +84,7 @@ from .transactions import ConsumerGroupMetadata, TxnState
 __all__ = [
     "AdminStatistics",
     "LogDirDescription",
+    "PartitionReassignment",
     "ApiStatistics",
     "BrokerStatistics",
     "ConsumerStatistics",

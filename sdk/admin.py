@@ -23,7 +23,15 @@ from __future__ import annotations
 import dataclasses
 import secrets
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from collections.abc import (
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Hashable,
+    Iterable,
+    Mapping,
+    Sequence,
+)
 from contextlib import asynccontextmanager
 from typing import Any, TypeVar
 
@@ -45,6 +53,8 @@ from trafka.codec.messages import k37_create_partitions as cpart
 from trafka.codec.messages import k42_delete_groups as dgr
 from trafka.codec.messages import k43_elect_leaders as el
 from trafka.codec.messages import k44_incremental_alter_configs as iac
+from trafka.codec.messages import k45_alter_partition_reassignments as apr
+from trafka.codec.messages import k46_list_partition_reassignments as lpr
 from trafka.codec.messages import k47_offset_delete as odel
 from trafka.codec.messages import k50_describe_user_scram_credentials as dusc
 from trafka.codec.messages import k51_alter_user_scram_credentials as ausc
@@ -85,6 +95,7 @@ __all__ = [
     "LIVE_TRANSACTION_STATES",
     "MemberDescription",
     "NewTopic",
+    "PartitionReassignment",
     "ProducerState",
     "ScramCredentialInfo",
     "TransactionDescription",
@@ -135,6 +146,21 @@ class LogDirDescription:
     partitions: Mapping[TopicPartition, int]
     total_bytes: int | None = None
     usable_bytes: int | None = None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class PartitionReassignment:
+    """A partition whose replicas are being moved (ListPartitionReassignments, KIP-455).
+
+    Attributes:
+        replicas: its replicas now, the ones being added and removed included.
+        adding_replicas: the brokers it is being copied to.
+        removing_replicas: the brokers it will leave once they are in sync.
+    """
+
+    replicas: tuple[int, ...]
+    adding_replicas: tuple[int, ...]
+    removing_replicas: tuple[int, ...]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -281,6 +307,7 @@ def _fit(api_key: int, version: int, cls: type, **fields: Any) -> Any:
 
 
 _T = TypeVar("_T")
+_K = TypeVar("_K", bound=Hashable)
 #: A topic operation's answer for one name: (name, error code, error message).
 _Result = tuple[str | None, int, str | None]
 
@@ -317,7 +344,7 @@ def _settle(
     pending.clear()
 
 
-def _answered(keys: Iterable[str], out: Mapping[str, _T], what: str) -> dict[str, _T]:
+def _answered(keys: Iterable[_K], out: Mapping[_K, _T], what: str) -> dict[_K, _T]:
     """``out`` in the order of ``keys``; a key the broker left out fails the call."""
     for key in keys:
         if key not in out:
@@ -689,6 +716,101 @@ class Admin:
             }
 
         return await self._calls.run("elect_leaders", timeout_ms, attempt)
+
+    async def alter_partition_reassignments(
+        self,
+        reassignments: Mapping[TopicPartition, Sequence[int] | None]
+        | Mapping[tuple[str, int], Sequence[int] | None],
+        *,
+        timeout_ms: int | None = None,
+    ) -> dict[TopicPartition, KafkaError | None]:
+        """Move partitions to new replica lists, or cancel a move (None), through the
+        controller (AlterPartitionReassignments, KIP-455).
+
+        Returns:
+            Per partition, None when the controller took the change, else its error
+            (INVALID_REPLICA_ASSIGNMENT, NO_REASSIGNMENT_IN_PROGRESS,
+            UNKNOWN_TOPIC_OR_PARTITION...). A move goes on after the answer; follow
+            it with :meth:`list_partition_reassignments`.
+
+        Raises:
+            KafkaError: the request as a whole was refused.
+        """
+        wanted = {
+            TopicPartition(*tp): (None if r is None else [int(b) for b in r])
+            for tp, r in reassignments.items()
+        }
+        by_topic: dict[str, list[Any]] = {}
+        req = apr.AlterPartitionReassignmentsRequest
+        for tp, replicas in wanted.items():
+            by_topic.setdefault(tp.topic, []).append(
+                req.ReassignablePartition(partition_index=tp.partition, replicas=replicas)
+            )
+        wait_ms = self._timeout_ms(timeout_ms)
+
+        async def attempt(deadline: float) -> dict[TopicPartition, KafkaError | None]:
+            conn = await self._controller()
+            body = req(
+                timeout_ms=wait_ms,
+                topics=[req.ReassignableTopic(name=t, partitions=ps) for t, ps in by_topic.items()],
+            )
+            resp = await conn.request(45, body)
+            check(
+                resp.error_code, "AlterPartitionReassignments", resp.error_message, again=TRANSIENT
+            )
+            out = {
+                TopicPartition(t.name, p.partition_index): (
+                    KafkaError(
+                        p.error_code,
+                        f"reassigning {t.name}-{p.partition_index}"
+                        + (f": {p.error_message}" if p.error_message else ""),
+                    )
+                    if p.error_code
+                    else None
+                )
+                for t in resp.responses
+                for p in t.partitions
+            }
+            return _answered(list(wanted), out, "reassigning partition")
+
+        return await self._calls.run("alter_partition_reassignments", timeout_ms, attempt)
+
+    async def list_partition_reassignments(
+        self,
+        partitions: Iterable[TopicPartition] | Iterable[tuple[str, int]] | None = None,
+        *,
+        timeout_ms: int | None = None,
+    ) -> dict[TopicPartition, PartitionReassignment]:
+        """The partition moves under way (ListPartitionReassignments, KIP-455): all of
+        them, or those of ``partitions``. Partitions not being moved are left out."""
+        req = lpr.ListPartitionReassignmentsRequest
+        topics = None
+        if partitions is not None:
+            by_topic: dict[str, list[int]] = {}
+            for tp in partitions:
+                topic, partition = TopicPartition(*tp)
+                by_topic.setdefault(topic, []).append(partition)
+            topics = [
+                req.ListPartitionReassignmentsTopics(name=t, partition_indexes=ps)
+                for t, ps in by_topic.items()
+            ]
+        wait_ms = self._timeout_ms(timeout_ms)
+
+        async def attempt(deadline: float) -> dict[TopicPartition, PartitionReassignment]:
+            conn = await self._controller()
+            resp = await conn.request(46, req(timeout_ms=wait_ms, topics=topics))
+            check(
+                resp.error_code, "ListPartitionReassignments", resp.error_message, again=TRANSIENT
+            )
+            return {
+                TopicPartition(t.name, p.partition_index): PartitionReassignment(
+                    tuple(p.replicas), tuple(p.adding_replicas), tuple(p.removing_replicas)
+                )
+                for t in resp.topics
+                for p in t.partitions
+            }
+
+        return await self._calls.run("list_partition_reassignments", timeout_ms, attempt)
 
     # -- configs ----------------------------------------------------------------------------
 

@@ -100,6 +100,8 @@ CLIENT_VERSIONS: dict[int, tuple[int, int]] = {
     42: (0, 2),  # DeleteGroups
     43: (0, 2),  # ElectLeaders
     44: (0, 1),  # IncrementalAlterConfigs
+    45: (0, 0),  # AlterPartitionReassignments
+    46: (0, 0),  # ListPartitionReassignments
     60: (0, 1),  # DescribeCluster
     68: (0, 1),  # ConsumerGroupHeartbeat (KIP-848; from v1 the member names itself, KIP-1082)
 }
