@@ -352,6 +352,13 @@ def _answered(keys: Iterable[_K], out: Mapping[_K, _T], what: str) -> dict[_K, _
     return {key: out[key] for key in keys}
 
 
+def _partition_outcome(code: int, message: str | None, what: str) -> KafkaError | None:
+    """None for a partition that succeeded, else its error (with the broker's message)."""
+    if not code:
+        return None
+    return KafkaError(code, f"{what}: {message}" if message else what)
+
+
 def _first_failure(names: Iterable[str], failed: Mapping[str, KafkaError]) -> None:
     for name in names:
         if name in failed:
@@ -702,14 +709,10 @@ class Admin:
             resp = await conn.request(43, body)
             check(resp.error_code, "ElectLeaders", again=TRANSIENT)
             return {
-                TopicPartition(r.topic, p.partition_id): (
-                    KafkaError(
-                        p.error_code,
-                        f"electing a leader of {r.topic}-{p.partition_id}"
-                        + (f": {p.error_message}" if p.error_message else ""),
-                    )
-                    if p.error_code
-                    else None
+                TopicPartition(r.topic, p.partition_id): _partition_outcome(
+                    p.error_code,
+                    p.error_message,
+                    f"electing a leader of {r.topic}-{p.partition_id}",
                 )
                 for r in resp.replica_election_results
                 for p in r.partition_result
@@ -759,14 +762,8 @@ class Admin:
                 resp.error_code, "AlterPartitionReassignments", resp.error_message, again=TRANSIENT
             )
             out = {
-                TopicPartition(t.name, p.partition_index): (
-                    KafkaError(
-                        p.error_code,
-                        f"reassigning {t.name}-{p.partition_index}"
-                        + (f": {p.error_message}" if p.error_message else ""),
-                    )
-                    if p.error_code
-                    else None
+                TopicPartition(t.name, p.partition_index): _partition_outcome(
+                    p.error_code, p.error_message, f"reassigning {t.name}-{p.partition_index}"
                 )
                 for t in resp.responses
                 for p in t.partitions
