@@ -12,12 +12,14 @@ import os
 import random
 import struct
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from trafka.brokerlite.cleaner import CLEANED_SUFFIX, complete_swaps
 from trafka.brokerlite.errors import InvalidRecordError
 from trafka.brokerlite.log import CLEAN_SHUTDOWN_FILE, LogConfig, PartitionLog
+from trafka.codec.errors import ErrorCode
 from trafka.codec.records import (
     Compression,
     ControlRecordType,
@@ -462,3 +464,56 @@ def test_a_corrupt_base_offset_in_a_compacted_segment_is_caught(tmp_path: Path) 
     assert got == [r for r in after if r[0] < lost.base_offset]
     assert log.log_end_offset <= lost.base_offset
     log.close()
+
+
+# -- with the broker: producer state across compaction and a restart ---------------------------
+
+
+def test_retries_are_recognised_after_compaction_and_a_restart(
+    open_core: Any, data_dir: Path
+) -> None:
+    """Why a producer's last batch stays, emptied: after compaction removed all its
+    records and a restart rebuilt producer state from the log, a retry of that
+    batch must still be answered with its original offset, not written again."""
+    from brokerlite_wire import create, send
+
+    from trafka.codec.messages import k22_init_producer_id as ipid
+
+    core = open_core()
+    create(core, "c", **{"cleanup.policy": "compact", "segment.bytes": "1024"})
+    init = ipid.InitProducerIdRequest(
+        transactional_id=None, transaction_timeout_ms=-1, producer_id=-1, producer_epoch=-1
+    )
+    answer = core.call(22, 4, init)
+    pid, epoch = answer.producer_id, answer.producer_epoch
+
+    def idempotent(value: bytes, seq: int) -> bytes:
+        return kv_batch(
+            [(b"k", value)], core.now, producer_id=pid, producer_epoch=epoch, base_sequence=seq
+        )
+
+    sent = [send(core, "c", idempotent(b"v%d" % seq, seq)) for seq in range(3)]
+    assert [r.base_offset for r in sent] == [0, 1, 2]
+    # Another, plain producer supersedes key k, then fills segments so that they roll.
+    for i in range(40):
+        assert (
+            send(core, "c", kv_batch([(b"k" if i == 0 else b"f%d" % i, b"x" * 40)])).error_code == 0
+        )
+    job = core.broker.producers.plan_cleaning(core.now, force=True)
+    assert job is not None and job.topic == "c"
+    job.cleaning.run()
+    assert core.broker.producers.finish_cleaning(job, core.now) is not None
+    log = core.broker.logs.partition("c", 0)
+    kept = [(h.base_offset, h.records_count, h.producer_id) for h, _ in batches(log)[:2]]
+    assert kept[0] == (2, 0, pid) and kept[1][0] > 2  # offsets 0-1 gone, 2 emptied
+    core.broker.close()
+    # As after a crash: no snapshot, no clean-shutdown marker; state comes from the log.
+    for path in (data_dir / "c-0").glob("*.snapshot"):
+        path.unlink()
+    (data_dir / "c-0" / CLEAN_SHUTDOWN_FILE).unlink(missing_ok=True)
+    core = open_core()
+    retry = send(core, "c", idempotent(b"v2", 2))
+    assert (retry.error_code, retry.base_offset) == (0, 2)
+    gap = send(core, "c", idempotent(b"v9", 9))
+    assert gap.error_code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+    assert send(core, "c", idempotent(b"v3", 3)).error_code == 0
