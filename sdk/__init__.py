@@ -25,6 +25,14 @@ state machine).
 """
 
 from .accumulator import RecordMetadata
+from .acls import (
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    AclResourceType,
+    PatternType,
+)
 from .admin import (
     Admin,
     ClusterDescription,
@@ -82,6 +90,12 @@ from .statistics import (
 from .transactions import ConsumerGroupMetadata, TxnState
 
 __all__ = [
+    "AclBinding",
+    "AclBindingFilter",
+    "AclOperation",
+    "AclPermissionType",
+    "AclResourceType",
+    "PatternType",
     "AdminStatistics",
     "LogDirDescription",
     "PartitionReassignment",

@@ -46,6 +46,9 @@ from trafka.codec.messages import k20_delete_topics as dt
 from trafka.codec.messages import k21_delete_records as dr
 from trafka.codec.messages import k22_init_producer_id as ipid
 from trafka.codec.messages import k27_write_txn_markers as wtm
+from trafka.codec.messages import k29_describe_acls as dacl
+from trafka.codec.messages import k30_create_acls as cacl
+from trafka.codec.messages import k31_delete_acls as delacl
 from trafka.codec.messages import k32_describe_configs as dc
 from trafka.codec.messages import k33_alter_configs as ac
 from trafka.codec.messages import k35_describe_log_dirs as dld
@@ -71,6 +74,7 @@ from trafka.codec.sasl import (
 )
 
 from ._util import owned_task_group
+from .acls import AclBinding, AclBindingFilter
 from .assignors import decode_assignment
 from .calls import TRANSIENT, Again, Calls, again_if_transient, check
 from .config import AdminConfig, make_config
@@ -808,6 +812,141 @@ class Admin:
             }
 
         return await self._calls.run("list_partition_reassignments", timeout_ms, attempt)
+
+    # -- ACLs -------------------------------------------------------------------------------
+
+    async def describe_acls(
+        self, acl_filter: AclBindingFilter | None = None, *, timeout_ms: int | None = None
+    ) -> list[AclBinding]:
+        """The ACLs that match ``acl_filter`` (every ACL by default; DescribeAcls).
+
+        Raises:
+            KafkaError: e.g. SECURITY_DISABLED (the cluster has no authorizer) or
+                CLUSTER_AUTHORIZATION_FAILED.
+        """
+        f = acl_filter or AclBindingFilter()
+
+        async def attempt(deadline: float) -> list[AclBinding]:
+            conn = await self._cluster.any_connection()
+            body = _fit(
+                29,
+                conn.version_for(29),
+                dacl.DescribeAclsRequest,
+                resource_type_filter=f.resource_type,
+                resource_name_filter=f.name,
+                pattern_type_filter=f.pattern_type,
+                principal_filter=f.principal,
+                host_filter=f.host,
+                operation=f.operation,
+                permission_type=f.permission,
+            )
+            resp = await conn.request(29, body)
+            check(resp.error_code, "describing ACLs", resp.error_message, again=TRANSIENT)
+            return [
+                AclBinding(
+                    r.resource_type,
+                    r.resource_name,
+                    r.pattern_type,
+                    a.principal,
+                    a.host,
+                    a.operation,
+                    a.permission_type,
+                )
+                for r in resp.resources
+                for a in r.acls
+            ]
+
+        return await self._calls.run("describe_acls", timeout_ms, attempt)
+
+    async def create_acls(
+        self, bindings: Iterable[AclBinding], *, timeout_ms: int | None = None
+    ) -> dict[AclBinding, KafkaError | None]:
+        """Create ACLs (CreateAcls); per binding None when created, else its error."""
+        wanted = list(dict.fromkeys(bindings))
+        req = cacl.CreateAclsRequest
+
+        async def attempt(deadline: float) -> dict[AclBinding, KafkaError | None]:
+            conn = await self._cluster.any_connection()
+            body = req(
+                creations=[
+                    req.AclCreation(
+                        resource_type=b.resource_type,
+                        resource_name=b.name,
+                        resource_pattern_type=b.pattern_type,
+                        principal=b.principal,
+                        host=b.host,
+                        operation=b.operation,
+                        permission_type=b.permission,
+                    )
+                    for b in wanted
+                ]
+            )
+            resp = await conn.request(30, body)
+            if len(resp.results) != len(wanted):
+                raise KafkaError(
+                    ErrorCode.UNKNOWN_SERVER_ERROR,
+                    f"creating ACLs: {len(resp.results)} answers to {len(wanted)} creations",
+                )
+            return {
+                b: _partition_outcome(r.error_code, r.error_message, f"creating ACL {b}")
+                for b, r in zip(wanted, resp.results, strict=True)
+            }
+
+        return await self._calls.run("create_acls", timeout_ms, attempt)
+
+    async def delete_acls(
+        self, filters: Iterable[AclBindingFilter], *, timeout_ms: int | None = None
+    ) -> dict[AclBindingFilter, list[AclBinding] | KafkaError]:
+        """Delete the ACLs each filter matches (DeleteAcls); per filter the ACLs
+        deleted, or its error."""
+        wanted = list(dict.fromkeys(filters))
+        req = delacl.DeleteAclsRequest
+
+        async def attempt(deadline: float) -> dict[AclBindingFilter, list[AclBinding] | KafkaError]:
+            conn = await self._cluster.any_connection()
+            body = req(
+                filters=[
+                    req.DeleteAclsFilter(
+                        resource_type_filter=f.resource_type,
+                        resource_name_filter=f.name,
+                        pattern_type_filter=f.pattern_type,
+                        principal_filter=f.principal,
+                        host_filter=f.host,
+                        operation=f.operation,
+                        permission_type=f.permission,
+                    )
+                    for f in wanted
+                ]
+            )
+            resp = await conn.request(31, body)
+            if len(resp.filter_results) != len(wanted):
+                raise KafkaError(
+                    ErrorCode.UNKNOWN_SERVER_ERROR,
+                    f"deleting ACLs: {len(resp.filter_results)} answers to {len(wanted)} filters",
+                )
+            out: dict[AclBindingFilter, list[AclBinding] | KafkaError] = {}
+            for f, r in zip(wanted, resp.filter_results, strict=True):
+                error = _partition_outcome(r.error_code, r.error_message, f"deleting ACLs {f}")
+                out[f] = (
+                    error
+                    if error is not None
+                    else [
+                        AclBinding(
+                            m.resource_type,
+                            m.resource_name,
+                            m.pattern_type,
+                            m.principal,
+                            m.host,
+                            m.operation,
+                            m.permission_type,
+                        )
+                        for m in r.matching_acls
+                        if not m.error_code
+                    ]
+                )
+            return out
+
+        return await self._calls.run("delete_acls", timeout_ms, attempt)
 
     # -- configs ----------------------------------------------------------------------------
 

@@ -93,6 +93,9 @@ CLIENT_VERSIONS: dict[int, tuple[int, int]] = {
     25: (0, 4),  # AddOffsetsToTxn
     26: (0, 4),  # EndTxn
     28: (0, 4),  # TxnOffsetCommit
+    29: (1, 3),  # DescribeAcls
+    30: (1, 3),  # CreateAcls
+    31: (1, 3),  # DeleteAcls
     32: (0, 4),  # DescribeConfigs
     33: (0, 2),  # AlterConfigs
     36: (0, 2),  # SaslAuthenticate
