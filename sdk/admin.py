@@ -363,6 +363,19 @@ def _partition_outcome(code: int, message: str | None, what: str) -> KafkaError 
     return KafkaError(code, f"{what}: {message}" if message else what)
 
 
+def _acl_filter(f: AclBindingFilter) -> dict[str, Any]:
+    """A filter as the fields DescribeAcls and DeleteAcls share."""
+    return {
+        "resource_type_filter": f.resource_type,
+        "resource_name_filter": f.name,
+        "pattern_type_filter": f.pattern_type,
+        "principal_filter": f.principal,
+        "host_filter": f.host,
+        "operation": f.operation,
+        "permission_type": f.permission,
+    }
+
+
 def _first_failure(names: Iterable[str], failed: Mapping[str, KafkaError]) -> None:
     for name in names:
         if name in failed:
@@ -828,18 +841,7 @@ class Admin:
 
         async def attempt(deadline: float) -> list[AclBinding]:
             conn = await self._cluster.any_connection()
-            body = _fit(
-                29,
-                conn.version_for(29),
-                dacl.DescribeAclsRequest,
-                resource_type_filter=f.resource_type,
-                resource_name_filter=f.name,
-                pattern_type_filter=f.pattern_type,
-                principal_filter=f.principal,
-                host_filter=f.host,
-                operation=f.operation,
-                permission_type=f.permission,
-            )
+            body = _fit(29, conn.version_for(29), dacl.DescribeAclsRequest, **_acl_filter(f))
             resp = await conn.request(29, body)
             check(resp.error_code, "describing ACLs", resp.error_message, again=TRANSIENT)
             return [
@@ -904,20 +906,7 @@ class Admin:
 
         async def attempt(deadline: float) -> dict[AclBindingFilter, list[AclBinding] | KafkaError]:
             conn = await self._cluster.any_connection()
-            body = req(
-                filters=[
-                    req.DeleteAclsFilter(
-                        resource_type_filter=f.resource_type,
-                        resource_name_filter=f.name,
-                        pattern_type_filter=f.pattern_type,
-                        principal_filter=f.principal,
-                        host_filter=f.host,
-                        operation=f.operation,
-                        permission_type=f.permission,
-                    )
-                    for f in wanted
-                ]
-            )
+            body = req(filters=[req.DeleteAclsFilter(**_acl_filter(f)) for f in wanted])
             resp = await conn.request(31, body)
             if len(resp.filter_results) != len(wanted):
                 raise KafkaError(
