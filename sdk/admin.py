@@ -348,6 +348,17 @@ def _settle(
     pending.clear()
 
 
+def _by_topic(
+    partitions: Iterable[TopicPartition] | Iterable[tuple[str, int]],
+) -> dict[str, list[int]]:
+    """Partition numbers grouped by topic, in the order given."""
+    out: dict[str, list[int]] = {}
+    for tp in partitions:
+        topic, partition = TopicPartition(*tp)
+        out.setdefault(topic, []).append(partition)
+    return out
+
+
 def _answered(keys: Iterable[_K], out: Mapping[_K, _T], what: str) -> dict[_K, _T]:
     """``out`` in the order of ``keys``; a key the broker left out fails the call."""
     for key in keys:
@@ -693,12 +704,7 @@ class Admin:
         types = {"preferred": 0, "unclean": 1}
         if election_type not in types:
             raise ValueError(f"election_type must be preferred or unclean, got {election_type!r}")
-        by_topic: dict[str, list[int]] | None = None
-        if partitions is not None:
-            by_topic = {}
-            for tp in partitions:
-                topic, partition = TopicPartition(*tp)
-                by_topic.setdefault(topic, []).append(partition)
+        by_topic = None if partitions is None else _by_topic(partitions)
         wait_ms = self._timeout_ms(timeout_ms)
         req = el.ElectLeadersRequest
 
@@ -800,13 +806,9 @@ class Admin:
         req = lpr.ListPartitionReassignmentsRequest
         topics = None
         if partitions is not None:
-            by_topic: dict[str, list[int]] = {}
-            for tp in partitions:
-                topic, partition = TopicPartition(*tp)
-                by_topic.setdefault(topic, []).append(partition)
             topics = [
                 req.ListPartitionReassignmentsTopics(name=t, partition_indexes=ps)
-                for t, ps in by_topic.items()
+                for t, ps in _by_topic(partitions).items()
             ]
         wait_ms = self._timeout_ms(timeout_ms)
 
@@ -1152,12 +1154,7 @@ class Admin:
     ) -> list[LogDirDescription]:
         """Every broker's log directories and the size of each partition in them
         (only ``partitions`` when given; partitions a broker does not hold are left out)."""
-        by_topic: dict[str, list[int]] | None = None
-        if partitions is not None:
-            by_topic = {}
-            for tp in partitions:
-                topic, partition = TopicPartition(*tp)
-                by_topic.setdefault(topic, []).append(partition)
+        by_topic = None if partitions is None else _by_topic(partitions)
         req = dld.DescribeLogDirsRequest
 
         async def ask(conn: BrokerConnection) -> list[LogDirDescription]:
@@ -1356,10 +1353,7 @@ class Admin:
                 GROUP_SUBSCRIBED_TO_TOPIC for a partition whose topic a member
                 subscribes to (the others' offsets are deleted even so, as Kafka does).
         """
-        by_topic: dict[str, list[int]] = {}
-        for tp in partitions:
-            topic, partition = TopicPartition(*tp)
-            by_topic.setdefault(topic, []).append(partition)
+        by_topic = _by_topic(partitions)
         req = odel.OffsetDeleteRequest
 
         async def attempt(deadline: float) -> None:
@@ -1526,9 +1520,7 @@ class Admin:
         async def ask(
             conn: BrokerConnection, tps: list[TopicPartition]
         ) -> dict[TopicPartition, Any]:
-            by_topic: dict[str, list[int]] = {}
-            for tp in tps:
-                by_topic.setdefault(tp.topic, []).append(tp.partition)
+            by_topic = _by_topic(tps)
             request = dp.DescribeProducersRequest(
                 topics=[
                     dp.DescribeProducersRequest.TopicRequest(name=t, partition_indexes=p)
