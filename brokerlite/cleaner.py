@@ -74,7 +74,13 @@ import threading
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
-from trafka.codec.records import Record, decode_batch, read_batch_header, rebuild_batch
+from trafka.codec.records import (
+    Record,
+    RecordBatchHeader,
+    decode_batch,
+    read_batch_header,
+    rebuild_batch,
+)
 
 from .segment import (
     BATCH_HEADER_SIZE,
@@ -316,9 +322,8 @@ class CleaningPass:
             i -= 1
         return False
 
-    def _records(self, data: bytes) -> tuple[Record, ...] | None:
+    def _records(self, header: RecordBatchHeader, data: bytes) -> tuple[Record, ...] | None:
         """The records of a data batch that may hold keys; None for batches kept as they are."""
-        header = read_batch_header(data)
         if header.is_control:
             return None
         if header.is_transactional and self._is_aborted(header.producer_id, header.base_offset):
@@ -330,7 +335,7 @@ class CleaningPass:
         mapped = self.dirty_index
         for source in self.sources[self.dirty_index :]:
             for data in self._batches(source):
-                records = self._records(data)
+                records = self._records(read_batch_header(data), data)
                 if not records:
                     continue
                 for record in records:
@@ -390,10 +395,10 @@ class CleaningPass:
 
     def _clean_batch(self, data: bytes, latest: dict[bytes, int], mtime_ms: int) -> bytes | None:
         """The batch to write for ``data``: itself, a rebuilt one, an empty one, or None."""
-        records = self._records(data)
+        header = read_batch_header(data)
+        records = self._records(header, data)
         if records is None:
             return data
-        header = read_batch_header(data)
         self.stats.records_read += header.records_count if records == () else len(records)
         horizon = self.delete_horizon_ms
         kept: list[Record] = []

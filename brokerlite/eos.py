@@ -364,7 +364,7 @@ class ProducerStates:
         Returns:
             The job (run its ``cleaning.run()``, then :meth:`finish_cleaning`), or None.
         """
-        candidates: list[tuple[float, str, int, PartitionLog]] = []
+        candidates: list[tuple[float, str, int, PartitionLog, int]] = []
         for info in self._logs.topics():
             if not self._logs.config(info.name).compact:
                 continue
@@ -374,9 +374,9 @@ class ProducerStates:
                 lso = self.last_stable_offset(info.name, index)
                 ratio = log.dirty_ratio(now_ms, last_stable_offset=lso)
                 if ratio > 0:
-                    candidates.append((ratio, info.name, index, log))
+                    candidates.append((ratio, info.name, index, log, lso))
         candidates.sort(key=lambda c: -c[0])
-        for _, topic, index, log in candidates:
+        for _, topic, index, log, lso in candidates:
             state = self._entry(topic, index, log).state
             aborted: dict[int, list[tuple[int, int]]] = {}
             for txn in state.aborted_index():
@@ -388,9 +388,7 @@ class ProducerStates:
             }
             cleaning = log.plan_cleaning(
                 now_ms,
-                last_stable_offset=state.last_stable_offset(
-                    log.log_end_offset, log.log_start_offset
-                ),
+                last_stable_offset=lso,
                 aborted=aborted,
                 producer_last_offsets=last_offsets,
                 force=force,
