@@ -31,6 +31,9 @@ from typing import Any
 GENERATOR = "trafka.tools.codegen"
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_SPECS = REPO.parent / "shared" / "kafka-protocol"
+# Message specs that replace the shared ones of the same name: versions that
+# Apache Kafka made stable after the shared snapshot (see that folder's README).
+OVERRIDES = REPO / "tools" / "spec_overrides"
 
 PRIMITIVES = {
     "int8",
@@ -563,7 +566,8 @@ def render_registry(apis: list[tuple[int, str, str]], spec_id: str) -> str:
 
 def spec_digest(specs_dir: Path) -> str:
     h = hashlib.sha256()
-    for p in [*sorted((specs_dir / "message").glob("*.json")), specs_dir / "errors.json"]:
+    paths = [*sorted((specs_dir / "message").glob("*.json")), specs_dir / "errors.json"]
+    for p in [*paths, *sorted(OVERRIDES.glob("*.json"))]:
         h.update(p.name.encode())
         h.update(p.read_bytes())
     return "specs sha256 " + h.hexdigest()[:16]
@@ -573,6 +577,10 @@ def generate(specs_dir: Path) -> dict[Path, str]:
     spec_id = spec_digest(specs_dir)
     msg_dir = specs_dir / "message"
     specs = {p.stem: load_spec(p) for p in sorted(msg_dir.glob("*.json"))}
+    for p in sorted(OVERRIDES.glob("*.json")):
+        if p.stem not in specs:
+            raise SystemExit(f"{p}: overrides no spec of the shared snapshot")
+        specs[p.stem] = load_spec(p)
     out: dict[Path, str] = {}
     apis = []
     for name, spec in specs.items():

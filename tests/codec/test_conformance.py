@@ -39,6 +39,7 @@ from trafka.codec.protocol import api
 REPO = Path(__file__).resolve().parents[2]
 SPECS = REPO.parent / "shared" / "kafka-protocol"
 MESSAGE_DIR = SPECS / "message"
+OVERRIDE_DIR = REPO / "tools" / "spec_overrides"
 CODEC_DIR = REPO / "codec"
 
 # -- an independent reader of the specs ------------------------------------------------
@@ -66,7 +67,41 @@ def spec_comments(path: Path) -> list[str]:
 
 @cache
 def all_specs() -> dict[str, dict[str, Any]]:
-    return {path.stem: read_spec(path) for path in sorted(MESSAGE_DIR.glob("*.json"))}
+    specs = {path.stem: read_spec(path) for path in sorted(MESSAGE_DIR.glob("*.json"))}
+    specs.update((path.stem, read_spec(path)) for path in sorted(OVERRIDE_DIR.glob("*.json")))
+    return specs
+
+
+def _field_facts(fields: list[dict[str, Any]], prefix: str = "") -> dict[str, tuple[Any, ...]]:
+    out: dict[str, tuple[Any, ...]] = {}
+    for f in fields:
+        name = prefix + f["name"]
+        out[name] = (f.get("type", "struct"), f.get("versions"), f.get("nullableVersions"), f.get("tag"))
+        out.update(_field_facts(f.get("fields", []), name + "."))
+    return out
+
+
+@pytest.mark.parametrize("path", sorted(OVERRIDE_DIR.glob("*.json")), ids=lambda p: p.stem)
+def test_spec_override_only_adds_versions(path: Path) -> None:
+    """An override keeps the shared spec's key, name, flexibility and every field
+    of its versions, and carries no descriptions (only facts are ours to keep)."""
+    text = path.read_text()
+    assert '"about"' not in text
+    override, shared = read_spec(path), read_spec(MESSAGE_DIR / path.name)
+    for key in ("apiKey", "type", "name", "flexibleVersions", "listeners"):
+        assert override.get(key) == shared.get(key), key
+    old, new = VersionRange(shared["validVersions"]), VersionRange(override["validVersions"])
+    assert new.lo <= old.lo and new.hi > old.hi
+    before = _field_facts(shared["fields"] + shared.get("commonStructs", []))
+    after = _field_facts(override["fields"] + override.get("commonStructs", []))
+    for name, (ftype, versions, nullable, tag) in before.items():
+        assert name in after, name
+        new_type, new_versions, new_nullable, new_tag = after[name]
+        assert (new_type, new_nullable, new_tag) == (ftype, nullable, tag), name
+        # A field may end at a later version (Kafka drops fields), never start later.
+        assert VersionRange(new_versions).lo == VersionRange(versions).lo, name
+    for name in after.keys() - before.keys():
+        assert VersionRange(after[name][1]).lo > old.hi, f"{name} is new, so only in new versions"
 
 
 class VersionRange:
