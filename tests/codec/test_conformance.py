@@ -76,7 +76,12 @@ def _field_facts(fields: list[dict[str, Any]], prefix: str = "") -> dict[str, tu
     out: dict[str, tuple[Any, ...]] = {}
     for f in fields:
         name = prefix + f["name"]
-        out[name] = (f.get("type", "struct"), f.get("versions"), f.get("nullableVersions"), f.get("tag"))
+        out[name] = (
+            f.get("type", "struct"),
+            f.get("versions"),
+            f.get("nullableVersions"),
+            f.get("tag"),
+        )
         out.update(_field_facts(f.get("fields", []), name + "."))
     return out
 
