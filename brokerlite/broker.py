@@ -105,6 +105,7 @@ from .log import LogConfig, LogManager
 from .offsets import OffsetStore
 from .sasl import SaslSession, SaslState, UserStore
 from .scram import SCRAM_JOURNAL, ScramCredentials
+from .shares import ShareFetcher, ShareStateStore
 from .transactions import TransactionCoordinator, TxnCompletion, classic_group_validator
 from .txn_journal import TxnJournal, WrittenMarker
 
@@ -127,6 +128,7 @@ _BEFORE_AUTHENTICATION = frozenset({17, 18, 36})  # SaslHandshake, ApiVersions, 
 _PRODUCER_ID_BLOCK = 1000
 _FLUSH_CHECK_MS = 1000
 GROUPS_JOURNAL = "trafka-groups.journal"
+SHARE_STATE_JOURNAL = "trafka-share-state.journal"
 TRANSACTIONS_JOURNAL = "trafka-transactions.journal"
 # A marker can make a whole transaction readable at once: it wakes every parked
 # fetch of its partition, whatever bytes they still wait for.
@@ -247,6 +249,19 @@ class Broker:
         self.producers = ProducerStates(
             self.logs, producer_id_expiration_ms=config.producer_id_expiration_ms
         )
+        try:
+            self.shares = ShareFetcher(
+                self.logs,
+                self.producers,
+                ShareStateStore(self.data_dir / SHARE_STATE_JOURNAL),
+                notify=self._notify_available,
+            )
+        except BaseException:
+            self.scram.close()
+            self.txn.close()
+            self.groups.store.close()
+            self.logs.close()
+            raise
         self._txn_pending: list[TxnCompletion] = []
         self._last_now_ms = now_ms  # for what close() still has to carry out
         self._next_marker_check_ms = now_ms + _MARKER_CHECK_MS
@@ -321,6 +336,7 @@ class Broker:
         if self.sasl_users is not None:
             self._sasl_sessions.pop(conn_id, None)
             self._sasl_principals.pop(conn_id, None)
+        self.shares.connection_closed(conn_id)
         ticket = self._by_conn.pop(conn_id, None)
         if ticket is None:
             return
@@ -543,6 +559,10 @@ class Broker:
             if entry is not None and entry.waiter.on_append(topic, partition, nbytes):
                 self._mark_ready(ticket)
 
+    def _notify_available(self, topic: str, partition: int) -> None:
+        """Records of a share-partition became available again: wake its share fetches."""
+        self.notify_append(topic, partition, 0)
+
     def notify_topic_changed(self, topic: str, *, deleted: bool) -> None:
         """A topic was deleted or resized: complete the requests watching it now.
 
@@ -554,6 +574,7 @@ class Broker:
                     self._mark_ready(ticket)
         if deleted:
             self.producers.drop_topic(topic)
+            self.shares.topic_deleted(topic)
             # A topic recreated under the name must never get the old one's markers.
             gone = {tp: None for tp in self.txn.unsynced_markers() if tp[0] == topic}
             if gone:
@@ -620,6 +641,9 @@ class Broker:
             heapq.heapify(self._deadlines)
         self.release(self.groups.tick(now_ms))
         self.complete_transactions(self.txn.tick(now_ms), now_ms)
+        share_deadline = self.shares.next_deadline()
+        if share_deadline is not None and share_deadline <= now_ms:
+            self.shares.tick(now_ms)
         if now_ms >= self._next_marker_check_ms:
             self._next_marker_check_ms = now_ms + _MARKER_CHECK_MS
             self._prune_markers()
@@ -718,6 +742,9 @@ class Broker:
         txn_deadline = self.txn.next_deadline()
         if txn_deadline is not None:
             candidates.append(txn_deadline)
+        share_deadline = self.shares.next_deadline()
+        if share_deadline is not None:
+            candidates.append(share_deadline)
         if self._txn_pending:
             candidates.append(0)
         elif self.txn.unsynced_marker_count:
@@ -1108,6 +1135,10 @@ class Broker:
                 self.scram.close()
             except Exception:
                 log.exception("cannot close the SCRAM credential journal")
+            try:
+                self.shares.close()
+            except Exception:
+                log.exception("cannot close the share-state journal")
             try:
                 self.txn.close()
             finally:

@@ -1,0 +1,490 @@
+"""The state of one share-partition (KIP-932): which records a share group has
+handed out, to whom, and which are done. Sans-IO: no log, no clock, no file.
+
+A share group reads a partition as a queue. Every offset from the share-partition
+start offset (SPSO, :attr:`SharePartition.start_offset`) up to the end offset
+(SPEO, :attr:`SharePartition.end_offset`, the first offset never acquired) is
+*in flight* and has a state:
+
+* AVAILABLE: may be acquired by any member (released, or its lock expired);
+* ACQUIRED: handed to one member, locked until a deadline;
+* ACKNOWLEDGED: accepted, processed; never delivered again;
+* ARCHIVED: rejected, gap, control record, aborted, or delivered too often;
+  never delivered again.
+
+The numbers are Kafka's (``RecordState``: 0, 1, 2, 4), and are what
+:meth:`SharePartition.snapshot` stores.
+
+Rules and invariants:
+
+* The in-flight offsets are kept as *runs*: maximal ranges of offsets with one
+  state, delivery count, holder and lock deadline. They cover ``[start_offset,
+  end_offset)`` exactly, in order, without gaps or overlaps.
+* Acquiring increments an offset's delivery count. Records already in flight
+  that are AVAILABLE are acquired first, lowest offsets first
+  (:meth:`acquire_available`); then new records past the end offset
+  (:meth:`acquire_new`), in whole batches as the log holds them, while the
+  in-flight window ``end_offset - start_offset`` is below the record-lock
+  limit. Offsets that hold nothing deliverable (offsets compacted away, control
+  batches, aborted transactions for read_committed) become ARCHIVED as they
+  are reached and are never handed out.
+* An acknowledgement (:meth:`acknowledge`) names offset ranges with one type
+  per range or one per offset: GAP (0) and REJECT (3) archive, ACCEPT (1)
+  acknowledges, RELEASE (2) makes available again. Every offset named must be
+  in flight, ACQUIRED, and held by the acknowledging member; otherwise nothing
+  at all is changed for the partition (INVALID_RECORD_STATE), as Kafka does.
+  Malformed batches (first after last, ranges out of order or overlapping, a
+  wrong number of types, an unknown type) change nothing either
+  (INVALID_REQUEST).
+* A record that is released (by RELEASE, by its lock expiring, or by its
+  holder leaving) becomes ARCHIVED instead of AVAILABLE once its delivery count
+  has reached the delivery-count limit, so a poison record stops coming back.
+* The start offset moves past every leading ACKNOWLEDGED or ARCHIVED offset,
+  and forward to the log start offset when retention or DeleteRecords removes
+  records below it (:meth:`move_start`); offsets below it are forgotten.
+* :meth:`snapshot` is what is kept durably: the start offset and the runs,
+  where ACQUIRED runs are written as AVAILABLE with their delivery counts (a
+  lock does not survive a restart; the record is delivered again). Acquiring
+  alone does not make the partition :attr:`dirty`: a restart loses at most
+  delivery counts of records never acknowledged, as in Kafka.
+"""
+
+from __future__ import annotations
+
+import bisect
+import dataclasses
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from trafka.codec.errors import ErrorCode
+
+__all__ = [
+    "ACCEPT",
+    "ACKNOWLEDGED",
+    "ACQUIRED",
+    "ARCHIVED",
+    "AVAILABLE",
+    "GAP",
+    "REJECT",
+    "RELEASE",
+    "AcquiredRange",
+    "BatchSpan",
+    "Run",
+    "SharePartition",
+]
+
+# Record states (Kafka's RecordState ids).
+AVAILABLE = 0
+ACQUIRED = 1
+ACKNOWLEDGED = 2
+ARCHIVED = 4
+
+# Acknowledge types (ShareFetch / ShareAcknowledge AcknowledgeTypes).
+GAP = 0
+ACCEPT = 1
+RELEASE = 2
+REJECT = 3
+_ACK_TYPES = frozenset((GAP, ACCEPT, RELEASE, REJECT))
+
+_DONE = frozenset((ACKNOWLEDGED, ARCHIVED))
+
+
+@dataclasses.dataclass(slots=True)
+class Run:
+    """Offsets ``first..last`` (inclusive) sharing one state."""
+
+    first: int
+    last: int
+    state: int
+    delivery_count: int
+    member_id: str | None = None
+    deadline_ms: int = 0
+
+    def same_kind(self, other: Run) -> bool:
+        return (
+            self.state == other.state
+            and self.delivery_count == other.delivery_count
+            and self.member_id == other.member_id
+            and self.deadline_ms == other.deadline_ms
+        )
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class AcquiredRange:
+    """Offsets ``first..last`` handed to a member, delivered ``delivery_count`` times."""
+
+    first: int
+    last: int
+    delivery_count: int
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class BatchSpan:
+    """A batch of the log as acquisition sees it: its offsets and whether any
+    of them may be delivered (False for control batches and aborted data)."""
+
+    first: int
+    last: int
+    deliverable: bool = True
+
+
+class SharePartition:
+    """One share group's view of one partition (see the module rules).
+
+    Args:
+        start_offset: the SPSO to begin with.
+        delivery_count_limit: deliveries after which a released record is archived.
+        max_record_locks: the most in-flight offsets (``end - start``) before no
+            new records are acquired.
+    """
+
+    def __init__(
+        self, start_offset: int, *, delivery_count_limit: int = 5, max_record_locks: int = 2000
+    ) -> None:
+        if start_offset < 0:
+            raise ValueError(f"start offset {start_offset} is negative")
+        self._start = start_offset
+        self._runs: list[Run] = []
+        self._firsts: list[int] = []  # run.first of each run, for bisect
+        self.delivery_count_limit = delivery_count_limit
+        self.max_record_locks = max_record_locks
+        self.dirty = False
+
+    # -- reading --------------------------------------------------------------------------
+
+    @property
+    def start_offset(self) -> int:
+        """The SPSO: every offset below it is done."""
+        return self._start
+
+    @property
+    def end_offset(self) -> int:
+        """The SPEO: the first offset never acquired."""
+        return self._runs[-1].last + 1 if self._runs else self._start
+
+    def runs(self) -> list[Run]:
+        """The in-flight runs, in offset order (copies)."""
+        return [dataclasses.replace(r) for r in self._runs]
+
+    def state_of(self, offset: int) -> tuple[int, int, str | None] | None:
+        """``(state, delivery_count, member_id)`` of an in-flight offset, else None."""
+        i = self._index(offset)
+        if i < 0:
+            return None
+        run = self._runs[i]
+        return run.state, run.delivery_count, run.member_id
+
+    def acquired_count(self, member_id: str | None = None) -> int:
+        """How many offsets are ACQUIRED (by ``member_id`` when given)."""
+        return sum(
+            r.last - r.first + 1
+            for r in self._runs
+            if r.state == ACQUIRED and (member_id is None or r.member_id == member_id)
+        )
+
+    def has_available(self) -> bool:
+        """Whether an in-flight offset is AVAILABLE."""
+        return any(r.state == AVAILABLE for r in self._runs)
+
+    def window_full(self) -> bool:
+        """Whether the in-flight window is at the record-lock limit."""
+        return self.end_offset - self._start >= self.max_record_locks
+
+    def next_deadline(self) -> int | None:
+        """The earliest lock deadline of an ACQUIRED run, or None."""
+        deadlines = [r.deadline_ms for r in self._runs if r.state == ACQUIRED]
+        return min(deadlines) if deadlines else None
+
+    # -- acquiring ------------------------------------------------------------------------
+
+    def acquire_available(
+        self, member_id: str, max_records: int, *, now_ms: int, lock_ms: int
+    ) -> list[AcquiredRange]:
+        """Acquire AVAILABLE in-flight offsets, lowest first, at most ``max_records``."""
+        out: list[AcquiredRange] = []
+        left = max_records
+        i = 0
+        while i < len(self._runs) and left > 0:
+            run = self._runs[i]
+            if run.state != AVAILABLE:
+                i += 1
+                continue
+            if run.last - run.first + 1 > left:
+                self._split(run.first + left)
+            run = self._runs[i]
+            run.state = ACQUIRED
+            run.delivery_count += 1
+            run.member_id = member_id
+            run.deadline_ms = now_ms + lock_ms
+            left -= run.last - run.first + 1
+            out.append(AcquiredRange(run.first, run.last, run.delivery_count))
+            i += 1
+        self._coalesce()
+        return _merge(out)
+
+    def acquire_new(
+        self,
+        member_id: str,
+        batches: Iterable[BatchSpan],
+        max_records: int,
+        *,
+        now_ms: int,
+        lock_ms: int,
+    ) -> list[AcquiredRange]:
+        """Acquire records past the end offset, batch by batch as the log holds them.
+
+        ``batches`` are the log's batches from the one holding the end offset on,
+        in order. A batch is taken whole (at least one, even past
+        ``max_records``) while the window has room; offsets between batches
+        (compacted away) and undeliverable batches become ARCHIVED.
+        """
+        out: list[AcquiredRange] = []
+        taken = 0
+        for batch in batches:
+            end = self.end_offset
+            if batch.last < end:
+                continue
+            if taken >= max_records or self.window_full():
+                break
+            first = max(batch.first, end)
+            if first > end:  # nothing in the log between them
+                self._append(Run(end, first - 1, ARCHIVED, 0))
+            if batch.deliverable:
+                self._append(Run(first, batch.last, ACQUIRED, 1, member_id, now_ms + lock_ms))
+                out.append(AcquiredRange(first, batch.last, 1))
+                taken += batch.last - first + 1
+            else:
+                self._append(Run(first, batch.last, ARCHIVED, 0))
+                self.dirty = True
+        self._advance()
+        self._coalesce()
+        return _merge(out)
+
+    def skip_to(self, offset: int) -> None:
+        """Archive ``[end_offset, offset)``: offsets the log no longer holds (compacted
+        past its end) or that are not deliverable, when no batch marks them."""
+        end = self.end_offset
+        if offset > end:
+            self._append(Run(end, offset - 1, ARCHIVED, 0))
+            self.dirty = True
+            self._advance()
+            self._coalesce()
+
+    # -- acknowledging --------------------------------------------------------------------
+
+    def acknowledge(
+        self, member_id: str, batches: Sequence[tuple[int, int, Sequence[int]]]
+    ) -> ErrorCode:
+        """Apply acknowledgement batches ``(first, last, types)`` of ``member_id``.
+
+        Returns NONE, or the error that left the partition unchanged.
+        """
+        previous_last = -1
+        plan: list[tuple[int, int, int]] = []
+        for first, last, types in batches:
+            if first > last or first <= previous_last or first < 0:
+                return ErrorCode.INVALID_REQUEST
+            if len(types) != 1 and len(types) != last - first + 1:
+                return ErrorCode.INVALID_REQUEST
+            if any(t not in _ACK_TYPES for t in types):
+                return ErrorCode.INVALID_REQUEST
+            previous_last = last
+            if len(types) == 1:
+                plan.append((first, last, types[0]))
+            else:
+                plan.extend(_ranges_of(first, types))
+        for first, last, _ in plan:
+            if not self._held_by(member_id, first, last):
+                return ErrorCode.INVALID_RECORD_STATE
+        for first, last, ack in plan:
+            self._split(first)
+            self._split(last + 1)
+            i = self._index(first)
+            while i < len(self._runs) and self._runs[i].first <= last:
+                run = self._runs[i]
+                if ack == ACCEPT:
+                    self._finish(run, ACKNOWLEDGED)
+                elif ack == RELEASE:
+                    self._release(run)
+                else:
+                    self._finish(run, ARCHIVED)
+                i += 1
+        if plan:
+            self.dirty = True
+        self._advance()
+        self._coalesce()
+        return ErrorCode.NONE
+
+    def release_member(self, member_id: str) -> bool:
+        """Release everything ``member_id`` holds (it left, or closed its session)."""
+        changed = False
+        for run in self._runs:
+            if run.state == ACQUIRED and run.member_id == member_id:
+                self._release(run)
+                changed = True
+        if changed:
+            self.dirty = True
+            self._advance()
+            self._coalesce()
+        return changed
+
+    def expire_locks(self, now_ms: int) -> bool:
+        """Release ACQUIRED runs whose lock deadline has passed; True when any did."""
+        changed = False
+        for run in self._runs:
+            if run.state == ACQUIRED and run.deadline_ms <= now_ms:
+                self._release(run)
+                changed = True
+        if changed:
+            self.dirty = True
+            self._advance()
+            self._coalesce()
+        return changed
+
+    def move_start(self, log_start_offset: int) -> bool:
+        """Forget offsets below ``log_start_offset`` (the log no longer has them)."""
+        if log_start_offset <= self._start:
+            return False
+        self._split(log_start_offset)
+        i = bisect.bisect_left(self._firsts, log_start_offset)
+        del self._runs[:i]
+        del self._firsts[:i]
+        self._start = log_start_offset
+        self.dirty = True
+        self._advance()
+        return True
+
+    # -- durability -----------------------------------------------------------------------
+
+    def snapshot(self) -> dict[str, Any]:
+        """The durable form (see the module rules); JSON-ready."""
+        runs: list[list[int]] = []
+        for r in self._runs:
+            state = AVAILABLE if r.state == ACQUIRED else r.state
+            if runs and runs[-1][2] == state and runs[-1][3] == r.delivery_count:
+                runs[-1][1] = r.last
+            else:
+                runs.append([r.first, r.last, state, r.delivery_count])
+        return {"start": self._start, "runs": runs}
+
+    @classmethod
+    def from_snapshot(
+        cls, data: Mapping[str, Any], *, delivery_count_limit: int = 5, max_record_locks: int = 2000
+    ) -> SharePartition:
+        """Rebuild a partition from :meth:`snapshot` (validated: a damaged
+        snapshot raises ValueError rather than load inconsistent state)."""
+        sp = cls(
+            int(data["start"]),
+            delivery_count_limit=delivery_count_limit,
+            max_record_locks=max_record_locks,
+        )
+        expected = sp._start
+        for row in data["runs"]:
+            first, last, state, count = (int(x) for x in row)
+            if first != expected or last < first or state not in (AVAILABLE, *_DONE) or count < 0:
+                raise ValueError(f"bad share-partition run {row!r} (expected first {expected})")
+            sp._append(Run(first, last, state, count))
+            expected = last + 1
+        sp._advance()
+        sp._coalesce()
+        sp.dirty = False
+        return sp
+
+    # -- internals ------------------------------------------------------------------------
+
+    def _index(self, offset: int) -> int:
+        """Index of the run holding ``offset``, or -1."""
+        if not self._runs or offset < self._start or offset >= self.end_offset:
+            return -1
+        return bisect.bisect_right(self._firsts, offset) - 1
+
+    def _split(self, offset: int) -> None:
+        """Make a run start at ``offset`` when ``offset`` falls inside one."""
+        i = self._index(offset)
+        if i < 0:
+            return
+        run = self._runs[i]
+        if run.first == offset:
+            return
+        tail = dataclasses.replace(run, first=offset)
+        run.last = offset - 1
+        self._runs.insert(i + 1, tail)
+        self._firsts.insert(i + 1, offset)
+
+    def _append(self, run: Run) -> None:
+        self._runs.append(run)
+        self._firsts.append(run.first)
+
+    def _held_by(self, member_id: str, first: int, last: int) -> bool:
+        if first < self._start or last >= self.end_offset:
+            return False
+        i = self._index(first)
+        while i < len(self._runs) and self._runs[i].first <= last:
+            run = self._runs[i]
+            if run.state != ACQUIRED or run.member_id != member_id:
+                return False
+            i += 1
+        return True
+
+    def _release(self, run: Run) -> None:
+        if run.delivery_count >= self.delivery_count_limit:
+            self._finish(run, ARCHIVED)
+        else:
+            run.state = AVAILABLE
+            run.member_id = None
+            run.deadline_ms = 0
+
+    @staticmethod
+    def _finish(run: Run, state: int) -> None:
+        run.state = state
+        run.member_id = None
+        run.deadline_ms = 0
+
+    def _advance(self) -> None:
+        """Move the start offset past leading finished runs."""
+        n = 0
+        for run in self._runs:
+            if run.state not in _DONE:
+                break
+            self._start = run.last + 1
+            n += 1
+        if n:
+            del self._runs[:n]
+            del self._firsts[:n]
+
+    def _coalesce(self) -> None:
+        if len(self._runs) < 2:
+            return
+        merged = [self._runs[0]]
+        for run in self._runs[1:]:
+            prev = merged[-1]
+            if prev.same_kind(run) and prev.last + 1 == run.first:
+                prev.last = run.last
+            else:
+                merged.append(run)
+        if len(merged) != len(self._runs):
+            self._runs = merged
+            self._firsts = [r.first for r in merged]
+
+
+def _ranges_of(first: int, types: Sequence[int]) -> list[tuple[int, int, int]]:
+    """Per-offset types as ``(first, last, type)`` ranges of equal types."""
+    out: list[tuple[int, int, int]] = []
+    for i, ack in enumerate(types):
+        offset = first + i
+        if out and out[-1][2] == ack:
+            out[-1] = (out[-1][0], offset, ack)
+        else:
+            out.append((offset, offset, ack))
+    return out
+
+
+def _merge(ranges: list[AcquiredRange]) -> list[AcquiredRange]:
+    """Join adjacent ranges with the same delivery count."""
+    out: list[AcquiredRange] = []
+    for r in ranges:
+        if out and out[-1].last + 1 == r.first and out[-1].delivery_count == r.delivery_count:
+            out[-1] = AcquiredRange(out[-1].first, r.last, r.delivery_count)
+        else:
+            out.append(r)
+    return out

@@ -1,0 +1,445 @@
+"""ShareFetch and ShareAcknowledge (keys 78/79) through brokerlite's sans-IO core:
+share sessions, acquisition, acknowledgements, locks, waiting and restarts."""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from typing import Any
+
+import pytest
+
+from trafka.brokerlite.handlers._base import Parked
+from trafka.codec.errors import ErrorCode
+from trafka.codec.messages import k00_produce as produce
+from trafka.codec.messages import k19_create_topics as create_topics
+from trafka.codec.messages import k78_share_fetch as sf
+from trafka.codec.messages import k79_share_acknowledge as sa
+from trafka.codec.records import decode_batch, iter_batches
+
+GROUP = "queue"
+ACCEPT, RELEASE, REJECT, GAP = 1, 2, 3, 0
+LOCK_MS = 30_000
+
+
+def create(core: Any, name: str, partitions: int = 1) -> uuid.UUID:
+    body = create_topics.CreateTopicsRequest(
+        topics=[
+            create_topics.CreateTopicsRequest.CreatableTopic(
+                name=name, num_partitions=partitions, replication_factor=1
+            )
+        ]
+    )
+    response = core.call(19, 7, body)
+    assert response.topics[0].error_code == 0
+    info = core.broker.logs.topic(name)
+    return info.topic_id
+
+
+def produce_values(
+    core: Any, make_batch: Any, topic: str, values: list[bytes], partition: int = 0
+) -> None:
+    body = produce.ProduceRequest(
+        acks=1,
+        timeout_ms=1000,
+        topic_data=[
+            produce.ProduceRequest.TopicProduceData(
+                name=topic,
+                partition_data=[
+                    produce.ProduceRequest.PartitionProduceData(
+                        index=partition, records=make_batch(values)
+                    )
+                ],
+            )
+        ],
+    )
+    response = core.call(0, 9, body)
+    assert response.responses[0].partition_responses[0].error_code == 0
+
+
+def fetch_request(
+    member: str,
+    epoch: int,
+    parts: list[tuple[uuid.UUID, int]] = (),  # type: ignore[assignment]
+    *,
+    acks: dict[tuple[uuid.UUID, int], list[tuple[int, int, list[int]]]] | None = None,
+    max_records: int = 500,
+    max_wait_ms: int = 0,
+    forget: list[tuple[uuid.UUID, int]] = (),  # type: ignore[assignment]
+    group: str = GROUP,
+) -> sf.ShareFetchRequest:
+    acks = acks or {}
+    wanted = list(dict.fromkeys([*parts, *acks]))
+    topics: dict[uuid.UUID, list[sf.ShareFetchRequest.FetchPartition]] = {}
+    for topic_id, index in wanted:
+        topics.setdefault(topic_id, []).append(
+            sf.ShareFetchRequest.FetchPartition(
+                partition_index=index,
+                acknowledgement_batches=[
+                    sf.ShareFetchRequest.AcknowledgementBatch(
+                        first_offset=a, last_offset=b, acknowledge_types=t
+                    )
+                    for a, b, t in acks.get((topic_id, index), [])
+                ],
+            )
+        )
+    return sf.ShareFetchRequest(
+        group_id=group,
+        member_id=member,
+        share_session_epoch=epoch,
+        max_wait_ms=max_wait_ms,
+        min_bytes=1,
+        max_bytes=1 << 20,
+        max_records=max_records,
+        batch_size=max_records,
+        topics=[
+            sf.ShareFetchRequest.FetchTopic(topic_id=tid, partitions=ps)
+            for tid, ps in topics.items()
+        ],
+        forgotten_topics_data=[
+            sf.ShareFetchRequest.ForgottenTopic(topic_id=tid, partitions=[i]) for tid, i in forget
+        ],
+    )
+
+
+def ack_request(
+    member: str, epoch: int, acks: dict[tuple[uuid.UUID, int], list[tuple[int, int, list[int]]]]
+) -> sa.ShareAcknowledgeRequest:
+    topics: dict[uuid.UUID, list[sa.ShareAcknowledgeRequest.AcknowledgePartition]] = {}
+    for (topic_id, index), batches in acks.items():
+        topics.setdefault(topic_id, []).append(
+            sa.ShareAcknowledgeRequest.AcknowledgePartition(
+                partition_index=index,
+                acknowledgement_batches=[
+                    sa.ShareAcknowledgeRequest.AcknowledgementBatch(
+                        first_offset=a, last_offset=b, acknowledge_types=t
+                    )
+                    for a, b, t in batches
+                ],
+            )
+        )
+    return sa.ShareAcknowledgeRequest(
+        group_id=GROUP,
+        member_id=member,
+        share_session_epoch=epoch,
+        topics=[
+            sa.ShareAcknowledgeRequest.AcknowledgeTopic(topic_id=tid, partitions=ps)
+            for tid, ps in topics.items()
+        ],
+    )
+
+
+def partitions_of(response: Any) -> dict[tuple[uuid.UUID, int], Any]:
+    return {(t.topic_id, p.partition_index): p for t in response.responses for p in t.partitions}
+
+
+def delivered(part: Any) -> list[tuple[int, bytes, int]]:
+    """(offset, value, delivery count) of each record inside the acquired ranges."""
+    ranges = [(r.first_offset, r.last_offset, r.delivery_count) for r in part.acquired_records]
+    out = []
+    for _, view in iter_batches(part.records or b""):
+        for record in decode_batch(bytes(view)).records:
+            for first, last, count in ranges:
+                if first <= record.offset <= last:
+                    out.append((record.offset, record.value, count))
+    return out
+
+
+class Session:
+    """One member's share session, keeping its epoch."""
+
+    def __init__(self, core: Any, member: str, *, conn_id: int = 1) -> None:
+        self.core, self.member, self.conn_id, self.epoch = core, member, conn_id, 0
+
+    def fetch(self, parts: list[tuple[uuid.UUID, int]] = (), **kw: Any) -> Any:  # type: ignore[assignment]
+        response = self.core.call(
+            78, 1, fetch_request(self.member, self.epoch, parts, **kw), conn_id=self.conn_id
+        )
+        if response.error_code == 0:
+            self.epoch += 1
+        return response
+
+    def send_fetch(self, parts: list[tuple[uuid.UUID, int]] = (), **kw: Any) -> Any:  # type: ignore[assignment]
+        outcome = self.core.send(
+            78, 1, fetch_request(self.member, self.epoch, parts, **kw), conn_id=self.conn_id
+        )
+        self.epoch += 1
+        return outcome
+
+    def ack(self, acks: dict[tuple[uuid.UUID, int], list[tuple[int, int, list[int]]]]) -> Any:
+        response = self.core.call(
+            79, 1, ack_request(self.member, self.epoch, acks), conn_id=self.conn_id
+        )
+        if response.error_code == 0:
+            self.epoch += 1
+        return response
+
+
+def test_a_session_opens_acquires_and_acknowledges(core: Any, make_batch: Any) -> None:
+    tid = create(core, "q")
+    tp = (tid, 0)
+    a = Session(core, "member-a")
+    opened = a.fetch([tp])
+    assert opened.error_code == 0 and opened.acquisition_lock_timeout_ms == LOCK_MS
+    assert partitions_of(opened) == {}  # share.auto.offset.reset=latest: nothing yet
+    produce_values(core, make_batch, "q", [b"a", b"b", b"c"])
+    got = a.fetch()
+    part = partitions_of(got)[tp]
+    assert delivered(part) == [(0, b"a", 1), (1, b"b", 1), (2, b"c", 1)]
+    # Nobody else gets them while they are acquired.
+    b = Session(core, "member-b", conn_id=2)
+    assert partitions_of(b.fetch([tp])) == {}
+    assert partitions_of(b.fetch()) == {}
+    acked = a.ack({tp: [(0, 2, [ACCEPT])]})
+    assert acked.error_code == 0
+    assert acked.responses[0].partitions[0].error_code == 0
+    assert core.broker.shares.share_partition(GROUP, "q", 0).start_offset == 3
+    # Accepted records never come back, even when their lock would have ended.
+    core.poll(LOCK_MS + 1)
+    assert partitions_of(b.fetch()) == {}
+
+
+def test_release_redelivers_with_a_higher_count_and_reject_never(
+    core: Any, make_batch: Any
+) -> None:
+    tid = create(core, "q")
+    tp = (tid, 0)
+    a, b = Session(core, "a"), Session(core, "b", conn_id=2)
+    a.fetch([tp])
+    b.fetch([tp])
+    produce_values(core, make_batch, "q", [b"0", b"1", b"2", b"3"])
+    assert [r[0] for r in delivered(partitions_of(a.fetch())[tp])] == [0, 1, 2, 3]
+    # Per-offset types: accept 0, release 1, reject 2, release 3.
+    response = a.fetch(acks={tp: [(0, 3, [ACCEPT, RELEASE, REJECT, RELEASE])]})
+    part = partitions_of(response)[tp]
+    assert part.acknowledge_error_code == 0
+    # a's own fetch in the same request may re-acquire what it released.
+    again = delivered(part)
+    if not again:
+        again = delivered(partitions_of(b.fetch())[tp])
+    assert [(o, c) for o, _, c in again] == [(1, 2), (3, 2)]
+
+
+def test_acknowledging_what_one_does_not_hold_changes_nothing(core: Any, make_batch: Any) -> None:
+    tid = create(core, "q")
+    tp = (tid, 0)
+    a, b = Session(core, "a"), Session(core, "b", conn_id=2)
+    a.fetch([tp])
+    b.fetch([tp])
+    produce_values(core, make_batch, "q", [b"0", b"1"])
+    a.fetch()
+    # b does not hold 0-1: INVALID_RECORD_STATE, and a still holds both.
+    response = b.ack({tp: [(0, 1, [ACCEPT])]})
+    assert response.responses[0].partitions[0].error_code == ErrorCode.INVALID_RECORD_STATE
+    # One bad range in a request leaves the good one unapplied too.
+    response = a.ack({tp: [(0, 0, [ACCEPT]), (5, 6, [ACCEPT])]})
+    assert response.responses[0].partitions[0].error_code == ErrorCode.INVALID_RECORD_STATE
+    sp = core.broker.shares.share_partition(GROUP, "q", 0)
+    assert sp.start_offset == 0 and sp.acquired_count("a") == 2
+    # Malformed: a wrong number of types, an unknown type, renew (v2 only).
+    for batches in (
+        [(0, 1, [ACCEPT, ACCEPT, ACCEPT])],
+        [(0, 1, [9])],
+        [(0, 1, [4])],
+        [(1, 0, [ACCEPT])],
+    ):
+        response = a.ack({tp: batches})
+        assert response.responses[0].partitions[0].error_code == ErrorCode.INVALID_REQUEST
+    assert sp.acquired_count("a") == 2
+
+
+def test_session_epochs(core: Any) -> None:
+    tid = create(core, "q")
+    tp = (tid, 0)
+    # No session yet: SHARE_SESSION_NOT_FOUND for fetches and acknowledgements.
+    assert (
+        core.call(78, 1, fetch_request("a", 1, [tp])).error_code
+        == ErrorCode.SHARE_SESSION_NOT_FOUND
+    )
+    assert core.call(79, 1, ack_request("a", 1, {})).error_code == ErrorCode.SHARE_SESSION_NOT_FOUND
+    # Opening with acknowledgements is refused; ShareAcknowledge cannot open.
+    bad = fetch_request("a", 0, acks={tp: [(0, 0, [ACCEPT])]})
+    assert core.call(78, 1, bad).error_code == ErrorCode.INVALID_REQUEST
+    assert (
+        core.call(79, 1, ack_request("a", 0, {})).error_code
+        == ErrorCode.INVALID_SHARE_SESSION_EPOCH
+    )
+    assert core.call(78, 1, fetch_request("a", 0, [tp])).error_code == 0
+    assert (
+        core.call(78, 1, fetch_request("a", 2, [tp])).error_code
+        == ErrorCode.INVALID_SHARE_SESSION_EPOCH
+    )
+    assert core.call(78, 1, fetch_request("a", 1)).error_code == 0
+    assert core.call(79, 1, ack_request("a", 2, {})).error_code == 0
+    assert core.call(78, 1, fetch_request("a", 3)).error_code == 0
+    # Closing ends the session.
+    assert core.call(78, 1, fetch_request("a", -1)).error_code == 0
+    assert core.call(78, 1, fetch_request("a", 4)).error_code == ErrorCode.SHARE_SESSION_NOT_FOUND
+    # Empty ids are malformed.
+    assert core.call(78, 1, fetch_request("", 0, [tp])).error_code == ErrorCode.INVALID_REQUEST
+    assert (
+        core.call(78, 1, fetch_request("a", 0, [tp], group="")).error_code
+        == ErrorCode.INVALID_REQUEST
+    )
+    # Version 0 (4.0's early access) is not served.
+    v0 = dataclasses.replace(fetch_request("a", 0, [tp]), max_records=0, batch_size=0)
+    response = core.call(78, 0, v0)
+    assert response.error_code == ErrorCode.UNSUPPORTED_VERSION
+
+
+def test_the_epoch_after_the_largest_is_one(core: Any) -> None:
+    tid = create(core, "q")
+    assert core.call(78, 1, fetch_request("a", 0, [(tid, 0)])).error_code == 0
+    session = core.broker.shares.session(GROUP, "a")
+    session.epoch = 2**31 - 1
+    assert core.call(78, 1, fetch_request("a", 2**31 - 1)).error_code == 0
+    assert core.call(78, 1, fetch_request("a", 1)).error_code == 0
+
+
+def test_closing_releases_what_the_member_holds(core: Any, make_batch: Any) -> None:
+    tid = create(core, "q")
+    tp = (tid, 0)
+    a, b = Session(core, "a"), Session(core, "b", conn_id=2)
+    a.fetch([tp])
+    b.fetch([tp])
+    produce_values(core, make_batch, "q", [b"x", b"y"])
+    a.fetch()
+    # The final fetch accepts x; y is released.
+    response = core.call(78, 1, fetch_request("a", -1, acks={tp: [(0, 0, [ACCEPT])]}))
+    assert partitions_of(response)[tp].acknowledge_error_code == 0
+    assert delivered(partitions_of(b.fetch())[tp]) == [(1, b"y", 2)]
+
+
+def test_a_closed_connection_releases_its_sessions_records(core: Any, make_batch: Any) -> None:
+    tid = create(core, "q")
+    tp = (tid, 0)
+    a, b = Session(core, "a", conn_id=7), Session(core, "b", conn_id=2)
+    a.fetch([tp])
+    b.fetch([tp])
+    produce_values(core, make_batch, "q", [b"x"])
+    assert delivered(partitions_of(a.fetch())[tp]) == [(0, b"x", 1)]
+    core.broker.connection_closed(7)
+    assert core.broker.shares.session(GROUP, "a") is None
+    assert delivered(partitions_of(b.fetch())[tp]) == [(0, b"x", 2)]
+
+
+def test_locks_expire_and_the_delivery_limit_archives(core: Any, make_batch: Any) -> None:
+    tid = create(core, "q")
+    tp = (tid, 0)
+    a = Session(core, "a")
+    a.fetch([tp])
+    produce_values(core, make_batch, "q", [b"poison"])
+    counts = []
+    for _ in range(6):
+        part = partitions_of(a.fetch()).get(tp)
+        counts.append([c for _, _, c in delivered(part)] if part else [])
+        assert core.broker.next_deadline() is not None
+        core.poll(LOCK_MS)  # the lock ends exactly at its deadline
+    assert counts == [[1], [2], [3], [4], [5], []]
+    sp = core.broker.shares.share_partition(GROUP, "q", 0)
+    assert sp.start_offset == 1 and sp.end_offset == 1
+
+
+def test_max_records_takes_whole_batches_and_rotates_partitions(core: Any, make_batch: Any) -> None:
+    tid = create(core, "q", 2)
+    a = Session(core, "a")
+    a.fetch([(tid, 0), (tid, 1)])
+    for p in (0, 1):
+        produce_values(core, make_batch, "q", [b"1", b"2", b"3"], partition=p)
+        produce_values(core, make_batch, "q", [b"4", b"5", b"6"], partition=p)
+    first = partitions_of(a.fetch(max_records=2))
+    # One whole batch (3 records, past max_records) from one partition only.
+    assert [len(delivered(p)) for p in first.values()] == [3]
+    second = partitions_of(a.fetch(max_records=2))
+    assert set(second) != set(first), "the next fetch starts with the other partition"
+
+
+def test_a_fetch_waits_for_records(core: Any, make_batch: Any) -> None:
+    tid = create(core, "q")
+    tp = (tid, 0)
+    a = Session(core, "a")
+    a.fetch([tp])
+    outcome = a.send_fetch(max_wait_ms=5000)
+    assert isinstance(outcome, Parked)
+    produce_values(core, make_batch, "q", [b"late"])
+    done = core.poll()
+    assert len(done) == 1
+    assert delivered(partitions_of(core.decode(done[0].reply))[tp]) == [(0, b"late", 1)]
+    # Nothing arriving: answered empty at the deadline.
+    outcome = a.send_fetch(max_wait_ms=5000)
+    assert isinstance(outcome, Parked)
+    assert core.poll(4999) == []
+    done = core.poll(1)
+    assert len(done) == 1 and partitions_of(core.decode(done[0].reply)) == {}
+
+
+def test_a_release_wakes_a_waiting_fetch(core: Any, make_batch: Any) -> None:
+    tid = create(core, "q")
+    tp = (tid, 0)
+    a, b = Session(core, "a"), Session(core, "b", conn_id=2)
+    a.fetch([tp])
+    b.fetch([tp])
+    produce_values(core, make_batch, "q", [b"x"])
+    a.fetch()
+    assert isinstance(b.send_fetch(max_wait_ms=60_000), Parked)
+    assert a.ack({tp: [(0, 0, [RELEASE])]}).error_code == 0
+    done = core.poll()
+    assert len(done) == 1
+    assert delivered(partitions_of(core.decode(done[0].reply))[tp]) == [(0, b"x", 2)]
+
+
+def test_unknown_topics_and_partitions(core: Any) -> None:
+    tid = create(core, "q")
+    missing = uuid.uuid4()
+    response = core.call(78, 1, fetch_request("a", 0, [(missing, 0), (tid, 5)]))
+    parts = partitions_of(response)
+    assert parts[(missing, 0)].error_code == ErrorCode.UNKNOWN_TOPIC_ID
+    assert parts[(tid, 5)].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
+def test_state_survives_a_restart(open_core: Any, make_batch: Any) -> None:
+    core = open_core()
+    tid = create(core, "q")
+    tp = (tid, 0)
+    a = Session(core, "a")
+    a.fetch([tp])
+    produce_values(core, make_batch, "q", [b"0", b"1", b"2", b"3"])
+    a.fetch()
+    a.ack({tp: [(0, 3, [ACCEPT, RELEASE, REJECT, RELEASE])]})
+    a.fetch()  # re-acquires 1 and 3 (count 2), never acknowledged
+    core.broker.close()
+    core = open_core()
+    b = Session(core, "b")
+    got = delivered(partitions_of(b.fetch([tp]))[tp])
+    # Accepted 0 and rejected 2 are gone for good; 1 and 3 keep the count their
+    # last release recorded and are delivered once more.
+    assert [(o, v) for o, v, _ in got] == [(1, b"1"), (3, b"3")]
+    assert all(c >= 2 for _, _, c in got)
+
+
+def test_records_come_straight_from_the_log_batches(core: Any, make_batch: Any) -> None:
+    tid = create(core, "q")
+    tp = (tid, 0)
+    a = Session(core, "a")
+    a.fetch([tp])
+    produce_values(core, make_batch, "q", [b"a", b"b"])
+    part = partitions_of(a.fetch())[tp]
+    plog = core.broker.logs.partition("q", 0)
+    assert part.records == plog.read(0, 1 << 20).tobytes()
+    assert [(r.first_offset, r.last_offset, r.delivery_count) for r in part.acquired_records] == [
+        (0, 1, 1)
+    ]
+
+
+@pytest.mark.parametrize("ack_type", [GAP, REJECT])
+def test_gap_and_reject_archive(core: Any, make_batch: Any, ack_type: int) -> None:
+    tid = create(core, "q")
+    tp = (tid, 0)
+    a = Session(core, "a")
+    a.fetch([tp])
+    produce_values(core, make_batch, "q", [b"a"])
+    a.fetch()
+    assert a.ack({tp: [(0, 0, [ack_type])]}).responses[0].partitions[0].error_code == 0
+    sp = core.broker.shares.share_partition(GROUP, "q", 0)
+    assert sp.start_offset == 1
+    assert sp.state_of(0) is None
