@@ -290,6 +290,8 @@ class ShareFetcher:
         self._partitions: dict[SP, SharePartition] = {}
         self._topic_ids: dict[SP, str] = {}
         self._sessions: dict[tuple[str, str], ShareSession] = {}
+        self._deadline: int | None = None
+        self._deadline_stale = True
         for key, data in store.partitions().items():
             config = self._config_for(key[0])
             try:
@@ -506,9 +508,15 @@ class ShareFetcher:
             self._notify(topic, partition)
 
     def next_deadline(self) -> int | None:
-        """When :meth:`tick` next has a lock to expire."""
-        deadlines = [d for sp in self._partitions.values() if (d := sp.next_deadline()) is not None]
-        return min(deadlines) if deadlines else None
+        """When :meth:`tick` next has a lock to expire (computed again only after a
+        request or tick changed something: the broker asks after every request)."""
+        if self._deadline_stale:
+            deadlines = [
+                d for sp in self._partitions.values() if (d := sp.next_deadline()) is not None
+            ]
+            self._deadline = min(deadlines) if deadlines else None
+            self._deadline_stale = False
+        return self._deadline
 
     def close(self) -> None:
         self._store.close()
@@ -751,6 +759,7 @@ class ShareFetcher:
         return spans
 
     def _persist(self) -> None:
+        self._deadline_stale = True
         entries = []
         for (group, topic, partition), sp in self._partitions.items():
             if sp.dirty:
