@@ -2,7 +2,8 @@
 
 :class:`Broker` owns the durable state (topics and partition logs through
 :class:`~trafka.brokerlite.log.LogManager`, consumer groups through
-:class:`~trafka.brokerlite.groups.GroupCoordinator`, transactions through
+:class:`~trafka.brokerlite.groups.GroupCoordinator`, share groups through
+:class:`~trafka.brokerlite.share_groups.ShareGroups`, transactions through
 :class:`~trafka.brokerlite.transactions.TransactionCoordinator`, idempotent
 producers' sequence state through :class:`~trafka.brokerlite.eos.ProducerStates`,
 the producer-id counter and the cluster id) and dispatches each decoded request to its handler in
@@ -105,6 +106,7 @@ from .log import LogConfig, LogManager
 from .offsets import OffsetStore
 from .sasl import SaslSession, SaslState, UserStore
 from .scram import SCRAM_JOURNAL, ScramCredentials
+from .share_groups import SHARE_GROUPS_JOURNAL, ShareGroups, ShareGroupSettings, ShareGroupStore
 from .shares import ShareFetcher, ShareStateStore
 from .transactions import TransactionCoordinator, TxnCompletion, classic_group_validator
 from .txn_journal import TxnJournal, WrittenMarker
@@ -173,6 +175,7 @@ class Broker:
         OffsetStoreError: the committed-offsets journal cannot be read.
         TxnJournalError: the transaction journal cannot be read.
         ScramStoreError: the SCRAM credential journal cannot be read.
+        ShareGroupStoreError: the share-group journal cannot be read.
         ConfigError: ``config.cluster_id`` contradicts the one stored in ``data_dir``,
             or the SASL users file cannot be read.
     """
@@ -206,7 +209,15 @@ class Broker:
             self._producer_ids = _ProducerIdAllocator(self.data_dir / "producer-id-block")
             store = OffsetStore(self.data_dir / GROUPS_JOURNAL)
             scram: ScramCredentials | None = None
+            share_store: ShareGroupStore | None = None
             try:
+                share_store = ShareGroupStore(self.data_dir / SHARE_GROUPS_JOURNAL)
+                self.share_groups = ShareGroups(
+                    self._consumer_topics,
+                    settings=ShareGroupSettings.from_broker_config(config),
+                    store=share_store,
+                    now_ms=now_ms,
+                )
                 # SCRAM credentials changed through the admin API (KIP-554) win over
                 # the configuration's; SCRAM logins look them up there from now on.
                 scram = ScramCredentials.open(self.data_dir / SCRAM_JOURNAL, self.sasl_users)
@@ -220,6 +231,7 @@ class Broker:
                     consumer_topics=self._consumer_topics,
                     consumer_session_timeout_ms=config.group_consumer_session_timeout_ms,
                     consumer_heartbeat_interval_ms=config.group_consumer_heartbeat_interval_ms,
+                    share_groups=self.share_groups,
                     now_ms=now_ms,
                 )
                 # Transactional and idempotent producer ids come from the one
@@ -240,6 +252,8 @@ class Broker:
             except BaseException:
                 if scram is not None:
                     scram.close()
+                if share_store is not None:
+                    share_store.close()
                 store.close()
                 raise
             self.scram = scram
@@ -259,6 +273,7 @@ class Broker:
         except BaseException:
             self.scram.close()
             self.txn.close()
+            self.share_groups.close()
             self.groups.store.close()
             self.logs.close()
             raise
@@ -1135,6 +1150,10 @@ class Broker:
                 self.scram.close()
             except Exception:
                 log.exception("cannot close the SCRAM credential journal")
+            try:
+                self.share_groups.close()
+            except Exception:
+                log.exception("cannot close the share-group journal")
             try:
                 self.shares.close()
             except Exception:

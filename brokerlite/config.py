@@ -169,6 +169,13 @@ class BrokerConfig:
         group_consumer_session_timeout_ms, group_consumer_heartbeat_interval_ms:
             the session timeout and heartbeat interval of consumer groups of the
             new protocol (KIP-848), set by the broker rather than the members.
+        group_share_session_timeout_ms, group_share_heartbeat_interval_ms,
+        group_share_record_lock_duration_ms, group_share_delivery_count_limit,
+        group_share_partition_max_record_locks: share groups' (KIP-932) defaults,
+            which each group may override (``share.*`` group configs) within the
+            matching ``group_share_min_*`` and ``group_share_max_*`` bounds, as
+            Kafka's ``group.share.*`` settings of those names.
+        group_share_max_size: the most members a share group may have.
         socket_request_max_bytes: largest request frame accepted.
         transaction_max_timeout_ms: the largest ``transaction.timeout.ms`` a
             transactional producer may ask for (Kafka's
@@ -251,6 +258,22 @@ class BrokerConfig:
     group_max_session_timeout_ms: int = 1_800_000
     group_consumer_session_timeout_ms: int = 45_000
     group_consumer_heartbeat_interval_ms: int = 5_000
+    group_share_session_timeout_ms: int = 45_000
+    group_share_min_session_timeout_ms: int = 45_000
+    group_share_max_session_timeout_ms: int = 60_000
+    group_share_heartbeat_interval_ms: int = 5_000
+    group_share_min_heartbeat_interval_ms: int = 5_000
+    group_share_max_heartbeat_interval_ms: int = 15_000
+    group_share_max_size: int = 200
+    group_share_record_lock_duration_ms: int = 30_000
+    group_share_min_record_lock_duration_ms: int = 15_000
+    group_share_max_record_lock_duration_ms: int = 60_000
+    group_share_delivery_count_limit: int = 5
+    group_share_min_delivery_count_limit: int = 2
+    group_share_max_delivery_count_limit: int = 10
+    group_share_partition_max_record_locks: int = 2000
+    group_share_min_partition_max_record_locks: int = 100
+    group_share_max_partition_max_record_locks: int = 4000
     socket_request_max_bytes: int = 104_857_600
     transaction_max_timeout_ms: int = 900_000
     transactional_id_expiration_ms: int = 604_800_000
@@ -312,6 +335,7 @@ class BrokerConfig:
                 "group.consumer.heartbeat.interval.ms must be positive and below "
                 "group.consumer.session.timeout.ms"
             )
+        self._check_share_groups()
         for name in (
             "log_segment_bytes",
             "log_segment_ms",
@@ -360,6 +384,35 @@ class BrokerConfig:
                 raise ConfigError(f"{name}: must be >= 0")
         if self.log_cleaner_max_compaction_lag_ms < 1:
             raise ConfigError("log_cleaner_max_compaction_lag_ms: must be > 0")
+
+    def _check_share_groups(self) -> None:
+        """Kafka's ranges for the ``group.share.*`` settings, and their order."""
+        for name, (low, high) in _SHARE_RANGES.items():
+            value = getattr(self, name)
+            if not low <= value <= high:
+                raise ConfigError(f"{_kafka_name(name)}: must be in [{low}, {high}], got {value}")
+        for base in (
+            "session_timeout_ms",
+            "heartbeat_interval_ms",
+            "record_lock_duration_ms",
+            "delivery_count_limit",
+            "partition_max_record_locks",
+        ):
+            low, value, high = (
+                getattr(self, f"group_share_min_{base}"),
+                getattr(self, f"group_share_{base}"),
+                getattr(self, f"group_share_max_{base}"),
+            )
+            if not low <= value <= high:
+                raise ConfigError(
+                    f"{_kafka_name('group_share_' + base)}: {value} is outside "
+                    f"[{_kafka_name('group_share_min_' + base)}, "
+                    f"{_kafka_name('group_share_max_' + base)}] = [{low}, {high}]"
+                )
+        if self.group_share_heartbeat_interval_ms >= self.group_share_session_timeout_ms:
+            raise ConfigError(
+                "group.share.heartbeat.interval.ms must be below group.share.session.timeout.ms"
+            )
 
     def _check_security(self) -> None:
         """Normalise the security settings given in other shapes, then validate them."""
@@ -655,6 +708,27 @@ _KAFKA_FIELD_NAMES: dict[str, str] = {
     "group_max_session_timeout_ms": "group.max.session.timeout.ms",
     "group_consumer_session_timeout_ms": "group.consumer.session.timeout.ms",
     "group_consumer_heartbeat_interval_ms": "group.consumer.heartbeat.interval.ms",
+    **{
+        f: f.replace("_", ".")
+        for f in (
+            "group_share_session_timeout_ms",
+            "group_share_min_session_timeout_ms",
+            "group_share_max_session_timeout_ms",
+            "group_share_heartbeat_interval_ms",
+            "group_share_min_heartbeat_interval_ms",
+            "group_share_max_heartbeat_interval_ms",
+            "group_share_max_size",
+            "group_share_record_lock_duration_ms",
+            "group_share_min_record_lock_duration_ms",
+            "group_share_max_record_lock_duration_ms",
+            "group_share_delivery_count_limit",
+            "group_share_min_delivery_count_limit",
+            "group_share_max_delivery_count_limit",
+            "group_share_partition_max_record_locks",
+            "group_share_min_partition_max_record_locks",
+            "group_share_max_partition_max_record_locks",
+        )
+    },
     "socket_request_max_bytes": "socket.request.max.bytes",
     "transaction_max_timeout_ms": "transaction.max.timeout.ms",
     "transactional_id_expiration_ms": "transactional.id.expiration.ms",
@@ -664,6 +738,32 @@ _KAFKA_FIELD_NAMES: dict[str, str] = {
     "producer_id_expiration_ms": "producer.id.expiration.ms",
     "producer_id_expiration_check_interval_ms": "producer.id.expiration.check.interval.ms",
 }
+
+# Kafka's ConfigDef ranges of the share-group settings (Kafka 4.1's; the bounds of
+# the delivery count limit and of the record locks are Kafka 4.3's).
+_SHARE_RANGES: dict[str, tuple[int, int]] = {
+    "group_share_session_timeout_ms": (1, 2**31 - 1),
+    "group_share_min_session_timeout_ms": (1, 2**31 - 1),
+    "group_share_max_session_timeout_ms": (1, 2**31 - 1),
+    "group_share_heartbeat_interval_ms": (1, 2**31 - 1),
+    "group_share_min_heartbeat_interval_ms": (1, 2**31 - 1),
+    "group_share_max_heartbeat_interval_ms": (1, 2**31 - 1),
+    "group_share_max_size": (1, 1000),
+    "group_share_record_lock_duration_ms": (1000, 3_600_000),
+    "group_share_min_record_lock_duration_ms": (1000, 30_000),
+    "group_share_max_record_lock_duration_ms": (30_000, 3_600_000),
+    "group_share_delivery_count_limit": (2, 10),
+    "group_share_min_delivery_count_limit": (2, 5),
+    "group_share_max_delivery_count_limit": (5, 25),
+    "group_share_partition_max_record_locks": (100, 10_000),
+    "group_share_min_partition_max_record_locks": (100, 10_000),
+    "group_share_max_partition_max_record_locks": (100, 10_000),
+}
+
+
+def _kafka_name(field: str) -> str:
+    return _KAFKA_FIELD_NAMES.get(field, field.replace("_", "."))
+
 
 _FIELDS: dict[str, Any] = {}
 

@@ -54,6 +54,11 @@ Rules and invariants:
 * Housekeeping. Every ``offsets_retention_check_interval_ms``, the offsets of Empty
   groups expire ``offsets_retention_ms`` after the group became Empty (standalone
   groups: after each offset's commit), and Empty groups without offsets are deleted.
+* Group types. A group id names a classic group, a consumer group (KIP-848,
+  :mod:`.consumer_groups`) or a share group (KIP-932, :mod:`.share_groups`), never
+  two: JoinGroup on a share group id is INCONSISTENT_GROUP_PROTOCOL,
+  ConsumerGroupHeartbeat and OffsetCommit on one GROUP_ID_NOT_FOUND, as in Kafka;
+  ListGroups and DeleteGroups cover all three types.
 * Timers. Due timers fire only in :meth:`~GroupCoordinator.tick`; request methods
   never fire them, so a member whose session expired a moment ago can still
   heartbeat if the server has not ticked yet.
@@ -66,7 +71,7 @@ import logging
 import uuid
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from functools import partial
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from trafka.brokerlite.consumer_groups import ConsumerGroup, ConsumerGroups, TopicMeta
 from trafka.brokerlite.group_state import ClassicGroup, GroupState, Member, Waiter
@@ -92,6 +97,9 @@ from trafka.codec.messages import k42_delete_groups as _dlg
 from trafka.codec.messages import k47_offset_delete as _od
 from trafka.codec.messages import k68_consumer_group_heartbeat as _cgh
 from trafka.codec.messages import k69_consumer_group_describe as _cgd
+
+if TYPE_CHECKING:
+    from trafka.brokerlite.share_groups import ShareGroups
 
 __all__ = ["GroupCoordinator", "GroupState"]
 
@@ -224,6 +232,8 @@ class GroupCoordinator:
         consumer_session_timeout_ms, consumer_heartbeat_interval_ms: Kafka's
             ``group.consumer.session.timeout.ms`` and
             ``group.consumer.heartbeat.interval.ms``.
+        share_groups: the broker's share groups (KIP-932), if it has any: their ids
+            are refused by the other protocols, listed, deleted and ticked here.
         now_ms: the current time, if known at construction; otherwise the first
             call that passes a time starts the clocks of resumed members (and
             :meth:`next_deadline` returns 0 until then).
@@ -245,6 +255,7 @@ class GroupCoordinator:
         consumer_topics: Callable[[], Mapping[str, TopicMeta]] = _no_topics,
         consumer_session_timeout_ms: int = 45_000,
         consumer_heartbeat_interval_ms: int = 5_000,
+        share_groups: ShareGroups | None = None,
         now_ms: int | None = None,
     ) -> None:
         if initial_rebalance_delay_ms < 0:
@@ -270,6 +281,10 @@ class GroupCoordinator:
             heartbeat_interval_ms=consumer_heartbeat_interval_ms,
             persist=self._store.store_consumer_group,
         )
+        #: The share groups (KIP-932): a group id is one type of group only.
+        self.share = share_groups
+        if share_groups is not None:
+            share_groups.other_group_type = self._group_type
         self._heap: list[tuple[int, int, str, tuple[str, ...]]] = []
         self._seq = 0
         self._out: Released = []
@@ -297,6 +312,17 @@ class GroupCoordinator:
     def consumer_group(self, group_id: str) -> ConsumerGroup | None:
         """The consumer group (KIP-848) ``group_id`` (read-only use)."""
         return self.consumer.groups.get(group_id)
+
+    def _group_type(self, group_id: str) -> str | None:
+        """``classic`` or ``consumer`` when ``group_id`` is such a group, else None."""
+        if group_id in self._groups:
+            return _GROUP_TYPE
+        if group_id in self.consumer.groups:
+            return "consumer"
+        return None
+
+    def _is_share(self, group_id: str) -> bool:
+        return self.share is not None and self.share.is_share_group(group_id)
 
     # -- requests -------------------------------------------------------------------------------
 
@@ -347,6 +373,9 @@ class GroupCoordinator:
             self._answer_join(j.waiter, ErrorCode.INVALID_GROUP_ID, j.member_id)
         elif not self._min_session_ms <= session <= self._max_session_ms:
             self._answer_join(j.waiter, ErrorCode.INVALID_SESSION_TIMEOUT, j.member_id)
+        elif self._is_share(j.group_id):
+            # Kafka answers a share group id this way, with no member id.
+            self._answer_join(j.waiter, ErrorCode.INCONSISTENT_GROUP_PROTOCOL, "")
         elif not self.consumer.is_empty(j.group_id):
             self._answer_join(j.waiter, ErrorCode.INCONSISTENT_GROUP_PROTOCOL, j.member_id)
         else:
@@ -527,9 +556,15 @@ class GroupCoordinator:
 
         A classic group of the same id with members refuses it (GROUP_ID_NOT_FOUND,
         as Kafka without online migration); an empty one (offsets only) becomes a
-        consumer group.
+        consumer group. A share group of the same id refuses it too.
         """
         self._start(now_ms)
+        if self._is_share(request.group_id):
+            return _cgh.ConsumerGroupHeartbeatResponse(
+                error_code=ErrorCode.GROUP_ID_NOT_FOUND,
+                error_message=f"group {request.group_id} is not a consumer group "
+                "(it is a share group)",
+            )
         classic = self._groups.get(request.group_id)
         if classic is not None:
             if classic.state is not GroupState.EMPTY or classic.pending_members:
@@ -721,7 +756,7 @@ class GroupCoordinator:
 
     def list_groups(self, request: _lsg.ListGroupsRequest, version: int) -> _lsg.ListGroupsResponse:
         """Handle a ListGroups request, applying the states (v4+, case-insensitive)
-        and types (v5+: ``classic`` or ``consumer``) filters."""
+        and types (v5+: ``classic``, ``consumer`` or ``share``) filters."""
         states = {s.strip().lower() for s in request.states_filter} if version >= 4 else set()
         types = {t.strip().lower() for t in request.types_filter} if version >= 5 else set()
         listed = []
@@ -750,18 +785,33 @@ class GroupCoordinator:
                         group_type="consumer",
                     )
                 )
-            listed.sort(key=lambda g: g.group_id)
+        if self.share is not None and (not types or "share" in types):
+            for group_id, state in self.share.listed():
+                if states and state.lower() not in states:
+                    continue
+                listed.append(
+                    _lsg.ListGroupsResponse.ListedGroup(
+                        group_id=group_id,
+                        protocol_type="share",
+                        group_state=state,
+                        group_type="share",
+                    )
+                )
+        listed.sort(key=lambda g: g.group_id)
         return _lsg.ListGroupsResponse(groups=listed)
 
     def delete_groups(
         self, request: _dlg.DeleteGroupsRequest, version: int
     ) -> _dlg.DeleteGroupsResponse:
         """Handle a DeleteGroups request: only Empty groups can be deleted, with
-        their offsets (NON_EMPTY_GROUP otherwise, GROUP_ID_NOT_FOUND if unknown)."""
+        their offsets (NON_EMPTY_GROUP otherwise, GROUP_ID_NOT_FOUND if unknown).
+        A share group is deleted by the share coordinator, which tells its listeners."""
         results = []
         for group_id in request.groups_names:
             group = self._groups.get(group_id)
-            if group_id in self.consumer.groups:
+            if self.share is not None and self._is_share(group_id):
+                error = self.share.delete(group_id)
+            elif group_id in self.consumer.groups:
                 if not self.consumer.is_empty(group_id):
                     error = ErrorCode.NON_EMPTY_GROUP
                 else:
@@ -860,6 +910,9 @@ class GroupCoordinator:
             OffsetStoreError: the journal write failed; nothing was applied.
         """
         self._start(now_ms)
+        if self._is_share(group_id):
+            log.warning("group %s is a share group: transactional offsets dropped", group_id)
+            return
         if group_id not in self._groups and group_id not in self.consumer.groups:
             self._create_group(group_id, now_ms)
         self._store.commit_offsets(group_id, offsets)
@@ -882,6 +935,8 @@ class GroupCoordinator:
             del group.timers[key]
             self._fire(group, key, deadline, now_ms)
         self.consumer.tick(now_ms)
+        if self.share is not None:
+            self.share.tick(now_ms)
         if self._next_cleanup_ms is not None and now_ms >= self._next_cleanup_ms:
             self._cleanup(now_ms)
             self._next_cleanup_ms = now_ms + self._retention_check_ms
@@ -901,8 +956,11 @@ class GroupCoordinator:
             if group is not None and group.timers.get(key) == deadline:
                 break
             heapq.heappop(self._heap)
+        share_deadline = self.share.next_deadline() if self.share is not None else None
         deadlines = [
-            d for d in (self._next_cleanup_ms, self.consumer.next_deadline()) if d is not None
+            d
+            for d in (self._next_cleanup_ms, self.consumer.next_deadline(), share_deadline)
+            if d is not None
         ]
         if self._heap:
             deadlines.append(self._heap[0][0])
@@ -1343,6 +1401,9 @@ class GroupCoordinator:
     ) -> ErrorCode:
         if group_id in self.consumer.groups:
             return self.consumer.validate_commit(group_id, member_id, generation_id, version)
+        if self._is_share(group_id):
+            # Share groups keep no committed offsets; Kafka answers this.
+            return ErrorCode.GROUP_ID_NOT_FOUND
         group = self._groups.get(group_id)
         if group is None:
             if generation_id < 0:
@@ -1552,7 +1613,11 @@ class GroupCoordinator:
         except ValueError as exc:
             raise OffsetStoreError(f"{self._store.path}: {exc}") from exc
         for group_id in self._store.offset_groups():
-            if group_id not in self._groups and group_id not in self.consumer.groups:
+            if (
+                group_id not in self._groups
+                and group_id not in self.consumer.groups
+                and not self._is_share(group_id)
+            ):
                 self._groups[group_id] = ClassicGroup(group_id, None)
 
     # -- answering ------------------------------------------------------------------------------

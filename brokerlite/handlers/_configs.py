@@ -1,7 +1,9 @@
 """Config resources shared by DescribeConfigs, AlterConfigs and IncrementalAlterConfigs.
 
-Resource types are Kafka's: 2 topic, 4 broker, 8 broker logger. Topic configs
-live in the log manager's registry; the broker's settings are static (they
+Resource types are Kafka's ConfigResource types: 2 topic, 4 broker, 8 broker
+logger, 16 client metrics, 32 group. Topic configs live in the log manager's
+registry; group configs (``share.*``) with the share-group coordinator
+(:mod:`trafka.brokerlite.share_groups`); the broker's settings are static (they
 come from :class:`~trafka.brokerlite.config.BrokerConfig`) and reported read-only.
 """
 
@@ -17,12 +19,14 @@ if TYPE_CHECKING:
 
 
 class ResourceType(enum.IntEnum):
+    """Kafka's ConfigResource types (not the ACL resource types, where GROUP is 3)."""
+
     UNKNOWN = 0
-    ANY = 1
     TOPIC = 2
-    GROUP = 3
     BROKER = 4
     BROKER_LOGGER = 8
+    CLIENT_METRICS = 16
+    GROUP = 32
 
 
 # Topic config -> the broker setting that provides its default (Kafka's synonyms).
@@ -61,6 +65,27 @@ _BROKER_TYPES = {
     "group.min.session.timeout.ms": ConfigType.INT,
     "group.max.session.timeout.ms": ConfigType.INT,
     "socket.request.max.bytes": ConfigType.INT,
+    **{
+        f"group.share.{name}": ConfigType.INT
+        for name in (
+            "session.timeout.ms",
+            "min.session.timeout.ms",
+            "max.session.timeout.ms",
+            "heartbeat.interval.ms",
+            "min.heartbeat.interval.ms",
+            "max.heartbeat.interval.ms",
+            "max.size",
+            "record.lock.duration.ms",
+            "min.record.lock.duration.ms",
+            "max.record.lock.duration.ms",
+            "delivery.count.limit",
+            "min.delivery.count.limit",
+            "max.delivery.count.limit",
+            "partition.max.record.locks",
+            "min.partition.max.record.locks",
+            "max.partition.max.record.locks",
+        )
+    },
 }
 
 

@@ -6,6 +6,12 @@
   that supplies the default. Types are reported from v3; documentation is null.
 * The broker (resource name ``""`` or the node id): its settings under their
   Kafka names, read-only (brokerlite has no dynamic broker configs).
+* Groups (resource type 32, any group name, whether the group exists or not):
+  the ``share.*`` group configs, each the group's override (source
+  GROUP_CONFIG, 8) or the broker's ``group.share.*`` default; synonyms list the
+  override, then the broker setting (or the config's own default where Kafka
+  has no broker setting for it), as Kafka does. An empty group name is
+  INVALID_REQUEST.
 * Broker loggers and other resource types: INVALID_REQUEST.
 * An unknown topic is UNKNOWN_TOPIC_OR_PARTITION.
 """
@@ -14,6 +20,7 @@ from __future__ import annotations
 
 from trafka.brokerlite.errors import BrokerError
 from trafka.brokerlite.log import ConfigEntry, ConfigSource
+from trafka.brokerlite.share_groups import GroupConfigEntry
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k32_describe_configs as m
 
@@ -47,6 +54,26 @@ def _synonyms(entry: ConfigEntry, broker_values: dict[str, ConfigEntry]) -> list
     return out
 
 
+def _group_entries(
+    entries: list[GroupConfigEntry], version: int, include_synonyms: bool
+) -> list[Entry]:
+    return [
+        Entry(
+            name=e.name,
+            value=e.value,
+            read_only=False,
+            config_source=e.source,
+            is_sensitive=False,
+            synonyms=[Synonym(name=n, value=v, source=src) for n, v, src in e.synonyms]
+            if include_synonyms
+            else [],
+            config_type=e.config_type if version >= 3 else 0,
+            documentation=None,
+        )
+        for e in entries
+    ]
+
+
 def handle(ctx: RequestContext, request: m.DescribeConfigsRequest) -> m.DescribeConfigsResponse:
     broker = ctx.broker
     version = ctx.version
@@ -54,7 +81,22 @@ def handle(ctx: RequestContext, request: m.DescribeConfigsRequest) -> m.Describe
     results: list[Result] = []
     for resource in request.resources:
         kind = resource.resource_type
+        keys = resource.configuration_keys
         try:
+            if kind == ResourceType.GROUP:
+                group_entries = broker.share_groups.describe_configs(resource.resource_name)
+                if keys:
+                    group_entries = [e for e in group_entries if e.name in set(keys)]
+                results.append(
+                    Result(
+                        error_code=ErrorCode.NONE,
+                        error_message=None,
+                        resource_type=kind,
+                        resource_name=resource.resource_name,
+                        configs=_group_entries(group_entries, version, request.include_synonyms),
+                    )
+                )
+                continue
             if kind == ResourceType.TOPIC:
                 entries = broker.logs.describe_configs(resource.resource_name)
             elif kind == ResourceType.BROKER and is_broker_name(broker, resource.resource_name):
@@ -80,7 +122,6 @@ def handle(ctx: RequestContext, request: m.DescribeConfigsRequest) -> m.Describe
                 )
             )
             continue
-        keys = resource.configuration_keys
         if keys is not None and keys:
             wanted = set(keys)
             entries = [e for e in entries if e.name in wanted]

@@ -1,9 +1,11 @@
-"""AlterConfigs (key 33), versions 0-2: replace a topic's config overrides.
+"""AlterConfigs (key 33), versions 0-2: replace a topic's or a group's config overrides.
 
 The legacy, non-incremental API (kafka-python's ``alter_configs`` uses it):
-the configs given become the topic's whole set of overrides; configs not named
-return to their defaults. Validation, ``validate_only``, duplicates and broker
-resources behave as in IncrementalAlterConfigs.
+the configs given become the resource's whole set of overrides; configs not
+named return to their defaults. Groups (resource type 32) take the ``share.*``
+group configs, as Kafka's controller allows through this API too. Validation,
+``validate_only``, duplicates and broker resources behave as in
+IncrementalAlterConfigs.
 """
 
 from __future__ import annotations
@@ -36,9 +38,12 @@ def handle(ctx: RequestContext, request: m.AlterConfigsRequest) -> m.AlterConfig
         names = Counter(c.name for c in resource.configs)
         if keys[(resource.resource_type, resource.resource_name)] > 1:
             code, message = ErrorCode.INVALID_REQUEST, "resource named twice"
-        elif resource.resource_type != ResourceType.TOPIC:
+        elif resource.resource_type not in (ResourceType.TOPIC, ResourceType.GROUP):
             code = ErrorCode.INVALID_REQUEST
-            message = "only topic configs can be altered (brokerlite's broker configs are static)"
+            message = (
+                "only topic and group configs can be altered (brokerlite's broker configs "
+                "are static)"
+            )
         elif any(k > 1 for k in names.values()):
             code, message = ErrorCode.INVALID_REQUEST, "a config is named twice"
         elif any(c.value is None for c in resource.configs):
@@ -46,16 +51,24 @@ def handle(ctx: RequestContext, request: m.AlterConfigsRequest) -> m.AlterConfig
         else:
             changes: dict[str, str | None] = {c.name: c.value for c in resource.configs}
             try:
-                ctx.broker.logs.alter_configs(
-                    resource.resource_name,
-                    changes,
-                    incremental=False,
-                    validate_only=request.validate_only,
-                )
+                if resource.resource_type == ResourceType.GROUP:
+                    ctx.broker.share_groups.alter_configs(
+                        resource.resource_name,
+                        changes,
+                        incremental=False,
+                        validate_only=request.validate_only,
+                    )
+                else:
+                    ctx.broker.logs.alter_configs(
+                        resource.resource_name,
+                        changes,
+                        incremental=False,
+                        validate_only=request.validate_only,
+                    )
             except BrokerError as exc:
                 code, message = code_of(exc), message_of(exc)
             else:
-                if not request.validate_only:
+                if not request.validate_only and resource.resource_type == ResourceType.TOPIC:
                     log.info("topic %r configs replaced: %s", resource.resource_name, changes)
         results.append(
             Result(

@@ -1,10 +1,13 @@
-"""IncrementalAlterConfigs (key 44), versions 0-1: change some topic configs.
+"""IncrementalAlterConfigs (key 44), versions 0-1: change some topic or group configs.
 
 Operations per config: SET (0), DELETE (1, back to the default), APPEND (2)
 and SUBTRACT (3) for list configs (``cleanup.policy``); APPEND/SUBTRACT on a
 non-list config is INVALID_CONFIG. The whole resource is validated before
 anything changes; ``validate_only`` changes nothing. A resource named twice,
-or a config named twice in one resource, is INVALID_REQUEST. Broker configs
+or a config named twice in one resource, is INVALID_REQUEST. Groups (resource
+type 32) take the ``share.*`` group configs (none is a list), validated as
+Kafka validates them: INVALID_CONFIG for an unknown name, a bad value or one
+outside the broker's ``group.share.min.*``/``max.*`` bounds. Broker configs
 are static in brokerlite: altering them is INVALID_REQUEST.
 """
 
@@ -46,6 +49,8 @@ def _changes(
     repeated = [n for n, k in names.items() if k > 1]
     if repeated:
         raise _Refused(ErrorCode.INVALID_REQUEST, f"configs named twice: {', '.join(repeated)}")
+    if resource.resource_type == ResourceType.GROUP:
+        return _group_changes(resource)
     current = {e.name: e for e in ctx.broker.logs.describe_configs(resource.resource_name)}
     changes: dict[str, str | None] = {}
     for c in resource.configs:
@@ -75,6 +80,28 @@ def _changes(
     return changes
 
 
+def _group_changes(
+    resource: m.IncrementalAlterConfigsRequest.AlterConfigsResource,
+) -> dict[str, str | None]:
+    changes: dict[str, str | None] = {}
+    for c in resource.configs:
+        op = c.config_operation
+        if op == SET:
+            if c.value is None:
+                raise _Refused(ErrorCode.INVALID_CONFIG, f"{c.name}: a null value")
+            changes[c.name] = c.value
+        elif op == DELETE:
+            changes[c.name] = None
+        elif op in (APPEND, SUBTRACT):
+            raise _Refused(
+                ErrorCode.INVALID_CONFIG,
+                f"{c.name}: append and subtract only apply to list configs",
+            )
+        else:
+            raise _Refused(ErrorCode.INVALID_REQUEST, f"{c.name}: unknown operation {op}")
+    return changes
+
+
 def handle(
     ctx: RequestContext, request: m.IncrementalAlterConfigsRequest
 ) -> m.IncrementalAlterConfigsResponse:
@@ -85,19 +112,28 @@ def handle(
         try:
             if keys[(resource.resource_type, resource.resource_name)] > 1:
                 raise _Refused(ErrorCode.INVALID_REQUEST, "resource named twice")
-            if resource.resource_type != ResourceType.TOPIC:
+            if resource.resource_type not in (ResourceType.TOPIC, ResourceType.GROUP):
                 raise _Refused(
                     ErrorCode.INVALID_REQUEST,
-                    "only topic configs can be altered (brokerlite's broker configs are static)",
+                    "only topic and group configs can be altered (brokerlite's broker "
+                    "configs are static)",
                 )
             changes = _changes(ctx, resource)
-            ctx.broker.logs.alter_configs(
-                resource.resource_name,
-                changes,
-                incremental=True,
-                validate_only=request.validate_only,
-            )
-            if not request.validate_only:
+            if resource.resource_type == ResourceType.GROUP:
+                ctx.broker.share_groups.alter_configs(
+                    resource.resource_name,
+                    changes,
+                    incremental=True,
+                    validate_only=request.validate_only,
+                )
+            else:
+                ctx.broker.logs.alter_configs(
+                    resource.resource_name,
+                    changes,
+                    incremental=True,
+                    validate_only=request.validate_only,
+                )
+            if not request.validate_only and resource.resource_type == ResourceType.TOPIC:
                 log.info("topic %r configs changed: %s", resource.resource_name, changes)
         except _Refused as exc:
             code, message = exc.code, str(exc)

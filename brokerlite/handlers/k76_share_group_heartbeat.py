@@ -1,0 +1,39 @@
+"""ShareGroupHeartbeat (key 76), version 1: members of share groups (KIP-932) join,
+heartbeat and leave; the coordinator assigns partitions with the ``simple``
+assignor, sharing a partition between members when there are more members than
+partitions.
+
+Version 1 only, as Kafka 4.1 serves it (version 0 was Kafka 4.0's early-access
+form): a version 0 request gets UNSUPPORTED_VERSION. Member ids come from the
+client (KIP-1082). Handed to the share coordinator
+(:mod:`trafka.brokerlite.share_groups`); never parked.
+"""
+
+from __future__ import annotations
+
+from trafka.codec.errors import ErrorCode
+from trafka.codec.messages import k76_share_group_heartbeat as m
+
+from ._base import HandlerSpec, RequestContext
+
+API_KEY = 76
+MIN_VERSION = 1
+MAX_VERSION = 1
+
+
+def handle(
+    ctx: RequestContext, request: m.ShareGroupHeartbeatRequest
+) -> m.ShareGroupHeartbeatResponse:
+    host = ctx.broker.peer(ctx.conn_id).rsplit(":", 1)[0]
+    return ctx.broker.share_groups.heartbeat(
+        request, ctx.now_ms, client_id=ctx.client_id or "", client_host=f"/{host}"
+    )
+
+
+def error_response(
+    request: m.ShareGroupHeartbeatRequest | None, version: int, code: ErrorCode
+) -> m.ShareGroupHeartbeatResponse:
+    return m.ShareGroupHeartbeatResponse(error_code=code)
+
+
+SPEC = HandlerSpec(API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response)
