@@ -12,6 +12,10 @@ Rules:
   a key that belongs to another component (``group.id`` given to a producer)
   says so.
 * Defaults are Kafka's (Java client, 4.x), except where noted on the field.
+* A share consumer (:class:`ShareConsumerConfig`) refuses the consumer
+  settings that share groups do not use (``auto.offset.reset``,
+  ``enable.auto.commit``, ``isolation.level``, ...), as Java's
+  KafkaShareConsumer does, and says where the setting lives instead.
 * Settings that depend on each other are resolved once, in ``__post_init__``:
   ``enable.idempotence`` left unset turns on only when ``acks=all``,
   ``retries > 0`` and ``max.in.flight.requests.per.connection <= 5``, as the
@@ -37,6 +41,7 @@ __all__ = [
     "ClientConfig",
     "ConsumerConfig",
     "ProducerConfig",
+    "ShareConsumerConfig",
     "make_config",
 ]
 
@@ -527,8 +532,34 @@ def _snake_keys(cls: type[ClientConfig], changes: Mapping[str, Any]) -> dict[str
     return out
 
 
+#: Consumer settings a share consumer refuses (as Java's KafkaShareConsumer does),
+#: with where the matter is decided for share groups.
+_NOT_FOR_SHARE_GROUPS = {
+    "auto_offset_reset": "a share group starts where its group config "
+    "share.auto.offset.reset says (latest by default; Admin.alter_group_configs sets it)",
+    "enable_auto_commit": "share consumers acknowledge records instead "
+    "(share.acknowledgement.mode)",
+    "auto_commit_interval_ms": "share consumers acknowledge records instead "
+    "(share.acknowledgement.mode)",
+    "group_instance_id": "share groups have no static members",
+    "isolation_level": "it is the group config share.isolation.level",
+    "partition_assignment_strategy": "the share group coordinator assigns partitions",
+    "group_protocol": "a share consumer always speaks the share group protocol (KIP-932)",
+    "group_remote_assignor": "the share group coordinator's assignor is a broker setting",
+    "session_timeout_ms": "it is the broker's group.share.session.timeout.ms",
+    "heartbeat_interval_ms": "it is the broker's group.share.heartbeat.interval.ms",
+    "max_partition_fetch_bytes": "ShareFetch has no per-partition limit (fetch.max.bytes bounds it)",
+}
+
+
 def _unknown(cls: type[ClientConfig], key: str) -> ConfigError:
-    for other in (ProducerConfig, ConsumerConfig, AdminConfig):
+    if cls is ShareConsumerConfig:
+        attr = _names(ConsumerConfig).get(_norm(key))
+        if attr in _NOT_FOR_SHARE_GROUPS:
+            return ConfigError(
+                f"{key!r} is not a share consumer setting: {_NOT_FOR_SHARE_GROUPS[attr]}"
+            )
+    for other in (ProducerConfig, ConsumerConfig, ShareConsumerConfig, AdminConfig):
         if other is not cls and _norm(key) in _names(other):
             return ConfigError(
                 f"{key!r} is a {other.__name__} setting; {cls.__name__} does not take it"
@@ -726,6 +757,50 @@ class ConsumerConfig(ClientConfig):
     @property
     def read_committed(self) -> bool:
         return self.isolation_level == "read_committed"
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class ShareConsumerConfig(ClientConfig):
+    """Share consumer settings (KIP-932; plus the connection settings of :class:`ClientConfig`).
+
+    Attributes:
+        group_id: the share group (required).
+        share_acknowledgement_mode: ``implicit`` (the default: the records of a
+            poll are accepted when the next poll, commit or close starts) or
+            ``explicit`` (the application acknowledges every record).
+        max_poll_records: records handed out per poll; also the ShareFetch
+            MaxRecords and BatchSize.
+        max_poll_interval_ms: a member that does not poll for this long leaves
+            the group, and joins again at its next poll.
+        fetch_min_bytes / fetch_max_wait_ms / fetch_max_bytes: ShareFetch tuning, as in Kafka.
+        check_crcs: verify record batch CRCs (a corrupt batch's records are rejected).
+        default_api_timeout_ms: the bound of ``commit()`` without its own timeout.
+        allow_auto_create_topics: metadata requests may create subscribed topics.
+        key_deserializer / value_deserializer: ``bytes``, ``str``, ``json`` or a callable.
+    """
+
+    group_id: str | None = _field(None, _opt_str)
+    share_acknowledgement_mode: str = _field("implicit", _choice("implicit", "explicit"))
+    max_poll_records: int = _field(500, _int(1, _INT32_MAX))
+    max_poll_interval_ms: int = _field(300_000, _int(1))
+    fetch_min_bytes: int = _field(1, _int(0, _INT32_MAX))
+    fetch_max_wait_ms: int = _field(500, _int(0, _INT32_MAX))
+    fetch_max_bytes: int = _field(52_428_800, _int(0, _INT32_MAX))
+    check_crcs: bool = _field(True, _bool)
+    default_api_timeout_ms: int = _field(60_000, _int(0))
+    allow_auto_create_topics: bool = _field(True, _bool)
+    key_deserializer: Any = _field("bytes", _callable_or_name(*_SERDES))  # noqa: RUF009
+    value_deserializer: Any = _field("bytes", _callable_or_name(*_SERDES))  # noqa: RUF009
+
+    def _check(self) -> None:
+        ClientConfig._check(self)
+        if self.group_id is None:
+            raise ConfigError("a share consumer needs group.id (the share group to join)")
+
+    @property
+    def explicit_acknowledgement(self) -> bool:
+        """Whether the application acknowledges each record (``share.acknowledgement.mode``)."""
+        return self.share_acknowledgement_mode == "explicit"
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)

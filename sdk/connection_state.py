@@ -107,6 +107,12 @@ CLIENT_VERSIONS: dict[int, tuple[int, int]] = {
     46: (0, 0),  # ListPartitionReassignments
     60: (0, 1),  # DescribeCluster
     68: (0, 1),  # ConsumerGroupHeartbeat (KIP-848; from v1 the member names itself, KIP-1082)
+    # Share groups (KIP-932): v1 is Kafka 4.1's first stable version (v0 was early
+    # access, with other semantics); v2 (KIP-1206/1222, acquire modes, RENEW) is not spoken.
+    76: (1, 1),  # ShareGroupHeartbeat
+    77: (1, 1),  # ShareGroupDescribe
+    78: (1, 1),  # ShareFetch
+    79: (1, 1),  # ShareAcknowledge
 }
 
 

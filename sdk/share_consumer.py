@@ -1,0 +1,715 @@
+"""The share consumer (KIP-932 share groups, "queues"): an anyio driver around
+:mod:`.share_membership` and :mod:`.share_fetcher`.
+
+Rules:
+
+* ``async with ShareConsumer(...)`` (or :func:`open_share_consumer`) owns its
+  tasks: the membership task (FindCoordinator, ShareGroupHeartbeat), the
+  network task (ShareFetch and ShareAcknowledge, each request in a task of its
+  own, at most one per broker) and the metadata refresher. Leaving the block
+  closes the consumer (below) and cancels them; errors leave as themselves,
+  never as an ExceptionGroup.
+* Every protocol decision is the state machines'; this module only sends what
+  they ask for, feeds the answers back with the clock, deserializes records
+  and wakes waiting callers.
+* Acknowledgement modes, as Kafka's KafkaShareConsumer: ``implicit`` (the
+  default) accepts the records of a poll when the next poll, commit or close
+  starts; ``explicit`` wants every record acknowledged
+  (:meth:`ShareConsumer.acknowledge`), and a poll that finds records of the
+  previous one unacknowledged raises :class:`~trafka.sdk.errors.UsageError`
+  (the acknowledged ones are sent all the same).
+* The acknowledgement commit callback runs, as in Kafka's client, inside
+  ``poll``, ``commit``, ``commit_async`` and ``close``: once per partition
+  answered, with the offsets and None or the error. An exception it raises
+  comes out of that call (of ``close``: it is logged).
+* A record that cannot be deserialized is released (it may be delivered
+  again) and its error raised by the poll that reached it; records before it
+  in the same poll are returned first, the error comes at the next poll.
+* Closing (the end of a ``async with`` block, or :meth:`ShareConsumer.close`):
+  with implicit acknowledgement the records of the last poll are accepted
+  (the records an ``async for`` had not reached yet are released), with
+  explicit acknowledgement unacknowledged records are released; then every
+  share session is closed with a last ShareAcknowledge at epoch -1 carrying
+  the acknowledgements still pending, and the member leaves the group
+  (ShareGroupHeartbeat at epoch -1), each within ``request.timeout.ms``. A
+  block left by an exception releases the records of the last poll instead
+  of accepting them.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections import deque
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import Any
+
+import anyio
+import anyio.abc
+import anyio.lowlevel
+
+from trafka.codec import ErrorCode, KafkaError, TrafkaError, UnsupportedVersionError
+
+from ._util import get_deserializer, owned_task_group
+from .config import ShareConsumerConfig, make_config
+from .errors import ClientClosedError, SerializationError, UsageError
+from .fetcher import TopicPartition
+from .share_fetcher import AcknowledgeType, ShareCommit, ShareFetcher, ShareRecord, ShareRequest
+from .share_membership import (
+    AssignmentChanged,
+    Fatal,
+    NeedMetadata,
+    ShareGroupRequest,
+    ShareMembership,
+    ShareMembershipConfig,
+)
+from .transport import Cluster
+
+__all__ = [
+    "AcknowledgeType",
+    "AcknowledgementCommitCallback",
+    "ShareCommitResult",
+    "ShareConsumer",
+    "ShareRecord",
+    "open_share_consumer",
+]
+
+log = logging.getLogger("trafka.sdk.share_consumer")
+
+#: ``callback({partition: offsets}, error_or_None)``, once per partition answered.
+AcknowledgementCommitCallback = Callable[
+    [dict[TopicPartition, set[int]], BaseException | None], Any
+]
+
+
+class ShareCommitResult:
+    """What :meth:`ShareConsumer.commit_async` returns: await it for the per-partition
+    outcome (``{partition: None or the error}``)."""
+
+    __slots__ = ("_commit", "_event")
+
+    def __init__(self, commit: ShareCommit, event: anyio.Event) -> None:
+        self._commit = commit
+        self._event = event
+
+    def done(self) -> bool:
+        return self._commit.done
+
+    def result(self) -> dict[TopicPartition, BaseException | None]:
+        """The outcome (raises UsageError before it is known)."""
+        if not self._commit.done:
+            raise UsageError("the acknowledgements are not answered yet")
+        return dict(self._commit.results)
+
+    def __await__(self) -> Any:
+        return self._wait().__await__()
+
+    async def _wait(self) -> dict[TopicPartition, BaseException | None]:
+        await self._event.wait()
+        return self.result()
+
+
+class ShareConsumer:
+    """A share group member (KIP-932): records are shared among the group's
+    members and acknowledged one by one.
+
+    Use it as ``async with ShareConsumer(bootstrap_servers=..., group_id=...) as
+    consumer:`` (or :func:`open_share_consumer`).
+
+    Args:
+        config: a :class:`~trafka.sdk.config.ShareConsumerConfig` or a mapping of
+            Kafka-style keys (``share.acknowledgement.mode`` ...).
+        **kwargs: settings in Python spelling; they override ``config``.
+
+    Raises:
+        ConfigError: invalid configuration (no ``group.id``, a consumer setting
+            share groups do not use, ...).
+    """
+
+    def __init__(
+        self, config: ShareConsumerConfig | Mapping[str, Any] | None = None, **kwargs: Any
+    ) -> None:
+        self.config = make_config(ShareConsumerConfig, config, kwargs)
+        self._key_de = get_deserializer(self.config.key_deserializer)
+        self._value_de = get_deserializer(self.config.value_deserializer)
+        self._callback: AcknowledgementCommitCallback | None = None
+        self._subscription: tuple[str, ...] = ()
+        self._iter: deque[ShareRecord] = deque()  # records of the last poll not yet iterated
+        self._error_next: BaseException | None = None  # raised by the next poll
+        self._fatal: BaseException | None = None
+        self._opened = False
+        self._closed = False
+        self._closing_done = False
+        self._cm: AbstractAsyncContextManager[None] | None = None
+        self._data = anyio.Event()
+        self._net_wake = anyio.Event()
+        self._group_wake = anyio.Event()
+        self._tg: anyio.abc.TaskGroup | None = None
+        self._cluster: Cluster | None = None
+        self._membership: ShareMembership | None = None
+        self._fetcher: ShareFetcher | None = None
+
+    # -- opening and closing ----------------------------------------------------------------
+
+    async def __aenter__(self) -> ShareConsumer:
+        if self._opened:
+            raise UsageError("a ShareConsumer is opened once")
+        self._opened = True
+        self._cm = self._run()
+        await self._cm.__aenter__()
+        return self
+
+    async def __aexit__(self, exc_type: Any, exc: Any, tb: Any) -> bool | None:
+        cm, self._cm = self._cm, None
+        assert cm is not None
+        return await cm.__aexit__(exc_type, exc, tb)
+
+    @asynccontextmanager
+    async def _run(self) -> AsyncIterator[None]:
+        cfg = self.config
+        async with owned_task_group() as tg:
+            self._start(tg)
+            try:
+                yield
+            except BaseException:
+                with (
+                    anyio.CancelScope(shield=True),
+                    anyio.move_on_after(cfg.request_timeout_ms / 1000),
+                ):
+                    await self._close(graceful=False)
+                raise
+            else:
+                await self._close(graceful=True)
+            finally:
+                self._closed = True
+                tg.cancel_scope.cancel()
+                with anyio.CancelScope(shield=True):
+                    await self.cluster.aclose()
+
+    def _start(self, tg: anyio.abc.TaskGroup) -> None:
+        cfg = self.config
+        assert cfg.group_id is not None
+        now = anyio.current_time()
+        self._tg = tg
+        self._cluster = Cluster(cfg, tg)
+        self._membership = ShareMembership(
+            ShareMembershipConfig(
+                group_id=cfg.group_id,
+                rack=cfg.client_rack or None,
+                request_timeout=cfg.request_timeout_ms / 1000,
+                retry_backoff=cfg.retry_backoff_ms / 1000,
+                retry_backoff_max=cfg.retry_backoff_max_ms / 1000,
+                max_poll_interval=cfg.max_poll_interval_ms / 1000,
+            ),
+            now,
+        )
+        self._fetcher = ShareFetcher(
+            self._cluster.metadata,
+            group_id=cfg.group_id,
+            member_id=self._membership.member_id,
+            max_poll_records=cfg.max_poll_records,
+            fetch_min_bytes=cfg.fetch_min_bytes,
+            fetch_max_wait_ms=cfg.fetch_max_wait_ms,
+            fetch_max_bytes=cfg.fetch_max_bytes,
+            check_crcs=cfg.check_crcs,
+            ack_timeout=cfg.default_api_timeout_ms / 1000,
+            retry_backoff=cfg.retry_backoff_ms / 1000,
+            retry_backoff_max=cfg.retry_backoff_max_ms / 1000,
+        )
+        self._cluster.on_change.append(self._metadata_changed)
+        self._cluster.start()
+        tg.start_soon(self._group_loop, name="trafka share group")
+        tg.start_soon(self._network_loop, name="trafka share fetcher")
+        if self._subscription:
+            self._apply_subscription()
+
+    async def close(self) -> None:
+        """Acknowledge (implicit mode) or release what the last poll delivered,
+        close the share sessions and leave the group. Idempotent; leaving the
+        ``async with`` block does it too."""
+        if self._fetcher is None:
+            self._closed = True
+            return
+        await self._close(graceful=True)
+
+    aclose = close
+
+    async def _close(self, *, graceful: bool) -> None:
+        if self._closing_done or self._fetcher is None:
+            return
+        self._closing_done = True
+        fetcher, membership, cfg = self._fetcher, self._member, self.config
+        now = anyio.current_time()
+        unseen = {(TopicPartition(r.topic, r.partition), r.offset) for r in self._iter}
+        self._iter.clear()
+        if graceful and not cfg.explicit_acknowledgement:
+            fetcher.acknowledge_all(AcknowledgeType.ACCEPT, skip=unseen)
+        fetcher.acknowledge_all(AcknowledgeType.RELEASE)
+        fetcher.take_acknowledged()
+        fetcher.close(now)
+        self._wake_network()
+        with anyio.move_on_after(cfg.request_timeout_ms / 1000):
+            while not fetcher.close_done:
+                await self._wait_data(math.inf)
+        request = membership.leave(anyio.current_time())
+        self._closed = True
+        self._data_arrived()
+        if request is not None:
+            with anyio.move_on_after(cfg.request_timeout_ms / 1000):
+                await self._group_send(request)
+        try:
+            self._dispatch_callbacks()
+        except Exception:
+            log.exception("the acknowledgement commit callback failed while closing")
+
+    # -- subscription ---------------------------------------------------------------------
+
+    def subscribe(self, topics: Iterable[str]) -> None:
+        """Join the share group for these topics (an empty list: :meth:`unsubscribe`).
+
+        Raises:
+            UsageError: a topic name is empty, or ``topics`` is a single string.
+            ClientClosedError: the consumer is closed.
+        """
+        if isinstance(topics, str):
+            raise UsageError("subscribe() takes a list of topic names, not a string")
+        names = tuple(sorted(set(topics)))
+        if any(not t for t in names):
+            raise UsageError("topic names must not be empty")
+        if self._closed:
+            raise ClientClosedError("the share consumer is closed")
+        self._subscription = names
+        if self._membership is not None:
+            self._apply_subscription()
+
+    def unsubscribe(self) -> None:
+        """Leave the share group (acknowledgements still pending are still sent)."""
+        self.subscribe(())
+
+    def subscription(self) -> set[str]:
+        """The topics subscribed to."""
+        return set(self._subscription)
+
+    def assignment(self) -> set[TopicPartition]:
+        """The partitions the share group coordinator assigns this member now
+        (other members may be assigned the same partitions)."""
+        return set(self._membership.assignment) if self._membership is not None else set()
+
+    @property
+    def member_id(self) -> str | None:
+        """This member's id (None before the consumer is opened)."""
+        return self._membership.member_id if self._membership is not None else None
+
+    @property
+    def acquisition_lock_timeout_ms(self) -> int | None:
+        """The acquisition lock timeout from the last ShareFetch answer: how long
+        delivered records stay locked to this member (None before the first)."""
+        return self._fetcher.acquisition_lock_timeout_ms if self._fetcher is not None else None
+
+    @property
+    def cluster(self) -> Cluster:
+        """The connections and metadata cache this consumer uses."""
+        if self._cluster is None:
+            raise UsageError("the share consumer is not open: use it in `async with`")
+        return self._cluster
+
+    def _apply_subscription(self) -> None:
+        md = self.cluster.metadata
+        md.set_topics(self._subscription)
+        self.cluster.nudge()
+        self._member.set_subscription(self._subscription, anyio.current_time())
+        self._wake_group()
+
+    # -- records --------------------------------------------------------------------------
+
+    async def poll(self, timeout_ms: float | None = None) -> list[ShareRecord]:
+        """Records delivered to this member, waiting up to ``timeout_ms`` for some.
+
+        With implicit acknowledgement, starting a poll accepts the records of the
+        previous one; with explicit acknowledgement the previous poll's records
+        must all have been acknowledged.
+
+        Args:
+            timeout_ms: how long to wait when none are ready (None: until some come).
+
+        Returns:
+            Up to ``max.poll.records`` records (empty when the time ran out).
+
+        Raises:
+            UsageError: not subscribed; or, with explicit acknowledgement,
+                records of the previous poll are not acknowledged.
+            ClientClosedError: the consumer is closed.
+            SerializationError: a record could not be deserialized (it was released).
+            KafkaError: an error no retry can fix (group authorization, a corrupt
+                batch, ...).
+        """
+        self._check_open()
+        if self._iter:
+            out = list(self._iter)
+            self._iter.clear()
+            return out
+        membership = self._member
+        membership.poll_started(anyio.current_time())
+        self._wake_group()
+        try:
+            return await self._poll(timeout_ms)
+        finally:
+            membership.poll_ended(anyio.current_time())
+
+    async def _poll(self, timeout_ms: float | None) -> list[ShareRecord]:
+        fetcher = self._fetch
+        self._dispatch_callbacks()
+        left = self._prepare_acknowledgements()
+        if left and self.config.explicit_acknowledgement:
+            self._wake_network()
+            raise UsageError(
+                f"{left} record(s) of the previous poll are not acknowledged: with "
+                "share.acknowledgement.mode=explicit every record must be acknowledged "
+                "before the next poll"
+            )
+        if self._error_next is not None:
+            error, self._error_next = self._error_next, None
+            self._wake_network()
+            raise error
+        if not self._subscription:
+            raise UsageError("the share consumer is not subscribed to any topic")
+        deadline = None if timeout_ms is None else anyio.current_time() + timeout_ms / 1000
+        while True:
+            self._check_open()
+            if fetcher.errors:
+                raise fetcher.errors.popleft()
+            if fetcher.has_records():
+                fetcher.send_pending_now(anyio.current_time())
+                self._wake_network()
+                records = self._hand_out()
+                if records:
+                    return records
+                continue
+            fetcher.want_records()
+            self._wake_network()
+            left_s = math.inf if deadline is None else deadline - anyio.current_time()
+            if left_s <= 0:
+                return []
+            await self._wait_data(left_s)
+
+    def _hand_out(self) -> list[ShareRecord]:
+        fetcher = self._fetch
+        raw = fetcher.take(self.config.max_poll_records)
+        kd, vd = self._key_de, self._value_de
+        if kd is None and vd is None:
+            return raw
+        out: list[ShareRecord] = []
+        for i, r in enumerate(raw):
+            try:
+                key = r.key if kd is None else kd(r.key)
+                value = r.value if vd is None else vd(r.value)
+            except Exception as exc:
+                fetcher.give_back(raw[i + 1 :])
+                tp = TopicPartition(r.topic, r.partition)
+                fetcher.acknowledge(tp, r.offset, AcknowledgeType.RELEASE)
+                fetcher.take_acknowledged()
+                self._wake_network()
+                error = SerializationError(
+                    f"{r.topic}-{r.partition} offset {r.offset} cannot be deserialized "
+                    f"(it was released): {exc}"
+                )
+                error.__cause__ = exc
+                if not out:
+                    raise error from exc
+                self._error_next = error
+                return out
+            out.append(r._replace(key=key, value=value))
+        return out
+
+    def __aiter__(self) -> ShareConsumer:
+        return self
+
+    async def __anext__(self) -> ShareRecord:
+        """The next record; a new poll starts once the last poll's records are all iterated."""
+        if self._closed:
+            raise StopAsyncIteration
+        while not self._iter:
+            self._iter.extend(await self.poll())
+        return self._iter.popleft()
+
+    # -- acknowledgements -----------------------------------------------------------------
+
+    def acknowledge(
+        self,
+        record: ShareRecord | str,
+        partition: int | None = None,
+        offset: int | None = None,
+        type: AcknowledgeType | int = AcknowledgeType.ACCEPT,
+    ) -> None:
+        """Acknowledge a record of the last poll (explicit acknowledgement mode).
+
+        ``acknowledge(record, type=...)`` or ``acknowledge(topic, partition,
+        offset, type=...)``. Acknowledging a record again before the
+        acknowledgements are sent changes its type.
+
+        Raises:
+            UsageError: implicit acknowledgement mode; or the record was not
+                delivered by the last poll, or its acknowledgement was already sent.
+            ValueError: an unknown acknowledgement type.
+        """
+        if not self.config.explicit_acknowledgement:
+            raise UsageError(
+                "share.acknowledgement.mode is implicit: records are accepted by the next "
+                "poll; set share.acknowledgement.mode=explicit to acknowledge them yourself"
+            )
+        kind = AcknowledgeType(type)
+        if isinstance(record, str):
+            if partition is None or offset is None:
+                raise UsageError("acknowledge(topic, partition, offset) needs all three")
+            tp, at = TopicPartition(record, partition), offset
+        else:
+            tp, at = TopicPartition(record.topic, record.partition), record.offset
+        self._check_open()
+        self._fetch.acknowledge(tp, at, kind)
+
+    def set_acknowledgement_commit_callback(
+        self, callback: AcknowledgementCommitCallback | None
+    ) -> None:
+        """Call ``callback({partition: offsets}, error_or_None)`` for every
+        partition's acknowledgements once the broker answered them (inside
+        ``poll``, ``commit``, ``commit_async`` and ``close``); None removes it."""
+        self._callback = callback
+
+    async def commit(
+        self, timeout_ms: int | None = None
+    ) -> dict[TopicPartition, BaseException | None]:
+        """Send the acknowledgements made so far and wait for the broker's answer.
+
+        With implicit acknowledgement, the records of the last poll are accepted
+        first. Retriable failures are sent again until ``timeout_ms`` (default
+        ``default.api.timeout.ms``) passes.
+
+        Returns:
+            Per partition acknowledged: None, or the error (REQUEST_TIMED_OUT when
+            the time ran out, INVALID_RECORD_STATE when the records' acquisition
+            locks had expired, ...). Empty when there was nothing to send.
+
+        Raises:
+            ClientClosedError: the consumer is closed.
+            KafkaError: an error of the group no retry can fix.
+        """
+        result = await self._commit(timeout_ms)._wait()
+        self._dispatch_callbacks()
+        return result
+
+    def commit_async(self) -> ShareCommitResult:
+        """Send the acknowledgements made so far without waiting; await the result
+        for the per-partition outcome. The callback hears of it too."""
+        return self._commit(None)
+
+    def _commit(self, timeout_ms: int | None) -> ShareCommitResult:
+        self._check_open()
+        self._dispatch_callbacks()
+        self._prepare_acknowledgements()
+        ms = self.config.default_api_timeout_ms if timeout_ms is None else timeout_ms
+        event = anyio.Event()
+        commit = self._fetch.commit(anyio.current_time(), ms / 1000, event)
+        if commit.done:
+            event.set()
+        self._wake_network()
+        return ShareCommitResult(commit, event)
+
+    def _prepare_acknowledgements(self) -> int:
+        """Implicit mode: accept the records handed out; then take every typed one.
+        Returns how many delivered records stay unacknowledged."""
+        fetcher = self._fetch
+        if not self.config.explicit_acknowledgement:
+            unseen = {(TopicPartition(r.topic, r.partition), r.offset) for r in self._iter}
+            fetcher.acknowledge_all(AcknowledgeType.ACCEPT, skip=unseen)
+        return fetcher.take_acknowledged() - len(self._iter)
+
+    def _dispatch_callbacks(self) -> None:
+        fetcher = self._fetcher
+        if fetcher is None:
+            return
+        callback = self._callback
+        first: Exception | None = None
+        while fetcher.outcomes:
+            outcome = fetcher.outcomes.popleft()
+            if callback is None:
+                continue
+            try:
+                callback({outcome.partition: set(outcome.offsets)}, outcome.error)
+            except Exception as exc:
+                first = first or exc
+        if first is not None:
+            raise first
+
+    # -- internals ------------------------------------------------------------------------
+
+    @property
+    def _member(self) -> ShareMembership:
+        if self._membership is None:
+            raise UsageError("the share consumer is not open: use it in `async with`")
+        return self._membership
+
+    @property
+    def _fetch(self) -> ShareFetcher:
+        if self._fetcher is None:
+            raise UsageError("the share consumer is not open: use it in `async with`")
+        return self._fetcher
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ClientClosedError("the share consumer is closed")
+        if self._fetcher is None:
+            raise UsageError("the share consumer is not open: use it in `async with`")
+        if self._fatal is not None:
+            raise self._fatal
+        refused = self.cluster.auth_error
+        if refused is not None:
+            raise refused.again()
+
+    def _wake_network(self) -> None:
+        self._net_wake.set()
+
+    def _wake_group(self) -> None:
+        self._group_wake.set()
+
+    def _metadata_changed(self) -> None:
+        self._wake_group()
+        self._wake_network()
+        if self.cluster.auth_error is not None:
+            self._data_arrived()
+
+    async def _wait_data(self, timeout: float) -> None:
+        event = self._data
+        with anyio.move_on_after(timeout):
+            await event.wait()
+
+    def _data_arrived(self) -> None:
+        event, self._data = self._data, anyio.Event()
+        event.set()
+
+    def _set_fatal(self, error: BaseException) -> None:
+        if self._fatal is None:
+            log.error("share group %s: %s", self.config.group_id, error)
+            self._fatal = error
+        self._data_arrived()
+
+    # -- the membership task --------------------------------------------------------------
+
+    async def _group_loop(self) -> None:
+        membership = self._member
+        md = self.cluster.metadata
+        while True:
+            self._group_wake = anyio.Event()
+            names = {info.topic_id: name for name, info in md.topics.items() if info.topic_id.int}
+            membership.set_topic_names(names)
+            for output in membership.outputs(anyio.current_time()):
+                if isinstance(output, ShareGroupRequest):
+                    assert self._tg is not None
+                    self._tg.start_soon(self._group_send, output)
+                elif isinstance(output, AssignmentChanged):
+                    self._fetch.set_assignment(output.partitions)
+                    self._wake_network()
+                elif isinstance(output, NeedMetadata):
+                    md.request_update()
+                    self.cluster.nudge()
+                elif isinstance(output, Fatal):
+                    self._set_fatal(output.error)
+            deadline = membership.next_deadline()
+            wait = math.inf if deadline is None else deadline - anyio.current_time()
+            if wait > 0:
+                with anyio.move_on_after(wait):
+                    await self._group_wake.wait()
+            else:
+                await anyio.lowlevel.checkpoint()
+
+    async def _group_send(self, request: ShareGroupRequest) -> None:
+        membership = self._member
+        try:
+            conn = await self.cluster.coordinator_connection(request.coordinator)
+            version = conn.version_for(request.api_key)
+            body = await conn.request(
+                request.api_key, request.build(version), timeout=request.timeout
+            )
+        except TrafkaError as exc:
+            log.debug("share group %s: request %s failed: %s", self.config.group_id, request, exc)
+            if request.coordinator is not None:
+                self.cluster.metadata.request_update()
+            membership.on_failure(request, exc, anyio.current_time())
+        else:
+            membership.on_response(request, version, body, anyio.current_time())
+        self._wake_group()
+
+    # -- the network task -----------------------------------------------------------------
+
+    async def _network_loop(self) -> None:
+        fetcher = self._fetch
+        assert self._tg is not None
+        while True:
+            self._net_wake = anyio.Event()
+            for request in fetcher.requests(anyio.current_time()):
+                self._tg.start_soon(self._exchange, request)
+            if fetcher.closing:
+                self._data_arrived()  # sessions may have closed without a request
+            if fetcher.metadata_wanted:
+                fetcher.metadata_wanted = False
+                self.cluster.metadata.request_update()
+                self.cluster.nudge()
+            self._settle_commits()
+            deadline = fetcher.next_deadline()
+            wait = math.inf if deadline is None else deadline - anyio.current_time()
+            if wait > 0:
+                with anyio.move_on_after(wait):
+                    await self._net_wake.wait()
+            else:
+                await anyio.lowlevel.checkpoint()
+
+    async def _exchange(self, request: ShareRequest) -> None:
+        fetcher = self._fetch
+        cfg = self.config
+        timeout = cfg.request_timeout_ms / 1000
+        if request.is_fetch:
+            timeout += cfg.fetch_max_wait_ms / 1000
+        try:
+            conn = await self.cluster.connection(request.node)
+            conn.version_for(request.api_key)
+            body = await conn.request(request.api_key, request.body, timeout=timeout)
+        except UnsupportedVersionError as exc:
+            fetcher.on_failure(request, exc, anyio.current_time())
+            self._set_fatal(
+                KafkaError(
+                    ErrorCode.UNSUPPORTED_VERSION,
+                    f"node {request.node} does not serve share groups (ShareFetch and "
+                    f"ShareAcknowledge v1, Kafka 4.1 or later): {exc}",
+                )
+            )
+        except TrafkaError as exc:
+            log.debug("share request to node %s failed: %s", request.node, exc)
+            fetcher.on_failure(request, exc, anyio.current_time())
+            self.cluster.nudge()
+        else:
+            fetcher.on_response(request, body, anyio.current_time())
+        self._settle_commits()
+        self._data_arrived()
+        self._wake_network()
+
+    def _settle_commits(self) -> None:
+        commits = self._fetch.commits_done
+        while commits:
+            commits.popleft().cookie.set()
+
+
+@asynccontextmanager
+async def open_share_consumer(
+    *topics: str, config: ShareConsumerConfig | Mapping[str, Any] | None = None, **kwargs: Any
+) -> AsyncIterator[ShareConsumer]:
+    """Open a share consumer subscribed to ``topics``; leaving the block closes it
+    (see :class:`ShareConsumer`).
+
+    Raises:
+        ConfigError: invalid configuration.
+    """
+    consumer = ShareConsumer(config, **kwargs)
+    async with consumer:
+        if topics:
+            consumer.subscribe(topics)
+        yield consumer

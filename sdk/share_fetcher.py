@@ -1,0 +1,1023 @@
+"""A share consumer's fetching and acknowledgements (KIP-932), without I/O.
+
+:class:`ShareFetcher` decides which ShareFetch and ShareAcknowledge requests go
+to which broker, keeps the records they acquire until the application takes
+them, and turns the application's acknowledgements into acknowledgement
+batches. The driver (:mod:`.share_consumer`) sends what :meth:`ShareFetcher.requests`
+returns and feeds back :meth:`~ShareFetcher.on_response` /
+:meth:`~ShareFetcher.on_failure`; nothing here blocks, reads a clock or
+touches a socket.
+
+Rules and invariants:
+
+* One share session per broker that leads assigned partitions
+  (:class:`ShareSession`). Its epoch is 0 until a ShareFetch opens it; every
+  answered request moves it on by one, wrapping from 2**31-1 to 1; -1 (on
+  ShareAcknowledge) closes it. SHARE_SESSION_NOT_FOUND,
+  INVALID_SHARE_SESSION_EPOCH, SHARE_SESSION_LIMIT_REACHED and a lost
+  connection reset it to 0, so the next ShareFetch lists every partition
+  again; another request-level error still moves it on (as Kafka's client does).
+* At most one request is in flight per broker, since both APIs share the
+  session's epoch. A ShareFetch at epoch 0 lists every partition the session
+  should fetch; later ones list only partitions added (and those carrying
+  acknowledgements) and name the ones dropped in ForgottenTopicsData. A topic
+  recreated under a new id is dropped and added again.
+* Fetching is demand driven, as in Kafka's client: :meth:`ShareFetcher.want_records`
+  (the application polled with nothing buffered) starts fetching; a response
+  that brings records stops it until the application wants more. Records sit
+  acquired (their acquisition locks run) until they are handed out, so nothing
+  is prefetched beyond one response per broker.
+* Records handed to the application are exactly the offsets inside the
+  response's AcquiredRecords ranges (a batch may cover more), each with its
+  range's delivery count. An acquired offset that carries no record in the
+  data (a control record, a record removed by compaction) is acknowledged as
+  a GAP (type 0); acquired offsets past the end of the data (a batch cut off
+  by the size limit) are released, never marked as gaps. A corrupt batch's
+  acquired records are rejected and the error is raised by the next poll
+  (Kafka's client does both). Records acquired for a partition that has left
+  the assignment meanwhile are released at once.
+* Acknowledgements: records handed out by the last poll are *delivered*;
+  :meth:`ShareFetcher.acknowledge` types one of them (again: the type changes)
+  until :meth:`ShareFetcher.take_acknowledged` moves every typed one out
+  (poll, commit and close do): from then on they are *pending* for the broker
+  that delivered them. Pending acknowledgements ride on that broker's next
+  ShareFetch when the fetch keeps all their partitions in an open session;
+  otherwise (a partition dropped from the assignment, no fetch wanted) they go
+  in a ShareAcknowledge first. A session at epoch 0 cannot take any: Kafka
+  refuses acknowledgements on the request that opens a session, so they fail
+  with INVALID_SHARE_SESSION_EPOCH (or SHARE_SESSION_NOT_FOUND for a
+  ShareAcknowledge), as in Kafka's client.
+* Acknowledgements travel as batches (:func:`acknowledgement_batches`): a run
+  of consecutive offsets is one batch; a run of one type carries that one
+  type, a mixed run one type per offset, except that long stretches of one
+  type inside it become batches of their own.
+* :meth:`ShareFetcher.commit` sends every pending acknowledgement in a
+  ShareAcknowledge and reports per partition: None, or the error. Retriable
+  partition errors are sent again (with backoff) until the commit's deadline,
+  then fail with REQUEST_TIMED_OUT; session errors and lost connections fail
+  at once. Every acknowledgement sent ends in exactly one :class:`AckOutcome`
+  (for the acknowledgement commit callback).
+* Closing (:meth:`ShareFetcher.close`): each open session gets a last
+  ShareAcknowledge at epoch -1 carrying what is still pending; records
+  buffered and not handed out are released first.
+"""
+
+from __future__ import annotations
+
+import bisect
+import dataclasses
+import enum
+import random
+import uuid
+from collections import deque
+from collections.abc import Container, Iterable, Mapping, Sequence
+from typing import Any, NamedTuple
+
+from trafka.codec import DecodeError, ErrorCode, KafkaError
+from trafka.codec.legacy import decode_legacy_entry
+from trafka.codec.messages import k78_share_fetch as sf
+from trafka.codec.messages import k79_share_acknowledge as sa
+from trafka.codec.records import RecordBatchHeader, decode_batch_as, iter_batches
+
+from .errors import UsageError
+from .fetcher import TopicPartition
+from .metadata import REFRESH_ERRORS, MetadataCache
+
+__all__ = [
+    "FINAL_EPOCH",
+    "GAP",
+    "INITIAL_EPOCH",
+    "AckOutcome",
+    "AcknowledgeType",
+    "ShareCommit",
+    "ShareFetcher",
+    "ShareRecord",
+    "ShareRequest",
+    "ShareSession",
+    "acknowledgement_batches",
+    "next_epoch",
+]
+
+#: The share session epoch that opens a session (ShareFetch only).
+INITIAL_EPOCH = 0
+#: The share session epoch that closes a session.
+FINAL_EPOCH = -1
+_INT32_MAX = 2**31 - 1
+
+#: The acknowledgement type of an acquired offset without a record.
+GAP = 0
+#: Stretches of one type at least this long inside a mixed run get a batch of their own.
+LONG_STRETCH = 10
+
+#: SHARE_SESSION_LIMIT_REACHED (Kafka 4.1; newer than the codec's error table).
+SHARE_SESSION_LIMIT_REACHED = 133
+#: Request-level errors after which the broker has no session for us: start a new one.
+SESSION_ERRORS = frozenset(
+    {
+        ErrorCode.SHARE_SESSION_NOT_FOUND,
+        ErrorCode.INVALID_SHARE_SESSION_EPOCH,
+        SHARE_SESSION_LIMIT_REACHED,
+    }
+)
+
+
+class AcknowledgeType(enum.IntEnum):
+    """How a delivered record is acknowledged (Kafka's ids on the wire).
+
+    ``ACCEPT``: processed, never delivered again. ``RELEASE``: give it back
+    for another delivery (its delivery count grows). ``REJECT``: unprocessable,
+    never delivered again.
+    """
+
+    ACCEPT = 1
+    RELEASE = 2
+    REJECT = 3
+
+
+class ShareRecord(NamedTuple):
+    """A record delivered by a share group (key and value after deserialization).
+
+    As :class:`~trafka.sdk.fetcher.ConsumerRecord`, plus ``delivery_count``:
+    how many times the group has delivered it (1 the first time).
+    """
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+    key: Any
+    value: Any
+    headers: tuple[tuple[str, bytes | None], ...]
+    timestamp_type: int = 0
+    leader_epoch: int = -1
+    delivery_count: int = 1
+
+
+_new: Any = tuple.__new__
+
+
+def next_epoch(epoch: int) -> int:
+    """The session epoch after ``epoch``: -1 stays -1, 2**31-1 wraps to 1."""
+    if epoch < 0:
+        return FINAL_EPOCH
+    return 1 if epoch == _INT32_MAX else epoch + 1
+
+
+def acknowledgement_batches(acks: Mapping[int, int]) -> list[tuple[int, int, tuple[int, ...]]]:
+    """``offset -> type`` as ``(first_offset, last_offset, types)`` batches (see the rules).
+
+    ``types`` has one entry when every offset of the batch has that type, else
+    one per offset.
+    """
+    out: list[tuple[int, int, tuple[int, ...]]] = []
+    offsets = sorted(acks)
+    i = 0
+    while i < len(offsets):
+        j = i
+        while j + 1 < len(offsets) and offsets[j + 1] == offsets[j] + 1:
+            j += 1
+        _split_run(offsets[i], [acks[o] for o in offsets[i : j + 1]], out)
+        i = j + 1
+    return out
+
+
+def _emit(first: int, types: Sequence[int], out: list[tuple[int, int, tuple[int, ...]]]) -> None:
+    if all(t == types[0] for t in types):
+        out.append((first, first + len(types) - 1, (types[0],)))
+    else:
+        out.append((first, first + len(types) - 1, tuple(types)))
+
+
+def _split_run(first: int, types: list[int], out: list[tuple[int, int, tuple[int, ...]]]) -> None:
+    """One run of consecutive offsets from ``first``: long one-type stretches
+    alone, what lies between them as one batch."""
+    mixed_from: int | None = None
+    k = 0
+    while k < len(types):
+        m = k
+        while m + 1 < len(types) and types[m + 1] == types[k]:
+            m += 1
+        if m - k + 1 >= LONG_STRETCH or (k == 0 and m == len(types) - 1):
+            if mixed_from is not None:
+                _emit(first + mixed_from, types[mixed_from:k], out)
+                mixed_from = None
+            out.append((first + k, first + m, (types[k],)))
+        elif mixed_from is None:
+            mixed_from = k
+        k = m + 1
+    if mixed_from is not None:
+        _emit(first + mixed_from, types[mixed_from:], out)
+
+
+class ShareSession:
+    """The client's view of its share session with one broker.
+
+    ``partitions`` is what the broker holds in the session (assuming the last
+    request built was answered); ``epoch`` the epoch of the next request.
+    """
+
+    __slots__ = ("epoch", "node", "partitions")
+
+    def __init__(self, node: int) -> None:
+        self.node = node
+        self.epoch = INITIAL_EPOCH
+        self.partitions: dict[TopicPartition, uuid.UUID] = {}
+
+    @property
+    def is_open(self) -> bool:
+        """Whether the broker holds the session (a ShareFetch opened it)."""
+        return self.epoch > INITIAL_EPOCH
+
+    def advance(self) -> None:
+        self.epoch = next_epoch(self.epoch)
+
+    def reset(self) -> None:
+        """Start a new session with the next ShareFetch (every partition listed again)."""
+        self.epoch = INITIAL_EPOCH
+        self.partitions = {}
+
+    def plan(
+        self, wanted: Mapping[TopicPartition, uuid.UUID]
+    ) -> tuple[list[TopicPartition], list[tuple[TopicPartition, uuid.UUID]]]:
+        """The next ShareFetch's ``(added, forgotten)`` to make the session hold ``wanted``."""
+        if self.epoch == INITIAL_EPOCH:
+            added = list(wanted)
+            forgotten: list[tuple[TopicPartition, uuid.UUID]] = []
+        else:
+            added = [tp for tp, tid in wanted.items() if self.partitions.get(tp) != tid]
+            forgotten = [(tp, tid) for tp, tid in self.partitions.items() if wanted.get(tp) != tid]
+        self.partitions = dict(wanted)
+        return added, forgotten
+
+
+@dataclasses.dataclass(slots=True, eq=False)
+class ShareCommit:
+    """A commit of acknowledgements: done once every partition has its result.
+
+    ``results``: per partition, None or the error. ``cookie`` is the driver's.
+    """
+
+    cookie: Any
+    results: dict[TopicPartition, BaseException | None] = dataclasses.field(default_factory=dict)
+    pending: int = 0
+    done: bool = False
+
+
+@dataclasses.dataclass(slots=True, eq=False)
+class _AckUnit:
+    """Acknowledgements of one partition that travel (and succeed or fail) together."""
+
+    node: int
+    tp: TopicPartition
+    acks: dict[int, int]
+    commit: ShareCommit | None
+    deadline: float
+    attempts: int = 0
+    retry_at: float = 0.0
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class AckOutcome:
+    """The broker's answer for acknowledgements of one partition (None: done)."""
+
+    partition: TopicPartition
+    offsets: frozenset[int]
+    error: BaseException | None
+
+
+@dataclasses.dataclass(frozen=True, slots=True, eq=False)
+class ShareRequest:
+    """A request for the driver to send to ``node``, and to hand back with its answer."""
+
+    node: int
+    api_key: int  # 78 ShareFetch, 79 ShareAcknowledge
+    body: Any
+    units: tuple[_AckUnit, ...] = ()
+    closing: bool = False
+
+    @property
+    def is_fetch(self) -> bool:
+        return self.api_key == 78
+
+
+@dataclasses.dataclass(slots=True, eq=False)
+class _Fetched:
+    """Acquired records of one partition, handed out from ``index`` on."""
+
+    node: int
+    tp: TopicPartition
+    records: list[ShareRecord]
+    index: int = 0
+
+
+def _backoff(base: float, maximum: float, attempts: int, rng: random.Random) -> float:
+    if attempts <= 0:
+        return 0.0
+    delay = min(base * 2 ** min(attempts - 1, 30), maximum)
+    return float(delay * (0.8 + 0.4 * rng.random()))
+
+
+def _error(code: int, what: str, message: str | None) -> KafkaError:
+    return KafkaError(code, f"{what}: {message}" if message else what)
+
+
+class ShareFetcher:
+    """Share sessions, acquired records and acknowledgements of one share consumer.
+
+    Args:
+        metadata: partition leaders and topic ids come from here; leadership
+            errors ask it for a refresh.
+        group_id: the share group.
+        member_id: this member's id (the one its heartbeats use).
+        max_poll_records: ShareFetch MaxRecords and BatchSize.
+        fetch_min_bytes, fetch_max_wait_ms, fetch_max_bytes: Kafka's.
+        check_crcs: verify batch CRCs.
+        ack_timeout: seconds an acknowledgement not given to commit() may be retried.
+        retry_backoff, retry_backoff_max: seconds between retries.
+        rng: for backoff jitter.
+    """
+
+    def __init__(
+        self,
+        metadata: MetadataCache,
+        *,
+        group_id: str,
+        member_id: str,
+        max_poll_records: int = 500,
+        fetch_min_bytes: int = 1,
+        fetch_max_wait_ms: int = 500,
+        fetch_max_bytes: int = 52_428_800,
+        check_crcs: bool = True,
+        ack_timeout: float = 60.0,
+        retry_backoff: float = 0.1,
+        retry_backoff_max: float = 1.0,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.metadata = metadata
+        self.group_id = group_id
+        self.member_id = member_id
+        self.max_poll_records = max_poll_records
+        self.fetch_min_bytes = fetch_min_bytes
+        self.fetch_max_wait_ms = fetch_max_wait_ms
+        self.fetch_max_bytes = fetch_max_bytes
+        self.check_crcs = check_crcs
+        self.ack_timeout = ack_timeout
+        self.retry_backoff = retry_backoff
+        self.retry_backoff_max = retry_backoff_max
+        self._rng = rng or random.Random()
+        self.assignment: frozenset[TopicPartition] = frozenset()
+        self.sessions: dict[int, ShareSession] = {}
+        #: Set by the application's demand, cleared by a response with records.
+        self.fetch_wanted = False
+        #: Set when a partition's leader or topic id is unknown (the driver refreshes).
+        self.metadata_wanted = False
+        #: From the last ShareFetch response (None before the first).
+        self.acquisition_lock_timeout_ms: int | None = None
+        #: Errors for the application's next poll.
+        self.errors: deque[BaseException] = deque()
+        #: Finished acknowledgements, for the acknowledgement commit callback.
+        self.outcomes: deque[AckOutcome] = deque()
+        #: Finished commits.
+        self.commits_done: deque[ShareCommit] = deque()
+        self.closing = False
+        self._busy: set[int] = set()
+        self._closed_nodes: set[int] = set()
+        self._fetch_retry_at: dict[int, float] = {}
+        self._fetch_failures: dict[int, int] = {}
+        self._buffer: deque[_Fetched] = deque()
+        # Handed out by the last poll: offset -> [node, type or None].
+        self._delivered: dict[TopicPartition, dict[int, list[Any]]] = {}
+        # Pending, not yet in a request: node -> partition -> offset -> type.
+        self._pending: dict[int, dict[TopicPartition, dict[int, int]]] = {}
+        # For a ShareAcknowledge: node -> units (waiting for their retry_at).
+        self._queued: dict[int, list[_AckUnit]] = {}
+        self._names: dict[uuid.UUID, str] = {}
+
+    # -- inputs ---------------------------------------------------------------------------
+
+    def set_assignment(self, partitions: Iterable[TopicPartition]) -> None:
+        """The partitions the group assigns now.
+
+        Records buffered for a partition that left are released (records
+        already handed out stay acknowledgeable, and their acknowledgements
+        are still sent).
+        """
+        new = frozenset(partitions)
+        gone = self.assignment - new
+        self.assignment = new
+        if gone and self._buffer:
+            kept: deque[_Fetched] = deque()
+            for f in self._buffer:
+                if f.tp in gone:
+                    self._add_pending(
+                        f.node,
+                        f.tp,
+                        {r.offset: AcknowledgeType.RELEASE for r in f.records[f.index :]},
+                    )
+                else:
+                    kept.append(f)
+            self._buffer = kept
+
+    def want_records(self) -> None:
+        """The application polled with nothing buffered: fetch."""
+        if not self.closing:
+            self.fetch_wanted = True
+
+    # -- the application's side -----------------------------------------------------------
+
+    def has_records(self) -> bool:
+        return bool(self._buffer)
+
+    def take(self, max_records: int) -> list[ShareRecord]:
+        """Up to ``max_records`` buffered records (not deserialized); they become delivered."""
+        out: list[ShareRecord] = []
+        while self._buffer and len(out) < max_records:
+            f = self._buffer[0]
+            part = f.records[f.index : f.index + max_records - len(out)]
+            f.index += len(part)
+            delivered = self._delivered.setdefault(f.tp, {})
+            for r in part:
+                delivered[r.offset] = [f.node, None]
+            out.extend(part)
+            if f.index >= len(f.records):
+                self._buffer.popleft()
+        return out
+
+    def give_back(self, records: Sequence[ShareRecord]) -> None:
+        """Records taken but not handed out after all: buffered again, in order, first."""
+        for r in reversed(records):
+            tp = TopicPartition(r.topic, r.partition)
+            entry = self._delivered.get(tp, {}).pop(r.offset, None)
+            node = entry[0] if entry is not None else -1
+            head = self._buffer[0] if self._buffer else None
+            if head is not None and head.tp == tp and head.index > 0:
+                head.index -= 1
+                head.records[head.index] = r
+            else:
+                self._buffer.appendleft(_Fetched(node, tp, [r]))
+
+    def acknowledge(self, tp: TopicPartition, offset: int, kind: int) -> None:
+        """Type a delivered record (typing it again changes the type).
+
+        Raises:
+            UsageError: the record is not among those delivered by the last
+                poll, or its acknowledgement was already taken (committed).
+        """
+        entry = self._delivered.get(tp, {}).get(offset)
+        if entry is None:
+            raise UsageError(
+                f"{tp.topic}-{tp.partition} offset {offset} cannot be acknowledged: it was not "
+                "delivered by the last poll, or its acknowledgement was already committed"
+            )
+        entry[1] = int(kind)
+
+    def acknowledge_all(
+        self, kind: int, skip: Container[tuple[TopicPartition, int]] = frozenset()
+    ) -> None:
+        """Type every delivered record that has no type yet (implicit acknowledgement),
+        except the ``(partition, offset)`` pairs in ``skip``."""
+        for tp, offsets in self._delivered.items():
+            for offset, entry in offsets.items():
+                if entry[1] is None and (tp, offset) not in skip:
+                    entry[1] = int(kind)
+
+    def unacknowledged(self) -> int:
+        """Delivered records without a type."""
+        return sum(1 for o in self._delivered.values() for e in o.values() if e[1] is None)
+
+    def take_acknowledged(self) -> int:
+        """Move every typed delivered record to pending; returns how many stay untyped."""
+        left = 0
+        for tp in list(self._delivered):
+            offsets = self._delivered[tp]
+            for offset, (node, kind) in list(offsets.items()):
+                if kind is None:
+                    left += 1
+                    continue
+                del offsets[offset]
+                self._pending.setdefault(node, {}).setdefault(tp, {})[offset] = kind
+            if not offsets:
+                del self._delivered[tp]
+        return left
+
+    def send_pending_now(self, now: float) -> None:
+        """Pending acknowledgements leave in ShareAcknowledge requests rather than
+        waiting for a fetch (the application took records that were buffered)."""
+        for node in list(self._pending):
+            self._queue(node, self._package(node, None, now))
+
+    def commit(self, now: float, timeout: float, cookie: Any = None) -> ShareCommit:
+        """Send every pending acknowledgement now; the commit is done once all are answered."""
+        commit = ShareCommit(cookie)
+        for node in list(self._pending):
+            units = self._package(node, commit, now + timeout)
+            commit.pending += len(units)
+            self._queue(node, units)
+        if commit.pending == 0:
+            commit.done = True
+        return commit
+
+    def close(self, now: float) -> None:
+        """Release what is buffered and close every session (ShareAcknowledge at epoch -1)."""
+        if self.closing:
+            return
+        self.closing = True
+        self.fetch_wanted = False
+        for f in self._buffer:
+            self._add_pending(
+                f.node, f.tp, {r.offset: AcknowledgeType.RELEASE for r in f.records[f.index :]}
+            )
+        self._buffer.clear()
+
+    @property
+    def close_done(self) -> bool:
+        """Every session closed (or failed to) and no request in flight."""
+        if not self.closing or self._busy:
+            return False
+        nodes = set(self.sessions) | set(self._pending) | set(self._queued)
+        return nodes <= self._closed_nodes
+
+    # -- what to send ---------------------------------------------------------------------
+
+    def requests(self, now: float) -> list[ShareRequest]:
+        """The requests to send now, at most one per broker without one in flight."""
+        self._expire(now)
+        wanted: dict[int, dict[TopicPartition, uuid.UUID]] = {}
+        if self.fetch_wanted and not self.closing:
+            wanted = self._wanted_by_node()
+        nodes = set(self.sessions) | set(self._pending) | set(self._queued) | set(wanted)
+        out = []
+        for node in sorted(nodes):
+            if node in self._busy:
+                continue
+            request = self._next_request(node, wanted.get(node), now)
+            if request is not None:
+                self._busy.add(node)
+                out.append(request)
+        return out
+
+    def next_deadline(self) -> float | None:
+        """When :meth:`requests` may have something new without any input (None: never)."""
+        times = [u.retry_at for units in self._queued.values() for u in units if u.retry_at]
+        times += [u.deadline for units in self._queued.values() for u in units]
+        if self.fetch_wanted and not self.closing:
+            times += [t for n, t in self._fetch_retry_at.items() if n not in self._busy]
+        return min(times) if times else None
+
+    def _wanted_by_node(self) -> dict[int, dict[TopicPartition, uuid.UUID]]:
+        md = self.metadata
+        out: dict[int, dict[TopicPartition, uuid.UUID]] = {}
+        for tp in sorted(self.assignment):
+            leader = md.leader_for(tp.topic, tp.partition)
+            tid = md.topic_id(tp.topic)
+            if leader is None or tid is None:
+                self.metadata_wanted = True
+                continue
+            out.setdefault(leader, {})[tp] = tid
+        return out
+
+    def _next_request(
+        self, node: int, wanted: dict[TopicPartition, uuid.UUID] | None, now: float
+    ) -> ShareRequest | None:
+        session = self.sessions.get(node)
+        if self.closing:
+            if node in self._closed_nodes:
+                return None
+            self._closed_nodes.add(node)
+            units = self._queued.pop(node, []) + self._package(node, None, now)
+            if session is None or not session.is_open:
+                self.sessions.pop(node, None)
+                self._fail(units, KafkaError(ErrorCode.SHARE_SESSION_NOT_FOUND, "no share session"))
+                return None
+            return self._acknowledge_request(node, session, units, closing=True)
+        queued = self._queued.get(node, [])
+        due = [u for u in queued if u.retry_at <= now]
+        if due:
+            self._queued[node] = [u for u in queued if u.retry_at > now]
+            if not self._queued[node]:
+                del self._queued[node]
+            if session is not None and session.is_open:
+                return self._acknowledge_request(node, session, due)
+            self._fail(due, KafkaError(ErrorCode.SHARE_SESSION_NOT_FOUND, "no share session"))
+        pending = self._pending.get(node)
+        if wanted and now >= self._fetch_retry_at.get(node, 0.0):
+            if session is None:
+                session = self.sessions[node] = ShareSession(node)
+            carried: list[_AckUnit] = []
+            if pending:
+                if not session.is_open:
+                    units = self._package(node, None, now)
+                    self._fail(
+                        units,
+                        KafkaError(
+                            ErrorCode.INVALID_SHARE_SESSION_EPOCH,
+                            "acknowledgements cannot open a share session",
+                        ),
+                    )
+                elif all(tp in wanted and tp in session.partitions for tp in pending):
+                    carried = self._package(node, None, now)
+                else:
+                    # A partition leaves the session: acknowledge before forgetting it.
+                    return self._acknowledge_request(node, session, self._package(node, None, now))
+            return self._fetch_request(node, session, wanted, carried)
+        if pending:
+            units = self._package(node, None, now)
+            if session is not None and session.is_open:
+                return self._acknowledge_request(node, session, units)
+            self._fail(units, KafkaError(ErrorCode.SHARE_SESSION_NOT_FOUND, "no share session"))
+        return None
+
+    def _fetch_request(
+        self,
+        node: int,
+        session: ShareSession,
+        wanted: dict[TopicPartition, uuid.UUID],
+        carried: list[_AckUnit],
+    ) -> ShareRequest:
+        R = sf.ShareFetchRequest
+        epoch = session.epoch
+        added, forgotten = session.plan(wanted)
+        acks = {u.tp: u.acks for u in carried}
+        topics: dict[uuid.UUID, list[Any]] = {}
+        for tp in dict.fromkeys([*added, *acks]):
+            tid = wanted[tp]
+            self._names[tid] = tp.topic
+            batches = [
+                R.AcknowledgementBatch(first_offset=f, last_offset=last, acknowledge_types=list(t))
+                for f, last, t in acknowledgement_batches(acks.get(tp, {}))
+            ]
+            topics.setdefault(tid, []).append(
+                R.FetchPartition(partition_index=tp.partition, acknowledgement_batches=batches)
+            )
+        gone: dict[uuid.UUID, list[int]] = {}
+        for tp, tid in forgotten:
+            gone.setdefault(tid, []).append(tp.partition)
+        body = R(
+            group_id=self.group_id,
+            member_id=self.member_id,
+            share_session_epoch=epoch,
+            max_wait_ms=self.fetch_max_wait_ms,
+            min_bytes=self.fetch_min_bytes,
+            max_bytes=self.fetch_max_bytes,
+            max_records=self.max_poll_records,
+            batch_size=self.max_poll_records,
+            topics=[R.FetchTopic(topic_id=t, partitions=ps) for t, ps in topics.items()],
+            forgotten_topics_data=[
+                R.ForgottenTopic(topic_id=t, partitions=sorted(ps)) for t, ps in gone.items()
+            ],
+        )
+        return ShareRequest(node, 78, body, tuple(carried))
+
+    def _acknowledge_request(
+        self, node: int, session: ShareSession, units: list[_AckUnit], *, closing: bool = False
+    ) -> ShareRequest:
+        R = sa.ShareAcknowledgeRequest
+        merged: dict[TopicPartition, dict[int, int]] = {}
+        for u in units:
+            merged.setdefault(u.tp, {}).update(u.acks)
+        topics: dict[uuid.UUID, list[Any]] = {}
+        for tp, acks in merged.items():
+            tid = self._topic_id(node, tp)
+            if tid is None:
+                continue  # never fetched here: failed below
+            topics.setdefault(tid, []).append(
+                R.AcknowledgePartition(
+                    partition_index=tp.partition,
+                    acknowledgement_batches=[
+                        R.AcknowledgementBatch(
+                            first_offset=f, last_offset=last, acknowledge_types=list(t)
+                        )
+                        for f, last, t in acknowledgement_batches(acks)
+                    ],
+                )
+            )
+        body = R(
+            group_id=self.group_id,
+            member_id=self.member_id,
+            share_session_epoch=FINAL_EPOCH if closing else session.epoch,
+            topics=[R.AcknowledgeTopic(topic_id=t, partitions=ps) for t, ps in topics.items()],
+        )
+        return ShareRequest(node, 79, body, tuple(units), closing)
+
+    def _topic_id(self, node: int, tp: TopicPartition) -> uuid.UUID | None:
+        session = self.sessions.get(node)
+        tid = session.partitions.get(tp) if session is not None else None
+        if tid is None:
+            tid = next((i for i, name in self._names.items() if name == tp.topic), None)
+        return tid
+
+    # -- answers ----------------------------------------------------------------------------
+
+    def on_response(self, request: ShareRequest, body: Any, now: float) -> None:
+        """The answer to ``request``."""
+        self._busy.discard(request.node)
+        if request.is_fetch:
+            self._on_fetch(request, body, now)
+        else:
+            self._on_acknowledge(request, body, now)
+
+    def on_failure(self, request: ShareRequest, error: BaseException, now: float) -> None:
+        """``request`` got no answer (connection lost, timeout): the session is gone."""
+        node = request.node
+        self._busy.discard(node)
+        session = self.sessions.get(node)
+        if session is not None:
+            session.reset()
+        if request.closing:
+            self.sessions.pop(node, None)
+        self._fail(list(request.units), error)
+        if request.is_fetch:
+            self._fetch_backoff(node, now)
+        self.metadata.request_update()
+
+    def _on_fetch(self, request: ShareRequest, body: Any, now: float) -> None:
+        node = request.node
+        session = self.sessions.setdefault(node, ShareSession(node))
+        code = body.error_code
+        if code:
+            error = _error(code, f"ShareFetch to node {node}", body.error_message)
+            if code in SESSION_ERRORS:
+                session.reset()
+            else:
+                session.advance()
+                if code in REFRESH_ERRORS:
+                    self.metadata.request_update()
+                else:
+                    self.errors.append(error)
+            self._fail(list(request.units), error)
+            self._fetch_backoff(node, now)
+            return
+        session.advance()
+        self._fetch_failures.pop(node, None)
+        self._fetch_retry_at.pop(node, None)
+        if body.acquisition_lock_timeout_ms > 0:
+            self.acquisition_lock_timeout_ms = body.acquisition_lock_timeout_ms
+        ack_codes: dict[TopicPartition, tuple[int, str | None]] = {}
+        got = False
+        for t in body.responses:
+            name = self._names.get(t.topic_id)
+            if name is None:
+                self.metadata_wanted = True
+                continue
+            for p in t.partitions:
+                tp = TopicPartition(name, p.partition_index)
+                ack_codes[tp] = (p.acknowledge_error_code, p.acknowledge_error_message)
+                if p.error_code:
+                    self._partition_error(tp, p)
+                if p.acquired_records:
+                    got = self._acquired(node, tp, p) or got
+        for u in request.units:
+            ack_code, message = ack_codes.get(u.tp, (0, None))
+            self._finish(
+                u,
+                _error(ack_code, f"acknowledging {u.tp.topic}-{u.tp.partition}", message)
+                if ack_code
+                else None,
+            )
+        if got:
+            self.fetch_wanted = False
+
+    def _partition_error(self, tp: TopicPartition, p: Any) -> None:
+        code = p.error_code
+        if code in REFRESH_ERRORS:
+            leader = p.current_leader
+            if leader.leader_id >= 0:
+                self.metadata.on_leader_hint(
+                    tp.topic, tp.partition, leader.leader_id, leader.leader_epoch
+                )
+            self.metadata.on_partition_error(code, tp.topic, tp.partition)
+        else:
+            self.errors.append(
+                _error(code, f"ShareFetch {tp.topic}-{tp.partition}", p.error_message)
+            )
+
+    def _acquired(self, node: int, tp: TopicPartition, p: Any) -> bool:
+        ranges = sorted(
+            (a.first_offset, a.last_offset, a.delivery_count) for a in p.acquired_records
+        )
+        if self.closing or tp not in self.assignment:
+            self._add_pending(
+                node,
+                tp,
+                {
+                    o: AcknowledgeType.RELEASE
+                    for first, last, _ in ranges
+                    for o in range(first, last + 1)
+                },
+            )
+            return False
+        records, acks, error = decode_acquired(tp, p.records or b"", ranges, self.check_crcs)
+        if acks:
+            self._add_pending(node, tp, acks)
+        if error is not None:
+            self.errors.append(error)
+        if records:
+            self._buffer.append(_Fetched(node, tp, records))
+            return True
+        return False
+
+    def _on_acknowledge(self, request: ShareRequest, body: Any, now: float) -> None:
+        node = request.node
+        session = self.sessions.get(node)
+        code = body.error_code
+        if request.closing:
+            self.sessions.pop(node, None)
+        elif session is not None:
+            if code in SESSION_ERRORS:
+                session.reset()
+            else:
+                session.advance()
+        if code:
+            error = _error(code, f"ShareAcknowledge to node {node}", body.error_message)
+            again = (
+                ErrorCode.of(code).retriable and code not in SESSION_ERRORS and not request.closing
+            )
+            for u in request.units:
+                self._retry_or_fail(u, error, again, now)
+            return
+        codes: dict[tuple[uuid.UUID, int], tuple[int, str | None]] = {}
+        for t in body.responses:
+            for p in t.partitions:
+                codes[(t.topic_id, p.partition_index)] = (p.error_code, p.error_message)
+                if p.error_code in REFRESH_ERRORS:
+                    self.metadata.request_update()
+        for u in request.units:
+            tid = self._topic_id(node, u.tp)
+            if tid is None:
+                self._finish(
+                    u,
+                    KafkaError(
+                        ErrorCode.UNKNOWN_TOPIC_ID,
+                        f"{u.tp.topic} was never fetched from node {node}",
+                    ),
+                )
+                continue
+            pcode, message = codes.get((tid, u.tp.partition), (0, None))
+            if not pcode:
+                self._finish(u, None)
+                continue
+            error = _error(pcode, f"acknowledging {u.tp.topic}-{u.tp.partition}", message)
+            self._retry_or_fail(
+                u, error, ErrorCode.of(pcode).retriable and not request.closing, now
+            )
+
+    # -- bookkeeping ------------------------------------------------------------------------
+
+    def _add_pending(self, node: int, tp: TopicPartition, acks: Mapping[int, int]) -> None:
+        if acks:
+            self._pending.setdefault(node, {}).setdefault(tp, {}).update(acks)
+
+    def _package(self, node: int, commit: ShareCommit | None, deadline: float) -> list[_AckUnit]:
+        """The node's pending acknowledgements as units (one per partition)."""
+        pending = self._pending.pop(node, {})
+        if commit is None:
+            deadline += self.ack_timeout
+        return [_AckUnit(node, tp, acks, commit, deadline) for tp, acks in pending.items() if acks]
+
+    def _queue(self, node: int, units: list[_AckUnit]) -> None:
+        if units:
+            self._queued.setdefault(node, []).extend(units)
+
+    def _expire(self, now: float) -> None:
+        for node in list(self._queued):
+            units = self._queued[node]
+            late = [u for u in units if u.deadline <= now]
+            if late:
+                self._queued[node] = [u for u in units if u.deadline > now]
+                if not self._queued[node]:
+                    del self._queued[node]
+                for u in late:
+                    self._finish(
+                        u,
+                        KafkaError(
+                            ErrorCode.REQUEST_TIMED_OUT,
+                            f"acknowledging {u.tp.topic}-{u.tp.partition}: no success in time",
+                        ),
+                    )
+
+    def _retry_or_fail(self, unit: _AckUnit, error: KafkaError, again: bool, now: float) -> None:
+        if again and now < unit.deadline:
+            unit.attempts += 1
+            unit.retry_at = now + _backoff(
+                self.retry_backoff, self.retry_backoff_max, unit.attempts, self._rng
+            )
+            self._queue(unit.node, [unit])
+        else:
+            self._finish(unit, error)
+
+    def _fail(self, units: Iterable[_AckUnit], error: BaseException) -> None:
+        for u in units:
+            self._finish(u, error)
+
+    def _finish(self, unit: _AckUnit, error: BaseException | None) -> None:
+        self.outcomes.append(AckOutcome(unit.tp, frozenset(unit.acks), error))
+        commit = unit.commit
+        if commit is None:
+            return
+        if commit.results.get(unit.tp) is None:
+            commit.results[unit.tp] = error
+        commit.pending -= 1
+        if commit.pending == 0 and not commit.done:
+            commit.done = True
+            self.commits_done.append(commit)
+
+    def _fetch_backoff(self, node: int, now: float) -> None:
+        n = self._fetch_failures.get(node, 0) + 1
+        self._fetch_failures[node] = n
+        self._fetch_retry_at[node] = now + _backoff(
+            self.retry_backoff, self.retry_backoff_max, n, self._rng
+        )
+
+
+def decode_acquired(
+    tp: TopicPartition,
+    blob: bytes,
+    ranges: Sequence[tuple[int, int, int]],
+    check_crcs: bool = True,
+) -> tuple[list[ShareRecord], dict[int, int], KafkaError | None]:
+    """The records of ``blob`` inside the acquired ``(first, last, delivery_count)`` ranges.
+
+    Returns:
+        ``(records, acknowledgements, error)``: the records in offset order;
+        GAP for acquired offsets without a record up to the end of the data,
+        RELEASE for acquired offsets past it, REJECT for those of a corrupt
+        batch; the error of a corrupt batch (CORRUPT_MESSAGE), if any.
+    """
+    ranges = sorted(ranges)
+    starts = [r[0] for r in ranges]
+    prefix = (tp.topic, tp.partition)
+    records: list[ShareRecord] = []
+    acks: dict[int, int] = {}
+    error: KafkaError | None = None
+    end: int | None = None  # the offset after the last complete entry
+
+    def count_of(offset: int) -> int | None:
+        i = bisect.bisect_right(starts, offset) - 1
+        if i >= 0 and offset <= ranges[i][1]:
+            return ranges[i][2]
+        return None
+
+    try:
+        for header, view in iter_batches(blob):
+            first, last = _entry_bounds(header)
+            end = header.next_offset
+            if not _overlaps(ranges, first, last):
+                continue  # nothing acquired in this entry
+            try:
+                decoded = _decode_entry(header, view, prefix, check_crcs)
+            except (DecodeError, KafkaError) as exc:
+                for o in range(first, last + 1):
+                    if count_of(o) is not None:
+                        acks[o] = AcknowledgeType.REJECT
+                error = error or KafkaError(
+                    ErrorCode.CORRUPT_MESSAGE,
+                    f"{tp.topic}-{tp.partition} at offset {first}: {exc} (its records were rejected)",
+                )
+                continue
+            for r in decoded:
+                n = count_of(r[2])
+                if n is not None:
+                    records.append(_new(ShareRecord, (*r[:9], n)))
+    except DecodeError as exc:
+        # The entries cannot be told apart from here on: give the rest back.
+        error = error or KafkaError(
+            ErrorCode.CORRUPT_MESSAGE, f"{tp.topic}-{tp.partition}: {exc} (the rest was released)"
+        )
+    present = {r.offset for r in records}
+    for first, last, _ in ranges:
+        for o in range(first, last + 1):
+            if o in present or o in acks:
+                continue
+            acks[o] = GAP if end is not None and o < end else AcknowledgeType.RELEASE
+    return records, acks, error
+
+
+def _overlaps(ranges: Sequence[tuple[int, int, int]], first: int, last: int) -> bool:
+    return any(a <= last and b >= first for a, b, _ in ranges)
+
+
+def _entry_bounds(header: Any) -> tuple[int, int]:
+    if isinstance(header, RecordBatchHeader):
+        return header.base_offset, header.last_offset
+    return header.last_offset, header.last_offset  # legacy: wrapper offsets are its last
+
+
+def _decode_entry(
+    header: Any, view: memoryview, prefix: tuple[str, int], check_crcs: bool
+) -> Sequence[tuple[Any, ...]]:
+    """The records of one entry as ConsumerRecord-shaped tuples (control batches: none)."""
+    if isinstance(header, RecordBatchHeader):
+        if header.attributes & 0x20:
+            return ()  # a control batch: its offsets are gaps
+        attrs = header.attributes
+        _, records = decode_batch_as(
+            view,
+            tuple,
+            prefix=prefix,
+            suffix=((attrs >> 3) & 1, header.partition_leader_epoch),
+            verify=check_crcs,
+        )
+        return records
+    legacy = decode_legacy_entry(view, verify=check_crcs)
+    ts_type = (header.attributes >> 3) & 1 if header.magic else -1
+    return [(*prefix, *r, ts_type, -1) for r in legacy]
