@@ -268,8 +268,10 @@ class Broker:
                 self.logs,
                 self.producers,
                 ShareStateStore(self.data_dir / SHARE_STATE_JOURNAL),
+                config_for=self.share_groups.config,
                 notify=self._notify_available,
             )
+            self.share_groups.listeners.append(self.shares)
         except BaseException:
             self.scram.close()
             self.txn.close()

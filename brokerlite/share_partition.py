@@ -44,7 +44,9 @@ Rules and invariants:
   records below it (:meth:`move_start`); offsets below it are forgotten.
 * :meth:`snapshot` is what is kept durably: the start offset and the runs,
   where ACQUIRED runs are written as AVAILABLE with their delivery counts (a
-  lock does not survive a restart; the record is delivered again). Acquiring
+  lock does not survive a restart; the record is delivered again, unless its
+  count has reached the delivery-count limit: then it is archived on load, as
+  its release would have archived it). Acquiring
   alone does not make the partition :attr:`dirty`: a restart loses at most
   delivery counts of records never acknowledged, as in Kafka.
 """
@@ -244,11 +246,13 @@ class SharePartition:
             end = self.end_offset
             if batch.last < end:
                 continue
+            self._advance()  # archived offsets at the head do not count against the window
             if taken >= max_records or self.window_full():
                 break
             first = max(batch.first, end)
             if first > end:  # nothing in the log between them
                 self._append(Run(end, first - 1, ARCHIVED, 0))
+                self.dirty = True
             if batch.deliverable:
                 self._append(Run(first, batch.last, ACQUIRED, 1, member_id, now_ms + lock_ms))
                 out.append(AcquiredRange(first, batch.last, 1))
@@ -373,16 +377,27 @@ class SharePartition:
     ) -> SharePartition:
         """Rebuild a partition from :meth:`snapshot` (validated: a damaged
         snapshot raises ValueError rather than load inconsistent state)."""
+        try:
+            start, rows = data["start"], data["runs"]
+        except (KeyError, TypeError) as exc:
+            raise ValueError(f"share-partition snapshot without {exc}") from exc
+        if not _is_int(start) or not isinstance(rows, list):
+            raise ValueError(f"bad share-partition snapshot {data!r}")
         sp = cls(
-            int(data["start"]),
+            start,
             delivery_count_limit=delivery_count_limit,
             max_record_locks=max_record_locks,
         )
         expected = sp._start
-        for row in data["runs"]:
-            first, last, state, count = (int(x) for x in row)
+        for row in rows:
+            if not isinstance(row, list) or len(row) != 4 or not all(_is_int(x) for x in row):
+                raise ValueError(f"bad share-partition run {row!r}")
+            first, last, state, count = row
             if first != expected or last < first or state not in (AVAILABLE, *_DONE) or count < 0:
                 raise ValueError(f"bad share-partition run {row!r} (expected first {expected})")
+            if state == AVAILABLE and count >= delivery_count_limit:
+                # Held when the state was written: its release happens now.
+                state = ARCHIVED
             sp._append(Run(first, last, state, count))
             expected = last + 1
         sp._advance()
@@ -465,6 +480,10 @@ class SharePartition:
         if len(merged) != len(self._runs):
             self._runs = merged
             self._firsts = [r.first for r in merged]
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _ranges_of(first: int, types: Sequence[int]) -> list[tuple[int, int, int]]:

@@ -25,8 +25,11 @@ Rules and invariants:
   its Topics to the session and removes its ForgottenTopicsData; it fetches
   every partition of the session, starting with a different one each time.
   ShareAcknowledge never opens a session (epoch 0: INVALID_SHARE_SESSION_EPOCH).
-  A session ends with its connection, and when its member leaves the group or
-  the group is deleted; its member's records are then released.
+  A session ends with its connection or when the group is deleted; its
+  member's records are then released. A member that leaves the group keeps its
+  session until the session closes (a leaving client may send its leave
+  heartbeat before its last acknowledgements); a member removed without a
+  session has its records released at once.
 * Acknowledgements are applied per partition, all or nothing (see
   :meth:`.SharePartition.acknowledge`), before records are acquired, and
   reported in AcknowledgeErrorCode (ShareFetch) or ErrorCode
@@ -321,12 +324,13 @@ class ShareFetcher:
         self._persist()
 
     def member_removed(self, group_id: str, member_id: str, now_ms: int) -> None:
-        """A member left or was fenced: end its session, release its records."""
-        session = self._sessions.pop((group_id, member_id), None)
-        self._release_member(group_id, member_id)
-        if session is not None:
-            log.debug("share session of %s in %r closed: member removed", member_id, group_id)
-        self._persist()
+        """A member left or was fenced: release its records unless it still has
+        a share session, which ends (and releases them) on its own. A leaving
+        client sends its last acknowledgements and its leave heartbeat at once,
+        to the leader and the coordinator, so the leave may come first."""
+        if (group_id, member_id) not in self._sessions:
+            self._release_member(group_id, member_id)
+            self._persist()
 
     def group_deleted(self, group_id: str) -> None:
         """A share group was deleted: forget its sessions and state."""

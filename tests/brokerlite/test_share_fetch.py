@@ -443,3 +443,34 @@ def test_gap_and_reject_archive(core: Any, make_batch: Any, ack_type: int) -> No
     sp = core.broker.shares.share_partition(GROUP, "q", 0)
     assert sp.start_offset == 1
     assert sp.state_of(0) is None
+
+
+def test_a_member_leaving_the_group_keeps_its_session_until_it_closes(
+    core: Any, make_batch: Any
+) -> None:
+    """librdkafka sends its leave heartbeat and its last acknowledgements at
+    once: the acknowledgements must still land after the leave."""
+    tid = create(core, "q")
+    tp = (tid, 0)
+    a = Session(core, "a")
+    a.fetch([tp])
+    produce_values(core, make_batch, "q", [b"x", b"y"])
+    a.fetch()
+    core.broker.shares.member_removed(GROUP, "a", core.now)
+    assert a.ack({tp: [(0, 1, [ACCEPT])]}).responses[0].partitions[0].error_code == 0
+    assert core.broker.shares.share_partition(GROUP, "q", 0).start_offset == 2
+
+
+def test_a_member_removed_without_a_session_has_its_records_released(
+    core: Any, make_batch: Any
+) -> None:
+    tid = create(core, "q")
+    tp = (tid, 0)
+    a = Session(core, "a")
+    a.fetch([tp])
+    produce_values(core, make_batch, "q", [b"x"])
+    a.fetch()
+    core.broker.shares._sessions.clear()  # as if its session had ended without release
+    core.broker.shares.member_removed(GROUP, "a", core.now)
+    sp = core.broker.shares.share_partition(GROUP, "q", 0)
+    assert sp.acquired_count() == 0 and sp.has_available()
