@@ -12,16 +12,25 @@ Open components with async context managers that own their tasks::
     async with open_admin(bootstrap_servers="localhost:9092") as admin:
         await admin.create_topics([NewTopic("events", 3)])
 
+Share groups (KIP-932, "queues"): records are shared among the members and
+acknowledged one by one::
+
+    async with ShareConsumer(bootstrap_servers="localhost:9092", group_id="workers") as consumer:
+        consumer.subscribe(["jobs"])
+        async for record in consumer:
+            ...
+
 Code without an event loop uses :mod:`trafka.sdk.blocking` (``Producer``,
-``Consumer``, ``Admin``): the same clients on a loop in a thread of their own.
+``Consumer``, ``ShareConsumer``, ``Admin``): the same clients on a loop in a thread of their own.
 Every component has ``statistics()`` (:mod:`.statistics`).
 
 The protocol logic underneath is I/O-free and usable on its own:
 :mod:`.connection_state`, :mod:`.metadata`, :mod:`.accumulator`,
 :mod:`.fetcher`, :mod:`.assignors`, :mod:`.partitioners`, :mod:`.membership`
 (the consumer group state machine), :mod:`.group_protocol` (group requests
-and error classification) and :mod:`.transactions` (the producer's transaction
-state machine).
+and error classification), :mod:`.transactions` (the producer's transaction
+state machine), :mod:`.share_membership` and :mod:`.share_fetcher` (the share
+consumer's group membership, share sessions and acknowledgements).
 """
 
 from .accumulator import RecordMetadata
@@ -50,7 +59,7 @@ from .admin import (
     UserScramCredentialUpsertion,
     open_admin,
 )
-from .config import AdminConfig, ClientConfig, ConsumerConfig, ProducerConfig
+from .config import AdminConfig, ClientConfig, ConsumerConfig, ProducerConfig, ShareConsumerConfig
 from .consumer import Consumer, open_consumer
 from .errors import (
     ApiTimeoutError,
@@ -77,6 +86,13 @@ from .fetcher import ConsumerRecord, OffsetOutOfRangeError, TopicPartition
 from .group_protocol import CommitFailedError
 from .partitioners import Partitioner, murmur2
 from .producer import Producer, RecordFuture, open_producer
+from .share_consumer import (
+    AcknowledgeType,
+    ShareCommitResult,
+    ShareConsumer,
+    ShareRecord,
+    open_share_consumer,
+)
 from .statistics import (
     AdminStatistics,
     ApiStatistics,
@@ -90,6 +106,12 @@ from .statistics import (
 from .transactions import ConsumerGroupMetadata, TxnState
 
 __all__ = [
+    "AcknowledgeType",
+    "ShareCommitResult",
+    "ShareConsumer",
+    "ShareConsumerConfig",
+    "ShareRecord",
+    "open_share_consumer",
     "AclBinding",
     "AclBindingFilter",
     "AclOperation",

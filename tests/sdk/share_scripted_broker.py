@@ -200,7 +200,7 @@ class ShareScriptedBroker(FakeBroker):
             if any(p.acknowledgement_batches for t in body.topics for p in t.partitions):
                 return R(error_code=ErrorCode.INVALID_REQUEST)
             self._release_member(member)
-            self.sessions[member] = (1, set())
+            self.sessions[member] = (0, set())  # the answer makes it 1
         next_epoch, parts = self.sessions[member]
         ack_codes: dict[tuple[uuid.UUID, int], int] = {}
         for t in body.topics:
