@@ -316,3 +316,52 @@ def test_command_line_checks_its_arguments() -> None:
     assert bad.returncode != 0 and "not host:port" in bad.stderr
     bad = run("--upstream", "h:1", "--listen", "0.0.0.0:0")
     assert bad.returncode != 0 and "advertised_host" in bad.stderr
+
+
+def test_librdkafka_share_consumers_work_through_the_proxy(
+    broker: RunningBroker, proxy: RunningProxy
+) -> None:
+    """Share groups (KIP-932) through the proxy: heartbeats, share sessions,
+    ShareFetch and ShareAcknowledge (whose answers the proxy reads for leader
+    hints) pass, and every record goes to exactly one consumer."""
+    from confluent_kafka import ShareConsumer
+    from confluent_kafka.admin import (
+        AdminClient,
+        AlterConfigOpType,
+        ConfigEntry,
+        ConfigResource,
+        ResourceType,
+    )
+
+    topic, group = fresh(), fresh("queue")
+    create(proxy.bootstrap_servers, topic, 3)
+    earliest = ConfigEntry(
+        "share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET
+    )
+    admin = AdminClient({"bootstrap.servers": proxy.bootstrap_servers})
+    resource = ConfigResource(ResourceType.GROUP, group, incremental_configs=[earliest])
+    for future in admin.incremental_alter_configs([resource]).values():
+        future.result(30)
+    confluent_produce(proxy.bootstrap_servers, topic, 300)
+    consumers = [
+        ShareConsumer({"bootstrap.servers": proxy.bootstrap_servers, "group.id": group})
+        for _ in range(2)
+    ]
+    values: list[bytes] = []
+    try:
+        for consumer in consumers:
+            consumer.subscribe([topic])
+        for _ in range(200):
+            for consumer in consumers:
+                for message in consumer.poll(0.2):
+                    assert message.error() is None, message.error()
+                    values.append(message.value())
+            if len(values) >= 300:
+                break
+        for consumer in consumers:
+            consumer.commit_sync(30)
+    finally:
+        for consumer in consumers:
+            consumer.close()
+    assert sorted(values) == sorted(r.value for r in placement(broker.bootstrap_servers, topic, 3))
+    assert len(set(values)) == len(values) == 300
