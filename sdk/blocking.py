@@ -1,7 +1,8 @@
-"""Blocking clients: trafka's producer, consumer and admin for code without an event loop.
+"""Blocking clients: trafka's producer, consumers and admin for code without an event loop.
 
 Each client runs its async counterpart (:class:`~trafka.sdk.producer.Producer`,
-:class:`~trafka.sdk.consumer.Consumer`, :class:`~trafka.sdk.admin.Admin`) on a
+:class:`~trafka.sdk.consumer.Consumer`, :class:`~trafka.sdk.share_consumer.ShareConsumer`,
+:class:`~trafka.sdk.admin.Admin`) on a
 private trio loop in a thread of its own (an anyio blocking portal), so that
 scripts, web handlers and notebooks get the same client, with the same settings
 and the same delivery semantics, without writing async code.
@@ -69,10 +70,12 @@ from .errors import ClientClosedError, TransactionAbortableError
 from .fetcher import ConsumerRecord, TopicPartition
 from .producer import Producer as AsyncProducer
 from .producer import open_producer
+from .share_consumer import AcknowledgeType, ShareRecord, open_share_consumer
+from .share_consumer import ShareConsumer as AsyncShareConsumer
 from .statistics import AdminStatistics, ConsumerStatistics, ProducerStatistics
 from .transactions import ConsumerGroupMetadata
 
-__all__ = ["Admin", "Consumer", "Producer", "SendFuture"]
+__all__ = ["Admin", "Consumer", "Producer", "SendFuture", "ShareConsumer"]
 
 log = logging.getLogger("trafka.sdk.blocking")
 
@@ -743,6 +746,140 @@ class Consumer(_Forwarding):
             self.close()
         elif not self._loop.closing:
             # As the async consumer's block: no final commit, the group is left.
+            self._buffer.clear()
+            self._loop.close(exc)
+
+
+# -- share consumer --------------------------------------------------------------------------------
+
+
+class ShareConsumer(_Forwarding):
+    """A blocking share consumer (KIP-932): :class:`~trafka.sdk.share_consumer.ShareConsumer`
+    on a loop of its own (see the module doc for how it runs).
+
+    Records come in batches (:meth:`poll`) or one at a time (iteration); a poll
+    with implicit acknowledgement accepts the records of the previous one.
+    Records an iteration has not reached yet are never accepted: a commit or
+    close in the middle of a batch leaves them out (closing releases them).
+    The acknowledgement commit callback runs on the client's thread while
+    ``poll``, ``commit`` or ``close`` waits for it.
+
+    Args:
+        *topics: topics to subscribe to; or call :meth:`subscribe`.
+        config: a :class:`~trafka.sdk.config.ShareConsumerConfig` or a mapping of
+            Kafka-style keys.
+        consumer_timeout_ms: iteration ends after this long without a record
+            (default: it never ends).
+        **settings: settings in Python spelling.
+
+    Raises:
+        ConfigError: invalid configuration.
+    """
+
+    def __init__(
+        self,
+        *topics: str,
+        config: Any = None,
+        consumer_timeout_ms: float | None = None,
+        **settings: Any,
+    ) -> None:
+        self._buffer: collections.deque[ShareRecord] = collections.deque()
+        self._timeout_ms = consumer_timeout_ms
+        self._loop = _Portal(partial(open_share_consumer, config=config, **settings))
+        self._consumer: AsyncShareConsumer = self._loop.client
+        if topics:
+            try:
+                self.subscribe(list(topics))
+            except BaseException as exc:
+                self._loop.close(exc)
+                raise
+
+    def __iter__(self) -> Iterator[ShareRecord]:
+        """Records as they come; ends only with ``consumer_timeout_ms`` (or close)."""
+        while True:
+            if not self._buffer:
+                self._buffer.extend(self._poll(self._timeout_ms))
+                if not self._buffer:
+                    return
+            yield self._buffer.popleft()
+
+    def poll(self, timeout_ms: float | None = None) -> list[ShareRecord]:
+        """Records delivered to this member, waiting up to ``timeout_ms`` (None: until
+        some come); records an iteration had not reached come first."""
+        if self._buffer:
+            out = list(self._buffer)
+            self._buffer.clear()
+            return out
+        return self._poll(timeout_ms)
+
+    def _poll(self, timeout_ms: float | None) -> list[ShareRecord]:
+        deadline = None if timeout_ms is None else time.monotonic() + timeout_ms / 1000
+        while not self._loop.closed:
+            # At most a second per call: the loop stays responsive to Ctrl-C.
+            left = 1.0 if deadline is None else min(1.0, max(deadline - time.monotonic(), 0.0))
+            records: list[ShareRecord] = self._call(self._consumer.poll, timeout_ms=left * 1000)
+            if records or (deadline is not None and time.monotonic() >= deadline):
+                return records
+        raise ClientClosedError("the share consumer is closed")
+
+    def _give_back(self) -> None:
+        """Records iteration has not reached: not to be accepted."""
+        if self._buffer:
+            held = list(self._buffer)
+            self._buffer.clear()
+            self._loop.call(self._consumer._unseen, held)
+
+    def acknowledge(
+        self,
+        record: ShareRecord | str,
+        partition: int | None = None,
+        offset: int | None = None,
+        type: AcknowledgeType | int = AcknowledgeType.ACCEPT,
+    ) -> None:
+        """Acknowledge a record of the last poll (``share.acknowledgement.mode=explicit``)."""
+        self._call(self._consumer.acknowledge, record, partition, offset, type)
+
+    def commit(self, timeout_ms: int | None = None) -> dict[TopicPartition, BaseException | None]:
+        """Send the acknowledgements made so far and wait: per partition None or the error."""
+        self._give_back()
+        result: dict[TopicPartition, BaseException | None] = self._call(
+            self._consumer.commit, timeout_ms
+        )
+        return result
+
+    def commit_async(self) -> Future[dict[TopicPartition, BaseException | None]]:
+        """Send the acknowledgements made so far; the future holds the per-partition outcome."""
+        self._give_back()
+
+        async def run() -> dict[TopicPartition, BaseException | None]:
+            return await self._consumer.commit_async()._wait()
+
+        future: Future[dict[TopicPartition, BaseException | None]] = (
+            self._loop.portal.start_task_soon(run)
+        )
+        return future
+
+    def subscribe(self, topics: Iterable[str]) -> None:
+        self._call(self._consumer.subscribe, list(topics))
+
+    def close(self) -> None:
+        """Acknowledge (implicit mode) or release what was delivered, close the
+        share sessions, leave the group and stop (idempotent)."""
+        if self._loop.closing:
+            return
+        try:
+            self._give_back()
+        finally:
+            self._loop.close()
+
+    def __enter__(self) -> ShareConsumer:
+        return self
+
+    def __exit__(self, exc_type: object, exc: BaseException | None, tb: object) -> None:
+        if exc is None:
+            self.close()
+        elif not self._loop.closing:
+            # As the async block: what was delivered is released, not accepted.
             self._buffer.clear()
             self._loop.close(exc)
 

@@ -142,9 +142,10 @@ class ShareConsumer:
         self._closed = False
         self._closing_done = False
         self._cm: AbstractAsyncContextManager[None] | None = None
-        self._data = anyio.Event()
-        self._net_wake = anyio.Event()
-        self._group_wake = anyio.Event()
+        # Made in _start: an anyio.Event needs the event loop, the constructor may run without.
+        self._data: anyio.Event
+        self._net_wake: anyio.Event
+        self._group_wake: anyio.Event
         self._tg: anyio.abc.TaskGroup | None = None
         self._cluster: Cluster | None = None
         self._membership: ShareMembership | None = None
@@ -191,6 +192,9 @@ class ShareConsumer:
         cfg = self.config
         assert cfg.group_id is not None
         now = anyio.current_time()
+        self._data = anyio.Event()
+        self._net_wake = anyio.Event()
+        self._group_wake = anyio.Event()
         self._tg = tg
         self._cluster = Cluster(cfg, tg)
         self._membership = ShareMembership(
@@ -421,6 +425,11 @@ class ShareConsumer:
                 return out
             out.append(r._replace(key=key, value=value))
         return out
+
+    def _unseen(self, records: Iterable[ShareRecord]) -> None:
+        """Records of the last poll a caller took but did not hand on (the blocking
+        consumer's): they count as not yet iterated (not accepted, released on close)."""
+        self._iter.extendleft(reversed(list(records)))
 
     def __aiter__(self) -> ShareConsumer:
         return self
