@@ -22,8 +22,10 @@ Rules and invariants:
   member still holds in its partitions, and fetches nothing. Any other epoch
   must be the session's next one (INVALID_SHARE_SESSION_EPOCH; no session:
   SHARE_SESSION_NOT_FOUND); the next one after 2**31-1 is 1. A ShareFetch adds
-  its Topics to the session and removes its ForgottenTopicsData; it fetches
-  every partition of the session, starting with a different one each time.
+  its Topics to the session (those that exist: an unknown topic id or
+  partition is answered with its error and not kept) and removes its
+  ForgottenTopicsData; it fetches every partition of the session, starting
+  with a different one each time.
   ShareAcknowledge never opens a session (epoch 0: INVALID_SHARE_SESSION_EPOCH).
   A session ends with its connection or when the group is deleted; its
   member's records are then released. A member that leaves the group keeps its
@@ -412,7 +414,11 @@ class ShareFetcher:
                         group_id, member_id, tp, part.acknowledgement_batches, now_ms
                     )
                 if epoch != FINAL_EPOCH:
-                    session.partitions[tp] = None
+                    where = self._locate(tp)
+                    if isinstance(where, ErrorCode):
+                        answer.error = where  # reported now, never kept in the session
+                    else:
+                        session.partitions[tp] = None
         for forgotten in request.forgotten_topics_data:
             for index in forgotten.partitions:
                 session.partitions.pop((forgotten.topic_id, index), None)
@@ -435,6 +441,7 @@ class ShareFetcher:
         acquired = self._acquire(pending, now_ms)
         self._persist()
         errors = any(a.error != ErrorCode.NONE for a in answers.values())
+        # (an unknown topic or partition is answered at once, with its error)
         if acquired or errors or request.max_wait_ms <= 0 or not session.partitions:
             return self._fetch_response(answers, pending.lock_ms)
         return pending

@@ -395,6 +395,8 @@ def test_unknown_topics_and_partitions(core: Any) -> None:
     parts = partitions_of(response)
     assert parts[(missing, 0)].error_code == ErrorCode.UNKNOWN_TOPIC_ID
     assert parts[(tid, 5)].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    # Neither is kept in the session: a session only grows by partitions that exist.
+    assert core.broker.shares.session(GROUP, "a").partitions == {}
 
 
 def test_state_survives_a_restart(open_core: Any, make_batch: Any) -> None:
