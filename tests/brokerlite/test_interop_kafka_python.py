@@ -124,3 +124,23 @@ def test_admin_topics_partitions_and_configs(running: Any, topic_name: str) -> N
         assert topic_name not in admin.list_topics()
     finally:
         admin.close()
+
+
+def test_admin_describe_features(running: Any) -> None:
+    """ApiVersions v3+ lists the feature levels brokerlite implements (KIP-584):
+    KIP-848 consumer groups and KIP-932 share groups, and no transaction.version
+    (clients read that as 0, the transaction protocol brokerlite serves)."""
+    admin = KafkaAdminClient(bootstrap_servers=running.bootstrap_servers)
+    try:
+        features = admin.describe_features()
+    finally:
+        admin.close()
+    assert {name: f.get("finalized") for name, f in features.items()} == {
+        "group.version": (1, 1),
+        "share.version": (1, 1),
+    }
+    assert {name: f.get("supported") for name, f in features.items()} == {
+        "group.version": (0, 1),
+        "share.version": (0, 1),
+    }
+    assert {f.get("finalized_epoch") for f in features.values()} == {1}
