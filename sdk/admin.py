@@ -66,6 +66,7 @@ from trafka.codec.messages import k61_describe_producers as dp
 from trafka.codec.messages import k65_describe_transactions as dtx
 from trafka.codec.messages import k66_list_transactions as ltx
 from trafka.codec.messages import k69_consumer_group_describe as cgd
+from trafka.codec.messages import k77_share_group_describe as sgd
 from trafka.codec.sasl import (
     MIN_ITERATIONS,
     SCRAM_MECHANISM_NAMES,
@@ -102,6 +103,8 @@ __all__ = [
     "PartitionReassignment",
     "ProducerState",
     "ScramCredentialInfo",
+    "ShareGroupDescription",
+    "ShareMemberDescription",
     "TransactionDescription",
     "TransactionListing",
     "UserScramCredentialDeletion",
@@ -112,6 +115,7 @@ __all__ = [
 
 TOPIC_RESOURCE = 2
 BROKER_RESOURCE = 4
+GROUP_RESOURCE = 32  # group configs (KIP-848 and KIP-932: share.auto.offset.reset ...)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -199,6 +203,36 @@ class GroupDescription:
     protocol: str
     members: tuple[MemberDescription, ...]
     group_type: str = "classic"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ShareMemberDescription:
+    """A member of a share group as ShareGroupDescribe reports it.
+
+    ``assignment`` holds the partitions the coordinator assigns it (other
+    members may be assigned the same ones).
+    """
+
+    member_id: str
+    client_id: str
+    client_host: str
+    rack_id: str | None
+    member_epoch: int
+    subscribed_topics: tuple[str, ...]
+    assignment: frozenset[TopicPartition]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ShareGroupDescription:
+    """A share group (KIP-932): its state (``Empty``, ``Stable``, ``Dead``...),
+    epochs, the coordinator's assignor and the members."""
+
+    group_id: str
+    state: str
+    group_epoch: int
+    assignment_epoch: int
+    assignor: str
+    members: tuple[ShareMemberDescription, ...]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -956,23 +990,48 @@ class Admin:
             overrides_only: leave out settings at their default (static or
                 broker-wide values a topic inherits).
         """
-        resources = [
+        resources = [(TOPIC_RESOURCE, t) for t in topics]
+        resources += [(BROKER_RESOURCE, str(b)) for b in brokers]
+        return await self._describe_configs(
+            "describe_configs", resources, overrides_only, timeout_ms
+        )
+
+    async def describe_group_configs(
+        self,
+        group_ids: Iterable[str],
+        *,
+        overrides_only: bool = False,
+        timeout_ms: int | None = None,
+    ) -> dict[str, dict[str, str | None]]:
+        """Current configs of groups (ConfigResource GROUP), keyed by group id: for
+        share groups ``share.auto.offset.reset``, ``share.record.lock.duration.ms``...
+
+        Args:
+            overrides_only: leave out settings at their default (the broker's).
+        """
+        resources = [(GROUP_RESOURCE, g) for g in group_ids]
+        return await self._describe_configs(
+            "describe_group_configs", resources, overrides_only, timeout_ms
+        )
+
+    async def _describe_configs(
+        self,
+        what: str,
+        resources: list[tuple[int, str]],
+        overrides_only: bool,
+        timeout_ms: int | None,
+    ) -> dict[str, dict[str, str | None]]:
+        entries = [
             dc.DescribeConfigsRequest.DescribeConfigsResource(
-                resource_type=TOPIC_RESOURCE, resource_name=t, configuration_keys=None
+                resource_type=kind, resource_name=name, configuration_keys=None
             )
-            for t in topics
-        ]
-        resources += [
-            dc.DescribeConfigsRequest.DescribeConfigsResource(
-                resource_type=BROKER_RESOURCE, resource_name=str(b), configuration_keys=None
-            )
-            for b in brokers
+            for kind, name in resources
         ]
 
         async def attempt(deadline: float) -> dict[str, dict[str, str | None]]:
             conn = await self._controller()
             resp = await conn.request(
-                32, _fit(32, conn.version_for(32), dc.DescribeConfigsRequest, resources=resources)
+                32, _fit(32, conn.version_for(32), dc.DescribeConfigsRequest, resources=entries)
             )
             out: dict[str, dict[str, str | None]] = {}
             for r in resp.results:
@@ -989,7 +1048,7 @@ class Admin:
                 }
             return out
 
-        return await self._calls.run("describe_configs", timeout_ms, attempt)
+        return await self._calls.run(what, timeout_ms, attempt)
 
     async def alter_topic_configs(
         self,
@@ -1003,15 +1062,37 @@ class Admin:
         kept), else AlterConfigs (which replaces the topic's whole config).
         Both are idempotent, so a retry repeats the whole change.
         """
+        await self._alter_configs("alter_topic_configs", TOPIC_RESOURCE, changes, timeout_ms)
 
+    async def alter_group_configs(
+        self,
+        changes: Mapping[str, Mapping[str, str | None]],
+        *,
+        timeout_ms: int | None = None,
+    ) -> None:
+        """Set (or, with ``None``, reset to default) group configs (ConfigResource
+        GROUP), as :meth:`alter_topic_configs` does for topics. A share group starts
+        reading where ``share.auto.offset.reset`` says (``latest`` by default)::
+
+            await admin.alter_group_configs({"workers": {"share.auto.offset.reset": "earliest"}})
+        """
+        await self._alter_configs("alter_group_configs", GROUP_RESOURCE, changes, timeout_ms)
+
+    async def _alter_configs(
+        self,
+        what: str,
+        resource_type: int,
+        changes: Mapping[str, Mapping[str, str | None]],
+        timeout_ms: int | None,
+    ) -> None:
         async def attempt(deadline: float) -> None:
             conn = await self._controller()
             if conn.supports(44):
                 body = iac.IncrementalAlterConfigsRequest(
                     resources=[
                         iac.IncrementalAlterConfigsRequest.AlterConfigsResource(
-                            resource_type=TOPIC_RESOURCE,
-                            resource_name=topic,
+                            resource_type=resource_type,
+                            resource_name=name,
                             configs=[
                                 iac.IncrementalAlterConfigsRequest.AlterableConfig(
                                     name=k, config_operation=0 if v is not None else 1, value=v
@@ -1019,7 +1100,7 @@ class Admin:
                                 for k, v in cfgs.items()
                             ],
                         )
-                        for topic, cfgs in changes.items()
+                        for name, cfgs in changes.items()
                     ]
                 )
                 resp = await conn.request(44, body)
@@ -1027,15 +1108,15 @@ class Admin:
                 legacy = ac.AlterConfigsRequest(
                     resources=[
                         ac.AlterConfigsRequest.AlterConfigsResource(
-                            resource_type=TOPIC_RESOURCE,
-                            resource_name=topic,
+                            resource_type=resource_type,
+                            resource_name=name,
                             configs=[
                                 ac.AlterConfigsRequest.AlterableConfig(name=k, value=v)
                                 for k, v in cfgs.items()
                                 if v is not None
                             ],
                         )
-                        for topic, cfgs in changes.items()
+                        for name, cfgs in changes.items()
                     ]
                 )
                 resp = await conn.request(33, legacy)
@@ -1047,7 +1128,7 @@ class Admin:
                     again=TRANSIENT,
                 )
 
-        await self._calls.run("alter_topic_configs", timeout_ms, attempt)
+        await self._calls.run(what, timeout_ms, attempt)
 
     # -- offsets and records ----------------------------------------------------------------
 
@@ -1190,16 +1271,31 @@ class Admin:
         found = await self._per_node("describe_log_dirs", ask, timeout_ms)
         return [d for dirs in found for d in dirs]
 
-    async def list_groups(self, *, timeout_ms: int | None = None) -> list[GroupListing]:
-        """Every group on every broker."""
+    async def list_groups(
+        self, *, types: Iterable[str] | None = None, timeout_ms: int | None = None
+    ) -> list[GroupListing]:
+        """Every group on every broker.
+
+        Args:
+            types: only groups of these types (``classic``, ``consumer``,
+                ``share``...; any case); None for all. Brokers answering ListGroups
+                v5 filter themselves; older ones are filtered here (their groups
+                are all ``classic``).
+        """
+        wanted = None if types is None else sorted({t.strip().lower() for t in types})
 
         async def ask(conn: BrokerConnection) -> list[GroupListing]:
-            resp = await conn.request(16, _fit(16, conn.version_for(16), lgr.ListGroupsRequest))
+            version = conn.version_for(16)
+            body = _fit(16, version, lgr.ListGroupsRequest, types_filter=wanted or [])
+            resp = await conn.request(16, body)
             check(resp.error_code, "ListGroups", again=TRANSIENT)
-            return [
+            found = [
                 GroupListing(g.group_id, g.protocol_type, g.group_state, g.group_type or "classic")
                 for g in resp.groups
             ]
+            if wanted is not None:
+                found = [g for g in found if g.group_type.lower() in wanted]
+            return found
 
         return [
             g for listing in await self._per_node("list_groups", ask, timeout_ms) for g in listing
@@ -1265,6 +1361,45 @@ class Admin:
                 group_id, g.group_state, "consumer", g.assignor_name, members, "consumer"
             )
         return None
+
+    async def describe_share_groups(
+        self, group_ids: Iterable[str], *, timeout_ms: int | None = None
+    ) -> dict[str, ShareGroupDescription]:
+        """State, epochs and members of share groups (ShareGroupDescribe, KIP-932).
+
+        Raises:
+            KafkaError: for the first group that failed, in the order given:
+                GROUP_ID_NOT_FOUND for a group that does not exist or is not a
+                share group; UNSUPPORTED_VERSION from a broker without share groups.
+        """
+        ids = list(dict.fromkeys(group_ids))
+        out: dict[str, ShareGroupDescription] = {}
+
+        async def attempt(deadline: float) -> dict[str, ShareGroupDescription]:
+            for gid in ids:
+                if gid in out:
+                    continue
+                conn = await self._coordinator(gid)
+                if not conn.supports(77):
+                    raise KafkaError(
+                        ErrorCode.UNSUPPORTED_VERSION,
+                        f"describing share group {gid!r}: the broker does not serve "
+                        "ShareGroupDescribe v1 (share groups need Kafka 4.1 or later)",
+                    )
+                resp = await conn.request(77, sgd.ShareGroupDescribeRequest(group_ids=[gid]))
+                for g in resp.groups:
+                    if g.group_id != gid:
+                        continue
+                    check(
+                        g.error_code,
+                        f"describing share group {gid!r}",
+                        g.error_message,
+                        again=TRANSIENT,
+                    )
+                    out[gid] = _share_group_description(g)
+            return _answered(ids, out, "describing share group")
+
+        return await self._calls.run("describe_share_groups", timeout_ms, attempt)
 
     async def delete_groups(
         self, group_ids: Iterable[str], *, timeout_ms: int | None = None
@@ -1820,16 +1955,43 @@ def _group_description(g: Any) -> GroupDescription:
     )
 
 
+def _share_group_description(g: Any) -> ShareGroupDescription:
+    members = tuple(
+        ShareMemberDescription(
+            m.member_id,
+            m.client_id,
+            m.client_host,
+            m.rack_id,
+            m.member_epoch,
+            tuple(m.subscribed_topic_names),
+            frozenset(
+                TopicPartition(t.topic_name, p)
+                for t in m.assignment.topic_partitions
+                for p in t.partitions
+            ),
+        )
+        for m in g.members
+    )
+    return ShareGroupDescription(
+        g.group_id, g.group_state, g.group_epoch, g.assignment_epoch, g.assignor_name, members
+    )
+
+
 # DescribeConfigs config_source values that mean "set on this very resource".
 _DYNAMIC_TOPIC_CONFIG = 1
 _DYNAMIC_BROKER_CONFIG = 2
+_GROUP_CONFIG = 8
+_OVERRIDE_SOURCE = {
+    TOPIC_RESOURCE: _DYNAMIC_TOPIC_CONFIG,
+    BROKER_RESOURCE: _DYNAMIC_BROKER_CONFIG,
+    GROUP_RESOURCE: _GROUP_CONFIG,
+}
 
 
 def _is_override(entry: Any, resource_type: int) -> bool:
     if entry.config_source < 0:  # v0 has no source, only is_default
         return not entry.is_default
-    wanted = _DYNAMIC_TOPIC_CONFIG if resource_type == TOPIC_RESOURCE else _DYNAMIC_BROKER_CONFIG
-    return bool(entry.config_source == wanted)
+    return bool(entry.config_source == _OVERRIDE_SOURCE.get(resource_type))
 
 
 def _all_topics(body: Any, version: int) -> Any:
