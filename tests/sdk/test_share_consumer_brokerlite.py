@@ -75,6 +75,12 @@ async def test_each_record_goes_to_exactly_one_of_two_members(broker: RunningBro
         open_share_consumer(topic, bootstrap_servers=bs, group_id=group, max_poll_records=7) as b,
     ):
         with anyio.fail_after(60):
+            # a holds its first batch (nothing more is fetched for it meanwhile)
+            # until b has records of its own: both members take part.
+            for c in (a, b):
+                while not per_member.get(str(c.member_id)):
+                    records = await c.poll(timeout_ms=100)
+                    per_member.setdefault(str(c.member_id), []).extend(r.value for r in records)
             while sum(map(len, per_member.values())) < len(values):
                 for c in (a, b):
                     records = await c.poll(timeout_ms=100)
@@ -82,6 +88,7 @@ async def test_each_record_goes_to_exactly_one_of_two_members(broker: RunningBro
         async with open_admin(bootstrap_servers=bs) as admin:
             described = (await admin.describe_share_groups([group]))[group]
         assert {m.member_id for m in described.members} == {a.member_id, b.member_id}
+    assert len(per_member) == 2 and all(per_member.values())
     seen = [v for vs in per_member.values() for v in vs]
     assert sorted(seen) == sorted(values)  # every record, none twice
 
