@@ -75,6 +75,14 @@ that no code can remove, measured in the same run:
   share of each of those two round trips);
 * a 256-byte append with fsync in the broker's data directory (what an fsync
   before the EndTxn answer would add).
+
+``--suite share`` (or ``all``) measures share-group consumers (KIP-932):
+trafka's ``ShareConsumer`` and librdkafka's (confluent-kafka) each drain the
+same topic, filled once by trafka's producer, through a share group of their
+own (``share.auto.offset.reset=earliest``, implicit acknowledgement, each
+client's defaults), from the first poll until the last records are committed.
+Every record is acquired, handed out and accepted, so the broker's
+share-partition bookkeeping and its fsynced acknowledgements are part of it.
 """
 
 from __future__ import annotations
@@ -483,10 +491,110 @@ CONSUMERS: dict[str, Callable[..., dict[str, Any]]] = {
 }
 
 
+# -- share groups (KIP-932) --------------------------------------------------------------------
+
+
+def _share_group(topic: str, client: str) -> str:
+    return f"{topic}-{client}"
+
+
+def share_consume_trafka(bs: str, topic: str, n: int, partitions: int) -> dict[str, Any]:
+    import trio
+
+    from trafka.sdk import open_admin, open_share_consumer
+
+    out: dict[str, Any] = {}
+    group = _share_group(topic, "trafka")
+
+    async def main() -> None:
+        async with open_admin(bootstrap_servers=bs) as admin:
+            await admin.alter_group_configs({group: {"share.auto.offset.reset": "earliest"}})
+        async with open_share_consumer(topic, bootstrap_servers=bs, group_id=group) as c:
+            got = 0
+            start = time.perf_counter()
+            while got < n:
+                got += len(await c.poll(1000))
+            await c.commit()  # the last poll's records are accepted too
+            out["seconds"] = time.perf_counter() - start
+            out["records"] = got
+
+    trio.run(main)
+    return out
+
+
+def share_consume_confluent(bs: str, topic: str, n: int, partitions: int) -> dict[str, Any]:
+    from confluent_kafka import ShareConsumer
+    from confluent_kafka.admin import (
+        AdminClient,
+        AlterConfigOpType,
+        ConfigEntry,
+        ConfigResource,
+        ResourceType,
+    )
+
+    group = _share_group(topic, "confluent-kafka")
+    earliest = ConfigEntry(
+        "share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET
+    )
+    admin = AdminClient({"bootstrap.servers": bs})
+    resource = ConfigResource(ResourceType.GROUP, group, incremental_configs=[earliest])
+    for future in admin.incremental_alter_configs([resource]).values():
+        future.result(30)
+    consumer = ShareConsumer({"bootstrap.servers": bs, "group.id": group})
+    try:
+        consumer.subscribe([topic])
+        got = 0
+        start = time.perf_counter()
+        while got < n:
+            got += sum(1 for m in consumer.poll(1.0) if m.error() is None)
+        # Implicit mode accepts a poll's records at the next poll or commit;
+        # librdkafka 2.16's close() alone would release the last poll's.
+        consumer.commit_sync(60)
+        return {"seconds": time.perf_counter() - start, "records": got}
+    finally:
+        consumer.close()
+
+
+SHARE_CONSUMERS = {"trafka": share_consume_trafka, "confluent-kafka": share_consume_confluent}
+
+
+def run_share(
+    args: argparse.Namespace, clients: list[str], bootstrap: str, run_id: str
+) -> dict[str, dict[str, Any]]:
+    """The share-group suite: one topic filled once (by trafka's producer), then each
+    share consumer of ``clients`` drains it through a share group of its own
+    (``share.auto.offset.reset=earliest``, implicit acknowledgement, each client's
+    defaults), from its first poll to the commit of its last records."""
+    topic = f"bench-share-{run_id}"
+    create_topic(bootstrap, topic, args.partitions)
+    produced = measure(args, "trafka", "produce", bootstrap, topic)
+    print(f"share groups: {topic} filled at {_fmt_rate(produced)} records/s", flush=True)
+    out: dict[str, dict[str, Any]] = {}
+    if "error" in produced:
+        print(f"    {produced['error']}", flush=True)
+        return out
+    for client in clients:
+        result = measure(args, client, "share-consume", bootstrap, topic)
+        out[client] = result
+        print(f"  {client:<16} share-consume {_fmt_rate(result):>12} records/s", flush=True)
+        if "error" in result:
+            print(f"    {result['error']}", flush=True)
+    a, b = out.get("trafka"), out.get("confluent-kafka")
+    if a and b and "error" not in a and "error" not in b:
+        print(f"  trafka / confluent-kafka share-consume {a['rate'] / b['rate']:.2f}", flush=True)
+    return out
+
+
 def run_worker(args: argparse.Namespace) -> int:
     if args.worker in EOS_MODES:
         result = EOS_WORKERS[args.client](
             args.bootstrap, args.topic, args.records, args.size, args.worker, args.txn_records
+        )
+        print(json.dumps(result), flush=True)
+        return 0
+    if args.worker == "share-consume":
+        result = SHARE_CONSUMERS[args.client](
+            args.bootstrap, args.topic, args.records, args.partitions
         )
         print(json.dumps(result), flush=True)
         return 0
@@ -919,10 +1027,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="print the results as JSON too")
     parser.add_argument(
         "--suite",
-        choices=["throughput", "eos", "all"],
+        choices=["throughput", "eos", "share", "all"],
         default="throughput",
         help="throughput: every client produce/consume; eos: delivery guarantees "
-        "(plain / idempotent / transactional) for trafka and confluent-kafka; all: both",
+        "(plain / idempotent / transactional) for trafka and confluent-kafka; share: "
+        "share-group consumers (KIP-932) of trafka and confluent-kafka; all: every suite",
     )
     parser.add_argument(
         "--txn-records", type=int, default=1000, help="records per transaction (eos suite)"
@@ -935,7 +1044,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     # Worker mode (internal): one measurement in this process.
     parser.add_argument(
-        "--worker", choices=["produce", "consume", *EOS_MODES], help=argparse.SUPPRESS
+        "--worker",
+        choices=["produce", "consume", "share-consume", *EOS_MODES],
+        help=argparse.SUPPRESS,
     )
     parser.add_argument("--client", choices=CLIENTS, help=argparse.SUPPRESS)
     parser.add_argument("--bootstrap", help=argparse.SUPPRESS)
@@ -955,6 +1066,7 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     results: dict[str, dict[str, dict[str, Any]]] = {}
     eos: dict[str, dict[str, dict[str, Any]]] = {}
+    share: dict[str, dict[str, Any]] = {}
     run_id = uuid.uuid4().hex[:8]
     throughput = args.suite in ("throughput", "all")
     try:
@@ -973,6 +1085,10 @@ def main(argv: list[str] | None = None) -> int:
                 broker.bootstrap,
                 run_id,
                 broker.dir,
+            )
+        if args.suite in ("share", "all"):
+            share = run_share(
+                args, [c for c in clients if c in SHARE_CONSUMERS], broker.bootstrap, run_id
             )
         for client in clients if throughput else ():
             topic = f"bench-{client}-{run_id}"
@@ -1014,7 +1130,7 @@ def main(argv: list[str] | None = None) -> int:
 
     if not throughput:
         if args.json:
-            print(json.dumps({"eos": eos}))
+            print(json.dumps({"eos": eos, "share": share}))
         return 0
     print()
     print("throughput: acks=1")
@@ -1065,7 +1181,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"of buffer.memory {p['buffer_memory'] / mib:.0f} MiB"
             )
     if args.json:
-        print(json.dumps({**results, "eos": eos} if eos else results))
+        print(json.dumps({**results, "eos": eos, "share": share}))
     return 0
 
 
