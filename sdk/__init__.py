@@ -103,6 +103,7 @@ from .statistics import (
     GroupStatistics,
     PartitionStatistics,
     ProducerStatistics,
+    ShareConsumerStatistics,
     TopicStatistics,
 )
 from .transactions import ConsumerGroupMetadata, TxnState
@@ -112,6 +113,7 @@ __all__ = [
     "ShareCommitResult",
     "ShareConsumer",
     "ShareConsumerConfig",
+    "ShareConsumerStatistics",
     "ShareGroupDescription",
     "ShareMemberDescription",
     "ShareRecord",

@@ -64,6 +64,7 @@ from .share_membership import (
     ShareMembership,
     ShareMembershipConfig,
 )
+from .statistics import ShareConsumerStatistics
 from .transport import Cluster
 
 __all__ = [
@@ -310,6 +311,25 @@ class ShareConsumer:
         """The acquisition lock timeout from the last ShareFetch answer: how long
         delivered records stay locked to this member (None before the first)."""
         return self._fetcher.acquisition_lock_timeout_ms if self._fetcher is not None else None
+
+    def statistics(self) -> ShareConsumerStatistics:
+        """A snapshot of what the share consumer has done so far (it never changes
+        afterwards); see :class:`~trafka.sdk.statistics.ShareConsumerStatistics`."""
+        membership, fetcher = self._member, self._fetch
+        names = {0: "GAP", **{t.value: t.name for t in AcknowledgeType}}
+        return ShareConsumerStatistics(
+            group_id=membership.config.group_id,
+            member_id=membership.member_id,
+            member_epoch=membership.epoch,
+            joins=membership.joins,
+            assignment=membership.assignment,
+            records_delivered=fetcher.records_taken,
+            acknowledged={names.get(k, str(k)): n for k, n in sorted(fetcher.acknowledged.items())},
+            acknowledgements_failed=dict(fetcher.acknowledgements_failed),
+            share_sessions={n: s.epoch for n, s in sorted(fetcher.sessions.items())},
+            acquisition_lock_timeout_ms=fetcher.acquisition_lock_timeout_ms,
+            brokers=self.cluster.broker_statistics(),
+        )
 
     @property
     def cluster(self) -> Cluster:

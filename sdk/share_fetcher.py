@@ -82,6 +82,7 @@ from trafka.codec.records import RecordBatchHeader, decode_batch_as, iter_batche
 from .errors import UsageError
 from .fetcher import TopicPartition
 from .metadata import REFRESH_ERRORS, MetadataCache
+from .statistics import error_name
 
 __all__ = [
     "FINAL_EPOCH",
@@ -380,6 +381,11 @@ class ShareFetcher:
         #: Finished commits.
         self.commits_done: deque[ShareCommit] = deque()
         self.closing = False
+        #: Totals (statistics): records handed out; acknowledged records per
+        #: type the brokers took; records per error name whose acknowledgement failed.
+        self.records_taken = 0
+        self.acknowledged: dict[int, int] = {}
+        self.acknowledgements_failed: dict[str, int] = {}
         self._busy: set[int] = set()
         self._closed_nodes: set[int] = set()
         self._fetch_retry_at: dict[int, float] = {}
@@ -441,10 +447,12 @@ class ShareFetcher:
             out.extend(part)
             if f.index >= len(f.records):
                 self._buffer.popleft()
+        self.records_taken += len(out)
         return out
 
     def give_back(self, records: Sequence[ShareRecord]) -> None:
         """Records taken but not handed out after all: buffered again, in order, first."""
+        self.records_taken -= len(records)
         for r in reversed(records):
             tp = TopicPartition(r.topic, r.partition)
             entry = self._delivered.get(tp, {}).pop(r.offset, None)
@@ -911,6 +919,14 @@ class ShareFetcher:
 
     def _finish(self, unit: _AckUnit, error: BaseException | None) -> None:
         self.outcomes.append(AckOutcome(unit.tp, frozenset(unit.acks), error))
+        if error is None:
+            for kind in unit.acks.values():
+                self.acknowledged[kind] = self.acknowledged.get(kind, 0) + 1
+        else:
+            name = error_name(error)
+            self.acknowledgements_failed[name] = self.acknowledgements_failed.get(name, 0) + len(
+                unit.acks
+            )
         commit = unit.commit
         if commit is None:
             return

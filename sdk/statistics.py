@@ -37,6 +37,7 @@ __all__ = [
     "NodeCounters",
     "PartitionStatistics",
     "ProducerStatistics",
+    "ShareConsumerStatistics",
     "TopicCounters",
     "TopicStatistics",
     "AdminStatistics",
@@ -299,6 +300,38 @@ class ConsumerStatistics:
     bytes_fetched: int
     partitions: Mapping[Any, PartitionStatistics]
     group: GroupStatistics | None
+    brokers: Mapping[int, BrokerStatistics]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ShareConsumerStatistics:
+    """A snapshot of a share consumer (:meth:`ShareConsumer.statistics`, KIP-932).
+
+    Attributes:
+        group_id, member_id: the share group and this member's own id.
+        member_epoch: the member epoch (0 until the member joined).
+        joins: times the member joined (a fenced member joins again).
+        assignment: the partitions assigned now.
+        records_delivered: records handed to the application since it opened.
+        acknowledged: per acknowledgement type (``ACCEPT``, ``RELEASE``,
+            ``REJECT``, ``GAP``), records whose acknowledgement the brokers took.
+        acknowledgements_failed: per error name, records whose acknowledgement failed.
+        share_sessions: per node id, the epoch of the share session's next request
+            (0: a new session).
+        acquisition_lock_timeout_ms: from the last ShareFetch answer (None before).
+        brokers: per node id.
+    """
+
+    group_id: str
+    member_id: str
+    member_epoch: int
+    joins: int
+    assignment: frozenset[Any]
+    records_delivered: int
+    acknowledged: Mapping[str, int]
+    acknowledgements_failed: Mapping[str, int]
+    share_sessions: Mapping[int, int]
+    acquisition_lock_timeout_ms: int | None
     brokers: Mapping[int, BrokerStatistics]
 
 

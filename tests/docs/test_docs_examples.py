@@ -66,11 +66,11 @@ def test_sdk_configuration_reference_is_complete() -> None:
     """Every setting of every SDK component appears in docs/sdk.md's reference."""
     import dataclasses
 
-    from trafka.sdk.config import AdminConfig, ConsumerConfig, ProducerConfig
+    from trafka.sdk.config import AdminConfig, ConsumerConfig, ProducerConfig, ShareConsumerConfig
 
     text = (DOCS / "sdk.md").read_text()
     reference = text[text.index("## Configuration reference") :]
-    for cls in (ProducerConfig, ConsumerConfig, AdminConfig):
+    for cls in (ProducerConfig, ConsumerConfig, ShareConsumerConfig, AdminConfig):
         for f in dataclasses.fields(cls):
             dotted = f.metadata.get("dotted") or f.name.replace("_", ".")
             assert f"| `{dotted}` | `{f.name}` |" in reference, f"{cls.__name__}.{f.name}"

@@ -352,3 +352,29 @@ async def test_a_broker_without_share_groups_fails_the_poll_clearly() -> None:
             with anyio.fail_after(10), pytest.raises(KafkaError, match="KIP-932"):
                 while True:
                     await consumer.poll(timeout_ms=100)
+
+
+async def test_statistics_count_deliveries_and_acknowledgements(
+    broker: ShareScriptedBroker,
+) -> None:
+    await produce(broker, 3, partitions=1)
+    async with open_share_consumer(
+        "q", **settings(broker, share_acknowledgement_mode="explicit")
+    ) as consumer:
+        records = await drain(consumer, 3)
+        consumer.acknowledge(records[0])
+        consumer.acknowledge(records[1], type=REJECT)
+        consumer.acknowledge(records[2], type=RELEASE)
+        await consumer.commit()
+        stats = consumer.statistics()
+        assert stats.records_delivered == 3
+        assert stats.acknowledged == {"ACCEPT": 1, "RELEASE": 1, "REJECT": 1}
+        assert stats.acknowledgements_failed == {}
+        assert stats.member_id == consumer.member_id and stats.member_epoch > 0
+        assert stats.joins == 1 and stats.assignment == {
+            TopicPartition("q", 0),
+            TopicPartition("q", 1),
+        }
+        assert stats.share_sessions[0] > 0
+        assert stats.acquisition_lock_timeout_ms == broker.lock_ms
+        assert stats.brokers[0].apis["ShareFetch"].requests >= 1
