@@ -550,6 +550,8 @@ class ShareFetcher:
     def requests(self, now: float) -> list[ShareRequest]:
         """The requests to send now, at most one per broker without one in flight."""
         self._expire(now)
+        for node in [n for n, at in self._fetch_retry_at.items() if at <= now]:
+            del self._fetch_retry_at[node]  # the backoff is over
         wanted: dict[int, dict[TopicPartition, uuid.UUID]] = {}
         if self.fetch_wanted and not self.closing:
             wanted = self._wanted_by_node()
@@ -565,8 +567,17 @@ class ShareFetcher:
         return out
 
     def next_deadline(self) -> float | None:
-        """When :meth:`requests` may have something new without any input (None: never)."""
-        times = [u.retry_at for units in self._queued.values() for u in units if u.retry_at]
+        """When :meth:`requests` may have something new without any input (None: never).
+
+        A broker with a request in flight is left out: its answer is an input.
+        """
+        times = [
+            u.retry_at
+            for node, units in self._queued.items()
+            if node not in self._busy
+            for u in units
+            if u.retry_at
+        ]
         times += [u.deadline for units in self._queued.values() for u in units]
         if self.fetch_wanted and not self.closing:
             times += [t for n, t in self._fetch_retry_at.items() if n not in self._busy]

@@ -544,3 +544,28 @@ def test_given_back_records_come_out_first_again() -> None:
     f.give_back(taken[1:])
     assert f.unacknowledged() == 1
     assert [r.value for r in f.take(5)] == [b"b", b"c"]
+
+
+def test_no_deadline_in_the_past_once_nothing_can_be_sent() -> None:
+    """The driver sleeps until next_deadline(): a past one it cannot act on would spin it."""
+    f = fetcher({A0: 0})
+    f.want_records()
+    f.on_failure(only(f.requests(0.0)), ConnectionError("gone"), 0.0)
+    f.set_assignment(set())  # the partition moved away during the backoff
+    assert f.requests(5.0) == []
+    assert f.next_deadline() is None
+    # A retry waiting behind a request in flight waits for its answer, not for a clock.
+    g = fetcher({A0: 0})
+    _delivered(g)
+    g.commit(0.0, 30.0)
+    g.on_response(
+        only(g.requests(0.0)), ack_answer({"a": [(0, ErrorCode.NOT_LEADER_OR_FOLLOWER)]}), 0.0
+    )
+    g.want_records()
+    fetch = only(g.requests(5.0))  # the retry went first ...
+    assert not fetch.is_fetch
+    g.on_response(fetch, ack_answer({"a": [(0, ErrorCode.NOT_LEADER_OR_FOLLOWER)]}), 5.0)
+    busy = only(g.requests(5.0))  # ... now a fetch is in flight, the retry due later
+    assert busy.is_fetch
+    deadline = g.next_deadline()
+    assert deadline is not None and deadline >= 30.0  # only the commit's deadline
