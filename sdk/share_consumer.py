@@ -155,7 +155,7 @@ class ShareConsumer:
     # -- opening and closing ----------------------------------------------------------------
 
     async def __aenter__(self) -> ShareConsumer:
-        if self._opened:
+        if self._opened or self._closed:
             raise UsageError("a ShareConsumer is opened once")
         self._opened = True
         self._cm = self._run()
