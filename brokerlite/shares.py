@@ -802,7 +802,7 @@ class ShareFetcher:
                     current_leader=_sf.ShareFetchResponse.LeaderIdAndEpoch(
                         leader_id=-1, leader_epoch=-1
                     ),
-                    records=a.records if a.acquired else None,
+                    records=a.records if a.acquired else b"",
                     acquired_records=[
                         _sf.ShareFetchResponse.AcquiredRecords(
                             first_offset=r.first,

@@ -476,3 +476,22 @@ def test_a_member_removed_without_a_session_has_its_records_released(
     core.broker.shares.member_removed(GROUP, "a", core.now)
     sp = core.broker.shares.share_partition(GROUP, "q", 0)
     assert sp.acquired_count() == 0 and sp.has_available()
+
+
+def test_a_partition_answered_without_records_carries_empty_records_not_null(
+    core: Any, make_batch: Any
+) -> None:
+    """librdkafka drops a whole ShareFetch answer with a null records field
+    ("invalid MessageSetSize -1"): Kafka sends empty records instead."""
+    tid = create(core, "q")
+    tp = (tid, 0)
+    a = Session(core, "a")
+    a.fetch([tp, (tid, 3)])
+    produce_values(core, make_batch, "q", [b"x"])
+    a.fetch()
+    parts = partitions_of(a.fetch(acks={tp: [(0, 0, [ACCEPT])]}))
+    assert parts[tp].acknowledge_error_code == 0 and parts[tp].acquired_records == []
+    assert parts[tp].records == b""
+    opened = partitions_of(core.call(78, 1, fetch_request("b", 0, [(tid, 3)])))
+    assert opened[(tid, 3)].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    assert opened[(tid, 3)].records == b""
