@@ -495,3 +495,36 @@ def test_a_partition_answered_without_records_carries_empty_records_not_null(
     opened = partitions_of(core.call(78, 1, fetch_request("b", 0, [(tid, 3)])))
     assert opened[(tid, 3)].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     assert opened[(tid, 3)].records == b""
+
+
+def test_the_group_s_assignment_starts_its_partitions_and_deleting_it_forgets_them(
+    core: Any, make_batch: Any
+) -> None:
+    """A share-partition starts when the group's assignment first covers it (not
+    at the first fetch), and DeleteGroups forgets the group's share state."""
+    from trafka.codec.messages import k42_delete_groups as dlg
+    from trafka.codec.messages import k76_share_group_heartbeat as hb
+
+    tid = create(core, "q")
+    tp = (tid, 0)
+    produce_values(core, make_batch, "q", [b"before"])
+
+    def heartbeat(epoch: int) -> Any:
+        body = hb.ShareGroupHeartbeatRequest(
+            group_id=GROUP, member_id="m-1", member_epoch=epoch, subscribed_topic_names=["q"]
+        )
+        return core.call(76, 1, body)
+
+    joined = heartbeat(0)
+    assert joined.error_code == 0
+    sp = core.broker.shares.share_partition(GROUP, "q", 0)
+    assert sp is not None and sp.start_offset == 1  # latest, when assigned
+    produce_values(core, make_batch, "q", [b"after-join"])
+    a = Session(core, "m-1")
+    assert delivered(partitions_of(a.fetch([tp]))[tp]) == [(1, b"after-join", 1)]
+    a.ack({tp: [(1, 1, [ACCEPT])]})
+    assert heartbeat(-1).member_epoch == -1
+    deleted = core.call(42, 2, dlg.DeleteGroupsRequest(groups_names=[GROUP]))
+    assert deleted.results[0].error_code == 0
+    assert core.broker.shares.group_partitions(GROUP) == {}
+    assert core.broker.shares.session(GROUP, "m-1") is None
