@@ -29,6 +29,7 @@ SUBCOMMANDS: dict[str, str] = {
     "discover": "trafka.discovery.cli:command",
     "produce": "trafka.tools.cli_client:produce_command",
     "consume": "trafka.tools.cli_client:consume_command",
+    "share-consume": "trafka.tools.cli_share:share_consume_command",
     "topics": "trafka.tools.cli_client:topics_command",
     "groups": "trafka.tools.cli_client:groups_command",
     "transactions": "trafka.tools.cli_transactions:transactions_command",
