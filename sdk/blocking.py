@@ -830,14 +830,21 @@ class ShareConsumer(_Forwarding):
             self._loop.call(self._consumer._unseen, held)
 
     def acknowledge(
+        self, record: ShareRecord, type: AcknowledgeType | int = AcknowledgeType.ACCEPT
+    ) -> None:
+        """Acknowledge a record of the last poll (``share.acknowledgement.mode=explicit``):
+        accept it (the default), or ``AcknowledgeType.RELEASE`` / ``REJECT`` it."""
+        self._call(self._consumer.acknowledge, record, type)
+
+    def acknowledge_offset(
         self,
-        record: ShareRecord | str,
-        partition: int | None = None,
-        offset: int | None = None,
+        topic: str,
+        partition: int,
+        offset: int,
         type: AcknowledgeType | int = AcknowledgeType.ACCEPT,
     ) -> None:
-        """Acknowledge a record of the last poll (``share.acknowledgement.mode=explicit``)."""
-        self._call(self._consumer.acknowledge, record, partition, offset, type)
+        """:meth:`acknowledge` a record of the last poll by its coordinates."""
+        self._call(self._consumer.acknowledge_offset, topic, partition, offset, type)
 
     def commit(self, timeout_ms: int | None = None) -> dict[TopicPartition, BaseException | None]:
         """Send the acknowledgements made so far and wait: per partition None or the error."""

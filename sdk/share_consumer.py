@@ -465,37 +465,46 @@ class ShareConsumer:
     # -- acknowledgements -----------------------------------------------------------------
 
     def acknowledge(
-        self,
-        record: ShareRecord | str,
-        partition: int | None = None,
-        offset: int | None = None,
-        type: AcknowledgeType | int = AcknowledgeType.ACCEPT,
+        self, record: ShareRecord, type: AcknowledgeType | int = AcknowledgeType.ACCEPT
     ) -> None:
-        """Acknowledge a record of the last poll (explicit acknowledgement mode).
-
-        ``acknowledge(record, type=...)`` or ``acknowledge(topic, partition,
-        offset, type=...)``. Acknowledging a record again before the
-        acknowledgements are sent changes its type.
+        """Acknowledge a record of the last poll (explicit acknowledgement mode):
+        ``acknowledge(record)`` accepts it, ``acknowledge(record,
+        AcknowledgeType.RELEASE)`` gives it back for another delivery,
+        ``AcknowledgeType.REJECT`` discards it. Acknowledging a record again
+        before the acknowledgements are sent changes its type.
 
         Raises:
             UsageError: implicit acknowledgement mode; or the record was not
                 delivered by the last poll, or its acknowledgement was already sent.
+            TypeError: ``record`` is not a record (see :meth:`acknowledge_offset`).
             ValueError: an unknown acknowledgement type.
         """
+        if not isinstance(record, ShareRecord):
+            raise TypeError(
+                f"acknowledge() takes a ShareRecord, not {record.__class__.__name__}; "
+                "use acknowledge_offset(topic, partition, offset, type) for coordinates"
+            )
+        self._acknowledge(TopicPartition(record.topic, record.partition), record.offset, type)
+
+    def acknowledge_offset(
+        self,
+        topic: str,
+        partition: int,
+        offset: int,
+        type: AcknowledgeType | int = AcknowledgeType.ACCEPT,
+    ) -> None:
+        """:meth:`acknowledge` a record of the last poll by its coordinates."""
+        self._acknowledge(TopicPartition(topic, partition), offset, type)
+
+    def _acknowledge(self, tp: TopicPartition, offset: int, type: AcknowledgeType | int) -> None:
         if not self.config.explicit_acknowledgement:
             raise UsageError(
                 "share.acknowledgement.mode is implicit: records are accepted by the next "
                 "poll; set share.acknowledgement.mode=explicit to acknowledge them yourself"
             )
         kind = AcknowledgeType(type)
-        if isinstance(record, str):
-            if partition is None or offset is None:
-                raise UsageError("acknowledge(topic, partition, offset) needs all three")
-            tp, at = TopicPartition(record, partition), offset
-        else:
-            tp, at = TopicPartition(record.topic, record.partition), record.offset
         self._check_open()
-        self._fetch.acknowledge(tp, at, kind)
+        self._fetch.acknowledge(tp, offset, kind)
 
     def set_acknowledgement_commit_callback(
         self, callback: AcknowledgementCommitCallback | None

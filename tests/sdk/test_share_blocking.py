@@ -101,7 +101,7 @@ def test_explicit_acknowledgement_with_commits_and_the_callback(
             records += consumer.poll(timeout_ms=2000)
         consumer.acknowledge(records[0], type=REJECT)
         assert consumer.commit_async().result(timeout=10) == {TopicPartition("q", 0): None}
-        consumer.acknowledge("q", 0, records[1].offset, type=ACCEPT)
+        consumer.acknowledge_offset("q", 0, records[1].offset, type=ACCEPT)
         assert consumer.commit() == {TopicPartition("q", 0): None}
         assert consumer.subscription() == {"q"}
     assert acks(broker) == {0: [REJECT], 1: [ACCEPT]}

@@ -145,7 +145,7 @@ async def test_explicit_release_redelivers_and_reject_never_does(
         consumer.acknowledge(by_value[b"v0"], type=RELEASE)
         with pytest.raises(UsageError, match="not acknowledged"):
             await consumer.poll(timeout_ms=0)  # v1 is not acknowledged yet
-        consumer.acknowledge("q", 0, by_value[b"v1"].offset, type=REJECT)
+        consumer.acknowledge_offset("q", 0, by_value[b"v1"].offset, type=REJECT)
         [again] = await drain(consumer, 1)
         assert (again.value, again.delivery_count) == (b"v0", 2)
         consumer.acknowledge(again)  # ACCEPT

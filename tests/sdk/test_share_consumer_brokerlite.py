@@ -106,9 +106,14 @@ async def test_release_delivers_again_and_reject_never(broker: RunningBroker) ->
             (b"again", 1),
             (b"bad", 1),
         ]
-        consumer.acknowledge(first[0], type=ACCEPT)
-        consumer.acknowledge(first[1], type=RELEASE)
+        # The type positionally, as confluent-kafka's acknowledge(message, type)
+        # takes it (a second positional argument once meant a partition here,
+        # and a RELEASE was silently sent as ACCEPT).
+        consumer.acknowledge(first[0], ACCEPT)
+        consumer.acknowledge(first[1], RELEASE)
         consumer.acknowledge(first[2], type=REJECT)
+        with pytest.raises(TypeError, match="acknowledge_offset"):
+            consumer.acknowledge(topic, 0)  # type: ignore[arg-type]
         result = await consumer.commit()
         assert result == {TopicPartition(topic, 0): None}
         [again] = await poll_until(consumer, 1)
