@@ -10,7 +10,12 @@ It starts brokerlite in-process (loopback, a throw-away data directory), then:
 4. lets the group consume every order, commits, and checks the committed offsets
    against the partitions' end offsets (lag 0);
 5. reads the same topic with a different Kafka client (kafka-python), which sees
-   the same records on the same partitions.
+   the same records on the same partitions;
+6. works through the same orders as a queue: a share group (KIP-932) of two
+   trafka share consumers, where each order goes to one of them; the first
+   delivery of every tenth order is released (as a failed job would be) and
+   comes back, to either member, with delivery count 2; in the end every order
+   is accepted exactly once and a third member finds nothing left.
 
 Each step checks what it claims; :func:`main_job` returns False on any mismatch.
 """
@@ -26,12 +31,21 @@ from typing import Any
 import anyio
 
 from trafka.brokerlite import serve_broker
-from trafka.sdk import NewTopic, TopicPartition, open_admin, open_consumer, open_producer
+from trafka.sdk import (
+    AcknowledgeType,
+    NewTopic,
+    TopicPartition,
+    open_admin,
+    open_consumer,
+    open_producer,
+    open_share_consumer,
+)
 from trafka.sdk.partitioners import murmur2
 
 TOPIC = "orders"
 PARTITIONS = 3
 GROUP = "billing"
+SHIPPING = "shipping"
 ITEMS = ("tea", "cups", "kettle", "teapot", "strainer")
 
 
@@ -168,7 +182,60 @@ async def main_job(echo: Callable[[str], None], count: int = 300) -> bool:
                 )
                 echo(f"kafka-python read {len(peer)} records from the same broker")
                 check(same, "kafka-python sees the same keys at the same partitions and offsets")
+
+            await _work_queue(bootstrap, count, echo, check)
     return ok
+
+
+async def _work_queue(
+    bootstrap: str, count: int, echo: Callable[[str], None], check: Callable[[bool, str], None]
+) -> None:
+    """Step 6: the orders as a work queue, through a share group of two members."""
+    async with open_admin(bootstrap_servers=bootstrap) as admin:
+        await admin.alter_group_configs({SHIPPING: {"share.auto.offset.reset": "earliest"}})
+    accepted: dict[str, list[int]] = {"worker-1": [], "worker-2": []}
+    released: list[int] = []
+    redelivered: list[tuple[int, int]] = []
+    settings: dict[str, Any] = {
+        "bootstrap_servers": bootstrap,
+        "group_id": SHIPPING,
+        "share_acknowledgement_mode": "explicit",
+        "max_poll_records": 25,
+    }
+    with anyio.fail_after(60):
+        async with (
+            open_share_consumer(TOPIC, **settings) as one,
+            open_share_consumer(TOPIC, **settings) as two,
+        ):
+            workers = {"worker-1": one, "worker-2": two}
+            while sum(map(len, accepted.values())) < count:
+                for name, worker in workers.items():
+                    for record in await worker.poll(100):
+                        order = json.loads(record.value)["order"]
+                        if order % 10 == 0 and record.delivery_count == 1:
+                            worker.acknowledge(record, AcknowledgeType.RELEASE)
+                            released.append(order)
+                            continue
+                        if record.delivery_count > 1:
+                            redelivered.append((order, record.delivery_count))
+                        worker.acknowledge(record, AcknowledgeType.ACCEPT)
+                        accepted[name].append(order)
+                    await worker.commit()
+        async with open_share_consumer(TOPIC, **settings) as third:
+            left = await third.poll(1000)
+    done = {name: len(orders) for name, orders in accepted.items()}
+    echo(
+        f"share group {SHIPPING!r} worked through {sum(done.values())} orders: {done}; "
+        f"{len(released)} released once and delivered again"
+    )
+    everything = sorted(o for orders in accepted.values() for o in orders)
+    check(everything == list(range(count)), "each order accepted exactly once by the share group")
+    check(
+        sorted(redelivered) == [(o, 2) for o in sorted(released)],
+        "every released order came back once, with delivery count 2",
+    )
+    check(all(done.values()), "both members of the share group took orders")
+    check(left == [], "nothing is left for a third member")
 
 
 def _read_with_kafka_python(bootstrap: str, count: int) -> list[tuple[int, int, str]] | None:

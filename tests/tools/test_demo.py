@@ -82,6 +82,8 @@ def test_pipeline_checks_hold_and_can_fail(monkeypatch: pytest.MonkeyPatch) -> N
     assert "the group consumed 60 orders" in text
     assert "ok: each order consumed exactly once" in text
     assert "ok: kafka-python sees the same keys at the same partitions and offsets" in text
+    assert "share group 'shipping' worked through 60 orders" in text
+    assert "ok: every released order came back once, with delivery count 2" in text
 
     monkeypatch.setattr(pipeline, "expected_partition", lambda key: 0)
     out.clear()
