@@ -55,7 +55,7 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from trafka.codec.errors import ErrorCode
@@ -321,22 +321,17 @@ class SharePartition:
 
     def release_member(self, member_id: str) -> bool:
         """Release everything ``member_id`` holds (it left, or closed its session)."""
-        changed = False
-        for run in self._runs:
-            if run.state == ACQUIRED and run.member_id == member_id:
-                self._release(run)
-                changed = True
-        if changed:
-            self.dirty = True
-            self._advance()
-            self._coalesce()
-        return changed
+        return self._release_where(lambda run: run.member_id == member_id)
 
     def expire_locks(self, now_ms: int) -> bool:
         """Release ACQUIRED runs whose lock deadline has passed; True when any did."""
+        return self._release_where(lambda run: run.deadline_ms <= now_ms)
+
+    def _release_where(self, holds: Callable[[Run], bool]) -> bool:
+        """Release the ACQUIRED runs ``holds`` picks; True when there were any."""
         changed = False
         for run in self._runs:
-            if run.state == ACQUIRED and run.deadline_ms <= now_ms:
+            if run.state == ACQUIRED and holds(run):
                 self._release(run)
                 changed = True
         if changed:
