@@ -34,6 +34,8 @@ DEFAULT_SPECS = REPO.parent / "shared" / "kafka-protocol"
 # Message specs that replace the shared ones of the same name: versions that
 # Apache Kafka made stable after the shared snapshot (see that folder's README).
 OVERRIDES = REPO / "tools" / "spec_overrides"
+# Message specs of APIs newer than the shared snapshot (see that folder's README).
+ADDITIONS = REPO / "tools" / "spec_additions"
 
 PRIMITIVES = {
     "int8",
@@ -567,7 +569,7 @@ def render_registry(apis: list[tuple[int, str, str]], spec_id: str) -> str:
 def spec_digest(specs_dir: Path) -> str:
     h = hashlib.sha256()
     paths = [*sorted((specs_dir / "message").glob("*.json")), specs_dir / "errors.json"]
-    for p in [*paths, *sorted(OVERRIDES.glob("*.json"))]:
+    for p in [*paths, *sorted(OVERRIDES.glob("*.json")), *sorted(ADDITIONS.glob("*.json"))]:
         h.update(p.name.encode())
         h.update(p.read_bytes())
     return "specs sha256 " + h.hexdigest()[:16]
@@ -580,6 +582,10 @@ def generate(specs_dir: Path) -> dict[Path, str]:
     for p in sorted(OVERRIDES.glob("*.json")):
         if p.stem not in specs:
             raise SystemExit(f"{p}: overrides no spec of the shared snapshot")
+        specs[p.stem] = load_spec(p)
+    for p in sorted(ADDITIONS.glob("*.json")):
+        if p.stem in specs:
+            raise SystemExit(f"{p}: the shared snapshot has this spec; override it instead")
         specs[p.stem] = load_spec(p)
     out: dict[Path, str] = {}
     apis = []

@@ -40,6 +40,7 @@ REPO = Path(__file__).resolve().parents[2]
 SPECS = REPO.parent / "shared" / "kafka-protocol"
 MESSAGE_DIR = SPECS / "message"
 OVERRIDE_DIR = REPO / "tools" / "spec_overrides"
+ADDITION_DIR = REPO / "tools" / "spec_additions"
 CODEC_DIR = REPO / "codec"
 
 # -- an independent reader of the specs ------------------------------------------------
@@ -69,7 +70,24 @@ def spec_comments(path: Path) -> list[str]:
 def all_specs() -> dict[str, dict[str, Any]]:
     specs = {path.stem: read_spec(path) for path in sorted(MESSAGE_DIR.glob("*.json"))}
     specs.update((path.stem, read_spec(path)) for path in sorted(OVERRIDE_DIR.glob("*.json")))
+    specs.update((path.stem, read_spec(path)) for path in sorted(ADDITION_DIR.glob("*.json")))
     return specs
+
+
+@pytest.mark.parametrize("path", sorted(ADDITION_DIR.glob("*.json")), ids=lambda p: p.stem)
+def test_spec_addition_is_new_and_facts_only(path: Path) -> None:
+    """An addition is an API the shared snapshot lacks, in request/response
+    pairs, and carries no descriptions."""
+    assert '"about"' not in path.read_text()
+    assert not (MESSAGE_DIR / path.name).exists()
+    spec = read_spec(path)
+    other = "Response" if spec["type"] == "request" else "Request"
+    twin = read_spec(
+        ADDITION_DIR / (path.stem.rsplit(spec["type"].title(), 1)[0] + other + ".json")
+    )
+    assert twin["apiKey"] == spec["apiKey"]
+    assert twin["validVersions"] == spec["validVersions"]
+    assert api(spec["apiKey"]).name == path.stem.removesuffix("Request").removesuffix("Response")
 
 
 def _field_facts(fields: list[dict[str, Any]], prefix: str = "") -> dict[str, tuple[Any, ...]]:
@@ -522,11 +540,13 @@ def _prose() -> set[str]:
                 texts.add(f["about"])
             walk(f.get("fields", []))
 
-    for stem, spec in all_specs().items():
+    # The shared snapshot's files: overrides and additions carry no prose of their own.
+    for path in sorted(MESSAGE_DIR.glob("*.json")):
+        spec = read_spec(path)
         walk(spec.get("fields", []))
         for common in spec.get("commonStructs", []):
             walk(common["fields"])
-        texts.update(spec_comments(MESSAGE_DIR / f"{stem}.json"))
+        texts.update(spec_comments(path))
     # Short texts ("The topic name.") may be written independently; a 40-character
     # exact match is a copy. The licence header is not the specs' prose.
     return {t.strip() for t in texts if len(t.strip()) >= 40 and "License" not in t}

@@ -102,6 +102,9 @@ NOT_IN_KAFKA_PYTHON = {
     85: "WriteShareGroupState",
     86: "DeleteShareGroupState",
     87: "ReadShareGroupStateSummary",
+    90: "DescribeShareGroupOffsets",
+    91: "AlterShareGroupOffsets",
+    92: "DeleteShareGroupOffsets",
 }
 
 # (api key, version, is response) pairs both implement but lay out differently
