@@ -5,10 +5,15 @@ Rules:
 
 * ``async with ShareConsumer(...)`` (or :func:`open_share_consumer`) owns its
   tasks: the membership task (FindCoordinator, ShareGroupHeartbeat), the
-  network task (ShareFetch and ShareAcknowledge, each request in a task of its
-  own, at most one per broker) and the metadata refresher. Leaving the block
-  closes the consumer (below) and cancels them; errors leave as themselves,
-  never as an ExceptionGroup.
+  network task (timers and wake-ups of the share fetcher) and the metadata
+  refresher. Leaving the block closes the consumer (below) and cancels them;
+  errors leave as themselves, never as an ExceptionGroup.
+* ShareFetch and ShareAcknowledge requests (at most one per broker) are
+  written synchronously to a ready connection, and their answers handled by a
+  completion in the connection's reader, which at once sends what the fetcher
+  asks for next (as the consumer's fetches); a request to a broker not yet
+  connected goes from a task of its own that connects first. A poll that
+  wants records sends the ShareFetch itself.
 * Every protocol decision is the state machines'; this module only sends what
   they ask for, feeds the answers back with the clock, deserializes records
   and wakes waiting callers.
@@ -65,7 +70,7 @@ from .share_membership import (
     ShareMembershipConfig,
 )
 from .statistics import ShareConsumerStatistics
-from .transport import Cluster
+from .transport import BrokerConnection, Cluster
 
 __all__ = [
     "AcknowledgeType",
@@ -411,6 +416,7 @@ class ShareConsumer:
                     return records
                 continue
             fetcher.want_records()
+            self._send_requests()
             self._wake_network()
             left_s = math.inf if deadline is None else deadline - anyio.current_time()
             if left_s <= 0:
@@ -681,11 +687,9 @@ class ShareConsumer:
 
     async def _network_loop(self) -> None:
         fetcher = self._fetch
-        assert self._tg is not None
         while True:
             self._net_wake = anyio.Event()
-            for request in fetcher.requests(anyio.current_time()):
-                self._tg.start_soon(self._exchange, request)
+            self._send_requests()
             if fetcher.closing:
                 self._data_arrived()  # sessions may have closed without a request
             if fetcher.metadata_wanted:
@@ -701,39 +705,90 @@ class ShareConsumer:
             else:
                 await anyio.lowlevel.checkpoint()
 
+    def _send_requests(self) -> None:
+        """Send what the fetcher asks for now (see the rules)."""
+        assert self._tg is not None
+        for request in self._fetch.requests(anyio.current_time()):
+            conn = self.cluster.ready_connection(request.node)
+            if conn is None:
+                self._tg.start_soon(self._exchange, request)
+            else:
+                self._write(conn, request)
+
     async def _exchange(self, request: ShareRequest) -> None:
-        fetcher = self._fetch
+        try:
+            conn = await self.cluster.connection(request.node)
+        except TrafkaError as exc:
+            self._answered(request, None, exc)
+        else:
+            self._write(conn, request)
+
+    def _write(self, conn: BrokerConnection, request: ShareRequest) -> None:
         cfg = self.config
         timeout = cfg.request_timeout_ms / 1000
         if request.is_fetch:
             timeout += cfg.fetch_max_wait_ms / 1000
         try:
-            conn = await self.cluster.connection(request.node)
             conn.version_for(request.api_key)
-            body = await conn.request(request.api_key, request.body, timeout=timeout)
-        except UnsupportedVersionError as exc:
-            fetcher.on_failure(request, exc, anyio.current_time())
-            self._set_fatal(
-                KafkaError(
-                    ErrorCode.UNSUPPORTED_VERSION,
-                    f"node {request.node} does not serve share groups (ShareFetch and "
-                    f"ShareAcknowledge v1, Kafka 4.1 or later): {exc}",
-                )
-            )
+            conn.send(request.api_key, request.body, _Answer(self, request), timeout=timeout)
         except TrafkaError as exc:
-            log.debug("share request to node %s failed: %s", request.node, exc)
-            fetcher.on_failure(request, exc, anyio.current_time())
-            self.cluster.nudge()
-        else:
-            fetcher.on_response(request, body, anyio.current_time())
+            # Not sent, and the completion not registered: nothing else reports it.
+            self._answered(request, None, exc)
+
+    def _answered(self, request: ShareRequest, body: Any, error: BaseException | None) -> None:
+        """A request's answer (``body``) or failure (``error``): in the connection's
+        reader, or wherever the request failed."""
+        fetcher = self._fetch
+        now = anyio.current_time()
+        try:
+            if error is None:
+                fetcher.on_response(request, body, now)
+            elif isinstance(error, UnsupportedVersionError):
+                fetcher.on_failure(request, error, now)
+                self._set_fatal(
+                    KafkaError(
+                        ErrorCode.UNSUPPORTED_VERSION,
+                        f"node {request.node} does not serve share groups (ShareFetch and "
+                        f"ShareAcknowledge v1, Kafka 4.1 or later): {error}",
+                    )
+                )
+            else:
+                log.debug("share request to node %s failed: %s", request.node, error)
+                fetcher.on_failure(request, error, now)
+                self.cluster.nudge()
+        except Exception as exc:  # a bug of ours, in a connection's reader: the poll raises it
+            self._set_fatal(exc)
         self._settle_commits()
         self._data_arrived()
+        if error is None and not self._closed:
+            # What waited behind this request goes at once (after a failure the
+            # network task sees to it: a failure may come from within a send).
+            try:
+                self._send_requests()
+            except Exception as exc:  # as above
+                self._set_fatal(exc)
         self._wake_network()
 
     def _settle_commits(self) -> None:
         commits = self._fetch.commits_done
         while commits:
             commits.popleft().cookie.set()
+
+
+class _Answer:
+    """The completion of one share request (see :class:`~.transport.Completion`)."""
+
+    __slots__ = ("_consumer", "_request")
+
+    def __init__(self, consumer: ShareConsumer, request: ShareRequest) -> None:
+        self._consumer = consumer
+        self._request = request
+
+    def resolve(self, result: Any) -> None:
+        self._consumer._answered(self._request, result, None)
+
+    def fail(self, error: BaseException) -> None:
+        self._consumer._answered(self._request, None, error)
 
 
 @asynccontextmanager

@@ -29,13 +29,16 @@ Rules and invariants:
   is prefetched beyond one response per broker.
 * Records handed to the application are exactly the offsets inside the
   response's AcquiredRecords ranges (a batch may cover more), each with its
-  range's delivery count. An acquired offset that carries no record in the
-  data (a control record, a record removed by compaction) is acknowledged as
-  a GAP (type 0); acquired offsets past the end of the data (a batch cut off
-  by the size limit) are released, never marked as gaps. A corrupt batch's
-  acquired records are rejected and the error is raised by the next poll
-  (Kafka's client does both). Records acquired for a partition that has left
-  the assignment meanwhile are released at once.
+  range's delivery count. (A batch inside one range whose records carry its
+  offsets one by one, the usual case, is decoded straight into ShareRecords;
+  any other is filtered record by record, with the same result.) An acquired
+  offset that carries no record in the data (a control record, a record
+  removed by compaction) is acknowledged as a GAP (type 0); acquired offsets
+  past the end of the data (a batch cut off by the size limit) are released,
+  never marked as gaps. A corrupt batch's acquired records are rejected and
+  the error is raised by the next poll (Kafka's client does both). Records
+  acquired for a partition that has left the assignment meanwhile are
+  released at once.
 * Acknowledgements: records handed out by the last poll are *delivered*;
   :meth:`ShareFetcher.acknowledge` types one of them (again: the type changes)
   until :meth:`ShareFetcher.take_acknowledged` moves every typed one out
@@ -43,10 +46,14 @@ Rules and invariants:
   that delivered them. Pending acknowledgements ride on that broker's next
   ShareFetch when the fetch keeps all their partitions in an open session;
   otherwise (a partition dropped from the assignment, no fetch wanted) they go
-  in a ShareAcknowledge first. A session at epoch 0 cannot take any: Kafka
-  refuses acknowledgements on the request that opens a session, so they fail
-  with INVALID_SHARE_SESSION_EPOCH (or SHARE_SESSION_NOT_FOUND for a
-  ShareAcknowledge), as in Kafka's client.
+  in a ShareAcknowledge first. Acknowledgements meant for a ShareAcknowledge
+  (:meth:`ShareFetcher.send_pending_now`, retries) that have not left when a
+  ShareFetch to their broker does ride on it under the same condition (one
+  round trip, and one share-state write on the broker, instead of two),
+  unless they belong to a commit; they keep a ShareAcknowledge's retries. A
+  session at epoch 0 cannot take any: Kafka refuses acknowledgements on the
+  request that opens a session, so they fail with INVALID_SHARE_SESSION_EPOCH
+  (or SHARE_SESSION_NOT_FOUND for a ShareAcknowledge), as in Kafka's client.
 * Acknowledgements travel as batches (:func:`acknowledgement_batches`): a run
   of consecutive offsets is one batch; a run of one type carries that one
   type, a mixed run one type per offset, except that long stretches of one
@@ -67,10 +74,11 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import enum
+import operator
 import random
 import uuid
-from collections import deque
-from collections.abc import Container, Iterable, Mapping, Sequence
+from collections import Counter, deque
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from trafka.codec import DecodeError, ErrorCode, KafkaError
@@ -155,6 +163,8 @@ class ShareRecord(NamedTuple):
 
 
 _new: Any = tuple.__new__
+_OFFSET = operator.itemgetter(2)  # a ShareRecord's (and a decoded tuple's) offset
+_INT64_MAX = 2**63 - 1
 
 
 def next_epoch(epoch: int) -> int:
@@ -170,6 +180,13 @@ def acknowledgement_batches(acks: Mapping[int, int]) -> list[tuple[int, int, tup
     ``types`` has one entry when every offset of the batch has that type, else
     one per offset.
     """
+    if not acks:
+        return []
+    low, high = min(acks), max(acks)
+    if high - low + 1 == len(acks):  # one run (the keys are distinct) ...
+        kinds = set(acks.values())
+        if len(kinds) == 1:  # ... of one type: the usual case, without a sort
+            return [(low, high, (kinds.pop(),))]
     out: list[tuple[int, int, tuple[int, ...]]] = []
     offsets = sorted(acks)
     i = 0
@@ -275,6 +292,8 @@ class _AckUnit:
     deadline: float
     attempts: int = 0
     retry_at: float = 0.0
+    #: Meant for a ShareAcknowledge: retried as those are, even when it rides on a ShareFetch.
+    retriable: bool = False
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -309,6 +328,41 @@ class _Fetched:
     tp: TopicPartition
     records: list[ShareRecord]
     index: int = 0
+
+
+def _can_ride(
+    units: Iterable[_AckUnit],
+    pending: Mapping[TopicPartition, Any],
+    wanted: Mapping[TopicPartition, uuid.UUID],
+    session: ShareSession,
+) -> bool:
+    """Whether acknowledgements meant for a ShareAcknowledge may ride on the ShareFetch
+    about to leave instead: none belongs to a commit (those go in a ShareAcknowledge,
+    as Kafka's commitSync/commitAsync), and that fetch keeps every partition of
+    them and of the pending ones in the open session."""
+    kept = session.partitions
+    return all(u.commit is None and u.tp in wanted and u.tp in kept for u in units) and all(
+        tp in wanted and tp in kept for tp in pending
+    )
+
+
+def _merged_acks(units: Iterable[_AckUnit]) -> dict[TopicPartition, Mapping[int, int]]:
+    """The units' acknowledgements per partition (a later unit's type wins)."""
+    single: dict[TopicPartition, Mapping[int, int]] = {}
+    several: dict[TopicPartition, dict[int, int]] = {}  # merged into a dict of our own
+    for u in units:
+        mine = several.get(u.tp)
+        if mine is not None:
+            mine.update(u.acks)
+        elif u.tp in single:
+            several[u.tp] = {**single[u.tp], **u.acks}
+        else:
+            single[u.tp] = u.acks
+    return {**single, **several}
+
+
+def _released(records: Iterable[ShareRecord]) -> dict[int, int]:
+    return dict.fromkeys(map(_OFFSET, records), AcknowledgeType.RELEASE)
 
 
 def _backoff(base: float, maximum: float, attempts: int, rng: random.Random) -> float:
@@ -391,8 +445,14 @@ class ShareFetcher:
         self._fetch_retry_at: dict[int, float] = {}
         self._fetch_failures: dict[int, int] = {}
         self._buffer: deque[_Fetched] = deque()
-        # Handed out by the last poll: offset -> [node, type or None].
-        self._delivered: dict[TopicPartition, dict[int, list[Any]]] = {}
+        # Handed out by the last poll: offset -> the node that delivered it; the
+        # nodes that did, per partition (a superset once records are given back);
+        # and the types given so far (offset -> type, for delivered offsets only).
+        # Whole dicts are built and merged at once (dict.fromkeys, update), not
+        # record by record.
+        self._delivered: dict[TopicPartition, dict[int, int]] = {}
+        self._delivered_nodes: dict[TopicPartition, set[int]] = {}
+        self._typed: dict[TopicPartition, dict[int, int]] = {}
         # Pending, not yet in a request: node -> partition -> offset -> type.
         self._pending: dict[int, dict[TopicPartition, dict[int, int]]] = {}
         # For a ShareAcknowledge: node -> units (waiting for their retry_at).
@@ -415,11 +475,7 @@ class ShareFetcher:
             kept: deque[_Fetched] = deque()
             for f in self._buffer:
                 if f.tp in gone:
-                    self._add_pending(
-                        f.node,
-                        f.tp,
-                        {r.offset: AcknowledgeType.RELEASE for r in f.records[f.index :]},
-                    )
+                    self._add_pending(f.node, f.tp, _released(f.records[f.index :]))
                 else:
                     kept.append(f)
             self._buffer = kept
@@ -441,22 +497,34 @@ class ShareFetcher:
             f = self._buffer[0]
             part = f.records[f.index : f.index + max_records - len(out)]
             f.index += len(part)
-            delivered = self._delivered.setdefault(f.tp, {})
-            for r in part:
-                delivered[r.offset] = [f.node, None]
+            self._deliver(f.node, f.tp, part)
             out.extend(part)
             if f.index >= len(f.records):
                 self._buffer.popleft()
         self.records_taken += len(out)
         return out
 
+    def _deliver(self, node: int, tp: TopicPartition, records: Sequence[ShareRecord]) -> None:
+        offsets = dict.fromkeys(map(_OFFSET, records), node)
+        delivered = self._delivered.get(tp)
+        if delivered is None:
+            self._delivered[tp] = offsets
+            self._delivered_nodes[tp] = {node}
+            return
+        delivered.update(offsets)  # delivered again: the latest node acknowledges it
+        self._delivered_nodes[tp].add(node)
+        typed = self._typed.get(tp)
+        if typed:  # and untyped again
+            for offset in offsets:
+                typed.pop(offset, None)
+
     def give_back(self, records: Sequence[ShareRecord]) -> None:
         """Records taken but not handed out after all: buffered again, in order, first."""
         self.records_taken -= len(records)
         for r in reversed(records):
             tp = TopicPartition(r.topic, r.partition)
-            entry = self._delivered.get(tp, {}).pop(r.offset, None)
-            node = entry[0] if entry is not None else -1
+            node = self._delivered.get(tp, {}).pop(r.offset, -1)
+            self._typed.get(tp, {}).pop(r.offset, None)
             head = self._buffer[0] if self._buffer else None
             if head is not None and head.tp == tp and head.index > 0:
                 head.index -= 1
@@ -471,41 +539,58 @@ class ShareFetcher:
             UsageError: the record is not among those delivered by the last
                 poll, or its acknowledgement was already taken (committed).
         """
-        entry = self._delivered.get(tp, {}).get(offset)
-        if entry is None:
+        if offset not in self._delivered.get(tp, ()):
             raise UsageError(
                 f"{tp.topic}-{tp.partition} offset {offset} cannot be acknowledged: it was not "
                 "delivered by the last poll, or its acknowledgement was already committed"
             )
-        entry[1] = int(kind)
+        self._typed.setdefault(tp, {})[offset] = int(kind)
 
     def acknowledge_all(
-        self, kind: int, skip: Container[tuple[TopicPartition, int]] = frozenset()
+        self, kind: int, skip: Collection[tuple[TopicPartition, int]] = frozenset()
     ) -> None:
         """Type every delivered record that has no type yet (implicit acknowledgement),
         except the ``(partition, offset)`` pairs in ``skip``."""
+        kind = int(kind)
         for tp, offsets in self._delivered.items():
-            for offset, entry in offsets.items():
-                if entry[1] is None and (tp, offset) not in skip:
-                    entry[1] = int(kind)
+            typed = self._typed.get(tp)
+            if skip:
+                typed = self._typed.setdefault(tp, {})
+                for offset in offsets:
+                    if offset not in typed and (tp, offset) not in skip:
+                        typed[offset] = kind
+            else:
+                every = dict.fromkeys(offsets, kind)
+                if typed:
+                    every.update(typed)
+                self._typed[tp] = every
 
     def unacknowledged(self) -> int:
         """Delivered records without a type."""
-        return sum(1 for o in self._delivered.values() for e in o.values() if e[1] is None)
+        return sum(len(o) - len(self._typed.get(tp, ())) for tp, o in self._delivered.items())
 
     def take_acknowledged(self) -> int:
         """Move every typed delivered record to pending; returns how many stay untyped."""
         left = 0
+        pending = self._pending
         for tp in list(self._delivered):
             offsets = self._delivered[tp]
-            for offset, (node, kind) in list(offsets.items()):
-                if kind is None:
-                    left += 1
-                    continue
-                del offsets[offset]
-                self._pending.setdefault(node, {}).setdefault(tp, {})[offset] = kind
+            typed = self._typed.pop(tp, None)
+            if typed:
+                nodes = self._delivered_nodes[tp]
+                if len(nodes) == 1 and len(typed) == len(offsets):
+                    # Every one typed, from one node: the usual case, moved at once.
+                    [node] = nodes
+                    pending.setdefault(node, {}).setdefault(tp, {}).update(typed)
+                    offsets.clear()
+                else:
+                    for offset, kind in typed.items():
+                        node = offsets.pop(offset)
+                        pending.setdefault(node, {}).setdefault(tp, {})[offset] = kind
+            left += len(offsets)
             if not offsets:
                 del self._delivered[tp]
+                del self._delivered_nodes[tp]
         return left
 
     def send_pending_now(self, now: float) -> None:
@@ -532,9 +617,7 @@ class ShareFetcher:
         self.closing = True
         self.fetch_wanted = False
         for f in self._buffer:
-            self._add_pending(
-                f.node, f.tp, {r.offset: AcknowledgeType.RELEASE for r in f.records[f.index :]}
-            )
+            self._add_pending(f.node, f.tp, _released(f.records[f.index :]))
         self._buffer.clear()
 
     @property
@@ -609,20 +692,27 @@ class ShareFetcher:
                 self._fail(units, KafkaError(ErrorCode.SHARE_SESSION_NOT_FOUND, "no share session"))
                 return None
             return self._acknowledge_request(node, session, units, closing=True)
+        if not wanted or now < self._fetch_retry_at.get(node, 0.0):
+            wanted = None  # no fetch now
+        pending = self._pending.get(node)
         queued = self._queued.get(node, [])
         due = [u for u in queued if u.retry_at <= now]
+        ride: list[_AckUnit] = []
         if due:
             self._queued[node] = [u for u in queued if u.retry_at > now]
             if not self._queued[node]:
                 del self._queued[node]
             if session is not None and session.is_open:
-                return self._acknowledge_request(node, session, due)
-            self._fail(due, KafkaError(ErrorCode.SHARE_SESSION_NOT_FOUND, "no share session"))
-        pending = self._pending.get(node)
-        if wanted and now >= self._fetch_retry_at.get(node, 0.0):
+                if wanted is not None and _can_ride(due, pending or {}, wanted, session):
+                    ride = due  # a fetch leaves now: it takes them, one round trip less
+                else:
+                    return self._acknowledge_request(node, session, due)
+            else:
+                self._fail(due, KafkaError(ErrorCode.SHARE_SESSION_NOT_FOUND, "no share session"))
+        if wanted is not None:
             if session is None:
                 session = self.sessions[node] = ShareSession(node)
-            carried: list[_AckUnit] = []
+            carried: list[_AckUnit] = ride
             if pending:
                 if not session.is_open:
                     units = self._package(node, None, now)
@@ -634,7 +724,7 @@ class ShareFetcher:
                         ),
                     )
                 elif all(tp in wanted and tp in session.partitions for tp in pending):
-                    carried = self._package(node, None, now)
+                    carried = ride + self._package(node, None, now)
                 else:
                     # A partition leaves the session: acknowledge before forgetting it.
                     return self._acknowledge_request(node, session, self._package(node, None, now))
@@ -656,7 +746,7 @@ class ShareFetcher:
         R = sf.ShareFetchRequest
         epoch = session.epoch
         added, forgotten = session.plan(wanted)
-        acks = {u.tp: u.acks for u in carried}
+        acks = _merged_acks(carried)
         topics: dict[uuid.UUID, list[Any]] = {}
         for tp in dict.fromkeys([*added, *acks]):
             tid = wanted[tp]
@@ -691,9 +781,7 @@ class ShareFetcher:
         self, node: int, session: ShareSession, units: list[_AckUnit], *, closing: bool = False
     ) -> ShareRequest:
         R = sa.ShareAcknowledgeRequest
-        merged: dict[TopicPartition, dict[int, int]] = {}
-        for u in units:
-            merged.setdefault(u.tp, {}).update(u.acks)
+        merged = _merged_acks(units)
         topics: dict[uuid.UUID, list[Any]] = {}
         for tp, acks in merged.items():
             tid = self._topic_id(node, tp)
@@ -763,7 +851,9 @@ class ShareFetcher:
                     self.metadata.request_update()
                 else:
                     self.errors.append(error)
-            self._fail(list(request.units), error)
+            again = ErrorCode.of(code).retriable and code not in SESSION_ERRORS
+            for u in request.units:
+                self._retry_or_fail(u, error, again and u.retriable, now)
             self._fetch_backoff(node, now)
             return
         session.advance()
@@ -787,12 +877,13 @@ class ShareFetcher:
                     got = self._acquired(node, tp, p) or got
         for u in request.units:
             ack_code, message = ack_codes.get(u.tp, (0, None))
-            self._finish(
-                u,
-                _error(ack_code, f"acknowledging {u.tp.topic}-{u.tp.partition}", message)
-                if ack_code
-                else None,
-            )
+            if not ack_code:
+                self._finish(u, None)
+                continue
+            error = _error(ack_code, f"acknowledging {u.tp.topic}-{u.tp.partition}", message)
+            if u.retriable and ack_code in REFRESH_ERRORS:
+                self.metadata.request_update()  # as for a ShareAcknowledge's
+            self._retry_or_fail(u, error, u.retriable and ErrorCode.of(ack_code).retriable, now)
         if got:
             self.fetch_wanted = False
 
@@ -894,6 +985,8 @@ class ShareFetcher:
         return [_AckUnit(node, tp, acks, commit, deadline) for tp, acks in pending.items() if acks]
 
     def _queue(self, node: int, units: list[_AckUnit]) -> None:
+        for u in units:
+            u.retriable = True
         if units:
             self._queued.setdefault(node, []).extend(units)
 
@@ -931,8 +1024,12 @@ class ShareFetcher:
     def _finish(self, unit: _AckUnit, error: BaseException | None) -> None:
         self.outcomes.append(AckOutcome(unit.tp, frozenset(unit.acks), error))
         if error is None:
-            for kind in unit.acks.values():
-                self.acknowledged[kind] = self.acknowledged.get(kind, 0) + 1
+            kinds = set(unit.acks.values())
+            counts = (
+                {kinds.pop(): len(unit.acks)} if len(kinds) == 1 else Counter(unit.acks.values())
+            )
+            for kind, n in counts.items():
+                self.acknowledged[kind] = self.acknowledged.get(kind, 0) + n
         else:
             name = error_name(error)
             self.acknowledgements_failed[name] = self.acknowledgements_failed.get(name, 0) + len(
@@ -977,6 +1074,10 @@ def decode_acquired(
     acks: dict[int, int] = {}
     error: KafkaError | None = None
     end: int | None = None  # the offset after the last complete entry
+    # Offsets with a record: entries whose every offset has one (the usual case,
+    # checked without a set), and the offsets of the others one by one.
+    full: list[tuple[int, int]] = []
+    present: set[int] = set()
 
     def count_of(offset: int) -> int | None:
         i = bisect.bisect_right(starts, offset) - 1
@@ -984,14 +1085,31 @@ def decode_acquired(
             return ranges[i][2]
         return None
 
+    def keep(decoded: Iterable[tuple[Any, ...]]) -> None:
+        for r in decoded:
+            n = count_of(r[2])
+            if n is not None:
+                records.append(_new(ShareRecord, (*r[:9], n)))
+                present.add(r[2])
+
     try:
         for header, view in iter_batches(blob):
             first, last = _entry_bounds(header)
             end = header.next_offset
             if not _overlaps(ranges, first, last):
                 continue  # nothing acquired in this entry
+            # One range holding the whole batch: its records come out of the
+            # decoder as ShareRecords with that range's delivery count.
+            count = None
+            if isinstance(header, RecordBatchHeader) and not header.attributes & 0x20:
+                count = _one_range_count(ranges, starts, first, last)
+            decoded: Sequence[tuple[Any, ...]]
             try:
-                decoded = _decode_entry(header, view, prefix, check_crcs)
+                if count is None:
+                    decoded = _decode_entry(header, view, prefix, check_crcs)
+                else:
+                    assert isinstance(header, RecordBatchHeader)
+                    decoded = whole = _decode_batch_for(header, view, prefix, count, check_crcs)
             except (DecodeError, KafkaError) as exc:
                 for o in range(first, last + 1):
                     if count_of(o) is not None:
@@ -1001,22 +1119,80 @@ def decode_acquired(
                     f"{tp.topic}-{tp.partition} at offset {first}: {exc} (its records were rejected)",
                 )
                 continue
-            for r in decoded:
-                n = count_of(r[2])
-                if n is not None:
-                    records.append(_new(ShareRecord, (*r[:9], n)))
+            if count is not None and _offsets_are(whole, first, last):
+                records.extend(whole)
+                full.append((first, last))
+            else:
+                keep(decoded)
     except DecodeError as exc:
         # The entries cannot be told apart from here on: give the rest back.
         error = error or KafkaError(
             ErrorCode.CORRUPT_MESSAGE, f"{tp.topic}-{tp.partition}: {exc} (the rest was released)"
         )
-    present = {r.offset for r in records}
+    spans = _merged(full)
     for first, last, _ in ranges:
-        for o in range(first, last + 1):
-            if o in present or o in acks:
-                continue
-            acks[o] = GAP if end is not None and o < end else AcknowledgeType.RELEASE
+        o = first
+        i = bisect.bisect_right(spans, (o, _INT64_MAX)) - 1
+        while o <= last:
+            if i >= 0 and o <= spans[i][1]:
+                o = spans[i][1] + 1  # a stretch where every offset has a record
+            elif o not in present and o not in acks:
+                acks[o] = GAP if end is not None and o < end else AcknowledgeType.RELEASE
+                o += 1
+            else:
+                o += 1
+            if i + 1 < len(spans) and spans[i + 1][0] <= o:
+                i += 1
     return records, acks, error
+
+
+def _merged(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """``(first, last)`` spans sorted, overlapping and adjacent ones joined."""
+    out: list[tuple[int, int]] = []
+    for first, last in sorted(spans):
+        if out and first <= out[-1][1] + 1:
+            if last > out[-1][1]:
+                out[-1] = (out[-1][0], last)
+        else:
+            out.append((first, last))
+    return out
+
+
+def _one_range_count(
+    ranges: Sequence[tuple[int, int, int]], starts: Sequence[int], first: int, last: int
+) -> int | None:
+    """The delivery count of the one range that holds ``first..last`` whole
+    and no other range touches (None otherwise)."""
+    i = bisect.bisect_right(starts, first) - 1
+    if i < 0 or ranges[i][1] < last or (i + 1 < len(ranges) and starts[i + 1] <= last):
+        return None
+    return ranges[i][2]
+
+
+def _offsets_are(records: Sequence[tuple[Any, ...]], first: int, last: int) -> bool:
+    """Whether ``records`` carry exactly the offsets ``first..last``, in order."""
+    return len(records) == last - first + 1 and [*map(_OFFSET, records)] == [
+        *range(first, last + 1)
+    ]
+
+
+def _decode_batch_for(
+    header: RecordBatchHeader,
+    view: memoryview,
+    prefix: tuple[str, int],
+    delivery_count: int,
+    check_crcs: bool,
+) -> list[ShareRecord]:
+    """A magic 2 batch's records as ShareRecords of one delivery count."""
+    attrs = header.attributes
+    _, records = decode_batch_as(
+        view,
+        ShareRecord,
+        prefix=prefix,
+        suffix=((attrs >> 3) & 1, header.partition_leader_epoch, delivery_count),
+        verify=check_crcs,
+    )
+    return records
 
 
 def _overlaps(ranges: Sequence[tuple[int, int, int]], first: int, last: int) -> bool:

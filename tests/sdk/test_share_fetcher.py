@@ -569,3 +569,197 @@ def test_no_deadline_in_the_past_once_nothing_can_be_sent() -> None:
     assert busy.is_fetch
     deadline = g.next_deadline()
     assert deadline is not None and deadline >= 30.0  # only the commit's deadline
+
+
+# -- decoding acquired records against a plain reference -------------------------------------
+
+
+def _batch_with_deltas(base_offset: int, deltas: list[int], last_delta: int) -> bytes:
+    """A batch whose records carry these offset deltas (a compacted batch has
+    holes; a broken one may repeat or step back)."""
+    from trafka.codec import records as rec
+
+    payload = b"".join(rec._encode_record(d, 0, None, b"d%d" % d, ()) for d in deltas)
+    return rec._assemble(
+        payload,
+        len(deltas),
+        base_offset=base_offset,
+        base_timestamp=1000,
+        max_timestamp=1000,
+        compression=0,
+        compression_level=None,
+        producer_id=-1,
+        producer_epoch=-1,
+        base_sequence=-1,
+        attributes=0,
+        partition_leader_epoch=-1,
+        last_offset_delta=last_delta,
+    )
+
+
+def _reference_decode(
+    data: bytes, ranges: list[tuple[int, int, int]]
+) -> tuple[list[tuple[Any, ...]], dict[int, int], bool]:
+    """decode_acquired's rules, record by record (ranges do not overlap)."""
+    from trafka.codec import DecodeError
+    from trafka.codec.records import decode_batch, iter_batches
+
+    def count_of(o: int) -> int | None:
+        return next((n for f, last, n in ranges if f <= o <= last), None)
+
+    records: list[tuple[Any, ...]] = []
+    acks: dict[int, int] = {}
+    corrupt, end = False, None
+    try:
+        for header, view in iter_batches(data):
+            end = header.next_offset
+            span = range(header.base_offset, header.last_offset + 1)
+            if all(count_of(o) is None for o in span):
+                continue  # nothing acquired in it: not even read
+            try:
+                batch = decode_batch(view)
+            except DecodeError:
+                corrupt = True
+                for o in span:
+                    if count_of(o) is not None:
+                        acks[o] = REJECT
+                continue
+            if header.attributes & 0x20:
+                continue
+            for r in batch.records:
+                n = count_of(r.offset)
+                if n is not None:
+                    records.append((r.offset, r.value, n))
+    except DecodeError:
+        corrupt = True
+    present = {r[0] for r in records}
+    for first, last, _ in ranges:
+        for o in range(first, last + 1):
+            if o not in present and o not in acks:
+                acks[o] = GAP if end is not None and o < end else RELEASE
+    return records, acks, corrupt
+
+
+def test_decoding_acquired_records_matches_the_rules_record_by_record() -> None:
+    import random
+
+    rng = random.Random(932)
+    for _ in range(1500):
+        parts: list[bytes] = []
+        offset = rng.randrange(3)
+        for _ in range(rng.randrange(6)):
+            kind = rng.random()
+            if kind < 0.15:
+                parts.append(
+                    encode_control_batch(
+                        ControlRecordType.COMMIT,
+                        producer_id=1,
+                        producer_epoch=0,
+                        coordinator_epoch=0,
+                        timestamp=0,
+                        base_offset=offset,
+                    )
+                )
+                offset += 1
+            elif kind < 0.3:  # compacted (holes) or broken (repeats, steps back)
+                size = rng.randrange(2, 7)
+                deltas = sorted(rng.sample(range(size), rng.randrange(1, size + 1)))
+                if rng.random() < 0.5:
+                    deltas[rng.randrange(len(deltas))] = rng.randrange(size + 2)
+                parts.append(_batch_with_deltas(offset, deltas, size - 1))
+                offset += size
+            else:
+                n = rng.randrange(1, 8)
+                batch = bytearray(blob(offset, [b"v%d" % i for i in range(n)]))
+                if rng.random() < 0.1:
+                    batch[-1] ^= 0xFF  # a corrupt batch
+                parts.append(bytes(batch))
+                if rng.random() < 0.1:
+                    parts.append(bytes(batch))  # the same batch twice
+                offset += n
+            offset += rng.choice([0, 0, 0, 1, 2])  # compacted away
+        data = b"".join(parts)
+        if data and rng.random() < 0.2:
+            data = data[: rng.randrange(len(data))]  # cut off by the size limit
+        ranges, o = [], rng.randrange(4)
+        while o < offset + 4 and len(ranges) < 4:
+            size = rng.randrange(1, 12)
+            ranges.append((o, o + size - 1, rng.randrange(1, 4)))
+            o += size + rng.choice([0, 0, 1, 3])
+        rng.shuffle(ranges)
+        records, acks, error = decode_acquired(A0, data, ranges)
+        want_records, want_acks, corrupt = _reference_decode(data, ranges)
+        assert [(r.offset, r.value, r.delivery_count) for r in records] == want_records
+        assert all(r.topic == "a" and r.partition == 0 for r in records)
+        assert acks == want_acks
+        assert (error is not None) == corrupt
+
+
+# -- acknowledgements meant for a ShareAcknowledge, records of one partition from two brokers ----
+
+
+def test_acknowledgements_queued_for_a_share_acknowledge_ride_on_a_fetch_leaving_first() -> None:
+    f = fetcher({A0: 0})
+    open_session(
+        f,
+        answer=fetch_answer(
+            {"a": [part(0, records=blob(0, [b"a", b"b", b"c", b"d"]), acquired=[(0, 3, 1)])]}
+        ),
+    )
+    f.take(2)
+    f.acknowledge_all(ACCEPT)
+    f.take_acknowledged()
+    f.send_pending_now(0.0)  # records are still buffered: meant for a ShareAcknowledge ...
+    f.take(2)
+    f.acknowledge_all(ACCEPT)
+    f.take_acknowledged()
+    f.want_records()  # ... but a fetch leaves first, and takes them along
+    request = only(f.requests(0.0))
+    assert request.is_fetch and fetched(request) == {A0: [(0, 3, [1])]}
+    f.on_response(
+        request,
+        fetch_answer({"a": [part(0, acknowledge_error_code=ErrorCode.NOT_LEADER_OR_FOLLOWER)]}),
+        0.0,
+    )
+    # Those meant for a ShareAcknowledge are retried as they would have been (on the
+    # next fetch, as one is still wanted); the fetch's own fail, as piggy-backed ones do.
+    [outcome] = f.outcomes
+    assert outcome.offsets == {2, 3} and outcome.error.code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    retry = only(f.requests(1.0))  # after the backoff
+    assert fetched(retry) == {A0: [(0, 1, [1])]}
+    f.on_response(retry, fetch_answer({}), 1.0)
+    assert [(o.offsets, o.error) for o in f.outcomes][1:] == [({0, 1}, None)]
+
+
+def test_a_commit_goes_in_a_share_acknowledge_even_when_a_fetch_is_wanted() -> None:
+    f = fetcher({A0: 0})
+    _delivered(f)
+    f.commit(0.0, 5.0)
+    f.want_records()
+    request = only(f.requests(0.0))
+    assert not request.is_fetch and fetched(request) == {A0: [(0, 1, [1])]}
+    f.on_response(request, ack_answer({"a": [(0, 0)]}), 0.0)
+    assert only(f.requests(0.0)).is_fetch
+
+
+def test_records_of_one_partition_from_two_brokers_are_acknowledged_to_each() -> None:
+    f = fetcher({A0: 0})
+    open_session(
+        f,
+        answer=fetch_answer({"a": [part(0, records=blob(0, [b"a", b"b"]), acquired=[(0, 1, 1)])]}),
+    )
+    f.metadata = metadata({A0: 1})  # the leadership moved with records buffered
+    f.want_records()
+    moved = only(f.requests(0.0), 1)
+    f.on_response(
+        moved,
+        fetch_answer({"a": [part(0, records=blob(2, [b"c", b"d"]), acquired=[(2, 3, 1)])]}),
+        0.0,
+    )
+    assert [r.offset for r in f.take(10)] == [0, 1, 2, 3]
+    f.acknowledge(A0, 3, REJECT)
+    f.acknowledge_all(ACCEPT)
+    assert f.take_acknowledged() == 0
+    requests = f.requests(0.0)
+    assert fetched(only(requests, 0)) == {A0: [(0, 1, [1])]}
+    assert fetched(only(requests, 1)) == {A0: [(2, 3, [1, 3])]}
