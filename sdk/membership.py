@@ -66,6 +66,7 @@ from typing import Any
 
 from trafka.codec import DecodeError, ErrorCode, KafkaError
 
+from ._backoff import backoff_delay
 from .assignors import (
     MemberSubscription,
     assign,
@@ -238,13 +239,6 @@ class _Commit:
     deadline: float
     attempts: int = 0
     retry_at: float = 0.0
-
-
-def _backoff(base: float, maximum: float, attempts: int, rng: random.Random) -> float:
-    if attempts <= 0:
-        return 0.0
-    delay = min(base * 2 ** min(attempts - 1, 30), maximum)
-    return float(delay * (0.8 + 0.4 * rng.random()))
 
 
 class Membership:
@@ -504,7 +498,7 @@ class Membership:
     def _find_retry(self, now: float) -> None:
         self._find_failures += 1
         cfg = self.config
-        self._find_at = now + _backoff(
+        self._find_at = now + backoff_delay(
             cfg.retry_backoff, cfg.retry_backoff_max, self._find_failures, self._rng
         )
 
@@ -570,7 +564,7 @@ class Membership:
     def _join_failed(self, now: float) -> None:
         self._join_failures += 1
         cfg = self.config
-        self._join_at = now + _backoff(
+        self._join_at = now + backoff_delay(
             cfg.retry_backoff, cfg.retry_backoff_max, self._join_failures, self._rng
         )
         self._prepare()
@@ -857,7 +851,7 @@ class Membership:
             )
             return
         cfg = self.config
-        commit.retry_at = now + _backoff(
+        commit.retry_at = now + backoff_delay(
             cfg.retry_backoff, cfg.retry_backoff_max, commit.attempts, self._rng
         )
 

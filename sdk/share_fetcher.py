@@ -87,6 +87,7 @@ from trafka.codec.messages import k78_share_fetch as sf
 from trafka.codec.messages import k79_share_acknowledge as sa
 from trafka.codec.records import RecordBatchHeader, decode_batch_as, iter_batches
 
+from ._backoff import backoff_delay
 from .errors import UsageError
 from .fetcher import TopicPartition
 from .metadata import REFRESH_ERRORS, MetadataCache
@@ -363,13 +364,6 @@ def _merged_acks(units: Iterable[_AckUnit]) -> dict[TopicPartition, Mapping[int,
 
 def _released(records: Iterable[ShareRecord]) -> dict[int, int]:
     return dict.fromkeys(map(_OFFSET, records), AcknowledgeType.RELEASE)
-
-
-def _backoff(base: float, maximum: float, attempts: int, rng: random.Random) -> float:
-    if attempts <= 0:
-        return 0.0
-    delay = min(base * 2 ** min(attempts - 1, 30), maximum)
-    return float(delay * (0.8 + 0.4 * rng.random()))
 
 
 def _error(code: int, what: str, message: str | None) -> KafkaError:
@@ -1010,7 +1004,7 @@ class ShareFetcher:
     def _retry_or_fail(self, unit: _AckUnit, error: KafkaError, again: bool, now: float) -> None:
         if again and now < unit.deadline:
             unit.attempts += 1
-            unit.retry_at = now + _backoff(
+            unit.retry_at = now + backoff_delay(
                 self.retry_backoff, self.retry_backoff_max, unit.attempts, self._rng
             )
             self._queue(unit.node, [unit])
@@ -1048,7 +1042,7 @@ class ShareFetcher:
     def _fetch_backoff(self, node: int, now: float) -> None:
         n = self._fetch_failures.get(node, 0) + 1
         self._fetch_failures[node] = n
-        self._fetch_retry_at[node] = now + _backoff(
+        self._fetch_retry_at[node] = now + backoff_delay(
             self.retry_backoff, self.retry_backoff_max, n, self._rng
         )
 

@@ -49,6 +49,7 @@ from typing import Any
 from trafka.codec import ErrorCode, KafkaError, UnsupportedVersionError
 from trafka.codec.messages import k76_share_group_heartbeat as sgh
 
+from ._backoff import backoff_delay
 from .fetcher import TopicPartition
 from .group_protocol import Action, classify, find_coordinator_request, read_find_coordinator
 
@@ -133,13 +134,6 @@ Output = ShareGroupRequest | AssignmentChanged | NeedMetadata | Fatal
 
 # Unchanged fields are left out of a heartbeat: None.
 _UNCHANGED: Any = None
-
-
-def _backoff(base: float, maximum: float, attempts: int, rng: random.Random) -> float:
-    if attempts <= 0:
-        return 0.0
-    delay = min(base * 2 ** min(attempts - 1, 30), maximum)
-    return float(delay * (0.8 + 0.4 * rng.random()))
 
 
 def _find_body(version: int, *, group_id: str) -> Any:
@@ -337,7 +331,7 @@ class ShareMembership:
     def _find_retry(self, now: float) -> None:
         self._find_failures += 1
         cfg = self.config
-        self._find_at = now + _backoff(
+        self._find_at = now + backoff_delay(
             cfg.retry_backoff, cfg.retry_backoff_max, self._find_failures, self._rng
         )
 
@@ -441,7 +435,7 @@ class ShareMembership:
 
     def _backoff(self) -> float:
         cfg = self.config
-        return _backoff(cfg.retry_backoff, cfg.retry_backoff_max, self._failures, self._rng)
+        return backoff_delay(cfg.retry_backoff, cfg.retry_backoff_max, self._failures, self._rng)
 
     # -- assignment -----------------------------------------------------------------------
 

@@ -54,6 +54,7 @@ import anyio.lowlevel
 
 from trafka.codec import CodecError, ErrorCode, KafkaError, TrafkaError, UnsupportedVersionError
 
+from ._backoff import backoff_delay
 from .config import AdminConfig, ClientConfig
 from .connection_state import ConnectionState
 from .errors import (
@@ -74,17 +75,6 @@ log = logging.getLogger("trafka.sdk")
 
 # Bytes asked of the socket per read.
 _RECV_SIZE = 1 << 18
-
-
-def backoff_delay(
-    base: float, maximum: float, failures: int, rng: random.Random | None = None
-) -> float:
-    """Exponential backoff with +-20% jitter: ``base * 2**(failures-1)`` capped at ``maximum``."""
-    if failures <= 0:
-        return 0.0
-    delay = float(min(base * (2 ** min(failures - 1, 30)), maximum))
-    jitter = (rng or random).random()
-    return delay * (0.8 + 0.4 * jitter)
 
 
 class _Waiter:
