@@ -50,6 +50,10 @@ Rules and invariants:
   is fenced and removed at the next :meth:`ShareGroups.tick`, which bumps the
   group epoch. A group whose last member went stays, Empty, until DeleteGroups
   deletes it (Kafka does not expire share groups).
+* Offsets admin. AlterShareGroupOffsets and DeleteShareGroupOffsets change a
+  group's share state only while it has no members (NON_EMPTY_GROUP); a group
+  of another type is GROUP_ID_NOT_FOUND. An alter naming no group creates it,
+  empty (Kafka's "get or create"); a delete does not (GROUP_ID_NOT_FOUND).
 * Listeners. Each :class:`ShareGroupListener` hears of every new target
   assignment (with all of its partitions, also when empty), of every member
   that leaves, is fenced or expires, and of every deleted group. A listener that
@@ -1015,6 +1019,43 @@ class ShareGroups:
             ],
             authorized_operations=authorized_operations,
         )
+
+    def offsets_change_refusal(
+        self, group_id: str, *, create: bool
+    ) -> tuple[ErrorCode, str] | None:
+        """Why ``group_id``'s share-group offsets cannot be altered or deleted now
+        (AlterShareGroupOffsets, DeleteShareGroupOffsets), or None when they can.
+
+        Refusals are Kafka's: INVALID_GROUP_ID for an empty id; GROUP_ID_NOT_FOUND
+        for a group of another type, and for no group at all unless ``create``;
+        NON_EMPTY_GROUP while the group has members.
+
+        Args:
+            create: make an empty share group (durably) when no group has the id,
+                as Kafka's AlterShareGroupOffsets does.
+        """
+        if not group_id:
+            return ErrorCode.INVALID_GROUP_ID, "the group id is empty"
+        other = self.other_group_type(group_id)
+        if other is not None:
+            return (
+                ErrorCode.GROUP_ID_NOT_FOUND,
+                f"group {group_id} is not a share group (it is a {other} group)",
+            )
+        group = self.groups.get(group_id)
+        if group is None:
+            if not create:
+                return ErrorCode.GROUP_ID_NOT_FOUND, f"share group {group_id} not found"
+            group = self.groups[group_id] = ShareGroup(group_id)
+            log.info("share group %s: created (empty) to hold offsets", group_id)
+            self._save(group)
+        if group.members:
+            return (
+                ErrorCode.NON_EMPTY_GROUP,
+                f"share group {group_id} has {len(group.members)} member(s): its offsets "
+                "change only while it is empty",
+            )
+        return None
 
     def delete(self, group_id: str) -> ErrorCode:
         """Delete an empty share group (DeleteGroups).

@@ -188,6 +188,12 @@ class SharePartition:
         """Whether an in-flight offset is AVAILABLE."""
         return any(r.state == AVAILABLE for r in self._runs)
 
+    def delivery_complete_count(self) -> int:
+        """How many in-flight offsets are done (ACKNOWLEDGED or ARCHIVED): what
+        Kafka's share coordinator calls the delivery-complete count, which the
+        share-partition lag (KIP-1226) leaves out."""
+        return sum(r.last - r.first + 1 for r in self._runs if r.state in _DONE)
+
     def window_full(self) -> bool:
         """Whether the in-flight window is at the record-lock limit."""
         return self.end_offset - self._start >= self.max_record_locks

@@ -67,6 +67,9 @@ from trafka.codec.messages import k65_describe_transactions as dtx
 from trafka.codec.messages import k66_list_transactions as ltx
 from trafka.codec.messages import k69_consumer_group_describe as cgd
 from trafka.codec.messages import k77_share_group_describe as sgd
+from trafka.codec.messages import k90_describe_share_group_offsets as dsgo
+from trafka.codec.messages import k91_alter_share_group_offsets as asgo
+from trafka.codec.messages import k92_delete_share_group_offsets as dlsgo
 from trafka.codec.sasl import (
     MIN_ITERATIONS,
     SCRAM_MECHANISM_NAMES,
@@ -105,6 +108,7 @@ __all__ = [
     "ScramCredentialInfo",
     "ShareGroupDescription",
     "ShareMemberDescription",
+    "SharePartitionOffsetInfo",
     "TransactionDescription",
     "TransactionListing",
     "UserScramCredentialDeletion",
@@ -233,6 +237,27 @@ class ShareGroupDescription:
     assignment_epoch: int
     assignor: str
     members: tuple[ShareMemberDescription, ...]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class SharePartitionOffsetInfo:
+    """A share group's position in one partition (DescribeShareGroupOffsets, KIP-932).
+
+    Attributes:
+        start_offset: the share-partition start offset: every record below it is
+            done (acknowledged or archived); records from it on may still be
+            delivered.
+        leader_epoch: the leader epoch the broker reports with it, None when it
+            reports none (-1).
+        lag: the records from the start offset up to the high watermark not yet
+            acknowledged or archived (KIP-1226); None when the broker does not
+            report it (DescribeShareGroupOffsets v0, before Kafka 4.2) or could
+            not compute it (-1).
+    """
+
+    start_offset: int
+    leader_epoch: int | None
+    lag: int | None
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -1517,6 +1542,215 @@ class Admin:
                     )
 
         await self._calls.run("delete_consumer_group_offsets", timeout_ms, attempt)
+
+    # -- share-group offsets (KIP-932) ---------------------------------------------------------
+
+    async def _share_offsets_coordinator(self, group_id: str, api_key: int, what: str) -> Any:
+        conn = await self._coordinator(group_id)
+        if not conn.supports(api_key):
+            raise KafkaError(
+                ErrorCode.UNSUPPORTED_VERSION,
+                f"{what}: the broker does not serve {api(api_key).name} "
+                "(share-group offsets need Kafka 4.1 or later)",
+            )
+        return conn
+
+    async def list_share_group_offsets(
+        self,
+        group_id: str,
+        partitions: Iterable[TopicPartition] | Iterable[tuple[str, int]] | None = None,
+        *,
+        timeout_ms: int | None = None,
+    ) -> dict[TopicPartition, SharePartitionOffsetInfo | None]:
+        """A share group's start offsets (and lags) per partition
+        (DescribeShareGroupOffsets, sent to the group's coordinator).
+
+        Args:
+            group_id: the share group.
+            partitions: the partitions to report, in the order of the answer;
+                None for every partition the group has share state for (by topic
+                and partition).
+
+        Returns:
+            Per partition its :class:`SharePartitionOffsetInfo`, or None where the
+            group has no share state (the start offset -1: never started, its
+            state deleted, a topic that does not exist). As in Kafka, a group
+            that does not exist or is not a share group is no error: it has no
+            state anywhere.
+
+        Raises:
+            KafkaError: for the group (INVALID_GROUP_ID, UNSUPPORTED_VERSION from a
+                broker before Kafka 4.1), or for the first partition the broker
+                reports an error for.
+        """
+        wanted = (
+            None
+            if partitions is None
+            else list(dict.fromkeys(TopicPartition(*tp) for tp in partitions))
+        )
+        req = dsgo.DescribeShareGroupOffsetsRequest
+        what = f"listing the offsets of share group {group_id!r}"
+
+        async def attempt(deadline: float) -> dict[TopicPartition, SharePartitionOffsetInfo | None]:
+            conn = await self._share_offsets_coordinator(group_id, 90, what)
+            with_lag = conn.version_for(90) >= 1
+            topics = (
+                None
+                if wanted is None
+                else [
+                    req.DescribeShareGroupOffsetsRequestTopic(topic_name=t, partitions=ps)
+                    for t, ps in _by_topic(wanted).items()
+                ]
+            )
+            body = req(
+                groups=[req.DescribeShareGroupOffsetsRequestGroup(group_id=group_id, topics=topics)]
+            )
+            resp = await conn.request(90, body)
+            out: dict[TopicPartition, SharePartitionOffsetInfo | None] = {}
+            answered = False
+            for g in resp.groups:
+                if g.group_id != group_id:
+                    continue
+                answered = True
+                check(g.error_code, what, g.error_message, again=TRANSIENT)
+                for t in g.topics:
+                    for p in t.partitions:
+                        tp = TopicPartition(t.topic_name, p.partition_index)
+                        check(
+                            p.error_code,
+                            f"{what}: {tp.topic}-{tp.partition}",
+                            p.error_message,
+                            again=TRANSIENT,
+                        )
+                        out[tp] = (
+                            None
+                            if p.start_offset < 0
+                            else SharePartitionOffsetInfo(
+                                p.start_offset,
+                                p.leader_epoch if p.leader_epoch >= 0 else None,
+                                p.lag if with_lag and p.lag >= 0 else None,
+                            )
+                        )
+            if not answered:
+                raise KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR, f"{what}: no answer")
+            if wanted is None:
+                return dict(sorted(out.items()))
+            return _answered(wanted, out, f"{what}: partition")
+
+        return await self._calls.run("list_share_group_offsets", timeout_ms, attempt)
+
+    async def alter_share_group_offsets(
+        self,
+        group_id: str,
+        offsets: Mapping[TopicPartition, int] | Mapping[tuple[str, int], int],
+        *,
+        timeout_ms: int | None = None,
+    ) -> None:
+        """Set a share group's start offsets (AlterShareGroupOffsets). Each
+        partition named starts afresh at its offset: records from it on are
+        delivered again (with delivery count 1), records below it never.
+
+        The group must have no members; a group id no group has becomes an empty
+        share group, as in Kafka.
+
+        Raises:
+            KafkaError: for the group (NON_EMPTY_GROUP while it has members,
+                GROUP_ID_NOT_FOUND for a group of another type, INVALID_GROUP_ID,
+                UNSUPPORTED_VERSION from a broker before Kafka 4.1), or for the
+                first partition, in the order given, that was not set
+                (UNKNOWN_TOPIC_OR_PARTITION; from brokerlite also
+                OFFSET_OUT_OF_RANGE past the log end, INVALID_REQUEST for a
+                negative offset); the others are set even so.
+        """
+        wanted = {TopicPartition(*tp): o for tp, o in offsets.items()}
+        if not wanted:
+            return
+        req = asgo.AlterShareGroupOffsetsRequest
+        what = f"altering the offsets of share group {group_id!r}"
+
+        async def attempt(deadline: float) -> None:
+            conn = await self._share_offsets_coordinator(group_id, 91, what)
+            body = req(
+                group_id=group_id,
+                topics=[
+                    req.AlterShareGroupOffsetsRequestTopic(
+                        topic_name=t,
+                        partitions=[
+                            req.AlterShareGroupOffsetsRequestPartition(
+                                partition_index=p, start_offset=wanted[TopicPartition(t, p)]
+                            )
+                            for p in ps
+                        ],
+                    )
+                    for t, ps in _by_topic(wanted).items()
+                ],
+            )
+            resp = await conn.request(91, body)
+            check(resp.error_code, what, resp.error_message, again=TRANSIENT)
+            got = {
+                TopicPartition(t.topic_name, p.partition_index): (p.error_code, p.error_message)
+                for t in resp.responses
+                for p in t.partitions
+            }
+            for tp in wanted:
+                code, message = got.get(tp, (ErrorCode.UNKNOWN_SERVER_ERROR, "no answer"))
+                check(
+                    code,
+                    f"setting the start offset of {tp.topic}-{tp.partition} "
+                    f"for share group {group_id!r}",
+                    message,
+                    again=TRANSIENT,
+                )
+
+        await self._calls.run("alter_share_group_offsets", timeout_ms, attempt)
+
+    async def delete_share_group_offsets(
+        self, group_id: str, topics: Iterable[str], *, timeout_ms: int | None = None
+    ) -> None:
+        """Forget a share group's state of whole topics (DeleteShareGroupOffsets):
+        the next member starts their partitions by the group's
+        ``share.auto.offset.reset``.
+
+        The group must have no members.
+
+        Raises:
+            KafkaError: for the group (GROUP_ID_NOT_FOUND for none or one of
+                another type, NON_EMPTY_GROUP while it has members,
+                UNSUPPORTED_VERSION from a broker before Kafka 4.1), or for the
+                first topic, in the order given, whose state was not deleted
+                (UNKNOWN_TOPIC_OR_PARTITION for a topic that does not exist or
+                that the group has no state of); the others are deleted even so.
+        """
+        pending = list(dict.fromkeys(topics))
+        if not pending:
+            return
+        req = dlsgo.DeleteShareGroupOffsetsRequest
+        what = f"deleting the offsets of share group {group_id!r}"
+
+        async def attempt(deadline: float) -> None:
+            conn = await self._share_offsets_coordinator(group_id, 92, what)
+            body = req(
+                group_id=group_id,
+                topics=[req.DeleteShareGroupOffsetsRequestTopic(topic_name=t) for t in pending],
+            )
+            resp = await conn.request(92, body)
+            check(resp.error_code, what, resp.error_message, again=TRANSIENT)
+            got = {t.topic_name: (t.error_code, t.error_message) for t in resp.responses}
+            retry: Again | None = None
+            for name in list(pending):
+                code, message = got.get(name, (ErrorCode.UNKNOWN_SERVER_ERROR, "no answer"))
+                try:
+                    check(code, f"{what}: topic {name!r}", message, again=TRANSIENT)
+                except Again as again:
+                    # Deleted topics are not sent again: a second delete would
+                    # find no state and fail.
+                    retry = retry or again
+                    continue
+                pending.remove(name)
+            if retry is not None:
+                raise retry
+
+        await self._calls.run("delete_share_group_offsets", timeout_ms, attempt)
 
     # -- users ------------------------------------------------------------------------------
 

@@ -113,6 +113,10 @@ CLIENT_VERSIONS: dict[int, tuple[int, int]] = {
     77: (1, 1),  # ShareGroupDescribe
     78: (1, 1),  # ShareFetch
     79: (1, 1),  # ShareAcknowledge
+    # Share-group offsets admin (Kafka 4.1; DescribeShareGroupOffsets v1 adds the lag, 4.2).
+    90: (0, 1),  # DescribeShareGroupOffsets
+    91: (0, 0),  # AlterShareGroupOffsets
+    92: (0, 0),  # DeleteShareGroupOffsets
 }
 
 

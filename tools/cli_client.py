@@ -1010,8 +1010,8 @@ def topics_describe(cfg: dict[str, Any], names: tuple[str, ...], as_json: bool) 
 
 @click.group("groups")
 def groups_command() -> None:
-    """List and describe groups (consumer groups with lag, share groups), reset
-    their offsets, delete them; show and set group configs."""
+    """List and describe groups (consumer groups with lag, share groups with start
+    offsets and lag), reset their offsets, delete them; show and set group configs."""
 
 
 @groups_command.command("list")
@@ -1044,15 +1044,65 @@ def groups_list(cfg: dict[str, Any], types: tuple[str, ...], as_json: bool) -> N
         )
 
 
-async def _describe_share_group(admin: Any, group_id: str) -> dict[str, Any] | None:
-    """``group_id`` as a share group (``describe``'s JSON); None when it is not one,
-    or the broker has no share groups."""
+async def _share_description(admin: Any, group_id: str) -> Any:
+    """``group_id``'s ShareGroupDescription; None when it is not a share group, or
+    the broker has no share groups."""
     try:
-        desc = (await admin.describe_share_groups([group_id]))[group_id]
+        return (await admin.describe_share_groups([group_id]))[group_id]
     except KafkaError as exc:
         if exc.code in (ErrorCode.GROUP_ID_NOT_FOUND, ErrorCode.UNSUPPORTED_VERSION):
             return None
         raise
+
+
+async def _classic_or_share(admin: Any, group_id: str) -> tuple[Any, Any]:
+    """``(GroupDescription, None)`` for a classic or consumer group (or none at all:
+    DescribeGroups calls it Dead), ``(None, ShareGroupDescription)`` for a share group.
+
+    DescribeGroups knows classic groups (the SDK falls back on
+    ConsumerGroupDescribe); a share group is neither: brokerlite calls it Dead,
+    Kafka GROUP_ID_NOT_FOUND. Only then is ShareGroupDescribe asked.
+    """
+    try:
+        desc = (await admin.describe_groups([group_id]))[group_id]
+    except KafkaError as exc:
+        if exc.code != ErrorCode.GROUP_ID_NOT_FOUND:
+            raise
+        share = await _share_description(admin, group_id)
+        if share is None:
+            raise
+        return None, share
+    if desc.state == "Dead" and not desc.members:
+        share = await _share_description(admin, group_id)
+        if share is not None:
+            return None, share
+    return desc, None
+
+
+async def _share_offsets(admin: Any, group_id: str) -> list[dict[str, Any]] | None:
+    """Every partition the share group has state for, with its start offset and lag
+    (None: the broker does not serve DescribeShareGroupOffsets, before Kafka 4.1)."""
+    try:
+        offsets = await admin.list_share_group_offsets(group_id)
+    except KafkaError as exc:
+        if exc.code == ErrorCode.UNSUPPORTED_VERSION:
+            return None
+        raise
+    return [
+        {
+            "topic": tp.topic,
+            "partition": tp.partition,
+            "start_offset": info.start_offset if info else None,
+            "leader_epoch": info.leader_epoch if info else None,
+            "lag": info.lag if info else None,
+        }
+        for tp, info in offsets.items()
+    ]
+
+
+async def _describe_share_group(admin: Any, group_id: str, desc: Any) -> dict[str, Any]:
+    """A share group (its ShareGroupDescription ``desc``) as ``describe``'s JSON."""
+    partitions = await _share_offsets(admin, group_id)
     return {
         "group": group_id,
         "type": "share",
@@ -1072,26 +1122,15 @@ async def _describe_share_group(admin: Any, group_id: str) -> dict[str, Any] | N
             }
             for m in desc.members
         ],
+        "partitions": partitions,
+        "total_lag": None if partitions is None else sum(p["lag"] or 0 for p in partitions),
     }
 
 
 async def _describe_group(admin: Any, group_id: str) -> dict[str, Any]:
-    # DescribeGroups knows classic groups, and the SDK falls back on
-    # ConsumerGroupDescribe; a share group is neither: brokerlite calls it Dead,
-    # Kafka GROUP_ID_NOT_FOUND. Either way, ShareGroupDescribe has the last word.
-    try:
-        desc = (await admin.describe_groups([group_id]))[group_id]
-    except KafkaError as exc:
-        if exc.code != ErrorCode.GROUP_ID_NOT_FOUND:
-            raise
-        share = await _describe_share_group(admin, group_id)
-        if share is None:
-            raise
-        return share
-    if desc.state == "Dead" and not desc.members:
-        share = await _describe_share_group(admin, group_id)
-        if share is not None:
-            return share
+    desc, share = await _classic_or_share(admin, group_id)
+    if share is not None:
+        return await _describe_share_group(admin, group_id, share)
     committed = await admin.list_consumer_group_offsets(group_id)
     owner: dict[Any, Any] = {}
     for m in desc.members:
@@ -1145,7 +1184,8 @@ async def _describe_group(admin: Any, group_id: str) -> dict[str, Any]:
 @_admin_options
 def groups_describe(cfg: dict[str, Any], group_ids: tuple[str, ...], as_json: bool) -> None:
     """State, members, committed offsets and lag of groups; of a share group its
-    state, epochs and members with their subscriptions and assignments."""
+    state, epochs, members with their subscriptions and assignments, and each
+    partition's start offset and lag."""
 
     async def run(admin: Any) -> list[dict[str, Any]]:
         return [await _describe_group(admin, g) for g in group_ids]
@@ -1204,10 +1244,11 @@ def _assignment_text(assignment: Iterable[Sequence[Any]]) -> str:
 
 
 def _print_share_group(g: dict[str, Any]) -> None:
+    lag = "" if g["total_lag"] is None else f"  TotalLag: {g['total_lag']}"
     click.echo(
         f"Group: {g['group']}  Type: share  State: {g['state']}  "
         f"GroupEpoch: {g['group_epoch']}  AssignmentEpoch: {g['assignment_epoch']}  "
-        f"Assignor: {g['assignor'] or '-'}  Members: {len(g['members'])}"
+        f"Assignor: {g['assignor'] or '-'}  Members: {len(g['members'])}{lag}"
     )
     rows = [
         (
@@ -1223,6 +1264,17 @@ def _print_share_group(g: dict[str, Any]) -> None:
     if rows:
         click.echo(
             _table(["CONSUMER-ID", "HOST", "CLIENT-ID", "EPOCH", "SUBSCRIBED", "ASSIGNMENT"], rows)
+        )
+    # The share-partitions, as kafka-share-groups.sh --describe --offsets shows them.
+    if g["partitions"]:
+        click.echo(
+            _table(
+                ["TOPIC", "PARTITION", "LEADER-EPOCH", "START-OFFSET", "LAG"],
+                [
+                    (p["topic"], p["partition"], p["leader_epoch"], p["start_offset"], p["lag"])
+                    for p in g["partitions"]
+                ],
+            )
         )
 
 
@@ -1263,7 +1315,9 @@ def groups_reset_offsets(
     execute: bool,
     as_json: bool,
 ) -> None:
-    """Move GROUP's committed offsets (a dry run unless --execute).
+    """Move GROUP's committed offsets (a dry run unless --execute); of a share
+    group, its start offsets (the records from there on are delivered again, as
+    new; AlterShareGroupOffsets).
 
     The group must have no active members.
     """
@@ -1277,18 +1331,29 @@ def groups_reset_offsets(
     when = parse_timestamp(to_datetime) if to_datetime is not None else None
     wanted = [_parse_topic_partitions(t) for t in topics]
 
-    async def run(admin: Any) -> list[dict[str, Any]]:
+    async def run(admin: Any) -> tuple[list[dict[str, Any]], bool]:
         from trafka.sdk import TopicPartition
 
-        desc = (await admin.describe_groups([group_id]))[group_id]
-        if desc.state in _ACTIVE_STATES or desc.members:
-            raise click.ClickException(
-                f"group {group_id!r} is {desc.state} with {len(desc.members)} members; "
-                "offsets can only be reset while it is inactive"
-            )
-        committed = await admin.list_consumer_group_offsets(group_id)
+        desc, share = await _classic_or_share(admin, group_id)
+        if share is not None:
+            if share.members:
+                raise click.ClickException(
+                    f"share group {group_id!r} is {share.state} with {len(share.members)} "
+                    "members; its offsets can only be reset while it is empty"
+                )
+            starts = await admin.list_share_group_offsets(group_id)
+            committed = {tp: info.start_offset for tp, info in starts.items() if info}
+            known = sorted(starts)
+        else:
+            if desc.state in _ACTIVE_STATES or desc.members:
+                raise click.ClickException(
+                    f"group {group_id!r} is {desc.state} with {len(desc.members)} members; "
+                    "offsets can only be reset while it is inactive"
+                )
+            committed = await admin.list_consumer_group_offsets(group_id)
+            known = sorted(committed)
         if all_topics:
-            tps = sorted(committed)
+            tps = known
         else:
             names = [t for t, _ in wanted]
             infos = await admin.describe_topics(names)
@@ -1300,7 +1365,7 @@ def groups_reset_offsets(
                         raise click.ClickException(f"{t} has no partition {p}")
                     tps.append(TopicPartition(t, p))
         if not tps:
-            return []
+            return [], share is not None
         earliest = await admin.list_offsets({tp: "earliest" for tp in tps})
         latest = await admin.list_offsets({tp: "latest" for tp in tps})
         by_time = await admin.list_offsets({tp: when for tp in tps}) if when is not None else {}
@@ -1326,19 +1391,27 @@ def groups_reset_offsets(
                 }
             )
         if execute:
-            await admin.alter_consumer_group_offsets(
-                group_id,
-                {TopicPartition(p["topic"], p["partition"]): p["new_offset"] for p in plan},
-            )
-        return plan
+            new_offsets = {
+                TopicPartition(p["topic"], p["partition"]): p["new_offset"] for p in plan
+            }
+            if share is not None:
+                await admin.alter_share_group_offsets(group_id, new_offsets)
+            else:
+                await admin.alter_consumer_group_offsets(group_id, new_offsets)
+        return plan, share is not None
 
-    plan = _run(_with_admin, cfg, run)
+    plan, is_share = _run(_with_admin, cfg, run)
     if as_json:
         click.echo(json.dumps(plan))
     elif plan:
         click.echo(
             _table(
-                ["TOPIC", "PARTITION", "CURRENT-OFFSET", "NEW-OFFSET"],
+                [
+                    "TOPIC",
+                    "PARTITION",
+                    "START-OFFSET" if is_share else "CURRENT-OFFSET",
+                    "NEW-OFFSET",
+                ],
                 [(p["topic"], p["partition"], p["current_offset"], p["new_offset"]) for p in plan],
             )
         )
@@ -1360,11 +1433,27 @@ def groups_reset_offsets(
 @_admin_options
 def groups_delete_offsets(cfg: dict[str, Any], group_id: str, topics: tuple[str, ...]) -> None:
     """Delete GROUP's committed offsets of these topics (all their partitions, or the
-    ones listed). While the group has members, none may subscribe to the topics."""
+    ones listed). While the group has members, none may subscribe to the topics.
+
+    Of a share group, its state of whole topics (DeleteShareGroupOffsets), only
+    while it has no members: the next member starts them by the group's
+    share.auto.offset.reset.
+    """
     wanted = [_parse_topic_partitions(t) for t in topics]
 
-    async def run(admin: Any) -> int:
+    async def run(admin: Any) -> str:
         from trafka.sdk import TopicPartition
+
+        _, share = await _classic_or_share(admin, group_id)
+        if share is not None:
+            if any(parts is not None for _, parts in wanted):
+                raise click.UsageError(
+                    f"{group_id!r} is a share group: its offsets are deleted by whole topics "
+                    "(give TOPIC without :PARTITIONS)"
+                )
+            names = list(dict.fromkeys(t for t, _ in wanted))
+            await admin.delete_share_group_offsets(group_id, names)
+            return f"deleted the share-group offsets of {len(names)} topic(s) for group {group_id}"
 
         names = [t for t, parts in wanted if parts is None]
         infos = await admin.describe_topics(names) if names else {}
@@ -1374,10 +1463,9 @@ def groups_delete_offsets(cfg: dict[str, Any], group_id: str, topics: tuple[str,
                 parts = [p.partition for p in infos[t].partitions]
             tps.extend(TopicPartition(t, p) for p in parts)
         await admin.delete_consumer_group_offsets(group_id, tps)
-        return len(tps)
+        return f"deleted the offsets of {len(tps)} partition(s) for group {group_id}"
 
-    n = _run(_with_admin, cfg, run)
-    click.echo(f"deleted the offsets of {n} partition(s) for group {group_id}", err=True)
+    click.echo(_run(_with_admin, cfg, run), err=True)
 
 
 @groups_command.command("delete")

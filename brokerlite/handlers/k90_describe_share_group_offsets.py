@@ -1,0 +1,120 @@
+"""DescribeShareGroupOffsets (key 90), versions 0-1: share groups' start offsets
+(Kafka 4.1; v1 adds each partition's lag, KIP-1226, Kafka 4.2).
+
+Per group and per partition asked for (Topics null: every partition the group
+has share state for, by topic name and partition), the share-partition start
+offset (SPSO), leader epoch 0 (one node, no elections) and from v1 the lag: the
+records from the start offset up to the high watermark that are not yet
+acknowledged or archived, as Kafka's coordinator computes it. A partition
+without share state (never assigned or fetched, its state deleted, a topic or
+partition that does not exist, a group that does not exist or is not a share
+group) has start offset -1 and lag -1, without an error: Kafka treats it as
+absence of data, as OffsetFetch does, and likewise answers an unknown group
+without GROUP_ID_NOT_FOUND (no topics for Topics null). An unknown topic carries
+the null topic id. An empty group id is INVALID_GROUP_ID.
+
+Unlike Kafka, whose share coordinator reports -1 until a share-partition's
+leader first writes its state (its first acknowledgement), brokerlite reports
+the start offset from the moment the share-partition starts: it writes the
+state then.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from trafka.codec.errors import ErrorCode
+from trafka.codec.messages import k90_describe_share_group_offsets as m
+
+from ._base import HandlerSpec, RequestContext
+from ._util import LEADER_EPOCH, NULL_UUID
+
+if TYPE_CHECKING:
+    from trafka.brokerlite.shares import ShareOffsetInfo
+
+API_KEY = 90
+MIN_VERSION = 0
+MAX_VERSION = 1
+
+R = m.DescribeShareGroupOffsetsResponse
+NO_OFFSET = -1  # Kafka's uninitialized start offset, and unknown lag
+LAG_VERSION = 1
+
+
+def _partition(
+    index: int, found: ShareOffsetInfo | None, version: int
+) -> R.DescribeShareGroupOffsetsResponsePartition:
+    start, lag = (NO_OFFSET, NO_OFFSET) if found is None else (found.start_offset, found.lag)
+    return R.DescribeShareGroupOffsetsResponsePartition(
+        partition_index=index,
+        start_offset=start,
+        leader_epoch=LEADER_EPOCH,
+        lag=lag if version >= LAG_VERSION else 0,  # (v0 has no Lag: its default)
+    )
+
+
+def _topic(
+    ctx: RequestContext, name: str, found: list[tuple[int, ShareOffsetInfo | None]]
+) -> R.DescribeShareGroupOffsetsResponseTopic:
+    known = ctx.broker.logs.topic(name)
+    return R.DescribeShareGroupOffsetsResponseTopic(
+        topic_name=name,
+        topic_id=known.topic_id if known is not None else NULL_UUID,
+        partitions=[_partition(p, info, ctx.version) for p, info in found],
+    )
+
+
+def _group(
+    ctx: RequestContext,
+    request: m.DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestGroup,
+) -> R.DescribeShareGroupOffsetsResponseGroup:
+    group_id = request.group_id
+    if not group_id:
+        return R.DescribeShareGroupOffsetsResponseGroup(
+            group_id=group_id,
+            error_code=ErrorCode.INVALID_GROUP_ID,
+            error_message="the group id is empty",
+        )
+    shares = ctx.broker.shares
+    # (Share state belongs to share groups only; other ids have none.)
+    is_share = ctx.broker.share_groups.is_share_group(group_id)
+    by_topic: dict[str, list[tuple[int, ShareOffsetInfo | None]]] = {}
+    if request.topics is None:
+        if is_share:
+            for (topic, partition), info in shares.start_offsets(group_id).items():
+                by_topic.setdefault(topic, []).append((partition, info))
+        topics = [_topic(ctx, name, found) for name, found in by_topic.items()]
+    else:
+        topics = [
+            _topic(
+                ctx,
+                t.topic_name,
+                [
+                    (p, shares.start_offset(group_id, t.topic_name, p) if is_share else None)
+                    for p in t.partitions
+                ],
+            )
+            for t in request.topics
+        ]
+    return R.DescribeShareGroupOffsetsResponseGroup(group_id=group_id, topics=topics)
+
+
+def handle(
+    ctx: RequestContext, request: m.DescribeShareGroupOffsetsRequest
+) -> m.DescribeShareGroupOffsetsResponse:
+    return R(groups=[_group(ctx, g) for g in request.groups])
+
+
+def error_response(
+    request: m.DescribeShareGroupOffsetsRequest | None, version: int, code: ErrorCode
+) -> m.DescribeShareGroupOffsetsResponse:
+    groups = request.groups if request is not None else []
+    return R(
+        groups=[
+            R.DescribeShareGroupOffsetsResponseGroup(group_id=g.group_id, error_code=code)
+            for g in groups
+        ]
+    )
+
+
+SPEC = HandlerSpec(API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response)

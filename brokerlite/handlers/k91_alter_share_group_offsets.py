@@ -1,0 +1,79 @@
+"""AlterShareGroupOffsets (key 91), version 0: set a share group's start offsets
+(Kafka 4.1, KIP-932).
+
+The group as a whole, as Kafka's coordinator decides
+(:meth:`~trafka.brokerlite.share_groups.ShareGroups.offsets_change_refusal`):
+an empty group id is INVALID_GROUP_ID, a classic or consumer group
+GROUP_ID_NOT_FOUND, a group with members NON_EMPTY_GROUP, each in the top-level
+error with no topics; a group id nobody has is created as an empty share group
+first. Then per partition (:meth:`~trafka.brokerlite.shares.ShareFetcher.alter_start_offsets`):
+the share-partition starts afresh at the new offset, its in-flight records and
+delivery counts forgotten, and a partition without share state gets it; durable
+(one fsynced journal write) before the answer. Per-partition errors: a topic or
+partition that does not exist is UNKNOWN_TOPIC_OR_PARTITION (null topic id for
+an unknown topic), as in Kafka; a negative offset INVALID_REQUEST; an offset
+past the log end offset OFFSET_OUT_OF_RANGE (Kafka takes it, then resets the
+share-partition to the log start at its next fetch; brokerlite refuses it
+instead of redelivering the whole log); an offset below the log start offset
+starts at the log start (where Kafka's next fetch moves it); a failed journal
+write KAFKA_STORAGE_ERROR (nothing changed). A partition named twice takes its
+last offset and is answered each time.
+"""
+
+from __future__ import annotations
+
+from trafka.codec.errors import ErrorCode
+from trafka.codec.messages import k91_alter_share_group_offsets as m
+
+from ._base import HandlerSpec, RequestContext
+from ._util import NULL_UUID
+
+API_KEY = 91
+MIN_VERSION = 0
+MAX_VERSION = 0
+
+R = m.AlterShareGroupOffsetsResponse
+
+
+def handle(
+    ctx: RequestContext, request: m.AlterShareGroupOffsetsRequest
+) -> m.AlterShareGroupOffsetsResponse:
+    broker = ctx.broker
+    refusal = broker.share_groups.offsets_change_refusal(request.group_id, create=True)
+    if refusal is not None:
+        code, message = refusal
+        return R(error_code=code, error_message=message)
+    offsets = {
+        (t.topic_name, p.partition_index): p.start_offset
+        for t in request.topics
+        for p in t.partitions
+    }
+    results = broker.shares.alter_start_offsets(request.group_id, offsets)
+    responses = []
+    for t in request.topics:
+        known = broker.logs.topic(t.topic_name)
+        parts = []
+        for p in t.partitions:
+            error, why = results[(t.topic_name, p.partition_index)]
+            parts.append(
+                R.AlterShareGroupOffsetsResponsePartition(
+                    partition_index=p.partition_index, error_code=error, error_message=why
+                )
+            )
+        responses.append(
+            R.AlterShareGroupOffsetsResponseTopic(
+                topic_name=t.topic_name,
+                topic_id=known.topic_id if known is not None else NULL_UUID,
+                partitions=parts,
+            )
+        )
+    return R(responses=responses)
+
+
+def error_response(
+    request: m.AlterShareGroupOffsetsRequest | None, version: int, code: ErrorCode
+) -> m.AlterShareGroupOffsetsResponse:
+    return R(error_code=code)
+
+
+SPEC = HandlerSpec(API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response)

@@ -1,0 +1,63 @@
+"""DeleteShareGroupOffsets (key 92), version 0: forget a share group's state of
+whole topics (Kafka 4.1, KIP-932).
+
+The group as a whole, as Kafka's coordinator decides
+(:meth:`~trafka.brokerlite.share_groups.ShareGroups.offsets_change_refusal`):
+an empty group id is INVALID_GROUP_ID, a group that does not exist or is a
+classic or consumer group GROUP_ID_NOT_FOUND (a delete creates no group), a
+group with members NON_EMPTY_GROUP, each in the top-level error with no topics.
+Then per topic (:meth:`~trafka.brokerlite.shares.ShareFetcher.delete_topics`),
+one answer per distinct name in the order given: the group's state of every
+partition of the topic is forgotten, durably (one fsynced journal write) before
+the answer, and the next member starts those partitions by
+``share.auto.offset.reset``. A topic that does not exist, or of which the group
+has no state, is UNKNOWN_TOPIC_OR_PARTITION with the null topic id, as in Kafka
+("no offset information to delete"); a failed journal write KAFKA_STORAGE_ERROR
+(nothing changed).
+"""
+
+from __future__ import annotations
+
+from trafka.codec.errors import ErrorCode
+from trafka.codec.messages import k92_delete_share_group_offsets as m
+
+from ._base import HandlerSpec, RequestContext
+from ._util import NULL_UUID
+
+API_KEY = 92
+MIN_VERSION = 0
+MAX_VERSION = 0
+
+R = m.DeleteShareGroupOffsetsResponse
+
+
+def handle(
+    ctx: RequestContext, request: m.DeleteShareGroupOffsetsRequest
+) -> m.DeleteShareGroupOffsetsResponse:
+    broker = ctx.broker
+    refusal = broker.share_groups.offsets_change_refusal(request.group_id, create=False)
+    if refusal is not None:
+        code, message = refusal
+        return R(error_code=code, error_message=message)
+    results = broker.shares.delete_topics(request.group_id, [t.topic_name for t in request.topics])
+    responses = []
+    for name, (error, why) in results.items():
+        known = broker.logs.topic(name) if error == ErrorCode.NONE else None
+        responses.append(
+            R.DeleteShareGroupOffsetsResponseTopic(
+                topic_name=name,
+                topic_id=known.topic_id if known is not None else NULL_UUID,
+                error_code=error,
+                error_message=why,
+            )
+        )
+    return R(responses=responses)
+
+
+def error_response(
+    request: m.DeleteShareGroupOffsetsRequest | None, version: int, code: ErrorCode
+) -> m.DeleteShareGroupOffsetsResponse:
+    return R(error_code=code)
+
+
+SPEC = HandlerSpec(API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response)
