@@ -1,13 +1,16 @@
-"""Helpers shared by the drivers: exception-group unwrapping and (de)serializers."""
+"""Helpers shared by the drivers: exception-group unwrapping, waiting for a state
+machine's deadline, and (de)serializers."""
 
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 from anyio.abc import TaskGroup
 
 from .errors import SerializationError
@@ -18,6 +21,7 @@ __all__ = [
     "get_serializer",
     "normalize_headers",
     "owned_task_group",
+    "sleep_until",
 ]
 
 Serializer = Callable[[Any], bytes | None]
@@ -64,6 +68,21 @@ async def owned_task_group() -> AsyncIterator[TaskGroup]:
             raise
     if error is not None:
         raise error
+
+
+async def sleep_until(deadline: float | None, wake: anyio.Event) -> None:
+    """Sleep until ``deadline`` (the anyio clock; None: none) or until ``wake`` is set.
+
+    What a driver's loop over a state machine does between two rounds of the
+    machine's outputs. A deadline already past only yields to the event loop
+    once, so that such a loop never starves the other tasks.
+    """
+    wait = math.inf if deadline is None else deadline - anyio.current_time()
+    if wait > 0:
+        with anyio.move_on_after(wait):
+            await wake.wait()
+    else:
+        await anyio.lowlevel.checkpoint()
 
 
 def _bytes_serializer(value: Any) -> bytes | None:

@@ -24,17 +24,16 @@ are re-exported here.
 from __future__ import annotations
 
 import logging
-import math
 from collections import deque
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.abc
-import anyio.lowlevel
 
 from trafka.codec import KafkaError, TrafkaError
 
+from ._util import sleep_until
 from .calls import Calls, again_if_transient
 from .config import ConsumerConfig
 from .consumer_membership import ConsumerMembership
@@ -318,13 +317,7 @@ class GroupDriver:
                 self._sync_subscription()
             for output in machine.outputs(anyio.current_time()):
                 self._dispatch(output)
-            deadline = machine.next_deadline()
-            wait = math.inf if deadline is None else deadline - anyio.current_time()
-            if wait > 0:
-                with anyio.move_on_after(wait):
-                    await self._wake.wait()
-            else:
-                await anyio.lowlevel.checkpoint()
+            await sleep_until(machine.next_deadline(), self._wake)
 
     def _sync_subscription(self) -> None:
         consumer = self.consumer

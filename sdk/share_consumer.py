@@ -52,11 +52,10 @@ from typing import Any
 
 import anyio
 import anyio.abc
-import anyio.lowlevel
 
 from trafka.codec import ErrorCode, KafkaError, TrafkaError, UnsupportedVersionError
 
-from ._util import get_deserializer, owned_task_group
+from ._util import get_deserializer, owned_task_group, sleep_until
 from .config import ShareConsumerConfig, make_config
 from .errors import ClientClosedError, SerializationError, UsageError
 from .fetcher import TopicPartition
@@ -658,13 +657,7 @@ class ShareConsumer:
                     self.cluster.nudge()
                 elif isinstance(output, Fatal):
                     self._set_fatal(output.error)
-            deadline = membership.next_deadline()
-            wait = math.inf if deadline is None else deadline - anyio.current_time()
-            if wait > 0:
-                with anyio.move_on_after(wait):
-                    await self._group_wake.wait()
-            else:
-                await anyio.lowlevel.checkpoint()
+            await sleep_until(membership.next_deadline(), self._group_wake)
 
     async def _group_send(self, request: ShareGroupRequest) -> None:
         membership = self._member
@@ -697,13 +690,7 @@ class ShareConsumer:
                 self.cluster.metadata.request_update()
                 self.cluster.nudge()
             self._settle_commits()
-            deadline = fetcher.next_deadline()
-            wait = math.inf if deadline is None else deadline - anyio.current_time()
-            if wait > 0:
-                with anyio.move_on_after(wait):
-                    await self._net_wake.wait()
-            else:
-                await anyio.lowlevel.checkpoint()
+            await sleep_until(fetcher.next_deadline(), self._net_wake)
 
     def _send_requests(self) -> None:
         """Send what the fetcher asks for now (see the rules)."""
