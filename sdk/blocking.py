@@ -107,6 +107,18 @@ class _Portal:
             raise ClientClosedError("the client is closed")
         return self.portal.call(partial(fn, *args, **kwargs))
 
+    def slices(self, timeout_ms: float | None, closed: str) -> Iterator[float]:
+        """The waits (seconds) of the calls a blocking wait of ``timeout_ms`` (None:
+        without end) is cut into: at most a second each, so that the loop stays
+        responsive to Ctrl-C. Ends once a call returns at or past the deadline;
+        raises ClientClosedError(``closed``) if the client closes first."""
+        deadline = None if timeout_ms is None else time.monotonic() + timeout_ms / 1000
+        while not self.closed:
+            yield 1.0 if deadline is None else min(1.0, max(deadline - time.monotonic(), 0.0))
+            if deadline is not None and time.monotonic() >= deadline:
+                return
+        raise ClientClosedError(closed)
+
     def close(self, exc: BaseException | None = None) -> bool:
         """Leave the async client's block (flushing/committing as it does), then
         stop the thread. Returns False when already closed."""
@@ -582,18 +594,13 @@ class Consumer(_Forwarding):
         buffer = self._buffer
         if buffer:
             return buffer.popleft()
-        deadline = None if timeout_ms is None else time.monotonic() + timeout_ms / 1000
-        while not self._loop.closed:
-            # At most a second per call: the loop stays responsive to Ctrl-C.
-            left = 1.0 if deadline is None else min(1.0, max(deadline - time.monotonic(), 0.0))
+        for left in self._loop.slices(timeout_ms, "the consumer is closed"):
             batch = self._call(self._consumer.getmany, timeout_ms=int(left * 1000))
             for records in batch.values():
                 buffer.extend(records)
             if buffer:
                 return buffer.popleft()
-            if deadline is not None and time.monotonic() >= deadline:
-                return None
-        raise ClientClosedError("the consumer is closed")
+        return None
 
     def getmany(
         self, *partitions: TopicPartition, timeout_ms: int = 0, max_records: int | None = None
@@ -813,14 +820,11 @@ class ShareConsumer(_Forwarding):
         return self._poll(timeout_ms)
 
     def _poll(self, timeout_ms: float | None) -> list[ShareRecord]:
-        deadline = None if timeout_ms is None else time.monotonic() + timeout_ms / 1000
-        while not self._loop.closed:
-            # At most a second per call: the loop stays responsive to Ctrl-C.
-            left = 1.0 if deadline is None else min(1.0, max(deadline - time.monotonic(), 0.0))
+        for left in self._loop.slices(timeout_ms, "the share consumer is closed"):
             records: list[ShareRecord] = self._call(self._consumer.poll, timeout_ms=left * 1000)
-            if records or (deadline is not None and time.monotonic() >= deadline):
+            if records:
                 return records
-        raise ClientClosedError("the share consumer is closed")
+        return []
 
     def _give_back(self) -> None:
         """Records iteration has not reached: not to be accepted."""
