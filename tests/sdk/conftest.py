@@ -8,10 +8,8 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
-import anyio
-import anyio.abc
 import pytest
-from sdk_fakebroker import FakeBroker
+from sdk_fakebroker import FakeBroker, serving
 
 
 @pytest.fixture(params=["trio", "asyncio"])
@@ -21,10 +19,5 @@ def anyio_backend(request: pytest.FixtureRequest) -> str:
 
 @pytest.fixture
 async def fake_broker() -> AsyncIterator[FakeBroker]:
-    broker = FakeBroker(topics={"t": 3, "one": 1})
-    listener = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=0)
-    broker.port = listener.extra(anyio.abc.SocketAttribute.local_port)
-    async with listener, anyio.create_task_group() as tg:
-        tg.start_soon(listener.serve, broker.serve)
+    async with serving(FakeBroker(topics={"t": 3, "one": 1})) as broker:
         yield broker
-        tg.cancel_scope.cancel()

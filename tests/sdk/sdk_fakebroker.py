@@ -10,8 +10,9 @@ from __future__ import annotations
 import contextvars
 import dataclasses
 import uuid
-from collections.abc import Callable
-from typing import Any
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import Any, TypeVar
 
 import anyio
 import anyio.abc
@@ -234,3 +235,18 @@ class FakeBroker:
                         )
         finally:
             self.open_connections -= 1
+
+
+_B = TypeVar("_B", bound=FakeBroker)
+
+
+@asynccontextmanager
+async def serving(broker: _B) -> AsyncIterator[_B]:
+    """``broker`` answering on a free port of 127.0.0.1 (it sets ``broker.port``)
+    until the block ends."""
+    listener = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=0)
+    broker.port = listener.extra(anyio.abc.SocketAttribute.local_port)
+    async with listener, anyio.create_task_group() as tg:
+        tg.start_soon(listener.serve, broker.serve)
+        yield broker
+        tg.cancel_scope.cancel()

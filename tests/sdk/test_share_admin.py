@@ -10,10 +10,8 @@ import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
-import anyio
-import anyio.abc
 import pytest
-from sdk_fakebroker import FakeBroker
+from sdk_fakebroker import FakeBroker, serving
 from share_scripted_broker import ShareScriptedBroker
 
 from trafka.codec import ErrorCode, KafkaError
@@ -30,13 +28,8 @@ D = sgd.ShareGroupDescribeResponse
 
 @pytest.fixture
 async def broker() -> AsyncIterator[ShareScriptedBroker]:
-    b = ShareScriptedBroker(topics={"q": 2})
-    listener = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=0)
-    b.port = listener.extra(anyio.abc.SocketAttribute.local_port)
-    async with listener, anyio.create_task_group() as tg:
-        tg.start_soon(listener.serve, b.serve)
+    async with serving(ShareScriptedBroker(topics={"q": 2})) as b:
         yield b
-        tg.cancel_scope.cancel()
 
 
 def describe_handler(answers: list[int]) -> Any:
@@ -134,15 +127,11 @@ async def test_a_broker_without_share_groups_says_so() -> None:
 
     plain.handlers[18] = versions
     plain.handlers[10] = ShareScriptedBroker.find_coordinator.__get__(plain)
-    listener = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=0)
-    plain.port = listener.extra(anyio.abc.SocketAttribute.local_port)
-    async with listener, anyio.create_task_group() as tg:
-        tg.start_soon(listener.serve, plain.serve)
+    async with serving(plain):
         async with open_admin(bootstrap_servers=plain.bootstrap) as admin:
             with pytest.raises(KafkaError, match=r"Kafka 4\.1") as caught:
                 await admin.describe_share_groups(["g"])
         assert caught.value.code == ErrorCode.UNSUPPORTED_VERSION
-        tg.cancel_scope.cancel()
 
 
 def list_groups_handler(seen: list[Any]) -> Any:

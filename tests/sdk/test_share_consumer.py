@@ -10,9 +10,8 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import anyio
-import anyio.abc
 import pytest
-from sdk_fakebroker import FakeBroker
+from sdk_fakebroker import FakeBroker, serving
 from share_scripted_broker import ShareScriptedBroker
 
 from trafka.codec import ErrorCode, KafkaError
@@ -28,18 +27,9 @@ pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
 ACCEPT, RELEASE, REJECT = AcknowledgeType.ACCEPT, AcknowledgeType.RELEASE, AcknowledgeType.REJECT
 
 
-async def _serve(broker: FakeBroker) -> AsyncIterator[Any]:
-    listener = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=0)
-    broker.port = listener.extra(anyio.abc.SocketAttribute.local_port)
-    async with listener, anyio.create_task_group() as tg:
-        tg.start_soon(listener.serve, broker.serve)
-        yield broker
-        tg.cancel_scope.cancel()
-
-
 @pytest.fixture
 async def broker() -> AsyncIterator[ShareScriptedBroker]:
-    async for b in _serve(ShareScriptedBroker(topics={"q": 2})):
+    async with serving(ShareScriptedBroker(topics={"q": 2})) as b:
         yield b
 
 
@@ -347,11 +337,10 @@ async def test_a_broker_without_share_groups_fails_the_poll_clearly() -> None:
     plain.handlers[18] = versions
     plain.handlers[10] = ShareScriptedBroker.find_coordinator.__get__(plain)
     assert 76 in CLIENT_VERSIONS
-    async for b in _serve(plain):
-        async with open_share_consumer("q", **settings(b)) as consumer:
-            with anyio.fail_after(10), pytest.raises(KafkaError, match="KIP-932"):
-                while True:
-                    await consumer.poll(timeout_ms=100)
+    async with serving(plain) as b, open_share_consumer("q", **settings(b)) as consumer:
+        with anyio.fail_after(10), pytest.raises(KafkaError, match="KIP-932"):
+            while True:
+                await consumer.poll(timeout_ms=100)
 
 
 async def test_statistics_count_deliveries_and_acknowledgements(
