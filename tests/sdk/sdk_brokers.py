@@ -10,6 +10,7 @@ import pytest
 
 from trafka.brokerlite import RunningBroker
 from trafka.brokerlite.server import broker_in_thread
+from trafka.sdk import NewTopic, open_admin, open_producer
 
 _names = itertools.count()
 
@@ -28,3 +29,31 @@ def module_broker(
     data = tmp_path_factory.mktemp(name)
     with broker_in_thread(port=0, host="127.0.0.1", data_dir=data, **settings) as running:
         yield running
+
+
+#: brokerlite settings for share-group tests: heartbeats every 200 ms rather than
+#: Kafka's 5 s, so that members join and see their assignments change quickly.
+SHARE_HEARTBEATS: dict[str, Any] = {
+    "group_share_heartbeat_interval_ms": 200,
+    "group_share_min_heartbeat_interval_ms": 100,
+}
+
+
+async def share_queue(
+    bootstrap: str, partitions: int = 1, *, earliest: bool = True
+) -> tuple[str, str]:
+    """A fresh topic and share group, the group reading the topic from the start
+    (``share.auto.offset.reset=earliest``) unless ``earliest`` is False."""
+    topic, group = fresh("share-q"), fresh("share-g")
+    async with open_admin(bootstrap_servers=bootstrap) as admin:
+        await admin.create_topics([NewTopic(topic, partitions)])
+        if earliest:
+            await admin.alter_group_configs({group: {"share.auto.offset.reset": "earliest"}})
+    return topic, group
+
+
+async def produce(bootstrap: str, topic: str, values: list[bytes], partitions: int = 1) -> None:
+    """``values`` to ``topic``, to its ``partitions`` in turn."""
+    async with open_producer(bootstrap_servers=bootstrap) as producer:
+        for i, value in enumerate(values):
+            await producer.send(topic, value, partition=i % partitions)

@@ -12,11 +12,11 @@ from typing import Any
 
 import anyio
 import pytest
-from sdk_brokers import fresh, module_broker
+from sdk_brokers import SHARE_HEARTBEATS, fresh, module_broker, produce, share_queue
 
 from trafka.brokerlite import RunningBroker
 from trafka.codec import ErrorCode, KafkaError
-from trafka.sdk import NewTopic, TopicPartition, open_admin, open_producer
+from trafka.sdk import TopicPartition, open_admin
 from trafka.sdk.blocking import ShareConsumer as BlockingShareConsumer
 from trafka.sdk.share_consumer import AcknowledgeType, ShareConsumer, open_share_consumer
 
@@ -27,33 +27,12 @@ ACCEPT, RELEASE, REJECT = AcknowledgeType.ACCEPT, AcknowledgeType.RELEASE, Ackno
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningBroker]:
-    yield from module_broker(
-        tmp_path_factory,
-        "share-consumer",
-        group_share_heartbeat_interval_ms=200,
-        group_share_min_heartbeat_interval_ms=100,
-    )
+    yield from module_broker(tmp_path_factory, "share-consumer", **SHARE_HEARTBEATS)
 
 
 @pytest.fixture
 def anyio_backend() -> str:
     return "trio"
-
-
-async def queue(bs: str, partitions: int = 1, *, earliest: bool = True) -> tuple[str, str]:
-    """A fresh topic and share group (reading from the start unless ``earliest`` is False)."""
-    topic, group = fresh("share-q"), fresh("share-g")
-    async with open_admin(bootstrap_servers=bs) as admin:
-        await admin.create_topics([NewTopic(topic, partitions)])
-        if earliest:
-            await admin.alter_group_configs({group: {"share.auto.offset.reset": "earliest"}})
-    return topic, group
-
-
-async def produce(bs: str, topic: str, values: list[bytes], partitions: int = 1) -> None:
-    async with open_producer(bootstrap_servers=bs) as producer:
-        for i, value in enumerate(values):
-            await producer.send(topic, value, partition=i % partitions)
 
 
 async def poll_until(consumer: ShareConsumer, n: int, seconds: float = 30) -> list[Any]:
@@ -66,7 +45,7 @@ async def poll_until(consumer: ShareConsumer, n: int, seconds: float = 30) -> li
 
 async def test_each_record_goes_to_exactly_one_of_two_members(broker: RunningBroker) -> None:
     bs = broker.bootstrap_servers
-    topic, group = await queue(bs, partitions=3)
+    topic, group = await share_queue(bs, partitions=3)
     values = [b"r%d" % i for i in range(90)]
     await produce(bs, topic, values, partitions=3)
     per_member: dict[str, list[bytes]] = {}
@@ -95,7 +74,7 @@ async def test_each_record_goes_to_exactly_one_of_two_members(broker: RunningBro
 
 async def test_release_delivers_again_and_reject_never(broker: RunningBroker) -> None:
     bs = broker.bootstrap_servers
-    topic, group = await queue(bs)
+    topic, group = await share_queue(bs)
     await produce(bs, topic, [b"keep", b"again", b"bad"])
     async with open_share_consumer(
         topic, bootstrap_servers=bs, group_id=group, share_acknowledgement_mode="explicit"
@@ -132,7 +111,7 @@ async def test_closing_without_acknowledging_gives_the_records_back(
     broker: RunningBroker,
 ) -> None:
     bs = broker.bootstrap_servers
-    topic, group = await queue(bs)
+    topic, group = await share_queue(bs)
     await produce(bs, topic, [b"a", b"b"])
     async with open_share_consumer(
         topic, bootstrap_servers=bs, group_id=group, share_acknowledgement_mode="explicit"
@@ -148,7 +127,7 @@ async def test_a_group_left_at_latest_reads_what_comes_after_it_joined(
     broker: RunningBroker,
 ) -> None:
     bs = broker.bootstrap_servers
-    topic, group = await queue(bs, earliest=False)
+    topic, group = await share_queue(bs, earliest=False)
     await produce(bs, topic, [b"before"])
     async with open_share_consumer(topic, bootstrap_servers=bs, group_id=group) as consumer:
         with anyio.fail_after(30):
@@ -163,7 +142,7 @@ async def test_a_group_left_at_latest_reads_what_comes_after_it_joined(
 
 async def test_admin_describes_and_lists_share_groups(broker: RunningBroker) -> None:
     bs = broker.bootstrap_servers
-    topic, group = await queue(bs, partitions=2)
+    topic, group = await share_queue(bs, partitions=2)
     async with open_share_consumer(topic, bootstrap_servers=bs, group_id=group) as consumer:
         with anyio.fail_after(30):
             while not consumer.assignment():
@@ -188,7 +167,7 @@ async def test_admin_describes_and_lists_share_groups(broker: RunningBroker) -> 
 
 def test_the_blocking_share_consumer(broker: RunningBroker) -> None:
     bs = broker.bootstrap_servers
-    topic, group = anyio.run(queue, bs, backend="trio")
+    topic, group = anyio.run(share_queue, bs, backend="trio")
     anyio.run(produce, bs, topic, [b"x", b"y", b"z"], backend="trio")
     with BlockingShareConsumer(
         topic, bootstrap_servers=bs, group_id=group, consumer_timeout_ms=3000

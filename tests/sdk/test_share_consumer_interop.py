@@ -14,10 +14,9 @@ import anyio.to_thread
 import pytest
 from confluent_kafka import AcknowledgeType as CkAcknowledgeType
 from confluent_kafka import ShareConsumer as CkShareConsumer
-from sdk_brokers import fresh, module_broker
+from sdk_brokers import SHARE_HEARTBEATS, module_broker, produce, share_queue
 
 from trafka.brokerlite import RunningBroker
-from trafka.sdk import NewTopic, open_admin, open_producer
 from trafka.sdk.share_consumer import AcknowledgeType, open_share_consumer
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(120)]
@@ -25,12 +24,7 @@ pytestmark = [pytest.mark.anyio, pytest.mark.timeout(120)]
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningBroker]:
-    yield from module_broker(
-        tmp_path_factory,
-        "share-interop",
-        group_share_heartbeat_interval_ms=200,
-        group_share_min_heartbeat_interval_ms=100,
-    )
+    yield from module_broker(tmp_path_factory, "share-interop", **SHARE_HEARTBEATS)
 
 
 @pytest.fixture
@@ -39,13 +33,9 @@ def anyio_backend() -> str:
 
 
 async def queue(bs: str, values: list[bytes], partitions: int = 1) -> tuple[str, str]:
-    topic, group = fresh("share-iq"), fresh("share-ig")
-    async with open_admin(bootstrap_servers=bs) as admin:
-        await admin.create_topics([NewTopic(topic, partitions)])
-        await admin.alter_group_configs({group: {"share.auto.offset.reset": "earliest"}})
-    async with open_producer(bootstrap_servers=bs) as producer:
-        for i, value in enumerate(values):
-            await producer.send(topic, value, partition=i % partitions)
+    """A fresh topic holding ``values`` and a share group reading it from the start."""
+    topic, group = await share_queue(bs, partitions)
+    await produce(bs, topic, values, partitions)
     return topic, group
 
 
