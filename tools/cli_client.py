@@ -55,7 +55,7 @@ import sys
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
-from typing import IO, Any, TypeVar
+from typing import IO, Any, Protocol, TypeVar
 
 import anyio
 import anyio.to_thread
@@ -626,11 +626,25 @@ class _ConsumeOptions:
     null_str: bytes
 
 
-def _writer(opts: _ConsumeOptions, out: IO[bytes]) -> Callable[[Any], None]:
+class _OutputFormat(Protocol):
+    """How records are printed: consume's -J/-f, -D, -K and -Z (share-consume's too)."""
+
+    json: bool
+    delimiter: bytes
+    key_delimiter: bytes | None
+    null_str: bytes
+
+
+def _writer(
+    opts: _OutputFormat,
+    out: IO[bytes],
+    to_json: Callable[[Any], dict[str, Any]] = record_to_json,
+) -> Callable[[Any], None]:
+    """Prints a record to ``out``: a line of JSON (``to_json``'s object) or raw."""
     if opts.json:
 
         def write_json(record: Any) -> None:
-            out.write(json.dumps(record_to_json(record), ensure_ascii=False).encode() + b"\n")
+            out.write(json.dumps(to_json(record), ensure_ascii=False).encode() + b"\n")
 
         return write_json
     delim, kd, null = opts.delimiter, opts.key_delimiter, opts.null_str
@@ -674,6 +688,20 @@ def _at_end(consumer: Any) -> bool:
     return bool(tps) and all(consumer.lag(tp) == 0 for tp in tps)
 
 
+async def _check_topics(cluster: Any, topics: Sequence[str]) -> None:
+    """A topic that does not exist is an error at once (and is not created)."""
+    md = cluster.metadata
+    await cluster.refresh_metadata(topics)
+    missing = [
+        t
+        for t in topics
+        if md.partition_count(t) is None
+        and md.topic_errors.get(t) == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    ]
+    if missing:
+        raise click.ClickException(f"no such topic: {', '.join(missing)}")
+
+
 async def _consume(opts: _ConsumeOptions, cfg: dict[str, Any]) -> int:
     from trafka.sdk import ConsumerConfig, TopicPartition, open_consumer
 
@@ -686,16 +714,7 @@ async def _consume(opts: _ConsumeOptions, cfg: dict[str, Any]) -> int:
         if opts.group is not None and not opts.partitions:
             consumer.subscribe(list(opts.topics))
         else:
-            md = consumer.cluster.metadata
-            await consumer.cluster.refresh_metadata(opts.topics)
-            missing = [
-                t
-                for t in opts.topics
-                if md.partition_count(t) is None
-                and md.topic_errors.get(t) == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            ]
-            if missing:
-                raise click.ClickException(f"no such topic: {', '.join(missing)}")
+            await _check_topics(consumer.cluster, opts.topics)
             tps = []
             for topic in opts.topics:
                 parts = opts.partitions or tuple(await consumer.partitions_for(topic))

@@ -37,27 +37,25 @@ Rules:
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import signal
 import sys
 import threading
-from collections.abc import Callable
-from typing import IO, Any
+from typing import Any
 
 import anyio
 import anyio.abc
 import click
 
-from trafka.codec import ErrorCode
-
 from .cli_client import (
     _check_reachable,
+    _check_topics,
     _client_config,
     _common,
     _make,
     _parse_pairs,
     _run,
+    _writer,
     parse_delimiter,
     record_to_json,
 )
@@ -102,26 +100,6 @@ class _Outcome:
     broken_pipe: bool = False
 
 
-def _writer(opts: _ShareOptions, out: IO[bytes]) -> Callable[[Any], None]:
-    if opts.json:
-
-        def write_json(record: Any) -> None:
-            line = json.dumps(share_record_to_json(record), ensure_ascii=False)
-            out.write(line.encode() + b"\n")
-
-        return write_json
-    delim, kd, null = opts.delimiter, opts.key_delimiter, opts.null_str
-
-    def write_raw(record: Any) -> None:
-        if kd is not None:
-            out.write(null if record.key is None else record.key)
-            out.write(kd)
-        value = record.value
-        out.write((null if value is None else value) + delim)
-
-    return write_raw
-
-
 async def _stop_on_signals(
     stop: anyio.CancelScope,
     outcome: _Outcome,
@@ -149,26 +127,13 @@ async def _stop_on_signals(
             return
 
 
-async def _check_topics(cluster: Any, topics: tuple[str, ...]) -> None:
-    md = cluster.metadata
-    await cluster.refresh_metadata(topics)
-    missing = [
-        t
-        for t in topics
-        if md.partition_count(t) is None
-        and md.topic_errors.get(t) == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-    ]
-    if missing:
-        raise click.ClickException(f"no such topic: {', '.join(missing)}")
-
-
 async def _poll_loop(consumer: Any, opts: _ShareOptions, outcome: _Outcome) -> None:
     """Poll, print and acknowledge until -c, the idle timeout or a broken pipe."""
     from trafka.sdk import AcknowledgeType
 
     kind = AcknowledgeType[opts.ack.upper()]
     out = sys.stdout.buffer
-    write = _writer(opts, out)
+    write = _writer(opts, out, share_record_to_json)
     idle_since: float | None = None
     while True:
         left = None if opts.count is None else opts.count - outcome.printed
