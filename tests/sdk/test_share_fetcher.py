@@ -136,6 +136,16 @@ def open_session(f: ShareFetcher, node: int = 0, answer: Any = None) -> ShareReq
     return request
 
 
+def one_record_delivered() -> ShareFetcher:
+    """A fetcher whose share session with node 0 delivered one record (a-0,
+    offset 0, acquired), not taken yet."""
+    f = fetcher({A0: 0})
+    open_session(
+        f, answer=fetch_answer({"a": [part(0, records=blob(0, [b"x"]), acquired=[(0, 0, 1)])]})
+    )
+    return f
+
+
 # -- acknowledgement batches and epochs ----------------------------------------------------
 
 
@@ -265,10 +275,7 @@ def test_another_request_error_still_moves_the_epoch_on() -> None:
 
 
 def test_a_lost_connection_resets_the_session_and_fails_what_was_carried() -> None:
-    f = fetcher({A0: 0})
-    open_session(
-        f, answer=fetch_answer({"a": [part(0, records=blob(0, [b"x"]), acquired=[(0, 0, 1)])]})
-    )
+    f = one_record_delivered()
     f.take(10)
     f.acknowledge(A0, 0, REJECT)
     f.take_acknowledged()
@@ -281,10 +288,7 @@ def test_a_lost_connection_resets_the_session_and_fails_what_was_carried() -> No
 
 
 def test_acknowledgements_pending_for_a_session_at_epoch_0_fail_and_never_ride_on_it() -> None:
-    f = fetcher({A0: 0})
-    open_session(
-        f, answer=fetch_answer({"a": [part(0, records=blob(0, [b"x"]), acquired=[(0, 0, 1)])]})
-    )
+    f = one_record_delivered()
     f.take(10)
     f.sessions[0].reset()  # as after SHARE_SESSION_NOT_FOUND on another request
     f.acknowledge_all(ACCEPT)
@@ -362,10 +366,7 @@ def test_gaps_ride_on_the_next_fetch() -> None:
 
 
 def test_a_response_with_records_stops_fetching_until_they_are_wanted() -> None:
-    f = fetcher({A0: 0})
-    open_session(
-        f, answer=fetch_answer({"a": [part(0, records=blob(0, [b"x"]), acquired=[(0, 0, 1)])]})
-    )
+    f = one_record_delivered()
     assert not f.fetch_wanted
     assert f.requests(0.0) == []
     assert f.acquisition_lock_timeout_ms == 30_000
@@ -418,10 +419,7 @@ def test_acknowledging_again_changes_the_type_until_it_is_taken() -> None:
 
 
 def test_pending_acknowledgements_go_alone_when_no_fetch_is_wanted() -> None:
-    f = fetcher({A0: 0})
-    open_session(
-        f, answer=fetch_answer({"a": [part(0, records=blob(0, [b"x"]), acquired=[(0, 0, 1)])]})
-    )
+    f = one_record_delivered()
     f.take(10)
     f.acknowledge_all(ACCEPT)
     f.take_acknowledged()
@@ -433,10 +431,7 @@ def test_pending_acknowledgements_go_alone_when_no_fetch_is_wanted() -> None:
 
 
 def test_piggybacked_acknowledgement_errors_reach_the_outcomes() -> None:
-    f = fetcher({A0: 0})
-    open_session(
-        f, answer=fetch_answer({"a": [part(0, records=blob(0, [b"x"]), acquired=[(0, 0, 1)])]})
-    )
+    f = one_record_delivered()
     f.take(10)
     f.acknowledge_all(ACCEPT)
     f.take_acknowledged()
