@@ -223,10 +223,40 @@ class ConsumerGroup:
         return None
 
 
-def _group_from_snapshot(group_id: str, data: Mapping[str, Any]) -> ConsumerGroup:
-    def tps(rows: Iterable[Any]) -> set[TP]:
-        return {(uuid.UUID(t), int(p)) for t, p in rows}
+def tps_json(pairs: Iterable[TP]) -> list[list[Any]]:
+    """Topic-partitions as snapshot JSON: ``[[topic id, partition], ...]``, sorted."""
+    return [[str(t), p] for t, p in sorted(pairs, key=lambda tp: (str(tp[0]), tp[1]))]
 
+
+def tps_from_json(rows: Iterable[Any]) -> set[TP]:
+    """The inverse of :func:`tps_json`."""
+    return {(uuid.UUID(t), int(p)) for t, p in rows}
+
+
+def group_core_json(group: Any) -> dict[str, Any]:
+    """What every group of the new protocols (KIP-848's, KIP-932's) snapshots alike:
+    its epochs, the topics it subscribes to and its target assignment."""
+    return {
+        "epoch": group.epoch,
+        "assignment_epoch": group.assignment_epoch,
+        "subscribed": [
+            [m.name, str(m.topic_id), m.partitions]
+            for m in sorted(group.subscribed.values(), key=lambda m: m.name)
+        ],
+        "target": {mid: tps_json(target) for mid, target in sorted(group.target.items())},
+    }
+
+
+def load_group_core(group: Any, data: Mapping[str, Any]) -> None:
+    """Set the subscribed topics and target assignment of :func:`group_core_json` on
+    ``group`` (its epochs are constructor arguments)."""
+    for name, topic_id, partitions in data["subscribed"]:
+        group.subscribed[str(name)] = TopicMeta(str(name), uuid.UUID(topic_id), int(partitions))
+    group.target = {str(mid): tps_from_json(rows) for mid, rows in data["target"].items()}
+
+
+def _group_from_snapshot(group_id: str, data: Mapping[str, Any]) -> ConsumerGroup:
+    tps = tps_from_json
     group = ConsumerGroup(
         group_id,
         epoch=int(data["epoch"]),
@@ -235,9 +265,7 @@ def _group_from_snapshot(group_id: str, data: Mapping[str, Any]) -> ConsumerGrou
     )
     if group.assignor not in ASSIGNORS:
         raise ValueError(f"unknown assignor {group.assignor!r}")
-    for name, topic_id, partitions in data["subscribed"]:
-        group.subscribed[name] = TopicMeta(name, uuid.UUID(topic_id), int(partitions))
-    group.target = {mid: tps(rows) for mid, rows in data["target"].items()}
+    load_group_core(group, data)
     for m in data["members"]:
         assigned, revoking = tps(m["assigned"]), tps(m["revoking"])
         member = ConsumerMember(
@@ -693,18 +721,10 @@ class ConsumerGroups:
     def snapshot(group: ConsumerGroup) -> dict[str, Any]:
         """What of ``group`` survives a restart, as JSON-ready data."""
 
-        def tps(pairs: Iterable[TP]) -> list[list[Any]]:
-            return [[str(t), p] for t, p in sorted(pairs, key=lambda tp: (str(tp[0]), tp[1]))]
-
+        tps = tps_json
         return {
-            "epoch": group.epoch,
-            "assignment_epoch": group.assignment_epoch,
+            **group_core_json(group),
             "assignor": group.assignor,
-            "subscribed": [
-                [m.name, str(m.topic_id), m.partitions]
-                for m in sorted(group.subscribed.values(), key=lambda m: m.name)
-            ],
-            "target": {mid: tps(target) for mid, target in sorted(group.target.items())},
             "members": [
                 {
                     "member_id": m.member_id,

@@ -90,7 +90,13 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
-from trafka.brokerlite.consumer_groups import TopicMeta
+from trafka.brokerlite.consumer_groups import (
+    TopicMeta,
+    group_core_json,
+    load_group_core,
+    tps_from_json,
+    tps_json,
+)
 from trafka.brokerlite.errors import BrokerError
 from trafka.brokerlite.journal import CrcJournal, JournalStore
 from trafka.codec.errors import ErrorCode
@@ -533,17 +539,9 @@ def _by_topic(tps: Iterable[TP]) -> dict[uuid.UUID, list[int]]:
 
 
 def _snapshot(group: ShareGroup) -> dict[str, Any]:
-    def tps(pairs: Iterable[TP]) -> list[list[Any]]:
-        return [[str(t), p] for t, p in sorted(pairs, key=_tp_key)]
-
+    tps = tps_json
     return {
-        "epoch": group.epoch,
-        "assignment_epoch": group.assignment_epoch,
-        "subscribed": [
-            [m.name, str(m.topic_id), m.partitions]
-            for m in sorted(group.subscribed.values(), key=lambda m: m.name)
-        ],
-        "target": {mid: tps(target) for mid, target in sorted(group.target.items())},
+        **group_core_json(group),
         "members": [
             {
                 "member_id": m.member_id,
@@ -561,17 +559,13 @@ def _snapshot(group: ShareGroup) -> dict[str, Any]:
 
 
 def _from_snapshot(group_id: str, data: Mapping[str, Any]) -> ShareGroup:
-    def tps(rows: Iterable[Any]) -> frozenset[TP]:
-        return frozenset((uuid.UUID(t), int(p)) for t, p in rows)
-
     group = ShareGroup(
         group_id, epoch=int(data["epoch"]), assignment_epoch=int(data["assignment_epoch"])
     )
-    for name, topic_id, partitions in data["subscribed"]:
-        group.subscribed[str(name)] = TopicMeta(str(name), uuid.UUID(topic_id), int(partitions))
-    group.target = {str(mid): tps(rows) for mid, rows in data["target"].items()}
+    load_group_core(group, data)
+    group.target = {mid: frozenset(tps) for mid, tps in group.target.items()}
     for m in data["members"]:
-        assigned = tps(m["assigned"])
+        assigned = frozenset(tps_from_json(m["assigned"]))
         member = ShareMember(
             member_id=str(m["member_id"]),
             client_id=str(m["client_id"]),
