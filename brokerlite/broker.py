@@ -63,6 +63,12 @@ Rules and invariants:
   SaslAuthenticate are handled, any other request is a :class:`Close`, and after
   a v0 SaslHandshake each frame is a bare SASL token answered by a
   :class:`SaslToken` (KIP-43). :meth:`max_frame_size` is smaller meanwhile.
+* A SASL session with a lifetime (KIP-368: ``connections_max_reauth_ms``, or an
+  OAUTHBEARER token's expiry) ends at its expiry: the connection's first
+  request after it is a :class:`Close`, unanswered, as Kafka does. Before that,
+  a SaslHandshake re-authenticates the connection in place (at most once a
+  second); until that is done only SaslAuthenticate may come (anything else is
+  a :class:`Close`), and the principal stays what it was for ACLs meanwhile.
 """
 
 from __future__ import annotations
@@ -127,6 +133,8 @@ log = logging.getLogger("trafka.brokerlite")
 API_VERSIONS_KEY = 18
 # What a connection of a SASL listener may ask before it has authenticated.
 _BEFORE_AUTHENTICATION = frozenset({17, 18, 36})  # SaslHandshake, ApiVersions, SaslAuthenticate
+_SASL_AUTHENTICATE = 36  # the only request a re-authenticating connection may send
+_MIN_REAUTH_INTERVAL_MS = 1000  # Kafka's floor between two re-authentications
 _PRODUCER_ID_BLOCK = 1000
 _FLUSH_CHECK_MS = 1000
 GROUPS_JOURNAL = "trafka-groups.journal"
@@ -197,6 +205,13 @@ class Broker:
         self.sasl_users = UserStore.from_config(config) if config.sasl_enabled else None
         self._sasl_sessions: dict[int, SaslSession] = {}
         self._sasl_principals: dict[int, str] = {}
+        self._sasl_mechanisms: dict[int, str] = {}  # each authenticated connection's
+        self._sasl_expiry: dict[int, int] = {}  # when a limited session ends (ms)
+        self._reauth_started: dict[int, int] = {}  # the latest re-authentication's start
+        #: Re-authentications completed, and connections closed because their
+        #: SASL session expired (KIP-368), since the broker started.
+        self.sasl_reauthentications = 0
+        self.sasl_sessions_expired = 0
         # The log manager locks the data directory: open it before writing anything there.
         self.logs = LogManager(
             self.data_dir,
@@ -353,6 +368,9 @@ class Broker:
         if self.sasl_users is not None:
             self._sasl_sessions.pop(conn_id, None)
             self._sasl_principals.pop(conn_id, None)
+            self._sasl_mechanisms.pop(conn_id, None)
+            self._sasl_expiry.pop(conn_id, None)
+            self._reauth_started.pop(conn_id, None)
         self.shares.connection_closed(conn_id)
         ticket = self._by_conn.pop(conn_id, None)
         if ticket is None:
@@ -365,31 +383,72 @@ class Broker:
     # -- SASL authentication ----------------------------------------------------
 
     def sasl_session(self, conn_id: int) -> SaslSession | None:
-        """The SASL session of a connection still authenticating.
+        """The SASL session of a connection still authenticating or re-authenticating.
 
         None on a PLAINTEXT or SSL listener, and once the connection has
-        authenticated. A connection not seen before gets a new session.
+        authenticated (until it re-authenticates). A connection not seen before
+        gets a new session.
         """
         users = self.sasl_users
-        if users is None or conn_id in self._sasl_principals:
+        if users is None:
             return None
         session = self._sasl_sessions.get(conn_id)
-        if session is None:
-            session = SaslSession(users, self.config.sasl_enabled_mechanisms)
+        if session is None and conn_id not in self._sasl_principals:
+            session = SaslSession(
+                users,
+                self.config.sasl_enabled_mechanisms,
+                max_reauth_ms=self.config.connections_max_reauth_ms,
+            )
             self._sasl_sessions[conn_id] = session
         return session
 
+    def begin_reauthentication(self, conn_id: int, now_ms: int) -> SaslSession | None:
+        """A re-authentication session for an authenticated connection (KIP-368).
+
+        Kafka's rule (``KafkaChannel.maybeBeginServerReauthentication``): only a
+        session with a lifetime (an expiry) may re-authenticate, and at most
+        once a second; otherwise None, and the SaslHandshake is answered as any
+        on an authenticated connection (ILLEGAL_SASL_STATE).
+        """
+        users = self.sasl_users
+        principal = self._sasl_principals.get(conn_id)
+        if users is None or principal is None or conn_id not in self._sasl_expiry:
+            return None
+        started = self._reauth_started.get(conn_id)
+        if started is not None and now_ms - started < _MIN_REAUTH_INTERVAL_MS:
+            return None
+        self._reauth_started[conn_id] = now_ms
+        session = SaslSession(
+            users,
+            self.config.sasl_enabled_mechanisms,
+            max_reauth_ms=self.config.connections_max_reauth_ms,
+            reauth_of=(self._sasl_mechanisms[conn_id], principal),
+        )
+        self._sasl_sessions[conn_id] = session
+        return session
+
     def sasl_authenticated(self, conn_id: int, session: SaslSession) -> None:
-        """Record that a connection has authenticated (its session is DONE)."""
+        """Record that a connection has authenticated or re-authenticated (its
+        session is DONE), with the session's expiry."""
         assert session.state is SaslState.DONE and session.username is not None
+        assert session.mechanism is not None
         self._sasl_sessions.pop(conn_id, None)
         self._sasl_principals[conn_id] = session.username
+        self._sasl_mechanisms[conn_id] = session.mechanism
+        if session.expires_ms is None:
+            self._sasl_expiry.pop(conn_id, None)
+        else:
+            self._sasl_expiry[conn_id] = session.expires_ms
+        if session.reauth_of is not None:
+            self.sasl_reauthentications += 1
         log.debug(
-            "connection %d from %s authenticated as %r with SASL %s",
+            "connection %d from %s %s as %r with SASL %s (session lifetime %d ms)",
             conn_id,
             self.peer(conn_id),
+            "re-authenticated" if session.reauth_of is not None else "authenticated",
             session.username,
             session.mechanism,
+            session.session_lifetime_ms,
         )
 
     def authenticating(self, conn_id: int) -> bool:
@@ -442,10 +501,19 @@ class Broker:
         :class:`SaslToken` (or a :class:`Close` when authentication fails).
         """
         session = None
-        if self.sasl_users is not None and conn_id not in self._sasl_principals:
+        if self.sasl_users is not None:
             session = self.sasl_session(conn_id)
             if session is not None and session.raw_tokens:
                 return self._raw_sasl_token(conn_id, session, frame, now_ms)
+            expiry = self._sasl_expiry.get(conn_id)
+            if session is None and expiry is not None and now_ms > expiry:
+                # Kafka closes such a connection at its next request, unanswered.
+                self.sasl_sessions_expired += 1
+                return Close(
+                    f"SASL session expired {now_ms - expiry} ms ago without "
+                    "re-authentication (connections.max.reauth.ms or the token's expiry)",
+                    self.client_id(conn_id),
+                )
         try:
             header, body_at = decode_request_header(frame)
         except CodecError as exc:
@@ -456,6 +524,12 @@ class Broker:
         if key not in API_MODULES:
             return Close(f"unknown API key {key} (version {version})", client_id)
         info = api(key)
+        if session is not None and session.reauth_of is not None and key != _SASL_AUTHENTICATE:
+            return Close(
+                f"{info.name} request during SASL re-authentication",
+                client_id,
+                failed_authentication=True,
+            )
         if session is not None and key not in _BEFORE_AUTHENTICATION:
             return Close(
                 f"{info.name} request before SASL authentication (is the client "

@@ -222,6 +222,10 @@ class BrokerConfig:
             ``ssl.client.auth``).
         connection_failed_authentication_delay_ms: how long a connection that
             failed to authenticate waits, after its answer, before it is closed.
+        connections_max_reauth_ms: the longest a SASL session lasts before the
+            client must re-authenticate on its connection (KIP-368); 0, the
+            default, means no limit (OAUTHBEARER sessions still end when their
+            token expires, as Kafka's do).
         announce: announce the listener on the local network (zeroconf, service
             type ``_kafka._tcp``) with its cluster id, node id and security
             protocol, so that clients with ``bootstrap.servers=zeroconf`` find it.
@@ -299,6 +303,7 @@ class BrokerConfig:
     ssl_cafile: Path | None = None
     ssl_client_auth: str = "none"
     connection_failed_authentication_delay_ms: int = 100
+    connections_max_reauth_ms: int = 0
     announce: bool = False
 
     def partition_limit(self) -> int:
@@ -362,6 +367,8 @@ class BrokerConfig:
             raise ConfigError("group_initial_rebalance_delay_ms: must be >= 0")
         if self.connection_failed_authentication_delay_ms < 0:
             raise ConfigError("connection_failed_authentication_delay_ms: must be >= 0")
+        if self.connections_max_reauth_ms < 0:
+            raise ConfigError("connections_max_reauth_ms: must be >= 0")
         if self.log_message_timestamp_type not in ("CreateTime", "LogAppendTime"):
             raise ConfigError(
                 "log_message_timestamp_type: must be CreateTime or LogAppendTime, "

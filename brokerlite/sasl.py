@@ -30,9 +30,18 @@ Rules and invariants (Kafka's ``SaslServerAuthenticator``, KIP-43 and KIP-152):
 
 * FAILED is final: the broker sends the error answer (if any) and closes the
   connection. A session never gets a second attempt.
-* Once DONE the session is dropped; SaslHandshake and SaslAuthenticate are then
-  answered ILLEGAL_SASL_STATE and the connection stays, as Kafka does. Sessions
-  do not expire (``session_lifetime_ms`` is 0: no re-authentication, KIP-368).
+* Once DONE the session is dropped. Its lifetime (KIP-368, Kafka's
+  ``SaslServerAuthenticator``) is the smaller of ``connections_max_reauth_ms``
+  (when positive) and, for OAUTHBEARER, the time left until the token's
+  ``exp``; never negative. With neither (PLAIN or SCRAM and the setting 0) the
+  lifetime is 0 and the session never expires: SaslHandshake and
+  SaslAuthenticate are then answered ILLEGAL_SASL_STATE and the connection
+  stays, as Kafka does.
+* Re-authentication: a session made with ``reauth_of=(mechanism, principal)``
+  runs the same table on an authenticated connection. A handshake naming
+  another enabled mechanism is answered NONE (as Kafka does) but the next
+  token fails the session; a client that authenticates as another principal
+  fails it too (SASL_AUTHENTICATION_FAILED, "cannot change principals").
 * A misbehaving mechanism (an unexpected exception) fails the session like bad
   credentials, with a generic message; it never reaches another connection.
 * Passwords are kept only for PLAIN (it compares them); SCRAM keeps derived
@@ -166,17 +175,36 @@ class SaslSession:
     Args:
         users: who may authenticate.
         mechanisms: the enabled mechanisms, in the order SaslHandshake lists them.
+        max_reauth_ms: ``connections_max_reauth_ms`` (0: no limit of its own).
+        reauth_of: for a re-authentication, the connection's mechanism and
+            principal, which must not change.
+
+    Once DONE, ``session_lifetime_ms`` is the lifetime to answer (0: none) and
+    ``expires_ms`` the time the session ends (None: never).
     """
 
-    def __init__(self, users: UserStore, mechanisms: tuple[str, ...]) -> None:
+    def __init__(
+        self,
+        users: UserStore,
+        mechanisms: tuple[str, ...],
+        *,
+        max_reauth_ms: int = 0,
+        reauth_of: tuple[str, str] | None = None,
+    ) -> None:
         self._users = users
         self.mechanisms = mechanisms
         self.state = SaslState.START
         self.mechanism: str | None = None
         self.username: str | None = None
+        self.reauth_of = reauth_of
+        self.session_lifetime_ms = 0
+        self.expires_ms: int | None = None
+        self._max_reauth_ms = max_reauth_ms
         self._server: PlainServer | ScramServer | OAuthBearerServer | None = None
         self._first_done = False  # SCRAM: the server-first message was sent
         self._now_ms = 0  # the time of the token being checked (OAUTHBEARER)
+        self._token_expires_ms: int | None = None  # OAUTHBEARER: the accepted token's exp
+        self._bad_mechanism: str | None = None  # re-authentication with another mechanism
 
     @property
     def raw_tokens(self) -> bool:
@@ -202,16 +230,25 @@ class SaslSession:
             self._server = PlainServer(users.password)
         elif mechanism == OAUTHBEARER:
             validator = users.token_validator
-            self._server = OAuthBearerServer(
-                lambda token: validator.validate(token, self._now_ms).principal
-            )
+            self._server = OAuthBearerServer(lambda token: self._check_token(validator, token))
         else:
             self._server = ScramServer(
                 mechanism, lambda name: users.scram_credential(mechanism, name)
             )
         self.mechanism = mechanism
+        if self.reauth_of is not None and mechanism != self.reauth_of[0]:
+            self._bad_mechanism = (
+                f"SASL mechanism {mechanism!r} requested by client is not supported for "
+                f"re-authentication of mechanism {self.reauth_of[0]!r}"
+            )
         self.state = SaslState.TOKENS if version >= 1 else SaslState.RAW_TOKENS
         return ErrorCode.NONE
+
+    def _check_token(self, validator: TokenValidator, token: str) -> str:
+        """The principal of a valid OAUTHBEARER ``token``; keeps its expiry."""
+        validated = validator.validate(token, self._now_ms)
+        self._token_expires_ms = validated.expires_ms
+        return validated.principal
 
     def authenticate(self, token: bytes, now_ms: int = 0) -> bytes:
         """Feed one client token at ``now_ms``; returns the server's token (possibly empty).
@@ -233,6 +270,9 @@ class SaslSession:
                 else f"SASL token in state {self.state.value}"
             )
         self._now_ms = now_ms
+        if self._bad_mechanism is not None:
+            self.state = SaslState.FAILED
+            raise SaslAuthenticationError(self._bad_mechanism)
         try:
             if isinstance(server, PlainServer | OAuthBearerServer):
                 answer = server.respond(token)
@@ -251,6 +291,24 @@ class SaslSession:
                 f"authentication failed: internal error with SASL mechanism {self.mechanism}"
             ) from exc
         if server.complete:
+            if self.reauth_of is not None and server.username != self.reauth_of[1]:
+                self.state = SaslState.FAILED
+                raise SaslAuthenticationError(
+                    "cannot change principals during re-authentication from "
+                    f"User:{self.reauth_of[1]} to User:{server.username}"
+                )
             self.username = server.username
             self.state = SaslState.DONE
+            self._set_lifetime(now_ms)
         return answer
+
+    def _set_lifetime(self, now_ms: int) -> None:
+        """``session_lifetime_ms`` and ``expires_ms`` of a session just DONE at
+        ``now_ms`` (Kafka's rule: see the module docstring)."""
+        limits = [self._max_reauth_ms] if self._max_reauth_ms > 0 else []
+        if self._token_expires_ms is not None:
+            limits.append(self._token_expires_ms - now_ms)
+        if not limits:
+            return
+        self.session_lifetime_ms = max(0, min(limits))
+        self.expires_ms = now_ms + self.session_lifetime_ms

@@ -9,8 +9,13 @@ ApiVersions, which lists it whatever the listener):
   other mechanism is answered UNSUPPORTED_SASL_MECHANISM with the enabled list,
   and a second handshake ILLEGAL_SASL_STATE; both close the connection after
   the answer.
-* On a PLAINTEXT or SSL listener, or once authenticated: ILLEGAL_SASL_STATE with
-  no mechanisms, and the connection stays (there is no re-authentication).
+* Once authenticated with a session lifetime (KIP-368): the handshake starts a
+  re-authentication on the same connection, answered as above (a different
+  enabled mechanism is answered NONE, but its first token fails, as Kafka
+  does). Within a second of the previous re-authentication's start it is
+  answered like the next case.
+* On a PLAINTEXT or SSL listener, or once authenticated without a session
+  lifetime: ILLEGAL_SASL_STATE with no mechanisms, and the connection stays.
 
 The state rules are :mod:`trafka.brokerlite.sasl`'s.
 """
@@ -29,6 +34,8 @@ MAX_VERSION = 1
 
 def handle(ctx: RequestContext, request: m.SaslHandshakeRequest) -> m.SaslHandshakeResponse | Close:
     session = ctx.broker.sasl_session(ctx.conn_id)
+    if session is None:
+        session = ctx.broker.begin_reauthentication(ctx.conn_id, ctx.now_ms)
     if session is None:
         return m.SaslHandshakeResponse(error_code=ErrorCode.ILLEGAL_SASL_STATE, mechanisms=[])
     code = session.handshake(request.mechanism, ctx.version)

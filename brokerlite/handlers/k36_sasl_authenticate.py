@@ -1,9 +1,11 @@
 """SaslAuthenticate (key 36), versions 0-2: one SASL token each way (KIP-152).
 
 * On a SASL listener, after a v1 SaslHandshake: the token goes to the
-  connection's mechanism; the answer carries the server's token, and
-  ``session_lifetime_ms`` 0 (v1+: brokerlite never asks for re-authentication,
-  KIP-368). Bad credentials or a malformed token are answered
+  connection's mechanism; the answer carries the server's token, and, on the
+  last, ``session_lifetime_ms`` (v1+, KIP-368; 0 when the session never
+  expires: see :mod:`trafka.brokerlite.sasl`). The same goes for a
+  re-authentication, where changing the principal or the mechanism fails like
+  bad credentials. Bad credentials or a malformed token are answered
   SASL_AUTHENTICATION_FAILED with a message (which never says whether the user
   exists), then the connection closes, as Kafka does. Before any handshake:
   ILLEGAL_SASL_STATE, then the connection closes.
@@ -56,10 +58,15 @@ def handle(
         )
         reason = f"SASL {session.mechanism}: {exc}"
         return Close(reason, ctx.client_id, ctx.reply(answer), failed_authentication=True)
+    lifetime = 0
     if session.state is SaslState.DONE:
         broker.sasl_authenticated(ctx.conn_id, session)
+        lifetime = session.session_lifetime_ms
     return m.SaslAuthenticateResponse(
-        error_code=ErrorCode.NONE, error_message=None, auth_bytes=token, session_lifetime_ms=0
+        error_code=ErrorCode.NONE,
+        error_message=None,
+        auth_bytes=token,
+        session_lifetime_ms=lifetime,
     )
 
 

@@ -89,7 +89,8 @@ def login(
         )
         assert response.error_code == ErrorCode.NONE, response
         if version >= 1:
-            assert response.session_lifetime_ms == 0  # no re-authentication
+            # No connections_max_reauth_ms: the session never expires (KIP-368).
+            assert response.session_lifetime_ms == 0
         answer = response.auth_bytes
 
 
