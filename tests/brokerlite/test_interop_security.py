@@ -529,3 +529,55 @@ def test_tls_writer_reads_file_ranges_and_joins_small_parts(tmp_path: Path) -> N
     short = _Range(path, len(data) - 10, 20)
     with pytest.raises(_ShortFile):
         trio.run(_send_parts_tls, _Sink(), [short])
+
+
+# -- re-authentication (KIP-368) -------------------------------------------------------
+
+
+@pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-256"])
+def test_confluent_kafka_reauthenticates_in_place(
+    tmp_path_factory: pytest.TempPathFactory, topic_name: str, mechanism: str
+) -> None:
+    """librdkafka re-authenticates before each 1.5 s session ends, on the same
+    connections: records keep flowing both ways and no connection is closed
+    for an expired session."""
+    for running in serve(
+        tmp_path_factory,
+        security_protocol="SASL_PLAINTEXT",
+        sasl_users=USERS,
+        connections_max_reauth_ms=1500,
+    ):
+        core = running.broker
+        config = librdkafka_config(running, mechanism=mechanism)
+        errors: list[Any] = []
+        producer = Producer({**config, "linger.ms": 5, "error_cb": errors.append})
+        consumer = Consumer({**config, "group.id": f"{topic_name}-g", "error_cb": errors.append})
+        sent: list[bytes] = []
+        got: list[bytes] = []
+        try:
+            producer.produce(topic_name, b"first")
+            assert producer.flush(30) == 0, errors
+            sent.append(b"first")
+            consumer.assign([TopicPartition(topic_name, 0, 0)])
+            deadline = time.monotonic() + 60
+            # Both clients' connections re-authenticate several times meanwhile.
+            while core.sasl_reauthentications < 8 and time.monotonic() < deadline:
+                value = b"v%d" % len(sent)
+                producer.produce(topic_name, value)
+                assert producer.flush(10) == 0, errors
+                sent.append(value)
+                msg = consumer.poll(0.2)
+                if msg is not None:
+                    assert msg.error() is None, msg.error()
+                    got.append(msg.value())
+            while len(got) < len(sent) and time.monotonic() < deadline:
+                msg = consumer.poll(0.2)
+                if msg is not None:
+                    assert msg.error() is None, msg.error()
+                    got.append(msg.value())
+        finally:
+            consumer.close()
+        assert core.sasl_reauthentications >= 8, errors
+        assert core.sasl_sessions_expired == 0
+        assert got == sent
+        assert not errors, errors
