@@ -13,9 +13,11 @@ Rules:
   does not enable, a listener without SASL, a certificate that does not verify)
   raise :class:`~.errors.AuthenticationError`; callers fail at once rather than
   wait out their timeouts. Everything else stays a connection error.
-* Re-authentication (KIP-368) is not done: when a broker limits the session
-  (``connections.max.reauth.ms``), it closes the connection at the end, and the
-  next request connects and authenticates again.
+* :func:`authenticate` returns the session lifetime the broker answered
+  (``session_lifetime_ms``, KIP-368; 0 when unlimited or with SaslAuthenticate
+  v0). The connection re-authenticates with it before the session ends (see
+  :mod:`.transport`); the same exchange runs again, and OAUTHBEARER asks its
+  provider for a token again.
 """
 
 from __future__ import annotations
@@ -73,8 +75,11 @@ def client_ssl_context(config: ClientConfig) -> ssl.SSLContext | None:
     return context
 
 
-async def authenticate(conn: BrokerConnection, config: ClientConfig) -> None:
-    """Authenticate the freshly opened ``conn`` with SASL.
+async def authenticate(conn: BrokerConnection, config: ClientConfig) -> int:
+    """Authenticate ``conn`` with SASL (freshly opened, or re-authenticating).
+
+    Returns:
+        The session lifetime in milliseconds the broker answered (0: unlimited).
 
     Raises:
         AuthenticationError: the broker refused the mechanism or the
@@ -111,16 +116,20 @@ async def authenticate(conn: BrokerConnection, config: ClientConfig) -> None:
     if answer.error_code:
         raise _refused(where, answer.error_code, None)
 
+    lifetime_ms = 0
+
     async def exchange(token: bytes) -> bytes:
+        nonlocal lifetime_ms
         body = authenticate_msg.SaslAuthenticateRequest(auth_bytes=token)
         reply: Any = await conn.request(SASL_AUTHENTICATE, body, version=version)
         if reply.error_code:
             raise _refused(where, reply.error_code, reply.error_message)
+        lifetime_ms = int(getattr(reply, "session_lifetime_ms", 0) or 0)
         return bytes(reply.auth_bytes)
 
     if mechanism == "OAUTHBEARER":
         await _oauthbearer(exchange, config, where)
-        return
+        return lifetime_ms
     username, password = config.sasl_username, config.sasl_password
     assert username is not None and password is not None  # the config checked
     try:
@@ -136,6 +145,7 @@ async def authenticate(conn: BrokerConnection, config: ClientConfig) -> None:
             f"SASL {mechanism} authentication with {where} failed: {exc}",
             ErrorCode.SASL_AUTHENTICATION_FAILED,
         ) from None
+    return lifetime_ms
 
 
 async def _oauthbearer(

@@ -30,6 +30,15 @@ Rules:
   never sleeps while the TLS layer still holds decrypted bytes (``pending()``).
   SASL (:mod:`.security`) runs in :meth:`BrokerConnection.open`, so a
   connection is handed out only once it is authenticated.
+* Re-authentication (KIP-368): when the broker answers a non-zero
+  ``session_lifetime_ms``, the connection re-authenticates in place at a
+  random point between 85% and 95% of it (as Kafka's clients do), again and
+  again while it lives. Meanwhile, requests other than SaslHandshake and
+  SaslAuthenticate are held, in order, and written once it is done (the broker
+  refuses anything else mid-exchange); requests already in flight are answered
+  first, as the broker serves a connection's requests in order. A failed
+  re-authentication fails the connection (and the held requests) like any
+  connection failure.
 * An :class:`~.errors.AuthenticationError` from a connect is kept by the
   :class:`Cluster` (``auth_error``) until a connect succeeds; metadata waits
   and the consumer raise it instead of waiting out their timeouts.
@@ -132,6 +141,7 @@ async def _connect_socket(host: str, port: int) -> socket.socket:
 
 # What a non-blocking send or recv raises when it would block, TLS included.
 _WOULD_BLOCK = (BlockingIOError, ssl.SSLWantReadError, ssl.SSLWantWriteError)
+_SASL_APIS = frozenset({17, 36})  # SaslHandshake, SaslAuthenticate: never held
 
 
 async def _tls_handshake(
@@ -213,6 +223,12 @@ class BrokerConnection:
         self._error: BaseException | None = None
         self._recv_scope: anyio.CancelScope | None = None
         self._closed = anyio.Event()
+        # While re-authenticating: the requests held until it is done, in order.
+        self._held: deque[tuple[int, Any, Completion | None, float | None, int | None]] | None
+        self._held = None
+        self._task_group: anyio.abc.TaskGroup | None = None
+        #: Completed re-authentications (KIP-368) of this connection.
+        self.reauthentications = 0
 
     def __repr__(self) -> str:
         return f"<BrokerConnection node={self.node_id} {self.host}:{self.port}>"
@@ -265,10 +281,55 @@ class BrokerConnection:
         await waiter.event.wait()
         if waiter.error is not None:
             raise waiter.error
+        lifetime_ms = 0
         if self._config.uses_sasl:
-            await authenticate(self, self._config)
+            lifetime_ms = await authenticate(self, self._config)
         self._opened = True
         self.stats.connects += 1
+        self._task_group = task_group
+        self._schedule_reauthentication(lifetime_ms)
+
+    def _schedule_reauthentication(self, lifetime_ms: int) -> None:
+        """Re-authenticate at a random 85-95% of a session of ``lifetime_ms`` (0: never)."""
+        if lifetime_ms <= 0 or self._task_group is None or self._error is not None:
+            return
+        delay = lifetime_ms * random.uniform(0.85, 0.95) / 1000
+        self._task_group.start_soon(
+            self._reauthenticate, delay, name=f"trafka re-authentication {self.host}:{self.port}"
+        )
+
+    async def _reauthenticate(self, delay: float) -> None:
+        """After ``delay`` seconds, run SASL again on this connection, holding other
+        requests meanwhile; then schedule the next one. Ends with the connection."""
+        with anyio.move_on_after(delay):
+            await self._closed.wait()
+        if self._error is not None or self._sock is None:
+            return
+        self._held = deque()
+        try:
+            lifetime_ms = await authenticate(self, self._config)
+        except TrafkaError as exc:
+            log.warning("re-authentication with node %s failed: %s", self.node_id, exc)
+            self._fail(exc)
+            return
+        finally:
+            self._release_held()
+        self.reauthentications += 1
+        log.debug(
+            "re-authenticated with node %s; session lifetime %d ms", self.node_id, lifetime_ms
+        )
+        self._schedule_reauthentication(lifetime_ms)
+
+    def _release_held(self) -> None:
+        """Send the requests held during a re-authentication, in order."""
+        held, self._held = self._held, None
+        while held:
+            api_key, body, completion, timeout, version = held.popleft()
+            try:
+                self.send(api_key, body, completion, timeout=timeout, version=version)
+            except TrafkaError as exc:
+                if completion is not None:
+                    completion.fail(exc)
 
     def send(
         self,
@@ -293,6 +354,9 @@ class BrokerConnection:
             raise KafkaConnectionError(
                 f"connection to node {self.node_id} is closed"
             ) from self._error
+        if self._held is not None and api_key not in _SASL_APIS:
+            self._held.append((api_key, body, completion, timeout, version))
+            return
         now = anyio.current_time()
         t = self._config.request_timeout_ms / 1000 if timeout is None else timeout
         try:
@@ -528,6 +592,13 @@ class BrokerConnection:
         self._error = error
         if self._opened:
             self.stats.disconnects += 1
+        held, self._held = self._held, None
+        for _, _, completion, _, _ in held or ():
+            if completion is not None:
+                try:
+                    completion.fail(error)
+                except Exception:
+                    log.exception("completion of a held request failed")
         for entry in self._state.fail_all():
             if entry.cookie is not None:
                 try:
