@@ -228,7 +228,8 @@ def classic_group_validator(groups: GroupCoordinator) -> GroupValidator:
     Unlike OffsetCommit, a transactional commit is accepted during a rebalance and
     from a producer that is not a group member (generation -1, empty member id);
     the checks are: static member fenced (FENCED_INSTANCE_ID), unknown member id
-    (UNKNOWN_MEMBER_ID), generation (ILLEGAL_GENERATION) when one is given.
+    (UNKNOWN_MEMBER_ID), generation (ILLEGAL_GENERATION) when one is given. A
+    share group (KIP-932) id gets GROUP_ID_NOT_FOUND, as OffsetCommit does.
 
     Args:
         groups: the broker's group coordinator (only its read-only ``group()`` is used).
@@ -241,6 +242,10 @@ def classic_group_validator(groups: GroupCoordinator) -> GroupValidator:
     def validate(
         group_id: str, generation_id: int, member_id: str, instance: str | None
     ) -> ErrorCode:
+        share = getattr(groups, "share", None)
+        if share is not None and share.is_share_group(group_id):
+            # A share group keeps no committed offsets (OffsetCommit gets the same).
+            return ErrorCode.GROUP_ID_NOT_FOUND
         consumer = groups.consumer_group(group_id)
         if consumer is not None:
             # A consumer group (KIP-848): the generation is the member's epoch.

@@ -559,3 +559,41 @@ def test_write_txn_markers_aborts_an_open_transaction_on_request(core: Any) -> N
     # The partition has seen coordinator epoch 5 now: an older one is fenced.
     fenced = ErrorCode.TRANSACTION_COORDINATOR_FENCED
     assert write_markers(core, pid, epoch, 4, ("t", 0)) == [fenced]
+
+
+def test_txn_offset_commit_to_a_share_group_is_refused(core: Any) -> None:
+    """A share group (KIP-932) keeps no committed offsets: GROUP_ID_NOT_FOUND, as
+    OffsetCommit answers, and nothing is stored for the transaction."""
+    from trafka.codec.messages import k76_share_group_heartbeat as hb
+
+    create(core, "in")
+    joined = core.call(
+        76,
+        1,
+        hb.ShareGroupHeartbeatRequest(
+            group_id="queue", member_id="m-1", member_epoch=0, subscribed_topic_names=["in"]
+        ),
+    )
+    assert joined.error_code == 0
+    pid, epoch = init(core, "ctp")
+    body = add_offsets.AddOffsetsToTxnRequest(
+        transactional_id="ctp", producer_id=pid, producer_epoch=epoch, group_id="queue"
+    )
+    assert core.call(25, 3, body).error_code == 0
+    t = txn_offset_commit.TxnOffsetCommitRequest
+    request = t(
+        transactional_id="ctp",
+        group_id="queue",
+        producer_id=pid,
+        producer_epoch=epoch,
+        generation_id=-1,
+        member_id="",
+        topics=[
+            t.TxnOffsetCommitRequestTopic(
+                name="in", partitions=[t.TxnOffsetCommitRequestPartition(committed_offset=1)]
+            )
+        ],
+    )
+    answer = core.call(28, 3, request)
+    assert answer.topics[0].partitions[0].error_code == ErrorCode.GROUP_ID_NOT_FOUND
+    assert not core.broker.txn.has_pending_offsets("queue", "in", 0)

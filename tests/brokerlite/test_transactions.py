@@ -664,6 +664,8 @@ def fake_groups() -> Any:
     return SimpleNamespace(
         group=lambda gid: group if gid == "g" else None,
         consumer_group=lambda gid: consumer if gid == "cg" else None,
+        # "sg" is a share group (KIP-932): no offsets, transactional or not.
+        share=SimpleNamespace(is_share_group=lambda gid: gid == "sg"),
     )
 
 
@@ -683,6 +685,8 @@ def fake_groups() -> Any:
         ("cg", -1, "", None, ErrorCode.NONE),
         ("cg", 4, "cm-1", None, ErrorCode.ILLEGAL_GENERATION),
         ("cg", 5, "cm-9", None, ErrorCode.UNKNOWN_MEMBER_ID),
+        ("sg", -1, "", None, ErrorCode.GROUP_ID_NOT_FOUND),
+        ("sg", 3, "m-1", None, ErrorCode.GROUP_ID_NOT_FOUND),
     ],
 )
 def test_classic_group_validator(
