@@ -91,6 +91,14 @@ from trafka.codec.messages.headers import RequestHeader
 from trafka.codec.protocol import api, decode_request_body, decode_request_header
 from trafka.codec.sasl import SaslAuthenticationError
 
+from .authorizer import (
+    ACLS_JOURNAL,
+    AclStore,
+    Authorizer,
+    authorizer_enabled,
+    host_of,
+    principal_for,
+)
 from .config import BrokerConfig, ConfigError
 from .consumer_groups import TopicMeta
 from .eos import ProducerStates
@@ -294,6 +302,22 @@ class Broker:
             self.groups.store.close()
             self.logs.close()
             raise
+        self.authorizer: Authorizer | None = None
+        if authorizer_enabled(config.authorizer_class_name):
+            try:
+                self.authorizer = Authorizer(
+                    AclStore(self.data_dir / ACLS_JOURNAL),
+                    super_users=config.super_users,
+                    allow_everyone_if_no_acl_found=config.allow_everyone_if_no_acl_found,
+                )
+            except BaseException:
+                self.shares.close()
+                self.scram.close()
+                self.txn.close()
+                self.share_groups.close()
+                self.groups.store.close()
+                self.logs.close()
+                raise
         self._txn_pending: list[TxnCompletion] = []
         self._last_now_ms = now_ms  # for what close() still has to carry out
         self._next_marker_check_ms = now_ms + _MARKER_CHECK_MS
@@ -307,6 +331,7 @@ class Broker:
         self._group_done: list[Completion] = []
         self._next_ticket = 1
         self._peers: dict[int, str] = {}
+        self._tls_subjects: dict[int, str] = {}
         self._client_ids: dict[int, str | None] = {}
         self._next_retention_ms = now_ms + config.log_retention_check_interval_ms
         self._next_flush_ms = now_ms + _FLUSH_CHECK_MS
@@ -345,9 +370,26 @@ class Broker:
 
     # -- connections ----------------------------------------------------------
 
-    def connection_opened(self, conn_id: int, peer: str) -> None:
-        """Record the peer address of a new connection (for logs and DescribeGroups)."""
+    def connection_opened(self, conn_id: int, peer: str, *, tls_subject: str | None = None) -> None:
+        """Record the peer address of a new connection (for logs, DescribeGroups and
+        ACLs), and the subject of its TLS client certificate, if it showed one."""
         self._peers[conn_id] = peer
+        if tls_subject:
+            self._tls_subjects[conn_id] = tls_subject
+
+    def principal_of(self, conn_id: int) -> str:
+        """The connection's principal for ACLs (``User:alice``, ``User:ANONYMOUS``)."""
+        return principal_for(self._sasl_principals.get(conn_id), self._tls_subjects.get(conn_id))
+
+    def authorize(self, conn_id: int, operation: int, resource_type: int, name: str) -> bool:
+        """Whether the connection's principal may do ``operation`` on the resource
+        (always, without an authorizer)."""
+        authorizer = self.authorizer
+        if authorizer is None:
+            return True
+        return authorizer.authorize(
+            self.principal_of(conn_id), host_of(self.peer(conn_id)), operation, resource_type, name
+        )
 
     def peer(self, conn_id: int) -> str:
         """The peer address of a connection, ``"?"`` when unknown."""
@@ -364,6 +406,7 @@ class Broker:
         the next :meth:`poll` (the driver should poll soon after).
         """
         self._peers.pop(conn_id, None)
+        self._tls_subjects.pop(conn_id, None)
         self._client_ids.pop(conn_id, None)
         if self.sasl_users is not None:
             self._sasl_sessions.pop(conn_id, None)
@@ -1230,6 +1273,11 @@ class Broker:
                 self.share_groups.close()
             except Exception:
                 log.exception("cannot close the share-group journal")
+            if self.authorizer is not None:
+                try:
+                    self.authorizer.close()
+                except Exception:
+                    log.exception("cannot close the ACL journal")
             try:
                 self.shares.close()
             except Exception:

@@ -36,6 +36,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from trafka.brokerlite.authorizer import authorizer_enabled, parse_super_users
 from trafka.codec.errors import TrafkaError
 
 __all__ = ["SECURITY_PROTOCOLS", "SSL_CLIENT_AUTH", "BrokerConfig", "ConfigError"]
@@ -226,6 +227,15 @@ class BrokerConfig:
             client must re-authenticate on its connection (KIP-368); 0, the
             default, means no limit (OAUTHBEARER sessions still end when their
             token expires, as Kafka's do).
+        authorizer_class_name: Kafka's ``authorizer.class.name``: naming Kafka's
+            standard authorizer (``org.apache.kafka.metadata.authorizer.StandardAuthorizer``
+            or ``kafka.security.authorizer.AclAuthorizer``) turns on ACL
+            authorization (:mod:`trafka.brokerlite.authorizer`); unset, every
+            request is allowed and the ACL APIs answer SECURITY_DISABLED.
+        super_users: principals allowed everything (``User:admin``); from
+            Kafka's ``super.users``, separated by ``;``.
+        allow_everyone_if_no_acl_found: allow what no ACL names a resource for
+            (Kafka's ``allow.everyone.if.no.acl.found``; default: deny).
         announce: announce the listener on the local network (zeroconf, service
             type ``_kafka._tcp``) with its cluster id, node id and security
             protocol, so that clients with ``bootstrap.servers=zeroconf`` find it.
@@ -304,6 +314,9 @@ class BrokerConfig:
     ssl_client_auth: str = "none"
     connection_failed_authentication_delay_ms: int = 100
     connections_max_reauth_ms: int = 0
+    authorizer_class_name: str | None = None
+    super_users: tuple[str, ...] = ()
+    allow_everyone_if_no_acl_found: bool = False
     announce: bool = False
 
     def partition_limit(self) -> int:
@@ -369,6 +382,11 @@ class BrokerConfig:
             raise ConfigError("connection_failed_authentication_delay_ms: must be >= 0")
         if self.connections_max_reauth_ms < 0:
             raise ConfigError("connections_max_reauth_ms: must be >= 0")
+        try:
+            authorizer_enabled(self.authorizer_class_name)
+            object.__setattr__(self, "super_users", parse_super_users(self.super_users))
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
         if self.log_message_timestamp_type not in ("CreateTime", "LogAppendTime"):
             raise ConfigError(
                 "log_message_timestamp_type: must be CreateTime or LogAppendTime, "
@@ -591,6 +609,8 @@ class BrokerConfig:
                     listener_name = _listener_name(value)
                     if listener_name is not None:
                         listener = (listener_name, key)
+                elif field == "super_users":
+                    changes[field] = value  # parsed and checked by __post_init__
                 elif field in (
                     "sasl_users",
                     "sasl_enabled_mechanisms",

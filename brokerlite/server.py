@@ -74,6 +74,7 @@ import trio
 from trafka.codec.errors import DecodeError
 from trafka.codec.framing import FrameReader
 
+from .authorizer import certificate_subject
 from .broker import Broker, Completion
 from .config import BrokerConfig, ConfigError
 from .handlers._base import Close, NoResponse, Parked, Part, Reply, SaslToken
@@ -331,7 +332,11 @@ class _Server:
                     _tls_failure(exc),
                 )
                 return
-            self.broker.connection_opened(conn_id, peer)
+            try:
+                subject = certificate_subject(tls.getpeercert())
+            except (ValueError, ssl.SSLError):
+                subject = None
+            self.broker.connection_opened(conn_id, peer, tls_subject=subject)
             send, recv = trio.open_memory_channel[list[_OutPart]](_SEND_QUEUE)
             conn = _Conn(-1, peer, send, tls)
             try:

@@ -25,6 +25,7 @@ import struct
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
+from trafka.brokerlite.authorizer import RESOURCE_OPERATIONS, host_of
 from trafka.codec.errors import ErrorCode
 from trafka.codec.protocol import api, encode_response
 
@@ -212,6 +213,35 @@ class RequestContext:
     @property
     def client_id(self) -> str | None:
         return self.header.client_id
+
+    @property
+    def principal(self) -> str:
+        """The connection's principal for ACLs (``User:alice``, ``User:ANONYMOUS``)."""
+        return self.broker.principal_of(self.conn_id)
+
+    def allowed(self, operation: int, resource_type: int, name: str) -> bool:
+        """Whether this request's principal may do ``operation`` on the resource
+        (:mod:`trafka.brokerlite.authorizer`; always without an authorizer)."""
+        return self.broker.authorize(self.conn_id, operation, resource_type, name)
+
+    def allowed_on_some(self, operation: int, resource_type: int) -> bool:
+        """Whether the principal may do ``operation`` on some resource of the type
+        (Kafka's ``authorizeByResourceType``; always without an authorizer)."""
+        authorizer = self.broker.authorizer
+        if authorizer is None:
+            return True
+        return authorizer.authorize_by_type(
+            self.principal, host_of(self.broker.peer(self.conn_id)), operation, resource_type
+        )
+
+    def authorized_operations(self, resource_type: int, name: str) -> int:
+        """The KIP-430 bit field of what the principal may do on the resource."""
+        authorizer = self.broker.authorizer
+        if authorizer is None:
+            return sum(1 << op for op in RESOURCE_OPERATIONS.get(resource_type, ()))
+        return authorizer.authorized_operations(
+            self.principal, host_of(self.broker.peer(self.conn_id)), resource_type, name
+        )
 
     def park(self, waiter: Waiter) -> Parked:
         """Park this request until ``waiter`` completes (see ``Broker.park``)."""

@@ -5,7 +5,9 @@ from __future__ import annotations
 import uuid
 from typing import TYPE_CHECKING
 
+from trafka.brokerlite.authorizer import RESOURCE_OPERATIONS
 from trafka.brokerlite.errors import BrokerError, UnknownTopicOrPartitionError
+from trafka.codec.acl import AclResourceType
 from trafka.codec.errors import ErrorCode
 
 if TYPE_CHECKING:
@@ -15,22 +17,10 @@ if TYPE_CHECKING:
 NULL_UUID = uuid.UUID(int=0)
 NO_AUTHORIZED_OPERATIONS = -(2**31)
 
-# Kafka's AclOperation codes: what an unsecured broker allows on each resource.
-_TOPIC_OPERATIONS = (
-    3,
-    4,
-    5,
-    6,
-    7,
-    8,
-    10,
-    11,
-)  # read write create delete alter describe d/a-configs
-_CLUSTER_OPERATIONS = (5, 7, 8, 9, 10, 11, 12)  # create alter describe cluster-action configs idem
-_GROUP_OPERATIONS = (3, 6, 8)  # read delete describe
-TOPIC_AUTHORIZED_OPERATIONS = sum(1 << op for op in _TOPIC_OPERATIONS)
-CLUSTER_AUTHORIZED_OPERATIONS = sum(1 << op for op in _CLUSTER_OPERATIONS)
-GROUP_AUTHORIZED_OPERATIONS = sum(1 << op for op in _GROUP_OPERATIONS)
+# What a broker without an authorizer allows on each resource (KIP-430 bit fields).
+TOPIC_AUTHORIZED_OPERATIONS = sum(1 << op for op in RESOURCE_OPERATIONS[AclResourceType.TOPIC])
+CLUSTER_AUTHORIZED_OPERATIONS = sum(1 << op for op in RESOURCE_OPERATIONS[AclResourceType.CLUSTER])
+GROUP_AUTHORIZED_OPERATIONS = sum(1 << op for op in RESOURCE_OPERATIONS[AclResourceType.GROUP])
 
 # The only leader epoch there is: one node, no elections.
 LEADER_EPOCH = 0

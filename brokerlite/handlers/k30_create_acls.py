@@ -1,11 +1,18 @@
-"""CreateAcls (key 30), versions 1-3, as Kafka answers without an authorizer.
+"""CreateAcls (key 30), versions 1-3.
 
-Every creation is answered SECURITY_DISABLED, in request order, and nothing is
-stored: brokerlite has no authorizer (see ``k29_describe_acls``).
+Without an authorizer every creation is answered SECURITY_DISABLED and nothing
+is stored (see ``k29_describe_acls``). With one, it needs ALTER on the cluster
+(every creation gets CLUSTER_AUTHORIZATION_FAILED otherwise); each creation is
+then checked on its own (INVALID_REQUEST, with the reason, for an ANY or
+unknown value, an empty name, a cluster not named ``kafka-cluster`` or a
+principal not of the form ``Type:Name``) and the valid ones are stored durably
+before the answer. A binding that exists already succeeds without a duplicate.
 """
 
 from __future__ import annotations
 
+from trafka.brokerlite.authorizer import CLUSTER_NAME, AclBinding, AclStoreError
+from trafka.codec.acl import AclOperation, AclResourceType
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k30_create_acls as m
 
@@ -18,7 +25,35 @@ MAX_VERSION = 3
 
 
 def handle(ctx: RequestContext, request: m.CreateAclsRequest) -> m.CreateAclsResponse:
-    return _every(request, ErrorCode.SECURITY_DISABLED, NO_AUTHORIZER)
+    authorizer = ctx.broker.authorizer
+    if authorizer is None:
+        return _every(request, ErrorCode.SECURITY_DISABLED, NO_AUTHORIZER)
+    if not ctx.allowed(AclOperation.ALTER, AclResourceType.CLUSTER, CLUSTER_NAME):
+        return _every(
+            request,
+            ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+            f"{ctx.principal} may not create ACLs (ALTER on the cluster)",
+        )
+    bindings = [
+        AclBinding(
+            c.resource_type,
+            c.resource_name,
+            c.resource_pattern_type,
+            c.principal,
+            c.host,
+            c.operation,
+            c.permission_type,
+        )
+        for c in request.creations
+    ]
+    try:
+        results = authorizer.create(bindings)
+    except AclStoreError as exc:
+        return _every(request, ErrorCode.UNKNOWN_SERVER_ERROR, f"cannot store the ACLs: {exc}")
+    Result = m.CreateAclsResponse.AclCreationResult
+    return m.CreateAclsResponse(
+        results=[Result(error_code=code, error_message=message) for code, message in results]
+    )
 
 
 def _every(
