@@ -32,7 +32,10 @@ from trafka.brokerlite.broker import Broker
 from trafka.brokerlite.config import BrokerConfig
 from trafka.brokerlite.handlers._base import Close, NoResponse, Outcome, Parked, Reply
 from trafka.brokerlite.server import RunningBroker, broker_in_thread
+from trafka.codec.errors import ErrorCode
 from trafka.codec.messages.headers import RequestHeader
+from trafka.codec.messages.k17_sasl_handshake import SaslHandshakeRequest
+from trafka.codec.messages.k36_sasl_authenticate import SaslAuthenticateRequest
 from trafka.codec.protocol import decode_response, encode_request
 from trafka.codec.records import encode_batch
 
@@ -98,6 +101,18 @@ class Core:
     def poll(self, advance_ms: int = 0) -> list[Any]:
         self.now += advance_ms
         return self.broker.poll(self.now)
+
+    def login(
+        self, user: str, password: str, *, conn_id: int = 1, peer: str = "127.0.0.1:50000"
+    ) -> None:
+        """Open ``conn_id`` from ``peer`` and authenticate it as ``user`` with SASL PLAIN
+        (the broker needs a SASL listener with that user)."""
+        self.broker.connection_opened(conn_id, peer)
+        shake = self.call(17, 1, SaslHandshakeRequest(mechanism="PLAIN"), conn_id=conn_id)
+        assert shake.error_code == ErrorCode.NONE, shake
+        token = b"\0" + user.encode() + b"\0" + password.encode()
+        done = self.call(36, 2, SaslAuthenticateRequest(auth_bytes=token), conn_id=conn_id)
+        assert done.error_code == ErrorCode.NONE, done
 
 
 @pytest.fixture
