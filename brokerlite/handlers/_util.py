@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from trafka.brokerlite.authorizer import RESOURCE_OPERATIONS
@@ -13,6 +14,8 @@ from trafka.codec.errors import ErrorCode
 if TYPE_CHECKING:
     from trafka.brokerlite.broker import Broker
     from trafka.brokerlite.log import PartitionLog
+
+    from ._base import RequestContext
 
 NULL_UUID = uuid.UUID(int=0)
 NO_AUTHORIZED_OPERATIONS = -(2**31)
@@ -62,3 +65,14 @@ def check_leader_epoch(current_leader_epoch: int) -> ErrorCode:
     if current_leader_epoch > LEADER_EPOCH:
         return ErrorCode.UNKNOWN_LEADER_EPOCH
     return ErrorCode.FENCED_LEADER_EPOCH
+
+
+def denied(
+    ctx: RequestContext, operation: int, resource_type: int, names: Iterable[str]
+) -> set[str]:
+    """The names among ``names`` on which the request's principal may not do
+    ``operation`` (Kafka's ``filterByAuthorized``, inverted): each name is asked
+    once however often it is repeated. Always empty without an authorizer."""
+    if ctx.broker.authorizer is None:
+        return set()
+    return {n for n in set(names) if not ctx.allowed(operation, resource_type, n)}

@@ -28,16 +28,24 @@
 * Versions 0-2 are advertised because Kafka 4.0 advertises them (older
   librdkafka releases look for them) but answered with UNSUPPORTED_VERSION.
 * Appending wakes Fetch requests parked on the partition.
+* Authorization: transactional batches need WRITE on the request's
+  transactional id, else the whole request fails with
+  TRANSACTIONAL_ID_AUTHORIZATION_FAILED (acks=0: the connection is closed);
+  each topic needs WRITE, else its partitions get TOPIC_AUTHORIZATION_FAILED
+  (checked before existence) and the rest of the request proceeds.
+  Idempotent producers were authorized at InitProducerId.
 """
 
 from __future__ import annotations
 
 from trafka.brokerlite.errors import BrokerError, InvalidRecordError
-from trafka.codec.errors import ErrorCode
+from trafka.codec.acl import AclOperation, AclResourceType
+from trafka.codec.errors import DecodeError, ErrorCode
 from trafka.codec.messages import k00_produce as m
+from trafka.codec.records import read_batch_header
 
 from ._base import Close, HandlerSpec, NoResponse, RequestContext
-from ._util import code_of, message_of, partition_log
+from ._util import code_of, denied, message_of, partition_log
 
 API_KEY = 0
 MIN_VERSION = 3
@@ -48,18 +56,49 @@ TopicResponse = m.ProduceResponse.TopicProduceResponse
 PartitionResponse = m.ProduceResponse.PartitionProduceResponse
 
 
+def _has_transactional_batches(request: m.ProduceRequest) -> bool:
+    """Whether the first batch of some partition is transactional (what Kafka
+    looks at to decide that the request needs the transactional id's WRITE)."""
+    for topic in request.topic_data:
+        for data in topic.partition_data:
+            if data.records:
+                try:
+                    if read_batch_header(data.records).is_transactional:
+                        return True
+                except DecodeError:
+                    continue  # the log refuses it later, partition by partition
+    return False
+
+
 def handle(
     ctx: RequestContext, request: m.ProduceRequest
 ) -> m.ProduceResponse | NoResponse | Close:
     broker = ctx.broker
     version = ctx.version
     acks = request.acks
+    if broker.authorizer is not None and _has_transactional_batches(request):
+        txn_id = request.transactional_id
+        if txn_id is None or not ctx.allowed(
+            AclOperation.WRITE, AclResourceType.TRANSACTIONAL_ID, txn_id
+        ):
+            if acks == 0:
+                return Close(
+                    f"acks=0 produce: not authorized to write transactional id {txn_id!r}",
+                    ctx.client_id,
+                )
+            return error_response(request, version, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    unwritable = denied(
+        ctx, AclOperation.WRITE, AclResourceType.TOPIC, (t.name for t in request.topic_data)
+    )
     failures: list[str] = []
     responses: list[TopicResponse] = []
     for topic in request.topic_data:
         partitions: list[PartitionResponse] = []
         for data in topic.partition_data:
-            if acks not in (0, 1, -1):
+            if topic.name in unwritable:
+                code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                message = f"not authorized to write to topic {topic.name!r}"
+            elif acks not in (0, 1, -1):
                 code, message = ErrorCode.INVALID_REQUIRED_ACKS, f"acks={acks} is not 0, 1 or -1"
             else:
                 try:

@@ -30,6 +30,11 @@ Rules (Kafka's, for a consumer fetching from the leader):
   topics is deleted; the answer is then read afresh. A read_committed fetch
   woken by records that are still inside a transaction may therefore return
   early with nothing; clients treat that as any empty answer.
+* Authorization: each topic needs READ, else its partitions get
+  TOPIC_AUTHORIZATION_FAILED, checked before existence so that a refused name
+  says nothing about whether the topic exists. A topic id this broker does not
+  know is UNKNOWN_TOPIC_ID whoever asks (an id is not a secret; a known id
+  without READ is TOPIC_AUTHORIZATION_FAILED), as Kafka answers.
 * Record data is never copied into Python: the response body is a plan whose
   :meth:`FetchPlan.encode_parts` yields the small encoded pieces and the file
   ranges of the log between them, for ``os.sendfile``. The bytes are exactly
@@ -44,11 +49,12 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 from trafka.brokerlite.errors import BrokerError
+from trafka.codec.acl import AclOperation, AclResourceType
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k01_fetch as m
 
 from ._base import HandlerSpec, Parked, Part, RequestContext
-from ._util import NULL_UUID, check_leader_epoch, code_of, partition_log
+from ._util import NULL_UUID, check_leader_epoch, code_of, denied, partition_log
 
 if TYPE_CHECKING:
     from trafka.brokerlite.broker import Broker
@@ -221,8 +227,14 @@ def _resolve(broker: Broker, version: int, topic: m.FetchRequest.FetchTopic) -> 
     return topic.topic, True
 
 
-def build(broker: Broker, version: int, request: m.FetchRequest) -> FetchPlan:
-    """Read every requested partition now (no waiting)."""
+def build(
+    broker: Broker,
+    version: int,
+    request: m.FetchRequest,
+    unreadable: frozenset[str] = frozenset(),
+) -> FetchPlan:
+    """Read every requested partition now (no waiting); the topics named in
+    ``unreadable`` get TOPIC_AUTHORIZATION_FAILED."""
     budget = request.max_bytes
     first = True  # until a partition returns data, the first batch is always allowed
     read_committed = request.isolation_level == READ_COMMITTED
@@ -233,6 +245,11 @@ def build(broker: Broker, version: int, request: m.FetchRequest) -> FetchPlan:
         for want in topic.partitions:
             if not known:
                 results.append(PartitionResult(want.partition, ErrorCode.UNKNOWN_TOPIC_ID))
+                continue
+            if name in unreadable:
+                results.append(
+                    PartitionResult(want.partition, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+                )
                 continue
             code = check_leader_epoch(want.current_leader_epoch) if version >= 9 else 0
             if code:
@@ -292,10 +309,12 @@ class _FetchWaiter:
         needed: int,
         deadline_ms: int,
         watches: frozenset[tuple[str, int]],
+        unreadable: frozenset[str],
     ) -> None:
         self._broker = broker
         self._version = version
         self._request = request
+        self._unreadable = unreadable
         self._needed = needed
         self.deadline_ms = deadline_ms
         self.watches = watches
@@ -305,14 +324,19 @@ class _FetchWaiter:
         return self._needed <= 0
 
     def complete(self, now_ms: int) -> FetchPlan:
-        return build(self._broker, self._version, self._request)
+        return build(self._broker, self._version, self._request, self._unreadable)
 
 
 def handle(ctx: RequestContext, request: m.FetchRequest) -> FetchPlan | Parked:
     version = ctx.version
     if version >= 7 and request.session_id != 0:
         return FetchPlan(ErrorCode.FETCH_SESSION_ID_NOT_FOUND, 0, [])
-    plan = build(ctx.broker, version, request)
+    # Authorized once, when the request arrives (as Kafka does), not again on waking.
+    names = (_resolve(ctx.broker, version, t) for t in request.topics)
+    unreadable = frozenset(
+        denied(ctx, AclOperation.READ, AclResourceType.TOPIC, (n for n, known in names if known))
+    )
+    plan = build(ctx.broker, version, request, unreadable)
     available = plan.records_size
     if request.max_wait_ms <= 0 or available >= request.min_bytes or not request.topics:
         return plan
@@ -329,6 +353,7 @@ def handle(ctx: RequestContext, request: m.FetchRequest) -> FetchPlan | Parked:
         request.min_bytes - available,
         ctx.now_ms + request.max_wait_ms,
         frozenset(watches),
+        unreadable,
     )
     return ctx.park(waiter)
 

@@ -17,16 +17,20 @@ Per partition, by the requested ``timestamp``:
 ``current_leader_epoch`` (v4+) is checked against epoch 0, which is also the
 ``leader_epoch`` returned. Version 0 (``old_style_offsets``) is not served,
 as in Kafka 4.0.
+
+Authorization: each topic needs DESCRIBE, else its partitions get
+TOPIC_AUTHORIZATION_FAILED without the topic's existence being looked at.
 """
 
 from __future__ import annotations
 
 from trafka.brokerlite.errors import BrokerError
+from trafka.codec.acl import AclOperation, AclResourceType
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k02_list_offsets as m
 
 from ._base import HandlerSpec, RequestContext
-from ._util import LEADER_EPOCH, check_leader_epoch, code_of, partition_log
+from ._util import LEADER_EPOCH, check_leader_epoch, code_of, denied, partition_log
 
 API_KEY = 2
 MIN_VERSION = 1
@@ -67,11 +71,18 @@ def _lookup(
 def handle(ctx: RequestContext, request: m.ListOffsetsRequest) -> m.ListOffsetsResponse:
     version = ctx.version
     read_committed = version >= 2 and request.isolation_level == READ_COMMITTED
+    hidden = denied(
+        ctx, AclOperation.DESCRIBE, AclResourceType.TOPIC, (t.name for t in request.topics)
+    )
     topics: list[Topic] = []
     for topic in request.topics:
         partitions: list[Partition] = []
         for want in topic.partitions:
-            code = check_leader_epoch(want.current_leader_epoch) if version >= 4 else 0
+            code: int
+            if topic.name in hidden:
+                code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            else:
+                code = check_leader_epoch(want.current_leader_epoch) if version >= 4 else 0
             offset = timestamp = -1
             if not code:
                 try:

@@ -11,27 +11,36 @@
   (``allow_auto_topic_creation``, v4+; always allowed before v4) and answered
   at once with its partitions; otherwise UNKNOWN_TOPIC_OR_PARTITION. A name
   breaking Kafka's topic rules gets INVALID_TOPIC_EXCEPTION.
-* Authorized operations (v8+) are reported only when asked for, as everything
-  an unsecured broker allows.
+* Authorized operations (v8+) are reported only when asked for: what the
+  principal may do on each topic returned, and on the cluster (v8-10; 0
+  without DESCRIBE on it); everything, without an authorizer.
+* Authorization: a topic needs DESCRIBE. Listing every topic leaves the others
+  out silently; a topic asked for by name without it gets
+  TOPIC_AUTHORIZATION_FAILED (its existence unexamined, no topic id), by id
+  the same with the id and no name. Auto-creation also needs CREATE on the
+  cluster or on the topic, else TOPIC_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
 
 import logging
+import uuid
 from typing import TYPE_CHECKING
 
+from trafka.brokerlite.authorizer import CLUSTER_NAME
 from trafka.brokerlite.errors import BrokerError, TopicExistsError
+from trafka.codec.acl import AclOperation, AclResourceType
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k03_metadata as m
 
 from ._base import HandlerSpec, RequestContext
 from ._util import (
-    CLUSTER_AUTHORIZED_OPERATIONS,
     LEADER_EPOCH,
     NO_AUTHORIZED_OPERATIONS,
     NULL_UUID,
     TOPIC_AUTHORIZED_OPERATIONS,
     code_of,
+    denied,
 )
 
 if TYPE_CHECKING:
@@ -51,11 +60,31 @@ def handle(ctx: RequestContext, request: m.MetadataRequest) -> m.MetadataRespons
     broker = ctx.broker
     version = ctx.version
     node = broker.node_id
-    topic_ops = (
-        TOPIC_AUTHORIZED_OPERATIONS
-        if version >= 8 and request.include_topic_authorized_operations
-        else NO_AUTHORIZED_OPERATIONS
+    secured = broker.authorizer is not None
+    want_topic_ops = version >= 8 and request.include_topic_authorized_operations
+    # An unknown topic id: Kafka leaves its bit field unset; an unsecured
+    # brokerlite has always reported everything there, and still does.
+    unknown_id_ops = (
+        TOPIC_AUTHORIZED_OPERATIONS if want_topic_ops and not secured else NO_AUTHORIZED_OPERATIONS
     )
+
+    def ops_of(name: str) -> int:
+        if not want_topic_ops:
+            return NO_AUTHORIZED_OPERATIONS
+        return ctx.authorized_operations(AclResourceType.TOPIC, name)
+
+    def refused(name: str | None, topic_id: uuid.UUID = NULL_UUID) -> Topic:
+        return Topic(
+            error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+            name=name,
+            topic_id=topic_id,
+            topic_authorized_operations=NO_AUTHORIZED_OPERATIONS,
+        )
+
+    def may_create(name: str) -> bool:
+        return ctx.allowed(
+            AclOperation.CREATE, AclResourceType.CLUSTER, CLUSTER_NAME
+        ) or ctx.allowed(AclOperation.CREATE, AclResourceType.TOPIC, name)
 
     def described(info: TopicInfo) -> Topic:
         return Topic(
@@ -75,7 +104,7 @@ def handle(ctx: RequestContext, request: m.MetadataRequest) -> m.MetadataRespons
                 )
                 for i in range(info.num_partitions)
             ],
-            topic_authorized_operations=topic_ops,
+            topic_authorized_operations=ops_of(info.name),
         )
 
     if (
@@ -86,7 +115,9 @@ def handle(ctx: RequestContext, request: m.MetadataRequest) -> m.MetadataRespons
         return error_response(request, version, ErrorCode.INVALID_REQUEST)
     topics: list[Topic] = []
     if request.topics is None or (version == 0 and not request.topics):
-        topics = [described(info) for info in broker.logs.topics()]
+        every = broker.logs.topics()
+        hidden = denied(ctx, AclOperation.DESCRIBE, AclResourceType.TOPIC, (i.name for i in every))
+        topics = [described(info) for info in every if info.name not in hidden]
     else:
         allow_create = broker.config.auto_create_topics and (
             version < 4 or request.allow_auto_topic_creation
@@ -104,9 +135,11 @@ def handle(ctx: RequestContext, request: m.MetadataRequest) -> m.MetadataRespons
                             error_code=ErrorCode.UNKNOWN_TOPIC_ID,
                             name=None,
                             topic_id=wanted.topic_id,
-                            topic_authorized_operations=topic_ops,
+                            topic_authorized_operations=unknown_id_ops,
                         )
                     )
+                elif denied(ctx, AclOperation.DESCRIBE, AclResourceType.TOPIC, [info.name]):
+                    topics.append(refused(None, wanted.topic_id))
                 else:
                     topics.append(described(info))
                 continue
@@ -114,7 +147,13 @@ def handle(ctx: RequestContext, request: m.MetadataRequest) -> m.MetadataRespons
             if name in seen:
                 continue
             seen.add(name)
+            if denied(ctx, AclOperation.DESCRIBE, AclResourceType.TOPIC, [name]):
+                topics.append(refused(name))
+                continue
             info = broker.logs.topic(name)
+            if info is None and allow_create and not may_create(name):
+                topics.append(refused(name))
+                continue
             if info is None and allow_create:
                 try:
                     info = broker.logs.create_topic(name, broker.config.num_partitions)
@@ -130,7 +169,7 @@ def handle(ctx: RequestContext, request: m.MetadataRequest) -> m.MetadataRespons
                         Topic(
                             error_code=code_of(exc),
                             name=name,
-                            topic_authorized_operations=topic_ops,
+                            topic_authorized_operations=ops_of(name),
                         )
                     )
                     continue
@@ -139,21 +178,25 @@ def handle(ctx: RequestContext, request: m.MetadataRequest) -> m.MetadataRespons
                     Topic(
                         error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                         name=name,
-                        topic_authorized_operations=topic_ops,
+                        topic_authorized_operations=ops_of(name),
                     )
                 )
             else:
                 topics.append(described(info))
     host, port = broker.advertised
-    include_cluster_ops = 8 <= version <= 10 and request.include_cluster_authorized_operations
+    cluster_ops = NO_AUTHORIZED_OPERATIONS
+    if 8 <= version <= 10 and request.include_cluster_authorized_operations:
+        cluster_ops = (
+            ctx.authorized_operations(AclResourceType.CLUSTER, CLUSTER_NAME)
+            if ctx.allowed(AclOperation.DESCRIBE, AclResourceType.CLUSTER, CLUSTER_NAME)
+            else 0
+        )
     return m.MetadataResponse(
         brokers=[m.MetadataResponse.MetadataResponseBroker(node_id=node, host=host, port=port)],
         cluster_id=broker.cluster_id if version >= 2 else None,
         controller_id=node if version >= 1 else -1,
         topics=topics,
-        cluster_authorized_operations=(
-            CLUSTER_AUTHORIZED_OPERATIONS if include_cluster_ops else NO_AUTHORIZED_OPERATIONS
-        ),
+        cluster_authorized_operations=cluster_ops,
     )
 
 

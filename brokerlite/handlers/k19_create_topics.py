@@ -9,6 +9,11 @@
 * A topic named twice in one request gets INVALID_REQUEST for every copy.
 * From v5 the result carries the partition count, replication factor and the
   topic's effective configs; from v7 the topic id.
+* Authorization: CREATE on the cluster allows every topic, else each topic
+  needs CREATE on itself (TOPIC_AUTHORIZATION_FAILED, before existence is
+  looked at). A topic created without DESCRIBE_CONFIGS on it is answered
+  without its partition count, replication factor and configs, and with
+  ``topic_config_error_code`` TOPIC_AUTHORIZATION_FAILED (v5+).
 """
 
 from __future__ import annotations
@@ -16,12 +21,14 @@ from __future__ import annotations
 import logging
 from collections import Counter
 
+from trafka.brokerlite.authorizer import CLUSTER_NAME
 from trafka.brokerlite.errors import BrokerError
+from trafka.codec.acl import AclOperation, AclResourceType
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k19_create_topics as m
 
 from ._base import HandlerSpec, RequestContext
-from ._util import NULL_UUID, code_of
+from ._util import NULL_UUID, code_of, denied
 
 API_KEY = 19
 MIN_VERSION = 2
@@ -80,11 +87,17 @@ def handle(ctx: RequestContext, request: m.CreateTopicsRequest) -> m.CreateTopic
     broker = ctx.broker
     version = ctx.version
     counts = Counter(t.name for t in request.topics)
+    uncreatable: set[str] = set()
+    if not ctx.allowed(AclOperation.CREATE, AclResourceType.CLUSTER, CLUSTER_NAME):
+        uncreatable = denied(ctx, AclOperation.CREATE, AclResourceType.TOPIC, counts)
+    indescribable = denied(ctx, AclOperation.DESCRIBE_CONFIGS, AclResourceType.TOPIC, counts)
     results: list[Result] = []
     for topic in request.topics:
         try:
             if counts[topic.name] > 1:
                 raise _Refused(ErrorCode.INVALID_REQUEST, f"topic {topic.name!r} is named twice")
+            if topic.name in uncreatable:
+                raise _Refused(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
             if broker.logs.topic(topic.name) is not None:
                 raise _Refused(
                     ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {topic.name!r} already exists"
@@ -117,6 +130,21 @@ def handle(ctx: RequestContext, request: m.CreateTopicsRequest) -> m.CreateTopic
             continue
         if not request.validate_only:
             log.info("created topic %r with %d partition(s)", info.name, info.num_partitions)
+        topic_id = info.topic_id if version >= 7 and not request.validate_only else NULL_UUID
+        if version >= 5 and info.name in indescribable:
+            results.append(
+                Result(
+                    name=info.name,
+                    topic_id=topic_id,
+                    error_code=ErrorCode.NONE,
+                    error_message=None,
+                    topic_config_error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                    num_partitions=-1,
+                    replication_factor=-1,
+                    configs=[],
+                )
+            )
+            continue
         described: list[ResultConfig] = []
         if version >= 5:
             # A validated-only topic does not exist, so it has no configs to describe.
@@ -134,7 +162,7 @@ def handle(ctx: RequestContext, request: m.CreateTopicsRequest) -> m.CreateTopic
         results.append(
             Result(
                 name=info.name,
-                topic_id=info.topic_id if version >= 7 and not request.validate_only else NULL_UUID,
+                topic_id=topic_id,
                 error_code=ErrorCode.NONE,
                 error_message=None,
                 num_partitions=info.num_partitions if version >= 5 else -1,

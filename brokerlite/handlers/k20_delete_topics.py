@@ -4,6 +4,11 @@ A deleted topic's logs are removed, Fetch requests parked on it are answered
 at once (with UNKNOWN_TOPIC_OR_PARTITION) and the group coordinator drops its
 committed offsets. Unknown names get UNKNOWN_TOPIC_OR_PARTITION, unknown ids
 UNKNOWN_TOPIC_ID, an entry with neither INVALID_REQUEST.
+
+Authorization: DELETE on the cluster allows every topic; otherwise a topic
+needs DELETE on itself, else TOPIC_AUTHORIZATION_FAILED. A name without
+DESCRIBE is refused before its existence is looked at; a known id without
+DESCRIBE is refused without its name.
 """
 
 from __future__ import annotations
@@ -11,7 +16,9 @@ from __future__ import annotations
 import logging
 import uuid
 
+from trafka.brokerlite.authorizer import CLUSTER_NAME
 from trafka.brokerlite.errors import BrokerError
+from trafka.codec.acl import AclOperation, AclResourceType
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k20_delete_topics as m
 
@@ -35,6 +42,11 @@ def handle(ctx: RequestContext, request: m.DeleteTopicsRequest) -> m.DeleteTopic
         wanted = [(t.name, t.topic_id) for t in request.topics]
     else:
         wanted = [(name, NULL_UUID) for name in request.topic_names]
+    everything = ctx.allowed(AclOperation.DELETE, AclResourceType.CLUSTER, CLUSTER_NAME)
+
+    def may(operation: int, topic: str) -> bool:
+        return everything or ctx.allowed(operation, AclResourceType.TOPIC, topic)
+
     results: list[Result] = []
     for name, topic_id in wanted:
         by_id = name is None
@@ -48,7 +60,28 @@ def handle(ctx: RequestContext, request: m.DeleteTopicsRequest) -> m.DeleteTopic
                 )
             )
             continue
+        if not by_id and not may(AclOperation.DESCRIBE, name or ""):
+            results.append(
+                Result(
+                    name=name,
+                    topic_id=NULL_UUID,
+                    error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                    error_message=None,
+                )
+            )
+            continue
         info = broker.logs.topic_by_id(topic_id) if by_id else broker.logs.topic(name or "")
+        if info is not None and not may(AclOperation.DELETE, info.name):
+            shown = not by_id or may(AclOperation.DESCRIBE, info.name)
+            results.append(
+                Result(
+                    name=info.name if shown else None,
+                    topic_id=topic_id if version >= 6 else NULL_UUID,
+                    error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                    error_message=None,
+                )
+            )
+            continue
         if info is None:
             code = ErrorCode.UNKNOWN_TOPIC_ID if by_id else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             results.append(

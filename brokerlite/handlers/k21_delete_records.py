@@ -7,16 +7,21 @@ Whole segments below it are deleted by the log; records below it are no
 longer readable even where they share a segment with newer ones. The
 partition's aborted-transaction index forgets entries below it; its producers'
 sequence state is kept (as Kafka does), so their retries are still recognised.
+
+Authorization: each topic needs DELETE, else its partitions get
+TOPIC_AUTHORIZATION_FAILED (before existence is looked at) and nothing of it
+is deleted.
 """
 
 from __future__ import annotations
 
 from trafka.brokerlite.errors import BrokerError
+from trafka.codec.acl import AclOperation, AclResourceType
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k21_delete_records as m
 
 from ._base import HandlerSpec, RequestContext
-from ._util import code_of, partition_log
+from ._util import code_of, denied, partition_log
 
 API_KEY = 21
 MIN_VERSION = 0
@@ -29,10 +34,22 @@ Partition = m.DeleteRecordsResponse.DeleteRecordsPartitionResult
 
 
 def handle(ctx: RequestContext, request: m.DeleteRecordsRequest) -> m.DeleteRecordsResponse:
+    refused = denied(
+        ctx, AclOperation.DELETE, AclResourceType.TOPIC, (t.name for t in request.topics)
+    )
     topics: list[Topic] = []
     for topic in request.topics:
         partitions: list[Partition] = []
         for want in topic.partitions:
+            if topic.name in refused:
+                partitions.append(
+                    Partition(
+                        partition_index=want.partition_index,
+                        low_watermark=-1,
+                        error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                    )
+                )
+                continue
             try:
                 log = partition_log(ctx.broker, topic.name, want.partition_index)
                 offset = log.log_end_offset if want.offset == HIGH_WATERMARK else want.offset

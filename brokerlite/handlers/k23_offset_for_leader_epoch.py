@@ -4,16 +4,22 @@ Consumers (KIP-320) ask it to validate their position after a leader change.
 There is one epoch, 0, which ends at the log end offset. As in Kafka, a
 requested epoch newer than the current one, or undefined (-1), yields epoch
 and end offset -1; ``current_leader_epoch`` is fenced against 0.
+
+Authorization: CLUSTER_ACTION on the cluster (a follower's right) covers every
+topic; otherwise each topic needs DESCRIBE, else its partitions get
+TOPIC_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
 
+from trafka.brokerlite.authorizer import CLUSTER_NAME
 from trafka.brokerlite.errors import BrokerError
+from trafka.codec.acl import AclOperation, AclResourceType
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k23_offset_for_leader_epoch as m
 
 from ._base import HandlerSpec, RequestContext
-from ._util import LEADER_EPOCH, check_leader_epoch, code_of, partition_log
+from ._util import LEADER_EPOCH, check_leader_epoch, code_of, denied, partition_log
 
 API_KEY = 23
 MIN_VERSION = 2
@@ -26,11 +32,19 @@ Partition = m.OffsetForLeaderEpochResponse.EpochEndOffset
 def handle(
     ctx: RequestContext, request: m.OffsetForLeaderEpochRequest
 ) -> m.OffsetForLeaderEpochResponse:
+    hidden: set[str] = set()
+    if not ctx.allowed(AclOperation.CLUSTER_ACTION, AclResourceType.CLUSTER, CLUSTER_NAME):
+        hidden = denied(
+            ctx, AclOperation.DESCRIBE, AclResourceType.TOPIC, (t.topic for t in request.topics)
+        )
     topics: list[Topic] = []
     for topic in request.topics:
         partitions: list[Partition] = []
         for want in topic.partitions:
-            code = check_leader_epoch(want.current_leader_epoch)
+            if topic.topic in hidden:
+                code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            else:
+                code = check_leader_epoch(want.current_leader_epoch)
             epoch = end = -1
             if not code:
                 try:

@@ -6,6 +6,9 @@ this node only (INVALID_REPLICA_ASSIGNMENT) and name exactly the new
 partitions. ``validate_only`` checks and changes nothing. A topic named twice
 gets INVALID_REQUEST. Existing data stays where it is: keys hashed to the old
 count may now land elsewhere, as in Kafka.
+
+Authorization: each topic needs ALTER, else TOPIC_AUTHORIZATION_FAILED (after
+the duplicate check, before existence is looked at).
 """
 
 from __future__ import annotations
@@ -14,11 +17,12 @@ import logging
 from collections import Counter
 
 from trafka.brokerlite.errors import BrokerError
+from trafka.codec.acl import AclOperation, AclResourceType
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k37_create_partitions as m
 
 from ._base import HandlerSpec, RequestContext
-from ._util import code_of, message_of
+from ._util import code_of, denied, message_of
 
 API_KEY = 37
 MIN_VERSION = 0
@@ -32,11 +36,15 @@ Result = m.CreatePartitionsResponse.CreatePartitionsTopicResult
 def handle(ctx: RequestContext, request: m.CreatePartitionsRequest) -> m.CreatePartitionsResponse:
     broker = ctx.broker
     counts = Counter(t.name for t in request.topics)
+    unalterable = denied(ctx, AclOperation.ALTER, AclResourceType.TOPIC, counts)
     results: list[Result] = []
     for topic in request.topics:
         code, message = ErrorCode.NONE, None
         if counts[topic.name] > 1:
             code, message = ErrorCode.INVALID_REQUEST, f"topic {topic.name!r} is named twice"
+        elif topic.name in unalterable:
+            code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            message = "The topic authorization is failed."
         else:
             info = broker.logs.topic(topic.name)
             if info is None:
