@@ -3,13 +3,20 @@
 Handed to the group coordinator, which writes the offsets durably before the
 response goes out; partitions of unknown topics get
 UNKNOWN_TOPIC_OR_PARTITION.
+
+Authorization: READ on the group, else every partition gets
+GROUP_AUTHORIZATION_FAILED; then READ per topic, else that topic's partitions get
+TOPIC_AUTHORIZATION_FAILED and only the others are committed.
 """
 
 from __future__ import annotations
 
+import dataclasses
+
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k08_offset_commit as m
 
+from ._authz import AclOperation, allowed_topics, enabled, group_allowed
 from ._base import HandlerSpec, RequestContext
 
 API_KEY = 8
@@ -18,7 +25,28 @@ MAX_VERSION = 9
 
 
 def handle(ctx: RequestContext, request: m.OffsetCommitRequest) -> m.OffsetCommitResponse:
-    return ctx.broker.groups.offset_commit(request, ctx.version, ctx.now_ms)
+    commit = ctx.broker.groups.offset_commit
+    if not enabled(ctx):
+        return commit(request, ctx.version, ctx.now_ms)
+    if not group_allowed(ctx, AclOperation.READ, request.group_id):
+        return error_response(request, ctx.version, ErrorCode.GROUP_AUTHORIZATION_FAILED)
+    readable = allowed_topics(ctx, AclOperation.READ, (t.name for t in request.topics))
+    denied = [t for t in request.topics if t.name not in readable]
+    if not denied:
+        return commit(request, ctx.version, ctx.now_ms)
+    permitted = [t for t in request.topics if t.name in readable]
+    # (Kafka does not ask the coordinator when no topic is left.)
+    committed = (
+        commit(dataclasses.replace(request, topics=permitted), ctx.version, ctx.now_ms)
+        if permitted
+        else m.OffsetCommitResponse()
+    )
+    refused = error_response(
+        dataclasses.replace(request, topics=denied),
+        ctx.version,
+        ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+    )
+    return dataclasses.replace(committed, topics=[*committed.topics, *refused.topics])
 
 
 def error_response(

@@ -8,6 +8,11 @@ offset is held by an unfinished transaction (TxnOffsetCommit not yet committed
 or aborted) answers UNSTABLE_OFFSET_COMMIT with offset -1 instead of the
 committed offset, as Kafka does; the client retries until the transaction
 completes, so it never starts from an offset that is about to change.
+
+Authorization: DESCRIBE per group, else that group gets GROUP_AUTHORIZATION_FAILED
+(v1: on each partition asked for). Topics the principal may not DESCRIBE are
+answered TOPIC_AUTHORIZATION_FAILED with offset -1 when named, and left out when
+the request asks for every committed partition.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from typing import Any
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k09_offset_fetch as m
 
+from ._authz import AclOperation, allowed_topics, enabled, group_allowed
 from ._base import HandlerSpec, RequestContext
 
 API_KEY = 9
@@ -28,6 +34,115 @@ Response = m.OffsetFetchResponse
 
 
 def handle(ctx: RequestContext, request: m.OffsetFetchRequest) -> Response:
+    if not enabled(ctx):
+        return _fetch(ctx, request)
+    if ctx.version >= 8:
+        return _authorized_groups(ctx, request)
+    return _authorized_group(ctx, request)
+
+
+def _authorized_groups(ctx: RequestContext, request: m.OffsetFetchRequest) -> Response:
+    """v8+: each group on its own; the coordinator sees only what may be read."""
+    asked: list[tuple[bool, list[Any]]] = []  # per group: allowed, topics refused
+    permitted = []
+    for group in request.groups:
+        if not group_allowed(ctx, AclOperation.DESCRIBE, group.group_id):
+            asked.append((False, []))
+            continue
+        refused: list[Any] = []
+        if group.topics is not None:
+            seen = allowed_topics(ctx, AclOperation.DESCRIBE, (t.name for t in group.topics))
+            refused = [t for t in group.topics if t.name not in seen]
+            if refused:
+                group = dataclasses.replace(
+                    group, topics=[t for t in group.topics if t.name in seen]
+                )
+        asked.append((True, refused))
+        permitted.append(group)
+    whole = _fetch(ctx, dataclasses.replace(request, groups=permitted))
+    fetched = iter(whole.groups)
+    groups = []
+    for group, (allowed, refused) in zip(request.groups, asked, strict=True):
+        if not allowed:
+            groups.append(
+                Response.OffsetFetchResponseGroup(
+                    group_id=group.group_id, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED
+                )
+            )
+            continue
+        answer = next(fetched)
+        if answer.error_code == ErrorCode.NONE:
+            if group.topics is None:
+                answer = dataclasses.replace(answer, topics=_describable(ctx, answer.topics))
+            elif refused:
+                extra = [
+                    Response.OffsetFetchResponseTopics(
+                        name=t.name,
+                        partitions=[
+                            Response.OffsetFetchResponsePartitions(
+                                partition_index=i,
+                                committed_offset=-1,
+                                error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                            )
+                            for i in t.partition_indexes
+                        ],
+                    )
+                    for t in refused
+                ]
+                answer = dataclasses.replace(answer, topics=[*answer.topics, *extra])
+        groups.append(answer)
+    return dataclasses.replace(whole, groups=groups)
+
+
+def _authorized_group(ctx: RequestContext, request: m.OffsetFetchRequest) -> Response:
+    """v1-7: one group."""
+    topics = request.topics
+    if not group_allowed(ctx, AclOperation.DESCRIBE, request.group_id):
+        if ctx.version >= 2:
+            return Response(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
+        # (v1 has no group-level error: each partition carries it.)
+        return Response(topics=_errors(topics or [], ErrorCode.GROUP_AUTHORIZATION_FAILED))
+    if topics is None:
+        answer = _fetch(ctx, request)
+        if answer.error_code != ErrorCode.NONE:
+            return answer
+        return dataclasses.replace(answer, topics=_describable(ctx, answer.topics))
+    seen = allowed_topics(ctx, AclOperation.DESCRIBE, (t.name for t in topics))
+    refused = [t for t in topics if t.name not in seen]
+    if not refused:
+        return _fetch(ctx, request)
+    answer = _fetch(ctx, dataclasses.replace(request, topics=[t for t in topics if t.name in seen]))
+    if answer.error_code != ErrorCode.NONE:
+        return answer
+    extra = _errors(refused, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+    return dataclasses.replace(answer, topics=[*answer.topics, *extra])
+
+
+def _errors(
+    topics: list[m.OffsetFetchRequest.OffsetFetchRequestTopic], code: ErrorCode
+) -> list[Response.OffsetFetchResponseTopic]:
+    return [
+        Response.OffsetFetchResponseTopic(
+            name=t.name,
+            partitions=[
+                Response.OffsetFetchResponsePartition(
+                    partition_index=i, committed_offset=-1, error_code=code
+                )
+                for i in t.partition_indexes
+            ],
+        )
+        for t in topics
+    ]
+
+
+def _describable(ctx: RequestContext, topics: list[Any]) -> list[Any]:
+    """``topics`` (either response shape) without those the principal may not describe."""
+    seen = allowed_topics(ctx, AclOperation.DESCRIBE, (t.name for t in topics))
+    return [t for t in topics if t.name in seen]
+
+
+def _fetch(ctx: RequestContext, request: m.OffsetFetchRequest) -> Response:
+    """The coordinator's answer, with ``require_stable`` applied."""
     version = ctx.version
     response = ctx.broker.groups.offset_fetch(request, version, ctx.now_ms)
     if version < 7 or not request.require_stable:

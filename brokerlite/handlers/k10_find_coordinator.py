@@ -4,6 +4,9 @@
   ids): this node, always (it coordinates every group and every transaction).
   v4+ batches keys in ``coordinator_keys`` and answers one entry per key.
 * Share-group keys (key_type 2) and unknown types: INVALID_REQUEST.
+
+Authorization, per key: DESCRIBE on the group (else GROUP_AUTHORIZATION_FAILED)
+or on the transactional id (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED).
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from __future__ import annotations
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k10_find_coordinator as m
 
+from ._authz import AclOperation, group_allowed, transactional_id_allowed
 from ._base import HandlerSpec, RequestContext
 
 API_KEY = 10
@@ -22,7 +26,16 @@ TRANSACTION = 1
 
 
 def _answer(ctx: RequestContext, key: str, key_type: int) -> tuple[ErrorCode, str | None]:
-    if key_type in (GROUP, TRANSACTION):
+    if key_type == GROUP:
+        if not group_allowed(ctx, AclOperation.DESCRIBE, key):
+            return ErrorCode.GROUP_AUTHORIZATION_FAILED, "not authorized to describe the group"
+        return ErrorCode.NONE, None
+    if key_type == TRANSACTION:
+        if not transactional_id_allowed(ctx, AclOperation.DESCRIBE, key):
+            return (
+                ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                "not authorized to describe the transactional id",
+            )
         return ErrorCode.NONE, None
     return ErrorCode.INVALID_REQUEST, f"unsupported coordinator key type {key_type}"
 

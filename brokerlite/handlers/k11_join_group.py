@@ -4,6 +4,9 @@ Handed to :class:`~trafka.brokerlite.groups.GroupCoordinator`. The request is
 parked while the group rebalances (the coordinator releases it when the join
 phase ends); parking holds back later requests of the same connection only.
 DescribeGroups reports the member's host as ``/<peer address>``, like Kafka.
+
+Authorization: READ on the group, else GROUP_AUTHORIZATION_FAILED before the
+coordinator sees the request.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from typing import Any
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k11_join_group as m
 
+from ._authz import AclOperation, group_allowed
 from ._base import HandlerSpec, RequestContext
 
 API_KEY = 11
@@ -21,6 +25,8 @@ MAX_VERSION = 9
 
 
 def handle(ctx: RequestContext, request: m.JoinGroupRequest) -> Any:
+    if not group_allowed(ctx, AclOperation.READ, request.group_id):
+        return error_response(request, ctx.version, ErrorCode.GROUP_AUTHORIZATION_FAILED)
     broker = ctx.broker
     token = broker.group_token(ctx)
     host = broker.peer(ctx.conn_id).rsplit(":", 1)[0]

@@ -1,6 +1,7 @@
 """Heartbeat (key 12), versions 0-4: keep a member alive, learn about rebalances.
 
-Handed to the group coordinator; never parked.
+Handed to the group coordinator; never parked. Authorization: READ on the group,
+else GROUP_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
@@ -8,6 +9,7 @@ from __future__ import annotations
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k12_heartbeat as m
 
+from ._authz import AclOperation, group_allowed
 from ._base import HandlerSpec, RequestContext
 
 API_KEY = 12
@@ -16,6 +18,8 @@ MAX_VERSION = 4
 
 
 def handle(ctx: RequestContext, request: m.HeartbeatRequest) -> m.HeartbeatResponse:
+    if not group_allowed(ctx, AclOperation.READ, request.group_id):
+        return error_response(request, ctx.version, ErrorCode.GROUP_AUTHORIZATION_FAILED)
     return ctx.broker.groups.heartbeat(request, ctx.version, ctx.now_ms)
 
 

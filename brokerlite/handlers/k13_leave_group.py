@@ -1,7 +1,8 @@
 """LeaveGroup (key 13), versions 0-5: members leave (v3+: several at once).
 
 Handed to the group coordinator. The departure may end a join phase: the
-JoinGroups it releases are answered on their own connections.
+JoinGroups it releases are answered on their own connections. Authorization:
+READ on the group, else GROUP_AUTHORIZATION_FAILED and nobody leaves.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k13_leave_group as m
 
+from ._authz import AclOperation, group_allowed
 from ._base import HandlerSpec, RequestContext
 
 API_KEY = 13
@@ -17,6 +19,8 @@ MAX_VERSION = 5
 
 
 def handle(ctx: RequestContext, request: m.LeaveGroupRequest) -> m.LeaveGroupResponse:
+    if not group_allowed(ctx, AclOperation.READ, request.group_id):
+        return error_response(request, ctx.version, ErrorCode.GROUP_AUTHORIZATION_FAILED)
     response, released = ctx.broker.groups.leave_group(request, ctx.version, ctx.now_ms)
     ctx.broker.release(released)
     return response

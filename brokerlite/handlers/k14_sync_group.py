@@ -2,7 +2,8 @@
 
 Handed to the group coordinator. A follower's request is parked until the
 leader's SyncGroup sets the assignment (or the rebalance fails); the
-leader's request releases every parked follower.
+leader's request releases every parked follower. Authorization: READ on the
+group, else GROUP_AUTHORIZATION_FAILED (never parked).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from typing import Any
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k14_sync_group as m
 
+from ._authz import AclOperation, group_allowed
 from ._base import HandlerSpec, RequestContext
 
 API_KEY = 14
@@ -20,6 +22,8 @@ MAX_VERSION = 5
 
 
 def handle(ctx: RequestContext, request: m.SyncGroupRequest) -> Any:
+    if not group_allowed(ctx, AclOperation.READ, request.group_id):
+        return error_response(request, ctx.version, ErrorCode.GROUP_AUTHORIZATION_FAILED)
     broker = ctx.broker
     token = broker.group_token(ctx)
     released = broker.groups.sync_group(token, request, ctx.version, ctx.now_ms)

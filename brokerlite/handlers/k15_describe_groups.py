@@ -1,13 +1,20 @@
 """DescribeGroups (key 15), versions 0-5: state, protocol and members of groups.
 
 Handed to the group coordinator; unknown groups are reported as ``Dead``.
+
+Authorization: DESCRIBE per group; a group the principal may not describe gets
+GROUP_AUTHORIZATION_FAILED and nothing else. ``include_authorized_operations``
+(v3+) reports what the principal may do on each described group.
 """
 
 from __future__ import annotations
 
+import dataclasses
+
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k15_describe_groups as m
 
+from ._authz import AclOperation, AclResourceType, enabled, group_allowed
 from ._base import HandlerSpec, RequestContext
 
 API_KEY = 15
@@ -16,7 +23,33 @@ MAX_VERSION = 5
 
 
 def handle(ctx: RequestContext, request: m.DescribeGroupsRequest) -> m.DescribeGroupsResponse:
-    return ctx.broker.groups.describe_groups(request, ctx.version)
+    if not enabled(ctx):
+        return ctx.broker.groups.describe_groups(request, ctx.version)
+    allowed = [group_allowed(ctx, AclOperation.DESCRIBE, g) for g in request.groups]
+    permitted = [g for g, ok in zip(request.groups, allowed, strict=True) if ok]
+    described = iter(
+        ctx.broker.groups.describe_groups(
+            dataclasses.replace(request, groups=permitted), ctx.version
+        ).groups
+    )
+    with_ops = ctx.version >= 3 and request.include_authorized_operations
+    groups = []
+    for group_id, ok in zip(request.groups, allowed, strict=True):
+        if not ok:
+            groups.append(
+                m.DescribeGroupsResponse.DescribedGroup(
+                    error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, group_id=group_id
+                )
+            )
+            continue
+        group = next(described)
+        if with_ops and group.error_code == ErrorCode.NONE:
+            group = dataclasses.replace(
+                group,
+                authorized_operations=ctx.authorized_operations(AclResourceType.GROUP, group_id),
+            )
+        groups.append(group)
+    return m.DescribeGroupsResponse(groups=groups)
 
 
 def error_response(

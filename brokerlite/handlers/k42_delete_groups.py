@@ -2,13 +2,19 @@
 
 Handed to the group coordinator: NON_EMPTY_GROUP while a group has members,
 GROUP_ID_NOT_FOUND for unknown groups.
+
+Authorization: DELETE per group; a group the principal may not delete gets
+GROUP_AUTHORIZATION_FAILED and is left alone.
 """
 
 from __future__ import annotations
 
+import dataclasses
+
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k42_delete_groups as m
 
+from ._authz import AclOperation, enabled, group_allowed
 from ._base import HandlerSpec, RequestContext
 
 API_KEY = 42
@@ -17,7 +23,26 @@ MAX_VERSION = 2
 
 
 def handle(ctx: RequestContext, request: m.DeleteGroupsRequest) -> m.DeleteGroupsResponse:
-    return ctx.broker.groups.delete_groups(request, ctx.version)
+    if not enabled(ctx):
+        return ctx.broker.groups.delete_groups(request, ctx.version)
+    names = request.groups_names
+    allowed = [group_allowed(ctx, AclOperation.DELETE, g) for g in names]
+    permitted = [g for g, ok in zip(names, allowed, strict=True) if ok]
+    deleted = iter(
+        ctx.broker.groups.delete_groups(
+            dataclasses.replace(request, groups_names=permitted), ctx.version
+        ).results
+    )
+    return m.DeleteGroupsResponse(
+        results=[
+            next(deleted)
+            if ok
+            else m.DeleteGroupsResponse.DeletableGroupResult(
+                group_id=g, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED
+            )
+            for g, ok in zip(names, allowed, strict=True)
+        ]
+    )
 
 
 def error_response(

@@ -6,13 +6,20 @@ classic group with members that is not a consumer group, and per partition
 GROUP_SUBSCRIBED_TO_TOPIC while a member subscribes to its topic (classic
 members by their subscription metadata, KIP-848 members by names or regex);
 other partitions' offsets are deleted (durably) and answered NONE.
+
+Authorization: DELETE on the group, else GROUP_AUTHORIZATION_FAILED for the
+request; then READ per topic, else that topic's partitions get
+TOPIC_AUTHORIZATION_FAILED and keep their offsets.
 """
 
 from __future__ import annotations
 
+import dataclasses
+
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k47_offset_delete as m
 
+from ._authz import AclOperation, allowed_topics, enabled, group_allowed
 from ._base import HandlerSpec, RequestContext
 
 API_KEY = 47
@@ -21,7 +28,35 @@ MAX_VERSION = 0
 
 
 def handle(ctx: RequestContext, request: m.OffsetDeleteRequest) -> m.OffsetDeleteResponse:
-    return ctx.broker.groups.delete_offsets(request)
+    delete = ctx.broker.groups.delete_offsets
+    if not enabled(ctx):
+        return delete(request)
+    if not group_allowed(ctx, AclOperation.DELETE, request.group_id):
+        return error_response(request, ctx.version, ErrorCode.GROUP_AUTHORIZATION_FAILED)
+    readable = allowed_topics(ctx, AclOperation.READ, (t.name for t in request.topics))
+    denied = [t for t in request.topics if t.name not in readable]
+    if not denied:
+        return delete(request)
+    # (Kafka asks the coordinator even when no topic is left: the group's checks stand.)
+    answer = delete(
+        dataclasses.replace(request, topics=[t for t in request.topics if t.name in readable])
+    )
+    if answer.error_code != ErrorCode.NONE:
+        return answer  # (the group's refusal stands alone, as in Kafka)
+    refused = [
+        m.OffsetDeleteResponse.OffsetDeleteResponseTopic(
+            name=t.name,
+            partitions=[
+                m.OffsetDeleteResponse.OffsetDeleteResponsePartition(
+                    partition_index=p.partition_index,
+                    error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                )
+                for p in t.partitions
+            ],
+        )
+        for t in denied
+    ]
+    return dataclasses.replace(answer, topics=[*answer.topics, *refused])
 
 
 def error_response(

@@ -5,6 +5,10 @@
 
 Handed to the group coordinator (:mod:`trafka.brokerlite.consumer_groups`); never
 parked.
+
+Authorization: READ on the group (else GROUP_AUTHORIZATION_FAILED), and DESCRIBE on
+every topic named in ``subscribed_topic_names`` (else TOPIC_AUTHORIZATION_FAILED
+for the heartbeat, which then changes nothing).
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from __future__ import annotations
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k68_consumer_group_heartbeat as m
 
+from ._authz import AclOperation, allowed_topics, enabled, group_allowed
 from ._base import HandlerSpec, RequestContext
 
 API_KEY = 68
@@ -22,6 +27,12 @@ MAX_VERSION = 1
 def handle(
     ctx: RequestContext, request: m.ConsumerGroupHeartbeatRequest
 ) -> m.ConsumerGroupHeartbeatResponse:
+    if enabled(ctx):
+        if not group_allowed(ctx, AclOperation.READ, request.group_id):
+            return error_response(request, ctx.version, ErrorCode.GROUP_AUTHORIZATION_FAILED)
+        names = request.subscribed_topic_names
+        if names and len(allowed_topics(ctx, AclOperation.DESCRIBE, names)) < len(set(names)):
+            return m.ConsumerGroupHeartbeatResponse(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
     host = ctx.broker.peer(ctx.conn_id).rsplit(":", 1)[0]
     return ctx.broker.groups.consumer_group_heartbeat(
         request,

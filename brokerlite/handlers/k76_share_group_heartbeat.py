@@ -7,6 +7,10 @@ Version 1 only, as Kafka 4.1 serves it (version 0 was Kafka 4.0's early-access
 form): a version 0 request gets UNSUPPORTED_VERSION. Member ids come from the
 client (KIP-1082). Handed to the share coordinator
 (:mod:`trafka.brokerlite.share_groups`); never parked.
+
+Authorization: READ on the group (else GROUP_AUTHORIZATION_FAILED), and DESCRIBE on
+every topic named in ``subscribed_topic_names`` (else TOPIC_AUTHORIZATION_FAILED
+for the heartbeat, which then changes nothing).
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from __future__ import annotations
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k76_share_group_heartbeat as m
 
+from ._authz import AclOperation, allowed_topics, enabled, group_allowed
 from ._base import HandlerSpec, RequestContext
 
 API_KEY = 76
@@ -24,6 +29,12 @@ MAX_VERSION = 1
 def handle(
     ctx: RequestContext, request: m.ShareGroupHeartbeatRequest
 ) -> m.ShareGroupHeartbeatResponse:
+    if enabled(ctx):
+        if not group_allowed(ctx, AclOperation.READ, request.group_id):
+            return error_response(request, ctx.version, ErrorCode.GROUP_AUTHORIZATION_FAILED)
+        names = request.subscribed_topic_names
+        if names and len(allowed_topics(ctx, AclOperation.DESCRIBE, names)) < len(set(names)):
+            return m.ShareGroupHeartbeatResponse(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
     host = ctx.broker.peer(ctx.conn_id).rsplit(":", 1)[0]
     return ctx.broker.share_groups.heartbeat(
         request, ctx.now_ms, client_id=ctx.client_id or "", client_host=f"/{host}"

@@ -3,8 +3,12 @@ and members of share groups (KIP-932), each member's assignment with topic names
 
 Version 1 only, as Kafka 4.1 serves it. An empty group id is INVALID_GROUP_ID; an
 id that names no group, or a group of another type, is GROUP_ID_NOT_FOUND.
-``include_authorized_operations`` gets what an unsecured Kafka broker allows on
-a group, as DescribeGroups reports it.
+``include_authorized_operations`` gets what the principal may do on the group
+(everything a group allows, without an authorizer).
+
+Authorization: DESCRIBE per group, else GROUP_AUTHORIZATION_FAILED. A described
+group whose members' assignments hold a topic the principal may not DESCRIBE is
+answered TOPIC_AUTHORIZATION_FAILED without members.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from __future__ import annotations
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k77_share_group_describe as m
 
+from ._authz import describe_groups_authorized, enabled
 from ._base import HandlerSpec, RequestContext
 from ._util import GROUP_AUTHORIZED_OPERATIONS, NO_AUTHORIZED_OPERATIONS
 
@@ -29,12 +34,27 @@ def handle(
         else NO_AUTHORIZED_OPERATIONS
     )
     share = ctx.broker.share_groups
-    return m.ShareGroupDescribeResponse(
-        groups=[
-            share.describe(g, ctx.broker.topic_name, authorized_operations=ops)
-            for g in request.group_ids
+
+    def describe(group_ids: list[str]) -> list[m.ShareGroupDescribeResponse.DescribedGroup]:
+        return [
+            share.describe(g, ctx.broker.topic_name, authorized_operations=ops) for g in group_ids
         ]
+
+    if not enabled(ctx):
+        return m.ShareGroupDescribeResponse(groups=describe(request.group_ids))
+    groups = describe_groups_authorized(
+        ctx,
+        request.group_ids,
+        describe,
+        lambda g: [
+            tp.topic_name for member in g.members for tp in member.assignment.topic_partitions
+        ],
+        lambda group_id, code, message: m.ShareGroupDescribeResponse.DescribedGroup(
+            group_id=group_id, error_code=code, error_message=message
+        ),
+        request.include_authorized_operations,
     )
+    return m.ShareGroupDescribeResponse(groups=groups)
 
 
 def error_response(

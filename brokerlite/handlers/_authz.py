@@ -1,0 +1,95 @@
+"""Authorization helpers shared by the group, transaction and share-group handlers.
+
+Rules and invariants:
+
+* Without an authorizer (:func:`enabled` is False) a handler takes its old path
+  untouched: nothing is filtered, reordered or re-encoded.
+* A request's topics are authorized once per distinct name (:func:`allowed_topics`),
+  as Kafka's ``filterByAuthorized`` does; the authorizer caches decisions too.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from trafka.brokerlite.authorizer import CLUSTER_NAME
+from trafka.codec.acl import AclOperation, AclResourceType
+from trafka.codec.errors import ErrorCode
+
+from ._base import RequestContext
+
+__all__ = [
+    "CLUSTER_NAME",
+    "AclOperation",
+    "AclResourceType",
+    "allowed_topics",
+    "describe_groups_authorized",
+    "enabled",
+    "group_allowed",
+    "transactional_id_allowed",
+]
+
+
+def enabled(ctx: RequestContext) -> bool:
+    """Whether the broker authorizes requests (an authorizer is configured)."""
+    return ctx.broker.authorizer is not None
+
+
+def group_allowed(ctx: RequestContext, operation: int, group_id: str) -> bool:
+    """Whether the principal may do ``operation`` on the group."""
+    return ctx.allowed(operation, AclResourceType.GROUP, group_id)
+
+
+def transactional_id_allowed(ctx: RequestContext, operation: int, transactional_id: str) -> bool:
+    """Whether the principal may do ``operation`` on the transactional id."""
+    return ctx.allowed(operation, AclResourceType.TRANSACTIONAL_ID, transactional_id)
+
+
+def allowed_topics(ctx: RequestContext, operation: int, names: Iterable[str]) -> set[str]:
+    """The names among ``names`` the principal may do ``operation`` on."""
+    return {name for name in set(names) if ctx.allowed(operation, AclResourceType.TOPIC, name)}
+
+
+def describe_groups_authorized(
+    ctx: RequestContext,
+    group_ids: list[str],
+    describe: Callable[[list[str]], list[Any]],
+    topics_of: Callable[[Any], Iterable[str]],
+    error_group: Callable[[str, ErrorCode, str | None], Any],
+    include_operations: bool,
+) -> list[Any]:
+    """ConsumerGroupDescribe's and ShareGroupDescribe's rule, in request order.
+
+    ``describe`` describes the groups the principal may DESCRIBE (one answer per
+    id, in order); the others get ``error_group(id, GROUP_AUTHORIZATION_FAILED,
+    None)``. With ``include_operations`` a described group carries the
+    principal's authorized operations. A described group naming a topic
+    (``topics_of``) the principal may not DESCRIBE is answered
+    TOPIC_AUTHORIZATION_FAILED without members, so its assignments reveal
+    nothing. Without an authorizer: ``describe(group_ids)``.
+    """
+    if not enabled(ctx):
+        return describe(group_ids)
+    allowed = [group_allowed(ctx, AclOperation.DESCRIBE, g) for g in group_ids]
+    described = describe([g for g, ok in zip(group_ids, allowed, strict=True) if ok])
+    seen = allowed_topics(ctx, AclOperation.DESCRIBE, (t for g in described for t in topics_of(g)))
+    answers = iter(described)
+    out = []
+    for group_id, ok in zip(group_ids, allowed, strict=True):
+        if not ok:
+            out.append(error_group(group_id, ErrorCode.GROUP_AUTHORIZATION_FAILED, None))
+            continue
+        group = next(answers)
+        if any(t not in seen for t in topics_of(group)):
+            group = error_group(
+                group_id,
+                ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                "the group has topics the client is not authorized to describe",
+            )
+        elif include_operations and group.error_code == ErrorCode.NONE:
+            ops = ctx.authorized_operations(AclResourceType.GROUP, group_id)
+            group = dataclasses.replace(group, authorized_operations=ops)
+        out.append(group)
+    return out
