@@ -6,10 +6,12 @@ import uuid
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from trafka.brokerlite.authorizer import RESOURCE_OPERATIONS
+from trafka.brokerlite.authorizer import CLUSTER_NAME, RESOURCE_OPERATIONS
 from trafka.brokerlite.errors import BrokerError, UnknownTopicOrPartitionError
 from trafka.codec.acl import AclResourceType
 from trafka.codec.errors import ErrorCode
+
+from ._configs import ResourceType
 
 if TYPE_CHECKING:
     from trafka.brokerlite.broker import Broker
@@ -76,3 +78,31 @@ def denied(
     if ctx.broker.authorizer is None:
         return set()
     return {n for n in set(names) if not ctx.allowed(operation, resource_type, n)}
+
+
+def config_authorization_error(
+    ctx: RequestContext, operation: int, resource_type: int, name: str
+) -> ErrorCode:
+    """Whether the principal may do ``operation`` (DESCRIBE_CONFIGS or
+    ALTER_CONFIGS) on a config resource, as Kafka decides it: topic configs on
+    the topic, group configs on the group, broker, broker-logger and
+    client-metrics configs on the cluster. NONE when allowed or for a type
+    authorization does not cover (the handler refuses those itself); else the
+    error for the resource's kind."""
+    if resource_type == ResourceType.TOPIC:
+        if ctx.allowed(operation, AclResourceType.TOPIC, name):
+            return ErrorCode.NONE
+        return ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    if resource_type == ResourceType.GROUP:
+        if ctx.allowed(operation, AclResourceType.GROUP, name):
+            return ErrorCode.NONE
+        return ErrorCode.GROUP_AUTHORIZATION_FAILED
+    if resource_type in (
+        ResourceType.BROKER,
+        ResourceType.BROKER_LOGGER,
+        ResourceType.CLIENT_METRICS,
+    ):
+        if ctx.allowed(operation, AclResourceType.CLUSTER, CLUSTER_NAME):
+            return ErrorCode.NONE
+        return ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    return ErrorCode.NONE

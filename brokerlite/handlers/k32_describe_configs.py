@@ -14,6 +14,9 @@
   INVALID_REQUEST.
 * Broker loggers and other resource types: INVALID_REQUEST.
 * An unknown topic is UNKNOWN_TOPIC_OR_PARTITION.
+* Authorization: DESCRIBE_CONFIGS on the topic for a topic, on the group for a
+  group, on the cluster for the broker and broker loggers; otherwise that
+  resource gets TOPIC_, GROUP_ or CLUSTER_AUTHORIZATION_FAILED and no configs.
 """
 
 from __future__ import annotations
@@ -21,12 +24,13 @@ from __future__ import annotations
 from trafka.brokerlite.errors import BrokerError
 from trafka.brokerlite.log import ConfigEntry, ConfigSource
 from trafka.brokerlite.share_groups import GroupConfigEntry
+from trafka.codec.acl import AclOperation
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k32_describe_configs as m
 
 from ._base import HandlerSpec, RequestContext
 from ._configs import BROKER_SYNONYMS, ResourceType, broker_entries, is_broker_name
-from ._util import code_of, message_of
+from ._util import code_of, config_authorization_error, message_of
 
 API_KEY = 32
 MIN_VERSION = 1
@@ -82,6 +86,19 @@ def handle(ctx: RequestContext, request: m.DescribeConfigsRequest) -> m.Describe
     for resource in request.resources:
         kind = resource.resource_type
         keys = resource.configuration_keys
+        refused = config_authorization_error(
+            ctx, AclOperation.DESCRIBE_CONFIGS, kind, resource.resource_name
+        )
+        if refused:
+            results.append(
+                Result(
+                    error_code=refused,
+                    error_message=f"not authorized to describe configs of {resource.resource_name!r}",
+                    resource_type=kind,
+                    resource_name=resource.resource_name,
+                )
+            )
+            continue
         try:
             if kind == ResourceType.GROUP:
                 group_entries = broker.share_groups.describe_configs(resource.resource_name)

@@ -6,6 +6,12 @@ named return to their defaults. Groups (resource type 32) take the ``share.*``
 group configs, as Kafka's controller allows through this API too. Validation,
 ``validate_only``, duplicates and broker resources behave as in
 IncrementalAlterConfigs.
+
+Authorization (after the duplicate check): ALTER_CONFIGS on the topic for a
+topic, on the group for a group, on the cluster for the broker; otherwise that
+resource gets TOPIC_, GROUP_ or CLUSTER_AUTHORIZATION_FAILED and is unchanged.
+Broker loggers are refused as invalid before any authorization, as Kafka does
+in this legacy API.
 """
 
 from __future__ import annotations
@@ -14,12 +20,13 @@ import logging
 from collections import Counter
 
 from trafka.brokerlite.errors import BrokerError
+from trafka.codec.acl import AclOperation
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k33_alter_configs as m
 
 from ._base import HandlerSpec, RequestContext
 from ._configs import ResourceType
-from ._util import code_of, message_of
+from ._util import code_of, config_authorization_error, message_of
 
 API_KEY = 33
 MIN_VERSION = 0
@@ -36,8 +43,16 @@ def handle(ctx: RequestContext, request: m.AlterConfigsRequest) -> m.AlterConfig
     for resource in request.resources:
         code, message = ErrorCode.NONE, None
         names = Counter(c.name for c in resource.configs)
+        refused = ErrorCode.NONE
+        if resource.resource_type != ResourceType.BROKER_LOGGER:
+            refused = config_authorization_error(
+                ctx, AclOperation.ALTER_CONFIGS, resource.resource_type, resource.resource_name
+            )
         if keys[(resource.resource_type, resource.resource_name)] > 1:
             code, message = ErrorCode.INVALID_REQUEST, "resource named twice"
+        elif refused:
+            code = refused
+            message = f"not authorized to alter configs of {resource.resource_name!r}"
         elif resource.resource_type not in (ResourceType.TOPIC, ResourceType.GROUP):
             code = ErrorCode.INVALID_REQUEST
             message = (

@@ -16,10 +16,15 @@ already there. Each partition is checked in the order of Kafka's
 
 A partition named under several paths is answered once, for the last path
 (Kafka collects the request into a map). Results are grouped by topic.
+
+Authorization: ALTER on the cluster, else every partition gets
+CLUSTER_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
 
+from trafka.brokerlite.authorizer import CLUSTER_NAME
+from trafka.codec.acl import AclOperation, AclResourceType
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k34_alter_replica_log_dirs as m
 
@@ -57,6 +62,8 @@ def _code(ctx: RequestContext, topic: str, partition: int, path: str, here: str)
 def handle(
     ctx: RequestContext, request: m.AlterReplicaLogDirsRequest
 ) -> m.AlterReplicaLogDirsResponse:
+    if not ctx.allowed(AclOperation.ALTER, AclResourceType.CLUSTER, CLUSTER_NAME):
+        return error_response(request, ctx.version, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     wanted: dict[tuple[str, int], str] = {}
     for d in request.dirs:
         for t in d.topics:

@@ -7,12 +7,18 @@ topics (null: every partition), it reports the partitions that exist and omits
 the others, as Kafka omits partitions no log directory holds. From v4 it gives
 the file system's total and usable bytes (``statvfs``); -1 when they cannot be
 read.
+
+Authorization: DESCRIBE on the cluster, else the answer is
+CLUSTER_AUTHORIZATION_FAILED (v3+; before that an empty answer) with no
+directories.
 """
 
 from __future__ import annotations
 
 import os
 
+from trafka.brokerlite.authorizer import CLUSTER_NAME
+from trafka.codec.acl import AclOperation, AclResourceType
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k35_describe_log_dirs as m
 
@@ -29,6 +35,8 @@ Partition = m.DescribeLogDirsResponse.DescribeLogDirsPartition
 
 
 def handle(ctx: RequestContext, request: m.DescribeLogDirsRequest) -> m.DescribeLogDirsResponse:
+    if not ctx.allowed(AclOperation.DESCRIBE, AclResourceType.CLUSTER, CLUSTER_NAME):
+        return error_response(request, ctx.version, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     logs = ctx.broker.logs
     wanted: dict[str, set[int]] | None = None
     if request.topics is not None:

@@ -6,10 +6,15 @@ UNKNOWN_TOPIC_OR_PARTITION when they do not exist; with a null list (every
 partition) each topic is listed with no partitions, since Kafka leaves out the
 partitions that needed no election. An election type other than preferred (0)
 or unclean (1) is INVALID_REQUEST.
+
+Authorization: ALTER on the cluster, else CLUSTER_AUTHORIZATION_FAILED at the
+top (v1+) and for every named partition.
 """
 
 from __future__ import annotations
 
+from trafka.brokerlite.authorizer import CLUSTER_NAME
+from trafka.codec.acl import AclOperation, AclResourceType
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k43_elect_leaders as m
 
@@ -23,7 +28,26 @@ TopicResult = m.ElectLeadersResponse.ReplicaElectionResult
 PartitionResult = m.ElectLeadersResponse.PartitionResult
 
 
+def _refused(request: m.ElectLeadersRequest, code: ErrorCode) -> m.ElectLeadersResponse:
+    # The error at the top (v1+) and for every named partition: v0 has only the latter.
+    return m.ElectLeadersResponse(
+        error_code=code,
+        replica_election_results=[
+            TopicResult(
+                topic=t.topic,
+                partition_result=[
+                    PartitionResult(partition_id=p, error_code=code, error_message=code.message)
+                    for p in t.partitions
+                ],
+            )
+            for t in request.topic_partitions or []
+        ],
+    )
+
+
 def handle(ctx: RequestContext, request: m.ElectLeadersRequest) -> m.ElectLeadersResponse:
+    if not ctx.allowed(AclOperation.ALTER, AclResourceType.CLUSTER, CLUSTER_NAME):
+        return _refused(request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     election = request.election_type if ctx.version >= 1 else 0
     if election not in (0, 1):
         return error_response(request, ctx.version, ErrorCode.INVALID_REQUEST)

@@ -9,6 +9,11 @@ type 32) take the ``share.*`` group configs (none is a list), validated as
 Kafka validates them: INVALID_CONFIG for an unknown name, a bad value or one
 outside the broker's ``group.share.min.*``/``max.*`` bounds. Broker configs
 are static in brokerlite: altering them is INVALID_REQUEST.
+
+Authorization (after the duplicate check): ALTER_CONFIGS on the topic for a
+topic, on the group for a group, on the cluster for the broker and broker
+loggers; otherwise that resource gets TOPIC_, GROUP_ or
+CLUSTER_AUTHORIZATION_FAILED and is unchanged.
 """
 
 from __future__ import annotations
@@ -18,12 +23,13 @@ from collections import Counter
 
 from trafka.brokerlite.errors import BrokerError
 from trafka.brokerlite.log import ConfigType
+from trafka.codec.acl import AclOperation
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k44_incremental_alter_configs as m
 
 from ._base import HandlerSpec, RequestContext
 from ._configs import ResourceType
-from ._util import code_of, message_of
+from ._util import code_of, config_authorization_error, message_of
 
 API_KEY = 44
 MIN_VERSION = 0
@@ -112,6 +118,13 @@ def handle(
         try:
             if keys[(resource.resource_type, resource.resource_name)] > 1:
                 raise _Refused(ErrorCode.INVALID_REQUEST, "resource named twice")
+            refused = config_authorization_error(
+                ctx, AclOperation.ALTER_CONFIGS, resource.resource_type, resource.resource_name
+            )
+            if refused:
+                raise _Refused(
+                    refused, f"not authorized to alter configs of {resource.resource_name!r}"
+                )
             if resource.resource_type not in (ResourceType.TOPIC, ResourceType.GROUP):
                 raise _Refused(
                     ErrorCode.INVALID_REQUEST,

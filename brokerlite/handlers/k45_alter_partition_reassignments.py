@@ -17,10 +17,15 @@ included. A request with no topics gets Kafka's empty answer, whose top-level
 error message is ``""`` rather than null. ``timeout_ms`` plays no part: the
 answer is immediate. (v1's ``allow_replication_factor_change``, KIP-860, is
 not in the codec's specs.)
+
+Authorization: ALTER on the cluster, else CLUSTER_AUTHORIZATION_FAILED at the
+top and for every named partition.
 """
 
 from __future__ import annotations
 
+from trafka.brokerlite.authorizer import CLUSTER_NAME
+from trafka.codec.acl import AclOperation, AclResourceType
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k45_alter_partition_reassignments as m
 
@@ -71,6 +76,8 @@ def _one(
 def handle(
     ctx: RequestContext, request: m.AlterPartitionReassignmentsRequest
 ) -> m.AlterPartitionReassignmentsResponse:
+    if not ctx.allowed(AclOperation.ALTER, AclResourceType.CLUSTER, CLUSTER_NAME):
+        return error_response(request, ctx.version, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     if not request.topics:
         return m.AlterPartitionReassignmentsResponse(error_code=ErrorCode.NONE, error_message="")
     responses = []

@@ -5,11 +5,16 @@ Answered by :meth:`ScramCredentials.describe <trafka.brokerlite.scram.ScramCrede
 from the configuration's users and the API's changes, as Kafka does: a null or
 empty list names every user with a credential; per user RESOURCE_NOT_FOUND for
 one without any, DUPLICATE_RESOURCE for one named twice. Served on every
-listener (brokerlite has no ACLs, so there is no CLUSTER_AUTHORIZATION_FAILED).
+listener.
+
+Authorization: DESCRIBE on the cluster, else CLUSTER_AUTHORIZATION_FAILED at
+the top and for every user named.
 """
 
 from __future__ import annotations
 
+from trafka.brokerlite.authorizer import CLUSTER_NAME
+from trafka.codec.acl import AclOperation, AclResourceType
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k50_describe_user_scram_credentials as m
 
@@ -23,6 +28,8 @@ MAX_VERSION = 0
 def handle(
     ctx: RequestContext, request: m.DescribeUserScramCredentialsRequest
 ) -> m.DescribeUserScramCredentialsResponse:
+    if not ctx.allowed(AclOperation.DESCRIBE, AclResourceType.CLUSTER, CLUSTER_NAME):
+        return error_response(request, ctx.version, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     return ctx.broker.scram.describe(request)
 
 

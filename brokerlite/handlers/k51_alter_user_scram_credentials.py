@@ -10,11 +10,16 @@ empty name or iterations outside 4096-16384, UNSUPPORTED_SASL_MECHANISM for a
 mechanism other than 1 and 2, RESOURCE_NOT_FOUND for deleting a credential that
 does not exist. The valid changes are written to the data directory (one
 journal entry) before the answer, and count for the next SCRAM login. Served
-on every listener (brokerlite has no ACLs).
+on every listener.
+
+Authorization: ALTER on the cluster, else CLUSTER_AUTHORIZATION_FAILED for
+every user named, and nothing changes.
 """
 
 from __future__ import annotations
 
+from trafka.brokerlite.authorizer import CLUSTER_NAME
+from trafka.codec.acl import AclOperation, AclResourceType
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k51_alter_user_scram_credentials as m
 
@@ -28,6 +33,8 @@ MAX_VERSION = 0
 def handle(
     ctx: RequestContext, request: m.AlterUserScramCredentialsRequest
 ) -> m.AlterUserScramCredentialsResponse:
+    if not ctx.allowed(AclOperation.ALTER, AclResourceType.CLUSTER, CLUSTER_NAME):
+        return error_response(request, ctx.version, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     return ctx.broker.scram.alter(request)
 
 

@@ -2,16 +2,20 @@
 
 This node is the only broker and the controller. Asking for controller
 endpoints (v1 ``endpoint_type`` 2) gets UNSUPPORTED_ENDPOINT_TYPE, as a Kafka
-broker answers; cluster authorized operations are everything when asked for.
+broker answers. Authorization: none is needed; the cluster authorized
+operations, when asked for, are what the principal may do on the cluster, or 0
+without DESCRIBE on it (everything, without an authorizer), as Kafka reports.
 """
 
 from __future__ import annotations
 
+from trafka.brokerlite.authorizer import CLUSTER_NAME
+from trafka.codec.acl import AclOperation, AclResourceType
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k60_describe_cluster as m
 
 from ._base import HandlerSpec, RequestContext
-from ._util import CLUSTER_AUTHORIZED_OPERATIONS, NO_AUTHORIZED_OPERATIONS
+from ._util import NO_AUTHORIZED_OPERATIONS
 
 API_KEY = 60
 MIN_VERSION = 0
@@ -29,6 +33,13 @@ def handle(ctx: RequestContext, request: m.DescribeClusterRequest) -> m.Describe
             endpoint_type=request.endpoint_type,
             cluster_id=broker.cluster_id,
         )
+    cluster_ops = NO_AUTHORIZED_OPERATIONS
+    if request.include_cluster_authorized_operations:
+        cluster_ops = (
+            ctx.authorized_operations(AclResourceType.CLUSTER, CLUSTER_NAME)
+            if ctx.allowed(AclOperation.DESCRIBE, AclResourceType.CLUSTER, CLUSTER_NAME)
+            else 0
+        )
     host, port = broker.advertised
     return m.DescribeClusterResponse(
         endpoint_type=request.endpoint_type,
@@ -39,11 +50,7 @@ def handle(ctx: RequestContext, request: m.DescribeClusterRequest) -> m.Describe
                 broker_id=broker.node_id, host=host, port=port
             )
         ],
-        cluster_authorized_operations=(
-            CLUSTER_AUTHORIZED_OPERATIONS
-            if request.include_cluster_authorized_operations
-            else NO_AUTHORIZED_OPERATIONS
-        ),
+        cluster_authorized_operations=cluster_ops,
     )
 
 

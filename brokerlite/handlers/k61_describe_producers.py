@@ -5,11 +5,17 @@ producer id's epoch, last sequence, last timestamp, coordinator epoch and the
 first offset of its open transaction (-1 when none), as Kafka's
 ``kafka-transactions.sh describe-producers`` shows them. Unknown partitions are
 UNKNOWN_TOPIC_OR_PARTITION.
+
+Authorization: a topic needs READ, else its partitions get
+TOPIC_AUTHORIZATION_FAILED before existence is looked at (a name breaking
+Kafka's topic rules is not authorized, as Kafka refuses it first).
 """
 
 from __future__ import annotations
 
-from trafka.brokerlite.errors import BrokerError
+from trafka.brokerlite.errors import BrokerError, InvalidTopicError
+from trafka.brokerlite.log import validate_topic_name
+from trafka.codec.acl import AclOperation, AclResourceType
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k61_describe_producers as m
 
@@ -46,15 +52,30 @@ def _partition(ctx: RequestContext, topic: str, index: int) -> Response.Partitio
     )
 
 
+def _readable(ctx: RequestContext, topic: str) -> bool:
+    try:
+        validate_topic_name(topic)
+    except InvalidTopicError:
+        return True  # refused as invalid or unknown below, whoever asks
+    return ctx.allowed(AclOperation.READ, AclResourceType.TOPIC, topic)
+
+
 def handle(ctx: RequestContext, request: m.DescribeProducersRequest) -> Response:
-    return Response(
-        topics=[
-            Response.TopicResponse(
-                name=t.name, partitions=[_partition(ctx, t.name, p) for p in t.partition_indexes]
-            )
-            for t in request.topics
-        ]
-    )
+    topics = []
+    for t in request.topics:
+        if _readable(ctx, t.name):
+            partitions = [_partition(ctx, t.name, p) for p in t.partition_indexes]
+        else:
+            partitions = [
+                Response.PartitionResponse(
+                    partition_index=p,
+                    error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                    error_message=ErrorCode.TOPIC_AUTHORIZATION_FAILED.message,
+                )
+                for p in t.partition_indexes
+            ]
+        topics.append(Response.TopicResponse(name=t.name, partitions=partitions))
+    return Response(topics=topics)
 
 
 def error_response(

@@ -23,19 +23,24 @@
 * Each partition says what Metadata says: this node leads it at leader epoch 0,
   replicas and ISR are ``[node_id]``, offline replicas none, and the eligible
   (ELR) and last known ELR lists empty (there is no other replica). Topic ids
-  are the registry's; authorized operations are everything an unsecured broker
-  allows, for every topic in the answer.
+  are the registry's; authorized operations are what the principal may do on
+  each topic described (everything, without an authorizer).
+* Authorization: a topic needs DESCRIBE. Without it a topic is skipped as if
+  absent (it costs no budget and is never the cursor); when it was named, it
+  is answered after the others with TOPIC_AUTHORIZATION_FAILED and a zero
+  topic id, once the walk has reached it, as Kafka's lazy filter does.
 """
 
 from __future__ import annotations
 
 from trafka.brokerlite.errors import InvalidTopicError
 from trafka.brokerlite.log import validate_topic_name
+from trafka.codec.acl import AclOperation, AclResourceType
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k75_describe_topic_partitions as m
 
 from ._base import HandlerSpec, RequestContext
-from ._util import LEADER_EPOCH, NULL_UUID, TOPIC_AUTHORIZED_OPERATIONS
+from ._util import LEADER_EPOCH, NO_AUTHORIZED_OPERATIONS, NULL_UUID
 
 API_KEY = 75
 MIN_VERSION = 0
@@ -83,8 +88,22 @@ def handle(
 
     remaining = min(MAX_REQUEST_PARTITION_SIZE_LIMIT, request.response_partition_limit)
     topics: list[Topic] = []
+    refused: list[Topic] = []
     next_cursor: Cursor | None = None
     for name in sorted(names, key=_java_order):
+        if not ctx.allowed(AclOperation.DESCRIBE, AclResourceType.TOPIC, name):
+            if not fetch_all:
+                refused.append(
+                    Topic(
+                        error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                        name=name,
+                        topic_id=NULL_UUID,
+                        is_internal=False,
+                        partitions=[],
+                        topic_authorized_operations=NO_AUTHORIZED_OPERATIONS,
+                    )
+                )
+            continue
         if remaining == 0:
             next_cursor = Cursor(topic_name=name, partition_index=0)
             break
@@ -99,7 +118,9 @@ def handle(
                     topic_id=NULL_UUID,
                     is_internal=False,
                     partitions=[],
-                    topic_authorized_operations=TOPIC_AUTHORIZED_OPERATIONS,
+                    topic_authorized_operations=ctx.authorized_operations(
+                        AclResourceType.TOPIC, name
+                    ),
                 )
             )
             continue
@@ -127,7 +148,7 @@ def handle(
                 topic_id=info.topic_id,
                 is_internal=False,
                 partitions=partitions,
-                topic_authorized_operations=TOPIC_AUTHORIZED_OPERATIONS,
+                topic_authorized_operations=ctx.authorized_operations(AclResourceType.TOPIC, name),
             )
         )
         # Kafka's "no next partition" is -1, so an upper bound of exactly -1
@@ -137,7 +158,7 @@ def handle(
             next_cursor = Cursor(topic_name=name, partition_index=next_partition)
             break
         remaining -= len(partitions)
-    return m.DescribeTopicPartitionsResponse(topics=topics, next_cursor=next_cursor)
+    return m.DescribeTopicPartitionsResponse(topics=topics + refused, next_cursor=next_cursor)
 
 
 def error_response(

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from trafka.brokerlite.handlers import k75_describe_topic_partitions as handler
+from trafka.brokerlite.handlers._util import TOPIC_AUTHORIZED_OPERATIONS
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k03_metadata as metadata
 from trafka.codec.messages import k75_describe_topic_partitions as m
@@ -69,7 +70,7 @@ def test_every_topic_in_name_order_with_metadatas_facts(core: Any) -> None:
         assert topic.error_code == ErrorCode.NONE
         assert topic.topic_id == expected.topic_id != NULL_UUID
         assert topic.is_internal is False
-        assert topic.topic_authorized_operations == handler.TOPIC_AUTHORIZED_OPERATIONS
+        assert topic.topic_authorized_operations == TOPIC_AUTHORIZED_OPERATIONS
         assert [
             (p.partition_index, p.leader_id, p.leader_epoch, p.replica_nodes, p.isr_nodes)
             for p in topic.partitions
@@ -103,7 +104,7 @@ def test_named_topics_once_each_in_name_order_and_unknown_ones_reported(core: An
         ("no-such", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, NULL_UUID, 0),
     ]
     assert all(
-        t.topic_authorized_operations == handler.TOPIC_AUTHORIZED_OPERATIONS
+        t.topic_authorized_operations == TOPIC_AUTHORIZED_OPERATIONS
         for t in response.topics
     )
 
