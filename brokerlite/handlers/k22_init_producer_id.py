@@ -14,6 +14,10 @@ Handed to the transaction coordinator (:mod:`trafka.brokerlite.transactions`):
   and an exhausted epoch (a new producer id) follow Kafka.
 * An empty transactional id is INVALID_REQUEST; a transaction timeout above
   ``transaction.max.timeout.ms`` is INVALID_TRANSACTION_TIMEOUT.
+
+Authorization: WRITE on the transactional id (else
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED); without one, IDEMPOTENT_WRITE on the
+cluster or WRITE on some topic (else CLUSTER_AUTHORIZATION_FAILED).
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from __future__ import annotations
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k22_init_producer_id as m
 
+from ._authz import CLUSTER_NAME, AclOperation, AclResourceType, transactional_id_allowed
 from ._base import HandlerSpec, RequestContext
 
 API_KEY = 22
@@ -29,6 +34,16 @@ MAX_VERSION = 5
 
 
 def handle(ctx: RequestContext, request: m.InitProducerIdRequest) -> m.InitProducerIdResponse:
+    tid = request.transactional_id
+    if tid is not None:
+        if not transactional_id_allowed(ctx, AclOperation.WRITE, tid):
+            return error_response(
+                request, ctx.version, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+            )
+    elif not ctx.allowed(
+        AclOperation.IDEMPOTENT_WRITE, AclResourceType.CLUSTER, CLUSTER_NAME
+    ) and not ctx.allowed_on_some(AclOperation.WRITE, AclResourceType.TOPIC):
+        return error_response(request, ctx.version, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     response, completions = ctx.broker.txn.init_producer_id(request, ctx.version, ctx.now_ms)
     ctx.broker.defer_transactions(completions, ctx.now_ms)
     return response

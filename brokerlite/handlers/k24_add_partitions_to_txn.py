@@ -12,6 +12,13 @@ transaction); v4-5 batch several transactions and can only verify
   INVALID_PRODUCER_ID_MAPPING (unknown transactional id or another producer id),
   PRODUCER_FENCED (INVALID_PRODUCER_EPOCH before v2) for an old epoch,
   CONCURRENT_TRANSACTIONS while the previous transaction's markers are written.
+
+Authorization (v0-3, from producers): WRITE on the transactional id, else every
+partition gets TRANSACTIONAL_ID_AUTHORIZATION_FAILED; then WRITE per topic
+(Kafka's internal topics never pass), else those partitions get
+TOPIC_AUTHORIZATION_FAILED, unknown ones UNKNOWN_TOPIC_OR_PARTITION and the rest
+OPERATION_NOT_ATTEMPTED: nothing is added. v4-5 (from brokers) need
+CLUSTER_ACTION on the cluster, else CLUSTER_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
@@ -19,6 +26,14 @@ from __future__ import annotations
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k24_add_partitions_to_txn as m
 
+from ._authz import (
+    CLUSTER_NAME,
+    AclOperation,
+    AclResourceType,
+    allowed_topics,
+    enabled,
+    transactional_id_allowed,
+)
 from ._base import HandlerSpec, RequestContext
 
 API_KEY = 24
@@ -27,9 +42,53 @@ MAX_VERSION = 5
 
 Response = m.AddPartitionsToTxnResponse
 
+# Kafka's internal topics: a producer may never add them itself.
+_INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
+
 
 def handle(ctx: RequestContext, request: m.AddPartitionsToTxnRequest) -> Response:
-    return ctx.broker.txn.add_partitions_to_txn(request, ctx.version, ctx.now_ms)
+    add = ctx.broker.txn.add_partitions_to_txn
+    if not enabled(ctx):
+        return add(request, ctx.version, ctx.now_ms)
+    if ctx.version >= 4:
+        if not ctx.allowed(AclOperation.CLUSTER_ACTION, AclResourceType.CLUSTER, CLUSTER_NAME):
+            return error_response(request, ctx.version, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+        return add(request, ctx.version, ctx.now_ms)
+    topics = request.v3_and_below_topics
+    if not transactional_id_allowed(ctx, AclOperation.WRITE, request.v3_and_below_transactional_id):
+        return error_response(request, ctx.version, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    names = {t.name for t in topics}
+    writable = allowed_topics(ctx, AclOperation.WRITE, names - _INTERNAL_TOPICS)
+    if writable == names:
+        return add(request, ctx.version, ctx.now_ms)
+    order: dict[str, list[int]] = {}
+    for topic in topics:
+        seen = order.setdefault(topic.name, [])
+        seen.extend(p for p in topic.partitions if p not in seen)
+    logs = ctx.broker.logs
+
+    def code(name: str, partition: int) -> ErrorCode:
+        if name not in writable:
+            return ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        info = logs.topic(name)
+        if info is None or not 0 <= partition < info.num_partitions:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        return ErrorCode.OPERATION_NOT_ATTEMPTED
+
+    return Response(
+        results_by_topic_v3_and_below=[
+            Response.AddPartitionsToTxnTopicResult(
+                name=name,
+                results_by_partition=[
+                    Response.AddPartitionsToTxnPartitionResult(
+                        partition_index=p, partition_error_code=code(name, p)
+                    )
+                    for p in partitions
+                ],
+            )
+            for name, partitions in order.items()
+        ]
+    )
 
 
 def _topic_errors(

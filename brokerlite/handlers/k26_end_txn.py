@@ -16,6 +16,9 @@ and the markers is finished when the broker starts again.
 * v5 answers carry the producer id and epoch; brokerlite follows transaction
   version 1 (the epoch is bumped per producer session, not per transaction), so
   they are the unchanged ones.
+
+Authorization: WRITE on the transactional id, else
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED and the transaction is left as it is.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from __future__ import annotations
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k26_end_txn as m
 
+from ._authz import AclOperation, transactional_id_allowed
 from ._base import HandlerSpec, RequestContext
 
 API_KEY = 26
@@ -31,6 +35,8 @@ MAX_VERSION = 5
 
 
 def handle(ctx: RequestContext, request: m.EndTxnRequest) -> m.EndTxnResponse:
+    if not transactional_id_allowed(ctx, AclOperation.WRITE, request.transactional_id):
+        return m.EndTxnResponse(error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     response, completions = ctx.broker.txn.end_txn(request, ctx.version, ctx.now_ms)
     ctx.broker.defer_transactions(completions, ctx.now_ms)
     return response

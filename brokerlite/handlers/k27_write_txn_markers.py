@@ -12,6 +12,10 @@ for an older coordinator epoch), fsynced before the answer. Unknown
 partitions are UNKNOWN_TOPIC_OR_PARTITION. As in Kafka, nothing checks that
 the transaction is really hanging: that is the caller's judgement (the
 coordinator's own view is DescribeTransactions).
+
+Authorization: ALTER on the cluster (an operator aborting a hanging transaction)
+or CLUSTER_ACTION on it (a broker), else every partition gets
+CLUSTER_AUTHORIZATION_FAILED and no marker is written.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from __future__ import annotations
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k27_write_txn_markers as m
 
+from ._authz import CLUSTER_NAME, AclOperation, AclResourceType
 from ._base import HandlerSpec, RequestContext
 
 API_KEY = 27
@@ -29,6 +34,10 @@ Response = m.WriteTxnMarkersResponse
 
 
 def handle(ctx: RequestContext, request: m.WriteTxnMarkersRequest) -> Response:
+    if not ctx.allowed(
+        AclOperation.ALTER, AclResourceType.CLUSTER, CLUSTER_NAME
+    ) and not ctx.allowed(AclOperation.CLUSTER_ACTION, AclResourceType.CLUSTER, CLUSTER_NAME):
+        return error_response(request, ctx.version, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     broker = ctx.broker
     results = []
     for marker in request.markers:

@@ -11,13 +11,27 @@ INVALID_TXN_STATE when the group was not added with AddOffsetsToTxn; from v3 the
 group's generation checks (KIP-447: FENCED_INSTANCE_ID, UNKNOWN_MEMBER_ID,
 ILLEGAL_GENERATION), which fence a producer whose consumer lost its partitions in
 a rebalance; then OFFSET_METADATA_TOO_LARGE.
+
+Authorization: WRITE on the transactional id, then READ on the group (else every
+partition gets TRANSACTIONAL_ID_AUTHORIZATION_FAILED or GROUP_AUTHORIZATION_FAILED);
+then READ per topic, else that topic's partitions get TOPIC_AUTHORIZATION_FAILED
+and only the others join the transaction.
 """
 
 from __future__ import annotations
 
+import dataclasses
+
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k28_txn_offset_commit as m
 
+from ._authz import (
+    AclOperation,
+    allowed_topics,
+    enabled,
+    group_allowed,
+    transactional_id_allowed,
+)
 from ._base import HandlerSpec, RequestContext
 
 API_KEY = 28
@@ -28,7 +42,30 @@ Response = m.TxnOffsetCommitResponse
 
 
 def handle(ctx: RequestContext, request: m.TxnOffsetCommitRequest) -> Response:
-    return ctx.broker.txn.txn_offset_commit(request, ctx.version, ctx.now_ms)
+    commit = ctx.broker.txn.txn_offset_commit
+    if not enabled(ctx):
+        return commit(request, ctx.version, ctx.now_ms)
+    if not transactional_id_allowed(ctx, AclOperation.WRITE, request.transactional_id):
+        return error_response(request, ctx.version, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    if not group_allowed(ctx, AclOperation.READ, request.group_id):
+        return error_response(request, ctx.version, ErrorCode.GROUP_AUTHORIZATION_FAILED)
+    readable = allowed_topics(ctx, AclOperation.READ, (t.name for t in request.topics))
+    denied = [t for t in request.topics if t.name not in readable]
+    if not denied:
+        return commit(request, ctx.version, ctx.now_ms)
+    permitted = [t for t in request.topics if t.name in readable]
+    # (Kafka does not ask the coordinator when no topic is left.)
+    committed = (
+        commit(dataclasses.replace(request, topics=permitted), ctx.version, ctx.now_ms)
+        if permitted
+        else Response()
+    )
+    refused = error_response(
+        dataclasses.replace(request, topics=denied),
+        ctx.version,
+        ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+    )
+    return dataclasses.replace(committed, topics=[*committed.topics, *refused.topics])
 
 
 def error_response(

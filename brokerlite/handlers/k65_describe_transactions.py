@@ -4,13 +4,20 @@ Handed to the transaction coordinator: state (Kafka's names: Empty, Ongoing,
 PrepareCommit, ...), timeout, start time, producer id and epoch, and the
 partitions of the ongoing transaction. Unknown ids are TRANSACTIONAL_ID_NOT_FOUND,
 an empty id INVALID_REQUEST.
+
+Authorization: DESCRIBE per transactional id, else
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED for it; a described transaction lists only
+the topics the principal may DESCRIBE.
 """
 
 from __future__ import annotations
 
+import dataclasses
+
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k65_describe_transactions as m
 
+from ._authz import AclOperation, allowed_topics, enabled, transactional_id_allowed
 from ._base import HandlerSpec, RequestContext
 
 API_KEY = 65
@@ -21,7 +28,32 @@ Response = m.DescribeTransactionsResponse
 
 
 def handle(ctx: RequestContext, request: m.DescribeTransactionsRequest) -> Response:
-    return ctx.broker.txn.describe_transactions(request, ctx.version)
+    describe = ctx.broker.txn.describe_transactions
+    if not enabled(ctx):
+        return describe(request, ctx.version)
+    ids = request.transactional_ids
+    allowed = [transactional_id_allowed(ctx, AclOperation.DESCRIBE, t) for t in ids]
+    permitted = [t for t, ok in zip(ids, allowed, strict=True) if ok]
+    whole = describe(dataclasses.replace(request, transactional_ids=permitted), ctx.version)
+    seen = allowed_topics(
+        ctx, AclOperation.DESCRIBE, (t.topic for s in whole.transaction_states for t in s.topics)
+    )
+    described = iter(whole.transaction_states)
+    states = []
+    for tid, ok in zip(ids, allowed, strict=True):
+        if not ok:
+            states.append(
+                Response.TransactionState(
+                    error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                    transactional_id=tid,
+                )
+            )
+            continue
+        state = next(described)
+        if any(t.topic not in seen for t in state.topics):
+            state = dataclasses.replace(state, topics=[t for t in state.topics if t.topic in seen])
+        states.append(state)
+    return dataclasses.replace(whole, transaction_states=states)
 
 
 def error_response(

@@ -3,13 +3,18 @@
 Handed to the transaction coordinator, with Kafka's filters: states (unknown
 state names are echoed in ``unknown_state_filters``), producer ids and, from v1,
 transactions running longer than ``duration_filter`` ms.
+
+Authorization: only the transactional ids the principal may DESCRIBE are listed.
 """
 
 from __future__ import annotations
 
+import dataclasses
+
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k66_list_transactions as m
 
+from ._authz import AclOperation, enabled, transactional_id_allowed
 from ._base import HandlerSpec, RequestContext
 
 API_KEY = 66
@@ -18,7 +23,17 @@ MAX_VERSION = 1
 
 
 def handle(ctx: RequestContext, request: m.ListTransactionsRequest) -> m.ListTransactionsResponse:
-    return ctx.broker.txn.list_transactions(request, ctx.version, ctx.now_ms)
+    response = ctx.broker.txn.list_transactions(request, ctx.version, ctx.now_ms)
+    if not enabled(ctx):
+        return response
+    return dataclasses.replace(
+        response,
+        transaction_states=[
+            s
+            for s in response.transaction_states
+            if transactional_id_allowed(ctx, AclOperation.DESCRIBE, s.transactional_id)
+        ],
+    )
 
 
 def error_response(
