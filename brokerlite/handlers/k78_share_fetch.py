@@ -6,15 +6,23 @@ waiting are the share fetcher's (:mod:`trafka.brokerlite.shares`; its module
 docstring states the rules). A fetch that acquires nothing waits up to
 MaxWaitMs: it is parked, woken by records appended to one of its session's
 partitions or released there, and answered afresh.
+
+Authorization: READ on the group, else GROUP_AUTHORIZATION_FAILED for the request;
+then READ per topic: a named partition of a topic the principal may not read is
+answered TOPIC_AUTHORIZATION_FAILED (its acknowledgements too, unapplied) and
+does not join the share session, and the fetch is answered at once.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import uuid
 from typing import TYPE_CHECKING
 
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k78_share_fetch as m
 
+from ._authz import AclOperation, allowed_topics, enabled, group_allowed
 from ._base import HandlerSpec, Parked, RequestContext
 
 if TYPE_CHECKING:
@@ -41,12 +49,71 @@ class _ShareFetchWaiter:
         return self._shares.complete(self._pending, now_ms)
 
 
+# Partitions refused for want of READ on their topic: topic id -> (partition, had acks).
+_Refused = dict[uuid.UUID, list[tuple[int, bool]]]
+
+
 def handle(ctx: RequestContext, request: m.ShareFetchRequest) -> m.ShareFetchResponse | Parked:
     shares = ctx.broker.shares
+    refused: _Refused = {}
+    if enabled(ctx):
+        if not group_allowed(ctx, AclOperation.READ, request.group_id or ""):
+            return error_response(request, ctx.version, ErrorCode.GROUP_AUTHORIZATION_FAILED)
+        request, refused = _readable_only(ctx, request)
     outcome = shares.fetch(request, ctx.conn_id, ctx.now_ms)
+    if refused:
+        if not isinstance(outcome, m.ShareFetchResponse):
+            outcome = shares.complete(outcome, ctx.now_ms)  # an error is answered at once
+        return _with_refused(outcome, refused)
     if isinstance(outcome, m.ShareFetchResponse):
         return outcome
     return ctx.park(_ShareFetchWaiter(shares, outcome))
+
+
+def _readable_only(
+    ctx: RequestContext, request: m.ShareFetchRequest
+) -> tuple[m.ShareFetchRequest, _Refused]:
+    """``request`` without the topics the principal may not READ, and those."""
+    names = {t.topic_id: ctx.broker.topic_name(t.topic_id) for t in request.topics}
+    readable = allowed_topics(ctx, AclOperation.READ, (n for n in names.values() if n))
+    kept: list[m.ShareFetchRequest.FetchTopic] = []
+    refused: _Refused = {}
+    for topic in request.topics:
+        name = names[topic.topic_id]
+        if name is None or name in readable:  # (unknown ids: the share fetcher's error)
+            kept.append(topic)
+            continue
+        refused.setdefault(topic.topic_id, []).extend(
+            (p.partition_index, bool(p.acknowledgement_batches)) for p in topic.partitions
+        )
+    if not refused:
+        return request, refused
+    return dataclasses.replace(request, topics=kept), refused
+
+
+def _with_refused(response: m.ShareFetchResponse, refused: _Refused) -> m.ShareFetchResponse:
+    if response.error_code != ErrorCode.NONE:
+        return response
+    denied = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    extra = [
+        m.ShareFetchResponse.ShareFetchableTopicResponse(
+            topic_id=topic_id,
+            partitions=[
+                m.ShareFetchResponse.PartitionData(
+                    partition_index=index,
+                    error_code=denied,
+                    acknowledge_error_code=denied if acked else ErrorCode.NONE,
+                    current_leader=m.ShareFetchResponse.LeaderIdAndEpoch(
+                        leader_id=-1, leader_epoch=-1
+                    ),
+                    records=b"",
+                )
+                for index, acked in parts
+            ],
+        )
+        for topic_id, parts in refused.items()
+    ]
+    return dataclasses.replace(response, responses=[*response.responses, *extra])
 
 
 def error_response(

@@ -2,13 +2,20 @@
 
 Acknowledges records of a share session without fetching; never parked. The
 rules are the share fetcher's (:mod:`trafka.brokerlite.shares`).
+
+Authorization: READ on the group, else GROUP_AUTHORIZATION_FAILED for the request;
+then READ per topic, else that topic's partitions are answered
+TOPIC_AUTHORIZATION_FAILED and their acknowledgements are not applied.
 """
 
 from __future__ import annotations
 
+import dataclasses
+
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k79_share_acknowledge as m
 
+from ._authz import AclOperation, allowed_topics, enabled, group_allowed
 from ._base import HandlerSpec, RequestContext
 
 API_KEY = 79
@@ -17,7 +24,41 @@ MAX_VERSION = 1
 
 
 def handle(ctx: RequestContext, request: m.ShareAcknowledgeRequest) -> m.ShareAcknowledgeResponse:
-    return ctx.broker.shares.acknowledge(request, ctx.now_ms)
+    acknowledge = ctx.broker.shares.acknowledge
+    if not enabled(ctx):
+        return acknowledge(request, ctx.now_ms)
+    if not group_allowed(ctx, AclOperation.READ, request.group_id or ""):
+        return error_response(request, ctx.version, ErrorCode.GROUP_AUTHORIZATION_FAILED)
+    names = {t.topic_id: ctx.broker.topic_name(t.topic_id) for t in request.topics}
+    readable = allowed_topics(ctx, AclOperation.READ, (n for n in names.values() if n))
+
+    def may_read(topic: m.ShareAcknowledgeRequest.AcknowledgeTopic) -> bool:
+        name = names[topic.topic_id]
+        return name is None or name in readable  # (unknown ids: the share fetcher's error)
+
+    denied = [t for t in request.topics if not may_read(t)]
+    if not denied:
+        return acknowledge(request, ctx.now_ms)
+    kept = [t for t in request.topics if may_read(t)]
+    response = acknowledge(dataclasses.replace(request, topics=kept), ctx.now_ms)
+    if response.error_code != ErrorCode.NONE:
+        return response
+    R = m.ShareAcknowledgeResponse
+    extra = [
+        R.ShareAcknowledgeTopicResponse(
+            topic_id=t.topic_id,
+            partitions=[
+                R.PartitionData(
+                    partition_index=p.partition_index,
+                    error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                    current_leader=R.LeaderIdAndEpoch(leader_id=-1, leader_epoch=-1),
+                )
+                for p in t.partitions
+            ],
+        )
+        for t in denied
+    ]
+    return dataclasses.replace(response, responses=[*response.responses, *extra])
 
 
 def error_response(

@@ -17,15 +17,22 @@ Unlike Kafka, whose share coordinator reports -1 until a share-partition's
 leader first writes its state (its first acknowledgement), brokerlite reports
 the start offset from the moment the share-partition starts: it writes the
 state then.
+
+Authorization: DESCRIBE per group, else GROUP_AUTHORIZATION_FAILED for that group.
+Named topics the principal may not DESCRIBE are answered per partition
+TOPIC_AUTHORIZATION_FAILED (start offset -1, null topic id); with Topics null they
+are left out.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING
 
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k90_describe_share_group_offsets as m
 
+from ._authz import AclOperation, allowed_topics, enabled, group_allowed
 from ._base import HandlerSpec, RequestContext
 from ._util import LEADER_EPOCH, NULL_UUID
 
@@ -39,6 +46,7 @@ MAX_VERSION = 1
 R = m.DescribeShareGroupOffsetsResponse
 NO_OFFSET = -1  # Kafka's uninitialized start offset, and unknown lag
 LAG_VERSION = 1
+DENIED = "Topic authorization failed."
 
 
 def _partition(
@@ -102,7 +110,52 @@ def _group(
 def handle(
     ctx: RequestContext, request: m.DescribeShareGroupOffsetsRequest
 ) -> m.DescribeShareGroupOffsetsResponse:
-    return R(groups=[_group(ctx, g) for g in request.groups])
+    if not enabled(ctx):
+        return R(groups=[_group(ctx, g) for g in request.groups])
+    return R(groups=[_authorized_group(ctx, g) for g in request.groups])
+
+
+def _authorized_group(
+    ctx: RequestContext,
+    request: m.DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestGroup,
+) -> R.DescribeShareGroupOffsetsResponseGroup:
+    if not group_allowed(ctx, AclOperation.DESCRIBE, request.group_id):
+        return R.DescribeShareGroupOffsetsResponseGroup(
+            group_id=request.group_id, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED
+        )
+    if request.topics is None:
+        answer = _group(ctx, request)
+        seen = allowed_topics(ctx, AclOperation.DESCRIBE, (t.topic_name for t in answer.topics))
+        return dataclasses.replace(
+            answer, topics=[t for t in answer.topics if t.topic_name in seen]
+        )
+    seen = allowed_topics(ctx, AclOperation.DESCRIBE, (t.topic_name for t in request.topics))
+    denied = [t for t in request.topics if t.topic_name not in seen]
+    if not denied:
+        return _group(ctx, request)
+    answer = _group(
+        ctx,
+        dataclasses.replace(request, topics=[t for t in request.topics if t.topic_name in seen]),
+    )
+    if answer.error_code != ErrorCode.NONE:
+        return answer
+    extra = [
+        R.DescribeShareGroupOffsetsResponseTopic(
+            topic_name=t.topic_name,
+            topic_id=NULL_UUID,
+            partitions=[
+                R.DescribeShareGroupOffsetsResponsePartition(
+                    partition_index=index,
+                    start_offset=NO_OFFSET,
+                    error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                    error_message=DENIED,
+                )
+                for index in t.partitions
+            ],
+        )
+        for t in denied
+    ]
+    return dataclasses.replace(answer, topics=[*answer.topics, *extra])
 
 
 def error_response(

@@ -18,13 +18,20 @@ instead of redelivering the whole log); an offset below the log start offset
 starts at the log start (where Kafka's next fetch moves it); a failed journal
 write KAFKA_STORAGE_ERROR (nothing changed). A partition named twice takes its
 last offset and is answered each time.
+
+Authorization: READ on the group, else GROUP_AUTHORIZATION_FAILED (nothing
+created); then READ per topic, else that topic's partitions are answered
+TOPIC_AUTHORIZATION_FAILED and keep their state.
 """
 
 from __future__ import annotations
 
+import dataclasses
+
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k91_alter_share_group_offsets as m
 
+from ._authz import AclOperation, allowed_topics, enabled, group_allowed
 from ._base import HandlerSpec, RequestContext
 from ._util import NULL_UUID
 
@@ -33,9 +40,45 @@ MIN_VERSION = 0
 MAX_VERSION = 0
 
 R = m.AlterShareGroupOffsetsResponse
+DENIED = "Topic authorization failed."
 
 
 def handle(
+    ctx: RequestContext, request: m.AlterShareGroupOffsetsRequest
+) -> m.AlterShareGroupOffsetsResponse:
+    if not enabled(ctx):
+        return _alter(ctx, request)
+    if not group_allowed(ctx, AclOperation.READ, request.group_id):
+        return error_response(request, ctx.version, ErrorCode.GROUP_AUTHORIZATION_FAILED)
+    readable = allowed_topics(ctx, AclOperation.READ, (t.topic_name for t in request.topics))
+    denied = [t for t in request.topics if t.topic_name not in readable]
+    if not denied:
+        return _alter(ctx, request)
+    kept = [t for t in request.topics if t.topic_name in readable]
+    answer = _alter(ctx, dataclasses.replace(request, topics=kept))
+    if answer.error_code != ErrorCode.NONE:
+        return answer
+    extra = []
+    for t in denied:
+        known = ctx.broker.logs.topic(t.topic_name)
+        extra.append(
+            R.AlterShareGroupOffsetsResponseTopic(
+                topic_name=t.topic_name,
+                topic_id=known.topic_id if known is not None else NULL_UUID,
+                partitions=[
+                    R.AlterShareGroupOffsetsResponsePartition(
+                        partition_index=p.partition_index,
+                        error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                        error_message=DENIED,
+                    )
+                    for p in t.partitions
+                ],
+            )
+        )
+    return dataclasses.replace(answer, responses=[*answer.responses, *extra])
+
+
+def _alter(
     ctx: RequestContext, request: m.AlterShareGroupOffsetsRequest
 ) -> m.AlterShareGroupOffsetsResponse:
     broker = ctx.broker

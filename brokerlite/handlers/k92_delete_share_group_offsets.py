@@ -14,13 +14,20 @@ the answer, and the next member starts those partitions by
 has no state, is UNKNOWN_TOPIC_OR_PARTITION with the null topic id, as in Kafka
 ("no offset information to delete"); a failed journal write KAFKA_STORAGE_ERROR
 (nothing changed).
+
+Authorization: DELETE on the group, else GROUP_AUTHORIZATION_FAILED; then READ per
+topic, else that topic is answered TOPIC_AUTHORIZATION_FAILED (listed first, as
+Kafka does) and its state kept.
 """
 
 from __future__ import annotations
 
+import dataclasses
+
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k92_delete_share_group_offsets as m
 
+from ._authz import AclOperation, allowed_topics, enabled, group_allowed
 from ._base import HandlerSpec, RequestContext
 from ._util import NULL_UUID
 
@@ -29,9 +36,37 @@ MIN_VERSION = 0
 MAX_VERSION = 0
 
 R = m.DeleteShareGroupOffsetsResponse
+DENIED = "Topic authorization failed."
 
 
 def handle(
+    ctx: RequestContext, request: m.DeleteShareGroupOffsetsRequest
+) -> m.DeleteShareGroupOffsetsResponse:
+    if not enabled(ctx):
+        return _delete(ctx, request)
+    if not group_allowed(ctx, AclOperation.DELETE, request.group_id):
+        return error_response(request, ctx.version, ErrorCode.GROUP_AUTHORIZATION_FAILED)
+    readable = allowed_topics(ctx, AclOperation.READ, (t.topic_name for t in request.topics))
+    denied = [t for t in request.topics if t.topic_name not in readable]
+    if not denied:
+        return _delete(ctx, request)
+    kept = [t for t in request.topics if t.topic_name in readable]
+    answer = _delete(ctx, dataclasses.replace(request, topics=kept))
+    if answer.error_code != ErrorCode.NONE:
+        return answer
+    refused = [
+        R.DeleteShareGroupOffsetsResponseTopic(
+            topic_name=t.topic_name,
+            topic_id=NULL_UUID,
+            error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+            error_message=DENIED,
+        )
+        for t in denied
+    ]
+    return dataclasses.replace(answer, responses=[*refused, *answer.responses])
+
+
+def _delete(
     ctx: RequestContext, request: m.DeleteShareGroupOffsetsRequest
 ) -> m.DeleteShareGroupOffsetsResponse:
     broker = ctx.broker
