@@ -1,7 +1,8 @@
 """Admin.describe_acls, create_acls and delete_acls (KIP-140): against a scripted
 broker with an ACL store (the requests as sent, the bindings read back, per-item
-errors), and against brokerlite, which has no authorizer (SECURITY_DISABLED, as
-Kafka without one)."""
+errors), and against brokerlite: without an authorizer (SECURITY_DISABLED, as
+Kafka without one) and with one (a round trip that survives a restart, and
+CLUSTER_AUTHORIZATION_FAILED for a principal that is not a super user)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import pytest
 from sdk_brokers import module_broker
 from sdk_fakebroker import FakeBroker
 
-from trafka.brokerlite import RunningBroker
+from trafka.brokerlite import RunningBroker, broker_in_thread
 from trafka.codec import ErrorCode, KafkaError
 from trafka.codec.messages import k29_describe_acls as dacl
 from trafka.codec.messages import k30_create_acls as cacl
@@ -194,3 +195,109 @@ def test_brokerlite_has_no_authorizer(broker: RunningBroker) -> None:
             assert isinstance(error, KafkaError) and error.code == ErrorCode.SECURITY_DISABLED
 
     anyio.run(main)
+
+
+# -- brokerlite with the authorizer on --------------------------------------------------
+
+STANDARD = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+USERS = {"admin": "admin-pw", "alice": "alice-pw"}
+
+
+def _as(user: str) -> dict[str, Any]:
+    return {
+        "security_protocol": "SASL_PLAINTEXT",
+        "sasl_mechanism": "PLAIN",
+        "sasl_username": user,
+        "sasl_password": USERS[user],
+    }
+
+
+def test_round_trip_with_the_authorizer_and_a_restart(tmp_path: Any) -> None:
+    settings: dict[str, Any] = {
+        "port": 0,
+        "host": "127.0.0.1",
+        "data_dir": tmp_path,
+        "authorizer_class_name": STANDARD,
+        "super_users": ("User:ANONYMOUS",),
+    }
+    bad = AclBinding(
+        AclResourceType.CLUSTER, "not-the-cluster", PatternType.LITERAL, "User:x", "*",
+        AclOperation.ALTER, AclPermissionType.ALLOW,
+    )  # fmt: skip
+
+    async def first(bootstrap: str) -> None:
+        with anyio.fail_after(30):
+            async with open_admin(bootstrap_servers=bootstrap) as admin:
+                assert await admin.describe_acls() == []
+                created = await admin.create_acls([READ_ORDERS, DENY_PREFIX, GROUP_READ, bad])
+                assert [created[b] for b in (READ_ORDERS, DENY_PREFIX, GROUP_READ)] == [None] * 3
+                refused = created[bad]
+                assert isinstance(refused, KafkaError)
+                assert refused.code == ErrorCode.INVALID_REQUEST
+                assert "kafka-cluster" in str(refused)
+                assert await admin.describe_acls() == [READ_ORDERS, DENY_PREFIX, GROUP_READ]
+                # Creating one again is no error and no duplicate.
+                assert await admin.create_acls([READ_ORDERS]) == {READ_ORDERS: None}
+                applying = AclBindingFilter(
+                    AclResourceType.TOPIC, "secret-plans", PatternType.MATCH
+                )
+                assert await admin.describe_acls(applying) == [DENY_PREFIX]
+                prefixed = AclBindingFilter(pattern_type=PatternType.PREFIXED)
+                assert await admin.describe_acls(prefixed) == [DENY_PREFIX]
+                by_group = AclBindingFilter(AclResourceType.GROUP)
+                assert await admin.delete_acls([by_group]) == {by_group: [GROUP_READ]}
+
+    async def second(bootstrap: str) -> None:
+        with anyio.fail_after(30):
+            async with open_admin(bootstrap_servers=bootstrap) as admin:
+                assert await admin.describe_acls() == [READ_ORDERS, DENY_PREFIX]
+                everything = AclBindingFilter()
+                deleted = await admin.delete_acls([READ_ORDERS.as_filter(), everything])
+                assert deleted == {
+                    READ_ORDERS.as_filter(): [READ_ORDERS],
+                    everything: [DENY_PREFIX],
+                }
+                assert await admin.describe_acls() == []
+
+    with broker_in_thread(**settings) as running:
+        anyio.run(first, running.bootstrap_servers)
+    with broker_in_thread(**settings) as running:  # the same data directory
+        anyio.run(second, running.bootstrap_servers)
+
+
+def test_a_principal_that_is_not_a_super_user_is_refused(tmp_path: Any) -> None:
+    alter_cluster = AclBinding(
+        AclResourceType.CLUSTER, "kafka-cluster", PatternType.LITERAL, "User:alice", "*",
+        AclOperation.ALTER, AclPermissionType.ALLOW,
+    )  # fmt: skip
+
+    async def main(bootstrap: str) -> None:
+        with anyio.fail_after(30):
+            async with open_admin(bootstrap_servers=bootstrap, **_as("alice")) as alice:
+                with pytest.raises(KafkaError) as info:
+                    await alice.describe_acls()
+                assert info.value.code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+                created = await alice.create_acls([READ_ORDERS])
+                refused = created[READ_ORDERS]
+                assert isinstance(refused, KafkaError)
+                assert refused.code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+                deleted = await alice.delete_acls([AclBindingFilter()])
+                error = deleted[AclBindingFilter()]
+                assert isinstance(error, KafkaError)
+                assert error.code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+                async with open_admin(bootstrap_servers=bootstrap, **_as("admin")) as admin:
+                    assert await admin.create_acls([alter_cluster]) == {alter_cluster: None}
+                # ALTER on the cluster lets her manage ACLs (and implies DESCRIBE).
+                assert await alice.create_acls([READ_ORDERS]) == {READ_ORDERS: None}
+                assert await alice.describe_acls() == [alter_cluster, READ_ORDERS]
+
+    with broker_in_thread(
+        port=0,
+        host="127.0.0.1",
+        data_dir=tmp_path,
+        security_protocol="SASL_PLAINTEXT",
+        sasl_users=USERS,
+        authorizer_class_name=STANDARD,
+        super_users=("User:admin",),
+    ) as running:
+        anyio.run(main, running.bootstrap_servers)
