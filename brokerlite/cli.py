@@ -18,7 +18,10 @@ import click
 
 from .config import BrokerConfig, ConfigError
 
-__all__ = ["command"]
+__all__ = ["STANDARD_AUTHORIZER", "command"]
+
+#: What ``--authorizer`` sets ``authorizer.class.name`` to: Kafka's KRaft authorizer.
+STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 
 # option name -> BrokerConfig field (options left at None are not applied)
 _OPTION_FIELDS = {
@@ -65,7 +68,23 @@ def build_config(config_file: Path | None, options: dict[str, Any]) -> BrokerCon
             overrides[field] = options[option]
     if options.get("sasl_user"):
         overrides["sasl_users"] = tuple(options["sasl_user"])
-    return config.with_overrides(overrides) if overrides else config
+    if options.get("authorizer"):
+        overrides["authorizer_class_name"] = STANDARD_AUTHORIZER
+    if options.get("super_user"):
+        overrides["super_users"] = tuple(options["super_user"])
+    if options.get("allow_everyone_if_no_acl_found"):
+        overrides["allow_everyone_if_no_acl_found"] = True
+    config = config.with_overrides(overrides) if overrides else config
+    if not config.authorizer_class_name:
+        # Without an authorizer these options would silently do nothing.
+        for option in ("super_user", "allow_everyone_if_no_acl_found"):
+            if options.get(option):
+                flag = "--" + option.replace("_", "-")
+                raise ConfigError(
+                    f"{flag} needs an authorizer: add --authorizer (or set "
+                    "authorizer.class.name in the --config file)"
+                )
+    return config
 
 
 @click.command("broker")
@@ -151,6 +170,25 @@ def build_config(config_file: Path | None, options: dict[str, Any]) -> BrokerCon
     help="Ask clients for a certificate signed by --ssl-cafile [none].",
 )
 @click.option(
+    "--authorizer",
+    is_flag=True,
+    default=None,
+    help="Authorize requests by ACLs (Kafka's standard authorizer); manage them with "
+    "`trafka acls`. Deny what no ACL allows unless --allow-everyone-if-no-acl-found.",
+)
+@click.option(
+    "--super-user",
+    metavar="TYPE:NAME",
+    multiple=True,
+    help="A principal allowed everything, e.g. User:admin (repeatable; needs --authorizer).",
+)
+@click.option(
+    "--allow-everyone-if-no-acl-found",
+    is_flag=True,
+    default=None,
+    help="Allow everyone on resources no ACL names (needs --authorizer) [deny].",
+)
+@click.option(
     "--announce/--no-announce",
     default=None,
     help="Announce the listener on the local network (zeroconf, _kafka._tcp) [on].",
@@ -169,6 +207,11 @@ def command(config_file: Path | None, verbose: bool, **options: Any) -> None:
     With SASL/SCRAM over TLS, for example:
       trafka broker --listen SASL_SSL://0.0.0.0:9093 --sasl-users-file users.txt \\
         --sasl-mechanisms SCRAM-SHA-512 --ssl-certfile broker.pem --ssl-keyfile broker.key
+
+    \b
+    With ACLs, admin managing them:
+      trafka broker --listen SASL_PLAINTEXT://127.0.0.1:9092 --sasl-users-file users.txt \\
+        --authorizer --super-user User:admin
     """
     try:
         config = build_config(config_file, options)

@@ -34,6 +34,7 @@ SUBCOMMANDS: dict[str, str] = {
     "groups": "trafka.tools.cli_client:groups_command",
     "transactions": "trafka.tools.cli_transactions:transactions_command",
     "users": "trafka.tools.cli_users:users_command",
+    "acls": "trafka.tools.cli_acls:acls_command",
 }
 
 
