@@ -38,6 +38,7 @@ Rules and invariants:
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 from collections.abc import Iterable
 from pathlib import Path
@@ -235,12 +236,12 @@ class AclStore(JournalStore):
         return list(self._acls)
 
     def add(self, acls: Iterable[AclBinding]) -> None:
-        new = [a for a in dict.fromkeys(acls) if a not in self._acls]
+        new = [a for a in dict.fromkeys(map(_plain, acls)) if a not in self._acls]
         if new:
             self._write({"kind": "add", "acls": [list(a) for a in new]})
 
     def remove(self, acls: Iterable[AclBinding]) -> None:
-        gone = [a for a in dict.fromkeys(acls) if a in self._acls]
+        gone = [a for a in dict.fromkeys(map(_plain, acls)) if a in self._acls]
         if gone:
             self._write({"kind": "remove", "acls": [list(a) for a in gone]})
 
@@ -265,6 +266,13 @@ class AclStore(JournalStore):
 
     def _live_entries(self) -> list[dict[str, Any]]:
         return [{"kind": "add", "acls": [list(a) for a in self._acls]}] if self._acls else []
+
+
+def _plain(acl: AclBinding) -> AclBinding:
+    """``acl`` with plain ints for its enumerations (IntEnum members compare and
+    hash alike, but are not what the journal holds)."""
+    rtype, name, ptype, principal, host, op, permission = acl
+    return AclBinding(int(rtype), name, int(ptype), principal, host, int(op), int(permission))
 
 
 def _binding_from_json(item: Any) -> AclBinding:
@@ -416,7 +424,7 @@ class Authorizer:
         Raises:
             AclStoreError: the store could not write them (none applies).
         """
-        acls = list(acls)
+        acls = [_plain(a) for a in acls]
         results: list[tuple[ErrorCode, str | None]] = []
         valid: list[AclBinding] = []
         for acl in acls:
@@ -544,9 +552,17 @@ def principal_for(sasl_user: str | None, tls_subject: str | None) -> str:
 
 
 def host_of(peer: str) -> str:
-    """The IP address of a ``host:port`` peer (``[v6]:port`` too)."""
-    host = peer.rpartition(":")[0] if ":" in peer else peer
-    return host.strip("[]") or peer
+    """The IP address of a ``host:port`` peer (``[v6]:port`` too), as Java writes
+    it (``InetAddress.getHostAddress``, which ACL hosts are compared with): an
+    IPv6 address in full, without leading zeros (``0:0:0:0:0:0:0:1``)."""
+    host = (peer.rpartition(":")[0] if ":" in peer else peer).strip("[]") or peer
+    try:
+        address = ipaddress.ip_address(host.partition("%")[0])
+    except ValueError:
+        return host
+    if isinstance(address, ipaddress.IPv6Address):
+        return ":".join(f"{int(group, 16):x}" for group in address.exploded.split(":"))
+    return host
 
 
 def parse_super_users(value: str | Iterable[str] | None) -> tuple[str, ...]:

@@ -546,10 +546,6 @@ def test_a_failed_write_changes_nothing(tmp_path: Path) -> None:
     assert may(a, Op.READ, "t") and not may(a, Op.READ, "u")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="AclStore._apply refuses IntEnum members after the entry is already journalled",
-)
 def test_enum_members_are_stored_like_numbers(tmp_path: Path) -> None:
     path = tmp_path / ACLS_JOURNAL
     a = Authorizer(AclStore(path, fsync=False))
@@ -557,8 +553,14 @@ def test_enum_members_are_stored_like_numbers(tmp_path: Path) -> None:
     try:
         assert a.create([binding]) == [(ErrorCode.NONE, None)]
         assert a.acls() == [binding]
+        assert all(type(v) in (int, str) for v in a.acls()[0])
     finally:
         a.close()
+    again = Authorizer(AclStore(path, fsync=False))
+    try:
+        assert again.acls() == [binding]
+    finally:
+        again.close()
 
 
 # -- the decision cache ----------------------------------------------------------------
@@ -606,8 +608,10 @@ def test_principal_for() -> None:
     ("peer", "host"),
     [
         ("127.0.0.1:54321", "127.0.0.1"),
-        ("[::1]:9092", "::1"),
-        ("::1:9092", "::1"),
+        # IPv6 as Java's getHostAddress writes it, which Kafka's ACL hosts are.
+        ("[::1]:9092", "0:0:0:0:0:0:0:1"),
+        ("::1:9092", "0:0:0:0:0:0:0:1"),
+        ("[fe80::a:1%eth0]:9092", "fe80:0:0:0:0:0:a:1"),
         ("10.1.2.3", "10.1.2.3"),
         ("?", "?"),
     ],

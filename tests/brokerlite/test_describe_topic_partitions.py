@@ -104,8 +104,7 @@ def test_named_topics_once_each_in_name_order_and_unknown_ones_reported(core: An
         ("no-such", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, NULL_UUID, 0),
     ]
     assert all(
-        t.topic_authorized_operations == TOPIC_AUTHORIZED_OPERATIONS
-        for t in response.topics
+        t.topic_authorized_operations == TOPIC_AUTHORIZED_OPERATIONS for t in response.topics
     )
 
 
