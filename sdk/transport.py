@@ -84,6 +84,10 @@ log = logging.getLogger("trafka.sdk")
 
 # Bytes asked of the socket per read.
 _RECV_SIZE = 1 << 18
+# Topic errors in metadata that no wait cures: partitions_for reports them at once.
+_FINAL_TOPIC_ERRORS = frozenset(
+    {ErrorCode.TOPIC_AUTHORIZATION_FAILED, ErrorCode.INVALID_TOPIC_EXCEPTION}
+)
 
 
 class _Waiter:
@@ -988,20 +992,29 @@ class Cluster:
 
         Raises:
             KafkaError: the topic does not exist (UNKNOWN_TOPIC_OR_PARTITION) or
-                another topic error persists past the timeout.
+                another topic error persists past the timeout; at once, from a
+                metadata response asked for by this call, when the client may
+                not see the topic (TOPIC_AUTHORIZATION_FAILED) or its name is
+                invalid (INVALID_TOPIC_EXCEPTION).
             AuthenticationError: the brokers refuse this client's credentials.
         """
         md = self.metadata
         n = md.partition_count(topic)
         if n is not None:
             return n
-        md.add_topics([topic])
+        if not md.add_topics([topic]) and topic in md.topic_errors:
+            md.request_update()  # a known error: ask again now, not at the next max age
         self.nudge()
         deadline = anyio.current_time() + timeout
+        refreshed = False  # an error cached before this call may be stale
         while True:
             n = md.partition_count(topic)
             if n is not None:
                 return n
+            code = md.topic_errors.get(topic)
+            if refreshed and code in _FINAL_TOPIC_ERRORS:
+                # Waiting cannot help (Java's producer and consumer fail at once too).
+                raise KafkaError(code, f"topic {topic!r}: {code.name} (from the broker's metadata)")
             refused = self.auth_error
             if refused is not None:
                 raise refused.again()
@@ -1014,7 +1027,7 @@ class Cluster:
                     f"topic {topic!r} not present in metadata after {timeout:g} s"
                     + ("" if why is None else f" (the last metadata refresh failed: {why})"),
                 )
-            await self.wait_metadata_change(left)
+            refreshed = await self.wait_metadata_change(left) or refreshed
 
     # -- shutdown -----------------------------------------------------------------------
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
+from typing import Any
+
 import anyio
 import pytest
 from sdk_fakebroker import FakeBroker
@@ -153,6 +156,38 @@ async def test_unknown_topic_and_partition(fake_broker: FakeBroker) -> None:
             assert info.value.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             with pytest.raises(KafkaError):
                 await p.send("one", b"x", partition=5)
+
+
+@pytest.mark.parametrize(
+    "code", [ErrorCode.TOPIC_AUTHORIZATION_FAILED, ErrorCode.INVALID_TOPIC_EXCEPTION]
+)
+async def test_final_topic_errors_fail_at_once(fake_broker: FakeBroker, code: ErrorCode) -> None:
+    """No waiting out max.block.ms for what no wait cures: the first metadata
+    response after the send that names the error fails the send with it."""
+    plain = fake_broker.metadata
+    refused = {"secret"}
+
+    def metadata(header: Any, body: Any) -> Any:
+        response = plain(header, body)
+        topics = [
+            dataclasses.replace(t, error_code=code, partitions=[]) if t.name in refused else t
+            for t in response.topics
+        ]
+        return dataclasses.replace(response, topics=topics)
+
+    fake_broker.handlers[3] = metadata
+    fake_broker.topics["secret"] = 1
+    with anyio.fail_after(10):
+        async with open_producer(bootstrap_servers=fake_broker.bootstrap, max_block_ms=60_000) as p:
+            began = anyio.current_time()
+            with pytest.raises(KafkaError) as info:
+                await p.send("secret", b"x")
+            assert info.value.code == code
+            assert anyio.current_time() - began < 30  # far from max.block.ms
+            # A later answer without the error lets the topic through.
+            refused.clear()
+            md = await p.send_and_wait("secret", b"y")
+            assert md.offset == 0
 
 
 async def test_no_broker(anyio_backend: str) -> None:
