@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, TypeVar
 
 from trafka.brokerlite.authorizer import CLUSTER_NAME
 from trafka.codec.acl import AclOperation, AclResourceType
@@ -20,11 +20,14 @@ from trafka.codec.errors import ErrorCode
 
 from ._base import RequestContext
 
+_R = TypeVar("_R")  # a response body
+
 __all__ = [
     "CLUSTER_NAME",
     "AclOperation",
     "AclResourceType",
     "allowed_topics",
+    "commit_readable_topics",
     "describe_groups_authorized",
     "enabled",
     "group_allowed",
@@ -50,6 +53,40 @@ def transactional_id_allowed(ctx: RequestContext, operation: int, transactional_
 def allowed_topics(ctx: RequestContext, operation: int, names: Iterable[str]) -> set[str]:
     """The names among ``names`` the principal may do ``operation`` on."""
     return {name for name in set(names) if ctx.allowed(operation, AclResourceType.TOPIC, name)}
+
+
+def commit_readable_topics(
+    ctx: RequestContext,
+    request: Any,
+    commit: Callable[[Any, int, int], _R],
+    refuse: Callable[[Any, int, ErrorCode], _R],
+    empty: Callable[[], _R],
+) -> _R:
+    """An offset commit (OffsetCommit, TxnOffsetCommit) of the topics the
+    principal may READ; the others get TOPIC_AUTHORIZATION_FAILED on each of their
+    partitions, after the committed ones.
+
+    ``commit(request, version, now_ms)`` is the coordinator's call, ``refuse`` the
+    handler's error response and ``empty`` its empty response (Kafka does not ask
+    the coordinator when no topic is left).
+    """
+    readable = allowed_topics(ctx, AclOperation.READ, (t.name for t in request.topics))
+    denied = [t for t in request.topics if t.name not in readable]
+    if not denied:
+        return commit(request, ctx.version, ctx.now_ms)
+    permitted = [t for t in request.topics if t.name in readable]
+    committed = (
+        commit(dataclasses.replace(request, topics=permitted), ctx.version, ctx.now_ms)
+        if permitted
+        else empty()
+    )
+    refused = refuse(
+        dataclasses.replace(request, topics=denied),
+        ctx.version,
+        ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+    )
+    topics = [*committed.topics, *refused.topics]  # type: ignore[attr-defined]
+    return dataclasses.replace(committed, topics=topics)  # type: ignore[type-var]
 
 
 def describe_groups_authorized(

@@ -20,14 +20,12 @@ and only the others join the transaction.
 
 from __future__ import annotations
 
-import dataclasses
-
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k28_txn_offset_commit as m
 
 from ._authz import (
     AclOperation,
-    allowed_topics,
+    commit_readable_topics,
     enabled,
     group_allowed,
     transactional_id_allowed,
@@ -49,23 +47,7 @@ def handle(ctx: RequestContext, request: m.TxnOffsetCommitRequest) -> Response:
         return error_response(request, ctx.version, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     if not group_allowed(ctx, AclOperation.READ, request.group_id):
         return error_response(request, ctx.version, ErrorCode.GROUP_AUTHORIZATION_FAILED)
-    readable = allowed_topics(ctx, AclOperation.READ, (t.name for t in request.topics))
-    denied = [t for t in request.topics if t.name not in readable]
-    if not denied:
-        return commit(request, ctx.version, ctx.now_ms)
-    permitted = [t for t in request.topics if t.name in readable]
-    # (Kafka does not ask the coordinator when no topic is left.)
-    committed = (
-        commit(dataclasses.replace(request, topics=permitted), ctx.version, ctx.now_ms)
-        if permitted
-        else Response()
-    )
-    refused = error_response(
-        dataclasses.replace(request, topics=denied),
-        ctx.version,
-        ErrorCode.TOPIC_AUTHORIZATION_FAILED,
-    )
-    return dataclasses.replace(committed, topics=[*committed.topics, *refused.topics])
+    return commit_readable_topics(ctx, request, commit, error_response, Response)
 
 
 def error_response(
