@@ -286,38 +286,32 @@ class Broker:
         self.producers = ProducerStates(
             self.logs, producer_id_expiration_ms=config.producer_id_expiration_ms
         )
+        self.authorizer: Authorizer | None = None
+        shares: ShareFetcher | None = None
         try:
-            self.shares = ShareFetcher(
+            shares = self.shares = ShareFetcher(
                 self.logs,
                 self.producers,
                 ShareStateStore(self.data_dir / SHARE_STATE_JOURNAL),
                 config_for=self.share_groups.config,
                 notify=self._notify_available,
             )
-            self.share_groups.listeners.append(self.shares)
+            self.share_groups.listeners.append(shares)
+            if authorizer_enabled(config.authorizer_class_name):
+                self.authorizer = Authorizer(
+                    AclStore(self.data_dir / ACLS_JOURNAL),
+                    super_users=config.super_users,
+                    allow_everyone_if_no_acl_found=config.allow_everyone_if_no_acl_found,
+                )
         except BaseException:
+            if shares is not None:
+                shares.close()
             self.scram.close()
             self.txn.close()
             self.share_groups.close()
             self.groups.store.close()
             self.logs.close()
             raise
-        self.authorizer: Authorizer | None = None
-        if authorizer_enabled(config.authorizer_class_name):
-            try:
-                self.authorizer = Authorizer(
-                    AclStore(self.data_dir / ACLS_JOURNAL),
-                    super_users=config.super_users,
-                    allow_everyone_if_no_acl_found=config.allow_everyone_if_no_acl_found,
-                )
-            except BaseException:
-                self.shares.close()
-                self.scram.close()
-                self.txn.close()
-                self.share_groups.close()
-                self.groups.store.close()
-                self.logs.close()
-                raise
         self._txn_pending: list[TxnCompletion] = []
         self._last_now_ms = now_ms  # for what close() still has to carry out
         self._next_marker_check_ms = now_ms + _MARKER_CHECK_MS

@@ -357,3 +357,20 @@ def test_acls_survive_a_restart(open_core: Any) -> None:
     plain.broker.close()
     back = open_core(now_ms=first.now + 3000, **settings)
     assert len(_listed(back.call(29, 3, _describe_all()))) == 2
+
+
+def test_an_unreadable_acl_journal_stops_the_start_and_releases_everything(
+    open_core: Any, data_dir: Any
+) -> None:
+    """The broker refuses to start without its ACLs (it would allow or deny the
+    wrong things), closes what it opened, and starts once the journal is readable."""
+    from trafka.brokerlite.authorizer import ACLS_JOURNAL, AclStoreError
+
+    journal = data_dir / ACLS_JOURNAL
+    journal.mkdir(parents=True)
+    authorizer = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+    with pytest.raises(AclStoreError, match="cannot read journal"):
+        open_core(authorizer_class_name=authorizer)
+    journal.rmdir()
+    core = open_core(authorizer_class_name=authorizer)  # the directory lock was released
+    assert core.broker.authorizer is not None and core.broker.authorizer.acls() == []
