@@ -105,10 +105,18 @@ def describe_groups_authorized(
     principal's authorized operations. A described group naming a topic
     (``topics_of``) the principal may not DESCRIBE is answered
     TOPIC_AUTHORIZATION_FAILED without members, so its assignments reveal
-    nothing. Without an authorizer: ``describe(group_ids)``.
+    nothing. Without an authorizer every group is described, and asked-for
+    operations are all of a group's (as Kafka reports them then).
     """
     if not enabled(ctx):
-        return describe(group_ids)
+        groups = describe(group_ids)
+        if not include_operations:
+            return groups
+        ops = ctx.authorized_operations(AclResourceType.GROUP, "")
+        return [
+            dataclasses.replace(g, authorized_operations=ops) if g.error_code == 0 else g
+            for g in groups
+        ]
     allowed = [group_allowed(ctx, AclOperation.DESCRIBE, g) for g in group_ids]
     described = describe([g for g, ok in zip(group_ids, allowed, strict=True) if ok])
     seen = allowed_topics(ctx, AclOperation.DESCRIBE, (t for g in described for t in topics_of(g)))

@@ -6,7 +6,7 @@ Authorization: DESCRIBE per group, else GROUP_AUTHORIZATION_FAILED. A described
 group whose members' assignments (current or target) hold a topic the principal
 may not DESCRIBE is answered TOPIC_AUTHORIZATION_FAILED without members.
 ``include_authorized_operations`` reports what the principal may do on each group
-when an authorizer is on (without one the field stays "not requested", as before).
+(without an authorizer: everything a group allows, as Kafka).
 """
 
 from __future__ import annotations

@@ -16,9 +16,9 @@ from __future__ import annotations
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k77_share_group_describe as m
 
-from ._authz import describe_groups_authorized, enabled
+from ._authz import describe_groups_authorized
 from ._base import HandlerSpec, RequestContext
-from ._util import GROUP_AUTHORIZED_OPERATIONS, NO_AUTHORIZED_OPERATIONS
+from ._util import NO_AUTHORIZED_OPERATIONS
 
 API_KEY = 77
 MIN_VERSION = 1
@@ -28,20 +28,14 @@ MAX_VERSION = 1
 def handle(
     ctx: RequestContext, request: m.ShareGroupDescribeRequest
 ) -> m.ShareGroupDescribeResponse:
-    ops = (
-        GROUP_AUTHORIZED_OPERATIONS
-        if request.include_authorized_operations
-        else NO_AUTHORIZED_OPERATIONS
-    )
     share = ctx.broker.share_groups
 
     def describe(group_ids: list[str]) -> list[m.ShareGroupDescribeResponse.DescribedGroup]:
         return [
-            share.describe(g, ctx.broker.topic_name, authorized_operations=ops) for g in group_ids
+            share.describe(g, ctx.broker.topic_name, authorized_operations=NO_AUTHORIZED_OPERATIONS)
+            for g in group_ids
         ]
 
-    if not enabled(ctx):
-        return m.ShareGroupDescribeResponse(groups=describe(request.group_ids))
     groups = describe_groups_authorized(
         ctx,
         request.group_ids,

@@ -319,6 +319,20 @@ def test_consumer_group_describe_hides_groups_with_undescribable_topics(core: An
     assert h.error_code == E.GROUP_AUTHORIZATION_FAILED
 
 
+def test_group_describes_without_an_authorizer_report_every_group_operation(
+    open_core: Any,
+) -> None:
+    """As Kafka without an authorizer: asked-for operations are all of a group's."""
+    core = open_core()
+    create(core, "t1")
+    assert core.call(68, 1, consumer_hb("g", ["t1"])).error_code == E.NONE
+    every = sum(1 << op for op in (Op.READ, Op.DELETE, Op.DESCRIBE))
+    for asked, expected in ((True, every), (False, -(2**31))):
+        body = cgd.ConsumerGroupDescribeRequest(group_ids=["g"], include_authorized_operations=asked)  # fmt: skip
+        (g,) = core.call(69, 0, body).groups
+        assert (g.error_code, g.authorized_operations) == (E.NONE, expected)
+
+
 # -- transactions -------------------------------------------------------------------------
 
 
