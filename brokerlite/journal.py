@@ -18,7 +18,9 @@ Rules and invariants:
 
 * A crash mid-write leaves at most one torn entry, at the tail. Replay stops at the
   first entry that is short, fails its CRC or does not parse, and truncates the
-  file there. A failed write is rolled back the same way (truncate to the last
+  file there. At the head of the file only a prefix of the header counts as
+  torn (the store starts empty); other bytes there are damage, and the file is
+  refused rather than emptied. A failed write is rolled back the same way (truncate to the last
   good length), so a torn entry never precedes a later good one.
 * An entry written with ``sync=False`` (or with ``fsync=False``) is in the page
   cache: it survives a crash of the process, and becomes durable with the next
@@ -178,6 +180,13 @@ class CrcJournal:
         except OSError as exc:
             raise self._error(f"cannot read journal {self._path}: {exc}") from exc
         entries, good = self._parse(data)
+        if good == 0 and not _all_zeros(data, 0) and not frame(self.header()).startswith(data):
+            # Not a header cut short: these bytes are damage (or another program's
+            # file), and starting empty would silently drop everything the store held.
+            raise self._error(
+                f"journal {self._path}: its header entry is damaged ({len(data)} bytes that "
+                "are not a journal); move the file away to start this store empty"
+            )
         reserve = len(data) if good and _all_zeros(data, good) else good
         try:
             if reserve < len(data):

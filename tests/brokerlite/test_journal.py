@@ -163,3 +163,33 @@ def test_compaction_leaves_the_reserve_to_the_next_entry(tmp_path: Path) -> None
         os.close(fd)
     j.close()
     assert replay(path) == [entry(9), entry(10)]
+
+
+@pytest.mark.parametrize(
+    "head",
+    [b"garbage, not a journal" * 3, b"\x00\x00\x00\x05hello", b"\xff" * 40 + b"\x00" * 100],
+)
+def test_damage_at_the_head_is_refused_and_the_file_kept(tmp_path: Path, head: bytes) -> None:
+    """Only a crash tears an entry, and a journal's header is created whole: other
+    bytes where the header should be are damage. Emptying the store would drop
+    everything it held (an ACL journal: every ACL), so the file is refused as it is."""
+    path = tmp_path / "j.journal"
+    path.write_bytes(head)
+    with pytest.raises(BrokerError, match=r"header entry is damaged.*move the file away"):
+        open_journal(path)
+    assert path.read_bytes() == head
+
+
+@pytest.mark.parametrize("cut", [1, 7, 20])
+def test_a_header_cut_short_starts_the_store_empty(tmp_path: Path, cut: int) -> None:
+    path = tmp_path / "j.journal"
+    j, _ = open_journal(path)
+    j.append(entry(1))
+    j.close()
+    header = frame({"kind": "header", "format": "test", "version": 1})
+    path.write_bytes(header[:cut])
+    assert replay(path) == []
+    j, _ = open_journal(path)  # and it is a journal again
+    j.append(entry(2))
+    j.close()
+    assert replay(path) == [entry(2)]
