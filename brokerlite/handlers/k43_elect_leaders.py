@@ -8,7 +8,8 @@ partitions that needed no election. An election type other than preferred (0)
 or unclean (1) is INVALID_REQUEST.
 
 Authorization: ALTER on the cluster, else CLUSTER_AUTHORIZATION_FAILED at the
-top (v1+) and for every named partition.
+top (v1+) and for every named partition. Version 0 has no top-level error: an
+error answer there names it on every named partition only.
 """
 
 from __future__ import annotations
@@ -28,10 +29,13 @@ TopicResult = m.ElectLeadersResponse.ReplicaElectionResult
 PartitionResult = m.ElectLeadersResponse.PartitionResult
 
 
-def _refused(request: m.ElectLeadersRequest, code: ErrorCode) -> m.ElectLeadersResponse:
-    # The error at the top (v1+) and for every named partition: v0 has only the latter.
+def _refused(
+    request: m.ElectLeadersRequest | None, version: int, code: ErrorCode
+) -> m.ElectLeadersResponse:
+    # The error at the top (v1+) and for every named partition: v0 has only the
+    # latter (so a v0 request for every partition learns nothing, as from Kafka).
     return m.ElectLeadersResponse(
-        error_code=code,
+        error_code=code if version >= 1 else ErrorCode.NONE,
         replica_election_results=[
             TopicResult(
                 topic=t.topic,
@@ -40,14 +44,14 @@ def _refused(request: m.ElectLeadersRequest, code: ErrorCode) -> m.ElectLeadersR
                     for p in t.partitions
                 ],
             )
-            for t in request.topic_partitions or []
+            for t in (request.topic_partitions if request is not None else None) or []
         ],
     )
 
 
 def handle(ctx: RequestContext, request: m.ElectLeadersRequest) -> m.ElectLeadersResponse:
     if not ctx.allowed(AclOperation.ALTER, AclResourceType.CLUSTER, CLUSTER_NAME):
-        return _refused(request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+        return _refused(request, ctx.version, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     election = request.election_type if ctx.version >= 1 else 0
     if election not in (0, 1):
         return error_response(request, ctx.version, ErrorCode.INVALID_REQUEST)
@@ -75,7 +79,9 @@ def handle(ctx: RequestContext, request: m.ElectLeadersRequest) -> m.ElectLeader
 def error_response(
     request: m.ElectLeadersRequest | None, version: int, code: ErrorCode
 ) -> m.ElectLeadersResponse:
-    return m.ElectLeadersResponse(error_code=code, replica_election_results=[])
+    if version >= 1:
+        return m.ElectLeadersResponse(error_code=code, replica_election_results=[])
+    return _refused(request, version, code)
 
 
 SPEC = HandlerSpec(API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response)

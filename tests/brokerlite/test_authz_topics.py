@@ -555,6 +555,16 @@ CLUSTER_CALLS: list[tuple[int, int, Any, int]] = [
         ),
         Op.ALTER,
     ),
+    (  # v0 has no top-level error: the refusal is on each named partition only
+        43,
+        0,
+        elect_leaders.ElectLeadersRequest(
+            topic_partitions=[
+                elect_leaders.ElectLeadersRequest.TopicPartitions(topic="t", partitions=[0])
+            ]
+        ),
+        Op.ALTER,
+    ),
     (
         45,
         0,
@@ -613,11 +623,12 @@ def _codes(answer: Any) -> list[int]:
 )
 def test_cluster_admin_apis(core: Any, key: int, version: int, body: Any, operation: int) -> None:
     topic(core, "t")
+    # (A version without a top-level error field decodes it as NONE.)
     denied = _codes(core.call(key, version, body, conn_id=ALICE))
-    assert denied and set(denied) == {CAF}
+    assert set(denied) - {ErrorCode.NONE} == {CAF}
     other = Op.DESCRIBE if operation == Op.ALTER else Op.ALTER_CONFIGS
     acl(core, other, Res.CLUSTER, CLUSTER_NAME)  # the wrong right does not help
-    assert set(_codes(core.call(key, version, body, conn_id=ALICE))) == {CAF}
+    assert set(_codes(core.call(key, version, body, conn_id=ALICE))) - {ErrorCode.NONE} == {CAF}
     acl(core, operation, Res.CLUSTER, CLUSTER_NAME)
     allowed = _codes(core.call(key, version, body, conn_id=ALICE))
     assert CAF not in allowed

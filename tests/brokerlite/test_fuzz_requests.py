@@ -36,10 +36,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from trafka.brokerlite.authorizer import AclBinding
 from trafka.brokerlite.broker import Broker
 from trafka.brokerlite.config import BrokerConfig
 from trafka.brokerlite.handlers import HANDLERS
 from trafka.brokerlite.handlers._base import Close, NoResponse, Outcome, Parked, Reply
+from trafka.codec.acl import AclOperation, AclResourceType, PatternType
 from trafka.codec.messages import k00_produce as produce
 from trafka.codec.messages import k19_create_topics as create_topics
 from trafka.codec.messages.headers import RequestHeader
@@ -56,6 +58,7 @@ from strategies import message_strategy, sample_message  # noqa: E402
 START_MS = 1_700_000_000_000
 TOPIC = "fuzzed"
 EXAMPLES = int(os.environ.get("TRAFKA_FUZZ_EXAMPLES", "12"))
+AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 
 SERVED = [
     pytest.param(key, version, id=f"{api(key).name}-v{version}")
@@ -219,14 +222,37 @@ class Fuzzed:
                 decode_response(data[4:], reply.api_key, reply.api_version)
 
 
-@pytest.fixture(scope="module")
-def fuzzed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fuzzed]:
+# With the authorizer on, the fuzzing principal (User:ANONYMOUS) may do some
+# things and not others, so that requests take both sides of every check.
+_ACLS = [
+    (AclResourceType.CLUSTER, "kafka-cluster", PatternType.LITERAL, AclOperation.CREATE, True),
+    (AclResourceType.CLUSTER, "kafka-cluster", PatternType.LITERAL, AclOperation.IDEMPOTENT_WRITE, True),
+    (AclResourceType.TOPIC, TOPIC, PatternType.LITERAL, AclOperation.ALL, True),
+    (AclResourceType.TOPIC, "fuzz", PatternType.PREFIXED, AclOperation.DELETE, False),
+    (AclResourceType.GROUP, "*", PatternType.LITERAL, AclOperation.READ, True),
+    (AclResourceType.GROUP, "a", PatternType.PREFIXED, AclOperation.ALL, False),
+    (AclResourceType.TRANSACTIONAL_ID, "*", PatternType.LITERAL, AclOperation.WRITE, True),
+]  # fmt: skip
+
+
+@pytest.fixture(scope="module", params=["open", "acls"])
+def fuzzed(
+    tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> Iterator[Fuzzed]:
+    acls = request.param == "acls"
     config = BrokerConfig(
         port=0,
         data_dir=tmp_path_factory.mktemp("fuzz") / "data",
         group_initial_rebalance_delay_ms=0,
+        authorizer_class_name=AUTHORIZER if acls else None,
     )
     broker = Broker(config, now_ms=START_MS, advertised=("127.0.0.1", 9999))
+    if broker.authorizer is not None:
+        created = broker.authorizer.create(
+            AclBinding(rtype, name, ptype, "User:ANONYMOUS", "*", op, 3 if allow else 2)
+            for rtype, name, ptype, op, allow in _ACLS
+        )
+        assert all(code == 0 for code, _ in created), created
     state = Fuzzed(broker)
     log = logging.getLogger("trafka.brokerlite")
     log.addHandler(state.errors)
