@@ -1110,7 +1110,22 @@ class TransactionManager:
                 f"{what}: another producer with transactional.id {self.transactional_id!r} "
                 "has taken over (or the transaction timed out)",
             )
-        return TransactionFatalError(code, f"{what} failed", cause)
+        return TransactionFatalError(code, f"{what} failed{self._authorization_hint(code)}", cause)
+
+    def _authorization_hint(self, code: int) -> str:
+        """What an ACL refusal asks for, in the error's message (empty for other codes)."""
+        if code == _E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED:
+            return (
+                f": the client's principal needs WRITE on transactional id "
+                f"{self.transactional_id!r} (an ACL on the broker)"
+            )
+        if code == _E.CLUSTER_AUTHORIZATION_FAILED and self.transactional_id is None:
+            return (
+                ": an idempotent producer's principal needs WRITE on some topic or "
+                "IDEMPOTENT_WRITE on the cluster (an ACL on the broker), or set "
+                "enable_idempotence=False"
+            )
+        return ""
 
     def _fatal(self, error: TransactionFatalError) -> None:
         if self.state is _S.FATAL_ERROR:

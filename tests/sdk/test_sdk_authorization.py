@@ -108,6 +108,7 @@ async def test_producer_refused_then_allowed(broker: RunningBroker) -> None:
             with pytest.raises(KafkaError) as info:
                 await producer.send_and_wait(name, b"x")
             assert info.value.code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+            assert "IDEMPOTENT_WRITE on the cluster" in str(info.value)  # says what to grant
         await allow(broker, AclResourceType.TOPIC, name, AclOperation.WRITE)
         async with open_producer(**login(broker, "alice")) as producer:
             written = await producer.send_and_wait(name, b"x")
@@ -123,6 +124,7 @@ async def test_transactional_id_needs_write(broker: RunningBroker) -> None:
             with pytest.raises(TransactionFatalError) as info:
                 await producer.init_transactions()
             assert info.value.code == ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+            assert f"WRITE on transactional id {tid!r}" in str(info.value)
         await allow(broker, AclResourceType.TRANSACTIONAL_ID, tid, AclOperation.WRITE)
         async with open_producer(transactional_id=tid, **login(broker, "alice")) as producer:
             await producer.init_transactions()
