@@ -365,3 +365,56 @@ def test_librdkafka_share_consumers_work_through_the_proxy(
             consumer.close()
     assert sorted(values) == sorted(r.value for r in placement(broker.bootstrap_servers, topic, 3))
     assert len(set(values)) == len(values) == 300
+
+
+def test_acls_see_each_client_through_the_proxy(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """SASL passes through, so the broker authorizes each client as itself, not the
+    proxy: a principal without WRITE is refused, a super user is not, and an ACL
+    granted through the proxy lets the first one in."""
+    from trafka.sdk import AclBinding, AclOperation, AclPermissionType, AclResourceType, PatternType
+
+    users = {"alice": "alice-pw", "admin": "admin-pw"}
+    with (
+        broker_in_thread(
+            port=0,
+            host="127.0.0.1",
+            data_dir=tmp_path_factory.mktemp("proxy-acls"),
+            security_protocol="SASL_PLAINTEXT",
+            sasl_users=users,
+            authorizer_class_name="org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+            super_users=("User:admin",),
+        ) as secured,
+        proxy_in_thread(upstream=(secured.bootstrap_servers,), port=0) as px,
+    ):
+
+        def login(user: str) -> dict[str, Any]:
+            return {
+                "bootstrap_servers": px.bootstrap_servers,
+                "security_protocol": "SASL_PLAINTEXT",
+                "sasl_mechanism": "PLAIN",
+                "sasl_plain_username": user,
+                "sasl_plain_password": users[user],
+            }
+
+        async def write(user: str) -> int:
+            with anyio.fail_after(30):
+                return await produce(user)
+
+        async def produce(user: str) -> int:
+            async with open_producer(enable_idempotence=False, **login(user)) as producer:
+                return (await producer.send_and_wait("guarded", b"x", key=b"k")).offset
+
+        async def grant() -> None:
+            async with open_admin(**login("admin")) as admin:
+                binding = AclBinding(
+                    AclResourceType.TOPIC, "guarded", PatternType.LITERAL, "User:alice", "*",
+                    AclOperation.WRITE, AclPermissionType.ALLOW,
+                )  # fmt: skip
+                assert (await admin.create_acls([binding])) == {binding: None}
+
+        assert anyio.run(write, "admin", backend="trio") == 0  # auto-creates the topic
+        with pytest.raises(Exception) as refused:
+            anyio.run(write, "alice", backend="trio")
+        assert getattr(refused.value, "code", None) == ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        anyio.run(grant, backend="trio")
+        assert anyio.run(write, "alice", backend="trio") == 1
