@@ -565,7 +565,15 @@ class Fetcher:
                         )
                     self.metadata.on_partition_error(code, tp.topic, tp.partition)
                 else:
-                    self.errors.append(KafkaError(code, f"fetching {tp.topic}-{tp.partition}"))
+                    hint = (
+                        f": the client's principal needs READ on topic {tp.topic!r} "
+                        "(an ACL on the broker)"
+                        if code == ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                        else ""
+                    )
+                    self.errors.append(
+                        KafkaError(code, f"fetching {tp.topic}-{tp.partition}{hint}")
+                    )
         return got
 
     # -- handing out records --------------------------------------------------------------

@@ -487,7 +487,13 @@ class Membership:
         if code:
             action = classify(code)
             if action is Action.FATAL:
-                self._fail(KafkaError(code, f"FindCoordinator for group {self.config.group_id!r}"))
+                group = self.config.group_id
+                hint = (
+                    f": the client's principal needs READ on group {group!r} (an ACL on the broker)"
+                    if code == ErrorCode.GROUP_AUTHORIZATION_FAILED
+                    else ""
+                )
+                self._fail(KafkaError(code, f"FindCoordinator for group {group!r}{hint}"))
             else:
                 self._find_retry(now)
             return

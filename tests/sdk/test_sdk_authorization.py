@@ -152,6 +152,7 @@ async def test_consumer_group_and_topic_reads(broker: RunningBroker) -> None:
             with pytest.raises(KafkaError) as info:
                 await consumer.getmany(timeout_ms=5000)
             assert info.value.code == ErrorCode.GROUP_AUTHORIZATION_FAILED
+            assert f"READ on group {group!r}" in str(info.value)
         # An assigned consumer needs no group, but READ on the topic.
         await allow(broker, AclResourceType.TOPIC, name, AclOperation.DESCRIBE)
         async with open_consumer(**login(broker, "alice")) as consumer:
@@ -159,6 +160,7 @@ async def test_consumer_group_and_topic_reads(broker: RunningBroker) -> None:
             with pytest.raises(KafkaError) as info:
                 await consumer.getmany(timeout_ms=5000)
             assert info.value.code == ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            assert f"READ on topic {name!r}" in str(info.value)
         await allow(broker, AclResourceType.TOPIC, name, AclOperation.READ)
         await allow(broker, AclResourceType.GROUP, group, AclOperation.READ)
         got: list[bytes] = []
