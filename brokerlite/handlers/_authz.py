@@ -19,14 +19,17 @@ from trafka.codec.acl import AclOperation, AclResourceType
 from trafka.codec.errors import ErrorCode
 
 from ._base import RequestContext
+from ._util import denied
 
 _R = TypeVar("_R")  # a response body
+_T = TypeVar("_T")  # a request's topic entry
 
 __all__ = [
     "CLUSTER_NAME",
     "AclOperation",
     "AclResourceType",
     "allowed_topics",
+    "split_topics",
     "commit_readable_topics",
     "describe_groups_authorized",
     "enabled",
@@ -52,7 +55,24 @@ def transactional_id_allowed(ctx: RequestContext, operation: int, transactional_
 
 def allowed_topics(ctx: RequestContext, operation: int, names: Iterable[str]) -> set[str]:
     """The names among ``names`` the principal may do ``operation`` on."""
-    return {name for name in set(names) if ctx.allowed(operation, AclResourceType.TOPIC, name)}
+    asked = set(names)
+    return asked - denied(ctx, operation, AclResourceType.TOPIC, asked)
+
+
+def split_topics(
+    ctx: RequestContext, operation: int, topics: list[_T], name_of: Callable[[_T], str]
+) -> tuple[list[_T], list[_T]]:
+    """A request's topic entries split into those the principal may do
+    ``operation`` on and the refused ones, each in request order."""
+    allowed = allowed_topics(ctx, operation, map(name_of, topics))
+    return (
+        [t for t in topics if name_of(t) in allowed],
+        [t for t in topics if name_of(t) not in allowed],
+    )
+
+
+def _name(topic: Any) -> str:
+    return str(topic.name)
 
 
 def commit_readable_topics(
@@ -70,18 +90,16 @@ def commit_readable_topics(
     handler's error response and ``empty`` its empty response (Kafka does not ask
     the coordinator when no topic is left).
     """
-    readable = allowed_topics(ctx, AclOperation.READ, (t.name for t in request.topics))
-    denied = [t for t in request.topics if t.name not in readable]
-    if not denied:
+    permitted, refused_topics = split_topics(ctx, AclOperation.READ, request.topics, _name)
+    if not refused_topics:
         return commit(request, ctx.version, ctx.now_ms)
-    permitted = [t for t in request.topics if t.name in readable]
     committed = (
         commit(dataclasses.replace(request, topics=permitted), ctx.version, ctx.now_ms)
         if permitted
         else empty()
     )
     refused = refuse(
-        dataclasses.replace(request, topics=denied),
+        dataclasses.replace(request, topics=refused_topics),
         ctx.version,
         ErrorCode.TOPIC_AUTHORIZATION_FAILED,
     )

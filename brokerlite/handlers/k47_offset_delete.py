@@ -19,7 +19,7 @@ import dataclasses
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k47_offset_delete as m
 
-from ._authz import AclOperation, allowed_topics, enabled, group_allowed
+from ._authz import AclOperation, enabled, group_allowed, split_topics
 from ._base import HandlerSpec, RequestContext
 
 API_KEY = 47
@@ -33,14 +33,11 @@ def handle(ctx: RequestContext, request: m.OffsetDeleteRequest) -> m.OffsetDelet
         return delete(request)
     if not group_allowed(ctx, AclOperation.DELETE, request.group_id):
         return error_response(request, ctx.version, ErrorCode.GROUP_AUTHORIZATION_FAILED)
-    readable = allowed_topics(ctx, AclOperation.READ, (t.name for t in request.topics))
-    denied = [t for t in request.topics if t.name not in readable]
+    kept, denied = split_topics(ctx, AclOperation.READ, request.topics, lambda t: t.name)
     if not denied:
         return delete(request)
     # (Kafka asks the coordinator even when no topic is left: the group's checks stand.)
-    answer = delete(
-        dataclasses.replace(request, topics=[t for t in request.topics if t.name in readable])
-    )
+    answer = delete(dataclasses.replace(request, topics=kept))
     if answer.error_code != ErrorCode.NONE:
         return answer  # (the group's refusal stands alone, as in Kafka)
     refused = [

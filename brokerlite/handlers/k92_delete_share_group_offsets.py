@@ -27,7 +27,7 @@ import dataclasses
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k92_delete_share_group_offsets as m
 
-from ._authz import AclOperation, allowed_topics, enabled, group_allowed
+from ._authz import AclOperation, enabled, group_allowed, split_topics
 from ._base import HandlerSpec, RequestContext
 from ._util import NULL_UUID
 
@@ -46,11 +46,9 @@ def handle(
         return _delete(ctx, request)
     if not group_allowed(ctx, AclOperation.DELETE, request.group_id):
         return error_response(request, ctx.version, ErrorCode.GROUP_AUTHORIZATION_FAILED)
-    readable = allowed_topics(ctx, AclOperation.READ, (t.topic_name for t in request.topics))
-    denied = [t for t in request.topics if t.topic_name not in readable]
+    kept, denied = split_topics(ctx, AclOperation.READ, request.topics, lambda t: t.topic_name)
     if not denied:
         return _delete(ctx, request)
-    kept = [t for t in request.topics if t.topic_name in readable]
     answer = _delete(ctx, dataclasses.replace(request, topics=kept))
     if answer.error_code != ErrorCode.NONE:
         return answer
