@@ -326,6 +326,7 @@ class Broker:
         self._next_ticket = 1
         self._peers: dict[int, str] = {}
         self._tls_subjects: dict[int, str] = {}
+        self._hosts: dict[int, str] = {}  # each connection's IP, for ACLs
         self._client_ids: dict[int, str | None] = {}
         self._next_retention_ms = now_ms + config.log_retention_check_interval_ms
         self._next_flush_ms = now_ms + _FLUSH_CHECK_MS
@@ -368,12 +369,17 @@ class Broker:
         """Record the peer address of a new connection (for logs, DescribeGroups and
         ACLs), and the subject of its TLS client certificate, if it showed one."""
         self._peers[conn_id] = peer
+        self._hosts[conn_id] = host_of(peer)
         if tls_subject:
             self._tls_subjects[conn_id] = tls_subject
 
     def principal_of(self, conn_id: int) -> str:
         """The connection's principal for ACLs (``User:alice``, ``User:ANONYMOUS``)."""
         return principal_for(self._sasl_principals.get(conn_id), self._tls_subjects.get(conn_id))
+
+    def client_host(self, conn_id: int) -> str:
+        """The connection's IP address as ACL hosts name it (``?`` when unknown)."""
+        return self._hosts.get(conn_id, "?")
 
     def authorize(self, conn_id: int, operation: int, resource_type: int, name: str) -> bool:
         """Whether the connection's principal may do ``operation`` on the resource
@@ -382,7 +388,7 @@ class Broker:
         if authorizer is None:
             return True
         return authorizer.authorize(
-            self.principal_of(conn_id), host_of(self.peer(conn_id)), operation, resource_type, name
+            self.principal_of(conn_id), self.client_host(conn_id), operation, resource_type, name
         )
 
     def peer(self, conn_id: int) -> str:
@@ -401,6 +407,7 @@ class Broker:
         """
         self._peers.pop(conn_id, None)
         self._tls_subjects.pop(conn_id, None)
+        self._hosts.pop(conn_id, None)
         self._client_ids.pop(conn_id, None)
         if self.sasl_users is not None:
             self._sasl_sessions.pop(conn_id, None)

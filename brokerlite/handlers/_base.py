@@ -25,7 +25,7 @@ import struct
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
-from trafka.brokerlite.authorizer import RESOURCE_OPERATIONS, host_of
+from trafka.brokerlite.authorizer import RESOURCE_OPERATIONS
 from trafka.codec.errors import ErrorCode
 from trafka.codec.protocol import api, encode_response
 
@@ -231,7 +231,7 @@ class RequestContext:
         if authorizer is None:
             return True
         return authorizer.authorize_by_type(
-            self.principal, host_of(self.broker.peer(self.conn_id)), operation, resource_type
+            self.principal, self.broker.client_host(self.conn_id), operation, resource_type
         )
 
     def authorized_operations(self, resource_type: int, name: str) -> int:
@@ -240,7 +240,7 @@ class RequestContext:
         if authorizer is None:
             return sum(1 << op for op in RESOURCE_OPERATIONS.get(resource_type, ()))
         return authorizer.authorized_operations(
-            self.principal, host_of(self.broker.peer(self.conn_id)), resource_type, name
+            self.principal, self.broker.client_host(self.conn_id), resource_type, name
         )
 
     def park(self, waiter: Waiter) -> Parked:
