@@ -34,6 +34,7 @@ __all__ = [
     "describe_groups_authorized",
     "enabled",
     "group_allowed",
+    "heartbeat_refusal",
     "transactional_id_allowed",
 ]
 
@@ -57,6 +58,20 @@ def allowed_topics(ctx: RequestContext, operation: int, names: Iterable[str]) ->
     """The names among ``names`` the principal may do ``operation`` on."""
     asked = set(names)
     return asked - denied(ctx, operation, AclResourceType.TOPIC, asked)
+
+
+def heartbeat_refusal(
+    ctx: RequestContext, group_id: str, subscribed: list[str] | None
+) -> ErrorCode | None:
+    """Why a KIP-848 or share-group heartbeat is refused: READ on the group,
+    DESCRIBE on every subscribed topic; None when it may go on."""
+    if not group_allowed(ctx, AclOperation.READ, group_id):
+        return ErrorCode.GROUP_AUTHORIZATION_FAILED
+    if subscribed and len(allowed_topics(ctx, AclOperation.DESCRIBE, subscribed)) < len(
+        set(subscribed)
+    ):
+        return ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    return None
 
 
 def split_topics(

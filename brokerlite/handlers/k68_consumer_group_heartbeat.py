@@ -16,7 +16,7 @@ from __future__ import annotations
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k68_consumer_group_heartbeat as m
 
-from ._authz import AclOperation, allowed_topics, enabled, group_allowed
+from ._authz import enabled, heartbeat_refusal
 from ._base import HandlerSpec, RequestContext
 
 API_KEY = 68
@@ -28,11 +28,11 @@ def handle(
     ctx: RequestContext, request: m.ConsumerGroupHeartbeatRequest
 ) -> m.ConsumerGroupHeartbeatResponse:
     if enabled(ctx):
-        if not group_allowed(ctx, AclOperation.READ, request.group_id):
-            return error_response(request, ctx.version, ErrorCode.GROUP_AUTHORIZATION_FAILED)
-        names = request.subscribed_topic_names
-        if names and len(allowed_topics(ctx, AclOperation.DESCRIBE, names)) < len(set(names)):
-            return m.ConsumerGroupHeartbeatResponse(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+        refused = heartbeat_refusal(ctx, request.group_id, request.subscribed_topic_names)
+        if refused == ErrorCode.GROUP_AUTHORIZATION_FAILED:
+            return error_response(request, ctx.version, refused)
+        if refused is not None:
+            return m.ConsumerGroupHeartbeatResponse(error_code=refused)
     host = ctx.broker.peer(ctx.conn_id).rsplit(":", 1)[0]
     return ctx.broker.groups.consumer_group_heartbeat(
         request,
