@@ -78,6 +78,7 @@ import dataclasses
 import heapq
 import logging
 import os
+import time
 import typing
 import uuid
 from collections.abc import Hashable, Iterable
@@ -116,8 +117,16 @@ from .handlers._base import (
     SaslToken,
     Waiter,
 )
+from .handlers.k01_fetch import FetchPlan
 from .log import LogConfig, LogManager
 from .offsets import OffsetStore
+from .quotas import (
+    CONSUMER_BYTE_RATE,
+    PRODUCER_BYTE_RATE,
+    QUOTAS_JOURNAL,
+    Quotas,
+    QuotaStore,
+)
 from .sasl import SaslSession, SaslState, UserStore
 from .scram import SCRAM_JOURNAL, ScramCredentials
 from .share_groups import SHARE_GROUPS_JOURNAL, ShareGroups, ShareGroupSettings, ShareGroupStore
@@ -142,6 +151,10 @@ API_VERSIONS_KEY = 18
 # What a connection of a SASL listener may ask before it has authenticated.
 _BEFORE_AUTHENTICATION = frozenset({17, 18, 36})  # SaslHandshake, ApiVersions, SaslAuthenticate
 _SASL_AUTHENTICATE = 36  # the only request a re-authenticating connection may send
+_PRODUCE = 0
+_FETCH = 1
+# Never throttled: the SASL exchange (Kafka does not throttle authentication).
+_QUOTA_EXEMPT = frozenset({17, 36})
 _MIN_REAUTH_INTERVAL_MS = 1000  # Kafka's floor between two re-authentications
 _PRODUCER_ID_BLOCK = 1000
 _FLUSH_CHECK_MS = 1000
@@ -174,6 +187,7 @@ class _Entry:
     conn_id: int
     header: RequestHeader
     waiter: Waiter
+    throttle_ms: int = 0  # from the request quota, when it was handled
 
 
 class Broker:
@@ -303,7 +317,14 @@ class Broker:
                     super_users=config.super_users,
                     allow_everyone_if_no_acl_found=config.allow_everyone_if_no_acl_found,
                 )
+            self.quotas = Quotas(
+                QuotaStore(self.data_dir / QUOTAS_JOURNAL),
+                window_num=config.quota_window_num,
+                window_size_ms=config.quota_window_size_seconds * 1000,
+            )
         except BaseException:
+            if self.authorizer is not None:
+                self.authorizer.close()
             if shares is not None:
                 shares.close()
             self.scram.close()
@@ -622,6 +643,8 @@ class Broker:
                 version,
                 spec.error_response(body, version, ErrorCode.UNSUPPORTED_VERSION),
             )
+        if self.quotas.active and key not in _QUOTA_EXEMPT:
+            return self._handle_within_quotas(conn_id, header, body, now_ms, len(frame))
         return self.handle(conn_id, header, body, now_ms)
 
     def handle(self, conn_id: int, header: RequestHeader, body: Any, now_ms: int) -> Outcome:
@@ -653,6 +676,86 @@ class Broker:
         if isinstance(result, Reply | NoResponse | Parked | Close):
             return result
         return Reply(header.correlation_id, spec.api_key, header.request_api_version, result)
+
+    # -- client quotas -------------------------------------------------------------
+
+    def quota_user(self, conn_id: int) -> str:
+        """The connection's user for client quotas: its principal's name."""
+        return self.principal_of(conn_id).partition(":")[2]
+
+    def connection_throttle(self, peer: str, now_ms: int) -> int:
+        """Count a new connection from ``peer`` (``host:port``) against its IP's
+        ``connection_creation_rate``; 0 when within it, else how long the driver
+        holds the connection, unread, before closing it (KIP-612)."""
+        if not self.quotas.connections_active:
+            return 0
+        return self.quotas.connection_throttle(host_of(peer), now_ms)
+
+    def _handle_within_quotas(
+        self, conn_id: int, header: RequestHeader, body: Any, now_ms: int, size: int
+    ) -> Outcome:
+        """:meth:`handle`, with the request measured against the connection's quotas
+        (:mod:`.quotas`) and its answer throttled when it goes over one."""
+        quotas = self.quotas
+        user, client_id = self.quota_user(conn_id), header.client_id or ""
+        key = header.request_api_key
+        if key == _FETCH:
+            # Kafka's cap: no more in one answer than the quota allows in its windows.
+            cap = quotas.max_fetch_bytes(user, client_id)
+            if cap is not None and cap < body.max_bytes:
+                body = dataclasses.replace(body, max_bytes=max(cap, 1))
+        started = time.perf_counter_ns()
+        outcome = self.handle(conn_id, header, body, now_ms)
+        throttle = 0
+        if not isinstance(outcome, NoResponse):  # Kafka exempts acks=0 Produce
+            throttle = quotas.record_request_time(
+                user, client_id, time.perf_counter_ns() - started, now_ms
+            )
+        if key == _PRODUCE:
+            throttle = max(
+                throttle, quotas.record(PRODUCER_BYTE_RATE, user, client_id, size, now_ms)
+            )
+        if isinstance(outcome, Reply):
+            return self._throttled(conn_id, client_id, outcome, throttle, now_ms)
+        if isinstance(outcome, Parked):
+            entry = self._entries.get(outcome.ticket)
+            if entry is not None:
+                entry.throttle_ms = throttle
+        elif isinstance(outcome, NoResponse) and throttle:
+            return NoResponse(throttle_ms=throttle)
+        return outcome
+
+    def _throttled(
+        self, conn_id: int, client_id: str, reply: Reply, throttle: int, now_ms: int
+    ) -> Reply:
+        """``reply`` with the throttle time of its request (and a Fetch's bytes
+        counted against ``consumer_byte_rate``); unchanged when not throttled."""
+        body = reply.body
+        if reply.api_key == _FETCH and isinstance(body, FetchPlan):
+            user = self.quota_user(conn_id)
+            size = body.records_size
+            quotas = self.quotas
+            throttle = max(
+                throttle, quotas.record(CONSUMER_BYTE_RATE, user, client_id, size, now_ms)
+            )
+            if throttle:
+                # As Kafka: the bytes are not sent, so they do not count, and the
+                # client is told to come back after the throttle time.
+                quotas.unrecord(CONSUMER_BYTE_RATE, user, client_id, size, now_ms)
+                body = FetchPlan(error_code=ErrorCode.NONE, session_id=0, topics=[])
+        # A handler's own throttle (the controller mutation quota) counts too.
+        throttle = max(throttle, getattr(body, "throttle_time_ms", 0))
+        if not throttle:
+            return reply
+        if hasattr(body, "throttle_time_ms"):
+            body = dataclasses.replace(body, throttle_time_ms=throttle)
+        return Reply(
+            reply.correlation_id,
+            reply.api_key,
+            reply.api_version,
+            body,
+            throttle_ms=throttle,
+        )
 
     def _internal_error(self, spec: HandlerSpec, header: RequestHeader, body: Any) -> Outcome:
         version = header.request_api_version
@@ -813,7 +916,12 @@ class Broker:
             spec = HANDLERS[key]
             assert spec.error_response is not None
             body = spec.error_response(None, version, ErrorCode.UNKNOWN_SERVER_ERROR)
-        return Reply(header.correlation_id, key, version, body)
+        reply = Reply(header.correlation_id, key, version, body)
+        if entry.throttle_ms or (self.quotas.active and key == _FETCH):
+            return self._throttled(
+                entry.conn_id, header.client_id or "", reply, entry.throttle_ms, now_ms
+            )
+        return reply
 
     # -- requests answered by the group coordinator ------------------------------
 
@@ -1279,6 +1387,10 @@ class Broker:
                     self.authorizer.close()
                 except Exception:
                     log.exception("cannot close the ACL journal")
+            try:
+                self.quotas.close()
+            except Exception:
+                log.exception("cannot close the client quota journal")
             try:
                 self.shares.close()
             except Exception:

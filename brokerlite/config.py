@@ -236,6 +236,10 @@ class BrokerConfig:
             Kafka's ``super.users``, separated by ``;``.
         allow_everyone_if_no_acl_found: allow what no ACL names a resource for
             (Kafka's ``allow.everyone.if.no.acl.found``; default: deny).
+        quota_window_num: how many samples a client quota's rate is kept in
+            (Kafka's ``quota.window.num``; :mod:`trafka.brokerlite.quotas`).
+        quota_window_size_seconds: the length of one sample (Kafka's
+            ``quota.window.size.seconds``).
         announce: announce the listener on the local network (zeroconf, service
             type ``_kafka._tcp``) with its cluster id, node id and security
             protocol, so that clients with ``bootstrap.servers=zeroconf`` find it.
@@ -317,6 +321,8 @@ class BrokerConfig:
     authorizer_class_name: str | None = None
     super_users: tuple[str, ...] = ()
     allow_everyone_if_no_acl_found: bool = False
+    quota_window_num: int = 11
+    quota_window_size_seconds: int = 1
     announce: bool = False
 
     def partition_limit(self) -> int:
@@ -368,6 +374,8 @@ class BrokerConfig:
             "producer_id_expiration_ms",
             "producer_id_expiration_check_interval_ms",
             "sasl_server_max_receive_size",
+            "quota_window_num",
+            "quota_window_size_seconds",
         ):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name}: must be > 0, got {getattr(self, name)}")

@@ -47,6 +47,11 @@ Rules and invariants:
   TLS's close_notify, bounded by ``_TLS_CLOSE_TIMEOUT`` so that a peer that does
   not read cannot hold up a shutdown. Plaintext connections keep the fast paths
   above unchanged.
+* Client quotas (:mod:`.quotas`): a reply with a ``throttle_ms`` is sent, then
+  the reader sleeps that long before it reads the connection again (Kafka's
+  mute, KIP-219); an acks=0 Produce over its quota mutes the same way. A
+  connection over its IP's ``connection_creation_rate`` is never read: it is
+  closed after the throttle time.
 * SASL is the core's (:mod:`.sasl`); the driver only lowers a connection's
   largest accepted frame to ``Broker.max_frame_size`` until it has
   authenticated, sends a :class:`~.handlers._base.Close`'s last answer before
@@ -299,6 +304,21 @@ class _Server:
             peer = f"{host}:{port}"
         except OSError:
             peer = "?"
+        throttle = self.broker.connection_throttle(peer, now_ms())
+        if throttle:
+            # KIP-612: over its IP's connection_creation_rate; Kafka neither reads
+            # nor answers such a connection, and closes it after the throttle time.
+            log.info(
+                "closing the connection from %s in %d ms: over its IP's connection_creation_rate",
+                peer,
+                throttle,
+            )
+            try:
+                await trio.sleep(throttle / 1000)
+            finally:
+                with trio.CancelScope(shield=True):
+                    await stream.aclose()
+            return
         if self._ssl_context is not None:
             await self._serve_tls_connection(stream, conn_id, peer, self._ssl_context)
             return
@@ -430,6 +450,8 @@ class _Server:
                 outcome = broker.handle_frame(conn_id, frame, now_ms())
                 if isinstance(outcome, Reply):
                     await emit(conn, outcome)
+                    if outcome.throttle_ms:
+                        await self._mute(outcome.throttle_ms)
                 elif isinstance(outcome, Parked):
                     slot = _Slot(outcome.ticket)
                     self._slots[conn_id] = slot
@@ -437,6 +459,8 @@ class _Server:
                     await slot.event.wait()
                     assert slot.reply is not None
                     await emit(conn, slot.reply)
+                    if slot.reply.throttle_ms:
+                        await self._mute(slot.reply.throttle_ms)
                 elif isinstance(outcome, Close):
                     log.warning(
                         "closing the connection from %s (client %r): %s",
@@ -459,10 +483,19 @@ class _Server:
                     await emit(conn, outcome)
                 else:
                     assert isinstance(outcome, NoResponse)
+                    if outcome.throttle_ms:
+                        await self._mute(outcome.throttle_ms)
                 if authenticating and not broker.authenticating(conn_id):
                     authenticating = False
                     frames_in.max_frame_size = broker.max_frame_size(conn_id)
                 self._after_request()
+
+    async def _mute(self, throttle_ms: int) -> None:
+        """Do not read the connection for ``throttle_ms`` after the answer of a
+        request over a client quota, as Kafka mutes it (KIP-219); clients of
+        older versions are slowed down by the mute alone."""
+        self._after_request()
+        await trio.sleep(throttle_ms / 1000)
 
     async def _emit(self, conn: _Conn, reply: Reply | SaslToken) -> None:
         """Send ``reply`` now if the writer is idle and it is all bytes, else queue it.

@@ -31,6 +31,7 @@ from trafka.codec.protocol import api, encode_response
 
 if TYPE_CHECKING:
     from trafka.brokerlite.broker import Broker
+    from trafka.brokerlite.quotas import MutationQuota
     from trafka.codec.messages.headers import RequestHeader
 
 __all__ = [
@@ -98,12 +99,17 @@ class Reply:
         correlation_id: echoed from the request.
         api_key, api_version: of the request; they choose the response schema.
         body: a generated response dataclass or a :class:`PartsBody`.
+        throttle_ms: how long the connection is muted (not read) after this
+            reply is sent, for a client quota (:mod:`trafka.brokerlite.quotas`);
+            the body carries the same time in its ``throttle_time_ms`` where its
+            version has the field (KIP-219).
     """
 
     correlation_id: int
     api_key: int
     api_version: int
     body: Any
+    throttle_ms: int = 0
 
     def encode(self) -> list[Part]:
         """The whole frame, size prefix included, as parts."""
@@ -129,7 +135,13 @@ class Reply:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class NoResponse:
-    """The request gets no response (Produce with acks=0)."""
+    """The request gets no response (Produce with acks=0).
+
+    Attributes:
+        throttle_ms: how long the connection is muted for a client quota.
+    """
+
+    throttle_ms: int = 0
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -241,6 +253,17 @@ class RequestContext:
             return sum(1 << op for op in RESOURCE_OPERATIONS.get(resource_type, ()))
         return authorizer.authorized_operations(
             self.principal, self.broker.client_host(self.conn_id), resource_type, name
+        )
+
+    def mutation_quota(self, strict_from: int) -> MutationQuota:
+        """This request's ``controller_mutation_rate`` quota (KIP-599), strict
+        (THROTTLING_QUOTA_EXCEEDED per topic) from version ``strict_from`` on."""
+        broker = self.broker
+        return broker.quotas.mutations(
+            broker.quota_user(self.conn_id),
+            self.header.client_id or "",
+            strict=self.header.request_api_version >= strict_from,
+            now_ms=self.now_ms,
         )
 
     def park(self, waiter: Waiter) -> Parked:

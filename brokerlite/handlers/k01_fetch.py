@@ -105,6 +105,7 @@ class FetchPlan:
     error_code: int
     session_id: int
     topics: list[TopicResult]
+    throttle_time_ms: int = 0
 
     @property
     def records_size(self) -> int:
@@ -117,7 +118,7 @@ class FetchPlan:
         flexible = version >= 12
         parts: list[Part] = []
         out = bytearray()
-        out += _I32.pack(0)  # throttle_time_ms
+        out += _I32.pack(self.throttle_time_ms)
         if version >= 7:
             out += _I16.pack(self.error_code)
             out += _I32.pack(self.session_id)
@@ -167,6 +168,7 @@ class FetchPlan:
     def to_message(self) -> m.FetchResponse:
         """The same response as the generated dataclass (records read into bytes)."""
         return m.FetchResponse(
+            throttle_time_ms=self.throttle_time_ms,
             error_code=self.error_code,
             session_id=self.session_id,
             responses=[

@@ -9,6 +9,10 @@
 * A topic named twice in one request gets INVALID_REQUEST for every copy.
 * From v5 the result carries the partition count, replication factor and the
   topic's effective configs; from v7 the topic id.
+* ``controller_mutation_rate`` (KIP-599, :mod:`trafka.brokerlite.quotas`): each
+  topic created counts its partitions; from v6 a topic asked while the quota is
+  exceeded gets THROTTLING_QUOTA_EXCEEDED, before v6 it is created and the
+  answer only throttled. ``validate_only`` counts nothing.
 * Authorization: CREATE on the cluster allows every topic, else each topic
   needs CREATE on itself (TOPIC_AUTHORIZATION_FAILED, before existence is
   looked at). A topic created without DESCRIBE_CONFIGS on it is answered
@@ -33,6 +37,8 @@ from ._util import NULL_UUID, code_of, denied
 API_KEY = 19
 MIN_VERSION = 2
 MAX_VERSION = 7
+STRICT_QUOTA_FROM = 6  # THROTTLING_QUOTA_EXCEEDED (KIP-599)
+THROTTLED = "the controller mutation rate quota (controller_mutation_rate) is exceeded"
 
 log = logging.getLogger("trafka.brokerlite")
 
@@ -91,6 +97,7 @@ def handle(ctx: RequestContext, request: m.CreateTopicsRequest) -> m.CreateTopic
     if not ctx.allowed(AclOperation.CREATE, AclResourceType.CLUSTER, CLUSTER_NAME):
         uncreatable = denied(ctx, AclOperation.CREATE, AclResourceType.TOPIC, counts)
     indescribable = denied(ctx, AclOperation.DESCRIBE_CONFIGS, AclResourceType.TOPIC, counts)
+    quota = ctx.mutation_quota(STRICT_QUOTA_FROM)
     results: list[Result] = []
     for topic in request.topics:
         try:
@@ -108,6 +115,8 @@ def handle(ctx: RequestContext, request: m.CreateTopicsRequest) -> m.CreateTopic
                 if c.value is None:
                     raise _Refused(ErrorCode.INVALID_CONFIG, f"{c.name}: a null value")
                 configs[c.name] = c.value
+            if not request.validate_only and not quota.admit(partitions):
+                raise _Refused(ErrorCode.THROTTLING_QUOTA_EXCEEDED, THROTTLED)
             info = broker.logs.create_topic(
                 topic.name,
                 partitions,
@@ -170,7 +179,7 @@ def handle(ctx: RequestContext, request: m.CreateTopicsRequest) -> m.CreateTopic
                 configs=described,
             )
         )
-    return m.CreateTopicsResponse(topics=results)
+    return m.CreateTopicsResponse(throttle_time_ms=quota.throttle_ms(), topics=results)
 
 
 def error_response(

@@ -5,6 +5,11 @@ at once (with UNKNOWN_TOPIC_OR_PARTITION) and the group coordinator drops its
 committed offsets. Unknown names get UNKNOWN_TOPIC_OR_PARTITION, unknown ids
 UNKNOWN_TOPIC_ID, an entry with neither INVALID_REQUEST.
 
+``controller_mutation_rate`` (KIP-599, :mod:`trafka.brokerlite.quotas`): each
+topic deleted counts its partitions; from v5 a topic asked while the quota is
+exceeded gets THROTTLING_QUOTA_EXCEEDED, before v5 it is deleted and the answer
+only throttled.
+
 Authorization: DELETE on the cluster allows every topic; otherwise a topic
 needs DELETE on itself, else TOPIC_AUTHORIZATION_FAILED. A name without
 DESCRIBE is refused before its existence is looked at; a known id without
@@ -28,6 +33,8 @@ from ._util import NULL_UUID, code_of, message_of
 API_KEY = 20
 MIN_VERSION = 1
 MAX_VERSION = 6
+STRICT_QUOTA_FROM = 5  # THROTTLING_QUOTA_EXCEEDED (KIP-599)
+THROTTLED = "the controller mutation rate quota (controller_mutation_rate) is exceeded"
 
 log = logging.getLogger("trafka.brokerlite")
 
@@ -47,6 +54,7 @@ def handle(ctx: RequestContext, request: m.DeleteTopicsRequest) -> m.DeleteTopic
     def may(operation: int, topic: str) -> bool:
         return everything or ctx.allowed(operation, AclResourceType.TOPIC, topic)
 
+    quota = ctx.mutation_quota(STRICT_QUOTA_FROM)
     results: list[Result] = []
     for name, topic_id in wanted:
         by_id = name is None
@@ -93,6 +101,16 @@ def handle(ctx: RequestContext, request: m.DeleteTopicsRequest) -> m.DeleteTopic
                 )
             )
             continue
+        if not quota.admit(info.num_partitions):
+            results.append(
+                Result(
+                    name=info.name,
+                    topic_id=info.topic_id if version >= 6 else NULL_UUID,
+                    error_code=ErrorCode.THROTTLING_QUOTA_EXCEEDED,
+                    error_message=THROTTLED,
+                )
+            )
+            continue
         try:
             broker.logs.delete_topic(info.name)
         except BrokerError as exc:
@@ -115,7 +133,7 @@ def handle(ctx: RequestContext, request: m.DeleteTopicsRequest) -> m.DeleteTopic
                 error_message=None,
             )
         )
-    return m.DeleteTopicsResponse(responses=results)
+    return m.DeleteTopicsResponse(throttle_time_ms=quota.throttle_ms(), responses=results)
 
 
 def error_response(

@@ -7,6 +7,11 @@ partitions. ``validate_only`` checks and changes nothing. A topic named twice
 gets INVALID_REQUEST. Existing data stays where it is: keys hashed to the old
 count may now land elsewhere, as in Kafka.
 
+``controller_mutation_rate`` (KIP-599, :mod:`trafka.brokerlite.quotas`): the
+partitions added count; from v3 a topic asked while the quota is exceeded gets
+THROTTLING_QUOTA_EXCEEDED, before v3 it grows and the answer is only throttled.
+``validate_only`` counts nothing.
+
 Authorization: each topic needs ALTER, else TOPIC_AUTHORIZATION_FAILED (after
 the duplicate check, before existence is looked at).
 """
@@ -27,6 +32,8 @@ from ._util import code_of, denied, message_of
 API_KEY = 37
 MIN_VERSION = 0
 MAX_VERSION = 3
+STRICT_QUOTA_FROM = 3  # THROTTLING_QUOTA_EXCEEDED (KIP-599)
+THROTTLED = "the controller mutation rate quota (controller_mutation_rate) is exceeded"
 
 log = logging.getLogger("trafka.brokerlite")
 
@@ -37,6 +44,7 @@ def handle(ctx: RequestContext, request: m.CreatePartitionsRequest) -> m.CreateP
     broker = ctx.broker
     counts = Counter(t.name for t in request.topics)
     unalterable = denied(ctx, AclOperation.ALTER, AclResourceType.TOPIC, counts)
+    quota = ctx.mutation_quota(STRICT_QUOTA_FROM)
     results: list[Result] = []
     for topic in request.topics:
         code, message = ErrorCode.NONE, None
@@ -59,6 +67,12 @@ def handle(ctx: RequestContext, request: m.CreatePartitionsRequest) -> m.CreateP
                     f"assignments must name the {topic.count - info.num_partitions} new "
                     f"partition(s), each on broker {broker.node_id} only"
                 )
+            elif (
+                not request.validate_only
+                and topic.count > info.num_partitions
+                and not quota.admit(topic.count - info.num_partitions)
+            ):
+                code, message = ErrorCode.THROTTLING_QUOTA_EXCEEDED, THROTTLED
             else:
                 try:
                     broker.logs.create_partitions(
@@ -74,7 +88,7 @@ def handle(ctx: RequestContext, request: m.CreatePartitionsRequest) -> m.CreateP
                         log.info("topic %r now has %d partitions", topic.name, topic.count)
                         broker.notify_topic_changed(topic.name, deleted=False)
         results.append(Result(name=topic.name, error_code=code, error_message=message))
-    return m.CreatePartitionsResponse(results=results)
+    return m.CreatePartitionsResponse(throttle_time_ms=quota.throttle_ms(), results=results)
 
 
 def error_response(

@@ -71,13 +71,15 @@ class Core:
         self.now = START_MS
         self._corr = 0
 
-    def send(self, key: int, version: int, body: Any, *, conn_id: int = 1) -> Outcome:
+    def send(
+        self, key: int, version: int, body: Any, *, conn_id: int = 1, client_id: str = "test-client"
+    ) -> Outcome:
         self._corr += 1
         header = RequestHeader(
             request_api_key=key,
             request_api_version=version,
             correlation_id=self._corr,
-            client_id="test-client",
+            client_id=client_id,
         )
         frame = encode_request(header, body)[4:]
         return self.broker.handle_frame(conn_id, frame, self.now)
@@ -92,9 +94,11 @@ class Core:
     def frame(reply: Reply) -> bytes:
         return frame_bytes(reply)
 
-    def call(self, key: int, version: int, body: Any, *, conn_id: int = 1) -> Any:
+    def call(
+        self, key: int, version: int, body: Any, *, conn_id: int = 1, client_id: str = "test-client"
+    ) -> Any:
         """Send a request that must be answered at once; return the decoded response."""
-        outcome = self.send(key, version, body, conn_id=conn_id)
+        outcome = self.send(key, version, body, conn_id=conn_id, client_id=client_id)
         assert isinstance(outcome, Reply), outcome
         return decode_reply(outcome)
 
