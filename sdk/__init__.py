@@ -89,6 +89,7 @@ from .fetcher import ConsumerRecord, OffsetOutOfRangeError, TopicPartition
 from .group_protocol import CommitFailedError
 from .partitioners import Partitioner, murmur2
 from .producer import Producer, RecordFuture, open_producer
+from .quotas import ClientQuotaAlteration, ClientQuotaEntity, ClientQuotaFilterComponent
 from .share_consumer import (
     AcknowledgeType,
     ShareCommitResult,
@@ -105,6 +106,7 @@ from .statistics import (
     PartitionStatistics,
     ProducerStatistics,
     ShareConsumerStatistics,
+    ThrottleStatistics,
     TopicStatistics,
 )
 from .transactions import ConsumerGroupMetadata, TxnState
@@ -135,6 +137,7 @@ __all__ = [
     "GroupStatistics",
     "PartitionStatistics",
     "ProducerStatistics",
+    "ThrottleStatistics",
     "TopicStatistics",
     "TxnState",
     "ConsumerGroupMetadata",
@@ -147,6 +150,9 @@ __all__ = [
     "AdminConfig",
     "ClientClosedError",
     "ClientConfig",
+    "ClientQuotaAlteration",
+    "ClientQuotaEntity",
+    "ClientQuotaFilterComponent",
     "ClusterDescription",
     "CommitFailedError",
     "ConfigError",

@@ -1,5 +1,5 @@
-"""The admin client: topics, partitions, configs, groups, offsets, records, transactions
-and users' SCRAM credentials.
+"""The admin client: topics, partitions, configs, groups, offsets, records, transactions,
+users' SCRAM credentials, ACLs and client quotas.
 
 Rules:
 
@@ -7,7 +7,8 @@ Rules:
   themselves, never as an ExceptionGroup.
 * Requests go to the broker Kafka routes them to: topic, config and SCRAM
   credential changes to the controller when metadata names one (any broker
-  forwards in KRaft),
+  forwards in KRaft), ACL and client quota calls to any broker (as Kafka's
+  AdminClient, which picks the least loaded one),
   group operations to the group's coordinator, record and producer-state
   operations to each partition's leader, transaction operations to each
   transactional id's coordinator (ListTransactions to every broker).
@@ -59,6 +60,8 @@ from trafka.codec.messages import k44_incremental_alter_configs as iac
 from trafka.codec.messages import k45_alter_partition_reassignments as apr
 from trafka.codec.messages import k46_list_partition_reassignments as lpr
 from trafka.codec.messages import k47_offset_delete as odel
+from trafka.codec.messages import k48_describe_client_quotas as dcq
+from trafka.codec.messages import k49_alter_client_quotas as acq
 from trafka.codec.messages import k50_describe_user_scram_credentials as dusc
 from trafka.codec.messages import k51_alter_user_scram_credentials as ausc
 from trafka.codec.messages import k60_describe_cluster as dcl
@@ -91,6 +94,7 @@ from .group import (
     read_offset_fetch,
 )
 from .metadata import BrokerInfo, PartitionInfo, TopicInfo
+from .quotas import ClientQuotaAlteration, ClientQuotaEntity, ClientQuotaFilterComponent
 from .statistics import AdminStatistics
 from .transactions import TRANSACTION_KEY
 from .transport import COORDINATOR_BASE, BrokerConnection, Cluster
@@ -997,6 +1001,146 @@ class Admin:
             return out
 
         return await self._calls.run("delete_acls", timeout_ms, attempt)
+
+    # -- client quotas ----------------------------------------------------------------------
+
+    async def describe_client_quotas(
+        self,
+        components: Iterable[ClientQuotaFilterComponent] = (),
+        *,
+        strict: bool = False,
+        timeout_ms: int | None = None,
+    ) -> dict[ClientQuotaEntity, dict[str, float]]:
+        """The client quotas of the entities the filter matches (DescribeClientQuotas, KIP-546).
+
+        Args:
+            components: conditions on entity types, all of which an entity must
+                meet (see :class:`~trafka.sdk.ClientQuotaFilterComponent`); none
+                matches every entity that has quotas.
+            strict: only entities with no entity types besides the components'
+                (with no components: nothing).
+
+        Returns:
+            Each matching entity's quota keys and values, entities in order of
+            their types and names (defaults first).
+
+        Raises:
+            KafkaError: INVALID_REQUEST (a type named twice, ``ip`` with
+                ``user`` or ``client-id``...), UNSUPPORTED_VERSION (an unknown
+                entity type, as Kafka answers it), CLUSTER_AUTHORIZATION_FAILED
+                (the principal lacks DESCRIBE_CONFIGS on the cluster).
+            UnsupportedVersionError: the broker has no DescribeClientQuotas.
+        """
+        wanted = list(components)
+        req = dcq.DescribeClientQuotasRequest
+
+        async def attempt(deadline: float) -> dict[ClientQuotaEntity, dict[str, float]]:
+            conn = await self._cluster.any_connection()
+            body = req(
+                components=[
+                    req.ComponentData(
+                        entity_type=c.entity_type, match_type=c.match_type, match=c.match
+                    )
+                    for c in wanted
+                ],
+                strict=strict,
+            )
+            resp = await conn.request(48, body)
+            check(resp.error_code, "describing client quotas", resp.error_message, again=TRANSIENT)
+            found = {
+                ClientQuotaEntity((e.entity_type, e.entity_name) for e in entry.entity): {
+                    v.key: v.value for v in entry.values
+                }
+                for entry in resp.entries or ()
+            }
+            return {
+                e: dict(sorted(found[e].items()))
+                for e in sorted(found, key=ClientQuotaEntity.sort_key)
+            }
+
+        return await self._calls.run("describe_client_quotas", timeout_ms, attempt)
+
+    async def alter_client_quotas(
+        self,
+        alterations: Iterable[ClientQuotaAlteration],
+        *,
+        validate_only: bool = False,
+        timeout_ms: int | None = None,
+    ) -> None:
+        """Set and remove client quotas (AlterClientQuotas, KIP-546).
+
+        Each entity is changed on its own: one the broker refuses leaves the
+        others changed. An entity whose quotas are all removed is forgotten.
+
+        Args:
+            alterations: at most one per entity (merge an entity's ops into one).
+            validate_only: have the broker check the alterations, changing nothing.
+
+        Raises:
+            ValueError: an entity given twice.
+            KafkaError: for the first entity that failed, in the order given:
+                INVALID_REQUEST (an unknown key or one the entity does not take, a
+                value of the wrong kind, an invalid entity), CLUSTER_AUTHORIZATION_FAILED
+                (the principal lacks ALTER_CONFIGS on the cluster).
+            UnsupportedVersionError: the broker has no AlterClientQuotas.
+        """
+        wanted: dict[ClientQuotaEntity, ClientQuotaAlteration] = {}
+        for alt in alterations:
+            if alt.entity in wanted:
+                raise ValueError(f"client quota entity {alt.entity} given twice")
+            wanted[alt.entity] = alt
+        if not wanted:
+            return
+        req = acq.AlterClientQuotasRequest
+        pending = set(wanted)
+        failed: dict[ClientQuotaEntity, KafkaError] = {}
+        what = "altering the client quotas of"
+
+        async def attempt(deadline: float) -> None:
+            conn = await self._cluster.any_connection()
+            body = req(
+                entries=[
+                    req.EntryData(
+                        entity=[
+                            req.EntityData(entity_type=t, entity_name=n) for t, n in entity.entries
+                        ],
+                        ops=[
+                            req.OpData(key=k, value=0.0 if v is None else v, remove=v is None)
+                            for k, v in alt.ops.items()
+                        ],
+                    )
+                    for entity, alt in wanted.items()
+                    if entity in pending
+                ],
+                validate_only=validate_only,
+            )
+            resp = await conn.request(49, body)
+            retry: KafkaError | None = None
+            for entry in resp.entries:
+                entity = ClientQuotaEntity((e.entity_type, e.entity_name) for e in entry.entity)
+                if entity not in pending:
+                    continue
+                error = _partition_outcome(
+                    entry.error_code, entry.error_message, f"{what} {entity}"
+                )
+                if error is not None and error.code in TRANSIENT:
+                    retry = retry or error
+                    continue
+                pending.discard(entity)
+                if error is not None:
+                    failed[entity] = error
+            if retry is not None:
+                raise Again(retry)
+            for entity in pending:
+                failed[entity] = KafkaError(
+                    ErrorCode.UNKNOWN_SERVER_ERROR, f"{what} {entity}: no answer"
+                )
+            pending.clear()
+
+        await self._calls.run("alter_client_quotas", timeout_ms, attempt)
+        for entity in wanted:
+            if entity in failed:
+                raise failed[entity]
 
     # -- configs ----------------------------------------------------------------------------
 

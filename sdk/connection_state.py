@@ -25,11 +25,20 @@ Rules and invariants:
   of :meth:`data_to_send`).
 * Versions are chosen in one place, :func:`choose_version`: the highest version
   both the broker and :data:`CLIENT_VERSIONS` allow.
+* Quota throttling (KIP-219): a response with a positive ``throttle_time_ms``
+  is counted in the statistics whatever its API. When its API and version are
+  ones Kafka's clients throttle themselves for (:func:`client_throttles`), the
+  broker answered at once and will not read this connection's next request
+  before the throttle time has passed: :attr:`ConnectionState.throttled_until`
+  becomes the response's arrival plus that time (it never moves back). The
+  driver holds new requests until then; requests already in flight are not
+  affected. A response whose version lacks the field reads as 0.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections import deque
 from typing import Any
 
@@ -50,11 +59,13 @@ from .errors import ProtocolError, UsageError
 from .statistics import NodeCounters
 
 __all__ = [
+    "CLIENT_THROTTLE_VERSIONS",
     "CLIENT_VERSIONS",
     "ConnectionState",
     "InFlight",
     "Response",
     "choose_version",
+    "client_throttles",
 ]
 
 SOFTWARE_NAME = "trafka"
@@ -105,6 +116,8 @@ CLIENT_VERSIONS: dict[int, tuple[int, int]] = {
     44: (0, 1),  # IncrementalAlterConfigs
     45: (0, 0),  # AlterPartitionReassignments
     46: (0, 0),  # ListPartitionReassignments
+    48: (0, 1),  # DescribeClientQuotas
+    49: (0, 1),  # AlterClientQuotas
     60: (0, 1),  # DescribeCluster
     68: (0, 1),  # ConsumerGroupHeartbeat (KIP-848; from v1 the member names itself, KIP-1082)
     # Share groups (KIP-932): v1 is Kafka 4.1's first stable version (v0 was early
@@ -118,6 +131,75 @@ CLIENT_VERSIONS: dict[int, tuple[int, int]] = {
     91: (0, 0),  # AlterShareGroupOffsets
     92: (0, 0),  # DeleteShareGroupOffsets
 }
+
+
+# KIP-219: for the APIs older than it, the first version whose responses the
+# client must act on by throttling itself (from it on, a broker over a quota
+# answers at once and then stops reading the connection for the throttle time),
+# as Kafka's JSON specs say ("Starting in version N, on quota violation, brokers
+# send out responses before throttling") and Java's
+# AbstractResponse.shouldClientThrottle overrides keep. Every other API throttles
+# the client at each version whose response has a throttle_time_ms field: Java's
+# default since KAFKA-20828 (before it the default was "never", so older Java
+# clients ignored the throttle of OffsetForLeaderEpoch, DescribeCluster, the
+# client-quota, SCRAM and group-heartbeat APIs, relying on the broker's mute).
+CLIENT_THROTTLE_VERSIONS: dict[int, int] = {
+    0: 6,  # Produce
+    1: 8,  # Fetch
+    2: 3,  # ListOffsets
+    3: 6,  # Metadata
+    8: 4,  # OffsetCommit
+    9: 4,  # OffsetFetch
+    10: 2,  # FindCoordinator
+    11: 3,  # JoinGroup
+    12: 2,  # Heartbeat
+    13: 2,  # LeaveGroup
+    14: 2,  # SyncGroup
+    15: 2,  # DescribeGroups
+    16: 2,  # ListGroups
+    18: 2,  # ApiVersions
+    19: 3,  # CreateTopics
+    20: 2,  # DeleteTopics
+    21: 1,  # DeleteRecords
+    22: 1,  # InitProducerId
+    24: 1,  # AddPartitionsToTxn
+    25: 1,  # AddOffsetsToTxn
+    26: 1,  # EndTxn
+    28: 1,  # TxnOffsetCommit
+    29: 1,  # DescribeAcls
+    30: 1,  # CreateAcls
+    31: 1,  # DeleteAcls
+    32: 2,  # DescribeConfigs
+    33: 1,  # AlterConfigs
+    34: 1,  # AlterReplicaLogDirs
+    35: 1,  # DescribeLogDirs
+    37: 1,  # CreatePartitions
+    38: 1,  # CreateDelegationToken
+    39: 1,  # RenewDelegationToken
+    40: 1,  # ExpireDelegationToken
+    41: 1,  # DescribeDelegationToken
+    42: 1,  # DeleteGroups
+}
+
+_throttle_field: dict[tuple[int, int], bool] = {}
+
+
+def client_throttles(api_key: int, version: int) -> bool:
+    """Whether a response of ``api_key`` at ``version`` with a throttle time asks
+    the client to hold its next requests on the connection (KIP-219; see
+    :data:`CLIENT_THROTTLE_VERSIONS`)."""
+    first = CLIENT_THROTTLE_VERSIONS.get(api_key)
+    if first is not None:
+        return version >= first
+    known = _throttle_field.get((api_key, version))
+    if known is None:
+        try:
+            schema = api(api_key).module.RESPONSE_SCHEMAS[version]
+            known = any(name == "throttle_time_ms" for name, _ in schema.fields)
+        except (KeyError, UnsupportedVersionError):
+            known = False
+        _throttle_field[(api_key, version)] = known
+    return known
 
 
 def choose_version(
@@ -220,6 +302,11 @@ class ConnectionState:
         self._handshake_sent = False
         self._handshake_retried = False
         self._versions: dict[int, int] = {}
+        #: Until when (the driver's clock) the broker throttles this connection
+        #: and new requests must wait (KIP-219); ``-inf`` when it never did.
+        self.throttled_until = -math.inf
+        #: ``(api_key, version, throttle_ms)`` of the last throttled response.
+        self.last_throttle: tuple[int, int, int] = (-1, -1, 0)
 
     # -- state ---------------------------------------------------------------------
 
@@ -416,7 +503,19 @@ class ConnectionState:
             raise self._break(f"undecodable response: {exc}") from None
         self._in_flight.popleft()
         self.stats.answered(head.api_key, None if now is None else now - head.sent_at)
+        # The only cost per response when nobody is throttled: a read and a compare.
+        if getattr(body, "throttle_time_ms", 0) > 0:
+            self._throttled(head.api_key, head.api_version, body.throttle_time_ms, now)
         return Response(corr, head.api_key, head.api_version, body, head.cookie)
+
+    def _throttled(self, api_key: int, version: int, throttle_ms: int, now: float | None) -> None:
+        """A response said the broker throttles this client for ``throttle_ms``."""
+        self.stats.throttled(throttle_ms)
+        self.last_throttle = (api_key, version, throttle_ms)
+        if now is not None and client_throttles(api_key, version):
+            until = now + throttle_ms / 1000
+            if until > self.throttled_until:
+                self.throttled_until = until
 
     def _on_api_versions(self, frame: bytes, head: InFlight, now: float | None) -> Response | None:
         try:
@@ -447,6 +546,8 @@ class ConnectionState:
             return None
         if body.error_code:
             raise self._break(f"ApiVersions failed with error code {body.error_code}")
+        if getattr(body, "throttle_time_ms", 0) > 0:
+            self._throttled(18, head.api_version, body.throttle_time_ms, now)
         self.api_versions = table
         return Response(head.correlation_id, 18, head.api_version, body, head.cookie)
 

@@ -23,7 +23,10 @@ Rules:
   ``max.in.flight.requests.per.connection`` per broker. The response comes
   back to a completion called by the connection's reader: no task per request.
   Response handling (retries, metadata refresh, resolution) is in the
-  accumulator's terms.
+  accumulator's terms. A broker that throttles the connection for a quota
+  (KIP-219) gets no Produce until the throttle time has passed, as with Java's
+  producer: its batches stay in the accumulator (growing, within
+  ``delivery.timeout.ms``) and the sender wakes when the time is up.
 * The producer id, epoch and transactions are the
   :class:`~trafka.sdk.transactions.TransactionManager`'s decisions: the
   producer asks it for its next request (one at a time: written through a
@@ -55,6 +58,7 @@ Rules:
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
@@ -231,6 +235,8 @@ class Producer:
         self._wake = anyio.Event()
         self._memory = anyio.Event()
         self._node_in_flight: dict[int, int] = {}
+        # The earliest end of a broker's quota throttle that kept batches back.
+        self._throttle_wake = math.inf
         self._closed = False
         self._fatal: BaseException | None = None
         self._transactional = config.transactional_id is not None
@@ -891,8 +897,13 @@ class Producer:
                 md.add_topics(check.unknown_leaders)
                 md.request_update()
                 cluster.nudge()
+            self._throttle_wake = math.inf
             self._send_ready(now, check.nodes)
             wake_at = check.next_check
+            if self._throttle_wake < math.inf and (
+                wake_at is None or self._throttle_wake < wake_at
+            ):
+                wake_at = self._throttle_wake
             expiry = acc.next_expiry()
             if expiry is not None and (wake_at is None or expiry < wake_at):
                 wake_at = expiry
@@ -922,6 +933,11 @@ class Producer:
             conn = cluster.ready_connection(node)
             if conn is None:
                 cluster.connect_soon(node)
+                continue
+            if now < conn.throttled_until:
+                # KIP-219: the broker reads nothing more from us until then.
+                if conn.throttled_until < self._throttle_wake:
+                    self._throttle_wake = conn.throttled_until
                 continue
             # As many requests as the node may have in flight: a drain takes the
             # first batch of each partition only, and full batches queue behind it
@@ -958,7 +974,10 @@ class Producer:
     def _send_now(self) -> None:
         """Send what is ready at once, ahead of the sender loop (which still runs)."""
         now = anyio.current_time()
+        self._throttle_wake = math.inf
         self._send_ready(now, self._acc.ready(now, self._cluster.metadata.leader_for).nodes)
+        if self._throttle_wake < math.inf:
+            self._wake.set()  # the sender loop waits for the throttle's end
 
     def _produce(self, conn: BrokerConnection, batches: list[ProducerBatch]) -> None:
         """Write one Produce request; its outcome arrives through :class:`_ProduceCompletion`."""

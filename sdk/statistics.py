@@ -15,6 +15,11 @@ Rules:
 * A snapshot (:meth:`Producer.statistics` and the like) is a tree of frozen
   dataclasses copied at the moment of the call: it never changes afterwards and
   shares nothing with the client.
+* Quota throttling (KIP-219) is counted per broker from every response that
+  carries a positive ``throttle_time_ms``, whatever its API, as librdkafka's
+  ``throttle`` window and Java's ``throttle-time-avg``/``-max`` do (those two
+  average over every response; here the average is over the throttled ones,
+  which says how long a throttle lasts, and ``count`` says how often).
 * Brokers are keyed by node id. A client's separate coordinator connection to a
   node counts under that node; the bootstrap connections made before metadata
   names any node are under negative ids (``-1`` for the first bootstrap
@@ -38,6 +43,7 @@ __all__ = [
     "PartitionStatistics",
     "ProducerStatistics",
     "ShareConsumerStatistics",
+    "ThrottleStatistics",
     "TopicCounters",
     "TopicStatistics",
     "AdminStatistics",
@@ -51,6 +57,9 @@ class NodeCounters:
     """Totals for the connections of one connection id (kept across reconnects).
 
     ``apis`` maps an API key to ``[requests, responses, latency_total_s, latency_max_s]``.
+    ``throttles``, ``throttle_ms_total`` and ``throttle_ms_max`` count the
+    responses with a throttle time; ``throttle_held`` the requests the driver
+    held back for one.
     """
 
     __slots__ = (
@@ -63,6 +72,10 @@ class NodeCounters:
         "requests_failed",
         "requests_sent",
         "responses_received",
+        "throttle_held",
+        "throttle_ms_max",
+        "throttle_ms_total",
+        "throttles",
     )
 
     def __init__(self) -> None:
@@ -75,6 +88,10 @@ class NodeCounters:
         self.bytes_sent = 0
         self.bytes_received = 0
         self.apis: dict[int, list[float]] = {}
+        self.throttles = 0
+        self.throttle_ms_total = 0
+        self.throttle_ms_max = 0
+        self.throttle_held = 0
 
     def sent(self, api_key: int, size: int) -> None:
         """A request of ``size`` bytes was framed."""
@@ -97,6 +114,13 @@ class NodeCounters:
             entry[2] += latency
             if latency > entry[3]:
                 entry[3] = latency
+
+    def throttled(self, throttle_ms: int) -> None:
+        """A response carried a throttle time of ``throttle_ms`` (> 0)."""
+        self.throttles += 1
+        self.throttle_ms_total += throttle_ms
+        if throttle_ms > self.throttle_ms_max:
+            self.throttle_ms_max = throttle_ms
 
 
 class TopicCounters:
@@ -153,6 +177,29 @@ class ApiStatistics:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class ThrottleStatistics:
+    """Quota throttling by one broker (KIP-219), like librdkafka's ``throttle`` window.
+
+    Attributes:
+        count: responses that carried a throttle time (> 0), of any API.
+        total_ms: their throttle times added up.
+        avg_ms, max_ms: over those responses; None before the first.
+        requests_held: requests the client held back (queued, not failed) until
+            a throttle time had passed, as Kafka expects of a client for the
+            APIs and versions of
+            :func:`~trafka.sdk.connection_state.client_throttles`.
+        remaining_ms: how much longer new requests wait now (0: not throttled).
+    """
+
+    count: int
+    total_ms: int
+    avg_ms: float | None
+    max_ms: int | None
+    requests_held: int
+    remaining_ms: float
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class BrokerStatistics:
     """One broker, as this client saw it.
 
@@ -168,6 +215,7 @@ class BrokerStatistics:
             or the request timed out.
         bytes_sent, bytes_received: on the wire, frames included.
         apis: per API name (``"Produce"``, ``"Fetch"``...).
+        throttle: the broker's quota throttling of this client.
     """
 
     node_id: int
@@ -182,6 +230,7 @@ class BrokerStatistics:
     bytes_sent: int
     bytes_received: int
     apis: Mapping[str, ApiStatistics]
+    throttle: ThrottleStatistics
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -364,9 +413,14 @@ def _api_name(key: int) -> str:
 
 
 def broker_statistics(
-    node_id: int, counters: Iterable[NodeCounters], connected: bool, in_flight: int
+    node_id: int,
+    counters: Iterable[NodeCounters],
+    connected: bool,
+    in_flight: int,
+    throttle_remaining: float = 0.0,
 ) -> BrokerStatistics:
-    """One broker's snapshot from the counters of its connection ids."""
+    """One broker's snapshot from the counters of its connection ids
+    (``throttle_remaining``: seconds its live connections still hold requests)."""
     totals = NodeCounters()
     apis: dict[int, list[float]] = {}
     for c in counters:
@@ -378,6 +432,10 @@ def broker_statistics(
         totals.requests_failed += c.requests_failed
         totals.bytes_sent += c.bytes_sent
         totals.bytes_received += c.bytes_received
+        totals.throttles += c.throttles
+        totals.throttle_ms_total += c.throttle_ms_total
+        totals.throttle_ms_max = max(totals.throttle_ms_max, c.throttle_ms_max)
+        totals.throttle_held += c.throttle_held
         for key, (req, resp, total, most) in c.apis.items():
             entry = apis.setdefault(key, [0, 0, 0.0, 0.0])
             entry[0] += req
@@ -405,4 +463,12 @@ def broker_statistics(
             )
             for key, (req, resp, total, most) in sorted(apis.items())
         },
+        throttle=ThrottleStatistics(
+            count=totals.throttles,
+            total_ms=totals.throttle_ms_total,
+            avg_ms=totals.throttle_ms_total / totals.throttles if totals.throttles else None,
+            max_ms=totals.throttle_ms_max if totals.throttles else None,
+            requests_held=totals.throttle_held,
+            remaining_ms=max(0.0, throttle_remaining * 1000),
+        ),
     )

@@ -39,6 +39,15 @@ Rules:
   first, as the broker serves a connection's requests in order. A failed
   re-authentication fails the connection (and the held requests) like any
   connection failure.
+* Quota throttling (KIP-219): once a response says the broker throttles the
+  client, for an API and version whose clients throttle themselves
+  (:func:`~.connection_state.client_throttles`), new requests on that
+  connection are held, in order, until the throttle time after the response
+  has passed; a task waits for that moment and writes them. Requests in flight
+  are not affected, nothing fails, and SaslHandshake/SaslAuthenticate are never
+  held. Unthrottled, a request costs one comparison more. A broker throttling
+  the client is logged at INFO: the first time for a connection, then at most
+  once every 30 s.
 * An :class:`~.errors.AuthenticationError` from a connect is kept by the
   :class:`Cluster` (``auth_error``) until a connect succeeds; metadata waits
   and the consumer raise it instead of waiting out their timeouts.
@@ -146,6 +155,9 @@ async def _connect_socket(host: str, port: int) -> socket.socket:
 # What a non-blocking send or recv raises when it would block, TLS included.
 _WOULD_BLOCK = (BlockingIOError, ssl.SSLWantReadError, ssl.SSLWantWriteError)
 _SASL_APIS = frozenset({17, 36})  # SaslHandshake, SaslAuthenticate: never held
+# Seconds between two log lines about a connection's quota throttling.
+_THROTTLE_LOG_INTERVAL = 30.0
+_Held = tuple[int, Any, "Completion | None", "float | None", "int | None"]
 
 
 async def _tls_handshake(
@@ -227,9 +239,18 @@ class BrokerConnection:
         self._error: BaseException | None = None
         self._recv_scope: anyio.CancelScope | None = None
         self._closed = anyio.Event()
-        # While re-authenticating: the requests held until it is done, in order.
-        self._held: deque[tuple[int, Any, Completion | None, float | None, int | None]] | None
-        self._held = None
+        # Requests held, in order, while re-authenticating or throttled (KIP-219).
+        self._held: deque[_Held] = deque()
+        self._reauthenticating = False
+        # New requests are held until then: the throttle deadline, or +inf while
+        # anything is held or a re-authentication runs (one compare in send()).
+        self._hold_until = -math.inf
+        #: Until when (this driver's clock) the broker throttles this connection.
+        self.throttled_until = -math.inf
+        self._throttles_seen = 0  # the state's throttled responses acted upon
+        self._release_pending = False  # a task will write the held requests
+        self._throttle_logged_at = -math.inf
+        self._throttles_logged = 0
         self._task_group: anyio.abc.TaskGroup | None = None
         #: Completed re-authentications (KIP-368) of this connection.
         self.reauthentications = 0
@@ -276,6 +297,7 @@ class BrokerConnection:
             raise KafkaConnectionError(
                 f"cannot connect to {self.host}:{self.port}: {exc}"
             ) from None
+        self._task_group = task_group  # (a throttled handshake schedules a release)
         waiter = _Waiter()
         now = anyio.current_time()
         frame = self._state.handshake(now, self._config.request_timeout_ms / 1000, waiter)
@@ -290,7 +312,6 @@ class BrokerConnection:
             lifetime_ms = await authenticate(self, self._config)
         self._opened = True
         self.stats.connects += 1
-        self._task_group = task_group
         self._schedule_reauthentication(lifetime_ms)
 
     def _schedule_reauthentication(self, lifetime_ms: int) -> None:
@@ -309,7 +330,8 @@ class BrokerConnection:
             await self._closed.wait()
         if self._error is not None or self._sock is None:
             return
-        self._held = deque()
+        self._reauthenticating = True
+        self._hold_until = math.inf
         try:
             lifetime_ms = await authenticate(self, self._config)
         except TrafkaError as exc:
@@ -317,6 +339,7 @@ class BrokerConnection:
             self._fail(exc)
             return
         finally:
+            self._reauthenticating = False
             self._release_held()
         self.reauthentications += 1
         log.debug(
@@ -325,15 +348,75 @@ class BrokerConnection:
         self._schedule_reauthentication(lifetime_ms)
 
     def _release_held(self) -> None:
-        """Send the requests held during a re-authentication, in order."""
-        held, self._held = self._held, None
-        while held:
+        """Write the held requests, in order, unless a re-authentication or a
+        throttle still holds them (then whoever ends it calls this again)."""
+        held = self._held
+        while held and self._error is None and not self._reauthenticating:
+            now = anyio.current_time()
+            if now < self.throttled_until:
+                self._release_later()
+                break
             api_key, body, completion, timeout, version = held.popleft()
             try:
-                self.send(api_key, body, completion, timeout=timeout, version=version)
+                self._send_now(api_key, body, completion, timeout, version, now)
             except TrafkaError as exc:
                 if completion is not None:
                     completion.fail(exc)
+        self._update_hold()
+
+    def _update_hold(self) -> None:
+        if self._held or self._reauthenticating:
+            self._hold_until = math.inf
+        else:
+            self._hold_until = self.throttled_until
+
+    def _release_later(self) -> None:
+        """Have a task write the held requests once the throttle time has passed."""
+        if self._release_pending or self._task_group is None or self._error is not None:
+            return
+        self._release_pending = True
+        self._task_group.start_soon(
+            self._release_after_throttle, name=f"trafka throttle {self.host}:{self.port}"
+        )
+
+    async def _release_after_throttle(self) -> None:
+        try:
+            # The deadline may move on while this waits (another throttled answer).
+            while self._error is None and anyio.current_time() < self.throttled_until:
+                with anyio.CancelScope(deadline=self.throttled_until):
+                    await self._closed.wait()
+        finally:
+            self._release_pending = False
+        self._release_held()
+
+    def _throttle_news(self) -> None:
+        """Act on responses that said the broker throttles this client: move the
+        hold deadline, and log (rate-limited)."""
+        state = self._state
+        count = self.stats.throttles
+        self._throttles_seen = count
+        if state.throttled_until > self.throttled_until:
+            self.throttled_until = state.throttled_until
+            self._update_hold()
+        now = anyio.current_time()
+        if now - self._throttle_logged_at < _THROTTLE_LOG_INTERVAL:
+            return
+        api_key, version, throttle_ms = state.last_throttle
+        held = " (holding new requests until it has passed)" if self.throttled_until > now else ""
+        since = count - self._throttles_logged
+        log.info(
+            "node %s throttles this client for a quota: %d ms on API key %d v%d%s; "
+            "%d throttled response(s) %s",
+            self.node_id,
+            throttle_ms,
+            api_key,
+            version,
+            held,
+            since,
+            "so far" if self._throttles_logged == 0 else "since the last such line",
+        )
+        self._throttle_logged_at = now
+        self._throttles_logged = count
 
     def send(
         self,
@@ -347,7 +430,9 @@ class BrokerConnection:
         """Write a request now and report its response to ``completion`` later.
 
         The request is framed and handed to the socket (or queued behind
-        earlier frames) before this returns; nothing here waits. With
+        earlier frames) before this returns; nothing here waits. While the
+        connection re-authenticates or the broker throttles it (KIP-219), the
+        request is held instead, in order, and written when that ends. With
         ``completion=None`` no response is expected (Produce with acks=0).
 
         Raises:
@@ -358,10 +443,27 @@ class BrokerConnection:
             raise KafkaConnectionError(
                 f"connection to node {self.node_id} is closed"
             ) from self._error
-        if self._held is not None and api_key not in _SASL_APIS:
-            self._held.append((api_key, body, completion, timeout, version))
-            return
         now = anyio.current_time()
+        if now < self._hold_until and api_key not in _SASL_APIS:
+            self._held.append((api_key, body, completion, timeout, version))
+            self._hold_until = math.inf
+            if now < self.throttled_until:
+                self.stats.throttle_held += 1
+            if not self._reauthenticating:
+                self._release_later()
+            return
+        self._send_now(api_key, body, completion, timeout, version, now)
+
+    def _send_now(
+        self,
+        api_key: int,
+        body: Any,
+        completion: Completion | None,
+        timeout: float | None,
+        version: int | None,
+        now: float,
+    ) -> None:
+        """Frame and write a request (see :meth:`send`), holding or not."""
         t = self._config.request_timeout_ms / 1000 if timeout is None else timeout
         try:
             _, frame = self._state.send_request(
@@ -489,6 +591,7 @@ class BrokerConnection:
         if sock is None or self._error is not None:
             return
         state = self._state
+        stats = self.stats
         try:
             while self._error is None:
                 try:
@@ -499,7 +602,10 @@ class BrokerConnection:
                     raise anyio.EndOfStream
                 # As in _reader, which keeps its own copy of this loop: a call per
                 # chunk there measured up to 10% slower consumption.
-                for response in state.receive_data(data, anyio.current_time()):
+                responses = state.receive_data(data, anyio.current_time())
+                if stats.throttles != self._throttles_seen:
+                    self._throttle_news()  # before a completion may send more
+                for response in responses:
                     try:
                         response.cookie.resolve(response.body)
                     except Exception:  # a completion's bug must not kill the connection
@@ -514,6 +620,7 @@ class BrokerConnection:
         sock = self._sock
         assert sock is not None
         state = self._state
+        stats = self.stats
         recv = sock.recv
         tls = sock if isinstance(sock, ssl.SSLSocket) else None
         try:
@@ -525,7 +632,10 @@ class BrokerConnection:
                     continue
                 if not data:
                     raise anyio.EndOfStream
-                for response in state.receive_data(data, anyio.current_time()):
+                responses = state.receive_data(data, anyio.current_time())
+                if stats.throttles != self._throttles_seen:
+                    self._throttle_news()  # before a completion may send more
+                for response in responses:
                     try:
                         response.cookie.resolve(response.body)
                     except Exception:  # a completion's bug must not kill the connection
@@ -596,8 +706,8 @@ class BrokerConnection:
         self._error = error
         if self._opened:
             self.stats.disconnects += 1
-        held, self._held = self._held, None
-        for _, _, completion, _, _ in held or ():
+        held, self._held = self._held, deque()
+        for _, _, completion, _, _ in held:
             if completion is not None:
                 try:
                     completion.fail(error)
@@ -699,6 +809,7 @@ class Cluster:
             node = COORDINATOR_BASE - conn_id if conn_id > COORDINATOR_BASE // 2 else conn_id
             by_node.setdefault(node, []).append(conn_id)
         out: dict[int, BrokerStatistics] = {}
+        now = anyio.current_time()
         for node, ids in sorted(by_node.items()):
             live = [c for i in ids if (c := self.ready_connection(i)) is not None]
             out[node] = broker_statistics(
@@ -706,6 +817,7 @@ class Cluster:
                 (self._stats[i] for i in ids),
                 connected=bool(live),
                 in_flight=sum(c.in_flight for c in live),
+                throttle_remaining=max((c.throttled_until - now for c in live), default=0.0),
             )
         return out
 

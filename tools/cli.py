@@ -35,6 +35,7 @@ SUBCOMMANDS: dict[str, str] = {
     "transactions": "trafka.tools.cli_transactions:transactions_command",
     "users": "trafka.tools.cli_users:users_command",
     "acls": "trafka.tools.cli_acls:acls_command",
+    "quotas": "trafka.tools.cli_quotas:quotas_command",
 }
 
 

@@ -31,7 +31,7 @@ import click
 
 from trafka.codec import ErrorCode, KafkaError
 
-from .cli_client import _admin_options, _table, _with_admin
+from .cli_client import _admin_options, _run, _table, _with_admin
 
 __all__ = ["acls_command", "parse_operation"]
 
@@ -211,16 +211,7 @@ def _explained(exc: KafkaError, what: str, operation: str) -> click.ClickExcepti
 
 def _call(cfg: dict[str, Any], fn: Any, what: str, operation: str) -> Any:
     """Run ``fn(admin)``, explaining an authorizer's refusals."""
-    import trio
-
-    from trafka.codec import TrafkaError
-
-    try:
-        return trio.run(_with_admin, cfg, fn)
-    except KafkaError as exc:
-        raise _explained(exc, what, operation) from None
-    except TrafkaError as exc:
-        raise click.ClickException(str(exc)) from None
+    return _run(_with_admin, cfg, fn, explain=lambda exc: _explained(exc, what, operation))
 
 
 @click.group("acls")

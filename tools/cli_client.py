@@ -275,13 +275,20 @@ def _table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
 # -- running ------------------------------------------------------------------------------
 
 
-def _run(fn: Callable[..., Awaitable[T]], *args: Any) -> T:
-    """Run ``fn`` under trio; client errors become one-line click errors (exit 1)."""
+def _run(
+    fn: Callable[..., Awaitable[T]],
+    *args: Any,
+    explain: Callable[[KafkaError], click.ClickException] | None = None,
+) -> T:
+    """Run ``fn`` under trio; client errors become one-line click errors (exit 1),
+    a broker's refusal worded by ``explain`` when given."""
     import trio
 
     try:
         return trio.run(fn, *args)
     except KafkaError as exc:
+        if explain is not None:
+            raise explain(exc) from None
         name = exc.code.name if isinstance(exc.code, ErrorCode) else str(exc.code)
         raise click.ClickException(f"{name}: {exc}") from None
     except TrafkaError as exc:
