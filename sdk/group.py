@@ -228,6 +228,7 @@ class GroupDriver:
         else:
             self.machine = Membership(settings, anyio.current_time())
         self._wake = anyio.Event()
+        self._answered = anyio.Event()
         self._callbacks: deque[Revoke | Assign | Lose] = deque()
         self._callback_wake = anyio.Event()
         self._tg: anyio.abc.TaskGroup | None = None
@@ -295,6 +296,9 @@ class GroupDriver:
                 log.warning("final commit failed: %s", exc)
         if self.managed and machine.owned:
             await self._call_listener("on_partitions_revoked", set(machine.owned))
+        with anyio.move_on_after(self.config.request_timeout_ms / 1000):
+            while machine.heartbeat_in_flight:
+                await self._answered.wait()
         request = machine.leave(anyio.current_time()) if self.managed else None
         self.wake()
         if request is not None:
@@ -381,6 +385,8 @@ class GroupDriver:
         else:
             machine.on_response(request, version, body, anyio.current_time())
         self.wake()
+        answered, self._answered = self._answered, anyio.Event()
+        answered.set()
 
     async def _leader_metadata(self, topics: frozenset[str]) -> None:
         md = self.cluster.metadata

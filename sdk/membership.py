@@ -354,6 +354,13 @@ class Membership:
         assignments = {mid: encode_assignment(tps) for mid, tps in plan.items()}
         self._send_sync(assignments)
 
+    @property
+    def heartbeat_in_flight(self) -> bool:
+        """A heartbeat has been handed out and has neither an answer nor a failure yet:
+        the leave waits for it, so that it cannot reach the coordinator after the leave
+        (and, in the consumer protocol, join the member again)."""
+        return self._hb_in_flight
+
     def leave(self, now: float, reason: str = "closing") -> GroupRequest | None:
         """Stop being a member; the LeaveGroup to send, if any (static members send none)."""
         request = None

@@ -151,6 +151,7 @@ class ShareConsumer:
         self._data: anyio.Event
         self._net_wake: anyio.Event
         self._group_wake: anyio.Event
+        self._group_answered: anyio.Event
         self._tg: anyio.abc.TaskGroup | None = None
         self._cluster: Cluster | None = None
         self._membership: ShareMembership | None = None
@@ -200,6 +201,7 @@ class ShareConsumer:
         self._data = anyio.Event()
         self._net_wake = anyio.Event()
         self._group_wake = anyio.Event()
+        self._group_answered = anyio.Event()
         self._tg = tg
         self._cluster = Cluster(cfg, tg)
         self._membership = ShareMembership(
@@ -261,6 +263,9 @@ class ShareConsumer:
         with anyio.move_on_after(cfg.request_timeout_ms / 1000):
             while not fetcher.close_done:
                 await self._wait_data(math.inf)
+        with anyio.move_on_after(cfg.request_timeout_ms / 1000):
+            while membership.heartbeat_in_flight:
+                await self._group_answered.wait()
         request = membership.leave(anyio.current_time())
         self._closed = True
         self._data_arrived()
@@ -675,6 +680,8 @@ class ShareConsumer:
         else:
             membership.on_response(request, version, body, anyio.current_time())
         self._wake_group()
+        answered, self._group_answered = self._group_answered, anyio.Event()
+        answered.set()
 
     # -- the network task -----------------------------------------------------------------
 

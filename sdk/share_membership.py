@@ -232,8 +232,17 @@ class ShareMembership:
         self._polling = max(self._polling - 1, 0)
         self._last_poll = now
 
+    @property
+    def heartbeat_in_flight(self) -> bool:
+        """A heartbeat has been handed out and has neither an answer nor a failure yet."""
+        return self._in_flight is not None
+
     def leave(self, now: float) -> ShareGroupRequest | None:
-        """Stop being a member for good; the heartbeat (epoch -1) to send, if any."""
+        """Stop being a member for good; the heartbeat (epoch -1) to send, if any.
+
+        Send it only once :attr:`heartbeat_in_flight` is false, as Kafka's client
+        does: a heartbeat still on its way could otherwise reach the coordinator
+        after the leave and be answered as from an unknown member."""
         request = self._leave_request()
         self._lose()
         self.phase = Phase.CLOSED

@@ -282,6 +282,52 @@ def test_a_static_member_that_comes_back_gets_its_partitions_back(broker: Runnin
     anyio.run(main, backend="trio")
 
 
+def test_a_member_closed_while_its_join_is_on_its_way_leaves_the_group(
+    broker: RunningBroker,
+) -> None:
+    # The join heartbeat (epoch 0) has reached the coordinator but its answer is
+    # held on the way back when close() starts: the leave waits for that answer (it
+    # carries the epoch to leave with) and then takes the member out. Not waiting,
+    # there is no epoch to leave with, and the member would stay in the group until
+    # its session timed out.
+    servers, topic = broker.bootstrap_servers, "kip848-close-joining"
+
+    async def main() -> None:
+        await fill(servers, topic, range(3), 1)
+        async with open_consumer(**settings(servers, "g-closing")) as consumer:
+            cluster = consumer.cluster
+            plain = cluster.coordinator_connection
+            held = anyio.Event()
+
+            class SlowAnswer:
+                def __init__(self, conn: Any) -> None:
+                    self._conn = conn
+
+                def __getattr__(self, name: str) -> Any:
+                    return getattr(self._conn, name)
+
+                async def request(self, key: int, body: Any, **kw: Any) -> Any:
+                    answer = await self._conn.request(key, body, **kw)
+                    if key == 68 and not held.is_set():
+                        held.set()
+                        await anyio.sleep(0.5)
+                    return answer
+
+            async def slow_answers(coordinator: Any) -> Any:
+                return SlowAnswer(await plain(coordinator))
+
+            cluster.coordinator_connection = slow_answers  # type: ignore[method-assign]
+            consumer.subscribe([topic])
+            with anyio.fail_after(10):
+                while not held.is_set():
+                    await consumer.getmany(timeout_ms=10)
+        async with open_admin(bootstrap_servers=servers) as admin:
+            group = (await admin.describe_groups(["g-closing"]))["g-closing"]
+        assert group.group_type == "consumer" and group.members == ()
+
+    anyio.run(main, backend="trio")
+
+
 def _recorded(request: Any, sent: list[int]) -> Any:
     if request is not None:
         sent.append(request.build(1).member_epoch)

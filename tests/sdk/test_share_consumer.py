@@ -108,6 +108,33 @@ async def test_acknowledgements_ride_on_fetches_and_close_comes_before_leaving(
     assert order[-1] == (76, -1) and order.index((79, -1)) < len(order) - 1
 
 
+async def test_a_heartbeat_still_on_its_way_reaches_the_coordinator_before_the_leave(
+    broker: ShareScriptedBroker,
+) -> None:
+    # A heartbeat handed out just before close() waits for its connection; the leave
+    # must not overtake it (the coordinator would take the member as unknown).
+    async with open_share_consumer("q", **settings(broker)) as consumer:
+        with anyio.fail_after(10):
+            while not consumer.assignment():
+                await consumer.poll(timeout_ms=50)
+        cluster = consumer.cluster
+        plain = cluster.coordinator_connection
+        slow = [0.5]
+
+        async def slow_once(coordinator: Any) -> Any:
+            if slow:
+                await anyio.sleep(slow.pop())
+            return await plain(coordinator)
+
+        cluster.coordinator_connection = slow_once  # type: ignore[method-assign]
+        with anyio.fail_after(10):
+            while slow:  # the next heartbeat takes the slow path
+                await anyio.sleep(0.01)
+    beats = [(b.member_epoch, b.member_id) for k, _, b in broker.requests if k == 76]
+    assert beats[-1][0] == -1 and beats[-2][0] > 0
+    assert beats[-1][1] == beats[-2][1] and not broker.members
+
+
 async def test_two_members_never_get_the_same_record(broker: ShareScriptedBroker) -> None:
     await produce(broker, 40)
     seen: list[bytes] = []
