@@ -59,7 +59,8 @@ class NodeCounters:
     ``apis`` maps an API key to ``[requests, responses, latency_total_s, latency_max_s]``.
     ``throttles``, ``throttle_ms_total`` and ``throttle_ms_max`` count the
     responses with a throttle time; ``throttle_held`` the requests the driver
-    held back for one.
+    held back for one, ``throttle_expired`` those of them whose timeout passed
+    while held.
     """
 
     __slots__ = (
@@ -72,6 +73,7 @@ class NodeCounters:
         "requests_failed",
         "requests_sent",
         "responses_received",
+        "throttle_expired",
         "throttle_held",
         "throttle_ms_max",
         "throttle_ms_total",
@@ -92,6 +94,7 @@ class NodeCounters:
         self.throttle_ms_total = 0
         self.throttle_ms_max = 0
         self.throttle_held = 0
+        self.throttle_expired = 0
 
     def sent(self, api_key: int, size: int) -> None:
         """A request of ``size`` bytes was framed."""
@@ -188,6 +191,9 @@ class ThrottleStatistics:
             a throttle time had passed, as Kafka expects of a client for the
             APIs and versions of
             :func:`~trafka.sdk.connection_state.client_throttles`.
+        requests_expired: held requests whose timeout passed before the throttle
+            time did: each failed with ``RequestTimeoutError`` without being
+            sent (a Produce with acks=0 is dropped); the connection stays.
         remaining_ms: how much longer new requests wait now (0: not throttled).
     """
 
@@ -196,6 +202,7 @@ class ThrottleStatistics:
     avg_ms: float | None
     max_ms: int | None
     requests_held: int
+    requests_expired: int
     remaining_ms: float
 
 
@@ -436,6 +443,7 @@ def broker_statistics(
         totals.throttle_ms_total += c.throttle_ms_total
         totals.throttle_ms_max = max(totals.throttle_ms_max, c.throttle_ms_max)
         totals.throttle_held += c.throttle_held
+        totals.throttle_expired += c.throttle_expired
         for key, (req, resp, total, most) in c.apis.items():
             entry = apis.setdefault(key, [0, 0, 0.0, 0.0])
             entry[0] += req
@@ -469,6 +477,7 @@ def broker_statistics(
             avg_ms=totals.throttle_ms_total / totals.throttles if totals.throttles else None,
             max_ms=totals.throttle_ms_max if totals.throttles else None,
             requests_held=totals.throttle_held,
+            requests_expired=totals.throttle_expired,
             remaining_ms=max(0.0, throttle_remaining * 1000),
         ),
     )

@@ -44,8 +44,9 @@ Rules:
   (:func:`~.connection_state.client_throttles`), new requests on that
   connection are held, in order, until the throttle time after the response
   has passed; a task waits for that moment and writes them. Requests in flight
-  are not affected, nothing fails, and SaslHandshake/SaslAuthenticate are never
-  held. Unthrottled, a request costs one comparison more. A broker throttling
+  are not affected and SaslHandshake/SaslAuthenticate are never held. A held
+  request keeps its timeout, counted from when it was made: one still held when
+  it runs out fails with RequestTimeoutError, unsent (the connection stays). Unthrottled, a request costs one comparison more. A broker throttling
   the client is logged at INFO: the first time for a connection, then at most
   once every 30 s.
 * An :class:`~.errors.AuthenticationError` from a connect is kept by the
@@ -157,7 +158,9 @@ _WOULD_BLOCK = (BlockingIOError, ssl.SSLWantReadError, ssl.SSLWantWriteError)
 _SASL_APIS = frozenset({17, 36})  # SaslHandshake, SaslAuthenticate: never held
 # Seconds between two log lines about a connection's quota throttling.
 _THROTTLE_LOG_INTERVAL = 30.0
-_Held = tuple[int, Any, "Completion | None", "float | None", "int | None"]
+# api key, body, completion, version, and the deadline its timeout gives it (this
+# driver's clock, from when it was handed to send()).
+_Held = tuple[int, Any, "Completion | None", "int | None", float]
 
 
 async def _tls_handshake(
@@ -249,6 +252,7 @@ class BrokerConnection:
         self.throttled_until = -math.inf
         self._throttles_seen = 0  # the state's throttled responses acted upon
         self._release_pending = False  # a task will write the held requests
+        self._release_scope: anyio.CancelScope | None = None  # that task's wait
         self._throttle_logged_at = -math.inf
         self._throttles_logged = 0
         self._task_group: anyio.abc.TaskGroup | None = None
@@ -350,15 +354,17 @@ class BrokerConnection:
     def _release_held(self) -> None:
         """Write the held requests, in order, unless a re-authentication or a
         throttle still holds them (then whoever ends it calls this again)."""
+        self._expire_held(anyio.current_time())
         held = self._held
         while held and self._error is None and not self._reauthenticating:
             now = anyio.current_time()
             if now < self.throttled_until:
                 self._release_later()
                 break
-            api_key, body, completion, timeout, version = held.popleft()
+            api_key, body, completion, version, deadline = held.popleft()
             try:
-                self._send_now(api_key, body, completion, timeout, version, now)
+                # The time held counts against the request's timeout.
+                self._send_now(api_key, body, completion, deadline - now, version, now)
             except TrafkaError as exc:
                 if completion is not None:
                     completion.fail(exc)
@@ -381,13 +387,42 @@ class BrokerConnection:
 
     async def _release_after_throttle(self) -> None:
         try:
-            # The deadline may move on while this waits (another throttled answer).
-            while self._error is None and anyio.current_time() < self.throttled_until:
-                with anyio.CancelScope(deadline=self.throttled_until):
+            # The throttle deadline may move on while this waits (another throttled
+            # answer); a held request whose timeout passes first fails meanwhile.
+            while self._error is None:
+                now = anyio.current_time()
+                self._expire_held(now)
+                if now >= self.throttled_until or not self._held:
+                    break  # (a request held later starts another task)
+                wake = min([self.throttled_until, *(entry[4] for entry in self._held)])
+                with anyio.CancelScope(deadline=wake) as scope:
+                    self._release_scope = scope  # send() may bring the wake-up forward
                     await self._closed.wait()
         finally:
             self._release_pending = False
+            self._release_scope = None
         self._release_held()
+
+    def _expire_held(self, now: float) -> None:
+        """Fail the held requests whose timeout has passed: they were never sent,
+        so the connection stays (a request in flight that times out fails it)."""
+        expired = [entry for entry in self._held if entry[4] <= now]
+        if not expired:
+            return
+        self._held = deque(entry for entry in self._held if entry[4] > now)
+        self.stats.throttle_expired += len(expired)
+        for api_key, _, completion, _, _ in expired:
+            if completion is None:  # a Produce with acks=0: dropped, as acks=0 allows
+                continue
+            error = RequestTimeoutError(
+                f"node {self.node_id} throttles this client (KIP-219) until after the "
+                f"request's timeout: API key {api_key} was held, never sent"
+            )
+            try:
+                completion.fail(error)
+            except Exception:
+                log.exception("completion of a held request failed")
+        self._update_hold()
 
     def _throttle_news(self) -> None:
         """Act on responses that said the broker throttles this client: move the
@@ -445,7 +480,11 @@ class BrokerConnection:
             ) from self._error
         now = anyio.current_time()
         if now < self._hold_until and api_key not in _SASL_APIS:
-            self._held.append((api_key, body, completion, timeout, version))
+            t = self._config.request_timeout_ms / 1000 if timeout is None else timeout
+            self._held.append((api_key, body, completion, version, now + t))
+            scope = self._release_scope
+            if scope is not None and now + t < scope.deadline:
+                scope.deadline = now + t
             self._hold_until = math.inf
             if now < self.throttled_until:
                 self.stats.throttle_held += 1

@@ -35,6 +35,7 @@ from trafka.sdk.connection_state import (
     ConnectionState,
     client_throttles,
 )
+from trafka.sdk.errors import RequestTimeoutError
 from trafka.sdk.statistics import NodeCounters, broker_statistics
 from trafka.sdk.transport import Cluster
 
@@ -306,6 +307,63 @@ async def test_a_connection_closing_fails_its_held_requests(fake_broker: FakeBro
             assert len(seen) == 1  # the broker never saw the held request
             await conn.aclose()
         assert len(failure) == 1 and len(seen) == 1
+
+
+async def test_a_held_request_fails_at_its_timeout_and_the_connection_stays(
+    fake_broker: FakeBroker,
+) -> None:
+    # A throttle time longer than a request's timeout (a lying or badly configured
+    # broker: 2**31-1 ms is 24 days) must not make the request wait past it.
+    seen = throttling(fake_broker, 3, lambda n: 2**31 - 1 if n == 0 else 0)
+    async with connected(fake_broker, request_timeout_ms=300) as (cluster, conn):
+        await conn.request(3, md.MetadataRequest(topics=None))
+        started = anyio.current_time()
+        with pytest.raises(RequestTimeoutError, match="held, never sent"):
+            await conn.request(3, md.MetadataRequest(topics=None))
+        assert anyio.current_time() - started >= 0.3
+        with pytest.raises(RequestTimeoutError):
+            await conn.request(3, md.MetadataRequest(topics=None), timeout=0.05)
+        # Held behind one with a long timeout, a short one still fails at its own.
+        failed: list[str] = []
+
+        async def ask(name: str, timeout: float) -> None:
+            with pytest.raises(RequestTimeoutError):
+                await conn.request(3, md.MetadataRequest(topics=None), timeout=timeout)
+            failed.append(name)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(ask, "long", 1.0)
+            await anyio.wait_all_tasks_blocked()
+            tg.start_soon(ask, "short", 0.05)
+        assert failed == ["short", "long"]
+        stats = cluster.broker_statistics()[conn.node_id]
+        assert (stats.throttle.requests_held, stats.throttle.requests_expired) == (4, 4)
+        assert stats.connected and stats.disconnects == 0 and len(seen) == 1
+        # The connection still works once the throttle is over.
+        conn.throttled_until = anyio.current_time()
+        conn._update_hold()
+        answer = await conn.request(3, md.MetadataRequest(topics=None))
+        assert answer.throttle_time_ms == 0 and len(seen) == 2
+
+
+async def test_the_time_held_counts_against_the_request_timeout(fake_broker: FakeBroker) -> None:
+    # Held 250 ms of a 400 ms timeout, then sent to a broker that takes 300 ms to
+    # answer: the request times out 400 ms after it was made, not 650.
+    seen = throttling(fake_broker, 3, lambda n: 250 if n == 0 else 0)
+    answer_plain = fake_broker.handlers[3]
+
+    async def slow_second(header: Any, body: Any) -> Any:
+        if len(seen) == 1:
+            await anyio.sleep(0.3)
+        return answer_plain(header, body)
+
+    fake_broker.handlers[3] = slow_second
+    async with connected(fake_broker, request_timeout_ms=400) as (_, conn):
+        await conn.request(3, md.MetadataRequest(topics=None))
+        started = anyio.current_time()
+        with pytest.raises(RequestTimeoutError):
+            await conn.request(3, md.MetadataRequest(topics=None))
+        assert anyio.current_time() - started < 0.55
 
 
 async def test_a_throttle_is_logged_once_not_per_response(
