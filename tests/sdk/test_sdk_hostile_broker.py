@@ -46,6 +46,7 @@ if _BROKER_TESTS not in sys.path:
     sys.path.insert(0, _BROKER_TESTS)
 
 from brokerlite_faultproxy import Action, FaultPlan, FaultProxy  # noqa: E402
+from task_dump import dump_after  # noqa: E402
 
 CASES = int(os.environ.get("TRAFKA_HOSTILE_CASES", "24"))
 TOPIC = "hostile"
@@ -281,19 +282,28 @@ def test_the_sdk_survives_rewritten_answers(hostile: Hostile, case: int) -> None
     backend = "trio" if case % 2 == 0 else "asyncio"
     hostile.crashes.records.clear()
 
+    stacks: list[str] = []
+
     async def run() -> bool:
         with anyio.move_on_after(40) as scope:  # the scenarios' timeouts are a few seconds
-            await scenario(hostile.bootstrap, rnd)
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(dump_after, 39, stacks)  # where the client hangs, if it does
+                try:
+                    await scenario(hostile.bootstrap, rnd)
+                except TrafkaError:
+                    pass  # a clear error is a right answer to a lying broker
+                tg.cancel_scope.cancel()
         return scope.cancelled_caught
 
     what = f"{scenario.__name__} (case {case}, {backend})"
     try:
         hung = anyio.run(run, backend=backend)
-    except TrafkaError:
-        hung = False  # a clear error is a right answer to a lying broker
     except Exception as exc:  # anything else is the bug this test is for
         raise AssertionError(f"{what} raised {type(exc).__name__}: {exc}") from exc
-    assert not hung, f"{what} did not end: a client wait is not bounded by its timeouts"
+    assert not hung, (
+        f"{what} did not end: a client wait is not bounded by its timeouts; "
+        f"its tasks waited here:\n{''.join(stacks)}"
+    )
     crashed = [
         f"{r.getMessage()}: {r.exc_info[1]!r}" for r in hostile.crashes.records if r.exc_info
     ]
