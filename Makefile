@@ -43,8 +43,12 @@ typecheck: $(STAMP)
 	@for d in codec sdk brokerlite proxy discovery spark tools; do ln -sfn ../../../$$d $(MYPY_SRC)/trafka/$$d; done
 	MYPYPATH=$(MYPY_SRC) $(VENV)/bin/mypy --explicit-package-bases -p trafka.codec -p trafka.sdk -p trafka.brokerlite -p trafka.proxy -p trafka.discovery -p trafka.spark -p trafka.tools
 
+# The suite mostly waits (brokers, timeouts, real clients), so it runs in 4
+# pytest-xdist workers even on 2 cores; a file's tests stay together in one.
+# `make pytest PYTEST_WORKERS=0` runs it in this process alone.
+PYTEST_WORKERS ?= 4
 pytest: $(STAMP) system-deps
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q $(if $(filter 0,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS) --dist loadfile)
 
 docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict -q -d site
