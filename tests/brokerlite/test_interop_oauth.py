@@ -97,6 +97,79 @@ def test_confluent_kafka_with_unsecured_jwts(broker: RunningBroker) -> None:
         consumer.close()
 
 
+# Tokens of 10 s: librdkafka takes a new one at 80% of the lifetime, so a
+# connection that re-authenticated just before with the old one holds a session
+# of at least 2 s. Much shorter tokens can leave a session under a second, and a
+# connection may not re-authenticate twice within a second (Kafka's rule, which
+# brokerlite keeps): it would be refused and its session would expire.
+@pytest.mark.parametrize(
+    ("reauth_ms", "token_seconds", "wanted"),
+    [(1500, 3600, 8), (0, 10, 4)],
+    ids=["connections.max.reauth.ms", "token-lifetime"],
+)
+def test_librdkafka_reauthenticates_oauthbearer_sessions(
+    tmp_path: Path, reauth_ms: int, token_seconds: int, wanted: int
+) -> None:
+    """KIP-368 with OAUTHBEARER: a session ends at the broker's
+    ``connections.max.reauth.ms`` or at the token's ``exp``, whichever comes
+    first. librdkafka refreshes its token when it has to and re-authenticates
+    each connection in place before its session ends: records keep flowing both
+    ways, and the broker never closes a connection for an expired session."""
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    with broker_in_thread(
+        port=0,
+        host="127.0.0.1",
+        data_dir=tmp_path / "data",
+        security_protocol="SASL_PLAINTEXT",
+        sasl_enabled_mechanisms="OAUTHBEARER",
+        connections_max_reauth_ms=reauth_ms,
+        group_initial_rebalance_delay_ms=0,
+    ) as running:
+        core, topic = running.broker, "oauth-reauth"
+        errors: list[Any] = []
+        conf = _confluent(
+            running.bootstrap_servers,
+            **{
+                "enable.sasl.oauthbearer.unsecure.jwt": True,
+                "sasl.oauthbearer.config": f"principal=alice lifeSeconds={token_seconds}",
+                "error_cb": errors.append,
+            },
+        )
+        producer = Producer({**conf, "linger.ms": 5})
+        consumer = Consumer({**conf, "group.id": "oauth-reauth-g"})
+        sent: list[bytes] = []
+        got: list[bytes] = []
+
+        def take(timeout: float) -> None:
+            msg = consumer.poll(timeout)
+            if msg is not None:
+                assert msg.error() is None, msg.error()
+                got.append(msg.value())
+
+        try:
+            producer.produce(topic, b"first")
+            assert producer.flush(30) == 0, errors
+            sent.append(b"first")
+            consumer.assign([TopicPartition(topic, 0, 0)])
+            deadline = time.monotonic() + 60
+            # Each client's connections re-authenticate several times meanwhile.
+            while core.sasl_reauthentications < wanted and time.monotonic() < deadline:
+                value = b"v%d" % len(sent)
+                producer.produce(topic, value)
+                assert producer.flush(10) == 0, errors
+                sent.append(value)
+                take(0.2)
+            while len(got) < len(sent) and time.monotonic() < deadline:
+                take(0.2)
+        finally:
+            consumer.close()
+        assert core.sasl_reauthentications >= wanted, errors
+        assert core.sasl_sessions_expired == 0
+        assert got == sent
+        assert not errors, errors
+
+
 def _refused_by_librdkafka(bs: str, token: str) -> str:
     from confluent_kafka import KafkaError, Producer
 
