@@ -25,6 +25,7 @@ from typing import Any
 
 import anyio
 import pytest
+from reauth_flow import records_flow_while_reauthenticating
 
 from trafka.brokerlite import RunningBroker, broker_in_thread
 from trafka.codec.oauthbearer import unsecured_token
@@ -115,7 +116,7 @@ def test_librdkafka_reauthenticates_oauthbearer_sessions(
     first. librdkafka refreshes its token when it has to and re-authenticates
     each connection in place before its session ends: records keep flowing both
     ways, and the broker never closes a connection for an expired session."""
-    from confluent_kafka import Consumer, Producer, TopicPartition
+    from confluent_kafka import Consumer, Producer
 
     with broker_in_thread(
         port=0,
@@ -126,7 +127,6 @@ def test_librdkafka_reauthenticates_oauthbearer_sessions(
         connections_max_reauth_ms=reauth_ms,
         group_initial_rebalance_delay_ms=0,
     ) as running:
-        core, topic = running.broker, "oauth-reauth"
         errors: list[Any] = []
         conf = _confluent(
             running.bootstrap_servers,
@@ -138,36 +138,9 @@ def test_librdkafka_reauthenticates_oauthbearer_sessions(
         )
         producer = Producer({**conf, "linger.ms": 5})
         consumer = Consumer({**conf, "group.id": "oauth-reauth-g"})
-        sent: list[bytes] = []
-        got: list[bytes] = []
-
-        def take(timeout: float) -> None:
-            msg = consumer.poll(timeout)
-            if msg is not None:
-                assert msg.error() is None, msg.error()
-                got.append(msg.value())
-
-        try:
-            producer.produce(topic, b"first")
-            assert producer.flush(30) == 0, errors
-            sent.append(b"first")
-            consumer.assign([TopicPartition(topic, 0, 0)])
-            deadline = time.monotonic() + 60
-            # Each client's connections re-authenticate several times meanwhile.
-            while core.sasl_reauthentications < wanted and time.monotonic() < deadline:
-                value = b"v%d" % len(sent)
-                producer.produce(topic, value)
-                assert producer.flush(10) == 0, errors
-                sent.append(value)
-                take(0.2)
-            while len(got) < len(sent) and time.monotonic() < deadline:
-                take(0.2)
-        finally:
-            consumer.close()
-        assert core.sasl_reauthentications >= wanted, errors
-        assert core.sasl_sessions_expired == 0
-        assert got == sent
-        assert not errors, errors
+        records_flow_while_reauthenticating(
+            running.broker, producer, consumer, "oauth-reauth", wanted, errors
+        )
 
 
 def _refused_by_librdkafka(bs: str, token: str) -> str:

@@ -31,6 +31,7 @@ import trio
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from kafka import KafkaConsumer, KafkaProducer
 from kafka.errors import KafkaTimeoutError
+from reauth_flow import records_flow_while_reauthenticating
 
 from trafka.brokerlite import broker_in_thread
 from trafka.brokerlite.broker import Broker
@@ -547,37 +548,10 @@ def test_confluent_kafka_reauthenticates_in_place(
         sasl_users=USERS,
         connections_max_reauth_ms=1500,
     ):
-        core = running.broker
         config = librdkafka_config(running, mechanism=mechanism)
         errors: list[Any] = []
         producer = Producer({**config, "linger.ms": 5, "error_cb": errors.append})
         consumer = Consumer({**config, "group.id": f"{topic_name}-g", "error_cb": errors.append})
-        sent: list[bytes] = []
-        got: list[bytes] = []
-        try:
-            producer.produce(topic_name, b"first")
-            assert producer.flush(30) == 0, errors
-            sent.append(b"first")
-            consumer.assign([TopicPartition(topic_name, 0, 0)])
-            deadline = time.monotonic() + 60
-            # Both clients' connections re-authenticate several times meanwhile.
-            while core.sasl_reauthentications < 8 and time.monotonic() < deadline:
-                value = b"v%d" % len(sent)
-                producer.produce(topic_name, value)
-                assert producer.flush(10) == 0, errors
-                sent.append(value)
-                msg = consumer.poll(0.2)
-                if msg is not None:
-                    assert msg.error() is None, msg.error()
-                    got.append(msg.value())
-            while len(got) < len(sent) and time.monotonic() < deadline:
-                msg = consumer.poll(0.2)
-                if msg is not None:
-                    assert msg.error() is None, msg.error()
-                    got.append(msg.value())
-        finally:
-            consumer.close()
-        assert core.sasl_reauthentications >= 8, errors
-        assert core.sasl_sessions_expired == 0
-        assert got == sent
-        assert not errors, errors
+        records_flow_while_reauthenticating(
+            running.broker, producer, consumer, topic_name, 8, errors
+        )
