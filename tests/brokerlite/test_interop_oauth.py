@@ -41,13 +41,22 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 
 
-@pytest.fixture(scope="module")
-def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningBroker]:
-    with broker_in_thread(
+def oauth_broker(data_dir: Path, **settings: Any) -> Any:
+    """brokerlite on 127.0.0.1 with a SASL_PLAINTEXT listener taking OAUTHBEARER
+    (``settings`` add to or override that)."""
+    return broker_in_thread(
         port=0,
         host="127.0.0.1",
-        data_dir=tmp_path_factory.mktemp("oauth"),
+        data_dir=data_dir,
         security_protocol="SASL_PLAINTEXT",
+        **{"sasl_enabled_mechanisms": "OAUTHBEARER", **settings},
+    )
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningBroker]:
+    with oauth_broker(
+        tmp_path_factory.mktemp("oauth"),
         sasl_enabled_mechanisms="OAUTHBEARER,SCRAM-SHA-256",
         sasl_users="scram-user:scram-secret",
         sasl_oauthbearer_required_scopes="kafka",
@@ -118,12 +127,8 @@ def test_librdkafka_reauthenticates_oauthbearer_sessions(
     ways, and the broker never closes a connection for an expired session."""
     from confluent_kafka import Consumer, Producer
 
-    with broker_in_thread(
-        port=0,
-        host="127.0.0.1",
-        data_dir=tmp_path / "data",
-        security_protocol="SASL_PLAINTEXT",
-        sasl_enabled_mechanisms="OAUTHBEARER",
+    with oauth_broker(
+        tmp_path / "data",
         connections_max_reauth_ms=reauth_ms,
         group_initial_rebalance_delay_ms=0,
     ) as running:
@@ -541,12 +546,8 @@ def test_signed_tokens_checked_against_a_rotating_key_set(tmp_path: Path) -> Non
     old, new = SigningKey("2025", "RS256"), SigningKey("2026", "ES256")
     endpoint = _JwksEndpoint(jwks(old))
     try:
-        with broker_in_thread(
-            port=0,
-            host="127.0.0.1",
-            data_dir=tmp_path / "data",
-            security_protocol="SASL_PLAINTEXT",
-            sasl_enabled_mechanisms="OAUTHBEARER",
+        with oauth_broker(
+            tmp_path / "data",
             sasl_oauthbearer_jwks_endpoint_url=endpoint.url,
             sasl_oauthbearer_jwks_endpoint_refresh_ms=100,
             sasl_oauthbearer_expected_issuer=ISSUER,
@@ -595,22 +596,12 @@ def test_a_key_set_from_a_file_and_one_that_cannot_be_read(tmp_path: Path) -> No
     key = SigningKey("file-key", "PS256")
     path = tmp_path / "jwks.json"
     path.write_text(json.dumps(jwks(key)))
-    common = {
-        "port": 0,
-        "host": "127.0.0.1",
-        "security_protocol": "SASL_PLAINTEXT",
-        "sasl_enabled_mechanisms": "OAUTHBEARER",
-    }
-    with broker_in_thread(
-        data_dir=tmp_path / "a", sasl_oauthbearer_jwks_endpoint_url=path.as_uri(), **common
-    ) as running:
+    with oauth_broker(tmp_path / "a", sasl_oauthbearer_jwks_endpoint_url=path.as_uri()) as running:
         assert anyio.run(_produce_with, running.bootstrap_servers, _signed(key)) >= 0
     # A key set that cannot be read: the broker serves, and refuses every token.
     missing = (tmp_path / "nowhere.json").as_uri()
     with (
-        broker_in_thread(
-            data_dir=tmp_path / "b", sasl_oauthbearer_jwks_endpoint_url=missing, **common
-        ) as running,
+        oauth_broker(tmp_path / "b", sasl_oauthbearer_jwks_endpoint_url=missing) as running,
         pytest.raises(AuthenticationError, match="no key"),
     ):
         anyio.run(_produce_with, running.bootstrap_servers, _signed(key))
