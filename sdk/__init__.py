@@ -45,6 +45,7 @@ from .acls import (
 from .admin import (
     Admin,
     ClusterDescription,
+    FeatureMetadata,
     GroupDescription,
     GroupListing,
     LogDirDescription,
@@ -154,6 +155,7 @@ __all__ = [
     "ClientQuotaEntity",
     "ClientQuotaFilterComponent",
     "ClusterDescription",
+    "FeatureMetadata",
     "CommitFailedError",
     "ConfigError",
     "Consumer",

@@ -42,6 +42,7 @@ import anyio.abc
 from trafka.codec import ErrorCode, KafkaError, TrafkaError, UnsupportedVersionError, api
 from trafka.codec.messages import k15_describe_groups as dg
 from trafka.codec.messages import k16_list_groups as lgr
+from trafka.codec.messages import k18_api_versions as av
 from trafka.codec.messages import k19_create_topics as ct
 from trafka.codec.messages import k20_delete_topics as dt
 from trafka.codec.messages import k21_delete_records as dr
@@ -85,6 +86,7 @@ from .acls import AclBinding, AclBindingFilter
 from .assignors import decode_assignment
 from .calls import TRANSIENT, Again, Calls, again_if_transient, check
 from .config import AdminConfig, make_config
+from .connection_state import SOFTWARE_NAME, SOFTWARE_VERSION
 from .fetcher import EARLIEST, LATEST, TopicPartition, build_list_offsets, parse_list_offsets
 from .group import (
     find_coordinator,
@@ -102,6 +104,7 @@ from .transport import COORDINATOR_BASE, BrokerConnection, Cluster
 __all__ = [
     "Admin",
     "ClusterDescription",
+    "FeatureMetadata",
     "GroupDescription",
     "GroupListing",
     "LIVE_TRANSACTION_STATES",
@@ -141,6 +144,25 @@ class ClusterDescription:
     cluster_id: str | None
     controller_id: int
     brokers: tuple[BrokerInfo, ...]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class FeatureMetadata:
+    """The feature levels (KIP-584) one broker reports in ApiVersions v3+.
+
+    Attributes:
+        finalized: feature name -> ``(min, max)`` level the cluster runs now
+            (Kafka 3.3+ reports ``min`` as the ``max``'s floor, often equal to it).
+        finalized_epoch: the epoch of those levels; None when the broker reports
+            none (-1).
+        supported: feature name -> ``(min, max)`` levels the broker can run.
+
+    A broker older than ApiVersions v3 (Kafka 2.7) knows no features: all empty.
+    """
+
+    finalized: dict[str, tuple[int, int]]
+    finalized_epoch: int | None
+    supported: dict[str, tuple[int, int]]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -530,6 +552,32 @@ class Admin:
             return ClusterDescription(md.cluster_id, md.controller_id, tuple(md.brokers.values()))
 
         return await self._calls.run("describe_cluster", timeout_ms, attempt)
+
+    async def describe_features(self, *, timeout_ms: int | None = None) -> FeatureMetadata:
+        """The supported and finalized feature levels (KIP-584), from one broker's
+        ApiVersions (as Java's ``Admin.describeFeatures``)."""
+
+        async def attempt(deadline: float) -> FeatureMetadata:
+            conn = await self._cluster.any_connection()
+            if conn.version_for(18) < 3:
+                return FeatureMetadata({}, None, {})
+            resp = await conn.request(
+                18,
+                av.ApiVersionsRequest(
+                    client_software_name=SOFTWARE_NAME, client_software_version=SOFTWARE_VERSION
+                ),
+            )
+            check(resp.error_code, "ApiVersions", again=TRANSIENT)
+            return FeatureMetadata(
+                {
+                    f.name: (f.min_version_level, f.max_version_level)
+                    for f in resp.finalized_features or ()
+                },
+                None if resp.finalized_features_epoch < 0 else resp.finalized_features_epoch,
+                {f.name: (f.min_version, f.max_version) for f in resp.supported_features or ()},
+            )
+
+        return await self._calls.run("describe_features", timeout_ms, attempt)
 
     async def list_topics(
         self, *, include_internal: bool = False, timeout_ms: int | None = None

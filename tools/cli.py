@@ -31,6 +31,7 @@ SUBCOMMANDS: dict[str, str] = {
     "consume": "trafka.tools.cli_client:consume_command",
     "share-consume": "trafka.tools.cli_share:share_consume_command",
     "topics": "trafka.tools.cli_client:topics_command",
+    "features": "trafka.tools.cli_client:features_command",
     "groups": "trafka.tools.cli_client:groups_command",
     "transactions": "trafka.tools.cli_transactions:transactions_command",
     "users": "trafka.tools.cli_users:users_command",

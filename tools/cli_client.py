@@ -1031,6 +1031,61 @@ def topics_describe(cfg: dict[str, Any], names: tuple[str, ...], as_json: bool) 
         )
 
 
+# -- features -----------------------------------------------------------------------------
+
+
+def _level_range(levels: tuple[int, int] | None) -> str | None:
+    if levels is None:
+        return None
+    low, high = levels
+    return str(high) if low == high else f"{low}-{high}"
+
+
+@click.command("features")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@_admin_options
+def features_command(cfg: dict[str, Any], as_json: bool) -> None:
+    """Describe the cluster's feature levels (KIP-584).
+
+    As kafka-features.sh describe: the levels a broker supports, those the
+    cluster has finalized, and the epoch of the finalized ones."""
+
+    async def run(admin: Any) -> Any:
+        return await admin.describe_features()
+
+    found = _run(_with_admin, cfg, run)
+    names = sorted(set(found.supported) | set(found.finalized))
+    if as_json:
+        click.echo(
+            json.dumps(
+                {
+                    "finalized_epoch": found.finalized_epoch,
+                    "features": {
+                        name: {
+                            "supported": found.supported.get(name),
+                            "finalized": found.finalized.get(name),
+                        }
+                        for name in names
+                    },
+                }
+            )
+        )
+        return
+    if not names:
+        click.echo("the broker reports no features (it predates KIP-584)", err=True)
+        return
+    rows = [
+        (
+            name,
+            _level_range(found.supported.get(name)),
+            _level_range(found.finalized.get(name)),
+            found.finalized_epoch if name in found.finalized else None,
+        )
+        for name in names
+    ]
+    click.echo(_table(["FEATURE", "SUPPORTED", "FINALIZED", "EPOCH"], rows))
+
+
 # -- groups -------------------------------------------------------------------------------
 
 
