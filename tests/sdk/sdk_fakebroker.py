@@ -49,6 +49,9 @@ class FakeBroker:
     open_connections: int = 0
     #: Called with each request's API key before its handler (e.g. to check state).
     before: Callable[[int], None] | None = None
+    #: What handlers raised: the connection was closed, and :func:`serving` fails
+    #: the test with the first of them when its block ends.
+    handler_errors: list[BaseException] = dataclasses.field(default_factory=list)
 
     def topic_id(self, name: str) -> uuid.UUID:
         return uuid.uuid5(uuid.NAMESPACE_URL, f"fake-broker/{name}")
@@ -220,9 +223,16 @@ class FakeBroker:
                         handler = self.handler_for(key)
                         if handler is None:
                             return
-                        response = handler(header, body)
-                        if hasattr(response, "__await__"):
-                            response = await response
+                        try:
+                            response = handler(header, body)
+                            if hasattr(response, "__await__"):
+                                response = await response
+                        except Exception as exc:
+                            # A bug in a test's handler: not a broker behaviour to
+                            # test. Close this connection (the server goes on) and
+                            # fail the test when the broker stops.
+                            self.handler_errors.append(exc)
+                            return
                         if response == "close":
                             return
                         if response is None:
@@ -250,3 +260,6 @@ async def serving(broker: _B) -> AsyncIterator[_B]:
         tg.start_soon(listener.serve, broker.serve)
         yield broker
         tg.cancel_scope.cancel()
+    if broker.handler_errors:
+        first = broker.handler_errors[0]
+        raise AssertionError(f"a handler of the fake broker raised {first!r}") from first
