@@ -46,9 +46,10 @@ Rules:
   has passed; a task waits for that moment and writes them. Requests in flight
   are not affected and SaslHandshake/SaslAuthenticate are never held. A held
   request keeps its timeout, counted from when it was made: one still held when
-  it runs out fails with RequestTimeoutError, unsent (the connection stays). Unthrottled, a request costs one comparison more. A broker throttling
-  the client is logged at INFO: the first time for a connection, then at most
-  once every 30 s.
+  it runs out fails with RequestTimeoutError, unsent (the connection stays).
+  Unthrottled, a request costs one comparison more. A broker throttling the
+  client is logged at INFO: the first time for a connection, then at most once
+  every 30 s.
 * An :class:`~.errors.AuthenticationError` from a connect is kept by the
   :class:`Cluster` (``auth_error``) until a connect succeeds; metadata waits
   and the consumer raise it instead of waiting out their timeouts.
@@ -411,12 +412,16 @@ class BrokerConnection:
             return
         self._held = deque(entry for entry in self._held if entry[4] > now)
         self.stats.throttle_expired += len(expired)
+        why = (
+            f"node {self.node_id} throttles this client (KIP-219)"
+            if now < self.throttled_until
+            else "the connection was re-authenticating"
+        )
         for api_key, _, completion, _, _ in expired:
             if completion is None:  # a Produce with acks=0: dropped, as acks=0 allows
                 continue
             error = RequestTimeoutError(
-                f"node {self.node_id} throttles this client (KIP-219) until after the "
-                f"request's timeout: API key {api_key} was held, never sent"
+                f"API key {api_key} was held past its timeout and never sent: {why}"
             )
             try:
                 completion.fail(error)
