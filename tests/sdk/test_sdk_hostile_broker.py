@@ -4,8 +4,8 @@ brokerlite serves behind the fault proxy of ``tests/brokerlite``, which here
 decodes some responses, changes some of their values (error codes, numbers at
 their edges, strings, list lengths, record bytes) and encodes them again. Each
 case runs one scenario (producing, transactions, a group consumer, a manual
-consumer, admin calls) with short timeouts, and checks what a user may rely on
-whatever a broker says:
+consumer, admin calls, a share consumer) with short timeouts, and checks what a
+user may rely on whatever a broker says:
 
 * the call returns or raises one of trafka's errors (:class:`TrafkaError`),
   never a bare IndexError, KeyError, TypeError, AttributeError...;
@@ -38,6 +38,7 @@ from trafka.codec import ErrorCode
 from trafka.codec.protocol import decode_response, encode_response
 from trafka.sdk import NewTopic, TopicPartition, open_admin, open_consumer, open_producer
 from trafka.sdk.errors import TrafkaError
+from trafka.sdk.share_consumer import AcknowledgeType, open_share_consumer
 from trafka.sdk.transactions import TxnState
 
 # The fault proxy lives with the broker tests.
@@ -221,7 +222,32 @@ async def administering(bootstrap: str, rnd: random.Random) -> None:
                 pass  # an error answer: the next call must still work
 
 
-SCENARIOS = [producing, transactions, group_consumer, manual_consumer, administering]
+async def share_consuming(bootstrap: str, rnd: random.Random) -> None:
+    explicit = rnd.random() < 0.5
+    async with open_share_consumer(
+        TOPIC,
+        bootstrap_servers=bootstrap,
+        group_id=f"hostile-share-{uuid.uuid4().hex[:6]}",
+        share_acknowledgement_mode="explicit" if explicit else "implicit",
+        default_api_timeout_ms=3000,
+        **QUICK,
+    ) as consumer:
+        kinds = [AcknowledgeType.ACCEPT, AcknowledgeType.RELEASE, AcknowledgeType.REJECT]
+        for _ in range(4):
+            for record in await consumer.poll(timeout_ms=250):
+                if explicit:
+                    consumer.acknowledge(record, rnd.choice(kinds))
+        await consumer.commit()
+
+
+SCENARIOS = [
+    producing,
+    transactions,
+    group_consumer,
+    manual_consumer,
+    administering,
+    share_consuming,
+]
 
 
 class CrashLog(logging.Handler):
