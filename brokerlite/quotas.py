@@ -109,6 +109,8 @@ CONSUMER_BYTE_RATE = "consumer_byte_rate"
 REQUEST_PERCENTAGE = "request_percentage"
 CONTROLLER_MUTATION_RATE = "controller_mutation_rate"
 CONNECTION_CREATION_RATE = "connection_creation_rate"
+#: The error message of THROTTLING_QUOTA_EXCEEDED (KIP-599) in the topic APIs.
+MUTATION_THROTTLED = f"the controller mutation rate quota ({CONTROLLER_MUTATION_RATE}) is exceeded"
 
 # Keys a user/client-id entity takes; True where the value must be a whole number.
 CLIENT_KEYS: dict[str, bool] = {

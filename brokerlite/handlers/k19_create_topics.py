@@ -27,6 +27,7 @@ from collections import Counter
 
 from trafka.brokerlite.authorizer import CLUSTER_NAME
 from trafka.brokerlite.errors import BrokerError
+from trafka.brokerlite.quotas import MUTATION_THROTTLED
 from trafka.codec.acl import AclOperation, AclResourceType
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k19_create_topics as m
@@ -38,7 +39,6 @@ API_KEY = 19
 MIN_VERSION = 2
 MAX_VERSION = 7
 STRICT_QUOTA_FROM = 6  # THROTTLING_QUOTA_EXCEEDED (KIP-599)
-THROTTLED = "the controller mutation rate quota (controller_mutation_rate) is exceeded"
 
 log = logging.getLogger("trafka.brokerlite")
 
@@ -116,7 +116,7 @@ def handle(ctx: RequestContext, request: m.CreateTopicsRequest) -> m.CreateTopic
                     raise _Refused(ErrorCode.INVALID_CONFIG, f"{c.name}: a null value")
                 configs[c.name] = c.value
             if not request.validate_only and not quota.admit(partitions):
-                raise _Refused(ErrorCode.THROTTLING_QUOTA_EXCEEDED, THROTTLED)
+                raise _Refused(ErrorCode.THROTTLING_QUOTA_EXCEEDED, MUTATION_THROTTLED)
             info = broker.logs.create_topic(
                 topic.name,
                 partitions,

@@ -23,6 +23,7 @@ import uuid
 
 from trafka.brokerlite.authorizer import CLUSTER_NAME
 from trafka.brokerlite.errors import BrokerError
+from trafka.brokerlite.quotas import MUTATION_THROTTLED
 from trafka.codec.acl import AclOperation, AclResourceType
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k20_delete_topics as m
@@ -34,7 +35,6 @@ API_KEY = 20
 MIN_VERSION = 1
 MAX_VERSION = 6
 STRICT_QUOTA_FROM = 5  # THROTTLING_QUOTA_EXCEEDED (KIP-599)
-THROTTLED = "the controller mutation rate quota (controller_mutation_rate) is exceeded"
 
 log = logging.getLogger("trafka.brokerlite")
 
@@ -107,7 +107,7 @@ def handle(ctx: RequestContext, request: m.DeleteTopicsRequest) -> m.DeleteTopic
                     name=info.name,
                     topic_id=info.topic_id if version >= 6 else NULL_UUID,
                     error_code=ErrorCode.THROTTLING_QUOTA_EXCEEDED,
-                    error_message=THROTTLED,
+                    error_message=MUTATION_THROTTLED,
                 )
             )
             continue

@@ -22,6 +22,7 @@ import logging
 from collections import Counter
 
 from trafka.brokerlite.errors import BrokerError
+from trafka.brokerlite.quotas import MUTATION_THROTTLED
 from trafka.codec.acl import AclOperation, AclResourceType
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k37_create_partitions as m
@@ -33,7 +34,6 @@ API_KEY = 37
 MIN_VERSION = 0
 MAX_VERSION = 3
 STRICT_QUOTA_FROM = 3  # THROTTLING_QUOTA_EXCEEDED (KIP-599)
-THROTTLED = "the controller mutation rate quota (controller_mutation_rate) is exceeded"
 
 log = logging.getLogger("trafka.brokerlite")
 
@@ -72,7 +72,7 @@ def handle(ctx: RequestContext, request: m.CreatePartitionsRequest) -> m.CreateP
                 and topic.count > info.num_partitions
                 and not quota.admit(topic.count - info.num_partitions)
             ):
-                code, message = ErrorCode.THROTTLING_QUOTA_EXCEEDED, THROTTLED
+                code, message = ErrorCode.THROTTLING_QUOTA_EXCEEDED, MUTATION_THROTTLED
             else:
                 try:
                     broker.logs.create_partitions(

@@ -14,6 +14,7 @@ import math
 from typing import Any
 
 import pytest
+from brokerlite_wire import create, fetch_body, produce_request
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -28,8 +29,6 @@ from trafka.brokerlite.quotas import (
     entity_of,
 )
 from trafka.codec.errors import ErrorCode
-from trafka.codec.messages import k00_produce as produce
-from trafka.codec.messages import k01_fetch as fetch
 from trafka.codec.messages import k19_create_topics as create_topics
 from trafka.codec.messages import k20_delete_topics as delete_topics
 from trafka.codec.messages import k37_create_partitions as create_partitions
@@ -453,56 +452,14 @@ def test_token_bucket() -> None:
 # -- throttling through the core -------------------------------------------------------------
 
 
-def _create(core: Any, name: str, partitions: int = 1) -> None:
-    topic = create_topics.CreateTopicsRequest.CreatableTopic(
-        name=name, num_partitions=partitions, replication_factor=1
-    )
-    result = core.call(19, 7, create_topics.CreateTopicsRequest(topics=[topic]))
-    assert result.topics[0].error_code == ErrorCode.NONE
-
-
-def _produce(topic: str, records: bytes, acks: int = 1) -> Any:
-    return produce.ProduceRequest(
-        acks=acks,
-        timeout_ms=1000,
-        topic_data=[
-            produce.ProduceRequest.TopicProduceData(
-                name=topic,
-                partition_data=[
-                    produce.ProduceRequest.PartitionProduceData(index=0, records=records)
-                ],
-            )
-        ],
-    )
-
-
-def _fetch(topic: str, offset: int, max_bytes: int = 1 << 20) -> Any:
-    return fetch.FetchRequest(
-        max_wait_ms=0,
-        min_bytes=1,
-        max_bytes=max_bytes,
-        session_epoch=-1,
-        topics=[
-            fetch.FetchRequest.FetchTopic(
-                topic=topic,
-                partitions=[
-                    fetch.FetchRequest.FetchPartition(
-                        partition=0, fetch_offset=offset, partition_max_bytes=1 << 20
-                    )
-                ],
-            )
-        ],
-    )
-
-
 def test_produce_over_its_byte_rate_is_throttled(open_core: Any, make_batch: Any) -> None:
     core = open_core(quota_window_num=2, quota_window_size_seconds=1)
-    _create(core, "t")
+    create(core, "t")
     _alter(core, _entry({"client-id": "slow"}, producer_byte_rate=1000))
     batch = make_batch([b"x" * 800])
-    first = core.send(0, 9, _produce("t", batch), client_id="slow")
+    first = core.send(0, 9, produce_request("t", batch, acks=1), client_id="slow")
     assert isinstance(first, Reply) and first.throttle_ms == 0
-    second = core.send(0, 9, _produce("t", batch), client_id="slow")
+    second = core.send(0, 9, produce_request("t", batch, acks=1), client_id="slow")
     assert isinstance(second, Reply) and second.throttle_ms > 0
     body = core.decode(second)
     assert body.throttle_time_ms == second.throttle_ms
@@ -510,21 +467,21 @@ def test_produce_over_its_byte_rate_is_throttled(open_core: Any, make_batch: Any
     assert [p.error_code for t in body.responses for p in t.partition_responses] == [0]
     assert core.broker.logs.partition("t", 0).log_end_offset == 2
     # Another client id has no quota.
-    other = core.send(0, 9, _produce("t", batch), client_id="fast")
+    other = core.send(0, 9, produce_request("t", batch, acks=1), client_id="fast")
     assert isinstance(other, Reply) and other.throttle_ms == 0
     # Expected from Kafka's formula: the request frames' bytes over one second.
     rate = core.broker.quotas._rates[("producer_byte_rate", ("", "slow"))]
     observed = rate.measure(core.now)
     assert second.throttle_ms == math.floor((observed - 1000) / 1000 * 1000 + 0.5)
     # An old version is throttled the same way (the driver mutes the connection).
-    old = core.send(0, 3, _produce("t", batch), client_id="slow")
+    old = core.send(0, 3, produce_request("t", batch, acks=1), client_id="slow")
     assert isinstance(old, Reply) and old.throttle_ms > 0
     # acks=0 has no answer to carry it: the connection is muted all the same.
-    silent = core.send(0, 9, _produce("t", batch, acks=0), client_id="slow")
+    silent = core.send(0, 9, produce_request("t", batch, acks=0), client_id="slow")
     assert isinstance(silent, NoResponse) and silent.throttle_ms > 0
     # After the windows pass, the rate is back under the bound.
     core.now += 10_000
-    later = core.send(0, 9, _produce("t", make_batch([b"y"])), client_id="slow")
+    later = core.send(0, 9, produce_request("t", make_batch([b"y"]), acks=1), client_id="slow")
     assert isinstance(later, Reply) and later.throttle_ms == 0
 
 
@@ -532,14 +489,14 @@ def test_a_throttled_fetch_is_answered_empty_and_loses_nothing(
     open_core: Any, make_batch: Any
 ) -> None:
     core = open_core(quota_window_num=2, quota_window_size_seconds=1)
-    _create(core, "t")
+    create(core, "t")
     for i in range(4):
-        core.call(0, 9, _produce("t", make_batch([bytes([i]) * 600])))
+        core.call(0, 9, produce_request("t", make_batch([bytes([i]) * 600]), acks=1))
     _alter(core, _entry({"client-id": "test-client"}, consumer_byte_rate=1000))
     seen: list[int] = []
     offset, throttled = 0, 0
     while offset < 4:
-        outcome = core.send(1, 12, _fetch("t", offset))
+        outcome = core.send(1, 12, fetch_body("t", offset, max_bytes=1 << 20))
         assert isinstance(outcome, Reply)
         body = core.decode(outcome)
         if outcome.throttle_ms:
@@ -559,13 +516,13 @@ def test_a_throttled_fetch_is_answered_empty_and_loses_nothing(
 
 def test_fetch_max_bytes_is_capped_by_the_quota(open_core: Any, make_batch: Any) -> None:
     core = open_core(quota_window_num=3, quota_window_size_seconds=1)
-    _create(core, "t")
+    create(core, "t")
     for i in range(10):
-        core.call(0, 9, _produce("t", make_batch([bytes([i]) * 500])))
+        core.call(0, 9, produce_request("t", make_batch([bytes([i]) * 500]), acks=1))
     # 400 B/s over the 2 windows counted: at most 800 bytes an answer, and the
     # first batch is always returned whole.
     _alter(core, _entry({"client-id": None}, consumer_byte_rate=400))
-    body = core.call(1, 12, _fetch("t", 0, max_bytes=1 << 20))
+    body = core.call(1, 12, fetch_body("t", 0, max_bytes=1 << 20))
     from trafka.codec.records import decode_records
 
     assert len(list(decode_records(body.responses[0].partitions[0].records))) == 1

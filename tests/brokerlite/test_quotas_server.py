@@ -10,10 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from brokerlite_wire import produce_request
 
 from trafka.brokerlite.server import RunningBroker, broker_in_thread
 from trafka.codec.errors import ErrorCode
-from trafka.codec.messages import k00_produce as produce
 from trafka.codec.messages import k18_api_versions as api_versions
 from trafka.codec.messages import k19_create_topics as create_topics
 from trafka.codec.messages import k49_alter_client_quotas as alter
@@ -51,22 +51,13 @@ def _topic_with_a_producer_quota(admin: Any) -> None:
     _set_quota(admin, "raw", producer_byte_rate=10_000)
 
 
-def _produce(records: bytes, *, acks: int) -> produce.ProduceRequest:
-    data = produce.ProduceRequest.PartitionProduceData(index=0, records=records)
-    return produce.ProduceRequest(
-        acks=acks,
-        timeout_ms=1000,
-        topic_data=[produce.ProduceRequest.TopicProduceData(name="t", partition_data=[data])],
-    )
-
-
 def test_a_throttled_connection_is_muted_after_its_answer(
     quota_broker: RunningBroker, raw_client: Any, make_batch: Any
 ) -> None:
     _topic_with_a_producer_quota(raw_client(quota_broker.address))
 
     client = raw_client(quota_broker.address)
-    body = _produce(make_batch([b"x" * 15_000]), acks=1)
+    body = produce_request("t", make_batch([b"x" * 15_000]), acks=1)
     sent_at = time.monotonic()
     first = client.send(0, 9, body)
     second = client.send(18, 3, api_versions.ApiVersionsRequest())  # pipelined behind it
@@ -93,7 +84,7 @@ def test_an_acks_0_producer_over_its_quota_is_muted(
 ) -> None:
     _topic_with_a_producer_quota(raw_client(quota_broker.address))
     client = raw_client(quota_broker.address)
-    body = _produce(make_batch([b"x" * 15_000]), acks=0)
+    body = produce_request("t", make_batch([b"x" * 15_000]), acks=0)
     sent_at = time.monotonic()
     client.send(0, 9, body)  # no answer, but over 15,000 bytes in the 1 s counted
     answer = client.request(18, 3, api_versions.ApiVersionsRequest())
