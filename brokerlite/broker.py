@@ -94,6 +94,7 @@ from trafka.codec.sasl import SaslAuthenticationError
 
 from .authorizer import (
     ACLS_JOURNAL,
+    ANONYMOUS,
     AclStore,
     Authorizer,
     authorizer_enabled,
@@ -102,6 +103,7 @@ from .authorizer import (
 )
 from .config import BrokerConfig, ConfigError
 from .consumer_groups import TopicMeta
+from .delegation_tokens import TOKENS_JOURNAL, DelegationTokens
 from .eos import ProducerStates
 from .errors import BrokerError, UnknownTopicOrPartitionError
 from .groups import GroupCoordinator
@@ -228,6 +230,7 @@ class Broker:
         self._sasl_sessions: dict[int, SaslSession] = {}
         self._sasl_principals: dict[int, str] = {}
         self._sasl_mechanisms: dict[int, str] = {}  # each authenticated connection's
+        self._token_logins: set[int] = set()  # connections logged in with a delegation token
         self._sasl_expiry: dict[int, int] = {}  # when a limited session ends (ms)
         self._reauth_started: dict[int, int] = {}  # the latest re-authentication's start
         #: Re-authentications completed, and connections closed because their
@@ -322,7 +325,19 @@ class Broker:
                 window_num=config.quota_window_num,
                 window_size_ms=config.quota_window_size_seconds * 1000,
             )
+            self.tokens = DelegationTokens.open(
+                self.data_dir / TOKENS_JOURNAL,
+                secret_key=config.delegation_token_secret_key,
+                max_lifetime_ms=config.delegation_token_max_lifetime_ms,
+                expiry_time_ms=config.delegation_token_expiry_time_ms,
+                expiry_check_interval_ms=config.delegation_token_expiry_check_interval_ms,
+                now_ms=now_ms,
+            )
+            if self.sasl_users is not None:
+                self.sasl_users.manage_tokens(self.tokens)
         except BaseException:
+            if getattr(self, "quotas", None) is not None:
+                self.quotas.close()
             if self.authorizer is not None:
                 self.authorizer.close()
             if shares is not None:
@@ -434,6 +449,7 @@ class Broker:
             self._sasl_sessions.pop(conn_id, None)
             self._sasl_principals.pop(conn_id, None)
             self._sasl_mechanisms.pop(conn_id, None)
+            self._token_logins.discard(conn_id)
             self._sasl_expiry.pop(conn_id, None)
             self._reauth_started.pop(conn_id, None)
         self.shares.connection_closed(conn_id)
@@ -500,6 +516,10 @@ class Broker:
         self._sasl_sessions.pop(conn_id, None)
         self._sasl_principals[conn_id] = session.username
         self._sasl_mechanisms[conn_id] = session.mechanism
+        if session.token_id is not None:
+            self._token_logins.add(conn_id)
+        else:
+            self._token_logins.discard(conn_id)
         if session.expires_ms is None:
             self._sasl_expiry.pop(conn_id, None)
         else:
@@ -523,6 +543,15 @@ class Broker:
     def principal(self, conn_id: int) -> str | None:
         """The SASL user a connection authenticated as; None without SASL (or yet)."""
         return self._sasl_principals.get(conn_id)
+
+    def token_requests_allowed(self, conn_id: int) -> bool:
+        """Whether the connection may use the delegation-token APIs (Kafka's
+        ``allowTokenRequests``): not one that logged in with a token, nor one on a
+        PLAINTEXT listener, nor an SSL one without a client certificate."""
+        protocol = self.config.security_protocol
+        if conn_id in self._token_logins or protocol == "PLAINTEXT":
+            return False
+        return not (protocol == "SSL" and self.principal_of(conn_id) == ANONYMOUS)
 
     def max_frame_size(self, conn_id: int) -> int:
         """The largest request frame the connection may send now.
@@ -1391,6 +1420,10 @@ class Broker:
                 self.quotas.close()
             except Exception:
                 log.exception("cannot close the client quota journal")
+            try:
+                self.tokens.close()
+            except Exception:
+                log.exception("cannot close the delegation-token journal")
             try:
                 self.shares.close()
             except Exception:

@@ -21,7 +21,7 @@ Rules:
 * Security settings fail closed: a SASL protocol without users, an SSL protocol
   without a certificate, or TLS or SASL material on a listener that would not use
   it is an error, never a silently open listener.
-* Secrets (``sasl_users``, ``ssl_key_password``) never appear in ``repr`` or in
+* Secrets (``sasl_users``, ``ssl_key_password``, ``delegation_token_secret_key``) never appear in ``repr`` or in
   :meth:`BrokerConfig.kafka_entries`.
 """
 
@@ -63,6 +63,8 @@ _KAFKA_NAMES: dict[str, str] = {
     "log.roll.ms": "log_segment_ms",
     "log.flush.interval.messages": "flush_interval_messages",
     "log.flush.interval.ms": "flush_interval_ms",
+    # Kafka's name before 3.x, still read by it.
+    "delegation.token.master.key": "delegation_token_secret_key",
 }
 
 # (name, field, factor): coarser units of a millisecond setting, lowest priority first.
@@ -236,6 +238,17 @@ class BrokerConfig:
             Kafka's ``super.users``, separated by ``;``.
         allow_everyone_if_no_acl_found: allow what no ACL names a resource for
             (Kafka's ``allow.everyone.if.no.acl.found``; default: deny).
+        delegation_token_secret_key: the secret that signs delegation tokens
+            (Kafka's ``delegation.token.secret.key``, or its older
+            ``delegation.token.master.key``); unset, the default, disables them
+            (:mod:`trafka.brokerlite.delegation_tokens`). Changing it invalidates
+            every token issued before.
+        delegation_token_max_lifetime_ms: the longest a token lives, renewals
+            included (default 7 days).
+        delegation_token_expiry_time_ms: how long a token lives before it must be
+            renewed (default 24 hours).
+        delegation_token_expiry_check_interval_ms: how often expired tokens are
+            removed (default 1 hour).
         quota_window_num: how many samples a client quota's rate is kept in
             (Kafka's ``quota.window.num``; :mod:`trafka.brokerlite.quotas`).
         quota_window_size_seconds: the length of one sample (Kafka's
@@ -323,6 +336,10 @@ class BrokerConfig:
     allow_everyone_if_no_acl_found: bool = False
     quota_window_num: int = 11
     quota_window_size_seconds: int = 1
+    delegation_token_secret_key: str | None = dataclasses.field(default=None, repr=False)
+    delegation_token_max_lifetime_ms: int = 604_800_000
+    delegation_token_expiry_time_ms: int = 86_400_000
+    delegation_token_expiry_check_interval_ms: int = 3_600_000
     announce: bool = False
 
     def partition_limit(self) -> int:
@@ -376,6 +393,9 @@ class BrokerConfig:
             "sasl_server_max_receive_size",
             "quota_window_num",
             "quota_window_size_seconds",
+            "delegation_token_max_lifetime_ms",
+            "delegation_token_expiry_time_ms",
+            "delegation_token_expiry_check_interval_ms",
         ):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name}: must be > 0, got {getattr(self, name)}")
@@ -719,6 +739,9 @@ class BrokerConfig:
 
 # field -> Kafka name, for reporting (DescribeConfigs on the broker).
 _KAFKA_FIELD_NAMES: dict[str, str] = {
+    "delegation_token_max_lifetime_ms": "delegation.token.max.lifetime.ms",
+    "delegation_token_expiry_time_ms": "delegation.token.expiry.time.ms",
+    "delegation_token_expiry_check_interval_ms": "delegation.token.expiry.check.interval.ms",
     "num_partitions": "num.partitions",
     "auto_create_topics": "auto.create.topics.enable",
     "log_segment_bytes": "log.segment.bytes",

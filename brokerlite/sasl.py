@@ -33,7 +33,7 @@ Rules and invariants (Kafka's ``SaslServerAuthenticator``, KIP-43 and KIP-152):
 * Once DONE the session is dropped. Its lifetime (KIP-368, Kafka's
   ``SaslServerAuthenticator``) is the smaller of ``connections_max_reauth_ms``
   (when positive) and, for OAUTHBEARER, the time left until the token's
-  ``exp``; never negative. With neither (PLAIN or SCRAM and the setting 0) the
+  ``exp`` (for a delegation token login: until the token's expiry); never negative. With neither (PLAIN or SCRAM and the setting 0) the
   lifetime is 0 and the session never expires: SaslHandshake and
   SaslAuthenticate are then answered ILLEGAL_SASL_STATE and the connection
   stays, as Kafka does.
@@ -44,6 +44,12 @@ Rules and invariants (Kafka's ``SaslServerAuthenticator``, KIP-43 and KIP-152):
   fails it too (SASL_AUTHENTICATION_FAILED, "cannot change principals").
 * A misbehaving mechanism (an unexpected exception) fails the session like bad
   credentials, with a generic message; it never reaches another connection.
+* Delegation tokens (KIP-48): a SCRAM client-first message with the extension
+  ``tokenauth=true`` names a token id instead of a user; its credential comes
+  from the broker's :class:`~.delegation_tokens.DelegationTokens` (derived
+  from the token's HMAC), an unknown or expired token fails like a wrong
+  password, and the session's principal is the token's owner, its lifetime
+  bounded by the token's expiry as for an OAUTHBEARER token.
 * Passwords are kept only for PLAIN (it compares them); SCRAM keeps derived
   credentials (salted, 4096 iterations), made when the broker starts. Once the
   broker hands the store its :class:`~.scram.ScramCredentials`, SCRAM logins
@@ -72,6 +78,7 @@ from trafka.codec.sasl import (
 from .config import BrokerConfig, ConfigError, check_user, read_users_file
 
 if TYPE_CHECKING:
+    from .delegation_tokens import DelegationTokens, TokenInfo
     from .scram import ScramCredentials
 
 __all__ = ["SaslSession", "SaslState", "SaslStateError", "UserStore"]
@@ -109,6 +116,7 @@ class UserStore:
             mechanism: {} for mechanism in SCRAM_MECHANISMS if mechanism in enabled
         }
         self._managed: ScramCredentials | None = None
+        self._tokens: DelegationTokens | None = None
         #: How OAUTHBEARER tokens are checked (Kafka's unsecured validator).
         self.token_validator = TokenValidator()
         keep_passwords = "PLAIN" in enabled
@@ -168,6 +176,22 @@ class UserStore:
         configuration's, changed through AlterUserScramCredentials)."""
         self._managed = credentials
 
+    def manage_tokens(self, tokens: DelegationTokens) -> None:
+        """Accept SCRAM logins with the delegation tokens of ``tokens``."""
+        self._tokens = tokens
+
+    def token_credential(
+        self, mechanism: str, token_id: str, now_ms: int
+    ) -> ScramCredential | None:
+        """The SCRAM credential of a live delegation token; None when unknown."""
+        tokens = self._tokens
+        return None if tokens is None else tokens.scram_credential(mechanism, token_id, now_ms)
+
+    def token_login(self, token_id: str, now_ms: int) -> TokenInfo | None:
+        """The live delegation token a SCRAM token login completed with."""
+        tokens = self._tokens
+        return None if tokens is None else tokens.login(token_id, now_ms)
+
 
 class SaslSession:
     """One connection's SASL authentication (see the module's transition table).
@@ -196,6 +220,8 @@ class SaslSession:
         self.state = SaslState.START
         self.mechanism: str | None = None
         self.username: str | None = None
+        #: The delegation token a SCRAM login used (``tokenauth=true``); None otherwise.
+        self.token_id: str | None = None
         self.reauth_of = reauth_of
         self.session_lifetime_ms = 0
         self.expires_ms: int | None = None
@@ -233,7 +259,11 @@ class SaslSession:
             self._server = OAuthBearerServer(lambda token: self._check_token(validator, token))
         else:
             self._server = ScramServer(
-                mechanism, lambda name: users.scram_credential(mechanism, name)
+                mechanism,
+                lambda name: users.scram_credential(mechanism, name),
+                token_lookup=lambda token_id: users.token_credential(
+                    mechanism, token_id, self._now_ms
+                ),
             )
         self.mechanism = mechanism
         if self.reauth_of is not None and mechanism != self.reauth_of[0]:
@@ -291,13 +321,26 @@ class SaslSession:
                 f"authentication failed: internal error with SASL mechanism {self.mechanism}"
             ) from exc
         if server.complete:
-            if self.reauth_of is not None and server.username != self.reauth_of[1]:
+            username = server.username
+            if isinstance(server, ScramServer) and server.token_auth:
+                assert username is not None
+                login = self._users.token_login(username, now_ms)
+                if login is None:  # removed or expired between the two messages
+                    self.state = SaslState.FAILED
+                    raise SaslAuthenticationError(
+                        f"authentication failed: invalid credentials with SASL mechanism "
+                        f"{self.mechanism}"
+                    )
+                self.token_id = login.token_id
+                self._token_expires_ms = login.expiry_ms
+                username = login.owner.partition(":")[2]
+            if self.reauth_of is not None and username != self.reauth_of[1]:
                 self.state = SaslState.FAILED
                 raise SaslAuthenticationError(
                     "cannot change principals during re-authentication from "
-                    f"User:{self.reauth_of[1]} to User:{server.username}"
+                    f"User:{self.reauth_of[1]} to User:{username}"
                 )
-            self.username = server.username
+            self.username = username
             self.state = SaslState.DONE
             self._set_lifetime(now_ms)
         return answer

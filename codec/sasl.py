@@ -33,6 +33,13 @@ Rules and invariants:
 * Proofs and signatures are compared with :func:`hmac.compare_digest`.
 * Usernames are escaped as RFC 5802 says (``,`` as ``=2C``, ``=`` as ``=3D``);
   any other ``=`` in a received name is an error.
+* SCRAM extensions (Kafka's, KIP-48): ``,key=value`` pairs after the client
+  nonce in the client-first message, part of the bare message the proofs
+  cover. Kafka knows one, ``tokenauth``: ``true`` (any case, as Java's
+  ``Boolean.parseBoolean``) makes the name a delegation token id, whose
+  credential the server looks up with ``token_lookup`` instead of ``lookup``.
+  Other extensions are kept in ``extensions`` and otherwise ignored, as Kafka
+  ignores them; a key must be letters, digits or ``_``, and may not repeat.
 """
 
 from __future__ import annotations
@@ -42,8 +49,9 @@ import dataclasses
 import functools
 import hashlib
 import hmac
+import re
 import secrets
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from .errors import TrafkaError
 
@@ -76,6 +84,7 @@ MAX_ITERATIONS = 16384
 _NONCE_BYTES = 24
 # Keys the made-up salts of unknown users (see the module's rules).
 _DECOY_KEY = secrets.token_bytes(32)
+_EXTENSION_KEY = re.compile(r"[A-Za-z0-9_]+")
 
 
 class SaslError(TrafkaError):
@@ -216,17 +225,33 @@ class ScramClient:
     """The client side of SCRAM: ``first_message()``, then ``final_message(server_first)``,
     then ``verify(server_final)``.
 
-    ``nonce`` is for tests (RFC 7677's example); leave it None.
+    ``extensions`` are Kafka's SCRAM extensions (``{"tokenauth": "true"}`` to
+    log in with a delegation token: its id as the user, its HMAC in base64 as
+    the password). ``nonce`` is for tests (RFC 7677's example); leave it None.
+
+    Raises:
+        ValueError: an extension key or value that cannot be sent.
     """
 
     def __init__(
-        self, mechanism: str, username: str, password: str, *, nonce: str | None = None
+        self,
+        mechanism: str,
+        username: str,
+        password: str,
+        *,
+        extensions: Mapping[str, str] | None = None,
+        nonce: str | None = None,
     ) -> None:
         self._algo = _algorithm(mechanism)
         self.mechanism = mechanism
         self._password = password
         self._nonce = nonce or _new_nonce()
-        self._bare = f"n={_escape(username)},r={self._nonce}"
+        extra = ""
+        for key, value in (extensions or {}).items():
+            if not _EXTENSION_KEY.fullmatch(key) or "," in value:
+                raise ValueError(f"SCRAM extension {key!r}={value!r} cannot be sent")
+            extra += f",{key}={value}"
+        self._bare = f"n={_escape(username)},r={self._nonce}{extra}"
         self._step = 0
         self._server_signature = b""
 
@@ -301,7 +326,12 @@ class ScramServer:
     """The server side of SCRAM: ``server_first(client_first)``, then
     ``server_final(client_final)``; ``username`` is set once it succeeded.
 
-    ``lookup(username)`` returns the user's credential for this mechanism, or None.
+    ``lookup(username)`` returns the user's credential for this mechanism, or None;
+    ``token_lookup(token_id)`` the credential of a delegation token (a client
+    sending ``tokenauth=true``), or None (no token logins without it). Once
+    complete, ``username`` is the name the client sent (for a token: its id),
+    ``token_auth`` tells which kind it was, and ``extensions`` holds the
+    client's extensions.
     """
 
     def __init__(
@@ -309,11 +339,15 @@ class ScramServer:
         mechanism: str,
         lookup: Callable[[str], ScramCredential | None],
         *,
+        token_lookup: Callable[[str], ScramCredential | None] | None = None,
         nonce: str | None = None,
     ) -> None:
         self._algo = _algorithm(mechanism)
         self.mechanism = mechanism
         self._lookup = lookup
+        self._token_lookup = token_lookup
+        self.extensions: dict[str, str] = {}
+        self.token_auth = False
         self._server_nonce = nonce or _new_nonce()
         self._step = 0
         self._credential: ScramCredential | None = None
@@ -345,10 +379,7 @@ class ScramServer:
             raise SaslAuthenticationError("invalid SCRAM client-first message")
         if gs2 != "n":
             raise SaslAuthenticationError("SCRAM channel binding is not supported")
-        attrs = _attributes(bare, "client-first")
-        name, nonce = attrs.get("n"), attrs.get("r")
-        if not name or not nonce:
-            raise SaslAuthenticationError("SCRAM client-first message lacks n or r")
+        name, nonce, extensions = _client_first_bare(bare)
         username = _unescape(name)
         if authzid and authzid != f"a={name}":
             raise SaslAuthenticationError(
@@ -356,7 +387,13 @@ class ScramServer:
             )
         if any(not (0x21 <= ord(c) <= 0x7E) or c == "," for c in nonce):
             raise SaslAuthenticationError("invalid SCRAM client nonce")
-        credential = self._lookup(username)
+        self.extensions = extensions
+        self.token_auth = extensions.get("tokenauth", "").lower() == "true"
+        if self.token_auth:
+            token_lookup = self._token_lookup
+            credential = None if token_lookup is None else token_lookup(username)
+        else:
+            credential = self._lookup(username)
         if credential is not None and credential.mechanism != self.mechanism:
             credential = None
         self._known = credential is not None
@@ -485,6 +522,28 @@ def _attributes(text: str, what: str) -> dict[str, str]:
             raise SaslAuthenticationError(f"invalid SCRAM {what} message")
         attrs[key] = value
     return attrs
+
+
+def _client_first_bare(bare: str) -> tuple[str, str, dict[str, str]]:
+    """The name, nonce and extensions of a client-first message's bare part
+    (``n=<name>,r=<nonce>[,<key>=<value>]...``).
+
+    Raises:
+        SaslAuthenticationError: it is malformed.
+    """
+    items = bare.split(",")
+    if len(items) < 2 or not items[0].startswith("n=") or not items[1].startswith("r="):
+        raise SaslAuthenticationError("SCRAM client-first message lacks n or r")
+    name, nonce = items[0][2:], items[1][2:]
+    if not name or not nonce:
+        raise SaslAuthenticationError("SCRAM client-first message lacks n or r")
+    extensions: dict[str, str] = {}
+    for item in items[2:]:
+        key, sep, value = item.partition("=")
+        if not sep or not _EXTENSION_KEY.fullmatch(key) or key in extensions:
+            raise SaslAuthenticationError("invalid SCRAM extension in the client-first message")
+        extensions[key] = value
+    return name, nonce, extensions
 
 
 def _escape(username: str) -> str:

@@ -65,6 +65,7 @@ from .admin import (
 )
 from .config import AdminConfig, ClientConfig, ConsumerConfig, ProducerConfig, ShareConsumerConfig
 from .consumer import Consumer, open_consumer
+from .delegation_tokens import DelegationToken, TokenInformation
 from .errors import (
     ApiTimeoutError,
     AuthenticationError,
@@ -160,6 +161,7 @@ __all__ = [
     "Consumer",
     "ConsumerConfig",
     "ConsumerRecord",
+    "DelegationToken",
     "DeliveryTimeoutError",
     "FeatureMetadata",
     "GroupDescription",
@@ -182,6 +184,7 @@ __all__ = [
     "RequestTimeoutError",
     "ScramCredentialInfo",
     "SerializationError",
+    "TokenInformation",
     "TopicPartition",
     "TrafkaError",
     "TransactionDescription",

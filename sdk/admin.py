@@ -55,6 +55,10 @@ from trafka.codec.messages import k32_describe_configs as dc
 from trafka.codec.messages import k33_alter_configs as ac
 from trafka.codec.messages import k35_describe_log_dirs as dld
 from trafka.codec.messages import k37_create_partitions as cpart
+from trafka.codec.messages import k38_create_delegation_token as cdt
+from trafka.codec.messages import k39_renew_delegation_token as rdt
+from trafka.codec.messages import k40_expire_delegation_token as edt
+from trafka.codec.messages import k41_describe_delegation_token as ddt
 from trafka.codec.messages import k42_delete_groups as dgr
 from trafka.codec.messages import k43_elect_leaders as el
 from trafka.codec.messages import k44_incremental_alter_configs as iac
@@ -87,6 +91,8 @@ from .assignors import decode_assignment
 from .calls import TRANSIENT, Again, Calls, again_if_transient, check
 from .config import AdminConfig, make_config
 from .connection_state import SOFTWARE_NAME, SOFTWARE_VERSION
+from .delegation_tokens import DelegationToken, TokenInformation
+from .delegation_tokens import principal as token_principal
 from .fetcher import EARLIEST, LATEST, TopicPartition, build_list_offsets, parse_list_offsets
 from .group import (
     find_coordinator,
@@ -2066,6 +2072,176 @@ class Admin:
         if names:
             await self._calls.run("alter_user_scram_credentials", timeout_ms, attempt)
         _first_failure(names, failed)
+
+    # -- delegation tokens (KIP-48) --------------------------------------------------------
+
+    async def create_delegation_token(
+        self,
+        *,
+        renewers: Iterable[str] = (),
+        owner: str | None = None,
+        max_lifetime_ms: int = -1,
+        timeout_ms: int | None = None,
+    ) -> DelegationToken:
+        """A new delegation token (CreateDelegationToken; Java's
+        ``Admin.createDelegationToken``): owned by this client's principal, or
+        by ``owner`` (which needs CREATE_TOKENS on that user, and a broker
+        speaking v3, Kafka 3.3+).
+
+        Args:
+            renewers: principals that may renew and expire it besides its owner
+                (``User:bob``, or a bare user name).
+            max_lifetime_ms: its maximum lifetime; the broker's
+                ``delegation.token.max.lifetime.ms`` caps it, and -1 (or 0) means
+                that.
+
+        Raises:
+            ValueError: a malformed principal.
+            UnsupportedVersionError: ``owner`` given to a broker without v3.
+            KafkaError: DELEGATION_TOKEN_AUTH_DISABLED (tokens are off),
+                DELEGATION_TOKEN_REQUEST_NOT_ALLOWED (a PLAINTEXT listener, or
+                this connection logged in with a token),
+                DELEGATION_TOKEN_AUTHORIZATION_FAILED, INVALID_PRINCIPAL_TYPE.
+        """
+        req = cdt.CreateDelegationTokenRequest
+        renewer_list = [
+            req.CreatableRenewers(principal_type=kind, principal_name=name)
+            for kind, name in map(token_principal, renewers)
+        ]
+        owner_pair = None if owner is None else token_principal(owner)
+
+        async def attempt(deadline: float) -> DelegationToken:
+            conn = await self._cluster.any_connection()
+            version = conn.version_for(38)
+            if owner_pair is not None and version < 3:
+                raise UnsupportedVersionError(
+                    f"creating a token for another owner needs CreateDelegationToken v3; "
+                    f"the broker speaks up to v{version}"
+                )
+            body = _fit(
+                38,
+                version,
+                req,
+                owner_principal_type=None if owner_pair is None else owner_pair[0],
+                owner_principal_name=None if owner_pair is None else owner_pair[1],
+                renewers=renewer_list,
+                max_lifetime_ms=max_lifetime_ms,
+            )
+            resp = await conn.request(38, body)
+            check(resp.error_code, "creating a delegation token", again=TRANSIENT)
+            owner_name = f"{resp.principal_type}:{resp.principal_name}"
+            requester = (
+                f"{resp.token_requester_principal_type}:{resp.token_requester_principal_name}"
+                if resp.token_requester_principal_name
+                else owner_name
+            )
+            info = TokenInformation(
+                token_id=resp.token_id,
+                owner=owner_name,
+                token_requester=requester,
+                renewers=tuple(f"{r.principal_type}:{r.principal_name}" for r in renewer_list),
+                issue_timestamp_ms=resp.issue_timestamp_ms,
+                expiry_timestamp_ms=resp.expiry_timestamp_ms,
+                max_timestamp_ms=resp.max_timestamp_ms,
+            )
+            return DelegationToken(info, bytes(resp.hmac))
+
+        return await self._calls.run("create_delegation_token", timeout_ms, attempt)
+
+    async def renew_delegation_token(
+        self, hmac: bytes, *, renew_period_ms: int = -1, timeout_ms: int | None = None
+    ) -> int:
+        """Renew the token whose HMAC is ``hmac`` (its owner or a renewer may):
+        it now expires ``renew_period_ms`` from now (-1: the broker's
+        ``delegation.token.expiry.time.ms``, which also caps it), never past its
+        maximum timestamp. Returns the new expiry timestamp (ms).
+
+        Raises:
+            KafkaError: DELEGATION_TOKEN_NOT_FOUND, DELEGATION_TOKEN_EXPIRED,
+                DELEGATION_TOKEN_OWNER_MISMATCH, DELEGATION_TOKEN_AUTH_DISABLED,
+                DELEGATION_TOKEN_REQUEST_NOT_ALLOWED.
+        """
+        body = rdt.RenewDelegationTokenRequest(hmac=bytes(hmac), renew_period_ms=renew_period_ms)
+
+        async def attempt(deadline: float) -> int:
+            conn = await self._cluster.any_connection()
+            resp = await conn.request(39, body)
+            check(resp.error_code, "renewing a delegation token", again=TRANSIENT)
+            return int(resp.expiry_timestamp_ms)
+
+        return await self._calls.run("renew_delegation_token", timeout_ms, attempt)
+
+    async def expire_delegation_token(
+        self, hmac: bytes, *, expiry_period_ms: int = -1, timeout_ms: int | None = None
+    ) -> int:
+        """Expire the token whose HMAC is ``hmac`` (its owner or a renewer may):
+        at once with a negative ``expiry_period_ms`` (the default; the broker
+        forgets the token, and answers the period itself as the timestamp, as
+        Kafka does), otherwise that long from now, never past its maximum
+        timestamp. Returns the expiry timestamp the broker answered.
+
+        Raises:
+            KafkaError: as :meth:`renew_delegation_token`.
+        """
+        body = edt.ExpireDelegationTokenRequest(
+            hmac=bytes(hmac), expiry_time_period_ms=expiry_period_ms
+        )
+
+        async def attempt(deadline: float) -> int:
+            conn = await self._cluster.any_connection()
+            resp = await conn.request(40, body)
+            check(resp.error_code, "expiring a delegation token", again=TRANSIENT)
+            return int(resp.expiry_timestamp_ms)
+
+        return await self._calls.run("expire_delegation_token", timeout_ms, attempt)
+
+    async def describe_delegation_tokens(
+        self, owners: Iterable[str] | None = None, *, timeout_ms: int | None = None
+    ) -> list[DelegationToken]:
+        """The tokens of ``owners`` (principals, or bare user names; None: every
+        owner) that this client may see: those it owns, requested or may renew,
+        and those its ACLs let it describe. By issue time, as the broker lists them.
+
+        Raises:
+            KafkaError: DELEGATION_TOKEN_AUTH_DISABLED,
+                DELEGATION_TOKEN_REQUEST_NOT_ALLOWED.
+        """
+        req = ddt.DescribeDelegationTokenRequest
+        owner_list = (
+            None
+            if owners is None
+            else [
+                req.DescribeDelegationTokenOwner(principal_type=kind, principal_name=name)
+                for kind, name in map(token_principal, owners)
+            ]
+        )
+        if owner_list == []:
+            return []  # (as the broker answers an empty list)
+
+        async def attempt(deadline: float) -> list[DelegationToken]:
+            conn = await self._cluster.any_connection()
+            resp = await conn.request(41, req(owners=owner_list))
+            check(resp.error_code, "describing delegation tokens", again=TRANSIENT)
+            out = []
+            for t in resp.tokens:
+                owner_name = f"{t.principal_type}:{t.principal_name}"
+                info = TokenInformation(
+                    token_id=t.token_id,
+                    owner=owner_name,
+                    token_requester=(
+                        f"{t.token_requester_principal_type}:{t.token_requester_principal_name}"
+                        if t.token_requester_principal_name
+                        else owner_name
+                    ),
+                    renewers=tuple(f"{r.principal_type}:{r.principal_name}" for r in t.renewers),
+                    issue_timestamp_ms=t.issue_timestamp,
+                    expiry_timestamp_ms=t.expiry_timestamp,
+                    max_timestamp_ms=t.max_timestamp,
+                )
+                out.append(DelegationToken(info, bytes(t.hmac)))
+            return out
+
+        return await self._calls.run("describe_delegation_tokens", timeout_ms, attempt)
 
     # -- transactions -----------------------------------------------------------------------
 

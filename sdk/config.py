@@ -290,6 +290,11 @@ class ClientConfig:
             ``username="..."`` and ``password="..."`` options (and, with
             OAUTHBEARER, ``clientId``, ``clientSecret``, ``scope`` and
             ``unsecuredLoginStringClaim_sub``).
+        sasl_scram_tokenauth: log in with a delegation token (KIP-48): with a
+            SCRAM mechanism, ``sasl_username`` is the token id and
+            ``sasl_password`` its HMAC in base64 (Java's ``tokenauth="true"``
+            in ``sasl.jaas.config`` sets it too; see
+            :meth:`~trafka.sdk.delegation_tokens.DelegationToken.client_settings`).
         sasl_oauth_token_provider: with OAUTHBEARER, where tokens come from: a
             callable or an object with ``token()`` (kafka-python's and aiokafka's
             name), sync or async; see :mod:`trafka.sdk.oauth`. Made from the
@@ -334,6 +339,7 @@ class ClientConfig:
         None, _opt_str, aliases=("sasl_plain_password",), secret=True
     )
     sasl_jaas_config: str | None = _field(None, _opt_str, secret=True)
+    sasl_scram_tokenauth: bool = _field(False, _bool)
     sasl_oauth_token_provider: Any = _field(None, _token_provider)  # noqa: RUF009
     sasl_oauthbearer_method: str = _field("default", _choice("default", "oidc"))
     enable_sasl_oauthbearer_unsecure_jwt: bool = _field(False, _bool)
@@ -372,6 +378,12 @@ class ClientConfig:
         for attr in ("username", "password"):
             if getattr(self, f"sasl_{attr}") is None and attr in jaas:
                 object.__setattr__(self, f"sasl_{attr}", jaas[attr])
+        if jaas.get("tokenauth", "").lower() == "true":
+            object.__setattr__(self, "sasl_scram_tokenauth", True)
+        if self.sasl_scram_tokenauth and not self.sasl_mechanism.startswith("SCRAM-"):
+            raise ConfigError(
+                f"sasl.scram.tokenauth needs a SCRAM sasl.mechanism, not {self.sasl_mechanism}"
+            )
         if self.uses_sasl and self.sasl_mechanism == "OAUTHBEARER":
             self._check_oauth(jaas)
         elif self.uses_sasl and (self.sasl_username is None or self.sasl_password is None):

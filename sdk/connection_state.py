@@ -111,6 +111,10 @@ CLIENT_VERSIONS: dict[int, tuple[int, int]] = {
     33: (0, 2),  # AlterConfigs
     36: (0, 2),  # SaslAuthenticate
     37: (0, 3),  # CreatePartitions
+    38: (0, 3),  # CreateDelegationToken (v3: a token for another owner)
+    39: (0, 2),  # RenewDelegationToken
+    40: (0, 2),  # ExpireDelegationToken
+    41: (0, 3),  # DescribeDelegationToken
     42: (0, 2),  # DeleteGroups
     43: (0, 2),  # ElectLeaders
     44: (0, 1),  # IncrementalAlterConfigs

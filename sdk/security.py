@@ -136,7 +136,8 @@ async def authenticate(conn: BrokerConnection, config: ClientConfig) -> int:
         if mechanism == "PLAIN":
             await exchange(plain_message(username, password))
         else:
-            scram = ScramClient(mechanism, username, password)
+            extensions = {"tokenauth": "true"} if config.sasl_scram_tokenauth else None
+            scram = ScramClient(mechanism, username, password, extensions=extensions)
             server_first = await exchange(scram.first_message())
             server_final = await exchange(scram.final_message(server_first))
             scram.verify(server_final)

@@ -1,0 +1,42 @@
+"""ExpireDelegationToken (key 40), versions 1-2: bring a token's expiry forward,
+or end it now (KIP-48).
+
+Version 0 is left out, as Kafka 4.0 removed it (KIP-896). Answered by
+:meth:`DelegationTokens.expire <trafka.brokerlite.delegation_tokens.DelegationTokens.expire>`
+with Kafka's rules (see :mod:`trafka.brokerlite.delegation_tokens`), with the
+errors of RenewDelegationToken. A negative period removes the token at once
+and is answered as the expiry timestamp (as Kafka answers it); otherwise the
+expiry becomes now plus the period, capped at the token's maximum timestamp.
+"""
+
+from __future__ import annotations
+
+from trafka.codec.errors import ErrorCode
+from trafka.codec.messages import k40_expire_delegation_token as m
+
+from ._base import HandlerSpec, RequestContext
+
+API_KEY = 40
+MIN_VERSION = 1
+MAX_VERSION = 2
+
+
+def handle(
+    ctx: RequestContext, request: m.ExpireDelegationTokenRequest
+) -> m.ExpireDelegationTokenResponse:
+    broker = ctx.broker
+    if not broker.token_requests_allowed(ctx.conn_id):
+        return error_response(request, ctx.version, ErrorCode.DELEGATION_TOKEN_REQUEST_NOT_ALLOWED)
+    code, expiry = broker.tokens.expire(
+        bytes(request.hmac), ctx.principal, request.expiry_time_period_ms, ctx.now_ms
+    )
+    return m.ExpireDelegationTokenResponse(error_code=code, expiry_timestamp_ms=expiry)
+
+
+def error_response(
+    request: m.ExpireDelegationTokenRequest | None, version: int, code: ErrorCode
+) -> m.ExpireDelegationTokenResponse:
+    return m.ExpireDelegationTokenResponse(error_code=code, expiry_timestamp_ms=-1)
+
+
+SPEC = HandlerSpec(API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response)
