@@ -37,6 +37,7 @@ SUBCOMMANDS: dict[str, str] = {
     "users": "trafka.tools.cli_users:users_command",
     "acls": "trafka.tools.cli_acls:acls_command",
     "quotas": "trafka.tools.cli_quotas:quotas_command",
+    "tokens": "trafka.tools.cli_tokens:tokens_command",
 }
 
 
