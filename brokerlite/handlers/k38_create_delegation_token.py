@@ -17,6 +17,8 @@ and timestamps; an error answer has -1 timestamps, an empty id and HMAC.
 
 from __future__ import annotations
 
+from typing import Any
+
 from trafka.codec.acl import AclOperation, AclResourceType
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k38_create_delegation_token as m
@@ -36,26 +38,24 @@ def handle(
     if request.owner_principal_name:
         owner = f"{request.owner_principal_type}:{request.owner_principal_name}"
     broker = ctx.broker
+    version = ctx.version
     if not broker.token_requests_allowed(ctx.conn_id):
-        return _refused(ErrorCode.DELEGATION_TOKEN_REQUEST_NOT_ALLOWED, owner, requester)
+        return _refused(ErrorCode.DELEGATION_TOKEN_REQUEST_NOT_ALLOWED, owner, requester, version)
     if owner != requester and not ctx.allowed(
         AclOperation.CREATE_TOKENS, AclResourceType.USER, owner
     ):
-        return _refused(ErrorCode.DELEGATION_TOKEN_AUTHORIZATION_FAILED, owner, requester)
+        return _refused(ErrorCode.DELEGATION_TOKEN_AUTHORIZATION_FAILED, owner, requester, version)
     renewers = [f"{r.principal_type}:{r.principal_name}" for r in request.renewers]
     code, token = broker.tokens.create(
         owner, requester, renewers, request.max_lifetime_ms, ctx.now_ms
     )
     if token is None:
-        return _refused(code, owner, requester)
-    owner_type, _, owner_name = token.owner.partition(":")
-    requester_type, _, requester_name = token.requester.partition(":")
-    return m.CreateDelegationTokenResponse(
-        error_code=ErrorCode.NONE,
-        principal_type=owner_type,
-        principal_name=owner_name,
-        token_requester_principal_type=requester_type,
-        token_requester_principal_name=requester_name,
+        return _refused(code, owner, requester, version)
+    return _answer(
+        ErrorCode.NONE,
+        token.owner,
+        token.requester,
+        version,
         issue_timestamp_ms=token.issue_ms,
         expiry_timestamp_ms=token.expiry_ms,
         max_timestamp_ms=token.max_ms,
@@ -64,15 +64,31 @@ def handle(
     )
 
 
-def _refused(code: ErrorCode, owner: str, requester: str) -> m.CreateDelegationTokenResponse:
+def _answer(
+    code: ErrorCode, owner: str, requester: str, version: int, **token: Any
+) -> m.CreateDelegationTokenResponse:
     owner_type, _, owner_name = owner.partition(":")
     requester_type, _, requester_name = requester.partition(":")
+    if version < 3:  # (the requester is v3's)
+        requester_type = requester_name = ""
     return m.CreateDelegationTokenResponse(
         error_code=code,
         principal_type=owner_type,
         principal_name=owner_name,
         token_requester_principal_type=requester_type,
         token_requester_principal_name=requester_name,
+        **token,
+    )
+
+
+def _refused(
+    code: ErrorCode, owner: str, requester: str, version: int
+) -> m.CreateDelegationTokenResponse:
+    return _answer(
+        code,
+        owner,
+        requester,
+        version,
         issue_timestamp_ms=-1,
         expiry_timestamp_ms=-1,
         max_timestamp_ms=-1,
@@ -84,7 +100,7 @@ def _refused(code: ErrorCode, owner: str, requester: str) -> m.CreateDelegationT
 def error_response(
     request: m.CreateDelegationTokenRequest | None, version: int, code: ErrorCode
 ) -> m.CreateDelegationTokenResponse:
-    return _refused(code, "User:", "User:")
+    return _refused(code, ":", ":", version)
 
 
 SPEC = HandlerSpec(API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response)

@@ -52,13 +52,15 @@ def handle(
     found = tokens.describe(owners, ctx.principal, may_describe, ctx.now_ms)
     return m.DescribeDelegationTokenResponse(
         error_code=ErrorCode.NONE,
-        tokens=[_described(token, tokens.hmac(token.token_id)) for token in found],
+        tokens=[_described(t, tokens.hmac(t.token_id), ctx.version) for t in found],
     )
 
 
-def _described(token: TokenInfo, hmac: bytes) -> _Token:
+def _described(token: TokenInfo, hmac: bytes, version: int) -> _Token:
     owner_type, _, owner_name = token.owner.partition(":")
     requester_type, _, requester_name = token.requester.partition(":")
+    if version < 3:  # (the requester is v3's)
+        requester_type = requester_name = ""
     return _Token(
         principal_type=owner_type,
         principal_name=owner_name,

@@ -214,3 +214,84 @@ def test_credentials_need_a_known_mechanism_and_kafkas_iteration_range() -> None
         ScramCredential.from_password("SCRAM-SHA-1", "p")
     with pytest.raises(ValueError, match="iterations"):
         ScramCredential.from_password("SCRAM-SHA-256", "p", iterations=1000)
+
+
+# -- Kafka's SCRAM extensions (delegation tokens, KIP-48) -----------------------------------
+
+
+def test_the_tokenauth_extension_switches_the_lookup_to_tokens() -> None:
+    mechanism = "SCRAM-SHA-512"
+    users = {"alice": ScramCredential.from_password(mechanism, "alice-pw")}
+    tokens = {"tok-1": ScramCredential.from_password(mechanism, "hmac-b64")}
+    client = ScramClient(mechanism, "tok-1", "hmac-b64", extensions={"tokenauth": "true"})
+    first = client.first_message()
+    assert first.endswith(b",tokenauth=true")
+    server = ScramServer(mechanism, users.get, token_lookup=tokens.get)
+    client.verify(server.server_final(client.final_message(server.server_first(first))))
+    assert (server.username, server.token_auth) == ("tok-1", True)
+    assert server.extensions == {"tokenauth": "true"}
+    # Without the extension the same name is a user, and there is none.
+    plain_client = ScramClient(mechanism, "tok-1", "hmac-b64")
+    server = ScramServer(mechanism, users.get, token_lookup=tokens.get)
+    answer = server.server_first(plain_client.first_message())
+    with pytest.raises(SaslAuthenticationError):
+        server.server_final(plain_client.final_message(answer))
+    assert not server.token_auth
+
+
+@pytest.mark.parametrize("value", ["TRUE", "True"])
+def test_tokenauth_is_read_as_javas_parse_boolean(value: str) -> None:
+    tokens = {"t": ScramCredential.from_password("SCRAM-SHA-256", "h")}
+    client = ScramClient("SCRAM-SHA-256", "t", "h", extensions={"tokenauth": value})
+    server = ScramServer("SCRAM-SHA-256", {}.get, token_lookup=tokens.get)
+    client.verify(
+        server.server_final(client.final_message(server.server_first(client.first_message())))
+    )
+    assert server.token_auth
+
+
+def test_a_token_login_fails_like_a_password_without_a_token_lookup() -> None:
+    users = {"tok": ScramCredential.from_password("SCRAM-SHA-256", "h")}
+    client = ScramClient("SCRAM-SHA-256", "tok", "h", extensions={"tokenauth": "true"})
+    server = ScramServer("SCRAM-SHA-256", users.get)  # a user of that name is no token
+    answer = server.server_first(client.first_message())
+    with pytest.raises(SaslAuthenticationError, match="invalid credentials"):
+        server.server_final(client.final_message(answer))
+
+
+def test_unknown_extensions_are_kept_and_ignored_and_covered_by_the_proof() -> None:
+    users = {"alice": ScramCredential.from_password("SCRAM-SHA-256", "pw")}
+    client = ScramClient("SCRAM-SHA-256", "alice", "pw", extensions={"trace_id": "a=b c"})
+    server = ScramServer("SCRAM-SHA-256", users.get)
+    first = client.first_message()
+    client.verify(server.server_final(client.final_message(server.server_first(first))))
+    assert server.extensions == {"trace_id": "a=b c"} and not server.token_auth
+    # An extension changed in flight breaks the proof (it is part of the bare message).
+    client = ScramClient("SCRAM-SHA-256", "alice", "pw", extensions={"trace_id": "a=b c"})
+    server = ScramServer("SCRAM-SHA-256", users.get)
+    tampered = client.first_message().replace(b"a=b c", b"a=b d")
+    answer = server.server_first(tampered)
+    with pytest.raises(SaslAuthenticationError):
+        server.server_final(client.final_message(answer))
+
+
+@pytest.mark.parametrize(
+    "bare",
+    [
+        b"n=alice,r=abc,tokenauth",  # no value
+        b"n=alice,r=abc,a-b=1",  # a key Kafka's pattern refuses
+        b"n=alice,r=abc,x=1,x=2",  # repeated
+        b"r=abc,n=alice",  # out of order
+        b"n=alice",  # no nonce
+    ],
+)
+def test_malformed_client_first_messages_with_extensions_are_refused(bare: bytes) -> None:
+    server = ScramServer("SCRAM-SHA-256", {}.get)
+    with pytest.raises(SaslAuthenticationError):
+        server.server_first(b"n,," + bare)
+
+
+def test_the_client_refuses_extensions_it_cannot_send() -> None:
+    for key, value in (("bad key", "v"), ("k", "a,b"), ("", "v")):
+        with pytest.raises(ValueError, match="cannot be sent"):
+            ScramClient("SCRAM-SHA-256", "u", "p", extensions={key: value})
