@@ -106,6 +106,7 @@ from .consumer_groups import TopicMeta
 from .delegation_tokens import TOKENS_JOURNAL, DelegationTokens
 from .eos import ProducerStates
 from .errors import BrokerError, UnknownTopicOrPartitionError
+from .features import FEATURES_JOURNAL, FeatureStore
 from .groups import GroupCoordinator
 from .handlers import HANDLERS
 from .handlers._base import (
@@ -208,6 +209,7 @@ class Broker:
         TxnJournalError: the transaction journal cannot be read.
         ScramStoreError: the SCRAM credential journal cannot be read.
         ShareGroupStoreError: the share-group journal cannot be read.
+        FeatureStoreError: the feature-level journal cannot be read.
         ConfigError: ``config.cluster_id`` contradicts the one stored in ``data_dir``,
             or the SASL users file cannot be read.
     """
@@ -335,7 +337,10 @@ class Broker:
             )
             if self.sasl_users is not None:
                 self.sasl_users.manage_tokens(self.tokens)
+            self.features = FeatureStore(self.data_dir / FEATURES_JOURNAL)
         except BaseException:
+            if getattr(self, "tokens", None) is not None:
+                self.tokens.close()
             if getattr(self, "quotas", None) is not None:
                 self.quotas.close()
             if self.authorizer is not None:
@@ -687,6 +692,15 @@ class Broker:
                 untrusted input).
         """
         spec = HANDLERS[header.request_api_key]
+        if spec.feature is not None and self.features.level(spec.feature) < 1:
+            # Kafka answers an API whose feature is not finalized (level 0) with
+            # UNSUPPORTED_VERSION before anything else, authorization included.
+            return Reply(
+                header.correlation_id,
+                spec.api_key,
+                header.request_api_version,
+                spec.refusal(body, header.request_api_version, ErrorCode.UNSUPPORTED_VERSION),
+            )
         if self._txn_pending:
             # Markers of a transaction answered just before: no request may see it half done.
             self._run_deferred_transactions(now_ms)
@@ -1424,6 +1438,10 @@ class Broker:
                 self.tokens.close()
             except Exception:
                 log.exception("cannot close the delegation-token journal")
+            try:
+                self.features.close()
+            except Exception:
+                log.exception("cannot close the feature journal")
             try:
                 self.shares.close()
             except Exception:

@@ -292,6 +292,10 @@ class HandlerSpec:
             has no way to report an error.
         advertised_min: the minimum version ApiVersions reports when it differs
             from ``min_version`` (see the Produce handler).
+        feature: the feature (KIP-584, :mod:`trafka.brokerlite.features`) the
+            API belongs to: while it is not finalized (level 0) every request is
+            answered ``error_response(..., UNSUPPORTED_VERSION)``, as Kafka does.
+            The API stays in ApiVersions, as in Kafka.
     """
 
     api_key: int
@@ -300,11 +304,19 @@ class HandlerSpec:
     handle: Callable[[RequestContext, Any], Any]
     error_response: Callable[[Any, int, ErrorCode], Any] | None
     advertised_min: int | None = None
+    feature: str | None = None
 
     def __post_init__(self) -> None:
+        if self.feature is not None and self.error_response is None:
+            raise ValueError(f"API {self.api_key}: a feature-gated API needs an error_response")
         info = api(self.api_key)
         if not info.min_version <= self.min_version <= self.max_version <= info.max_version:
             raise ValueError(
                 f"{info.name}: versions {self.min_version}-{self.max_version} outside the "
                 f"codec's {info.min_version}-{info.max_version}"
             )
+
+    def refusal(self, request: Any, version: int, code: ErrorCode) -> Any:
+        """``error_response(request, version, code)`` (the API must have one)."""
+        assert self.error_response is not None
+        return self.error_response(request, version, code)

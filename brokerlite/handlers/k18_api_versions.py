@@ -7,14 +7,21 @@ body carrying UNSUPPORTED_VERSION and the ApiVersions range (KIP-511), which
 is how clients discover the version to retry with. Client software name and
 version (v3+) are accepted as sent.
 
-From v3 the answer also lists the feature levels (KIP-584) that brokerlite
-implements, each supported from 0 and finalized at its highest level, with
-finalized-features epoch 1 (they never change):
+From v3 the answer also lists the feature levels (KIP-584) brokerlite
+implements, each supported from 0 to its highest level, and those finalized
+now with their epoch. They are cluster state kept by
+:mod:`trafka.brokerlite.features` and changed with UpdateFeatures (key 57): a
+fresh broker has both at 1, epoch 1; each applied change raises the epoch by
+one; a feature at level 0 is left out of the finalized list. They survive a
+restart.
 
 * ``group.version`` 1: the consumer group protocol of KIP-848
-  (ConsumerGroupHeartbeat);
-* ``share.version`` 1: share groups (KIP-932).
+  (ConsumerGroupHeartbeat, ConsumerGroupDescribe); at 0 those APIs answer
+  UNSUPPORTED_VERSION;
+* ``share.version`` 1: share groups (KIP-932); at 0 the share-group APIs
+  (keys 76-79, 90-92) answer UNSUPPORTED_VERSION.
 
+Those APIs stay in the list whatever the levels, as Kafka's broker keeps them.
 ``transaction.version`` is left out, which clients read as 0: transactions
 follow the protocol before KIP-890's second part, as brokerlite serves them.
 ``metadata.version`` and ``kraft.version`` describe a KRaft controller quorum,
@@ -23,6 +30,7 @@ which brokerlite does not have.
 
 from __future__ import annotations
 
+from trafka.brokerlite.features import SUPPORTED
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k18_api_versions as m
 
@@ -32,10 +40,6 @@ API_KEY = 18
 MIN_VERSION = 0
 MAX_VERSION = 4
 
-# name -> the highest level implemented (supported from 0, finalized at it).
-FEATURES = {"group.version": 1, "share.version": 1}
-FEATURES_EPOCH = 1
-
 
 def handle(ctx: RequestContext, request: m.ApiVersionsRequest) -> m.ApiVersionsResponse:
     keys = [
@@ -44,19 +48,20 @@ def handle(ctx: RequestContext, request: m.ApiVersionsRequest) -> m.ApiVersionsR
     ]
     if ctx.version < 3:
         return m.ApiVersionsResponse(error_code=ErrorCode.NONE, api_keys=keys)
+    features = ctx.broker.features
     return m.ApiVersionsResponse(
         error_code=ErrorCode.NONE,
         api_keys=keys,
         supported_features=[
-            m.ApiVersionsResponse.SupportedFeatureKey(name=name, min_version=0, max_version=level)
-            for name, level in FEATURES.items()
+            m.ApiVersionsResponse.SupportedFeatureKey(name=name, min_version=low, max_version=high)
+            for name, (low, high) in SUPPORTED.items()
         ],
-        finalized_features_epoch=FEATURES_EPOCH,
+        finalized_features_epoch=features.epoch,
         finalized_features=[
             m.ApiVersionsResponse.FinalizedFeatureKey(
                 name=name, max_version_level=level, min_version_level=level
             )
-            for name, level in FEATURES.items()
+            for name, level in features.finalized().items()
         ],
     )
 

@@ -9,10 +9,15 @@ parked.
 Authorization: READ on the group (else GROUP_AUTHORIZATION_FAILED), and DESCRIBE on
 every topic named in ``subscribed_topic_names`` (else TOPIC_AUTHORIZATION_FAILED
 for the heartbeat, which then changes nothing).
+
+While ``group.version`` is finalized at 0 (UpdateFeatures, :mod:`trafka.brokerlite.features`)
+the consumer group protocol is off: every request is answered UNSUPPORTED_VERSION (the broker's
+gate, before authorization), as Kafka 4.x answers it.
 """
 
 from __future__ import annotations
 
+from trafka.brokerlite.features import GROUP_VERSION
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k68_consumer_group_heartbeat as m
 
@@ -49,4 +54,4 @@ def error_response(
     return m.ConsumerGroupHeartbeatResponse(error_code=code)
 
 
-SPEC = HandlerSpec(API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response)
+SPEC = HandlerSpec(API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response, feature=GROUP_VERSION)

@@ -7,12 +7,17 @@ group whose members' assignments (current or target) hold a topic the principal
 may not DESCRIBE is answered TOPIC_AUTHORIZATION_FAILED without members.
 ``include_authorized_operations`` reports what the principal may do on each group
 (without an authorizer: everything a group allows, as Kafka).
+
+While ``group.version`` is finalized at 0 (UpdateFeatures, :mod:`trafka.brokerlite.features`)
+the consumer group protocol is off: every request is answered UNSUPPORTED_VERSION (the broker's
+gate, before authorization), as Kafka 4.x answers it.
 """
 
 from __future__ import annotations
 
 import dataclasses
 
+from trafka.brokerlite.features import GROUP_VERSION
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k69_consumer_group_describe as m
 
@@ -61,4 +66,4 @@ def error_response(
     )
 
 
-SPEC = HandlerSpec(API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response)
+SPEC = HandlerSpec(API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response, feature=GROUP_VERSION)

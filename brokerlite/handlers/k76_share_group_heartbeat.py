@@ -11,10 +11,15 @@ client (KIP-1082). Handed to the share coordinator
 Authorization: READ on the group (else GROUP_AUTHORIZATION_FAILED), and DESCRIBE on
 every topic named in ``subscribed_topic_names`` (else TOPIC_AUTHORIZATION_FAILED
 for the heartbeat, which then changes nothing).
+
+While ``share.version`` is finalized at 0 (UpdateFeatures, :mod:`trafka.brokerlite.features`)
+share groups are off: every request is answered UNSUPPORTED_VERSION (the broker's
+gate, before authorization), as Kafka 4.x answers it.
 """
 
 from __future__ import annotations
 
+from trafka.brokerlite.features import SHARE_VERSION
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k76_share_group_heartbeat as m
 
@@ -47,4 +52,4 @@ def error_response(
     return m.ShareGroupHeartbeatResponse(error_code=code)
 
 
-SPEC = HandlerSpec(API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response)
+SPEC = HandlerSpec(API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response, feature=SHARE_VERSION)

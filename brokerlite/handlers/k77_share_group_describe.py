@@ -9,10 +9,15 @@ id that names no group, or a group of another type, is GROUP_ID_NOT_FOUND.
 Authorization: DESCRIBE per group, else GROUP_AUTHORIZATION_FAILED. A described
 group whose members' assignments hold a topic the principal may not DESCRIBE is
 answered TOPIC_AUTHORIZATION_FAILED without members.
+
+While ``share.version`` is finalized at 0 (UpdateFeatures, :mod:`trafka.brokerlite.features`)
+share groups are off: every request is answered UNSUPPORTED_VERSION (the broker's
+gate, before authorization), as Kafka 4.x answers it.
 """
 
 from __future__ import annotations
 
+from trafka.brokerlite.features import SHARE_VERSION
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k77_share_group_describe as m
 
@@ -62,4 +67,4 @@ def error_response(
     )
 
 
-SPEC = HandlerSpec(API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response)
+SPEC = HandlerSpec(API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response, feature=SHARE_VERSION)

@@ -11,6 +11,10 @@ Authorization: READ on the group, else GROUP_AUTHORIZATION_FAILED for the reques
 then READ per topic: a named partition of a topic the principal may not read is
 answered TOPIC_AUTHORIZATION_FAILED (its acknowledgements too, unapplied) and
 does not join the share session, and the fetch is answered at once.
+
+While ``share.version`` is finalized at 0 (UpdateFeatures, :mod:`trafka.brokerlite.features`)
+share groups are off: every request is answered UNSUPPORTED_VERSION (the broker's
+gate, before authorization), as Kafka 4.x answers it.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import dataclasses
 import uuid
 from typing import TYPE_CHECKING
 
+from trafka.brokerlite.features import SHARE_VERSION
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k78_share_fetch as m
 
@@ -122,4 +127,4 @@ def error_response(
     return m.ShareFetchResponse(error_code=code)
 
 
-SPEC = HandlerSpec(API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response)
+SPEC = HandlerSpec(API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response, feature=SHARE_VERSION)

@@ -6,12 +6,17 @@ rules are the share fetcher's (:mod:`trafka.brokerlite.shares`).
 Authorization: READ on the group, else GROUP_AUTHORIZATION_FAILED for the request;
 then READ per topic, else that topic's partitions are answered
 TOPIC_AUTHORIZATION_FAILED and their acknowledgements are not applied.
+
+While ``share.version`` is finalized at 0 (UpdateFeatures, :mod:`trafka.brokerlite.features`)
+share groups are off: every request is answered UNSUPPORTED_VERSION (the broker's
+gate, before authorization), as Kafka 4.x answers it.
 """
 
 from __future__ import annotations
 
 import dataclasses
 
+from trafka.brokerlite.features import SHARE_VERSION
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k79_share_acknowledge as m
 
@@ -67,4 +72,4 @@ def error_response(
     return m.ShareAcknowledgeResponse(error_code=code)
 
 
-SPEC = HandlerSpec(API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response)
+SPEC = HandlerSpec(API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response, feature=SHARE_VERSION)

@@ -22,6 +22,10 @@ Authorization: DESCRIBE per group, else GROUP_AUTHORIZATION_FAILED for that grou
 Named topics the principal may not DESCRIBE are answered per partition
 TOPIC_AUTHORIZATION_FAILED (start offset -1, null topic id); with Topics null they
 are left out.
+
+While ``share.version`` is finalized at 0 (UpdateFeatures, :mod:`trafka.brokerlite.features`)
+share groups are off: every request is answered UNSUPPORTED_VERSION (the broker's
+gate, before authorization), as Kafka 4.x answers it.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING
 
+from trafka.brokerlite.features import SHARE_VERSION
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k90_describe_share_group_offsets as m
 
@@ -170,4 +175,4 @@ def error_response(
     )
 
 
-SPEC = HandlerSpec(API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response)
+SPEC = HandlerSpec(API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response, feature=SHARE_VERSION)

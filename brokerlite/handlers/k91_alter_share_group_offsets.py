@@ -22,12 +22,17 @@ last offset and is answered each time.
 Authorization: READ on the group, else GROUP_AUTHORIZATION_FAILED (nothing
 created); then READ per topic, else that topic's partitions are answered
 TOPIC_AUTHORIZATION_FAILED and keep their state.
+
+While ``share.version`` is finalized at 0 (UpdateFeatures, :mod:`trafka.brokerlite.features`)
+share groups are off: every request is answered UNSUPPORTED_VERSION (the broker's
+gate, before authorization), as Kafka 4.x answers it.
 """
 
 from __future__ import annotations
 
 import dataclasses
 
+from trafka.brokerlite.features import SHARE_VERSION
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k91_alter_share_group_offsets as m
 
@@ -117,4 +122,4 @@ def error_response(
     return R(error_code=code)
 
 
-SPEC = HandlerSpec(API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response)
+SPEC = HandlerSpec(API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response, feature=SHARE_VERSION)

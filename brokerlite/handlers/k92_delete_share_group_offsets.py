@@ -18,12 +18,17 @@ has no state, is UNKNOWN_TOPIC_OR_PARTITION with the null topic id, as in Kafka
 Authorization: DELETE on the group, else GROUP_AUTHORIZATION_FAILED; then READ per
 topic, else that topic is answered TOPIC_AUTHORIZATION_FAILED (listed first, as
 Kafka does) and its state kept.
+
+While ``share.version`` is finalized at 0 (UpdateFeatures, :mod:`trafka.brokerlite.features`)
+share groups are off: every request is answered UNSUPPORTED_VERSION (the broker's
+gate, before authorization), as Kafka 4.x answers it.
 """
 
 from __future__ import annotations
 
 import dataclasses
 
+from trafka.brokerlite.features import SHARE_VERSION
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k92_delete_share_group_offsets as m
 
@@ -93,4 +98,4 @@ def error_response(
     return R(error_code=code)
 
 
-SPEC = HandlerSpec(API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response)
+SPEC = HandlerSpec(API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response, feature=SHARE_VERSION)

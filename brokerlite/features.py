@@ -1,0 +1,212 @@
+"""Finalized feature levels (KIP-584): what UpdateFeatures changes and ApiVersions reports.
+
+brokerlite is its own controller, so it keeps the cluster's finalized levels
+itself, in ``trafka-features.journal`` (the CRC journal of :mod:`.journal`).
+
+Features and levels:
+
+* brokerlite supports ``group.version`` 0-1 (1: the consumer group protocol of
+  KIP-848) and ``share.version`` 0-1 (1: share groups, KIP-932). A fresh data
+  directory has both finalized at 1, epoch 1.
+* Level 0 is "not finalized": the feature leaves ApiVersions' finalized list,
+  as Kafka's controller removes a feature whose level record is 0.
+* The finalized epoch starts at 1 and grows by one with every applied
+  UpdateFeatures request that named at least one feature (Kafka's epoch is the
+  metadata log offset of the change, which grows the same way: a request that
+  sets a level it already has still writes a record).
+
+Validation, as Kafka's KRaft controller (``FeatureControlManager.updateFeature``),
+feature by feature in request order, the first refusal ending the request:
+
+* an upgrade type Kafka does not define (not 1, 2 or 3) is refused;
+* a level below 0 is refused;
+* a feature brokerlite does not support (``metadata.version``,
+  ``kraft.version``, ``transaction.version``, any other name), or a level
+  above the highest it supports, is refused;
+* a level below the current one needs a downgrade type (safe or unsafe; the
+  two are the same for these features, which have no metadata to lose); a
+  level above it needs the upgrade type; the current level again is accepted
+  with any type.
+
+Every refusal is INVALID_UPDATE_VERSION. A request is all or nothing: when one
+update is refused, none is applied (Kafka's controller writes the records of a
+request atomically, and only when every update passed).
+
+Rules and invariants:
+
+* An entry is written (fsynced) before the new levels are visible: a change
+  that was answered survives a crash.
+* Entry kind ``update``: ``epoch`` (the epoch after it) and ``levels`` (feature
+  name to level, 0 included). Compaction writes one entry with every level, so
+  a level lowered to 0 stays 0 across a restart.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from trafka.brokerlite.errors import BrokerError
+from trafka.brokerlite.journal import CrcJournal, JournalStore
+from trafka.codec.errors import ErrorCode
+
+__all__ = [
+    "DEFAULT_LEVELS",
+    "FEATURES_JOURNAL",
+    "GROUP_VERSION",
+    "SAFE_DOWNGRADE",
+    "SHARE_VERSION",
+    "SUPPORTED",
+    "UNSAFE_DOWNGRADE",
+    "UPGRADE",
+    "FeatureStore",
+    "FeatureStoreError",
+    "FeatureUpdateError",
+    "plan_update",
+]
+
+FEATURES_JOURNAL = "trafka-features.journal"
+
+GROUP_VERSION = "group.version"
+SHARE_VERSION = "share.version"
+
+#: name -> (lowest, highest) level brokerlite implements.
+SUPPORTED: dict[str, tuple[int, int]] = {GROUP_VERSION: (0, 1), SHARE_VERSION: (0, 1)}
+#: The levels of a fresh data directory: every feature at its highest.
+DEFAULT_LEVELS: dict[str, int] = {name: high for name, (_, high) in SUPPORTED.items()}
+_FIRST_EPOCH = 1
+
+# Kafka's FeatureUpdate.UpgradeType codes (UpdateFeatures v1+).
+UPGRADE = 1
+SAFE_DOWNGRADE = 2
+UNSAFE_DOWNGRADE = 3
+_UPGRADE_TYPES = {
+    UPGRADE: "upgrade",
+    SAFE_DOWNGRADE: "safe downgrade",
+    UNSAFE_DOWNGRADE: "unsafe downgrade",
+}
+
+
+class FeatureUpdateError(BrokerError):
+    """An update refused as Kafka's controller refuses it (INVALID_UPDATE_VERSION);
+    the message says why."""
+
+    code = ErrorCode.INVALID_UPDATE_VERSION
+
+
+class FeatureStoreError(BrokerError):
+    """The feature journal cannot be read or written."""
+
+
+def _refused(name: str, level: int, why: str) -> FeatureUpdateError:
+    return FeatureUpdateError(f"cannot set feature {name} to level {level}: {why}")
+
+
+def plan_update(
+    current: Mapping[str, int], updates: Iterable[tuple[str, int, int]]
+) -> dict[str, int]:
+    """The levels after ``updates`` (name, level, upgrade type), checked as the
+    module docstring says.
+
+    Args:
+        current: every supported feature's level now (0: not finalized).
+        updates: the request's updates, names already known to be distinct.
+
+    Returns:
+        The new level of each feature named.
+
+    Raises:
+        FeatureUpdateError: INVALID_UPDATE_VERSION for the first update refused.
+    """
+    planned: dict[str, int] = {}
+    for name, level, upgrade_type in updates:
+        if upgrade_type not in _UPGRADE_TYPES:
+            raise _refused(name, level, f"upgrade type {upgrade_type} is not one Kafka defines")
+        if level < 0:
+            raise _refused(name, level, "a feature level cannot be negative")
+        supported = SUPPORTED.get(name)
+        if supported is None:
+            raise _refused(name, level, "brokerlite does not support this feature")
+        low, high = supported
+        if not low <= level <= high:
+            raise _refused(name, level, f"brokerlite supports levels {low} to {high}")
+        now = current.get(name, 0)
+        if level < now and upgrade_type == UPGRADE:
+            raise _refused(
+                name,
+                level,
+                f"it is at level {now}; lowering it needs a safe or unsafe downgrade",
+            )
+        if level > now and upgrade_type != UPGRADE:
+            raise _refused(
+                name,
+                level,
+                f"it is at level {now}; a {_UPGRADE_TYPES[upgrade_type]} cannot raise it",
+            )
+        planned[name] = level
+    return planned
+
+
+class FeatureStore(JournalStore):
+    """The finalized feature levels and their epoch, in a CRC-checked journal.
+
+    Raises:
+        FeatureStoreError: the journal cannot be read or written, or holds a
+            malformed entry.
+    """
+
+    def __init__(self, path: Path, *, fsync: bool = True, compact_min_bytes: int = 1 << 16) -> None:
+        journal = CrcJournal(
+            Path(path), format_name="features", version=1, fsync=fsync, error=FeatureStoreError
+        )
+        super().__init__(journal, compact_min_bytes=compact_min_bytes, name="feature journal")
+        self._levels: dict[str, int] = dict(DEFAULT_LEVELS)
+        self.epoch = _FIRST_EPOCH
+        self._load()
+
+    def level(self, name: str) -> int:
+        """The feature's finalized level; 0 when it is not finalized."""
+        return self._levels.get(name, 0)
+
+    def levels(self) -> dict[str, int]:
+        """Every supported feature's level (0 included)."""
+        return dict(self._levels)
+
+    def finalized(self) -> dict[str, int]:
+        """The finalized features (level 1 or more), by name."""
+        return {name: level for name, level in self._levels.items() if level > 0}
+
+    def update(self, levels: Mapping[str, int]) -> int:
+        """Apply checked levels (:func:`plan_update`) durably; returns the new epoch.
+
+        Raises:
+            FeatureStoreError: the journal write failed; nothing changed.
+        """
+        self._write({"kind": "update", "epoch": self.epoch + 1, "levels": dict(levels)})
+        return self.epoch
+
+    def _apply(self, entry: dict[str, Any]) -> None:
+        kind = entry.get("kind")
+        if kind != "update":
+            raise FeatureStoreError(
+                f"feature journal {self.path}: unknown entry kind {kind!r} "
+                "(written by a newer brokerlite?)"
+            )
+        try:
+            epoch = entry["epoch"]
+            levels = entry["levels"]
+            if type(epoch) is not int or not isinstance(levels, dict):
+                raise ValueError("epoch or levels of the wrong type")
+            for name, level in levels.items():
+                if type(level) is not int or name not in SUPPORTED:
+                    raise ValueError(f"feature {name!r} at level {level!r}")
+        except (KeyError, ValueError) as exc:
+            raise FeatureStoreError(
+                f"feature journal {self.path}: malformed {kind!r} entry: {exc!r}"
+            ) from exc
+        self._levels.update(levels)
+        self.epoch = epoch
+
+    def _live_entries(self) -> list[dict[str, Any]]:
+        return [{"kind": "update", "epoch": self.epoch, "levels": dict(self._levels)}]
