@@ -22,6 +22,7 @@ Rules:
 from __future__ import annotations
 
 import dataclasses
+import enum
 import secrets
 import time
 from collections.abc import (
@@ -69,6 +70,7 @@ from trafka.codec.messages import k48_describe_client_quotas as dcq
 from trafka.codec.messages import k49_alter_client_quotas as acq
 from trafka.codec.messages import k50_describe_user_scram_credentials as dusc
 from trafka.codec.messages import k51_alter_user_scram_credentials as ausc
+from trafka.codec.messages import k57_update_features as upf
 from trafka.codec.messages import k60_describe_cluster as dcl
 from trafka.codec.messages import k61_describe_producers as dp
 from trafka.codec.messages import k65_describe_transactions as dtx
@@ -111,6 +113,7 @@ __all__ = [
     "Admin",
     "ClusterDescription",
     "FeatureMetadata",
+    "FeatureUpdate",
     "GroupDescription",
     "GroupListing",
     "LIVE_TRANSACTION_STATES",
@@ -124,6 +127,7 @@ __all__ = [
     "SharePartitionOffsetInfo",
     "TransactionDescription",
     "TransactionListing",
+    "UpgradeType",
     "UserScramCredentialDeletion",
     "UserScramCredentialUpsertion",
     "UserScramCredentialsDescription",
@@ -169,6 +173,40 @@ class FeatureMetadata:
     finalized: dict[str, tuple[int, int]]
     finalized_epoch: int | None
     supported: dict[str, tuple[int, int]]
+
+
+class UpgradeType(enum.IntEnum):
+    """How a feature level may move (KIP-778), as Java's ``FeatureUpdate.UpgradeType``.
+
+    ``UPGRADE`` raises a level (or keeps it); the downgrades lower it, 0 removing
+    the feature. ``SAFE_DOWNGRADE`` refuses a downgrade that would lose metadata;
+    ``UNSAFE_DOWNGRADE`` allows it (for features with no metadata to lose, such
+    as ``group.version``, the two are the same).
+    """
+
+    UPGRADE = 1
+    SAFE_DOWNGRADE = 2
+    UNSAFE_DOWNGRADE = 3
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class FeatureUpdate:
+    """A new finalized level for one feature, as Java's ``FeatureUpdate``.
+
+    Attributes:
+        max_version_level: the level to finalize; 0 removes the feature (which
+            needs a downgrade type).
+        upgrade_type: :class:`UpgradeType`.
+    """
+
+    max_version_level: int
+    upgrade_type: UpgradeType = UpgradeType.UPGRADE
+
+    def __post_init__(self) -> None:
+        if self.max_version_level < 0:
+            raise ValueError(f"a feature level cannot be negative: {self.max_version_level}")
+        if self.max_version_level == 0 and self.upgrade_type == UpgradeType.UPGRADE:
+            raise ValueError("level 0 removes a feature: use a downgrade upgrade_type")
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -584,6 +622,93 @@ class Admin:
             )
 
         return await self._calls.run("describe_features", timeout_ms, attempt)
+
+    async def update_features(
+        self,
+        updates: Mapping[str, FeatureUpdate],
+        *,
+        validate_only: bool = False,
+        timeout_ms: int | None = None,
+    ) -> dict[str, KafkaError | None]:
+        """Finalize feature levels (UpdateFeatures, KIP-584), through the controller,
+        as Java's ``Admin.updateFeatures``.
+
+        The version is the highest both sides speak: v0 has no upgrade type, so a
+        downgrade is sent as ``AllowDowngrade`` (which a broker reads as a safe
+        downgrade); v1 adds ``validate_only``; v2 answers with one error for the
+        request. A KRaft controller applies a request whole or not at all.
+
+        Args:
+            updates: feature name -> :class:`FeatureUpdate`.
+            validate_only: have the controller check the updates, changing nothing.
+
+        Returns:
+            Per feature, in the order given, None when it was applied (or would
+            be, with ``validate_only``), else its error: only a broker that
+            answers per feature (v0-v1, before KRaft) fails some and not others.
+
+        Raises:
+            ValueError: no updates, or an empty feature name.
+            KafkaError: the request as a whole was refused:
+                INVALID_UPDATE_VERSION (a level the cluster does not support, a
+                downgrade without a downgrade type, an unknown feature; the
+                message names it), INVALID_REQUEST, CLUSTER_AUTHORIZATION_FAILED
+                (the principal lacks ALTER on the cluster).
+            UnsupportedVersionError: the broker has no UpdateFeatures, or only
+                v0 and ``validate_only`` was asked (v0 cannot carry it).
+        """
+        wanted = dict(updates)
+        if not wanted:
+            raise ValueError("no feature updates given")
+        for name in wanted:
+            if not name.strip():
+                raise ValueError("a feature name must not be empty")
+        wait_ms = self._timeout_ms(timeout_ms)
+        req = upf.UpdateFeaturesRequest
+
+        async def attempt(deadline: float) -> dict[str, KafkaError | None]:
+            conn = await self._controller()
+            version = conn.version_for(57)
+            if validate_only and version < 1:
+                raise UnsupportedVersionError(
+                    "the broker's UpdateFeatures is v0, which has no validate_only"
+                )
+            keys = [
+                req.FeatureUpdateKey(
+                    feature=name,
+                    max_version_level=u.max_version_level,
+                    allow_downgrade=u.upgrade_type != UpgradeType.UPGRADE,
+                )
+                if version == 0
+                else req.FeatureUpdateKey(
+                    feature=name,
+                    max_version_level=u.max_version_level,
+                    upgrade_type=int(u.upgrade_type),
+                )
+                for name, u in wanted.items()
+            ]
+            body = _fit(
+                57,
+                version,
+                req,
+                timeout_ms=wait_ms,
+                feature_updates=keys,
+                validate_only=validate_only,
+            )
+            resp = await conn.request(57, body, version=version)
+            again = TRANSIENT | {ErrorCode.NOT_CONTROLLER}
+            check(resp.error_code, "UpdateFeatures", resp.error_message, again=again, refresh=True)
+            if version >= 2:  # one answer for the request, which succeeded
+                return dict.fromkeys(wanted)
+            out = {
+                r.feature: _partition_outcome(
+                    r.error_code, r.error_message, f"updating feature {r.feature!r}"
+                )
+                for r in resp.results or ()
+            }
+            return _answered(list(wanted), out, "updating feature")
+
+        return await self._calls.run("update_features", timeout_ms, attempt)
 
     async def list_topics(
         self, *, include_internal: bool = False, timeout_ms: int | None = None

@@ -122,6 +122,7 @@ CLIENT_VERSIONS: dict[int, tuple[int, int]] = {
     46: (0, 0),  # ListPartitionReassignments
     48: (0, 1),  # DescribeClientQuotas
     49: (0, 1),  # AlterClientQuotas
+    57: (0, 2),  # UpdateFeatures (v1: upgrade types, validate_only; v2: one error)
     60: (0, 1),  # DescribeCluster
     68: (0, 1),  # ConsumerGroupHeartbeat (KIP-848; from v1 the member names itself, KIP-1082)
     # Share groups (KIP-932): v1 is Kafka 4.1's first stable version (v0 was early

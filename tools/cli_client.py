@@ -31,6 +31,10 @@ Rules:
   one) prints what ShareGroupDescribe says instead of offsets and lag: state,
   epochs and members with their subscriptions and assignments. Other groups
   print as before.
+* ``features`` alone (or ``features describe``) prints the feature levels;
+  ``features upgrade``/``downgrade``/``disable`` change them, as
+  kafka-features.sh does (``--feature``, ``--unsafe``, ``--dry-run``). The
+  controller applies a change whole or not at all: a refusal exits 1.
 * ``groups configs`` and ``groups set-config`` read and change group configs
   (ConfigResource GROUP: ``share.auto.offset.reset``...). ``set-config``
   changes only the keys given (IncrementalAlterConfigs); the broker validates
@@ -1041,15 +1045,7 @@ def _level_range(levels: tuple[int, int] | None) -> str | None:
     return str(high) if low == high else f"{low}-{high}"
 
 
-@click.command("features")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-@_admin_options
-def features_command(cfg: dict[str, Any], as_json: bool) -> None:
-    """Describe the cluster's feature levels (KIP-584).
-
-    As kafka-features.sh describe: the levels a broker supports, those the
-    cluster has finalized, and the epoch of the finalized ones."""
-
+def _describe_features(cfg: dict[str, Any], as_json: bool) -> None:
     async def run(admin: Any) -> Any:
         return await admin.describe_features()
 
@@ -1084,6 +1080,139 @@ def features_command(cfg: dict[str, Any], as_json: bool) -> None:
         for name in names
     ]
     click.echo(_table(["FEATURE", "SUPPORTED", "FINALIZED", "EPOCH"], rows))
+
+
+@click.group("features", invoke_without_command=True)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (describe).")
+@_admin_options
+def features_command(cfg: dict[str, Any], as_json: bool) -> None:
+    """Describe and change the cluster's feature levels (KIP-584), as kafka-features.sh.
+
+    \b
+    Without a subcommand: describe (the levels a broker supports, those the
+    cluster has finalized, and the epoch of the finalized ones).
+    upgrade --feature NAME=LEVEL     raise levels
+    downgrade --feature NAME=LEVEL   lower levels (--unsafe: even if metadata is lost)
+    disable --feature NAME           lower to 0, which removes the feature
+    --dry-run has the controller validate the change, which changes nothing.
+    A request is applied whole or not at all.
+    """
+    if click.get_current_context().invoked_subcommand is None:
+        _describe_features(cfg, as_json)
+
+
+@features_command.command("describe")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@_admin_options
+def features_describe(cfg: dict[str, Any], as_json: bool) -> None:
+    """The supported and finalized levels and the finalized epoch."""
+    _describe_features(cfg, as_json)
+
+
+def _feature_levels(values: Iterable[str]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for item in values:
+        name, sep, text = item.partition("=")
+        name = name.strip()
+        if not sep or not name:
+            raise click.BadParameter(f"{item!r} is not NAME=LEVEL", param_hint="--feature")
+        try:
+            level = int(text)
+        except ValueError:
+            raise click.BadParameter(
+                f"{name}: {text.strip()!r} is not a level", param_hint="--feature"
+            ) from None
+        if level < 0:
+            raise click.BadParameter(f"{name}: a level cannot be negative", param_hint="--feature")
+        if name in out:
+            raise click.BadParameter(f"{name} given twice", param_hint="--feature")
+        out[name] = level
+    return out
+
+
+def _explain_features(exc: KafkaError, verb: str) -> click.ClickException:
+    name = exc.code.name if isinstance(exc.code, ErrorCode) else str(exc.code)
+    if exc.code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED:
+        return click.ClickException(
+            f"this client's principal may not {verb} features (CLUSTER_AUTHORIZATION_FAILED): "
+            "it needs ALTER on the cluster, or to be a super user"
+        )
+    reason = str(exc).partition("] ")[2] or str(exc)  # without the code named already
+    return click.ClickException(f"could not {verb} (nothing changed): {name}: {reason}")
+
+
+def _update_features(
+    cfg: dict[str, Any], levels: dict[str, int], upgrade_type: str, dry_run: bool, verb: str
+) -> None:
+    from trafka.sdk import FeatureUpdate, UpgradeType
+
+    kind = UpgradeType[upgrade_type]
+    updates = {name: FeatureUpdate(level, kind) for name, level in levels.items()}
+
+    async def run(admin: Any) -> dict[str, Any]:
+        result: dict[str, Any] = await admin.update_features(updates, validate_only=dry_run)
+        return result
+
+    outcome = _run(_with_admin, cfg, run, explain=lambda exc: _explain_features(exc, verb))
+    failed = False
+    for name, level in levels.items():
+        error = outcome.get(name)
+        past = "disabled" if verb == "disable" else f"{verb}d to {level}"
+        if error is not None:
+            failed = True
+            click.echo(f"{name}: could not be {past}: {error}", err=True)
+        elif dry_run:
+            can = "disabled" if verb == "disable" else f"{verb}d to {level}"
+            click.echo(f"{name} can be {can} (dry run: nothing changed)")
+        else:
+            click.echo(f"{name} was {past}")
+    if failed:
+        raise click.exceptions.Exit(1)
+
+
+_FEATURE_HELP = "NAME=LEVEL, e.g. group.version=1 (repeatable)."
+_DRY_RUN_HELP = "Have the controller validate the change (validate_only); nothing changes."
+_UNSAFE_HELP = "An unsafe downgrade: go on even if metadata of the higher level is lost."
+
+
+@features_command.command("upgrade")
+@click.option("--feature", "features", multiple=True, required=True, help=_FEATURE_HELP)
+@click.option("--dry-run", is_flag=True, help=_DRY_RUN_HELP)
+@_admin_options
+def features_upgrade(cfg: dict[str, Any], features: tuple[str, ...], dry_run: bool) -> None:
+    """Raise (or keep) feature levels."""
+    _update_features(cfg, _feature_levels(features), "UPGRADE", dry_run, "upgrade")
+
+
+@features_command.command("downgrade")
+@click.option("--feature", "features", multiple=True, required=True, help=_FEATURE_HELP)
+@click.option("--unsafe", is_flag=True, help=_UNSAFE_HELP)
+@click.option("--dry-run", is_flag=True, help=_DRY_RUN_HELP)
+@_admin_options
+def features_downgrade(
+    cfg: dict[str, Any], features: tuple[str, ...], unsafe: bool, dry_run: bool
+) -> None:
+    """Lower feature levels (0 removes a feature, as disable)."""
+    kind = "UNSAFE_DOWNGRADE" if unsafe else "SAFE_DOWNGRADE"
+    _update_features(cfg, _feature_levels(features), kind, dry_run, "downgrade")
+
+
+@features_command.command("disable")
+@click.option("--feature", "features", multiple=True, required=True, help="NAME (repeatable).")
+@click.option("--unsafe", is_flag=True, help=_UNSAFE_HELP)
+@click.option("--dry-run", is_flag=True, help=_DRY_RUN_HELP)
+@_admin_options
+def features_disable(
+    cfg: dict[str, Any], features: tuple[str, ...], unsafe: bool, dry_run: bool
+) -> None:
+    """Lower features to level 0, which removes them from the finalized ones."""
+    names = [f.strip() for f in features]
+    if any(not n or "=" in n for n in names):
+        raise click.BadParameter("give feature names without levels", param_hint="--feature")
+    if len(set(names)) < len(names):
+        raise click.BadParameter("a feature is given twice", param_hint="--feature")
+    kind = "UNSAFE_DOWNGRADE" if unsafe else "SAFE_DOWNGRADE"
+    _update_features(cfg, dict.fromkeys(names, 0), kind, dry_run, "disable")
 
 
 # -- groups -------------------------------------------------------------------------------

@@ -2,7 +2,8 @@
 members split and hand over partitions, commits carry member epochs, a
 librdkafka member (confluent-kafka) shares the group, a static member leaves
 with epoch -2 and a new process with its instance id gets its partitions back,
-and a classic group of the same id is refused clearly."""
+a classic group of the same id is refused clearly, and group.version 0
+(UpdateFeatures) turns the protocol off until it is raised back to 1."""
 
 from __future__ import annotations
 
@@ -17,8 +18,15 @@ import pytest
 from confluent_kafka import Consumer as CkConsumer
 
 from trafka.brokerlite import RunningBroker, broker_in_thread
-from trafka.codec import KafkaError
-from trafka.sdk import ConfigError, open_admin, open_consumer, open_producer
+from trafka.codec import ErrorCode, KafkaError
+from trafka.sdk import (
+    ConfigError,
+    FeatureUpdate,
+    UpgradeType,
+    open_admin,
+    open_consumer,
+    open_producer,
+)
 from trafka.sdk.fetcher import TopicPartition
 
 pytestmark = pytest.mark.timeout(120)
@@ -227,6 +235,37 @@ def test_a_classic_group_of_the_same_id_is_refused(broker: RunningBroker) -> Non
                     while True:
                         await new.getmany(timeout_ms=50)
                 assert "GROUP_ID_NOT_FOUND" in str(caught.value), caught.value
+
+    anyio.run(main, backend="trio")
+
+
+def test_group_version_0_turns_the_protocol_off_and_1_back_on(broker: RunningBroker) -> None:
+    """With group.version finalized at 0 (UpdateFeatures), a group.protocol=consumer
+    member fails with UNSUPPORTED_VERSION, as against Kafka 4.x with the feature off
+    (ConsumerGroupHeartbeat stays advertised and answers UNSUPPORTED_VERSION);
+    raised back to 1, the same member joins."""
+    servers, topic = broker.bootstrap_servers, "kip848-feature"
+
+    async def main() -> None:
+        await fill(servers, topic, range(10), 2)
+        async with open_admin(bootstrap_servers=servers) as admin:
+            await admin.update_features(
+                {"group.version": FeatureUpdate(0, UpgradeType.SAFE_DOWNGRADE)}
+            )
+        async with open_consumer(**settings(servers, "g-feature")) as off:
+            off.subscribe([topic])
+            with anyio.fail_after(20), pytest.raises(KafkaError) as caught:
+                while True:
+                    await off.getmany(timeout_ms=50)
+            assert caught.value.code == ErrorCode.UNSUPPORTED_VERSION, caught.value
+            assert not owned(off)
+        async with open_admin(bootstrap_servers=servers) as admin:
+            await admin.update_features({"group.version": FeatureUpdate(1)})
+        async with open_consumer(**settings(servers, "g-feature")) as on:
+            on.subscribe([topic])
+            seen: list[int] = []
+            await drain(on, seen, lambda: len(seen) == 10)
+            assert owned(on) == {0, 1} and sorted(seen) == list(range(10))
 
     anyio.run(main, backend="trio")
 
