@@ -1,5 +1,6 @@
 """The data source over TLS and SASL: ``kafka.*`` security settings reach the
-driver's planning and the executors' consumers and producers."""
+driver's planning and the executors' consumers and producers, a delegation
+token's too (the way Spark's own connector authenticates executors)."""
 
 from __future__ import annotations
 
@@ -35,6 +36,7 @@ def secure(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[RunningBr
         sasl_users=USERS,
         ssl_certfile=paths["cert"],
         ssl_keyfile=paths["key"],
+        delegation_token_secret_key="spark-token-secret",
     ) as running:
         yield running, paths["ca"]
 
@@ -96,6 +98,66 @@ def test_a_wrong_password_fails_the_planning_clearly(
             .option("kafka.bootstrap.servers", broker.bootstrap_servers)
             .options(**_options(ca, password="wrong"))
             .option("subscribe", "anything")
+            .load()
+            .collect()
+        )
+
+
+def test_a_delegation_token_reads_and_writes_without_the_password(
+    spark: Any, secure: tuple[RunningBroker, str]
+) -> None:
+    from trafka.sdk.blocking import Admin
+
+    broker, ca = secure
+    topic, copy = fresh("token"), fresh("token")
+    create(broker, topic, 2, **_sdk(ca))
+    create(broker, copy, 1, **_sdk(ca))
+    produce(broker, topic, [(None, b"%d" % i, None) for i in range(20)], **_sdk(ca))
+    with Admin(bootstrap_servers=broker.bootstrap_servers, **_sdk(ca)) as admin:
+        token = admin.create_delegation_token(max_lifetime_ms=600_000)
+    token_id, hmac = token.token_info.token_id, token.hmac_base64
+    # trafka's spelling of the token login, then Java's (what Spark's connector writes).
+    trafka_form = {
+        "kafka.security.protocol": "SASL_SSL",
+        "kafka.sasl.mechanism": "SCRAM-SHA-512",
+        "kafka.sasl.username": token_id,
+        "kafka.sasl.password": hmac,
+        "kafka.sasl.scram.tokenauth": "true",
+        "kafka.ssl.ca.location": ca,
+    }
+    jaas_form = {
+        "kafka.security.protocol": "SASL_SSL",
+        "kafka.sasl.mechanism": "SCRAM-SHA-512",
+        "kafka.sasl.jaas.config": "org.apache.kafka.common.security.scram.ScramLoginModule "
+        f'required username="{token_id}" password="{hmac}" tokenauth="true";',
+        "kafka.ssl.ca.location": ca,
+    }
+    df = (
+        spark.read.format("trafka")
+        .option("kafka.bootstrap.servers", broker.bootstrap_servers)
+        .options(**trafka_form)
+        .option("subscribe", topic)
+        .load()
+    )
+    assert sorted(int(r.value) for r in df.collect()) == list(range(20))
+    (
+        df.select("value")
+        .write.format("trafka")
+        .option("kafka.bootstrap.servers", broker.bootstrap_servers)
+        .options(**jaas_form)
+        .option("topic", copy)
+        .mode("append")
+        .save()
+    )
+    assert sorted(int(r.value) for r in consume_all(broker, copy, 1, **_sdk(ca))) == list(range(20))
+    with Admin(bootstrap_servers=broker.bootstrap_servers, **_sdk(ca)) as admin:
+        admin.expire_delegation_token(token.hmac)
+    with pytest.raises(Exception, match="refused the SASL authentication"):
+        (
+            spark.read.format("trafka")
+            .option("kafka.bootstrap.servers", broker.bootstrap_servers)
+            .options(**trafka_form)
+            .option("subscribe", topic)
             .load()
             .collect()
         )
