@@ -319,6 +319,9 @@ class ClientConfig:
         ssl_context: an :class:`ssl.SSLContext` to use as it is, instead of the
             ``ssl_*`` files.
         client_rack: the rack sent to brokers for follower fetching.
+        enable_metrics_push: push the client's metrics to a broker when the
+            cluster subscribes to them (KIP-714; Java's default, true). Producers
+            and consumers only; see :mod:`trafka.sdk.telemetry`.
     """
 
     bootstrap_servers: tuple[str, ...] = _field(("localhost:9092",), _servers)
@@ -358,6 +361,7 @@ class ClientConfig:
     )
     ssl_context: Any = _field(None, _ssl_context)  # noqa: RUF009
     client_rack: str = _field("", _str)
+    enable_metrics_push: bool = _field(True, _bool)
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):

@@ -125,6 +125,8 @@ CLIENT_VERSIONS: dict[int, tuple[int, int]] = {
     57: (0, 2),  # UpdateFeatures (v1: upgrade types, validate_only; v2: one error)
     60: (0, 1),  # DescribeCluster
     68: (0, 1),  # ConsumerGroupHeartbeat (KIP-848; from v1 the member names itself, KIP-1082)
+    71: (0, 0),  # GetTelemetrySubscriptions (KIP-714)
+    72: (0, 0),  # PushTelemetry
     # Share groups (KIP-932): v1 is Kafka 4.1's first stable version (v0 was early
     # access, with other semantics); v2 (KIP-1206/1222, acquire modes, RENEW) is not spoken.
     76: (1, 1),  # ShareGroupHeartbeat

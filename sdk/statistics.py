@@ -43,6 +43,7 @@ __all__ = [
     "PartitionStatistics",
     "ProducerStatistics",
     "ShareConsumerStatistics",
+    "TelemetryStatistics",
     "ThrottleStatistics",
     "TopicCounters",
     "TopicStatistics",
@@ -60,7 +61,9 @@ class NodeCounters:
     ``throttles``, ``throttle_ms_total`` and ``throttle_ms_max`` count the
     responses with a throttle time; ``throttle_held`` the requests the driver
     held back for one, ``throttle_expired`` those of them whose timeout passed
-    while held.
+    while held. ``peaks`` (per API key, seconds) and ``throttle_ms_peak`` are the
+    highest latency and throttle since :meth:`take_peaks` last read them (the
+    client metrics push, KIP-714, reports each push interval's maximum).
     """
 
     __slots__ = (
@@ -70,12 +73,14 @@ class NodeCounters:
         "connect_failures",
         "connects",
         "disconnects",
+        "peaks",
         "requests_failed",
         "requests_sent",
         "responses_received",
         "throttle_expired",
         "throttle_held",
         "throttle_ms_max",
+        "throttle_ms_peak",
         "throttle_ms_total",
         "throttles",
     )
@@ -95,6 +100,8 @@ class NodeCounters:
         self.throttle_ms_max = 0
         self.throttle_held = 0
         self.throttle_expired = 0
+        self.peaks: dict[int, float] = {}
+        self.throttle_ms_peak = 0
 
     def sent(self, api_key: int, size: int) -> None:
         """A request of ``size`` bytes was framed."""
@@ -117,6 +124,9 @@ class NodeCounters:
             entry[2] += latency
             if latency > entry[3]:
                 entry[3] = latency
+            peaks = self.peaks
+            if latency > peaks.get(api_key, 0.0):
+                peaks[api_key] = latency
 
     def throttled(self, throttle_ms: int) -> None:
         """A response carried a throttle time of ``throttle_ms`` (> 0)."""
@@ -124,6 +134,16 @@ class NodeCounters:
         self.throttle_ms_total += throttle_ms
         if throttle_ms > self.throttle_ms_max:
             self.throttle_ms_max = throttle_ms
+        if throttle_ms > self.throttle_ms_peak:
+            self.throttle_ms_peak = throttle_ms
+
+    def take_peaks(self) -> tuple[dict[int, float], int]:
+        """The highest latency per API key (seconds) and throttle (ms) since the
+        last call; resets them."""
+        peaks = (self.peaks, self.throttle_ms_peak)
+        self.peaks = {}
+        self.throttle_ms_peak = 0
+        return peaks
 
 
 class TopicCounters:
@@ -241,6 +261,36 @@ class BrokerStatistics:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class TelemetryStatistics:
+    """The client's metrics push (KIP-714, :mod:`trafka.sdk.telemetry`) so far.
+
+    Attributes:
+        state: the push's state (``"subscription needed"``, ``"push needed"``,
+            ``"terminated"``...).
+        enabled: False once the push is off for good (a fatal answer, or a
+            broker that does not speak KIP-714).
+        client_instance_id: assigned by the broker (None before).
+        subscription_id, push_interval_ms: of the current subscription (None before).
+        subscriptions: subscription answers taken.
+        pushes: pushes the broker accepted (the terminating one included).
+        push_failures: pushes the broker refused, that got no answer, or that
+            were too large to send.
+        last_error: the name of the last error (a Kafka error code, or an
+            exception class), or None.
+    """
+
+    state: str
+    enabled: bool
+    client_instance_id: Any
+    subscription_id: int | None
+    push_interval_ms: int | None
+    subscriptions: int
+    pushes: int
+    push_failures: int
+    last_error: str | None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class TopicStatistics:
     """A producer's records for one topic.
 
@@ -276,6 +326,7 @@ class ProducerStatistics:
         transactions_committed, transactions_aborted: transactions ended.
         topics: per topic.
         brokers: per node id.
+        telemetry: the metrics push (None with ``enable.metrics.push`` off).
     """
 
     records_sent: int
@@ -293,6 +344,7 @@ class ProducerStatistics:
     transactions_aborted: int
     topics: Mapping[str, TopicStatistics]
     brokers: Mapping[int, BrokerStatistics]
+    telemetry: TelemetryStatistics | None = None
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -350,6 +402,7 @@ class ConsumerStatistics:
         partitions: per assigned partition.
         group: None without a ``group.id``.
         brokers: per node id.
+        telemetry: the metrics push (None with ``enable.metrics.push`` off).
     """
 
     records_consumed: int
@@ -357,6 +410,7 @@ class ConsumerStatistics:
     partitions: Mapping[Any, PartitionStatistics]
     group: GroupStatistics | None
     brokers: Mapping[int, BrokerStatistics]
+    telemetry: TelemetryStatistics | None = None
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -870,6 +870,33 @@ class Cluster:
         conn = self._conns.get(node_id)
         return conn if conn is not None and conn.alive else None
 
+    def least_loaded_connection(self) -> BrokerConnection | None:
+        """The live connection with the fewest requests in flight, or None (no connecting).
+
+        What the client metrics push (KIP-714) picks its broker with, as Java's
+        ``leastLoadedNode`` among the ready connections.
+        """
+        best: BrokerConnection | None = None
+        for conn in self._conns.values():
+            if conn.alive and (best is None or conn.in_flight < best.in_flight):
+                best = conn
+                if not conn.in_flight:
+                    break
+        return best
+
+    def take_peaks(self) -> dict[int, tuple[dict[int, float], int]]:
+        """Per broker node id, the highest request latency per API key (ms) and
+        throttle (ms) since the last call (see :meth:`NodeCounters.take_peaks`)."""
+        out: dict[int, tuple[dict[int, float], int]] = {}
+        for conn_id, stats in self._stats.items():
+            node = COORDINATOR_BASE - conn_id if conn_id > COORDINATOR_BASE // 2 else conn_id
+            latencies, throttle = stats.take_peaks()
+            apis, most = out.get(node, ({}, 0))
+            for key, latency in latencies.items():
+                apis[key] = max(apis.get(key, 0.0), latency * 1000)
+            out[node] = (apis, max(most, throttle))
+        return out
+
     def connect_soon(self, node_id: int) -> None:
         """Start connecting to ``node_id`` in the background (if not already)."""
         if self._closed or self.ready_connection(node_id) or node_id in self._connecting:
