@@ -110,6 +110,7 @@ from .statistics import (
     PartitionStatistics,
     ProducerStatistics,
     ShareConsumerStatistics,
+    TelemetryStatistics,
     ThrottleStatistics,
     TopicStatistics,
 )
@@ -141,6 +142,7 @@ __all__ = [
     "GroupStatistics",
     "PartitionStatistics",
     "ProducerStatistics",
+    "TelemetryStatistics",
     "ThrottleStatistics",
     "TopicStatistics",
     "TxnState",

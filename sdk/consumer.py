@@ -28,6 +28,7 @@ from __future__ import annotations
 import logging
 import math
 import re
+import uuid
 from collections import deque
 from collections.abc import AsyncIterator, Iterable, Mapping
 from contextlib import asynccontextmanager
@@ -53,6 +54,14 @@ from .fetcher import (
     parse_list_offsets,
 )
 from .statistics import ConsumerStatistics, PartitionStatistics
+from .telemetry import (
+    ClientTelemetry,
+    IntervalAverages,
+    MetricSample,
+    TelemetryDriver,
+    consumer_samples,
+    disabled_error,
+)
 from .transactions import ConsumerGroupMetadata
 from .transport import BrokerConnection, Cluster
 
@@ -123,6 +132,25 @@ class Consumer:
         self._group: Any = None  # a .group.GroupDriver when subscribed with a group.id
         self._subscription: set[str] = set()
         self._pattern: re.Pattern[str] | None = None
+        # KIP-714 client metrics: seconds spent waiting for records inside polls
+        # (the slow path only), and the push's task.
+        self._poll_idle = 0.0
+        self._telemetry: TelemetryDriver | None = None
+        if config.enable_metrics_push:
+            resource = {}
+            if config.group_id is not None:
+                resource["group_id"] = config.group_id
+            if config.group_instance_id is not None:
+                resource["group_instance_id"] = config.group_instance_id
+            if config.client_rack:
+                resource["client_rack"] = config.client_rack
+            self._telemetry_averages = IntervalAverages()
+            self._telemetry = TelemetryDriver(
+                self._cluster,
+                ClientTelemetry(resource=resource),
+                self._telemetry_samples,
+                config.request_timeout_ms / 1000,
+            )
 
     # -- assignment -----------------------------------------------------------------------
 
@@ -312,6 +340,42 @@ class Consumer:
             partitions=partitions,
             group=None if group is None else group.statistics(),
             brokers=self._cluster.broker_statistics(),
+            telemetry=None if self._telemetry is None else self._telemetry.telemetry.statistics(),
+        )
+
+    async def client_instance_id(self, timeout_ms: float = 0) -> uuid.UUID | None:
+        """The id the cluster gave this client for its metrics (KIP-714), as Java's
+        ``clientInstanceId(Duration)``: waits up to ``timeout_ms`` for the first
+        subscription when there is none yet.
+
+        Returns:
+            The client instance id, or None when no subscription arrived in time
+            (or the cluster does not take client metrics).
+
+        Raises:
+            UsageError: ``enable.metrics.push`` is false.
+            ValueError: ``timeout_ms`` is negative.
+        """
+        if self._telemetry is None:
+            raise disabled_error()
+        return await self._telemetry.client_instance_id(timeout_ms / 1000)
+
+    def _telemetry_samples(self) -> list[MetricSample]:
+        stats = self.statistics()
+        assert self._telemetry is not None
+        resource = self._telemetry.telemetry.resource
+        member = stats.group.member_id if stats.group is not None else ""
+        if member:
+            resource["group_member_id"] = member  # Java's updateMetricsLabels
+        else:
+            resource.pop("group_member_id", None)
+        return consumer_samples(
+            self._telemetry_averages,
+            stats,
+            self._cluster.take_peaks(),
+            self._poll_idle,
+            len(self._fetcher.assignment),
+            anyio.current_time(),
         )
 
     async def _list_offsets(
@@ -663,8 +727,12 @@ class Consumer:
 
     async def _wait_data(self, timeout: float) -> None:
         event = self._data
-        with anyio.move_on_after(timeout):
-            await event.wait()
+        start = anyio.current_time()
+        try:
+            with anyio.move_on_after(timeout):
+                await event.wait()
+        finally:
+            self._poll_idle += anyio.current_time() - start
 
     def _data_arrived(self) -> None:
         event, self._data = self._data, anyio.Event()
@@ -673,6 +741,8 @@ class Consumer:
     async def _start(self) -> None:
         self._cluster.start()
         self._tg.start_soon(self._fetch_loop, name="trafka consumer fetcher")
+        if self._telemetry is not None:
+            self._tg.start_soon(self._telemetry.run, name="trafka consumer telemetry")
 
     async def _fetch_loop(self) -> None:
         fetcher = self._fetcher
@@ -826,6 +896,10 @@ class Consumer:
             return
         if self._group is not None:
             await self._group.close(graceful=graceful)
+        if graceful and self._telemetry is not None:
+            # Java's initiateClose: one last push (terminating=true), bounded.
+            with anyio.CancelScope(shield=True):
+                await self._telemetry.close(self.config.request_timeout_ms / 1000)
         self._closed = True
         self._data_arrived()
 

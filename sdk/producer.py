@@ -60,6 +60,7 @@ from __future__ import annotations
 import logging
 import math
 import time
+import uuid
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
@@ -95,6 +96,15 @@ from .fetcher import TopicPartition
 from .metadata import REFRESH_ERRORS
 from .partitioners import Partitioner, murmur2_pick
 from .statistics import ProducerStatistics, topic_statistics
+from .telemetry import (
+    ClientTelemetry,
+    Interval,
+    IntervalAverages,
+    MetricSample,
+    TelemetryDriver,
+    disabled_error,
+    producer_samples,
+)
 from .transactions import (
     ConsumerGroupMetadata,
     Kind,
@@ -275,6 +285,23 @@ class Producer:
             and isinstance(config.partitioner, str)  # not a callable named murmur2
             and self._partitioner.name == "murmur2"
         )
+        # KIP-714 client metrics: the time batches wait in the accumulator
+        # (measured per Produce request, never per record) and the push's task.
+        self._queue_time = Interval()
+        self._telemetry: TelemetryDriver | None = None
+        if config.enable_metrics_push:
+            resource = {}
+            if config.transactional_id is not None:
+                resource["transactional_id"] = config.transactional_id
+            if config.client_rack:
+                resource["client_rack"] = config.client_rack
+            self._telemetry_averages = IntervalAverages()
+            self._telemetry = TelemetryDriver(
+                self._cluster,
+                ClientTelemetry(resource=resource),
+                self._telemetry_samples,
+                config.request_timeout_ms / 1000,
+            )
 
     # -- public API ---------------------------------------------------------------------
 
@@ -470,6 +497,33 @@ class Producer:
             transactions_aborted=txn.transactions_aborted,
             topics=topics,
             brokers=self._cluster.broker_statistics(),
+            telemetry=None if self._telemetry is None else self._telemetry.telemetry.statistics(),
+        )
+
+    async def client_instance_id(self, timeout_ms: float = 0) -> uuid.UUID | None:
+        """The id the cluster gave this client for its metrics (KIP-714), as Java's
+        ``clientInstanceId(Duration)``: waits up to ``timeout_ms`` for the first
+        subscription when there is none yet.
+
+        Returns:
+            The client instance id, or None when no subscription arrived in time
+            (or the cluster does not take client metrics).
+
+        Raises:
+            UsageError: ``enable.metrics.push`` is false.
+            ValueError: ``timeout_ms`` is negative.
+        """
+        if self._telemetry is None:
+            raise disabled_error()
+        return await self._telemetry.client_instance_id(timeout_ms / 1000)
+
+    def _telemetry_samples(self) -> list[MetricSample]:
+        return producer_samples(
+            self._telemetry_averages,
+            self.statistics(),
+            self._cluster.take_peaks(),
+            self._queue_time,
+            anyio.current_time(),
         )
 
     async def flush(self) -> None:
@@ -748,6 +802,8 @@ class Producer:
     async def _start(self) -> None:
         self._cluster.start()
         self._tg.start_soon(self._sender, name="trafka producer sender")
+        if self._telemetry is not None:
+            self._tg.start_soon(self._telemetry.run, name="trafka producer telemetry")
 
     def _set_fatal(self, error: BaseException) -> None:
         if self._fatal is None:
@@ -988,6 +1044,10 @@ class Producer:
             timeout_ms=self.config.request_timeout_ms,
             transactional_id=self.config.transactional_id,
         )
+        queue_time = self._queue_time
+        now = anyio.current_time()
+        for batch in batches:
+            queue_time.add(now - batch.created)
         completion = _ProduceCompletion(self, conn.node_id, batches)
         try:
             conn.send(0, request, completion if acks != 0 else None)
@@ -1069,6 +1129,11 @@ class Producer:
                 log.warning("closing the producer aborts its open transaction")
                 await self._abort_shielded()
             await self.flush()
+            if self._telemetry is not None:
+                # Java's initiateClose: one last push (terminating=true) once the
+                # records are out, bounded by the request timeout.
+                with anyio.CancelScope(shield=True):
+                    await self._telemetry.close(self.config.request_timeout_ms / 1000)
         self._closed = True
         self._acc.closing = True
         closed = ClientClosedError("the producer was closed before the record was sent")
