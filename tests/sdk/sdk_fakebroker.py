@@ -27,6 +27,10 @@ from trafka.codec.messages import k22_init_producer_id as ipid
 from trafka.codec.records import iter_batches, read_batch_header, set_base_offset
 from trafka.sdk.connection_state import CLIENT_VERSIONS
 
+# APIs the fake advertises only when a test gives it a handler for them: the
+# client metrics push (KIP-714), which clients use whenever it is advertised.
+_OPTIONAL_APIS = frozenset({71, 72})
+
 Handler = Callable[[Any, Any], Any]
 
 #: The number of the connection a handler is serving (1 for the first accepted).
@@ -76,6 +80,8 @@ class FakeBroker:
     def api_versions(self, header: Any, body: Any) -> Any:
         keys = []
         for key, (lo, hi) in CLIENT_VERSIONS.items():
+            if key in _OPTIONAL_APIS and key not in self.handlers:
+                continue  # as a Kafka broker without a telemetry receiver plugin
             info = api(key)
             keys.append(
                 av.ApiVersionsResponse.ApiVersion(
