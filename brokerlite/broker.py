@@ -134,6 +134,7 @@ from .sasl import SaslSession, SaslState, UserStore
 from .scram import SCRAM_JOURNAL, ScramCredentials
 from .share_groups import SHARE_GROUPS_JOURNAL, ShareGroups, ShareGroupSettings, ShareGroupStore
 from .shares import ShareFetcher, ShareStateStore
+from .telemetry import CLIENT_METRICS_JOURNAL, ClientTelemetry
 from .transactions import TransactionCoordinator, TxnCompletion, classic_group_validator
 from .txn_journal import TxnJournal, WrittenMarker
 
@@ -158,7 +159,10 @@ _PRODUCE = 0
 _FETCH = 1
 # Never throttled: the SASL exchange (Kafka does not throttle authentication).
 _QUOTA_EXEMPT = frozenset({17, 36})
-_MIN_REAUTH_INTERVAL_MS = 1000  # Kafka's floor between two re-authentications
+_MIN_REAUTH_INTERVAL_MS = 1000
+# KIP-714's client APIs, served and advertised only with client_telemetry_enabled
+# (Kafka serves them only with a telemetry receiver plugin configured).
+_TELEMETRY_KEYS = frozenset({71, 72})  # Kafka's floor between two re-authentications
 _PRODUCER_ID_BLOCK = 1000
 _FLUSH_CHECK_MS = 1000
 GROUPS_JOURNAL = "trafka-groups.journal"
@@ -210,6 +214,7 @@ class Broker:
         ScramStoreError: the SCRAM credential journal cannot be read.
         ShareGroupStoreError: the share-group journal cannot be read.
         FeatureStoreError: the feature-level journal cannot be read.
+        ClientMetricsStoreError: the client-metrics journal cannot be read.
         ConfigError: ``config.cluster_id`` contradicts the one stored in ``data_dir``,
             or the SASL users file cannot be read.
     """
@@ -338,7 +343,15 @@ class Broker:
             if self.sasl_users is not None:
                 self.sasl_users.manage_tokens(self.tokens)
             self.features = FeatureStore(self.data_dir / FEATURES_JOURNAL)
+            # KIP-714: client-metrics resources, client instances, received pushes.
+            self.telemetry = ClientTelemetry(
+                self.data_dir / CLIENT_METRICS_JOURNAL,
+                telemetry_max_bytes=config.telemetry_max_bytes,
+                telemetry_file=config.client_telemetry_file,
+            )
         except BaseException:
+            if getattr(self, "features", None) is not None:
+                self.features.close()
             if getattr(self, "tokens", None) is not None:
                 self.tokens.close()
             if getattr(self, "quotas", None) is not None:
@@ -369,6 +382,8 @@ class Broker:
         self._tls_subjects: dict[int, str] = {}
         self._hosts: dict[int, str] = {}  # each connection's IP, for ACLs
         self._client_ids: dict[int, str | None] = {}
+        # Each connection's client software (name, version) from ApiVersions v3+ (KIP-511).
+        self._client_software: dict[int, tuple[str, str]] = {}
         self._next_retention_ms = now_ms + config.log_retention_check_interval_ms
         self._next_flush_ms = now_ms + _FLUSH_CHECK_MS
         self._next_producer_expiry_ms = now_ms + config.producer_id_expiration_check_interval_ms
@@ -440,6 +455,10 @@ class Broker:
         """The client id of the connection's latest request header, if any."""
         return self._client_ids.get(conn_id)
 
+    def client_software(self, conn_id: int) -> tuple[str, str] | None:
+        """The client software (name, version) the connection's ApiVersions v3+ named."""
+        return self._client_software.get(conn_id)
+
     def connection_closed(self, conn_id: int) -> None:
         """Forget a connection and drop its parked request, if any.
 
@@ -447,6 +466,8 @@ class Broker:
         the next :meth:`poll` (the driver should poll soon after).
         """
         self._peers.pop(conn_id, None)
+        self._client_software.pop(conn_id, None)
+        self.telemetry.connection_closed(conn_id)
         self._tls_subjects.pop(conn_id, None)
         self._hosts.pop(conn_id, None)
         self._client_ids.pop(conn_id, None)
@@ -656,6 +677,11 @@ class Broker:
             )
         if spec is None:
             return Close(f"{info.name} (key {key}) is not served by brokerlite", client_id)
+        if key in _TELEMETRY_KEYS and not self.config.client_telemetry_enabled:
+            return Close(
+                f"{info.name} (key {key}) is not enabled (client_telemetry_enabled is off)",
+                client_id,
+            )
         if not info.supports(version):
             return Close(f"{info.name} v{version} is not a known version", client_id)
         try:
@@ -664,6 +690,11 @@ class Broker:
             return Close(f"{info.name} v{version}: {exc}", client_id)
         except CodecError as exc:
             return Close(f"malformed {info.name} v{version} request: {exc}", client_id)
+        if key == API_VERSIONS_KEY and version >= 3:
+            self._client_software[conn_id] = (
+                body.client_software_name,
+                body.client_software_version,
+            )
         if not spec.min_version <= version <= spec.max_version:
             if spec.error_response is None:
                 return Close(
@@ -1381,9 +1412,10 @@ class Broker:
 
     # -- versions ----------------------------------------------------------------
 
-    @staticmethod
-    def api_versions() -> list[tuple[int, int, int]]:
-        """(api_key, min_version, max_version) of every API served, by key."""
+    def api_versions(self) -> list[tuple[int, int, int]]:
+        """(api_key, min_version, max_version) of every API served, by key (the
+        KIP-714 client APIs only with ``client_telemetry_enabled``)."""
+        telemetry = self.config.client_telemetry_enabled
         return [
             (
                 key,
@@ -1391,6 +1423,7 @@ class Broker:
                 spec.max_version,
             )
             for key, spec in sorted(HANDLERS.items())
+            if telemetry or key not in _TELEMETRY_KEYS
         ]
 
     # -- lifecycle ---------------------------------------------------------------
@@ -1442,6 +1475,10 @@ class Broker:
                 self.features.close()
             except Exception:
                 log.exception("cannot close the feature journal")
+            try:
+                self.telemetry.close()
+            except Exception:
+                log.exception("cannot close the client-metrics journal")
             try:
                 self.shares.close()
             except Exception:

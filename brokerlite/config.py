@@ -253,6 +253,19 @@ class BrokerConfig:
             (Kafka's ``quota.window.num``; :mod:`trafka.brokerlite.quotas`).
         quota_window_size_seconds: the length of one sample (Kafka's
             ``quota.window.size.seconds``).
+        client_telemetry_enabled: serve and advertise GetTelemetrySubscriptions
+            and PushTelemetry (KIP-714). On by default: brokerlite's receiver is
+            built in, and Kafka advertises the two APIs exactly when a telemetry
+            receiver is configured. Off, brokerlite acts as a Kafka broker
+            without one: the APIs are left out of ApiVersions and a request for
+            them closes the connection. Client-metrics resources can be
+            configured either way.
+        telemetry_max_bytes: the largest PushTelemetry metrics accepted, compressed
+            or decompressed (Kafka's ``telemetry.max.bytes``, default 1 MiB;
+            KIP-714, :mod:`trafka.brokerlite.telemetry`).
+        client_telemetry_file: append each accepted PushTelemetry, decoded, as
+            one JSON line to this file; unset (the default), pushes are only
+            kept in memory (``broker.telemetry``).
         announce: announce the listener on the local network (zeroconf, service
             type ``_kafka._tcp``) with its cluster id, node id and security
             protocol, so that clients with ``bootstrap.servers=zeroconf`` find it.
@@ -340,6 +353,9 @@ class BrokerConfig:
     delegation_token_max_lifetime_ms: int = 604_800_000
     delegation_token_expiry_time_ms: int = 86_400_000
     delegation_token_expiry_check_interval_ms: int = 3_600_000
+    client_telemetry_enabled: bool = True
+    telemetry_max_bytes: int = 1_048_576
+    client_telemetry_file: Path | None = None
     announce: bool = False
 
     def partition_limit(self) -> int:
@@ -396,6 +412,7 @@ class BrokerConfig:
             "delegation_token_max_lifetime_ms",
             "delegation_token_expiry_time_ms",
             "delegation_token_expiry_check_interval_ms",
+            "telemetry_max_bytes",
         ):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name}: must be > 0, got {getattr(self, name)}")
@@ -502,7 +519,13 @@ class BrokerConfig:
             if not str(getattr(self, name)).strip():
                 raise ConfigError(f"{name}: must not be empty")
         object.__setattr__(self, "sasl_users", _parse_users(self.sasl_users, "sasl_users"))
-        for name in ("sasl_users_file", "ssl_certfile", "ssl_keyfile", "ssl_cafile"):
+        for name in (
+            "sasl_users_file",
+            "ssl_certfile",
+            "ssl_keyfile",
+            "ssl_cafile",
+            "client_telemetry_file",
+        ):
             value = getattr(self, name)
             if value is not None and not isinstance(value, Path):
                 object.__setattr__(self, name, Path(value))
@@ -742,6 +765,7 @@ _KAFKA_FIELD_NAMES: dict[str, str] = {
     "delegation_token_max_lifetime_ms": "delegation.token.max.lifetime.ms",
     "delegation_token_expiry_time_ms": "delegation.token.expiry.time.ms",
     "delegation_token_expiry_check_interval_ms": "delegation.token.expiry.check.interval.ms",
+    "telemetry_max_bytes": "telemetry.max.bytes",
     "num_partitions": "num.partitions",
     "auto_create_topics": "auto.create.topics.enable",
     "log_segment_bytes": "log.segment.bytes",

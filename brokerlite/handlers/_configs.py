@@ -3,16 +3,21 @@
 Resource types are Kafka's ConfigResource types: 2 topic, 4 broker, 8 broker
 logger, 16 client metrics, 32 group. Topic configs live in the log manager's
 registry; group configs (``share.*``) with the share-group coordinator
-(:mod:`trafka.brokerlite.share_groups`); the broker's settings are static (they
-come from :class:`~trafka.brokerlite.config.BrokerConfig`) and reported read-only.
+(:mod:`trafka.brokerlite.share_groups`); client-metrics resources (KIP-714
+subscriptions) with :mod:`trafka.brokerlite.telemetry`; the broker's settings
+are static (they come from :class:`~trafka.brokerlite.config.BrokerConfig`) and
+reported read-only.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import enum
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from trafka.brokerlite.log import ConfigEntry, ConfigSource, ConfigType
+from trafka.brokerlite.telemetry import CONFIG_DEFAULTS, CONFIG_TYPES, INTERVAL_MS, split_list
 
 if TYPE_CHECKING:
     from trafka.brokerlite.broker import Broker
@@ -65,6 +70,7 @@ _BROKER_TYPES = {
     "group.min.session.timeout.ms": ConfigType.INT,
     "group.max.session.timeout.ms": ConfigType.INT,
     "socket.request.max.bytes": ConfigType.INT,
+    "telemetry.max.bytes": ConfigType.INT,
     **{
         f"group.share.{name}": ConfigType.INT
         for name in (
@@ -112,3 +118,74 @@ def broker_entries(broker: Broker) -> list[ConfigEntry]:
 def is_broker_name(broker: Broker, name: str) -> bool:
     """Whether a broker resource name designates this broker ("" is the cluster default)."""
     return name in ("", str(broker.node_id))
+
+
+#: DescribeConfigs' source of a client-metrics resource's own setting (Kafka's
+#: ConfigSource.CLIENT_METRICS_CONFIG).
+CLIENT_METRICS_CONFIG_SOURCE = 7
+_APPEND, _SUBTRACT = 2, 3
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ClientMetricsEntry:
+    """One client-metrics setting as DescribeConfigs reports it."""
+
+    name: str
+    value: str
+    source: int
+    config_type: int
+    is_default: bool
+
+
+def _printed(name: str, value: str) -> str:
+    """A client-metrics value as Kafka prints it once parsed (lists joined by
+    commas, integers without leading zeros or signs)."""
+    if name == INTERVAL_MS:
+        text = value.strip()
+        return str(int(text)) if text.lstrip("+-").isdigit() else value
+    return ",".join(split_list(value))
+
+
+def client_metrics_entries(broker: Broker, name: str) -> list[ClientMetricsEntry]:
+    """Every client-metrics setting of resource ``name``, sorted: its own value or
+    Kafka's default."""
+    configs = broker.telemetry.configs(name)
+    return [
+        ClientMetricsEntry(
+            name=key,
+            value=_printed(key, configs.get(key, default)),
+            source=CLIENT_METRICS_CONFIG_SOURCE
+            if key in configs
+            else int(ConfigSource.DEFAULT_CONFIG),
+            config_type=CONFIG_TYPES[key],
+            is_default=key not in configs,
+        )
+        for key, default in sorted(CONFIG_DEFAULTS.items())
+    ]
+
+
+def client_metrics_changes(
+    current: Mapping[str, str], ops: list[tuple[str, int, str | None]]
+) -> dict[str, str | None] | str:
+    """The settings a resource has after IncrementalAlterConfigs ``ops`` (name,
+    operation, value), as Kafka's controller computes them (SET, DELETE, and
+    APPEND/SUBTRACT on list settings, starting from the default); or the
+    INVALID_CONFIG message for APPEND/SUBTRACT on a setting that is not a list."""
+    after: dict[str, str | None] = dict(current)
+    for key, op, value in ops:
+        if op in (_APPEND, _SUBTRACT):
+            if CONFIG_TYPES.get(key) != ConfigType.LIST:
+                verb = "APPEND" if op == _APPEND else "SUBTRACT"
+                return f"Can't {verb} to key {key} because its type is not LIST."
+            items = split_list(after.get(key) or CONFIG_DEFAULTS.get(key, ""))
+            given = split_list(value or "")
+            if op == _APPEND:
+                items += [i for i in given if i not in items]
+            else:
+                items = [i for i in items if i not in given]
+            after[key] = ",".join(items)
+        elif op == 1:
+            after.pop(key, None)
+        else:
+            after[key] = value
+    return after

@@ -12,6 +12,12 @@
   override, then the broker setting (or the config's own default where Kafka
   has no broker setting for it), as Kafka does. An empty group name is
   INVALID_REQUEST.
+* Client metrics (resource type 16, KIP-714 subscriptions; any name, whether
+  the resource exists or not): ``interval.ms``, ``match`` and ``metrics``, each
+  the resource's setting (source CLIENT_METRICS_CONFIG, 7, with itself as the
+  one synonym) or Kafka's default (source DEFAULT_CONFIG, no synonyms); values
+  as Kafka prints them (lists joined by commas). An empty name is
+  INVALID_REQUEST. Authorized on the cluster, as broker configs are.
 * Broker loggers and other resource types: INVALID_REQUEST.
 * An unknown topic is UNKNOWN_TOPIC_OR_PARTITION.
 * Authorization: DESCRIBE_CONFIGS on the topic for a topic, on the group for a
@@ -21,6 +27,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from trafka.brokerlite.errors import BrokerError
 from trafka.brokerlite.log import ConfigEntry, ConfigSource
 from trafka.brokerlite.share_groups import GroupConfigEntry
@@ -29,8 +37,17 @@ from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k32_describe_configs as m
 
 from ._base import HandlerSpec, RequestContext
-from ._configs import BROKER_SYNONYMS, ResourceType, broker_entries, is_broker_name
+from ._configs import (
+    BROKER_SYNONYMS,
+    ResourceType,
+    broker_entries,
+    client_metrics_entries,
+    is_broker_name,
+)
 from ._util import code_of, config_authorization_error, message_of
+
+if TYPE_CHECKING:
+    from trafka.brokerlite.broker import Broker
 
 API_KEY = 32
 MIN_VERSION = 1
@@ -78,6 +95,28 @@ def _group_entries(
     ]
 
 
+def _client_metrics(
+    broker: Broker, name: str, keys: list[str] | None, version: int, include_synonyms: bool
+) -> list[Entry]:
+    wanted = set(keys) if keys else None
+    return [
+        Entry(
+            name=e.name,
+            value=e.value,
+            read_only=False,
+            config_source=e.source,
+            is_sensitive=False,
+            synonyms=[Synonym(name=e.name, value=e.value, source=e.source)]
+            if include_synonyms and not e.is_default
+            else [],
+            config_type=e.config_type if version >= 3 else 0,
+            documentation=None,
+        )
+        for e in client_metrics_entries(broker, name)
+        if wanted is None or e.name in wanted
+    ]
+
+
 def handle(ctx: RequestContext, request: m.DescribeConfigsRequest) -> m.DescribeConfigsResponse:
     broker = ctx.broker
     version = ctx.version
@@ -111,6 +150,29 @@ def handle(ctx: RequestContext, request: m.DescribeConfigsRequest) -> m.Describe
                         resource_type=kind,
                         resource_name=resource.resource_name,
                         configs=_group_entries(group_entries, version, request.include_synonyms),
+                    )
+                )
+                continue
+            if kind == ResourceType.CLIENT_METRICS and not resource.resource_name:
+                results.append(
+                    Result(
+                        error_code=ErrorCode.INVALID_REQUEST,
+                        error_message="Client metrics subscription name must not be empty",
+                        resource_type=kind,
+                        resource_name=resource.resource_name,
+                    )
+                )
+                continue
+            if kind == ResourceType.CLIENT_METRICS:
+                results.append(
+                    Result(
+                        error_code=ErrorCode.NONE,
+                        error_message=None,
+                        resource_type=kind,
+                        resource_name=resource.resource_name,
+                        configs=_client_metrics(
+                            broker, resource.resource_name, keys, version, request.include_synonyms
+                        ),
                     )
                 )
                 continue

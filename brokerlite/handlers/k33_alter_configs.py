@@ -7,6 +7,11 @@ group configs, as Kafka's controller allows through this API too. Validation,
 ``validate_only``, duplicates and broker resources behave as in
 IncrementalAlterConfigs.
 
+Client metrics (resource type 16, KIP-714 subscriptions) are taken too, as
+Kafka's controller takes them here: the configs given become the resource's
+whole set (none deletes it), validated as IncrementalAlterConfigs validates
+them.
+
 Authorization (after the duplicate check): ALTER_CONFIGS on the topic for a
 topic, on the group for a group, on the cluster for the broker; otherwise that
 resource gets TOPIC_, GROUP_ or CLUSTER_AUTHORIZATION_FAILED and is unchanged.
@@ -53,11 +58,15 @@ def handle(ctx: RequestContext, request: m.AlterConfigsRequest) -> m.AlterConfig
         elif refused:
             code = refused
             message = f"not authorized to alter configs of {resource.resource_name!r}"
-        elif resource.resource_type not in (ResourceType.TOPIC, ResourceType.GROUP):
+        elif resource.resource_type not in (
+            ResourceType.TOPIC,
+            ResourceType.GROUP,
+            ResourceType.CLIENT_METRICS,
+        ):
             code = ErrorCode.INVALID_REQUEST
             message = (
-                "only topic and group configs can be altered (brokerlite's broker configs "
-                "are static)"
+                "only topic, group and client-metrics configs can be altered "
+                "(brokerlite's broker configs are static)"
             )
         elif any(k > 1 for k in names.values()):
             code, message = ErrorCode.INVALID_REQUEST, "a config is named twice"
@@ -66,7 +75,11 @@ def handle(ctx: RequestContext, request: m.AlterConfigsRequest) -> m.AlterConfig
         else:
             changes: dict[str, str | None] = {c.name: c.value for c in resource.configs}
             try:
-                if resource.resource_type == ResourceType.GROUP:
+                if resource.resource_type == ResourceType.CLIENT_METRICS:
+                    ctx.broker.telemetry.replace(
+                        resource.resource_name, changes, validate_only=request.validate_only
+                    )
+                elif resource.resource_type == ResourceType.GROUP:
                     ctx.broker.share_groups.alter_configs(
                         resource.resource_name,
                         changes,

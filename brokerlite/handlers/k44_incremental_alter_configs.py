@@ -10,6 +10,15 @@ Kafka validates them: INVALID_CONFIG for an unknown name, a bad value or one
 outside the broker's ``group.share.min.*``/``max.*`` bounds. Broker configs
 are static in brokerlite: altering them is INVALID_REQUEST.
 
+Client metrics (resource type 16, KIP-714 subscriptions): ``metrics``,
+``interval.ms`` and ``match``, authorized on the cluster. The set a change
+leaves is validated as Kafka's controller validates it
+(:func:`trafka.brokerlite.telemetry.parse_subscription`): an empty name, an
+unknown setting or an interval outside 100-3600000 is INVALID_REQUEST; a value
+that does not parse, a null SET value or a bad ``match`` item INVALID_CONFIG;
+APPEND/SUBTRACT on ``interval.ms`` (not a list) INVALID_CONFIG. Deleting the
+last setting deletes the resource. Changes are durable (a journal).
+
 Authorization (after the duplicate check): ALTER_CONFIGS on the topic for a
 topic, on the group for a group, on the cluster for the broker and broker
 loggers; otherwise that resource gets TOPIC_, GROUP_ or
@@ -28,7 +37,7 @@ from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k44_incremental_alter_configs as m
 
 from ._base import HandlerSpec, RequestContext
-from ._configs import ResourceType
+from ._configs import ResourceType, client_metrics_changes
 from ._util import code_of, config_authorization_error, message_of
 
 API_KEY = 44
@@ -108,6 +117,30 @@ def _group_changes(
     return changes
 
 
+def _alter_client_metrics(
+    ctx: RequestContext,
+    resource: m.IncrementalAlterConfigsRequest.AlterConfigsResource,
+    validate_only: bool,
+) -> None:
+    names = Counter(c.name for c in resource.configs)
+    repeated = [n for n, k in names.items() if k > 1]
+    if repeated:
+        raise _Refused(ErrorCode.INVALID_REQUEST, f"configs named twice: {', '.join(repeated)}")
+    for c in resource.configs:
+        if c.config_operation not in (SET, DELETE, APPEND, SUBTRACT):
+            raise _Refused(
+                ErrorCode.INVALID_REQUEST, f"{c.name}: unknown operation {c.config_operation}"
+            )
+    telemetry = ctx.broker.telemetry
+    after = client_metrics_changes(
+        telemetry.configs(resource.resource_name),
+        [(c.name, c.config_operation, c.value) for c in resource.configs],
+    )
+    if isinstance(after, str):
+        raise _Refused(ErrorCode.INVALID_CONFIG, after)
+    telemetry.replace(resource.resource_name, after, validate_only=validate_only)
+
+
 def handle(
     ctx: RequestContext, request: m.IncrementalAlterConfigsRequest
 ) -> m.IncrementalAlterConfigsResponse:
@@ -125,11 +158,22 @@ def handle(
                 raise _Refused(
                     refused, f"not authorized to alter configs of {resource.resource_name!r}"
                 )
+            if resource.resource_type == ResourceType.CLIENT_METRICS:
+                _alter_client_metrics(ctx, resource, request.validate_only)
+                results.append(
+                    Result(
+                        error_code=ErrorCode.NONE,
+                        error_message=None,
+                        resource_type=resource.resource_type,
+                        resource_name=resource.resource_name,
+                    )
+                )
+                continue
             if resource.resource_type not in (ResourceType.TOPIC, ResourceType.GROUP):
                 raise _Refused(
                     ErrorCode.INVALID_REQUEST,
-                    "only topic and group configs can be altered (brokerlite's broker "
-                    "configs are static)",
+                    "only topic, group and client-metrics configs can be altered "
+                    "(brokerlite's broker configs are static)",
                 )
             changes = _changes(ctx, resource)
             if resource.resource_type == ResourceType.GROUP:

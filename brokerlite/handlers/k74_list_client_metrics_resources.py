@@ -1,0 +1,49 @@
+"""ListClientMetricsResources (key 74), version 0: the client-metrics resources.
+
+The names of the client-metrics config resources (KIP-714 subscriptions, set
+with IncrementalAlterConfigs on resource type 16) that have at least one
+setting, sorted by name. Needs DESCRIBE_CONFIGS on the cluster, else
+CLUSTER_AUTHORIZATION_FAILED with no names, as Kafka 4.0 answers.
+
+Kafka 4.1 renamed the API ListConfigResources (KIP-1142, v1 adds resource
+types); the shared specs define v0 only, which is what brokerlite serves.
+"""
+
+from __future__ import annotations
+
+from trafka.brokerlite.authorizer import CLUSTER_NAME
+from trafka.codec.acl import AclOperation, AclResourceType
+from trafka.codec.errors import ErrorCode
+from trafka.codec.messages import k74_list_client_metrics_resources as m
+
+from ._base import HandlerSpec, RequestContext
+
+API_KEY = 74
+MIN_VERSION = 0
+MAX_VERSION = 0
+
+Resource = m.ListClientMetricsResourcesResponse.ClientMetricsResource
+
+
+def handle(
+    ctx: RequestContext, request: m.ListClientMetricsResourcesRequest
+) -> m.ListClientMetricsResourcesResponse:
+    if not ctx.allowed(AclOperation.DESCRIBE_CONFIGS, AclResourceType.CLUSTER, CLUSTER_NAME):
+        return m.ListClientMetricsResourcesResponse(
+            error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        )
+    return m.ListClientMetricsResourcesResponse(
+        error_code=ErrorCode.NONE,
+        client_metrics_resources=[
+            Resource(name=name) for name in ctx.broker.telemetry.resource_names()
+        ],
+    )
+
+
+def error_response(
+    request: m.ListClientMetricsResourcesRequest | None, version: int, code: ErrorCode
+) -> m.ListClientMetricsResourcesResponse:
+    return m.ListClientMetricsResourcesResponse(error_code=code)
+
+
+SPEC = HandlerSpec(API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response)
