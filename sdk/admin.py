@@ -76,6 +76,7 @@ from trafka.codec.messages import k61_describe_producers as dp
 from trafka.codec.messages import k65_describe_transactions as dtx
 from trafka.codec.messages import k66_list_transactions as ltx
 from trafka.codec.messages import k69_consumer_group_describe as cgd
+from trafka.codec.messages import k74_list_client_metrics_resources as lcmr
 from trafka.codec.messages import k77_share_group_describe as sgd
 from trafka.codec.messages import k90_describe_share_group_offsets as dsgo
 from trafka.codec.messages import k91_alter_share_group_offsets as asgo
@@ -137,6 +138,7 @@ __all__ = [
 TOPIC_RESOURCE = 2
 BROKER_RESOURCE = 4
 GROUP_RESOURCE = 32  # group configs (KIP-848 and KIP-932: share.auto.offset.reset ...)
+CLIENT_METRICS_RESOURCE = 16  # KIP-714 subscriptions: metrics, interval.ms, match
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -1426,6 +1428,71 @@ class Admin:
         """
         await self._alter_configs("alter_group_configs", GROUP_RESOURCE, changes, timeout_ms)
 
+    async def list_client_metrics_resources(self, *, timeout_ms: int | None = None) -> list[str]:
+        """The names of the client-metrics resources (KIP-714 subscriptions), sorted,
+        as Java's ``listClientMetricsResources`` (ListClientMetricsResources, key 74).
+
+        Raises:
+            KafkaError: CLUSTER_AUTHORIZATION_FAILED without DESCRIBE_CONFIGS on
+                the cluster; UNSUPPORTED_VERSION from a broker without the API.
+        """
+
+        async def attempt(deadline: float) -> list[str]:
+            conn = await self._controller()
+            if not conn.supports(74):
+                raise KafkaError(
+                    ErrorCode.UNSUPPORTED_VERSION,
+                    "the broker does not serve ListClientMetricsResources (Kafka 3.7+)",
+                )
+            resp = await conn.request(74, lcmr.ListClientMetricsResourcesRequest())
+            check(resp.error_code, "listing client-metrics resources", None, again=TRANSIENT)
+            return sorted(r.name for r in resp.client_metrics_resources)
+
+        return await self._calls.run("list_client_metrics_resources", timeout_ms, attempt)
+
+    async def describe_client_metrics_configs(
+        self,
+        names: Iterable[str],
+        *,
+        overrides_only: bool = False,
+        timeout_ms: int | None = None,
+    ) -> dict[str, dict[str, str | None]]:
+        """The settings of client-metrics resources (ConfigResource CLIENT_METRICS),
+        keyed by name: ``metrics``, ``interval.ms`` and ``match``, each the
+        resource's own value or Kafka's default (any name can be described).
+
+        Args:
+            overrides_only: only the settings the resource sets.
+        """
+        resources = [(CLIENT_METRICS_RESOURCE, n) for n in names]
+        return await self._describe_configs(
+            "describe_client_metrics_configs", resources, overrides_only, timeout_ms
+        )
+
+    async def alter_client_metrics_configs(
+        self,
+        name: str,
+        changes: Mapping[str, str | None],
+        *,
+        timeout_ms: int | None = None,
+    ) -> None:
+        """Set (or, with ``None``, delete) settings of one client-metrics resource, as
+        :meth:`alter_group_configs` does for groups; deleting every setting deletes
+        the resource. Lists are comma-separated strings::
+
+            await admin.alter_client_metrics_configs(
+                "producers", {"metrics": "org.apache.kafka.producer.", "interval.ms": "1000"}
+            )
+
+        Raises:
+            KafkaError: INVALID_REQUEST (empty name, unknown setting, interval
+                outside 100-3600000 ms) or INVALID_CONFIG (a bad ``match`` item or
+                value), as the broker refuses it.
+        """
+        await self._alter_configs(
+            "alter_client_metrics_configs", CLIENT_METRICS_RESOURCE, {name: changes}, timeout_ms
+        )
+
     async def _alter_configs(
         self,
         what: str,
@@ -2712,6 +2779,7 @@ _OVERRIDE_SOURCE = {
     TOPIC_RESOURCE: _DYNAMIC_TOPIC_CONFIG,
     BROKER_RESOURCE: _DYNAMIC_BROKER_CONFIG,
     GROUP_RESOURCE: _GROUP_CONFIG,
+    CLIENT_METRICS_RESOURCE: 7,  # CLIENT_METRICS_CONFIG
 }
 
 

@@ -38,6 +38,7 @@ SUBCOMMANDS: dict[str, str] = {
     "acls": "trafka.tools.cli_acls:acls_command",
     "quotas": "trafka.tools.cli_quotas:quotas_command",
     "tokens": "trafka.tools.cli_tokens:tokens_command",
+    "client-metrics": "trafka.tools.cli_client_metrics:client_metrics_command",
 }
 
 
