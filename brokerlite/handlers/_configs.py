@@ -71,6 +71,9 @@ _BROKER_TYPES = {
     "group.max.session.timeout.ms": ConfigType.INT,
     "socket.request.max.bytes": ConfigType.INT,
     "telemetry.max.bytes": ConfigType.INT,
+    "delegation.token.max.lifetime.ms": ConfigType.LONG,
+    "delegation.token.expiry.time.ms": ConfigType.LONG,
+    "delegation.token.expiry.check.interval.ms": ConfigType.LONG,
     **{
         f"group.share.{name}": ConfigType.INT
         for name in (

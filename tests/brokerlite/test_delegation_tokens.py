@@ -468,3 +468,26 @@ def test_tokens_outlive_a_restart_and_die_with_a_new_secret(open_core: Any, data
     assert rekeyed.login(token.token_id, b64(token.hmac)) is None
     renewal = rekeyed.renew("alice", token.hmac)
     assert renewal.error_code == ErrorCode.DELEGATION_TOKEN_NOT_FOUND
+
+
+def test_the_token_settings_are_described_as_kafka_names_them(tokens: Tokens) -> None:
+    from trafka.codec.messages import k32_describe_configs as dc
+
+    request = dc.DescribeConfigsRequest(
+        resources=[
+            dc.DescribeConfigsRequest.DescribeConfigsResource(
+                resource_type=4, resource_name="1", configuration_keys=None
+            )
+        ],
+        include_synonyms=False,
+        include_documentation=False,
+    )
+    answer = tokens.core.call(32, 4, request, conn_id=tokens.conn("alice"))
+    entries = {c.name: c for c in answer.results[0].configs}
+    lifetime = entries["delegation.token.max.lifetime.ms"]
+    assert (lifetime.value, lifetime.config_type) == ("604800000", 5)  # LONG
+    assert entries["delegation.token.expiry.time.ms"].value == "86400000"
+    assert entries["delegation.token.expiry.check.interval.ms"].value == "3600000"
+    # The secret is never described.
+    assert not any("secret" in name or "master" in name for name in entries)
+    assert SECRET not in repr(answer)
