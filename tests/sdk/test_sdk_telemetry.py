@@ -511,42 +511,23 @@ async def test_the_consumer_pushes_its_metrics() -> None:
 def telemetry_broker(tmp_path_factory: pytest.TempPathFactory) -> Any:
     from sdk_brokers import module_broker
 
-    from trafka.brokerlite.handlers import HANDLERS
-
-    if 71 not in HANDLERS or 72 not in HANDLERS:
-        pytest.skip("brokerlite does not serve KIP-714")
     yield from module_broker(tmp_path_factory, "telemetry", client_telemetry_enabled=True)
 
 
 async def test_brokerlite_receives_the_producers_metrics(telemetry_broker: Any) -> None:
-    from trafka.codec.messages import k44_incremental_alter_configs as iac
     from trafka.sdk import NewTopic, open_admin
 
     bootstrap = telemetry_broker.bootstrap_servers
     client_id = f"telemetry-e2e-{uuid.uuid4().hex[:8]}"
-    R = iac.IncrementalAlterConfigsRequest
-    settings = {
+    settings: dict[str, str | None] = {
         "metrics": "org.apache.kafka.producer.",
         "interval.ms": "100",
         "match": f"client_id={client_id}",
     }
-    body = R(
-        resources=[
-            R.AlterConfigsResource(
-                resource_type=16,  # CLIENT_METRICS
-                resource_name=client_id,
-                configs=[
-                    R.AlterableConfig(name=k, config_operation=0, value=v)
-                    for k, v in settings.items()
-                ],
-            )
-        ]
-    )
     with anyio.fail_after(30):
         async with open_admin(bootstrap_servers=bootstrap) as admin:
             await admin.create_topics([NewTopic(client_id, 1)])
-            _, answer = await admin.cluster.request_any(44, body)
-            assert [r.error_code for r in answer.responses] == [0]
+            await admin.alter_client_metrics_configs(client_id, settings)
         async with open_producer(bootstrap_servers=bootstrap, client_id=client_id) as producer:
             instance = await producer.client_instance_id(timeout_ms=10_000)
             assert instance is not None, producer.statistics().telemetry
