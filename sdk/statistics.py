@@ -430,6 +430,7 @@ class ShareConsumerStatistics:
             (0: a new session).
         acquisition_lock_timeout_ms: from the last ShareFetch answer (None before).
         brokers: per node id.
+        telemetry: the metrics push (None with ``enable.metrics.push`` off).
     """
 
     group_id: str
@@ -443,6 +444,7 @@ class ShareConsumerStatistics:
     share_sessions: Mapping[int, int]
     acquisition_lock_timeout_ms: int | None
     brokers: Mapping[int, BrokerStatistics]
+    telemetry: TelemetryStatistics | None = None
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

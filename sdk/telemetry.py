@@ -796,6 +796,207 @@ def consumer_samples(
     return out
 
 
+#: Java's share consumer registers its own groups under ``consumer-share``
+#: (``consumer-share-metrics``, ``consumer-share-fetch-manager-metrics``,
+#: ``consumer-share-coordinator-metrics``), which KIP-714's naming turns into
+#: this prefix; its network metrics stay under ``consumer``.
+SHARE_CONSUMER_PREFIX = "org.apache.kafka.consumer.share."
+
+
+class PollTimes:
+    """The application's polls as Java's ``KafkaShareConsumerMetrics`` measures
+    them (I/O-free; times in seconds).
+
+    * ``between``: at each poll's start, the time since the previous poll
+      started (0 for the first poll, as Java records it).
+    * ``idle``: at each poll's end, the poll's own duration over that duration
+      plus the time between polls (0 when both are 0): near 1 when the
+      application spends its time waiting in ``poll``, near 0 when it spends
+      it processing records.
+    * ``last_start``: when the last poll started (None before any).
+    """
+
+    __slots__ = ("_since_last", "_start", "between", "idle", "last_start")
+
+    def __init__(self) -> None:
+        self.between = Interval()
+        self.idle = Interval()
+        self.last_start: float | None = None
+        self._start = 0.0
+        self._since_last = 0.0
+
+    def started(self, now: float) -> None:
+        self._since_last = 0.0 if self.last_start is None else now - self.last_start
+        self.between.add(self._since_last)
+        self.last_start = self._start = now
+
+    def ended(self, now: float) -> None:
+        poll_time = max(0.0, now - self._start)
+        cycle = poll_time + self._since_last
+        self.idle.add(poll_time / cycle if cycle > 0 else 0.0)
+
+
+def _seconds_ago(then: float | None, now: float) -> int:
+    """Whole seconds since ``then``; -1 when it never happened (Java's gauges)."""
+    return -1 if then is None else int(max(0.0, now - then))
+
+
+def _meter(
+    averages: IntervalAverages, name: str, total: int, now: float, what: str
+) -> list[MetricSample]:
+    """``<name>.total`` (a sum) and ``<name>.rate`` (per second since the last push)."""
+    return [
+        MetricSample(
+            name + ".total", "sum", total, unit="1", description=f"The total number of {what}."
+        ),
+        MetricSample(
+            name + ".rate",
+            "gauge",
+            averages.rate(name, total, now),
+            unit="1",
+            description=f"The number of {what} per second.",
+        ),
+    ]
+
+
+def share_consumer_samples(
+    averages: IntervalAverages,
+    stats: Any,
+    peaks: Mapping[int, tuple[Mapping[int, float], int]],
+    polls: PollTimes,
+    last_heartbeat: float | None,
+    now: float,
+) -> list[MetricSample]:
+    """A share consumer's KIP-714 metrics (KIP-932) from its
+    :class:`~trafka.sdk.statistics.ShareConsumerStatistics`, its per-node
+    peaks, its polls and when it last sent a ShareGroupHeartbeat.
+
+    The names are those Java's ``KafkaShareConsumer`` registers:
+    ``consumer.share.*`` (``KafkaShareConsumerMetrics``),
+    ``consumer.share.fetch.manager.*`` (``ShareFetchMetricsRegistry``),
+    ``consumer.share.coordinator.*`` (``HeartbeatMetricsManager``), and the
+    network client's ``consumer.*``. Acknowledgements count once the broker
+    answered them (Java counts them when they are written to a request).
+    """
+    s = SHARE_CONSUMER_PREFIX
+    brokers = stats.brokers
+    out = _common_samples(CONSUMER_PREFIX, averages, brokers, peaks, now)
+
+    # consumer-share-metrics: the application's polls.
+    out.append(
+        MetricSample(
+            s + "poll.idle.ratio.avg",
+            "gauge",
+            averages.average("share poll idle", polls.idle.total, polls.idle.count),
+            unit="1",
+            description="The average fraction of time the share consumer's polls were idle "
+            "rather than the application processing records.",
+        )
+    )
+    between = polls.between
+    out.append(
+        MetricSample(
+            s + "time.between.poll.avg",
+            "gauge",
+            averages.average("share between", between.total * 1000, between.count),
+            unit="ms",
+            description="The average delay between invocations of poll() in ms.",
+        )
+    )
+    out.append(
+        MetricSample(
+            s + "time.between.poll.max",
+            "gauge",
+            between.take_peak() * 1000,
+            unit="ms",
+            description="The maximum delay between invocations of poll() in ms.",
+        )
+    )
+    out.append(
+        MetricSample(
+            s + "last.poll.seconds.ago",
+            "gauge",
+            _seconds_ago(polls.last_start, now),
+            unit="s",
+            description="The number of seconds since the last poll() invocation.",
+        )
+    )
+
+    # consumer-share-fetch-manager-metrics.
+    def responses(api_name: str) -> int:
+        return sum(a.responses for b in brokers.values() if (a := b.apis.get(api_name)))
+
+    f = s + "fetch.manager."
+    out += _meter(averages, f + "fetch", responses("ShareFetch"), now, "fetch requests")
+    out += _api_latency(
+        averages, f + "fetch.latency", "ShareFetch", 78, brokers, peaks, "share fetch latency"
+    )
+    throttle_total = sum(b.throttle.total_ms for b in brokers.values())
+    out.append(
+        MetricSample(
+            f + "fetch.throttle.time.avg",
+            "gauge",
+            averages.average(
+                "share throttle",
+                throttle_total,
+                sum(b.responses_received for b in brokers.values()),
+            ),
+            unit="ms",
+            description="The average throttle time in ms.",
+        )
+    )
+    out.append(
+        MetricSample(
+            f + "fetch.throttle.time.max",
+            "gauge",
+            max((t for _apis, t in peaks.values()), default=0),
+            unit="ms",
+            description="The maximum throttle time in ms.",
+        )
+    )
+    out += _meter(
+        averages, f + "records.consumed", stats.records_delivered, now, "records consumed"
+    )
+    failed = sum(stats.acknowledgements_failed.values())
+    out += _meter(
+        averages,
+        f + "acknowledgements.send",
+        sum(stats.acknowledged.values()) + failed,
+        now,
+        "record acknowledgements sent",
+    )
+    out += _meter(
+        averages,
+        f + "acknowledgements.error",
+        failed,
+        now,
+        "record acknowledgements that resulted in errors",
+    )
+
+    # consumer-share-coordinator-metrics: the heartbeats.
+    c = s + "coordinator."
+    out += _meter(averages, c + "heartbeat", responses("ShareGroupHeartbeat"), now, "heartbeats")
+    out.append(
+        MetricSample(
+            c + "heartbeat.response.time.max",
+            "gauge",
+            _peak(peaks, 76),
+            unit="ms",
+            description="The maximum time in ms taken to receive a response to a heartbeat.",
+        )
+    )
+    out.append(
+        MetricSample(
+            c + "last.heartbeat.seconds.ago",
+            "gauge",
+            _seconds_ago(last_heartbeat, now),
+            unit="s",
+            description="The number of seconds since the last coordinator heartbeat was sent.",
+        )
+    )
+    return out
+
+
 # -- the driver --------------------------------------------------------------------------
 
 
@@ -923,7 +1124,15 @@ class TelemetryDriver:
         """Send the terminating push (within ``timeout`` seconds) and stop."""
         machine = self.telemetry
         with anyio.move_on_after(timeout):
-            await self._idle.wait()  # a request is out: its answer first
+            # A request is out: its answer first. Waiting on a set event is still a
+            # checkpoint, in which the driver may send a push: look again after
+            # each wait, so that closing never begins with a push in flight (its
+            # answer would then find the machine terminating and disable it).
+            while True:
+                idle = self._idle
+                await idle.wait()
+                if self._idle.is_set():
+                    break
             if not self._finished.is_set() and machine.initiate_close():
                 self._wake.set()
                 await self._finished.wait()
