@@ -39,7 +39,9 @@ Rules and invariants:
   told.
 * Liveness. A member that does not heartbeat within the session timeout, or
   does not finish revoking within its rebalance timeout, is removed (fenced),
-  and the group epoch is bumped.
+  and the group epoch is bumped. So is a member named by a LeaveGroup of the
+  classic API (an admin removing a static member by its instance id, KIP-345),
+  as Kafka does; its next heartbeat gets UNKNOWN_MEMBER_ID.
 * Offsets (checked by the classic coordinator through :meth:`validate_commit`):
   a commit must name a member of the group and carry its current epoch
   (STALE_MEMBER_EPOCH otherwise, ILLEGAL_GENERATION before OffsetCommit v9);
@@ -490,6 +492,54 @@ class ConsumerGroups:
             member_epoch=request.member_epoch,
             heartbeat_interval_ms=0,
         )
+
+    def leave_group(
+        self, group_id: str, identities: Iterable[tuple[str, str | None]], now_ms: int
+    ) -> list[ErrorCode] | None:
+        """A LeaveGroup (the classic API) to consumer group ``group_id``, as Kafka's
+        ``classicGroupLeaveToConsumerGroup``: each ``(member_id, instance_id)`` is
+        removed (fenced) or gets its error; None when there is no such group.
+
+        By instance id: UNKNOWN_MEMBER_ID when no member holds it; a member id
+        given with it must be the holder's (FENCED_INSTANCE_ID otherwise), an
+        empty one is an administrative removal (KIP-345). A static member away
+        at epoch -2 is removed as well. Without an instance id: the member by
+        its id, else UNKNOWN_MEMBER_ID. The group epoch is bumped once and the
+        assignment recomputed when anyone left.
+        """
+        group = self.groups.get(group_id)
+        if group is None:
+            return None
+        codes: list[ErrorCode] = []
+        gone: list[str] = []
+        for member_id, instance in identities:
+            if instance is None:
+                found = group.members.get(member_id)
+                if found is None:
+                    codes.append(ErrorCode.UNKNOWN_MEMBER_ID)
+                    continue
+            else:
+                found = group.static_member(instance)
+                if found is None:
+                    codes.append(ErrorCode.UNKNOWN_MEMBER_ID)
+                    continue
+                if member_id and member_id != found.member_id:
+                    codes.append(ErrorCode.FENCED_INSTANCE_ID)
+                    continue
+            codes.append(ErrorCode.NONE)
+            if found.member_id not in gone:
+                gone.append(found.member_id)
+        if gone:
+            for member_id in gone:
+                log.info("consumer group %s: member %s removed by LeaveGroup", group_id, member_id)
+                group.members.pop(member_id, None)
+                group.target.pop(member_id, None)
+            self._refresh_metadata(group)
+            group.epoch += 1
+            if group.members:
+                self._assign(group)
+            self._save(group)
+        return codes
 
     @staticmethod
     def _replace(

@@ -500,7 +500,10 @@ class GroupCoordinator:
         self, request: _lg.LeaveGroupRequest, version: int, now_ms: int
     ) -> tuple[_lg.LeaveGroupResponse, Released]:
         """Handle a LeaveGroup request (v3+: a batch of members, by member id or,
-        for administrative removal, by instance id alone).
+        for administrative removal, by instance id alone). To a consumer group
+        (KIP-848) it removes the members named from it, as Kafka does
+        (:meth:`.ConsumerGroups.leave_group`); an unknown group answers
+        UNKNOWN_MEMBER_ID for every member.
 
         Returns:
             ``(LeaveGroupResponse, released)``: the request's own response, and the
@@ -514,8 +517,19 @@ class GroupCoordinator:
         top_error = ErrorCode.NONE
         results: list[tuple[str, str | None, ErrorCode]] = []
         group = self._groups.get(request.group_id)
+        consumer_codes = (
+            self.consumer.leave_group(request.group_id, identities, now_ms)
+            if group is None and request.group_id
+            else None
+        )
         if not request.group_id:
             top_error = ErrorCode.INVALID_GROUP_ID
+        elif consumer_codes is not None:
+            # A consumer group (KIP-848): Kafka fences the members named.
+            results = [
+                (mid, iid, code)
+                for (mid, iid), code in zip(identities, consumer_codes, strict=True)
+            ]
         elif group is None:
             results = [(mid, iid, ErrorCode.UNKNOWN_MEMBER_ID) for mid, iid in identities]
         else:

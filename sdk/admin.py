@@ -41,6 +41,7 @@ import anyio
 import anyio.abc
 
 from trafka.codec import ErrorCode, KafkaError, TrafkaError, UnsupportedVersionError, api
+from trafka.codec.messages import k13_leave_group as lvg
 from trafka.codec.messages import k15_describe_groups as dg
 from trafka.codec.messages import k16_list_groups as lgr
 from trafka.codec.messages import k18_api_versions as av
@@ -113,6 +114,7 @@ from .transport import COORDINATOR_BASE, BrokerConnection, Cluster
 __all__ = [
     "Admin",
     "ClusterDescription",
+    "DEFAULT_LEAVE_GROUP_REASON",
     "FeatureMetadata",
     "FeatureUpdate",
     "GroupDescription",
@@ -139,6 +141,19 @@ TOPIC_RESOURCE = 2
 BROKER_RESOURCE = 4
 GROUP_RESOURCE = 32  # group configs (KIP-848 and KIP-932: share.auto.offset.reset ...)
 CLIENT_METRICS_RESOURCE = 16  # KIP-714 subscriptions: metrics, interval.ms, match
+
+#: The reason a member removed by :meth:`Admin.remove_members_from_consumer_group`
+#: leaves with when none is given (Java's ``KafkaAdminClient.DEFAULT_LEAVE_GROUP_REASON``).
+DEFAULT_LEAVE_GROUP_REASON = "member was removed by an admin"
+#: LeaveGroup's top-level answers Java's RemoveMembersFromConsumerGroupHandler
+#: waits out (a coordinator loading, moved or not there yet); others are final.
+_LEAVE_GROUP_RETRIED = frozenset(
+    {
+        ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+        ErrorCode.COORDINATOR_NOT_AVAILABLE,
+        ErrorCode.NOT_COORDINATOR,
+    }
+)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -1833,6 +1848,117 @@ class Admin:
                 pending.pop(0)
 
         await self._calls.run("delete_groups", timeout_ms, attempt)
+
+    async def remove_members_from_consumer_group(
+        self,
+        group_id: str,
+        members: Iterable[str] | None = None,
+        *,
+        reason: str | None = None,
+        timeout_ms: int | None = None,
+    ) -> dict[str, KafkaError | None]:
+        """Remove members from a group, as Java's ``removeMembersFromConsumerGroup``:
+        one LeaveGroup (v3+, KIP-345) to the group's coordinator on their behalf.
+
+        Meant for static members (``group.instance.id``) that are gone: they send
+        no LeaveGroup when they close, so the group would wait a whole session
+        timeout before giving their partitions to the others. A removed member
+        still running finds out at its next heartbeat (UNKNOWN_MEMBER_ID) and
+        joins again. Groups of the consumer protocol (KIP-848) take it too: the
+        member is fenced and the group's assignment recomputed.
+
+        Args:
+            group_id: the group.
+            members: the group instance ids of the members to remove (Java's
+                ``MemberToRemove`` names a member by nothing else). None removes
+                every member (Java's "removeAll"): the group is described first,
+                and each member is named by its instance id, or by its member id
+                when it has none.
+            reason: why, for the broker's log (LeaveGroup v5+; Kafka 3.2);
+                default :data:`DEFAULT_LEAVE_GROUP_REASON`; cut to 255 characters.
+
+        Returns:
+            Per member, by instance id (by member id for a dynamic member of a
+            removeAll), None when it was removed, else its error:
+            UNKNOWN_MEMBER_ID for an instance id the group does not have (for
+            every member of a group that does not exist), FENCED_INSTANCE_ID.
+            A removeAll of a group without members returns ``{}`` and sends
+            nothing (where Java's client fails: "leaving members should not be
+            empty").
+
+        Raises:
+            ValueError: ``members`` given but empty.
+            KafkaError: for the group as a whole: GROUP_AUTHORIZATION_FAILED
+                (READ on the group is needed), GROUP_ID_NOT_FOUND when a removeAll
+                finds no such group, UNSUPPORTED_VERSION from a broker older than
+                LeaveGroup v3 (Kafka 2.4). A coordinator that is loading, moved
+                or not available is waited for, as Java does.
+        """
+        if isinstance(members, str):
+            raise TypeError("members is an iterable of group instance ids, not one string")
+        why = (reason or DEFAULT_LEAVE_GROUP_REASON)[:255]
+        started = anyio.current_time()
+        identities: list[tuple[str, str | None]]
+        if members is not None:
+            identities = [("", iid) for iid in dict.fromkeys(members)]
+            if not identities:
+                raise ValueError("members is empty: give group instance ids, or None for all")
+        else:
+            desc = (await self.describe_groups([group_id], timeout_ms=timeout_ms))[group_id]
+            if desc.state == "Dead":
+                raise KafkaError(
+                    ErrorCode.GROUP_ID_NOT_FOUND,
+                    f"removing the members of group {group_id!r}: there is no such group",
+                )
+            identities = [
+                ("", m.group_instance_id)
+                if m.group_instance_id is not None
+                else (m.member_id, None)
+                for m in desc.members
+            ]
+            if not identities:
+                return {}
+            used_ms = int((anyio.current_time() - started) * 1000)
+            timeout_ms = max(0, self._timeout_ms(timeout_ms) - used_ms)
+        req = lvg.LeaveGroupRequest
+
+        async def attempt(deadline: float) -> dict[str, KafkaError | None]:
+            conn = await self._coordinator(group_id)
+            if conn.version_for(13) < 3:
+                raise KafkaError(
+                    ErrorCode.UNSUPPORTED_VERSION,
+                    f"removing members from group {group_id!r}: the broker does not serve "
+                    "LeaveGroup v3 (Kafka 2.4 or later)",
+                )
+            body = req(
+                group_id=group_id,
+                members=[
+                    req.MemberIdentity(member_id=mid, group_instance_id=iid, reason=why)
+                    for mid, iid in identities
+                ],
+            )
+            resp = await conn.request(13, body)
+            check(
+                resp.error_code,
+                f"removing members from group {group_id!r}",
+                again=_LEAVE_GROUP_RETRIED,
+            )
+            answers = {(m.member_id, m.group_instance_id): m.error_code for m in resp.members}
+            out: dict[str, KafkaError | None] = {}
+            for mid, iid in identities:
+                key = iid if iid is not None else mid
+                what = f"removing member {key!r} from group {group_id!r}"
+                code = answers.get((mid, iid))
+                out[key] = (
+                    KafkaError(
+                        ErrorCode.UNKNOWN_SERVER_ERROR, f"{what}: the coordinator did not answer"
+                    )
+                    if code is None
+                    else _partition_outcome(code, None, what)
+                )
+            return out
+
+        return await self._calls.run("remove_members_from_consumer_group", timeout_ms, attempt)
 
     async def list_consumer_group_offsets(
         self,

@@ -1,8 +1,13 @@
 """LeaveGroup (key 13), versions 0-5: members leave (v3+: several at once).
 
 Handed to the group coordinator. The departure may end a join phase: the
-JoinGroups it releases are answered on their own connections. Authorization:
-READ on the group, else GROUP_AUTHORIZATION_FAILED and nobody leaves.
+JoinGroups it releases are answered on their own connections. A consumer group
+of the new protocol (KIP-848) takes it too, as Kafka's
+``classicGroupLeaveToConsumerGroup``: the members named (a static one by its
+instance id alone: an admin's removal) are fenced and the group epoch bumped.
+An unknown group (or a share group) answers UNKNOWN_MEMBER_ID for every member.
+Authorization: READ on the group, else GROUP_AUTHORIZATION_FAILED and nobody
+leaves.
 """
 
 from __future__ import annotations
