@@ -35,6 +35,9 @@ Rules:
   ``features upgrade``/``downgrade``/``disable`` change them, as
   kafka-features.sh does (``--feature``, ``--unsafe``, ``--dry-run``). The
   controller applies a change whole or not at all: a refusal exits 1.
+* ``groups remove-members`` removes static members by ``--instance-id`` (or
+  ``--all`` members) through Admin.remove_members_from_consumer_group, one line
+  per member on stderr; it exits 1 when any member was not removed.
 * ``groups configs`` and ``groups set-config`` read and change group configs
   (ConfigResource GROUP: ``share.auto.offset.reset``...). ``set-config``
   changes only the keys given (IncrementalAlterConfigs); the broker validates
@@ -1690,6 +1693,69 @@ def groups_delete(cfg: dict[str, Any], group_ids: tuple[str, ...]) -> None:
     _run(_with_admin, cfg, run)
     for g in group_ids:
         click.echo(f"deleted group {g}", err=True)
+
+
+@groups_command.command("remove-members")
+@click.argument("group_id")
+@click.option(
+    "--instance-id",
+    "instance_ids",
+    multiple=True,
+    metavar="ID",
+    help="A static member's group.instance.id (repeatable).",
+)
+@click.option("--all", "remove_all", is_flag=True, help="Every member of the group.")
+@click.option("--reason", help="Why, for the broker's log (default: Java's admin reason).")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@_admin_options
+def groups_remove_members(
+    cfg: dict[str, Any],
+    group_id: str,
+    instance_ids: tuple[str, ...],
+    remove_all: bool,
+    reason: str | None,
+    as_json: bool,
+) -> None:
+    """Remove members from GROUP (LeaveGroup on their behalf), as Java's
+    Admin.removeMembersFromConsumerGroup: static members by --instance-id, or
+    --all of them (dynamic ones by member id). A static member that was shut
+    down is otherwise kept until its session times out; its partitions go to
+    the others at once. A member still running joins again. Exits 1 when a
+    member could not be removed (UNKNOWN_MEMBER_ID: no such instance id).
+
+    \b
+    Examples:
+      trafka groups remove-members orders --instance-id host-3
+      trafka groups remove-members orders --all --reason "scaled down"
+    """
+    if bool(instance_ids) == remove_all:
+        raise click.UsageError("give --instance-id ID (repeatable) or --all")
+
+    async def run(admin: Any) -> dict[str, KafkaError | None]:
+        result: dict[str, KafkaError | None] = await admin.remove_members_from_consumer_group(
+            group_id, None if remove_all else instance_ids, reason=reason
+        )
+        return result
+
+    results = _run(_with_admin, cfg, run)
+
+    def code(err: KafkaError | None) -> str | None:
+        if err is None:
+            return None
+        return err.code.name if isinstance(err.code, ErrorCode) else str(err.code)
+
+    if as_json:
+        click.echo(json.dumps([{"member": m, "error": code(e)} for m, e in results.items()]))
+    for member, err in results.items():
+        if err is None:
+            if not as_json:
+                click.echo(f"removed member {member} from group {group_id}", err=True)
+        else:
+            click.echo(f"member {member}: {code(err)}: {err}", err=True)
+    if not results and not as_json:
+        click.echo(f"group {group_id} has no members", err=True)
+    if any(e is not None for e in results.values()):
+        raise click.exceptions.Exit(1)
 
 
 def _refusal(exc: KafkaError) -> str:
