@@ -35,7 +35,7 @@ from collections.abc import (
     Sequence,
 )
 from contextlib import asynccontextmanager
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 import anyio
 import anyio.abc
@@ -55,6 +55,7 @@ from trafka.codec.messages import k30_create_acls as cacl
 from trafka.codec.messages import k31_delete_acls as delacl
 from trafka.codec.messages import k32_describe_configs as dc
 from trafka.codec.messages import k33_alter_configs as ac
+from trafka.codec.messages import k34_alter_replica_log_dirs as arld
 from trafka.codec.messages import k35_describe_log_dirs as dld
 from trafka.codec.messages import k37_create_partitions as cpart
 from trafka.codec.messages import k38_create_delegation_token as cdt
@@ -124,10 +125,12 @@ __all__ = [
     "NewTopic",
     "PartitionReassignment",
     "ProducerState",
+    "ReplicaLogDirInfo",
     "ScramCredentialInfo",
     "ShareGroupDescription",
     "ShareMemberDescription",
     "SharePartitionOffsetInfo",
+    "TopicPartitionReplica",
     "TransactionDescription",
     "TransactionListing",
     "UpgradeType",
@@ -245,6 +248,42 @@ class LogDirDescription:
     partitions: Mapping[TopicPartition, int]
     total_bytes: int | None = None
     usable_bytes: int | None = None
+
+
+class TopicPartitionReplica(NamedTuple):
+    """The replica of a partition on one broker (Java's ``TopicPartitionReplica``);
+    a plain ``(topic, partition, broker_id)`` tuple is taken too."""
+
+    topic: str
+    partition: int
+    broker_id: int
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ReplicaLogDirInfo:
+    """Where a broker keeps a replica, as :meth:`Admin.describe_replica_log_dirs`
+    reports it (Java's ``DescribeReplicaLogDirsResult.ReplicaLogDirInfo``, with the
+    sizes besides).
+
+    Attributes:
+        current_log_dir: the directory the replica is in; None when the broker
+            holds no replica of the partition (or only in an offline directory).
+        current_offset_lag: how far its log end is behind the partition's
+            high watermark (for the current replica); None with no current dir.
+        future_log_dir: the directory it is being moved to (AlterReplicaLogDirs),
+            None when no move is under way.
+        future_offset_lag: how far the copy in ``future_log_dir`` is behind the
+            current replica; None with no future dir.
+        size, future_size: bytes on disk of the current replica and of the
+            copy; None when there is no such replica.
+    """
+
+    current_log_dir: str | None = None
+    current_offset_lag: int | None = None
+    future_log_dir: str | None = None
+    future_offset_lag: int | None = None
+    size: int | None = None
+    future_size: int | None = None
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -1657,6 +1696,25 @@ class Admin:
 
         return await self._calls.run(what, timeout_ms, attempt)
 
+    async def _log_dirs_response(
+        self, conn: BrokerConnection, by_topic: Mapping[str, Sequence[int]] | None
+    ) -> Any:
+        """DescribeLogDirs of ``conn``'s broker: of the partitions in ``by_topic``
+        (None: all of them)."""
+        req = dld.DescribeLogDirsRequest
+        topics = (
+            None
+            if by_topic is None
+            else [
+                req.DescribableLogDirTopic(topic=t, partitions=list(ps))
+                for t, ps in by_topic.items()
+            ]
+        )
+        resp = await conn.request(35, req(topics=topics))
+        if conn.version_for(35) >= 3:
+            check(resp.error_code, "DescribeLogDirs", again=TRANSIENT)
+        return resp
+
     async def describe_log_dirs(
         self,
         partitions: Iterable[TopicPartition] | Iterable[tuple[str, int]] | None = None,
@@ -1666,20 +1724,10 @@ class Admin:
         """Every broker's log directories and the size of each partition in them
         (only ``partitions`` when given; partitions a broker does not hold are left out)."""
         by_topic = None if partitions is None else _by_topic(partitions)
-        req = dld.DescribeLogDirsRequest
 
         async def ask(conn: BrokerConnection) -> list[LogDirDescription]:
             v = conn.version_for(35)
-            topics = (
-                None
-                if by_topic is None
-                else [
-                    req.DescribableLogDirTopic(topic=t, partitions=ps) for t, ps in by_topic.items()
-                ]
-            )
-            resp = await conn.request(35, req(topics=topics))
-            if v >= 3:
-                check(resp.error_code, "DescribeLogDirs", again=TRANSIENT)
+            resp = await self._log_dirs_response(conn, by_topic)
             return [
                 LogDirDescription(
                     node_id=conn.node_id,
@@ -1700,6 +1748,166 @@ class Admin:
 
         found = await self._per_node("describe_log_dirs", ask, timeout_ms)
         return [d for dirs in found for d in dirs]
+
+    async def _replica_broker(self, broker_id: int) -> BrokerConnection | None:
+        """The connection to ``broker_id``; None when the cluster's metadata (just
+        refreshed) has no such broker."""
+        await self._cluster.refresh_metadata()
+        if self._cluster.metadata.broker(broker_id) is None:
+            return None
+        return await self._cluster.connection(broker_id)
+
+    async def alter_replica_log_dirs(
+        self,
+        assignments: Mapping[TopicPartitionReplica, str] | Mapping[tuple[str, int, int], str],
+        *,
+        timeout_ms: int | None = None,
+    ) -> dict[TopicPartitionReplica, KafkaError | None]:
+        """Move replicas to other log directories of their brokers
+        (AlterReplicaLogDirs, KIP-113), as Java's ``alterReplicaLogDirs``: one
+        request to each replica's broker, with the replicas grouped by directory.
+
+        Args:
+            assignments: per replica ``(topic, partition, broker_id)``, the
+                directory to move it to, an absolute path exactly as the broker
+                names it (see :meth:`describe_log_dirs`).
+
+        Returns:
+            Per replica, None when its broker took the move (a broker copies the
+            replica in the background and switches to the copy once it has
+            caught up: follow it with :meth:`describe_replica_log_dirs`; a
+            replica already in that directory stays), else its error:
+            LOG_DIR_NOT_FOUND for a directory the broker does not have,
+            UNKNOWN_TOPIC_OR_PARTITION, KAFKA_STORAGE_ERROR (the directory is
+            offline), CLUSTER_AUTHORIZATION_FAILED (ALTER on the cluster is
+            needed), BROKER_NOT_AVAILABLE for a broker id the cluster does not
+            have (where Java's client waits for it until its timeout).
+
+        Raises:
+            UnsupportedVersionError: a broker without AlterReplicaLogDirs.
+        """
+        wanted = {TopicPartitionReplica(*r): str(path) for r, path in assignments.items()}
+        plan: dict[int, dict[str, dict[str, list[int]]]] = {}
+        for r, path in wanted.items():
+            topics = plan.setdefault(r.broker_id, {}).setdefault(path, {})
+            topics.setdefault(r.topic, []).append(r.partition)
+        out: dict[TopicPartitionReplica, KafkaError | None] = {}
+        req = arld.AlterReplicaLogDirsRequest
+
+        def what(r: TopicPartitionReplica) -> str:
+            return f"moving {r.topic}-{r.partition} on broker {r.broker_id} to {wanted[r]!r}"
+
+        async def attempt(deadline: float) -> dict[TopicPartitionReplica, KafkaError | None]:
+            for broker, dirs in plan.items():
+                mine = [r for r in wanted if r.broker_id == broker]
+                if all(r in out for r in mine):
+                    continue  # answered in an earlier attempt
+                conn = await self._replica_broker(broker)
+                if conn is None:
+                    for r in mine:
+                        out[r] = KafkaError(
+                            ErrorCode.BROKER_NOT_AVAILABLE,
+                            f"{what(r)}: the cluster has no broker {broker}",
+                        )
+                    continue
+                body = req(
+                    dirs=[
+                        req.AlterReplicaLogDir(
+                            path=path,
+                            topics=[
+                                req.AlterReplicaLogDirTopic(name=t, partitions=ps)
+                                for t, ps in topics.items()
+                            ],
+                        )
+                        for path, topics in dirs.items()
+                    ]
+                )
+                resp = await conn.request(34, body)
+                got: dict[TopicPartitionReplica, KafkaError | None] = {}
+                for t in resp.results:
+                    for p in t.partitions:
+                        r = TopicPartitionReplica(t.topic_name, p.partition_index, broker)
+                        if r in wanted:
+                            got[r] = _partition_outcome(p.error_code, None, what(r))
+                for r in mine:
+                    out[r] = (
+                        got[r]
+                        if r in got
+                        else KafkaError(
+                            ErrorCode.UNKNOWN_SERVER_ERROR, f"{what(r)}: the broker did not answer"
+                        )
+                    )
+            return {r: out[r] for r in wanted}
+
+        return await self._calls.run("alter_replica_log_dirs", timeout_ms, attempt)
+
+    async def describe_replica_log_dirs(
+        self,
+        replicas: Iterable[TopicPartitionReplica] | Iterable[tuple[str, int, int]],
+        *,
+        timeout_ms: int | None = None,
+    ) -> dict[TopicPartitionReplica, ReplicaLogDirInfo]:
+        """Where brokers keep replicas: the current directory, the one a move
+        (:meth:`alter_replica_log_dirs`) copies to, their offset lags and sizes.
+        Derived from DescribeLogDirs, one request to each replica's broker, as
+        Java's ``describeReplicaLogDirs``.
+
+        Returns:
+            Per replica, its :class:`ReplicaLogDirInfo`; all None for a replica
+            its broker does not hold (an unknown partition included) or holds
+            only in an offline directory (KAFKA_STORAGE_ERROR), as Java reports it.
+
+        Raises:
+            KafkaError: a broker refused the request (CLUSTER_AUTHORIZATION_FAILED:
+                DESCRIBE on the cluster is needed), or reported another error for
+                one of its directories; BROKER_NOT_AVAILABLE for a broker id the
+                cluster does not have.
+        """
+        wanted = list(dict.fromkeys(TopicPartitionReplica(*r) for r in replicas))
+        plan: dict[int, dict[str, list[int]]] = {}
+        for r in wanted:
+            plan.setdefault(r.broker_id, {}).setdefault(r.topic, []).append(r.partition)
+        out: dict[TopicPartitionReplica, ReplicaLogDirInfo] = {}
+
+        async def attempt(deadline: float) -> dict[TopicPartitionReplica, ReplicaLogDirInfo]:
+            for broker, by_topic in plan.items():
+                mine = [r for r in wanted if r.broker_id == broker]
+                if all(r in out for r in mine):
+                    continue
+                conn = await self._replica_broker(broker)
+                if conn is None:
+                    raise KafkaError(
+                        ErrorCode.BROKER_NOT_AVAILABLE,
+                        f"describing replica log dirs: the cluster has no broker {broker}",
+                    )
+                resp = await self._log_dirs_response(conn, by_topic)
+                found: dict[TopicPartition, dict[str, Any]] = {}
+                for d in resp.results:
+                    if d.error_code == ErrorCode.KAFKA_STORAGE_ERROR:
+                        continue  # an offline directory lists no replicas
+                    check(d.error_code, f"log directory {d.log_dir} of broker {broker}")
+                    for t in d.topics:
+                        for p in t.partitions:
+                            fields = found.setdefault(TopicPartition(t.name, p.partition_index), {})
+                            if p.is_future_key:
+                                fields.update(
+                                    future_log_dir=d.log_dir,
+                                    future_offset_lag=p.offset_lag,
+                                    future_size=p.partition_size,
+                                )
+                            else:
+                                fields.update(
+                                    current_log_dir=d.log_dir,
+                                    current_offset_lag=p.offset_lag,
+                                    size=p.partition_size,
+                                )
+                for r in mine:
+                    out[r] = ReplicaLogDirInfo(
+                        **found.get(TopicPartition(r.topic, r.partition), {})
+                    )
+            return {r: out[r] for r in wanted}
+
+        return await self._calls.run("describe_replica_log_dirs", timeout_ms, attempt)
 
     async def list_groups(
         self, *, types: Iterable[str] | None = None, timeout_ms: int | None = None
