@@ -144,7 +144,6 @@ def test_kafka_python_static_member_removed(broker: RunningBroker) -> None:
     async def main() -> None:
         topic = await topic_with(servers, 4)
         kp = KafkaConsumer(
-            topic,
             bootstrap_servers=servers,
             group_id=group,
             group_instance_id="kp-1",
@@ -153,6 +152,12 @@ def test_kafka_python_static_member_removed(broker: RunningBroker) -> None:
             auto_offset_reset="earliest",
         )
         try:
+            # kafka-python's leader assigns only the partitions its metadata knows:
+            # let it see the new topic's before it joins.
+            with anyio.fail_after(30):
+                while not await anyio.to_thread.run_sync(kp.partitions_for_topic, topic):
+                    await anyio.sleep(0.05)
+            kp.subscribe([topic])
             async with open_consumer(topic, **classic(servers, group, "trafka-1")) as t:
                 stop = anyio.Event()
 
