@@ -17,6 +17,14 @@ Rules:
   admin operations are per item, not atomic).
 * Request versions come from :mod:`.connection_state`; fields a version lacks
   are left out.
+* Client metrics (KIP-714, :mod:`.telemetry`), as Java's KafkaAdminClient: off
+  unless ``enable.metrics.push`` is set (Java's admin default is false). When
+  on, a task pushes :func:`~.telemetry.admin_samples` with no resource
+  attributes but ``client_rack`` when set (Java's ``ClientTelemetryProvider``
+  maps no admin setting), and leaving :func:`open_admin` sends the terminating
+  push, bounded by ``request.timeout.ms``, before the connections close, unless
+  the block is left by a cancellation or an interrupt (an admin call's error
+  leaves by the normal close: it says nothing about the client).
 """
 
 from __future__ import annotations
@@ -25,6 +33,7 @@ import dataclasses
 import enum
 import secrets
 import time
+import uuid
 from collections.abc import (
     AsyncIterator,
     Awaitable,
@@ -109,6 +118,14 @@ from .group import (
 from .metadata import BrokerInfo, PartitionInfo, TopicInfo
 from .quotas import ClientQuotaAlteration, ClientQuotaEntity, ClientQuotaFilterComponent
 from .statistics import AdminStatistics
+from .telemetry import (
+    ClientTelemetry,
+    IntervalAverages,
+    MetricSample,
+    TelemetryDriver,
+    admin_samples,
+    disabled_error,
+)
 from .transactions import TRANSACTION_KEY
 from .transport import COORDINATOR_BASE, BrokerConnection, Cluster
 
@@ -600,6 +617,18 @@ class Admin:
             config.retry_backoff_max_ms,
             config.default_api_timeout_ms,
         )
+        self._telemetry: TelemetryDriver | None = None
+        if config.enable_metrics_push:
+            # Java's ClientTelemetryProvider maps no admin setting to a resource
+            # attribute; client.rack is added for any client that was given one.
+            resource = {"client_rack": config.client_rack} if config.client_rack else {}
+            self._telemetry_averages = IntervalAverages()
+            self._telemetry = TelemetryDriver(
+                self._cluster,
+                ClientTelemetry(resource=resource),
+                self._telemetry_samples,
+                config.request_timeout_ms / 1000,
+            )
 
     @property
     def cluster(self) -> Cluster:
@@ -629,9 +658,44 @@ class Admin:
     # -- cluster and topics -------------------------------------------------------------------
 
     def statistics(self) -> AdminStatistics:
-        """Per broker, the requests this admin client made so far (see
-        :mod:`trafka.sdk.statistics`)."""
-        return AdminStatistics(brokers=self._cluster.broker_statistics())
+        """Per broker, the requests this admin client made so far, and its metrics
+        push (see :mod:`trafka.sdk.statistics`)."""
+        return AdminStatistics(
+            brokers=self._cluster.broker_statistics(),
+            telemetry=None if self._telemetry is None else self._telemetry.telemetry.statistics(),
+        )
+
+    async def client_instance_id(self, timeout_ms: float = 0) -> uuid.UUID | None:
+        """The id the cluster gave this client for its metrics (KIP-714), as Java's
+        ``Admin.clientInstanceId(Duration)``: waits up to ``timeout_ms`` for the
+        first subscription when there is none yet.
+
+        Returns:
+            The client instance id, or None when no subscription arrived in time
+            (or the cluster does not take client metrics).
+
+        Raises:
+            UsageError: ``enable.metrics.push`` is false (the admin's default).
+            ValueError: ``timeout_ms`` is negative.
+        """
+        if self._telemetry is None:
+            raise disabled_error()
+        return await self._telemetry.client_instance_id(timeout_ms / 1000)
+
+    def _telemetry_samples(self) -> list[MetricSample]:
+        return admin_samples(
+            self._telemetry_averages,
+            self.statistics(),
+            self._cluster.take_peaks(),
+            anyio.current_time(),
+        )
+
+    async def _close_telemetry(self) -> None:
+        """The terminating push (Java's ``initiateClose``), bounded by the request
+        timeout and shielded: it runs while the block is being left."""
+        if self._telemetry is not None:
+            with anyio.CancelScope(shield=True):
+                await self._telemetry.close(self.config.request_timeout_ms / 1000)
 
     async def describe_cluster(self, *, timeout_ms: int | None = None) -> ClusterDescription:
         """The cluster id, controller and brokers."""
@@ -3151,8 +3215,15 @@ async def open_admin(
     async with owned_task_group() as tg:
         admin = Admin(cfg, tg)
         admin._cluster.start()
+        if admin._telemetry is not None:
+            tg.start_soon(admin._telemetry.run, name="trafka admin telemetry")
         try:
             yield admin
+        except Exception:
+            await admin._close_telemetry()
+            raise
+        else:
+            await admin._close_telemetry()
         finally:
             tg.cancel_scope.cancel()
             with anyio.CancelScope(shield=True):

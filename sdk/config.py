@@ -320,8 +320,9 @@ class ClientConfig:
             ``ssl_*`` files.
         client_rack: the rack sent to brokers for follower fetching.
         enable_metrics_push: push the client's metrics to a broker when the
-            cluster subscribes to them (KIP-714; Java's default, true). Producers
-            and consumers only; see :mod:`trafka.sdk.telemetry`.
+            cluster subscribes to them (KIP-714; see :mod:`trafka.sdk.telemetry`).
+            True by default, as Java's producer and consumers; the admin client's
+            default is false, as Java's ``AdminClientConfig``.
     """
 
     bootstrap_servers: tuple[str, ...] = _field(("localhost:9092",), _servers)
@@ -825,9 +826,13 @@ class AdminConfig(ClientConfig):
 
     Attributes:
         default_api_timeout_ms: bound for an admin call that does not pass its own timeout.
+        enable_metrics_push: as :class:`ClientConfig`'s, but off unless asked for:
+            Java's ``AdminClientConfig`` defines ``enable.metrics.push`` with the
+            default false (the producer's and consumer's configs, true).
     """
 
     default_api_timeout_ms: int = _field(60_000, _int(0))
+    enable_metrics_push: bool = _field(False, _bool)
 
 
 def make_config(

@@ -449,9 +449,16 @@ class ShareConsumerStatistics:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class AdminStatistics:
-    """A snapshot of an admin client (:meth:`Admin.statistics`)."""
+    """A snapshot of an admin client (:meth:`Admin.statistics`).
+
+    Attributes:
+        brokers: per node id.
+        telemetry: the metrics push (None with ``enable.metrics.push`` off, the
+            admin client's default).
+    """
 
     brokers: Mapping[int, BrokerStatistics]
+    telemetry: TelemetryStatistics | None = None
 
 
 # -- building snapshots --------------------------------------------------------------------------

@@ -539,6 +539,10 @@ def _code_name(code: int) -> str:
 
 PRODUCER_PREFIX = "org.apache.kafka.producer."
 CONSUMER_PREFIX = "org.apache.kafka.consumer."
+#: Java's admin client names its network client's metric groups after
+#: ``admin-client`` (``admin-client-metrics``, ``admin-client-node-metrics``),
+#: which ``TelemetryMetricNamingConvention`` turns into this prefix.
+ADMIN_PREFIX = "org.apache.kafka.admin.client."
 
 
 class IntervalAverages:
@@ -794,6 +798,19 @@ def consumer_samples(
         "commit latency",
     )
     return out
+
+
+def admin_samples(
+    averages: IntervalAverages,
+    stats: Any,
+    peaks: Mapping[int, tuple[Mapping[int, float], int]],
+    now: float,
+) -> list[MetricSample]:
+    """An admin client's KIP-714 metrics from its
+    :class:`~trafka.sdk.statistics.AdminStatistics` and its per-node peaks: the
+    connections and per-node request latencies every client measures, under
+    :data:`ADMIN_PREFIX`."""
+    return _common_samples(ADMIN_PREFIX, averages, stats.brokers, peaks, now)
 
 
 #: Java's share consumer registers its own groups under ``consumer-share``
