@@ -581,6 +581,23 @@ def _peak(peaks: Mapping[int, tuple[Mapping[int, float], int]], api_key: int | N
     return most
 
 
+def _avg_max(
+    name: str,
+    average: float,
+    peak: float,
+    what: str,
+    *,
+    unit: str = "ms",
+    attributes: tuple[tuple[str, str], ...] = (),
+) -> list[MetricSample]:
+    """The ``<name>.avg`` and ``<name>.max`` gauges of one measure (``what``, as
+    the descriptions name it: "The average <what>.")."""
+    return [
+        MetricSample(name + ".avg", "gauge", average, attributes, unit, f"The average {what}."),
+        MetricSample(name + ".max", "gauge", peak, attributes, unit, f"The maximum {what}."),
+    ]
+
+
 def _api_latency(
     averages: IntervalAverages,
     name: str,
@@ -598,22 +615,12 @@ def _api_latency(
         if a is not None and a.responses:
             responses += a.responses
             total_ms += (a.latency_avg_ms or 0.0) * a.responses
-    return [
-        MetricSample(
-            name + ".avg",
-            "gauge",
-            averages.average(name, total_ms, responses),
-            unit="ms",
-            description=f"The average {description} in ms.",
-        ),
-        MetricSample(
-            name + ".max",
-            "gauge",
-            _peak(peaks, api_key),
-            unit="ms",
-            description=f"The maximum {description} in ms.",
-        ),
-    ]
+    return _avg_max(
+        name,
+        averages.average(name, total_ms, responses),
+        _peak(peaks, api_key),
+        f"{description} in ms",
+    )
 
 
 def _common_samples(
@@ -645,26 +652,12 @@ def _common_samples(
         responses = sum(a.responses for a in b.apis.values())
         total_ms = sum((a.latency_avg_ms or 0.0) * a.responses for a in b.apis.values())
         apis = peaks.get(node, ({}, 0))[0]
-        attrs = (("node_id", f"node-{node}"),)
-        out.append(
-            MetricSample(
-                prefix + "node.request.latency.avg",
-                "gauge",
-                averages.average(("node", node), total_ms, responses),
-                attrs,
-                "ms",
-                "The average request latency in ms for a node.",
-            )
-        )
-        out.append(
-            MetricSample(
-                prefix + "node.request.latency.max",
-                "gauge",
-                max(apis.values(), default=0.0),
-                attrs,
-                "ms",
-                "The maximum request latency in ms for a node.",
-            )
+        out += _avg_max(
+            prefix + "node.request.latency",
+            averages.average(("node", node), total_ms, responses),
+            max(apis.values(), default=0.0),
+            "request latency in ms for a node",
+            attributes=(("node_id", f"node-{node}"),),
         )
     return out
 
@@ -705,41 +698,17 @@ def producer_samples(
         a.responses for b in brokers.values() if (a := b.apis.get("Produce")) is not None
     )
     throttle_total = sum(b.throttle.total_ms for b in brokers.values())
-    out.append(
-        MetricSample(
-            p + "produce.throttle.time.avg",
-            "gauge",
-            averages.average("throttle", throttle_total, produce_responses),
-            unit="ms",
-            description="The average throttle time in ms.",
-        )
+    out += _avg_max(
+        p + "produce.throttle.time",
+        averages.average("throttle", throttle_total, produce_responses),
+        max((t for _apis, t in peaks.values()), default=0),
+        "throttle time in ms",
     )
-    out.append(
-        MetricSample(
-            p + "produce.throttle.time.max",
-            "gauge",
-            max((t for _apis, t in peaks.values()), default=0),
-            unit="ms",
-            description="The maximum throttle time in ms.",
-        )
-    )
-    out.append(
-        MetricSample(
-            p + "record.queue.time.avg",
-            "gauge",
-            averages.average("queue", queue_time.total * 1000, queue_time.count),
-            unit="ms",
-            description="The average time in ms record batches spent in the send buffer.",
-        )
-    )
-    out.append(
-        MetricSample(
-            p + "record.queue.time.max",
-            "gauge",
-            queue_time.take_peak() * 1000,
-            unit="ms",
-            description="The maximum time in ms record batches spent in the send buffer.",
-        )
+    out += _avg_max(
+        p + "record.queue.time",
+        averages.average("queue", queue_time.total * 1000, queue_time.count),
+        queue_time.take_peak() * 1000,
+        "time in ms record batches spent in the send buffer",
     )
     out += _api_latency(
         averages, p + "request.latency", "Produce", 0, brokers, peaks, "produce request latency"
@@ -911,23 +880,11 @@ def share_consumer_samples(
         )
     )
     between = polls.between
-    out.append(
-        MetricSample(
-            s + "time.between.poll.avg",
-            "gauge",
-            averages.average("share between", between.total * 1000, between.count),
-            unit="ms",
-            description="The average delay between invocations of poll() in ms.",
-        )
-    )
-    out.append(
-        MetricSample(
-            s + "time.between.poll.max",
-            "gauge",
-            between.take_peak() * 1000,
-            unit="ms",
-            description="The maximum delay between invocations of poll() in ms.",
-        )
+    out += _avg_max(
+        s + "time.between.poll",
+        averages.average("share between", between.total * 1000, between.count),
+        between.take_peak() * 1000,
+        "delay between invocations of poll() in ms",
     )
     out.append(
         MetricSample(
@@ -949,27 +906,13 @@ def share_consumer_samples(
         averages, f + "fetch.latency", "ShareFetch", 78, brokers, peaks, "share fetch latency"
     )
     throttle_total = sum(b.throttle.total_ms for b in brokers.values())
-    out.append(
-        MetricSample(
-            f + "fetch.throttle.time.avg",
-            "gauge",
-            averages.average(
-                "share throttle",
-                throttle_total,
-                sum(b.responses_received for b in brokers.values()),
-            ),
-            unit="ms",
-            description="The average throttle time in ms.",
-        )
-    )
-    out.append(
-        MetricSample(
-            f + "fetch.throttle.time.max",
-            "gauge",
-            max((t for _apis, t in peaks.values()), default=0),
-            unit="ms",
-            description="The maximum throttle time in ms.",
-        )
+    out += _avg_max(
+        f + "fetch.throttle.time",
+        averages.average(
+            "share throttle", throttle_total, sum(b.responses_received for b in brokers.values())
+        ),
+        max((t for _apis, t in peaks.values()), default=0),
+        "throttle time in ms",
     )
     out += _meter(
         averages, f + "records.consumed", stats.records_delivered, now, "records consumed"
