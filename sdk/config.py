@@ -566,6 +566,7 @@ _NOT_FOR_SHARE_GROUPS = {
     "session_timeout_ms": "it is the broker's group.share.session.timeout.ms",
     "heartbeat_interval_ms": "it is the broker's group.share.heartbeat.interval.ms",
     "max_partition_fetch_bytes": "ShareFetch has no per-partition limit (fetch.max.bytes bounds it)",
+    "enable_incremental_fetch_sessions": "ShareFetch always uses share sessions (KIP-932)",
 }
 
 
@@ -704,6 +705,10 @@ class ConsumerConfig(ClientConfig):
         group_remote_assignor: with ``group.protocol=consumer``, the coordinator's
             assignor to use (``uniform``, ``range``, ...); ``None`` for its default.
         check_crcs: verify record batch CRCs.
+        enable_incremental_fetch_sessions: ask brokers for incremental fetch
+            sessions (KIP-227, as Java's consumer always does): fetches then name
+            only partitions whose fetch offset changed. False sends full,
+            sessionless fetches (kafka-python's switch of the same name).
         default_api_timeout_ms: bound for blocking calls without their own timeout.
         exclude_internal_topics: pattern subscriptions skip ``__consumer_offsets`` etc.
         allow_auto_create_topics: metadata requests may create subscribed topics.
@@ -730,6 +735,7 @@ class ConsumerConfig(ClientConfig):
     group_protocol: str = _field("classic", _choice("classic", "consumer"))
     group_remote_assignor: str | None = _field(None, _opt_str)
     check_crcs: bool = _field(True, _bool)
+    enable_incremental_fetch_sessions: bool = _field(True, _bool)
     default_api_timeout_ms: int = _field(60_000, _int(0))
     exclude_internal_topics: bool = _field(True, _bool)
     allow_auto_create_topics: bool = _field(True, _bool)

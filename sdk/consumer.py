@@ -17,6 +17,11 @@ Rules:
   memory is bounded by twice ``max.partition.fetch.bytes`` per partition.
   The fetch task only handles what needs waiting: connecting, offset lookups,
   and the backoff after a failed fetch (``retry.backoff.ms`` per broker).
+* Fetch sessions (KIP-227, ``enable.incremental.fetch.sessions``): each broker
+  has a :class:`~.fetch_sessions.FetchSession` in the fetcher; a failed fetch
+  starts it over, and a graceful close sends each broker holding a session a
+  fetch with epoch -1 that drops it (as Java's consumer), bounded by
+  ``request.timeout.ms``.
 * Positions advance when records are handed out. For commits, a record counts
   as *consumed* once the next ``getmany`` / ``__anext__`` call starts (the
   caller has processed it): auto-commit and ``commit()`` without arguments
@@ -53,7 +58,7 @@ from .fetcher import (
     build_list_offsets,
     parse_list_offsets,
 )
-from .statistics import ConsumerStatistics, PartitionStatistics
+from .statistics import ConsumerStatistics, FetchSessionStatistics, PartitionStatistics
 from .telemetry import (
     ClientTelemetry,
     IntervalAverages,
@@ -115,6 +120,7 @@ class Consumer:
             max_partition_fetch_bytes=config.max_partition_fetch_bytes,
             read_committed=config.read_committed,
             check_crcs=config.check_crcs,
+            incremental_fetch_sessions=config.enable_incremental_fetch_sessions,
         )
         self._key_de = get_deserializer(config.key_deserializer)
         self._value_de = get_deserializer(config.value_deserializer)
@@ -128,6 +134,7 @@ class Consumer:
         self._consumed = ConsumedPositions()
         self._dropped = 0  # records taken into _buffer and dropped on revocation
         self._closed = False
+        self._fetches_stopped = False  # closing the fetch sessions
         self._manual = False
         self._group: Any = None  # a .group.GroupDriver when subscribed with a group.id
         self._subscription: set[str] = set()
@@ -341,6 +348,16 @@ class Consumer:
             group=None if group is None else group.statistics(),
             brokers=self._cluster.broker_statistics(),
             telemetry=None if self._telemetry is None else self._telemetry.telemetry.statistics(),
+            fetch_sessions={
+                node: FetchSessionStatistics(
+                    session_id=fs.session_id,
+                    epoch=fs.epoch,
+                    partitions=len(fs.partitions),
+                    full_fetches=fs.full_fetches,
+                    incremental_fetches=fs.incremental_fetches,
+                )
+                for node, fs in sorted(fetcher.sessions.items())
+            },
         )
 
     async def client_instance_id(self, timeout_ms: float = 0) -> uuid.UUID | None:
@@ -793,7 +810,7 @@ class Consumer:
         """
         fetcher = self._fetcher
         fetcher.fetch_wanted = False
-        if self._closed:
+        if self._closed or self._fetches_stopped:
             return
         cluster = self._cluster
         retry_at = self._fetch_retry_at
@@ -813,8 +830,9 @@ class Consumer:
         node = conn.node_id
         positions: dict[TopicPartition, int] = {}
         try:
-            version = fetcher.fetch_version(conn.version_for(1), tps)
-            request, positions = fetcher.build_fetch(tps, version)
+            session = fetcher.session(node)
+            version = fetcher.fetch_version(conn.version_for(1), tps, session)
+            request, positions = fetcher.build_fetch(tps, version, session)
             timeout = (self.config.request_timeout_ms + self.config.fetch_max_wait_ms) / 1000
             self._fetching.add(node)
             conn.send(
@@ -834,6 +852,7 @@ class Consumer:
         """A Fetch response, in the connection's reader: buffer it, then fetch again."""
         fetcher = self._fetcher
         try:
+            # The positions carry the request's session and version.
             got = fetcher.handle_fetch_response(positions, response)
         except TrafkaError as exc:
             self._on_fetch_failed(node, positions, exc)
@@ -857,11 +876,36 @@ class Consumer:
     ) -> None:
         log.debug("fetch from node %s failed: %s", node, error)
         self._fetching.discard(node)
+        # A session starts over: a full fetch asking for a new one (Java's handleError).
         self._fetcher.fetch_failed(positions)
         self._fetch_retry_at[node] = anyio.current_time() + self.config.retry_backoff_ms / 1000
         self._cluster.metadata.request_update()
         self._cluster.nudge()
         self._wake_fetcher()
+
+    async def _close_fetch_sessions(self, timeout: float) -> None:
+        """As Java's consumer on close: tell each broker holding a fetch session
+        of ours to drop it (a fetch with epoch -1 and no partitions), waiting up
+        to ``timeout`` seconds for the answers. No more fetches are sent."""
+        self._fetches_stopped = True
+        fetcher = self._fetcher
+
+        async def close_one(conn: BrokerConnection, request: Any, version: int) -> None:
+            try:
+                await conn.request(1, request, version=version, timeout=timeout)
+            except TrafkaError as exc:  # the broker drops it when it expires
+                log.debug("closing the fetch session with node %s failed: %s", conn.node_id, exc)
+
+        with anyio.move_on_after(timeout):
+            async with anyio.create_task_group() as tg:
+                for node, session in list(fetcher.sessions.items()):
+                    conn = self._cluster.ready_connection(node)
+                    if conn is None:
+                        continue  # as Java: no close for a broker it cannot reach now
+                    version = conn.version_for(1)
+                    request = fetcher.build_close_fetch(session, version)
+                    if request is not None:
+                        tg.start_soon(close_one, conn, request, version)
 
     async def _load_committed(self, tps: list[TopicPartition]) -> None:
         from .group import fetch_committed
@@ -896,6 +940,9 @@ class Consumer:
             return
         if self._group is not None:
             await self._group.close(graceful=graceful)
+        if graceful:
+            with anyio.CancelScope(shield=True):
+                await self._close_fetch_sessions(self.config.request_timeout_ms / 1000)
         if graceful and self._telemetry is not None:
             # Java's initiateClose: one last push (terminating=true), bounded.
             with anyio.CancelScope(shield=True):

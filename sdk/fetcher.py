@@ -29,6 +29,15 @@ Rules and invariants:
   a partition drops everything buffered (stale data is never returned). A
   prefetched blob is consumed only if it starts exactly where the previous
   one left the position.
+* Incremental fetch sessions (KIP-227, :mod:`.fetch_sessions`): with a
+  :class:`~trafka.sdk.fetch_sessions.FetchSession` per broker, a request names
+  only the partitions that are new or whose fetch offset moved, and forgets
+  those not fetchable this time (paused, unassigned, leader elsewhere, or two
+  answers buffered); the broker reads every session partition at the offset
+  last sent. A partition an incremental answer leaves out had nothing new: its
+  position, buffers and watermarks stay as they were. An answer the session
+  rejects (an error, or partitions outside the session) is applied to no
+  partition; its partitions are simply fetched again.
 * Fetch errors: OFFSET_OUT_OF_RANGE resets the position per
   ``auto.offset.reset`` (or raises with ``none``); leadership errors ask for a
   metadata refresh; others are surfaced to the user at the next poll.
@@ -54,6 +63,7 @@ from trafka.codec.records import (
     iter_batches,
 )
 
+from .fetch_sessions import SESSION_ERRORS, FetchSession, SessionPartition
 from .metadata import REFRESH_ERRORS, MetadataCache
 
 __all__ = [
@@ -176,6 +186,18 @@ class PartitionState:
         return c.end
 
 
+class FetchPositions(dict[TopicPartition, int]):
+    """The offsets a fetch request asks for, with the session it was built
+    for (None: sessionless) and its version."""
+
+    __slots__ = ("session", "version")
+
+    def __init__(self, session: FetchSession | None = None, version: int = 12) -> None:
+        super().__init__()
+        self.session = session
+        self.version = version
+
+
 class Fetcher:
     """Positions and fetched data of the assigned partitions.
 
@@ -185,6 +207,8 @@ class Fetcher:
         fetch_min_bytes, fetch_max_wait_ms, fetch_max_bytes, max_partition_fetch_bytes: Kafka's.
         read_committed: drop aborted transactional records and read up to the LSO.
         check_crcs: verify batch CRCs.
+        incremental_fetch_sessions: ask brokers for incremental fetch sessions
+            (KIP-227) in the requests built with :meth:`session`'s sessions.
     """
 
     def __init__(
@@ -198,6 +222,7 @@ class Fetcher:
         max_partition_fetch_bytes: int = 1_048_576,
         read_committed: bool = False,
         check_crcs: bool = True,
+        incremental_fetch_sessions: bool = False,
     ) -> None:
         self.metadata = metadata
         self.auto_offset_reset = auto_offset_reset
@@ -207,6 +232,9 @@ class Fetcher:
         self.max_partition_fetch_bytes = max_partition_fetch_bytes
         self.read_committed = read_committed
         self.check_crcs = check_crcs
+        self.incremental_fetch_sessions = incremental_fetch_sessions
+        #: The fetch session with each broker (node id), made by :meth:`session`.
+        self.sessions: dict[int, FetchSession] = {}
         self.partitions: dict[TopicPartition, PartitionState] = {}
         self.errors: list[BaseException] = []
         self._rotation = 0
@@ -428,15 +456,34 @@ class Fetcher:
             if self.metadata.leader_for(tp.topic, tp.partition) is None
         }
 
-    def fetch_version(self, negotiated: int, tps: Iterable[TopicPartition]) -> int:
+    def session(self, node_id: int) -> FetchSession:
+        """The fetch session with broker ``node_id`` (made at first use)."""
+        session = self.sessions.get(node_id)
+        if session is None:
+            session = self.sessions[node_id] = FetchSession(
+                node_id, incremental=self.incremental_fetch_sessions
+            )
+        return session
+
+    def fetch_version(
+        self,
+        negotiated: int,
+        tps: Iterable[TopicPartition],
+        session: FetchSession | None = None,
+    ) -> int:
         """The Fetch version to use: ``negotiated``, or v12 when it is v13+ (topics
-        named by id) and a topic's id is unknown (metadata older than v10)."""
-        if negotiated >= 13 and any(self.metadata.topic_id(tp.topic) is None for tp in tps):
-            return 12
+        named by id) and a topic's id is unknown (metadata older than v10), or
+        ``session`` would forget a partition it holds without a topic id."""
+        if negotiated >= 13:
+            tps = list(tps)
+            if any(self.metadata.topic_id(tp.topic) is None for tp in tps):
+                return 12
+            if session is not None and session.forgets_nameless(tps):
+                return 12
         return negotiated
 
     def build_fetch(
-        self, tps: list[TopicPartition], version: int
+        self, tps: list[TopicPartition], version: int, session: FetchSession | None = None
     ) -> tuple[Any, dict[TopicPartition, int]]:
         """A FetchRequest for ``tps`` (marked in flight) and the offsets it asks for.
 
@@ -446,9 +493,16 @@ class Fetcher:
         From v13 topics are named by id (see :meth:`fetch_version`); the
         response is matched back to names by the ids sent.
 
+        With ``session`` (v7+) the request is that session's next one: full,
+        or incremental (naming only new and changed partitions, forgetting
+        those of the session not in ``tps``). Without, a sessionless full
+        fetch ``(0, -1)``.
+
         Raises:
             KeyError: v13+ and a topic's id is unknown.
         """
+        if session is not None and version >= 7:
+            return self._build_session_fetch(tps, version, session)
         # Rotate the order so that fetch.max.bytes does not always favour the same partitions.
         if len(tps) > 1:
             self._rotation = (self._rotation + 1) % len(tps)
@@ -496,23 +550,139 @@ class Fetcher:
             kwargs["session_epoch"] = -1  # full fetches; no incremental sessions
         return fetch.FetchRequest(**kwargs), positions
 
+    def _request_kwargs(self, version: int) -> dict[str, Any]:
+        kwargs: dict[str, Any] = {
+            "replica_id": -1,
+            "max_wait_ms": self.fetch_max_wait_ms,
+            "min_bytes": self.fetch_min_bytes,
+        }
+        if version >= 3:
+            kwargs["max_bytes"] = self.fetch_max_bytes
+        if version >= 4:
+            kwargs["isolation_level"] = 1 if self.read_committed else 0
+        return kwargs
+
+    def _build_session_fetch(
+        self, tps: list[TopicPartition], version: int, session: FetchSession
+    ) -> tuple[Any, dict[TopicPartition, int]]:
+        if len(tps) > 1:
+            self._rotation = (self._rotation + 1) % len(tps)
+            tps = tps[self._rotation :] + tps[: self._rotation]
+        md = self.metadata
+        null = uuid.UUID(int=0)
+        wanted: dict[TopicPartition, SessionPartition] = {}
+        for tp in tps:
+            offset = self.partitions[tp].next_fetch_offset()
+            assert offset is not None
+            wanted[tp] = SessionPartition(
+                md.topic_id(tp.topic) or null,
+                offset,
+                -1,
+                self.max_partition_fetch_bytes,
+                md.leader_epoch(tp.topic, tp.partition) if version >= 9 else -1,
+            )
+        plan = session.build(wanted)
+        if version >= 13 and not plan.use_topic_ids:
+            # fetch_version should have chosen v12: start over with a full fetch.
+            session.handle_error()
+            raise KeyError("a topic of the fetch session has no topic id; use Fetch v12")
+        positions = FetchPositions(session, version)
+        for tp, data in plan.partitions.items():
+            self.partitions[tp].in_flight = True
+            positions[tp] = data.fetch_offset
+        by_topic: dict[str, list[Any]] = {}
+        ids: dict[str, uuid.UUID] = {}
+        for tp, data in plan.to_send.items():
+            ids[tp.topic] = data.topic_id
+            by_topic.setdefault(tp.topic, []).append(
+                fetch.FetchRequest.FetchPartition(
+                    partition=tp.partition,
+                    current_leader_epoch=data.leader_epoch,
+                    fetch_offset=data.fetch_offset,
+                    log_start_offset=data.log_start_offset,
+                    partition_max_bytes=data.max_bytes,
+                )
+            )
+        topics = []
+        for t, p in by_topic.items():
+            if version >= 13:
+                self._topic_names[ids[t]] = t
+                topics.append(fetch.FetchRequest.FetchTopic(topic_id=ids[t], partitions=p))
+            else:
+                topics.append(fetch.FetchRequest.FetchTopic(topic=t, partitions=p))
+        forget: dict[tuple[str, uuid.UUID], list[int]] = {}
+        gone = list(plan.to_forget)
+        if version >= 13:
+            gone += plan.to_replace  # the old topic id leaves the session
+        for tp, topic_id in gone:
+            key = (tp.topic, topic_id) if version >= 13 else (tp.topic, null)
+            forget.setdefault(key, []).append(tp.partition)
+        forgotten = [
+            fetch.FetchRequest.ForgottenTopic(topic_id=i, partitions=p)
+            if version >= 13
+            else fetch.FetchRequest.ForgottenTopic(topic=t, partitions=p)
+            for (t, i), p in forget.items()
+        ]
+        kwargs = self._request_kwargs(version)
+        kwargs.update(
+            topics=topics,
+            forgotten_topics_data=forgotten,
+            session_id=plan.session_id,
+            session_epoch=plan.epoch,
+        )
+        return fetch.FetchRequest(**kwargs), positions
+
+    def build_close_fetch(self, session: FetchSession, version: int) -> Any | None:
+        """The request closing ``session`` at the broker (epoch -1, no
+        partitions), or None when there is no session to close (see
+        :meth:`FetchSession.close_plan`)."""
+        if version < 7:
+            return None
+        plan = session.close_plan()
+        if plan is None:
+            return None
+        kwargs = self._request_kwargs(version)
+        kwargs.update(session_id=plan.session_id, session_epoch=plan.epoch, max_wait_ms=0)
+        return fetch.FetchRequest(**kwargs)
+
     def fetch_failed(self, positions: dict[TopicPartition, int]) -> None:
-        """The request failed (connection error): the partitions may be fetched again."""
+        """The request failed (connection error): the partitions may be fetched
+        again, and the request's session starts over (a full fetch asking for a
+        new one)."""
         for tp in positions:
             s = self.partitions.get(tp)
             if s is not None:
                 s.in_flight = False
+        if isinstance(positions, FetchPositions) and positions.session is not None:
+            positions.session.handle_error()
 
     def handle_fetch_response(self, positions: dict[TopicPartition, int], response: Any) -> bool:
         """Apply a FetchResponse. Returns True if new data is buffered.
 
+        Args:
+            positions: what :meth:`build_fetch` returned with the request; for a
+                session's request (:class:`FetchPositions`) the session moves
+                on, or starts over after a session error or an invalid answer.
+
         Raises:
-            KafkaError: a request-level error code.
+            KafkaError: a request-level error code other than a session error
+                (those only start the session over).
         """
         for tp in positions:
             s = self.partitions.get(tp)
             if s is not None:
                 s.in_flight = False
+        session = positions.session if isinstance(positions, FetchPositions) else None
+        if session is not None:
+            assert isinstance(positions, FetchPositions)
+            usable, _problem = session.handle_response(response, positions.version)
+            if not usable:
+                code = getattr(response, "error_code", 0)
+                if not code or code in SESSION_ERRORS:
+                    if code == ErrorCode.FETCH_SESSION_TOPIC_ID_ERROR:
+                        self.metadata.request_update()
+                    self.fetch_wanted = True  # fetch again at once, with a full fetch
+                    return False
         if getattr(response, "error_code", 0):
             code = response.error_code
             self.metadata.on_partition_error(code)

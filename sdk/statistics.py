@@ -38,6 +38,7 @@ __all__ = [
     "ApiStatistics",
     "BrokerStatistics",
     "ConsumerStatistics",
+    "FetchSessionStatistics",
     "GroupStatistics",
     "NodeCounters",
     "PartitionStatistics",
@@ -393,6 +394,26 @@ class GroupStatistics:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class FetchSessionStatistics:
+    """The consumer's fetch session with one broker (KIP-227).
+
+    Attributes:
+        session_id: the broker's id for the session (0: none now; a broker
+            without sessions keeps it 0).
+        epoch: the epoch the next fetch carries (0: a full fetch asking for a
+            new session; -1: sessions off).
+        partitions: partitions in the session now.
+        full_fetches, incremental_fetches: fetch requests built of each kind.
+    """
+
+    session_id: int
+    epoch: int
+    partitions: int
+    full_fetches: int
+    incremental_fetches: int
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class ConsumerStatistics:
     """A snapshot of a consumer (:meth:`Consumer.statistics`).
 
@@ -403,6 +424,8 @@ class ConsumerStatistics:
         group: None without a ``group.id``.
         brokers: per node id.
         telemetry: the metrics push (None with ``enable.metrics.push`` off).
+        fetch_sessions: per node id fetched from, its fetch session (full and
+            incremental fetches counted).
     """
 
     records_consumed: int
@@ -411,6 +434,7 @@ class ConsumerStatistics:
     group: GroupStatistics | None
     brokers: Mapping[int, BrokerStatistics]
     telemetry: TelemetryStatistics | None = None
+    fetch_sessions: Mapping[int, FetchSessionStatistics] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

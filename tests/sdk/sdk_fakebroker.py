@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 import anyio
 import anyio.abc
 
-from trafka.codec import FrameReader, api, decode_request, encode_response
+from trafka.codec import ErrorCode, FrameReader, api, decode_request, encode_response
 from trafka.codec.messages import k00_produce as produce
 from trafka.codec.messages import k01_fetch as fetch
 from trafka.codec.messages import k02_list_offsets as list_offsets
@@ -56,6 +56,14 @@ class FakeBroker:
     #: What handlers raised: the connection was closed, and :func:`serving` fails
     #: the test with the first of them when its block ends.
     handler_errors: list[BaseException] = dataclasses.field(default_factory=list)
+    #: Serve incremental fetch sessions (KIP-227); off: every answer carries
+    #: session id 0, the broker makes none.
+    fetch_sessions: bool = False
+    #: Open sessions: id -> {(topic, partition): [fetch offset, high watermark last answered]}.
+    sessions: dict[int, dict[tuple[str, int], list[int]]] = dataclasses.field(default_factory=dict)
+    #: Open sessions: id -> the epoch the next request must carry.
+    session_epochs: dict[int, int] = dataclasses.field(default_factory=dict)
+    next_session_id: int = 1
 
     def topic_id(self, name: str) -> uuid.UUID:
         return uuid.uuid5(uuid.NAMESPACE_URL, f"fake-broker/{name}")
@@ -167,7 +175,84 @@ class FakeBroker:
             topics.append(R.ListOffsetsTopicResponse(name=t.name, partitions=parts))
         return R(topics=topics)
 
+    def _partition_answer(self, tp: tuple[str, int], fetch_offset: int) -> Any:
+        blobs = [
+            blob
+            for blob in self.logs.get(tp, [])
+            if read_batch_header(blob).next_offset > fetch_offset
+        ]
+        hw = self.next_offset.get(tp, 0)
+        return fetch.FetchResponse.PartitionData(
+            partition_index=tp[1],
+            high_watermark=hw,
+            last_stable_offset=hw,
+            records=b"".join(blobs),
+        )
+
+    def session_fetch(self, header: Any, body: Any) -> Any:
+        """Fetch with sessions, as a Kafka broker's FetchManager: epoch 0 makes
+        a session (closing the one named), -1 makes none (closing the one
+        named), others continue one; an incremental answer holds only the
+        partitions with records or a new high watermark."""
+        R = fetch.FetchResponse
+        version = header.request_api_version
+        by_id = version >= 13
+        sid, epoch = body.session_id, body.session_epoch
+        named = [(self.topic_name(t), t) for t in body.topics]
+        if epoch in (0, -1):
+            if sid:
+                self.sessions.pop(sid, None)
+                self.session_epochs.pop(sid, None)
+            parts: dict[tuple[str, int], list[int]] = {}
+            for name, t in named:
+                for p in t.partitions:
+                    parts[(name, p.partition)] = [p.fetch_offset, -1]
+            new_id = 0
+            if epoch == 0:
+                new_id = self.next_session_id
+                self.next_session_id += 1
+                self.sessions[new_id] = parts
+                self.session_epochs[new_id] = 1
+            answer = {tp: self._partition_answer(tp, v[0]) for tp, v in parts.items()}
+            for tp, a in answer.items():
+                parts[tp][1] = a.high_watermark
+        else:
+            session = self.sessions.get(sid)
+            if session is None:
+                return R(error_code=ErrorCode.FETCH_SESSION_ID_NOT_FOUND)
+            if epoch != self.session_epochs[sid]:
+                return R(error_code=ErrorCode.INVALID_FETCH_SESSION_EPOCH, session_id=0)
+            self.session_epochs[sid] = epoch + 1 if epoch < 2**31 - 1 else 1
+            for f in body.forgotten_topics_data:
+                name = self.topic_name(f)
+                for i in f.partitions:
+                    session.pop((name, i), None)
+            for name, t in named:
+                for p in t.partitions:
+                    session[(name, p.partition)] = [p.fetch_offset, -1]
+            answer = {}
+            for tp, v in session.items():
+                a = self._partition_answer(tp, v[0])
+                if a.records or a.high_watermark != v[1]:
+                    v[1] = a.high_watermark
+                    answer[tp] = a
+            new_id = sid
+        topics: dict[str, list[Any]] = {}
+        for tp, a in answer.items():
+            topics.setdefault(tp[0], []).append(a)
+        return R(
+            session_id=new_id,
+            responses=[
+                R.FetchableTopicResponse(topic_id=self.topic_id(n), partitions=p)
+                if by_id
+                else R.FetchableTopicResponse(topic=n, partitions=p)
+                for n, p in topics.items()
+            ],
+        )
+
     def fetch(self, header: Any, body: Any) -> Any:
+        if self.fetch_sessions and header.request_api_version >= 7:
+            return self.session_fetch(header, body)
         R = fetch.FetchResponse
         topics = []
         for t in body.topics:
