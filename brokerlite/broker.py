@@ -107,6 +107,7 @@ from .delegation_tokens import TOKENS_JOURNAL, DelegationTokens
 from .eos import ProducerStates
 from .errors import BrokerError, UnknownTopicOrPartitionError
 from .features import FEATURES_JOURNAL, FeatureStore
+from .fetch_sessions import FetchManager, FetchSessionCache
 from .groups import GroupCoordinator
 from .handlers import HANDLERS
 from .handlers._base import (
@@ -370,6 +371,10 @@ class Broker:
         self._last_now_ms = now_ms  # for what close() still has to carry out
         self._next_marker_check_ms = now_ms + _MARKER_CHECK_MS
         self._recover_markers(now_ms)
+        # Incremental fetch sessions (KIP-227), Kafka's FetchManager and its cache.
+        self.fetch_sessions = FetchManager(
+            FetchSessionCache(config.max_incremental_fetch_session_cache_slots)
+        )
         self._entries: dict[int, _Entry] = {}
         self._by_partition: dict[tuple[str, int], set[int]] = {}
         self._by_conn: dict[int, int] = {}
@@ -816,7 +821,7 @@ class Broker:
                 # As Kafka: the bytes are not sent, so they do not count, and the
                 # client is told to come back after the throttle time.
                 quotas.unrecord(CONSUMER_BYTE_RATE, user, client_id, size, now_ms)
-                body = FetchPlan(error_code=ErrorCode.NONE, session_id=0, topics=[])
+                body = body.throttled()
         # A handler's own throttle (the controller mutation quota) counts too.
         throttle = max(throttle, getattr(body, "throttle_time_ms", 0))
         if not throttle:

@@ -191,6 +191,9 @@ class BrokerConfig:
             partition is forgotten this long after its last write
             (``producer.id.expiration.ms``).
         producer_id_expiration_check_interval_ms: how often that is checked.
+        max_incremental_fetch_session_cache_slots: the most incremental fetch
+            sessions (KIP-227) kept at once; 0 creates none, so every fetch is
+            a full one (``max.incremental.fetch.session.cache.slots``).
         security_protocol: the listener's: ``PLAINTEXT`` (default), ``SSL``,
             ``SASL_PLAINTEXT`` or ``SASL_SSL`` (also the scheme of ``listeners``).
         sasl_enabled_mechanisms: the SASL mechanisms offered on a SASL listener
@@ -324,6 +327,7 @@ class BrokerConfig:
     transaction_remove_expired_transaction_cleanup_interval_ms: int = 3_600_000
     producer_id_expiration_ms: int = 86_400_000
     producer_id_expiration_check_interval_ms: int = 600_000
+    max_incremental_fetch_session_cache_slots: int = 1000
     security_protocol: str = "PLAINTEXT"
     sasl_enabled_mechanisms: tuple[str, ...] = _SASL_MECHANISMS
     sasl_users: tuple[tuple[str, str], ...] = dataclasses.field(default=(), repr=False)
@@ -425,6 +429,8 @@ class BrokerConfig:
             raise ConfigError("group_initial_rebalance_delay_ms: must be >= 0")
         if self.connection_failed_authentication_delay_ms < 0:
             raise ConfigError("connection_failed_authentication_delay_ms: must be >= 0")
+        if self.max_incremental_fetch_session_cache_slots < 0:
+            raise ConfigError("max_incremental_fetch_session_cache_slots: must be >= 0")
         if self.connections_max_reauth_ms < 0:
             raise ConfigError("connections_max_reauth_ms: must be >= 0")
         try:
@@ -819,6 +825,7 @@ _KAFKA_FIELD_NAMES: dict[str, str] = {
     ),
     "producer_id_expiration_ms": "producer.id.expiration.ms",
     "producer_id_expiration_check_interval_ms": "producer.id.expiration.check.interval.ms",
+    "max_incremental_fetch_session_cache_slots": "max.incremental.fetch.session.cache.slots",
 }
 
 # Kafka's ConfigDef ranges of the share-group settings (Kafka 4.1's; the bounds of

@@ -2,13 +2,17 @@
 
 Rules (Kafka's, for a consumer fetching from the leader):
 
-* Sessionless: a request with ``session_id`` 0 is a full fetch and the answer
-  carries ``session_id`` 0 (v7+), which tells the client no session was
-  created, so it keeps sending full fetches. A non-zero ``session_id`` (never
-  handed out here) gets FETCH_SESSION_ID_NOT_FOUND. ``forgotten_topics_data``
-  is therefore meaningless and ignored.
+* Fetch sessions (KIP-227, v7+): the request's ``session_id`` and
+  ``session_epoch`` choose a sessionless full fetch, a full fetch that creates
+  a session, or an incremental fetch on one, as :mod:`..fetch_sessions`
+  states. An incremental fetch reads every partition of its session and
+  answers only those with news; a session error is answered at once with no
+  partitions. Before v7 every fetch is sessionless.
 * Topics are named by name up to v12 and by topic id from v13 (unknown id:
-  UNKNOWN_TOPIC_ID for each of its partitions).
+  UNKNOWN_TOPIC_ID for each of its partitions). A session made by id keeps
+  the name it learnt for each id: when that topic is gone its partitions get
+  UNKNOWN_TOPIC_OR_PARTITION, and when another topic now has the name,
+  INCONSISTENT_TOPIC_ID.
 * Per partition: an offset outside ``[log_start_offset, high_watermark]`` is
   OFFSET_OUT_OF_RANGE; otherwise whole batches from the offset, at most
   ``partition_max_bytes`` and at most what is left of ``max_bytes`` for the
@@ -25,16 +29,21 @@ Rules (Kafka's, for a consumer fetching from the leader):
 * ``current_leader_epoch`` (v9+) is checked against the only epoch, 0.
 * Long poll: when no partition has an error and fewer than ``min_bytes`` are
   available, the request is parked until enough bytes have been appended to
-  its partitions, a transaction marker is written to one of them (it can make
-  a whole transaction readable at once), ``max_wait_ms`` passes, or one of its
-  topics is deleted; the answer is then read afresh. A read_committed fetch
-  woken by records that are still inside a transaction may therefore return
-  early with nothing; clients treat that as any empty answer.
+  its partitions (all of its session's, for an incremental fetch), a
+  transaction marker is written to one of them (it can make a whole
+  transaction readable at once), ``max_wait_ms`` passes, or one of its topics
+  is deleted; the answer is then read afresh (and, for a session, filtered
+  then). A read_committed fetch woken by records that are still inside a
+  transaction may therefore return early with nothing; clients treat that as
+  any empty answer.
 * Authorization: each topic needs READ, else its partitions get
   TOPIC_AUTHORIZATION_FAILED, checked before existence so that a refused name
   says nothing about whether the topic exists. A topic id this broker does not
   know is UNKNOWN_TOPIC_ID whoever asks (an id is not a secret; a known id
   without READ is TOPIC_AUTHORIZATION_FAILED), as Kafka answers.
+* Quotas: an answer replaced by an empty throttled one (``FetchPlan.throttled``)
+  tells the session nothing: a session it would have created is closed, and
+  the news it carried stay news for the next fetch.
 * Record data is never copied into Python: the response body is a plan whose
   :meth:`FetchPlan.encode_parts` yields the small encoded pieces and the file
   ranges of the log between them, for ``os.sendfile``. The bytes are exactly
@@ -46,9 +55,20 @@ from __future__ import annotations
 import dataclasses
 import struct
 import uuid
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from trafka.brokerlite.errors import BrokerError
+from trafka.brokerlite.fetch_sessions import (
+    INVALID_SESSION_ID,
+    CachedPartition,
+    FetchContext,
+    FullContext,
+    IncrementalContext,
+    PartitionKey,
+    SessionErrorContext,
+    SessionlessContext,
+)
 from trafka.codec.acl import AclOperation, AclResourceType
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k01_fetch as m
@@ -106,10 +126,22 @@ class FetchPlan:
     session_id: int
     topics: list[TopicResult]
     throttle_time_ms: int = 0
+    # Undoes what this answer told its fetch session and gives the empty answer
+    # to send instead, when a quota throttles it (None: sessionless).
+    on_throttle: Callable[[], FetchPlan] | None = dataclasses.field(
+        default=None, repr=False, compare=False
+    )
 
     @property
     def records_size(self) -> int:
         return sum(p.size for t in self.topics for p in t.partitions)
+
+    def throttled(self) -> FetchPlan:
+        """The empty answer sent instead of this one when a quota throttles it
+        (Kafka's ``getThrottledResponse``); the session forgets this answer."""
+        if self.on_throttle is not None:
+            return self.on_throttle()
+        return FetchPlan(ErrorCode.NONE, INVALID_SESSION_ID, [])
 
     def encode_parts(self, version: int) -> list[Part]:
         """The body at ``version`` as bytes and file ranges (see the module rules)."""
@@ -221,12 +253,123 @@ def _string(out: bytearray, text: str, flexible: bool) -> None:
 # -- building a response -------------------------------------------------------------
 
 
-def _resolve(broker: Broker, version: int, topic: m.FetchRequest.FetchTopic) -> tuple[str, bool]:
-    """(name, known) of a requested topic; by id from v13."""
-    if version >= 13:
-        info = broker.logs.topic_by_id(topic.topic_id)
-        return (info.name, True) if info is not None else ("", False)
-    return topic.topic, True
+def _fetch_data(broker: Broker, version: int, request: m.FetchRequest) -> list[CachedPartition]:
+    """The request's partitions, topics named (by id from v13; None: unknown id)."""
+    out: list[CachedPartition] = []
+    by_id = version >= 13
+    for topic in request.topics:
+        if by_id:
+            info = broker.logs.topic_by_id(topic.topic_id)
+            name: str | None = info.name if info is not None else None
+            tid = topic.topic_id
+        else:
+            name, tid = topic.topic, NULL_UUID
+        for want in topic.partitions:
+            out.append(
+                CachedPartition(
+                    name,
+                    tid,
+                    want.partition,
+                    want.fetch_offset,
+                    want.partition_max_bytes,
+                    want.current_leader_epoch,
+                    want.log_start_offset,
+                )
+            )
+    return out
+
+
+def read_partitions(
+    broker: Broker,
+    version: int,
+    wants: list[CachedPartition],
+    max_bytes: int,
+    read_committed: bool,
+    unreadable: frozenset[str] = frozenset(),
+) -> list[PartitionResult]:
+    """Read every partition of ``wants`` now (no waiting), one result each; the
+    topics named in ``unreadable`` get TOPIC_AUTHORIZATION_FAILED."""
+    budget = max_bytes
+    first = True  # until a partition returns data, the first batch is always allowed
+    by_id = version >= 13
+    results: list[PartitionResult] = []
+    for want in wants:
+        name = want.topic
+        if name is None:
+            results.append(PartitionResult(want.partition, ErrorCode.UNKNOWN_TOPIC_ID))
+            continue
+        if name in unreadable:
+            results.append(PartitionResult(want.partition, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+            continue
+        code = check_leader_epoch(want.current_leader_epoch)
+        if code:
+            results.append(PartitionResult(want.partition, code))
+            continue
+        try:
+            log = partition_log(broker, name, want.partition)
+            if by_id:
+                # A session keeps the name it learnt: the topic may have been
+                # deleted and created again under it since (Kafka's check).
+                info = broker.logs.topic(name)
+                if info is not None and info.topic_id != want.topic_id:
+                    results.append(PartitionResult(want.partition, ErrorCode.INCONSISTENT_TOPIC_ID))
+                    continue
+            high = log.log_end_offset
+            start = log.log_start_offset
+            state = broker.producers.state(name, want.partition)
+            stable = state.last_stable_offset(high, start)
+            result = PartitionResult(
+                want.partition,
+                ErrorCode.NONE,
+                high_watermark=high,
+                last_stable_offset=stable,
+                log_start_offset=start,
+                aborted_transactions=(
+                    [
+                        Aborted(producer_id=pid, first_offset=first)
+                        for pid, first in state.aborted_transactions(want.fetch_offset, stable)
+                    ]
+                    if read_committed
+                    else None
+                ),
+            )
+            if not start <= want.fetch_offset <= high:
+                result.error_code = ErrorCode.OFFSET_OUT_OF_RANGE
+            elif want.fetch_offset < high:
+                limit = min(want.max_bytes, max(budget, 0))
+                if limit > 0 or first:
+                    read = log.read(
+                        want.fetch_offset,
+                        limit,
+                        upper_bound=stable if read_committed else high,
+                        min_one_batch=first,
+                    )
+                    if read.size:
+                        result.records = read
+                        budget -= read.size
+                        first = False
+        except BrokerError as exc:
+            result = PartitionResult(want.partition, code_of(exc))
+        results.append(result)
+    return results
+
+
+def _topics(
+    version: int, pairs: Iterable[tuple[CachedPartition, PartitionResult]]
+) -> list[TopicResult]:
+    """Results grouped by topic: a new topic entry whenever the topic changes
+    from the previous partition's (Kafka's FetchResponse.of does the same)."""
+    by_id = version >= 13
+    topics: list[TopicResult] = []
+    current: TopicResult | None = None
+    for want, result in pairs:
+        name = want.topic or ""
+        tid = want.topic_id if by_id else NULL_UUID
+        if current is None or current.name != name or current.topic_id != tid:
+            current = TopicResult(name, tid, [])
+            topics.append(current)
+        current.partitions.append(result)
+    return topics
 
 
 def build(
@@ -235,69 +378,110 @@ def build(
     request: m.FetchRequest,
     unreadable: frozenset[str] = frozenset(),
 ) -> FetchPlan:
-    """Read every requested partition now (no waiting); the topics named in
-    ``unreadable`` get TOPIC_AUTHORIZATION_FAILED."""
-    budget = request.max_bytes
-    first = True  # until a partition returns data, the first batch is always allowed
-    read_committed = request.isolation_level == READ_COMMITTED
-    topics: list[TopicResult] = []
-    for topic in request.topics:
-        name, known = _resolve(broker, version, topic)
-        results: list[PartitionResult] = []
-        for want in topic.partitions:
-            if not known:
-                results.append(PartitionResult(want.partition, ErrorCode.UNKNOWN_TOPIC_ID))
-                continue
-            if name in unreadable:
-                results.append(
-                    PartitionResult(want.partition, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+    """A sessionless answer to ``request``, read now (no waiting); the topics
+    named in ``unreadable`` get TOPIC_AUTHORIZATION_FAILED."""
+    wants = _fetch_data(broker, version, request)
+    results = read_partitions(
+        broker,
+        version,
+        wants,
+        request.max_bytes,
+        request.isolation_level == READ_COMMITTED,
+        unreadable,
+    )
+    return FetchPlan(ErrorCode.NONE, 0, _topics(version, zip(wants, results, strict=True)))
+
+
+class _Fetch:
+    """One Fetch request's reads and answer, under its session context."""
+
+    def __init__(
+        self,
+        broker: Broker,
+        version: int,
+        request: m.FetchRequest,
+        context: SessionlessContext | FullContext | IncrementalContext,
+        unreadable: frozenset[str],
+    ) -> None:
+        self.broker = broker
+        self.version = version
+        self.max_bytes = request.max_bytes
+        self.read_committed = request.isolation_level == READ_COMMITTED
+        self.context = context
+        self.wants: list[CachedPartition] = (
+            list(context.partitions.values())
+            if isinstance(context, FullContext)
+            else context.partitions
+        )
+        self.unreadable = unreadable
+
+    def read(self) -> list[PartitionResult]:
+        return read_partitions(
+            self.broker,
+            self.version,
+            self.wants,
+            self.max_bytes,
+            self.read_committed,
+            self.unreadable,
+        )
+
+    def answer(self, results: list[PartitionResult], now_ms: int) -> FetchPlan:
+        """The answer from ``results``, as the context decides (see the module rules)."""
+        context = self.context
+        pairs = zip(self.wants, results, strict=True)
+        if isinstance(context, SessionlessContext):
+            return FetchPlan(ErrorCode.NONE, INVALID_SESSION_ID, _topics(self.version, pairs))
+        if isinstance(context, FullContext):
+            for want, r in zip(self.wants, results, strict=True):
+                want.remember(
+                    r.error_code, r.high_watermark, r.last_stable_offset, r.log_start_offset
                 )
+            session = context.cache.maybe_create(
+                now_ms, context.privileged, context.partitions, context.uses_topic_ids
+            )
+            if session is None:
+                return FetchPlan(ErrorCode.NONE, INVALID_SESSION_ID, _topics(self.version, pairs))
+            cache, created = context.cache, session.id
+
+            def close_unsent() -> FetchPlan:
+                # Throttled: the answer is not sent, so no session was made (Kafka
+                # answers a throttled full fetch before creating one).
+                cache.remove(created)
+                return FetchPlan(ErrorCode.NONE, INVALID_SESSION_ID, [])
+
+            return FetchPlan(
+                ErrorCode.NONE, created, _topics(self.version, pairs), on_throttle=close_unsent
+            )
+        session = context.session
+        if not context.still_current:
+            # Another request moved the session on while this one waited.
+            return FetchPlan(ErrorCode.INVALID_FETCH_SESSION_EPOCH, session.id, [])
+        kept: list[tuple[CachedPartition, PartitionResult]] = []
+        told: list[tuple[CachedPartition, int, int, int]] = []
+        for want, r in pairs:
+            if not want.has_news(
+                r.size, r.error_code, r.high_watermark, r.last_stable_offset, r.log_start_offset
+            ):
                 continue
-            code = check_leader_epoch(want.current_leader_epoch) if version >= 9 else 0
-            if code:
-                results.append(PartitionResult(want.partition, code))
-                continue
-            try:
-                log = partition_log(broker, name, want.partition)
-                high = log.log_end_offset
-                start = log.log_start_offset
-                state = broker.producers.state(name, want.partition)
-                stable = state.last_stable_offset(high, start)
-                result = PartitionResult(
-                    want.partition,
-                    ErrorCode.NONE,
-                    high_watermark=high,
-                    last_stable_offset=stable,
-                    log_start_offset=start,
-                    aborted_transactions=(
-                        [
-                            Aborted(producer_id=pid, first_offset=first)
-                            for pid, first in state.aborted_transactions(want.fetch_offset, stable)
-                        ]
-                        if read_committed
-                        else None
-                    ),
-                )
-                if not start <= want.fetch_offset <= high:
-                    result.error_code = ErrorCode.OFFSET_OUT_OF_RANGE
-                elif want.fetch_offset < high:
-                    limit = min(want.partition_max_bytes, max(budget, 0))
-                    if limit > 0 or first:
-                        read = log.read(
-                            want.fetch_offset,
-                            limit,
-                            upper_bound=stable if read_committed else high,
-                            min_one_batch=first,
-                        )
-                        if read.size:
-                            result.records = read
-                            budget -= read.size
-                            first = False
-            except BrokerError as exc:
-                result = PartitionResult(want.partition, code_of(exc))
-            results.append(result)
-        topics.append(TopicResult(name, topic.topic_id if version >= 13 else NULL_UUID, results))
-    return FetchPlan(ErrorCode.NONE, 0, topics)
+            kept.append((want, r))
+            told.append(
+                (want, want.high_watermark, want.last_stable_offset, want.local_log_start_offset)
+            )
+            want.remember(r.error_code, r.high_watermark, r.last_stable_offset, r.log_start_offset)
+            if r.size:
+                session.move_to_end(want)
+
+        def untell() -> FetchPlan:
+            # Throttled: the partitions are not sent, so they are still news.
+            for cached, high, stable, start in told:
+                cached.high_watermark = high
+                cached.last_stable_offset = stable
+                cached.local_log_start_offset = start
+            return FetchPlan(ErrorCode.NONE, session.id, [])
+
+        return FetchPlan(
+            ErrorCode.NONE, session.id, _topics(self.version, kept), on_throttle=untell
+        )
 
 
 class _FetchWaiter:
@@ -305,18 +489,12 @@ class _FetchWaiter:
 
     def __init__(
         self,
-        broker: Broker,
-        version: int,
-        request: m.FetchRequest,
+        fetch: _Fetch,
         needed: int,
         deadline_ms: int,
         watches: frozenset[tuple[str, int]],
-        unreadable: frozenset[str],
     ) -> None:
-        self._broker = broker
-        self._version = version
-        self._request = request
-        self._unreadable = unreadable
+        self._fetch = fetch
         self._needed = needed
         self.deadline_ms = deadline_ms
         self.watches = watches
@@ -326,36 +504,62 @@ class _FetchWaiter:
         return self._needed <= 0
 
     def complete(self, now_ms: int) -> FetchPlan:
-        return build(self._broker, self._version, self._request, self._unreadable)
+        return self._fetch.answer(self._fetch.read(), now_ms)
 
 
 def handle(ctx: RequestContext, request: m.FetchRequest) -> FetchPlan | Parked:
     version = ctx.version
-    if version >= 7 and request.session_id != 0:
-        return FetchPlan(ErrorCode.FETCH_SESSION_ID_NOT_FOUND, 0, [])
-    # Authorized once, when the request arrives (as Kafka does), not again on waking.
-    names = (_resolve(ctx.broker, version, t) for t in request.topics)
-    unreadable = frozenset(
-        denied(ctx, AclOperation.READ, AclResourceType.TOPIC, (n for n, known in names if known))
+    broker = ctx.broker
+    fetch_data = _fetch_data(broker, version, request)
+    context: FetchContext
+    if version >= 7:
+
+        def forgotten(by_id: bool) -> list[PartitionKey]:
+            return [
+                (t.topic_id if by_id else t.topic, p)
+                for t in request.forgotten_topics_data
+                for p in t.partitions
+            ]
+
+        context = broker.fetch_sessions.new_context(
+            version,
+            request.session_id,
+            request.session_epoch,
+            fetch_data,
+            forgotten,
+            broker.topic_name,
+            ctx.now_ms,
+        )
+        if isinstance(context, SessionErrorContext):
+            return FetchPlan(context.error, INVALID_SESSION_ID, [])
+    else:
+        context = SessionlessContext(fetch_data)
+    # Authorized once, when the request arrives (as Kafka does), not again on
+    # waking; an incremental fetch authorizes every partition of its session.
+    fetch = _Fetch(broker, version, request, context, frozenset())
+    fetch.unreadable = frozenset(
+        denied(
+            ctx,
+            AclOperation.READ,
+            AclResourceType.TOPIC,
+            (w.topic for w in fetch.wants if w.topic is not None),
+        )
     )
-    plan = build(ctx.broker, version, request, unreadable)
-    available = plan.records_size
-    if request.max_wait_ms <= 0 or available >= request.min_bytes or not request.topics:
-        return plan
+    results = fetch.read()
+    available = sum(r.size for r in results)
+    if request.max_wait_ms <= 0 or available >= request.min_bytes or not fetch.wants:
+        return fetch.answer(results, ctx.now_ms)
     watches: set[tuple[str, int]] = set()
-    for topic in plan.topics:
-        for p in topic.partitions:
-            if p.error_code != ErrorCode.NONE:
-                return plan
-            watches.add((topic.name, p.partition))
+    for want, r in zip(fetch.wants, results, strict=True):
+        if r.error_code != ErrorCode.NONE:
+            return fetch.answer(results, ctx.now_ms)
+        assert want.topic is not None  # an unknown topic id is an error
+        watches.add((want.topic, want.partition))
     waiter = _FetchWaiter(
-        ctx.broker,
-        version,
-        request,
+        fetch,
         request.min_bytes - available,
         ctx.now_ms + request.max_wait_ms,
         frozenset(watches),
-        unreadable,
     )
     return ctx.park(waiter)
 

@@ -459,11 +459,12 @@ def test_fetch_by_topic_id_from_v13(core: Any, make_batch: Any) -> None:
     assert values_of(response.responses[0].partitions[0].records) == [b"a"]
 
 
-def test_fetch_sessions_are_refused_politely(core: Any, make_batch: Any) -> None:
+def test_fetch_sessions_open_and_unknown_ones_are_refused(core: Any, make_batch: Any) -> None:
     create(core, "t")
-    # A client asking to open a session (epoch 0) gets a full answer and session 0.
+    # A client asking to open a session (epoch 0) gets a full answer and its id
+    # (the rest is in test_fetch_sessions.py).
     opened = core.call(1, 12, fetch_request("t", session_epoch=0))
-    assert opened.session_id == 0 and opened.error_code == 0
+    assert opened.session_id != 0 and opened.error_code == 0
     assert opened.responses[0].partitions[0].error_code == 0
     stale = core.call(1, 12, fetch_request("t", session_id=123, session_epoch=1))
     assert stale.error_code == ErrorCode.FETCH_SESSION_ID_NOT_FOUND
