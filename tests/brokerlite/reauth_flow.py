@@ -15,7 +15,10 @@ def records_flow_while_reauthenticating(
     until ``core`` has counted ``wanted`` re-authentications; then check that
     every record was read back in order, that no session expired (no connection
     was closed for want of re-authentication) and that no client reported an
-    error. Closes ``consumer``."""
+    error while the records flowed. Closes ``consumer``: what librdkafka reports
+    while closing does not count (closing tears down its group coordinator
+    connection, and one caught in the middle of a re-authentication is reported
+    as a failed SASL handshake, "Broker transport failure ... in state DOWN")."""
     from confluent_kafka import TopicPartition
 
     sent: list[bytes] = []
@@ -42,9 +45,10 @@ def records_flow_while_reauthenticating(
             take()
         while len(got) < len(sent) and time.monotonic() < deadline:
             take()
+        while_flowing = list(errors)
     finally:
         consumer.close()
     assert core.sasl_reauthentications >= wanted, errors
     assert core.sasl_sessions_expired == 0
     assert got == sent
-    assert not errors, errors
+    assert not while_flowing, while_flowing
