@@ -5,6 +5,7 @@ KIP-848 group, an unknown group, and ``trafka groups delete-offsets``."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 
 import anyio
@@ -85,7 +86,9 @@ def test_kafka_python_deletes_offsets_and_is_told_what_it_may_not(
     admin = KafkaAdminClient(bootstrap_servers=bs)
     member = KafkaConsumer(watched, bootstrap_servers=bs, group_id=group)
     try:
+        deadline = time.monotonic() + 60
         while not member.assignment():
+            assert time.monotonic() < deadline, "kafka-python's member got no assignment"
             member.poll(timeout_ms=100)
         result = admin.delete_group_offsets(group, [KTP(watched, 0), KTP(other, 0)])
         assert result == {
