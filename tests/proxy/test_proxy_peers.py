@@ -10,6 +10,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -118,13 +119,19 @@ def test_kafka_python_group_consumes_through_the_proxy(
     create(proxy.bootstrap_servers, topic, 3)
     confluent_produce(proxy.bootstrap_servers, topic, 120)
     consumer = kafka.KafkaConsumer(
-        topic,
         bootstrap_servers=proxy.bootstrap_servers,
         group_id=fresh("group"),
         auto_offset_reset="earliest",
         consumer_timeout_ms=10_000,
     )
     try:
+        # kafka-python's leader assigns only the partitions its metadata knows (and
+        # joins again only at its next metadata refresh): let it see the topic first.
+        deadline = time.monotonic() + 30
+        while consumer.partitions_for_topic(topic) != {0, 1, 2}:
+            assert time.monotonic() < deadline, "kafka-python never saw the topic"
+            time.sleep(0.05)
+        consumer.subscribe([topic])
         got = []
         for message in consumer:
             got.append(message)

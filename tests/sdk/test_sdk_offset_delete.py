@@ -84,9 +84,16 @@ def test_kafka_python_deletes_offsets_and_is_told_what_it_may_not(
     bs, group = broker.bootstrap_servers, fresh("g")
     watched, other = anyio.run(_setup, bs, group)
     admin = KafkaAdminClient(bootstrap_servers=bs)
-    member = KafkaConsumer(watched, bootstrap_servers=bs, group_id=group)
+    member = KafkaConsumer(bootstrap_servers=bs, group_id=group)
     try:
+        # kafka-python's leader assigns only the partitions its metadata knows, and
+        # then waits for its next metadata refresh (5 minutes) to join again: let
+        # it see the new topic before it joins.
         deadline = time.monotonic() + 60
+        while not member.partitions_for_topic(watched):
+            assert time.monotonic() < deadline, "kafka-python never saw the topic"
+            time.sleep(0.05)
+        member.subscribe([watched])
         while not member.assignment():
             assert time.monotonic() < deadline, "kafka-python's member got no assignment"
             member.poll(timeout_ms=100)
