@@ -160,10 +160,10 @@ _PRODUCE = 0
 _FETCH = 1
 # Never throttled: the SASL exchange (Kafka does not throttle authentication).
 _QUOTA_EXEMPT = frozenset({17, 36})
-_MIN_REAUTH_INTERVAL_MS = 1000
+_MIN_REAUTH_INTERVAL_MS = 1000  # Kafka's floor between two re-authentications
 # KIP-714's client APIs, served and advertised only with client_telemetry_enabled
 # (Kafka serves them only with a telemetry receiver plugin configured).
-_TELEMETRY_KEYS = frozenset({71, 72})  # Kafka's floor between two re-authentications
+_TELEMETRY_KEYS = frozenset({71, 72})
 _PRODUCER_ID_BLOCK = 1000
 _FLUSH_CHECK_MS = 1000
 GROUPS_JOURNAL = "trafka-groups.journal"

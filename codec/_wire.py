@@ -571,7 +571,7 @@ def b_uvarint(buf: bytes, pos: int) -> tuple[int, int]:
     return result, pos
 
 
-def _b_varbits(buf: bytes, pos: int, max_bytes: int, what: str) -> tuple[int, int]:
+def _b_varbits(buf: bytes | memoryview, pos: int, max_bytes: int, what: str) -> tuple[int, int]:
     end = len(buf)
     result = 0
     shift = 0

@@ -31,7 +31,8 @@ import struct
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
-from .errors import TrafkaError
+from ._wire import _b_varbits, uvarint_bytes
+from .errors import DecodeError, TrafkaError
 
 __all__ = [
     "CUMULATIVE",
@@ -152,29 +153,17 @@ def _any_value(value: Any) -> bytes:
 
 
 def _tag(number: int, wire_type: int) -> bytes:
-    return _varint((number << 3) | wire_type)
-
-
-def _varint(value: int) -> bytes:
-    out = bytearray()
-    while True:
-        byte = value & 0x7F
-        value >>= 7
-        if value:
-            out.append(byte | 0x80)
-        else:
-            out.append(byte)
-            return bytes(out)
+    return uvarint_bytes((number << 3) | wire_type)
 
 
 def _varint_field(number: int, value: int, *, always: bool = False) -> bytes:
     if not value and not always:
         return b""  # proto3: a default scalar is not written
-    return _tag(number, 0) + _varint(value)
+    return _tag(number, 0) + uvarint_bytes(value)
 
 
 def _message(number: int, body: bytes) -> bytes:
-    return _tag(number, 2) + _varint(len(body)) + body
+    return _tag(number, 2) + uvarint_bytes(len(body)) + body
 
 
 def _string(number: int, text: str) -> bytes:
@@ -370,16 +359,12 @@ def _fields(view: memoryview, depth: int) -> Iterator[tuple[int, _Raw]]:
 
 
 def _read_varint(view: memoryview, pos: int) -> tuple[int, int]:
-    value = shift = 0
-    for i in range(10):
-        if pos + i >= len(view):
-            raise OtlpError("truncated protobuf varint")
-        byte = view[pos + i]
-        value |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return value & 0xFFFF_FFFF_FFFF_FFFF, pos + i + 1
-        shift += 7
-    raise OtlpError("protobuf varint longer than 10 bytes")
+    """A protobuf varint (unsigned, at most 10 bytes) at ``pos``, as 64 bits."""
+    try:
+        value, pos = _b_varbits(view, pos, 10, "protobuf varint")
+    except DecodeError as exc:
+        raise OtlpError(str(exc)) from None
+    return value & 0xFFFF_FFFF_FFFF_FFFF, pos
 
 
 def _bytes(raw: _Raw, what: str) -> memoryview:
