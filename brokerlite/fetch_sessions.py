@@ -64,6 +64,7 @@ from collections.abc import Callable, Iterable
 from typing import TypeAlias
 
 from trafka.codec.errors import ErrorCode
+from trafka.codec.fetch_sessions import FINAL_EPOCH, INITIAL_EPOCH, INVALID_SESSION_ID, next_epoch
 
 __all__ = [
     "FINAL_EPOCH",
@@ -80,25 +81,12 @@ __all__ = [
     "next_epoch",
 ]
 
-INVALID_SESSION_ID = 0
-INITIAL_EPOCH = 0
-FINAL_EPOCH = -1
 #: Kafka's MIN_INCREMENTAL_FETCH_SESSION_EVICTION_MS, not a setting there either.
 MIN_EVICTION_MS = 120_000
-_MAX_EPOCH = 2**31 - 1
 
 # A partition's key in a session: (topic id, partition) for sessions made with
 # topic ids, (topic name, partition) otherwise; as Kafka's CachedPartition equality.
 PartitionKey: TypeAlias = tuple[uuid.UUID | str, int]
-
-
-def next_epoch(epoch: int) -> int:
-    """The epoch after ``epoch``: -1 stays -1, 2147483647 wraps to 1."""
-    if epoch < 0:
-        return FINAL_EPOCH
-    if epoch == _MAX_EPOCH:
-        return 1
-    return epoch + 1
 
 
 class CachedPartition:

@@ -54,6 +54,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple
 
 from trafka.codec import ErrorCode
+from trafka.codec.fetch_sessions import FINAL_EPOCH, INITIAL_EPOCH, INVALID_SESSION_ID, next_epoch
 
 __all__ = [
     "FINAL_EPOCH",
@@ -67,14 +68,6 @@ __all__ = [
 
 log = logging.getLogger("trafka.sdk.fetch_sessions")
 
-#: The session id of a request or answer without a session.
-INVALID_SESSION_ID = 0
-#: The epoch of a full request that asks for a (new) session.
-INITIAL_EPOCH = 0
-#: The epoch of a full request that wants no session (or closes one).
-FINAL_EPOCH = -1
-
-_MAX_EPOCH = 2**31 - 1
 _NULL_UUID = uuid.UUID(int=0)
 
 #: Request-level errors about the session itself.
@@ -85,15 +78,6 @@ SESSION_ERRORS = frozenset(
         ErrorCode.FETCH_SESSION_TOPIC_ID_ERROR,
     }
 )
-
-
-def next_epoch(epoch: int) -> int:
-    """The epoch after ``epoch``: -1 stays -1, the largest int32 wraps to 1."""
-    if epoch < 0:
-        return FINAL_EPOCH
-    if epoch == _MAX_EPOCH:
-        return 1
-    return epoch + 1
 
 
 class SessionPartition(NamedTuple):
