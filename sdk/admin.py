@@ -119,12 +119,11 @@ from .metadata import BrokerInfo, PartitionInfo, TopicInfo
 from .quotas import ClientQuotaAlteration, ClientQuotaEntity, ClientQuotaFilterComponent
 from .statistics import AdminStatistics
 from .telemetry import (
-    ClientTelemetry,
     IntervalAverages,
     MetricSample,
-    TelemetryDriver,
     admin_samples,
-    disabled_error,
+    client_telemetry,
+    instance_id,
 )
 from .transactions import TRANSACTION_KEY
 from .transport import COORDINATOR_BASE, BrokerConnection, Cluster
@@ -617,18 +616,10 @@ class Admin:
             config.retry_backoff_max_ms,
             config.default_api_timeout_ms,
         )
-        self._telemetry: TelemetryDriver | None = None
-        if config.enable_metrics_push:
-            # Java's ClientTelemetryProvider maps no admin setting to a resource
-            # attribute; client.rack is added for any client that was given one.
-            resource = {"client_rack": config.client_rack} if config.client_rack else {}
-            self._telemetry_averages = IntervalAverages()
-            self._telemetry = TelemetryDriver(
-                self._cluster,
-                ClientTelemetry(resource=resource),
-                self._telemetry_samples,
-                config.request_timeout_ms / 1000,
-            )
+        # Java's ClientTelemetryProvider maps no admin setting to a resource
+        # attribute (client.rack aside, added for any client that was given one).
+        self._telemetry_averages = IntervalAverages()
+        self._telemetry = client_telemetry(config, self._cluster, {}, self._telemetry_samples)
 
     @property
     def cluster(self) -> Cluster:
@@ -678,9 +669,7 @@ class Admin:
             UsageError: ``enable.metrics.push`` is false (the admin's default).
             ValueError: ``timeout_ms`` is negative.
         """
-        if self._telemetry is None:
-            raise disabled_error()
-        return await self._telemetry.client_instance_id(timeout_ms / 1000)
+        return await instance_id(self._telemetry, timeout_ms)
 
     def _telemetry_samples(self) -> list[MetricSample]:
         return admin_samples(

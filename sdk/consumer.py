@@ -60,12 +60,11 @@ from .fetcher import (
 )
 from .statistics import ConsumerStatistics, FetchSessionStatistics, PartitionStatistics
 from .telemetry import (
-    ClientTelemetry,
     IntervalAverages,
     MetricSample,
-    TelemetryDriver,
+    client_telemetry,
     consumer_samples,
-    disabled_error,
+    instance_id,
 )
 from .transactions import ConsumerGroupMetadata
 from .transport import BrokerConnection, Cluster
@@ -142,22 +141,14 @@ class Consumer:
         # KIP-714 client metrics: seconds spent waiting for records inside polls
         # (the slow path only), and the push's task.
         self._poll_idle = 0.0
-        self._telemetry: TelemetryDriver | None = None
-        if config.enable_metrics_push:
-            resource = {}
-            if config.group_id is not None:
-                resource["group_id"] = config.group_id
-            if config.group_instance_id is not None:
-                resource["group_instance_id"] = config.group_instance_id
-            if config.client_rack:
-                resource["client_rack"] = config.client_rack
-            self._telemetry_averages = IntervalAverages()
-            self._telemetry = TelemetryDriver(
-                self._cluster,
-                ClientTelemetry(resource=resource),
-                self._telemetry_samples,
-                config.request_timeout_ms / 1000,
-            )
+        self._telemetry_averages = IntervalAverages()
+        resource = {"group_id": config.group_id, "group_instance_id": config.group_instance_id}
+        self._telemetry = client_telemetry(
+            config,
+            self._cluster,
+            {k: v for k, v in resource.items() if v is not None},
+            self._telemetry_samples,
+        )
 
     # -- assignment -----------------------------------------------------------------------
 
@@ -373,9 +364,7 @@ class Consumer:
             UsageError: ``enable.metrics.push`` is false.
             ValueError: ``timeout_ms`` is negative.
         """
-        if self._telemetry is None:
-            raise disabled_error()
-        return await self._telemetry.client_instance_id(timeout_ms / 1000)
+        return await instance_id(self._telemetry, timeout_ms)
 
     def _telemetry_samples(self) -> list[MetricSample]:
         stats = self.statistics()

@@ -97,12 +97,11 @@ from .metadata import REFRESH_ERRORS
 from .partitioners import Partitioner, murmur2_pick
 from .statistics import ProducerStatistics, topic_statistics
 from .telemetry import (
-    ClientTelemetry,
     Interval,
     IntervalAverages,
     MetricSample,
-    TelemetryDriver,
-    disabled_error,
+    client_telemetry,
+    instance_id,
     producer_samples,
 )
 from .transactions import (
@@ -288,20 +287,14 @@ class Producer:
         # KIP-714 client metrics: the time batches wait in the accumulator
         # (measured per Produce request, never per record) and the push's task.
         self._queue_time = Interval()
-        self._telemetry: TelemetryDriver | None = None
-        if config.enable_metrics_push:
-            resource = {}
-            if config.transactional_id is not None:
-                resource["transactional_id"] = config.transactional_id
-            if config.client_rack:
-                resource["client_rack"] = config.client_rack
-            self._telemetry_averages = IntervalAverages()
-            self._telemetry = TelemetryDriver(
-                self._cluster,
-                ClientTelemetry(resource=resource),
-                self._telemetry_samples,
-                config.request_timeout_ms / 1000,
-            )
+        self._telemetry_averages = IntervalAverages()
+        txn_id = config.transactional_id
+        self._telemetry = client_telemetry(
+            config,
+            self._cluster,
+            {} if txn_id is None else {"transactional_id": txn_id},
+            self._telemetry_samples,
+        )
 
     # -- public API ---------------------------------------------------------------------
 
@@ -513,9 +506,7 @@ class Producer:
             UsageError: ``enable.metrics.push`` is false.
             ValueError: ``timeout_ms`` is negative.
         """
-        if self._telemetry is None:
-            raise disabled_error()
-        return await self._telemetry.client_instance_id(timeout_ms / 1000)
+        return await instance_id(self._telemetry, timeout_ms)
 
     def _telemetry_samples(self) -> list[MetricSample]:
         return producer_samples(

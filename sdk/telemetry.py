@@ -1100,6 +1100,33 @@ class TelemetryDriver:
         self._wake.set()
 
 
+def client_telemetry(
+    config: Any,
+    cluster: Any,
+    resource: Mapping[str, str],
+    samples: Callable[[], list[MetricSample]],
+) -> TelemetryDriver | None:
+    """The push task of a client (None when ``enable.metrics.push`` is off): its
+    resource attributes, with ``client_rack`` added when the config sets one (Java's
+    ``ClientTelemetryProvider`` does so for every client), the client's samples,
+    and its request timeout."""
+    if not config.enable_metrics_push:
+        return None
+    attributes = dict(resource)
+    if config.client_rack:
+        attributes["client_rack"] = config.client_rack
+    return TelemetryDriver(
+        cluster, ClientTelemetry(resource=attributes), samples, config.request_timeout_ms / 1000
+    )
+
+
+async def instance_id(driver: TelemetryDriver | None, timeout_ms: float) -> uuid.UUID | None:
+    """A client's ``client_instance_id(timeout_ms)`` over its push task (None: push off)."""
+    if driver is None:
+        raise disabled_error()
+    return await driver.client_instance_id(timeout_ms / 1000)
+
+
 def disabled_error() -> UsageError:
     """Java's IllegalStateException for ``clientInstanceId`` with push disabled."""
     return UsageError("telemetry is not enabled: set enable.metrics.push to true")
