@@ -448,10 +448,12 @@ class Producer:
             # would fill buffer.memory before the first request left. But first
             # send what is ready if the brokers are idle: the sender would run
             # only at this task's next yield, after another batch of appends.
+            # The yield cannot be cancelled: the record is in its batch and will
+            # be sent, so the caller must get its future, not Cancelled.
             if not self._sender_done:
                 self._send_if_idle()
             self._wake.set()
-            await anyio.lowlevel.checkpoint()
+            await anyio.lowlevel.cancel_shielded_checkpoint()
         elif handle.batch.full:
             self._wake.set()
         return handle  # type: ignore[return-value]

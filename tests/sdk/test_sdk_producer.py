@@ -232,6 +232,24 @@ async def test_cancellation_leaves_nothing_running(fake_broker: FakeBroker) -> N
                 await anyio.sleep(0.01)
 
 
+async def test_a_cancelled_send_that_buffered_its_record_still_returns_its_future(
+    fake_broker: FakeBroker,
+) -> None:
+    # A send opening a new batch yields once after the append; a cancellation
+    # there must not hide a record that will be sent anyway.
+    with anyio.fail_after(10):
+        async with open_producer(bootstrap_servers=fake_broker.bootstrap, linger_ms=0) as p:
+            await p.partitions_for("one")
+            futures = []
+            with anyio.CancelScope() as scope:
+                scope.cancel()
+                futures.append(await p.send("one", b"new batch", partition=0))
+                futures.append(await p.send("one", b"hot path", partition=0))
+            assert not scope.cancelled_caught
+            assert [(await f).offset for f in futures] == [0, 1]
+    assert [r.value for r in fake_broker.records("one", 0)] == [b"new batch", b"hot path"]
+
+
 def test_bad_config_is_config_error() -> None:
     async def main() -> None:
         async with open_producer(lingerms=5):
