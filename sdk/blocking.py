@@ -11,12 +11,20 @@ Rules:
 
 * A client owns its thread: it starts in the constructor (which returns once
   the async client is open, raising its ``ConfigError`` otherwise) and ends in
-  :meth:`close` or at the end of a ``with`` block. The async object is only ever
-  touched from that thread; every call crosses to it and back and raises the
-  async client's exceptions in the calling thread.
-* :meth:`Producer.send` does not cross per record: records queue in the
+  :meth:`close` or at the end of a ``with`` block. The async object is only
+  touched from that thread (but for the producer's fast path, below, while that
+  thread waits); every call crosses to it and back and raises the async
+  client's exceptions in the calling thread.
+* :meth:`Producer.send` does not cross to the loop per record. A bytes record
+  whose partition is filling a batch goes straight into it from the caller's
+  thread, as the async send's own fast path, while the loop's thread waits for
+  I/O (:class:`_LoopLock`: the loop's thread holds a lock whenever it runs, and
+  such a sender gives it its turn when it asks). Other records queue in the
   caller's thread, and the loop takes them in order, as one task, and hands them
-  to the async producer. Each send returns a :class:`SendFuture` for its
+  to the async producer; the first to queue waits for that turn of the loop,
+  which opens the batch the next records go straight into. No record passes one
+  queued before it. A send from the client's own thread (a callback) is a
+  ``UsageError``. Each send returns a :class:`SendFuture` for its
   :class:`~trafka.sdk.accumulator.RecordMetadata` (``result()``, ``exception()``,
   ``done()``, ``add_done_callback()``, ``cancel()`` while still queued). At most
   ``max_queued`` records wait there: beyond that ``send`` blocks until the loop
@@ -49,14 +57,25 @@ import collections
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import (
+    AsyncIterator,
+    Callable,
+    Coroutine,
+    Iterable,
+    Iterator,
+    Mapping,
+    Sequence,
+)
 from concurrent.futures import CancelledError, Future
-from contextlib import AbstractAsyncContextManager, ExitStack, contextmanager
+from contextlib import AbstractAsyncContextManager, ExitStack, asynccontextmanager, contextmanager
 from functools import partial
 from typing import Any
 
 import anyio
 import anyio.to_thread
+import trio
+import trio.abc
+import trio.lowlevel
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 
 from trafka.codec import TrafkaError
@@ -66,7 +85,7 @@ from .admin import Admin as AsyncAdmin
 from .admin import open_admin
 from .consumer import Consumer as AsyncConsumer
 from .consumer import open_consumer
-from .errors import ClientClosedError, TransactionAbortableError
+from .errors import ClientClosedError, TransactionAbortableError, UsageError
 from .fetcher import ConsumerRecord, TopicPartition
 from .producer import Producer as AsyncProducer
 from .producer import open_producer
@@ -267,6 +286,81 @@ class SendFuture:
             _run_callback(fn, self, None)
 
 
+class _LoopLock(trio.abc.Instrument):
+    """A lock the loop's thread holds whenever it runs anything but its wait for I/O.
+
+    A trio instrument: released before each wait for I/O, taken again after it.
+    Another thread that holds it knows that no task of the loop is running (each
+    is at an ``await``), so it may do what a task could do there with the async
+    client's plain state, though never with its tasks, events or sockets.
+
+    Rules for a holder: be brief, never wait for the loop while holding it, and
+    give the loop its turn when it asks (:attr:`wanted`): register an event with
+    :meth:`release_when_idle` before releasing, and wait for it after. Without
+    that a thread that takes the lock again and again would starve the loop (the
+    lock is not fair), and the two threads would otherwise only alternate in
+    slices of ``sys.getswitchinterval()``.
+    """
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.thread: int | None = None  # the loop's thread, once installed
+        self.wanted = False  # the loop's thread waits for the lock
+        self._on_idle: list[threading.Event] = []  # touched only by the lock's holder
+
+    def release_when_idle(self, event: threading.Event) -> None:
+        """With the lock held: set ``event`` once the loop has nothing left to run."""
+        self._on_idle.append(event)
+
+    def before_io_wait(self, timeout: float) -> None:
+        if timeout > 0 and self._on_idle:  # nothing to run until I/O or a deadline
+            self._set_idle_events()
+        self.lock.release()
+
+    def after_io_wait(self, timeout: float) -> None:
+        if not self.lock.acquire(False):
+            self.wanted = True
+            self.lock.acquire()
+            self.wanted = False
+
+    def _set_idle_events(self) -> None:
+        for event in self._on_idle:
+            event.set()
+        self._on_idle.clear()
+
+    def install(self) -> None:
+        """On the loop: from here on its thread holds the lock while it runs."""
+        self.lock.acquire()
+        self.thread = threading.get_ident()
+        trio.lowlevel.add_instrument(self)
+
+    def uninstall(self) -> None:
+        """On the loop, before it stops: the lock is free from here on."""
+        trio.lowlevel.remove_instrument(self)
+        self._set_idle_events()
+        self.lock.release()
+
+
+@asynccontextmanager
+async def _with_loop_lock(
+    opened: AbstractAsyncContextManager[Any],
+    loop_lock: _LoopLock,
+    background: Callable[[], Coroutine[Any, Any, None]],
+) -> AsyncIterator[Any]:
+    """``opened``'s client, with ``loop_lock`` installed from before it opens until
+    after it closes, and ``background`` running while it is open."""
+    loop_lock.install()
+    try:
+        async with opened as client, anyio.create_task_group() as tg:
+            tg.start_soon(background)
+            try:
+                yield client
+            finally:
+                tg.cancel_scope.cancel()
+    finally:
+        loop_lock.uninstall()
+
+
 class Producer(_Forwarding):
     """A blocking Kafka producer (see the module doc for how it runs).
 
@@ -295,8 +389,18 @@ class Producer(_Forwarding):
         self._waiting = 0  # senders blocked on a full queue
         self._draining = False  # a drain task is scheduled or running
         self._max_queued = max_queued
-        self._loop = _Portal(partial(open_producer, config, **settings))
+        self._loop_lock = _LoopLock()
+        self._drain_wanted = trio.Event()
+        self._loop = _Portal(
+            lambda: _with_loop_lock(
+                open_producer(config, **settings), self._loop_lock, self._drainer
+            )
+        )
         self._producer: AsyncProducer = self._loop.client
+        self._token: trio.lowlevel.TrioToken = self._loop.portal.call(
+            trio.lowlevel.current_trio_token
+        )
+        self._hot = self._producer._hot_path
         self._drain_lock: anyio.Lock = self._loop.portal.call(_new_lock)
 
     # -- sending ---------------------------------------------------------------------------
@@ -321,6 +425,43 @@ class Producer(_Forwarding):
             ClientClosedError: the producer is closed.
         """
         future = SendFuture(self)
+        if (
+            self._hot
+            and type(value) is bytes
+            and partition is None
+            and not headers
+            and timestamp_ms is None
+        ):
+            # Straight into the batch the record's partition is filling, from this
+            # thread, while no task of the loop runs (the async send's own hot
+            # path); unless records wait in the queue (they go first) or the
+            # async producer's general path must take it.
+            producer = self._producer
+            loop_lock = self._loop_lock
+            lock = loop_lock.lock
+            if not lock.acquire(False):
+                self._check_thread()
+                lock.acquire()
+            turn = None
+            try:
+                if self._draining or self._loop.closing or producer._fatal is not None:
+                    handle = None
+                else:
+                    handle = producer._append_hot(topic, value, key)
+                if loop_lock.wanted:
+                    turn = threading.Event()
+                    loop_lock.release_when_idle(turn)
+            finally:
+                lock.release()
+            if handle is not None and handle.batch.full:
+                self._token.run_sync_soon(producer._wake_sender)
+            if turn is not None:
+                self._wait_turn(turn)
+            if handle is not None:
+                future._handle = handle
+                return future
+        else:
+            self._check_thread()
         item = (topic, value, key, partition, headers, timestamp_ms, future)
         with self._lock:
             while len(self._queue) >= self._max_queued and not self._loop.closing:
@@ -335,26 +476,55 @@ class Producer(_Forwarding):
             if self._draining:
                 return future
             self._draining = True
+        # The loop's turn: this thread waits while the loop hands the queue over
+        # (opening the batch the next records go straight into) and does whatever
+        # else it has to do (sending full batches, taking answers), until it is
+        # done or would wait.
+        turn = threading.Event()
         try:
-            self._loop.portal.start_task_soon(self._drain_task)
-        except RuntimeError:  # the portal stopped meanwhile
+            self._token.run_sync_soon(self._start_drain, turn)
+        except trio.RunFinishedError:
             self._fail_queued(ClientClosedError("the producer is closed"))
+            return future
+        self._wait_turn(turn)
         return future
+
+    def _wait_turn(self, turn: threading.Event) -> None:
+        """Wait for the loop's turn to end (the loop sets ``turn`` when it is idle)."""
+        while not turn.wait(1.0):
+            if self._loop.closed:
+                return
+
+    def _start_drain(self, turn: threading.Event) -> None:
+        """On the loop: the drainer hands the queue over; ``turn`` is set once idle."""
+        self._loop_lock.release_when_idle(turn)
+        self._drain_wanted.set()
+
+    async def _drainer(self) -> None:
+        """On the loop while the producer is open: hands the queue over when asked."""
+        while True:
+            await self._drain_wanted.wait()
+            self._drain_wanted = trio.Event()
+            while True:
+                await self._hand_over()
+                with self._lock:
+                    # Records queued after the hand-over saw an empty queue: go on.
+                    if not self._queue:
+                        self._draining = False
+                        break
+
+    def _check_thread(self) -> None:
+        if threading.get_ident() == self._loop_lock.thread:
+            raise UsageError(
+                "send() was called on the producer's own thread (from a send callback?); "
+                "callbacks must not call the producer"
+            )
 
     def send_and_wait(
         self, topic: str, value: Any = None, key: Any = None, **kwargs: Any
     ) -> RecordMetadata:
         """:meth:`send`, then wait for the record's :class:`RecordMetadata`."""
         return self.send(topic, value, key, **kwargs).result()
-
-    async def _drain_task(self) -> None:
-        while True:
-            await self._hand_over()
-            with self._lock:
-                # Records queued after the hand-over saw an empty queue: go on.
-                if not self._queue:
-                    self._draining = False
-                    return
 
     async def _hand_over(self) -> None:
         """Give every queued record to the async producer, in order; one hand-over

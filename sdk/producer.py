@@ -337,6 +337,8 @@ class Producer:
         ):
             # The common case in a tight loop, kept to a few dictionary and
             # attribute lookups; anything unusual takes the general path below.
+            # This is _append_hot inline (the call would cost the loop about 6%):
+            # change the two together.
             if key is None:
                 batch = self._sticky_batches.get(topic)
                 size = RECORD_OVERHEAD + len(value)
@@ -457,6 +459,51 @@ class Producer:
         elif handle.batch.full:
             self._wake.set()
         return handle  # type: ignore[return-value]
+
+    def _append_hot(self, topic: str, value: bytes, key: Any) -> RecordFuture | None:
+        """The hot path of :meth:`send`, for the blocking producer's sending threads:
+        a bytes record with no partition, headers or timestamp, appended straight
+        to the batch its partition is filling (KIP-480's sticky batch for key-less
+        records, the murmur2 partition's for keyed bytes). None when the general
+        path must take it: no such batch open, or it has no room, or memory or
+        the transaction state say no. Never waits and touches no task, event or
+        socket: a full batch is the caller's to announce (``batch.full``).
+        :meth:`send` has the same code inline: change the two together."""
+        if key is None:
+            batch = self._sticky_batches.get(topic)
+            size = RECORD_OVERHEAD + len(value)
+        elif type(key) is bytes and self._hot_keyed:
+            slots = self._keyed_batches.get(topic)
+            batch = murmur2_pick(slots, key) if slots else None
+            size = RECORD_OVERHEAD + len(key) + len(value)
+        else:
+            return None
+        # In a transaction, a batch still open was opened in this one, so its
+        # partition is already part of it (the general path adds partitions).
+        if (
+            batch is None
+            or batch.full
+            or batch.done
+            or (self._transactional and self._txn.state is not TxnState.IN_TRANSACTION)
+        ):
+            return None
+        acc = self._acc
+        charge = size + RECORD_MEMORY_OVERHEAD
+        batch_bytes = batch.size + size
+        if (
+            batch_bytes > acc.batch_size
+            or charge > acc.buffer_memory - acc.used_memory
+            or acc.closing
+        ):
+            return None
+        acc.used_memory += charge
+        batch.memory += charge
+        batch.size = batch_bytes
+        records = batch.records
+        records.append((int(time.time() * 1000), key, value, ()))
+        if batch_bytes >= acc.batch_size:
+            batch.full = True
+        return RecordFuture(batch, len(records) - 1)
 
     async def send_and_wait(
         self, topic: str, value: Any = None, key: Any = None, **kwargs: Any

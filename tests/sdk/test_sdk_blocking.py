@@ -1,7 +1,11 @@
 """The blocking clients (trafka.sdk.blocking) against a real brokerlite.
 
 * Producer: futures with every record's offset, order per partition with several
-  sending threads, a tiny queue (backpressure), errors through the future,
+  sending threads (filling batches themselves, through the queue, or both, with
+  every acknowledgement checked against the log), threads and the loop taking
+  turns, a send from a callback refused, close racing sending threads (no
+  record acknowledged but missing, or failed but written), a tiny queue
+  (backpressure), errors through the future,
   cancelling and timing out while the loop is held, callbacks, close delivering
   what is queued, transactions as ``with`` blocks (committed and aborted, seen by
   a read_committed consumer).
@@ -126,6 +130,140 @@ def test_threads_share_a_producer_and_keep_their_own_order(broker: RunningBroker
     assert sorted(seen) == [b"0", b"1", b"2", b"3"]
     for numbers in seen.values():
         assert numbers == list(range(1500))
+
+
+def test_sending_threads_fill_batches_themselves_and_every_ack_is_in_the_log(
+    broker: RunningBroker,
+) -> None:
+    # Key-less and keyed records from six threads, with batches and buffer small
+    # enough that batches fill, new ones open and memory runs out again and
+    # again: most records go straight into their batch from the sending thread,
+    # the others through the queue, and the two must never lose, double or
+    # reorder a record.
+    bs = broker.bootstrap_servers
+    topic = _topic(bs, 4)
+    sent: dict[int, list[tuple[bytes, SendFuture]]] = {n: [] for n in range(6)}
+    with Producer(
+        bootstrap_servers=bs, batch_size=4096, buffer_memory=65536, linger_ms=0
+    ) as producer:
+
+        def sender(n: int) -> None:
+            for i in range(3000):
+                value = b"%d-%d" % (n, i)
+                key = None if n % 2 else b"k%d" % (i % 13)
+                sent[n].append((value, producer.send(topic, value, key)))
+
+        threads = [threading.Thread(target=sender, args=(n,)) for n in sent]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+            assert not t.is_alive()
+        producer.flush()
+    log = {(p, o): v for p, o, v in _read_all(bs, topic)}
+    assert len(log) == 6 * 3000
+    for records in sent.values():
+        last: dict[int, int] = {}
+        for value, future in records:
+            md = future.result(timeout=0)
+            assert log[md.partition, md.offset] == value
+            assert md.offset > last.get(md.partition, -1)  # this thread's order
+            last[md.partition] = md.offset
+
+
+def test_sending_threads_and_the_loop_take_turns(broker: RunningBroker) -> None:
+    # A thread that sends without a pause never keeps the loop from running:
+    # records from other threads are delivered and flush returns meanwhile.
+    bs = broker.bootstrap_servers
+    topic = _topic(bs, 1)
+    stop = threading.Event()
+    with Producer(bootstrap_servers=bs, linger_ms=0) as producer:
+
+        def busy() -> None:
+            while not stop.is_set():
+                producer.send(topic, b"x" * 100)
+
+        thread = threading.Thread(target=busy)
+        thread.start()
+        try:
+            for i in range(5):
+                assert producer.send_and_wait(topic, b"probe-%d" % i).offset >= 0
+                producer.flush()
+        finally:
+            stop.set()
+            thread.join(30)
+        assert not thread.is_alive()
+
+
+def test_a_send_from_a_callback_is_refused_rather_than_a_deadlock(
+    broker: RunningBroker,
+) -> None:
+    # Callbacks run on the producer's own thread; a send there could only wait
+    # for that thread.
+    bs = broker.bootstrap_servers
+    topic = _topic(bs, 1)
+    refused: list[BaseException] = []
+    with Producer(bootstrap_servers=bs) as producer:
+
+        def callback(_: SendFuture) -> None:
+            for value in (b"bytes", "text"):  # the fast path's kind of record and another
+                try:
+                    producer.send(topic, value)
+                except UsageError as exc:
+                    refused.append(exc)
+
+        held = _Held(producer)
+        future = producer.send(topic, b"first")
+        future.add_done_callback(callback)
+        held.release.set()
+        producer.flush()
+        assert future.result().offset == 0
+    assert len(refused) == 2
+    assert all("own thread" in str(exc) for exc in refused)
+    assert [v for _, _, v in _read_all(bs, topic)] == [b"first"]
+
+
+def test_close_while_threads_send_leaves_no_record_in_doubt(broker: RunningBroker) -> None:
+    # Every record a sending thread got a future for is, after close, either
+    # acknowledged and in the log at its offset or failed and nowhere.
+    bs = broker.bootstrap_servers
+    topic = _topic(bs, 2)
+    sent: dict[int, list[tuple[bytes, SendFuture]]] = {n: [] for n in range(3)}
+    producer = Producer(bootstrap_servers=bs, linger_ms=0)
+
+    def sender(n: int) -> None:
+        i = 0
+        while True:
+            value = b"%d-%d" % (n, i)
+            try:
+                future = producer.send(topic, value, None if n else b"key")
+            except ClientClosedError:
+                return
+            sent[n].append((value, future))
+            i += 1
+
+    threads = [threading.Thread(target=sender, args=(n,)) for n in sent]
+    for t in threads:
+        t.start()
+    while min(len(records) for records in sent.values()) < 2000:
+        threading.Event().wait(0.01)
+    producer.close()
+    for t in threads:
+        t.join(30)
+        assert not t.is_alive()
+    log = {(p, o): v for p, o, v in _read_all(bs, topic)}
+    acknowledged = 0
+    for records in sent.values():
+        for value, future in records:
+            assert future.done()
+            error = future.exception(timeout=0)
+            if error is None:
+                md = future.result()
+                assert log[md.partition, md.offset] == value
+                acknowledged += 1
+            else:
+                assert isinstance(error, ClientClosedError)
+    assert acknowledged == len(log)
 
 
 def test_errors_arrive_through_the_future(broker: RunningBroker) -> None:
