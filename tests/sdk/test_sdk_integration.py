@@ -395,7 +395,7 @@ async def test_a_tight_send_loop_keeps_one_request_in_flight(
                     if record.batch is not batch:
                         return record
 
-            monkeypatch.setattr(anyio.lowlevel, "checkpoint", no_yield)
+            monkeypatch.setattr(anyio.lowlevel, "cancel_shielded_checkpoint", no_yield)
             first = await p.send(topic, value)
             second = await fill(first.batch)
             assert first.batch.in_flight  # the broker was idle: it left at once

@@ -508,7 +508,7 @@ async def test_a_full_batch_of_a_transaction_leaves_when_the_next_one_opens(
                 return None
 
             # No other task gets to run from here on: whatever leaves, send() sent.
-            monkeypatch.setattr(anyio.lowlevel, "checkpoint", no_yield)
+            monkeypatch.setattr(anyio.lowlevel, "cancel_shielded_checkpoint", no_yield)
             while True:
                 record = await p.send(topic, b"x" * 100, partition=0)
                 if record.batch is not first.batch:
