@@ -21,9 +21,11 @@ Rules:
   I/O (:class:`_LoopLock`: the loop's thread holds a lock whenever it runs, and
   such a sender gives it its turn when it asks). Other records queue in the
   caller's thread, and the loop takes them in order, as one task, and hands them
-  to the async producer; the first to queue waits for that turn of the loop,
-  which opens the batch the next records go straight into. No record passes one
-  queued before it. A send from the client's own thread (a callback) is a
+  to the async producer. A record the fast path could take but for a batch to
+  open waits for that turn of the loop, which opens the batch the next records
+  go straight into; others (a serializer, headers, a partition, no memory)
+  only queue, as waiting would gain them nothing. No record passes one queued
+  before it. A send from the client's own thread (a callback) is a
   ``UsageError``. Each send returns a :class:`SendFuture` for its
   :class:`~trafka.sdk.accumulator.RecordMetadata` (``result()``, ``exception()``,
   ``done()``, ``add_done_callback()``, ``cancel()`` while still queued). At most
@@ -88,7 +90,7 @@ from .consumer import open_consumer
 from .errors import ClientClosedError, TransactionAbortableError, UsageError
 from .fetcher import ConsumerRecord, TopicPartition
 from .producer import Producer as AsyncProducer
-from .producer import open_producer
+from .producer import RecordFuture, open_producer
 from .share_consumer import AcknowledgeType, ShareRecord, open_share_consumer
 from .share_consumer import ShareConsumer as AsyncShareConsumer
 from .statistics import AdminStatistics, ConsumerStatistics, ProducerStatistics
@@ -425,6 +427,7 @@ class Producer(_Forwarding):
             ClientClosedError: the producer is closed.
         """
         future = SendFuture(self)
+        turn_helps = False
         if (
             self._hot
             and type(value) is bytes
@@ -445,7 +448,7 @@ class Producer(_Forwarding):
             turn = None
             try:
                 if self._draining or self._loop.closing or producer._fatal is not None:
-                    handle = None
+                    handle: RecordFuture | bool = False
                 else:
                     handle = producer._append_hot(topic, value, key)
                 if loop_lock.wanted:
@@ -453,13 +456,18 @@ class Producer(_Forwarding):
                     loop_lock.release_when_idle(turn)
             finally:
                 lock.release()
-            if handle is not None and handle.batch.full:
-                self._token.run_sync_soon(producer._wake_sender)
-            if turn is not None:
-                self._wait_turn(turn)
-            if handle is not None:
+            if type(handle) is not bool:
+                if handle.batch.full:
+                    self._token.run_sync_soon(producer._wake_sender)
+                if turn is not None:
+                    self._wait_turn(turn)
                 future._handle = handle
                 return future
+            if turn is not None:
+                self._wait_turn(turn)
+            # A batch to open: once the loop has opened it (its turn, below), the
+            # next records go straight into it again.
+            turn_helps = handle
         else:
             self._check_thread()
         item = (topic, value, key, partition, headers, timestamp_ms, future)
@@ -476,17 +484,20 @@ class Producer(_Forwarding):
             if self._draining:
                 return future
             self._draining = True
-        # The loop's turn: this thread waits while the loop hands the queue over
-        # (opening the batch the next records go straight into) and does whatever
-        # else it has to do (sending full batches, taking answers), until it is
-        # done or would wait.
-        turn = threading.Event()
+        # Where it helps, the loop's turn: this thread waits while the loop hands
+        # the queue over (opening the batch the next records go straight into)
+        # and does whatever else it has to do (sending full batches, taking
+        # answers), until it is done or would wait. Other records (a serializer,
+        # headers, a partition, no memory) gain nothing from waiting: they queue
+        # on while the loop takes them.
+        turn = threading.Event() if turn_helps else None
         try:
             self._token.run_sync_soon(self._start_drain, turn)
         except trio.RunFinishedError:
             self._fail_queued(ClientClosedError("the producer is closed"))
             return future
-        self._wait_turn(turn)
+        if turn is not None:
+            self._wait_turn(turn)
         return future
 
     def _wait_turn(self, turn: threading.Event) -> None:
@@ -495,9 +506,10 @@ class Producer(_Forwarding):
             if self._loop.closed:
                 return
 
-    def _start_drain(self, turn: threading.Event) -> None:
+    def _start_drain(self, turn: threading.Event | None) -> None:
         """On the loop: the drainer hands the queue over; ``turn`` is set once idle."""
-        self._loop_lock.release_when_idle(turn)
+        if turn is not None:
+            self._loop_lock.release_when_idle(turn)
         self._drain_wanted.set()
 
     async def _drainer(self) -> None:

@@ -460,15 +460,22 @@ class Producer:
             self._wake.set()
         return handle  # type: ignore[return-value]
 
-    def _append_hot(self, topic: str, value: bytes, key: Any) -> RecordFuture | None:
+    def _append_hot(self, topic: str, value: bytes, key: bytes | None) -> RecordFuture | bool:
         """The hot path of :meth:`send`, for the blocking producer's sending threads:
         a bytes record with no partition, headers or timestamp, appended straight
         to the batch its partition is filling (KIP-480's sticky batch for key-less
-        records, the murmur2 partition's for keyed bytes). None when the general
-        path must take it: no such batch open, or it has no room, or memory or
-        the transaction state say no. Never waits and touches no task, event or
-        socket: a full batch is the caller's to announce (``batch.full``).
-        :meth:`send` has the same code inline: change the two together."""
+        records, the murmur2 partition's for keyed bytes). Never waits and
+        touches no task, event or socket: a full batch is the caller's to
+        announce (``batch.full``). :meth:`send` has the same code inline: change
+        the two together.
+
+        Returns:
+            The record's future; or, for the general path to take it: True when
+            it needs a batch opened (none is open, or it has no room), after
+            which the next records fit; False when something else stands in the
+            way (memory, the transaction's state, the producer closing, a key
+            the hot path does not hash).
+        """
         if key is None:
             batch = self._sticky_batches.get(topic)
             size = RECORD_OVERHEAD + len(value)
@@ -477,25 +484,18 @@ class Producer:
             batch = murmur2_pick(slots, key) if slots else None
             size = RECORD_OVERHEAD + len(key) + len(value)
         else:
-            return None
-        # In a transaction, a batch still open was opened in this one, so its
-        # partition is already part of it (the general path adds partitions).
-        if (
-            batch is None
-            or batch.full
-            or batch.done
-            or (self._transactional and self._txn.state is not TxnState.IN_TRANSACTION)
-        ):
-            return None
+            return False
+        if batch is None or batch.full or batch.done:
+            return True
+        if self._transactional and self._txn.state is not TxnState.IN_TRANSACTION:
+            return False
         acc = self._acc
-        charge = size + RECORD_MEMORY_OVERHEAD
         batch_bytes = batch.size + size
-        if (
-            batch_bytes > acc.batch_size
-            or charge > acc.buffer_memory - acc.used_memory
-            or acc.closing
-        ):
-            return None
+        if batch_bytes > acc.batch_size:
+            return True
+        charge = size + RECORD_MEMORY_OVERHEAD
+        if charge > acc.buffer_memory - acc.used_memory or acc.closing:
+            return False
         acc.used_memory += charge
         batch.memory += charge
         batch.size = batch_bytes

@@ -195,6 +195,37 @@ def test_sending_threads_and_the_loop_take_turns(broker: RunningBroker) -> None:
         assert not thread.is_alive()
 
 
+def test_only_records_that_open_a_batch_wait_for_the_loops_turn(
+    broker: RunningBroker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Waiting for the loop helps a record that opens a batch (the next ones go
+    # straight into it); records the fast path never takes (a serializer,
+    # headers, a partition) would only pay a thread switch each.
+    bs = broker.bootstrap_servers
+    topic = _topic(bs, 2)
+    waits: list[threading.Event] = []
+    wait_turn = Producer._wait_turn
+
+    def counted(self: Producer, turn: threading.Event) -> None:
+        waits.append(turn)
+        wait_turn(self, turn)
+
+    monkeypatch.setattr(Producer, "_wait_turn", counted)
+    with Producer(bootstrap_servers=bs, value_serializer="str", linger_ms=0) as producer:
+        futures = [producer.send(topic, f"text {i}") for i in range(1000)]
+        producer.flush()
+    with Producer(bootstrap_servers=bs, linger_ms=0) as producer:
+        futures += [producer.send(topic, b"h", headers={"n": b"%d" % i}) for i in range(1000)]
+        futures += [producer.send(topic, b"p", partition=i % 2) for i in range(1000)]
+        producer.flush()
+        assert waits == []
+        futures += [producer.send(topic, b"fast %d" % i) for i in range(1000)]
+        producer.flush()
+        assert waits  # at least the record that opened the first batch
+    assert all(f.exception(timeout=0) is None for f in futures)
+    assert len(_read_all(bs, topic)) == 4000
+
+
 def test_a_send_from_a_callback_is_refused_rather_than_a_deadlock(
     broker: RunningBroker,
 ) -> None:
