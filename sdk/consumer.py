@@ -375,6 +375,7 @@ class Consumer:
             resource["group_member_id"] = member  # Java's updateMetricsLabels
         else:
             resource.pop("group_member_id", None)
+        group = self._group
         return consumer_samples(
             self._telemetry_averages,
             stats,
@@ -382,6 +383,7 @@ class Consumer:
             self._poll_idle,
             len(self._fetcher.assignment),
             anyio.current_time(),
+            group.machine.rebalance_latency if group is not None else None,
         )
 
     async def _list_offsets(

@@ -426,6 +426,10 @@ class ConsumerMembership(Membership):
         new = frozenset(target)
         revoked = self.owned - new
         added = new - self.owned
+        if revoked or added:
+            # Java's rebalance latency for KIP-848: from a reconciliation's start
+            # to its assignment (here once revoke_done has reconciled again).
+            self.rebalance_latency.start(now)
         if revoked:
             # Revoke first; the target stays pending, and revoke_done reconciles
             # again (with whatever the target is by then) to assign the rest. The
@@ -442,6 +446,8 @@ class ConsumerMembership(Membership):
                 self.rebalances += 1
             self.owned = new
             self._events.append(Assign(added))
+        if not unnamed:
+            self.rebalance_latency.end(now)
         self._reconciling = False
 
     # -- commits --------------------------------------------------------------------------

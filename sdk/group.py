@@ -252,6 +252,7 @@ class GroupDriver:
 
     def statistics(self) -> GroupStatistics:
         machine = self.machine
+        latency = machine.rebalance_latency
         return GroupStatistics(
             group_id=self.config.group_id or "",
             member_id=machine.member_id,
@@ -260,6 +261,9 @@ class GroupDriver:
             rebalances=machine.rebalances,
             commits=self._commits,
             commit_failures=self._commit_failures,
+            rebalance_latency_avg_ms=latency.total / latency.count * 1000 if latency.count else 0.0,
+            rebalance_latency_max_ms=latency.max * 1000,
+            rebalance_latency_total_ms=latency.total * 1000,
         )
 
     # -- inputs from the consumer -----------------------------------------------------------

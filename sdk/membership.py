@@ -52,6 +52,9 @@ Rules and invariants:
   exactly one :class:`CommitDone`, in queue order.
 * Auto-commit: :class:`AutoCommitDue` every ``auto.commit.interval.ms`` while
   ``STABLE``; the driver answers with :meth:`Membership.commit`.
+* Rebalance latency (:class:`RebalanceLatency`, Java's ``rebalance-latency``):
+  from the first JoinGroup of a rebalance, retries included, to its successful
+  SyncGroup.
 """
 
 from __future__ import annotations
@@ -232,6 +235,40 @@ class Fatal:
 Output = GroupRequest | Revoke | Assign | Lose | NeedMetadata | AutoCommitDue | CommitDone | Fatal
 
 
+class RebalanceLatency:
+    """How long the member's rebalances took (seconds), as Java's consumer
+    coordinator measures its ``rebalance-latency``: :meth:`start` at the first
+    step of a rebalance (later calls do nothing until it ends), :meth:`end` once
+    the member has its new assignment."""
+
+    __slots__ = ("count", "max", "peak", "started", "total")
+
+    def __init__(self) -> None:
+        self.started: float | None = None
+        self.count = 0
+        self.total = 0.0
+        self.max = 0.0  # since the member was created
+        self.peak = 0.0  # since the last take_peak
+
+    def start(self, now: float) -> None:
+        if self.started is None:
+            self.started = now
+
+    def end(self, now: float) -> None:
+        if self.started is None:
+            return
+        took = max(0.0, now - self.started)
+        self.started = None
+        self.count += 1
+        self.total += took
+        self.max = max(self.max, took)
+        self.peak = max(self.peak, took)
+
+    def take_peak(self) -> float:
+        peak, self.peak = self.peak, 0.0
+        return peak
+
+
 @dataclasses.dataclass(slots=True, eq=False)
 class _Commit:
     offsets: dict[TopicPartition, int]
@@ -259,6 +296,7 @@ class Membership:
         self.protocol: str | None = None
         self.owned: frozenset[TopicPartition] = frozenset()
         self.rebalances = 0
+        self.rebalance_latency = RebalanceLatency()
         self.fatal: BaseException | None = None
         self.coordinator: tuple[int, str, int] | None = None
         self._events: deque[Output] = deque()
@@ -553,6 +591,7 @@ class Membership:
         )
         self._joined = (self._topics, dict(self._counts))
         self.phase = Phase.JOINING
+        self.rebalance_latency.start(now)
         self._events.append(
             GroupRequest(
                 Kind.JOIN,
@@ -661,6 +700,7 @@ class Membership:
             self._fail(KafkaError(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, f"bad assignment: {exc}"))
             return
         self.rebalances += 1
+        self.rebalance_latency.end(now)
         eager = self._eager()
         revoked = self.owned - new
         added = new - self.owned

@@ -382,6 +382,12 @@ class GroupStatistics:
         rebalances: assignments received since the consumer opened.
         commits, commit_failures: offset commits done, and those that failed
             (auto-commits included).
+        rebalance_latency_avg_ms, rebalance_latency_max_ms,
+        rebalance_latency_total_ms: how long rebalances took, as Java's
+            ``rebalance-latency-*``: classic groups from the first JoinGroup
+            to the SyncGroup that brought the assignment; KIP-848 groups from
+            a new target assignment to its reconciliation (revocations done).
+            0.0 before the first.
     """
 
     group_id: str
@@ -391,6 +397,9 @@ class GroupStatistics:
     rebalances: int
     commits: int
     commit_failures: int
+    rebalance_latency_avg_ms: float = 0.0
+    rebalance_latency_max_ms: float = 0.0
+    rebalance_latency_total_ms: float = 0.0
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -77,6 +77,7 @@ from trafka.codec.messages import k72_push_telemetry as k72
 from trafka.codec.otlp import CUMULATIVE, DELTA, DataPoint, Metric, encode_metrics
 
 from .errors import KafkaConnectionError, RequestTimeoutError, UsageError
+from .membership import RebalanceLatency
 from .statistics import TelemetryStatistics
 
 __all__ = [
@@ -723,10 +724,12 @@ def consumer_samples(
     poll_idle: float,
     assigned: int,
     now: float,
+    rebalance: RebalanceLatency | None = None,
 ) -> list[MetricSample]:
     """A consumer's KIP-714 metrics from its :class:`~trafka.sdk.statistics.ConsumerStatistics`,
     its per-node peaks, the seconds it spent waiting for records inside its
-    polls, and its assigned partitions."""
+    polls, its assigned partitions, and its group membership's rebalance times
+    (their peak since the last push is taken)."""
     p = CONSUMER_PREFIX
     brokers = stats.brokers
     out = _common_samples(p, averages, brokers, peaks, now)
@@ -766,6 +769,23 @@ def consumer_samples(
         peaks,
         "commit latency",
     )
+    if rebalance is not None:
+        total_ms = rebalance.total * 1000
+        out += _avg_max(
+            p + "coordinator.rebalance.latency",
+            averages.average("rebalance", total_ms, rebalance.count),
+            rebalance.take_peak() * 1000,
+            "time taken for a group to complete a rebalance in ms",
+        )
+        out.append(
+            MetricSample(
+                p + "coordinator.rebalance.latency.total",
+                "sum",
+                total_ms,
+                unit="ms",
+                description="The total time taken for group rebalances in ms.",
+            )
+        )
     return out
 
 

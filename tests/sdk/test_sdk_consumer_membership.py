@@ -205,6 +205,10 @@ def test_revocation_comes_before_the_new_partitions_and_is_reported() -> None:
     h.step()
     assert h.pop() == [Assign(tps(3))]
     assert h.m.owned == tps(0, 1, 3) and h.m.rebalances == 2
+    # Two rebalances timed: the first assignment (at once) and this one, from the
+    # new target to its reconciliation after the revocation (1 s).
+    latency = h.m.rebalance_latency
+    assert (latency.count, latency.total, latency.max) == (2, 1.0, 1.0)
 
 
 def test_reporting_after_revoke_waits_for_the_heartbeat_in_flight() -> None:

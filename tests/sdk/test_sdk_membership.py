@@ -203,6 +203,35 @@ def test_first_join_member_id_required_then_follower() -> None:
     assert (h.m.member_id, h.m.generation, h.m.rebalances) == ("m1", 3, 1)
 
 
+def test_rebalance_latency_runs_from_the_first_join_to_the_assignment() -> None:
+    h = Harness()
+    h.m.set_subscription(["t"], {"t": 4})
+    h.find()
+    h.step(1.0)
+    first = h.take(Kind.JOIN)  # the rebalance starts here, at t=1
+    h.answer(first, jg.JoinGroupResponse(error_code=ErrorCode.MEMBER_ID_REQUIRED, member_id="m1"))
+    h.now += 0.5  # a second JoinGroup, then the SyncGroup, at t=1.5: still the same rebalance
+    h.join_as_follower(1, {TP("t", 0)})
+    latency = h.m.rebalance_latency
+    assert (latency.count, latency.total, latency.max) == (1, 0.5, 0.5)
+    assert latency.take_peak() == 0.5 and latency.take_peak() == 0.0
+    # A second rebalance (the partition count grew) that takes 0.25 s.
+    h.m.set_subscription(["t"], {"t": 6})
+    h.step()
+    join = h.take(Kind.JOIN)
+    h.now += 0.25
+    h.answer(
+        join,
+        jg.JoinGroupResponse(
+            generation_id=2, protocol_name="cooperative-sticky", leader="x", member_id="m1"
+        ),
+    )
+    h.step()
+    h.answer(h.take(Kind.SYNC), sg.SyncGroupResponse(assignment=encode_assignment({TP("t", 0)})))
+    assert (latency.count, latency.total, latency.max) == (2, 0.75, 0.5)
+    assert latency.take_peak() == 0.25
+
+
 def test_leader_assigns_with_metadata_from_the_driver() -> None:
     h = Harness(assignors=("range",))
     h.m.set_subscription(["t"], {"t": 4})

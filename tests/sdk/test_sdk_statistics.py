@@ -244,6 +244,9 @@ async def test_producer_counts_agree_with_what_a_consumer_fetched(broker: Runnin
         assert group is not None
         assert group.protocol == "classic" and group.member_id and group.generation >= 1
         assert group.rebalances >= 1
+        # Each rebalance timed, from its JoinGroup to its SyncGroup's answer.
+        assert 0 < group.rebalance_latency_max_ms <= group.rebalance_latency_total_ms
+        assert group.rebalance_latency_avg_ms <= group.rebalance_latency_max_ms
         assert group.commits >= 1 and group.commit_failures == 0
         fetches = sum(
             b.apis["Fetch"].responses for b in cstats.brokers.values() if "Fetch" in b.apis

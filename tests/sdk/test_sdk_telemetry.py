@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import random
 import uuid
+from types import SimpleNamespace
 from typing import Any
 
 import anyio
@@ -20,11 +21,14 @@ from trafka.codec.otlp import CUMULATIVE, DELTA, Metric, decode_metrics
 from trafka.sdk import open_consumer, open_producer
 from trafka.sdk.errors import KafkaConnectionError, UsageError
 from trafka.sdk.fetcher import TopicPartition
+from trafka.sdk.membership import RebalanceLatency
 from trafka.sdk.telemetry import (
     DEFAULT_PUSH_INTERVAL,
     ClientTelemetry,
+    IntervalAverages,
     MetricSample,
     TelemetryState,
+    consumer_samples,
 )
 
 pytestmark = pytest.mark.anyio
@@ -502,6 +506,34 @@ async def test_the_consumer_pushes_its_metrics() -> None:
             ):
                 assert prefix + name in metrics
             assert not any(name.startswith("org.apache.kafka.producer.") for name in metrics)
+            # Not in a group: no rebalances to time.
+            assert not any(".rebalance." in name for name in metrics)
+
+
+def test_a_group_members_rebalance_latency_is_averaged_per_push() -> None:
+    averages = IntervalAverages()
+    latency = RebalanceLatency()
+    stats = SimpleNamespace(brokers={})
+    prefix = "org.apache.kafka.consumer.coordinator.rebalance.latency"
+
+    def push(now: float) -> dict[str, float]:
+        samples = consumer_samples(averages, stats, {}, 0.0, 0, now, latency)
+        return {s.name: s.value for s in samples if s.name.startswith(prefix)}
+
+    for start, took in ((0.0, 0.2), (1.0, 0.4)):
+        latency.start(start)
+        latency.start(start + 0.1)  # already started: the first step counts
+        latency.end(start + took)
+    assert push(2.0) == pytest.approx(
+        {prefix + ".avg": 300.0, prefix + ".max": 400.0, prefix + ".total": 600.0}
+    )
+    latency.start(3.0)
+    latency.end(3.1)
+    first = push(4.0)
+    assert first[prefix + ".avg"] == pytest.approx(100.0)  # this interval's rebalance only
+    assert first[prefix + ".max"] == pytest.approx(100.0)
+    assert first[prefix + ".total"] == pytest.approx(700.0)  # a sum: since the start
+    assert push(5.0)[prefix + ".avg"] == 0.0  # none since the last push
 
 
 # -- against brokerlite ----------------------------------------------------------------
