@@ -13,7 +13,8 @@ Rules:
   in their own task, so heartbeats and commit responses go on while a
   listener or a commit before revocation is pending: a revocation first
   commits consumed positions (with auto-commit), then calls
-  ``on_partitions_revoked``, then drops the partitions from the fetcher.
+  ``on_partitions_revoked``, then drops the partitions from the fetcher; from
+  the revocation's start no poll hands out their records (they are paused).
 * Closing: commit (auto-commit), revoke (listener), and LeaveGroup unless the
   member is static (its partitions stay reserved for ``session.timeout.ms``).
 
@@ -432,6 +433,11 @@ class GroupDriver:
                 await self._call_listener(name, tps)
 
     async def _revoke(self, tps: set[TopicPartition]) -> None:
+        # No poll hands out their records from here on (a task polling while the
+        # listener runs, or a blocking consumer's thread): what the listener
+        # commits covers every record handed out, as with Java's single thread.
+        fetcher = self.consumer._fetcher
+        fetcher.pause(tps & fetcher.assignment)
         if self.config.auto_commit:
             offsets = {tp: off for tp, off in self.consumer.consumed_offsets().items() if tp in tps}
             if offsets:

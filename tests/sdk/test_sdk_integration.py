@@ -474,6 +474,45 @@ async def test_max_poll_interval_leaves_and_rejoins_on_next_poll(broker: Running
                 await c.getmany(timeout_ms=50)
 
 
+async def test_no_record_of_a_partition_is_handed_out_once_its_revocation_began(
+    broker: RunningBroker,
+) -> None:
+    # on_partitions_revoked is where the application commits for the last time; a
+    # poll running meanwhile (another task, or a blocking consumer's thread) must
+    # not get records the commit cannot cover.
+    bs = broker.bootstrap_servers
+    old, new = fresh("rev-old"), fresh("rev-new")
+    entered, release = anyio.Event(), anyio.Event()
+
+    class Listener:
+        async def on_partitions_revoked(self, tps: set[TopicPartition]) -> None:
+            if any(tp.topic == old for tp in tps):
+                entered.set()
+                await release.wait()
+
+        async def on_partitions_assigned(self, tps: set[TopicPartition]) -> None:
+            pass
+
+    with anyio.fail_after(30):
+        await _create(bs, old, 1)
+        await _create(bs, new, 1)
+        async with open_producer(bootstrap_servers=bs) as p:
+            for i in range(200):
+                await p.send(old, b"%d" % i)
+        async with open_consumer(
+            bootstrap_servers=bs, group_id=fresh("g"), auto_offset_reset="earliest"
+        ) as c:
+            c.subscribe([old], listener=Listener())
+            first: dict[TopicPartition, list[Any]] = {}
+            while not first:
+                first = await c.getmany(timeout_ms=100, max_records=1)
+            c.subscribe([new], listener=Listener())
+            await entered.wait()  # 199 records of the old topic are still buffered
+            during = await c.getmany(timeout_ms=0)
+            release.set()
+            assert not any(tp.topic == old for tp in during)
+
+
 async def test_log_append_time_reaches_records_and_metadata(broker: RunningBroker) -> None:
     bs = broker.bootstrap_servers
     topic = fresh("lat")
