@@ -39,7 +39,11 @@ Rules:
   before it. Sends are thread-safe; the records of one thread keep their order.
 * A consumer is used from one thread at a time, as Java's (its records held
   back are that thread's). Consumers take records in batches (``getmany``) and
-  hand them out one at a time, so the group sees one poll per batch, as Java's ``poll``. Commits and
+  hand them out one at a time, so the group sees one poll per batch, as Java's
+  ``poll``. A :class:`Consumer` takes a batch the loop has already fetched
+  itself, in its own thread while the loop waits for I/O (as the producer's fast
+  path, with the loop's clock), and crosses to the loop only to wait for
+  records. Commits and
   closing count only the records handed out: records still held back (the rest
   of a batch) are given back: not committed, and fetched again after
   :meth:`Consumer.pause` / ``resume``.
@@ -347,20 +351,51 @@ class _LoopLock(trio.abc.Instrument):
 async def _with_loop_lock(
     opened: AbstractAsyncContextManager[Any],
     loop_lock: _LoopLock,
-    background: Callable[[], Coroutine[Any, Any, None]],
+    background: Callable[[], Coroutine[Any, Any, None]] | None = None,
 ) -> AsyncIterator[Any]:
     """``opened``'s client, with ``loop_lock`` installed from before it opens until
-    after it closes, and ``background`` running while it is open."""
+    after it closes, and ``background`` (if any) running while it is open."""
     loop_lock.install()
     try:
         async with opened as client, anyio.create_task_group() as tg:
-            tg.start_soon(background)
+            if background is not None:
+                tg.start_soon(background)
             try:
                 yield client
             finally:
                 tg.cancel_scope.cancel()
     finally:
         loop_lock.uninstall()
+
+
+def _wait_turn(loop: _Portal, turn: threading.Event) -> None:
+    """Wait for the loop's turn to end (the loop sets ``turn`` when it is idle)."""
+    while not turn.wait(1.0):
+        if loop.closed:
+            return
+
+
+def _locked(loop_lock: _LoopLock) -> None:
+    """Take ``loop_lock``'s lock (see :class:`_LoopLock`) from a client's caller."""
+    lock = loop_lock.lock
+    if not lock.acquire(False):
+        if threading.get_ident() == loop_lock.thread:
+            raise UsageError(
+                "a blocking client was called on its own thread (from a callback?); "
+                "callbacks must not call the client"
+            )
+        lock.acquire()
+
+
+def _unlocked(loop_lock: _LoopLock) -> threading.Event | None:
+    """Release ``loop_lock``'s lock; an event to wait for when the loop asked for
+    its turn meanwhile (see :class:`_LoopLock`)."""
+    turn = None
+    if loop_lock.wanted:
+        turn = threading.Event()
+        loop_lock.release_when_idle(turn)
+    loop_lock.lock.release()
+    return turn
 
 
 class Producer(_Forwarding):
@@ -501,10 +536,7 @@ class Producer(_Forwarding):
         return future
 
     def _wait_turn(self, turn: threading.Event) -> None:
-        """Wait for the loop's turn to end (the loop sets ``turn`` when it is idle)."""
-        while not turn.wait(1.0):
-            if self._loop.closed:
-                return
+        _wait_turn(self._loop, turn)
 
     def _start_drain(self, turn: threading.Event | None) -> None:
         """On the loop: the drainer hands the queue over; ``turn`` is set once idle."""
@@ -749,8 +781,17 @@ class Consumer(_Forwarding):
     ) -> None:
         self._buffer: collections.deque[ConsumerRecord] = collections.deque()
         self._timeout_ms = consumer_timeout_ms
-        self._loop = _Portal(partial(open_consumer, config=config, **settings))
+        self._loop_lock = _LoopLock()
+        self._loop = _Portal(
+            lambda: _with_loop_lock(open_consumer(config=config, **settings), self._loop_lock)
+        )
         self._consumer: AsyncConsumer = self._loop.client
+        self._token: trio.lowlevel.TrioToken = self._loop.portal.call(
+            trio.lowlevel.current_trio_token
+        )
+        # The loop's clock (trio's: perf_counter plus an offset), read from this
+        # thread for the polls it makes itself.
+        self._clock: trio.abc.Clock = self._loop.portal.call(trio.lowlevel.current_clock)
         if topics:
             try:
                 self.subscribe(topics, listener=listener)
@@ -776,6 +817,8 @@ class Consumer(_Forwarding):
         buffer = self._buffer
         if buffer:
             return buffer.popleft()
+        if self._poll_here():
+            return buffer.popleft()
         for left in self._loop.slices(timeout_ms, "the consumer is closed"):
             batch = self._call(self._consumer.getmany, timeout_ms=int(left * 1000))
             for records in batch.values():
@@ -783,6 +826,28 @@ class Consumer(_Forwarding):
             if buffer:
                 return buffer.popleft()
         return None
+
+    def _poll_here(self) -> bool:
+        """Take the records the loop has fetched already, from this thread while
+        the loop waits for I/O (:class:`_LoopLock`), as a ``getmany`` that finds
+        records at hand would; without a crossing to the loop and back per poll.
+        False when none were at hand (the loop must wait for some)."""
+        if self._loop.closing:
+            return False
+        consumer = self._consumer
+        loop_lock = self._loop_lock
+        _locked(loop_lock)
+        try:
+            batch, wake_group = consumer._poll_from_thread(self._clock.current_time())
+        finally:
+            turn = _unlocked(loop_lock)
+        if wake_group or consumer._fetcher.fetch_wanted:
+            self._token.run_sync_soon(consumer._after_poll_from_thread, wake_group)
+        if turn is not None:
+            _wait_turn(self._loop, turn)
+        for records in batch.values():
+            self._buffer.extend(records)
+        return bool(self._buffer)
 
     def getmany(
         self, *partitions: TopicPartition, timeout_ms: int = 0, max_records: int | None = None

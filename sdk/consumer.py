@@ -574,14 +574,8 @@ class Consumer:
             group.poll_started()
         try:
             while True:
-                out: dict[TopicPartition, list[ConsumerRecord]] = {}
-                if self._buffer:
-                    self._take_buffer(out, limit, wanted)
-                elif self._fetcher.has_data():
-                    out = self._take(limit, wanted)
+                out = self._poll_now(limit, wanted)
                 if out:
-                    for tp, recs in out.items():
-                        self._consumed.handed_out(tp, recs[-1].offset + 1)
                     return out
                 now = anyio.current_time()
                 if deadline is None:
@@ -594,6 +588,46 @@ class Consumer:
         finally:
             if group is not None:
                 group.poll_ended()
+
+    def _poll_now(
+        self, limit: int, wanted: set[TopicPartition] | None, *, send_fetches: bool = True
+    ) -> dict[TopicPartition, list[ConsumerRecord]]:
+        """What a poll hands out at once (records held back first, then fetched
+        ones; none when nothing is at hand), counted as handed out."""
+        out: dict[TopicPartition, list[ConsumerRecord]] = {}
+        if self._buffer:
+            self._take_buffer(out, limit, wanted)
+        elif self._fetcher.has_data():
+            out = self._take(limit, wanted, send_fetches=send_fetches)
+        for tp, recs in out.items():
+            self._consumed.handed_out(tp, recs[-1].offset + 1)
+        return out
+
+    def _poll_from_thread(
+        self, now: float
+    ) -> tuple[dict[TopicPartition, list[ConsumerRecord]], bool]:
+        """``getmany(timeout_ms=0)`` for a blocking consumer's own thread while
+        every task of the loop is at an ``await`` (see :mod:`.blocking`): touches
+        no task, event or socket and takes ``now`` from that thread. Returns the
+        records at hand (maybe none) and whether the group's task must be woken;
+        :meth:`_after_poll_from_thread` must then run on the loop."""
+        self._check_open()
+        self._note_consumed()
+        group = self._group
+        resumed = group is not None and group.machine.poll_started(now)
+        try:
+            out = self._poll_now(self.config.max_poll_records, None, send_fetches=False)
+        finally:
+            if group is not None:
+                group.machine.poll_ended(now)
+        return out, resumed
+
+    def _after_poll_from_thread(self, wake_group: bool) -> None:
+        """On the loop, after :meth:`_poll_from_thread`: what it left to the loop."""
+        if wake_group and self._group is not None:
+            self._group.wake()
+        if self._fetcher.fetch_wanted:
+            self._send_fetches()
 
     def _take_buffer(
         self,
@@ -615,7 +649,7 @@ class Consumer:
         self._buffer = keep
 
     def _take(
-        self, limit: int, wanted: set[TopicPartition] | None
+        self, limit: int, wanted: set[TopicPartition] | None, *, send_fetches: bool = True
     ) -> dict[TopicPartition, list[ConsumerRecord]]:
         fetcher = self._fetcher
         paused: list[TopicPartition] = []
@@ -629,7 +663,7 @@ class Consumer:
         finally:
             if paused:
                 fetcher.resume(paused)
-            if fetcher.fetch_wanted:
+            if fetcher.fetch_wanted and send_fetches:
                 self._send_fetches()
         kd, vd = self._key_de, self._value_de
         if kd is None and vd is None:

@@ -479,6 +479,38 @@ def test_leaving_with_an_exception_commits_nothing_more(broker: RunningBroker) -
         assert admin.describe_groups([group])[group].members == ()  # it left
 
 
+def test_iteration_takes_every_record_once_in_order_across_many_fetches(
+    broker: RunningBroker,
+) -> None:
+    # Small fetches: most polls find records the loop fetched already and take
+    # them from this thread, each time leaving the next fetch to the loop.
+    bs = broker.bootstrap_servers
+    topic = _topic(bs, 3)
+    with Producer(bootstrap_servers=bs, batch_size=2048, linger_ms=0) as producer:
+        for i in range(6000):
+            producer.send(topic, b"%d" % i, key=b"k%d" % (i % 17))
+    by_partition: dict[int, list[int]] = {}
+    with Consumer(
+        bootstrap_servers=bs,
+        auto_offset_reset="earliest",
+        consumer_timeout_ms=2000,
+        max_partition_fetch_bytes=4096,
+        max_poll_records=50,
+    ) as consumer:
+        consumer.assign([TopicPartition(topic, p) for p in range(3)])
+        for record in consumer:
+            by_partition.setdefault(record.partition, []).append(record.offset)
+        fetches = sum(
+            b.apis["Fetch"].responses
+            for b in consumer.statistics().brokers.values()
+            if "Fetch" in b.apis
+        )
+    assert sum(len(offsets) for offsets in by_partition.values()) == 6000
+    for offsets in by_partition.values():
+        assert offsets == list(range(len(offsets)))
+    assert fetches >= 10  # the data came in many fetches
+
+
 def test_iteration_ends_after_consumer_timeout(broker: RunningBroker) -> None:
     bs = broker.bootstrap_servers
     topic = _topic(bs, 2)
