@@ -60,6 +60,7 @@ Rules:
 from __future__ import annotations
 
 import collections
+import contextlib
 import logging
 import threading
 import time
@@ -837,14 +838,16 @@ class Consumer(_Forwarding):
         consumer = self._consumer
         loop_lock = self._loop_lock
         _locked(loop_lock)
+        wake_group = True  # unless the poll says otherwise (an extra wake-up is harmless)
         try:
             batch, wake_group = consumer._poll_from_thread(self._clock.current_time())
         finally:
             turn = _unlocked(loop_lock)
-        if wake_group or consumer._fetcher.fetch_wanted:
-            self._token.run_sync_soon(consumer._after_poll_from_thread, wake_group)
-        if turn is not None:
-            _wait_turn(self._loop, turn)
+            if wake_group or consumer._fetcher.fetch_wanted:
+                with contextlib.suppress(trio.RunFinishedError):
+                    self._token.run_sync_soon(consumer._after_poll_from_thread, wake_group)
+            if turn is not None:
+                _wait_turn(self._loop, turn)
         for records in batch.values():
             self._buffer.extend(records)
         return bool(self._buffer)
