@@ -48,6 +48,7 @@ the raw broker numbers are in ``bench/broker.py``. This is a measurement, not
 a test: nothing fails on a slow result.
 
 ``--suite eos`` (or ``all``) measures what delivery guarantees cost, for trafka
+(async and blocking, the latter with ``with producer.transaction():`` blocks)
 and confluent-kafka in the same run: the produce workload with acks=all in three
 modes, each in its own worker process and topic: **plain** (idempotence off),
 **idempotent** (producer id and sequence numbers, the default of both clients)
@@ -108,7 +109,7 @@ from typing import Any
 CLIENTS = ("trafka", "trafka-blocking", "aiokafka", "kafka-python", "confluent-kafka")
 # The blocking clients, compared with trafka.sdk.blocking in their own lines.
 SYNC_PEERS = ("kafka-python", "confluent-kafka")
-EOS_CLIENTS = ("trafka", "confluent-kafka")
+EOS_CLIENTS = ("trafka", "trafka-blocking", "confluent-kafka")
 EOS_MODES = ("plain", "idempotent", "transactional")
 # Targets (fraction of the plain rate kept) for trafka, from the exactly-once issue.
 EOS_TARGETS = {"idempotent": 0.90, "transactional": 0.75}
@@ -419,6 +420,39 @@ def produce_trafka_eos(
     return out
 
 
+def produce_trafka_blocking_eos(
+    bs: str, topic: str, n: int, size: int, mode: str, per_txn: int
+) -> dict[str, Any]:
+    from trafka.sdk.blocking import Producer
+
+    value = b"x" * size
+    settings: dict[str, Any] = {"acks": "all", "enable_idempotence": mode != "plain"}
+    transactional = mode == "transactional"
+    if transactional:
+        settings["transactional_id"] = f"bench-{uuid.uuid4().hex}"
+    with Producer(bootstrap_servers=bs, **settings) as producer:
+        producer.partitions_for(topic)
+        # One record delivered before the clock starts, as for the others.
+        if transactional:
+            producer.init_transactions()
+            with producer.transaction():
+                producer.send(topic, value)
+        else:
+            producer.send_and_wait(topic, value)
+        start = time.perf_counter()
+        send = producer.send
+        if transactional:
+            for first in range(0, n, per_txn):
+                with producer.transaction():
+                    for _ in range(min(per_txn, n - first)):
+                        send(topic, value)
+        else:
+            for _ in range(n):
+                send(topic, value)
+            producer.flush()
+        return {"seconds": time.perf_counter() - start}
+
+
 def produce_confluent_eos(
     bs: str, topic: str, n: int, size: int, mode: str, per_txn: int
 ) -> dict[str, Any]:
@@ -472,6 +506,7 @@ def produce_confluent_eos(
 
 EOS_WORKERS: dict[str, Callable[..., dict[str, Any]]] = {
     "trafka": produce_trafka_eos,
+    "trafka-blocking": produce_trafka_blocking_eos,
     "confluent-kafka": produce_confluent_eos,
 }
 
