@@ -439,6 +439,7 @@ class Producer(_Forwarding):
             trio.lowlevel.current_trio_token
         )
         self._hot = self._producer._hot_path
+        self._initialized = False  # init_transactions() done (later calls change nothing)
         self._drain_lock: anyio.Lock = self._loop.portal.call(_new_lock)
 
     # -- sending ---------------------------------------------------------------------------
@@ -657,9 +658,24 @@ class Producer(_Forwarding):
 
     def init_transactions(self) -> None:
         self._call(self._producer.init_transactions)
+        self._initialized = True
 
     def begin_transaction(self) -> None:
-        self._call(self._producer.begin_transaction)
+        # Local to the async producer (nothing is sent), so taken from this
+        # thread while the loop waits, as the fast path of send(); through the
+        # loop when records are queued (they were sent before it).
+        loop_lock = self._loop_lock
+        _locked(loop_lock)
+        try:
+            here = not self._draining and not self._loop.closing
+            if here:
+                self._producer.begin_transaction()
+        finally:
+            turn = _unlocked(loop_lock)
+            if turn is not None:
+                self._wait_turn(turn)
+        if not here:
+            self._call(self._producer.begin_transaction)
 
     def commit_transaction(self) -> None:
         """Commit the transaction, with every record sent before this call."""
@@ -684,7 +700,8 @@ class Producer(_Forwarding):
             TransactionAbortableError: the commit failed; the transaction was aborted.
             ProducerFencedError / TransactionFatalError: fatal.
         """
-        self.init_transactions()
+        if not self._initialized:
+            self.init_transactions()
         self.begin_transaction()
         try:
             yield self
