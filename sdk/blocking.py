@@ -376,15 +376,20 @@ def _wait_turn(loop: _Portal, turn: threading.Event) -> None:
             return
 
 
-def _locked(loop_lock: _LoopLock) -> None:
-    """Take ``loop_lock``'s lock (see :class:`_LoopLock`) from a client's caller."""
+def _refuse_loop_thread(loop_lock: _LoopLock, call: str) -> None:
+    """A call from the loop's own thread (a callback) could only wait for itself."""
+    if threading.get_ident() == loop_lock.thread:
+        raise UsageError(
+            f"{call} was called on the client's own thread (from a callback?); "
+            "callbacks must not call the client"
+        )
+
+
+def _locked(loop_lock: _LoopLock, call: str) -> None:
+    """Take ``loop_lock``'s lock (see :class:`_LoopLock`) for ``call`` from a client's caller."""
     lock = loop_lock.lock
     if not lock.acquire(False):
-        if threading.get_ident() == loop_lock.thread:
-            raise UsageError(
-                "a blocking client was called on its own thread (from a callback?); "
-                "callbacks must not call the client"
-            )
+        _refuse_loop_thread(loop_lock, call)
         lock.acquire()
 
 
@@ -560,11 +565,7 @@ class Producer(_Forwarding):
                         break
 
     def _check_thread(self) -> None:
-        if threading.get_ident() == self._loop_lock.thread:
-            raise UsageError(
-                "send() was called on the producer's own thread (from a send callback?); "
-                "callbacks must not call the producer"
-            )
+        _refuse_loop_thread(self._loop_lock, "send()")
 
     def send_and_wait(
         self, topic: str, value: Any = None, key: Any = None, **kwargs: Any
@@ -665,7 +666,7 @@ class Producer(_Forwarding):
         # thread while the loop waits, as the fast path of send(); through the
         # loop when records are queued (they were sent before it).
         loop_lock = self._loop_lock
-        _locked(loop_lock)
+        _locked(loop_lock, "begin_transaction()")
         try:
             here = not self._draining and not self._loop.closing
             if here:
@@ -854,7 +855,7 @@ class Consumer(_Forwarding):
             return False
         consumer = self._consumer
         loop_lock = self._loop_lock
-        _locked(loop_lock)
+        _locked(loop_lock, "a poll")
         wake_group = True  # unless the poll says otherwise (an extra wake-up is harmless)
         try:
             batch, wake_group = consumer._poll_from_thread(self._clock.current_time())
