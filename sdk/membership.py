@@ -93,6 +93,7 @@ from .group_protocol import (
     read_offset_commit,
     sync_group_request,
 )
+from .statistics import Interval
 
 __all__ = [
     "Assign",
@@ -235,20 +236,15 @@ class Fatal:
 Output = GroupRequest | Revoke | Assign | Lose | NeedMetadata | AutoCommitDue | CommitDone | Fatal
 
 
-class RebalanceLatency:
+@dataclasses.dataclass(slots=True)
+class RebalanceLatency(Interval):
     """How long the member's rebalances took (seconds), as Java's consumer
     coordinator measures its ``rebalance-latency``: :meth:`start` at the first
     step of a rebalance (later calls do nothing until it ends), :meth:`end` once
-    the member has its new assignment."""
+    the member has its new assignment, which adds the time taken."""
 
-    __slots__ = ("count", "max", "peak", "started", "total")
-
-    def __init__(self) -> None:
-        self.started: float | None = None
-        self.count = 0
-        self.total = 0.0
-        self.max = 0.0  # since the member was created
-        self.peak = 0.0  # since the last take_peak
+    started: float | None = None
+    max: float = 0.0  # since the member was created (``peak``: since the last push)
 
     def start(self, now: float) -> None:
         if self.started is None:
@@ -259,14 +255,8 @@ class RebalanceLatency:
             return
         took = max(0.0, now - self.started)
         self.started = None
-        self.count += 1
-        self.total += took
+        self.add(took)
         self.max = max(self.max, took)
-        self.peak = max(self.peak, took)
-
-    def take_peak(self) -> float:
-        peak, self.peak = self.peak, 0.0
-        return peak
 
 
 @dataclasses.dataclass(slots=True, eq=False)

@@ -95,9 +95,8 @@ from .errors import (
 from .fetcher import TopicPartition
 from .metadata import REFRESH_ERRORS
 from .partitioners import Partitioner, murmur2_pick
-from .statistics import ProducerStatistics, topic_statistics
+from .statistics import Interval, ProducerStatistics, topic_statistics
 from .telemetry import (
-    Interval,
     IntervalAverages,
     MetricSample,
     client_telemetry,

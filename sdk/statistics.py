@@ -55,6 +55,27 @@ __all__ = [
 # -- counters (mutable, internal) ----------------------------------------------------------------
 
 
+@dataclasses.dataclass(slots=True)
+class Interval:
+    """Totals a client keeps for an interval metric (KIP-714's ``.avg``/``.max``):
+    added ``total`` over ``count`` events, and the ``peak`` since the last push
+    (reset by it)."""
+
+    total: float = 0.0
+    count: int = 0
+    peak: float = 0.0
+
+    def add(self, value: float) -> None:
+        self.total += value
+        self.count += 1
+        if value > self.peak:
+            self.peak = value
+
+    def take_peak(self) -> float:
+        peak, self.peak = self.peak, 0.0
+        return peak
+
+
 class NodeCounters:
     """Totals for the connections of one connection id (kept across reconnects).
 

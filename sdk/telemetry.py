@@ -77,8 +77,7 @@ from trafka.codec.messages import k72_push_telemetry as k72
 from trafka.codec.otlp import CUMULATIVE, DELTA, DataPoint, Metric, encode_metrics
 
 from .errors import KafkaConnectionError, RequestTimeoutError, UsageError
-from .membership import RebalanceLatency
-from .statistics import TelemetryStatistics
+from .statistics import Interval, TelemetryStatistics
 
 __all__ = [
     "DEFAULT_PUSH_INTERVAL",
@@ -663,26 +662,6 @@ def _common_samples(
     return out
 
 
-@dataclasses.dataclass(slots=True)
-class Interval:
-    """Totals a client keeps for an interval metric: added ``total`` over
-    ``count`` events, and the ``peak`` since the last push (reset by it)."""
-
-    total: float = 0.0
-    count: int = 0
-    peak: float = 0.0
-
-    def add(self, value: float) -> None:
-        self.total += value
-        self.count += 1
-        if value > self.peak:
-            self.peak = value
-
-    def take_peak(self) -> float:
-        peak, self.peak = self.peak, 0.0
-        return peak
-
-
 def producer_samples(
     averages: IntervalAverages,
     stats: Any,
@@ -724,7 +703,7 @@ def consumer_samples(
     poll_idle: float,
     assigned: int,
     now: float,
-    rebalance: RebalanceLatency | None = None,
+    rebalance: Interval | None = None,
 ) -> list[MetricSample]:
     """A consumer's KIP-714 metrics from its :class:`~trafka.sdk.statistics.ConsumerStatistics`,
     its per-node peaks, the seconds it spent waiting for records inside its
