@@ -75,21 +75,40 @@ def _synonyms(entry: ConfigEntry, broker_values: dict[str, ConfigEntry]) -> list
     return out
 
 
+def _writable(
+    name: str,
+    value: str | None,
+    source: int,
+    synonyms: list[Synonym],
+    config_type: int,
+    version: int,
+) -> Entry:
+    """An entry of a group or client-metrics resource: writable, never sensitive."""
+    return Entry(
+        name=name,
+        value=value,
+        read_only=False,
+        config_source=source,
+        is_sensitive=False,
+        synonyms=synonyms,
+        config_type=config_type if version >= 3 else 0,
+        documentation=None,
+    )
+
+
 def _group_entries(
     entries: list[GroupConfigEntry], version: int, include_synonyms: bool
 ) -> list[Entry]:
     return [
-        Entry(
-            name=e.name,
-            value=e.value,
-            read_only=False,
-            config_source=e.source,
-            is_sensitive=False,
-            synonyms=[Synonym(name=n, value=v, source=src) for n, v, src in e.synonyms]
+        _writable(
+            e.name,
+            e.value,
+            e.source,
+            [Synonym(name=n, value=v, source=src) for n, v, src in e.synonyms]
             if include_synonyms
             else [],
-            config_type=e.config_type if version >= 3 else 0,
-            documentation=None,
+            e.config_type,
+            version,
         )
         for e in entries
     ]
@@ -100,17 +119,15 @@ def _client_metrics(
 ) -> list[Entry]:
     wanted = set(keys) if keys else None
     return [
-        Entry(
-            name=e.name,
-            value=e.value,
-            read_only=False,
-            config_source=e.source,
-            is_sensitive=False,
-            synonyms=[Synonym(name=e.name, value=e.value, source=e.source)]
+        _writable(
+            e.name,
+            e.value,
+            e.source,
+            [Synonym(name=e.name, value=e.value, source=e.source)]
             if include_synonyms and not e.is_default
             else [],
-            config_type=e.config_type if version >= 3 else 0,
-            documentation=None,
+            e.config_type,
+            version,
         )
         for e in client_metrics_entries(broker, name)
         if wanted is None or e.name in wanted
