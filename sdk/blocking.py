@@ -481,6 +481,8 @@ class Producer(_Forwarding):
             # thread, while no task of the loop runs (the async send's own hot
             # path); unless records wait in the queue (they go first) or the
             # async producer's general path must take it.
+            # _locked/_unlocked inline: this runs per record, where two calls
+            # cost about a tenth of the send.
             producer = self._producer
             loop_lock = self._loop_lock
             lock = loop_lock.lock
