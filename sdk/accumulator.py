@@ -44,6 +44,10 @@ Rules and invariants:
   (:meth:`Accumulator.split`), again and again if need be, down to single
   records, which then fail; the halves keep the batch's place in the
   partition's order and its records' sequence numbers.
+* Counters (:class:`~trafka.sdk.statistics.PartitionCounters`, one per
+  partition queue) move once per batch outcome (acknowledged, failed,
+  retried), never per record appended: the append paths (here and the
+  producer's inlined hot path) touch no counter.
 * Every record gets a :class:`RecordHandle`, resolved exactly once, with its
   :class:`RecordMetadata` or an exception. ``delivery.timeout.ms`` bounds the
   time from append to resolution: a batch not in flight past it fails with
@@ -68,7 +72,7 @@ from trafka.codec.messages import k00_produce as produce
 from trafka.codec.records import encode_batch
 
 from .errors import DeliveryTimeoutError, UsageError
-from .statistics import TopicCounters
+from .statistics import PartitionCounters, TopicCounters, topic_totals
 
 __all__ = [
     "Accumulator",
@@ -308,10 +312,20 @@ class ReadyCheck:
 
 
 class _Queue:
-    __slots__ = ("batches", "in_flight", "next_seq", "producer_epoch", "producer_id", "reset")
+    __slots__ = (
+        "batches",
+        "counters",
+        "in_flight",
+        "next_seq",
+        "producer_epoch",
+        "producer_id",
+        "reset",
+    )
 
     def __init__(self) -> None:
         self.batches: deque[ProducerBatch] = deque()
+        # Records and batches acknowledged, failed and retried (counted per batch).
+        self.counters = PartitionCounters()
         self.in_flight = 0
         self.next_seq = 0
         # The identity next_seq counts for; a batch encoded under another starts at 0.
@@ -392,14 +406,33 @@ class Accumulator:
         self._incomplete: set[ProducerBatch] = set()
         self._seq = 0
         self._rng = rng or random.Random()
-        #: Per topic: records and batches acknowledged, failed and retried.
-        self.topic_counters: dict[str, TopicCounters] = {}
 
-    def _counters(self, topic: str) -> TopicCounters:
-        counters = self.topic_counters.get(topic)
-        if counters is None:
-            counters = self.topic_counters[topic] = TopicCounters()
-        return counters
+    @property
+    def topic_counters(self) -> dict[str, TopicCounters]:
+        """Per topic, records and batches acknowledged, failed and retried (the
+        sums of its partitions' :meth:`partition_counters`, added up now)."""
+        return topic_totals((topic, q.counters) for (topic, _p), q in self._queues.items())
+
+    def partition_counters(self) -> list[tuple[str, int, int, int, PartitionCounters]]:
+        """Per partition the producer wrote to: ``(topic, partition, queued
+        records, queued bytes, counters)``. Queued means waiting in the
+        accumulator to be sent (retries included, in-flight batches not); bytes
+        are a batch's encoding once it has one, else its estimated size."""
+        out = []
+        for (topic, partition), q in self._queues.items():
+            records = size = 0
+            for b in q.batches:
+                records += len(b.records)
+                size += len(b.encoded) if b.encoded is not None else b.size
+            out.append((topic, partition, records, size, q.counters))
+        return out
+
+    def _queue_of(self, batch: ProducerBatch) -> _Queue:
+        key = (batch.topic, batch.partition)
+        q = self._queues.get(key)
+        if q is None:  # pragma: no cover - queues are never removed while batches exist
+            q = self._queues[key] = _Queue()
+        return q
 
     # -- appending ---------------------------------------------------------------------
 
@@ -650,13 +683,12 @@ class Accumulator:
 
     # -- outcomes --------------------------------------------------------------------------
 
-    def _finish(self, batch: ProducerBatch) -> None:
-        q = self._queues.get((batch.topic, batch.partition))
+    def _finish(self, batch: ProducerBatch) -> _Queue:
+        q = self._queue_of(batch)
         if batch.in_flight:
             batch.in_flight = False
-            if q is not None:
-                q.in_flight -= 1
-        elif q is not None:
+            q.in_flight -= 1
+        else:
             try:
                 q.batches.remove(batch)
             except ValueError:
@@ -664,16 +696,28 @@ class Accumulator:
         self._incomplete.discard(batch)
         self.used_memory -= batch.memory
         batch.memory = 0
+        return q
 
-    def complete(self, batch: ProducerBatch, base_offset: int, log_append_time: int = -1) -> None:
-        """The batch was written at ``base_offset`` (-1 when unknown, e.g. acks=0)."""
+    def complete(
+        self,
+        batch: ProducerBatch,
+        base_offset: int,
+        log_append_time: int = -1,
+        now: float | None = None,
+    ) -> None:
+        """The batch was written at ``base_offset`` (-1 when unknown, e.g. acks=0),
+        acknowledged at ``now`` (default: ``clock()``; no latency is counted
+        without either)."""
         if batch.done:
             return
-        self._finish(batch)
-        counters = self._counters(batch.topic)
+        counters = self._finish(batch).counters
         counters.records_sent += len(batch.records)
         counters.bytes_sent += len(batch.encoded) if batch.encoded is not None else 0
         counters.batches_sent += 1
+        if now is None and self.clock is not None:
+            now = self.clock()
+        if now is not None:
+            counters.latency.add(max(0.0, now - batch.created))
         batch.base_offset = base_offset
         batch.log_append_time = log_append_time
         batch._resolve()
@@ -682,8 +726,7 @@ class Accumulator:
         """The batch failed for good."""
         if batch.done:
             return
-        self._finish(batch)
-        self._counters(batch.topic).failed(len(batch.records), exc)
+        self._finish(batch).counters.failed(len(batch.records), exc)
         batch.error = exc
         batch._resolve()
         if self.on_failure is not None:
@@ -711,14 +754,13 @@ class Accumulator:
                 )
             self.fail(batch, exc)
             return False
-        q = self._queues.get((batch.topic, batch.partition))
-        if q is None:  # pragma: no cover - queues are never removed while batches exist
-            self.fail(batch, exc)
-            return False
+        q = self._queue_of(batch)
         if batch.in_flight:
             batch.in_flight = False
             q.in_flight -= 1
-        self._counters(batch.topic).batch_retries += 1
+        counters = q.counters
+        counters.batch_retries += 1
+        counters.records_retried += len(batch.records)
         backoff = min(self.retry_backoff * (2 ** (batch.attempts - 1)), self.retry_backoff_max)
         batch.retry_at = now + backoff * (0.8 + 0.4 * self._rng.random())
         self._requeue(q, batch)
@@ -835,7 +877,7 @@ class Accumulator:
                 self._incomplete.discard(b)
                 self.used_memory -= b.memory
                 b.memory = 0
-                self._counters(b.topic).failed(len(b.records), exc)
+                q.counters.failed(len(b.records), exc)
                 b.error = exc
                 b._resolve()
                 if self.on_failure is not None:

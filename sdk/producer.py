@@ -163,8 +163,9 @@ class _ProduceCompletion:
         producer = self.producer
         try:
             if response is None:  # acks=0
+                now = anyio.current_time()
                 for b in self.batches:
-                    producer._acc.complete(b, -1)
+                    producer._acc.complete(b, -1, now=now)
             else:
                 producer._on_produce_response(self.batches, response)
         finally:
@@ -563,6 +564,8 @@ class Producer:
             self._cluster.take_peaks(),
             self._queue_time,
             anyio.current_time(),
+            partitions=self._acc.partition_counters(),
+            acks=self.config.acks,
         )
 
     async def flush(self) -> None:
@@ -1130,10 +1133,10 @@ class Producer:
                 continue
             code = p.error_code
             if code == 0:
-                acc.complete(b, p.base_offset, p.log_append_time_ms)
+                acc.complete(b, p.base_offset, p.log_append_time_ms, now)
                 continue
             if code == ErrorCode.DUPLICATE_SEQUENCE_NUMBER:
-                acc.complete(b, p.base_offset)
+                acc.complete(b, p.base_offset, now=now)
                 continue
             if code == ErrorCode.MESSAGE_TOO_LARGE and acc.split(b):
                 continue

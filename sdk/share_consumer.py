@@ -379,6 +379,7 @@ class ShareConsumer:
             acquisition_lock_timeout_ms=fetcher.acquisition_lock_timeout_ms,
             brokers=self.cluster.broker_statistics(),
             telemetry=None if self._telemetry is None else self._telemetry.telemetry.statistics(),
+            bytes_fetched=int(fetcher.fetch_bytes.total),
         )
 
     async def client_instance_id(self, timeout_ms: float = 0) -> uuid.UUID | None:
@@ -408,6 +409,8 @@ class ShareConsumer:
             self._polls,
             self._last_heartbeat,
             anyio.current_time(),
+            fetch_bytes=self._fetch.fetch_bytes,
+            fetch_records=self._fetch.fetch_records,
         )
 
     @property

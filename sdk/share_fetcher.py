@@ -91,7 +91,7 @@ from ._backoff import backoff_delay
 from .errors import UsageError
 from .fetcher import TopicPartition
 from .metadata import REFRESH_ERRORS, MetadataCache
-from .statistics import error_name
+from .statistics import Interval, error_name
 
 __all__ = [
     "FINAL_EPOCH",
@@ -434,6 +434,11 @@ class ShareFetcher:
         self.records_taken = 0
         self.acknowledged: dict[int, int] = {}
         self.acknowledgements_failed: dict[str, int] = {}
+        #: Per ShareFetch answered without a top-level error (KIP-714's fetch
+        #: manager metrics): its record bytes, and the records it brought to
+        #: the buffer (counted per answer, not per record).
+        self.fetch_bytes = Interval()
+        self.fetch_records = Interval()
         self._busy: set[int] = set()
         self._closed_nodes: set[int] = set()
         self._fetch_retry_at: dict[int, float] = {}
@@ -856,7 +861,8 @@ class ShareFetcher:
         if body.acquisition_lock_timeout_ms > 0:
             self.acquisition_lock_timeout_ms = body.acquisition_lock_timeout_ms
         ack_codes: dict[TopicPartition, tuple[int, str | None]] = {}
-        got = False
+        got = 0
+        size = 0
         for t in body.responses:
             name = self._names.get(t.topic_id)
             if name is None:
@@ -867,8 +873,12 @@ class ShareFetcher:
                 ack_codes[tp] = (p.acknowledge_error_code, p.acknowledge_error_message)
                 if p.error_code:
                     self._partition_error(tp, p)
+                if p.records:
+                    size += len(p.records)
                 if p.acquired_records:
-                    got = self._acquired(node, tp, p) or got
+                    got += self._acquired(node, tp, p)
+        self.fetch_bytes.add(size)
+        self.fetch_records.add(got)
         for u in request.units:
             ack_code, message = ack_codes.get(u.tp, (0, None))
             if not ack_code:
@@ -895,7 +905,8 @@ class ShareFetcher:
                 _error(code, f"ShareFetch {tp.topic}-{tp.partition}", p.error_message)
             )
 
-    def _acquired(self, node: int, tp: TopicPartition, p: Any) -> bool:
+    def _acquired(self, node: int, tp: TopicPartition, p: Any) -> int:
+        """Buffer a partition's acquired records; returns how many were buffered."""
         ranges = sorted(
             (a.first_offset, a.last_offset, a.delivery_count) for a in p.acquired_records
         )
@@ -909,7 +920,7 @@ class ShareFetcher:
                     for o in range(first, last + 1)
                 },
             )
-            return False
+            return 0
         records, acks, error = decode_acquired(tp, p.records or b"", ranges, self.check_crcs)
         if acks:
             self._add_pending(node, tp, acks)
@@ -917,8 +928,7 @@ class ShareFetcher:
             self.errors.append(error)
         if records:
             self._buffer.append(_Fetched(node, tp, records))
-            return True
-        return False
+        return len(records)
 
     def _on_acknowledge(self, request: ShareRequest, body: Any, now: float) -> None:
         node = request.node

@@ -41,6 +41,7 @@ __all__ = [
     "FetchSessionStatistics",
     "GroupStatistics",
     "NodeCounters",
+    "PartitionCounters",
     "PartitionStatistics",
     "ProducerStatistics",
     "ShareConsumerStatistics",
@@ -192,6 +193,39 @@ class TopicCounters:
         self.records_failed += records
         name = error_name(error)
         self.errors[name] = self.errors.get(name, 0) + records
+
+
+class PartitionCounters(TopicCounters):
+    """A producer's totals for one partition (the accumulator keeps one per
+    partition queue; a topic's totals are their sums). Beyond a topic's:
+    ``records_retried``, the records of the batches sent again, and
+    ``latency``, each acknowledged batch's time from its first record's
+    append to its acknowledgement, in seconds (KIP-714's per-partition
+    latency: the batch's oldest record's; its peak is the push interval's)."""
+
+    __slots__ = ("latency", "records_retried")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.records_retried = 0
+        self.latency = Interval()
+
+
+def topic_totals(partitions: Iterable[tuple[str, TopicCounters]]) -> dict[str, TopicCounters]:
+    """Per topic, the sums of its partitions' counters."""
+    out: dict[str, TopicCounters] = {}
+    for topic, c in partitions:
+        t = out.get(topic)
+        if t is None:
+            t = out[topic] = TopicCounters()
+        t.records_sent += c.records_sent
+        t.bytes_sent += c.bytes_sent
+        t.batches_sent += c.batches_sent
+        t.records_failed += c.records_failed
+        t.batch_retries += c.batch_retries
+        for name, n in c.errors.items():
+            t.errors[name] = t.errors.get(name, 0) + n
+    return out
 
 
 def error_name(error: BaseException) -> str:
@@ -485,6 +519,8 @@ class ShareConsumerStatistics:
         acquisition_lock_timeout_ms: from the last ShareFetch answer (None before).
         brokers: per node id.
         telemetry: the metrics push (None with ``enable.metrics.push`` off).
+        bytes_fetched: record bytes of the ShareFetch answers received (the
+            records released unseen included).
     """
 
     group_id: str
@@ -499,6 +535,7 @@ class ShareConsumerStatistics:
     acquisition_lock_timeout_ms: int | None
     brokers: Mapping[int, BrokerStatistics]
     telemetry: TelemetryStatistics | None = None
+    bytes_fetched: int = 0
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

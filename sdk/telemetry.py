@@ -77,7 +77,7 @@ from trafka.codec.messages import k72_push_telemetry as k72
 from trafka.codec.otlp import CUMULATIVE, DELTA, DataPoint, Metric, encode_metrics
 
 from .errors import KafkaConnectionError, RequestTimeoutError, UsageError
-from .statistics import Interval, TelemetryStatistics
+from .statistics import Interval, PartitionCounters, TelemetryStatistics
 
 __all__ = [
     "DEFAULT_PUSH_INTERVAL",
@@ -662,15 +662,102 @@ def _common_samples(
     return out
 
 
+#: KIP-714's ``acks`` attribute of the per-partition latency, by ``acks`` setting.
+_ACKS_NAMES = {-1: "all", 1: "leader", 0: "none"}
+
+
+def _partition_samples(
+    averages: IntervalAverages,
+    partitions: Iterable[tuple[str, int, int, int, PartitionCounters]],
+    acks: int,
+) -> list[MetricSample]:
+    """KIP-714's per-partition producer metrics (``partition.*``), each with
+    the ``topic`` and ``partition`` attributes, the latency also with ``acks``
+    and the failures with ``reason`` (the error's name, one point per reason)."""
+    p = PRODUCER_PREFIX + "partition."
+    acks_name = _ACKS_NAMES.get(acks, str(acks))
+    out: list[MetricSample] = []
+    for topic, partition, queued, queued_bytes, c in partitions:
+        tp = (("topic", topic), ("partition", str(partition)))
+        out.append(
+            MetricSample(
+                p + "queue.size",
+                "gauge",
+                queued,
+                tp,
+                "1",
+                "The number of records waiting in the partition's send queue.",
+            )
+        )
+        out.append(
+            MetricSample(
+                p + "queue.bytes",
+                "gauge",
+                queued_bytes,
+                tp,
+                "By",
+                "The bytes of the records waiting in the partition's send queue.",
+            )
+        )
+        latency = c.latency
+        out += _avg_max(
+            p + "latency",
+            averages.average(
+                ("partition latency", topic, partition), latency.total * 1000, latency.count
+            ),
+            latency.take_peak() * 1000,
+            "time in ms from a record batch's first append to its acknowledgement",
+            attributes=(*tp, ("acks", acks_name)),
+        )
+        out.append(
+            MetricSample(
+                p + "record.retries",
+                "sum",
+                c.records_retried,
+                tp,
+                "1",
+                "The number of records sent again to the partition after a retriable error.",
+            )
+        )
+        for reason, n in sorted(c.errors.items()):
+            out.append(
+                MetricSample(
+                    p + "record.failures",
+                    "sum",
+                    n,
+                    (*tp, ("reason", reason)),
+                    "1",
+                    "The number of records whose delivery to the partition failed for good.",
+                )
+            )
+        out.append(
+            MetricSample(
+                p + "record.count",
+                "sum",
+                c.records_sent,
+                tp,
+                "1",
+                "The number of records the partition's leader acknowledged.",
+            )
+        )
+    return out
+
+
 def producer_samples(
     averages: IntervalAverages,
     stats: Any,
     peaks: Mapping[int, tuple[Mapping[int, float], int]],
     queue_time: Interval,
     now: float,
+    *,
+    partitions: Iterable[tuple[str, int, int, int, PartitionCounters]] = (),
+    acks: int = -1,
 ) -> list[MetricSample]:
     """A producer's KIP-714 metrics from its :class:`~trafka.sdk.statistics.ProducerStatistics`,
-    its per-node peaks and its record queue times (seconds)."""
+    its per-node peaks, its record queue times (seconds), and per partition its
+    queue and counters (:meth:`~trafka.sdk.accumulator.Accumulator.partition_counters`;
+    ``acks`` names the latency's ``acks`` attribute). The per-partition
+    latencies' peaks are taken."""
     p = PRODUCER_PREFIX
     brokers = stats.brokers
     out = _common_samples(p, averages, brokers, peaks, now)
@@ -693,6 +780,7 @@ def producer_samples(
     out += _api_latency(
         averages, p + "request.latency", "Produce", 0, brokers, peaks, "produce request latency"
     )
+    out += _partition_samples(averages, partitions, acks)
     return out
 
 
@@ -851,10 +939,16 @@ def share_consumer_samples(
     polls: PollTimes,
     last_heartbeat: float | None,
     now: float,
+    *,
+    fetch_bytes: Interval | None = None,
+    fetch_records: Interval | None = None,
 ) -> list[MetricSample]:
     """A share consumer's KIP-714 metrics (KIP-932) from its
     :class:`~trafka.sdk.statistics.ShareConsumerStatistics`, its per-node
-    peaks, its polls and when it last sent a ShareGroupHeartbeat.
+    peaks, its polls, when it last sent a ShareGroupHeartbeat, and per
+    ShareFetch answer its record bytes and records (their peaks are taken;
+    the ``fetch.size``, ``bytes.consumed`` and ``records.per.request``
+    metrics are left out without them).
 
     The names are those Java's ``KafkaShareConsumer`` registers:
     ``consumer.share.*`` (``KafkaShareConsumerMetrics``),
@@ -916,6 +1010,39 @@ def share_consumer_samples(
     out += _meter(
         averages, f + "records.consumed", stats.records_delivered, now, "records consumed"
     )
+    if fetch_bytes is not None:
+        out += _avg_max(
+            f + "fetch.size",
+            averages.average("share fetch size", fetch_bytes.total, fetch_bytes.count),
+            fetch_bytes.take_peak(),
+            "number of record bytes a share fetch request brought",
+            unit="By",
+        )
+        bytes_total = int(fetch_bytes.total)
+        out += [
+            MetricSample(
+                f + "bytes.consumed.total",
+                "sum",
+                bytes_total,
+                unit="By",
+                description="The total number of record bytes share fetched.",
+            ),
+            MetricSample(
+                f + "bytes.consumed.rate",
+                "gauge",
+                averages.rate(f + "bytes.consumed", bytes_total, now),
+                unit="By",
+                description="The number of record bytes share fetched per second.",
+            ),
+        ]
+    if fetch_records is not None:
+        out += _avg_max(
+            f + "records.per.request",
+            averages.average("share fetch records", fetch_records.total, fetch_records.count),
+            fetch_records.take_peak(),
+            "number of records a share fetch request brought",
+            unit="1",
+        )
     failed = sum(stats.acknowledgements_failed.values())
     out += _meter(
         averages,

@@ -11,6 +11,7 @@ import json
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import anyio
@@ -18,11 +19,18 @@ import pytest
 from sdk_brokers import SHARE_HEARTBEATS, fresh, module_broker, produce, share_queue
 
 from trafka.brokerlite import RunningBroker
+from trafka.codec.messages import k03_metadata as md
+from trafka.codec.messages import k78_share_fetch as sf
+from trafka.codec.records import encode_batch
 from trafka.sdk import open_admin
 from trafka.sdk.blocking import ShareConsumer as BlockingShareConsumer
 from trafka.sdk.errors import UsageError
+from trafka.sdk.fetcher import TopicPartition
+from trafka.sdk.metadata import MetadataCache
 from trafka.sdk.share_consumer import ShareConsumer, open_share_consumer
-from trafka.sdk.telemetry import PollTimes
+from trafka.sdk.share_fetcher import ShareFetcher
+from trafka.sdk.statistics import Interval
+from trafka.sdk.telemetry import IntervalAverages, PollTimes, share_consumer_samples
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(120)]
 
@@ -42,6 +50,116 @@ def test_poll_times_as_java() -> None:
     assert (polls.between.total, polls.between.count, polls.between.peak) == (4.0, 2, 4.0)
     assert (polls.idle.total, polls.idle.count) == (1.0 + 1 / 5, 2)
     assert polls.last_start == 14.0
+
+
+# -- fetch sizes: bytes and records per ShareFetch answer ------------------------------------
+
+TOPIC_ID = uuid.UUID(int=7)
+
+
+def share_fetcher() -> ShareFetcher:
+    """A fetcher assigned t-0 and t-1, both led by node 0."""
+    R = md.MetadataResponse
+    cache = MetadataCache()
+    cache.update(
+        R(
+            brokers=[R.MetadataResponseBroker(node_id=0, host="h", port=1)],
+            topics=[
+                R.MetadataResponseTopic(
+                    name="t",
+                    topic_id=TOPIC_ID,
+                    partitions=[
+                        R.MetadataResponsePartition(partition_index=i, leader_id=0) for i in (0, 1)
+                    ],
+                )
+            ],
+        ),
+        0.0,
+    )
+    f = ShareFetcher(cache, group_id="g", member_id="m")
+    f.set_assignment({TopicPartition("t", 0), TopicPartition("t", 1)})
+    return f
+
+
+def answer(parts: dict[int, list[bytes]]) -> Any:
+    """A ShareFetch answer acquiring ``values`` from offset 0 of each partition."""
+    R = sf.ShareFetchResponse
+    partitions = [
+        R.PartitionData(
+            partition_index=i,
+            records=encode_batch([(1000, None, v, ()) for v in values]),
+            acquired_records=[
+                R.AcquiredRecords(first_offset=0, last_offset=len(values) - 1, delivery_count=1)
+            ],
+        )
+        for i, values in parts.items()
+    ]
+    return R(
+        acquisition_lock_timeout_ms=30_000,
+        responses=[R.ShareFetchableTopicResponse(topic_id=TOPIC_ID, partitions=partitions)],
+    )
+
+
+def test_the_fetcher_counts_bytes_and_records_per_share_fetch_answer() -> None:
+    f = share_fetcher()
+    first = answer({0: [b"a", b"b"], 1: [b"c"]})
+    size = sum(len(p.records) for t in first.responses for p in t.partitions)
+    f.want_records()
+    [request] = f.requests(0.0)
+    f.on_response(request, first, 0.0)
+    assert (f.fetch_bytes.total, f.fetch_bytes.count, f.fetch_bytes.peak) == (size, 1, size)
+    assert (f.fetch_records.total, f.fetch_records.count) == (3, 1)
+    # An empty answer is a fetch of 0 bytes and 0 records.
+    f.take(10)
+    f.want_records()
+    [request] = f.requests(0.0)
+    f.on_response(request, answer({}), 0.0)
+    assert (f.fetch_bytes.total, f.fetch_bytes.count) == (size, 2)
+    assert (f.fetch_records.total, f.fetch_records.count, f.fetch_records.peak) == (3, 2, 3)
+
+
+def test_fetch_size_and_bytes_consumed_samples_from_known_fetches() -> None:
+    averages = IntervalAverages()
+    stats = SimpleNamespace(
+        brokers={}, records_delivered=0, acknowledged={}, acknowledgements_failed={}
+    )
+    sizes, records = Interval(), Interval()
+
+    def push(now: float) -> dict[str, Any]:
+        samples = share_consumer_samples(
+            averages,
+            stats,
+            {},
+            PollTimes(),
+            None,
+            now,
+            fetch_bytes=sizes,
+            fetch_records=records,
+        )
+        return {s.name: (s.kind, s.unit, s.value) for s in samples if s.name.startswith(FETCH)}
+
+    for size, n in ((100, 2), (300, 4)):
+        sizes.add(size)
+        records.add(n)
+    got = push(10.0)
+    assert got[FETCH + "fetch.size.avg"] == ("gauge", "By", 200.0)
+    assert got[FETCH + "fetch.size.max"] == ("gauge", "By", 300.0)
+    assert got[FETCH + "bytes.consumed.total"] == ("sum", "By", 400)
+    assert got[FETCH + "bytes.consumed.rate"] == ("gauge", "By", 0.0)  # no earlier push
+    assert got[FETCH + "records.per.request.avg"] == ("gauge", "1", 3.0)
+    assert got[FETCH + "records.per.request.max"] == ("gauge", "1", 4.0)
+    # The next push: its own interval's averages and peaks, the rate since the last.
+    sizes.add(50)
+    records.add(1)
+    again = push(12.0)
+    assert again[FETCH + "fetch.size.avg"][2] == 50.0
+    assert again[FETCH + "fetch.size.max"][2] == 50.0
+    assert again[FETCH + "bytes.consumed.total"][2] == 450
+    assert again[FETCH + "bytes.consumed.rate"][2] == 25.0
+    assert again[FETCH + "records.per.request.max"][2] == 1.0
+    quiet = push(13.0)
+    assert quiet[FETCH + "fetch.size.avg"][2] == 0.0
+    assert quiet[FETCH + "fetch.size.max"][2] == 0.0
 
 
 # -- against brokerlite ------------------------------------------------------------------------
@@ -154,6 +272,12 @@ async def test_brokerlite_receives_the_share_consumers_metrics(
         FETCH + "fetch.total",
         FETCH + "fetch.latency.max",
         FETCH + "records.consumed.total",
+        FETCH + "fetch.size.avg",
+        FETCH + "fetch.size.max",
+        FETCH + "bytes.consumed.total",
+        FETCH + "bytes.consumed.rate",
+        FETCH + "records.per.request.avg",
+        FETCH + "records.per.request.max",
         FETCH + "acknowledgements.send.total",
         FETCH + "acknowledgements.error.total",
         SHARE + "coordinator.heartbeat.total",
@@ -174,6 +298,9 @@ async def test_brokerlite_receives_the_share_consumers_metrics(
     assert total(pushes, FETCH + "acknowledgements.send.total") == len(values), telemetry
     assert total(pushes, FETCH + "acknowledgements.error.total") == 0
     assert total(pushes, FETCH + "fetch.total") == responses(stats, "ShareFetch")
+    # The record bytes fetched: at least the values', all counted in the pushes.
+    assert stats.bytes_fetched >= sum(map(len, values))
+    assert total(pushes, FETCH + "bytes.consumed.total") == stats.bytes_fetched
     heartbeats = responses(stats, "ShareGroupHeartbeat")
     assert total(pushes, SHARE + "coordinator.heartbeat.total") == heartbeats
 
