@@ -126,6 +126,7 @@ class Consumer:
         self._wake = anyio.Event()
         self._data = anyio.Event()
         self._fetching: set[int] = set()  # brokers with a Fetch in flight
+        self._polls_waiting = 0  # polls waiting for records (no fetch is held back)
         self._fetch_retry_at: dict[int, float] = {}  # brokers backing off after a failed fetch
         self._resetting: set[TopicPartition] = set()
         self._buffer: deque[ConsumerRecord] = deque()
@@ -294,6 +295,7 @@ class Consumer:
     def pause(self, *partitions: TopicPartition) -> None:
         """Stop returning and fetching records for these partitions."""
         self._fetcher.pause(TopicPartition(*tp) for tp in partitions)
+        self._wake_fetcher()  # a fetch held back for their buffered data may go now
 
     def resume(self, *partitions: TopicPartition) -> None:
         self._fetcher.resume(TopicPartition(*tp) for tp in partitions)
@@ -582,6 +584,9 @@ class Consumer:
                     deadline = now + timeout_ms / 1000
                 left = deadline - now
                 if left <= 0:
+                    if self._fetcher.held_back:
+                        # Nothing at hand: what was held back is wanted now.
+                        self._send_fetches(hold_back=False)
                     return {}
                 await self._wait_data(left)
                 self._check_open()
@@ -770,10 +775,15 @@ class Consumer:
     async def _wait_data(self, timeout: float) -> None:
         event = self._data
         start = anyio.current_time()
+        # While a poll waits, no fetch is held back (Fetcher.fetchable's hold_back).
+        self._polls_waiting += 1
         try:
+            if self._fetcher.held_back:
+                self._send_fetches()
             with anyio.move_on_after(timeout):
                 await event.wait()
         finally:
+            self._polls_waiting -= 1
             self._poll_idle += anyio.current_time() - start
 
     def _data_arrived(self) -> None:
@@ -826,12 +836,16 @@ class Consumer:
             with anyio.move_on_after(timeout):
                 await self._wake.wait()
 
-    def _send_fetches(self) -> None:
+    def _send_fetches(self, *, hold_back: bool | None = None) -> None:
         """Write a Fetch to every broker that leads fetchable partitions and has none in flight.
 
         Synchronous, so that a response's completion can send the next fetch at
         once. Brokers without a ready connection are connected in the
         background; the connection's arrival wakes the fetch task.
+
+        A fetch that could only wait at the broker while the application has
+        buffered records to take is held back (:meth:`Fetcher.fetchable`),
+        unless ``hold_back`` is False or a poll is waiting for records.
         """
         fetcher = self._fetcher
         fetcher.fetch_wanted = False
@@ -839,7 +853,9 @@ class Consumer:
             return
         cluster = self._cluster
         retry_at = self._fetch_retry_at
-        for node, tps in fetcher.fetchable().items():
+        if hold_back is None:
+            hold_back = not self._polls_waiting
+        for node, tps in fetcher.fetchable(hold_back=hold_back).items():
             if node in self._fetching:
                 continue
             if retry_at and node in retry_at:

@@ -176,6 +176,14 @@ class PartitionState:
     def drop_buffered(self) -> None:
         self.completed = self.prefetched = None
 
+    def has_more(self, read_committed: bool) -> bool:
+        """Whether the log held more than what is buffered, as of the last answer."""
+        last = self.prefetched or self.completed
+        if last is None or last.end is None:
+            return True
+        end = self.last_stable_offset if read_committed else self.high_watermark
+        return end < 0 or last.end < end
+
     def next_fetch_offset(self) -> int | None:
         """The offset the next fetch asks for; None while no fetch is wanted."""
         c = self.completed
@@ -242,6 +250,8 @@ class Fetcher:
         #: Set when taking records made a partition fetchable again (the driver
         #: clears it after sending fetches).
         self.fetch_wanted = False
+        #: Whether the last :meth:`fetchable` held a broker's fetch back.
+        self.held_back = False
         #: Set when a fetch answer asked for an offset lookup (OFFSET_OUT_OF_RANGE
         #: under auto.offset.reset): the driver's lookups are not started from its
         #: response path, so it must wake the task that starts them.
@@ -435,18 +445,52 @@ class Fetcher:
     # -- fetch requests -------------------------------------------------------------------
 
     def fetchable(
-        self, leader_of: Callable[[str, int], int | None] | None = None
+        self,
+        leader_of: Callable[[str, int], int | None] | None = None,
+        *,
+        hold_back: bool = False,
     ) -> dict[int, list[TopicPartition]]:
-        """Fetchable partitions grouped by leader."""
+        """Fetchable partitions grouped by leader.
+
+        With ``hold_back``, a broker is left out when every partition it would
+        be asked for had reached its end (the high watermark, or the LSO under
+        read_committed) at its last answer, while another of its partitions,
+        whose log goes on, waits only for the application to take what is
+        buffered. That fetch would be held by the broker for up to
+        ``fetch.max.wait.ms`` with nothing to return, and as only one fetch per
+        broker is in flight, the partition with data could not be fetched
+        meanwhile: the application would stall once it has taken the buffered
+        data. Held back, the fetch goes out with that partition in it once a
+        buffer slot frees (taking records sets :attr:`fetch_wanted`). A poll
+        that finds nothing to take must fetch without ``hold_back``.
+        """
         leader_of = leader_of or self.metadata.leader_for
+        read_committed = self.read_committed
         out: dict[int, list[TopicPartition]] = {}
+        waiting: set[int] = set()  # leaders of partitions waiting for a buffer slot
+        live: set[int] = set()  # leaders with a fetchable partition not at its end
         for tp, s in self.partitions.items():
-            if s.paused or s.in_flight or s.next_fetch_offset() is None:
+            if s.paused or s.in_flight:
+                continue
+            offset = s.next_fetch_offset()
+            if offset is None:
+                if hold_back and s.completed is not None and s.has_more(read_committed):
+                    leader = leader_of(tp.topic, tp.partition)
+                    if leader is not None:
+                        waiting.add(leader)
                 continue
             leader = leader_of(tp.topic, tp.partition)
             if leader is None:
                 continue
             out.setdefault(leader, []).append(tp)
+            if hold_back:
+                end = s.last_stable_offset if read_committed else s.high_watermark
+                if end < 0 or offset < end:
+                    live.add(leader)
+        held = False
+        for leader in waiting - live:
+            held = out.pop(leader, None) is not None or held
+        self.held_back = held
         return out
 
     def unknown_leaders(self) -> set[str]:

@@ -7,13 +7,14 @@ the log end) and against brokerlite (many small fetches).
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
 import pytest
 from sdk_brokers import module_broker
-from sdk_fakebroker import FakeBroker
+from sdk_fakebroker import FakeBroker, serving
 
 from trafka.brokerlite import RunningBroker
 from trafka.codec import ErrorCode, KafkaError
@@ -257,6 +258,143 @@ async def test_partition_error_surfaces_once(
                 await c.getmany(timeout_ms=5000)
             got = await c.getmany(timeout_ms=5000)
             assert [r.offset for r in got[TP]] == [0, 1]
+
+
+# -- a partition at its end beside one with a backlog ----------------------------------------
+
+P0 = TopicPartition("two", 0)  # empty: every fetch of it alone waits at the broker
+P1 = TopicPartition("two", 1)  # a backlog of 20 batches
+
+
+def _two_partitions(broker: FakeBroker) -> Any:
+    """A Fetch handler answering each partition with its first batch at or after
+    the offset asked, and waiting ``max_wait_ms`` only when no partition asked
+    for has data, as a broker with fetch.min.bytes 1 does."""
+
+    async def handler(header: Any, body: Any) -> Any:
+        parts = []
+        for t in body.topics:
+            for p in t.partitions:
+                tp = ("two", p.partition)
+                blob = next(
+                    (
+                        b
+                        for b in broker.logs.get(tp, [])
+                        if read_batch_header(b).next_offset > p.fetch_offset
+                    ),
+                    b"",
+                )
+                parts.append((p.partition, blob))
+        if not any(blob for _, blob in parts):
+            await anyio.sleep(body.max_wait_ms / 1000)
+        return R(
+            responses=[
+                R.FetchableTopicResponse(
+                    topic="two",
+                    topic_id=broker.topic_id("two"),
+                    partitions=[
+                        R.PartitionData(
+                            partition_index=index,
+                            high_watermark=broker.next_offset.get(("two", index), 0),
+                            records=blob,
+                        )
+                        for index, blob in parts
+                    ],
+                )
+            ]
+        )
+
+    return handler
+
+
+def _append(broker: FakeBroker, partition: int, n: int) -> None:
+    tp = ("two", partition)
+    base = broker.next_offset.get(tp, 0)
+    rows = [(1000 + i, None, b"p%d-%d" % (partition, base + i), ()) for i in range(n)]
+    blob = bytes(set_base_offset(encode_batch(rows), base))  # type: ignore[arg-type]
+    broker.logs.setdefault(tp, []).append(blob)
+    broker.next_offset[tp] = base + n
+
+
+def _fetched_partitions(broker: FakeBroker) -> list[set[int]]:
+    return [
+        {p.partition for t in body.topics for p in t.partitions}
+        for key, _, body in broker.requests
+        if key == 1
+    ]
+
+
+@asynccontextmanager
+async def _backlog_beside_an_empty_partition() -> AsyncIterator[tuple[FakeBroker, Any]]:
+    """A consumer of P0 (empty) and P1 (20 batches of 5 records) that has taken
+    one record, once P1's next batch is prefetched: both buffer slots of P1 are
+    full. A fetch sent now could only ask for P0, and would wait the whole
+    ``fetch.max.wait.ms`` (60 s) at the broker."""
+    async with serving(FakeBroker(topics={"two": 2})) as broker:
+        for _ in range(20):
+            _append(broker, 1, 5)
+        broker.handlers[1] = _two_partitions(broker)
+        async with open_consumer(
+            bootstrap_servers=broker.bootstrap,
+            auto_offset_reset="earliest",
+            fetch_max_wait_ms=60_000,
+        ) as c:
+            c.assign([P0, P1])
+            first = await c.getmany(timeout_ms=5000, max_records=1)
+            assert [r.offset for r in first[P1]] == [0]
+            state = c._fetcher.partitions[P1]
+            while state.prefetched is None:
+                await anyio.sleep(0.005)
+            yield broker, c
+
+
+async def test_no_fetch_waits_at_the_broker_while_a_backlog_is_buffered() -> None:
+    """Only one fetch per broker is in flight, so a fetch of P0 alone would keep
+    P1 from being fetched again until the broker gives up waiting: the
+    consumer would stall as soon as it had taken P1's buffered records."""
+    with anyio.fail_after(30):
+        async with _backlog_beside_an_empty_partition() as (broker, c):
+            got = [0]
+            while len(got) < 100:
+                for recs in (await c.getmany(timeout_ms=20_000, max_records=3)).values():
+                    got += [r.offset for r in recs]
+            assert got == list(range(100))
+            fetches = _fetched_partitions(broker)
+    # P1 was in every fetch until its backlog was read; P0 never went alone.
+    assert {0} not in fetches
+    assert all(1 in f for f in fetches)
+
+
+@pytest.mark.parametrize("timeout_ms", [0, 20_000])
+async def test_a_poll_that_finds_nothing_fetches_what_was_held_back(timeout_ms: int) -> None:
+    """Held back while P1's records wait to be taken, P0's fetch still goes out
+    when the application asks for P0 alone (with or without waiting)."""
+    with anyio.fail_after(30):
+        async with _backlog_beside_an_empty_partition() as (broker, c):
+            assert c._fetcher.held_back
+            _append(broker, 0, 2)
+            got: dict[TopicPartition, list[Any]] = {}
+            while not got:
+                got = await c.getmany(P0, timeout_ms=timeout_ms)
+                await anyio.sleep(0.005)
+            assert [r.value for r in got[P0]] == [b"p0-0", b"p0-1"]
+            # P1's buffered records are still there, in order.
+            rest = await c.getmany(P1, timeout_ms=5000, max_records=4)
+            assert [r.offset for r in rest[P1]] == [1, 2, 3, 4]
+
+
+async def test_pausing_the_buffered_partition_releases_the_held_fetch() -> None:
+    with anyio.fail_after(30):
+        async with _backlog_beside_an_empty_partition() as (broker, c):
+            assert c._fetcher.held_back
+            sent = len(_fetched_partitions(broker))
+            _append(broker, 0, 1)
+            c.pause(P1)  # its records will not be taken: nothing to hold P0 back for
+            while len(_fetched_partitions(broker)) == sent:
+                await anyio.sleep(0.005)
+            assert _fetched_partitions(broker)[sent] == {0}
+            got = await c.getmany(timeout_ms=5000)
+            assert [r.value for r in got[P0]] == [b"p0-0"] and P1 not in got
 
 
 # -- against brokerlite: many fetches --------------------------------------------------------

@@ -682,3 +682,74 @@ def test_fast_and_ordinary_paths_agree(
             records._speedups = saved
 
     assert decode(True) == decode(False)
+
+
+def _answer(
+    f: Fetcher, tps: list[TopicPartition], parts: dict[int, tuple[bytes, int, int]]
+) -> None:
+    """Fetch ``tps`` and apply an answer: partition -> (records, high watermark, LSO)."""
+    _, positions = f.build_fetch(tps, 12)
+    f.handle_fetch_response(
+        positions,
+        R(
+            responses=[
+                R.FetchableTopicResponse(
+                    topic="t",
+                    partitions=[
+                        R.PartitionData(
+                            partition_index=i, high_watermark=hw, last_stable_offset=lso, records=b
+                        )
+                        for i, (b, hw, lso) in parts.items()
+                    ],
+                )
+            ]
+        ),
+    )
+
+
+@pytest.mark.parametrize("read_committed", [False, True])
+def test_hold_back_a_fetch_that_could_only_wait(read_committed: bool) -> None:
+    a, b = TP, TopicPartition("t", 1)
+    f = Fetcher(cache(), read_committed=read_committed)
+    f.assign([a, b])
+    f.seek(a, 0)
+    f.seek(b, 0)
+    # Under read_committed the end is the LSO: a's open transaction (HW 7) is not readable.
+    a_end = (b"", 7 if read_committed else 0, 0)
+    assert f.fetchable(hold_back=True) == {1: [a, b]}  # no answer yet: ends unknown
+    _answer(f, [a, b], {0: a_end, 1: (batch(0, 5), 20, 20)})
+    assert f.fetchable(hold_back=True) == {1: [a, b]}  # b is prefetched
+    _answer(f, [a, b], {0: a_end, 1: (batch(5, 5), 20, 20)})
+    # b's two slots are full and its log goes on; a alone would wait at the broker.
+    assert f.fetchable(hold_back=True) == {} and f.held_back
+    assert f.fetchable() == {1: [a]} and not f.held_back
+    f.pause([b])  # b's records will not be taken: nothing to hold a back for
+    assert f.fetchable(hold_back=True) == {1: [a]}
+    f.resume([b])
+    assert [r.offset for r in f.take(6)[b]] == [0, 1, 2, 3, 4, 5]  # a slot frees
+    assert f.fetch_wanted
+    assert f.fetchable(hold_back=True) == {1: [a, b]}
+
+
+def test_no_hold_back_when_the_buffered_data_reaches_the_end() -> None:
+    a, b = TP, TopicPartition("t", 1)
+    f = Fetcher(cache())
+    f.assign([a, b])
+    f.seek(a, 0)
+    f.seek(b, 0)
+    _answer(f, [a, b], {0: (b"", 0, 0), 1: (batch(0, 5), 10, 10)})
+    _answer(f, [a, b], {0: (b"", 0, 0), 1: (batch(5, 5), 10, 10)})
+    # b's buffers hold its whole log: a later fetch of b could only wait too.
+    assert f.fetchable(hold_back=True) == {1: [a]} and not f.held_back
+
+
+def test_no_hold_back_while_another_partition_has_more_to_fetch() -> None:
+    a, b = TP, TopicPartition("t", 1)
+    f = Fetcher(cache())
+    f.assign([a, b])
+    f.seek(a, 0)
+    f.seek(b, 0)
+    _answer(f, [a, b], {0: (batch(0, 2), 4, 4), 1: (batch(0, 5), 20, 20)})
+    _answer(f, [b], {1: (batch(5, 5), 20, 20)})
+    # b waits for a free slot, but a (prefetching offset 2 of 4) has data to get.
+    assert f.fetchable(hold_back=True) == {1: [a]} and not f.held_back
