@@ -732,7 +732,7 @@ def _partition_samples(
             )
         out.append(
             MetricSample(
-                p + "record.count",
+                p + "record.success",
                 "sum",
                 c.records_sent,
                 tp,

@@ -146,13 +146,13 @@ def test_partition_samples_from_known_counters() -> None:
         (P + "record.retries", tp("t", 0)): ("sum", "1", 2),
         (P + "record.failures", tp("t", 0, ("reason", "INVALID_RECORD"))): ("sum", "1", 3),
         (P + "record.failures", tp("t", 0, ("reason", "ConnectionResetError"))): ("sum", "1", 1),
-        (P + "record.count", tp("t", 0)): ("sum", "1", 10),
+        (P + "record.success", tp("t", 0)): ("sum", "1", 10),
         (P + "queue.size", tp("t", 1)): ("gauge", "1", 0),
         (P + "queue.bytes", tp("t", 1)): ("gauge", "By", 0),
         (P + "latency.avg", tp("t", 1, leader)): ("gauge", "ms", 0.0),
         (P + "latency.max", tp("t", 1, leader)): ("gauge", "ms", 0.0),
         (P + "record.retries", tp("t", 1)): ("sum", "1", 0),
-        (P + "record.count", tp("t", 1)): ("sum", "1", 0),
+        (P + "record.success", tp("t", 1)): ("sum", "1", 0),
     }
     assert {k: (s.kind, s.unit, s.value) for k, s in got.items()} == expected
     assert all(s.description for s in got.values())
@@ -163,7 +163,7 @@ def test_partition_samples_from_known_counters() -> None:
     again = push(2.0)
     assert again[(P + "latency.avg", tp("t", 0, leader))].value == pytest.approx(100.0)
     assert again[(P + "latency.max", tp("t", 0, leader))].value == pytest.approx(100.0)
-    assert again[(P + "record.count", tp("t", 0))].value == 11
+    assert again[(P + "record.success", tp("t", 0))].value == 11
     quiet = push(3.0)
     assert quiet[(P + "latency.avg", tp("t", 0, leader))].value == 0.0
     assert quiet[(P + "latency.max", tp("t", 0, leader))].value == 0.0
@@ -243,7 +243,7 @@ async def test_retries_and_failures_are_pushed_per_partition() -> None:
         assert len(dict(found)) == len(found), found
         return dict(found)
 
-    assert points("record.count") == {tp("t", 0): 2, tp("t", 1): 0}
+    assert points("record.success") == {tp("t", 0): 2, tp("t", 1): 0}
     assert points("record.retries") == {tp("t", 0): 1, tp("t", 1): 0}
     assert points("record.failures") == {tp("t", 1, ("reason", "INVALID_RECORD")): 1}
     assert points("queue.size") == {tp("t", 0): 0, tp("t", 1): 0}
@@ -251,7 +251,7 @@ async def test_retries_and_failures_are_pushed_per_partition() -> None:
         tp("t", 0, ("acks", "leader")),
         tp("t", 1, ("acks", "leader")),
     }
-    counts = [m for m in metrics if m.name == P + "record.count"]
+    counts = [m for m in metrics if m.name == P + "record.success"]
     assert all(m.kind == "sum" and m.temporality == CUMULATIVE and m.monotonic for m in counts)
 
 
@@ -327,11 +327,11 @@ async def test_brokerlite_receives_each_partitions_counts(
             "latency.avg",
             "latency.max",
             "record.retries",
-            "record.count",
+            "record.success",
         )
     }
     # brokerlite asks for deltas: the sums of every push add up to the totals.
-    counts = per_point(pushes, P + "record.count")
+    counts = per_point(pushes, P + "record.success")
     assert {k: sum(v) for k, v in counts.items()} == {tp(topic, 0): 3, tp(topic, 1): 2}
     retries = per_point(pushes, P + "record.retries")
     assert {k: sum(v) for k, v in retries.items()} == {tp(topic, 0): 0, tp(topic, 1): 0}
