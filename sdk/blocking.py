@@ -444,6 +444,8 @@ class Producer(_Forwarding):
             trio.lowlevel.current_trio_token
         )
         self._hot = self._producer._hot_path
+        # The loop's clock, read from sending threads for the batches they open.
+        self._clock: trio.abc.Clock = self._loop.portal.call(trio.lowlevel.current_clock)
         self._initialized = False  # init_transactions() done (later calls change nothing)
         self._drain_lock: anyio.Lock = self._loop.portal.call(_new_lock)
 
@@ -509,8 +511,10 @@ class Producer(_Forwarding):
                 return future
             if turn is not None:
                 self._wait_turn(turn)
-            # A batch to open: once the loop has opened it (its turn, below), the
-            # next records go straight into it again.
+            if handle and self._open_batch(topic, value, key, future):
+                return future
+            # The general path: once the loop has taken the record (its turn,
+            # below), a batch it opened takes the next records straight again.
             turn_helps = handle
         else:
             self._check_thread()
@@ -546,6 +550,46 @@ class Producer(_Forwarding):
 
     def _wait_turn(self, turn: threading.Event) -> None:
         _wait_turn(self._loop, turn)
+
+    def _open_batch(self, topic: str, value: bytes, key: bytes | None, future: SendFuture) -> bool:
+        """For a record of :meth:`send`'s fast path that needs a batch opened: the
+        async producer's general path from this thread (:meth:`AsyncProducer._open_hot`),
+        the loop then starting what the batch needs. False when that path would
+        wait or refuse the record: it is queued for the loop instead."""
+        producer = self._producer
+        loop_lock = self._loop_lock
+        _locked(loop_lock, "send()")
+        placed = None
+        try:
+            if not (self._draining or self._loop.closing or producer._fatal is not None):
+                placed = producer._open_hot(topic, value, key, self._clock.current_time())
+        finally:
+            turn = _unlocked(loop_lock)
+        if placed is None:
+            if turn is not None:
+                self._wait_turn(turn)
+            return False
+        future._handle, joined = placed
+        try:
+            if turn is None and not joined:
+                # The loop's turn, in which it sends the batch that filled up: the
+                # next records are faster for it than racing the loop for the GIL
+                # (a partition that has just joined a transaction has none to send).
+                turn = threading.Event()
+                self._token.run_sync_soon(self._turn_after, turn)
+            else:
+                self._token.run_sync_soon(producer._after_thread_append)
+        except trio.RunFinishedError:
+            return True  # closed meanwhile: its close flushed or failed the batch
+        if turn is not None:
+            self._wait_turn(turn)
+        return True
+
+    def _turn_after(self, turn: threading.Event) -> None:
+        """On the loop: what a batch opened by a sending thread needs, then ``turn``
+        is set once the loop is idle."""
+        self._loop_lock.release_when_idle(turn)
+        self._producer._after_thread_append()
 
     def _start_drain(self, turn: threading.Event | None) -> None:
         """On the loop: the drainer hands the queue over; ``turn`` is set once idle."""

@@ -394,44 +394,101 @@ class Producer:
             n = await self._wait_for_topic(topic)
             info = md.topics[topic]
         assert info is not None
-        sticky = False
         if partition is None:
-            available = info.available_partitions if self._partitioner_needs_available else ()
-            p = self._partitioner.partition(topic, key_bytes, n, available)
-            sticky = key_bytes is None and self._sticky
+            p, sticky = self._pick(topic, key_bytes, n, info)
         elif 0 <= partition < n:
-            p = partition
+            p, sticky = partition, False
         else:
             raise KafkaError(
                 ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                 f"partition {partition} of {topic!r} (it has {n})",
             )
-        acc = self._acc
+        remember = partition is None and self._hot_path
         deadline: float | None = None
         while True:
-            # Before the append: the batch must not leave before its partition joins.
-            # A new partition's AddPartitionsToTxn goes now, overlapping with
-            # filling the batch.
-            if transactional and self._txn.add_partition(topic, p):
-                self._step_txn(anyio.current_time())
             try:
-                handle = acc.append(
-                    topic, p, ts, key_bytes, value_bytes, hdrs, abort_on_new_batch=sticky
+                handle, _ = self._append_at(
+                    topic, p, sticky, n, ts, key_bytes, value_bytes, hdrs, remember, key
                 )
             except BufferFullError:
+                # Again from the partition first chosen: a sticky move already made
+                # is not made twice (on_new_batch is then a no-op).
                 if deadline is None:
                     deadline = anyio.current_time() + self.config.max_block_ms / 1000
                 await self._wait_for_memory(deadline)
                 continue
-            if handle is None:
-                # KIP-480: the sticky partition's batch is done; move on and append there.
-                available = md.topics[topic].available_partitions
-                self._partitioner.on_new_batch(topic, p, n, available)
-                p = self._partitioner.partition(topic, key_bytes, n, available)
-                sticky = False
-                continue
             break
-        if partition is None and self._hot_path:
+        if handle.index == 0:
+            # A new batch: an older one may be complete. Yield once, so that the
+            # readers and the sender (a linger to start) run while we keep
+            # appending; without this a caller that never awaits anything else
+            # would fill buffer.memory before the first request left. But first
+            # send what is ready if the brokers are idle: the sender would run
+            # only at this task's next yield, after another batch of appends.
+            # The yield cannot be cancelled: the record is in its batch and will
+            # be sent, so the caller must get its future, not Cancelled.
+            self._after_new_batch()
+            await anyio.lowlevel.cancel_shielded_checkpoint()
+        elif handle.batch.full:
+            self._wake.set()
+        return handle
+
+    def _pick(self, topic: str, key_bytes: bytes | None, n: int, info: Any) -> tuple[int, bool]:
+        """The partitioner's choice for a record of ``topic`` (``n`` partitions),
+        and whether it is the sticky partition of a key-less record (KIP-480)."""
+        available = info.available_partitions if self._partitioner_needs_available else ()
+        p = self._partitioner.partition(topic, key_bytes, n, available)
+        return p, key_bytes is None and self._sticky
+
+    def _append_at(
+        self,
+        topic: str,
+        p: int,
+        sticky: bool,
+        n: int,
+        ts: int,
+        key_bytes: bytes | None,
+        value_bytes: bytes | None,
+        hdrs: Sequence[tuple[str, bytes | None]],
+        remember: bool,
+        key: Any,
+        now: float | None = None,
+    ) -> tuple[RecordFuture, bool]:
+        """Append a record to partition ``p`` of ``topic`` (joining ``p`` to the
+        transaction first), or, when ``sticky`` and ``p``'s batch is done, to the
+        sticky partitioner's next choice. Returns the record's future and whether
+        its partition joined the transaction now. With ``remember``, the batch becomes the
+        one the hot path fills for its partition. Touches no task, event or socket
+        unless ``now`` is None: from another thread (``now`` given), starting the
+        transaction's request and waking the sender are the caller's to ask of
+        the loop (:meth:`_after_new_batch`).
+
+        Raises:
+            BufferFullError: no memory for it now.
+            KafkaError: MESSAGE_TOO_LARGE.
+        """
+        acc = self._acc
+        md = self._cluster.metadata
+        joined = False
+        while True:
+            # Before the append: the batch must not leave before its partition joins.
+            # A new partition's AddPartitionsToTxn goes now, overlapping with
+            # filling the batch.
+            if self._transactional and self._txn.add_partition(topic, p):
+                joined = True
+                if now is None:
+                    self._step_txn(anyio.current_time())
+            handle = acc.append(
+                topic, p, ts, key_bytes, value_bytes, hdrs, now, abort_on_new_batch=sticky
+            )
+            if handle is not None:
+                break
+            # KIP-480: the sticky partition's batch is done; move on and append there.
+            available = md.topics[topic].available_partitions
+            self._partitioner.on_new_batch(topic, p, n, available)
+            p = self._partitioner.partition(topic, key_bytes, n, available)
+            sticky = False
+        if remember:
             if key_bytes is None:
                 self._sticky_batches[topic] = handle.batch
             elif self._hot_keyed and type(key) is bytes:
@@ -443,22 +500,21 @@ class Producer:
                     slots = self._keyed_batches[topic] = [None] * n
                 if slots is not None and len(slots) == n:
                     slots[p] = handle.batch
-        if handle.index == 0:
-            # A new batch: an older one may be complete. Yield once, so that the
-            # readers and the sender (a linger to start) run while we keep
-            # appending; without this a caller that never awaits anything else
-            # would fill buffer.memory before the first request left. But first
-            # send what is ready if the brokers are idle: the sender would run
-            # only at this task's next yield, after another batch of appends.
-            # The yield cannot be cancelled: the record is in its batch and will
-            # be sent, so the caller must get its future, not Cancelled.
-            if not self._sender_done:
-                self._send_if_idle()
-            self._wake.set()
-            await anyio.lowlevel.cancel_shielded_checkpoint()
-        elif handle.batch.full:
-            self._wake.set()
-        return handle  # type: ignore[return-value]
+        return handle, joined  # type: ignore[return-value]
+
+    def _after_new_batch(self) -> None:
+        """On the loop, after a batch was opened: send what is ready if the
+        brokers are idle, and wake the sender (a linger to start)."""
+        if not self._sender_done:
+            self._send_if_idle()
+        self._wake.set()
+
+    def _after_thread_append(self) -> None:
+        """On the loop, after :meth:`_open_hot` opened a batch from another thread:
+        what :meth:`send` does there at once (a transaction's request too)."""
+        if self._transactional and not self._closed:
+            self._step_txn(anyio.current_time())
+        self._after_new_batch()
 
     def _append_hot(self, topic: str, value: bytes, key: bytes | None) -> RecordFuture | bool:
         """The hot path of :meth:`send`, for the blocking producer's sending threads:
@@ -504,6 +560,44 @@ class Producer:
         if batch_bytes >= acc.batch_size:
             batch.full = True
         return RecordFuture(batch, len(records) - 1)
+
+    def _open_hot(
+        self, topic: str, value: bytes, key: bytes | None, now: float
+    ) -> tuple[RecordFuture, bool] | None:
+        """For the blocking producer's sending threads, when :meth:`_append_hot`
+        says a batch must be opened: :meth:`send`'s general path for that record,
+        under the same rules (no task, event or socket touched; ``now`` is the
+        loop's clock, read from the calling thread). The caller then asks the
+        loop to run :meth:`_after_thread_append`.
+
+        Returns:
+            The record's future and whether its partition joined the transaction
+            now; None when the record must take :meth:`send` (it would wait for
+            metadata or memory, or be refused).
+        """
+        if self._closed or self._fatal is not None:
+            return None
+        if self._transactional and self._txn.state is not TxnState.IN_TRANSACTION:
+            return None
+        acc = self._acc
+        size = RECORD_OVERHEAD + len(value)
+        if key is not None:
+            if type(key) is not bytes or not self._raw_keys:
+                return None
+            size += len(key)
+        if (
+            acc.closing
+            or size > acc.max_request_size - BATCH_OVERHEAD
+            or size + RECORD_MEMORY_OVERHEAD > acc.buffer_memory - acc.used_memory
+        ):
+            return None
+        info = self._cluster.metadata.topics.get(topic)
+        n = len(info.partitions) if info is not None else 0
+        if not n:
+            return None
+        p, sticky = self._pick(topic, key, n, info)
+        ts = int(time.time() * 1000)
+        return self._append_at(topic, p, sticky, n, ts, key, value, (), True, key, now)
 
     async def send_and_wait(
         self, topic: str, value: Any = None, key: Any = None, **kwargs: Any

@@ -195,12 +195,11 @@ def test_sending_threads_and_the_loop_take_turns(broker: RunningBroker) -> None:
         assert not thread.is_alive()
 
 
-def test_only_records_that_open_a_batch_wait_for_the_loops_turn(
+def test_records_the_fast_path_cannot_take_never_wait_for_the_loops_turn(
     broker: RunningBroker, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Waiting for the loop helps a record that opens a batch (the next ones go
-    # straight into it); records the fast path never takes (a serializer,
-    # headers, a partition) would only pay a thread switch each.
+    # Records the fast path never takes (a serializer, headers, a partition)
+    # queue for the loop: waiting for its turn would only cost each a thread switch.
     bs = broker.bootstrap_servers
     topic = _topic(bs, 2)
     waits: list[threading.Event] = []
@@ -218,12 +217,46 @@ def test_only_records_that_open_a_batch_wait_for_the_loops_turn(
         futures += [producer.send(topic, b"h", headers={"n": b"%d" % i}) for i in range(1000)]
         futures += [producer.send(topic, b"p", partition=i % 2) for i in range(1000)]
         producer.flush()
-        assert waits == []
-        futures += [producer.send(topic, b"fast %d" % i) for i in range(1000)]
-        producer.flush()
-        assert waits  # at least the record that opened the first batch
+    assert waits == []
     assert all(f.exception(timeout=0) is None for f in futures)
-    assert len(_read_all(bs, topic)) == 4000
+    assert len(_read_all(bs, topic)) == 3000
+
+
+@pytest.mark.parametrize("keyed", [False, True])
+def test_sending_threads_open_batches_themselves(
+    broker: RunningBroker, monkeypatch: pytest.MonkeyPatch, keyed: bool
+) -> None:
+    # Once the topic's metadata is known, a bytes record whose partition has no
+    # room opens the next batch from the sending thread: no record goes through
+    # the loop's queue, and order and offsets are as sent.
+    bs = broker.bootstrap_servers
+    topic = _topic(bs, 3)
+    drains: list[object] = []
+    start_drain = Producer._start_drain
+
+    def counted(self: Producer, turn: threading.Event | None) -> None:
+        drains.append(turn)
+        start_drain(self, turn)
+
+    monkeypatch.setattr(Producer, "_start_drain", counted)
+    with Producer(bootstrap_servers=bs, batch_size=2048, linger_ms=0) as producer:
+        assert len(producer.partitions_for(topic)) == 3
+        futures = [
+            producer.send(topic, b"%05d" % i + b"." * 100, b"k%d" % (i % 7) if keyed else None)
+            for i in range(3000)
+        ]
+        producer.flush()
+        batches = producer.statistics().topics[topic].batches_sent
+    assert drains == []
+    assert batches >= 3000 * 100 // 2048  # each batch opened by this thread
+    log = {(p, o): v for p, o, v in _read_all(bs, topic)}
+    assert len(log) == 3000
+    last: dict[int, int] = {}
+    for i, future in enumerate(futures):
+        md = future.result(timeout=0)
+        assert log[md.partition, md.offset][:5] == b"%05d" % i
+        assert md.offset == last.get(md.partition, -1) + 1  # in order, nothing between
+        last[md.partition] = md.offset
 
 
 def test_a_send_from_a_callback_is_refused_rather_than_a_deadlock(
@@ -420,6 +453,50 @@ def test_transaction_blocks_commit_or_abort(broker: RunningBroker) -> None:
     assert committed == [b"committed-%d" % i for i in range(10)] + [b"after"]
     everything = [v for _, _, v in _read_all(bs, topic)]
     assert len([v for v in everything if v.startswith(b"aborted")]) == 5
+
+
+def test_transactions_whose_partitions_join_from_the_sending_thread(
+    broker: RunningBroker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Each transaction's first record of a partition opens its batch from the
+    # sending thread, which adds the partition to the transaction there; the loop
+    # then sends AddPartitionsToTxn, and no batch leaves before its partition joined.
+    bs = broker.bootstrap_servers
+    topic = _topic(bs, 3)
+    drains: list[object] = []
+    start_drain = Producer._start_drain
+
+    def counted(self: Producer, turn: threading.Event | None) -> None:
+        drains.append(turn)
+        start_drain(self, turn)
+
+    monkeypatch.setattr(Producer, "_start_drain", counted)
+    expected: list[bytes] = []
+    with Producer(
+        bootstrap_servers=bs, transactional_id=fresh("tid"), batch_size=1024, linger_ms=0
+    ) as producer:
+        assert len(producer.partitions_for(topic)) == 3
+        producer.init_transactions()
+        for t in range(12):
+            values = [b"t%02d-%03d-" % (t, i) + b"." * 50 for i in range(60)]
+            if t % 4 == 3:
+                with pytest.raises(RuntimeError), producer.transaction():
+                    for i, v in enumerate(values):
+                        producer.send(topic, v, b"k%d" % (i % 5))
+                    raise RuntimeError("abort this one")
+            else:
+                with producer.transaction():
+                    for i, v in enumerate(values):
+                        producer.send(topic, v, b"k%d" % (i % 5))
+                expected += values
+        stats = producer.statistics()
+    assert drains == []
+    assert stats.transactions_committed == 9 and stats.transactions_aborted == 3
+    committed = _read_all(bs, topic, isolation_level="read_committed")
+    assert sorted(v for _, _, v in committed) == sorted(expected)
+    for partition in range(3):  # each partition holds its records in the order sent
+        mine = [v for p, _, v in committed if p == partition]
+        assert mine == [v for v in expected if v in set(mine)]
 
 
 # -- consumer ---------------------------------------------------------------------------------------
