@@ -61,6 +61,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import inspect
 import logging
 import threading
 import time
@@ -127,11 +128,30 @@ class _Portal:
         self.closing = False
         self.closed = False
         self._lock = threading.Lock()
+        self.token: trio.lowlevel.TrioToken = self.portal.call(trio.lowlevel.current_trio_token)
+        self.thread: int = self.portal.call(threading.get_ident)
 
     def call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """``fn(*args, **kwargs)`` on the loop (awaited if it returns a coroutine),
+        blocking until it is done.
+
+        One crossing each way (:func:`_start_call`), where the portal's own
+        ``call`` waits for its task to be spawned before it waits for the result:
+        about 110 us instead of 165 us here.
+        """
         if self.closed:
             raise ClientClosedError("the client is closed")
-        return self.portal.call(partial(fn, *args, **kwargs))
+        if threading.get_ident() == self.thread:
+            raise UsageError(
+                f"{getattr(fn, '__name__', fn)}() was called on the client's own thread "
+                "(from a callback?); callbacks must not call the client"
+            )
+        future: Future[Any] = Future()
+        try:
+            self.token.run_sync_soon(_start_call, future, fn, args, kwargs)
+        except trio.RunFinishedError:
+            raise ClientClosedError("the client is closed") from None
+        return future.result()
 
     def slices(self, timeout_ms: float | None, closed: str) -> Iterator[float]:
         """The waits (seconds) of the calls a blocking wait of ``timeout_ms`` (None:
@@ -160,6 +180,35 @@ class _Portal:
         finally:
             self.closed = True
         return True
+
+
+def _start_call(
+    future: Future[Any], fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> None:
+    """On the loop, for :meth:`_Portal.call`: run ``fn``; a coroutine it returns is
+    awaited by a task of its own."""
+    try:
+        result = fn(*args, **kwargs)
+    except BaseException as exc:
+        future.set_exception(exc)
+        return
+    if inspect.iscoroutine(result):
+        trio.lowlevel.spawn_system_task(_await_call, future, result, name=f"trafka call {fn!r}")
+    else:
+        future.set_result(result)
+
+
+async def _await_call(future: Future[Any], coroutine: Coroutine[Any, Any, Any]) -> None:
+    try:
+        result = await coroutine
+    except trio.Cancelled:
+        # Only when the loop stops under the call.
+        future.set_exception(ClientClosedError("the client is closed"))
+        raise
+    except BaseException as exc:
+        future.set_exception(exc)
+    else:
+        future.set_result(result)
 
 
 class _Forwarding:
@@ -440,9 +489,7 @@ class Producer(_Forwarding):
             )
         )
         self._producer: AsyncProducer = self._loop.client
-        self._token: trio.lowlevel.TrioToken = self._loop.portal.call(
-            trio.lowlevel.current_trio_token
-        )
+        self._token: trio.lowlevel.TrioToken = self._loop.token
         self._hot = self._producer._hot_path
         # The loop's clock, read from sending threads for the batches they open.
         self._clock: trio.abc.Clock = self._loop.portal.call(trio.lowlevel.current_clock)
@@ -851,9 +898,7 @@ class Consumer(_Forwarding):
             lambda: _with_loop_lock(open_consumer(config=config, **settings), self._loop_lock)
         )
         self._consumer: AsyncConsumer = self._loop.client
-        self._token: trio.lowlevel.TrioToken = self._loop.portal.call(
-            trio.lowlevel.current_trio_token
-        )
+        self._token: trio.lowlevel.TrioToken = self._loop.token
         # The loop's clock (trio's: perf_counter plus an offset), read from this
         # thread for the polls it makes itself.
         self._clock: trio.abc.Clock = self._loop.portal.call(trio.lowlevel.current_clock)

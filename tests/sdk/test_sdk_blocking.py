@@ -287,6 +287,32 @@ def test_a_send_from_a_callback_is_refused_rather_than_a_deadlock(
     assert [v for _, _, v in _read_all(bs, topic)] == [b"first"]
 
 
+def test_a_blocking_call_from_a_callback_is_refused_rather_than_a_deadlock(
+    broker: RunningBroker,
+) -> None:
+    bs = broker.bootstrap_servers
+    topic = _topic(bs, 1)
+    refused: list[BaseException] = []
+    with Producer(bootstrap_servers=bs) as producer:
+
+        def callback(_: SendFuture) -> None:
+            for call in (producer.flush, lambda: producer.partitions_for(topic)):
+                try:
+                    call()
+                except UsageError as exc:
+                    refused.append(exc)
+
+        held = _Held(producer)  # the record cannot be delivered before the callback is added
+        future = producer.send(topic, b"first")
+        future.add_done_callback(callback)
+        held.release.set()
+        producer.flush()
+        assert future.result().offset == 0
+        assert producer.partitions_for(topic) == [0]  # the client still works
+    assert len(refused) == 2
+    assert all("own thread" in str(exc) for exc in refused)
+
+
 def test_close_while_threads_send_leaves_no_record_in_doubt(broker: RunningBroker) -> None:
     # Every record a sending thread got a future for is, after close, either
     # acknowledged and in the log at its offset or failed and nowhere.
