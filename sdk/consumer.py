@@ -833,6 +833,9 @@ class Consumer:
             timeout = math.inf
             if retry_at:
                 timeout = max(min(retry_at.values()) - anyio.current_time(), 0.0)
+            hold = fetcher.hold_deadline
+            if hold is not None:
+                timeout = min(timeout, max(hold - anyio.current_time(), 0.0))
             with anyio.move_on_after(timeout):
                 await self._wake.wait()
 
@@ -855,7 +858,11 @@ class Consumer:
         retry_at = self._fetch_retry_at
         if hold_back is None:
             hold_back = not self._polls_waiting
-        for node, tps in fetcher.fetchable(hold_back=hold_back).items():
+        deadline = fetcher.hold_deadline
+        fetchable = fetcher.fetchable(hold_back=hold_back, now=anyio.current_time())
+        if fetcher.hold_deadline is not None and fetcher.hold_deadline != deadline:
+            self._wake_fetcher()  # its wait must end when the hold does
+        for node, tps in fetchable.items():
             if node in self._fetching:
                 continue
             if retry_at and node in retry_at:

@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import math
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
@@ -250,8 +251,12 @@ class Fetcher:
         #: Set when taking records made a partition fetchable again (the driver
         #: clears it after sending fetches).
         self.fetch_wanted = False
-        #: Whether the last :meth:`fetchable` held a broker's fetch back.
+        #: Whether the last :meth:`fetchable` held a broker's fetch back, and
+        #: until when at most (the driver's clock).
         self.held_back = False
+        self.hold_deadline: float | None = None
+        self._held_since: dict[int, float] = {}  # node -> when its fetch was first held
+        self._hold_max = fetch_max_wait_ms / 1000
         #: Set when a fetch answer asked for an offset lookup (OFFSET_OUT_OF_RANGE
         #: under auto.offset.reset): the driver's lookups are not started from its
         #: response path, so it must wake the task that starts them.
@@ -449,6 +454,7 @@ class Fetcher:
         leader_of: Callable[[str, int], int | None] | None = None,
         *,
         hold_back: bool = False,
+        now: float = 0.0,
     ) -> dict[int, list[TopicPartition]]:
         """Fetchable partitions grouped by leader.
 
@@ -461,8 +467,12 @@ class Fetcher:
         broker is in flight, the partition with data could not be fetched
         meanwhile: the application would stall once it has taken the buffered
         data. Held back, the fetch goes out with that partition in it once a
-        buffer slot frees (taking records sets :attr:`fetch_wanted`). A poll
-        that finds nothing to take must fetch without ``hold_back``.
+        buffer slot frees (taking records sets :attr:`fetch_wanted`), or after
+        ``fetch.max.wait.ms`` (seconds of ``now``, the driver's clock) if no
+        slot frees by then: an application slow to take the buffered records
+        would otherwise get no new records of the other partitions meanwhile.
+        :attr:`hold_deadline` is when the first hold ends. A poll that finds
+        nothing to take must fetch without ``hold_back``.
         """
         leader_of = leader_of or self.metadata.leader_for
         read_committed = self.read_committed
@@ -487,10 +497,19 @@ class Fetcher:
                 end = s.last_stable_offset if read_committed else s.high_watermark
                 if end < 0 or offset < end:
                     live.add(leader)
-        held = False
+        holds = self._held_since
+        deadline = math.inf
         for leader in waiting - live:
-            held = out.pop(leader, None) is not None or held
-        self.held_back = held
+            if leader not in out:
+                continue
+            ends = holds.setdefault(leader, now) + self._hold_max
+            if now < ends:
+                del out[leader]
+                deadline = min(deadline, ends)
+        for leader in [n for n in holds if n in out or n not in waiting]:
+            del holds[leader]  # sent (a hold that ran out), or nothing to hold for
+        self.held_back = deadline < math.inf
+        self.hold_deadline = deadline if self.held_back else None
         return out
 
     def unknown_leaders(self) -> set[str]:

@@ -325,7 +325,9 @@ def _fetched_partitions(broker: FakeBroker) -> list[set[int]]:
 
 
 @asynccontextmanager
-async def _backlog_beside_an_empty_partition() -> AsyncIterator[tuple[FakeBroker, Any]]:
+async def _backlog_beside_an_empty_partition(
+    max_wait_ms: int = 60_000,
+) -> AsyncIterator[tuple[FakeBroker, Any]]:
     """A consumer of P0 (empty) and P1 (20 batches of 5 records) that has taken
     one record, once P1's next batch is prefetched: both buffer slots of P1 are
     full. A fetch sent now could only ask for P0, and would wait the whole
@@ -337,7 +339,7 @@ async def _backlog_beside_an_empty_partition() -> AsyncIterator[tuple[FakeBroker
         async with open_consumer(
             bootstrap_servers=broker.bootstrap,
             auto_offset_reset="earliest",
-            fetch_max_wait_ms=60_000,
+            fetch_max_wait_ms=max_wait_ms,
         ) as c:
             c.assign([P0, P1])
             first = await c.getmany(timeout_ms=5000, max_records=1)
@@ -381,6 +383,23 @@ async def test_a_poll_that_finds_nothing_fetches_what_was_held_back(timeout_ms: 
             # P1's buffered records are still there, in order.
             rest = await c.getmany(P1, timeout_ms=5000, max_records=4)
             assert [r.offset for r in rest[P1]] == [1, 2, 3, 4]
+
+
+async def test_a_fetch_is_held_back_no_longer_than_fetch_max_wait_ms() -> None:
+    """An application slow to take P1's buffered records still gets P0's new
+    records: the held fetch goes out once fetch.max.wait.ms has passed."""
+    with anyio.fail_after(30):
+        async with _backlog_beside_an_empty_partition(max_wait_ms=300) as (broker, c):
+            assert c._fetcher.held_back
+            sent = len(_fetched_partitions(broker))
+            _append(broker, 0, 1)
+            while len(_fetched_partitions(broker)) == sent:  # no poll meanwhile
+                await anyio.sleep(0.005)
+            assert _fetched_partitions(broker)[sent] == {0}
+            while not c._fetcher.partitions[P0].completed:
+                await anyio.sleep(0.005)
+            got = await c.getmany(P0, timeout_ms=5000)
+            assert [r.value for r in got[P0]] == [b"p0-0"]
 
 
 async def test_pausing_the_buffered_partition_releases_the_held_fetch() -> None:

@@ -721,7 +721,12 @@ def test_hold_back_a_fetch_that_could_only_wait(read_committed: bool) -> None:
     assert f.fetchable(hold_back=True) == {1: [a, b]}  # b is prefetched
     _answer(f, [a, b], {0: a_end, 1: (batch(5, 5), 20, 20)})
     # b's two slots are full and its log goes on; a alone would wait at the broker.
-    assert f.fetchable(hold_back=True) == {} and f.held_back
+    assert f.fetchable(hold_back=True, now=10.0) == {} and f.held_back
+    assert f.hold_deadline == 10.5  # fetch.max.wait.ms, the longest it is held
+    assert f.fetchable(hold_back=True, now=10.4) == {} and f.hold_deadline == 10.5
+    assert f.fetchable(hold_back=True, now=10.5) == {1: [a]} and not f.held_back
+    assert f.hold_deadline is None
+    assert f.fetchable(hold_back=True, now=20.0) == {} and f.hold_deadline == 20.5  # anew
     assert f.fetchable() == {1: [a]} and not f.held_back
     f.pause([b])  # b's records will not be taken: nothing to hold a back for
     assert f.fetchable(hold_back=True) == {1: [a]}
