@@ -433,6 +433,34 @@ class Producer:
             self._wake.set()
         return handle
 
+    def try_send(self, topic: str, value: Any = None, key: Any = None) -> RecordFuture | None:
+        """:meth:`send` without awaiting, for a record that fits the batch its
+        partition is filling now; None for any other, which :meth:`send` must
+        then take::
+
+            future = producer.try_send(topic, value) or await producer.send(topic, value)
+
+        Taken: a bytes value, with no key or a bytes key (when the partitioner
+        is the default ``murmur2``), under the default serializers, whose
+        partition has an open batch with room for it, within ``buffer.memory``
+        and, for a transactional producer, inside a transaction. None: anything
+        else, such as a batch to open (:meth:`send` opens it and lets the sender
+        run), the producer closed, or headers, a partition or a timestamp (which
+        this method does not take). It never waits and is no checkpoint; call it
+        from a task of the producer's event loop, as :meth:`send`.
+
+        It saves an ``await`` (a coroutine) per record: 13-20% in a loop that
+        only sends (``bench/clients.py``, ``trafka-try-send``).
+        """
+        if type(value) is not bytes or not self._hot_path or self._closed or self._fatal:
+            return None
+        handle = self._append_hot(topic, value, key)
+        if handle is True or handle is False:
+            return None
+        if handle.batch.full:
+            self._wake.set()
+        return handle
+
     def _pick(self, topic: str, key_bytes: bytes | None, n: int, info: Any) -> tuple[int, bool]:
         """The partitioner's choice for a record of ``topic`` (``n`` partitions),
         and whether it is the sticky partition of a key-less record (KIP-480)."""

@@ -11,6 +11,7 @@ from sdk_fakebroker import FakeBroker
 
 from trafka.codec import ErrorCode, KafkaError
 from trafka.codec.records import read_batch_header
+from trafka.sdk.accumulator import RECORD_OVERHEAD
 from trafka.sdk.errors import (
     ClientClosedError,
     ConfigError,
@@ -343,6 +344,83 @@ async def test_keyed_hot_path_follows_a_partition_count_change(fake_broker: Fake
         second = [await f for f in after]
     assert [m.partition for m in first] == [murmur2_partition(k, 3) for k in keys]
     assert [m.partition for m in second] == [murmur2_partition(k, 7) for k in keys]
+
+
+async def test_try_send_takes_what_fits_an_open_batch_and_send_the_rest(
+    fake_broker: FakeBroker,
+) -> None:
+    """The documented loop: try_send, else send. Every record lands once, in
+    order per partition, and try_send takes nearly all of them."""
+    keys = [None if i % 3 else b"k%d" % (i % 5) for i in range(3000)]
+    taken = 0
+    with anyio.fail_after(20):
+        async with open_producer(
+            bootstrap_servers=fake_broker.bootstrap, batch_size=4096, linger_ms=2
+        ) as p:
+            futures = []
+            for i, key in enumerate(keys):
+                value = b"v%d" % i
+                future = p.try_send("t", value, key)
+                if future is None:
+                    future = await p.send("t", value, key)
+                else:
+                    taken += 1
+                futures.append(future)
+        results = [await f for f in futures]
+    assert taken > 2500  # all but the records that opened a batch
+    sent: dict[int, list[bytes]] = {0: [], 1: [], 2: []}
+    for i, (key, md) in enumerate(zip(keys, results, strict=True)):
+        if key is not None:
+            assert md.partition == murmur2_partition(key, 3)
+        sent[md.partition].append(b"v%d" % i)
+    for part, values in sent.items():
+        assert [r.value for r in fake_broker.records("t", part)] == values
+
+
+async def test_try_send_declines_what_needs_send(fake_broker: FakeBroker) -> None:
+    with anyio.fail_after(20):
+        async with open_producer(
+            bootstrap_servers=fake_broker.bootstrap, linger_ms=60_000, batch_size=4096
+        ) as p:
+            assert p.try_send("one", b"x") is None  # no batch open yet
+            first = await p.send("one", b"x")
+            assert p.try_send("one", "text") is None  # not bytes
+            assert p.try_send("one", b"x", key="text") is None
+            assert p.try_send("one", b"y" * 5000) is None  # no room in the batch
+            assert p.try_send("one", b"z") is not None
+            await p.flush()
+            assert p.try_send("one", b"x") is None  # the batch has left
+            assert (await first).offset == 0
+        assert p.try_send("one", b"x") is None  # closed
+    async with open_producer(
+        bootstrap_servers=fake_broker.bootstrap, partitioner="random", linger_ms=60_000
+    ) as p:
+        await p.send("t", b"v", key=b"k")
+        assert p.try_send("t", b"v", key=b"k") is None  # keys only for murmur2
+
+
+async def test_a_batch_try_send_fills_leaves_without_waiting_for_linger(
+    fake_broker: FakeBroker,
+) -> None:
+    with anyio.fail_after(20):
+        async with open_producer(
+            bootstrap_servers=fake_broker.bootstrap, batch_size=1024, linger_ms=60_000
+        ) as p:
+            await p.send("one", b"warm-up")
+            await p.flush()  # connected, and the sender idle until a linger ends
+            futures = [await p.send("one", b"first")]
+            await anyio.sleep(0.05)  # the sender has seen the new batch's linger
+            batch = futures[0].batch
+            while (future := p.try_send("one", b"." * 50)) is not None:
+                futures.append(future)
+            # The record that fills the batch to batch.size exactly marks it full.
+            room = p._acc.batch_size - batch.size - RECORD_OVERHEAD
+            future = p.try_send("one", b"." * room)
+            assert future is not None and future.batch is batch and batch.full
+            futures.append(future)
+            # No flush, no other send: the full batch goes at once, not after linger.
+            results = [await f for f in futures]
+    assert [r.offset for r in results] == list(range(1, len(futures) + 1))
 
 
 async def test_keyed_hot_path_is_off_for_a_custom_partitioner(fake_broker: FakeBroker) -> None:
