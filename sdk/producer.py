@@ -485,11 +485,11 @@ class Producer:
         """Append a record to partition ``p`` of ``topic`` (joining ``p`` to the
         transaction first), or, when ``sticky`` and ``p``'s batch is done, to the
         sticky partitioner's next choice. Returns the record's future and whether
-        its partition joined the transaction now. With ``remember``, the batch becomes the
-        one the hot path fills for its partition. Touches no task, event or socket
-        unless ``now`` is None: from another thread (``now`` given), starting the
-        transaction's request and waking the sender are the caller's to ask of
-        the loop (:meth:`_after_new_batch`).
+        its partition joined the transaction now. With ``remember``, the batch
+        becomes the one the hot path fills for its partition. Touches no task,
+        event or socket unless ``now`` is None: from another thread (``now``
+        given), starting the transaction's request and waking the sender are the
+        caller's to ask of the loop (:meth:`_after_thread_append`).
 
         Raises:
             BufferFullError: no memory for it now.
