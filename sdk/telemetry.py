@@ -915,18 +915,18 @@ def _seconds_ago(then: float | None, now: float) -> int:
 
 
 def _meter(
-    averages: IntervalAverages, name: str, total: int, now: float, what: str
+    averages: IntervalAverages, name: str, total: int, now: float, what: str, unit: str = "1"
 ) -> list[MetricSample]:
     """``<name>.total`` (a sum) and ``<name>.rate`` (per second since the last push)."""
     return [
         MetricSample(
-            name + ".total", "sum", total, unit="1", description=f"The total number of {what}."
+            name + ".total", "sum", total, unit=unit, description=f"The total number of {what}."
         ),
         MetricSample(
             name + ".rate",
             "gauge",
             averages.rate(name, total, now),
-            unit="1",
+            unit=unit,
             description=f"The number of {what} per second.",
         ),
     ]
@@ -1018,23 +1018,14 @@ def share_consumer_samples(
             "number of record bytes a share fetch request brought",
             unit="By",
         )
-        bytes_total = int(fetch_bytes.total)
-        out += [
-            MetricSample(
-                f + "bytes.consumed.total",
-                "sum",
-                bytes_total,
-                unit="By",
-                description="The total number of record bytes share fetched.",
-            ),
-            MetricSample(
-                f + "bytes.consumed.rate",
-                "gauge",
-                averages.rate(f + "bytes.consumed", bytes_total, now),
-                unit="By",
-                description="The number of record bytes share fetched per second.",
-            ),
-        ]
+        out += _meter(
+            averages,
+            f + "bytes.consumed",
+            int(fetch_bytes.total),
+            now,
+            "record bytes share fetched",
+            unit="By",
+        )
     if fetch_records is not None:
         out += _avg_max(
             f + "records.per.request",

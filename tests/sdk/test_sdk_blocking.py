@@ -222,23 +222,29 @@ def test_records_the_fast_path_cannot_take_never_wait_for_the_loops_turn(
     assert len(_read_all(bs, topic)) == 3000
 
 
+@pytest.fixture
+def drains(monkeypatch: pytest.MonkeyPatch) -> list[object]:
+    """Each hand-over of queued records to the loop that producers start."""
+    started: list[object] = []
+    start_drain = Producer._start_drain
+
+    def counted(self: Producer, turn: threading.Event | None) -> None:
+        started.append(turn)
+        start_drain(self, turn)
+
+    monkeypatch.setattr(Producer, "_start_drain", counted)
+    return started
+
+
 @pytest.mark.parametrize("keyed", [False, True])
 def test_sending_threads_open_batches_themselves(
-    broker: RunningBroker, monkeypatch: pytest.MonkeyPatch, keyed: bool
+    broker: RunningBroker, drains: list[object], keyed: bool
 ) -> None:
     # Once the topic's metadata is known, a bytes record whose partition has no
     # room opens the next batch from the sending thread: no record goes through
     # the loop's queue, and order and offsets are as sent.
     bs = broker.bootstrap_servers
     topic = _topic(bs, 3)
-    drains: list[object] = []
-    start_drain = Producer._start_drain
-
-    def counted(self: Producer, turn: threading.Event | None) -> None:
-        drains.append(turn)
-        start_drain(self, turn)
-
-    monkeypatch.setattr(Producer, "_start_drain", counted)
     with Producer(bootstrap_servers=bs, batch_size=2048, linger_ms=0) as producer:
         assert len(producer.partitions_for(topic)) == 3
         futures = [
@@ -482,21 +488,13 @@ def test_transaction_blocks_commit_or_abort(broker: RunningBroker) -> None:
 
 
 def test_transactions_whose_partitions_join_from_the_sending_thread(
-    broker: RunningBroker, monkeypatch: pytest.MonkeyPatch
+    broker: RunningBroker, drains: list[object]
 ) -> None:
     # Each transaction's first record of a partition opens its batch from the
     # sending thread, which adds the partition to the transaction there; the loop
     # then sends AddPartitionsToTxn, and no batch leaves before its partition joined.
     bs = broker.bootstrap_servers
     topic = _topic(bs, 3)
-    drains: list[object] = []
-    start_drain = Producer._start_drain
-
-    def counted(self: Producer, turn: threading.Event | None) -> None:
-        drains.append(turn)
-        start_drain(self, turn)
-
-    monkeypatch.setattr(Producer, "_start_drain", counted)
     expected: list[bytes] = []
     with Producer(
         bootstrap_servers=bs, transactional_id=fresh("tid"), batch_size=1024, linger_ms=0
