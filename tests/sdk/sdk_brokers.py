@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import itertools
+import json
+import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -29,6 +32,28 @@ def module_broker(
     data = tmp_path_factory.mktemp(name)
     with broker_in_thread(port=0, host="127.0.0.1", data_dir=data, **settings) as running:
         yield running
+
+
+def telemetry_broker(
+    tmp_path_factory: pytest.TempPathFactory, name: str, pushes_file: Path, **settings: Any
+) -> Iterator[RunningBroker]:
+    """:func:`module_broker` with a KIP-714 receiver that writes every push it
+    accepts to ``pushes_file`` (see :func:`received_pushes`)."""
+    yield from module_broker(
+        tmp_path_factory,
+        name,
+        client_telemetry_enabled=True,
+        client_telemetry_file=pushes_file,
+        **settings,
+    )
+
+
+def received_pushes(pushes_file: Path, instance: uuid.UUID) -> list[dict[str, Any]]:
+    """Every push a :func:`telemetry_broker` accepted from ``instance``, in order."""
+    if not pushes_file.exists():
+        return []
+    lines = pushes_file.read_text().splitlines()
+    return [p for line in lines if (p := json.loads(line))["client_instance_id"] == str(instance)]
 
 
 #: brokerlite settings for share-group tests: heartbeats every 200 ms rather than

@@ -8,7 +8,6 @@ blocking Admin forwards ``client_instance_id``."""
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,7 +16,7 @@ from typing import Any
 
 import anyio
 import pytest
-from sdk_brokers import fresh, module_broker
+from sdk_brokers import fresh, received_pushes, telemetry_broker
 
 from trafka.brokerlite import RunningBroker
 from trafka.brokerlite.server import broker_in_thread
@@ -75,12 +74,7 @@ def pushes_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory, pushes_file: Path) -> Iterator[RunningBroker]:
-    yield from module_broker(
-        tmp_path_factory,
-        "telemetry-admin",
-        client_telemetry_enabled=True,
-        client_telemetry_file=pushes_file,
-    )
+    yield from telemetry_broker(tmp_path_factory, "telemetry-admin", pushes_file)
 
 
 @pytest.fixture
@@ -103,14 +97,6 @@ async def subscribe_metrics(admin: Admin, client_id: str) -> None:
 async def subscribe(bootstrap: str, client_id: str) -> None:
     async with open_admin(bootstrap_servers=bootstrap) as admin:
         await subscribe_metrics(admin, client_id)
-
-
-def received(pushes_file: Path, instance: uuid.UUID) -> list[dict[str, Any]]:
-    """Every push brokerlite accepted from ``instance``, in order (its JSON lines)."""
-    if not pushes_file.exists():
-        return []
-    lines = pushes_file.read_text().splitlines()
-    return [p for line in lines if (p := json.loads(line))["client_instance_id"] == str(instance)]
 
 
 def total(pushes: list[dict[str, Any]], name: str) -> float:
@@ -194,7 +180,7 @@ async def test_brokerlite_receives_the_admins_metrics(
     # Java's admin maps no setting to a resource attribute (no client.rack given).
     assert all(not m.resource for m in last.metrics)
 
-    pushes = received(pushes_file, instance)
+    pushes = received_pushes(pushes_file, instance)
     assert len(pushes) >= 2 and pushes[-1]["terminating"]
     assert not any(p["terminating"] for p in pushes[:-1])
     # What it did: the deltas add up to the connections the admin made.

@@ -6,7 +6,6 @@ wrote to two partitions."""
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,7 +14,7 @@ from typing import Any
 
 import anyio
 import pytest
-from sdk_brokers import module_broker
+from sdk_brokers import received_pushes, telemetry_broker
 from sdk_fakebroker import serving
 from test_sdk_telemetry import TelemetryBroker
 
@@ -265,17 +264,7 @@ def pushes_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory, pushes_file: Path) -> Iterator[RunningBroker]:
-    yield from module_broker(
-        tmp_path_factory,
-        "telemetry-partitions",
-        client_telemetry_enabled=True,
-        client_telemetry_file=pushes_file,
-    )
-
-
-def received(pushes_file: Path, instance: uuid.UUID) -> list[dict[str, Any]]:
-    lines = pushes_file.read_text().splitlines() if pushes_file.exists() else []
-    return [p for line in lines if (p := json.loads(line))["client_instance_id"] == str(instance)]
+    yield from telemetry_broker(tmp_path_factory, "telemetry-partitions", pushes_file)
 
 
 def per_point(pushes: list[dict[str, Any]], name: str) -> dict[frozenset[Any], list[Any]]:
@@ -316,7 +305,7 @@ async def test_brokerlite_receives_each_partitions_counts(
                 await f
             while broker.broker.telemetry.latest(instance) is None:
                 await anyio.sleep(0.02)
-    pushes = received(pushes_file, instance)
+    pushes = received_pushes(pushes_file, instance)
     assert pushes and pushes[-1]["terminating"]
     names = {m["name"] for p in pushes for m in p["metrics"]}
     assert names == {

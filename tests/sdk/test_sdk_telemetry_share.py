@@ -7,7 +7,6 @@ share consumer forwards ``client_instance_id``."""
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,7 +15,14 @@ from typing import Any
 
 import anyio
 import pytest
-from sdk_brokers import SHARE_HEARTBEATS, fresh, module_broker, produce, share_queue
+from sdk_brokers import (
+    SHARE_HEARTBEATS,
+    fresh,
+    produce,
+    received_pushes,
+    share_queue,
+    telemetry_broker,
+)
 
 from trafka.brokerlite import RunningBroker
 from trafka.codec.messages import k03_metadata as md
@@ -172,12 +178,8 @@ def pushes_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory, pushes_file: Path) -> Iterator[RunningBroker]:
-    yield from module_broker(
-        tmp_path_factory,
-        "telemetry-share",
-        client_telemetry_enabled=True,
-        client_telemetry_file=pushes_file,
-        **SHARE_HEARTBEATS,
+    yield from telemetry_broker(
+        tmp_path_factory, "telemetry-share", pushes_file, **SHARE_HEARTBEATS
     )
 
 
@@ -198,14 +200,6 @@ async def subscribe_metrics(bootstrap: str, client_id: str) -> None:
                 "match": f"client_id={client_id}",
             },
         )
-
-
-def received(pushes_file: Path, instance: uuid.UUID) -> list[dict[str, Any]]:
-    """Every push brokerlite accepted from ``instance``, in order (its JSON lines)."""
-    if not pushes_file.exists():
-        return []
-    lines = pushes_file.read_text().splitlines()
-    return [p for line in lines if (p := json.loads(line))["client_instance_id"] == str(instance)]
 
 
 def total(pushes: list[dict[str, Any]], name: str) -> float:
@@ -290,7 +284,7 @@ async def test_brokerlite_receives_the_share_consumers_metrics(
         last.metrics[0].resource
     ).items()
 
-    pushes = received(pushes_file, instance)
+    pushes = received_pushes(pushes_file, instance)
     assert pushes and pushes[-1]["terminating"]
     assert not any(p["terminating"] for p in pushes[:-1])
     # What it did: the deltas of every push add up to the consumer's own counts.
