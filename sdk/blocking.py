@@ -13,8 +13,10 @@ Rules:
   the async client is open, raising its ``ConfigError`` otherwise) and ends in
   :meth:`close` or at the end of a ``with`` block. The async object is only
   touched from that thread (but for the producer's fast path, below, while that
-  thread waits); every call crosses to it and back and raises the async
-  client's exceptions in the calling thread.
+  thread waits); every call crosses to it and back (one hand-off each way:
+  :meth:`_Portal.call`) and raises the async client's exceptions in the
+  calling thread. A call from the client's own thread (a callback) is a
+  ``UsageError``: it could only wait for itself.
 * :meth:`Producer.send` does not cross to the loop per record. A bytes record
   whose partition is filling a batch goes straight into it from the caller's
   thread, as the async send's own fast path, while the loop's thread waits for
@@ -22,11 +24,12 @@ Rules:
   such a sender gives it its turn when it asks). Other records queue in the
   caller's thread, and the loop takes them in order, as one task, and hands them
   to the async producer. A record the fast path could take but for a batch to
-  open waits for that turn of the loop, which opens the batch the next records
-  go straight into; others (a serializer, headers, a partition, no memory)
-  only queue, as waiting would gain them nothing. No record passes one queued
-  before it. A send from the client's own thread (a callback) is a
-  ``UsageError``. Each send returns a :class:`SendFuture` for its
+  open takes the async send's general path in the caller's thread too
+  (:meth:`~trafka.sdk.producer.Producer._open_hot`), the loop then doing what
+  touches sockets; it waits for the loop's turn when a filled batch is there
+  to send. Others (a serializer, headers, a partition, no memory, no metadata
+  yet) only queue, as waiting would gain them nothing. No record passes one
+  queued before it. Each send returns a :class:`SendFuture` for its
   :class:`~trafka.sdk.accumulator.RecordMetadata` (``result()``, ``exception()``,
   ``done()``, ``add_done_callback()``, ``cancel()`` while still queued). At most
   ``max_queued`` records wait there: beyond that ``send`` blocks until the loop
