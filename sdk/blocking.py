@@ -91,7 +91,7 @@ from anyio.from_thread import BlockingPortal, start_blocking_portal
 
 from trafka.codec import TrafkaError
 
-from .accumulator import RecordHandle, RecordMetadata
+from .accumulator import ProducerBatch, RecordHandle, RecordMetadata
 from .admin import Admin as AsyncAdmin
 from .admin import open_admin
 from .consumer import Consumer as AsyncConsumer
@@ -263,20 +263,33 @@ class SendFuture:
     record is).
     """
 
-    __slots__ = ("_callbacks", "_cancelled", "_error", "_handle", "_owner")
+    __slots__ = ("_batch", "_callbacks", "_cancelled", "_error", "_handle", "_index", "_owner")
+    _index: int
 
     def __init__(self, owner: Producer) -> None:
         self._owner = owner
         self._handle: RecordHandle | None = None
+        # Put by the fast path: the batch and place of the record, whose handle
+        # is made only when asked for (an object per record saved).
+        self._batch: ProducerBatch | None = None  # with _index, set together
         self._error: BaseException | None = None  # refused before reaching the async producer
         self._cancelled = False
         self._callbacks: list[Callable[[SendFuture], Any]] | None = None
+
+    def _record(self) -> RecordHandle | None:
+        """The async producer's handle of the record; None while it is queued here."""
+        handle = self._handle
+        if handle is None:
+            batch = self._batch
+            if batch is not None:
+                handle = self._handle = RecordFuture(batch, self._index)
+        return handle
 
     def done(self) -> bool:
         """Delivered, failed or cancelled."""
         if self._error is not None or self._cancelled:
             return True
-        handle = self._handle
+        handle = self._record()
         return handle is not None and handle.done()
 
     def cancelled(self) -> bool:
@@ -285,7 +298,7 @@ class SendFuture:
     def cancel(self) -> bool:
         """Drop the record if it is still queued here; False once the loop took it."""
         with self._owner._lock:
-            if self._handle is not None or self._error is not None:
+            if self._record() is not None or self._error is not None:
                 return False
             self._cancelled = True
             return True
@@ -300,8 +313,9 @@ class SendFuture:
         error = self.exception(timeout)
         if error is not None:
             raise error
-        assert self._handle is not None
-        return self._handle.result()
+        handle = self._record()
+        assert handle is not None
+        return handle.result()
 
     def exception(self, timeout: float | None = None) -> BaseException | None:
         """The delivery error, or None once delivered (waiting as :meth:`result`)."""
@@ -313,14 +327,15 @@ class SendFuture:
             raise CancelledError()
         if self._error is not None:
             return self._error
-        assert self._handle is not None
-        return self._handle.exception()
+        handle = self._record()
+        assert handle is not None
+        return handle.exception()
 
     def add_done_callback(self, fn: Callable[[SendFuture], Any]) -> None:
         """Call ``fn(future)`` once done: at once if it is, else on the client's
         thread (keep it short, and do not call the producer from it)."""
         with self._owner._lock:
-            handle = self._handle
+            handle = self._record()
             if handle is None and self._error is None and not self._cancelled:
                 if self._callbacks is None:
                     self._callbacks = []
@@ -544,20 +559,22 @@ class Producer(_Forwarding):
             turn = None
             try:
                 if self._draining or self._loop.closing or producer._fatal is not None:
-                    handle: RecordFuture | bool = False
+                    handle: ProducerBatch | bool = False
                 else:
                     handle = producer._append_hot(topic, value, key)
+                    if handle is not True and handle is not False:
+                        future._batch = handle  # its last record is this one
+                        future._index = len(handle.records) - 1
                 if loop_lock.wanted:
                     turn = threading.Event()
                     loop_lock.release_when_idle(turn)
             finally:
                 lock.release()
             if type(handle) is not bool:
-                if handle.batch.full:
+                if handle.full:
                     self._token.run_sync_soon(producer._wake_sender)
                 if turn is not None:
                     self._wait_turn(turn)
-                future._handle = handle
                 return future
             if turn is not None:
                 self._wait_turn(turn)
@@ -715,7 +732,7 @@ class Producer(_Forwarding):
 
         async def wait() -> None:
             await self._hand_over()
-            handle = future._handle
+            handle = future._record()
             if handle is not None and not handle.done():
                 try:
                     await handle  # type: ignore[misc]  # a RecordFuture: awaitable

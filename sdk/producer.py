@@ -454,12 +454,12 @@ class Producer:
         """
         if type(value) is not bytes or not self._hot_path or self._closed or self._fatal:
             return None
-        handle = self._append_hot(topic, value, key)
-        if handle is True or handle is False:
+        batch = self._append_hot(topic, value, key)
+        if batch is True or batch is False:
             return None
-        if handle.batch.full:
+        if batch.full:
             self._wake.set()
-        return handle
+        return RecordFuture(batch, len(batch.records) - 1)
 
     def _pick(self, topic: str, key_bytes: bytes | None, n: int, info: Any) -> tuple[int, bool]:
         """The partitioner's choice for a record of ``topic`` (``n`` partitions),
@@ -544,7 +544,7 @@ class Producer:
             self._step_txn(anyio.current_time())
         self._after_new_batch()
 
-    def _append_hot(self, topic: str, value: bytes, key: bytes | None) -> RecordFuture | bool:
+    def _append_hot(self, topic: str, value: bytes, key: bytes | None) -> ProducerBatch | bool:
         """The hot path of :meth:`send`, for the blocking producer's sending threads:
         a bytes record with no partition, headers or timestamp, appended straight
         to the batch its partition is filling (KIP-480's sticky batch for key-less
@@ -554,7 +554,9 @@ class Producer:
         the two together.
 
         Returns:
-            The record's future; or, for the general path to take it: True when
+            The batch it joined, as its last record (a future costs an object
+            per record: the caller makes what it needs); or, for the general
+            path to take it: True when
             it needs a batch opened (none is open, or it has no room), after
             which the next records fit; False when something else stands in the
             way (memory, the transaction's state, the producer closing, a key
@@ -587,7 +589,7 @@ class Producer:
         records.append((int(time.time() * 1000), key, value, ()))
         if batch_bytes >= acc.batch_size:
             batch.full = True
-        return RecordFuture(batch, len(records) - 1)
+        return batch
 
     def _open_hot(
         self, topic: str, value: bytes, key: bytes | None, now: float

@@ -397,6 +397,29 @@ def test_callbacks_run_once_done(broker: RunningBroker) -> None:
         assert called == [queued, done]
 
 
+def test_futures_of_records_that_went_straight_into_their_batch(broker: RunningBroker) -> None:
+    # The fast path's futures (a batch open, nothing queued): not cancellable,
+    # not done before the batch leaves, their callbacks run once it is delivered.
+    bs = broker.bootstrap_servers
+    topic = _topic(bs, 1)
+    called: list[SendFuture] = []
+    with Producer(bootstrap_servers=bs, linger_ms=60_000) as producer:
+        assert producer.partitions_for(topic) == [0]
+        producer.send(topic, b"opens the batch")
+        futures = [producer.send(topic, b"%d" % i) for i in range(5)]
+        assert not producer._queue and not producer._draining  # none was queued
+        assert not any(f.done() for f in futures)
+        assert not futures[0].cancel() and not futures[0].cancelled()
+        futures[1].add_done_callback(called.append)
+        with pytest.raises(TimeoutError):
+            futures[2].result(timeout=0.1)  # lingering
+        producer.flush()
+        assert called == [futures[1]]
+        assert [f.result().offset for f in futures] == [1, 2, 3, 4, 5]
+        assert all(f.exception() is None and f.done() for f in futures)
+        assert futures[4].result().serialized_value_size == 1
+
+
 def test_a_tiny_queue_blocks_senders_until_the_loop_catches_up(broker: RunningBroker) -> None:
     bs = broker.bootstrap_servers
     topic = _topic(bs, 1)
