@@ -244,7 +244,6 @@ class RebalanceLatency(Interval):
     the member has its new assignment, which adds the time taken."""
 
     started: float | None = None
-    max: float = 0.0  # since the member was created (``peak``: since the last push)
 
     def start(self, now: float) -> None:
         if self.started is None:
@@ -256,7 +255,6 @@ class RebalanceLatency(Interval):
         took = max(0.0, now - self.started)
         self.started = None
         self.add(took)
-        self.max = max(self.max, took)
 
 
 @dataclasses.dataclass(slots=True, eq=False)

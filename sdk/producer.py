@@ -95,7 +95,12 @@ from .errors import (
 from .fetcher import TopicPartition
 from .metadata import REFRESH_ERRORS
 from .partitioners import Partitioner, murmur2_pick
-from .statistics import Interval, ProducerStatistics, topic_statistics
+from .statistics import (
+    Interval,
+    ProducerStatistics,
+    producer_partition_statistics,
+    topic_statistics,
+)
 from .telemetry import (
     IntervalAverages,
     MetricSample,
@@ -664,6 +669,12 @@ class Producer:
             topics=topics,
             brokers=self._cluster.broker_statistics(),
             telemetry=None if self._telemetry is None else self._telemetry.telemetry.statistics(),
+            partitions={
+                TopicPartition(topic, partition): producer_partition_statistics(c, n, size)
+                for topic, partition, n, size, c in sorted(
+                    acc.partition_counters(), key=lambda row: row[:2]
+                )
+            },
         )
 
     async def client_instance_id(self, timeout_ms: float = 0) -> uuid.UUID | None:

@@ -59,18 +59,21 @@ __all__ = [
 @dataclasses.dataclass(slots=True)
 class Interval:
     """Totals a client keeps for an interval metric (KIP-714's ``.avg``/``.max``):
-    added ``total`` over ``count`` events, and the ``peak`` since the last push
-    (reset by it)."""
+    added ``total`` over ``count`` events, the ``peak`` since the last push
+    (reset by it) and the ``max`` of all time (for ``statistics()``)."""
 
     total: float = 0.0
     count: int = 0
     peak: float = 0.0
+    max: float = 0.0
 
     def add(self, value: float) -> None:
         self.total += value
         self.count += 1
         if value > self.peak:
             self.peak = value
+            if value > self.max:
+                self.max = value
 
     def take_peak(self) -> float:
         peak, self.peak = self.peak, 0.0
@@ -368,6 +371,54 @@ class TopicStatistics:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class ProducerPartitionStatistics:
+    """A producer's records for one partition it wrote to.
+
+    Attributes:
+        records_sent, bytes_sent, batches_sent, records_failed, batch_retries,
+            errors: as :class:`TopicStatistics`, for this partition.
+        records_retried: records of the batches sent again.
+        records_queued, bytes_queued: waiting in the producer to be sent now
+            (batches in flight not included; bytes: a batch's encoding once
+            it has one, else its estimated size).
+        latency_avg_ms, latency_max_ms: from an acknowledged batch's first
+            append to its acknowledgement (each batch counts once, with its
+            oldest record's time); None before the first.
+    """
+
+    records_sent: int
+    bytes_sent: int
+    batches_sent: int
+    records_failed: int
+    batch_retries: int
+    errors: Mapping[str, int]
+    records_retried: int
+    records_queued: int
+    bytes_queued: int
+    latency_avg_ms: float | None
+    latency_max_ms: float | None
+
+
+def producer_partition_statistics(
+    counters: PartitionCounters, records_queued: int, bytes_queued: int
+) -> ProducerPartitionStatistics:
+    latency = counters.latency
+    return ProducerPartitionStatistics(
+        records_sent=counters.records_sent,
+        bytes_sent=counters.bytes_sent,
+        batches_sent=counters.batches_sent,
+        records_failed=counters.records_failed,
+        batch_retries=counters.batch_retries,
+        errors=dict(counters.errors),
+        records_retried=counters.records_retried,
+        records_queued=records_queued,
+        bytes_queued=bytes_queued,
+        latency_avg_ms=latency.total / latency.count * 1000 if latency.count else None,
+        latency_max_ms=latency.max * 1000 if latency.count else None,
+    )
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class ProducerStatistics:
     """A snapshot of a producer (:meth:`Producer.statistics`).
 
@@ -383,6 +434,7 @@ class ProducerStatistics:
         topics: per topic.
         brokers: per node id.
         telemetry: the metrics push (None with ``enable.metrics.push`` off).
+        partitions: per :class:`~trafka.sdk.fetcher.TopicPartition` written to.
     """
 
     records_sent: int
@@ -401,6 +453,7 @@ class ProducerStatistics:
     topics: Mapping[str, TopicStatistics]
     brokers: Mapping[int, BrokerStatistics]
     telemetry: TelemetryStatistics | None = None
+    partitions: Mapping[Any, ProducerPartitionStatistics] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

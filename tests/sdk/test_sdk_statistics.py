@@ -240,6 +240,15 @@ async def test_producer_counts_agree_with_what_a_consumer_fetched(broker: Runnin
         for p in cstats.partitions.values():
             assert p.lag == 0 and p.position == p.high_watermark
         assert sum(p.records_consumed for p in cstats.partitions.values()) == 700
+        # Per partition, what the producer acknowledged is what the consumer read.
+        assert set(stats.partitions) == set(cstats.partitions)
+        for tp, p in stats.partitions.items():
+            assert p.records_sent == cstats.partitions[tp].records_consumed > 0
+            assert p.records_queued == p.bytes_queued == 0
+            assert p.records_failed == p.records_retried == p.batch_retries == 0
+            assert p.latency_avg_ms is not None and p.latency_max_ms is not None
+            assert 0 <= p.latency_avg_ms <= p.latency_max_ms
+        assert sum(p.bytes_sent for p in stats.partitions.values()) == stats.bytes_sent
         group = cstats.group
         assert group is not None
         assert group.protocol == "classic" and group.member_id and group.generation >= 1
@@ -252,6 +261,28 @@ async def test_producer_counts_agree_with_what_a_consumer_fetched(broker: Runnin
             b.apis["Fetch"].responses for b in cstats.brokers.values() if "Fetch" in b.apis
         )
         assert fetches >= 1
+
+
+@pytest.mark.anyio
+async def test_records_waiting_in_the_producer_are_counted_per_partition(
+    broker: RunningBroker,
+) -> None:
+    bs = broker.bootstrap_servers
+    topic = fresh("stats-queued")
+    tp = TopicPartition(topic, 1)
+    with anyio.fail_after(30):
+        await _create(bs, NewTopic(topic, 2))
+        async with open_producer(bootstrap_servers=bs, linger_ms=60_000) as producer:
+            for i in range(3):
+                await producer.send(topic, b"waiting %d" % i, partition=1)
+            waiting = producer.statistics().partitions[tp]
+            await producer.flush()
+            sent = producer.statistics().partitions[tp]
+    assert (waiting.records_queued, waiting.records_sent) == (3, 0)
+    assert waiting.bytes_queued > 3 * len(b"waiting 0")
+    assert waiting.latency_avg_ms is None and waiting.latency_max_ms is None
+    assert (sent.records_queued, sent.bytes_queued, sent.records_sent) == (0, 0, 3)
+    assert sent.latency_max_ms is not None and sent.latency_max_ms >= 0
 
 
 @pytest.mark.anyio
@@ -307,6 +338,9 @@ def test_a_cut_connection_counts_a_retry_and_a_disconnect_but_no_record_twice(
     assert stats.records_sent == 50
     assert stats.records_failed == 0
     assert stats.batch_retries >= 1
+    partition = stats.partitions[TopicPartition("cut", 0)]
+    assert partition.batch_retries == stats.batch_retries
+    assert partition.records_retried >= 1 and partition.records_sent == 50
     node = stats.brokers[1]
     assert node.disconnects >= 1
     assert node.connects >= 2
