@@ -131,8 +131,12 @@ class _Portal:
         self.closing = False
         self.closed = False
         self._lock = threading.Lock()
-        self.token: trio.lowlevel.TrioToken = self.portal.call(trio.lowlevel.current_trio_token)
-        self.thread: int = self.portal.call(threading.get_ident)
+        # The loop's token, thread and clock (trio's: perf_counter plus an offset,
+        # read from callers' threads for what they do while the loop waits).
+        self.token: trio.lowlevel.TrioToken
+        self.thread: int
+        self.clock: trio.abc.Clock
+        self.token, self.thread, self.clock = self.portal.call(_loop_identity)
 
     def call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """``fn(*args, **kwargs)`` on the loop (awaited if it returns a coroutine),
@@ -183,6 +187,10 @@ class _Portal:
         finally:
             self.closed = True
         return True
+
+
+def _loop_identity() -> tuple[trio.lowlevel.TrioToken, int, trio.abc.Clock]:
+    return trio.lowlevel.current_trio_token(), threading.get_ident(), trio.lowlevel.current_clock()
 
 
 def _start_call(
@@ -509,8 +517,7 @@ class Producer(_Forwarding):
         self._producer: AsyncProducer = self._loop.client
         self._token: trio.lowlevel.TrioToken = self._loop.token
         self._hot = self._producer._hot_path
-        # The loop's clock, read from sending threads for the batches they open.
-        self._clock: trio.abc.Clock = self._loop.portal.call(trio.lowlevel.current_clock)
+        self._clock = self._loop.clock  # read by sending threads for the batches they open
         self._initialized = False  # init_transactions() done (later calls change nothing)
         self._drain_lock: anyio.Lock = self._loop.portal.call(_new_lock)
 
@@ -919,9 +926,7 @@ class Consumer(_Forwarding):
         )
         self._consumer: AsyncConsumer = self._loop.client
         self._token: trio.lowlevel.TrioToken = self._loop.token
-        # The loop's clock (trio's: perf_counter plus an offset), read from this
-        # thread for the polls it makes itself.
-        self._clock: trio.abc.Clock = self._loop.portal.call(trio.lowlevel.current_clock)
+        self._clock = self._loop.clock  # read by this thread for the polls it makes itself
         if topics:
             try:
                 self.subscribe(topics, listener=listener)
