@@ -371,12 +371,11 @@ class TopicStatistics:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
-class ProducerPartitionStatistics:
-    """A producer's records for one partition it wrote to.
+class ProducerPartitionStatistics(TopicStatistics):
+    """A producer's records for one partition it wrote to: :class:`TopicStatistics`'s
+    counts, for this partition, and more.
 
     Attributes:
-        records_sent, bytes_sent, batches_sent, records_failed, batch_retries,
-            errors: as :class:`TopicStatistics`, for this partition.
         records_retried: records of the batches sent again.
         records_queued, bytes_queued: waiting in the producer to be sent now
             (batches in flight not included; bytes: a batch's encoding once
@@ -386,36 +385,11 @@ class ProducerPartitionStatistics:
             oldest record's time); None before the first.
     """
 
-    records_sent: int
-    bytes_sent: int
-    batches_sent: int
-    records_failed: int
-    batch_retries: int
-    errors: Mapping[str, int]
     records_retried: int
     records_queued: int
     bytes_queued: int
     latency_avg_ms: float | None
     latency_max_ms: float | None
-
-
-def producer_partition_statistics(
-    counters: PartitionCounters, records_queued: int, bytes_queued: int
-) -> ProducerPartitionStatistics:
-    latency = counters.latency
-    return ProducerPartitionStatistics(
-        records_sent=counters.records_sent,
-        bytes_sent=counters.bytes_sent,
-        batches_sent=counters.batches_sent,
-        records_failed=counters.records_failed,
-        batch_retries=counters.batch_retries,
-        errors=dict(counters.errors),
-        records_retried=counters.records_retried,
-        records_queued=records_queued,
-        bytes_queued=bytes_queued,
-        latency_avg_ms=latency.total / latency.count * 1000 if latency.count else None,
-        latency_max_ms=latency.max * 1000 if latency.count else None,
-    )
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -608,14 +582,32 @@ class AdminStatistics:
 # -- building snapshots --------------------------------------------------------------------------
 
 
+def _topic_fields(counters: TopicCounters) -> dict[str, Any]:
+    return {
+        "records_sent": counters.records_sent,
+        "bytes_sent": counters.bytes_sent,
+        "batches_sent": counters.batches_sent,
+        "records_failed": counters.records_failed,
+        "batch_retries": counters.batch_retries,
+        "errors": dict(counters.errors),
+    }
+
+
 def topic_statistics(counters: TopicCounters) -> TopicStatistics:
-    return TopicStatistics(
-        records_sent=counters.records_sent,
-        bytes_sent=counters.bytes_sent,
-        batches_sent=counters.batches_sent,
-        records_failed=counters.records_failed,
-        batch_retries=counters.batch_retries,
-        errors=dict(counters.errors),
+    return TopicStatistics(**_topic_fields(counters))
+
+
+def producer_partition_statistics(
+    counters: PartitionCounters, records_queued: int, bytes_queued: int
+) -> ProducerPartitionStatistics:
+    latency = counters.latency
+    return ProducerPartitionStatistics(
+        **_topic_fields(counters),
+        records_retried=counters.records_retried,
+        records_queued=records_queued,
+        bytes_queued=bytes_queued,
+        latency_avg_ms=latency.total / latency.count * 1000 if latency.count else None,
+        latency_max_ms=latency.max * 1000 if latency.count else None,
     )
 
 
