@@ -270,8 +270,12 @@ class Fetcher:
     # -- assignment and positions ---------------------------------------------------------
 
     def assign(self, tps: Iterable[TopicPartition]) -> None:
-        """Set the assigned partitions; kept partitions keep their state."""
-        wanted = set(tps)
+        """Set the assigned partitions; kept partitions keep their state.
+
+        New partitions are added in the order given, so fetches ask for them in
+        that order (a set would give an order that changes with the hash seed).
+        """
+        wanted = dict.fromkeys(tps)
         self.remove([tp for tp in self.partitions if tp not in wanted])
         for tp in wanted:
             self.partitions.setdefault(tp, PartitionState())
