@@ -94,7 +94,7 @@ from .errors import (
 from .fetcher import ConsumerRecord, OffsetOutOfRangeError, TopicPartition
 from .group_protocol import CommitFailedError
 from .partitioners import Partitioner, murmur2
-from .producer import Producer, RecordFuture, open_producer
+from .producer import PendingCommit, Producer, RecordFuture, open_producer
 from .quotas import ClientQuotaAlteration, ClientQuotaEntity, ClientQuotaFilterComponent
 from .share_consumer import (
     AcknowledgeType,
@@ -181,6 +181,7 @@ __all__ = [
     "NoBrokersAvailableError",
     "OffsetOutOfRangeError",
     "Partitioner",
+    "PendingCommit",
     "Producer",
     "ProducerBlockedError",
     "ProducerState",

@@ -32,7 +32,11 @@ Rules and invariants:
   the partition's queued batches so that they are numbered afresh.
 * Transactions: :attr:`Accumulator.send_allowed` holds back partitions that
   are not yet part of the transaction (the transaction manager adds them
-  first); batches carry the transactional flag.
+  first), and batches of a transaction begun while the previous one commits:
+  each batch carries the number of the transaction it was opened in
+  (:attr:`Accumulator.txn_open`), and :meth:`Accumulator.seal` closes the
+  committing transaction's open batches to the next one's records. Batches
+  carry the transactional flag.
 * Memory: every record reserves its estimated size plus CPython's
   per-record bookkeeping (:data:`RECORD_MEMORY_OVERHEAD`) out of
   ``buffer.memory``, and an encoded batch its bytes too, until the batch
@@ -165,6 +169,7 @@ class ProducerBatch:
         "seq",
         "size",
         "topic",
+        "txn",
         "waker",
     )
 
@@ -198,6 +203,7 @@ class ProducerBatch:
         self.base_offset = -1
         self.log_append_time = -1
         self.error: BaseException | None = None
+        self.txn = 0  # the transaction's number (Accumulator.txn_open when created)
         self.callbacks: list[tuple[RecordHandle, Callable[[RecordHandle], Any]]] | None = None
         # Set by the driver to something with ``set()`` (an event) while a task waits.
         self.waker: Any = None
@@ -354,8 +360,10 @@ class Accumulator:
     Attributes the driver may set:
         producer_id, producer_epoch: the identity new batches are numbered under
             (-1: none yet; idempotent batches then wait).
-        send_allowed: ``(topic, partition) -> bool``; partitions it refuses are
-            held back (transactions: not yet added to the transaction).
+        send_allowed: ``(topic, partition, batch.txn) -> bool``; partitions whose
+            head batch it refuses are held back (transactions: not yet added
+            to the transaction, or the batch is of the transaction begun ahead).
+        txn_open: the transaction number stamped on new batches.
         on_failure: ``(batch, exception)``, called for every batch that fails.
     """
 
@@ -391,7 +399,8 @@ class Accumulator:
         self.max_request_size = max_request_size
         self.idempotent = idempotent
         self.transactional = transactional
-        self.send_allowed: Callable[[str, int], bool] | None = None
+        self.send_allowed: Callable[[str, int, int], bool] | None = None
+        self.txn_open = 0
         self.on_failure: Callable[[ProducerBatch, BaseException], Any] | None = None
         self.partition_in_flight = max_in_flight
         self.handle_class = handle_class
@@ -507,6 +516,7 @@ class Accumulator:
                 # delivery timeouts count from a batch's creation.
                 now = self.clock() if self.clock is not None else 0.0
             batch = ProducerBatch(topic, partition, now, self._seq)
+            batch.txn = self.txn_open
             batches.append(batch)
             self._incomplete.add(batch)
         self.used_memory += charge
@@ -521,9 +531,19 @@ class Accumulator:
 
     # -- deciding what to send ------------------------------------------------------------
 
-    def has_pending(self) -> bool:
-        """Whether any batch is buffered or in flight."""
-        return bool(self._incomplete)
+    def has_pending(self, txn: int | None = None) -> bool:
+        """Whether any batch (of transaction number ``txn``, if given) is
+        buffered or in flight."""
+        if txn is None:
+            return bool(self._incomplete)
+        return any(b.txn == txn for b in self._incomplete)
+
+    def seal(self) -> None:
+        """Close every partition's open batch to more records: records appended
+        from now on start new batches (of a new transaction number)."""
+        for q in self._queues.values():
+            if q.batches:
+                q.batches[-1].full = True
 
     def incomplete_batches(self) -> list[ProducerBatch]:
         return list(self._incomplete)
@@ -628,7 +648,7 @@ class Accumulator:
     def _held_back(self, topic: str, partition: int, q: _Queue, head: ProducerBatch) -> bool:
         """Whether the partition must wait for something other than time."""
         gate = self.send_allowed
-        if gate is not None and not gate(topic, partition):
+        if gate is not None and not gate(topic, partition, head.txn):
             return True
         if q.reset or (self.idempotent and head.base_sequence < 0):
             if self.producer_id < 0:
@@ -805,6 +825,7 @@ class Accumulator:
             ((0, batch.records[:mid]), (mid, batch.records[mid:]))
         ):
             child = ProducerBatch(batch.topic, batch.partition, batch.created, batch.seq)
+            child.txn = batch.txn
             child.order = (*batch.order, i)
             child.records = records
             sizes = [estimate_size(k, v, h) for _, k, v, h in records]
@@ -863,8 +884,9 @@ class Accumulator:
         for b in list(self._incomplete if batches is None else batches):
             self.fail(b, exc)
 
-    def abort_undrained(self, exc: BaseException) -> int:
-        """Fail every batch that is not in flight (an aborting transaction's).
+    def abort_undrained(self, exc: BaseException, txn: int | None = None) -> int:
+        """Fail every batch that is not in flight (an aborting transaction's),
+        or only those of transaction number ``txn``.
 
         Returns:
             How many batches failed.
@@ -872,6 +894,12 @@ class Accumulator:
         n = 0
         for q in self._queues.values():
             batches = q.batches
+            if txn is not None:
+                doomed = [b for b in batches if b.txn == txn]
+                if not doomed:
+                    continue
+                q.batches = deque(b for b in batches if b.txn != txn)
+                batches = deque(doomed)
             while batches:
                 b = batches.popleft()  # queued, so not in flight
                 self._incomplete.discard(b)

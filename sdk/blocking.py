@@ -98,6 +98,7 @@ from .consumer import Consumer as AsyncConsumer
 from .consumer import open_consumer
 from .errors import ClientClosedError, TransactionAbortableError, UsageError
 from .fetcher import ConsumerRecord, TopicPartition
+from .producer import PendingCommit as AsyncPendingCommit
 from .producer import Producer as AsyncProducer
 from .producer import RecordFuture, open_producer
 from .share_consumer import AcknowledgeType, ShareRecord, open_share_consumer
@@ -105,7 +106,7 @@ from .share_consumer import ShareConsumer as AsyncShareConsumer
 from .statistics import AdminStatistics, ConsumerStatistics, ProducerStatistics
 from .transactions import ConsumerGroupMetadata
 
-__all__ = ["Admin", "Consumer", "Producer", "SendFuture", "ShareConsumer"]
+__all__ = ["Admin", "Consumer", "PendingCommit", "Producer", "SendFuture", "ShareConsumer"]
 
 log = logging.getLogger("trafka.sdk.blocking")
 
@@ -366,6 +367,41 @@ class SendFuture:
         callbacks, self._callbacks = self._callbacks, None
         for fn in callbacks or ():
             _run_callback(fn, self, None)
+
+
+class PendingCommit:
+    """A commit started with ``commit_transaction(wait=False)`` (blocking).
+
+    Its failure also dooms the transaction begun after it, which must then be
+    aborted.
+    """
+
+    __slots__ = ("_pending", "_producer")
+
+    def __init__(self, producer: Producer, pending: AsyncPendingCommit) -> None:
+        self._producer = producer
+        self._pending = pending
+
+    def done(self) -> bool:
+        """Whether the commit has completed (or failed)."""
+        return self._pending.done()
+
+    def result(self) -> None:
+        """Raise the commit's failure, if it failed.
+
+        Raises:
+            InvalidTxnStateError: not completed yet.
+        """
+        self._pending.result()
+
+    def wait(self) -> None:
+        """Wait for the commit (up to ``max.block.ms``) and raise its failure, if any."""
+        if not self._pending.done():
+            self._producer._call(self._pending.wait)
+        self._pending.result()
+
+    def __repr__(self) -> str:
+        return repr(self._pending).replace("<PendingCommit", "<blocking PendingCommit", 1)
 
 
 class _LoopLock(trio.abc.Instrument):
@@ -798,9 +834,15 @@ class Producer(_Forwarding):
         if not here:
             self._call(self._producer.begin_transaction)
 
-    def commit_transaction(self) -> None:
-        """Commit the transaction, with every record sent before this call."""
-        self._call(self._producer.commit_transaction)
+    def commit_transaction(self, *, wait: bool = True) -> PendingCommit:
+        """Commit the transaction, with every record sent before this call.
+
+        With ``wait=False``, return once the commit has started, so that the
+        next transaction can begin and fill its batches while this one commits;
+        see the async :meth:`trafka.sdk.producer.Producer.commit_transaction`.
+        """
+        pending = self._call(self._producer.commit_transaction, wait=wait)
+        return PendingCommit(self, pending)
 
     def abort_transaction(self) -> None:
         self._call(self._producer.abort_transaction)

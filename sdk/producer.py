@@ -118,7 +118,7 @@ from .transactions import (
 )
 from .transport import BrokerConnection, Cluster
 
-__all__ = ["Producer", "RecordFuture", "RecordMetadata", "open_producer"]
+__all__ = ["PendingCommit", "Producer", "RecordFuture", "RecordMetadata", "open_producer"]
 
 _SEQUENCE_GAP = (ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, ErrorCode.UNKNOWN_PRODUCER_ID)
 
@@ -152,6 +152,45 @@ async def _wait_batch(batch: ProducerBatch) -> None:
         if batch.waker is None:
             batch.waker = anyio.Event()
         await batch.waker.wait()
+
+
+class PendingCommit:
+    """A commit started with ``commit_transaction(wait=False)``.
+
+    Its failure also dooms the transaction begun after it: that transaction's
+    records and offsets fail, and it must be aborted.
+    """
+
+    __slots__ = ("_producer", "_result")
+
+    def __init__(self, producer: Producer, result: TxnResult) -> None:
+        self._producer = producer
+        self._result = result
+
+    def done(self) -> bool:
+        """Whether the commit has completed (or failed)."""
+        return self._result.done
+
+    def result(self) -> None:
+        """Raise the commit's failure, if it failed.
+
+        Raises:
+            InvalidTxnStateError: not completed yet.
+            TransactionAbortableError, ProducerFencedError, TransactionFatalError.
+        """
+        self._result.result()
+
+    async def wait(self) -> None:
+        """Wait for the commit (up to ``max.block.ms``), then :meth:`result`.
+
+        Raises:
+            ProducerBlockedError: not done within ``max.block.ms``; it goes on.
+        """
+        await self._producer._wait_txn(self._result)
+
+    def __repr__(self) -> str:
+        state = "pending" if not self.done() else ("failed" if self._result.error else "done")
+        return f"<PendingCommit {state}>"
 
 
 class _ProduceCompletion:
@@ -273,6 +312,7 @@ class Producer:
         # used: other serializers, or limits that the batch bound does not
         # already imply.
         self._sticky_batches: dict[str, ProducerBatch] = {}
+        self._window_appends = 0  # records appended while the previous transaction commits
         fits = config.batch_size + RECORD_MEMORY_OVERHEAD <= min(
             config.max_request_size - BATCH_OVERHEAD, config.buffer_memory
         )
@@ -378,6 +418,19 @@ class Producer:
                         batch.full = True
                         self._wake.set()
                     return RecordFuture(batch, len(records) - 1)
+            if self._transactional and self._txn.pipelined:
+                # Begun while the previous transaction commits: the same append,
+                # yielding now and then so that the commit's answers are taken
+                # as they come (this loop would otherwise not let them in until
+                # the next commit waits).
+                hot = self._append_hot(topic, value, key)
+                if hot is not True and hot is not False:
+                    if hot.full:
+                        self._wake.set()
+                    self._window_appends += 1
+                    if not self._window_appends & 63:
+                        await anyio.lowlevel.cancel_shielded_checkpoint()
+                    return RecordFuture(hot, len(hot.records) - 1)
         transactional = self._transactional
         if transactional:
             self._txn.check_can_send()
@@ -434,8 +487,14 @@ class Producer:
             # be sent, so the caller must get its future, not Cancelled.
             self._after_new_batch()
             await anyio.lowlevel.cancel_shielded_checkpoint()
-        elif handle.batch.full:
-            self._wake.set()
+        else:
+            if handle.batch.full:
+                self._wake.set()
+            if self._transactional and self._txn.pipelined:
+                # Begun while the previous transaction commits (the hot path is
+                # off until then): yield per record, so that the commit's answers
+                # are taken as they come rather than at the next commit.
+                await anyio.lowlevel.cancel_shielded_checkpoint()
         return handle
 
     def try_send(self, topic: str, value: Any = None, key: Any = None) -> RecordFuture | None:
@@ -578,7 +637,7 @@ class Producer:
             return False
         if batch is None or batch.full or batch.done:
             return True
-        if self._transactional and self._txn.state is not TxnState.IN_TRANSACTION:
+        if self._transactional and not self._txn.sendable:
             return False
         acc = self._acc
         batch_bytes = batch.size + size
@@ -612,7 +671,7 @@ class Producer:
         """
         if self._closed or self._fatal is not None:
             return None
-        if self._transactional and self._txn.state is not TxnState.IN_TRANSACTION:
+        if self._transactional and not self._txn.sendable:
             return None
         acc = self._acc
         size = RECORD_OVERHEAD + len(value)
@@ -764,13 +823,23 @@ class Producer:
     def begin_transaction(self) -> None:
         """Start a transaction: records sent from now on are part of it.
 
+        It may begin while the previous transaction commits (after
+        ``commit_transaction(wait=False)``): its records are then held back
+        until that commit completes, and if that commit fails, this transaction
+        must be aborted too.
+
         Raises:
             InvalidTxnStateError: no ``transactional.id``, not initialized, or a
                 transaction is already open.
             TransactionFatalError: the producer can no longer do transactions.
         """
         self._check_transactional("begin_transaction()")
-        self._txn.begin()
+        txn = self._txn
+        txn.begin()
+        if txn.pipelined:
+            # The committing transaction's open batches take no more records.
+            self._acc.seal()
+        self._acc.txn_open = txn.open_number
 
     async def send_offsets_to_transaction(
         self,
@@ -803,20 +872,46 @@ class Producer:
         self._wake_sender()
         await self._wait_txn(result)
 
-    async def commit_transaction(self) -> None:
+    async def commit_transaction(self, *, wait: bool = True) -> PendingCommit:
         """Send every record of the transaction, then commit it.
 
+        Args:
+            wait: False to return as soon as the commit has started, so that
+                the next transaction can begin (:meth:`begin_transaction`) and
+                fill its batches while this one commits. Its records leave once
+                this commit completes. The returned :class:`PendingCommit` tells
+                how the commit went; if it fails, the transaction begun after
+                it fails too (its commit raises, and it must be aborted), so a
+                failure is never lost. One commit at a time: committing while
+                the previous commit is still under way first waits for it.
+
+        Returns:
+            The commit (completed, unless ``wait`` is False).
+
         Raises:
-            TransactionAbortableError: a record or the offsets failed; call
-                :meth:`abort_transaction`.
+            TransactionAbortableError: a record or the offsets failed (or the
+                previous commit, when this transaction began while it ran);
+                call :meth:`abort_transaction`.
             ProducerFencedError / TransactionFatalError: fatal; close the producer.
             InvalidTxnStateError: no transaction open.
             ProducerBlockedError: not done within ``max.block.ms``; the commit
                 goes on, call again to wait for it (it cannot be aborted any more).
         """
         await self._check_transactional_async("commit_transaction()")
-        result = self._txn.begin_commit()
+        txn = self._txn
+        previous = txn.committing_result if txn.pipelined else None
+        if previous is not None:
+            # Its failure is this transaction's too: begin_commit raises it.
+            await self._wait_resolved(previous)
+        result = txn.begin_commit()
         acc = self._acc
+        if not wait:
+            acc.seal()  # every batch of the transaction is ready to leave now
+            self._wake_sender()
+            if not self._sender_done:
+                self._receive_txn_answer()
+                self._send_now()
+            return PendingCommit(self, result)
         acc.flushing += 1
         try:
             self._wake_sender()
@@ -829,6 +924,7 @@ class Producer:
             await self._wait_txn(result)
         finally:
             acc.flushing -= 1
+        return PendingCommit(self, result)
 
     async def abort_transaction(self) -> None:
         """Abort the transaction: unsent records fail with
@@ -841,7 +937,13 @@ class Producer:
             ProducerBlockedError: not done within ``max.block.ms``.
         """
         await self._check_transactional_async("abort_transaction()")
-        result = self._txn.begin_abort()
+        txn = self._txn
+        ahead = txn.open_number if txn.pipelined else None
+        result = txn.begin_abort()
+        # Begun while the previous transaction commits, its batches never left.
+        doomed = TransactionAbortedError("the transaction was aborted")
+        if ahead is not None and self._acc.abort_undrained(doomed, ahead):
+            self._memory_freed()
         self._wake_sender()
         await self._wait_txn(result)
 
@@ -913,6 +1015,11 @@ class Producer:
             raise ClientClosedError("the producer is closed")
 
     async def _wait_txn(self, result: TxnResult) -> None:
+        await self._wait_resolved(result)
+        result.result()
+
+    async def _wait_resolved(self, result: TxnResult) -> None:
+        """Wait for ``result`` up to ``max.block.ms``, without raising its failure."""
         if not result.done:
             if result.waker is None:
                 result.waker = anyio.Event()
@@ -923,11 +1030,10 @@ class Producer:
                     f"{result.operation} did not complete within max.block.ms "
                     f"({self.config.max_block_ms} ms); call it again to keep waiting"
                 )
-        result.result()
 
     def _on_batch_failed(self, batch: ProducerBatch, error: BaseException) -> None:
         txn = self._txn
-        txn.on_batch_failed(error, sequenced=batch.base_sequence >= 0)
+        txn.on_batch_failed(error, sequenced=batch.base_sequence >= 0, number=batch.txn)
         if txn.fatal_error is not None:
             # At once, before a caller woken by the fatal error looks at its records.
             self._set_fatal(txn.fatal_error)
@@ -1007,11 +1113,17 @@ class Producer:
         if doomed is not None and acc.abort_undrained(doomed):
             self._memory_freed()
         if not self._txn_busy:
-            request = txn.poll(now, batches_pending=acc.has_pending())
+            request = txn.poll(now, batches_pending=self._txn_batches_pending())
             if request is not None:
                 self._txn_busy = True
                 if not self._send_txn_request(request):
                     self._tg.start_soon(self._txn_request, request)
+
+    def _txn_batches_pending(self) -> bool:
+        """Whether the transaction being committed or aborted has batches left
+        (not those of a transaction begun ahead of its end)."""
+        txn = self._txn
+        return self._acc.has_pending(txn.sending_number if txn.pipelined else None)
 
     def _receive_txn_answer(self) -> None:
         """Handle a transaction request's answer already received, if there is one."""
@@ -1246,7 +1358,7 @@ class Producer:
         self._node_in_flight[node_id] -= 1
         self._memory_freed()
         self._wake.set()
-        if self._transactional and not self._txn_busy and not self._acc.has_pending():
+        if self._transactional and not self._txn_busy and not self._txn_batches_pending():
             # A commit or abort waits for the last batch: its EndTxn goes now,
             # not after a round of the sender loop.
             self._step_txn(anyio.current_time())

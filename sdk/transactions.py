@@ -52,6 +52,18 @@ Rules and invariants:
   INITIALIZING -> READY``), so the next transaction starts clean. The EndTxn
   comes first: InitProducerId while the transaction is open would make the
   coordinator fence this producer.
+* Pipelining: a transaction may begin while the previous one commits
+  (:meth:`~TransactionManager.begin` in ``COMMITTING_TRANSACTION``). The state
+  stays the committing transaction's until its EndTxn is answered; the next one
+  collects its partitions and offsets meanwhile, and its batches, numbered
+  :attr:`~TransactionManager.open_number`, are held back (only batches numbered
+  :attr:`~TransactionManager.sending_number` may leave). When the commit
+  succeeds the next transaction takes over (``READY -> IN_TRANSACTION``) and its
+  requests go out. When it fails, the next transaction depends on a commit that
+  did not happen, so it shares the failure: its offsets fail, and an abortable
+  failure leaves one ``ABORTABLE_ERROR`` whose abort ends both. Aborting the
+  next transaction while the previous one commits is local (nothing of it was
+  sent). At most one transaction is begun ahead.
 * Every :class:`TxnResult` resolves exactly once. A result that the caller
   stopped waiting for stays pending; asking for the same operation again
   returns it (a commit that timed out can only be retried, not aborted).
@@ -389,6 +401,19 @@ class TransactionManager:
         self._offsets: deque[_OffsetsOp] = deque()
         self._started = False  # the coordinator confirmed an addition
         self._maybe_started = False  # an addition was sent (its outcome may be unknown)
+        #: The open transaction's number: the accumulator stamps it on new batches.
+        self.open_number = 0
+        #: The number of the transaction whose batches may be sent.
+        self.sending_number = 0
+        # A transaction begun while the previous one commits: its partitions,
+        # offsets, and the failure of one of its batches.
+        self._next_begun = False
+        self._next_partitions: set[tuple[str, int]] = set()
+        self._next_offsets: deque[_OffsetsOp] = deque()
+        self._next_error: TransactionAbortableError | None = None
+        #: Whether records may be sent now (a transaction open and not doomed),
+        #: an attribute for the producer's hot path.
+        self.sendable = False
 
     # -- state ------------------------------------------------------------------------
 
@@ -411,6 +436,18 @@ class TransactionManager:
         )
 
     @property
+    def pipelined(self) -> bool:
+        """Whether a transaction was begun while the previous one commits."""
+        return self._next_begun
+
+    @property
+    def committing_result(self) -> TxnResult | None:
+        """The result of the commit under way, if any."""
+        if self.state is _S.COMMITTING_TRANSACTION:
+            return self._end_result
+        return None
+
+    @property
     def coordinator(self) -> tuple[int, str, int] | None:
         """The transaction coordinator ``(node_id, host, port)``, if known."""
         return self._coordinator
@@ -426,6 +463,12 @@ class TransactionManager:
                 f"invalid transaction state change from {self.state.name} to {target.name}"
             )
         self.state = target
+        self._update_sendable()
+
+    def _update_sendable(self) -> None:
+        self.sendable = self.state is _S.IN_TRANSACTION or (
+            self._next_begun and self._next_error is None
+        )
 
     def _check_not_fatal(self) -> None:
         if self.fatal_error is not None:
@@ -459,15 +502,29 @@ class TransactionManager:
     def begin(self) -> None:
         """Start a transaction (local only: nothing is sent until records or offsets are).
 
+        While the previous transaction commits, this one begins ahead of it
+        (see pipelining, above).
+
         Raises:
-            TransactionFatalError, InvalidTxnStateError: not READY.
+            TransactionFatalError, InvalidTxnStateError: not READY (or
+            committing with no transaction begun ahead).
         """
         self._require_transactional("begin_transaction()")
         self._check_not_fatal()
+        if self.state is _S.COMMITTING_TRANSACTION and not self._next_begun:
+            self._next_begun = True
+            self._next_partitions = set()
+            self._next_offsets = deque()
+            self._next_error = None
+            self.open_number += 1
+            self._update_sendable()
+            return
         if self.state is not _S.READY:
             raise InvalidTxnStateError(self._state_message("begin_transaction()"))
         self._transition(_S.IN_TRANSACTION)
         self._clear_transaction()
+        self.open_number += 1
+        self.sending_number = self.open_number
 
     def add_partition(self, topic: str, partition: int) -> bool:
         """A record for ``topic``/``partition`` is about to be appended; include it.
@@ -483,6 +540,9 @@ class TransactionManager:
             InvalidTxnStateError: no transaction open.
         """
         if self.state is not _S.IN_TRANSACTION:
+            if self.sendable:  # begun ahead: added once the previous commit is done
+                self._next_partitions.add((topic, partition))
+                return False
             self._refuse("send()")
         key = (topic, partition)
         if key in self._partitions or key in self._new_partitions or key in self._adding:
@@ -496,11 +556,15 @@ class TransactionManager:
         Raises:
             TransactionFatalError, TransactionAbortableError, InvalidTxnStateError.
         """
-        if self.state is not _S.IN_TRANSACTION:
+        if not self.sendable:
             self._refuse("send()")
 
     def _refuse(self, what: str) -> None:
         self._check_not_fatal()
+        if self._next_begun and self._next_error is not None:
+            raise TransactionAbortableError(
+                self._next_error.__cause__, f"{what}: {self._next_error}"
+            ) from self._next_error.__cause__
         if self.state is _S.ABORTABLE_ERROR and self.last_error is not None:
             raise TransactionAbortableError(
                 self.last_error.__cause__, f"{what}: {self.last_error}"
@@ -513,16 +577,24 @@ class TransactionManager:
             _S.INITIALIZING: "init_transactions() has not completed",
             _S.READY: "call begin_transaction() first",
             _S.IN_TRANSACTION: "a transaction is already open",
-            _S.COMMITTING_TRANSACTION: "the transaction is committing",
+            _S.COMMITTING_TRANSACTION: (
+                "a transaction is already open, begun while the previous one commits"
+                if self._next_begun
+                else "the transaction is committing"
+            ),
             _S.ABORTING_TRANSACTION: "the transaction is aborting",
             _S.ABORTABLE_ERROR: "the transaction must be aborted",
         }.get(self.state, "")
         return f"{what} is not allowed in state {self.state.name}" + (f": {hint}" if hint else "")
 
-    def is_send_allowed(self, topic: str, partition: int) -> bool:
-        """The accumulator's gate: batches of partitions not yet in the transaction wait."""
-        return (topic, partition) in self._partitions and (
-            self.state is _S.IN_TRANSACTION or self.state is _S.COMMITTING_TRANSACTION
+    def is_send_allowed(self, topic: str, partition: int, number: int | None = None) -> bool:
+        """The accumulator's gate: batches of partitions not yet in the transaction
+        wait, and so do those of a transaction begun ahead (``number``, the
+        batch's :attr:`open_number`, is not :attr:`sending_number`)."""
+        return (
+            (number is None or number == self.sending_number)
+            and (topic, partition) in self._partitions
+            and (self.state is _S.IN_TRANSACTION or self.state is _S.COMMITTING_TRANSACTION)
         )
 
     def send_offsets(
@@ -543,14 +615,15 @@ class TransactionManager:
             TransactionFatalError, TransactionAbortableError, InvalidTxnStateError.
         """
         self._require_transactional("send_offsets_to_transaction()")
-        if self.state is not _S.IN_TRANSACTION:
+        if not self.sendable:
             self._refuse("send_offsets_to_transaction()")
         result = TxnResult("send_offsets_to_transaction")
         clean = {TopicPartition(*tp): int(off) for tp, off in offsets.items()}
         if not clean:
             result._resolve()
             return result
-        self._offsets.append(_OffsetsOp(clean, group, result))
+        ops = self._offsets if self.state is _S.IN_TRANSACTION else self._next_offsets
+        ops.append(_OffsetsOp(clean, group, result))
         return result
 
     def begin_commit(self) -> TxnResult:
@@ -562,10 +635,18 @@ class TransactionManager:
         Raises:
             TransactionFatalError: FATAL_ERROR.
             TransactionAbortableError: the transaction must be aborted instead.
-            InvalidTxnStateError: no transaction open.
+            InvalidTxnStateError: no transaction open, or one begun ahead while
+                the previous one still commits (wait for that commit first:
+                :attr:`committing_result`).
         """
         self._require_transactional("commit_transaction()")
         self._check_not_fatal()
+        if self._next_begun:
+            if self._next_error is not None:
+                self._refuse("commit_transaction()")
+            raise InvalidTxnStateError(
+                "commit_transaction(): the previous transaction is still committing"
+            )
         if self.state is _S.COMMITTING_TRANSACTION and self._end_result is not None:
             return self._end_result
         if self.state is not _S.IN_TRANSACTION:
@@ -586,6 +667,13 @@ class TransactionManager:
         """
         self._require_transactional("abort_transaction()")
         self._check_not_fatal()
+        if self._next_begun:
+            # Begun ahead of a commit under way: nothing of it was sent.
+            self._drop_next(TransactionAbortedError("the transaction was aborted"))
+            self.transactions_aborted += 1
+            result = TxnResult("abort_transaction")
+            result._resolve()
+            return result
         if self.state is _S.ABORTING_TRANSACTION and self._end_result is not None:
             return self._end_result
         if self.state is _S.INITIALIZING and self._end_result is not None:
@@ -601,6 +689,27 @@ class TransactionManager:
             self._offsets.pop().result._resolve(aborted)
         return result
 
+    def _drop_next(self, error: BaseException) -> None:
+        """Forget the transaction begun ahead, failing its offsets with ``error``."""
+        self._next_begun = False
+        self._next_partitions = set()
+        self._next_error = None
+        while self._next_offsets:
+            self._next_offsets.popleft().result._resolve(error)
+        self._update_sendable()
+
+    def _start_next(self) -> None:
+        """The commit is done: the transaction begun ahead is now the open one."""
+        error = self._next_error
+        self._next_begun = False
+        self._next_error = None
+        self._transition(_S.IN_TRANSACTION)
+        self._new_partitions, self._next_partitions = self._next_partitions, set()
+        self._offsets, self._next_offsets = self._next_offsets, deque()
+        self.sending_number = self.open_number
+        if error is not None:
+            self._abortable(error)
+
     def request_epoch_bump(self) -> None:
         """Idempotent producer: the accumulator needs a new identity (KIP-360).
 
@@ -611,14 +720,25 @@ class TransactionManager:
         if self.state is not _S.INITIALIZING:
             self._bump_wanted = True
 
-    def on_batch_failed(self, error: BaseException, *, sequenced: bool) -> None:
+    def on_batch_failed(
+        self, error: BaseException, *, sequenced: bool, number: int | None = None
+    ) -> None:
         """A batch of the transaction failed for good.
 
         Args:
             error: why.
             sequenced: it had sequence numbers (it leaves a gap unless it was written).
+            number: the batch's transaction number; a batch of the transaction
+                begun ahead dooms that one only (it was never sent).
         """
         if self.transactional_id is None or self.state is _S.FATAL_ERROR:
+            return
+        if self._next_begun and number == self.open_number:
+            if self._next_error is None and not isinstance(
+                error, TransactionAbortedError | TransactionAbortableError
+            ):
+                self._next_error = TransactionAbortableError(error)
+                self._update_sendable()
             return
         code = error.code if isinstance(error, KafkaError) else None
         if code in _FATAL_BATCH_CODES:
@@ -637,9 +757,10 @@ class TransactionManager:
         for result in self._pending_results():
             result._resolve(error)
         self._offsets.clear()
+        self._next_offsets.clear()
 
     def _pending_results(self) -> list[TxnResult]:
-        out = [op.result for op in self._offsets]
+        out = [op.result for op in (*self._offsets, *self._next_offsets)]
         for r in (self._init_result, self._end_result):
             if r is not None and not r.done:
                 out.append(r)
@@ -1070,10 +1191,13 @@ class TransactionManager:
         self.last_error = None
 
     def _complete(self, error: BaseException | None) -> None:
-        """The transaction ended (committed or aborted): back to READY."""
+        """The transaction ended (committed or aborted): back to READY, or on
+        to the transaction begun ahead."""
+        result, self._end_result = self._end_result, None
         self._transition(_S.READY)
         self._clear_transaction()
-        result, self._end_result = self._end_result, None
+        if self._next_begun:
+            self._start_next()
         if result is not None:
             if error is None and result.operation == "commit_transaction":
                 self.transactions_committed += 1
@@ -1091,6 +1215,9 @@ class TransactionManager:
         )
         if self.last_error is None:
             self.last_error = error
+        if self._next_begun:
+            # It depended on this commit: one abort now ends both.
+            self._drop_next(self.last_error)
         self._transition(_S.ABORTABLE_ERROR)
         self._new_partitions.clear()
         while self._offsets:
@@ -1131,10 +1258,12 @@ class TransactionManager:
         if self.state is _S.FATAL_ERROR:
             return
         self.fatal_error = error
+        self._next_begun = False
         self._transition(_S.FATAL_ERROR)
         for result in self._pending_results():
             result._resolve(error)
         self._offsets.clear()
+        self._next_offsets.clear()
         self._init_result = self._end_result = None
 
     def fail_fatal(self, error: BaseException) -> None:

@@ -327,3 +327,44 @@ def test_node_ready_follows_ready_for_one_node() -> None:
     assert len(a.drain(0.1, 2, leader)) == 1
     # Its only batch is in flight: nothing more to send there.
     assert not a.node_ready(0.1, 2, leader)
+
+
+def test_batches_of_a_transaction_begun_ahead_wait_for_theirs() -> None:
+    a = acc(linger=0.0)
+    sending = {"n": 1}
+    a.send_allowed = lambda _t, _p, number: number == sending["n"]
+    a.txn_open = 1
+    first = a.append("t", 0, 0, None, b"one", (), now=0.0)
+    a.seal()  # the next transaction begins while this one commits
+    a.txn_open = 2
+    second = a.append("t", 0, 0, None, b"two", (), now=0.0)
+    other = a.append("t", 1, 0, None, b"other", (), now=0.0)
+    assert second.batch is not first.batch and first.batch.full
+    assert (first.batch.txn, second.batch.txn, other.batch.txn) == (1, 2, 2)
+    assert a.ready(0.0, leader).nodes == {1}  # partition 1 holds only the next one's batch
+    (b,) = a.drain(0.0, 1, leader)
+    assert b is first.batch and a.drain(0.0, 1, leader) == []  # the next one's stays
+    assert a.has_pending(1) and a.has_pending(2)
+    a.complete(b, base_offset=0)
+    assert not a.has_pending(1) and a.has_pending(2)
+    sending["n"] = 2  # its commit done: the next transaction's batches leave
+    assert [x.batch for x in (second, other)] == [
+        *a.drain(0.0, 1, leader),
+        *a.drain(0.0, 2, leader),
+    ]
+
+
+def test_aborting_a_transaction_begun_ahead_fails_only_its_batches() -> None:
+    a = acc(linger=0.0)
+    a.send_allowed = lambda _t, _p, number: number == 1
+    a.txn_open = 1
+    kept = a.append("t", 0, 0, None, b"one", (), now=0.0)
+    a.seal()
+    a.txn_open = 2
+    doomed = [a.append("t", p, 0, None, b"two", (), now=0.0) for p in (0, 1)]
+    used = a.used_memory
+    assert a.abort_undrained(UsageError("aborted"), 2) == 2
+    assert all(isinstance(h.exception(), UsageError) for h in doomed)
+    assert not kept.done() and a.used_memory < used and not a.has_pending(2)
+    (b,) = a.drain(0.0, 1, leader)
+    assert b is kept.batch

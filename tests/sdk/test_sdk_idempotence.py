@@ -150,7 +150,7 @@ def test_transactional_gate_flag_and_abort_of_undrained_batches() -> None:
     a = acc(transactional=True, batch_size=70)
     a.producer_id, a.producer_epoch = 3, 1
     allowed = {("t", 0)}
-    a.send_allowed = lambda t, p: (t, p) in allowed
+    a.send_allowed = lambda t, p, _txn: (t, p) in allowed
     failed: list[tuple[int, bool, BaseException]] = []
     a.on_failure = lambda b, e: failed.append((b.partition, b.base_sequence >= 0, e))
     h0 = a.append("t", 0, 0, None, b"x" * 60, (), now=0.0)

@@ -20,6 +20,7 @@ from trafka.codec.messages import k28_txn_offset_commit as toc
 from trafka.codec.protocol import encode_request_body
 from trafka.codec.records import read_batch_header
 from trafka.sdk.errors import (
+    DeliveryTimeoutError,
     InvalidTxnStateError,
     KafkaConnectionError,
     ProducerBlockedError,
@@ -856,3 +857,127 @@ async def test_idempotence_without_init_producer_id(
             md = await p.send_and_wait("one", b"x")
     assert md.offset == 0
     assert read_batch_header(fake_broker.logs[("one", 0)][0]).producer_id == -1
+
+
+# -- pipelining: a transaction begun while the previous one commits ---------------------------
+
+
+def committing_with_one_ahead(m: TransactionManager) -> Any:
+    """``m`` commits a transaction on a-0 (its EndTxn not sent yet) while the
+    next one is begun ahead; returns the commit's result."""
+    ready(m)
+    m.begin()
+    added(m, ("a", 0))
+    result = m.begin_commit()
+    m.begin()
+    assert m.pipelined and m.state is S.COMMITTING_TRANSACTION and m.sendable
+    return result
+
+
+def test_a_transaction_begun_ahead_waits_for_the_commit_then_goes_on() -> None:
+    m = manager()
+    result = committing_with_one_ahead(m)
+    committing, ahead = m.sending_number, m.open_number
+    assert ahead == committing + 1
+    assert m.add_partition("a", 0) is False  # no request now: the commit comes first
+    assert m.add_partition("b", 1) is False
+    offsets = m.send_offsets({TopicPartition("in", 0): 5}, ConsumerGroupMetadata("g"))
+    # The committing transaction's batches leave, the next one's wait.
+    assert m.is_send_allowed("a", 0, committing) and not m.is_send_allowed("a", 0, ahead)
+    with pytest.raises(InvalidTxnStateError, match="already open"):
+        m.begin()
+    with pytest.raises(InvalidTxnStateError, match="still committing"):
+        m.begin_commit()
+    assert m.poll(0.0, batches_pending=True) is None  # EndTxn waits for its own batches
+    req = step(m)
+    assert req.kind is Kind.END_TXN and body_of(req).committed is True
+    answer(m, req, et.EndTxnResponse())
+    assert result.done and result.error is None and m.transactions_committed == 1
+    # The transaction begun ahead is now the open one: its partitions, then its offsets.
+    assert m.state is S.IN_TRANSACTION and not m.pipelined and m.sending_number == ahead
+    assert not m.is_send_allowed("a", 0, ahead)  # not added to this transaction yet
+    req = step(m)
+    assert req.kind is Kind.ADD_PARTITIONS
+    assert sorted((t.name, p) for t in body_of(req).v3_and_below_topics for p in t.partitions) == [
+        ("a", 0),
+        ("b", 1),
+    ]
+    answer(m, req, add_resp({("a", 0): 0, ("b", 1): 0}))
+    assert m.is_send_allowed("a", 0, ahead) and m.is_send_allowed("b", 1, ahead)
+    assert step(m).kind is Kind.ADD_OFFSETS and not offsets.done
+
+
+def test_a_failed_commit_dooms_the_transaction_begun_ahead() -> None:
+    m = manager()
+    result = committing_with_one_ahead(m)
+    m.add_partition("b", 0)
+    offsets = m.send_offsets({TopicPartition("in", 0): 5}, ConsumerGroupMetadata("g"))
+    # A batch of the committing transaction fails for good.
+    m.on_batch_failed(
+        KafkaError(ErrorCode.NOT_ENOUGH_REPLICAS, "x"), sequenced=True, number=m.sending_number
+    )
+    assert isinstance(result.error, TransactionAbortableError)
+    assert isinstance(offsets.error, TransactionAbortableError)  # it depended on that commit
+    assert m.state is S.ABORTABLE_ERROR and not m.pipelined and not m.sendable
+    with pytest.raises(TransactionAbortableError):
+        m.check_can_send()
+    with pytest.raises(TransactionAbortableError):
+        m.begin_commit()
+    # One abort ends both: EndTxn(abort) for what was sent, then the epoch bump.
+    aborted = m.begin_abort()
+    req = step(m)
+    assert req.kind is Kind.END_TXN and body_of(req).committed is False
+    answer(m, req, et.EndTxnResponse())
+    assert step(m).kind is Kind.INIT_PRODUCER_ID and not aborted.done
+
+
+def test_a_failed_batch_of_the_transaction_begun_ahead_dooms_only_it() -> None:
+    m = manager()
+    result = committing_with_one_ahead(m)
+    m.add_partition("b", 0)
+    m.on_batch_failed(DeliveryTimeoutError("expired"), sequenced=False, number=m.open_number)
+    assert not m.sendable and m.state is S.COMMITTING_TRANSACTION
+    with pytest.raises(TransactionAbortableError, match="expired"):
+        m.check_can_send()
+    with pytest.raises(TransactionAbortableError):
+        m.begin_commit()
+    req = step(m)  # the commit goes on
+    assert req.kind is Kind.END_TXN
+    answer(m, req, et.EndTxnResponse())
+    assert result.done and result.error is None
+    assert m.state is S.ABORTABLE_ERROR
+    aborted = m.begin_abort()  # nothing of it reached the coordinator: ends locally
+    assert m.poll(0.0, batches_pending=False) is None
+    assert aborted.done and aborted.error is None and m.state is S.READY
+
+
+def test_aborting_the_transaction_begun_ahead_is_local() -> None:
+    m = manager()
+    result = committing_with_one_ahead(m)
+    m.add_partition("b", 0)
+    offsets = m.send_offsets({TopicPartition("in", 0): 5}, ConsumerGroupMetadata("g"))
+    aborted = m.begin_abort()
+    assert aborted.done and aborted.error is None and m.transactions_aborted == 1
+    assert isinstance(offsets.error, TransactionAbortedError)
+    assert not m.pipelined and not m.sendable and m.state is S.COMMITTING_TRANSACTION
+    m.begin()  # and another may begin ahead
+    assert m.pipelined
+    req = step(m)
+    assert req.kind is Kind.END_TXN
+    answer(m, req, et.EndTxnResponse())
+    assert result.done and result.error is None
+    assert m.state is S.IN_TRANSACTION
+    assert m.poll(0.0, batches_pending=False) is None  # b-0 went with the aborted one
+
+
+def test_a_fenced_commit_fails_the_transaction_begun_ahead() -> None:
+    m = manager()
+    result = committing_with_one_ahead(m)
+    offsets = m.send_offsets({TopicPartition("in", 0): 5}, ConsumerGroupMetadata("g"))
+    req = step(m)
+    answer(m, req, et.EndTxnResponse(error_code=ErrorCode.PRODUCER_FENCED))
+    assert isinstance(result.error, ProducerFencedError)
+    assert isinstance(offsets.error, ProducerFencedError)
+    assert m.state is S.FATAL_ERROR and not m.pipelined and not m.sendable
+    with pytest.raises(ProducerFencedError):
+        m.check_can_send()

@@ -549,3 +549,119 @@ async def test_cancelled_scope_shows_as_cancellation_not_closed(
                     await getattr(p, call)()
                 raise AssertionError("the call did not raise")
         assert outer.cancelled_caught
+
+
+# -- pipelined commits (commit_transaction(wait=False)) ---------------------------------------
+
+
+async def test_pipelined_commits_deliver_every_transaction(broker: RunningBroker) -> None:
+    bs = broker.bootstrap_servers
+    topic = fresh("pipelined")
+    expected: dict[int, list[bytes]] = {p: [] for p in range(3)}
+    begun_ahead = 0
+    with anyio.fail_after(60):
+        await create(bs, (topic, 3))
+        async with open_producer(
+            bootstrap_servers=bs, transactional_id=fresh("tx"), linger_ms=1
+        ) as p:
+            await p.init_transactions()
+            commits, futures = [], []
+            for t in range(20):
+                p.begin_transaction()
+                begun_ahead += p.transaction_state is TxnState.COMMITTING_TRANSACTION
+                for i in range(30):
+                    value = b"t%d-%d" % (t, i)
+                    futures.append(await p.send(topic, value, partition=i % 3))
+                    expected[i % 3].append(value)
+                commits.append(await p.commit_transaction(wait=False))
+            await commits[-1].wait()
+            assert p.transaction_state is TxnState.READY
+            for c in commits:
+                assert c.done()
+                c.result()
+            # Each partition's offsets grow in send order (control records between).
+            for q in range(3):
+                offsets = [f.result().offset for f in futures[q::3]]
+                assert offsets == sorted(offsets)
+        # Begun while the previous commit was still under way, at least sometimes
+        # (it takes two round trips to the broker, 30 appends do not).
+        assert begun_ahead > 0
+        assert await read_all(bs, topic, 3, committed=True) == expected
+
+
+async def test_abort_of_a_transaction_begun_ahead(broker: RunningBroker) -> None:
+    bs = broker.bootstrap_servers
+    topic = fresh("pipelined-abort")
+    with anyio.fail_after(30):
+        await create(bs, (topic, 1))
+        async with open_producer(bootstrap_servers=bs, transactional_id=fresh("tx")) as p:
+            await p.init_transactions()
+            p.begin_transaction()
+            await p.send(topic, b"kept", partition=0)
+            commit = await p.commit_transaction(wait=False)
+            p.begin_transaction()
+            assert p.transaction_state is TxnState.COMMITTING_TRANSACTION  # begun ahead
+            doomed = [await p.send(topic, b"dropped-%d" % i, partition=0) for i in range(5)]
+            await p.abort_transaction()
+            for f in doomed:
+                with pytest.raises(TransactionAbortedError):
+                    await f
+            await commit.wait()
+            async with p.transaction():
+                await p.send(topic, b"after", partition=0)
+        assert await read_all(bs, topic, 1, committed=True) == {0: [b"kept", b"after"]}
+        # The aborted records never reached the broker.
+        assert await read_all(bs, topic, 1, committed=False) == {0: [b"kept", b"after"]}
+
+
+async def test_a_fenced_commit_fails_the_transaction_begun_ahead(broker: RunningBroker) -> None:
+    bs = broker.bootstrap_servers
+    topic, tid = fresh("pipelined-fenced"), fresh("tx")
+    with anyio.fail_after(30):
+        await create(bs, (topic, 1))
+        async with open_producer(bootstrap_servers=bs, transactional_id=tid) as old:
+            await old.init_transactions()
+            old.begin_transaction()
+            await old.send_and_wait(topic, b"zombie", partition=0)
+            async with open_producer(bootstrap_servers=bs, transactional_id=tid) as new:
+                await new.init_transactions()  # fences old, aborting its transaction
+                commit = await old.commit_transaction(wait=False)
+                old.begin_transaction()
+                ahead = await old.send(topic, b"zombie-ahead", partition=0)
+                with pytest.raises(ProducerFencedError):
+                    await commit.wait()
+                with pytest.raises(ProducerFencedError):
+                    await ahead
+                with pytest.raises(ProducerFencedError):
+                    await old.commit_transaction()
+                async with new.transaction():
+                    await new.send(topic, b"new", partition=0)
+        assert await read_all(bs, topic, 1, committed=True) == {0: [b"new"]}
+
+
+async def test_pipelined_commits_with_the_blocking_producer(broker: RunningBroker) -> None:
+    from trafka.sdk.blocking import Producer as BlockingProducer
+
+    bs = broker.bootstrap_servers
+    topic = fresh("pipelined-blocking")
+    expected = [b"t%d-%d" % (t, i) for t in range(10) for i in range(50)]
+
+    def run() -> None:
+        with BlockingProducer(bootstrap_servers=bs, transactional_id=fresh("tx")) as p:
+            p.init_transactions()
+            commits = []
+            values = iter(expected)
+            for _ in range(10):
+                p.begin_transaction()
+                for _ in range(50):
+                    p.send(topic, next(values), partition=0)
+                commits.append(p.commit_transaction(wait=False))
+            commits[-1].wait()
+            for c in commits:
+                assert c.done()
+                c.result()
+
+    with anyio.fail_after(60):
+        await create(bs, (topic, 1))
+        await anyio.to_thread.run_sync(run)
+        assert await read_all(bs, topic, 1, committed=True) == {0: expected}
