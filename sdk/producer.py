@@ -980,6 +980,14 @@ class Producer:
 
     async def _abort_shielded(self) -> None:
         txn = self._txn
+        if txn.pipelined:
+            # Begun ahead of a commit under way: abort it (locally), then let
+            # that commit finish below.
+            with anyio.CancelScope(shield=True):
+                try:
+                    await self.abort_transaction()
+                except TrafkaError as exc:
+                    log.warning("aborting the transaction failed: %s", exc)
         if not txn.in_transaction or txn.state is TxnState.COMMITTING_TRANSACTION:
             if txn.state is TxnState.COMMITTING_TRANSACTION:
                 await self._finish_commit_shielded()

@@ -665,3 +665,29 @@ async def test_pipelined_commits_with_the_blocking_producer(broker: RunningBroke
         await create(bs, (topic, 1))
         await anyio.to_thread.run_sync(run)
         assert await read_all(bs, topic, 1, committed=True) == {0: expected}
+
+
+async def test_a_transaction_begun_ahead_is_aborted_by_its_block_and_by_close(
+    broker: RunningBroker,
+) -> None:
+    bs = broker.bootstrap_servers
+    topic = fresh("pipelined-close")
+    with anyio.fail_after(30):
+        await create(bs, (topic, 1))
+        async with open_producer(bootstrap_servers=bs, transactional_id=fresh("tx")) as p:
+            await p.init_transactions()
+            p.begin_transaction()
+            await p.send(topic, b"first", partition=0)
+            await p.commit_transaction(wait=False)
+            with pytest.raises(ZeroDivisionError):
+                async with p.transaction():  # begun ahead of that commit
+                    await p.send(topic, b"block", partition=0)
+                    _ = 1 / 0
+            assert p.transaction_state is TxnState.READY  # first committed, block aborted
+            p.begin_transaction()
+            await p.send(topic, b"second", partition=0)
+            await p.commit_transaction(wait=False)
+            p.begin_transaction()
+            await p.send(topic, b"left open", partition=0)
+        # Closing aborts the transaction left open and completes the commit before it.
+        assert await read_all(bs, topic, 1, committed=True) == {0: [b"first", b"second"]}
