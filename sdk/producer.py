@@ -419,17 +419,18 @@ class Producer:
                         self._wake.set()
                     return RecordFuture(batch, len(records) - 1)
             if self._transactional and self._txn.pipelined:
-                # Begun while the previous transaction commits: the same append,
-                # yielding now and then so that the commit's answers are taken
-                # as they come (this loop would otherwise not let them in until
-                # the next commit waits).
+                # Begun while the previous transaction commits: the same append
+                # (its batches wait for the commit), and every 32 records the
+                # answers that have arrived are taken and what they make ready
+                # is sent, without a yield: the commit goes on while the caller
+                # appends, rather than once the next commit waits for it.
                 hot = self._append_hot(topic, value, key)
                 if hot is not True and hot is not False:
                     if hot.full:
                         self._wake.set()
                     self._window_appends += 1
-                    if not self._window_appends & 63:
-                        await anyio.lowlevel.cancel_shielded_checkpoint()
+                    if not self._window_appends & 31:
+                        self._send_if_idle()
                     return RecordFuture(hot, len(hot.records) - 1)
         transactional = self._transactional
         if transactional:
@@ -491,10 +492,9 @@ class Producer:
             if handle.batch.full:
                 self._wake.set()
             if self._transactional and self._txn.pipelined:
-                # Begun while the previous transaction commits (the hot path is
-                # off until then): yield per record, so that the commit's answers
-                # are taken as they come rather than at the next commit.
-                await anyio.lowlevel.cancel_shielded_checkpoint()
+                self._window_appends += 1
+                if not self._window_appends & 31:
+                    self._send_if_idle()  # as on the hot path above
         return handle
 
     def try_send(self, topic: str, value: Any = None, key: Any = None) -> RecordFuture | None:
@@ -1313,16 +1313,20 @@ class Producer:
         batch leaves only once its partition has joined. With a request still in
         flight, its answer wakes the sender, and the batches filled meanwhile share
         a request."""
+        self._take_answers()
+        if not any(self._node_in_flight.values()):
+            self._send_now()
+
+    def _take_answers(self) -> None:
+        """Handle the answers that have already arrived (the coordinator's, and
+        those to Produce requests in flight), without waiting or yielding."""
         if self._transactional:
             self._receive_txn_answer()
-        in_flight = self._node_in_flight
-        busy = [node for node, n in in_flight.items() if n]
+        busy = [node for node, n in self._node_in_flight.items() if n]
         for node in busy:
             conn = self._cluster.ready_connection(node)
             if conn is not None:
                 conn.receive_ready()
-        if not any(in_flight.values()):
-            self._send_now()
 
     def _send_now(self) -> None:
         """Send what is ready at once, ahead of the sender loop (which still runs)."""
