@@ -312,7 +312,9 @@ class Producer:
         # used: other serializers, or limits that the batch bound does not
         # already imply.
         self._sticky_batches: dict[str, ProducerBatch] = {}
-        self._window_appends = 0  # records appended while the previous transaction commits
+        # A transaction is (or was, until the next check) begun ahead of a commit.
+        self._window = False
+        self._window_appends = 0
         fits = config.batch_size + RECORD_MEMORY_OVERHEAD <= min(
             config.max_request_size - BATCH_OVERHEAD, config.buffer_memory
         )
@@ -394,12 +396,13 @@ class Producer:
             else:
                 batch = None
             # In a transaction, a batch still open was opened in this one, so its
-            # partition is already part of it (the general path adds partitions).
+            # partition is already part of it (the general path adds partitions;
+            # a transaction begun ahead of a commit seals that commit's batches).
             if (
                 batch is not None
                 and not batch.full
                 and not batch.done
-                and (not self._transactional or self._txn.state is TxnState.IN_TRANSACTION)
+                and (not self._transactional or self._txn.sendable)
             ):
                 acc = self._acc
                 charge = size + RECORD_MEMORY_OVERHEAD
@@ -417,21 +420,11 @@ class Producer:
                     if batch_bytes >= acc.batch_size:
                         batch.full = True
                         self._wake.set()
+                    if self._window:
+                        self._window_appends += 1
+                        if not self._window_appends & 63:
+                            self._window_poll()
                     return RecordFuture(batch, len(records) - 1)
-            if self._transactional and self._txn.pipelined:
-                # Begun while the previous transaction commits: the same append
-                # (its batches wait for the commit), and every 32 records the
-                # answers that have arrived are taken and what they make ready
-                # is sent, without a yield: the commit goes on while the caller
-                # appends, rather than once the next commit waits for it.
-                hot = self._append_hot(topic, value, key)
-                if hot is not True and hot is not False:
-                    if hot.full:
-                        self._wake.set()
-                    self._window_appends += 1
-                    if not self._window_appends & 31:
-                        self._send_if_idle()
-                    return RecordFuture(hot, len(hot.records) - 1)
         transactional = self._transactional
         if transactional:
             self._txn.check_can_send()
@@ -491,11 +484,23 @@ class Producer:
         else:
             if handle.batch.full:
                 self._wake.set()
-            if self._transactional and self._txn.pipelined:
+            if self._window:
                 self._window_appends += 1
-                if not self._window_appends & 31:
-                    self._send_if_idle()  # as on the hot path above
+                if not self._window_appends & 63:
+                    self._window_poll()
         return handle
+
+    def _window_poll(self) -> None:
+        """Every 64 records appended while a transaction is begun ahead of a
+        commit: take the answers that have arrived and send what they make
+        ready, without a yield, so that the commit goes on while the caller
+        appends (a loop that awaits only :meth:`send` would otherwise hold it
+        up until the next commit waits for it). The window closes once the
+        commit is done."""
+        if not self._txn.pipelined:
+            self._window = False
+            return
+        self._send_if_idle()
 
     def try_send(self, topic: str, value: Any = None, key: Any = None) -> RecordFuture | None:
         """:meth:`send` without awaiting, for a record that fits the batch its
@@ -523,6 +528,10 @@ class Producer:
             return None
         if batch.full:
             self._wake.set()
+        if self._window:
+            self._window_appends += 1
+            if not self._window_appends & 63:
+                self._window_poll()
         return RecordFuture(batch, len(batch.records) - 1)
 
     def _pick(self, topic: str, key_bytes: bytes | None, n: int, info: Any) -> tuple[int, bool]:
@@ -839,6 +848,7 @@ class Producer:
         if txn.pipelined:
             # The committing transaction's open batches take no more records.
             self._acc.seal()
+            self._window = True
         self._acc.txn_open = txn.open_number
 
     async def send_offsets_to_transaction(

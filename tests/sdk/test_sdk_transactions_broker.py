@@ -691,3 +691,32 @@ async def test_a_transaction_begun_ahead_is_aborted_by_its_block_and_by_close(
             await p.send(topic, b"left open", partition=0)
         # Closing aborts the transaction left open and completes the commit before it.
         assert await read_all(bs, topic, 1, committed=True) == {0: [b"first", b"second"]}
+
+
+async def test_pipelined_commits_on_the_fast_paths(broker: RunningBroker) -> None:
+    # Key-less bytes records: send()'s inline path and try_send(), which append
+    # to the batch a transaction begun ahead is filling while the commit runs.
+    bs = broker.bootstrap_servers
+    topic = fresh("pipelined-fast")
+    expected = [b"t%d-%d" % (t, i) for t in range(12) for i in range(400)]
+    with anyio.fail_after(60):
+        await create(bs, (topic, 1))
+        async with open_producer(bootstrap_servers=bs, transactional_id=fresh("tx")) as p:
+            await p.init_transactions()
+            values = iter(expected)
+            commits = []
+            for t in range(12):
+                p.begin_transaction()
+                for _ in range(400):
+                    value = next(values)
+                    if t % 2:
+                        p.try_send(topic, value) or await p.send(topic, value)
+                    else:
+                        await p.send(topic, value)
+                commits.append(await p.commit_transaction(wait=False))
+            await commits[-1].wait()
+            for c in commits:
+                c.result()
+            # A commit takes round trips: records were appended while one ran.
+            assert p._window_appends > 0
+        assert await read_all(bs, topic, 1, committed=True) == {0: expected}
