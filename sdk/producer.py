@@ -802,7 +802,10 @@ class Producer:
 
     @property
     def transaction_state(self) -> TxnState:
-        """The transaction manager's state (``READY`` between transactions)."""
+        """The transaction manager's state (``READY`` between transactions).
+
+        A transaction begun while the previous one commits shows as
+        ``COMMITTING_TRANSACTION`` until that commit completes."""
         return self._txn.state
 
     async def init_transactions(self) -> None:
