@@ -434,51 +434,13 @@ async def test_cut_responses_exactly_once_in_order(
 
 
 @pytest.mark.timeout(120)
+@pytest.mark.parametrize("pipelined", [False, True], ids=["awaited", "pipelined"])
 async def test_transactions_through_cut_connections(
-    proxy_broker: tuple[socket.socket, RunningBroker],
+    proxy_broker: tuple[socket.socket, RunningBroker], pipelined: bool
 ) -> None:
-    """Every transactional API's answer may be lost; commits and aborts still hold."""
-    keys = {0, 10, 22, 24, 25, 26, 28}
-    async with proxied(proxy_broker, every=5, max_cuts=12, keys=keys) as (bs, proxy):
-        with anyio.fail_after(90):
-            async with open_admin(bootstrap_servers=bs) as admin:
-                await admin.create_topics([NewTopic("txn", 2), NewTopic("src", 1)])
-            committed: list[bytes] = []
-            async with open_producer(
-                bootstrap_servers=bs, transactional_id="cut", linger_ms=1, retry_backoff_ms=5
-            ) as p:
-                await p.init_transactions()
-                for t in range(12):
-                    p.begin_transaction()
-                    values = [b"%d-%d" % (t, i) for i in range(40)]
-                    for i, v in enumerate(values):
-                        await p.send("txn", v, partition=i % 2)
-                    await p.send_offsets_to_transaction(
-                        {TopicPartition("src", 0): t + 1}, "cut-group"
-                    )
-                    if t % 3 == 2:
-                        await p.abort_transaction()
-                    else:
-                        await p.commit_transaction()
-                        committed += values
-            proxy.keys = set()
-            got = await _values(bs, "txn", 2, len(committed), isolation_level="read_committed")
-            async with open_consumer(bootstrap_servers=bs, group_id="cut-group") as c:
-                offset = await c.committed(TopicPartition("src", 0))
-    assert proxy.cuts >= 8 and len(set(proxy.cut_keys)) >= 3  # several APIs lost answers
-    assert sorted(got[0] + got[1]) == sorted(committed)
-    # In order within each partition (a value's partition: its index in its transaction % 2).
-    assert got[0] == [v for v in committed if int(v.split(b"-")[1]) % 2 == 0]
-    assert offset == 11  # transaction 11 (t=10) is the last committed one
-
-
-@pytest.mark.timeout(120)
-async def test_pipelined_transactions_through_cut_connections(
-    proxy_broker: tuple[socket.socket, RunningBroker],
-) -> None:
-    """As above, each transaction begun while the previous one commits
-    (``commit_transaction(wait=False)``): lost answers are retried, and what
-    commits is visible exactly once, in order, with its offsets."""
+    """Every transactional API's answer may be lost; commits and aborts still hold.
+    Pipelined, each transaction begins while the previous one commits
+    (``commit_transaction(wait=False)``)."""
     keys = {0, 10, 22, 24, 25, 26, 28}
     async with proxied(proxy_broker, every=5, max_cuts=12, keys=keys) as (bs, proxy):
         with anyio.fail_after(90):
@@ -498,20 +460,25 @@ async def test_pipelined_transactions_through_cut_connections(
                     futures = [
                         await p.send("txn", v, partition=i % 2) for i, v in enumerate(values)
                     ]
-                    if t % 3 == 2:
+                    abort = t % 3 == 2
+                    if abort and pipelined:
+                        # Begun ahead (unless the commit was already done): a local
+                        # abort, none of its records sent.
                         ahead = p.transaction_state is TxnState.COMMITTING_TRANSACTION
                         await p.abort_transaction()
-                        if ahead:  # a local abort: none of its records was sent
-                            for f in futures:
-                                with pytest.raises(TransactionAbortedError):
-                                    await f
+                        for f in futures if ahead else ():
+                            with pytest.raises(TransactionAbortedError):
+                                await f
                         continue
-                    # Queued while the previous commit runs: sent once it is done.
+                    # Pipelined, queued while the previous commit runs, sent after it.
                     await p.send_offsets_to_transaction(
                         {TopicPartition("src", 0): t + 1}, "cut-group"
                     )
-                    commits.append(await p.commit_transaction(wait=False))
-                    committed += values
+                    if abort:
+                        await p.abort_transaction()
+                    else:
+                        commits.append(await p.commit_transaction(wait=not pipelined))
+                        committed += values
                 await commits[-1].wait()
                 for c in commits:
                     c.result()
@@ -519,8 +486,9 @@ async def test_pipelined_transactions_through_cut_connections(
             got = await _values(bs, "txn", 2, len(committed), isolation_level="read_committed")
             async with open_consumer(bootstrap_servers=bs, group_id="cut-group") as c:
                 offset = await c.committed(TopicPartition("src", 0))
-    assert proxy.cuts >= 8 and len(set(proxy.cut_keys)) >= 3
-    assert begun_ahead > 0
+    assert proxy.cuts >= 8 and len(set(proxy.cut_keys)) >= 3  # several APIs lost answers
+    assert (begun_ahead > 0) is pipelined
     assert sorted(got[0] + got[1]) == sorted(committed)
+    # In order within each partition (a value's partition: its index in its transaction % 2).
     assert got[0] == [v for v in committed if int(v.split(b"-")[1]) % 2 == 0]
-    assert offset == 11
+    assert offset == 11  # transaction 11 (t=10) is the last committed one
