@@ -420,7 +420,7 @@ class Producer:
                     if batch_bytes >= acc.batch_size:
                         batch.full = True
                         self._wake.set()
-                    if self._window:
+                    if self._window:  # _window_tick inline: change the two together
                         self._window_appends += 1
                         if not self._window_appends & 63:
                             self._window_poll()
@@ -485,18 +485,22 @@ class Producer:
             if handle.batch.full:
                 self._wake.set()
             if self._window:
-                self._window_appends += 1
-                if not self._window_appends & 63:
-                    self._window_poll()
+                self._window_tick()
         return handle
 
+    def _window_tick(self) -> None:
+        """A record was appended while a transaction is begun ahead of a commit:
+        every 64th, :meth:`_window_poll`."""
+        self._window_appends += 1
+        if not self._window_appends & 63:
+            self._window_poll()
+
     def _window_poll(self) -> None:
-        """Every 64 records appended while a transaction is begun ahead of a
-        commit: take the answers that have arrived and send what they make
-        ready, without a yield, so that the commit goes on while the caller
-        appends (a loop that awaits only :meth:`send` would otherwise hold it
-        up until the next commit waits for it). The window closes once the
-        commit is done."""
+        """Take the answers that have arrived and send what they make ready,
+        without a yield, so that the commit goes on while the caller appends
+        (a loop that awaits only :meth:`send` would otherwise hold it up until
+        the next commit waits for it). The window closes once the commit is
+        done."""
         if not self._txn.pipelined:
             self._window = False
             return
@@ -529,9 +533,7 @@ class Producer:
         if batch.full:
             self._wake.set()
         if self._window:
-            self._window_appends += 1
-            if not self._window_appends & 63:
-                self._window_poll()
+            self._window_tick()
         return RecordFuture(batch, len(batch.records) - 1)
 
     def _pick(self, topic: str, key_bytes: bytes | None, n: int, info: Any) -> tuple[int, bool]:
@@ -918,14 +920,10 @@ class Producer:
             await self._wait_resolved(previous)
         result = txn.begin_commit()
         acc = self._acc
-        if not wait:
+        if wait:
+            acc.flushing += 1
+        else:
             acc.seal()  # every batch of the transaction is ready to leave now
-            self._wake_sender()
-            if not self._sender_done:
-                self._receive_txn_answer()
-                self._send_now()
-            return PendingCommit(self, result)
-        acc.flushing += 1
         try:
             self._wake_sender()
             if not self._sender_done:
@@ -934,9 +932,11 @@ class Producer:
                 # at once rather than once the connection's reader gets to run.
                 self._receive_txn_answer()
                 self._send_now()
-            await self._wait_txn(result)
+            if wait:
+                await self._wait_txn(result)
         finally:
-            acc.flushing -= 1
+            if wait:
+                acc.flushing -= 1
         return PendingCommit(self, result)
 
     async def abort_transaction(self) -> None:
@@ -953,10 +953,11 @@ class Producer:
         txn = self._txn
         ahead = txn.open_number if txn.pipelined else None
         result = txn.begin_abort()
-        # Begun while the previous transaction commits, its batches never left.
-        doomed = TransactionAbortedError("the transaction was aborted")
-        if ahead is not None and self._acc.abort_undrained(doomed, ahead):
-            self._memory_freed()
+        if ahead is not None:
+            # Begun while the previous transaction commits: its batches never left.
+            doomed = TransactionAbortedError("the transaction was aborted")
+            if self._acc.abort_undrained(doomed, ahead):
+                self._memory_freed()
         self._wake_sender()
         await self._wait_txn(result)
 
@@ -1326,20 +1327,16 @@ class Producer:
         batch leaves only once its partition has joined. With a request still in
         flight, its answer wakes the sender, and the batches filled meanwhile share
         a request."""
-        self._take_answers()
-        if not any(self._node_in_flight.values()):
-            self._send_now()
-
-    def _take_answers(self) -> None:
-        """Handle the answers that have already arrived (the coordinator's, and
-        those to Produce requests in flight), without waiting or yielding."""
         if self._transactional:
             self._receive_txn_answer()
-        busy = [node for node, n in self._node_in_flight.items() if n]
+        in_flight = self._node_in_flight
+        busy = [node for node, n in in_flight.items() if n]
         for node in busy:
             conn = self._cluster.ready_connection(node)
             if conn is not None:
                 conn.receive_ready()
+        if not any(in_flight.values()):
+            self._send_now()
 
     def _send_now(self) -> None:
         """Send what is ready at once, ahead of the sender loop (which still runs)."""
