@@ -60,18 +60,17 @@ default of both clients), **transactional** (a ``transactional.id``; a
 transaction commits every ``--txn-records`` records, default 1,000) and, for
 the clients that can (trafka's), **pipelined**: the same transactions, each
 begun while the previous one commits (``commit_transaction(wait=False)``).
-Every mode runs ``--rounds`` times
-(default 3), each round in a rotated order of the modes, since whichever runs
-first on a fresh broker has an edge. It prints each mode's median rate and the
-median of its per-round fraction of the client's plain rate; the targets for
-trafka are idempotence costing under 10% and transactions of 1,000 records
-under 25%.
+Every mode runs ``--rounds`` times (default 3), each round in a rotated order
+of the modes, since whichever runs first on a fresh broker has an edge. It
+prints each mode's median rate and the median of its per-round fraction of the
+client's plain rate; the targets for trafka are idempotence costing under 10%
+and transactions of 1,000 records under 25%.
 
 A commit cannot overlap the records of its own transaction (pipelining
-overlaps it with the next one's): ``commit_transaction()``
-waits for the last Produce's acknowledgement, then for EndTxn (which brokerlite
-answers once the decision is written; its fsync follows the answer unless a
-partition has ``flush.messages=1``). For trafka the suite therefore also prints
+overlaps it with the next one's): ``commit_transaction()`` waits for the last
+Produce's acknowledgement, then for EndTxn (which brokerlite answers once the
+decision is written; its fsync follows the answer unless a partition has
+``flush.messages=1``). For trafka the suite therefore also prints
 the median commit latency, the commit budget the transactional target leaves
 (from the plain rate), and what this machine charges for the parts of that chain
 that no code can remove, measured in the same run:
