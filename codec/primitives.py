@@ -207,9 +207,24 @@ class _Compiled(Construct):  # type: ignore[misc]
     def _fast_entries(self) -> tuple[Callable[..., Any], Callable[..., Any]]:
         entries = self.__dict__.get("_entries")
         if entries is None:
-            entries = (_parse_entry(self), _build_entry(self))
+            entries = (_parse_entry(self), _build_entry(self, self.parts_builder()))
             self._entries = entries
         return entries
+
+    def parts_builder(self) -> Callable[[Any, Callable[[Any], None]], None] | None:
+        """The fast builder as ``f(value, append)``: it hands the encoding to
+        ``append`` in parts, byte fields (a Produce's record batches) as the
+        very objects given, uncopied; it raises on anything wrong, without the
+        precise error the construct's ``build`` gives. None where there is no
+        fast builder."""
+        if "_parts" not in self.__dict__:
+            parts: Callable[[Any, Callable[[Any], None]], None] | None
+            try:
+                parts = _build_function(self)
+            except _Unsupported:
+                parts = None
+            self._parts = parts
+        return self._parts
 
     def _emitparse(self, code: Any) -> str:
         return _link_entry(code, self._fast_entries()[0], "parse", "io, this")
@@ -1142,12 +1157,13 @@ def _parse_entry(con: Any) -> Callable[[Any, Any], Any]:
     return parse
 
 
-def _build_entry(con: Any) -> Callable[[Any, Any, Any], Any]:
-    """The compiled ``build(obj, io, this)``: parts joined and written once, else interpreted."""
+def _build_entry(
+    con: Any, fast: Callable[[Any, Callable[[Any], None]], None] | None
+) -> Callable[[Any, Any, Any], Any]:
+    """The compiled ``build(obj, io, this)``: ``fast``'s parts joined and written
+    once, else interpreted."""
     slow = con._build
-    try:
-        fast = _build_function(con)
-    except _Unsupported:
+    if fast is None:
 
         def interpreted(obj: Any, io: Any, this: Any) -> Any:
             return slow(obj, io, this, "(building)")

@@ -58,6 +58,7 @@ _HEAD = struct.Struct(">ihhi")  # size, api_key, api_version, correlation_id
 _KEYVER = struct.Struct(">hhi")
 _SIZE_CORR = struct.Struct(">ii")
 _I16 = struct.Struct(">h")
+_I32 = struct.Struct(">i")
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -134,6 +135,15 @@ def _compiled(key: int, version: int, response: bool) -> tuple[Any, Any, str]:
     compiled = schemas[version].compile()
     kind = "Response" if response else "Request"
     return compiled.parsefunc, compiled.buildfunc, f"{info.name}{kind} v{version}"
+
+
+@cache
+def _parts_builder(key: int, version: int, response: bool) -> Any:
+    """The schema's fast builder, which hands its parts to a callback (None if none)."""
+    info = api(key)
+    info.check_version(version)
+    schemas = info.module.RESPONSE_SCHEMAS if response else info.module.REQUEST_SCHEMAS
+    return getattr(schemas[version], "parts_builder", lambda: None)()
 
 
 def _decode(
@@ -316,16 +326,52 @@ def decode_request(
     return header, _decode(parse, frame, name, pos, allow_trailing)
 
 
+# A byte field this long (a Produce's record batch) is a frame part of its own:
+# written as it is, never copied into the frame.
+_BIG_PART = 8192
+
+
 def encode_request(header: RequestHeader, body: Any) -> bytes:
     """Encode a request frame, size prefix included."""
+    parts = encode_request_parts(header, body)
+    return parts[0] if len(parts) == 1 else b"".join(parts)
+
+
+def encode_request_parts(header: RequestHeader, body: Any) -> list[bytes]:
+    """:func:`encode_request`'s frame as parts to write in order (``sendmsg``).
+
+    Byte fields of 8 KiB or more, such as a Produce's record batches, are parts
+    of their own: the very objects in ``body``, not copies. Everything between
+    them is joined, so a request without such a field is one part.
+    """
     key, version = header.request_api_key, header.request_api_version
     info = api(key)
     _, build, name = _compiled(key, version, False)
+    head = _request_header(header, info, version)
+    collect = _parts_builder(key, version, False)
+    if collect is not None:
+        parts: list[Any] = [head]
+        try:
+            collect(body, parts.append)
+        except Exception:
+            pass  # the interpreted path below raises the precise EncodeError
+        else:
+            return _frame_parts(parts)
     io = BytesIO()
     io.write(b"\0\0\0\0")
+    io.write(head)
+    _encode(build, body, io, name)
+    buf = io.getbuffer()
+    struct.pack_into(">i", buf, 0, len(buf) - 4)
+    del buf
+    return [io.getvalue()]
+
+
+def _request_header(header: RequestHeader, info: ApiInfo, version: int) -> bytes:
+    io = BytesIO()
     field = "correlation_id"
     try:
-        io.write(_KEYVER.pack(key, version, header.correlation_id))
+        io.write(_KEYVER.pack(header.request_api_key, version, header.correlation_id))
         field = "client_id"
         _wire.w_nstring(io, header.client_id)
         if info.request_header_version(version) >= 2:
@@ -338,11 +384,26 @@ def encode_request(header: RequestHeader, body: Any) -> bytes:
         raise EncodeError(
             f"invalid value: {exc}", message_name="RequestHeader", field=field
         ) from None
-    _encode(build, body, io, name)
-    buf = io.getbuffer()
-    struct.pack_into(">i", buf, 0, len(buf) - 4)
-    del buf
     return io.getvalue()
+
+
+def _frame_parts(parts: list[Any]) -> list[bytes]:
+    """The size prefix, then ``parts`` with each run of small ones joined."""
+    size = 0
+    for part in parts:
+        size += len(part)
+    out: list[bytes] = []
+    run: list[Any] = [_I32.pack(size)]
+    for part in parts:
+        if len(part) >= _BIG_PART:
+            out.append(b"".join(run))
+            out.append(part)
+            run = []
+        else:
+            run.append(part)
+    if run:
+        out.append(b"".join(run))
+    return out
 
 
 def encode_response(correlation_id: int, key: int, version: int, body: Any) -> bytes:

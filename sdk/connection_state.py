@@ -50,7 +50,7 @@ from trafka.codec import (
     UnsupportedVersionError,
     api,
     decode_response,
-    encode_request,
+    encode_request_parts,
     peek_correlation_id,
 )
 from trafka.codec.messages import k18_api_versions as api_versions
@@ -385,7 +385,32 @@ class ConnectionState:
         expect_response: bool = True,
         cookie: Any = None,
     ) -> tuple[int, bytes]:
-        """Frame a request.
+        """Frame a request (as :meth:`send_request_parts`, joined)."""
+        corr, parts = self.send_request_parts(
+            api_key,
+            body,
+            now=now,
+            timeout=timeout,
+            version=version,
+            expect_response=expect_response,
+            cookie=cookie,
+        )
+        return corr, parts[0] if len(parts) == 1 else b"".join(parts)
+
+    def send_request_parts(
+        self,
+        api_key: int,
+        body: Any,
+        *,
+        now: float,
+        timeout: float,
+        version: int | None = None,
+        expect_response: bool = True,
+        cookie: Any = None,
+    ) -> tuple[int, list[bytes]]:
+        """Frame a request, as parts to write in order: a big byte field (a
+        Produce's record batch) is a part of its own, never copied
+        (:func:`~trafka.codec.protocol.encode_request_parts`).
 
         Args:
             api_key: the API.
@@ -398,7 +423,7 @@ class ConnectionState:
             cookie: returned with the response.
 
         Returns:
-            ``(correlation_id, frame bytes)``.
+            ``(correlation_id, frame parts)``.
 
         Raises:
             UsageError: before the handshake, or after a protocol error.
@@ -410,7 +435,7 @@ class ConnectionState:
         if version is None:
             version = self.version_for(api_key)
         corr = self._peek_id()
-        frame = encode_request(
+        parts = encode_request_parts(
             RequestHeader(
                 request_api_key=api_key,
                 request_api_version=version,
@@ -420,10 +445,13 @@ class ConnectionState:
             body,
         )
         self._next_id = (corr + 1) & 0x7FFFFFFF
-        self.stats.sent(api_key, len(frame))
+        size = 0
+        for part in parts:
+            size += len(part)
+        self.stats.sent(api_key, size)
         if expect_response:
             self._in_flight.append(InFlight(corr, api_key, version, now + timeout, cookie, now))
-        return corr, frame
+        return corr, parts
 
     def _frame(
         self, api_key: int, version: int, body: Any, now: float, timeout: float, cookie: Any

@@ -156,6 +156,7 @@ async def _connect_socket(host: str, port: int) -> socket.socket:
 
 # What a non-blocking send or recv raises when it would block, TLS included.
 _WOULD_BLOCK = (BlockingIOError, ssl.SSLWantReadError, ssl.SSLWantWriteError)
+_MAX_IOV = 512  # buffers handed to one sendmsg (Linux's IOV_MAX is 1024)
 _SASL_APIS = frozenset({17, 36})  # SaslHandshake, SaslAuthenticate: never held
 # Seconds between two log lines about a connection's quota throttling.
 _THROTTLE_LOG_INTERVAL = 30.0
@@ -510,7 +511,7 @@ class BrokerConnection:
         """Frame and write a request (see :meth:`send`), holding or not."""
         t = self._config.request_timeout_ms / 1000 if timeout is None else timeout
         try:
-            _, frame = self._state.send_request(
+            _, parts = self._state.send_request_parts(
                 api_key,
                 body,
                 now=now,
@@ -521,7 +522,7 @@ class BrokerConnection:
             )
         except UsageError as exc:
             raise KafkaConnectionError(f"connection to node {self.node_id} is broken") from exc
-        self._write(frame)
+        self._write(parts[0] if len(parts) == 1 else parts)
         if self._error is not None:
             if completion is not None:
                 return  # failing the connection failed the completion too
@@ -566,8 +567,10 @@ class BrokerConnection:
 
     # -- the socket ---------------------------------------------------------------------
 
-    def _write(self, data: bytes) -> None:
-        """Write ``data`` after everything queued before it; queue what the socket refuses.
+    def _write(self, data: bytes | list[bytes]) -> None:
+        """Write ``data`` (or its parts, in order, in one ``sendmsg`` without
+        joining them) after everything queued before it; queue what the socket
+        refuses.
 
         Writing is synchronous, so a frame is never half-written by a
         cancelled caller: whatever the socket does not take now, the writer
@@ -576,11 +579,19 @@ class BrokerConnection:
         sock = self._sock
         if sock is None or self._error is not None:
             return
-        if self._out:
-            self._out.append(memoryview(data))
+        parts = data if isinstance(data, list) else [data]
+        if len(parts) > 1 and isinstance(sock, ssl.SSLSocket):
+            parts = [b"".join(parts)]  # TLS has no sendmsg
+        out = self._out
+        if out:
+            out.extend(map(memoryview, parts))
             return
         try:
-            n = sock.send(data)
+            if len(parts) == 1:
+                n = sock.send(parts[0])
+            else:
+                # At most _MAX_IOV buffers a call: the rest waits in the queue.
+                n = sock.sendmsg(parts if len(parts) <= _MAX_IOV else parts[:_MAX_IOV])
         except _WOULD_BLOCK:
             n = 0
         except OSError as exc:
@@ -590,8 +601,13 @@ class BrokerConnection:
                 )
             )
             return
-        if n < len(data):
-            self._out.append(memoryview(data)[n:])
+        for part in parts:
+            if n >= len(part):
+                n -= len(part)
+                continue
+            out.append(memoryview(part)[n:])
+            n = 0
+        if out:
             self._writer_wake.set()
 
     async def _writer(self) -> None:

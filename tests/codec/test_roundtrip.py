@@ -153,3 +153,76 @@ def test_decoded_messages_share_no_mutable_state() -> None:
     finally:
         # If the list is shared, this undoes the damage for the other tests.
         first.node_endpoints.clear()
+
+
+REQUEST_CASES = [c for c in CASES if not c.response]
+
+
+@pytest.mark.parametrize("case", REQUEST_CASES, ids=[c.id for c in REQUEST_CASES])
+def test_request_parts_join_to_the_interpreted_frame(case: Case) -> None:
+    """encode_request_parts, joined, is the frame the interpreted path builds
+    (size prefix, header from its own schema, body by construct)."""
+    body = sample_message(case.schema)
+    header = RequestHeader(
+        request_api_key=case.key,
+        request_api_version=case.version,
+        correlation_id=7,
+        client_id="parts",
+    )
+    info = protocol.api(case.key)
+    head = headers.REQUESTHEADER_SCHEMAS[info.request_header_version(case.version)].build(header)
+    rest = head + case.schema.build(body)
+    expected = len(rest).to_bytes(4, "big") + rest
+    parts = protocol.encode_request_parts(header, body)
+    assert b"".join(parts) == expected
+    assert protocol.encode_request(header, body) == expected
+
+
+@pytest.mark.parametrize("version", range(3, produce.MAX_VERSION + 1))
+def test_a_produce_requests_batches_are_parts_of_their_own(version: int) -> None:
+    """Record batches of 8 KiB or more go out as the very objects given (sendmsg,
+    no copy); the small fields around them are joined."""
+    P = produce.ProduceRequest
+    big0, big1, small = b"a" * 8192, b"b" * 100_000, b"c" * 8191
+    body = P(
+        transactional_id="tx" if version >= 3 else None,
+        acks=-1,
+        timeout_ms=1000,
+        topic_data=[
+            P.TopicProduceData(
+                name="t",
+                partition_data=[
+                    P.PartitionProduceData(index=0, records=big0),
+                    P.PartitionProduceData(index=1, records=small),
+                    P.PartitionProduceData(index=2, records=big1),
+                ],
+            )
+        ],
+    )
+    header = RequestHeader(
+        request_api_key=0, request_api_version=version, correlation_id=1, client_id="c"
+    )
+    parts = protocol.encode_request_parts(header, body)
+    assert parts[1] is big0 and parts[3] is big1
+    assert small in parts[2]  # joined with the fields around it
+    assert len(parts) == (5 if version >= 9 else 4)  # flexible: tagged fields after
+    frame = b"".join(parts)
+    assert int.from_bytes(frame[:4], "big") == len(frame) - 4
+    got_header, decoded = protocol.decode_request(frame[4:])
+    assert got_header == header and decoded == body
+
+
+def test_request_parts_refuse_a_bad_body_as_encode_request_does() -> None:
+    """A value the fast builder refuses gets the interpreted path's precise error."""
+    from trafka.codec.errors import EncodeError
+
+    P = produce.ProduceRequest
+    body = P(acks=-1, timeout_ms="soon", topic_data=[])  # type: ignore[arg-type]
+    header = RequestHeader(request_api_key=0, request_api_version=9, correlation_id=1)
+    with pytest.raises(EncodeError) as parts_error:
+        protocol.encode_request_parts(header, body)
+    with pytest.raises(EncodeError) as frame_error:
+        protocol.encode_request(header, body)
+    assert str(parts_error.value) == str(frame_error.value)
+    assert parts_error.value.message_name == "ProduceRequest v9"
+    assert "timeout_ms" in str(parts_error.value)

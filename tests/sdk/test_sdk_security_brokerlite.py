@@ -139,6 +139,9 @@ async def test_transactions_groups_and_admin_over_sasl_ssl(
         async with open_producer(bootstrap_servers=bs, **settings) as producer:  # idempotent
             for i in range(30):
                 await producer.send(topic, b"plain-%d" % i, key=b"p%d" % i)
+            # A batch big enough to be a frame part of its own (sendmsg elsewhere;
+            # joined for TLS, which has none).
+            await producer.send(topic, b"B" * 65536, key=b"big")
         got: list[bytes] = []
         async with open_consumer(
             topic,
@@ -148,7 +151,7 @@ async def test_transactions_groups_and_admin_over_sasl_ssl(
             isolation_level="read_committed",
             **settings,
         ) as consumer:
-            while len(got) < 90:
+            while len(got) < 91:
                 for recs in (await consumer.getmany(timeout_ms=500)).values():
                     got.extend(r.value for r in recs)
             await consumer.commit()
@@ -156,7 +159,7 @@ async def test_transactions_groups_and_admin_over_sasl_ssl(
             committed = await admin.list_consumer_group_offsets(group)
             ends = await admin.list_offsets({TopicPartition(topic, p): "latest" for p in range(3)})
     assert sorted(got) == sorted(
-        [b"kept-%d" % i for i in range(60)] + [b"plain-%d" % i for i in range(30)]
+        [b"kept-%d" % i for i in range(60)] + [b"plain-%d" % i for i in range(30)] + [b"B" * 65536]
     )
     assert sum(committed.values()) > 90  # past the markers
     assert committed == {tp: end[0] for tp, end in ends.items() if end is not None}

@@ -201,16 +201,22 @@ async def test_frames_larger_than_the_socket_buffer_go_out_whole_and_in_order(
     from trafka.codec.records import encode_batch
 
     big = encode_batch([(0, None, b"v" * (8 << 20), ())])
+    big1 = encode_batch([(0, None, b"w" * (4 << 20), ())])
     small = encode_batch([(0, None, b"after", ())])
 
-    def request(records: bytes) -> produce.ProduceRequest:
+    def request(*records: bytes) -> produce.ProduceRequest:
+        # One batch per partition: each big one is a frame part of its own,
+        # written by sendmsg without a copy; what the socket does not take is queued.
         P = produce.ProduceRequest
         return P(
             acks=1,
             timeout_ms=1000,
             topic_data=[
                 P.TopicProduceData(
-                    name="t", partition_data=[P.PartitionProduceData(index=0, records=records)]
+                    name="t",
+                    partition_data=[
+                        P.PartitionProduceData(index=i, records=r) for i, r in enumerate(records)
+                    ],
                 )
             ],
         )
@@ -218,17 +224,50 @@ async def test_frames_larger_than_the_socket_buffer_go_out_whole_and_in_order(
     async with connected(fake_broker, timeout=20) as (_, conn):
         results: list[int] = []
 
-        async def one(records: bytes) -> None:
-            resp = await conn.request(0, request(records))
+        async def one(*records: bytes) -> None:
+            resp = await conn.request(0, request(*records))
             results.append(resp.responses[0].partition_responses[0].base_offset)
 
         async with anyio.create_task_group() as inner:
-            inner.start_soon(one, big)
+            inner.start_soon(one, big, big1)
             await anyio.sleep(0)  # the big frame is written (or queued) first
             inner.start_soon(one, small)
         assert sorted(results) == [0, 1]
         assert [r.value for r in fake_broker.records("t", 0)] == [b"v" * (8 << 20), b"after"]
+        assert [r.value for r in fake_broker.records("t", 1)] == [b"w" * (4 << 20)]
         assert conn.alive
+
+
+async def test_a_frame_of_more_parts_than_one_sendmsg_takes(anyio_backend: str) -> None:
+    """A Produce of 600 partitions has 1,201 parts: one sendmsg takes at most
+    512 of them, the rest follow from the queue, in order."""
+    from sdk_fakebroker import serving
+
+    from trafka.codec.messages import k00_produce as produce
+    from trafka.codec.records import encode_batch
+
+    P = produce.ProduceRequest
+    values = [bytes([65 + i % 26]) * 9000 + b"%d" % i for i in range(600)]
+    request = P(
+        acks=1,
+        timeout_ms=5000,
+        topic_data=[
+            P.TopicProduceData(
+                name="many",
+                partition_data=[
+                    P.PartitionProduceData(index=i, records=encode_batch([(0, None, v, ())]))
+                    for i, v in enumerate(values)
+                ],
+            )
+        ],
+    )
+    async with serving(FakeBroker(topics={"many": 600})) as broker:
+        async with connected(broker, timeout=30) as (_, conn):
+            resp = await conn.request(0, request)
+            assert all(p.error_code == 0 for p in resp.responses[0].partition_responses)
+            assert conn.alive
+        for i, v in enumerate(values):
+            assert [r.value for r in broker.records("many", i)] == [v]
 
 
 async def test_cancelled_caller_does_not_break_the_connection(fake_broker: FakeBroker) -> None:
