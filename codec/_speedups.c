@@ -1123,6 +1123,84 @@ plan_item(PyObject *item, int64_t base_ts, Py_ssize_t i, record_plan *r, int64_t
     return plan_fields(r, f[1], f[2], f[3]);
 }
 
+/*
+ * The records section of a batch, written after `headroom` bytes left for the
+ * caller (uninitialized), in one allocation. Returns 0 (with *out, *max_ts,
+ * *count set), REFUSE or FAILED.
+ */
+static int
+encode_payload(PyObject *records, int64_t base_ts, Py_ssize_t headroom, PyObject **out,
+               int64_t *max_ts_out, Py_ssize_t *count_out)
+{
+    if (!PyList_CheckExact(records) && !PyTuple_CheckExact(records)) {
+        return REFUSE;
+    }
+    /* Borrowed: no Python code runs below, so the sequence cannot change. */
+    PyObject *const *items = PyList_CheckExact(records) ? ((PyListObject *)records)->ob_item
+                                                        : &PyTuple_GET_ITEM(records, 0);
+    Py_ssize_t count = Py_SIZE(records);
+    if (count == 0 || count > INT32_MAX) {
+        return REFUSE;
+    }
+    /* Pass 1: validate and size everything, so the output is allocated once. */
+    int64_t total = 0, max_ts = 0, ts;
+    record_plan r;
+    int rc;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        if ((rc = plan_item(items[i], base_ts, i, &r, &ts))) {
+            return rc;
+        }
+        if (i == 0 || ts > max_ts) {
+            max_ts = ts;
+        }
+        total += uvarint_size(zigzag(r.body)) + r.body;
+        if (total > PY_SSIZE_T_MAX / 2) {
+            return REFUSE;
+        }
+    }
+    PyObject *payload = PyBytes_FromStringAndSize(NULL, headroom + (Py_ssize_t)total);
+    if (payload == NULL) {
+        return FAILED;
+    }
+    unsigned char *p = (unsigned char *)PyBytes_AS_STRING(payload) + headroom;
+    const unsigned char *limit = p + total;
+    /* Pass 2: the same plans again (cheap), written. */
+    for (Py_ssize_t i = 0; i < count; i++) {
+        if (plan_item(items[i], base_ts, i, &r, &ts) || (p = write_record(p, limit, &r)) == NULL) {
+            Py_DECREF(payload);
+            return PyErr_Occurred() ? FAILED : REFUSE;
+        }
+    }
+    if (p != limit) {
+        Py_DECREF(payload);
+        return REFUSE;
+    }
+    *out = payload;
+    *max_ts_out = max_ts;
+    *count_out = count;
+    return 0;
+}
+
+/* (bytes, max_timestamp) as a new tuple; steals `data`. */
+static PyObject *
+with_max_ts(PyObject *data, int64_t max_ts)
+{
+    PyObject *mx = PyLong_FromLongLong(max_ts);
+    if (mx == NULL) {
+        Py_DECREF(data);
+        return NULL;
+    }
+    PyObject *result = PyTuple_New(2);
+    if (result == NULL) {
+        Py_DECREF(data);
+        Py_DECREF(mx);
+        return NULL;
+    }
+    PyTuple_SET_ITEM(result, 0, data);
+    PyTuple_SET_ITEM(result, 1, mx);
+    return result;
+}
+
 PyDoc_STRVAR(encode_records_doc,
 "encode_records(records, base_timestamp, /)\n"
 "--\n\n"
@@ -1138,77 +1216,119 @@ encode_records(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         PyErr_Format(PyExc_TypeError, "encode_records takes 2 arguments (%zd given)", nargs);
         return NULL;
     }
-    PyObject *records = args[0];
-    int64_t base_ts;
+    int64_t base_ts, max_ts;
+    Py_ssize_t count;
+    PyObject *payload;
     int rc = int64_arg(args[1], &base_ts);
+    if (!rc) {
+        rc = encode_payload(args[0], base_ts, 0, &payload, &max_ts, &count);
+    }
     if (rc) {
         if (rc == FAILED) {
             return NULL;
         }
         Py_RETURN_NONE;
     }
-    if (!PyList_CheckExact(records) && !PyTuple_CheckExact(records)) {
-        Py_RETURN_NONE;
+    return with_max_ts(payload, max_ts);
+}
+
+static inline unsigned char *
+put_be(unsigned char *p, uint64_t v, int bytes)
+{
+    for (int i = bytes - 1; i >= 0; i--) {
+        p[i] = (unsigned char)(v & 0xFF);
+        v >>= 8;
     }
-    /* Borrowed: no Python code runs below, so the sequence cannot change. */
-    PyObject *const *items = PyList_CheckExact(records) ? ((PyListObject *)records)->ob_item
-                                                        : &PyTuple_GET_ITEM(records, 0);
-    Py_ssize_t count = Py_SIZE(records);
-    if (count == 0 || count > INT32_MAX) {
-        Py_RETURN_NONE;
+    return p + bytes;
+}
+
+PyDoc_STRVAR(encode_batch_doc,
+"encode_batch(records, base_timestamp, base_offset, partition_leader_epoch,\n"
+"             attributes, producer_id, producer_epoch, base_sequence, crc32c, /)\n"
+"--\n\n"
+"A whole uncompressed magic 2 batch, header and records in one allocation (no\n"
+"copy of the records section to put the header before it). ``crc32c(view)``\n"
+"computes the checksum over the batch from its attributes on.\n\n"
+"Returns ``(batch, max_timestamp)``, or None for anything this fast path does\n"
+"not handle, a header field out of its range included (the caller then encodes\n"
+"in Python).");
+
+static PyObject *
+encode_batch(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 9) {
+        PyErr_Format(PyExc_TypeError, "encode_batch takes 9 arguments (%zd given)", nargs);
+        return NULL;
     }
-    /* Pass 1: validate and size everything, so the output is allocated once. */
-    int64_t total = 0, max_ts = 0, ts;
-    record_plan r;
-    for (Py_ssize_t i = 0; i < count; i++) {
-        if ((rc = plan_item(items[i], base_ts, i, &r, &ts))) {
+    /* base_timestamp, base_offset, partition_leader_epoch, attributes, producer_id,
+     * producer_epoch, base_sequence */
+    int64_t v[7];
+    for (int i = 0; i < 7; i++) {
+        int rc = int64_arg(args[i + 1], &v[i]);
+        if (rc) {
             if (rc == FAILED) {
                 return NULL;
             }
             Py_RETURN_NONE;
         }
-        if (i == 0 || ts > max_ts) {
-            max_ts = ts;
-        }
-        total += uvarint_size(zigzag(r.body)) + r.body;
-        if (total > PY_SSIZE_T_MAX / 2) {
-            Py_RETURN_NONE;
-        }
     }
-    PyObject *payload = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)total);
-    if (payload == NULL) {
-        return NULL;
-    }
-    unsigned char *p = (unsigned char *)PyBytes_AS_STRING(payload);
-    const unsigned char *limit = p + total;
-    /* Pass 2: the same plans again (cheap), written. */
-    for (Py_ssize_t i = 0; i < count; i++) {
-        if (plan_item(items[i], base_ts, i, &r, &ts) || (p = write_record(p, limit, &r)) == NULL) {
-            Py_DECREF(payload);
-            if (PyErr_Occurred()) {
-                return NULL;
-            }
-            Py_RETURN_NONE;
-        }
-    }
-    if (p != limit) {
-        Py_DECREF(payload);
+    if (v[2] < INT32_MIN || v[2] > INT32_MAX || v[3] < 0 || v[3] > INT16_MAX ||
+        v[5] < INT16_MIN || v[5] > INT16_MAX || v[6] < INT32_MIN || v[6] > INT32_MAX) {
         Py_RETURN_NONE;
     }
-    PyObject *mx = PyLong_FromLongLong(max_ts);
-    if (mx == NULL) {
-        Py_DECREF(payload);
+    PyObject *batch;
+    int64_t max_ts;
+    Py_ssize_t count;
+    int rc = encode_payload(args[0], v[0], BATCH_HEADER, &batch, &max_ts, &count);
+    if (rc) {
+        if (rc == FAILED) {
+            return NULL;
+        }
+        Py_RETURN_NONE;
+    }
+    Py_ssize_t size = PyBytes_GET_SIZE(batch);
+    if (size - LOG_OVERHEAD > INT32_MAX) {
+        Py_DECREF(batch);
+        Py_RETURN_NONE;
+    }
+    unsigned char *b = (unsigned char *)PyBytes_AS_STRING(batch);
+    /* What the CRC covers: attributes .. records_count, then the records. */
+    unsigned char *p = b + 21;
+    p = put_be(p, (uint64_t)v[3], 2);
+    p = put_be(p, (uint64_t)(count - 1), 4);
+    p = put_be(p, (uint64_t)v[0], 8);
+    p = put_be(p, (uint64_t)max_ts, 8);
+    p = put_be(p, (uint64_t)v[4], 8);
+    p = put_be(p, (uint64_t)v[5], 2);
+    p = put_be(p, (uint64_t)v[6], 4);
+    put_be(p, (uint64_t)count, 4);
+    /* The checksum reads a view of the object (which keeps it alive), before
+     * any other code can see it; the bytes it covers are final. */
+    PyObject *whole = PyMemoryView_FromObject(batch);
+    PyObject *view = whole == NULL ? NULL : PySequence_GetSlice(whole, 21, size);
+    Py_XDECREF(whole);
+    PyObject *crc = view == NULL ? NULL : PyObject_CallOneArg(args[8], view);
+    Py_XDECREF(view);
+    if (crc == NULL) {
+        Py_DECREF(batch);
         return NULL;
     }
-    PyObject *result = PyTuple_New(2);
-    if (result == NULL) {
-        Py_DECREF(payload);
-        Py_DECREF(mx);
-        return NULL;
+    int64_t c;
+    rc = int64_arg(crc, &c);
+    Py_DECREF(crc);
+    if (rc || c < 0 || c > 0xFFFFFFFFll) {
+        Py_DECREF(batch);
+        if (rc == FAILED) {
+            return NULL;
+        }
+        Py_RETURN_NONE;
     }
-    PyTuple_SET_ITEM(result, 0, payload);
-    PyTuple_SET_ITEM(result, 1, mx);
-    return result;
+    p = put_be(b, (uint64_t)v[1], 8);
+    p = put_be(p, (uint64_t)(size - LOG_OVERHEAD), 4);
+    p = put_be(p, (uint64_t)v[2], 4);
+    *p++ = 2; /* magic */
+    put_be(p, (uint64_t)c, 4);
+    return with_max_ts(batch, max_ts);
 }
 
 /* -- murmur2 (the Java client's key hash) ------------------------------------------------ */
@@ -1297,6 +1417,7 @@ static PyMethodDef speedups_methods[] = {
     {"decode_batch_run", (PyCFunction)(void (*)(void))decode_batch_run, METH_FASTCALL, decode_batch_run_doc},
     {"encode_record", (PyCFunction)(void (*)(void))encode_record, METH_FASTCALL, encode_record_doc},
     {"encode_records", (PyCFunction)(void (*)(void))encode_records, METH_FASTCALL, encode_records_doc},
+    {"encode_batch", (PyCFunction)(void (*)(void))encode_batch, METH_FASTCALL, encode_batch_doc},
     {"murmur2", (PyCFunction)murmur2, METH_O, murmur2_doc},
     {"murmur2_pick", (PyCFunction)(void (*)(void))murmur2_pick, METH_FASTCALL, murmur2_pick_doc},
     {NULL, NULL, 0, NULL},

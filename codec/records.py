@@ -1314,6 +1314,22 @@ def encode_batch(
         base_ts = records[0][0] if base_timestamp is None else base_timestamp
         sp = _speedups
         # The C encoder returns None for whatever it leaves to Python (errors included).
+        if sp is not None and compression == Compression.NONE:
+            # Uncompressed: the whole batch in one allocation, the records not
+            # copied again behind the header.
+            whole = sp.encode_batch(
+                records,
+                base_ts,
+                base_offset,
+                partition_leader_epoch,
+                attributes,
+                producer_id,
+                producer_epoch,
+                base_sequence,
+                crc32c_function,
+            )
+            if whole is not None:
+                return whole[0]  # type: ignore[no-any-return]
         fast = None if sp is None else sp.encode_records(records, base_ts)
         payload, max_ts = _encode_all(records, base_ts) if fast is None else fast
     except (TypeError, ValueError) as exc:

@@ -147,7 +147,15 @@ def test_records_module_calls_the_extension() -> None:
         assert list(decode_records(data)) == decode_batch(data).records
     finally:
         records._speedups = saved
-    assert spy.calls == {"encode_records": 1, "encode_record": 3, "decode_records": 4}
+    # An uncompressed batch is encoded whole in C; a compressed one has its records
+    # section encoded there.
+    assert spy.calls == {"encode_batch": 1, "encode_record": 3, "decode_records": 4}
+    records._speedups = spy
+    try:
+        encode_batch(rows, compression=Compression.GZIP)
+    finally:
+        records._speedups = saved
+    assert spy.calls["encode_records"] == 1 and spy.calls["encode_batch"] == 1
 
 
 # -- valid input: same results ------------------------------------------------------------------
@@ -481,6 +489,42 @@ def test_encode_record_refuses_out_of_range_arguments() -> None:
     assert C.encode_records(iter([(TS, None, None, ())]), TS) is None
     with pytest.raises(TypeError):
         C.encode_records([])
+
+
+@needs_c
+def test_encode_batch_leaves_header_fields_out_of_range_to_python() -> None:
+    """A header field beyond its width is refused in C; the Python path names it."""
+    from trafka.codec.crc import crc32c_function
+
+    rows = [(TS, None, b"v", ())]
+    good = (TS, 0, -1, 0, -1, -1, -1)
+    assert C.encode_batch(rows, *good, crc32c_function)[0] == encode_batch(rows)
+    bad = {
+        "base_offset": (1, 2**63),
+        "partition_leader_epoch": (2, 2**31),
+        "producer_id": (4, -(2**63) - 1),
+        "producer_epoch": (5, 2**15),
+        "base_sequence": (6, -(2**31) - 1),
+    }
+    for field, (at, value) in bad.items():
+        args = list(good)
+        args[at] = value
+        assert C.encode_batch(rows, *args, crc32c_function) is None
+        with pytest.raises(EncodeError) as err:
+            encode_batch(rows, **{field: value})
+        assert err.value.field == field
+    for attributes in (-1, 2**15):
+        assert C.encode_batch(rows, TS, 0, -1, attributes, -1, -1, -1, crc32c_function) is None
+    assert C.encode_batch(rows, TS, True, -1, 0, -1, -1, -1, crc32c_function) is None
+    with pytest.raises(TypeError):
+        C.encode_batch(rows, *good)
+
+    def broken(view: Any) -> int:
+        raise RuntimeError("crc")
+
+    with pytest.raises(RuntimeError, match="crc"):
+        C.encode_batch(rows, *good, broken)
+    assert C.encode_batch(rows, *good, lambda view: -1) is None
 
 
 @needs_c
