@@ -71,7 +71,7 @@ import anyio.lowlevel
 
 from trafka.codec import ErrorCode, KafkaError, TrafkaError, UnsupportedVersionError
 
-from ._util import get_serializer, normalize_headers, owned_task_group
+from ._util import get_serializer, loop_clock, normalize_headers, owned_task_group
 from .accumulator import (
     BATCH_OVERHEAD,
     RECORD_MEMORY_OVERHEAD,
@@ -207,7 +207,7 @@ class _ProduceCompletion:
         producer = self.producer
         try:
             if response is None:  # acks=0
-                now = anyio.current_time()
+                now = producer._now()
                 for b in self.batches:
                     producer._acc.complete(b, -1, now=now)
             else:
@@ -236,7 +236,7 @@ class _TxnCompletion:
     def resolve(self, body: Any) -> None:
         producer = self.producer
         try:
-            producer._txn.on_response(self.request, self.version, body, anyio.current_time())
+            producer._txn.on_response(self.request, self.version, body, producer._now())
         finally:
             producer._txn_done()
 
@@ -254,6 +254,7 @@ class Producer:
     def __init__(self, config: ProducerConfig, task_group: anyio.abc.TaskGroup) -> None:
         self.config = config
         self._tg = task_group
+        self._now = loop_clock()  # anyio.current_time, without its backend lookup
         self._cluster = Cluster(config, task_group)
         self._cluster.on_change.append(self._wake_sender)
         self._acc = Accumulator(
@@ -271,7 +272,7 @@ class Producer:
             transactional=config.transactional_id is not None,
             max_in_flight=config.max_in_flight_requests_per_connection,
             handle_class=RecordFuture,
-            clock=anyio.current_time,
+            clock=self._now,
         )
         self._partitioner = Partitioner(config.partitioner)
         self._sticky = self._partitioner.sticky
@@ -466,7 +467,7 @@ class Producer:
                 # Again from the partition first chosen: a sticky move already made
                 # is not made twice (on_new_batch is then a no-op).
                 if deadline is None:
-                    deadline = anyio.current_time() + self.config.max_block_ms / 1000
+                    deadline = self._now() + self.config.max_block_ms / 1000
                 await self._wait_for_memory(deadline)
                 continue
             break
@@ -580,7 +581,7 @@ class Producer:
             if self._transactional and self._txn.add_partition(topic, p):
                 joined = True
                 if now is None:
-                    self._step_txn(anyio.current_time())
+                    self._step_txn(self._now())
             handle = acc.append(
                 topic, p, ts, key_bytes, value_bytes, hdrs, now, abort_on_new_batch=sticky
             )
@@ -616,7 +617,7 @@ class Producer:
         """On the loop, after :meth:`_open_hot` opened a batch from another thread:
         what :meth:`send` does there at once (a transaction's request too)."""
         if self._transactional and not self._closed:
-            self._step_txn(anyio.current_time())
+            self._step_txn(self._now())
         self._after_new_batch()
 
     def _append_hot(self, topic: str, value: bytes, key: bytes | None) -> ProducerBatch | bool:
@@ -768,7 +769,7 @@ class Producer:
             self.statistics(),
             self._cluster.take_peaks(),
             self._queue_time,
-            anyio.current_time(),
+            self._now(),
             partitions=self._acc.partition_counters(),
             acks=self.config.acks,
         )
@@ -1089,7 +1090,7 @@ class Producer:
         acc.memory_waiters += 1
         self._wake_sender()
         try:
-            left = deadline - anyio.current_time()
+            left = deadline - self._now()
             if left <= 0:
                 raise ProducerBlockedError(
                     f"buffer.memory ({acc.buffer_memory} bytes) stayed full for max.block.ms"
@@ -1204,11 +1205,11 @@ class Producer:
                 self._acc.idempotent = False
                 self._acc.partition_in_flight = 1
             else:
-                txn.on_failure(request, exc, anyio.current_time())
+                txn.on_failure(request, exc, self._now())
         except TrafkaError as exc:
             self._txn_failed(request, exc)
         else:
-            txn.on_response(request, version, body, anyio.current_time())
+            txn.on_response(request, version, body, self._now())
         finally:
             self._txn_done()
 
@@ -1217,7 +1218,7 @@ class Producer:
         if request.coordinator is not None:
             # The coordinator may have moved: look again before the retry.
             self._cluster.metadata.request_update()
-        self._txn.on_failure(request, error, anyio.current_time())
+        self._txn.on_failure(request, error, self._now())
 
     def _txn_done(self) -> None:
         """A transaction manager request ended: apply its outcome, then the next request."""
@@ -1234,7 +1235,7 @@ class Producer:
             # The next request (say EndTxn after the last AddPartitionsToTxn), and
             # the batches that the answer made sendable, at once rather than after
             # a round of the sender loop.
-            self._step_txn(anyio.current_time())
+            self._step_txn(self._now())
             if self._acc.flushing:
                 self._send_now()
 
@@ -1254,7 +1255,7 @@ class Producer:
         md = cluster.metadata
         while True:
             self._wake = anyio.Event()
-            now = anyio.current_time()
+            now = self._now()
             if acc.expire(now):
                 self._memory_freed()
             if acc.idempotent:
@@ -1282,7 +1283,7 @@ class Producer:
                 if not self._wake.is_set():
                     await self._wake.wait()  # nothing timed: no cancel scope needed
                 continue
-            timeout = max(wake_at - anyio.current_time(), 0.0)
+            timeout = max(wake_at - self._now(), 0.0)
             if timeout > 0 and not self._wake.is_set():
                 with anyio.move_on_after(timeout):
                     await self._wake.wait()
@@ -1340,7 +1341,7 @@ class Producer:
 
     def _send_now(self) -> None:
         """Send what is ready at once, ahead of the sender loop (which still runs)."""
-        now = anyio.current_time()
+        now = self._now()
         self._throttle_wake = math.inf
         self._send_ready(now, self._acc.ready(now, self._cluster.metadata.leader_for).nodes)
         if self._throttle_wake < math.inf:
@@ -1356,7 +1357,7 @@ class Producer:
             transactional_id=self.config.transactional_id,
         )
         queue_time = self._queue_time
-        now = anyio.current_time()
+        now = self._now()
         for batch in batches:
             queue_time.add(now - batch.created)
         completion = _ProduceCompletion(self, conn.node_id, batches)
@@ -1370,7 +1371,7 @@ class Producer:
 
     def _produce_failed(self, batches: list[ProducerBatch], exc: BaseException) -> None:
         acc = self._acc
-        now = anyio.current_time()
+        now = self._now()
         for b in batches:
             acc.retry_or_fail(b, exc, now)
         self._cluster.metadata.request_update()
@@ -1383,12 +1384,12 @@ class Producer:
         if self._transactional and not self._txn_busy and not self._txn_batches_pending():
             # A commit or abort waits for the last batch: its EndTxn goes now,
             # not after a round of the sender loop.
-            self._step_txn(anyio.current_time())
+            self._step_txn(self._now())
 
     def _on_produce_response(self, batches: list[ProducerBatch], response: Any) -> None:
         acc = self._acc
         md = self._cluster.metadata
-        now = anyio.current_time()
+        now = self._now()
         refresh = False
         for b, p in produce_results(batches, response):
             if p is None:

@@ -123,6 +123,10 @@ _CONCURRENT_BACKOFF_MAX = 0.02
 class TxnState(enum.Enum):
     """Kafka's TransactionManager states."""
 
+    # Members are singletons: hash them by identity (C), not by name (a Python
+    # call for every lookup in the transition table).
+    __hash__ = object.__hash__
+
     UNINITIALIZED = "uninitialized"
     INITIALIZING = "initializing"
     READY = "ready"
@@ -172,6 +176,8 @@ class ConsumerGroupMetadata:
 
 class Kind(enum.Enum):
     """The requests the manager sends (values are the API keys)."""
+
+    __hash__ = object.__hash__  # as TxnState's
 
     FIND_COORDINATOR = 10
     INIT_PRODUCER_ID = 22

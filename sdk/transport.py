@@ -75,6 +75,7 @@ import anyio.lowlevel
 from trafka.codec import CodecError, ErrorCode, KafkaError, TrafkaError, UnsupportedVersionError
 
 from ._backoff import backoff_delay
+from ._util import loop_clock
 from .config import AdminConfig, ClientConfig
 from .connection_state import ConnectionState
 from .errors import (
@@ -232,6 +233,7 @@ class BrokerConnection:
         self.port = port
         self._config = config
         self._tls = tls
+        self._now = loop_clock()  # anyio.current_time, without its backend lookup
         self._state = ConnectionState(
             config.client_id, max_frame_size=config.receive_message_max_bytes, stats=stats
         )
@@ -305,7 +307,7 @@ class BrokerConnection:
             ) from None
         self._task_group = task_group  # (a throttled handshake schedules a release)
         waiter = _Waiter()
-        now = anyio.current_time()
+        now = self._now()
         frame = self._state.handshake(now, self._config.request_timeout_ms / 1000, waiter)
         task_group.start_soon(self._reader, name=f"trafka reader {self.host}:{self.port}")
         task_group.start_soon(self._writer, name=f"trafka writer {self.host}:{self.port}")
@@ -356,10 +358,10 @@ class BrokerConnection:
     def _release_held(self) -> None:
         """Write the held requests, in order, unless a re-authentication or a
         throttle still holds them (then whoever ends it calls this again)."""
-        self._expire_held(anyio.current_time())
+        self._expire_held(self._now())
         held = self._held
         while held and self._error is None and not self._reauthenticating:
-            now = anyio.current_time()
+            now = self._now()
             if now < self.throttled_until:
                 self._release_later()
                 break
@@ -392,7 +394,7 @@ class BrokerConnection:
             # The throttle deadline may move on while this waits (another throttled
             # answer); a held request whose timeout passes first fails meanwhile.
             while self._error is None:
-                now = anyio.current_time()
+                now = self._now()
                 self._expire_held(now)
                 if now >= self.throttled_until or not self._held:
                     break  # (a request held later starts another task)
@@ -439,7 +441,7 @@ class BrokerConnection:
         if state.throttled_until > self.throttled_until:
             self.throttled_until = state.throttled_until
             self._update_hold()
-        now = anyio.current_time()
+        now = self._now()
         if now - self._throttle_logged_at < _THROTTLE_LOG_INTERVAL:
             return
         api_key, version, throttle_ms = state.last_throttle
@@ -484,7 +486,7 @@ class BrokerConnection:
             raise KafkaConnectionError(
                 f"connection to node {self.node_id} is closed"
             ) from self._error
-        now = anyio.current_time()
+        now = self._now()
         if now < self._hold_until and api_key not in _SASL_APIS:
             t = self._config.request_timeout_ms / 1000 if timeout is None else timeout
             self._held.append((api_key, body, completion, version, now + t))
@@ -662,7 +664,7 @@ class BrokerConnection:
                     raise anyio.EndOfStream
                 # As in _reader, which keeps its own copy of this loop: a call per
                 # chunk there measured up to 10% slower consumption.
-                responses = state.receive_data(data, anyio.current_time())
+                responses = state.receive_data(data, self._now())
                 if stats.throttles != self._throttles_seen:
                     self._throttle_news()  # before a completion may send more
                 for response in responses:
@@ -692,7 +694,7 @@ class BrokerConnection:
                     continue
                 if not data:
                     raise anyio.EndOfStream
-                responses = state.receive_data(data, anyio.current_time())
+                responses = state.receive_data(data, self._now())
                 if stats.throttles != self._throttles_seen:
                     self._throttle_news()  # before a completion may send more
                 for response in responses:
@@ -736,7 +738,7 @@ class BrokerConnection:
             await anyio.wait_readable(sock)
         self._recv_scope = None
         if scope.cancelled_caught:
-            late = state.expired(anyio.current_time())
+            late = state.expired(self._now())
             if late:
                 raise RequestTimeoutError(
                     f"node {self.node_id} sent no response within "
@@ -809,6 +811,7 @@ class Cluster:
     """
 
     def __init__(self, config: ClientConfig, task_group: anyio.abc.TaskGroup) -> None:
+        self._now = loop_clock()  # anyio.current_time, without its backend lookup
         self.config = config
         self._tg = task_group
         self.metadata = MetadataCache(
@@ -869,7 +872,7 @@ class Cluster:
             node = COORDINATOR_BASE - conn_id if conn_id > COORDINATOR_BASE // 2 else conn_id
             by_node.setdefault(node, []).append(conn_id)
         out: dict[int, BrokerStatistics] = {}
-        now = anyio.current_time()
+        now = self._now()
         for node, ids in sorted(by_node.items()):
             live = [c for i in ids if (c := self.ready_connection(i)) is not None]
             out[node] = broker_statistics(
@@ -922,7 +925,7 @@ class Cluster:
 
     def connect_delay(self, node_id: int) -> float:
         """Seconds until a connect to ``node_id`` may be tried (0: now)."""
-        return max(0.0, self._retry_at.get(node_id, 0.0) - anyio.current_time())
+        return max(0.0, self._retry_at.get(node_id, 0.0) - self._now())
 
     async def _connect_task(self, node_id: int) -> None:
         try:
@@ -949,7 +952,7 @@ class Cluster:
                 n = self._failures.get(node_id, 0) + 1
                 self._failures[node_id] = n
                 cfg = self.config
-                self._retry_at[node_id] = anyio.current_time() + backoff_delay(
+                self._retry_at[node_id] = self._now() + backoff_delay(
                     cfg.reconnect_backoff_ms / 1000,
                     cfg.reconnect_backoff_max_ms / 1000,
                     n,
@@ -1125,7 +1128,7 @@ class Cluster:
     async def _refresher(self) -> None:
         md = self.metadata
         while True:
-            now = anyio.current_time()
+            now = self._now()
             if md.wanted_topics or md.want_all or not md.brokers:
                 at = md.next_update_at(now)
             else:
@@ -1157,22 +1160,22 @@ class Cluster:
             md.add_topics(topics)
         version = md.version
         async with self._refresh_lock:
-            if md.version != version and not md.needs_update(anyio.current_time()):
+            if md.version != version and not md.needs_update(self._now()):
                 return  # someone else refreshed while we waited
-            now = anyio.current_time()
+            now = self._now()
             md.attempt_started(now)
             try:
                 conn = await self.any_connection()
                 v = conn.version_for(3)
                 body = await conn.request(3, md.build_request(v))
             except TrafkaError as exc:
-                md.failed(anyio.current_time())
+                md.failed(self._now())
                 if isinstance(exc, AuthenticationError):
                     # Wake the metadata waiters: they raise it (see partitions_for).
                     event, self._metadata_event = self._metadata_event, anyio.Event()
                     event.set()
                 raise
-            md.update(body, anyio.current_time())
+            md.update(body, self._now())
             event, self._metadata_event = self._metadata_event, anyio.Event()
             event.set()
             self._changed()
@@ -1204,7 +1207,7 @@ class Cluster:
         if not md.add_topics([topic]) and topic in md.topic_errors:
             md.request_update()  # a known error: ask again now, not at the next max age
         self.nudge()
-        deadline = anyio.current_time() + timeout
+        deadline = self._now() + timeout
         refreshed = False  # an error cached before this call may be stale
         while True:
             n = md.partition_count(topic)
@@ -1217,7 +1220,7 @@ class Cluster:
             refused = self.auth_error
             if refused is not None:
                 raise refused.again()
-            left = deadline - anyio.current_time()
+            left = deadline - self._now()
             if left <= 0:
                 code = md.topic_errors.get(topic, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
                 why = self.refresh_error

@@ -357,3 +357,34 @@ async def test_receive_ready_fails_the_connection_the_broker_closed(
         assert "closed the connection" in str(waiting.error)
         assert not conn.alive
         conn.receive_ready()  # a dead connection: nothing to do
+
+
+async def test_the_loop_clock_is_anyios_clock_called_directly(anyio_backend: str) -> None:
+    """The drivers read the running loop's own clock (what anyio.current_time()
+    returns) without anyio's backend lookup on every call."""
+    from trafka.sdk._util import loop_clock
+
+    clock = loop_clock()
+    assert clock is not anyio.current_time
+    before = anyio.current_time()
+    now = clock()
+    assert before <= now <= anyio.current_time()
+    await anyio.sleep(0.02)
+    assert clock() >= now + 0.01
+
+
+def test_the_loop_clock_follows_a_mock_clock_and_falls_back_outside_a_loop() -> None:
+    import trio
+    import trio.testing
+
+    from trafka.sdk._util import loop_clock
+
+    mock = trio.testing.MockClock()
+
+    async def main() -> None:
+        clock = loop_clock()
+        mock.jump(1000.0)
+        assert clock() == anyio.current_time() == mock.current_time()
+
+    trio.run(main, clock=mock)
+    assert loop_clock() is anyio.current_time  # no loop running here
