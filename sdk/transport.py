@@ -158,6 +158,7 @@ async def _connect_socket(host: str, port: int) -> socket.socket:
 # What a non-blocking send or recv raises when it would block, TLS included.
 _WOULD_BLOCK = (BlockingIOError, ssl.SSLWantReadError, ssl.SSLWantWriteError)
 _MAX_IOV = 512  # buffers handed to one sendmsg (Linux's IOV_MAX is 1024)
+_HAS_SENDMSG = hasattr(socket.socket, "sendmsg")  # not on Windows
 _SASL_APIS = frozenset({17, 36})  # SaslHandshake, SaslAuthenticate: never held
 # Seconds between two log lines about a connection's quota throttling.
 _THROTTLE_LOG_INTERVAL = 30.0
@@ -582,8 +583,8 @@ class BrokerConnection:
         if sock is None or self._error is not None:
             return
         parts = data if isinstance(data, list) else [data]
-        if len(parts) > 1 and isinstance(sock, ssl.SSLSocket):
-            parts = [b"".join(parts)]  # TLS has no sendmsg
+        if len(parts) > 1 and (not _HAS_SENDMSG or isinstance(sock, ssl.SSLSocket)):
+            parts = [b"".join(parts)]  # TLS (and Windows) has no sendmsg
         out = self._out
         if out:
             out.extend(map(memoryview, parts))

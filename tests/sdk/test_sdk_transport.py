@@ -270,6 +270,61 @@ async def test_a_frame_of_more_parts_than_one_sendmsg_takes(anyio_backend: str) 
             assert [r.value for r in broker.records("many", i)] == [v]
 
 
+@pytest.mark.parametrize("has_sendmsg", [True, False])
+async def test_a_frames_parts_go_in_one_sendmsg_or_joined_without_it(
+    fake_broker: FakeBroker, monkeypatch: pytest.MonkeyPatch, has_sendmsg: bool
+) -> None:
+    """A frame with big batches is one sendmsg of its parts; without sendmsg
+    (Windows), the parts are joined and sent as one."""
+    from trafka.codec.messages import k00_produce as produce
+    from trafka.codec.records import encode_batch
+    from trafka.sdk import transport
+
+    monkeypatch.setattr(transport, "_HAS_SENDMSG", has_sendmsg)
+    P = produce.ProduceRequest
+    values = [b"x" * 20000, b"y" * 30000]
+    request = P(
+        acks=1,
+        timeout_ms=1000,
+        topic_data=[
+            P.TopicProduceData(
+                name="t",
+                partition_data=[
+                    P.PartitionProduceData(index=i, records=encode_batch([(0, None, v, ())]))
+                    for i, v in enumerate(values)
+                ],
+            )
+        ],
+    )
+    async with connected(fake_broker) as (_, conn):
+        sent: list[Any] = []
+        real = conn._sock
+        monkeypatch.setattr(conn, "_sock", _Recording(real, sent))
+        resp = await conn.request(0, request)
+        assert all(p.error_code == 0 for p in resp.responses[0].partition_responses)
+        assert sent == ["sendmsg" if has_sendmsg else "send"]
+    assert [r.value for r in fake_broker.records("t", 0)] == [values[0]]
+    assert [r.value for r in fake_broker.records("t", 1)] == [values[1]]
+
+
+class _Recording:
+    """A socket that records which of send and sendmsg is called."""
+
+    def __init__(self, sock: Any, calls: list[str]) -> None:
+        self._sock, self._calls = sock, calls
+
+    def send(self, data: Any) -> int:
+        self._calls.append("send")
+        return int(self._sock.send(data))
+
+    def sendmsg(self, buffers: Any) -> int:
+        self._calls.append("sendmsg")
+        return int(self._sock.sendmsg(buffers))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._sock, name)
+
+
 async def test_cancelled_caller_does_not_break_the_connection(fake_broker: FakeBroker) -> None:
     """Cancelling a request's caller leaves the frame written and the connection usable."""
 
