@@ -315,7 +315,8 @@ class Producer:
         self._sticky_batches: dict[str, ProducerBatch] = {}
         # A transaction is (or was, until the next check) begun ahead of a commit.
         self._window = False
-        self._window_appends = 0
+        # Until when a batch opened in that window may skip send()'s yield.
+        self._yield_by = 0.0
         fits = config.batch_size + RECORD_MEMORY_OVERHEAD <= min(
             config.max_request_size - BATCH_OVERHEAD, config.buffer_memory
         )
@@ -421,11 +422,10 @@ class Producer:
                     if batch_bytes >= acc.batch_size:
                         batch.full = True
                         self._wake.set()
-                    if self._window:  # _window_tick inline: change the two together
-                        self._window_appends += 1
-                        if not self._window_appends & 63:
-                            self._window_poll()
-                    return RecordFuture(batch, len(records) - 1)
+                    n = len(records)
+                    if self._window and not n & 63:  # _window_tick inline
+                        self._window_poll()
+                    return RecordFuture(batch, n - 1)
         transactional = self._transactional
         if transactional:
             self._txn.check_can_send()
@@ -480,20 +480,27 @@ class Producer:
             # only at this task's next yield, after another batch of appends.
             # The yield cannot be cancelled: the record is in its batch and will
             # be sent, so the caller must get its future, not Cancelled.
+            if self._window and self._txn.pipelined and self._now() < self._yield_by:
+                # Except in a transaction begun ahead of a commit: its batch cannot
+                # leave before the commit ends, which the window's polls carry on,
+                # so the yield would only run a sender with nothing to send (a
+                # scheduler round per transaction). At most 10 ms go by without one.
+                self._window_poll()
+                return handle
             self._after_new_batch()
             await anyio.lowlevel.cancel_shielded_checkpoint()
+            self._yield_by = self._now() + 0.01
         else:
             if handle.batch.full:
                 self._wake.set()
             if self._window:
-                self._window_tick()
+                self._window_tick(handle.index)
         return handle
 
-    def _window_tick(self) -> None:
-        """A record was appended while a transaction is begun ahead of a commit:
-        every 64th, :meth:`_window_poll`."""
-        self._window_appends += 1
-        if not self._window_appends & 63:
+    def _window_tick(self, index: int) -> None:
+        """The record at ``index`` in its batch was appended while a transaction
+        is begun ahead of a commit: every 64th, :meth:`_window_poll`."""
+        if not (index + 1) & 63:
             self._window_poll()
 
     def _window_poll(self) -> None:
@@ -533,9 +540,10 @@ class Producer:
             return None
         if batch.full:
             self._wake.set()
+        index = len(batch.records) - 1
         if self._window:
-            self._window_tick()
-        return RecordFuture(batch, len(batch.records) - 1)
+            self._window_tick(index)
+        return RecordFuture(batch, index)
 
     def _pick(self, topic: str, key_bytes: bytes | None, n: int, info: Any) -> tuple[int, bool]:
         """The partitioner's choice for a record of ``topic`` (``n`` partitions),

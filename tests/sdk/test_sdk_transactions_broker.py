@@ -693,6 +693,54 @@ async def test_a_transaction_begun_ahead_is_aborted_by_its_block_and_by_close(
         assert await read_all(bs, topic, 1, committed=True) == {0: [b"first", b"second"]}
 
 
+async def test_a_batch_begun_ahead_opens_without_a_yield_but_not_for_long(
+    broker: RunningBroker,
+) -> None:
+    """send() yields when it opens a batch (the sender gets to run), except for a
+    batch of a transaction begun ahead of a commit, which cannot leave before the
+    commit ends; even then it yields again once 10 ms have gone by."""
+    bs = broker.bootstrap_servers
+    topic = fresh("pipelined-yield")
+    expected = [b"t%d-%d" % (t, i) for t in range(300) for i in range(100)]
+    with anyio.fail_after(60):
+        await create(bs, (topic, 1))
+        async with open_producer(bootstrap_servers=bs, transactional_id=fresh("tx")) as p:
+            await p.init_transactions()
+            yielded = skipped = 0
+            after_new_batch, poll = p._after_new_batch, p._window_poll
+
+            def counting_after_new_batch() -> None:
+                nonlocal yielded
+                yielded += 1
+                after_new_batch()
+
+            def counting_poll() -> None:
+                nonlocal skipped
+                # A poll at a batch's first record: its opening skipped the yield.
+                skipped += len(p._sticky_batches[topic].records) == 1
+                poll()
+
+            p._after_new_batch = counting_after_new_batch  # type: ignore[method-assign]
+            p._window_poll = counting_poll  # type: ignore[method-assign]
+            values = iter(expected)
+            commits = []
+            for _ in range(300):
+                p.begin_transaction()
+                for _ in range(100):
+                    await p.send(topic, next(values))
+                commits.append(await p.commit_transaction(wait=False))
+            await commits[-1].wait()
+            for c in commits:
+                c.result()
+        assert skipped > 0
+        assert yielded + skipped == 300  # one batch a transaction
+        # Without the bound, only the first batch (and one opened after its commit
+        # had ended) would yield; 300 commits take two round trips each, well
+        # over 30 ms.
+        assert yielded >= 3
+        assert await read_all(bs, topic, 1, committed=True) == {0: expected}
+
+
 async def test_pipelined_commits_on_the_fast_paths(broker: RunningBroker) -> None:
     # Key-less bytes records: send()'s inline path and try_send(), which append
     # to the batch a transaction begun ahead is filling while the commit runs.
@@ -703,6 +751,15 @@ async def test_pipelined_commits_on_the_fast_paths(broker: RunningBroker) -> Non
         await create(bs, (topic, 1))
         async with open_producer(bootstrap_servers=bs, transactional_id=fresh("tx")) as p:
             await p.init_transactions()
+            polls = 0
+            poll = p._window_poll
+
+            def counting_poll() -> None:
+                nonlocal polls
+                polls += 1
+                poll()
+
+            p._window_poll = counting_poll  # type: ignore[method-assign]
             values = iter(expected)
             commits = []
             for t in range(12):
@@ -717,6 +774,7 @@ async def test_pipelined_commits_on_the_fast_paths(broker: RunningBroker) -> Non
             await commits[-1].wait()
             for c in commits:
                 c.result()
-            # A commit takes round trips: records were appended while one ran.
-            assert p._window_appends > 0
+            # A commit takes round trips: records were appended while one ran
+            # (every 64th of a batch begun ahead polls for the commit's answers).
+            assert polls > 0
         assert await read_all(bs, topic, 1, committed=True) == {0: expected}
