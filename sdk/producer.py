@@ -925,6 +925,10 @@ class Producer:
         txn = self._txn
         previous = txn.committing_result if txn.pipelined else None
         if previous is not None:
+            if not previous.done and not self._sender_done:
+                # Its last answer has often arrived already: take it here rather
+                # than wait for the connection's reader to run.
+                self._send_if_idle()
             # Its failure is this transaction's too: begin_commit raises it.
             await self._wait_resolved(previous)
         result = txn.begin_commit()
