@@ -37,6 +37,25 @@ async def connected(
             tg.cancel_scope.cancel()
 
 
+def _produce_request(topic: str, batches: list[bytes], timeout_ms: int = 1000) -> Any:
+    """A Produce request with one batch for each partition, from 0."""
+    from trafka.codec.messages import k00_produce as produce
+
+    P = produce.ProduceRequest
+    return P(
+        acks=1,
+        timeout_ms=timeout_ms,
+        topic_data=[
+            P.TopicProduceData(
+                name=topic,
+                partition_data=[
+                    P.PartitionProduceData(index=i, records=r) for i, r in enumerate(batches)
+                ],
+            )
+        ],
+    )
+
+
 def test_backoff_delay_bounds() -> None:
     import random
 
@@ -197,35 +216,19 @@ async def test_frames_larger_than_the_socket_buffer_go_out_whole_and_in_order(
     fake_broker: FakeBroker,
 ) -> None:
     """A frame the socket cannot take at once is queued; later frames wait behind it."""
-    from trafka.codec.messages import k00_produce as produce
     from trafka.codec.records import encode_batch
 
     big = encode_batch([(0, None, b"v" * (8 << 20), ())])
     big1 = encode_batch([(0, None, b"w" * (4 << 20), ())])
     small = encode_batch([(0, None, b"after", ())])
 
-    def request(*records: bytes) -> produce.ProduceRequest:
-        # One batch per partition: each big one is a frame part of its own,
-        # written by sendmsg without a copy; what the socket does not take is queued.
-        P = produce.ProduceRequest
-        return P(
-            acks=1,
-            timeout_ms=1000,
-            topic_data=[
-                P.TopicProduceData(
-                    name="t",
-                    partition_data=[
-                        P.PartitionProduceData(index=i, records=r) for i, r in enumerate(records)
-                    ],
-                )
-            ],
-        )
-
     async with connected(fake_broker, timeout=20) as (_, conn):
         results: list[int] = []
 
         async def one(*records: bytes) -> None:
-            resp = await conn.request(0, request(*records))
+            # One batch per partition: each big one is a frame part of its own,
+            # written by sendmsg without a copy; what the socket does not take is queued.
+            resp = await conn.request(0, _produce_request("t", list(records)))
             results.append(resp.responses[0].partition_responses[0].base_offset)
 
         async with anyio.create_task_group() as inner:
@@ -243,24 +246,10 @@ async def test_a_frame_of_more_parts_than_one_sendmsg_takes(anyio_backend: str) 
     512 of them, the rest follow from the queue, in order."""
     from sdk_fakebroker import serving
 
-    from trafka.codec.messages import k00_produce as produce
     from trafka.codec.records import encode_batch
 
-    P = produce.ProduceRequest
     values = [bytes([65 + i % 26]) * 9000 + b"%d" % i for i in range(600)]
-    request = P(
-        acks=1,
-        timeout_ms=5000,
-        topic_data=[
-            P.TopicProduceData(
-                name="many",
-                partition_data=[
-                    P.PartitionProduceData(index=i, records=encode_batch([(0, None, v, ())]))
-                    for i, v in enumerate(values)
-                ],
-            )
-        ],
-    )
+    request = _produce_request("many", [encode_batch([(0, None, v, ())]) for v in values], 5000)
     async with serving(FakeBroker(topics={"many": 600})) as broker:
         async with connected(broker, timeout=30) as (_, conn):
             resp = await conn.request(0, request)
@@ -276,26 +265,12 @@ async def test_a_frames_parts_go_in_one_sendmsg_or_joined_without_it(
 ) -> None:
     """A frame with big batches is one sendmsg of its parts; without sendmsg
     (Windows), the parts are joined and sent as one."""
-    from trafka.codec.messages import k00_produce as produce
     from trafka.codec.records import encode_batch
     from trafka.sdk import transport
 
     monkeypatch.setattr(transport, "_HAS_SENDMSG", has_sendmsg)
-    P = produce.ProduceRequest
     values = [b"x" * 20000, b"y" * 30000]
-    request = P(
-        acks=1,
-        timeout_ms=1000,
-        topic_data=[
-            P.TopicProduceData(
-                name="t",
-                partition_data=[
-                    P.PartitionProduceData(index=i, records=encode_batch([(0, None, v, ())]))
-                    for i, v in enumerate(values)
-                ],
-            )
-        ],
-    )
+    request = _produce_request("t", [encode_batch([(0, None, v, ())]) for v in values])
     async with connected(fake_broker) as (_, conn):
         sent: list[Any] = []
         real = conn._sock
