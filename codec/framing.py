@@ -65,6 +65,23 @@ class FrameReader:
             raise self._broken
         self._buf += data
 
+    def take(self, data: bytes | bytearray | memoryview) -> list[bytes]:
+        """:meth:`feed` ``data``, then return every whole frame now buffered.
+
+        The usual small answer arrives alone in one read: with nothing buffered
+        and ``data`` exactly one frame, it is returned without passing through
+        the buffer.
+
+        Raises:
+            FrameTooLargeError, DecodeError: as :meth:`next_frame`.
+        """
+        if self._broken is None and self._need < 0 and not self._buf and len(data) >= 4:
+            size = int.from_bytes(data[:4], "big", signed=True)
+            if len(data) - 4 == size <= self.max_frame_size:
+                return [bytes(data[4:])]
+        self.feed(data)
+        return list(self)
+
     def next_frame(self) -> bytes | None:
         """Return the next whole frame, or ``None`` if more bytes are needed.
 

@@ -493,8 +493,7 @@ class ConnectionState:
             raise self._broken
         self.stats.bytes_received += len(data)
         try:
-            self._reader.feed(data)
-            frames = list(self._reader)
+            frames = self._reader.take(data)
         except DecodeError as exc:
             raise self._break(f"bad response framing: {exc}") from None
         out: list[Response] = []

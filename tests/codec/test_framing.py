@@ -49,17 +49,26 @@ def test_one_byte_at_a_time() -> None:
     payloads=st.lists(st.binary(max_size=300), max_size=8),
     cuts=st.lists(st.integers(0, 3000), max_size=20),
     feed_types=st.sampled_from([bytes, bytearray, memoryview]),
+    take=st.booleans(),
 )
-def test_random_splits(payloads: list[bytes], cuts: list[int], feed_types: type) -> None:
+def test_random_splits(
+    payloads: list[bytes], cuts: list[int], feed_types: type, take: bool
+) -> None:
     stream = framed(*payloads)
     points = sorted({c for c in cuts if c < len(stream)} | {0, len(stream)})
     reader = FrameReader()
     frames: list[bytes] = []
     for start, end in itertools.pairwise(points):
-        reader.feed(feed_types(stream[start:end]))
-        while (frame := reader.next_frame()) is not None:
-            assert type(frame) is bytes
-            frames.append(frame)
+        chunk = feed_types(stream[start:end])
+        if take:  # feed and iterate in one call (a whole frame alone skips the buffer)
+            got = reader.take(chunk)
+            assert all(type(frame) is bytes for frame in got)
+            frames.extend(got)
+        else:
+            reader.feed(chunk)
+            while (frame := reader.next_frame()) is not None:
+                assert type(frame) is bytes
+                frames.append(frame)
         pending = end - sum(4 + len(f) for f in frames)
         assert reader.buffered == pending
     assert frames == payloads
@@ -202,3 +211,21 @@ def test_many_small_frames_keep_the_buffer_compact() -> None:
         assert reader.buffered == 0
     # The internal buffer was released, not merely skipped over.
     assert len(reader._buf) < 2 * len(chunk)
+
+
+def test_take_returns_a_lone_whole_frame_without_buffering_it() -> None:
+    reader = FrameReader(max_frame_size=10)
+    assert reader.take(framed(b"answer")) == [b"answer"]
+    assert reader.take(framed(b"")) == [b""]
+    assert reader.buffered == 0
+    # Two frames in one read, and a frame after a partial one, use the buffer.
+    assert reader.take(framed(b"a", b"bb")) == [b"a", b"bb"]
+    stream = framed(b"first", b"second")
+    assert reader.take(stream[:3]) == []
+    assert reader.take(stream[3:11]) == [b"first"]
+    assert reader.take(stream[11:]) == [b"second"]
+    assert reader.buffered == 0
+    with pytest.raises(FrameTooLargeError):
+        reader.take(framed(b"x" * 11))
+    with pytest.raises(FrameTooLargeError):
+        reader.take(framed(b"ok"))  # broken for good
