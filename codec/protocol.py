@@ -127,12 +127,17 @@ def all_apis() -> list[ApiInfo]:
     return [api(k) for k in sorted(API_MODULES)]
 
 
-@cache
-def _compiled(key: int, version: int, response: bool) -> tuple[Any, Any, str]:
+def _schema(key: int, version: int, response: bool) -> tuple[Any, ApiInfo]:
     info = api(key)
     info.check_version(version)
     schemas = info.module.RESPONSE_SCHEMAS if response else info.module.REQUEST_SCHEMAS
-    compiled = schemas[version].compile()
+    return schemas[version], info
+
+
+@cache
+def _compiled(key: int, version: int, response: bool) -> tuple[Any, Any, str]:
+    schema, info = _schema(key, version, response)
+    compiled = schema.compile()
     kind = "Response" if response else "Request"
     return compiled.parsefunc, compiled.buildfunc, f"{info.name}{kind} v{version}"
 
@@ -140,10 +145,8 @@ def _compiled(key: int, version: int, response: bool) -> tuple[Any, Any, str]:
 @cache
 def _parts_builder(key: int, version: int, response: bool) -> Any:
     """The schema's fast builder, which hands its parts to a callback (None if none)."""
-    info = api(key)
-    info.check_version(version)
-    schemas = info.module.RESPONSE_SCHEMAS if response else info.module.REQUEST_SCHEMAS
-    return getattr(schemas[version], "parts_builder", lambda: None)()
+    schema, _ = _schema(key, version, response)
+    return getattr(schema, "parts_builder", lambda: None)()
 
 
 def _decode(

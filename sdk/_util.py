@@ -19,15 +19,16 @@ from .errors import SerializationError
 
 __all__ = [
     "collapse_group",
-    "loop_clock",
     "get_deserializer",
     "get_serializer",
+    "loop_clock",
     "normalize_headers",
     "owned_task_group",
     "sleep_until",
 ]
 
 Serializer = Callable[[Any], bytes | None]
+Deserializer = Callable[[bytes | None], Any]
 
 
 def loop_clock() -> Callable[[], float]:
@@ -47,9 +48,6 @@ def loop_clock() -> Callable[[], float]:
         return asyncio.get_running_loop().time
     except RuntimeError:
         return anyio.current_time
-
-
-Deserializer = Callable[[bytes | None], Any]
 
 
 def collapse_group(group: BaseExceptionGroup[Any]) -> BaseException:

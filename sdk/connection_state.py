@@ -445,10 +445,7 @@ class ConnectionState:
             body,
         )
         self._next_id = (corr + 1) & 0x7FFFFFFF
-        size = 0
-        for part in parts:
-            size += len(part)
-        self.stats.sent(api_key, size)
+        self.stats.sent(api_key, sum(map(len, parts)))
         if expect_response:
             self._in_flight.append(InFlight(corr, api_key, version, now + timeout, cookie, now))
         return corr, parts
