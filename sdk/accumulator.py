@@ -156,6 +156,7 @@ class ProducerBatch:
         "error",
         "full",
         "in_flight",
+        "limit",
         "log_append_time",
         "memory",
         "order",
@@ -200,6 +201,9 @@ class ProducerBatch:
         self.in_flight = False
         self.full = False
         self.done = False
+        # The size at which the producer's hot path must look at the batch: the
+        # batch size (it is then full), or less while the producer wants to poll.
+        self.limit = 0
         self.base_offset = -1
         self.log_append_time = -1
         self.error: BaseException | None = None
@@ -517,6 +521,7 @@ class Accumulator:
                 now = self.clock() if self.clock is not None else 0.0
             batch = ProducerBatch(topic, partition, now, self._seq)
             batch.txn = self.txn_open
+            batch.limit = self.batch_size
             batches.append(batch)
             self._incomplete.add(batch)
         self.used_memory += charge

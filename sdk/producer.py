@@ -120,6 +120,9 @@ from .transport import BrokerConnection, Cluster
 
 __all__ = ["PendingCommit", "Producer", "RecordFuture", "RecordMetadata", "open_producer"]
 
+# A transaction begun ahead of a commit polls for the commit's answers every
+# this many records appended (see Producer._window_poll).
+_WINDOW_RECORDS = 64
 _SEQUENCE_GAP = (ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, ErrorCode.UNKNOWN_PRODUCER_ID)
 
 log = logging.getLogger("trafka.sdk.producer")
@@ -304,6 +307,7 @@ class Producer:
         self._txn_busy = False  # a transaction manager request is out
         self._sender_done = False
         if self._transactional:
+            self._txn.on_unsendable = self._forget_hot_batches
             self._acc.send_allowed = self._txn.is_send_allowed
             self._acc.on_failure = self._on_batch_failed
         # The hot path of send(): a key-less bytes record appended straight to the
@@ -397,15 +401,12 @@ class Producer:
                 size = RECORD_OVERHEAD + len(key) + len(value)
             else:
                 batch = None
-            # In a transaction, a batch still open was opened in this one, so its
+            # In a transaction, a batch kept here was opened in this one, so its
             # partition is already part of it (the general path adds partitions;
-            # a transaction begun ahead of a commit seals that commit's batches).
-            if (
-                batch is not None
-                and not batch.full
-                and not batch.done
-                and (not self._transactional or self._txn.sendable)
-            ):
+            # a transaction begun ahead of a commit seals that commit's batches),
+            # and the transaction may still take records: the moment it may not,
+            # these batches are forgotten (_forget_hot_batches).
+            if batch is not None and not batch.full and not batch.done:
                 acc = self._acc
                 charge = size + RECORD_MEMORY_OVERHEAD
                 batch_bytes = batch.size + size
@@ -419,13 +420,9 @@ class Producer:
                     batch.size = batch_bytes
                     records = batch.records
                     records.append((int(time.time() * 1000), key, value, ()))
-                    if batch_bytes >= acc.batch_size:
-                        batch.full = True
-                        self._wake.set()
-                    n = len(records)
-                    if self._window and not n & 63:  # _window_tick inline
-                        self._window_poll()
-                    return RecordFuture(batch, n - 1)
+                    if batch_bytes >= batch.limit:  # full, or a window poll is due
+                        self._limit_reached(batch, batch_bytes)
+                    return RecordFuture(batch, len(records) - 1)
         transactional = self._transactional
         if transactional:
             self._txn.check_can_send()
@@ -480,13 +477,16 @@ class Producer:
             # only at this task's next yield, after another batch of appends.
             # The yield cannot be cancelled: the record is in its batch and will
             # be sent, so the caller must get its future, not Cancelled.
-            if self._window and self._txn.pipelined and self._now() < self._yield_by:
-                # Except in a transaction begun ahead of a commit: its batch cannot
-                # leave before the commit ends, which the window's polls carry on,
-                # so the yield would only run a sender with nothing to send (a
-                # scheduler round per transaction). At most 10 ms go by without one.
-                self._window_poll()
-                return handle
+            if self._window:
+                self._arm_window(handle.batch)
+                if self._txn.pipelined and self._now() < self._yield_by:
+                    # Except in a transaction begun ahead of a commit: its batch
+                    # cannot leave before the commit ends, which the window's polls
+                    # carry on, so the yield would only run a sender with nothing to
+                    # send (a scheduler round per transaction). At most 10 ms go by
+                    # without one.
+                    self._window_poll()
+                    return handle
             self._after_new_batch()
             await anyio.lowlevel.cancel_shielded_checkpoint()
             self._yield_by = self._now() + 0.01
@@ -503,6 +503,29 @@ class Producer:
         if not (index + 1) & 63:
             self._window_poll()
 
+    def _arm_window(self, batch: ProducerBatch) -> None:
+        """A batch was opened while a transaction is begun ahead of a commit: the
+        hot path of :meth:`send` calls :meth:`_limit_reached` once it holds about
+        64 records more (the poll costs that path no test of its own)."""
+        records = len(batch.records)
+        if records:
+            grown = (batch.size - BATCH_OVERHEAD) * _WINDOW_RECORDS // records
+            batch.limit = min(batch.limit, batch.size + max(grown, 1))
+
+    def _limit_reached(self, batch: ProducerBatch, batch_bytes: int) -> None:
+        """The hot path of :meth:`send` filled ``batch`` up to its ``limit``: the
+        batch is full, or a poll of the window (:meth:`_arm_window`) is due."""
+        batch_size = self._acc.batch_size
+        if batch_bytes >= batch_size:
+            batch.full = True
+            self._wake.set()
+            return
+        batch.limit = batch_size
+        if self._window:
+            self._window_poll()
+            if self._window:
+                self._arm_window(batch)
+
     def _window_poll(self) -> None:
         """Take the answers that have arrived and send what they make ready,
         without a yield, so that the commit goes on while the caller appends
@@ -512,7 +535,11 @@ class Producer:
         if not self._txn.pipelined:
             self._window = False
             return
-        self._send_if_idle()
+        # Only an answer can make something sendable here: the batches of the
+        # transaction begun ahead wait for the commit, and the committing one's
+        # left at its commit unless its partitions had yet to join.
+        if self._take_answers() and not any(self._node_in_flight.values()):
+            self._send_now()
 
     def try_send(self, topic: str, value: Any = None, key: Any = None) -> RecordFuture | None:
         """:meth:`send` without awaiting, for a record that fits the batch its
@@ -656,9 +683,7 @@ class Producer:
         else:
             return False
         if batch is None or batch.full or batch.done:
-            return True
-        if self._transactional and not self._txn.sendable:
-            return False
+            return True  # (a transaction that takes no records keeps no batch here)
         acc = self._acc
         batch_bytes = batch.size + size
         if batch_bytes > acc.batch_size:
@@ -1079,6 +1104,13 @@ class Producer:
     def _forget_keyed_batches(self, topic: str) -> None:
         self._keyed_batches.pop(topic, None)
 
+    def _forget_hot_batches(self) -> None:
+        """The transaction takes no more records (committing, aborting, doomed):
+        the hot paths must not append to the batches they kept, so the next
+        record takes the general path, which asks the transaction."""
+        self._sticky_batches.clear()
+        self._keyed_batches.clear()
+
     def _wake_sender(self) -> None:
         self._wake.set()
 
@@ -1160,13 +1192,15 @@ class Producer:
         txn = self._txn
         return self._acc.has_pending(txn.sending_number if txn.pipelined else None)
 
-    def _receive_txn_answer(self) -> None:
-        """Handle a transaction request's answer already received, if there is one."""
+    def _receive_txn_answer(self) -> bool:
+        """Handle a transaction request's answer already received, if there is
+        one; whether anything had arrived."""
         coordinator = self._txn.coordinator
         if self._txn_busy and coordinator is not None:
             conn = self._cluster.ready_coordinator_connection(coordinator[0])
             if conn is not None:
-                conn.receive_ready()
+                return conn.receive_ready()
+        return False
 
     def _send_txn_request(self, request: TxnRequest) -> bool:
         """Write ``request`` on a live coordinator connection, without a task.
@@ -1340,16 +1374,21 @@ class Producer:
         batch leaves only once its partition has joined. With a request still in
         flight, its answer wakes the sender, and the batches filled meanwhile share
         a request."""
-        if self._transactional:
-            self._receive_txn_answer()
+        self._take_answers()
+        if not any(self._node_in_flight.values()):
+            self._send_now()
+
+    def _take_answers(self) -> bool:
+        """Handle the answers that have already arrived (the transaction
+        coordinator's first), without waiting; whether anything had arrived."""
+        arrived = self._transactional and self._receive_txn_answer()
         in_flight = self._node_in_flight
         busy = [node for node, n in in_flight.items() if n]
         for node in busy:
             conn = self._cluster.ready_connection(node)
-            if conn is not None:
-                conn.receive_ready()
-        if not any(in_flight.values()):
-            self._send_now()
+            if conn is not None and conn.receive_ready():
+                arrived = True
+        return arrived
 
     def _send_now(self) -> None:
         """Send what is ready at once, ahead of the sender loop (which still runs)."""

@@ -420,6 +420,9 @@ class TransactionManager:
         #: Whether records may be sent now (a transaction open and not doomed),
         #: an attribute for the producer's hot path.
         self.sendable = False
+        #: Called (with no argument) each time :attr:`sendable` turns False: the
+        #: driver stops appending to the batches it keeps at hand without asking.
+        self.on_unsendable: Callable[[], None] | None = None
 
     # -- state ------------------------------------------------------------------------
 
@@ -472,9 +475,12 @@ class TransactionManager:
         self._update_sendable()
 
     def _update_sendable(self) -> None:
-        self.sendable = self.state is _S.IN_TRANSACTION or (
+        was = self.sendable
+        self.sendable = sendable = self.state is _S.IN_TRANSACTION or (
             self._next_begun and self._next_error is None
         )
+        if was and not sendable and self.on_unsendable is not None:
+            self.on_unsendable()
 
     def _check_not_fatal(self) -> None:
         if self.fatal_error is not None:

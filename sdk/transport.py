@@ -642,25 +642,30 @@ class BrokerConnection:
                 )
             )
 
-    def receive_ready(self) -> None:
+    def receive_ready(self) -> bool:
         """Read and handle the responses the socket already holds, without waiting.
 
         For a caller about to wait on one of them: its completion runs now
         rather than once the reader task is scheduled. Anything else the reader
         would have read comes through here too, in order; a failure fails the
         connection as the reader would.
+
+        Returns:
+            Whether anything had arrived (bytes, the end of the stream or an error).
         """
         sock = self._sock
         if sock is None or self._error is not None:
-            return
+            return False
         state = self._state
         stats = self.stats
+        arrived = False
         try:
             while self._error is None:
                 try:
                     data = sock.recv(_RECV_SIZE)
                 except _WOULD_BLOCK:
-                    return
+                    return arrived
+                arrived = True
                 if not data:
                     raise anyio.EndOfStream
                 # As in _reader, which keeps its own copy of this loop: a call per
@@ -678,6 +683,7 @@ class BrokerConnection:
                     self._write(retry)
         except Exception as exc:
             self._fail(self._reader_error(exc))
+        return True
 
     async def _reader(self) -> None:
         sock = self._sock

@@ -778,3 +778,30 @@ async def test_pipelined_commits_on_the_fast_paths(broker: RunningBroker) -> Non
             # (every 64th of a batch begun ahead polls for the commit's answers).
             assert polls > 0
         assert await read_all(bs, topic, 1, committed=True) == {0: expected}
+
+
+async def test_a_doomed_transaction_refuses_records_on_the_fast_paths(
+    broker: RunningBroker,
+) -> None:
+    # send()'s inline path and try_send() append to the batch they keep at hand
+    # without asking the transaction; the moment it takes no more records they
+    # must forget that batch, so the record is refused, not added to a doomed one.
+    bs = broker.bootstrap_servers
+    topic = fresh("doomed-fast")
+    with anyio.fail_after(60):
+        await create(bs, (topic, 1))
+        async with open_producer(bootstrap_servers=bs, transactional_id=fresh("tx")) as p:
+            await p.init_transactions()
+            p.begin_transaction()
+            await p.send(topic, b"first")  # opens the batch the fast paths fill
+            assert p.try_send(topic, b"second") is not None
+            p._txn._abortable(RuntimeError("injected"))
+            assert p.try_send(topic, b"third") is None
+            with pytest.raises(TransactionAbortableError):
+                await p.send(topic, b"third")
+            await p.abort_transaction()
+            p.begin_transaction()
+            await p.send(topic, b"kept")
+            assert p.try_send(topic, b"kept too") is not None
+            await p.commit_transaction()
+        assert await read_all(bs, topic, 1, committed=True) == {0: [b"kept", b"kept too"]}
