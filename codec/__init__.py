@@ -22,6 +22,7 @@ from .errors import (
 from .framing import DEFAULT_MAX_FRAME_SIZE, FrameReader
 from .protocol import (
     ApiInfo,
+    RequestFramer,
     RequestHeader,
     ResponseHeader,
     all_apis,
@@ -31,6 +32,7 @@ from .protocol import (
     decode_request_header,
     decode_response,
     decode_response_body,
+    decode_response_frame,
     decode_versioned,
     encode_request,
     encode_request_body,
@@ -50,6 +52,7 @@ __all__ = [
     "FrameReader",
     "FrameTooLargeError",
     "KafkaError",
+    "RequestFramer",
     "RequestHeader",
     "ResponseHeader",
     "TrafkaError",
@@ -61,6 +64,7 @@ __all__ = [
     "decode_request_header",
     "decode_response",
     "decode_response_body",
+    "decode_response_frame",
     "decode_versioned",
     "encode_request",
     "encode_request_parts",

@@ -36,6 +36,7 @@ from .messages.headers import RequestHeader, ResponseHeader
 
 __all__ = [
     "ApiInfo",
+    "RequestFramer",
     "RequestHeader",
     "ResponseHeader",
     "all_apis",
@@ -45,6 +46,7 @@ __all__ = [
     "decode_request_header",
     "decode_response",
     "decode_response_body",
+    "decode_response_frame",
     "decode_versioned",
     "encode_request",
     "encode_request_body",
@@ -370,6 +372,59 @@ def encode_request_parts(header: RequestHeader, body: Any) -> list[bytes]:
     return [io.getvalue()]
 
 
+class RequestFramer:
+    """Frames one client's requests as :func:`encode_request_parts` does, for
+    headers without tagged fields: the header's bytes after the correlation id
+    (client id, tags) are worked out once per API key and version, so a request
+    costs its body's encoding and one pack.
+
+    Args:
+        client_id: the header's ``client_id``.
+    """
+
+    __slots__ = ("_plans", "client_id")
+
+    def __init__(self, client_id: str | None) -> None:
+        self.client_id = client_id
+        self._plans: dict[tuple[int, int], tuple[bytes, Any]] = {}
+
+    def parts(self, key: int, version: int, correlation_id: int, body: Any) -> list[bytes]:
+        """The frame of ``body``, API ``key`` at ``version``, as parts to write in order.
+
+        Raises:
+            UnsupportedVersionError: an API or version the codec does not know.
+            EncodeError: the header or body cannot be encoded.
+        """
+        plan = self._plans.get((key, version))
+        if plan is None:
+            plan = self._plan(key, version)
+        tail, collect = plan
+        if collect is not None:
+            try:
+                parts: list[Any] = [_KEYVER.pack(key, version, correlation_id) + tail]
+                collect(body, parts.append)
+            except Exception:
+                pass  # the general path below raises the precise EncodeError
+            else:
+                return _frame_parts(parts)
+        return encode_request_parts(self._header(key, version, correlation_id), body)
+
+    def _header(self, key: int, version: int, correlation_id: int) -> RequestHeader:
+        return RequestHeader(
+            request_api_key=key,
+            request_api_version=version,
+            correlation_id=correlation_id,
+            client_id=self.client_id,
+        )
+
+    def _plan(self, key: int, version: int) -> tuple[bytes, Any]:
+        _compiled(key, version, False)  # an unknown API or version raises here
+        head = _request_header(self._header(key, version, 0), api(key), version)
+        plan = (head[_KEYVER.size :], _parts_builder(key, version, False))
+        self._plans[key, version] = plan
+        return plan
+
+
 def _request_header(header: RequestHeader, info: ApiInfo, version: int) -> bytes:
     io = BytesIO()
     field = "correlation_id"
@@ -454,6 +509,29 @@ def decode_response(
     header = ResponseHeader(correlation_id=corr, unknown_tagged_fields=unknown)
     parse, _, name = _compiled(key, version, True)
     return header, _decode(parse, frame, name, pos)
+
+
+@cache
+def _response_plan(key: int, version: int) -> tuple[bool, Any, str]:
+    info = api(key)
+    info.check_version(version)
+    parse, _, name = _compiled(key, version, True)
+    return info.response_header_version(version) >= 1, parse, name
+
+
+def decode_response_frame(frame: bytes | memoryview, key: int, version: int) -> Any:
+    """The body of a response frame (without its size prefix), as
+    :func:`decode_response` reads it, for a caller that has the correlation id
+    already (:func:`peek_correlation_id`) and ignores the header's tags."""
+    tagged, parse, name = _response_plan(key, version)
+    if len(frame) < 4:
+        raise DecodeError(
+            "truncated: needed 4 bytes", message_name="ResponseHeader", field="correlation_id"
+        )
+    pos = 4
+    if tagged:
+        pos = 5 if len(frame) > 4 and frame[4] == 0 else _header_tags(frame, 4, "ResponseHeader")[1]
+    return _decode(parse, frame, name, pos)
 
 
 def decode_versioned(schemas: Mapping[int, Any], data: bytes, message_name: str) -> Any:

@@ -46,11 +46,11 @@ from trafka.codec import (
     DecodeError,
     ErrorCode,
     FrameReader,
-    RequestHeader,
+    RequestFramer,
     UnsupportedVersionError,
     api,
     decode_response,
-    encode_request_parts,
+    decode_response_frame,
     peek_correlation_id,
 )
 from trafka.codec.messages import k18_api_versions as api_versions
@@ -296,7 +296,7 @@ class ConnectionState:
         software_version: str = SOFTWARE_VERSION,
         stats: NodeCounters | None = None,
     ) -> None:
-        self.client_id = client_id
+        self._framer = RequestFramer(client_id)
         self.stats = stats if stats is not None else NodeCounters()
         self._reader = FrameReader(max_frame_size)
         self._next_id = 0
@@ -316,6 +316,11 @@ class ConnectionState:
         self.last_throttle: tuple[int, int, int] = (-1, -1, 0)
 
     # -- state ---------------------------------------------------------------------
+
+    @property
+    def client_id(self) -> str | None:
+        """Sent in every request header."""
+        return self._framer.client_id
 
     @property
     def ready(self) -> bool:
@@ -410,7 +415,7 @@ class ConnectionState:
     ) -> tuple[int, list[bytes]]:
         """Frame a request, as parts to write in order: a big byte field (a
         Produce's record batch) is a part of its own, never copied
-        (:func:`~trafka.codec.protocol.encode_request_parts`).
+        (:class:`~trafka.codec.protocol.RequestFramer`).
 
         Args:
             api_key: the API.
@@ -435,15 +440,7 @@ class ConnectionState:
         if version is None:
             version = self.version_for(api_key)
         corr = self._peek_id()
-        parts = encode_request_parts(
-            RequestHeader(
-                request_api_key=api_key,
-                request_api_version=version,
-                correlation_id=corr,
-                client_id=self.client_id,
-            ),
-            body,
-        )
+        parts = self._framer.parts(api_key, version, corr, body)
         self._next_id = (corr + 1) & 0x7FFFFFFF
         self.stats.sent(api_key, sum(map(len, parts)))
         if expect_response:
@@ -529,7 +526,7 @@ class ConnectionState:
             self.stats.answered(18, None if now is None else now - head.sent_at)
             return response
         try:
-            _, body = decode_response(frame, head.api_key, head.api_version)
+            body = decode_response_frame(frame, head.api_key, head.api_version)
         except (DecodeError, UnsupportedVersionError) as exc:
             raise self._break(f"undecodable response: {exc}") from None
         self._in_flight.popleft()

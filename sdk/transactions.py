@@ -193,6 +193,7 @@ class TxnRequest:
 
     Attributes:
         kind: which API.
+        api_key: its API key (``kind.value``, kept as a plain int).
         build: ``build(version) -> request body``.
         coordinator: ``(node_id, host, port)`` to send it to; None means any broker.
         max_version: send at most this version (the connection may negotiate less).
@@ -202,16 +203,13 @@ class TxnRequest:
     """
 
     kind: Kind
+    api_key: int
     build: Callable[[int], Any]
     coordinator: tuple[int, str, int] | None
     max_version: int
     timeout: float
     key_type: int = TRANSACTION_KEY
     key: str = ""
-
-    @property
-    def api_key(self) -> int:
-        return self.kind.value
 
 
 class TxnResult:
@@ -850,8 +848,9 @@ class TransactionManager:
         coordinator: tuple[int, str, int] | None,
         **extra: Any,
     ) -> TxnRequest:
+        api_key = kind.value
         return TxnRequest(
-            kind, build, coordinator, MAX_VERSIONS[kind.value], self.request_timeout, **extra
+            kind, api_key, build, coordinator, MAX_VERSIONS[api_key], self.request_timeout, **extra
         )
 
     def _find_coordinator(self, key_type: int, key: str) -> TxnRequest:

@@ -263,6 +263,10 @@ class BrokerConnection:
         self._task_group: anyio.abc.TaskGroup | None = None
         #: Completed re-authentications (KIP-368) of this connection.
         self.reauthentications = 0
+        #: The socket's file descriptor, for a caller's own readiness check
+        #: (``select.poll``) before :meth:`receive_ready`; -1 until connected,
+        #: and for TLS (whose decrypted bytes a poll of the socket cannot see).
+        self.fileno = -1
 
     def __repr__(self) -> str:
         return f"<BrokerConnection node={self.node_id} {self.host}:{self.port}>"
@@ -298,6 +302,8 @@ class BrokerConnection:
                 if self._tls is not None:
                     sock = await _tls_handshake(sock, self._tls, self.host, self.port)
                 self._sock = sock
+                if self._tls is None:
+                    self.fileno = sock.fileno()
         except TimeoutError:
             raise KafkaConnectionError(f"connecting to {self.host}:{self.port} timed out") from None
         except KafkaConnectionError:
@@ -658,6 +664,7 @@ class BrokerConnection:
             return False
         state = self._state
         stats = self.stats
+        plain = self.fileno >= 0
         arrived = False
         try:
             while self._error is None:
@@ -681,6 +688,10 @@ class BrokerConnection:
                 retry = state.data_to_send()
                 if retry:
                     self._write(retry)
+                if plain and len(data) < _RECV_SIZE:
+                    # The socket had less than asked for: it was empty then (as
+                    # the reader judges), so spare the recv that would fail.
+                    break
         except Exception as exc:
             self._fail(self._reader_error(exc))
         return True
@@ -853,6 +864,11 @@ class Cluster:
         self.on_change: list[Any] = []  # callables run when connections or metadata change
         #: Why the background metadata refresh last failed (None after a success).
         self.refresh_error: TrafkaError | None = None
+
+    @property
+    def uses_tls(self) -> bool:
+        """Whether the connections are TLS (their ``fileno`` is then -1)."""
+        return self._tls is not None
 
     # -- connections --------------------------------------------------------------------
 

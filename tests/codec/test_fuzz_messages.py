@@ -101,6 +101,30 @@ def test_every_truncation_is_refused(case: Case) -> None:
             assert exc.message_name in str(exc) and exc.field in str(exc)
 
 
+RESPONSE_SAMPLES = [c for c in SAMPLES if c.response]
+
+
+@pytest.mark.parametrize("case", RESPONSE_SAMPLES, ids=[c.id for c in RESPONSE_SAMPLES])
+def test_a_response_bodys_truncations_are_refused_as_decode_response_does(case: Case) -> None:
+    """decode_response_frame (what the clients run) refuses each cut frame with
+    decode_response's error, where it gave up included."""
+    frame = frame_of(case)
+    assert (
+        protocol.decode_response_frame(frame, case.key, case.version)
+        == (protocol.decode_response(frame, case.key, case.version)[1])
+    )
+    for cut in range(len(frame)):
+        with pytest.raises(DecodeError) as fast:
+            protocol.decode_response_frame(frame[:cut], case.key, case.version)
+        with pytest.raises(DecodeError) as full:
+            protocol.decode_response(frame[:cut], case.key, case.version)
+        assert str(fast.value) == str(full.value), cut
+        assert (fast.value.message_name, fast.value.field) == (
+            full.value.message_name,
+            full.value.field,
+        )
+
+
 @pytest.mark.parametrize("case", SAMPLES, ids=[c.id for c in SAMPLES])
 def test_every_truncation_of_the_body_is_refused_by_the_interpreted_path(case: Case) -> None:
     body = sample_message(case.schema, 1)
@@ -159,6 +183,12 @@ def test_mutated_frames_decode_or_are_refused_cleanly(
         # bool byte reads as True, a padded varint shrinks).
         _, body = result
         assert case.schema.parse(case.schema.build(body)) == body
+    if case.response:  # the clients' path, without the header object: the same outcome
+        fast = outcome(lambda: protocol.decode_response_frame(data, case.key, case.version))
+        if isinstance(result, CodecError):
+            assert type(fast) is type(result) and str(fast) == str(result)
+        else:
+            assert fast == result[1]
     # The body alone, through the compiled and the interpreted decoders: they
     # must agree. The interpreted path has no catch-all, so a foreign exception
     # would escape from it.

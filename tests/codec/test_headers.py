@@ -103,6 +103,10 @@ def test_response_header_v0_and_v1() -> None:
     header, decoded = protocol.decode_response(tagged, 3, 9)
     assert header == ResponseHeader(correlation_id=9, unknown_tagged_fields=[(5, b"hi")])
     assert decoded == body
+    # The clients' path skips the header's tags, whichever form they take.
+    for frame, version in ((v0[4:], 8), (v1[4:], 9), (tagged, 9)):
+        assert protocol.decode_response_frame(frame, 3, version) == body
+    assert protocol.decode_response_frame(memoryview(tagged), 3, 9) == body
 
 
 @pytest.mark.parametrize("version", range(api(18).min_version, api(18).max_version + 1))

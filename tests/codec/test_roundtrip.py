@@ -176,6 +176,12 @@ def test_request_parts_join_to_the_interpreted_frame(case: Case) -> None:
     parts = protocol.encode_request_parts(header, body)
     assert b"".join(parts) == expected
     assert protocol.encode_request(header, body) == expected
+    # The clients' framer: the same frame, from its plan and again from the
+    # plan it kept (only the correlation id differs).
+    framer = protocol.RequestFramer("parts")
+    assert b"".join(framer.parts(case.key, case.version, 7, body)) == expected
+    again = b"".join(framer.parts(case.key, case.version, 2**31 - 1, body))
+    assert again == expected[:8] + (2**31 - 1).to_bytes(4, "big") + expected[12:]
 
 
 @pytest.mark.parametrize("version", range(3, produce.MAX_VERSION + 1))
@@ -210,6 +216,37 @@ def test_a_produce_requests_batches_are_parts_of_their_own(version: int) -> None
     assert int.from_bytes(frame[:4], "big") == len(frame) - 4
     got_header, decoded = protocol.decode_request(frame[4:])
     assert got_header == header and decoded == body
+
+
+def test_the_framer_refuses_what_encode_request_refuses() -> None:
+    """A bad body, a correlation id out of range, a client id that is no string
+    and an unknown version: the errors encode_request gives."""
+    from trafka.codec.errors import EncodeError, UnsupportedVersionError
+
+    P = produce.ProduceRequest
+    framer = protocol.RequestFramer("c")
+    good = P(acks=-1, timeout_ms=5, topic_data=[])
+    bad = P(acks=-1, timeout_ms="soon", topic_data=[])  # type: ignore[arg-type]
+    header = RequestHeader(
+        request_api_key=0, request_api_version=9, correlation_id=1, client_id="c"
+    )
+    with pytest.raises(EncodeError) as expected:
+        protocol.encode_request(header, bad)
+    with pytest.raises(EncodeError) as got:
+        framer.parts(0, 9, 1, bad)
+    assert str(got.value) == str(expected.value)
+    assert got.value.message_name == "ProduceRequest v9"
+    with pytest.raises(EncodeError, match="correlation_id"):
+        framer.parts(0, 9, 2**31, good)
+    assert b"".join(framer.parts(0, 9, 1, good)) == protocol.encode_request(header, good)
+    with pytest.raises(EncodeError) as no_string:
+        protocol.RequestFramer(5).parts(0, 9, 1, good)  # type: ignore[arg-type]
+    assert no_string.value.message_name == "RequestHeader"
+    with pytest.raises(UnsupportedVersionError):
+        framer.parts(0, produce.MAX_VERSION + 1, 1, good)
+    anonymous = protocol.RequestFramer(None)
+    frame = b"".join(anonymous.parts(0, 9, 3, good))
+    assert protocol.decode_request(frame[4:])[0].client_id is None
 
 
 def test_request_parts_refuse_a_bad_body_as_encode_request_does() -> None:

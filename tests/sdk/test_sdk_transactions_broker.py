@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import collections
 import random
+import socket
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -777,6 +778,54 @@ async def test_pipelined_commits_on_the_fast_paths(broker: RunningBroker) -> Non
             # A commit takes round trips: records were appended while one ran
             # (every 64th of a batch begun ahead polls for the commit's answers).
             assert polls > 0
+        assert await read_all(bs, topic, 1, committed=True) == {0: expected}
+
+
+async def test_answers_are_polled_on_the_watched_sockets_across_a_reconnect(
+    broker: RunningBroker,
+) -> None:
+    # The producer checks the sockets its requests went out on with one poll()
+    # (not a failing recv each). A closed connection's descriptor leaves that
+    # watch (the number may be another socket's by then); its successor joins.
+    bs = broker.bootstrap_servers
+    topic = fresh("watched")
+    expected = [b"t%d-%d" % (t, i) for t in range(16) for i in range(300)]
+    with anyio.fail_after(60):
+        await create(bs, (topic, 1))
+        async with open_producer(bootstrap_servers=bs, transactional_id=fresh("tx")) as p:
+            await p.init_transactions()
+            assert p._poller is not None
+            values = iter(expected)
+            commits = []
+            closed = None
+            for t in range(16):
+                p.begin_transaction()
+                for _ in range(300):
+                    await p.send(topic, next(values))
+                commits.append(await p.commit_transaction(wait=False))
+                if t == 7:  # drop the coordinator's connection, mid-commit
+                    node = p._txn.coordinator
+                    assert node is not None
+                    closed = p._cluster.ready_coordinator_connection(node[0])
+                    assert closed is not None and closed in p._watched.values()
+                    await closed.aclose()
+                    # Another socket, readable, most likely under the number the
+                    # closed one had: the next connection gets a new one.
+                    squatter, peer = socket.socketpair()
+                    peer.send(b"not Kafka")
+            await commits[-1].wait()
+            for c in commits:
+                c.result()
+            p._take_answers()  # a poll: the squatter's readiness, nothing read from it
+            assert squatter.recv(100) == b"not Kafka"
+            squatter.close()
+            peer.close()
+            watched = list(p._watched.values())
+            assert closed not in watched
+            assert all(conn.alive and conn.fileno >= 0 for conn in watched)
+            coordinator = p._cluster.ready_coordinator_connection(node[0])
+            assert coordinator is not None and coordinator is not closed
+            assert coordinator in watched
         assert await read_all(bs, topic, 1, committed=True) == {0: expected}
 
 

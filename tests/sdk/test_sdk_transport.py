@@ -413,6 +413,7 @@ def test_the_loop_clock_follows_a_mock_clock_and_falls_back_outside_a_loop() -> 
 
     async def main() -> None:
         clock = loop_clock()
+        assert clock == mock.current_time  # the clock's own method, one call
         mock.jump(1000.0)
         assert clock() == anyio.current_time() == mock.current_time()
 
