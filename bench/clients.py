@@ -84,6 +84,13 @@ that no code can remove, measured in the same run:
 * a 256-byte append with fsync in the broker's data directory (what an fsync
   before the EndTxn answer would add).
 
+Pipelined transactions overlap a commit with the next transaction's records,
+but not with the next commit: the coordinator takes one transaction of a
+producer at a time. The suite times that **chain** (AddPartitionsToTxn, Produce,
+EndTxn, one after the other) with pipelined transactions of one record each,
+and prints the best fraction of the plain rate it leaves pipelined
+transactions of ``--txn-records``.
+
 ``--suite share`` (or ``all``) measures share-group consumers (KIP-932):
 trafka's ``ShareConsumer`` and librdkafka's (confluent-kafka) each drain the
 same topic, filled once by trafka's producer, through a share group of their
@@ -894,6 +901,34 @@ def print_commit_budget(
     )
 
 
+def print_pipeline_chain(
+    args: argparse.Namespace, bootstrap: str, run_id: str, plain: dict[str, Any]
+) -> None:
+    """How long the chain of one pipelined transaction takes with next to no records.
+
+    A producer has one transaction at the coordinator at a time: the next one's
+    AddPartitionsToTxn waits for the last EndTxn, its Produce for that answer,
+    its EndTxn for the Produce's. Pipelined transactions of one record each
+    measure that chain (round trips, the broker's work, the producer's
+    reactions); records can hide it only up to its length."""
+    count = 2000
+    chain_args = argparse.Namespace(**{**vars(args), "records": count, "txn_records": 1})
+    topic = f"bench-eos-chain-{run_id}"
+    create_topic(bootstrap, topic, 1)
+    r = measure(chain_args, "trafka", "pipelined", bootstrap, topic)
+    if "error" in r:
+        print(f"  (the pipelined chain failed: {r['error']})")
+        return
+    chain_ms = r["seconds"] / count * 1000
+    records_ms = args.txn_records / plain["rate"] * 1000
+    print(
+        f"  chain: pipelined transactions of one record take {chain_ms:.2f} ms each against "
+        f"this broker; {args.txn_records:,} records take {records_ms:.2f} ms at the plain "
+        f"rate, so the chain alone caps pipelined transactions at "
+        f"{min(1.0, records_ms / chain_ms):.0%} of the plain rate"
+    )
+
+
 # -- the driver -------------------------------------------------------------------------------
 
 
@@ -1111,6 +1146,7 @@ def run_eos(
                 f"{piped['cpu_us_per_record']:.2f} us a record); a 25% cost allows "
                 f"{allowed:.2f} ms"
             )
+            print_pipeline_chain(args, bootstrap, run_id, plain)
         txn = ours.get("transactional")
         if txn and "commit_ms" in txn:
             topic = f"bench-eos-floor-{run_id}"

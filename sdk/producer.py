@@ -122,8 +122,11 @@ from .transport import COORDINATOR_BASE, BrokerConnection, Cluster
 __all__ = ["PendingCommit", "Producer", "RecordFuture", "RecordMetadata", "open_producer"]
 
 # A transaction begun ahead of a commit polls for the commit's answers every
-# this many records appended (see Producer._window_poll).
-_WINDOW_RECORDS = 64
+# this many records appended (see Producer._window_poll), a power of two. An
+# empty poll is one poll(2) call; answers taken sooner shorten the commit's chain
+# of round trips, which the next commit may have to wait for: 16 measured less
+# CPU per transaction than 64, 32 or 8.
+_WINDOW_RECORDS = 16
 # Connection ids from here up are coordinators' (COORDINATOR_BASE - node id).
 _COORDINATORS = COORDINATOR_BASE // 2
 _SEQUENCE_GAP = (ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, ErrorCode.UNKNOWN_PRODUCER_ID)
@@ -510,14 +513,14 @@ class Producer:
 
     def _window_tick(self, index: int) -> None:
         """The record at ``index`` in its batch was appended while a transaction
-        is begun ahead of a commit: every 64th, :meth:`_window_poll`."""
-        if not (index + 1) & 63:
+        is begun ahead of a commit: every ``_WINDOW_RECORDS``-th, :meth:`_window_poll`."""
+        if not (index + 1) & (_WINDOW_RECORDS - 1):
             self._window_poll()
 
     def _arm_window(self, batch: ProducerBatch) -> None:
         """A batch was opened while a transaction is begun ahead of a commit: the
         hot path of :meth:`send` calls :meth:`_limit_reached` once it holds about
-        64 records more (the poll costs that path no test of its own)."""
+        ``_WINDOW_RECORDS`` records more (the poll costs that path no test of its own)."""
         records = len(batch.records)
         if records:
             grown = (batch.size - BATCH_OVERHEAD) * _WINDOW_RECORDS // records

@@ -776,7 +776,7 @@ async def test_pipelined_commits_on_the_fast_paths(broker: RunningBroker) -> Non
             for c in commits:
                 c.result()
             # A commit takes round trips: records were appended while one ran
-            # (every 64th of a batch begun ahead polls for the commit's answers).
+            # (every 16th of a batch begun ahead polls for the commit's answers).
             assert polls > 0
         assert await read_all(bs, topic, 1, committed=True) == {0: expected}
 
