@@ -418,9 +418,9 @@ class RequestFramer:
         )
 
     def _plan(self, key: int, version: int) -> tuple[bytes, Any]:
-        _compiled(key, version, False)  # an unknown API or version raises here
+        collect = _parts_builder(key, version, False)  # an unknown API or version raises
         head = _request_header(self._header(key, version, 0), api(key), version)
-        plan = (head[_KEYVER.size :], _parts_builder(key, version, False))
+        plan = (head[_KEYVER.size :], collect)
         self._plans[key, version] = plan
         return plan
 
@@ -495,24 +495,19 @@ def decode_response(
     The caller knows ``key`` and ``version`` from the request it sent (matched by
     correlation id; see :func:`peek_correlation_id`).
     """
-    info = api(key)
-    info.check_version(version)
-    if len(frame) < 4:
-        raise DecodeError(
-            "truncated: needed 4 bytes", message_name="ResponseHeader", field="correlation_id"
-        )
-    (corr,) = struct.unpack_from(">i", frame, 0)
+    tagged, parse, name = _response_plan(key, version)
+    corr = peek_correlation_id(frame)
     pos = 4
     unknown: list[tuple[int, bytes]] = []
-    if info.response_header_version(version) >= 1:
+    if tagged:
         unknown, pos = _header_tags(frame, pos, "ResponseHeader")
     header = ResponseHeader(correlation_id=corr, unknown_tagged_fields=unknown)
-    parse, _, name = _compiled(key, version, True)
     return header, _decode(parse, frame, name, pos)
 
 
 @cache
 def _response_plan(key: int, version: int) -> tuple[bool, Any, str]:
+    """Whether the response header has tagged fields, the body's parser and name."""
     info = api(key)
     info.check_version(version)
     parse, _, name = _compiled(key, version, True)
@@ -524,13 +519,8 @@ def decode_response_frame(frame: bytes | memoryview, key: int, version: int) -> 
     :func:`decode_response` reads it, for a caller that has the correlation id
     already (:func:`peek_correlation_id`) and ignores the header's tags."""
     tagged, parse, name = _response_plan(key, version)
-    if len(frame) < 4:
-        raise DecodeError(
-            "truncated: needed 4 bytes", message_name="ResponseHeader", field="correlation_id"
-        )
-    pos = 4
-    if tagged:
-        pos = 5 if len(frame) > 4 and frame[4] == 0 else _header_tags(frame, 4, "ResponseHeader")[1]
+    _check_correlation_id(frame)
+    pos = _header_tags(frame, 4, "ResponseHeader")[1] if tagged else 4
     return _decode(parse, frame, name, pos)
 
 
@@ -561,8 +551,12 @@ def decode_versioned(schemas: Mapping[int, Any], data: bytes, message_name: str)
 
 def peek_correlation_id(frame: bytes | memoryview) -> int:
     """The correlation id of a response frame, read before knowing its API."""
+    _check_correlation_id(frame)
+    return int.from_bytes(frame[:4], "big", signed=True)
+
+
+def _check_correlation_id(frame: bytes | memoryview) -> None:
     if len(frame) < 4:
         raise DecodeError(
             "truncated: needed 4 bytes", message_name="ResponseHeader", field="correlation_id"
         )
-    return int.from_bytes(frame[:4], "big", signed=True)

@@ -117,7 +117,7 @@ from .transactions import (
     TxnResult,
     TxnState,
 )
-from .transport import COORDINATOR_BASE, BrokerConnection, Cluster
+from .transport import BrokerConnection, Cluster, is_coordinator_id
 
 __all__ = ["PendingCommit", "Producer", "RecordFuture", "RecordMetadata", "open_producer"]
 
@@ -127,8 +127,6 @@ __all__ = ["PendingCommit", "Producer", "RecordFuture", "RecordMetadata", "open_
 # of round trips, which the next commit may have to wait for: 16 measured less
 # CPU per transaction than 64, 32 or 8.
 _WINDOW_RECORDS = 16
-# Connection ids from here up are coordinators' (COORDINATOR_BASE - node id).
-_COORDINATORS = COORDINATOR_BASE // 2
 _SEQUENCE_GAP = (ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, ErrorCode.UNKNOWN_PRODUCER_ID)
 
 log = logging.getLogger("trafka.sdk.producer")
@@ -1411,7 +1409,7 @@ class Producer:
                 return False
             watched = self._watched
             if len(ready) > 1:  # the coordinator's first, as below
-                ready.sort(key=lambda event: watched[event[0]].node_id < _COORDINATORS)
+                ready.sort(key=lambda event: not is_coordinator_id(watched[event[0]].node_id))
             arrived = False
             for fd, _ in ready:
                 sender = watched[fd]

@@ -820,6 +820,11 @@ class BrokerConnection:
 COORDINATOR_BASE = 2**31 - 1
 
 
+def is_coordinator_id(conn_id: int) -> bool:
+    """Whether a connection id is a coordinator's (:data:`COORDINATOR_BASE` - node id)."""
+    return conn_id > COORDINATOR_BASE // 2
+
+
 class Cluster:
     """Connections, metadata and their background tasks for one client.
 
@@ -892,7 +897,7 @@ class Cluster:
         """Per broker node id, the totals of its connections (see :mod:`.statistics`)."""
         by_node: dict[int, list[int]] = {}
         for conn_id in self._stats:
-            node = COORDINATOR_BASE - conn_id if conn_id > COORDINATOR_BASE // 2 else conn_id
+            node = COORDINATOR_BASE - conn_id if is_coordinator_id(conn_id) else conn_id
             by_node.setdefault(node, []).append(conn_id)
         out: dict[int, BrokerStatistics] = {}
         now = self._now()
@@ -931,7 +936,7 @@ class Cluster:
         throttle (ms) since the last call (see :meth:`NodeCounters.take_peaks`)."""
         out: dict[int, tuple[dict[int, float], int]] = {}
         for conn_id, stats in self._stats.items():
-            node = COORDINATOR_BASE - conn_id if conn_id > COORDINATOR_BASE // 2 else conn_id
+            node = COORDINATOR_BASE - conn_id if is_coordinator_id(conn_id) else conn_id
             latencies, throttle = stats.take_peaks()
             apis, most = out.get(node, ({}, 0))
             for key, latency in latencies.items():
