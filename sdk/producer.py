@@ -1296,7 +1296,12 @@ class Producer:
             # the batches that the answer made sendable, at once rather than after
             # a round of the sender loop.
             self._step_txn(self._now())
-            if self._acc.flushing:
+            if self._acc.flushing or txn.state is TxnState.COMMITTING_TRANSACTION:
+                # A commit's batches wait for their partitions to join. Sent
+                # here, not by the sender loop: a reader task that took this
+                # answer while the caller yielded once (to open a batch of the
+                # transaction begun ahead) would leave them until the caller
+                # next yields, a whole transaction later.
                 self._send_now()
 
     async def _sender(self) -> None:

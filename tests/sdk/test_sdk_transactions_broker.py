@@ -4,8 +4,11 @@ and with confluent-kafka (librdkafka) on the other side."""
 from __future__ import annotations
 
 import collections
+import dataclasses
 import random
+import select
 import socket
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -17,6 +20,7 @@ import pytest
 from sdk_brokers import fresh, module_broker
 
 from trafka.brokerlite import RunningBroker
+from trafka.brokerlite.handlers import HANDLERS
 from trafka.sdk.admin import NewTopic, open_admin
 from trafka.sdk.config import ProducerConfig
 from trafka.sdk.consumer import TopicPartition, open_consumer
@@ -779,6 +783,56 @@ async def test_pipelined_commits_on_the_fast_paths(broker: RunningBroker) -> Non
             # (every 16th of a batch begun ahead polls for the commit's answers).
             assert polls > 0
         assert await read_all(bs, topic, 1, committed=True) == {0: expected}
+
+
+async def test_a_commits_batches_leave_when_a_reader_takes_the_join_answer(
+    broker: RunningBroker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # commit_transaction(wait=False) returns before AddPartitionsToTxn is
+    # answered; the sealed batch waits for that answer. Whoever takes it (here
+    # the connection itself, as its reader task does while the caller yields
+    # once to open a batch of the transaction begun ahead) must send the batch
+    # at once: the sender loop would only run at the caller's next yield,
+    # often the next commit, a whole transaction later.
+    bs = broker.bootstrap_servers
+    topic = fresh("join-answer")
+    arrived, release = threading.Event(), threading.Event()
+    spec = HANDLERS[24]
+
+    def held(ctx: Any, body: Any) -> Any:  # on the broker's thread
+        arrived.set()
+        release.wait(30)
+        return spec.handle(ctx, body)
+
+    with anyio.fail_after(60):
+        await create(bs, (topic, 1))
+        async with open_producer(bootstrap_servers=bs, transactional_id=fresh("tx")) as p:
+            await p.init_transactions()
+            p.begin_transaction()  # the connections in place
+            await p.send(topic, b"first")
+            await p.commit_transaction()
+            monkeypatch.setitem(HANDLERS, 24, dataclasses.replace(spec, handle=held))
+            try:
+                p.begin_transaction()
+                await p.send(topic, b"joined late")
+                while not arrived.is_set():  # AddPartitionsToTxn is at the broker
+                    await anyio.sleep(0.001)
+                commit = await p.commit_transaction(wait=False)
+                assert not commit.done() and not any(p._node_in_flight.values())
+                node = p._txn.coordinator
+                assert node is not None
+                conn = p._cluster.ready_coordinator_connection(node[0])
+                assert conn is not None
+                release.set()
+                # No yield from here on: no sender loop, no reader task.
+                select.select([conn.fileno], [], [], 30)
+                assert conn.receive_ready()
+                assert sum(p._node_in_flight.values()) == 1  # the Produce went out
+            finally:
+                release.set()
+            await commit.wait()
+            commit.result()
+        assert await read_all(bs, topic, 1, committed=True) == {0: [b"first", b"joined late"]}
 
 
 async def test_answers_are_polled_on_the_watched_sockets_across_a_reconnect(
