@@ -1124,9 +1124,9 @@ def run_eos(
     plain = ours.get("plain")
     if plain and "error" not in plain:
         print()
-        for mode in ("idempotent", "transactional", "pipelined"):
+        for mode in EOS_MODES:
             this = ours.get(mode)
-            if not this or "fraction" not in this:
+            if mode == "plain" or not this or "fraction" not in this:
                 continue
             kept = this["fraction"]
             cost = f"costs {1 - kept:.0%}" if kept < 1 else "no measurable cost"
