@@ -15,7 +15,8 @@ $(STAMP): pyproject.toml codec/_speedups.c | $(PY)
 	touch $(STAMP)
 
 # Debian packages the tests use, installed when missing and we are root: kcat
-# (interop) and a Java runtime for the local Spark of the data source's tests.
+# (interop), a Java runtime for the local Spark of the data source's tests and
+# zookeeper (a private server per test worker for brokerlite's cluster mode).
 system-deps:
 	@command -v kcat >/dev/null 2>&1 || { \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
@@ -27,6 +28,11 @@ system-deps:
 	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq default-jre-headless >/dev/null) \
 	      || echo "warning: could not install Java; the Spark tests will fail"; \
 	  else echo "warning: java missing and not root; the Spark tests will fail"; fi; }
+	@[ -f /usr/share/java/zookeeper.jar ] || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq zookeeper >/dev/null) \
+	      || echo "warning: could not install zookeeper; the cluster tests will be skipped"; \
+	  else echo "warning: zookeeper missing and not root; the cluster tests will be skipped"; fi; }
 
 demo: $(STAMP)
 	$(PY) -m trafka.tools.demo

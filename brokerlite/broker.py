@@ -81,7 +81,7 @@ import os
 import time
 import typing
 import uuid
-from collections.abc import Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -101,6 +101,7 @@ from .authorizer import (
     host_of,
     principal_for,
 )
+from .cluster_view import ClusterView
 from .config import BrokerConfig, ConfigError
 from .consumer_groups import TopicMeta
 from .delegation_tokens import TOKENS_JOURNAL, DelegationTokens
@@ -121,7 +122,7 @@ from .handlers._base import (
     SaslToken,
     Waiter,
 )
-from .handlers.k01_fetch import FetchPlan
+from .handlers.k01_fetch import HIGH_WATERMARK_WAKES, FetchPlan
 from .log import LogConfig, LogManager
 from .offsets import OffsetStore
 from .quotas import (
@@ -131,6 +132,7 @@ from .quotas import (
     Quotas,
     QuotaStore,
 )
+from .replica_manager import ReplicaManager
 from .sasl import SaslSession, SaslState, UserStore
 from .scram import SCRAM_JOURNAL, ScramCredentials
 from .share_groups import SHARE_GROUPS_JOURNAL, ShareGroups, ShareGroupSettings, ShareGroupStore
@@ -165,6 +167,10 @@ _MIN_REAUTH_INTERVAL_MS = 1000  # Kafka's floor between two re-authentications
 # (Kafka serves them only with a telemetry receiver plugin configured).
 _TELEMETRY_KEYS = frozenset({71, 72})
 _PRODUCER_ID_BLOCK = 1000
+# Group APIs (by a single group_id) that only the group's coordinator answers in
+# cluster mode: OffsetCommit, OffsetFetch, JoinGroup, Heartbeat, LeaveGroup,
+# SyncGroup, OffsetDelete, ConsumerGroupHeartbeat.
+_GROUP_KEYED = frozenset({8, 9, 11, 12, 13, 14, 47, 68})
 _FLUSH_CHECK_MS = 1000
 GROUPS_JOURNAL = "trafka-groups.journal"
 SHARE_STATE_JOURNAL = "trafka-share-state.journal"
@@ -253,8 +259,13 @@ class Broker:
             max_partitions=config.partition_limit(),
         )
         try:
+            #: True when this start gave the data directory its cluster id (it was
+            #: new): such a directory may join an existing cluster and take its id.
+            self.fresh_data_dir = not (self.data_dir / "meta.properties").exists()
             self.cluster_id = _load_cluster_id(self.data_dir, config)
-            self._producer_ids = _ProducerIdAllocator(self.data_dir / "producer-id-block")
+            self._producer_ids: _ProducerIdAllocator | ClusterProducerIds = _ProducerIdAllocator(
+                self.data_dir / "producer-id-block"
+            )
             store = OffsetStore(self.data_dir / GROUPS_JOURNAL)
             scram: ScramCredentials | None = None
             share_store: ShareGroupStore | None = None
@@ -286,7 +297,7 @@ class Broker:
                 # durable counter, so an id is never handed out twice.
                 self.txn = TransactionCoordinator(
                     TxnJournal(self.data_dir / TRANSACTIONS_JOURNAL),
-                    allocate_producer_id=self._producer_ids.next,
+                    allocate_producer_id=self._next_producer_id,
                     max_timeout_ms=config.transaction_max_timeout_ms,
                     transactional_id_expiration_ms=config.transactional_id_expiration_ms,
                     expiration_check_interval_ms=(
@@ -394,6 +405,54 @@ class Broker:
         self._next_producer_expiry_ms = now_ms + config.producer_id_expiration_check_interval_ms
         self._closed = False
         self._abort_hanging_transactions(now_ms)
+        #: What this broker knows of its cluster (cluster mode), else None; the
+        #: cluster driver (:mod:`.cluster`) keeps it up to date.
+        self.cluster: ClusterView | None = None
+        if config.cluster_mode:
+            replicas = ReplicaManager(
+                config.node_id,
+                self.logs,
+                replica_lag_time_max_ms=config.replica_lag_time_max_ms,
+                min_insync_replicas=self._min_insync_replicas,
+                on_high_watermark=self._high_watermark_moved,
+                on_truncate=self.producers.forget,
+            )
+            self.cluster = ClusterView(
+                config.node_id,
+                self.logs,
+                replicas,
+                wake=self.wake,
+                on_topic_deleted=lambda topic: self.notify_topic_changed(topic, deleted=True),
+            )
+
+    def _next_producer_id(self) -> int:
+        return self._producer_ids.next()
+
+    def _min_insync_replicas(self, topic: str) -> int:
+        assert self.cluster is not None
+        return self.cluster.min_insync_replicas(topic, self.config.min_insync_replicas)
+
+    def _high_watermark_moved(self, topic: str, partition: int) -> None:
+        # Consumers' long polls and acks=all produces wake; each reads afresh.
+        self.notify_append(topic, partition, HIGH_WATERMARK_WAKES)
+
+    def adopt_cluster_id(self, cluster_id: str) -> None:
+        """Take the id of the cluster this (new) data directory is joining."""
+        _atomic_write(
+            self.data_dir / "meta.properties",
+            f"# brokerlite broker metadata\nversion=1\ncluster.id={cluster_id}\n"
+            f"node.id={self.config.node_id}\n",
+        )
+        self.cluster_id = cluster_id
+
+    def use_cluster_producer_ids(self, ids: ClusterProducerIds) -> None:
+        """Hand out producer ids from the cluster's blocks (cluster mode)."""
+        self._producer_ids = ids
+
+    def wake(self, ticket: int) -> None:
+        """Complete a parked request at the next :meth:`poll` (its waiter decides
+        the answer): the cluster driver's way to say its work for it is done."""
+        self._mark_ready(ticket)
 
     def _log_end_offset(self, topic: str, partition: int) -> int:
         """The partition's log end offset, -1 when it no longer exists."""
@@ -740,6 +799,19 @@ class Broker:
         if self._txn_pending:
             # Markers of a transaction answered just before: no request may see it half done.
             self._run_deferred_transactions(now_ms)
+        if self.cluster is not None and spec.api_key in _GROUP_KEYED:
+            groups = [g.group_id for g in getattr(body, "groups", None) or ()] or [
+                getattr(body, "group_id", "")
+            ]
+            if any(self.cluster.coordinator(g) != self.node_id for g in groups if g):
+                # Kafka's answer from a broker that does not coordinate the group: the
+                # client looks the coordinator up again (FindCoordinator).
+                return Reply(
+                    header.correlation_id,
+                    spec.api_key,
+                    header.request_api_version,
+                    spec.refusal(body, header.request_api_version, ErrorCode.NOT_COORDINATOR),
+                )
         ctx = RequestContext(self, conn_id, header, now_ms)
         try:
             result = spec.handle(ctx, body)
@@ -1586,6 +1658,40 @@ class _ProducerIdAllocator:
         pid = self._next
         self._next += 1
         return pid
+
+
+class ClusterProducerIds:
+    """Producer ids from blocks the cluster's ZooKeeper hands to this broker (cluster
+    mode), so that no two brokers ever give out the same id. ``want_more`` is
+    called when the ids left run low; the driver then adds a block."""
+
+    def __init__(self, want_more: Callable[[], None]) -> None:
+        self._blocks: list[tuple[int, int]] = []  # (next, last) each
+        self._want_more = want_more
+        self._asked = False
+
+    def add_block(self, start: int, end: int) -> None:
+        self._blocks.append((start, end))
+        self._asked = False
+
+    def left(self) -> int:
+        return sum(end - nxt + 1 for nxt, end in self._blocks)
+
+    def next(self) -> int:
+        if not self._blocks:
+            if not self._asked:
+                self._asked = True
+                self._want_more()
+            raise BrokerError("no producer id block from ZooKeeper yet; retry shortly")
+        nxt, end = self._blocks[0]
+        if nxt == end:
+            self._blocks.pop(0)
+        else:
+            self._blocks[0] = (nxt + 1, end)
+        if self.left() < _PRODUCER_ID_BLOCK // 2 and not self._asked:
+            self._asked = True
+            self._want_more()
+        return nxt
 
 
 def served_api_keys() -> Iterable[int]:

@@ -17,8 +17,9 @@ from typing import Any
 import click
 
 from .config import BrokerConfig, ConfigError
+from .errors import BrokerError
 
-__all__ = ["STANDARD_AUTHORIZER", "command"]
+__all__ = ["STANDARD_AUTHORIZER", "cluster_command", "command"]
 
 #: What ``--authorizer`` sets ``authorizer.class.name`` to: Kafka's KRaft authorizer.
 STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
@@ -45,6 +46,9 @@ _OPTION_FIELDS = {
     "ssl_cafile": "ssl_cafile",
     "ssl_client_auth": "ssl_client_auth",
     "announce": "announce",
+    "zookeeper": "zookeeper_connect",
+    "default_replication_factor": "default_replication_factor",
+    "min_insync_replicas": "min_insync_replicas",
 }
 
 
@@ -194,6 +198,22 @@ def build_config(config_file: Path | None, options: dict[str, Any]) -> BrokerCon
     help="Announce the listener on the local network (zeroconf, _kafka._tcp) [on].",
 )
 @click.option(
+    "--zookeeper",
+    metavar="HOST:PORT[/CHROOT]",
+    help="Join the cluster coordinated by this ZooKeeper (Kafka's zookeeper.connect) "
+    "[single node, no ZooKeeper].",
+)
+@click.option(
+    "--default-replication-factor",
+    type=click.IntRange(min=1),
+    help="Replicas of topics created without a replication factor (cluster mode) [1].",
+)
+@click.option(
+    "--min-insync-replicas",
+    type=click.IntRange(min=1),
+    help="Default min.insync.replicas of topics (cluster mode) [1].",
+)
+@click.option(
     "--config",
     "config_file",
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
@@ -201,7 +221,8 @@ def build_config(config_file: Path | None, options: dict[str, Any]) -> BrokerCon
 )
 @click.option("-v", "--verbose", is_flag=True, help="Log every connection and request error.")
 def command(config_file: Path | None, verbose: bool, **options: Any) -> None:
-    """Run brokerlite, a single-node Kafka-compatible broker.
+    """Run brokerlite, a Kafka-compatible broker: a single node, or with --zookeeper a
+    member of a cluster of brokerlite nodes (``trafka cluster`` starts a whole one).
 
     \b
     With SASL/SCRAM over TLS, for example:
@@ -230,5 +251,99 @@ def command(config_file: Path | None, verbose: bool, **options: Any) -> None:
         run_broker(config)
     except ConfigError as exc:
         raise click.UsageError(str(exc)) from None
-    except OSError as exc:
+    except (OSError, BrokerError) as exc:
         raise click.ClickException(f"cannot start the broker: {exc}") from None
+
+
+@click.command("cluster")
+@click.option(
+    "--nodes",
+    type=click.IntRange(min=1, max=64),
+    default=3,
+    show_default=True,
+    help="How many brokers.",
+)
+@click.option(
+    "--data-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("trafka-cluster"),
+    show_default=True,
+    help="Where ZooKeeper's and every broker's data live (kept across runs).",
+)
+@click.option(
+    "--zookeeper",
+    metavar="HOST:PORT[/CHROOT]",
+    help="Use this ZooKeeper instead of starting a private one.",
+)
+@click.option(
+    "--num-partitions",
+    type=int,
+    default=3,
+    show_default=True,
+    help="Partitions of topics created without a count.",
+)
+@click.option(
+    "--default-replication-factor",
+    type=click.IntRange(min=1),
+    help="Replicas of topics created without a factor [min(3, nodes)].",
+)
+@click.option(
+    "--min-insync-replicas",
+    type=click.IntRange(min=1),
+    help="Default min.insync.replicas of topics [min(2, nodes)].",
+)
+@click.option("-v", "--verbose", is_flag=True, help="Log at DEBUG.")
+def cluster_command(
+    nodes: int,
+    data_dir: Path,
+    zookeeper: str | None,
+    num_partitions: int,
+    default_replication_factor: int | None,
+    min_insync_replicas: int | None,
+    verbose: bool,
+) -> None:
+    """Run a whole brokerlite cluster on this machine: a private ZooKeeper and N
+    brokers on free loopback ports. Prints the bootstrap servers; Ctrl-C stops
+    everything cleanly."""
+    import signal
+
+    import trio
+
+    from .local_cluster import serve_cluster
+    from .zookeeper import ZooKeeperError
+
+    logging.basicConfig(
+        level=logging.DEBUG if verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    for noisy in ("trio", "kazoo"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    if not verbose:
+        logging.getLogger("trafka.brokerlite.replication").setLevel(logging.WARNING)
+    factor = default_replication_factor or min(3, nodes)
+    min_isr = min_insync_replicas or min(2, nodes)
+
+    async def main() -> None:
+        with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+            async with serve_cluster(
+                nodes,
+                data_dir=data_dir,
+                zookeeper_connect=zookeeper,
+                num_partitions=num_partitions,
+                default_replication_factor=factor,
+                min_insync_replicas=min_isr,
+                offsets_topic_replication_factor=factor,
+            ) as cluster:
+                click.echo(
+                    f"brokerlite cluster of {nodes} node(s), ZooKeeper at "
+                    f"{cluster.zookeeper_connect}, data in {data_dir}"
+                )
+                click.echo(f"bootstrap servers: {cluster.bootstrap_servers}", color=False)
+                async for _ in signals:
+                    click.echo("stopping the cluster")
+                    break
+
+    try:
+        trio.run(main)
+    except (ZooKeeperError, BrokerError, OSError, ConfigError) as exc:
+        raise click.ClickException(f"cannot run the cluster: {exc}") from None

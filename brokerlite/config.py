@@ -116,15 +116,10 @@ IGNORED_KAFKA_KEYS = frozenset(
         "log.cleaner.io.buffer.size",
         "log.cleaner.io.buffer.load.factor",
         "log.cleaner.io.max.bytes.per.second",
-        "offsets.topic.replication.factor",
         "transaction.state.log.replication.factor",
         "transaction.state.log.min.isr",
         "share.coordinator.state.topic.replication.factor",
         "share.coordinator.state.topic.min.isr",
-        "default.replication.factor",
-        "min.insync.replicas",
-        "zookeeper.connect",
-        "zookeeper.connection.timeout.ms",
     }
 )
 
@@ -272,6 +267,28 @@ class BrokerConfig:
         announce: announce the listener on the local network (zeroconf, service
             type ``_kafka._tcp``) with its cluster id, node id and security
             protocol, so that clients with ``bootstrap.servers=zeroconf`` find it.
+        zookeeper_connect: ``host:port[,host:port...][/chroot]`` of the ZooKeeper
+            ensemble of a cluster (Kafka's ``zookeeper.connect``); None (the
+            default) runs the single-node broker, without ZooKeeper.
+        zookeeper_session_timeout_ms: the ZooKeeper session's timeout: how long a
+            broker that stops answering stays registered (Kafka's 18 s).
+        zookeeper_connection_timeout_ms: how long the broker waits for ZooKeeper
+            when it starts (None: the session timeout).
+        default_replication_factor: replicas of an auto-created topic and of
+            CreateTopics with ``replication_factor=-1`` (cluster mode).
+        min_insync_replicas: the default of the topic config ``min.insync.replicas``.
+        replica_lag_time_max_ms: a follower not caught up for this long leaves the ISR.
+        replica_fetch_wait_max_ms: a follower's fetch long-polls its leader this long.
+        replica_fetch_max_bytes: the most bytes a follower fetches per partition at once.
+        unclean_leader_election_enable: the default of the topic config of that
+            name: may a replica outside the ISR lead when no ISR member is live.
+        offsets_topic_num_partitions: partitions of ``__consumer_offsets``, which
+            places each group's coordinator (cluster mode).
+        offsets_topic_replication_factor: its replication factor (at most the
+            brokers live when it is created).
+        auto_leader_rebalance_enable: the controller moves leadership back to
+            preferred replicas every ``leader_imbalance_check_interval_seconds``.
+        leader_imbalance_check_interval_seconds: how often it checks.
     """
 
     host: str = "127.0.0.1"
@@ -361,6 +378,24 @@ class BrokerConfig:
     telemetry_max_bytes: int = 1_048_576
     client_telemetry_file: Path | None = None
     announce: bool = False
+    zookeeper_connect: str | None = None
+    zookeeper_session_timeout_ms: int = 18_000
+    zookeeper_connection_timeout_ms: int | None = None
+    default_replication_factor: int = 1
+    min_insync_replicas: int = 1
+    replica_lag_time_max_ms: int = 30_000
+    replica_fetch_wait_max_ms: int = 500
+    replica_fetch_max_bytes: int = 1_048_576
+    unclean_leader_election_enable: bool = False
+    offsets_topic_num_partitions: int = 50
+    offsets_topic_replication_factor: int = 3
+    auto_leader_rebalance_enable: bool = True
+    leader_imbalance_check_interval_seconds: int = 300
+
+    @property
+    def cluster_mode(self) -> bool:
+        """True when the broker joins a ZooKeeper-coordinated cluster."""
+        return self.zookeeper_connect is not None
 
     def partition_limit(self) -> int:
         """``max_partitions``, or when unset what the open-file limit allows: a
@@ -389,6 +424,7 @@ class BrokerConfig:
             raise ConfigError(f"max_partitions: must be >= 1, got {self.max_partitions}")
         if self.node_id < 0:
             raise ConfigError(f"node_id: must be >= 0, got {self.node_id}")
+        self._check_cluster()
         if not (
             0 < self.group_consumer_heartbeat_interval_ms < self.group_consumer_session_timeout_ms
         ):
@@ -460,6 +496,31 @@ class BrokerConfig:
                 raise ConfigError(f"{name}: must be >= 0")
         if self.log_cleaner_max_compaction_lag_ms < 1:
             raise ConfigError("log_cleaner_max_compaction_lag_ms: must be > 0")
+
+    def _check_cluster(self) -> None:
+        for name in (
+            "default_replication_factor",
+            "min_insync_replicas",
+            "offsets_topic_num_partitions",
+            "offsets_topic_replication_factor",
+            "zookeeper_session_timeout_ms",
+            "replica_lag_time_max_ms",
+            "replica_fetch_max_bytes",
+            "leader_imbalance_check_interval_seconds",
+        ):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"{name}: must be >= 1, got {getattr(self, name)}")
+        if self.replica_fetch_wait_max_ms < 0:
+            raise ConfigError(
+                f"replica_fetch_wait_max_ms: must be >= 0, got {self.replica_fetch_wait_max_ms}"
+            )
+        connect = self.zookeeper_connect
+        if connect is not None:
+            hosts = connect.partition("/")[0]
+            if not hosts or not all(h.rpartition(":")[2].isdigit() for h in hosts.split(",")):
+                raise ConfigError(
+                    f"zookeeper_connect: {connect!r} is not host:port[,host:port...][/chroot]"
+                )
 
     def _check_share_groups(self) -> None:
         """Kafka's ranges for the ``group.share.*`` settings, and their order."""

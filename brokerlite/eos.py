@@ -158,7 +158,7 @@ class ProducerStates:
         """
         log = self._logs.partition(topic, partition)
         state = self._entry(topic, partition, log).state
-        return state.last_stable_offset(log.log_end_offset, log.log_start_offset)
+        return state.last_stable_offset(log.high_watermark, log.log_start_offset)
 
     def loaded(self) -> list[tuple[str, int]]:
         """The partitions whose state is in memory (for tests and diagnostics)."""
@@ -303,6 +303,35 @@ class ProducerStates:
             timestamp=now_ms,
         )
         return result.base_offset
+
+    def append_replicated(
+        self, topic: str, partition: int, records: bytes | memoryview, *, now_ms: int
+    ) -> AppendResult:
+        """Append a follower's copy of its leader's batches (offsets, epochs and
+        markers as the leader wrote them; no producer checks: the leader made
+        them) and bring the partition's producer state up to date with them, so
+        that the follower deduplicates and knows open transactions as its leader
+        did should it lead next.
+
+        Raises:
+            UnknownTopicOrPartitionError: no such partition.
+            BrokerError: the log refused the batches.
+        """
+        log = self._logs.partition(topic, partition)
+        result = log.append_replicated(records, now_ms=now_ms)
+        entry = self._loaded.get((topic, partition))
+        if entry is not None and entry.log is log:
+            replay_log(entry.state, log)
+            base = log.active_segment_base_offset
+            if base != entry.segment_base:
+                entry.segment_base = base
+                self._write_snapshot(entry)
+        return result
+
+    def forget(self, topic: str, partition: int) -> None:
+        """Drop a partition's state from memory (its log was truncated): the next
+        use loads it again from the snapshots and the log."""
+        self._loaded.pop((topic, partition), None)
 
     # -- maintenance --------------------------------------------------------------------------
 

@@ -154,3 +154,57 @@ class OffsetStoreError(BrokerError):
     """
 
     code = ErrorCode.KAFKA_STORAGE_ERROR
+
+
+# --- cluster mode --------------------------------------------------------------------------------
+
+
+class ClusterError(BrokerError):
+    """A cluster-mode error (replication, leadership, the controller)."""
+
+
+class NotLeaderOrFollowerError(ClusterError):
+    """This broker does not lead the partition (or, for a follower's request, is not a replica)."""
+
+    code = ErrorCode.NOT_LEADER_OR_FOLLOWER
+
+
+class FencedLeaderEpochError(ClusterError):
+    """The request's leader epoch is older than the partition's."""
+
+    code = ErrorCode.FENCED_LEADER_EPOCH
+
+
+class UnknownLeaderEpochError(ClusterError):
+    """The request's leader epoch is newer than this broker knows."""
+
+    code = ErrorCode.UNKNOWN_LEADER_EPOCH
+
+
+class NotEnoughReplicasError(ClusterError):
+    """Fewer in-sync replicas than ``min.insync.replicas``: nothing was written."""
+
+    code = ErrorCode.NOT_ENOUGH_REPLICAS
+
+
+class InvalidReplicationFactorError(ClusterError):
+    """A replication factor below 1 or above the number of live brokers."""
+
+    code = ErrorCode.INVALID_REPLICATION_FACTOR
+
+
+class InvalidReplicaAssignmentError(ClusterError):
+    """An explicit replica assignment names unknown brokers, repeats one, or is uneven."""
+
+    code = ErrorCode.INVALID_REPLICA_ASSIGNMENT
+
+
+class ClusterSetupError(ClusterError):
+    """The broker cannot join the cluster: another cluster's data directory, a node id
+    already registered, or ZooKeeper unreachable at start."""
+
+
+class ZooKeeperUnavailableError(ClusterError):
+    """ZooKeeper cannot be reached: the cluster's metadata cannot change now."""
+
+    code = ErrorCode.REQUEST_TIMED_OUT

@@ -8,7 +8,9 @@ Layout of a data directory::
         00000000000000000000.log            segments, named by base offset (see segment.py)
         00000000000000000000.index
         00000000000000000000.timeindex
-        trafka.checkpoint                   log start offset and recovery point (atomic)
+        trafka.checkpoint                   log start offset, recovery point, clean offset and,
+                                            once tracked, the high watermark (JSON, atomic)
+        leader-epoch-checkpoint             the leader epoch cache (Kafka's text format, atomic)
         .clean-shutdown                     present only while the files are known consistent
 
 Rules and invariants of a :class:`PartitionLog`:
@@ -18,12 +20,51 @@ Rules and invariants of a :class:`PartitionLog`:
   received. Every batch of an append is validated (size, magic 2, CRC32C, header
   consistency, ``message_max_bytes``) before a single byte is written, so bad
   input never reaches the files.
+* A follower's append (:meth:`PartitionLog.append_replicated`) stores the
+  leader's batches byte for byte: nothing is rewritten, and only the structural
+  checks apply (length, magic 2, CRC32C, header consistency, ``segment_bytes``;
+  not ``message_max_bytes`` nor the rules for clients, which the leader
+  applied). Its first batch must start at ``log_end_offset`` and each next one
+  right after the previous batch's last offset, else nothing is written. Both
+  kinds of append share one write path (rolling, indexes, flushing, marker).
+* The leader epoch cache holds ``(epoch, start offset)`` pairs, strictly
+  increasing in both, every start offset at most ``log_end_offset``. Every append
+  adds ``(epoch, base offset)`` for a batch whose ``partition_leader_epoch``
+  exceeds the latest cached epoch; :meth:`PartitionLog.assign_epoch` follows
+  Kafka's ``assign`` (conflicting later entries are dropped). The file is
+  replaced atomically on every change: fsynced, except after an append, whose
+  durability it shares (an append never waits for an fsync). The file is
+  fsynced before the recovery point moves past anything it lags, so its
+  entries below the recovery point are durable; an open after a crash keeps
+  those and rebuilds the rest from the batch headers of the segments it
+  validates anyway. A missing or unreadable file is rebuilt from every batch
+  header. Every open drops the entries at or after the log end, and those below
+  the log start offset but the one covering it, which moves to start there (as
+  retention and DeleteRecords do while running).
+* :meth:`PartitionLog.truncate_to` removes every batch whose last offset is at
+  or beyond the target (a batch holding it goes whole): segments above are
+  deleted newest first, the one holding the target is cut in place and fsynced,
+  then the epoch cache, high watermark, recovery point and checkpoint follow.
+  The clean-shutdown marker is removed and the recovery point lowered to the
+  cut segment first, so a crash at any step leaves a prefix of the old log that
+  the next open validates. :meth:`PartitionLog.truncate_fully_and_start_at`
+  removes the epoch checkpoint first (a crash then rebuilds it from whatever is
+  left), deletes every segment and restarts empty at the given offset. A
+  compaction pass planned before a truncation is cancelled and never swapped in.
+  Truncation cuts files in place: read chunks taken before it, beyond the new
+  end, must not be used.
 * An append is one ``write()`` of all its batches to the active segment. If the
   write (or an index write) fails, the files are truncated back to where they
   were and :class:`~trafka.brokerlite.errors.LogStorageError` is raised; if even
   that fails, the log goes offline (every later call raises).
-* ``log_start_offset <= log_end_offset``; ``log_end_offset`` is also the high
-  watermark (single node, no replication). Reads are served only from
+* ``log_start_offset <= high_watermark <= log_end_offset``. The high watermark
+  is ``log_end_offset`` (single node) until :meth:`PartitionLog.set_high_watermark`
+  is first called; from then on it is tracked: clamped into that range on every
+  change (set, truncation, log start moves), written in ``trafka.checkpoint`` on
+  flush, close, roll, truncation and :meth:`PartitionLog.checkpoint_high_watermark`
+  (not on every change, as Kafka), and reloaded clamped on open, so a restart
+  never reports a higher one than was reached. DeleteRecords stops at it and
+  retention deletes only segments wholly below it. Reads are served only from
   ``[log_start_offset, log_end_offset)`` and always return whole batches.
 * Segments roll when the next append would push the active segment past
   ``segment_bytes``, or when it is older than ``segment_ms``. Retention deletes
@@ -69,7 +110,7 @@ import uuid
 from bisect import bisect_right
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, NoReturn
 
 from trafka.codec.crc import crc32c
 
@@ -123,11 +164,14 @@ __all__ = [
 logger = logging.getLogger("trafka.brokerlite.log")
 
 CHECKPOINT_FILE = "trafka.checkpoint"
+EPOCH_CHECKPOINT_FILE = "leader-epoch-checkpoint"
 CLEAN_SHUTDOWN_FILE = ".clean-shutdown"
 REGISTRY_FILE = "trafka-topics.json"
 LOCK_FILE = ".lock"
 
 _LONG_MAX = 2**63 - 1
+# The leader checked message_max_bytes: a follower stores what it accepted.
+_NO_SIZE_LIMIT = _LONG_MAX
 
 # The whole 61-byte batch header, in wire order.
 _BATCH_HEADER = struct.Struct(">qiibIhiqqqhii")
@@ -297,6 +341,151 @@ class ReadResult:
             raise LogStorageError(f"read failed: {exc}") from exc
 
 
+# -- leader epoch cache --------------------------------------------------------------------------
+
+
+class _EpochCache:
+    """Leader epochs and the offsets they start at (Kafka's LeaderEpochFileCache,
+    in memory; :class:`PartitionLog` persists it).
+
+    ``entries`` are ``(epoch, start_offset)`` pairs, strictly increasing in both.
+    """
+
+    __slots__ = ("entries",)
+
+    def __init__(self, entries: Sequence[tuple[int, int]] = ()) -> None:
+        self.entries: list[tuple[int, int]] = list(entries)
+
+    @property
+    def latest_epoch(self) -> int:
+        return self.entries[-1][0] if self.entries else -1
+
+    def assign(self, epoch: int, start_offset: int) -> bool:
+        """Kafka's ``assign``: nothing to do when ``epoch`` is the latest one and does
+        not start earlier; otherwise every trailing entry whose epoch or start offset
+        is not below the new one's is dropped, and the new entry appended.
+
+        Returns:
+            Whether the entries changed.
+        """
+        entries = self.entries
+        if entries and entries[-1][0] == epoch and start_offset >= entries[-1][1]:
+            return False
+        while entries and (entries[-1][0] >= epoch or entries[-1][1] >= start_offset):
+            entries.pop()
+        entries.append((epoch, start_offset))
+        return True
+
+    def truncate_from_end(self, end_offset: int) -> bool:
+        """Drop the entries starting at or after ``end_offset``; whether any went."""
+        entries = self.entries
+        count = len(entries)
+        while entries and entries[-1][1] >= end_offset:
+            entries.pop()
+        return len(entries) != count
+
+    def truncate_from_start(self, start_offset: int) -> bool:
+        """Drop the entries starting at or before ``start_offset`` but the last of them,
+        which is moved to start at ``start_offset``; whether anything changed."""
+        entries = self.entries
+        covered = bisect_right(entries, start_offset, key=lambda entry: entry[1])
+        if not covered or (covered == 1 and entries[0][1] == start_offset):
+            return False
+        entries[:covered] = [(entries[covered - 1][0], start_offset)]
+        return True
+
+    def end_offset_for(self, requested: int, log_end_offset: int) -> tuple[int, int]:
+        """Kafka's ``endOffsetFor``; see :meth:`PartitionLog.end_offset_for_epoch`."""
+        entries = self.entries
+        if requested == -1:
+            return -1, -1
+        if entries and entries[-1][0] == requested:
+            return requested, log_end_offset
+        higher = bisect_right(entries, requested, key=lambda entry: entry[0])
+        if higher == len(entries):
+            return -1, -1
+        if higher == 0:
+            return requested, entries[0][1]
+        return entries[higher - 1][0], entries[higher][1]
+
+
+def _format_epochs(entries: Sequence[tuple[int, int]]) -> bytes:
+    """Kafka's leader-epoch-checkpoint text: version 0, the count, one entry a line."""
+    lines = ["0", str(len(entries)), *(f"{epoch} {start}" for epoch, start in entries)]
+    return ("\n".join(lines) + "\n").encode()
+
+
+def _read_epochs(path: Path) -> list[tuple[int, int]] | None:
+    """The entries of a leader-epoch-checkpoint file; None when missing or unreadable."""
+    try:
+        lines = path.read_bytes().decode("ascii").splitlines()
+    except FileNotFoundError:
+        return None
+    except (OSError, UnicodeDecodeError) as exc:
+        logger.warning("%s is unreadable (%s); rebuilding it from the log", path, exc)
+        return None
+    try:
+        if len(lines) < 2 or lines[0].strip() != "0" or int(lines[1]) != len(lines) - 2:
+            raise ValueError("bad version or count line")
+        entries: list[tuple[int, int]] = []
+        for line in lines[2:]:
+            epoch_text, start_text = line.split()
+            epoch, start = int(epoch_text), int(start_text)
+            if epoch < 0 or start < 0:
+                raise ValueError(f"negative entry {line!r}")
+            if entries and (epoch <= entries[-1][0] or start <= entries[-1][1]):
+                raise ValueError(f"entry {line!r} does not increase")
+            entries.append((epoch, start))
+    except ValueError as exc:
+        logger.warning("%s is unreadable (%s); rebuilding it from the log", path, exc)
+        return None
+    return entries
+
+
+def _scan_epochs(cache: _EpochCache, segments: Sequence[Segment]) -> None:
+    """Assign the epochs the batches of ``segments`` start (a header scan), as appends do."""
+    for seg in segments:
+        for _, base, _, _, _, epoch in seg.iter_headers(0, seg.size):
+            if epoch > cache.latest_epoch:
+                cache.assign(epoch, base)
+
+
+def _load_epochs(
+    directory: Path,
+    segments: Sequence[Segment],
+    log_start: int,
+    log_end: int,
+    *,
+    clean: bool,
+    recovery_point: int,
+) -> list[tuple[int, int]]:
+    """The epoch cache of a log being opened.
+
+    After a clean shutdown the file is complete. After a crash, only its entries
+    below the recovery point are known durable: the rest are rebuilt from the
+    batches of the segments that may hold offsets from the recovery point on. A
+    missing or unreadable file is rebuilt from every batch. Then the entries before
+    ``log_start`` (but the one covering it) and from ``log_end`` on go, and the
+    file is rewritten (fsynced) when all that changed it.
+
+    Raises:
+        OSError: the scan or the rewrite failed.
+    """
+    path = directory / EPOCH_CHECKPOINT_FILE
+    entries = _read_epochs(path)
+    cache = _EpochCache(entries or ())
+    if entries is None:
+        _scan_epochs(cache, segments)
+    elif not clean:
+        cache.truncate_from_end(recovery_point)
+        _scan_epochs(cache, [seg for seg in segments if seg.next_offset > recovery_point])
+    cache.truncate_from_start(log_start)
+    cache.truncate_from_end(log_end)
+    if cache.entries != (entries or []) or (entries is None and path.exists()):
+        atomic_write(path, _format_epochs(cache.entries))
+    return cache.entries
+
+
 # -- partition log -------------------------------------------------------------------------------
 
 
@@ -304,7 +493,9 @@ class PartitionLog:
     """One partition's log on disk. Use :meth:`open`; see the module docstring for the rules.
 
     Attributes:
-        leader_epoch: written into each appended batch's ``partition_leader_epoch``.
+        leader_epoch: written into each appended batch's ``partition_leader_epoch``
+            (and so into the leader epoch cache when it exceeds the latest epoch);
+            :meth:`append_replicated` keeps the leader's instead.
     """
 
     leader_epoch: int = 0
@@ -320,6 +511,8 @@ class PartitionLog:
         clean_offset: int = 0,
         clean_marker: bool,
         now_ms: int,
+        epochs: Sequence[tuple[int, int]] = (),
+        high_watermark: int | None = None,
     ) -> None:
         """Internal: use :meth:`open`."""
         self._dir = directory
@@ -341,6 +534,15 @@ class PartitionLog:
         self._last_flush_ms = now_ms
         self._offline: str | None = None
         self._closed = False
+        self._epochs = _EpochCache(epochs)
+        # Whether the epoch file may lag the cache or not be durable (see _write_checkpoint).
+        self._epochs_unsynced = False
+        self._rp_saved = recovery_point  # the recovery point in the checkpoint file
+        # None: not tracked, the log end offset is the high watermark (single node).
+        self._hw = high_watermark
+        self._hw_saved = high_watermark
+        # Passes planned before a truncation: cancelled, never swapped in.
+        self._voided: list[CleaningPass] = []
 
     # -- open ------------------------------------------------------------------------------
 
@@ -389,8 +591,8 @@ class PartitionLog:
         clean = marker.exists() and checkpoint is not None
         if marker.exists() and not clean:
             marker.unlink()
-        log_start, recovery_point, clean_offset = (
-            checkpoint if checkpoint is not None else (0, 0, 0)
+        log_start, recovery_point, clean_offset, high_watermark = (
+            checkpoint if checkpoint is not None else (0, 0, 0, None)
         )
         bases = sorted(log_bases)
         segments: list[Segment] = []
@@ -443,6 +645,14 @@ class PartitionLog:
             raise
         log_end = segments[-1].next_offset
         log_start = min(max(log_start, segments[0].base_offset), log_end)
+        try:
+            epochs = _load_epochs(
+                directory, segments, log_start, log_end, clean=clean, recovery_point=recovery_point
+            )
+        except BaseException:
+            for seg in segments:
+                seg.release()
+            raise
         return cls(
             directory,
             config,
@@ -452,6 +662,10 @@ class PartitionLog:
             clean_offset=min(clean_offset, log_end),
             clean_marker=clean,
             now_ms=now_ms,
+            epochs=epochs,
+            high_watermark=(
+                None if high_watermark is None else min(max(high_watermark, log_start), log_end)
+            ),
         )
 
     # -- properties ------------------------------------------------------------------------
@@ -478,13 +692,19 @@ class PartitionLog:
 
     @property
     def log_end_offset(self) -> int:
-        """The offset the next appended record gets; also the high watermark."""
+        """The offset the next appended record gets."""
         return self._next_offset
 
     @property
     def high_watermark(self) -> int:
-        """Same as :attr:`log_end_offset` (no replication)."""
-        return self._next_offset
+        """The tracked high watermark (see :meth:`set_high_watermark`), else
+        :attr:`log_end_offset` (a single node)."""
+        return self._next_offset if self._hw is None else self._hw
+
+    @property
+    def tracks_high_watermark(self) -> bool:
+        """Whether :meth:`set_high_watermark` was ever called on this log (persisted)."""
+        return self._hw is not None
 
     @property
     def size(self) -> int:
@@ -543,16 +763,80 @@ class PartitionLog:
         """
         if self._closed or self._offline is not None:
             self._check_usable()
+        first = self._next_offset
+        buf, batches, end, count, _ = self._prepare(
+            records, now_ms, from_client=from_client, replicated=False
+        )
+        epoch = self.leader_epoch
+        new_epochs = [(epoch, first)] if epoch > self._epochs.latest_epoch else []
+        self._write(buf, batches, end, count, new_epochs, now_ms)
+        log_append_time = now_ms if self._log_append_time else -1
+        return AppendResult(first, end - 1, log_append_time, self._log_start)
+
+    def append_replicated(
+        self, records: bytes | bytearray | memoryview, *, now_ms: int
+    ) -> AppendResult:
+        """A follower's append: store the leader's batches exactly as the leader did.
+
+        Nothing is rewritten (offsets, leader epochs, timestamps, attributes), and
+        only the structural checks apply: the leader applied ``message_max_bytes``
+        and the client rules when it accepted the batches. The epoch cache learns
+        the epoch of every batch whose ``partition_leader_epoch`` exceeds the latest
+        cached one.
+
+        Args:
+            records: whole magic 2 batches as the leader stores them (a fetch
+                response's records). The first must start at :attr:`log_end_offset`,
+                each next one at the previous batch's last offset + 1.
+            now_ms: the current time (segment age, flushing).
+
+        Returns:
+            The range written; ``log_append_time_ms`` is -1.
+
+        Raises:
+            CorruptRecordError: truncated input, a bad length or magic, or a CRC mismatch.
+            RecordBatchTooLargeError: the batches are larger than ``segment_bytes``.
+            InvalidRecordError: no batches, a legacy (magic 0/1) batch, an unknown
+                codec, an inconsistent header, or offsets that do not continue the
+                log contiguously (nothing is written).
+            LogStorageError: the write failed (nothing was written) or the log is offline.
+        """
+        if self._closed or self._offline is not None:
+            self._check_usable()
+        first = self._next_offset
+        buf, batches, end, count, new_epochs = self._prepare(
+            records, now_ms, from_client=False, replicated=True
+        )
+        self._write(buf, batches, end, count, new_epochs, now_ms)
+        return AppendResult(first, end - 1, -1, self._log_start)
+
+    def _prepare(
+        self,
+        records: bytes | bytearray | memoryview,
+        now_ms: int,
+        *,
+        from_client: bool,
+        replicated: bool,
+    ) -> tuple[bytearray, list[tuple[int, int, int, int]], int, int, list[tuple[int, int]]]:
+        """Validate every batch and, unless ``replicated``, assign offsets in place.
+
+        Returns:
+            ``(buf, batches, next_offset, record_count, new_epochs)``: ``batches`` as
+            :meth:`Segment.append` takes them; ``new_epochs`` the epoch cache entries
+            the batches' own leader epochs bring (``replicated`` only).
+        """
         buf = bytearray(records)
         n = len(buf)
         if not n:
             raise InvalidRecordError("the records are empty: at least one record batch is needed")
         view = memoryview(buf)
         cfg = self._config
-        max_size = cfg.message_max_bytes
+        max_size = _NO_SIZE_LIMIT if replicated else cfg.message_max_bytes
         log_append = self._log_append_time
         epoch = self.leader_epoch
-        first = offset = self._next_offset
+        latest_epoch = self._epochs.latest_epoch
+        new_epochs: list[tuple[int, int]] = []
+        offset = self._next_offset
         unpack = _BATCH_HEADER.unpack_from
         prefix = _PREFIX.pack_into
         batches: list[tuple[int, int, int, int]] = []
@@ -564,7 +848,9 @@ class PartitionLog:
                 raise CorruptRecordError(
                     f"truncated record batch at byte {pos}: {n - pos} bytes cannot hold a header"
                 )
-            (_, length, _, magic, crc, attrs, lod, _, max_ts, pid, _, seq, count) = unpack(buf, pos)
+            (base, length, b_epoch, magic, crc, attrs, lod, _, max_ts, pid, _, seq, count) = unpack(
+                buf, pos
+            )
             end = pos + length + 12
             # One combined test keeps the accepted path short; _reject names the fault.
             if (
@@ -578,13 +864,20 @@ class PartitionLog:
                 or (from_client and (lod + 1 != count or attrs & 0x20 or (pid >= 0 and seq < 0)))
             ):
                 _reject(view, pos, max_size, from_client)
-            if log_append:
-                max_ts = now_ms
-                _stamp(buf, view, pos, end, attrs | 0x08, now_ms)
-            elif attrs & 0x08:
-                # A CreateTime topic keeps the producer's timestamps, whatever it claimed.
-                _stamp(buf, view, pos, end, attrs & ~0x08, max_ts)
-            prefix(buf, pos, offset, length, epoch)
+            if replicated:
+                if base != offset:
+                    _refuse_offset(pos, base, offset, first=not batches)
+                if b_epoch > latest_epoch:
+                    new_epochs.append((b_epoch, base))
+                    latest_epoch = b_epoch
+            else:
+                if log_append:
+                    max_ts = now_ms
+                    _stamp(buf, view, pos, end, attrs | 0x08, now_ms)
+                elif attrs & 0x08:
+                    # A CreateTime topic keeps the producer's timestamps, whatever it claimed.
+                    _stamp(buf, view, pos, end, attrs & ~0x08, max_ts)
+                prefix(buf, pos, offset, length, epoch)
             append((pos, end - pos, offset, max_ts))
             offset += lod + 1
             count_total += count
@@ -596,27 +889,300 @@ class PartitionLog:
             raise RecordBatchTooLargeError(
                 f"{n} bytes of record batches cannot fit a segment of segment.bytes={cfg.segment_bytes}"
             )
+        return buf, batches, offset, count_total, new_epochs
+
+    def _write(
+        self,
+        buf: bytearray,
+        batches: list[tuple[int, int, int, int]],
+        next_offset: int,
+        count: int,
+        new_epochs: Sequence[tuple[int, int]],
+        now_ms: int,
+    ) -> None:
+        """The write path of every append: roll if due, epoch cache, one write, flush policy."""
+        cfg = self._config
         seg = self._segments[-1]
         if seg.size and (
-            seg.size + n > cfg.segment_bytes
+            seg.size + len(buf) > cfg.segment_bytes
             or now_ms - seg.roll_base_ms > cfg.segment_ms
-            or offset - 1 - seg.base_offset > INT32_MAX
+            or next_offset - 1 - seg.base_offset > INT32_MAX
         ):
             seg = self._roll()
         if self._clean_marker:
             self._mark_dirty()
         try:
-            seg.append(buf, batches, offset, interval=cfg.index_interval_bytes, now_ms=now_ms)
+            seg.append(buf, batches, next_offset, interval=cfg.index_interval_bytes, now_ms=now_ms)
         except BrokenSegmentError as exc:
             self._offline = f"a failed write could not be undone: {exc}"
             raise LogStorageError(f"{self._dir}: {self._offline}") from exc
         except OSError as exc:
             raise LogStorageError(f"{self._dir}: write failed, nothing appended: {exc}") from exc
-        self._next_offset = offset
-        self._unflushed += count_total
+        self._next_offset = next_offset
+        self._unflushed += count
+        if new_epochs:
+            for epoch, start in new_epochs:
+                self._epochs.assign(epoch, start)
+            # Not fsynced, like the batches: the next open rebuilds what a crash lost.
+            self._save_epochs_or_defer(sync=False)
         if self._flush_policy and self._flush_due(now_ms):
-            self.flush(now_ms=now_ms)
-        return AppendResult(first, offset - 1, now_ms if log_append else -1, self._log_start)
+            self._flush_segment(now_ms)
+
+    # -- leader epochs ---------------------------------------------------------------------
+
+    @property
+    def latest_epoch(self) -> int:
+        """The latest epoch in the leader epoch cache; -1 when it is empty."""
+        return self._epochs.latest_epoch
+
+    @property
+    def epoch_entries(self) -> list[tuple[int, int]]:
+        """The leader epoch cache: ``(epoch, start_offset)`` pairs, oldest first."""
+        return list(self._epochs.entries)
+
+    def assign_epoch(self, epoch: int, start_offset: int) -> bool:
+        """Record that ``epoch`` starts at ``start_offset`` (a new leader: its epoch, its
+        log end offset), with Kafka's rule: nothing happens when ``epoch`` is already
+        the latest epoch and does not start earlier; otherwise every trailing entry
+        whose epoch or start offset is not below the new one's is dropped first.
+
+        Returns:
+            Whether the cache changed (it is then written before returning).
+
+        Raises:
+            ValueError: a negative epoch or offset, or an offset past the log end.
+            LogStorageError: the checkpoint cannot be written (the cache is unchanged)
+                or the log is offline.
+        """
+        self._check_usable()
+        if epoch < 0 or not 0 <= start_offset <= self._next_offset:
+            raise ValueError(
+                f"cannot assign epoch {epoch} at offset {start_offset} "
+                f"(the log ends at {self._next_offset})"
+            )
+        previous = list(self._epochs.entries)
+        if not self._epochs.assign(epoch, start_offset):
+            return False
+        try:
+            self._write_epochs(sync=True)
+        except OSError as exc:
+            self._epochs.entries = previous
+            raise LogStorageError(
+                f"{self._dir}: cannot write the leader epoch checkpoint: {exc}"
+            ) from exc
+        return True
+
+    def end_offset_for_epoch(self, requested_epoch: int) -> tuple[int, int]:
+        """OffsetForLeaderEpoch: where ``requested_epoch`` ends in this log.
+
+        Kafka's ``LeaderEpochFileCache.endOffsetFor``, exactly:
+
+        * ``requested_epoch`` is -1 (undefined): ``(-1, -1)``;
+        * it is the latest cached epoch: ``(latest, log_end_offset)``;
+        * no cached epoch is above it (it is above the latest, or the cache is
+          empty): ``(-1, -1)``;
+        * no cached epoch is at or below it (older than the whole cache):
+          ``(requested_epoch, start offset of the first cached epoch)``;
+        * otherwise ``(largest cached epoch <= requested, start offset of the
+          first cached epoch above it)``.
+
+        Returns:
+            ``(epoch, end_offset)``.
+
+        Raises:
+            LogStorageError: the log is closed or offline.
+        """
+        self._check_usable()
+        return self._epochs.end_offset_for(requested_epoch, self._next_offset)
+
+    def _write_epochs(self, *, sync: bool) -> None:
+        """Write the epoch cache's file, fsynced with ``sync``.
+
+        Without ``sync`` the file may lag: it is written again, fsynced, before the
+        recovery point next moves (see :meth:`_write_checkpoint`).
+
+        Raises:
+            OSError: the write failed.
+        """
+        self._epochs_unsynced = True
+        path = self._dir / EPOCH_CHECKPOINT_FILE
+        atomic_write(path, _format_epochs(self._epochs.entries), sync=sync)
+        self._epochs_unsynced = not sync
+
+    def _save_epochs_or_defer(self, *, sync: bool = True) -> None:
+        """:meth:`_write_epochs`, a failure only logged: the entries from the recovery
+        point on are rebuilt from the batches on open, and the others are written
+        before the recovery point moves."""
+        try:
+            self._write_epochs(sync=sync)
+        except OSError as exc:
+            logger.warning("%s: cannot write the leader epoch checkpoint: %s", self._dir, exc)
+
+    # -- high watermark ----------------------------------------------------------------------
+
+    def set_high_watermark(self, offset: int) -> int:
+        """Set the high watermark; from then on it is tracked apart from the log end.
+
+        It is persisted lazily (flush, close, roll, truncation,
+        :meth:`checkpoint_high_watermark`), never ahead of what was set.
+
+        Args:
+            offset: the new high watermark (any direction).
+
+        Returns:
+            The high watermark, ``offset`` clamped into ``[log_start_offset, log_end_offset]``.
+
+        Raises:
+            LogStorageError: the log is closed or offline.
+        """
+        self._check_usable()
+        self._hw = min(max(offset, self._log_start), self._next_offset)
+        return self._hw
+
+    def checkpoint_high_watermark(self) -> bool:
+        """Write a tracked high watermark that changed since it was last written.
+
+        Returns:
+            Whether the checkpoint was written.
+
+        Raises:
+            LogStorageError: the write failed or the log is offline.
+        """
+        self._check_usable()
+        if self._hw is None or self._hw == self._hw_saved:
+            return False
+        try:
+            self._write_checkpoint()
+        except OSError as exc:
+            raise LogStorageError(f"{self._dir}: cannot write the checkpoint: {exc}") from exc
+        return True
+
+    # -- truncation --------------------------------------------------------------------------
+
+    def truncate_to(self, offset: int) -> int:
+        """Remove every record at ``offset`` and above (a follower whose log diverged).
+
+        A batch holding ``offset`` goes whole (Kafka's ``LogSegment.truncateTo``), so
+        the new log end offset can be below ``offset``. Segments wholly above go, the
+        one holding ``offset`` is cut; the epoch cache loses the entries from the new
+        end, a tracked high watermark is clamped to it, the log start offset is
+        lowered to it if above, and it is all durable before returning. When
+        ``offset`` is below the first segment, this is
+        :meth:`truncate_fully_and_start_at`. Nothing happens when ``offset`` is at
+        or beyond the log end offset. See the module rules for crash safety; a
+        compaction pass planned before is cancelled.
+
+        Returns:
+            The log end offset afterwards.
+
+        Raises:
+            ValueError: a negative offset.
+            LogStorageError: a file operation failed (before anything changed, or
+                the log goes offline and the next open recovers) or the log is offline.
+        """
+        self._check_truncation(offset)
+        if offset >= self._next_offset:
+            return self._next_offset
+        if offset < self._bases[0]:
+            self.truncate_fully_and_start_at(offset)
+            return offset
+        self._begin_truncation()
+        i = bisect_right(self._bases, offset) - 1
+        cut = self._segments[i]
+        if self._recovery_point > cut.base_offset:
+            # Durably first: a crash from here on makes the next open validate the
+            # cut segment (and drop anything after a half-cut one).
+            previous = self._recovery_point
+            self._recovery_point = cut.base_offset
+            try:
+                self._write_checkpoint()
+            except OSError as exc:
+                self._recovery_point = previous
+                raise LogStorageError(
+                    f"{self._dir}: cannot write the checkpoint, nothing truncated: {exc}"
+                ) from exc
+        try:
+            doomed = self._segments[i + 1 :]
+            for seg in reversed(doomed):  # newest first: what is left is always a prefix
+                seg.delete()
+            del self._segments[i + 1 :], self._bases[i + 1 :]
+            if doomed:
+                _fsync_dir(self._dir)
+            cut.truncate_to(offset)
+        except OSError as exc:
+            self._go_offline(f"a truncation failed half-way: {exc}", exc)
+        self._next_offset = end = cut.next_offset
+        self._unflushed = 0  # the cut segment was just fsynced
+        self._restart_at(min(self._log_start, end), min(self._clean_offset, end))
+        if self._epochs.truncate_from_end(end):
+            self._save_epochs_or_defer()
+        return end
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Remove every segment and restart the log empty at ``offset`` (a follower
+        behind its leader's log start offset): log start = log end = ``offset``, the
+        epoch cache empty, a tracked high watermark at ``offset``.
+
+        Raises:
+            ValueError: a negative offset.
+            LogStorageError: a file operation failed (before anything changed, or
+                the log goes offline and the next open recovers) or the log is offline.
+        """
+        self._check_truncation(offset)
+        self._begin_truncation()
+        # Without its file the cache is rebuilt on open from whatever batches a crash
+        # leaves, so it never outlives the data it describes.
+        self._remove_durably(EPOCH_CHECKPOINT_FILE, "the leader epoch checkpoint")
+        self._epochs.entries = []
+        try:
+            for seg in reversed(self._segments):
+                seg.delete()
+            self._segments.clear()
+            self._bases.clear()
+            _fsync_dir(self._dir)
+            fresh = Segment.create(self._dir, offset)
+        except OSError as exc:
+            self._go_offline(f"a truncation failed half-way: {exc}", exc)
+        self._segments.append(fresh)
+        self._bases.append(offset)
+        self._next_offset = offset
+        self._unflushed = 0
+        self._recovery_point = offset
+        self._restart_at(offset, offset)
+        self._save_epochs_or_defer()
+
+    def _restart_at(self, log_start: int, clean_offset: int) -> None:
+        """After a truncation: the new bounds, a clamped high watermark, the checkpoint."""
+        self._log_start = log_start
+        self._clean_offset = clean_offset
+        if self._hw is not None:
+            self._hw = min(max(self._hw, log_start), self._next_offset)
+        self._recovery_point = min(self._recovery_point, self._next_offset)
+        try:
+            self._write_checkpoint()
+        except OSError as exc:
+            # The old checkpoint could name a log start or high watermark the log
+            # no longer has: only an open can sort that out.
+            self._go_offline(f"cannot write the checkpoint after a truncation: {exc}", exc)
+
+    def _check_truncation(self, offset: int) -> None:
+        self._check_usable()
+        if offset < 0:
+            raise ValueError(f"cannot truncate the log to a negative offset {offset}")
+
+    def _begin_truncation(self) -> None:
+        """Cancel a planned compaction pass (it read segments about to change), and
+        remove the clean-shutdown marker."""
+        if self._cleaning is not None:
+            self._cleaning.cancel()
+            self._voided.append(self._cleaning)
+            self._cleaning = None
+        if self._clean_marker:
+            self._mark_dirty()
+
+    def _go_offline(self, reason: str, exc: BaseException) -> NoReturn:
+        self._offline = reason
+        raise LogStorageError(f"{self._dir}: {reason}") from exc
 
     # -- read ------------------------------------------------------------------------------
 
@@ -766,15 +1332,17 @@ class PartitionLog:
             The log start offset afterwards (unchanged when ``before_offset`` is lower).
 
         Raises:
-            OffsetOutOfRangeError: ``before_offset`` is above the log end offset.
+            OffsetOutOfRangeError: ``before_offset`` is above the high watermark.
             LogStorageError: the checkpoint cannot be written or the log is offline.
         """
         self._check_usable()
+        limit = self.high_watermark
         if before_offset == -1:
-            before_offset = self._next_offset
-        if before_offset < 0 or before_offset > self._next_offset:
+            before_offset = limit
+        if before_offset < 0 or before_offset > limit:
             raise OffsetOutOfRangeError(
                 f"cannot delete records before {before_offset}: the log ends at {self._next_offset}"
+                + ("" if self._hw is None else f" and its high watermark is {self._hw}")
             )
         if before_offset > self._log_start:
             self._log_start = before_offset
@@ -783,6 +1351,7 @@ class PartitionLog:
             except OSError as exc:
                 raise LogStorageError(f"{self._dir}: cannot write the checkpoint: {exc}") from exc
             self._delete_oldest(self._count_below_start(0))
+            self._log_start_moved()
         return self._log_start
 
     def apply_retention(self, now_ms: int) -> int:
@@ -800,6 +1369,9 @@ class PartitionLog:
         self._check_usable()
         cfg = self._config
         candidates = self._segments[:-1]
+        if self._hw is not None:
+            # As Kafka: only segments wholly below the high watermark.
+            candidates = candidates[: bisect_right(self._bases, self._hw, lo=1) - 1]
         count = 0
         if "delete" in cfg.cleanup_policy.split(","):
             if cfg.retention_ms >= 0:
@@ -833,6 +1405,15 @@ class PartitionLog:
             seg.delete()
         if count:
             self._log_start = max(self._log_start, self._segments[0].base_offset)
+            self._log_start_moved()
+
+    def _log_start_moved(self) -> None:
+        """Keep the high watermark and the epoch cache within the new log start."""
+        if self._hw is not None and self._hw < self._log_start:
+            self._hw = self._log_start
+        if self._epochs.truncate_from_start(self._log_start):
+            # A failure is harmless: every open drops the entries below the log start.
+            self._save_epochs_or_defer()
 
     # -- compaction --------------------------------------------------------------------------
 
@@ -964,7 +1545,12 @@ class PartitionLog:
         """
         if self._cleaning is cleaning:
             self._cleaning = None
-        if self._closed or self._offline is not None or not self._still_holds(cleaning):
+        if (
+            self._forget_voided(cleaning)
+            or self._closed
+            or self._offline is not None
+            or not self._still_holds(cleaning)
+        ):
             cleaning.discard()
             return None
         if self._clean_marker:
@@ -999,7 +1585,16 @@ class PartitionLog:
         (Kafka's "uncleanable" partitions), so one bad batch does not fail every pass."""
         if self._cleaning is cleaning:
             self._cleaning = None
-        self._uncleanable = reason
+        if not self._forget_voided(cleaning):  # a truncation cancelled it: no fault
+            self._uncleanable = reason
+
+    def _forget_voided(self, cleaning: CleaningPass) -> bool:
+        """Whether a truncation cancelled this pass (forgetting it)."""
+        for i, voided in enumerate(self._voided):
+            if voided is cleaning:
+                del self._voided[i]
+                return True
+        return False
 
     def _still_holds(self, cleaning: CleaningPass) -> bool:
         """Whether every group's segments are still in the log, consecutively."""
@@ -1103,15 +1698,24 @@ class PartitionLog:
         return seg
 
     def flush(self, *, now_ms: int | None = None) -> None:
-        """fsync the active segment and its indexes (older ones were synced on roll).
+        """fsync the active segment and its indexes (older ones were synced on roll), and
+        write a tracked high watermark that moved (:meth:`checkpoint_high_watermark`).
+
+        The flushes that ``flush_interval_messages`` triggers within an append do
+        only the first part.
 
         Args:
             now_ms: the current time, to restart the ``flush_interval_ms`` clock.
 
         Raises:
-            LogStorageError: fsync failed or the log is offline.
+            LogStorageError: fsync failed, the checkpoint cannot be written, or the
+                log is offline.
         """
         self._check_usable()
+        self._flush_segment(now_ms)
+        self.checkpoint_high_watermark()
+
+    def _flush_segment(self, now_ms: int | None) -> None:
         try:
             self._segments[-1].flush()
         except OSError as exc:
@@ -1152,11 +1756,15 @@ class PartitionLog:
         try:
             if not self._clean_marker and self._offline is None:
                 self._segments[-1].flush()
+                if self._epochs_unsynced:
+                    self._write_epochs(sync=True)
                 self._recovery_point = self._next_offset
                 self._write_checkpoint()
                 fd = os.open(self._dir / CLEAN_SHUTDOWN_FILE, os.O_WRONLY | os.O_CREAT, 0o644)
                 os.close(fd)
                 _fsync_dir(self._dir)
+            elif self._offline is None and self._hw != self._hw_saved:
+                self._write_checkpoint()  # only the high watermark moved since the open
         except OSError as exc:
             logger.warning("%s: unclean close, recovery will run on open: %s", self._dir, exc)
         finally:
@@ -1182,23 +1790,39 @@ class PartitionLog:
 
     def _mark_dirty(self) -> None:
         """Remove the clean-shutdown marker durably, before the files change."""
-        try:
-            (self._dir / CLEAN_SHUTDOWN_FILE).unlink(missing_ok=True)
-            _fsync_dir(self._dir)
-        except OSError as exc:
-            raise LogStorageError(
-                f"{self._dir}: cannot remove the clean-shutdown marker: {exc}"
-            ) from exc
+        self._remove_durably(CLEAN_SHUTDOWN_FILE, "the clean-shutdown marker")
         self._clean_marker = False
 
+    def _remove_durably(self, name: str, what: str) -> None:
+        """Remove a file of the partition's directory, and fsync the directory.
+
+        Raises:
+            LogStorageError: either failed.
+        """
+        try:
+            (self._dir / name).unlink(missing_ok=True)
+            _fsync_dir(self._dir)
+        except OSError as exc:
+            raise LogStorageError(f"{self._dir}: cannot remove {what}: {exc}") from exc
+
     def _write_checkpoint(self) -> None:
+        if self._recovery_point > self._rp_saved and self._epochs_unsynced:
+            # Every epoch entry below the recovery point on disk must be on disk too:
+            # an open after a crash rebuilds only the entries from it on.
+            self._write_epochs(sync=True)
         data = {
             "version": 1,
             "log_start_offset": self._log_start,
             "recovery_point": self._recovery_point,
             "clean_offset": self._clean_offset,
         }
+        hw = self._hw
+        if hw is not None:
+            # Present only once tracked: older checkpoints (and readers) do without.
+            data["high_watermark"] = hw
         atomic_write(self._dir / CHECKPOINT_FILE, json.dumps(data).encode())
+        self._hw_saved = hw
+        self._rp_saved = self._recovery_point
 
     def __repr__(self) -> str:
         return (
@@ -1221,6 +1845,18 @@ def _stamp(buf: bytearray, view: memoryview, pos: int, end: int, attrs: int, max
     _I16.pack_into(buf, pos + 21, attrs)
     _I64.pack_into(buf, pos + 35, max_ts)
     _U32.pack_into(buf, pos + 17, crc32c(view[pos + 21 : end]))
+
+
+def _refuse_offset(pos: int, base: int, expected: int, *, first: bool) -> NoReturn:
+    """Raise the error for a replicated batch that does not continue the log."""
+    if first:
+        raise InvalidRecordError(
+            f"the replicated batches start at offset {base}, but the log ends at {expected}"
+        )
+    raise InvalidRecordError(
+        f"the replicated batch at byte {pos} starts at offset {base}; the previous batch "
+        f"ends at {expected - 1} (batches must be contiguous)"
+    )
 
 
 def _reject(view: memoryview, pos: int, max_size: int, from_client: bool) -> None:
@@ -1303,14 +1939,17 @@ def _first_record_at(data: bytes, timestamp: int, min_offset: int, max_ts: int) 
     return max(base, min_offset), max_ts
 
 
-def _read_checkpoint(path: Path) -> tuple[int, int, int] | None:
-    """``(log start offset, recovery point, clean offset)``, or None."""
+def _read_checkpoint(path: Path) -> tuple[int, int, int, int | None] | None:
+    """``(log start offset, recovery point, clean offset, high watermark or None when
+    not tracked)``, or None."""
     try:
         data = json.loads(path.read_bytes())
+        hw = data.get("high_watermark")
         return (
             int(data["log_start_offset"]),
             int(data["recovery_point"]),
             int(data.get("clean_offset", 0)),
+            None if hw is None else int(hw),
         )
     except FileNotFoundError:
         return None
@@ -1319,10 +1958,12 @@ def _read_checkpoint(path: Path) -> tuple[int, int, int] | None:
         return None
 
 
-def atomic_write(path: Path, data: bytes) -> None:
+def atomic_write(path: Path, data: bytes, *, sync: bool = True) -> None:
     """Replace ``path`` with ``data`` so that a crash leaves the old or the new content.
 
-    Writes a temporary file, fsyncs it, renames it over ``path`` and fsyncs the directory.
+    Writes a temporary file, fsyncs it, renames it over ``path`` and fsyncs the
+    directory. Without ``sync`` nothing is fsynced: a process crash still leaves the
+    old or the new content, a power loss possibly an empty or missing file.
 
     Raises:
         OSError: any step failed (``path`` is then unchanged).
@@ -1330,12 +1971,14 @@ def atomic_write(path: Path, data: bytes) -> None:
     tmp = path.with_name(path.name + ".tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0), 0o644)
     try:
-        write_all(fd, data)
-        os.fsync(fd)
+        write_all(fd, data, write=os.write)
+        if sync:
+            os.fsync(fd)
     finally:
         os.close(fd)
     os.replace(tmp, path)
-    _fsync_dir(path.parent)
+    if sync:
+        _fsync_dir(path.parent)
 
 
 def _fsync_dir(directory: Path) -> None:
@@ -1766,6 +2409,7 @@ class LogManager:
         *,
         validate_only: bool = False,
         now_ms: int | None = None,
+        topic_id: uuid.UUID | None = None,
     ) -> TopicInfo:
         """Create a topic and its partition logs.
 
@@ -1776,6 +2420,8 @@ class LogManager:
                 spelling (``retention_ms``); None values are skipped.
             validate_only: check everything but change nothing (CreateTopics' flag).
             now_ms: the current time (defaults to the wall clock).
+            topic_id: the topic's id, when a cluster already chose it (every broker
+                of a cluster must use the same); None draws a random one.
 
         Returns:
             The new topic.
@@ -1783,15 +2429,23 @@ class LogManager:
         Raises:
             InvalidTopicError: a bad name, or one that collides with an existing
                 topic once '.' and '_' are treated alike (as Kafka forbids).
-            TopicExistsError: the topic exists.
+            TopicExistsError: the topic exists, or another topic has ``topic_id``.
             InvalidPartitionsError: ``num_partitions`` below 1.
             InvalidConfigError: an unknown config, or a bad value.
+            ValueError: ``topic_id`` is not a UUID, or is the zero UUID.
             LogStorageError: the registry or a log cannot be written.
         """
         self._check_open()
         validate_topic_name(name)
         if name in self._topics:
             raise TopicExistsError(f"topic {name!r} already exists")
+        if topic_id is not None:
+            if not isinstance(topic_id, uuid.UUID) or topic_id.int == 0:
+                raise ValueError(f"a topic id must be a non-zero UUID, got {topic_id!r}")
+            if topic_id in self._by_id:
+                raise TopicExistsError(
+                    f"topic id {topic_id} is already used by topic {self._by_id[topic_id]!r}"
+                )
         folded = name.replace(".", "_")
         for other in self._topics:
             if other.replace(".", "_") == folded:
@@ -1804,7 +2458,10 @@ class LogManager:
         overrides = {k: v for k, v in _normalise_configs(configs or {}).items() if v is not None}
         config = _effective_config(self._default, overrides)
         info = TopicInfo(
-            name=name, topic_id=_new_topic_id(), num_partitions=num_partitions, configs=overrides
+            name=name,
+            topic_id=_new_topic_id() if topic_id is None else topic_id,
+            num_partitions=num_partitions,
+            configs=overrides,
         )
         if validate_only:
             return info
@@ -2001,6 +2658,20 @@ class LogManager:
             How many logs were flushed.
         """
         return sum(1 for log in list(self._logs.values()) if log.maybe_flush(now_ms))
+
+    def checkpoint_high_watermarks(self) -> int:
+        """Write the tracked high watermarks that moved (Kafka does it every few seconds).
+
+        Returns:
+            How many checkpoints were written; failures are logged and skipped.
+        """
+        written = 0
+        for log in list(self._logs.values()):
+            try:
+                written += log.checkpoint_high_watermark()
+            except LogStorageError as exc:
+                logger.warning("high watermark checkpoint skipped: %s", exc)
+        return written
 
     def flush_all(self) -> None:
         """fsync every log.

@@ -21,7 +21,10 @@ Rules and invariants (``size`` is the in-memory length of the segment):
   beyond ``size``. So a ``(fd, position, length)`` chunk handed to a reader stays
   valid for as long as the fd is open; the fd lives in a reference-counted
   :class:`FileHandle`, so a deleted segment's fd closes only when the last reader
-  drops its chunk (the unlinked file stays readable until then).
+  drops its chunk (the unlinked file stays readable until then). The one
+  exception is :meth:`Segment.truncate_to` (a follower whose log diverged from
+  its leader's): it cuts the file at a batch boundary, in place, so a chunk
+  taken earlier beyond the new end must not be used once the segment is cut.
 * Offsets are contiguous: the first batch's base offset is the segment's base
   offset and each next batch starts at the previous batch's last offset + 1;
   except in a segment that log compaction rewrote (see ``cleaner.py``), where
@@ -38,7 +41,11 @@ Rules and invariants (``size`` is the in-memory length of the segment):
   together with an offset index entry, when the running maximum timestamp ``t``
   grew since the last time index entry; ``o`` is the base offset of the *first*
   batch whose max_timestamp is ``t``. Hence every batch before ``o`` has a
-  max_timestamp below ``t``, which is what makes a time lookup correct.
+  max_timestamp below ``t``, which is what makes a time lookup correct. Right
+  after each offset index entry the last time index entry holds the running
+  maximum, and it was written with that offset entry or an earlier one: cutting
+  both indexes back to an offset entry leaves exactly what appending the kept
+  batches alone would have built (what :meth:`Segment.truncate_to` relies on).
 * Only the active segment keeps its index files open: the others are sealed
   (:meth:`Segment.seal`) once complete, and only their .log descriptor stays.
 * Index entries in memory are the source of truth while running. They reach the
@@ -80,9 +87,10 @@ BATCH_HEADER_SIZE = 61
 MIN_BATCH_LENGTH = BATCH_HEADER_SIZE - LOG_OVERHEAD
 INT32_MAX = 2**31 - 1
 
-# Everything a scan needs from a batch header: base_offset, batch_length, magic,
-# crc, attributes, last_offset_delta, base_timestamp, max_timestamp (43 bytes).
-SCAN_HEADER = struct.Struct(">qi4xbIhiqq")
+# Everything a scan needs from a batch header: base_offset, batch_length,
+# partition_leader_epoch, magic, crc, attributes, last_offset_delta, base_timestamp,
+# max_timestamp (43 bytes).
+SCAN_HEADER = struct.Struct(">qiibIhiqq")
 SCAN_HEADER_SIZE = SCAN_HEADER.size
 _INDEX_ENTRY = struct.Struct(">ii")
 _TIME_ENTRY = struct.Struct(">qi")
@@ -132,16 +140,27 @@ class FileHandle:
         self.close()
 
 
-def write_all(fd: int, data: bytes | bytearray | memoryview) -> None:
-    """Write all of ``data`` (a regular file may accept a partial write when nearly full)."""
-    n = _write(fd, data)
+def write_all(
+    fd: int,
+    data: bytes | bytearray | memoryview,
+    *,
+    write: Callable[[int, bytes | bytearray | memoryview], int] | None = None,
+) -> None:
+    """Write all of ``data`` (a regular file may accept a partial write when nearly full).
+
+    ``write`` defaults to the module's ``_write``, the hook through which tests make
+    segment writes fail; small checkpoint files pass ``os.write``.
+    """
+    if write is None:
+        write = _write
+    n = write(fd, data)
     if n == len(data):
         return
     if n <= 0:
         raise OSError(errno.EIO, "write returned 0")
     view = memoryview(data)[n:]
     while view:
-        n = _write(fd, view)
+        n = write(fd, view)
         if n <= 0:
             raise OSError(errno.EIO, "write returned 0")
         view = view[n:]
@@ -336,7 +355,7 @@ class Segment:
         since = 0
         indexed = bool(self.idx_offsets)  # the first batch walked is the indexed one
         try:
-            for _, b_base, b_size, lod, mts in self.iter_headers(pos, file_size, checked=True):
+            for _, b_base, b_size, lod, mts, _ in self.iter_headers(pos, file_size, checked=True):
                 if (
                     (b_base != expected if indexed or not gaps else b_base < expected)
                     or lod < 0
@@ -390,7 +409,7 @@ class Segment:
             if rel + BATCH_HEADER_SIZE > len(buf):
                 buf = pread_all(fd, pos, min(_RECOVERY_BLOCK, file_size - pos))
                 buf_start, rel = pos, 0
-            b_base, length, magic, crc, _attrs, lod, _bts, mts = unpack(buf, rel)
+            b_base, length, _epoch, magic, crc, _attrs, lod, _bts, mts = unpack(buf, rel)
             b_size = length + LOG_OVERHEAD
             if magic != 2 or length < MIN_BATCH_LENGTH:
                 reason = f"bad magic {magic} or length {length}"
@@ -449,7 +468,7 @@ class Segment:
     def _first_timestamp(self, now_ms: int) -> int:
         """Where a reopened segment's age counts from: its first batch's time, capped at now."""
         head = os.pread(self.fd, SCAN_HEADER_SIZE, 0)
-        ts = SCAN_HEADER.unpack_from(head)[7] if len(head) == SCAN_HEADER_SIZE else -1
+        ts = SCAN_HEADER.unpack_from(head)[8] if len(head) == SCAN_HEADER_SIZE else -1
         return ts if 0 <= ts <= now_ms else now_ms
 
     # -- appending -----------------------------------------------------------------------
@@ -539,15 +558,78 @@ class Segment:
             _write_entries(self.tidx_fd, data, done * _TIME_ENTRY.size)
             self.tidx_persisted = len(self.tidx_timestamps)
 
+    # -- truncating ----------------------------------------------------------------------
+
+    def truncate_to(self, offset: int) -> int:
+        """Remove every batch whose last offset is at least ``offset``, durably.
+
+        A batch holding ``offset`` goes whole (as in Kafka), so the segment still ends
+        on a batch boundary. The segment is left unsealed (it becomes the active one):
+        the index entries of removed batches leave memory and the files, and the
+        .log and index files are fsynced before returning.
+
+        Returns:
+            The number of bytes removed from the .log file.
+
+        Raises:
+            OSError: a truncation or fsync failed (the caller takes the log offline).
+        """
+        pos, _, b_size = self.locate(offset)
+        self.unseal()
+        removed = 0
+        if b_size:
+            keep = bisect_left(self.idx_positions, pos)
+            # The time entries written with the kept index entries: what appends (or
+            # recovery) of the kept batches alone would have written.
+            keep_time = bisect_right(self.tidx_offsets, self.idx_offsets[keep - 1]) if keep else 0
+            del self.idx_offsets[keep:], self.idx_positions[keep:]
+            del self.tidx_timestamps[keep_time:], self.tidx_offsets[keep_time:]
+            if self.idx_persisted > keep:
+                _ftruncate(self.idx_fd, keep * _INDEX_ENTRY.size)
+                self.idx_persisted = keep
+            if self.tidx_persisted > keep_time:
+                _ftruncate(self.tidx_fd, keep_time * _TIME_ENTRY.size)
+                self.tidx_persisted = keep_time
+            removed = self.size - pos
+            _ftruncate(self.fd, pos)
+            self.size = pos
+            self._reload_tail()
+            if not pos:
+                self.roll_base_ms = -1
+        self.flush()
+        return removed
+
+    def _reload_tail(self) -> None:
+        """Recompute what appends build up (next offset, bytes since the last index
+        entry, maximum timestamp) from the index entries and the batches after the last."""
+        start = self.idx_positions[-1] if self.idx_positions else 0
+        if self.tidx_timestamps:
+            max_ts, max_off = self.tidx_timestamps[-1], self.tidx_offsets[-1]
+        else:
+            max_ts, max_off = -1, self.base_offset
+        next_offset = self.base_offset
+        since = 0
+        # At an index entry the last time entry is the running maximum (see the
+        # module rules), so only the batches from the entry on can raise it.
+        for _, b_base, b_size, lod, mts, _ in self.iter_headers(start, self.size):
+            if mts > max_ts:
+                max_ts, max_off = mts, b_base
+            since += b_size
+            next_offset = b_base + lod + 1
+        self.next_offset = next_offset
+        self.bytes_since_index = since
+        self.max_timestamp, self.max_timestamp_offset = max_ts, max_off
+
     # -- reading -------------------------------------------------------------------------
 
     def iter_headers(
         self, pos: int, end: int, *, checked: bool = False
-    ) -> Iterator[tuple[int, int, int, int, int]]:
+    ) -> Iterator[tuple[int, int, int, int, int, int]]:
         """Walk batch headers from ``pos`` (a batch start) up to ``end``.
 
         Yields:
-            ``(position, base_offset, size, last_offset_delta, max_timestamp)``.
+            ``(position, base_offset, size, last_offset_delta, max_timestamp,
+            partition_leader_epoch)``.
 
         Raises:
             _BadHeader: with ``checked``, when a header is truncated, has a bad magic
@@ -566,11 +648,11 @@ class Segment:
                     if checked:
                         raise _BadHeader
                     raise OSError(errno.EIO, f"{self.log_path}: short read at byte {pos}")
-            b_base, length, magic, _crc, _attrs, lod, _bts, mts = unpack(buf, rel)
+            b_base, length, epoch, magic, _crc, _attrs, lod, _bts, mts = unpack(buf, rel)
             b_size = length + LOG_OVERHEAD
             if checked and (magic != 2 or length < MIN_BATCH_LENGTH or pos + b_size > end):
                 raise _BadHeader
-            yield pos, b_base, b_size, lod, mts
+            yield pos, b_base, b_size, lod, mts, epoch
             pos += b_size
 
     def locate(self, offset: int) -> tuple[int, int, int]:
@@ -582,7 +664,7 @@ class Segment:
         """
         i = bisect_right(self.idx_offsets, offset) - 1
         pos = self.idx_positions[i] if i >= 0 else 0
-        for b_pos, b_base, b_size, lod, _ in self.iter_headers(pos, self.size):
+        for b_pos, b_base, b_size, lod, _, _ in self.iter_headers(pos, self.size):
             if b_base + lod >= offset:
                 return b_pos, b_base, b_size
         return self.size, -1, 0
@@ -600,7 +682,7 @@ class Segment:
         )
         if k >= 0 and self.idx_positions[k] > pos:
             pos = self.idx_positions[k]
-        for b_pos, b_base, b_size, _, _ in self.iter_headers(pos, self.size):
+        for b_pos, b_base, b_size, _, _, _ in self.iter_headers(pos, self.size):
             if b_base >= upper or b_pos + b_size > limit:
                 return b_pos
         return self.size
@@ -617,7 +699,7 @@ class Segment:
         j = bisect_right(self.tidx_timestamps, timestamp) - 1
         start = self.tidx_offsets[j] if j >= 0 else self.base_offset
         pos, _, _ = self.locate(max(start, min_offset))
-        for b_pos, b_base, b_size, lod, mts in self.iter_headers(pos, self.size):
+        for b_pos, b_base, b_size, lod, mts, _ in self.iter_headers(pos, self.size):
             if mts >= timestamp and b_base + lod >= min_offset:
                 return b_pos, b_size, mts
         return None
@@ -655,6 +737,23 @@ class Segment:
         for fd in (self.idx_fd, self.tidx_fd):
             os.close(fd)
         self.idx_fd = self.tidx_fd = -1
+
+    def unseal(self) -> None:
+        """Reopen the index files of a sealed segment (it becomes the active one again).
+
+        Raises:
+            OSError: the files cannot be opened.
+        """
+        if self.idx_fd >= 0:
+            return
+        flags = _WRITE_FLAGS | os.O_CREAT
+        idx_fd = os.open(self.index_path, flags, 0o644)
+        try:
+            self.tidx_fd = os.open(self.timeindex_path, flags, 0o644)
+        except OSError:
+            os.close(idx_fd)
+            raise
+        self.idx_fd = idx_fd
 
     def last_modified_ms(self) -> int:
         """The .log file's modification time in ms (retention for untimestamped data)."""

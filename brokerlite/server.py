@@ -285,6 +285,10 @@ class _Server:
             await trio.sleep(period if ok else min(period, 10.0))
             ok = await self.refresh_token_keys(url, first=False)
 
+    def after_change(self) -> None:
+        """The cluster driver changed the core's state: deliver what became ready."""
+        self._after_request()
+
     def _after_request(self) -> None:
         """Deliver what a request made ready; wake the ticker if it set an earlier timer."""
         broker = self.broker
@@ -816,6 +820,18 @@ async def serve_broker(
             await listener.aclose()
         raise
     server = _Server(broker, cfg, ssl_context)
+    driver = None
+    if cfg.cluster_mode:
+        from .cluster import ClusterDriver
+
+        try:
+            driver = ClusterDriver(broker, cfg, server.after_change)
+            await driver.start()
+        except BaseException:
+            broker.close()
+            for listener in listeners:
+                await listener.aclose()
+            raise
     advertised_host, advertised_port = broker.advertised
     running = RunningBroker(
         address=(bound[0], bound[1]),
@@ -832,6 +848,8 @@ async def serve_broker(
                 nursery.start_soon(server.token_key_refresher, jwks_url, ok)
             if cfg.log_cleaner_enable:
                 nursery.start_soon(server.cleaner)
+            if driver is not None:
+                nursery.start_soon(driver.run)
             nursery.start_soon(_serve_listeners, server, listeners)
             try:
                 if cfg.announce:
@@ -844,6 +862,8 @@ async def serve_broker(
     except BaseExceptionGroup as group:
         raise _collapse(group) from None
     finally:
+        if driver is not None:
+            driver.close()
         broker.close()
 
 

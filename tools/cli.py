@@ -25,6 +25,8 @@ SUBCOMMANDS: dict[str, str] = {
     "decode": "trafka.tools.decode:command",
     "demo": "trafka.tools.demo:command",
     "broker": "trafka.brokerlite.cli:command",
+    "cluster": "trafka.brokerlite.cli:cluster_command",
+    "elect-leaders": "trafka.tools.cli_cluster:elect_leaders_command",
     "proxy": "trafka.proxy.cli:command",
     "discover": "trafka.discovery.cli:command",
     "produce": "trafka.tools.cli_client:produce_command",

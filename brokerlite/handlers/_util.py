@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
 
 from trafka.brokerlite.authorizer import CLUSTER_NAME, RESOURCE_OPERATIONS
 from trafka.brokerlite.errors import BrokerError, UnknownTopicOrPartitionError
+from trafka.brokerlite.replica_manager import check_epoch
 from trafka.codec.acl import AclResourceType
 from trafka.codec.errors import ErrorCode
 
@@ -15,9 +16,10 @@ from ._configs import ResourceType
 
 if TYPE_CHECKING:
     from trafka.brokerlite.broker import Broker
+    from trafka.brokerlite.cluster_view import ZkTask
     from trafka.brokerlite.log import PartitionLog
 
-    from ._base import RequestContext
+    from ._base import Parked, RequestContext
 
 NULL_UUID = uuid.UUID(int=0)
 NO_AUTHORIZED_OPERATIONS = -(2**31)
@@ -41,6 +43,28 @@ def partition_log(broker: Broker, topic: str, partition: int) -> PartitionLog:
     if info is None or not 0 <= partition < info.num_partitions:
         raise UnknownTopicOrPartitionError(f"unknown topic-partition {topic}-{partition}")
     return broker.logs.partition(topic, partition)
+
+
+def leader_log(
+    broker: Broker, topic: str, partition: int, current_leader_epoch: int = -1
+) -> PartitionLog:
+    """The log of a partition this broker leads, the request's leader epoch checked.
+
+    On the single-node broker every partition is led here at epoch 0.
+
+    Raises:
+        UnknownTopicOrPartitionError: no such topic or partition.
+        NotLeaderOrFollowerError: another broker leads it (cluster mode).
+        FencedLeaderEpochError, UnknownLeaderEpochError: the request's epoch
+            (unless -1) is older or newer than the leader's.
+    """
+    cluster = broker.cluster
+    if cluster is None:
+        plog = partition_log(broker, topic, partition)
+        check_epoch(current_leader_epoch, LEADER_EPOCH)
+        return plog
+    partition_log(broker, topic, partition)
+    return cluster.replicas.leader_log(topic, partition, current_leader_epoch)
 
 
 def log_dir_path(broker: Broker) -> str:
@@ -106,3 +130,43 @@ def config_authorization_error(
             return ErrorCode.NONE
         return ErrorCode.CLUSTER_AUTHORIZATION_FAILED
     return ErrorCode.NONE
+
+
+class _TasksWaiter:
+    """A request parked on cluster tasks (:class:`~trafka.brokerlite.cluster_view.ZkTask`):
+    answered by ``build`` once the driver has carried them all out, or at the
+    deadline (each task still pending then is one that ZooKeeper did not answer)."""
+
+    watches: frozenset[tuple[str, int]] = frozenset()
+
+    def __init__(self, build: Callable[[], Any], deadline_ms: int) -> None:
+        self._build = build
+        self.deadline_ms = deadline_ms
+
+    def on_append(self, topic: str, partition: int, nbytes: int) -> bool:
+        return False
+
+    def complete(self, now_ms: int) -> Any:
+        return self._build()
+
+
+def park_on_tasks(
+    ctx: RequestContext, tasks: list[ZkTask], timeout_ms: int, build: Callable[[], Any]
+) -> Parked:
+    """Park the request until the cluster driver has carried out ``tasks``; its answer
+    is then ``build()`` (which reads each task's ``error`` and ``done``)."""
+    cluster = ctx.broker.cluster
+    assert cluster is not None
+    # The driver answers by the timeout; the waiter's own deadline is a backstop.
+    parked = ctx.park(_TasksWaiter(build, ctx.now_ms + max(timeout_ms, 0) + 5_000))
+    cluster.submit_all(tasks, parked.ticket)
+    return parked
+
+
+def task_outcome(task: ZkTask) -> tuple[ErrorCode, str | None]:
+    """A carried-out task's error code and message (REQUEST_TIMED_OUT if never done)."""
+    if task.error is not None:
+        return code_of(task.error), message_of(task.error)
+    if not task.done:
+        return ErrorCode.REQUEST_TIMED_OUT, "ZooKeeper did not answer in time"
+    return ErrorCode.NONE, None

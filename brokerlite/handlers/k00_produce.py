@@ -19,7 +19,15 @@
   (KIP-890's verification): otherwise INVALID_PRODUCER_ID_MAPPING,
   INVALID_PRODUCER_EPOCH or INVALID_TXN_STATE, and nothing is written.
 * ``acks`` 1 and -1 are the same thing on one node: the reply is sent once the
-  batches are in the log (flushing follows the flush settings). ``acks=0``
+  batches are in the log (flushing follows the flush settings). In cluster mode
+  only the partition's leader appends (else NOT_LEADER_OR_FOLLOWER); ``acks=1``
+  is answered after the leader's append, ``acks=-1`` (all) once the high
+  watermark has passed the records, i.e. every in-sync replica has them
+  (REQUEST_TIMED_OUT after ``timeout_ms``). With fewer in-sync replicas than
+  ``min.insync.replicas`` an ``acks=-1`` produce is refused before the append
+  (NOT_ENOUGH_REPLICAS); when the ISR shrank below it by the time the records
+  were committed, NOT_ENOUGH_REPLICAS_AFTER_APPEND. A NOT_LEADER_OR_FOLLOWER
+  answer carries the current leader and its endpoint (KIP-951, v10+). ``acks=0``
   sends no reply; when a partition failed the connection is closed instead,
   which is how Kafka tells an acks=0 producer that something went wrong.
   Other values are INVALID_REQUIRED_ACKS.
@@ -38,14 +46,19 @@
 
 from __future__ import annotations
 
-from trafka.brokerlite.errors import BrokerError, InvalidRecordError
+from typing import TYPE_CHECKING
+
+from trafka.brokerlite.errors import BrokerError, InvalidRecordError, NotEnoughReplicasError
 from trafka.codec.acl import AclOperation, AclResourceType
 from trafka.codec.errors import DecodeError, ErrorCode
 from trafka.codec.messages import k00_produce as m
 from trafka.codec.records import read_batch_header
 
-from ._base import Close, HandlerSpec, NoResponse, RequestContext
-from ._util import code_of, denied, message_of, partition_log
+from ._base import Close, HandlerSpec, NoResponse, Parked, RequestContext
+from ._util import code_of, denied, leader_log, message_of
+
+if TYPE_CHECKING:
+    from trafka.brokerlite.cluster_view import ClusterView
 
 API_KEY = 0
 MIN_VERSION = 3
@@ -72,7 +85,7 @@ def _has_transactional_batches(request: m.ProduceRequest) -> bool:
 
 def handle(
     ctx: RequestContext, request: m.ProduceRequest
-) -> m.ProduceResponse | NoResponse | Close:
+) -> m.ProduceResponse | NoResponse | Close | Parked:
     broker = ctx.broker
     version = ctx.version
     acks = request.acks
@@ -92,6 +105,11 @@ def handle(
     )
     failures: list[str] = []
     responses: list[TopicResponse] = []
+    cluster = broker.cluster
+    # acks=all in cluster mode: (topic index, partition index, topic, partition,
+    # offset the high watermark must reach) of each partition appended to.
+    waits: list[tuple[int, int, str, int, int]] = []
+    hinted: set[int] = set()  # leaders named in NOT_LEADER_OR_FOLLOWER hints
     for topic in request.topic_data:
         partitions: list[PartitionResponse] = []
         for data in topic.partition_data:
@@ -102,9 +120,16 @@ def handle(
                 code, message = ErrorCode.INVALID_REQUIRED_ACKS, f"acks={acks} is not 0, 1 or -1"
             else:
                 try:
-                    partition_log(broker, topic.name, data.index)
+                    plog = leader_log(broker, topic.name, data.index)
                     if not data.records:
                         raise InvalidRecordError("produce request without records")
+                    if cluster is not None and acks == -1:
+                        refused = cluster.replicas.check_min_isr(topic.name, data.index)
+                        if refused:
+                            raise NotEnoughReplicasError(
+                                f"{topic.name}-{data.index} has fewer in-sync replicas than "
+                                "min.insync.replicas: nothing written"
+                            )
                     result = broker.producers.produce(
                         topic.name,
                         data.index,
@@ -120,6 +145,18 @@ def handle(
                     if code is ErrorCode.NONE:
                         if not result.duplicate:
                             broker.notify_append(topic.name, data.index, len(data.records))
+                        if cluster is not None:
+                            cluster.replicas.appended(topic.name, data.index)
+                            if acks == -1:
+                                waits.append(
+                                    (
+                                        len(responses),
+                                        len(partitions),
+                                        topic.name,
+                                        data.index,
+                                        plog.log_end_offset,
+                                    )
+                                )
                         partitions.append(
                             PartitionResponse(
                                 index=data.index,
@@ -140,6 +177,7 @@ def handle(
                     log_append_time_ms=-1,
                     log_start_offset=-1,
                     error_message=message if version >= 8 else None,
+                    current_leader=_leader_hint(cluster, topic.name, data.index, code, hinted),
                 )
             )
         responses.append(TopicResponse(name=topic.name, partition_responses=partitions))
@@ -147,7 +185,103 @@ def handle(
         if failures:
             return Close("acks=0 produce failed: " + "; ".join(failures), ctx.client_id)
         return NoResponse()
-    return m.ProduceResponse(responses=responses)
+    endpoints = _endpoints(cluster, hinted) if version >= 10 else []
+    if waits:
+        assert cluster is not None
+        waiter = _AcksAllWaiter(
+            cluster, responses, waits, ctx.now_ms + max(request.timeout_ms, 0), version
+        )
+        if not waiter.decided():
+            return ctx.park(waiter)
+        return waiter.complete(ctx.now_ms)
+    return m.ProduceResponse(responses=responses, node_endpoints=endpoints)
+
+
+def _leader_hint(
+    cluster: ClusterView | None, topic: str, partition: int, code: ErrorCode, hinted: set[int]
+) -> m.ProduceResponse.LeaderIdAndEpoch:
+    """KIP-951: the partition's current leader, for a NOT_LEADER_OR_FOLLOWER answer (the
+    client retries there without asking for metadata first)."""
+    if cluster is None or code != ErrorCode.NOT_LEADER_OR_FOLLOWER:
+        return m.ProduceResponse.LeaderIdAndEpoch()
+    leader = cluster.leader(topic, partition)
+    state = cluster.state(topic, partition)
+    if leader < 0 or state is None:
+        return m.ProduceResponse.LeaderIdAndEpoch()
+    hinted.add(leader)
+    return m.ProduceResponse.LeaderIdAndEpoch(leader_id=leader, leader_epoch=state.leader_epoch)
+
+
+def _endpoints(
+    cluster: ClusterView | None, nodes: set[int]
+) -> list[m.ProduceResponse.NodeEndpoint]:
+    """KIP-951: where the leaders named in the answer's hints are."""
+    if cluster is None:
+        return []
+    out = []
+    for node in sorted(nodes):
+        info = cluster.broker(node)
+        if info is not None:
+            out.append(
+                m.ProduceResponse.NodeEndpoint(
+                    node_id=node, host=info.host, port=info.port, rack=info.rack
+                )
+            )
+    return out
+
+
+class _AcksAllWaiter:
+    """An ``acks=all`` Produce in cluster mode, waiting for its partitions' high
+    watermarks to pass what it appended (or for the timeout, or for an error)."""
+
+    def __init__(
+        self,
+        cluster: ClusterView,
+        responses: list[TopicResponse],
+        waits: list[tuple[int, int, str, int, int]],
+        deadline_ms: int,
+        version: int,
+    ) -> None:
+        self._cluster = cluster
+        self._responses = responses
+        self._waits = waits
+        self._version = version
+        self.deadline_ms = deadline_ms
+        self.watches = frozenset((t, p) for _, _, t, p, _ in waits)
+
+    def decided(self) -> bool:
+        replicas = self._cluster.replicas
+        return all(
+            replicas.acks_all_outcome(t, p, need) is not None for _, _, t, p, need in self._waits
+        )
+
+    def on_append(self, topic: str, partition: int, nbytes: int) -> bool:
+        return self.decided()
+
+    def complete(self, now_ms: int) -> m.ProduceResponse:
+        replicas = self._cluster.replicas
+        for ti, pi, t, p, need in self._waits:
+            code = replicas.acks_all_outcome(t, p, need)
+            if code is ErrorCode.NONE:
+                continue
+            if code is None:
+                code = ErrorCode.REQUEST_TIMED_OUT
+                message = f"{t}-{p}: the in-sync replicas did not all acknowledge in time"
+            else:
+                message = f"{t}-{p}: {code.name}"
+            partitions = self._responses[ti].partition_responses
+            old = partitions[pi]
+            partitions[pi] = PartitionResponse(
+                index=old.index,
+                error_code=code,
+                base_offset=old.base_offset
+                if code is ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+                else -1,
+                log_append_time_ms=-1,
+                log_start_offset=-1,
+                error_message=message if self._version >= 8 else None,
+            )
+        return m.ProduceResponse(responses=self._responses)
 
 
 def error_response(

@@ -26,7 +26,14 @@ Rules (Kafka's, for a consumer fetching from the leader):
   at or after the fetch offset and whose first batch is below it, so the
   client can drop their records; read_uncommitted returns everything up to the
   high watermark and a null list, as Kafka does.
-* ``current_leader_epoch`` (v9+) is checked against the only epoch, 0.
+* ``current_leader_epoch`` (v9+) is checked against the leader's epoch (the
+  only epoch, 0, on the single-node broker).
+* Cluster mode: a partition this broker does not lead is NOT_LEADER_OR_FOLLOWER.
+  A follower's fetch (``replica_id``, in ``replica_state`` from v15) reads up
+  to the log end offset and tells the leader how far the follower has come
+  (:mod:`..replica_manager`: ISR and high watermark); a consumer reads below
+  the high watermark only, and its long poll wakes when the high watermark
+  moves, not when the leader appends.
 * Long poll: when no partition has an error and fewer than ``min_bytes`` are
   available, the request is parked until enough bytes have been appended to
   its partitions (all of its session's, for an incremental fetch), a
@@ -74,7 +81,7 @@ from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k01_fetch as m
 
 from ._base import HandlerSpec, Parked, Part, RequestContext
-from ._util import NULL_UUID, check_leader_epoch, code_of, denied, partition_log
+from ._util import NULL_UUID, code_of, denied, leader_log, partition_log
 
 if TYPE_CHECKING:
     from trafka.brokerlite.broker import Broker
@@ -85,6 +92,9 @@ MIN_VERSION = 4
 MAX_VERSION = 17
 
 READ_COMMITTED = 1
+# What a high watermark's move counts as for parked consumer fetches: enough to
+# wake every one of them (they read afresh, whatever bytes they still wait for).
+HIGH_WATERMARK_WAKES = 1 << 61
 
 Aborted = m.FetchResponse.AbortedTransaction
 
@@ -286,9 +296,13 @@ def read_partitions(
     max_bytes: int,
     read_committed: bool,
     unreadable: frozenset[str] = frozenset(),
+    replica_id: int = -1,
+    now_ms: int = 0,
 ) -> list[PartitionResult]:
     """Read every partition of ``wants`` now (no waiting), one result each; the
-    topics named in ``unreadable`` get TOPIC_AUTHORIZATION_FAILED."""
+    topics named in ``unreadable`` get TOPIC_AUTHORIZATION_FAILED. A follower's
+    fetch (``replica_id`` >= 0, cluster mode) reads up to the log end offset and
+    counts as that follower's progress."""
     budget = max_bytes
     first = True  # until a partition returns data, the first batch is always allowed
     by_id = version >= 13
@@ -301,12 +315,15 @@ def read_partitions(
         if name in unreadable:
             results.append(PartitionResult(want.partition, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
             continue
-        code = check_leader_epoch(want.current_leader_epoch)
-        if code:
-            results.append(PartitionResult(want.partition, code))
-            continue
         try:
-            log = partition_log(broker, name, want.partition)
+            if replica_id >= 0 and broker.cluster is not None:
+                partition_log(broker, name, want.partition)
+                broker.cluster.replicas.leader_log(name, want.partition, want.current_leader_epoch)
+                log = broker.cluster.replicas.on_follower_fetch(
+                    name, want.partition, replica_id, want.fetch_offset, now_ms
+                )
+            else:
+                log = leader_log(broker, name, want.partition, want.current_leader_epoch)
             if by_id:
                 # A session keeps the name it learnt: the topic may have been
                 # deleted and created again under it since (Kafka's check).
@@ -314,10 +331,12 @@ def read_partitions(
                 if info is not None and info.topic_id != want.topic_id:
                     results.append(PartitionResult(want.partition, ErrorCode.INCONSISTENT_TOPIC_ID))
                     continue
-            high = log.log_end_offset
+            high = log.high_watermark
             start = log.log_start_offset
             state = broker.producers.state(name, want.partition)
             stable = state.last_stable_offset(high, start)
+            # A follower copies the whole log; consumers stop at the high watermark.
+            end = log.log_end_offset if replica_id >= 0 else high
             result = PartitionResult(
                 want.partition,
                 ErrorCode.NONE,
@@ -333,15 +352,15 @@ def read_partitions(
                     else None
                 ),
             )
-            if not start <= want.fetch_offset <= high:
+            if not start <= want.fetch_offset <= end:
                 result.error_code = ErrorCode.OFFSET_OUT_OF_RANGE
-            elif want.fetch_offset < high:
+            elif want.fetch_offset < end:
                 limit = min(want.max_bytes, max(budget, 0))
                 if limit > 0 or first:
                     read = log.read(
                         want.fetch_offset,
                         limit,
-                        upper_bound=stable if read_committed else high,
+                        upper_bound=stable if read_committed else end,
                         min_one_batch=first,
                     )
                     if read.size:
@@ -414,8 +433,9 @@ class _Fetch:
             else context.partitions
         )
         self.unreadable = unreadable
+        self.replica_id = replica_id_of(version, request) if broker.cluster is not None else -1
 
-    def read(self) -> list[PartitionResult]:
+    def read(self, now_ms: int) -> list[PartitionResult]:
         return read_partitions(
             self.broker,
             self.version,
@@ -423,6 +443,8 @@ class _Fetch:
             self.max_bytes,
             self.read_committed,
             self.unreadable,
+            self.replica_id,
+            now_ms,
         )
 
     def answer(self, results: list[PartitionResult], now_ms: int) -> FetchPlan:
@@ -498,13 +520,18 @@ class _FetchWaiter:
         self._needed = needed
         self.deadline_ms = deadline_ms
         self.watches = watches
+        self._high_watermark_only = fetch.broker.cluster is not None and fetch.replica_id < 0
 
     def on_append(self, topic: str, partition: int, nbytes: int) -> bool:
+        if self._high_watermark_only and nbytes < HIGH_WATERMARK_WAKES:
+            # A consumer of a replicated partition sees records once the high
+            # watermark passes them, not when the leader appends them.
+            return False
         self._needed -= nbytes
         return self._needed <= 0
 
     def complete(self, now_ms: int) -> FetchPlan:
-        return self._fetch.answer(self._fetch.read(), now_ms)
+        return self._fetch.answer(self._fetch.read(now_ms), now_ms)
 
 
 def handle(ctx: RequestContext, request: m.FetchRequest) -> FetchPlan | Parked:
@@ -545,7 +572,7 @@ def handle(ctx: RequestContext, request: m.FetchRequest) -> FetchPlan | Parked:
             (w.topic for w in fetch.wants if w.topic is not None),
         )
     )
-    results = fetch.read()
+    results = fetch.read(ctx.now_ms)
     available = sum(r.size for r in results)
     if request.max_wait_ms <= 0 or available >= request.min_bytes or not fetch.wants:
         return fetch.answer(results, ctx.now_ms)
@@ -562,6 +589,12 @@ def handle(ctx: RequestContext, request: m.FetchRequest) -> FetchPlan | Parked:
         frozenset(watches),
     )
     return ctx.park(waiter)
+
+
+def replica_id_of(version: int, request: m.FetchRequest) -> int:
+    """The fetching follower's broker id (-1: a consumer); in the body up to v14, in
+    ``replica_state`` from v15."""
+    return request.replica_state.replica_id if version >= 15 else request.replica_id
 
 
 def error_response(

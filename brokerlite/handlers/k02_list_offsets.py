@@ -14,8 +14,9 @@ Per partition, by the requested ``timestamp``:
   index finds the batch, the batch's records give the record); offset and
   timestamp -1 when there is none.
 
-``current_leader_epoch`` (v4+) is checked against epoch 0, which is also the
-``leader_epoch`` returned. Version 0 (``old_style_offsets``) is not served,
+``current_leader_epoch`` (v4+) is checked against the leader's epoch (0 on the
+single-node broker), which is also the ``leader_epoch`` returned. In cluster
+mode only the partition's leader answers (else NOT_LEADER_OR_FOLLOWER). Version 0 (``old_style_offsets``) is not served,
 as in Kafka 4.0.
 
 Authorization: each topic needs DESCRIBE, else its partitions get
@@ -30,7 +31,7 @@ from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k02_list_offsets as m
 
 from ._base import HandlerSpec, RequestContext
-from ._util import LEADER_EPOCH, check_leader_epoch, code_of, denied, partition_log
+from ._util import LEADER_EPOCH, code_of, denied, leader_log
 
 API_KEY = 2
 MIN_VERSION = 1
@@ -49,16 +50,21 @@ Partition = m.ListOffsetsResponse.ListOffsetsPartitionResponse
 
 
 def _lookup(
-    ctx: RequestContext, topic: str, partition: int, target: int, read_committed: bool
+    ctx: RequestContext,
+    topic: str,
+    partition: int,
+    target: int,
+    read_committed: bool,
+    current_leader_epoch: int,
 ) -> tuple[int, int]:
     version = ctx.version
-    log = partition_log(ctx.broker, topic, partition)
+    log = leader_log(ctx.broker, topic, partition, current_leader_epoch)
     if target == EARLIEST or (target == EARLIEST_LOCAL and version >= 8):
         return log.log_start_offset, -1
     if target == LATEST:
         if read_committed:
             return ctx.broker.producers.last_stable_offset(topic, partition), -1
-        return log.log_end_offset, -1
+        return log.high_watermark, -1
     if target == MAX_TIMESTAMP and version >= 7:
         found = log.offset_of_max_timestamp()
     elif target < 0:
@@ -66,6 +72,14 @@ def _lookup(
     else:
         found = log.offset_for_timestamp(target)
     return (-1, -1) if found is None else found
+
+
+def _epoch(ctx: RequestContext, topic: str, partition: int) -> int:
+    cluster = ctx.broker.cluster
+    if cluster is None:
+        return LEADER_EPOCH
+    replica = cluster.replicas.replica(topic, partition)
+    return replica.leader_epoch if replica is not None else -1
 
 
 def handle(ctx: RequestContext, request: m.ListOffsetsRequest) -> m.ListOffsetsResponse:
@@ -78,16 +92,19 @@ def handle(ctx: RequestContext, request: m.ListOffsetsRequest) -> m.ListOffsetsR
     for topic in request.topics:
         partitions: list[Partition] = []
         for want in topic.partitions:
-            code: int
+            code: int = ErrorCode.NONE
             if topic.name in hidden:
                 code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
-            else:
-                code = check_leader_epoch(want.current_leader_epoch) if version >= 4 else 0
             offset = timestamp = -1
             if not code:
                 try:
                     offset, timestamp = _lookup(
-                        ctx, topic.name, want.partition_index, want.timestamp, read_committed
+                        ctx,
+                        topic.name,
+                        want.partition_index,
+                        want.timestamp,
+                        read_committed,
+                        want.current_leader_epoch if version >= 4 else -1,
                     )
                 except BrokerError as exc:
                     code = code_of(exc)
@@ -97,7 +114,9 @@ def handle(ctx: RequestContext, request: m.ListOffsetsRequest) -> m.ListOffsetsR
                     error_code=code,
                     timestamp=timestamp,
                     offset=offset,
-                    leader_epoch=LEADER_EPOCH if version >= 4 and not code else -1,
+                    leader_epoch=_epoch(ctx, topic.name, want.partition_index)
+                    if version >= 4 and not code
+                    else -1,
                 )
             )
         topics.append(Topic(name=topic.name, partitions=partitions))

@@ -1,7 +1,12 @@
 """Metadata (key 3), versions 0-12: this node, the topics and their partitions.
 
 * One broker (this node) leads every partition with leader epoch 0; replicas and
-  ISR are ``[node_id]``; it is also the controller. The cluster id (v2+) is
+  ISR are ``[node_id]``; it is also the controller. In cluster mode the answer
+  describes the whole cluster as ZooKeeper last had it: the live brokers, the
+  controller, each partition's leader, leader epoch, replicas, ISR and offline
+  replicas (a partition without a leader: LEADER_NOT_AVAILABLE), and the
+  internal topics marked so. Auto-creation there is the controller's: the topic
+  is answered LEADER_NOT_AVAILABLE until its partitions have leaders. The cluster id (v2+) is
   the one stored in the data directory.
 * Topics: ``null`` (v1+) or ``[]`` in v0 lists every topic; otherwise the named
   topics, or in v10+ topics named by id (unknown id: UNKNOWN_TOPIC_ID). Topic
@@ -28,6 +33,7 @@ import uuid
 from typing import TYPE_CHECKING
 
 from trafka.brokerlite.authorizer import CLUSTER_NAME
+from trafka.brokerlite.cluster_view import INTERNAL_TOPICS
 from trafka.brokerlite.errors import BrokerError, TopicExistsError
 from trafka.codec.acl import AclOperation, AclResourceType
 from trafka.codec.errors import ErrorCode
@@ -44,6 +50,7 @@ from ._util import (
 )
 
 if TYPE_CHECKING:
+    from trafka.brokerlite.cluster_view import ClusterView
     from trafka.brokerlite.log import TopicInfo
 
 API_KEY = 3
@@ -60,6 +67,7 @@ def handle(ctx: RequestContext, request: m.MetadataRequest) -> m.MetadataRespons
     broker = ctx.broker
     version = ctx.version
     node = broker.node_id
+    cluster = broker.cluster
     secured = broker.authorizer is not None
     want_topic_ops = version >= 8 and request.include_topic_authorized_operations
     # An unknown topic id: Kafka leaves its bit field unset; an unsecured
@@ -87,6 +95,8 @@ def handle(ctx: RequestContext, request: m.MetadataRequest) -> m.MetadataRespons
         ) or ctx.allowed(AclOperation.CREATE, AclResourceType.TOPIC, name)
 
     def described(info: TopicInfo) -> Topic:
+        if cluster is not None:
+            return _cluster_topic(cluster, info, ops_of(info.name))
         return Topic(
             error_code=ErrorCode.NONE,
             name=info.name,
@@ -154,6 +164,26 @@ def handle(ctx: RequestContext, request: m.MetadataRequest) -> m.MetadataRespons
             if info is None and allow_create and not may_create(name):
                 topics.append(refused(name))
                 continue
+            if info is None and allow_create and cluster is not None:
+                # The controller must place it: Kafka answers LEADER_NOT_AVAILABLE
+                # until its partitions have leaders, and the client asks again.
+                cluster.submit(
+                    "create_topic",
+                    name=name,
+                    num_partitions=-1,
+                    replication_factor=-1,
+                    assignments=None,
+                    configs={},
+                    quiet=True,
+                )
+                topics.append(
+                    Topic(
+                        error_code=ErrorCode.LEADER_NOT_AVAILABLE,
+                        name=name,
+                        topic_authorized_operations=ops_of(name),
+                    )
+                )
+                continue
             if info is None and allow_create:
                 try:
                     info = broker.logs.create_topic(name, broker.config.num_partitions)
@@ -191,12 +221,54 @@ def handle(ctx: RequestContext, request: m.MetadataRequest) -> m.MetadataRespons
             if ctx.allowed(AclOperation.DESCRIBE, AclResourceType.CLUSTER, CLUSTER_NAME)
             else 0
         )
+    brokers = [m.MetadataResponse.MetadataResponseBroker(node_id=node, host=host, port=port)]
+    controller = node
+    if cluster is not None:
+        image = cluster.image
+        brokers = [
+            m.MetadataResponse.MetadataResponseBroker(
+                node_id=b.node_id, host=b.host, port=b.port, rack=b.rack
+            )
+            for b in sorted(image.brokers.values(), key=lambda b: b.node_id)
+        ]
+        controller = image.controller_id
     return m.MetadataResponse(
-        brokers=[m.MetadataResponse.MetadataResponseBroker(node_id=node, host=host, port=port)],
+        brokers=brokers,
         cluster_id=broker.cluster_id if version >= 2 else None,
-        controller_id=node if version >= 1 else -1,
+        controller_id=controller if version >= 1 else -1,
         topics=topics,
         cluster_authorized_operations=cluster_ops,
+    )
+
+
+def _cluster_topic(cluster: ClusterView, info: TopicInfo, ops: int) -> Topic:
+    """A topic as the cluster has it: each partition's leader, epoch, replicas, ISR
+    and offline replicas; LEADER_NOT_AVAILABLE for a partition without a leader."""
+    image = cluster.image
+    assignment = image.topics.get(info.name)
+    partitions = []
+    for i in range(info.num_partitions):
+        replicas = list(assignment.replicas.get(i, ())) if assignment is not None else []
+        state = image.states.get((info.name, i))
+        leader = cluster.leader(info.name, i)
+        partitions.append(
+            Partition(
+                error_code=ErrorCode.NONE if leader >= 0 else ErrorCode.LEADER_NOT_AVAILABLE,
+                partition_index=i,
+                leader_id=leader,
+                leader_epoch=state.leader_epoch if state is not None else -1,
+                replica_nodes=replicas,
+                isr_nodes=list(state.isr) if state is not None else [],
+                offline_replicas=[r for r in replicas if r not in image.brokers],
+            )
+        )
+    return Topic(
+        error_code=ErrorCode.NONE,
+        name=info.name,
+        topic_id=info.topic_id,
+        is_internal=info.name in INTERNAL_TOPICS,
+        partitions=partitions,
+        topic_authorized_operations=ops,
     )
 
 

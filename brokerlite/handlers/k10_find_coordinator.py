@@ -4,6 +4,12 @@
   ids): this node, always (it coordinates every group and every transaction).
   v4+ batches keys in ``coordinator_keys`` and answers one entry per key.
 * Share-group keys (key_type 2) and unknown types: INVALID_REQUEST.
+* Cluster mode: a group's coordinator is the leader of its ``__consumer_offsets``
+  partition (Kafka's hash of the group id), which is created on the first
+  request with ``offsets.topic.num.partitions`` partitions
+  (COORDINATOR_NOT_AVAILABLE meanwhile, and while that partition has no
+  leader). Transactional ids get COORDINATOR_NOT_AVAILABLE: transactions are
+  not served in cluster mode yet.
 
 Authorization, per key: DESCRIBE on the group (else GROUP_AUTHORIZATION_FAILED)
 or on the transactional id (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED).
@@ -11,6 +17,7 @@ or on the transactional id (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED).
 
 from __future__ import annotations
 
+from trafka.brokerlite.cluster_view import OFFSETS_TOPIC
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k10_find_coordinator as m
 
@@ -40,14 +47,53 @@ def _answer(ctx: RequestContext, key: str, key_type: int) -> tuple[ErrorCode, st
     return ErrorCode.INVALID_REQUEST, f"unsupported coordinator key type {key_type}"
 
 
+def _where(ctx: RequestContext, key: str, key_type: int) -> tuple[ErrorCode, str | None, int]:
+    """The coordinator's node for ``key`` (an error and message when there is none)."""
+    code, message = _answer(ctx, key, key_type)
+    broker = ctx.broker
+    cluster = broker.cluster
+    if code != ErrorCode.NONE or cluster is None:
+        return code, message, broker.node_id
+    if key_type == TRANSACTION:
+        return (
+            ErrorCode.COORDINATOR_NOT_AVAILABLE,
+            "transactions are not served in brokerlite's cluster mode yet",
+            -1,
+        )
+    if OFFSETS_TOPIC not in cluster.image.topics:
+        # Created on first use, as Kafka does; the client asks again.
+        cluster.submit(
+            "create_topic",
+            name=OFFSETS_TOPIC,
+            num_partitions=broker.config.offsets_topic_num_partitions,
+            replication_factor=-1,
+            configs={"cleanup.policy": "compact"},
+            quiet=True,
+        )
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE, f"{OFFSETS_TOPIC} is being created", -1
+    node = cluster.coordinator(key)
+    broker_info = cluster.broker(node)
+    if node < 0 or broker_info is None:
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE, "the group's partition has no leader", -1
+    return ErrorCode.NONE, None, node
+
+
+def _address(ctx: RequestContext, node: int) -> tuple[str, int]:
+    cluster = ctx.broker.cluster
+    if cluster is not None:
+        info = cluster.broker(node)
+        if info is not None:
+            return info.host, info.port
+    return ctx.broker.advertised
+
+
 def handle(ctx: RequestContext, request: m.FindCoordinatorRequest) -> m.FindCoordinatorResponse:
-    host, port = ctx.broker.advertised
-    node = ctx.broker.node_id
     if ctx.version >= 4:
         coordinators = []
         for key in request.coordinator_keys:
-            code, message = _answer(ctx, key, request.key_type)
+            code, message, node = _where(ctx, key, request.key_type)
             ok = code == ErrorCode.NONE
+            host, port = _address(ctx, node) if ok else ("", -1)
             coordinators.append(
                 m.FindCoordinatorResponse.Coordinator(
                     key=key,
@@ -59,8 +105,9 @@ def handle(ctx: RequestContext, request: m.FindCoordinatorRequest) -> m.FindCoor
                 )
             )
         return m.FindCoordinatorResponse(coordinators=coordinators)
-    code, message = _answer(ctx, request.key, request.key_type)
+    code, message, node = _where(ctx, request.key, request.key_type)
     ok = code == ErrorCode.NONE
+    host, port = _address(ctx, node) if ok else ("", -1)
     return m.FindCoordinatorResponse(
         error_code=code,
         error_message=message if ctx.version >= 1 else "",

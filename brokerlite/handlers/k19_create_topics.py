@@ -4,6 +4,12 @@
   ``replication_factor`` must be 1 or -1 (there is one broker), anything else
   is INVALID_REPLICATION_FACTOR. Manual ``assignments`` must put every
   partition on this node, numbered from 0, and come with both counts at -1.
+* Cluster mode: the topic is written to ZooKeeper by the cluster driver
+  (:mod:`..cluster`), placed as Kafka places replicas (``replication_factor``
+  -1: ``default.replication.factor``; more than the live brokers:
+  INVALID_REPLICATION_FACTOR), or as the explicit ``assignments`` say (live
+  brokers, none twice, one factor: else INVALID_REPLICA_ASSIGNMENT). The answer
+  comes once every partition has a leader, or at ``timeout_ms``.
 * Configs are topic configs by Kafka name; a null value is INVALID_CONFIG.
 * ``validate_only`` runs every check and changes nothing.
 * A topic named twice in one request gets INVALID_REQUEST for every copy.
@@ -24,15 +30,20 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
+from typing import TYPE_CHECKING
 
 from trafka.brokerlite.authorizer import CLUSTER_NAME
+from trafka.brokerlite.cluster_view import ZkTask
 from trafka.brokerlite.errors import BrokerError
 from trafka.brokerlite.quotas import MUTATION_THROTTLED
 from trafka.codec.acl import AclOperation, AclResourceType
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k19_create_topics as m
 
-from ._base import HandlerSpec, RequestContext
+from ._base import HandlerSpec, Parked, RequestContext
+
+if TYPE_CHECKING:
+    from trafka.brokerlite.log import TopicInfo
 from ._util import NULL_UUID, code_of, denied
 
 API_KEY = 19
@@ -67,6 +78,8 @@ def _partition_count(ctx: RequestContext, topic: m.CreateTopicsRequest.Creatable
                 "partitions must be numbered consecutively from 0",
             )
         for a in topic.assignments:
+            if ctx.broker.cluster is not None:
+                continue  # checked by the cluster driver against the live brokers
             if a.broker_ids != [node]:
                 raise _Refused(
                     ErrorCode.INVALID_REPLICA_ASSIGNMENT,
@@ -81,6 +94,8 @@ def _partition_count(ctx: RequestContext, topic: m.CreateTopicsRequest.Creatable
             ErrorCode.INVALID_PARTITIONS,
             "the number of partitions must be at least 1, or -1 for the default",
         )
+    if ctx.broker.cluster is not None:
+        return count  # the cluster driver checks the factor against the live brokers
     if topic.replication_factor not in (-1, 1):
         raise _Refused(
             ErrorCode.INVALID_REPLICATION_FACTOR,
@@ -89,7 +104,7 @@ def _partition_count(ctx: RequestContext, topic: m.CreateTopicsRequest.Creatable
     return count
 
 
-def handle(ctx: RequestContext, request: m.CreateTopicsRequest) -> m.CreateTopicsResponse:
+def handle(ctx: RequestContext, request: m.CreateTopicsRequest) -> m.CreateTopicsResponse | Parked:
     broker = ctx.broker
     version = ctx.version
     counts = Counter(t.name for t in request.topics)
@@ -99,6 +114,8 @@ def handle(ctx: RequestContext, request: m.CreateTopicsRequest) -> m.CreateTopic
     indescribable = denied(ctx, AclOperation.DESCRIBE_CONFIGS, AclResourceType.TOPIC, counts)
     quota = ctx.mutation_quota(STRICT_QUOTA_FROM)
     results: list[Result] = []
+    cluster = broker.cluster
+    tasks: list[ZkTask] = []
     for topic in request.topics:
         try:
             if counts[topic.name] > 1:
@@ -117,6 +134,30 @@ def handle(ctx: RequestContext, request: m.CreateTopicsRequest) -> m.CreateTopic
                 configs[c.name] = c.value
             if not request.validate_only and not quota.admit(partitions):
                 raise _Refused(ErrorCode.THROTTLING_QUOTA_EXCEEDED, MUTATION_THROTTLED)
+            if cluster is not None:
+                # Names, partitions and configs are checked here, the rest by the driver.
+                broker.logs.create_topic(
+                    topic.name, partitions, configs, validate_only=True, now_ms=ctx.now_ms
+                )
+                tasks.append(
+                    ZkTask(
+                        "create_topic",
+                        {
+                            "name": topic.name,
+                            "num_partitions": partitions,
+                            "replication_factor": topic.replication_factor,
+                            "assignments": {
+                                a.partition_index: list(a.broker_ids) for a in topic.assignments
+                            }
+                            or None,
+                            "configs": configs,
+                            "validate_only": request.validate_only,
+                            "timeout_ms": request.timeout_ms,
+                        },
+                    )
+                )
+                results.append(Result(name=topic.name))  # filled in when the task is done
+                continue
             info = broker.logs.create_topic(
                 topic.name,
                 partitions,
@@ -126,60 +167,134 @@ def handle(ctx: RequestContext, request: m.CreateTopicsRequest) -> m.CreateTopic
             )
         except (_Refused, BrokerError) as exc:
             code = exc.code if isinstance(exc, _Refused) else code_of(exc)
-            results.append(
-                Result(
-                    name=topic.name,
-                    error_code=code,
-                    error_message=str(exc) or None,
-                    num_partitions=-1,
-                    replication_factor=-1,
-                    configs=None if version >= 5 else [],
-                )
-            )
+            results.append(_refused(topic.name, version, code, str(exc) or None))
             continue
         if not request.validate_only:
             log.info("created topic %r with %d partition(s)", info.name, info.num_partitions)
-        topic_id = info.topic_id if version >= 7 and not request.validate_only else NULL_UUID
-        if version >= 5 and info.name in indescribable:
-            results.append(
-                Result(
-                    name=info.name,
-                    topic_id=topic_id,
-                    error_code=ErrorCode.NONE,
-                    error_message=None,
-                    topic_config_error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
-                    num_partitions=-1,
-                    replication_factor=-1,
-                    configs=[],
-                )
-            )
-            continue
-        described: list[ResultConfig] = []
-        if version >= 5:
-            # A validated-only topic does not exist, so it has no configs to describe.
-            entries = [] if request.validate_only else broker.logs.describe_configs(info.name)
-            described = [
-                ResultConfig(
-                    name=e.name,
-                    value=e.value,
-                    read_only=e.read_only,
-                    config_source=int(e.source),
-                    is_sensitive=e.sensitive,
-                )
-                for e in entries
-            ]
-        results.append(
-            Result(
-                name=info.name,
-                topic_id=topic_id,
-                error_code=ErrorCode.NONE,
-                error_message=None,
-                num_partitions=info.num_partitions if version >= 5 else -1,
-                replication_factor=1 if version >= 5 else -1,
-                configs=described,
-            )
-        )
+        results.append(_created(ctx, request, info, indescribable, 1))
+    if tasks:
+        assert cluster is not None
+        waiter = _ClusterCreate(ctx, request, results, tasks, indescribable, quota.throttle_ms())
+        parked = ctx.park(waiter)
+        cluster.submit_all(tasks, parked.ticket)
+        return parked
     return m.CreateTopicsResponse(throttle_time_ms=quota.throttle_ms(), topics=results)
+
+
+def _refused(name: str, version: int, code: int, message: str | None) -> Result:
+    return Result(
+        name=name,
+        error_code=code,
+        error_message=message,
+        num_partitions=-1,
+        replication_factor=-1,
+        configs=None if version >= 5 else [],
+    )
+
+
+class _ClusterCreate:
+    """A CreateTopics in cluster mode, waiting for the driver's ZooKeeper writes and
+    for the new partitions' leaders."""
+
+    watches: frozenset[tuple[str, int]] = frozenset()
+
+    def __init__(
+        self,
+        ctx: RequestContext,
+        request: m.CreateTopicsRequest,
+        results: list[Result],
+        tasks: list[ZkTask],
+        indescribable: set[str],
+        throttle_ms: int,
+    ) -> None:
+        self._ctx = ctx
+        self._request = request
+        self._results = results
+        self._tasks = {t.args["name"]: t for t in tasks}
+        self._indescribable = indescribable
+        self._throttle_ms = throttle_ms
+        # The driver answers by the request's timeout; this is only a backstop.
+        self.deadline_ms = ctx.now_ms + max(request.timeout_ms, 0) + 5_000
+
+    def on_append(self, topic: str, partition: int, nbytes: int) -> bool:
+        return False
+
+    def complete(self, now_ms: int) -> m.CreateTopicsResponse:
+        ctx, version = self._ctx, self._ctx.version
+        broker = ctx.broker
+        assert broker.cluster is not None
+        out: list[Result] = []
+        for result in self._results:
+            task = self._tasks.get(result.name)
+            if task is None:
+                out.append(result)
+                continue
+            if task.error is not None or not task.done:
+                error = task.error
+                out.append(
+                    _refused(
+                        result.name,
+                        version,
+                        code_of(error) if error is not None else ErrorCode.REQUEST_TIMED_OUT,
+                        str(error) if error is not None else "ZooKeeper did not answer in time",
+                    )
+                )
+                continue
+            info = broker.logs.topic(result.name)
+            assignment = broker.cluster.image.topics.get(result.name)
+            if info is None or self._request.validate_only:
+                out.append(Result(name=result.name, num_partitions=-1, replication_factor=-1))
+                continue
+            factor = len(assignment.replicas[0]) if assignment is not None else -1
+            out.append(_created(ctx, self._request, info, self._indescribable, factor))
+        return m.CreateTopicsResponse(throttle_time_ms=self._throttle_ms, topics=out)
+
+
+def _created(
+    ctx: RequestContext,
+    request: m.CreateTopicsRequest,
+    info: TopicInfo,
+    indescribable: set[str],
+    replication_factor: int,
+) -> Result:
+    """The result of a topic created (or validated)."""
+    version = ctx.version
+    broker = ctx.broker
+    topic_id = info.topic_id if version >= 7 and not request.validate_only else NULL_UUID
+    if version >= 5 and info.name in indescribable:
+        return Result(
+            name=info.name,
+            topic_id=topic_id,
+            error_code=ErrorCode.NONE,
+            error_message=None,
+            topic_config_error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+            num_partitions=-1,
+            replication_factor=-1,
+            configs=[],
+        )
+    described: list[ResultConfig] = []
+    if version >= 5:
+        # A validated-only topic does not exist, so it has no configs to describe.
+        entries = [] if request.validate_only else broker.logs.describe_configs(info.name)
+        described = [
+            ResultConfig(
+                name=e.name,
+                value=e.value,
+                read_only=e.read_only,
+                config_source=int(e.source),
+                is_sensitive=e.sensitive,
+            )
+            for e in entries
+        ]
+    return Result(
+        name=info.name,
+        topic_id=topic_id,
+        error_code=ErrorCode.NONE,
+        error_message=None,
+        num_partitions=info.num_partitions if version >= 5 else -1,
+        replication_factor=replication_factor if version >= 5 else -1,
+        configs=described,
+    )
 
 
 def error_response(

@@ -14,22 +14,29 @@ Authorization: DELETE on the cluster allows every topic; otherwise a topic
 needs DELETE on itself, else TOPIC_AUTHORIZATION_FAILED. A name without
 DESCRIBE is refused before its existence is looked at; a known id without
 DESCRIBE is refused without its name.
+
+Cluster mode: the deletion is the controller's. The topic is marked in
+``/admin/delete_topics``; the controller removes it from ZooKeeper, and every
+broker deletes its logs when it sees it gone. The answer comes then, or at
+``timeout_ms`` (REQUEST_TIMED_OUT).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import uuid
 
 from trafka.brokerlite.authorizer import CLUSTER_NAME
+from trafka.brokerlite.cluster_view import ZkTask
 from trafka.brokerlite.errors import BrokerError
 from trafka.brokerlite.quotas import MUTATION_THROTTLED
 from trafka.codec.acl import AclOperation, AclResourceType
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k20_delete_topics as m
 
-from ._base import HandlerSpec, RequestContext
-from ._util import NULL_UUID, code_of, message_of
+from ._base import HandlerSpec, Parked, RequestContext
+from ._util import NULL_UUID, code_of, message_of, park_on_tasks, task_outcome
 
 API_KEY = 20
 MIN_VERSION = 1
@@ -41,7 +48,7 @@ log = logging.getLogger("trafka.brokerlite")
 Result = m.DeleteTopicsResponse.DeletableTopicResult
 
 
-def handle(ctx: RequestContext, request: m.DeleteTopicsRequest) -> m.DeleteTopicsResponse:
+def handle(ctx: RequestContext, request: m.DeleteTopicsRequest) -> m.DeleteTopicsResponse | Parked:
     broker = ctx.broker
     version = ctx.version
     wanted: list[tuple[str | None, uuid.UUID]] = []
@@ -56,6 +63,7 @@ def handle(ctx: RequestContext, request: m.DeleteTopicsRequest) -> m.DeleteTopic
 
     quota = ctx.mutation_quota(STRICT_QUOTA_FROM)
     results: list[Result] = []
+    tasks: list[ZkTask] = []
     for name, topic_id in wanted:
         by_id = name is None
         if by_id and topic_id == NULL_UUID:
@@ -111,6 +119,14 @@ def handle(ctx: RequestContext, request: m.DeleteTopicsRequest) -> m.DeleteTopic
                 )
             )
             continue
+        if broker.cluster is not None:
+            tasks.append(
+                ZkTask("delete_topic", {"name": info.name, "timeout_ms": request.timeout_ms})
+            )
+            results.append(
+                Result(name=info.name, topic_id=info.topic_id if version >= 6 else NULL_UUID)
+            )
+            continue
         try:
             broker.logs.delete_topic(info.name)
         except BrokerError as exc:
@@ -133,6 +149,24 @@ def handle(ctx: RequestContext, request: m.DeleteTopicsRequest) -> m.DeleteTopic
                 error_message=None,
             )
         )
+    if tasks:
+        by_name = {t.args["name"]: t for t in tasks}
+
+        def answer() -> m.DeleteTopicsResponse:
+            out: list[Result] = []
+            for result in results:
+                task = by_name.get(result.name or "")
+                if task is not None:
+                    code, message = task_outcome(task)
+                    result = dataclasses.replace(
+                        result,
+                        error_code=code,
+                        error_message=message if code and version >= 5 else None,
+                    )
+                out.append(result)
+            return m.DeleteTopicsResponse(throttle_time_ms=quota.throttle_ms(), responses=out)
+
+        return park_on_tasks(ctx, tasks, request.timeout_ms, answer)
     return m.DeleteTopicsResponse(throttle_time_ms=quota.throttle_ms(), responses=results)
 
 

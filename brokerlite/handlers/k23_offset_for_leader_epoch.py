@@ -1,9 +1,13 @@
 """OffsetForLeaderEpoch (key 23), versions 2-4: end offset of a leader epoch.
 
 Consumers (KIP-320) ask it to validate their position after a leader change.
-There is one epoch, 0, which ends at the log end offset. As in Kafka, a
-requested epoch newer than the current one, or undefined (-1), yields epoch
-and end offset -1; ``current_leader_epoch`` is fenced against 0.
+On the single-node broker there is one epoch, 0, which ends at the log end
+offset. As in Kafka, a requested epoch newer than the current one, or
+undefined (-1), yields epoch and end offset -1; ``current_leader_epoch`` is
+fenced against 0. In cluster mode only the leader answers (else
+NOT_LEADER_OR_FOLLOWER), from its log's leader epoch cache
+(``PartitionLog.end_offset_for_epoch``): this is how a follower finds where
+its log and the new leader's agree before it truncates.
 
 Authorization: CLUSTER_ACTION on the cluster (a follower's right) covers every
 topic; otherwise each topic needs DESCRIBE, else its partitions get
@@ -19,7 +23,7 @@ from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k23_offset_for_leader_epoch as m
 
 from ._base import HandlerSpec, RequestContext
-from ._util import LEADER_EPOCH, check_leader_epoch, code_of, denied, partition_log
+from ._util import LEADER_EPOCH, code_of, denied, leader_log
 
 API_KEY = 23
 MIN_VERSION = 2
@@ -41,15 +45,18 @@ def handle(
     for topic in request.topics:
         partitions: list[Partition] = []
         for want in topic.partitions:
+            code = ErrorCode.NONE
             if topic.topic in hidden:
                 code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
-            else:
-                code = check_leader_epoch(want.current_leader_epoch)
             epoch = end = -1
             if not code:
                 try:
-                    log = partition_log(ctx.broker, topic.topic, want.partition)
-                    if 0 <= want.leader_epoch <= LEADER_EPOCH:
+                    log = leader_log(
+                        ctx.broker, topic.topic, want.partition, want.current_leader_epoch
+                    )
+                    if ctx.broker.cluster is not None:
+                        epoch, end = log.end_offset_for_epoch(want.leader_epoch)
+                    elif 0 <= want.leader_epoch <= LEADER_EPOCH:
                         epoch, end = LEADER_EPOCH, log.log_end_offset
                 except BrokerError as exc:
                     code = code_of(exc)

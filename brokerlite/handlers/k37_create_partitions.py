@@ -12,6 +12,11 @@ partitions added count; from v3 a topic asked while the quota is exceeded gets
 THROTTLING_QUOTA_EXCEEDED, before v3 it grows and the answer is only throttled.
 ``validate_only`` counts nothing.
 
+Cluster mode: the new partitions are placed as Kafka places them (the topic's
+replication factor; explicit assignments name live brokers) and written to
+ZooKeeper; the answer comes once ZooKeeper has them and their leaders are
+elected, or at ``timeout_ms``.
+
 Authorization: each topic needs ALTER, else TOPIC_AUTHORIZATION_FAILED (after
 the duplicate check, before existence is looked at).
 """
@@ -21,14 +26,15 @@ from __future__ import annotations
 import logging
 from collections import Counter
 
+from trafka.brokerlite.cluster_view import ZkTask
 from trafka.brokerlite.errors import BrokerError
 from trafka.brokerlite.quotas import MUTATION_THROTTLED
 from trafka.codec.acl import AclOperation, AclResourceType
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k37_create_partitions as m
 
-from ._base import HandlerSpec, RequestContext
-from ._util import code_of, denied, message_of
+from ._base import HandlerSpec, Parked, RequestContext
+from ._util import code_of, denied, message_of, park_on_tasks, task_outcome
 
 API_KEY = 37
 MIN_VERSION = 0
@@ -40,12 +46,15 @@ log = logging.getLogger("trafka.brokerlite")
 Result = m.CreatePartitionsResponse.CreatePartitionsTopicResult
 
 
-def handle(ctx: RequestContext, request: m.CreatePartitionsRequest) -> m.CreatePartitionsResponse:
+def handle(
+    ctx: RequestContext, request: m.CreatePartitionsRequest
+) -> m.CreatePartitionsResponse | Parked:
     broker = ctx.broker
     counts = Counter(t.name for t in request.topics)
     unalterable = denied(ctx, AclOperation.ALTER, AclResourceType.TOPIC, counts)
     quota = ctx.mutation_quota(STRICT_QUOTA_FROM)
     results: list[Result] = []
+    tasks: list[ZkTask] = []
     for topic in request.topics:
         code, message = ErrorCode.NONE, None
         if counts[topic.name] > 1:
@@ -60,7 +69,10 @@ def handle(ctx: RequestContext, request: m.CreatePartitionsRequest) -> m.CreateP
                 message = f"unknown topic {topic.name!r}"
             elif topic.assignments and (
                 len(topic.assignments) != topic.count - info.num_partitions
-                or any(a.broker_ids != [broker.node_id] for a in topic.assignments)
+                or (
+                    broker.cluster is None
+                    and any(a.broker_ids != [broker.node_id] for a in topic.assignments)
+                )
             ):
                 code = ErrorCode.INVALID_REPLICA_ASSIGNMENT
                 message = (
@@ -73,6 +85,19 @@ def handle(ctx: RequestContext, request: m.CreatePartitionsRequest) -> m.CreateP
                 and not quota.admit(topic.count - info.num_partitions)
             ):
                 code, message = ErrorCode.THROTTLING_QUOTA_EXCEEDED, MUTATION_THROTTLED
+            elif broker.cluster is not None and topic.count > info.num_partitions:
+                tasks.append(
+                    ZkTask(
+                        "create_partitions",
+                        {
+                            "name": topic.name,
+                            "total": topic.count,
+                            "assignments": [list(a.broker_ids) for a in topic.assignments or []],
+                            "validate_only": request.validate_only,
+                            "timeout_ms": request.timeout_ms,
+                        },
+                    )
+                )
             else:
                 try:
                     broker.logs.create_partitions(
@@ -88,6 +113,20 @@ def handle(ctx: RequestContext, request: m.CreatePartitionsRequest) -> m.CreateP
                         log.info("topic %r now has %d partitions", topic.name, topic.count)
                         broker.notify_topic_changed(topic.name, deleted=False)
         results.append(Result(name=topic.name, error_code=code, error_message=message))
+    if tasks:
+        by_name = {t.args["name"]: t for t in tasks}
+
+        def answer() -> m.CreatePartitionsResponse:
+            out = []
+            for result in results:
+                task = by_name.get(result.name)
+                if task is not None:
+                    code, message = task_outcome(task)
+                    result = Result(name=result.name, error_code=code, error_message=message)
+                out.append(result)
+            return m.CreatePartitionsResponse(throttle_time_ms=quota.throttle_ms(), results=out)
+
+        return park_on_tasks(ctx, tasks, request.timeout_ms, answer)
     return m.CreatePartitionsResponse(throttle_time_ms=quota.throttle_ms(), results=results)
 
 

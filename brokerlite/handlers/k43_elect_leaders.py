@@ -1,4 +1,14 @@
-"""ElectLeaders (key 43), versions 0-2, as Kafka's controller answers on one node.
+"""ElectLeaders (key 43), versions 0-2, as Kafka's controller answers.
+
+In cluster mode the election is the controller's: the partitions that need one
+are written to ``/admin/preferred_replica_election`` (Kafka's znode) and the
+answer comes once the controller has carried it out. Per partition, as Kafka:
+ELECTION_NOT_NEEDED when the preferred replica leads already (or, for an
+unclean election, when the partition has a leader); PREFERRED_LEADER_NOT_AVAILABLE
+when the preferred replica is not live or not in the ISR;
+ELIGIBLE_LEADERS_NOT_AVAILABLE when an unclean election finds no live replica.
+
+On a single node:
 
 Every partition is led by this node, its only (so its preferred) replica: no
 election is ever needed. Named partitions are answered ELECTION_NOT_NEEDED, or
@@ -15,11 +25,13 @@ error answer there names it on every named partition only.
 from __future__ import annotations
 
 from trafka.brokerlite.authorizer import CLUSTER_NAME
+from trafka.brokerlite.cluster_view import ZkTask
 from trafka.codec.acl import AclOperation, AclResourceType
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k43_elect_leaders as m
 
-from ._base import HandlerSpec, RequestContext
+from ._base import HandlerSpec, Parked, RequestContext
+from ._util import park_on_tasks
 
 API_KEY = 43
 MIN_VERSION = 0
@@ -49,12 +61,14 @@ def _refused(
     )
 
 
-def handle(ctx: RequestContext, request: m.ElectLeadersRequest) -> m.ElectLeadersResponse:
+def handle(ctx: RequestContext, request: m.ElectLeadersRequest) -> m.ElectLeadersResponse | Parked:
     if not ctx.allowed(AclOperation.ALTER, AclResourceType.CLUSTER, CLUSTER_NAME):
         return _refused(request, ctx.version, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     election = request.election_type if ctx.version >= 1 else 0
     if election not in (0, 1):
         return error_response(request, ctx.version, ErrorCode.INVALID_REQUEST)
+    if ctx.broker.cluster is not None:
+        return _cluster_election(ctx, request, election)
     logs = ctx.broker.logs
     results = []
     if request.topic_partitions is None:
@@ -74,6 +88,73 @@ def handle(ctx: RequestContext, request: m.ElectLeadersRequest) -> m.ElectLeader
                 )
             results.append(TopicResult(topic=topic.topic, partition_result=parts))
     return m.ElectLeadersResponse(error_code=ErrorCode.NONE, replica_election_results=results)
+
+
+def _cluster_election(
+    ctx: RequestContext, request: m.ElectLeadersRequest, election: int
+) -> m.ElectLeadersResponse | Parked:
+    """Cluster mode: the controller carries the election out (Kafka's rules per
+    partition: ELECTION_NOT_NEEDED when the preferred replica leads already, or for
+    an unclean election when the partition has a leader; PREFERRED_LEADER_NOT_AVAILABLE
+    or ELIGIBLE_LEADERS_NOT_AVAILABLE when nobody can be elected)."""
+    cluster = ctx.broker.cluster
+    assert cluster is not None
+    image = cluster.image
+    every = request.topic_partitions is None
+    wanted: list[tuple[str, int]] = []
+    if every:
+        wanted = [(t, p) for t, a in sorted(image.topics.items()) for p in sorted(a.replicas)]
+    else:
+        wanted = [(t.topic, p) for t in request.topic_partitions or [] for p in t.partitions]
+    unclean = election == 1
+    known = [(t, p) for t, p in wanted if cluster.replicas_of(t, p)]
+
+    def needed(t: str, p: int) -> bool:
+        state = cluster.state(t, p)
+        if state is None:
+            return False
+        if unclean:
+            return cluster.leader(t, p) < 0
+        return state.leader != cluster.replicas_of(t, p)[0]
+
+    to_elect = [tp for tp in known if needed(*tp)]
+
+    def answer() -> m.ElectLeadersResponse:
+        by_topic: dict[str, list[PartitionResult]] = {}
+        for t, p in wanted:
+            if not cluster.replicas_of(t, p):
+                code: int = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                message: str | None = f"no such partition as {t}-{p}"
+            elif (t, p) not in to_elect:
+                if every:
+                    continue  # Kafka lists only the partitions it elected
+                code, message = ErrorCode.ELECTION_NOT_NEEDED, None
+            elif unclean:
+                ok = cluster.leader(t, p) >= 0
+                code = ErrorCode.NONE if ok else ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE
+                message = None if ok else "no live replica of the partition"
+            else:
+                preferred = cluster.replicas_of(t, p)[0]
+                ok = cluster.leader(t, p) == preferred
+                code = ErrorCode.NONE if ok else ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE
+                message = None if ok else f"preferred replica {preferred} is not live or in sync"
+            by_topic.setdefault(t, []).append(
+                PartitionResult(partition_id=p, error_code=code, error_message=message)
+            )
+        return m.ElectLeadersResponse(
+            error_code=ErrorCode.NONE,
+            replica_election_results=[
+                TopicResult(topic=t, partition_result=parts) for t, parts in by_topic.items()
+            ],
+        )
+
+    if not to_elect:
+        return answer()
+    task = ZkTask(
+        "elect_leaders",
+        {"partitions": to_elect, "unclean": unclean, "timeout_ms": request.timeout_ms},
+    )
+    return park_on_tasks(ctx, [task], request.timeout_ms, answer)
 
 
 def error_response(

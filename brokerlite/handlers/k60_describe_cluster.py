@@ -1,6 +1,7 @@
 """DescribeCluster (key 60), versions 0-1: cluster id, controller and brokers.
 
-This node is the only broker and the controller. Asking for controller
+This node is the only broker and the controller; in cluster mode, the live
+brokers and the controller as ZooKeeper last had them. Asking for controller
 endpoints (v1 ``endpoint_type`` 2) gets UNSUPPORTED_ENDPOINT_TYPE, as a Kafka
 broker answers. Authorization: none is needed; the cluster authorized
 operations, when asked for, are what the principal may do on the cluster, or 0
@@ -41,15 +42,26 @@ def handle(ctx: RequestContext, request: m.DescribeClusterRequest) -> m.Describe
             else 0
         )
     host, port = broker.advertised
+    controller = broker.node_id
+    brokers = [
+        m.DescribeClusterResponse.DescribeClusterBroker(
+            broker_id=broker.node_id, host=host, port=port
+        )
+    ]
+    if broker.cluster is not None:
+        image = broker.cluster.image
+        controller = image.controller_id
+        brokers = [
+            m.DescribeClusterResponse.DescribeClusterBroker(
+                broker_id=b.node_id, host=b.host, port=b.port, rack=b.rack
+            )
+            for b in sorted(image.brokers.values(), key=lambda b: b.node_id)
+        ]
     return m.DescribeClusterResponse(
         endpoint_type=request.endpoint_type,
         cluster_id=broker.cluster_id,
-        controller_id=broker.node_id,
-        brokers=[
-            m.DescribeClusterResponse.DescribeClusterBroker(
-                broker_id=broker.node_id, host=host, port=port
-            )
-        ],
+        controller_id=controller,
+        brokers=brokers,
         cluster_authorized_operations=cluster_ops,
     )
 

@@ -1,0 +1,455 @@
+"""brokerlite's cluster mode, in process: brokers, a real ZooKeeper, trafka's SDK.
+
+Each test runs a cluster (``serve_cluster``) on the worker's shared ZooKeeper in
+a chroot of its own, and checks what the cluster does: topics placed and led
+across the brokers, replication to every replica, acks=all and
+min.insync.replicas, leadership moving with a broker, requests to the wrong
+broker, coordinators, topic changes, and the cases that must fail clearly.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+from kazoo.client import KazooClient
+
+from trafka.brokerlite.errors import ClusterSetupError
+from trafka.brokerlite.local_cluster import LocalCluster, serve_cluster
+from trafka.brokerlite.server import serve_broker
+from trafka.brokerlite.zk_layout import CONTROLLER, CONTROLLER_EPOCH, partition_state_path
+from trafka.codec.errors import ErrorCode
+from trafka.codec.messages import k00_produce as produce_msg
+from trafka.codec.messages.headers import RequestHeader
+from trafka.sdk import NewTopic, open_admin, open_consumer, open_producer
+from trafka.sdk.errors import KafkaError
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def run(test: Callable[[], Any], deadline: float = 90) -> None:
+    async def main() -> None:
+        with trio.fail_after(deadline):
+            await test()
+
+    trio.run(main)
+
+
+async def until(check: Callable[[], bool], what: str, timeout: float = 20) -> None:
+    """Wait until ``check()`` holds (the cluster converges asynchronously)."""
+    with trio.move_on_after(timeout):
+        while not check():
+            await trio.sleep(0.05)
+        return
+    raise AssertionError(f"timed out waiting until {what}")
+
+
+def states(cluster: LocalCluster, topic: str) -> dict[int, Any]:
+    """The partition states of ``topic`` as the first running node sees them."""
+    node = next(n for n in cluster.node_ids if cluster.running(n))
+    image = cluster.node(node).broker.cluster.image
+    return {p: s for (t, p), s in image.states.items() if t == topic}
+
+
+def all_in_sync(cluster: LocalCluster, topic: str, replicas: int) -> bool:
+    found = states(cluster, topic)
+    return bool(found) and all(len(s.isr) == replicas and s.leader >= 0 for s in found.values())
+
+
+def log_bytes(cluster: LocalCluster, node: int, topic: str, partition: int) -> bytes:
+    plog = cluster.node(node).broker.logs.partition(topic, partition)
+    return plog.read(plog.log_start_offset, 1 << 30, upper_bound=plog.high_watermark).tobytes()
+
+
+@pytest.fixture
+def zk(zk_chroot: Any) -> str:
+    return str(zk_chroot.connect_string)
+
+
+def test_topics_are_spread_and_replicated_to_every_replica(zk: str) -> None:
+    async def test() -> None:
+        async with serve_cluster(3, zookeeper_connect=zk) as cluster:
+            bs = cluster.bootstrap_servers
+            async with open_admin(bootstrap_servers=bs) as admin:
+                await admin.create_topics([NewTopic("spread", 6, 3)])
+                described = await admin.describe_cluster()
+            assert sorted(b.node_id for b in described.brokers) == [1, 2, 3]
+            assert described.controller_id in (1, 2, 3)
+            await until(lambda: all_in_sync(cluster, "spread", 3), "every ISR is full")
+            leaders = [s.leader for s in states(cluster, "spread").values()]
+            # Kafka's placement: each broker leads partitions / brokers of them.
+            assert sorted(leaders.count(n) for n in (1, 2, 3)) == [2, 2, 2]
+            async with open_producer(bootstrap_servers=bs, acks="all") as producer:
+                for i in range(300):
+                    await producer.send("spread", b"v%d" % i, key=b"k%d" % (i % 17))
+            for p in range(6):
+                await until(
+                    lambda p=p: len({log_bytes(cluster, n, "spread", p) for n in (1, 2, 3)}) == 1,
+                    f"the replicas of spread-{p} agree",
+                )
+            total = sum(
+                cluster.node(1).broker.logs.partition("spread", p).high_watermark for p in range(6)
+            )
+            assert total == 300
+            # Every broker answers Metadata for the whole cluster.
+            for node in cluster.node_ids:
+                image = cluster.node(node).broker.cluster.image
+                assert sorted(image.brokers) == [1, 2, 3]
+
+    run(test)
+
+
+def test_acks_all_waits_for_the_isr_and_min_insync_replicas_refuses(zk: str) -> None:
+    async def test() -> None:
+        async with serve_cluster(3, zookeeper_connect=zk) as cluster:
+            bs = cluster.bootstrap_servers
+            async with open_admin(bootstrap_servers=bs) as admin:
+                await admin.create_topics(
+                    [NewTopic("strict", 1, 3, configs={"min.insync.replicas": "3"})]
+                )
+            await until(lambda: all_in_sync(cluster, "strict", 3), "the ISR is full")
+            leader = states(cluster, "strict")[0].leader
+            follower = next(n for n in (1, 2, 3) if n != leader)
+            async with open_producer(bootstrap_servers=bs, acks="all", retries=0) as producer:
+                meta = await producer.send_and_wait("strict", b"before")
+                assert meta.offset == 0
+            await cluster.stop_node(follower)
+            await until(lambda: len(states(cluster, "strict")[0].isr) == 2, "the ISR shrinks")
+            async with open_producer(
+                bootstrap_servers=cluster.bootstrap_servers,
+                acks="all",
+                retries=0,
+                enable_idempotence=False,
+            ) as producer:
+                with pytest.raises(KafkaError) as refused:
+                    await producer.send_and_wait("strict", b"refused")
+                assert refused.value.code == ErrorCode.NOT_ENOUGH_REPLICAS
+            # acks=1 needs only the leader.
+            async with open_producer(
+                bootstrap_servers=cluster.bootstrap_servers, acks=1, enable_idempotence=False
+            ) as producer:
+                meta = await producer.send_and_wait("strict", b"leader only")
+            assert meta.offset == 1  # nothing was written by the refused produce
+            await cluster.start_node(follower)
+            await until(lambda: len(states(cluster, "strict")[0].isr) == 3, "the ISR is full again")
+            await until(
+                lambda: len({log_bytes(cluster, n, "strict", 0) for n in (1, 2, 3)}) == 1,
+                "the replicas agree (a follower learns the high watermark on its next fetch)",
+            )
+            assert cluster.node(leader).broker.logs.partition("strict", 0).high_watermark == 2
+
+    run(test)
+
+
+def test_leadership_moves_with_a_stopped_broker_and_nothing_acknowledged_is_lost(zk: str) -> None:
+    async def test() -> None:
+        async with serve_cluster(3, zookeeper_connect=zk, min_insync_replicas=2) as cluster:
+            async with open_admin(bootstrap_servers=cluster.bootstrap_servers) as admin:
+                await admin.create_topics([NewTopic("moves", 3, 3)])
+            await until(lambda: all_in_sync(cluster, "moves", 3), "every ISR is full")
+            before = states(cluster, "moves")
+            victim = before[0].leader
+            acked: list[tuple[int, int, bytes]] = []
+            async with open_producer(
+                bootstrap_servers=cluster.bootstrap_servers, acks="all"
+            ) as producer:
+                for i in range(100):
+                    meta = await producer.send_and_wait("moves", b"a%d" % i, key=b"%d" % i)
+                    acked.append((meta.partition, meta.offset, b"a%d" % i))
+                await cluster.stop_node(victim)
+                await until(
+                    lambda: states(cluster, "moves")[0].leader not in (victim, -1),
+                    "a new leader is elected",
+                )
+                after = states(cluster, "moves")
+                assert after[0].leader_epoch > before[0].leader_epoch
+                assert victim not in after[0].isr
+                for i in range(100, 200):
+                    meta = await producer.send_and_wait("moves", b"a%d" % i, key=b"%d" % i)
+                    acked.append((meta.partition, meta.offset, b"a%d" % i))
+            await cluster.start_node(victim)
+            await until(lambda: all_in_sync(cluster, "moves", 3), "the restarted broker rejoins")
+            for p in range(3):
+                await until(
+                    lambda p=p: len({log_bytes(cluster, n, "moves", p) for n in (1, 2, 3)}) == 1,
+                    f"the replicas of moves-{p} agree",
+                )
+            seen: list[tuple[int, int, bytes]] = []
+            async with open_consumer(
+                "moves",
+                bootstrap_servers=cluster.bootstrap_servers,
+                group_id="g-moves",
+                auto_offset_reset="earliest",
+            ) as consumer:
+                with trio.move_on_after(30):
+                    async for record in consumer:
+                        seen.append((record.partition, record.offset, record.value))
+                        if len(seen) == len(acked):
+                            break
+            assert sorted(seen) == sorted(acked)
+
+    run(test)
+
+
+def test_requests_to_a_broker_that_does_not_lead_get_not_leader(zk: str, make_batch: Any) -> None:
+    async def test() -> None:
+        async with serve_cluster(3, zookeeper_connect=zk) as cluster:
+            async with open_admin(bootstrap_servers=cluster.bootstrap_servers) as admin:
+                await admin.create_topics([NewTopic("one", 1, 2)])
+            await until(lambda: all_in_sync(cluster, "one", 2), "the ISR is full")
+            state = states(cluster, "one")[0]
+            outsider = next(n for n in (1, 2, 3) if n != state.leader)
+            core = cluster.node(outsider).broker
+            from trafka.brokerlite.errors import NotLeaderOrFollowerError
+            from trafka.brokerlite.handlers._util import leader_log
+
+            with pytest.raises(NotLeaderOrFollowerError):
+                leader_log(core, "one", 0)
+            # A Produce there: NOT_LEADER_OR_FOLLOWER, with the leader (KIP-951).
+            header = RequestHeader(
+                request_api_key=0, request_api_version=11, correlation_id=1, client_id="t"
+            )
+            body = produce_msg.ProduceRequest(
+                acks=-1,
+                timeout_ms=1000,
+                topic_data=[
+                    produce_msg.ProduceRequest.TopicProduceData(
+                        name="one",
+                        partition_data=[
+                            produce_msg.ProduceRequest.PartitionProduceData(
+                                index=0, records=make_batch([b"x"])
+                            )
+                        ],
+                    )
+                ],
+            )
+            reply = core.handle(1, header, body, 0)
+            answer = reply.message()
+            part = answer.responses[0].partition_responses[0]
+            assert part.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+            assert part.current_leader.leader_id == state.leader
+            assert part.current_leader.leader_epoch == state.leader_epoch
+            [endpoint] = answer.node_endpoints
+            assert (endpoint.host, endpoint.port) == cluster.node(state.leader).address
+            leader_core = cluster.node(state.leader).broker
+            from trafka.brokerlite.errors import FencedLeaderEpochError, UnknownLeaderEpochError
+
+            assert leader_log(leader_core, "one", 0, state.leader_epoch) is not None
+            with pytest.raises(UnknownLeaderEpochError):
+                leader_log(leader_core, "one", 0, state.leader_epoch + 1)
+            if state.leader_epoch > 0:
+                with pytest.raises(FencedLeaderEpochError):
+                    leader_log(leader_core, "one", 0, state.leader_epoch - 1)
+
+    run(test)
+
+
+def test_group_coordinator_is_the_leader_of_the_groups_offsets_partition(zk: str) -> None:
+    async def test() -> None:
+        async with serve_cluster(3, zookeeper_connect=zk, offsets_topic_num_partitions=6) as c:
+            bs = c.bootstrap_servers
+            async with open_admin(bootstrap_servers=bs) as admin:
+                await admin.create_topics([NewTopic("work", 2, 3)])
+            async with open_producer(bootstrap_servers=bs, acks="all") as producer:
+                for i in range(20):
+                    await producer.send("work", b"w%d" % i, key=b"%d" % i)
+            values = []
+            async with open_consumer(
+                "work", bootstrap_servers=bs, group_id="g-coord", auto_offset_reset="earliest"
+            ) as consumer:
+                async for record in consumer:
+                    values.append(record.value)
+                    if len(values) == 20:
+                        break
+                await consumer.commit()
+            assert sorted(values) == sorted(b"w%d" % i for i in range(20))
+            view = c.node(1).broker.cluster
+            assert view.image.topics["__consumer_offsets"].num_partitions == 6
+            coordinator = view.coordinator("g-coord")
+            assert coordinator in (1, 2, 3)
+            # Only the coordinator knows the group's committed offsets.
+            committed = c.node(coordinator).broker.groups
+            assert committed is not None
+            async with open_admin(bootstrap_servers=bs) as admin:
+                offsets = await admin.list_consumer_group_offsets("g-coord")
+            assert sum(offsets.values()) == 20
+
+    run(test)
+
+
+def test_topic_changes_reach_every_broker(zk: str) -> None:
+    async def test() -> None:
+        async with serve_cluster(3, zookeeper_connect=zk) as cluster:
+            bs = cluster.bootstrap_servers
+            async with open_admin(bootstrap_servers=bs) as admin:
+                await admin.create_topics([NewTopic("grow", 2, 2)])
+                with pytest.raises(KafkaError) as too_many:
+                    await admin.create_topics([NewTopic("wide", 1, 4)])
+                assert too_many.value.code == ErrorCode.INVALID_REPLICATION_FACTOR
+                with pytest.raises(KafkaError) as exists:
+                    await admin.create_topics([NewTopic("grow", 2, 2)])
+                assert exists.value.code == ErrorCode.TOPIC_ALREADY_EXISTS
+                await admin.create_partitions({"grow": 5})
+                await until(lambda: len(states(cluster, "grow")) == 5, "5 partitions have states")
+                for node in cluster.node_ids:
+                    info = cluster.node(node).broker.logs.topic("grow")
+                    assert info is not None and info.num_partitions == 5
+                await admin.delete_topics(["grow"])
+            for node in cluster.node_ids:
+                await until(
+                    lambda node=node: cluster.node(node).broker.logs.topic("grow") is None,
+                    f"node {node} deleted its logs",
+                )
+                data_dir = Path(cluster.node(node).config.data_dir)
+                assert not list(data_dir.glob("grow-*"))
+
+    run(test)
+
+
+def test_a_data_dir_of_another_cluster_is_refused(zk: str, tmp_path: Path) -> None:
+    async def test() -> None:
+        async with serve_cluster(1, zookeeper_connect=zk):
+            pass
+        other_dir = tmp_path / "other"
+        async with serve_broker(port=0, data_dir=other_dir, node_id=7):
+            pass  # a single-node broker: its data directory gets a cluster id of its own
+        with pytest.raises(ClusterSetupError, match="belongs to cluster"):
+            async with serve_broker(port=0, data_dir=other_dir, node_id=7, zookeeper_connect=zk):
+                pass
+
+    run(test)
+
+
+def test_a_node_id_already_registered_is_refused(zk: str, tmp_path: Path) -> None:
+    async def test() -> None:
+        async with serve_cluster(1, zookeeper_connect=zk):
+            with pytest.raises(ClusterSetupError, match="already registered"):
+                async with serve_broker(
+                    port=0, data_dir=tmp_path / "twin", node_id=1, zookeeper_connect=zk
+                ):
+                    pass
+
+    run(test)
+
+
+def test_a_controller_whose_epoch_was_superseded_stops_writing(zk: str) -> None:
+    async def test() -> None:
+        async with serve_cluster(2, zookeeper_connect=zk) as cluster:
+            async with open_admin(bootstrap_servers=cluster.bootstrap_servers) as admin:
+                await admin.create_topics([NewTopic("fenced", 1, 2)])
+            await until(lambda: all_in_sync(cluster, "fenced", 2), "the ISR is full")
+            zkc = KazooClient(hosts=zk)
+            await trio.to_thread.run_sync(zkc.start)
+            try:
+
+                def state() -> dict[str, Any]:
+                    return dict(json.loads(zkc.get(partition_state_path("fenced", 0))[0]))
+
+                controller = json.loads(zkc.get(CONTROLLER)[0])["brokerid"]
+                epoch = int(zkc.get(CONTROLLER_EPOCH)[0])
+                # A newer controller came and went: the epoch moved on without it.
+                zkc.set(CONTROLLER_EPOCH, str(epoch + 5).encode())
+                other = next(n for n in (1, 2) if n != controller)
+                if state()["leader"] == controller:
+                    await cluster.stop_node(other)  # the ISR shrinks: the controller writes
+                else:
+                    await cluster.stop_node(other)  # the leader dies: the controller elects
+                await until(
+                    lambda: state()["controller_epoch"] > epoch + 5 and other not in state()["isr"],
+                    "the partition is changed under a new controller epoch",
+                )
+                # The stale epoch's write was refused; the controller stood down,
+                # won the office again and wrote under the next epoch.
+                assert int(zkc.get(CONTROLLER_EPOCH)[0]) > epoch + 5
+                assert state()["leader"] == controller
+            finally:
+                zkc.stop()
+                zkc.close()
+
+    run(test)
+
+
+def test_preferred_leader_election_hands_leadership_back(zk: str) -> None:
+    async def test() -> None:
+        async with serve_cluster(
+            3, zookeeper_connect=zk, auto_leader_rebalance_enable=False
+        ) as cluster:
+            bs = cluster.bootstrap_servers
+            async with open_admin(bootstrap_servers=bs) as admin:
+                await admin.create_topics([NewTopic("prefer", 3, 3)])
+                await until(lambda: all_in_sync(cluster, "prefer", 3), "every ISR is full")
+                view = cluster.node(1).broker.cluster
+                preferred = view.replicas_of("prefer", 0)[0]
+                assert states(cluster, "prefer")[0].leader == preferred
+                await cluster.stop_node(preferred)
+                await until(
+                    lambda: states(cluster, "prefer")[0].leader not in (preferred, -1),
+                    "another replica leads",
+                )
+                await cluster.start_node(preferred)
+                await until(lambda: all_in_sync(cluster, "prefer", 3), "the ISR is full again")
+                assert states(cluster, "prefer")[0].leader != preferred
+                epoch = states(cluster, "prefer")[0].leader_epoch
+                outcome = await admin.elect_leaders([("prefer", 0)])
+                assert list(outcome.values()) == [None]
+                await until(
+                    lambda: states(cluster, "prefer")[0].leader == preferred,
+                    "the preferred replica leads",
+                )
+                assert states(cluster, "prefer")[0].leader_epoch == epoch + 1
+                again = await admin.elect_leaders([("prefer", 0)])
+                [error] = again.values()
+                assert error is not None and error.code == ErrorCode.ELECTION_NOT_NEEDED
+                unknown = await admin.elect_leaders([("prefer", 9)])
+                [error] = unknown.values()
+                assert error is not None and error.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+    run(test)
+
+
+def test_zookeeper_down_leaders_keep_serving_and_changes_wait(make_zookeeper: Any) -> None:
+    zookeeper = make_zookeeper()
+
+    async def test() -> None:
+        async with serve_cluster(3, zookeeper_connect=zookeeper.connect_string) as cluster:
+            bs = cluster.bootstrap_servers
+            async with open_admin(bootstrap_servers=bs) as admin:
+                await admin.create_topics([NewTopic("calm", 3, 3)])
+            await until(lambda: all_in_sync(cluster, "calm", 3), "every ISR is full")
+            async with open_producer(bootstrap_servers=bs, acks="all") as producer:
+                for i in range(10):
+                    await producer.send_and_wait("calm", b"before %d" % i, key=b"%d" % i)
+                await trio.to_thread.run_sync(zookeeper.kill)
+                # Leaders and followers need no ZooKeeper to replicate and acknowledge.
+                for i in range(10):
+                    await producer.send_and_wait("calm", b"during %d" % i, key=b"%d" % i)
+                async with open_admin(bootstrap_servers=bs) as admin:
+                    with pytest.raises(KafkaError) as refused:
+                        await admin.create_topics([NewTopic("later", 1, 3)], timeout_ms=3000)
+                    assert refused.value.code == ErrorCode.REQUEST_TIMED_OUT
+                    assert "ZooKeeper" in str(refused.value)
+                await trio.to_thread.run_sync(zookeeper.start)
+                async with open_admin(bootstrap_servers=bs) as admin:
+                    with trio.fail_after(30):
+                        while True:
+                            try:
+                                await admin.create_topics([NewTopic("later", 1, 3)])
+                                break
+                            except KafkaError as exc:
+                                assert exc.retriable, exc
+                                await trio.sleep(0.2)
+                for i in range(10):
+                    await producer.send_and_wait("calm", b"after %d" % i, key=b"%d" % i)
+            total = sum(
+                cluster.node(states(cluster, "calm")[p].leader)
+                .broker.logs.partition("calm", p)
+                .high_watermark
+                for p in range(3)
+            )
+            assert total == 30
+
+    run(test)
