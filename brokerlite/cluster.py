@@ -122,6 +122,7 @@ log = logging.getLogger("trafka.brokerlite.cluster")
 
 _REFRESH_EVERY_S = 5.0
 _TICK_S = 0.5
+_HW_CHECKPOINT_S = 5.0
 _FETCH_BACKOFF_S = 0.2
 _PRODUCER_ID_BLOCK_SIZE = 1000
 _FETCH_VERSION = 12
@@ -205,15 +206,33 @@ class ClusterDriver:
         for path in (BROKER_IDS, BROKER_TOPICS, CONFIG_TOPICS, ADMIN_DELETE_TOPICS):
             self.zk.ensure_path(path)
         self._check_cluster_id()
-        try:
-            self._register()
-        except NodeExistsError:
-            self.zk.stop()
-            self.zk.close()
-            raise ClusterSetupError(
-                f"broker id {self.node_id} is already registered in ZooKeeper by a live broker "
-                f"({broker_path(self.node_id)}): give each broker its own node.id"
-            ) from None
+        # A broker restarted within its session timeout finds its previous session's
+        # registration still there: wait for that session to expire. A live broker
+        # with the same id keeps its registration, and this one gives up.
+        patience = time.monotonic() + self._session_timeout_s + 2.0
+        waited = False
+        while True:
+            try:
+                self._register()
+                break
+            except NodeExistsError:
+                if time.monotonic() >= patience:
+                    self.zk.stop()
+                    self.zk.close()
+                    raise ClusterSetupError(
+                        f"broker id {self.node_id} is already registered in ZooKeeper by a "
+                        f"live broker ({broker_path(self.node_id)}): give each broker its own "
+                        "node.id"
+                    ) from None
+                if not waited:
+                    waited = True
+                    log.info(
+                        "broker id %d is still registered (a previous run's session?): waiting "
+                        "up to %g s for it to expire",
+                        self.node_id,
+                        self._session_timeout_s,
+                    )
+                time.sleep(0.2)
         self.view.zookeeper_connected = True
         self._producer_ids.add_block(*self._reserve_producer_ids())
 
@@ -594,8 +613,17 @@ class ClusterDriver:
 
     async def _ticker(self) -> None:
         next_rebalance = trio.current_time() + self.config.leader_imbalance_check_interval_seconds
+        next_checkpoint = trio.current_time() + _HW_CHECKPOINT_S
         while True:
             await trio.sleep(_TICK_S)
+            if trio.current_time() >= next_checkpoint:
+                # Kafka's replica.high.watermark.checkpoint.interval.ms: a restarted
+                # replica starts from about where its high watermark was.
+                next_checkpoint = trio.current_time() + _HW_CHECKPOINT_S
+                try:
+                    self.broker.logs.checkpoint_high_watermarks()
+                except Exception as exc:
+                    log.warning("cannot checkpoint high watermarks: %s", exc)
             replicas = self.view.replicas
             replicas.tick(_now_ms())
             writes = replicas.take_isr_writes()

@@ -216,6 +216,37 @@ async def serve_cluster(
                 await trio.to_thread.run_sync(zookeeper.stop)
 
 
+def cluster_metadata(host: str, port: int, timeout: float = 2.0) -> tuple[set[int], int]:
+    """The broker ids and the controller id a broker's Metadata (v1) names.
+
+    Raises:
+        OSError: the broker cannot be reached.
+        ValueError: its answer cannot be read.
+    """
+    from trafka.codec.errors import CodecError
+    from trafka.codec.framing import FrameReader
+    from trafka.codec.messages import k03_metadata as metadata
+    from trafka.codec.messages.headers import RequestHeader
+    from trafka.codec.protocol import decode_response_frame, encode_request
+
+    header = RequestHeader(
+        request_api_key=3, request_api_version=1, correlation_id=1, client_id="cluster-check"
+    )
+    with socket.create_connection((host, port), timeout=timeout) as sock:
+        sock.sendall(encode_request(header, metadata.MetadataRequest(topics=[])))
+        reader = FrameReader()
+        while (frame := reader.next_frame()) is None:
+            data = sock.recv(65536)
+            if not data:
+                raise OSError("the broker closed the connection")
+            reader.feed(data)
+    try:
+        answer = decode_response_frame(frame, 3, 1)
+    except CodecError as exc:
+        raise ValueError(str(exc)) from None
+    return {b.node_id for b in answer.brokers}, answer.controller_id
+
+
 def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket() as sock:
         sock.bind((host, 0))
@@ -312,10 +343,11 @@ class ClusterProcesses:
             self.wait_serving(node_id, timeout)
 
     def wait_serving(self, node_id: int, timeout: float = 60.0) -> None:
-        """Wait until a broker accepts connections.
+        """Wait until a broker has joined the cluster: its Metadata lists every running
+        broker (itself included) and a controller.
 
         Raises:
-            RuntimeError: it exited (with the tail of its log) or did not serve in time.
+            RuntimeError: it exited (with the tail of its log) or did not join in time.
         """
         deadline = time.monotonic() + timeout
         proc = self.procs[node_id]
@@ -324,13 +356,17 @@ class ClusterProcesses:
                 raise RuntimeError(
                     f"broker {node_id} exited with {proc.returncode}:\n{self.log_tail(node_id)}"
                 )
+            up = {n for n, p in self.procs.items() if p.poll() is None}
             try:
-                with socket.create_connection((self.host, self.ports[node_id]), timeout=0.5):
-                    return
-            except OSError:
+                brokers, controller = cluster_metadata(self.host, self.ports[node_id])
+            except (OSError, ValueError):
                 time.sleep(0.05)
+                continue
+            if up <= brokers and controller in brokers:
+                return
+            time.sleep(0.05)
         raise RuntimeError(
-            f"broker {node_id} did not serve in {timeout} s:\n{self.log_tail(node_id)}"
+            f"broker {node_id} did not join in {timeout} s:\n{self.log_tail(node_id)}"
         )
 
     def log_tail(self, node_id: int, lines: int = 30) -> str:

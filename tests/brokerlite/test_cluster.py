@@ -329,7 +329,12 @@ def test_a_node_id_already_registered_is_refused(zk: str, tmp_path: Path) -> Non
         async with serve_cluster(1, zookeeper_connect=zk):
             with pytest.raises(ClusterSetupError, match="already registered"):
                 async with serve_broker(
-                    port=0, data_dir=tmp_path / "twin", node_id=1, zookeeper_connect=zk
+                    port=0,
+                    data_dir=tmp_path / "twin",
+                    node_id=1,
+                    zookeeper_connect=zk,
+                    # How long it waits for a previous session's registration to go.
+                    zookeeper_session_timeout_ms=1000,
                 ):
                     pass
 
