@@ -416,6 +416,7 @@ class Broker:
                 min_insync_replicas=self._min_insync_replicas,
                 on_high_watermark=self._high_watermark_moved,
                 on_truncate=self.producers.forget,
+                on_removed=self._replica_removed,
             )
             self.cluster = ClusterView(
                 config.node_id,
@@ -431,6 +432,17 @@ class Broker:
     def _min_insync_replicas(self, topic: str) -> int:
         assert self.cluster is not None
         return self.cluster.min_insync_replicas(topic, self.config.min_insync_replicas)
+
+    def _replica_removed(self, topic: str, partition: int) -> None:
+        """A reassignment moved this partition away: drop its records here (the
+        log stays, empty, as every broker keeps one for every partition)."""
+        try:
+            plog = self.logs.partition(topic, partition)
+        except UnknownTopicOrPartitionError:
+            return  # the topic is gone altogether
+        plog.truncate_fully_and_start_at(0)
+        self.producers.forget(topic, partition)
+        log.info("%s-%d: replica moved away; its records here are dropped", topic, partition)
 
     def _high_watermark_moved(self, topic: str, partition: int) -> None:
         # Consumers' long polls and acks=all produces wake; each reads afresh.

@@ -67,7 +67,9 @@ from .controller import (
     assign_replicas,
     plan_leadership,
     plan_preferred,
+    plan_reassignments,
     plan_unclean,
+    reassignment_plan,
 )
 from .errors import (
     BrokerError,
@@ -494,6 +496,7 @@ class ClusterDriver:
         )
         if image.election is not None:
             writes += self._elections(image)
+        busy = {(w.topic, w.partition) for w in writes}
         for write in writes:
             if self._write_state(write.topic, write.partition, write.state, write.expected_version):
                 wrote = True
@@ -508,6 +511,52 @@ class ClusterDriver:
                 )
             if self._controller_epoch < 0:
                 break
+        if self._controller_epoch >= 0:
+            wrote = self._complete_reassignments(image, busy) or wrote
+        return wrote
+
+    def _complete_reassignments(self, image: ClusterImage, busy: set[tuple[str, int]]) -> bool:
+        """Finish the reassignments whose target replicas are all in sync: the new
+        leadership and ISR first, then the assignment without the leaving replicas."""
+        from kazoo.exceptions import BadVersionError, NoNodeError
+
+        wrote = False
+        for done in plan_reassignments(
+            image.topics,
+            image.states,
+            image.brokers.keys(),
+            controller_epoch=self._controller_epoch,
+        ):
+            if (done.topic, done.partition) in busy:
+                continue
+            w = done.write
+            if not self._write_state(w.topic, w.partition, w.state, w.expected_version):
+                continue
+            try:
+                data, stat = self.zk.get(topic_path(done.topic))
+                current = decode_topic(done.topic, data)
+                replicas = dict(current.replicas)
+                replicas[done.partition] = done.target
+                adding = {p: r for p, r in current.adding.items() if p != done.partition}
+                removing = {p: r for p, r in current.removing.items() if p != done.partition}
+                self.zk.set(
+                    topic_path(done.topic),
+                    encode_topic(
+                        TopicAssignment(done.topic, current.topic_id, replicas, adding, removing)
+                    ),
+                    version=stat.version,
+                )
+            except (BadVersionError, NoNodeError):
+                continue  # changed meanwhile: the next reading plans again
+            wrote = True
+            log.info(
+                "controller: %s-%d reassigned to %s (leader %d, epoch %d)",
+                done.topic,
+                done.partition,
+                list(done.target),
+                w.state.leader,
+                w.state.leader_epoch,
+            )
         return wrote
 
     def _write_state(
@@ -697,6 +746,8 @@ class ClusterDriver:
             elif task.kind == "create_partitions":
                 await trio.to_thread.run_sync(self._create_partitions, task.args)
                 await self._wait_image(deadline, lambda: self._has_leaders(task.args["name"]))
+            elif task.kind == "reassign":
+                await trio.to_thread.run_sync(self._reassign, task.args)
             elif task.kind == "elect_leaders":
                 await self._ask_election(task, deadline)
             elif task.kind == "producer_ids":
@@ -827,6 +878,78 @@ class ClusterDriver:
             return assign_replicas(live, count, factor)
         except AssignmentError as exc:
             raise InvalidReplicationFactorError(str(exc)) from None
+
+    def _reassign(self, args: dict[str, Any]) -> None:
+        """Start (or cancel, for a None target) partition reassignments: rewrite each
+        topic's assignment with KIP-455's adding and removing replicas; the controller
+        completes them. Each partition's outcome goes to ``args["outcomes"]``."""
+        from kazoo.exceptions import BadVersionError, NoNodeError
+
+        moves: dict[tuple[str, int], list[int] | None] = args["moves"]
+        outcomes: dict[tuple[str, int], tuple[ErrorCode, str | None]] = args["outcomes"]
+        by_topic: dict[str, dict[int, list[int] | None]] = {}
+        for (topic, partition), target in moves.items():
+            by_topic.setdefault(topic, {})[partition] = target
+        for topic, wanted in by_topic.items():
+            for _attempt in range(10):
+                try:
+                    data, stat = self.zk.get(topic_path(topic))
+                except NoNodeError:
+                    for partition in wanted:
+                        outcomes[(topic, partition)] = (
+                            ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                            f"no topic named {topic!r}",
+                        )
+                    break
+                current = decode_topic(topic, data)
+                replicas = dict(current.replicas)
+                adding = dict(current.adding)
+                removing = dict(current.removing)
+                for partition, target in wanted.items():
+                    if partition not in replicas:
+                        outcomes[(topic, partition)] = (
+                            ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                            f"no partition {topic}-{partition}",
+                        )
+                        continue
+                    leaving = adding.get(partition, ())
+                    original = tuple(r for r in replicas[partition] if r not in leaving)
+                    moving = partition in adding or partition in removing
+                    if target is None:
+                        if not moving:
+                            code = ErrorCode.NO_REASSIGNMENT_IN_PROGRESS
+                            outcomes[(topic, partition)] = (code, code.message)
+                            continue
+                        replicas[partition] = original
+                        adding.pop(partition, None)
+                        removing.pop(partition, None)
+                    else:
+                        full, add, remove = reassignment_plan(original, target)
+                        replicas[partition] = full
+                        if add or remove:
+                            adding[partition], removing[partition] = add, remove
+                        else:
+                            adding.pop(partition, None)
+                            removing.pop(partition, None)
+                    outcomes[(topic, partition)] = (ErrorCode.NONE, None)
+                try:
+                    self.zk.set(
+                        topic_path(topic),
+                        encode_topic(
+                            TopicAssignment(topic, current.topic_id, replicas, adding, removing)
+                        ),
+                        version=stat.version,
+                    )
+                    break
+                except BadVersionError:
+                    continue  # the controller changed it meanwhile: plan again
+            else:
+                for partition in wanted:
+                    outcomes[(topic, partition)] = (
+                        ErrorCode.REQUEST_TIMED_OUT,
+                        f"topic {topic!r} kept changing; try again",
+                    )
+        log.info("reassignments asked: %s", {f"{t}-{p}": r for (t, p), r in moves.items()})
 
     def _mark_deleted(self, name: str) -> None:
         from kazoo.exceptions import NodeExistsError

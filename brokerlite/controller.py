@@ -30,6 +30,14 @@ Rules (Kafka's ZooKeeper-era controller: ``PartitionStateMachine``,
   lagging follower, adding one that caught up) do not.
 * Preferred leaders: :func:`plan_preferred` moves leadership to the first
   replica of the assignment when it is live and in the ISR.
+* Reassignments (KIP-455, as Kafka's ZooKeeper-era controller runs them): while
+  a partition moves, its assignment holds the target replicas first, then the
+  ones leaving, with ``adding`` and ``removing`` naming the difference; the new
+  replicas fetch as followers and join the ISR when caught up. Once every
+  target replica is in the ISR (:func:`plan_reassignments`), the controller
+  writes the partition's new state (ISR cut to the target, a leader from the
+  target if the old one leaves, epoch bumped) and then the assignment without
+  the leaving replicas, which drop their copies.
 
 Replica placement (:func:`assign_replicas`) is Kafka's rack-unaware
 assignment: partition ``p``'s first replica is broker ``(p + start) % n`` of
@@ -47,11 +55,14 @@ from .zk_layout import NO_LEADER, PartitionState, TopicAssignment
 
 __all__ = [
     "AssignmentError",
+    "ReassignmentDone",
     "StateWrite",
     "assign_replicas",
     "coordinator_partition",
+    "reassignment_plan",
     "plan_leadership",
     "plan_preferred",
+    "plan_reassignments",
     "plan_unclean",
 ]
 
@@ -250,6 +261,69 @@ def plan_unclean(
             )
         )
     return writes
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ReassignmentDone:
+    """A partition whose reassignment can complete: its replicas become ``target``
+    once ``write`` (the new leadership and ISR) is written."""
+
+    topic: str
+    partition: int
+    target: tuple[int, ...]
+    write: StateWrite
+
+
+def reassignment_plan(
+    original: Sequence[int], target: Sequence[int]
+) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
+    """KIP-455's replica sets while ``original`` moves to ``target``: (the full
+    replicas, the target first and then the replicas leaving; those being added;
+    those being removed)."""
+    full = tuple(target) + tuple(r for r in original if r not in target)
+    adding = tuple(r for r in target if r not in original)
+    removing = tuple(r for r in original if r not in target)
+    return full, adding, removing
+
+
+def plan_reassignments(
+    topics: Mapping[str, TopicAssignment],
+    states: Mapping[tuple[str, int], PartitionState],
+    live: Collection[int],
+    *,
+    controller_epoch: int,
+) -> list[ReassignmentDone]:
+    """The reassignments under way whose target replicas are all in the ISR: each
+    completes with an ISR cut down to the target and, when the leader is leaving,
+    a new leader from the target (the first live one in the ISR). Until then the
+    partition keeps its full replica set, the new replicas catching up as followers."""
+    done: list[ReassignmentDone] = []
+    for name in sorted(topics):
+        assignment = topics[name]
+        for partition in sorted(set(assignment.adding) | set(assignment.removing)):
+            removing = assignment.removing.get(partition, ())
+            target = tuple(r for r in assignment.replicas.get(partition, ()) if r not in removing)
+            state = states.get((name, partition))
+            if not target or state is None or state.leader not in live:
+                continue
+            if not all(r in state.isr for r in target):
+                continue
+            leader = state.leader
+            if leader not in target:
+                candidates = [r for r in target if r in live and r in state.isr]
+                if not candidates:
+                    continue
+                leader = candidates[0]
+            isr = tuple(r for r in state.isr if r in target)
+            write = StateWrite(
+                name,
+                partition,
+                PartitionState(leader, state.leader_epoch + 1, isr, controller_epoch),
+                state.zk_version,
+                f"reassignment to {list(target)} complete",
+            )
+            done.append(ReassignmentDone(name, partition, target, write))
+    return done
 
 
 def assign_replicas(

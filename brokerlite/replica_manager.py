@@ -140,6 +140,8 @@ class ReplicaManager:
             moves (waiting produces and consumer fetches wake).
         on_truncate: called with (topic, partition) after a follower truncated
             its log (the producer state is rebuilt).
+        on_removed: called with (topic, partition) when this broker stops being a
+            replica of an existing partition (a reassignment moved it away).
     """
 
     def __init__(
@@ -151,6 +153,7 @@ class ReplicaManager:
         min_insync_replicas: Callable[[str], int],
         on_high_watermark: Callable[[str, int], None],
         on_truncate: Callable[[str, int], None],
+        on_removed: Callable[[str, int], None] = lambda _t, _p: None,
     ) -> None:
         self.node_id = node_id
         self._logs = logs
@@ -158,6 +161,7 @@ class ReplicaManager:
         self._min_isr = min_insync_replicas
         self._on_hw = on_high_watermark
         self._on_truncate = on_truncate
+        self._on_removed = on_removed
         self._replicas: dict[tuple[str, int], Replica] = {}
         #: ISR changes to write (the driver takes them with :meth:`take_isr_writes`).
         self.isr_writes: list[IsrWrite] = []
@@ -228,6 +232,7 @@ class ReplicaManager:
             if gone.role is Role.FOLLOWER:
                 fetchers_changed = True
             log.info("%s-%d: no longer a replica here", *key)
+            self._on_removed(*key)
         return fetchers_changed
 
     def _become_leader(

@@ -27,6 +27,7 @@ SUBCOMMANDS: dict[str, str] = {
     "broker": "trafka.brokerlite.cli:command",
     "cluster": "trafka.brokerlite.cli:cluster_command",
     "elect-leaders": "trafka.tools.cli_cluster:elect_leaders_command",
+    "reassign": "trafka.tools.cli_cluster:reassign_command",
     "proxy": "trafka.proxy.cli:command",
     "discover": "trafka.discovery.cli:command",
     "produce": "trafka.tools.cli_client:produce_command",

@@ -1,6 +1,13 @@
-"""``trafka elect-leaders``: leader elections on a cluster, as Kafka's
-``kafka-leader-election.sh`` runs them (through the ElectLeaders API, so it works
-against any Kafka cluster, not only brokerlite's).
+"""Cluster operations, as Kafka's tools run them, through the Kafka protocol (so
+they work against any Kafka cluster, not only brokerlite's):
+
+* ``trafka elect-leaders``: leader elections (``kafka-leader-election.sh``,
+  the ElectLeaders API).
+* ``trafka reassign generate|execute|verify``: moving partitions between
+  brokers in three steps (``kafka-reassign-partitions.sh``, with its JSON
+  files; the AlterPartitionReassignments and ListPartitionReassignments APIs).
+
+elect-leaders:
 
 ``--all-topic-partitions`` or ``--topic T [--partition P]`` chooses the
 partitions; ``--election-type preferred`` (the default) hands leadership back
@@ -21,7 +28,7 @@ from trafka.codec import ErrorCode, KafkaError
 
 from .cli_client import _admin_options, _run, _table, _with_admin
 
-__all__ = ["elect_leaders_command"]
+__all__ = ["elect_leaders_command", "reassign_command"]
 
 
 @click.command("elect-leaders")
@@ -84,4 +91,156 @@ def elect_leaders_command(
     else:
         click.echo("no partition needed an election", err=True)
     if failed:
+        raise SystemExit(1)
+
+
+def _read_json(path: str, what: str) -> Any:
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except (OSError, ValueError) as exc:
+        raise click.UsageError(f"cannot read the {what} file {path}: {exc}") from None
+
+
+def _plan_file(doc: Any, path: str) -> dict[tuple[str, int], list[int]]:
+    """A reassignment JSON file (Kafka's format) as {(topic, partition): replicas}."""
+    try:
+        entries = doc["partitions"]
+        plan = {
+            (str(e["topic"]), int(e["partition"])): [int(r) for r in e["replicas"]] for e in entries
+        }
+    except (KeyError, TypeError, ValueError) as exc:
+        raise click.UsageError(
+            f"{path}: not a reassignment file "
+            '({"version":1,"partitions":[{"topic":...,"partition":...,"replicas":[...]}]}): '
+            f"{exc}"
+        ) from None
+    return plan
+
+
+def _assignment_json(assignment: dict[tuple[str, int], list[int]]) -> str:
+    return json.dumps(
+        {
+            "version": 1,
+            "partitions": [
+                {"topic": t, "partition": p, "replicas": r, "log_dirs": ["any"] * len(r)}
+                for (t, p), r in sorted(assignment.items())
+            ],
+        }
+    )
+
+
+async def _current(admin: Any, topics: list[str]) -> dict[tuple[str, int], list[int]]:
+    described = await admin.describe_topics(topics)
+    return {
+        (name, p.partition): list(p.replicas)
+        for name, info in described.items()
+        for p in info.partitions
+    }
+
+
+@click.group("reassign")
+def reassign_command() -> None:
+    """Move partitions between brokers: generate a plan, execute it, verify it."""
+
+
+@reassign_command.command("generate")
+@click.option(
+    "--topics-to-move-json-file",
+    "topics_file",
+    required=True,
+    help='{"version":1,"topics":[{"topic":"foo"}]}',
+)
+@click.option("--broker-list", required=True, metavar="ID,ID,...", help="The brokers to move to.")
+@_admin_options
+def reassign_generate(cfg: dict[str, Any], topics_file: str, broker_list: str) -> None:
+    """Print the topics' current assignment and one that spreads them over the brokers."""
+    from trafka.brokerlite.controller import AssignmentError, assign_replicas
+
+    doc = _read_json(topics_file, "topics-to-move")
+    try:
+        topics = [str(t["topic"]) for t in doc["topics"]]
+        brokers = [int(b) for b in broker_list.split(",") if b.strip()]
+    except (KeyError, TypeError, ValueError) as exc:
+        raise click.UsageError(f"bad topics file or broker list: {exc}") from None
+
+    async def run(admin: Any) -> dict[tuple[str, int], list[int]]:
+        return await _current(admin, topics)
+
+    current = _run(_with_admin, cfg, run)
+    proposed: dict[tuple[str, int], list[int]] = {}
+    for topic in topics:
+        parts = sorted(p for t, p in current if t == topic)
+        if not parts:
+            continue
+        factor = len(current[(topic, parts[0])])
+        try:
+            placed = assign_replicas(brokers, len(parts), factor)
+        except AssignmentError as exc:
+            raise click.ClickException(f"{topic}: {exc}") from None
+        for p in parts:
+            proposed[(topic, p)] = list(placed[p])
+    click.echo("Current partition replica assignment")
+    click.echo(_assignment_json(current))
+    click.echo("")
+    click.echo("Proposed partition reassignment configuration")
+    click.echo(_assignment_json(proposed))
+
+
+@reassign_command.command("execute")
+@click.option("--reassignment-json-file", "plan_file", required=True, help="The plan to carry out.")
+@_admin_options
+def reassign_execute(cfg: dict[str, Any], plan_file: str) -> None:
+    """Start the moves of a reassignment file; print the current assignment for rollback."""
+    plan = _plan_file(_read_json(plan_file, "reassignment"), plan_file)
+
+    async def run(admin: Any) -> tuple[dict[tuple[str, int], list[int]], dict[Any, Any]]:
+        current = await _current(admin, sorted({t for t, _ in plan}))
+        outcome = await admin.alter_partition_reassignments(plan)
+        return current, outcome
+
+    current, outcome = _run(_with_admin, cfg, run)
+    click.echo("Current partition replica assignment")
+    click.echo("")
+    click.echo(_assignment_json({k: v for k, v in current.items() if k in plan}))
+    click.echo("")
+    click.echo("Save this to use as the --reassignment-json-file option during rollback")
+    failed = {tp: e for tp, e in outcome.items() if e is not None}
+    started = sorted(f"{tp.topic}-{tp.partition}" for tp, e in outcome.items() if e is None)
+    if started:
+        click.echo(f"Successfully started partition reassignments for {','.join(started)}")
+    for tp, error in sorted(failed.items(), key=lambda kv: (kv[0].topic, kv[0].partition)):
+        click.echo(f"Error reassigning {tp.topic}-{tp.partition}: {error}", err=True)
+    if failed:
+        raise SystemExit(1)
+
+
+@reassign_command.command("verify")
+@click.option("--reassignment-json-file", "plan_file", required=True, help="The plan executed.")
+@_admin_options
+def reassign_verify(cfg: dict[str, Any], plan_file: str) -> None:
+    """Say, per partition of a reassignment file, whether its move is complete; exit 1
+    while any is still in progress or ended elsewhere than planned."""
+    plan = _plan_file(_read_json(plan_file, "reassignment"), plan_file)
+
+    async def run(admin: Any) -> tuple[dict[Any, Any], dict[tuple[str, int], list[int]]]:
+        ongoing = await admin.list_partition_reassignments(list(plan))
+        current = await _current(admin, sorted({t for t, _ in plan}))
+        return ongoing, current
+
+    ongoing, current = _run(_with_admin, cfg, run)
+    moving = {(tp.topic, tp.partition) for tp in ongoing}
+    click.echo("Status of partition reassignment:")
+    unfinished = False
+    for (topic, partition), target in sorted(plan.items()):
+        if (topic, partition) in moving:
+            state = "is still in progress."
+            unfinished = True
+        elif current.get((topic, partition)) == target:
+            state = "is completed."
+        else:
+            state = f"failed: its replicas are {current.get((topic, partition))}, not {target}."
+            unfinished = True
+        click.echo(f"Reassignment of partition {topic}-{partition} {state}")
+    if unfinished:
         raise SystemExit(1)

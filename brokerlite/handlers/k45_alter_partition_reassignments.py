@@ -1,4 +1,15 @@
-"""AlterPartitionReassignments (key 45), version 0, as Kafka's controller answers on one node.
+"""AlterPartitionReassignments (key 45), version 0, as Kafka's controller answers.
+
+In cluster mode (KIP-455, as Kafka's ZooKeeper-era controller): each partition
+is checked (it exists; the replicas are registered brokers, none twice, not
+empty), and the moves are written to the topics' assignments in ZooKeeper
+(target replicas first, then those leaving, with ``adding_replicas`` and
+``removing_replicas``). The answer comes once they are written; the controller
+completes each move when all its target replicas are in sync (see
+:mod:`...controller`). Null replicas cancel a move under way, restoring the
+original replicas (NO_REASSIGNMENT_IN_PROGRESS when none is).
+
+On one node:
 
 Every partition's replicas are ``[node_id]`` and this node is the only broker,
 so the only valid target is exactly that: a success with nothing to do (Kafka
@@ -25,11 +36,13 @@ top and for every named partition.
 from __future__ import annotations
 
 from trafka.brokerlite.authorizer import CLUSTER_NAME
+from trafka.brokerlite.cluster_view import ZkTask
 from trafka.codec.acl import AclOperation, AclResourceType
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k45_alter_partition_reassignments as m
 
-from ._base import HandlerSpec, RequestContext
+from ._base import HandlerSpec, Parked, RequestContext
+from ._util import park_on_tasks, task_outcome
 
 API_KEY = 45
 MIN_VERSION = 0
@@ -39,13 +52,15 @@ TopicResponse = m.AlterPartitionReassignmentsResponse.ReassignableTopicResponse
 PartitionResponse = m.AlterPartitionReassignmentsResponse.ReassignablePartitionResponse
 
 
-def _check_replicas(replicas: list[int], node: int) -> str | None:
+def _check_replicas(replicas: list[int], node: int, brokers: set[int] | None = None) -> str | None:
     """Why ``replicas`` is not a valid assignment on this cluster, or None."""
     if not replicas:
         return "the replica list is empty"
     previous: int | None = None
     for broker in sorted(replicas):
-        if broker != node:
+        if brokers is not None and broker not in brokers:
+            return f"broker {broker} is not registered (registered: {sorted(brokers)})"
+        if brokers is None and broker != node:
             return f"broker {broker} is not registered (this cluster's only broker is {node})"
         if broker == previous:
             return f"broker {broker} is named more than once"
@@ -75,11 +90,13 @@ def _one(
 
 def handle(
     ctx: RequestContext, request: m.AlterPartitionReassignmentsRequest
-) -> m.AlterPartitionReassignmentsResponse:
+) -> m.AlterPartitionReassignmentsResponse | Parked:
     if not ctx.allowed(AclOperation.ALTER, AclResourceType.CLUSTER, CLUSTER_NAME):
         return error_response(request, ctx.version, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     if not request.topics:
         return m.AlterPartitionReassignmentsResponse(error_code=ErrorCode.NONE, error_message="")
+    if ctx.broker.cluster is not None:
+        return _cluster_reassign(ctx, request)
     responses = []
     for topic in request.topics:
         parts = []
@@ -94,6 +111,62 @@ def handle(
     return m.AlterPartitionReassignmentsResponse(
         error_code=ErrorCode.NONE, error_message=None, responses=responses
     )
+
+
+def _cluster_reassign(
+    ctx: RequestContext, request: m.AlterPartitionReassignmentsRequest
+) -> m.AlterPartitionReassignmentsResponse | Parked:
+    """Cluster mode: checked here against the cluster's brokers, then written by the
+    driver (the controller carries the moves out); answered once they have started."""
+    cluster = ctx.broker.cluster
+    assert cluster is not None
+    brokers = set(cluster.image.brokers)
+    checked: dict[tuple[str, int], tuple[ErrorCode, str | None]] = {}
+    moves: dict[tuple[str, int], list[int] | None] = {}
+    for topic in request.topics:
+        for p in topic.partitions:
+            key = (topic.name, p.partition_index)
+            if not cluster.replicas_of(*key):
+                checked[key] = (
+                    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                    f"no partition {key[0]}-{key[1]}",
+                )
+                continue
+            if p.replicas is not None:
+                problem = _check_replicas(p.replicas, ctx.broker.node_id, brokers)
+                if problem is not None:
+                    checked[key] = (
+                        ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                        f"cannot reassign {key[0]}-{key[1]}: {problem}",
+                    )
+                    continue
+            moves[key] = None if p.replicas is None else list(p.replicas)
+    outcomes: dict[tuple[str, int], tuple[ErrorCode, str | None]] = {}
+
+    def answer() -> m.AlterPartitionReassignmentsResponse:
+        responses = []
+        for topic in request.topics:
+            parts = []
+            for p in topic.partitions:
+                key = (topic.name, p.partition_index)
+                code, message = checked.get(key) or outcomes.get(key) or task_outcome(task)
+                parts.append(
+                    PartitionResponse(
+                        partition_index=p.partition_index, error_code=code, error_message=message
+                    )
+                )
+            responses.append(TopicResponse(name=topic.name, partitions=parts))
+        return m.AlterPartitionReassignmentsResponse(
+            error_code=ErrorCode.NONE, error_message=None, responses=responses
+        )
+
+    task = ZkTask(
+        "reassign", {"moves": moves, "outcomes": outcomes, "timeout_ms": request.timeout_ms}
+    )
+    if not moves:
+        task.done = True
+        return answer()
+    return park_on_tasks(ctx, [task], request.timeout_ms, answer)
 
 
 def error_response(

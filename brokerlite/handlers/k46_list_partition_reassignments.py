@@ -1,4 +1,10 @@
-"""ListPartitionReassignments (key 46), version 0, as Kafka's controller answers on one node.
+"""ListPartitionReassignments (key 46), version 0, as Kafka's controller answers.
+
+In cluster mode: every partition being moved (or those of the named ones), with
+its full replicas, the replicas being added and those being removed, as the
+cluster's assignments in ZooKeeper hold them.
+
+On one node:
 
 No reassignment is ever in progress (see AlterPartitionReassignments), so the
 answer lists no topics, whether the request asks for every partition (null
@@ -29,9 +35,40 @@ def handle(
 ) -> m.ListPartitionReassignmentsResponse:
     if not ctx.allowed(AclOperation.DESCRIBE, AclResourceType.CLUSTER, CLUSTER_NAME):
         return error_response(request, ctx.version, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+    cluster = ctx.broker.cluster
+    topics = []
+    if cluster is not None:
+        wanted: dict[str, set[int]] | None = None
+        if request.topics is not None:
+            wanted = {}
+            for t in request.topics:
+                wanted.setdefault(t.name, set()).update(t.partition_indexes)
+        for name, assignment in sorted(cluster.image.topics.items()):
+            moving = sorted(set(assignment.adding) | set(assignment.removing))
+            if wanted is not None:
+                moving = [p for p in moving if p in wanted.get(name, ())]
+            if moving:
+                topics.append(
+                    Topic(
+                        name=name,
+                        partitions=[
+                            Partition(
+                                partition_index=p,
+                                replicas=list(assignment.replicas.get(p, ())),
+                                adding_replicas=list(assignment.adding.get(p, ())),
+                                removing_replicas=list(assignment.removing.get(p, ())),
+                            )
+                            for p in moving
+                        ],
+                    )
+                )
     return m.ListPartitionReassignmentsResponse(
-        error_code=ErrorCode.NONE, error_message=None, topics=[]
+        error_code=ErrorCode.NONE, error_message=None, topics=topics
     )
+
+
+Topic = m.ListPartitionReassignmentsResponse.OngoingTopicReassignment
+Partition = m.ListPartitionReassignmentsResponse.OngoingPartitionReassignment
 
 
 def error_response(

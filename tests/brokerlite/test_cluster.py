@@ -458,3 +458,158 @@ def test_zookeeper_down_leaders_keep_serving_and_changes_wait(make_zookeeper: An
             assert total == 30
 
     run(test)
+
+
+def test_reassignment_moves_a_partition_to_new_brokers_under_load(zk: str) -> None:
+    async def test() -> None:
+        async with serve_cluster(4, zookeeper_connect=zk) as cluster:
+            bs = cluster.bootstrap_servers
+            async with open_admin(bootstrap_servers=bs) as admin:
+                await admin.create_topics([NewTopic("mv", 1, 1)])
+                await until(lambda: all_in_sync(cluster, "mv", 1), "the partition has a leader")
+                view = cluster.node(1).broker.cluster
+                [original] = view.replicas_of("mv", 0)
+                target = [4, *[n for n in (1, 2, 3) if n != original][:2]]
+                if original == 4:
+                    target = [1, 2, 3]
+                acked: list[tuple[int, bytes]] = []
+                stop = trio.Event()
+
+                async def produce() -> None:
+                    async with open_producer(bootstrap_servers=bs, acks="all") as producer:
+                        i = 0
+                        while not stop.is_set() or i < 200:
+                            meta = await producer.send_and_wait("mv", b"r%d" % i)
+                            acked.append((meta.offset, b"r%d" % i))
+                            i += 1
+
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(produce)
+                    await until(lambda: len(acked) >= 50, "records flow")
+                    outcome = await admin.alter_partition_reassignments({("mv", 0): target})
+                    assert list(outcome.values()) == [None]
+                    await until(
+                        lambda: (
+                            list(view.replicas_of("mv", 0)) == target
+                            and not view.image.topics["mv"].adding
+                        ),
+                        "the reassignment completes",
+                        timeout=30,
+                    )
+                    assert await admin.list_partition_reassignments() == {}
+                    await until(lambda: all_in_sync(cluster, "mv", 3), "the new ISR is full")
+                    assert states(cluster, "mv")[0].leader in target
+                    done_at = len(acked)
+                    await until(lambda: len(acked) >= done_at + 50, "records flow after the move")
+                    stop.set()
+                await until(
+                    lambda: len({log_bytes(cluster, n, "mv", 0) for n in target}) == 1,
+                    "the new replicas agree",
+                )
+                leader = states(cluster, "mv")[0].leader
+                stored = log_bytes(cluster, leader, "mv", 0)
+                plog = cluster.node(leader).broker.logs.partition("mv", 0)
+                assert plog.high_watermark == len(acked)
+                assert stored  # every record acknowledged is in the new replicas' logs
+                if original not in target:
+                    gone = cluster.node(original).broker.logs.partition("mv", 0)
+                    assert gone.size == 0 or gone.log_end_offset == gone.log_start_offset
+                # Cancelling when nothing moves is refused, as Kafka does.
+                cancel = await admin.alter_partition_reassignments({("mv", 0): None})
+                [error] = cancel.values()
+                assert error is not None and error.code == ErrorCode.NO_REASSIGNMENT_IN_PROGRESS
+                bad = await admin.alter_partition_reassignments({("mv", 0): [1, 9]})
+                [error] = bad.values()
+                assert error is not None and error.code == ErrorCode.INVALID_REPLICA_ASSIGNMENT
+            seen = []
+            async with open_consumer(
+                "mv", bootstrap_servers=bs, group_id="g-mv", auto_offset_reset="earliest"
+            ) as consumer:
+                with trio.move_on_after(30):
+                    async for record in consumer:
+                        seen.append((record.offset, record.value))
+                        if len(seen) == len(acked):
+                            break
+            assert seen == acked
+
+    run(test)
+
+
+def test_cli_reassign_generate_execute_verify_and_elect_leaders(zk: str, tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from trafka.tools.cli import main as cli
+
+    def trafka(*args: str) -> Any:
+        return CliRunner().invoke(cli, list(args), catch_exceptions=False)
+
+    async def test() -> None:
+        async with serve_cluster(3, zookeeper_connect=zk) as cluster:
+            bs = cluster.bootstrap_servers
+            created = await trio.to_thread.run_sync(
+                trafka, "topics", "create", "-b", bs, "-p", "2", "-r", "1", "cli-moves"
+            )
+            assert created.exit_code == 0, created.output
+            topics_file = tmp_path / "topics.json"
+            topics_file.write_text(json.dumps({"version": 1, "topics": [{"topic": "cli-moves"}]}))
+            generated = await trio.to_thread.run_sync(
+                trafka,
+                "reassign",
+                "generate",
+                "-b",
+                bs,
+                "--topics-to-move-json-file",
+                str(topics_file),
+                "--broker-list",
+                "1,2,3",
+            )
+            assert generated.exit_code == 0, generated.output
+            lines = generated.output.splitlines()
+            current = json.loads(lines[lines.index("Current partition replica assignment") + 1])
+            assert {p["partition"] for p in current["partitions"]} == {0, 1}
+            # Raise the replication factor to 3: every broker holds each partition.
+            plan = {
+                "version": 1,
+                "partitions": [
+                    {
+                        "topic": "cli-moves",
+                        "partition": p,
+                        "replicas": [1 + (p + i) % 3 for i in range(3)],
+                    }
+                    for p in (0, 1)
+                ],
+            }
+            plan_file = tmp_path / "plan.json"
+            plan_file.write_text(json.dumps(plan))
+            executed = await trio.to_thread.run_sync(
+                trafka, "reassign", "execute", "-b", bs, "--reassignment-json-file", str(plan_file)
+            )
+            assert executed.exit_code == 0, executed.output
+            assert "Successfully started partition reassignments for cli-moves-0,cli-moves-1" in (
+                executed.output
+            )
+            await until(lambda: all_in_sync(cluster, "cli-moves", 3), "the new replicas join")
+
+            async def verified() -> bool:
+                out = await trio.to_thread.run_sync(
+                    trafka,
+                    "reassign",
+                    "verify",
+                    "-b",
+                    bs,
+                    "--reassignment-json-file",
+                    str(plan_file),
+                )
+                return bool(out.exit_code == 0) and "cli-moves-1 is completed." in out.output
+
+            with trio.fail_after(30):
+                while not await verified():
+                    await trio.sleep(0.2)
+            elected = await trio.to_thread.run_sync(
+                trafka, "elect-leaders", "-b", bs, "--all-topic-partitions"
+            )
+            assert elected.exit_code == 0, elected.output
+            for p in (0, 1):
+                assert states(cluster, "cli-moves")[p].leader == 1 + p  # the preferred replica
+
+    run(test)
