@@ -66,6 +66,7 @@ test: lint typecheck docs pytest
 bench: $(STAMP)
 	$(PY) bench/codec.py
 	$(PY) bench/broker.py
+	$(PY) bench/cluster.py
 	$(PY) bench/clients.py
 	$(PY) bench/clients.py --records 300000 --partitions 12 --keys 1000 --clients trafka,confluent-kafka
 	$(PY) bench/clients.py --suite eos --records 300000

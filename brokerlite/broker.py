@@ -90,6 +90,7 @@ from trafka.codec.messages import API_MODULES
 from trafka.codec.messages import k18_api_versions as api_versions_msg
 from trafka.codec.messages.headers import RequestHeader
 from trafka.codec.protocol import api, decode_request_body, decode_request_header
+from trafka.codec.records import blob_next_offset
 from trafka.codec.sasl import SaslAuthenticationError
 
 from .authorizer import (
@@ -101,14 +102,16 @@ from .authorizer import (
     host_of,
     principal_for,
 )
-from .cluster_view import ClusterView
+from .cluster_view import OFFSETS_TOPIC, ClusterView
 from .config import BrokerConfig, ConfigError
 from .consumer_groups import TopicMeta
+from .controller import coordinator_partition
 from .delegation_tokens import TOKENS_JOURNAL, DelegationTokens
 from .eos import ProducerStates
-from .errors import BrokerError, UnknownTopicOrPartitionError
+from .errors import BrokerError, OffsetStoreError, UnknownTopicOrPartitionError
 from .features import FEATURES_JOURNAL, FeatureStore
 from .fetch_sessions import FetchManager, FetchSessionCache
+from .group_log import ReplicatedOffsetStore
 from .groups import GroupCoordinator
 from .handlers import HANDLERS
 from .handlers._base import (
@@ -167,6 +170,8 @@ _MIN_REAUTH_INTERVAL_MS = 1000  # Kafka's floor between two re-authentications
 # (Kafka serves them only with a telemetry receiver plugin configured).
 _TELEMETRY_KEYS = frozenset({71, 72})
 _PRODUCER_ID_BLOCK = 1000
+_OFFSET_COMMIT = 8
+_OFFSET_COMMIT_TIMEOUT_MS = 5000  # Kafka's offsets.commit.timeout.ms
 # Group APIs (by a single group_id) that only the group's coordinator answers in
 # cluster mode: OffsetCommit, OffsetFetch, JoinGroup, Heartbeat, LeaveGroup,
 # SyncGroup, OffsetDelete, ConsumerGroupHeartbeat.
@@ -266,7 +271,17 @@ class Broker:
             self._producer_ids: _ProducerIdAllocator | ClusterProducerIds = _ProducerIdAllocator(
                 self.data_dir / "producer-id-block"
             )
-            store = OffsetStore(self.data_dir / GROUPS_JOURNAL)
+            store: OffsetStore
+            if config.cluster_mode:
+                # Groups live in the replicated __consumer_offsets topic (group_log).
+                store = ReplicatedOffsetStore(
+                    partition_for=self._offsets_partition,
+                    append=self._append_group_records,
+                    read=self._read_offsets_partition,
+                    now_ms=lambda: time.time_ns() // 1_000_000,
+                )
+            else:
+                store = OffsetStore(self.data_dir / GROUPS_JOURNAL)
             scram: ScramCredentials | None = None
             share_store: ShareGroupStore | None = None
             try:
@@ -417,6 +432,7 @@ class Broker:
                 on_high_watermark=self._high_watermark_moved,
                 on_truncate=self.producers.forget,
                 on_removed=self._replica_removed,
+                on_role=self._leadership_changed,
             )
             self.cluster = ClusterView(
                 config.node_id,
@@ -432,6 +448,69 @@ class Broker:
     def _min_insync_replicas(self, topic: str) -> int:
         assert self.cluster is not None
         return self.cluster.min_insync_replicas(topic, self.config.min_insync_replicas)
+
+    # -- cluster mode: group state in __consumer_offsets ----------------------------------
+
+    def _offsets_partition(self, group: str) -> int | None:
+        cluster = self.cluster
+        if cluster is None:
+            return None
+        assignment = cluster.image.topics.get(OFFSETS_TOPIC)
+        if assignment is None:
+            return None
+        return coordinator_partition(group, assignment.num_partitions)
+
+    def _append_group_records(self, partition: int, batch: bytes) -> None:
+        """Append a group-state batch to ``__consumer_offsets`` here (its leader)."""
+        assert self.cluster is not None
+        result = self.producers.produce(
+            OFFSETS_TOPIC,
+            partition,
+            batch,
+            transactional_id=None,
+            verify=self.txn.verify_partition,
+            now_ms=time.time_ns() // 1_000_000,
+        )
+        if result.error is not ErrorCode.NONE:
+            raise OffsetStoreError(result.message or result.error.name)
+        self.notify_append(OFFSETS_TOPIC, partition, len(batch))
+        self.cluster.replicas.appended(OFFSETS_TOPIC, partition)
+
+    def _read_offsets_partition(self, partition: int) -> Iterable[bytes]:
+        plog = self.logs.partition(OFFSETS_TOPIC, partition)
+        offset, end = plog.log_start_offset, plog.log_end_offset
+        while offset < end:
+            read = plog.read(offset, 1 << 20)
+            if not read.size:
+                return
+            data = read.tobytes()
+            yield data
+            nxt = blob_next_offset(data)
+            if nxt is None or nxt <= offset:
+                return
+            offset = nxt
+
+    def _leadership_changed(self, topic: str, partition: int, leads: bool, now_ms: int) -> None:
+        """This broker started or stopped leading a partition. Requests parked on it
+        (acks=all produces, fetches) are answered now, not at their timeouts; as the
+        coordinator of the groups a ``__consumer_offsets`` partition holds, load or
+        drop them."""
+        if not leads:
+            self.notify_append(topic, partition, HIGH_WATERMARK_WAKES)
+        store = self.groups.store
+        if topic != OFFSETS_TOPIC or not isinstance(store, ReplicatedOffsetStore):
+            return
+        if leads:
+            try:
+                loaded = store.load_partition(partition)
+            except OffsetStoreError:
+                log.exception("cannot load the groups of %s-%d", topic, partition)
+                return
+            self.groups.load_groups(loaded, now_ms)
+            if loaded:
+                log.info("coordinating %d group(s) of %s-%d", len(loaded), topic, partition)
+        else:
+            self.groups.unload_groups(store.unload_partition(partition))
 
     def _replica_removed(self, topic: str, partition: int) -> None:
         """A reassignment moved this partition away: drop its records here (the
@@ -838,7 +917,36 @@ class Broker:
             return self._internal_error(spec, header, body)
         if isinstance(result, Reply | NoResponse | Parked | Close):
             return result
+        if self.cluster is not None and spec.api_key == _OFFSET_COMMIT:
+            waiter = self._replicated_commit(spec, header, body, result, now_ms)
+            if waiter is not None:
+                return ctx.park(waiter)
         return Reply(header.correlation_id, spec.api_key, header.request_api_version, result)
+
+    def _replicated_commit(
+        self, spec: HandlerSpec, header: RequestHeader, body: Any, answer: Any, now_ms: int
+    ) -> _CommitReplicated | None:
+        """An OffsetCommit is acknowledged once its records are on every in-sync
+        replica of the group's ``__consumer_offsets`` partition (Kafka's
+        ``offsets.commit.required.acks=-1``): a waiter when they are not yet."""
+        partition = self._offsets_partition(getattr(body, "group_id", ""))
+        if partition is None:
+            return None
+        try:
+            plog = self.logs.partition(OFFSETS_TOPIC, partition)
+        except UnknownTopicOrPartitionError:
+            return None
+        if plog.high_watermark >= plog.log_end_offset:
+            return None
+        return _CommitReplicated(
+            self,
+            partition,
+            plog.log_end_offset,
+            answer,
+            spec.refusal(body, header.request_api_version, ErrorCode.REQUEST_TIMED_OUT),
+            spec.refusal(body, header.request_api_version, ErrorCode.NOT_COORDINATOR),
+            now_ms + _OFFSET_COMMIT_TIMEOUT_MS,
+        )
 
     # -- client quotas -------------------------------------------------------------
 
@@ -1670,6 +1778,45 @@ class _ProducerIdAllocator:
         pid = self._next
         self._next += 1
         return pid
+
+
+class _CommitReplicated:
+    """An OffsetCommit waiting for its records to reach the ISR (cluster mode)."""
+
+    def __init__(
+        self,
+        broker: Broker,
+        partition: int,
+        required: int,
+        answer: Any,
+        timed_out: Any,
+        moved: Any,
+        deadline_ms: int,
+    ) -> None:
+        self._broker = broker
+        self._partition = partition
+        self._required = required
+        self._answer = answer
+        self._timed_out = timed_out
+        self._moved = moved
+        self.deadline_ms = deadline_ms
+        self.watches = frozenset({(OFFSETS_TOPIC, partition)})
+
+    def _outcome(self) -> Any | None:
+        cluster = self._broker.cluster
+        assert cluster is not None
+        replica = cluster.replicas.replica(OFFSETS_TOPIC, self._partition)
+        if replica is None or replica.leader != self._broker.node_id:
+            return self._moved
+        plog = self._broker.logs.partition(OFFSETS_TOPIC, self._partition)
+        return self._answer if plog.high_watermark >= self._required else None
+
+    def on_append(self, topic: str, partition: int, nbytes: int) -> bool:
+        return self._outcome() is not None
+
+    def complete(self, now_ms: int) -> Any:
+        outcome = self._outcome()
+        return self._timed_out if outcome is None else outcome
 
 
 class ClusterProducerIds:

@@ -1593,8 +1593,29 @@ class GroupCoordinator:
             # generation, whose members then rejoin.
             log.error("group %s: metadata not stored: %s", group.group_id, exc)
 
-    def _load(self) -> None:
+    def load_groups(self, group_ids: set[str], now_ms: int) -> None:
+        """Bring groups into memory from the store (their ``__consumer_offsets``
+        partition is now led here, cluster mode); a group already in memory is
+        replaced by the stored one."""
+        self.unload_groups(group_ids)
+        self._load(group_ids)
+        for group_id in group_ids:
+            group = self.consumer.groups.get(group_id)
+            if group is not None:
+                for member in group.members.values():
+                    member.session_deadline_ms = now_ms + self.consumer.session_timeout_ms
+
+    def unload_groups(self, group_ids: set[str]) -> None:
+        """Forget groups (their ``__consumer_offsets`` partition is no longer led
+        here): their members find the new coordinator (NOT_COORDINATOR)."""
+        for group_id in group_ids:
+            self._groups.pop(group_id, None)
+            self.consumer.groups.pop(group_id, None)
+
+    def _load(self, only: set[str] | None = None) -> None:
         for group_id, record in self._store.groups().items():
+            if only is not None and group_id not in only:
+                continue
             group = ClassicGroup(group_id, record.state_timestamp_ms)
             group.generation_id = record.generation_id
             for mr in record.members:
@@ -1622,11 +1643,16 @@ class GroupCoordinator:
             else:
                 group.protocol_name = None
             self._groups[group_id] = group
+        snapshots = self._store.consumer_groups()
+        if only is not None:
+            snapshots = {g: s for g, s in snapshots.items() if g in only}
         try:
-            self.consumer.load(self._store.consumer_groups())
+            self.consumer.load(snapshots)
         except ValueError as exc:
             raise OffsetStoreError(f"{self._store.path}: {exc}") from exc
         for group_id in self._store.offset_groups():
+            if only is not None and group_id not in only:
+                continue
             if (
                 group_id not in self._groups
                 and group_id not in self.consumer.groups

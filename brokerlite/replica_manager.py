@@ -142,6 +142,9 @@ class ReplicaManager:
             its log (the producer state is rebuilt).
         on_removed: called with (topic, partition) when this broker stops being a
             replica of an existing partition (a reassignment moved it away).
+        on_role: called with (topic, partition, leads, now_ms) when this broker
+            starts or stops leading a partition (coordinators load or drop the
+            state the partition holds).
     """
 
     def __init__(
@@ -154,6 +157,7 @@ class ReplicaManager:
         on_high_watermark: Callable[[str, int], None],
         on_truncate: Callable[[str, int], None],
         on_removed: Callable[[str, int], None] = lambda _t, _p: None,
+        on_role: Callable[[str, int, bool, int], None] = lambda _t, _p, _l, _n: None,
     ) -> None:
         self.node_id = node_id
         self._logs = logs
@@ -162,6 +166,7 @@ class ReplicaManager:
         self._on_hw = on_high_watermark
         self._on_truncate = on_truncate
         self._on_removed = on_removed
+        self._on_role = on_role
         self._replicas: dict[tuple[str, int], Replica] = {}
         #: ISR changes to write (the driver takes them with :meth:`take_isr_writes`).
         self.isr_writes: list[IsrWrite] = []
@@ -231,6 +236,8 @@ class ReplicaManager:
             gone = self._replicas.pop(key)
             if gone.role is Role.FOLLOWER:
                 fetchers_changed = True
+            else:
+                self._on_role(key[0], key[1], False, now_ms)
             log.info("%s-%d: no longer a replica here", *key)
             self._on_removed(*key)
         return fetchers_changed
@@ -271,10 +278,12 @@ class ReplicaManager:
             list(state.isr),
         )
         self._maybe_advance_hw(self._replicas[key], plog)
+        self._on_role(key[0], key[1], True, now_ms)
 
     def _become_follower(
         self, key: tuple[str, int], state: PartitionState, replicas: tuple[int, ...]
     ) -> None:
+        before = self._replicas.get(key)
         plog = self._logs.partition(*key)
         if not plog.tracks_high_watermark:
             plog.set_high_watermark(plog.high_watermark)
@@ -290,6 +299,8 @@ class ReplicaManager:
             state.controller_epoch,
             needs_truncation=state.leader != NO_LEADER,
         )
+        if before is not None and before.role is Role.LEADER:
+            self._on_role(key[0], key[1], False, 0)
         log.info(
             "%s-%d: follower of %s at epoch %d (log end %d)",
             key[0],

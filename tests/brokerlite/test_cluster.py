@@ -613,3 +613,57 @@ def test_cli_reassign_generate_execute_verify_and_elect_leaders(zk: str, tmp_pat
                 assert states(cluster, "cli-moves")[p].leader == 1 + p  # the preferred replica
 
     run(test)
+
+
+def test_committed_offsets_survive_the_coordinators_broker(zk: str) -> None:
+    async def test() -> None:
+        async with serve_cluster(
+            3, zookeeper_connect=zk, offsets_topic_num_partitions=3, min_insync_replicas=2
+        ) as cluster:
+            bs = cluster.bootstrap_servers
+            async with open_admin(bootstrap_servers=bs) as admin:
+                await admin.create_topics([NewTopic("kept", 3, 3)])
+            async with open_producer(bootstrap_servers=bs, acks="all") as producer:
+                for i in range(60):
+                    await producer.send("kept", b"k%d" % i, key=b"%d" % i)
+            first: list[bytes] = []
+            async with open_consumer(
+                "kept", bootstrap_servers=bs, group_id="g-kept", auto_offset_reset="earliest"
+            ) as consumer:
+                async for record in consumer:
+                    first.append(record.value)
+                    if len(first) == 30:
+                        break
+                await consumer.commit()
+            view = cluster.node(1).broker.cluster
+            coordinator = view.coordinator("g-kept")
+            async with open_admin(bootstrap_servers=bs) as admin:
+                before = await admin.list_consumer_group_offsets("g-kept")
+            assert sum(before.values()) >= 30
+            await cluster.stop_node(coordinator)
+            survivor = next(n for n in cluster.node_ids if cluster.running(n))
+            view = cluster.node(survivor).broker.cluster
+            await until(
+                lambda: view.coordinator("g-kept") not in (coordinator, -1),
+                "another broker coordinates the group",
+            )
+            async with open_admin(bootstrap_servers=cluster.bootstrap_servers) as admin:
+                after = await admin.list_consumer_group_offsets("g-kept")
+            assert after == before  # nothing committed was lost with its coordinator
+            rest: list[bytes] = []
+            async with open_consumer(
+                "kept",
+                bootstrap_servers=cluster.bootstrap_servers,
+                group_id="g-kept",
+                auto_offset_reset="earliest",
+            ) as consumer:
+                with trio.move_on_after(20):
+                    async for record in consumer:
+                        rest.append(record.value)
+                        if len(rest) == 60 - sum(before.values()):
+                            break
+            # The group resumes where it committed: nothing before it is read again.
+            assert len(rest) == 60 - sum(before.values())
+            assert sorted(set(first) | set(rest)) == sorted(b"k%d" % i for i in range(60))
+
+    run(test)

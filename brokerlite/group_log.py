@@ -1,0 +1,262 @@
+"""Consumer-group state kept in the replicated ``__consumer_offsets`` topic (cluster mode).
+
+On a single node, groups' committed offsets and metadata live in a journal file
+(:class:`~.offsets.OffsetStore`). In a cluster they must outlive the broker that
+coordinates them, so :class:`ReplicatedOffsetStore` keeps them where Kafka does:
+as records of the group's ``__consumer_offsets`` partition, which the cluster
+replicates like any other; the coordinator is that partition's leader.
+
+Rules and invariants:
+
+* Records are keyed per thing, so that log compaction keeps exactly the live
+  state (last writer wins per key; a null value is a tombstone). Keys and values
+  are JSON (brokerlite's layout; Kafka's binary schemas are not in the specs
+  this project generates from):
+
+  ==========================================  ===============================================
+  key                                         value
+  ==========================================  ===============================================
+  ``["o", group, topic, partition]``          ``[offset, leader_epoch, metadata, timestamp]``
+  ``["g", group]``                            the classic group's metadata
+  ``["c", group]``                            a consumer group's (KIP-848) snapshot
+  ==========================================  ===============================================
+
+* A store change is one record batch appended to the group's partition on this
+  broker (its leader): all of it or none, like the journal's entries. The change
+  reaches memory only after the append succeeded.
+* A partition's groups are in memory only while this broker leads it:
+  :meth:`ReplicatedOffsetStore.load_partition` replays the partition's log when it
+  becomes leader, :meth:`ReplicatedOffsetStore.unload_partition` forgets them
+  when it stops. Replaying applies records in offset order, so the state is the
+  same as the one the previous leader had for every record it wrote.
+* Acknowledging a change only once the partition's followers have it (the high
+  watermark passed it) is the broker's job, not this store's.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from trafka.codec.errors import DecodeError
+from trafka.codec.records import decode_records, encode_batch
+
+from .errors import BrokerError, OffsetStoreError
+from .offsets import OffsetStore
+
+__all__ = ["ReplicatedOffsetStore"]
+
+log = logging.getLogger("trafka.brokerlite.groups")
+
+_READ_CHUNK = 1 << 20
+
+
+def _key(*parts: Any) -> bytes:
+    return json.dumps(list(parts), separators=(",", ":")).encode()
+
+
+def _value(doc: Any) -> bytes | None:
+    return None if doc is None else json.dumps(doc, separators=(",", ":")).encode()
+
+
+class ReplicatedOffsetStore(OffsetStore):
+    """An :class:`~.offsets.OffsetStore` whose changes are records of ``__consumer_offsets``
+    (see the module rules).
+
+    Args:
+        partition_for: the ``__consumer_offsets`` partition of a group, or None while
+            the topic does not exist.
+        append: appends a record batch to one of its partitions on this broker.
+        read: ``read(partition) -> bytes``: the partition's whole log here.
+        now_ms: the clock, for record timestamps.
+    """
+
+    def __init__(
+        self,
+        *,
+        partition_for: Callable[[str], int | None],
+        append: Callable[[int, bytes], None],
+        read: Callable[[int], Iterable[bytes]],
+        now_ms: Callable[[], int],
+    ) -> None:
+        # No journal file: the state lives in the topic. The base class's journal
+        # machinery (compaction, flushing) is not used.
+        self._offsets = {}
+        self._groups = {}
+        self._consumer_groups = {}
+        self._partition_for = partition_for
+        self._append = append
+        self._read = read
+        self._now_ms = now_ms
+        self._loaded: set[int] = set()
+
+    # -- what the base class would do with a journal -----------------------------------------------
+
+    @property
+    def path(self) -> Path:
+        return Path("__consumer_offsets")
+
+    @property
+    def journal_bytes(self) -> int:
+        return 0
+
+    def compact(self) -> None:
+        """Compaction is the topic's (``cleanup.policy=compact``)."""
+
+    def flush(self) -> None:
+        """Nothing buffered here: every change was appended to the log."""
+
+    def close(self) -> None:
+        self._loaded.clear()
+
+    # -- partitions ----------------------------------------------------------------------------------
+
+    def loaded_partitions(self) -> set[int]:
+        return set(self._loaded)
+
+    def load_partition(self, partition: int) -> set[str]:
+        """Replay one partition's log into memory (this broker now leads it).
+
+        Returns:
+            The ids of the groups it holds.
+
+        Raises:
+            OffsetStoreError: a record cannot be read.
+        """
+        self._forget(partition)
+        self._loaded.add(partition)
+        groups: set[str] = set()
+        for chunk in self._read(partition):
+            try:
+                for record in decode_records(chunk):
+                    groups.add(self._replay(record.key, record.value))
+            except DecodeError as exc:
+                raise OffsetStoreError(f"__consumer_offsets-{partition}: {exc}") from exc
+        groups.discard("")
+        return groups
+
+    def unload_partition(self, partition: int) -> set[str]:
+        """Forget one partition's groups (this broker no longer leads it).
+
+        Returns:
+            The ids of the groups forgotten.
+        """
+        self._loaded.discard(partition)
+        return self._forget(partition)
+
+    def _forget(self, partition: int) -> set[str]:
+        gone = {
+            g
+            for g in (*self._offsets, *self._groups, *self._consumer_groups)
+            if self._partition_for(g) == partition
+        }
+        for group in gone:
+            self._offsets.pop(group, None)
+            self._groups.pop(group, None)
+            self._consumer_groups.pop(group, None)
+        return gone
+
+    def _replay(self, key: bytes | None, value: bytes | None) -> str:
+        """Apply one record; returns its group ("" for a record of no group)."""
+        if key is None:
+            return ""
+        try:
+            parts = json.loads(key)
+            doc = None if value is None else json.loads(value)
+            kind, group = parts[0], parts[1]
+            if kind == "o":
+                topic, partition = parts[2], parts[3]
+                if doc is None:
+                    entry: dict[str, Any] = {
+                        "kind": "delete_offsets",
+                        "group": group,
+                        "partitions": [[topic, partition]],
+                    }
+                else:
+                    entry = {
+                        "kind": "commit",
+                        "group": group,
+                        "offsets": [[topic, partition, *doc]],
+                    }
+            elif kind == "g":
+                if doc is None:
+                    self._groups.pop(group, None)
+                    return str(group)
+                entry = {"kind": "group", "group": group, "metadata": doc}
+            elif kind == "c":
+                entry = {"kind": "consumer_group", "group": group, "snapshot": doc}
+            else:
+                raise ValueError(f"unknown record kind {kind!r}")
+        except (ValueError, TypeError, IndexError, KeyError) as exc:
+            raise OffsetStoreError(f"__consumer_offsets: unreadable record {key!r}: {exc}") from exc
+        self._apply(entry)
+        return str(group)
+
+    # -- writing: every change one batch of records -------------------------------------------------
+
+    def _write(self, entry: dict[str, Any], *, sync: bool = True) -> None:
+        # ``sync`` is the journal's fsync; here durability is the replication's.
+        kind = entry["kind"]
+        if kind == "delete_topic":
+            self._delete_topic(entry["topic"])
+            return
+        group = entry["group"]
+        records = self._records(entry)
+        if records:
+            self._append_records(group, records)
+        self._apply(entry)
+
+    def _records(self, entry: Mapping[str, Any]) -> list[tuple[bytes, bytes | None]]:
+        kind, group = entry["kind"], entry["group"]
+        if kind == "commit":
+            return [
+                (_key("o", group, t, p), _value([o, e, m, ts]))
+                for t, p, o, e, m, ts in entry["offsets"]
+            ]
+        if kind == "group":
+            return [(_key("g", group), _value(entry["metadata"]))]
+        if kind == "consumer_group":
+            return [(_key("c", group), _value(entry["snapshot"]))]
+        if kind == "delete_offsets":
+            return [(_key("o", group, t, p), None) for t, p in entry["partitions"]]
+        if kind == "delete_group":
+            out: list[tuple[bytes, bytes | None]] = [
+                (_key("o", group, t, p), None) for t, p in self._offsets.get(group, {})
+            ]
+            if group in self._consumer_groups:
+                out.append((_key("c", group), None))
+            out.append((_key("g", group), None))
+            return out
+        raise OffsetStoreError(f"__consumer_offsets: cannot write a {kind!r} change")
+
+    def _append_records(self, group: str, records: list[tuple[bytes, bytes | None]]) -> None:
+        partition = self._partition_for(group)
+        if partition is None or partition not in self._loaded:
+            raise OffsetStoreError(
+                f"group {group!r}: this broker does not hold its __consumer_offsets partition"
+            )
+        now = self._now_ms()
+        batch = encode_batch([(now, k, v, ()) for k, v in records])
+        try:
+            self._append(partition, batch)
+        except BrokerError as exc:
+            raise OffsetStoreError(f"__consumer_offsets-{partition}: {exc}") from exc
+
+    def _delete_topic(self, topic: str) -> None:
+        by_group: dict[str, list[tuple[bytes, bytes | None]]] = {}
+        for group, offsets in self._offsets.items():
+            for t, p in offsets:
+                if t == topic:
+                    by_group.setdefault(group, []).append((_key("o", group, t, p), None))
+        for group, records in by_group.items():
+            self._append_records(group, records)
+            self._apply(
+                {
+                    "kind": "delete_offsets",
+                    "group": group,
+                    "partitions": [[topic, json.loads(k)[3]] for k, _ in records],
+                }
+            )
