@@ -42,7 +42,6 @@ Rules and invariants:
 
 from __future__ import annotations
 
-import itertools
 import logging
 import time
 from collections.abc import Callable
@@ -50,13 +49,7 @@ from typing import Any
 
 import trio
 
-from trafka.codec.errors import CodecError, ErrorCode
-from trafka.codec.framing import FrameReader
-from trafka.codec.messages import k01_fetch as fetch_msg
-from trafka.codec.messages import k02_list_offsets as list_offsets_msg
-from trafka.codec.messages import k23_offset_for_leader_epoch as epoch_msg
-from trafka.codec.messages.headers import RequestHeader
-from trafka.codec.protocol import decode_response_frame, encode_request
+from trafka.codec.errors import ErrorCode
 
 from .broker import Broker, ClusterProducerIds
 from .cluster_view import INTERNAL_TOPICS, ClusterImage, ZkTask, new_topic_id
@@ -65,11 +58,12 @@ from .controller import (
     AssignmentError,
     StateWrite,
     assign_replicas,
+    check_assignment,
     plan_leadership,
+    plan_moves,
     plan_preferred,
     plan_reassignments,
     plan_unclean,
-    reassignment_plan,
 )
 from .errors import (
     BrokerError,
@@ -81,6 +75,7 @@ from .errors import (
     ZooKeeperUnavailableError,
 )
 from .log import validate_topic_name
+from .replica_fetcher import ReplicaFetcher
 from .zk_layout import (
     ADMIN_DELETE_TOPICS,
     BROKER_IDS,
@@ -125,11 +120,7 @@ log = logging.getLogger("trafka.brokerlite.cluster")
 _REFRESH_EVERY_S = 5.0
 _TICK_S = 0.5
 _HW_CHECKPOINT_S = 5.0
-_FETCH_BACKOFF_S = 0.2
 _PRODUCER_ID_BLOCK_SIZE = 1000
-_FETCH_VERSION = 12
-_EPOCH_VERSION = 4
-_LIST_OFFSETS_VERSION = 7
 
 
 def _now_ms() -> int:
@@ -865,7 +856,10 @@ class ClusterDriver:
     def _assignment(self, args: dict[str, Any], live: list[int]) -> dict[int, tuple[int, ...]]:
         explicit: dict[int, list[int]] | None = args.get("assignments")
         if explicit:
-            return check_assignment(explicit, live)
+            try:
+                return check_assignment(explicit, live)
+            except AssignmentError as exc:
+                raise InvalidReplicaAssignmentError(str(exc)) from None
         count = args.get("num_partitions", -1)
         if count == -1:
             count = self.config.num_partitions
@@ -902,44 +896,10 @@ class ClusterDriver:
                         )
                     break
                 current = decode_topic(topic, data)
-                replicas = dict(current.replicas)
-                adding = dict(current.adding)
-                removing = dict(current.removing)
-                for partition, target in wanted.items():
-                    if partition not in replicas:
-                        outcomes[(topic, partition)] = (
-                            ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                            f"no partition {topic}-{partition}",
-                        )
-                        continue
-                    leaving = adding.get(partition, ())
-                    original = tuple(r for r in replicas[partition] if r not in leaving)
-                    moving = partition in adding or partition in removing
-                    if target is None:
-                        if not moving:
-                            code = ErrorCode.NO_REASSIGNMENT_IN_PROGRESS
-                            outcomes[(topic, partition)] = (code, code.message)
-                            continue
-                        replicas[partition] = original
-                        adding.pop(partition, None)
-                        removing.pop(partition, None)
-                    else:
-                        full, add, remove = reassignment_plan(original, target)
-                        replicas[partition] = full
-                        if add or remove:
-                            adding[partition], removing[partition] = add, remove
-                        else:
-                            adding.pop(partition, None)
-                            removing.pop(partition, None)
-                    outcomes[(topic, partition)] = (ErrorCode.NONE, None)
+                changed, results = plan_moves(current, wanted)
+                outcomes.update({(topic, p): r for p, r in results.items()})
                 try:
-                    self.zk.set(
-                        topic_path(topic),
-                        encode_topic(
-                            TopicAssignment(topic, current.topic_id, replicas, adding, removing)
-                        ),
-                        version=stat.version,
-                    )
+                    self.zk.set(topic_path(topic), encode_topic(changed), version=stat.version)
                     break
                 except BadVersionError:
                     continue  # the controller changed it meanwhile: plan again
@@ -972,9 +932,12 @@ class ClusterDriver:
         factor = len(current.replicas[0])
         explicit = args.get("assignments")
         if explicit:
-            added = check_assignment(
-                {current.num_partitions + i: a for i, a in enumerate(explicit)}, live, factor
-            )
+            try:
+                added = check_assignment(
+                    {current.num_partitions + i: a for i, a in enumerate(explicit)}, live, factor
+                )
+            except AssignmentError as exc:
+                raise InvalidReplicaAssignmentError(str(exc)) from None
         else:
             try:
                 added = assign_replicas(
@@ -1047,308 +1010,7 @@ class ClusterDriver:
     async def _fetch_from(self, leader: int, scope: trio.CancelScope) -> None:
         try:
             with scope:
-                await _ReplicaFetcher(self, leader).run()
+                await ReplicaFetcher(self.broker, leader).run()
         finally:
             if self._fetchers.get(leader) is scope:
                 del self._fetchers[leader]
-
-
-def check_assignment(
-    explicit: dict[int, list[int]], live: list[int], factor: int | None = None
-) -> dict[int, tuple[int, ...]]:
-    """Validate an explicit replica assignment (Kafka's rules: known brokers, no
-    broker twice in a partition, the same replication factor everywhere).
-
-    Raises:
-        InvalidReplicaAssignmentError: it breaks one of them.
-    """
-    out: dict[int, tuple[int, ...]] = {}
-    for partition, replicas in sorted(explicit.items()):
-        if not replicas:
-            raise InvalidReplicaAssignmentError(f"partition {partition} has no replicas")
-        if len(set(replicas)) != len(replicas):
-            raise InvalidReplicaAssignmentError(
-                f"partition {partition} names a broker twice: {replicas}"
-            )
-        unknown = [b for b in replicas if b not in live]
-        if unknown:
-            raise InvalidReplicaAssignmentError(
-                f"partition {partition}: unknown or dead broker(s) {unknown} (live: {live})"
-            )
-        if factor is None:
-            factor = len(replicas)
-        if len(replicas) != factor:
-            raise InvalidReplicaAssignmentError(
-                f"partition {partition} has {len(replicas)} replicas, others {factor}"
-            )
-        out[partition] = tuple(replicas)
-    return out
-
-
-class _Connection:
-    """A minimal request/answer connection to another broker (inter-broker traffic)."""
-
-    def __init__(self, stream: trio.SocketStream, client_id: str, max_frame: int) -> None:
-        self._stream = stream
-        self._client_id = client_id
-        self._reader = FrameReader(max_frame)
-        self._corr = itertools.count(1)
-
-    @classmethod
-    async def open(cls, host: str, port: int, client_id: str, max_frame: int) -> _Connection:
-        stream = await trio.open_tcp_stream(host, port)
-        return cls(stream, client_id, max_frame)
-
-    async def request(self, key: int, version: int, body: Any) -> Any:
-        corr = next(self._corr)
-        header = RequestHeader(
-            request_api_key=key,
-            request_api_version=version,
-            correlation_id=corr,
-            client_id=self._client_id,
-        )
-        await self._stream.send_all(encode_request(header, body))
-        while True:
-            frame = self._reader.next_frame()
-            if frame is not None:
-                break
-            data = await self._stream.receive_some(1 << 20)
-            if not data:
-                raise ConnectionError("the broker closed the connection")
-            self._reader.feed(data)
-        return decode_response_frame(frame, key, version)
-
-    async def aclose(self) -> None:
-        await self._stream.aclose()
-
-
-class _ReplicaFetcher:
-    """Fetches every partition this broker follows from one leader (see the module rules)."""
-
-    def __init__(self, driver: ClusterDriver, leader: int) -> None:
-        self.driver = driver
-        self.leader = leader
-        self.broker = driver.broker
-        self.replicas = driver.view.replicas
-        self.node_id = driver.node_id
-
-    def _mine(self) -> list[Any]:
-        return [f for f in self.replicas.follower_fetches() if f.leader == self.leader]
-
-    async def run(self) -> None:
-        conn: _Connection | None = None
-        try:
-            while self._mine():
-                if conn is None:
-                    target = self.driver.view.broker(self.leader)
-                    if target is None:
-                        await trio.sleep(_FETCH_BACKOFF_S)
-                        continue
-                    try:
-                        with trio.fail_after(self.driver._session_timeout_s):
-                            conn = await _Connection.open(
-                                target.host,
-                                target.port,
-                                f"broker-{self.node_id}-fetcher",
-                                self.driver.config.socket_request_max_bytes,
-                            )
-                    except (OSError, trio.TooSlowError) as exc:
-                        log.debug("fetcher for leader %d: cannot connect: %s", self.leader, exc)
-                        await trio.sleep(_FETCH_BACKOFF_S)
-                        continue
-                try:
-                    with trio.fail_after(self.driver.config.replica_fetch_wait_max_ms / 1000 + 30):
-                        progressed = await self._round(conn)
-                except (
-                    OSError,
-                    ConnectionError,
-                    CodecError,
-                    trio.TooSlowError,
-                    trio.BrokenResourceError,
-                ) as exc:
-                    log.info("fetcher for leader %d: connection lost: %s", self.leader, exc)
-                    await conn.aclose()
-                    conn = None
-                    await trio.sleep(_FETCH_BACKOFF_S)
-                    continue
-                if not progressed:
-                    await trio.sleep(_FETCH_BACKOFF_S)
-        finally:
-            if conn is not None:
-                with trio.CancelScope(shield=True):
-                    await conn.aclose()
-
-    async def _round(self, conn: _Connection) -> bool:
-        """One round: reconcile what needs it, then one fetch. False when it must back off."""
-        mine = self._mine()
-        truncating = [f for f in mine if f.needs_truncation]
-        if truncating:
-            await self._reconcile(conn, truncating)
-            mine = self._mine()
-        wanted = [f for f in mine if not f.needs_truncation]
-        if not wanted:
-            return False
-        return await self._fetch(conn, wanted)
-
-    async def _reconcile(self, conn: _Connection, follows: list[Any]) -> None:
-        logs = self.broker.logs
-        topics: dict[str, list[Any]] = {}
-        asked: dict[tuple[str, int], tuple[Any, int]] = {}
-        for f in follows:
-            plog = logs.partition(f.topic, f.partition)
-            epoch = plog.latest_epoch
-            asked[(f.topic, f.partition)] = (f, epoch)
-            topics.setdefault(f.topic, []).append(
-                epoch_msg.OffsetForLeaderEpochRequest.OffsetForLeaderPartition(
-                    partition=f.partition,
-                    current_leader_epoch=f.leader_epoch,
-                    leader_epoch=epoch,
-                )
-            )
-        request = epoch_msg.OffsetForLeaderEpochRequest(
-            replica_id=self.node_id,
-            topics=[
-                epoch_msg.OffsetForLeaderEpochRequest.OffsetForLeaderTopic(topic=t, partitions=ps)
-                for t, ps in topics.items()
-            ],
-        )
-        response = await conn.request(23, _EPOCH_VERSION, request)
-        for topic in response.topics:
-            for part in topic.partitions:
-                key = (topic.topic, part.partition)
-                if key not in asked:
-                    continue
-                f, epoch = asked[key]
-                if not self.replicas.is_current_follower(
-                    f.topic, f.partition, f.leader, f.leader_epoch
-                ):
-                    continue
-                if part.error_code != ErrorCode.NONE:
-                    log.debug(
-                        "%s-%d: OffsetForLeaderEpoch: %s", *key, ErrorCode(part.error_code).name
-                    )
-                    continue
-                plog = logs.partition(*key)
-                if epoch < 0 or part.leader_epoch < 0:
-                    # Nothing to compare (an empty log here, or an epoch the leader no
-                    # longer has): keep what the high watermark vouches for.
-                    target = plog.high_watermark if epoch >= 0 else plog.log_end_offset
-                elif part.leader_epoch < epoch:
-                    own_end = plog.end_offset_for_epoch(part.leader_epoch)[1]
-                    target = min(part.end_offset, own_end if own_end >= 0 else plog.log_end_offset)
-                else:
-                    target = min(part.end_offset, plog.log_end_offset)
-                self.replicas.truncated(f.topic, f.partition, max(target, 0))
-
-    async def _fetch(self, conn: _Connection, wanted: list[Any]) -> bool:
-        logs = self.broker.logs
-        cfg = self.driver.config
-        topics: dict[str, list[Any]] = {}
-        sent: dict[tuple[str, int], tuple[Any, int]] = {}
-        for f in wanted:
-            plog = logs.partition(f.topic, f.partition)
-            offset = plog.log_end_offset
-            sent[(f.topic, f.partition)] = (f, offset)
-            topics.setdefault(f.topic, []).append(
-                fetch_msg.FetchRequest.FetchPartition(
-                    partition=f.partition,
-                    current_leader_epoch=f.leader_epoch,
-                    fetch_offset=offset,
-                    last_fetched_epoch=plog.latest_epoch,
-                    log_start_offset=plog.log_start_offset,
-                    partition_max_bytes=cfg.replica_fetch_max_bytes,
-                )
-            )
-        request = fetch_msg.FetchRequest(
-            replica_id=self.node_id,
-            max_wait_ms=cfg.replica_fetch_wait_max_ms,
-            min_bytes=1,
-            max_bytes=10 * cfg.replica_fetch_max_bytes,
-            isolation_level=0,
-            session_id=0,
-            session_epoch=-1,
-            topics=[
-                fetch_msg.FetchRequest.FetchTopic(topic=t, partitions=ps)
-                for t, ps in topics.items()
-            ],
-        )
-        response = await conn.request(1, _FETCH_VERSION, request)
-        if response.error_code != ErrorCode.NONE:
-            return False
-        progressed = True
-        now = _now_ms()
-        for topic in response.responses:
-            for part in topic.partitions:
-                key = (topic.topic, part.partition_index)
-                if key not in sent:
-                    continue
-                f, offset = sent[key]
-                if not self.replicas.is_current_follower(
-                    f.topic, f.partition, f.leader, f.leader_epoch
-                ):
-                    continue
-                plog = logs.partition(*key)
-                if plog.log_end_offset != offset:
-                    continue  # truncated meanwhile
-                code = part.error_code
-                if code == ErrorCode.OFFSET_OUT_OF_RANGE:
-                    await self._out_of_range(conn, f, offset)
-                    continue
-                if code != ErrorCode.NONE:
-                    log.debug("%s-%d: fetch from %d: %s", *key, self.leader, ErrorCode(code).name)
-                    progressed = False
-                    continue
-                records = part.records
-                if records:
-                    try:
-                        self.broker.producers.append_replicated(
-                            f.topic, f.partition, records, now_ms=now
-                        )
-                    except BrokerError as exc:
-                        log.warning(
-                            "%s-%d: cannot append what leader %d sent: %s", *key, self.leader, exc
-                        )
-                        progressed = False
-                        continue
-                self.replicas.follower_high_watermark(f.topic, f.partition, part.high_watermark)
-        return progressed
-
-    async def _out_of_range(self, conn: _Connection, f: Any, offset: int) -> None:
-        """The leader has no offset ``offset``: behind its log start (start over there)
-        or past its log end (reconcile again)."""
-        request = list_offsets_msg.ListOffsetsRequest(
-            replica_id=self.node_id,
-            isolation_level=0,
-            topics=[
-                list_offsets_msg.ListOffsetsRequest.ListOffsetsTopic(
-                    name=f.topic,
-                    partitions=[
-                        list_offsets_msg.ListOffsetsRequest.ListOffsetsPartition(
-                            partition_index=f.partition,
-                            current_leader_epoch=f.leader_epoch,
-                            timestamp=-2,
-                        )
-                    ],
-                )
-            ],
-        )
-        response = await conn.request(2, _LIST_OFFSETS_VERSION, request)
-        part = response.topics[0].partitions[0]
-        if part.error_code != ErrorCode.NONE:
-            return
-        plog = self.broker.logs.partition(f.topic, f.partition)
-        if offset < part.offset:
-            log.info(
-                "%s-%d: log end %d is below leader %d's log start %d: starting over there",
-                f.topic,
-                f.partition,
-                offset,
-                self.leader,
-                part.offset,
-            )
-            plog.truncate_fully_and_start_at(part.offset)
-            self.broker.producers.forget(f.topic, f.partition)
-        else:
-            replica = self.replicas.replica(f.topic, f.partition)
-            if replica is not None:
-                replica.needs_truncation = True

@@ -51,6 +51,8 @@ import dataclasses
 import random
 from collections.abc import Callable, Collection, Mapping, Sequence
 
+from trafka.codec.errors import ErrorCode
+
 from .zk_layout import NO_LEADER, PartitionState, TopicAssignment
 
 __all__ = [
@@ -58,6 +60,8 @@ __all__ = [
     "ReassignmentDone",
     "StateWrite",
     "assign_replicas",
+    "check_assignment",
+    "plan_moves",
     "coordinator_partition",
     "reassignment_plan",
     "plan_leadership",
@@ -324,6 +328,76 @@ def plan_reassignments(
             )
             done.append(ReassignmentDone(name, partition, target, write))
     return done
+
+
+def check_assignment(
+    explicit: dict[int, list[int]], live: list[int], factor: int | None = None
+) -> dict[int, tuple[int, ...]]:
+    """Validate an explicit replica assignment (Kafka's rules: known brokers, no
+    broker twice in a partition, the same replication factor everywhere).
+
+    Raises:
+        AssignmentError: it breaks one of them.
+    """
+    out: dict[int, tuple[int, ...]] = {}
+    for partition, replicas in sorted(explicit.items()):
+        if not replicas:
+            raise AssignmentError(f"partition {partition} has no replicas")
+        if len(set(replicas)) != len(replicas):
+            raise AssignmentError(f"partition {partition} names a broker twice: {replicas}")
+        unknown = [b for b in replicas if b not in live]
+        if unknown:
+            raise AssignmentError(
+                f"partition {partition}: unknown or dead broker(s) {unknown} (live: {live})"
+            )
+        if factor is None:
+            factor = len(replicas)
+        if len(replicas) != factor:
+            raise AssignmentError(
+                f"partition {partition} has {len(replicas)} replicas, others {factor}"
+            )
+        out[partition] = tuple(replicas)
+    return out
+
+
+def plan_moves(
+    current: TopicAssignment, wanted: Mapping[int, Sequence[int] | None]
+) -> tuple[TopicAssignment, dict[int, tuple[ErrorCode, str | None]]]:
+    """A topic's assignment with reassignments started (a target) or cancelled (None),
+    KIP-455's way (see the module rules), and each partition's outcome:
+    UNKNOWN_TOPIC_OR_PARTITION, NO_REASSIGNMENT_IN_PROGRESS for a cancel when
+    nothing moves, else NONE. A cancel restores the replicas the move started from."""
+    replicas = dict(current.replicas)
+    adding = dict(current.adding)
+    removing = dict(current.removing)
+    outcomes: dict[int, tuple[ErrorCode, str | None]] = {}
+    for partition, target in wanted.items():
+        if partition not in replicas:
+            outcomes[partition] = (
+                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                f"no partition {current.name}-{partition}",
+            )
+            continue
+        joining = adding.get(partition, ())
+        original = tuple(r for r in replicas[partition] if r not in joining)
+        if target is None:
+            if partition not in adding and partition not in removing:
+                code = ErrorCode.NO_REASSIGNMENT_IN_PROGRESS
+                outcomes[partition] = (code, code.message)
+                continue
+            replicas[partition] = original
+            adding.pop(partition, None)
+            removing.pop(partition, None)
+        else:
+            full, add, remove = reassignment_plan(original, target)
+            replicas[partition] = full
+            if add or remove:
+                adding[partition], removing[partition] = add, remove
+            else:
+                adding.pop(partition, None)
+                removing.pop(partition, None)
+        outcomes[partition] = (ErrorCode.NONE, None)
+    return TopicAssignment(current.name, current.topic_id, replicas, adding, removing), outcomes
 
 
 def assign_replicas(

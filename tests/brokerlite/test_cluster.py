@@ -202,6 +202,12 @@ def test_requests_to_a_broker_that_does_not_lead_get_not_leader(zk: str, make_ba
                 await admin.create_topics([NewTopic("one", 1, 2)])
             await until(lambda: all_in_sync(cluster, "one", 2), "the ISR is full")
             state = states(cluster, "one")[0]
+
+            def leads() -> bool:
+                replica = cluster.node(state.leader).broker.cluster.replicas.replica("one", 0)
+                return replica is not None and replica.leader_epoch == state.leader_epoch
+
+            await until(leads, "the leader knows it leads")
             outsider = next(n for n in (1, 2, 3) if n != state.leader)
             core = cluster.node(outsider).broker
             from trafka.brokerlite.errors import NotLeaderOrFollowerError

@@ -27,6 +27,7 @@ from trafka.brokerlite.controller import (
     plan_preferred,
 )
 from trafka.brokerlite.zk_layout import PartitionState, TopicAssignment
+from trafka.codec.errors import ErrorCode
 
 CE = 4  # the controller epoch of these tests
 
@@ -522,3 +523,43 @@ def test_coordinator_partition_of_keys_with_negative_hashes(key: str, partition:
 def test_coordinator_partition_is_in_range(key: str) -> None:
     for n in (1, 50):
         assert 0 <= coordinator_partition(key, n) < n
+
+
+# -- reassignments (KIP-455) --------------------------------------------------------------
+
+
+def _moving_topic() -> TopicAssignment:
+    return TopicAssignment("mv", uuid.UUID(int=7), {0: (1,), 1: (2, 3)})
+
+
+def test_plan_moves_starts_and_cancels_a_reassignment() -> None:
+    from trafka.brokerlite.controller import plan_moves
+
+    moved, outcomes = plan_moves(_moving_topic(), {0: [2, 3, 4], 9: [1]})
+    assert moved.replicas[0] == (2, 3, 4, 1)  # the target first, then those leaving
+    assert moved.adding == {0: (2, 3, 4)} and moved.removing == {0: (1,)}
+    assert moved.replicas[1] == (2, 3)
+    assert outcomes[0] == (ErrorCode.NONE, None)
+    assert outcomes[9][0] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    cancelled, outcomes = plan_moves(moved, {0: None})
+    assert cancelled.replicas[0] == (1,) and not cancelled.adding and not cancelled.removing
+    _, outcomes = plan_moves(cancelled, {0: None})
+    assert outcomes[0][0] == ErrorCode.NO_REASSIGNMENT_IN_PROGRESS
+    # A new target while moving starts from the replicas the move started from.
+    again, _ = plan_moves(moved, {0: [3]})
+    assert again.replicas[0] == (3, 1) and again.adding == {0: (3,)}
+
+
+def test_plan_reassignments_completes_once_the_target_is_in_sync() -> None:
+    from trafka.brokerlite.controller import plan_moves, plan_reassignments
+
+    moved, _ = plan_moves(_moving_topic(), {0: [2, 3]})
+    topics = {"mv": moved}
+    catching_up = {("mv", 0): PartitionState(1, 4, (1, 2), 9, zk_version=3)}
+    assert plan_reassignments(topics, catching_up, {1, 2, 3}, controller_epoch=9) == []
+    in_sync = {("mv", 0): PartitionState(1, 4, (1, 2, 3), 9, zk_version=5)}
+    [done] = plan_reassignments(topics, in_sync, {1, 2, 3}, controller_epoch=9)
+    assert done.target == (2, 3)
+    # The leader leaves: the first live target replica in the ISR leads, epoch bumped.
+    assert done.write.state == PartitionState(2, 5, (2, 3), 9)
+    assert done.write.expected_version == 5
