@@ -309,6 +309,52 @@ class ClusterDriver:
             nursery.start_soon(self._task_runner)
             self._changed.set()
 
+    async def controlled_shutdown(self) -> None:
+        """Move this broker's leadership away before it stops (Kafka's controlled
+        shutdown, ``controlled.shutdown.enable``): it deregisters while it still
+        serves, so the controller elects other leaders from the ISRs, and waits
+        (at most ``controlled_shutdown_timeout_ms``) until no partition it leads
+        has another live in-sync replica that could lead instead. Clients meet
+        NOT_LEADER_OR_FOLLOWER (with the new leader, KIP-951) meanwhile, not a
+        closed connection."""
+        if not self.config.controlled_shutdown_enable or not self.zk.connected or self._closed:
+            return
+        from kazoo.exceptions import NoNodeError
+
+        started = trio.current_time()
+        try:
+            await trio.to_thread.run_sync(self.zk.delete, broker_path(self.node_id))
+        except NoNodeError:
+            pass
+        except Exception as exc:
+            log.warning("controlled shutdown: cannot deregister: %s", exc)
+            return
+        self._changed.set()
+        with trio.move_on_after(self.config.controlled_shutdown_timeout_ms / 1000):
+            while self._still_leading():
+                event = self._image_event
+                with trio.move_on_after(0.5):
+                    await event.wait()
+        left = self._still_leading()
+        log.info(
+            "controlled shutdown of broker %d: leadership moved in %.2f s%s",
+            self.node_id,
+            trio.current_time() - started,
+            f"; still leading {len(left)} partition(s) no other in-sync replica can take"
+            if left
+            else "",
+        )
+
+    def _still_leading(self) -> list[tuple[str, int]]:
+        """Partitions this broker leads that another live in-sync replica could lead."""
+        image = self.view.image
+        me = self.node_id
+        return [
+            key
+            for key, state in image.states.items()
+            if state.leader == me and any(r != me and r in image.brokers for r in state.isr)
+        ]
+
     def close(self) -> None:
         """Leave the cluster: end the ZooKeeper session (registration and controller
         office go at once)."""

@@ -289,6 +289,10 @@ class BrokerConfig:
         auto_leader_rebalance_enable: the controller moves leadership back to
             preferred replicas every ``leader_imbalance_check_interval_seconds``.
         leader_imbalance_check_interval_seconds: how often it checks.
+        controlled_shutdown_enable: a stopping cluster member first hands its
+            leadership over (it deregisters and waits for the controller's
+            elections), so that clients are moved, not cut off.
+        controlled_shutdown_timeout_ms: how long it waits for that at most.
     """
 
     host: str = "127.0.0.1"
@@ -391,6 +395,8 @@ class BrokerConfig:
     offsets_topic_replication_factor: int = 3
     auto_leader_rebalance_enable: bool = True
     leader_imbalance_check_interval_seconds: int = 300
+    controlled_shutdown_enable: bool = True
+    controlled_shutdown_timeout_ms: int = 10_000
 
     @property
     def cluster_mode(self) -> bool:

@@ -858,6 +858,10 @@ async def serve_broker(
                 else:
                     yield running
             finally:
+                if driver is not None:
+                    # Still serving: leadership moves away before the broker stops.
+                    with trio.CancelScope(shield=True):
+                        await driver.controlled_shutdown()
                 nursery.cancel_scope.cancel()
     except BaseExceptionGroup as group:
         raise _collapse(group) from None

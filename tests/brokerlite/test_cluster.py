@@ -673,3 +673,35 @@ def test_committed_offsets_survive_the_coordinators_broker(zk: str) -> None:
             assert sorted(set(first) | set(rest)) == sorted(b"k%d" % i for i in range(60))
 
     run(test)
+
+
+def test_controlled_shutdown_hands_leadership_over_before_stopping(
+    zk: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    async def test() -> None:
+        async with serve_cluster(3, zookeeper_connect=zk) as cluster:
+            async with open_admin(bootstrap_servers=cluster.bootstrap_servers) as admin:
+                await admin.create_topics([NewTopic("handover", 3, 3)])
+            await until(lambda: all_in_sync(cluster, "handover", 3), "every ISR is full")
+            leader = states(cluster, "handover")[0].leader
+            core = cluster.node(leader).broker
+            await until(
+                lambda: any(r.role.value == "leader" for r in core.cluster.replicas.led()),
+                "the leader knows it leads",
+            )
+            led = {r.partition for r in core.cluster.replicas.led() if r.topic == "handover"}
+            with caplog.at_level("INFO", logger="trafka.brokerlite.cluster"):
+                await cluster.stop_node(leader)
+            [line] = [
+                r.getMessage() for r in caplog.records if "controlled shutdown" in r.getMessage()
+            ]
+            assert line.startswith(f"controlled shutdown of broker {leader}: leadership moved")
+            assert "still leading" not in line
+            # Every partition it led has another leader (its own view said so first).
+            for partition in led:
+                await until(
+                    lambda p=partition: states(cluster, "handover")[p].leader not in (leader, -1),
+                    f"handover-{partition} has a new leader",
+                )
+
+    run(test)
