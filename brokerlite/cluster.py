@@ -446,7 +446,7 @@ class ClusterDriver:
         configs: dict[str, dict[str, str]] = {}
         names = zk.get_children(BROKER_TOPICS, watch=watch)
         pending = {name: zk.get_async(topic_path(name), watch=watch) for name in names}
-        config_reads = {name: zk.get_async(topic_config_path(name)) for name in names}
+        config_reads = {name: zk.get_async(topic_config_path(name), watch=watch) for name in names}
         for name, result in pending.items():
             try:
                 topics[name] = decode_topic(name, result.get()[0])
@@ -783,6 +783,12 @@ class ClusterDriver:
             elif task.kind == "create_partitions":
                 await trio.to_thread.run_sync(self._create_partitions, task.args)
                 await self._wait_image(deadline, lambda: self._has_leaders(task.args["name"]))
+            elif task.kind == "set_topic_config":
+                name, configs = task.args["name"], task.args["configs"]
+                await trio.to_thread.run_sync(self._set_topic_config, name, configs)
+                await self._wait_image(
+                    deadline, lambda: dict(self.view.image.configs.get(name, {})) == configs
+                )
             elif task.kind == "reassign":
                 await trio.to_thread.run_sync(self._reassign, task.args)
             elif task.kind == "elect_leaders":
@@ -956,6 +962,19 @@ class ClusterDriver:
                         f"topic {topic!r} kept changing; try again",
                     )
         log.info("reassignments asked: %s", {f"{t}-{p}": r for (t, p), r in moves.items()})
+
+    def _set_topic_config(self, name: str, configs: dict[str, str]) -> None:
+        """Write a topic's config overrides (every broker applies them from there)."""
+        from kazoo.exceptions import NoNodeError
+
+        if self.zk.exists(topic_path(name)) is None:
+            raise UnknownTopicOrPartitionError(f"unknown topic {name!r}")
+        data = encode_topic_config(configs)
+        try:
+            self.zk.set(topic_config_path(name), data)
+        except NoNodeError:
+            self.zk.create(topic_config_path(name), data, makepath=True)
+        log.info("topic %r configs now %s", name, configs)
 
     def _mark_deleted(self, name: str) -> None:
         from kazoo.exceptions import NodeExistsError

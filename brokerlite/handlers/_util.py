@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from trafka.brokerlite.authorizer import CLUSTER_NAME, RESOURCE_OPERATIONS
@@ -170,3 +171,47 @@ def task_outcome(task: ZkTask) -> tuple[ErrorCode, str | None]:
     if not task.done:
         return ErrorCode.REQUEST_TIMED_OUT, "ZooKeeper did not answer in time"
     return ErrorCode.NONE, None
+
+
+def topic_config_task(
+    ctx: RequestContext,
+    name: str,
+    changes: Mapping[str, str | None],
+    *,
+    incremental: bool,
+    validate_only: bool,
+) -> ZkTask | None:
+    """Cluster mode: check a topic config change here, and return the task that writes
+    the topic's new overrides to ZooKeeper (``/config/topics/T``), whence every
+    broker applies them; None for ``validate_only``.
+
+    Raises:
+        UnknownTopicOrPartitionError, InvalidConfigError: as ``LogManager.alter_configs``.
+    """
+    from trafka.brokerlite.cluster_view import ZkTask
+
+    info = ctx.broker.logs.alter_configs(name, changes, incremental=incremental, validate_only=True)
+    if validate_only:
+        return None
+    return ZkTask("set_topic_config", {"name": name, "configs": dict(info.configs)})
+
+
+def park_results_on_tasks(
+    ctx: RequestContext,
+    tasks: dict[int, ZkTask],
+    results: list[Any],
+    build: Callable[[list[Any]], Any],
+) -> Parked:
+    """Park until ``tasks`` are carried out; then answer ``build(results)``, each
+    result whose index has a task replaced with the task's outcome (its
+    ``error_code`` and ``error_message``)."""
+
+    def answer() -> Any:
+        out = list(results)
+        for index, task in tasks.items():
+            code, message = task_outcome(task)
+            if code:
+                out[index] = dataclasses.replace(out[index], error_code=code, error_message=message)
+        return build(out)
+
+    return park_on_tasks(ctx, list(tasks.values()), 30_000, answer)

@@ -17,6 +17,10 @@ topic, on the group for a group, on the cluster for the broker; otherwise that
 resource gets TOPIC_, GROUP_ or CLUSTER_AUTHORIZATION_FAILED and is unchanged.
 Broker loggers are refused as invalid before any authorization, as Kafka does
 in this legacy API.
+
+Cluster mode: a topic's change is checked here and written to ZooKeeper
+(``/config/topics/T``), whence every broker applies it; the answer comes once
+this broker's reading of ZooKeeper shows it.
 """
 
 from __future__ import annotations
@@ -24,14 +28,21 @@ from __future__ import annotations
 import logging
 from collections import Counter
 
+from trafka.brokerlite.cluster_view import ZkTask
 from trafka.brokerlite.errors import BrokerError
 from trafka.codec.acl import AclOperation
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k33_alter_configs as m
 
-from ._base import HandlerSpec, RequestContext
+from ._base import HandlerSpec, Parked, RequestContext
 from ._configs import ResourceType
-from ._util import code_of, config_authorization_error, message_of
+from ._util import (
+    code_of,
+    config_authorization_error,
+    message_of,
+    park_results_on_tasks,
+    topic_config_task,
+)
 
 API_KEY = 33
 MIN_VERSION = 0
@@ -42,9 +53,10 @@ log = logging.getLogger("trafka.brokerlite")
 Result = m.AlterConfigsResponse.AlterConfigsResourceResponse
 
 
-def handle(ctx: RequestContext, request: m.AlterConfigsRequest) -> m.AlterConfigsResponse:
+def handle(ctx: RequestContext, request: m.AlterConfigsRequest) -> m.AlterConfigsResponse | Parked:
     keys = Counter((r.resource_type, r.resource_name) for r in request.resources)
     results: list[Result] = []
+    tasks: dict[int, ZkTask] = {}  # results index -> its ZooKeeper write (cluster mode)
     for resource in request.resources:
         code, message = ErrorCode.NONE, None
         names = Counter(c.name for c in resource.configs)
@@ -86,6 +98,16 @@ def handle(ctx: RequestContext, request: m.AlterConfigsRequest) -> m.AlterConfig
                         incremental=False,
                         validate_only=request.validate_only,
                     )
+                elif ctx.broker.cluster is not None:
+                    task = topic_config_task(
+                        ctx,
+                        resource.resource_name,
+                        changes,
+                        incremental=False,
+                        validate_only=request.validate_only,
+                    )
+                    if task is not None:
+                        tasks[len(results)] = task
                 else:
                     ctx.broker.logs.alter_configs(
                         resource.resource_name,
@@ -105,6 +127,10 @@ def handle(ctx: RequestContext, request: m.AlterConfigsRequest) -> m.AlterConfig
                 resource_type=resource.resource_type,
                 resource_name=resource.resource_name,
             )
+        )
+    if tasks:
+        return park_results_on_tasks(
+            ctx, tasks, results, lambda out: m.AlterConfigsResponse(responses=out)
         )
     return m.AlterConfigsResponse(responses=results)
 

@@ -23,6 +23,10 @@ Authorization (after the duplicate check): ALTER_CONFIGS on the topic for a
 topic, on the group for a group, on the cluster for the broker and broker
 loggers; otherwise that resource gets TOPIC_, GROUP_ or
 CLUSTER_AUTHORIZATION_FAILED and is unchanged.
+
+Cluster mode: a topic's change is checked here and written to ZooKeeper
+(``/config/topics/T``), whence every broker applies it; the answer comes once
+this broker's reading of ZooKeeper shows it.
 """
 
 from __future__ import annotations
@@ -30,15 +34,22 @@ from __future__ import annotations
 import logging
 from collections import Counter
 
+from trafka.brokerlite.cluster_view import ZkTask
 from trafka.brokerlite.errors import BrokerError
 from trafka.brokerlite.log import ConfigType
 from trafka.codec.acl import AclOperation
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k44_incremental_alter_configs as m
 
-from ._base import HandlerSpec, RequestContext
+from ._base import HandlerSpec, Parked, RequestContext
 from ._configs import ResourceType, client_metrics_changes
-from ._util import code_of, config_authorization_error, message_of
+from ._util import (
+    code_of,
+    config_authorization_error,
+    message_of,
+    park_results_on_tasks,
+    topic_config_task,
+)
 
 API_KEY = 44
 MIN_VERSION = 0
@@ -143,9 +154,10 @@ def _alter_client_metrics(
 
 def handle(
     ctx: RequestContext, request: m.IncrementalAlterConfigsRequest
-) -> m.IncrementalAlterConfigsResponse:
+) -> m.IncrementalAlterConfigsResponse | Parked:
     keys = Counter((r.resource_type, r.resource_name) for r in request.resources)
     results: list[Result] = []
+    tasks: dict[int, ZkTask] = {}  # results index -> its ZooKeeper write (cluster mode)
     for resource in request.resources:
         code, message = ErrorCode.NONE, None
         try:
@@ -183,6 +195,16 @@ def handle(
                     incremental=True,
                     validate_only=request.validate_only,
                 )
+            elif ctx.broker.cluster is not None:
+                task = topic_config_task(
+                    ctx,
+                    resource.resource_name,
+                    changes,
+                    incremental=True,
+                    validate_only=request.validate_only,
+                )
+                if task is not None:
+                    tasks[len(results)] = task
             else:
                 ctx.broker.logs.alter_configs(
                     resource.resource_name,
@@ -203,6 +225,10 @@ def handle(
                 resource_type=resource.resource_type,
                 resource_name=resource.resource_name,
             )
+        )
+    if tasks:
+        return park_results_on_tasks(
+            ctx, tasks, results, lambda out: m.IncrementalAlterConfigsResponse(responses=out)
         )
     return m.IncrementalAlterConfigsResponse(responses=results)
 

@@ -705,3 +705,27 @@ def test_controlled_shutdown_hands_leadership_over_before_stopping(
                 )
 
     run(test)
+
+
+def test_topic_config_changes_reach_every_broker(zk: str) -> None:
+    async def test() -> None:
+        async with serve_cluster(3, zookeeper_connect=zk) as cluster:
+            async with open_admin(bootstrap_servers=cluster.bootstrap_servers) as admin:
+                await admin.create_topics([NewTopic("tuned", 1, 3)])
+                await admin.alter_topic_configs({"tuned": {"retention.ms": "123456"}})
+                for node in cluster.node_ids:
+                    await until(
+                        lambda node=node: (
+                            cluster.node(node).broker.logs.config("tuned").retention_ms == 123456
+                        ),
+                        f"node {node} applies the change",
+                    )
+                # A config nobody knows is refused before anything is written.
+                with pytest.raises(KafkaError) as refused:
+                    await admin.alter_topic_configs({"tuned": {"no.such.config": "1"}})
+                assert refused.value.code == ErrorCode.INVALID_CONFIG
+            await trio.sleep(0.5)  # a later reading of ZooKeeper keeps the change
+            for node in cluster.node_ids:
+                assert cluster.node(node).broker.logs.config("tuned").retention_ms == 123456
+
+    run(test)
