@@ -890,11 +890,12 @@ class Broker:
         if self._txn_pending:
             # Markers of a transaction answered just before: no request may see it half done.
             self._run_deferred_transactions(now_ms)
+        elsewhere: list[str] = []  # groups of a batched OffsetFetch coordinated elsewhere
         if self.cluster is not None and spec.api_key in _GROUP_KEYED:
-            groups = [g.group_id for g in getattr(body, "groups", None) or ()] or [
-                getattr(body, "group_id", "")
-            ]
-            if any(self.cluster.coordinator(g) != self.node_id for g in groups if g):
+            batched = list(getattr(body, "groups", None) or ())
+            groups = [g.group_id for g in batched] or [getattr(body, "group_id", "")]
+            elsewhere = [g for g in groups if g and self.cluster.coordinator(g) != self.node_id]
+            if elsewhere and len(elsewhere) == len(groups):
                 # Kafka's answer from a broker that does not coordinate the group: the
                 # client looks the coordinator up again (FindCoordinator).
                 return Reply(
@@ -902,6 +903,12 @@ class Broker:
                     spec.api_key,
                     header.request_api_version,
                     spec.refusal(body, header.request_api_version, ErrorCode.NOT_COORDINATOR),
+                )
+            if elsewhere:
+                # OffsetFetch v8+: the groups coordinated here are answered, each of
+                # the others gets NOT_COORDINATOR of its own.
+                body = dataclasses.replace(
+                    body, groups=[g for g in batched if g.group_id not in elsewhere]
                 )
         ctx = RequestContext(self, conn_id, header, now_ms)
         try:
@@ -917,6 +924,18 @@ class Broker:
             return self._internal_error(spec, header, body)
         if isinstance(result, Reply | NoResponse | Parked | Close):
             return result
+        if elsewhere and hasattr(result, "groups"):
+            group_type = type(result).OffsetFetchResponseGroup
+            result = dataclasses.replace(
+                result,
+                groups=[
+                    *result.groups,
+                    *(
+                        group_type(group_id=g, error_code=ErrorCode.NOT_COORDINATOR)
+                        for g in elsewhere
+                    ),
+                ],
+            )
         if self.cluster is not None and spec.api_key == _OFFSET_COMMIT:
             waiter = self._replicated_commit(spec, header, body, result, now_ms)
             if waiter is not None:

@@ -729,3 +729,43 @@ def test_topic_config_changes_reach_every_broker(zk: str) -> None:
                 assert cluster.node(node).broker.logs.config("tuned").retention_ms == 123456
 
     run(test)
+
+
+def test_batched_offset_fetch_answers_each_group_where_it_is_coordinated(zk: str) -> None:
+    from trafka.codec.messages import k09_offset_fetch as offset_fetch
+
+    async def test() -> None:
+        async with serve_cluster(3, zookeeper_connect=zk, offsets_topic_num_partitions=3) as c:
+            async with open_admin(bootstrap_servers=c.bootstrap_servers) as admin:
+                await admin.list_consumer_group_offsets("g-warm-up")  # creates the topic
+            view = c.node(1).broker.cluster
+            await until(
+                lambda: all(view.coordinator(f"g{i}") >= 0 for i in range(12)),
+                "every group has a coordinator",
+            )
+            by_node: dict[int, str] = {}
+            for i in range(12):
+                by_node.setdefault(view.coordinator(f"g{i}"), f"g{i}")
+            assert len(by_node) >= 2, by_node
+            [(here, mine), (_, other), *_] = sorted(by_node.items())
+            core = c.node(here).broker
+            await until(
+                lambda: (
+                    core.cluster.coordinator(mine) == here and core.groups.store.loaded_partitions()
+                ),
+                "the coordinator has loaded its partitions",
+            )
+            header = RequestHeader(
+                request_api_key=9, request_api_version=9, correlation_id=1, client_id="t"
+            )
+            body = offset_fetch.OffsetFetchRequest(
+                groups=[
+                    offset_fetch.OffsetFetchRequest.OffsetFetchRequestGroup(group_id=g, topics=None)
+                    for g in (mine, other)
+                ]
+            )
+            answer = core.handle(1, header, body, 0).message()
+            codes = {g.group_id: g.error_code for g in answer.groups}
+            assert codes == {mine: ErrorCode.NONE, other: ErrorCode.NOT_COORDINATOR}
+
+    run(test)
