@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from trafka.codec.errors import DecodeError, ErrorCode
-from trafka.codec.records import ControlRecordType, encode_control_batch
+from trafka.codec.records import ControlRecordType, encode_control_batch, iter_batches
 
 from .cleaner import CleaningPass, CleaningStats
 from .log import AppendResult, LogManager, PartitionLog, atomic_write
@@ -318,10 +318,15 @@ class ProducerStates:
             BrokerError: the log refused the batches.
         """
         log = self._logs.partition(topic, partition)
+        before = log.log_end_offset
         result = log.append_replicated(records, now_ms=now_ms)
         entry = self._loaded.get((topic, partition))
         if entry is not None and entry.log is log:
-            replay_log(entry.state, log)
+            if entry.state.map_end_offset == before:
+                # The batches just written, as fetched: no need to read them back.
+                entry.state.rebuild(iter_batches(records))
+            else:
+                replay_log(entry.state, log)
             base = log.active_segment_base_offset
             if base != entry.segment_base:
                 entry.segment_base = base
