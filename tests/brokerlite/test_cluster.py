@@ -769,3 +769,53 @@ def test_batched_offset_fetch_answers_each_group_where_it_is_coordinated(zk: str
             assert codes == {mine: ErrorCode.NONE, other: ErrorCode.NOT_COORDINATOR}
 
     run(test)
+
+
+def test_trafka_cluster_command_serves_and_stops_on_ctrl_c(tmp_path: Path) -> None:
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from trafka.brokerlite.local_cluster import cluster_metadata
+    from trafka.brokerlite.zookeeper import zookeeper_available
+
+    if not zookeeper_available():
+        pytest.skip("ZooKeeper is not installed")
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "trafka.tools.cli",
+            "cluster",
+            "--nodes",
+            "2",
+            "--data-dir",
+            str(tmp_path),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        bootstrap = ""
+        assert proc.stdout is not None
+        while time.monotonic() < deadline and not bootstrap:
+            line = proc.stdout.readline()
+            if not line:
+                break
+            if line.startswith("bootstrap servers: "):
+                bootstrap = line.split(": ", 1)[1].strip()
+        assert bootstrap, "no bootstrap servers printed"
+        for address in bootstrap.split(","):
+            host, _, port = address.rpartition(":")
+            brokers, controller = cluster_metadata(host, int(port))
+            assert brokers == {1, 2} and controller in brokers
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=60) == 0
+        assert (tmp_path / "node-1").is_dir() and (tmp_path / "zookeeper").is_dir()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
