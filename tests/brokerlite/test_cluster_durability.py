@@ -500,3 +500,77 @@ def test_no_acknowledged_record_lost_across_kill_9_cycles(
                 f"partition {p}: node {node} differs from node {NODES[0]}: "
                 + describe_difference(reference, replicas[node])
             )
+
+
+def test_committed_offsets_survive_kill_9_of_the_coordinator(tmp_path: Path) -> None:
+    """A group's commits are on every in-sync replica of its ``__consumer_offsets``
+    partition before they are acknowledged, so a ``kill -9`` of the coordinator
+    loses none: the partition's new leader coordinates the group from them."""
+    cluster = ClusterProcesses(tmp_path, 3, settings={"offsets.topic.num.partitions": 3})
+    cluster.start()
+    try:
+        bs = cluster.bootstrap_servers
+        admin = AdminClient({"bootstrap.servers": bs})
+        admin.create_topics([NewTopic("ledger", 3, 3)])["ledger"].result(30)
+        producer = Producer({"bootstrap.servers": bs, "acks": "all"})
+        for i in range(90):
+            producer.produce("ledger", key=b"%d" % i, value=b"v%d" % i)
+        assert producer.flush(30) == 0
+
+        def consume(n: int, group: str = "g-ledger") -> list[bytes]:
+            consumer = Consumer(
+                {
+                    "bootstrap.servers": bs,
+                    "group.id": group,
+                    "auto.offset.reset": "earliest",
+                    "enable.auto.commit": False,
+                }
+            )
+            consumer.subscribe(["ledger"])
+            seen: list[bytes] = []
+            deadline = time.monotonic() + 60
+            while len(seen) < n and time.monotonic() < deadline:
+                message = consumer.poll(0.5)
+                if message is None or message.error():
+                    continue
+                seen.append(message.value())
+                consumer.commit(message=message, asynchronous=False)
+            consumer.close()
+            return seen
+
+        first = consume(45)
+        assert len(first) == 45
+        described = admin.describe_consumer_groups(["g-ledger"])["g-ledger"].result(30)
+        coordinator = described.coordinator.id
+        committed = admin.list_consumer_group_offsets([confluent_group_request("g-ledger")])[
+            "g-ledger"
+        ].result(30)
+        before = {(tp.topic, tp.partition): tp.offset for tp in committed.topic_partitions}
+        assert sum(before.values()) == 45
+        cluster.kill(coordinator)
+        deadline = time.monotonic() + 60
+        after: dict[tuple[str, int], int] = {}
+        while time.monotonic() < deadline:
+            try:
+                result = admin.list_consumer_group_offsets([confluent_group_request("g-ledger")])[
+                    "g-ledger"
+                ].result(10)
+                after = {(tp.topic, tp.partition): tp.offset for tp in result.topic_partitions}
+                if after == before:
+                    break
+            except (KafkaException, TimeoutError):
+                pass  # the dead coordinator: the group's new one is not elected yet
+            time.sleep(0.5)
+        assert after == before, cluster.log_tail(coordinator)
+        rest = consume(45)
+        # Resumed at the commits: nothing read before is read again.
+        assert sorted(set(first) | set(rest)) == sorted(b"v%d" % i for i in range(90))
+        assert not set(first) & set(rest)
+    finally:
+        cluster.stop()
+
+
+def confluent_group_request(group: str) -> Any:
+    from confluent_kafka import ConsumerGroupTopicPartitions
+
+    return ConsumerGroupTopicPartitions(group)
