@@ -8,8 +8,9 @@ Layout of a data directory::
         00000000000000000000.log            segments, named by base offset (see segment.py)
         00000000000000000000.index
         00000000000000000000.timeindex
-        trafka.checkpoint                   log start offset, recovery point, clean offset and,
-                                            once tracked, the high watermark (JSON, atomic)
+        trafka.checkpoint                   log start offset, recovery point, clean offset,
+                                            replicated gaps offset (when not 0) and, once
+                                            tracked, the high watermark (JSON, atomic)
         leader-epoch-checkpoint             the leader epoch cache (Kafka's text format, atomic)
         .clean-shutdown                     present only while the files are known consistent
 
@@ -24,9 +25,27 @@ Rules and invariants of a :class:`PartitionLog`:
   leader's batches byte for byte: nothing is rewritten, and only the structural
   checks apply (length, magic 2, CRC32C, header consistency, ``segment_bytes``;
   not ``message_max_bytes`` nor the rules for clients, which the leader
-  applied). Its first batch must start at ``log_end_offset`` and each next one
-  right after the previous batch's last offset, else nothing is written. Both
-  kinds of append share one write path (rolling, indexes, flushing, marker).
+  applied). Offsets may have gaps, as a compacted leader serves them (Kafka's
+  rule): the first batch must start at or after ``log_end_offset`` and each
+  next one after the previous batch's last offset; an overlap or an offset
+  going backwards writes nothing. The one exception is Kafka's too: when the
+  log is empty (log start = log end) and the first batch *holds* the log end
+  offset (the leader's log start fell inside it), the log first restarts empty
+  at that batch's base offset (:meth:`PartitionLog.truncate_fully_and_start_at`).
+  The log end offset becomes the last batch's last offset + 1. Both kinds of
+  append share one write path (rolling, indexes, flushing, marker).
+* Which segments may hold offset gaps is decided per segment, from the
+  checkpoint: those whose base offset is below the clean offset (compaction
+  rewrote them) or below the *replicated gaps offset*. Before the first
+  replicated batch that leaves a gap is written into a segment whose base
+  offset is not below that offset, the offset is raised to the segment's base
+  + 1 and the checkpoint written and fsynced (so at most one extra fsync per
+  segment, none for contiguous appends): any open, after a crash or a power
+  loss, then accepts that segment's gaps, in recovery as in trusted loading.
+  Every other segment keeps the contiguity check (and every segment the checks
+  against offsets going backwards and past the next segment). Truncation lowers
+  the replicated gaps offset to the new log end, as it does the clean offset,
+  and an open to the log end.
 * The leader epoch cache holds ``(epoch, start offset)`` pairs, strictly
   increasing in both, every start offset at most ``log_end_offset``. Every append
   adds ``(epoch, base offset)`` for a batch whose ``partition_leader_epoch``
@@ -509,6 +528,7 @@ class PartitionLog:
         log_start_offset: int,
         recovery_point: int,
         clean_offset: int = 0,
+        gaps_offset: int = 0,
         clean_marker: bool,
         now_ms: int,
         epochs: Sequence[tuple[int, int]] = (),
@@ -525,6 +545,8 @@ class PartitionLog:
         self._log_start = log_start_offset
         self._recovery_point = recovery_point
         self._clean_offset = clean_offset
+        # Segments whose base offset is below it may hold gaps a follower copied.
+        self._gaps_offset = gaps_offset
         self._cleaning: CleaningPass | None = None
         self._uncleanable: str | None = None
         self._tombstones_due_ms: int | None = None
@@ -591,9 +613,10 @@ class PartitionLog:
         clean = marker.exists() and checkpoint is not None
         if marker.exists() and not clean:
             marker.unlink()
-        log_start, recovery_point, clean_offset, high_watermark = (
-            checkpoint if checkpoint is not None else (0, 0, 0, None)
+        log_start, recovery_point, clean_offset, gaps_offset, high_watermark = (
+            checkpoint if checkpoint is not None else (0, 0, 0, 0, None)
         )
+        gaps_below = max(clean_offset, gaps_offset)
         bases = sorted(log_bases)
         segments: list[Segment] = []
         try:
@@ -620,7 +643,7 @@ class PartitionLog:
                     index_interval_bytes=config.index_interval_bytes,
                     now_ms=now_ms,
                     validate=validate,
-                    gaps=base < clean_offset,
+                    gaps=base < gaps_below,
                     offset_limit=next_base,
                 )
                 if recovered and clean:
@@ -660,6 +683,7 @@ class PartitionLog:
             log_start_offset=log_start,
             recovery_point=recovery_point,
             clean_offset=min(clean_offset, log_end),
+            gaps_offset=min(gaps_offset, log_end),
             clean_marker=clean,
             now_ms=now_ms,
             epochs=epochs,
@@ -764,7 +788,7 @@ class PartitionLog:
         if self._closed or self._offline is not None:
             self._check_usable()
         first = self._next_offset
-        buf, batches, end, count, _ = self._prepare(
+        buf, batches, end, count, _, _ = self._prepare(
             records, now_ms, from_client=from_client, replicated=False
         )
         epoch = self.leader_epoch
@@ -784,30 +808,40 @@ class PartitionLog:
         the epoch of every batch whose ``partition_leader_epoch`` exceeds the latest
         cached one.
 
+        Offsets may have gaps (a compacted leader's log): the first batch must
+        start at or after :attr:`log_end_offset`, each next one after the previous
+        batch's last offset. When the log is empty (log start = log end) and the
+        first batch holds the log end offset, the log restarts empty at that batch's
+        base offset first (:meth:`truncate_fully_and_start_at`), as Kafka's follower
+        does when the leader's log start offset is inside a batch.
+
         Args:
             records: whole magic 2 batches as the leader stores them (a fetch
-                response's records). The first must start at :attr:`log_end_offset`,
-                each next one at the previous batch's last offset + 1.
+                response's records).
             now_ms: the current time (segment age, flushing).
 
         Returns:
-            The range written; ``log_append_time_ms`` is -1.
+            The range written, from the first batch's base offset; ``log_append_time_ms``
+            is -1.
 
         Raises:
             CorruptRecordError: truncated input, a bad length or magic, or a CRC mismatch.
             RecordBatchTooLargeError: the batches are larger than ``segment_bytes``.
             InvalidRecordError: no batches, a legacy (magic 0/1) batch, an unknown
-                codec, an inconsistent header, or offsets that do not continue the
-                log contiguously (nothing is written).
+                codec, an inconsistent header, or offsets that overlap the log or each
+                other or go backwards (nothing is written).
             LogStorageError: the write failed (nothing was written) or the log is offline.
         """
         if self._closed or self._offline is not None:
             self._check_usable()
-        first = self._next_offset
-        buf, batches, end, count, new_epochs = self._prepare(
+        buf, batches, end, count, new_epochs, gapped = self._prepare(
             records, now_ms, from_client=False, replicated=True
         )
-        self._write(buf, batches, end, count, new_epochs, now_ms)
+        first = batches[0][2]
+        if first < self._next_offset:
+            # _prepare allowed it: an empty log, its end inside the first batch.
+            self.truncate_fully_and_start_at(first)
+        self._write(buf, batches, end, count, new_epochs, now_ms, gapped=gapped)
         return AppendResult(first, end - 1, -1, self._log_start)
 
     def _prepare(
@@ -817,13 +851,16 @@ class PartitionLog:
         *,
         from_client: bool,
         replicated: bool,
-    ) -> tuple[bytearray, list[tuple[int, int, int, int]], int, int, list[tuple[int, int]]]:
+    ) -> tuple[bytearray, list[tuple[int, int, int, int]], int, int, list[tuple[int, int]], bool]:
         """Validate every batch and, unless ``replicated``, assign offsets in place.
 
         Returns:
-            ``(buf, batches, next_offset, record_count, new_epochs)``: ``batches`` as
-            :meth:`Segment.append` takes them; ``new_epochs`` the epoch cache entries
-            the batches' own leader epochs bring (``replicated`` only).
+            ``(buf, batches, next_offset, record_count, new_epochs, gapped)``:
+            ``batches`` as :meth:`Segment.append` takes them; ``new_epochs`` the epoch
+            cache entries the batches' own leader epochs bring, and ``gapped`` whether
+            the offsets leave a gap (``replicated`` only). A replicated first batch
+            starting below the log end (allowed only as the module rules say) makes
+            the offsets continue from its base offset.
         """
         buf = bytearray(records)
         n = len(buf)
@@ -837,6 +874,7 @@ class PartitionLog:
         latest_epoch = self._epochs.latest_epoch
         new_epochs: list[tuple[int, int]] = []
         offset = self._next_offset
+        gapped = False
         unpack = _BATCH_HEADER.unpack_from
         prefix = _PREFIX.pack_into
         batches: list[tuple[int, int, int, int]] = []
@@ -865,8 +903,14 @@ class PartitionLog:
             ):
                 _reject(view, pos, max_size, from_client)
             if replicated:
-                if base != offset:
-                    _refuse_offset(pos, base, offset, first=not batches)
+                if base > offset:
+                    gapped = True
+                elif base < offset:
+                    if batches or base + lod < offset or offset != self._log_start:
+                        _refuse_offset(pos, base, offset, first=not batches)
+                    # The empty log restarts at ``base``, its epoch cache emptied.
+                    latest_epoch = -1
+                offset = base
                 if b_epoch > latest_epoch:
                     new_epochs.append((b_epoch, base))
                     latest_epoch = b_epoch
@@ -889,7 +933,7 @@ class PartitionLog:
             raise RecordBatchTooLargeError(
                 f"{n} bytes of record batches cannot fit a segment of segment.bytes={cfg.segment_bytes}"
             )
-        return buf, batches, offset, count_total, new_epochs
+        return buf, batches, offset, count_total, new_epochs, gapped
 
     def _write(
         self,
@@ -899,8 +943,14 @@ class PartitionLog:
         count: int,
         new_epochs: Sequence[tuple[int, int]],
         now_ms: int,
+        *,
+        gapped: bool = False,
     ) -> None:
-        """The write path of every append: roll if due, epoch cache, one write, flush policy."""
+        """The write path of every append: roll if due, epoch cache, one write, flush policy.
+
+        ``gapped``: the batches leave an offset gap, so the segment they go to must
+        be gap-tolerant on open (see the module rules) before they are written.
+        """
         cfg = self._config
         seg = self._segments[-1]
         if seg.size and (
@@ -911,6 +961,16 @@ class PartitionLog:
             seg = self._roll()
         if self._clean_marker:
             self._mark_dirty()
+        if gapped and seg.base_offset >= self._gaps_offset:
+            previous = self._gaps_offset
+            self._gaps_offset = seg.base_offset + 1
+            try:
+                self._write_checkpoint()
+            except OSError as exc:
+                self._gaps_offset = previous
+                raise LogStorageError(
+                    f"{self._dir}: cannot write the checkpoint, nothing appended: {exc}"
+                ) from exc
         try:
             seg.append(buf, batches, next_offset, interval=cfg.index_interval_bytes, now_ms=now_ms)
         except BrokenSegmentError as exc:
@@ -1155,6 +1215,9 @@ class PartitionLog:
         """After a truncation: the new bounds, a clamped high watermark, the checkpoint."""
         self._log_start = log_start
         self._clean_offset = clean_offset
+        # Every segment left ends at or before the log end: those below it keep
+        # their gaps' tolerance, and a segment starting at the end holds nothing.
+        self._gaps_offset = min(self._gaps_offset, self._next_offset)
         if self._hw is not None:
             self._hw = min(max(self._hw, log_start), self._next_offset)
         self._recovery_point = min(self._recovery_point, self._next_offset)
@@ -1816,6 +1879,9 @@ class PartitionLog:
             "recovery_point": self._recovery_point,
             "clean_offset": self._clean_offset,
         }
+        if self._gaps_offset:
+            # Present only once a follower copied a gap: older readers do without.
+            data["replicated_gaps_offset"] = self._gaps_offset
         hw = self._hw
         if hw is not None:
             # Present only once tracked: older checkpoints (and readers) do without.
@@ -1848,14 +1914,15 @@ def _stamp(buf: bytearray, view: memoryview, pos: int, end: int, attrs: int, max
 
 
 def _refuse_offset(pos: int, base: int, expected: int, *, first: bool) -> NoReturn:
-    """Raise the error for a replicated batch that does not continue the log."""
+    """Raise the error for a replicated batch that overlaps what precedes it."""
     if first:
         raise InvalidRecordError(
-            f"the replicated batches start at offset {base}, but the log ends at {expected}"
+            f"the replicated batches start at offset {base}, below the log end offset "
+            f"{expected} (offsets must increase)"
         )
     raise InvalidRecordError(
         f"the replicated batch at byte {pos} starts at offset {base}; the previous batch "
-        f"ends at {expected - 1} (batches must be contiguous)"
+        f"ends at {expected - 1} (offsets must increase)"
     )
 
 
@@ -1939,9 +2006,9 @@ def _first_record_at(data: bytes, timestamp: int, min_offset: int, max_ts: int) 
     return max(base, min_offset), max_ts
 
 
-def _read_checkpoint(path: Path) -> tuple[int, int, int, int | None] | None:
-    """``(log start offset, recovery point, clean offset, high watermark or None when
-    not tracked)``, or None."""
+def _read_checkpoint(path: Path) -> tuple[int, int, int, int, int | None] | None:
+    """``(log start offset, recovery point, clean offset, replicated gaps offset, high
+    watermark or None when not tracked)``, or None."""
     try:
         data = json.loads(path.read_bytes())
         hw = data.get("high_watermark")
@@ -1949,6 +2016,7 @@ def _read_checkpoint(path: Path) -> tuple[int, int, int, int | None] | None:
             int(data["log_start_offset"]),
             int(data["recovery_point"]),
             int(data.get("clean_offset", 0)),
+            int(data.get("replicated_gaps_offset", 0)),
             None if hw is None else int(hw),
         )
     except FileNotFoundError:

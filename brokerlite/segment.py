@@ -28,8 +28,10 @@ Rules and invariants (``size`` is the in-memory length of the segment):
 * Offsets are contiguous: the first batch's base offset is the segment's base
   offset and each next batch starts at the previous batch's last offset + 1;
   except in a segment that log compaction rewrote (see ``cleaner.py``), where
-  removed batches leave gaps. Loading such a segment (``gaps=True``, decided by
-  the log from its clean offset) accepts gaps but no offset going backwards, and
+  removed batches leave gaps, and in a follower's segment that received a
+  compacted leader's batches (gaps and all). Loading such a segment
+  (``gaps=True``, decided by the log from its clean offset and its replicated
+  gaps offset) accepts gaps but no offset going backwards, and
   every segment with a successor must end before the successor's base offset
   (``offset_limit``). The base offset field is not covered by the CRC, so these
   checks are what catches its corruption.
@@ -282,7 +284,8 @@ class Segment:
             index_interval_bytes: the log's index interval.
             now_ms: the current time (the age of a segment without timestamps).
             validate: check every batch, whatever the index files say.
-            gaps: the segment may have offset gaps (compaction rewrote it).
+            gaps: the segment may have offset gaps (compaction rewrote it, or a
+                follower copied a compacted leader's batches into it).
             offset_limit: every offset must be below this (the next segment's base).
 
         Returns:

@@ -3,6 +3,7 @@ the high watermark, and topic ids chosen by a cluster."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import shutil
@@ -181,9 +182,10 @@ def test_follower_appends_skip_the_leaders_rules_but_not_the_structure(tmp_path:
         small.append_replicated(data, now_ms=NOW)
 
 
-def test_offsets_that_do_not_continue_the_log_write_nothing(tmp_path: Path) -> None:
+def test_offsets_that_overlap_or_go_backwards_write_nothing(tmp_path: Path) -> None:
     leader = open_log(tmp_path / "leader")
     leader_history(leader)
+    # Batches [0, 1], [2], [3, 5], [6], [7, 10], [11] ...
     b = [leader.read(base, 1).tobytes() for base, _ in batch_bounds(leader)]
     follower = open_log(tmp_path / "f")
     directory = tmp_path / "f"
@@ -191,12 +193,19 @@ def test_offsets_that_do_not_continue_the_log_write_nothing(tmp_path: Path) -> N
     def unchanged(end: int) -> None:
         assert follower.log_end_offset == end
         assert follower.size == sum(len(x) for x in b[: len(batch_bounds(follower))])
+        saved = checkpoint(directory) if (directory / CHECKPOINT_FILE).exists() else {}
+        assert "replicated_gaps_offset" not in saved
 
-    with pytest.raises(InvalidRecordError, match="start at offset 2, but the log ends at 0"):
-        follower.append_replicated(b[1] + b[2], now_ms=NOW)
+    with pytest.raises(
+        InvalidRecordError, match="starts at offset 0; the previous batch ends at 1"
+    ):
+        follower.append_replicated(b[0] + b[0], now_ms=NOW)
     unchanged(0)
-    with pytest.raises(InvalidRecordError, match="contiguous"):
-        follower.append_replicated(b[0] + b[2], now_ms=NOW)
+    # A gap first (accepted on its own), then an offset going backwards.
+    with pytest.raises(
+        InvalidRecordError, match="starts at offset 2; the previous batch ends at 5"
+    ):
+        follower.append_replicated(b[2] + b[1], now_ms=NOW)
     unchanged(0)
     corrupt = bytearray(b[1])
     corrupt[-1] ^= 0xFF
@@ -211,11 +220,13 @@ def test_offsets_that_do_not_continue_the_log_write_nothing(tmp_path: Path) -> N
 
     follower.append_replicated(b[0] + b[1], now_ms=NOW)
     unchanged(3)
-    with pytest.raises(InvalidRecordError, match="start at offset 2"):  # an overlap
-        follower.append_replicated(b[1], now_ms=NOW)
-    # A batch with epoch 3 whose predecessor is missing: refused before the cache moves.
-    with pytest.raises(InvalidRecordError, match="contiguous"):
-        follower.append_replicated(b[2] + b[4], now_ms=NOW)
+    with pytest.raises(InvalidRecordError, match="start at offset 2, below the log end offset 3"):
+        follower.append_replicated(b[1], now_ms=NOW)  # an overlap
+    with pytest.raises(InvalidRecordError, match="start at offset 0, below"):
+        follower.append_replicated(b[0], now_ms=NOW)  # the log is not empty: no restart
+    # Epochs 5 then 3 going backwards: refused before the cache moves.
+    with pytest.raises(InvalidRecordError, match="offsets must increase"):
+        follower.append_replicated(b[2] + b[4] + b[3], now_ms=NOW)
     assert follower.epoch_entries == [(0, 0)]
     unchanged(3)
     follower.append_replicated(b"".join(b[2:]), now_ms=NOW)
@@ -245,6 +256,236 @@ def test_a_failed_follower_write_leaves_the_epoch_cache_as_it_was(
     monkeypatch.undo()
     replicate(leader, follower)
     assert follower.epoch_entries == leader.epoch_entries
+
+
+# -- copying a compacted leader (offset gaps) ---------------------------------------------------
+
+# Single-record batches of about one size, three or four a segment.
+GAP_CONFIG = {"segment_bytes": 4 * ONE + 8, "index_interval_bytes": 2 * ONE}
+
+
+def keyed(i: int) -> bytes:
+    """Every third batch has a key of its own (kept by compaction), the others share five."""
+    key = b"k%d" % (i % 5) if i % 3 else b"u%d" % i
+    return encode_batch([(NOW + i, key, b"%02d" % i, [])])
+
+
+def compacted_leader(path: Path) -> PartitionLog:
+    """40 keyed batches in epochs 0, 2 and 5, the closed segments compacted by the real
+    cleaner (only the latest record of each key stays there: offset gaps), then 6 more."""
+    leader = open_log(path, cleanup_policy="compact", **GAP_CONFIG)  # type: ignore[arg-type]
+    for i in range(40):
+        leader.leader_epoch = 0 if i < 12 else 2 if i < 30 else 5
+        leader.append(keyed(i), now_ms=NOW)
+    cleaning = leader.plan_cleaning(NOW, last_stable_offset=40, force=True)
+    assert cleaning is not None
+    cleaning.run()
+    assert leader.finish_cleaning(cleaning, now_ms=NOW) is not None
+    for i in range(40, 46):
+        leader.append(keyed(i), now_ms=NOW)
+    bounds = batch_bounds(leader)
+    assert any(b[0] > a[1] + 1 for a, b in itertools.pairwise(bounds))
+    return leader
+
+
+def gap_offsets(log: PartitionLog) -> list[int]:
+    bounds = [(-1, -1), *batch_bounds(log)]
+    return [o for a, b in itertools.pairwise(bounds) for o in range(a[1] + 1, b[0])]
+
+
+def epochs_of(log: PartitionLog) -> list[tuple[int, int]]:
+    """The epoch cache the readable batches build (each epoch from its first kept batch)."""
+    data = log.read(log.log_start_offset, 1 << 30).tobytes()
+    out: list[tuple[int, int]] = []
+    pos = 0
+    while pos < len(data):
+        base, length, epoch = struct.unpack_from(">qii", data, pos)
+        if not out or epoch > out[-1][0]:
+            out.append((epoch, base))
+        pos += length + 12
+    return out
+
+
+def assert_copy(follower: PartitionLog, leader: PartitionLog) -> None:
+    assert follower.log_end_offset == leader.log_end_offset
+    assert follower.read(0, 1 << 20).tobytes() == leader.read(0, 1 << 20).tobytes()
+    assert follower.epoch_entries == epochs_of(leader)
+    for ts in (NOW, NOW + 7, NOW + 33, NOW + 45):
+        assert follower.offset_for_timestamp(ts) == leader.offset_for_timestamp(ts)
+
+
+@pytest.mark.parametrize("max_bytes", [1, 3 * ONE, GAP_CONFIG["segment_bytes"]])
+def test_a_follower_copies_a_compacted_leaders_gaps(tmp_path: Path, max_bytes: int) -> None:
+    leader = compacted_leader(tmp_path / "leader")
+    gaps = gap_offsets(leader)
+    d = tmp_path / "f"
+    follower = open_log(d, **GAP_CONFIG)  # type: ignore[arg-type]
+    replicate(leader, follower, max_bytes=max_bytes)
+    assert_copy(follower, leader)
+    assert gap_offsets(follower) == gaps
+    assert len(follower.segment_base_offsets) > 2
+    # Inside a gap, a read starts with the next batch, as the leader's does.
+    for offset in gaps:
+        assert follower.read(offset, 1).tobytes() == leader.read(offset, 1).tobytes() != b""
+    assert follower.set_high_watermark(gaps[-1]) == gaps[-1]
+    assert follower.read(gaps[0], 1 << 20, upper_bound=gaps[-1]).tobytes() == (
+        leader.read(gaps[0], 1 << 20, upper_bound=gaps[-1]).tobytes()
+    )
+    # Only segments that received a gap are marked as gap-tolerant.
+    marked = checkpoint(d)["replicated_gaps_offset"]
+    assert 0 < marked <= max(b for b in follower.segment_base_offsets if b <= gaps[-1]) + 1
+
+    # A crash (the page cache survives), recovering every segment from offset 0.
+    copy = crashed_copy(d, tmp_path / "crash")
+    saved = checkpoint(copy)
+    (copy / CHECKPOINT_FILE).write_text(json.dumps({**saved, "recovery_point": 0}))
+    reopened = open_log(copy, **GAP_CONFIG)  # type: ignore[arg-type]
+    assert not reopened.opened_clean
+    assert_copy(reopened, leader)
+    assert reopened.segment_base_offsets == follower.segment_base_offsets
+    reopened.close()
+
+    # A clean close, and index files to rebuild on the next open.
+    follower.close()
+    copy = tmp_path / "clean"
+    shutil.copytree(d, copy)
+    follower = open_log(d, **GAP_CONFIG)  # type: ignore[arg-type]
+    assert follower.opened_clean
+    assert_copy(follower, leader)
+    assert follower.high_watermark == gaps[-1]
+    follower.close()
+    for index in copy.glob("*.index"):
+        index.unlink()
+    follower = open_log(copy, **GAP_CONFIG)  # type: ignore[arg-type]
+    assert_copy(follower, leader)
+    # And the copy goes on.
+    for i in range(46, 50):
+        leader.append(keyed(i), now_ms=NOW)
+    replicate(leader, follower, max_bytes=max_bytes)
+    assert_copy(follower, leader)
+    follower.close()
+
+
+def test_segments_without_replicated_gaps_keep_the_contiguity_check(tmp_path: Path) -> None:
+    leader = compacted_leader(tmp_path / "leader")
+    d = tmp_path / "f"
+    follower = open_log(d, **GAP_CONFIG)  # type: ignore[arg-type]
+    replicate(leader, follower, max_bytes=GAP_CONFIG["segment_bytes"])
+    for i in range(46, 60):  # contiguous, into new segments
+        leader.append(keyed(i), now_ms=NOW)
+        replicate(leader, follower)
+    marked = checkpoint(d)["replicated_gaps_offset"]
+    last = follower.active_segment_base_offset
+    assert last >= marked
+    follower.close()
+    # A base offset jumping forward (the field is not covered by the CRC) in a
+    # segment that never received a gap is corruption: recovery cuts there.
+    copy = crashed_copy(d, tmp_path / "crash")
+    path = copy / f"{last:020d}.log"
+    data = bytearray(path.read_bytes())
+    (length,) = struct.unpack_from(">i", data, 8)
+    second = length + 12
+    (base,) = struct.unpack_from(">q", data, second)
+    struct.pack_into(">q", data, second, base + 3)
+    path.write_bytes(bytes(data))
+    reopened = open_log(copy, **GAP_CONFIG)  # type: ignore[arg-type]
+    assert reopened.log_end_offset == base
+    reopened.close()
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs /proc")
+def test_a_gap_is_made_durable_once_per_segment_before_it_is_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    leader = compacted_leader(tmp_path / "leader")
+    bounds = batch_bounds(leader)
+    b = [leader.read(base, 1).tobytes() for base, _ in bounds]
+    synced: list[str] = []
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        synced.append(os.path.basename(os.readlink(f"/proc/self/fd/{fd}")))
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    d = tmp_path / "f"
+    follower = open_log(d, segment_bytes=1 << 20)
+    assert bounds[0][0] == 0 and bounds[1][0] > 1
+    follower.append_replicated(b[0], now_ms=NOW)  # contiguous: no checkpoint write
+    assert synced == [] and not (d / CHECKPOINT_FILE).exists()
+    follower.append_replicated(b[1], now_ms=NOW)  # a gap: fsynced first
+    assert synced == [CHECKPOINT_FILE + ".tmp", "f"]
+    assert checkpoint(d)["replicated_gaps_offset"] == 1
+    synced.clear()
+    follower.append_replicated(b"".join(b[2:]), now_ms=NOW)  # the segment is marked already
+    assert synced == []
+    assert follower.read(0, 1 << 20).tobytes() == leader.read(0, 1 << 20).tobytes()
+
+    # A checkpoint that cannot be written: nothing appended.
+    other = open_log(tmp_path / "g")
+    other.append_replicated(b[0], now_ms=NOW)
+
+    def failing(fd: int) -> None:
+        raise OSError(5, "I/O error")
+
+    monkeypatch.setattr(os, "fsync", failing)
+    with pytest.raises(LogStorageError, match="nothing appended"):
+        other.append_replicated(b[1], now_ms=NOW)
+    monkeypatch.setattr(os, "fsync", real_fsync)
+    assert other.log_end_offset == bounds[0][1] + 1 and other.size == len(b[0])
+    other.append_replicated(b[1], now_ms=NOW)
+    assert other.log_end_offset == bounds[1][1] + 1
+
+
+def test_an_empty_follower_restarts_at_a_batch_holding_its_end(tmp_path: Path) -> None:
+    leader = open_log(tmp_path / "leader")
+    leader.truncate_fully_and_start_at(10)
+    leader.leader_epoch = 4
+    leader.append(batch([b"a", b"b", b"c"]), now_ms=NOW)  # [10, 12]
+    leader.leader_epoch = 6
+    leader.append(one(b"d"), now_ms=NOW)  # [13]
+    assert leader.delete_records(11) == 11  # the log start inside the first batch
+    data = leader.read(11, 1 << 20).tobytes()
+    first = leader.read(11, 1).tobytes()
+
+    # Not empty (its end is inside the batch, but so is data): refused.
+    busy = open_log(tmp_path / "busy")
+    busy.truncate_fully_and_start_at(10)
+    source = open_log(tmp_path / "src")
+    source.truncate_fully_and_start_at(10)
+    source.append(one(b"z"), now_ms=NOW)
+    busy.append_replicated(source.read(10, 1).tobytes(), now_ms=NOW)
+    with pytest.raises(InvalidRecordError, match="start at offset 10, below the log end offset 11"):
+        busy.append_replicated(first, now_ms=NOW)
+    assert busy.log_end_offset == 11 and values(busy) == [(10, b"z")]
+
+    d = tmp_path / "f"
+    follower = open_log(d)
+    follower.truncate_fully_and_start_at(13)
+    # Empty, but the batch ends before the log end: refused.
+    with pytest.raises(InvalidRecordError, match="below the log end offset 13"):
+        follower.append_replicated(first, now_ms=NOW)
+    follower.truncate_fully_and_start_at(11)
+    # The restart is only for the first batch: an overlap after it refuses it all.
+    with pytest.raises(InvalidRecordError, match="offsets must increase"):
+        follower.append_replicated(first + first, now_ms=NOW)
+    assert follower.segment_base_offsets == [11] and follower.log_start_offset == 11
+    assert follower.log_end_offset == 11 and follower.size == 0
+
+    result = follower.append_replicated(data, now_ms=NOW)
+    assert (result.base_offset, result.last_offset, result.log_start_offset) == (10, 13, 10)
+    assert (follower.log_start_offset, follower.log_end_offset) == (10, 14)
+    assert follower.segment_base_offsets == [10]
+    assert follower.read(10, 1 << 20).tobytes() == data
+    assert follower.epoch_entries == [(4, 10), (6, 13)]
+    assert checkpoint(d)["log_start_offset"] == 10
+    copy = crashed_copy(d, tmp_path / "crash")
+    reopened = open_log(copy)
+    assert (reopened.log_start_offset, reopened.log_end_offset) == (10, 14)
+    assert reopened.read(10, 1 << 20).tobytes() == data
+    assert reopened.epoch_entries == [(4, 10), (6, 13)]
+    reopened.close()
+    follower.close()
 
 
 # -- leader epoch cache --------------------------------------------------------------------------
