@@ -291,7 +291,22 @@ class ReplicaFetcher:
                         progressed = False
                         continue
                 self.replicas.follower_high_watermark(f.topic, f.partition, part.high_watermark)
+                self._follow_log_start(f.topic, f.partition, plog, part.log_start_offset)
         return progressed
+
+    def _follow_log_start(self, topic: str, partition: int, plog: Any, leader_start: int) -> None:
+        """A follower's log starts where its leader's does (DeleteRecords and retention
+        at the leader), as far as its own high watermark allows."""
+        start = min(leader_start, plog.high_watermark)
+        if start > plog.log_start_offset:
+            try:
+                plog.delete_records(start)
+            except BrokerError as exc:
+                log.warning(
+                    "%s-%d: cannot follow the leader's log start: %s", topic, partition, exc
+                )
+                return
+            self.broker.producers.truncate_head(topic, partition)
 
     async def _out_of_range(self, conn: InterBrokerConnection, f: Any, offset: int) -> None:
         """The leader has no offset ``offset``: behind its log start (start over there)

@@ -8,6 +8,11 @@ longer readable even where they share a segment with newer ones. The
 partition's aborted-transaction index forgets entries below it; its producers'
 sequence state is kept (as Kafka does), so their retries are still recognised.
 
+Cluster mode: only the partition's leader answers (else NOT_LEADER_OR_FOLLOWER);
+the followers move their log start offsets when their next fetch tells them
+the leader's. The answer's low watermark is the leader's (Kafka waits for every
+replica's).
+
 Authorization: each topic needs DELETE, else its partitions get
 TOPIC_AUTHORIZATION_FAILED (before existence is looked at) and nothing of it
 is deleted.
@@ -21,7 +26,7 @@ from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k21_delete_records as m
 
 from ._base import HandlerSpec, RequestContext
-from ._util import code_of, denied, partition_log
+from ._util import code_of, denied, leader_log
 
 API_KEY = 21
 MIN_VERSION = 0
@@ -51,9 +56,9 @@ def handle(ctx: RequestContext, request: m.DeleteRecordsRequest) -> m.DeleteReco
                 )
                 continue
             try:
-                log = partition_log(ctx.broker, topic.name, want.partition_index)
-                offset = log.log_end_offset if want.offset == HIGH_WATERMARK else want.offset
-                if not 0 <= offset <= log.log_end_offset:
+                log = leader_log(ctx.broker, topic.name, want.partition_index)
+                offset = log.high_watermark if want.offset == HIGH_WATERMARK else want.offset
+                if not 0 <= offset <= log.high_watermark:
                     partitions.append(
                         Partition(
                             partition_index=want.partition_index,

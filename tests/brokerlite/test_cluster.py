@@ -819,3 +819,31 @@ def test_trafka_cluster_command_serves_and_stops_on_ctrl_c(tmp_path: Path) -> No
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_delete_records_at_the_leader_moves_every_replicas_log_start(zk: str) -> None:
+    async def test() -> None:
+        async with serve_cluster(3, zookeeper_connect=zk) as cluster:
+            bs = cluster.bootstrap_servers
+            async with open_admin(bootstrap_servers=bs) as admin:
+                await admin.create_topics([NewTopic("trimmed", 1, 3)])
+                async with open_producer(bootstrap_servers=bs, acks="all") as producer:
+                    for i in range(20):
+                        await producer.send("trimmed", b"t%d" % i)
+                low = await admin.delete_records({("trimmed", 0): 12})
+                assert list(low.values()) == [12]
+                with pytest.raises(KafkaError) as beyond:
+                    await admin.delete_records({("trimmed", 0): 21})
+                assert beyond.value.code == ErrorCode.OFFSET_OUT_OF_RANGE
+                async with open_producer(bootstrap_servers=bs, acks="all") as producer:
+                    await producer.send("trimmed", b"after")  # a fetch tells the followers
+            for node in cluster.node_ids:
+                await until(
+                    lambda node=node: (
+                        cluster.node(node).broker.logs.partition("trimmed", 0).log_start_offset
+                        == 12
+                    ),
+                    f"node {node}'s log starts at 12",
+                )
+
+    run(test)
