@@ -109,7 +109,7 @@ from .controller import coordinator_partition
 from .delegation_tokens import TOKENS_JOURNAL, DelegationTokens
 from .eos import ProducerStates
 from .errors import BrokerError, OffsetStoreError, UnknownTopicOrPartitionError
-from .features import FEATURES_JOURNAL, FeatureStore
+from .features import FEATURES_JOURNAL, SHARE_VERSION, FeatureStore
 from .fetch_sessions import FetchManager, FetchSessionCache
 from .group_log import ReplicatedOffsetStore
 from .groups import GroupCoordinator
@@ -878,7 +878,12 @@ class Broker:
                 untrusted input).
         """
         spec = HANDLERS[header.request_api_key]
-        if spec.feature is not None and self.features.level(spec.feature) < 1:
+        if spec.feature is not None and (
+            self.features.level(spec.feature) < 1
+            # Share groups are not cluster-aware yet: in cluster mode they are
+            # answered as by a Kafka whose share.version is not finalized.
+            or (self.cluster is not None and spec.feature == SHARE_VERSION)
+        ):
             # Kafka answers an API whose feature is not finalized (level 0) with
             # UNSUPPORTED_VERSION before anything else, authorization included.
             return Reply(

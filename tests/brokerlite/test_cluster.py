@@ -847,3 +847,21 @@ def test_delete_records_at_the_leader_moves_every_replicas_log_start(zk: str) ->
                 )
 
     run(test)
+
+
+def test_share_groups_are_refused_in_cluster_mode_until_they_are_cluster_aware(zk: str) -> None:
+    from trafka.codec.messages import k76_share_group_heartbeat as heartbeat
+
+    async def test() -> None:
+        async with serve_cluster(1, zookeeper_connect=zk) as cluster:
+            core = cluster.node(1).broker
+            header = RequestHeader(
+                request_api_key=76, request_api_version=1, correlation_id=1, client_id="t"
+            )
+            body = heartbeat.ShareGroupHeartbeatRequest(
+                group_id="workers", member_id="m", member_epoch=0, subscribed_topic_names=["t"]
+            )
+            answer = core.handle(1, header, body, 0).message()
+            assert answer.error_code == ErrorCode.UNSUPPORTED_VERSION
+
+    run(test)
