@@ -28,7 +28,8 @@ Rules (Kafka's, for a consumer fetching from the leader):
   high watermark and a null list, as Kafka does.
 * ``current_leader_epoch`` (v9+) is checked against the leader's epoch (the
   only epoch, 0, on the single-node broker).
-* Cluster mode: a partition this broker does not lead is NOT_LEADER_OR_FOLLOWER.
+* Cluster mode: a partition this broker does not lead is NOT_LEADER_OR_FOLLOWER
+  (v12+: with its current leader, and v16+ that leader's endpoint, KIP-951).
   A follower's fetch (``replica_id``, in ``replica_state`` from v15) reads up
   to the log end offset and tells the leader how far the follower has come
   (:mod:`..replica_manager`: ISR and high watermark); a consumer reads below
@@ -102,6 +103,9 @@ _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _PARTITION_HEAD = struct.Struct(">ihq")  # partition_index, error_code, high_watermark
 _I64 = struct.Struct(">q")
+_LEADER = struct.Struct(">ii")  # leader_id, leader_epoch
+# The errors a partition's answer carries its current leader with (KIP-951).
+_LEADER_HINTED = frozenset({ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH})
 
 
 @dataclasses.dataclass(slots=True)
@@ -115,6 +119,9 @@ class PartitionResult:
     log_start_offset: int = -1
     aborted_transactions: list[Any] | None = None
     records: ReadResult | None = None
+    #: KIP-951, with NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH (cluster mode):
+    #: (leader id, leader epoch, host, port, rack) of the partition's leader.
+    current_leader: tuple[int, int, str, int, str | None] | None = None
 
     @property
     def size(self) -> int:
@@ -199,13 +206,42 @@ class FetchPlan:
                     assert p.records is not None
                     parts.extend(p.records.chunks)
                 if flexible:
-                    out += b"\x00"  # partition tagged fields
+                    leader = p.current_leader
+                    if leader is None:
+                        out += b"\x00"  # partition tagged fields
+                    else:
+                        # One tagged field, current_leader (tag 1): 9 bytes.
+                        out += b"\x01\x01\x09" + _LEADER.pack(leader[0], leader[1]) + b"\x00"
             if flexible:
                 out += b"\x00"  # topic tagged fields
-        if flexible:
-            out += b"\x00"  # response tagged fields (no node endpoints)
+        endpoints = self.node_endpoints() if version >= 16 else []
+        if endpoints:
+            field = bytearray()
+            _array_len(field, len(endpoints), True)
+            for node, host, port, rack in endpoints:
+                field += _I32.pack(node)
+                _string(field, host, True)
+                field += _I32.pack(port)
+                if rack is None:
+                    field += b"\x00"
+                else:
+                    _string(field, rack, True)
+                field += b"\x00"
+            out += b"\x01\x00" + _uvarint(len(field)) + field  # node_endpoints (tag 0)
+        elif flexible:
+            out += b"\x00"  # response tagged fields
         parts.append(bytes(out))
         return parts
+
+    def node_endpoints(self) -> list[tuple[int, str, int, str | None]]:
+        """KIP-951: where the leaders named in the partitions' hints are, once each."""
+        seen: dict[int, tuple[int, str, int, str | None]] = {}
+        for topic in self.topics:
+            for p in topic.partitions:
+                if p.current_leader is not None:
+                    node, _, host, port, rack = p.current_leader
+                    seen.setdefault(node, (node, host, port, rack))
+        return [seen[n] for n in sorted(seen)]
 
     def to_message(self) -> m.FetchResponse:
         """The same response as the generated dataclass (records read into bytes)."""
@@ -226,11 +262,20 @@ class FetchPlan:
                             log_start_offset=p.log_start_offset,
                             aborted_transactions=p.aborted_transactions,
                             records=b"" if p.records is None else p.records.tobytes(),
+                            current_leader=m.FetchResponse.LeaderIdAndEpoch(
+                                leader_id=p.current_leader[0], leader_epoch=p.current_leader[1]
+                            )
+                            if p.current_leader is not None
+                            else m.FetchResponse.LeaderIdAndEpoch(),
                         )
                         for p in t.partitions
                     ],
                 )
                 for t in self.topics
+            ],
+            node_endpoints=[
+                m.FetchResponse.NodeEndpoint(node_id=n, host=h, port=port, rack=r)
+                for n, h, port, r in self.node_endpoints()
             ],
         )
 
@@ -369,8 +414,24 @@ def read_partitions(
                         first = False
         except BrokerError as exc:
             result = PartitionResult(want.partition, code_of(exc))
+            if result.error_code in _LEADER_HINTED and broker.cluster is not None:
+                result.current_leader = _leader_of(broker, name, want.partition)
         results.append(result)
     return results
+
+
+def _leader_of(
+    broker: Broker, topic: str, partition: int
+) -> tuple[int, int, str, int, str | None] | None:
+    """The partition's leader for a KIP-951 hint, None when it has none."""
+    cluster = broker.cluster
+    assert cluster is not None
+    leader = cluster.leader(topic, partition)
+    state = cluster.state(topic, partition)
+    info = cluster.broker(leader)
+    if leader < 0 or state is None or info is None:
+        return None
+    return (leader, state.leader_epoch, info.host, info.port, info.rack)
 
 
 def _topics(

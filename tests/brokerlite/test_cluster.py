@@ -24,7 +24,9 @@ from trafka.brokerlite.server import serve_broker
 from trafka.brokerlite.zk_layout import CONTROLLER, CONTROLLER_EPOCH, partition_state_path
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k00_produce as produce_msg
+from trafka.codec.messages import k01_fetch as fetch_msg
 from trafka.codec.messages.headers import RequestHeader
+from trafka.codec.protocol import decode_response_frame
 from trafka.sdk import NewTopic, open_admin, open_consumer, open_producer
 from trafka.sdk.errors import KafkaError
 
@@ -241,6 +243,36 @@ def test_requests_to_a_broker_that_does_not_lead_get_not_leader(zk: str, make_ba
             assert part.current_leader.leader_epoch == state.leader_epoch
             [endpoint] = answer.node_endpoints
             assert (endpoint.host, endpoint.port) == cluster.node(state.leader).address
+            # A Fetch there too, at v12 (the leader) and v16+ (with its endpoint);
+            # the bytes sent decode, with the codec, to the same hint.
+            for version in (12, 16, 17):
+                fetch = fetch_msg.FetchRequest(
+                    max_wait_ms=0,
+                    topics=[
+                        fetch_msg.FetchRequest.FetchTopic(
+                            topic="one",
+                            topic_id=core.logs.topic("one").topic_id,
+                            partitions=[
+                                fetch_msg.FetchRequest.FetchPartition(partition=0, fetch_offset=0)
+                            ],
+                        )
+                    ],
+                )
+                fetch_header = RequestHeader(
+                    request_api_key=1, request_api_version=version, correlation_id=2, client_id="t"
+                )
+                reply = core.handle(1, fetch_header, fetch, 0)
+                frame = b"".join(bytes(p) for p in reply.encode())
+                sent = decode_response_frame(frame[4:], 1, version)
+                [part] = sent.responses[0].partitions
+                assert part.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+                assert part.current_leader.leader_id == state.leader
+                assert part.current_leader.leader_epoch == state.leader_epoch
+                if version >= 16:
+                    [endpoint] = sent.node_endpoints
+                    assert (endpoint.host, endpoint.port) == cluster.node(state.leader).address
+                # The hand-written encoder and the generated codec agree.
+                assert part == reply.message().responses[0].partitions[0]
             leader_core = cluster.node(state.leader).broker
             from trafka.brokerlite.errors import FencedLeaderEpochError, UnknownLeaderEpochError
 
