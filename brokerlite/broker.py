@@ -239,6 +239,8 @@ class Broker:
         advertised: tuple[str, int] | None = None,
     ) -> None:
         self.config = config
+        #: The time of the request or poll being handled (what the driver passed in).
+        self._now_ms = now_ms
         self.data_dir = Path(config.data_dir)
         self.node_id = config.node_id
         self.advertised: tuple[str, int] = advertised or config.advertised_address(
@@ -278,7 +280,7 @@ class Broker:
                     partition_for=self._offsets_partition,
                     append=self._append_group_records,
                     read=self._read_offsets_partition,
-                    now_ms=lambda: time.time_ns() // 1_000_000,
+                    now_ms=lambda: self._now_ms,
                 )
             else:
                 store = OffsetStore(self.data_dir / GROUPS_JOURNAL)
@@ -469,7 +471,7 @@ class Broker:
             batch,
             transactional_id=None,
             verify=self.txn.verify_partition,
-            now_ms=time.time_ns() // 1_000_000,
+            now_ms=self._now_ms,
         )
         if result.error is not ErrorCode.NONE:
             raise OffsetStoreError(result.message or result.error.name)
@@ -495,6 +497,8 @@ class Broker:
         (acks=all produces, fetches) are answered now, not at their timeouts; as the
         coordinator of the groups a ``__consumer_offsets`` partition holds, load or
         drop them."""
+        if now_ms:
+            self._now_ms = now_ms
         if not leads:
             self.notify_append(topic, partition, HIGH_WATERMARK_WAKES)
         store = self.groups.store
@@ -877,6 +881,7 @@ class Broker:
             KeyError: the API key has no handler (use :meth:`handle_frame` for
                 untrusted input).
         """
+        self._now_ms = now_ms
         spec = HANDLERS[header.request_api_key]
         if spec.feature is not None and (
             self.features.level(spec.feature) < 1
@@ -1148,6 +1153,7 @@ class Broker:
 
     def poll(self, now_ms: int) -> list[Completion]:
         """Completions due at ``now_ms``, and periodic work (retention, timers)."""
+        self._now_ms = now_ms
         if self._txn_pending:
             # First: the markers may wake parked fetches answered below.
             self._run_deferred_transactions(now_ms)
