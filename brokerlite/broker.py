@@ -431,7 +431,7 @@ class Broker:
                 self.logs,
                 replica_lag_time_max_ms=config.replica_lag_time_max_ms,
                 min_insync_replicas=self._min_insync_replicas,
-                on_high_watermark=self._high_watermark_moved,
+                on_high_watermark=self._wake_parked,
                 on_truncate=self.producers.forget,
                 on_removed=self._replica_removed,
                 on_role=self._leadership_changed,
@@ -497,10 +497,8 @@ class Broker:
         (acks=all produces, fetches) are answered now, not at their timeouts; as the
         coordinator of the groups a ``__consumer_offsets`` partition holds, load or
         drop them."""
-        if now_ms:
-            self._now_ms = now_ms
         if not leads:
-            self.notify_append(topic, partition, HIGH_WATERMARK_WAKES)
+            self._wake_parked(topic, partition)
         store = self.groups.store
         if topic != OFFSETS_TOPIC or not isinstance(store, ReplicatedOffsetStore):
             return
@@ -527,17 +525,14 @@ class Broker:
         self.producers.forget(topic, partition)
         log.info("%s-%d: replica moved away; its records here are dropped", topic, partition)
 
-    def _high_watermark_moved(self, topic: str, partition: int) -> None:
-        # Consumers' long polls and acks=all produces wake; each reads afresh.
+    def _wake_parked(self, topic: str, partition: int) -> None:
+        """Wake every request parked on a partition (its high watermark moved, or its
+        leadership was lost): consumers' long polls and acks=all produces read afresh."""
         self.notify_append(topic, partition, HIGH_WATERMARK_WAKES)
 
     def adopt_cluster_id(self, cluster_id: str) -> None:
         """Take the id of the cluster this (new) data directory is joining."""
-        _atomic_write(
-            self.data_dir / "meta.properties",
-            f"# brokerlite broker metadata\nversion=1\ncluster.id={cluster_id}\n"
-            f"node.id={self.config.node_id}\n",
-        )
+        _write_meta(self.data_dir / "meta.properties", cluster_id, self.config.node_id)
         self.cluster_id = cluster_id
 
     def use_cluster_producer_ids(self, ids: ClusterProducerIds) -> None:
@@ -1774,12 +1769,16 @@ def _load_cluster_id(data_dir: Path, config: BrokerConfig) -> str:
                 )
             return stored
     cluster_id = config.cluster_id or new_cluster_id()
-    _atomic_write(
-        meta,
-        f"# brokerlite broker metadata\nversion=1\ncluster.id={cluster_id}\n"
-        f"node.id={config.node_id}\n",
-    )
+    _write_meta(meta, cluster_id, config.node_id)
     return cluster_id
+
+
+def _write_meta(path: Path, cluster_id: str, node_id: int) -> None:
+    """``meta.properties``: the data directory's cluster and node ids."""
+    _atomic_write(
+        path,
+        f"# brokerlite broker metadata\nversion=1\ncluster.id={cluster_id}\nnode.id={node_id}\n",
+    )
 
 
 class _ProducerIdAllocator:

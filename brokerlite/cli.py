@@ -91,6 +91,18 @@ def build_config(config_file: Path | None, options: dict[str, Any]) -> BrokerCon
     return config
 
 
+def _configure_logging(verbose: bool, *quiet: str) -> None:
+    """INFO (DEBUG with ``verbose``) to stderr; the ``quiet`` loggers at WARNING
+    unless verbose (libraries such as trio and kazoo are chatty)."""
+    logging.basicConfig(
+        level=logging.DEBUG if verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    if not verbose:
+        for name in quiet:
+            logging.getLogger(name).setLevel(logging.WARNING)
+
+
 @click.command("broker")
 @click.option(
     "--listen",
@@ -238,13 +250,7 @@ def command(config_file: Path | None, verbose: bool, **options: Any) -> None:
         config = build_config(config_file, options)
     except (ConfigError, OSError) as exc:
         raise click.UsageError(str(exc)) from None
-    logging.basicConfig(
-        level=logging.DEBUG if verbose else logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
-    if not verbose:
-        # Client libraries and trio are chatty at DEBUG; keep INFO for ours.
-        logging.getLogger("trio").setLevel(logging.WARNING)
+    _configure_logging(verbose, "trio", "kazoo")
     from .server import run_broker
 
     try:
@@ -312,14 +318,8 @@ def cluster_command(
     from .local_cluster import serve_cluster
     from .zookeeper import ZooKeeperError
 
-    logging.basicConfig(
-        level=logging.DEBUG if verbose else logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
-    for noisy in ("trio", "kazoo"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
-    if not verbose:
-        logging.getLogger("trafka.brokerlite.replication").setLevel(logging.WARNING)
+    # N brokers' role changes (every partition, at every start) drown the rest.
+    _configure_logging(verbose, "trio", "kazoo", "trafka.brokerlite.replication")
     factor = default_replication_factor or min(3, nodes)
     min_isr = min_insync_replicas or min(2, nodes)
 

@@ -52,7 +52,7 @@ import trio
 from trafka.codec.errors import ErrorCode
 
 from .broker import Broker, ClusterProducerIds
-from .cluster_view import INTERNAL_TOPICS, ClusterImage, ZkTask, new_topic_id
+from .cluster_view import INTERNAL_TOPICS, ClusterImage, ZkTask
 from .config import BrokerConfig
 from .controller import (
     AssignmentError,
@@ -74,8 +74,9 @@ from .errors import (
     UnknownTopicOrPartitionError,
     ZooKeeperUnavailableError,
 )
-from .log import validate_topic_name
+from .log import check_topic_collision, new_topic_id, validate_topic_name
 from .replica_fetcher import ReplicaFetcher
+from .server import now_ms
 from .zk_layout import (
     ADMIN_DELETE_TOPICS,
     BROKER_IDS,
@@ -121,10 +122,6 @@ _REFRESH_EVERY_S = 5.0
 _TICK_S = 0.5
 _HW_CHECKPOINT_S = 5.0
 _PRODUCER_ID_BLOCK_SIZE = 1000
-
-
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 class ClusterDriver:
@@ -263,7 +260,7 @@ class ClusterDriver:
         )
         self.zk.create(
             broker_path(self.node_id),
-            encode_broker(registration, _now_ms()),
+            encode_broker(registration, now_ms()),
             ephemeral=True,
             makepath=True,
         )
@@ -384,7 +381,7 @@ class ClusterDriver:
                 continue
             self.view.zookeeper_connected = True
             try:
-                self.view.apply(image, _now_ms())
+                self.view.apply(image, now_ms())
             except Exception:
                 log.exception("applying the cluster's metadata failed")
             self._sync_fetchers()
@@ -497,7 +494,7 @@ class ClusterDriver:
         from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
         try:
-            self.zk.create(CONTROLLER, encode_controller(self.node_id, _now_ms()), ephemeral=True)
+            self.zk.create(CONTROLLER, encode_controller(self.node_id, now_ms()), ephemeral=True)
         except NodeExistsError:
             return
         while True:
@@ -711,7 +708,7 @@ class ClusterDriver:
                 except Exception as exc:
                     log.warning("cannot checkpoint high watermarks: %s", exc)
             replicas = self.view.replicas
-            replicas.tick(_now_ms())
+            replicas.tick(now_ms())
             writes = replicas.take_isr_writes()
             if writes and self.zk.connected:
                 failed = await trio.to_thread.run_sync(self._write_isrs, writes)
@@ -729,8 +726,9 @@ class ClusterDriver:
                     trio.current_time() + self.config.leader_imbalance_check_interval_seconds
                 )
                 await trio.to_thread.run_sync(self._elect_preferred, None)
-            if self._fetchers_wanted():
-                self._sync_fetchers()
+            # A fetcher that ended (its leader had nothing left to serve) while
+            # partitions still follow that leader starts again.
+            self._sync_fetchers()
 
     def _write_isrs(self, writes: list[Any]) -> list[Any]:
         """A leader's ISR changes (conditional on the state's version); the failed ones."""
@@ -877,12 +875,7 @@ class ClusterDriver:
         assignment = self._assignment(args, live)
         if self.zk.exists(topic_path(name)) is not None:
             raise TopicExistsError(f"topic {name!r} already exists")
-        folded = name.replace(".", "_")
-        for other in self.zk.get_children(BROKER_TOPICS):
-            if other != name and other.replace(".", "_") == folded:
-                from .errors import InvalidTopicError
-
-                raise InvalidTopicError(f"topic {name!r} collides with existing topic {other!r}")
+        check_topic_collision(name, self.zk.get_children(BROKER_TOPICS))
         if args.get("validate_only"):
             return
         configs = {k: v for k, v in (args.get("configs") or {}).items() if v is not None}
@@ -1057,10 +1050,6 @@ class ClusterDriver:
             return start, start + _PRODUCER_ID_BLOCK_SIZE - 1
 
     # -- replica fetchers -------------------------------------------------------------------------
-
-    def _fetchers_wanted(self) -> bool:
-        leaders = {f.leader for f in self.view.replicas.follower_fetches()}
-        return any(leader not in self._fetchers for leader in leaders)
 
     def _sync_fetchers(self) -> None:
         nursery = self._nursery

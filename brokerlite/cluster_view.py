@@ -29,7 +29,6 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import logging
-import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -237,11 +236,3 @@ class ClusterView:
         task.done = True
         if task.ticket is not None and all(t.done for t in task.siblings or [task]):
             self._wake(task.ticket)
-
-
-def new_topic_id() -> uuid.UUID:
-    """A random topic id (never the zero UUID)."""
-    while True:
-        tid = uuid.uuid4()
-        if tid.int:
-            return tid

@@ -34,9 +34,9 @@ import trio
 
 from .config import BrokerConfig
 from .server import RunningBroker, _collapse, serve_broker
-from .zookeeper import ZooKeeperServer
+from .zookeeper import ZooKeeperServer, free_port
 
-__all__ = ["ClusterProcesses", "LocalCluster", "serve_cluster"]
+__all__ = ["ClusterProcesses", "LocalCluster", "free_port", "serve_cluster"]
 
 # Shorter than Kafka's defaults so that a dead broker is noticed within seconds.
 DEFAULT_SESSION_TIMEOUT_MS = 6000
@@ -245,12 +245,6 @@ def cluster_metadata(host: str, port: int, timeout: float = 2.0) -> tuple[set[in
     except CodecError as exc:
         raise ValueError(str(exc)) from None
     return {b.node_id for b in answer.brokers}, answer.controller_id
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket() as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
 
 
 class ClusterProcesses:

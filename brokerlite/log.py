@@ -127,7 +127,7 @@ import shutil
 import struct
 import uuid
 from bisect import bisect_right
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple, NoReturn
 
@@ -2308,7 +2308,21 @@ def validate_topic_name(name: str) -> None:
         )
 
 
-def _new_topic_id() -> uuid.UUID:
+def check_topic_collision(name: str, existing: Iterable[str]) -> None:
+    """Kafka's rule that no two topics may differ only by '.' against '_' (their
+    metric names would be the same).
+
+    Raises:
+        InvalidTopicError: ``name`` collides with one of ``existing`` (itself aside).
+    """
+    folded = name.replace(".", "_")
+    for other in existing:
+        if other != name and other.replace(".", "_") == folded:
+            raise InvalidTopicError(f"topic {name!r} collides with existing topic {other!r}")
+
+
+def new_topic_id() -> uuid.UUID:
+    """A random topic id, as Kafka makes them (see the comment)."""
     # Like Kafka: never the zero id, and never one whose base64 form starts with
     # '-' (which command-line tools would read as an option).
     import base64
@@ -2514,10 +2528,7 @@ class LogManager:
                 raise TopicExistsError(
                     f"topic id {topic_id} is already used by topic {self._by_id[topic_id]!r}"
                 )
-        folded = name.replace(".", "_")
-        for other in self._topics:
-            if other.replace(".", "_") == folded:
-                raise InvalidTopicError(f"topic {name!r} collides with existing topic {other!r}")
+        check_topic_collision(name, self._topics)
         if not isinstance(num_partitions, int) or num_partitions < 1:
             raise InvalidPartitionsError(
                 f"the number of partitions must be at least 1, got {num_partitions}"
@@ -2527,7 +2538,7 @@ class LogManager:
         config = _effective_config(self._default, overrides)
         info = TopicInfo(
             name=name,
-            topic_id=_new_topic_id() if topic_id is None else topic_id,
+            topic_id=new_topic_id() if topic_id is None else topic_id,
             num_partitions=num_partitions,
             configs=overrides,
         )

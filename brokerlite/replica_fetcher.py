@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import itertools
 import logging
-import time
 from typing import TYPE_CHECKING, Any
 
 import trio
@@ -42,6 +41,7 @@ from trafka.codec.messages.headers import RequestHeader
 from trafka.codec.protocol import decode_response_frame, encode_request
 
 from .errors import BrokerError
+from .server import now_ms
 
 if TYPE_CHECKING:
     from .broker import Broker
@@ -54,10 +54,6 @@ _FETCH_BACKOFF_S = 0.2
 _FETCH_VERSION = 12
 _EPOCH_VERSION = 4
 _LIST_OFFSETS_VERSION = 7
-
-
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 class InterBrokerConnection:
@@ -256,7 +252,7 @@ class ReplicaFetcher:
         if response.error_code != ErrorCode.NONE:
             return False
         progressed = True
-        now = _now_ms()
+        now = now_ms()
         for topic in response.responses:
             for part in topic.partitions:
                 key = (topic.topic, part.partition_index)

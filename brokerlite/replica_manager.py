@@ -228,7 +228,7 @@ class ReplicaManager:
                     or current.leader != state.leader
                     or current.leader_epoch != state.leader_epoch
                 ):
-                    self._become_follower(key, state, all_replicas)
+                    self._become_follower(key, state, all_replicas, now_ms)
                     fetchers_changed = True
                 else:
                     self._update_isr(current, state, all_replicas)
@@ -281,7 +281,11 @@ class ReplicaManager:
         self._on_role(key[0], key[1], True, now_ms)
 
     def _become_follower(
-        self, key: tuple[str, int], state: PartitionState, replicas: tuple[int, ...]
+        self,
+        key: tuple[str, int],
+        state: PartitionState,
+        replicas: tuple[int, ...],
+        now_ms: int,
     ) -> None:
         before = self._replicas.get(key)
         plog = self._logs.partition(*key)
@@ -300,7 +304,7 @@ class ReplicaManager:
             needs_truncation=state.leader != NO_LEADER,
         )
         if before is not None and before.role is Role.LEADER:
-            self._on_role(key[0], key[1], False, 0)
+            self._on_role(key[0], key[1], False, now_ms)
         log.info(
             "%s-%d: follower of %s at epoch %d (log end %d)",
             key[0],
@@ -391,7 +395,14 @@ class ReplicaManager:
         return None
 
     def on_follower_fetch(
-        self, topic: str, partition: int, replica_id: int, fetch_offset: int, now_ms: int
+        self,
+        topic: str,
+        partition: int,
+        replica_id: int,
+        fetch_offset: int,
+        now_ms: int,
+        *,
+        current_leader_epoch: int = -1,
     ) -> PartitionLog:
         """A follower fetched at ``fetch_offset``: its progress counts for the ISR and
         the high watermark.
@@ -402,12 +413,15 @@ class ReplicaManager:
         Raises:
             NotLeaderOrFollowerError: this broker does not lead the partition, or
                 ``replica_id`` is not one of its replicas.
+            FencedLeaderEpochError, UnknownLeaderEpochError: the follower's epoch
+                (unless -1) is older or newer than this leader's.
         """
         replica = self._replicas.get((topic, partition))
         if replica is None or replica.role is not Role.LEADER:
             raise NotLeaderOrFollowerError(
                 f"broker {self.node_id} does not lead {topic}-{partition}"
             )
+        check_epoch(current_leader_epoch, replica.leader_epoch)
         follower = replica.followers.get(replica_id)
         if follower is None:
             raise NotLeaderOrFollowerError(

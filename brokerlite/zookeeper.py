@@ -57,6 +57,7 @@ __all__ = [
     "CLASSPATH_ENV",
     "DEBIAN_JAVA_DIR",
     "ZooKeeperError",
+    "free_port",
     "ZooKeeperServer",
     "find_zookeeper",
     "zookeeper_available",
@@ -259,7 +260,8 @@ def _kill_at_exit(proc: subprocess.Popen[bytes]) -> None:
         proc.wait(5.0)
 
 
-def _pick_port(host: str) -> int:
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port free on ``host`` now (the OS picks it; it may be taken again before use)."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     with socket.socket(family, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
@@ -421,7 +423,7 @@ class ZooKeeperServer:
         deadline = time.monotonic() + timeout
         attempts = 3 if self._port == 0 and not self._served else 1
         for attempt in range(attempts):
-            port = self._port or _pick_port(self._host)
+            port = self._port or free_port(self._host)
             if not _port_is_free(self._host, port):
                 if attempt + 1 < attempts and not self._served:
                     continue

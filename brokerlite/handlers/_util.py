@@ -85,15 +85,6 @@ def message_of(exc: BaseException) -> str:
     return str(exc) or type(exc).__name__
 
 
-def check_leader_epoch(current_leader_epoch: int) -> ErrorCode:
-    """Kafka's fencing rule for a client's idea of the leader epoch (-1: no check)."""
-    if current_leader_epoch < 0 or current_leader_epoch == LEADER_EPOCH:
-        return ErrorCode.NONE
-    if current_leader_epoch > LEADER_EPOCH:
-        return ErrorCode.UNKNOWN_LEADER_EPOCH
-    return ErrorCode.FENCED_LEADER_EPOCH
-
-
 def denied(
     ctx: RequestContext, operation: int, resource_type: int, names: Iterable[str]
 ) -> set[str]:

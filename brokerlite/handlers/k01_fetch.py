@@ -363,9 +363,13 @@ def read_partitions(
         try:
             if replica_id >= 0 and broker.cluster is not None:
                 partition_log(broker, name, want.partition)
-                broker.cluster.replicas.leader_log(name, want.partition, want.current_leader_epoch)
                 log = broker.cluster.replicas.on_follower_fetch(
-                    name, want.partition, replica_id, want.fetch_offset, now_ms
+                    name,
+                    want.partition,
+                    replica_id,
+                    want.fetch_offset,
+                    now_ms,
+                    current_leader_epoch=want.current_leader_epoch,
                 )
             else:
                 log = leader_log(broker, name, want.partition, want.current_leader_epoch)

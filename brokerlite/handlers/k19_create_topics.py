@@ -44,7 +44,7 @@ from ._base import HandlerSpec, Parked, RequestContext
 
 if TYPE_CHECKING:
     from trafka.brokerlite.log import TopicInfo
-from ._util import NULL_UUID, code_of, denied
+from ._util import NULL_UUID, code_of, denied, park_on_tasks, task_outcome
 
 API_KEY = 19
 MIN_VERSION = 2
@@ -173,11 +173,16 @@ def handle(ctx: RequestContext, request: m.CreateTopicsRequest) -> m.CreateTopic
             log.info("created topic %r with %d partition(s)", info.name, info.num_partitions)
         results.append(_created(ctx, request, info, indescribable, 1))
     if tasks:
-        assert cluster is not None
-        waiter = _ClusterCreate(ctx, request, results, tasks, indescribable, quota.throttle_ms())
-        parked = ctx.park(waiter)
-        cluster.submit_all(tasks, parked.ticket)
-        return parked
+        throttle_ms = quota.throttle_ms()
+        return park_on_tasks(
+            ctx,
+            tasks,
+            request.timeout_ms,
+            lambda: m.CreateTopicsResponse(
+                throttle_time_ms=throttle_ms,
+                topics=_cluster_results(ctx, request, results, tasks, indescribable),
+            ),
+        )
     return m.CreateTopicsResponse(throttle_time_ms=quota.throttle_ms(), topics=results)
 
 
@@ -192,62 +197,35 @@ def _refused(name: str, version: int, code: int, message: str | None) -> Result:
     )
 
 
-class _ClusterCreate:
-    """A CreateTopics in cluster mode, waiting for the driver's ZooKeeper writes and
-    for the new partitions' leaders."""
-
-    watches: frozenset[tuple[str, int]] = frozenset()
-
-    def __init__(
-        self,
-        ctx: RequestContext,
-        request: m.CreateTopicsRequest,
-        results: list[Result],
-        tasks: list[ZkTask],
-        indescribable: set[str],
-        throttle_ms: int,
-    ) -> None:
-        self._ctx = ctx
-        self._request = request
-        self._results = results
-        self._tasks = {t.args["name"]: t for t in tasks}
-        self._indescribable = indescribable
-        self._throttle_ms = throttle_ms
-        # The driver answers by the request's timeout; this is only a backstop.
-        self.deadline_ms = ctx.now_ms + max(request.timeout_ms, 0) + 5_000
-
-    def on_append(self, topic: str, partition: int, nbytes: int) -> bool:
-        return False
-
-    def complete(self, now_ms: int) -> m.CreateTopicsResponse:
-        ctx, version = self._ctx, self._ctx.version
-        broker = ctx.broker
-        assert broker.cluster is not None
-        out: list[Result] = []
-        for result in self._results:
-            task = self._tasks.get(result.name)
-            if task is None:
-                out.append(result)
-                continue
-            if task.error is not None or not task.done:
-                error = task.error
-                out.append(
-                    _refused(
-                        result.name,
-                        version,
-                        code_of(error) if error is not None else ErrorCode.REQUEST_TIMED_OUT,
-                        str(error) if error is not None else "ZooKeeper did not answer in time",
-                    )
-                )
-                continue
-            info = broker.logs.topic(result.name)
-            assignment = broker.cluster.image.topics.get(result.name)
-            if info is None or self._request.validate_only:
-                out.append(Result(name=result.name, num_partitions=-1, replication_factor=-1))
-                continue
-            factor = len(assignment.replicas[0]) if assignment is not None else -1
-            out.append(_created(ctx, self._request, info, self._indescribable, factor))
-        return m.CreateTopicsResponse(throttle_time_ms=self._throttle_ms, topics=out)
+def _cluster_results(
+    ctx: RequestContext,
+    request: m.CreateTopicsRequest,
+    results: list[Result],
+    tasks: list[ZkTask],
+    indescribable: set[str],
+) -> list[Result]:
+    """The results once the driver carried the topics' ZooKeeper writes out."""
+    broker = ctx.broker
+    assert broker.cluster is not None
+    by_name = {t.args["name"]: t for t in tasks}
+    out: list[Result] = []
+    for result in results:
+        task = by_name.get(result.name)
+        if task is None:
+            out.append(result)
+            continue
+        code, message = task_outcome(task)
+        if code:
+            out.append(_refused(result.name, ctx.version, code, message))
+            continue
+        info = broker.logs.topic(result.name)
+        assignment = broker.cluster.image.topics.get(result.name)
+        if info is None or request.validate_only:
+            out.append(Result(name=result.name, num_partitions=-1, replication_factor=-1))
+            continue
+        factor = len(assignment.replicas[0]) if assignment is not None else -1
+        out.append(_created(ctx, request, info, indescribable, factor))
+    return out
 
 
 def _created(
