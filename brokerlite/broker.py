@@ -75,6 +75,7 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import functools
 import heapq
 import logging
 import os
@@ -102,12 +103,13 @@ from .authorizer import (
     host_of,
     principal_for,
 )
-from .cluster_view import OFFSETS_TOPIC, ClusterView
+from .cluster_txn import ClusterTransactions, unverified
+from .cluster_view import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, ClusterView
 from .config import BrokerConfig, ConfigError
 from .consumer_groups import TopicMeta
 from .controller import coordinator_partition
 from .delegation_tokens import TOKENS_JOURNAL, DelegationTokens
-from .eos import ProducerStates
+from .eos import ProducerStates, TxnVerifier
 from .errors import BrokerError, OffsetStoreError, UnknownTopicOrPartitionError
 from .features import FEATURES_JOURNAL, SHARE_VERSION, FeatureStore
 from .fetch_sessions import FetchManager, FetchSessionCache
@@ -143,6 +145,7 @@ from .shares import ShareFetcher, ShareStateStore
 from .telemetry import CLIENT_METRICS_JOURNAL, ClientTelemetry
 from .transactions import TransactionCoordinator, TxnCompletion, classic_group_validator
 from .txn_journal import TxnJournal, WrittenMarker
+from .txn_log import ReplicatedTxnJournal
 
 __all__ = [
     "Broker",
@@ -171,11 +174,18 @@ _MIN_REAUTH_INTERVAL_MS = 1000  # Kafka's floor between two re-authentications
 _TELEMETRY_KEYS = frozenset({71, 72})
 _PRODUCER_ID_BLOCK = 1000
 _OFFSET_COMMIT = 8
-_OFFSET_COMMIT_TIMEOUT_MS = 5000  # Kafka's offsets.commit.timeout.ms
+# How long a coordinator's answer waits for its records to replicate (Kafka's
+# offsets.commit.timeout.ms; its transaction-state appends wait about as long).
+_REPLICATION_WAIT_MS = 5000
 # Group APIs (by a single group_id) that only the group's coordinator answers in
 # cluster mode: OffsetCommit, OffsetFetch, JoinGroup, Heartbeat, LeaveGroup,
-# SyncGroup, OffsetDelete, ConsumerGroupHeartbeat.
-_GROUP_KEYED = frozenset({8, 9, 11, 12, 13, 14, 47, 68})
+# SyncGroup, TxnOffsetCommit, OffsetDelete, ConsumerGroupHeartbeat.
+_GROUP_KEYED = frozenset({8, 9, 11, 12, 13, 14, 28, 47, 68})
+_TXN_OFFSET_COMMIT = 28
+# Transaction APIs that only the transactional id's coordinator answers in cluster
+# mode, once what they wrote is replicated: InitProducerId (with an id),
+# AddPartitionsToTxn, AddOffsetsToTxn, EndTxn.
+_TXN_KEYED = frozenset({22, 24, 25, 26})
 _FLUSH_CHECK_MS = 1000
 GROUPS_JOURNAL = "trafka-groups.journal"
 SHARE_STATE_JOURNAL = "trafka-share-state.journal"
@@ -273,13 +283,15 @@ class Broker:
             self._producer_ids: _ProducerIdAllocator | ClusterProducerIds = _ProducerIdAllocator(
                 self.data_dir / "producer-id-block"
             )
+            #: The cluster side of the transaction coordinator (cluster mode), else None.
+            self.cluster_txn = ClusterTransactions(self) if config.cluster_mode else None
             store: OffsetStore
             if config.cluster_mode:
                 # Groups live in the replicated __consumer_offsets topic (group_log).
                 store = ReplicatedOffsetStore(
                     partition_for=self._offsets_partition,
-                    append=self._append_group_records,
-                    read=self._read_offsets_partition,
+                    append=functools.partial(self._append_internal, OFFSETS_TOPIC),
+                    read=functools.partial(self._read_partition, OFFSETS_TOPIC),
                     now_ms=lambda: self._now_ms,
                 )
             else:
@@ -312,8 +324,23 @@ class Broker:
                 )
                 # Transactional and idempotent producer ids come from the one
                 # durable counter, so an id is never handed out twice.
+                ctxn = self.cluster_txn
+                txn_journal: TxnJournal
+                if ctxn is not None:
+                    # Transaction state lives in the replicated __transaction_state (txn_log).
+                    txn_journal = ReplicatedTxnJournal(
+                        partition_for=ctxn.state_partition,
+                        append=functools.partial(self._append_internal, TRANSACTION_STATE_TOPIC),
+                        read=functools.partial(self._read_partition, TRANSACTION_STATE_TOPIC),
+                        now_ms=lambda: self._now_ms,
+                    )
+                else:
+                    txn_journal = TxnJournal(self.data_dir / TRANSACTIONS_JOURNAL)
                 self.txn = TransactionCoordinator(
-                    TxnJournal(self.data_dir / TRANSACTIONS_JOURNAL),
+                    txn_journal,
+                    coordinator_epoch_for=None if ctxn is None else ctxn.coordinator_epoch,
+                    group_partition=None if ctxn is None else ctxn.group_partition,
+                    stage_group_offsets=None if ctxn is None else ctxn.stage_group_offsets,
                     allocate_producer_id=self._next_producer_id,
                     max_timeout_ms=config.transaction_max_timeout_ms,
                     transactional_id_expiration_ms=config.transactional_id_expiration_ms,
@@ -396,9 +423,16 @@ class Broker:
             self.logs.close()
             raise
         self._txn_pending: list[TxnCompletion] = []
+        #: Checks a transactional Produce against its transaction (KIP-890 part 1);
+        #: in a cluster the coordinator is elsewhere (see cluster_txn).
+        self.verify_transactional: TxnVerifier = (
+            self.txn.verify_partition if self.cluster_txn is None else unverified
+        )
         self._last_now_ms = now_ms  # for what close() still has to carry out
         self._next_marker_check_ms = now_ms + _MARKER_CHECK_MS
-        self._recover_markers(now_ms)
+        if not config.cluster_mode:
+            # (In a cluster, markers are acknowledged by their partitions' replicas.)
+            self._recover_markers(now_ms)
         # Incremental fetch sessions (KIP-227), Kafka's FetchManager and its cache.
         self.fetch_sessions = FetchManager(
             FetchSessionCache(config.max_incremental_fetch_session_cache_slots)
@@ -421,7 +455,9 @@ class Broker:
         self._next_flush_ms = now_ms + _FLUSH_CHECK_MS
         self._next_producer_expiry_ms = now_ms + config.producer_id_expiration_check_interval_ms
         self._closed = False
-        self._abort_hanging_transactions(now_ms)
+        if not config.cluster_mode:
+            # (In a cluster a partition's open transactions are its coordinator's.)
+            self._abort_hanging_transactions(now_ms)
         #: What this broker knows of its cluster (cluster mode), else None; the
         #: cluster driver (:mod:`.cluster`) keeps it up to date.
         self.cluster: ClusterView | None = None
@@ -462,24 +498,26 @@ class Broker:
             return None
         return coordinator_partition(group, assignment.num_partitions)
 
-    def _append_group_records(self, partition: int, batch: bytes) -> None:
-        """Append a group-state batch to ``__consumer_offsets`` here (its leader)."""
+    def _append_internal(self, topic: str, partition: int, batch: bytes) -> None:
+        """Append a coordinator's state batch to an internal topic's partition here
+        (its leader): ``__consumer_offsets`` or ``__transaction_state``."""
         assert self.cluster is not None
         result = self.producers.produce(
-            OFFSETS_TOPIC,
+            topic,
             partition,
             batch,
             transactional_id=None,
-            verify=self.txn.verify_partition,
+            verify=self.verify_transactional,
             now_ms=self._now_ms,
         )
         if result.error is not ErrorCode.NONE:
             raise OffsetStoreError(result.message or result.error.name)
-        self.notify_append(OFFSETS_TOPIC, partition, len(batch))
-        self.cluster.replicas.appended(OFFSETS_TOPIC, partition)
+        self.notify_append(topic, partition, len(batch))
+        self.cluster.replicas.appended(topic, partition)
 
-    def _read_offsets_partition(self, partition: int) -> Iterable[bytes]:
-        plog = self.logs.partition(OFFSETS_TOPIC, partition)
+    def _read_partition(self, topic: str, partition: int) -> Iterable[bytes]:
+        """A partition's whole log here, in chunks (a coordinator replaying its state)."""
+        plog = self.logs.partition(topic, partition)
         offset, end = plog.log_start_offset, plog.log_end_offset
         while offset < end:
             read = plog.read(offset, 1 << 20)
@@ -499,6 +537,9 @@ class Broker:
         drop them."""
         if not leads:
             self._wake_parked(topic, partition)
+        if topic == TRANSACTION_STATE_TOPIC and self.cluster_txn is not None:
+            self.cluster_txn.leadership_changed(partition, leads)
+            return
         store = self.groups.store
         if topic != OFFSETS_TOPIC or not isinstance(store, ReplicatedOffsetStore):
             return
@@ -527,8 +568,20 @@ class Broker:
 
     def _wake_parked(self, topic: str, partition: int) -> None:
         """Wake every request parked on a partition (its high watermark moved, or its
-        leadership was lost): consumers' long polls and acks=all produces read afresh."""
+        leadership was lost): consumers' long polls and acks=all produces read afresh;
+        decided transactions whose decision it replicated send their markers."""
         self.notify_append(topic, partition, HIGH_WATERMARK_WAKES)
+        if topic == TRANSACTION_STATE_TOPIC and self.cluster_txn is not None:
+            self.cluster_txn.on_ready()
+
+    def pending_offset_partitions(self, group_id: str) -> set[tuple[str, int]]:
+        """The partitions of a group with an offset an unfinished transaction holds
+        (OffsetFetch's ``require_stable``): the transaction coordinator's on one
+        node, the group coordinator's in a cluster."""
+        store = self.groups.store
+        if isinstance(store, ReplicatedOffsetStore):
+            return store.pending_partitions(group_id)
+        return self.txn.pending_offset_partitions(group_id)
 
     def adopt_cluster_id(self, cluster_id: str) -> None:
         """Take the id of the cluster this (new) data directory is joining."""
@@ -915,6 +968,16 @@ class Broker:
                 body = dataclasses.replace(
                     body, groups=[g for g in batched if g.group_id not in elsewhere]
                 )
+        tids: list[str] = []
+        if self.cluster_txn is not None and spec.api_key in _TXN_KEYED:
+            tids = _transactional_ids(spec.api_key, header.request_api_version, body)
+            if not all(self.cluster_txn.owns(t) for t in tids):
+                return Reply(
+                    header.correlation_id,
+                    spec.api_key,
+                    header.request_api_version,
+                    spec.refusal(body, header.request_api_version, ErrorCode.NOT_COORDINATOR),
+                )
         ctx = RequestContext(self, conn_id, header, now_ms)
         try:
             result = spec.handle(ctx, body)
@@ -941,35 +1004,60 @@ class Broker:
                     ),
                 ],
             )
-        if self.cluster is not None and spec.api_key == _OFFSET_COMMIT:
-            waiter = self._replicated_commit(spec, header, body, result, now_ms)
-            if waiter is not None:
-                return ctx.park(waiter)
+        waiter: _Replicated | None = None
+        if self.cluster is not None and spec.api_key in (_OFFSET_COMMIT, _TXN_OFFSET_COMMIT):
+            # Kafka's offsets.commit.required.acks=-1.
+            partition = self._offsets_partition(getattr(body, "group_id", ""))
+            waiter = self._replicated(
+                spec, header, body, result, OFFSETS_TOPIC, partition, ErrorCode.REQUEST_TIMED_OUT
+            )
+        elif tids and self.cluster_txn is not None:
+            partition = self.cluster_txn.state_partition(tids[0])
+            waiter = self._replicated(
+                spec,
+                header,
+                body,
+                result,
+                TRANSACTION_STATE_TOPIC,
+                partition,
+                ErrorCode.COORDINATOR_NOT_AVAILABLE,
+            )
+        if waiter is not None:
+            return ctx.park(waiter)
         return Reply(header.correlation_id, spec.api_key, header.request_api_version, result)
 
-    def _replicated_commit(
-        self, spec: HandlerSpec, header: RequestHeader, body: Any, answer: Any, now_ms: int
-    ) -> _CommitReplicated | None:
-        """An OffsetCommit is acknowledged once its records are on every in-sync
-        replica of the group's ``__consumer_offsets`` partition (Kafka's
-        ``offsets.commit.required.acks=-1``): a waiter when they are not yet."""
-        partition = self._offsets_partition(getattr(body, "group_id", ""))
+    def _replicated(
+        self,
+        spec: HandlerSpec,
+        header: RequestHeader,
+        body: Any,
+        answer: Any,
+        topic: str,
+        partition: int | None,
+        timed_out: ErrorCode,
+    ) -> _Replicated | None:
+        """A coordinator's answer is sent once what it wrote is on every in-sync
+        replica of its partition (the group's ``__consumer_offsets`` or the
+        transactional id's ``__transaction_state`` partition): a waiter when it
+        is not yet. A lost leadership answers NOT_COORDINATOR, a timeout
+        ``timed_out``."""
         if partition is None:
             return None
         try:
-            plog = self.logs.partition(OFFSETS_TOPIC, partition)
+            plog = self.logs.partition(topic, partition)
         except UnknownTopicOrPartitionError:
             return None
         if plog.high_watermark >= plog.log_end_offset:
             return None
-        return _CommitReplicated(
+        return _Replicated(
             self,
+            topic,
             partition,
             plog.log_end_offset,
             answer,
-            spec.refusal(body, header.request_api_version, ErrorCode.REQUEST_TIMED_OUT),
+            spec.refusal(body, header.request_api_version, timed_out),
             spec.refusal(body, header.request_api_version, ErrorCode.NOT_COORDINATOR),
-            now_ms + _OFFSET_COMMIT_TIMEOUT_MS,
+            self._now_ms + _REPLICATION_WAIT_MS,
         )
 
     # -- client quotas -------------------------------------------------------------
@@ -1318,6 +1406,10 @@ class Broker:
         transaction prepared; the coordinator issues it again after its retry
         backoff, and markers written twice are harmless.
         """
+        if self.cluster_txn is not None:
+            # Markers go to the partitions' leaders once the decision is replicated.
+            self.cluster_txn.queue(completions)
+            return
         txn = self.txn
         completions = list(completions)
         if completions and not txn.flush_decisions():
@@ -1809,12 +1901,13 @@ class _ProducerIdAllocator:
         return pid
 
 
-class _CommitReplicated:
-    """An OffsetCommit waiting for its records to reach the ISR (cluster mode)."""
+class _Replicated:
+    """A coordinator's answer waiting for its records to reach the ISR (cluster mode)."""
 
     def __init__(
         self,
         broker: Broker,
+        topic: str,
         partition: int,
         required: int,
         answer: Any,
@@ -1823,21 +1916,22 @@ class _CommitReplicated:
         deadline_ms: int,
     ) -> None:
         self._broker = broker
+        self._topic = topic
         self._partition = partition
         self._required = required
         self._answer = answer
         self._timed_out = timed_out
         self._moved = moved
         self.deadline_ms = deadline_ms
-        self.watches = frozenset({(OFFSETS_TOPIC, partition)})
+        self.watches = frozenset({(topic, partition)})
 
     def _outcome(self) -> Any | None:
         cluster = self._broker.cluster
         assert cluster is not None
-        replica = cluster.replicas.replica(OFFSETS_TOPIC, self._partition)
+        replica = cluster.replicas.replica(self._topic, self._partition)
         if replica is None or replica.leader != self._broker.node_id:
             return self._moved
-        plog = self._broker.logs.partition(OFFSETS_TOPIC, self._partition)
+        plog = self._broker.logs.partition(self._topic, self._partition)
         return self._answer if plog.high_watermark >= self._required else None
 
     def on_append(self, topic: str, partition: int, nbytes: int) -> bool:
@@ -1880,6 +1974,16 @@ class ClusterProducerIds:
             self._asked = True
             self._want_more()
         return nxt
+
+
+def _transactional_ids(api_key: int, version: int, body: Any) -> list[str]:
+    """The transactional ids a transaction request (``_TXN_KEYED``) is about."""
+    if api_key == 24:
+        if version >= 4:
+            return [t.transactional_id for t in body.transactions]
+        return [body.v3_and_below_transactional_id]
+    tid = body.transactional_id
+    return [] if tid is None else [tid]
 
 
 def served_api_keys() -> Iterable[int]:

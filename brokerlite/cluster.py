@@ -52,7 +52,7 @@ import trio
 from trafka.codec.errors import ErrorCode
 
 from .broker import Broker, ClusterProducerIds
-from .cluster_view import INTERNAL_TOPICS, ClusterImage, ZkTask
+from .cluster_view import INTERNAL_TOPICS, TRANSACTION_STATE_TOPIC, ClusterImage, ZkTask
 from .config import BrokerConfig
 from .controller import (
     AssignmentError,
@@ -75,6 +75,7 @@ from .errors import (
     ZooKeeperUnavailableError,
 )
 from .log import check_topic_collision, new_topic_id, validate_topic_name
+from .marker_sender import MarkerSender
 from .replica_fetcher import ReplicaFetcher
 from .server import now_ms
 from .zk_layout import (
@@ -304,6 +305,7 @@ class ClusterDriver:
             nursery.start_soon(self._reader)
             nursery.start_soon(self._ticker)
             nursery.start_soon(self._task_runner)
+            nursery.start_soon(MarkerSender(self.broker, self._kick).run)
             self._changed.set()
 
     async def controlled_shutdown(self) -> None:
@@ -771,7 +773,12 @@ class ClusterDriver:
                     "cluster's metadata cannot change until it is back"
                 )
             if task.kind == "create_topic":
-                await trio.to_thread.run_sync(self._create_topic, task.args)
+                try:
+                    await trio.to_thread.run_sync(self._create_topic, task.args)
+                except TopicExistsError:
+                    if not task.args.get("if_missing"):
+                        raise
+                    # (An internal topic another request is creating: wait for it too.)
                 await self._wait_image(deadline, lambda: self._has_leaders(task.args["name"]))
             elif task.kind == "delete_topic":
                 await trio.to_thread.run_sync(self._mark_deleted, task.args["name"])
@@ -911,7 +918,9 @@ class ClusterDriver:
         factor = args.get("replication_factor", -1)
         if factor == -1:
             factor = self.config.default_replication_factor
-            if args["name"] in INTERNAL_TOPICS:
+            if args["name"] == TRANSACTION_STATE_TOPIC:
+                factor = min(self.config.transaction_state_log_replication_factor, len(live))
+            elif args["name"] in INTERNAL_TOPICS:
                 factor = min(self.config.offsets_topic_replication_factor, len(live))
         try:
             return assign_replicas(live, count, factor)

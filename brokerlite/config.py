@@ -286,6 +286,10 @@ class BrokerConfig:
             places each group's coordinator (cluster mode).
         offsets_topic_replication_factor: its replication factor (at most the
             brokers live when it is created).
+        transaction_state_log_num_partitions: partitions of ``__transaction_state``,
+            which places each transactional id's coordinator (cluster mode).
+        transaction_state_log_replication_factor: its replication factor (at most
+            the brokers live when it is created).
         auto_leader_rebalance_enable: the controller moves leadership back to
             preferred replicas every ``leader_imbalance_check_interval_seconds``.
         leader_imbalance_check_interval_seconds: how often it checks.
@@ -393,6 +397,8 @@ class BrokerConfig:
     unclean_leader_election_enable: bool = False
     offsets_topic_num_partitions: int = 50
     offsets_topic_replication_factor: int = 3
+    transaction_state_log_num_partitions: int = 50
+    transaction_state_log_replication_factor: int = 3
     auto_leader_rebalance_enable: bool = True
     leader_imbalance_check_interval_seconds: int = 300
     controlled_shutdown_enable: bool = True
@@ -509,6 +515,8 @@ class BrokerConfig:
             "min_insync_replicas",
             "offsets_topic_num_partitions",
             "offsets_topic_replication_factor",
+            "transaction_state_log_num_partitions",
+            "transaction_state_log_replication_factor",
             "zookeeper_session_timeout_ms",
             "replica_lag_time_max_ms",
             "replica_fetch_max_bytes",

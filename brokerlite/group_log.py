@@ -19,6 +19,9 @@ Rules and invariants:
   ``["o", group, topic, partition]``          ``[offset, leader_epoch, metadata, timestamp]``
   ``["g", group]``                            the classic group's metadata
   ``["c", group]``                            a consumer group's (KIP-848) snapshot
+  ``["p", group, producer, topic, partition]``  ``[offset, leader_epoch, metadata, timestamp,
+                                              producer_epoch]``: a TxnOffsetCommit's offset,
+                                              pending until its transaction's marker
   ==========================================  ===============================================
 
 * A store change is one record batch appended to the group's partition on this
@@ -31,6 +34,15 @@ Rules and invariants:
   same as the one the previous leader had for every record it wrote.
 * Acknowledging a change only once the partition's followers have it (the high
   watermark passed it) is the broker's job, not this store's.
+* Transactional offsets (KIP-447 in a cluster, as Kafka keeps them): the group's
+  coordinator holds TxnOffsetCommit's offsets as pending records of the
+  producer id until the transaction's marker reaches this partition (it is one
+  of the transaction's partitions). :meth:`ReplicatedOffsetStore.settle_transaction`
+  then writes, in one batch, the tombstones of the producer's pending offsets
+  and, for a COMMIT, the committed offsets of those staged at the marker's
+  producer epoch (lower epochs are a fenced instance's and are dropped). A
+  producer whose pending offsets carry a newer epoch than a TxnOffsetCommit's
+  is refused with INVALID_PRODUCER_EPOCH (the request is a zombie's).
 """
 
 from __future__ import annotations
@@ -41,11 +53,11 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from trafka.codec.errors import DecodeError
+from trafka.codec.errors import DecodeError, ErrorCode
 from trafka.codec.records import decode_records, encode_batch
 
 from .errors import BrokerError, OffsetStoreError
-from .offsets import OffsetStore
+from .offsets import CommittedOffset, OffsetStore
 
 __all__ = ["ReplicatedOffsetStore"]
 
@@ -92,6 +104,8 @@ class ReplicatedOffsetStore(OffsetStore):
         self._read = read
         self._now_ms = now_ms
         self._loaded: set[int] = set()
+        # group -> producer id -> (topic, partition) -> (offset, producer epoch)
+        self._pending: dict[str, dict[int, dict[tuple[str, int], tuple[CommittedOffset, int]]]] = {}
 
     # -- what the base class would do with a journal -----------------------------------------------
 
@@ -150,14 +164,123 @@ class ReplicatedOffsetStore(OffsetStore):
     def _forget(self, partition: int) -> set[str]:
         gone = {
             g
-            for g in (*self._offsets, *self._groups, *self._consumer_groups)
+            for g in (*self._offsets, *self._groups, *self._consumer_groups, *self._pending)
             if self._partition_for(g) == partition
         }
         for group in gone:
             self._offsets.pop(group, None)
             self._groups.pop(group, None)
             self._consumer_groups.pop(group, None)
+            self._pending.pop(group, None)
         return gone
+
+    # -- transactional offsets ------------------------------------------------------------------
+
+    def pending_partitions(self, group: str) -> set[tuple[str, int]]:
+        """Every ``(topic, partition)`` of ``group`` with a pending transactional offset."""
+        return {tp for staged in self._pending.get(group, {}).values() for tp in staged}
+
+    def stage_transactional(
+        self,
+        group: str,
+        producer_id: int,
+        producer_epoch: int,
+        offsets: Mapping[tuple[str, int], CommittedOffset],
+    ) -> ErrorCode:
+        """Hold a TxnOffsetCommit's offsets until the transaction's marker.
+
+        Returns:
+            NONE, or INVALID_PRODUCER_EPOCH when the producer holds offsets here
+            at a newer epoch (nothing is held).
+
+        Raises:
+            OffsetStoreError: the write failed; nothing was held.
+        """
+        held = self._pending.get(group, {}).get(producer_id, {})
+        if any(epoch > producer_epoch for _, epoch in held.values()):
+            return ErrorCode.INVALID_PRODUCER_EPOCH
+        rows = [
+            [t, p, o.offset, o.leader_epoch, o.metadata, o.commit_timestamp_ms]
+            for (t, p), o in offsets.items()
+        ]
+        self._write(
+            {
+                "kind": "txn_stage",
+                "group": group,
+                "producer": producer_id,
+                "epoch": producer_epoch,
+                "offsets": rows,
+            }
+        )
+        return ErrorCode.NONE
+
+    def settle_transaction(
+        self, partition: int, producer_id: int, producer_epoch: int, commit: bool
+    ) -> dict[str, dict[tuple[str, int], CommittedOffset]]:
+        """Apply a marker that reached ``__consumer_offsets-partition`` to the
+        producer's pending offsets there (see the module rules).
+
+        Returns:
+            The offsets committed, per group.
+
+        Raises:
+            OffsetStoreError: a write failed; the groups not yet settled keep their
+                pending offsets (settling again is harmless).
+        """
+        committed: dict[str, dict[tuple[str, int], CommittedOffset]] = {}
+        for group in sorted(self._pending):
+            held = self._pending[group].get(producer_id)
+            if held is None or self._partition_for(group) != partition:
+                continue
+            settled = {tp: v for tp, v in held.items() if v[1] <= producer_epoch}
+            if not settled:
+                continue
+            kept = {
+                tp: o for tp, (o, epoch) in settled.items() if commit and epoch == producer_epoch
+            }
+            self._write(
+                {
+                    "kind": "txn_settle",
+                    "group": group,
+                    "producer": producer_id,
+                    "settled": sorted(settled),
+                    "offsets": [
+                        [t, p, o.offset, o.leader_epoch, o.metadata, o.commit_timestamp_ms]
+                        for (t, p), o in kept.items()
+                    ],
+                }
+            )
+            if kept:
+                committed[group] = kept
+        return committed
+
+    def _apply(self, entry: dict[str, Any]) -> None:
+        kind = entry["kind"]
+        if kind == "txn_stage":
+            held = self._pending.setdefault(entry["group"], {}).setdefault(entry["producer"], {})
+            for t, p, o, e, m, ts in entry["offsets"]:
+                held[(t, p)] = (CommittedOffset(o, e, m, ts), entry["epoch"])
+        elif kind == "txn_unstage":
+            self._unstage(entry["group"], entry["producer"], entry["settled"])
+        elif kind == "txn_settle":
+            self._unstage(entry["group"], entry["producer"], entry["settled"])
+            super()._apply({"kind": "commit", "group": entry["group"], "offsets": entry["offsets"]})
+        else:
+            if kind in ("delete_group",):
+                self._pending.pop(entry["group"], None)
+            super()._apply(entry)
+
+    def _unstage(self, group: str, producer: int, settled: Iterable[Any]) -> None:
+        by_producer = self._pending.get(group)
+        if by_producer is None:
+            return
+        held = by_producer.get(producer, {})
+        for t, p in settled:
+            held.pop((t, p), None)
+        if not held:
+            by_producer.pop(producer, None)
+        if not by_producer:
+            del self._pending[group]
 
     def _replay(self, key: bytes | None, value: bytes | None) -> str:
         """Apply one record; returns its group ("" for a record of no group)."""
@@ -188,6 +311,24 @@ class ReplicatedOffsetStore(OffsetStore):
                 entry = {"kind": "group", "group": group, "metadata": doc}
             elif kind == "c":
                 entry = {"kind": "consumer_group", "group": group, "snapshot": doc}
+            elif kind == "p":
+                producer, topic, partition = parts[2], parts[3], parts[4]
+                if doc is None:
+                    entry = {
+                        "kind": "txn_unstage",
+                        "group": group,
+                        "producer": producer,
+                        "settled": [[topic, partition]],
+                    }
+                else:
+                    *offset, epoch = doc
+                    entry = {
+                        "kind": "txn_stage",
+                        "group": group,
+                        "producer": producer,
+                        "epoch": epoch,
+                        "offsets": [[topic, partition, *offset]],
+                    }
             else:
                 raise ValueError(f"unknown record kind {kind!r}")
         except (ValueError, TypeError, IndexError, KeyError) as exc:
@@ -222,12 +363,30 @@ class ReplicatedOffsetStore(OffsetStore):
             return [(_key("c", group), _value(entry["snapshot"]))]
         if kind == "delete_offsets":
             return [(_key("o", group, t, p), None) for t, p in entry["partitions"]]
+        if kind == "txn_stage":
+            pid, epoch = entry["producer"], entry["epoch"]
+            return [
+                (_key("p", group, pid, t, p), _value([o, e, m, ts, epoch]))
+                for t, p, o, e, m, ts in entry["offsets"]
+            ]
+        if kind == "txn_settle":
+            pid = entry["producer"]
+            settled: list[tuple[bytes, bytes | None]] = [
+                (_key("p", group, pid, t, p), None) for t, p in entry["settled"]
+            ]
+            settled.extend(
+                (_key("o", group, t, p), _value([o, e, m, ts]))
+                for t, p, o, e, m, ts in entry["offsets"]
+            )
+            return settled
         if kind == "delete_group":
             out: list[tuple[bytes, bytes | None]] = [
                 (_key("o", group, t, p), None) for t, p in self._offsets.get(group, {})
             ]
             if group in self._consumer_groups:
                 out.append((_key("c", group), None))
+            for pid, held in self._pending.get(group, {}).items():
+                out.extend((_key("p", group, pid, t, p), None) for t, p in held)
             out.append((_key("g", group), None))
             return out
         raise OffsetStoreError(f"__consumer_offsets: cannot write a {kind!r} change")

@@ -923,13 +923,18 @@ class GroupCoordinator:
         Raises:
             OffsetStoreError: the journal write failed; nothing was applied.
         """
-        self._start(now_ms)
         if self._is_share(group_id):
             log.warning("group %s is a share group: transactional offsets dropped", group_id)
             return
+        self.adopt_offsets_group(group_id, now_ms)
+        self._store.commit_offsets(group_id, offsets)
+
+    def adopt_offsets_group(self, group_id: str, now_ms: int) -> None:
+        """Make sure a group whose offsets a transaction committed exists: like
+        Kafka, an unknown one is created Empty, so its offsets expire like any other's."""
+        self._start(now_ms)
         if group_id not in self._groups and group_id not in self.consumer.groups:
             self._create_group(group_id, now_ms)
-        self._store.commit_offsets(group_id, offsets)
 
     # -- time and connections -------------------------------------------------------------------
 

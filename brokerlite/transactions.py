@@ -153,6 +153,7 @@ _EXPIRE = "expire"
 _FENCED_SINCE = {22: 4, 24: 2, 25: 2, 26: 2}
 
 GroupValidator = Callable[[str, int, str, "str | None"], ErrorCode]
+StageGroupOffsets = Callable[[str, int, int, Mapping[tuple[str, int], CommittedOffset]], ErrorCode]
 
 
 def is_epoch_exhausted(epoch: int) -> bool:
@@ -302,6 +303,18 @@ class TransactionCoordinator:
         marker_retry_backoff_ms: how long a completion may stay unacknowledged
             before :meth:`tick` issues it again.
         coordinator_epoch: the epoch written in markers (one node: constant).
+        coordinator_epoch_for: ``transactional_id -> epoch`` when it depends on the
+            id (cluster mode: the leader epoch of its ``__transaction_state``
+            partition, which fences the markers of a former coordinator).
+        group_partition: ``group_id -> (topic, partition)`` of the group's offsets
+            partition when it is a partition of the transaction (cluster mode:
+            ``__consumer_offsets``, whose leader holds TxnOffsetCommit's offsets
+            until the marker settles them, as in Kafka); None on one node, where
+            the coordinator holds them itself.
+        stage_group_offsets: with ``group_partition``: ``(group_id, producer_id,
+            producer_epoch, offsets) -> ErrorCode``, the group coordinator's
+            store for TxnOffsetCommit's offsets, which then only checks the
+            group (the transaction's own state is on another broker).
         partition_exists: ``(topic, partition) -> bool``; AddPartitionsToTxn and
             TxnOffsetCommit answer UNKNOWN_TOPIC_OR_PARTITION where it is False.
         validate_group: ``(group_id, generation_id, member_id, group_instance_id) ->
@@ -324,6 +337,9 @@ class TransactionCoordinator:
         expiration_check_interval_ms: int = DEFAULT_EXPIRATION_CHECK_INTERVAL_MS,
         marker_retry_backoff_ms: int = DEFAULT_MARKER_RETRY_BACKOFF_MS,
         coordinator_epoch: int = 0,
+        coordinator_epoch_for: Callable[[str], int] | None = None,
+        group_partition: Callable[[str], tuple[str, int]] | None = None,
+        stage_group_offsets: StageGroupOffsets | None = None,
         partition_exists: Callable[[str, int], bool] = _always,
         validate_group: GroupValidator = _accept_group,
         offset_metadata_max_bytes: int = 4096,
@@ -339,6 +355,9 @@ class TransactionCoordinator:
         self._expiration_check_ms = expiration_check_interval_ms
         self._retry_ms = marker_retry_backoff_ms
         self._coordinator_epoch = coordinator_epoch
+        self._coordinator_epoch_for = coordinator_epoch_for
+        self._group_partition = group_partition
+        self._stage_group_offsets = stage_group_offsets
         self._partition_exists = partition_exists
         self._validate_group = validate_group
         self._metadata_max = offset_metadata_max_bytes
@@ -351,11 +370,32 @@ class TransactionCoordinator:
         self._heap: list[tuple[int, int, str, str]] = []
         self._seq = 0
         self._next_expiration_ms: int | None = None
-        for tid, record in self._records.items():
+        self._resume(self._records)
+
+    def _resume(self, records: Mapping[str, TxnRecord]) -> None:
+        # Decided transactions are completed again at the first tick; ongoing ones
+        # time out as usual.
+        for tid, record in records.items():
             if record.state in _PREPARED:
                 self._set_issue(tid, 0)
             elif record.state is _S.ONGOING:
                 self._push(record.txn_start_ms + record.timeout_ms, tid, _TIMEOUT)
+
+    # -- cluster mode: the ids of the partitions this broker leads ------------------------------
+
+    def load(self, records: Mapping[str, TxnRecord]) -> None:
+        """Take charge of transactional ids (this broker now leads their
+        ``__transaction_state`` partition): decided transactions are completed
+        again by the next :meth:`tick`, ongoing ones time out as usual."""
+        self._records.update(records)
+        self._resume(records)
+
+    def unload(self, transactional_ids: Iterable[str]) -> None:
+        """Forget transactional ids (another broker coordinates them now); their
+        timers lapse."""
+        for tid in transactional_ids:
+            self._records.pop(tid, None)
+            self._issue_at.pop(tid, None)
 
     # -- introspection --------------------------------------------------------------------------
 
@@ -366,8 +406,13 @@ class TransactionCoordinator:
 
     @property
     def coordinator_epoch(self) -> int:
-        """The coordinator epoch written in markers."""
+        """The coordinator epoch written in markers (on one node)."""
         return self._coordinator_epoch
+
+    def _epoch_of(self, transactional_id: str) -> int:
+        if self._coordinator_epoch_for is None:
+            return self._coordinator_epoch
+        return self._coordinator_epoch_for(transactional_id)
 
     def record(self, transactional_id: str) -> TxnRecord | None:
         """The current metadata of ``transactional_id``, or None."""
@@ -530,11 +575,16 @@ class TransactionCoordinator:
         """Handle AddOffsetsToTxn: add a consumer group's offsets to the transaction."""
         if not request.group_id:
             return _aot.AddOffsetsToTxnResponse(error_code=ErrorCode.INVALID_GROUP_ID)
+        # In a cluster the group's offsets partition joins the transaction, so that
+        # its leader (the group's coordinator) gets the marker that settles them.
+        joining = (
+            set() if self._group_partition is None else {self._group_partition(request.group_id)}
+        )
         code = self._add(
             request.transactional_id,
             request.producer_id,
             request.producer_epoch,
-            set(),
+            joining,
             request.group_id,
             now_ms,
         )
@@ -1150,16 +1200,15 @@ class TransactionCoordinator:
     def _issue(self, record: TxnRecord, now_ms: int) -> TxnCompletion:
         commit = record.state is _S.PREPARE_COMMIT
         self._set_issue(record.transactional_id, now_ms + self._retry_ms)
+        epoch = self._epoch_of(record.transactional_id)
         return TxnCompletion(
             transactional_id=record.transactional_id,
             producer_id=record.producer_id,
             producer_epoch=record.producer_epoch,
-            coordinator_epoch=self._coordinator_epoch,
+            coordinator_epoch=epoch,
             commit=commit,
             markers=tuple(
-                TxnMarker(
-                    t, p, record.producer_id, record.producer_epoch, self._coordinator_epoch, commit
-                )
+                TxnMarker(t, p, record.producer_id, record.producer_epoch, epoch, commit)
                 for t, p in record.partitions
             ),
             offsets=dict(record.pending_offsets) if commit else {},
@@ -1169,6 +1218,17 @@ class TransactionCoordinator:
     # -- TxnOffsetCommit ------------------------------------------------------------------------
 
     def _check_txn_commit(self, request: _toc.TxnOffsetCommitRequest, version: int) -> ErrorCode:
+        if self._stage_group_offsets is not None:
+            # At the group's coordinator, which does not hold the transaction: the
+            # producer's epoch is checked against the offsets it holds (staging).
+            if version >= 3:
+                return self._validate_group(
+                    request.group_id,
+                    request.generation_id,
+                    request.member_id,
+                    request.group_instance_id,
+                )
+            return ErrorCode.NONE
         record = self._records.get(request.transactional_id)
         if record is None or record.producer_id != request.producer_id:
             return ErrorCode.INVALID_PRODUCER_ID_MAPPING
@@ -1196,7 +1256,6 @@ class TransactionCoordinator:
         known: list[tuple[int, int]],
         codes: dict[tuple[int, int], ErrorCode],
     ) -> None:
-        record = self._records[request.transactional_id]
         staged: dict[tuple[str, int], CommittedOffset] = {}
         accepted: list[tuple[int, int]] = []
         for ti, pi in known:
@@ -1215,6 +1274,14 @@ class TransactionCoordinator:
             accepted.append((ti, pi))
         if not accepted:
             return
+        if self._stage_group_offsets is not None:
+            code = self._stage_group_offsets(
+                request.group_id, request.producer_id, request.producer_epoch, staged
+            )
+            for key in accepted:
+                codes[key] = code
+            return
+        record = self._records[request.transactional_id]
         pending = dict(record.pending_offsets)
         merged = dict(pending.get(request.group_id, {}))
         merged.update(staged)

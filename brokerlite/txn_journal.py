@@ -77,6 +77,8 @@ __all__ = [
     "TxnJournalError",
     "TxnRecord",
     "WrittenMarker",
+    "record_from_json",
+    "record_to_json",
 ]
 
 FORMAT_NAME = "trafka-transactions"
@@ -173,7 +175,9 @@ class TxnRecord:
     decision_ends: tuple[tuple[str, int, int], ...] = ()
 
 
-def _record_to_json(record: TxnRecord) -> dict[str, Any]:
+def record_to_json(record: TxnRecord) -> dict[str, Any]:
+    """``record`` as its journal entry (a JSON object; also the value of its
+    ``__transaction_state`` record in cluster mode, without ``kind``)."""
     return {
         "kind": "txn",
         "id": record.transactional_id,
@@ -223,7 +227,8 @@ def _marker_from_json(row: list[Any]) -> WrittenMarker:
     )
 
 
-def _record_from_json(obj: dict[str, Any]) -> TxnRecord:
+def record_from_json(obj: dict[str, Any]) -> TxnRecord:
+    """The record :func:`record_to_json` wrote (``kind`` is not needed)."""
     offsets: dict[str, dict[tuple[str, int], CommittedOffset]] = {}
     for group, rows in obj["offsets"].items():
         offsets[str(group)] = {
@@ -330,7 +335,7 @@ class TxnJournal(JournalStore):
         entries: list[dict[str, Any]] = []
         if rows:
             entries.append({"kind": "markers", "written": rows})
-        entries.append(_record_to_json(record))
+        entries.append(record_to_json(record))
         self._journal.append_many(entries, sync=sync)
         self._records[record.transactional_id] = record
         if rows:
@@ -382,7 +387,7 @@ class TxnJournal(JournalStore):
         kind = entry.get("kind")
         try:
             if kind == "txn":
-                record = _record_from_json(entry)
+                record = record_from_json(entry)
                 self._records[record.transactional_id] = record
             elif kind == "delete":
                 self._records.pop(str(entry["id"]), None)
@@ -443,5 +448,5 @@ class TxnJournal(JournalStore):
             # Before the records, as when they were first written.
             rows = [_marker_to_json(m) for ms in self._unsynced.values() for m in ms]
             entries.append({"kind": "markers", "written": rows})
-        entries.extend(_record_to_json(r) for r in self._records.values())
+        entries.extend(record_to_json(r) for r in self._records.values())
         return entries

@@ -135,7 +135,7 @@ def handle(
                         data.index,
                         data.records,
                         transactional_id=request.transactional_id,
-                        verify=broker.txn.verify_partition,
+                        verify=broker.verify_transactional,
                         now_ms=ctx.now_ms,
                     )
                 except BrokerError as exc:

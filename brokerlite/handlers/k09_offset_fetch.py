@@ -147,16 +147,16 @@ def _fetch(ctx: RequestContext, request: m.OffsetFetchRequest) -> Response:
     response = ctx.broker.groups.offset_fetch(request, version, ctx.now_ms)
     if version < 7 or not request.require_stable:
         return response
-    txn = ctx.broker.txn
+    pending_of = ctx.broker.pending_offset_partitions
     if version >= 8:
         groups = []
         for group in response.groups:
-            pending = txn.pending_offset_partitions(group.group_id)
+            pending = pending_of(group.group_id)
             if pending:
                 group = dataclasses.replace(group, topics=_unstable(group.topics, pending))
             groups.append(group)
         return dataclasses.replace(response, groups=groups)
-    pending = txn.pending_offset_partitions(request.group_id)
+    pending = pending_of(request.group_id)
     if not pending:
         return response
     return dataclasses.replace(response, topics=_unstable(response.topics, pending))

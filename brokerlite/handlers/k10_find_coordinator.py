@@ -5,11 +5,13 @@
   v4+ batches keys in ``coordinator_keys`` and answers one entry per key.
 * Share-group keys (key_type 2) and unknown types: INVALID_REQUEST.
 * Cluster mode: a group's coordinator is the leader of its ``__consumer_offsets``
-  partition (Kafka's hash of the group id), which is created on the first
-  request with ``offsets.topic.num.partitions`` partitions
-  (COORDINATOR_NOT_AVAILABLE meanwhile, and while that partition has no
-  leader). Transactional ids get COORDINATOR_NOT_AVAILABLE: transactions are
-  not served in cluster mode yet.
+  partition, a transactional id's the leader of its ``__transaction_state``
+  partition (Kafka's hash of the key). The topic is created on the first
+  request with ``offsets.topic.num.partitions`` (``transaction.state.log.num.partitions``)
+  partitions; that request is answered once the topic has leaders (or after
+  5 s, with COORDINATOR_NOT_AVAILABLE), so that clients do not retry through
+  the creation. COORDINATOR_NOT_AVAILABLE too while the key's partition has
+  no leader.
 
 Authorization, per key: DESCRIBE on the group (else GROUP_AUTHORIZATION_FAILED)
 or on the transactional id (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED).
@@ -17,12 +19,13 @@ or on the transactional id (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED).
 
 from __future__ import annotations
 
-from trafka.brokerlite.cluster_view import OFFSETS_TOPIC
+from trafka.brokerlite.cluster_view import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, ZkTask
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k10_find_coordinator as m
 
 from ._authz import AclOperation, group_allowed, transactional_id_allowed
-from ._base import HandlerSpec, RequestContext
+from ._base import HandlerSpec, Parked, RequestContext
+from ._util import park_on_tasks
 
 API_KEY = 10
 MIN_VERSION = 0
@@ -30,6 +33,8 @@ MAX_VERSION = 6
 
 GROUP = 0
 TRANSACTION = 1
+# How long a request waits for an internal topic created on its behalf.
+CREATE_WAIT_MS = 5_000
 
 
 def _answer(ctx: RequestContext, key: str, key_type: int) -> tuple[ErrorCode, str | None]:
@@ -54,27 +59,14 @@ def _where(ctx: RequestContext, key: str, key_type: int) -> tuple[ErrorCode, str
     cluster = broker.cluster
     if code != ErrorCode.NONE or cluster is None:
         return code, message, broker.node_id
-    if key_type == TRANSACTION:
-        return (
-            ErrorCode.COORDINATOR_NOT_AVAILABLE,
-            "transactions are not served in brokerlite's cluster mode yet",
-            -1,
-        )
-    if OFFSETS_TOPIC not in cluster.image.topics:
-        # Created on first use, as Kafka does; the client asks again.
-        cluster.submit(
-            "create_topic",
-            name=OFFSETS_TOPIC,
-            num_partitions=broker.config.offsets_topic_num_partitions,
-            replication_factor=-1,
-            configs={"cleanup.policy": "compact"},
-            quiet=True,
-        )
-        return ErrorCode.COORDINATOR_NOT_AVAILABLE, f"{OFFSETS_TOPIC} is being created", -1
-    node = cluster.coordinator(key)
+    transactional = key_type == TRANSACTION
+    topic = TRANSACTION_STATE_TOPIC if transactional else OFFSETS_TOPIC
+    if topic not in cluster.image.topics:
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE, f"{topic} is being created", -1
+    node = cluster.coordinator(key, transactional=transactional)
     broker_info = cluster.broker(node)
     if node < 0 or broker_info is None:
-        return ErrorCode.COORDINATOR_NOT_AVAILABLE, "the group's partition has no leader", -1
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE, f"the key's {topic} partition has no leader", -1
     return ErrorCode.NONE, None, node
 
 
@@ -87,7 +79,52 @@ def _address(ctx: RequestContext, node: int) -> tuple[str, int]:
     return ctx.broker.advertised
 
 
-def handle(ctx: RequestContext, request: m.FindCoordinatorRequest) -> m.FindCoordinatorResponse:
+def _create_missing(ctx: RequestContext, key_type: int) -> ZkTask | None:
+    """Cluster mode: the task creating the key type's internal topic on its first
+    use (as Kafka does), or None when it exists or there is none to create."""
+    broker = ctx.broker
+    cluster = broker.cluster
+    if cluster is None or key_type not in (GROUP, TRANSACTION):
+        return None
+    transactional = key_type == TRANSACTION
+    topic = TRANSACTION_STATE_TOPIC if transactional else OFFSETS_TOPIC
+    if topic in cluster.image.topics:
+        return None
+    config = broker.config
+    return ZkTask(
+        "create_topic",
+        {
+            "name": topic,
+            "num_partitions": (
+                config.transaction_state_log_num_partitions
+                if transactional
+                else config.offsets_topic_num_partitions
+            ),
+            "replication_factor": -1,
+            "configs": {"cleanup.policy": "compact"},
+            "quiet": True,
+            "if_missing": True,
+            "timeout_ms": CREATE_WAIT_MS,
+        },
+    )
+
+
+def handle(
+    ctx: RequestContext, request: m.FindCoordinatorRequest
+) -> m.FindCoordinatorResponse | Parked:
+    keys = request.coordinator_keys if ctx.version >= 4 else [request.key]
+    authorized = any(_answer(ctx, k, request.key_type)[0] == ErrorCode.NONE for k in keys)
+    task = _create_missing(ctx, request.key_type) if authorized else None
+    if task is not None:
+        # The answer waits for the topic's leaders: a client asking during the
+        # creation gets its coordinator, not errors to retry through.
+        return park_on_tasks(ctx, [task], CREATE_WAIT_MS, lambda: _answer_all(ctx, request))
+    return _answer_all(ctx, request)
+
+
+def _answer_all(
+    ctx: RequestContext, request: m.FindCoordinatorRequest
+) -> m.FindCoordinatorResponse:
     if ctx.version >= 4:
         coordinators = []
         for key in request.coordinator_keys:

@@ -1,10 +1,20 @@
-"""WriteTxnMarkers (key 27), version 1 (Kafka 4.0 dropped v0): markers a client asks for.
+"""WriteTxnMarkers (key 27), version 1 (Kafka 4.0 dropped v0): transaction markers.
 
 In Kafka the transaction coordinator sends this to partition leaders; an admin
 client sends it too, to abort a hanging transaction (KIP-664: a partition
 holds an open transaction that no coordinator will ever complete, and
-read_committed consumers are stuck at its first offset). brokerlite's
-coordinator writes its own markers directly, so here it serves that admin use:
+read_committed consumers are stuck at its first offset).
+
+Cluster mode: the coordinators' markers come this way (see
+:mod:`trafka.brokerlite.cluster_txn`): each partition led here gets its
+marker after the same checks, and the answer waits until the markers are on
+the partitions' in-sync replicas (NOT_LEADER_OR_FOLLOWER for a partition led
+elsewhere or lost meanwhile, REQUEST_TIMED_OUT for one not replicated within
+30 s); a marker for ``__consumer_offsets`` also settles the producer's pending
+transactional offsets there.
+
+On one node the coordinator writes its own markers directly, so this serves
+the admin use:
 each partition gets a COMMIT or ABORT control batch for the producer, with
 the checks of the coordinator's markers (INVALID_PRODUCER_EPOCH for an older
 producer epoch than the partition has seen, TRANSACTION_COORDINATOR_FENCED
@@ -20,11 +30,12 @@ CLUSTER_AUTHORIZATION_FAILED and no marker is written.
 
 from __future__ import annotations
 
+from trafka.brokerlite.cluster_txn import MARKER_REPLICATION_TIMEOUT_MS, MarkersReplicated
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k27_write_txn_markers as m
 
 from ._authz import CLUSTER_NAME, AclOperation, AclResourceType
-from ._base import HandlerSpec, RequestContext
+from ._base import HandlerSpec, Parked, RequestContext
 
 API_KEY = 27
 MIN_VERSION = 1
@@ -33,12 +44,22 @@ MAX_VERSION = 1
 Response = m.WriteTxnMarkersResponse
 
 
-def handle(ctx: RequestContext, request: m.WriteTxnMarkersRequest) -> Response:
+def handle(ctx: RequestContext, request: m.WriteTxnMarkersRequest) -> Response | Parked:
     if not ctx.allowed(
         AclOperation.ALTER, AclResourceType.CLUSTER, CLUSTER_NAME
     ) and not ctx.allowed(AclOperation.CLUSTER_ACTION, AclResourceType.CLUSTER, CLUSTER_NAME):
         return error_response(request, ctx.version, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     broker = ctx.broker
+    if broker.cluster_txn is not None:
+        # A coordinator's markers (or an admin's), answered once replicated.
+        response, required = broker.cluster_txn.write_markers(request, ctx.now_ms)
+        if not required:
+            return response
+        return ctx.park(
+            MarkersReplicated(
+                broker, response, required, ctx.now_ms + MARKER_REPLICATION_TIMEOUT_MS
+            )
+        )
     results = []
     for marker in request.markers:
         topics = []

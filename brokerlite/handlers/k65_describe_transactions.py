@@ -3,7 +3,8 @@
 Handed to the transaction coordinator: state (Kafka's names: Empty, Ongoing,
 PrepareCommit, ...), timeout, start time, producer id and epoch, and the
 partitions of the ongoing transaction. Unknown ids are TRANSACTIONAL_ID_NOT_FOUND,
-an empty id INVALID_REQUEST.
+an empty id INVALID_REQUEST. In cluster mode an id coordinated by another
+broker is NOT_COORDINATOR (admin clients ask each id's coordinator).
 
 Authorization: DESCRIBE per transactional id, else
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED for it; a described transaction lists only
@@ -28,6 +29,25 @@ Response = m.DescribeTransactionsResponse
 
 
 def handle(ctx: RequestContext, request: m.DescribeTransactionsRequest) -> Response:
+    response = _describe(ctx, request)
+    ctxn = ctx.broker.cluster_txn
+    if ctxn is None:
+        return response
+    # Cluster mode: each id is described by its own coordinator (admin clients ask it).
+    return dataclasses.replace(
+        response,
+        transaction_states=[
+            s
+            if s.error_code != ErrorCode.TRANSACTIONAL_ID_NOT_FOUND or ctxn.owns(s.transactional_id)
+            else Response.TransactionState(
+                error_code=ErrorCode.NOT_COORDINATOR, transactional_id=s.transactional_id
+            )
+            for s in response.transaction_states
+        ],
+    )
+
+
+def _describe(ctx: RequestContext, request: m.DescribeTransactionsRequest) -> Response:
     describe = ctx.broker.txn.describe_transactions
     if not enabled(ctx):
         return describe(request, ctx.version)
