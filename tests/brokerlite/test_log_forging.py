@@ -24,12 +24,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from brokerlite_wire import produce_body
 
 from trafka.brokerlite.broker import Broker
 from trafka.brokerlite.config import BrokerConfig
 from trafka.brokerlite.handlers import HANDLERS
 from trafka.brokerlite.server import broker_in_thread
-from trafka.codec.messages import k00_produce as produce
 from trafka.codec.messages import k11_join_group as join_group
 from trafka.codec.messages import k13_leave_group as leave_group
 from trafka.codec.messages import k17_sasl_handshake as handshake
@@ -40,7 +40,6 @@ from trafka.codec.messages import k44_incremental_alter_configs as alter_configs
 from trafka.codec.messages import k49_alter_client_quotas as quotas
 from trafka.codec.messages.headers import RequestHeader
 from trafka.codec.protocol import api, decode_response, encode_request
-from trafka.codec.records import encode_batch
 from trafka.proxy import proxy_in_thread
 
 _CODEC_TESTS = str(Path(__file__).resolve().parents[1] / "codec")
@@ -93,17 +92,9 @@ class Client:
 
     def __init__(self, raw: Any) -> None:
         self.raw = raw
-        self.corr = 0
 
     def send(self, key: int, version: int, body: Any) -> None:
-        self.corr += 1
-        header = RequestHeader(
-            request_api_key=key,
-            request_api_version=version,
-            correlation_id=self.corr,
-            client_id=HOSTILE,
-        )
-        self.raw.send_raw(encode_request(header, body))
+        self.raw.send(key, version, body, client_id=HOSTILE)
 
     def call(self, key: int, version: int, body: Any) -> Any:
         self.send(key, version, body)
@@ -159,22 +150,7 @@ def begin_transaction(client: Client) -> None:
 
 def produce_unanswered(client: Client) -> None:
     """An acks=0 Produce that fails closes the connection, naming the topic."""
-    Produce = produce.ProduceRequest
-    batch = encode_batch([(1_700_000_000_000, None, b"v", ())])
-    client.send(
-        0,
-        9,
-        Produce(
-            acks=0,
-            timeout_ms=1000,
-            topic_data=[
-                Produce.TopicProduceData(
-                    name=HOSTILE,
-                    partition_data=[Produce.PartitionProduceData(index=0, records=batch)],
-                )
-            ],
-        ),
-    )
+    client.send(0, 9, produce_body(HOSTILE, [b"v"], acks=0))
     assert client.raw.is_closed_by_peer()
 
 

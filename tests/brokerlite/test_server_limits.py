@@ -19,16 +19,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from brokerlite_wire import fetch_body, produce_body
 
 from trafka.brokerlite.server import RunningBroker, broker_in_thread
 from trafka.codec.errors import ErrorCode
-from trafka.codec.messages import k00_produce as produce
-from trafka.codec.messages import k01_fetch as fetch
 from trafka.codec.messages import k18_api_versions as api_versions
 from trafka.codec.messages import k19_create_topics as create_topics
 from trafka.codec.messages.headers import RequestHeader
 from trafka.codec.protocol import decode_response, encode_request
-from trafka.codec.records import encode_batch
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -54,23 +52,10 @@ def still_serving(client: Any) -> None:
 
 def produce_frame(corr: int, size: int) -> bytes:
     """A whole Produce v9 frame (size prefix included) of about ``size`` bytes."""
-    batch = encode_batch([(1_700_000_000_000, None, b"x" * size, ())])
-    body = produce.ProduceRequest(
-        acks=1,
-        timeout_ms=1000,
-        topic_data=[
-            produce.ProduceRequest.TopicProduceData(
-                name="absent",
-                partition_data=[
-                    produce.ProduceRequest.PartitionProduceData(index=0, records=batch)
-                ],
-            )
-        ],
-    )
     header = RequestHeader(
         request_api_key=0, request_api_version=9, correlation_id=corr, client_id="big"
     )
-    return encode_request(header, body)
+    return encode_request(header, produce_body("absent", [b"x" * size], acks=1))
 
 
 def closing_lines(caplog: pytest.LogCaptureFixture, text: str) -> list[str]:
@@ -144,24 +129,7 @@ def test_idle_connections_close_but_parked_requests_do_not_count(
         created = client.request(19, 5, create_topics.CreateTopicsRequest(topics=[topic]))
         assert created.topics[0].error_code == 0
         # A fetch parked for longer than the idle limit is answered on its connection.
-        Fetch = fetch.FetchRequest
-        request = Fetch(
-            replica_id=-1,
-            max_wait_ms=2500,
-            min_bytes=1,
-            max_bytes=1 << 20,
-            topics=[
-                Fetch.FetchTopic(
-                    topic="idle",
-                    partitions=[
-                        Fetch.FetchPartition(
-                            partition=0, fetch_offset=0, partition_max_bytes=1 << 20
-                        )
-                    ],
-                )
-            ],
-        )
-        answer = client.request(1, 11, request)
+        answer = client.request(1, 11, fetch_body("idle", max_wait_ms=2500))
         assert answer.responses[0].partitions[0].error_code == 0
         still_serving(client)
         # Then, silent, it is closed.

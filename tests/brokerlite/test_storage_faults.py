@@ -63,6 +63,13 @@ def reopen(core: Any, topic: str) -> int:
     return int(result.partitions[0].error_code)
 
 
+def started(core: Any, topic: str, caplog: pytest.LogCaptureFixture) -> None:
+    """``topic`` with one record at offset 0, its storage lines captured."""
+    caplog.set_level(logging.WARNING, logger="trafka.brokerlite.log")
+    create(core, topic)
+    assert send(core, topic, batch(core, [b"a"])).error_code == 0
+
+
 def values(core: Any, topic: str) -> list[bytes | None]:
     return [r.value for r in decode_records(read(core, topic).records or b"")]
 
@@ -70,9 +77,7 @@ def values(core: Any, topic: str) -> list[bytes | None]:
 def test_a_full_disk_fails_produce_with_one_warning_a_minute(
     core: Any, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.WARNING, logger="trafka.brokerlite.log")
-    create(core, "full")
-    assert send(core, "full", batch(core, [b"a"])).error_code == 0
+    started(core, "full", caplog)
     monkeypatch.setattr(segment_module, "_write", full_disk)
     for _ in range(3):
         failed = send(core, "full", batch(core, [b"b" * 100]))
@@ -88,9 +93,7 @@ def test_a_full_disk_fails_produce_with_one_warning_a_minute(
 def test_an_offline_partition_comes_back_after_a_check(
     core: Any, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.WARNING, logger="trafka.brokerlite.log")
-    create(core, "torn")
-    assert send(core, "torn", batch(core, [b"a"])).error_code == 0
+    started(core, "torn", caplog)
     # The write tears and cannot be undone: the partition goes offline, loudly.
     monkeypatch.setattr(segment_module, "_write", full_disk)
     monkeypatch.setattr(segment_module, "_ftruncate", broken_disk)
