@@ -13,6 +13,11 @@
 * Frames are read with the codec's :class:`~trafka.codec.framing.FrameReader`
   and its ``max_frame_size``: no buffer is sized from a length that has not
   arrived.
+* What clients can repeat at will (bad requests, failed TLS handshakes, an
+  unreachable upstream, unroutable batches) and failing accepts are logged
+  through brokerlite's :class:`~trafka.brokerlite.lograte.RateLimitedLog`: a line
+  a minute each, with a count of the rest. Host names from upstream answers are
+  logged escaped (``%r``).
 """
 
 from __future__ import annotations
