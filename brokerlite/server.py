@@ -393,11 +393,14 @@ class _Server:
                 with trio.fail_after(_TLS_HANDSHAKE_TIMEOUT):
                     await tls.do_handshake()
             except (trio.BrokenResourceError, trio.TooSlowError) as exc:
+                # By reason too (OpenSSL's few): a client without a certificate and
+                # one with a stranger's are two things to tell the operator.
+                reason = _tls_failure(exc)
                 self.quiet.warning(
-                    ("tls", host_of(peer)),
+                    ("tls", host_of(peer), reason),
                     "closing the connection from %s: TLS handshake failed: %s",
                     peer,
-                    _tls_failure(exc),
+                    reason,
                 )
                 return
             try:
