@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import struct
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -68,7 +69,7 @@ def closing_lines(caplog: pytest.LogCaptureFixture, text: str) -> list[str]:
 
 def test_requests_still_arriving_share_one_budget(data_dir: Path, raw_client: Any) -> None:
     """Three connections each send part of a 700 KB request to a broker with a
-    1 MB budget: the first reserves its request and is read on, the others are not
+    1 MB budget: the first to be read reserves its request, the others are not
     read until it is in and answered, then one after the other."""
     with served(data_dir, queued_max_request_bytes=1_000_000) as running:
         budget = running.request_budget
@@ -78,12 +79,19 @@ def test_requests_still_arriving_share_one_budget(data_dir: Path, raw_client: An
             client.send_raw(frame[:100_000])
         size = len(frames[0]) - 4
         wait_until(lambda: budget.used == size and budget.waiting == 2, "two readers held back")
-        for i, (client, frame) in enumerate(zip(clients, frames, strict=True)):
-            wait_until(lambda: budget.waiting == 2 - i, "the next reader let in")  # noqa: B023
-            client.send_raw(frame[100_000:])
+        # The rests, from threads: those held back are not read until their turn.
+        senders = [
+            threading.Thread(target=client.send_raw, args=(frame[100_000:],))
+            for client, frame in zip(clients, frames, strict=True)
+        ]
+        for sender in senders:
+            sender.start()
+        for client in clients:
             _, answer = decode_response(client.read_frame(), 0, 9)
             [partition] = answer.responses[0].partition_responses
             assert partition.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        for sender in senders:
+            sender.join()
         wait_until(lambda: budget.used == 0 and budget.waiting == 0, "everything released")
 
 
