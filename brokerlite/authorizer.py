@@ -143,7 +143,7 @@ class AclBinding(NamedTuple):
 
     def describe(self) -> str:
         return (
-            f"{_name(AclPermissionType, self.permission)} {self.principal} from {self.host} "
+            f"{_name(AclPermissionType, self.permission)} {self.principal!r} from {self.host!r} "
             f"{_name(AclOperation, self.operation)} on {_name(AclResourceType, self.resource_type)}"
             f" {_name(PatternType, self.pattern_type)} {self.name!r}"
         )

@@ -566,6 +566,24 @@ class Broker:
         self.producers.forget(topic, partition)
         log.info("%s-%d: replica moved away; its records here are dropped", topic, partition)
 
+    def reopen_partition(self, topic: str, partition: int, now_ms: int) -> bool:
+        """Bring a partition that went offline back online, after the check
+        :meth:`LogManager.reopen_partition` makes; False when it was not offline.
+
+        Its producer state is loaded again from the new log, and requests parked
+        on it look again.
+
+        Raises:
+            UnknownTopicOrPartitionError: no such partition.
+            LogStorageError: the check failed; the partition stays offline.
+        """
+        if self.logs.partition(topic, partition).offline is None:
+            return False
+        self.logs.reopen_partition(topic, partition, now_ms)
+        self.producers.forget(topic, partition)
+        self._wake_parked(topic, partition)
+        return True
+
     def _wake_parked(self, topic: str, partition: int) -> None:
         """Wake every request parked on a partition (its high watermark moved, or its
         leadership was lost): consumers' long polls and acks=all produces read afresh;
@@ -798,6 +816,16 @@ class Broker:
             return min(limit, self.config.sasl_server_max_receive_size)
         return limit
 
+    def early_refusal(self, conn_id: int, api_key: int) -> Close | None:
+        """The :class:`Close` :meth:`handle_frame` will answer a request of ``api_key``
+        with by its key alone, before SASL authentication: the driver may then close
+        the connection without receiving the request's body (Kafka checks the key
+        only after the whole request, within ``sasl.server.max.receive.size``)."""
+        session = self.sasl_session(conn_id)
+        if session is None or session.raw_tokens:
+            return None
+        return _unauthenticated_refusal(session, api_key, self.client_id(conn_id))
+
     def _raw_sasl_token(
         self, conn_id: int, session: SaslSession, frame: bytes | memoryview, now_ms: int
     ) -> SaslToken | Close:
@@ -851,18 +879,10 @@ class Broker:
         if key not in API_MODULES:
             return Close(f"unknown API key {key} (version {version})", client_id)
         info = api(key)
-        if session is not None and session.reauth_of is not None and key != _SASL_AUTHENTICATE:
-            return Close(
-                f"{info.name} request during SASL re-authentication",
-                client_id,
-                failed_authentication=True,
-            )
-        if session is not None and key not in _BEFORE_AUTHENTICATION:
-            return Close(
-                f"{info.name} request before SASL authentication (is the client "
-                "configured for SASL?)",
-                client_id,
-            )
+        if session is not None:
+            refused = _unauthenticated_refusal(session, key, client_id)
+            if refused is not None:
+                return refused
         spec = HANDLERS.get(key)
         if key == API_VERSIONS_KEY and not info.supports(version):
             # KIP-511: answer with v0 and the versions we do speak, so the
@@ -1463,7 +1483,7 @@ class Broker:
                 )
             except Exception:
                 log.exception(
-                    "transaction %s: cannot write its %s marker to %s-%d; will retry",
+                    "transaction %r: cannot write its %s marker to %s-%d; will retry",
                     completion.transactional_id,
                     outcome,
                     topic,
@@ -1491,7 +1511,7 @@ class Broker:
                 self.groups.commit_transactional_offsets(group_id, live, now_ms)
             except Exception:
                 log.exception(
-                    "transaction %s: cannot apply the offsets of group %s; will retry",
+                    "transaction %r: cannot apply the offsets of group %r; will retry",
                     completion.transactional_id,
                     group_id,
                 )
@@ -1806,6 +1826,23 @@ class Broker:
 
 
 # -- request bodies ----------------------------------------------------------------------
+
+
+def _unauthenticated_refusal(session: SaslSession, key: int, client_id: str | None) -> Close | None:
+    """Why a request of ``key`` cannot come on a connection still (re-)authenticating."""
+    name = api(key).name if key in API_MODULES else f"API key {key}"
+    if session.reauth_of is not None and key != _SASL_AUTHENTICATE:
+        return Close(
+            f"{name} request during SASL re-authentication",
+            client_id,
+            failed_authentication=True,
+        )
+    if key not in _BEFORE_AUTHENTICATION:
+        return Close(
+            f"{name} request before SASL authentication (is the client configured for SASL?)",
+            client_id,
+        )
+    return None
 
 
 def _decode_body(key: int, version: int, frame: bytes | memoryview, start: int) -> Any:

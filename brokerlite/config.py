@@ -175,6 +175,19 @@ class BrokerConfig:
             Kafka's ``group.share.*`` settings of those names.
         group_share_max_size: the most members a share group may have.
         socket_request_max_bytes: largest request frame accepted.
+        queued_max_request_bytes: the most bytes of requests still arriving held
+            across all connections (Kafka's ``queued.max.request.bytes``): a
+            request that does not arrive whole reserves its size before the rest
+            is read, and a connection whose request does not fit is not read until
+            others complete (:mod:`trafka.brokerlite.request_budget`). Default
+            100 MiB; -1 for no bound (Kafka's default).
+        connections_max_idle_ms: a connection with no request under way and
+            nothing received for this long is closed (Kafka's
+            ``connections.max.idle.ms``, default 10 minutes; -1 never).
+        request_receive_timeout_ms: a request must arrive whole within this long
+            of its first byte, time spent waiting for
+            ``queued_max_request_bytes`` not counted; a connection that stops
+            mid-request is closed (brokerlite's own, default 30 s; -1 never).
         transaction_max_timeout_ms: the largest ``transaction.timeout.ms`` a
             transactional producer may ask for (Kafka's
             ``transaction.max.timeout.ms``).
@@ -347,6 +360,9 @@ class BrokerConfig:
     group_share_min_partition_max_record_locks: int = 100
     group_share_max_partition_max_record_locks: int = 4000
     socket_request_max_bytes: int = 104_857_600
+    queued_max_request_bytes: int = 104_857_600
+    connections_max_idle_ms: int = 600_000
+    request_receive_timeout_ms: int = 30_000
     transaction_max_timeout_ms: int = 900_000
     transactional_id_expiration_ms: int = 604_800_000
     transaction_remove_expired_transaction_cleanup_interval_ms: int = 3_600_000
@@ -481,6 +497,13 @@ class BrokerConfig:
             raise ConfigError("max_incremental_fetch_session_cache_slots: must be >= 0")
         if self.connections_max_reauth_ms < 0:
             raise ConfigError("connections_max_reauth_ms: must be >= 0")
+        for name in (
+            "queued_max_request_bytes",
+            "connections_max_idle_ms",
+            "request_receive_timeout_ms",
+        ):
+            if getattr(self, name) <= 0 and getattr(self, name) != -1:
+                raise ConfigError(f"{name}: must be > 0, or -1 for no limit")
         try:
             authorizer_enabled(self.authorizer_class_name)
             object.__setattr__(self, "super_users", parse_super_users(self.super_users))
@@ -893,6 +916,9 @@ _KAFKA_FIELD_NAMES: dict[str, str] = {
         )
     },
     "socket_request_max_bytes": "socket.request.max.bytes",
+    "queued_max_request_bytes": "queued.max.request.bytes",
+    "connections_max_idle_ms": "connections.max.idle.ms",
+    "request_receive_timeout_ms": "request.receive.timeout.ms",
     "transaction_max_timeout_ms": "transaction.max.timeout.ms",
     "transactional_id_expiration_ms": "transactional.id.expiration.ms",
     "transaction_remove_expired_transaction_cleanup_interval_ms": (

@@ -531,7 +531,7 @@ class ConsumerGroups:
                 gone.append(found.member_id)
         if gone:
             for member_id in gone:
-                log.info("consumer group %s: member %s removed by LeaveGroup", group_id, member_id)
+                log.info("consumer group %r: member %r removed by LeaveGroup", group_id, member_id)
                 group.members.pop(member_id, None)
                 group.target.pop(member_id, None)
             self._refresh_metadata(group)
@@ -830,7 +830,7 @@ class ConsumerGroups:
         try:
             self._persist(group_id, data)
         except Exception as exc:  # the store's error: the live group goes on
-            log.error("consumer group %s: state not stored: %s", group_id, exc)
+            log.error("consumer group %r: state not stored: %s", group_id, exc)
 
     def describe(self, group_id: str, topic_name: Callable[[uuid.UUID], str | None]) -> Any:
         """A ConsumerGroupDescribe entry for ``group_id`` (GROUP_ID_NOT_FOUND if unknown)."""

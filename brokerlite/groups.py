@@ -436,7 +436,7 @@ class GroupCoordinator:
                 missing = [m for m in group.members if m not in assignment]
                 if missing:
                     log.warning(
-                        "group %s generation %d: leader gave no assignment to %s",
+                        "group %r generation %d: leader gave no assignment to %s",
                         group.group_id,
                         group.generation_id,
                         missing,
@@ -447,7 +447,7 @@ class GroupCoordinator:
                 self._propagate_assignment(group, ErrorCode.NONE, now_ms)
                 group.transition(GroupState.STABLE, now_ms)
                 log.info(
-                    "group %s: generation %d stable with %d members",
+                    "group %r: generation %d stable with %d members",
                     group.group_id,
                     group.generation_id,
                     len(group.members),
@@ -894,7 +894,7 @@ class GroupCoordinator:
             try:
                 self._store.delete_offsets(group_id, deleted)
             except OffsetStoreError as exc:
-                log.error("group %s: offset deletion not stored: %s", group_id, exc)
+                log.error("group %r: offset deletion not stored: %s", group_id, exc)
                 return refused(ErrorCode.COORDINATOR_NOT_AVAILABLE)
         return response(error_code=ErrorCode.NONE, topics=topics_out)
 
@@ -924,7 +924,7 @@ class GroupCoordinator:
             OffsetStoreError: the journal write failed; nothing was applied.
         """
         if self._is_share(group_id):
-            log.warning("group %s is a share group: transactional offsets dropped", group_id)
+            log.warning("group %r is a share group: transactional offsets dropped", group_id)
             return
         self.adopt_offsets_group(group_id, now_ms)
         self._store.commit_offsets(group_id, offsets)
@@ -1103,7 +1103,7 @@ class GroupCoordinator:
         # timeout does not apply; this bounds how long a vanished one can linger.
         self._schedule(group, (_HB, member_id), now_ms + self._new_member_join_timeout_ms)
         log.info(
-            "group %s: member %s (instance %s) joins in state %s",
+            "group %r: member %r (instance %r) joins in state %s",
             group.group_id,
             member_id,
             j.group_instance_id,
@@ -1140,7 +1140,7 @@ class GroupCoordinator:
             member, j.protocols, j.rebalance_timeout_ms, j.session_timeout_ms, j.waiter
         )
         log.info(
-            "group %s: static member %s replaced member id %s with %s",
+            "group %r: static member %r replaced member id %r with %r",
             group.group_id,
             j.group_instance_id,
             old_id,
@@ -1199,7 +1199,7 @@ class GroupCoordinator:
             )
             self._schedule(group, _JOIN, now_ms + self._initial_delay_ms)
         log.info(
-            "group %s: preparing rebalance from %s (generation %d)",
+            "group %r: preparing rebalance from %s (generation %d)",
             group.group_id,
             group.state.value,
             group.generation_id,
@@ -1241,7 +1241,7 @@ class GroupCoordinator:
         for member in group.not_yet_rejoined():
             if not member.is_static:
                 log.info(
-                    "group %s: removing member %s, which did not rejoin in time",
+                    "group %r: removing member %r, which did not rejoin in time",
                     group.group_id,
                     member.member_id,
                 )
@@ -1256,11 +1256,11 @@ class GroupCoordinator:
             return
         group.init_next_generation(now_ms)
         if group.state is GroupState.EMPTY:
-            log.info("group %s: generation %d is empty", group.group_id, group.generation_id)
+            log.info("group %r: generation %d is empty", group.group_id, group.generation_id)
             self._persist(group)
             return
         log.info(
-            "group %s: generation %d with %d members, protocol %s, leader %s",
+            "group %r: generation %d with %d members, protocol %r, leader %r",
             group.group_id,
             group.generation_id,
             len(group.members),
@@ -1285,7 +1285,7 @@ class GroupCoordinator:
             and group.pending_sync
         ):
             late = sorted(group.pending_sync)
-            log.info("group %s: removing %s, which did not sync in time", group.group_id, late)
+            log.info("group %r: removing %s, which did not sync in time", group.group_id, late)
             for member_id in late:
                 member = group.remove(member_id)
                 if member is not None:
@@ -1345,7 +1345,7 @@ class GroupCoordinator:
 
     def _remove_current_member(self, group: ClassicGroup, member_id: str) -> None:
         member = group.members[member_id]
-        log.info("group %s: member %s leaves", group.group_id, member_id)
+        log.info("group %r: member %r leaves", group.group_id, member_id)
         self._cancel(group, (_HB, member_id))
         self._answer_removed(member)
         group.remove(member_id)
@@ -1382,7 +1382,7 @@ class GroupCoordinator:
             if member is not None and (
                 member.is_new or (member.join_waiter is None and member.sync_waiter is None)
             ):
-                log.info("group %s: member %s session expired", group.group_id, member.member_id)
+                log.info("group %r: member %r session expired", group.group_id, member.member_id)
                 self._remove_member_and_update(group, member, now_ms)
         elif kind == _PENDING:
             if key[1] in group.pending_members:
@@ -1489,7 +1489,7 @@ class GroupCoordinator:
         try:
             self._store.commit_offsets(request.group_id, batch)
         except OffsetStoreError as exc:
-            log.error("group %s: offset commit not stored: %s", request.group_id, exc)
+            log.error("group %r: offset commit not stored: %s", request.group_id, exc)
             for ti, pi in stored:
                 codes[ti][pi] = ErrorCode.COORDINATOR_NOT_AVAILABLE
 
@@ -1531,9 +1531,9 @@ class GroupCoordinator:
                 if expired:
                     try:
                         self._store.delete_offsets(group_id, expired)
-                        log.info("group %s: %d offsets expired", group_id, len(expired))
+                        log.info("group %r: %d offsets expired", group_id, len(expired))
                     except OffsetStoreError as exc:
-                        log.error("group %s: offset expiry not stored: %s", group_id, exc)
+                        log.error("group %r: offset expiry not stored: %s", group_id, exc)
             if (
                 not group.members
                 and not group.pending_members
@@ -1545,21 +1545,21 @@ class GroupCoordinator:
         try:
             self._store.delete_group(group_id)
         except OffsetStoreError as exc:
-            log.error("group %s: deletion not stored: %s", group_id, exc)
+            log.error("group %r: deletion not stored: %s", group_id, exc)
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
         self.consumer.delete(group_id)
-        log.info("consumer group %s: deleted", group_id)
+        log.info("consumer group %r: deleted", group_id)
         return ErrorCode.NONE
 
     def _delete_group(self, group_id: str) -> ErrorCode:
         try:
             self._store.delete_group(group_id)
         except OffsetStoreError as exc:
-            log.error("group %s: deletion not stored: %s", group_id, exc)
+            log.error("group %r: deletion not stored: %s", group_id, exc)
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
         # Its timers die with it: heap entries of a missing group are skipped.
         del self._groups[group_id]
-        log.info("group %s: deleted", group_id)
+        log.info("group %r: deleted", group_id)
         return ErrorCode.NONE
 
     # -- persistence ----------------------------------------------------------------------------
@@ -1596,7 +1596,7 @@ class GroupCoordinator:
         except OffsetStoreError as exc:
             # The live group is unaffected; only a restart would resume an older
             # generation, whose members then rejoin.
-            log.error("group %s: metadata not stored: %s", group.group_id, exc)
+            log.error("group %r: metadata not stored: %s", group.group_id, exc)
 
     def load_groups(self, group_ids: set[str], now_ms: int) -> None:
         """Bring groups into memory from the store (their ``__consumer_offsets``

@@ -75,7 +75,11 @@ Rules and invariants of a :class:`PartitionLog`:
 * An append is one ``write()`` of all its batches to the active segment. If the
   write (or an index write) fails, the files are truncated back to where they
   were and :class:`~trafka.brokerlite.errors.LogStorageError` is raised; if even
-  that fails, the log goes offline (every later call raises).
+  that fails, the log goes offline (every later call raises) until the broker
+  restarts, or :meth:`LogManager.reopen_partition` opens it again after a check,
+  as a restart would. Failed writes are logged as warnings and going offline as
+  an error, naming the partition, the file and the OS error (at most a line a
+  minute of each per partition).
 * ``log_start_offset <= high_watermark <= log_end_offset``. The high watermark
   is ``log_end_offset`` (single node) until :meth:`PartitionLog.set_high_watermark`
   is first called; from then on it is tracked: clamped into that range on every
@@ -155,6 +159,7 @@ from .errors import (
     TopicExistsError,
     UnknownTopicOrPartitionError,
 )
+from .lograte import RateLimitedLog
 from .segment import (
     BATCH_HEADER_SIZE,
     INT32_MAX,
@@ -181,6 +186,9 @@ __all__ = [
 ]
 
 logger = logging.getLogger("trafka.brokerlite.log")
+# Storage failures, at most one line a minute per partition and kind (a full disk
+# fails every Produce).
+_storage_log = RateLimitedLog(logger)
 
 CHECKPOINT_FILE = "trafka.checkpoint"
 EPOCH_CHECKPOINT_FILE = "leader-epoch-checkpoint"
@@ -746,6 +754,12 @@ class PartitionLog:
         return self._bases[-1]
 
     @property
+    def offline(self) -> str | None:
+        """Why the log went offline (a write that could not be undone, a
+        truncation or compaction swap that failed half-way), or None."""
+        return self._offline
+
+    @property
     def closed(self) -> bool:
         return self._closed
 
@@ -968,16 +982,17 @@ class PartitionLog:
                 self._write_checkpoint()
             except OSError as exc:
                 self._gaps_offset = previous
-                raise LogStorageError(
+                raise self._write_failed(
                     f"{self._dir}: cannot write the checkpoint, nothing appended: {exc}"
                 ) from exc
         try:
             seg.append(buf, batches, next_offset, interval=cfg.index_interval_bytes, now_ms=now_ms)
         except BrokenSegmentError as exc:
-            self._offline = f"a failed write could not be undone: {exc}"
-            raise LogStorageError(f"{self._dir}: {self._offline}") from exc
+            self._go_offline(f"a failed write could not be undone: {exc}", exc)
         except OSError as exc:
-            raise LogStorageError(f"{self._dir}: write failed, nothing appended: {exc}") from exc
+            raise self._write_failed(
+                f"{seg.log_path}: write failed, nothing appended: {exc}"
+            ) from exc
         self._next_offset = next_offset
         self._unflushed += count
         if new_epochs:
@@ -1245,7 +1260,25 @@ class PartitionLog:
 
     def _go_offline(self, reason: str, exc: BaseException) -> NoReturn:
         self._offline = reason
+        _storage_log.error(
+            ("offline", self._dir),
+            "partition %s is OFFLINE: %s; it stays offline until the broker restarts, or "
+            "until `trafka log-dirs reopen TOPIC PARTITION BROKER` brings it back",
+            self._dir,
+            reason,
+        )
         raise LogStorageError(f"{self._dir}: {reason}") from exc
+
+    def _write_failed(self, message: str) -> LogStorageError:
+        """Log a failed write (its file and the OS error are in ``message``) and
+        return the error that makes its request fail with KAFKA_STORAGE_ERROR."""
+        _storage_log.warning(
+            ("write", self._dir),
+            "partition %s: %s (requests writing to it fail with KAFKA_STORAGE_ERROR)",
+            self._dir,
+            message,
+        )
+        return LogStorageError(message)
 
     # -- read ------------------------------------------------------------------------------
 
@@ -1639,8 +1672,7 @@ class PartitionLog:
             for group in cleaning.groups:
                 self._swap_in(group, now_ms)
         except OSError as exc:
-            self._offline = f"a compaction swap failed half-way: {exc}"
-            raise LogStorageError(f"{self._dir}: {self._offline}") from exc
+            self._go_offline(f"a compaction swap failed half-way: {exc}", exc)
         return cleaning.stats
 
     def abandon_cleaning(self, cleaning: CleaningPass, reason: str) -> None:
@@ -1744,7 +1776,7 @@ class PartitionLog:
             self._segments[-1].flush()
             seg = Segment.create(self._dir, self._next_offset)
         except OSError as exc:
-            raise LogStorageError(f"{self._dir}: cannot roll a new segment: {exc}") from exc
+            raise self._write_failed(f"{self._dir}: cannot roll a new segment: {exc}") from exc
         try:
             self._segments[-1].seal()
         except OSError as exc:
@@ -1782,7 +1814,7 @@ class PartitionLog:
         try:
             self._segments[-1].flush()
         except OSError as exc:
-            raise LogStorageError(f"{self._dir}: flush failed: {exc}") from exc
+            raise self._write_failed(f"{self._segments[-1].log_path}: flush failed: {exc}") from exc
         self._unflushed = 0
         if now_ms is not None:
             self._last_flush_ms = now_ms
@@ -1866,7 +1898,7 @@ class PartitionLog:
             (self._dir / name).unlink(missing_ok=True)
             _fsync_dir(self._dir)
         except OSError as exc:
-            raise LogStorageError(f"{self._dir}: cannot remove {what}: {exc}") from exc
+            raise self._write_failed(f"{self._dir}: cannot remove {what}: {exc}") from exc
 
     def _write_checkpoint(self) -> None:
         if self._recovery_point > self._rp_saved and self._epochs_unsynced:
@@ -2024,6 +2056,23 @@ def _read_checkpoint(path: Path) -> tuple[int, int, int, int, int | None] | None
     except (ValueError, KeyError, TypeError) as exc:
         logger.warning("%s is unreadable (%s); recovering the whole log", path, exc)
         return None
+
+
+def _probe_write(directory: Path) -> None:
+    """Write a block to a file in ``directory`` the way segments are written,
+    fsync it, and remove it (a ``.tmp`` name, which an open removes if left).
+
+    Raises:
+        OSError: a step failed.
+    """
+    path = directory / ".write-probe.tmp"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0), 0o644)
+    try:
+        write_all(fd, bytes(4096))
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+        path.unlink(missing_ok=True)
 
 
 def atomic_write(path: Path, data: bytes, *, sync: bool = True) -> None:
@@ -2788,6 +2837,42 @@ class LogManager:
         if info is None:
             raise UnknownTopicOrPartitionError(f"unknown topic {name!r}")
         return info
+
+    def reopen_partition(self, name: str, index: int, now_ms: int) -> PartitionLog:
+        """Bring an offline partition back without restarting the broker.
+
+        The check: the partition's directory takes a write again (a small file is
+        written, fsynced and removed), then the log is opened afresh exactly as a
+        restart opens it, recovery validating every segment from its recovery
+        point (the failed write's segment included) and cutting what is torn. Only
+        then does the new log replace the offline one, whose files are released.
+        A partition that is not offline is left alone.
+
+        Returns:
+            The partition's log (the new one when it was reopened).
+
+        Raises:
+            UnknownTopicOrPartitionError: no such partition.
+            LogStorageError: the check or the open failed; the partition stays offline.
+        """
+        old = self.partition(name, index)
+        if old.offline is None:
+            return old
+        directory = old.directory
+        try:
+            _probe_write(directory)
+        except OSError as exc:
+            raise LogStorageError(f"{directory}: still cannot write: {exc}") from exc
+        new = PartitionLog.open(directory, self._configs[name], now_ms=now_ms)
+        old._abandon()
+        self._logs[(name, index)] = new
+        logger.warning(
+            "partition %s is back online (it went offline: %s); log end offset %d",
+            directory,
+            old.offline,
+            new.log_end_offset,
+        )
+        return new
 
     def _partition_dir(self, name: str, index: int) -> Path:
         return self._data_dir / f"{name}-{index}"

@@ -80,6 +80,7 @@ __all__ = [
     "FileHandle",
     "Segment",
     "segment_name",
+    "walk_batches",
 ]
 
 logger = logging.getLogger("trafka.brokerlite.log")
@@ -400,26 +401,12 @@ class Segment:
         since = 0
         expected = self.base_offset
         pos = 0
-        buf = b""
-        buf_start = 0
-        unpack = SCAN_HEADER.unpack_from
         reason = ""
-        while pos < file_size:
-            if file_size - pos < BATCH_HEADER_SIZE:
-                reason = "torn batch header"
+        for at, header, fault in walk_batches(fd, file_size):
+            if fault is not None:
+                reason = fault
                 break
-            rel = pos - buf_start
-            if rel + BATCH_HEADER_SIZE > len(buf):
-                buf = pread_all(fd, pos, min(_RECOVERY_BLOCK, file_size - pos))
-                buf_start, rel = pos, 0
-            b_base, length, _epoch, magic, crc, _attrs, lod, _bts, mts = unpack(buf, rel)
-            b_size = length + LOG_OVERHEAD
-            if magic != 2 or length < MIN_BATCH_LENGTH:
-                reason = f"bad magic {magic} or length {length}"
-                break
-            if pos + b_size > file_size:
-                reason = "torn batch"
-                break
+            b_base, length, _epoch, _magic, _crc, _attrs, lod, _bts, mts = header
             if (b_base < expected if gaps else b_base != expected) or lod < 0:
                 reason = (
                     f"offset {b_base} where {'at least ' if gaps else ''}{expected} was expected"
@@ -428,29 +415,20 @@ class Segment:
             if offset_limit is not None and b_base + lod >= offset_limit:
                 reason = f"offset {b_base + lod} is not below the next segment's {offset_limit}"
                 break
-            if rel + b_size <= len(buf):
-                computed = crc32c(memoryview(buf)[rel + 21 : rel + b_size])
-            else:
-                # Checksum big batches piecewise: a length (even a corrupt one) never
-                # decides how much memory recovery takes.
-                computed = _crc_of_range(fd, pos + 21, pos + b_size)
-                buf = b""
-            if computed != crc:
-                reason = "CRC mismatch"
-                break
             if mts > max_ts:
                 max_ts, max_off = mts, b_base
             if since >= interval:
                 idx_offsets.append(b_base)
-                idx_positions.append(pos)
+                idx_positions.append(at)
                 since = 0
                 if max_ts > last_tidx_ts:
                     tidx_ts.append(max_ts)
                     tidx_offsets.append(max_off)
                     last_tidx_ts = max_ts
+            b_size = length + LOG_OVERHEAD
             since += b_size
             expected = b_base + lod + 1
-            pos += b_size
+            pos = at + b_size
         truncated = file_size - pos
         if truncated:
             logger.warning(
@@ -504,13 +482,15 @@ class Segment:
         start = self.size
         try:
             write_all(self.fd, buf)
-        except OSError:
+        except OSError as failed:
             # Put the file back as it was, so nothing half-written is ever read or
             # recovered; if even that fails, the caller takes the log offline.
             try:
                 _ftruncate(self.fd, start)
             except OSError as exc:
-                raise BrokenSegmentError(f"{self.log_path}: cannot truncate: {exc}") from exc
+                raise BrokenSegmentError(
+                    f"{self.log_path}: write failed ({failed}), then cannot truncate: {exc}"
+                ) from exc
             raise
         if not start:
             self.roll_base_ms = now_ms
@@ -783,6 +763,52 @@ class Segment:
                 path.unlink()
             except FileNotFoundError:
                 pass
+
+
+def walk_batches(fd: int, file_size: int) -> Iterator[tuple[int, tuple[int, ...], str | None]]:
+    """Walk the batches of a segment's .log file from its start, checking each.
+
+    Yields ``(position, header, fault)`` per batch: ``header`` the
+    :data:`SCAN_HEADER` fields, ``fault`` None for a sound batch, else what is
+    wrong. A CRC32C mismatch (``"CRC mismatch"``) leaves the batch's length
+    trusted and the walk goes on to the next batch; a batch whose header cannot
+    be read, whose magic or length is impossible, or that runs past the end of
+    the file (torn) ends the walk (its ``header`` is then empty, or what could
+    be read). The file is read a block at a time and large batches are
+    checksummed piecewise, so a length (even a corrupt one) never decides how
+    much memory a walk takes.
+
+    Raises:
+        OSError: a read failed.
+    """
+    pos = 0
+    buf = b""
+    buf_start = 0
+    unpack = SCAN_HEADER.unpack_from
+    while pos < file_size:
+        if file_size - pos < BATCH_HEADER_SIZE:
+            yield pos, (), "torn batch header"
+            return
+        rel = pos - buf_start
+        if rel + BATCH_HEADER_SIZE > len(buf):
+            buf = pread_all(fd, pos, min(_RECOVERY_BLOCK, file_size - pos))
+            buf_start, rel = pos, 0
+        header = unpack(buf, rel)
+        length, magic, crc = header[1], header[3], header[4]
+        b_size = length + LOG_OVERHEAD
+        if magic != 2 or length < MIN_BATCH_LENGTH:
+            yield pos, header, f"bad magic {magic} or length {length}"
+            return
+        if pos + b_size > file_size:
+            yield pos, header, "torn batch"
+            return
+        if rel + b_size <= len(buf):
+            computed = crc32c(memoryview(buf)[rel + 21 : rel + b_size])
+        else:
+            computed = _crc_of_range(fd, pos + 21, pos + b_size)
+            buf = b""
+        yield pos, header, None if computed == crc else "CRC mismatch"
+        pos += b_size
 
 
 class BrokenSegmentError(Exception):

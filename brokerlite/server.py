@@ -30,8 +30,27 @@ Rules and invariants:
   cannot starve the others and cancellation reaches it.
 * A malformed frame, an unknown API key, a version nobody can answer or an
   oversized frame closes only that connection, with a log line naming the
-  peer address and client id. Errors of one connection never reach another
-  or the listener; the broker never crashes because of input.
+  peer address and client id (strings from the client are written escaped,
+  ``%r``, so that none can forge a line). Errors of one connection never reach
+  another or the listener; the broker never crashes because of input.
+* What clients can repeat at will (malformed frames, refused requests, failed
+  handshakes, timeouts) and failing accepts (out of file descriptors) are
+  logged through a :class:`~.lograte.RateLimitedLog`: one line a minute per
+  kind and client host, with the count of the others.
+* Memory of requests still arriving (:mod:`.request_budget`,
+  ``queued_max_request_bytes``): a frame that did not arrive whole reserves its
+  size once its size prefix is in, and the connection is not read again until
+  the budget grants it (backpressure); then no more than the rest of that frame
+  is read. Besides the budget, a connection holds at most one read
+  (``_RECV_SIZE``) of a frame not yet reserved. Before SASL authentication, a
+  frame whose header names a request that would be refused anyway closes the
+  connection before its body is read.
+* Timeouts: between requests a connection may stay silent
+  ``connections_max_idle_ms`` (not counting while its request is parked or its
+  reply still being written); a request must arrive whole within
+  ``request_receive_timeout_ms`` of its first bytes (waiting for the budget not
+  counted), so a peer that stops mid-request, or trickles it (slowloris), is
+  closed.
 * One ticker task calls ``Broker.poll`` at ``Broker.next_deadline()`` or when
   a request made new work (a parked request, data for parked fetches).
 * The broker core is only touched from the trio thread, so it needs no locks.
@@ -70,20 +89,22 @@ import signal
 import ssl
 import threading
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any, cast
 
 import trio
 
-from trafka.codec.errors import DecodeError
+from trafka.codec.errors import DecodeError, FrameTooLargeError
 from trafka.codec.framing import FrameReader
 
-from .authorizer import certificate_subject
+from .authorizer import certificate_subject, host_of
 from .broker import Broker, Completion
 from .config import BrokerConfig, ConfigError
 from .handlers._base import Close, NoResponse, Parked, Part, Reply, SaslToken
 from .jwks import fetch_jwks
+from .lograte import RateLimitedLog, accept_forever
+from .request_budget import RequestBudget
 
 __all__ = ["RunningBroker", "broker_in_thread", "run_broker", "serve_broker"]
 
@@ -123,12 +144,15 @@ class RunningBroker:
         config: the effective configuration.
         broker: the sans-IO core (for tests and introspection; only touch it
             from the broker's trio thread).
+        request_budget: the bytes reserved by requests still arriving
+            (``queued_max_request_bytes``; for tests and introspection, as ``broker``).
     """
 
     address: tuple[str, int]
     bootstrap_servers: str
     config: BrokerConfig
     broker: Broker
+    request_budget: RequestBudget
 
 
 class _Slot:
@@ -164,6 +188,17 @@ class _Conn:
         self.queued = 0
 
 
+class _Inbound:
+    """A connection's receiving state: its share of the request budget, and the
+    time its incomplete frame must be in by (trio's clock; None between frames)."""
+
+    __slots__ = ("frame_deadline", "reserved")
+
+    def __init__(self) -> None:
+        self.reserved = 0
+        self.frame_deadline: float | None = None
+
+
 class _PeerLost(Exception):
     """A direct write found the peer gone; the connection closes quietly."""
 
@@ -181,6 +216,12 @@ class _Server:
         self._sleep_until: float = math.inf  # the deadline the ticker sleeps towards
         self._next_conn = 1
         self._sendfile_ok = hasattr(os, "sendfile")
+        limit = config.queued_max_request_bytes
+        self.request_budget = RequestBudget(None if limit < 0 else limit)
+        # Closes and failures a client can repeat at will: a line a minute each.
+        self.quiet = RateLimitedLog(log, clock=trio.current_time)
+        self._idle_s = _seconds(config.connections_max_idle_ms)
+        self._receive_s = _seconds(config.request_receive_timeout_ms)
 
     # -- the ticker --------------------------------------------------------------
 
@@ -312,7 +353,9 @@ class _Server:
         if throttle:
             # KIP-612: over its IP's connection_creation_rate; Kafka neither reads
             # nor answers such a connection, and closes it after the throttle time.
-            log.info(
+            self.quiet.log(
+                logging.INFO,
+                ("throttled", host_of(peer)),
                 "closing the connection from %s in %d ms: over its IP's connection_creation_rate",
                 peer,
                 throttle,
@@ -350,10 +393,14 @@ class _Server:
                 with trio.fail_after(_TLS_HANDSHAKE_TIMEOUT):
                     await tls.do_handshake()
             except (trio.BrokenResourceError, trio.TooSlowError) as exc:
-                log.warning(
+                # By reason too (OpenSSL's few): a client without a certificate and
+                # one with a stranger's are two things to tell the operator.
+                reason = _tls_failure(exc)
+                self.quiet.warning(
+                    ("tls", host_of(peer), reason),
                     "closing the connection from %s: TLS handshake failed: %s",
                     peer,
-                    _tls_failure(exc),
+                    reason,
                 )
                 return
             try:
@@ -412,87 +459,204 @@ class _Server:
         authenticating = broker.authenticating(conn_id)
         emit = self._emit if conn.tls is None else self._queue
         peer = conn.peer
-        while True:
-            try:
-                # The reader's regular checkpoint: receive_some yields even when
-                # data is already waiting.
-                data = await stream.receive_some(_RECV_SIZE)
-            except (trio.BrokenResourceError, trio.ClosedResourceError):
-                return
-            if not data:
-                if frames_in.buffered:
-                    log.warning(
-                        "connection from %s (client %r) closed inside a frame",
-                        peer,
-                        broker.client_id(conn_id),
-                    )
-                return
-            frames_in.feed(data)
-            handled = 0
+        inbound = _Inbound()
+        try:
             while True:
-                try:
-                    frame = frames_in.next_frame()
-                except DecodeError as exc:
-                    log.warning(
-                        "closing the connection from %s (client %r): %s%s",
-                        peer,
-                        broker.client_id(conn_id),
-                        exc,
-                        # A TLS record header (handshake, TLS 1.x) read as a frame size.
-                        " (a TLS client? this listener does not use TLS)"
-                        if conn.tls is None and data[:2] == b"\x16\x03"
-                        else "",
-                    )
+                data = await self._receive(
+                    stream, conn, conn_id, frames_in, inbound, authenticating
+                )
+                if isinstance(data, Close):
+                    await self._close(conn, conn_id, data, emit)
                     return
-                if frame is None:
-                    break
-                if handled == _FRAMES_PER_YIELD:
-                    # Many pipelined requests in one chunk: let other connections in.
-                    await trio.lowlevel.checkpoint()
-                    handled = 0
-                handled += 1
-                outcome = broker.handle_frame(conn_id, frame, now_ms())
-                if isinstance(outcome, Reply):
-                    await emit(conn, outcome)
-                    if outcome.throttle_ms:
-                        await self._mute(outcome.throttle_ms)
-                elif isinstance(outcome, Parked):
-                    slot = _Slot(outcome.ticket)
-                    self._slots[conn_id] = slot
+                if data is None:
+                    return
+                frames_in.feed(data)
+                handled = 0
+                while True:
+                    try:
+                        frame = frames_in.next_frame()
+                    except DecodeError as exc:
+                        self.quiet.warning(
+                            ("frame", host_of(peer)),
+                            "closing the connection from %s (client %r): %s%s",
+                            peer,
+                            broker.client_id(conn_id),
+                            exc,
+                            _frame_hint(exc, conn, data, authenticating),
+                        )
+                        return
+                    if frame is None:
+                        break
+                    inbound.frame_deadline = None  # the next frame's clock starts afresh
+                    if handled == _FRAMES_PER_YIELD:
+                        # Many pipelined requests in one chunk: let other connections in.
+                        await trio.lowlevel.checkpoint()
+                        handled = 0
+                    handled += 1
+                    outcome = broker.handle_frame(conn_id, frame, now_ms())
+                    del frame  # not held while the request is parked or answered
+                    if isinstance(outcome, Reply):
+                        await emit(conn, outcome)
+                        if outcome.throttle_ms:
+                            await self._mute(outcome.throttle_ms)
+                    elif isinstance(outcome, Parked):
+                        slot = _Slot(outcome.ticket)
+                        self._slots[conn_id] = slot
+                        self._after_request()
+                        await slot.event.wait()
+                        assert slot.reply is not None
+                        await emit(conn, slot.reply)
+                        if slot.reply.throttle_ms:
+                            await self._mute(slot.reply.throttle_ms)
+                    elif isinstance(outcome, Close):
+                        await self._close(conn, conn_id, outcome, emit)
+                        return
+                    elif isinstance(outcome, SaslToken):
+                        await emit(conn, outcome)
+                    else:
+                        assert isinstance(outcome, NoResponse)
+                        if outcome.throttle_ms:
+                            await self._mute(outcome.throttle_ms)
+                    if authenticating and not broker.authenticating(conn_id):
+                        authenticating = False
+                        frames_in.max_frame_size = broker.max_frame_size(conn_id)
                     self._after_request()
-                    await slot.event.wait()
-                    assert slot.reply is not None
-                    await emit(conn, slot.reply)
-                    if slot.reply.throttle_ms:
-                        await self._mute(slot.reply.throttle_ms)
-                elif isinstance(outcome, Close):
-                    log.warning(
-                        "closing the connection from %s (client %r): %s",
-                        peer,
-                        outcome.client_id
-                        if outcome.client_id is not None
-                        else broker.client_id(conn_id),
-                        outcome.reason,
-                    )
-                    if outcome.reply is not None:
-                        # Written (or queued, and the writer drains its queue) before the close.
-                        await emit(conn, outcome.reply)
-                    if outcome.failed_authentication:
-                        # Kafka's connection.failed.authentication.delay.ms: slows down
-                        # password guessing, and lets the answer reach clients that drop
-                        # what arrives together with the close (kafka-python 3 does).
-                        await trio.sleep(self._auth_failure_delay)
-                    return
-                elif isinstance(outcome, SaslToken):
-                    await emit(conn, outcome)
-                else:
-                    assert isinstance(outcome, NoResponse)
-                    if outcome.throttle_ms:
-                        await self._mute(outcome.throttle_ms)
-                if authenticating and not broker.authenticating(conn_id):
-                    authenticating = False
-                    frames_in.max_frame_size = broker.max_frame_size(conn_id)
-                self._after_request()
+        finally:
+            if inbound.reserved:
+                self._release(inbound.reserved)
+
+    async def _receive(
+        self,
+        stream: trio.abc.ReceiveStream,
+        conn: _Conn,
+        conn_id: int,
+        frames_in: FrameReader,
+        inbound: _Inbound,
+        authenticating: bool,
+    ) -> bytes | bytearray | Close | None:
+        """The connection's next bytes, once the request budget allows them; None
+        when it must close quietly (the peer closed it, a timeout: logged here), a
+        :class:`Close` when the frame begun is refused by its header alone.
+
+        Between requests the connection may stay silent ``connections_max_idle_ms``
+        (not while a reply is still being written); a request must arrive whole
+        within ``request_receive_timeout_ms`` of its first bytes, the time spent
+        waiting for the request budget not counted. A request that did not arrive
+        whole reserves its size from the budget before any more of it is read, and
+        no more than the rest of it is read then (see :mod:`.request_budget`).
+        """
+        peer = conn.peer
+        while True:
+            pending = frames_in.pending_frame_size
+            if inbound.reserved and inbound.reserved != pending:
+                self._release(inbound.reserved)  # its frame is in and handled
+                inbound.reserved = 0
+            now = trio.current_time()
+            size = _RECV_SIZE
+            if not frames_in.buffered:
+                inbound.frame_deadline = None
+                deadline = now + self._idle_s
+            else:
+                if inbound.frame_deadline is None:
+                    inbound.frame_deadline = now + self._receive_s
+                if pending is not None:
+                    head = frames_in.peek(2) if authenticating else None
+                    if head is not None:
+                        refused = self.broker.early_refusal(
+                            conn_id, int.from_bytes(head, "big", signed=True)
+                        )
+                        if refused is not None:
+                            return refused
+                    if not inbound.reserved:
+                        await self._reserve(pending)
+                        inbound.reserved = pending
+                        inbound.frame_deadline += trio.current_time() - now
+                    size = min(_RECV_SIZE, pending + 4 - frames_in.buffered)
+                deadline = inbound.frame_deadline
+            data: bytes | bytearray = b""
+            with trio.move_on_at(deadline) as waited:
+                try:
+                    # The reader's regular checkpoint: receive_some yields even when
+                    # data is already waiting.
+                    data = await stream.receive_some(size)
+                except (trio.BrokenResourceError, trio.ClosedResourceError):
+                    return None
+            if not waited.cancelled_caught:
+                break
+            if frames_in.buffered:
+                self.quiet.warning(
+                    ("slow", host_of(peer)),
+                    "closing the connection from %s (client %r): %d of %s bytes of a "
+                    "request arrived in %d ms (request.receive.timeout.ms)",
+                    peer,
+                    self.broker.client_id(conn_id),
+                    frames_in.buffered,
+                    "?" if pending is None else pending + 4,
+                    self.config.request_receive_timeout_ms,
+                )
+                return None
+            if not conn.queued:
+                log.debug(
+                    "closing the connection from %s (client %r): idle for %d ms "
+                    "(connections.max.idle.ms)",
+                    peer,
+                    self.broker.client_id(conn_id),
+                    self.config.connections_max_idle_ms,
+                )
+                return None
+            # Still writing a reply: not idle.
+        if not data:
+            if frames_in.buffered:
+                self.quiet.warning(
+                    ("cut", host_of(peer)),
+                    "connection from %s (client %r) closed inside a frame",
+                    peer,
+                    self.broker.client_id(conn_id),
+                )
+            return None
+        return data
+
+    async def _close(
+        self,
+        conn: _Conn,
+        conn_id: int,
+        outcome: Close,
+        emit: Callable[[_Conn, Reply | SaslToken], Awaitable[None]],
+    ) -> None:
+        """Log why the connection closes, send its last answer, wait out a failed
+        authentication's delay."""
+        self.quiet.warning(
+            ("refused", host_of(conn.peer), outcome.failed_authentication),
+            "closing the connection from %s (client %r): %r",
+            conn.peer,
+            outcome.client_id if outcome.client_id is not None else self.broker.client_id(conn_id),
+            outcome.reason,
+        )
+        if outcome.reply is not None:
+            # Written (or queued, and the writer drains its queue) before the close.
+            await emit(conn, outcome.reply)
+        if outcome.failed_authentication:
+            # Kafka's connection.failed.authentication.delay.ms: slows down password
+            # guessing, and lets the answer reach clients that drop what arrives
+            # together with the close (kafka-python 3 does).
+            await trio.sleep(self._auth_failure_delay)
+
+    async def _reserve(self, size: int) -> None:
+        """Reserve ``size`` bytes of the request budget, waiting for room."""
+        ticket = trio.Event()
+        if self.request_budget.reserve(ticket, size):
+            return
+        try:
+            await ticket.wait()
+        except BaseException:
+            if ticket.is_set():
+                self._release(size)
+            else:
+                _grant(self.request_budget.cancel(ticket))
+            raise
+
+    def _release(self, size: int) -> None:
+        _grant(self.request_budget.release(size))
 
     async def _mute(self, throttle_ms: int) -> None:
         """Do not read the connection for ``throttle_ms`` after the answer of a
@@ -658,6 +822,29 @@ async def _send_parts_tls(tls: trio.SSLStream[trio.SocketStream], parts: list[_O
                 os.close(fd)
     if pending:
         await tls.send_all(b"".join(pending))
+
+
+def _seconds(ms: int) -> float:
+    """A millisecond limit in seconds; -1 (no limit) is forever."""
+    return math.inf if ms < 0 else ms / 1000
+
+
+def _grant(tickets: list[Any]) -> None:
+    """Wake the readers the request budget just granted."""
+    for ticket in tickets:
+        ticket.set()
+
+
+def _frame_hint(
+    exc: DecodeError, conn: _Conn, data: bytes | bytearray, authenticating: bool
+) -> str:
+    """What a framing error likely means, for its log line."""
+    if isinstance(exc, FrameTooLargeError) and authenticating:
+        return " before SASL authentication (sasl.server.max.receive.size)"
+    if conn.tls is None and data[:2] == b"\x16\x03":
+        # A TLS record header (handshake, TLS 1.x) read as a frame size.
+        return " (a TLS client? this listener does not use TLS)"
+    return ""
 
 
 def _tls_failure(exc: BaseException) -> str:
@@ -838,6 +1025,7 @@ async def serve_broker(
         bootstrap_servers=f"{advertised_host}:{advertised_port}",
         config=cfg,
         broker=broker,
+        request_budget=server.request_budget,
     )
     try:
         async with trio.open_nursery() as nursery:
@@ -892,7 +1080,18 @@ async def _announced(cfg: BrokerConfig, broker: Broker) -> AsyncIterator[None]:
 
 async def _serve_listeners(server: _Server, listeners: list[trio.SocketListener]) -> None:
     async with trio.open_nursery() as connections:
-        await trio.serve_listeners(server.serve_connection, listeners, handler_nursery=connections)
+
+        async def serve(stream: trio.SocketStream) -> None:
+            try:
+                await server.serve_connection(stream)
+            finally:
+                await trio.aclose_forcefully(stream)
+
+        def start(stream: trio.SocketStream) -> None:
+            connections.start_soon(serve, stream)
+
+        for listener in listeners:
+            connections.start_soon(accept_forever, listener, start, server.quiet)
 
 
 async def _run(config: BrokerConfig) -> None:

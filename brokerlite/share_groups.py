@@ -807,7 +807,7 @@ class ShareGroups:
             raise _Refused(ErrorCode.GROUP_ID_NOT_FOUND, f"group {request.group_id} not found")
         if request.member_id not in group.members:
             raise _Refused(ErrorCode.UNKNOWN_MEMBER_ID, f"unknown member {request.member_id}")
-        log.info("share group %s: member %s leaves", group.group_id, request.member_id)
+        log.info("share group %r: member %r leaves", group.group_id, request.member_id)
         self._remove(group, request.member_id, now_ms)
         self._save(group)
         return _hb.ShareGroupHeartbeatResponse(
@@ -845,14 +845,14 @@ class ShareGroups:
             )
         if group_id not in self.groups:
             self.groups[group_id] = group
-            log.info("share group %s: created", group_id)
+            log.info("share group %r: created", group_id)
         if group_id in self._unannounced:
             self._unannounced.discard(group_id)
             self._announce(group, now_ms)
         changed = member_id not in group.members
         if changed:
             group.members[member_id] = member
-            log.info("share group %s: member %s joins", group_id, member_id)
+            log.info("share group %r: member %r joins", group_id, member_id)
         member.client_id, member.client_host = client_id, client_host
         if request.rack_id is not None:
             member.rack_id = request.rack_id
@@ -911,7 +911,7 @@ class ShareGroups:
                 listener.partitions_assigned(group.group_id, set(partitions), now_ms)
             except Exception:
                 log.exception(
-                    "share group %s: a listener failed on a new assignment", group.group_id
+                    "share group %r: a listener failed on a new assignment", group.group_id
                 )
 
     def _remove(self, group: ShareGroup, member_id: str, now_ms: int) -> None:
@@ -922,7 +922,7 @@ class ShareGroups:
             try:
                 listener.member_removed(group.group_id, member_id, now_ms)
             except Exception:
-                log.exception("share group %s: a listener failed on a removal", group.group_id)
+                log.exception("share group %r: a listener failed on a removal", group.group_id)
         self._refresh_metadata(group)
         group.epoch += 1
         self._assign(group, now_ms)
@@ -934,7 +934,7 @@ class ShareGroups:
         for group in list(self.groups.values()):
             late = [m.member_id for m in group.members.values() if m.session_deadline_ms <= now_ms]
             for member_id in late:
-                log.info("share group %s: member %s session expired", group.group_id, member_id)
+                log.info("share group %r: member %r session expired", group.group_id, member_id)
                 self._remove(group, member_id, now_ms)
             if late:
                 self._save(group)
@@ -1041,7 +1041,7 @@ class ShareGroups:
             if not create:
                 return ErrorCode.GROUP_ID_NOT_FOUND, f"share group {group_id} not found"
             group = self.groups[group_id] = ShareGroup(group_id)
-            log.info("share group %s: created (empty) to hold offsets", group_id)
+            log.info("share group %r: created (empty) to hold offsets", group_id)
             self._save(group)
         if group.members:
             return (
@@ -1068,17 +1068,17 @@ class ShareGroups:
             try:
                 self.store.store_group(group_id, None)
             except ShareGroupStoreError as exc:
-                log.error("share group %s: deletion not stored: %s", group_id, exc)
+                log.error("share group %r: deletion not stored: %s", group_id, exc)
                 return ErrorCode.KAFKA_STORAGE_ERROR
         del self.groups[group_id]
         self._saved.pop(group_id, None)
         self._unannounced.discard(group_id)
-        log.info("share group %s: deleted", group_id)
+        log.info("share group %r: deleted", group_id)
         for listener in list(self.listeners):
             try:
                 listener.group_deleted(group_id)
             except Exception:
-                log.exception("share group %s: a listener failed on the deletion", group_id)
+                log.exception("share group %r: a listener failed on the deletion", group_id)
         return ErrorCode.NONE
 
     # -- group configs ----------------------------------------------------------------------------
@@ -1160,7 +1160,7 @@ class ShareGroups:
             self._configs[group_id] = new
         else:
             self._configs.pop(group_id, None)
-        log.info("group %s: configs now %s", group_id, new)
+        log.info("group %r: configs now %s", group_id, new)
 
     def _validate(self, overrides: Mapping[str, str]) -> None:
         unknown = sorted(n for n in overrides if n not in GROUP_CONFIGS)
@@ -1244,7 +1244,7 @@ class ShareGroups:
         try:
             self.store.store_group(group.group_id, data)
         except ShareGroupStoreError as exc:  # the live group goes on
-            log.error("share group %s: state not stored: %s", group.group_id, exc)
+            log.error("share group %r: state not stored: %s", group.group_id, exc)
 
     def close(self) -> None:
         """Close the store (flushing it)."""

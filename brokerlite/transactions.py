@@ -794,7 +794,7 @@ class TransactionCoordinator:
         except _Refused:
             return False
         self._issue_at.pop(tid, None)
-        log.debug("transaction %s: %s complete", tid, done.state.value)
+        log.debug("transaction %r: %s complete", tid, done.state.value)
         return True
 
     def unsynced_markers(self) -> dict[tuple[str, int], list[WrittenMarker]]:
@@ -875,7 +875,7 @@ class TransactionCoordinator:
                     if not later:
                         continue  # its own data, waiting for the markers issued at start
                     log.warning(
-                        "transaction %s: a later transaction of producer %d is open on %s, "
+                        "transaction %r: a later transaction of producer %d is open on %s, "
                         "which the journal lost (power loss); completing this one without "
                         "them",
                         tid,
@@ -898,7 +898,7 @@ class TransactionCoordinator:
                 if not missing:
                     continue  # its own data; it ends or times out as usual
                 log.warning(
-                    "transaction %s: open on %s, which the journal lost (power loss); "
+                    "transaction %r: open on %s, which the journal lost (power loss); "
                     "aborting it and fencing producer %d epoch %d",
                     tid,
                     _names(missing),
@@ -910,7 +910,7 @@ class TransactionCoordinator:
                 )
                 completions.append(self._fence_and_abort(widened, now_ms))
             except _Refused:
-                log.error("transaction %s: cannot record its recovery; retried at next start", tid)
+                log.error("transaction %r: cannot record its recovery; retried at next start", tid)
         return completions, orphans
 
     def tick(self, now_ms: int) -> list[TxnCompletion]:
@@ -932,7 +932,7 @@ class TransactionCoordinator:
                 self._abort_timed_out(tid, now_ms, out)
             elif kind == _MARKERS:
                 record = self._records[tid]
-                log.info("transaction %s: issuing %s markers again", tid, record.state.value)
+                log.info("transaction %r: issuing %s markers again", tid, record.state.value)
                 out.append(self._issue(record, now_ms))
         if now_ms >= self._next_expiration_ms:
             self._expire(now_ms)
@@ -999,14 +999,14 @@ class TransactionCoordinator:
             # Abort the previous instance's transaction with a bumped epoch (so its
             # markers fence it everywhere) and let the client retry for its own epoch.
             completions.append(self._fence_and_abort(record, now_ms))
-            log.info("transaction %s: aborting the ongoing transaction of a fenced instance", tid)
+            log.info("transaction %r: aborting the ongoing transaction of a fenced instance", tid)
             raise _Refused(ErrorCode.CONCURRENT_TRANSACTIONS)
         if is_epoch_exhausted(record.producer_epoch) and (
             expected is None or expected[1] == record.producer_epoch
         ):
             new_pid = self._allocate()
             log.info(
-                "transaction %s: epochs exhausted, producer id %d -> %d",
+                "transaction %r: epochs exhausted, producer id %d -> %d",
                 tid,
                 record.producer_id,
                 new_pid,
@@ -1043,7 +1043,7 @@ class TransactionCoordinator:
             last_update_ms=now_ms,
         )
         self._write(ready)
-        log.info("transaction %s: producer id %d epoch %d", tid, pid, epoch)
+        log.info("transaction %r: producer id %d epoch %d", tid, pid, epoch)
         return pid, epoch
 
     def _allocate(self) -> int:
@@ -1185,7 +1185,7 @@ class TransactionCoordinator:
     def _abort_timed_out(self, tid: str, now_ms: int, out: list[TxnCompletion]) -> None:
         record = self._records[tid]
         log.info(
-            "transaction %s: timed out after %d ms, aborting (producer id %d epoch %d fenced)",
+            "transaction %r: timed out after %d ms, aborting (producer id %d epoch %d fenced)",
             tid,
             record.timeout_ms,
             record.producer_id,
@@ -1306,7 +1306,7 @@ class TransactionCoordinator:
         try:
             self._journal.put(record, sync=sync, markers=markers)
         except TxnJournalError as exc:
-            log.error("transaction %s: journal write failed: %s", record.transactional_id, exc)
+            log.error("transaction %r: journal write failed: %s", record.transactional_id, exc)
             raise _Refused(ErrorCode.COORDINATOR_NOT_AVAILABLE) from exc
         self._records[record.transactional_id] = record
 
@@ -1318,11 +1318,11 @@ class TransactionCoordinator:
                 try:
                     self._journal.delete(tid)
                 except TxnJournalError as exc:
-                    log.warning("transaction %s: expiry not written: %s", tid, exc)
+                    log.warning("transaction %r: expiry not written: %s", tid, exc)
                     return
                 del self._records[tid]
                 self._issue_at.pop(tid, None)
-                log.info("transactional id %s expired", tid)
+                log.info("transactional id %r expired", tid)
 
     @staticmethod
     def _fenced_code(code: ErrorCode, api_key: int, version: int) -> ErrorCode:

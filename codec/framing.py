@@ -59,6 +59,13 @@ class FrameReader:
         """The announced size of the frame being collected, once its prefix is in."""
         return None if self._need < 0 else self._need
 
+    def peek(self, n: int) -> bytes | None:
+        """The first ``n`` bytes of the frame being collected (its request header's
+        API key, say), once its size prefix and those bytes are in; else None."""
+        if self._need < 0 or n > self._need or len(self._buf) - self._pos < n:
+            return None
+        return bytes(self._buf[self._pos : self._pos + n])
+
     def feed(self, data: bytes | bytearray | memoryview) -> None:
         """Append received bytes. Raises the reader's error if it is broken."""
         if self._broken is not None:

@@ -13,6 +13,11 @@
 * Frames are read with the codec's :class:`~trafka.codec.framing.FrameReader`
   and its ``max_frame_size``: no buffer is sized from a length that has not
   arrived.
+* What clients can repeat at will (bad requests, failed TLS handshakes, an
+  unreachable upstream, unroutable batches) and failing accepts are logged
+  through brokerlite's :class:`~trafka.brokerlite.lograte.RateLimitedLog`: a line
+  a minute each, with a count of the rest. Host names from upstream answers are
+  logged escaped (``%r``).
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from typing import Any
 
 import trio
 
+from trafka.brokerlite.lograte import RateLimitedLog, accept_forever
 from trafka.codec import protocol
 from trafka.codec.errors import DecodeError, TrafkaError
 from trafka.codec.framing import FrameReader
@@ -198,6 +204,8 @@ class _Proxy:
         self.addresses = Addresses(self.listen_for)
         self.client_tls = config.client_ssl_context()
         self.upstream_tls = config.upstream_ssl_context()
+        # What clients (and failing accepts) can repeat at will: a line a minute each.
+        self.quiet = RateLimitedLog(log, clock=trio.current_time)
 
     # Called from rewriting (synchronous): opens the node's listener at once.
     def listen_for(self, node_id: int, host: str, port: int) -> tuple[str, int]:
@@ -219,22 +227,17 @@ class _Proxy:
         bound = sock.getsockname()[1]
         self.nodes[node_id] = ((host, port), bound)
         self.stats.nodes[node_id] = (self.advertised, bound)
-        log.info("broker %d (%s:%d) is served on port %d", node_id, host, port, bound)
+        log.info("broker %d (%r port %d) is served on port %d", node_id, host, port, bound)
         self.nursery.start_soon(self._serve, listener, node_id)
         return self.advertised, bound
 
     async def _serve(self, listener: trio.SocketListener, node_id: int | None) -> None:
-        async with listener:
-            while True:
-                try:
-                    stream = await listener.accept()
-                except OSError as exc:
-                    # Out of file descriptors and the like: the connections already
-                    # open go on; accepting resumes shortly.
-                    log.warning("cannot accept a connection: %s", exc)
-                    await trio.sleep(0.1)
-                    continue
-                self.nursery.start_soon(self._connection, stream, node_id)
+        # Out of file descriptors and the like: the connections already open go
+        # on; accepting resumes shortly.
+        def start(stream: trio.SocketStream) -> None:
+            self.nursery.start_soon(self._connection, stream, node_id)
+
+        await accept_forever(listener, start, self.quiet)
 
     def _node_of(self, upstream: tuple[str, int]) -> int:
         for node_id, (address, _) in self.nodes.items():
@@ -273,14 +276,19 @@ class _Proxy:
                     with trio.fail_after(self.config.connect_timeout):
                         await tls.do_handshake()
                 except (trio.BrokenResourceError, trio.TooSlowError) as exc:
-                    log.info("a client's TLS handshake failed: %s", exc.__cause__ or exc)
+                    self.quiet.log(
+                        logging.INFO,
+                        "tls",
+                        "a client's TLS handshake failed: %s",
+                        exc.__cause__ or exc,
+                    )
                     await raw.aclose()
                     return
                 client = tls
             try:
                 upstream, address = await self._open_upstream(node_id)
             except OSError as exc:
-                log.warning("closing a client connection: %s", exc)
+                self.quiet.warning("upstream", "closing a client connection: %s", exc)
                 await client.aclose()
                 return
             pending: dict[int, Pending] = {}
@@ -313,7 +321,9 @@ class _Proxy:
                     await upstream.send_all(out)
         except (DecodeError, TrafkaError) as exc:
             self.stats.refused_frames += 1
-            log.warning("closing a client connection after a bad request: %s", exc)
+            self.quiet.warning(
+                "request", "closing a client connection after a bad request: %s", exc
+            )
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             pass
         pumps.cancel_scope.cancel()
@@ -342,7 +352,7 @@ class _Proxy:
             except DecodeError as exc:
                 # The broker judges the batch (CORRUPT_MESSAGE...) and the client
                 # hears it in the usual way; the proxy only declines to route it.
-                log.info("forwarding a Produce unrouted: %s", exc)
+                self.quiet.log(logging.INFO, "unrouted", "forwarding a Produce unrouted: %s", exc)
                 self.stats.routing.batches_untouched_malformed += 1
             else:
                 if routed is not None:
@@ -374,7 +384,9 @@ class _Proxy:
                             rewrite_response(waiting, frame, self.addresses, self.topics)
                         )
         except (DecodeError, TrafkaError) as exc:
-            log.warning("closing a connection after a bad answer from upstream: %s", exc)
+            self.quiet.warning(
+                "answer", "closing a connection after a bad answer from upstream: %s", exc
+            )
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             pass
         pumps.cancel_scope.cancel()

@@ -18,6 +18,11 @@ Rules:
   and a refusal (LOG_DIR_NOT_FOUND, UNKNOWN_TOPIC_OR_PARTITION,
   CLUSTER_AUTHORIZATION_FAILED...) exits 1 naming it. ``replica TOPIC
   PARTITION BROKER`` then shows where the replica is, and any copy under way.
+* ``reopen TOPIC PARTITION BROKER`` brings a replica that went offline after a
+  failed write back online, without restarting the broker: it "moves" the
+  replica to the directory it is in, which brokerlite answers by checking that
+  the directory takes a write again and opening the log afresh, as a restart
+  would. KAFKA_STORAGE_ERROR (still offline) exits 1 naming it.
 """
 
 from __future__ import annotations
@@ -120,6 +125,33 @@ def log_dirs_move(
     if error is not None:
         raise click.ClickException(f"{_name(error)}: {error}")
     click.echo(f"moving {topic}-{partition} on broker {broker} to {log_dir}", err=True)
+
+
+@log_dirs_command.command("reopen")
+@click.argument("topic")
+@click.argument("partition", type=click.IntRange(min=0))
+@click.argument("broker", type=click.IntRange(min=0))
+@_admin_options
+def log_dirs_reopen(cfg: dict[str, Any], topic: str, partition: int, broker: int) -> None:
+    """Bring BROKER's replica of TOPIC's PARTITION back online after a storage
+    failure took it offline (brokerlite checks the directory, then reopens it)."""
+    from trafka.sdk import TopicPartitionReplica
+
+    replica = TopicPartitionReplica(topic, partition, broker)
+
+    async def run(admin: Any) -> tuple[str | None, KafkaError | None]:
+        where = (await admin.describe_replica_log_dirs([replica]))[replica].current_log_dir
+        if where is None:
+            return None, None
+        result = await admin.alter_replica_log_dirs({replica: where})
+        return where, result.get(replica)
+
+    where, error = _run(_with_admin, cfg, run)
+    if where is None:
+        raise click.ClickException(f"broker {broker} holds no replica of {topic}-{partition}")
+    if error is not None:
+        raise click.ClickException(f"{_name(error)}: {error}")
+    click.echo(f"{topic}-{partition} on broker {broker} is online in {where}", err=True)
 
 
 @log_dirs_command.command("replica")

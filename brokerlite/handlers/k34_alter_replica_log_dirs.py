@@ -12,7 +12,14 @@ already there. Each partition is checked in the order of Kafka's
 2. LOG_DIR_NOT_FOUND for any path other than that exact string (Kafka
    compares it with its configured directories as given, without normalising);
 3. UNKNOWN_TOPIC_OR_PARTITION when the partition does not exist;
-4. otherwise NONE.
+4. otherwise NONE, except for a partition that went offline (a write that
+   could not be undone, see :mod:`trafka.brokerlite.log`): "moving" it to its
+   own directory is how an operator brings it back without a restart
+   (``trafka log-dirs reopen``). The broker checks that the directory takes a
+   write again and opens the log afresh, recovery validating it as at a
+   restart (:meth:`~trafka.brokerlite.broker.Broker.reopen_partition`): NONE
+   when it is back online, KAFKA_STORAGE_ERROR (what Kafka answers for a replica
+   on an offline log directory) when it stays offline.
 
 A partition named under several paths is answered once, for the last path
 (Kafka collects the request into a map). Results are grouped by topic.
@@ -23,13 +30,18 @@ CLUSTER_AUTHORIZATION_FAILED.
 
 from __future__ import annotations
 
+import logging
+
 from trafka.brokerlite.authorizer import CLUSTER_NAME
+from trafka.brokerlite.errors import LogStorageError
 from trafka.codec.acl import AclOperation, AclResourceType
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k34_alter_replica_log_dirs as m
 
 from ._base import HandlerSpec, RequestContext
 from ._util import log_dir_path
+
+log = logging.getLogger("trafka.brokerlite")
 
 API_KEY = 34
 MIN_VERSION = 1
@@ -56,6 +68,12 @@ def _code(ctx: RequestContext, topic: str, partition: int, path: str, here: str)
     info = ctx.broker.logs.topic(topic)
     if info is None or not 0 <= partition < info.num_partitions:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    try:
+        if ctx.broker.reopen_partition(topic, partition, ctx.now_ms):
+            log.warning("%s-%d reopened, as %r asked", topic, partition, ctx.principal)
+    except LogStorageError as exc:
+        log.error("%s-%d stays offline: %s", topic, partition, exc)
+        return ErrorCode.KAFKA_STORAGE_ERROR
     return ErrorCode.NONE
 
 

@@ -65,7 +65,7 @@ def handle(ctx: RequestContext, request: m.AlterClientQuotasRequest) -> Response
             done.add(entity)
             if not request.validate_only:
                 log.info(
-                    "client quotas of %s altered by %s: %s",
+                    "client quotas of %s altered by %r: %s",
                     _entity_text(entity),
                     ctx.principal,
                     ", ".join(f"{k}={'(removed)' if v is None else v}" for k, v in ops),
@@ -82,7 +82,7 @@ def handle(ctx: RequestContext, request: m.AlterClientQuotasRequest) -> Response
 
 
 def _entity_text(entity: Entity) -> str:
-    return ", ".join(f"{t}={'<default>' if n is None else n}" for t, n in entity)
+    return ", ".join(f"{t}={'<default>' if n is None else repr(n)}" for t, n in entity)
 
 
 def _echo(entry: m.AlterClientQuotasRequest.EntryData) -> list[Response.EntityData]:

@@ -91,7 +91,7 @@ def handle(ctx: RequestContext, request: m.UpdateFeaturesRequest) -> Response:
             log.error("cannot store feature levels: %s", exc)
             return _failed(ErrorCode.UNKNOWN_SERVER_ERROR, "the feature journal cannot be written")
         log.info(
-            "feature levels updated by %s: %s (finalized epoch %d)",
+            "feature levels updated by %r: %s (finalized epoch %d)",
             ctx.principal,
             ", ".join(f"{n}={level}" for n, level in planned.items()),
             epoch,

@@ -71,10 +71,10 @@ def produce_request(
     )
 
 
-def produce_body(topic: str, values: list[bytes]) -> produce.ProduceRequest:
+def produce_body(topic: str, values: list[bytes], *, acks: int = -1) -> produce.ProduceRequest:
     """A Produce request (acks=all) of one plain batch of ``values`` for partition 0."""
     records = encode_batch([(1_700_000_000_000 + i, None, v, ()) for i, v in enumerate(values)])
-    return produce_request(topic, records)
+    return produce_request(topic, records, acks=acks)
 
 
 def send(

@@ -89,6 +89,20 @@ def test_pending_frame_size() -> None:
     assert reader.pending_frame_size is None
 
 
+def test_peek_shows_the_head_of_the_frame_being_collected() -> None:
+    reader = FrameReader()
+    reader.feed(b"\x00\x00\x00\x05\x00")
+    assert reader.next_frame() is None
+    assert reader.peek(2) is None  # one byte of the frame is in
+    reader.feed(b"\x12\x00")
+    assert reader.next_frame() is None
+    assert reader.peek(2) == b"\x00\x12"
+    assert reader.peek(6) is None  # beyond the frame
+    reader.feed(b"\x03\x00")
+    assert reader.next_frame() == b"\x00\x12\x00\x03\x00"
+    assert reader.peek(1) is None  # no frame under way
+
+
 def test_too_large_is_raised_as_soon_as_the_prefix_is_in() -> None:
     reader = FrameReader(max_frame_size=10)
     reader.feed(framed(b"x" * 10))
