@@ -214,6 +214,13 @@ class ReplicatedOffsetStore(OffsetStore):
         )
         return ErrorCode.NONE
 
+    def delete_group(self, group: str) -> None:
+        """As the base store's, with the group's pending transactional offsets too."""
+        if group in self._pending:
+            self._write({"kind": "delete_group", "group": group})
+        else:
+            super().delete_group(group)
+
     def settle_transaction(
         self, partition: int, producer_id: int, producer_epoch: int, commit: bool
     ) -> dict[str, dict[tuple[str, int], CommittedOffset]]:

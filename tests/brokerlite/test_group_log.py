@@ -1,0 +1,118 @@
+"""Group state in ``__consumer_offsets`` (cluster mode, group_log), without sockets:
+commits replayed by a new leader, and TxnOffsetCommit's pending offsets settled by
+their transaction's marker."""
+
+from __future__ import annotations
+
+import pytest
+
+from trafka.brokerlite.controller import coordinator_partition
+from trafka.brokerlite.errors import OffsetStoreError
+from trafka.brokerlite.group_log import ReplicatedOffsetStore
+from trafka.brokerlite.offsets import CommittedOffset
+from trafka.codec.errors import ErrorCode
+
+PARTITIONS = 3
+
+
+class Logs:
+    def __init__(self) -> None:
+        self.batches: dict[int, list[bytes]] = {p: [] for p in range(PARTITIONS)}
+
+    def store(self) -> ReplicatedOffsetStore:
+        return ReplicatedOffsetStore(
+            partition_for=lambda g: coordinator_partition(g, PARTITIONS),
+            append=lambda p, b: self.batches[p].append(b),
+            read=lambda p: list(self.batches[p]),
+            now_ms=lambda: 5,
+        )
+
+
+GROUP = "g-0"
+P = coordinator_partition(GROUP, PARTITIONS)
+
+
+def offset(n: int) -> CommittedOffset:
+    return CommittedOffset(n, -1, "", 5)
+
+
+def loaded(logs: Logs) -> ReplicatedOffsetStore:
+    store = logs.store()
+    store.load_partition(P)
+    return store
+
+
+def test_commits_are_replayed_by_the_next_leader() -> None:
+    logs = Logs()
+    store = loaded(logs)
+    store.commit_offsets(GROUP, {("t", 0): offset(3), ("t", 1): offset(4)})
+    store.commit_offsets(GROUP, {("t", 0): offset(7)})
+    again = logs.store()
+    assert again.load_partition(P) == {GROUP}
+    assert again.group_offsets(GROUP) == {("t", 0): offset(7), ("t", 1): offset(4)}
+
+
+def test_a_commit_marker_applies_the_offsets_staged_at_its_epoch() -> None:
+    logs = Logs()
+    store = loaded(logs)
+    assert store.stage_transactional(GROUP, 9, 2, {("t", 0): offset(10)}) is ErrorCode.NONE
+    assert store.pending_partitions(GROUP) == {("t", 0)}
+    assert store.group_offsets(GROUP) == {}
+    # The leader changes before the marker: its successor holds them pending too.
+    successor = logs.store()
+    successor.load_partition(P)
+    assert successor.pending_partitions(GROUP) == {("t", 0)}
+    assert successor.settle_transaction(P, 9, 2, commit=True) == {GROUP: {("t", 0): offset(10)}}
+    assert successor.group_offsets(GROUP) == {("t", 0): offset(10)}
+    assert successor.pending_partitions(GROUP) == set()
+    # Settling is one batch: replayed, the offsets are committed and nothing pending.
+    third = logs.store()
+    third.load_partition(P)
+    assert third.group_offsets(GROUP) == {("t", 0): offset(10)}
+    assert third.pending_partitions(GROUP) == set()
+    # A marker arriving twice changes nothing.
+    assert third.settle_transaction(P, 9, 2, commit=True) == {}
+
+
+def test_an_abort_marker_drops_them_and_other_producers_are_untouched() -> None:
+    store = loaded(Logs())
+    store.stage_transactional(GROUP, 9, 2, {("t", 0): offset(10)})
+    store.stage_transactional(GROUP, 11, 0, {("t", 1): offset(20)})
+    assert store.settle_transaction(P, 9, 3, commit=False) == {}
+    assert store.pending_partitions(GROUP) == {("t", 1)}
+    assert store.group_offsets(GROUP) == {}
+
+
+def test_a_fenced_instances_offsets_are_dropped_not_committed() -> None:
+    store = loaded(Logs())
+    store.stage_transactional(GROUP, 9, 1, {("t", 0): offset(10)})  # an old instance
+    store.stage_transactional(GROUP, 9, 2, {("t", 1): offset(20)})
+    assert store.settle_transaction(P, 9, 2, commit=True) == {GROUP: {("t", 1): offset(20)}}
+    assert store.group_offsets(GROUP) == {("t", 1): offset(20)}
+    assert store.pending_partitions(GROUP) == set()
+
+
+def test_an_older_epoch_than_the_pending_one_is_refused() -> None:
+    store = loaded(Logs())
+    store.stage_transactional(GROUP, 9, 3, {("t", 0): offset(10)})
+    assert store.stage_transactional(GROUP, 9, 2, {("t", 1): offset(1)}) is (
+        ErrorCode.INVALID_PRODUCER_EPOCH
+    )
+    assert store.pending_partitions(GROUP) == {("t", 0)}
+
+
+def test_deleting_a_group_drops_its_pending_offsets_for_good() -> None:
+    logs = Logs()
+    store = loaded(logs)
+    store.stage_transactional(GROUP, 9, 0, {("t", 0): offset(10)})
+    store.delete_group(GROUP)
+    assert store.pending_partitions(GROUP) == set()
+    again = logs.store()
+    again.load_partition(P)
+    assert again.pending_partitions(GROUP) == set()
+
+
+def test_a_group_of_a_partition_not_led_here_cannot_be_written() -> None:
+    store = Logs().store()
+    with pytest.raises(OffsetStoreError, match="does not hold"):
+        store.stage_transactional(GROUP, 9, 0, {("t", 0): offset(1)})
