@@ -279,6 +279,10 @@ class ClusterTransactions:
                 return refused
             settled: dict[str, dict[tuple[str, int], CommittedOffset]] = {}
             if topic == OFFSETS_TOPIC:
+                if partition not in self._group_store().loaded_partitions():
+                    # Its groups (and their pending offsets) could not be loaded:
+                    # settling nothing would lose them; the coordinator retries.
+                    return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
                 # The group's pending offsets first: should this fail, no marker
                 # says the transaction is settled here, and the coordinator retries.
                 settled = self._group_store().settle_transaction(

@@ -66,6 +66,7 @@ class Role(enum.Enum):
 @dataclasses.dataclass(slots=True)
 class _Follower:
     log_end_offset: int = -1
+    log_start_offset: int = -1
     last_caught_up_ms: int = 0
     last_fetch_ms: int = 0
     last_fetch_leader_leo: int = -1
@@ -403,9 +404,11 @@ class ReplicaManager:
         now_ms: int,
         *,
         current_leader_epoch: int = -1,
+        log_start_offset: int = -1,
     ) -> PartitionLog:
         """A follower fetched at ``fetch_offset``: its progress counts for the ISR and
-        the high watermark.
+        the high watermark; its ``log_start_offset`` (Fetch v5+) for the low
+        watermark.
 
         Returns:
             The partition's log (read it up to its log end offset).
@@ -435,6 +438,9 @@ class ReplicaManager:
             follower.last_caught_up_ms = max(follower.last_caught_up_ms, follower.last_fetch_ms)
         follower.log_end_offset = fetch_offset
         follower.last_fetch_ms = now_ms
+        if log_start_offset > follower.log_start_offset:
+            follower.log_start_offset = log_start_offset
+            self._on_hw(topic, partition)  # DeleteRecords waits on it too
         follower.last_fetch_leader_leo = leo
         if (
             replica_id not in replica.isr
@@ -461,6 +467,20 @@ class ReplicaManager:
         if hw > plog.high_watermark:
             plog.set_high_watermark(hw)
             self._on_hw(replica.topic, replica.partition)
+
+    def low_watermark(self, topic: str, partition: int) -> int | None:
+        """The lowest log start offset of the partition's in-sync replicas, as their
+        fetches report it (Kafka's low watermark, which DeleteRecords answers
+        with); None when this broker does not lead the partition."""
+        replica = self._replicas.get((topic, partition))
+        if replica is None or replica.role is not Role.LEADER:
+            return None
+        low = self._logs.partition(topic, partition).log_start_offset
+        for r in replica.isr:
+            follower = replica.followers.get(r)
+            if r != self.node_id and follower is not None:
+                low = min(low, follower.log_start_offset)
+        return low
 
     def appended(self, topic: str, partition: int) -> None:
         """The leader appended records (the HW moves at once when it leads alone)."""

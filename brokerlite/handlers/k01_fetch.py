@@ -370,6 +370,7 @@ def read_partitions(
                     want.fetch_offset,
                     now_ms,
                     current_leader_epoch=want.current_leader_epoch,
+                    log_start_offset=want.fetcher_log_start_offset,
                 )
             else:
                 log = leader_log(broker, name, want.partition, want.current_leader_epoch)

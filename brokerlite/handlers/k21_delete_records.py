@@ -8,10 +8,13 @@ longer readable even where they share a segment with newer ones. The
 partition's aborted-transaction index forgets entries below it; its producers'
 sequence state is kept (as Kafka does), so their retries are still recognised.
 
-Cluster mode: only the partition's leader answers (else NOT_LEADER_OR_FOLLOWER);
-the followers move their log start offsets when their next fetch tells them
-the leader's. The answer's low watermark is the leader's (Kafka waits for every
-replica's).
+Cluster mode: only the partition's leader answers (else NOT_LEADER_OR_FOLLOWER).
+The followers move their log start offsets when their next fetch tells them
+the leader's, and report theirs in the fetch after. As in Kafka, the answer
+waits until every in-sync replica's log start offset has reached ``offset``
+and carries the lowest (the low watermark); a partition not there within the
+request's ``timeout_ms`` gets REQUEST_TIMED_OUT, one whose leadership moved
+meanwhile NOT_LEADER_OR_FOLLOWER.
 
 Authorization: each topic needs DELETE, else its partitions get
 TOPIC_AUTHORIZATION_FAILED (before existence is looked at) and nothing of it
@@ -25,7 +28,7 @@ from trafka.codec.acl import AclOperation, AclResourceType
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k21_delete_records as m
 
-from ._base import HandlerSpec, RequestContext
+from ._base import HandlerSpec, Parked, RequestContext
 from ._util import code_of, denied, leader_log
 
 API_KEY = 21
@@ -38,7 +41,82 @@ Topic = m.DeleteRecordsResponse.DeleteRecordsTopicResult
 Partition = m.DeleteRecordsResponse.DeleteRecordsPartitionResult
 
 
-def handle(ctx: RequestContext, request: m.DeleteRecordsRequest) -> m.DeleteRecordsResponse:
+def handle(
+    ctx: RequestContext, request: m.DeleteRecordsRequest
+) -> m.DeleteRecordsResponse | Parked:
+    required: dict[tuple[str, int], int] = {}
+    response = _delete(ctx, request, required)
+    if ctx.broker.cluster is None or not required:
+        return response
+    waiter = _ReplicasMoved(ctx, response, required, ctx.now_ms + max(request.timeout_ms, 0))
+    if waiter.settled():
+        return waiter.complete(ctx.now_ms)
+    return ctx.park(waiter)
+
+
+class _ReplicasMoved:
+    """A DeleteRecords answer waiting for the in-sync replicas' log start offsets."""
+
+    def __init__(
+        self,
+        ctx: RequestContext,
+        answer: m.DeleteRecordsResponse,
+        required: dict[tuple[str, int], int],
+        deadline_ms: int,
+    ) -> None:
+        self._broker = ctx.broker
+        self._answer = answer
+        self._required = required
+        self.deadline_ms = deadline_ms
+        self.watches = frozenset(required)
+
+    def _lows(self) -> dict[tuple[str, int], int | None]:
+        cluster = self._broker.cluster
+        assert cluster is not None
+        return {tp: cluster.replicas.low_watermark(*tp) for tp in self._required}
+
+    def settled(self) -> bool:
+        lows = self._lows()
+        return all(low is None or low >= self._required[tp] for tp, low in lows.items())
+
+    def on_append(self, topic: str, partition: int, nbytes: int) -> bool:
+        return self.settled()
+
+    def complete(self, now_ms: int) -> m.DeleteRecordsResponse:
+        lows = self._lows()
+        topics = []
+        for topic in self._answer.topics:
+            parts = []
+            for part in topic.partitions:
+                tp = (topic.name, part.partition_index)
+                if tp in self._required:
+                    low = lows[tp]
+                    if low is None:
+                        part = Partition(
+                            partition_index=part.partition_index,
+                            low_watermark=-1,
+                            error_code=ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                        )
+                    elif low < self._required[tp]:
+                        part = Partition(
+                            partition_index=part.partition_index,
+                            low_watermark=-1,
+                            error_code=ErrorCode.REQUEST_TIMED_OUT,
+                        )
+                    else:
+                        part = Partition(
+                            partition_index=part.partition_index,
+                            low_watermark=low,
+                            error_code=ErrorCode.NONE,
+                        )
+                parts.append(part)
+            topics.append(Topic(name=topic.name, partitions=parts))
+        return m.DeleteRecordsResponse(topics=topics)
+
+
+def _delete(
+    ctx: RequestContext, request: m.DeleteRecordsRequest, required: dict[tuple[str, int], int]
+) -> m.DeleteRecordsResponse:
     refused = denied(
         ctx, AclOperation.DELETE, AclResourceType.TOPIC, (t.name for t in request.topics)
     )
@@ -78,6 +156,7 @@ def handle(ctx: RequestContext, request: m.DeleteRecordsRequest) -> m.DeleteReco
                     )
                 )
                 continue
+            required[(topic.name, want.partition_index)] = low
             partitions.append(
                 Partition(
                     partition_index=want.partition_index,
