@@ -1,7 +1,7 @@
 """``trafka broker``: run brokerlite from the command line.
 
 With no options it serves on 127.0.0.1:9092 with its data in ``./trafka-data``,
-announced on zeroconf (``--no-announce`` to stay quiet).
+private to this machine's network unless ``--announce`` puts it on zeroconf.
 Settings come from, lowest priority first: the defaults, ``--config FILE``
 (Kafka ``server.properties`` names) and the options given. It logs one line
 when ready, naming the address (and the security protocol, unless PLAINTEXT),
@@ -58,9 +58,9 @@ def build_config(config_file: Path | None, options: dict[str, Any]) -> BrokerCon
     Raises:
         ConfigError: an unknown key in the file or an invalid value.
     """
-    # The command announces itself on zeroconf unless told not to (the library's
-    # default is off, so that embedded and test brokers stay quiet).
-    base = BrokerConfig(announce=True)
+    # A development broker stays private unless asked (--announce, or
+    # announce=true in the file): off here as in the library.
+    base = BrokerConfig()
     config = BrokerConfig.from_properties(config_file, base) if config_file else base
     overrides: dict[str, Any] = {}
     if options.get("listen") is not None:
@@ -207,7 +207,7 @@ def _configure_logging(verbose: bool, *quiet: str) -> None:
 @click.option(
     "--announce/--no-announce",
     default=None,
-    help="Announce the listener on the local network (zeroconf, _kafka._tcp) [on].",
+    help="Announce the listener on the local network (zeroconf, _kafka._tcp) [off].",
 )
 @click.option(
     "--zookeeper",

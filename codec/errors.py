@@ -101,8 +101,10 @@ class KafkaError(TrafkaError):
     def __init__(self, code: ErrorCode | int, message: str | None = None):
         self.code = ErrorCode.of(int(code))
         self.raw_code = int(code)
-        text = message or self.code.message or self.code.name
-        super().__init__(f"[{self.code.name} ({self.raw_code})] {text}")
+        text = message or self.code.message
+        head = f"[{self.code.name} ({self.raw_code})]"
+        # The name is said once: a message that only repeats it adds nothing.
+        super().__init__(head if not text or text == self.code.name else f"{head} {text}")
 
     @property
     def retriable(self) -> bool:

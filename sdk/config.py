@@ -127,10 +127,20 @@ def _servers(name: str, value: Any) -> tuple[str, ...]:
     return servers
 
 
+DEFAULT_PORT = 9092  # what Kafka's clients assume when a server names no port
+
+
 def _split_host_port(name: str, server: str) -> tuple[str, int]:
+    """``host:port``, ``[v6]:port``, or a host alone (``localhost``, ``[::1]``) on
+    port 9092, as librdkafka and kafka-python read ``bootstrap.servers``."""
+    bracketed = server.startswith("[") and server.endswith("]")
+    if bracketed or ":" not in server:
+        host = server.strip("[]")
+        if host and not any(c.isspace() for c in host):
+            return host, DEFAULT_PORT
     host, sep, port = server.rpartition(":")
     if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise ConfigError(f"{name}: {server!r} is not host:port")
+        raise ConfigError(f"{name}: {server!r} is not host:port (or a host alone, port 9092)")
     return host.strip("[]"), int(port)
 
 

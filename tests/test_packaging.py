@@ -119,6 +119,7 @@ def test_wheel_contains_the_generated_modules(tmp_path: Path) -> None:
     names = set(zipfile.ZipFile(wheel).namelist())
     assert "trafka/codec/messages/k00_produce.py" in names
     assert "trafka/codec/py.typed" in names
+    assert "trafka/sdk/py.typed" in names  # services type-check against the SDK
     for name in PACKAGES:
         assert f"{name.replace('.', '/')}/__init__.py" in names, name
     assert not any(n.startswith(("tests/", "codec/")) for n in names)

@@ -296,8 +296,7 @@ def _run(
     except KafkaError as exc:
         if explain is not None:
             raise explain(exc) from None
-        name = exc.code.name if isinstance(exc.code, ErrorCode) else str(exc.code)
-        raise click.ClickException(f"{name}: {exc}") from None
+        raise click.ClickException(str(exc)) from None  # it names the error
     except TrafkaError as exc:
         raise click.ClickException(str(exc)) from None
 
@@ -1404,6 +1403,26 @@ def groups_describe(cfg: dict[str, Any], group_ids: tuple[str, ...], as_json: bo
         return [await _describe_group(admin, g) for g in group_ids]
 
     described = _run(_with_admin, cfg, run)
+    # As kafka-consumer-groups.sh: a group the coordinator knows nothing of (Dead,
+    # no members, no offsets) does not exist; the command then fails.
+    missing = [
+        g["group"]
+        for g in described
+        if g.get("type") != "share"
+        and g["state"] == "Dead"
+        and not g["members"]
+        and not g["partitions"]
+    ]
+    _print_groups(described, as_json)
+    if missing:
+        raise click.ClickException(
+            f"group {', '.join(repr(m) for m in missing)} does not exist"
+            if len(missing) == 1
+            else f"groups {', '.join(repr(m) for m in missing)} do not exist"
+        )
+
+
+def _print_groups(described: list[dict[str, Any]], as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps(described))
         return

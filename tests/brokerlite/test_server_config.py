@@ -152,13 +152,13 @@ def test_cli_options_override_the_file(tmp_path: Path) -> None:
     config = build_config(path, {"num_partitions": 2, "listen": "127.0.0.1:1234"})
     assert (config.num_partitions, config.log_retention_ms, config.port) == (2, 1000, 1234)
     assert build_config(path, {"max_partitions": 8}).partition_limit() == 8
-    # The command announces itself on zeroconf by default; the library does not.
-    assert build_config(None, {}) == BrokerConfig(announce=True)
-    assert build_config(None, {"announce": False}) == BrokerConfig()
+    # Neither the command nor the library announces itself unless asked.
+    assert build_config(None, {}) == BrokerConfig()
     assert BrokerConfig().announce is False
-    path.write_text("announce=false\n")
-    assert build_config(path, {}).announce is False
-    assert build_config(path, {"announce": True}).announce is True
+    assert build_config(None, {"announce": True}) == BrokerConfig(announce=True)
+    path.write_text("announce=true\n")
+    assert build_config(path, {}).announce is True
+    assert build_config(path, {"announce": False}).announce is False
 
 
 def test_cli_help_and_bad_config(tmp_path: Path) -> None:

@@ -321,8 +321,8 @@ def test_the_broker_command_announces_unless_told_not_to(tmp_path: Path) -> None
         props.write_text(f"cluster.id={cluster}\n")
         args = ["broker", "--listen", "127.0.0.1:0", "--config", str(props)]
         args += ["--data-dir", str(tmp_path / f"data-{announce}")]
-        if not announce:
-            args.append("--no-announce")
+        if announce:
+            args.append("--announce")
         proc = subprocess.Popen(
             [sys.executable, "-m", "trafka.tools.cli", *args],
             stdout=subprocess.PIPE,

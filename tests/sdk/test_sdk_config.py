@@ -78,7 +78,8 @@ def test_same_key_twice_in_one_source() -> None:
         ("linger.ms", True, "integer"),
         ("linger.ms", "5ms", "integer"),
         ("compression.type", "brotli", "compression.type"),
-        ("bootstrap.servers", "nohostport", "host:port"),
+        ("bootstrap.servers", "host:", "host:port"),
+        ("bootstrap.servers", "has space", "host:port"),
         ("bootstrap.servers", "h:99999", "host:port"),
         ("partitioner", "nope", "partitioner"),
         ("value.serializer", 3, "value.serializer"),
@@ -125,3 +126,17 @@ def test_to_dict_round_trip() -> None:
     d = cfg.to_dict()
     assert d["group.id"] == "g" and d["fetch.max.wait.ms"] == 10
     assert ConsumerConfig.from_dict(d) == cfg
+
+
+@pytest.mark.parametrize(
+    ("server", "address"),
+    [
+        ("localhost", ("localhost", 9092)),
+        ("[::1]", ("::1", 9092)),
+        ("[::1]:9093", ("::1", 9093)),
+        ("kafka.example:19092", ("kafka.example", 19092)),
+    ],
+)
+def test_a_server_without_a_port_is_on_9092(server: str, address: tuple[str, int]) -> None:
+    config = ProducerConfig.from_dict({"bootstrap.servers": server})
+    assert config.bootstrap_addresses == [address]

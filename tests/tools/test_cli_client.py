@@ -226,6 +226,12 @@ def test_group_consume_commits_and_lag(broker: RunningBroker) -> None:
     } in listed
 
 
+def test_describing_a_group_that_does_not_exist_fails(broker: RunningBroker) -> None:
+    res = run(broker, "groups", "describe", fresh("nosuch"), ok=False)
+    assert res.exit_code == 1
+    assert "does not exist" in res.output
+
+
 def test_reset_offsets_dry_run_execute_and_active_group(broker: RunningBroker) -> None:
     topic = fresh("reset")
     group = fresh("g")
@@ -328,6 +334,7 @@ def test_topics_lifecycle(broker: RunningBroker) -> None:
     assert topic not in json.loads(run(broker, "topics", "list", "--json").stdout)
     gone = run(broker, "topics", "delete", topic, ok=False)
     assert gone.exit_code == 1 and "UNKNOWN_TOPIC_OR_PARTITION" in gone.output
+    assert gone.output.count("UNKNOWN_TOPIC_OR_PARTITION") == 1, gone.output  # said once
     run(broker, "topics", "delete", topic, "--if-exists")
     missing = run(broker, "topics", "describe", topic, ok=False)
     assert missing.exit_code == 1

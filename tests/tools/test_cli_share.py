@@ -307,5 +307,7 @@ def test_share_consume_errors(broker: RunningBroker) -> None:
 def test_describe_keeps_the_output_of_groups_that_are_not_share_groups(
     broker: RunningBroker,
 ) -> None:
-    (desc,) = json.loads(run(broker, "groups", "describe", fresh("none"), "--json").stdout)
+    res = run(broker, "groups", "describe", fresh("none"), "--json", ok=False)
+    (desc,) = json.loads(res.stdout)
     assert "type" not in desc and desc["state"] == "Dead" and desc["partitions"] == []
+    assert res.exit_code == 1 and "does not exist" in res.stderr
