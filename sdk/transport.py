@@ -1031,7 +1031,8 @@ class Cluster:
             last = self._last_error.get(node_id)
             if isinstance(last, AuthenticationError):
                 raise last.again()
-            raise KafkaConnectionError(f"cannot connect to node {node_id}") from last
+            why = "" if last is None else f": {last}"
+            raise KafkaConnectionError(f"cannot connect to node {node_id}{why}") from last
         return await self._connect(node_id)
 
     async def coordinator_connection(

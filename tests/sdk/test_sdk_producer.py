@@ -196,9 +196,12 @@ async def test_no_broker(anyio_backend: str) -> None:
         port = listener.extra(anyio.abc.SocketAttribute.local_port)
     # nothing listens on that port any more
     with anyio.fail_after(10):
-        async with open_producer(bootstrap_servers=f"127.0.0.1:{port}", max_block_ms=300) as p:
-            with pytest.raises((KafkaError, KafkaConnectionError, TimeoutError)):
+        async with open_producer(bootstrap_servers=f"127.0.0.1:{port}", max_block_ms=1500) as p:
+            with pytest.raises((KafkaError, KafkaConnectionError, TimeoutError)) as failed:
                 await p.send("t", b"x")
+    # The error says which address failed, and why.
+    assert f"127.0.0.1:{port}" in str(failed.value)
+    assert "refused" in str(failed.value).lower(), failed.value
 
 
 async def test_closed_producer_refuses(fake_broker: FakeBroker) -> None:
