@@ -257,6 +257,77 @@ def record_to_json(record: Any) -> dict[str, Any]:
     }
 
 
+# kcat's -f tokens: what each prints of a record (null keys and values as -Z's text).
+_FORMAT_TOKENS = "ksSKtpoTh%"
+
+
+def compile_format(template: str, null: bytes = b"") -> Callable[[Any], bytes]:
+    """A kcat-style output format: ``%s`` value, ``%S`` value length, ``%k`` key,
+    ``%K`` key length (-1 for null), ``%t`` topic, ``%p`` partition, ``%o``
+    offset, ``%T`` timestamp (ms), ``%h`` headers (``k=v,k2=v2``), ``%%`` a
+    percent sign; the escapes of :func:`parse_delimiter` (``\\n``, ``\\t`` ...)
+    anywhere. Nothing is added after a record but what the format says.
+
+    Returns:
+        ``record -> bytes``.
+
+    Raises:
+        click.BadParameter: an unknown token, or a ``%`` at the end.
+    """
+    parts: list[bytes | str] = []  # literal bytes, or a token letter
+    text = parse_delimiter(template) if template else b""
+    i = 0
+    literal = bytearray()
+    while i < len(text):
+        c = text[i]
+        if c != ord("%"):
+            literal.append(c)
+            i += 1
+            continue
+        if i + 1 >= len(text) or chr(text[i + 1]) not in _FORMAT_TOKENS:
+            token = chr(text[i + 1]) if i + 1 < len(text) else ""
+            raise click.BadParameter(
+                f"unknown format token %{token} (known: "
+                + " ".join(f"%{t}" for t in _FORMAT_TOKENS)
+                + ")",
+                param_hint="-f",
+            )
+        token = chr(text[i + 1])
+        if token == "%":
+            literal.append(ord("%"))
+        else:
+            if literal:
+                parts.append(bytes(literal))
+                literal.clear()
+            parts.append(token)
+        i += 2
+    if literal:
+        parts.append(bytes(literal))
+
+    def value_of(token: str, record: Any) -> bytes:
+        if token == "s":
+            return null if record.value is None else record.value
+        if token == "k":
+            return null if record.key is None else record.key
+        if token == "S":
+            return b"-1" if record.value is None else b"%d" % len(record.value)
+        if token == "K":
+            return b"-1" if record.key is None else b"%d" % len(record.key)
+        if token == "t":
+            return str(record.topic).encode()
+        if token == "h":
+            return b",".join(
+                k.encode() + b"=" + (null if v is None else v) for k, v in record.headers
+            )
+        number = {"p": record.partition, "o": record.offset, "T": record.timestamp}[token]
+        return b"%d" % number
+
+    def render(record: Any) -> bytes:
+        return b"".join(p if isinstance(p, bytes) else value_of(p, record) for p in parts)
+
+    return render
+
+
 def _parse_pairs(items: Iterable[str], what: str) -> dict[str, str]:
     out: dict[str, str] = {}
     for item in items:
@@ -637,6 +708,7 @@ class _ConsumeOptions:
     count: int | None
     exit_at_end: bool
     null_str: bytes
+    template: str | None = None
 
 
 class _OutputFormat(Protocol):
@@ -661,6 +733,14 @@ def _writer(
 
         return write_json
     delim, kd, null = opts.delimiter, opts.key_delimiter, opts.null_str
+    template = getattr(opts, "template", None)
+    if template is not None:
+        render = compile_format(template, null)
+
+        def write_formatted(record: Any) -> None:
+            out.write(render(record))
+
+        return write_formatted
 
     def write_raw(record: Any) -> None:
         if kd is not None:
@@ -767,7 +847,14 @@ async def _consume(opts: _ConsumeOptions, cfg: dict[str, Any]) -> int:
     "(N before the end) or s@TIME (ms or ISO date-time, UTC when no zone).",
 )
 @click.option(
-    "-f", "--format", "fmt", type=click.Choice(["raw", "json"]), default="raw", show_default=True
+    "-f",
+    "--format",
+    "fmt",
+    default="raw",
+    show_default=True,
+    help="raw, json, or a kcat format string: %s value, %k key, %S/%K their lengths, "
+    "%t topic, %p partition, %o offset, %T timestamp, %h headers, \\n escapes "
+    "(e.g. -f '%p:%o %k=%s\\n').",
 )
 @click.option("-J", "json_flag", is_flag=True, help="Same as --format json.")
 @click.option("-D", "--delimiter", default="\\n", show_default=True, help="After each value (raw).")
@@ -812,6 +899,9 @@ def consume_command(
     if spec is not None and spec.kind == "stored" and group is None:
         raise click.UsageError("-o stored needs a group (-G)")
     reset = "latest" if spec is not None and spec.kind == "end" else "earliest"
+    template = None if fmt in ("raw", "json") else fmt
+    if template is not None:
+        compile_format(template)  # a bad format fails before anything is read
     opts = _ConsumeOptions(
         topics=topics,
         group=group,
@@ -823,6 +913,7 @@ def consume_command(
         count=count,
         exit_at_end=exit_at_end,
         null_str=null_str.encode(),
+        template=template,
     )
     defaults: dict[str, Any] = {
         "auto.offset.reset": reset,

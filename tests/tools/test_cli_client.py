@@ -13,6 +13,7 @@ import socket
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import anyio
@@ -27,6 +28,7 @@ from trafka.tools.cli import main
 from trafka.tools.cli_client import (
     MessageSplitter,
     OffsetSpec,
+    compile_format,
     parse_delimiter,
     parse_offset_spec,
     parse_timestamp,
@@ -122,6 +124,25 @@ def test_record_to_json_binary_and_null() -> None:
     }
 
 
+def test_kcat_format_tokens() -> None:
+    rec = SimpleNamespace(
+        topic="t",
+        partition=2,
+        offset=41,
+        timestamp=1700000000000,
+        key=b"k1",
+        value=b"hello",
+        headers=(("a", b"1"), ("b", None)),
+    )
+    render = compile_format("%t/%p@%o %T %k(%K)=%s(%S) [%h] 100%%\\n", null=b"NULL")
+    assert render(rec) == b"t/2@41 1700000000000 k1(2)=hello(5) [a=1,b=NULL] 100%\n"
+    nulls = SimpleNamespace(**{**rec.__dict__, "key": None, "value": None, "headers": ()})
+    assert compile_format("%k|%K|%s|%S|%h", null=b"-")(nulls) == b"-|-1|-|-1|"
+    for bad in ("%x", "tail %"):
+        with pytest.raises(click.BadParameter, match="unknown format token"):
+            compile_format(bad)
+
+
 # -- against the broker ------------------------------------------------------------------------
 
 
@@ -157,6 +178,10 @@ def test_consume_raw_offsets_and_count(broker: RunningBroker) -> None:
     res = run(broker, "consume", topic, "-e", "-K", "=", "-Z", "NULL", "-q")
     assert res.stdout.splitlines() == [f"k{i}=v{i}" for i in range(10)] + ["NULL=null-key"]
     assert res.stderr == ""
+    res = run(broker, "consume", topic, "-e", "-q", "-c", "2", "-f", "%p:%o %k=%s\\n")
+    assert res.stdout.splitlines() == ["0:0 k0=v0", "0:1 k1=v1"]
+    bad = run(broker, "consume", topic, "-e", "-f", "%q", ok=False)
+    assert bad.exit_code == 2 and "unknown format token %q" in bad.output
     assert run(broker, "consume", topic, "-o", "-3", "-e", "-q").stdout.splitlines() == [
         "v8",
         "v9",
