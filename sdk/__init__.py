@@ -33,6 +33,9 @@ state machine), :mod:`.share_membership` and :mod:`.share_fetcher` (the share
 consumer's group membership, share sessions and acknowledgements).
 """
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from .accumulator import RecordMetadata
 from .acls import (
     AclBinding,
@@ -41,31 +44,6 @@ from .acls import (
     AclPermissionType,
     AclResourceType,
     PatternType,
-)
-from .admin import (
-    Admin,
-    ClusterDescription,
-    FeatureMetadata,
-    FeatureUpdate,
-    GroupDescription,
-    GroupListing,
-    LogDirDescription,
-    NewTopic,
-    PartitionReassignment,
-    ProducerState,
-    ReplicaLogDirInfo,
-    ScramCredentialInfo,
-    ShareGroupDescription,
-    ShareMemberDescription,
-    SharePartitionOffsetInfo,
-    TopicPartitionReplica,
-    TransactionDescription,
-    TransactionListing,
-    UpgradeType,
-    UserScramCredentialDeletion,
-    UserScramCredentialsDescription,
-    UserScramCredentialUpsertion,
-    open_admin,
 )
 from .config import AdminConfig, ClientConfig, ConsumerConfig, ProducerConfig, ShareConsumerConfig
 from .consumer import Consumer, open_consumer
@@ -96,13 +74,6 @@ from .group_protocol import CommitFailedError
 from .partitioners import Partitioner, murmur2
 from .producer import PendingCommit, Producer, RecordFuture, open_producer
 from .quotas import ClientQuotaAlteration, ClientQuotaEntity, ClientQuotaFilterComponent
-from .share_consumer import (
-    AcknowledgeType,
-    ShareCommitResult,
-    ShareConsumer,
-    ShareRecord,
-    open_share_consumer,
-)
 from .statistics import (
     AdminStatistics,
     ApiStatistics,
@@ -118,6 +89,87 @@ from .statistics import (
     TopicStatistics,
 )
 from .transactions import ConsumerGroupMetadata, TxnState
+
+# The admin client and the share consumer are loaded when first named: most
+# services only produce and consume, and these two are most of the import time.
+_LAZY = {
+    "Admin": ".admin",
+    "ClusterDescription": ".admin",
+    "FeatureMetadata": ".admin",
+    "FeatureUpdate": ".admin",
+    "GroupDescription": ".admin",
+    "GroupListing": ".admin",
+    "LogDirDescription": ".admin",
+    "NewTopic": ".admin",
+    "PartitionReassignment": ".admin",
+    "ProducerState": ".admin",
+    "ReplicaLogDirInfo": ".admin",
+    "ScramCredentialInfo": ".admin",
+    "ShareGroupDescription": ".admin",
+    "ShareMemberDescription": ".admin",
+    "SharePartitionOffsetInfo": ".admin",
+    "TopicPartitionReplica": ".admin",
+    "TransactionDescription": ".admin",
+    "TransactionListing": ".admin",
+    "UpgradeType": ".admin",
+    "UserScramCredentialDeletion": ".admin",
+    "UserScramCredentialsDescription": ".admin",
+    "UserScramCredentialUpsertion": ".admin",
+    "open_admin": ".admin",
+    "AcknowledgeType": ".share_consumer",
+    "ShareCommitResult": ".share_consumer",
+    "ShareConsumer": ".share_consumer",
+    "ShareRecord": ".share_consumer",
+    "open_share_consumer": ".share_consumer",
+}
+
+if TYPE_CHECKING:
+    from .admin import (
+        Admin,
+        ClusterDescription,
+        FeatureMetadata,
+        FeatureUpdate,
+        GroupDescription,
+        GroupListing,
+        LogDirDescription,
+        NewTopic,
+        PartitionReassignment,
+        ProducerState,
+        ReplicaLogDirInfo,
+        ScramCredentialInfo,
+        ShareGroupDescription,
+        ShareMemberDescription,
+        SharePartitionOffsetInfo,
+        TopicPartitionReplica,
+        TransactionDescription,
+        TransactionListing,
+        UpgradeType,
+        UserScramCredentialDeletion,
+        UserScramCredentialsDescription,
+        UserScramCredentialUpsertion,
+        open_admin,
+    )
+    from .share_consumer import (
+        AcknowledgeType,
+        ShareCommitResult,
+        ShareConsumer,
+        ShareRecord,
+        open_share_consumer,
+    )
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
+
 
 __all__ = [
     "AcknowledgeType",
