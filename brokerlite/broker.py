@@ -13,7 +13,13 @@ bytes; tests drive this class directly.
 Rules and invariants:
 
 * The driver passes the time in (``now_ms``, wall-clock milliseconds); nothing
-  here reads a clock or sleeps.
+  here sleeps. The one clock read is the request-time quota's (KIP-124): how
+  long handling a request took is a duration only the code around the handler
+  can measure (a monotonic counter, never the wall clock).
+* Storage is synchronous: appends, reads and fsyncs run on the driver's thread
+  while a request is handled, so a slow disk delays every client of this
+  broker (Kafka spreads them over its request handler threads). The fsyncs that
+  answers wait for are the ones durability needs (see below and :mod:`.log`).
 * :meth:`handle_frame` turns one request frame into exactly one
   :class:`~.handlers._base.Outcome`: a :class:`Reply`, :class:`NoResponse`
   (Produce acks=0), :class:`Parked` (the reply comes later through
