@@ -166,6 +166,13 @@ def _load_speedups() -> Any:
 _speedups: Any = _load_speedups()
 
 
+def accelerated(name: str) -> Any | None:
+    """The C accelerator's function ``name`` (``murmur2``, ``murmur2_pick``...),
+    or None when the accelerator is not built or is turned off
+    (``TRAFKA_NO_SPEEDUPS``): for packages that keep a Python fallback."""
+    return getattr(_speedups, name, None)
+
+
 class TimestampType(enum.IntEnum):
     """How a batch's timestamps were assigned (attribute bit 3)."""
 

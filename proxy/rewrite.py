@@ -52,7 +52,7 @@ from trafka.codec.errors import DecodeError
 from trafka.codec.messages import k00_produce as produce_msgs
 from trafka.codec.records import decode_batch, encode_batch, iter_batches
 
-from ..sdk.partitioners import crc32_partition, fnv1a_partition, murmur2_partition
+from ..sdk.partitioners import KEY_HASHES
 
 __all__ = [
     "HASHES",
@@ -92,11 +92,7 @@ def reads_answer(api_key: int, api_version: int) -> bool:
     return api_key in REWRITTEN_APIS
 
 
-HASHES: dict[str, Callable[[bytes, int], int]] = {
-    "murmur2": murmur2_partition,  # Java, kafka-python, aiokafka, trafka
-    "crc32": crc32_partition,  # librdkafka's "consistent"
-    "fnv1a": fnv1a_partition,  # sarama
-}
+HASHES: dict[str, Callable[[bytes, int], int]] = KEY_HASHES  # the SDK's, by name
 
 _TRANSACTIONAL = 0x10
 _CONTROL = 0x20

@@ -35,6 +35,7 @@ from typing import Any, TypeVar
 from trafka.discovery import DiscoverySpec, is_spec, parse_spec
 
 from .errors import ConfigError
+from .partitioners import PARTITIONERS
 
 __all__ = [
     "AdminConfig",
@@ -209,17 +210,6 @@ def _callable_or_name(*names: str) -> Callable[[str, Any], Any]:
     return coerce
 
 
-_PARTITIONERS = (
-    "murmur2",
-    "murmur2_random",
-    "consistent_random",
-    "consistent",
-    "crc32",
-    "fnv1a",
-    "fnv1a_random",
-    "random",
-    "roundrobin",
-)
 _SERDES = ("bytes", "str", "json")
 
 # Java class names accepted for partition.assignment.strategy, mapped to ours.
@@ -641,7 +631,7 @@ class ProducerConfig(ClientConfig):
     compression_level: int | None = _field(
         None, lambda n, v: None if v is None else _int(None)(n, v)
     )
-    partitioner: Any = _field("murmur2", _callable_or_name(*_PARTITIONERS))  # noqa: RUF009
+    partitioner: Any = _field("murmur2", _callable_or_name(*PARTITIONERS))  # noqa: RUF009
     retries: int = _field(_INT32_MAX, _int(0))
     delivery_timeout_ms: int = _field(120_000, _int(1))
     max_in_flight_requests_per_connection: int = _field(5, _int(1))

@@ -32,19 +32,23 @@ partition is a candidate.
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import struct
 import zlib
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from trafka.codec import records as _records
+from trafka.codec import records as _codec_records
 
 from .errors import ConfigError
 
 __all__ = [
+    "KEY_HASHES",
+    "PARTITIONERS",
     "PartitionFunction",
     "Partitioner",
+    "PartitionerInfo",
     "crc32_partition",
     "fnv1a_32",
     "fnv1a_partition",
@@ -95,7 +99,7 @@ def murmur2_py(data: bytes) -> int:
     return h - (1 << 32) if h & 0x80000000 else h
 
 
-_c_murmur2: Callable[[bytes], int] | None = getattr(_records._speedups, "murmur2", None)
+_c_murmur2: Callable[[bytes], int] | None = _codec_records.accelerated("murmur2")
 murmur2: Callable[[bytes], int] = _c_murmur2 if _c_murmur2 is not None else murmur2_py
 """Java's ``Utils.murmur2`` of ``data``, as a signed int32 (C when available)."""
 
@@ -114,8 +118,8 @@ def _murmur2_pick_py(items: list[Any], key: bytes) -> Any:
     return items[murmur2_partition(key, len(items))]
 
 
-murmur2_pick: Callable[[list[Any], bytes], Any] = getattr(
-    _records._speedups, "murmur2_pick", _murmur2_pick_py
+murmur2_pick: Callable[[list[Any], bytes], Any] = (
+    _codec_records.accelerated("murmur2_pick") or _murmur2_pick_py
 )
 """``items[murmur2_partition(key, len(items))]`` for a non-empty list (C when
 available): the producer's per-record lookup of a keyed record's open batch."""
@@ -139,6 +143,48 @@ def fnv1a_partition(key: bytes, num_partitions: int) -> int:
     h = fnv1a_32(key)
     signed = h - (1 << 32) if h & 0x80000000 else h
     return abs(signed) % num_partitions
+
+
+#: The key hashes of Kafka's clients, by the name the proxy and partitioners use.
+KEY_HASHES: dict[str, Callable[[bytes, int], int]] = {
+    "murmur2": murmur2_partition,  # Java, kafka-python, aiokafka, trafka
+    "crc32": crc32_partition,  # librdkafka's "consistent"
+    "fnv1a": fnv1a_partition,  # sarama
+}
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class PartitionerInfo:
+    """A named partitioner.
+
+    Attributes:
+        key_hash: the partition of a keyed record (None: keys are not hashed).
+        null_keys: what happens to a record without a key: ``sticky`` (Java's
+            sticky partitioner), ``random``, ``random_if_empty`` (an empty key
+            too), ``hash_empty`` (a null key hashes as an empty one),
+            ``roundrobin``.
+        uses_availability: whether the choice looks at which partitions have a
+            leader (the producer computes that only for those that do).
+    """
+
+    key_hash: Callable[[bytes, int], int] | None
+    null_keys: str
+    uses_availability: bool
+
+
+#: Every partitioner the producer takes by name (the one list; config and
+#: producer read it).
+PARTITIONERS: dict[str, PartitionerInfo] = {
+    "murmur2": PartitionerInfo(murmur2_partition, "sticky", True),
+    "murmur2_random": PartitionerInfo(murmur2_partition, "random", False),
+    "consistent_random": PartitionerInfo(crc32_partition, "random_if_empty", True),
+    "consistent": PartitionerInfo(crc32_partition, "hash_empty", False),
+    "crc32": PartitionerInfo(crc32_partition, "random_if_empty", True),
+    "fnv1a": PartitionerInfo(fnv1a_partition, "hash_empty", False),
+    "fnv1a_random": PartitionerInfo(fnv1a_partition, "random", True),
+    "random": PartitionerInfo(None, "random", True),
+    "roundrobin": PartitionerInfo(None, "roundrobin", True),
+}
 
 
 def _candidates(num_partitions: int, available: Sequence[int]) -> Sequence[int]:
@@ -174,27 +220,11 @@ class Partitioner:
             return
         name = spec.strip().lower()
         self.name = name
-        keyed: Callable[[bytes, int], int] | None
-        if name == "murmur2":
-            keyed, null = murmur2_partition, "sticky"
-        elif name == "murmur2_random":
-            keyed, null = murmur2_partition, "random"
-        elif name in ("consistent_random", "crc32"):
-            keyed, null = crc32_partition, "random_if_empty"
-        elif name == "consistent":
-            keyed, null = crc32_partition, "hash_empty"
-        elif name == "fnv1a":
-            keyed, null = fnv1a_partition, "hash_empty"
-        elif name == "fnv1a_random":
-            keyed, null = fnv1a_partition, "random"
-        elif name == "random":
-            keyed, null = None, "random"
-        elif name == "roundrobin":
-            keyed, null = None, "roundrobin"
-        else:
+        info = PARTITIONERS.get(name)
+        if info is None:
             raise ConfigError(f"unknown partitioner {spec!r}")
-        self._keyed = keyed
-        self._null = null
+        self._keyed = info.key_hash
+        self._null = info.null_keys
 
     @property
     def sticky(self) -> bool:

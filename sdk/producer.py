@@ -95,7 +95,7 @@ from .errors import (
 )
 from .fetcher import TopicPartition
 from .metadata import REFRESH_ERRORS
-from .partitioners import Partitioner, murmur2_pick
+from .partitioners import PARTITIONERS, Partitioner, murmur2_pick
 from .statistics import (
     Interval,
     ProducerStatistics,
@@ -291,12 +291,9 @@ class Producer:
         )
         self._partitioner = Partitioner(config.partitioner)
         self._sticky = self._partitioner.sticky
-        # Keyed hash partitioners never look at availability; skip computing it.
-        self._partitioner_needs_available = self._partitioner.name not in (
-            "murmur2_random",
-            "consistent",
-            "fnv1a",
-        )
+        # Some partitioners never look at availability; skip computing it.
+        info = PARTITIONERS.get(self._partitioner.name)
+        self._partitioner_needs_available = info is None or info.uses_availability
         self._key_ser = get_serializer(config.key_serializer)
         self._value_ser = get_serializer(config.value_serializer)
         self._raw_keys = config.key_serializer == "bytes"

@@ -168,3 +168,20 @@ def test_custom_callable() -> None:
 def test_unknown_name() -> None:
     with pytest.raises(ConfigError):
         Partitioner("nope")
+
+
+def test_one_registry_of_partitioner_names() -> None:
+    """Config, producer and proxy take their names from ``PARTITIONERS`` /
+    ``KEY_HASHES``: a name is accepted everywhere or nowhere."""
+    from trafka.proxy import HASHES
+    from trafka.sdk.config import ConfigError, ProducerConfig
+    from trafka.sdk.partitioners import KEY_HASHES, PARTITIONERS, Partitioner
+
+    assert HASHES is KEY_HASHES
+    for name, info in PARTITIONERS.items():
+        assert ProducerConfig.from_dict({"partitioner": name}).partitioner == name
+        if info.key_hash is not None:
+            assert info.key_hash in KEY_HASHES.values()
+            assert Partitioner(name).partition("t", b"key-7", 12, []) == info.key_hash(b"key-7", 12)
+    with pytest.raises(ConfigError, match="partitioner"):
+        ProducerConfig.from_dict({"partitioner": "java_default"})
