@@ -1091,23 +1091,35 @@ class Consumer(_Forwarding):
                 offsets[tp] = offset
         return offsets
 
-    def commit(self, offsets: Mapping[TopicPartition, int] | None = None) -> None:
-        """Commit ``offsets`` (default: after the records handed out) and wait."""
+    def commit(
+        self, offsets: Mapping[TopicPartition, int] | None = None, *, message: Any = None
+    ) -> None:
+        """Commit ``offsets`` (default: after the records handed out), or the offset
+        after a consumed ``message`` (confluent-kafka's ``commit(message=msg)``),
+        and wait."""
+        if message is None and offsets is None:
+            offsets = self.consumed_offsets()
         self._call(
-            self._consumer.commit, dict(offsets) if offsets is not None else self.consumed_offsets()
+            self._consumer.commit, None if offsets is None else dict(offsets), message=message
         )
 
     def commit_async(
         self,
         offsets: Mapping[TopicPartition, int] | None = None,
         callback: Callable[[Mapping[TopicPartition, int], BaseException | None], Any] | None = None,
+        *,
+        message: Any = None,
     ) -> Future[None]:
-        """Start a commit; returns a future of its outcome. ``callback(offsets,
+        """Start a commit (of ``offsets``, or of the offset after a consumed
+        ``message``); returns a future of its outcome. ``callback(offsets,
         error_or_None)`` runs on the client's thread: keep it short."""
-        chosen = dict(offsets) if offsets is not None else self.consumed_offsets()
+        if offsets is not None:
+            chosen: dict[TopicPartition, int] | None = dict(offsets)
+        else:
+            chosen = None if message is not None else self.consumed_offsets()
 
         async def run() -> None:
-            await self._consumer.commit_async(chosen, callback)
+            await self._consumer.commit_async(chosen, callback, message=message)
 
         result: Future[None] = self._loop.portal.start_task_soon(run)
         return result

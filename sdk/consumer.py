@@ -489,32 +489,51 @@ class Consumer:
         """Consumed positions as of the last ``getmany`` / ``__anext__`` call (at-least-once)."""
         return self._consumed.processed(self._fetcher.assignment)
 
-    async def commit(self, offsets: Mapping[TopicPartition, int] | None = None) -> None:
+    async def commit(
+        self, offsets: Mapping[TopicPartition, int] | None = None, *, message: Any = None
+    ) -> None:
         """Commit offsets (default: the consumed positions) and wait for the result.
 
+        Args:
+            offsets: the next offset to read, per partition.
+            message: instead, a consumed record: commits the offset after it in its
+                partition (confluent-kafka's ``commit(message=msg)``).
+
         Raises:
-            UsageError: no group.id.
+            UsageError: no group.id, or both ``offsets`` and ``message``.
             KafkaError: the commit failed (e.g. REBALANCE_IN_PROGRESS, fenced member).
         """
         group = self._require_group()
-        await group.commit(dict(offsets) if offsets is not None else self.consumed_offsets())
+        await group.commit(self._commit_offsets(offsets, message))
 
     def commit_async(
-        self, offsets: Mapping[TopicPartition, int] | None = None, callback: Any = None
+        self,
+        offsets: Mapping[TopicPartition, int] | None = None,
+        callback: Any = None,
+        *,
+        message: Any = None,
     ) -> Any:
         """Start a commit in the background; commits go out in call order.
 
         Args:
             offsets: default the consumed positions.
             callback: called as ``callback(offsets, exception_or_None)`` when done.
+            message: instead of ``offsets``, a consumed record (see :meth:`commit`).
 
         Returns:
             An awaitable resolving to None (or raising the commit error).
         """
         group = self._require_group()
-        return group.commit_async(
-            dict(offsets) if offsets is not None else self.consumed_offsets(), callback
-        )
+        return group.commit_async(self._commit_offsets(offsets, message), callback)
+
+    def _commit_offsets(
+        self, offsets: Mapping[TopicPartition, int] | None, message: Any
+    ) -> dict[TopicPartition, int]:
+        if message is None:
+            return dict(offsets) if offsets is not None else self.consumed_offsets()
+        if offsets is not None:
+            raise UsageError("commit takes offsets or a message, not both")
+        return {TopicPartition(message.topic, message.partition): message.offset + 1}
 
     def group_metadata(self) -> ConsumerGroupMetadata:
         """The group membership to pass to ``Producer.send_offsets_to_transaction``.

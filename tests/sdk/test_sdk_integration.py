@@ -19,6 +19,7 @@ from trafka.brokerlite import RunningBroker
 from trafka.codec import ErrorCode, KafkaError
 from trafka.sdk.admin import NewTopic, open_admin
 from trafka.sdk.consumer import TopicPartition, open_consumer
+from trafka.sdk.errors import UsageError
 from trafka.sdk.partitioners import murmur2_partition
 from trafka.sdk.producer import open_producer
 
@@ -321,6 +322,39 @@ async def test_pattern_subscription(broker: RunningBroker) -> None:
             while len(c.assignment()) != 2:
                 await c.getmany(timeout_ms=50)
             assert {tp.topic for tp in c.assignment()} == {f"{prefix}-a", f"{prefix}-b"}
+
+
+async def test_commit_a_message_as_confluent_kafka_does(broker: RunningBroker) -> None:
+    """``commit(message=record)`` commits the offset after the record, in its partition."""
+    bs = broker.bootstrap_servers
+    topic = fresh("msgcommit")
+    group = fresh("g")
+    with anyio.fail_after(60):
+        await _create(bs, topic, 2)
+        async with open_producer(bootstrap_servers=bs) as p:
+            for i in range(6):
+                await p.send(topic, b"%d" % i, partition=i % 2)
+        async with open_consumer(
+            topic,
+            bootstrap_servers=bs,
+            group_id=group,
+            auto_offset_reset="earliest",
+            enable_auto_commit=False,
+        ) as c:
+            got: list = []
+            while len(got) < 6:
+                for recs in (await c.getmany(timeout_ms=5000)).values():
+                    got.extend(recs)
+            third = next(r for r in got if r.partition == 1 and r.offset == 1)
+            await c.commit(message=third)
+            assert await c.committed(TopicPartition(topic, 1)) == 2
+            assert await c.committed(TopicPartition(topic, 0)) is None
+            await c.commit_async(message=got[0])
+            assert await c.committed(TopicPartition(got[0].topic, got[0].partition)) == (
+                got[0].offset + 1
+            )
+            with pytest.raises(UsageError, match="not both"):
+                await c.commit({TopicPartition(topic, 0): 1}, message=third)
 
 
 async def test_commit_async_ordered_with_callback(broker: RunningBroker) -> None:
