@@ -17,16 +17,8 @@ from trafka.codec.messages import k03_metadata as mm
 from trafka.codec.messages import k10_find_coordinator as fm
 from trafka.codec.messages import k60_describe_cluster as dm
 from trafka.codec.records import decode_batch, encode_batch, iter_batches
-from trafka.proxy.rewrite import (
-    HASHES,
-    Addresses,
-    Pending,
-    RouteStats,
-    Topics,
-    reads_answer,
-    rewrite_response,
-    route_produce,
-)
+from trafka.proxy.rewrite import Addresses, Pending, reads_answer, rewrite_response
+from trafka.proxy.routing import HASHES, RouteStats, Topics, route_produce
 from trafka.sdk.partitioners import murmur2_partition
 
 PROXY = {1: ("proxy.local", 19001), 2: ("proxy.local", 19002)}
