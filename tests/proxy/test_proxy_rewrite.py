@@ -8,6 +8,7 @@ from collections import Counter
 from typing import Any
 
 import pytest
+from proxy_helpers import keyed, records_of, request
 
 from trafka.codec import protocol
 from trafka.codec.compression import Compression
@@ -16,7 +17,7 @@ from trafka.codec.messages import k00_produce as pm
 from trafka.codec.messages import k03_metadata as mm
 from trafka.codec.messages import k10_find_coordinator as fm
 from trafka.codec.messages import k60_describe_cluster as dm
-from trafka.codec.records import decode_batch, encode_batch, iter_batches
+from trafka.codec.records import encode_batch, iter_batches
 from trafka.proxy.rewrite import Addresses, Pending, reads_answer, rewrite_response
 from trafka.proxy.routing import HASHES, RouteStats, Topics, route_produce
 from trafka.sdk.partitioners import murmur2_partition
@@ -115,39 +116,6 @@ def test_describe_cluster_names_the_proxy(version: int) -> None:
 
 
 # -- key routing ---------------------------------------------------------------------------
-
-
-def keyed(n: int, *, keys: int = 13, null_every: int = 0) -> list[tuple[int, Any, bytes, Any]]:
-    out = []
-    for i in range(n):
-        key = None if null_every and i % null_every == 0 else b"key-%d" % (i % keys)
-        out.append((1_000 + i, key, b"value-%d" % i, [("n", b"%d" % i)]))
-    return out
-
-
-def request(parts: dict[int, list[bytes]], *, acks: int = -1, topic: str = "orders") -> Any:
-    return pm.ProduceRequest(
-        acks=acks,
-        timeout_ms=1000,
-        topic_data=[
-            pm.ProduceRequest.TopicProduceData(
-                name=topic,
-                partition_data=[
-                    pm.ProduceRequest.PartitionProduceData(index=i, records=b"".join(blobs))
-                    for i, blobs in parts.items()
-                ],
-            )
-        ],
-    )
-
-
-def records_of(body: Any) -> dict[int, list[Any]]:
-    out: dict[int, list[Any]] = {}
-    for t in body.topic_data:
-        for p in t.partition_data:
-            for _, raw in iter_batches(p.records):
-                out.setdefault(p.index, []).extend(decode_batch(bytes(raw)).records)
-    return out
 
 
 def topics_of(count: int = 6, leader: int = 1) -> Topics:
