@@ -1,12 +1,13 @@
-"""The proxy's protocol logic, I/O-free: address rewriting and key-hash routing.
+"""The proxy's protocol logic, I/O-free: address rewriting.
 
 Rules:
 
-* Every request is forwarded on the upstream connection that pairs with the
-  client's connection, in order, with its correlation id unchanged; responses
-  come back in the same order. So nothing is renumbered: the proxy only
-  remembers, per correlation id, the API and version of each request whose
-  answer it must read (:class:`Pending`).
+* Every request but a routed plain producer's Produce (see :mod:`.routing`)
+  is forwarded on the upstream connection that pairs with the client's
+  connection, in order, with its correlation id unchanged; responses come back
+  in the same order. So nothing is renumbered: the proxy only remembers, per
+  correlation id, the API and version of each request whose answer it must
+  read (:class:`Pending`).
 * Answers that carry broker addresses (Metadata, FindCoordinator,
   DescribeCluster, and Produce's ``node_endpoints``) are decoded, their
   addresses replaced by the proxy's listener for that node

@@ -1,4 +1,5 @@
-"""The proxy's driver: trio listeners, one upstream connection per client connection.
+"""The proxy's driver: trio listeners, an upstream connection per client
+connection, and a shared pool for routed Produce requests.
 
 * A *bootstrap* listener forwards to the first reachable upstream bootstrap
   server. Each upstream broker the proxy learns of (from Metadata,
@@ -7,9 +8,15 @@
   name those listeners instead of the brokers, so clients keep coming back
   through the proxy.
 * Each client connection gets its own upstream connection. Two tasks pump
-  frames: client to upstream (requests, Produce routed by key) and upstream to
-  client (answers, addresses rewritten; see :mod:`.rewrite`). When either side
-  closes or misbehaves, both connections close; other clients go on.
+  frames: client to upstream (requests) and upstream to client (answers,
+  addresses rewritten; see :mod:`.rewrite`). When either side closes or
+  misbehaves, both connections close; other clients go on.
+* A plain producer's Produce (see :mod:`.routing`) is split by leader and its
+  parts sent over the shared :class:`~.pool.UpstreamPool` instead; a task per
+  request gathers the parts' answers and merges them. The answer pump writes
+  every answer in the order of the client's requests: it takes them from a
+  queue of what the client is owed, in request order, each either the next
+  answer of the client's own upstream connection or a merged one.
 * Frames are read with the codec's :class:`~trafka.codec.framing.FrameReader`
   and its ``max_frame_size``: no buffer is sized from a length that has not
   arrived.
