@@ -93,3 +93,26 @@ def records_of(body: Any) -> dict[int, list[Any]]:
             for _, raw in iter_batches(p.records):
                 out.setdefault(p.index, []).extend(decode_batch(bytes(raw)).records)
     return out
+
+
+def answer(body: Any, errors: dict[int, int] | None = None) -> Any:
+    """A broker's answer to a Produce request: partition p's records at offset
+    100 * p, with the error ``errors`` gives it (else none)."""
+    r = pm.ProduceResponse
+    return r(
+        responses=[
+            r.TopicProduceResponse(
+                name=t.name,
+                partition_responses=[
+                    r.PartitionProduceResponse(
+                        index=p.index,
+                        error_code=(errors or {}).get(p.index, 0),
+                        base_offset=100 * p.index,
+                        log_start_offset=0,
+                    )
+                    for p in t.partition_data
+                ],
+            )
+            for t in body.topic_data
+        ]
+    )

@@ -8,7 +8,7 @@ from collections import Counter
 from typing import Any
 
 import pytest
-from proxy_helpers import keyed, records_of, request
+from proxy_helpers import answer, keyed, records_of, request
 
 from trafka.codec import protocol
 from trafka.codec.compression import Compression
@@ -200,26 +200,6 @@ def test_a_malformed_batch_is_refused() -> None:
         )
 
 
-def _answer(body: Any, errors: dict[int, int] | None = None) -> Any:
-    r = pm.ProduceResponse
-    return r(
-        responses=[
-            r.TopicProduceResponse(
-                name=t.name,
-                partition_responses=[
-                    r.PartitionProduceResponse(
-                        index=p.index,
-                        error_code=(errors or {}).get(p.index, 0),
-                        base_offset=100 * p.index,
-                    )
-                    for p in t.partition_data
-                ],
-            )
-            for t in body.topic_data
-        ]
-    )
-
-
 @pytest.mark.parametrize("version", [3, 7, 9, 11])
 def test_the_answer_covers_exactly_the_partitions_the_client_sent(version: int) -> None:
     # Partition 0 holds records for several partitions; partition 4 only its own.
@@ -234,7 +214,7 @@ def test_the_answer_covers_exactly_the_partitions_the_client_sent(version: int) 
     assert targets[4] == (4,) and len(targets[0]) > 1
 
     def merged(errors: dict[int, int] | None) -> Any:
-        frame = protocol.encode_response(9, 0, version, _answer(routed, errors))[4:]
+        frame = protocol.encode_response(9, 0, version, answer(routed, errors))[4:]
         addr, _ = addresses()
         out = rewrite_response(Pending(0, version, route), frame, addr, Topics())
         return protocol.decode_response(out[4:], 0, version)[1]
@@ -256,13 +236,13 @@ def test_an_answer_missing_a_part_is_an_error() -> None:
         body, node_id=1, topics=topics_of(), hash_name="murmur2", stats=RouteStats()
     )
     assert route is not None
-    answer = _answer(routed)
-    first = answer.responses[0]
-    answer = dataclasses.replace(
-        answer,
+    reply = answer(routed)
+    first = reply.responses[0]
+    reply = dataclasses.replace(
+        reply,
         responses=[dataclasses.replace(first, partition_responses=first.partition_responses[:1])],
     )
-    frame = protocol.encode_response(9, 0, 9, answer)[4:]
+    frame = protocol.encode_response(9, 0, 9, reply)[4:]
     addr, _ = addresses()
     with pytest.raises(DecodeError, match="did not answer"):
         rewrite_response(Pending(0, 9, route), frame, addr, Topics())

@@ -7,7 +7,7 @@ import dataclasses
 from collections import Counter
 from typing import Any
 
-from proxy_helpers import keyed, records_of, request
+from proxy_helpers import answer, keyed, records_of, request
 
 from trafka.codec import protocol
 from trafka.codec.errors import ErrorCode
@@ -38,29 +38,6 @@ def plan(body: Any, topics: Topics | None = None) -> tuple[ProducePlan, RouteSta
     got = plan_produce(body, topics=topics or cluster(), hash_name="murmur2", stats=stats)
     assert got is not None
     return got, stats
-
-
-def answer(part: Any, errors: dict[int, int] | None = None) -> Any:
-    """A broker's answer to a part: partition p's records at offset 100 * p."""
-    r = pm.ProduceResponse
-    return r(
-        responses=[
-            r.TopicProduceResponse(
-                name=t.name,
-                partition_responses=[
-                    r.PartitionProduceResponse(
-                        index=p.index,
-                        error_code=(errors or {}).get(p.index, 0),
-                        base_offset=100 * p.index,
-                        log_append_time_ms=-1,
-                        log_start_offset=0,
-                    )
-                    for p in t.partition_data
-                ],
-            )
-            for t in part.topic_data
-        ]
-    )
 
 
 def by_partition(body: Any) -> dict[int, Any]:
