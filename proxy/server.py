@@ -325,8 +325,10 @@ class _Proxy:
             to_writer, answers = trio.open_memory_channel[_Answer](_MAX_WAITING_ANSWERS)
             async with client, upstream, trio.open_nursery() as pumps:
                 conn = _Client(client, upstream, address, to_writer, pumps)
+                frames_in, frames = trio.open_memory_channel[bytes](_MAX_WAITING_ANSWERS)
                 pumps.start_soon(self._requests, conn)
-                pumps.start_soon(self._answers, conn, answers)
+                pumps.start_soon(self._upstream_frames, conn, frames_in)
+                pumps.start_soon(self._answers, conn, answers, frames)
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
             log.debug("connection ended: %s", exc)
         finally:
@@ -497,12 +499,36 @@ class _Proxy:
         finally:
             self.refreshing = False
 
-    async def _answers(self, conn: _Client, answers: trio.MemoryReceiveChannel[_Answer]) -> None:
-        """Write the answers to the client in the order of its requests."""
+    async def _upstream_frames(self, conn: _Client, frames: trio.MemorySendChannel[bytes]) -> None:
+        """Read the client's own upstream connection; when it ends, the client's
+        connection ends once the answers owed before are written."""
         reader = FrameReader(self.config.max_frame_size)
+        async with frames:
+            try:
+                while data := await conn.upstream.receive_some(65536):
+                    reader.feed(data)
+                    while (frame := reader.next_frame()) is not None:
+                        await frames.send(bytes(frame))
+            except (DecodeError, TrafkaError) as exc:
+                self.quiet.warning(
+                    "answer", "closing a connection after a bad answer from upstream: %s", exc
+                )
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                pass
+            await conn.to_writer.send(_Answer(-1, None, closed=True))
+
+    async def _answers(
+        self,
+        conn: _Client,
+        answers: trio.MemoryReceiveChannel[_Answer],
+        frames: trio.MemoryReceiveChannel[bytes],
+    ) -> None:
+        """Write the answers to the client in the order of its requests."""
         held: bytes | None = None
         try:
             async for slot in answers:
+                if slot.closed:
+                    break
                 if slot.done is not None:  # a pooled Produce
                     await slot.done.wait()
                     if slot.error is not None:
@@ -510,12 +536,8 @@ class _Proxy:
                     assert slot.frame is not None
                     await conn.client.send_all(slot.frame)
                     continue
-                while held is None and (held := reader.next_frame()) is None:
-                    data = await conn.upstream.receive_some(65536)
-                    if not data:
-                        raise trio.BrokenResourceError("the broker closed the connection")
-                    reader.feed(data)
-                frame, held = held, None
+                frame = held if held is not None else await frames.receive()
+                held = None
                 if protocol.peek_correlation_id(frame) != slot.correlation_id:
                     held = frame  # that request was not answered; this is a later one's
                     continue
@@ -529,7 +551,7 @@ class _Proxy:
             self.quiet.warning(
                 "answer", "closing a connection after a bad answer from upstream: %s", exc
             )
-        except (trio.BrokenResourceError, trio.ClosedResourceError):
+        except (trio.BrokenResourceError, trio.ClosedResourceError, trio.EndOfChannel):
             pass
         conn.pumps.cancel_scope.cancel()
 
@@ -544,6 +566,7 @@ class _Answer:
     done: trio.Event | None = None
     frame: bytes | None = None
     error: TrafkaError | None = None
+    closed: bool = False  # the upstream connection ended: nothing more is owed
 
 
 @dataclass(slots=True)
