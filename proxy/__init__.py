@@ -13,7 +13,7 @@ or ``trafka proxy --upstream kafka:9092 --listen 0.0.0.0:19092 --advertised-host
 The protocol logic is :mod:`.rewrite` (I/O-free); :mod:`.server` drives it.
 """
 
-from .rewrite import HASHES, RouteStats
+from .routing import HASHES, RouteStats
 from .server import ProxyConfig, ProxyStatistics, RunningProxy, proxy_in_thread, serve_proxy
 
 __all__ = [

@@ -6,7 +6,7 @@ import logging
 
 import click
 
-from .rewrite import HASHES
+from .routing import HASHES
 from .server import ProxyConfig, run_proxy
 
 

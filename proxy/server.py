@@ -1,4 +1,5 @@
-"""The proxy's driver: trio listeners, one upstream connection per client connection.
+"""The proxy's driver: trio listeners, an upstream connection per client
+connection, and a shared pool for routed Produce requests.
 
 * A *bootstrap* listener forwards to the first reachable upstream bootstrap
   server. Each upstream broker the proxy learns of (from Metadata,
@@ -7,9 +8,15 @@
   name those listeners instead of the brokers, so clients keep coming back
   through the proxy.
 * Each client connection gets its own upstream connection. Two tasks pump
-  frames: client to upstream (requests, Produce routed by key) and upstream to
-  client (answers, addresses rewritten; see :mod:`.rewrite`). When either side
-  closes or misbehaves, both connections close; other clients go on.
+  frames: client to upstream (requests) and upstream to client (answers,
+  addresses rewritten; see :mod:`.rewrite`). When either side closes or
+  misbehaves, both connections close; other clients go on.
+* A plain producer's Produce (see :mod:`.routing`) is split by leader and its
+  parts sent over the shared :class:`~.pool.UpstreamPool` instead; a task per
+  request gathers the parts' answers and merges them. The answer pump writes
+  every answer in the order of the client's requests: it takes them from a
+  queue of what the client is owed, in request order, each either the next
+  answer of the client's own upstream connection or a merged one.
 * Frames are read with the codec's :class:`~trafka.codec.framing.FrameReader`
   and its ``max_frame_size``: no buffer is sized from a length that has not
   arrived.
@@ -40,15 +47,26 @@ from trafka.codec.errors import DecodeError, TrafkaError
 from trafka.codec.framing import FrameReader
 from trafka.discovery import announcing_listener, discover, is_spec, parse_spec
 
+from .pool import UpstreamError, UpstreamPool, Waiter
 from .rewrite import (
-    HASHES,
+    METADATA,
     PRODUCE,
     Addresses,
     Pending,
+    reads_answer,
+    rewrite_addresses,
+    rewrite_response,
+)
+from .routing import (
+    HASHES,
+    ProducePlan,
     RouteStats,
     Topics,
-    reads_answer,
-    rewrite_response,
+    failed_answer,
+    learn_leaders,
+    merge_produce,
+    metadata_request,
+    plan_produce,
     route_produce,
 )
 
@@ -57,6 +75,9 @@ __all__ = ["ProxyConfig", "RunningProxy", "proxy_in_thread", "serve_proxy"]
 log = logging.getLogger("trafka.proxy")
 
 _SIZE = struct.Struct(">i")
+_SASL_APIS = frozenset({17, 36})  # SaslHandshake, SaslAuthenticate
+# Answers a client connection may be owed at once; its requests wait beyond that.
+_MAX_WAITING_ANSWERS = 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,6 +227,10 @@ class _Proxy:
         self.upstream_tls = config.upstream_ssl_context()
         # What clients (and failing accepts) can repeat at will: a line a minute each.
         self.quiet = RateLimitedLog(log, clock=trio.current_time)
+        # Shared by every client connection (pooled Produce, metadata refreshes).
+        self.pool = UpstreamPool(nursery, self._connect_node, config.max_frame_size)
+        self.stale: set[str] = set()
+        self.refreshing = False
 
     # Called from rewriting (synchronous): opens the node's listener at once.
     def listen_for(self, node_id: int, host: str, port: int) -> tuple[str, int]:
@@ -265,6 +290,12 @@ class _Proxy:
                 failures.append(f"{host}:{port}: {exc or type(exc).__name__}")
         raise OSError("no upstream broker reachable (" + "; ".join(failures) + ")")
 
+    async def _connect_node(self, node_id: int) -> trio.abc.Stream:
+        if node_id not in self.nodes:
+            raise OSError(f"broker {node_id} has not been named in any answer")
+        stream, _ = await self._open_upstream(node_id)
+        return stream
+
     async def _connection(self, raw: trio.SocketStream, node_id: int | None) -> None:
         self.stats.connections += 1
         self.stats.open_connections += 1
@@ -291,34 +322,28 @@ class _Proxy:
                 self.quiet.warning("upstream", "closing a client connection: %s", exc)
                 await client.aclose()
                 return
-            pending: dict[int, Pending] = {}
+            to_writer, answers = trio.open_memory_channel[_Answer](_MAX_WAITING_ANSWERS)
             async with client, upstream, trio.open_nursery() as pumps:
-                pumps.start_soon(self._requests, client, upstream, pending, address, pumps)
-                pumps.start_soon(self._answers, upstream, client, pending, pumps)
+                conn = _Client(client, upstream, address, to_writer, pumps)
+                frames_in, frames = trio.open_memory_channel[bytes](_MAX_WAITING_ANSWERS)
+                pumps.start_soon(self._requests, conn)
+                pumps.start_soon(self._upstream_frames, conn, frames_in)
+                pumps.start_soon(self._answers, conn, answers, frames)
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
             log.debug("connection ended: %s", exc)
         finally:
             self.stats.open_connections -= 1
 
-    async def _requests(
-        self,
-        client: trio.abc.Stream,
-        upstream: trio.abc.Stream,
-        pending: dict[int, Pending],
-        address: tuple[str, int],
-        pumps: trio.Nursery,
-    ) -> None:
+    async def _requests(self, conn: _Client) -> None:
         reader = FrameReader(self.config.max_frame_size)
-        route = self.config.route_keys
         try:
             while True:
-                data = await client.receive_some(65536)
+                data = await conn.client.receive_some(65536)
                 if not data:
                     break
                 reader.feed(data)
                 while (frame := reader.next_frame()) is not None:
-                    out = self._request(frame, pending, address, route)
-                    await upstream.send_all(out)
+                    await self._request(bytes(frame), conn)
         except (DecodeError, TrafkaError) as exc:
             self.stats.refused_frames += 1
             self.quiet.warning(
@@ -326,25 +351,37 @@ class _Proxy:
             )
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             pass
-        pumps.cancel_scope.cancel()
+        conn.pumps.cancel_scope.cancel()
 
-    def _request(
-        self, frame: bytes, pending: dict[int, Pending], address: tuple[str, int], route: str
-    ) -> bytes:
+    async def _request(self, frame: bytes, conn: _Client) -> None:
         header, _ = protocol.decode_request_header(frame)
         key, version = header.request_api_key, header.request_api_version
-        if not reads_answer(key, version) or not _known(key, version):
-            return _SIZE.pack(len(frame)) + frame
+        if key in _SASL_APIS:
+            # The pool's connections are not the client's: its Produce stays on its own.
+            conn.sasl = True
+        if not _known(key, version):
+            await self._forward(conn, frame, header.correlation_id, None)
+            return
         if key != PRODUCE:
-            pending[header.correlation_id] = Pending(key, version)
-            return _SIZE.pack(len(frame)) + frame
+            pending = Pending(key, version) if reads_answer(key, version) else None
+            await self._forward(conn, frame, header.correlation_id, pending)
+            return
         _, body = protocol.decode_request(frame)
+        route = self.config.route_keys
         routed = None
         if route != "none":
             try:
+                plan = None
+                if not conn.sasl:
+                    plan = plan_produce(
+                        body, topics=self.topics, hash_name=route, stats=self.stats.routing
+                    )
+                if plan is not None:
+                    await self._produce_pooled(conn, header, body, plan)
+                    return
                 body2, routed = route_produce(
                     body,
-                    node_id=self._node_of(address),
+                    node_id=self._node_of(conn.address),
                     topics=self.topics,
                     hash_name=route,
                     stats=self.stats.routing,
@@ -357,39 +394,191 @@ class _Proxy:
             else:
                 if routed is not None:
                     frame = protocol.encode_request(header, body2)[4:]
-        if body.acks != 0:  # acks=0 is never answered
-            pending[header.correlation_id] = Pending(key, version, routed)
-        return _SIZE.pack(len(frame)) + frame
+        if body.acks == 0:  # never answered: nothing for the writer to wait for
+            await conn.upstream.send_all(_SIZE.pack(len(frame)) + frame)
+        else:
+            await self._forward(conn, frame, header.correlation_id, Pending(key, version, routed))
+
+    async def _forward(
+        self, conn: _Client, frame: bytes, correlation_id: int, pending: Pending | None
+    ) -> None:
+        await conn.to_writer.send(_Answer(correlation_id, pending))
+        await conn.upstream.send_all(_SIZE.pack(len(frame)) + frame)
+
+    async def _produce_pooled(
+        self, conn: _Client, header: Any, body: Any, plan: ProducePlan
+    ) -> None:
+        # Every part is written before the client's next request is read: the
+        # order of one client's requests to one broker is kept (see .pool).
+        answered = body.acks != 0
+        slot = _Answer(header.correlation_id, None, trio.Event()) if answered else None
+        if slot is not None:
+            await conn.to_writer.send(slot)
+        deadline = trio.current_time() + body.timeout_ms / 1000 + self.config.connect_timeout
+        sent: list[tuple[Any, Waiter | UpstreamError]] = []
+        for node_id, part in plan.parts:
+            try:
+                waiter: Waiter | UpstreamError = await self.pool.send(
+                    node_id,
+                    header.client_id,
+                    PRODUCE,
+                    header.request_api_version,
+                    part,
+                    answered=answered,
+                )
+            except UpstreamError as exc:
+                waiter = exc
+            sent.append((part, waiter))
+        if slot is not None:
+            conn.pumps.start_soon(
+                self._gather, slot, plan, sent, header.request_api_version, deadline
+            )
+
+    async def _gather(
+        self,
+        slot: _Answer,
+        plan: ProducePlan,
+        sent: list[tuple[Any, Waiter | UpstreamError]],
+        version: int,
+        deadline: float,
+    ) -> None:
+        answers = []
+        stale: set[str] = set()
+        try:
+            for part, waiter in sent:
+                try:
+                    if isinstance(waiter, UpstreamError):
+                        raise waiter
+                    frame = await self.pool.wait(waiter, deadline)
+                    _, answer = protocol.decode_response(frame, PRODUCE, version)
+                except UpstreamError as exc:
+                    self.quiet.warning("part", "a part of a Produce failed: %s", exc)
+                    self.stats.routing.parts_failed += 1
+                    answer = failed_answer(part, exc.code, str(exc))
+                stale |= learn_leaders(self.topics, answer)
+                answers.append(answer)
+            if stale:
+                self._refresh(stale)
+            merged = rewrite_addresses(PRODUCE, merge_produce(plan.route, answers), self.addresses)
+            slot.frame = protocol.encode_response(slot.correlation_id, PRODUCE, version, merged)
+        except (DecodeError, TrafkaError) as exc:
+            slot.error = exc
+        finally:
+            assert slot.done is not None
+            slot.done.set()
+
+    def _refresh(self, names: set[str]) -> None:
+        """Ask the cluster again for these topics' leaders (one request at a time)."""
+        self.stale |= names
+        if not self.refreshing:
+            self.refreshing = True
+            self.nursery.start_soon(self._refresh_metadata)
+
+    async def _refresh_metadata(self) -> None:
+        try:
+            while self.stale and self.topics.metadata_version >= 0:
+                names, self.stale = self.stale, set()
+                version = self.topics.metadata_version
+                for node_id in list(self.nodes):
+                    try:
+                        waiter = await self.pool.send(
+                            node_id, "trafka-proxy", METADATA, version, metadata_request(names)
+                        )
+                        frame = await self.pool.wait(
+                            waiter, trio.current_time() + self.config.connect_timeout
+                        )
+                        # Read as a client's answer would be: leaders and brokers learned.
+                        rewrite_response(
+                            Pending(METADATA, version), frame, self.addresses, self.topics
+                        )
+                    except (UpstreamError, DecodeError) as exc:
+                        log.debug("metadata refresh through broker %d failed: %s", node_id, exc)
+                        continue
+                    self.stats.routing.metadata_refreshes += 1
+                    break
+        finally:
+            self.refreshing = False
+
+    async def _upstream_frames(self, conn: _Client, frames: trio.MemorySendChannel[bytes]) -> None:
+        """Read the client's own upstream connection; when it ends, the client's
+        connection ends once the answers owed before are written."""
+        reader = FrameReader(self.config.max_frame_size)
+        async with frames:
+            try:
+                while data := await conn.upstream.receive_some(65536):
+                    reader.feed(data)
+                    while (frame := reader.next_frame()) is not None:
+                        await frames.send(bytes(frame))
+            except (DecodeError, TrafkaError) as exc:
+                self.quiet.warning(
+                    "answer", "closing a connection after a bad answer from upstream: %s", exc
+                )
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                pass
+            await conn.to_writer.send(_Answer(-1, None, closed=True))
 
     async def _answers(
         self,
-        upstream: trio.abc.Stream,
-        client: trio.abc.Stream,
-        pending: dict[int, Pending],
-        pumps: trio.Nursery,
+        conn: _Client,
+        answers: trio.MemoryReceiveChannel[_Answer],
+        frames: trio.MemoryReceiveChannel[bytes],
     ) -> None:
-        reader = FrameReader(self.config.max_frame_size)
+        """Write the answers to the client in the order of its requests."""
+        held: bytes | None = None
         try:
-            while True:
-                data = await upstream.receive_some(65536)
-                if not data:
+            async for slot in answers:
+                if slot.closed:
                     break
-                reader.feed(data)
-                while (frame := reader.next_frame()) is not None:
-                    waiting = pending.pop(protocol.peek_correlation_id(frame), None)
-                    if waiting is None:
-                        await client.send_all(_SIZE.pack(len(frame)) + frame)
-                    else:
-                        await client.send_all(
-                            rewrite_response(waiting, frame, self.addresses, self.topics)
-                        )
+                if slot.done is not None:  # a pooled Produce
+                    await slot.done.wait()
+                    if slot.error is not None:
+                        raise slot.error
+                    assert slot.frame is not None
+                    await conn.client.send_all(slot.frame)
+                    continue
+                frame = held if held is not None else await frames.receive()
+                held = None
+                if protocol.peek_correlation_id(frame) != slot.correlation_id:
+                    held = frame  # that request was not answered; this is a later one's
+                    continue
+                if slot.pending is None:
+                    await conn.client.send_all(_SIZE.pack(len(frame)) + frame)
+                else:
+                    await conn.client.send_all(
+                        rewrite_response(slot.pending, frame, self.addresses, self.topics)
+                    )
         except (DecodeError, TrafkaError) as exc:
             self.quiet.warning(
                 "answer", "closing a connection after a bad answer from upstream: %s", exc
             )
-        except (trio.BrokenResourceError, trio.ClosedResourceError):
+        except (trio.BrokenResourceError, trio.ClosedResourceError, trio.EndOfChannel):
             pass
-        pumps.cancel_scope.cancel()
+        conn.pumps.cancel_scope.cancel()
+
+
+@dataclass(slots=True)
+class _Answer:
+    """An answer the client is owed, in the order of its requests: from its own
+    upstream connection (``done`` None), or a pooled Produce's merged answer."""
+
+    correlation_id: int
+    pending: Pending | None
+    done: trio.Event | None = None
+    frame: bytes | None = None
+    error: TrafkaError | None = None
+    closed: bool = False  # the upstream connection ended: nothing more is owed
+
+
+@dataclass(slots=True)
+class _Client:
+    """One client connection and its own upstream connection."""
+
+    client: trio.abc.Stream
+    upstream: trio.abc.Stream
+    address: tuple[str, int]
+    to_writer: trio.MemorySendChannel[_Answer]
+    pumps: trio.Nursery
+    sasl: bool = False
 
 
 def _known(key: int, version: int) -> bool:

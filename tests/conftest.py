@@ -1,11 +1,113 @@
 """Makes the helper modules at the top of ``tests/`` (shared by several folders)
-importable by name, as each folder's own helpers already are."""
+importable by name, as each folder's own helpers already are; and the ZooKeeper
+fixtures of the cluster tests (brokerlite's and the proxy's):
+
+* ``zookeeper``: one ZooKeeper server per pytest process (per xdist worker),
+  started lazily, shared: tests never stop it. ``zk_chroot`` gives a test its
+  own empty chroot on it (``.path``, ``.connect_string`` = ``host:port/chroot``).
+  ``make_zookeeper`` makes private servers for tests that stop, kill or restart
+  ZooKeeper. All skip when ZooKeeper is not installed.
+"""
 
 from __future__ import annotations
 
 import sys
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any, NamedTuple
+
+import pytest
+
+from trafka.brokerlite.zookeeper import ZooKeeperServer, zookeeper_available
 
 _HERE = str(Path(__file__).resolve().parent)
 if _HERE not in sys.path:
     sys.path.insert(0, _HERE)
+
+
+class ZkChroot(NamedTuple):
+    """A test's own corner of the shared ZooKeeper server."""
+
+    #: the chroot znode, e.g. ``/t-3f2a...`` (created before the test, deleted after)
+    path: str
+    #: ``host:port/t-3f2a...``: for ``KazooClient(hosts=...)`` or ``zookeeper.connect``
+    connect_string: str
+    #: the server's own ``host:port``, without the chroot
+    server_connect_string: str
+
+
+def _skip_without_zookeeper() -> None:
+    if not zookeeper_available():
+        pytest.skip(
+            "ZooKeeper not found (apt-get install zookeeper, or set TRAFKA_ZOOKEEPER_CLASSPATH)"
+        )
+
+
+@pytest.fixture(scope="session")
+def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperServer]:
+    """One ZooKeeper server per pytest process (so one per xdist worker).
+
+    Started the first time a test asks for it, stopped at the end of the session;
+    tests are skipped when ZooKeeper is not installed. Tests share it, so they
+    must neither stop, kill nor restart it (use ``make_zookeeper`` for faults)
+    and should keep their znodes under ``zk_chroot``.
+    """
+    _skip_without_zookeeper()
+    server = ZooKeeperServer(tmp_path_factory.mktemp("zookeeper"))
+    server.start(timeout=60.0)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def zk_chroot(zookeeper: ZooKeeperServer) -> Iterator[ZkChroot]:
+    """A unique chroot on the shared server (``/t-<uuid>``), created empty and
+    deleted after the test, with its connect string ``host:port/t-<uuid>``."""
+    from kazoo.client import KazooClient
+
+    if not zookeeper.running:
+        # A test broke the rule above; do not let every later test fail for it.
+        zookeeper.start(timeout=60.0)
+    path = f"/t-{uuid.uuid4().hex}"
+    admin = KazooClient(hosts=zookeeper.connect_string, timeout=5.0)
+    admin.start(timeout=10.0)
+    try:
+        admin.create(path)
+    finally:
+        admin.stop()
+        admin.close()
+    yield ZkChroot(path, zookeeper.connect_string + path, zookeeper.connect_string)
+    if zookeeper.running:
+        admin = KazooClient(hosts=zookeeper.connect_string, timeout=5.0)
+        try:
+            admin.start(timeout=10.0)
+            admin.delete(path, recursive=True)
+        except Exception:
+            pass  # best effort: the server is private to this test session
+        finally:
+            admin.stop()
+            admin.close()
+
+
+@pytest.fixture
+def make_zookeeper(tmp_path: Path) -> Iterator[Any]:
+    """``make_zookeeper(start=True, **settings) -> ZooKeeperServer``: a private server
+    in the test's tmp_path, for tests that stop, kill or restart ZooKeeper (see
+    :class:`~trafka.brokerlite.zookeeper.ZooKeeperServer` for the settings).
+    Every server is stopped after the test; skipped when ZooKeeper is missing."""
+    _skip_without_zookeeper()
+    servers: list[ZooKeeperServer] = []
+
+    def make(start: bool = True, **settings: Any) -> ZooKeeperServer:
+        server = ZooKeeperServer(tmp_path / f"zookeeper-{len(servers)}", **settings)
+        servers.append(server)
+        if start:
+            server.start(timeout=60.0)
+        return server
+
+    yield make
+    for server in servers:
+        server.stop()

@@ -1,4 +1,4 @@
-"""Helpers of the proxy tests: topics, and records in and out."""
+"""Helpers of the proxy tests: topics, records in and out, and Produce requests made by hand."""
 
 from __future__ import annotations
 
@@ -8,6 +8,8 @@ from typing import Any
 import anyio
 import confluent_kafka
 
+from trafka.codec.messages import k00_produce as pm
+from trafka.codec.records import decode_batch, iter_batches
 from trafka.sdk import NewTopic, TopicPartition, open_admin, open_consumer
 
 _names = itertools.count()
@@ -58,3 +60,59 @@ def confluent_produce(servers: str, topic: str, n: int) -> None:
         )
     assert producer.flush(30) == 0
     assert failures == []
+
+
+def keyed(n: int, *, keys: int = 13, null_every: int = 0) -> list[tuple[int, Any, bytes, Any]]:
+    out = []
+    for i in range(n):
+        key = None if null_every and i % null_every == 0 else b"key-%d" % (i % keys)
+        out.append((1_000 + i, key, b"value-%d" % i, [("n", b"%d" % i)]))
+    return out
+
+
+def request(parts: dict[int, list[bytes]], *, acks: int = -1, topic: str = "orders") -> Any:
+    return pm.ProduceRequest(
+        acks=acks,
+        timeout_ms=1000,
+        topic_data=[
+            pm.ProduceRequest.TopicProduceData(
+                name=topic,
+                partition_data=[
+                    pm.ProduceRequest.PartitionProduceData(index=i, records=b"".join(blobs))
+                    for i, blobs in parts.items()
+                ],
+            )
+        ],
+    )
+
+
+def records_of(body: Any) -> dict[int, list[Any]]:
+    out: dict[int, list[Any]] = {}
+    for t in body.topic_data:
+        for p in t.partition_data:
+            for _, raw in iter_batches(p.records):
+                out.setdefault(p.index, []).extend(decode_batch(bytes(raw)).records)
+    return out
+
+
+def answer(body: Any, errors: dict[int, int] | None = None) -> Any:
+    """A broker's answer to a Produce request: partition p's records at offset
+    100 * p, with the error ``errors`` gives it (else none)."""
+    r = pm.ProduceResponse
+    return r(
+        responses=[
+            r.TopicProduceResponse(
+                name=t.name,
+                partition_responses=[
+                    r.PartitionProduceResponse(
+                        index=p.index,
+                        error_code=(errors or {}).get(p.index, 0),
+                        base_offset=100 * p.index,
+                        log_start_offset=0,
+                    )
+                    for p in t.partition_data
+                ],
+            )
+            for t in body.topic_data
+        ]
+    )

@@ -8,6 +8,7 @@ from collections import Counter
 from typing import Any
 
 import pytest
+from proxy_helpers import answer, keyed, records_of, request
 
 from trafka.codec import protocol
 from trafka.codec.compression import Compression
@@ -16,17 +17,9 @@ from trafka.codec.messages import k00_produce as pm
 from trafka.codec.messages import k03_metadata as mm
 from trafka.codec.messages import k10_find_coordinator as fm
 from trafka.codec.messages import k60_describe_cluster as dm
-from trafka.codec.records import decode_batch, encode_batch, iter_batches
-from trafka.proxy.rewrite import (
-    HASHES,
-    Addresses,
-    Pending,
-    RouteStats,
-    Topics,
-    reads_answer,
-    rewrite_response,
-    route_produce,
-)
+from trafka.codec.records import encode_batch, iter_batches
+from trafka.proxy.rewrite import Addresses, Pending, reads_answer, rewrite_response
+from trafka.proxy.routing import HASHES, RouteStats, Topics, route_produce
 from trafka.sdk.partitioners import murmur2_partition
 
 PROXY = {1: ("proxy.local", 19001), 2: ("proxy.local", 19002)}
@@ -125,39 +118,6 @@ def test_describe_cluster_names_the_proxy(version: int) -> None:
 # -- key routing ---------------------------------------------------------------------------
 
 
-def keyed(n: int, *, keys: int = 13, null_every: int = 0) -> list[tuple[int, Any, bytes, Any]]:
-    out = []
-    for i in range(n):
-        key = None if null_every and i % null_every == 0 else b"key-%d" % (i % keys)
-        out.append((1_000 + i, key, b"value-%d" % i, [("n", b"%d" % i)]))
-    return out
-
-
-def request(parts: dict[int, list[bytes]], *, acks: int = -1, topic: str = "orders") -> Any:
-    return pm.ProduceRequest(
-        acks=acks,
-        timeout_ms=1000,
-        topic_data=[
-            pm.ProduceRequest.TopicProduceData(
-                name=topic,
-                partition_data=[
-                    pm.ProduceRequest.PartitionProduceData(index=i, records=b"".join(blobs))
-                    for i, blobs in parts.items()
-                ],
-            )
-        ],
-    )
-
-
-def records_of(body: Any) -> dict[int, list[Any]]:
-    out: dict[int, list[Any]] = {}
-    for t in body.topic_data:
-        for p in t.partition_data:
-            for _, raw in iter_batches(p.records):
-                out.setdefault(p.index, []).extend(decode_batch(bytes(raw)).records)
-    return out
-
-
 def topics_of(count: int = 6, leader: int = 1) -> Topics:
     return Topics({"orders": count}, {("orders", i): leader for i in range(count)})
 
@@ -240,26 +200,6 @@ def test_a_malformed_batch_is_refused() -> None:
         )
 
 
-def _answer(body: Any, errors: dict[int, int] | None = None) -> Any:
-    r = pm.ProduceResponse
-    return r(
-        responses=[
-            r.TopicProduceResponse(
-                name=t.name,
-                partition_responses=[
-                    r.PartitionProduceResponse(
-                        index=p.index,
-                        error_code=(errors or {}).get(p.index, 0),
-                        base_offset=100 * p.index,
-                    )
-                    for p in t.partition_data
-                ],
-            )
-            for t in body.topic_data
-        ]
-    )
-
-
 @pytest.mark.parametrize("version", [3, 7, 9, 11])
 def test_the_answer_covers_exactly_the_partitions_the_client_sent(version: int) -> None:
     # Partition 0 holds records for several partitions; partition 4 only its own.
@@ -274,7 +214,7 @@ def test_the_answer_covers_exactly_the_partitions_the_client_sent(version: int) 
     assert targets[4] == (4,) and len(targets[0]) > 1
 
     def merged(errors: dict[int, int] | None) -> Any:
-        frame = protocol.encode_response(9, 0, version, _answer(routed, errors))[4:]
+        frame = protocol.encode_response(9, 0, version, answer(routed, errors))[4:]
         addr, _ = addresses()
         out = rewrite_response(Pending(0, version, route), frame, addr, Topics())
         return protocol.decode_response(out[4:], 0, version)[1]
@@ -296,13 +236,13 @@ def test_an_answer_missing_a_part_is_an_error() -> None:
         body, node_id=1, topics=topics_of(), hash_name="murmur2", stats=RouteStats()
     )
     assert route is not None
-    answer = _answer(routed)
-    first = answer.responses[0]
-    answer = dataclasses.replace(
-        answer,
+    reply = answer(routed)
+    first = reply.responses[0]
+    reply = dataclasses.replace(
+        reply,
         responses=[dataclasses.replace(first, partition_responses=first.partition_responses[:1])],
     )
-    frame = protocol.encode_response(9, 0, 9, answer)[4:]
+    frame = protocol.encode_response(9, 0, 9, reply)[4:]
     addr, _ = addresses()
     with pytest.raises(DecodeError, match="did not answer"):
         rewrite_response(Pending(0, 9, route), frame, addr, Topics())

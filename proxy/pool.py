@@ -1,0 +1,204 @@
+"""The proxy's own upstream connections: one per broker, shared by every client.
+
+Rules:
+
+* One connection per upstream broker, opened at its first use and opened
+  again after it fails. Concurrent first uses wait for the same opening.
+* Requests are pipelined: written whole, one writer at a time, in the order
+  :meth:`UpstreamPool.send` is called, and matched to their answers by the
+  pool's own correlation ids. A broker handles one connection's requests in
+  order, so what one client connection sends to one broker through the pool
+  is appended in that client's order (per-key order holds), while clients
+  sharing the connection do not wait for each other's round trips, as they
+  would if one request at a time were let through.
+* A request fails with :class:`UpstreamError` when its connection cannot be
+  opened, breaks before the answer, or the answer does not come by the
+  caller's deadline; the error names the Kafka error code the caller can
+  stand in (NETWORK_EXCEPTION or REQUEST_TIMED_OUT, both retriable).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+
+import trio
+
+from trafka.codec import protocol
+from trafka.codec.errors import DecodeError, ErrorCode, TrafkaError
+from trafka.codec.framing import FrameReader
+from trafka.codec.messages.headers import RequestHeader
+
+__all__ = ["UpstreamError", "UpstreamPool", "Waiter"]
+
+log = logging.getLogger("trafka.proxy")
+
+
+class UpstreamError(Exception):
+    """A request through the pool got no answer.
+
+    Attributes:
+        code: the error to answer in its stead.
+    """
+
+    def __init__(self, message: str, code: ErrorCode = ErrorCode.NETWORK_EXCEPTION) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class Waiter:
+    """One request's answer to come (see :meth:`UpstreamPool.wait`)."""
+
+    __slots__ = ("done", "error", "frame")
+
+    def __init__(self) -> None:
+        self.done = trio.Event()
+        self.frame: bytes | None = None
+        self.error: UpstreamError | None = None
+
+    def fail(self, error: UpstreamError) -> None:
+        if not self.done.is_set():
+            self.error = error
+            self.done.set()
+
+
+class _Link:
+    def __init__(self, node_id: int, stream: trio.abc.Stream) -> None:
+        self.node_id = node_id
+        self.stream = stream
+        self.writing = trio.Lock()
+        self.next_id = 0
+        self.waiting: dict[int, Waiter] = {}
+        self.broken: UpstreamError | None = None
+
+    def fail(self, error: UpstreamError) -> None:
+        self.broken = self.broken or error
+        waiting, self.waiting = self.waiting, {}
+        for waiter in waiting.values():
+            waiter.fail(self.broken)
+
+
+class UpstreamPool:
+    """The pooled connections.
+
+    Args:
+        nursery: runs each connection's reader.
+        connect: opens a stream to a broker by node id (raises OSError).
+        max_frame_size: the largest answer accepted.
+    """
+
+    def __init__(
+        self,
+        nursery: trio.Nursery,
+        connect: Callable[[int], Awaitable[trio.abc.Stream]],
+        max_frame_size: int,
+    ) -> None:
+        self._nursery = nursery
+        self._connect = connect
+        self._max_frame_size = max_frame_size
+        self._links: dict[int, _Link] = {}
+        self._opening: dict[int, trio.Lock] = {}
+
+    async def send(
+        self,
+        node_id: int,
+        client_id: str | None,
+        key: int,
+        version: int,
+        body: object,
+        *,
+        answered: bool = True,
+    ) -> Waiter:
+        """Write a request to the broker ``node_id``; return its answer's waiter.
+
+        ``answered=False``: the broker will not answer (acks=0 Produce); the
+        waiter is not kept and never done.
+
+        Raises:
+            UpstreamError: the connection cannot be opened or is broken.
+        """
+        link = await self._link(node_id)
+        async with link.writing:
+            if link.broken is not None:
+                raise link.broken
+            link.next_id = (link.next_id + 1) & 0x7FFFFFFF
+            header = RequestHeader(
+                request_api_key=key,
+                request_api_version=version,
+                correlation_id=link.next_id,
+                client_id=client_id,
+            )
+            waiter = Waiter()
+            if answered:
+                link.waiting[link.next_id] = waiter
+            try:
+                await link.stream.send_all(protocol.encode_request(header, body))
+            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
+                self._drop(link, UpstreamError(f"broker {node_id}: {exc}"))
+                raise UpstreamError(f"broker {node_id}: {exc}") from None
+        return waiter
+
+    @staticmethod
+    async def wait(waiter: Waiter, deadline: float) -> bytes:
+        """The answer's frame (without its size prefix).
+
+        Raises:
+            UpstreamError: the connection broke, or ``deadline`` (trio's clock) passed.
+        """
+        with trio.move_on_at(deadline):
+            await waiter.done.wait()
+        if not waiter.done.is_set():
+            waiter.fail(UpstreamError("no answer in time", ErrorCode.REQUEST_TIMED_OUT))
+        if waiter.error is not None:
+            raise waiter.error
+        assert waiter.frame is not None
+        return waiter.frame
+
+    async def _link(self, node_id: int) -> _Link:
+        link = self._links.get(node_id)
+        if link is not None and link.broken is None:
+            return link
+        async with self._opening.setdefault(node_id, trio.Lock()):
+            link = self._links.get(node_id)
+            if link is not None and link.broken is None:
+                return link
+            try:
+                stream = await self._connect(node_id)
+            except OSError as exc:
+                raise UpstreamError(f"broker {node_id}: {exc}") from None
+            link = _Link(node_id, stream)
+            self._links[node_id] = link
+            self._nursery.start_soon(self._read, link)
+            return link
+
+    def _drop(self, link: _Link, error: UpstreamError) -> None:
+        link.fail(error)
+        if self._links.get(link.node_id) is link:
+            del self._links[link.node_id]
+        self._nursery.start_soon(link.stream.aclose)
+
+    async def _read(self, link: _Link) -> None:
+        reader = FrameReader(self._max_frame_size)
+        error = UpstreamError(f"broker {link.node_id} closed the connection")
+        try:
+            while True:
+                data = await link.stream.receive_some(65536)
+                if not data:
+                    break
+                reader.feed(data)
+                while (frame := reader.next_frame()) is not None:
+                    waiter = link.waiting.pop(protocol.peek_correlation_id(frame), None)
+                    if waiter is not None:
+                        waiter.frame = bytes(frame)
+                        waiter.done.set()
+        except (DecodeError, TrafkaError) as exc:
+            log.warning("closing the pooled connection to broker %d: %s", link.node_id, exc)
+            error = UpstreamError(f"broker {link.node_id}: {exc}")
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
+            error = UpstreamError(f"broker {link.node_id}: {exc}")
+        finally:
+            with trio.CancelScope(shield=True):
+                link.fail(error)
+                if self._links.get(link.node_id) is link:
+                    del self._links[link.node_id]
+                await link.stream.aclose()

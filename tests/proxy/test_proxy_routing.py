@@ -1,0 +1,178 @@
+"""Key routing across brokers, without sockets: the split by leader, the merged
+answer (a failing part included), and what the proxy learns from answers."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import Counter
+from typing import Any
+
+from proxy_helpers import answer, keyed, records_of, request
+
+from trafka.codec import protocol
+from trafka.codec.errors import ErrorCode
+from trafka.codec.messages import k00_produce as pm
+from trafka.codec.records import encode_batch
+from trafka.proxy.routing import (
+    ProducePlan,
+    RouteStats,
+    Topics,
+    failed_answer,
+    learn_leaders,
+    merge_produce,
+    metadata_request,
+    plan_produce,
+)
+from trafka.sdk.partitioners import murmur2_partition
+
+# Six partitions led by three brokers, as Kafka spreads them.
+LEADERS = {p: 1 + p % 3 for p in range(6)}
+
+
+def cluster() -> Topics:
+    return Topics({"orders": 6}, {("orders", p): leader for p, leader in LEADERS.items()})
+
+
+def plan(body: Any, topics: Topics | None = None) -> tuple[ProducePlan, RouteStats]:
+    stats = RouteStats()
+    got = plan_produce(body, topics=topics or cluster(), hash_name="murmur2", stats=stats)
+    assert got is not None
+    return got, stats
+
+
+def by_partition(body: Any) -> dict[int, Any]:
+    return {p.index: p for t in body.responses for p in t.partition_responses}
+
+
+def test_each_part_goes_to_the_leader_of_its_partitions() -> None:
+    sent = keyed(300, keys=41, null_every=9)
+    body = request({0: [encode_batch(sent)]})
+    routed, stats = plan(body)
+    assert sorted(node for node, _ in routed.parts) == [1, 2, 3]
+    flat = []
+    for node, part in routed.parts:
+        assert part.acks == body.acks and part.timeout_ms == body.timeout_ms
+        for partition, records in records_of(part).items():
+            assert LEADERS[partition] == node
+            for r in records:
+                want = 0 if r.key is None else murmur2_partition(r.key, 6)
+                assert partition == want
+            values = [int(r.value.split(b"-")[1]) for r in records]
+            assert values == sorted(values)  # the client's order, per partition
+            flat.extend((r.timestamp, r.key, r.value, tuple(r.headers)) for r in records)
+    assert Counter(flat) == Counter((ts, k, v, tuple(h)) for ts, k, v, h in sent)
+    assert stats.requests_pooled == stats.requests_split == 1
+    assert stats.records_moved + stats.records_kept == 300
+
+
+def test_a_partition_keeps_its_own_records_first() -> None:
+    own = [r for r in keyed(200, keys=53) if murmur2_partition(r[1], 6) == 4]
+    elsewhere = keyed(100, keys=53)
+    body = request({0: [encode_batch(elsewhere)], 4: [encode_batch(own)]})
+    routed, _ = plan(body)
+    (part,) = [p for node, p in routed.parts if node == LEADERS[4]]
+    records = records_of(part)[4]
+    # Partition 4's own batch comes first, byte for byte: its base offset is the client's.
+    assert [r.value for r in records[: len(own)]] == [r[2] for r in own]
+    assert len(records) > len(own)
+
+
+def test_requests_the_pooled_plan_refuses() -> None:
+    plain = encode_batch(keyed(20))
+    idempotent = encode_batch(keyed(20), producer_id=7, producer_epoch=0, base_sequence=0)
+    cases = [
+        (request({0: [idempotent]}), cluster()),
+        (request({0: [plain, idempotent]}), cluster()),
+        (request({0: [plain]}), Topics()),  # topic never seen in Metadata
+        (request({0: [plain]}), Topics({"orders": 6}, {})),  # leader unknown
+    ]
+    txn = request({0: [plain]})
+    cases.append((type(txn)(transactional_id="t", acks=-1, topic_data=txn.topic_data), cluster()))
+    for body, topics in cases:
+        stats = RouteStats()
+        assert plan_produce(body, topics=topics, hash_name="murmur2", stats=stats) is None
+        assert stats == RouteStats()  # refused before counting anything
+
+
+def test_a_batch_whose_target_leader_is_unknown_stays_put() -> None:
+    topics = cluster()
+    del topics.leaders[("orders", 1)]
+    body = request({0: [encode_batch(keyed(100))]})
+    routed, stats = plan(body, topics)
+    assert [node for node, _ in routed.parts] == [LEADERS[0]]
+    assert list(records_of(routed.parts[0][1])) == [0]
+    assert stats.batches_untouched_unknown_leader == 1
+
+
+def test_the_merged_answer_covers_the_client_partitions_with_their_offsets() -> None:
+    own = [r for r in keyed(200, keys=53) if murmur2_partition(r[1], 6) == 4]
+    body = request({0: [encode_batch(keyed(90))], 4: [encode_batch(own)]})
+    routed, _ = plan(body)
+    merged = merge_produce(routed.route, [answer(part) for _, part in routed.parts])
+    parts = by_partition(merged)
+    assert list(parts) == [0, 4]
+    # Nothing of partition 4 moved: the broker's own answer for it.
+    assert (parts[4].error_code, parts[4].base_offset, parts[4].log_start_offset) == (0, 400, 0)
+    # Partition 0's records moved: no offset of partition 0 would be true.
+    assert (parts[0].error_code, parts[0].base_offset, parts[0].log_start_offset) == (0, -1, -1)
+    # The merged answer encodes at every version the proxy serves.
+    for version in (3, 7, 9, 11):
+        protocol.encode_response(1, 0, version, merged)
+
+
+def test_a_failing_part_fails_the_partitions_whose_records_it_carried() -> None:
+    own = {p: [r for r in keyed(400, keys=97) if murmur2_partition(r[1], 6) == p] for p in (1, 2)}
+    body = request(
+        {1: [encode_batch(own[1])], 2: [encode_batch(own[2])], 0: [encode_batch(keyed(60))]}
+    )
+    routed, _ = plan(body)
+    dead = LEADERS[2]
+    answers = [
+        failed_answer(part, ErrorCode.NETWORK_EXCEPTION, "gone") if node == dead else answer(part)
+        for node, part in routed.parts
+    ]
+    parts = by_partition(merge_produce(routed.route, answers))
+    assert parts[2].error_code == ErrorCode.NETWORK_EXCEPTION  # its own part failed
+    assert parts[1].error_code == 0 and parts[1].base_offset == 100  # untouched
+    # Partition 0's records went to every broker: the failing part fails it too.
+    assert parts[0].error_code == ErrorCode.NETWORK_EXCEPTION and parts[0].base_offset == -1
+
+
+def test_throttle_and_leader_hints_are_kept_across_parts() -> None:
+    body = request({0: [encode_batch(keyed(90))]})
+    routed, _ = plan(body)
+    r = pm.ProduceResponse
+    answers = [
+        dataclasses.replace(
+            answer(part),
+            throttle_time_ms=10 * node,
+            node_endpoints=[r.NodeEndpoint(node_id=node, host=f"kafka-{node}", port=9092)],
+        )
+        for node, part in routed.parts
+    ]
+    merged = merge_produce(routed.route, answers)
+    assert merged.throttle_time_ms == 30
+    assert sorted(e.node_id for e in merged.node_endpoints) == [1, 2, 3]
+
+
+def test_not_leader_takes_the_hint_or_asks_again() -> None:
+    topics = cluster()
+    r = pm.ProduceResponse
+    hinted = r.PartitionProduceResponse(
+        index=1,
+        error_code=ErrorCode.NOT_LEADER_OR_FOLLOWER,
+        current_leader=r.LeaderIdAndEpoch(leader_id=3, leader_epoch=5),
+    )
+    bare = r.PartitionProduceResponse(index=2, error_code=ErrorCode.NOT_LEADER_OR_FOLLOWER)
+    fine = r.PartitionProduceResponse(index=0, error_code=0)
+    body = r(
+        responses=[
+            r.TopicProduceResponse(name="orders", partition_responses=[hinted, fine]),
+            r.TopicProduceResponse(name="payments", partition_responses=[bare]),
+        ]
+    )
+    assert learn_leaders(topics, body) == {"payments"}
+    assert topics.leader("orders", 1) == 3
+    request_body = metadata_request({"payments", "orders"})
+    assert [t.name for t in request_body.topics] == ["orders", "payments"]
+    assert request_body.allow_auto_topic_creation is False
