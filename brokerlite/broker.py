@@ -135,6 +135,7 @@ from .handlers._base import (
 )
 from .handlers.k01_fetch import HIGH_WATERMARK_WAKES, FetchPlan
 from .log import LogConfig, LogManager
+from .metrics import BrokerMetrics
 from .offsets import OffsetStore
 from .quotas import (
     CONSUMER_BYTE_RATE,
@@ -464,6 +465,9 @@ class Broker:
         if not config.cluster_mode:
             # (In a cluster a partition's open transactions are its coordinator's.)
             self._abort_hanging_transactions(now_ms)
+        #: Prometheus counters and gauges (:mod:`.metrics`).
+        self.metrics = BrokerMetrics()
+        self.metrics.attach(self)
         #: What this broker knows of its cluster (cluster mode), else None; the
         #: cluster driver (:mod:`.cluster`) keeps it up to date.
         self.cluster: ClusterView | None = None

@@ -46,6 +46,7 @@ _OPTION_FIELDS = {
     "ssl_cafile": "ssl_cafile",
     "ssl_client_auth": "ssl_client_auth",
     "announce": "announce",
+    "metrics_listen": "metrics_listen",
     "zookeeper": "zookeeper_connect",
     "default_replication_factor": "default_replication_factor",
     "min_insync_replicas": "min_insync_replicas",
@@ -203,6 +204,11 @@ def _configure_logging(verbose: bool, *quiet: str) -> None:
     is_flag=True,
     default=None,
     help="Allow everyone on resources no ACL names (needs --authorizer) [deny].",
+)
+@click.option(
+    "--metrics-listen",
+    metavar="HOST:PORT",
+    help="Serve Prometheus metrics (/metrics) and health (/healthz, /readyz) over HTTP here.",
 )
 @click.option(
     "--announce/--no-announce",

@@ -280,6 +280,9 @@ class BrokerConfig:
         announce: announce the listener on the local network (zeroconf, service
             type ``_kafka._tcp``) with its cluster id, node id and security
             protocol, so that clients with ``bootstrap.servers=zeroconf`` find it.
+        metrics_listen: ``host:port`` of an HTTP listener serving Prometheus
+            metrics (``/metrics``) and health (``/healthz``, ``/readyz``); None
+            (the default): none. Port 0 picks a free port.
         zookeeper_connect: ``host:port[,host:port...][/chroot]`` of the ZooKeeper
             ensemble of a cluster (Kafka's ``zookeeper.connect``); None (the
             default) runs the single-node broker, without ZooKeeper.
@@ -402,6 +405,7 @@ class BrokerConfig:
     telemetry_max_bytes: int = 1_048_576
     client_telemetry_file: Path | None = None
     announce: bool = False
+    metrics_listen: str | None = None
     zookeeper_connect: str | None = None
     zookeeper_session_timeout_ms: int = 18_000
     zookeeper_connection_timeout_ms: int | None = None
@@ -446,6 +450,8 @@ class BrokerConfig:
             raise ConfigError(f"port: {self.port} is not a TCP port")
         if self.advertised_listener is not None:
             _split_host_port(self.advertised_listener, "advertised_listener")
+        if self.metrics_listen is not None:
+            _split_host_port(self.metrics_listen, "metrics_listen")
         if self.num_partitions < 1:
             raise ConfigError(f"num_partitions: must be >= 1, got {self.num_partitions}")
         if self.max_partitions is not None and self.max_partitions < 1:

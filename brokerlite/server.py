@@ -115,6 +115,7 @@ _SEND_QUEUE = 8
 _COALESCE_LIMIT = 64 * 1024
 _PREAD_BLOCK = 1024 * 1024
 _FRAMES_PER_YIELD = 8
+_FETCH_KEY = 1
 # Replies of more byte parts than this are joined before a direct write
 # (writev takes at most IOV_MAX buffers).
 _WRITEV_MAX = 64
@@ -146,6 +147,7 @@ class RunningBroker:
             from the broker's trio thread).
         request_budget: the bytes reserved by requests still arriving
             (``queued_max_request_bytes``; for tests and introspection, as ``broker``).
+        metrics_address: the bound (host, port) of the metrics listener, if any.
     """
 
     address: tuple[str, int]
@@ -153,6 +155,7 @@ class RunningBroker:
     config: BrokerConfig
     broker: Broker
     request_budget: RequestBudget
+    metrics_address: tuple[str, int] | None = None
 
 
 class _Slot:
@@ -493,7 +496,12 @@ class _Server:
                         await trio.lowlevel.checkpoint()
                         handled = 0
                     handled += 1
+                    started = time.perf_counter()
                     outcome = broker.handle_frame(conn_id, frame, now_ms())
+                    if len(frame) >= 2:
+                        broker.metrics.handled(
+                            frame[0] << 8 | frame[1], time.perf_counter() - started
+                        )
                     del frame  # not held while the request is parked or answered
                     if isinstance(outcome, Reply):
                         await emit(conn, outcome)
@@ -658,6 +666,17 @@ class _Server:
     def _release(self, size: int) -> None:
         _grant(self.request_budget.release(size))
 
+    def _count_fetched(self, reply: Reply) -> None:
+        """Count a Fetch answer's record bytes per topic (BytesOut)."""
+        topics = getattr(reply.body, "topics", None)
+        if not topics:
+            return
+        metrics = self.broker.metrics
+        for topic in topics:
+            size = sum(getattr(p, "size", 0) for p in topic.partitions)
+            if size:
+                metrics.fetched(topic.name, size)
+
     async def _mute(self, throttle_ms: int) -> None:
         """Do not read the connection for ``throttle_ms`` after the answer of a
         request over a client quota, as Kafka mutes it (KIP-219); clients of
@@ -676,6 +695,8 @@ class _Server:
             Exception: the reply could not be encoded (a bug; the caller closes
                 the connection).
         """
+        if isinstance(reply, Reply) and reply.api_key == _FETCH_KEY:
+            self._count_fetched(reply)
         parts: list[_OutPart] = list(reply.encode())
         if not conn.queued and all(isinstance(part, _BYTES) for part in parts):
             buffers = cast(list[_Buffer], parts)
@@ -694,6 +715,8 @@ class _Server:
 
         Returns once it is handed over (backpressure as in :meth:`_emit`).
         """
+        if isinstance(reply, Reply) and reply.api_key == _FETCH_KEY:
+            self._count_fetched(reply)
         parts: list[_OutPart] = list(reply.encode())
         conn.queued += 1
         try:
@@ -1020,16 +1043,37 @@ async def serve_broker(
                 await listener.aclose()
             raise
     advertised_host, advertised_port = broker.advertised
+    metrics_listeners: list[trio.SocketListener] = []
+    if cfg.metrics_listen is not None:
+        metrics_host, _, metrics_port = cfg.metrics_listen.rpartition(":")
+        try:
+            metrics_listeners = await trio.open_tcp_listeners(
+                int(metrics_port), host=metrics_host.strip("[]") or None
+            )
+        except BaseException:
+            if driver is not None:
+                driver.close()
+            broker.close()
+            for listener in listeners:
+                await listener.aclose()
+            raise
     running = RunningBroker(
         address=(bound[0], bound[1]),
         bootstrap_servers=f"{advertised_host}:{advertised_port}",
         config=cfg,
         broker=broker,
         request_budget=server.request_budget,
+        metrics_address=(
+            tuple(metrics_listeners[0].socket.getsockname()[:2]) if metrics_listeners else None
+        ),
     )
     try:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(server.ticker)
+            if metrics_listeners:
+                from .metrics_http import serve_metrics
+
+                await nursery.start(serve_metrics, broker, metrics_listeners)
             jwks_url = cfg.sasl_oauthbearer_jwks_endpoint_url
             if broker.sasl_users is not None and jwks_url is not None:
                 ok = await server.refresh_token_keys(jwks_url, first=True)

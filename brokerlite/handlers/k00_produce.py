@@ -145,6 +145,11 @@ def handle(
                     if code is ErrorCode.NONE:
                         if not result.duplicate:
                             broker.notify_append(topic.name, data.index, len(data.records))
+                            broker.metrics.produced(
+                                topic.name,
+                                plog.log_end_offset - result.base_offset,
+                                len(data.records),
+                            )
                         if cluster is not None:
                             cluster.replicas.appended(topic.name, data.index)
                             if acks == -1:
@@ -169,6 +174,7 @@ def handle(
                         )
                         continue
             failures.append(f"{topic.name}-{data.index}: {code.name} ({message})")
+            broker.metrics.produce_failed(topic.name)
             partitions.append(
                 PartitionResponse(
                     index=data.index,

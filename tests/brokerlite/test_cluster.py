@@ -893,3 +893,49 @@ def test_share_groups_are_refused_in_cluster_mode_until_they_are_cluster_aware(z
             assert answer.error_code == ErrorCode.UNSUPPORTED_VERSION
 
     run(test)
+
+
+def test_metrics_describe_leaders_the_controller_and_under_replication(zk: str) -> None:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    def gauges(cluster: LocalCluster, node: int) -> dict[str, float]:
+        text = cluster.node(node).broker.metrics.exposition().decode()
+        return {
+            s.name: s.value
+            for family in text_string_to_metric_families(text)
+            for s in family.samples
+            if not s.labels
+        }
+
+    async def test() -> None:
+        async with serve_cluster(3, zookeeper_connect=zk) as cluster:
+            bs = cluster.bootstrap_servers
+            async with open_admin(bootstrap_servers=bs) as admin:
+                await admin.create_topics([NewTopic("metered", 6, 3)])
+            await until(lambda: all_in_sync(cluster, "metered", 3), "the ISRs fill")
+            seen = {n: gauges(cluster, n) for n in cluster.node_ids}
+            assert sum(g["kafka_server_replicamanager_leadercount"] for g in seen.values()) == 6
+            controllers = [
+                n
+                for n, g in seen.items()
+                if g["kafka_controller_kafkacontroller_activecontrollercount"]
+            ]
+            assert len(controllers) == 1
+            assert all(
+                g["kafka_server_replicamanager_underreplicatedpartitions"] == 0
+                for g in seen.values()
+            )
+            await cluster.stop_node(3)
+            live = [n for n in cluster.node_ids if n != 3]
+            await until(
+                lambda: (
+                    sum(
+                        gauges(cluster, n)["kafka_server_replicamanager_underreplicatedpartitions"]
+                        for n in live
+                    )
+                    == 6
+                ),
+                "every partition is under-replicated without node 3",
+            )
+
+    run(test)

@@ -1,0 +1,193 @@
+"""brokerlite's Prometheus metrics: Kafka's JMX names, as Prometheus sees them.
+
+Names follow the usual JMX-to-Prometheus mapping of Kafka's metrics (the
+``domain_type_name`` of the JMX bean, lowercased, ``_total`` on counters), so
+dashboards made for Kafka carry over:
+
+=================================================================  ==============================
+metric                                                             from
+=================================================================  ==============================
+``kafka_server_brokertopicmetrics_messagesin_total{topic}``        records appended by Produce
+``kafka_server_brokertopicmetrics_bytesin_total{topic}``           bytes appended by Produce
+``kafka_server_brokertopicmetrics_bytesout_total{topic}``          record bytes sent in Fetch answers
+``kafka_server_brokertopicmetrics_failedproducerequests_total``    partitions a Produce failed on
+``kafka_network_requestmetrics_requests_total{request}``           requests handled, per API
+``kafka_network_requestmetrics_totaltime_seconds{request}``        time handling a request (histogram;
+                                                                   the wait of a parked request is
+                                                                   not included)
+``kafka_server_replicamanager_partitioncount``                     partitions with a log here
+``kafka_server_replicamanager_leadercount``                        partitions led here
+``kafka_server_replicamanager_underreplicatedpartitions``          led here, ISR short of the replicas
+``kafka_server_replicamanager_offlinepartitions``                  logs taken offline by a failed write
+``kafka_server_replicamanager_isrshrinks_total`` / ``isrexpands``  ISR changes asked (cluster mode)
+``kafka_controller_kafkacontroller_activecontrollercount``         1 on the controller (a single node: 1)
+``kafka_log_log_size{topic,partition}``                            bytes of a partition's segments
+=================================================================  ==============================
+
+Rules: the counters are plain integers the broker core bumps on its own thread
+(no locks on the request path); everything else is read from the core when
+Prometheus scrapes, on the same thread (the driver builds the answer there).
+``prometheus_client`` formats the answer; each broker has a registry of its
+own, so that several brokers in one process (tests, ``serve_cluster``) never
+mix.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+
+from trafka.codec.protocol import api
+
+if TYPE_CHECKING:
+    from .broker import Broker
+
+__all__ = ["BrokerMetrics", "CONTENT_TYPE"]
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+# Request handling times (s): what a broker in one process spends on a request.
+_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0)
+
+
+class BrokerMetrics:
+    """The counters the broker core keeps, and its Prometheus registry."""
+
+    def __init__(self) -> None:
+        self.messages_in: dict[str, int] = {}
+        self.bytes_in: dict[str, int] = {}
+        self.bytes_out: dict[str, int] = {}
+        self.failed_produce: dict[str, int] = {}
+        # api key -> [bucket counts..., +Inf count], sum of seconds
+        self._times: dict[int, list[int]] = {}
+        self._time_sums: dict[int, float] = {}
+        self._broker: Broker | None = None
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.registry.register(self)
+
+    def attach(self, broker: Broker) -> None:
+        """The broker whose state the gauges read at a scrape."""
+        self._broker = broker
+
+    # -- on the request path ---------------------------------------------------------------
+
+    def produced(self, topic: str, records: int, nbytes: int) -> None:
+        self.messages_in[topic] = self.messages_in.get(topic, 0) + records
+        self.bytes_in[topic] = self.bytes_in.get(topic, 0) + nbytes
+
+    def produce_failed(self, topic: str) -> None:
+        self.failed_produce[topic] = self.failed_produce.get(topic, 0) + 1
+
+    def fetched(self, topic: str, nbytes: int) -> None:
+        self.bytes_out[topic] = self.bytes_out.get(topic, 0) + nbytes
+
+    def handled(self, api_key: int, seconds: float) -> None:
+        """One request of ``api_key`` took ``seconds`` to handle."""
+        counts = self._times.get(api_key)
+        if counts is None:
+            counts = self._times[api_key] = [0] * (len(_BUCKETS) + 1)
+            self._time_sums[api_key] = 0.0
+        counts[bisect.bisect_left(_BUCKETS, seconds)] += 1
+        self._time_sums[api_key] += seconds
+
+    # -- a scrape ------------------------------------------------------------------------------
+
+    def exposition(self) -> bytes:
+        """The Prometheus text format of every metric now."""
+        return generate_latest(self.registry)
+
+    def collect(self) -> Iterator[Any]:
+        yield from self._topic_counters()
+        yield from self._requests()
+        broker = self._broker
+        if broker is not None:
+            yield from _partition_gauges(broker)
+
+    def _topic_counters(self) -> Iterator[Any]:
+        for name, values, what in (
+            ("messagesin", self.messages_in, "Records appended by Produce."),
+            ("bytesin", self.bytes_in, "Bytes appended by Produce."),
+            ("bytesout", self.bytes_out, "Record bytes sent in Fetch answers."),
+            ("failedproducerequests", self.failed_produce, "Partitions a Produce failed on."),
+        ):
+            family = CounterMetricFamily(
+                f"kafka_server_brokertopicmetrics_{name}", what, labels=["topic"]
+            )
+            for topic, value in sorted(values.items()):
+                family.add_metric([topic], value)
+            yield family
+
+    def _requests(self) -> Iterator[Any]:
+        total = CounterMetricFamily(
+            "kafka_network_requestmetrics_requests", "Requests handled.", labels=["request"]
+        )
+        times = HistogramMetricFamily(
+            "kafka_network_requestmetrics_totaltime_seconds",
+            "Time handling a request (a parked request's wait not included).",
+            labels=["request"],
+        )
+        for key, counts in sorted(self._times.items()):
+            name = _api_name(key)
+            cumulative = []
+            running = 0
+            for bound, count in zip((*map(str, _BUCKETS), "+Inf"), counts, strict=True):
+                running += count
+                cumulative.append((bound, running))
+            total.add_metric([name], running)
+            times.add_metric([name], cumulative, self._time_sums[key])
+        yield total
+        yield times
+
+
+def _api_name(key: int) -> str:
+    try:
+        return api(key).name
+    except (KeyError, ValueError):
+        return str(key)
+
+
+def _partition_gauges(broker: Broker) -> Iterator[Any]:
+    logs = broker.logs
+    partitions = offline = 0
+    sizes = GaugeMetricFamily(
+        "kafka_log_log_size", "Bytes of a partition's segments.", labels=["topic", "partition"]
+    )
+    for info in logs.topics():
+        for index, plog in enumerate(logs.partitions(info.name)):
+            partitions += 1
+            if plog.offline is not None:
+                offline += 1
+            sizes.add_metric([info.name, str(index)], plog.size)
+    cluster = broker.cluster
+    if cluster is None:
+        leaders, under, controller = partitions, 0, 1
+        shrinks = expands = 0
+    else:
+        replicas = cluster.replicas
+        leaders = sum(1 for _ in replicas.led())
+        under = len(replicas.under_replicated())
+        controller = 1 if cluster.image.controller_id == broker.node_id else 0
+        shrinks, expands = replicas.isr_shrinks, replicas.isr_expands
+    for name, value, what in (
+        ("partitioncount", partitions, "Partitions with a log on this broker."),
+        ("leadercount", leaders, "Partitions this broker leads."),
+        ("underreplicatedpartitions", under, "Partitions led here whose ISR is short."),
+        ("offlinepartitions", offline, "Logs taken offline by a failed write."),
+    ):
+        yield GaugeMetricFamily(f"kafka_server_replicamanager_{name}", what, value=value)
+    yield CounterMetricFamily(
+        "kafka_server_replicamanager_isrshrinks", "ISR shrinks asked.", value=shrinks
+    )
+    yield CounterMetricFamily(
+        "kafka_server_replicamanager_isrexpands", "ISR expands asked.", value=expands
+    )
+    yield GaugeMetricFamily(
+        "kafka_controller_kafkacontroller_activecontrollercount",
+        "1 on the cluster's controller.",
+        value=controller,
+    )
+    yield sizes
