@@ -22,6 +22,10 @@ metric                                                             from
 ``kafka_server_replicamanager_isrshrinks_total`` / ``isrexpands``  ISR changes asked (cluster mode)
 ``kafka_controller_kafkacontroller_activecontrollercount``         1 on the controller (a single node: 1)
 ``kafka_log_log_size{topic,partition}``                            bytes of a partition's segments
+``kafka_server_replicamanager_underminisrpartitioncount``          led here, ISR below min.insync
+``kafka_consumergroup_lag{consumergroup,topic,partition}``         log end minus the committed offset
+                                                                   (kafka_exporter's name; groups
+                                                                   coordinated here)
 =================================================================  ==============================
 
 Rules: the counters are plain integers the broker core bumps on its own thread
@@ -42,6 +46,8 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 
 from trafka.codec.protocol import api
+
+from .errors import BrokerError
 
 if TYPE_CHECKING:
     from .broker import Broker
@@ -164,18 +170,24 @@ def _partition_gauges(broker: Broker) -> Iterator[Any]:
             sizes.add_metric([info.name, str(index)], plog.size)
     cluster = broker.cluster
     if cluster is None:
-        leaders, under, controller = partitions, 0, 1
+        leaders, under, under_min, controller = partitions, 0, 0, 1
         shrinks = expands = 0
     else:
         replicas = cluster.replicas
-        leaders = sum(1 for _ in replicas.led())
+        led = list(replicas.led())
+        leaders = len(led)
         under = len(replicas.under_replicated())
+        default_min = broker.config.min_insync_replicas
+        under_min = sum(
+            1 for r in led if len(r.isr) < cluster.min_insync_replicas(r.topic, default_min)
+        )
         controller = 1 if cluster.image.controller_id == broker.node_id else 0
         shrinks, expands = replicas.isr_shrinks, replicas.isr_expands
     for name, value, what in (
         ("partitioncount", partitions, "Partitions with a log on this broker."),
         ("leadercount", leaders, "Partitions this broker leads."),
         ("underreplicatedpartitions", under, "Partitions led here whose ISR is short."),
+        ("underminisrpartitioncount", under_min, "Partitions led here below min.insync."),
         ("offlinepartitions", offline, "Logs taken offline by a failed write."),
     ):
         yield GaugeMetricFamily(f"kafka_server_replicamanager_{name}", what, value=value)
@@ -191,3 +203,25 @@ def _partition_gauges(broker: Broker) -> Iterator[Any]:
         value=controller,
     )
     yield sizes
+    yield _group_lag(broker)
+
+
+def _group_lag(broker: Broker) -> Any:
+    """Each group's lag per partition, for the groups this broker coordinates: the
+    partition's log end (its high watermark in a cluster) minus the committed offset."""
+    lag = GaugeMetricFamily(
+        "kafka_consumergroup_lag",
+        "Log end minus the group's committed offset.",
+        labels=["consumergroup", "topic", "partition"],
+    )
+    store = broker.groups.store
+    logs = broker.logs
+    for group in sorted(store.offset_groups()):
+        for (topic, partition), committed in sorted(store.group_offsets(group).items()):
+            try:
+                plog = logs.partition(topic, partition)
+            except BrokerError:
+                continue  # the topic is gone
+            end = plog.high_watermark if broker.cluster is not None else plog.log_end_offset
+            lag.add_metric([group, topic, str(partition)], max(end - committed.offset, 0))
+    return lag

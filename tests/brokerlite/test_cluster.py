@@ -911,7 +911,9 @@ def test_metrics_describe_leaders_the_controller_and_under_replication(zk: str) 
         async with serve_cluster(3, zookeeper_connect=zk) as cluster:
             bs = cluster.bootstrap_servers
             async with open_admin(bootstrap_servers=bs) as admin:
-                await admin.create_topics([NewTopic("metered", 6, 3)])
+                await admin.create_topics(
+                    [NewTopic("metered", 6, 3, configs={"min.insync.replicas": "3"})]
+                )
             await until(lambda: all_in_sync(cluster, "metered", 3), "the ISRs fill")
             seen = {n: gauges(cluster, n) for n in cluster.node_ids}
             assert sum(g["kafka_server_replicamanager_leadercount"] for g in seen.values()) == 6
@@ -937,5 +939,7 @@ def test_metrics_describe_leaders_the_controller_and_under_replication(zk: str) 
                 ),
                 "every partition is under-replicated without node 3",
             )
+            under_min = "kafka_server_replicamanager_underminisrpartitioncount"
+            assert sum(gauges(cluster, n)[under_min] for n in live) == 6
 
     run(test)

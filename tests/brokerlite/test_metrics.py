@@ -87,6 +87,20 @@ def test_metrics_move_as_records_flow(tmp_path: Any) -> None:
                 assert await trio.to_thread.run_sync(get, where, "/healthz") == (200, "ok\n")
                 assert (await trio.to_thread.run_sync(get, where, "/readyz"))[0] == 200
                 assert (await trio.to_thread.run_sync(get, where, "/nope"))[0] == 404
+                # The group committed all 50 when it closed; 10 more make its lag.
+                async with open_producer(bootstrap_servers=bs) as producer:
+                    for i in range(10):
+                        await producer.send("metered", b"w%03d" % i, partition=i % 2)
+                _, third = await trio.to_thread.run_sync(get, where, "/metrics")
+                lag = {
+                    labels: value
+                    for (name, labels), value in samples(third).items()
+                    if name == "kafka_consumergroup_lag"
+                }
+                assert lag == {
+                    (("consumergroup", "m"), ("partition", "0"), ("topic", "metered")): 5,
+                    (("consumergroup", "m"), ("partition", "1"), ("topic", "metered")): 5,
+                }
 
     trio.run(main)
 
