@@ -1218,27 +1218,20 @@ class TransactionCoordinator:
     # -- TxnOffsetCommit ------------------------------------------------------------------------
 
     def _check_txn_commit(self, request: _toc.TxnOffsetCommitRequest, version: int) -> ErrorCode:
-        if self._stage_group_offsets is not None:
-            # At the group's coordinator, which does not hold the transaction: the
-            # producer's epoch is checked against the offsets it holds (staging).
-            if version >= 3:
-                return self._validate_group(
-                    request.group_id,
-                    request.generation_id,
-                    request.member_id,
-                    request.group_instance_id,
-                )
-            return ErrorCode.NONE
-        record = self._records.get(request.transactional_id)
-        if record is None or record.producer_id != request.producer_id:
-            return ErrorCode.INVALID_PRODUCER_ID_MAPPING
-        if record.producer_epoch != request.producer_epoch:
-            # What Kafka's offsets partition answers for a stale producer epoch.
-            return ErrorCode.INVALID_PRODUCER_EPOCH
-        if record.state in _PREPARED:
-            return ErrorCode.CONCURRENT_TRANSACTIONS
-        if record.state is not _S.ONGOING or request.group_id not in record.groups:
-            return ErrorCode.INVALID_TXN_STATE
+        # At the group's coordinator of a cluster (stage_group_offsets), which does
+        # not hold the transaction, only the group is checked here; the producer's
+        # epoch is checked against the offsets it holds when they are staged.
+        if self._stage_group_offsets is None:
+            record = self._records.get(request.transactional_id)
+            if record is None or record.producer_id != request.producer_id:
+                return ErrorCode.INVALID_PRODUCER_ID_MAPPING
+            if record.producer_epoch != request.producer_epoch:
+                # What Kafka's offsets partition answers for a stale producer epoch.
+                return ErrorCode.INVALID_PRODUCER_EPOCH
+            if record.state in _PREPARED:
+                return ErrorCode.CONCURRENT_TRANSACTIONS
+            if record.state is not _S.ONGOING or request.group_id not in record.groups:
+                return ErrorCode.INVALID_TXN_STATE
         if version >= 3:
             return self._validate_group(
                 request.group_id,
