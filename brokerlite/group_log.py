@@ -50,14 +50,15 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable, Iterable, Mapping
-from pathlib import Path
 from typing import Any
 
-from trafka.codec.errors import DecodeError, ErrorCode
-from trafka.codec.records import decode_records, encode_batch
+from trafka.codec.errors import ErrorCode
+from trafka.codec.records import encode_batch
 
+from .cluster_view import OFFSETS_TOPIC
 from .errors import BrokerError, OffsetStoreError
-from .offsets import CommittedOffset, OffsetStore
+from .offsets import CommittedOffset, OffsetStore, offset_rows
+from .topic_store import TopicStore
 
 __all__ = ["ReplicatedOffsetStore"]
 
@@ -74,7 +75,7 @@ def _value(doc: Any) -> bytes | None:
     return None if doc is None else json.dumps(doc, separators=(",", ":")).encode()
 
 
-class ReplicatedOffsetStore(OffsetStore):
+class ReplicatedOffsetStore(TopicStore, OffsetStore):
     """An :class:`~.offsets.OffsetStore` whose changes are records of ``__consumer_offsets``
     (see the module rules).
 
@@ -85,6 +86,8 @@ class ReplicatedOffsetStore(OffsetStore):
         read: ``read(partition) -> bytes``: the partition's whole log here.
         now_ms: the clock, for record timestamps.
     """
+
+    TOPIC = OFFSETS_TOPIC
 
     def __init__(
         self,
@@ -107,29 +110,10 @@ class ReplicatedOffsetStore(OffsetStore):
         # group -> producer id -> (topic, partition) -> (offset, producer epoch)
         self._pending: dict[str, dict[int, dict[tuple[str, int], tuple[CommittedOffset, int]]]] = {}
 
-    # -- what the base class would do with a journal -----------------------------------------------
-
-    @property
-    def path(self) -> Path:
-        return Path("__consumer_offsets")
-
-    @property
-    def journal_bytes(self) -> int:
-        return 0
-
-    def compact(self) -> None:
-        """Compaction is the topic's (``cleanup.policy=compact``)."""
-
-    def flush(self) -> None:
-        """Nothing buffered here: every change was appended to the log."""
-
     def close(self) -> None:
         self._loaded.clear()
 
     # -- partitions ----------------------------------------------------------------------------------
-
-    def loaded_partitions(self) -> set[int]:
-        return set(self._loaded)
 
     def load_partition(self, partition: int) -> set[str]:
         """Replay one partition's log into memory (this broker now leads it).
@@ -142,13 +126,9 @@ class ReplicatedOffsetStore(OffsetStore):
         """
         self._forget(partition)
         self._loaded.add(partition)
-        groups: set[str] = set()
-        for chunk in self._read(partition):
-            try:
-                for record in decode_records(chunk):
-                    groups.add(self._replay(record.key, record.value))
-            except DecodeError as exc:
-                raise OffsetStoreError(f"__consumer_offsets-{partition}: {exc}") from exc
+        groups = {
+            self._replay(key, value) for key, value in self._records_of(partition, OffsetStoreError)
+        }
         groups.discard("")
         return groups
 
@@ -199,17 +179,13 @@ class ReplicatedOffsetStore(OffsetStore):
         held = self._pending.get(group, {}).get(producer_id, {})
         if any(epoch > producer_epoch for _, epoch in held.values()):
             return ErrorCode.INVALID_PRODUCER_EPOCH
-        rows = [
-            [t, p, o.offset, o.leader_epoch, o.metadata, o.commit_timestamp_ms]
-            for (t, p), o in offsets.items()
-        ]
         self._write(
             {
                 "kind": "txn_stage",
                 "group": group,
                 "producer": producer_id,
                 "epoch": producer_epoch,
-                "offsets": rows,
+                "offsets": offset_rows(offsets),
             }
         )
         return ErrorCode.NONE
@@ -251,10 +227,7 @@ class ReplicatedOffsetStore(OffsetStore):
                     "group": group,
                     "producer": producer_id,
                     "settled": sorted(settled),
-                    "offsets": [
-                        [t, p, o.offset, o.leader_epoch, o.metadata, o.commit_timestamp_ms]
-                        for (t, p), o in kept.items()
-                    ],
+                    "offsets": offset_rows(kept),
                 }
             )
             if kept:

@@ -51,6 +51,7 @@ __all__ = [
     "MemberRecord",
     "OffsetStore",
     "OffsetStoreError",
+    "offset_rows",
 ]
 
 FORMAT_VERSION = 1
@@ -123,6 +124,15 @@ class GroupRecord:
 
 
 # --- JSON shapes -----------------------------------------------------------------------------
+
+
+def offset_rows(offsets: Mapping[tuple[str, int], CommittedOffset]) -> list[list[Any]]:
+    """``offsets`` as the rows a ``commit`` entry carries:
+    ``[topic, partition, offset, leader_epoch, metadata, commit_timestamp_ms]``."""
+    return [
+        [t, p, o.offset, o.leader_epoch, o.metadata, o.commit_timestamp_ms]
+        for (t, p), o in offsets.items()
+    ]
 
 
 def _b64(data: bytes) -> str:
@@ -261,11 +271,7 @@ class OffsetStore(JournalStore):
         """
         if not offsets:
             return
-        rows = [
-            [t, p, o.offset, o.leader_epoch, o.metadata, o.commit_timestamp_ms]
-            for (t, p), o in offsets.items()
-        ]
-        self._write({"kind": "commit", "group": group, "offsets": rows})
+        self._write({"kind": "commit", "group": group, "offsets": offset_rows(offsets)})
 
     def store_group(self, group: str, record: GroupRecord) -> None:
         """Durably record the metadata of ``group``, replacing the previous record.
@@ -389,9 +395,5 @@ class OffsetStore(JournalStore):
         )
         for group, offsets in self._offsets.items():
             if offsets:
-                rows = [
-                    [t, p, o.offset, o.leader_epoch, o.metadata, o.commit_timestamp_ms]
-                    for (t, p), o in offsets.items()
-                ]
-                entries.append({"kind": "commit", "group": group, "offsets": rows})
+                entries.append({"kind": "commit", "group": group, "offsets": offset_rows(offsets)})
         return entries

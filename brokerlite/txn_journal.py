@@ -68,7 +68,7 @@ from typing import Any, NamedTuple
 
 from trafka.brokerlite.errors import BrokerError
 from trafka.brokerlite.journal import CrcJournal, JournalStore
-from trafka.brokerlite.offsets import CommittedOffset
+from trafka.brokerlite.offsets import CommittedOffset, offset_rows
 from trafka.codec.errors import ErrorCode
 
 __all__ = [
@@ -190,11 +190,7 @@ def record_to_json(record: TxnRecord) -> dict[str, Any]:
         "partitions": [[t, p] for t, p in record.partitions],
         "groups": list(record.groups),
         "offsets": {
-            group: [
-                [t, p, o.offset, o.leader_epoch, o.metadata, o.commit_timestamp_ms]
-                for (t, p), o in offsets.items()
-            ]
-            for group, offsets in record.pending_offsets.items()
+            group: offset_rows(offsets) for group, offsets in record.pending_offsets.items()
         },
         "start_ms": record.txn_start_ms,
         "update_ms": record.last_update_ms,

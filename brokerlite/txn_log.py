@@ -33,13 +33,13 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable, Iterable, Mapping
-from pathlib import Path
 from typing import Any
 
-from trafka.codec.errors import DecodeError
-from trafka.codec.records import decode_records, encode_batch
+from trafka.codec.records import encode_batch
 
+from .cluster_view import TRANSACTION_STATE_TOPIC
 from .errors import BrokerError
+from .topic_store import TopicStore
 from .txn_journal import (
     TxnJournal,
     TxnJournalError,
@@ -58,7 +58,7 @@ def _key(transactional_id: str) -> bytes:
     return json.dumps(["t", transactional_id], separators=(",", ":")).encode()
 
 
-class ReplicatedTxnJournal(TxnJournal):
+class ReplicatedTxnJournal(TopicStore, TxnJournal):
     """A :class:`~.txn_journal.TxnJournal` whose writes are records of
     ``__transaction_state`` (see the module rules).
 
@@ -69,6 +69,8 @@ class ReplicatedTxnJournal(TxnJournal):
         read: ``read(partition) -> chunks``: the partition's whole log here.
         now_ms: the clock, for record timestamps.
     """
+
+    TOPIC = TRANSACTION_STATE_TOPIC
 
     def __init__(
         self,
@@ -91,20 +93,6 @@ class ReplicatedTxnJournal(TxnJournal):
 
     # -- what the base class does with a file --------------------------------------------------
 
-    @property
-    def path(self) -> Path:
-        return Path("__transaction_state")
-
-    @property
-    def journal_bytes(self) -> int:
-        return 0
-
-    def compact(self) -> None:
-        """Compaction is the topic's (``cleanup.policy=compact``)."""
-
-    def flush(self) -> None:
-        """Nothing buffered here: every write was appended to the log."""
-
     def close(self) -> None:
         self._loaded.clear()
         self._records.clear()
@@ -119,9 +107,6 @@ class ReplicatedTxnJournal(TxnJournal):
 
     # -- partitions ----------------------------------------------------------------------------
 
-    def loaded_partitions(self) -> set[int]:
-        return set(self._loaded)
-
     def load_partition(self, partition: int) -> dict[str, TxnRecord]:
         """Replay one partition's log into memory (this broker now leads it).
 
@@ -133,13 +118,8 @@ class ReplicatedTxnJournal(TxnJournal):
         """
         self._forget(partition)
         found: dict[str, TxnRecord] = {}
-        for chunk in self._read(partition):
-            try:
-                records = list(decode_records(chunk))
-            except DecodeError as exc:
-                raise TxnJournalError(f"__transaction_state-{partition}: {exc}") from exc
-            for record in records:
-                self._replay(partition, record.key, record.value, found)
+        for key, value in self._records_of(partition, TxnJournalError):
+            self._replay(partition, key, value, found)
         self._loaded.add(partition)
         self._records.update(found)
         return found
