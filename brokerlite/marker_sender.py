@@ -51,13 +51,11 @@ class MarkerSender:
     def __init__(self, broker: Broker, kick: Callable[[], None]) -> None:
         assert broker.cluster is not None and broker.cluster_txn is not None
         self._broker = broker
-        self._view = broker.cluster
         self._txn = broker.cluster_txn
         self._kick = kick
         self._event = trio.Event()
         self._locks: dict[int, trio.Lock] = {}
         self._conns: dict[int, InterBrokerConnection] = {}
-        self._connect_timeout_s = broker.config.zookeeper_session_timeout_ms / 1000
 
     def _wake(self) -> None:
         self._event.set()
@@ -102,15 +100,6 @@ class MarkerSender:
         conn = self._conns.get(node)
         if conn is not None:
             return conn
-        target = self._view.broker(node)
-        if target is None:
-            raise ConnectionError(f"broker {node} is not registered")
-        with trio.fail_after(self._connect_timeout_s):
-            conn = await InterBrokerConnection.open(
-                target.host,
-                target.port,
-                f"broker-{self._broker.node_id}-txn-markers",
-                self._broker.config.socket_request_max_bytes,
-            )
+        conn = await InterBrokerConnection.to_node(self._broker, node, "txn-markers")
         self._conns[node] = conn
         return conn

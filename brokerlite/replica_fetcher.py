@@ -66,11 +66,22 @@ class InterBrokerConnection:
         self._corr = itertools.count(1)
 
     @classmethod
-    async def open(
-        cls, host: str, port: int, client_id: str, max_frame: int
-    ) -> InterBrokerConnection:
-        stream = await trio.open_tcp_stream(host, port)
-        return cls(stream, client_id, max_frame)
+    async def to_node(cls, broker: Broker, node: int, purpose: str) -> InterBrokerConnection:
+        """Connect to cluster member ``node`` at its registered address, within the
+        ZooKeeper session timeout (a broker silent that long is gone anyway).
+
+        Raises:
+            ConnectionError: ``node`` is not registered.
+            OSError, trio.TooSlowError: the connection failed or took too long.
+        """
+        assert broker.cluster is not None
+        target = broker.cluster.broker(node)
+        if target is None:
+            raise ConnectionError(f"broker {node} is not registered")
+        config = broker.config
+        with trio.fail_after(config.zookeeper_session_timeout_ms / 1000):
+            stream = await trio.open_tcp_stream(target.host, target.port)
+        return cls(stream, f"broker-{broker.node_id}-{purpose}", config.socket_request_max_bytes)
 
     async def request(self, key: int, version: int, body: Any) -> Any:
         corr = next(self._corr)
@@ -102,11 +113,9 @@ class ReplicaFetcher:
         assert broker.cluster is not None
         self.leader = leader
         self.broker = broker
-        self.view = broker.cluster
         self.replicas = broker.cluster.replicas
         self.node_id = broker.node_id
         self.config = broker.config
-        self._connect_timeout_s = broker.config.zookeeper_session_timeout_ms / 1000
 
     def _mine(self) -> list[Any]:
         return [f for f in self.replicas.follower_fetches() if f.leader == self.leader]
@@ -116,18 +125,10 @@ class ReplicaFetcher:
         try:
             while self._mine():
                 if conn is None:
-                    target = self.view.broker(self.leader)
-                    if target is None:
-                        await trio.sleep(_FETCH_BACKOFF_S)
-                        continue
                     try:
-                        with trio.fail_after(self._connect_timeout_s):
-                            conn = await InterBrokerConnection.open(
-                                target.host,
-                                target.port,
-                                f"broker-{self.node_id}-fetcher",
-                                self.config.socket_request_max_bytes,
-                            )
+                        conn = await InterBrokerConnection.to_node(
+                            self.broker, self.leader, "fetcher"
+                        )
                     except (OSError, trio.TooSlowError) as exc:
                         log.debug("fetcher for leader %d: cannot connect: %s", self.leader, exc)
                         await trio.sleep(_FETCH_BACKOFF_S)
