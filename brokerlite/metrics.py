@@ -31,7 +31,8 @@ metric                                                             from
 Rules: the counters are plain integers the broker core bumps on its own thread
 (no locks on the request path); everything else is read from the core when
 Prometheus scrapes, on the same thread (the driver builds the answer there).
-``prometheus_client`` formats the answer; each broker has a registry of its
+``prometheus_client`` formats the answer, imported at the first scrape (a broker
+without a metrics listener never loads it); each broker has a registry of its
 own, so that several brokers in one process (tests, ``serve_cluster``) never
 mix.
 """
@@ -42,14 +43,13 @@ import bisect
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
-
 from trafka.codec.protocol import api
 
 from .errors import BrokerError
 
 if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry
+
     from .broker import Broker
 
 __all__ = ["BrokerMetrics", "CONTENT_TYPE"]
@@ -72,8 +72,7 @@ class BrokerMetrics:
         self._times: dict[int, list[int]] = {}
         self._time_sums: dict[int, float] = {}
         self._broker: Broker | None = None
-        self.registry = CollectorRegistry(auto_describe=False)
-        self.registry.register(self)
+        self._registry: CollectorRegistry | None = None
 
     def attach(self, broker: Broker) -> None:
         """The broker whose state the gauges read at a scrape."""
@@ -104,7 +103,12 @@ class BrokerMetrics:
 
     def exposition(self) -> bytes:
         """The Prometheus text format of every metric now."""
-        return generate_latest(self.registry)
+        from prometheus_client import CollectorRegistry, generate_latest
+
+        if self._registry is None:
+            self._registry = CollectorRegistry(auto_describe=False)
+            self._registry.register(self)
+        return generate_latest(self._registry)
 
     def collect(self) -> Iterator[Any]:
         yield from self._topic_counters()
@@ -114,6 +118,8 @@ class BrokerMetrics:
             yield from _partition_gauges(broker)
 
     def _topic_counters(self) -> Iterator[Any]:
+        from prometheus_client.core import CounterMetricFamily
+
         for name, values, what in (
             ("messagesin", self.messages_in, "Records appended by Produce."),
             ("bytesin", self.bytes_in, "Bytes appended by Produce."),
@@ -128,6 +134,8 @@ class BrokerMetrics:
             yield family
 
     def _requests(self) -> Iterator[Any]:
+        from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily
+
         total = CounterMetricFamily(
             "kafka_network_requestmetrics_requests", "Requests handled.", labels=["request"]
         )
@@ -157,6 +165,8 @@ def _api_name(key: int) -> str:
 
 
 def _partition_gauges(broker: Broker) -> Iterator[Any]:
+    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
     logs = broker.logs
     partitions = offline = 0
     sizes = GaugeMetricFamily(
@@ -209,6 +219,8 @@ def _partition_gauges(broker: Broker) -> Iterator[Any]:
 def _group_lag(broker: Broker) -> Any:
     """Each group's lag per partition, for the groups this broker coordinates: the
     partition's log end (its high watermark in a cluster) minus the committed offset."""
+    from prometheus_client.core import GaugeMetricFamily
+
     lag = GaugeMetricFamily(
         "kafka_consumergroup_lag",
         "Log end minus the group's committed offset.",
