@@ -93,6 +93,12 @@ def zk_chroot(zookeeper: ZooKeeperServer) -> Iterator[ZkChroot]:
 
 
 @pytest.fixture
+def zk(zk_chroot: ZkChroot) -> str:
+    """The connect string of this test's ZooKeeper chroot."""
+    return str(zk_chroot.connect_string)
+
+
+@pytest.fixture
 def make_zookeeper(tmp_path: Path) -> Iterator[Any]:
     """``make_zookeeper(start=True, **settings) -> ZooKeeperServer``: a private server
     in the test's tmp_path, for tests that stop, kill or restart ZooKeeper (see

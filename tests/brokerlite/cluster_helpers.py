@@ -19,6 +19,7 @@ import asyncio
 import dataclasses
 import itertools
 import threading
+import time
 from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
@@ -44,6 +45,38 @@ CLUSTER_SETTINGS: dict[str, Any] = {
 }
 
 _T = TypeVar("_T")
+
+
+def run(test: Callable[[], Awaitable[Any]], deadline: float = 90) -> None:
+    """Run a trio test function within ``deadline`` seconds."""
+
+    async def main() -> None:
+        with trio.fail_after(deadline):
+            await test()
+
+    trio.run(main)
+
+
+async def until(check: Callable[[], Any], what: str, timeout: float = WAIT_S) -> Any:
+    """Wait until ``check()`` is truthy (the cluster converges asynchronously); its value."""
+    with trio.move_on_after(timeout):
+        while not (result := check()):
+            await trio.sleep(0.05)
+        return result
+    raise AssertionError(f"not within {timeout:g} s: {what}")
+
+
+def wait_for(what: str, probe: Callable[[], _T | None], timeout: float) -> _T:
+    """Poll ``probe`` (blocking, for tests around broker processes) until it returns
+    something other than None; fail after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        result = probe()
+        if result is not None:
+            return result
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(0.2)
 
 
 # -- records ------------------------------------------------------------------------------------

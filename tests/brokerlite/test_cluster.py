@@ -10,12 +10,12 @@ broker, coordinators, topic changes, and the cases that must fail clearly.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 import trio
+from cluster_helpers import run, until
 from kazoo.client import KazooClient
 
 from trafka.brokerlite.errors import ClusterSetupError
@@ -33,23 +33,6 @@ from trafka.sdk.errors import KafkaError
 pytestmark = pytest.mark.timeout(120)
 
 
-def run(test: Callable[[], Any], deadline: float = 90) -> None:
-    async def main() -> None:
-        with trio.fail_after(deadline):
-            await test()
-
-    trio.run(main)
-
-
-async def until(check: Callable[[], bool], what: str, timeout: float = 20) -> None:
-    """Wait until ``check()`` holds (the cluster converges asynchronously)."""
-    with trio.move_on_after(timeout):
-        while not check():
-            await trio.sleep(0.05)
-        return
-    raise AssertionError(f"timed out waiting until {what}")
-
-
 def states(cluster: LocalCluster, topic: str) -> dict[int, Any]:
     """The partition states of ``topic`` as the first running node sees them."""
     node = next(n for n in cluster.node_ids if cluster.running(n))
@@ -65,11 +48,6 @@ def all_in_sync(cluster: LocalCluster, topic: str, replicas: int) -> bool:
 def log_bytes(cluster: LocalCluster, node: int, topic: str, partition: int) -> bytes:
     plog = cluster.node(node).broker.logs.partition(topic, partition)
     return plog.read(plog.log_start_offset, 1 << 30, upper_bound=plog.high_watermark).tobytes()
-
-
-@pytest.fixture
-def zk(zk_chroot: Any) -> str:
-    return str(zk_chroot.connect_string)
 
 
 def test_topics_are_spread_and_replicated_to_every_replica(zk: str) -> None:

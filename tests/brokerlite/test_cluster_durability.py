@@ -32,11 +32,12 @@ import random
 import struct
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
+from cluster_helpers import wait_for
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kazoo.client import KazooClient
@@ -60,20 +61,6 @@ NODES = (1, 2, 3)
 CYCLES = 10
 KEYS = [b"key-%02d" % i for i in range(24)]
 SEED = 20240607
-
-T = TypeVar("T")
-
-
-def wait_for(what: str, probe: Callable[[], T | None], timeout: float) -> T:
-    """Poll ``probe`` until it returns something other than None; fail after ``timeout``."""
-    deadline = time.monotonic() + timeout
-    while True:
-        result = probe()
-        if result is not None:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(0.2)
 
 
 # -- the record batches in a partition directory --------------------------------------------

@@ -51,7 +51,7 @@ from typing import Any
 
 import pytest
 import trio
-from cluster_helpers import AsyncioThread
+from cluster_helpers import AsyncioThread, run, until
 
 from trafka.brokerlite.cluster_view import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from trafka.brokerlite.controller import coordinator_partition
@@ -83,33 +83,10 @@ SETTINGS: dict[str, Any] = {
     "group_initial_rebalance_delay_ms": 0,
 }
 PER_TXN = 2 * PARTITIONS  # records per transaction: two per partition
-DEADLINE_S = 90  # a whole test, cluster start and stop included
 WAIT_S = 30.0  # any one wait on the cluster
 CLIENT = {"request_timeout_ms": 10_000}
 
 Records = dict[int, list[tuple[bytes, bytes]]]  # partition -> [(key, value)] in log order
-
-
-def run(test: Callable[[], Any]) -> None:
-    async def main() -> None:
-        with trio.fail_after(DEADLINE_S):
-            await test()
-
-    trio.run(main)
-
-
-async def until(check: Callable[[], Any], what: str, timeout: float = WAIT_S) -> Any:
-    """Wait until ``check()`` is truthy (the cluster converges asynchronously); its value."""
-    with trio.move_on_after(timeout):
-        while not (result := check()):
-            await trio.sleep(0.05)
-        return result
-    raise AssertionError(f"not within {timeout:g} s: {what}")
-
-
-@pytest.fixture
-def zk(zk_chroot: Any) -> str:
-    return str(zk_chroot.connect_string)
 
 
 # -- records ------------------------------------------------------------------------------------

@@ -40,11 +40,6 @@ def run(test: Callable[[LocalCluster, RunningProxy], Any], zk: str) -> None:
     trio.run(main)
 
 
-@pytest.fixture
-def zk(zk_chroot: Any) -> str:
-    return str(zk_chroot.connect_string)
-
-
 def confluent_send(servers: str, topic: str, n: int, prefix: bytes, **settings: Any) -> None:
     producer = confluent_kafka.Producer(
         {
