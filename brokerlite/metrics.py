@@ -87,8 +87,13 @@ class BrokerMetrics:
     def produce_failed(self, topic: str) -> None:
         self.failed_produce[topic] = self.failed_produce.get(topic, 0) + 1
 
-    def fetched(self, topic: str, nbytes: int) -> None:
-        self.bytes_out[topic] = self.bytes_out.get(topic, 0) + nbytes
+    def fetch_answered(self, body: Any) -> None:
+        """Count a Fetch answer's record bytes per topic (BytesOut) as it is sent
+        (an error answer, which carries no records plan, counts nothing)."""
+        for topic in getattr(body, "topics", None) or ():
+            size = sum(getattr(p, "size", 0) for p in topic.partitions)
+            if size:
+                self.bytes_out[topic.name] = self.bytes_out.get(topic.name, 0) + size
 
     def handled(self, api_key: int, seconds: float) -> None:
         """One request of ``api_key`` took ``seconds`` to handle."""

@@ -666,17 +666,6 @@ class _Server:
     def _release(self, size: int) -> None:
         _grant(self.request_budget.release(size))
 
-    def _count_fetched(self, reply: Reply) -> None:
-        """Count a Fetch answer's record bytes per topic (BytesOut)."""
-        topics = getattr(reply.body, "topics", None)
-        if not topics:
-            return
-        metrics = self.broker.metrics
-        for topic in topics:
-            size = sum(getattr(p, "size", 0) for p in topic.partitions)
-            if size:
-                metrics.fetched(topic.name, size)
-
     async def _mute(self, throttle_ms: int) -> None:
         """Do not read the connection for ``throttle_ms`` after the answer of a
         request over a client quota, as Kafka mutes it (KIP-219); clients of
@@ -696,7 +685,7 @@ class _Server:
                 the connection).
         """
         if isinstance(reply, Reply) and reply.api_key == _FETCH_KEY:
-            self._count_fetched(reply)
+            self.broker.metrics.fetch_answered(reply.body)
         parts: list[_OutPart] = list(reply.encode())
         if not conn.queued and all(isinstance(part, _BYTES) for part in parts):
             buffers = cast(list[_Buffer], parts)
@@ -716,7 +705,7 @@ class _Server:
         Returns once it is handed over (backpressure as in :meth:`_emit`).
         """
         if isinstance(reply, Reply) and reply.api_key == _FETCH_KEY:
-            self._count_fetched(reply)
+            self.broker.metrics.fetch_answered(reply.body)
         parts: list[_OutPart] = list(reply.encode())
         conn.queued += 1
         try:
