@@ -49,7 +49,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from trafka.codec.errors import ErrorCode
@@ -64,8 +64,6 @@ __all__ = ["ReplicatedOffsetStore"]
 
 log = logging.getLogger("trafka.brokerlite.groups")
 
-_READ_CHUNK = 1 << 20
-
 
 def _key(*parts: Any) -> bytes:
     return json.dumps(list(parts), separators=(",", ":")).encode()
@@ -77,36 +75,15 @@ def _value(doc: Any) -> bytes | None:
 
 class ReplicatedOffsetStore(TopicStore, OffsetStore):
     """An :class:`~.offsets.OffsetStore` whose changes are records of ``__consumer_offsets``
-    (see the module rules).
-
-    Args:
-        partition_for: the ``__consumer_offsets`` partition of a group, or None while
-            the topic does not exist.
-        append: appends a record batch to one of its partitions on this broker.
-        read: ``read(partition) -> bytes``: the partition's whole log here.
-        now_ms: the clock, for record timestamps.
-    """
+    (see the module rules); made as :class:`~.topic_store.TopicStore` says (a
+    group's partition for ``partition_for``)."""
 
     TOPIC = OFFSETS_TOPIC
 
-    def __init__(
-        self,
-        *,
-        partition_for: Callable[[str], int | None],
-        append: Callable[[int, bytes], None],
-        read: Callable[[int], Iterable[bytes]],
-        now_ms: Callable[[], int],
-    ) -> None:
-        # No journal file: the state lives in the topic. The base class's journal
-        # machinery (compaction, flushing) is not used.
+    def _empty_state(self) -> None:
         self._offsets = {}
         self._groups = {}
         self._consumer_groups = {}
-        self._partition_for = partition_for
-        self._append = append
-        self._read = read
-        self._now_ms = now_ms
-        self._loaded: set[int] = set()
         # group -> producer id -> (topic, partition) -> (offset, producer epoch)
         self._pending: dict[str, dict[int, dict[tuple[str, int], tuple[CommittedOffset, int]]]] = {}
 

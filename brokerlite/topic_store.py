@@ -23,11 +23,37 @@ __all__ = ["TopicStore"]
 
 
 class TopicStore:
-    """The file-less half of a store kept in the internal topic ``TOPIC``."""
+    """The file-less half of a store kept in the internal topic ``TOPIC``.
+
+    Args:
+        partition_for: the topic's partition of a key (group or transactional
+            id), or None while the topic does not exist.
+        append: appends a record batch to one of its partitions on this broker.
+        read: ``read(partition) -> chunks``: the partition's whole log here.
+        now_ms: the clock, for record timestamps.
+    """
 
     TOPIC: ClassVar[str]
-    _loaded: set[int]
-    _read: Callable[[int], Iterable[bytes]]
+
+    def __init__(
+        self,
+        *,
+        partition_for: Callable[[str], int | None],
+        append: Callable[[int, bytes], None],
+        read: Callable[[int], Iterable[bytes]],
+        now_ms: Callable[[], int],
+    ) -> None:
+        # No journal file: the journal base class's __init__ is not called.
+        self._partition_for = partition_for
+        self._append = append
+        self._read = read
+        self._now_ms = now_ms
+        self._loaded: set[int] = set()
+        self._empty_state()
+
+    def _empty_state(self) -> None:
+        """Set up the store's in-memory state, empty (each store its own)."""
+        raise NotImplementedError
 
     @property
     def path(self) -> Path:

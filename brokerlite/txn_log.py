@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from trafka.codec.records import encode_batch
@@ -60,36 +60,17 @@ def _key(transactional_id: str) -> bytes:
 
 class ReplicatedTxnJournal(TopicStore, TxnJournal):
     """A :class:`~.txn_journal.TxnJournal` whose writes are records of
-    ``__transaction_state`` (see the module rules).
-
-    Args:
-        partition_for: the ``__transaction_state`` partition of a transactional id,
-            or None while the topic does not exist.
-        append: appends a record batch to one of its partitions on this broker.
-        read: ``read(partition) -> chunks``: the partition's whole log here.
-        now_ms: the clock, for record timestamps.
-    """
+    ``__transaction_state`` (see the module rules); made as
+    :class:`~.topic_store.TopicStore` says (a transactional id's partition for
+    ``partition_for``)."""
 
     TOPIC = TRANSACTION_STATE_TOPIC
 
-    def __init__(
-        self,
-        *,
-        partition_for: Callable[[str], int | None],
-        append: Callable[[int, bytes], None],
-        read: Callable[[int], Iterable[bytes]],
-        now_ms: Callable[[], int],
-    ) -> None:
-        # No journal file: the base class's file machinery is not used.
+    def _empty_state(self) -> None:
         self._records: dict[str, TxnRecord] = {}
         self._pid_limit = 0
         self._unsynced = {}
         self._unsynced_count = 0
-        self._partition_for = partition_for
-        self._append = append
-        self._read = read
-        self._now_ms = now_ms
-        self._loaded: set[int] = set()
 
     # -- what the base class does with a file --------------------------------------------------
 
