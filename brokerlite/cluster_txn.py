@@ -340,8 +340,12 @@ class MarkersReplicated:
                 waiting = True
         return codes, waiting
 
-    def on_append(self, topic: str, partition: int, nbytes: int) -> bool:
+    def replicated(self) -> bool:
+        """Whether no partition still waits for its marker to reach the ISR."""
         return not self._codes()[1]
+
+    def on_append(self, topic: str, partition: int, nbytes: int) -> bool:
+        return self.replicated()
 
     def complete(self, now_ms: int) -> Response:
         # At the deadline, what has not reached the ISR is retried by the coordinator.

@@ -55,11 +55,14 @@ def handle(ctx: RequestContext, request: m.WriteTxnMarkersRequest) -> Response |
         response, required = broker.cluster_txn.write_markers(request, ctx.now_ms)
         if not required:
             return response
-        return ctx.park(
-            MarkersReplicated(
-                broker, response, required, ctx.now_ms + MARKER_REPLICATION_TIMEOUT_MS
-            )
+        waiter = MarkersReplicated(
+            broker, response, required, ctx.now_ms + MARKER_REPLICATION_TIMEOUT_MS
         )
+        if waiter.replicated():
+            # Already on the ISR (a partition without followers): no append to come
+            # would wake the waiter, so answer now.
+            return waiter.complete(ctx.now_ms)
+        return ctx.park(waiter)
     results = []
     for marker in request.markers:
         topics = []

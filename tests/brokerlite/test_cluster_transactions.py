@@ -984,3 +984,32 @@ def test_transaction_requests_to_a_broker_that_does_not_coordinate_get_not_coord
             assert got == {p: [(b"k", b"open")] if p == 0 else [] for p in range(PARTITIONS)}
 
     run(test)
+
+
+def test_markers_on_partitions_without_followers_are_answered_at_once(zk: str) -> None:
+    """On a replication-factor-1 topic a marker is on the ISR as soon as it is
+    written, and no later append wakes its WriteTxnMarkers: it is answered at once.
+    (It used to wait its 30 s timeout, and the next transaction of the id got
+    CONCURRENT_TRANSACTIONS meanwhile.)"""
+
+    async def main() -> None:
+        async with serve_cluster(NODES, zookeeper_connect=zk, **SETTINGS) as cluster:
+            bs = cluster.bootstrap_servers
+            single = "txn-rf1"
+            async with open_admin(bootstrap_servers=bs, **CLIENT) as admin:
+                await admin.create_topics([NewTopic(single, PARTITIONS, 1)])
+            async with open_producer(
+                bootstrap_servers=bs, transactional_id="rf1", **CLIENT
+            ) as producer:
+                with trio.fail_after(20):  # three transactions, far under the timeout
+                    for t in range(3):
+                        async with producer.transaction():
+                            for p in range(PARTITIONS):
+                                await producer.send(single, b"%d-%d" % (t, p), partition=p)
+            await wait_settled(bs, single, PARTITIONS)
+            got = await read_all(bs, "read_committed", single)
+            assert sorted(v for rs in got.values() for _, v in rs) == sorted(
+                b"%d-%d" % (t, p) for t in range(3) for p in range(PARTITIONS)
+            )
+
+    trio.run(main)
