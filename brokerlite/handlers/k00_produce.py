@@ -1,6 +1,7 @@
 """Produce (key 0), versions 3-11 served; 0-11 advertised, like Kafka 4.0.
 
-* Records must be magic-2 batches (v3+). Each partition's blob is handed to
+* Records must be magic-2 batches (v3+), one per partition (more is
+  INVALID_RECORD, as Kafka's log validation says). Each partition's blob is handed to
   the producer states (:mod:`trafka.brokerlite.eos`) and then, unless refused,
   to ``PartitionLog.append`` as received: the log validates every batch (size,
   magic, CRC-32C, ``max.message.bytes``) before writing any, assigns offsets
@@ -69,6 +70,18 @@ TopicResponse = m.ProduceResponse.TopicProduceResponse
 PartitionResponse = m.ProduceResponse.PartitionProduceResponse
 
 
+def _one_batch(records: bytes) -> None:
+    """Kafka takes one magic 2 batch per partition and request, no more."""
+    try:
+        header = read_batch_header(records)
+    except DecodeError:
+        return  # the log's validation names what is wrong
+    if header.magic == 2 and len(records) > header.size:
+        raise InvalidRecordError(
+            "more than one record batch for a partition in one request (Kafka takes one)"
+        )
+
+
 def _has_transactional_batches(request: m.ProduceRequest) -> bool:
     """Whether the first batch of some partition is transactional (what Kafka
     looks at to decide that the request needs the transactional id's WRITE)."""
@@ -123,6 +136,7 @@ def handle(
                     plog = leader_log(broker, topic.name, data.index)
                     if not data.records:
                         raise InvalidRecordError("produce request without records")
+                    _one_batch(data.records)
                     if cluster is not None and acks == -1:
                         refused = cluster.replicas.check_min_isr(topic.name, data.index)
                         if refused:
