@@ -105,6 +105,7 @@ __all__ = [
     "read_batch_header",
     "rebuild_batch",
     "set_base_offset",
+    "set_base_sequence",
     "set_partition_leader_epoch",
     "verify_crc",
 ]
@@ -134,6 +135,7 @@ _HI = struct.Struct(">hi")
 _CRC_AT = 17
 _ATTRIBUTES_AT = 21
 _EPOCH_AT = 12
+_BASE_SEQUENCE_AT = 53
 
 _CODEC_MASK = 0x07
 _TIMESTAMP_TYPE_BIT = 0x08
@@ -596,6 +598,36 @@ def set_partition_leader_epoch(batch: BytesLike, epoch: int) -> BytesLike:
     Same in-place rules as :func:`set_base_offset`.
     """
     return _rewrite(batch, _EPOCH_AT, _I32, epoch, "partition_leader_epoch")
+
+
+def set_base_sequence(batch: BytesLike, base_sequence: int) -> bytes:
+    """A copy of one magic 2 batch with ``base_sequence`` set and its CRC-32C
+    computed again (the checksum covers the sequence).
+
+    Args:
+        batch: exactly one batch (bytes after its declared length are dropped).
+        base_sequence: the new first sequence number (int32).
+
+    Returns:
+        The rewritten batch.
+
+    Raises:
+        DecodeError: not a whole magic 2 batch.
+        EncodeError: ``base_sequence`` outside int32.
+    """
+    view, magic, end = _entry_bounds(batch)
+    if magic != 2:
+        raise DecodeError("not a magic 2 record batch", message_name=_NAME, field="magic")
+    try:
+        packed = _I32.pack(base_sequence)
+    except struct.error:
+        raise EncodeError(
+            f"{base_sequence!r} is out of range", message_name=_NAME, field="base_sequence"
+        ) from None
+    out = bytearray(view[:end])
+    out[_BASE_SEQUENCE_AT : _BASE_SEQUENCE_AT + 4] = packed
+    _U32.pack_into(out, _CRC_AT, crc32c(memoryview(out)[_ATTRIBUTES_AT:]))
+    return bytes(out)
 
 
 def _rewrite(batch: BytesLike, at: int, st: struct.Struct, value: int, what: str) -> BytesLike:

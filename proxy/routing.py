@@ -6,37 +6,48 @@ Rules:
 * The target of a record with a key is ``hash(key) % partitions`` (the
   configured hash of :data:`HASHES`, Java's murmur2 by default); a record
   without a key stays in the partition the client chose.
-* A batch whose records all stay passes byte for byte. Otherwise it is split
-  into one batch per target partition, each keeping the client's compression,
+* A batch whose records all stay passes byte for byte (an idempotent one with
+  only its sequence renumbered, see :mod:`.sequences`). Otherwise its records
+  are grouped by target partition, keeping the client's compression,
   timestamps, headers and record order.
-* In a target partition, the client's own batches that did not move come
-  first, then the records moved in from its other partitions (in the client's
-  order). So a partition none of whose records moved is answered with the
-  broker's own offsets for them.
-* Two plans, chosen per request by the driver:
+* A request carries at most one batch per partition (Kafka refuses more in a
+  magic 2 Produce). What a request sends to one target partition is merged
+  into one batch: the client's own records for it first (so a partition none
+  of whose records moved is answered with the broker's own base offset for
+  them), then the records moved in, in the client's order. A merged batch
+  holds at most about as many bytes as the largest batch of the request (so
+  routing never makes a batch the broker's ``max.message.bytes`` refuses when
+  the client's passed); the rest goes in further batches, sent in further
+  requests (*rounds*) after the first.
+* Three plans, chosen per request by the driver:
 
-  - *Pooled* (:func:`plan_produce`): a plain producer's request (no
-    transactional id, every batch magic 2 without producer id). Each record
-    goes to its target whichever broker leads it: the request is split into
-    one part per leader (as the proxy last learned it), each sent on the
-    proxy's own connection to that broker. The plan is refused (None) when a
-    topic or the leader of a partition the client named is unknown; a batch
-    whose targets have no known leader stays where the client put it.
+  - *Plain* (:func:`plan_produce`): no transactional id, every batch magic 2
+    without producer id. The request is split into one part per leader (as
+    the proxy last learned it) and round, each sent on the proxy's own
+    connection to that broker. Refused (None) when a topic or the leader of a
+    partition the client named is unknown; a batch whose targets have no known
+    leader stays where the client put it.
+  - *Idempotent* (:func:`prepare_idempotent`, then :func:`commit_idempotent`):
+    every batch magic 2 with the same producer id and epoch (transactional or
+    not). Sequence numbers are the proxy's (:mod:`.sequences`); a client's
+    retry re-sends the same upstream batches. Refused like the plain plan, and
+    when a batch's targets have no known leader.
   - *Single connection* (:func:`route_produce`): the client's own upstream
-    connection, for what the pooled plan refuses (idempotent and
-    transactional batches, which stay unrouted: their sequence numbers belong
-    to the partition the producer chose; unknown topics; legacy message
-    sets). Records move only between partitions that broker leads.
+    connection, for what the others refuse (SASL clients, unknown topics,
+    legacy message sets, mixed producers). Plain batches move only between
+    partitions that broker leads; idempotent ones stay.
 
 * The answer (:func:`merge_produce`) names exactly the partitions the client
   sent, in its order. A partition none of whose records moved gets the
-  broker's answer for it unchanged. A partition some of whose records moved
-  gets the error of the first of its targets that failed (none if none did)
-  and the offsets ``-1`` (unknown, as for acks=0): its records are not where
-  the client believes, so no offset of the partition it named would be true.
+  broker's answer for its batch. A partition some of whose records moved gets
+  the error of the first of its batches that failed (none if none did) and the
+  offsets ``-1`` (unknown, as for acks=0): its records are not where the client
+  believes, so no offset of the partition it named would be true.
 * A part that got no answer (its connection lost, its deadline passed) is
   answered for the driver by :func:`failed_answer`: each of its partitions
-  with the same retriable error.
+  with the same retriable error. The client hears a lost connection as
+  REQUEST_TIMED_OUT (retried by every client; librdkafka gives up on a
+  NETWORK_EXCEPTION in a Produce answer).
 * Leaders are learned from Metadata answers (:class:`Topics`). A part's
   partition answered NOT_LEADER_OR_FOLLOWER (or another error meaning the
   proxy's view is stale) takes the KIP-951 ``current_leader`` hint at once
@@ -55,21 +66,33 @@ from trafka.codec.compression import Compression
 from trafka.codec.errors import DecodeError, ErrorCode
 from trafka.codec.messages import k00_produce as produce_msgs
 from trafka.codec.messages import k03_metadata as metadata_msgs
-from trafka.codec.records import decode_batch, encode_batch, iter_batches
+from trafka.codec.records import (
+    Record,
+    RecordBatchHeader,
+    decode_batch,
+    encode_batch,
+    iter_batches,
+)
 
 from ..sdk.partitioners import KEY_HASHES
+from .sequences import ClientBatch, Session, State, Upstream
 
 __all__ = [
     "HASHES",
+    "IdempotentPlan",
+    "Prepared",
     "ProducePlan",
     "ProduceRoute",
     "RouteStats",
     "Topics",
+    "commit_idempotent",
     "failed_answer",
+    "idempotent_answer",
     "learn_leaders",
     "merge_produce",
     "metadata_request",
     "plan_produce",
+    "prepare_idempotent",
     "route_produce",
 ]
 
@@ -78,6 +101,8 @@ HASHES: dict[str, Callable[[bytes, int], int]] = KEY_HASHES  # the SDK's, by nam
 _TRANSACTIONAL = 0x10
 _CONTROL = 0x20
 _LOG_APPEND_TIME = 0x08
+# A merged batch may hold this much even when the request's batches are smaller.
+_MIN_MERGE_BYTES = 16 * 1024
 
 # Errors meaning the proxy's idea of the partition's leader may be wrong.
 _STALE = frozenset(
@@ -127,28 +152,169 @@ class RouteStats:
     batches_untouched_malformed: int = 0
     requests_pooled: int = 0
     requests_split: int = 0
+    requests_idempotent: int = 0
+    batches_retried: int = 0
+    batches_out_of_order: int = 0
     parts_failed: int = 0
     metadata_refreshes: int = 0
+    sequence_lookups: int = 0
+
+
+# A request's part: (round, leader) -> {topic: {partition: batch}}.
+_Parts = dict[tuple[int, int], dict[str, dict[int, bytes]]]
+# Where the answer for a partition comes from: (part index, partition).
+_Source = tuple[int, int]
 
 
 @dataclass(frozen=True, slots=True)
 class ProduceRoute:
-    """How a routed Produce maps back: for each partition the client sent
-    (in its order), the partitions its records went to (in record order)."""
+    """How a routed Produce maps back: for each partition the client sent (in
+    its order), the batches its records went to and, when none moved, the one
+    whose answer is the partition's."""
 
-    origin: tuple[tuple[str, tuple[tuple[int, tuple[int, ...]], ...]], ...]
+    origin: tuple[tuple[str, tuple[tuple[int, tuple[_Source, ...], _Source | None], ...]], ...]
 
 
 @dataclass(frozen=True, slots=True)
 class ProducePlan:
-    """A pooled Produce: the part for each leader, and how answers map back."""
+    """A pooled Produce: the parts in the order they are sent (one per leader
+    and round, earlier rounds first), and how their answers map back."""
 
     parts: tuple[tuple[int, Any], ...]
     route: ProduceRoute
 
 
-# Per topic: target partition -> (the client's own unmoved batches, records moved in).
-_Placed = list[tuple[str, dict[int, tuple[list[bytes], list[bytes]]]]]
+# -- placing records ---------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Piece:
+    """Records of one client batch bound for one partition."""
+
+    records: list[Record] | None  # None: not decoded (``raw`` holds them)
+    header: Any
+    raw: bytes | None  # the client's whole batch, when it stays whole
+    size: int  # estimated bytes on the wire
+
+    def decoded(self) -> list[Record]:
+        if self.records is None:
+            assert self.raw is not None
+            self.records = decode_batch(self.raw).records
+        return self.records
+
+
+@dataclass(slots=True)
+class _Split:
+    """One client batch, placed."""
+
+    topic: str
+    partition: int
+    header: Any
+    pieces: dict[int, _Piece]  # target -> records (the client's order)
+
+    @property
+    def moved(self) -> bool:
+        return list(self.pieces) != [self.partition]
+
+
+def _split(
+    header: Any,
+    raw: bytes,
+    topic: str,
+    partition: int,
+    count: int,
+    hash_of: Callable[[bytes, int], int],
+    stats: RouteStats,
+) -> _Split:
+    """Group one magic 2 batch's records by target partition."""
+    batch = decode_batch(raw)
+    groups: dict[int, list[Record]] = {}
+    for r in batch.records:
+        target = partition if r.key is None else hash_of(r.key, count)
+        groups.setdefault(target, []).append(r)
+    total = max(1, len(batch.records))
+    if list(groups) == [partition]:
+        stats.records_kept += len(batch.records)
+        return _Split(
+            topic, partition, header, {partition: _Piece(batch.records, header, raw, len(raw))}
+        )
+    stats.batches_rebuilt += 1
+    pieces = {}
+    for target, records in groups.items():
+        moved = len(records) if target != partition else 0
+        stats.records_moved += moved
+        stats.records_kept += len(records) - moved
+        pieces[target] = _Piece(records, header, None, len(raw) * len(records) // total + 64)
+    return _Split(topic, partition, header, pieces)
+
+
+def _whole(topic: str, partition: int, header: Any, data: bytes) -> _Split:
+    """A batch left where the client put it."""
+    return _Split(topic, partition, header, {partition: _Piece(None, header, data, len(data))})
+
+
+def _chunks(own: _Piece | None, moved: list[_Piece], cap: int) -> list[list[_Piece]]:
+    """The pieces bound for one partition, as batches: the client's own first,
+    each batch at most ``cap`` estimated bytes (and at least one piece)."""
+    out: list[list[_Piece]] = []
+    size = 0
+    for piece in ([own] if own is not None else []) + moved:
+        if not out or size + piece.size > cap:
+            out.append([])
+            size = 0
+        out[-1].append(piece)
+        size += piece.size
+    return out
+
+
+def _encode(
+    pieces: list[_Piece],
+    *,
+    producer_id: int = -1,
+    producer_epoch: int = -1,
+) -> tuple[bytes, int]:
+    """One batch of ``pieces`` (byte for byte when it is one whole client
+    batch); the number of records in it."""
+    if len(pieces) == 1 and pieces[0].raw is not None:
+        return pieces[0].raw, pieces[0].header.records_count
+    attributes = pieces[0].header.attributes
+    records = [(r.timestamp, r.key, r.value, r.headers) for p in pieces for r in p.decoded()]
+    data = encode_batch(
+        records,
+        compression=Compression(attributes & 0x07),
+        timestamp_type=1 if attributes & _LOG_APPEND_TIME else 0,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        base_sequence=0 if producer_id >= 0 else -1,
+        is_transactional=bool(attributes & _TRANSACTIONAL),
+    )
+    return data, len(records)
+
+
+def _cap(sizes: Iterable[int]) -> int:
+    return max(_MIN_MERGE_BYTES, max(sizes, default=0))
+
+
+def _untouchable(header: Any) -> bool:
+    return bool(header.producer_id >= 0 or header.attributes & (_TRANSACTIONAL | _CONTROL))
+
+
+def _plain_request(body: Any, topics: Topics) -> bool:
+    if body.transactional_id is not None:
+        return False
+    for t in body.topic_data:
+        if not topics.partitions.get(t.name):
+            return False
+        for p in t.partition_data:
+            if topics.leader(t.name, p.index) < 0:
+                return False
+            for header, _ in iter_batches(p.records or b""):
+                if header.magic != 2 or _untouchable(header):
+                    return False
+    return True
+
+
+# -- the plain plan ----------------------------------------------------------------------
 
 
 def plan_produce(
@@ -169,42 +335,137 @@ def plan_produce(
     Raises:
         DecodeError: a batch is malformed.
     """
-    if body.transactional_id is not None:
+    if not _plain_request(body, topics):
         return None
+    hash_of = HASHES[hash_name]
+    splits: list[_Split] = []
+    empty: list[tuple[str, int]] = []
+    sizes = []
     for t in body.topic_data:
-        if not topics.partitions.get(t.name):
-            return None
+        count = topics.partitions[t.name]
         for p in t.partition_data:
-            if topics.leader(t.name, p.index) < 0:
-                return None
-            for header, _ in iter_batches(p.records or b""):
-                if header.magic != 2 or _untouchable(header):
-                    return None
-
-    def reachable(topic: str, targets: Iterable[int]) -> bool:
-        return all(topics.leader(topic, x) >= 0 for x in targets)
-
-    placed, origin, _ = _place(
-        body, topics, HASHES[hash_name], stats, reachable, "batches_untouched_unknown_leader"
-    )
-    by_leader: dict[int, list[tuple[str, dict[int, bytes]]]] = {}
-    for name, targets in placed:
-        for target, (stayed, moved) in targets.items():
-            leader = topics.leader(name, target)
-            parts = by_leader.setdefault(leader, [])
-            if not parts or parts[-1][0] != name:
-                parts.append((name, {}))
-            parts[-1][1][target] = b"".join(stayed + moved)
+            if not p.records:
+                empty.append((t.name, p.index))
+                continue
+            for header, raw in iter_batches(p.records):
+                data = bytes(raw)
+                sizes.append(len(data))
+                split = _split(header, data, t.name, p.index, count, hash_of, stats)
+                if split.moved and not all(topics.leader(t.name, x) >= 0 for x in split.pieces):
+                    stats.batches_untouched_unknown_leader += 1
+                    split = _whole(t.name, p.index, header, data)
+                splits.append(split)
+    parts: _Parts = {}
+    sources: dict[
+        tuple[str, int, int], list[_Source]
+    ] = {}  # (topic, client partition, n) -> batches
+    kept: dict[tuple[str, int, int], _Source] = {}
+    order = _part_order()
+    for (topic, target), (own, moved) in _by_target(splits).items():
+        leader = topics.leader(topic, target)
+        for rnd, chunk in enumerate(_chunks(own, [m for _, m in moved], _cap(sizes))):
+            data, _ = _encode(chunk)
+            part = order(rnd, leader)
+            parts.setdefault((rnd, leader), {}).setdefault(topic, {})[target] = data
+            for piece in chunk:
+                owner = _owner_of(piece, own, moved, topic, target)
+                sources.setdefault(owner, []).append((part, target))
+                if piece is own and not _moved_out(splits, owner):
+                    kept[owner] = (part, target)
+    for topic, index in empty:
+        part = order(0, topics.leader(topic, index))
+        parts.setdefault((0, topics.leader(topic, index)), {}).setdefault(topic, {})[index] = b""
+        sources[(topic, index, 0)] = [(part, index)]
+        kept[(topic, index, 0)] = (part, index)
     stats.requests_pooled += 1
-    if len(by_leader) > 1:
+    if len({leader for _, leader in parts}) > 1:
         stats.requests_split += 1
+    ordered = sorted(parts, key=lambda k: order(*k))
     return ProducePlan(
-        tuple(
-            (leader, dataclasses.replace(body, topic_data=_topic_data(parts)))
-            for leader, parts in by_leader.items()
-        ),
-        ProduceRoute(origin),
+        tuple((leader, _part_body(body, parts[(rnd, leader)])) for rnd, leader in ordered),
+        _route(body, sources, kept),
     )
+
+
+def _part_order() -> Callable[[int, int], int]:
+    """Numbers parts in the order they are first named (round by round)."""
+    seen: dict[tuple[int, int], int] = {}
+
+    def index(rnd: int, leader: int) -> int:
+        return seen.setdefault((rnd, leader), len(seen))
+
+    return index
+
+
+def _by_target(
+    splits: list[_Split],
+) -> dict[tuple[str, int], tuple[_Piece | None, list[tuple[_Split, _Piece]]]]:
+    """Per target partition: the client's own piece, and the pieces moved in."""
+    out: dict[tuple[str, int], tuple[_Piece | None, list[tuple[_Split, _Piece]]]] = {}
+    for split in splits:
+        for target, piece in split.pieces.items():
+            own, moved = out.get((split.topic, target), (None, []))
+            if target == split.partition:
+                own = piece
+            else:
+                moved.append((split, piece))
+            out[(split.topic, target)] = (own, moved)
+    return out
+
+
+def _owner_of(
+    piece: _Piece,
+    own: _Piece | None,
+    moved: list[tuple[_Split, _Piece]],
+    topic: str,
+    target: int,
+) -> tuple[str, int, int]:
+    if piece is own:
+        return (topic, target, 0)
+    for split, p in moved:
+        if p is piece:
+            return (topic, split.partition, 0)
+    raise AssertionError("a piece without its batch")
+
+
+def _moved_out(splits: list[_Split], owner: tuple[str, int, int]) -> bool:
+    return any(s.moved for s in splits if (s.topic, s.partition) == owner[:2])
+
+
+def _route(
+    body: Any,
+    sources: dict[tuple[str, int, int], list[_Source]],
+    kept: dict[tuple[str, int, int], _Source],
+) -> ProduceRoute:
+    origin = []
+    for t in body.topic_data:
+        entries = []
+        for p in t.partition_data:
+            key = (t.name, p.index, 0)
+            found = tuple(dict.fromkeys(sources.get(key, [])))
+            entries.append((p.index, found, kept.get(key)))
+        origin.append((t.name, tuple(entries)))
+    return ProduceRoute(tuple(origin))
+
+
+def _part_body(body: Any, topics: dict[str, dict[int, bytes]]) -> Any:
+    return dataclasses.replace(body, topic_data=_topic_data(topics))
+
+
+def _topic_data(topics: dict[str, dict[int, bytes]]) -> list[Any]:
+    return [
+        produce_msgs.ProduceRequest.TopicProduceData(
+            name=name,
+            partition_data=[
+                produce_msgs.ProduceRequest.PartitionProduceData(index=index, records=records)
+                for index, records in sorted(partitions.items())
+            ],
+        )
+        for name, partitions in topics.items()
+    ]
+
+
+# -- the single-connection plan ------------------------------------------------------------
 
 
 def route_produce(
@@ -217,10 +478,12 @@ def route_produce(
 ) -> tuple[Any, ProduceRoute | None]:
     """Move keyed records of a Produce request sent on the client's own connection.
 
+    Only plain magic 2 batches move, and only between partitions ``node_id``
+    leads; each target gets one merged batch (no rounds on this path).
+
     Args:
         body: the decoded ProduceRequest.
-        node_id: the upstream broker this request goes to (a target partition
-            must be led by it).
+        node_id: the upstream broker this request goes to.
         topics: partition counts and leaders.
         hash_name: a key of :data:`HASHES`.
         stats: counters to update.
@@ -232,128 +495,274 @@ def route_produce(
     Raises:
         DecodeError: a batch is malformed (the client's request is refused).
     """
-
-    def led_here(topic: str, targets: Iterable[int]) -> bool:
-        return all(topics.leader(topic, x) == node_id for x in targets)
-
-    placed, origin, moved_any = _place(
-        body, topics, HASHES[hash_name], stats, led_here, "batches_untouched_other_leader"
-    )
-    if not moved_any:
-        return body, None
-    joined = [
-        (name, {t: b"".join(stayed + moved) for t, (stayed, moved) in targets.items()})
-        for name, targets in placed
-    ]
-    return dataclasses.replace(body, topic_data=_topic_data(joined)), ProduceRoute(origin)
-
-
-def _topic_data(parts: list[tuple[str, dict[int, bytes]]]) -> list[Any]:
-    return [
-        produce_msgs.ProduceRequest.TopicProduceData(
-            name=name,
-            partition_data=[
-                produce_msgs.ProduceRequest.PartitionProduceData(index=index, records=records)
-                for index, records in sorted(partitions.items())
-            ],
-        )
-        for name, partitions in parts
-    ]
-
-
-def _untouchable(header: Any) -> bool:
-    return bool(header.producer_id >= 0 or header.attributes & (_TRANSACTIONAL | _CONTROL))
-
-
-def _place(
-    body: Any,
-    topics: Topics,
-    hash_of: Callable[[bytes, int], int],
-    stats: RouteStats,
-    may_move: Callable[[str, Iterable[int]], bool],
-    refused: str,
-) -> tuple[_Placed, tuple[Any, ...], bool]:
-    moved_any = False
-    placed: _Placed = []
-    origin: list[tuple[str, tuple[tuple[int, tuple[int, ...]], ...]]] = []
+    hash_of = HASHES[hash_name]
+    splits: list[_Split] = []
     for t in body.topic_data:
-        name = t.name
-        count = topics.partitions.get(name)
-        out: dict[int, tuple[list[bytes], list[bytes]]] = {}
-        parts_origin: list[tuple[int, tuple[int, ...]]] = []
+        count = topics.partitions.get(t.name)
         for p in t.partition_data:
-            targets: list[int] = []
-            blob = p.records
-            if not blob:
-                out.setdefault(p.index, ([], []))[0].append(b"")
-                parts_origin.append((p.index, (p.index,)))
-                continue
-            for batch_header, raw in iter_batches(blob):
-                pieces = _route_batch(
-                    batch_header, raw, name, p.index, count, hash_of, stats, may_move, refused
-                )
-                for target, data in pieces:
-                    out.setdefault(target, ([], []))[target != p.index].append(data)
-                    if target not in targets:
-                        targets.append(target)
-                    moved_any = moved_any or target != p.index
-            parts_origin.append((p.index, tuple(targets) or (p.index,)))
-        placed.append((name, out))
-        origin.append((name, tuple(parts_origin)))
-    return placed, tuple(origin), moved_any
+            for header, raw in iter_batches(p.records or b""):
+                data = bytes(raw)
+                stay = _whole(t.name, p.index, header, data)
+                if header.magic != 2:
+                    splits.append(stay)
+                    continue
+                if _untouchable(header):
+                    stats.batches_untouched_idempotent += 1
+                    splits.append(stay)
+                    continue
+                if not count:
+                    stats.batches_untouched_unknown_topic += 1
+                    splits.append(stay)
+                    continue
+                split = _split(header, data, t.name, p.index, count, hash_of, stats)
+                if split.moved and not all(
+                    topics.leader(t.name, x) == node_id for x in split.pieces
+                ):
+                    stats.batches_untouched_other_leader += 1
+                    split = stay
+                splits.append(split)
+    if not any(s.moved for s in splits):
+        return body, None
+    out: dict[str, dict[int, bytes]] = {}
+    sources: dict[tuple[str, int, int], list[_Source]] = {}
+    kept: dict[tuple[str, int, int], _Source] = {}
+    for (topic, target), (own, moved) in _by_target(splits).items():
+        pieces = ([own] if own is not None else []) + [m for _, m in moved]
+        data, _ = _encode(pieces)
+        out.setdefault(topic, {})[target] = data
+        for piece in pieces:
+            owner = _owner_of(piece, own, moved, topic, target)
+            sources.setdefault(owner, []).append((0, target))
+            if piece is own and not _moved_out(splits, owner):
+                kept[owner] = (0, target)
+    for t in body.topic_data:
+        for p in t.partition_data:
+            if not p.records:
+                out.setdefault(t.name, {})[p.index] = p.records
+                sources[(t.name, p.index, 0)] = [(0, p.index)]
+                kept[(t.name, p.index, 0)] = (0, p.index)
+    return dataclasses.replace(body, topic_data=_topic_data(out)), _route(body, sources, kept)
 
 
-def _route_batch(
-    header: Any,
-    raw: memoryview,
-    topic: str,
-    partition: int,
-    count: int | None,
-    hash_of: Callable[[bytes, int], int],
+# -- the idempotent plan -------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class Prepared:
+    """An idempotent request, its batches recognised or placed, before numbering."""
+
+    producer_id: int
+    epoch: int
+    retried: list[ClientBatch]
+    new: list[tuple[_Split, int]]  # (placed batch, its record count)
+    refused: dict[tuple[str, int], ErrorCode]
+    targets: set[tuple[str, int]]
+    sizes: list[int]
+
+
+@dataclass(slots=True)
+class IdempotentPlan:
+    """What to write for an idempotent request, and how to answer it.
+
+    ``rounds``: the upstream batches to write, round by round (a round has at
+    most one batch per partition; the driver groups it by leader). ``waits``: batches written by an earlier request whose answers
+    this one's depend on. ``answers``: per client partition (in its order),
+    its :class:`ClientBatch` or the error the proxy answers itself.
+    """
+
+    producer_id: int
+    rounds: list[list[Upstream]]
+    waits: list[Upstream]
+    answers: list[tuple[str, list[tuple[int, ClientBatch | ErrorCode]]]]
+
+
+def idempotent_producer(body: Any) -> tuple[int, int] | None:
+    """(producer id, epoch) when every batch of the request is a magic 2 batch of
+    one idempotent producer; else None."""
+    found: tuple[int, int] | None = None
+    for t in body.topic_data:
+        for p in t.partition_data:
+            for header, _ in iter_batches(p.records or b""):
+                if not isinstance(header, RecordBatchHeader):
+                    return None  # a legacy message set
+                if header.producer_id < 0 or header.attributes & _CONTROL:
+                    return None
+                if found is None:
+                    found = (header.producer_id, header.producer_epoch)
+                elif found != (header.producer_id, header.producer_epoch):
+                    return None
+    return found
+
+
+def prepare_idempotent(
+    body: Any,
+    *,
+    session: Session,
+    topics: Topics,
+    hash_name: str,
     stats: RouteStats,
-    may_move: Callable[[str, Iterable[int]], bool],
-    refused: str,
-) -> list[tuple[int, bytes]]:
-    data = bytes(raw)
-    if header.magic != 2:
-        return [(partition, data)]
-    if _untouchable(header):
-        stats.batches_untouched_idempotent += 1
-        return [(partition, data)]
-    if not count:
-        stats.batches_untouched_unknown_topic += 1
-        return [(partition, data)]
-    batch = decode_batch(data)
-    groups: dict[int, list[Any]] = {}
-    for r in batch.records:
-        target = partition if r.key is None else hash_of(r.key, count)
-        groups.setdefault(target, []).append(r)
-    if list(groups) == [partition]:
-        stats.records_kept += len(batch.records)
-        return [(partition, data)]
-    if not may_move(topic, groups):
-        setattr(stats, refused, getattr(stats, refused) + 1)
-        return [(partition, data)]
-    stats.batches_rebuilt += 1
-    attributes = header.attributes
-    compression = Compression(attributes & 0x07)
-    log_append = 1 if attributes & _LOG_APPEND_TIME else 0
-    pieces = []
-    for target, records in groups.items():
-        moved = len(records) if target != partition else 0
-        stats.records_moved += moved
-        stats.records_kept += len(records) - moved
-        pieces.append(
-            (
-                target,
-                encode_batch(
-                    [(r.timestamp, r.key, r.value, r.headers) for r in records],
-                    compression=compression,
-                    timestamp_type=log_append,
-                ),
+) -> Prepared | None:
+    """Recognise an idempotent producer's retried batches and place its new ones.
+
+    Changes nothing in ``session``; :func:`commit_idempotent` does, once the
+    driver has learnt the sequences :meth:`Sequences.unsynced` names.
+
+    Returns:
+        The prepared request, or None when it is not for this plan.
+
+    Raises:
+        DecodeError: a batch is malformed.
+    """
+    hash_of = HASHES[hash_name]
+    retried: list[ClientBatch] = []
+    new: list[tuple[_Split, int]] = []
+    refused: dict[tuple[str, int], ErrorCode] = {}
+    targets: set[tuple[str, int]] = set()
+    sizes = []
+    for t in body.topic_data:
+        count = topics.partitions.get(t.name)
+        if not count:
+            return None
+        for p in t.partition_data:
+            if topics.leader(t.name, p.index) < 0:
+                return None
+            batches = list(iter_batches(p.records or b""))
+            if len(batches) != 1:
+                return None  # the broker judges it (INVALID_RECORD)
+            header, raw = batches[0]
+            if not isinstance(header, RecordBatchHeader):
+                return None
+            known = session.known(t.name, p.index, header.base_sequence)
+            if known is not None and known.count == header.records_count:
+                stats.batches_retried += 1
+                retried.append(known)
+                continue
+            error = session.check_new(t.name, p.index, header.base_sequence)
+            if error:
+                stats.batches_out_of_order += 1
+                refused[(t.name, p.index)] = error
+                continue
+            data = bytes(raw)
+            sizes.append(len(data))
+            split = _split(header, data, t.name, p.index, count, hash_of, stats)
+            if not all(topics.leader(t.name, x) >= 0 for x in split.pieces):
+                return None
+            new.append((split, header.records_count))
+            targets.update((t.name, x) for x in split.pieces)
+    stats.requests_idempotent += 1
+    return Prepared(session.producer_id, session.epoch, retried, new, refused, targets, sizes)
+
+
+def commit_idempotent(body: Any, prepared: Prepared, session: Session) -> IdempotentPlan:
+    """Number the new upstream batches and list what to write, in order.
+
+    Every target partition's next sequence must be known (see
+    :meth:`Sequences.unsynced`).
+    """
+    cap = _cap(prepared.sizes)
+    owner = {id(piece): split for split, _ in prepared.new for piece in split.pieces.values()}
+    upstream_of: dict[int, list[Upstream]] = {}  # id(split) -> its upstream batches
+    first_of: dict[int, int] = {}  # id(upstream) -> id(its first piece)
+    fresh: list[Upstream] = []
+    for (topic, target), (own, moved) in _by_target([s for s, _ in prepared.new]).items():
+        for chunk in _chunks(own, [m for _, m in moved], cap):
+            data, count = _encode(
+                chunk, producer_id=session.producer_id, producer_epoch=session.epoch
             )
+            u = session.number(topic, target, count, data)
+            fresh.append(u)
+            first_of[id(u)] = id(chunk[0])
+            for piece in chunk:
+                ups = upstream_of.setdefault(id(owner[id(piece)]), [])
+                if u not in ups:
+                    ups.append(u)
+    placed: dict[tuple[str, int], ClientBatch] = {}
+    for split, count in prepared.new:
+        mine = tuple(upstream_of[id(split)])
+        offset_of = None
+        if not split.moved and first_of[id(mine[0])] == id(split.pieces[split.partition]):
+            offset_of = mine[0]
+        batch = ClientBatch(
+            split.topic, split.partition, split.header.base_sequence, count, mine, offset_of
         )
-    return pieces
+        session.remember(batch)
+        placed[(split.topic, split.partition)] = batch
+    # What to write: every failed earlier batch of a target first, then the new.
+    writes: list[Upstream] = []
+    waits: list[Upstream] = []
+    for batch in prepared.retried:
+        for u in batch.upstream:
+            if u.state is State.SENT:
+                waits.append(u)
+            elif u.state is State.FAILED:
+                writes.extend(session.resend_before(u))
+    for u in fresh:
+        writes.extend(session.resend_before(u))
+        writes.append(u)
+    rounds: list[list[Upstream]] = []
+    depth: dict[tuple[str, int], int] = {}
+    for u in dict.fromkeys(writes):
+        key = (u.topic, u.partition)
+        rnd = depth[key] = depth.get(key, -1) + 1
+        if len(rounds) <= rnd:
+            rounds.append([])
+        rounds[rnd].append(u)
+    retried = {(b.topic, b.partition): b for b in prepared.retried}
+    answers: list[tuple[str, list[tuple[int, ClientBatch | ErrorCode]]]] = []
+    for t in body.topic_data:
+        entries: list[tuple[int, ClientBatch | ErrorCode]] = []
+        for p in t.partition_data:
+            key = (t.name, p.index)
+            entry = prepared.refused.get(key) or retried.get(key) or placed[key]
+            entries.append((p.index, entry))
+        answers.append((t.name, entries))
+    return IdempotentPlan(session.producer_id, rounds, waits, answers)
+
+
+def upstream_body(body: Any, batches: Sequence[Upstream]) -> Any:
+    """The Produce request writing ``batches`` (one per partition), with the
+    client's acks, timeout and transactional id."""
+    topics: dict[str, dict[int, bytes]] = {}
+    for u in batches:
+        assert u.data is not None
+        topics.setdefault(u.topic, {})[u.partition] = u.data
+    return _part_body(body, topics)
+
+
+def idempotent_answer(plan: IdempotentPlan, template: Any) -> Any:
+    """The client's answer once every batch it depends on is settled."""
+    resp = produce_msgs.ProduceResponse
+    responses = []
+    for name, entries in plan.answers:
+        merged = []
+        for index, entry in entries:
+            if isinstance(entry, ErrorCode):
+                merged.append(
+                    resp.PartitionProduceResponse(
+                        index=index, error_code=entry, base_offset=-1, error_message=entry.message
+                    )
+                )
+                continue
+            outcome = entry.outcome()
+            error, message, base, append_time, start = outcome or (
+                ErrorCode.REQUEST_TIMED_OUT,
+                "no answer in time",
+                -1,
+                -1,
+                -1,
+            )
+            merged.append(
+                resp.PartitionProduceResponse(
+                    index=index,
+                    error_code=error,
+                    error_message=message,
+                    base_offset=base,
+                    log_append_time_ms=append_time,
+                    log_start_offset=start,
+                )
+            )
+        responses.append(resp.TopicProduceResponse(name=name, partition_responses=merged))
+    return dataclasses.replace(template, responses=responses)
 
 
 # -- answers ------------------------------------------------------------------------------
@@ -364,8 +773,9 @@ def merge_produce(route: ProduceRoute, answers: Sequence[Any]) -> Any:
 
     Args:
         route: the request's route.
-        answers: the decoded ProduceResponse of each part (at least one), or
-            :func:`failed_answer`'s stand-in for a part that got none.
+        answers: the decoded ProduceResponse of each part (at least one), in
+            the plan's order, or :func:`failed_answer`'s stand-in for a part
+            that got none.
 
     Returns:
         A ProduceResponse naming exactly the client's partitions.
@@ -374,26 +784,34 @@ def merge_produce(route: ProduceRoute, answers: Sequence[Any]) -> Any:
         DecodeError: an answer lacks a partition its part sent.
     """
     resp = produce_msgs.ProduceResponse
-    got: dict[tuple[str, int], Any] = {
-        (t.name, p.index): p for a in answers for t in a.responses for p in t.partition_responses
+    got: dict[tuple[int, str, int], Any] = {
+        (i, t.name, p.index): p
+        for i, a in enumerate(answers)
+        for t in a.responses
+        for p in t.partition_responses
     }
     responses = []
     for name, parts in route.origin:
         merged = []
-        for index, targets in parts:
-            if any((name, x) not in got for x in targets):
+        for index, sources, kept in parts:
+            if any((i, name, x) not in got for i, x in sources):
                 raise DecodeError(
                     f"the broker did not answer for every part of {name}-{index}",
                     message_name="ProduceResponse",
                 )
-            if targets == (index,):
-                merged.append(got[(name, index)])
+            if kept is not None and len(sources) == 1:
+                own = got[(kept[0], name, kept[1])]
+                merged.append(
+                    dataclasses.replace(own, index=index, error_code=_said(own.error_code))
+                )
                 continue
-            failed = next((got[(name, x)] for x in targets if got[(name, x)].error_code), None)
+            failed = next(
+                (got[(i, name, x)] for i, x in sources if got[(i, name, x)].error_code), None
+            )
             merged.append(
                 resp.PartitionProduceResponse(
                     index=index,
-                    error_code=failed.error_code if failed else 0,
+                    error_code=_said(failed.error_code) if failed else 0,
                     error_message=failed.error_message if failed else None,
                     base_offset=-1,
                     log_append_time_ms=-1,
@@ -408,6 +826,13 @@ def merge_produce(route: ProduceRoute, answers: Sequence[Any]) -> Any:
         throttle_time_ms=max(a.throttle_time_ms for a in answers),
         node_endpoints=list(endpoints.values()),
     )
+
+
+def _said(code: int) -> int:
+    """The error the client hears: a part's lost connection (NETWORK_EXCEPTION, which
+    no broker puts in a Produce answer and librdkafka would not retry) is said as
+    REQUEST_TIMED_OUT, which every client retries."""
+    return ErrorCode.REQUEST_TIMED_OUT if code == ErrorCode.NETWORK_EXCEPTION else code
 
 
 def failed_answer(part: Any, error: ErrorCode, message: str | None = None) -> Any:

@@ -47,6 +47,7 @@ from trafka.codec.errors import DecodeError, TrafkaError
 from trafka.codec.framing import FrameReader
 from trafka.discovery import announcing_listener, discover, is_spec, parse_spec
 
+from .exactly_once import ExactlyOnce
 from .pool import UpstreamError, UpstreamPool, Waiter
 from .rewrite import (
     METADATA,
@@ -63,6 +64,7 @@ from .routing import (
     RouteStats,
     Topics,
     failed_answer,
+    idempotent_producer,
     learn_leaders,
     merge_produce,
     metadata_request,
@@ -76,6 +78,9 @@ log = logging.getLogger("trafka.proxy")
 
 _SIZE = struct.Struct(">i")
 _SASL_APIS = frozenset({17, 36})  # SaslHandshake, SaslAuthenticate
+INIT_PRODUCER_ID = 22
+# Transaction requests whose bodies teach the routing of transactional producers.
+_TXN_APIS = frozenset({INIT_PRODUCER_ID, 24, 25, 26})
 # Answers a client connection may be owed at once; its requests wait beyond that.
 _MAX_WAITING_ANSWERS = 1024
 
@@ -231,6 +236,10 @@ class _Proxy:
         self.pool = UpstreamPool(nursery, self._connect_node, config.max_frame_size)
         self.stale: set[str] = set()
         self.refreshing = False
+        # Idempotent and transactional producers' routing (sequence numbers, transactions).
+        self.eos = ExactlyOnce(
+            self.pool, self.topics, self.stats.routing, self._refresh, lambda: list(self.nodes)
+        )
 
     # Called from rewriting (synchronous): opens the node's listener at once.
     def listen_for(self, node_id: int, host: str, port: int) -> tuple[str, int]:
@@ -363,8 +372,13 @@ class _Proxy:
             await self._forward(conn, frame, header.correlation_id, None)
             return
         if key != PRODUCE:
-            pending = Pending(key, version) if reads_answer(key, version) else None
-            await self._forward(conn, frame, header.correlation_id, pending)
+            if key in _TXN_APIS and self.config.route_keys != "none":
+                _, txn_body = protocol.decode_request(frame)
+                self.eos.client_request(key, version, txn_body, self._node_of(conn.address))
+            watched = reads_answer(key, version) or key == INIT_PRODUCER_ID
+            await self._forward(
+                conn, frame, header.correlation_id, Pending(key, version) if watched else None
+            )
             return
         _, body = protocol.decode_request(frame)
         route = self.config.route_keys
@@ -372,7 +386,12 @@ class _Proxy:
         if route != "none":
             try:
                 plan = None
-                if not conn.sasl:
+                producer = None if conn.sasl or body.acks == 0 else idempotent_producer(body)
+                if producer is not None and await self._produce_exactly_once(
+                    conn, header, body, producer
+                ):
+                    return
+                if not conn.sasl and producer is None:
                     plan = plan_produce(
                         body, topics=self.topics, hash_name=route, stats=self.stats.routing
                     )
@@ -433,6 +452,45 @@ class _Proxy:
             conn.pumps.start_soon(
                 self._gather, slot, plan, sent, header.request_api_version, deadline
             )
+
+    async def _produce_exactly_once(
+        self, conn: _Client, header: Any, body: Any, producer: tuple[int, int]
+    ) -> bool:
+        """Route an idempotent or transactional producer's request (see
+        :mod:`.exactly_once`); False when it is not for that path."""
+        slot = _Answer(header.correlation_id, None, trio.Event())
+        deadline = trio.current_time() + body.timeout_ms / 1000 + self.config.connect_timeout
+
+        async def taken() -> None:
+            await conn.to_writer.send(slot)
+
+        result = await self.eos.plan(
+            header, body, producer, self.config.route_keys, deadline, taken
+        )
+        if result is None:
+            return False
+        # In the proxy's nursery: the batches' answers are settled even when the
+        # client's connection closes meanwhile (its retry will need them).
+        self.nursery.start_soon(self._gather_exactly_once, slot, header, body, result, deadline)
+        return True
+
+    async def _gather_exactly_once(
+        self, slot: _Answer, header: Any, body: Any, result: Any, deadline: float
+    ) -> None:
+        version = header.request_api_version
+        try:
+            if isinstance(result, tuple):
+                plan, written = result
+                answer = await self.eos.settle(header, body, plan, written, deadline)
+            else:
+                answer = result
+            answer = rewrite_addresses(PRODUCE, answer, self.addresses)
+            slot.frame = protocol.encode_response(slot.correlation_id, PRODUCE, version, answer)
+        except (DecodeError, TrafkaError) as exc:
+            slot.error = exc
+        finally:
+            assert slot.done is not None
+            slot.done.set()
 
     async def _gather(
         self,
@@ -542,6 +600,13 @@ class _Proxy:
                     held = frame  # that request was not answered; this is a later one's
                     continue
                 if slot.pending is None:
+                    await conn.client.send_all(_SIZE.pack(len(frame)) + frame)
+                elif slot.pending.api_key == INIT_PRODUCER_ID:
+                    self.eos.init_answered(
+                        protocol.decode_response(frame, INIT_PRODUCER_ID, slot.pending.api_version)[
+                            1
+                        ]
+                    )
                     await conn.client.send_all(_SIZE.pack(len(frame)) + frame)
                 else:
                     await conn.client.send_all(

@@ -83,6 +83,19 @@ async def read_all(cluster: LocalCluster, topic: str) -> list[Any]:
     return await trio.to_thread.run_sync(placement, cluster.bootstrap_servers, topic, PARTITIONS)
 
 
+def leaders_agreed(cluster: LocalCluster, topic: str) -> bool:
+    """Every broker has the same state for each partition, whose leader knows it leads."""
+    for p in range(PARTITIONS):
+        states = {cluster.node(n).broker.cluster.state(topic, p) for n in cluster.node_ids}
+        if len(states) != 1 or None in states:
+            return False
+        (state,) = states
+        replica = cluster.node(state.leader).broker.cluster.replicas.replica(topic, p)
+        if replica is None or replica.leader != state.leader:
+            return False
+    return True
+
+
 def leaders_spread(proxy: RunningProxy) -> bool:
     return len(proxy.statistics.nodes) == 3
 
@@ -127,6 +140,12 @@ def test_acks_0_records_are_routed_across_brokers(zk: str) -> None:
     async def test(cluster: LocalCluster, proxy: RunningProxy) -> None:
         topic = fresh("cluster-acks0")
         await trio.to_thread.run_sync(create, proxy.bootstrap_servers, topic, PARTITIONS)
+        # acks=0 records sent to a broker that does not yet know it leads are lost
+        # (it closes the connection; the producer never retries): wait until every
+        # broker agrees on the leaders.
+        with trio.fail_after(30):
+            while not leaders_agreed(cluster, topic):
+                await trio.sleep(0.05)
         await trio.to_thread.run_sync(
             lambda: confluent_send(
                 proxy.bootstrap_servers, topic, 600, b"z", acks=0, partitioner="random"
@@ -138,5 +157,230 @@ def test_acks_0_records_are_routed_across_brokers(zk: str) -> None:
                 await trio.sleep(0.2)
         check(records, 600, b"z", ordered=False)
         assert proxy.statistics.routing.requests_split > 0
+
+    run(test, zk)
+
+
+def kcat_send(servers: str, topic: str, n: int, prefix: bytes, *settings: str) -> None:
+    import shutil
+    import subprocess
+
+    if shutil.which("kcat") is None:
+        pytest.skip("kcat is not installed")
+    lines = b"".join(b"key-%d\t%s-%d\n" % (i % KEYS, prefix, i) for i in range(n))
+    cmd = ["kcat", "-b", servers, "-P", "-t", topic, "-K", "\t", "-X", "linger.ms=50"]
+    for s in settings:
+        cmd += ["-X", s]
+    subprocess.run(cmd, input=lines, check=True, timeout=60)
+
+
+def test_idempotent_producers_are_routed_exactly_once(zk: str) -> None:
+    """Idempotent producers of four clients (the default of trafka, kafka-python 3,
+    Java; turned on for librdkafka's and aiokafka's): every keyed record on its
+    murmur2 partition, once, in its key's order."""
+
+    async def test(cluster: LocalCluster, proxy: RunningProxy) -> None:
+        topic = fresh("cluster-idem")
+        servers = proxy.bootstrap_servers
+        await trio.to_thread.run_sync(create, servers, topic, PARTITIONS)
+        await trio.to_thread.run_sync(
+            lambda: confluent_send(servers, topic, 1500, b"c", **{"enable.idempotence": True})
+        )
+        await trio.to_thread.run_sync(
+            lambda: kcat_send(servers, topic, 800, b"k", "enable.idempotence=true")
+        )
+        async with open_producer(
+            bootstrap_servers=servers, partitioner="consistent_random", linger_ms=50
+        ) as producer:  # idempotent by default
+            futures = [
+                await producer.send(topic, b"s-%d" % i, key=b"key-%d" % (i % KEYS))
+                for i in range(1500)
+            ]
+            await producer.flush()
+            for future in futures:
+                await future
+
+        def kafka_python_send() -> None:
+            import zlib
+
+            import kafka
+            from kafka.partitioner import Partitioner
+
+            class Crc32(Partitioner):  # not murmur2: most records move
+                def partition(self, topic, key, key_bytes, value, value_bytes, metadata):  # type: ignore[no-untyped-def]
+                    partitions = sorted(metadata.partitions_for_topic(topic))
+                    return partitions[zlib.crc32(key_bytes) % len(partitions)]
+
+            producer = kafka.KafkaProducer(
+                bootstrap_servers=servers, enable_idempotence=True, linger_ms=50,
+                partitioner=Crc32(),
+            )  # fmt: skip
+            for i in range(600):
+                producer.send(topic, value=b"p-%d" % i, key=b"key-%d" % (i % KEYS))
+            producer.flush(60)
+            producer.close()
+
+        await trio.to_thread.run_sync(kafka_python_send)
+        records = await read_all(cluster, topic)
+        check(records, 1500, b"c")
+        check(records, 800, b"k")
+        check(records, 1500, b"s")
+        check(records, 600, b"p")
+        assert len(records) == 4400
+        routing = proxy.statistics.routing
+        assert leaders_spread(proxy)
+        assert routing.requests_idempotent > 0 and routing.records_moved > 0
+        assert routing.batches_untouched_idempotent == 0
+
+    run(test, zk)
+
+
+def test_transactions_stay_atomic_when_their_records_move(zk: str) -> None:
+    """confluent-kafka transactions through the proxy: committed ones whole on their
+    murmur2 partitions under read_committed, aborted ones invisible, though the
+    proxy moved their records to partitions the client never added."""
+
+    async def test(cluster: LocalCluster, proxy: RunningProxy) -> None:
+        topic = fresh("cluster-txn")
+        servers = proxy.bootstrap_servers
+        await trio.to_thread.run_sync(create, servers, topic, PARTITIONS)
+
+        def transactions() -> None:
+            producer = confluent_kafka.Producer(
+                {
+                    "bootstrap.servers": servers,
+                    "transactional.id": f"tx-{topic}",
+                    "partitioner": "consistent_random",
+                    "linger.ms": 20,
+                }
+            )
+            producer.init_transactions(30)
+            for t in range(6):
+                producer.begin_transaction()
+                for i in range(100):
+                    n = t * 100 + i
+                    prefix = b"a" if t % 3 == 1 else b"t"
+                    producer.produce(
+                        topic, value=b"%s-%d" % (prefix, n), key=b"key-%d" % (n % KEYS)
+                    )
+                if t % 3 == 1:
+                    producer.abort_transaction(30)
+                else:
+                    producer.commit_transaction(30)
+
+        await trio.to_thread.run_sync(transactions)
+        committed = await trio.to_thread.run_sync(
+            lambda: placement(servers, topic, PARTITIONS, isolation_level="read_committed")
+        )
+        wanted = [t * 100 + i for t in range(6) if t % 3 != 1 for i in range(100)]
+        mine = [r for r in committed if r.value.startswith(b"t-")]
+        assert sorted(int(r.value.split(b"-")[1]) for r in mine) == wanted
+        assert not [r for r in committed if r.value.startswith(b"a-")]
+        assert [r for r in mine if r.partition != murmur2_partition(r.key, PARTITIONS)] == []
+        assert proxy.statistics.routing.records_moved > 0
+
+    run(test, zk)
+
+
+def _can_cut_connections() -> bool:
+    """Whether ``ss -K`` closes this machine's TCP connections (root, INET_DIAG_DESTROY)."""
+    import socket
+    import subprocess
+
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        port = server.getsockname()[1]
+        client = socket.create_connection(("127.0.0.1", port))
+        accepted, _ = server.accept()
+        try:
+            subprocess.run(
+                ["ss", "-K", "dst", "127.0.0.1", "dport", "=", str(port)],
+                capture_output=True,
+                timeout=10,
+            )
+            client.settimeout(2)
+            client.send(b"x")
+            return False
+        except OSError:
+            return True
+        finally:
+            client.close()
+            accepted.close()
+
+
+def test_idempotent_producers_stay_exactly_once_while_connections_are_cut(zk: str) -> None:
+    """Connections cut at random (``ss -K``) between the producer and the proxy and
+    between the proxy and the brokers, while librdkafka's idempotent producer writes
+    through the proxy: every record once, on its murmur2 partition, in its key's
+    order. The cuts lose answers whose batches were written, so the proxy must
+    send its own batches again and recognise what the brokers already have."""
+    import random
+    import subprocess
+    import threading
+    import time
+
+    if not _can_cut_connections():
+        pytest.skip("ss -K cannot close connections here (needs root)")
+    N = 8000
+
+    async def test(cluster: LocalCluster, proxy: RunningProxy) -> None:
+        topic = fresh("cluster-cut")
+        servers = proxy.bootstrap_servers
+        await trio.to_thread.run_sync(create, servers, topic, PARTITIONS)
+        brokers = [int(s.rsplit(":", 1)[1]) for s in cluster.bootstrap_servers.split(",")]
+        stop = threading.Event()
+        cuts = []
+
+        def cutter() -> None:
+            rng = random.Random(11)
+            while not stop.wait(rng.uniform(0.05, 0.25)):
+                listeners = [proxy.address[1]] + [p for _, p in proxy.statistics.nodes.values()]
+                port = rng.choice(listeners + brokers)
+                subprocess.run(
+                    ["ss", "-K", "dst", "127.0.0.1", "dport", "=", str(port)],
+                    capture_output=True,
+                    timeout=10,
+                )
+                cuts.append(port)
+
+        def produce() -> None:
+            # Paced over some seconds, so that the cuts fall while batches are in flight.
+            producer = confluent_kafka.Producer(
+                {
+                    "bootstrap.servers": servers,
+                    "enable.idempotence": True,
+                    "partitioner": "consistent_random",
+                    "message.timeout.ms": 120_000,
+                    "linger.ms": 10,
+                }
+            )
+            failures: list[Any] = []
+            try:
+                for i in range(N):
+                    producer.produce(
+                        topic,
+                        value=b"x-%d" % i,
+                        key=b"key-%d" % (i % KEYS),
+                        on_delivery=lambda err, _m: failures.append(err) if err else None,
+                    )
+                    if i % 50 == 49:
+                        producer.poll(0)
+                        time.sleep(0.02)
+                assert producer.flush(120) == 0
+                assert failures == []
+            finally:
+                stop.set()
+
+        thread = threading.Thread(target=cutter, daemon=True)
+        thread.start()
+        await trio.to_thread.run_sync(produce)
+        thread.join()
+        records = await read_all(cluster, topic)
+        check(records, N, b"x")
+        assert len(records) == N
+        assert len(cuts) > 10
+        routing = proxy.statistics.routing
+        assert routing.records_moved > 0
 
     run(test, zk)

@@ -1,0 +1,444 @@
+"""The driver of routed idempotent and transactional producers.
+
+The protocol logic is :mod:`.sequences` (sequence numbers, retries) and
+:mod:`.routing` (placing records); this module does their I/O over the
+proxy's pooled upstream connections:
+
+* One producer's requests are planned and written one at a time (a lock per
+  producer id, held from planning until every part is written, not while
+  answers are awaited): the sequence numbers of a target partition are
+  written in the order they were given, whichever client connection of the
+  producer the requests came on.
+* Before the first write to a partition for a producer the proxy did not see
+  born, the leader is asked the producer's last sequence there
+  (DescribeProducers). An OUT_OF_ORDER_SEQUENCE_NUMBER answer is checked the
+  same way (see :mod:`.sequences`).
+* A transactional producer's records moved to a partition its transaction does
+  not hold yet are preceded by the proxy's own AddPartitionsToTxn (version 3,
+  as the client would send it, with the client's transactional id, producer
+  id and epoch) to the transaction's coordinator, retried on the retriable
+  coordinator errors until the request's deadline. The partitions a
+  transaction holds are learnt from the client's own AddPartitionsToTxn
+  requests and the proxy's; its EndTxn empties them.
+* When that preparation fails (no leader to ask, no coordinator), the client's
+  partitions are answered with a retriable error and nothing is written or
+  numbered, so its retry starts afresh.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import trio
+
+from trafka.codec import protocol
+from trafka.codec.errors import DecodeError, ErrorCode, TrafkaError
+from trafka.codec.messages import k00_produce as pm
+from trafka.codec.messages import k10_find_coordinator as fc
+from trafka.codec.messages import k24_add_partitions_to_txn as apt
+from trafka.codec.messages import k61_describe_producers as dp
+
+from .pool import UpstreamError, UpstreamPool, Waiter
+from .routing import (
+    IdempotentPlan,
+    RouteStats,
+    Topics,
+    commit_idempotent,
+    failed_answer,
+    idempotent_answer,
+    learn_leaders,
+    prepare_idempotent,
+    upstream_body,
+)
+from .sequences import Sequences, Session, State, Upstream
+
+__all__ = ["ExactlyOnce", "Preparation"]
+
+log = logging.getLogger("trafka.proxy")
+
+PRODUCE, FIND_COORDINATOR, ADD_PARTITIONS_TO_TXN, DESCRIBE_PRODUCERS = 0, 10, 24, 61
+_COORDINATOR_RETRY = frozenset(
+    {
+        ErrorCode.NOT_COORDINATOR,
+        ErrorCode.COORDINATOR_NOT_AVAILABLE,
+        ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+        ErrorCode.CONCURRENT_TRANSACTIONS,
+    }
+)
+
+
+class Preparation(Exception):
+    """The request could not be prepared; its partitions get ``code``."""
+
+    def __init__(self, message: str, code: ErrorCode = ErrorCode.REQUEST_TIMED_OUT) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+@dataclass(slots=True)
+class _Txn:
+    producer_id: int
+    epoch: int
+    partitions: set[tuple[str, int]] = field(default_factory=set)
+    coordinator: int = -1
+
+
+class ExactlyOnce:
+    """Routes idempotent and transactional producers' Produce requests.
+
+    Args:
+        pool: the proxy's upstream connections.
+        topics: partition counts and leaders.
+        stats: routing counters.
+        refresh: asks the cluster again for these topics' leaders.
+        nodes: the node ids the proxy knows (to find a coordinator through).
+    """
+
+    def __init__(
+        self,
+        pool: UpstreamPool,
+        topics: Topics,
+        stats: RouteStats,
+        refresh: Callable[[set[str]], None],
+        nodes: Callable[[], list[int]],
+    ) -> None:
+        self.pool = pool
+        self.topics = topics
+        self.stats = stats
+        self.refresh = refresh
+        self.nodes = nodes
+        self.sequences = Sequences()
+        self.transactions: dict[str, _Txn] = {}
+        self._locks: dict[int, trio.Lock] = {}
+
+    # -- what the client's other requests teach ------------------------------------------------
+
+    def init_answered(self, body: Any) -> None:
+        """An InitProducerId answer passed to a client."""
+        if not body.error_code and body.producer_id >= 0:
+            self.sequences.born(body.producer_id, body.producer_epoch)
+
+    def client_request(self, key: int, version: int, body: Any, node_id: int) -> None:
+        """A transaction request the client sent to broker ``node_id``."""
+        if key == ADD_PARTITIONS_TO_TXN and version <= 3:
+            txn = self._txn(
+                body.v3_and_below_transactional_id,
+                body.v3_and_below_producer_id,
+                body.v3_and_below_producer_epoch,
+            )
+            txn.coordinator = node_id if node_id >= 0 else txn.coordinator
+            txn.partitions.update(
+                (t.name, p) for t in body.v3_and_below_topics for p in t.partitions
+            )
+        elif key == 26:  # EndTxn: the next transaction starts empty
+            txn = self._txn(body.transactional_id, body.producer_id, body.producer_epoch)
+            txn.coordinator = node_id if node_id >= 0 else txn.coordinator
+            txn.partitions.clear()
+        elif key in (22, 25) and getattr(body, "transactional_id", None):
+            self._txn(
+                body.transactional_id,
+                getattr(body, "producer_id", -1),
+                getattr(body, "producer_epoch", -1),
+            ).coordinator = node_id
+
+    def _txn(self, tid: str, pid: int, epoch: int) -> _Txn:
+        txn = self.transactions.get(tid)
+        if txn is None or (pid >= 0 and (txn.producer_id, txn.epoch) != (pid, epoch)):
+            old = txn
+            txn = self.transactions[tid] = _Txn(pid, epoch)
+            if old is not None:
+                txn.coordinator = old.coordinator
+        return txn
+
+    # -- Produce ---------------------------------------------------------------------------
+
+    async def plan(
+        self,
+        header: Any,
+        body: Any,
+        producer: tuple[int, int],
+        hash_name: str,
+        deadline: float,
+        taken: Callable[[], Awaitable[None]],
+    ) -> tuple[IdempotentPlan, list[tuple[list[Upstream], Waiter | UpstreamError]]] | Any | None:
+        """Plan and write a request.
+
+        ``taken`` is awaited once the request is known to be for this path,
+        before anything is written (the driver queues the client's answer).
+
+        Returns:
+            (the plan, each written part's batches and waiter); or a ready
+            answer (a ProduceResponse) when the proxy answers itself; or None
+            when the request is not for this path.
+        """
+        pid, epoch = producer
+        lock = self._locks.setdefault(pid, trio.Lock())
+        try:
+            async with lock:
+                return await self._plan_locked(header, body, pid, epoch, hash_name, deadline, taken)
+        finally:
+            if not lock.locked() and not lock.statistics().tasks_waiting:
+                self._locks.pop(pid, None)
+
+    async def _plan_locked(
+        self,
+        header: Any,
+        body: Any,
+        pid: int,
+        epoch: int,
+        hash_name: str,
+        deadline: float,
+        taken: Callable[[], Awaitable[None]],
+    ) -> Any:
+        session = self.sequences.session(pid, epoch, int(trio.current_time() * 1000))
+        if session is None:
+            await taken()
+            return _all_failed(body, ErrorCode.INVALID_PRODUCER_EPOCH)
+        prepared = prepare_idempotent(
+            body, session=session, topics=self.topics, hash_name=hash_name, stats=self.stats
+        )
+        if prepared is None:
+            return None
+        await taken()
+        try:
+            for topic, partition in Sequences.unsynced(session, prepared.targets):
+                await self._sync(header, session, topic, partition, deadline)
+            if body.transactional_id is not None:
+                await self._add_to_txn(header, body, pid, epoch, prepared.targets, deadline)
+        except Preparation as exc:
+            log.debug("a Produce of producer %d is answered %s: %s", pid, exc.code.name, exc)
+            return _all_failed(body, exc.code, str(exc))
+        # From numbering to the last write nothing may be cut short (the client's
+        # connection closing cancels its tasks): a batch numbered but neither
+        # written nor failed would hold its partition's sequence forever.
+        with trio.CancelScope(shield=True):
+            plan = commit_idempotent(body, prepared, session)
+            written: list[tuple[list[Upstream], Waiter | UpstreamError]] = []
+            with trio.move_on_at(deadline):
+                for batches in plan.rounds:
+                    for leader, group in _by_leader(batches, self.topics).items():
+                        for u in group:
+                            session.sent(u)
+                            u.slot = trio.Event()
+                        try:
+                            waiter: Waiter | UpstreamError = await self.pool.send(
+                                leader,
+                                header.client_id,
+                                PRODUCE,
+                                header.request_api_version,
+                                upstream_body(body, group),
+                            )
+                        except UpstreamError as exc:
+                            waiter = exc
+                        written.append((group, waiter))
+            unsent = [u for batches in plan.rounds for u in batches if u.state is State.PLANNED]
+            if unsent:
+                written.append(
+                    (unsent, UpstreamError("not written in time", ErrorCode.REQUEST_TIMED_OUT))
+                )
+                for u in unsent:
+                    session.sent(u)
+                    u.slot = trio.Event()
+        return plan, written
+
+    async def settle(
+        self,
+        header: Any,
+        body: Any,
+        plan: IdempotentPlan,
+        written: list[tuple[list[Upstream], Waiter | UpstreamError]],
+        deadline: float,
+    ) -> Any:
+        """Await the parts' answers, settle their batches, and build the client's answer."""
+        session = self.sequences.get(plan.producer_id)
+        version = header.request_api_version
+        stale: set[str] = set()
+        template = None
+        for group, waiter in written:
+            try:
+                if isinstance(waiter, UpstreamError):
+                    raise waiter
+                frame = await self.pool.wait(waiter, deadline)
+                _, answer = protocol.decode_response(frame, PRODUCE, version)
+            except UpstreamError as exc:
+                self.stats.parts_failed += 1
+                answer = failed_answer(upstream_body(body, group), exc.code, str(exc))
+            except (DecodeError, TrafkaError) as exc:
+                self.stats.parts_failed += 1
+                answer = failed_answer(
+                    upstream_body(body, group), ErrorCode.NETWORK_EXCEPTION, str(exc)
+                )
+            template = template or answer
+            stale |= learn_leaders(self.topics, answer)
+            got = {(t.name, p.index): p for t in answer.responses for p in t.partition_responses}
+            for u in group:
+                await self._settle_one(
+                    header, session, u, got.get((u.topic, u.partition)), deadline
+                )
+        if stale:
+            self.refresh(stale)
+        for u in plan.waits:
+            if u.slot is not None:
+                with trio.move_on_at(deadline):
+                    await u.slot.wait()
+        return idempotent_answer(plan, template or pm.ProduceResponse())
+
+    async def _settle_one(
+        self, header: Any, session: Session | None, u: Upstream, p: Any, deadline: float
+    ) -> None:
+        try:
+            if session is None or u.state is not State.SENT:
+                return
+            if p is None:
+                session.settle(u, ErrorCode.NETWORK_EXCEPTION, message="no answer for the batch")
+                return
+            error = ErrorCode(p.error_code)
+            if error is ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER:
+                last = await self._last_sequence(header, session, u.topic, u.partition, deadline)
+                if last is not None and last >= u.last_sequence:
+                    error = ErrorCode.NONE  # written before; the answer had been lost
+            session.settle(
+                u,
+                error,
+                message=p.error_message,
+                base_offset=p.base_offset if not p.error_code else -1,
+                log_append_time_ms=p.log_append_time_ms,
+                log_start_offset=p.log_start_offset,
+                retriable=error.retriable or error is ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
+            )
+        finally:
+            if isinstance(u.slot, trio.Event):
+                u.slot.set()
+
+    # -- asking the cluster ------------------------------------------------------------------
+
+    async def _request(
+        self, node: int, header: Any, key: int, version: int, body: Any, deadline: float
+    ) -> Any:
+        try:
+            waiter = await self.pool.send(node, header.client_id, key, version, body)
+            frame = await self.pool.wait(waiter, deadline)
+            return protocol.decode_response(frame, key, version)[1]
+        except (UpstreamError, DecodeError, TrafkaError) as exc:
+            raise Preparation(f"broker {node}: {exc}") from None
+
+    async def _last_sequence(
+        self, header: Any, session: Session, topic: str, partition: int, deadline: float
+    ) -> int | None:
+        """The producer's last sequence at the partition's leader, at its epoch
+        (-1: none); None when the leader cannot tell."""
+        leader = self.topics.leader(topic, partition)
+        request = dp.DescribeProducersRequest(
+            topics=[
+                dp.DescribeProducersRequest.TopicRequest(name=topic, partition_indexes=[partition])
+            ]
+        )
+        self.stats.sequence_lookups += 1
+        try:
+            answer = await self._request(leader, header, DESCRIBE_PRODUCERS, 0, request, deadline)
+        except Preparation:
+            return None
+        for t in answer.topics:
+            for p in t.partitions:
+                if p.error_code:
+                    return None
+                for s in p.active_producers:
+                    if s.producer_id == session.producer_id:
+                        return s.last_sequence if s.producer_epoch == session.epoch else -1
+        return -1
+
+    async def _sync(
+        self, header: Any, session: Session, topic: str, partition: int, deadline: float
+    ) -> None:
+        last = await self._last_sequence(header, session, topic, partition, deadline)
+        if last is None:
+            raise Preparation(
+                f"the leader of {topic}-{partition} did not tell the producer's state"
+            )
+        Sequences.synced(session, topic, partition, last, session.epoch if last >= 0 else -1)
+
+    async def _add_to_txn(
+        self,
+        header: Any,
+        body: Any,
+        pid: int,
+        epoch: int,
+        targets: set[tuple[str, int]],
+        deadline: float,
+    ) -> None:
+        txn = self._txn(body.transactional_id, pid, epoch)
+        missing = sorted(targets - txn.partitions)
+        if not missing:
+            return
+        by_topic: dict[str, list[int]] = {}
+        for topic, partition in missing:
+            by_topic.setdefault(topic, []).append(partition)
+        request = apt.AddPartitionsToTxnRequest(
+            v3_and_below_transactional_id=body.transactional_id,
+            v3_and_below_producer_id=pid,
+            v3_and_below_producer_epoch=epoch,
+            v3_and_below_topics=[
+                apt.AddPartitionsToTxnRequest.AddPartitionsToTxnTopic(name=t, partitions=ps)
+                for t, ps in by_topic.items()
+            ],
+        )
+        delay = 0.02
+        while True:
+            if txn.coordinator < 0:
+                txn.coordinator = await self._find_coordinator(
+                    header, body.transactional_id, deadline
+                )
+            answer = await self._request(
+                txn.coordinator, header, ADD_PARTITIONS_TO_TXN, 3, request, deadline
+            )
+            errors = {
+                ErrorCode(p.partition_error_code)
+                for t in answer.results_by_topic_v3_and_below
+                for p in t.results_by_partition
+                if p.partition_error_code
+            } | ({ErrorCode(answer.error_code)} if answer.error_code else set())
+            if not errors:
+                txn.partitions.update(missing)
+                return
+            if not errors <= _COORDINATOR_RETRY | {ErrorCode.OPERATION_NOT_ATTEMPTED}:
+                error = min(errors - {ErrorCode.OPERATION_NOT_ATTEMPTED})
+                raise Preparation(f"adding {missing} to the transaction: {error.name}", error)
+            if errors & {ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE}:
+                txn.coordinator = -1
+            if trio.current_time() + delay > deadline:
+                raise Preparation(
+                    f"adding {missing} to the transaction: {sorted(e.name for e in errors)}"
+                )
+            await trio.sleep(delay)
+            delay = min(delay * 2, 0.5)
+
+    async def _find_coordinator(self, header: Any, tid: str, deadline: float) -> int:
+        for node in self.nodes():
+            try:
+                answer = await self._request(
+                    node,
+                    header,
+                    FIND_COORDINATOR,
+                    1,
+                    fc.FindCoordinatorRequest(key=tid, key_type=1),
+                    deadline,
+                )
+            except Preparation:
+                continue
+            if not answer.error_code and answer.node_id >= 0:
+                return int(answer.node_id)
+        raise Preparation(f"no coordinator found for transactional id {tid!r}")
+
+
+def _by_leader(batches: list[Upstream], topics: Topics) -> dict[int, list[Upstream]]:
+    out: dict[int, list[Upstream]] = {}
+    for u in batches:
+        out.setdefault(topics.leader(u.topic, u.partition), []).append(u)
+    return out
+
+
+def _all_failed(body: Any, code: ErrorCode, message: str | None = None) -> Any:
+    return failed_answer(body, code, message or code.message)

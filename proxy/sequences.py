@@ -1,0 +1,396 @@
+"""Sequence numbers of the idempotent and transactional producers the proxy
+routes, I/O-free.
+
+Rules:
+
+* A routed idempotent producer's records do not stay in the partitions it
+  numbered them for: the proxy writes them upstream in batches of its own
+  (:class:`Upstream`), at most one per target partition and request, and owns
+  their sequence numbers, per producer id, epoch and target partition,
+  consecutive from the first one it learns: 0 for a producer whose
+  InitProducerId answer it passed (:meth:`Sequences.born`); for any other (the
+  proxy restarted, or the producer came through another proxy), the
+  partition's last sequence for the producer, which the driver asks of the
+  partition's leader (DescribeProducers) before the first write
+  (:meth:`Sequences.unsynced`, :meth:`Sequences.synced`).
+* A client batch is known by its producer id, epoch, topic, partition and base
+  sequence (:class:`ClientBatch`). The first time it comes, its records are
+  placed in new upstream batches. Every later time (the client's retry) it
+  stands for the very same upstream batches, never new ones: those
+  acknowledged are not sent again, those in flight are waited for, those that
+  failed are sent again with the same sequence numbers, so a broker that had
+  written one answers with it instead of writing it twice.
+* Towards the client the proxy checks sequences as a broker would: a batch it
+  does not know must continue the producer's last batch for that partition
+  (else OUT_OF_ORDER_SEQUENCE_NUMBER, and nothing is sent); the first batch the
+  proxy sees from a producer for a partition is taken at any sequence. A batch
+  from an epoch older than the producer's newest is INVALID_PRODUCER_EPOCH.
+* A target partition's upstream batches are written in sequence order: when a
+  batch is to be written, every earlier one of its partition that failed is
+  written again first (:meth:`Session.resend_before`).
+* Upstream answers (:meth:`Sequences.settle`): no error, or
+  DUPLICATE_SEQUENCE_NUMBER: acknowledged, its bytes dropped.
+  OUT_OF_ORDER_SEQUENCE_NUMBER: the driver first asks the leader for the
+  producer's last sequence; at or past the batch's last, the batch had been
+  written (the answer to an earlier send was lost): acknowledged; otherwise it
+  failed and is sent again later. Any other retriable error: failed. An error
+  retrying cannot mend: the batch is *dead*, and since no broker can have
+  written anything after it, the partition's later unacknowledged batches take
+  its sequence numbers, renumbered before they are next sent.
+* What the client hears for a partition: success when every upstream batch of
+  its batch is acknowledged, with the broker's base offset when the client's
+  records were the first of a single upstream batch of the same partition and
+  none moved (else -1). Otherwise the error of the first that failed, with
+  OUT_OF_ORDER_SEQUENCE_NUMBER (a state between the proxy and the broker) and
+  a lost upstream connection said as REQUEST_TIMED_OUT, which every client
+  retries with the same sequence numbers.
+* State is per producer id; a newer epoch replaces an older one (the brokers
+  fence the older epoch anyway). Each partition remembers the client's last
+  :data:`CLIENT_BATCHES_KEPT` batches; an acknowledged upstream batch keeps no
+  bytes. Producers idle past ``idle_ms``, or beyond ``max_producers``, are
+  forgotten, the longest idle first.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections import OrderedDict
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from trafka.codec.errors import ErrorCode
+from trafka.codec.records import read_batch_header, set_base_sequence
+
+__all__ = [
+    "CLIENT_BATCHES_KEPT",
+    "ClientBatch",
+    "Sequences",
+    "Session",
+    "State",
+    "Upstream",
+    "next_sequence",
+]
+
+CLIENT_BATCHES_KEPT = 16
+_INT32_MAX = 0x7FFFFFFF
+
+# What the proxy itself went through (a lost connection, an order to restore
+# upstream): said as REQUEST_TIMED_OUT, which every client retries with the same
+# sequence numbers (librdkafka fails a batch answered NETWORK_EXCEPTION).
+_PROXY_STATE_ERRORS = frozenset(
+    {ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, ErrorCode.NETWORK_EXCEPTION}
+)
+
+
+def next_sequence(sequence: int, increment: int) -> int:
+    """``sequence + increment``, wrapping past int32's maximum to 0 as Kafka does."""
+    if sequence > _INT32_MAX - increment:
+        return increment - (_INT32_MAX - sequence) - 1
+    return sequence + increment
+
+
+class State(enum.Enum):
+    PLANNED = "planned"  # numbered, not yet written
+    SENT = "sent"  # written, answer to come
+    ACKED = "acked"
+    FAILED = "failed"  # to be written again
+    DEAD = "dead"  # refused for good; its numbers went to the next ones
+
+
+@dataclass(slots=True, eq=False)
+class Upstream:
+    """One batch the proxy writes upstream.
+
+    Attributes:
+        topic, partition: where it goes.
+        base_sequence, count: its sequence numbers.
+        data: its bytes (None once acknowledged).
+        state: see :class:`State`.
+        error: the last error it got (NONE when acknowledged).
+        base_offset: the broker's base offset once acknowledged (-1: unknown).
+        slot: the driver's (what waits for the answer); not read here.
+    """
+
+    topic: str
+    partition: int
+    base_sequence: int
+    count: int
+    data: bytes | None
+    state: State = State.PLANNED
+    error: ErrorCode = ErrorCode.NONE
+    error_message: str | None = None
+    base_offset: int = -1
+    log_append_time_ms: int = -1
+    log_start_offset: int = -1
+    slot: Any = None
+
+    @property
+    def last_sequence(self) -> int:
+        return next_sequence(self.base_sequence, self.count - 1)
+
+    def renumber(self, base_sequence: int) -> None:
+        assert self.data is not None
+        self.base_sequence = base_sequence
+        self.data = set_base_sequence(self.data, base_sequence)
+
+
+@dataclass(slots=True, eq=False)
+class ClientBatch:
+    """A batch as the client sent it, and the upstream batches holding its records.
+
+    ``offset_of`` is the upstream batch whose base offset is the client's
+    (its records first in it, none moved), else None.
+    """
+
+    topic: str
+    partition: int
+    base_sequence: int
+    count: int
+    upstream: tuple[Upstream, ...]
+    offset_of: Upstream | None = None
+
+    def outcome(self) -> tuple[ErrorCode, str | None, int, int, int] | None:
+        """(error, message, base offset, log append time, log start offset), or
+        None while an upstream batch is unanswered."""
+        for u in self.upstream:
+            if u.state in (State.PLANNED, State.SENT):
+                return None
+        for u in self.upstream:
+            if u.state is not State.ACKED:
+                error = u.error or ErrorCode.REQUEST_TIMED_OUT
+                if error in _PROXY_STATE_ERRORS:
+                    return (
+                        ErrorCode.REQUEST_TIMED_OUT,
+                        f"the proxy's write to {u.topic}-{u.partition} is retried",
+                        -1,
+                        -1,
+                        -1,
+                    )
+                return error, u.error_message, -1, -1, -1
+        o = self.offset_of
+        if o is None:
+            return ErrorCode.NONE, None, -1, -1, -1
+        return ErrorCode.NONE, None, o.base_offset, o.log_append_time_ms, o.log_start_offset
+
+
+@dataclass(slots=True)
+class _Target:
+    next_sequence: int | None = None  # None: not yet learned (see the rules)
+    pending: list[Upstream] = field(default_factory=list)  # not acknowledged, in order
+    gap: int | None = None  # a dead batch's base sequence: renumber from here
+
+
+@dataclass(slots=True)
+class Session:
+    """One producer id's state at its newest epoch."""
+
+    producer_id: int
+    epoch: int
+    born: bool
+    last_used: int
+    targets: dict[tuple[str, int], _Target] = field(default_factory=dict)
+    batches: dict[tuple[str, int], OrderedDict[int, ClientBatch]] = field(default_factory=dict)
+    next_client: dict[tuple[str, int], int] = field(default_factory=dict)
+
+    # -- the client's side ------------------------------------------------------------------
+
+    def known(self, topic: str, partition: int, base_sequence: int) -> ClientBatch | None:
+        kept = self.batches.get((topic, partition))
+        return None if kept is None else kept.get(base_sequence)
+
+    def check_new(self, topic: str, partition: int, base_sequence: int) -> ErrorCode:
+        """Whether a batch the proxy does not know may be placed (NONE) or is out
+        of order."""
+        expected = self.next_client.get((topic, partition))
+        if expected is None or expected == base_sequence:
+            return ErrorCode.NONE
+        return ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+
+    def remember(self, batch: ClientBatch) -> None:
+        key = (batch.topic, batch.partition)
+        kept = self.batches.setdefault(key, OrderedDict())
+        kept[batch.base_sequence] = batch
+        while len(kept) > CLIENT_BATCHES_KEPT:
+            kept.popitem(last=False)
+        self.next_client[key] = next_sequence(batch.base_sequence, batch.count)
+
+    # -- the upstream side ------------------------------------------------------------------
+
+    def target(self, topic: str, partition: int) -> _Target:
+        t = self.targets.get((topic, partition))
+        if t is None:
+            t = self.targets[(topic, partition)] = _Target(0 if self.born else None)
+        return t
+
+    def number(self, topic: str, partition: int, count: int, data: bytes) -> Upstream:
+        """A new upstream batch for ``data`` (one batch of this producer), numbered next.
+
+        The caller has made sure the partition's next sequence is known.
+        """
+        t = self.target(topic, partition)
+        self._close_gap(t)
+        assert t.next_sequence is not None
+        u = Upstream(topic, partition, t.next_sequence, count, data)
+        if read_batch_header(data).base_sequence != u.base_sequence:
+            u.data = set_base_sequence(data, u.base_sequence)
+        t.next_sequence = next_sequence(t.next_sequence, count)
+        t.pending.append(u)
+        return u
+
+    def resend_before(self, u: Upstream) -> list[Upstream]:
+        """The failed batches of ``u``'s partition to write again before it, in
+        order (``u`` itself included when it failed)."""
+        t = self.target(u.topic, u.partition)
+        self._close_gap(t)
+        out = []
+        for p in t.pending:
+            if p.state is State.FAILED:
+                out.append(p)
+            if p is u:
+                break
+        return out
+
+    def _close_gap(self, t: _Target) -> None:
+        # Renumber once nothing numbered after the dead batch is in flight.
+        if t.gap is None or any(p.state is State.SENT for p in t.pending):
+            return
+        sequence = t.gap
+        for p in t.pending:
+            p.renumber(sequence)
+            sequence = next_sequence(sequence, p.count)
+        t.next_sequence = sequence
+        t.gap = None
+
+    def settle(
+        self,
+        u: Upstream,
+        error: ErrorCode,
+        *,
+        message: str | None = None,
+        base_offset: int = -1,
+        log_append_time_ms: int = -1,
+        log_start_offset: int = -1,
+        retriable: bool = True,
+    ) -> None:
+        """Record an upstream answer (after the driver resolved an out-of-order
+        answer, see the rules)."""
+        t = self.target(u.topic, u.partition)
+        if error in (ErrorCode.NONE, ErrorCode.DUPLICATE_SEQUENCE_NUMBER):
+            u.state, u.error, u.error_message = State.ACKED, ErrorCode.NONE, None
+            u.base_offset = base_offset
+            u.log_append_time_ms = log_append_time_ms
+            u.log_start_offset = log_start_offset
+            u.data = None
+            # A later batch acknowledged means every earlier one was written.
+            if u in t.pending:
+                at = t.pending.index(u)
+                for p in t.pending[:at]:
+                    if p.state is State.FAILED:
+                        p.state, p.error, p.data = State.ACKED, ErrorCode.NONE, None
+                t.pending = [p for p in t.pending if p.state is not State.ACKED]
+            return
+        u.error, u.error_message = error, message
+        if retriable:
+            u.state = State.FAILED
+            return
+        u.state = State.DEAD
+        u.data = None
+        if u in t.pending:
+            at = t.pending.index(u)
+            t.pending.remove(u)
+            later = t.pending[at:]
+            if later:
+                if t.gap is None or _before(u.base_sequence, t.gap):
+                    t.gap = u.base_sequence
+            elif t.gap is None:
+                t.next_sequence = u.base_sequence
+            self._close_gap(t)
+
+    def sent(self, u: Upstream) -> None:
+        if u.state in (State.PLANNED, State.FAILED):
+            u.state = State.SENT
+
+    def unacknowledged_bytes(self) -> int:
+        return sum(len(p.data or b"") for t in self.targets.values() for p in t.pending)
+
+
+def _before(a: int, b: int) -> bool:
+    return a < b
+
+
+class Sequences:
+    """Every routed producer's :class:`Session`.
+
+    Args:
+        max_producers: sessions kept at most (the longest idle is forgotten).
+        idle_ms: a session unused this long is forgotten.
+    """
+
+    def __init__(self, *, max_producers: int = 100_000, idle_ms: int = 3_600_000) -> None:
+        self.max_producers = max_producers
+        self.idle_ms = idle_ms
+        self._sessions: OrderedDict[int, Session] = OrderedDict()
+        self._born: OrderedDict[tuple[int, int], None] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._sessions)
+
+    def born(self, producer_id: int, epoch: int) -> None:
+        """An InitProducerId answer gave this id and epoch: it has written nothing yet."""
+        self._born[(producer_id, epoch)] = None
+        while len(self._born) > self.max_producers:
+            self._born.popitem(last=False)
+
+    def session(self, producer_id: int, epoch: int, now_ms: int) -> Session | None:
+        """The producer's session at ``epoch`` (a newer epoch replaces the
+        older); None when ``epoch`` is older than the newest seen."""
+        s = self._sessions.get(producer_id)
+        if s is not None and s.epoch > epoch:
+            return None
+        if s is None or s.epoch < epoch:
+            born = (producer_id, epoch) in self._born
+            self._born.pop((producer_id, epoch), None)
+            s = Session(producer_id, epoch, born, now_ms)
+            self._sessions[producer_id] = s
+        s.last_used = now_ms
+        self._sessions.move_to_end(producer_id)
+        self._expire(now_ms)
+        return s
+
+    def get(self, producer_id: int) -> Session | None:
+        return self._sessions.get(producer_id)
+
+    def _expire(self, now_ms: int) -> None:
+        while self._sessions:
+            pid, oldest = next(iter(self._sessions.items()))
+            if len(self._sessions) > self.max_producers or now_ms - oldest.last_used > self.idle_ms:
+                del self._sessions[pid]
+            else:
+                break
+
+    @staticmethod
+    def unsynced(session: Session, targets: Iterable[tuple[str, int]]) -> list[tuple[str, int]]:
+        """The target partitions whose next sequence must be asked of their leader first."""
+        out = []
+        for key in targets:
+            t = session.targets.get(key)
+            if (t is None and not session.born) or (t is not None and t.next_sequence is None):
+                out.append(key)
+        return sorted(set(out))
+
+    @staticmethod
+    def synced(
+        session: Session, topic: str, partition: int, last_sequence: int, last_epoch: int
+    ) -> None:
+        """The leader's answer: the producer's last sequence (-1: none) and epoch there."""
+        t = session.target(topic, partition)
+        if t.next_sequence is not None:
+            return
+        if last_epoch == session.epoch and last_sequence >= 0:
+            t.next_sequence = next_sequence(last_sequence, 1)
+        else:
+            t.next_sequence = 0
+
+    def sessions(self) -> Iterator[Session]:
+        return iter(self._sessions.values())

@@ -1,0 +1,186 @@
+"""The proxy's own sequence numbers for routed idempotent producers, without
+sockets: numbering, retries mapped to the same upstream batches, failed batches
+written again in order, dead batches' numbers given to the next, and the client's
+sequence checks."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from proxy_helpers import keyed, request
+
+from trafka.codec.errors import ErrorCode
+from trafka.codec.records import decode_batch, encode_batch, read_batch_header
+from trafka.proxy.routing import (
+    RouteStats,
+    Topics,
+    commit_idempotent,
+    idempotent_answer,
+    idempotent_producer,
+    prepare_idempotent,
+)
+from trafka.proxy.sequences import Sequences, State, Upstream
+from trafka.sdk.partitioners import murmur2_partition
+
+PID, EPOCH = 42, 3
+
+
+def cluster() -> Topics:
+    return Topics({"orders": 6}, {("orders", p): 1 + p % 3 for p in range(6)})
+
+
+def batch(n: int, seq: int, *, start: int = 0) -> bytes:
+    records = keyed(n + start, keys=29)[start:]
+    return encode_batch(records, producer_id=PID, producer_epoch=EPOCH, base_sequence=seq)
+
+
+def plan(seqs: Sequences, body: Any) -> Any:
+    session = seqs.session(PID, EPOCH, 0)
+    assert session is not None
+    prepared = prepare_idempotent(
+        body, session=session, topics=cluster(), hash_name="murmur2", stats=RouteStats()
+    )
+    assert prepared is not None
+    for topic, partition in Sequences.unsynced(session, prepared.targets):
+        Sequences.synced(session, topic, partition, -1, -1)
+    return session, commit_idempotent(body, prepared, session)
+
+
+def ack_all(session: Any, batches: list[Upstream]) -> None:
+    for u in batches:
+        session.sent(u)
+        session.settle(u, ErrorCode.NONE, base_offset=100)
+
+
+def test_every_record_goes_once_to_its_partition_with_the_proxys_sequences() -> None:
+    seqs = Sequences()
+    seqs.born(PID, EPOCH)
+    body = request({0: [batch(120, 7)]})
+    assert idempotent_producer(body) == (PID, EPOCH)
+    _, p = plan(seqs, body)
+    (writes,) = p.rounds
+    seen = []
+    for u in writes:
+        header = read_batch_header(u.data)
+        # Born here: every target partition starts at 0, whatever the client's 7.
+        assert (header.producer_id, header.producer_epoch, header.base_sequence) == (PID, EPOCH, 0)
+        for r in decode_batch(u.data).records:
+            assert murmur2_partition(r.key, 6) == u.partition
+            seen.append(r.value)
+    assert sorted(seen) == sorted(v for _, _, v, _ in keyed(120, keys=29))
+    # A second batch continues each partition's numbers.
+    _, p2 = plan(seqs, request({0: [batch(60, 127, start=120)]}))
+    for u in p2.rounds[0]:
+        first = next(x for x in writes if x.partition == u.partition)
+        assert u.base_sequence == first.count
+
+
+def test_a_retry_writes_only_what_failed_with_the_same_sequences() -> None:
+    seqs = Sequences()
+    seqs.born(PID, EPOCH)
+    body = request({0: [batch(120, 0)]})
+    session, first = plan(seqs, body)
+    writes = first.rounds[0]
+    lost, *rest = writes
+    ack_all(session, rest)
+    session.sent(lost)
+    session.settle(lost, ErrorCode.NETWORK_EXCEPTION)  # its answer was lost
+    (answer,) = idempotent_answer(first, _template()).responses[0].partition_responses
+    assert answer.error_code == ErrorCode.REQUEST_TIMED_OUT  # every client retries it
+    lost_bytes = lost.data
+    # The client retries the same batch: only the lost part goes again, unchanged.
+    _, retry = plan(seqs, body)
+    assert retry.rounds == [[lost]] and lost.data == lost_bytes
+    ack_all(session, [lost])
+    (answer,) = idempotent_answer(retry, _template()).responses[0].partition_responses
+    assert answer.error_code == 0 and answer.base_offset == -1  # records moved
+
+
+def test_failed_batches_go_again_before_later_ones_of_their_partition() -> None:
+    seqs = Sequences()
+    seqs.born(PID, EPOCH)
+    session, first = plan(seqs, request({0: [batch(120, 0)]}))
+    for u in first.rounds[0]:
+        session.sent(u)
+        session.settle(u, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+    # The client's next batch (another partition) must not overtake them.
+    _, second = plan(seqs, request({1: [batch(120, 0, start=500)]}))
+    assert len(second.rounds) == 2
+    assert {id(u) for u in second.rounds[0]} == {id(u) for u in first.rounds[0]}
+    for u in second.rounds[1]:
+        earlier = next(x for x in first.rounds[0] if x.partition == u.partition)
+        assert u.base_sequence == earlier.base_sequence + earlier.count
+
+
+def test_an_acknowledged_later_batch_means_the_earlier_were_written() -> None:
+    seqs = Sequences()
+    seqs.born(PID, EPOCH)
+    session, first = plan(seqs, request({0: [batch(60, 0)]}))
+    _, second = plan(seqs, request({0: [batch(60, 60, start=60)]}))
+    target = second.rounds[0][0]
+    earlier = next(u for u in first.rounds[0] if u.partition == target.partition)
+    session.sent(earlier)
+    session.settle(earlier, ErrorCode.NETWORK_EXCEPTION)
+    session.sent(target)
+    session.settle(target, ErrorCode.NONE, base_offset=9)
+    assert earlier.state is State.ACKED and earlier.data is None
+
+
+def test_a_dead_batch_gives_its_numbers_to_the_next() -> None:
+    seqs = Sequences()
+    seqs.born(PID, EPOCH)
+    session, first = plan(seqs, request({0: [batch(60, 0)]}))
+    _, second = plan(seqs, request({0: [batch(60, 60, start=60)]}))
+    target = second.rounds[0][0]
+    dead = next(u for u in first.rounds[0] if u.partition == target.partition)
+    session.sent(dead)
+    session.sent(target)
+    session.settle(target, ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER)
+    session.settle(dead, ErrorCode.MESSAGE_TOO_LARGE, retriable=False)
+    assert dead.state is State.DEAD
+    # Nothing after the dead batch can have been written: it takes its numbers.
+    assert target.base_sequence == dead.base_sequence
+    assert read_batch_header(target.data).base_sequence == dead.base_sequence
+
+
+def test_the_client_hears_out_of_order_and_old_epochs_as_a_broker_would_say() -> None:
+    seqs = Sequences()
+    seqs.born(PID, EPOCH)
+    session, _ = plan(seqs, request({0: [batch(10, 0)]}))
+    gap = request({0: [batch(10, 25)]})  # 10 expected
+    prepared = prepare_idempotent(
+        gap, session=session, topics=cluster(), hash_name="murmur2", stats=RouteStats()
+    )
+    assert prepared is not None
+    p = commit_idempotent(gap, prepared, session)
+    assert p.rounds == []
+    (answer,) = idempotent_answer(p, _template()).responses[0].partition_responses
+    assert answer.error_code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+    assert seqs.session(PID, EPOCH - 1, 0) is None  # fenced by the newer epoch
+    # A newer epoch starts afresh.
+    newer = seqs.session(PID, EPOCH + 1, 0)
+    assert newer is not None and newer.check_new("orders", 0, 0) == ErrorCode.NONE
+
+
+def test_a_producer_not_born_here_asks_the_leaders_first() -> None:
+    seqs = Sequences()  # e.g. the proxy restarted
+    session = seqs.session(PID, EPOCH, 0)
+    assert session is not None
+    body = request({0: [batch(60, 500)]})
+    prepared = prepare_idempotent(
+        body, session=session, topics=cluster(), hash_name="murmur2", stats=RouteStats()
+    )
+    assert prepared is not None
+    missing = Sequences.unsynced(session, prepared.targets)
+    assert missing == sorted(prepared.targets)
+    for topic, partition in missing:
+        Sequences.synced(session, topic, partition, 40 + partition, EPOCH)
+    p = commit_idempotent(body, prepared, session)
+    for u in p.rounds[0]:
+        assert u.base_sequence == 41 + u.partition
+
+
+def _template() -> Any:
+    from trafka.codec.messages import k00_produce as pm
+
+    return pm.ProduceResponse()
