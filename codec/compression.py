@@ -45,7 +45,7 @@ import zlib
 
 import cramjam
 
-from .errors import DecodeError, EncodeError
+from .errors import DecodeError, DecompressionLimitError, EncodeError
 
 __all__ = [
     "DEFAULT_MAX_DECOMPRESSED_SIZE",
@@ -172,7 +172,9 @@ def _codec(codec: Compression | int, error: type[DecodeError] | type[EncodeError
 
 
 def _too_big(name: str, size: int, max_size: int) -> DecodeError:
-    return DecodeError(f"{name} payload may inflate to {size} bytes, over the limit of {max_size}")
+    return DecompressionLimitError(
+        f"{name} payload may inflate to {size} bytes, over the limit of {max_size}"
+    )
 
 
 def _corrupt(name: str, exc: BaseException | str) -> DecodeError:

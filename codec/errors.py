@@ -22,6 +22,7 @@ from ._error_codes import ErrorCode
 __all__ = [
     "CodecError",
     "DecodeError",
+    "DecompressionLimitError",
     "EncodeError",
     "ErrorCode",
     "FrameTooLargeError",
@@ -76,6 +77,10 @@ class CodecError(TrafkaError, ValueError):
 
 class DecodeError(CodecError):
     """The peer's bytes do not follow the protocol."""
+
+
+class DecompressionLimitError(DecodeError):
+    """A compressed payload would inflate beyond the limit it was read with."""
 
 
 class EncodeError(CodecError):

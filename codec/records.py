@@ -849,7 +849,7 @@ def _records_section(
         try:
             data = decompress(codec, payload, max_size=max_size)
         except DecodeError as exc:
-            raise DecodeError(exc.detail, message_name=_NAME, field="records") from None
+            raise type(exc)(exc.detail, message_name=_NAME, field="records") from None
     else:
         if payload.ndim != 1 or payload.itemsize != 1:
             payload = payload.cast("B")

@@ -30,6 +30,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import trio
@@ -95,6 +96,7 @@ class ExactlyOnce:
         stats: routing counters.
         refresh: asks the cluster again for these topics' leaders.
         nodes: the node ids the proxy knows (to find a coordinator through).
+        max_size: the most a batch may inflate to (see :func:`.routing.prepare_idempotent`).
     """
 
     def __init__(
@@ -104,7 +106,9 @@ class ExactlyOnce:
         stats: RouteStats,
         refresh: Callable[[set[str]], None],
         nodes: Callable[[], list[int]],
+        max_size: int,
     ) -> None:
+        self.max_size = max_size
         self.pool = pool
         self.topics = topics
         self.stats = stats
@@ -197,8 +201,18 @@ class ExactlyOnce:
         if session is None:
             await taken()
             return _all_failed(body, ErrorCode.INVALID_PRODUCER_EPOCH)
-        prepared = prepare_idempotent(
-            body, session=session, topics=self.topics, hash_name=hash_name, stats=self.stats
+        # Placing and encoding the records runs on a worker thread (it only reads
+        # the session, which nothing else changes while this producer's lock is held).
+        prepared = await trio.to_thread.run_sync(
+            partial(
+                prepare_idempotent,
+                body,
+                session=session,
+                topics=self.topics,
+                hash_name=hash_name,
+                stats=self.stats,
+                max_size=self.max_size,
+            )
         )
         if prepared is None:
             return None

@@ -62,7 +62,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from trafka.codec.compression import Compression
+from trafka.codec.compression import DEFAULT_MAX_DECOMPRESSED_SIZE, Compression
 from trafka.codec.errors import DecodeError, ErrorCode
 from trafka.codec.messages import k00_produce as produce_msgs
 from trafka.codec.messages import k03_metadata as metadata_msgs
@@ -187,7 +187,7 @@ class ProducePlan:
 # -- placing records ---------------------------------------------------------------------
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False)
 class _Piece:
     """Records of one client batch bound for one partition."""
 
@@ -203,7 +203,7 @@ class _Piece:
         return self.records
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False)
 class _Split:
     """One client batch, placed."""
 
@@ -225,9 +225,15 @@ def _split(
     count: int,
     hash_of: Callable[[bytes, int], int],
     stats: RouteStats,
+    max_size: int,
 ) -> _Split:
-    """Group one magic 2 batch's records by target partition."""
-    batch = decode_batch(raw)
+    """Group one magic 2 batch's records by target partition.
+
+    Raises:
+        DecodeError: the batch is malformed, or inflates beyond ``max_size``
+            (``field`` ``"decompressed_size"``).
+    """
+    batch = decode_batch(raw, max_size=max_size)
     groups: dict[int, list[Record]] = {}
     for r in batch.records:
         target = partition if r.key is None else hash_of(r.key, count)
@@ -318,7 +324,12 @@ def _plain_request(body: Any, topics: Topics) -> bool:
 
 
 def plan_produce(
-    body: Any, *, topics: Topics, hash_name: str, stats: RouteStats
+    body: Any,
+    *,
+    topics: Topics,
+    hash_name: str,
+    stats: RouteStats,
+    max_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE,
 ) -> ProducePlan | None:
     """Split a plain producer's Produce request by the leader of each record's target.
 
@@ -327,6 +338,7 @@ def plan_produce(
         topics: partition counts and leaders.
         hash_name: a key of :data:`HASHES`.
         stats: counters to update.
+        max_size: the most a batch may inflate to.
 
     Returns:
         The parts and the route to merge their answers, or None when the
@@ -350,7 +362,7 @@ def plan_produce(
             for header, raw in iter_batches(p.records):
                 data = bytes(raw)
                 sizes.append(len(data))
-                split = _split(header, data, t.name, p.index, count, hash_of, stats)
+                split = _split(header, data, t.name, p.index, count, hash_of, stats, max_size)
                 if split.moved and not all(topics.leader(t.name, x) >= 0 for x in split.pieces):
                     stats.batches_untouched_unknown_leader += 1
                     split = _whole(t.name, p.index, header, data)
@@ -475,6 +487,7 @@ def route_produce(
     topics: Topics,
     hash_name: str,
     stats: RouteStats,
+    max_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE,
 ) -> tuple[Any, ProduceRoute | None]:
     """Move keyed records of a Produce request sent on the client's own connection.
 
@@ -514,7 +527,7 @@ def route_produce(
                     stats.batches_untouched_unknown_topic += 1
                     splits.append(stay)
                     continue
-                split = _split(header, data, t.name, p.index, count, hash_of, stats)
+                split = _split(header, data, t.name, p.index, count, hash_of, stats, max_size)
                 if split.moved and not all(
                     topics.leader(t.name, x) == node_id for x in split.pieces
                 ):
@@ -557,7 +570,19 @@ class Prepared:
     new: list[tuple[_Split, int]]  # (placed batch, its record count)
     refused: dict[tuple[str, int], ErrorCode]
     targets: set[tuple[str, int]]
-    sizes: list[int]
+    chunks: list[_Chunk] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class _Chunk:
+    """One upstream batch to be, encoded with sequence 0."""
+
+    topic: str
+    partition: int
+    data: bytes
+    count: int
+    splits: list[_Split]  # whose records it holds, the first first
+    leads: bool  # its first records are the first split's own (none moved)
 
 
 @dataclass(slots=True)
@@ -601,6 +626,7 @@ def prepare_idempotent(
     topics: Topics,
     hash_name: str,
     stats: RouteStats,
+    max_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE,
 ) -> Prepared | None:
     """Recognise an idempotent producer's retried batches and place its new ones.
 
@@ -644,46 +670,51 @@ def prepare_idempotent(
                 continue
             data = bytes(raw)
             sizes.append(len(data))
-            split = _split(header, data, t.name, p.index, count, hash_of, stats)
+            split = _split(header, data, t.name, p.index, count, hash_of, stats, max_size)
             if not all(topics.leader(t.name, x) >= 0 for x in split.pieces):
                 return None
             new.append((split, header.records_count))
             targets.update((t.name, x) for x in split.pieces)
     stats.requests_idempotent += 1
-    return Prepared(session.producer_id, session.epoch, retried, new, refused, targets, sizes)
+    prepared = Prepared(session.producer_id, session.epoch, retried, new, refused, targets)
+    owner = {id(piece): split for split, _ in new for piece in split.pieces.values()}
+    cap = _cap(sizes)
+    for (topic, target), (own, moved) in _by_target([s for s, _ in new]).items():
+        for chunk in _chunks(own, [m for _, m in moved], cap):
+            data, n = _encode(chunk, producer_id=session.producer_id, producer_epoch=session.epoch)
+            splits = list(dict.fromkeys(owner[id(piece)] for piece in chunk))
+            first = owner[id(chunk[0])]
+            leads = not first.moved and chunk[0] is first.pieces[first.partition]
+            prepared.chunks.append(_Chunk(topic, target, data, n, splits, leads))
+    return prepared
 
 
 def commit_idempotent(body: Any, prepared: Prepared, session: Session) -> IdempotentPlan:
-    """Number the new upstream batches and list what to write, in order.
+    """Number the prepared upstream batches and list what to write, in order.
 
     Every target partition's next sequence must be known (see
-    :meth:`Sequences.unsynced`).
+    :meth:`Sequences.unsynced`). Cheap: the records were placed and encoded by
+    :func:`prepare_idempotent`; numbering rewrites a sequence and a checksum.
     """
-    cap = _cap(prepared.sizes)
-    owner = {id(piece): split for split, _ in prepared.new for piece in split.pieces.values()}
     upstream_of: dict[int, list[Upstream]] = {}  # id(split) -> its upstream batches
-    first_of: dict[int, int] = {}  # id(upstream) -> id(its first piece)
+    leading: dict[int, Upstream] = {}  # id(split) -> the batch its records lead
     fresh: list[Upstream] = []
-    for (topic, target), (own, moved) in _by_target([s for s, _ in prepared.new]).items():
-        for chunk in _chunks(own, [m for _, m in moved], cap):
-            data, count = _encode(
-                chunk, producer_id=session.producer_id, producer_epoch=session.epoch
-            )
-            u = session.number(topic, target, count, data)
-            fresh.append(u)
-            first_of[id(u)] = id(chunk[0])
-            for piece in chunk:
-                ups = upstream_of.setdefault(id(owner[id(piece)]), [])
-                if u not in ups:
-                    ups.append(u)
+    for chunk in prepared.chunks:
+        u = session.number(chunk.topic, chunk.partition, chunk.count, chunk.data)
+        fresh.append(u)
+        for split in chunk.splits:
+            upstream_of.setdefault(id(split), []).append(u)
+        if chunk.leads:
+            leading[id(chunk.splits[0])] = u
     placed: dict[tuple[str, int], ClientBatch] = {}
     for split, count in prepared.new:
-        mine = tuple(upstream_of[id(split)])
-        offset_of = None
-        if not split.moved and first_of[id(mine[0])] == id(split.pieces[split.partition]):
-            offset_of = mine[0]
         batch = ClientBatch(
-            split.topic, split.partition, split.header.base_sequence, count, mine, offset_of
+            split.topic,
+            split.partition,
+            split.header.base_sequence,
+            count,
+            tuple(upstream_of[id(split)]),
+            leading.get(id(split)),
         )
         session.remember(batch)
         placed[(split.topic, split.partition)] = batch

@@ -37,13 +37,14 @@ import threading
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any
 
 import trio
 
 from trafka.brokerlite.lograte import RateLimitedLog, accept_forever
 from trafka.codec import protocol
-from trafka.codec.errors import DecodeError, TrafkaError
+from trafka.codec.errors import DecodeError, DecompressionLimitError, ErrorCode, TrafkaError
 from trafka.codec.framing import FrameReader
 from trafka.discovery import announcing_listener, discover, is_spec, parse_spec
 
@@ -111,6 +112,13 @@ class ProxyConfig:
         upstream_ssl_check_hostname: check the brokers' certificates name them.
         announce: announce the bootstrap listener on the local network
             (zeroconf, ``_kafka._tcp``, role ``proxy``).
+        max_decompressed_bytes: the most one batch may inflate to when the
+            proxy reads its records to route them; a Produce with a batch
+            beyond it is answered MESSAGE_TOO_LARGE and not forwarded.
+        connections_max_idle_ms: a client connection with no request for this
+            long is closed (Kafka's ``connections.max.idle.ms``).
+        request_receive_timeout_ms: a request begun but not received whole
+            within this long closes its connection.
 
     An ``upstream`` entry may be a zeroconf discovery spec (``zeroconf`` or
     ``zeroconf:cluster=abc``): the proxy looks for the cluster's brokers when it
@@ -132,6 +140,9 @@ class ProxyConfig:
     upstream_ssl_cafile: str | None = None
     upstream_ssl_check_hostname: bool = True
     announce: bool = False
+    max_decompressed_bytes: int = 16 * 1024 * 1024
+    connections_max_idle_ms: int = 600_000
+    request_receive_timeout_ms: int = 30_000
 
     def __post_init__(self) -> None:
         if isinstance(self.upstream, str):
@@ -153,6 +164,13 @@ class ProxyConfig:
             raise ValueError(f"port {self.port} is out of range")
         if self.max_frame_size <= 0:
             raise ValueError("max_frame_size must be positive")
+        for name in (
+            "max_decompressed_bytes",
+            "connections_max_idle_ms",
+            "request_receive_timeout_ms",
+        ):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name} must be positive")
         if (self.ssl_keyfile or self.ssl_key_password) and not self.ssl_certfile:
             raise ValueError("ssl_keyfile needs ssl_certfile")
         if self.upstream_ssl_cafile and not self.upstream_ssl:
@@ -238,7 +256,12 @@ class _Proxy:
         self.refreshing = False
         # Idempotent and transactional producers' routing (sequence numbers, transactions).
         self.eos = ExactlyOnce(
-            self.pool, self.topics, self.stats.routing, self._refresh, lambda: list(self.nodes)
+            self.pool,
+            self.topics,
+            self.stats.routing,
+            self._refresh,
+            lambda: list(self.nodes),
+            config.max_decompressed_bytes,
         )
 
     # Called from rewriting (synchronous): opens the node's listener at once.
@@ -251,12 +274,21 @@ class _Proxy:
             self.nodes[node_id] = ((host, port), known[1])
             return self.advertised, known[1]
         base = self.config.node_port_base
-        sock = socket.socket(
-            socket.AF_INET6 if ":" in self.config.host else socket.AF_INET, socket.SOCK_STREAM
-        )
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((self.config.host, 0 if base is None else base + node_id))
-        sock.listen(128)
+        try:
+            sock = self._bind(0 if base is None else base + node_id)
+        except (OSError, OverflowError) as exc:
+            if base is None:
+                raise
+            # Taken, or past 65535: the broker is still served, on a port of the
+            # system's choosing, and the operator hears why.
+            self.quiet.error(
+                f"bind-{node_id}",
+                "broker %d cannot be served on port %d (%s): serving it on a free port",
+                node_id,
+                base + node_id,
+                exc,
+            )
+            sock = self._bind(0)
         listener = trio.SocketListener(trio.socket.from_stdlib_socket(sock))
         bound = sock.getsockname()[1]
         self.nodes[node_id] = ((host, port), bound)
@@ -264,6 +296,18 @@ class _Proxy:
         log.info("broker %d (%r port %d) is served on port %d", node_id, host, port, bound)
         self.nursery.start_soon(self._serve, listener, node_id)
         return self.advertised, bound
+
+    def _bind(self, port: int) -> socket.socket:
+        family = socket.AF_INET6 if ":" in self.config.host else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind((self.config.host, port))
+            sock.listen(128)
+        except BaseException:
+            sock.close()
+            raise
+        return sock
 
     async def _serve(self, listener: trio.SocketListener, node_id: int | None) -> None:
         # Out of file descriptors and the like: the connections already open go
@@ -345,9 +389,23 @@ class _Proxy:
 
     async def _requests(self, conn: _Client) -> None:
         reader = FrameReader(self.config.max_frame_size)
+        idle = self.config.connections_max_idle_ms / 1000
+        partial = self.config.request_receive_timeout_ms / 1000
         try:
             while True:
-                data = await conn.client.receive_some(65536)
+                waiting = partial if reader.buffered else idle
+                with trio.move_on_after(waiting) as timer:
+                    data = await conn.client.receive_some(65536)
+                if timer.cancelled_caught:
+                    what = "a request not received whole" if reader.buffered else "idle"
+                    self.quiet.log(
+                        logging.INFO,
+                        "timeout",
+                        "closing a client connection: %s for %.0f s",
+                        what,
+                        waiting,
+                    )
+                    break
                 if not data:
                     break
                 reader.feed(data)
@@ -383,6 +441,7 @@ class _Proxy:
         _, body = protocol.decode_request(frame)
         route = self.config.route_keys
         routed = None
+        limit = self.config.max_decompressed_bytes
         if route != "none":
             try:
                 plan = None
@@ -391,20 +450,36 @@ class _Proxy:
                     conn, header, body, producer
                 ):
                     return
+                # Decompressing, splitting and compressing run on a worker thread:
+                # no client's batches hold up the others.
                 if not conn.sasl and producer is None:
-                    plan = plan_produce(
-                        body, topics=self.topics, hash_name=route, stats=self.stats.routing
+                    plan = await trio.to_thread.run_sync(
+                        partial(
+                            plan_produce,
+                            body,
+                            topics=self.topics,
+                            hash_name=route,
+                            stats=self.stats.routing,
+                            max_size=limit,
+                        )
                     )
                 if plan is not None:
                     await self._produce_pooled(conn, header, body, plan)
                     return
-                body2, routed = route_produce(
-                    body,
-                    node_id=self._node_of(conn.address),
-                    topics=self.topics,
-                    hash_name=route,
-                    stats=self.stats.routing,
+                body2, routed = await trio.to_thread.run_sync(
+                    partial(
+                        route_produce,
+                        body,
+                        node_id=self._node_of(conn.address),
+                        topics=self.topics,
+                        hash_name=route,
+                        stats=self.stats.routing,
+                        max_size=limit,
+                    )
                 )
+            except DecompressionLimitError as exc:
+                await self._refuse_produce(conn, header, body, exc)
+                return
             except DecodeError as exc:
                 # The broker judges the batch (CORRUPT_MESSAGE...) and the client
                 # hears it in the usual way; the proxy only declines to route it.
@@ -417,6 +492,26 @@ class _Proxy:
             await conn.upstream.send_all(_SIZE.pack(len(frame)) + frame)
         else:
             await self._forward(conn, frame, header.correlation_id, Pending(key, version, routed))
+
+    async def _refuse_produce(
+        self, conn: _Client, header: Any, body: Any, exc: DecodeError
+    ) -> None:
+        """A batch inflating beyond ``max_decompressed_bytes``: MESSAGE_TOO_LARGE for
+        the request's partitions, nothing forwarded (acks=0: the connection closes,
+        as Kafka tells such a producer)."""
+        self.stats.refused_frames += 1
+        self.quiet.warning("too-large", "refusing a Produce: %s", exc)
+        if body.acks == 0:
+            conn.pumps.cancel_scope.cancel()
+            return
+        message = f"a batch inflates beyond the proxy's max_decompressed_bytes: {exc}"
+        answer = failed_answer(body, ErrorCode.MESSAGE_TOO_LARGE, message)
+        version = header.request_api_version
+        slot = _Answer(header.correlation_id, None, trio.Event())
+        slot.frame = protocol.encode_response(header.correlation_id, PRODUCE, version, answer)
+        assert slot.done is not None
+        slot.done.set()
+        await conn.to_writer.send(slot)
 
     async def _forward(
         self, conn: _Client, frame: bytes, correlation_id: int, pending: Pending | None

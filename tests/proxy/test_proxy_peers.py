@@ -430,3 +430,106 @@ def test_acls_see_each_client_through_the_proxy(tmp_path_factory: pytest.TempPat
         assert getattr(refused.value, "code", None) == ErrorCode.TOPIC_AUTHORIZATION_FAILED
         anyio.run(grant, backend="trio")
         assert anyio.run(write, "alice", backend="trio") == 1
+
+
+def _raw_produce(address: tuple[str, int], body: Any, correlation_id: int = 5) -> Any:
+    header = protocol.RequestHeader(
+        request_api_key=0, request_api_version=9, correlation_id=correlation_id, client_id="raw"
+    )
+    with socket.create_connection(address, timeout=20) as s:
+        s.sendall(protocol.encode_request(header, body))
+        reader = FrameReader()
+        while (frame := reader.next_frame()) is None:
+            chunk = s.recv(65536)
+            assert chunk, "the proxy closed the connection"
+            reader.feed(chunk)
+    return protocol.decode_response(frame, 0, 9)[1]
+
+
+def test_a_decompression_bomb_is_refused_and_others_carry_on(broker: RunningBroker) -> None:
+    """A small gzip batch inflating past max_decompressed_bytes is answered
+    MESSAGE_TOO_LARGE without being forwarded; the proxy serves other clients
+    meanwhile and its memory stays near the limit, not the bomb's size."""
+    import resource
+    import threading
+
+    with proxy_in_thread(
+        upstream=(broker.bootstrap_servers,), port=0, max_decompressed_bytes=4 * 1024 * 1024
+    ) as px:
+        topic = fresh()
+        create(px.bootstrap_servers, topic, 2)
+        confluent_produce(px.bootstrap_servers, topic, 2)  # the proxy learns the topic
+        node_port = next(iter(px.statistics.nodes.values()))[1]
+        bomb = encode_batch(
+            [(0, b"key-%d" % i, b"\0" * (4 << 20), []) for i in range(8)], compression=1
+        )
+        assert len(bomb) < 400_000  # 32 MiB of records
+        body = pm.ProduceRequest(
+            acks=-1,
+            timeout_ms=5000,
+            topic_data=[
+                pm.ProduceRequest.TopicProduceData(
+                    name=topic,
+                    partition_data=[pm.ProduceRequest.PartitionProduceData(index=0, records=bomb)],
+                )
+            ],
+        )
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        results: list[Any] = []
+        bombers = [
+            threading.Thread(
+                target=lambda: results.append(_raw_produce((px.address[0], node_port), body))
+            )
+            for _ in range(4)
+        ]
+        for t in bombers:
+            t.start()
+        confluent_produce(px.bootstrap_servers, topic, 50)  # another client, meanwhile
+        for t in bombers:
+            t.join(60)
+        grown_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
+        assert len(results) == 4
+        for answer in results:
+            (part,) = answer.responses[0].partition_responses
+            assert part.error_code == ErrorCode.MESSAGE_TOO_LARGE
+            assert "max_decompressed_bytes" in part.error_message
+        assert len(placement(broker.bootstrap_servers, topic, 2)) == 52  # no bomb forwarded
+        # Four 32 MiB bombs at once: never inflated whole (this process's peak,
+        # clients included, grew by far less than one bomb).
+        assert grown_kib < 32 * 1024
+
+
+def test_a_request_never_received_whole_closes_its_connection(broker: RunningBroker) -> None:
+    with proxy_in_thread(
+        upstream=(broker.bootstrap_servers,), port=0, request_receive_timeout_ms=300
+    ) as px:
+        with socket.create_connection(px.address, timeout=10) as s:
+            s.sendall(b"\x00\x00\x01\x00" + b"x" * 20)  # 256 bytes announced, 20 sent
+            s.settimeout(10)
+            started = time.monotonic()
+            assert s.recv(100) == b""  # closed by the proxy
+            assert time.monotonic() - started < 9  # well before our own timeout
+        topic = fresh()
+        create(px.bootstrap_servers, topic, 1)
+        confluent_produce(px.bootstrap_servers, topic, 3)
+
+
+def test_a_node_port_that_cannot_be_bound_is_served_on_a_free_one(
+    broker: RunningBroker,
+) -> None:
+    """node_port_base + id taken by another program: the broker is served on a free
+    port instead (and the error logged), not the whole proxy brought down."""
+    with socket.socket() as squatter:
+        squatter.bind(("127.0.0.1", 0))
+        squatter.listen()
+        taken = squatter.getsockname()[1]
+        node_id = broker.config.node_id
+        with proxy_in_thread(
+            upstream=(broker.bootstrap_servers,), port=0, node_port_base=taken - node_id
+        ) as px:
+            topic = fresh()
+            create(px.bootstrap_servers, topic, 1)
+            confluent_produce(px.bootstrap_servers, topic, 3)
+            ((_, served),) = px.statistics.nodes.values()
+            assert served != taken
+            assert len(placement(broker.bootstrap_servers, topic, 1)) == 3
