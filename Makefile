@@ -17,8 +17,8 @@ $(STAMP): pyproject.toml codec/_speedups.c | $(PY)
 # Debian packages the tests use, installed when missing and we are root: kcat
 # (interop), a Java runtime for the local Spark of the data source's tests,
 # zookeeper (a private server per test worker for brokerlite's cluster mode) and
-# Go with sarama 1.22's source (the old-protocol client of issue #37, built by
-# its test in GOPATH mode).
+# Go with the sources of sarama 1.22 and kafka-go 0.2.1 (old-protocol clients of
+# issue #37, built by their tests in GOPATH mode).
 system-deps:
 	@command -v kcat >/dev/null 2>&1 || { \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
@@ -35,11 +35,11 @@ system-deps:
 	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq zookeeper >/dev/null) \
 	      || echo "warning: could not install zookeeper; the cluster tests will be skipped"; \
 	  else echo "warning: zookeeper missing and not root; the cluster tests will be skipped"; fi; }
-	@{ command -v go >/dev/null 2>&1 && [ -d /usr/share/gocode/src/github.com/Shopify/sarama ]; } || { \
+	@{ command -v go >/dev/null 2>&1 && [ -d /usr/share/gocode/src/github.com/Shopify/sarama ] && [ -d /usr/share/gocode/src/github.com/segmentio/kafka-go ]; } || { \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq golang-go golang-github-shopify-sarama-dev >/dev/null) \
-	      || echo "warning: could not install Go and sarama; the sarama tests will be skipped"; \
-	  else echo "warning: Go or sarama missing and not root; the sarama tests will be skipped"; fi; }
+	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq golang-go golang-github-shopify-sarama-dev golang-github-segmentio-kafka-go-dev >/dev/null) \
+	      || echo "warning: could not install Go, sarama and kafka-go; their tests will be skipped"; \
+	  else echo "warning: Go or its clients missing and not root; their tests will be skipped"; fi; }
 
 demo: $(STAMP)
 	$(PY) -m trafka.tools.demo

@@ -11,8 +11,6 @@ and ``golang-go``); without them the tests are skipped.
 
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
 import time
 from pathlib import Path
@@ -23,43 +21,12 @@ from kafka import KafkaConsumer, KafkaProducer
 
 pytestmark = pytest.mark.timeout(300)
 
-REPO = Path(__file__).resolve().parents[2]
-SOURCE = REPO / "tests" / "interop" / "sarama_old"
-GOPATH = Path("/usr/share/gocode")
-SARAMA = GOPATH / "src" / "github.com" / "Shopify" / "sarama"
-GO = shutil.which("go")
-
 
 @pytest.fixture(scope="module")
-def sarama_old(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    if GO is None:
-        pytest.skip("Go is not installed (make system-deps installs Debian's golang-go)")
-    if not SARAMA.is_dir():
-        pytest.skip(
-            f"sarama's source is not in {SARAMA} "
-            "(make system-deps installs golang-github-shopify-sarama-dev)"
-        )
-    out = tmp_path_factory.mktemp("sarama") / "sarama_old"
-    env = {
-        **os.environ,
-        "GOPATH": str(GOPATH),
-        "GO111MODULE": "off",
-        "GOFLAGS": "",
-        "CGO_ENABLED": "1",
-    }
-    if "HOME" not in env:
-        env["GOCACHE"] = str(out.parent / "cache")
-    built = subprocess.run(
-        [GO, "build", "-o", str(out), "."],
-        cwd=SOURCE,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=280,
-        check=False,
+def sarama_old(build_go_client: Any) -> Path:
+    return build_go_client(  # type: ignore[no-any-return]
+        "sarama_old", "github.com/Shopify/sarama", "golang-github-shopify-sarama-dev"
     )
-    assert built.returncode == 0, built.stderr
-    return out
 
 
 def run(binary: Path, servers: str, *args: str) -> list[str]:
