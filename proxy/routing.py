@@ -8,7 +8,9 @@ Rules:
   without a key stays in the partition the client chose.
 * A batch whose records all stay passes byte for byte. Otherwise it is split
   into one batch per target partition, each keeping the client's compression,
-  timestamps, headers and record order.
+  timestamps, headers and record order. A legacy message of Produce v0-2
+  (magic 0 or 1, or a compressed wrapper of several) is routed the same way,
+  split into message sets of its own magic.
 * In a target partition, the client's own batches that did not move come
   first, then the records moved in from its other partitions (in the client's
   order). So a partition none of whose records moved is answered with the
@@ -16,7 +18,7 @@ Rules:
 * Two plans, chosen per request by the driver:
 
   - *Pooled* (:func:`plan_produce`): a plain producer's request (no
-    transactional id, every batch magic 2 without producer id). Each record
+    transactional id, no batch with a producer id). Each record
     goes to its target whichever broker leads it: the request is split into
     one part per leader (as the proxy last learned it), each sent on the
     proxy's own connection to that broker. The plan is refused (None) when a
@@ -25,8 +27,8 @@ Rules:
   - *Single connection* (:func:`route_produce`): the client's own upstream
     connection, for what the pooled plan refuses (idempotent and
     transactional batches, which stay unrouted: their sequence numbers belong
-    to the partition the producer chose; unknown topics; legacy message
-    sets). Records move only between partitions that broker leads.
+    to the partition the producer chose; unknown topics). Records move only
+    between partitions that broker leads.
 
 * The answer (:func:`merge_produce`) names exactly the partitions the client
   sent, in its order. A partition none of whose records moved gets the
@@ -53,9 +55,10 @@ from typing import Any
 
 from trafka.codec.compression import Compression
 from trafka.codec.errors import DecodeError, ErrorCode
+from trafka.codec.legacy import decode_legacy_entry, encode_message_set
 from trafka.codec.messages import k00_produce as produce_msgs
 from trafka.codec.messages import k03_metadata as metadata_msgs
-from trafka.codec.records import decode_batch, encode_batch, iter_batches
+from trafka.codec.records import TimestampType, decode_batch, encode_batch, iter_batches
 
 from ..sdk.partitioners import KEY_HASHES
 
@@ -178,7 +181,8 @@ def plan_produce(
             if topics.leader(t.name, p.index) < 0:
                 return None
             for header, _ in iter_batches(p.records or b""):
-                if header.magic != 2 or _untouchable(header):
+                # Legacy messages (magic 0/1) never carry a producer id.
+                if header.magic == 2 and _untouchable(header):
                     return None
 
     def reachable(topic: str, targets: Iterable[int]) -> bool:
@@ -316,7 +320,9 @@ def _route_batch(
 ) -> list[tuple[int, bytes]]:
     data = bytes(raw)
     if header.magic != 2:
-        return [(partition, data)]
+        return _route_legacy(
+            header, data, topic, partition, count, hash_of, stats, may_move, refused
+        )
     if _untouchable(header):
         stats.batches_untouched_idempotent += 1
         return [(partition, data)]
@@ -349,6 +355,55 @@ def _route_batch(
                 encode_batch(
                     [(r.timestamp, r.key, r.value, r.headers) for r in records],
                     compression=compression,
+                    timestamp_type=log_append,
+                ),
+            )
+        )
+    return pieces
+
+
+def _route_legacy(
+    header: Any,
+    data: bytes,
+    topic: str,
+    partition: int,
+    count: int | None,
+    hash_of: Callable[[bytes, int], int],
+    stats: RouteStats,
+    may_move: Callable[[str, Iterable[int]], bool],
+    refused: str,
+) -> list[tuple[int, bytes]]:
+    """A legacy message (Produce v0-2: magic 0 or 1, a compressed wrapper holding
+    several) routed as a batch is: split into one message set per target, of the
+    same magic, compression and timestamp type."""
+    if not count:
+        stats.batches_untouched_unknown_topic += 1
+        return [(partition, data)]
+    records = decode_legacy_entry(data)
+    groups: dict[int, list[Any]] = {}
+    for r in records:
+        target = partition if r.key is None else hash_of(r.key, count)
+        groups.setdefault(target, []).append(r)
+    if list(groups) == [partition]:
+        stats.records_kept += len(records)
+        return [(partition, data)]
+    if not may_move(topic, groups):
+        setattr(stats, refused, getattr(stats, refused) + 1)
+        return [(partition, data)]
+    stats.batches_rebuilt += 1
+    log_append = 1 if header.timestamp_type == TimestampType.LOG_APPEND_TIME else 0
+    pieces = []
+    for target, group in groups.items():
+        moved = len(group) if target != partition else 0
+        stats.records_moved += moved
+        stats.records_kept += len(group) - moved
+        pieces.append(
+            (
+                target,
+                encode_message_set(
+                    [(r.timestamp, r.key, r.value, ()) for r in group],
+                    magic=header.magic,
+                    compression=header.compression,
                     timestamp_type=log_append,
                 ),
             )
