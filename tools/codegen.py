@@ -243,11 +243,13 @@ def _field_versions(new: str | None, old: str | None, below: int, where: str) ->
     o = Versions(o.low, min(o.high, below - 1))
     if o.empty:
         return new
+    # What the new spec says below its own lowest version means nothing.
+    n = Versions(max(n.low, below), n.high)
     if n.empty:
         return _range_text(o.low, o.high)
-    if n.low != o.high + 1 and not (o.low <= n.low <= o.high + 1):
+    if n.low != o.high + 1:
         raise SystemExit(f"{where}: versions {old} (old) and {new} do not join into one range")
-    return _range_text(min(n.low, o.low), n.high)
+    return _range_text(o.low, n.high)
 
 
 def _merge_fields(
