@@ -15,8 +15,10 @@ $(STAMP): pyproject.toml codec/_speedups.c | $(PY)
 	touch $(STAMP)
 
 # Debian packages the tests use, installed when missing and we are root: kcat
-# (interop), a Java runtime for the local Spark of the data source's tests and
-# zookeeper (a private server per test worker for brokerlite's cluster mode).
+# (interop), a Java runtime for the local Spark of the data source's tests,
+# zookeeper (a private server per test worker for brokerlite's cluster mode) and
+# Go with the sources of sarama 1.22 and kafka-go 0.2.1 (old-protocol clients of
+# issue #37, built by their tests in GOPATH mode).
 system-deps:
 	@command -v kcat >/dev/null 2>&1 || { \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
@@ -33,6 +35,11 @@ system-deps:
 	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq zookeeper >/dev/null) \
 	      || echo "warning: could not install zookeeper; the cluster tests will be skipped"; \
 	  else echo "warning: zookeeper missing and not root; the cluster tests will be skipped"; fi; }
+	@{ command -v go >/dev/null 2>&1 && [ -d /usr/share/gocode/src/github.com/Shopify/sarama ] && [ -d /usr/share/gocode/src/github.com/segmentio/kafka-go ]; } || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq golang-go golang-github-shopify-sarama-dev golang-github-segmentio-kafka-go-dev >/dev/null) \
+	      || echo "warning: could not install Go, sarama and kafka-go; their tests will be skipped"; \
+	  else echo "warning: Go or its clients missing and not root; their tests will be skipped"; fi; }
 
 demo: $(STAMP)
 	$(PY) -m trafka.tools.demo

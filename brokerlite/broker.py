@@ -932,11 +932,11 @@ class Broker:
                 body.client_software_name,
                 body.client_software_version,
             )
-        if not spec.min_version <= version <= spec.max_version:
+        low, high = spec.served(self.config.protocol_version)
+        if not low <= version <= high:
             if spec.error_response is None:
                 return Close(
-                    f"{info.name} v{version} is not served "
-                    f"(versions {spec.min_version}-{spec.max_version})",
+                    f"{info.name} v{version} is not served (versions {low}-{high})",
                     client_id,
                 )
             return Reply(
@@ -1760,12 +1760,9 @@ class Broker:
         """(api_key, min_version, max_version) of every API served, by key (the
         KIP-714 client APIs only with ``client_telemetry_enabled``)."""
         telemetry = self.config.client_telemetry_enabled
+        protocol = self.config.protocol_version
         return [
-            (
-                key,
-                spec.min_version if spec.advertised_min is None else spec.advertised_min,
-                spec.max_version,
-            )
+            (key, *spec.advertised(protocol))
             for key, spec in sorted(HANDLERS.items())
             if telemetry or key not in _TELEMETRY_KEYS
         ]

@@ -16,7 +16,7 @@ from typing import Any
 
 import click
 
-from .config import BrokerConfig, ConfigError
+from .config import PROTOCOL_VERSIONS, BrokerConfig, ConfigError
 from .errors import BrokerError
 
 __all__ = ["STANDARD_AUTHORIZER", "cluster_command", "command"]
@@ -50,6 +50,7 @@ _OPTION_FIELDS = {
     "zookeeper": "zookeeper_connect",
     "default_replication_factor": "default_replication_factor",
     "min_insync_replicas": "min_insync_replicas",
+    "protocol": "protocol_version",
 }
 
 
@@ -230,6 +231,12 @@ def _configure_logging(verbose: bool, *quiet: str) -> None:
     "--min-insync-replicas",
     type=click.IntRange(min=1),
     help="Default min.insync.replicas of topics (cluster mode) [1].",
+)
+@click.option(
+    "--protocol",
+    type=click.Choice(PROTOCOL_VERSIONS),
+    help="Serve the request versions of this Kafka release: 3.9 also serves what "
+    "Kafka 4.0 removed (KIP-896), for clients older than Kafka 4 [3.9].",
 )
 @click.option(
     "--config",

@@ -39,7 +39,13 @@ from typing import Any
 from trafka.brokerlite.authorizer import authorizer_enabled, parse_super_users
 from trafka.codec.errors import TrafkaError
 
-__all__ = ["SECURITY_PROTOCOLS", "SSL_CLIENT_AUTH", "BrokerConfig", "ConfigError"]
+__all__ = [
+    "PROTOCOL_VERSIONS",
+    "SECURITY_PROTOCOLS",
+    "SSL_CLIENT_AUTH",
+    "BrokerConfig",
+    "ConfigError",
+]
 
 log = logging.getLogger("trafka.brokerlite.config")
 
@@ -65,7 +71,13 @@ _KAFKA_NAMES: dict[str, str] = {
     "log.flush.interval.ms": "flush_interval_ms",
     # Kafka's name before 3.x, still read by it.
     "delegation.token.master.key": "delegation_token_secret_key",
+    # Ours (Kafka has no such switch): which release's request versions are served.
+    "trafka.protocol.version": "protocol_version",
+    "protocol": "protocol_version",
 }
+
+#: The releases whose request version ranges brokerlite can serve (``protocol_version``).
+PROTOCOL_VERSIONS = ("3.9", "4.0")
 
 # (name, field, factor): coarser units of a millisecond setting, lowest priority first.
 _UNIT_VARIANTS: tuple[tuple[str, str, int], ...] = (
@@ -264,6 +276,12 @@ class BrokerConfig:
             (Kafka's ``quota.window.num``; :mod:`trafka.brokerlite.quotas`).
         quota_window_size_seconds: the length of one sample (Kafka's
             ``quota.window.size.seconds``).
+        protocol_version: whose request versions are served and advertised:
+            ``"3.9"`` (the default) also serves the versions Kafka 4.0 removed
+            (KIP-896: Produce v0-2 with message sets v0/v1, Fetch v0-3,
+            JoinGroup v0-1...), which clients older than Kafka 4 send;
+            ``"4.0"`` serves only Kafka 4.0's ranges. In a ``server.properties``
+            file: ``trafka.protocol.version``.
         client_telemetry_enabled: serve and advertise GetTelemetrySubscriptions
             and PushTelemetry (KIP-714). On by default: brokerlite's receiver is
             built in, and Kafka advertises the two APIs exactly when a telemetry
@@ -401,6 +419,7 @@ class BrokerConfig:
     delegation_token_max_lifetime_ms: int = 604_800_000
     delegation_token_expiry_time_ms: int = 86_400_000
     delegation_token_expiry_check_interval_ms: int = 3_600_000
+    protocol_version: str = "3.9"
     client_telemetry_enabled: bool = True
     telemetry_max_bytes: int = 1_048_576
     client_telemetry_file: Path | None = None
@@ -515,6 +534,11 @@ class BrokerConfig:
             object.__setattr__(self, "super_users", parse_super_users(self.super_users))
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
+        if self.protocol_version not in PROTOCOL_VERSIONS:
+            raise ConfigError(
+                f"protocol_version: must be one of {', '.join(PROTOCOL_VERSIONS)}, "
+                f"got {self.protocol_version!r}"
+            )
         if self.log_message_timestamp_type not in ("CreateTime", "LogAppendTime"):
             raise ConfigError(
                 "log_message_timestamp_type: must be CreateTime or LogAppendTime, "

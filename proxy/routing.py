@@ -9,7 +9,9 @@ Rules:
 * A batch whose records all stay passes byte for byte (an idempotent one with
   only its sequence renumbered, see :mod:`.sequences`). Otherwise its records
   are grouped by target partition, keeping the client's compression,
-  timestamps, headers and record order.
+  timestamps, headers and record order. The legacy messages of Produce v0-2
+  (magic 0 or 1, or a compressed wrapper of several) are routed the same way,
+  into message sets of their own magic and codec.
 * A request carries at most one batch per partition (Kafka refuses more in a
   magic 2 Produce). What a request sends to one target partition is merged
   into one batch: the client's own records for it first (so a partition none
@@ -64,11 +66,13 @@ from typing import Any
 
 from trafka.codec.compression import DEFAULT_MAX_DECOMPRESSED_SIZE, Compression
 from trafka.codec.errors import DecodeError, ErrorCode
+from trafka.codec.legacy import decode_legacy_entry, encode_message_set
 from trafka.codec.messages import k00_produce as produce_msgs
 from trafka.codec.messages import k03_metadata as metadata_msgs
 from trafka.codec.records import (
     Record,
     RecordBatchHeader,
+    TimestampType,
     decode_batch,
     encode_batch,
     iter_batches,
@@ -199,7 +203,10 @@ class _Piece:
     def decoded(self) -> list[Record]:
         if self.records is None:
             assert self.raw is not None
-            self.records = decode_batch(self.raw).records
+            if self.header.magic == 2:
+                self.records = decode_batch(self.raw).records
+            else:
+                self.records = decode_legacy_entry(self.raw)
         return self.records
 
 
@@ -233,17 +240,19 @@ def _split(
         DecodeError: the batch is malformed, or inflates beyond ``max_size``
             (``field`` ``"decompressed_size"``).
     """
-    batch = decode_batch(raw, max_size=max_size)
+    records = (
+        decode_batch(raw, max_size=max_size).records
+        if header.magic == 2
+        else decode_legacy_entry(raw, max_size=max_size)
+    )
     groups: dict[int, list[Record]] = {}
-    for r in batch.records:
+    for r in records:
         target = partition if r.key is None else hash_of(r.key, count)
         groups.setdefault(target, []).append(r)
-    total = max(1, len(batch.records))
+    total = max(1, len(records))
     if list(groups) == [partition]:
-        stats.records_kept += len(batch.records)
-        return _Split(
-            topic, partition, header, {partition: _Piece(batch.records, header, raw, len(raw))}
-        )
+        stats.records_kept += len(records)
+        return _Split(topic, partition, header, {partition: _Piece(records, header, raw, len(raw))})
     stats.batches_rebuilt += 1
     pieces = {}
     for target, records in groups.items():
@@ -259,12 +268,12 @@ def _whole(topic: str, partition: int, header: Any, data: bytes) -> _Split:
     return _Split(topic, partition, header, {partition: _Piece(None, header, data, len(data))})
 
 
-def _chunks(own: _Piece | None, moved: list[_Piece], cap: int) -> list[list[_Piece]]:
+def _chunks(own: list[_Piece], moved: list[_Piece], cap: int) -> list[list[_Piece]]:
     """The pieces bound for one partition, as batches: the client's own first,
     each batch at most ``cap`` estimated bytes (and at least one piece)."""
     out: list[list[_Piece]] = []
     size = 0
-    for piece in ([own] if own is not None else []) + moved:
+    for piece in own + moved:
         if not out or size + piece.size > cap:
             out.append([])
             size = 0
@@ -281,9 +290,19 @@ def _encode(
 ) -> tuple[bytes, int]:
     """One batch of ``pieces`` (byte for byte when it is one whole client
     batch); the number of records in it."""
+    first = pieces[0].header
     if len(pieces) == 1 and pieces[0].raw is not None:
-        return pieces[0].raw, pieces[0].header.records_count
-    attributes = pieces[0].header.attributes
+        return pieces[0].raw, getattr(first, "records_count", -1)
+    if first.magic != 2:  # Produce v0-2: a message set of the client's own magic
+        messages = [(r.timestamp, r.key, r.value, ()) for p in pieces for r in p.decoded()]
+        data = encode_message_set(
+            messages,
+            magic=first.magic,
+            compression=first.compression,
+            timestamp_type=1 if first.timestamp_type == TimestampType.LOG_APPEND_TIME else 0,
+        )
+        return data, len(messages)
+    attributes = first.attributes
     records = [(r.timestamp, r.key, r.value, r.headers) for p in pieces for r in p.decoded()]
     data = encode_batch(
         records,
@@ -315,7 +334,8 @@ def _plain_request(body: Any, topics: Topics) -> bool:
             if topics.leader(t.name, p.index) < 0:
                 return False
             for header, _ in iter_batches(p.records or b""):
-                if header.magic != 2 or _untouchable(header):
+                # Legacy messages (magic 0/1) never carry a producer id.
+                if isinstance(header, RecordBatchHeader) and _untouchable(header):
                     return False
     return True
 
@@ -382,7 +402,7 @@ def plan_produce(
             for piece in chunk:
                 owner = _owner_of(piece, own, moved, topic, target)
                 sources.setdefault(owner, []).append((part, target))
-                if piece is own and not _moved_out(splits, owner):
+                if rnd == 0 and piece is next(iter(own), None) and not _moved_out(splits, owner):
                     kept[owner] = (part, target)
     for topic, index in empty:
         part = order(0, topics.leader(topic, index))
@@ -411,28 +431,28 @@ def _part_order() -> Callable[[int, int], int]:
 
 def _by_target(
     splits: list[_Split],
-) -> dict[tuple[str, int], tuple[_Piece | None, list[tuple[_Split, _Piece]]]]:
-    """Per target partition: the client's own piece, and the pieces moved in."""
-    out: dict[tuple[str, int], tuple[_Piece | None, list[tuple[_Split, _Piece]]]] = {}
+) -> dict[tuple[str, int], tuple[list[_Piece], list[tuple[_Split, _Piece]]]]:
+    """Per target partition: the client's own pieces (one per batch or legacy
+    message it sent there), and the pieces moved in."""
+    out: dict[tuple[str, int], tuple[list[_Piece], list[tuple[_Split, _Piece]]]] = {}
     for split in splits:
         for target, piece in split.pieces.items():
-            own, moved = out.get((split.topic, target), (None, []))
+            own, moved = out.setdefault((split.topic, target), ([], []))
             if target == split.partition:
-                own = piece
+                own.append(piece)
             else:
                 moved.append((split, piece))
-            out[(split.topic, target)] = (own, moved)
     return out
 
 
 def _owner_of(
     piece: _Piece,
-    own: _Piece | None,
+    own: list[_Piece],
     moved: list[tuple[_Split, _Piece]],
     topic: str,
     target: int,
 ) -> tuple[str, int, int]:
-    if piece is own:
+    if any(piece is o for o in own):
         return (topic, target, 0)
     for split, p in moved:
         if p is piece:
@@ -516,10 +536,7 @@ def route_produce(
             for header, raw in iter_batches(p.records or b""):
                 data = bytes(raw)
                 stay = _whole(t.name, p.index, header, data)
-                if header.magic != 2:
-                    splits.append(stay)
-                    continue
-                if _untouchable(header):
+                if isinstance(header, RecordBatchHeader) and _untouchable(header):
                     stats.batches_untouched_idempotent += 1
                     splits.append(stay)
                     continue
@@ -540,13 +557,13 @@ def route_produce(
     sources: dict[tuple[str, int, int], list[_Source]] = {}
     kept: dict[tuple[str, int, int], _Source] = {}
     for (topic, target), (own, moved) in _by_target(splits).items():
-        pieces = ([own] if own is not None else []) + [m for _, m in moved]
+        pieces = own + [m for _, m in moved]
         data, _ = _encode(pieces)
         out.setdefault(topic, {})[target] = data
         for piece in pieces:
             owner = _owner_of(piece, own, moved, topic, target)
             sources.setdefault(owner, []).append((0, target))
-            if piece is own and not _moved_out(splits, owner):
+            if piece is next(iter(own), None) and not _moved_out(splits, owner):
                 kept[owner] = (0, target)
     for t in body.topic_data:
         for p in t.partition_data:

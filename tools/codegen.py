@@ -2,7 +2,7 @@
 
 Usage::
 
-    python -m trafka.tools.codegen [--specs DIR] [--check]
+    python -m trafka.tools.codegen [--specs DIR] [--old-specs DIR] [--check]
 
 Writes ``codec/_error_codes.py`` (from ``errors.json``) and ``codec/messages/``:
 one module per API whose request lists the ``broker`` listener (named by key and
@@ -13,6 +13,14 @@ committed module differs from what the specs produce.
 What is carried over from the specs are facts: names (mechanically converted to
 snake_case), types, versions, nullability, tagged fields, defaults and the
 ignorable flag. Descriptions and comments are not.
+
+Old versions (issue #37): Kafka 4.0 removed the versions of KIP-896 from its
+specs (Produce v0-2, Fetch v0-3, JoinGroup v0-1...). Clients older than Kafka 4
+still send them, so each message is generated over the union of its versions in
+the main specs and in Kafka 3.9's (``--old-specs``): the main spec is the
+authority for every version it defines, and the 3.9 spec only for the versions
+below the main spec's lowest (:func:`merge_old_versions`). The merge is checked:
+every version must have the same wire layout as its own spec alone.
 """
 
 from __future__ import annotations
@@ -31,6 +39,8 @@ from typing import Any
 GENERATOR = "trafka.tools.codegen"
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_SPECS = REPO.parent / "shared" / "kafka-protocol"
+# Kafka 3.9's specs: the versions that Kafka 4.0 removed (KIP-896) come from here.
+DEFAULT_OLD_SPECS = REPO.parent / "shared" / "kafka-protocol-3.9"
 # Message specs that replace the shared ones of the same name: versions that
 # Apache Kafka made stable after the shared snapshot (see that folder's README).
 OVERRIDES = REPO / "tools" / "spec_overrides"
@@ -215,6 +225,125 @@ class Message:
         )
 
 
+# -- the versions Kafka 4.0 removed -------------------------------------------------
+
+
+def _range_text(low: int, high: int) -> str:
+    return f"{low}+" if high >= MAX_VERSION else f"{low}-{high}"
+
+
+def _field_versions(new: str | None, old: str | None, below: int, where: str) -> str | None:
+    """``new``'s range extended by ``old``'s below version ``below``.
+
+    The old spec speaks only for the versions the new one dropped, so its range
+    is clipped to ``below - 1`` first (a ``0+`` in 3.9 that the new spec ends
+    at ``0-1`` must stay ``0-1``). The result has to be one range.
+    """
+    n, o = Versions.parse(new), Versions.parse(old)
+    o = Versions(o.low, min(o.high, below - 1))
+    if o.empty:
+        return new
+    # What the new spec says below its own lowest version means nothing.
+    n = Versions(max(n.low, below), n.high)
+    if n.empty:
+        return _range_text(o.low, o.high)
+    if n.low != o.high + 1:
+        raise SystemExit(f"{where}: versions {old} (old) and {new} do not join into one range")
+    return _range_text(o.low, n.high)
+
+
+def _merge_fields(
+    new: list[dict[str, Any]], old: list[dict[str, Any]], below: int, where: str
+) -> list[dict[str, Any]]:
+    """``new``'s fields, extended to the versions below ``below`` that ``old`` has.
+
+    A field only the old spec knows goes right after the field that precedes it
+    there (or first), which keeps the wire order of every version.
+    """
+    old_by_name = {f["name"]: f for f in old}
+    out: list[dict[str, Any]] = []
+    for f in new:
+        o = old_by_name.get(f["name"])
+        if o is None:
+            out.append(f)
+            continue
+        out.append(_merge_field(f, o, below, f"{where}.{f['name']}"))
+    names = {f["name"] for f in new}
+    for i, o in enumerate(old):
+        if o["name"] in names:
+            continue
+        clipped = Versions.parse(o.get("versions"))
+        if clipped.low >= below:
+            continue  # a field the new spec dropped in a version it defines
+        only_old = _merge_field({}, o, below, f"{where}.{o['name']}")
+        if i == 0:
+            out.insert(0, only_old)
+        else:
+            before = old[i - 1]["name"]
+            at = next(j for j, f in enumerate(out) if f["name"] == before)
+            out.insert(at + 1, only_old)
+        names.add(o["name"])
+    return out
+
+
+def _merge_field(
+    new: dict[str, Any], old: dict[str, Any], below: int, where: str
+) -> dict[str, Any]:
+    merged = dict(old) if not new else dict(new)
+    if new and new["type"] != old["type"]:
+        raise SystemExit(f"{where}: type {old['type']} (old) and {new['type']} differ")
+    for key in ("versions", "nullableVersions"):
+        versions = _field_versions(
+            new.get(key, "none" if new else None), old.get(key), below, where
+        )
+        if versions is not None:
+            merged[key] = versions
+    if not new and "versions" in merged:
+        merged["versions"] = _field_versions(None, old["versions"], below, where)
+    if "fields" in old or "fields" in new:
+        merged["fields"] = _merge_fields(new.get("fields", []), old.get("fields", []), below, where)
+    return merged
+
+
+def merge_old_versions(new: dict[str, Any], old: dict[str, Any]) -> dict[str, Any]:
+    """``new`` extended down to the versions only ``old`` (Kafka 3.9's spec) has.
+
+    Returns ``new`` itself when the old spec has no lower version. Tagged
+    versions and flexibility are the new spec's: the versions Kafka 4.0 removed
+    are all below the first flexible one.
+    """
+    nv, ov = Versions.parse(new["validVersions"]), Versions.parse(old["validVersions"])
+    if ov.empty or ov.low >= nv.low:
+        return new
+    name = new["name"]
+    flexible = Versions.parse(new.get("flexibleVersions", "none"))
+    if not flexible.empty and flexible.low < nv.low:
+        raise SystemExit(f"{name}: old versions below {nv.low} would be flexible")
+    merged = dict(new)
+    merged["validVersions"] = f"{ov.low}-{nv.high}"
+    merged["fields"] = _merge_fields(new.get("fields", []), old.get("fields", []), nv.low, name)
+    old_common = {c["name"]: c for c in old.get("commonStructs", [])}
+    merged["commonStructs"] = [
+        _merge_field(c, old_common[c["name"]], nv.low, f"{name}.{c['name']}")
+        if c["name"] in old_common
+        else c
+        for c in new.get("commonStructs", [])
+    ]
+    return merged
+
+
+def check_merge(merged: Message, new: Message, old: Message) -> None:
+    """Every version of ``merged`` has the wire layout of the spec it came from."""
+    ours = SchemaWriter(merged, merged.name, with_absent=False)
+    for source in (new, old):
+        theirs = SchemaWriter(source, source.name, with_absent=False)
+        for v in range(source.versions.low, source.versions.high + 1):
+            if source is old and v >= new.versions.low:
+                break
+            if ours.top(v) != theirs.top(v):
+                raise SystemExit(f"{merged.name} v{v}: the merged spec changes its layout")
+
+
 # -- emitting ---------------------------------------------------------------------
 
 
@@ -306,9 +435,12 @@ def emit_dataclass(
 class SchemaWriter:
     """Emits one construct declaration per (struct, version), sharing identical ones."""
 
-    def __init__(self, msg: Message, qual: str):
+    def __init__(self, msg: Message, qual: str, *, with_absent: bool = True):
+        # with_absent=False: the wire layout only (no absent-field defaults, nested
+        # declarations inline), to compare versions across specs.
         self.msg = msg
         self.qual = qual
+        self.with_absent = with_absent
         self.decls: list[str] = []
         self.by_text: dict[str, str] = {}
 
@@ -370,7 +502,7 @@ class SchemaWriter:
                 )
             elif present and f.tag is None:
                 regular.append(f"({f.attr!r}, {self.field_construct(f, v, flexible)})")
-            elif not f.ignorable:
+            elif not f.ignorable and self.with_absent:
                 absent.append(f"({f.attr!r}, {self.default_value(f)})")
         parts = [repr(name), cls, "[" + ", ".join(regular) + "]"]
         if tagged:
@@ -392,6 +524,8 @@ class SchemaWriter:
         return default_expr(f, self.qual, {})
 
     def intern(self, stem: str, text: str) -> str:
+        if not self.with_absent:
+            return text  # a layout to compare: nested declarations inline
         name = self.by_text.get(text)
         if name is None:
             name = f"_{stem}_{len(self.by_text)}"
@@ -566,17 +700,45 @@ def render_registry(apis: list[tuple[int, str, str]], spec_id: str) -> str:
     return "\n".join(lines)
 
 
-def spec_digest(specs_dir: Path) -> str:
+def spec_digest(specs_dir: Path, old_specs_dir: Path = DEFAULT_OLD_SPECS) -> str:
     h = hashlib.sha256()
     paths = [*sorted((specs_dir / "message").glob("*.json")), specs_dir / "errors.json"]
     for p in [*paths, *sorted(OVERRIDES.glob("*.json")), *sorted(ADDITIONS.glob("*.json"))]:
         h.update(p.name.encode())
         h.update(p.read_bytes())
+    for p in sorted((old_specs_dir / "message").glob("*.json")):
+        h.update(b"old/" + p.name.encode())
+        h.update(p.read_bytes())
     return "specs sha256 " + h.hexdigest()[:16]
 
 
-def generate(specs_dir: Path) -> dict[Path, str]:
-    spec_id = spec_digest(specs_dir)
+def load_old_specs(old_specs_dir: Path) -> dict[str, dict[str, Any]]:
+    """Kafka 3.9's specs by name; the folder must exist (it is an input, not optional)."""
+    msg_dir = old_specs_dir / "message"
+    if not msg_dir.is_dir():
+        raise SystemExit(f"{msg_dir}: no such folder (Kafka 3.9's specs, see --old-specs)")
+    return {p.stem: load_spec(p) for p in sorted(msg_dir.glob("*.json"))}
+
+
+def message_of(
+    name: str, specs: dict[str, dict[str, Any]], old_specs: dict[str, dict[str, Any]]
+) -> Message:
+    """The message ``name`` over its versions in both spec sets (checked)."""
+    spec = specs[name]
+    old = old_specs.get(name)
+    if old is None:
+        return Message.from_spec(spec)
+    merged = merge_old_versions(spec, old)
+    if merged is spec:
+        return Message.from_spec(spec)
+    msg = Message.from_spec(merged)
+    check_merge(msg, Message.from_spec(spec), Message.from_spec(old))
+    return msg
+
+
+def generate(specs_dir: Path, old_specs_dir: Path = DEFAULT_OLD_SPECS) -> dict[Path, str]:
+    spec_id = spec_digest(specs_dir, old_specs_dir)
+    old_specs = load_old_specs(old_specs_dir)
     msg_dir = specs_dir / "message"
     specs = {p.stem: load_spec(p) for p in sorted(msg_dir.glob("*.json"))}
     for p in sorted(OVERRIDES.glob("*.json")):
@@ -592,9 +754,10 @@ def generate(specs_dir: Path) -> dict[Path, str]:
     for name, spec in specs.items():
         if spec["type"] != "request" or "broker" not in spec.get("listeners", ()):
             continue
-        resp_spec = specs[name.removesuffix("Request") + "Response"]
-        req = Message.from_spec(spec)
-        resp = Message.from_spec(resp_spec)
+        req = message_of(name, specs, old_specs)
+        resp = message_of(name.removesuffix("Request") + "Response", specs, old_specs)
+        if (req.versions.low, req.versions.high) != (resp.versions.low, resp.versions.high):
+            raise SystemExit(f"{name}: request and response versions differ")
         key = spec["apiKey"]
         module = f"k{key:02d}_{snake(name.removesuffix('Request'))}"
         out[REPO / "codec" / "messages" / f"{module}.py"] = render_api(req, resp, spec_id)
@@ -615,9 +778,15 @@ def generate(specs_dir: Path) -> dict[Path, str]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--specs", type=Path, default=DEFAULT_SPECS, help="the kafka-protocol folder")
+    ap.add_argument(
+        "--old-specs",
+        type=Path,
+        default=DEFAULT_OLD_SPECS,
+        help="Kafka 3.9's kafka-protocol folder, for the versions Kafka 4.0 removed",
+    )
     ap.add_argument("--check", action="store_true", help="fail if generated files are stale")
     args = ap.parse_args(argv)
-    files = generate(args.specs)
+    files = generate(args.specs, args.old_specs)
     stale = []
     for path, text in files.items():
         current = path.read_text() if path.exists() else None

@@ -291,7 +291,11 @@ class HandlerSpec:
             unsupported versions and internal errors); ``None`` when the API
             has no way to report an error.
         advertised_min: the minimum version ApiVersions reports when it differs
-            from ``min_version`` (see the Produce handler).
+            from ``min_version`` under ``protocol_version`` 4.0 (see the Produce
+            handler).
+        old_min: the lowest version served under ``protocol_version`` 3.9 (the
+            default) when it is below ``min_version``: the versions Kafka 4.0
+            removed (KIP-896) and Kafka 3.9 still served.
         feature: the feature (KIP-584, :mod:`trafka.brokerlite.features`) the
             API belongs to: while it is not finalized (level 0) every request is
             answered ``error_response(..., UNSUPPORTED_VERSION)``, as Kafka does.
@@ -305,6 +309,7 @@ class HandlerSpec:
     error_response: Callable[[Any, int, ErrorCode], Any] | None
     advertised_min: int | None = None
     feature: str | None = None
+    old_min: int | None = None
 
     def __post_init__(self) -> None:
         if self.feature is not None and self.error_response is None:
@@ -315,6 +320,21 @@ class HandlerSpec:
                 f"{info.name}: versions {self.min_version}-{self.max_version} outside the "
                 f"codec's {info.min_version}-{info.max_version}"
             )
+        if self.old_min is not None and not info.min_version <= self.old_min < self.min_version:
+            raise ValueError(f"{info.name}: old_min {self.old_min} is not an older version")
+
+    def served(self, protocol_version: str) -> tuple[int, int]:
+        """(lowest, highest) version served under ``protocol_version``."""
+        if protocol_version != "4.0" and self.old_min is not None:
+            return self.old_min, self.max_version
+        return self.min_version, self.max_version
+
+    def advertised(self, protocol_version: str) -> tuple[int, int]:
+        """(lowest, highest) version ApiVersions reports under ``protocol_version``."""
+        low, high = self.served(protocol_version)
+        if self.advertised_min is not None:
+            low = min(low, self.advertised_min)
+        return low, high
 
     def refusal(self, request: Any, version: int, code: ErrorCode) -> Any:
         """``error_response(request, version, code)`` (the API must have one)."""

@@ -1,4 +1,12 @@
-"""Produce (key 0), versions 3-11 served; 0-11 advertised, like Kafka 4.0.
+"""Produce (key 0), versions 0-11 served (3-11 with ``protocol_version`` 4.0).
+
+* Versions 0-2 (Kafka 3.9's, removed by KIP-896) carry legacy message sets
+  (magic 0 or 1): each partition's set is converted into one magic 2 batch
+  (:mod:`trafka.brokerlite.message_format`) and then appended as any other
+  batch, so offsets and log-append time are assigned by the log. v0 answers
+  have no throttle time, v0-1 no log-append time. Under ``protocol_version``
+  4.0 they are advertised (Kafka 4.0 advertises them: older librdkafka
+  releases look for them) but answered with UNSUPPORTED_VERSION.
 
 * Records must be magic-2 batches (v3+), one per partition (more is
   INVALID_RECORD, as Kafka's log validation says). Each partition's blob is handed to
@@ -34,8 +42,6 @@
   Other values are INVALID_REQUIRED_ACKS.
 * Unknown topics or partitions are UNKNOWN_TOPIC_OR_PARTITION: produce never
   creates topics (Metadata does).
-* Versions 0-2 are advertised because Kafka 4.0 advertises them (older
-  librdkafka releases look for them) but answered with UNSUPPORTED_VERSION.
 * Appending wakes Fetch requests parked on the partition.
 * Authorization: transactional batches need WRITE on the request's
   transactional id, else the whole request fails with
@@ -50,6 +56,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from trafka.brokerlite.errors import BrokerError, InvalidRecordError, NotEnoughReplicasError
+from trafka.brokerlite.message_format import up_convert
 from trafka.codec.acl import AclOperation, AclResourceType
 from trafka.codec.errors import DecodeError, ErrorCode
 from trafka.codec.messages import k00_produce as m
@@ -65,6 +72,7 @@ API_KEY = 0
 MIN_VERSION = 3
 MAX_VERSION = 11
 ADVERTISED_MIN_VERSION = 0
+OLD_MIN_VERSION = 0  # Kafka 3.9's
 
 TopicResponse = m.ProduceResponse.TopicProduceResponse
 PartitionResponse = m.ProduceResponse.PartitionProduceResponse
@@ -132,11 +140,15 @@ def handle(
             elif acks not in (0, 1, -1):
                 code, message = ErrorCode.INVALID_REQUIRED_ACKS, f"acks={acks} is not 0, 1 or -1"
             else:
+                records = data.records
                 try:
                     plog = leader_log(broker, topic.name, data.index)
-                    if not data.records:
+                    if not records:
                         raise InvalidRecordError("produce request without records")
-                    _one_batch(data.records)
+                    if version < 3:
+                        records = up_convert(records)
+                    else:
+                        _one_batch(records)
                     if cluster is not None and acks == -1:
                         refused = cluster.replicas.check_min_isr(topic.name, data.index)
                         if refused:
@@ -147,7 +159,7 @@ def handle(
                     result = broker.producers.produce(
                         topic.name,
                         data.index,
-                        data.records,
+                        records,
                         transactional_id=request.transactional_id,
                         verify=broker.verify_transactional,
                         now_ms=ctx.now_ms,
@@ -158,11 +170,11 @@ def handle(
                     code, message = result.error, result.message or result.error.name
                     if code is ErrorCode.NONE:
                         if not result.duplicate:
-                            broker.notify_append(topic.name, data.index, len(data.records))
+                            broker.notify_append(topic.name, data.index, len(records))
                             broker.metrics.produced(
                                 topic.name,
                                 plog.log_end_offset - result.base_offset,
-                                len(data.records),
+                                len(records),
                             )
                         if cluster is not None:
                             cluster.replicas.appended(topic.name, data.index)
@@ -335,4 +347,5 @@ SPEC = HandlerSpec(
     handle,
     error_response,
     advertised_min=ADVERTISED_MIN_VERSION,
+    old_min=OLD_MIN_VERSION,
 )

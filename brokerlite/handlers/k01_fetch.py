@@ -1,4 +1,12 @@
-"""Fetch (key 1), versions 4-17: records, straight from the segment files.
+"""Fetch (key 1), versions 0-17 (4-17 with ``protocol_version`` 4.0): records,
+straight from the segment files.
+
+* Versions 0-3 (Kafka 3.9's, removed by KIP-896) are answered like v4 with
+  read_uncommitted, but their records are down-converted to the message format
+  the version reads (magic 0 for v0-1, magic 1 for v2-3;
+  :mod:`trafka.brokerlite.message_format`), so those answers are built in
+  memory rather than sent from the files. v0-2 have no response ``max_bytes``:
+  only ``partition_max_bytes`` limits them.
 
 Rules (Kafka's, for a consumer fetching from the leader):
 
@@ -77,9 +85,11 @@ from trafka.brokerlite.fetch_sessions import (
     SessionErrorContext,
     SessionlessContext,
 )
+from trafka.brokerlite.message_format import down_convert, fetch_magic
 from trafka.codec.acl import AclOperation, AclResourceType
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k01_fetch as m
+from trafka.codec.protocol import encode_response_body
 
 from ._base import HandlerSpec, Parked, Part, RequestContext
 from ._util import NULL_UUID, code_of, denied, leader_log, partition_log
@@ -91,6 +101,7 @@ if TYPE_CHECKING:
 API_KEY = 1
 MIN_VERSION = 4
 MAX_VERSION = 17
+OLD_MIN_VERSION = 0  # Kafka 3.9's; not with protocol_version 4.0
 
 READ_COMMITTED = 1
 # What a high watermark's move counts as for parked consumer fetches: enough to
@@ -122,6 +133,8 @@ class PartitionResult:
     #: KIP-951, with NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH (cluster mode):
     #: (leader id, leader epoch, host, port, rack) of the partition's leader.
     current_leader: tuple[int, int, str, int, str | None] | None = None
+    #: The offset asked for (down-conversion for Fetch v0-3 drops what is before it).
+    fetch_offset: int = 0
 
     @property
     def size(self) -> int:
@@ -162,6 +175,8 @@ class FetchPlan:
 
     def encode_parts(self, version: int) -> list[Part]:
         """The body at ``version`` as bytes and file ranges (see the module rules)."""
+        if OLD_MIN_VERSION <= version < MIN_VERSION:
+            return [encode_response_body(API_KEY, version, self.legacy_message(version))]
         if not MIN_VERSION <= version <= MAX_VERSION:
             raise ValueError(f"Fetch v{version} is not encoded here")
         flexible = version >= 12
@@ -242,6 +257,32 @@ class FetchPlan:
                     node, _, host, port, rack = p.current_leader
                     seen.setdefault(node, (node, host, port, rack))
         return [seen[n] for n in sorted(seen)]
+
+    def legacy_message(self, version: int) -> m.FetchResponse:
+        """The answer to a Fetch v0-3: records down-converted to the message
+        format of ``version`` (magic 0 for v0-1, 1 for v2-3), and only the
+        fields those versions have (the rest are not ignorable)."""
+        magic = fetch_magic(version)
+        return m.FetchResponse(
+            throttle_time_ms=self.throttle_time_ms,
+            responses=[
+                m.FetchResponse.FetchableTopicResponse(
+                    topic=t.name,
+                    partitions=[
+                        m.FetchResponse.PartitionData(
+                            partition_index=p.partition,
+                            error_code=p.error_code,
+                            high_watermark=p.high_watermark,
+                            records=b""
+                            if p.records is None
+                            else down_convert(p.records.tobytes(), magic, p.fetch_offset),
+                        )
+                        for p in t.partitions
+                    ],
+                )
+                for t in self.topics
+            ],
+        )
 
     def to_message(self) -> m.FetchResponse:
         """The same response as the generated dataclass (records read into bytes)."""
@@ -401,6 +442,7 @@ def read_partitions(
                     if read_committed
                     else None
                 ),
+                fetch_offset=want.fetch_offset,
             )
             if not start <= want.fetch_offset <= end:
                 result.error_code = ErrorCode.OFFSET_OUT_OF_RANGE
@@ -684,4 +726,6 @@ def error_response(
     )
 
 
-SPEC = HandlerSpec(API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response)
+SPEC = HandlerSpec(
+    API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response, old_min=OLD_MIN_VERSION
+)

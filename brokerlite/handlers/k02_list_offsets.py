@@ -1,4 +1,5 @@
-"""ListOffsets (key 2), versions 1-10: offsets by time or position.
+"""ListOffsets (key 2), versions 0-10 (1-10 with ``protocol_version`` 4.0):
+offsets by time or position.
 
 Per partition, by the requested ``timestamp``:
 
@@ -16,8 +17,13 @@ Per partition, by the requested ``timestamp``:
 
 ``current_leader_epoch`` (v4+) is checked against the leader's epoch (0 on the
 single-node broker), which is also the ``leader_epoch`` returned. In cluster
-mode only the partition's leader answers (else NOT_LEADER_OR_FOLLOWER). Version 0 (``old_style_offsets``) is not served,
-as in Kafka 4.0.
+mode only the partition's leader answers (else NOT_LEADER_OR_FOLLOWER).
+
+Version 0 (Kafka 3.9's, removed by KIP-896) answers a list,
+``old_style_offsets``, of at most ``max_num_offsets`` offsets: the same single
+offset v1 would find, or none when there is none. Kafka's v0 listed segment
+base offsets by the segments' file times for ``t >= 0``, an answer only as
+fine as a segment; its answers for -1 and -2 (what old clients ask) are these.
 
 Authorization: each topic needs DESCRIBE, else its partitions get
 TOPIC_AUTHORIZATION_FAILED without the topic's existence being looked at.
@@ -34,6 +40,7 @@ from ._base import HandlerSpec, RequestContext
 from ._util import LEADER_EPOCH, code_of, denied, leader_log
 
 API_KEY = 2
+OLD_MIN_VERSION = 0  # Kafka 3.9's; not with protocol_version 4.0
 MIN_VERSION = 1
 MAX_VERSION = 10
 
@@ -108,6 +115,16 @@ def handle(ctx: RequestContext, request: m.ListOffsetsRequest) -> m.ListOffsetsR
                     )
                 except BrokerError as exc:
                     code = code_of(exc)
+            if version == 0:
+                found = [offset] if offset >= 0 and not code else []
+                partitions.append(
+                    Partition(
+                        partition_index=want.partition_index,
+                        error_code=code,
+                        old_style_offsets=found[: max(want.max_num_offsets, 0)],
+                    )
+                )
+                continue
             partitions.append(
                 Partition(
                     partition_index=want.partition_index,
@@ -142,4 +159,6 @@ def error_response(
     )
 
 
-SPEC = HandlerSpec(API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response)
+SPEC = HandlerSpec(
+    API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response, old_min=OLD_MIN_VERSION
+)

@@ -1,4 +1,4 @@
-"""OffsetCommit (key 8), versions 2-9: store a group's consumed positions.
+"""OffsetCommit (key 8), versions 0-9 (2-9 with ``protocol_version`` 4.0): store a group's consumed positions.
 
 Handed to the group coordinator, which writes the offsets durably before the
 response goes out; partitions of unknown topics get
@@ -18,6 +18,7 @@ from ._authz import AclOperation, commit_readable_topics, enabled, group_allowed
 from ._base import HandlerSpec, RequestContext
 
 API_KEY = 8
+OLD_MIN_VERSION = 0  # Kafka 3.9's; not with protocol_version 4.0
 MIN_VERSION = 2
 MAX_VERSION = 9
 
@@ -52,4 +53,6 @@ def error_response(
     )
 
 
-SPEC = HandlerSpec(API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response)
+SPEC = HandlerSpec(
+    API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response, old_min=OLD_MIN_VERSION
+)

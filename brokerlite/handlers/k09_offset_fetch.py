@@ -1,4 +1,4 @@
-"""OffsetFetch (key 9), versions 1-9: read a group's committed positions.
+"""OffsetFetch (key 9), versions 0-9 (1-9 with ``protocol_version`` 4.0): read a group's committed positions.
 
 Handed to the group coordinator. v8+ asks for several groups at once;
 partitions without a commit report offset -1.
@@ -27,6 +27,7 @@ from ._authz import AclOperation, allowed_topics, enabled, group_allowed
 from ._base import HandlerSpec, RequestContext
 
 API_KEY = 9
+OLD_MIN_VERSION = 0  # Kafka 3.9's; not with protocol_version 4.0
 MIN_VERSION = 1
 MAX_VERSION = 9
 
@@ -196,4 +197,6 @@ def error_response(
     return m.OffsetFetchResponse(error_code=code if version >= 2 else 0)
 
 
-SPEC = HandlerSpec(API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response)
+SPEC = HandlerSpec(
+    API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response, old_min=OLD_MIN_VERSION
+)

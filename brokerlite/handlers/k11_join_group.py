@@ -1,4 +1,4 @@
-"""JoinGroup (key 11), versions 2-9: the classic group protocol's join phase.
+"""JoinGroup (key 11), versions 0-9 (2-9 with ``protocol_version`` 4.0): the classic group protocol's join phase.
 
 Handed to :class:`~trafka.brokerlite.groups.GroupCoordinator`. The request is
 parked while the group rebalances (the coordinator releases it when the join
@@ -20,6 +20,7 @@ from ._authz import AclOperation, group_allowed
 from ._base import HandlerSpec, RequestContext
 
 API_KEY = 11
+OLD_MIN_VERSION = 0  # Kafka 3.9's; not with protocol_version 4.0
 MIN_VERSION = 2
 MAX_VERSION = 9
 
@@ -52,4 +53,6 @@ def error_response(
     )
 
 
-SPEC = HandlerSpec(API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response)
+SPEC = HandlerSpec(
+    API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response, old_min=OLD_MIN_VERSION
+)

@@ -1,4 +1,4 @@
-"""CreateTopics (key 19), versions 2-7: create topics, or check that they could be.
+"""CreateTopics (key 19), versions 0-7 (2-7 with ``protocol_version`` 4.0): create topics, or check that they could be.
 
 * ``num_partitions`` -1 (v4+) means the broker's ``num_partitions``;
   ``replication_factor`` must be 1 or -1 (there is one broker), anything else
@@ -47,6 +47,7 @@ if TYPE_CHECKING:
 from ._util import NULL_UUID, code_of, denied, park_on_tasks, task_outcome
 
 API_KEY = 19
+OLD_MIN_VERSION = 0  # Kafka 3.9's; not with protocol_version 4.0
 MIN_VERSION = 2
 MAX_VERSION = 7
 STRICT_QUOTA_FROM = 6  # THROTTLING_QUOTA_EXCEEDED (KIP-599)
@@ -285,4 +286,6 @@ def error_response(
     )
 
 
-SPEC = HandlerSpec(API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response)
+SPEC = HandlerSpec(
+    API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response, old_min=OLD_MIN_VERSION
+)

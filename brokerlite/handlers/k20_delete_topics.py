@@ -1,4 +1,4 @@
-"""DeleteTopics (key 20), versions 1-6: delete topics by name, or by id (v6+).
+"""DeleteTopics (key 20), versions 0-6 (1-6 with ``protocol_version`` 4.0): delete topics by name, or by id (v6+).
 
 A deleted topic's logs are removed, Fetch requests parked on it are answered
 at once (with UNKNOWN_TOPIC_OR_PARTITION) and the group coordinator drops its
@@ -39,6 +39,7 @@ from ._base import HandlerSpec, Parked, RequestContext
 from ._util import NULL_UUID, code_of, message_of, park_on_tasks, task_outcome
 
 API_KEY = 20
+OLD_MIN_VERSION = 0  # Kafka 3.9's; not with protocol_version 4.0
 MIN_VERSION = 1
 MAX_VERSION = 6
 STRICT_QUOTA_FROM = 5  # THROTTLING_QUOTA_EXCEEDED (KIP-599)
@@ -184,4 +185,6 @@ def error_response(
     return m.DeleteTopicsResponse(responses=results)
 
 
-SPEC = HandlerSpec(API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response)
+SPEC = HandlerSpec(
+    API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response, old_min=OLD_MIN_VERSION
+)

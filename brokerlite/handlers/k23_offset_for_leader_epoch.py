@@ -1,4 +1,4 @@
-"""OffsetForLeaderEpoch (key 23), versions 2-4: end offset of a leader epoch.
+"""OffsetForLeaderEpoch (key 23), versions 0-4 (2-4 with ``protocol_version`` 4.0): end offset of a leader epoch.
 
 Consumers (KIP-320) ask it to validate their position after a leader change.
 On the single-node broker there is one epoch, 0, which ends at the log end
@@ -26,6 +26,7 @@ from ._base import HandlerSpec, RequestContext
 from ._util import LEADER_EPOCH, code_of, denied, leader_log
 
 API_KEY = 23
+OLD_MIN_VERSION = 0  # Kafka 3.9's; not with protocol_version 4.0
 MIN_VERSION = 2
 MAX_VERSION = 4
 
@@ -87,4 +88,6 @@ def error_response(
     )
 
 
-SPEC = HandlerSpec(API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response)
+SPEC = HandlerSpec(
+    API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response, old_min=OLD_MIN_VERSION
+)

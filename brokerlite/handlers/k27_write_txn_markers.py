@@ -1,4 +1,4 @@
-"""WriteTxnMarkers (key 27), version 1 (Kafka 4.0 dropped v0): transaction markers.
+"""WriteTxnMarkers (key 27), versions 0-1 (1 with ``protocol_version`` 4.0): transaction markers.
 
 In Kafka the transaction coordinator sends this to partition leaders; an admin
 client sends it too, to abort a hanging transaction (KIP-664: a partition
@@ -38,6 +38,7 @@ from ._authz import CLUSTER_NAME, AclOperation, AclResourceType
 from ._base import HandlerSpec, Parked, RequestContext
 
 API_KEY = 27
+OLD_MIN_VERSION = 0  # Kafka 3.9's; not with protocol_version 4.0
 MIN_VERSION = 1
 MAX_VERSION = 1
 
@@ -117,4 +118,6 @@ def error_response(
     )
 
 
-SPEC = HandlerSpec(API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response)
+SPEC = HandlerSpec(
+    API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response, old_min=OLD_MIN_VERSION
+)

@@ -1,4 +1,4 @@
-"""DescribeAcls (key 29), versions 1-3.
+"""DescribeAcls (key 29), versions 0-3 (1-3 with ``protocol_version`` 4.0).
 
 Without an authorizer (``authorizer_class_name`` unset) it fails as a whole with
 SECURITY_DISABLED and lists no resources, as a Kafka broker without
@@ -19,6 +19,7 @@ from trafka.codec.messages import k29_describe_acls as m
 from ._base import HandlerSpec, RequestContext
 
 API_KEY = 29
+OLD_MIN_VERSION = 0  # Kafka 3.9's; not with protocol_version 4.0
 MIN_VERSION = 1
 MAX_VERSION = 3
 
@@ -78,4 +79,6 @@ def error_response(
     return _failed(code, code.message)
 
 
-SPEC = HandlerSpec(API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response)
+SPEC = HandlerSpec(
+    API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response, old_min=OLD_MIN_VERSION
+)

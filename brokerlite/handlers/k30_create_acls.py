@@ -1,4 +1,4 @@
-"""CreateAcls (key 30), versions 1-3.
+"""CreateAcls (key 30), versions 0-3 (1-3 with ``protocol_version`` 4.0).
 
 Without an authorizer every creation is answered SECURITY_DISABLED and nothing
 is stored (see ``k29_describe_acls``). With one, it needs ALTER on the cluster
@@ -20,6 +20,7 @@ from ._base import HandlerSpec, RequestContext
 from .k29_describe_acls import NO_AUTHORIZER
 
 API_KEY = 30
+OLD_MIN_VERSION = 0  # Kafka 3.9's; not with protocol_version 4.0
 MIN_VERSION = 1
 MAX_VERSION = 3
 
@@ -70,4 +71,6 @@ def error_response(
     return _every(request, code, code.message)
 
 
-SPEC = HandlerSpec(API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response)
+SPEC = HandlerSpec(
+    API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response, old_min=OLD_MIN_VERSION
+)

@@ -1,4 +1,4 @@
-"""DeleteAcls (key 31), versions 1-3.
+"""DeleteAcls (key 31), versions 0-3 (1-3 with ``protocol_version`` 4.0).
 
 Without an authorizer every filter is answered SECURITY_DISABLED with no
 matching ACLs (see ``k29_describe_acls``). With one, it needs ALTER on the
@@ -19,6 +19,7 @@ from ._base import HandlerSpec, RequestContext
 from .k29_describe_acls import NO_AUTHORIZER
 
 API_KEY = 31
+OLD_MIN_VERSION = 0  # Kafka 3.9's; not with protocol_version 4.0
 MIN_VERSION = 1
 MAX_VERSION = 3
 
@@ -92,4 +93,6 @@ def error_response(
     return _every(request, code, code.message)
 
 
-SPEC = HandlerSpec(API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response)
+SPEC = HandlerSpec(
+    API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response, old_min=OLD_MIN_VERSION
+)

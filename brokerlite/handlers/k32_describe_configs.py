@@ -1,4 +1,4 @@
-"""DescribeConfigs (key 32), versions 1-4: topic and broker configs.
+"""DescribeConfigs (key 32), versions 0-4 (1-4 with ``protocol_version`` 4.0): topic and broker configs.
 
 * Topics: every topic config with its value and source (a topic override, or
   the broker default), optionally filtered by ``configuration_keys``.
@@ -27,6 +27,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING
 
 from trafka.brokerlite.errors import BrokerError
@@ -50,6 +51,7 @@ if TYPE_CHECKING:
     from trafka.brokerlite.broker import Broker
 
 API_KEY = 32
+OLD_MIN_VERSION = 0  # Kafka 3.9's; not with protocol_version 4.0
 MIN_VERSION = 1
 MAX_VERSION = 4
 
@@ -242,7 +244,23 @@ def handle(ctx: RequestContext, request: m.DescribeConfigsRequest) -> m.Describe
                 ],
             )
         )
+    if version == 0:
+        results = [_as_v0(r) for r in results]
     return m.DescribeConfigsResponse(results=results)
+
+
+_DEFAULT_CONFIG = 5  # ConfigSource.DEFAULT_CONFIG
+
+
+def _as_v0(result: Result) -> Result:
+    """v0 says ``is_default`` where later versions give the source."""
+    return dataclasses.replace(
+        result,
+        configs=[
+            dataclasses.replace(e, is_default=e.config_source == _DEFAULT_CONFIG)
+            for e in result.configs
+        ],
+    )
 
 
 def error_response(
@@ -263,4 +281,6 @@ def error_response(
     )
 
 
-SPEC = HandlerSpec(API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response)
+SPEC = HandlerSpec(
+    API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response, old_min=OLD_MIN_VERSION
+)

@@ -1,4 +1,4 @@
-"""AlterReplicaLogDirs (key 34), versions 1-2 (Kafka 4.0's; v0 is gone since KIP-896).
+"""AlterReplicaLogDirs (key 34), versions 0-2 (1-2 with ``protocol_version`` 4.0).
 
 brokerlite keeps every partition in one log directory, its ``data_dir``,
 named as DescribeLogDirs names it (the absolute path, symbolic links
@@ -44,6 +44,7 @@ from ._util import log_dir_path
 log = logging.getLogger("trafka.brokerlite")
 
 API_KEY = 34
+OLD_MIN_VERSION = 0  # Kafka 3.9's; not with protocol_version 4.0
 MIN_VERSION = 1
 MAX_VERSION = 2
 
@@ -118,4 +119,6 @@ def error_response(
     return m.AlterReplicaLogDirsResponse(results=results)
 
 
-SPEC = HandlerSpec(API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response)
+SPEC = HandlerSpec(
+    API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response, old_min=OLD_MIN_VERSION
+)

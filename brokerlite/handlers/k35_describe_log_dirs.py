@@ -1,4 +1,4 @@
-"""DescribeLogDirs (key 35), versions 1-4 (Kafka 4.0's; v0 is gone since KIP-896).
+"""DescribeLogDirs (key 35), versions 0-4 (1-4 with ``protocol_version`` 4.0).
 
 brokerlite keeps every partition in one log directory, its ``data_dir``: the
 answer has that one directory, with each partition's size on disk (all its
@@ -26,6 +26,7 @@ from ._base import HandlerSpec, RequestContext
 from ._util import log_dir_path
 
 API_KEY = 35
+OLD_MIN_VERSION = 0  # Kafka 3.9's; not with protocol_version 4.0
 MIN_VERSION = 1
 MAX_VERSION = 4
 
@@ -85,4 +86,6 @@ def error_response(
     return m.DescribeLogDirsResponse(error_code=code, results=[])
 
 
-SPEC = HandlerSpec(API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response)
+SPEC = HandlerSpec(
+    API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response, old_min=OLD_MIN_VERSION
+)

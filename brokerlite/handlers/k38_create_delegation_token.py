@@ -1,4 +1,4 @@
-"""CreateDelegationToken (key 38), versions 1-3: issue a delegation token (KIP-48).
+"""CreateDelegationToken (key 38), versions 0-3 (1-3 with ``protocol_version`` 4.0): issue a delegation token (KIP-48).
 
 Version 0 is left out, as Kafka 4.0 removed it (KIP-896). Answered by
 :meth:`DelegationTokens.create <trafka.brokerlite.delegation_tokens.DelegationTokens.create>`
@@ -26,6 +26,7 @@ from trafka.codec.messages import k38_create_delegation_token as m
 from ._base import HandlerSpec, RequestContext
 
 API_KEY = 38
+OLD_MIN_VERSION = 0  # Kafka 3.9's; not with protocol_version 4.0
 MIN_VERSION = 1
 MAX_VERSION = 3
 
@@ -103,4 +104,6 @@ def error_response(
     return _refused(code, ":", ":", version)
 
 
-SPEC = HandlerSpec(API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response)
+SPEC = HandlerSpec(
+    API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response, old_min=OLD_MIN_VERSION
+)

@@ -1,4 +1,4 @@
-"""RenewDelegationToken (key 39), versions 1-2: push a token's expiry further (KIP-48).
+"""RenewDelegationToken (key 39), versions 0-2 (1-2 with ``protocol_version`` 4.0): push a token's expiry further (KIP-48).
 
 Version 0 is left out, as Kafka 4.0 removed it (KIP-896). Answered by
 :meth:`DelegationTokens.renew <trafka.brokerlite.delegation_tokens.DelegationTokens.renew>`
@@ -19,6 +19,7 @@ from trafka.codec.messages import k39_renew_delegation_token as m
 from ._base import HandlerSpec, RequestContext
 
 API_KEY = 39
+OLD_MIN_VERSION = 0  # Kafka 3.9's; not with protocol_version 4.0
 MIN_VERSION = 1
 MAX_VERSION = 2
 
@@ -41,4 +42,6 @@ def error_response(
     return m.RenewDelegationTokenResponse(error_code=code, expiry_timestamp_ms=-1)
 
 
-SPEC = HandlerSpec(API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response)
+SPEC = HandlerSpec(
+    API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response, old_min=OLD_MIN_VERSION
+)

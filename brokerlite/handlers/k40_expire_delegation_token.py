@@ -1,4 +1,4 @@
-"""ExpireDelegationToken (key 40), versions 1-2: bring a token's expiry forward,
+"""ExpireDelegationToken (key 40), versions 0-2 (1-2 with ``protocol_version`` 4.0): bring a token's expiry forward,
 or end it now (KIP-48).
 
 Version 0 is left out, as Kafka 4.0 removed it (KIP-896). Answered by
@@ -17,6 +17,7 @@ from trafka.codec.messages import k40_expire_delegation_token as m
 from ._base import HandlerSpec, RequestContext
 
 API_KEY = 40
+OLD_MIN_VERSION = 0  # Kafka 3.9's; not with protocol_version 4.0
 MIN_VERSION = 1
 MAX_VERSION = 2
 
@@ -39,4 +40,6 @@ def error_response(
     return m.ExpireDelegationTokenResponse(error_code=code, expiry_timestamp_ms=-1)
 
 
-SPEC = HandlerSpec(API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response)
+SPEC = HandlerSpec(
+    API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response, old_min=OLD_MIN_VERSION
+)

@@ -1,4 +1,4 @@
-"""DescribeDelegationToken (key 41), versions 1-3: the tokens a principal may see (KIP-48).
+"""DescribeDelegationToken (key 41), versions 0-3 (1-3 with ``protocol_version`` 4.0): the tokens a principal may see (KIP-48).
 
 Version 0 is left out, as Kafka 4.0 removed it (KIP-896). As Kafka's broker:
 DELEGATION_TOKEN_REQUEST_NOT_ALLOWED first (a token login, PLAINTEXT, SSL
@@ -22,6 +22,7 @@ from trafka.codec.messages import k41_describe_delegation_token as m
 from ._base import HandlerSpec, RequestContext
 
 API_KEY = 41
+OLD_MIN_VERSION = 0  # Kafka 3.9's; not with protocol_version 4.0
 MIN_VERSION = 1
 MAX_VERSION = 3
 
@@ -84,4 +85,6 @@ def error_response(
     return m.DescribeDelegationTokenResponse(error_code=code, tokens=[])
 
 
-SPEC = HandlerSpec(API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response)
+SPEC = HandlerSpec(
+    API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response, old_min=OLD_MIN_VERSION
+)

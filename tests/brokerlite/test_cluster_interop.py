@@ -1,7 +1,9 @@
 """Clients against a three-node brokerlite cluster coordinated by ZooKeeper.
 
 For each of confluent-kafka (librdkafka), kafka-python, aiokafka, kcat and
-trafka's SDK, against a topic of six partitions with three replicas each:
+trafka's SDK (and, but for the leader move, kafka-python pinned to Kafka
+0.10.2's request versions, issue #37), against a topic of six partitions with
+three replicas each:
 
 * metadata: the client sees the three brokers, a leader on every node, all
   replicas and full ISRs, as ZooKeeper has them; records produced with
@@ -313,6 +315,43 @@ class KafkaPythonClient:
     def close(self) -> None:
         if self.producer is not None:
             self.producer.close(timeout=5)
+
+
+class OldKafkaPythonClient(KafkaPythonClient):
+    """kafka-python's producer and consumers pinned to Kafka 0.10.2's versions
+    (issue #37: Produce v2 with magic 1 message sets, Fetch v3, JoinGroup v1,
+    ListOffsets v1), without idempotence, which 0.10.2 lacks; the admin client
+    stays modern (the checks read the cluster through it)."""
+
+    name = "kafka-python-0.10.2"
+
+    def send(self, batch: list[tuple[bytes, bytes]]) -> None:
+        from kafka import KafkaProducer
+
+        if self.producer is None:
+            self.producer = KafkaProducer(
+                bootstrap_servers=self.servers,
+                acks="all",
+                enable_idempotence=False,
+                linger_ms=5,
+                request_timeout_ms=10_000,
+                api_version=(0, 10, 2),
+            )
+        for key, value in batch:
+            self.futures.append((value, self.producer.send(self.topic, value=value, key=key)))
+
+    def _consumer(self, *topics: str, group: str | None = None) -> Any:
+        from kafka import KafkaConsumer
+
+        return KafkaConsumer(
+            *topics,
+            bootstrap_servers=self.servers,
+            group_id=group,
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+            request_timeout_ms=10_000,
+            api_version=(0, 10, 2),
+        )
 
 
 class AiokafkaClient:
@@ -671,6 +710,7 @@ def make_client(name: str, servers: str, topic: str) -> Client:
     blocking = {
         "confluent-kafka": ConfluentClient,
         "kafka-python": KafkaPythonClient,
+        "kafka-python-0.10.2": OldKafkaPythonClient,
         "aiokafka": AiokafkaClient,
         "kcat": KcatClient,
     }[name]
@@ -783,7 +823,12 @@ async def groups_on_every_coordinator(control: ClusterControl, client: Client) -
 # -- tests --------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("client", CLIENTS)
+# The leader-move test needs retries that only an idempotent producer makes
+# exactly-once; the old-protocol client takes part in the other two.
+OLD_CLIENTS = ["kafka-python-0.10.2"]
+
+
+@pytest.mark.parametrize("client", CLIENTS + OLD_CLIENTS)
 def test_metadata_and_round_trip(zk_chroot: Any, tmp_path: Path, topic_name: str, client: str):
     run(zk_chroot, tmp_path, topic_name, client, metadata_and_round_trip)
 
@@ -793,7 +838,7 @@ def test_follow_leader_move(zk_chroot: Any, tmp_path: Path, topic_name: str, cli
     run(zk_chroot, tmp_path, topic_name, client, follow_leader_move)
 
 
-@pytest.mark.parametrize("client", CLIENTS)
+@pytest.mark.parametrize("client", CLIENTS + OLD_CLIENTS)
 def test_consumer_groups_on_every_coordinator(
     zk_chroot: Any, tmp_path: Path, topic_name: str, client: str
 ) -> None:

@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 
 from trafka.codec.errors import ErrorCode
-from trafka.codec.messages import k01_fetch as fetch
 from trafka.codec.messages import k03_metadata as metadata
 from trafka.codec.messages import k18_api_versions as api_versions
+from trafka.codec.messages import k76_share_group_heartbeat as share_group_heartbeat
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -96,15 +96,10 @@ def test_unsupported_versions(pair: tuple[Any, Any]) -> None:
     client, good = pair
     # A version the codec knows but brokerlite does not serve: an error response,
     # and the connection stays usable.
-    body = fetch.FetchRequest(
-        topics=[
-            fetch.FetchRequest.FetchTopic(
-                topic="t", partitions=[fetch.FetchRequest.FetchPartition(partition=0)]
-            )
-        ]
-    )
-    response = client.request(1, 3, body)
-    assert response.responses[0].partitions[0].error_code == ErrorCode.UNSUPPORTED_VERSION
+    # (ShareGroupHeartbeat v0, Kafka 4.0's early access: brokerlite serves v1.)
+    body = share_group_heartbeat.ShareGroupHeartbeatRequest(group_id="g", member_id="m")
+    response = client.request(76, 0, body)
+    assert response.error_code == ErrorCode.UNSUPPORTED_VERSION
     # ApiVersions from the future: a v0 answer naming the versions to use.
     corr = 99
     client.send_raw(framed(header(18, 42, corr) + b"\x00\x00"))

@@ -188,6 +188,22 @@ def test_cli_help_and_bad_config(tmp_path: Path) -> None:
     assert "num.partitions" in result.output
 
 
+def test_protocol_version_by_every_name(tmp_path: Path) -> None:
+    """Issue #37: 3.9 (the old versions too) by default, 4.0 by any spelling."""
+    assert BrokerConfig().protocol_version == "3.9"
+    path = tmp_path / "server.properties"
+    path.write_text("trafka.protocol.version=4.0\n")
+    assert BrokerConfig.from_properties(path).protocol_version == "4.0"
+    assert BrokerConfig.from_mapping({"protocol": "4.0"}).protocol_version == "4.0"
+    assert build_config(None, {"protocol": "4.0"}).protocol_version == "4.0"
+    assert build_config(path, {"protocol": "3.9"}).protocol_version == "3.9"
+    with pytest.raises(ConfigError, match=r"protocol_version: must be one of 3\.9, 4\.0"):
+        BrokerConfig(protocol_version="3.0")
+    result = CliRunner().invoke(command, ["--protocol", "2.8"])
+    assert result.exit_code == 2
+    assert "--protocol" in result.output
+
+
 @pytest.mark.timeout(60)
 def test_trafka_broker_serves_and_stops_cleanly_on_sigterm(tmp_path: Path) -> None:
     from kafka import KafkaAdminClient

@@ -104,7 +104,8 @@ SHARE_OFFSETS_KEYS = {90: (0, 1), 91: (0, 0), 92: (0, 0)}
 TELEMETRY_KEYS = {71: (0, 0), 72: (0, 0)}
 
 
-def test_advertised_versions_are_the_handlers_and_read_as_kafka_4_0(core: Any) -> None:
+def test_advertised_versions_are_the_handlers_and_read_as_kafka_4_0(open_core: Any) -> None:
+    core = open_core(protocol_version="4.0")
     response = core.call(18, 3, api_versions.ApiVersionsRequest())
     ranges = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
     assert response.error_code == 0
@@ -132,6 +133,27 @@ def test_advertised_versions_are_the_handlers_and_read_as_kafka_4_0(core: Any) -
         assert high == min(kafka_4_0[key][1], api(key).max_version), key
 
 
+def test_by_default_the_lowest_versions_are_kafka_3_9s(core: Any) -> None:
+    """Issue #37: clients older than Kafka 4 find every version Kafka 3.9 served."""
+    response = core.call(18, 3, api_versions.ApiVersionsRequest())
+    ranges = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
+    assert set(ranges) == set(HANDLERS)
+    assert ranges[0] == (0, 11)
+    assert ranges[1] == (0, 17)
+    assert ranges[2] == (0, 10)
+    assert ranges[8] == (0, 9)
+    assert ranges[9] == (0, 9)
+    assert ranges[11] == (0, 9)
+    kafka_3_9 = BROKER_API_VERSIONS[(3, 9)]
+    for key, (low, high) in ranges.items():
+        if key in SHARE_GROUP_KEYS or key in SHARE_OFFSETS_KEYS or key in TELEMETRY_KEYS:
+            continue  # not in 3.9 (or early access there): as under 4.0
+        if key in kafka_3_9:
+            assert low == kafka_3_9[key][0], key
+        # The highest versions stay the newest the broker serves.
+        assert high == HANDLERS[key].max_version, key
+
+
 def test_unknown_api_versions_version_gets_a_v0_error_listing_its_range(core: Any) -> None:
     header = RequestHeader(
         request_api_key=18, request_api_version=4, correlation_id=77, client_id="future"
@@ -149,7 +171,8 @@ def test_unknown_api_versions_version_gets_a_v0_error_listing_its_range(core: An
 @pytest.mark.parametrize("key", sorted(HANDLERS))
 def test_every_served_version_answers_a_default_request(core: Any, key: int) -> None:
     spec = HANDLERS[key]
-    for version in range(spec.min_version, spec.max_version + 1):
+    low, high = spec.served("3.9")  # the default: Kafka 4.0's versions and those it removed
+    for version in range(low, high + 1):
         body = api(key).request_type()
         if key == 0:
             body = produce.ProduceRequest(acks=1)
@@ -212,8 +235,10 @@ def test_every_served_version_answers_a_default_request(core: Any, key: int) -> 
     ],
 )
 def test_known_but_unserved_versions_get_unsupported_version(
-    core: Any, key: int, version: int, body: Any
+    open_core: Any, key: int, version: int, body: Any
 ) -> None:
+    """With ``protocol_version`` 4.0 the versions KIP-896 removed are refused."""
+    core = open_core(protocol_version="4.0")
     response = core.call(key, version, body)
     codes = _error_codes(response)
     assert codes, response

@@ -162,7 +162,18 @@ def test_parts_match_the_codec_for_any_response(plan: FetchPlan, version: int) -
 
 def test_versions_outside_the_served_range_are_refused() -> None:
     with pytest.raises(ValueError):
-        FetchPlan(0, 0, []).encode_parts(3)
+        FetchPlan(0, 0, []).encode_parts(18)
+
+
+def test_versions_below_4_are_encoded_by_the_codec_with_old_message_sets() -> None:
+    """Fetch v0-3 (issue #37): the generated schema, no file ranges."""
+    from trafka.codec.protocol import decode_response_body
+
+    for version in range(4):
+        parts = FetchPlan(0, 0, [], throttle_time_ms=5 if version else 0).encode_parts(version)
+        assert all(isinstance(part, bytes) for part in parts)
+        body = decode_response_body(1, version, b"".join(parts))  # type: ignore[arg-type]
+        assert body.responses == []
 
 
 def _transactional_broker(data_dir: Path) -> tuple[Any, int]:

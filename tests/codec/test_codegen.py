@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -121,3 +122,109 @@ def test_generation_is_deterministic() -> None:
     second = codegen.generate(SPECS)
     assert first == second
     assert {path.name for path in first} == {path.name for path in GENERATED}
+
+
+# -- the versions Kafka 4.0 removed (issue #37) -------------------------------------------
+
+OLD_SPECS = REPO.parent / "shared" / "kafka-protocol-3.9"
+
+
+def _trimmed(spec: dict[str, Any], low: int) -> dict[str, Any]:
+    """``spec`` as Kafka 4.0 trimmed it: versions below ``low`` gone, with their fields."""
+
+    def trim_fields(fields: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        out = []
+        for f in fields:
+            v = codegen.Versions.parse(f.get("versions"))
+            if v.high < low:
+                continue
+            f = dict(f)
+            f["versions"] = codegen._range_text(max(v.low, low), v.high)
+            if "fields" in f:
+                f["fields"] = trim_fields(f["fields"])
+            out.append(f)
+        return out
+
+    hi = codegen.Versions.parse(spec["validVersions"]).high
+    return {
+        **spec,
+        "validVersions": f"{low}-{hi}",
+        "fields": trim_fields(spec["fields"]),
+        "commonStructs": [
+            {**c, "fields": trim_fields(c["fields"])} for c in spec.get("commonStructs", [])
+        ],
+    }
+
+
+@pytest.mark.parametrize(
+    ("name", "low"),
+    [("ListOffsets", 1), ("Produce", 3), ("Fetch", 4), ("JoinGroup", 2), ("OffsetCommit", 2)],
+)
+def test_old_versions_come_back_from_the_39_specs(name: str, low: int) -> None:
+    """A spec trimmed as Kafka 4.0 trimmed it, merged with 3.9's, gives today's module.
+
+    ListOffsets v0 has fields no later version has (``MaxNumOffsets``,
+    ``OldStyleOffsets``): they must come back, in their wire position.
+    """
+    specs = {
+        suffix: codegen.load_spec(SPECS / "message" / f"{name}{suffix}.json")
+        for suffix in ("Request", "Response")
+    }
+    old = {
+        suffix: codegen.load_spec(OLD_SPECS / "message" / f"{name}{suffix}.json")
+        for suffix in ("Request", "Response")
+    }
+    trimmed = {suffix: _trimmed(spec, low) for suffix, spec in specs.items()}
+    assert codegen.Message.from_spec(trimmed["Request"]).versions.low == low
+    merged = {
+        suffix: codegen.Message.from_spec(codegen.merge_old_versions(trimmed[suffix], old[suffix]))
+        for suffix in ("Request", "Response")
+    }
+    for suffix in ("Request", "Response"):
+        codegen.check_merge(
+            merged[suffix],
+            codegen.Message.from_spec(trimmed[suffix]),
+            codegen.Message.from_spec(old[suffix]),
+        )
+    want = codegen.render_api(
+        codegen.Message.from_spec(specs["Request"]),
+        codegen.Message.from_spec(specs["Response"]),
+        "x",
+    )
+    assert codegen.render_api(merged["Request"], merged["Response"], "x") == want
+
+
+def test_the_old_spec_speaks_only_below_the_new_range() -> None:
+    # 3.9's UpdateFeaturesResponse has Results at 0+, 4.x ends it at v1: the
+    # merge must not give v2 a field the new spec removed.
+    assert codegen._field_versions("0-1", "0+", below=0, where="x") == "0-1"
+    assert codegen._field_versions("3+", "0+", below=3, where="x") == "0+"
+    assert codegen._field_versions(None, "0", below=1, where="x") == "0-0"
+    assert codegen._field_versions(None, "0+", below=4, where="x") == "0-3"
+    # A field missing from v2-3 cannot be one range.
+    with pytest.raises(SystemExit, match="do not join"):
+        codegen._field_versions("4+", "0-1", below=4, where="Fetch.X")
+    with pytest.raises(SystemExit, match="do not join"):
+        codegen._field_versions("5+", "0+", below=3, where="Fetch.X")
+
+
+def test_every_39_version_is_generated() -> None:
+    """Every (API, version) Kafka 3.9's broker knows is in the codec."""
+    from trafka.codec.protocol import api as api_info
+
+    old = codegen.load_old_specs(OLD_SPECS)
+    checked = 0
+    for spec in old.values():
+        if spec["type"] != "request" or "broker" not in spec.get("listeners", ()):
+            continue
+        info = api_info(spec["apiKey"])
+        v = codegen.Versions.parse(spec["validVersions"])
+        assert info.min_version <= v.low, info.name
+        assert v.high <= info.max_version, info.name
+        checked += 1
+    assert checked > 50
+
+
+def test_missing_old_specs_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(SystemExit, match=r"Kafka 3\.9's specs"):
+        codegen.generate(SPECS, tmp_path / "nowhere")

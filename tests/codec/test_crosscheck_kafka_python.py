@@ -392,3 +392,14 @@ def test_consumer_protocol_payloads(
         back = cls.decode(ours, version=v, header=False)
         assert _struct_from_theirs(back, schema, cls._struct, v) == body
         assert schema.parse(theirs) == body
+
+
+def test_the_versions_kafka_4_0_removed_are_cross_checked() -> None:
+    """Issue #37: the KIP-896 versions (served to old clients) are among the pairs
+    checked, requests and responses, wherever kafka-python has the API."""
+    checked = {(c.key, c.version, c.response) for c in CHECKED}
+    removed = {0: 2, 1: 3, 2: 0, 8: 1, 9: 0, 11: 1, 19: 1, 20: 0, 23: 1, 29: 0, 32: 0, 35: 0}
+    for key, highest in removed.items():
+        for version in range(highest + 1):
+            for response in (False, True):
+                assert (key, version, response) in checked, (key, version, response)

@@ -533,3 +533,54 @@ def test_a_node_port_that_cannot_be_bound_is_served_on_a_free_one(
             ((_, served),) = px.statistics.nodes.values()
             assert served != taken
             assert len(placement(broker.bootstrap_servers, topic, 1)) == 3
+
+
+@pytest.mark.skipif(KCAT is None, reason="kcat is not installed")
+def test_old_protocol_clients_through_the_proxy_are_routed_and_read_back(
+    broker: RunningBroker, proxy: RunningProxy
+) -> None:
+    """Issue #37: kcat without ApiVersions (0.10.2's Produce v2, magic 1 message
+    sets) has its keys routed; kafka-python at 0.10.2 (Fetch v3, JoinGroup v1)
+    reads them back as a group member, through the proxy."""
+    assert KCAT is not None
+    topic = fresh()
+    create(proxy.bootstrap_servers, topic, 4)
+    old = ["-X", "api.version.request=false", "-X", "broker.version.fallback=0.10.2"]
+    lines = b"".join(b"k%d:value %d\n" % (i % 11, i) for i in range(80))
+    subprocess.run(
+        [KCAT, "-b", proxy.bootstrap_servers, *old, "-P", "-t", topic, "-K:", "-z", "gzip"],
+        input=lines,
+        timeout=30,
+        check=True,
+    )
+    records = placement(broker.bootstrap_servers, topic, 4)
+    assert len(records) == 80
+    assert all(r.partition == murmur2_partition(r.key, 4) for r in records)
+    # Some would have gone elsewhere with librdkafka's own CRC32 partitioner.
+    assert any(crc32_partition(r.key, 4) != r.partition for r in records)
+
+    consumer = kafka.KafkaConsumer(
+        bootstrap_servers=proxy.bootstrap_servers,
+        group_id=fresh("old-group"),
+        auto_offset_reset="earliest",
+        consumer_timeout_ms=10_000,
+        api_version=(0, 10, 2),
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while consumer.partitions_for_topic(topic) != {0, 1, 2, 3}:
+            assert time.monotonic() < deadline, "kafka-python never saw the topic"
+            time.sleep(0.05)
+        consumer.subscribe([topic])
+        got = []
+        for message in consumer:
+            got.append(message)
+            if len(got) == 80:
+                break
+        consumer.commit()
+        committed = {p: consumer.committed(kafka.TopicPartition(topic, p)) for p in range(4)}
+    finally:
+        consumer.close()
+    assert sorted(m.value for m in got) == sorted(b"value %d" % i for i in range(80))
+    ends = {p: sum(1 for r in records if r.partition == p) for p in range(4)}
+    assert committed == ends

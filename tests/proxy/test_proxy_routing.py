@@ -178,3 +178,35 @@ def test_not_leader_takes_the_hint_or_asks_again() -> None:
     request_body = metadata_request({"payments", "orders"})
     assert [t.name for t in request_body.topics] == ["orders", "payments"]
     assert request_body.allow_auto_topic_creation is False
+
+
+def test_legacy_message_sets_are_routed_in_their_own_format() -> None:
+    """Produce v0-2 (issue #37): magic 0/1 messages, a compressed wrapper among
+    them, go by key like batches and stay in their magic and codec."""
+    from trafka.codec.legacy import decode_message_set, encode_message_set
+    from trafka.codec.records import iter_batches
+
+    for magic in (0, 1):
+        sent = [(1_000 + i, k, v, ()) for i, (_, k, v, _) in enumerate(keyed(60, keys=17))]
+        blob = encode_message_set(sent[:30], magic=magic) + encode_message_set(
+            sent[30:], magic=magic, compression=1
+        )
+        routed, stats = plan(request({0: [blob]}))
+        flat = []
+        for node, part in routed.parts:
+            for t in part.topic_data:
+                for p in t.partition_data:
+                    assert LEADERS[p.index] == node
+                    headers = [h for h, _ in iter_batches(p.records)]
+                    assert {h.magic for h in headers} == {magic}
+                    for r in decode_message_set(p.records):
+                        assert p.index == murmur2_partition(r.key, 6)
+                        flat.append((r.key, r.value))
+                    # The compressed wrapper's share stays gzip.
+                    assert {h.compression for h in headers} <= {0, 1}
+        assert Counter(flat) == Counter((k, v) for _, k, v, _ in sent)
+        assert stats.records_moved + stats.records_kept == 60
+        # Every version that carries message sets encodes the routed parts.
+        for version in (0, 1, 2):
+            for _, part in routed.parts:
+                protocol.encode_request_body(0, version, part)
