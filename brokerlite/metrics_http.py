@@ -11,11 +11,14 @@ Rules:
   serves. ``/readyz`` is 200 once the broker serves clients: on a single node at
   once, in a cluster once this broker sees itself registered and a controller
   elected; 503 otherwise.
+* The proxy serves its own metrics with the same driver (:class:`Endpoint`:
+  what ``/metrics`` and ``/readyz`` say).
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import trio
@@ -26,7 +29,7 @@ from .metrics import CONTENT_TYPE
 if TYPE_CHECKING:
     from .broker import Broker
 
-__all__ = ["serve_metrics"]
+__all__ = ["Endpoint", "serve_metrics"]
 
 log = logging.getLogger("trafka.brokerlite")
 
@@ -43,8 +46,21 @@ def ready(broker: Broker) -> bool:
     return broker.node_id in image.brokers and image.controller_id >= 0
 
 
-def answer(broker: Broker, head: bytes) -> bytes:
+class Endpoint:
+    """What the listener serves: the exposition and the readiness of a server."""
+
+    def __init__(self, exposition: Callable[[], bytes], ready: Callable[[], bool]) -> None:
+        self.exposition = exposition
+        self.ready = ready
+
+    @classmethod
+    def of(cls, broker: Broker) -> Endpoint:
+        return cls(broker.metrics.exposition, lambda: ready(broker))
+
+
+def answer(server: Broker | Endpoint, head: bytes) -> bytes:
     """The whole HTTP answer to a request head."""
+    endpoint = server if isinstance(server, Endpoint) else Endpoint.of(server)
     line = head.split(b"\r\n", 1)[0].split()
     if len(line) != 3 or not line[2].startswith(b"HTTP/"):
         return _response(400, b"bad request\n")
@@ -52,11 +68,11 @@ def answer(broker: Broker, head: bytes) -> bytes:
     if method not in (b"GET", b"HEAD"):
         return _response(405, b"method not allowed\n")
     if target == b"/metrics":
-        body, status, kind = broker.metrics.exposition(), 200, CONTENT_TYPE
+        body, status, kind = endpoint.exposition(), 200, CONTENT_TYPE
     elif target == b"/healthz":
         body, status, kind = b"ok\n", 200, "text/plain"
     elif target == b"/readyz":
-        ok = ready(broker)
+        ok = endpoint.ready()
         body, status, kind = (
             (b"ready\n", 200, "text/plain") if ok else (b"not ready\n", 503, "text/plain")
         )
@@ -78,7 +94,7 @@ def _response(
     return head.encode() + body
 
 
-async def _exchange(broker: Broker, stream: trio.SocketStream) -> None:
+async def _exchange(endpoint: Endpoint, stream: trio.SocketStream) -> None:
     head = bytearray()
     with trio.move_on_after(_HEAD_TIMEOUT_S):
         while b"\r\n\r\n" not in head and len(head) <= _MAX_HEAD:
@@ -89,19 +105,20 @@ async def _exchange(broker: Broker, stream: trio.SocketStream) -> None:
     if b"\r\n\r\n" not in head:
         await stream.send_all(_response(400, b"bad request\n"))
         return
-    await stream.send_all(answer(broker, bytes(head)))
+    await stream.send_all(answer(endpoint, bytes(head)))
 
 
 async def serve_metrics(
-    broker: Broker,
+    server: Broker | Endpoint,
     listeners: list[trio.SocketListener],
     task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Answer metrics and health requests on ``listeners`` until cancelled."""
+    endpoint = server if isinstance(server, Endpoint) else Endpoint.of(server)
 
     async def handle(stream: trio.SocketStream) -> None:
         try:
-            await _exchange(broker, stream)
+            await _exchange(endpoint, stream)
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
             pass
         finally:

@@ -47,6 +47,20 @@ from .server import ProxyConfig, run_proxy
     show_default=True,
     help="Announce the proxy on the local network (zeroconf, _kafka._tcp, role proxy).",
 )
+@click.option(
+    "--metrics-listen",
+    metavar="HOST:PORT",
+    help="Serve Prometheus metrics (/metrics), /healthz and /readyz over HTTP here.",
+)
+@click.option(
+    "--max-decompressed-bytes",
+    type=int,
+    default=16 * 1024 * 1024,
+    show_default=True,
+    help="The most one batch may inflate to when routed (beyond: MESSAGE_TOO_LARGE).",
+)
+@click.option("--connections-max-idle-ms", type=int, default=600_000, show_default=True)
+@click.option("--request-receive-timeout-ms", type=int, default=30_000, show_default=True)
 @click.option("-v", "--verbose", is_flag=True, help="Log each broker listener and connection.")
 def command(
     upstream: str,
@@ -60,6 +74,10 @@ def command(
     upstream_ssl: bool,
     upstream_ssl_cafile: str | None,
     announce: bool,
+    metrics_listen: str | None,
+    max_decompressed_bytes: int,
+    connections_max_idle_ms: int,
+    request_receive_timeout_ms: int,
     verbose: bool,
 ) -> None:
     """Proxy Kafka clients to a cluster, rewriting broker addresses and routing
@@ -82,6 +100,10 @@ def command(
             upstream_ssl=upstream_ssl,
             upstream_ssl_cafile=upstream_ssl_cafile,
             announce=announce,
+            metrics_listen=metrics_listen,
+            max_decompressed_bytes=max_decompressed_bytes,
+            connections_max_idle_ms=connections_max_idle_ms,
+            request_receive_timeout_ms=request_receive_timeout_ms,
         )
         config.client_ssl_context()
         config.upstream_ssl_context()

@@ -49,9 +49,10 @@ class UpstreamError(Exception):
 class Waiter:
     """One request's answer to come (see :meth:`UpstreamPool.wait`)."""
 
-    __slots__ = ("done", "error", "frame")
+    __slots__ = ("done", "error", "frame", "sent_at")
 
     def __init__(self) -> None:
+        self.sent_at = 0.0
         self.done = trio.Event()
         self.frame: bytes | None = None
         self.error: UpstreamError | None = None
@@ -85,6 +86,7 @@ class UpstreamPool:
         nursery: runs each connection's reader.
         connect: opens a stream to a broker by node id (raises OSError).
         max_frame_size: the largest answer accepted.
+        observe: called with (node id, seconds) for each answered request.
     """
 
     def __init__(
@@ -92,7 +94,9 @@ class UpstreamPool:
         nursery: trio.Nursery,
         connect: Callable[[int], Awaitable[trio.abc.Stream]],
         max_frame_size: int,
+        observe: Callable[[int, float], None] | None = None,
     ) -> None:
+        self._observe = observe
         self._nursery = nursery
         self._connect = connect
         self._max_frame_size = max_frame_size
@@ -129,6 +133,7 @@ class UpstreamPool:
                 client_id=client_id,
             )
             waiter = Waiter()
+            waiter.sent_at = trio.current_time()
             if answered:
                 link.waiting[link.next_id] = waiter
             try:
@@ -191,6 +196,8 @@ class UpstreamPool:
                     if waiter is not None:
                         waiter.frame = bytes(frame)
                         waiter.done.set()
+                        if self._observe is not None:
+                            self._observe(link.node_id, trio.current_time() - waiter.sent_at)
         except (DecodeError, TrafkaError) as exc:
             log.warning("closing the pooled connection to broker %d: %s", link.node_id, exc)
             error = UpstreamError(f"broker {link.node_id}: {exc}")

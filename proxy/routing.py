@@ -162,6 +162,17 @@ class RouteStats:
     parts_failed: int = 0
     metadata_refreshes: int = 0
     sequence_lookups: int = 0
+    moved_by_topic: dict[str, int] = field(default_factory=dict)
+    kept_by_topic: dict[str, int] = field(default_factory=dict)
+
+    def count(self, topic: str, moved: int, kept: int) -> None:
+        """Records of ``topic`` placed: ``moved`` to their key's partition, ``kept``."""
+        self.records_moved += moved
+        self.records_kept += kept
+        if moved:
+            self.moved_by_topic[topic] = self.moved_by_topic.get(topic, 0) + moved
+        if kept:
+            self.kept_by_topic[topic] = self.kept_by_topic.get(topic, 0) + kept
 
 
 # A request's part: (round, leader) -> {topic: {partition: batch}}.
@@ -251,14 +262,13 @@ def _split(
         groups.setdefault(target, []).append(r)
     total = max(1, len(records))
     if list(groups) == [partition]:
-        stats.records_kept += len(records)
+        stats.count(topic, 0, len(records))
         return _Split(topic, partition, header, {partition: _Piece(records, header, raw, len(raw))})
     stats.batches_rebuilt += 1
     pieces = {}
     for target, records in groups.items():
         moved = len(records) if target != partition else 0
-        stats.records_moved += moved
-        stats.records_kept += len(records) - moved
+        stats.count(topic, moved, len(records) - moved)
         pieces[target] = _Piece(records, header, None, len(raw) * len(records) // total + 64)
     return _Split(topic, partition, header, pieces)
 

@@ -49,6 +49,7 @@ from trafka.codec.framing import FrameReader
 from trafka.discovery import announcing_listener, discover, is_spec, parse_spec
 
 from .exactly_once import ExactlyOnce
+from .metrics import ProxyMetrics
 from .pool import UpstreamError, UpstreamPool, Waiter
 from .rewrite import (
     METADATA,
@@ -119,6 +120,10 @@ class ProxyConfig:
             long is closed (Kafka's ``connections.max.idle.ms``).
         request_receive_timeout_ms: a request begun but not received whole
             within this long closes its connection.
+        metrics_listen: ``host:port`` of an HTTP listener serving Prometheus
+            metrics (``/metrics``, see :mod:`.metrics`), ``/healthz`` and
+            ``/readyz`` (200 once an upstream bootstrap server answered a
+            connection; checked every 5 s).
 
     An ``upstream`` entry may be a zeroconf discovery spec (``zeroconf`` or
     ``zeroconf:cluster=abc``): the proxy looks for the cluster's brokers when it
@@ -143,6 +148,7 @@ class ProxyConfig:
     max_decompressed_bytes: int = 16 * 1024 * 1024
     connections_max_idle_ms: int = 600_000
     request_receive_timeout_ms: int = 30_000
+    metrics_listen: str | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.upstream, str):
@@ -171,6 +177,10 @@ class ProxyConfig:
         ):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive")
+        if self.metrics_listen is not None:
+            _, sep, port = self.metrics_listen.rpartition(":")
+            if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
+                raise ValueError(f"metrics_listen {self.metrics_listen!r} is not host:port")
         if (self.ssl_keyfile or self.ssl_key_password) and not self.ssl_certfile:
             raise ValueError("ssl_keyfile needs ssl_certfile")
         if self.upstream_ssl_cafile and not self.upstream_ssl:
@@ -223,17 +233,21 @@ class ProxyStatistics:
     connections: int = 0
     open_connections: int = 0
     refused_frames: int = 0
+    too_large: int = 0
+    timeouts: int = 0
     routing: RouteStats = field(default_factory=RouteStats)
     nodes: dict[int, tuple[str, int]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
 class RunningProxy:
-    """A serving proxy: its bootstrap address and live statistics."""
+    """A serving proxy: its bootstrap address and live statistics (and the
+    metrics listener's address, when it serves one)."""
 
     address: tuple[str, int]
     bootstrap_servers: str
     statistics: ProxyStatistics
+    metrics_address: tuple[str, int] | None = None
 
 
 class _Proxy:
@@ -251,7 +265,11 @@ class _Proxy:
         # What clients (and failing accepts) can repeat at will: a line a minute each.
         self.quiet = RateLimitedLog(log, clock=trio.current_time)
         # Shared by every client connection (pooled Produce, metadata refreshes).
-        self.pool = UpstreamPool(nursery, self._connect_node, config.max_frame_size)
+        self.metrics = ProxyMetrics(self.stats)
+        self.pool = UpstreamPool(
+            nursery, self._connect_node, config.max_frame_size, self.metrics.upstream
+        )
+        self.upstream_reachable = False
         self.stale: set[str] = set()
         self.refreshing = False
         # Idempotent and transactional producers' routing (sequence numbers, transactions).
@@ -343,6 +361,23 @@ class _Proxy:
                 failures.append(f"{host}:{port}: {exc or type(exc).__name__}")
         raise OSError("no upstream broker reachable (" + "; ".join(failures) + ")")
 
+    async def _probe_upstream(self) -> None:
+        """Whether an upstream bootstrap server takes connections (for /readyz)."""
+        while True:
+            reachable = False
+            for server in self.config.upstream:
+                host, port = _split(server)
+                try:
+                    with trio.fail_after(self.config.connect_timeout):
+                        stream = await trio.open_tcp_stream(host, port)
+                    await stream.aclose()
+                    reachable = True
+                    break
+                except (OSError, trio.TooSlowError):
+                    continue
+            self.upstream_reachable = reachable
+            await trio.sleep(5)
+
     async def _connect_node(self, node_id: int) -> trio.abc.Stream:
         if node_id not in self.nodes:
             raise OSError(f"broker {node_id} has not been named in any answer")
@@ -397,6 +432,7 @@ class _Proxy:
                 with trio.move_on_after(waiting) as timer:
                     data = await conn.client.receive_some(65536)
                 if timer.cancelled_caught:
+                    self.stats.timeouts += 1
                     what = "a request not received whole" if reader.buffered else "idle"
                     self.quiet.log(
                         logging.INFO,
@@ -423,6 +459,7 @@ class _Proxy:
     async def _request(self, frame: bytes, conn: _Client) -> None:
         header, _ = protocol.decode_request_header(frame)
         key, version = header.request_api_key, header.request_api_version
+        self.metrics.request(key, len(frame) + 4)
         if key in _SASL_APIS:
             # The pool's connections are not the client's: its Produce stays on its own.
             conn.sasl = True
@@ -499,7 +536,7 @@ class _Proxy:
         """A batch inflating beyond ``max_decompressed_bytes``: MESSAGE_TOO_LARGE for
         the request's partitions, nothing forwarded (acks=0: the connection closes,
         as Kafka tells such a producer)."""
-        self.stats.refused_frames += 1
+        self.stats.too_large += 1
         self.quiet.warning("too-large", "refusing a Produce: %s", exc)
         if body.acks == 0:
             conn.pumps.cancel_scope.cancel()
@@ -516,7 +553,8 @@ class _Proxy:
     async def _forward(
         self, conn: _Client, frame: bytes, correlation_id: int, pending: Pending | None
     ) -> None:
-        await conn.to_writer.send(_Answer(correlation_id, pending))
+        key = int.from_bytes(frame[:2], "big", signed=True)
+        await conn.to_writer.send(_Answer(correlation_id, pending, api_key=key))
         await conn.upstream.send_all(_SIZE.pack(len(frame)) + frame)
 
     async def _produce_pooled(
@@ -688,25 +726,24 @@ class _Proxy:
                         raise slot.error
                     assert slot.frame is not None
                     await conn.client.send_all(slot.frame)
+                    self.metrics.answered(slot.api_key, len(slot.frame))
                     continue
                 frame = held if held is not None else await frames.receive()
                 held = None
                 if protocol.peek_correlation_id(frame) != slot.correlation_id:
                     held = frame  # that request was not answered; this is a later one's
                     continue
-                if slot.pending is None:
-                    await conn.client.send_all(_SIZE.pack(len(frame)) + frame)
-                elif slot.pending.api_key == INIT_PRODUCER_ID:
-                    self.eos.init_answered(
-                        protocol.decode_response(frame, INIT_PRODUCER_ID, slot.pending.api_version)[
-                            1
-                        ]
-                    )
-                    await conn.client.send_all(_SIZE.pack(len(frame)) + frame)
+                pending = slot.pending
+                if pending is not None and pending.api_key == INIT_PRODUCER_ID:
+                    _, init = protocol.decode_response(frame, INIT_PRODUCER_ID, pending.api_version)
+                    self.eos.init_answered(init)
+                    pending = None  # learnt from, passed byte for byte
+                if pending is None:
+                    out = _SIZE.pack(len(frame)) + frame
                 else:
-                    await conn.client.send_all(
-                        rewrite_response(slot.pending, frame, self.addresses, self.topics)
-                    )
+                    out = rewrite_response(pending, frame, self.addresses, self.topics)
+                await conn.client.send_all(out)
+                self.metrics.answered(slot.api_key, len(out))
         except (DecodeError, TrafkaError) as exc:
             self.quiet.warning(
                 "answer", "closing a connection after a bad answer from upstream: %s", exc
@@ -725,6 +762,7 @@ class _Answer:
     pending: Pending | None
     done: trio.Event | None = None
     frame: bytes | None = None
+    api_key: int = PRODUCE
     error: TrafkaError | None = None
     closed: bool = False  # the upstream connection ended: nothing more is owed
 
@@ -777,8 +815,22 @@ async def serve_proxy(
             nursery.start_soon(proxy._serve, listener, None)
         advertised = proxy.advertised
         log.info("proxy on %s:%d for %s", advertised, port, ",".join(config.upstream))
+        metrics_address = None
+        if config.metrics_listen is not None:
+            from trafka.brokerlite.metrics_http import Endpoint, serve_metrics
+
+            metrics_host, _, metrics_port = config.metrics_listen.rpartition(":")
+            served = await trio.open_tcp_listeners(
+                int(metrics_port), host=metrics_host.strip("[]") or None
+            )
+            metrics_address = tuple(served[0].socket.getsockname()[:2])
+            endpoint = Endpoint(proxy.metrics.exposition, lambda: proxy.upstream_reachable)
+            await nursery.start(serve_metrics, endpoint, served)
+            nursery.start_soon(proxy._probe_upstream)
         try:
-            running = RunningProxy((advertised, port), f"{advertised}:{port}", proxy.stats)
+            running = RunningProxy(
+                (advertised, port), f"{advertised}:{port}", proxy.stats, metrics_address
+            )
             if config.announce:
                 protocol = "SSL" if config.ssl_certfile else None
                 async with announcing_listener(

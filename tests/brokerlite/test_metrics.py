@@ -12,7 +12,7 @@ import pytest
 import trio
 from prometheus_client.parser import text_string_to_metric_families
 
-from trafka.brokerlite.metrics_http import answer
+from trafka.brokerlite.metrics_http import Endpoint, answer
 from trafka.brokerlite.server import serve_broker
 from trafka.sdk import NewTopic, open_admin, open_consumer, open_producer
 
@@ -106,6 +106,9 @@ def test_metrics_move_as_records_flow(tmp_path: Any) -> None:
 
 
 def test_a_malformed_or_unknown_request_gets_an_http_error() -> None:
-    broker: Any = None  # never reached: refused before any broker state is read
+    def never() -> Any:
+        raise AssertionError("refused before any state is read")
+
+    broker = Endpoint(never, never)
     assert answer(broker, b"garbage\r\n\r\n").startswith(b"HTTP/1.1 400")
     assert answer(broker, b"POST /metrics HTTP/1.1\r\n\r\n").startswith(b"HTTP/1.1 405")

@@ -1,0 +1,150 @@
+"""The proxy's Prometheus metrics.
+
+=================================================================  ==============================
+metric                                                             what
+=================================================================  ==============================
+``trafka_proxy_requests_total{request}``                           client requests, per API
+``trafka_proxy_request_bytes_total{request}``                      their bytes
+``trafka_proxy_response_bytes_total{request}``                     answer bytes written to clients
+``trafka_proxy_records_routed_total{topic,outcome}``               records of routed Produce requests:
+                                                                   ``moved`` (to their key's
+                                                                   partition) or ``kept``
+``trafka_proxy_upstream_request_seconds{broker}``                  round trips on the proxy's own
+                                                                   upstream connections (histogram)
+``trafka_proxy_errors_total{kind}``                                ``bad_request`` (a connection
+                                                                   closed), ``part_failed`` (a part
+                                                                   of a routed Produce got no
+                                                                   answer), ``too_large`` (a batch
+                                                                   past max_decompressed_bytes),
+                                                                   ``timeout`` (an idle or half-sent
+                                                                   connection closed)
+``trafka_proxy_connections_open`` / ``connections_total``          client connections
+=================================================================  ==============================
+
+Rules: counters are plain integers bumped on the proxy's trio thread (the
+record counts also by the routing worker threads, whose ``+=`` on an int the
+GIL keeps whole); ``prometheus_client`` is imported at the first scrape, as
+brokerlite's (:mod:`trafka.brokerlite.metrics`); each proxy has its own registry.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+from trafka.codec.protocol import api
+
+if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry
+
+    from .server import ProxyStatistics
+
+__all__ = ["ProxyMetrics"]
+
+_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0)
+
+
+class ProxyMetrics:
+    """The counters the proxy keeps, and its Prometheus registry."""
+
+    def __init__(self, stats: ProxyStatistics) -> None:
+        self.stats = stats
+        self.requests: dict[int, int] = {}
+        self.request_bytes: dict[int, int] = {}
+        self.response_bytes: dict[int, int] = {}
+        self._latency: dict[int, list[int]] = {}
+        self._latency_sums: dict[int, float] = {}
+        self._registry: CollectorRegistry | None = None
+
+    def request(self, api_key: int, nbytes: int) -> None:
+        self.requests[api_key] = self.requests.get(api_key, 0) + 1
+        self.request_bytes[api_key] = self.request_bytes.get(api_key, 0) + nbytes
+
+    def answered(self, api_key: int, nbytes: int) -> None:
+        self.response_bytes[api_key] = self.response_bytes.get(api_key, 0) + nbytes
+
+    def upstream(self, node_id: int, seconds: float) -> None:
+        """One pooled request to broker ``node_id`` was answered in ``seconds``."""
+        counts = self._latency.get(node_id)
+        if counts is None:
+            counts = self._latency[node_id] = [0] * (len(_BUCKETS) + 1)
+            self._latency_sums[node_id] = 0.0
+        counts[bisect.bisect_left(_BUCKETS, seconds)] += 1
+        self._latency_sums[node_id] += seconds
+
+    def exposition(self) -> bytes:
+        """The Prometheus text format of every metric now."""
+        from prometheus_client import CollectorRegistry, generate_latest
+
+        if self._registry is None:
+            self._registry = CollectorRegistry(auto_describe=False)
+            self._registry.register(self)
+        return generate_latest(self._registry)
+
+    def collect(self) -> Iterator[Any]:
+        from prometheus_client.core import (
+            CounterMetricFamily,
+            GaugeMetricFamily,
+            HistogramMetricFamily,
+        )
+
+        for name, values, what in (
+            ("requests", self.requests, "Client requests, per API."),
+            ("request_bytes", self.request_bytes, "Bytes of client requests, per API."),
+            ("response_bytes", self.response_bytes, "Answer bytes written to clients, per API."),
+        ):
+            family = CounterMetricFamily(f"trafka_proxy_{name}", what, labels=["request"])
+            for key, value in sorted(values.items()):
+                family.add_metric([_api_name(key)], value)
+            yield family
+        routed = CounterMetricFamily(
+            "trafka_proxy_records_routed",
+            "Records of routed Produce requests, moved to their key's partition or kept.",
+            labels=["topic", "outcome"],
+        )
+        stats = self.stats
+        for outcome, counts in (
+            ("moved", stats.routing.moved_by_topic),
+            ("kept", stats.routing.kept_by_topic),
+        ):
+            for topic, count in sorted(dict(counts).items()):
+                routed.add_metric([topic, outcome], count)
+        yield routed
+        errors = CounterMetricFamily(
+            "trafka_proxy_errors", "What the proxy refused or could not do.", labels=["kind"]
+        )
+        for kind, value in (
+            ("bad_request", stats.refused_frames),
+            ("part_failed", stats.routing.parts_failed),
+            ("too_large", stats.too_large),
+            ("timeout", stats.timeouts),
+        ):
+            errors.add_metric([kind], value)
+        yield errors
+        yield GaugeMetricFamily(
+            "trafka_proxy_connections_open", "Client connections open.", stats.open_connections
+        )
+        yield CounterMetricFamily(
+            "trafka_proxy_connections", "Client connections accepted.", stats.connections
+        )
+        latency = HistogramMetricFamily(
+            "trafka_proxy_upstream_request_seconds",
+            "Round trips on the proxy's own upstream connections.",
+            labels=["broker"],
+        )
+        for node_id, buckets in sorted(self._latency.items()):
+            cumulative = []
+            running = 0
+            for bound, n in zip((*map(str, _BUCKETS), "+Inf"), buckets, strict=True):
+                running += n
+                cumulative.append((bound, running))
+            latency.add_metric([str(node_id)], cumulative, self._latency_sums[node_id])
+        yield latency
+
+
+def _api_name(key: int) -> str:
+    try:
+        return api(key).name
+    except (KeyError, ValueError):
+        return str(key)
