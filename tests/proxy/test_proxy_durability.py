@@ -1,0 +1,111 @@
+"""The routing proxy in front of three broker processes while one is killed -9
+and started again: librdkafka's idempotent producer (acks=all) writes keyed
+records through the proxy the whole time, and every record is in the cluster
+exactly once, on its murmur2 partition, in its key's order."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import confluent_kafka
+import pytest
+from confluent_kafka.admin import AdminClient, NewTopic
+from proxy_helpers import placement
+
+from trafka.brokerlite.local_cluster import ClusterProcesses
+from trafka.brokerlite.zookeeper import zookeeper_available
+from trafka.proxy import proxy_in_thread
+from trafka.sdk.partitioners import murmur2_partition
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.timeout(300),
+    pytest.mark.skipif(not zookeeper_available(), reason="ZooKeeper not found"),
+]
+
+TOPIC = "routed"
+PARTITIONS = 6
+KEYS = 31
+RECORDS = 12_000
+
+
+def wait_for(what: str, probe: Any, timeout: float) -> Any:
+    deadline = time.monotonic() + timeout
+    while (got := probe()) is None:
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+    return got
+
+
+def test_idempotent_routing_is_exactly_once_across_kill_9_of_a_broker(tmp_path: Path) -> None:
+    cluster = ClusterProcesses(tmp_path, 3)
+    cluster.start()
+    try:
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+        created = admin.create_topics(
+            [NewTopic(TOPIC, PARTITIONS, 3, config={"min.insync.replicas": "2"})]
+        )
+        for future in created.values():
+            future.result(30)
+        with proxy_in_thread(upstream=tuple(cluster.bootstrap_servers.split(",")), port=0) as px:
+            sent = 0
+            failures: list[Any] = []
+            done = threading.Event()
+
+            def produce() -> None:
+                nonlocal sent
+                producer = confluent_kafka.Producer(
+                    {
+                        "bootstrap.servers": px.bootstrap_servers,
+                        "enable.idempotence": True,
+                        "partitioner": "consistent_random",  # CRC32: most records move
+                        "message.timeout.ms": 120_000,
+                        "linger.ms": 10,
+                    }
+                )
+                try:
+                    for i in range(RECORDS):
+                        producer.produce(
+                            TOPIC,
+                            value=b"r-%d" % i,
+                            key=b"key-%d" % (i % KEYS),
+                            on_delivery=lambda err, _m: failures.append(err) if err else None,
+                        )
+                        sent = i + 1
+                        if i % 100 == 99:
+                            producer.poll(0)
+                            time.sleep(0.03)
+                    assert producer.flush(150) == 0
+                finally:
+                    done.set()
+
+            thread = threading.Thread(target=produce, daemon=True)
+            thread.start()
+            wait_for("a third sent", lambda: sent > RECORDS // 3 or None, 60)
+            victim = 2
+            cluster.kill(victim)
+            wait_for("two thirds sent", lambda: sent > 2 * RECORDS // 3 or None, 90)
+            cluster.start_node(victim)
+            assert done.wait(200), "the producer did not finish"
+            thread.join(10)
+            assert failures == []
+            routing = px.statistics.routing
+            assert routing.records_moved > 0
+
+        records = placement(cluster.bootstrap_servers, TOPIC, PARTITIONS)
+        counts = Counter(r.value for r in records)
+        doubled = [v for v, c in counts.items() if c > 1]
+        assert doubled == [], f"{len(doubled)} records written twice"
+        assert set(counts) == {b"r-%d" % i for i in range(RECORDS)}
+        assert [r for r in records if r.partition != murmur2_partition(r.key, PARTITIONS)] == []
+        for key in {r.key for r in records}:
+            order = [
+                int(r.value[2:]) for r in sorted(records, key=lambda r: r.offset) if r.key == key
+            ]
+            assert order == sorted(order), key
+    finally:
+        cluster.stop()
