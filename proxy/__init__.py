@@ -10,14 +10,21 @@ whichever client produced it and whatever partitioner that client uses::
         ...  # clients use running.bootstrap_servers
 
 or ``trafka proxy --upstream kafka:9092 --listen 0.0.0.0:19092 --advertised-host proxy``.
-The protocol logic is :mod:`.rewrite` (I/O-free); :mod:`.server` drives it.
+The protocol logic is :mod:`.rewrite`, :mod:`.routing` and :mod:`.sequences`
+(I/O-free); :mod:`.server` and :mod:`.exactly_once` drive it. User code sees
+and changes decoded requests and answers through :class:`Filter`
+(:mod:`.filters`).
 """
 
+from .filters import Filter, FilterContext, Respond
 from .routing import HASHES, RouteStats
 from .server import ProxyConfig, ProxyStatistics, RunningProxy, proxy_in_thread, serve_proxy
 
 __all__ = [
     "HASHES",
+    "Filter",
+    "FilterContext",
+    "Respond",
     "ProxyConfig",
     "ProxyStatistics",
     "RouteStats",

@@ -6,6 +6,7 @@ import logging
 
 import click
 
+from .filters import load_filter
 from .routing import HASHES
 from .server import ProxyConfig, run_proxy
 
@@ -61,6 +62,13 @@ from .server import ProxyConfig, run_proxy
 )
 @click.option("--connections-max-idle-ms", type=int, default=600_000, show_default=True)
 @click.option("--request-receive-timeout-ms", type=int, default=30_000, show_default=True)
+@click.option(
+    "--filter",
+    "filter_specs",
+    multiple=True,
+    metavar="MODULE:ATTR",
+    help="A trafka.proxy.Filter (class, factory or instance) to run, in the order given.",
+)
 @click.option("-v", "--verbose", is_flag=True, help="Log each broker listener and connection.")
 def command(
     upstream: str,
@@ -78,6 +86,7 @@ def command(
     max_decompressed_bytes: int,
     connections_max_idle_ms: int,
     request_receive_timeout_ms: int,
+    filter_specs: tuple[str, ...],
     verbose: bool,
 ) -> None:
     """Proxy Kafka clients to a cluster, rewriting broker addresses and routing
@@ -104,6 +113,7 @@ def command(
             max_decompressed_bytes=max_decompressed_bytes,
             connections_max_idle_ms=connections_max_idle_ms,
             request_receive_timeout_ms=request_receive_timeout_ms,
+            filters=tuple(load_filter(spec) for spec in filter_specs),
         )
         config.client_ssl_context()
         config.upstream_ssl_context()

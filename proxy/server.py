@@ -49,6 +49,7 @@ from trafka.codec.framing import FrameReader
 from trafka.discovery import announcing_listener, discover, is_spec, parse_spec
 
 from .exactly_once import ExactlyOnce
+from .filters import Filter, FilterContext, FilterError, run_request, run_response, wanted
 from .metrics import ProxyMetrics
 from .pool import UpstreamError, UpstreamPool, Waiter
 from .rewrite import (
@@ -120,6 +121,8 @@ class ProxyConfig:
             long is closed (Kafka's ``connections.max.idle.ms``).
         request_receive_timeout_ms: a request begun but not received whole
             within this long closes its connection.
+        filters: user code that sees (and may change or answer) decoded
+            requests and answers, in this order (see :mod:`.filters`).
         metrics_listen: ``host:port`` of an HTTP listener serving Prometheus
             metrics (``/metrics``, see :mod:`.metrics`), ``/healthz`` and
             ``/readyz`` (200 once an upstream bootstrap server answered a
@@ -149,6 +152,7 @@ class ProxyConfig:
     connections_max_idle_ms: int = 600_000
     request_receive_timeout_ms: int = 30_000
     metrics_listen: str | None = None
+    filters: tuple[Filter, ...] = ()
 
     def __post_init__(self) -> None:
         if isinstance(self.upstream, str):
@@ -412,7 +416,7 @@ class _Proxy:
                 return
             to_writer, answers = trio.open_memory_channel[_Answer](_MAX_WAITING_ANSWERS)
             async with client, upstream, trio.open_nursery() as pumps:
-                conn = _Client(client, upstream, address, to_writer, pumps)
+                conn = _Client(client, upstream, address, to_writer, pumps, peer=_peer(raw))
                 frames_in, frames = trio.open_memory_channel[bytes](_MAX_WAITING_ANSWERS)
                 pumps.start_soon(self._requests, conn)
                 pumps.start_soon(self._upstream_frames, conn, frames_in)
@@ -452,6 +456,10 @@ class _Proxy:
             self.quiet.warning(
                 "request", "closing a client connection after a bad request: %s", exc
             )
+        except FilterError as exc:
+            self.quiet.error(
+                ("filter", str(exc).split(":", 1)[0]), "closing a client connection: %s", exc
+            )
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             pass
         conn.pumps.cancel_scope.cancel()
@@ -463,9 +471,29 @@ class _Proxy:
         if key in _SASL_APIS:
             # The pool's connections are not the client's: its Produce stays on its own.
             conn.sasl = True
+        conn.filtered = None
         if not _known(key, version):
             await self._forward(conn, frame, header.correlation_id, None)
             return
+        chain = wanted(self.config.filters, key) if self.config.filters else ()
+        if chain:
+            ctx = FilterContext(
+                key,
+                version,
+                header.correlation_id,
+                header.client_id,
+                conn.peer,
+                self._node_of(conn.address),
+                conn.state,
+            )
+            _, original = protocol.decode_request(frame)
+            changed, respond, seen = run_request(chain, ctx, original)
+            if respond is not None:
+                await self._respond(conn, header, original, respond.body, ctx, chain[: seen - 1])
+                return
+            conn.filtered = (ctx, chain)
+            if changed is not original:
+                frame = protocol.encode_request(header, changed)[4:]
         if key != PRODUCE:
             if key in _TXN_APIS and self.config.route_keys != "none":
                 _, txn_body = protocol.decode_request(frame)
@@ -544,8 +572,29 @@ class _Proxy:
         message = f"a batch inflates beyond the proxy's max_decompressed_bytes: {exc}"
         answer = failed_answer(body, ErrorCode.MESSAGE_TOO_LARGE, message)
         version = header.request_api_version
-        slot = _Answer(header.correlation_id, None, trio.Event())
+        slot = _Answer(header.correlation_id, None, trio.Event(), filtered=conn.filtered)
         slot.frame = protocol.encode_response(header.correlation_id, PRODUCE, version, answer)
+        assert slot.done is not None
+        slot.done.set()
+        await conn.to_writer.send(slot)
+
+    async def _respond(
+        self,
+        conn: _Client,
+        header: Any,
+        request: Any,
+        body: Any,
+        ctx: FilterContext,
+        earlier: tuple[Filter, ...],
+    ) -> None:
+        """A filter answered the request itself: nothing goes upstream."""
+        if header.request_api_key == PRODUCE and request.acks == 0:
+            return  # acks=0 is never answered
+        slot = _Answer(header.correlation_id, None, trio.Event(), api_key=header.request_api_key)
+        slot.frame = protocol.encode_response(
+            header.correlation_id, header.request_api_key, header.request_api_version, body
+        )
+        slot.filtered = (ctx, earlier) if earlier else None
         assert slot.done is not None
         slot.done.set()
         await conn.to_writer.send(slot)
@@ -554,7 +603,8 @@ class _Proxy:
         self, conn: _Client, frame: bytes, correlation_id: int, pending: Pending | None
     ) -> None:
         key = int.from_bytes(frame[:2], "big", signed=True)
-        await conn.to_writer.send(_Answer(correlation_id, pending, api_key=key))
+        slot = _Answer(correlation_id, pending, api_key=key, filtered=conn.filtered)
+        await conn.to_writer.send(slot)
         await conn.upstream.send_all(_SIZE.pack(len(frame)) + frame)
 
     async def _produce_pooled(
@@ -563,7 +613,11 @@ class _Proxy:
         # Every part is written before the client's next request is read: the
         # order of one client's requests to one broker is kept (see .pool).
         answered = body.acks != 0
-        slot = _Answer(header.correlation_id, None, trio.Event()) if answered else None
+        slot = (
+            _Answer(header.correlation_id, None, trio.Event(), filtered=conn.filtered)
+            if answered
+            else None
+        )
         if slot is not None:
             await conn.to_writer.send(slot)
         deadline = trio.current_time() + body.timeout_ms / 1000 + self.config.connect_timeout
@@ -591,7 +645,7 @@ class _Proxy:
     ) -> bool:
         """Route an idempotent or transactional producer's request (see
         :mod:`.exactly_once`); False when it is not for that path."""
-        slot = _Answer(header.correlation_id, None, trio.Event())
+        slot = _Answer(header.correlation_id, None, trio.Event(), filtered=conn.filtered)
         deadline = trio.current_time() + body.timeout_ms / 1000 + self.config.connect_timeout
 
         async def taken() -> None:
@@ -690,6 +744,17 @@ class _Proxy:
         finally:
             self.refreshing = False
 
+    @staticmethod
+    def _filter_answer(slot: _Answer, out: bytes) -> bytes:
+        """``out`` (an answer, size prefix included) through the filters that saw its
+        request, in reverse order."""
+        if slot.filtered is None:
+            return out
+        ctx, chain = slot.filtered
+        header, body = protocol.decode_response(out[4:], slot.api_key, ctx.api_version)
+        body = run_response(chain, ctx, body)
+        return protocol.encode_response(header.correlation_id, slot.api_key, ctx.api_version, body)
+
     async def _upstream_frames(self, conn: _Client, frames: trio.MemorySendChannel[bytes]) -> None:
         """Read the client's own upstream connection; when it ends, the client's
         connection ends once the answers owed before are written."""
@@ -725,8 +790,9 @@ class _Proxy:
                     if slot.error is not None:
                         raise slot.error
                     assert slot.frame is not None
-                    await conn.client.send_all(slot.frame)
-                    self.metrics.answered(slot.api_key, len(slot.frame))
+                    out = self._filter_answer(slot, slot.frame)
+                    await conn.client.send_all(out)
+                    self.metrics.answered(slot.api_key, len(out))
                     continue
                 frame = held if held is not None else await frames.receive()
                 held = None
@@ -742,11 +808,16 @@ class _Proxy:
                     out = _SIZE.pack(len(frame)) + frame
                 else:
                     out = rewrite_response(pending, frame, self.addresses, self.topics)
+                out = self._filter_answer(slot, out)
                 await conn.client.send_all(out)
                 self.metrics.answered(slot.api_key, len(out))
         except (DecodeError, TrafkaError) as exc:
             self.quiet.warning(
                 "answer", "closing a connection after a bad answer from upstream: %s", exc
+            )
+        except FilterError as exc:
+            self.quiet.error(
+                ("filter", str(exc).split(":", 1)[0]), "closing a client connection: %s", exc
             )
         except (trio.BrokenResourceError, trio.ClosedResourceError, trio.EndOfChannel):
             pass
@@ -763,6 +834,8 @@ class _Answer:
     done: trio.Event | None = None
     frame: bytes | None = None
     api_key: int = PRODUCE
+    # The filters that saw the request, to see its answer (and their context).
+    filtered: tuple[FilterContext, tuple[Filter, ...]] | None = None
     error: TrafkaError | None = None
     closed: bool = False  # the upstream connection ended: nothing more is owed
 
@@ -777,6 +850,17 @@ class _Client:
     to_writer: trio.MemorySendChannel[_Answer]
     pumps: trio.Nursery
     sasl: bool = False
+    peer: tuple[str, int] | None = None
+    state: dict[str, Any] = field(default_factory=dict)  # the filters'
+    filtered: tuple[FilterContext, tuple[Filter, ...]] | None = None  # the current request's
+
+
+def _peer(stream: trio.SocketStream) -> tuple[str, int] | None:
+    try:
+        host, port = stream.socket.getpeername()[:2]
+    except (OSError, ValueError):
+        return None
+    return str(host), int(port)
 
 
 def _known(key: int, version: int) -> bool:
