@@ -46,8 +46,8 @@ lint: $(STAMP)
 MYPY_SRC := $(VENV)/mypy-src
 typecheck: $(STAMP)
 	@mkdir -p $(MYPY_SRC)/trafka
-	@for d in codec sdk brokerlite proxy discovery spark tools; do ln -sfn ../../../$$d $(MYPY_SRC)/trafka/$$d; done
-	MYPYPATH=$(MYPY_SRC) $(VENV)/bin/mypy --explicit-package-bases -p trafka.codec -p trafka.sdk -p trafka.brokerlite -p trafka.proxy -p trafka.discovery -p trafka.spark -p trafka.tools
+	@for d in codec sdk brokerlite proxy discovery spark tools console; do ln -sfn ../../../$$d $(MYPY_SRC)/trafka/$$d; done
+	MYPYPATH=$(MYPY_SRC) $(VENV)/bin/mypy --explicit-package-bases -p trafka.codec -p trafka.sdk -p trafka.brokerlite -p trafka.proxy -p trafka.discovery -p trafka.spark -p trafka.tools -p trafka.console
 
 # The suite runs in pytest-xdist workers, a file's tests together in one. Two
 # (one per core of CI's machine) rather than more: the interop tests with real

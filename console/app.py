@@ -1,0 +1,500 @@
+"""The console's HTTP driver: a Starlette app that asks the cluster through the
+SDK's admin client (and a consumer and producer for the message pages) and
+renders :mod:`.model`'s views with Jinja2 templates.
+
+Rules:
+
+* Only the Kafka protocol reaches the cluster: any Kafka works, not only
+  brokerlite. Calls a page needs that do not depend on each other run at once.
+* Every page is plain HTML, usable without JavaScript; the little script there
+  is only filters a table and asks before a deletion.
+* A request that changes the cluster is a same-origin ``POST`` of a form that
+  carries the console's token: the token must match, and an ``Origin`` (or,
+  without one, a ``Referer``) header must name the console's own host. The
+  ``Host`` header must be one the console answers to (its listen host,
+  ``localhost`` and loopback addresses, or any when it listens on all
+  interfaces), which keeps a DNS-rebinding page from reading the token.
+* Bad input is a 400 page naming the field; an unknown topic or group a 404;
+  a refusal by the cluster a 502 page with the cluster's error. Never a
+  traceback.
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+import secrets
+import time
+import urllib.parse
+from collections.abc import Awaitable, Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import anyio
+import jinja2
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.middleware.trustedhost import TrustedHostMiddleware
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
+from starlette.routing import Route
+
+from trafka.codec import ErrorCode, KafkaError, TrafkaError
+from trafka.sdk import NewTopic, open_consumer, open_producer
+from trafka.sdk.acls import AclBindingFilter
+from trafka.sdk.admin import Admin
+from trafka.sdk.fetcher import TopicPartition
+
+from . import model
+from .model import InputError, LagHistory
+
+__all__ = ["Console", "make_app"]
+
+log = logging.getLogger("trafka.console")
+
+#: A form body larger than this is refused (a produced message's value included).
+MAX_FORM_BYTES = 1 << 20
+#: How long reading messages for one browser page may take.
+BROWSE_SECONDS = 5.0
+_TEMPLATES = Path(__file__).parent / "templates"
+
+
+class _NotFound(Exception):
+    pass
+
+
+class Console:
+    """What the console's pages share: the admin client, the settings of the
+    consumers and the producer it opens, the lag history and the form token.
+
+    Args:
+        admin: an open admin client (the console does not close it).
+        client_config: Kafka-style client settings (``bootstrap.servers`` and
+            any security settings) for the consumers and the producer.
+        history: where lag samples are kept.
+        allowed_hosts: ``Host`` header values the console answers to
+            (``["*"]``: any).
+    """
+
+    def __init__(
+        self,
+        admin: Admin,
+        client_config: Mapping[str, Any],
+        *,
+        history: LagHistory | None = None,
+        allowed_hosts: list[str] | None = None,
+    ) -> None:
+        self.admin = admin
+        self.client_config = dict(client_config)
+        self.history = history or LagHistory()
+        self.allowed_hosts = allowed_hosts or ["*"]
+        self.token = secrets.token_urlsafe(32)
+        self._producer: Any = None
+        self._producer_lock = anyio.Lock()
+        self._producer_stop: anyio.Event | None = None
+
+    # -- cluster reads ------------------------------------------------------------------
+
+    async def _all_topics(self) -> dict[str, Any]:
+        names = await self.admin.list_topics(include_internal=True)
+        return await self.admin.describe_topics(names) if names else {}
+
+    async def _offsets_and_sizes(
+        self, tps: list[TopicPartition], log_dirs_for: list[TopicPartition] | None
+    ) -> tuple[dict[Any, Any], dict[Any, Any], dict[TopicPartition, int]]:
+        out: dict[str, Any] = {"starts": {}, "ends": {}, "sizes": {}}
+        if not tps:
+            return {}, {}, {}
+
+        async def starts() -> None:
+            out["starts"] = await self.admin.list_offsets(dict.fromkeys(tps, "earliest"))
+
+        async def ends() -> None:
+            out["ends"] = await self.admin.list_offsets(dict.fromkeys(tps, "latest"))
+
+        async def sizes() -> None:
+            try:
+                dirs = await self.admin.describe_log_dirs(log_dirs_for)
+            except KafkaError as exc:  # no DescribeLogDirs rights: sizes stay unknown
+                log.info("no partition sizes: %s", exc)
+                return
+            out["sizes"] = model.partition_sizes(dirs)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(starts)
+            tg.start_soon(ends)
+            tg.start_soon(sizes)
+        return out["starts"], out["ends"], out["sizes"]
+
+    async def overview(self) -> model.Overview:
+        got: dict[str, Any] = {}
+
+        async def cluster() -> None:
+            got["cluster"] = await self.admin.describe_cluster()
+
+        async def topics() -> None:
+            got["topics"] = await self._all_topics()
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(cluster)
+            tg.start_soon(topics)
+        return model.overview(got["cluster"], got["topics"])
+
+    async def topics(self) -> list[model.TopicRow]:
+        topics = await self._all_topics()
+        tps = [TopicPartition(t, p.partition) for t, i in topics.items() for p in i.partitions]
+        starts, ends, sizes = await self._offsets_and_sizes(tps, None)
+        return model.topic_rows(topics, starts, ends, sizes)
+
+    async def topic(self, name: str) -> model.TopicView:
+        try:
+            info = (await self.admin.describe_topics([name]))[name]
+        except KafkaError as exc:
+            if exc.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+                raise _NotFound(f"no topic named {name!r}") from None
+            raise
+        tps = [TopicPartition(name, p.partition) for p in info.partitions]
+        configs: dict[str, Any] = {}
+
+        async def read_configs() -> None:
+            try:
+                configs.update((await self.admin.describe_configs([name])).get(name, {}))
+            except KafkaError as exc:
+                log.info("no configs of %r: %s", name, exc)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(read_configs)
+            starts, ends, sizes = await self._offsets_and_sizes(tps, tps)
+        return model.topic_view(info, starts, ends, sizes, configs)
+
+    async def group(self, group_id: str) -> model.GroupView:
+        try:
+            desc = (await self.admin.describe_groups([group_id]))[group_id]
+        except KafkaError as exc:
+            if exc.code == ErrorCode.GROUP_ID_NOT_FOUND:
+                raise _NotFound(f"no group named {group_id!r}") from None
+            raise
+        committed = await self.admin.list_consumer_group_offsets(group_id)
+        tps = sorted(set(committed) | {tp for m in desc.members for tp in m.assignment})
+        ends = await self.admin.list_offsets(dict.fromkeys(tps, "latest")) if tps else {}
+        view = model.group_view(desc, committed, ends)
+        self.history.record(group_id, time.time(), view.lags())
+        return view
+
+    async def sample_lag(self, max_groups: int = 200) -> int:
+        """Record every consumer group's lag once (at most ``max_groups``);
+        returns how many groups were sampled."""
+        listings = [g for g in await self.admin.list_groups() if g.group_type != "share"]
+        self.history.forget(g.group_id for g in listings)
+        sampled = 0
+        for g in sorted(listings, key=lambda g: g.group_id)[:max_groups]:
+            try:
+                await self.group(g.group_id)
+            except (KafkaError, _NotFound) as exc:
+                log.debug("lag of group %r not sampled: %s", g.group_id, exc)
+                continue
+            sampled += 1
+        return sampled
+
+    async def browse(self, q: model.BrowseQuery) -> dict[str, Any]:
+        """The messages of one browser page and where they were read from."""
+        tp = TopicPartition(q.topic, q.partition)
+        try:
+            info = (await self.admin.describe_topics([q.topic]))[q.topic]
+        except KafkaError as exc:
+            if exc.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+                raise _NotFound(f"no topic named {q.topic!r}") from None
+            raise
+        if q.partition >= len(info.partitions):
+            raise InputError(
+                f"partition: {q.topic!r} has partitions 0 to {len(info.partitions) - 1}, "
+                f"not {q.partition}"
+            )
+        begin = (await self.admin.list_offsets({tp: "earliest"}))[tp]
+        end = (await self.admin.list_offsets({tp: "latest"}))[tp]
+        low = begin[0] if begin else 0
+        high = end[0] if end else 0
+        note = None
+        if q.start == "beginning":
+            start = low
+        elif q.start == "end":
+            start = max(high - q.count, low)
+        elif q.start == "offset":
+            start = min(max(q.value, low), high)
+            if start != q.value:
+                note = f"offset {q.value} is outside the log ({low} to {high}); read from {start}"
+        else:
+            hit = (await self.admin.list_offsets({tp: q.value}))[tp]
+            start = high if hit is None else hit[0]
+            if hit is None:
+                note = "no message at or after that time"
+        rows: list[model.MessageRow] = []
+        if start < high:
+            rows = await self._read(tp, start, high, q)
+        return {"query": q, "low": low, "high": high, "start": start, "rows": rows, "note": note}
+
+    async def _read(
+        self, tp: TopicPartition, start: int, high: int, q: model.BrowseQuery
+    ) -> list[model.MessageRow]:
+        rows: list[model.MessageRow] = []
+        settings = {
+            **self.client_config,
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+            "client.id": "trafka-console",
+        }
+        settings.pop("group.id", None)
+        async with open_consumer(config=settings) as consumer:
+            consumer.assign([tp])
+            consumer.seek(tp, start)
+            with anyio.move_on_after(BROWSE_SECONDS):
+                while len(rows) < q.count:
+                    batch = await consumer.getmany(timeout_ms=500, max_records=q.count - len(rows))
+                    for r in batch.get(tp, ()):
+                        rows.append(
+                            model.message_row(
+                                r.partition,
+                                r.offset,
+                                r.timestamp,
+                                r.key,
+                                r.value,
+                                r.headers,
+                                q.decode,
+                            )
+                        )
+                    if len(rows) >= q.count or await consumer.position(tp) >= high:
+                        break
+        return rows[: q.count]
+
+    # -- cluster changes ------------------------------------------------------------------
+
+    async def produce(self, form: model.ProduceForm) -> Any:
+        producer = await self._open_producer()
+        return await producer.send_and_wait(
+            form.topic, form.value, key=form.key, partition=form.partition, headers=form.headers
+        )
+
+    async def _open_producer(self) -> Any:
+        async with self._producer_lock:
+            if self._producer is None:
+                raise RuntimeError("the console's producer runs only inside serve()")
+            return self._producer
+
+    async def run_producer(self, *, task_status: Any = anyio.TASK_STATUS_IGNORED) -> None:
+        """Keep a producer open for the produce form until cancelled (run by the server)."""
+        settings = {**self.client_config, "client.id": "trafka-console"}
+        settings.pop("group.id", None)
+        async with open_producer(config=settings) as producer:
+            self._producer = producer
+            task_status.started()
+            try:
+                await anyio.sleep_forever()
+            finally:
+                self._producer = None
+
+
+# -- HTTP ----------------------------------------------------------------------------------
+
+
+def _environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(_TEMPLATES),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters["bytes"] = model.human_bytes
+    env.filters["num"] = lambda n: "-" if n is None else f"{n:,}"
+    env.filters["nodes"] = lambda ns: ", ".join(str(n) for n in ns) or "-"
+    env.filters["quote"] = lambda s: urllib.parse.quote(str(s), safe="")
+    return env
+
+
+def make_app(console: Console) -> Starlette:
+    """The console's ASGI app."""
+    env = _environment()
+
+    def page(
+        request: Request, template: str, status_code: int = 200, **context: Any
+    ) -> HTMLResponse:
+        html = env.get_template(template).render(
+            token=console.token, path=request.url.path, **context
+        )
+        return HTMLResponse(html, status_code=status_code)
+
+    def error(request: Request, status: int, title: str, message: str) -> HTMLResponse:
+        return page(request, "error.html", status, title=title, message=message)
+
+    async def form_of(request: Request) -> dict[str, str]:
+        """The POSTed form, after the origin and token checks."""
+        kind = request.headers.get("content-type", "").split(";")[0].strip()
+        if kind != "application/x-www-form-urlencoded":
+            raise _Refused(415, "Forms only", "the console takes URL-encoded forms only")
+        origin = request.headers.get("origin") or request.headers.get("referer")
+        host = request.headers.get("host", "")
+        if not origin or urllib.parse.urlsplit(origin).netloc != host:
+            raise _Refused(403, "Refused", "a change must come from the console's own pages")
+        body = bytearray()
+        async for chunk in request.stream():
+            body += chunk
+            if len(body) > MAX_FORM_BYTES:
+                raise _Refused(413, "Too large", f"a form may carry {MAX_FORM_BYTES:,} bytes")
+        form = dict(urllib.parse.parse_qsl(body.decode("utf-8", "replace"), keep_blank_values=True))
+        if not hmac.compare_digest(form.get("token", ""), console.token):
+            raise _Refused(403, "Refused", "the form's token is missing or stale: reload the page")
+        return form
+
+    def guarded(
+        handler: Callable[[Request], Awaitable[Response]],
+    ) -> Callable[[Request], Awaitable[Response]]:
+        async def run(request: Request) -> Response:
+            try:
+                return await handler(request)
+            except _Refused as exc:
+                return error(request, exc.status, exc.title, exc.message)
+            except InputError as exc:
+                return error(request, 400, "Bad input", str(exc))
+            except _NotFound as exc:
+                return error(request, 404, "Not found", str(exc))
+            except KafkaError as exc:
+                return error(request, 502, "The cluster refused", str(exc))
+            except TrafkaError as exc:
+                return error(request, 502, "Cluster unreachable", str(exc))
+
+        return run
+
+    async def overview(request: Request) -> Response:
+        return page(request, "overview.html", view=await console.overview())
+
+    async def topics(request: Request) -> Response:
+        started = time.perf_counter()
+        rows = await console.topics()
+        show_internal = request.query_params.get("internal") == "1"
+        shown = [r for r in rows if show_internal or not r.internal]
+        return page(
+            request,
+            "topics.html",
+            rows=shown,
+            hidden=len(rows) - len(shown),
+            show_internal=show_internal,
+            took=time.perf_counter() - started,
+        )
+
+    async def new_topic(request: Request) -> Response:
+        if request.method == "GET":
+            return page(request, "topic_new.html")
+        form = await form_of(request)
+        t = model.parse_new_topic_form(form)
+        await console.admin.create_topics(
+            [NewTopic(t.name, t.partitions, t.replication_factor, t.configs)]
+        )
+        return RedirectResponse(f"/topics/{urllib.parse.quote(t.name)}", status_code=303)
+
+    async def topic(request: Request) -> Response:
+        started = time.perf_counter()
+        view = await console.topic(request.path_params["name"])
+        return page(request, "topic.html", view=view, took=time.perf_counter() - started)
+
+    async def delete_topic(request: Request) -> Response:
+        name = request.path_params["name"]
+        form = await form_of(request)
+        if form.get("confirm", "").strip() != name:
+            raise InputError(f"confirm: type the topic's name ({name}) to delete it")
+        await console.admin.delete_topics([name])
+        return RedirectResponse("/topics", status_code=303)
+
+    async def messages(request: Request) -> Response:
+        name = request.path_params["name"]
+        q = model.parse_browse_query(name, dict(request.query_params))
+        found = await console.browse(q)
+        return page(request, "messages.html", topic=name, modes=model.DECODE_MODES, **found)
+
+    async def produce(request: Request) -> Response:
+        name = request.path_params["name"]
+        if request.method == "GET":
+            return page(request, "produce.html", topic=name, sent=None)
+        form = await form_of(request)
+        message = model.parse_produce_form(name, form)
+        sent = await console.produce(message)
+        return page(request, "produce.html", topic=name, sent=sent)
+
+    async def groups(request: Request) -> Response:
+        listings = await console.admin.list_groups()
+        return page(request, "groups.html", rows=model.group_rows(listings, console.history))
+
+    async def group(request: Request) -> Response:
+        gid = request.path_params["group_id"]
+        view = await console.group(gid)
+        chart = model.lag_chart(console.history.samples(gid))
+        return page(request, "group.html", view=view, chart=chart)
+
+    async def acls(request: Request) -> Response:
+        if request.method == "POST":
+            form = await form_of(request)
+            binding = model.parse_acl_form(form)
+            outcome = (await console.admin.create_acls([binding]))[binding]
+            if outcome is not None:
+                raise outcome
+            return RedirectResponse("/acls", status_code=303)
+        try:
+            bindings = await console.admin.describe_acls()
+        except KafkaError as exc:
+            if exc.code != ErrorCode.SECURITY_DISABLED:
+                raise
+            return page(request, "acls.html", rows=None, choices=_ACL_CHOICES)
+        return page(request, "acls.html", rows=model.acl_rows(bindings), choices=_ACL_CHOICES)
+
+    async def delete_acl(request: Request) -> Response:
+        form = await form_of(request)
+        binding = model.parse_acl_form(form)
+        f: AclBindingFilter = binding.as_filter()
+        outcome = (await console.admin.delete_acls([f]))[f]
+        if isinstance(outcome, KafkaError):
+            raise outcome
+        return RedirectResponse("/acls", status_code=303)
+
+    async def healthz(request: Request) -> Response:
+        return PlainTextResponse("ok\n")
+
+    async def not_found(request: Request, exc: Exception) -> Response:
+        return error(request, 404, "Not found", f"nothing at {request.url.path}")
+
+    async def not_allowed(request: Request, exc: Exception) -> Response:
+        return error(request, 405, "Method not allowed", f"{request.method} {request.url.path}")
+
+    routes = [
+        Route("/", guarded(overview)),
+        Route("/topics", guarded(topics)),
+        Route("/topics/new", guarded(new_topic), methods=["GET", "POST"]),
+        Route("/topics/{name}", guarded(topic)),
+        Route("/topics/{name}/delete", guarded(delete_topic), methods=["POST"]),
+        Route("/topics/{name}/messages", guarded(messages)),
+        Route("/topics/{name}/produce", guarded(produce), methods=["GET", "POST"]),
+        Route("/groups", guarded(groups)),
+        Route("/groups/{group_id:path}", guarded(group)),
+        Route("/acls", guarded(acls), methods=["GET", "POST"]),
+        Route("/acls/delete", guarded(delete_acl), methods=["POST"]),
+        Route("/healthz", healthz),
+    ]
+    return Starlette(
+        routes=routes,
+        middleware=[Middleware(TrustedHostMiddleware, allowed_hosts=console.allowed_hosts)],
+        exception_handlers={404: not_found, 405: not_allowed},
+    )
+
+
+class _Refused(Exception):
+    def __init__(self, status: int, title: str, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.title = title
+        self.message = message
+
+
+_ACL_CHOICES = {
+    "resource_types": [t.name.lower() for t in model.ACL_RESOURCE_TYPES],
+    "pattern_types": [t.name.lower() for t in model.ACL_PATTERN_TYPES],
+    "operations": [o.name.lower() for o in model.ACL_OPERATIONS],
+    "permissions": [p.name.lower() for p in model.ACL_PERMISSIONS],
+}
