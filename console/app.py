@@ -90,8 +90,6 @@ class Console:
         self.allowed_hosts = allowed_hosts or ["*"]
         self.token = secrets.token_urlsafe(32)
         self._producer: Any = None
-        self._producer_lock = anyio.Lock()
-        self._producer_stop: anyio.Event | None = None
 
     # -- cluster reads ------------------------------------------------------------------
 
@@ -269,16 +267,12 @@ class Console:
     # -- cluster changes ------------------------------------------------------------------
 
     async def produce(self, form: model.ProduceForm) -> Any:
-        producer = await self._open_producer()
+        producer = self._producer
+        if producer is None:
+            raise RuntimeError("the console's producer runs only inside run_producer()")
         return await producer.send_and_wait(
             form.topic, form.value, key=form.key, partition=form.partition, headers=form.headers
         )
-
-    async def _open_producer(self) -> Any:
-        async with self._producer_lock:
-            if self._producer is None:
-                raise RuntimeError("the console's producer runs only inside serve()")
-            return self._producer
 
     async def run_producer(self, *, task_status: Any = anyio.TASK_STATUS_IGNORED) -> None:
         """Keep a producer open for the produce form until cancelled (run by the server)."""

@@ -23,21 +23,32 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import enum
 import json
 import math
 import re
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Literal
+from typing import Literal, TypeVar
 
-from trafka.sdk.acls import AclBinding, AclOperation, AclPermissionType, AclResourceType
-from trafka.sdk.acls import PatternType
-from trafka.sdk.admin import ClusterDescription, GroupDescription, GroupListing, LogDirDescription
+from trafka.sdk.acls import (
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    AclResourceType,
+    PatternType,
+)
+from trafka.sdk.admin import (
+    ClusterDescription,
+    GroupDescription,
+    GroupListing,
+    LogDirDescription,
+    MemberDescription,
+)
 from trafka.sdk.fetcher import TopicPartition
 from trafka.sdk.metadata import TopicInfo
 
 __all__ = [
-    "AclForm",
     "BrokerRow",
     "BrowseQuery",
     "DECODE_MODES",
@@ -393,7 +404,7 @@ def group_view(
     """A consumer group: its members with their assignments, and per partition
     (committed or assigned) the committed offset, the log end and the lag,
     end minus committed (never below 0; None without a commit)."""
-    owner = {}
+    owner: dict[TopicPartition, MemberDescription] = {}
     members = []
     for m in sorted(desc.members, key=lambda m: m.member_id):
         assigned = tuple(sorted(m.assignment))
@@ -404,7 +415,7 @@ def group_view(
     for tp in sorted(set(committed) | set(owner)):
         current = committed.get(tp)
         end = _offset(ends, tp)
-        m = owner.get(tp)
+        holder = owner.get(tp)
         lag = None if current is None or end is None else max(end - current, 0)
         rows.append(
             GroupPartitionRow(
@@ -413,8 +424,8 @@ def group_view(
                 current,
                 end,
                 lag,
-                None if m is None else m.member_id,
-                None if m is None else m.client_id,
+                None if holder is None else holder.member_id,
+                None if holder is None else holder.client_id,
             )
         )
     return GroupView(
@@ -514,11 +525,11 @@ def _nice_ceiling(value: int) -> int:
     """The next 1, 2 or 5 times a power of ten at or above ``value`` (at least 1)."""
     if value <= 1:
         return 1
-    power = 10 ** int(math.floor(math.log10(value)))
-    for step in (1, 2, 5, 10):
+    power: int = 10 ** math.floor(math.log10(value))
+    for step in (1, 2, 5):
         if step * power >= value:
             return step * power
-    return 10 * power  # pragma: no cover - the loop always returns
+    return 10 * power
 
 
 def lag_chart(
@@ -558,7 +569,7 @@ def lag_chart(
                 values[-1],
             )
         )
-    y_ticks = tuple((y(v), f"{v:,}") for v in (0, y_max // 2, y_max) if v or True)
+    y_ticks = tuple((y(v), f"{v:,}") for v in sorted({0, y_max // 2, y_max}))
     x_labels = tuple(
         (x(at), dt.datetime.fromtimestamp(at, dt.UTC).strftime("%H:%M:%S")) for at in (t0, t1)
     )
@@ -757,15 +768,16 @@ def parse_produce_form(topic: str, form: Mapping[str, str]) -> ProduceForm:
     )
 
 
-def _enum_choice(enum_type: type, raw: str, label: str, allowed: Iterable[object]) -> object:
-    try:
-        value = enum_type[raw.strip().upper()]
-    except KeyError:
-        value = None
-    if value is None or value not in set(allowed):
-        names = ", ".join(e.name.lower() for e in allowed)  # type: ignore[attr-defined]
-        raise InputError(f"{label} must be one of {names}, got {raw!r}")
-    return value
+_E = TypeVar("_E", bound=enum.IntEnum)
+
+
+def _enum_choice(raw: str, label: str, allowed: tuple[_E, ...]) -> _E:
+    wanted = raw.strip().upper()
+    for value in allowed:
+        if value.name == wanted:
+            return value
+    names = ", ".join(e.name.lower() for e in allowed)
+    raise InputError(f"{label} must be one of {names}, got {raw!r}")
 
 
 #: What the ACL form offers (the values a binding may hold, not a filter's).
@@ -775,24 +787,13 @@ ACL_OPERATIONS = tuple(o for o in AclOperation if o > AclOperation.ANY)
 ACL_PERMISSIONS = (AclPermissionType.ALLOW, AclPermissionType.DENY)
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class AclForm:
-    binding: AclBinding
-
-
 def parse_acl_form(form: Mapping[str, str]) -> AclBinding:
     """An ACL binding from the ACL form (or a row's delete button, which sends the
     same fields). The principal must be ``Type:name`` (``User:alice``)."""
-    resource_type = _enum_choice(
-        AclResourceType, form.get("resource_type", ""), "resource type", ACL_RESOURCE_TYPES
-    )
-    pattern = _enum_choice(
-        PatternType, form.get("pattern_type", "literal"), "pattern type", ACL_PATTERN_TYPES
-    )
-    operation = _enum_choice(AclOperation, form.get("operation", ""), "operation", ACL_OPERATIONS)
-    permission = _enum_choice(
-        AclPermissionType, form.get("permission", "allow"), "permission", ACL_PERMISSIONS
-    )
+    resource_type = _enum_choice(form.get("resource_type", ""), "resource type", ACL_RESOURCE_TYPES)
+    pattern = _enum_choice(form.get("pattern_type", "literal"), "pattern type", ACL_PATTERN_TYPES)
+    operation = _enum_choice(form.get("operation", ""), "operation", ACL_OPERATIONS)
+    permission = _enum_choice(form.get("permission", "allow"), "permission", ACL_PERMISSIONS)
     name = form.get("name", "").strip()
     if resource_type == AclResourceType.CLUSTER:
         name = name or "kafka-cluster"
@@ -803,15 +804,7 @@ def parse_acl_form(form: Mapping[str, str]) -> AclBinding:
     if not sep or not kind or not who:
         raise InputError(f"principal must be Type:name, e.g. User:alice, got {principal!r}")
     host = form.get("host", "").strip() or "*"
-    return AclBinding(
-        resource_type,  # type: ignore[arg-type]
-        name,
-        pattern,  # type: ignore[arg-type]
-        principal,
-        host,
-        operation,  # type: ignore[arg-type]
-        permission,  # type: ignore[arg-type]
-    )
+    return AclBinding(resource_type, name, pattern, principal, host, operation, permission)
 
 
 def acl_rows(bindings: Iterable[AclBinding]) -> list[AclBinding]:
