@@ -21,6 +21,7 @@ Rules:
 
 from __future__ import annotations
 
+import dataclasses
 import hmac
 import logging
 import secrets
@@ -40,7 +41,15 @@ from starlette.responses import HTMLResponse, PlainTextResponse, RedirectRespons
 from starlette.routing import Route
 
 from trafka.codec import ErrorCode, KafkaError, TrafkaError
-from trafka.sdk import NewTopic, open_consumer, open_producer
+from trafka.sdk import (
+    AdminConfig,
+    ClientConfig,
+    ConsumerConfig,
+    NewTopic,
+    ProducerConfig,
+    open_consumer,
+    open_producer,
+)
 from trafka.sdk.acls import AclBindingFilter
 from trafka.sdk.admin import Admin
 from trafka.sdk.fetcher import TopicPartition
@@ -48,7 +57,7 @@ from trafka.sdk.fetcher import TopicPartition
 from . import model
 from .model import InputError, LagHistory
 
-__all__ = ["Console", "make_app"]
+__all__ = ["Console", "client_settings", "make_app"]
 
 log = logging.getLogger("trafka.console")
 
@@ -61,6 +70,21 @@ _TEMPLATES = Path(__file__).parent / "templates"
 
 class _NotFound(Exception):
     pass
+
+
+def client_settings(cls: type[ClientConfig], settings: Mapping[str, Any]) -> dict[str, Any]:
+    """The settings of ``settings`` that ``cls`` takes: the console's one set of
+    client settings serves its admin client, consumers and producer, each
+    taking its own. A key that none of them knows is kept, so that the client
+    refuses it by name rather than the console dropping it."""
+    kinds = (AdminConfig, ConsumerConfig, ProducerConfig)
+    fields = {k: {f.name for f in dataclasses.fields(k)} for k in kinds}
+    out = {}
+    for key, value in settings.items():
+        name = key.strip().lower().replace(".", "_").replace("-", "_")
+        if name in fields[cls] or not any(name in names for names in fields.values()):
+            out[key] = value
+    return out
 
 
 class Console:
@@ -236,7 +260,7 @@ class Console:
     ) -> list[model.MessageRow]:
         rows: list[model.MessageRow] = []
         settings = {
-            **self.client_config,
+            **client_settings(ConsumerConfig, self.client_config),
             "enable.auto.commit": False,
             "auto.offset.reset": "earliest",
             "client.id": "trafka-console",
@@ -276,7 +300,10 @@ class Console:
 
     async def run_producer(self, *, task_status: Any = anyio.TASK_STATUS_IGNORED) -> None:
         """Keep a producer open for the produce form until cancelled (run by the server)."""
-        settings = {**self.client_config, "client.id": "trafka-console"}
+        settings = {
+            **client_settings(ProducerConfig, self.client_config),
+            "client.id": "trafka-console",
+        }
         settings.pop("group.id", None)
         async with open_producer(config=settings) as producer:
             self._producer = producer

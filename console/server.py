@@ -26,9 +26,9 @@ from typing import Any
 import trio
 
 from trafka.codec import TrafkaError
-from trafka.sdk import open_admin
+from trafka.sdk import AdminConfig, open_admin
 
-from .app import Console, make_app
+from .app import Console, client_settings, make_app
 from .model import LagHistory
 
 __all__ = ["ConsoleSettings", "parse_listen", "serve_console"]
@@ -114,7 +114,8 @@ async def serve_console(
     config.accesslog = None
     config.errorlog = logging.getLogger("trafka.console.http")
     config.graceful_timeout = 1.0
-    async with open_admin(config=dict(settings.client_config)) as admin:
+    admin_settings = client_settings(AdminConfig, settings.client_config)
+    async with open_admin(config=admin_settings) as admin:
         console = Console(
             admin,
             settings.client_config,
