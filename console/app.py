@@ -77,7 +77,7 @@ def client_settings(cls: type[ClientConfig], settings: Mapping[str, Any]) -> dic
     client settings serves its admin client, consumers and producer, each
     taking its own. A key that none of them knows is kept, so that the client
     refuses it by name rather than the console dropping it."""
-    kinds = (AdminConfig, ConsumerConfig, ProducerConfig)
+    kinds: tuple[type[ClientConfig], ...] = (AdminConfig, ConsumerConfig, ProducerConfig)
     fields = {k: {f.name for f in dataclasses.fields(k)} for k in kinds}
     out = {}
     for key, value in settings.items():
