@@ -15,8 +15,9 @@ $(STAMP): pyproject.toml codec/_speedups.c | $(PY)
 	touch $(STAMP)
 
 # Debian packages the tests use, installed when missing and we are root: kcat
-# (interop), a Java runtime for the local Spark of the data source's tests and
-# zookeeper (a private server per test worker for brokerlite's cluster mode).
+# (interop), a Java runtime for the local Spark of the data source's tests,
+# zookeeper (a private server per test worker for brokerlite's cluster mode) and
+# chromium with chromium-driver (the console's tests in a real browser).
 system-deps:
 	@command -v kcat >/dev/null 2>&1 || { \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
@@ -33,6 +34,11 @@ system-deps:
 	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq zookeeper >/dev/null) \
 	      || echo "warning: could not install zookeeper; the cluster tests will be skipped"; \
 	  else echo "warning: zookeeper missing and not root; the cluster tests will be skipped"; fi; }
+	@{ command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1; } || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null) \
+	      || echo "warning: could not install chromium; the console's browser tests will be skipped"; \
+	  else echo "warning: chromium or chromedriver missing and not root; the console's browser tests will be skipped"; fi; }
 
 demo: $(STAMP)
 	$(PY) -m trafka.tools.demo

@@ -1,0 +1,296 @@
+"""The console in a real browser: Debian's headless Chromium, driven by
+Selenium through Debian's chromium-driver, against an in-process brokerlite.
+
+The tests check what a person sees (the text of tables, headings and notes
+as rendered, elements displayed), click links and fill forms as a person
+would, and keep a screenshot of every page they look at under
+``tests/artifacts/console/`` (ignored by git). The 1,000-partition test
+measures how long the page takes to load and writes it to
+``tests/artifacts/console/timings.txt``; it asserts the rows, not a time.
+Skipped when chromium or chromedriver is missing (``make system-deps``
+installs them).
+"""
+
+from __future__ import annotations
+
+import resource
+import shutil
+import tempfile
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from conftest import ARTIFACTS, Site, consume_and_commit, create_topics, produce
+
+from trafka.sdk import NewTopic
+
+pytestmark = pytest.mark.timeout(180)
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+CHROMEDRIVER = shutil.which("chromedriver")
+
+if CHROMIUM is None or CHROMEDRIVER is None:
+    pytest.skip(
+        "chromium and chromium-driver are needed (apt-get install chromium chromium-driver)",
+        allow_module_level=True,
+    )
+
+from selenium import webdriver  # noqa: E402
+from selenium.webdriver.chrome.service import Service  # noqa: E402
+from selenium.webdriver.common.by import By  # noqa: E402
+from selenium.webdriver.support import expected_conditions as ec  # noqa: E402
+from selenium.webdriver.support.ui import Select, WebDriverWait  # noqa: E402
+
+# The machine has no network but loopback: without these Chromium reaches out
+# (component updates, sync, QUIC probes) and stalls or misbehaves.
+CHROMIUM_FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-dev-shm-usage",
+    "--window-size=1366,900",
+)
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    profile = tempfile.mkdtemp(prefix="console-chromium-")
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM or ""
+    for flag in (*CHROMIUM_FLAGS, f"--user-data-dir={profile}"):
+        options.add_argument(flag)
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    driver.set_page_load_timeout(30)
+    driver.set_script_timeout(30)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+        shutil.rmtree(profile, ignore_errors=True)
+
+
+def shot(driver: Any, name: str) -> None:
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    # The whole page, not only the window: the tables run long.
+    height = driver.execute_script("return document.documentElement.scrollHeight")
+    driver.set_window_size(1366, min(max(900, height), 6000))
+    driver.save_screenshot(str(ARTIFACTS / f"{name}.png"))
+    driver.set_window_size(1366, 900)
+
+
+def column(driver: Any, table_id: str, index: int) -> list[str]:
+    """What a person reads in one column of a table (visible rows only)."""
+    return [
+        row.find_elements(By.TAG_NAME, "td")[index].text
+        for row in driver.find_elements(By.CSS_SELECTOR, f"#{table_id} tbody tr")
+        if row.is_displayed()
+    ]
+
+
+def wait_for(driver: Any, css: str) -> Any:
+    return WebDriverWait(driver, 20).until(ec.visibility_of_element_located((By.CSS_SELECTOR, css)))
+
+
+def test_brokers_and_topics_as_a_person_sees_them(site: Site, browser: Any) -> None:
+    create_topics(site, NewTopic("payments", 3), NewTopic("audit-log", 1))
+    produce(site, "payments", [(None, b"p%d" % i, i % 3) for i in range(12)])
+    browser.get(site.base + "/")
+    assert browser.find_element(By.TAG_NAME, "h1").text.startswith("Cluster ")
+    assert browser.find_element(By.ID, "broker-count").text == "1"
+    roles = column(browser, "brokers", 4)
+    assert roles == ["controller"]
+    shot(browser, "01-brokers")
+
+    browser.find_element(By.LINK_TEXT, "Topics").click()
+    wait_for(browser, "#topics")
+    names = column(browser, "topics", 0)
+    assert {"payments", "audit-log"} <= set(names)
+    row = names.index("payments")
+    assert column(browser, "topics", 1)[row] == "3"
+    assert column(browser, "topics", 3)[row] == "12"
+    shot(browser, "02-topics")
+
+    # The filter box hides the rows that do not match.
+    browser.find_element(By.CSS_SELECTOR, "input[data-filter=topics]").send_keys("pay")
+    assert column(browser, "topics", 0) == ["payments"]
+    shot(browser, "03-topics-filtered")
+
+
+def test_create_a_topic_produce_and_see_the_message(site: Site, browser: Any) -> None:
+    browser.get(site.base + "/topics")
+    browser.find_element(By.LINK_TEXT, "Create a topic").click()
+    form = wait_for(browser, "#create-topic")
+    form.find_element(By.NAME, "name").send_keys("made-in-browser")
+    form.find_element(By.NAME, "partitions").send_keys("2")
+    form.find_element(By.NAME, "configs").send_keys("retention.ms=3600000")
+    shot(browser, "04-create-topic-form")
+    form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+    wait_for(browser, "#partitions")
+    assert browser.find_element(By.TAG_NAME, "h1").text == "Topic made-in-browser"
+    assert browser.find_element(By.ID, "partition-count").text == "2"
+    assert column(browser, "partitions", 0) == ["0", "1"]
+    shot(browser, "05-created-topic")
+
+    browser.get(site.base + "/topics")
+    assert "made-in-browser" in column(browser, "topics", 0)
+
+    browser.get(site.base + "/topics/made-in-browser")
+    browser.find_element(By.LINK_TEXT, "Produce a message").click()
+    form = wait_for(browser, "#produce")
+    form.find_element(By.NAME, "partition").send_keys("1")
+    form.find_element(By.NAME, "key").send_keys("order-42")
+    form.find_element(By.NAME, "value").send_keys('{"item": "teapot", "qty": 2}')
+    form.find_element(By.NAME, "headers").send_keys("origin=browser")
+    form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+    sent = wait_for(browser, "#sent")
+    assert sent.text.startswith("Written to partition 1 at offset 0.")
+    shot(browser, "06-produced")
+
+    sent.find_element(By.LINK_TEXT, "See it").click()
+    wait_for(browser, "#messages")
+    assert column(browser, "messages", 0) == ["0"]
+    key, value, headers = (column(browser, "messages", i)[0] for i in (2, 3, 4))
+    assert key.splitlines() == ["TEXT", "order-42"]
+    assert value.splitlines()[0] == "JSON" and '"item": "teapot"' in value
+    assert headers.replace("\n", " ") == "origin: TEXT browser"
+    shot(browser, "07-message-browser")
+
+    # The same message as hex, picked in the form.
+    Select(browser.find_element(By.NAME, "decode")).select_by_visible_text("hex")
+    browser.find_element(By.CSS_SELECTOR, "#browse button[type=submit]").click()
+    wait_for(browser, "#messages")
+    assert column(browser, "messages", 3)[0].splitlines() == [
+        "HEX",
+        "7b 22 69 74 65 6d 22 3a 20 22 74 65 61 70 6f 74 22 2c 20 22 71 74 79 22 3a 20 32 7d",
+    ]
+    shot(browser, "08-message-browser-hex")
+
+
+def test_bad_offset_is_an_error_page_not_a_traceback(site: Site, browser: Any) -> None:
+    create_topics(site, NewTopic("typo-topic", 1))
+    browser.get(site.base + "/topics/typo-topic/messages")
+    form = wait_for(browser, "#browse")
+    Select(form.find_element(By.NAME, "start")).select_by_visible_text("offset")
+    form.find_element(By.NAME, "offset").send_keys("twelve")
+    form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+    error = wait_for(browser, "#error")
+    assert browser.find_element(By.TAG_NAME, "h1").text == "Bad input"
+    assert error.text == "offset must be a whole number, got 'twelve'"
+    assert "Traceback" not in browser.page_source
+    shot(browser, "09-bad-offset")
+
+
+def test_consumer_group_lag_numbers_and_chart(site: Site, browser: Any) -> None:
+    create_topics(site, NewTopic("clicks", 2))
+    produce(site, "clicks", [(None, b"c", i % 2) for i in range(10)])
+    consume_and_commit(site, "dashboard", "clicks", 10)
+    produce(site, "clicks", [(None, b"late", 1) for _ in range(4)])
+
+    browser.get(site.base + "/groups")
+    assert "dashboard" in column(browser, "groups", 0)
+    browser.find_element(By.LINK_TEXT, "dashboard").click()
+    wait_for(browser, "#lag")
+    assert column(browser, "lag", 1) == ["0", "1"]
+    assert column(browser, "lag", 4) == ["0", "4"]
+    assert browser.find_element(By.ID, "total-lag").text == "4"
+    assert browser.find_element(By.ID, "lag-chart-empty").is_displayed()  # one sample so far
+
+    produce(site, "clicks", [(None, b"later", 0) for _ in range(3)])
+    time.sleep(0.6)  # the next visit is a second sample, not a replacement
+    browser.refresh()
+    chart = wait_for(browser, "#lag-chart")
+    assert browser.find_element(By.ID, "total-lag").text == "7"
+    assert len(chart.find_elements(By.TAG_NAME, "polyline")) >= 2  # total and partitions
+    assert chart.size["width"] > 300 and chart.size["height"] > 100
+    shot(browser, "10-group-lag-chart")
+
+    browser.get(site.base + "/groups")
+    row = column(browser, "groups", 0).index("dashboard")
+    assert column(browser, "groups", 4)[row] == "7"
+    shot(browser, "11-groups")
+
+
+def test_delete_asks_before_it_deletes(site: Site, browser: Any) -> None:
+    create_topics(site, NewTopic("doomed", 1))
+    browser.get(site.base + "/topics/doomed")
+    form = wait_for(browser, "#delete-topic")
+    form.find_element(By.NAME, "confirm").send_keys("doomed")
+    form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+    alert = WebDriverWait(browser, 10).until(ec.alert_is_present())
+    assert alert.text == "Delete topic doomed and all its messages?"
+    alert.dismiss()
+    assert browser.find_element(By.TAG_NAME, "h1").text == "Topic doomed"  # still here
+
+    form = browser.find_element(By.ID, "delete-topic")
+    form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+    WebDriverWait(browser, 10).until(ec.alert_is_present()).accept()
+    wait_for(browser, "#topics")
+    assert "doomed" not in column(browser, "topics", 0)
+    shot(browser, "12-after-delete")
+
+
+def test_acls_page_adds_and_lists_an_acl(site: Site, browser: Any) -> None:
+    browser.get(site.base + "/acls")
+    form = wait_for(browser, "#create-acl")
+    form.find_element(By.NAME, "name").send_keys("payments")
+    form.find_element(By.NAME, "principal").send_keys("User:reporting")
+    Select(form.find_element(By.NAME, "operation")).select_by_visible_text("describe")
+    form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+    wait_for(browser, "#acls")
+    assert column(browser, "acls", 1) == ["payments"]
+    assert column(browser, "acls", 3) == ["User:reporting"]
+    assert column(browser, "acls", 5) == ["describe"]
+    shot(browser, "13-acls")
+
+
+def _enough_files(partitions: int) -> bool:
+    """brokerlite keeps a few files open per partition: raise the soft limit."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    want = partitions * 4 + 1000
+    if soft != resource.RLIM_INFINITY and soft < want:
+        if hard != resource.RLIM_INFINITY and hard < want:
+            return False
+        resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
+    return True
+
+
+def test_a_topic_of_1000_partitions(site: Site, browser: Any) -> None:
+    if not _enough_files(1000):
+        pytest.skip("the open-file limit is too low for 1,000 partitions")
+    create_topics(site, NewTopic("wide", 1000))
+    produce(site, "wide", [(None, b"w", p) for p in range(0, 1000, 7)])
+    timings = []
+    for path, table, rows in (("/topics/wide", "partitions", 1000), ("/topics", "topics", None)):
+        for attempt in range(3):
+            started = time.perf_counter()
+            browser.get(site.base + path)
+            loaded = time.perf_counter() - started
+            nav = browser.execute_script(
+                "const n = performance.getEntriesByType('navigation')[0];"
+                "return [n.responseStart - n.requestStart, n.responseEnd - n.requestStart,"
+                " n.domContentLoadedEventEnd - n.startTime, n.loadEventEnd - n.startTime];"
+            )
+            timings.append(
+                f"{path} (visit {attempt + 1}): get() {loaded * 1000:.0f} ms; first byte "
+                f"{nav[0]:.0f} ms, whole page {nav[1]:.0f} ms, DOM ready {nav[2]:.0f} ms, "
+                f"loaded {nav[3]:.0f} ms"
+            )
+        shown = browser.find_elements(By.CSS_SELECTOR, f"#{table} tbody tr")
+        if rows is not None:
+            assert len(shown) == rows
+            assert column(browser, "partitions", 0)[-1] == "999"
+            assert browser.find_element(By.ID, "partition-count").text == "1000"
+            assert column(browser, "partitions", 8)[7] == "1"  # partition 7 holds one message
+        else:
+            names = column(browser, "topics", 0)
+            assert column(browser, "topics", 1)[names.index("wide")] == "1000"
+        shot(browser, f"14-1000-partitions{path.replace('/', '-')}")
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    (ARTIFACTS / "timings.txt").write_text("\n".join(timings) + "\n")
+    print("\n" + "\n".join(timings))
