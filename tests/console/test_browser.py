@@ -294,3 +294,81 @@ def test_a_topic_of_1000_partitions(site: Site, browser: Any) -> None:
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     (ARTIFACTS / "timings.txt").write_text("\n".join(timings) + "\n")
     print("\n" + "\n".join(timings))
+
+
+def test_a_cluster_shows_controller_replicas_and_isr(
+    zk_chroot: Any, tmp_path: Any, browser: Any
+) -> None:
+    """A three-broker brokerlite cluster: the controller is marked, each
+    partition shows its leader, replicas and in-sync replicas, and a stopped
+    broker shows as under-replicated partitions."""
+    import trio
+
+    from trafka.brokerlite.local_cluster import serve_cluster
+    from trafka.console import ConsoleSettings, serve_console
+    from trafka.sdk import open_admin
+
+    def look(base: str, path: str, table: str) -> dict[str, list[str]]:
+        browser.get(base + path)
+        wait_for(browser, f"#{table}")
+        headers = [th.text for th in browser.find_elements(By.CSS_SELECTOR, f"#{table} thead th")]
+        return {h: column(browser, table, i) for i, h in enumerate(headers)}
+
+    async def main() -> None:
+        with trio.fail_after(120):
+            async with serve_cluster(
+                3,
+                data_dir=tmp_path / "cluster",
+                zookeeper_connect=zk_chroot.connect_string,
+                group_initial_rebalance_delay_ms=0,
+                offsets_topic_num_partitions=3,
+            ) as cluster:
+                await cluster.wait_formed()
+                async with open_admin(bootstrap_servers=cluster.bootstrap_servers) as admin:
+                    await admin.create_topics([NewTopic("replicated", 3, 3)])
+                    controller = (await admin.describe_cluster()).controller_id
+                settings = ConsoleSettings(
+                    {"bootstrap.servers": cluster.bootstrap_servers}, "127.0.0.1:0"
+                )
+                async with trio.open_nursery() as nursery:
+                    host, port = await nursery.start(serve_console, settings)
+                    base = f"http://{host}:{port}"
+                    brokers = await trio.to_thread.run_sync(look, base, "/", "brokers")
+                    assert brokers["Node"] == ["1", "2", "3"]
+                    roles = dict(zip(brokers["Node"], brokers["Role"], strict=True))
+                    assert roles == {
+                        str(n): "controller" if n == controller else "" for n in (1, 2, 3)
+                    }
+                    await trio.to_thread.run_sync(shot, browser, "15-cluster-brokers")
+
+                    parts = await trio.to_thread.run_sync(
+                        look, base, "/topics/replicated", "partitions"
+                    )
+                    assert parts["Partition"] == ["0", "1", "2"]
+                    for replicas, isr, leader in zip(
+                        parts["Replicas"], parts["In sync"], parts["Leader"], strict=True
+                    ):
+                        assert sorted(replicas.split(", ")) == ["1", "2", "3"]
+                        assert sorted(isr.split(", ")) == ["1", "2", "3"]
+                        assert leader in ("1", "2", "3")
+                    await trio.to_thread.run_sync(shot, browser, "16-cluster-partitions")
+
+                    gone = 3 if controller != 3 else 2
+                    await cluster.stop_node(gone)
+                    while True:  # until the ISR shrank and every leader moved
+                        parts = await trio.to_thread.run_sync(
+                            look, base, "/topics/replicated", "partitions"
+                        )
+                        if all(str(gone) not in isr for isr in parts["In sync"]):
+                            break
+                        await trio.sleep(0.5)
+                    assert str(gone) not in parts["Leader"]
+                    assert all(str(gone) in r for r in parts["Replicas"])
+                    await trio.to_thread.run_sync(shot, browser, "17-cluster-one-broker-down")
+                    overview = await trio.to_thread.run_sync(look, base, "/", "brokers")
+                    assert str(gone) not in overview["Node"]
+                    under = browser.find_elements(By.CSS_SELECTOR, ".cards .card b")[4].text
+                    assert int(under) >= 3
+                    nursery.cancel_scope.cancel()
+
+    trio.run(main)

@@ -294,3 +294,26 @@ def test_group_rows_carry_the_last_sampled_lag() -> None:
         [GroupListing("b", "consumer", "Stable"), GroupListing("a", "", "Empty")], h
     )
     assert [(g.group_id, lag) for g, lag in rows] == [("a", None), ("b", 4)]
+
+
+def test_brokerlite_console_listen_setting() -> None:
+    from trafka.brokerlite.cli import build_config
+    from trafka.brokerlite.config import BrokerConfig, ConfigError
+
+    assert (
+        build_config(None, {"console_listen": "127.0.0.1:8081"}).console_listen == "127.0.0.1:8081"
+    )
+    assert (
+        BrokerConfig().with_overrides({"console.listen": "127.0.0.1:0"}).console_listen
+        == "127.0.0.1:0"
+    )
+    with pytest.raises(ConfigError, match="console_listen"):
+        BrokerConfig(console_listen="nowhere")
+    with pytest.raises(ConfigError, match="SASL_PLAINTEXT listener refuses"):
+        BrokerConfig().with_overrides(
+            {
+                "console_listen": "127.0.0.1:0",
+                "security_protocol": "SASL_PLAINTEXT",
+                "sasl_users": {"admin": "secret"},
+            }
+        )
