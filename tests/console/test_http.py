@@ -328,3 +328,78 @@ def test_admin_view_matches_what_the_cluster_says(site: Site) -> None:
     total = run(count)
     page = get(site, "/")
     assert re.search(rf"<b>{total:,}</b>partitions", page.text)
+
+
+def test_the_sampler_records_lag_without_visits(site: Site) -> None:
+    """A console of its own with a short sampling interval: the groups list shows
+    a lag nobody opened the group's page for, and its chart has points."""
+    import trio
+
+    from trafka.console import ConsoleSettings, serve_console
+
+    create_topics(site, NewTopic("sampled", 1))
+    produce(site, "sampled", [(None, b"s", 0) for _ in range(5)])
+    consume_and_commit(site, "sampled-group", "sampled", 5)
+    produce(site, "sampled", [(None, b"t", 0) for _ in range(3)])
+
+    async def go() -> tuple[str, str]:
+        settings = ConsoleSettings({"bootstrap.servers": site.bootstrap}, "127.0.0.1:0", 0.5)
+        async with trio.open_nursery() as nursery:
+            host, port = await nursery.start(serve_console, settings)
+            there = site._replace(base=f"http://{host}:{port}")
+            await trio.sleep(1.6)  # three rounds or so
+            groups = await trio.to_thread.run_sync(get, there, "/groups")
+            group = await trio.to_thread.run_sync(get, there, "/groups/sampled-group")
+            nursery.cancel_scope.cancel()
+        return groups.text, group.text
+
+    groups, group = run(go)
+    rows = {r[0]: r for r in cells(groups, "groups")}
+    assert rows["sampled-group"][4] == "3"
+    assert '<svg id="lag-chart"' in group
+
+
+def test_trafka_broker_console_listen(tmp_path: object) -> None:
+    """``trafka broker --console-listen`` serves the console for itself."""
+    import socket
+
+    ports = []
+    for _ in range(2):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            ports.append(s.getsockname()[1])
+    kafka, http = ports
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "trafka.tools.cli",
+            "broker",
+            "--listen",
+            f"127.0.0.1:{kafka}",
+            "--data-dir",
+            str(tmp_path),
+            "--console-listen",
+            f"127.0.0.1:{http}",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    there = Site(f"http://127.0.0.1:{http}", f"127.0.0.1:{kafka}")
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                page = get(there, "/")
+                break
+            except OSError:
+                assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
+                assert time.monotonic() < deadline, "the console did not come up"
+                time.sleep(0.2)
+        assert page.status == 200
+        (broker,) = cells(page.text, "brokers")
+        assert broker[1:3] == ["127.0.0.1", str(kafka)] and broker[4] == "controller"
+    finally:
+        proc.terminate()
+        _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err.decode()
