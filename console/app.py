@@ -190,23 +190,55 @@ class Console:
         return model.topic_view(info, starts, ends, sizes, configs)
 
     async def group(self, group_id: str) -> model.GroupView:
+        """A consumer group (classic or KIP-848) or a share group, with its lag;
+        each call records a lag sample."""
+        desc = None
         try:
             desc = (await self.admin.describe_groups([group_id]))[group_id]
         except KafkaError as exc:
-            if exc.code == ErrorCode.GROUP_ID_NOT_FOUND:
-                raise _NotFound(f"no group named {group_id!r}") from None
-            raise
-        committed = await self.admin.list_consumer_group_offsets(group_id)
-        tps = sorted(set(committed) | {tp for m in desc.members for tp in m.assignment})
-        ends = await self.admin.list_offsets(dict.fromkeys(tps, "latest")) if tps else {}
-        view = model.group_view(desc, committed, ends)
+            if exc.code != ErrorCode.GROUP_ID_NOT_FOUND:
+                raise
+        committed: dict[TopicPartition, int] = {}
+        if desc is not None:
+            committed = await self.admin.list_consumer_group_offsets(group_id)
+        if desc is None or (desc.state == "Dead" and not desc.members and not committed):
+            # DescribeGroups knows classic groups; a share group is Dead or
+            # GROUP_ID_NOT_FOUND there, as is a group that does not exist.
+            view = await self._share_group(group_id)
+            if view is None:
+                raise _NotFound(f"no group named {group_id!r}")
+        else:
+            tps = sorted(set(committed) | {tp for m in desc.members for tp in m.assignment})
+            ends = await self._ends(tps)
+            view = model.group_view(desc, committed, ends)
         self.history.record(group_id, time.time(), view.lags())
         return view
+
+    async def _ends(self, tps: list[TopicPartition]) -> dict[TopicPartition, Any]:
+        return await self.admin.list_offsets(dict.fromkeys(tps, "latest")) if tps else {}
+
+    async def _share_group(self, group_id: str) -> model.GroupView | None:
+        try:
+            share = (await self.admin.describe_share_groups([group_id]))[group_id]
+        except KafkaError as exc:
+            if exc.code in (ErrorCode.GROUP_ID_NOT_FOUND, ErrorCode.UNSUPPORTED_VERSION):
+                return None
+            raise
+        if share.state == "Dead":
+            return None
+        try:
+            offsets = await self.admin.list_share_group_offsets(group_id)
+        except KafkaError as exc:
+            if exc.code != ErrorCode.UNSUPPORTED_VERSION:
+                raise
+            offsets = {}
+        tps = sorted(set(offsets) | {tp for m in share.members for tp in m.assignment})
+        return model.share_group_view(share, offsets, await self._ends(tps))
 
     async def sample_lag(self, max_groups: int = 200) -> int:
         """Record every consumer group's lag once (at most ``max_groups``);
         returns how many groups were sampled."""
-        listings = [g for g in await self.admin.list_groups() if g.group_type != "share"]
+        listings = await self.admin.list_groups()
         self.history.forget(g.group_id for g in listings)
         sampled = 0
         for g in sorted(listings, key=lambda g: g.group_id)[:max_groups]:

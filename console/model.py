@@ -44,6 +44,9 @@ from trafka.sdk.admin import (
     GroupListing,
     LogDirDescription,
     MemberDescription,
+    ShareGroupDescription,
+    ShareMemberDescription,
+    SharePartitionOffsetInfo,
 )
 from trafka.sdk.fetcher import TopicPartition
 from trafka.sdk.metadata import TopicInfo
@@ -75,6 +78,7 @@ __all__ = [
     "parse_produce_form",
     "partition_sizes",
     "render_bytes",
+    "share_group_view",
     "topic_rows",
     "topic_view",
 ]
@@ -436,6 +440,48 @@ def group_view(
         desc.protocol,
         tuple(members),
         tuple(rows),
+    )
+
+
+def share_group_view(
+    desc: ShareGroupDescription,
+    offsets: Mapping[TopicPartition, SharePartitionOffsetInfo | None],
+    ends: Mapping[TopicPartition, tuple[int, int] | None],
+) -> GroupView:
+    """A share group (KIP-932): its members with their subscriptions'
+    assignments (several members may share a partition), and per partition with
+    share state its start offset (in ``committed``), the log end and the lag:
+    the broker's count of records not yet acknowledged (KIP-1226), or end
+    minus start offset from a broker that does not count them."""
+    holders: dict[TopicPartition, list[ShareMemberDescription]] = {}
+    members = []
+    for m in sorted(desc.members, key=lambda m: m.member_id):
+        assigned = tuple(sorted(m.assignment))
+        for tp in assigned:
+            holders.setdefault(tp, []).append(m)
+        members.append((m.member_id, None, m.client_id, m.client_host, assigned))
+    rows = []
+    for tp in sorted(set(offsets) | set(holders)):
+        info = offsets.get(tp)
+        end = _offset(ends, tp)
+        start = None if info is None else info.start_offset
+        lag = None if info is None else info.lag
+        if lag is None and start is not None and end is not None:
+            lag = max(end - start, 0)
+        held = holders.get(tp, [])
+        rows.append(
+            GroupPartitionRow(
+                tp.topic,
+                tp.partition,
+                start,
+                end,
+                lag,
+                ", ".join(m.member_id for m in held) or None,
+                ", ".join(sorted({m.client_id for m in held})) or None,
+            )
+        )
+    return GroupView(
+        desc.group_id, desc.state, "share", "share", desc.assignor, tuple(members), tuple(rows)
     )
 
 

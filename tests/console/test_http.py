@@ -403,3 +403,33 @@ def test_trafka_broker_console_listen(tmp_path: object) -> None:
         proc.terminate()
         _, err = proc.communicate(timeout=30)
     assert proc.returncode == 0, err.decode()
+
+
+def test_share_group_page_shows_start_offsets_and_lag(site: Site) -> None:
+    from click.testing import CliRunner
+
+    from trafka.tools.cli import main
+
+    def cli(*args: str, input: bytes | None = None) -> str:
+        result = CliRunner().invoke(main, [*args, "-b", site.bootstrap], input=input)
+        assert result.exit_code == 0, (result.output, result.exception)
+        return result.stdout
+
+    create_topics(site, NewTopic("jobs", 1))
+    produce(site, "jobs", [(None, b"job-%d" % i, 0) for i in range(10)])
+    cli("groups", "set-config", "workers", "share.auto.offset.reset=earliest")
+    assert (
+        cli("share-consume", "jobs", "-G", "workers", "-c", "4") == "job-0\njob-1\njob-2\njob-3\n"
+    )
+    page = get(site, "/groups/workers")
+    assert page.status == 200
+    assert '<th class="n">Start offset</th>' in page.text
+    assert [r[:5] for r in cells(page.text, "lag")] == [["jobs", "0", "4", "10", "6"]]
+    assert re.search(r'<b id="total-lag">6</b>', page.text)
+    listed = {r[0]: r for r in cells(get(site, "/groups").text, "groups")}
+    assert listed["workers"][1] == "share"
+
+
+def test_a_group_that_does_not_exist_is_a_404(site: Site) -> None:
+    page = get(site, "/groups/never-seen")
+    assert page.status == 404 and "no group named &#39;never-seen&#39;" in page.text

@@ -317,3 +317,29 @@ def test_brokerlite_console_listen_setting() -> None:
                 "sasl_users": {"admin": "secret"},
             }
         )
+
+
+def test_share_group_view_shares_partitions_between_members() -> None:
+    from trafka.sdk.admin import (
+        ShareGroupDescription,
+        ShareMemberDescription,
+        SharePartitionOffsetInfo,
+    )
+
+    a = ShareMemberDescription("a", "c1", "/h", None, 3, ("t",), frozenset({TP("t", 0)}))
+    b = ShareMemberDescription(
+        "b", "c2", "/h", None, 3, ("t",), frozenset({TP("t", 0), TP("t", 1)})
+    )
+    desc = ShareGroupDescription("s", "Stable", 3, 3, "simple", (b, a))
+    offsets = {
+        TP("t", 0): SharePartitionOffsetInfo(4, 0, 2),
+        TP("t", 1): SharePartitionOffsetInfo(1, 0, None),
+    }
+    ends = {TP("t", 0): (10, -1), TP("t", 1): (5, -1)}
+    view = model.share_group_view(desc, offsets, ends)
+    assert view.group_type == "share" and [m[0] for m in view.members] == ["a", "b"]
+    rows = [(r.partition, r.committed, r.end_offset, r.lag, r.member_id) for r in view.partitions]
+    # The broker's lag where it counts one (records acknowledged past the start
+    # offset are not lag), end minus start where it does not.
+    assert rows == [(0, 4, 10, 2, "a, b"), (1, 1, 5, 4, "b")]
+    assert view.total_lag == 6
