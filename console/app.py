@@ -251,46 +251,56 @@ class Console:
         return sampled
 
     async def browse(self, q: model.BrowseQuery) -> dict[str, Any]:
-        """The messages of one browser page and where they were read from."""
-        tp = TopicPartition(q.topic, q.partition)
+        """The messages of one browser page, the partitions' offsets and notes."""
         try:
             info = (await self.admin.describe_topics([q.topic]))[q.topic]
         except KafkaError as exc:
             if exc.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
                 raise _NotFound(f"no topic named {q.topic!r}") from None
             raise
-        if q.partition >= len(info.partitions):
+        count = len(info.partitions)
+        if q.partition is not None and q.partition >= count:
             raise InputError(
-                f"partition: {q.topic!r} has partitions 0 to {len(info.partitions) - 1}, "
-                f"not {q.partition}"
+                f"partition: {q.topic!r} has partitions 0 to {count - 1}, not {q.partition}"
             )
-        begin = (await self.admin.list_offsets({tp: "earliest"}))[tp]
-        end = (await self.admin.list_offsets({tp: "latest"}))[tp]
-        low = begin[0] if begin else 0
-        high = end[0] if end else 0
-        note = None
-        if q.start == "beginning":
-            start = low
-        elif q.start == "end":
-            start = max(high - q.count, low)
-        elif q.start == "offset":
-            start = min(max(q.value, low), high)
-            if start != q.value:
-                note = f"offset {q.value} is outside the log ({low} to {high}); read from {start}"
-        else:
-            hit = (await self.admin.list_offsets({tp: q.value}))[tp]
-            start = high if hit is None else hit[0]
-            if hit is None:
-                note = "no message at or after that time"
-        rows: list[model.MessageRow] = []
-        if start < high:
-            rows = await self._read(tp, start, high, q)
-        return {"query": q, "low": low, "high": high, "start": start, "rows": rows, "note": note}
+        wanted = range(count) if q.partition is None else [q.partition]
+        tps = [TopicPartition(q.topic, p) for p in wanted]
+        begins, ends, found = await self._positions(tps, q)
+        lows = {tp.partition: hit[0] if hit else 0 for tp, hit in begins.items()}
+        highs = {tp.partition: hit[0] if hit else 0 for tp, hit in ends.items()}
+        by_time = {tp.partition: None if hit is None else hit[0] for tp, hit in found.items()}
+        starts, notes = model.plan_reads(q, lows, highs, by_time)
+        rows = await self._read(q, starts, highs) if starts else []
+        return {
+            "query": q,
+            "lows": lows,
+            "highs": highs,
+            "rows": model.merge_messages(rows, q.start, q.count, partitions=len(tps)),
+            "notes": notes,
+        }
+
+    async def _positions(
+        self, tps: list[TopicPartition], q: model.BrowseQuery
+    ) -> tuple[dict[Any, Any], dict[Any, Any], dict[Any, Any]]:
+        out: dict[str, dict[Any, Any]] = {"begins": {}, "ends": {}, "found": {}}
+
+        async def ask(key: str, spec: str | int) -> None:
+            out[key] = await self.admin.list_offsets(dict.fromkeys(tps, spec))
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(ask, "begins", "earliest")
+            tg.start_soon(ask, "ends", "latest")
+            if q.start == "timestamp":
+                tg.start_soon(ask, "found", q.value)
+        return out["begins"], out["ends"], out["found"]
 
     async def _read(
-        self, tp: TopicPartition, start: int, high: int, q: model.BrowseQuery
+        self, q: model.BrowseQuery, starts: Mapping[int, int], highs: Mapping[int, int]
     ) -> list[model.MessageRow]:
+        """Up to ``q.count`` messages of each partition from its start, stopping
+        at its high watermark as it was when the page was asked for."""
         rows: list[model.MessageRow] = []
+        got = dict.fromkeys(starts, 0)
         settings = {
             **client_settings(ConsumerConfig, self.client_config),
             "enable.auto.commit": False,
@@ -298,27 +308,38 @@ class Console:
             "client.id": "trafka-console",
         }
         settings.pop("group.id", None)
+        open_tps = {TopicPartition(q.topic, p) for p in starts}
         async with open_consumer(config=settings) as consumer:
-            consumer.assign([tp])
-            consumer.seek(tp, start)
+            consumer.assign(open_tps)
+            for tp in open_tps:
+                consumer.seek(tp, starts[tp.partition])
             with anyio.move_on_after(BROWSE_SECONDS):
-                while len(rows) < q.count:
-                    batch = await consumer.getmany(timeout_ms=500, max_records=q.count - len(rows))
-                    for r in batch.get(tp, ()):
-                        rows.append(
-                            model.message_row(
-                                r.partition,
-                                r.offset,
-                                r.timestamp,
-                                r.key,
-                                r.value,
-                                r.headers,
-                                q.decode,
+                while open_tps:
+                    batch = await consumer.getmany(*open_tps, timeout_ms=500)
+                    for tp, records in batch.items():
+                        for r in records[: q.count - got[tp.partition]]:
+                            if r.offset >= highs[tp.partition]:
+                                break
+                            rows.append(
+                                model.message_row(
+                                    r.partition,
+                                    r.offset,
+                                    r.timestamp,
+                                    r.key,
+                                    r.value,
+                                    r.headers,
+                                    q.decode,
+                                )
                             )
-                        )
-                    if len(rows) >= q.count or await consumer.position(tp) >= high:
-                        break
-        return rows[: q.count]
+                            got[tp.partition] += 1
+                    for tp in list(open_tps):
+                        if (
+                            got[tp.partition] >= q.count
+                            or await consumer.position(tp) >= highs[tp.partition]
+                        ):
+                            open_tps.discard(tp)
+                            consumer.pause(tp)
+        return rows
 
     # -- cluster changes ------------------------------------------------------------------
 

@@ -73,7 +73,9 @@ __all__ = [
     "lag_chart",
     "overview",
     "parse_acl_form",
+    "merge_messages",
     "parse_browse_query",
+    "plan_reads",
     "parse_new_topic_form",
     "parse_produce_form",
     "partition_sizes",
@@ -631,7 +633,7 @@ class BrowseQuery:
     messages), ``offset`` (``value`` is one) or ``timestamp`` (``value`` in ms)."""
 
     topic: str
-    partition: int
+    partition: int | None  # None: every partition
     start: Literal["beginning", "end", "offset", "timestamp"]
     value: int
     count: int
@@ -672,11 +674,16 @@ def parse_timestamp(text: str) -> int:
 
 
 def parse_browse_query(topic: str, form: Mapping[str, str]) -> BrowseQuery:
-    """The message browser's query string: ``partition`` (default 0), ``start``
+    """The message browser's query string: ``partition`` (empty or ``all``,
+    the default: every partition), ``start``
     (``beginning``, ``end``, ``offset``, ``timestamp``; default ``end``),
     ``offset``, ``timestamp``, ``count`` (1 to :data:`MAX_BROWSE`, default 20)
     and ``decode`` (:data:`DECODE_MODES`)."""
-    partition = _int_field(form, "partition", "partition") or 0
+    partition = (
+        None
+        if form.get("partition", "").strip().lower() in ("", "all")
+        else _int_field(form, "partition", "partition")
+    )
     count = _int_field(form, "count", "count", minimum=1) or 20
     if count > MAX_BROWSE:
         raise InputError(f"count must be at most {MAX_BROWSE}, got {count}")
@@ -700,10 +707,62 @@ def parse_browse_query(topic: str, form: Mapping[str, str]) -> BrowseQuery:
     return BrowseQuery(topic, partition, start, value, count, decode)  # type: ignore[arg-type]
 
 
+def plan_reads(
+    q: BrowseQuery,
+    lows: Mapping[int, int],
+    highs: Mapping[int, int],
+    by_time: Mapping[int, int | None],
+) -> tuple[dict[int, int], list[str]]:
+    """Where to start reading each partition (``lows``/``highs``: log start and
+    high watermark per partition; ``by_time``: the first offset at or after
+    ``q.value`` for a timestamp query, None past the end). Partitions with
+    nothing to read from their start are left out. Returns the starts and
+    notes for the person (an offset outside a log is clamped, and said so)."""
+    starts: dict[int, int] = {}
+    notes = []
+    for p in sorted(highs):
+        low, high = lows.get(p, 0), highs[p]
+        if q.start == "beginning":
+            start = low
+        elif q.start == "end":
+            start = max(high - q.count, low)
+        elif q.start == "offset":
+            start = min(max(q.value, low), high)
+            # Said of a partition read, or the one asked for; not of every
+            # empty partition of a topic browsed whole.
+            if start != q.value and (start < high or len(highs) == 1):
+                notes.append(
+                    f"partition {p}: offset {q.value} is outside the log ({low} to {high}); "
+                    f"read from {start}"
+                )
+        else:
+            hit = by_time.get(p)
+            start = high if hit is None else hit
+        if start < high:
+            starts[p] = start
+    if q.start == "timestamp" and not starts:
+        notes.append("no message at or after that time")
+    return starts, notes
+
+
+def merge_messages(
+    rows: Iterable[MessageRow], start: str, count: int, *, partitions: int
+) -> list[MessageRow]:
+    """One page of messages read from ``partitions`` partitions: one partition's
+    in offset order; several by time (then partition, offset), the newest
+    ``count`` when reading from the end, else the first ``count``."""
+    if partitions == 1:
+        ordered = sorted(rows, key=lambda r: r.offset)
+    else:
+        ordered = sorted(rows, key=lambda r: (r.timestamp_ms, r.partition, r.offset))
+    return ordered[-count:] if start == "end" else ordered[:count]
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class MessageRow:
     partition: int
     offset: int
+    timestamp_ms: int
     timestamp: str
     key: Rendered
     value: Rendered
@@ -732,6 +791,7 @@ def message_row(
     return MessageRow(
         partition,
         offset,
+        timestamp,
         format_timestamp(timestamp),
         render_bytes(key, mode),
         render_bytes(value, mode),

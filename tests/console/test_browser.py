@@ -154,8 +154,9 @@ def test_create_a_topic_produce_and_see_the_message(site: Site, browser: Any) ->
 
     sent.find_element(By.LINK_TEXT, "See it").click()
     wait_for(browser, "#messages")
-    assert column(browser, "messages", 0) == ["0"]
-    key, value, headers = (column(browser, "messages", i)[0] for i in (2, 3, 4))
+    assert column(browser, "messages", 0) == ["1"]  # the partition
+    assert column(browser, "messages", 1) == ["0"]  # the offset
+    key, value, headers = (column(browser, "messages", i)[0] for i in (3, 4, 5))
     assert key.splitlines() == ["TEXT", "order-42"]
     assert value.splitlines()[0] == "JSON" and '"item": "teapot"' in value
     assert headers.replace("\n", " ") == "origin: TEXT browser"
@@ -165,7 +166,7 @@ def test_create_a_topic_produce_and_see_the_message(site: Site, browser: Any) ->
     Select(browser.find_element(By.NAME, "decode")).select_by_visible_text("hex")
     browser.find_element(By.CSS_SELECTOR, "#browse button[type=submit]").click()
     wait_for(browser, "#messages")
-    assert column(browser, "messages", 3)[0].splitlines() == [
+    assert column(browser, "messages", 4)[0].splitlines() == [
         "HEX",
         "7b 22 69 74 65 6d 22 3a 20 22 74 65 61 70 6f 74 22 2c 20 22 71 74 79 22 3a 20 32 7d",
     ]

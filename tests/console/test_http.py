@@ -88,28 +88,48 @@ def test_message_browser_decodes_keys_values_and_headers(site: Site) -> None:
     page = get(site, "/topics/browse/messages?partition=0&start=beginning")
     assert page.status == 200
     rows = cells(page.text, "messages")
-    assert [r[0] for r in rows] == ["0", "1", "2"]
-    assert rows[0][2] == "textjson-key" and rows[0][3].startswith("json{")
-    assert '"ok": true' in rows[0][3]
-    assert rows[1][2] == "null" and rows[1][3] == "hex00 ff 62 69 6e 61 72 79"
-    assert rows[1][4] == "trace: textabc"
-    assert rows[2][3] == "textplain text é"
+    assert [r[1] for r in rows] == ["0", "1", "2"]
+    assert rows[0][3] == "textjson-key" and rows[0][4].startswith("json{")
+    assert '"ok": true' in rows[0][4]
+    assert rows[1][3] == "null" and rows[1][4] == "hex00 ff 62 69 6e 61 72 79"
+    assert rows[1][5] == "trace: textabc"
+    assert rows[2][4] == "textplain text é"
 
     hexed = cells(
         get(site, "/topics/browse/messages?start=offset&offset=2&decode=hex").text, "messages"
     )
-    assert [r[0] for r in hexed] == ["2"] and hexed[0][3].startswith("hex70 6c 61")
+    assert [r[1] for r in hexed] == ["2"] and hexed[0][4].startswith("hex70 6c 61")
 
     newest = cells(get(site, "/topics/browse/messages?count=2").text, "messages")
-    assert [r[0] for r in newest] == ["1", "2"]
+    assert [r[1] for r in newest] == ["1", "2"]
     by_time = cells(
         get(site, "/topics/browse/messages?start=timestamp&timestamp=2000-01-01T00:00:00").text,
         "messages",
     )
-    assert [r[0] for r in by_time] == ["0", "1", "2"]
+    assert [r[1] for r in by_time] == ["0", "1", "2"]
     past = get(site, "/topics/browse/messages?start=offset&offset=999")
     assert "outside the log" in past.text and cells(past.text, "messages") == [
         ["No messages here."]
+    ]
+
+
+def test_message_browser_reads_every_partition_by_time(site: Site) -> None:
+    create_topics(site, NewTopic("spread", 3))
+    produce(site, "spread", [(None, b"m%d" % i, i % 3) for i in range(9)])
+    page = get(site, "/topics/spread/messages?start=beginning")
+    rows = cells(page.text, "messages")
+    # In the order they were written (by timestamp, then partition and offset).
+    assert sorted(r[4] for r in rows) == sorted(f"textm{i}" for i in range(9))
+    stamps = [r[2] for r in rows]
+    assert stamps == sorted(stamps)
+    assert "3 partitions; 9 messages shown." in " ".join(page.text.split())
+    newest = cells(get(site, "/topics/spread/messages?count=4").text, "messages")
+    assert len(newest) == 4 and all(r[2] >= stamps[4] for r in newest)
+    one = cells(get(site, "/topics/spread/messages?partition=1&start=beginning").text, "messages")
+    assert [(r[0], r[1], r[4]) for r in one] == [
+        ("1", "0", "textm1"),
+        ("1", "1", "textm4"),
+        ("1", "2", "textm7"),
     ]
 
 
@@ -185,7 +205,7 @@ def test_create_produce_and_delete_topic_through_the_forms(site: Site) -> None:
     assert sent.status == 200
     assert re.search(r"Written to partition 2 at offset 0\.", sent.text)
     rows = cells(get(site, "/topics/formed/messages?partition=2&start=beginning").text, "messages")
-    assert len(rows) == 1 and "console" in rows[0][3] and rows[0][4] == "source: textform"
+    assert len(rows) == 1 and "console" in rows[0][4] and rows[0][5] == "source: textform"
 
     wrong = post(site, "/topics/formed/delete", {"token": token, "confirm": "other"})
     assert wrong.status == 400 and "type the topic&#39;s name" in wrong.text

@@ -128,7 +128,7 @@ def test_render_bytes_cuts_long_values() -> None:
 
 def test_browse_query_defaults_and_modes() -> None:
     q = model.parse_browse_query("t", {})
-    assert (q.partition, q.start, q.count, q.decode) == (0, "end", 20, "auto")
+    assert (q.partition, q.start, q.count, q.decode) == (None, "end", 20, "auto")
     q = model.parse_browse_query("t", {"partition": "2", "offset": "17", "count": "5"})
     assert (q.partition, q.start, q.value, q.count) == (2, "offset", 17, 5)
     q = model.parse_browse_query("t", {"start": "timestamp", "timestamp": "1970-01-01T00:00:01"})
@@ -343,3 +343,31 @@ def test_share_group_view_shares_partitions_between_members() -> None:
     # offset are not lag), end minus start where it does not.
     assert rows == [(0, 4, 10, 2, "a, b"), (1, 1, 5, 4, "b")]
     assert view.total_lag == 6
+
+
+def test_plan_reads_per_partition() -> None:
+    lows, highs = {0: 0, 1: 5, 2: 0}, {0: 10, 1: 8, 2: 0}
+    q = model.parse_browse_query("t", {"count": "4"})
+    assert model.plan_reads(q, lows, highs, {}) == ({0: 6, 1: 5}, [])  # 2 is empty
+    q = model.parse_browse_query("t", {"start": "beginning"})
+    assert model.plan_reads(q, lows, highs, {})[0] == {0: 0, 1: 5}
+    q = model.parse_browse_query("t", {"start": "offset", "offset": "2"})
+    starts, notes = model.plan_reads(q, lows, highs, {})
+    assert starts == {0: 2, 1: 5}
+    assert notes == ["partition 1: offset 2 is outside the log (5 to 8); read from 5"]
+    q = model.parse_browse_query("t", {"start": "timestamp", "timestamp": "5"})
+    assert model.plan_reads(q, lows, highs, {0: 7, 1: None, 2: None}) == ({0: 7}, [])
+    assert model.plan_reads(q, lows, highs, {0: None}) == ({}, ["no message at or after that time"])
+
+
+def test_merge_messages_by_time_across_partitions() -> None:
+    def row(p: int, o: int, ts: int) -> model.MessageRow:
+        return model.message_row(p, o, ts, None, b"v", (), "auto")
+
+    rows = [row(0, 0, 30), row(1, 0, 10), row(1, 1, 40), row(0, 1, 20), row(2, 0, 20)]
+    firsts = model.merge_messages(rows, "beginning", 3, partitions=3)
+    assert [(r.partition, r.offset) for r in firsts] == [(1, 0), (0, 1), (2, 0)]
+    lasts = model.merge_messages(rows, "end", 2, partitions=3)
+    assert [(r.partition, r.offset) for r in lasts] == [(0, 0), (1, 1)]
+    one = model.merge_messages([row(0, 5, 9), row(0, 4, 10)], "end", 5, partitions=1)
+    assert [r.offset for r in one] == [4, 5]  # one partition: offset order, whatever the clock
