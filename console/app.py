@@ -306,6 +306,11 @@ class Console:
             "enable.auto.commit": False,
             "auto.offset.reset": "earliest",
             "client.id": "trafka-console",
+            # Leaving open_consumer waits for the fetch in flight, which a broker
+            # holds up to this long when it has nothing new: 500 ms by default,
+            # on every page. The reads stop at the high watermark, so a long
+            # poll buys nothing here.
+            "fetch.max.wait.ms": 50,
         }
         settings.pop("group.id", None)
         open_tps = {TopicPartition(q.topic, p) for p in starts}
