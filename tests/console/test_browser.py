@@ -85,12 +85,18 @@ def shot(driver: Any, name: str) -> None:
 
 
 def column(driver: Any, table_id: str, index: int) -> list[str]:
-    """What a person reads in one column of a table (visible rows only)."""
-    return [
-        row.find_elements(By.TAG_NAME, "td")[index].text
-        for row in driver.find_elements(By.CSS_SELECTOR, f"#{table_id} tbody tr")
-        if row.is_displayed()
-    ]
+    """What a person reads in one column of a table: the rendered text
+    (``innerText``, as Selenium's ``.text``) of the rows shown, in one call
+    rather than three round trips a row."""
+    return list(
+        driver.execute_script(
+            "return Array.from(document.querySelectorAll(`#${arguments[0]} tbody tr`))"
+            "  .filter(r => r.getClientRects().length > 0)"
+            "  .map(r => r.cells[arguments[1]].innerText.trim());",
+            table_id,
+            index,
+        )
+    )
 
 
 def wait_for(driver: Any, css: str) -> Any:
