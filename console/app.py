@@ -440,6 +440,11 @@ def make_app(console: Console) -> Starlette:
                 return error(request, 502, "The cluster refused", str(exc))
             except TrafkaError as exc:
                 return error(request, 502, "Cluster unreachable", str(exc))
+            except Exception:  # a bug of ours: logged whole, shown as one line
+                log.exception("console page %s failed", request.url.path)
+                return error(
+                    request, 500, "Console error", "this page failed; the console's log says why"
+                )
 
         return run
 

@@ -36,6 +36,8 @@ __all__ = ["ConsoleSettings", "parse_listen", "serve_console"]
 log = logging.getLogger("trafka.console")
 
 DEFAULT_LISTEN = "127.0.0.1:8080"
+#: How long the admin calls of a page may take unless the client settings say.
+PAGE_TIMEOUT_MS = 15_000
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -115,6 +117,11 @@ async def serve_console(
     config.errorlog = logging.getLogger("trafka.console.http")
     config.graceful_timeout = 1.0
     admin_settings = client_settings(AdminConfig, settings.client_config)
+    keys = {k.replace("_", ".") for k in admin_settings}
+    if "default.api.timeout.ms" not in keys:
+        # A page should say the cluster is away in seconds, not after the
+        # admin client's minute.
+        admin_settings["default.api.timeout.ms"] = PAGE_TIMEOUT_MS
     async with open_admin(config=admin_settings) as admin:
         console = Console(
             admin,
