@@ -35,7 +35,6 @@ import anyio
 import jinja2
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
-from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Route
@@ -57,7 +56,7 @@ from trafka.sdk.fetcher import TopicPartition
 from . import model
 from .model import InputError, LagHistory
 
-__all__ = ["Console", "client_settings", "make_app"]
+__all__ = ["Console", "client_settings", "host_allowed", "make_app"]
 
 log = logging.getLogger("trafka.console")
 
@@ -70,6 +69,35 @@ _TEMPLATES = Path(__file__).parent / "templates"
 
 class _NotFound(Exception):
     pass
+
+
+async def gather(*calls: Callable[[], Awaitable[Any]]) -> list[Any]:
+    """The results of ``calls``, run at once. The first to fail cancels the
+    others and is raised as itself, not inside an ExceptionGroup, so that a
+    page can tell a refusal from an unreachable cluster."""
+    results: list[Any] = [None] * len(calls)
+
+    async def one(i: int) -> None:
+        results[i] = await calls[i]()
+
+    try:
+        async with anyio.create_task_group() as tg:
+            for i in range(len(calls)):
+                tg.start_soon(one, i)
+    except BaseExceptionGroup as group:
+        raise _first_real(group) from None
+    return results
+
+
+def _first_real(group: BaseExceptionGroup[Any]) -> BaseException:
+    cancelled = anyio.get_cancelled_exc_class()
+    for exc in group.exceptions:
+        inner: BaseException = exc
+        if isinstance(inner, BaseExceptionGroup):
+            inner = _first_real(inner)
+        if not isinstance(inner, cancelled | BaseExceptionGroup):
+            return inner
+    return group
 
 
 def client_settings(cls: type[ClientConfig], settings: Mapping[str, Any]) -> dict[str, Any]:
@@ -124,43 +152,27 @@ class Console:
     async def _offsets_and_sizes(
         self, tps: list[TopicPartition], log_dirs_for: list[TopicPartition] | None
     ) -> tuple[dict[Any, Any], dict[Any, Any], dict[TopicPartition, int]]:
-        out: dict[str, Any] = {"starts": {}, "ends": {}, "sizes": {}}
         if not tps:
             return {}, {}, {}
 
-        async def starts() -> None:
-            out["starts"] = await self.admin.list_offsets(dict.fromkeys(tps, "earliest"))
-
-        async def ends() -> None:
-            out["ends"] = await self.admin.list_offsets(dict.fromkeys(tps, "latest"))
-
-        async def sizes() -> None:
+        async def sizes() -> dict[TopicPartition, int]:
             try:
                 dirs = await self.admin.describe_log_dirs(log_dirs_for)
             except KafkaError as exc:  # no DescribeLogDirs rights: sizes stay unknown
                 log.info("no partition sizes: %s", exc)
-                return
-            out["sizes"] = model.partition_sizes(dirs)
+                return {}
+            return model.partition_sizes(dirs)
 
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(starts)
-            tg.start_soon(ends)
-            tg.start_soon(sizes)
-        return out["starts"], out["ends"], out["sizes"]
+        starts, ends, found = await gather(
+            lambda: self.admin.list_offsets(dict.fromkeys(tps, "earliest")),
+            lambda: self.admin.list_offsets(dict.fromkeys(tps, "latest")),
+            sizes,
+        )
+        return starts, ends, found
 
     async def overview(self) -> model.Overview:
-        got: dict[str, Any] = {}
-
-        async def cluster() -> None:
-            got["cluster"] = await self.admin.describe_cluster()
-
-        async def topics() -> None:
-            got["topics"] = await self._all_topics()
-
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(cluster)
-            tg.start_soon(topics)
-        return model.overview(got["cluster"], got["topics"])
+        cluster, topics = await gather(self.admin.describe_cluster, self._all_topics)
+        return model.overview(cluster, topics)
 
     async def topics(self) -> list[model.TopicRow]:
         topics = await self._all_topics()
@@ -176,17 +188,17 @@ class Console:
                 raise _NotFound(f"no topic named {name!r}") from None
             raise
         tps = [TopicPartition(name, p.partition) for p in info.partitions]
-        configs: dict[str, Any] = {}
 
-        async def read_configs() -> None:
+        async def read_configs() -> dict[str, str | None]:
             try:
-                configs.update((await self.admin.describe_configs([name])).get(name, {}))
+                return (await self.admin.describe_configs([name])).get(name, {})
             except KafkaError as exc:
                 log.info("no configs of %r: %s", name, exc)
+                return {}
 
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(read_configs)
-            starts, ends, sizes = await self._offsets_and_sizes(tps, tps)
+        configs, (starts, ends, sizes) = await gather(
+            read_configs, lambda: self._offsets_and_sizes(tps, tps)
+        )
         return model.topic_view(info, starts, ends, sizes, configs)
 
     async def group(self, group_id: str) -> model.GroupView:
@@ -282,17 +294,14 @@ class Console:
     async def _positions(
         self, tps: list[TopicPartition], q: model.BrowseQuery
     ) -> tuple[dict[Any, Any], dict[Any, Any], dict[Any, Any]]:
-        out: dict[str, dict[Any, Any]] = {"begins": {}, "ends": {}, "found": {}}
+        def ask(spec: str | int) -> Callable[[], Awaitable[Any]]:
+            return lambda: self.admin.list_offsets(dict.fromkeys(tps, spec))
 
-        async def ask(key: str, spec: str | int) -> None:
-            out[key] = await self.admin.list_offsets(dict.fromkeys(tps, spec))
-
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(ask, "begins", "earliest")
-            tg.start_soon(ask, "ends", "latest")
-            if q.start == "timestamp":
-                tg.start_soon(ask, "found", q.value)
-        return out["begins"], out["ends"], out["found"]
+        if q.start != "timestamp":
+            begins, ends = await gather(ask("earliest"), ask("latest"))
+            return begins, ends, {}
+        begins, ends, found = await gather(ask("earliest"), ask("latest"), ask(q.value))
+        return begins, ends, found
 
     async def _read(
         self, q: model.BrowseQuery, starts: Mapping[int, int], highs: Mapping[int, int]
@@ -563,9 +572,39 @@ def make_app(console: Console) -> Starlette:
     ]
     return Starlette(
         routes=routes,
-        middleware=[Middleware(TrustedHostMiddleware, allowed_hosts=console.allowed_hosts)],
+        middleware=[Middleware(_HostCheck, allowed=console.allowed_hosts)],
         exception_handlers={404: not_found, 405: not_allowed},
     )
+
+
+def host_allowed(host_header: str, allowed: list[str]) -> bool:
+    """Whether a ``Host`` header (``name``, ``name:port``, ``[v6]:port``) names
+    one of ``allowed`` (``*``: any)."""
+    if "*" in allowed:
+        return True
+    try:
+        name = urllib.parse.urlsplit("//" + host_header).hostname
+    except ValueError:
+        return False
+    return name is not None and name.lower() in {a.strip("[]").lower() for a in allowed}
+
+
+class _HostCheck:
+    """Answer 400 to a request whose ``Host`` the console does not answer to
+    (Starlette's TrustedHostMiddleware cuts a ``[::1]:8080`` at the first colon)."""
+
+    def __init__(self, app: Any, allowed: list[str]) -> None:
+        self.app = app
+        self.allowed = allowed
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] in ("http", "websocket"):
+            host = dict(scope["headers"]).get(b"host", b"").decode("latin-1")
+            if not host_allowed(host, self.allowed):
+                response = PlainTextResponse("this console does not answer to that host\n", 400)
+                await response(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
 
 
 class _Refused(Exception):

@@ -419,6 +419,8 @@ def test_trafka_broker_console_listen(tmp_path: object) -> None:
         assert page.status == 200
         (broker,) = cells(page.text, "brokers")
         assert broker[1:3] == ["127.0.0.1", str(kafka)] and broker[4] == "controller"
+        acls = get(there, "/acls")  # this broker has no authorizer
+        assert acls.status == 200 and 'id="no-authorizer"' in acls.text
     finally:
         proc.terminate()
         _, err = proc.communicate(timeout=30)
