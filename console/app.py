@@ -357,7 +357,23 @@ class Console:
 
     # -- cluster changes ------------------------------------------------------------------
 
+    async def partition_count(self, topic: str) -> int:
+        """How many partitions ``topic`` has (a 404 page when it does not exist)."""
+        try:
+            return len((await self.admin.describe_topics([topic]))[topic].partitions)
+        except KafkaError as exc:
+            if exc.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+                raise _NotFound(f"no topic named {topic!r}") from None
+            raise
+
     async def produce(self, form: model.ProduceForm) -> Any:
+        """Write the form's message. The topic must exist: a producer's metadata
+        request would have a broker that creates topics on demand create it."""
+        count = await self.partition_count(form.topic)
+        if form.partition is not None and form.partition >= count:
+            raise InputError(
+                f"partition: {form.topic!r} has partitions 0 to {count - 1}, not {form.partition}"
+            )
         producer = self._producer
         if producer is None:
             raise RuntimeError("the console's producer runs only inside run_producer()")
@@ -506,6 +522,7 @@ def make_app(console: Console) -> Starlette:
     async def produce(request: Request) -> Response:
         name = request.path_params["name"]
         if request.method == "GET":
+            await console.partition_count(name)
             return page(request, "produce.html", topic=name, sent=None)
         form = await form_of(request)
         message = model.parse_produce_form(name, form)

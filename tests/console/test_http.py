@@ -207,6 +207,14 @@ def test_create_produce_and_delete_topic_through_the_forms(site: Site) -> None:
     rows = cells(get(site, "/topics/formed/messages?partition=2&start=beginning").text, "messages")
     assert len(rows) == 1 and "console" in rows[0][4] and rows[0][5] == "source: textform"
 
+    # A partition the topic lacks is the person's mistake; a topic that does not
+    # exist is not created by producing to it (brokerlite creates on demand).
+    beyond = post(site, "/topics/formed/produce", {"token": token, "partition": "3", "value": "x"})
+    assert beyond.status == 400 and "has partitions 0 to 2, not 3" in beyond.text
+    nowhere = post(site, "/topics/not-made/produce", {"token": token, "value": "x"})
+    assert nowhere.status == 404 and get(site, "/topics/not-made/produce").status == 404
+    assert get(site, "/topics/not-made").status == 404
+
     wrong = post(site, "/topics/formed/delete", {"token": token, "confirm": "other"})
     assert wrong.status == 400 and "type the topic&#39;s name" in wrong.text
     gone = post(site, "/topics/formed/delete", {"token": token, "confirm": "formed"})
