@@ -463,3 +463,38 @@ def test_share_group_page_shows_start_offsets_and_lag(site: Site) -> None:
 def test_a_group_that_does_not_exist_is_a_404(site: Site) -> None:
     page = get(site, "/groups/never-seen")
     assert page.status == 404 and "no group named &#39;never-seen&#39;" in page.text
+
+
+@pytest.mark.parametrize("protocol", ["classic", "consumer"])
+def test_a_live_member_and_its_assignment(site: Site, protocol: str) -> None:
+    """A member still in the group (classic, or KIP-848's consumer protocol) is
+    listed with its client id and the partitions it was assigned."""
+    import trio
+
+    from trafka.sdk import open_consumer
+
+    topic, group = f"live-{protocol}", f"live-group-{protocol}"
+    create_topics(site, NewTopic(topic, 2))
+
+    async def go() -> str:
+        async with open_consumer(
+            topic,
+            bootstrap_servers=site.bootstrap,
+            group_id=group,
+            group_protocol=protocol,
+            client_id=f"reader-{protocol}",
+        ) as consumer:
+            while len(consumer.assignment()) < 2:
+                await consumer.getmany(timeout_ms=200)
+            page = await trio.to_thread.run_sync(get, site, f"/groups/{group}")
+        assert page.status == 200
+        return page.text
+
+    text = run(go)
+    (member,) = cells(text, "members")
+    assert member[2] == f"reader-{protocol}"
+    assert member[4] == f"{topic}-0, {topic}-1"
+    assert [r[:2] + r[6:] for r in cells(text, "lag")] == [
+        [topic, "0", f"reader-{protocol}"],
+        [topic, "1", f"reader-{protocol}"],
+    ]
