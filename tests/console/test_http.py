@@ -375,8 +375,12 @@ def test_the_sampler_records_lag_without_visits(site: Site) -> None:
         async with trio.open_nursery() as nursery:
             host, port = await nursery.start(serve_console, settings)
             there = site._replace(base=f"http://{host}:{port}")
-            await trio.sleep(1.6)  # three rounds or so
-            groups = await trio.to_thread.run_sync(get, there, "/groups")
+            while True:  # until a round of the sampler has seen the group
+                groups = await trio.to_thread.run_sync(get, there, "/groups")
+                if "sampled-group" in groups.text and ">3</td>" in groups.text:
+                    break
+                await trio.sleep(0.2)
+            await trio.sleep(0.6)  # the visit below is a second sample
             group = await trio.to_thread.run_sync(get, there, "/groups/sampled-group")
             nursery.cancel_scope.cancel()
         return groups.text, group.text
