@@ -28,7 +28,8 @@ import trio
 from trafka.codec import TrafkaError
 from trafka.sdk import AdminConfig, open_admin
 
-from .app import Console, client_settings, make_app
+from .app import make_app
+from .cluster import Console, client_settings
 from .model import LagHistory
 
 __all__ = ["ConsoleSettings", "parse_listen", "serve_console"]

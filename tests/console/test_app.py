@@ -14,7 +14,8 @@ from hypercorn.config import Config
 from hypercorn.trio import serve
 
 from trafka.codec import ErrorCode, KafkaError
-from trafka.console.app import Console, client_settings, host_allowed, make_app
+from trafka.console.app import host_allowed, make_app
+from trafka.console.cluster import Console, client_settings
 from trafka.console.server import _allowed_hosts, parse_listen
 from trafka.sdk import AdminConfig, ConsumerConfig, ProducerConfig
 from trafka.sdk.errors import NoBrokersAvailableError

@@ -99,6 +99,14 @@ def column(driver: Any, table_id: str, index: int) -> list[str]:
     )
 
 
+def click(driver: Any, element: Any) -> None:
+    """Click a link or a submit button and wait for the next page to replace
+    this one (an element of the next page may be on this one too)."""
+    old = driver.find_element(By.TAG_NAME, "html")
+    element.click()
+    WebDriverWait(driver, 20).until(ec.staleness_of(old))
+
+
 def wait_for(driver: Any, css: str) -> Any:
     return WebDriverWait(driver, 20).until(ec.visibility_of_element_located((By.CSS_SELECTOR, css)))
 
@@ -113,7 +121,7 @@ def test_brokers_and_topics_as_a_person_sees_them(site: Site, browser: Any) -> N
     assert roles == ["controller"]
     shot(browser, "01-brokers")
 
-    browser.find_element(By.LINK_TEXT, "Topics").click()
+    click(browser, browser.find_element(By.LINK_TEXT, "Topics"))
     wait_for(browser, "#topics")
     names = column(browser, "topics", 0)
     assert {"payments", "audit-log"} <= set(names)
@@ -130,13 +138,13 @@ def test_brokers_and_topics_as_a_person_sees_them(site: Site, browser: Any) -> N
 
 def test_create_a_topic_produce_and_see_the_message(site: Site, browser: Any) -> None:
     browser.get(site.base + "/topics")
-    browser.find_element(By.LINK_TEXT, "Create a topic").click()
+    click(browser, browser.find_element(By.LINK_TEXT, "Create a topic"))
     form = wait_for(browser, "#create-topic")
     form.find_element(By.NAME, "name").send_keys("made-in-browser")
     form.find_element(By.NAME, "partitions").send_keys("2")
     form.find_element(By.NAME, "configs").send_keys("retention.ms=3600000")
     shot(browser, "04-create-topic-form")
-    form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+    click(browser, form.find_element(By.CSS_SELECTOR, "button[type=submit]"))
     wait_for(browser, "#partitions")
     assert browser.find_element(By.TAG_NAME, "h1").text == "Topic made-in-browser"
     assert browser.find_element(By.ID, "partition-count").text == "2"
@@ -147,18 +155,18 @@ def test_create_a_topic_produce_and_see_the_message(site: Site, browser: Any) ->
     assert "made-in-browser" in column(browser, "topics", 0)
 
     browser.get(site.base + "/topics/made-in-browser")
-    browser.find_element(By.LINK_TEXT, "Produce a message").click()
+    click(browser, browser.find_element(By.LINK_TEXT, "Produce a message"))
     form = wait_for(browser, "#produce")
     form.find_element(By.NAME, "partition").send_keys("1")
     form.find_element(By.NAME, "key").send_keys("order-42")
     form.find_element(By.NAME, "value").send_keys('{"item": "teapot", "qty": 2}')
     form.find_element(By.NAME, "headers").send_keys("origin=browser")
-    form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+    click(browser, form.find_element(By.CSS_SELECTOR, "button[type=submit]"))
     sent = wait_for(browser, "#sent")
     assert sent.text.startswith("Written to partition 1 at offset 0.")
     shot(browser, "06-produced")
 
-    sent.find_element(By.LINK_TEXT, "See it").click()
+    click(browser, sent.find_element(By.LINK_TEXT, "See it"))
     wait_for(browser, "#messages")
     assert column(browser, "messages", 0) == ["1"]  # the partition
     assert column(browser, "messages", 1) == ["0"]  # the offset
@@ -170,7 +178,7 @@ def test_create_a_topic_produce_and_see_the_message(site: Site, browser: Any) ->
 
     # The same message as hex, picked in the form.
     Select(browser.find_element(By.NAME, "decode")).select_by_visible_text("hex")
-    browser.find_element(By.CSS_SELECTOR, "#browse button[type=submit]").click()
+    click(browser, browser.find_element(By.CSS_SELECTOR, "#browse button[type=submit]"))
     wait_for(browser, "#messages")
     assert column(browser, "messages", 4)[0].splitlines() == [
         "HEX",
@@ -186,7 +194,7 @@ def test_bad_offset_is_an_error_page_not_a_traceback(site: Site, browser: Any) -
     form.find_element(By.NAME, "offset").send_keys("twelve")
     # Typing an offset picked "offset" as where to read from.
     assert Select(form.find_element(By.NAME, "start")).first_selected_option.text == "offset"
-    form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+    click(browser, form.find_element(By.CSS_SELECTOR, "button[type=submit]"))
     error = wait_for(browser, "#error")
     assert browser.find_element(By.TAG_NAME, "h1").text == "Bad input"
     assert error.text == "offset must be a whole number, got 'twelve'"
@@ -202,7 +210,7 @@ def test_consumer_group_lag_numbers_and_chart(site: Site, browser: Any) -> None:
 
     browser.get(site.base + "/groups")
     assert "dashboard" in column(browser, "groups", 0)
-    browser.find_element(By.LINK_TEXT, "dashboard").click()
+    click(browser, browser.find_element(By.LINK_TEXT, "dashboard"))
     wait_for(browser, "#lag")
     assert column(browser, "lag", 1) == ["0", "1"]
     assert column(browser, "lag", 4) == ["0", "4"]
@@ -236,8 +244,10 @@ def test_delete_asks_before_it_deletes(site: Site, browser: Any) -> None:
     assert browser.find_element(By.TAG_NAME, "h1").text == "Topic doomed"  # still here
 
     form = browser.find_element(By.ID, "delete-topic")
+    page = browser.find_element(By.TAG_NAME, "html")
     form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
     WebDriverWait(browser, 10).until(ec.alert_is_present()).accept()
+    WebDriverWait(browser, 20).until(ec.staleness_of(page))
     wait_for(browser, "#topics")
     assert "doomed" not in column(browser, "topics", 0)
     shot(browser, "12-after-delete")
@@ -249,7 +259,7 @@ def test_acls_page_adds_and_lists_an_acl(site: Site, browser: Any) -> None:
     form.find_element(By.NAME, "name").send_keys("payments")
     form.find_element(By.NAME, "principal").send_keys("User:reporting")
     Select(form.find_element(By.NAME, "operation")).select_by_visible_text("describe")
-    form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+    click(browser, form.find_element(By.CSS_SELECTOR, "button[type=submit]"))
     wait_for(browser, "#acls")
     assert column(browser, "acls", 1) == ["payments"]
     assert column(browser, "acls", 3) == ["User:reporting"]
