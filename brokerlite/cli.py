@@ -264,12 +264,11 @@ def command(config_file: Path | None, verbose: bool, **options: Any) -> None:
     except (ConfigError, OSError) as exc:
         raise click.UsageError(str(exc)) from None
     if config.console_listen is not None:
-        try:
-            import trafka.console  # noqa: F401
-        except ImportError as exc:
-            raise click.UsageError(
-                f"--console-listen needs the console extra (pip install 'trafka[console]'): {exc}"
-            ) from None
+        from trafka.console.server import missing_dependencies
+
+        reason = missing_dependencies()
+        if reason is not None:
+            raise click.UsageError(f"--console-listen: {reason}")
     _configure_logging(verbose, "trio", "kazoo", "hypercorn", "trafka.console.http")
     from .server import run_broker
 

@@ -15,7 +15,7 @@ import click
 
 from trafka.tools.cli_client import DEFAULT_BOOTSTRAP, ENV_BOOTSTRAP
 
-from .server import DEFAULT_LISTEN, ConsoleSettings, parse_listen
+from .server import DEFAULT_LISTEN, ConsoleSettings, missing_dependencies, parse_listen
 
 __all__ = ["command"]
 
@@ -99,6 +99,9 @@ def command(
         parse_listen(listen)
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
+    reason = missing_dependencies()
+    if reason is not None:
+        raise click.ClickException(reason)
     client: dict[str, Any] = {"bootstrap.servers": bootstrap, **_pairs(properties)}
     settings = ConsoleSettings(client, listen, sample_interval, allowed_hosts)
     logging.basicConfig(

@@ -28,11 +28,10 @@ import trio
 from trafka.codec import TrafkaError
 from trafka.sdk import AdminConfig, open_admin
 
-from .app import make_app
 from .cluster import Console, client_settings
 from .model import LagHistory
 
-__all__ = ["ConsoleSettings", "parse_listen", "serve_console"]
+__all__ = ["ConsoleSettings", "missing_dependencies", "parse_listen", "serve_console"]
 
 log = logging.getLogger("trafka.console")
 
@@ -59,6 +58,18 @@ class ConsoleSettings:
     listen: str = DEFAULT_LISTEN
     sample_interval: float = 10.0
     allowed_hosts: tuple[str, ...] = ()
+
+
+def missing_dependencies() -> str | None:
+    """Why the console cannot run here (its extra is not installed), or None."""
+    import importlib.util
+
+    missing = [
+        m for m in ("hypercorn", "starlette", "jinja2") if importlib.util.find_spec(m) is None
+    ]
+    if not missing:
+        return None
+    return f"the console needs {', '.join(missing)}: pip install 'trafka[console]'"
 
 
 def parse_listen(listen: str) -> tuple[str, int]:
@@ -104,12 +115,18 @@ async def serve_console(
     """Serve the console until cancelled.
 
     Raises:
+        ImportError: the ``console`` extra is not installed.
         ValueError: ``settings.listen`` is not ``host:port``.
         OSError: the address cannot be bound.
         ConfigError: invalid client settings.
     """
+    reason = missing_dependencies()
+    if reason is not None:
+        raise ImportError(reason)
     from hypercorn.config import Config
     from hypercorn.trio import serve
+
+    from .app import make_app
 
     host, port = parse_listen(settings.listen)
     config = Config()

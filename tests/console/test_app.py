@@ -126,3 +126,27 @@ def test_failures_are_pages_not_tracebacks(
     assert "Traceback" not in text and "a bug" not in text
     if status == 500:
         assert "console page / failed" in caplog.text  # the traceback went to the log
+
+
+def test_without_the_extra_the_commands_say_what_to_install(monkeypatch: Any) -> None:
+    import importlib.util
+
+    from click.testing import CliRunner
+
+    from trafka.console.server import missing_dependencies
+    from trafka.tools.cli import main
+
+    assert missing_dependencies() is None
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *a: None if name == "starlette" else real(name, *a),
+    )
+    assert missing_dependencies() == "the console needs starlette: pip install 'trafka[console]'"
+    result = CliRunner().invoke(main, ["console", "--listen", "127.0.0.1:0"])
+    assert result.exit_code == 1 and "pip install 'trafka[console]'" in result.output
+    result = CliRunner().invoke(main, ["broker", "--console-listen", "127.0.0.1:0"])
+    assert (
+        result.exit_code == 2 and "--console-listen: the console needs starlette" in result.output
+    )
