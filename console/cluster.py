@@ -153,8 +153,17 @@ class Console:
         return starts, ends, found
 
     async def overview(self) -> model.Overview:
-        cluster, topics = await gather(self.admin.describe_cluster, self._all_topics)
-        return model.overview(cluster, topics)
+        async def log_dirs() -> list[Any]:
+            try:
+                return await self.admin.describe_log_dirs()
+            except KafkaError as exc:  # no rights to: disks stay unknown
+                log.info("no log directories: %s", exc)
+                return []
+
+        cluster, topics, dirs = await gather(
+            self.admin.describe_cluster, self._all_topics, log_dirs
+        )
+        return model.overview(cluster, topics, dirs)
 
     async def topics(self) -> list[model.TopicRow]:
         topics = await self._all_topics()

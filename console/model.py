@@ -167,6 +167,13 @@ class BrokerRow:
     is_controller: bool
     leaders: int
     replicas: int
+    #: bytes of the partitions in its log directories; None when it did not say
+    data_bytes: int | None = None
+    #: free and total bytes of its log directories' file systems (DescribeLogDirs v4+)
+    usable_bytes: int | None = None
+    total_bytes: int | None = None
+    #: log directories it reports offline
+    offline_dirs: int = 0
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -186,9 +193,17 @@ def _under_replicated(p: object) -> bool:
     return len(isr) < len(replicas)
 
 
-def overview(cluster: ClusterDescription, topics: Mapping[str, TopicInfo]) -> Overview:
-    """The cluster at a glance: brokers (with the partitions each leads and holds)
-    and the partition counts that need a person's attention."""
+def overview(
+    cluster: ClusterDescription,
+    topics: Mapping[str, TopicInfo],
+    log_dirs: Iterable[LogDirDescription] = (),
+) -> Overview:
+    """The cluster at a glance: brokers (with the partitions each leads and holds
+    and, from ``log_dirs``, their data and disk space) and the partition counts
+    that need a person's attention."""
+    disks: dict[int, list[LogDirDescription]] = {}
+    for d in log_dirs:
+        disks.setdefault(d.node_id, []).append(d)
     leaders: dict[int, int] = {}
     replicas: dict[int, int] = {}
     partitions = under = offline = 0
@@ -203,21 +218,41 @@ def overview(cluster: ClusterDescription, topics: Mapping[str, TopicInfo]) -> Ov
                 replicas[r] = replicas.get(r, 0) + 1
             if _under_replicated(p):
                 under += 1
-    rows = tuple(
-        BrokerRow(
-            b.node_id,
-            b.host,
-            b.port,
-            b.rack,
-            b.node_id == cluster.controller_id,
-            leaders.get(b.node_id, 0),
-            replicas.get(b.node_id, 0),
+    rows = []
+    for b in sorted(cluster.brokers, key=lambda b: b.node_id):
+        dirs = disks.get(b.node_id, [])
+        online = [d for d in dirs if d.error is None]
+        rows.append(
+            BrokerRow(
+                b.node_id,
+                b.host,
+                b.port,
+                b.rack,
+                b.node_id == cluster.controller_id,
+                leaders.get(b.node_id, 0),
+                replicas.get(b.node_id, 0),
+                sum(sum(d.partitions.values()) for d in online) if online else None,
+                _sum_known([d.usable_bytes for d in online]),
+                _sum_known([d.total_bytes for d in online]),
+                len(dirs) - len(online),
+            )
         )
-        for b in sorted(cluster.brokers, key=lambda b: b.node_id)
-    )
     return Overview(
-        cluster.cluster_id, cluster.controller_id, rows, len(topics), partitions, under, offline
+        cluster.cluster_id,
+        cluster.controller_id,
+        tuple(rows),
+        len(topics),
+        partitions,
+        under,
+        offline,
     )
+
+
+def _sum_known(values: list[int | None]) -> int | None:
+    """The sum, or None when any is unknown (or there are none)."""
+    if not values or any(v is None for v in values):
+        return None
+    return sum(v for v in values if v is not None)
 
 
 # -- topics --------------------------------------------------------------------------------

@@ -73,6 +73,9 @@ class FailingAdmin:
     async def list_topics(self, **_: Any) -> dict[str, int]:
         return {}
 
+    async def describe_log_dirs(self) -> list[Any]:
+        return []
+
 
 def page_with(admin: Any, path: str) -> tuple[int, str]:
     async def main() -> tuple[int, str]:

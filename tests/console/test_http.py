@@ -51,6 +51,7 @@ def test_overview_names_the_broker_and_counts(site: Site) -> None:
     (broker,) = cells(page.text, "brokers")
     assert broker[0] == "1" and broker[1] == "127.0.0.1" and broker[4] == "controller"
     assert int(broker[5]) >= 3  # it leads every partition
+    assert broker[7].endswith("B") and " of " in broker[8]  # data, and disk free of total
 
 
 def test_topics_list_and_detail_show_offsets_and_sizes(site: Site) -> None:

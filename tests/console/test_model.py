@@ -8,6 +8,7 @@ import uuid
 
 import pytest
 
+from trafka.codec import ErrorCode, KafkaError
 from trafka.console import model
 from trafka.console.model import InputError, LagHistory, render_bytes
 from trafka.sdk.acls import AclOperation, AclPermissionType, AclResourceType, PatternType
@@ -49,6 +50,19 @@ def test_overview_counts_leaders_replicas_and_trouble() -> None:
     assert (b1.is_controller, b1.leaders, b1.replicas, b1.rack) == (False, 2, 4, "r1")
     assert (b2.is_controller, b2.leaders, b2.replicas) == (True, 1, 3)
     assert (view.topics, view.partitions, view.under_replicated, view.offline) == (3, 4, 2, 1)
+    assert b1.data_bytes is None and b1.usable_bytes is None  # no log dirs given
+
+
+def test_overview_disks_from_log_dirs() -> None:
+    dirs = [
+        LogDirDescription(1, "/a", None, {TP("a", 0): 100, TP("a", 1): 20}, 1000, 400),
+        LogDirDescription(1, "/b", None, {TP("b", 0): 5}, 500, 100),
+        LogDirDescription(1, "/c", KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, "x"), {}),
+        LogDirDescription(2, "/a", None, {TP("a", 0): 100}),  # before v4: no disk sizes
+    ]
+    b1, b2 = model.overview(CLUSTER, TOPICS, dirs).brokers
+    assert (b1.data_bytes, b1.usable_bytes, b1.total_bytes, b1.offline_dirs) == (125, 500, 1500, 1)
+    assert (b2.data_bytes, b2.usable_bytes, b2.total_bytes, b2.offline_dirs) == (100, None, None, 0)
 
 
 def test_topic_rows_sum_offsets_and_sizes() -> None:
