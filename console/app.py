@@ -189,9 +189,10 @@ def make_app(console: Console) -> Starlette:
 
     async def group(request: Request) -> Response:
         gid = request.path_params["group_id"]
+        refresh = model.parse_refresh(request.query_params.get("refresh", ""))
         view = await console.group(gid)
         chart = model.lag_chart(console.history.samples(gid))
-        return page(request, "group.html", view=view, chart=chart)
+        return page(request, "group.html", view=view, chart=chart, refresh=refresh)
 
     async def acls(request: Request) -> Response:
         if request.method == "POST":

@@ -78,6 +78,7 @@ __all__ = [
     "plan_reads",
     "parse_new_topic_form",
     "parse_produce_form",
+    "parse_refresh",
     "partition_sizes",
     "render_bytes",
     "share_group_view",
@@ -657,6 +658,14 @@ def lag_chart(
         (x(at), dt.datetime.fromtimestamp(at, dt.UTC).strftime("%H:%M:%S")) for at in (t0, t1)
     )
     return LagChart(width, height, left, bottom, y_max, y_ticks, x_labels, tuple(series))
+
+
+def parse_refresh(raw: str) -> int | None:
+    """A page's ``refresh`` (seconds between reloads, 2 to 3600; empty: none)."""
+    value = _int_field({"refresh": raw}, "refresh", "refresh", minimum=2)
+    if value is not None and value > 3600:
+        raise InputError(f"refresh must be at most 3600 seconds, got {value}")
+    return value
 
 
 # -- message browser -----------------------------------------------------------------------

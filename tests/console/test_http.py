@@ -175,6 +175,17 @@ def test_group_page_shows_lag_per_partition_and_a_chart(site: Site) -> None:
     assert '<svg id="lag-chart"' in second.text and "<polyline" in second.text
     groups = {r[0]: r for r in cells(get(site, "/groups").text, "groups")}
     assert groups["lag-group"][4] == "6"  # the last sample's total lag
+    # A page that reloads itself, for watching lag move.
+    watched = get(site, "/groups/lag-group?refresh=10")
+    assert '<meta http-equiv="refresh" content="10">' in watched.text
+    assert "refresh" not in second.text.split("</head>")[0]
+    for bad, says in (
+        ("abc", "refresh must be a whole number"),
+        ("1", "at least 2"),
+        ("9999", "at most 3600"),
+    ):
+        page = get(site, f"/groups/lag-group?refresh={bad}")
+        assert page.status == 400 and says in page.text
 
 
 def test_create_produce_and_delete_topic_through_the_forms(site: Site) -> None:
