@@ -16,9 +16,10 @@ $(STAMP): pyproject.toml codec/_speedups.c | $(PY)
 
 # Debian packages the tests use, installed when missing and we are root: kcat
 # (interop), a Java runtime for the local Spark of the data source's tests,
-# zookeeper (a private server per test worker for brokerlite's cluster mode) and
-# Go with the sources of sarama 1.22 and kafka-go 0.2.1 (old-protocol clients of
-# issue #37, built by their tests in GOPATH mode).
+# zookeeper (a private server per test worker for brokerlite's cluster mode), Go
+# with the sources of sarama 1.22 and kafka-go 0.2.1 (old-protocol clients of
+# issue #37, built by their tests in GOPATH mode) and chromium with
+# chromium-driver (the console's tests in a real browser).
 system-deps:
 	@command -v kcat >/dev/null 2>&1 || { \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
@@ -40,6 +41,11 @@ system-deps:
 	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq golang-go golang-github-shopify-sarama-dev golang-github-segmentio-kafka-go-dev >/dev/null) \
 	      || echo "warning: could not install Go, sarama and kafka-go; their tests will be skipped"; \
 	  else echo "warning: Go or its clients missing and not root; their tests will be skipped"; fi; }
+	@{ command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1; } || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null) \
+	      || echo "warning: could not install chromium; the console's browser tests will be skipped"; \
+	  else echo "warning: chromium or chromedriver missing and not root; the console's browser tests will be skipped"; fi; }
 
 demo: $(STAMP)
 	$(PY) -m trafka.tools.demo
@@ -53,8 +59,8 @@ lint: $(STAMP)
 MYPY_SRC := $(VENV)/mypy-src
 typecheck: $(STAMP)
 	@mkdir -p $(MYPY_SRC)/trafka
-	@for d in codec sdk brokerlite proxy discovery spark tools; do ln -sfn ../../../$$d $(MYPY_SRC)/trafka/$$d; done
-	MYPYPATH=$(MYPY_SRC) $(VENV)/bin/mypy --explicit-package-bases -p trafka.codec -p trafka.sdk -p trafka.brokerlite -p trafka.proxy -p trafka.discovery -p trafka.spark -p trafka.tools
+	@for d in codec sdk brokerlite proxy discovery spark tools console; do ln -sfn ../../../$$d $(MYPY_SRC)/trafka/$$d; done
+	MYPYPATH=$(MYPY_SRC) $(VENV)/bin/mypy --explicit-package-bases -p trafka.codec -p trafka.sdk -p trafka.brokerlite -p trafka.proxy -p trafka.discovery -p trafka.spark -p trafka.tools -p trafka.console
 
 # The suite runs in pytest-xdist workers, a file's tests together in one. Two
 # (one per core of CI's machine) rather than more: the interop tests with real

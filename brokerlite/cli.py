@@ -47,6 +47,7 @@ _OPTION_FIELDS = {
     "ssl_client_auth": "ssl_client_auth",
     "announce": "announce",
     "metrics_listen": "metrics_listen",
+    "console_listen": "console_listen",
     "zookeeper": "zookeeper_connect",
     "default_replication_factor": "default_replication_factor",
     "min_insync_replicas": "min_insync_replicas",
@@ -212,6 +213,12 @@ def _configure_logging(verbose: bool, *quiet: str) -> None:
     help="Serve Prometheus metrics (/metrics) and health (/healthz, /readyz) over HTTP here.",
 )
 @click.option(
+    "--console-listen",
+    metavar="HOST:PORT",
+    help="Serve the web console for this broker's cluster here, e.g. 127.0.0.1:8080 "
+    "(needs trafka[console]; it has no login, keep it on loopback).",
+)
+@click.option(
     "--announce/--no-announce",
     default=None,
     help="Announce the listener on the local network (zeroconf, _kafka._tcp) [off].",
@@ -263,7 +270,13 @@ def command(config_file: Path | None, verbose: bool, **options: Any) -> None:
         config = build_config(config_file, options)
     except (ConfigError, OSError) as exc:
         raise click.UsageError(str(exc)) from None
-    _configure_logging(verbose, "trio", "kazoo")
+    if config.console_listen is not None:
+        from trafka.console.server import missing_dependencies
+
+        reason = missing_dependencies()
+        if reason is not None:
+            raise click.UsageError(f"--console-listen: {reason}")
+    _configure_logging(verbose, "trio", "kazoo", "hypercorn", "trafka.console.http")
     from .server import run_broker
 
     try:

@@ -301,6 +301,11 @@ class BrokerConfig:
         metrics_listen: ``host:port`` of an HTTP listener serving Prometheus
             metrics (``/metrics``) and health (``/healthz``, ``/readyz``); None
             (the default): none. Port 0 picks a free port.
+        console_listen: ``host:port`` of the web console (:mod:`trafka.console`,
+            the ``console`` extra) showing this broker's cluster, which it
+            reaches as any client does, through the broker's own listener
+            (so only a PLAINTEXT one); None (the default): none. Port 0 picks a
+            free port.
         zookeeper_connect: ``host:port[,host:port...][/chroot]`` of the ZooKeeper
             ensemble of a cluster (Kafka's ``zookeeper.connect``); None (the
             default) runs the single-node broker, without ZooKeeper.
@@ -425,6 +430,7 @@ class BrokerConfig:
     client_telemetry_file: Path | None = None
     announce: bool = False
     metrics_listen: str | None = None
+    console_listen: str | None = None
     zookeeper_connect: str | None = None
     zookeeper_session_timeout_ms: int = 18_000
     zookeeper_connection_timeout_ms: int | None = None
@@ -471,6 +477,14 @@ class BrokerConfig:
             _split_host_port(self.advertised_listener, "advertised_listener")
         if self.metrics_listen is not None:
             _split_host_port(self.metrics_listen, "metrics_listen")
+        if self.console_listen is not None:
+            _split_host_port(self.console_listen, "console_listen")
+            if self.security_protocol != "PLAINTEXT":
+                raise ConfigError(
+                    "console_listen: the console reaches the broker as a plain client, "
+                    f"which a {self.security_protocol} listener refuses; run `trafka console` "
+                    "with the client's security settings (-X) instead"
+                )
         if self.num_partitions < 1:
             raise ConfigError(f"num_partitions: must be >= 1, got {self.num_partitions}")
         if self.max_partitions is not None and self.max_partitions < 1:

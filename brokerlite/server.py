@@ -148,6 +148,7 @@ class RunningBroker:
         request_budget: the bytes reserved by requests still arriving
             (``queued_max_request_bytes``; for tests and introspection, as ``broker``).
         metrics_address: the bound (host, port) of the metrics listener, if any.
+        console_address: the bound (host, port) of the web console, if any.
     """
 
     address: tuple[str, int]
@@ -156,6 +157,7 @@ class RunningBroker:
     broker: Broker
     request_budget: RequestBudget
     metrics_address: tuple[str, int] | None = None
+    console_address: tuple[str, int] | None = None
 
 
 class _Slot:
@@ -1072,6 +1074,8 @@ async def serve_broker(
             if driver is not None:
                 nursery.start_soon(driver.run)
             nursery.start_soon(_serve_listeners, server, listeners)
+            if cfg.console_listen is not None:
+                running = await _start_console(nursery, running, cfg.console_listen)
             try:
                 if cfg.announce:
                     async with _announced(cfg, broker):
@@ -1090,6 +1094,18 @@ async def serve_broker(
         if driver is not None:
             driver.close()
         broker.close()
+
+
+async def _start_console(
+    nursery: trio.Nursery, running: RunningBroker, listen: str
+) -> RunningBroker:
+    """Serve the web console on ``listen`` for this broker (through its own
+    listener, as any client); ``running`` with the console's address."""
+    from trafka.console import ConsoleSettings, serve_console
+
+    settings = ConsoleSettings({"bootstrap.servers": running.bootstrap_servers}, listen)
+    address = await nursery.start(serve_console, settings)
+    return dataclasses.replace(running, console_address=address)
 
 
 @asynccontextmanager

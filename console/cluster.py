@@ -1,0 +1,388 @@
+"""The console's access to the cluster: what each page needs, asked through the
+SDK's admin client (and a consumer and a producer for the message pages), as
+:mod:`.model`'s views.
+
+Rules:
+
+* Only the Kafka protocol reaches the cluster: any Kafka works, not only
+  brokerlite. Calls a page needs that do not depend on each other run at once
+  (:func:`gather`), and the first to fail is raised as itself.
+* A topic or group that does not exist is :class:`NotFound`; what a person
+  typed that the cluster cannot take (a partition the topic lacks) is
+  :class:`~.model.InputError`; the cluster's own refusals are the SDK's
+  errors, unchanged.
+* Nothing here creates what a page only looks at: a produced message needs
+  its topic to exist, and reading messages never joins a group or commits.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import secrets
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+import anyio
+
+from trafka.codec import ErrorCode, KafkaError
+from trafka.sdk import (
+    AdminConfig,
+    ClientConfig,
+    ConsumerConfig,
+    ProducerConfig,
+    open_consumer,
+    open_producer,
+)
+from trafka.sdk.admin import Admin
+from trafka.sdk.fetcher import TopicPartition
+
+from . import model
+from .model import InputError, LagHistory
+
+__all__ = ["BROWSE_SECONDS", "Console", "NotFound", "client_settings", "gather"]
+
+log = logging.getLogger("trafka.console")
+
+#: How long reading messages for one browser page may take.
+BROWSE_SECONDS = 5.0
+
+
+class NotFound(Exception):
+    """The topic or group a page names does not exist."""
+
+
+async def gather(*calls: Callable[[], Awaitable[Any]]) -> list[Any]:
+    """The results of ``calls``, run at once. The first to fail cancels the
+    others and is raised as itself, not inside an ExceptionGroup, so that a
+    page can tell a refusal from an unreachable cluster."""
+    results: list[Any] = [None] * len(calls)
+
+    async def one(i: int) -> None:
+        results[i] = await calls[i]()
+
+    try:
+        async with anyio.create_task_group() as tg:
+            for i in range(len(calls)):
+                tg.start_soon(one, i)
+    except BaseExceptionGroup as group:
+        raise _first_real(group) from None
+    return results
+
+
+def _first_real(group: BaseExceptionGroup[Any]) -> BaseException:
+    cancelled = anyio.get_cancelled_exc_class()
+    for exc in group.exceptions:
+        inner: BaseException = exc
+        if isinstance(inner, BaseExceptionGroup):
+            inner = _first_real(inner)
+        if not isinstance(inner, cancelled | BaseExceptionGroup):
+            return inner
+    return group
+
+
+def client_settings(cls: type[ClientConfig], settings: Mapping[str, Any]) -> dict[str, Any]:
+    """The settings of ``settings`` that ``cls`` takes: the console's one set of
+    client settings serves its admin client, consumers and producer, each
+    taking its own. A key that none of them knows is kept, so that the client
+    refuses it by name rather than the console dropping it."""
+    kinds: tuple[type[ClientConfig], ...] = (AdminConfig, ConsumerConfig, ProducerConfig)
+    fields = {k: {f.name for f in dataclasses.fields(k)} for k in kinds}
+    out = {}
+    for key, value in settings.items():
+        name = key.strip().lower().replace(".", "_").replace("-", "_")
+        if name in fields[cls] or not any(name in names for names in fields.values()):
+            out[key] = value
+    return out
+
+
+class Console:
+    """What the console's pages share: the admin client, the settings of the
+    consumers and the producer it opens, the lag history and the form token.
+
+    Args:
+        admin: an open admin client (the console does not close it).
+        client_config: Kafka-style client settings (``bootstrap.servers`` and
+            any security settings) for the consumers and the producer.
+        history: where lag samples are kept.
+        allowed_hosts: ``Host`` header values the console answers to
+            (``["*"]``: any).
+    """
+
+    def __init__(
+        self,
+        admin: Admin,
+        client_config: Mapping[str, Any],
+        *,
+        history: LagHistory | None = None,
+        allowed_hosts: list[str] | None = None,
+    ) -> None:
+        self.admin = admin
+        self.client_config = dict(client_config)
+        self.history = history or LagHistory()
+        self.allowed_hosts = allowed_hosts or ["*"]
+        self.token = secrets.token_urlsafe(32)
+        self._producer: Any = None
+
+    # -- cluster reads ------------------------------------------------------------------
+
+    async def _all_topics(self) -> dict[str, Any]:
+        names = await self.admin.list_topics(include_internal=True)
+        return await self.admin.describe_topics(names) if names else {}
+
+    async def _offsets_and_sizes(
+        self, tps: list[TopicPartition], log_dirs_for: list[TopicPartition] | None
+    ) -> tuple[dict[Any, Any], dict[Any, Any], dict[TopicPartition, int]]:
+        if not tps:
+            return {}, {}, {}
+
+        async def sizes() -> dict[TopicPartition, int]:
+            try:
+                dirs = await self.admin.describe_log_dirs(log_dirs_for)
+            except KafkaError as exc:  # no DescribeLogDirs rights: sizes stay unknown
+                log.info("no partition sizes: %s", exc)
+                return {}
+            return model.partition_sizes(dirs)
+
+        starts, ends, found = await gather(
+            lambda: self.admin.list_offsets(dict.fromkeys(tps, "earliest")),
+            lambda: self.admin.list_offsets(dict.fromkeys(tps, "latest")),
+            sizes,
+        )
+        return starts, ends, found
+
+    async def overview(self) -> model.Overview:
+        async def log_dirs() -> list[Any]:
+            try:
+                return await self.admin.describe_log_dirs()
+            except KafkaError as exc:  # no rights to: disks stay unknown
+                log.info("no log directories: %s", exc)
+                return []
+
+        cluster, topics, dirs = await gather(
+            self.admin.describe_cluster, self._all_topics, log_dirs
+        )
+        return model.overview(cluster, topics, dirs)
+
+    async def topics(self) -> list[model.TopicRow]:
+        topics = await self._all_topics()
+        tps = [TopicPartition(t, p.partition) for t, i in topics.items() for p in i.partitions]
+        starts, ends, sizes = await self._offsets_and_sizes(tps, None)
+        return model.topic_rows(topics, starts, ends, sizes)
+
+    async def topic(self, name: str) -> model.TopicView:
+        try:
+            info = (await self.admin.describe_topics([name]))[name]
+        except KafkaError as exc:
+            if exc.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+                raise NotFound(f"no topic named {name!r}") from None
+            raise
+        tps = [TopicPartition(name, p.partition) for p in info.partitions]
+
+        async def read_configs() -> dict[str, str | None]:
+            try:
+                return (await self.admin.describe_configs([name])).get(name, {})
+            except KafkaError as exc:
+                log.info("no configs of %r: %s", name, exc)
+                return {}
+
+        configs, (starts, ends, sizes) = await gather(
+            read_configs, lambda: self._offsets_and_sizes(tps, tps)
+        )
+        return model.topic_view(info, starts, ends, sizes, configs)
+
+    async def group(self, group_id: str) -> model.GroupView:
+        """A consumer group (classic or KIP-848) or a share group, with its lag;
+        each call records a lag sample."""
+        desc = None
+        try:
+            desc = (await self.admin.describe_groups([group_id]))[group_id]
+        except KafkaError as exc:
+            if exc.code != ErrorCode.GROUP_ID_NOT_FOUND:
+                raise
+        committed: dict[TopicPartition, int] = {}
+        if desc is not None:
+            committed = await self.admin.list_consumer_group_offsets(group_id)
+        if desc is None or (desc.state == "Dead" and not desc.members and not committed):
+            # DescribeGroups knows classic groups; a share group is Dead or
+            # GROUP_ID_NOT_FOUND there, as is a group that does not exist.
+            view = await self._share_group(group_id)
+            if view is None:
+                raise NotFound(f"no group named {group_id!r}")
+        else:
+            tps = sorted(set(committed) | {tp for m in desc.members for tp in m.assignment})
+            ends = await self._ends(tps)
+            view = model.group_view(desc, committed, ends)
+        self.history.record(group_id, time.time(), view.lags())
+        return view
+
+    async def _ends(self, tps: list[TopicPartition]) -> dict[TopicPartition, Any]:
+        return await self.admin.list_offsets(dict.fromkeys(tps, "latest")) if tps else {}
+
+    async def _share_group(self, group_id: str) -> model.GroupView | None:
+        try:
+            share = (await self.admin.describe_share_groups([group_id]))[group_id]
+        except KafkaError as exc:
+            if exc.code in (ErrorCode.GROUP_ID_NOT_FOUND, ErrorCode.UNSUPPORTED_VERSION):
+                return None
+            raise
+        if share.state == "Dead":
+            return None
+        try:
+            offsets = await self.admin.list_share_group_offsets(group_id)
+        except KafkaError as exc:
+            if exc.code != ErrorCode.UNSUPPORTED_VERSION:
+                raise
+            offsets = {}
+        tps = sorted(set(offsets) | {tp for m in share.members for tp in m.assignment})
+        return model.share_group_view(share, offsets, await self._ends(tps))
+
+    async def sample_lag(self, max_groups: int = 200) -> int:
+        """Record every consumer group's lag once (at most ``max_groups``);
+        returns how many groups were sampled."""
+        listings = await self.admin.list_groups()
+        self.history.forget(g.group_id for g in listings)
+        sampled = 0
+        for g in sorted(listings, key=lambda g: g.group_id)[:max_groups]:
+            try:
+                await self.group(g.group_id)
+            except (KafkaError, NotFound) as exc:
+                log.debug("lag of group %r not sampled: %s", g.group_id, exc)
+                continue
+            sampled += 1
+        return sampled
+
+    async def browse(self, q: model.BrowseQuery) -> dict[str, Any]:
+        """The messages of one browser page, the partitions' offsets and notes."""
+        try:
+            info = (await self.admin.describe_topics([q.topic]))[q.topic]
+        except KafkaError as exc:
+            if exc.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+                raise NotFound(f"no topic named {q.topic!r}") from None
+            raise
+        count = len(info.partitions)
+        if q.partition is not None and q.partition >= count:
+            raise InputError(
+                f"partition: {q.topic!r} has partitions 0 to {count - 1}, not {q.partition}"
+            )
+        wanted = range(count) if q.partition is None else [q.partition]
+        tps = [TopicPartition(q.topic, p) for p in wanted]
+        begins, ends, found = await self._positions(tps, q)
+        lows = {tp.partition: hit[0] if hit else 0 for tp, hit in begins.items()}
+        highs = {tp.partition: hit[0] if hit else 0 for tp, hit in ends.items()}
+        by_time = {tp.partition: None if hit is None else hit[0] for tp, hit in found.items()}
+        starts, notes = model.plan_reads(q, lows, highs, by_time)
+        rows = await self._read(q, starts, highs) if starts else []
+        return {
+            "query": q,
+            "lows": lows,
+            "highs": highs,
+            "rows": model.merge_messages(rows, q.start, q.count, partitions=len(tps)),
+            "notes": notes,
+        }
+
+    async def _positions(
+        self, tps: list[TopicPartition], q: model.BrowseQuery
+    ) -> tuple[dict[Any, Any], dict[Any, Any], dict[Any, Any]]:
+        def ask(spec: str | int) -> Callable[[], Awaitable[Any]]:
+            return lambda: self.admin.list_offsets(dict.fromkeys(tps, spec))
+
+        if q.start != "timestamp":
+            begins, ends = await gather(ask("earliest"), ask("latest"))
+            return begins, ends, {}
+        begins, ends, found = await gather(ask("earliest"), ask("latest"), ask(q.value))
+        return begins, ends, found
+
+    async def _read(
+        self, q: model.BrowseQuery, starts: Mapping[int, int], highs: Mapping[int, int]
+    ) -> list[model.MessageRow]:
+        """Up to ``q.count`` messages of each partition from its start, stopping
+        at its high watermark as it was when the page was asked for."""
+        rows: list[model.MessageRow] = []
+        got = dict.fromkeys(starts, 0)
+        settings = {
+            **client_settings(ConsumerConfig, self.client_config),
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+            "client.id": "trafka-console",
+            # Leaving open_consumer waits for the fetch in flight, which a broker
+            # holds up to this long when it has nothing new: 500 ms by default,
+            # on every page. The reads stop at the high watermark, so a long
+            # poll buys nothing here.
+            "fetch.max.wait.ms": 50,
+        }
+        settings.pop("group.id", None)
+        open_tps = {TopicPartition(q.topic, p) for p in starts}
+        async with open_consumer(config=settings) as consumer:
+            consumer.assign(open_tps)
+            for tp in open_tps:
+                consumer.seek(tp, starts[tp.partition])
+            with anyio.move_on_after(BROWSE_SECONDS):
+                while open_tps:
+                    batch = await consumer.getmany(*open_tps, timeout_ms=500)
+                    for tp, records in batch.items():
+                        for r in records[: q.count - got[tp.partition]]:
+                            if r.offset >= highs[tp.partition]:
+                                break
+                            rows.append(
+                                model.message_row(
+                                    r.partition,
+                                    r.offset,
+                                    r.timestamp,
+                                    r.key,
+                                    r.value,
+                                    r.headers,
+                                    q.decode,
+                                )
+                            )
+                            got[tp.partition] += 1
+                    for tp in list(open_tps):
+                        if (
+                            got[tp.partition] >= q.count
+                            or await consumer.position(tp) >= highs[tp.partition]
+                        ):
+                            open_tps.discard(tp)
+                            consumer.pause(tp)
+        return rows
+
+    # -- cluster changes ------------------------------------------------------------------
+
+    async def partition_count(self, topic: str) -> int:
+        """How many partitions ``topic`` has (a 404 page when it does not exist)."""
+        try:
+            return len((await self.admin.describe_topics([topic]))[topic].partitions)
+        except KafkaError as exc:
+            if exc.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+                raise NotFound(f"no topic named {topic!r}") from None
+            raise
+
+    async def produce(self, form: model.ProduceForm) -> Any:
+        """Write the form's message. The topic must exist: a producer's metadata
+        request would have a broker that creates topics on demand create it."""
+        count = await self.partition_count(form.topic)
+        if form.partition is not None and form.partition >= count:
+            raise InputError(
+                f"partition: {form.topic!r} has partitions 0 to {count - 1}, not {form.partition}"
+            )
+        producer = self._producer
+        if producer is None:
+            raise RuntimeError("the console's producer runs only inside run_producer()")
+        return await producer.send_and_wait(
+            form.topic, form.value, key=form.key, partition=form.partition, headers=form.headers
+        )
+
+    async def run_producer(self, *, task_status: Any = anyio.TASK_STATUS_IGNORED) -> None:
+        """Keep a producer open for the produce form until cancelled (run by the server)."""
+        settings = {
+            **client_settings(ProducerConfig, self.client_config),
+            "client.id": "trafka-console",
+        }
+        settings.pop("group.id", None)
+        async with open_producer(config=settings) as producer:
+            self._producer = producer
+            task_status.started()
+            try:
+                await anyio.sleep_forever()
+            finally:
+                self._producer = None

@@ -1,0 +1,400 @@
+"""The console in a real browser: Debian's headless Chromium, driven by
+Selenium through Debian's chromium-driver, against an in-process brokerlite.
+
+The tests check what a person sees (the text of tables, headings and notes
+as rendered, elements displayed), click links and fill forms as a person
+would, and keep a screenshot of every page they look at under
+``tests/artifacts/console/`` (ignored by git). The 1,000-partition test
+measures how long the page takes to load and writes it to
+``tests/artifacts/console/timings.txt``; it asserts the rows, not a time.
+Skipped when chromium or chromedriver is missing (``make system-deps``
+installs them).
+"""
+
+from __future__ import annotations
+
+import resource
+import shutil
+import tempfile
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from conftest import ARTIFACTS, Site, consume_and_commit, create_topics, produce
+
+from trafka.sdk import NewTopic
+
+pytestmark = pytest.mark.timeout(180)
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+CHROMEDRIVER = shutil.which("chromedriver")
+
+if CHROMIUM is None or CHROMEDRIVER is None:
+    pytest.skip(
+        "chromium and chromium-driver are needed (apt-get install chromium chromium-driver)",
+        allow_module_level=True,
+    )
+
+from selenium import webdriver  # noqa: E402
+from selenium.webdriver.chrome.service import Service  # noqa: E402
+from selenium.webdriver.common.by import By  # noqa: E402
+from selenium.webdriver.support import expected_conditions as ec  # noqa: E402
+from selenium.webdriver.support.ui import Select, WebDriverWait  # noqa: E402
+
+# The machine has no network but loopback: without these Chromium reaches out
+# (component updates, sync, QUIC probes) and stalls or misbehaves.
+CHROMIUM_FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-dev-shm-usage",
+    "--window-size=1366,900",
+)
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    profile = tempfile.mkdtemp(prefix="console-chromium-")
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM or ""
+    for flag in (*CHROMIUM_FLAGS, f"--user-data-dir={profile}"):
+        options.add_argument(flag)
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    driver.set_page_load_timeout(30)
+    driver.set_script_timeout(30)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+        shutil.rmtree(profile, ignore_errors=True)
+
+
+def shot(driver: Any, name: str) -> None:
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    # The whole page, not only the window: the tables run long.
+    height = driver.execute_script("return document.documentElement.scrollHeight")
+    driver.set_window_size(1366, min(max(900, height), 6000))
+    driver.save_screenshot(str(ARTIFACTS / f"{name}.png"))
+    driver.set_window_size(1366, 900)
+
+
+def column(driver: Any, table_id: str, index: int) -> list[str]:
+    """What a person reads in one column of a table: the rendered text
+    (``innerText``, as Selenium's ``.text``) of the rows shown, in one call
+    rather than three round trips a row."""
+    return list(
+        driver.execute_script(
+            "return Array.from(document.querySelectorAll(`#${arguments[0]} tbody tr`))"
+            "  .filter(r => r.getClientRects().length > 0)"
+            "  .map(r => r.cells[arguments[1]].innerText.trim());",
+            table_id,
+            index,
+        )
+    )
+
+
+def click(driver: Any, element: Any) -> None:
+    """Click a link or a submit button and wait for the next page to replace
+    this one (an element of the next page may be on this one too)."""
+    old = driver.find_element(By.TAG_NAME, "html")
+    element.click()
+    WebDriverWait(driver, 20).until(ec.staleness_of(old))
+
+
+def wait_for(driver: Any, css: str) -> Any:
+    return WebDriverWait(driver, 20).until(ec.visibility_of_element_located((By.CSS_SELECTOR, css)))
+
+
+def test_brokers_and_topics_as_a_person_sees_them(site: Site, browser: Any) -> None:
+    create_topics(site, NewTopic("payments", 3), NewTopic("audit-log", 1))
+    produce(site, "payments", [(None, b"p%d" % i, i % 3) for i in range(12)])
+    browser.get(site.base + "/")
+    assert browser.find_element(By.TAG_NAME, "h1").text.startswith("Cluster ")
+    assert browser.find_element(By.ID, "broker-count").text == "1"
+    roles = column(browser, "brokers", 4)
+    assert roles == ["controller"]
+    shot(browser, "01-brokers")
+
+    click(browser, browser.find_element(By.LINK_TEXT, "Topics"))
+    wait_for(browser, "#topics")
+    names = column(browser, "topics", 0)
+    assert {"payments", "audit-log"} <= set(names)
+    row = names.index("payments")
+    assert column(browser, "topics", 1)[row] == "3"
+    assert column(browser, "topics", 3)[row] == "12"
+    shot(browser, "02-topics")
+
+    # The filter box hides the rows that do not match.
+    browser.find_element(By.CSS_SELECTOR, "input[data-filter=topics]").send_keys("pay")
+    assert column(browser, "topics", 0) == ["payments"]
+    shot(browser, "03-topics-filtered")
+
+
+def test_create_a_topic_produce_and_see_the_message(site: Site, browser: Any) -> None:
+    browser.get(site.base + "/topics")
+    click(browser, browser.find_element(By.LINK_TEXT, "Create a topic"))
+    form = wait_for(browser, "#create-topic")
+    form.find_element(By.NAME, "name").send_keys("made-in-browser")
+    form.find_element(By.NAME, "partitions").send_keys("2")
+    form.find_element(By.NAME, "configs").send_keys("retention.ms=3600000")
+    shot(browser, "04-create-topic-form")
+    click(browser, form.find_element(By.CSS_SELECTOR, "button[type=submit]"))
+    wait_for(browser, "#partitions")
+    assert browser.find_element(By.TAG_NAME, "h1").text == "Topic made-in-browser"
+    assert browser.find_element(By.ID, "partition-count").text == "2"
+    assert column(browser, "partitions", 0) == ["0", "1"]
+    shot(browser, "05-created-topic")
+
+    browser.get(site.base + "/topics")
+    assert "made-in-browser" in column(browser, "topics", 0)
+
+    browser.get(site.base + "/topics/made-in-browser")
+    click(browser, browser.find_element(By.LINK_TEXT, "Produce a message"))
+    form = wait_for(browser, "#produce")
+    form.find_element(By.NAME, "partition").send_keys("1")
+    form.find_element(By.NAME, "key").send_keys("order-42")
+    form.find_element(By.NAME, "value").send_keys('{"item": "teapot", "qty": 2}')
+    form.find_element(By.NAME, "headers").send_keys("origin=browser")
+    click(browser, form.find_element(By.CSS_SELECTOR, "button[type=submit]"))
+    sent = wait_for(browser, "#sent")
+    assert sent.text.startswith("Written to partition 1 at offset 0.")
+    shot(browser, "06-produced")
+
+    click(browser, sent.find_element(By.LINK_TEXT, "See it"))
+    wait_for(browser, "#messages")
+    assert column(browser, "messages", 0) == ["1"]  # the partition
+    assert column(browser, "messages", 1) == ["0"]  # the offset
+    key, value, headers = (column(browser, "messages", i)[0] for i in (3, 4, 5))
+    assert key.splitlines() == ["TEXT", "order-42"]
+    assert value.splitlines()[0] == "JSON" and '"item": "teapot"' in value
+    assert headers.replace("\n", " ") == "origin: TEXT browser"
+    shot(browser, "07-message-browser")
+
+    # The same message as hex, picked in the form.
+    Select(browser.find_element(By.NAME, "decode")).select_by_visible_text("hex")
+    click(browser, browser.find_element(By.CSS_SELECTOR, "#browse button[type=submit]"))
+    wait_for(browser, "#messages")
+    assert column(browser, "messages", 4)[0].splitlines() == [
+        "HEX",
+        "7b 22 69 74 65 6d 22 3a 20 22 74 65 61 70 6f 74 22 2c 20 22 71 74 79 22 3a 20 32 7d",
+    ]
+    shot(browser, "08-message-browser-hex")
+
+
+def test_bad_offset_is_an_error_page_not_a_traceback(site: Site, browser: Any) -> None:
+    create_topics(site, NewTopic("typo-topic", 1))
+    browser.get(site.base + "/topics/typo-topic/messages")
+    form = wait_for(browser, "#browse")
+    form.find_element(By.NAME, "offset").send_keys("twelve")
+    # Typing an offset picked "offset" as where to read from.
+    assert Select(form.find_element(By.NAME, "start")).first_selected_option.text == "offset"
+    click(browser, form.find_element(By.CSS_SELECTOR, "button[type=submit]"))
+    error = wait_for(browser, "#error")
+    assert browser.find_element(By.TAG_NAME, "h1").text == "Bad input"
+    assert error.text == "offset must be a whole number, got 'twelve'"
+    assert "Traceback" not in browser.page_source
+    shot(browser, "09-bad-offset")
+
+
+def test_consumer_group_lag_numbers_and_chart(site: Site, browser: Any) -> None:
+    create_topics(site, NewTopic("clicks", 2))
+    produce(site, "clicks", [(None, b"c", i % 2) for i in range(10)])
+    consume_and_commit(site, "dashboard", "clicks", 10)
+    produce(site, "clicks", [(None, b"late", 1) for _ in range(4)])
+
+    browser.get(site.base + "/groups")
+    assert "dashboard" in column(browser, "groups", 0)
+    click(browser, browser.find_element(By.LINK_TEXT, "dashboard"))
+    wait_for(browser, "#lag")
+    assert column(browser, "lag", 1) == ["0", "1"]
+    assert column(browser, "lag", 4) == ["0", "4"]
+    assert browser.find_element(By.ID, "total-lag").text == "4"
+    assert browser.find_element(By.ID, "lag-chart-empty").is_displayed()  # one sample so far
+
+    produce(site, "clicks", [(None, b"later", 0) for _ in range(3)])
+    time.sleep(0.6)  # the next visit is a second sample, not a replacement
+    browser.refresh()
+    chart = wait_for(browser, "#lag-chart")
+    assert browser.find_element(By.ID, "total-lag").text == "7"
+    assert len(chart.find_elements(By.TAG_NAME, "polyline")) >= 2  # total and partitions
+    assert chart.size["width"] > 300 and chart.size["height"] > 100
+    shot(browser, "10-group-lag-chart")
+
+    browser.get(site.base + "/groups")
+    row = column(browser, "groups", 0).index("dashboard")
+    assert column(browser, "groups", 4)[row] == "7"
+    shot(browser, "11-groups")
+
+
+def test_delete_asks_before_it_deletes(site: Site, browser: Any) -> None:
+    create_topics(site, NewTopic("doomed", 1))
+    browser.get(site.base + "/topics/doomed")
+    form = wait_for(browser, "#delete-topic")
+    form.find_element(By.NAME, "confirm").send_keys("doomed")
+    form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+    alert = WebDriverWait(browser, 10).until(ec.alert_is_present())
+    assert alert.text == "Delete topic doomed and all its messages?"
+    alert.dismiss()
+    assert browser.find_element(By.TAG_NAME, "h1").text == "Topic doomed"  # still here
+
+    form = browser.find_element(By.ID, "delete-topic")
+    page = browser.find_element(By.TAG_NAME, "html")
+    form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+    WebDriverWait(browser, 10).until(ec.alert_is_present()).accept()
+    WebDriverWait(browser, 20).until(ec.staleness_of(page))
+    wait_for(browser, "#topics")
+    assert "doomed" not in column(browser, "topics", 0)
+    shot(browser, "12-after-delete")
+
+
+def test_acls_page_adds_and_lists_an_acl(site: Site, browser: Any) -> None:
+    browser.get(site.base + "/acls")
+    form = wait_for(browser, "#create-acl")
+    form.find_element(By.NAME, "name").send_keys("payments")
+    form.find_element(By.NAME, "principal").send_keys("User:reporting")
+    Select(form.find_element(By.NAME, "operation")).select_by_visible_text("describe")
+    click(browser, form.find_element(By.CSS_SELECTOR, "button[type=submit]"))
+    wait_for(browser, "#acls")
+    assert column(browser, "acls", 1) == ["payments"]
+    assert column(browser, "acls", 3) == ["User:reporting"]
+    assert column(browser, "acls", 5) == ["describe"]
+    shot(browser, "13-acls")
+
+
+def _enough_files(partitions: int) -> bool:
+    """brokerlite keeps a few files open per partition: raise the soft limit."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    want = partitions * 4 + 1000
+    if soft != resource.RLIM_INFINITY and soft < want:
+        if hard != resource.RLIM_INFINITY and hard < want:
+            return False
+        resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
+    return True
+
+
+def test_a_topic_of_1000_partitions(site: Site, browser: Any) -> None:
+    if not _enough_files(1000):
+        pytest.skip("the open-file limit is too low for 1,000 partitions")
+    create_topics(site, NewTopic("wide", 1000))
+    produce(site, "wide", [(None, b"w", p) for p in range(0, 1000, 7)])
+    timings = []
+    pages = (
+        ("/topics/wide", "partitions", 1000),
+        ("/topics", "topics", None),
+        ("/topics/wide/messages?count=20", "messages", 20),  # every partition, the newest
+    )
+    for path, table, rows in pages:
+        for attempt in range(3):
+            started = time.perf_counter()
+            browser.get(site.base + path)
+            loaded = time.perf_counter() - started
+            nav = browser.execute_script(
+                "const n = performance.getEntriesByType('navigation')[0];"
+                "return [n.responseStart - n.requestStart, n.responseEnd - n.requestStart,"
+                " n.domContentLoadedEventEnd - n.startTime, n.loadEventEnd - n.startTime];"
+            )
+            timings.append(
+                f"{path} (visit {attempt + 1}): get() {loaded * 1000:.0f} ms; first byte "
+                f"{nav[0]:.0f} ms, whole page {nav[1]:.0f} ms, DOM ready {nav[2]:.0f} ms, "
+                f"loaded {nav[3]:.0f} ms"
+            )
+        shown = browser.find_elements(By.CSS_SELECTOR, f"#{table} tbody tr")
+        if table == "messages":
+            assert len(shown) == 20
+            assert set(column(browser, "messages", 0)) <= {str(p) for p in range(0, 1000, 7)}
+        elif rows is not None:
+            assert len(shown) == rows
+            assert column(browser, "partitions", 0)[-1] == "999"
+            assert browser.find_element(By.ID, "partition-count").text == "1000"
+            assert column(browser, "partitions", 8)[7] == "1"  # partition 7 holds one message
+        else:
+            names = column(browser, "topics", 0)
+            assert column(browser, "topics", 1)[names.index("wide")] == "1000"
+        shot(browser, f"14-1000-partitions{path.split('?')[0].replace('/', '-')}")
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    (ARTIFACTS / "timings.txt").write_text("\n".join(timings) + "\n")
+    print("\n" + "\n".join(timings))
+
+
+def test_a_cluster_shows_controller_replicas_and_isr(
+    zk_chroot: Any, tmp_path: Any, browser: Any
+) -> None:
+    """A three-broker brokerlite cluster: the controller is marked, each
+    partition shows its leader, replicas and in-sync replicas, and a stopped
+    broker shows as under-replicated partitions."""
+    import trio
+
+    from trafka.brokerlite.local_cluster import serve_cluster
+    from trafka.console import ConsoleSettings, serve_console
+    from trafka.sdk import open_admin
+
+    def look(base: str, path: str, table: str) -> dict[str, list[str]]:
+        browser.get(base + path)
+        wait_for(browser, f"#{table}")
+        headers = [th.text for th in browser.find_elements(By.CSS_SELECTOR, f"#{table} thead th")]
+        return {h: column(browser, table, i) for i, h in enumerate(headers)}
+
+    async def main() -> None:
+        with trio.fail_after(120):
+            async with serve_cluster(
+                3,
+                data_dir=tmp_path / "cluster",
+                zookeeper_connect=zk_chroot.connect_string,
+                group_initial_rebalance_delay_ms=0,
+                offsets_topic_num_partitions=3,
+            ) as cluster:
+                await cluster.wait_formed()
+                async with open_admin(bootstrap_servers=cluster.bootstrap_servers) as admin:
+                    await admin.create_topics([NewTopic("replicated", 3, 3)])
+                    controller = (await admin.describe_cluster()).controller_id
+                settings = ConsoleSettings(
+                    {"bootstrap.servers": cluster.bootstrap_servers}, "127.0.0.1:0"
+                )
+                async with trio.open_nursery() as nursery:
+                    host, port = await nursery.start(serve_console, settings)
+                    base = f"http://{host}:{port}"
+                    brokers = await trio.to_thread.run_sync(look, base, "/", "brokers")
+                    assert brokers["Node"] == ["1", "2", "3"]
+                    roles = dict(zip(brokers["Node"], brokers["Role"], strict=True))
+                    assert roles == {
+                        str(n): "controller" if n == controller else "" for n in (1, 2, 3)
+                    }
+                    await trio.to_thread.run_sync(shot, browser, "15-cluster-brokers")
+
+                    parts = await trio.to_thread.run_sync(
+                        look, base, "/topics/replicated", "partitions"
+                    )
+                    assert parts["Partition"] == ["0", "1", "2"]
+                    for replicas, isr, leader in zip(
+                        parts["Replicas"], parts["In sync"], parts["Leader"], strict=True
+                    ):
+                        assert sorted(replicas.split(", ")) == ["1", "2", "3"]
+                        assert sorted(isr.split(", ")) == ["1", "2", "3"]
+                        assert leader in ("1", "2", "3")
+                    await trio.to_thread.run_sync(shot, browser, "16-cluster-partitions")
+
+                    gone = 3 if controller != 3 else 2
+                    await cluster.stop_node(gone)
+                    while True:  # until the ISR shrank and every leader moved
+                        parts = await trio.to_thread.run_sync(
+                            look, base, "/topics/replicated", "partitions"
+                        )
+                        if all(str(gone) not in isr for isr in parts["In sync"]):
+                            break
+                        await trio.sleep(0.5)
+                    assert str(gone) not in parts["Leader"]
+                    assert all(str(gone) in r for r in parts["Replicas"])
+                    await trio.to_thread.run_sync(shot, browser, "17-cluster-one-broker-down")
+                    overview = await trio.to_thread.run_sync(look, base, "/", "brokers")
+                    assert str(gone) not in overview["Node"]
+                    under = browser.find_elements(By.CSS_SELECTOR, ".cards .card b")[4].text
+                    assert int(under) >= 3
+                    nursery.cancel_scope.cancel()
+
+    trio.run(main)
