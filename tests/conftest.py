@@ -7,6 +7,9 @@ fixtures of the cluster tests (brokerlite's and the proxy's):
   own empty chroot on it (``.path``, ``.connect_string`` = ``host:port/chroot``).
   ``make_zookeeper`` makes private servers for tests that stop, kill or restart
   ZooKeeper. All skip when ZooKeeper is not installed.
+* ``build_go_client``: builds one of the Go clients of ``tests/interop/`` in
+  GOPATH mode against Debian's Go packages (``/usr/share/gocode``), or skips
+  the test saying what is missing (brokerlite's and the proxy's interop tests).
 """
 
 from __future__ import annotations
@@ -117,3 +120,49 @@ def make_zookeeper(tmp_path: Path) -> Iterator[Any]:
     yield make
     for server in servers:
         server.stop()
+
+
+# --- Go clients of tests/interop (Debian's Go packages, GOPATH mode) ----------------------
+
+
+REPO = Path(__file__).resolve().parents[1]
+GOPATH = Path("/usr/share/gocode")
+
+
+@pytest.fixture(scope="session")
+def build_go_client(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """``build_go_client(name, package, debian_package) -> Path``: the binary of
+    ``tests/interop/<name>``, built once per session into a temporary directory.
+    Skips when Go or ``package`` (a GOPATH import path) is not installed."""
+    import os
+    import shutil
+    import subprocess
+
+    built: dict[str, Path] = {}
+
+    def build(name: str, package: str, debian_package: str) -> Path:
+        go = shutil.which("go")
+        if go is None:
+            pytest.skip("Go is not installed (make system-deps installs Debian's golang-go)")
+        if not (GOPATH / "src" / package).is_dir():
+            pytest.skip(f"{package} is not in {GOPATH} (apt-get install {debian_package})")
+        if name in built:
+            return built[name]
+        out = tmp_path_factory.mktemp(name) / name
+        env = {**os.environ, "GOPATH": str(GOPATH), "GO111MODULE": "off", "GOFLAGS": ""}
+        if "HOME" not in env:
+            env["GOCACHE"] = str(out.parent / "cache")
+        done = subprocess.run(
+            [go, "build", "-o", str(out), "."],
+            cwd=REPO / "tests" / "interop" / name,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=280,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+        built[name] = out
+        return out
+
+    return build

@@ -11,11 +11,8 @@
 * ``raw_client``: a factory of blocking socket clients for hand-made (and
   broken) frames, closed at the end of the test.
 * ``make_batch``: a record batch of given values.
-* ``build_go_client``: builds one of the Go clients of ``tests/interop/`` in
-  GOPATH mode against Debian's Go packages (``/usr/share/gocode``), or skips
-  the test saying what is missing.
-* ``zookeeper``, ``zk_chroot``, ``make_zookeeper``: in ``tests/conftest.py``
-  (the proxy's cluster tests use them too).
+* ``zookeeper``, ``zk_chroot``, ``make_zookeeper`` and ``build_go_client``: in
+  ``tests/conftest.py`` (the proxy's tests use them too).
 
 Helpers are handed out as fixtures (not imported) so that test modules never
 import this file by name.
@@ -271,49 +268,3 @@ def raw_client() -> Iterator[Any]:
     yield connect
     for client in clients:
         client.close()
-
-
-# --- ZooKeeper (brokerlite's cluster mode) ---------------------------------------------------
-
-
-REPO = Path(__file__).resolve().parents[2]
-GOPATH = Path("/usr/share/gocode")
-
-
-@pytest.fixture(scope="session")
-def build_go_client(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    """``build_go_client(name, package, debian_package) -> Path``: the binary of
-    ``tests/interop/<name>``, built once per session into a temporary directory.
-    Skips when Go or ``package`` (a GOPATH import path) is not installed."""
-    import os
-    import shutil
-    import subprocess
-
-    built: dict[str, Path] = {}
-
-    def build(name: str, package: str, debian_package: str) -> Path:
-        go = shutil.which("go")
-        if go is None:
-            pytest.skip("Go is not installed (make system-deps installs Debian's golang-go)")
-        if not (GOPATH / "src" / package).is_dir():
-            pytest.skip(f"{package} is not in {GOPATH} (apt-get install {debian_package})")
-        if name in built:
-            return built[name]
-        out = tmp_path_factory.mktemp(name) / name
-        env = {**os.environ, "GOPATH": str(GOPATH), "GO111MODULE": "off", "GOFLAGS": ""}
-        if "HOME" not in env:
-            env["GOCACHE"] = str(out.parent / "cache")
-        done = subprocess.run(
-            [go, "build", "-o", str(out), "."],
-            cwd=REPO / "tests" / "interop" / name,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=280,
-            check=False,
-        )
-        assert done.returncode == 0, done.stderr
-        built[name] = out
-        return out
-
-    return build

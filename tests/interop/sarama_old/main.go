@@ -3,8 +3,8 @@
 // protocol version. Built by tests/brokerlite/test_interop_sarama_old.py in GOPATH
 // mode; the build output never lands in the repository.
 //
-//	sarama_old -mode produce -brokers H:P -topic T -n N -prefix P [-version V] [-compression C]
-//	    prints "offset" per message, in order
+//	sarama_old -mode produce -brokers H:P -topic T -n N -prefix P [-version V] [-compression C] [-idempotent]
+//	    prints "offset" per message, in order (every message to partition 0, keys k0, k1...)
 //	sarama_old -mode consume -brokers H:P -topic T -group G -n N [-version V]
 //	    prints "offset key=value" per message, marks each, exits after N (commits on close)
 package main
@@ -64,6 +64,7 @@ func main() {
 	version := flag.String("version", "", "Kafka version to speak (default: sarama's, 0.8.2)")
 	compression := flag.String("compression", "none", "none, gzip, snappy or lz4 (produce)")
 	timeout := flag.Duration("timeout", 60*time.Second, "give up after this long")
+	idempotent := flag.Bool("idempotent", false, "an idempotent producer (needs -version 0.11.0.0 or newer)")
 	flag.Parse()
 
 	config := sarama.NewConfig()
@@ -81,6 +82,10 @@ func main() {
 		config.Producer.Return.Successes = true
 		config.Producer.RequiredAcks = sarama.WaitForAll
 		config.Producer.Partitioner = sarama.NewManualPartitioner
+		if *idempotent {
+			config.Producer.Idempotent = true
+			config.Net.MaxOpenRequests = 1
+		}
 		switch *compression {
 		case "none":
 		case "gzip":
