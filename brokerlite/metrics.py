@@ -52,12 +52,49 @@ if TYPE_CHECKING:
 
     from .broker import Broker
 
-__all__ = ["BrokerMetrics", "CONTENT_TYPE"]
+__all__ = ["CONTENT_TYPE", "BrokerMetrics", "Histograms"]
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 # Request handling times (s): what a broker in one process spends on a request.
 _BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0)
+
+
+class Histograms:
+    """Histograms of seconds, one per key (an API, a broker...), kept as plain
+    bucket counts: cheap to observe on a request path, turned into a Prometheus
+    family at a scrape."""
+
+    def __init__(self, buckets: tuple[float, ...]) -> None:
+        self.buckets = buckets
+        self._counts: dict[Any, list[int]] = {}
+        self._sums: dict[Any, float] = {}
+
+    def observe(self, key: Any, seconds: float) -> None:
+        counts = self._counts.get(key)
+        if counts is None:
+            counts = self._counts[key] = [0] * (len(self.buckets) + 1)
+            self._sums[key] = 0.0
+        counts[bisect.bisect_left(self.buckets, seconds)] += 1
+        self._sums[key] += seconds
+
+    def family(self, name: str, what: str, label: str, label_of: Any = str) -> Any:
+        """The histogram family (``label_of(key)`` names each key's series)."""
+        from prometheus_client.core import HistogramMetricFamily
+
+        family = HistogramMetricFamily(name, what, labels=[label])
+        for key, counts in sorted(self._counts.items()):
+            cumulative = []
+            running = 0
+            for bound, n in zip((*map(str, self.buckets), "+Inf"), counts, strict=True):
+                running += n
+                cumulative.append((bound, running))
+            family.add_metric([label_of(key)], cumulative, self._sums[key])
+        return family
+
+    def totals(self) -> dict[Any, int]:
+        """Observations per key."""
+        return {key: sum(counts) for key, counts in self._counts.items()}
 
 
 class BrokerMetrics:
@@ -68,9 +105,7 @@ class BrokerMetrics:
         self.bytes_in: dict[str, int] = {}
         self.bytes_out: dict[str, int] = {}
         self.failed_produce: dict[str, int] = {}
-        # api key -> [bucket counts..., +Inf count], sum of seconds
-        self._times: dict[int, list[int]] = {}
-        self._time_sums: dict[int, float] = {}
+        self._times = Histograms(_BUCKETS)  # per API key
         self._broker: Broker | None = None
         self._registry: CollectorRegistry | None = None
 
@@ -97,12 +132,7 @@ class BrokerMetrics:
 
     def handled(self, api_key: int, seconds: float) -> None:
         """One request of ``api_key`` took ``seconds`` to handle."""
-        counts = self._times.get(api_key)
-        if counts is None:
-            counts = self._times[api_key] = [0] * (len(_BUCKETS) + 1)
-            self._time_sums[api_key] = 0.0
-        counts[bisect.bisect_left(_BUCKETS, seconds)] += 1
-        self._time_sums[api_key] += seconds
+        self._times.observe(api_key, seconds)
 
     # -- a scrape ------------------------------------------------------------------------------
 
@@ -139,27 +169,20 @@ class BrokerMetrics:
             yield family
 
     def _requests(self) -> Iterator[Any]:
-        from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily
+        from prometheus_client.core import CounterMetricFamily
 
         total = CounterMetricFamily(
             "kafka_network_requestmetrics_requests", "Requests handled.", labels=["request"]
         )
-        times = HistogramMetricFamily(
+        for key, count in sorted(self._times.totals().items()):
+            total.add_metric([_api_name(key)], count)
+        yield total
+        yield self._times.family(
             "kafka_network_requestmetrics_totaltime_seconds",
             "Time handling a request (a parked request's wait not included).",
-            labels=["request"],
+            "request",
+            _api_name,
         )
-        for key, counts in sorted(self._times.items()):
-            name = _api_name(key)
-            cumulative = []
-            running = 0
-            for bound, count in zip((*map(str, _BUCKETS), "+Inf"), counts, strict=True):
-                running += count
-                cumulative.append((bound, running))
-            total.add_metric([name], running)
-            times.add_metric([name], cumulative, self._time_sums[key])
-        yield total
-        yield times
 
 
 def _api_name(key: int) -> str:

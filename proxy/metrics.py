@@ -29,10 +29,10 @@ brokerlite's (:mod:`trafka.brokerlite.metrics`); each proxy has its own registry
 
 from __future__ import annotations
 
-import bisect
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
+from trafka.brokerlite.metrics import Histograms
 from trafka.codec.protocol import api
 
 if TYPE_CHECKING:
@@ -53,8 +53,7 @@ class ProxyMetrics:
         self.requests: dict[int, int] = {}
         self.request_bytes: dict[int, int] = {}
         self.response_bytes: dict[int, int] = {}
-        self._latency: dict[int, list[int]] = {}
-        self._latency_sums: dict[int, float] = {}
+        self._latency = Histograms(_BUCKETS)  # per broker
         self._registry: CollectorRegistry | None = None
 
     def request(self, api_key: int, nbytes: int) -> None:
@@ -66,12 +65,7 @@ class ProxyMetrics:
 
     def upstream(self, node_id: int, seconds: float) -> None:
         """One pooled request to broker ``node_id`` was answered in ``seconds``."""
-        counts = self._latency.get(node_id)
-        if counts is None:
-            counts = self._latency[node_id] = [0] * (len(_BUCKETS) + 1)
-            self._latency_sums[node_id] = 0.0
-        counts[bisect.bisect_left(_BUCKETS, seconds)] += 1
-        self._latency_sums[node_id] += seconds
+        self._latency.observe(node_id, seconds)
 
     def exposition(self) -> bytes:
         """The Prometheus text format of every metric now."""
@@ -83,11 +77,7 @@ class ProxyMetrics:
         return generate_latest(self._registry)
 
     def collect(self) -> Iterator[Any]:
-        from prometheus_client.core import (
-            CounterMetricFamily,
-            GaugeMetricFamily,
-            HistogramMetricFamily,
-        )
+        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
         for name, values, what in (
             ("requests", self.requests, "Client requests, per API."),
@@ -128,19 +118,11 @@ class ProxyMetrics:
         yield CounterMetricFamily(
             "trafka_proxy_connections", "Client connections accepted.", stats.connections
         )
-        latency = HistogramMetricFamily(
+        yield self._latency.family(
             "trafka_proxy_upstream_request_seconds",
             "Round trips on the proxy's own upstream connections.",
-            labels=["broker"],
+            "broker",
         )
-        for node_id, buckets in sorted(self._latency.items()):
-            cumulative = []
-            running = 0
-            for bound, n in zip((*map(str, _BUCKETS), "+Inf"), buckets, strict=True):
-                running += n
-                cumulative.append((bound, running))
-            latency.add_metric([str(node_id)], cumulative, self._latency_sums[node_id])
-        yield latency
 
 
 def _api_name(key: int) -> str:

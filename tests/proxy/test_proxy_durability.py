@@ -41,6 +41,67 @@ def wait_for(what: str, probe: Any, timeout: float) -> Any:
     return got
 
 
+class PacedProducer:
+    """librdkafka's idempotent producer writing RECORDS keyed records (CRC32
+    partitioner: most of them move) at a steady pace, on a thread of its own."""
+
+    def __init__(self, servers: str, pause: float) -> None:
+        self.servers = servers
+        self.pause = pause
+        self.sent = 0
+        self.failures: list[Any] = []
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        producer = confluent_kafka.Producer(
+            {
+                "bootstrap.servers": self.servers,
+                "enable.idempotence": True,
+                "partitioner": "consistent_random",
+                "message.timeout.ms": 120_000,
+                "linger.ms": 10,
+            }
+        )
+        try:
+            for i in range(RECORDS):
+                producer.produce(
+                    TOPIC,
+                    value=b"r-%d" % i,
+                    key=b"key-%d" % (i % KEYS),
+                    on_delivery=lambda err, _m: self.failures.append(err) if err else None,
+                )
+                self.sent = i + 1
+                if i % 100 == 99:
+                    producer.poll(0)
+                    time.sleep(self.pause)
+            assert producer.flush(150) == 0
+        finally:
+            self.done.set()
+
+    def finish(self) -> None:
+        assert self.done.wait(200), "the producer did not finish"
+        self.thread.join(10)
+        assert self.failures == []
+
+
+def check_exactly_once(servers: str) -> Counter[bytes]:
+    """Every record in the topic, on its murmur2 partition; the count of each."""
+    records = placement(servers, TOPIC, PARTITIONS)
+    counts = Counter(r.value for r in records)
+    assert set(counts) == {b"r-%d" % i for i in range(RECORDS)}  # nothing lost
+    assert [r for r in records if r.partition != murmur2_partition(r.key, PARTITIONS)] == []
+    # Per key, the records in the order they were sent (a record written twice
+    # counts where it was first written).
+    for key in {r.key for r in records}:
+        first = dict.fromkeys(
+            int(r.value[2:]) for r in sorted(records, key=lambda r: r.offset) if r.key == key
+        )
+        assert list(first) == sorted(first), key
+    return counts
+
+
 def test_idempotent_routing_is_exactly_once_across_kill_9_of_a_broker(tmp_path: Path) -> None:
     cluster = ClusterProcesses(tmp_path, 3)
     cluster.start()
@@ -52,61 +113,18 @@ def test_idempotent_routing_is_exactly_once_across_kill_9_of_a_broker(tmp_path: 
         for future in created.values():
             future.result(30)
         with proxy_in_thread(upstream=tuple(cluster.bootstrap_servers.split(",")), port=0) as px:
-            sent = 0
-            failures: list[Any] = []
-            done = threading.Event()
-
-            def produce() -> None:
-                nonlocal sent
-                producer = confluent_kafka.Producer(
-                    {
-                        "bootstrap.servers": px.bootstrap_servers,
-                        "enable.idempotence": True,
-                        "partitioner": "consistent_random",  # CRC32: most records move
-                        "message.timeout.ms": 120_000,
-                        "linger.ms": 10,
-                    }
-                )
-                try:
-                    for i in range(RECORDS):
-                        producer.produce(
-                            TOPIC,
-                            value=b"r-%d" % i,
-                            key=b"key-%d" % (i % KEYS),
-                            on_delivery=lambda err, _m: failures.append(err) if err else None,
-                        )
-                        sent = i + 1
-                        if i % 100 == 99:
-                            producer.poll(0)
-                            time.sleep(0.03)
-                    assert producer.flush(150) == 0
-                finally:
-                    done.set()
-
-            thread = threading.Thread(target=produce, daemon=True)
-            thread.start()
-            wait_for("a third sent", lambda: sent > RECORDS // 3 or None, 60)
+            producer = PacedProducer(px.bootstrap_servers, 0.03)
+            wait_for("a third sent", lambda: producer.sent > RECORDS // 3 or None, 60)
             victim = 2
             cluster.kill(victim)
-            wait_for("two thirds sent", lambda: sent > 2 * RECORDS // 3 or None, 90)
+            wait_for("two thirds sent", lambda: producer.sent > 2 * RECORDS // 3 or None, 90)
             cluster.start_node(victim)
-            assert done.wait(200), "the producer did not finish"
-            thread.join(10)
-            assert failures == []
-            routing = px.statistics.routing
-            assert routing.records_moved > 0
+            producer.finish()
+            assert px.statistics.routing.records_moved > 0
 
-        records = placement(cluster.bootstrap_servers, TOPIC, PARTITIONS)
-        counts = Counter(r.value for r in records)
+        counts = check_exactly_once(cluster.bootstrap_servers)
         doubled = [v for v, c in counts.items() if c > 1]
         assert doubled == [], f"{len(doubled)} records written twice"
-        assert set(counts) == {b"r-%d" % i for i in range(RECORDS)}
-        assert [r for r in records if r.partition != murmur2_partition(r.key, PARTITIONS)] == []
-        for key in {r.key for r in records}:
-            order = [
-                int(r.value[2:]) for r in sorted(records, key=lambda r: r.offset) if r.key == key
-            ]
-            assert order == sorted(order), key
     finally:
         cluster.stop()
 
@@ -151,50 +169,13 @@ def test_a_proxy_killed_and_restarted_loses_nothing(tmp_path: Path) -> None:
             return started
 
         proxy = start()
-        sent = 0
-        failures: list[Any] = []
-        done = threading.Event()
-
-        def produce() -> None:
-            nonlocal sent
-            producer = confluent_kafka.Producer(
-                {
-                    "bootstrap.servers": f"127.0.0.1:{port}",
-                    "enable.idempotence": True,
-                    "partitioner": "consistent_random",
-                    "message.timeout.ms": 120_000,
-                    "linger.ms": 10,
-                }
-            )
-            try:
-                for i in range(RECORDS):
-                    producer.produce(
-                        TOPIC,
-                        value=b"r-%d" % i,
-                        key=b"key-%d" % (i % KEYS),
-                        on_delivery=lambda err, _m: failures.append(err) if err else None,
-                    )
-                    sent = i + 1
-                    if i % 100 == 99:
-                        producer.poll(0)
-                        time.sleep(0.02)
-                assert producer.flush(150) == 0
-            finally:
-                done.set()
-
-        thread = threading.Thread(target=produce, daemon=True)
-        thread.start()
-        wait_for("half sent", lambda: sent > RECORDS // 2 or None, 60)
+        producer = PacedProducer(f"127.0.0.1:{port}", 0.02)
+        wait_for("half sent", lambda: producer.sent > RECORDS // 2 or None, 60)
         proxy.send_signal(signal.SIGKILL)
         proxy.wait(10)
         proxy = start()
-        assert done.wait(200), "the producer did not finish"
-        thread.join(10)
-        assert failures == []
-        records = placement(cluster.bootstrap_servers, TOPIC, PARTITIONS)
-        counts = Counter(r.value for r in records)
-        assert set(counts) == {b"r-%d" % i for i in range(RECORDS)}  # nothing lost
-        assert [r for r in records if r.partition != murmur2_partition(r.key, PARTITIONS)] == []
+        producer.finish()
+        counts = check_exactly_once(cluster.bootstrap_servers)
         print(f"proxy restart: {sum(c - 1 for c in counts.values())} of {RECORDS} written twice")
     finally:
         if proxy is not None:
