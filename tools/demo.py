@@ -1,6 +1,9 @@
 """The trafka demo (``make demo``, ``trafka demo``, ``python -m trafka.tools.demo``).
 
-First the main job (:mod:`trafka.tools.pipeline`): an order pipeline on an
+First the whole path (:mod:`trafka.tools.whole_path`): services producing keyed
+orders through the proxy into brokerlite with two clients, a consumer group,
+the web console showing its lag, and PySpark reading the topic, each step
+checked. Then the SDK's order pipeline (:mod:`trafka.tools.pipeline`) on an
 embedded brokerlite with the trafka producer, a two-member consumer group and a
 kafka-python reader, each step checked. Then what a client and a broker say to
 each other, without a network (``--no-broker`` shows only this part):
@@ -22,6 +25,7 @@ from __future__ import annotations
 import sys
 import uuid
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import click
@@ -159,17 +163,33 @@ def _summary(body: Any) -> str:
     )
 
 
-def run(echo: Callable[[str], None] = print, *, broker: bool = True) -> int:
+def run(
+    echo: Callable[[str], None] = print,
+    *,
+    broker: bool = True,
+    whole: bool = True,
+    cluster: bool = False,
+) -> int:
     """Run the demo, writing its lines with ``echo``; return the exit status.
 
-    With ``broker`` (the default), the main job runs first: an order pipeline on
-    an embedded brokerlite (see :mod:`trafka.tools.pipeline`). Then a tour of the
-    wire: the frames a client sends, decoded as ``trafka decode`` prints them.
+    With ``whole`` (the default), the whole path first: brokerlite (a 3-node
+    cluster with ``cluster``), the proxy, services producing through it, a
+    consumer group, the console and PySpark (see :mod:`trafka.tools.whole_path`).
+    With ``broker`` (the default), then the SDK's order pipeline on an embedded
+    brokerlite (see :mod:`trafka.tools.pipeline`). Then a tour of the wire: the
+    frames a client sends, decoded as ``trafka decode`` prints them.
     """
     ok = True
+    if broker and whole:
+        from trafka.tools.whole_path import whole_path
+
+        shape = "a 3-node brokerlite cluster" if cluster else "the embedded broker"
+        echo(f"=== The whole path: services, the proxy, {shape}, the console, Spark")
+        ok = trio.run(partial(whole_path, echo, cluster=cluster))
+        echo("")
     if broker:
-        echo("=== The main job: an order pipeline on the embedded broker (brokerlite)")
-        ok = trio.run(main_job, echo)
+        echo("=== The SDK: an order pipeline on the embedded broker (brokerlite)")
+        ok = trio.run(main_job, echo) and ok
         echo("")
         echo("=== On the wire: what a client sends, decoded")
 
@@ -214,15 +234,21 @@ def run(echo: Callable[[str], None] = print, *, broker: bool = True) -> int:
 
 
 @click.command(name="demo")
-@click.option("--no-broker", is_flag=True, help="Only the tour of the wire, without the pipeline.")
-def command(no_broker: bool) -> None:
-    """Run an order pipeline on an embedded broker, then decode what crosses the wire."""
-    sys.exit(run(click.echo, broker=not no_broker))
+@click.option("--no-broker", is_flag=True, help="Only the tour of the wire, without any broker.")
+@click.option("--no-whole-path", is_flag=True, help="Skip the proxy, console and Spark part.")
+@click.option(
+    "--cluster", is_flag=True, help="Run the whole path on a 3-node cluster (needs ZooKeeper)."
+)
+def command(no_broker: bool, no_whole_path: bool, cluster: bool) -> None:
+    """Run the whole path (services, the proxy, brokerlite, the console, Spark), the SDK's
+    order pipeline, then decode what crosses the wire."""
+    sys.exit(run(click.echo, broker=not no_broker, whole=not no_whole_path, cluster=cluster))
 
 
 def main() -> None:
-    """Entry point of ``python -m trafka.tools.demo``."""
-    sys.exit(run())
+    """Entry point of ``python -m trafka.tools.demo`` (``--cluster``: the whole path
+    on three nodes)."""
+    sys.exit(run(cluster="--cluster" in sys.argv[1:]))
 
 
 if __name__ == "__main__":

@@ -91,16 +91,38 @@ def test_pipeline_checks_hold_and_can_fail(monkeypatch: pytest.MonkeyPatch) -> N
     assert any(line.startswith("  FAILED: every key is on its murmur2 partition") for line in out)
 
 
-@pytest.mark.timeout(120)
+@pytest.mark.timeout(240)
 def test_python_m_demo() -> None:
-    """What `make demo` runs: the pipeline on brokerlite, then the wire tour."""
+    """What `make demo` runs: the whole path (brokerlite, the proxy, two clients'
+    services, a consumer group, the console, Spark), the SDK's pipeline, then the
+    wire tour."""
     proc = subprocess.run(
         [sys.executable, "-m", "trafka.tools.demo"],
         capture_output=True,
-        timeout=110,
+        timeout=230,
         check=False,
     )
     assert proc.returncode == 0, proc.stdout.decode()[-3000:] + proc.stderr.decode()[-3000:]
     stdout = proc.stdout.decode()
-    assert "=== The main job" in stdout and "FAILED" not in stdout
+    for step in (
+        "=== The whole path",
+        "on one partition, murmur2's, whichever client sent them",
+        "console: http://127.0.0.1:",
+        "spark (batch): orders and quantities per item",
+        "spark (stream, availableNow): 1200 orders of 40 customers",
+        "=== The SDK",
+    ):
+        assert step in stdout, step
+    assert "FAILED" not in stdout
     assert stdout.rstrip().endswith("demo: ok")
+
+
+def test_the_whole_path_fails_loudly(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A placement the proxy did not make (every key expected on partition 0) is
+    said, and the whole path stops there, false."""
+    from trafka.tools import whole_path
+
+    monkeypatch.setattr(whole_path, "murmur2_partition", lambda key, n: 0)
+    out: list[str] = []
+    assert not trio.run(whole_path.whole_path, out.append)
+    assert out[-1].startswith("FAILED: 1200 orders in the topic, keys off their partition")
