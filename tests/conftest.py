@@ -7,6 +7,8 @@ fixtures of the cluster tests (brokerlite's and the proxy's):
   own empty chroot on it (``.path``, ``.connect_string`` = ``host:port/chroot``).
   ``make_zookeeper`` makes private servers for tests that stop, kill or restart
   ZooKeeper. All skip when ZooKeeper is not installed.
+* ``kafkajs``: the command running ``tests/interop/kafkajs/client.js`` with
+  npm's kafkajs installed into a temporary directory (skips without node/npm).
 * ``build_go_client``: builds one of the Go clients of ``tests/interop/`` in
   GOPATH mode against Debian's Go packages (``/usr/share/gocode``), or skips
   the test saying what is missing (brokerlite's and the proxy's interop tests).
@@ -166,3 +168,31 @@ def build_go_client(tmp_path_factory: pytest.TempPathFactory) -> Any:
         return out
 
     return build
+
+
+KAFKAJS = "kafkajs@2.2.4"
+
+
+@pytest.fixture(scope="session")
+def kafkajs(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
+    """``[node, client.js]``: tests/interop/kafkajs/client.js with npm's kafkajs
+    installed beside a copy of it; skips when node or npm is missing or the
+    install fails (no registry)."""
+    import shutil
+    import subprocess
+
+    node, npm = shutil.which("node"), shutil.which("npm")
+    if node is None or npm is None:
+        pytest.skip("node and npm are needed for kafkajs (apt-get install nodejs npm)")
+    home = tmp_path_factory.mktemp("kafkajs")
+    shutil.copy(REPO / "tests" / "interop" / "kafkajs" / "client.js", home / "client.js")
+    done = subprocess.run(
+        [npm, "install", "--no-audit", "--no-fund", "--silent", "--prefix", str(home), KAFKAJS],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
+    if done.returncode != 0:
+        pytest.skip(f"npm install {KAFKAJS} failed: {done.stderr[-500:]}")
+    return [node, str(home / "client.js")]

@@ -430,3 +430,36 @@ def test_sarama_idempotent_producer_is_routed(zk: str, build_go_client: Any) -> 
         assert proxy.statistics.routing.records_moved > 0
 
     run(test, zk)
+
+
+def test_kafkajs_idempotent_producer_is_routed_and_read_back(zk: str, kafkajs: list[str]) -> None:
+    """kafkajs (npm) with idempotence on, every message sent to partition 0: behind
+    the proxy each lands on its key's murmur2 partition, once; a kafkajs consumer
+    group reads them all back through the proxy."""
+    import subprocess
+
+    def node(*args: str) -> str:
+        done = subprocess.run(
+            [*kafkajs, *args], capture_output=True, text=True, timeout=120, check=False
+        )
+        assert done.returncode == 0, done.stderr[-2000:]
+        return done.stdout
+
+    async def test(cluster: LocalCluster, proxy: RunningProxy) -> None:
+        topic = fresh("cluster-kafkajs")
+        servers = proxy.bootstrap_servers
+        await trio.to_thread.run_sync(create, servers, topic, PARTITIONS)
+        out = await trio.to_thread.run_sync(
+            lambda: node("produce", servers, topic, "300", "j", "idempotent")
+        )
+        assert out.strip() == "ok 300"
+        records = await read_all(cluster, topic)
+        assert sorted(r.value for r in records) == sorted(b"j-%d" % i for i in range(300))
+        assert all(r.partition == murmur2_partition(r.key, PARTITIONS) for r in records)
+        assert proxy.statistics.routing.requests_idempotent > 0
+        consumed = await trio.to_thread.run_sync(
+            lambda: node("consume", servers, topic, fresh("kjs-group"), "300")
+        )
+        assert sorted(consumed.split()) == sorted(f"k{i}=j-{i}" for i in range(300))
+
+    run(test, zk)
