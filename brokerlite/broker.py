@@ -1200,6 +1200,14 @@ class Broker:
         heapq.heappush(self._deadlines, (waiter.deadline_ms, ticket))
         return Parked(ticket)
 
+    def parked_by_api(self) -> dict[int, int]:
+        """How many requests wait parked (Kafka's purgatories), per API key."""
+        out: dict[int, int] = {}
+        for entry in self._entries.values():
+            key = entry.header.request_api_key
+            out[key] = out.get(key, 0) + 1
+        return out
+
     def notify_append(self, topic: str, partition: int, nbytes: int) -> None:
         """Data was appended to a partition: wake the parked requests that wanted it."""
         tickets = self._by_partition.get((topic, partition))

@@ -23,6 +23,9 @@ metric                                                             from
 ``kafka_controller_kafkacontroller_activecontrollercount``         1 on the controller (a single node: 1)
 ``kafka_log_log_size{topic,partition}``                            bytes of a partition's segments
 ``kafka_server_replicamanager_underminisrpartitioncount``          led here, ISR below min.insync
+``kafka_server_delayedoperationpurgatory_purgatorysize``          requests waiting parked, per API
+``{delayedoperation}``                                             (``Produce``: acks=all; ``Fetch``:
+                                                                   long polls; ...)
 ``kafka_consumergroup_lag{consumergroup,topic,partition}``         log end minus the committed offset
                                                                    (kafka_exporter's name; groups
                                                                    coordinated here)
@@ -151,6 +154,7 @@ class BrokerMetrics:
         broker = self._broker
         if broker is not None:
             yield from _partition_gauges(broker)
+            yield _purgatories(broker)
 
     def _topic_counters(self) -> Iterator[Any]:
         from prometheus_client.core import CounterMetricFamily
@@ -190,6 +194,20 @@ def _api_name(key: int) -> str:
         return api(key).name
     except (KeyError, ValueError):
         return str(key)
+
+
+def _purgatories(broker: Broker) -> Any:
+    from prometheus_client.core import GaugeMetricFamily
+
+    family = GaugeMetricFamily(
+        "kafka_server_delayedoperationpurgatory_purgatorysize",
+        "Requests waiting parked: acks=all Produce, long-poll Fetch, DeleteRecords...",
+        labels=["delayedoperation"],
+    )
+    parked = broker.parked_by_api()
+    for key in sorted({0, 1, *parked}):  # Produce and Fetch always, as Kafka's
+        family.add_metric([_api_name(key)], parked.get(key, 0))
+    return family
 
 
 def _partition_gauges(broker: Broker) -> Iterator[Any]:

@@ -112,3 +112,38 @@ def test_a_malformed_or_unknown_request_gets_an_http_error() -> None:
     broker = Endpoint(never, never)
     assert answer(broker, b"garbage\r\n\r\n").startswith(b"HTTP/1.1 400")
     assert answer(broker, b"POST /metrics HTTP/1.1\r\n\r\n").startswith(b"HTTP/1.1 405")
+
+
+def test_purgatory_size_counts_the_fetches_waiting(tmp_path: Any) -> None:
+    """A consumer long-polling an empty partition is one Fetch in the purgatory
+    while it waits, none once answered."""
+    from trafka.sdk import TopicPartition
+
+    async def main() -> None:
+        with trio.fail_after(45):
+            async with serve_broker(
+                data_dir=tmp_path, port=0, metrics_listen="127.0.0.1:0"
+            ) as running:
+                where = running.metrics_address
+                assert where is not None
+                bs = running.bootstrap_servers
+                async with open_admin(bootstrap_servers=bs) as admin:
+                    await admin.create_topics([NewTopic("quiet", 1)])
+                name = "kafka_server_delayedoperationpurgatory_purgatorysize"
+                fetch = (("delayedoperation", "Fetch"),)
+                _, idle = await trio.to_thread.run_sync(get, where, "/metrics")
+                assert samples(idle)[(name, fetch)] == 0
+                assert samples(idle)[(name, (("delayedoperation", "Produce"),))] == 0
+                async with open_consumer(bootstrap_servers=bs, fetch_max_wait_ms=4000) as consumer:
+                    consumer.assign([TopicPartition("quiet", 0)])
+                    async with trio.open_nursery() as nursery:
+                        nursery.start_soon(lambda: consumer.getmany(timeout_ms=3000))
+                        waiting = 0.0
+                        with trio.fail_after(10):
+                            while not waiting:
+                                await trio.sleep(0.1)
+                                _, text = await trio.to_thread.run_sync(get, where, "/metrics")
+                                waiting = samples(text)[(name, fetch)]
+                        assert waiting == 1
+
+    trio.run(main)
