@@ -12,6 +12,10 @@ Open components with async context managers that own their tasks::
     async with open_admin(bootstrap_servers="localhost:9092") as admin:
         await admin.create_topics([NewTopic("events", 3)])
 
+Frameworks that open a client in one hook and close it in another use
+``start_producer`` / ``start_consumer`` / ``start_admin`` and ``await client.stop()``
+(:mod:`.hosting`); the client still belongs to a task of its own.
+
 Share groups (KIP-932, "queues"): records are shared among the members and
 acknowledged one by one::
 
@@ -71,6 +75,7 @@ from .errors import (
 )
 from .fetcher import ConsumerRecord, OffsetOutOfRangeError, TopicPartition
 from .group_protocol import CommitFailedError
+from .hosting import start_admin, start_consumer, start_producer, start_share_consumer
 from .partitioners import Partitioner, murmur2
 from .producer import PendingCommit, Producer, RecordFuture, open_producer
 from .quotas import ClientQuotaAlteration, ClientQuotaEntity, ClientQuotaFilterComponent
@@ -172,6 +177,10 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
+    "start_admin",
+    "start_consumer",
+    "start_producer",
+    "start_share_consumer",
     "AcknowledgeType",
     "ShareCommitResult",
     "ShareConsumer",

@@ -115,6 +115,7 @@ from .group import (
     read_offset_commit,
     read_offset_fetch,
 )
+from .hosting import Hostable
 from .metadata import BrokerInfo, PartitionInfo, TopicInfo
 from .quotas import ClientQuotaAlteration, ClientQuotaEntity, ClientQuotaFilterComponent
 from .statistics import AdminStatistics
@@ -594,7 +595,7 @@ def _first_failure(names: Iterable[str], failed: Mapping[str, KafkaError]) -> No
             raise failed[name]
 
 
-class Admin:
+class Admin(Hostable):
     """A Kafka admin client. Create it with :func:`open_admin`.
 
     Every call takes ``timeout_ms`` (default ``default.api.timeout.ms``): its

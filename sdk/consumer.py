@@ -58,6 +58,7 @@ from .fetcher import (
     build_list_offsets,
     parse_list_offsets,
 )
+from .hosting import Hostable
 from .statistics import ConsumerStatistics, FetchSessionStatistics, PartitionStatistics
 from .telemetry import (
     IntervalAverages,
@@ -95,7 +96,7 @@ class _FetchCompletion:
         self.consumer._on_fetch_failed(self.node_id, self.positions, error)
 
 
-class Consumer:
+class Consumer(Hostable):
     """A Kafka consumer. Create it with :func:`open_consumer`."""
 
     def __init__(self, config: ConsumerConfig, task_group: anyio.abc.TaskGroup) -> None:

@@ -94,6 +94,7 @@ from .errors import (
     TransactionAbortedError,
 )
 from .fetcher import TopicPartition
+from .hosting import Hostable
 from .metadata import REFRESH_ERRORS
 from .partitioners import PARTITIONERS, Partitioner, murmur2_pick
 from .statistics import (
@@ -255,7 +256,7 @@ class _TxnCompletion:
             producer._txn_done()
 
 
-class Producer:
+class Producer(Hostable):
     """A Kafka producer. Create it with :func:`open_producer`."""
 
     def __init__(self, config: ProducerConfig, task_group: anyio.abc.TaskGroup) -> None:

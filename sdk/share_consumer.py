@@ -68,6 +68,7 @@ from ._util import get_deserializer, owned_task_group, sleep_until
 from .config import ShareConsumerConfig, make_config
 from .errors import ClientClosedError, SerializationError, UsageError
 from .fetcher import TopicPartition
+from .hosting import Hostable
 from .share_fetcher import AcknowledgeType, ShareCommit, ShareFetcher, ShareRecord, ShareRequest
 from .share_membership import (
     AssignmentChanged,
@@ -135,7 +136,7 @@ class ShareCommitResult:
         return self.result()
 
 
-class ShareConsumer:
+class ShareConsumer(Hostable):
     """A share group member (KIP-932): records are shared among the group's
     members and acknowledged one by one.
 
