@@ -248,6 +248,7 @@ def _spark(servers: str, tmp: Path, say: Say) -> bool:
         SparkSession.builder.master("local[2]")
         .appName("trafka-demo")
         .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.driver.host", "127.0.0.1")
         .getOrCreate()
