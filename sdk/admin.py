@@ -3205,6 +3205,10 @@ async def open_admin(
     async with owned_task_group() as tg:
         admin = Admin(cfg, tg)
         admin._cluster.start()
+        if cfg.metrics_listen is not None:
+            from .prometheus import serve_client_metrics
+
+            await tg.start(serve_client_metrics, admin, "admin", cfg.metrics_listen)
         if admin._telemetry is not None:
             tg.start_soon(admin._telemetry.run, name="trafka admin telemetry")
         try:

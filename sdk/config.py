@@ -84,6 +84,16 @@ def _str(name: str, value: Any) -> str:
     return value
 
 
+def _listen(name: str, value: Any) -> str | None:
+    if value is None:
+        return None
+    text = str(value)
+    _, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit() or int(port) > 65535:
+        raise ConfigError(f"{name} must be host:port, not {text!r}")
+    return text
+
+
 def _opt_str(name: str, value: Any) -> str | None:
     if value is None:
         return None
@@ -323,6 +333,9 @@ class ClientConfig:
             cluster subscribes to them (KIP-714; see :mod:`trafka.sdk.telemetry`).
             True by default, as Java's producer and consumers; the admin client's
             default is false, as Java's ``AdminClientConfig``.
+        metrics_listen: ``host:port``: serve the client's Prometheus metrics
+            (``/metrics``, ``/healthz``, ``/readyz``) over HTTP there while it is
+            open (see :mod:`trafka.sdk.prometheus`; needs ``prometheus-client``).
     """
 
     bootstrap_servers: tuple[str, ...] = _field(("localhost:9092",), _servers)
@@ -363,6 +376,7 @@ class ClientConfig:
     ssl_context: Any = _field(None, _ssl_context)  # noqa: RUF009
     client_rack: str = _field("", _str)
     enable_metrics_push: bool = _field(True, _bool)
+    metrics_listen: str | None = _field(None, _listen)
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):

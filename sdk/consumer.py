@@ -1041,6 +1041,10 @@ async def open_consumer(
     async with owned_task_group() as tg:
         consumer = Consumer(cfg, tg)
         await consumer._start()
+        if cfg.metrics_listen is not None:
+            from .prometheus import serve_client_metrics
+
+            await tg.start(serve_client_metrics, consumer, "consumer", cfg.metrics_listen)
         if topics:
             consumer.subscribe(topics)
         try:

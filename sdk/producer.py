@@ -1567,6 +1567,10 @@ async def open_producer(
     async with owned_task_group() as tg:
         producer = Producer(cfg, tg)
         await producer._start()
+        if cfg.metrics_listen is not None:
+            from .prometheus import serve_client_metrics
+
+            await tg.start(serve_client_metrics, producer, "producer", cfg.metrics_listen)
         try:
             yield producer
         except BaseException:

@@ -204,6 +204,10 @@ class ShareConsumer(Hostable):
         cfg = self.config
         async with owned_task_group() as tg:
             self._start(tg)
+            if cfg.metrics_listen is not None:
+                from .prometheus import serve_client_metrics
+
+                await tg.start(serve_client_metrics, self, "share_consumer", cfg.metrics_listen)
             try:
                 yield
             except BaseException:

@@ -1,0 +1,233 @@
+"""The SDK clients' Prometheus metrics (opt-in: ``metrics.listen`` = ``host:port``).
+
+A client with ``metrics.listen`` serves, for as long as it is open, over HTTP:
+``/metrics`` (the Prometheus text format, made by ``prometheus_client`` from
+the client's :meth:`statistics` at each scrape), ``/healthz`` (200 while the
+client is open) and ``/readyz`` (200 while a connection to a broker is up,
+else 503).
+
+Names follow the Java clients' JMX metrics as the Prometheus JMX exporter names
+them (``kafka.producer:type=producer-metrics,client-id=X`` attribute
+``record-send-total`` becomes ``kafka_producer_producer_metrics_record_send_total
+{client_id="X"}``), so dashboards made for Java clients carry over:
+
+==============================================================  =====================================
+metric                                                          from
+==============================================================  =====================================
+``kafka_producer_producer_metrics_record_send_total``           records acknowledged
+``kafka_producer_producer_metrics_record_error_total``          records failed
+``kafka_producer_producer_metrics_record_retry_total``          batches sent again
+``kafka_producer_producer_metrics_batch_size_avg``              bytes per batch sent (average)
+``kafka_producer_producer_metrics_buffer_available_bytes``      ``buffer.memory`` not in use
+``kafka_producer_producer_metrics_buffer_total_bytes``          ``buffer.memory``
+``kafka_producer_producer_metrics_requests_in_flight``          Produce requests awaiting answers
+``kafka_producer_producer_topic_metrics_record_send_total``     per ``topic``
+``kafka_consumer_consumer_fetch_manager_metrics_records_consumed_total``  records handed out
+``kafka_consumer_consumer_fetch_manager_metrics_bytes_consumed_total``    record bytes fetched
+``kafka_consumer_consumer_fetch_manager_metrics_records_lag_max``         the largest lag now
+``kafka_consumer_consumer_fetch_manager_metrics_records_lag``             per ``topic``, ``partition``
+``kafka_<client>_<client>_node_metrics_request_latency_avg`` / ``_max``   per ``node_id``, ms
+``kafka_<client>_<client>_node_metrics_request_total``                    per ``node_id``
+``kafka_<client>_<client>_node_metrics_connection_count``                 connections up now
+==============================================================  =====================================
+
+(``<client>``: ``producer``, ``consumer``, ``share_consumer`` or ``admin``.)
+Every series carries ``client_id``.
+
+Rules: the HTTP exchange is one request per connection (head at most 8 KiB,
+within 5 s), on the client's own task group (asyncio or trio, through anyio);
+``prometheus_client`` is imported when the listener starts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import anyio
+import anyio.abc
+
+__all__ = ["ClientCollector", "serve_client_metrics"]
+
+_MAX_HEAD = 8192
+_HEAD_TIMEOUT_S = 5.0
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+
+class ClientCollector:
+    """A ``prometheus_client`` collector reading a client's ``statistics()``."""
+
+    def __init__(self, client: Any, kind: str) -> None:
+        self.client = client
+        self.kind = kind  # producer, consumer, share_consumer, admin
+
+    def collect(self) -> Iterator[Any]:
+        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+        stats = self.client.statistics()
+        cid = str(self.client.config.client_id)
+        kind = self.kind
+
+        def counter(name: str, what: str, value: float, **labels: str) -> Any:
+            family = CounterMetricFamily(name, what, labels=["client_id", *labels])
+            family.add_metric([cid, *labels.values()], value)
+            return family
+
+        def gauge(name: str, what: str, value: float) -> Any:
+            family = GaugeMetricFamily(name, what, labels=["client_id"])
+            family.add_metric([cid], value)
+            return family
+
+        if kind == "producer":
+            base = "kafka_producer_producer_metrics"
+            yield counter(f"{base}_record_send", "Records acknowledged.", stats.records_sent)
+            yield counter(f"{base}_record_error", "Records failed.", stats.records_failed)
+            yield counter(f"{base}_record_retry", "Batches sent again.", stats.batch_retries)
+            avg = stats.bytes_sent / stats.batches_sent if stats.batches_sent else 0.0
+            yield gauge(f"{base}_batch_size_avg", "Bytes per batch sent.", avg)
+            free = stats.buffer_memory - stats.buffer_memory_used
+            yield gauge(f"{base}_buffer_available_bytes", "buffer.memory not in use.", free)
+            yield gauge(f"{base}_buffer_total_bytes", "buffer.memory.", stats.buffer_memory)
+            yield gauge(
+                f"{base}_requests_in_flight", "Produce requests awaiting answers.",
+                stats.requests_in_flight,
+            )  # fmt: skip
+            topics = CounterMetricFamily(
+                "kafka_producer_producer_topic_metrics_record_send",
+                "Records acknowledged, per topic.",
+                labels=["client_id", "topic"],
+            )
+            for name, topic in sorted(stats.topics.items()):
+                topics.add_metric([cid, name], topic.records_sent)
+            yield topics
+        if kind in ("consumer", "share_consumer"):
+            base = f"kafka_{kind}_consumer_fetch_manager_metrics"
+            consumed = getattr(stats, "records_consumed", None)
+            if consumed is None:  # a share consumer counts deliveries
+                consumed = stats.records_delivered
+            yield counter(f"{base}_records_consumed", "Records handed out.", consumed)
+            yield counter(f"{base}_bytes_consumed", "Record bytes fetched.", stats.bytes_fetched)
+            partitions = getattr(stats, "partitions", {})
+            lag = GaugeMetricFamily(
+                f"{base}_records_lag", "Lag per partition.",
+                labels=["client_id", "topic", "partition"],
+            )  # fmt: skip
+            lags = []
+            for tp, p in sorted(partitions.items(), key=lambda kv: tuple(kv[0])):
+                if getattr(p, "lag", None) is not None:
+                    lag.add_metric([cid, tp.topic, str(tp.partition)], p.lag)
+                    lags.append(p.lag)
+            yield lag
+            yield gauge(f"{base}_records_lag_max", "The largest lag now.", max(lags, default=0))
+        nodes = f"kafka_{kind}_{kind}_node_metrics"
+        latency_avg = GaugeMetricFamily(
+            f"{nodes}_request_latency_avg", "Request latency (ms), average.",
+            labels=["client_id", "node_id"],
+        )  # fmt: skip
+        latency_max = GaugeMetricFamily(
+            f"{nodes}_request_latency_max", "Request latency (ms), maximum.",
+            labels=["client_id", "node_id"],
+        )  # fmt: skip
+        requests = CounterMetricFamily(
+            f"{nodes}_request", "Requests sent.", labels=["client_id", "node_id"]
+        )
+        connected = 0
+        for node_id, broker in sorted(stats.brokers.items()):
+            connected += int(broker.connected)
+            requests.add_metric([cid, str(node_id)], broker.requests_sent)
+            latencies = [a for a in broker.apis.values() if a.latency_avg_ms is not None]
+            if latencies:
+                answered = sum(a.responses for a in latencies) or 1
+                avg = sum(a.latency_avg_ms * a.responses for a in latencies) / answered
+                latency_avg.add_metric([cid, str(node_id)], avg)
+                latency_max.add_metric(
+                    [cid, str(node_id)], max(a.latency_max_ms or 0.0 for a in latencies)
+                )
+        yield latency_avg
+        yield latency_max
+        yield requests
+        yield gauge(f"{nodes}_connection_count", "Connections to brokers up now.", connected)
+
+    def ready(self) -> bool:
+        return any(b.connected for b in self.client.statistics().brokers.values())
+
+
+def _answer(collector: ClientCollector, registry: Any, head: bytes) -> bytes:
+    from prometheus_client import generate_latest
+
+    line = head.split(b"\r\n", 1)[0].split()
+    if len(line) != 3 or not line[2].startswith(b"HTTP/"):
+        return _response(400, b"bad request\n")
+    method, target = line[0], line[1].split(b"?", 1)[0]
+    if method not in (b"GET", b"HEAD"):
+        return _response(405, b"method not allowed\n")
+    if target == b"/metrics":
+        body, status, kind = generate_latest(registry), 200, CONTENT_TYPE
+    elif target == b"/healthz":
+        body, status, kind = b"ok\n", 200, "text/plain"
+    elif target == b"/readyz":
+        ok = collector.ready()
+        body, status, kind = (
+            (b"ready\n", 200, "text/plain") if ok else (b"not ready\n", 503, "text/plain")
+        )
+    else:
+        return _response(404, b"not found\n")
+    return _response(status, b"" if method == b"HEAD" else body, kind, len(body))
+
+
+def _response(
+    status: int, body: bytes, kind: str = "text/plain", length: int | None = None
+) -> bytes:
+    reason = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed"}.get(
+        status, "Service Unavailable"
+    )
+    head = (
+        f"HTTP/1.1 {status} {reason}\r\nContent-Type: {kind}\r\n"
+        f"Content-Length: {len(body) if length is None else length}\r\nConnection: close\r\n\r\n"
+    )
+    return head.encode() + body
+
+
+async def serve_client_metrics(
+    client: Any,
+    kind: str,
+    listen: str,
+    *,
+    task_status: anyio.abc.TaskStatus[tuple[str, int]] = anyio.TASK_STATUS_IGNORED,
+) -> None:
+    """Serve ``client``'s metrics on ``listen`` (``host:port``) until cancelled;
+    ``task_status`` gets the bound address.
+
+    Raises:
+        OSError: the address cannot be bound.
+    """
+    from prometheus_client import CollectorRegistry
+
+    collector = ClientCollector(client, kind)
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(collector)
+    host, _, port = listen.rpartition(":")
+    listener = await anyio.create_tcp_listener(
+        local_host=host.strip("[]") or None, local_port=int(port)
+    )
+
+    async def exchange(stream: anyio.abc.SocketStream) -> None:
+        async with stream:
+            head = b""
+            try:
+                with anyio.move_on_after(_HEAD_TIMEOUT_S):
+                    while b"\r\n\r\n" not in head and len(head) <= _MAX_HEAD:
+                        head += await stream.receive(_MAX_HEAD)
+                if b"\r\n\r\n" not in head:
+                    await stream.send(_response(400, b"bad request\n"))
+                    return
+                await stream.send(_answer(collector, registry, head))
+            except (anyio.EndOfStream, anyio.BrokenResourceError, OSError):
+                pass
+
+    async with listener:
+        address = listener.extra(anyio.abc.SocketAttribute.local_address)
+        bound = (str(address[0]), int(address[1]))
+        client._metrics_address = bound
+        task_status.started(bound)
+        await listener.serve(exchange)
