@@ -60,6 +60,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import json
 import os
 import re
 import shlex
@@ -298,13 +299,23 @@ def producer_config(servers: str, kind: str, args: argparse.Namespace) -> dict[s
 
 def produce(
     config: dict[str, Any], topic: str, records: int, values: list[bytes], keys: list[bytes]
-) -> float:
-    """Seconds from the first ``produce()`` until every record is acknowledged.
+) -> tuple[float, int]:
+    """Seconds from the first ``produce()`` until every record is acknowledged, and
+    the requests librdkafka retried meanwhile (-1: its statistics did not come).
 
     No per-record delivery callback (it would cost the client a Python call per
     record); what was lost shows when the records are read back."""
     errors: list[Any] = []
-    producer = Producer({**config, "error_cb": errors.append})
+    stats: list[str] = []
+    producer = Producer(
+        {
+            **config,
+            "error_cb": errors.append,
+            # Its last statistics tell the requests retried (txretries).
+            "statistics.interval.ms": 1000,
+            "stats_cb": stats.append,
+        }
+    )
     send = producer.produce
     nvalues, nkeys = len(values), len(keys)
     start = time.perf_counter()
@@ -319,11 +330,19 @@ def produce(
             producer.poll(0)
     left = producer.flush(300)
     elapsed = time.perf_counter() - start
+    stats.clear()
+    deadline = time.monotonic() + 3
+    while not stats and time.monotonic() < deadline:
+        producer.poll(0.1)
     del producer
     gc.collect()
     if left:
         raise RuntimeError(f"{topic}: {left} records unsent after 300 s ({errors[:3]})")
-    return elapsed
+    retries = -1  # unknown
+    if stats:
+        brokers = json.loads(stats[-1]).get("brokers", {}).values()
+        retries = sum(b.get("txretries", 0) for b in brokers)
+    return elapsed, retries
 
 
 def consume(servers: str, topic: str, partitions: int, records: int) -> tuple[float, int, int]:
@@ -404,12 +423,14 @@ def measure(
 
     before = sample()
     config = producer_config(servers, kind, args)
-    produce_s = produce(config, topic, args.records, values, keys)
+    produce_s, retries = produce(config, topic, args.records, values, keys)
     produced = sample()
     consume_s, seen, stored = consume(servers, topic, args.partitions, args.records)
     consumed = sample()
     delete_topic(setup.servers, topic)
     check = "ok" if seen == stored == args.records else f"read {seen}, stored {stored}"
+    if retries:
+        check += f", {retries} retried" if retries > 0 else ", retries ?"
     run = Run(
         setup.name,
         path,
@@ -594,7 +615,7 @@ def print_runs(runs: list[Run]) -> None:
     print(
         f"\n{'setup':<10}{'path':<12}{'producer':<12}{'produce/s':>11}{'ratio':>7}"
         f"{'consume/s':>11}{'ratio':>7}   {'CPU s per 100k records, produce (consume)':<44}"
-        f"{'check':>6}"
+        "check"
     )
     print(f"{'':<70}{'proxy':>13}{'brokers':>13}{'client':>13}")
     for r in runs:
@@ -607,7 +628,7 @@ def print_runs(runs: list[Run]) -> None:
         )
         print(
             f"{r.setup:<10}{r.path:<12}{r.producer:<12}{r.records / r.produce_s:>11,.0f}"
-            f"{p_ratio:>7}{r.records / r.consume_s:>11,.0f}{c_ratio:>7}   {cpu:<44}{r.check:>6}"
+            f"{p_ratio:>7}{r.records / r.consume_s:>11,.0f}{c_ratio:>7}   {cpu:<44}{r.check}"
         )
 
 
