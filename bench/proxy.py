@@ -158,10 +158,11 @@ class Brokers:
     name: str
     servers: str
     pids: list[int]
+    replication: int = 1  # of the topics it is given
 
 
 @contextmanager
-def brokers(nodes: int, root: Path) -> Iterator[Brokers]:
+def brokers(nodes: int, root: Path, replication: int = 1) -> Iterator[Brokers]:
     if nodes == 1:
         with service(
             [
@@ -184,6 +185,7 @@ def brokers(nodes: int, root: Path) -> Iterator[Brokers]:
             f"{nodes} nodes",
             cluster.bootstrap_servers,
             [proc.pid for proc in cluster.procs.values()],
+            min(replication, nodes),
         )
     finally:
         cluster.stop()
@@ -408,7 +410,7 @@ def measure(
 ) -> Run:
     servers = setup.servers if proxy_svc is None else proxy_svc.address
     topic = f"bench-{path.replace(' ', '-')}-{kind}"
-    create_topic(setup.servers, topic, args.partitions, args.replication)
+    create_topic(setup.servers, topic, args.partitions, setup.replication)
     proxy_pids = [] if proxy_svc is None else [proxy_svc.proc.pid]
 
     def sample() -> tuple[float, float, float]:
@@ -550,7 +552,7 @@ def idle_latency(
     setup: Brokers, root: Path, args: argparse.Namespace, keys: list[bytes]
 ) -> list[Latency]:
     topic = "bench-latency"
-    create_topic(setup.servers, topic, args.partitions, args.replication)
+    create_topic(setup.servers, topic, args.partitions, setup.replication)
     results = [Latency(setup.name, "direct", round_trips(setup.servers, topic, args.samples, keys))]
     with proxy(setup.servers, "murmur2", root / f"proxy-idle-{setup.name}.log") as running:
         pid = running.proc.pid
@@ -687,7 +689,8 @@ def main() -> None:
         f"proxy benchmark (Python {sys.version.split()[0]}, {os.cpu_count()} CPUs, load average "
         f"{os.getloadavg()[0]:.1f}): {args.records:,} records of {args.size} B random values, "
         f"{args.keys:,} keys, {args.partitions} partitions, confluent-kafka "
-        f"(compression {args.compression}, partitioner {args.partitioner}, linger.ms=5); clusters' replication {args.replication}\n"
+        f"(compression {args.compression}, partitioner {args.partitioner}, linger.ms=5); "
+        f"clusters' replication {args.replication}\n"
         "  reproduce with: "
         + shlex.join(
             ["python", "bench/proxy.py"]
@@ -710,28 +713,48 @@ def main() -> None:
     root = Path(tempfile.mkdtemp(prefix="trafka-bench-proxy-"))
     runs: list[Run] = []
     latency: list[Latency] = []
-    for nodes in setups:
-        with brokers(nodes, root) as setup:
-            for path in paths:
-                with ExitStack() as stack:
-                    route = PATHS[path]
-                    running = None
-                    if route is not None:
-                        log = root / f"proxy-{nodes}-{route}.log"
-                        profile = None
-                        if args.py_spy:
-                            profile = args.py_spy / f"proxy-{nodes}-{route}.txt"
-                        running = stack.enter_context(proxy(setup.servers, route, log, profile))
-                    for kind in kinds:
-                        runs.append(measure(setup, path, running, kind, args, values, keys))
-            if args.idle:
-                latency += idle_latency(setup, root, args, keys)
+    try:
+        for nodes in setups:
+            measure_setup(nodes, root, paths, kinds, args, values, keys, runs, latency)
+    except BaseException:
+        print(f"\n(logs in {root})")
+        raise
     print_runs(runs)
     print_latency(latency)
     if args.keep:
         print(f"\n(logs and data in {root})")
     else:
         shutil.rmtree(root, ignore_errors=True)
+
+
+def measure_setup(
+    nodes: int,
+    root: Path,
+    paths: list[str],
+    kinds: list[str],
+    args: argparse.Namespace,
+    values: list[bytes],
+    keys: list[bytes],
+    runs: list[Run],
+    latency: list[Latency],
+) -> None:
+    """Every path and producer against one setup (``nodes`` brokers), then the
+    idle-connection figures."""
+    with brokers(nodes, root, args.replication) as setup:
+        for path in paths:
+            with ExitStack() as stack:
+                route = PATHS[path]
+                running = None
+                if route is not None:
+                    log = root / f"proxy-{nodes}-{route}.log"
+                    profile = None
+                    if args.py_spy:
+                        profile = args.py_spy / f"proxy-{nodes}-{route}.txt"
+                    running = stack.enter_context(proxy(setup.servers, route, log, profile))
+                for kind in kinds:
+                    runs.append(measure(setup, path, running, kind, args, values, keys))
+        if args.idle:
+            latency += idle_latency(setup, root, args, keys)
 
 
 if __name__ == "__main__":
