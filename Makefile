@@ -84,7 +84,7 @@ bench: $(STAMP)
 	$(PY) bench/clients.py --records 300000 --partitions 12 --keys 1000 --clients trafka,confluent-kafka
 	$(PY) bench/clients.py --suite eos --records 300000
 	$(PY) bench/clients.py --suite share --records 300000 --clients trafka,confluent-kafka
-	$(PY) bench/proxy.py
+	$(PY) bench/proxy.py --records 3000000 --cluster 1,3
 	$(PY) bench/spark.py
 
 codegen: $(STAMP)

@@ -1,168 +1,760 @@
 """Proxy benchmark: what going through ``trafka proxy`` costs a real client.
 
-The workload: ``--records`` records (default 300,000) of ``--size`` bytes
-(default 100) with ``--keys`` distinct keys (default 1,000), to a topic of
-``--partitions`` partitions (default 12), produced by confluent-kafka
-(librdkafka; acks=1, not idempotent, its default CRC32 partitioner, lz4), then
-read back by a confluent-kafka consumer.
+The workload (issue #34): ``--records`` records (default 3,000,000) of
+``--size`` bytes (default 100) of random, incompressible values (drawn from
+``os.urandom`` once, before any clock starts: a pool of 65,536 distinct values
+used in turn, so no batch holds one twice), with ``--keys`` distinct keys
+(default 1,000), to a topic of ``--partitions`` partitions (default 12),
+produced by confluent-kafka (librdkafka, its default CRC32 partitioner,
+``--compression`` lz4 unless told otherwise, linger.ms=5), then read back by a
+confluent-kafka consumer. Two producers:
 
-Paths, each measured in the same run against the same broker process:
+* **plain**: acks=1, not idempotent;
+* **idempotent**: enable.idempotence=true, acks=all.
+
+Paths, each measured in the same run against the same brokers:
 
 * **direct**: the client talks to brokerlite.
-* **proxy, route none**: through ``trafka proxy --route-keys none`` (address
+* **route none**: through ``trafka proxy --route-keys none`` (address
   rewriting and byte-for-byte forwarding only).
-* **proxy, murmur2**: through ``trafka proxy`` (every batch decoded; those
-  with records for other partitions rebuilt, lz4 again).
+* **murmur2**: through ``trafka proxy`` (every batch decoded; those with
+  records for other partitions rebuilt and sent to their partitions' leaders
+  over the proxy's pooled upstream connections).
 
-brokerlite and the proxies run in their own processes (``trafka broker``,
-``trafka proxy``), as in production. The figures are records per second and
-the ratio to the direct path. Run: ``python bench/proxy.py``.
+Setups (``--cluster``, default ``1,3``): ``1`` is one single-node brokerlite
+process (no ZooKeeper); ``N`` > 1 is N broker processes with a private
+ZooKeeper, the topic's ``--replication`` (default 1: replication would measure
+brokerlite, not the proxy; the partitions' leaders are still spread over the N
+brokers, so routing moves records across brokers). Brokers and proxies run in
+their own processes (``trafka broker``, ``trafka proxy``), as in production.
+
+Figures: records per second (produce: first ``produce()`` until ``flush()``
+returns; consume: until every record is read) and the ratio to the direct path
+of the same setup and producer; CPU seconds per 100,000 records of the proxy
+process, the broker process(es) and this process (the client, librdkafka's
+threads included), from ``/proc/<pid>/stat``. After each run the records read
+back are counted against the records sent and the topic's high watermarks (no
+record lost or written twice; where murmur2 put them is the tests' business).
+
+Idle connections (``--idle``, default 2,000; 0 skips it): single small produce
+round trips (one 100-byte record, acks=1, linger.ms=0, waiting for its
+delivery report before the next) directly, through the routing proxy, and
+through the routing proxy while ``--idle`` other connections to it (spread over
+its listeners, each having done one ApiVersions round trip) stay open and
+silent; p50/p99 of ``--samples`` round trips (default 2,000) each, and the
+proxy's resident memory and CPU while the connections sit idle. A figure, not a
+test.
+
+``--partitioner murmur2_random`` makes librdkafka place keyed records where the
+proxy's murmur2 does: the routing path then checks every record and moves none,
+which separates checking from moving. ``--py-spy DIR`` samples each proxy with
+py-spy (``pip install py-spy`` into this Python's environment; ``--gil``, so
+the stacks are those of the thread holding the GIL) into collapsed-stack files.
+
+The machine's other load moves every figure; run it on a quiet machine for
+absolute numbers. Run: ``python bench/proxy.py`` (``--cluster 1 --records
+300000`` for the old single-broker run).
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
+import json
 import os
 import re
+import shlex
+import shutil
+import signal
+import socket
+import struct
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from trafka.brokerlite.local_cluster import ClusterProcesses, free_port
 
-def _start(args: list[str], pattern: str) -> tuple[subprocess.Popen[str], str]:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "trafka.tools.cli", *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env=dict(os.environ, PYTHONUNBUFFERED="1"),
-    )
-    assert proc.stdout is not None
-    for line in proc.stdout:
-        match = re.search(pattern, line)
-        if match:
-            return proc, match.group(1)
-    raise RuntimeError(f"{args[0]} did not start")
+VALUE_POOL = 65_536  # distinct random values, used in turn
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+PATHS = {"direct": None, "route none": "none", "murmur2": "murmur2"}
+PRODUCERS = ("plain", "idempotent")
+
+
+# -- processes -------------------------------------------------------------------------
+
+
+def cpu_seconds(pids: list[int]) -> float:
+    """User + system CPU seconds of these processes (all their threads), so far."""
+    total = 0
+    for pid in pids:
+        with open(f"/proc/{pid}/stat") as stat:
+            # The command name (field 2) may hold spaces: count from its ")".
+            fields = stat.read().rpartition(")")[2].split()
+        total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14, 15)
+    return total / CLK_TCK
+
+
+def rss_mb(pid: int) -> float:
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+@dataclass
+class Service:
+    """A ``trafka`` process of ours: its address and process."""
+
+    address: str
+    proc: subprocess.Popen[bytes]
 
 
 @contextmanager
-def running(args: list[str], pattern: str) -> Iterator[str]:
-    proc, address = _start(args, pattern)
+def service(args: list[str], pattern: str, log: Path, timeout: float = 60) -> Iterator[Service]:
+    """Run ``trafka <args>`` with its output in ``log``; yield once ``pattern``
+    (one group: the address) appears there. A file, not a pipe: a pipe nobody
+    reads stops the process once it is full."""
+    start = log.stat().st_size if log.exists() else 0  # a reused log: only what follows
+    with open(log, "ab") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "trafka.tools.cli", *args],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=dict(os.environ, PYTHONUNBUFFERED="1"),
+        )
     try:
-        yield address
+        deadline = time.monotonic() + timeout
+        while True:
+            with open(log, "rb") as text:
+                text.seek(start)
+                match = re.search(pattern, text.read().decode(errors="replace"))
+            if match:
+                break
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"{args[0]} did not start:\n{log.read_text()[-3000:]}")
+            time.sleep(0.05)
+        yield Service(match.group(1), proc)
     finally:
         proc.terminate()
-        proc.wait(10)
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
-def produce(servers: str, topic: str, records: int, size: int, keys: int) -> float:
+@dataclass
+class Brokers:
+    name: str
+    servers: str
+    pids: list[int]
+    replication: int = 1  # of the topics it is given
+
+
+@contextmanager
+def brokers(nodes: int, root: Path, replication: int = 1) -> Iterator[Brokers]:
+    if nodes == 1:
+        with service(
+            [
+                "broker",
+                "--no-announce",
+                "--listen",
+                f"127.0.0.1:{free_port()}",
+                "--data-dir",
+                str(root / "single"),
+            ],
+            r"ready on (127\.0\.0\.1:\d+)",
+            root / "broker.log",
+        ) as broker:
+            yield Brokers("1 broker", broker.address, [broker.proc.pid])
+        return
+    cluster = ClusterProcesses(root / "cluster", nodes)
+    try:
+        cluster.start(timeout=120)
+        yield Brokers(
+            f"{nodes} nodes",
+            cluster.bootstrap_servers,
+            [proc.pid for proc in cluster.procs.values()],
+            min(replication, nodes),
+        )
+    finally:
+        cluster.stop()
+
+
+@contextmanager
+def proxy(upstream: str, route: str, log: Path, profile: Path | None = None) -> Iterator[Service]:
+    """A ``trafka proxy`` process; with ``profile``, py-spy samples it all along
+    (collapsed stacks per thread in that file, for ``--py-spy``)."""
+    with service(
+        [
+            "proxy",
+            "--no-announce",
+            "--upstream",
+            upstream,
+            "--listen",
+            "127.0.0.1:0",
+            "--route-keys",
+            route,
+        ],
+        r"proxy on (127\.0\.0\.1:\d+)",
+        log,
+    ) as running:
+        if profile is None:
+            yield running
+            return
+        spy = subprocess.Popen(
+            [
+                str(Path(sys.executable).with_name("py-spy")),
+                "record",
+                "--pid",
+                str(running.proc.pid),
+                "--format=raw",
+                "--gil",  # what holds the GIL: the proxy's one core of Python
+                "--nonblocking",
+                "--rate=200",
+                f"--output={profile}",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        try:
+            yield running
+        finally:
+            spy.send_signal(signal.SIGINT)
+            spy.wait(60)
+
+
+# -- topics ----------------------------------------------------------------------------
+
+
+def admin_client(servers: str) -> AdminClient:
+    return AdminClient({"bootstrap.servers": servers, "log_level": 3})
+
+
+def create_topic(servers: str, topic: str, partitions: int, replication: int) -> None:
+    """Create the topic and wait until every partition has a leader."""
+    admin = admin_client(servers)
+    try:
+        admin.create_topics([NewTopic(topic, partitions, replication)])[topic].result(60)
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                info = admin.list_topics(topic=topic, timeout=5).topics.get(topic)
+                if (
+                    info is not None
+                    and info.error is None
+                    and len(info.partitions) == partitions
+                    and all(p.leader >= 0 for p in info.partitions.values())
+                ):
+                    return
+            except KafkaException:
+                pass
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{topic}: no leader for every partition in 60 s")
+            time.sleep(0.1)
+    finally:
+        del admin
+        gc.collect()  # its connections go now
+
+
+def delete_topic(servers: str, topic: str) -> None:
+    """Free the disk a 3M-record topic takes (best effort)."""
+    admin = admin_client(servers)
+    try:
+        admin.delete_topics([topic])[topic].result(60)
+    except KafkaException:
+        pass
+    finally:
+        del admin
+        gc.collect()
+
+
+# -- produce and consume ---------------------------------------------------------------
+
+
+def producer_config(servers: str, kind: str, args: argparse.Namespace) -> dict[str, Any]:
+    config: dict[str, Any] = {
+        "bootstrap.servers": servers,
+        "compression.type": args.compression,
+        "partitioner": args.partitioner,
+        "linger.ms": 5,
+        "queue.buffering.max.messages": 2_000_000,
+        "queue.buffering.max.kbytes": 2_000_000,
+        "log_level": 3,
+    }
+    if kind == "idempotent":
+        config.update({"acks": "all", "enable.idempotence": True})
+    else:
+        config.update({"acks": 1, "enable.idempotence": False})
+    return config
+
+
+def produce(
+    config: dict[str, Any], topic: str, records: int, values: list[bytes], keys: list[bytes]
+) -> tuple[float, int]:
+    """Seconds from the first ``produce()`` until every record is acknowledged, and
+    the requests librdkafka retried meanwhile (-1: its statistics did not come).
+
+    No per-record delivery callback (it would cost the client a Python call per
+    record); what was lost shows when the records are read back."""
+    errors: list[Any] = []
+    stats: list[str] = []
     producer = Producer(
         {
-            "bootstrap.servers": servers,
-            "acks": 1,
-            "enable.idempotence": False,
-            "compression.type": "lz4",
-            "linger.ms": 5,
-            "queue.buffering.max.messages": 2_000_000,
-            "queue.buffering.max.kbytes": 2_000_000,
+            **config,
+            "error_cb": errors.append,
+            # Its last statistics tell the requests retried (txretries).
+            "statistics.interval.ms": 1000,
+            "stats_cb": stats.append,
         }
     )
-    value = b"x" * size
-    key_list = [b"key-%d" % i for i in range(keys)]
+    send = producer.produce
+    nvalues, nkeys = len(values), len(keys)
     start = time.perf_counter()
     for i in range(records):
         while True:
             try:
-                producer.produce(topic, value, key_list[i % keys])
+                send(topic, values[i % nvalues], keys[i % nkeys])
                 break
             except BufferError:
                 producer.poll(0.01)
-    if producer.flush(120):
-        raise RuntimeError("records left unsent")
-    return records / (time.perf_counter() - start)
+        if i & 0xFFFF == 0:
+            producer.poll(0)
+    left = producer.flush(300)
+    elapsed = time.perf_counter() - start
+    stats.clear()
+    deadline = time.monotonic() + 3
+    while not stats and time.monotonic() < deadline:
+        producer.poll(0.1)
+    del producer
+    gc.collect()
+    if left:
+        raise RuntimeError(f"{topic}: {left} records unsent after 300 s ({errors[:3]})")
+    retries = -1  # unknown
+    if stats:
+        brokers = json.loads(stats[-1]).get("brokers", {}).values()
+        retries = sum(b.get("txretries", 0) for b in brokers)
+    return elapsed, retries
 
 
-def consume(servers: str, topic: str, partitions: int, records: int) -> float:
+def consume(servers: str, topic: str, partitions: int, records: int) -> tuple[float, int, int]:
+    """Read the topic from the start: (seconds, records read, records the
+    high watermarks count). Stops at the watermarks' count or after 300 s."""
     consumer = Consumer(
         {
             "bootstrap.servers": servers,
             "group.id": f"bench-{time.time_ns()}",
             "enable.auto.commit": False,
+            # librdkafka stops fetching a partition for fetch.queue.backoff.ms (1 s)
+            # while its queue holds queued.min.messages (100,000 by default): with
+            # that, this loop read ~185,000 records/s on every path, the client's
+            # own pace. A million keeps the fetches going.
+            "queued.min.messages": 1_000_000,
+            "log_level": 3,
         }
     )
-    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
-    seen = 0
-    start = time.perf_counter()
-    deadline = start + 120
-    while seen < records and time.perf_counter() < deadline:
-        for message in consumer.consume(10_000, 1.0):
-            if message.error() is None:
-                seen += 1
-    elapsed = time.perf_counter() - start
-    consumer.close()
-    if seen < records:
-        raise RuntimeError(f"read {seen} of {records} records")
-    return records / elapsed
+    try:
+        stored = 0
+        for p in range(partitions):
+            low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), 30)
+            stored += high - low
+        consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+        seen = 0
+        start = time.perf_counter()
+        deadline = start + 300
+        while seen < stored and time.perf_counter() < deadline:
+            for message in consumer.consume(10_000, 1.0):
+                if message.error() is None:
+                    seen += 1
+        elapsed = time.perf_counter() - start
+    finally:
+        consumer.close()
+    return elapsed, seen, stored
+
+
+@dataclass
+class Run:
+    setup: str
+    path: str
+    producer: str
+    records: int
+    produce_s: float
+    consume_s: float
+    # CPU seconds while producing / consuming: proxy, brokers, this process
+    produce_cpu: tuple[float, float, float]
+    consume_cpu: tuple[float, float, float]
+    check: str
+
+    def per_100k(self, seconds: float) -> float:
+        return seconds / self.records * 100_000
+
+
+def measure(
+    setup: Brokers,
+    path: str,
+    proxy_svc: Service | None,
+    kind: str,
+    args: argparse.Namespace,
+    values: list[bytes],
+    keys: list[bytes],
+) -> Run:
+    servers = setup.servers if proxy_svc is None else proxy_svc.address
+    topic = f"bench-{path.replace(' ', '-')}-{kind}"
+    create_topic(setup.servers, topic, args.partitions, setup.replication)
+    proxy_pids = [] if proxy_svc is None else [proxy_svc.proc.pid]
+
+    def sample() -> tuple[float, float, float]:
+        return (
+            cpu_seconds(proxy_pids),
+            cpu_seconds(setup.pids),
+            cpu_seconds([os.getpid()]),
+        )
+
+    def diff(a: tuple[float, ...], b: tuple[float, ...]) -> tuple[float, float, float]:
+        return (b[0] - a[0], b[1] - a[1], b[2] - a[2])
+
+    before = sample()
+    config = producer_config(servers, kind, args)
+    produce_s, retries = produce(config, topic, args.records, values, keys)
+    produced = sample()
+    consume_s, seen, stored = consume(servers, topic, args.partitions, args.records)
+    consumed = sample()
+    delete_topic(setup.servers, topic)
+    check = "ok" if seen == stored == args.records else f"read {seen}, stored {stored}"
+    if retries:
+        check += f", {retries} retried" if retries > 0 else ", retries ?"
+    run = Run(
+        setup.name,
+        path,
+        kind,
+        args.records,
+        produce_s,
+        consume_s,
+        diff(before, produced),
+        diff(produced, consumed),
+        check,
+    )
+    print(
+        f"  {setup.name:<9} {path:<11} {kind:<11} produce {args.records / produce_s:>9,.0f}/s"
+        f"  consume {args.records / consume_s:>9,.0f}/s  proxy CPU "
+        f"{run.per_100k(run.produce_cpu[0]):.2f}/{run.per_100k(run.consume_cpu[0]):.2f}"
+        f" s per 100k  {check}",
+        flush=True,
+    )
+    return run
+
+
+# -- idle connections ------------------------------------------------------------------
+
+
+def api_versions_frame(correlation_id: int) -> bytes:
+    """An ApiVersions v0 request (header v1: key, version, correlation id, client id)."""
+    client_id = b"bench-idle"
+    body = struct.pack(">hhih", 18, 0, correlation_id, len(client_id)) + client_id
+    return struct.pack(">i", len(body)) + body
+
+
+def read_frame(sock: socket.socket) -> bytes:
+    def exactly(n: int) -> bytes:
+        data = bytearray()
+        while len(data) < n:
+            chunk = sock.recv(n - len(data))
+            if not chunk:
+                raise ConnectionError("closed by the proxy")
+            data += chunk
+        return bytes(data)
+
+    (size,) = struct.unpack(">i", exactly(4))
+    return exactly(size)
+
+
+def open_idle(addresses: list[tuple[str, int]], count: int) -> list[socket.socket]:
+    """``count`` connections spread over ``addresses``, each after one ApiVersions
+    round trip (so the proxy has accepted it and opened its upstream side)."""
+    socks: list[socket.socket] = []
+    batch = 100  # under the listeners' accept backlog (128)
+    try:
+        for start in range(0, count, batch):
+            group = []
+            for i in range(start, min(count, start + batch)):
+                sock = socket.create_connection(addresses[i % len(addresses)], timeout=30)
+                socks.append(sock)
+                group.append(sock)
+                sock.sendall(api_versions_frame(i))
+            for sock in group:
+                read_frame(sock)
+    except BaseException:
+        for sock in socks:
+            sock.close()
+        raise
+    return socks
+
+
+def round_trips(servers: str, topic: str, samples: int, keys: list[bytes]) -> list[float]:
+    """Seconds per single-record produce round trip (``samples`` of them, after 100
+    unmeasured): produce one record, wait for its delivery report."""
+    done: list[Any] = []
+    producer = Producer(
+        {
+            "bootstrap.servers": servers,
+            "acks": 1,
+            "enable.idempotence": False,
+            "linger.ms": 0,
+            "log_level": 3,
+            "on_delivery": lambda err, _msg: done.append(err),
+        }
+    )
+    value = os.urandom(100)
+    times = []
+    try:
+        for i in range(100 + samples):
+            done.clear()
+            start = time.perf_counter()
+            producer.produce(topic, value, keys[i % len(keys)])
+            while not done:
+                producer.poll(1.0)
+                if time.perf_counter() - start > 30:
+                    raise TimeoutError("a produce round trip took over 30 s")
+            if done[0] is not None:
+                raise RuntimeError(f"round trip {i}: {done[0]}")
+            if i >= 100:
+                times.append(time.perf_counter() - start)
+    finally:
+        producer.flush(10)
+        del producer
+        gc.collect()
+    return times
+
+
+@dataclass
+class Latency:
+    setup: str
+    what: str
+    times: list[float]
+    note: str = ""
+
+    def quantile(self, q: float) -> float:
+        ordered = sorted(self.times)
+        return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def idle_latency(
+    setup: Brokers, root: Path, args: argparse.Namespace, keys: list[bytes]
+) -> list[Latency]:
+    topic = "bench-latency"
+    create_topic(setup.servers, topic, args.partitions, setup.replication)
+    results = [Latency(setup.name, "direct", round_trips(setup.servers, topic, args.samples, keys))]
+    with proxy(setup.servers, "murmur2", root / f"proxy-idle-{setup.name}.log") as running:
+        pid = running.proc.pid
+        alone = round_trips(running.address, topic, args.samples, keys)
+        rss_before = rss_mb(pid)
+        results.append(Latency(setup.name, "murmur2", alone, f"proxy RSS {rss_before:.0f} MB"))
+        admin = admin_client(running.address)
+        try:
+            meta = admin.list_topics(timeout=10)
+            listeners = [(b.host, b.port) for b in meta.brokers.values()]
+        finally:
+            del admin
+            gc.collect()
+        host, port = running.address.rsplit(":", 1)
+        listeners.append((host, int(port)))
+        opened = time.perf_counter()
+        socks = open_idle(listeners, args.idle)
+        opened = time.perf_counter() - opened
+        try:
+            time.sleep(1.0)
+            cpu0 = cpu_seconds([pid])
+            time.sleep(5.0)
+            idle_cpu = (cpu_seconds([pid]) - cpu0) / 5.0
+            rss_idle = rss_mb(pid)
+            crowded = round_trips(running.address, topic, args.samples, keys)
+            dead = 0
+            for sock in socks:  # still open? (a closed one reads as b"" at once)
+                sock.setblocking(False)
+                try:
+                    if sock.recv(1) == b"":
+                        dead += 1
+                except BlockingIOError:
+                    pass
+        finally:
+            for sock in socks:
+                sock.close()
+        results.append(
+            Latency(
+                setup.name,
+                f"murmur2 + {args.idle:,} idle",
+                crowded,
+                f"opened in {opened:.1f} s over {len(listeners)} listeners; proxy RSS "
+                f"{rss_idle:.0f} MB, CPU {idle_cpu:.1%} of a core while idle"
+                + (f"; {dead} closed by the proxy" if dead else ""),
+            )
+        )
+    delete_topic(setup.servers, topic)
+    for r in results[-3:]:
+        print(
+            f"  {r.setup:<9} {r.what:<22} p50 {r.quantile(0.5) * 1e3:6.2f} ms"
+            f"  p99 {r.quantile(0.99) * 1e3:6.2f} ms  {r.note}",
+            flush=True,
+        )
+    return results
+
+
+# -- report ----------------------------------------------------------------------------
+
+
+def print_runs(runs: list[Run]) -> None:
+    base = {(r.setup, r.producer): r for r in runs if r.path == "direct"}
+    print(
+        f"\n{'setup':<10}{'path':<12}{'producer':<12}{'produce/s':>11}{'ratio':>7}"
+        f"{'consume/s':>11}{'ratio':>7}   {'CPU s per 100k records, produce (consume)':<44}"
+        "check"
+    )
+    print(f"{'':<70}{'proxy':>13}{'brokers':>13}{'client':>13}")
+    for r in runs:
+        b = base.get((r.setup, r.producer))
+        p_ratio = f"{b.produce_s / r.produce_s:.2f}" if b else "-"
+        c_ratio = f"{b.consume_s / r.consume_s:.2f}" if b else "-"
+        cpu = "".join(
+            f"{r.per_100k(p):>6.2f} ({r.per_100k(c):.2f})"
+            for p, c in zip(r.produce_cpu, r.consume_cpu, strict=True)
+        )
+        print(
+            f"{r.setup:<10}{r.path:<12}{r.producer:<12}{r.records / r.produce_s:>11,.0f}"
+            f"{p_ratio:>7}{r.records / r.consume_s:>11,.0f}{c_ratio:>7}   {cpu:<44}{r.check}"
+        )
+
+
+def print_latency(results: list[Latency]) -> None:
+    if not results:
+        return
+    print(f"\n{'setup':<10}{'single-record produce round trip':<34}{'p50 ms':>8}{'p99 ms':>8}")
+    for r in results:
+        print(
+            f"{r.setup:<10}{r.what:<34}{r.quantile(0.5) * 1e3:>8.2f}{r.quantile(0.99) * 1e3:>8.2f}"
+            f"  {r.note}"
+        )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--records", type=int, default=300_000)
+    parser.add_argument("--records", type=int, default=3_000_000)
     parser.add_argument("--size", type=int, default=100)
     parser.add_argument("--keys", type=int, default=1_000)
     parser.add_argument("--partitions", type=int, default=12)
+    parser.add_argument(
+        "--cluster",
+        default="1,3",
+        help="comma-separated broker counts: 1 = one broker, N = N nodes with ZooKeeper",
+    )
+    parser.add_argument("--replication", type=int, default=1, help="of the clusters' topics")
+    parser.add_argument("--compression", default="lz4", help="the producers' compression.type")
+    parser.add_argument(
+        "--partitioner",
+        default="consistent_random",
+        help="librdkafka's partitioner (its default: consistent_random, CRC32; "
+        "murmur2_random puts keyed records where the proxy's murmur2 does)",
+    )
+    parser.add_argument(
+        "--paths", default=",".join(PATHS), help="comma-separated, of: " + ", ".join(PATHS)
+    )
+    parser.add_argument("--producers", default=",".join(PRODUCERS))
+    parser.add_argument("--idle", type=int, default=2_000, help="idle connections (0: skip)")
+    parser.add_argument("--samples", type=int, default=2_000, help="round trips per latency figure")
+    parser.add_argument(
+        "--py-spy",
+        type=Path,
+        metavar="DIR",
+        help="profile each proxy with py-spy (installed beside this Python): "
+        "collapsed stacks in DIR/proxy-<nodes>-<route>.txt",
+    )
+    parser.add_argument("--keep", action="store_true", help="keep the logs and data")
     args = parser.parse_args()
-
-    with (
-        tempfile.TemporaryDirectory() as data,
-        running(
-            ["broker", "--no-announce", "--listen", "127.0.0.1:0", "--data-dir", data],
-            r"ready on (127\.0\.0\.1:\d+)",
-        ) as broker,
-    ):
-        paths = {"direct": None, "proxy, route none": "none", "proxy, murmur2": "murmur2"}
-        results: dict[str, tuple[float, float]] = {}
-        for name, route in paths.items():
-            topic = f"bench-{route or 'direct'}"
-            admin = AdminClient({"bootstrap.servers": broker})
-            admin.create_topics([NewTopic(topic, args.partitions, 1)])[topic].result(30)
-            if route is None:
-                servers = broker
-                results[name] = (
-                    produce(servers, topic, args.records, args.size, args.keys),
-                    consume(servers, topic, args.partitions, args.records),
-                )
-                continue
-            proxy_args = [
-                "proxy",
-                "--no-announce",
-                "--upstream",
-                broker,
-                "--listen",
-                "127.0.0.1:0",
-            ]
-            with running(
-                [*proxy_args, "--route-keys", route], r"proxy on (127\.0\.0\.1:\d+)"
-            ) as servers:
-                results[name] = (
-                    produce(servers, topic, args.records, args.size, args.keys),
-                    consume(servers, topic, args.partitions, args.records),
-                )
+    setups = [int(n) for n in args.cluster.split(",")]
+    paths = [p.strip() for p in args.paths.split(",")]
+    kinds = [k.strip() for k in args.producers.split(",")]
+    if set(paths) - set(PATHS) or set(kinds) - set(PRODUCERS) or min(setups) < 1:
+        parser.error("unknown path, producer or broker count")
 
     print(
-        f"proxy: {args.records:,} records of {args.size} B, {args.keys:,} keys, "
-        f"{args.partitions} partitions, confluent-kafka (lz4)"
+        f"proxy benchmark (Python {sys.version.split()[0]}, {os.cpu_count()} CPUs, load average "
+        f"{os.getloadavg()[0]:.1f}): {args.records:,} records of {args.size} B random values, "
+        f"{args.keys:,} keys, {args.partitions} partitions, confluent-kafka "
+        f"(compression {args.compression}, partitioner {args.partitioner}, linger.ms=5); "
+        f"clusters' replication {args.replication}\n"
+        "  reproduce with: "
+        + shlex.join(
+            ["python", "bench/proxy.py"]
+            + [f"--{k}={getattr(args, k)}" for k in ("records", "size", "keys", "partitions")]
+            + [
+                f"--{k}={getattr(args, k)}"
+                for k in ("cluster", "replication", "compression", "partitioner")
+            ]
+            + [f"--idle={args.idle}", f"--samples={args.samples}"]
+        ),
+        flush=True,
     )
-    base_p, base_c = results["direct"]
-    print(f"{'path':<20}{'produce rec/s':>16}{'ratio':>8}{'consume rec/s':>16}{'ratio':>8}")
-    for name, (p, c) in results.items():
-        print(f"{name:<20}{p:>16,.0f}{p / base_p:>8.2f}{c:>16,.0f}{c / base_c:>8.2f}")
+    # Up front, not timed: a pool of distinct random values (a batch never holds one twice).
+    pool = os.urandom(VALUE_POOL * args.size)
+    values = [pool[i * args.size : (i + 1) * args.size] for i in range(VALUE_POOL)]
+    keys = [b"key-%d" % i for i in range(args.keys)]
+
+    if args.py_spy:
+        args.py_spy.mkdir(parents=True, exist_ok=True)
+    root = Path(tempfile.mkdtemp(prefix="trafka-bench-proxy-"))
+    runs: list[Run] = []
+    latency: list[Latency] = []
+    try:
+        for nodes in setups:
+            measure_setup(nodes, root, paths, kinds, args, values, keys, runs, latency)
+    except BaseException:
+        print(f"\n(logs in {root})")
+        raise
+    print_runs(runs)
+    print_latency(latency)
+    if args.keep:
+        print(f"\n(logs and data in {root})")
+    else:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def measure_setup(
+    nodes: int,
+    root: Path,
+    paths: list[str],
+    kinds: list[str],
+    args: argparse.Namespace,
+    values: list[bytes],
+    keys: list[bytes],
+    runs: list[Run],
+    latency: list[Latency],
+) -> None:
+    """Every path and producer against one setup (``nodes`` brokers), then the
+    idle-connection figures."""
+    with brokers(nodes, root, args.replication) as setup:
+        for path in paths:
+            with ExitStack() as stack:
+                route = PATHS[path]
+                running = None
+                if route is not None:
+                    log = root / f"proxy-{nodes}-{route}.log"
+                    profile = None
+                    if args.py_spy:
+                        profile = args.py_spy / f"proxy-{nodes}-{route}.txt"
+                    running = stack.enter_context(proxy(setup.servers, route, log, profile))
+                for kind in kinds:
+                    runs.append(measure(setup, path, running, kind, args, values, keys))
+        if args.idle:
+            latency += idle_latency(setup, root, args, keys)
 
 
 if __name__ == "__main__":
