@@ -73,7 +73,7 @@ from .errors import (
     TransactionFatalError,
     UsageError,
 )
-from .fetcher import ConsumerRecord, OffsetOutOfRangeError, TopicPartition
+from .fetcher import ConsumerRecord, OffsetAndMetadata, OffsetOutOfRangeError, TopicPartition
 from .group_protocol import CommitFailedError
 from .hosting import start_admin, start_consumer, start_producer, start_share_consumer
 from .partitioners import Partitioner, murmur2
@@ -177,6 +177,7 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
+    "OffsetAndMetadata",
     "start_admin",
     "start_consumer",
     "start_producer",

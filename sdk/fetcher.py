@@ -93,6 +93,27 @@ class TopicPartition(NamedTuple):
     partition: int
 
 
+class OffsetAndMetadata(int):
+    """An offset to commit with its metadata string (Java's ``OffsetAndMetadata``):
+    ``consumer.commit({tp: OffsetAndMetadata(42, "batch 7")})``. It is the offset
+    itself (an ``int``) wherever an offset is expected; the coordinator keeps
+    ``metadata`` with it."""
+
+    metadata: str | None
+
+    def __new__(cls, offset: int, metadata: str | None = "") -> OffsetAndMetadata:
+        value = super().__new__(cls, offset)
+        value.metadata = metadata
+        return value
+
+    @property
+    def offset(self) -> int:
+        return int(self)
+
+    def __repr__(self) -> str:
+        return f"OffsetAndMetadata({int(self)}, {self.metadata!r})"
+
+
 class ConsumerRecord(NamedTuple):
     """A consumed record (key and value after deserialization).
 

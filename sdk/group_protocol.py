@@ -130,7 +130,10 @@ def offset_commit_request(
     for tp, off in sorted(offsets.items()):
         by_topic.setdefault(tp.topic, []).append(
             oc.OffsetCommitRequest.OffsetCommitRequestPartition(
-                partition_index=tp.partition, committed_offset=off
+                partition_index=tp.partition,
+                committed_offset=off,
+                # An OffsetAndMetadata carries its metadata; a plain int none.
+                committed_metadata=getattr(off, "metadata", ""),
             )
         )
     return _fit(

@@ -924,7 +924,9 @@ class TransactionManager:
         for tp, offset in sorted(op.offsets.items()):
             by_topic.setdefault(tp.topic, []).append(
                 R.TxnOffsetCommitRequestPartition(
-                    partition_index=tp.partition, committed_offset=offset, committed_metadata=""
+                    partition_index=tp.partition,
+                    committed_offset=offset,
+                    committed_metadata=getattr(offset, "metadata", ""),
                 )
             )
         tid, pid, epoch = self.transactional_id or "", self.producer_id, self.producer_epoch

@@ -1,0 +1,52 @@
+"""Commits with metadata (OffsetAndMetadata), plain and transactional, read back
+by another client (kafka-python's admin) from brokerlite."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import anyio
+import kafka
+import pytest
+from sdk_brokers import fresh, module_broker
+
+from trafka.brokerlite import RunningBroker
+from trafka.sdk import NewTopic, OffsetAndMetadata, TopicPartition, open_admin, open_consumer
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningBroker]:
+    yield from module_broker(tmp_path_factory, "commit-metadata")
+
+
+def test_offset_and_metadata_is_its_offset() -> None:
+    o = OffsetAndMetadata(42, "batch 7")
+    assert o == 42 and o.offset == 42 and o + 1 == 43 and o.metadata == "batch 7"
+    assert repr(o) == "OffsetAndMetadata(42, 'batch 7')"
+
+
+def test_commit_with_metadata_is_read_back_by_another_client(broker: RunningBroker) -> None:
+    topic, group = fresh("meta"), fresh("meta-group")
+    servers = broker.bootstrap_servers
+
+    async def main() -> None:
+        async with open_admin(bootstrap_servers=servers) as admin:
+            await admin.create_topics([NewTopic(topic, 2)])
+        async with open_consumer(bootstrap_servers=servers, group_id=group) as consumer:
+            consumer.assign([TopicPartition(topic, 0), TopicPartition(topic, 1)])
+            await consumer.commit(
+                {
+                    TopicPartition(topic, 0): OffsetAndMetadata(0, "checkpoint a"),
+                    TopicPartition(topic, 1): 0,  # a plain offset: empty metadata
+                }
+            )
+
+    anyio.run(main, backend="trio")
+    admin = kafka.KafkaAdminClient(bootstrap_servers=servers)
+    try:
+        got = admin.list_group_offsets(group)
+    finally:
+        admin.close()
+    by_partition = {tp.partition: om for tp, om in got[group].items()}
+    assert (by_partition[0].offset, by_partition[0].metadata) == (0, "checkpoint a")
+    assert (by_partition[1].offset, by_partition[1].metadata) == (0, "")
