@@ -15,7 +15,11 @@ Spark's Kafka connector), so that Spark can checkpoint them.
 from __future__ import annotations
 
 import dataclasses
+import itertools
+import json
+import math
 import re
+import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -27,7 +31,7 @@ from anyio.from_thread import start_blocking_portal
 from ..sdk.admin import open_admin
 from ..sdk.config import AdminConfig, ClientConfig, ConsumerConfig
 from ..sdk.consumer import Consumer, open_consumer
-from ..sdk.errors import TrafkaError
+from ..sdk.errors import AuthenticationError, ConfigError, TrafkaError
 from ..sdk.fetcher import ConsumerRecord, OffsetOutOfRangeError, TopicPartition
 from ..sdk.producer import RecordFuture, open_producer
 from .options import EARLIEST, LATEST, OffsetSpec, ReadOptions, WriteOptions
@@ -39,7 +43,9 @@ __all__ = [
     "OffsetRange",
     "Offsets",
     "latest_offsets",
+    "backlog",
     "limit_offsets",
+    "offsets_behind_latest",
     "plan_ranges",
     "read_range",
     "starting_offsets",
@@ -55,6 +61,11 @@ _CHUNK = 5_000
 
 class DataLossError(TrafkaError):
     """Records a read planned to return are gone (``failOnDataLoss=true``)."""
+
+
+class PlanningError(TrafkaError):
+    """What the options ask for cannot be planned (a topic, a partition or a
+    timestamp's record that is not there): not retried."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,7 +106,7 @@ async def _partitions(opts: ReadOptions, config: ConsumerConfig) -> list[TopicPa
         missing = [tp for tp in wanted if tp.partition >= counts.get(tp.topic, 0)]
         if missing:
             names = ", ".join(f"{tp.topic}-{tp.partition}" for tp in missing)
-            raise TrafkaError(f"assigned partitions do not exist: {names}")
+            raise PlanningError(f"assigned partitions do not exist: {names}")
         return wanted
     if opts.pattern is not None:
         regex = re.compile(opts.pattern)
@@ -103,7 +114,7 @@ async def _partitions(opts: ReadOptions, config: ConsumerConfig) -> list[TopicPa
     else:
         unknown = [t for t in opts.topics if t not in counts]
         if unknown:
-            raise TrafkaError(f"topics do not exist: {', '.join(unknown)}")
+            raise PlanningError(f"topics do not exist: {', '.join(unknown)}")
         topics = list(opts.topics)
     return [TopicPartition(t, p) for t in topics for p in range(counts[t])]
 
@@ -127,6 +138,12 @@ async def _resolve(
         found = await consumer.offsets_for_times(by_time)
         for tp in by_time:
             hit = found.get(tp)
+            if hit is None and not spec.no_match_latest:
+                raise PlanningError(
+                    f"no record of {tp.topic}-{tp.partition} has a timestamp at or after "
+                    f"{by_time[tp]}; set startingOffsetsByTimestampStrategy=latest to start such "
+                    "partitions at their end"
+                )
             out[tp] = hit[0] if hit is not None else ends[tp]
     earliest = [tp for tp, o in wanted.items() if o == EARLIEST]
     if earliest:
@@ -141,6 +158,22 @@ def _run(fn: Any, *args: Any) -> Any:
     return anyio.run(partial(fn, *args), backend="trio")
 
 
+def _planned(opts: ReadOptions, fn: Any) -> Any:
+    """``fn()`` on a private loop, tried again ``fetchOffset.numRetries`` times
+    ``fetchOffset.retryIntervalMs`` apart when it fails with what may pass (a
+    broker down, a timeout), as Spark fetches offsets."""
+    for attempt in itertools.count():
+        try:
+            return _run(fn)
+        except (ConfigError, PlanningError, DataLossError, AuthenticationError):
+            raise
+        except TrafkaError:
+            if attempt >= opts.fetch_offset_retries:
+                raise
+            time.sleep(opts.fetch_offset_retry_interval_ms / 1000)
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
 def starting_offsets(opts: ReadOptions) -> Offsets:
     """The offsets a read starts at (batch, or a new stream)."""
 
@@ -150,7 +183,7 @@ def starting_offsets(opts: ReadOptions) -> Offsets:
         async with open_consumer(config=config) as consumer:
             return _to_offsets(await _resolve(consumer, opts.starting, tps))
 
-    result: Offsets = _run(go)
+    result: Offsets = _planned(opts, go)
     return result
 
 
@@ -170,7 +203,7 @@ def latest_offsets(opts: ReadOptions, since: Offsets | None = None) -> Offsets:
             ends = await consumer.end_offsets(tps) if tps else {}
             return _to_offsets(ends)
 
-    result: Offsets = _run(go)
+    result: Offsets = _planned(opts, go)
     return result
 
 
@@ -186,8 +219,46 @@ def new_partitions(opts: ReadOptions, since: Offsets, latest: Offsets) -> Offset
             return await consumer.beginning_offsets(fresh)
 
     merged = dict(known)
-    merged.update(_run(go))
+    merged.update(_planned(opts, go))
     return _to_offsets(merged)
+
+
+def backlog(start: Offsets, latest: Offsets) -> int:
+    """How many offsets lie between ``start`` and ``latest``, in all."""
+    begin = _from_offsets(start)
+    return sum(max(0, o - begin.get(tp, o)) for tp, o in _from_offsets(latest).items())
+
+
+def offsets_behind_latest(progress: Mapping[str, Any]) -> dict[str, str]:
+    """The metrics Spark's Kafka source adds to a stream's progress, from the
+    progress of a ``trafka`` stream: how far each partition's latest offset is
+    past what the micro-batch read (``avgOffsetsBehindLatest``,
+    ``maxOffsetsBehindLatest``, ``minOffsetsBehindLatest``, as strings).
+
+    Args:
+        progress: ``query.lastProgress`` (its first source), or one entry of its
+            ``sources``.
+
+    Returns:
+        The three metrics, or an empty dict before the source reported offsets.
+    """
+    source = progress["sources"][0] if "sources" in progress else progress
+    end, latest = source.get("endOffset"), source.get("latestOffset")
+    if isinstance(end, str):
+        end = json.loads(end)
+    if isinstance(latest, str):
+        latest = json.loads(latest)
+    if not end or not latest:
+        return {}
+    consumed = _from_offsets(end)
+    behind = [max(0, o - consumed[tp]) for tp, o in _from_offsets(latest).items() if tp in consumed]
+    if not behind:
+        return {}
+    return {
+        "avgOffsetsBehindLatest": str(sum(behind) / len(behind)),
+        "maxOffsetsBehindLatest": str(max(behind)),
+        "minOffsetsBehindLatest": str(min(behind)),
+    }
 
 
 def limit_offsets(start: Offsets, latest: Offsets, limit: int) -> Offsets:
@@ -226,10 +297,19 @@ def limit_offsets(start: Offsets, latest: Offsets, limit: int) -> Offsets:
 
 
 def plan_ranges(
-    start: Offsets, end: Offsets, *, min_partitions: int | None, fail_on_data_loss: bool
+    start: Offsets,
+    end: Offsets,
+    *,
+    min_partitions: int | None,
+    fail_on_data_loss: bool,
+    max_records_per_partition: int | None = None,
 ) -> list[OffsetRange]:
-    """Split ``[start, end)`` into tasks: one per partition with records, more
-    (split evenly) when ``min_partitions`` asks for more tasks than that.
+    """Split ``[start, end)`` into tasks, as Spark's connector does: one per
+    partition with records; with ``max_records_per_partition``, as many pieces of
+    a partition as keep each within it; then, when that is still fewer tasks than
+    ``min_partitions``, pieces in proportion to each partition's share of the
+    records (a partition keeps the larger of its two counts). Pieces of a
+    partition are as even as can be, and contiguous.
 
     Raises:
         DataLossError: a partition's end is before its start (the topic was deleted
@@ -251,19 +331,24 @@ def plan_ranges(
             continue
         if stop > first:
             ranges.append(OffsetRange(tp.topic, tp.partition, first, stop))
-    if min_partitions is None or len(ranges) >= min_partitions:
-        return ranges
-    total = sum(r.end - r.start for r in ranges)
+    pieces = [
+        math.ceil((r.end - r.start) / max_records_per_partition) if max_records_per_partition else 1
+        for r in ranges
+    ]
+    if min_partitions is not None and sum(pieces) < min_partitions:
+        total = sum(r.end - r.start for r in ranges)
+        pieces = [
+            max(n, min(r.end - r.start, round(min_partitions * (r.end - r.start) / total)))
+            for r, n in zip(ranges, pieces, strict=True)
+        ]
     out = []
-    for r in ranges:
-        size = r.end - r.start
-        pieces = max(1, min(size, round(min_partitions * size / total)))
-        step, extra = divmod(size, pieces)
+    for r, n in zip(ranges, pieces, strict=True):
+        step, extra = divmod(r.end - r.start, n)
         at = r.start
-        for i in range(pieces):
-            n = step + (1 if i < extra else 0)
-            out.append(OffsetRange(r.topic, r.partition, at, at + n))
-            at += n
+        for i in range(n):
+            size = step + (1 if i < extra else 0)
+            out.append(OffsetRange(r.topic, r.partition, at, at + size))
+            at += size
     return out
 
 
@@ -310,11 +395,8 @@ def read_range(opts: ReadOptions, task: OffsetRange) -> Iterator[dict[str, list[
             try:
                 batch = portal.call(partial(consumer.getmany, timeout_ms=int(timeout * 1000)))
             except OffsetOutOfRangeError:
-                raise DataLossError(
-                    f"offsets {position}..{task.end} of {task.topic}-{task.partition} are no longer "
-                    "in the log (deleted by retention or DeleteRecords); set failOnDataLoss=false "
-                    "to skip them"
-                ) from None
+                earliest = portal.call(_earliest, consumer, tp)
+                raise DataLossError(_lost(task, position, earliest)) from None
             records = batch.get(tp, [])
             if records and records[-1].offset >= task.end:
                 records = [r for r in records if r.offset < task.end]
@@ -328,6 +410,30 @@ def read_range(opts: ReadOptions, task: OffsetRange) -> Iterator[dict[str, list[
                     f"{task.end}"
                 )
             position = now
+
+
+async def _earliest(consumer: Consumer, tp: TopicPartition) -> int | None:
+    try:
+        return (await consumer.beginning_offsets([tp]))[tp]
+    except TrafkaError:
+        return None
+
+
+def _lost(task: OffsetRange, position: int, earliest: int | None) -> str:
+    """What a task lost: from its position to the log's start (or its end)."""
+    name = f"{task.topic}-{task.partition}"
+    if earliest is None:
+        what = f"offset {position} of {name} is no longer in the log"
+    else:
+        last = min(earliest, task.end) - 1
+        span = f"offset {position}" if last <= position else f"offsets {position}-{last}"
+        what = f"{span} of {name} are no longer in the log (it now starts at {earliest})"
+        if last <= position:
+            what = what.replace(" are ", " is ", 1)
+    return (
+        f"{what}: deleted by retention or DeleteRecords before this read of offsets "
+        f"{task.start}-{task.end - 1}; set failOnDataLoss=false to skip them"
+    )
 
 
 def _assign_at(consumer: Consumer, tp: TopicPartition, offset: int) -> None:
@@ -348,6 +454,8 @@ def _bytes(value: Any, what: str) -> bytes | None:
 def write_columns(opts: WriteOptions, chunks: Iterable[Mapping[str, list[Any]]]) -> int:
     """Produce every row of the chunks (columns ``value``, and optionally ``key``,
     ``topic``, ``partition``, ``headers``) and wait until all are acknowledged.
+    The ``topic`` option, when given, is every row's topic (Spark's rule);
+    otherwise each row's ``topic`` column.
 
     Returns:
         The number of records written.
@@ -369,7 +477,8 @@ def write_columns(opts: WriteOptions, chunks: Iterable[Mapping[str, list[Any]]])
                 partitions = chunk.get("partition") or [None] * n
                 all_headers = chunk.get("headers") or [None] * n
                 for i in range(n):
-                    topic = topics[i] or opts.topic
+                    # As in Spark, the topic option overrides the column.
+                    topic = opts.topic or topics[i]
                     if topic is None:
                         raise TrafkaError(
                             "a row has no topic: give the DataFrame a 'topic' column or the "

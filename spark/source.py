@@ -17,6 +17,7 @@ range or writes its rows with trafka's own clients.
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -38,6 +39,7 @@ from pyspark.sql.streaming.datasource import (
     ReadAllAvailable,
     ReadLimit,
     ReadMaxRows,
+    ReadMinRows,
     SupportsTriggerAvailableNow,
 )
 from pyspark.sql.types import (
@@ -57,6 +59,7 @@ from . import _kafka
 from .options import (
     ReadOptions,
     WriteOptions,
+    check_read_options,
     include_headers,
     parse_read_options,
     parse_write_options,
@@ -124,8 +127,10 @@ class KafkaDataSource(DataSource):
         return "trafka"
 
     def schema(self) -> StructType:
-        # Spark asks before it says whether the read is a batch or a stream: the
-        # options are checked by reader() and streamReader().
+        # Spark asks at load(), before it says whether the read is a batch or a
+        # stream (and never for a write): what neither accepts fails here, the
+        # rest in reader() and streamReader().
+        check_read_options(self.options)
         value = next((v for k, v in self.options.items() if k.lower() == "includeheaders"), None)
         if include_headers(value):
             return StructType([*SCHEMA.fields, _HEADERS])
@@ -137,7 +142,13 @@ class KafkaDataSource(DataSource):
         return _BatchReader(_pinned(parse_read_options(self.options, streaming=False)), schema)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        return _StreamReader(_pinned(parse_read_options(self.options, streaming=True)), schema)
+        try:
+            opts = _pinned(parse_read_options(self.options, streaming=True))
+        except Exception as exc:
+            # PySpark's stream runner loses an exception raised here (it fails with
+            # an UnboundLocalError of its own): the reader raises it at its first call.
+            return _FailedStreamReader(exc)
+        return _StreamReader(opts, schema)
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         if overwrite:
@@ -200,7 +211,11 @@ def _read(opts: ReadOptions, schema: StructType, partition: InputPartition) -> I
 
 def _plan(opts: ReadOptions, start: _kafka.Offsets, end: _kafka.Offsets) -> list[InputPartition]:
     ranges = _kafka.plan_ranges(
-        start, end, min_partitions=opts.min_partitions, fail_on_data_loss=opts.fail_on_data_loss
+        start,
+        end,
+        min_partitions=opts.min_partitions,
+        fail_on_data_loss=opts.fail_on_data_loss,
+        max_records_per_partition=opts.max_records_per_partition,
     )
     return [RangePartition.of(r) for r in ranges]
 
@@ -226,12 +241,21 @@ class _BatchReader(DataSourceReader):
 
 class _StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Micro-batches of offset ranges; Spark checkpoints the offsets, Kafka's
-    group offsets are not used."""
+    group offsets are not used.
+
+    Admission as Spark's connector: ``maxOffsetsPerTrigger`` caps a micro-batch;
+    with ``minOffsetsPerTrigger`` a trigger that finds fewer new offsets is
+    skipped (the start returned as the end) until ``maxTriggerDelay`` has passed
+    since the last batch that ran. ``Trigger.AvailableNow`` reads up to the
+    offsets of its start and is never delayed.
+    """
 
     def __init__(self, opts: ReadOptions, schema: StructType) -> None:
         self.opts = opts
         self.schema = schema
         self.target: _kafka.Offsets | None = None
+        self.latest: _kafka.Offsets | None = None
+        self.last_trigger = 0.0  # as Spark's: the first trigger is never delayed
 
     def initialOffset(self) -> dict[str, Any]:
         return _kafka.starting_offsets(self.opts)
@@ -242,17 +266,32 @@ class _StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def getDefaultReadLimit(self) -> ReadLimit:
         if self.opts.max_offsets_per_trigger is not None:
             return ReadMaxRows(self.opts.max_offsets_per_trigger)
+        if self.opts.min_offsets_per_trigger is not None:
+            return ReadMinRows(self.opts.min_offsets_per_trigger)
         return ReadAllAvailable()
 
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
         latest = self.target or _kafka.latest_offsets(self.opts, since=start)
+        self.latest = latest
         begin = _kafka.new_partitions(self.opts, start, latest)
-        if isinstance(limit, ReadMaxRows):
-            return _kafka.limit_offsets(begin, latest, limit.max_rows)
-        return _kafka.limit_offsets(begin, latest, 2**63)
+        if isinstance(limit, ReadAllAvailable):
+            return _kafka.limit_offsets(begin, latest, 2**63)
+        least = self.opts.min_offsets_per_trigger
+        if least is not None and self.target is None:
+            now = time.monotonic()
+            if (
+                _kafka.backlog(begin, latest) < least
+                and (now - self.last_trigger) * 1000 < self.opts.max_trigger_delay_ms
+            ):
+                return start  # no micro-batch yet: too little is new
+            self.last_trigger = now
+        most = self.opts.max_offsets_per_trigger
+        return _kafka.limit_offsets(begin, latest, 2**63 if most is None else most)
 
     def reportLatestOffset(self) -> dict[str, Any] | None:
-        return _kafka.latest_offsets(self.opts, since={})
+        # The offsets the last trigger found (Spark's connector reports the same):
+        # query.lastProgress shows them as the source's latestOffset.
+        return self.latest
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
         return _plan(self.opts, _kafka.new_partitions(self.opts, start, end), end)
@@ -262,6 +301,31 @@ class _StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def commit(self, end: dict[str, Any]) -> None:
         pass  # Spark's checkpoint holds the offsets
+
+
+class _FailedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """A stream whose options are wrong: every call raises the error."""
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        raise self.error
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        raise self.error
+
+    def initialOffset(self) -> dict[str, Any]:
+        raise self.error
+
+    def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
+        raise self.error
+
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
+        raise self.error
+
+    def read(self, partition: InputPartition) -> Iterator[Any]:
+        raise self.error
 
 
 class _Writer(DataSourceArrowWriter):
