@@ -14,21 +14,25 @@ Spark's Kafka connector), so that Spark can checkpoint them.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import itertools
 import json
 import math
+import os
 import re
+import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
 import anyio
-from anyio.from_thread import start_blocking_portal
+from anyio.from_thread import BlockingPortal
 
-from ..sdk.admin import open_admin
+from ..sdk.admin import Admin, open_admin
 from ..sdk.config import AdminConfig, ClientConfig, ConsumerConfig
 from ..sdk.consumer import Consumer, open_consumer
 from ..sdk.errors import AuthenticationError, ConfigError, TrafkaError
@@ -39,11 +43,15 @@ from .options import EARLIEST, LATEST, OffsetSpec, ReadOptions, WriteOptions
 __all__ = [
     "pin_bootstrap",
     "COLUMNS",
+    "POOL",
+    "ConsumerPool",
+    "Planner",
     "DataLossError",
     "OffsetRange",
     "Offsets",
     "latest_offsets",
     "backlog",
+    "batch_offsets",
     "limit_offsets",
     "offsets_behind_latest",
     "plan_ranges",
@@ -98,9 +106,8 @@ def _from_offsets(offsets: Mapping[str, Mapping[str, int]]) -> dict[TopicPartiti
     }
 
 
-async def _partitions(opts: ReadOptions, config: ConsumerConfig) -> list[TopicPartition]:
-    async with open_admin(_admin_config(config)) as admin:
-        counts = await admin.list_topics()
+async def _partitions(opts: ReadOptions, admin: Admin) -> list[TopicPartition]:
+    counts = await admin.list_topics()
     if opts.assigned:
         wanted = [TopicPartition(t, p) for t, p in opts.assigned]
         missing = [tp for tp in wanted if tp.partition >= counts.get(tp.topic, 0)]
@@ -158,68 +165,203 @@ def _run(fn: Any, *args: Any) -> Any:
     return anyio.run(partial(fn, *args), backend="trio")
 
 
-def _planned(opts: ReadOptions, fn: Any) -> Any:
-    """``fn()`` on a private loop, tried again ``fetchOffset.numRetries`` times
+class _Loop:
+    """A trio loop in a daemon thread, for the clients this process keeps open
+    between Spark's calls. A daemon thread, so that a Python worker that ends is
+    never held up by it; made again after a fork (Spark forks its workers from a
+    daemon process, and threads do not survive a fork)."""
+
+    def __init__(self) -> None:
+        self.pid = os.getpid()
+        ready = threading.Event()
+        self.portal: BlockingPortal | None = None
+
+        async def serve() -> None:
+            async with BlockingPortal() as portal:
+                self.portal = portal
+                ready.set()
+                await portal.sleep_until_stopped()
+
+        self.thread = threading.Thread(
+            target=anyio.run, args=(serve,), kwargs={"backend": "trio"}, daemon=True,
+            name="trafka-spark",
+        )  # fmt: skip
+        self.thread.start()
+        ready.wait()
+
+    def call(self, fn: Any, *args: Any) -> Any:
+        assert self.portal is not None
+        return self.portal.call(fn, *args)
+
+    def enter(self, manager: Any) -> tuple[Any, Any]:
+        """Enter an async context manager on this loop: (its value, its exit)."""
+        assert self.portal is not None
+        wrapped = self.portal.wrap_async_context_manager(manager)
+        return wrapped.__enter__(), wrapped.__exit__
+
+
+_loop: _Loop | None = None
+_loop_lock = threading.Lock()
+
+
+def _shared_loop() -> _Loop:
+    global _loop
+    with _loop_lock:
+        if _loop is None or _loop.pid != os.getpid() or not _loop.thread.is_alive():
+            _loop = _Loop()
+        return _loop
+
+
+class Planner:
+    """The driver's admin client and consumer for planning offsets.
+
+    ``keep=False`` (a batch read: planned once) opens them for each call on a
+    private loop. ``keep=True`` (a stream: asked at every trigger) opens them at
+    the first call on the process's shared loop and keeps them, with their
+    connections, until :meth:`close`; an idle stream then asks its brokers over
+    the same connections at every trigger instead of opening new ones.
+    """
+
+    def __init__(self, opts: ReadOptions, *, keep: bool = False) -> None:
+        self.opts = opts
+        self.keep = keep
+        self._clients: tuple[Admin, Consumer] | None = None
+        self._exits: list[Any] = []
+        self._loop: _Loop | None = None
+
+    def run(self, fn: Any) -> Any:
+        """``await fn(admin, consumer)``, tried again as ``fetchOffset.numRetries`` says."""
+        return _planned(self.opts, partial(self._once, fn))
+
+    async def _open(self, stack: AsyncExitStack) -> tuple[Admin, Consumer]:
+        config = self.opts.consumer_config()
+        admin = await stack.enter_async_context(open_admin(_admin_config(config)))
+        consumer = await stack.enter_async_context(open_consumer(config=config))
+        return admin, consumer
+
+    async def _once(self, fn: Any) -> Any:
+        async with AsyncExitStack() as stack:
+            return await fn(*await self._open(stack))
+
+    def _kept(self, fn: Any) -> Any:
+        loop = _shared_loop()
+        if self._clients is None or self._loop is not loop:
+            self.close()
+            config = self.opts.consumer_config()
+            # Each client's block runs in a task of its own on the loop (trio's
+            # task groups must be left by the task that entered them).
+            try:
+                admin, exit_admin = loop.enter(open_admin(_admin_config(config)))
+                self._exits = [exit_admin]
+                consumer, exit_consumer = loop.enter(open_consumer(config=config))
+                self._exits.insert(0, exit_consumer)
+            except BaseException:
+                self.close()
+                raise
+            self._clients = (admin, consumer)
+            self._loop = loop
+        return loop.call(fn, *self._clients)
+
+    def close(self) -> None:
+        """Close the kept clients (their connections)."""
+        exits, self._exits, self._clients = self._exits, [], None
+        for exit_ in exits:
+            with contextlib.suppress(Exception):
+                exit_(None, None, None)
+
+
+def _plan_call(planner: Planner, fn: Any) -> Any:
+    if not planner.keep:
+        return planner.run(fn)
+
+    def attempt_kept() -> Any:
+        try:
+            return planner._kept(fn)
+        except TrafkaError:
+            planner.close()  # a client in an unknown state is not kept
+            raise
+
+    return _retried(planner.opts, attempt_kept)
+
+
+def _retried(opts: ReadOptions, attempt: Any) -> Any:
+    """``attempt()``, tried again ``fetchOffset.numRetries`` times
     ``fetchOffset.retryIntervalMs`` apart when it fails with what may pass (a
     broker down, a timeout), as Spark fetches offsets."""
-    for attempt in itertools.count():
+    for tries in itertools.count():
         try:
-            return _run(fn)
+            return attempt()
         except (ConfigError, PlanningError, DataLossError, AuthenticationError):
             raise
         except TrafkaError:
-            if attempt >= opts.fetch_offset_retries:
+            if tries >= opts.fetch_offset_retries:
                 raise
             time.sleep(opts.fetch_offset_retry_interval_ms / 1000)
     raise AssertionError("unreachable")  # pragma: no cover
 
 
-def starting_offsets(opts: ReadOptions) -> Offsets:
+def _planned(opts: ReadOptions, fn: Any) -> Any:
+    """``fn()`` on a private loop, retried (:func:`_retried`)."""
+    return _retried(opts, partial(_run, fn))
+
+
+def starting_offsets(opts: ReadOptions, planner: Planner | None = None) -> Offsets:
     """The offsets a read starts at (batch, or a new stream)."""
 
-    async def go() -> Offsets:
-        config = opts.consumer_config()
-        tps = await _partitions(opts, config)
-        async with open_consumer(config=config) as consumer:
-            return _to_offsets(await _resolve(consumer, opts.starting, tps))
+    async def go(admin: Admin, consumer: Consumer) -> Offsets:
+        tps = await _partitions(opts, admin)
+        return _to_offsets(await _resolve(consumer, opts.starting, tps))
 
-    result: Offsets = _planned(opts, go)
+    result: Offsets = _plan_call(planner or Planner(opts), go)
     return result
 
 
-def latest_offsets(opts: ReadOptions, since: Offsets | None = None) -> Offsets:
+def batch_offsets(opts: ReadOptions) -> tuple[Offsets, Offsets]:
+    """The offsets a batch read starts and ends at, asked over one set of connections."""
+
+    async def go(admin: Admin, consumer: Consumer) -> tuple[Offsets, Offsets]:
+        tps = await _partitions(opts, admin)
+        start = _to_offsets(await _resolve(consumer, opts.starting, tps))
+        return start, _to_offsets(await _resolve(consumer, opts.ending, tps))
+
+    result: tuple[Offsets, Offsets] = _plan_call(Planner(opts), go)
+    return result
+
+
+def latest_offsets(
+    opts: ReadOptions, since: Offsets | None = None, planner: Planner | None = None
+) -> Offsets:
     """The offsets a batch read ends at (``endingOffsets``), or the stream's newest.
 
     For a stream (``since`` given), partitions that appeared after ``since``
     start at their earliest offset, so nothing written to them is skipped.
     """
 
-    async def go() -> Offsets:
-        config = opts.consumer_config()
-        tps = await _partitions(opts, config)
-        async with open_consumer(config=config) as consumer:
-            if since is None:
-                return _to_offsets(await _resolve(consumer, opts.ending, tps))
-            ends = await consumer.end_offsets(tps) if tps else {}
-            return _to_offsets(ends)
+    async def go(admin: Admin, consumer: Consumer) -> Offsets:
+        tps = await _partitions(opts, admin)
+        if since is None:
+            return _to_offsets(await _resolve(consumer, opts.ending, tps))
+        ends = await consumer.end_offsets(tps) if tps else {}
+        return _to_offsets(ends)
 
-    result: Offsets = _planned(opts, go)
+    result: Offsets = _plan_call(planner or Planner(opts), go)
     return result
 
 
-def new_partitions(opts: ReadOptions, since: Offsets, latest: Offsets) -> Offsets:
+def new_partitions(
+    opts: ReadOptions, since: Offsets, latest: Offsets, planner: Planner | None = None
+) -> Offsets:
     """``since`` plus the earliest offsets of partitions it does not know yet."""
     known = _from_offsets(since)
     fresh = [tp for tp in _from_offsets(latest) if tp not in known]
     if not fresh:
         return since
 
-    async def go() -> dict[TopicPartition, int]:
-        async with open_consumer(config=opts.consumer_config()) as consumer:
-            return await consumer.beginning_offsets(fresh)
+    async def go(admin: Admin, consumer: Consumer) -> dict[TopicPartition, int]:
+        return await consumer.beginning_offsets(fresh)
 
     merged = dict(known)
-    merged.update(_planned(opts, go))
+    merged.update(_plan_call(planner or Planner(opts), go))
     return _to_offsets(merged)
 
 
@@ -372,44 +514,153 @@ def _columns(records: list[ConsumerRecord], headers: bool) -> dict[str, list[Any
     return cols
 
 
+class _Pooled:
+    """A consumer kept open on the shared loop between tasks."""
+
+    __slots__ = ("close", "consumer", "idle_since", "loop")
+
+    def __init__(self, loop: _Loop, consumer: Consumer, close: Any) -> None:
+        self.loop = loop
+        self.consumer = consumer
+        self.close = close
+        self.idle_since = 0.0
+
+
+class ConsumerPool:
+    """Consumers kept open between the Spark tasks of one Python worker, keyed by
+    their settings, as Spark's connector caches its consumers: a task takes an
+    idle one with its settings (or opens one), assigns it its range, and gives
+    it back when the range is read, connections and metadata intact. So the
+    tasks of a stream's micro-batches, one after another in a worker that Spark
+    reuses, open no new connection.
+
+    Rules: a consumer serves one task at a time; one whose task failed is closed,
+    not given back (its state is unknown); at most ``capacity`` idle consumers
+    are kept per process, and one idle for ``idle_timeout_s`` is closed when the
+    pool is next used (Spark's consumer cache evicts after 5 minutes too).
+    """
+
+    def __init__(self, capacity: int = 16, idle_timeout_s: float = 300.0) -> None:
+        self.capacity = capacity
+        self.idle_timeout_s = idle_timeout_s
+        self._idle: dict[ConsumerConfig, list[_Pooled]] = {}
+        self._lock = threading.Lock()
+        self.opened = 0  # consumers opened (for tests and statistics)
+
+    @contextlib.contextmanager
+    def lease(self, config: ConsumerConfig) -> Iterator[_Pooled]:
+        """An open consumer with ``config`` for one task (see the class doc)."""
+        entry = self._take(config)
+        try:
+            yield entry
+        except GeneratorExit:
+            self._give_back(config, entry)  # Spark stopped reading early: still sound
+            raise
+        except BaseException:
+            entry.close(None, None, None)
+            raise
+        else:
+            self._give_back(config, entry)
+
+    def _take(self, config: ConsumerConfig) -> _Pooled:
+        now = time.monotonic()
+        stale: list[_Pooled] = []
+        with self._lock:
+            for key, entries in list(self._idle.items()):
+                keep = [e for e in entries if now - e.idle_since < self.idle_timeout_s]
+                stale.extend(e for e in entries if e not in keep)
+                self._idle[key] = keep
+            entries = self._idle.get(config, [])
+            loop = _shared_loop()
+            entry = None
+            while entries:
+                candidate = entries.pop()
+                if candidate.loop is loop:
+                    entry = candidate
+                    break
+        for old in stale:
+            with contextlib.suppress(Exception):
+                old.close(None, None, None)
+        if entry is None:
+            consumer, close = loop.enter(open_consumer(config=config))
+            entry = _Pooled(loop, consumer, close)
+            self.opened += 1
+        return entry
+
+    def _give_back(self, config: ConsumerConfig, entry: _Pooled) -> None:
+        try:
+            entry.loop.call(_unassign, entry.consumer)
+        except Exception:
+            with contextlib.suppress(Exception):
+                entry.close(None, None, None)
+            return
+        entry.idle_since = time.monotonic()
+        with self._lock:
+            if sum(len(e) for e in self._idle.values()) < self.capacity:
+                self._idle.setdefault(config, []).append(entry)
+                return
+        with contextlib.suppress(Exception):
+            entry.close(None, None, None)
+
+    def close(self) -> None:
+        """Close every idle consumer."""
+        with self._lock:
+            entries = [e for group in self._idle.values() for e in group]
+            self._idle.clear()
+        for entry in entries:
+            with contextlib.suppress(Exception):
+                entry.close(None, None, None)
+
+
+POOL = ConsumerPool()
+"""This process's consumers for reading (see :class:`ConsumerPool`)."""
+
+
 def read_range(opts: ReadOptions, task: OffsetRange) -> Iterator[dict[str, list[Any]]]:
     """The records of one offset range, in offset order, as chunks of columns
-    (see :data:`COLUMNS`), one chunk per fetch.
+    (see :data:`COLUMNS`), one chunk per fetch. The consumer comes from
+    :data:`POOL` and fetches nothing past the range's end, so the task ends as
+    soon as its last record is read.
 
     Raises:
         DataLossError: records of the range were deleted (``failOnDataLoss=true``).
         TrafkaError: the partition yields nothing for ``pollTimeoutMs``.
     """
     tp = TopicPartition(task.topic, task.partition)
-    timeout = opts.poll_timeout_ms / 1000
     config = dataclasses.replace(opts.consumer_config(), max_poll_records=_CHUNK)
-    with (
-        start_blocking_portal("trio") as portal,
-        portal.wrap_async_context_manager(open_consumer(config=config)) as consumer,
-    ):
-        # The consumer belongs to the portal's thread: even its plain methods run
-        # there, and in one call, so that no fetch sees the partition without its position.
-        portal.call(_assign_at, consumer, tp, task.start)
+    with POOL.lease(config) as entry:
+        loop, consumer = entry.loop, entry.consumer
+        loop.call(_assign_at, consumer, tp, task.start, task.end)
         position = task.start
         while position < task.end:
             try:
-                batch = portal.call(partial(consumer.getmany, timeout_ms=int(timeout * 1000)))
+                records, now = loop.call(_next_chunk, consumer, tp, opts.poll_timeout_ms)
             except OffsetOutOfRangeError:
-                earliest = portal.call(_earliest, consumer, tp)
+                earliest = loop.call(_earliest, consumer, tp)
                 raise DataLossError(_lost(task, position, earliest)) from None
-            records = batch.get(tp, [])
             if records and records[-1].offset >= task.end:
                 records = [r for r in records if r.offset < task.end]
             if records:
                 yield _columns(records, opts.include_headers)
-            now = portal.call(consumer.position, tp)
-            if now == position and not batch:
+            elif now == position:
                 raise TrafkaError(
                     f"no records from {task.topic}-{task.partition} at offset {position} within "
-                    f"pollTimeoutMs ({opts.poll_timeout_ms} ms); the read planned offsets up to "
-                    f"{task.end}"
+                    f"kafkaConsumer.pollTimeoutMs ({opts.poll_timeout_ms} ms); the read planned "
+                    f"offsets up to {task.end}"
                 )
             position = now
+
+
+async def _next_chunk(
+    consumer: Consumer, tp: TopicPartition, timeout_ms: int
+) -> tuple[list[ConsumerRecord], int]:
+    """The next records of ``tp`` (waiting up to ``timeout_ms``) and the position after them."""
+    batch = await consumer.getmany(tp, timeout_ms=timeout_ms)
+    return batch.get(tp, []), await consumer.position(tp)
+
+
+def _unassign(consumer: Consumer) -> None:
+    consumer.assign([])
 
 
 async def _earliest(consumer: Consumer, tp: TopicPartition) -> int | None:
@@ -436,9 +687,9 @@ def _lost(task: OffsetRange, position: int, earliest: int | None) -> str:
     )
 
 
-def _assign_at(consumer: Consumer, tp: TopicPartition, offset: int) -> None:
+def _assign_at(consumer: Consumer, tp: TopicPartition, offset: int, end: int) -> None:
     consumer.assign([tp])
-    consumer.seek(tp, offset)
+    consumer.seek(tp, offset, until=end)
 
 
 def _bytes(value: Any, what: str) -> bytes | None:

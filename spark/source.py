@@ -231,9 +231,7 @@ class _BatchReader(DataSourceReader):
         self.schema = schema
 
     def partitions(self) -> Sequence[InputPartition]:
-        return _plan(
-            self.opts, _kafka.starting_offsets(self.opts), _kafka.latest_offsets(self.opts)
-        )
+        return _plan(self.opts, *_kafka.batch_offsets(self.opts))
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         return _read(self.opts, self.schema, partition)
@@ -256,12 +254,26 @@ class _StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.target: _kafka.Offsets | None = None
         self.latest: _kafka.Offsets | None = None
         self.last_trigger = 0.0  # as Spark's: the first trigger is never delayed
+        self._planner: _kafka.Planner | None = None
+
+    @property
+    def planner(self) -> _kafka.Planner:
+        # Made on first use, in the driver's process that asks every trigger
+        # (the reader is pickled to the executors, which never plan).
+        if self._planner is None:
+            self._planner = _kafka.Planner(self.opts, keep=True)
+        return self._planner
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_planner"] = None
+        return state
 
     def initialOffset(self) -> dict[str, Any]:
-        return _kafka.starting_offsets(self.opts)
+        return _kafka.starting_offsets(self.opts, self.planner)
 
     def prepareForTriggerAvailableNow(self) -> None:
-        self.target = _kafka.latest_offsets(self.opts, since={})
+        self.target = _kafka.latest_offsets(self.opts, since={}, planner=self.planner)
 
     def getDefaultReadLimit(self) -> ReadLimit:
         if self.opts.max_offsets_per_trigger is not None:
@@ -271,9 +283,9 @@ class _StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return ReadAllAvailable()
 
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
-        latest = self.target or _kafka.latest_offsets(self.opts, since=start)
+        latest = self.target or _kafka.latest_offsets(self.opts, since=start, planner=self.planner)
         self.latest = latest
-        begin = _kafka.new_partitions(self.opts, start, latest)
+        begin = _kafka.new_partitions(self.opts, start, latest, self.planner)
         if isinstance(limit, ReadAllAvailable):
             return _kafka.limit_offsets(begin, latest, 2**63)
         least = self.opts.min_offsets_per_trigger
@@ -294,13 +306,17 @@ class _StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return self.latest
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
-        return _plan(self.opts, _kafka.new_partitions(self.opts, start, end), end)
+        return _plan(self.opts, _kafka.new_partitions(self.opts, start, end, self.planner), end)
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         return _read(self.opts, self.schema, partition)
 
     def commit(self, end: dict[str, Any]) -> None:
         pass  # Spark's checkpoint holds the offsets
+
+    def stop(self) -> None:
+        if self._planner is not None:
+            self._planner.close()
 
 
 class _FailedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):

@@ -1,0 +1,171 @@
+"""The data source against a three-node brokerlite cluster (ZooKeeper mode):
+leaders on every node, and a leader stopped while Spark reads its partitions.
+The read must still return every record exactly once, at the offsets the
+producer was given."""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+from trafka.brokerlite.local_cluster import LocalCluster, serve_cluster
+from trafka.sdk import NewTopic, open_admin, open_producer
+
+# tests/brokerlite is not a package: its helpers are imported from its folder.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "brokerlite"))
+from cluster_helpers import (
+    CLUSTER_SETTINGS,
+    PARTITIONS,
+    REPLICATION,
+    ClusterControl,
+)
+
+pytestmark = pytest.mark.timeout(300)
+
+RECORDS = 6_000
+
+
+class ClusterThread:
+    """``serve_cluster`` on a trio loop in a thread of its own, so that the test's
+    thread can drive Spark (synchronous) while the brokers serve; :meth:`call`
+    runs an async function on that loop, where the brokers may be touched."""
+
+    def __init__(self, zk: str) -> None:
+        self.zk = zk
+        self.cluster: LocalCluster | None = None
+        self._token: Any = None
+        self._ready = threading.Event()
+        self._done: trio.Event | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="cluster", daemon=True)
+
+    def _run(self) -> None:
+        async def main() -> None:
+            async with serve_cluster(3, zookeeper_connect=self.zk, **CLUSTER_SETTINGS) as cluster:
+                self.cluster = cluster
+                self._token = trio.lowlevel.current_trio_token()
+                self._done = trio.Event()
+                await cluster.wait_formed()
+                self._ready.set()
+                await self._done.wait()
+
+        try:
+            trio.run(main)
+        except BaseException as exc:
+            self._error = exc
+            self._ready.set()
+
+    def __enter__(self) -> ClusterThread:
+        self._thread.start()
+        assert self._ready.wait(120), "the cluster did not start"
+        if self._error is not None:
+            raise self._error
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._done is not None:
+            trio.from_thread.run_sync(self._done.set, trio_token=self._token)
+        self._thread.join(60)
+
+    def call(self, fn: Any, *args: Any) -> Any:
+        """``await fn(*args)`` on the cluster's loop (every wait there has its own deadline)."""
+        return trio.from_thread.run(fn, *args, trio_token=self._token)
+
+
+@pytest.fixture
+def cluster(zk: str) -> Iterator[ClusterThread]:
+    with ClusterThread(zk) as running:
+        yield running
+
+
+def _run(fn: Any) -> Any:
+    async def main() -> Any:
+        with trio.fail_after(120):
+            return await fn()
+
+    return trio.run(main)
+
+
+def test_a_leader_stopped_mid_read_loses_and_doubles_nothing(
+    spark: Any, cluster: ClusterThread
+) -> None:
+    assert cluster.cluster is not None
+    servers = cluster.cluster.bootstrap_servers
+    topic = "spark-cluster"
+
+    async def setup() -> None:
+        async with open_admin(bootstrap_servers=servers) as admin:
+            await admin.create_topics([NewTopic(topic, PARTITIONS, REPLICATION)])
+
+    _run(setup)
+    control = ClusterControl(cluster.cluster, topic)
+    states = cluster.call(control.wait_topic_ready)
+    leaders = {p: s.leader for p, s in states.items()}
+    assert set(leaders.values()) == set(cluster.cluster.node_ids), leaders  # leaders everywhere
+
+    async def send() -> list[Any]:
+        async with open_producer(bootstrap_servers=servers, acks="all", linger_ms=20) as producer:
+            futures = [
+                await producer.send(topic, b"value-%06d" % i, key=b"key-%02d" % (i % 37))
+                for i in range(RECORDS)
+            ]
+            await producer.flush()
+            return [await f for f in futures]
+
+    metas = _run(send)
+    expected = {(m.partition, m.offset): b"value-%06d" % i for i, m in enumerate(metas)}
+
+    # Small tasks (Spark runs two at a time), so that most are still to run when
+    # the leader goes.
+    df = (
+        spark.read.format("trafka")
+        .option("kafka.bootstrap.servers", servers)
+        .option("subscribe", topic)
+        .option("maxRecordsPerPartition", "50")
+        .load()
+        .selectExpr("partition", "offset", "value")
+    )
+    result: dict[str, Any] = {}
+
+    def collect() -> None:
+        try:
+            result["rows"] = df.collect()
+        except BaseException as exc:
+            result["error"] = exc
+
+    tracker = spark.sparkContext.statusTracker()
+    reader = threading.Thread(target=collect, daemon=True)
+    reader.start()
+    deadline = time.monotonic() + 120
+    while True:  # until some tasks are done and most are not
+        assert time.monotonic() < deadline, "the read did not start"
+        assert reader.is_alive(), result
+        stages = [tracker.getStageInfo(s) for s in tracker.getActiveStageIds()]
+        done = sum(s.numCompletedTasks for s in stages if s is not None)
+        if done >= 4:
+            break
+        time.sleep(0.05)
+    victim = leaders[0]
+    stopped = cluster.call(control.stop_leader_of, 0)
+    assert stopped == victim
+    reader.join(180)
+    assert not reader.is_alive(), "the read did not finish"
+    assert "error" not in result, result.get("error")
+    rows = result["rows"]
+    got = {(r.partition, r.offset): r.value for r in rows}
+    assert len(rows) == len(got) == RECORDS  # nothing doubled
+    assert got == expected  # nothing lost, every record where the producer was told
+    # The partitions the stopped node led were read from their new leaders.
+    moved = [p for p, leader in leaders.items() if leader == victim]
+    assert moved and all(cluster.call(_leader_of, control, p) != victim for p in moved)
+
+
+async def _leader_of(control: ClusterControl, partition: int) -> int:
+    return control.states()[partition].leader
