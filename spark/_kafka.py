@@ -43,6 +43,7 @@ from .options import EARLIEST, LATEST, OffsetSpec, ReadOptions, WriteOptions
 __all__ = [
     "pin_bootstrap",
     "COLUMNS",
+    "Chunk",
     "POOL",
     "ConsumerPool",
     "Planner",
@@ -498,20 +499,36 @@ COLUMNS = ("key", "value", "topic", "partition", "offset", "timestamp", "timesta
 """The columns of a read, in order (``headers`` follows with ``includeHeaders``)."""
 
 
-def _columns(records: list[ConsumerRecord], headers: bool) -> dict[str, list[Any]]:
-    """A chunk of records as columns; timestamps in microseconds (None if unknown)."""
-    cols: dict[str, list[Any]] = {
-        "key": [r.key for r in records],
-        "value": [r.value for r in records],
-        "topic": [r.topic for r in records],
-        "partition": [r.partition for r in records],
-        "offset": [r.offset for r in records],
-        "timestamp": [r.timestamp * 1000 if r.timestamp >= 0 else None for r in records],
-        "timestampType": [r.timestamp_type for r in records],
-    }
-    if headers:
-        cols["headers"] = [[{"key": k, "value": v} for k, v in r.headers] for r in records]
-    return cols
+@dataclass(frozen=True, slots=True)
+class Chunk:
+    """Records of one partition as columns (each a sequence, one entry per record):
+    what the data source turns into one Arrow batch. ``timestamp_ms`` is -1 where
+    the record has none; ``headers`` is None without ``includeHeaders``."""
+
+    topic: str
+    partition: int
+    offset: Sequence[int]
+    timestamp_ms: Sequence[int]
+    timestamp_type: Sequence[int]
+    key: Sequence[bytes | None]
+    value: Sequence[bytes | None]
+    headers: Sequence[Sequence[tuple[str, bytes | None]]] | None
+
+    def __len__(self) -> int:
+        return len(self.offset)
+
+
+def _chunk(tp: TopicPartition, records: list[ConsumerRecord], headers: bool) -> Chunk:
+    return Chunk(
+        tp.topic,
+        tp.partition,
+        [r.offset for r in records],
+        [r.timestamp for r in records],
+        [r.timestamp_type for r in records],
+        [r.key for r in records],
+        [r.value for r in records],
+        [r.headers for r in records] if headers else None,
+    )
 
 
 class _Pooled:
@@ -616,9 +633,9 @@ POOL = ConsumerPool()
 """This process's consumers for reading (see :class:`ConsumerPool`)."""
 
 
-def read_range(opts: ReadOptions, task: OffsetRange) -> Iterator[dict[str, list[Any]]]:
-    """The records of one offset range, in offset order, as chunks of columns
-    (see :data:`COLUMNS`), one chunk per fetch. The consumer comes from
+def read_range(opts: ReadOptions, task: OffsetRange) -> Iterator[Chunk]:
+    """The records of one offset range, in offset order, as chunks of columns,
+    one chunk per fetch. The consumer comes from
     :data:`POOL` and fetches nothing past the range's end, so the task ends as
     soon as its last record is read.
 
@@ -641,7 +658,7 @@ def read_range(opts: ReadOptions, task: OffsetRange) -> Iterator[dict[str, list[
             if records and records[-1].offset >= task.end:
                 records = [r for r in records if r.offset < task.end]
             if records:
-                yield _columns(records, opts.include_headers)
+                yield _chunk(tp, records, opts.include_headers)
             elif now == position:
                 raise TrafkaError(
                     f"no records from {task.topic}-{task.partition} at offset {position} within "

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceArrowWriter,
@@ -205,8 +206,30 @@ def _read(opts: ReadOptions, schema: StructType, partition: InputPartition) -> I
     # The schema Spark checks the batches against (timestamps in UTC microseconds).
     arrow = to_arrow_schema(schema, timezone="UTC")
     for chunk in _kafka.read_range(opts, partition.range()):
-        arrays = [pa.array(chunk[f.name], type=f.type) for f in arrow]
-        yield pa.RecordBatch.from_arrays(arrays, schema=arrow)
+        yield _batch(chunk, arrow)
+
+
+def _batch(chunk: _kafka.Chunk, arrow: pa.Schema) -> pa.RecordBatch:
+    """A chunk as an Arrow batch, each column converted in one call."""
+    n = len(chunk)
+    stamps = pa.array(chunk.timestamp_ms, pa.int64())
+    if pc.min(stamps).as_py() < 0:  # records without a timestamp: null
+        stamps = pc.if_else(pc.greater_equal(stamps, 0), stamps, None)
+    columns = {
+        "key": pa.array(chunk.key, pa.binary()),
+        "value": pa.array(chunk.value, pa.binary()),
+        "topic": pa.array([chunk.topic] * n, pa.string()),
+        "partition": pa.array([chunk.partition] * n, pa.int32()),
+        "offset": pa.array(chunk.offset, pa.int64()),
+        "timestamp": stamps.cast(pa.timestamp("ms", tz="UTC")).cast(arrow.field("timestamp").type),
+        "timestampType": pa.array(chunk.timestamp_type, pa.int32()),
+    }
+    if chunk.headers is not None:
+        columns["headers"] = pa.array(
+            [[{"key": k, "value": v} for k, v in hs] for hs in chunk.headers],
+            arrow.field("headers").type,
+        )
+    return pa.RecordBatch.from_arrays([columns[f.name] for f in arrow], schema=arrow)
 
 
 def _plan(opts: ReadOptions, start: _kafka.Offsets, end: _kafka.Offsets) -> list[InputPartition]:
