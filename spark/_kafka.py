@@ -35,9 +35,11 @@ from anyio.from_thread import BlockingPortal
 from ..sdk.admin import Admin, open_admin
 from ..sdk.config import AdminConfig, ClientConfig, ConsumerConfig
 from ..sdk.consumer import Consumer, open_consumer
-from ..sdk.errors import AuthenticationError, ConfigError, TrafkaError
+from ..sdk.errors import AuthenticationError, ConfigError, KafkaConnectionError, TrafkaError
 from ..sdk.fetcher import ConsumerRecord, OffsetOutOfRangeError, TopicPartition
 from ..sdk.producer import RecordFuture, open_producer
+from ._wire import RangeReader
+from ._wire import supported as _wire_supported
 from .options import EARLIEST, LATEST, OffsetSpec, ReadOptions, WriteOptions
 
 __all__ = [
@@ -45,6 +47,8 @@ __all__ = [
     "COLUMNS",
     "Chunk",
     "POOL",
+    "READERS",
+    "ReaderPool",
     "ConsumerPool",
     "Planner",
     "DataLossError",
@@ -633,11 +637,73 @@ POOL = ConsumerPool()
 """This process's consumers for reading (see :class:`ConsumerPool`)."""
 
 
+class ReaderPool:
+    """Range readers (:class:`~._wire.RangeReader`, their connections and
+    metadata) kept between the Spark tasks of one Python worker, keyed by
+    their settings, as Spark's connector caches its consumers. The same rules
+    as :class:`ConsumerPool`; a reader owns no thread, only sockets."""
+
+    def __init__(self, capacity: int = 16, idle_timeout_s: float = 300.0) -> None:
+        self.capacity = capacity
+        self.idle_timeout_s = idle_timeout_s
+        self._idle: dict[ConsumerConfig, list[tuple[float, RangeReader]]] = {}
+        self._lock = threading.Lock()
+        self._pid = os.getpid()
+
+    @contextlib.contextmanager
+    def lease(self, config: ConsumerConfig) -> Iterator[RangeReader]:
+        reader = self._take(config)
+        try:
+            yield reader
+        except GeneratorExit:
+            self._give_back(config, reader)
+            raise
+        except BaseException:
+            reader.close()
+            raise
+        else:
+            self._give_back(config, reader)
+
+    def _take(self, config: ConsumerConfig) -> RangeReader:
+        now = time.monotonic()
+        stale: list[RangeReader] = []
+        with self._lock:
+            if self._pid != os.getpid():  # forked: the sockets are the parent's
+                self._idle.clear()
+                self._pid = os.getpid()
+            for key, entries in list(self._idle.items()):
+                self._idle[key] = [e for e in entries if now - e[0] < self.idle_timeout_s]
+                stale.extend(r for t, r in entries if now - t >= self.idle_timeout_s)
+            entries = self._idle.get(config, [])
+            reader = entries.pop()[1] if entries else None
+        for old in stale:
+            old.close()
+        return reader if reader is not None else RangeReader(config)
+
+    def _give_back(self, config: ConsumerConfig, reader: RangeReader) -> None:
+        with self._lock:
+            if sum(len(e) for e in self._idle.values()) < self.capacity:
+                self._idle.setdefault(config, []).append((time.monotonic(), reader))
+                return
+        reader.close()
+
+    def close(self) -> None:
+        with self._lock:
+            readers = [r for group in self._idle.values() for _, r in group]
+            self._idle.clear()
+        for reader in readers:
+            reader.close()
+
+
+READERS = ReaderPool()
+"""This process's range readers (see :class:`ReaderPool`)."""
+
+
 def read_range(opts: ReadOptions, task: OffsetRange) -> Iterator[Chunk]:
     """The records of one offset range, in offset order, as chunks of columns,
-    one chunk per fetch. The consumer comes from
-    :data:`POOL` and fetches nothing past the range's end, so the task ends as
-    soon as its last record is read.
+    one chunk per fetch. The reader comes from :data:`READERS` (or, for
+    OAUTHBEARER, the async consumer from :data:`POOL`) and fetches nothing past
+    the range's end, so the task ends as soon as its last record is read.
 
     Raises:
         DataLossError: records of the range were deleted (``failOnDataLoss=true``).
@@ -645,26 +711,63 @@ def read_range(opts: ReadOptions, task: OffsetRange) -> Iterator[Chunk]:
     """
     tp = TopicPartition(task.topic, task.partition)
     config = dataclasses.replace(opts.consumer_config(), max_poll_records=_CHUNK)
+    chunks = _read_wire if _wire_supported(config) else _read_pooled
+    position = task.start
+    try:
+        for records, after in chunks(config, tp, task, opts.poll_timeout_ms):
+            if records and records[-1].offset >= task.end:
+                records = [r for r in records if r.offset < task.end]
+            if records:
+                yield _chunk(tp, records, opts.include_headers)
+            position = after
+    except _Lost as lost:
+        raise DataLossError(_lost(task, position, lost.earliest)) from None
+    except (KafkaConnectionError, _Stalled) as exc:
+        raise TrafkaError(
+            f"no records from {task.topic}-{task.partition} at offset {position} within "
+            f"kafkaConsumer.pollTimeoutMs ({opts.poll_timeout_ms} ms); the read planned "
+            f"offsets up to {task.end}: {exc}"
+        ) from exc
+
+
+class _Stalled(TrafkaError):
+    """Nothing came for ``pollTimeoutMs``."""
+
+
+class _Lost(Exception):
+    def __init__(self, earliest: int | None) -> None:
+        self.earliest = earliest
+
+
+def _read_wire(
+    config: ConsumerConfig, tp: TopicPartition, task: OffsetRange, timeout_ms: int
+) -> Iterator[tuple[list[ConsumerRecord], int]]:
+    with READERS.lease(config) as reader:
+        try:
+            yield from reader.read(tp, task.start, task.end, timeout_ms, _CHUNK)
+        except OffsetOutOfRangeError:
+            try:
+                earliest: int | None = reader.earliest(tp)
+            except TrafkaError:
+                earliest = None
+            raise _Lost(earliest) from None
+
+
+def _read_pooled(
+    config: ConsumerConfig, tp: TopicPartition, task: OffsetRange, timeout_ms: int
+) -> Iterator[tuple[list[ConsumerRecord], int]]:
     with POOL.lease(config) as entry:
         loop, consumer = entry.loop, entry.consumer
         loop.call(_assign_at, consumer, tp, task.start, task.end)
         position = task.start
         while position < task.end:
             try:
-                records, now = loop.call(_next_chunk, consumer, tp, opts.poll_timeout_ms)
+                records, now = loop.call(_next_chunk, consumer, tp, timeout_ms)
             except OffsetOutOfRangeError:
-                earliest = loop.call(_earliest, consumer, tp)
-                raise DataLossError(_lost(task, position, earliest)) from None
-            if records and records[-1].offset >= task.end:
-                records = [r for r in records if r.offset < task.end]
-            if records:
-                yield _chunk(tp, records, opts.include_headers)
-            elif now == position:
-                raise TrafkaError(
-                    f"no records from {task.topic}-{task.partition} at offset {position} within "
-                    f"kafkaConsumer.pollTimeoutMs ({opts.poll_timeout_ms} ms); the read planned "
-                    f"offsets up to {task.end}"
-                )
+                raise _Lost(loop.call(_earliest, consumer, tp)) from None
+            if not records and now == position:
+                raise _Stalled("nothing was fetched")
+            yield records, now
             position = now
 
 

@@ -18,14 +18,13 @@ import trio
 from trafka.brokerlite.local_cluster import LocalCluster, serve_cluster
 from trafka.sdk import NewTopic, open_admin, open_producer
 
-# tests/brokerlite is not a package: its helpers are imported from its folder.
+# tests/brokerlite is not a package: its helpers are imported from its folder,
+# which leaves sys.path as it was.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "brokerlite"))
-from cluster_helpers import (
-    CLUSTER_SETTINGS,
-    PARTITIONS,
-    REPLICATION,
-    ClusterControl,
-)
+try:
+    from cluster_helpers import CLUSTER_SETTINGS, PARTITIONS, REPLICATION, ClusterControl
+finally:
+    del sys.path[0]
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -132,33 +131,37 @@ def test_a_leader_stopped_mid_read_loses_and_doubles_nothing(
         .load()
         .selectExpr("partition", "offset", "value")
     )
-    result: dict[str, Any] = {}
-
-    def collect() -> None:
-        try:
-            result["rows"] = df.collect()
-        except BaseException as exc:
-            result["error"] = exc
-
+    # The read runs in this thread (Spark's active session is this thread's);
+    # another stops the leader once some tasks are done and most are not.
     tracker = spark.sparkContext.statusTracker()
-    reader = threading.Thread(target=collect, daemon=True)
-    reader.start()
-    deadline = time.monotonic() + 120
-    while True:  # until some tasks are done and most are not
-        assert time.monotonic() < deadline, "the read did not start"
-        assert reader.is_alive(), result
-        stages = [tracker.getStageInfo(s) for s in tracker.getActiveStageIds()]
-        done = sum(s.numCompletedTasks for s in stages if s is not None)
-        if done >= 4:
-            break
-        time.sleep(0.05)
+    stopper: dict[str, Any] = {}
+
+    def stop_a_leader() -> None:
+        try:
+            deadline = time.monotonic() + 120
+            while True:
+                assert time.monotonic() < deadline, "the read did not start"
+                stages = [tracker.getStageInfo(s) for s in tracker.getActiveStageIds()]
+                if sum(s.numCompletedTasks for s in stages if s is not None) >= 4:
+                    break
+                time.sleep(0.05)
+            stopper["stopped"] = cluster.call(control.stop_leader_of, 0)
+        except BaseException as exc:
+            stopper["error"] = exc
+
+    thread = threading.Thread(target=stop_a_leader, daemon=True)
+    thread.start()
+    try:
+        rows = df.collect()
+    finally:
+        thread.join(120)
+        # Spark's active session is per JVM thread; after the other thread's py4j
+        # calls, this thread's no longer saw it (a later write in another test
+        # could not find the data source): set it again.
+        spark._jvm.org.apache.spark.sql.SparkSession.setActiveSession(spark._jsparkSession)
+    assert "error" not in stopper, stopper["error"]
     victim = leaders[0]
-    stopped = cluster.call(control.stop_leader_of, 0)
-    assert stopped == victim
-    reader.join(180)
-    assert not reader.is_alive(), "the read did not finish"
-    assert "error" not in result, result.get("error")
-    rows = result["rows"]
+    assert stopper["stopped"] == victim  # stopped while the read ran (it had tasks left)
     got = {(r.partition, r.offset): r.value for r in rows}
     assert len(rows) == len(got) == RECORDS  # nothing doubled
     assert got == expected  # nothing lost, every record where the producer was told
