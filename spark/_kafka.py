@@ -1,11 +1,15 @@
 """The Kafka side of the data source: planning offsets, reading ranges, writing rows.
 
 No pyspark here. Spark calls a data source from synchronous code (the driver's
-planning, the executors' Python workers), while trafka's clients are async.
-Each call runs them on a private trio loop: ``anyio.run`` for a call that
-returns one result (planning, writing a task's rows), and a blocking portal for
-reading, which must hand records to Spark as they arrive rather than
-collect a whole range first.
+planning, the executors' Python workers). How each part runs:
+
+* Reading a range (executors): :mod:`._wire`'s blocking reader, kept between
+  tasks in :data:`READERS` (the pooled async consumer, :data:`POOL`, for
+  OAUTHBEARER). Records go to Spark chunk by chunk, as they arrive.
+* Planning (driver): trafka's admin client and consumer, on a private loop per
+  call (``anyio.run``) for a batch read, or kept open on a shared daemon loop
+  thread between a stream's triggers (:class:`Planner`).
+* Writing a task's rows: the async producer on a private loop (``anyio.run``).
 
 Offsets cross between driver and executors as plain dictionaries
 ``{topic: {partition: offset}}`` (partition as a string key in JSON, as in
@@ -37,7 +41,7 @@ from ..sdk.config import AdminConfig, ClientConfig, ConsumerConfig
 from ..sdk.consumer import Consumer, open_consumer
 from ..sdk.errors import AuthenticationError, ConfigError, KafkaConnectionError, TrafkaError
 from ..sdk.fetcher import ConsumerRecord, OffsetOutOfRangeError, TopicPartition
-from ..sdk.producer import RecordFuture, open_producer
+from ..sdk.producer import Producer, RecordFuture, open_producer
 from ._wire import RangeReader
 from ._wire import supported as _wire_supported
 from .options import EARLIEST, LATEST, OffsetSpec, ReadOptions, WriteOptions
@@ -49,7 +53,8 @@ __all__ = [
     "POOL",
     "READERS",
     "ReaderPool",
-    "ConsumerPool",
+    "ClientPool",
+    "PRODUCERS",
     "Planner",
     "DataLossError",
     "OffsetRange",
@@ -536,54 +541,69 @@ def _chunk(tp: TopicPartition, records: list[ConsumerRecord], headers: bool) -> 
 
 
 class _Pooled:
-    """A consumer kept open on the shared loop between tasks."""
+    """A client kept open on the shared loop between tasks."""
 
-    __slots__ = ("close", "consumer", "idle_since", "loop")
+    __slots__ = ("client", "close", "idle_since", "loop")
 
-    def __init__(self, loop: _Loop, consumer: Consumer, close: Any) -> None:
+    def __init__(self, loop: _Loop, client: Any, close: Any) -> None:
         self.loop = loop
-        self.consumer = consumer
+        self.client = client
         self.close = close
         self.idle_since = 0.0
 
 
-class ConsumerPool:
-    """Consumers kept open between the Spark tasks of one Python worker, keyed by
-    their settings, as Spark's connector caches its consumers: a task takes an
-    idle one with its settings (or opens one), assigns it its range, and gives
-    it back when the range is read, connections and metadata intact. So the
-    tasks of a stream's micro-batches, one after another in a worker that Spark
-    reuses, open no new connection.
+class ClientPool:
+    """Async clients kept open between the Spark tasks of one Python worker,
+    keyed by their settings, as Spark's connector caches its consumers and
+    producers: a task takes an idle one with its settings (or opens one), uses
+    it, and gives it back, connections and metadata intact. So the tasks of a
+    stream's micro-batches, one after another in a worker that Spark reuses,
+    open no new connection.
 
-    Rules: a consumer serves one task at a time; one whose task failed is closed,
-    not given back (its state is unknown); at most ``capacity`` idle consumers
-    are kept per process, and one idle for ``idle_timeout_s`` is closed when the
-    pool is next used (Spark's consumer cache evicts after 5 minutes too).
+    Rules: a client serves one task at a time; one whose task failed is closed,
+    not given back (its state is unknown); ``tidy`` runs on the loop before a
+    client goes back (a consumer drops its assignment); at most ``capacity``
+    idle clients are kept per process, and one idle for ``idle_timeout_s`` is
+    closed when the pool is next used (Spark's caches evict after 5 minutes too).
     """
 
-    def __init__(self, capacity: int = 16, idle_timeout_s: float = 300.0) -> None:
+    def __init__(
+        self,
+        opener: Any,
+        tidy: Any = None,
+        *,
+        capacity: int = 16,
+        idle_timeout_s: float = 300.0,
+    ) -> None:
+        self.opener = opener
+        self.tidy = tidy
         self.capacity = capacity
         self.idle_timeout_s = idle_timeout_s
-        self._idle: dict[ConsumerConfig, list[_Pooled]] = {}
+        self._idle: dict[Any, list[_Pooled]] = {}
         self._lock = threading.Lock()
-        self.opened = 0  # consumers opened (for tests and statistics)
+        self.opened = 0  # clients opened (for tests and statistics)
 
     @contextlib.contextmanager
-    def lease(self, config: ConsumerConfig) -> Iterator[_Pooled]:
-        """An open consumer with ``config`` for one task (see the class doc)."""
+    def lease(self, config: Any) -> Iterator[_Pooled]:
+        """An open client with ``config`` for one task (see the class doc)."""
         entry = self._take(config)
         try:
             yield entry
         except GeneratorExit:
             self._give_back(config, entry)  # Spark stopped reading early: still sound
             raise
-        except BaseException:
-            entry.close(None, None, None)
+        except BaseException as exc:
+            # Closed as its block would be on this error (a producer then does not
+            # wait for what it had not sent); what that raises again is the same.
+            try:
+                entry.close(type(exc), exc, exc.__traceback__)
+            except BaseException:
+                pass
             raise
         else:
             self._give_back(config, entry)
 
-    def _take(self, config: ConsumerConfig) -> _Pooled:
+    def _take(self, config: Any) -> _Pooled:
         now = time.monotonic()
         stale: list[_Pooled] = []
         with self._lock:
@@ -603,14 +623,15 @@ class ConsumerPool:
             with contextlib.suppress(Exception):
                 old.close(None, None, None)
         if entry is None:
-            consumer, close = loop.enter(open_consumer(config=config))
-            entry = _Pooled(loop, consumer, close)
+            client, close = loop.enter(self.opener(config))
+            entry = _Pooled(loop, client, close)
             self.opened += 1
         return entry
 
-    def _give_back(self, config: ConsumerConfig, entry: _Pooled) -> None:
+    def _give_back(self, config: Any, entry: _Pooled) -> None:
         try:
-            entry.loop.call(_unassign, entry.consumer)
+            if self.tidy is not None:
+                entry.loop.call(self.tidy, entry.client)
         except Exception:
             with contextlib.suppress(Exception):
                 entry.close(None, None, None)
@@ -633,15 +654,22 @@ class ConsumerPool:
                 entry.close(None, None, None)
 
 
-POOL = ConsumerPool()
-"""This process's consumers for reading (see :class:`ConsumerPool`)."""
+def _unassign(consumer: Consumer) -> None:
+    consumer.assign([])
+
+
+POOL = ClientPool(lambda config: open_consumer(config=config), _unassign)
+"""This process's async consumers for reading with OAUTHBEARER (see :class:`ClientPool`)."""
+
+PRODUCERS = ClientPool(lambda config: open_producer(config=config))
+"""This process's producers for writing (see :class:`ClientPool`)."""
 
 
 class ReaderPool:
     """Range readers (:class:`~._wire.RangeReader`, their connections and
     metadata) kept between the Spark tasks of one Python worker, keyed by
     their settings, as Spark's connector caches its consumers. The same rules
-    as :class:`ConsumerPool`; a reader owns no thread, only sockets."""
+    as :class:`ClientPool`; a reader owns no thread, only sockets."""
 
     def __init__(self, capacity: int = 16, idle_timeout_s: float = 300.0) -> None:
         self.capacity = capacity
@@ -757,7 +785,7 @@ def _read_pooled(
     config: ConsumerConfig, tp: TopicPartition, task: OffsetRange, timeout_ms: int
 ) -> Iterator[tuple[list[ConsumerRecord], int]]:
     with POOL.lease(config) as entry:
-        loop, consumer = entry.loop, entry.consumer
+        loop, consumer = entry.loop, entry.client
         loop.call(_assign_at, consumer, tp, task.start, task.end)
         position = task.start
         while position < task.end:
@@ -777,10 +805,6 @@ async def _next_chunk(
     """The next records of ``tp`` (waiting up to ``timeout_ms``) and the position after them."""
     batch = await consumer.getmany(tp, timeout_ms=timeout_ms)
     return batch.get(tp, []), await consumer.position(tp)
-
-
-def _unassign(consumer: Consumer) -> None:
-    consumer.assign([])
 
 
 async def _earliest(consumer: Consumer, tp: TopicPartition) -> int | None:
@@ -836,48 +860,57 @@ def write_columns(opts: WriteOptions, chunks: Iterable[Mapping[str, list[Any]]])
         TypeError: a value of an unsupported type.
     """
 
-    async def go() -> int:
-        count = 0
-        pending: list[RecordFuture] = []
-        async with open_producer(config=opts.producer_config()) as producer:
-            for chunk in chunks:
-                values = chunk["value"]
-                n = len(values)
-                keys = chunk.get("key") or [None] * n
-                topics = chunk.get("topic") or [None] * n
-                partitions = chunk.get("partition") or [None] * n
-                all_headers = chunk.get("headers") or [None] * n
-                for i in range(n):
-                    # As in Spark, the topic option overrides the column.
-                    topic = opts.topic or topics[i]
-                    if topic is None:
-                        raise TrafkaError(
-                            "a row has no topic: give the DataFrame a 'topic' column or the "
-                            "'topic' option"
-                        )
-                    headers = all_headers[i]
-                    pending.append(
-                        await producer.send(
-                            topic,
-                            _bytes(values[i], "value"),
-                            key=_bytes(keys[i], "key"),
-                            partition=partitions[i],
-                            headers=[
-                                (h["key"], _bytes(h["value"], "header value")) for h in headers
-                            ]
-                            if headers
-                            else None,
-                        )
-                    )
-                count += n
-                if len(pending) >= 10_000:
-                    await _settle(pending)
-            await producer.flush()
-            await _settle(pending)
-        return count
+    config = opts.producer_config()
+    count = 0
+    pending: list[RecordFuture] = []
+    # The producer is kept between tasks on the shared loop; Spark's rows are
+    # taken here, in the task's thread, and handed over a chunk at a time.
+    with PRODUCERS.lease(config) as entry:
+        for chunk in chunks:
+            count += entry.loop.call(_send_chunk, entry.client, opts.topic, chunk, pending)
+        entry.loop.call(_finish, entry.client, pending)
+    return count
 
-    result: int = _run(go)
-    return result
+
+async def _send_chunk(
+    producer: Producer,
+    default_topic: str | None,
+    chunk: Mapping[str, list[Any]],
+    pending: list[RecordFuture],
+) -> int:
+    values = chunk["value"]
+    n = len(values)
+    keys = chunk.get("key") or [None] * n
+    topics = chunk.get("topic") or [None] * n
+    partitions = chunk.get("partition") or [None] * n
+    all_headers = chunk.get("headers") or [None] * n
+    for i in range(n):
+        # As in Spark, the topic option overrides the column.
+        topic = default_topic or topics[i]
+        if topic is None:
+            raise TrafkaError(
+                "a row has no topic: give the DataFrame a 'topic' column or the 'topic' option"
+            )
+        headers = all_headers[i]
+        pending.append(
+            await producer.send(
+                topic,
+                _bytes(values[i], "value"),
+                key=_bytes(keys[i], "key"),
+                partition=partitions[i],
+                headers=[(h["key"], _bytes(h["value"], "header value")) for h in headers]
+                if headers
+                else None,
+            )
+        )
+    if len(pending) >= 10_000:
+        await _settle(pending)
+    return n
+
+
+async def _finish(producer: Producer, pending: list[RecordFuture]) -> None:
+    await producer.flush()
+    await _settle(pending)
 
 
 async def _settle(pending: list[RecordFuture]) -> None:

@@ -735,8 +735,9 @@ PARITY: tuple[Parity, ...] = (
         "consumer and producer caching",
         "both",
         "spark.kafka.consumer.cache.* and producer cache (Spark settings)",
-        "one pool of connections per Python worker, keyed by the client settings; "
-        "the spark.kafka.* cache settings do not apply",
+        "readers and producers (and their connections) kept per Python worker, keyed by "
+        "the client settings, closed after 5 idle minutes, and a stream's planning clients "
+        "kept between triggers; the spark.kafka.* cache settings do not apply",
     ),
     Parity(
         "delegation tokens",

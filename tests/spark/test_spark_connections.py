@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from spark_helpers import create, fresh
+from spark_helpers import consume_all, create, fresh
 
 from trafka.brokerlite import RunningBroker
 from trafka.sdk.blocking import Producer
@@ -96,3 +96,53 @@ def test_a_stream_reuses_its_connections_across_triggers_and_micro_batches(
             assert accepted() == before, "micro-batches opened connections"
     finally:
         query.stop()
+
+
+def test_a_topic_to_topic_stream_keeps_its_producers_too(
+    spark: Any, broker: RunningBroker, tmp_path: Path, accepted: Callable[[], int]
+) -> None:
+    source, sink = fresh("reuse-in"), fresh("reuse-out")
+    create(broker, source, 1)
+    create(broker, sink, 1)
+    stream = (
+        spark.readStream.format("trafka")
+        .option("kafka.bootstrap.servers", broker.bootstrap_servers)
+        .option("subscribe", source)
+        .option("startingOffsets", "earliest")
+        .load()
+    )
+    query = (
+        stream.selectExpr("key", "value")
+        .writeStream.format("trafka")
+        .option("kafka.bootstrap.servers", broker.bootstrap_servers)
+        .option("topic", sink)
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .trigger(processingTime="50 milliseconds")
+        .start()
+    )
+
+    def moved() -> int:
+        return sum(p["numInputRows"] for p in query.recentProgress)
+
+    sent = 0
+
+    def send(value: bytes) -> None:
+        nonlocal sent
+        for _ in range(10):
+            producer.send(source, value)
+        producer.flush()
+        sent += 10
+        _wait(lambda: moved() == sent, f"{sent} rows", query)
+
+    try:
+        with Producer(bootstrap_servers=broker.bootstrap_servers) as producer:
+            for _ in range(6):
+                send(b"x")
+            before = accepted()
+            for _ in range(5):
+                send(b"y")
+            assert accepted() == before, "micro-batches opened connections"
+    finally:
+        query.stop()
+    records = consume_all(broker, sink, 1)
+    assert sorted(r.value for r in records) == [b"x"] * 60 + [b"y"] * 50
