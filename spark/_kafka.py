@@ -239,9 +239,18 @@ class Planner:
         self._exits: list[Any] = []
         self._loop: _Loop | None = None
 
-    def run(self, fn: Any) -> Any:
+    def call(self, fn: Any) -> Any:
         """``await fn(admin, consumer)``, tried again as ``fetchOffset.numRetries`` says."""
-        return _planned(self.opts, partial(self._once, fn))
+        if not self.keep:
+            return _retried(self.opts, partial(_run, self._once, fn))
+        return _retried(self.opts, partial(self._call_kept, fn))
+
+    def _call_kept(self, fn: Any) -> Any:
+        try:
+            return self._kept(fn)
+        except TrafkaError:
+            self.close()  # a client in an unknown state is not kept
+            raise
 
     async def _open(self, stack: AsyncExitStack) -> tuple[Admin, Consumer]:
         config = self.opts.consumer_config()
@@ -280,20 +289,6 @@ class Planner:
                 exit_(None, None, None)
 
 
-def _plan_call(planner: Planner, fn: Any) -> Any:
-    if not planner.keep:
-        return planner.run(fn)
-
-    def attempt_kept() -> Any:
-        try:
-            return planner._kept(fn)
-        except TrafkaError:
-            planner.close()  # a client in an unknown state is not kept
-            raise
-
-    return _retried(planner.opts, attempt_kept)
-
-
 def _retried(opts: ReadOptions, attempt: Any) -> Any:
     """``attempt()``, tried again ``fetchOffset.numRetries`` times
     ``fetchOffset.retryIntervalMs`` apart when it fails with what may pass (a
@@ -322,7 +317,7 @@ def starting_offsets(opts: ReadOptions, planner: Planner | None = None) -> Offse
         tps = await _partitions(opts, admin)
         return _to_offsets(await _resolve(consumer, opts.starting, tps))
 
-    result: Offsets = _plan_call(planner or Planner(opts), go)
+    result: Offsets = (planner or Planner(opts)).call(go)
     return result
 
 
@@ -334,7 +329,7 @@ def batch_offsets(opts: ReadOptions) -> tuple[Offsets, Offsets]:
         start = _to_offsets(await _resolve(consumer, opts.starting, tps))
         return start, _to_offsets(await _resolve(consumer, opts.ending, tps))
 
-    result: tuple[Offsets, Offsets] = _plan_call(Planner(opts), go)
+    result: tuple[Offsets, Offsets] = Planner(opts).call(go)
     return result
 
 
@@ -354,7 +349,7 @@ def latest_offsets(
         ends = await consumer.end_offsets(tps) if tps else {}
         return _to_offsets(ends)
 
-    result: Offsets = _plan_call(planner or Planner(opts), go)
+    result: Offsets = (planner or Planner(opts)).call(go)
     return result
 
 
@@ -371,7 +366,7 @@ def new_partitions(
         return await consumer.beginning_offsets(fresh)
 
     merged = dict(known)
-    merged.update(_plan_call(planner or Planner(opts), go))
+    merged.update((planner or Planner(opts)).call(go))
     return _to_offsets(merged)
 
 
