@@ -155,10 +155,6 @@ def test_a_leader_stopped_mid_read_loses_and_doubles_nothing(
         rows = df.collect()
     finally:
         thread.join(120)
-        # Spark's active session is per JVM thread; after the other thread's py4j
-        # calls, this thread's no longer saw it (a later write in another test
-        # could not find the data source): set it again.
-        spark._jvm.org.apache.spark.sql.SparkSession.setActiveSession(spark._jsparkSession)
     assert "error" not in stopper, stopper["error"]
     victim = leaders[0]
     assert stopper["stopped"] == victim  # stopped while the read ran (it had tasks left)
