@@ -3,7 +3,7 @@ against trafka's own consumer and producer doing the same work in one process.
 
 The workload: ``--records`` records (default 1,000,000) of ``--size`` bytes
 (default 100), keyed, in a topic of ``--partitions`` partitions (default 4), on a
-brokerlite in its own process. Spark runs locally with two cores (``local[2]``);
+brokerlite in its own process. The write side always uses 4 partitions. Spark runs locally with two cores (``local[2]``);
 its start-up is not timed.
 
 * **read**: ``spark.read.format("trafka")...load()`` and an aggregate over every
@@ -33,10 +33,12 @@ from broker import start_broker  # bench/ is the script's directory
 from trafka.sdk import NewTopic, TopicPartition, open_admin, open_consumer, open_producer
 
 
-async def sdk_write(servers: str, topic: str, records: int, size: int) -> float:
+async def sdk_write(
+    servers: str, topic: str, records: int, size: int, partitions: int = 4
+) -> float:
     value = b"x" * size
     async with open_admin(bootstrap_servers=servers) as admin:
-        await admin.create_topics([NewTopic(topic, 4)])
+        await admin.create_topics([NewTopic(topic, partitions)])
     start = time.perf_counter()
     async with open_producer(bootstrap_servers=servers) as producer:
         for i in range(records):
@@ -89,8 +91,16 @@ def main() -> None:
                 "subscribe", "warm"
             ).load().count()
 
-            sdk_w = anyio.run(sdk_write, servers, "bench", args.records, args.size, backend="trio")
-            sdk_r = anyio.run(sdk_read, servers, "bench", 4, backend="trio")
+            sdk_w = anyio.run(
+                sdk_write,
+                servers,
+                "bench",
+                args.records,
+                args.size,
+                args.partitions,
+                backend="trio",
+            )
+            sdk_r = anyio.run(sdk_read, servers, "bench", args.partitions, backend="trio")
 
             df = (
                 spark.read.format("trafka")
@@ -117,7 +127,9 @@ def main() -> None:
             broker.terminate()
             broker.wait(10)
 
-    print(f"spark: {args.records:,} records of {args.size} B, 4 partitions, local[2]")
+    print(
+        f"spark: {args.records:,} records of {args.size} B, {args.partitions} partitions, local[2]"
+    )
     print(f"{'':<8}{'trafka alone':>16}{'Spark':>12}{'ratio':>8}")
     print(f"{'read':<8}{sdk_r:>16,.0f}{spark_r:>12,.0f}{spark_r / sdk_r:>8.2f}")
     print(f"{'write':<8}{sdk_w:>16,.0f}{spark_w:>12,.0f}{spark_w / sdk_w:>8.2f}")

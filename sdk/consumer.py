@@ -238,9 +238,17 @@ class Consumer(Hostable):
 
     # -- positions --------------------------------------------------------------------------
 
-    def seek(self, partition: TopicPartition, offset: int) -> None:
-        """Fetch ``partition`` from ``offset`` next."""
-        self._fetcher.seek(TopicPartition(*partition), offset)
+    def seek(self, partition: TopicPartition, offset: int, *, until: int | None = None) -> None:
+        """Fetch ``partition`` from ``offset`` next.
+
+        Args:
+            until: no fetch asks for this offset or a later one, until the next
+                seek: for a reader of a known range, which would otherwise leave
+                a fetch past its end waiting ``fetch.max.wait.ms`` at the broker
+                (holding back the connection's next requests). Records past it
+                that come in a batch fetched before it are still returned.
+        """
+        self._fetcher.seek(TopicPartition(*partition), offset, until)
         self._drop_buffered({TopicPartition(*partition)})
         self._wake_fetcher()
 

@@ -9,8 +9,10 @@ Rules and invariants:
   driver performs with ListOffsets (:meth:`Fetcher.needs_reset`,
   :meth:`Fetcher.apply_reset`).
 * A partition is *fetchable* when assigned, not paused, its position known,
-  its leader known, no fetch for it is in flight, and at most one fetched
-  response for it is buffered. The next fetch asks for the position when
+  its leader known, no fetch for it is in flight, at most one fetched
+  response for it is buffered, and the offset to fetch is below the end a
+  seek gave it, if any (a reader of a known range sends no fetch past it,
+  which the broker would hold for ``fetch.max.wait.ms`` with nothing to return). The next fetch asks for the position when
   nothing is buffered, else for the offset after the buffered blob's last
   complete entry (a *prefetch*: the next data is on its way while the
   application consumes the current data). Hence at most two fetches are
@@ -192,6 +194,7 @@ class PartitionState:
     leader_epoch: int = -1
     completed: _Completed | None = None  # being consumed
     prefetched: _Completed | None = None  # the data after it (only with completed)
+    fetch_end: int | None = None  # no fetch asks for this offset or later (seek's until)
     records_taken: int = 0  # records handed out by take() (statistics)
     bytes_fetched: int = 0  # record bytes of fetch answers (statistics)
 
@@ -207,13 +210,18 @@ class PartitionState:
         return end < 0 or last.end < end
 
     def next_fetch_offset(self) -> int | None:
-        """The offset the next fetch asks for; None while no fetch is wanted."""
+        """The offset the next fetch asks for; None while no fetch is wanted
+        (or when it would be at or past :attr:`fetch_end`)."""
         c = self.completed
         if c is None:
-            return self.position
-        if self.prefetched is not None or c.end is None or c.end <= c.position:
+            offset = self.position
+        elif self.prefetched is not None or c.end is None or c.end <= c.position:
             return None
-        return c.end
+        else:
+            offset = c.end
+        if offset is not None and self.fetch_end is not None and offset >= self.fetch_end:
+            return None
+        return offset
 
 
 class FetchPositions(dict[TopicPartition, int]):
@@ -321,11 +329,13 @@ class Fetcher:
             raise KeyError(f"{tp.topic}-{tp.partition} is not assigned")
         return state
 
-    def seek(self, tp: TopicPartition, offset: int) -> None:
-        """Set the position; buffered data for the partition is dropped."""
+    def seek(self, tp: TopicPartition, offset: int, until: int | None = None) -> None:
+        """Set the position; buffered data for the partition is dropped. With
+        ``until``, no fetch asks for that offset or a later one (until the next seek)."""
         state = self._state(tp)
         state.position = offset
         state.reset = None
+        state.fetch_end = until
         state.drop_buffered()
 
     def request_reset(self, tp: TopicPartition, strategy: int) -> None:

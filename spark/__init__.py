@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ._kafka import offsets_behind_latest
 from .options import ReadOptions, WriteOptions, parse_read_options, parse_write_options
 
 try:
@@ -36,6 +37,7 @@ __all__ = [
     "KafkaDataSource",
     "ReadOptions",
     "WriteOptions",
+    "offsets_behind_latest",
     "parse_read_options",
     "parse_write_options",
     "register",

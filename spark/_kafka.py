@@ -1,11 +1,15 @@
 """The Kafka side of the data source: planning offsets, reading ranges, writing rows.
 
 No pyspark here. Spark calls a data source from synchronous code (the driver's
-planning, the executors' Python workers), while trafka's clients are async.
-Each call runs them on a private trio loop: ``anyio.run`` for a call that
-returns one result (planning, writing a task's rows), and a blocking portal for
-reading, which must hand records to Spark as they arrive rather than
-collect a whole range first.
+planning, the executors' Python workers). How each part runs:
+
+* Reading a range (executors): :mod:`._wire`'s blocking reader, kept between
+  tasks in :data:`READERS` (the pooled async consumer, :data:`POOL`, for
+  OAUTHBEARER). Records go to Spark chunk by chunk, as they arrive.
+* Planning (driver): trafka's admin client and consumer, on a private loop per
+  call (``anyio.run``) for a batch read, or kept open on a shared daemon loop
+  thread between a stream's triggers (:class:`Planner`).
+* Writing a task's rows: the async producer on a private loop (``anyio.run``).
 
 Offsets cross between driver and executors as plain dictionaries
 ``{topic: {partition: offset}}`` (partition as a string key in JSON, as in
@@ -14,32 +18,52 @@ Spark's Kafka connector), so that Spark can checkpoint them.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import itertools
+import json
+import math
+import os
 import re
+import threading
+import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
 import anyio
-from anyio.from_thread import start_blocking_portal
+from anyio.from_thread import BlockingPortal
 
-from ..sdk.admin import open_admin
+from ..sdk.admin import Admin, open_admin
 from ..sdk.config import AdminConfig, ClientConfig, ConsumerConfig
 from ..sdk.consumer import Consumer, open_consumer
-from ..sdk.errors import TrafkaError
+from ..sdk.errors import AuthenticationError, ConfigError, KafkaConnectionError, TrafkaError
 from ..sdk.fetcher import ConsumerRecord, OffsetOutOfRangeError, TopicPartition
-from ..sdk.producer import RecordFuture, open_producer
+from ..sdk.producer import Producer, RecordFuture, open_producer
+from ._wire import RangeReader
+from ._wire import supported as _wire_supported
 from .options import EARLIEST, LATEST, OffsetSpec, ReadOptions, WriteOptions
 
 __all__ = [
     "pin_bootstrap",
     "COLUMNS",
+    "Chunk",
+    "POOL",
+    "READERS",
+    "ReaderPool",
+    "ClientPool",
+    "PRODUCERS",
+    "Planner",
     "DataLossError",
     "OffsetRange",
     "Offsets",
     "latest_offsets",
+    "backlog",
+    "batch_offsets",
     "limit_offsets",
+    "offsets_behind_latest",
     "plan_ranges",
     "read_range",
     "starting_offsets",
@@ -55,6 +79,11 @@ _CHUNK = 5_000
 
 class DataLossError(TrafkaError):
     """Records a read planned to return are gone (``failOnDataLoss=true``)."""
+
+
+class PlanningError(TrafkaError):
+    """What the options ask for cannot be planned (a topic, a partition or a
+    timestamp's record that is not there): not retried."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,15 +116,14 @@ def _from_offsets(offsets: Mapping[str, Mapping[str, int]]) -> dict[TopicPartiti
     }
 
 
-async def _partitions(opts: ReadOptions, config: ConsumerConfig) -> list[TopicPartition]:
-    async with open_admin(_admin_config(config)) as admin:
-        counts = await admin.list_topics()
+async def _partitions(opts: ReadOptions, admin: Admin) -> list[TopicPartition]:
+    counts = await admin.list_topics()
     if opts.assigned:
         wanted = [TopicPartition(t, p) for t, p in opts.assigned]
         missing = [tp for tp in wanted if tp.partition >= counts.get(tp.topic, 0)]
         if missing:
             names = ", ".join(f"{tp.topic}-{tp.partition}" for tp in missing)
-            raise TrafkaError(f"assigned partitions do not exist: {names}")
+            raise PlanningError(f"assigned partitions do not exist: {names}")
         return wanted
     if opts.pattern is not None:
         regex = re.compile(opts.pattern)
@@ -103,7 +131,7 @@ async def _partitions(opts: ReadOptions, config: ConsumerConfig) -> list[TopicPa
     else:
         unknown = [t for t in opts.topics if t not in counts]
         if unknown:
-            raise TrafkaError(f"topics do not exist: {', '.join(unknown)}")
+            raise PlanningError(f"topics do not exist: {', '.join(unknown)}")
         topics = list(opts.topics)
     return [TopicPartition(t, p) for t in topics for p in range(counts[t])]
 
@@ -127,6 +155,12 @@ async def _resolve(
         found = await consumer.offsets_for_times(by_time)
         for tp in by_time:
             hit = found.get(tp)
+            if hit is None and not spec.no_match_latest:
+                raise PlanningError(
+                    f"no record of {tp.topic}-{tp.partition} has a timestamp at or after "
+                    f"{by_time[tp]}; set startingOffsetsByTimestampStrategy=latest to start such "
+                    "partitions at their end"
+                )
             out[tp] = hit[0] if hit is not None else ends[tp]
     earliest = [tp for tp, o in wanted.items() if o == EARLIEST]
     if earliest:
@@ -141,53 +175,237 @@ def _run(fn: Any, *args: Any) -> Any:
     return anyio.run(partial(fn, *args), backend="trio")
 
 
-def starting_offsets(opts: ReadOptions) -> Offsets:
+class _Loop:
+    """A trio loop in a daemon thread, for the clients this process keeps open
+    between Spark's calls. A daemon thread, so that a Python worker that ends is
+    never held up by it; made again after a fork (Spark forks its workers from a
+    daemon process, and threads do not survive a fork)."""
+
+    def __init__(self) -> None:
+        self.pid = os.getpid()
+        ready = threading.Event()
+        self.portal: BlockingPortal | None = None
+
+        async def serve() -> None:
+            async with BlockingPortal() as portal:
+                self.portal = portal
+                ready.set()
+                await portal.sleep_until_stopped()
+
+        self.thread = threading.Thread(
+            target=anyio.run, args=(serve,), kwargs={"backend": "trio"}, daemon=True,
+            name="trafka-spark",
+        )  # fmt: skip
+        self.thread.start()
+        ready.wait()
+
+    def call(self, fn: Any, *args: Any) -> Any:
+        assert self.portal is not None
+        return self.portal.call(fn, *args)
+
+    def enter(self, manager: Any) -> tuple[Any, Any]:
+        """Enter an async context manager on this loop: (its value, its exit)."""
+        assert self.portal is not None
+        wrapped = self.portal.wrap_async_context_manager(manager)
+        return wrapped.__enter__(), wrapped.__exit__
+
+
+_loop: _Loop | None = None
+_loop_lock = threading.Lock()
+
+
+def _shared_loop() -> _Loop:
+    global _loop
+    with _loop_lock:
+        if _loop is None or _loop.pid != os.getpid() or not _loop.thread.is_alive():
+            _loop = _Loop()
+        return _loop
+
+
+class Planner:
+    """The driver's admin client and consumer for planning offsets.
+
+    ``keep=False`` (a batch read: planned once) opens them for each call on a
+    private loop. ``keep=True`` (a stream: asked at every trigger) opens them at
+    the first call on the process's shared loop and keeps them, with their
+    connections, until :meth:`close`; an idle stream then asks its brokers over
+    the same connections at every trigger instead of opening new ones.
+    """
+
+    def __init__(self, opts: ReadOptions, *, keep: bool = False) -> None:
+        self.opts = opts
+        self.keep = keep
+        self._clients: tuple[Admin, Consumer] | None = None
+        self._exits: list[Any] = []
+        self._loop: _Loop | None = None
+
+    def call(self, fn: Any) -> Any:
+        """``await fn(admin, consumer)``, tried again as ``fetchOffset.numRetries`` says."""
+        if not self.keep:
+            return _retried(self.opts, partial(_run, self._once, fn))
+        return _retried(self.opts, partial(self._call_kept, fn))
+
+    def _call_kept(self, fn: Any) -> Any:
+        try:
+            return self._kept(fn)
+        except TrafkaError:
+            self.close()  # a client in an unknown state is not kept
+            raise
+
+    async def _open(self, stack: AsyncExitStack) -> tuple[Admin, Consumer]:
+        config = self.opts.consumer_config()
+        admin = await stack.enter_async_context(open_admin(_admin_config(config)))
+        consumer = await stack.enter_async_context(open_consumer(config=config))
+        return admin, consumer
+
+    async def _once(self, fn: Any) -> Any:
+        async with AsyncExitStack() as stack:
+            return await fn(*await self._open(stack))
+
+    def _kept(self, fn: Any) -> Any:
+        loop = _shared_loop()
+        if self._clients is None or self._loop is not loop:
+            self.close()
+            config = self.opts.consumer_config()
+            # Each client's block runs in a task of its own on the loop (trio's
+            # task groups must be left by the task that entered them).
+            try:
+                admin, exit_admin = loop.enter(open_admin(_admin_config(config)))
+                self._exits = [exit_admin]
+                consumer, exit_consumer = loop.enter(open_consumer(config=config))
+                self._exits.insert(0, exit_consumer)
+            except BaseException:
+                self.close()
+                raise
+            self._clients = (admin, consumer)
+            self._loop = loop
+        return loop.call(fn, *self._clients)
+
+    def close(self) -> None:
+        """Close the kept clients (their connections)."""
+        exits, self._exits, self._clients = self._exits, [], None
+        for exit_ in exits:
+            with contextlib.suppress(Exception):
+                exit_(None, None, None)
+
+
+def _retried(opts: ReadOptions, attempt: Any) -> Any:
+    """``attempt()``, tried again ``fetchOffset.numRetries`` times
+    ``fetchOffset.retryIntervalMs`` apart when it fails with what may pass (a
+    broker down, a timeout), as Spark fetches offsets."""
+    for tries in itertools.count():
+        try:
+            return attempt()
+        except (ConfigError, PlanningError, DataLossError, AuthenticationError):
+            raise
+        except TrafkaError:
+            if tries >= opts.fetch_offset_retries:
+                raise
+            time.sleep(opts.fetch_offset_retry_interval_ms / 1000)
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _planned(opts: ReadOptions, fn: Any) -> Any:
+    """``fn()`` on a private loop, retried (:func:`_retried`)."""
+    return _retried(opts, partial(_run, fn))
+
+
+def starting_offsets(opts: ReadOptions, planner: Planner | None = None) -> Offsets:
     """The offsets a read starts at (batch, or a new stream)."""
 
-    async def go() -> Offsets:
-        config = opts.consumer_config()
-        tps = await _partitions(opts, config)
-        async with open_consumer(config=config) as consumer:
-            return _to_offsets(await _resolve(consumer, opts.starting, tps))
+    async def go(admin: Admin, consumer: Consumer) -> Offsets:
+        tps = await _partitions(opts, admin)
+        return _to_offsets(await _resolve(consumer, opts.starting, tps))
 
-    result: Offsets = _run(go)
+    result: Offsets = (planner or Planner(opts)).call(go)
     return result
 
 
-def latest_offsets(opts: ReadOptions, since: Offsets | None = None) -> Offsets:
+def batch_offsets(opts: ReadOptions) -> tuple[Offsets, Offsets]:
+    """The offsets a batch read starts and ends at, asked over one set of connections."""
+
+    async def go(admin: Admin, consumer: Consumer) -> tuple[Offsets, Offsets]:
+        tps = await _partitions(opts, admin)
+        start = _to_offsets(await _resolve(consumer, opts.starting, tps))
+        return start, _to_offsets(await _resolve(consumer, opts.ending, tps))
+
+    result: tuple[Offsets, Offsets] = Planner(opts).call(go)
+    return result
+
+
+def latest_offsets(
+    opts: ReadOptions, since: Offsets | None = None, planner: Planner | None = None
+) -> Offsets:
     """The offsets a batch read ends at (``endingOffsets``), or the stream's newest.
 
     For a stream (``since`` given), partitions that appeared after ``since``
     start at their earliest offset, so nothing written to them is skipped.
     """
 
-    async def go() -> Offsets:
-        config = opts.consumer_config()
-        tps = await _partitions(opts, config)
-        async with open_consumer(config=config) as consumer:
-            if since is None:
-                return _to_offsets(await _resolve(consumer, opts.ending, tps))
-            ends = await consumer.end_offsets(tps) if tps else {}
-            return _to_offsets(ends)
+    async def go(admin: Admin, consumer: Consumer) -> Offsets:
+        tps = await _partitions(opts, admin)
+        if since is None:
+            return _to_offsets(await _resolve(consumer, opts.ending, tps))
+        ends = await consumer.end_offsets(tps) if tps else {}
+        return _to_offsets(ends)
 
-    result: Offsets = _run(go)
+    result: Offsets = (planner or Planner(opts)).call(go)
     return result
 
 
-def new_partitions(opts: ReadOptions, since: Offsets, latest: Offsets) -> Offsets:
+def new_partitions(
+    opts: ReadOptions, since: Offsets, latest: Offsets, planner: Planner | None = None
+) -> Offsets:
     """``since`` plus the earliest offsets of partitions it does not know yet."""
     known = _from_offsets(since)
     fresh = [tp for tp in _from_offsets(latest) if tp not in known]
     if not fresh:
         return since
 
-    async def go() -> dict[TopicPartition, int]:
-        async with open_consumer(config=opts.consumer_config()) as consumer:
-            return await consumer.beginning_offsets(fresh)
+    async def go(admin: Admin, consumer: Consumer) -> dict[TopicPartition, int]:
+        return await consumer.beginning_offsets(fresh)
 
     merged = dict(known)
-    merged.update(_run(go))
+    merged.update((planner or Planner(opts)).call(go))
     return _to_offsets(merged)
+
+
+def backlog(start: Offsets, latest: Offsets) -> int:
+    """How many offsets lie between ``start`` and ``latest``, in all."""
+    begin = _from_offsets(start)
+    return sum(max(0, o - begin.get(tp, o)) for tp, o in _from_offsets(latest).items())
+
+
+def offsets_behind_latest(progress: Mapping[str, Any]) -> dict[str, str]:
+    """The metrics Spark's Kafka source adds to a stream's progress, from the
+    progress of a ``trafka`` stream: how far each partition's latest offset is
+    past what the micro-batch read (``avgOffsetsBehindLatest``,
+    ``maxOffsetsBehindLatest``, ``minOffsetsBehindLatest``, as strings).
+
+    Args:
+        progress: ``query.lastProgress`` (its first source), or one entry of its
+            ``sources``.
+
+    Returns:
+        The three metrics, or an empty dict before the source reported offsets.
+    """
+    source = progress["sources"][0] if "sources" in progress else progress
+    end, latest = source.get("endOffset"), source.get("latestOffset")
+    if isinstance(end, str):
+        end = json.loads(end)
+    if isinstance(latest, str):
+        latest = json.loads(latest)
+    if not end or not latest:
+        return {}
+    consumed = _from_offsets(end)
+    behind = [max(0, o - consumed[tp]) for tp, o in _from_offsets(latest).items() if tp in consumed]
+    if not behind:
+        return {}
+    return {
+        "avgOffsetsBehindLatest": str(sum(behind) / len(behind)),
+        "maxOffsetsBehindLatest": str(max(behind)),
+        "minOffsetsBehindLatest": str(min(behind)),
+    }
 
 
 def limit_offsets(start: Offsets, latest: Offsets, limit: int) -> Offsets:
@@ -226,10 +444,19 @@ def limit_offsets(start: Offsets, latest: Offsets, limit: int) -> Offsets:
 
 
 def plan_ranges(
-    start: Offsets, end: Offsets, *, min_partitions: int | None, fail_on_data_loss: bool
+    start: Offsets,
+    end: Offsets,
+    *,
+    min_partitions: int | None,
+    fail_on_data_loss: bool,
+    max_records_per_partition: int | None = None,
 ) -> list[OffsetRange]:
-    """Split ``[start, end)`` into tasks: one per partition with records, more
-    (split evenly) when ``min_partitions`` asks for more tasks than that.
+    """Split ``[start, end)`` into tasks, as Spark's connector does: one per
+    partition with records; with ``max_records_per_partition``, as many pieces of
+    a partition as keep each within it; then, when that is still fewer tasks than
+    ``min_partitions``, pieces in proportion to each partition's share of the
+    records (a partition keeps the larger of its two counts). Pieces of a
+    partition are as even as can be, and contiguous.
 
     Raises:
         DataLossError: a partition's end is before its start (the topic was deleted
@@ -251,19 +478,24 @@ def plan_ranges(
             continue
         if stop > first:
             ranges.append(OffsetRange(tp.topic, tp.partition, first, stop))
-    if min_partitions is None or len(ranges) >= min_partitions:
-        return ranges
-    total = sum(r.end - r.start for r in ranges)
+    pieces = [
+        math.ceil((r.end - r.start) / max_records_per_partition) if max_records_per_partition else 1
+        for r in ranges
+    ]
+    if min_partitions is not None and sum(pieces) < min_partitions:
+        total = sum(r.end - r.start for r in ranges)
+        pieces = [
+            max(n, min(r.end - r.start, round(min_partitions * (r.end - r.start) / total)))
+            for r, n in zip(ranges, pieces, strict=True)
+        ]
     out = []
-    for r in ranges:
-        size = r.end - r.start
-        pieces = max(1, min(size, round(min_partitions * size / total)))
-        step, extra = divmod(size, pieces)
+    for r, n in zip(ranges, pieces, strict=True):
+        step, extra = divmod(r.end - r.start, n)
         at = r.start
-        for i in range(pieces):
-            n = step + (1 if i < extra else 0)
-            out.append(OffsetRange(r.topic, r.partition, at, at + n))
-            at += n
+        for i in range(n):
+            size = step + (1 if i < extra else 0)
+            out.append(OffsetRange(r.topic, r.partition, at, at + size))
+            at += size
     return out
 
 
@@ -271,68 +503,332 @@ COLUMNS = ("key", "value", "topic", "partition", "offset", "timestamp", "timesta
 """The columns of a read, in order (``headers`` follows with ``includeHeaders``)."""
 
 
-def _columns(records: list[ConsumerRecord], headers: bool) -> dict[str, list[Any]]:
-    """A chunk of records as columns; timestamps in microseconds (None if unknown)."""
-    cols: dict[str, list[Any]] = {
-        "key": [r.key for r in records],
-        "value": [r.value for r in records],
-        "topic": [r.topic for r in records],
-        "partition": [r.partition for r in records],
-        "offset": [r.offset for r in records],
-        "timestamp": [r.timestamp * 1000 if r.timestamp >= 0 else None for r in records],
-        "timestampType": [r.timestamp_type for r in records],
-    }
-    if headers:
-        cols["headers"] = [[{"key": k, "value": v} for k, v in r.headers] for r in records]
-    return cols
+@dataclass(frozen=True, slots=True)
+class Chunk:
+    """Records of one partition as columns (each a sequence, one entry per record):
+    what the data source turns into one Arrow batch. ``timestamp_ms`` is -1 where
+    the record has none; ``headers`` is None without ``includeHeaders``."""
+
+    topic: str
+    partition: int
+    offset: Sequence[int]
+    timestamp_ms: Sequence[int]
+    timestamp_type: Sequence[int]
+    key: Sequence[bytes | None]
+    value: Sequence[bytes | None]
+    headers: Sequence[Sequence[tuple[str, bytes | None]]] | None
+
+    def __len__(self) -> int:
+        return len(self.offset)
 
 
-def read_range(opts: ReadOptions, task: OffsetRange) -> Iterator[dict[str, list[Any]]]:
-    """The records of one offset range, in offset order, as chunks of columns
-    (see :data:`COLUMNS`), one chunk per fetch.
+def _chunk(tp: TopicPartition, records: list[ConsumerRecord], headers: bool) -> Chunk:
+    return Chunk(
+        tp.topic,
+        tp.partition,
+        [r.offset for r in records],
+        [r.timestamp for r in records],
+        [r.timestamp_type for r in records],
+        [r.key for r in records],
+        [r.value for r in records],
+        [r.headers for r in records] if headers else None,
+    )
+
+
+class _Pooled:
+    """A client kept open on the shared loop between tasks."""
+
+    __slots__ = ("client", "close", "idle_since", "loop")
+
+    def __init__(self, loop: _Loop, client: Any, close: Any) -> None:
+        self.loop = loop
+        self.client = client
+        self.close = close
+        self.idle_since = 0.0
+
+
+class ClientPool:
+    """Async clients kept open between the Spark tasks of one Python worker,
+    keyed by their settings, as Spark's connector caches its consumers and
+    producers: a task takes an idle one with its settings (or opens one), uses
+    it, and gives it back, connections and metadata intact. So the tasks of a
+    stream's micro-batches, one after another in a worker that Spark reuses,
+    open no new connection.
+
+    Rules: a client serves one task at a time; one whose task failed is closed,
+    not given back (its state is unknown); ``tidy`` runs on the loop before a
+    client goes back (a consumer drops its assignment); at most ``capacity``
+    idle clients are kept per process, and one idle for ``idle_timeout_s`` is
+    closed when the pool is next used (Spark's caches evict after 5 minutes too).
+    """
+
+    def __init__(
+        self,
+        opener: Any,
+        tidy: Any = None,
+        *,
+        capacity: int = 16,
+        idle_timeout_s: float = 300.0,
+    ) -> None:
+        self.opener = opener
+        self.tidy = tidy
+        self.capacity = capacity
+        self.idle_timeout_s = idle_timeout_s
+        self._idle: dict[Any, list[_Pooled]] = {}
+        self._lock = threading.Lock()
+        self.opened = 0  # clients opened (for tests and statistics)
+
+    @contextlib.contextmanager
+    def lease(self, config: Any) -> Iterator[_Pooled]:
+        """An open client with ``config`` for one task (see the class doc)."""
+        entry = self._take(config)
+        try:
+            yield entry
+        except GeneratorExit:
+            self._give_back(config, entry)  # Spark stopped reading early: still sound
+            raise
+        except BaseException as exc:
+            # Closed as its block would be on this error (a producer then does not
+            # wait for what it had not sent); what that raises again is the same.
+            try:
+                entry.close(type(exc), exc, exc.__traceback__)
+            except BaseException:
+                pass
+            raise
+        else:
+            self._give_back(config, entry)
+
+    def _take(self, config: Any) -> _Pooled:
+        now = time.monotonic()
+        stale: list[_Pooled] = []
+        with self._lock:
+            for key, entries in list(self._idle.items()):
+                keep = [e for e in entries if now - e.idle_since < self.idle_timeout_s]
+                stale.extend(e for e in entries if e not in keep)
+                self._idle[key] = keep
+            entries = self._idle.get(config, [])
+            loop = _shared_loop()
+            entry = None
+            while entries:
+                candidate = entries.pop()
+                if candidate.loop is loop:
+                    entry = candidate
+                    break
+        for old in stale:
+            with contextlib.suppress(Exception):
+                old.close(None, None, None)
+        if entry is None:
+            client, close = loop.enter(self.opener(config))
+            entry = _Pooled(loop, client, close)
+            self.opened += 1
+        return entry
+
+    def _give_back(self, config: Any, entry: _Pooled) -> None:
+        try:
+            if self.tidy is not None:
+                entry.loop.call(self.tidy, entry.client)
+        except Exception:
+            with contextlib.suppress(Exception):
+                entry.close(None, None, None)
+            return
+        entry.idle_since = time.monotonic()
+        with self._lock:
+            if sum(len(e) for e in self._idle.values()) < self.capacity:
+                self._idle.setdefault(config, []).append(entry)
+                return
+        with contextlib.suppress(Exception):
+            entry.close(None, None, None)
+
+    def close(self) -> None:
+        """Close every idle consumer."""
+        with self._lock:
+            entries = [e for group in self._idle.values() for e in group]
+            self._idle.clear()
+        for entry in entries:
+            with contextlib.suppress(Exception):
+                entry.close(None, None, None)
+
+
+def _unassign(consumer: Consumer) -> None:
+    consumer.assign([])
+
+
+POOL = ClientPool(lambda config: open_consumer(config=config), _unassign)
+"""This process's async consumers for reading with OAUTHBEARER (see :class:`ClientPool`)."""
+
+PRODUCERS = ClientPool(lambda config: open_producer(config=config))
+"""This process's producers for writing (see :class:`ClientPool`)."""
+
+
+class ReaderPool:
+    """Range readers (:class:`~._wire.RangeReader`, their connections and
+    metadata) kept between the Spark tasks of one Python worker, keyed by
+    their settings, as Spark's connector caches its consumers. The same rules
+    as :class:`ClientPool`; a reader owns no thread, only sockets."""
+
+    def __init__(self, capacity: int = 16, idle_timeout_s: float = 300.0) -> None:
+        self.capacity = capacity
+        self.idle_timeout_s = idle_timeout_s
+        self._idle: dict[ConsumerConfig, list[tuple[float, RangeReader]]] = {}
+        self._lock = threading.Lock()
+        self._pid = os.getpid()
+
+    @contextlib.contextmanager
+    def lease(self, config: ConsumerConfig) -> Iterator[RangeReader]:
+        reader = self._take(config)
+        try:
+            yield reader
+        except GeneratorExit:
+            self._give_back(config, reader)
+            raise
+        except BaseException:
+            reader.close()
+            raise
+        else:
+            self._give_back(config, reader)
+
+    def _take(self, config: ConsumerConfig) -> RangeReader:
+        now = time.monotonic()
+        stale: list[RangeReader] = []
+        with self._lock:
+            if self._pid != os.getpid():  # forked: the sockets are the parent's
+                self._idle.clear()
+                self._pid = os.getpid()
+            for key, entries in list(self._idle.items()):
+                self._idle[key] = [e for e in entries if now - e[0] < self.idle_timeout_s]
+                stale.extend(r for t, r in entries if now - t >= self.idle_timeout_s)
+            entries = self._idle.get(config, [])
+            reader = entries.pop()[1] if entries else None
+        for old in stale:
+            old.close()
+        return reader if reader is not None else RangeReader(config)
+
+    def _give_back(self, config: ConsumerConfig, reader: RangeReader) -> None:
+        with self._lock:
+            if sum(len(e) for e in self._idle.values()) < self.capacity:
+                self._idle.setdefault(config, []).append((time.monotonic(), reader))
+                return
+        reader.close()
+
+    def close(self) -> None:
+        with self._lock:
+            readers = [r for group in self._idle.values() for _, r in group]
+            self._idle.clear()
+        for reader in readers:
+            reader.close()
+
+
+READERS = ReaderPool()
+"""This process's range readers (see :class:`ReaderPool`)."""
+
+
+def read_range(opts: ReadOptions, task: OffsetRange) -> Iterator[Chunk]:
+    """The records of one offset range, in offset order, as chunks of columns,
+    one chunk per fetch. The reader comes from :data:`READERS` (or, for
+    OAUTHBEARER, the async consumer from :data:`POOL`) and fetches nothing past
+    the range's end, so the task ends as soon as its last record is read.
 
     Raises:
         DataLossError: records of the range were deleted (``failOnDataLoss=true``).
         TrafkaError: the partition yields nothing for ``pollTimeoutMs``.
     """
     tp = TopicPartition(task.topic, task.partition)
-    timeout = opts.poll_timeout_ms / 1000
     config = dataclasses.replace(opts.consumer_config(), max_poll_records=_CHUNK)
-    with (
-        start_blocking_portal("trio") as portal,
-        portal.wrap_async_context_manager(open_consumer(config=config)) as consumer,
-    ):
-        # The consumer belongs to the portal's thread: even its plain methods run
-        # there, and in one call, so that no fetch sees the partition without its position.
-        portal.call(_assign_at, consumer, tp, task.start)
-        position = task.start
-        while position < task.end:
-            try:
-                batch = portal.call(partial(consumer.getmany, timeout_ms=int(timeout * 1000)))
-            except OffsetOutOfRangeError:
-                raise DataLossError(
-                    f"offsets {position}..{task.end} of {task.topic}-{task.partition} are no longer "
-                    "in the log (deleted by retention or DeleteRecords); set failOnDataLoss=false "
-                    "to skip them"
-                ) from None
-            records = batch.get(tp, [])
+    chunks = _read_wire if _wire_supported(config) else _read_pooled
+    position = task.start
+    try:
+        for records, after in chunks(config, tp, task, opts.poll_timeout_ms):
             if records and records[-1].offset >= task.end:
                 records = [r for r in records if r.offset < task.end]
             if records:
-                yield _columns(records, opts.include_headers)
-            now = portal.call(consumer.position, tp)
-            if now == position and not batch:
-                raise TrafkaError(
-                    f"no records from {task.topic}-{task.partition} at offset {position} within "
-                    f"pollTimeoutMs ({opts.poll_timeout_ms} ms); the read planned offsets up to "
-                    f"{task.end}"
-                )
+                yield _chunk(tp, records, opts.include_headers)
+            position = after
+    except _Lost as lost:
+        raise DataLossError(_lost(task, position, lost.earliest)) from None
+    except (KafkaConnectionError, _Stalled) as exc:
+        raise TrafkaError(
+            f"no records from {task.topic}-{task.partition} at offset {position} within "
+            f"kafkaConsumer.pollTimeoutMs ({opts.poll_timeout_ms} ms); the read planned "
+            f"offsets up to {task.end}: {exc}"
+        ) from exc
+
+
+class _Stalled(TrafkaError):
+    """Nothing came for ``pollTimeoutMs``."""
+
+
+class _Lost(Exception):
+    def __init__(self, earliest: int | None) -> None:
+        self.earliest = earliest
+
+
+def _read_wire(
+    config: ConsumerConfig, tp: TopicPartition, task: OffsetRange, timeout_ms: int
+) -> Iterator[tuple[list[ConsumerRecord], int]]:
+    with READERS.lease(config) as reader:
+        try:
+            yield from reader.read(tp, task.start, task.end, timeout_ms, _CHUNK)
+        except OffsetOutOfRangeError:
+            try:
+                earliest: int | None = reader.earliest(tp)
+            except TrafkaError:
+                earliest = None
+            raise _Lost(earliest) from None
+
+
+def _read_pooled(
+    config: ConsumerConfig, tp: TopicPartition, task: OffsetRange, timeout_ms: int
+) -> Iterator[tuple[list[ConsumerRecord], int]]:
+    with POOL.lease(config) as entry:
+        loop, consumer = entry.loop, entry.client
+        loop.call(_assign_at, consumer, tp, task.start, task.end)
+        position = task.start
+        while position < task.end:
+            try:
+                records, now = loop.call(_next_chunk, consumer, tp, timeout_ms)
+            except OffsetOutOfRangeError:
+                raise _Lost(loop.call(_earliest, consumer, tp)) from None
+            if not records and now == position:
+                raise _Stalled("nothing was fetched")
+            yield records, now
             position = now
 
 
-def _assign_at(consumer: Consumer, tp: TopicPartition, offset: int) -> None:
+async def _next_chunk(
+    consumer: Consumer, tp: TopicPartition, timeout_ms: int
+) -> tuple[list[ConsumerRecord], int]:
+    """The next records of ``tp`` (waiting up to ``timeout_ms``) and the position after them."""
+    batch = await consumer.getmany(tp, timeout_ms=timeout_ms)
+    return batch.get(tp, []), await consumer.position(tp)
+
+
+async def _earliest(consumer: Consumer, tp: TopicPartition) -> int | None:
+    try:
+        return (await consumer.beginning_offsets([tp]))[tp]
+    except TrafkaError:
+        return None
+
+
+def _lost(task: OffsetRange, position: int, earliest: int | None) -> str:
+    """What a task lost: from its position to the log's start (or its end)."""
+    name = f"{task.topic}-{task.partition}"
+    if earliest is None:
+        what = f"offset {position} of {name} is no longer in the log"
+    else:
+        last = min(earliest, task.end) - 1
+        span = f"offset {position}" if last <= position else f"offsets {position}-{last}"
+        what = f"{span} of {name} are no longer in the log (it now starts at {earliest})"
+        if last <= position:
+            what = what.replace(" are ", " is ", 1)
+    return (
+        f"{what}: deleted by retention or DeleteRecords before this read of offsets "
+        f"{task.start}-{task.end - 1}; set failOnDataLoss=false to skip them"
+    )
+
+
+def _assign_at(consumer: Consumer, tp: TopicPartition, offset: int, end: int) -> None:
     consumer.assign([tp])
-    consumer.seek(tp, offset)
+    consumer.seek(tp, offset, until=end)
 
 
 def _bytes(value: Any, what: str) -> bytes | None:
@@ -348,6 +844,8 @@ def _bytes(value: Any, what: str) -> bytes | None:
 def write_columns(opts: WriteOptions, chunks: Iterable[Mapping[str, list[Any]]]) -> int:
     """Produce every row of the chunks (columns ``value``, and optionally ``key``,
     ``topic``, ``partition``, ``headers``) and wait until all are acknowledged.
+    The ``topic`` option, when given, is every row's topic (Spark's rule);
+    otherwise each row's ``topic`` column.
 
     Returns:
         The number of records written.
@@ -357,47 +855,57 @@ def write_columns(opts: WriteOptions, chunks: Iterable[Mapping[str, list[Any]]])
         TypeError: a value of an unsupported type.
     """
 
-    async def go() -> int:
-        count = 0
-        pending: list[RecordFuture] = []
-        async with open_producer(config=opts.producer_config()) as producer:
-            for chunk in chunks:
-                values = chunk["value"]
-                n = len(values)
-                keys = chunk.get("key") or [None] * n
-                topics = chunk.get("topic") or [None] * n
-                partitions = chunk.get("partition") or [None] * n
-                all_headers = chunk.get("headers") or [None] * n
-                for i in range(n):
-                    topic = topics[i] or opts.topic
-                    if topic is None:
-                        raise TrafkaError(
-                            "a row has no topic: give the DataFrame a 'topic' column or the "
-                            "'topic' option"
-                        )
-                    headers = all_headers[i]
-                    pending.append(
-                        await producer.send(
-                            topic,
-                            _bytes(values[i], "value"),
-                            key=_bytes(keys[i], "key"),
-                            partition=partitions[i],
-                            headers=[
-                                (h["key"], _bytes(h["value"], "header value")) for h in headers
-                            ]
-                            if headers
-                            else None,
-                        )
-                    )
-                count += n
-                if len(pending) >= 10_000:
-                    await _settle(pending)
-            await producer.flush()
-            await _settle(pending)
-        return count
+    config = opts.producer_config()
+    count = 0
+    pending: list[RecordFuture] = []
+    # The producer is kept between tasks on the shared loop; Spark's rows are
+    # taken here, in the task's thread, and handed over a chunk at a time.
+    with PRODUCERS.lease(config) as entry:
+        for chunk in chunks:
+            count += entry.loop.call(_send_chunk, entry.client, opts.topic, chunk, pending)
+        entry.loop.call(_finish, entry.client, pending)
+    return count
 
-    result: int = _run(go)
-    return result
+
+async def _send_chunk(
+    producer: Producer,
+    default_topic: str | None,
+    chunk: Mapping[str, list[Any]],
+    pending: list[RecordFuture],
+) -> int:
+    values = chunk["value"]
+    n = len(values)
+    keys = chunk.get("key") or [None] * n
+    topics = chunk.get("topic") or [None] * n
+    partitions = chunk.get("partition") or [None] * n
+    all_headers = chunk.get("headers") or [None] * n
+    for i in range(n):
+        # As in Spark, the topic option overrides the column.
+        topic = default_topic or topics[i]
+        if topic is None:
+            raise TrafkaError(
+                "a row has no topic: give the DataFrame a 'topic' column or the 'topic' option"
+            )
+        headers = all_headers[i]
+        pending.append(
+            await producer.send(
+                topic,
+                _bytes(values[i], "value"),
+                key=_bytes(keys[i], "key"),
+                partition=partitions[i],
+                headers=[(h["key"], _bytes(h["value"], "header value")) for h in headers]
+                if headers
+                else None,
+            )
+        )
+    if len(pending) >= 10_000:
+        await _settle(pending)
+    return n
+
+
+async def _finish(producer: Producer, pending: list[RecordFuture]) -> None:
+    await producer.flush()
+    await _settle(pending)
 
 
 async def _settle(pending: list[RecordFuture]) -> None:

@@ -9,35 +9,52 @@ The option names are those of Spark's own Kafka connector (``subscribe``,
 two by changing ``format("kafka")`` to ``format("trafka")``. Rules:
 
 * Option names are case-insensitive, as everywhere in Spark.
-* ``kafka.<key>`` options are client settings; the key must be one trafka's
-  consumer (reading) or producer (writing) knows, in Kafka's dotted spelling.
-  Settings the data source owns (group, offsets, deserializers) are refused.
+* ``kafka.<key>`` options are client settings, passed through to trafka's
+  consumer (reading) or producer (writing) in Kafka's dotted spelling. A Java
+  client setting trafka has no use for (``receive.buffer.bytes``,
+  ``client.dns.lookup``...) is accepted and left out, as :data:`JAVA_ONLY` says
+  why; any other unknown key is an error naming it (a typo is not silently
+  dropped, as Java's clients would). Settings the data source owns (offsets,
+  deserializers, interceptors) are refused, as Spark's connector refuses them.
+* ``kafka.group.id`` (else ``groupIdPrefix`` and a random suffix) is the group
+  id the consumers present, for the brokers' quotas and ACLs; they never join
+  the group or commit to it.
 * Exactly one of ``subscribe``, ``subscribePattern`` and ``assign`` says what
   to read.
 * Offsets in JSON are ``{"topic": {"partition": offset}}``; -2 means the
   earliest offset and -1 the latest (the last stable offset under
   ``kafka.isolation.level=read_committed``).
 * Any other option is an error.
+* :data:`PARITY` lists every option and behaviour of Spark's Kafka integration
+  guide with what trafka does; docs/spark.md's parity table is rendered from it
+  (:func:`parity_table`) and a test keeps the two equal.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..sdk.config import ConsumerConfig, ProducerConfig
 from ..sdk.errors import ConfigError
+from ..sdk.partitioners import PARTITIONERS
 
 __all__ = [
     "EARLIEST",
+    "JAVA_ONLY",
     "LATEST",
+    "PARITY",
     "OffsetSpec",
+    "Parity",
     "ReadOptions",
     "WriteOptions",
+    "check_read_options",
     "include_headers",
+    "parity_table",
     "parse_read_options",
     "parse_write_options",
 ]
@@ -45,21 +62,85 @@ __all__ = [
 EARLIEST = -2
 LATEST = -1
 
-# Client settings the data source decides itself.
+# Client settings the data source decides itself (Spark's connector refuses the same).
 _OWNED_READ = {
-    "group.id": "the data source tracks offsets itself (checkpoints in streaming)",
     "auto.offset.reset": "use startingOffsets",
     "enable.auto.commit": "the data source never commits offsets to a group",
     "key.deserializer": "keys are returned as binary; cast them in the DataFrame",
     "value.deserializer": "values are returned as binary; cast them in the DataFrame",
     "group.instance.id": "the data source does not join a group",
+    "interceptor.classes": "records go to Spark as they are read (Spark refuses it too)",
 }
 _OWNED_WRITE = {
     "key.serializer": "the key column (string or binary) is written as bytes",
     "value.serializer": "the value column (string or binary) is written as bytes",
     "transactional.id": "the sink is at-least-once; see the Spark page of the docs",
+    "interceptor.classes": "rows are produced as they are (Spark refuses it too)",
 }
 
+#: Java client settings that mean nothing to trafka's clients: accepted under
+#: ``kafka.`` (so a job moves over unchanged) and left out, with why.
+JAVA_ONLY: dict[str, str] = {
+    "client.dns.lookup": "trafka resolves a host name itself and tries each of its addresses",
+    "receive.buffer.bytes": "the operating system's socket buffer sizes are used",
+    "send.buffer.bytes": "the operating system's socket buffer sizes are used",
+    "socket.connection.setup.timeout.max.ms": "socket.connection.setup.timeout.ms bounds a connect",
+    "metadata.recovery.strategy": "trafka goes back to bootstrap.servers when no broker answers",
+    "metadata.recovery.rebootstrap.trigger.ms": "see metadata.recovery.strategy",
+    "metric.reporters": "Java metrics reporters; trafka's metrics are in statistics()",
+    "metrics.num.samples": "Java metrics; trafka's are in statistics()",
+    "metrics.sample.window.ms": "Java metrics; trafka's are in statistics()",
+    "metrics.recording.level": "Java metrics; trafka's are in statistics()",
+    "auto.include.jmx.reporter": "there is no JMX in Python",
+    "security.providers": "Python's ssl module provides the security",
+    "ssl.protocol": "Python's ssl module negotiates the newest TLS both sides speak",
+    "ssl.enabled.protocols": "Python's ssl module negotiates the newest TLS both sides speak",
+    "ssl.provider": "Python's ssl module provides TLS",
+    "ssl.cipher.suites": "OpenSSL's default suites are used",
+    "ssl.keymanager.algorithm": "a Java KeyManagerFactory setting",
+    "ssl.trustmanager.algorithm": "a Java TrustManagerFactory setting",
+    "ssl.secure.random.implementation": "a Java SecureRandom setting",
+    "ssl.engine.factory.class": "a Java class",
+    "sasl.client.callback.handler.class": "a Java class",
+    "sasl.login.class": "a Java class",
+    "sasl.login.callback.handler.class": "a Java class",
+    "sasl.login.refresh.window.factor": "trafka re-authenticates between 85% and 95% of a session",
+    "sasl.login.refresh.window.jitter": "trafka re-authenticates between 85% and 95% of a session",
+    "sasl.login.refresh.min.period.seconds": "see sasl.login.refresh.window.factor",
+    "sasl.login.refresh.buffer.seconds": "see sasl.login.refresh.window.factor",
+    "sasl.login.connect.timeout.ms": "request.timeout.ms bounds the token endpoint",
+    "sasl.login.read.timeout.ms": "request.timeout.ms bounds the token endpoint",
+    "sasl.login.retry.backoff.ms": "retry.backoff.ms applies",
+    "sasl.login.retry.backoff.max.ms": "retry.backoff.max.ms applies",
+    "partitioner.ignore.keys": "use kafka.partitioner.class",
+    "partitioner.adaptive.partitioning.enable": "the sticky partitioner is not adaptive",
+    "partitioner.availability.timeout.ms": "partitions without a leader are always avoided",
+    "compression.gzip.level": "use kafka.compression.level",
+    "compression.lz4.level": "use kafka.compression.level",
+    "compression.zstd.level": "use kafka.compression.level",
+    "metadata.max.idle.ms": "metadata.max.age.ms bounds how long metadata is kept",
+}
+
+# Java settings that would change what is read or trusted: refused, not dropped.
+_JAVA_REFUSED = {
+    "ssl.keystore.location": "give the PEM files as kafka.ssl.certificate.location and "
+    "kafka.ssl.key.location",
+    "ssl.truststore.location": "give the PEM CA file as kafka.ssl.ca.location",
+    "ssl.keystore.type": "give the PEM files as kafka.ssl.certificate.location and "
+    "kafka.ssl.key.location",
+    "ssl.truststore.type": "give the PEM CA file as kafka.ssl.ca.location",
+}
+
+#: ``kafka.partitioner.class``: Java's partitioners by class name, and trafka's own by name.
+JAVA_PARTITIONERS = {
+    "org.apache.kafka.clients.producer.internals.DefaultPartitioner": "murmur2",
+    "org.apache.kafka.clients.producer.RoundRobinPartitioner": "roundrobin",
+    "org.apache.kafka.clients.producer.UniformStickyPartitioner": "random",
+}
+
+_SPARK_GROUP_PREFIX = "spark-kafka-source"
+
+# Data source options, lower-cased, and how each is parsed (see parse_read_options).
 _READ_KEYS = {
     "subscribe",
     "subscribepattern",
@@ -70,14 +151,22 @@ _READ_KEYS = {
     "endingtimestamp",
     "startingoffsetsbytimestamp",
     "endingoffsetsbytimestamp",
+    "startingoffsetsbytimestampstrategy",
     "includeheaders",
     "failondataloss",
     "maxoffsetspertrigger",
+    "minoffsetspertrigger",
+    "maxtriggerdelay",
     "minpartitions",
-    "polltimeoutms",
+    "maxrecordsperpartition",
+    "kafkaconsumer.polltimeoutms",
+    "polltimeoutms",  # trafka's name before kafkaConsumer.pollTimeoutMs
+    "fetchoffset.numretries",
+    "fetchoffset.retryintervalms",
+    "groupidprefix",
 }
 # Spark adds checkpointLocation to a streaming write's options.
-_WRITE_KEYS = {"topic", "checkpointlocation"}
+_WRITE_KEYS = {"topic", "checkpointlocation", "includeheaders"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,13 +175,28 @@ class OffsetSpec:
     precedence: ``timestamp`` (ms, every partition), else the partition's entry
     in ``timestamps``, else its entry in ``per_partition``, else ``default``
     (EARLIEST or LATEST). A timestamp means the first offset whose record is at
-    least that old, or the partition's end when there is none.
+    least that old; when there is none, an end is the partition's end, and a
+    start is an error, or the partition's end with ``no_match_latest``
+    (``startingOffsetsByTimestampStrategy=latest``).
     """
 
     default: int
     per_partition: Mapping[tuple[str, int], int] = field(default_factory=dict)
     timestamp: int | None = None
     timestamps: Mapping[tuple[str, int], int] = field(default_factory=dict)
+    no_match_latest: bool = True
+
+
+def _client_settings(client: Mapping[str, str]) -> dict[str, str]:
+    """The ``kafka.*`` settings trafka's clients take (Java-only ones left out)."""
+    out = {}
+    for key, value in client.items():
+        normal = key.replace("_", ".")
+        if normal in _JAVA_REFUSED:
+            raise ConfigError(f"option 'kafka.{key}' is not supported: {_JAVA_REFUSED[normal]}")
+        if normal not in JAVA_ONLY:
+            out[key] = value
+    return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,20 +212,29 @@ class ReadOptions:
     include_headers: bool = False
     fail_on_data_loss: bool = True
     max_offsets_per_trigger: int | None = None
+    min_offsets_per_trigger: int | None = None
+    max_trigger_delay_ms: int = 15 * 60_000
     min_partitions: int | None = None
+    max_records_per_partition: int | None = None
     poll_timeout_ms: int = 120_000
+    fetch_offset_retries: int = 3
+    fetch_offset_retry_interval_ms: int = 10
+    group_id: str | None = None
 
     def consumer_config(self) -> ConsumerConfig:
         """The settings of the consumers that read (driver and executors)."""
-        return ConsumerConfig.from_dict(
-            {
-                **self.client,
-                "enable.auto.commit": "false",
-                "allow.auto.create.topics": "false",  # reading never creates a topic
-                # Offsets the plan names must exist; failOnDataLoss decides what a gap does.
-                "auto.offset.reset": "none" if self.fail_on_data_loss else "earliest",
-            }
-        )
+        settings: dict[str, Any] = {
+            **_client_settings(self.client),
+            "enable.auto.commit": "false",
+            "allow.auto.create.topics": "false",  # reading never creates a topic
+            # Offsets the plan names must exist; failOnDataLoss decides what a gap does.
+            "auto.offset.reset": "none" if self.fail_on_data_loss else "earliest",
+        }
+        settings.pop("group.id", None)
+        settings.pop("group_id", None)
+        if self.group_id is not None:
+            settings["group.id"] = self.group_id
+        return ConsumerConfig.from_dict(settings)
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,7 +245,24 @@ class WriteOptions:
     topic: str | None = None
 
     def producer_config(self) -> ProducerConfig:
-        return ProducerConfig.from_dict(dict(self.client))
+        settings: dict[str, Any] = _client_settings(self.client)
+        for key in ("partitioner.class", "partitioner_class"):
+            if key in settings:
+                settings["partitioner"] = _partitioner(settings.pop(key))
+        return ProducerConfig.from_dict(settings)
+
+
+def _partitioner(value: str) -> str:
+    name = value.strip()
+    if name in JAVA_PARTITIONERS:
+        return JAVA_PARTITIONERS[name]
+    if name in PARTITIONERS:
+        return name
+    raise ConfigError(
+        f"option 'kafka.partitioner.class' cannot be {value!r}: Java classes cannot run in "
+        f"Python; use one of {', '.join(sorted(JAVA_PARTITIONERS))} or trafka's "
+        f"{', '.join(sorted(PARTITIONERS))}"
+    )
 
 
 def _split(options: Mapping[str, str], allowed: set[str]) -> tuple[dict[str, str], dict[str, str]]:
@@ -173,16 +303,43 @@ def include_headers(value: str | None) -> bool:
     return _bool("includeHeaders", value, False)
 
 
-def _positive(name: str, value: str | None) -> int | None:
+def _integer(name: str, value: str | None, minimum: int) -> int | None:
     if value is None:
         return None
     try:
         number = int(value)
     except ValueError:
         raise ConfigError(f"option {name!r} must be an integer, not {value!r}") from None
-    if number <= 0:
-        raise ConfigError(f"option {name!r} must be positive, not {number}")
+    if number < minimum:
+        what = "positive" if minimum == 1 else f"at least {minimum}"
+        raise ConfigError(f"option {name!r} must be {what}, not {number}")
     return number
+
+
+def _or(value: int | None, default: int) -> int:
+    return default if value is None else value
+
+
+def _positive(name: str, value: str | None) -> int | None:
+    return _integer(name, value, 1)
+
+
+_UNITS_MS = {
+    "us": 0.001, "ms": 1, "s": 1000, "sec": 1000, "m": 60_000, "min": 60_000,
+    "h": 3_600_000, "d": 86_400_000,
+}  # fmt: skip
+
+
+def _duration_ms(name: str, value: str | None, default: int) -> int:
+    """A duration as Spark writes them (``15m``, ``30s``, ``500ms``; a bare number is ms)."""
+    if value is None:
+        return default
+    match = re.fullmatch(r"\s*(\d+)\s*([a-z]*)\s*", value.lower())
+    if match is None or match[2] not in ("", *_UNITS_MS):
+        raise ConfigError(
+            f"option {name!r} must be a duration such as 15m, 30s or 500ms, not {value!r}"
+        )
+    return int(int(match[1]) * _UNITS_MS.get(match[2], 1))
 
 
 def _json(name: str, value: str) -> Any:
@@ -252,6 +409,29 @@ def _timestamp(name: str, value: str | None) -> int | None:
     return ms
 
 
+def _strategy(value: str | None) -> bool:
+    """``startingOffsetsByTimestampStrategy``: True for ``latest``, False for ``error``."""
+    if value is None:
+        return False
+    low = value.strip().lower()
+    if low not in ("error", "latest"):
+        raise ConfigError(
+            f"option 'startingOffsetsByTimestampStrategy' must be error or latest, not {value!r}"
+        )
+    return low == "latest"
+
+
+def _group_id(own: Mapping[str, str], client: Mapping[str, str]) -> str:
+    """``kafka.group.id`` as given, else ``groupIdPrefix`` and a random suffix (as Spark)."""
+    given = client.get("group.id") or client.get("group_id")
+    if given:
+        return given
+    prefix = own.get("groupidprefix", _SPARK_GROUP_PREFIX)
+    if not prefix.strip():
+        raise ConfigError("option 'groupIdPrefix' must not be empty")
+    return f"{prefix}-{uuid.uuid4()}"
+
+
 def parse_read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOptions:
     """Check a read's options.
 
@@ -292,10 +472,12 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOp
             pairs.extend((topic, p) for p in parts)
         assigned = tuple(sorted(set(pairs)))
 
-    if streaming and own.keys() & {"endingoffsets", "endingtimestamp", "endingoffsetsbytimestamp"}:
+    ending_keys = ("endingoffsets", "endingtimestamp", "endingoffsetsbytimestamp")
+    if streaming and own.keys() & set(ending_keys):
         raise ConfigError("a streaming read has no end: 'endingOffsets' is for batch reads")
-    if not streaming and "maxoffsetspertrigger" in own:
-        raise ConfigError("option 'maxOffsetsPerTrigger' is for streaming reads")
+    if "polltimeoutms" in own and "kafkaconsumer.polltimeoutms" in own:
+        raise ConfigError("give 'kafkaConsumer.pollTimeoutMs' or 'pollTimeoutMs', not both")
+    no_match_latest = _strategy(own.get("startingoffsetsbytimestampstrategy"))
     starting = _offsets(
         "startingOffsets",
         own.get("startingoffsets"),
@@ -308,6 +490,7 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOp
         starting.per_partition,
         _timestamp("startingTimestamp", own.get("startingtimestamp")),
         _timestamps("startingOffsetsByTimestamp", own.get("startingoffsetsbytimestamp")),
+        no_match_latest,
     )
     ending = OffsetSpec(
         ending.default,
@@ -315,7 +498,10 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOp
         _timestamp("endingTimestamp", own.get("endingtimestamp")),
         _timestamps("endingOffsetsByTimestamp", own.get("endingoffsetsbytimestamp")),
     )
-
+    # Spark ignores the trigger options in a batch read; they are still checked.
+    max_per_trigger = _positive("maxOffsetsPerTrigger", own.get("maxoffsetspertrigger"))
+    min_per_trigger = _positive("minOffsetsPerTrigger", own.get("minoffsetspertrigger"))
+    poll = own.get("kafkaconsumer.polltimeoutms", own.get("polltimeoutms"))
     result = ReadOptions(
         client=client,
         topics=topics,
@@ -325,22 +511,248 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOp
         ending=ending,
         include_headers=include_headers(own.get("includeheaders")),
         fail_on_data_loss=_bool("failOnDataLoss", own.get("failondataloss"), True),
-        max_offsets_per_trigger=_positive("maxOffsetsPerTrigger", own.get("maxoffsetspertrigger")),
+        max_offsets_per_trigger=max_per_trigger if streaming else None,
+        min_offsets_per_trigger=min_per_trigger if streaming else None,
+        max_trigger_delay_ms=_duration_ms(
+            "maxTriggerDelay", own.get("maxtriggerdelay"), 15 * 60_000
+        ),
         min_partitions=_positive("minPartitions", own.get("minpartitions")),
-        poll_timeout_ms=_positive("pollTimeoutMs", own.get("polltimeoutms")) or 120_000,
+        max_records_per_partition=_positive(
+            "maxRecordsPerPartition", own.get("maxrecordsperpartition")
+        ),
+        poll_timeout_ms=_positive("kafkaConsumer.pollTimeoutMs", poll) or 120_000,
+        fetch_offset_retries=_or(
+            _integer("fetchOffset.numRetries", own.get("fetchoffset.numretries"), 0), 3
+        ),
+        fetch_offset_retry_interval_ms=_or(
+            _integer("fetchOffset.retryIntervalMs", own.get("fetchoffset.retryintervalms"), 0), 10
+        ),
+        group_id=_group_id(own, client),
     )
     result.consumer_config()  # an unknown or invalid kafka.* setting fails here
     return result
 
 
+def check_read_options(options: Mapping[str, str]) -> None:
+    """Check a read's options before Spark says whether it is a batch or a stream
+    (a data source's ``schema()``): what is wrong for both fails now.
+
+    Raises:
+        ConfigError: an option neither a batch read nor a stream accepts.
+    """
+    try:
+        parse_read_options(options, streaming=False)
+    except ConfigError:
+        try:
+            parse_read_options(options, streaming=True)
+        except ConfigError:
+            pass
+        else:
+            return  # only a batch read refuses it: reader() says so
+        raise
+
+
 def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
-    """Check a write's options (``topic``, ``kafka.*``).
+    """Check a write's options (``topic``, ``includeHeaders``, ``kafka.*``).
 
     Raises:
         ConfigError: an unknown or invalid option, naming it.
     """
     own, client = _split(options, _WRITE_KEYS)
     _owned(client, _OWNED_WRITE)
+    # As in Spark, a headers column is written whether or not includeHeaders is set.
+    include_headers(own.get("includeheaders"))
     result = WriteOptions(client=client, topic=own.get("topic") or None)
     result.producer_config()
     return result
+
+
+@dataclass(frozen=True, slots=True)
+class Parity:
+    """One option or behaviour of Spark's Kafka integration guide, and trafka's answer.
+
+    Attributes:
+        name: the option (as the guide spells it) or a short name for a behaviour.
+        side: ``read``, ``write`` or ``both``.
+        spark: what Spark's connector does (its default, in short).
+        trafka: ``same``, or what differs and why.
+        example: a value the option takes (None for a behaviour); the parity test
+            gives it to the parser of each side.
+        streaming_only: the option means something only in a stream (a batch read
+            accepts and ignores it, as Spark does).
+    """
+
+    name: str
+    side: str
+    spark: str
+    trafka: str = "same"
+    example: str | None = None
+    streaming_only: bool = False
+
+
+_GUIDE = "Spark's Kafka integration guide"
+
+#: Every option and behaviour of Spark's Kafka integration guide (Spark 3.5-4.x).
+PARITY: tuple[Parity, ...] = (
+    Parity("assign", "read", 'JSON {"topic": [0, 1]}', example='{"t": [0]}'),
+    Parity("subscribe", "read", "comma-separated topics", example="t"),
+    Parity(
+        "subscribePattern",
+        "read",
+        "Java regular expression",
+        "a Python regular expression, matched against whole topic names",
+        example="t.*",
+    ),
+    Parity("kafka.bootstrap.servers", "both", "required", example="127.0.0.1:9092"),
+    Parity(
+        "startingTimestamp",
+        "read",
+        "ms; each partition starts at its first record at or after it",
+        example="1700000000000",
+    ),
+    Parity(
+        "startingOffsetsByTimestamp",
+        "read",
+        "the same per partition, JSON",
+        example='{"t": {"0": 1700000000000}}',
+    ),
+    Parity(
+        "startingOffsets",
+        "read",
+        "earliest (batch), latest (stream), or JSON with -2/-1",
+        example="earliest",
+    ),
+    Parity("endingTimestamp", "read", "batch only; ms", example="1700000000000"),
+    Parity(
+        "endingOffsetsByTimestamp",
+        "read",
+        "batch only; JSON",
+        example='{"t": {"0": 1700000000000}}',
+    ),
+    Parity("endingOffsets", "read", "batch only; latest or JSON with -1", example="latest"),
+    Parity("failOnDataLoss", "read", "true", example="false"),
+    Parity(
+        "kafkaConsumer.pollTimeoutMs",
+        "read",
+        "120000 ms",
+        "same; `pollTimeoutMs` is accepted too",
+        example="5000",
+    ),
+    Parity("fetchOffset.numRetries", "read", "3", example="5"),
+    Parity("fetchOffset.retryIntervalMs", "read", "10 ms", example="20"),
+    Parity(
+        "maxOffsetsPerTrigger",
+        "read",
+        "none; ignored by batch reads",
+        example="1000",
+        streaming_only=True,
+    ),
+    Parity(
+        "minOffsetsPerTrigger",
+        "read",
+        "none; ignored by batch reads",
+        example="100",
+        streaming_only=True,
+    ),
+    Parity(
+        "maxTriggerDelay",
+        "read",
+        "15m, with minOffsetsPerTrigger",
+        example="30s",
+        streaming_only=True,
+    ),
+    Parity("minPartitions", "read", "none: one task per partition", example="8"),
+    Parity("maxRecordsPerPartition", "read", "none", example="10000"),
+    Parity(
+        "groupIdPrefix",
+        "read",
+        "spark-kafka-source",
+        "same: the group id the consumers present; they never join or commit",
+        example="etl",
+    ),
+    Parity(
+        "kafka.group.id",
+        "read",
+        "none: a generated id",
+        "same: presented for quotas and ACLs; never joined or committed to",
+        example="etl-group",
+    ),
+    Parity(
+        "includeHeaders", "both", "false; the sink writes a headers column anyway", example="true"
+    ),
+    Parity(
+        "startingOffsetsByTimestampStrategy",
+        "read",
+        "error: a timestamp no record reaches fails the query; latest: start at the end",
+        example="latest",
+    ),
+    Parity("topic", "write", "the topic of every row; overrides a topic column", example="t"),
+    Parity(
+        "kafka.partitioner.class",
+        "write",
+        "the producer's partitioner (Java class)",
+        "Java's DefaultPartitioner, RoundRobinPartitioner and UniformStickyPartitioner "
+        "(keys ignored, spread at random) by class name, or trafka's partitioners by name; "
+        "other Java classes cannot run in Python",
+        example="org.apache.kafka.clients.producer.RoundRobinPartitioner",
+    ),
+    Parity(
+        "kafka.* client settings",
+        "both",
+        "passed to the Java consumer or producer",
+        "passed to trafka's; Java-only ones (kafka.receive.buffer.bytes, "
+        "kafka.client.dns.lookup, ...) accepted with no effect; unknown ones are an error",
+    ),
+    Parity(
+        "refused kafka.* settings",
+        "both",
+        "auto.offset.reset, enable.auto.commit, (de)serializers, interceptor.classes",
+        "same, and kafka.transactional.id on the sink; kafka.ssl.keystore/truststore.* "
+        "(JKS) refused in favour of PEM files",
+    ),
+    Parity(
+        "errors at definition",
+        "both",
+        "a wrong option fails load() or start()",
+        "same, but for what only one kind of read refuses (startingOffsets=latest on a "
+        "batch read, endingOffsets on a stream): Spark does not tell a Python source at "
+        "load() which it is, so these fail at the first action or as the stream starts",
+    ),
+    Parity(
+        "missing topics",
+        "read",
+        "a subscribed topic that does not exist reads as empty",
+        "the planning fails naming the topic (the data source never creates topics)",
+    ),
+    Parity(
+        "source metrics",
+        "read",
+        "avg/max/minOffsetsBehindLatest in a stream's progress",
+        "Spark has no metrics hook for Python sources: trafka.spark.offsets_behind_latest"
+        "(query.lastProgress) computes them from the latestOffset the source reports",
+    ),
+    Parity(
+        "consumer and producer caching",
+        "both",
+        "spark.kafka.consumer.cache.* and producer cache (Spark settings)",
+        "readers and producers (and their connections) kept per Python worker, keyed by "
+        "the client settings, closed after 5 idle minutes, and a stream's planning clients "
+        "kept between triggers; the spark.kafka.* cache settings do not apply",
+    ),
+    Parity(
+        "delegation tokens",
+        "both",
+        "spark.kafka.clusters.* obtains tokens for the executors",
+        "create the token on the driver and pass it as kafka.sasl.* options",
+    ),
+)
+
+
+def parity_table() -> str:
+    """:data:`PARITY` as the Markdown table docs/spark.md shows."""
+    lines = ["| Option or behaviour | | Spark | trafka |", "|---|---|---|---|"]
+    for p in PARITY:
+        side = {"read": "read", "write": "write", "both": "read, write"}[p.side]
+        name = f"`{p.name}`" if p.example is not None else p.name
+        lines.append(f"| {name} | {side} | {p.spark} | {p.trafka} |")
+    return "\n".join(lines) + "\n"

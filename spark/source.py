@@ -17,11 +17,13 @@ range or writes its rows with trafka's own clients.
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceArrowWriter,
@@ -38,6 +40,7 @@ from pyspark.sql.streaming.datasource import (
     ReadAllAvailable,
     ReadLimit,
     ReadMaxRows,
+    ReadMinRows,
     SupportsTriggerAvailableNow,
 )
 from pyspark.sql.types import (
@@ -57,6 +60,7 @@ from . import _kafka
 from .options import (
     ReadOptions,
     WriteOptions,
+    check_read_options,
     include_headers,
     parse_read_options,
     parse_write_options,
@@ -124,8 +128,10 @@ class KafkaDataSource(DataSource):
         return "trafka"
 
     def schema(self) -> StructType:
-        # Spark asks before it says whether the read is a batch or a stream: the
-        # options are checked by reader() and streamReader().
+        # Spark asks at load(), before it says whether the read is a batch or a
+        # stream (and never for a write): what neither accepts fails here, the
+        # rest in reader() and streamReader().
+        check_read_options(self.options)
         value = next((v for k, v in self.options.items() if k.lower() == "includeheaders"), None)
         if include_headers(value):
             return StructType([*SCHEMA.fields, _HEADERS])
@@ -137,7 +143,13 @@ class KafkaDataSource(DataSource):
         return _BatchReader(_pinned(parse_read_options(self.options, streaming=False)), schema)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        return _StreamReader(_pinned(parse_read_options(self.options, streaming=True)), schema)
+        try:
+            opts = _pinned(parse_read_options(self.options, streaming=True))
+        except Exception as exc:
+            # PySpark's stream runner loses an exception raised here (it fails with
+            # an UnboundLocalError of its own): the reader raises it at its first call.
+            return _FailedStreamReader(exc)
+        return _StreamReader(opts, schema)
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         if overwrite:
@@ -194,13 +206,39 @@ def _read(opts: ReadOptions, schema: StructType, partition: InputPartition) -> I
     # The schema Spark checks the batches against (timestamps in UTC microseconds).
     arrow = to_arrow_schema(schema, timezone="UTC")
     for chunk in _kafka.read_range(opts, partition.range()):
-        arrays = [pa.array(chunk[f.name], type=f.type) for f in arrow]
-        yield pa.RecordBatch.from_arrays(arrays, schema=arrow)
+        yield _batch(chunk, arrow)
+
+
+def _batch(chunk: _kafka.Chunk, arrow: pa.Schema) -> pa.RecordBatch:
+    """A chunk as an Arrow batch, each column converted in one call."""
+    n = len(chunk)
+    stamps = pa.array(chunk.timestamp_ms, pa.int64())
+    if pc.min(stamps).as_py() < 0:  # records without a timestamp: null
+        stamps = pc.if_else(pc.greater_equal(stamps, 0), stamps, None)
+    columns = {
+        "key": pa.array(chunk.key, pa.binary()),
+        "value": pa.array(chunk.value, pa.binary()),
+        "topic": pa.array([chunk.topic] * n, pa.string()),
+        "partition": pa.array([chunk.partition] * n, pa.int32()),
+        "offset": pa.array(chunk.offset, pa.int64()),
+        "timestamp": stamps.cast(pa.timestamp("ms", tz="UTC")).cast(arrow.field("timestamp").type),
+        "timestampType": pa.array(chunk.timestamp_type, pa.int32()),
+    }
+    if chunk.headers is not None:
+        columns["headers"] = pa.array(
+            [[{"key": k, "value": v} for k, v in hs] for hs in chunk.headers],
+            arrow.field("headers").type,
+        )
+    return pa.RecordBatch.from_arrays([columns[f.name] for f in arrow], schema=arrow)
 
 
 def _plan(opts: ReadOptions, start: _kafka.Offsets, end: _kafka.Offsets) -> list[InputPartition]:
     ranges = _kafka.plan_ranges(
-        start, end, min_partitions=opts.min_partitions, fail_on_data_loss=opts.fail_on_data_loss
+        start,
+        end,
+        min_partitions=opts.min_partitions,
+        fail_on_data_loss=opts.fail_on_data_loss,
+        max_records_per_partition=opts.max_records_per_partition,
     )
     return [RangePartition.of(r) for r in ranges]
 
@@ -216,9 +254,7 @@ class _BatchReader(DataSourceReader):
         self.schema = schema
 
     def partitions(self) -> Sequence[InputPartition]:
-        return _plan(
-            self.opts, _kafka.starting_offsets(self.opts), _kafka.latest_offsets(self.opts)
-        )
+        return _plan(self.opts, *_kafka.batch_offsets(self.opts))
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         return _read(self.opts, self.schema, partition)
@@ -226,42 +262,109 @@ class _BatchReader(DataSourceReader):
 
 class _StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Micro-batches of offset ranges; Spark checkpoints the offsets, Kafka's
-    group offsets are not used."""
+    group offsets are not used.
+
+    Admission as Spark's connector: ``maxOffsetsPerTrigger`` caps a micro-batch;
+    with ``minOffsetsPerTrigger`` a trigger that finds fewer new offsets is
+    skipped (the start returned as the end) until ``maxTriggerDelay`` has passed
+    since the last batch that ran. ``Trigger.AvailableNow`` reads up to the
+    offsets of its start and is never delayed.
+    """
 
     def __init__(self, opts: ReadOptions, schema: StructType) -> None:
         self.opts = opts
         self.schema = schema
         self.target: _kafka.Offsets | None = None
+        self.latest: _kafka.Offsets | None = None
+        self.last_trigger = 0.0  # as Spark's: the first trigger is never delayed
+        self._planner: _kafka.Planner | None = None
+
+    @property
+    def planner(self) -> _kafka.Planner:
+        # Made on first use, in the driver's process that asks every trigger
+        # (the reader is pickled to the executors, which never plan).
+        if self._planner is None:
+            self._planner = _kafka.Planner(self.opts, keep=True)
+        return self._planner
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_planner"] = None
+        return state
 
     def initialOffset(self) -> dict[str, Any]:
-        return _kafka.starting_offsets(self.opts)
+        return _kafka.starting_offsets(self.opts, self.planner)
 
     def prepareForTriggerAvailableNow(self) -> None:
-        self.target = _kafka.latest_offsets(self.opts, since={})
+        self.target = _kafka.latest_offsets(self.opts, since={}, planner=self.planner)
 
     def getDefaultReadLimit(self) -> ReadLimit:
         if self.opts.max_offsets_per_trigger is not None:
             return ReadMaxRows(self.opts.max_offsets_per_trigger)
+        if self.opts.min_offsets_per_trigger is not None:
+            return ReadMinRows(self.opts.min_offsets_per_trigger)
         return ReadAllAvailable()
 
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
-        latest = self.target or _kafka.latest_offsets(self.opts, since=start)
-        begin = _kafka.new_partitions(self.opts, start, latest)
-        if isinstance(limit, ReadMaxRows):
-            return _kafka.limit_offsets(begin, latest, limit.max_rows)
-        return _kafka.limit_offsets(begin, latest, 2**63)
+        latest = self.target or _kafka.latest_offsets(self.opts, since=start, planner=self.planner)
+        self.latest = latest
+        begin = _kafka.new_partitions(self.opts, start, latest, self.planner)
+        if isinstance(limit, ReadAllAvailable):
+            return _kafka.limit_offsets(begin, latest, 2**63)
+        least = self.opts.min_offsets_per_trigger
+        if least is not None and self.target is None:
+            now = time.monotonic()
+            if (
+                _kafka.backlog(begin, latest) < least
+                and (now - self.last_trigger) * 1000 < self.opts.max_trigger_delay_ms
+            ):
+                return start  # no micro-batch yet: too little is new
+            self.last_trigger = now
+        most = self.opts.max_offsets_per_trigger
+        return _kafka.limit_offsets(begin, latest, 2**63 if most is None else most)
 
     def reportLatestOffset(self) -> dict[str, Any] | None:
-        return _kafka.latest_offsets(self.opts, since={})
+        # The offsets the last trigger found (Spark's connector reports the same):
+        # query.lastProgress shows them as the source's latestOffset.
+        return self.latest
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
-        return _plan(self.opts, _kafka.new_partitions(self.opts, start, end), end)
+        return _plan(self.opts, _kafka.new_partitions(self.opts, start, end, self.planner), end)
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         return _read(self.opts, self.schema, partition)
 
     def commit(self, end: dict[str, Any]) -> None:
         pass  # Spark's checkpoint holds the offsets
+
+    def stop(self) -> None:
+        if self._planner is not None:
+            self._planner.close()
+
+
+class _FailedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """A stream whose options are wrong: every call raises the error."""
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        raise self.error
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        raise self.error
+
+    def initialOffset(self) -> dict[str, Any]:
+        raise self.error
+
+    def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
+        raise self.error
+
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
+        raise self.error
+
+    def read(self, partition: InputPartition) -> Iterator[Any]:
+        raise self.error
 
 
 class _Writer(DataSourceArrowWriter):

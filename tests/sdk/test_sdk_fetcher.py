@@ -479,6 +479,23 @@ def test_prefetch_asks_for_the_data_after_the_buffered_blob() -> None:
     assert not f.has_data()
 
 
+def test_seek_until_sends_no_fetch_at_or_past_the_end() -> None:
+    f = Fetcher(cache())
+    f.assign([TP])
+    f.seek(TP, 0, until=8)
+    assert _fetch_and_answer(f, batch(0, 5)) == {TP: 0}
+    assert _fetch_and_answer(f, batch(5, 5)) == {TP: 5}  # 5 is below the end: prefetched
+    assert [r.offset for r in f.take(100)[TP]] == list(range(10))  # a batch past it stays whole
+    assert f.position(TP) == 10
+    assert f.fetchable() == {}  # 10 is past the end: no fetch the broker would hold
+    f.seek(TP, 3, until=4)
+    assert f.fetchable() == {1: [TP]}
+    assert _fetch_and_answer(f, batch(3, 1)) == {TP: 3}
+    assert f.fetchable() == {}  # the answer reaches the end: no prefetch
+    f.seek(TP, 20)  # a seek without until lifts the end
+    assert f.fetchable() == {1: [TP]}
+
+
 def test_prefetch_from_a_blob_cut_mid_batch() -> None:
     f = Fetcher(cache())
     f.assign([TP])

@@ -47,6 +47,21 @@ def spark() -> Iterator[Any]:
     session.stop()
 
 
+@pytest.fixture(autouse=True)
+def _active_session(request: pytest.FixtureRequest) -> None:
+    """Make the test's Spark session the active one of this thread's JVM side.
+
+    Spark keeps the active session per JVM thread, and py4j gives each Python
+    thread a JVM thread of its own; after some runs (threads making py4j calls,
+    the suite's xdist workers) the thread a test runs on no longer saw it, and a
+    write failed to find the data source (Spark looks Python data sources up in
+    the active session). Only for tests that use Spark.
+    """
+    if "spark" in request.fixturenames:
+        session = request.getfixturevalue("spark")
+        session._jvm.org.apache.spark.sql.SparkSession.setActiveSession(session._jsparkSession)
+
+
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningBroker]:
     data = tmp_path_factory.mktemp("spark-broker")

@@ -13,6 +13,7 @@ from trafka.spark._kafka import DataLossError, limit_offsets, plan_ranges
 from trafka.spark.options import (
     EARLIEST,
     LATEST,
+    check_read_options,
     parse_read_options,
     parse_write_options,
 )
@@ -51,7 +52,21 @@ def test_defaults_differ_between_batch_and_stream() -> None:
     [
         ({"subscribe": "t", "subscribeTopics": "x"}, False, "'subscribeTopics'"),
         ({"subscribe": "t", "kafka.no.such.key": "1"}, False, "'no.such.key'"),
-        ({"subscribe": "t", "kafka.group.id": "g"}, False, "kafka.group.id"),
+        ({"subscribe": "t", "kafka.interceptor.classes": "x.Y"}, False, "kafka.interceptor"),
+        ({"subscribe": "t", "kafka.ssl.truststore.location": "x"}, False, "kafka.ssl.ca.location"),
+        ({"subscribe": "t", "groupIdPrefix": " "}, False, "'groupIdPrefix'"),
+        ({"subscribe": "t", "maxTriggerDelay": "soon"}, True, "'maxTriggerDelay'"),
+        ({"subscribe": "t", "minOffsetsPerTrigger": "-1"}, True, "'minOffsetsPerTrigger'"),
+        ({"subscribe": "t", "maxRecordsPerPartition": "0"}, False, "'maxRecordsPerPartition'"),
+        ({"subscribe": "t", "fetchOffset.numRetries": "x"}, False, "'fetchOffset.numRetries'"),
+        ({"subscribe": "t", "fetchOffset.retryIntervalMs": "-1"}, False, "retryIntervalMs"),
+        ({"subscribe": "t", "kafkaConsumer.pollTimeoutMs": "0"}, False, "pollTimeoutMs"),
+        (
+            {"subscribe": "t", "kafkaConsumer.pollTimeoutMs": "1", "pollTimeoutMs": "1"},
+            False,
+            "not both",
+        ),
+        ({"subscribe": "t", "startingOffsetsByTimestampStrategy": "x"}, False, "Strategy"),
         ({"subscribe": "t", "kafka.auto.offset.reset": "earliest"}, False, "startingOffsets"),
         ({"subscribe": "t", "kafka.value.deserializer": "x"}, False, "binary"),
         ({}, False, "exactly one of"),
@@ -68,7 +83,7 @@ def test_defaults_differ_between_batch_and_stream() -> None:
         ({"subscribe": "t", "endingOffsets": '{"t": {"0": -2}}'}, False, "not allowed"),
         ({"subscribe": "t", "endingOffsets": "earliest"}, False, "cannot be 'earliest'"),
         ({"subscribe": "t", "endingOffsets": "latest"}, True, "has no end"),
-        ({"subscribe": "t", "maxOffsetsPerTrigger": "10"}, False, "streaming reads"),
+        ({"subscribe": "t", "maxOffsetsPerTrigger": "ten"}, False, "maxOffsetsPerTrigger"),
         ({"subscribe": "t", "maxOffsetsPerTrigger": "0"}, True, "positive"),
         ({"subscribe": "t", "minPartitions": "many"}, False, "an integer"),
         ({"subscribe": "t", "includeHeaders": "yes"}, False, "true or false"),
@@ -119,6 +134,105 @@ def test_write_options() -> None:
             parse_write_options({**BASE, key: "x"})
     with pytest.raises(ConfigError, match="'subscribe'"):
         parse_write_options({**BASE, "subscribe": "t"})
+    with pytest.raises(ConfigError, match="includeHeaders"):
+        parse_write_options({**BASE, "includeHeaders": "maybe"})
+
+
+def test_partitioner_class_takes_java_names_and_trafka_names() -> None:
+    java = "org.apache.kafka.clients.producer.RoundRobinPartitioner"
+    config = parse_write_options({**BASE, "kafka.partitioner.class": java}).producer_config()
+    assert config.partitioner == "roundrobin"
+    default = "org.apache.kafka.clients.producer.internals.DefaultPartitioner"
+    config = parse_write_options({**BASE, "kafka.partitioner.class": default}).producer_config()
+    assert config.partitioner == "murmur2"
+    config = parse_write_options({**BASE, "kafka.partitioner.class": "crc32"}).producer_config()
+    assert config.partitioner == "crc32"
+    with pytest.raises(ConfigError, match=r"kafka\.partitioner\.class.*com\.acme\.Mine"):
+        parse_write_options({**BASE, "kafka.partitioner.class": "com.acme.Mine"})
+
+
+def test_java_only_client_settings_are_accepted_and_left_out() -> None:
+    opts = parse_read_options(
+        {
+            **BASE,
+            "subscribe": "t",
+            "kafka.receive.buffer.bytes": "65536",
+            "kafka.client.dns.lookup": "use_all_dns_ips",
+            "kafka.fetch.min.bytes": "7",
+        },
+        streaming=False,
+    )
+    config = opts.consumer_config()
+    assert config.fetch_min_bytes == 7
+    assert "receive.buffer.bytes" not in config.to_dict()
+    write = parse_write_options({**BASE, "kafka.send.buffer.bytes": "1", "kafka.linger.ms": "2"})
+    assert write.producer_config().linger_ms == 2
+    # A typo is still an error, as the rest of trafka's configuration.
+    with pytest.raises(ConfigError, match=r"receive\.bufer\.bytes"):
+        parse_read_options(
+            {**BASE, "subscribe": "t", "kafka.receive.bufer.bytes": "1"}, streaming=False
+        )
+
+
+def test_group_id_is_given_or_generated_from_the_prefix() -> None:
+    given = parse_read_options({**BASE, "subscribe": "t", "kafka.group.id": "etl"}, streaming=True)
+    assert given.group_id == "etl" and given.consumer_config().group_id == "etl"
+    assert not given.consumer_config().enable_auto_commit
+    # kafka.group.id wins over groupIdPrefix, as in Spark.
+    both = {**BASE, "subscribe": "t", "kafka.group.id": "etl", "groupIdPrefix": "p"}
+    assert parse_read_options(both, streaming=False).group_id == "etl"
+    made = parse_read_options({**BASE, "subscribe": "t", "groupIdPrefix": "jobs"}, streaming=False)
+    assert made.group_id is not None and made.group_id.startswith("jobs-")
+    default = parse_read_options({**BASE, "subscribe": "t"}, streaming=False)
+    assert default.group_id is not None and default.group_id.startswith("spark-kafka-source-")
+    assert (
+        default.group_id != parse_read_options({**BASE, "subscribe": "t"}, streaming=False).group_id
+    )
+
+
+def test_spark_defaults_and_batch_ignores_trigger_options() -> None:
+    batch = parse_read_options(
+        {**BASE, "subscribe": "t", "maxOffsetsPerTrigger": "10", "minOffsetsPerTrigger": "5"},
+        streaming=False,
+    )
+    assert batch.max_offsets_per_trigger is None and batch.min_offsets_per_trigger is None
+    stream = parse_read_options(
+        {
+            **BASE,
+            "subscribe": "t",
+            "maxOffsetsPerTrigger": "10",
+            "minOffsetsPerTrigger": "5",
+            "maxTriggerDelay": "30s",
+            "kafkaConsumer.pollTimeoutMs": "700",
+            "fetchOffset.numRetries": "0",
+            "fetchOffset.retryIntervalMs": "25",
+            "startingOffsetsByTimestampStrategy": "LATEST",
+        },
+        streaming=True,
+    )
+    assert (stream.max_offsets_per_trigger, stream.min_offsets_per_trigger) == (10, 5)
+    assert stream.max_trigger_delay_ms == 30_000 and stream.poll_timeout_ms == 700
+    assert (stream.fetch_offset_retries, stream.fetch_offset_retry_interval_ms) == (0, 25)
+    assert stream.starting.no_match_latest
+    plain = parse_read_options({**BASE, "subscribe": "t", "pollTimeoutMs": "9"}, streaming=True)
+    assert plain.max_trigger_delay_ms == 15 * 60_000 and plain.poll_timeout_ms == 9
+    assert (plain.fetch_offset_retries, plain.fetch_offset_retry_interval_ms) == (3, 10)
+    assert not plain.starting.no_match_latest
+    for text, ms in (("500ms", 500), ("2m", 120_000), ("1h", 3_600_000), ("250", 250)):
+        opts = parse_read_options(
+            {**BASE, "subscribe": "t", "maxTriggerDelay": text}, streaming=True
+        )
+        assert opts.max_trigger_delay_ms == ms
+
+
+def test_options_wrong_for_both_kinds_of_read_fail_before_spark_says_which() -> None:
+    with pytest.raises(ConfigError, match="'subscrib'"):
+        check_read_options({**BASE, "subscrib": "t"})
+    with pytest.raises(ConfigError, match="maxOffsetsPerTrigger"):
+        check_read_options({**BASE, "subscribe": "t", "maxOffsetsPerTrigger": "0"})
+    # Wrong for one kind only: left to reader() or streamReader().
+    check_read_options({**BASE, "subscribe": "t", "startingOffsets": "latest"})
+    check_read_options({**BASE, "subscribe": "t", "endingOffsets": "latest"})
 
 
 lags = st.dictionaries(
@@ -165,9 +279,122 @@ def test_plan_splits_ranges_for_min_partitions_without_gaps() -> None:
         assert all(e > s for s, e in pieces)
 
 
+def test_plan_max_records_per_partition_then_min_partitions() -> None:
+    start = {"t": {"0": 0, "1": 0}}
+    end = {"t": {"0": 1000, "1": 10}}
+    ranges = plan_ranges(
+        start, end, min_partitions=None, fail_on_data_loss=True, max_records_per_partition=300
+    )
+    assert [(r.partition, r.start, r.end) for r in ranges] == [
+        (0, 0, 250), (0, 250, 500), (0, 500, 750), (0, 750, 1000), (1, 0, 10),
+    ]  # fmt: skip
+    # minPartitions asks for more: the larger partition is split further.
+    more = plan_ranges(
+        start, end, min_partitions=10, fail_on_data_loss=True, max_records_per_partition=300
+    )
+    assert len(more) >= 10 and all(r.end - r.start <= 300 for r in more)
+    assert sorted((r.start, r.end) for r in more if r.partition == 1) == [(0, 10)]
+    # Fewer asked than maxRecordsPerPartition gives: no change.
+    assert (
+        plan_ranges(
+            start, end, min_partitions=3, fail_on_data_loss=True, max_records_per_partition=300
+        )
+        == ranges
+    )
+
+
 def test_plan_reports_an_end_before_the_start() -> None:
     start = {"t": {"0": 50}}
     end = {"t": {"0": 20}}
     with pytest.raises(DataLossError, match="failOnDataLoss"):
         plan_ranges(start, end, min_partitions=None, fail_on_data_loss=True)
     assert plan_ranges(start, end, min_partitions=None, fail_on_data_loss=False) == []
+
+
+def test_the_parity_table_in_the_docs_is_the_options_module() -> None:
+    """docs/spark.md shows :data:`PARITY` as rendered; every option in it is
+    accepted, by each side it names, and no option is accepted that it leaves out."""
+    from pathlib import Path
+
+    from trafka.spark import options
+
+    docs = (Path(__file__).parents[2] / "docs" / "spark.md").read_text()
+    begin, end = "<!-- parity:begin -->\n", "<!-- parity:end -->"
+    assert begin in docs and end in docs, "docs/spark.md lost its parity markers"
+    shown = docs[docs.index(begin) + len(begin) : docs.index(end)]
+    assert shown == options.parity_table(), "regenerate with trafka.spark.options.parity_table()"
+
+    read_keys: set[str] = set()
+    write_keys: set[str] = set()
+    for row in options.PARITY:
+        if row.example is None:
+            continue
+        source = (
+            {"subscribe": "t"}
+            if row.name not in ("subscribe", "subscribePattern", "assign")
+            else {}
+        )
+        if row.side in ("read", "both"):
+            read_keys.add(row.name.lower())
+            for streaming in (False, True):
+                given = {**BASE, **source, row.name: row.example}
+                if streaming and row.name.lower().startswith("ending"):
+                    with pytest.raises(ConfigError, match="no end"):
+                        parse_read_options(given, streaming=True)
+                    continue
+                parse_read_options(given, streaming=streaming)
+        if row.side in ("write", "both"):
+            write_keys.add(row.name.lower())
+            parse_write_options({**BASE, row.name: row.example})
+    # Every data source option the parsers take has its row (kafka.* aside).
+    assert {k for k in options._READ_KEYS} - {"polltimeoutms"} == {
+        k for k in read_keys if not k.startswith("kafka.")
+    }
+    assert options._WRITE_KEYS - {"checkpointlocation"} == {
+        k for k in write_keys if not k.startswith("kafka.")
+    }
+
+
+@pytest.mark.parametrize(("retries", "fails", "attempts"), [(3, 2, 3), (0, 1, 1), (1, 5, 2)])
+def test_offsets_are_asked_for_again_as_fetch_offset_options_say(
+    retries: int, fails: int, attempts: int
+) -> None:
+    from trafka.sdk.errors import KafkaConnectionError
+    from trafka.spark import _kafka
+
+    opts = parse_read_options(
+        {
+            **BASE,
+            "subscribe": "t",
+            "fetchOffset.numRetries": str(retries),
+            "fetchOffset.retryIntervalMs": "1",
+        },
+        streaming=False,
+    )
+    calls = 0
+
+    async def flaky() -> str:
+        nonlocal calls
+        calls += 1
+        if calls <= fails:
+            raise KafkaConnectionError("broker down")
+        return "offsets"
+
+    if fails > retries:
+        with pytest.raises(KafkaConnectionError):
+            _kafka._planned(opts, flaky)
+    else:
+        assert _kafka._planned(opts, flaky) == "offsets"
+    assert calls == attempts
+
+    # What cannot pass is not asked again.
+    calls = 0
+
+    async def missing() -> None:
+        nonlocal calls
+        calls += 1
+        raise _kafka.PlanningError("topics do not exist: t")
+
+    with pytest.raises(_kafka.PlanningError):
+        _kafka._planned(opts, missing)
+    assert calls == 1

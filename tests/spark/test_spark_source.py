@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ from spark_helpers import consume_all, create, fresh, produce, run
 from trafka.brokerlite import RunningBroker
 from trafka.sdk import TopicPartition, open_admin, open_producer
 from trafka.sdk.partitioners import murmur2
+from trafka.spark import offsets_behind_latest
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -143,8 +145,22 @@ def test_timestamps_choose_the_range(spark: Any, broker: RunningBroker) -> None:
         startingTimestamp=str(base + 18_000),
     )
     assert sorted(int(r.value) for r in rows.load().collect()) == [18, 19]
+    # A starting timestamp no record reaches fails the query (Spark's default
+    # strategy) or starts at the end with startingOffsetsByTimestampStrategy=latest.
     late = reader(spark, broker, subscribe=topic, startingTimestamp=str(base + 10**9))
+    with pytest.raises(Exception, match="startingOffsetsByTimestampStrategy=latest"):
+        late.load().collect()
+    late = reader(
+        spark,
+        broker,
+        subscribe=topic,
+        startingTimestamp=str(base + 10**9),
+        startingOffsetsByTimestampStrategy="latest",
+    )
     assert late.load().collect() == []
+    # An ending timestamp no record reaches ends at the partition's end.
+    rows = reader(spark, broker, subscribe=topic, endingTimestamp=str(base + 10**9)).load()
+    assert len(rows.collect()) == 20
 
 
 def test_read_committed_hides_aborted_transactions(spark: Any, broker: RunningBroker) -> None:
@@ -182,14 +198,14 @@ def test_batch_write_then_read_back(spark: Any, broker: RunningBroker) -> None:
     other = fresh("write")
     create(broker, other, 1)
     df = spark.createDataFrame(
-        [(f"key{i}", f"value{i}", None, None) for i in range(300)]
-        + [(None, "to partition 2", None, 2), ("k", "elsewhere", other, None)],
+        [(f"key{i}", f"value{i}", topic, None) for i in range(300)]
+        + [(None, "to partition 2", topic, 2), ("k", "elsewhere", other, None)],
         "key string, value string, topic string, partition int",
     )
+    # No topic option: each row's topic column says where it goes.
     (
         df.write.format("trafka")
         .option("kafka.bootstrap.servers", broker.bootstrap_servers)
-        .option("topic", topic)
         .mode("append")
         .save()
     )
@@ -219,6 +235,91 @@ def test_batch_write_then_read_back(spark: Any, broker: RunningBroker) -> None:
     )
     (record,) = consume_all(broker, target, 1)
     assert record.value == b"\x00\xff" and record.headers == (("trace", b"abc"),)
+
+
+def test_the_topic_option_overrides_the_topic_column(spark: Any, broker: RunningBroker) -> None:
+    chosen, named = fresh("override"), fresh("override")
+    create(broker, chosen, 1)
+    create(broker, named, 1)
+    df = spark.createDataFrame(
+        [(named, f"v{i}") for i in range(20)] + [(None, "no topic")], "topic string, value string"
+    )
+    (
+        df.write.format("trafka")
+        .option("kafka.bootstrap.servers", broker.bootstrap_servers)
+        .option("topic", chosen)
+        .option("includeHeaders", "true")  # the sink accepts it, as Spark's
+        .mode("append")
+        .save()
+    )
+    assert sorted(r.value for r in consume_all(broker, chosen, 1)) == sorted(
+        [f"v{i}".encode() for i in range(20)] + [b"no topic"]
+    )
+    assert consume_all(broker, named, 1) == []
+    # Without the option, the column decides.
+    (
+        df.where("topic is not null")
+        .write.format("trafka")
+        .option("kafka.bootstrap.servers", broker.bootstrap_servers)
+        .mode("append")
+        .save()
+    )
+    assert len(consume_all(broker, named, 1)) == 20
+
+
+def test_partitioner_class_and_java_only_settings(spark: Any, broker: RunningBroker) -> None:
+    topic = fresh("roundrobin")
+    create(broker, topic, 4)
+    df = spark.createDataFrame(
+        [("same-key", f"v{i}") for i in range(40)], "key string, value string"
+    )
+    (
+        df.coalesce(1)
+        .write.format("trafka")
+        .option("kafka.bootstrap.servers", broker.bootstrap_servers)
+        .option(
+            "kafka.partitioner.class", "org.apache.kafka.clients.producer.RoundRobinPartitioner"
+        )
+        .option("kafka.send.buffer.bytes", "131072")
+        .option("topic", topic)
+        .mode("append")
+        .save()
+    )
+    records = consume_all(broker, topic, 4)
+    # One key, yet every partition got a share: the key was not hashed.
+    counts = {p: sum(1 for r in records if r.partition == p) for p in range(4)}
+    assert sum(counts.values()) == 40 and all(counts.values()), counts
+    rows = reader(
+        spark,
+        broker,
+        subscribe=topic,
+        **{"kafka.receive.buffer.bytes": "65536", "kafka.client.dns.lookup": "use_all_dns_ips"},
+    ).load()
+    assert rows.count() == 40
+
+
+def test_group_id_is_presented_but_never_committed(spark: Any, broker: RunningBroker) -> None:
+    topic = fresh("group")
+    create(broker, topic, 2)
+    produce(broker, topic, [(None, f"{i}".encode(), None) for i in range(50)])
+    for options in ({"kafka.group.id": fresh("etl")}, {"groupIdPrefix": "nightly"}):
+        assert reader(spark, broker, subscribe=topic, **options).load().count() == 50
+
+    async def groups() -> list[Any]:
+        async with open_admin(bootstrap_servers=broker.bootstrap_servers) as admin:
+            return await admin.list_groups()
+
+    assert not [g for g in run(groups) if g.group_id.startswith(("etl", "nightly"))]
+
+
+def test_max_records_per_partition_splits_the_read(spark: Any, broker: RunningBroker) -> None:
+    topic = fresh("split")
+    create(broker, topic, 2)
+    produce(broker, topic, [(f"k{i}".encode(), f"{i}".encode(), None) for i in range(300)])
+    df = reader(spark, broker, subscribe=topic, maxRecordsPerPartition="40").load()
+    counts = df.groupBy("partition").count().collect()
+    assert df.rdd.getNumPartitions() == sum(-(-r["count"] // 40) for r in counts)
+    assert sorted(int(r.value) for r in df.collect()) == list(range(300))
 
 
 def test_write_errors_are_clear(spark: Any, broker: RunningBroker) -> None:
@@ -254,11 +355,31 @@ def test_write_errors_are_clear(spark: Any, broker: RunningBroker) -> None:
         )
 
 
-def test_read_errors_are_clear(spark: Any, broker: RunningBroker) -> None:
+def test_read_errors_are_clear(spark: Any, broker: RunningBroker, tmp_path: Path) -> None:
+    # At load(), before any action, for a batch read and a stream alike.
     with pytest.raises(Exception, match="unknown option 'subscrib'"):
-        reader(spark, broker, subscrib="x").load().collect()
+        reader(spark, broker, subscrib="x").load()
+    with pytest.raises(Exception, match="'maxOffsetsPerTrigger' must be an integer"):
+        reader(spark, broker, subscribe="x", maxOffsetsPerTrigger="lots").load()
+    with pytest.raises(Exception, match=r"unknown configuration key 'fetch\.max\.wait\.mss'"):
+        _stream(spark, broker, subscribe="x", **{"kafka.fetch.max.wait.mss": "5"})
+    with pytest.raises(Exception, match="exactly one of"):
+        _stream(spark, broker)
     with pytest.raises(Exception, match="topics do not exist: no-such-topic"):
         reader(spark, broker, subscribe="no-such-topic").load().collect()
+    # What only a stream refuses fails the query as it starts, naming the option.
+    topic = fresh("errors")
+    create(broker, topic, 1)
+    stream = _stream(spark, broker, subscribe=topic, endingOffsets="latest")
+    query = (
+        stream.writeStream.format("memory")
+        .queryName("bad_stream")
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .start()
+    )
+    with pytest.raises(Exception, match="'endingOffsets' is for batch reads") as failed:
+        query.awaitTermination(120)
+    assert "UnboundLocalError" not in str(failed.value)
 
 
 def test_deleted_records_fail_the_read_unless_allowed(spark: Any, broker: RunningBroker) -> None:
@@ -276,7 +397,9 @@ def test_deleted_records_fail_the_read_unless_allowed(spark: Any, broker: Runnin
     assert sorted(int(r.value) for r in rows) == list(range(12, 30))
     # A read that asks for the deleted offsets fails, naming them...
     from_zero = json.dumps({topic: {"0": 0}})
-    with pytest.raises(Exception, match="no longer in the log"):
+    with pytest.raises(
+        Exception, match=r"offsets 0-11 of \S+ are no longer in the log \(it now starts at 12\)"
+    ):
         reader(spark, broker, subscribe=topic, startingOffsets=from_zero).load().collect()
     # ...or skips them when told to.
     rows = (
@@ -320,8 +443,19 @@ def test_stream_resumes_from_its_checkpoint_and_respects_the_rate_limit(
     options = {"subscribe": topic, "startingOffsets": "earliest", "maxOffsetsPerTrigger": "100"}
 
     query = _run_available_now(_stream(spark, broker, **options), out, checkpoint)
-    batches = [p["numInputRows"] for p in query.recentProgress if p["numInputRows"]]
-    assert batches == [100, 100, 50]
+    progress = [p for p in query.recentProgress if p["numInputRows"]]
+    assert [p["numInputRows"] for p in progress] == [100, 100, 50]
+    # Spark's offsets-behind-latest metrics, from the latest offsets the source reports.
+    behind = [offsets_behind_latest(p) for p in progress]
+    assert [sum(_backlog(p).values()) for p in progress] == [150, 50, 0]
+    assert behind[-1] == {
+        "avgOffsetsBehindLatest": "0.0",
+        "maxOffsetsBehindLatest": "0",
+        "minOffsetsBehindLatest": "0",
+    }
+    first_lag = _backlog(progress[0])
+    assert behind[0]["maxOffsetsBehindLatest"] == str(max(first_lag.values()))
+    assert float(behind[0]["avgOffsetsBehindLatest"]) == 150 / 3
     first = spark.read.parquet(str(out)).collect()
     assert sorted(r.value for r in first) == sorted(f"a{i}" for i in range(250))
 
@@ -346,6 +480,60 @@ def test_stream_resumes_from_its_checkpoint_and_respects_the_rate_limit(
     )
     assert len({(r.partition, r.offset) for r in rows}) == len(rows) == 330
     assert any(r.partition == 3 for r in rows)
+
+
+def _backlog(progress: dict[str, Any]) -> dict[str, int]:
+    (source,) = progress["sources"]
+    end, latest = source["endOffset"], source["latestOffset"]
+    end = json.loads(end) if isinstance(end, str) else end
+    latest = json.loads(latest) if isinstance(latest, str) else latest
+    return {f"{t}-{p}": o - end[t][p] for t, parts in latest.items() for p, o in parts.items()}
+
+
+def test_min_offsets_per_trigger_holds_small_batches_back(
+    spark: Any, broker: RunningBroker, tmp_path: Path
+) -> None:
+    topic = fresh("minoffsets")
+    create(broker, topic, 2)
+    produce(broker, topic, [(None, f"a{i}".encode(), None) for i in range(30)])
+    stream = _stream(
+        spark,
+        broker,
+        subscribe=topic,
+        startingOffsets="earliest",
+        minOffsetsPerTrigger="50",
+        maxTriggerDelay="1h",
+    )
+    query = (
+        stream.selectExpr("cast(value as string) as value")
+        .writeStream.format("memory")
+        .queryName("min_offsets")
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .trigger(processingTime="100 milliseconds")
+        .start()
+    )
+    try:
+
+        def batches() -> list[int]:
+            return [p["numInputRows"] for p in query.recentProgress if p["numInputRows"]]
+
+        def wait_for(n: int) -> None:
+            deadline = time.monotonic() + 60
+            while len(batches()) < n:
+                assert query.exception() is None
+                assert time.monotonic() < deadline, batches()
+                time.sleep(0.1)
+
+        wait_for(1)  # the first trigger is never held back, as in Spark
+        produce(broker, topic, [(None, f"b{i}".encode(), None) for i in range(20)])
+        # Triggers (every 100 ms) come and go without a batch: 20 is below the minimum.
+        time.sleep(3)
+        assert batches() == [30]
+        produce(broker, topic, [(None, f"c{i}".encode(), None) for i in range(40)])
+        wait_for(2)
+        assert batches() == [30, 60]
+    finally:
+        query.stop()
 
 
 def test_stream_from_topic_to_topic(spark: Any, broker: RunningBroker, tmp_path: Path) -> None:

@@ -1,0 +1,366 @@
+"""Reading offset ranges over plain blocking sockets, with the SDK's I/O-free core.
+
+A Spark task reads one partition's range from its leader, then stops; it needs
+none of what the async consumer's event loop is for (many partitions at once,
+groups, prefetching for an application that is busy). So the executor's
+reader drives the SDK's sans-IO parts itself, in the task's own thread: no
+event loop, no thread hand-off per fetch.
+
+Rules:
+
+* :class:`BlockingConnection`: one socket per broker (TLS-wrapped for ``SSL``
+  and ``SASL_SSL``), framed by a :class:`~trafka.sdk.connection_state.ConnectionState`
+  (correlation ids, ApiVersions, version choice), then SASL by the SDK's own
+  :func:`~trafka.sdk.security.authenticate`, whose awaits here never suspend
+  (:func:`_drive`). One request at a time: :meth:`BlockingConnection.request`
+  writes it and reads until its answer, within ``request.timeout.ms`` (plus
+  the fetch's wait). Any socket, framing or timeout problem closes the
+  connection and raises a :class:`~trafka.sdk.errors.KafkaConnectionError`.
+* :class:`RangeReader`: a :class:`~trafka.sdk.metadata.MetadataCache` for
+  leaders and a :class:`~trafka.sdk.fetcher.Fetcher` for positions, fetch
+  requests and answers (sessions, ``read_committed``, control batches,
+  out-of-range), exactly as the async consumer uses them. A range is read by
+  seeking to its start with its end as the fetch bound, so no fetch asks past
+  it. A leadership error or a failed connection refreshes the metadata (from
+  any broker that answers) and the fetch goes to the new leader, after
+  ``retry.backoff.ms``, until ``kafkaConsumer.pollTimeoutMs`` passes without a
+  record.
+* OAUTHBEARER fetches its token over HTTP asynchronously; such reads use the
+  pooled async consumer instead (:func:`supported`).
+"""
+
+from __future__ import annotations
+
+import socket
+import ssl
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from ..codec import KafkaError
+from ..sdk.config import ConsumerConfig
+from ..sdk.connection_state import ConnectionState
+from ..sdk.errors import KafkaConnectionError, ProtocolError, TrafkaError
+from ..sdk.fetcher import (
+    EARLIEST,
+    ConsumerRecord,
+    Fetcher,
+    TopicPartition,
+    build_list_offsets,
+    parse_list_offsets,
+)
+from ..sdk.metadata import MetadataCache
+from ..sdk.security import authenticate, client_ssl_context
+
+__all__ = ["BlockingConnection", "RangeReader", "supported"]
+
+_FETCH, _LIST_OFFSETS, _METADATA = 1, 2, 3
+
+
+def supported(config: ConsumerConfig) -> bool:
+    """Whether :class:`RangeReader` can read with ``config`` (see the module doc)."""
+    return not (config.uses_sasl and config.sasl_mechanism == "OAUTHBEARER")
+
+
+def _drive(coroutine: Any) -> Any:
+    """Run a coroutine whose awaits all complete at once (they do blocking I/O)."""
+    try:
+        coroutine.send(None)
+    except StopIteration as done:
+        return done.value
+    coroutine.close()
+    raise RuntimeError("a blocking call suspended")  # pragma: no cover
+
+
+class BlockingConnection:
+    """A broker connection over a blocking socket (see the module doc)."""
+
+    def __init__(self, host: str, port: int, config: ConsumerConfig) -> None:
+        self.host, self.port = host, port
+        self._config = config
+        self._state = ConnectionState(
+            config.client_id, max_frame_size=config.receive_message_max_bytes
+        )
+        timeout = config.socket_connection_setup_timeout_ms / 1000
+        try:
+            sock = socket.create_connection((host, port), timeout=timeout)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            context = client_ssl_context(config)
+            if context is not None:
+                sock = context.wrap_socket(sock, server_hostname=host)
+        except (OSError, ssl.SSLError) as exc:
+            raise KafkaConnectionError(f"cannot connect to {host}:{port}: {exc}") from None
+        self._sock: socket.socket | None = sock
+        try:
+            now = time.monotonic()
+            self._write(self._state.handshake(now, config.request_timeout_ms / 1000))
+            self._answer(None, now + config.request_timeout_ms / 1000)
+            if config.uses_sasl:
+                _drive(authenticate(self, config))  # type: ignore[arg-type]
+        except BaseException:
+            self.close()
+            raise
+
+    def version_for(self, api_key: int) -> int:
+        return self._state.version_for(api_key)
+
+    async def request(self, api_key: int, body: Any, *, version: int | None = None) -> Any:
+        """For :func:`~trafka.sdk.security.authenticate`: :meth:`call`, awaitable."""
+        return self.call(api_key, body, version=version)
+
+    def call(
+        self, api_key: int, body: Any, *, version: int | None = None, extra_s: float = 0.0
+    ) -> Any:
+        """Send one request and wait for its answer (``request.timeout.ms`` + ``extra_s``)."""
+        timeout = self._config.request_timeout_ms / 1000 + extra_s
+        now = time.monotonic()
+        try:
+            corr, frame = self._state.send_request(
+                api_key, body, now=now, timeout=timeout, version=version
+            )
+        except TrafkaError:
+            self.close()
+            raise
+        self._write(frame)
+        return self._answer(corr, now + timeout)
+
+    def _write(self, data: bytes) -> None:
+        if self._sock is None:
+            raise KafkaConnectionError(f"the connection to {self.host}:{self.port} is closed")
+        try:
+            self._sock.sendall(data)
+        except (OSError, ssl.SSLError) as exc:
+            self.close()
+            raise KafkaConnectionError(f"{self.host}:{self.port}: {exc}") from None
+
+    def _answer(self, corr: int | None, deadline: float) -> Any:
+        """Read until the answer to ``corr`` (None: the handshake's) arrives."""
+        sock = self._sock
+        while sock is not None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                self.close()
+                raise KafkaConnectionError(f"{self.host}:{self.port} did not answer in time")
+            try:
+                sock.settimeout(left)
+                data = sock.recv(1 << 20)
+            except (OSError, ssl.SSLError) as exc:
+                self.close()
+                raise KafkaConnectionError(f"{self.host}:{self.port}: {exc}") from None
+            if not data:
+                self.close()
+                raise KafkaConnectionError(f"{self.host}:{self.port} closed the connection")
+            try:
+                responses = self._state.receive_data(data)
+            except ProtocolError:
+                self.close()
+                raise
+            retry = self._state.data_to_send()  # an ApiVersions retry at the broker's version
+            if retry:
+                self._write(retry)
+            for response in responses:
+                if corr is None or response.correlation_id == corr:
+                    if corr is None and not self._state.ready:
+                        continue
+                    return response.body
+            if corr is None and self._state.ready:
+                return None
+        raise KafkaConnectionError(f"the connection to {self.host}:{self.port} is closed")
+
+    @property
+    def closed(self) -> bool:
+        return self._sock is None
+
+    def close(self) -> None:
+        sock, self._sock = self._sock, None
+        if sock is not None:
+            try:
+                sock.close()
+            except OSError:
+                pass
+
+
+class RangeReader:
+    """Reads partitions' offset ranges, one at a time (see the module doc).
+
+    Args:
+        config: the consumer settings (``auto.offset.reset`` ``none`` makes
+            deleted offsets an :class:`~trafka.sdk.fetcher.OffsetOutOfRangeError`,
+            ``earliest`` skips to the log's start).
+    """
+
+    def __init__(self, config: ConsumerConfig) -> None:
+        self.config = config
+        self.metadata = MetadataCache(
+            max_age=config.metadata_max_age_ms / 1000,
+            backoff=config.retry_backoff_ms / 1000,
+            auto_create=False,
+        )
+        self.fetcher = Fetcher(
+            self.metadata,
+            auto_offset_reset=config.auto_offset_reset,
+            fetch_min_bytes=config.fetch_min_bytes,
+            fetch_max_wait_ms=config.fetch_max_wait_ms,
+            fetch_max_bytes=config.fetch_max_bytes,
+            max_partition_fetch_bytes=config.max_partition_fetch_bytes,
+            read_committed=config.read_committed,
+            check_crcs=config.check_crcs,
+            incremental_fetch_sessions=config.enable_incremental_fetch_sessions,
+        )
+        self._connections: dict[int | None, BlockingConnection] = {}
+        self.opened = 0  # connections opened (for tests)
+
+    # -- connections and metadata ---------------------------------------------------------
+
+    def _connection(self, node: int) -> BlockingConnection:
+        conn = self._connections.get(node)
+        if conn is not None and not conn.closed:
+            return conn
+        broker = self.metadata.broker(node)
+        if broker is None:
+            self.metadata.request_update()
+            raise KafkaConnectionError(f"broker {node} is not in the metadata")
+        conn = BlockingConnection(broker.host, broker.port, self.config)
+        self.opened += 1
+        self._connections[node] = conn
+        return conn
+
+    def _any_connection(self) -> BlockingConnection:
+        for conn in self._connections.values():
+            if not conn.closed:
+                return conn
+        errors = []
+        for node in list(self.metadata.brokers):
+            try:
+                return self._connection(node)
+            except TrafkaError as exc:
+                errors.append(exc)
+        for host, port in self.config.bootstrap_addresses:
+            try:
+                conn = BlockingConnection(host, port, self.config)
+            except TrafkaError as exc:
+                errors.append(exc)
+                continue
+            self.opened += 1
+            self._connections[None] = conn  # until the metadata names it
+            return conn
+        raise KafkaConnectionError(f"no broker answers: {errors[-1] if errors else 'none known'}")
+
+    def _refresh(self, topic: str) -> None:
+        self.metadata.add_topics([topic])
+        conn = self._any_connection()
+        try:
+            version = conn.version_for(_METADATA)
+            body = self.metadata.build_request_for(version, [topic], auto_create=False)
+            self.metadata.update(conn.call(_METADATA, body, version=version), time.monotonic())
+        except TrafkaError:
+            conn.close()
+            raise
+
+    def _leader(self, tp: TopicPartition) -> BlockingConnection:
+        leader = self.metadata.leader_for(tp.topic, tp.partition)
+        if leader is None or self.metadata.needs_update(time.monotonic()):
+            self._refresh(tp.topic)
+            leader = self.metadata.leader_for(tp.topic, tp.partition)
+        if leader is None:
+            raise KafkaConnectionError(f"{tp.topic}-{tp.partition} has no leader now")
+        return self._connection(leader)
+
+    # -- reading --------------------------------------------------------------------------
+
+    def earliest(self, tp: TopicPartition) -> int:
+        """The partition's first offset (its log start)."""
+        return self._list_offset(tp, EARLIEST)
+
+    def _list_offset(self, tp: TopicPartition, target: int) -> int:
+        conn = self._leader(tp)
+        version = conn.version_for(_LIST_OFFSETS)
+        body = build_list_offsets({tp: target}, version, read_committed=self.config.read_committed)
+        answer = parse_list_offsets(conn.call(_LIST_OFFSETS, body, version=version))[tp]
+        if isinstance(answer, KafkaError):
+            self.metadata.on_partition_error(answer.code, tp.topic, tp.partition)
+            raise answer
+        return max(answer[0], 0)
+
+    def read(
+        self, tp: TopicPartition, start: int, end: int, timeout_ms: int, chunk: int
+    ) -> Iterator[tuple[list[ConsumerRecord], int]]:
+        """``tp``'s records from ``start`` until the position reaches ``end``:
+        ``(records, position after them)`` for each chunk of at most ``chunk``
+        (records at or past ``end`` that came in a fetched batch included).
+
+        Raises:
+            OffsetOutOfRangeError: ``start`` (or a later position) is no longer
+                in the log, with ``auto.offset.reset=none``.
+            KafkaConnectionError, KafkaError: nothing could be read for
+                ``timeout_ms`` (the last error).
+        """
+        fetcher = self.fetcher
+        fetcher.assign([tp])
+        fetcher.seek(tp, start, until=end)
+        backoff = self.config.retry_backoff_ms / 1000
+        deadline = time.monotonic() + timeout_ms / 1000
+        last: BaseException | None = None
+        try:
+            while True:
+                position = fetcher.position(tp)
+                if position is not None and position >= end:
+                    return
+                records = fetcher.take(chunk).get(tp, [])
+                after = fetcher.position(tp)
+                if records or (after is not None and after != position):
+                    yield records, after if after is not None else start
+                    deadline = time.monotonic() + timeout_ms / 1000
+                    continue
+                if time.monotonic() > deadline:
+                    raise last or KafkaConnectionError(
+                        f"no records from {tp.topic}-{tp.partition} at offset {position}"
+                    )
+                try:
+                    self._step(tp)
+                    last = None
+                    if self.metadata.needs_update(time.monotonic()):
+                        time.sleep(backoff)  # a leader moved: let the cluster settle
+                except (KafkaConnectionError, ProtocolError) as exc:
+                    last = exc
+                    self.metadata.request_update()
+                    time.sleep(backoff)
+                except KafkaError as exc:
+                    if not exc.code.retriable:
+                        raise
+                    last = exc
+                    self.metadata.request_update()
+                    time.sleep(backoff)
+        finally:
+            fetcher.assign([])
+
+    def _step(self, tp: TopicPartition) -> None:
+        """One round trip that moves ``tp`` on: a reset lookup or a fetch."""
+        fetcher = self.fetcher
+        resets = fetcher.needs_reset()
+        if tp in resets:
+            offset = self._list_offset(tp, resets[tp])
+            fetcher.apply_reset(tp, offset, resets[tp])
+            return
+        conn = self._leader(tp)
+        node = self.metadata.leader_for(tp.topic, tp.partition)
+        assert node is not None
+        fetchable = fetcher.fetchable(lambda t, p: node).get(node)
+        if not fetchable:
+            return  # nothing to fetch: the position is at the range's end
+        session = fetcher.session(node)
+        version = fetcher.fetch_version(conn.version_for(_FETCH), fetchable, session)
+        request, positions = fetcher.build_fetch(fetchable, version, session)
+        try:
+            answer = conn.call(
+                _FETCH, request, version=version, extra_s=self.config.fetch_max_wait_ms / 1000
+            )
+            fetcher.handle_fetch_response(positions, answer)
+        except TrafkaError:
+            fetcher.fetch_failed(positions)
+            raise
+
+    def close(self) -> None:
+        for conn in self._connections.values():
+            conn.close()
+        self._connections.clear()

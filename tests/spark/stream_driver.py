@@ -1,0 +1,52 @@
+"""A Spark driver for tests/spark/test_spark_exactly_once.py: a ``trafka``
+stream into a parquet file sink, run until it is killed.
+
+Usage: ``python stream_driver.py SERVERS TOPIC OUT CHECKPOINT``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+
+def main() -> None:
+    servers, topic, out, checkpoint = sys.argv[1:5]
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
+    from pyspark.sql import SparkSession
+
+    from trafka.spark import register
+
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .appName("trafka-exactly-once")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.driver.host", "127.0.0.1")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    register(spark)
+    stream = (
+        spark.readStream.format("trafka")
+        .option("kafka.bootstrap.servers", servers)
+        .option("subscribe", topic)
+        .option("startingOffsets", "earliest")
+        .option("maxOffsetsPerTrigger", "40")
+        .load()
+    )
+    query = (
+        stream.selectExpr("partition", "offset", "cast(value as string) as value")
+        .writeStream.format("parquet")
+        .option("path", out)
+        .option("checkpointLocation", checkpoint)
+        .trigger(processingTime="100 milliseconds")
+        .start()
+    )
+    print("started", flush=True)
+    query.awaitTermination()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,170 @@
+"""The data source against a three-node brokerlite cluster (ZooKeeper mode):
+leaders on every node, and a leader stopped while Spark reads its partitions.
+The read must still return every record exactly once, at the offsets the
+producer was given."""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+from trafka.brokerlite.local_cluster import LocalCluster, serve_cluster
+from trafka.sdk import NewTopic, open_admin, open_producer
+
+# tests/brokerlite is not a package: its helpers are imported from its folder,
+# which leaves sys.path as it was.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "brokerlite"))
+try:
+    from cluster_helpers import CLUSTER_SETTINGS, PARTITIONS, REPLICATION, ClusterControl
+finally:
+    del sys.path[0]
+
+pytestmark = pytest.mark.timeout(300)
+
+RECORDS = 6_000
+
+
+class ClusterThread:
+    """``serve_cluster`` on a trio loop in a thread of its own, so that the test's
+    thread can drive Spark (synchronous) while the brokers serve; :meth:`call`
+    runs an async function on that loop, where the brokers may be touched."""
+
+    def __init__(self, zk: str) -> None:
+        self.zk = zk
+        self.cluster: LocalCluster | None = None
+        self._token: Any = None
+        self._ready = threading.Event()
+        self._done: trio.Event | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="cluster", daemon=True)
+
+    def _run(self) -> None:
+        async def main() -> None:
+            async with serve_cluster(3, zookeeper_connect=self.zk, **CLUSTER_SETTINGS) as cluster:
+                self.cluster = cluster
+                self._token = trio.lowlevel.current_trio_token()
+                self._done = trio.Event()
+                await cluster.wait_formed()
+                self._ready.set()
+                await self._done.wait()
+
+        try:
+            trio.run(main)
+        except BaseException as exc:
+            self._error = exc
+            self._ready.set()
+
+    def __enter__(self) -> ClusterThread:
+        self._thread.start()
+        assert self._ready.wait(120), "the cluster did not start"
+        if self._error is not None:
+            raise self._error
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._done is not None:
+            trio.from_thread.run_sync(self._done.set, trio_token=self._token)
+        self._thread.join(60)
+
+    def call(self, fn: Any, *args: Any) -> Any:
+        """``await fn(*args)`` on the cluster's loop (every wait there has its own deadline)."""
+        return trio.from_thread.run(fn, *args, trio_token=self._token)
+
+
+@pytest.fixture
+def cluster(zk: str) -> Iterator[ClusterThread]:
+    with ClusterThread(zk) as running:
+        yield running
+
+
+def _run(fn: Any) -> Any:
+    async def main() -> Any:
+        with trio.fail_after(120):
+            return await fn()
+
+    return trio.run(main)
+
+
+def test_a_leader_stopped_mid_read_loses_and_doubles_nothing(
+    spark: Any, cluster: ClusterThread
+) -> None:
+    assert cluster.cluster is not None
+    servers = cluster.cluster.bootstrap_servers
+    topic = "spark-cluster"
+
+    async def setup() -> None:
+        async with open_admin(bootstrap_servers=servers) as admin:
+            await admin.create_topics([NewTopic(topic, PARTITIONS, REPLICATION)])
+
+    _run(setup)
+    control = ClusterControl(cluster.cluster, topic)
+    states = cluster.call(control.wait_topic_ready)
+    leaders = {p: s.leader for p, s in states.items()}
+    assert set(leaders.values()) == set(cluster.cluster.node_ids), leaders  # leaders everywhere
+
+    async def send() -> list[Any]:
+        async with open_producer(bootstrap_servers=servers, acks="all", linger_ms=20) as producer:
+            futures = [
+                await producer.send(topic, b"value-%06d" % i, key=b"key-%02d" % (i % 37))
+                for i in range(RECORDS)
+            ]
+            await producer.flush()
+            return [await f for f in futures]
+
+    metas = _run(send)
+    expected = {(m.partition, m.offset): b"value-%06d" % i for i, m in enumerate(metas)}
+
+    # Small tasks (Spark runs two at a time), so that most are still to run when
+    # the leader goes.
+    df = (
+        spark.read.format("trafka")
+        .option("kafka.bootstrap.servers", servers)
+        .option("subscribe", topic)
+        .option("maxRecordsPerPartition", "50")
+        .load()
+        .selectExpr("partition", "offset", "value")
+    )
+    # The read runs in this thread (Spark's active session is this thread's);
+    # another stops the leader once some tasks are done and most are not.
+    tracker = spark.sparkContext.statusTracker()
+    stopper: dict[str, Any] = {}
+
+    def stop_a_leader() -> None:
+        try:
+            deadline = time.monotonic() + 120
+            while True:
+                assert time.monotonic() < deadline, "the read did not start"
+                stages = [tracker.getStageInfo(s) for s in tracker.getActiveStageIds()]
+                if sum(s.numCompletedTasks for s in stages if s is not None) >= 4:
+                    break
+                time.sleep(0.05)
+            stopper["stopped"] = cluster.call(control.stop_leader_of, 0)
+        except BaseException as exc:
+            stopper["error"] = exc
+
+    thread = threading.Thread(target=stop_a_leader, daemon=True)
+    thread.start()
+    try:
+        rows = df.collect()
+    finally:
+        thread.join(120)
+    assert "error" not in stopper, stopper["error"]
+    victim = leaders[0]
+    assert stopper["stopped"] == victim  # stopped while the read ran (it had tasks left)
+    got = {(r.partition, r.offset): r.value for r in rows}
+    assert len(rows) == len(got) == RECORDS  # nothing doubled
+    assert got == expected  # nothing lost, every record where the producer was told
+    # The partitions the stopped node led were read from their new leaders.
+    moved = [p for p, leader in leaders.items() if leader == victim]
+    assert moved and all(cluster.call(_leader_of, control, p) != victim for p in moved)
+
+
+async def _leader_of(control: ClusterControl, partition: int) -> int:
+    return control.states()[partition].leader

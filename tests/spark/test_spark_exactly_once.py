@@ -1,0 +1,148 @@
+"""Exactly-once output of a stream into Spark's file sink across a driver
+killed with SIGKILL (Spark's JVM and Python workers with it) and broker
+restarts: the source replays each micro-batch's checkpointed offsets exactly,
+so the sink's output holds every record once."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from spark_helpers import create, fresh, produce
+
+from trafka.brokerlite import RunningBroker
+from trafka.brokerlite.server import broker_in_thread
+
+pytestmark = pytest.mark.timeout(420)
+
+DRIVER = Path(__file__).with_name("stream_driver.py")
+SCHEMA = "partition int, offset long, value string"
+
+
+class RestartableBroker:
+    """A brokerlite that can be stopped and started again on the same port and data."""
+
+    def __init__(self, data: Path) -> None:
+        self.data = data
+        self.port = 0
+        self._stack: contextlib.ExitStack | None = None
+        self.running: RunningBroker | None = None
+
+    def start(self) -> RunningBroker:
+        self._stack = contextlib.ExitStack()
+        self.running = self._stack.enter_context(
+            broker_in_thread(
+                port=self.port,
+                host="127.0.0.1",
+                data_dir=self.data,
+                group_initial_rebalance_delay_ms=0,
+            )
+        )
+        self.port = self.running.address[1]
+        return self.running
+
+    def stop(self) -> None:
+        if self._stack is not None:
+            self._stack.close()
+            self._stack = None
+
+
+@pytest.fixture
+def restartable(tmp_path: Path) -> Iterator[RestartableBroker]:
+    broker = RestartableBroker(tmp_path / "broker")
+    broker.start()
+    try:
+        yield broker
+    finally:
+        broker.stop()
+
+
+class Driver:
+    """The stream's driver in a process group of its own (killed all at once)."""
+
+    def __init__(self, args: list[str], log: Path) -> None:
+        self.log = log.open("a")
+        self.proc = subprocess.Popen(
+            [sys.executable, str(DRIVER), *args],
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+    def kill(self) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(30)
+        self.log.close()
+
+
+def _until(what: str, check: Callable[[], bool], driver: Driver, log: Path) -> None:
+    deadline = time.monotonic() + 150
+    while not check():
+        assert driver.proc.poll() is None, f"the driver died: {log.read_text()[-3000:]}"
+        assert time.monotonic() < deadline, f"not within 150 s: {what}"
+        time.sleep(0.5)
+
+
+def test_file_sink_output_is_exactly_once_across_driver_kills_and_broker_restarts(
+    spark: Any, restartable: RestartableBroker, tmp_path: Path
+) -> None:
+    assert restartable.running is not None
+    servers = restartable.running.bootstrap_servers
+    topic = fresh("exactly-once")
+    create(restartable.running, topic, 3)
+    produce(restartable.running, topic, [(b"k%d" % (i % 7), b"v%d" % i, None) for i in range(400)])
+    out, checkpoint, log = tmp_path / "out", tmp_path / "checkpoint", tmp_path / "driver.log"
+    args = [servers, topic, str(out), str(checkpoint)]
+
+    def committed() -> int:
+        if not (out / "_spark_metadata").exists():
+            return 0
+        return int(spark.read.schema(SCHEMA).parquet(str(out)).count())
+
+    # 1: killed with SIGKILL mid-stream (batches of 40 records: most still to come).
+    driver = Driver(args, log)
+    try:
+        _until("a first batch is committed", lambda: committed() >= 40, driver, log)
+    finally:
+        driver.kill()
+    first = committed()
+    assert first < 400, "the stream read everything before it was killed"
+
+    # 2: the broker restarts while no driver runs; more records arrive.
+    restartable.stop()
+    running = restartable.start()
+    produce(running, topic, [(b"k%d" % (i % 7), b"v%d" % i, None) for i in range(400, 600)])
+
+    # 3: a new driver goes on from the checkpoint; the broker restarts under it,
+    # then the driver is killed again.
+    driver = Driver(args, log)
+    try:
+        _until("the stream goes on", lambda: committed() >= first + 80, driver, log)
+        restartable.stop()
+        time.sleep(1)
+        restartable.start()
+        _until(
+            "the stream goes on after the restart", lambda: committed() >= first + 160, driver, log
+        )
+    finally:
+        driver.kill()
+
+    # 4: a last driver finishes the work.
+    driver = Driver(args, log)
+    try:
+        _until("every record is in the output", lambda: committed() >= 600, driver, log)
+    finally:
+        driver.kill()
+
+    rows = spark.read.schema(SCHEMA).parquet(str(out)).collect()
+    assert len({(r.partition, r.offset) for r in rows}) == len(rows) == 600
+    assert sorted(r.value for r in rows) == sorted(f"v{i}" for i in range(600))

@@ -1,0 +1,68 @@
+"""The executors' range reader over blocking sockets (no Spark): exact ranges,
+connections kept between reads, deleted offsets reported as they are."""
+
+from __future__ import annotations
+
+import pytest
+from spark_helpers import create, fresh, produce, run
+
+from trafka.brokerlite import RunningBroker
+from trafka.sdk import TopicPartition, open_admin
+from trafka.sdk.partitioners import murmur2_partition
+from trafka.spark import _kafka
+from trafka.spark._wire import RangeReader
+from trafka.spark.options import parse_read_options
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def _opts(broker: RunningBroker, topic: str, **options: str) -> _kafka.ReadOptions:
+    return parse_read_options(
+        {"kafka.bootstrap.servers": broker.bootstrap_servers, "subscribe": topic, **options},
+        streaming=False,
+    )
+
+
+def _offsets(opts: _kafka.ReadOptions, partition: int, start: int, end: int) -> list[int]:
+    task = _kafka.OffsetRange(opts.topics[0], partition, start, end)
+    return [o for chunk in _kafka.read_range(opts, task) for o in chunk.offset]
+
+
+def test_ranges_are_read_exactly_over_kept_connections(broker: RunningBroker) -> None:
+    topic = fresh("wire")
+    create(broker, topic, 2)
+    produce(broker, topic, [(b"k", b"%d" % i, None) for i in range(3000)], batch_size=2048)
+    opts = _opts(broker, topic)
+    assert _offsets(opts, murmur2_partition(b"k", 2), 10, 2000) == list(range(10, 2000))
+    reader = RangeReader(opts.consumer_config())
+    tp = TopicPartition(topic, murmur2_partition(b"k", 2))
+    try:
+        for start, end in ((0, 1), (2999, 3000), (100, 1100), (5, 6)):
+            got = [
+                r.offset for records, _ in reader.read(tp, start, end, 5000, 500) for r in records
+            ]
+            # Whole batches come back; the reader's caller cuts at the end.
+            assert [o for o in got if o < end] == list(range(start, end))
+        assert reader.opened == 2  # the bootstrap connection, then the leader's, kept
+    finally:
+        reader.close()
+
+
+def test_deleted_offsets_are_named(broker: RunningBroker) -> None:
+    topic = fresh("wire-loss")
+    create(broker, topic, 1)
+    produce(broker, topic, [(None, b"%d" % i, None) for i in range(100)])
+
+    async def delete() -> None:
+        async with open_admin(bootstrap_servers=broker.bootstrap_servers) as admin:
+            await admin.delete_records({TopicPartition(topic, 0): 30})
+
+    run(delete)
+    with pytest.raises(_kafka.DataLossError, match=r"offsets 0-29 of \S+ are no longer in the log"):
+        _offsets(_opts(broker, topic), 0, 0, 100)
+    with pytest.raises(
+        _kafka.DataLossError, match=r"offsets 10-19 of \S+ .* read of offsets 10-19"
+    ):
+        _offsets(_opts(broker, topic), 0, 10, 20)
+    # failOnDataLoss=false: from the log's start on.
+    assert _offsets(_opts(broker, topic, failOnDataLoss="false"), 0, 0, 100) == list(range(30, 100))
