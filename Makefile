@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck pytest docs bench codegen system-deps clean
+.PHONY: demo test lint typecheck pytest docs bench codegen system-deps clean src-tree
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -54,12 +54,15 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 
-# mypy cannot follow setuptools' editable finder (folder -> trafka.<folder>), so it
-# reads the packages through a symlink tree laid out as installed.
+# mypy and mkdocstrings cannot follow setuptools' editable finder (folder ->
+# trafka.<folder>), so they read the packages through a symlink tree laid out as
+# installed.
 MYPY_SRC := $(VENV)/mypy-src
-typecheck: $(STAMP)
+src-tree: $(STAMP)
 	@mkdir -p $(MYPY_SRC)/trafka
 	@for d in codec sdk brokerlite proxy discovery spark tools console; do ln -sfn ../../../$$d $(MYPY_SRC)/trafka/$$d; done
+
+typecheck: src-tree
 	MYPYPATH=$(MYPY_SRC) $(VENV)/bin/mypy --explicit-package-bases -p trafka.codec -p trafka.sdk -p trafka.brokerlite -p trafka.proxy -p trafka.discovery -p trafka.spark -p trafka.tools -p trafka.console
 
 # The suite runs in pytest-xdist workers, a file's tests together in one. Two
@@ -71,7 +74,7 @@ PYTEST_WORKERS ?= 2
 pytest: $(STAMP) system-deps
 	$(PY) -m pytest -q $(if $(filter 0,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS) --dist loadfile)
 
-docs: $(STAMP)
+docs: src-tree
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict -q -d site
 
 test: lint typecheck docs pytest
