@@ -11,6 +11,9 @@ metric                                                             from
 ``kafka_server_brokertopicmetrics_bytesin_total{topic}``           bytes appended by Produce
 ``kafka_server_brokertopicmetrics_bytesout_total{topic}``          record bytes sent in Fetch answers
 ``kafka_server_brokertopicmetrics_failedproducerequests_total``    partitions a Produce failed on
+``kafka_server_brokertopicmetrics_failedfetchrequests_total``      partitions a Fetch failed on (not for
+                                                                   the errors Kafka expects: not the
+                                                                   leader, out of range...)
 ``kafka_network_requestmetrics_requests_total{request}``           requests handled, per API
 ``kafka_network_requestmetrics_totaltime_seconds{request}``        time handling a request (histogram;
                                                                    the wait of a parked request is
@@ -46,6 +49,7 @@ import bisect
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
+from trafka.codec.errors import ErrorCode
 from trafka.codec.protocol import api
 
 from .errors import BrokerError
@@ -60,6 +64,21 @@ __all__ = ["CONTENT_TYPE", "BrokerMetrics", "Histograms"]
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 # Request handling times (s): what a broker in one process spends on a request.
+# What Kafka's ReplicaManager answers without counting a failed fetch.
+_EXPECTED_FETCH_ERRORS = frozenset(
+    {
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        ErrorCode.NOT_LEADER_OR_FOLLOWER,
+        ErrorCode.UNKNOWN_LEADER_EPOCH,
+        ErrorCode.FENCED_LEADER_EPOCH,
+        ErrorCode.REPLICA_NOT_AVAILABLE,
+        ErrorCode.KAFKA_STORAGE_ERROR,
+        ErrorCode.OFFSET_OUT_OF_RANGE,
+        ErrorCode.INCONSISTENT_TOPIC_ID,
+        ErrorCode.UNKNOWN_TOPIC_ID,
+        ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+    }
+)
 _BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0)
 
 
@@ -108,6 +127,7 @@ class BrokerMetrics:
         self.bytes_in: dict[str, int] = {}
         self.bytes_out: dict[str, int] = {}
         self.failed_produce: dict[str, int] = {}
+        self.failed_fetch: dict[str, int] = {}
         self._times = Histograms(_BUCKETS)  # per API key
         self._broker: Broker | None = None
         self._registry: CollectorRegistry | None = None
@@ -127,11 +147,20 @@ class BrokerMetrics:
 
     def fetch_answered(self, body: Any) -> None:
         """Count a Fetch answer's record bytes per topic (BytesOut) as it is sent
-        (an error answer, which carries no records plan, counts nothing)."""
+        (an error answer, which carries no records plan, counts nothing), and its
+        partitions that failed for a reason Kafka counts as a failed fetch (not
+        the expected ones: not the leader, out of range, unknown...)."""
         for topic in getattr(body, "topics", None) or ():
             size = sum(getattr(p, "size", 0) for p in topic.partitions)
             if size:
                 self.bytes_out[topic.name] = self.bytes_out.get(topic.name, 0) + size
+            failed = sum(
+                1
+                for p in topic.partitions
+                if getattr(p, "error_code", 0) and p.error_code not in _EXPECTED_FETCH_ERRORS
+            )
+            if failed:
+                self.failed_fetch[topic.name] = self.failed_fetch.get(topic.name, 0) + failed
 
     def handled(self, api_key: int, seconds: float) -> None:
         """One request of ``api_key`` took ``seconds`` to handle."""
@@ -164,6 +193,7 @@ class BrokerMetrics:
             ("bytesin", self.bytes_in, "Bytes appended by Produce."),
             ("bytesout", self.bytes_out, "Record bytes sent in Fetch answers."),
             ("failedproducerequests", self.failed_produce, "Partitions a Produce failed on."),
+            ("failedfetchrequests", self.failed_fetch, "Partitions a Fetch failed on."),
         ):
             family = CounterMetricFamily(
                 f"kafka_server_brokertopicmetrics_{name}", what, labels=["topic"]

@@ -147,3 +147,32 @@ def test_purgatory_size_counts_the_fetches_waiting(tmp_path: Any) -> None:
                         assert waiting == 1
 
     trio.run(main)
+
+
+def test_failed_fetches_count_what_kafka_counts() -> None:
+    """A partition answered with an unexpected error (a corrupt batch) is a failed
+    fetch of its topic; the errors Kafka expects (out of range, not the leader)
+    are not."""
+    from types import SimpleNamespace
+
+    from trafka.brokerlite.metrics import BrokerMetrics
+    from trafka.codec.errors import ErrorCode
+
+    def answer(*codes: int) -> Any:
+        parts = [SimpleNamespace(error_code=c, size=0) for c in codes]
+        return SimpleNamespace(topics=[SimpleNamespace(name="t", partitions=parts)])
+
+    metrics = BrokerMetrics()
+    metrics.fetch_answered(
+        answer(ErrorCode.NONE, ErrorCode.OFFSET_OUT_OF_RANGE, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+    )
+    assert metrics.failed_fetch == {}
+    metrics.fetch_answered(answer(ErrorCode.CORRUPT_MESSAGE, ErrorCode.NONE))
+    assert metrics.failed_fetch == {"t": 1}
+    text = metrics.exposition().decode()
+    assert (
+        samples(text)[
+            ("kafka_server_brokertopicmetrics_failedfetchrequests_total", (("topic", "t"),))
+        ]
+        == 1
+    )
