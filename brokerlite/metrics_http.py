@@ -23,8 +23,9 @@ from typing import TYPE_CHECKING
 
 import trio
 
+from trafka.sdk.prometheus import http_answer
+
 from .lograte import RateLimitedLog, accept_forever
-from .metrics import CONTENT_TYPE
 
 if TYPE_CHECKING:
     from .broker import Broker
@@ -59,39 +60,14 @@ class Endpoint:
 
 
 def answer(server: Broker | Endpoint, head: bytes) -> bytes:
-    """The whole HTTP answer to a request head."""
+    """The whole HTTP answer to a request head (the SDK's metrics listeners answer
+    the same way: :func:`trafka.sdk.prometheus.http_answer`)."""
     endpoint = server if isinstance(server, Endpoint) else Endpoint.of(server)
-    line = head.split(b"\r\n", 1)[0].split()
-    if len(line) != 3 or not line[2].startswith(b"HTTP/"):
-        return _response(400, b"bad request\n")
-    method, target = line[0], line[1].split(b"?", 1)[0]
-    if method not in (b"GET", b"HEAD"):
-        return _response(405, b"method not allowed\n")
-    if target == b"/metrics":
-        body, status, kind = endpoint.exposition(), 200, CONTENT_TYPE
-    elif target == b"/healthz":
-        body, status, kind = b"ok\n", 200, "text/plain"
-    elif target == b"/readyz":
-        ok = endpoint.ready()
-        body, status, kind = (
-            (b"ready\n", 200, "text/plain") if ok else (b"not ready\n", 503, "text/plain")
-        )
-    else:
-        return _response(404, b"not found\n")
-    return _response(status, b"" if method == b"HEAD" else body, kind, len(body))
+    return http_answer(endpoint.exposition, endpoint.ready, head)
 
 
-def _response(
-    status: int, body: bytes, kind: str = "text/plain", length: int | None = None
-) -> bytes:
-    reason = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed"}.get(
-        status, "Service Unavailable"
-    )
-    head = (
-        f"HTTP/1.1 {status} {reason}\r\nContent-Type: {kind}\r\n"
-        f"Content-Length: {len(body) if length is None else length}\r\nConnection: close\r\n\r\n"
-    )
-    return head.encode() + body
+def _bad_request() -> bytes:
+    return http_answer(lambda: b"", lambda: False, b"\r\n\r\n")
 
 
 async def _exchange(endpoint: Endpoint, stream: trio.SocketStream) -> None:
@@ -103,7 +79,7 @@ async def _exchange(endpoint: Endpoint, stream: trio.SocketStream) -> None:
                 break
             head += data
     if b"\r\n\r\n" not in head:
-        await stream.send_all(_response(400, b"bad request\n"))
+        await stream.send_all(_bad_request())
         return
     await stream.send_all(answer(endpoint, bytes(head)))
 

@@ -41,13 +41,13 @@ within 5 s), on the client's own task group (asyncio or trio, through anyio);
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import anyio
 import anyio.abc
 
-__all__ = ["ClientCollector", "serve_client_metrics"]
+__all__ = ["CONTENT_TYPE", "ClientCollector", "http_answer", "serve_client_metrics"]
 
 _MAX_HEAD = 8192
 _HEAD_TIMEOUT_S = 5.0
@@ -152,9 +152,10 @@ class ClientCollector:
         return any(b.connected for b in self.client.statistics().brokers.values())
 
 
-def _answer(collector: ClientCollector, registry: Any, head: bytes) -> bytes:
-    from prometheus_client import generate_latest
-
+def http_answer(exposition: Callable[[], bytes], ready: Callable[[], bool], head: bytes) -> bytes:
+    """The whole HTTP answer of a metrics listener to a request head: ``/metrics``
+    (``exposition()``), ``/healthz``, ``/readyz`` (``ready()``); 404, 405 and 400
+    otherwise. (brokerlite's and the proxy's listeners answer with it too.)"""
     line = head.split(b"\r\n", 1)[0].split()
     if len(line) != 3 or not line[2].startswith(b"HTTP/"):
         return _response(400, b"bad request\n")
@@ -162,13 +163,12 @@ def _answer(collector: ClientCollector, registry: Any, head: bytes) -> bytes:
     if method not in (b"GET", b"HEAD"):
         return _response(405, b"method not allowed\n")
     if target == b"/metrics":
-        body, status, kind = generate_latest(registry), 200, CONTENT_TYPE
+        body, status, kind = exposition(), 200, CONTENT_TYPE
     elif target == b"/healthz":
         body, status, kind = b"ok\n", 200, "text/plain"
     elif target == b"/readyz":
-        ok = collector.ready()
         body, status, kind = (
-            (b"ready\n", 200, "text/plain") if ok else (b"not ready\n", 503, "text/plain")
+            (b"ready\n", 200, "text/plain") if ready() else (b"not ready\n", 503, "text/plain")
         )
     else:
         return _response(404, b"not found\n")
@@ -201,7 +201,7 @@ async def serve_client_metrics(
     Raises:
         OSError: the address cannot be bound.
     """
-    from prometheus_client import CollectorRegistry
+    from prometheus_client import CollectorRegistry, generate_latest
 
     collector = ClientCollector(client, kind)
     registry = CollectorRegistry(auto_describe=False)
@@ -221,7 +221,9 @@ async def serve_client_metrics(
                 if b"\r\n\r\n" not in head:
                     await stream.send(_response(400, b"bad request\n"))
                     return
-                await stream.send(_answer(collector, registry, head))
+                await stream.send(
+                    http_answer(lambda: generate_latest(registry), collector.ready, head)
+                )
             except (anyio.EndOfStream, anyio.BrokenResourceError, OSError):
                 pass
 
