@@ -72,7 +72,7 @@ typecheck: src-tree
 # in this process alone.
 PYTEST_WORKERS ?= 2
 pytest: $(STAMP) system-deps
-	$(PY) -m pytest -q $(if $(filter 0,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS) --dist loadfile)
+	$(PY) -m pytest -q --durations=25 $(if $(filter 0,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS) --dist loadfile)
 
 docs: src-tree
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict -q -d site
