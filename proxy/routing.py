@@ -60,6 +60,7 @@ Rules:
 from __future__ import annotations
 
 import dataclasses
+import logging
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -99,6 +100,8 @@ __all__ = [
     "prepare_idempotent",
     "route_produce",
 ]
+
+log = logging.getLogger("trafka.proxy")
 
 HASHES: dict[str, Callable[[bytes, int], int]] = KEY_HASHES  # the SDK's, by name
 
@@ -270,6 +273,15 @@ def _split(
         moved = len(records) if target != partition else 0
         stats.count(topic, moved, len(records) - moved)
         pieces[target] = _Piece(records, header, None, len(raw) * len(records) // total + 64)
+    if log.isEnabledFor(logging.DEBUG):
+        # Where the records of a client's batch really went (trafka proxy -v).
+        log.debug(
+            "%r-%d: %d records placed as %s",
+            topic,
+            partition,
+            total,
+            ", ".join(f"{len(r)} -> {t}" for t, r in sorted(groups.items())),
+        )
     return _Split(topic, partition, header, pieces)
 
 

@@ -210,3 +210,19 @@ def test_legacy_message_sets_are_routed_in_their_own_format() -> None:
         for version in (0, 1, 2):
             for _, part in routed.parts:
                 protocol.encode_request_body(0, version, part)
+
+
+def test_a_moved_batch_is_logged_where_its_records_went(caplog: Any) -> None:
+    import logging
+
+    body = request({0: [encode_batch(keyed(60))]})
+    with caplog.at_level(logging.DEBUG, logger="trafka.proxy"):
+        plan(body)
+    (line,) = [r.getMessage() for r in caplog.records if "records placed as" in r.getMessage()]
+    placed = dict(
+        (int(t), int(n))
+        for n, t in (part.split(" -> ") for part in line.split(" as ")[1].split(", "))
+    )
+    assert line.startswith("'orders'-0: 60 records placed as")
+    assert sum(placed.values()) == 60
+    assert placed == dict(Counter(murmur2_partition(k, 6) for _, k, _, _ in keyed(60)))
