@@ -216,6 +216,8 @@ class ExactlyOnce:
         )
         if prepared is None:
             return None
+        if prepared.stale:
+            self.refresh(prepared.stale)
         await taken()
         try:
             for topic, partition in Sequences.unsynced(session, prepared.targets):

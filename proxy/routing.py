@@ -609,6 +609,7 @@ class Prepared:
     new: list[tuple[_Split, int]]  # (placed batch, its record count)
     refused: dict[tuple[str, int], ErrorCode]
     targets: set[tuple[str, int]]
+    stale: set[str]  # topics whose leaders the proxy must ask again
     chunks: list[_Chunk] = field(default_factory=list)
 
 
@@ -673,7 +674,11 @@ def prepare_idempotent(
     driver has learnt the sequences :meth:`Sequences.unsynced` names.
 
     Returns:
-        The prepared request, or None when it is not for this plan.
+        The prepared request, or None when it is not for this plan (a
+        partition's records are not one magic 2 batch: the broker refuses it).
+        A partition whose topic or leaders the proxy does not know is refused
+        (UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER), never forwarded
+        as the client numbered it.
 
     Raises:
         DecodeError: a batch is malformed.
@@ -684,19 +689,30 @@ def prepare_idempotent(
     refused: dict[tuple[str, int], ErrorCode] = {}
     targets: set[tuple[str, int]] = set()
     sizes = []
+    stale: set[str] = set()
     for t in body.topic_data:
-        count = topics.partitions.get(t.name)
-        if not count:
-            return None
         for p in t.partition_data:
-            if topics.leader(t.name, p.index) < 0:
-                return None
             batches = list(iter_batches(p.records or b""))
             if len(batches) != 1:
                 return None  # the broker judges it (INVALID_RECORD)
-            header, raw = batches[0]
-            if not isinstance(header, RecordBatchHeader):
+            if not isinstance(batches[0][0], RecordBatchHeader):
                 return None
+    for t in body.topic_data:
+        # Never unrouted: a batch of this producer written as the client numbered
+        # it would clash with the proxy's numbers. Where the proxy cannot place
+        # records, the client hears an error that makes it ask for metadata
+        # (through the proxy, which learns with it) and retry.
+        count = topics.partitions.get(t.name)
+        for p in t.partition_data:
+            if not count:
+                refused[(t.name, p.index)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            if topics.leader(t.name, p.index) < 0:
+                refused[(t.name, p.index)] = ErrorCode.NOT_LEADER_OR_FOLLOWER
+                stale.add(t.name)
+                continue
+            header, raw = next(iter_batches(p.records or b""))
+            assert isinstance(header, RecordBatchHeader)
             known = session.known(t.name, p.index, header.base_sequence)
             if known is not None and known.count == header.records_count:
                 stats.batches_retried += 1
@@ -711,11 +727,13 @@ def prepare_idempotent(
             sizes.append(len(data))
             split = _split(header, data, t.name, p.index, count, hash_of, stats, max_size)
             if not all(topics.leader(t.name, x) >= 0 for x in split.pieces):
-                return None
+                refused[(t.name, p.index)] = ErrorCode.NOT_LEADER_OR_FOLLOWER
+                stale.add(t.name)
+                continue
             new.append((split, header.records_count))
             targets.update((t.name, x) for x in split.pieces)
     stats.requests_idempotent += 1
-    prepared = Prepared(session.producer_id, session.epoch, retried, new, refused, targets)
+    prepared = Prepared(session.producer_id, session.epoch, retried, new, refused, targets, stale)
     owner = {id(piece): split for split, _ in new for piece in split.pieces.values()}
     cap = _cap(sizes)
     for (topic, target), (own, moved) in _by_target([s for s, _ in new]).items():

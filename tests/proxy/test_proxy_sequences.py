@@ -184,3 +184,39 @@ def _template() -> Any:
     from trafka.codec.messages import k00_produce as pm
 
     return pm.ProduceResponse()
+
+
+def test_records_the_proxy_cannot_place_are_refused_never_forwarded_as_numbered() -> None:
+    """A target without a known leader, or a topic never seen: the partition is
+    answered with an error that makes the client refresh its metadata and retry,
+    and nothing of it is numbered (written as the client numbered it, it would
+    clash with the proxy's numbers)."""
+    seqs = Sequences()
+    seqs.born(PID, EPOCH)
+    session = seqs.session(PID, EPOCH, 0)
+    assert session is not None
+    topics = cluster()
+    del topics.leaders[("orders", 3)]  # a leader moving, say
+    body = request({0: [batch(120, 0)]})
+    prepared = prepare_idempotent(
+        body, session=session, topics=topics, hash_name="murmur2", stats=RouteStats()
+    )
+    assert prepared is not None
+    assert prepared.refused == {("orders", 0): ErrorCode.NOT_LEADER_OR_FOLLOWER}
+    assert prepared.stale == {"orders"} and prepared.new == []
+    p = commit_idempotent(body, prepared, session)
+    assert p.rounds == []
+    (answer,) = idempotent_answer(p, _template()).responses[0].partition_responses
+    assert answer.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    # The retry, once the leader is known again, is placed as new (sequence 0).
+    retry = prepare_idempotent(
+        body, session=session, topics=cluster(), hash_name="murmur2", stats=RouteStats()
+    )
+    assert retry is not None and len(retry.new) == 1 and not retry.refused
+
+    unknown = request({0: [batch(10, 0)]}, topic="never-seen")
+    prepared = prepare_idempotent(
+        unknown, session=session, topics=cluster(), hash_name="murmur2", stats=RouteStats()
+    )
+    assert prepared is not None
+    assert prepared.refused == {("never-seen", 0): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
