@@ -28,6 +28,7 @@ proxy's pooled upstream connections:
 from __future__ import annotations
 
 import logging
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from functools import partial
@@ -61,6 +62,7 @@ __all__ = ["ExactlyOnce", "Preparation"]
 log = logging.getLogger("trafka.proxy")
 
 PRODUCE, FIND_COORDINATOR, ADD_PARTITIONS_TO_TXN, DESCRIBE_PRODUCERS = 0, 10, 24, 61
+MAX_TRANSACTIONAL_IDS = 100_000
 _COORDINATOR_RETRY = frozenset(
     {
         ErrorCode.NOT_COORDINATOR,
@@ -115,7 +117,10 @@ class ExactlyOnce:
         self.refresh = refresh
         self.nodes = nodes
         self.sequences = Sequences()
-        self.transactions: dict[str, _Txn] = {}
+        # Per transactional id, the longest unused forgotten first beyond the cap
+        # (a forgotten one only costs an AddPartitionsToTxn the coordinator
+        # answers at once for partitions it already holds).
+        self.transactions: OrderedDict[str, _Txn] = OrderedDict()
         self._locks: dict[int, trio.Lock] = {}
 
     # -- what the client's other requests teach ------------------------------------------------
@@ -155,6 +160,9 @@ class ExactlyOnce:
             txn = self.transactions[tid] = _Txn(pid, epoch)
             if old is not None:
                 txn.coordinator = old.coordinator
+        self.transactions.move_to_end(tid)
+        while len(self.transactions) > MAX_TRANSACTIONAL_IDS:
+            self.transactions.popitem(last=False)
         return txn
 
     # -- Produce ---------------------------------------------------------------------------

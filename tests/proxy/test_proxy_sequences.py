@@ -220,3 +220,17 @@ def test_records_the_proxy_cannot_place_are_refused_never_forwarded_as_numbered(
     )
     assert prepared is not None
     assert prepared.refused == {("never-seen", 0): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
+
+
+def test_the_transactions_the_proxy_tracks_are_bounded(monkeypatch: Any) -> None:
+    from trafka.proxy import exactly_once
+    from trafka.proxy.exactly_once import ExactlyOnce
+
+    monkeypatch.setattr(exactly_once, "MAX_TRANSACTIONAL_IDS", 3)
+    eos = ExactlyOnce(None, cluster(), RouteStats(), lambda _: None, list, 1 << 20)  # type: ignore[arg-type]
+    for i in range(5):
+        eos._txn(f"tx-{i}", i, 0).partitions.add(("orders", i))
+    eos._txn("tx-2", 2, 0)  # used again: kept
+    eos._txn("tx-5", 5, 0)
+    assert list(eos.transactions) == ["tx-4", "tx-2", "tx-5"]
+    assert eos.transactions["tx-2"].partitions == {("orders", 2)}
