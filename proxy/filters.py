@@ -29,7 +29,7 @@ Rules:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -175,7 +175,3 @@ def load_filter(spec: str) -> Filter:
 
 def _name(f: Filter) -> str:
     return type(f).__name__
-
-
-def names(filters: Iterable[Filter]) -> list[str]:
-    return [_name(f) for f in filters]

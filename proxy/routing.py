@@ -410,10 +410,9 @@ def plan_produce(
                     split = _whole(t.name, p.index, header, data)
                 splits.append(split)
     parts: _Parts = {}
-    sources: dict[
-        tuple[str, int, int], list[_Source]
-    ] = {}  # (topic, client partition, n) -> batches
-    kept: dict[tuple[str, int, int], _Source] = {}
+    sources: dict[tuple[str, int], list[_Source]] = {}  # client partition -> its batches
+    kept: dict[tuple[str, int], _Source] = {}
+    owner_of, moved_out = _owners(splits)
     order = _part_order()
     for (topic, target), (own, moved) in _by_target(splits).items():
         leader = topics.leader(topic, target)
@@ -422,15 +421,15 @@ def plan_produce(
             part = order(rnd, leader)
             parts.setdefault((rnd, leader), {}).setdefault(topic, {})[target] = data
             for piece in chunk:
-                owner = _owner_of(piece, own, moved, topic, target)
+                owner = owner_of[id(piece)]
                 sources.setdefault(owner, []).append((part, target))
-                if rnd == 0 and piece is next(iter(own), None) and not _moved_out(splits, owner):
+                if rnd == 0 and piece is next(iter(own), None) and owner not in moved_out:
                     kept[owner] = (part, target)
     for topic, index in empty:
         part = order(0, topics.leader(topic, index))
         parts.setdefault((0, topics.leader(topic, index)), {}).setdefault(topic, {})[index] = b""
-        sources[(topic, index, 0)] = [(part, index)]
-        kept[(topic, index, 0)] = (part, index)
+        sources[(topic, index)] = [(part, index)]
+        kept[(topic, index)] = (part, index)
     stats.requests_pooled += 1
     if len({leader for _, leader in parts}) > 1:
         stats.requests_split += 1
@@ -467,35 +466,23 @@ def _by_target(
     return out
 
 
-def _owner_of(
-    piece: _Piece,
-    own: list[_Piece],
-    moved: list[tuple[_Split, _Piece]],
-    topic: str,
-    target: int,
-) -> tuple[str, int, int]:
-    if any(piece is o for o in own):
-        return (topic, target, 0)
-    for split, p in moved:
-        if p is piece:
-            return (topic, split.partition, 0)
-    raise AssertionError("a piece without its batch")
-
-
-def _moved_out(splits: list[_Split], owner: tuple[str, int, int]) -> bool:
-    return any(s.moved for s in splits if (s.topic, s.partition) == owner[:2])
+def _owners(splits: list[_Split]) -> tuple[dict[int, tuple[str, int]], set[tuple[str, int]]]:
+    """Each piece's client partition (by ``id``), and the client partitions some
+    of whose records moved."""
+    owner = {id(piece): (s.topic, s.partition) for s in splits for piece in s.pieces.values()}
+    return owner, {(s.topic, s.partition) for s in splits if s.moved}
 
 
 def _route(
     body: Any,
-    sources: dict[tuple[str, int, int], list[_Source]],
-    kept: dict[tuple[str, int, int], _Source],
+    sources: dict[tuple[str, int], list[_Source]],
+    kept: dict[tuple[str, int], _Source],
 ) -> ProduceRoute:
     origin = []
     for t in body.topic_data:
         entries = []
         for p in t.partition_data:
-            key = (t.name, p.index, 0)
+            key = (t.name, p.index)
             found = tuple(dict.fromkeys(sources.get(key, [])))
             entries.append((p.index, found, kept.get(key)))
         origin.append((t.name, tuple(entries)))
@@ -576,23 +563,24 @@ def route_produce(
     if not any(s.moved for s in splits):
         return body, None
     out: dict[str, dict[int, bytes]] = {}
-    sources: dict[tuple[str, int, int], list[_Source]] = {}
-    kept: dict[tuple[str, int, int], _Source] = {}
+    sources: dict[tuple[str, int], list[_Source]] = {}
+    kept: dict[tuple[str, int], _Source] = {}
+    owner_of, moved_out = _owners(splits)
     for (topic, target), (own, moved) in _by_target(splits).items():
         pieces = own + [m for _, m in moved]
         data, _ = _encode(pieces)
         out.setdefault(topic, {})[target] = data
         for piece in pieces:
-            owner = _owner_of(piece, own, moved, topic, target)
+            owner = owner_of[id(piece)]
             sources.setdefault(owner, []).append((0, target))
-            if piece is next(iter(own), None) and not _moved_out(splits, owner):
+            if piece is next(iter(own), None) and owner not in moved_out:
                 kept[owner] = (0, target)
     for t in body.topic_data:
         for p in t.partition_data:
             if not p.records:
                 out.setdefault(t.name, {})[p.index] = p.records
-                sources[(t.name, p.index, 0)] = [(0, p.index)]
-                kept[(t.name, p.index, 0)] = (0, p.index)
+                sources[(t.name, p.index)] = [(0, p.index)]
+                kept[(t.name, p.index)] = (0, p.index)
     return dataclasses.replace(body, topic_data=_topic_data(out)), _route(body, sources, kept)
 
 

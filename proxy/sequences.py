@@ -55,7 +55,7 @@ from __future__ import annotations
 
 import enum
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -301,7 +301,7 @@ class Session:
             t.pending.remove(u)
             later = t.pending[at:]
             if later:
-                if t.gap is None or _before(u.base_sequence, t.gap):
+                if t.gap is None or u.base_sequence < t.gap:
                     t.gap = u.base_sequence
             elif t.gap is None:
                 t.next_sequence = u.base_sequence
@@ -310,13 +310,6 @@ class Session:
     def sent(self, u: Upstream) -> None:
         if u.state in (State.PLANNED, State.FAILED):
             u.state = State.SENT
-
-    def unacknowledged_bytes(self) -> int:
-        return sum(len(p.data or b"") for t in self.targets.values() for p in t.pending)
-
-
-def _before(a: int, b: int) -> bool:
-    return a < b
 
 
 class Sequences:
@@ -391,6 +384,3 @@ class Sequences:
             t.next_sequence = next_sequence(last_sequence, 1)
         else:
             t.next_sequence = 0
-
-    def sessions(self) -> Iterator[Session]:
-        return iter(self._sessions.values())
