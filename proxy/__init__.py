@@ -13,18 +13,31 @@ or ``trafka proxy --upstream kafka:9092 --listen 0.0.0.0:19092 --advertised-host
 The protocol logic is :mod:`.rewrite`, :mod:`.routing` and :mod:`.sequences`
 (I/O-free); :mod:`.server` and :mod:`.exactly_once` drive it. User code sees
 and changes decoded requests and answers through :class:`Filter`
-(:mod:`.filters`).
+(:mod:`.filters`); key routing is itself a filter, :class:`KeyRouting`.
 """
 
-from .filters import Filter, FilterContext, Respond
+from .config import ProxyConfig
+from .filters import (
+    CloseConnection,
+    Filter,
+    FilterContext,
+    ProxyServices,
+    Respond,
+    RespondLater,
+)
+from .key_routing import KeyRouting
 from .routing import HASHES, RouteStats
-from .server import ProxyConfig, ProxyStatistics, RunningProxy, proxy_in_thread, serve_proxy
+from .server import ProxyStatistics, RunningProxy, proxy_in_thread, serve_proxy
 
 __all__ = [
     "HASHES",
+    "CloseConnection",
     "Filter",
     "FilterContext",
+    "KeyRouting",
+    "ProxyServices",
     "Respond",
+    "RespondLater",
     "ProxyConfig",
     "ProxyStatistics",
     "RouteStats",

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import logging
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -43,6 +43,7 @@ from trafka.codec.messages import k10_find_coordinator as fc
 from trafka.codec.messages import k24_add_partitions_to_txn as apt
 from trafka.codec.messages import k61_describe_producers as dp
 
+from .filters import FilterContext
 from .pool import UpstreamError, UpstreamPool, Waiter
 from .routing import (
     IdempotentPlan,
@@ -169,17 +170,14 @@ class ExactlyOnce:
 
     async def plan(
         self,
-        header: Any,
+        ctx: FilterContext,
         body: Any,
         producer: tuple[int, int],
         hash_name: str,
         deadline: float,
-        taken: Callable[[], Awaitable[None]],
     ) -> tuple[IdempotentPlan, list[tuple[list[Upstream], Waiter | UpstreamError]]] | Any | None:
-        """Plan and write a request.
-
-        ``taken`` is awaited once the request is known to be for this path,
-        before anything is written (the driver queues the client's answer).
+        """Plan and write a request (``ctx``: the request's
+        :class:`~.filters.FilterContext`: its client id and API version).
 
         Returns:
             (the plan, each written part's batches and waiter); or a ready
@@ -190,24 +188,22 @@ class ExactlyOnce:
         lock = self._locks.setdefault(pid, trio.Lock())
         try:
             async with lock:
-                return await self._plan_locked(header, body, pid, epoch, hash_name, deadline, taken)
+                return await self._plan_locked(ctx, body, pid, epoch, hash_name, deadline)
         finally:
             if not lock.locked() and not lock.statistics().tasks_waiting:
                 self._locks.pop(pid, None)
 
     async def _plan_locked(
         self,
-        header: Any,
+        ctx: FilterContext,
         body: Any,
         pid: int,
         epoch: int,
         hash_name: str,
         deadline: float,
-        taken: Callable[[], Awaitable[None]],
     ) -> Any:
         session = self.sequences.session(pid, epoch, int(trio.current_time() * 1000))
         if session is None:
-            await taken()
             return _all_failed(body, ErrorCode.INVALID_PRODUCER_EPOCH)
         # Placing and encoding the records runs on a worker thread (it only reads
         # the session, which nothing else changes while this producer's lock is held).
@@ -226,12 +222,11 @@ class ExactlyOnce:
             return None
         if prepared.stale:
             self.refresh(prepared.stale)
-        await taken()
         try:
             for topic, partition in Sequences.unsynced(session, prepared.targets):
-                await self._sync(header, session, topic, partition, deadline)
+                await self._sync(ctx, session, topic, partition, deadline)
             if body.transactional_id is not None:
-                await self._add_to_txn(header, body, pid, epoch, prepared.targets, deadline)
+                await self._add_to_txn(ctx, body, pid, epoch, prepared.targets, deadline)
         except Preparation as exc:
             log.debug("a Produce of producer %d is answered %s: %s", pid, exc.code.name, exc)
             return _all_failed(body, exc.code, str(exc))
@@ -250,9 +245,9 @@ class ExactlyOnce:
                         try:
                             waiter: Waiter | UpstreamError = await self.pool.send(
                                 leader,
-                                header.client_id,
+                                ctx.client_id,
                                 PRODUCE,
-                                header.request_api_version,
+                                ctx.api_version,
                                 upstream_body(body, group),
                             )
                         except UpstreamError as exc:
@@ -270,7 +265,7 @@ class ExactlyOnce:
 
     async def settle(
         self,
-        header: Any,
+        ctx: FilterContext,
         body: Any,
         plan: IdempotentPlan,
         written: list[tuple[list[Upstream], Waiter | UpstreamError]],
@@ -278,7 +273,7 @@ class ExactlyOnce:
     ) -> Any:
         """Await the parts' answers, settle their batches, and build the client's answer."""
         session = self.sequences.get(plan.producer_id)
-        version = header.request_api_version
+        version = ctx.api_version
         stale: set[str] = set()
         template = None
         for group, waiter in written:
@@ -299,9 +294,7 @@ class ExactlyOnce:
             stale |= learn_leaders(self.topics, answer)
             got = {(t.name, p.index): p for t in answer.responses for p in t.partition_responses}
             for u in group:
-                await self._settle_one(
-                    header, session, u, got.get((u.topic, u.partition)), deadline
-                )
+                await self._settle_one(ctx, session, u, got.get((u.topic, u.partition)), deadline)
         if stale:
             self.refresh(stale)
         for u in plan.waits:
@@ -311,7 +304,7 @@ class ExactlyOnce:
         return idempotent_answer(plan, template or pm.ProduceResponse())
 
     async def _settle_one(
-        self, header: Any, session: Session | None, u: Upstream, p: Any, deadline: float
+        self, ctx: FilterContext, session: Session | None, u: Upstream, p: Any, deadline: float
     ) -> None:
         try:
             if session is None or u.state is not State.SENT:
@@ -321,7 +314,7 @@ class ExactlyOnce:
                 return
             error = ErrorCode(p.error_code)
             if error is ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER:
-                last = await self._last_sequence(header, session, u.topic, u.partition, deadline)
+                last = await self._last_sequence(ctx, session, u.topic, u.partition, deadline)
                 if last is not None and last >= u.last_sequence:
                     error = ErrorCode.NONE  # written before; the answer had been lost
             session.settle(
@@ -340,17 +333,17 @@ class ExactlyOnce:
     # -- asking the cluster ------------------------------------------------------------------
 
     async def _request(
-        self, node: int, header: Any, key: int, version: int, body: Any, deadline: float
+        self, node: int, ctx: FilterContext, key: int, version: int, body: Any, deadline: float
     ) -> Any:
         try:
-            waiter = await self.pool.send(node, header.client_id, key, version, body)
+            waiter = await self.pool.send(node, ctx.client_id, key, version, body)
             frame = await self.pool.wait(waiter, deadline)
             return protocol.decode_response(frame, key, version)[1]
         except (UpstreamError, DecodeError, TrafkaError) as exc:
             raise Preparation(f"broker {node}: {exc}") from None
 
     async def _last_sequence(
-        self, header: Any, session: Session, topic: str, partition: int, deadline: float
+        self, ctx: FilterContext, session: Session, topic: str, partition: int, deadline: float
     ) -> int | None:
         """The producer's last sequence at the partition's leader, at its epoch
         (-1: none); None when the leader cannot tell."""
@@ -362,7 +355,7 @@ class ExactlyOnce:
         )
         self.stats.sequence_lookups += 1
         try:
-            answer = await self._request(leader, header, DESCRIBE_PRODUCERS, 0, request, deadline)
+            answer = await self._request(leader, ctx, DESCRIBE_PRODUCERS, 0, request, deadline)
         except Preparation:
             return None
         for t in answer.topics:
@@ -375,9 +368,9 @@ class ExactlyOnce:
         return -1
 
     async def _sync(
-        self, header: Any, session: Session, topic: str, partition: int, deadline: float
+        self, ctx: FilterContext, session: Session, topic: str, partition: int, deadline: float
     ) -> None:
-        last = await self._last_sequence(header, session, topic, partition, deadline)
+        last = await self._last_sequence(ctx, session, topic, partition, deadline)
         if last is None:
             raise Preparation(
                 f"the leader of {topic}-{partition} did not tell the producer's state"
@@ -386,7 +379,7 @@ class ExactlyOnce:
 
     async def _add_to_txn(
         self,
-        header: Any,
+        ctx: FilterContext,
         body: Any,
         pid: int,
         epoch: int,
@@ -412,11 +405,9 @@ class ExactlyOnce:
         delay = 0.02
         while True:
             if txn.coordinator < 0:
-                txn.coordinator = await self._find_coordinator(
-                    header, body.transactional_id, deadline
-                )
+                txn.coordinator = await self._find_coordinator(ctx, body.transactional_id, deadline)
             answer = await self._request(
-                txn.coordinator, header, ADD_PARTITIONS_TO_TXN, 3, request, deadline
+                txn.coordinator, ctx, ADD_PARTITIONS_TO_TXN, 3, request, deadline
             )
             errors = {
                 ErrorCode(p.partition_error_code)
@@ -439,12 +430,12 @@ class ExactlyOnce:
             await trio.sleep(delay)
             delay = min(delay * 2, 0.5)
 
-    async def _find_coordinator(self, header: Any, tid: str, deadline: float) -> int:
+    async def _find_coordinator(self, ctx: FilterContext, tid: str, deadline: float) -> int:
         for node in self.nodes():
             try:
                 answer = await self._request(
                     node,
-                    header,
+                    ctx,
                     FIND_COORDINATOR,
                     1,
                     fc.FindCoordinatorRequest(key=tid, key_type=1),

@@ -3,37 +3,68 @@
 A filter is Python code the proxy runs on the requests and answers of the APIs
 it names, decoded (the codec's dataclasses, as :mod:`trafka.codec.protocol`
 gives them). It may pass them on unchanged, change them (return a new body:
-the codec's dataclasses are frozen, so ``dataclasses.replace``), or answer a
-request itself (:class:`Respond`), which then never reaches a broker.
+the codec's dataclasses are frozen, so ``dataclasses.replace``), answer a
+request itself (:class:`Respond`), which then never reaches a broker, or
+answer it later (:class:`RespondLater`) from work of its own, such as requests
+to other brokers over the proxy's pooled connections. The proxy's key routing
+is such a filter (:class:`~.key_routing.KeyRouting`).
 
 Rules:
 
 * Filters run in the order given (``ProxyConfig.filters``) on requests, and in
   the reverse order on answers, as a chain: each sees what the one before it
-  returned. Requests go through the filters before the proxy's own work (key
-  routing of Produce, see :mod:`.routing`); answers after it (broker addresses
-  already the proxy's, a routed Produce's answer already merged), so a filter
-  sees what the client sends and what it will receive.
-* A request answered by :class:`Respond` goes to no broker; the filters before
-  the one that answered see that answer on their way back, as any other.
-* ``on_request`` and ``on_response`` run on the proxy's event loop: keep them
-  quick (no blocking I/O). A filter that raises closes the client's connection
-  (the error is logged, at most once a minute per filter); other clients go on.
+  returned. The proxy's key routing is the chain's last filter (nearest the
+  brokers): a user's filter sees what the client sends and what it will
+  receive (broker addresses already the proxy's, a routed Produce's answer
+  already merged).
+* A request answered by :class:`Respond` or :class:`RespondLater` goes to no
+  broker; the filters before the one that answered see that answer on their
+  way back, as any other. The client's answers keep the order of its
+  requests, whichever way each was answered.
+* ``on_request`` may be a coroutine function (``async def``): the client's
+  next request is read once it returns, so it should only start slow work and
+  hand it over as :class:`RespondLater`. ``on_response`` is synchronous. Both
+  run on the proxy's event loop: keep them quick, no blocking I/O (use
+  ``trio.to_thread`` for CPU-heavy work).
+* A filter that raises closes the client's connection (the error is logged, at
+  most once a minute per filter); other clients go on. Raising
+  :class:`CloseConnection` does the same, logged as a warning with its message.
 * :class:`FilterContext` tells a filter who is asking (the client's address,
-  client id, the broker the connection stands for) and carries ``state``, a
-  dictionary private to the client connection that filters may use across its
-  requests.
+  client id, the broker the connection stands for, whether it authenticated)
+  and carries ``state``, a dictionary private to the client connection, and
+  ``notes``, one private to the request and its answer.
+* :meth:`Filter.attach` hands a filter the proxy's :class:`ProxyServices` when
+  the proxy starts: its pooled upstream connections, what it knows of topics
+  and leaders, its nursery.
 * An API the proxy's codec does not know, or a version it does not, passes
   unfiltered (it cannot be decoded).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import inspect
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["Filter", "FilterContext", "FilterError", "Respond", "load_filter"]
+if TYPE_CHECKING:
+    import trio
+
+    from trafka.brokerlite.lograte import RateLimitedLog
+
+    from .pool import UpstreamPool
+    from .routing import Topics
+
+__all__ = [
+    "CloseConnection",
+    "Filter",
+    "FilterContext",
+    "FilterError",
+    "ProxyServices",
+    "Respond",
+    "RespondLater",
+    "load_filter",
+]
 
 
 @dataclass(slots=True)
@@ -48,6 +79,9 @@ class FilterContext:
         node_id: the broker the client's connection stands for (-1: the
             bootstrap listener).
         state: private to the client's connection, shared by its requests.
+        authenticated: the client authenticated (SASL) on its connection: its
+            requests cannot go over the proxy's own connections.
+        notes: private to this request and its answer.
     """
 
     api_key: int
@@ -57,14 +91,66 @@ class FilterContext:
     client_address: tuple[str, int] | None
     node_id: int
     state: dict[str, Any] = field(default_factory=dict)
+    authenticated: bool = False
+    notes: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
 class Respond:
     """Answer the request with ``body`` (the API's response dataclass) instead of
-    forwarding it."""
+    forwarding it. A request that gets no answer (a Produce with acks=0) is
+    only kept from the brokers; ``body`` may then be None."""
 
     body: Any
+
+
+@dataclass(frozen=True, slots=True)
+class RespondLater:
+    """Answer the request with what ``answer()`` returns (the API's response
+    dataclass), awaited in the proxy's nursery: it is always awaited once
+    ``on_request`` has returned this, and completes even if the client's
+    connection closes meanwhile, so bound it with a deadline. The
+    client's later requests are served meanwhile; its answers keep their order.
+    If ``answer()`` raises, the client's connection closes."""
+
+    answer: Callable[[], Awaitable[Any]]
+
+
+class CloseConnection(Exception):
+    """Raised by a filter: close the client's connection (logged as a warning,
+    at most once a minute per message's first word)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ProxyServices:
+    """What a proxy offers its filters (:meth:`Filter.attach`).
+
+    Attributes:
+        pool: the proxy's pooled upstream connections, one per broker
+            (``await pool.send(node_id, client_id, api_key, api_version,
+            body)`` writes a request and returns a waiter;
+            ``await pool.wait(waiter, deadline)`` its answer's frame).
+        topics: partition counts and leaders, as the answers passing through
+            the proxy taught it.
+        nodes: the ids of the brokers the proxy knows.
+        refresh: asks the cluster again for these topics' leaders.
+        from_upstream: what the proxy does to every answer from a broker,
+            for an answer a filter got over the pool: ``from_upstream(api_key,
+            api_version, body)`` learns from it (a Metadata answer's
+            partitions and leaders) and returns it naming the proxy's
+            listeners instead of brokers.
+        nursery: the proxy's own nursery, for work that outlives a client's
+            connection.
+        quiet: the proxy's rate-limited log.
+    """
+
+    pool: UpstreamPool
+    topics: Topics
+    nodes: Callable[[], list[int]]
+    refresh: Callable[[set[str]], None]
+    from_upstream: Callable[[int, int, Any], Any]
+    nursery: trio.Nursery
+    quiet: RateLimitedLog
 
 
 class Filter:
@@ -77,11 +163,15 @@ class Filter:
 
     api_keys: frozenset[int] | None = None
 
+    def attach(self, services: ProxyServices) -> None:
+        """Called once when the proxy starts, before any request."""
+
     def on_request(self, ctx: FilterContext, body: Any) -> Any:
-        """A request on its way to a broker.
+        """A request on its way to a broker (may be ``async def``).
 
         Returns:
-            ``body`` (passed on), a new body, or :class:`Respond`.
+            ``body`` (passed on), a new body, :class:`Respond` or
+            :class:`RespondLater`.
         """
         return body
 
@@ -106,24 +196,30 @@ def wanted(filters: Sequence[Filter], api_key: int) -> tuple[Filter, ...]:
     return tuple(f for f in filters if f.wants(api_key))
 
 
-def run_request(
+async def run_request(
     filters: Sequence[Filter], ctx: FilterContext, body: Any
-) -> tuple[Any, Respond | None, int]:
+) -> tuple[Any, Respond | RespondLater | None, int]:
     """Run the request through ``filters`` in order.
 
     Returns:
-        (the body to forward, or a :class:`Respond` when a filter answered, and
-        how many filters saw the request, for the answer's way back).
+        (the body to forward, or the :class:`Respond` / :class:`RespondLater`
+        of the filter that answered, and how many filters saw the request, for
+        the answer's way back).
 
     Raises:
         FilterError: a filter raised.
+        CloseConnection: a filter asked for it.
     """
     for i, f in enumerate(filters):
         try:
             out = f.on_request(ctx, body)
+            if inspect.isawaitable(out):
+                out = await out
+        except CloseConnection:
+            raise
         except Exception as exc:
             raise FilterError(f"{_name(f)}.on_request: {exc!r}") from exc
-        if isinstance(out, Respond):
+        if isinstance(out, Respond | RespondLater):
             return body, out, i + 1
         if out is None:
             raise FilterError(f"{_name(f)}.on_request returned None")

@@ -107,7 +107,7 @@ class ProxyMetrics:
         for kind, value in (
             ("bad_request", stats.refused_frames),
             ("part_failed", stats.routing.parts_failed),
-            ("too_large", stats.too_large),
+            ("too_large", stats.routing.requests_too_large),
             ("timeout", stats.timeouts),
         ):
             errors.add_metric([kind], value)

@@ -2,7 +2,8 @@
 
 Rules:
 
-* Every request but a routed plain producer's Produce (see :mod:`.routing`)
+* Every request that no filter answers (key routing answers the Produce
+  requests it sends over the pooled connections; see :mod:`.key_routing`)
   is forwarded on the upstream connection that pairs with the client's
   connection, in order, with its correlation id unchanged; responses come back
   in the same order. So nothing is renumbered: the proxy only remembers, per
@@ -25,9 +26,8 @@ Rules:
   broker's v0 refusal of a version it does not know) passes unchanged.
 * Metadata answers also teach the proxy each topic's partition count and
   leaders (:class:`~.routing.Topics`), which key routing needs.
-* The answer to a Produce whose records the proxy moved is merged back to the
-  partitions the client sent (:func:`~.routing.merge_produce`); key routing
-  itself is :mod:`.routing`.
+* Key routing itself is :mod:`.routing`, applied by the filter
+  :mod:`.key_routing`.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ from typing import Any
 from trafka.codec import protocol
 from trafka.codec.errors import DecodeError
 
-from .routing import ProduceRoute, Topics, merge_produce
+from .routing import Topics
 
 __all__ = [
     "READ_APIS",
@@ -97,7 +97,6 @@ class Pending:
 
     api_key: int
     api_version: int
-    route: ProduceRoute | None = None
 
 
 def rewrite_addresses(key: int, body: Any, addresses: Addresses) -> Any:
@@ -154,8 +153,6 @@ def rewrite_response(
     header, body = protocol.decode_response(frame, key, version)
     if key == METADATA:
         topics.learn(body, version)
-    if key == PRODUCE and pending.route is not None:
-        body = merge_produce(pending.route, [body])
     body = rewrite_addresses(key, body, addresses)
     return protocol.encode_response(header.correlation_id, key, version, body)
 

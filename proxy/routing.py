@@ -163,6 +163,7 @@ class RouteStats:
     batches_retried: int = 0
     batches_out_of_order: int = 0
     parts_failed: int = 0
+    requests_too_large: int = 0
     metadata_refreshes: int = 0
     sequence_lookups: int = 0
     moved_by_topic: dict[str, int] = field(default_factory=dict)

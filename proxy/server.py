@@ -1,5 +1,6 @@
 """The proxy's driver: trio listeners, an upstream connection per client
-connection, and a shared pool for routed Produce requests.
+connection, the filters (key routing among them), and a shared pool of
+upstream connections for what filters send.
 
 * A *bootstrap* listener forwards to the first reachable upstream bootstrap
   server. Each upstream broker the proxy learns of (from Metadata,
@@ -11,12 +12,15 @@ connection, and a shared pool for routed Produce requests.
   frames: client to upstream (requests) and upstream to client (answers,
   addresses rewritten; see :mod:`.rewrite`). When either side closes or
   misbehaves, both connections close; other clients go on.
-* A plain producer's Produce (see :mod:`.routing`) is split by leader and its
-  parts sent over the shared :class:`~.pool.UpstreamPool` instead; a task per
-  request gathers the parts' answers and merges them. The answer pump writes
-  every answer in the order of the client's requests: it takes them from a
-  queue of what the client is owed, in request order, each either the next
-  answer of the client's own upstream connection or a merged one.
+* Requests of the APIs the filters name (see :mod:`.filters`; key routing,
+  :mod:`.key_routing`, is the chain's last) are decoded and passed through
+  them. A filter may answer a request itself, at once or later (key routing
+  does, for the Produce requests it splits over the shared
+  :class:`~.pool.UpstreamPool`); a later answer is made by a task in the
+  proxy's nursery. The answer pump writes every answer in the order of the
+  client's requests: it takes them from a queue of what the client is owed,
+  in request order, each either the next answer of the client's own upstream
+  connection or one a filter made.
 * Frames are read with the codec's :class:`~trafka.codec.framing.FrameReader`
   and its ``max_frame_size``: no buffer is sized from a length that has not
   arrived.
@@ -31,27 +35,37 @@ from __future__ import annotations
 
 import logging
 import socket
-import ssl
 import struct
 import threading
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field, replace
-from functools import partial
 from typing import Any
 
 import trio
 
 from trafka.brokerlite.lograte import RateLimitedLog, accept_forever
 from trafka.codec import protocol
-from trafka.codec.errors import DecodeError, DecompressionLimitError, ErrorCode, TrafkaError
+from trafka.codec.errors import DecodeError, TrafkaError
 from trafka.codec.framing import FrameReader
 from trafka.discovery import announcing_listener, discover, is_spec, parse_spec
 
-from .exactly_once import ExactlyOnce
-from .filters import Filter, FilterContext, FilterError, run_request, run_response, wanted
+from .config import ProxyConfig, split_server
+from .filters import (
+    CloseConnection,
+    Filter,
+    FilterContext,
+    FilterError,
+    ProxyServices,
+    Respond,
+    RespondLater,
+    run_request,
+    run_response,
+    wanted,
+)
+from .key_routing import KeyRouting
 from .metrics import ProxyMetrics
-from .pool import UpstreamError, UpstreamPool, Waiter
+from .pool import UpstreamError, UpstreamPool
 from .rewrite import (
     METADATA,
     PRODUCE,
@@ -61,19 +75,7 @@ from .rewrite import (
     rewrite_addresses,
     rewrite_response,
 )
-from .routing import (
-    HASHES,
-    ProducePlan,
-    RouteStats,
-    Topics,
-    failed_answer,
-    idempotent_producer,
-    learn_leaders,
-    merge_produce,
-    metadata_request,
-    plan_produce,
-    route_produce,
-)
+from .routing import RouteStats, Topics, metadata_request
 
 __all__ = ["ProxyConfig", "RunningProxy", "proxy_in_thread", "serve_proxy"]
 
@@ -81,153 +83,8 @@ log = logging.getLogger("trafka.proxy")
 
 _SIZE = struct.Struct(">i")
 _SASL_APIS = frozenset({17, 36})  # SaslHandshake, SaslAuthenticate
-INIT_PRODUCER_ID = 22
-# Transaction requests whose bodies teach the routing of transactional producers.
-_TXN_APIS = frozenset({INIT_PRODUCER_ID, 24, 25, 26})
 # Answers a client connection may be owed at once; its requests wait beyond that.
 _MAX_WAITING_ANSWERS = 1024
-
-
-@dataclass(frozen=True, slots=True)
-class ProxyConfig:
-    """Proxy settings.
-
-    Attributes:
-        upstream: the Kafka cluster's bootstrap servers, ``host:port``.
-        host: the address to listen on.
-        port: the bootstrap listener's port (0: any free port).
-        advertised_host: the host name clients are told to connect to
-            (default ``host``; required when ``host`` is a wildcard).
-        node_port_base: broker ``n`` is served on ``node_port_base + n``
-            (default: any free port per broker).
-        route_keys: the key hash that places keyed records (``murmur2``, as
-            Java's producer; ``crc32``, as librdkafka's ``consistent``;
-            ``fnv1a``, as sarama), or ``none`` to forward records where the
-            client put them.
-        max_frame_size: the largest frame accepted from either side.
-        connect_timeout: seconds to reach an upstream broker (TLS handshake included).
-        ssl_certfile, ssl_keyfile, ssl_key_password: serve clients over TLS
-            with this certificate (PEM; the key may sit in the certificate file).
-        upstream_ssl: connect to the brokers over TLS.
-        upstream_ssl_cafile: the CAs that sign the brokers' certificates
-            (default: the system's).
-        upstream_ssl_check_hostname: check the brokers' certificates name them.
-        announce: announce the bootstrap listener on the local network
-            (zeroconf, ``_kafka._tcp``, role ``proxy``).
-        max_decompressed_bytes: the most one batch may inflate to when the
-            proxy reads its records to route them; a Produce with a batch
-            beyond it is answered MESSAGE_TOO_LARGE and not forwarded.
-        connections_max_idle_ms: a client connection with no request for this
-            long is closed (Kafka's ``connections.max.idle.ms``).
-        request_receive_timeout_ms: a request begun but not received whole
-            within this long closes its connection.
-        filters: user code that sees (and may change or answer) decoded
-            requests and answers, in this order (see :mod:`.filters`).
-        metrics_listen: ``host:port`` of an HTTP listener serving Prometheus
-            metrics (``/metrics``, see :mod:`.metrics`), ``/healthz`` and
-            ``/readyz`` (200 once an upstream bootstrap server answered a
-            connection; checked every 5 s).
-
-    An ``upstream`` entry may be a zeroconf discovery spec (``zeroconf`` or
-    ``zeroconf:cluster=abc``): the proxy looks for the cluster's brokers when it
-    starts (role ``broker`` unless the spec names one).
-    """
-
-    upstream: tuple[str, ...]
-    host: str = "127.0.0.1"
-    port: int = 9092
-    advertised_host: str | None = None
-    node_port_base: int | None = None
-    route_keys: str = "murmur2"
-    max_frame_size: int = 100 * 1024 * 1024
-    connect_timeout: float = 10.0
-    ssl_certfile: str | None = None
-    ssl_keyfile: str | None = None
-    ssl_key_password: str | None = None
-    upstream_ssl: bool = False
-    upstream_ssl_cafile: str | None = None
-    upstream_ssl_check_hostname: bool = True
-    announce: bool = False
-    max_decompressed_bytes: int = 16 * 1024 * 1024
-    connections_max_idle_ms: int = 600_000
-    request_receive_timeout_ms: int = 30_000
-    metrics_listen: str | None = None
-    filters: tuple[Filter, ...] = ()
-
-    def __post_init__(self) -> None:
-        if isinstance(self.upstream, str):
-            object.__setattr__(self, "upstream", tuple(self.upstream.split(",")))
-        if not self.upstream:
-            raise ValueError("the proxy needs at least one upstream bootstrap server")
-        for server in self.upstream:
-            if is_spec(server):
-                parse_spec(server)
-            else:
-                _split(server)
-        if self.route_keys != "none" and self.route_keys not in HASHES:
-            raise ValueError(
-                f"route_keys must be one of none, {', '.join(HASHES)}; not {self.route_keys!r}"
-            )
-        if self.host in ("0.0.0.0", "::", "") and not self.advertised_host:
-            raise ValueError("listening on a wildcard address needs advertised_host")
-        if not 0 <= self.port <= 65535:
-            raise ValueError(f"port {self.port} is out of range")
-        if self.max_frame_size <= 0:
-            raise ValueError("max_frame_size must be positive")
-        for name in (
-            "max_decompressed_bytes",
-            "connections_max_idle_ms",
-            "request_receive_timeout_ms",
-        ):
-            if getattr(self, name) <= 0:
-                raise ValueError(f"{name} must be positive")
-        if self.metrics_listen is not None:
-            _, sep, port = self.metrics_listen.rpartition(":")
-            if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
-                raise ValueError(f"metrics_listen {self.metrics_listen!r} is not host:port")
-        if (self.ssl_keyfile or self.ssl_key_password) and not self.ssl_certfile:
-            raise ValueError("ssl_keyfile needs ssl_certfile")
-        if self.upstream_ssl_cafile and not self.upstream_ssl:
-            raise ValueError("upstream_ssl_cafile needs upstream_ssl")
-
-    def client_ssl_context(self) -> ssl.SSLContext | None:
-        """The TLS context towards clients (None: plaintext).
-
-        Raises:
-            ValueError: the certificate or key cannot be loaded.
-        """
-        if not self.ssl_certfile:
-            return None
-        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-        try:
-            context.load_cert_chain(
-                self.ssl_certfile, self.ssl_keyfile, password=self.ssl_key_password
-            )
-        except (OSError, ssl.SSLError) as exc:
-            raise ValueError(f"cannot load the certificate {self.ssl_certfile}: {exc}") from None
-        return context
-
-    def upstream_ssl_context(self) -> ssl.SSLContext | None:
-        """The TLS context towards the brokers (None: plaintext).
-
-        Raises:
-            ValueError: the CA file cannot be loaded.
-        """
-        if not self.upstream_ssl:
-            return None
-        try:
-            context = ssl.create_default_context(cafile=self.upstream_ssl_cafile)
-        except (OSError, ssl.SSLError) as exc:
-            raise ValueError(f"cannot load {self.upstream_ssl_cafile}: {exc}") from None
-        context.check_hostname = self.upstream_ssl_check_hostname
-        return context
-
-
-def _split(server: str) -> tuple[str, int]:
-    host, sep, port = server.strip().rpartition(":")
-    if not sep or not host or not port.isdigit():
-        raise ValueError(f"upstream server {server!r} is not host:port")
-    return host.strip("[]"), int(port)
 
 
 @dataclass(slots=True)
@@ -237,7 +94,6 @@ class ProxyStatistics:
     connections: int = 0
     open_connections: int = 0
     refused_frames: int = 0
-    too_large: int = 0
     timeouts: int = 0
     routing: RouteStats = field(default_factory=RouteStats)
     nodes: dict[int, tuple[str, int]] = field(default_factory=dict)
@@ -276,15 +132,35 @@ class _Proxy:
         self.upstream_reachable = False
         self.stale: set[str] = set()
         self.refreshing = False
-        # Idempotent and transactional producers' routing (sequence numbers, transactions).
-        self.eos = ExactlyOnce(
+        # The user's filters, then key routing (nearest the brokers).
+        self.filters = config.filters
+        placed = [f for f in self.filters if isinstance(f, KeyRouting)]
+        if placed:  # the user placed it in the chain
+            self.stats.routing = placed[0].stats
+        elif config.route_keys != "none":
+            routing = KeyRouting(
+                config.route_keys,
+                max_decompressed_bytes=config.max_decompressed_bytes,
+                connect_timeout=config.connect_timeout,
+                stats=self.stats.routing,
+            )
+            self.filters += (routing,)
+        services = ProxyServices(
             self.pool,
             self.topics,
-            self.stats.routing,
-            self._refresh,
             lambda: list(self.nodes),
-            config.max_decompressed_bytes,
+            self._refresh,
+            self._from_upstream,
+            nursery,
+            self.quiet,
         )
+        for f in self.filters:
+            f.attach(services)
+
+    def _from_upstream(self, api_key: int, api_version: int, body: Any) -> Any:
+        if api_key == METADATA:
+            self.topics.learn(body, api_version)
+        return rewrite_addresses(api_key, body, self.addresses)
 
     # Called from rewriting (synchronous): opens the node's listener at once.
     def listen_for(self, node_id: int, host: str, port: int) -> tuple[str, int]:
@@ -349,7 +225,7 @@ class _Proxy:
         if node_id is not None:
             targets = [self.nodes[node_id][0]]
         else:
-            targets = [_split(s) for s in self.config.upstream]
+            targets = [split_server(s) for s in self.config.upstream]
         failures = []
         for host, port in targets:
             try:
@@ -370,7 +246,7 @@ class _Proxy:
         while True:
             reachable = False
             for server in self.config.upstream:
-                host, port = _split(server)
+                host, port = split_server(server)
                 try:
                     with trio.fail_after(self.config.connect_timeout):
                         stream = await trio.open_tcp_stream(host, port)
@@ -472,10 +348,9 @@ class _Proxy:
             # The pool's connections are not the client's: its Produce stays on its own.
             conn.sasl = True
         conn.filtered = None
-        if not _known(key, version):
-            await self._forward(conn, frame, header.correlation_id, None)
-            return
-        chain = wanted(self.config.filters, key) if self.config.filters else ()
+        known = _known(key, version)
+        chain = wanted(self.filters, key) if self.filters and known else ()
+        body = None
         if chain:
             ctx = FilterContext(
                 key,
@@ -485,119 +360,80 @@ class _Proxy:
                 conn.peer,
                 self._node_of(conn.address),
                 conn.state,
+                authenticated=conn.sasl,
             )
-            _, original = protocol.decode_request(frame)
-            changed, respond, seen = run_request(chain, ctx, original)
+            # Trailing bytes are ignored, as brokers do (librdkafka sends some).
+            _, original = protocol.decode_request(frame, allow_trailing=True)
+            try:
+                changed, respond, seen = await run_request(chain, ctx, original)
+            except CloseConnection as exc:
+                self.quiet.warning(
+                    ("close", str(exc).split(" ", 1)[0]), "closing a client connection: %s", exc
+                )
+                conn.pumps.cancel_scope.cancel()
+                return
             if respond is not None:
-                await self._respond(conn, header, original, respond.body, ctx, chain[: seen - 1])
+                await self._respond(conn, header, original, respond, ctx, chain[: seen - 1])
                 return
             conn.filtered = (ctx, chain)
+            body = changed
             if changed is not original:
                 frame = protocol.encode_request(header, changed)[4:]
-        if key != PRODUCE:
-            if key in _TXN_APIS and self.config.route_keys != "none":
-                _, txn_body = protocol.decode_request(frame)
-                self.eos.client_request(key, version, txn_body, self._node_of(conn.address))
-            watched = reads_answer(key, version) or key == INIT_PRODUCER_ID
-            await self._forward(
-                conn, frame, header.correlation_id, Pending(key, version) if watched else None
-            )
-            return
-        _, body = protocol.decode_request(frame)
-        route = self.config.route_keys
-        routed = None
-        limit = self.config.max_decompressed_bytes
-        if route != "none":
-            try:
-                plan = None
-                producer = None if conn.sasl or body.acks == 0 else idempotent_producer(body)
-                if producer is not None and await self._produce_exactly_once(
-                    conn, header, body, producer
-                ):
-                    return
-                # Decompressing, splitting and compressing run on a worker thread:
-                # no client's batches hold up the others.
-                if not conn.sasl and producer is None:
-                    plan = await trio.to_thread.run_sync(
-                        partial(
-                            plan_produce,
-                            body,
-                            topics=self.topics,
-                            hash_name=route,
-                            stats=self.stats.routing,
-                            max_size=limit,
-                        )
-                    )
-                if plan is not None:
-                    await self._produce_pooled(conn, header, body, plan)
-                    return
-                body2, routed = await trio.to_thread.run_sync(
-                    partial(
-                        route_produce,
-                        body,
-                        node_id=self._node_of(conn.address),
-                        topics=self.topics,
-                        hash_name=route,
-                        stats=self.stats.routing,
-                        max_size=limit,
-                    )
-                )
-            except DecompressionLimitError as exc:
-                await self._refuse_produce(conn, header, body, exc)
+        if key == PRODUCE and known:
+            if body is None:
+                _, body = protocol.decode_request(frame, allow_trailing=True)
+            if body.acks == 0:
+                # Never answered: nothing for the answer pump to wait for.
+                await conn.upstream.send_all(_SIZE.pack(len(frame)) + frame)
                 return
-            except DecodeError as exc:
-                # The broker judges the batch (CORRUPT_MESSAGE...) and the client
-                # hears it in the usual way; the proxy only declines to route it.
-                self.quiet.log(logging.INFO, "unrouted", "forwarding a Produce unrouted: %s", exc)
-                self.stats.routing.batches_untouched_malformed += 1
-            else:
-                if routed is not None:
-                    frame = protocol.encode_request(header, body2)[4:]
-        if body.acks == 0:  # never answered: nothing for the writer to wait for
-            await conn.upstream.send_all(_SIZE.pack(len(frame)) + frame)
-        else:
-            await self._forward(conn, frame, header.correlation_id, Pending(key, version, routed))
-
-    async def _refuse_produce(
-        self, conn: _Client, header: Any, body: Any, exc: DecodeError
-    ) -> None:
-        """A batch inflating beyond ``max_decompressed_bytes``: MESSAGE_TOO_LARGE for
-        the request's partitions, nothing forwarded (acks=0: the connection closes,
-        as Kafka tells such a producer)."""
-        self.stats.too_large += 1
-        self.quiet.warning("too-large", "refusing a Produce: %s", exc)
-        if body.acks == 0:
-            conn.pumps.cancel_scope.cancel()
-            return
-        message = f"a batch inflates beyond the proxy's max_decompressed_bytes: {exc}"
-        answer = failed_answer(body, ErrorCode.MESSAGE_TOO_LARGE, message)
-        version = header.request_api_version
-        slot = _Answer(header.correlation_id, None, trio.Event(), filtered=conn.filtered)
-        slot.frame = protocol.encode_response(header.correlation_id, PRODUCE, version, answer)
-        assert slot.done is not None
-        slot.done.set()
-        await conn.to_writer.send(slot)
+        pending = Pending(key, version) if reads_answer(key, version) else None
+        await self._forward(conn, frame, header.correlation_id, pending)
 
     async def _respond(
         self,
         conn: _Client,
         header: Any,
         request: Any,
-        body: Any,
+        respond: Respond | RespondLater,
         ctx: FilterContext,
         earlier: tuple[Filter, ...],
     ) -> None:
         """A filter answered the request itself: nothing goes upstream."""
+        slot = _Answer(header.correlation_id, None, trio.Event(), api_key=header.request_api_key)
+        slot.filtered = (ctx, earlier) if earlier else None
+        # Started before anything here can be cancelled (the client's connection
+        # closing): what the filter began, such as batches written for an
+        # idempotent producer, is always settled.
+        if isinstance(respond, RespondLater):
+            self.nursery.start_soon(self._respond_later, slot, ctx, respond)
         if header.request_api_key == PRODUCE and request.acks == 0:
             return  # acks=0 is never answered
-        slot = _Answer(header.correlation_id, None, trio.Event(), api_key=header.request_api_key)
+        if isinstance(respond, Respond):
+            self._answered(slot, ctx, respond.body)
+        await conn.to_writer.send(slot)
+
+    async def _respond_later(self, slot: _Answer, ctx: FilterContext, later: RespondLater) -> None:
+        try:
+            body = await later.answer()
+        except (DecodeError, TrafkaError) as exc:
+            slot.error = exc
+        except Exception as exc:
+            error = FilterError(f"an answer made later: {exc!r}")
+            error.__cause__ = exc
+            slot.error = error
+        else:
+            self._answered(slot, ctx, body)
+        finally:
+            assert slot.done is not None
+            slot.done.set()
+
+    @staticmethod
+    def _answered(slot: _Answer, ctx: FilterContext, body: Any) -> None:
         slot.frame = protocol.encode_response(
-            header.correlation_id, header.request_api_key, header.request_api_version, body
+            slot.correlation_id, ctx.api_key, ctx.api_version, body
         )
-        slot.filtered = (ctx, earlier) if earlier else None
         assert slot.done is not None
         slot.done.set()
-        await conn.to_writer.send(slot)
 
     async def _forward(
         self, conn: _Client, frame: bytes, correlation_id: int, pending: Pending | None
@@ -606,111 +442,6 @@ class _Proxy:
         slot = _Answer(correlation_id, pending, api_key=key, filtered=conn.filtered)
         await conn.to_writer.send(slot)
         await conn.upstream.send_all(_SIZE.pack(len(frame)) + frame)
-
-    async def _produce_pooled(
-        self, conn: _Client, header: Any, body: Any, plan: ProducePlan
-    ) -> None:
-        # Every part is written before the client's next request is read: the
-        # order of one client's requests to one broker is kept (see .pool).
-        answered = body.acks != 0
-        slot = (
-            _Answer(header.correlation_id, None, trio.Event(), filtered=conn.filtered)
-            if answered
-            else None
-        )
-        if slot is not None:
-            await conn.to_writer.send(slot)
-        deadline = trio.current_time() + body.timeout_ms / 1000 + self.config.connect_timeout
-        sent: list[tuple[Any, Waiter | UpstreamError]] = []
-        for node_id, part in plan.parts:
-            try:
-                waiter: Waiter | UpstreamError = await self.pool.send(
-                    node_id,
-                    header.client_id,
-                    PRODUCE,
-                    header.request_api_version,
-                    part,
-                    answered=answered,
-                )
-            except UpstreamError as exc:
-                waiter = exc
-            sent.append((part, waiter))
-        if slot is not None:
-            conn.pumps.start_soon(
-                self._gather, slot, plan, sent, header.request_api_version, deadline
-            )
-
-    async def _produce_exactly_once(
-        self, conn: _Client, header: Any, body: Any, producer: tuple[int, int]
-    ) -> bool:
-        """Route an idempotent or transactional producer's request (see
-        :mod:`.exactly_once`); False when it is not for that path."""
-        slot = _Answer(header.correlation_id, None, trio.Event(), filtered=conn.filtered)
-        deadline = trio.current_time() + body.timeout_ms / 1000 + self.config.connect_timeout
-
-        async def taken() -> None:
-            await conn.to_writer.send(slot)
-
-        result = await self.eos.plan(
-            header, body, producer, self.config.route_keys, deadline, taken
-        )
-        if result is None:
-            return False
-        # In the proxy's nursery: the batches' answers are settled even when the
-        # client's connection closes meanwhile (its retry will need them).
-        self.nursery.start_soon(self._gather_exactly_once, slot, header, body, result, deadline)
-        return True
-
-    async def _gather_exactly_once(
-        self, slot: _Answer, header: Any, body: Any, result: Any, deadline: float
-    ) -> None:
-        version = header.request_api_version
-        try:
-            if isinstance(result, tuple):
-                plan, written = result
-                answer = await self.eos.settle(header, body, plan, written, deadline)
-            else:
-                answer = result
-            answer = rewrite_addresses(PRODUCE, answer, self.addresses)
-            slot.frame = protocol.encode_response(slot.correlation_id, PRODUCE, version, answer)
-        except (DecodeError, TrafkaError) as exc:
-            slot.error = exc
-        finally:
-            assert slot.done is not None
-            slot.done.set()
-
-    async def _gather(
-        self,
-        slot: _Answer,
-        plan: ProducePlan,
-        sent: list[tuple[Any, Waiter | UpstreamError]],
-        version: int,
-        deadline: float,
-    ) -> None:
-        answers = []
-        stale: set[str] = set()
-        try:
-            for part, waiter in sent:
-                try:
-                    if isinstance(waiter, UpstreamError):
-                        raise waiter
-                    frame = await self.pool.wait(waiter, deadline)
-                    _, answer = protocol.decode_response(frame, PRODUCE, version)
-                except UpstreamError as exc:
-                    self.quiet.warning("part", "a part of a Produce failed: %s", exc)
-                    self.stats.routing.parts_failed += 1
-                    answer = failed_answer(part, exc.code, str(exc))
-                stale |= learn_leaders(self.topics, answer)
-                answers.append(answer)
-            if stale:
-                self._refresh(stale)
-            merged = rewrite_addresses(PRODUCE, merge_produce(plan.route, answers), self.addresses)
-            slot.frame = protocol.encode_response(slot.correlation_id, PRODUCE, version, merged)
-        except (DecodeError, TrafkaError) as exc:
-            slot.error = exc
-        finally:
-            assert slot.done is not None
-            slot.done.set()
 
     def _refresh(self, names: set[str]) -> None:
         """Ask the cluster again for these topics' leaders (one request at a time)."""
@@ -752,8 +483,12 @@ class _Proxy:
             return out
         ctx, chain = slot.filtered
         header, body = protocol.decode_response(out[4:], slot.api_key, ctx.api_version)
-        body = run_response(chain, ctx, body)
-        return protocol.encode_response(header.correlation_id, slot.api_key, ctx.api_version, body)
+        changed = run_response(chain, ctx, body)
+        if changed is body:
+            return out  # byte for byte
+        return protocol.encode_response(
+            header.correlation_id, slot.api_key, ctx.api_version, changed
+        )
 
     async def _upstream_frames(self, conn: _Client, frames: trio.MemorySendChannel[bytes]) -> None:
         """Read the client's own upstream connection; when it ends, the client's
@@ -785,7 +520,7 @@ class _Proxy:
             async for slot in answers:
                 if slot.closed:
                     break
-                if slot.done is not None:  # a pooled Produce
+                if slot.done is not None:  # answered by a filter
                     await slot.done.wait()
                     if slot.error is not None:
                         raise slot.error
@@ -800,10 +535,6 @@ class _Proxy:
                     held = frame  # that request was not answered; this is a later one's
                     continue
                 pending = slot.pending
-                if pending is not None and pending.api_key == INIT_PRODUCER_ID:
-                    _, init = protocol.decode_response(frame, INIT_PRODUCER_ID, pending.api_version)
-                    self.eos.init_answered(init)
-                    pending = None  # learnt from, passed byte for byte
                 if pending is None:
                     out = _SIZE.pack(len(frame)) + frame
                 else:
@@ -827,7 +558,7 @@ class _Proxy:
 @dataclass(slots=True)
 class _Answer:
     """An answer the client is owed, in the order of its requests: from its own
-    upstream connection (``done`` None), or a pooled Produce's merged answer."""
+    upstream connection (``done`` None), or made by a filter."""
 
     correlation_id: int
     pending: Pending | None
@@ -836,7 +567,7 @@ class _Answer:
     api_key: int = PRODUCE
     # The filters that saw the request, to see its answer (and their context).
     filtered: tuple[FilterContext, tuple[Filter, ...]] | None = None
-    error: TrafkaError | None = None
+    error: TrafkaError | FilterError | None = None
     closed: bool = False  # the upstream connection ended: nothing more is owed
 
 

@@ -48,8 +48,8 @@ def placement(servers: str, topic: str, partitions: int, **settings: Any) -> lis
     return result
 
 
-def confluent_produce(servers: str, topic: str, n: int) -> None:
-    producer = confluent_kafka.Producer({"bootstrap.servers": servers, "linger.ms": 5})
+def confluent_produce(servers: str, topic: str, n: int, **settings: Any) -> None:
+    producer = confluent_kafka.Producer({"bootstrap.servers": servers, "linger.ms": 5, **settings})
     failures: list[Any] = []
     for i in range(n):
         producer.produce(

@@ -1,0 +1,163 @@
+"""The proxy's settings (:class:`ProxyConfig`), checked when made."""
+
+from __future__ import annotations
+
+import ssl
+from dataclasses import dataclass
+
+from trafka.discovery import is_spec, parse_spec
+
+from .filters import Filter
+from .routing import HASHES
+
+__all__ = ["ProxyConfig", "split_server"]
+
+
+@dataclass(frozen=True, slots=True)
+class ProxyConfig:
+    """Proxy settings.
+
+    Attributes:
+        upstream: the Kafka cluster's bootstrap servers, ``host:port``.
+        host: the address to listen on.
+        port: the bootstrap listener's port (0: any free port).
+        advertised_host: the host name clients are told to connect to
+            (default ``host``; required when ``host`` is a wildcard).
+        node_port_base: broker ``n`` is served on ``node_port_base + n``
+            (default: any free port per broker).
+        route_keys: the key hash that places keyed records (``murmur2``, as
+            Java's producer; ``crc32``, as librdkafka's ``consistent``;
+            ``fnv1a``, as sarama), or ``none`` to forward records where the
+            client put them.
+        max_frame_size: the largest frame accepted from either side.
+        connect_timeout: seconds to reach an upstream broker (TLS handshake included).
+        ssl_certfile, ssl_keyfile, ssl_key_password: serve clients over TLS
+            with this certificate (PEM; the key may sit in the certificate file).
+        upstream_ssl: connect to the brokers over TLS.
+        upstream_ssl_cafile: the CAs that sign the brokers' certificates
+            (default: the system's).
+        upstream_ssl_check_hostname: check the brokers' certificates name them.
+        announce: announce the bootstrap listener on the local network
+            (zeroconf, ``_kafka._tcp``, role ``proxy``).
+        max_decompressed_bytes: the most one batch may inflate to when the
+            proxy reads its records to route them; a Produce with a batch
+            beyond it is answered MESSAGE_TOO_LARGE and not forwarded.
+        connections_max_idle_ms: a client connection with no request for this
+            long is closed (Kafka's ``connections.max.idle.ms``).
+        request_receive_timeout_ms: a request begun but not received whole
+            within this long closes its connection.
+        filters: user code that sees (and may change or answer) decoded
+            requests and answers, in this order (see :mod:`.filters`). Key
+            routing (:class:`~.key_routing.KeyRouting`, per ``route_keys``)
+            follows them, unless the chain already holds a ``KeyRouting``,
+            placed where the user wants it.
+        metrics_listen: ``host:port`` of an HTTP listener serving Prometheus
+            metrics (``/metrics``, see :mod:`.metrics`), ``/healthz`` and
+            ``/readyz`` (200 once an upstream bootstrap server answered a
+            connection; checked every 5 s).
+
+    An ``upstream`` entry may be a zeroconf discovery spec (``zeroconf`` or
+    ``zeroconf:cluster=abc``): the proxy looks for the cluster's brokers when it
+    starts (role ``broker`` unless the spec names one).
+    """
+
+    upstream: tuple[str, ...]
+    host: str = "127.0.0.1"
+    port: int = 9092
+    advertised_host: str | None = None
+    node_port_base: int | None = None
+    route_keys: str = "murmur2"
+    max_frame_size: int = 100 * 1024 * 1024
+    connect_timeout: float = 10.0
+    ssl_certfile: str | None = None
+    ssl_keyfile: str | None = None
+    ssl_key_password: str | None = None
+    upstream_ssl: bool = False
+    upstream_ssl_cafile: str | None = None
+    upstream_ssl_check_hostname: bool = True
+    announce: bool = False
+    max_decompressed_bytes: int = 16 * 1024 * 1024
+    connections_max_idle_ms: int = 600_000
+    request_receive_timeout_ms: int = 30_000
+    metrics_listen: str | None = None
+    filters: tuple[Filter, ...] = ()
+
+    def __post_init__(self) -> None:
+        if isinstance(self.upstream, str):
+            object.__setattr__(self, "upstream", tuple(self.upstream.split(",")))
+        if not self.upstream:
+            raise ValueError("the proxy needs at least one upstream bootstrap server")
+        for server in self.upstream:
+            if is_spec(server):
+                parse_spec(server)
+            else:
+                split_server(server)
+        if self.route_keys != "none" and self.route_keys not in HASHES:
+            raise ValueError(
+                f"route_keys must be one of none, {', '.join(HASHES)}; not {self.route_keys!r}"
+            )
+        if self.host in ("0.0.0.0", "::", "") and not self.advertised_host:
+            raise ValueError("listening on a wildcard address needs advertised_host")
+        if not 0 <= self.port <= 65535:
+            raise ValueError(f"port {self.port} is out of range")
+        if self.max_frame_size <= 0:
+            raise ValueError("max_frame_size must be positive")
+        for name in (
+            "max_decompressed_bytes",
+            "connections_max_idle_ms",
+            "request_receive_timeout_ms",
+        ):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name} must be positive")
+        if self.metrics_listen is not None:
+            _, sep, port = self.metrics_listen.rpartition(":")
+            if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
+                raise ValueError(f"metrics_listen {self.metrics_listen!r} is not host:port")
+        if (self.ssl_keyfile or self.ssl_key_password) and not self.ssl_certfile:
+            raise ValueError("ssl_keyfile needs ssl_certfile")
+        if self.upstream_ssl_cafile and not self.upstream_ssl:
+            raise ValueError("upstream_ssl_cafile needs upstream_ssl")
+
+    def client_ssl_context(self) -> ssl.SSLContext | None:
+        """The TLS context towards clients (None: plaintext).
+
+        Raises:
+            ValueError: the certificate or key cannot be loaded.
+        """
+        if not self.ssl_certfile:
+            return None
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        try:
+            context.load_cert_chain(
+                self.ssl_certfile, self.ssl_keyfile, password=self.ssl_key_password
+            )
+        except (OSError, ssl.SSLError) as exc:
+            raise ValueError(f"cannot load the certificate {self.ssl_certfile}: {exc}") from None
+        return context
+
+    def upstream_ssl_context(self) -> ssl.SSLContext | None:
+        """The TLS context towards the brokers (None: plaintext).
+
+        Raises:
+            ValueError: the CA file cannot be loaded.
+        """
+        if not self.upstream_ssl:
+            return None
+        try:
+            context = ssl.create_default_context(cafile=self.upstream_ssl_cafile)
+        except (OSError, ssl.SSLError) as exc:
+            raise ValueError(f"cannot load {self.upstream_ssl_cafile}: {exc}") from None
+        context.check_hostname = self.upstream_ssl_check_hostname
+        return context
+
+
+def split_server(server: str) -> tuple[str, int]:
+    """``host:port`` (``[v6]:port``) as (host, port).
+
+    Raises:
+        ValueError: not host:port.
+    """
+    host, sep, port = server.strip().rpartition(":")
+    if not sep or not host or not port.isdigit():
+        raise ValueError(f"upstream server {server!r} is not host:port")
+    return host.strip("[]"), int(port)

@@ -1,0 +1,244 @@
+"""Key routing, written as a proxy filter (see :mod:`.filters`).
+
+The protocol logic is :mod:`.routing` (placing records, merging answers) and
+:mod:`.sequences`; idempotent and transactional producers are driven by
+:mod:`.exactly_once`. This filter chooses the path of each Produce:
+
+* An idempotent or transactional producer's request: planned, numbered and
+  written by :class:`~.exactly_once.ExactlyOnce` over the proxy's pooled
+  connections, answered later (:class:`~.filters.RespondLater`).
+* A plain producer's request: split by the leader of each record's target
+  partition, its parts written over the pooled connections, their answers
+  merged into one (:func:`~.routing.plan_produce`, :func:`~.routing.merge_produce`).
+* A client that authenticated on its own connection (SASL): the pool's
+  connections are not the client's, so its Produce stays on its connection,
+  with only the records whose target the same broker leads moved
+  (:func:`~.routing.route_produce`); the answer is merged back in
+  :meth:`KeyRouting.on_response`.
+* A batch that would inflate past ``max_decompressed_bytes``: the request is
+  answered MESSAGE_TOO_LARGE for its partitions and nothing is forwarded (a
+  Produce with acks=0 closes the connection, as Kafka tells such a producer).
+* A malformed batch is forwarded unrouted: the broker judges it and the client
+  hears the broker's error.
+
+Decompressing, splitting and compressing run on worker threads, so no
+client's batches hold up the others. The transaction requests (InitProducerId,
+AddPartitionsToTxn, AddOffsetsToTxn, EndTxn) and InitProducerId answers pass
+through unchanged; they teach the exactly-once driver which producers and
+transactions exist.
+"""
+
+from __future__ import annotations
+
+import logging
+from functools import partial
+from typing import Any
+
+import trio
+
+from trafka.codec import protocol
+from trafka.codec.compression import DEFAULT_MAX_DECOMPRESSED_SIZE
+from trafka.codec.errors import DecodeError, DecompressionLimitError, ErrorCode
+
+from .exactly_once import ExactlyOnce
+from .filters import CloseConnection, Filter, FilterContext, ProxyServices, Respond, RespondLater
+from .pool import UpstreamError, Waiter
+from .routing import (
+    HASHES,
+    ProducePlan,
+    RouteStats,
+    failed_answer,
+    idempotent_producer,
+    learn_leaders,
+    merge_produce,
+    plan_produce,
+    route_produce,
+)
+
+__all__ = ["KeyRouting"]
+
+log = logging.getLogger("trafka.proxy")
+
+PRODUCE, INIT_PRODUCER_ID = 0, 22
+# Transaction requests whose bodies teach the routing of transactional producers.
+_TXN_APIS = frozenset({INIT_PRODUCER_ID, 24, 25, 26})
+_ROUTE = "trafka.key_routing.route"
+
+
+class KeyRouting(Filter):
+    """Places each keyed record on the partition its key hashes to.
+
+    Args:
+        hash_name: a key of :data:`~.routing.HASHES` (``murmur2``, ``crc32``,
+            ``fnv1a``).
+        max_decompressed_bytes: the most one batch may inflate to.
+        connect_timeout: added to a request's own timeout for its deadline.
+        stats: the counters to update (a fresh :class:`~.routing.RouteStats`
+            if not given).
+    """
+
+    api_keys = frozenset({PRODUCE}) | _TXN_APIS
+
+    def __init__(
+        self,
+        hash_name: str = "murmur2",
+        *,
+        max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_SIZE,
+        connect_timeout: float = 10.0,
+        stats: RouteStats | None = None,
+    ) -> None:
+        if hash_name not in HASHES:
+            raise ValueError(f"hash_name must be one of {', '.join(HASHES)}; not {hash_name!r}")
+        self.hash_name = hash_name
+        self.max_size = max_decompressed_bytes
+        self.connect_timeout = connect_timeout
+        self.stats = stats if stats is not None else RouteStats()
+        self._services: ProxyServices | None = None
+        self._eos: ExactlyOnce | None = None
+
+    def attach(self, services: ProxyServices) -> None:
+        self._services = services
+        self._eos = ExactlyOnce(
+            services.pool,
+            services.topics,
+            self.stats,
+            services.refresh,
+            services.nodes,
+            self.max_size,
+        )
+
+    @property
+    def _proxy(self) -> tuple[ProxyServices, ExactlyOnce]:
+        if self._services is None or self._eos is None:
+            raise RuntimeError("KeyRouting is used by a proxy that did not attach it")
+        return self._services, self._eos
+
+    # -- requests ----------------------------------------------------------------------------
+
+    async def on_request(self, ctx: FilterContext, body: Any) -> Any:
+        services, eos = self._proxy
+        if ctx.api_key != PRODUCE:
+            eos.client_request(ctx.api_key, ctx.api_version, body, ctx.node_id)
+            return body
+        deadline = trio.current_time() + body.timeout_ms / 1000 + self.connect_timeout
+        try:
+            producer = None if ctx.authenticated or body.acks == 0 else idempotent_producer(body)
+            if producer is not None:
+                result = await eos.plan(ctx, body, producer, self.hash_name, deadline)
+                if result is not None:
+                    return self._answer_exactly_once(ctx, body, result, deadline)
+            elif not ctx.authenticated:
+                plan = await trio.to_thread.run_sync(
+                    partial(
+                        plan_produce,
+                        body,
+                        topics=services.topics,
+                        hash_name=self.hash_name,
+                        stats=self.stats,
+                        max_size=self.max_size,
+                    )
+                )
+                if plan is not None:
+                    return await self._send_plan(ctx, body, plan, deadline)
+            routed_body, route = await trio.to_thread.run_sync(
+                partial(
+                    route_produce,
+                    body,
+                    node_id=ctx.node_id,
+                    topics=services.topics,
+                    hash_name=self.hash_name,
+                    stats=self.stats,
+                    max_size=self.max_size,
+                )
+            )
+        except DecompressionLimitError as exc:
+            return self._refuse(body, exc)
+        except DecodeError as exc:
+            # The broker judges the batch (CORRUPT_MESSAGE...) and the client
+            # hears it in the usual way; the proxy only declines to route it.
+            services.quiet.log(logging.INFO, "unrouted", "forwarding a Produce unrouted: %s", exc)
+            self.stats.batches_untouched_malformed += 1
+            return body
+        if route is not None:
+            ctx.notes[_ROUTE] = route
+        return routed_body
+
+    def _refuse(self, body: Any, exc: DecodeError) -> Respond:
+        """MESSAGE_TOO_LARGE for the request's partitions; nothing forwarded."""
+        self.stats.requests_too_large += 1
+        if body.acks == 0:
+            raise CloseConnection(f"refusing a Produce with acks=0: {exc}")
+        self._proxy[0].quiet.warning("too-large", "refusing a Produce: %s", exc)
+        message = f"a batch inflates beyond the proxy's max_decompressed_bytes: {exc}"
+        return Respond(failed_answer(body, ErrorCode.MESSAGE_TOO_LARGE, message))
+
+    async def _send_plan(
+        self, ctx: FilterContext, body: Any, plan: ProducePlan, deadline: float
+    ) -> Respond | RespondLater:
+        # Every part is written before the client's next request is read: the
+        # order of one client's requests to one broker is kept (see .pool).
+        services = self._proxy[0]
+        answered = body.acks != 0
+        sent: list[tuple[Any, Waiter | UpstreamError]] = []
+        for node_id, part in plan.parts:
+            try:
+                waiter: Waiter | UpstreamError = await services.pool.send(
+                    node_id, ctx.client_id, PRODUCE, ctx.api_version, part, answered=answered
+                )
+            except UpstreamError as exc:
+                waiter = exc
+            sent.append((part, waiter))
+        if not answered:
+            return Respond(None)
+        return RespondLater(partial(self._gather, plan, sent, ctx.api_version, deadline))
+
+    async def _gather(
+        self,
+        plan: ProducePlan,
+        sent: list[tuple[Any, Waiter | UpstreamError]],
+        version: int,
+        deadline: float,
+    ) -> Any:
+        services = self._proxy[0]
+        answers = []
+        stale: set[str] = set()
+        for part, waiter in sent:
+            try:
+                if isinstance(waiter, UpstreamError):
+                    raise waiter
+                frame = await services.pool.wait(waiter, deadline)
+                _, answer = protocol.decode_response(frame, PRODUCE, version)
+            except UpstreamError as exc:
+                services.quiet.warning("part", "a part of a Produce failed: %s", exc)
+                self.stats.parts_failed += 1
+                answer = failed_answer(part, exc.code, str(exc))
+            stale |= learn_leaders(services.topics, answer)
+            answers.append(answer)
+        if stale:
+            services.refresh(stale)
+        return services.from_upstream(PRODUCE, version, merge_produce(plan.route, answers))
+
+    def _answer_exactly_once(
+        self, ctx: FilterContext, body: Any, result: Any, deadline: float
+    ) -> Respond | RespondLater:
+        services, eos = self._proxy
+        if not isinstance(result, tuple):  # the proxy answers at once
+            return Respond(services.from_upstream(PRODUCE, ctx.api_version, result))
+        plan, written = result
+
+        async def settle() -> Any:
+            answer = await eos.settle(ctx, body, plan, written, deadline)
+            return services.from_upstream(PRODUCE, ctx.api_version, answer)
+
+        return RespondLater(settle)
+
+    # -- answers -----------------------------------------------------------------------------
+
+    def on_response(self, ctx: FilterContext, body: Any) -> Any:
+        if ctx.api_key == INIT_PRODUCER_ID:
+            self._proxy[1].init_answered(body)
+        elif ctx.api_key == PRODUCE:
+            route = ctx.notes.get(_ROUTE)
+            if route is not None:
+                return merge_produce(route, [body])
+        return body
