@@ -534,6 +534,42 @@ class Accumulator:
             batch.full = True
         return self.handle_class(batch, len(records) - 1)
 
+    def can_take(self, size: int) -> bool:
+        """Whether a record of ``size`` bytes can be appended now, without
+        waiting for memory or being refused as too large."""
+        return (
+            not self.closing
+            and size <= self.max_request_size - BATCH_OVERHEAD
+            and size + RECORD_MEMORY_OVERHEAD <= self.buffer_memory - self.used_memory
+        )
+
+    def append_to(
+        self, batch: ProducerBatch, timestamp: int, key: bytes | None, value: bytes, size: int
+    ) -> bool | None:
+        """Append a record without headers of ``size`` bytes (``RECORD_OVERHEAD``
+        included) to ``batch``, a batch still open for records, if it has room
+        and ``buffer.memory`` allows: the producer's hot path, which keeps no
+        accounting of its own.
+
+        Returns:
+            True: appended (``batch.full`` set once it reached ``batch.size``);
+            False: the batch has no room (another must be opened); None: no
+            memory for it now, or the producer is closing.
+        """
+        batch_bytes = batch.size + size
+        if batch_bytes > self.batch_size:
+            return False
+        charge = size + RECORD_MEMORY_OVERHEAD
+        if charge > self.buffer_memory - self.used_memory or self.closing:
+            return None
+        self.used_memory += charge
+        batch.memory += charge
+        batch.size = batch_bytes
+        batch.records.append((timestamp, key, value, ()))
+        if batch_bytes >= self.batch_size:
+            batch.full = True
+        return True
+
     # -- deciding what to send ------------------------------------------------------------
 
     def has_pending(self, txn: int | None = None) -> bool:

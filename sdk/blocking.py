@@ -261,6 +261,13 @@ def _run_callback(fn: Callable[[SendFuture], Any], future: SendFuture, _: Any) -
         log.exception("a send callback failed")
 
 
+def _report_delivery(
+    fn: Callable[[BaseException | None, RecordMetadata | None], Any], future: SendFuture
+) -> None:
+    error = future.exception()
+    fn(error, None if error is not None else future.result())
+
+
 class SendFuture:
     """The outcome of :meth:`Producer.send`, as a :class:`concurrent.futures.Future`
     is used: :meth:`result`, :meth:`exception`, :meth:`done`,
@@ -568,8 +575,17 @@ class Producer(_Forwarding):
         partition: int | None = None,
         headers: Sequence[tuple[str, Any]] | Mapping[str, Any] | None = None,
         timestamp_ms: int | None = None,
+        on_delivery: Callable[[BaseException | None, RecordMetadata | None], Any] | None = None,
     ) -> SendFuture:
         """Queue a record for sending; returns at once unless ``max_queued`` are waiting.
+
+        Args:
+            on_delivery: called once the record is delivered or failed, as
+                confluent-kafka's delivery callback: ``on_delivery(error,
+                metadata)``, the error None and the :class:`RecordMetadata`
+                given when delivered, the error given and None when not. It
+                runs on the client's thread (keep it short; do not call the
+                producer from it); there is nothing to poll.
 
         Returns:
             A :class:`SendFuture` for the record's :class:`RecordMetadata` (its
@@ -578,6 +594,12 @@ class Producer(_Forwarding):
         Raises:
             ClientClosedError: the producer is closed.
         """
+        if on_delivery is not None:
+            future = self.send(
+                topic, value, key, partition=partition, headers=headers, timestamp_ms=timestamp_ms
+            )
+            future.add_done_callback(partial(_report_delivery, on_delivery))
+            return future
         future = SendFuture(self)
         turn_helps = False
         if (

@@ -398,41 +398,14 @@ class Producer(Hostable):
             and timestamp_ms is None
             and self._hot_path
         ):
-            # The common case in a tight loop, kept to a few dictionary and
-            # attribute lookups; anything unusual takes the general path below.
-            # This is _append_hot inline (the call would cost the loop about 6%):
-            # change the two together.
-            if key is None:
-                batch = self._sticky_batches.get(topic)
-                size = RECORD_OVERHEAD + len(value)
-            elif type(key) is bytes and self._hot_keyed:
-                slots = self._keyed_batches.get(topic)
-                batch = murmur2_pick(slots, key) if slots else None
-                size = RECORD_OVERHEAD + len(key) + len(value)
-            else:
-                batch = None
-            # In a transaction, a batch kept here was opened in this one, so its
-            # partition is already part of it (the general path adds partitions;
-            # a transaction begun ahead of a commit seals that commit's batches),
-            # and the transaction may still take records: the moment it may not,
-            # these batches are forgotten (_forget_hot_batches).
-            if batch is not None and not batch.full and not batch.done:
-                acc = self._acc
-                charge = size + RECORD_MEMORY_OVERHEAD
-                batch_bytes = batch.size + size
-                if (
-                    batch_bytes <= acc.batch_size
-                    and charge <= acc.buffer_memory - acc.used_memory
-                    and not acc.closing
-                ):
-                    acc.used_memory += charge
-                    batch.memory += charge
-                    batch.size = batch_bytes
-                    records = batch.records
-                    records.append((int(time.time() * 1000), key, value, ()))
-                    if batch_bytes >= batch.limit:  # full, or a window poll is due
-                        self._limit_reached(batch, batch_bytes)
-                    return RecordFuture(batch, len(records) - 1)
+            # The common case in a tight loop; anything unusual takes the general
+            # path below.
+            batch = self._append_hot(topic, value, key)
+            if batch is not True and batch is not False:
+                size = batch.size
+                if size >= batch.limit:  # full, or a window poll is due
+                    self._limit_reached(batch, size)
+                return RecordFuture(batch, len(batch.records) - 1)
         transactional = self._transactional
         if transactional:
             self._txn.check_can_send()
@@ -671,8 +644,8 @@ class Producer(Hostable):
         to the batch its partition is filling (KIP-480's sticky batch for key-less
         records, the murmur2 partition's for keyed bytes). Never waits and
         touches no task, event or socket: a full batch is the caller's to
-        announce (``batch.full``). :meth:`send` has the same code inline: change
-        the two together.
+        announce (``batch.full``). :meth:`send` and :meth:`try_send` take it
+        too; the accumulator keeps the accounting (``append_to``).
 
         Returns:
             The batch it joined, as its last record (a future costs an object
@@ -692,23 +665,17 @@ class Producer(Hostable):
             size = RECORD_OVERHEAD + len(key) + len(value)
         else:
             return False
+        # In a transaction, a batch kept here was opened in this one, so its
+        # partition is already part of it (the general path adds partitions; a
+        # transaction begun ahead of a commit seals that commit's batches), and
+        # the transaction may still take records: the moment it may not, these
+        # batches are forgotten (_forget_hot_batches).
         if batch is None or batch.full or batch.done:
             return True  # (a transaction that takes no records keeps no batch here)
-        acc = self._acc
-        batch_bytes = batch.size + size
-        if batch_bytes > acc.batch_size:
-            return True
-        charge = size + RECORD_MEMORY_OVERHEAD
-        if charge > acc.buffer_memory - acc.used_memory or acc.closing:
-            return False
-        acc.used_memory += charge
-        batch.memory += charge
-        batch.size = batch_bytes
-        records = batch.records
-        records.append((int(time.time() * 1000), key, value, ()))
-        if batch_bytes >= acc.batch_size:
-            batch.full = True
-        return batch
+        appended = self._acc.append_to(batch, int(time.time() * 1000), key, value, size)
+        if appended:
+            return batch
+        return appended is False
 
     def _open_hot(
         self, topic: str, value: bytes, key: bytes | None, now: float
@@ -734,11 +701,7 @@ class Producer(Hostable):
             if type(key) is not bytes or not self._raw_keys:
                 return None
             size += len(key)
-        if (
-            acc.closing
-            or size > acc.max_request_size - BATCH_OVERHEAD
-            or size + RECORD_MEMORY_OVERHEAD > acc.buffer_memory - acc.used_memory
-        ):
+        if not acc.can_take(size):
             return None
         info = self._cluster.metadata.topics.get(topic)
         n = len(info.partitions) if info is not None else 0

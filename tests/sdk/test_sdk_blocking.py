@@ -21,6 +21,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 from concurrent.futures import CancelledError
+from typing import Any
 
 import anyio
 import anyio.to_thread
@@ -395,6 +396,31 @@ def test_callbacks_run_once_done(broker: RunningBroker) -> None:
         done.result(timeout=10)
         done.add_done_callback(called.append)  # already done: at once
         assert called == [queued, done]
+
+
+def test_delivery_callbacks_as_confluent_kafka_calls_them(broker: RunningBroker) -> None:
+    """``send(..., on_delivery=cb)``: ``cb(None, metadata)`` for each delivered
+    record (whichever path took it), ``cb(error, None)`` for a failed one."""
+    bs = broker.bootstrap_servers
+    topic = _topic(bs, 2)
+    reports: list[tuple[BaseException | None, Any]] = []
+
+    def report(error: BaseException | None, metadata: Any) -> None:
+        reports.append((error, metadata))
+
+    with Producer(bootstrap_servers=bs) as producer:
+        for i in range(300):  # bytes, keyed: most go straight into their batch
+            producer.send(topic, b"v%d" % i, key=b"k%d" % (i % 7), on_delivery=report)
+        producer.send(topic, b"h", on_delivery=report, headers={"h": b"1"})  # general path
+        producer.send(topic, b"x", partition=9, on_delivery=report)  # no such partition
+        producer.flush()
+    assert len(reports) == 302
+    failed = [e for e, m in reports if e is not None]
+    assert len(failed) == 1 and isinstance(failed[0], KafkaError)
+    assert failed[0].code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    assert all(m is None for e, m in reports if e is not None)
+    delivered = {(m.partition, m.offset) for e, m in reports if e is None}
+    assert delivered == {(p, o) for p, o, _ in _read_all(bs, topic)}
 
 
 def test_futures_of_records_that_went_straight_into_their_batch(broker: RunningBroker) -> None:
