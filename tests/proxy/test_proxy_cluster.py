@@ -175,9 +175,9 @@ def kcat_send(servers: str, topic: str, n: int, prefix: bytes, *settings: str) -
 
 
 def test_idempotent_producers_are_routed_exactly_once(zk: str) -> None:
-    """Idempotent producers of four clients (the default of trafka, kafka-python 3,
-    Java; turned on for librdkafka's and aiokafka's): every keyed record on its
-    murmur2 partition, once, in its key's order."""
+    """Idempotent producers of five clients (the default of trafka, kafka-python 3,
+    Java; turned on for librdkafka's (confluent-kafka, kcat) and aiokafka's):
+    every keyed record on its murmur2 partition, once, in its key's order."""
 
     async def test(cluster: LocalCluster, proxy: RunningProxy) -> None:
         topic = fresh("cluster-idem")
@@ -221,12 +221,41 @@ def test_idempotent_producers_are_routed_exactly_once(zk: str) -> None:
             producer.close()
 
         await trio.to_thread.run_sync(kafka_python_send)
+
+        def aiokafka_send() -> None:
+            import asyncio
+
+            import aiokafka
+
+            def crc32(key_bytes: bytes, all_partitions: list[int], available: list[int]) -> int:
+                ordered = sorted(all_partitions)
+                return ordered[_crc32_partition(key_bytes, len(ordered))]
+
+            async def go() -> None:
+                producer = aiokafka.AIOKafkaProducer(
+                    bootstrap_servers=servers, enable_idempotence=True, linger_ms=50,
+                    partitioner=crc32,
+                )  # fmt: skip
+                await producer.start()
+                try:
+                    futures = [
+                        await producer.send(topic, value=b"i-%d" % i, key=b"key-%d" % (i % KEYS))
+                        for i in range(600)
+                    ]
+                    await asyncio.gather(*futures)
+                finally:
+                    await producer.stop()
+
+            asyncio.run(go())
+
+        await trio.to_thread.run_sync(aiokafka_send)
         records = await read_all(cluster, topic)
         check(records, 1500, b"c")
         check(records, 800, b"k")
         check(records, 1500, b"s")
         check(records, 600, b"p")
-        assert len(records) == 4400
+        check(records, 600, b"i")
+        assert len(records) == 5000
         routing = proxy.statistics.routing
         assert leaders_spread(proxy)
         assert routing.requests_idempotent > 0 and routing.records_moved > 0
@@ -235,48 +264,155 @@ def test_idempotent_producers_are_routed_exactly_once(zk: str) -> None:
     run(test, zk)
 
 
+def _crc32_partition(key: bytes, partitions: int) -> int:
+    import zlib
+
+    return zlib.crc32(key) % partitions  # not murmur2: most records move
+
+
+def _txn_plan(prefix: bytes) -> list[tuple[bool, list[tuple[bytes, bytes]]]]:
+    """Six transactions of 100 keyed records; the second of each three aborted
+    (its values start ``a``)."""
+    plan = []
+    for t in range(6):
+        abort = t % 3 == 1
+        mark = b"a" + prefix if abort else prefix
+        plan.append(
+            (
+                abort,
+                [
+                    (b"key-%d" % ((t * 100 + i) % KEYS), b"%s-%d" % (mark, t * 100 + i))
+                    for i in range(100)
+                ],
+            )
+        )
+    return plan
+
+
+def confluent_transactions(servers: str, topic: str, prefix: bytes) -> None:
+    producer = confluent_kafka.Producer(
+        {
+            "bootstrap.servers": servers,
+            "transactional.id": f"tx-{topic}-{prefix.decode()}",
+            "partitioner": "consistent_random",
+            "linger.ms": 20,
+        }
+    )
+    producer.init_transactions(30)
+    for abort, records in _txn_plan(prefix):
+        producer.begin_transaction()
+        for key, value in records:
+            producer.produce(topic, value=value, key=key)
+        if abort:
+            producer.abort_transaction(30)
+        else:
+            producer.commit_transaction(30)
+
+
+def kafka_python_transactions(servers: str, topic: str, prefix: bytes) -> None:
+    import kafka
+    from kafka.partitioner import Partitioner
+
+    class Crc32(Partitioner):
+        def partition(self, topic, key, key_bytes, value, value_bytes, metadata):  # type: ignore[no-untyped-def]
+            partitions = sorted(metadata.partitions_for_topic(topic))
+            return partitions[_crc32_partition(key_bytes, len(partitions))]
+
+    producer = kafka.KafkaProducer(
+        bootstrap_servers=servers, transactional_id=f"tx-{topic}-{prefix.decode()}",
+        linger_ms=20, partitioner=Crc32(),
+    )  # fmt: skip
+    producer.init_transactions()
+    for abort, records in _txn_plan(prefix):
+        producer.begin_transaction()
+        for key, value in records:
+            producer.send(topic, value=value, key=key)
+        if abort:
+            producer.abort_transaction()
+        else:
+            producer.commit_transaction()
+    producer.close()
+
+
+def aiokafka_transactions(servers: str, topic: str, prefix: bytes) -> None:
+    import asyncio
+
+    import aiokafka
+
+    def crc32(key_bytes: bytes, all_partitions: list[int], available: list[int]) -> int:
+        ordered = sorted(all_partitions)
+        return ordered[_crc32_partition(key_bytes, len(ordered))]
+
+    async def go() -> None:
+        producer = aiokafka.AIOKafkaProducer(
+            bootstrap_servers=servers, transactional_id=f"tx-{topic}-{prefix.decode()}",
+            linger_ms=20, partitioner=crc32,
+        )  # fmt: skip
+        await producer.start()
+        try:
+            for abort, records in _txn_plan(prefix):
+                await producer.begin_transaction()
+                for key, value in records:
+                    await producer.send(topic, value=value, key=key)
+                if abort:
+                    await producer.abort_transaction()
+                else:
+                    await producer.commit_transaction()
+        finally:
+            await producer.stop()
+
+    asyncio.run(go())
+
+
+async def trafka_transactions(servers: str, topic: str, prefix: bytes) -> None:
+    async with open_producer(
+        bootstrap_servers=servers, transactional_id=f"tx-{topic}-{prefix.decode()}",
+        partitioner="consistent_random", linger_ms=20,
+    ) as producer:  # fmt: skip
+        await producer.init_transactions()
+        for abort, records in _txn_plan(prefix):
+            producer.begin_transaction()
+            for key, value in records:
+                await producer.send(topic, value, key=key)
+            if abort:
+                await producer.abort_transaction()
+            else:
+                await producer.commit_transaction()
+
+
 def test_transactions_stay_atomic_when_their_records_move(zk: str) -> None:
-    """confluent-kafka transactions through the proxy: committed ones whole on their
-    murmur2 partitions under read_committed, aborted ones invisible, though the
-    proxy moved their records to partitions the client never added."""
+    """Transactions of four clients through the proxy (confluent-kafka,
+    kafka-python, aiokafka, trafka's SDK, each placing keys otherwise than
+    murmur2): committed ones whole on their murmur2 partitions under
+    read_committed, aborted ones invisible, though the proxy moved their
+    records to partitions the client never added."""
 
     async def test(cluster: LocalCluster, proxy: RunningProxy) -> None:
         topic = fresh("cluster-txn")
         servers = proxy.bootstrap_servers
         await trio.to_thread.run_sync(create, servers, topic, PARTITIONS)
-
-        def transactions() -> None:
-            producer = confluent_kafka.Producer(
-                {
-                    "bootstrap.servers": servers,
-                    "transactional.id": f"tx-{topic}",
-                    "partitioner": "consistent_random",
-                    "linger.ms": 20,
-                }
-            )
-            producer.init_transactions(30)
-            for t in range(6):
-                producer.begin_transaction()
-                for i in range(100):
-                    n = t * 100 + i
-                    prefix = b"a" if t % 3 == 1 else b"t"
-                    producer.produce(
-                        topic, value=b"%s-%d" % (prefix, n), key=b"key-%d" % (n % KEYS)
-                    )
-                if t % 3 == 1:
-                    producer.abort_transaction(30)
-                else:
-                    producer.commit_transaction(30)
-
-        await trio.to_thread.run_sync(transactions)
+        for prefix, client in (
+            (b"c", confluent_transactions),
+            (b"p", kafka_python_transactions),
+            (b"i", aiokafka_transactions),
+        ):
+            await trio.to_thread.run_sync(client, servers, topic, prefix)
+        await trafka_transactions(servers, topic, b"s")
         committed = await trio.to_thread.run_sync(
             lambda: placement(servers, topic, PARTITIONS, isolation_level="read_committed")
         )
+        assert not [r for r in committed if r.value.startswith(b"a")]
         wanted = [t * 100 + i for t in range(6) if t % 3 != 1 for i in range(100)]
-        mine = [r for r in committed if r.value.startswith(b"t-")]
-        assert sorted(int(r.value.split(b"-")[1]) for r in mine) == wanted
-        assert not [r for r in committed if r.value.startswith(b"a-")]
-        assert [r for r in mine if r.partition != murmur2_partition(r.key, PARTITIONS)] == []
+        for prefix in (b"c", b"p", b"i", b"s"):
+            mine = [r for r in committed if r.value.startswith(prefix + b"-")]
+            assert sorted(int(r.value.split(b"-")[1]) for r in mine) == wanted, prefix
+            assert [r for r in mine if r.partition != murmur2_partition(r.key, PARTITIONS)] == []
+            # Per key, in the order sent.
+            by_key: dict[bytes, list[int]] = {}
+            for r in sorted(mine, key=lambda r: (r.partition, r.offset)):
+                by_key.setdefault(r.key, []).append(int(r.value.split(b"-")[1]))
+            assert all(v == sorted(v) for v in by_key.values()), prefix
+        assert len(committed) == 4 * len(wanted)
         assert proxy.statistics.routing.records_moved > 0
 
     run(test, zk)
