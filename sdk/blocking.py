@@ -80,7 +80,7 @@ from collections.abc import (
 from concurrent.futures import CancelledError, Future
 from contextlib import AbstractAsyncContextManager, ExitStack, asynccontextmanager, contextmanager
 from functools import partial
-from typing import Any
+from typing import Any, Generic, overload
 
 import anyio
 import anyio.to_thread
@@ -97,7 +97,7 @@ from .admin import open_admin
 from .consumer import Consumer as AsyncConsumer
 from .consumer import open_consumer
 from .errors import ClientClosedError, TransactionAbortableError, UsageError
-from .fetcher import ConsumerRecord, TopicPartition
+from .fetcher import ConsumerRecord, K, TopicPartition, V
 from .producer import PendingCommit as AsyncPendingCommit
 from .producer import Producer as AsyncProducer
 from .producer import RecordFuture, open_producer
@@ -957,7 +957,7 @@ class _ListenerInThread:
         await anyio.to_thread.run_sync(fn, tps)
 
 
-class Consumer(_Forwarding):
+class Consumer(_Forwarding, Generic[K, V]):
     """A blocking Kafka consumer (see the module doc for how it runs).
 
     Args:
@@ -974,6 +974,54 @@ class Consumer(_Forwarding):
         ConfigError: invalid configuration.
     """
 
+    @overload
+    def __init__(
+        self: Consumer[K, V],
+        *topics: str,
+        config: Any = None,
+        listener: Any = None,
+        consumer_timeout_ms: float | None = None,
+        key_deserializer: Callable[[bytes | None], K],
+        value_deserializer: Callable[[bytes | None], V],
+        **settings: Any,
+    ) -> None: ...
+
+    @overload
+    def __init__(
+        self: Consumer[Any, V],
+        *topics: str,
+        config: Any = None,
+        listener: Any = None,
+        consumer_timeout_ms: float | None = None,
+        value_deserializer: Callable[[bytes | None], V],
+        key_deserializer: str = "bytes",
+        **settings: Any,
+    ) -> None: ...
+
+    @overload
+    def __init__(
+        self: Consumer[K, Any],
+        *topics: str,
+        config: Any = None,
+        listener: Any = None,
+        consumer_timeout_ms: float | None = None,
+        key_deserializer: Callable[[bytes | None], K],
+        value_deserializer: str = "bytes",
+        **settings: Any,
+    ) -> None: ...
+
+    @overload
+    def __init__(
+        self: Consumer[Any, Any],
+        *topics: str,
+        config: Any = None,
+        listener: Any = None,
+        consumer_timeout_ms: float | None = None,
+        key_deserializer: str = "bytes",
+        value_deserializer: str = "bytes",
+        **settings: Any,
+    ) -> None: ...
+
     def __init__(
         self,
         *topics: str,
@@ -982,7 +1030,7 @@ class Consumer(_Forwarding):
         consumer_timeout_ms: float | None = None,
         **settings: Any,
     ) -> None:
-        self._buffer: collections.deque[ConsumerRecord] = collections.deque()
+        self._buffer: collections.deque[ConsumerRecord[K, V]] = collections.deque()
         self._timeout_ms = consumer_timeout_ms
         self._loop_lock = _LoopLock()
         self._loop = _Portal(
@@ -1000,7 +1048,7 @@ class Consumer(_Forwarding):
 
     # -- records ---------------------------------------------------------------------------
 
-    def __iter__(self) -> Iterator[ConsumerRecord]:
+    def __iter__(self) -> Iterator[ConsumerRecord[K, V]]:
         """Records as they come; ends only with ``consumer_timeout_ms`` (or close)."""
         while True:
             record = self._next(self._timeout_ms)
@@ -1008,11 +1056,11 @@ class Consumer(_Forwarding):
                 return
             yield record
 
-    def getone(self, timeout_ms: float | None = None) -> ConsumerRecord | None:
+    def getone(self, timeout_ms: float | None = None) -> ConsumerRecord[K, V] | None:
         """The next record, or None when none came within ``timeout_ms`` (default: wait)."""
         return self._next(timeout_ms)
 
-    def _next(self, timeout_ms: float | None) -> ConsumerRecord | None:
+    def _next(self, timeout_ms: float | None) -> ConsumerRecord[K, V] | None:
         buffer = self._buffer
         if buffer:
             return buffer.popleft()
@@ -1052,14 +1100,14 @@ class Consumer(_Forwarding):
 
     def getmany(
         self, *partitions: TopicPartition, timeout_ms: int = 0, max_records: int | None = None
-    ) -> dict[TopicPartition, list[ConsumerRecord]]:
+    ) -> dict[TopicPartition, list[ConsumerRecord[K, V]]]:
         """Records per partition, waiting up to ``timeout_ms`` for some (records
         held back by iteration come first)."""
         if self._buffer:
             wanted = {TopicPartition(*tp) for tp in partitions} if partitions else None
             limit = max_records or len(self._buffer)
-            out: dict[TopicPartition, list[ConsumerRecord]] = {}
-            kept: collections.deque[ConsumerRecord] = collections.deque()
+            out: dict[TopicPartition, list[ConsumerRecord[K, V]]] = {}
+            kept: collections.deque[ConsumerRecord[K, V]] = collections.deque()
             n = 0
             for r in self._buffer:
                 tp = TopicPartition(r.topic, r.partition)
@@ -1071,7 +1119,7 @@ class Consumer(_Forwarding):
             self._buffer = kept
             if out:
                 return out
-        result: dict[TopicPartition, list[ConsumerRecord]] = self._call(
+        result: dict[TopicPartition, list[ConsumerRecord[K, V]]] = self._call(
             self._consumer.getmany, *partitions, timeout_ms=timeout_ms, max_records=max_records
         )
         return result
@@ -1205,7 +1253,7 @@ class Consumer(_Forwarding):
         finally:
             self._loop.close()
 
-    def __enter__(self) -> Consumer:
+    def __enter__(self) -> Consumer[K, V]:
         return self
 
     def __exit__(self, exc_type: object, exc: BaseException | None, tb: object) -> None:

@@ -35,9 +35,9 @@ import math
 import re
 import uuid
 from collections import deque
-from collections.abc import AsyncIterator, Iterable, Mapping
-from contextlib import asynccontextmanager
-from typing import Any
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import Any, Generic, overload
 
 import anyio
 import anyio.abc
@@ -54,7 +54,9 @@ from .fetcher import (
     ConsumedPositions,
     ConsumerRecord,
     Fetcher,
+    K,
     TopicPartition,
+    V,
     build_list_offsets,
     parse_list_offsets,
 )
@@ -96,7 +98,7 @@ class _FetchCompletion:
         self.consumer._on_fetch_failed(self.node_id, self.positions, error)
 
 
-class Consumer(Hostable):
+class Consumer(Hostable, Generic[K, V]):
     """A Kafka consumer. Create it with :func:`open_consumer`."""
 
     def __init__(self, config: ConsumerConfig, task_group: anyio.abc.TaskGroup) -> None:
@@ -130,8 +132,8 @@ class Consumer(Hostable):
         self._polls_waiting = 0  # polls waiting for records (no fetch is held back)
         self._fetch_retry_at: dict[int, float] = {}  # brokers backing off after a failed fetch
         self._resetting: set[TopicPartition] = set()
-        self._buffer: deque[ConsumerRecord] = deque()
-        self._last: ConsumerRecord | None = None  # from getone, processed at the next call
+        self._buffer: deque[ConsumerRecord[K, V]] = deque()
+        self._last: ConsumerRecord[K, V] | None = None  # from getone, processed at the next call
         self._consumed = ConsumedPositions()
         self._dropped = 0  # records taken into _buffer and dropped on revocation
         self._closed = False
@@ -579,7 +581,7 @@ class Consumer(Hostable):
 
     async def getmany(
         self, *partitions: TopicPartition, timeout_ms: int = 0, max_records: int | None = None
-    ) -> dict[TopicPartition, list[ConsumerRecord]]:
+    ) -> dict[TopicPartition, list[ConsumerRecord[K, V]]]:
         """Return fetched records, waiting up to ``timeout_ms`` for some.
 
         Args:
@@ -624,10 +626,10 @@ class Consumer(Hostable):
 
     def _poll_now(
         self, limit: int, wanted: set[TopicPartition] | None, *, send_fetches: bool = True
-    ) -> dict[TopicPartition, list[ConsumerRecord]]:
+    ) -> dict[TopicPartition, list[ConsumerRecord[K, V]]]:
         """What a poll hands out at once (records held back first, then fetched
         ones; none when nothing is at hand), counted as handed out."""
-        out: dict[TopicPartition, list[ConsumerRecord]] = {}
+        out: dict[TopicPartition, list[ConsumerRecord[K, V]]] = {}
         if self._buffer:
             self._take_buffer(out, limit, wanted)
         elif self._fetcher.has_data():
@@ -638,7 +640,7 @@ class Consumer(Hostable):
 
     def _poll_from_thread(
         self, now: float
-    ) -> tuple[dict[TopicPartition, list[ConsumerRecord]], bool]:
+    ) -> tuple[dict[TopicPartition, list[ConsumerRecord[K, V]]], bool]:
         """``getmany(timeout_ms=0)`` for a blocking consumer's own thread while
         every task of the loop is at an ``await`` (see :mod:`.blocking`): touches
         no task, event or socket and takes ``now`` from that thread. Returns the
@@ -664,12 +666,12 @@ class Consumer(Hostable):
 
     def _take_buffer(
         self,
-        out: dict[TopicPartition, list[ConsumerRecord]],
+        out: dict[TopicPartition, list[ConsumerRecord[K, V]]],
         limit: int,
         wanted: set[TopicPartition] | None,
     ) -> None:
         paused = self._fetcher.paused()
-        keep: deque[ConsumerRecord] = deque()
+        keep: deque[ConsumerRecord[K, V]] = deque()
         n = 0
         while self._buffer:
             r = self._buffer.popleft()
@@ -683,7 +685,7 @@ class Consumer(Hostable):
 
     def _take(
         self, limit: int, wanted: set[TopicPartition] | None, *, send_fetches: bool = True
-    ) -> dict[TopicPartition, list[ConsumerRecord]]:
+    ) -> dict[TopicPartition, list[ConsumerRecord[K, V]]]:
         fetcher = self._fetcher
         paused: list[TopicPartition] = []
         if wanted is not None:
@@ -701,7 +703,7 @@ class Consumer(Hostable):
         kd, vd = self._key_de, self._value_de
         if kd is None and vd is None:
             return raw
-        out: dict[TopicPartition, list[ConsumerRecord]] = {}
+        out: dict[TopicPartition, list[ConsumerRecord[K, V]]] = {}
         for tp, recs in raw.items():
             # tuple.__new__ skips the NamedTuple constructor: this is the per-record hot path.
             out[tp] = [
@@ -723,7 +725,7 @@ class Consumer(Hostable):
             ]
         return out
 
-    async def getone(self) -> ConsumerRecord:
+    async def getone(self) -> ConsumerRecord[K, V]:
         """The next record, waiting as long as needed."""
         self._check_open()
         self._note_consumed()
@@ -750,7 +752,7 @@ class Consumer(Hostable):
             if group is not None:
                 group.poll_ended()
 
-    async def _fill(self) -> dict[TopicPartition, list[ConsumerRecord]]:
+    async def _fill(self) -> dict[TopicPartition, list[ConsumerRecord[K, V]]]:
         while True:
             self._check_open()
             if self._fetcher.has_data():
@@ -759,10 +761,10 @@ class Consumer(Hostable):
                     return out
             await self._wait_data(math.inf)
 
-    def __aiter__(self) -> Consumer:
+    def __aiter__(self) -> Consumer[K, V]:
         return self
 
-    async def __anext__(self) -> ConsumerRecord:
+    async def __anext__(self) -> ConsumerRecord[K, V]:
         if self._closed:
             raise StopAsyncIteration
         return await self.getone()
@@ -1027,10 +1029,50 @@ class Consumer(Hostable):
         self._data_arrived()
 
 
+@overload
+def open_consumer(
+    *topics: str,
+    config: ConsumerConfig | Mapping[str, Any] | None = None,
+    key_deserializer: Callable[[bytes | None], K],
+    value_deserializer: Callable[[bytes | None], V],
+    **kwargs: Any,
+) -> AbstractAsyncContextManager[Consumer[K, V]]: ...
+
+
+@overload
+def open_consumer(
+    *topics: str,
+    config: ConsumerConfig | Mapping[str, Any] | None = None,
+    value_deserializer: Callable[[bytes | None], V],
+    key_deserializer: str = "bytes",
+    **kwargs: Any,
+) -> AbstractAsyncContextManager[Consumer[Any, V]]: ...
+
+
+@overload
+def open_consumer(
+    *topics: str,
+    config: ConsumerConfig | Mapping[str, Any] | None = None,
+    key_deserializer: Callable[[bytes | None], K],
+    value_deserializer: str = "bytes",
+    **kwargs: Any,
+) -> AbstractAsyncContextManager[Consumer[K, Any]]: ...
+
+
+@overload
+def open_consumer(
+    *topics: str,
+    config: ConsumerConfig | Mapping[str, Any] | None = None,
+    key_deserializer: str = "bytes",
+    value_deserializer: str = "bytes",
+    **kwargs: Any,
+) -> AbstractAsyncContextManager[Consumer[Any, Any]]: ...
+
+
 @asynccontextmanager
 async def open_consumer(
     *topics: str, config: ConsumerConfig | Mapping[str, Any] | None = None, **kwargs: Any
-) -> AsyncIterator[Consumer]:
+) -> AsyncIterator[Consumer[Any, Any]]:
     """Open a consumer; leaving the block commits (with auto-commit), leaves the group and closes.
 
     Args:

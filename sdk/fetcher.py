@@ -52,7 +52,9 @@ import itertools
 import math
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, NamedTuple
+from typing import Any, Generic, NamedTuple
+
+from typing_extensions import TypeVar
 
 from trafka.codec import DecodeError, ErrorCode, KafkaError
 from trafka.codec.legacy import decode_legacy_entry
@@ -116,8 +118,15 @@ class OffsetAndMetadata(int):
         return f"OffsetAndMetadata({int(self)}, {self.metadata!r})"
 
 
-class ConsumerRecord(NamedTuple):
-    """A consumed record (key and value after deserialization).
+# Bare ConsumerRecord / Consumer mean [Any, Any].
+K = TypeVar("K", default=Any)
+V = TypeVar("V", default=Any)
+
+
+class ConsumerRecord(NamedTuple, Generic[K, V]):
+    """A consumed record (key and value after deserialization: ``K`` and ``V``
+    are the deserializers' result types; ``Any`` unless the consumer was opened
+    with typed deserializer functions).
 
     ``timestamp_type`` is 0 for create time, 1 for log-append time (from the
     batch attributes), -1 for legacy magic 0 messages; ``leader_epoch`` is the
@@ -128,8 +137,8 @@ class ConsumerRecord(NamedTuple):
     partition: int
     offset: int
     timestamp: int
-    key: Any
-    value: Any
+    key: K
+    value: V
     headers: tuple[tuple[str, bytes | None], ...]
     timestamp_type: int = 0
     leader_epoch: int = -1

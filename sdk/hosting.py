@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 import anyio
 import sniffio
@@ -39,6 +39,7 @@ from .errors import UsageError
 if TYPE_CHECKING:
     from .admin import Admin
     from .consumer import Consumer
+    from .fetcher import K, V
     from .producer import Producer
     from .share_consumer import ShareConsumer
 
@@ -141,7 +142,47 @@ async def start_producer(config: Any = None, **kwargs: Any) -> Producer:
     return await _start(lambda: open_producer(config, **kwargs))
 
 
-async def start_consumer(*topics: str, config: Any = None, **kwargs: Any) -> Consumer:
+@overload
+async def start_consumer(
+    *topics: str,
+    config: Any = None,
+    key_deserializer: Callable[[bytes | None], K],
+    value_deserializer: Callable[[bytes | None], V],
+    **kwargs: Any,
+) -> Consumer[K, V]: ...
+
+
+@overload
+async def start_consumer(
+    *topics: str,
+    config: Any = None,
+    value_deserializer: Callable[[bytes | None], V],
+    key_deserializer: str = "bytes",
+    **kwargs: Any,
+) -> Consumer[Any, V]: ...
+
+
+@overload
+async def start_consumer(
+    *topics: str,
+    config: Any = None,
+    key_deserializer: Callable[[bytes | None], K],
+    value_deserializer: str = "bytes",
+    **kwargs: Any,
+) -> Consumer[K, Any]: ...
+
+
+@overload
+async def start_consumer(
+    *topics: str,
+    config: Any = None,
+    key_deserializer: str = "bytes",
+    value_deserializer: str = "bytes",
+    **kwargs: Any,
+) -> Consumer[Any, Any]: ...
+
+
+async def start_consumer(*topics: str, config: Any = None, **kwargs: Any) -> Consumer[Any, Any]:
     """Open a consumer to be closed by ``await consumer.stop()`` (see the module).
 
     Args: as :func:`~trafka.sdk.open_consumer`.
