@@ -584,3 +584,67 @@ def test_old_protocol_clients_through_the_proxy_are_routed_and_read_back(
     assert sorted(m.value for m in got) == sorted(b"value %d" % i for i in range(80))
     ends = {p: sum(1 for r in records if r.partition == p) for p in range(4)}
     assert committed == ends
+
+
+def _rss_kib() -> int:
+    with open("/proc/self/status") as status:
+        return next(int(line.split()[1]) for line in status if line.startswith("VmRSS:"))
+
+
+def test_two_thousand_idle_connections_neither_stop_others_nor_outlive_their_timeout(
+    broker: RunningBroker,
+) -> None:
+    """2,000 idle client connections: another client is still served (its keyed
+    records routed; its round trips printed, not judged), memory grows by a
+    bounded amount per connection, and connections_max_idle_ms closes them all."""
+    idle_ms = 4000
+    with proxy_in_thread(
+        upstream=(broker.bootstrap_servers,), port=0, connections_max_idle_ms=idle_ms
+    ) as px:
+        topic = fresh()
+        create(px.bootstrap_servers, topic, 4)
+        before = _rss_kib()
+        idle = []
+        try:
+            for _ in range(2000):
+                idle.append(socket.create_connection(px.address, timeout=10))
+            deadline = time.monotonic() + 30
+            while px.statistics.open_connections < 2000 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert px.statistics.open_connections >= 2000
+            grown = _rss_kib() - before
+
+            async def round_trips() -> list[float]:
+                async with open_producer(
+                    bootstrap_servers=px.bootstrap_servers, partitioner="consistent_random",
+                    linger_ms=0,
+                ) as producer:  # fmt: skip
+                    took = []
+                    for i in range(200):
+                        started = time.perf_counter()
+                        await producer.send_and_wait(topic, b"v%d" % i, key=b"k%d" % (i % 13))
+                        took.append(time.perf_counter() - started)
+                    return took
+
+            took = sorted(anyio.run(round_trips, backend="trio"))
+            print(
+                f"\n2,000 idle connections: {grown / 2000:.1f} KiB each; another client's "
+                f"produce round trip p50 {took[100] * 1000:.1f} ms, p99 {took[198] * 1000:.1f} ms"
+            )
+            records = placement(broker.bootstrap_servers, topic, 4)
+            assert len(records) == 200
+            assert all(r.partition == murmur2_partition(r.key, 4) for r in records)
+            # Bounded: the proxy's buffers per connection, not a frame's worth each.
+            assert grown < 2000 * 512
+            # Every idle connection is closed once idle_ms has passed.
+            for sock in idle:
+                sock.settimeout(idle_ms / 1000 + 30)
+                assert sock.recv(1) == b""
+        finally:
+            for sock in idle:
+                sock.close()
+        deadline = time.monotonic() + 30
+        while px.statistics.open_connections > 0 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert px.statistics.open_connections == 0
+        assert px.statistics.timeouts >= 2000
