@@ -67,10 +67,9 @@ def settle(
             retry = retry or KafkaError(code, f"{what} {name!r}")
             continue
         pending.discard(name)
-        if code:
-            failed[name] = KafkaError(
-                code, f"{what} {name!r}: {message}" if message else f"{what} {name!r}"
-            )
+        error = partition_outcome(code, message, f"{what} {name!r}")
+        if error is not None:
+            failed[name] = error
     if retry is not None:
         raise Again(retry, refresh=True)
     for name in sorted(pending):

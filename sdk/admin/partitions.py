@@ -130,14 +130,20 @@ def alter_partition_reassignments_request(
 ) -> Any:
     """AlterPartitionReassignments for :func:`reassignments`' result."""
     req = apr.AlterPartitionReassignmentsRequest
-    topics: dict[str, list[Any]] = {}
-    for tp, replicas in wanted.items():
-        topics.setdefault(tp.topic, []).append(
-            req.ReassignablePartition(partition_index=tp.partition, replicas=replicas)
-        )
     return req(
         timeout_ms=timeout_ms,
-        topics=[req.ReassignableTopic(name=t, partitions=ps) for t, ps in topics.items()],
+        topics=[
+            req.ReassignableTopic(
+                name=t,
+                partitions=[
+                    req.ReassignablePartition(
+                        partition_index=p, replicas=wanted[TopicPartition(t, p)]
+                    )
+                    for p in ps
+                ],
+            )
+            for t, ps in by_topic(wanted).items()
+        ],
     )
 
 

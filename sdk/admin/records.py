@@ -12,6 +12,7 @@ from trafka.codec import KafkaError
 from trafka.codec.messages import k21_delete_records as dr
 
 from ..fetcher import EARLIEST, LATEST, TopicPartition, build_list_offsets, parse_list_offsets
+from ._common import by_topic
 
 __all__ = [
     "delete_records_request",
@@ -62,13 +63,19 @@ def delete_records_request(
 ) -> Any:
     """DeleteRecords before ``offsets`` (-1: the high watermark) of ``partitions``."""
     req = dr.DeleteRecordsRequest
-    topics: dict[str, list[Any]] = {}
-    for tp in partitions:
-        topics.setdefault(tp.topic, []).append(
-            req.DeleteRecordsPartition(partition_index=tp.partition, offset=offsets[tp])
-        )
     return req(
-        topics=[req.DeleteRecordsTopic(name=t, partitions=p) for t, p in topics.items()],
+        topics=[
+            req.DeleteRecordsTopic(
+                name=t,
+                partitions=[
+                    req.DeleteRecordsPartition(
+                        partition_index=p, offset=offsets[TopicPartition(t, p)]
+                    )
+                    for p in ps
+                ],
+            )
+            for t, ps in by_topic(partitions).items()
+        ],
         timeout_ms=timeout_ms,
     )
 

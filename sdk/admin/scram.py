@@ -22,7 +22,7 @@ from trafka.codec.sasl import (
 )
 
 from ..calls import TRANSIENT, check
-from ._common import Result, answered, first_failure
+from ._common import Result, answered, first_failure, partition_outcome
 
 __all__ = [
     "ScramAlterations",
@@ -116,11 +116,11 @@ def read_describe_user_scram_credentials(
     out: dict[str, UserScramCredentialsDescription] = {}
     failed: dict[str, KafkaError] = {}
     for r in resp.results:
-        if r.error_code:
-            what = f"describing the SCRAM credentials of user {r.user!r}"
-            failed[r.user] = KafkaError(
-                r.error_code, f"{what}: {r.error_message}" if r.error_message else what
-            )
+        error = partition_outcome(
+            r.error_code, r.error_message, f"describing the SCRAM credentials of user {r.user!r}"
+        )
+        if error is not None:
+            failed[r.user] = error
             continue
         infos = tuple(
             ScramCredentialInfo(

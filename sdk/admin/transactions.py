@@ -21,7 +21,7 @@ from trafka.codec.messages import k66_list_transactions as ltx
 
 from ..calls import TRANSIENT, check
 from ..fetcher import TopicPartition
-from ._common import by_topic, fit
+from ._common import by_topic, fit, partition_outcome
 
 __all__ = [
     "LIVE_TRANSACTION_STATES",
@@ -115,10 +115,13 @@ def read_describe_producers(resp: Any) -> dict[TopicPartition, list[ProducerStat
     for t in resp.topics:
         for p in t.partitions:
             tp = TopicPartition(t.name, p.partition_index)
-            if p.error_code:
-                what = f"describing the producers of {t.name}-{p.partition_index}"
-                message = f"{what}: {p.error_message}" if p.error_message else what
-                out[tp] = KafkaError(p.error_code, message)
+            error = partition_outcome(
+                p.error_code,
+                p.error_message,
+                f"describing the producers of {t.name}-{p.partition_index}",
+            )
+            if error is not None:
+                out[tp] = error
                 continue
             out[tp] = [
                 ProducerState(
