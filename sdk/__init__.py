@@ -34,7 +34,8 @@ The protocol logic underneath is I/O-free and usable on its own:
 (the consumer group state machine), :mod:`.group_protocol` (group requests
 and error classification), :mod:`.transactions` (the producer's transaction
 state machine), :mod:`.share_membership` and :mod:`.share_fetcher` (the share
-consumer's group membership, share sessions and acknowledgements).
+consumer's group membership, share sessions and acknowledgements), and the
+admin client's per-area requests and answers (the modules of :mod:`.admin`).
 """
 
 import importlib

@@ -1,0 +1,169 @@
+"""Topics: listing and describing them (Metadata), creating and deleting them,
+adding partitions. Requests built and answers read here, without I/O;
+:class:`~trafka.sdk.admin.Admin` sends them to the controller and retries
+per name (see :func:`~trafka.sdk.admin._common.settle`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from trafka.codec import ErrorCode, KafkaError
+from trafka.codec.messages import k19_create_topics as ct
+from trafka.codec.messages import k20_delete_topics as dt
+from trafka.codec.messages import k37_create_partitions as cpart
+
+from ..calls import TRANSIENT, check
+from ..metadata import PartitionInfo, TopicInfo
+from ._common import Result, fit
+
+__all__ = [
+    "NewTopic",
+    "create_partitions_request",
+    "create_topics_request",
+    "delete_topics_request",
+    "new_topics",
+    "read_create_partitions",
+    "read_create_topics",
+    "read_delete_topics",
+    "read_describe_topics",
+    "read_list_topics",
+]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class NewTopic:
+    """A topic to create. ``-1`` partitions or replication factor: the broker's default."""
+
+    name: str
+    num_partitions: int = -1
+    replication_factor: int = -1
+    configs: Mapping[str, str] = dataclasses.field(default_factory=dict)
+
+
+def read_list_topics(resp: Any, *, include_internal: bool) -> dict[str, int]:
+    """Each topic of a Metadata answer and its partition count (topics with an
+    error left out, internal ones unless ``include_internal``)."""
+    return {
+        t.name: len(t.partitions)
+        for t in resp.topics
+        if t.name is not None and not t.error_code and (include_internal or not t.is_internal)
+    }
+
+
+def read_describe_topics(resp: Any, names: Iterable[str]) -> dict[str, TopicInfo]:
+    """The topics of a Metadata answer, partitions sorted.
+
+    Raises:
+        Again: a topic with a transient error.
+        KafkaError: a topic's other error; UNKNOWN_TOPIC_OR_PARTITION for one of
+            ``names`` the answer lacks.
+    """
+    out: dict[str, TopicInfo] = {}
+    for t in resp.topics:
+        if t.name is None:
+            continue
+        check(t.error_code, f"describing topic {t.name!r}", again=TRANSIENT)
+        parts = sorted(
+            (
+                PartitionInfo(
+                    t.name,
+                    p.partition_index,
+                    p.leader_id,
+                    p.leader_epoch,
+                    tuple(p.replica_nodes),
+                    tuple(p.isr_nodes),
+                    tuple(p.offline_replicas),
+                    ErrorCode.of(p.error_code),
+                )
+                for p in t.partitions
+            ),
+            key=lambda p: p.partition,
+        )
+        out[t.name] = TopicInfo(t.name, t.topic_id, t.is_internal, tuple(parts))
+    for name in names:
+        if name not in out:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"describing topic {name!r}")
+    return out
+
+
+def new_topics(
+    topics: Iterable[NewTopic | str], num_partitions: int, replication_factor: int
+) -> dict[str, NewTopic]:
+    """The topics by name; a plain name takes ``num_partitions`` and ``replication_factor``."""
+    return {
+        t.name: t
+        for t in (
+            t if isinstance(t, NewTopic) else NewTopic(t, num_partitions, replication_factor)
+            for t in topics
+        )
+    }
+
+
+def create_topics_request(
+    version: int,
+    topics: Iterable[NewTopic],
+    *,
+    timeout_ms: int,
+    validate_only: bool,
+) -> Any:
+    """CreateTopics at ``version``."""
+    C = ct.CreateTopicsRequest
+    return fit(
+        19,
+        version,
+        C,
+        topics=[
+            C.CreatableTopic(
+                name=t.name,
+                num_partitions=t.num_partitions,
+                replication_factor=t.replication_factor,
+                configs=[C.CreatableTopicConfig(name=k, value=v) for k, v in t.configs.items()],
+            )
+            for t in topics
+        ],
+        timeout_ms=timeout_ms,
+        validate_only=validate_only,
+    )
+
+
+def read_create_topics(resp: Any) -> list[Result]:
+    """``(name, error code, message)`` per topic of a CreateTopics answer."""
+    return [(r.name, r.error_code, r.error_message) for r in resp.topics]
+
+
+def delete_topics_request(version: int, names: list[str], *, timeout_ms: int) -> Any:
+    """DeleteTopics at ``version`` (by name: ``topics`` from v6, ``topic_names`` before)."""
+    if version >= 6:
+        return dt.DeleteTopicsRequest(
+            topics=[dt.DeleteTopicsRequest.DeleteTopicState(name=n) for n in names],
+            timeout_ms=timeout_ms,
+        )
+    return fit(20, version, dt.DeleteTopicsRequest, topic_names=names, timeout_ms=timeout_ms)
+
+
+def read_delete_topics(resp: Any) -> list[Result]:
+    """``(name, error code, message)`` per topic of a DeleteTopics answer."""
+    return [(r.name, r.error_code, r.error_message) for r in resp.responses]
+
+
+def create_partitions_request(
+    totals: Mapping[str, int], *, timeout_ms: int, validate_only: bool
+) -> Any:
+    """CreatePartitions growing each topic to its total."""
+    C = cpart.CreatePartitionsRequest
+    return C(
+        topics=[
+            C.CreatePartitionsTopic(name=n, count=count, assignments=None)
+            for n, count in totals.items()
+        ],
+        timeout_ms=timeout_ms,
+        validate_only=validate_only,
+    )
+
+
+def read_create_partitions(resp: Any) -> list[Result]:
+    """``(name, error code, message)`` per topic of a CreatePartitions answer."""
+    return [(r.name, r.error_code, r.error_message) for r in resp.results]
