@@ -85,7 +85,12 @@ from trafka.brokerlite.local_cluster import ClusterProcesses, free_port
 
 VALUE_POOL = 65_536  # distinct random values, used in turn
 CLK_TCK = os.sysconf("SC_CLK_TCK")
-PATHS = {"direct": None, "route none": "none", "murmur2": "murmur2"}
+PATHS = {
+    "direct": None,
+    "route none": "none",
+    "murmur2": "murmur2",
+    "murmur2 journal": "murmur2+journal",  # --journal: exactly once across proxy restarts
+}
 PRODUCERS = ("plain", "idempotent")
 
 
@@ -195,6 +200,8 @@ def brokers(nodes: int, root: Path, replication: int = 1) -> Iterator[Brokers]:
 def proxy(upstream: str, route: str, log: Path, profile: Path | None = None) -> Iterator[Service]:
     """A ``trafka proxy`` process; with ``profile``, py-spy samples it all along
     (collapsed stacks per thread in that file, for ``--py-spy``)."""
+    route, _, journal = route.partition("+")
+    extra = ["--journal", str(log.with_suffix(".journal"))] if journal else []
     with service(
         [
             "proxy",
@@ -205,6 +212,7 @@ def proxy(upstream: str, route: str, log: Path, profile: Path | None = None) -> 
             "127.0.0.1:0",
             "--route-keys",
             route,
+            *extra,
         ],
         r"proxy on (127\.0\.0\.1:\d+)",
         log,
@@ -615,11 +623,11 @@ def idle_latency(
 def print_runs(runs: list[Run]) -> None:
     base = {(r.setup, r.producer): r for r in runs if r.path == "direct"}
     print(
-        f"\n{'setup':<10}{'path':<12}{'producer':<12}{'produce/s':>11}{'ratio':>7}"
+        f"\n{'setup':<10}{'path':<16}{'producer':<12}{'produce/s':>11}{'ratio':>7}"
         f"{'consume/s':>11}{'ratio':>7}   {'CPU s per 100k records, produce (consume)':<44}"
         "check"
     )
-    print(f"{'':<70}{'proxy':>13}{'brokers':>13}{'client':>13}")
+    print(f"{'':<74}{'proxy':>13}{'brokers':>13}{'client':>13}")
     for r in runs:
         b = base.get((r.setup, r.producer))
         p_ratio = f"{b.produce_s / r.produce_s:.2f}" if b else "-"
@@ -629,7 +637,7 @@ def print_runs(runs: list[Run]) -> None:
             for p, c in zip(r.produce_cpu, r.consume_cpu, strict=True)
         )
         print(
-            f"{r.setup:<10}{r.path:<12}{r.producer:<12}{r.records / r.produce_s:>11,.0f}"
+            f"{r.setup:<10}{r.path:<16}{r.producer:<12}{r.records / r.produce_s:>11,.0f}"
             f"{p_ratio:>7}{r.records / r.consume_s:>11,.0f}{c_ratio:>7}   {cpu:<44}{r.check}"
         )
 

@@ -60,6 +60,13 @@ from .server import ProxyConfig, run_proxy
     show_default=True,
     help="The most one batch may inflate to when routed (beyond: MESSAGE_TOO_LARGE).",
 )
+@click.option(
+    "--journal",
+    "journal_dir",
+    metavar="DIR",
+    help="Record where idempotent producers' records went before writing them, so "
+    "that a restarted proxy writes none twice (exactly once across restarts).",
+)
 @click.option("--connections-max-idle-ms", type=int, default=600_000, show_default=True)
 @click.option("--request-receive-timeout-ms", type=int, default=30_000, show_default=True)
 @click.option(
@@ -84,6 +91,7 @@ def command(
     announce: bool,
     metrics_listen: str | None,
     max_decompressed_bytes: int,
+    journal_dir: str | None,
     connections_max_idle_ms: int,
     request_receive_timeout_ms: int,
     filter_specs: tuple[str, ...],
@@ -111,6 +119,7 @@ def command(
             announce=announce,
             metrics_listen=metrics_listen,
             max_decompressed_bytes=max_decompressed_bytes,
+            journal_dir=journal_dir,
             connections_max_idle_ms=connections_max_idle_ms,
             request_receive_timeout_ms=request_receive_timeout_ms,
             filters=tuple(load_filter(spec) for spec in filter_specs),

@@ -42,6 +42,10 @@ class ProxyConfig:
         max_decompressed_bytes: the most one batch may inflate to when the
             proxy reads its records to route them; a Produce with a batch
             beyond it is answered MESSAGE_TOO_LARGE and not forwarded.
+        journal_dir: a directory where key routing records, before writing
+            them, where an idempotent producer's records went, so that a
+            restarted proxy writes none of them twice (see :mod:`.journal`);
+            None: in memory only (a restart can write in-flight batches twice).
         connections_max_idle_ms: a client connection with no request for this
             long is closed (Kafka's ``connections.max.idle.ms``).
         request_receive_timeout_ms: a request begun but not received whole
@@ -77,6 +81,7 @@ class ProxyConfig:
     upstream_ssl_check_hostname: bool = True
     announce: bool = False
     max_decompressed_bytes: int = 16 * 1024 * 1024
+    journal_dir: str | None = None
     connections_max_idle_ms: int = 600_000
     request_receive_timeout_ms: int = 30_000
     metrics_listen: str | None = None

@@ -42,8 +42,10 @@ from trafka.codec.messages import k00_produce as pm
 from trafka.codec.messages import k10_find_coordinator as fc
 from trafka.codec.messages import k24_add_partitions_to_txn as apt
 from trafka.codec.messages import k61_describe_producers as dp
+from trafka.codec.records import iter_batches
 
 from .filters import FilterContext
+from .journal import Journal, JournalError
 from .pool import UpstreamError, UpstreamPool, Waiter
 from .routing import (
     IdempotentPlan,
@@ -56,7 +58,7 @@ from .routing import (
     prepare_idempotent,
     upstream_body,
 )
-from .sequences import Sequences, Session, State, Upstream
+from .sequences import Placement, Sequences, Session, State, Upstream
 
 __all__ = ["ExactlyOnce", "Preparation"]
 
@@ -100,6 +102,8 @@ class ExactlyOnce:
         refresh: asks the cluster again for these topics' leaders.
         nodes: the node ids the proxy knows (to find a coordinator through).
         max_size: the most a batch may inflate to (see :func:`.routing.prepare_idempotent`).
+        journal: where placements are recorded before they are written, and
+            read back after a restart (see :mod:`.journal`); None: nowhere.
     """
 
     def __init__(
@@ -110,6 +114,7 @@ class ExactlyOnce:
         refresh: Callable[[set[str]], None],
         nodes: Callable[[], list[int]],
         max_size: int,
+        journal: Journal | None = None,
     ) -> None:
         self.max_size = max_size
         self.pool = pool
@@ -117,7 +122,8 @@ class ExactlyOnce:
         self.stats = stats
         self.refresh = refresh
         self.nodes = nodes
-        self.sequences = Sequences()
+        self.journal = journal
+        self.sequences = Sequences(journaled=journal is not None)
         # Per transactional id, the longest unused forgotten first beyond the cap
         # (a forgotten one only costs an AddPartitionsToTxn the coordinator
         # answers at once for partitions it already holds).
@@ -205,6 +211,22 @@ class ExactlyOnce:
         session = self.sequences.session(pid, epoch, int(trio.current_time() * 1000))
         if session is None:
             return _all_failed(body, ErrorCode.INVALID_PRODUCER_EPOCH)
+        recovered = None
+        if self.journal is not None:
+            # Batches placed before a restart: their targets' leaders say first
+            # what had been written.
+            journal = self.journal
+            try:
+                for topic, partition in Sequences.unsynced(
+                    session, _journaled_targets(journal, session, body)
+                ):
+                    await self._sync(ctx, session, topic, partition, deadline)
+            except Preparation as exc:
+                return _all_failed(body, exc.code, str(exc))
+
+            def recovered(topic: str, partition: int, base: int) -> Placement | None:
+                return journal.lookup((pid, epoch, topic, partition, base))
+
         # Placing and encoding the records runs on a worker thread (it only reads
         # the session, which nothing else changes while this producer's lock is held).
         prepared = await trio.to_thread.run_sync(
@@ -216,6 +238,7 @@ class ExactlyOnce:
                 hash_name=hash_name,
                 stats=self.stats,
                 max_size=self.max_size,
+                recovered=recovered,
             )
         )
         if prepared is None:
@@ -236,23 +259,29 @@ class ExactlyOnce:
         with trio.CancelScope(shield=True):
             plan = commit_idempotent(body, prepared, session)
             written: list[tuple[list[Upstream], Waiter | UpstreamError]] = []
-            with trio.move_on_at(deadline):
-                for batches in plan.rounds:
-                    for leader, group in _by_leader(batches, self.topics).items():
-                        for u in group:
-                            session.sent(u)
-                            u.slot = trio.Event()
-                        try:
-                            waiter: Waiter | UpstreamError = await self.pool.send(
-                                leader,
-                                ctx.client_id,
-                                PRODUCE,
-                                ctx.api_version,
-                                upstream_body(body, group),
+            # With a journal, nothing is written before its placement is on disk.
+            if await self._journal(session):
+                with trio.move_on_at(deadline):
+                    for batches in plan.rounds:
+                        for leader, group in _by_leader(batches, self.topics).items():
+                            for u in group:
+                                session.sent(u)
+                                u.slot = trio.Event()
+                            waiter: Waiter | UpstreamError = UpstreamError(
+                                "not written in time", ErrorCode.REQUEST_TIMED_OUT
                             )
-                        except UpstreamError as exc:
-                            waiter = exc
-                        written.append((group, waiter))
+                            try:
+                                waiter = await self.pool.send(
+                                    leader,
+                                    ctx.client_id,
+                                    PRODUCE,
+                                    ctx.api_version,
+                                    upstream_body(body, group),
+                                )
+                            except UpstreamError as exc:
+                                waiter = exc
+                            finally:  # cut short by the deadline too: settled as failed
+                                written.append((group, waiter))
             unsent = [u for batches in plan.rounds for u in batches if u.state is State.PLANNED]
             if unsent:
                 written.append(
@@ -262,6 +291,27 @@ class ExactlyOnce:
                     session.sent(u)
                     u.slot = trio.Event()
         return plan, written
+
+    async def _journal(self, session: Session) -> bool:
+        """Record the session's new placements before they are written; False
+        when the journal failed (nothing may be written: the client retries)."""
+        if self.journal is None:
+            return True
+        batches = session.take_journal()
+        if not batches:
+            return True
+        pid, epoch = session.producer_id, session.epoch
+        try:
+            await self.journal.record(
+                ((pid, epoch, b.topic, b.partition, b.base_sequence), b.placement())
+                for b in batches
+            )
+        except JournalError as exc:
+            log.error("producer %d's batches are not written: %s", pid, exc)
+            assert session.journal is not None
+            session.journal[:0] = batches  # journaled before the next write
+            return False
+        return True
 
     async def settle(
         self,
@@ -446,6 +496,23 @@ class ExactlyOnce:
             if not answer.error_code and answer.node_id >= 0:
                 return int(answer.node_id)
         raise Preparation(f"no coordinator found for transactional id {tid!r}")
+
+
+def _journaled_targets(journal: Journal, session: Session, body: Any) -> set[tuple[str, int]]:
+    """The targets of the request's batches the session does not know but the
+    journal does."""
+    out: set[tuple[str, int]] = set()
+    pid, epoch = session.producer_id, session.epoch
+    for t in body.topic_data:
+        for p in t.partition_data:
+            for header, _ in iter_batches(p.records or b""):
+                base = getattr(header, "base_sequence", -1)
+                if base >= 0 and session.known(t.name, p.index, base) is None:
+                    placement = journal.lookup((pid, epoch, t.name, p.index, base))
+                    if placement is not None:
+                        out.update((t.name, x) for x, _ in placement.targets)
+                break
+    return out
 
 
 def _by_leader(batches: list[Upstream], topics: Topics) -> dict[int, list[Upstream]]:

@@ -35,7 +35,7 @@ Rules:
   ``notes``, one private to the request and its answer.
 * :meth:`Filter.attach` hands a filter the proxy's :class:`ProxyServices` when
   the proxy starts: its pooled upstream connections, what it knows of topics
-  and leaders, its nursery.
+  and leaders, its nursery. :meth:`Filter.detach` is called when it stops.
 * An API the proxy's codec does not know, or a version it does not, passes
   unfiltered (it cannot be decoded).
 """
@@ -165,6 +165,9 @@ class Filter:
 
     def attach(self, services: ProxyServices) -> None:
         """Called once when the proxy starts, before any request."""
+
+    def detach(self) -> None:
+        """Called once when the proxy stops."""
 
     def on_request(self, ctx: FilterContext, body: Any) -> Any:
         """A request on its way to a broker (may be ``async def``).

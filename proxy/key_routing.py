@@ -42,6 +42,7 @@ from trafka.codec.errors import DecodeError, DecompressionLimitError, ErrorCode
 
 from .exactly_once import ExactlyOnce
 from .filters import CloseConnection, Filter, FilterContext, ProxyServices, Respond, RespondLater
+from .journal import Journal
 from .pool import UpstreamError, Waiter
 from .routing import (
     HASHES,
@@ -75,6 +76,8 @@ class KeyRouting(Filter):
         connect_timeout: added to a request's own timeout for its deadline.
         stats: the counters to update (a fresh :class:`~.routing.RouteStats`
             if not given).
+        journal_dir: where idempotent producers' placements are journaled
+            (see :mod:`.journal`); None: not at all.
     """
 
     api_keys = frozenset({PRODUCE}) | _TXN_APIS
@@ -86,6 +89,7 @@ class KeyRouting(Filter):
         max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_SIZE,
         connect_timeout: float = 10.0,
         stats: RouteStats | None = None,
+        journal_dir: str | None = None,
     ) -> None:
         if hash_name not in HASHES:
             raise ValueError(f"hash_name must be one of {', '.join(HASHES)}; not {hash_name!r}")
@@ -93,11 +97,18 @@ class KeyRouting(Filter):
         self.max_size = max_decompressed_bytes
         self.connect_timeout = connect_timeout
         self.stats = stats if stats is not None else RouteStats()
+        self.journal_dir = journal_dir
+        self._journal: Journal | None = None
         self._services: ProxyServices | None = None
         self._eos: ExactlyOnce | None = None
 
     def attach(self, services: ProxyServices) -> None:
+        """Raises: JournalError: the journal cannot be read or opened."""
         self._services = services
+        if self.journal_dir is not None:
+            self._journal = Journal(self.journal_dir)
+            read = self._journal.open()
+            log.info("journal %s: %d placements read", self._journal.path, read)
         self._eos = ExactlyOnce(
             services.pool,
             services.topics,
@@ -105,7 +116,12 @@ class KeyRouting(Filter):
             services.refresh,
             services.nodes,
             self.max_size,
+            self._journal,
         )
+
+    def detach(self) -> None:
+        if self._journal is not None:
+            self._journal.close()
 
     @property
     def _proxy(self) -> tuple[ProxyServices, ExactlyOnce]:

@@ -80,7 +80,7 @@ from trafka.codec.records import (
 )
 
 from ..sdk.partitioners import KEY_HASHES
-from .sequences import ClientBatch, Session, State, Upstream
+from .sequences import ClientBatch, Placement, Session, State, Upstream
 
 __all__ = [
     "HASHES",
@@ -162,6 +162,8 @@ class RouteStats:
     requests_idempotent: int = 0
     batches_retried: int = 0
     batches_out_of_order: int = 0
+    batches_recovered: int = 0  # retried after a restart, known from the journal
+    records_not_rewritten: int = 0  # of those, written before the restart
     parts_failed: int = 0
     requests_too_large: int = 0
     metadata_refreshes: int = 0
@@ -600,6 +602,8 @@ class Prepared:
     targets: set[tuple[str, int]]
     stale: set[str]  # topics whose leaders the proxy must ask again
     chunks: list[_Chunk] = field(default_factory=list)
+    # id(split) -> its upstream batches the journal says were written before a restart
+    written: dict[int, list[Upstream]] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -656,11 +660,17 @@ def prepare_idempotent(
     hash_name: str,
     stats: RouteStats,
     max_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE,
+    recovered: Callable[[str, int, int], Placement | None] | None = None,
 ) -> Prepared | None:
     """Recognise an idempotent producer's retried batches and place its new ones.
 
     Changes nothing in ``session``; :func:`commit_idempotent` does, once the
     driver has learnt the sequences :meth:`Sequences.unsynced` names.
+
+    ``recovered`` (topic, partition, base sequence) gives a batch's placement
+    from the journal (:mod:`.journal`) when the session does not know it: the
+    upstream batches of it that its targets' leaders (asked by the driver
+    first) say were written are not written again.
 
     Returns:
         The prepared request, or None when it is not for this plan (a
@@ -675,6 +685,7 @@ def prepare_idempotent(
     hash_of = HASHES[hash_name]
     retried: list[ClientBatch] = []
     new: list[tuple[_Split, int]] = []
+    written: dict[int, list[Upstream]] = {}
     refused: dict[tuple[str, int], ErrorCode] = {}
     targets: set[tuple[str, int]] = set()
     sizes = []
@@ -719,10 +730,16 @@ def prepare_idempotent(
                 refused[(t.name, p.index)] = ErrorCode.NOT_LEADER_OR_FOLLOWER
                 stale.add(t.name)
                 continue
+            placement = (
+                None if recovered is None else recovered(t.name, p.index, header.base_sequence)
+            )
+            if placement is not None and placement.count == header.records_count:
+                written[id(split)] = _already_written(split, placement, session, stats)
             new.append((split, header.records_count))
             targets.update((t.name, x) for x in split.pieces)
     stats.requests_idempotent += 1
     prepared = Prepared(session.producer_id, session.epoch, retried, new, refused, targets, stale)
+    prepared.written = written
     owner = {id(piece): split for split, _ in new for piece in split.pieces.values()}
     cap = _cap(sizes)
     for (topic, target), (own, moved) in _by_target([s for s, _ in new]).items():
@@ -733,6 +750,42 @@ def prepare_idempotent(
             leads = not first.moved and chunk[0] is first.pieces[first.partition]
             prepared.chunks.append(_Chunk(topic, target, data, n, splits, leads))
     return prepared
+
+
+def _already_written(
+    split: _Split, placement: Placement, session: Session, stats: RouteStats
+) -> list[Upstream]:
+    """The pieces of a journaled batch whose upstream batches were written
+    before a restart: taken out of ``split``, as acknowledged stand-ins."""
+    targets = dict(placement.targets)
+    if set(targets) != set(split.pieces):
+        log.warning(
+            "%r-%d: a retried batch (sequence %d) splits otherwise than the journal "
+            "says: placed afresh (its records may be written twice)",
+            split.topic,
+            split.partition,
+            split.header.base_sequence,
+        )
+        return []
+    stats.batches_recovered += 1
+    out = []
+    for target, last in targets.items():
+        if session.written_upstream(split.topic, target, last):
+            n = len(split.pieces.pop(target).decoded())
+            first = (last - (n - 1)) % 0x80000000  # wrapping as sequences do
+            out.append(Upstream(split.topic, target, first, n, None, State.ACKED))
+            stats.records_not_rewritten += n
+    # Only batches in flight at a restart come here: a line each.
+    log.info(
+        "%r-%d: a batch (sequence %d) placed before a restart: %d of its records had "
+        "been written, the rest (%d) are written now",
+        split.topic,
+        split.partition,
+        split.header.base_sequence,
+        sum(u.count for u in out),
+        placement.count - sum(u.count for u in out),
+    )
+    return out
 
 
 def commit_idempotent(body: Any, prepared: Prepared, session: Session) -> IdempotentPlan:
@@ -759,7 +812,7 @@ def commit_idempotent(body: Any, prepared: Prepared, session: Session) -> Idempo
             split.partition,
             split.header.base_sequence,
             count,
-            tuple(upstream_of[id(split)]),
+            tuple(prepared.written.get(id(split), []) + upstream_of.get(id(split), [])),
             leading.get(id(split)),
         )
         session.remember(batch)

@@ -44,6 +44,12 @@ Rules:
   OUT_OF_ORDER_SEQUENCE_NUMBER (a state between the proxy and the broker) and
   a lost upstream connection said as REQUEST_TIMED_OUT, which every client
   retries with the same sequence numbers.
+* With a journal (:mod:`.journal`), every client batch placed, and every one
+  whose upstream batches were renumbered, waits in
+  :meth:`Session.take_journal` until the driver records it; after a restart a
+  target's leader's last sequence, learnt when synced, tells which of a
+  journaled batch's upstream batches were written
+  (:meth:`Session.written_upstream`).
 * State is per producer id; a newer epoch replaces an older one (the brokers
   fence the older epoch anyway). Each partition remembers the client's last
   :data:`CLIENT_BATCHES_KEPT` batches; an acknowledged upstream batch keeps no
@@ -65,6 +71,8 @@ from trafka.codec.records import read_batch_header, set_base_sequence
 __all__ = [
     "CLIENT_BATCHES_KEPT",
     "ClientBatch",
+    "Placement",
+    "PlacementKey",
     "Sequences",
     "Session",
     "State",
@@ -81,6 +89,24 @@ _INT32_MAX = 0x7FFFFFFF
 _PROXY_STATE_ERRORS = frozenset(
     {ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, ErrorCode.NETWORK_EXCEPTION}
 )
+
+
+# (producer id, epoch, topic, partition, base sequence) of a client batch.
+PlacementKey = tuple[int, int, str, int, int]
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """Where one client batch's records went (a journal's record, see :mod:`.journal`).
+
+    Attributes:
+        count: the client batch's record count.
+        targets: (target partition, last sequence of the upstream batch holding
+            the records bound there), in target order.
+    """
+
+    count: int
+    targets: tuple[tuple[int, int], ...]
 
 
 def next_sequence(sequence: int, increment: int) -> int:
@@ -150,6 +176,11 @@ class ClientBatch:
     upstream: tuple[Upstream, ...]
     offset_of: Upstream | None = None
 
+    def placement(self) -> Placement:
+        return Placement(
+            self.count, tuple(sorted((u.partition, u.last_sequence) for u in self.upstream))
+        )
+
     def outcome(self) -> tuple[ErrorCode, str | None, int, int, int] | None:
         """(error, message, base offset, log append time, log start offset), or
         None while an upstream batch is unanswered."""
@@ -177,6 +208,7 @@ class ClientBatch:
 @dataclass(slots=True)
 class _Target:
     next_sequence: int | None = None  # None: not yet learned (see the rules)
+    leader_last: int | None = None  # the leader's last sequence when learned (-1: none)
     pending: list[Upstream] = field(default_factory=list)  # not acknowledged, in order
     gap: int | None = None  # a dead batch's base sequence: renumber from here
 
@@ -192,6 +224,8 @@ class Session:
     targets: dict[tuple[str, int], _Target] = field(default_factory=dict)
     batches: dict[tuple[str, int], OrderedDict[int, ClientBatch]] = field(default_factory=dict)
     next_client: dict[tuple[str, int], int] = field(default_factory=dict)
+    # Client batches to journal (None: no journal).
+    journal: list[ClientBatch] | None = None
 
     # -- the client's side ------------------------------------------------------------------
 
@@ -214,6 +248,23 @@ class Session:
         while len(kept) > CLIENT_BATCHES_KEPT:
             kept.popitem(last=False)
         self.next_client[key] = next_sequence(batch.base_sequence, batch.count)
+        if self.journal is not None:
+            self.journal.append(batch)
+
+    def take_journal(self) -> list[ClientBatch]:
+        """The client batches to journal before the next write (and forgets them)."""
+        out = self.journal or []
+        if self.journal is not None:
+            self.journal = []
+        return list(dict.fromkeys(out))
+
+    def written_upstream(self, topic: str, partition: int, last_sequence: int) -> bool:
+        """Whether an upstream batch ending at ``last_sequence`` had been written
+        at the partition when its leader was asked (False when not asked)."""
+        t = self.targets.get((topic, partition))
+        if t is None or t.leader_last is None or t.leader_last < 0:
+            return False
+        return (t.leader_last - last_sequence) % (_INT32_MAX + 1) < (_INT32_MAX + 1) // 2
 
     # -- the upstream side ------------------------------------------------------------------
 
@@ -261,6 +312,13 @@ class Session:
             sequence = next_sequence(sequence, p.count)
         t.next_sequence = sequence
         t.gap = None
+        if self.journal is not None and t.pending:
+            # Their placements changed: journaled again before they are written.
+            renumbered = set(t.pending)
+            for kept in self.batches.values():
+                self.journal.extend(
+                    b for b in kept.values() if any(u in renumbered for u in b.upstream)
+                )
 
     def settle(
         self,
@@ -320,9 +378,12 @@ class Sequences:
         idle_ms: a session unused this long is forgotten.
     """
 
-    def __init__(self, *, max_producers: int = 100_000, idle_ms: int = 3_600_000) -> None:
+    def __init__(
+        self, *, max_producers: int = 100_000, idle_ms: int = 3_600_000, journaled: bool = False
+    ) -> None:
         self.max_producers = max_producers
         self.idle_ms = idle_ms
+        self.journaled = journaled
         self._sessions: OrderedDict[int, Session] = OrderedDict()
         self._born: OrderedDict[tuple[int, int], None] = OrderedDict()
 
@@ -345,6 +406,8 @@ class Sequences:
             born = (producer_id, epoch) in self._born
             self._born.pop((producer_id, epoch), None)
             s = Session(producer_id, epoch, born, now_ms)
+            if self.journaled:
+                s.journal = []
             self._sessions[producer_id] = s
         s.last_used = now_ms
         self._sessions.move_to_end(producer_id)
@@ -382,5 +445,7 @@ class Sequences:
             return
         if last_epoch == session.epoch and last_sequence >= 0:
             t.next_sequence = next_sequence(last_sequence, 1)
+            t.leader_last = last_sequence
         else:
             t.next_sequence = 0
+            t.leader_last = -1

@@ -143,6 +143,7 @@ class _Proxy:
                 max_decompressed_bytes=config.max_decompressed_bytes,
                 connect_timeout=config.connect_timeout,
                 stats=self.stats.routing,
+                journal_dir=config.journal_dir,
             )
             self.filters += (routing,)
         services = ProxyServices(
@@ -622,40 +623,70 @@ async def serve_proxy(
     elif overrides:
         config = replace(config, **overrides)
     config = await _discover_upstream(config)
-    async with trio.open_nursery() as nursery:
-        proxy = _Proxy(config, nursery)
-        listeners = await trio.open_tcp_listeners(config.port, host=config.host)
-        port = listeners[0].socket.getsockname()[1]
-        for listener in listeners:
-            nursery.start_soon(proxy._serve, listener, None)
-        advertised = proxy.advertised
-        log.info("proxy on %s:%d for %s", advertised, port, ",".join(config.upstream))
-        metrics_address = None
-        if config.metrics_listen is not None:
-            from trafka.brokerlite.metrics_http import Endpoint, serve_metrics
-
-            metrics_host, _, metrics_port = config.metrics_listen.rpartition(":")
-            served = await trio.open_tcp_listeners(
-                int(metrics_port), host=metrics_host.strip("[]") or None
-            )
-            metrics_address = tuple(served[0].socket.getsockname()[:2])
-            endpoint = Endpoint(proxy.metrics.exposition, lambda: proxy.upstream_reachable)
-            await nursery.start(serve_metrics, endpoint, served)
-            nursery.start_soon(proxy._probe_upstream)
-        try:
-            running = RunningProxy(
-                (advertised, port), f"{advertised}:{port}", proxy.stats, metrics_address
-            )
-            if config.announce:
-                protocol = "SSL" if config.ssl_certfile else None
-                async with announcing_listener(
-                    "proxy", advertised, port, security_protocol=protocol
-                ):
-                    yield running
+    attached: tuple[Filter, ...] = ()
+    # What fails while starting (a port taken, a journal that cannot be opened)
+    # is raised as itself, not inside the nursery's exception group.
+    failed: OSError | ValueError | None = None
+    try:
+        async with trio.open_nursery() as nursery:
+            try:
+                proxy = _Proxy(config, nursery)
+                attached = proxy.filters
+                listeners = await trio.open_tcp_listeners(config.port, host=config.host)
+                served = None
+                if config.metrics_listen is not None:
+                    metrics_host, _, metrics_port = config.metrics_listen.rpartition(":")
+                    served = await trio.open_tcp_listeners(
+                        int(metrics_port), host=metrics_host.strip("[]") or None
+                    )
+            except (OSError, ValueError) as exc:
+                failed = exc
+                nursery.cancel_scope.cancel()
             else:
-                yield running
-        finally:
-            nursery.cancel_scope.cancel()
+                try:
+                    running = await _start_serving(config, proxy, nursery, listeners, served)
+                    if config.announce:
+                        protocol = "SSL" if config.ssl_certfile else None
+                        async with announcing_listener(
+                            "proxy",
+                            proxy.advertised,
+                            running.address[1],
+                            security_protocol=protocol,
+                        ):
+                            yield running
+                    else:
+                        yield running
+                finally:
+                    nursery.cancel_scope.cancel()
+    finally:
+        # Once every task has ended (a journal write among them).
+        for f in attached:
+            f.detach()
+    if failed is not None:
+        raise failed
+
+
+async def _start_serving(
+    config: ProxyConfig,
+    proxy: _Proxy,
+    nursery: trio.Nursery,
+    listeners: list[trio.SocketListener],
+    served: list[trio.SocketListener] | None,
+) -> RunningProxy:
+    port = listeners[0].socket.getsockname()[1]
+    for listener in listeners:
+        nursery.start_soon(proxy._serve, listener, None)
+    advertised = proxy.advertised
+    log.info("proxy on %s:%d for %s", advertised, port, ",".join(config.upstream))
+    metrics_address = None
+    if served is not None:
+        from trafka.brokerlite.metrics_http import Endpoint, serve_metrics
+
+        metrics_address = tuple(served[0].socket.getsockname()[:2])
+        endpoint = Endpoint(proxy.metrics.exposition, lambda: proxy.upstream_reachable)
+        await nursery.start(serve_metrics, endpoint, served)
+        nursery.start_soon(proxy._probe_upstream)
+    return RunningProxy((advertised, port), f"{advertised}:{port}", proxy.stats, metrics_address)
 
 
 async def _discover_upstream(config: ProxyConfig) -> ProxyConfig:

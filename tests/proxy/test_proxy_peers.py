@@ -328,6 +328,20 @@ def test_command_line_checks_its_arguments() -> None:
     assert bad.returncode != 0 and "not host:port" in bad.stderr
     bad = run("--upstream", "h:1", "--listen", "0.0.0.0:0")
     assert bad.returncode != 0 and "advertised_host" in bad.stderr
+    # What fails at start is said in a line, not as a traceback.
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        bad = run("--upstream", "h:1", "--listen", f"127.0.0.1:{port}", "--no-announce")
+    assert bad.returncode == 1 and "cannot start the proxy" in bad.stderr
+    assert "Address already in use" in bad.stderr and "Traceback" not in bad.stderr
+    bad = run(
+        "--upstream", "h:1", "--listen", "127.0.0.1:0", "--no-announce",
+        "--journal", "/dev/null/journal",
+    )  # fmt: skip
+    assert bad.returncode == 1 and "cannot open the journal" in bad.stderr
+    assert "Traceback" not in bad.stderr
 
 
 def test_librdkafka_share_consumers_work_through_the_proxy(

@@ -1,0 +1,216 @@
+"""The proxy's placement journal: exactly once across a restart of the proxy.
+
+Opt-in (``ProxyConfig.journal_dir``, ``trafka proxy --journal DIR``). Without
+it, a routed idempotent producer's batches that were in flight when the proxy
+died can be written twice (see docs/proxy.md); with it, they are not.
+
+Rules:
+
+* Before the proxy writes the upstream batches of an idempotent producer's
+  request, it records, for each client batch it placed (or whose upstream
+  batches were renumbered since), where the batch's records went: per target
+  partition, the last sequence number of the upstream batch holding them
+  (:class:`Placement`). The records are on disk (``fdatasync``) before any of
+  those batches is written; the records of every request waiting meanwhile are
+  synced at once (group commit).
+* A restarted proxy reads the journal. A client's retry of a batch the proxy
+  does not know but the journal does is split again: the same keys, hash and
+  partition count put the same records on the same targets. For each target,
+  the leader's last sequence for the producer, asked after the restart
+  (DescribeProducers), tells whether the old proxy's upstream batch was
+  written: at or past its last sequence, it was, and those records are not
+  written again; before it, they are written afresh (see
+  :func:`~.routing.prepare_idempotent`).
+* A retry that splits otherwise than its record (the topic gained partitions)
+  is placed afresh, with a warning: its records may be written twice.
+* Only the newest ``max_entries`` placements are kept (a client retries only
+  the batches it has in flight); the file is rewritten with them when it grows
+  past twice their size.
+* The format is a line of JSON per placement:
+  ``[producer id, epoch, topic, partition, base sequence, count, [[target,
+  last sequence], ...]]``. A torn last line (the proxy died writing it) is
+  ignored, as is any line that does not parse (with a warning).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections import OrderedDict
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+import trio
+
+from .sequences import Placement, PlacementKey
+
+__all__ = ["Journal", "JournalError", "Placement", "PlacementKey", "decode", "encode"]
+
+log = logging.getLogger("trafka.proxy")
+
+FILE_NAME = "placements.jsonl"
+_MIN_REWRITE_BYTES = 16 * 1024 * 1024
+
+
+class JournalError(OSError):
+    """The journal could not be written."""
+
+
+def encode(key: PlacementKey, placement: Placement) -> bytes:
+    pid, epoch, topic, partition, base = key
+    row = [
+        pid,
+        epoch,
+        topic,
+        partition,
+        base,
+        placement.count,
+        [list(t) for t in placement.targets],
+    ]
+    return json.dumps(row, separators=(",", ":")).encode() + b"\n"
+
+
+def decode(data: bytes) -> Iterator[tuple[PlacementKey, Placement]]:
+    """The placements in ``data``, a journal's bytes; a torn last line is skipped."""
+    lines = data.split(b"\n")
+    for number, line in enumerate(lines[:-1], 1):  # the last piece lacks its newline
+        if not line:
+            continue
+        try:
+            pid, epoch, topic, partition, base, count, targets = json.loads(line)
+            key = (int(pid), int(epoch), str(topic), int(partition), int(base))
+            placement = Placement(int(count), tuple((int(x), int(s)) for x, s in targets))
+        except (ValueError, TypeError) as exc:
+            log.warning("journal line %d does not parse (%s): skipped", number, exc)
+            continue
+        yield key, placement
+
+
+class Journal:
+    """Placements on disk, and the newest ones in memory.
+
+    Args:
+        directory: where the journal file lives (created if missing).
+        max_entries: the placements kept.
+    """
+
+    def __init__(self, directory: str | os.PathLike[str], *, max_entries: int = 1_000_000) -> None:
+        self.path = Path(directory) / FILE_NAME
+        self.max_entries = max_entries
+        self._entries: OrderedDict[PlacementKey, Placement] = OrderedDict()
+        self._file_bytes = 0
+        self._fd: int | None = None
+        self._queue: list[bytes] = []
+        self._queued = 0  # records handed to record(), in all
+        self._synced = 0  # of which on disk
+        self._lock = trio.Lock()
+        self.syncs = 0
+
+    # -- start and stop -------------------------------------------------------------------
+
+    def open(self) -> int:
+        """Read the journal and open it for appending; the placements read.
+
+        Raises:
+            JournalError: the directory or file cannot be read or written.
+        """
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            data = self.path.read_bytes() if self.path.exists() else b""
+            for key, placement in decode(data):
+                self._remember(key, placement)
+            self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+            if data and not data.endswith(b"\n"):
+                os.write(self._fd, b"\n")  # the torn line stays apart from the next
+        except OSError as exc:
+            raise JournalError(f"cannot open the journal {self.path}: {exc}") from None
+        self._file_bytes = len(data)
+        return len(self._entries)
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    # -- reading ----------------------------------------------------------------------------
+
+    def lookup(self, key: PlacementKey) -> Placement | None:
+        return self._entries.get(key)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    # -- writing ----------------------------------------------------------------------------
+
+    async def record(self, entries: Iterable[tuple[PlacementKey, Placement]]) -> None:
+        """Put ``entries`` on disk; returns once they are synced.
+
+        Raises:
+            JournalError: writing or syncing failed.
+        """
+        lines = []
+        for key, placement in entries:
+            self._remember(key, placement)
+            lines.append(encode(key, placement))
+        if not lines:
+            return
+        self._queue.append(b"".join(lines))
+        self._queued += 1
+        mine = self._queued
+        async with self._lock:
+            if self._synced >= mine:
+                return  # synced with an earlier caller's
+            batch, self._queue = b"".join(self._queue), []
+            upto = self._queued
+            await trio.to_thread.run_sync(self._write, batch)
+            self._synced = upto
+            if self._file_bytes > max(_MIN_REWRITE_BYTES, 2 * self._live_bytes()):
+                kept = list(self._entries.items())  # the loop may add more meanwhile
+                await trio.to_thread.run_sync(self._rewrite, kept)
+
+    def _remember(self, key: PlacementKey, placement: Placement) -> None:
+        self._entries[key] = placement
+        self._entries.move_to_end(key)
+        while len(self._entries) > self.max_entries:
+            self._entries.popitem(last=False)
+
+    def _live_bytes(self) -> int:
+        return len(self._entries) * 64  # about a line's size
+
+    def _write(self, data: bytes) -> None:
+        if self._fd is None:
+            raise JournalError("the journal is not open")
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(self._fd, view) :]
+            os.fdatasync(self._fd)
+        except OSError as exc:
+            raise JournalError(f"cannot write the journal {self.path}: {exc}") from None
+        self._file_bytes += len(data)
+        self.syncs += 1
+
+    def _rewrite(self, kept: list[tuple[PlacementKey, Placement]]) -> None:
+        """The kept placements to a new file, synced, then put in the old one's place."""
+        fresh = self.path.with_suffix(".new")
+        data = b"".join(encode(k, p) for k, p in kept)
+        try:
+            with open(fresh, "wb") as out:
+                out.write(data)
+                out.flush()
+                os.fdatasync(out.fileno())
+            os.replace(fresh, self.path)
+            directory = os.open(self.path.parent, os.O_RDONLY)
+            try:
+                os.fsync(directory)
+            finally:
+                os.close(directory)
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND)
+        except OSError as exc:
+            log.error("cannot rewrite the journal %s: %s (it keeps growing)", self.path, exc)
+            return
+        if self._fd is not None:
+            os.close(self._fd)
+        self._fd = fd
+        self._file_bytes = len(data)

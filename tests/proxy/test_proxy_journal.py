@@ -1,0 +1,220 @@
+"""The placement journal (exactly once across a restart of the proxy), without
+sockets: what a restarted proxy does with a retried batch the journal knows
+(written upstream batches left out, the rest written afresh), retries that
+split otherwise, renumbered batches journaled again, and the file itself (torn
+last line, newest record wins, rewritten when it grows, group commit)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import trio
+from proxy_helpers import keyed, request
+
+from trafka.codec.errors import ErrorCode
+from trafka.codec.records import decode_batch, encode_batch
+from trafka.proxy import journal as journal_module
+from trafka.proxy.journal import Journal, decode, encode
+from trafka.proxy.routing import (
+    RouteStats,
+    Topics,
+    commit_idempotent,
+    idempotent_answer,
+    prepare_idempotent,
+)
+from trafka.proxy.sequences import Placement, Sequences, Session
+
+PID, EPOCH = 42, 3
+
+
+def cluster(partitions: int = 6) -> Topics:
+    return Topics({"orders": partitions}, {("orders", p): 1 + p % 3 for p in range(partitions)})
+
+
+def batch(n: int, seq: int) -> bytes:
+    return encode_batch(keyed(n, keys=29), producer_id=PID, producer_epoch=EPOCH, base_sequence=seq)
+
+
+def place(
+    session: Session, body: Any, *, topics: Topics | None = None, journal: dict[Any, Any] | None = None,
+    leaders: dict[int, int] | None = None, stats: RouteStats | None = None,
+) -> Any:  # fmt: skip
+    """Prepare (leaders asked first, as the driver does), then number."""
+    recovered = None
+    if journal is not None:
+
+        def recovered(topic: str, partition: int, base: int) -> Placement | None:
+            return journal.get((PID, EPOCH, topic, partition, base))
+
+        for placement in journal.values():
+            for x, _ in placement.targets:
+                if ("orders", x) in Sequences.unsynced(session, [("orders", x)]):
+                    Sequences.synced(session, "orders", x, (leaders or {}).get(x, -1), EPOCH)
+    prepared = prepare_idempotent(
+        body, session=session, topics=topics or cluster(), hash_name="murmur2",
+        stats=stats or RouteStats(), recovered=recovered,
+    )  # fmt: skip
+    assert prepared is not None
+    for topic, partition in Sequences.unsynced(session, prepared.targets):
+        Sequences.synced(session, topic, partition, (leaders or {}).get(partition, -1), EPOCH)
+    return commit_idempotent(body, prepared, session)
+
+
+def _template() -> Any:
+    from trafka.codec.messages import k00_produce as pm
+
+    return pm.ProduceResponse()
+
+
+def test_a_restarted_proxy_writes_again_only_what_the_leaders_lack() -> None:
+    # Before the restart: a batch placed, its placement journaled, its upstream
+    # batches written; the leaders got some of them before the proxy died.
+    before = Sequences(journaled=True)
+    before.born(PID, EPOCH)
+    old = before.session(PID, EPOCH, 0)
+    assert old is not None
+    body = request({0: [batch(120, 7)]})
+    first = place(old, body)
+    (journaled,) = old.take_journal()
+    placement = journaled.placement()
+    assert placement.count == 120
+    assert {x for x, _ in placement.targets} == {u.partition for u in first.rounds[0]}
+    ups = first.rounds[0]
+    landed = {u.partition: u.last_sequence for u in ups[: len(ups) // 2]}
+    missing = {u.partition for u in ups[len(ups) // 2 :]}
+    # After: a fresh proxy; the leaders know the sequences of what landed.
+    after = Sequences(journaled=True)
+    session = after.session(PID, EPOCH, 0)
+    assert session is not None
+    stats = RouteStats()
+    retry = place(
+        session, body, journal={(PID, EPOCH, "orders", 0, 7): placement},
+        leaders=landed, stats=stats,
+    )  # fmt: skip
+    (again,) = retry.rounds
+    assert {u.partition for u in again} == missing
+    for u in again:  # written afresh, after what the leader has
+        assert u.base_sequence == 0
+        assert len(decode_batch(u.data).records) == next(
+            x.count for x in ups if x.partition == u.partition
+        )
+    assert stats.batches_recovered == 1
+    assert stats.records_not_rewritten == sum(u.count for u in ups[: len(ups) // 2])
+    for u in again:
+        session.sent(u)
+        session.settle(u, ErrorCode.NONE, base_offset=5)
+    (answer,) = idempotent_answer(retry, _template()).responses[0].partition_responses
+    assert answer.error_code == 0  # the client hears its batch is written, once
+    # The batch is journaled again: what landed before, and its new batches.
+    (rejournaled,) = session.take_journal()
+    assert rejournaled.placement().targets == tuple(
+        sorted([*landed.items(), *((u.partition, u.last_sequence) for u in again)])
+    )
+
+
+def test_a_retry_whose_every_part_landed_writes_nothing() -> None:
+    before = Sequences(journaled=True)
+    before.born(PID, EPOCH)
+    old = before.session(PID, EPOCH, 0)
+    assert old is not None
+    body = request({0: [batch(80, 0)]})
+    first = place(old, body)
+    placement = old.take_journal()[0].placement()
+    leaders = {u.partition: u.last_sequence for u in first.rounds[0]}
+    session = Sequences(journaled=True).session(PID, EPOCH, 0)
+    assert session is not None
+    retry = place(session, body, journal={(PID, EPOCH, "orders", 0, 0): placement}, leaders=leaders)
+    assert retry.rounds == []
+    (answer,) = idempotent_answer(retry, _template()).responses[0].partition_responses
+    assert answer.error_code == 0
+
+
+def test_without_a_journal_record_or_with_a_split_that_changed_the_batch_is_placed_afresh() -> None:
+    before = Sequences(journaled=True)
+    before.born(PID, EPOCH)
+    old = before.session(PID, EPOCH, 0)
+    assert old is not None
+    body = request({0: [batch(80, 0)]})
+    first = place(old, body)
+    placement = old.take_journal()[0].placement()
+    leaders = {u.partition: u.last_sequence for u in first.rounds[0]}
+    # The topic gained partitions: the records would go elsewhere now.
+    session = Sequences().session(PID, EPOCH, 0)
+    assert session is not None
+    stats = RouteStats()
+    retry = place(
+        session, body, topics=cluster(8), journal={(PID, EPOCH, "orders", 0, 0): placement},
+        leaders=leaders, stats=stats,
+    )  # fmt: skip
+    assert sum(u.count for u in retry.rounds[0]) == 80 and stats.batches_recovered == 0
+
+
+def test_renumbered_batches_are_journaled_again() -> None:
+    seqs = Sequences(journaled=True)
+    seqs.born(PID, EPOCH)
+    session = seqs.session(PID, EPOCH, 0)
+    assert session is not None
+    first = place(session, request({0: [batch(40, 0)]}))
+    second = place(session, request({0: [batch(40, 40)]}))
+    assert len(session.take_journal()) == 2
+    dead = first.rounds[0][0]
+    later = next(u for u in second.rounds[0] if u.partition == dead.partition)
+    for u in first.rounds[0] + second.rounds[0]:
+        session.sent(u)
+    session.settle(later, ErrorCode.NETWORK_EXCEPTION)  # failed, to be sent again
+    session.settle(dead, ErrorCode.INVALID_RECORD, retriable=False)  # its numbers go to `later`
+    assert later.base_sequence == dead.base_sequence
+    (again,) = session.take_journal()
+    assert (
+        later in again.upstream
+        and (dead.partition, later.last_sequence) in again.placement().targets
+    )
+
+
+def test_the_file_keeps_the_newest_record_and_survives_a_torn_line(tmp_path: Path) -> None:
+    a = ((PID, EPOCH, "orders", 0, 0), Placement(10, ((1, 4), (2, 9))))
+    b = ((PID, EPOCH, "orders", 0, 0), Placement(10, ((1, 4), (2, 19))))
+    c = ((PID, EPOCH, "orders", 1, 0), Placement(3, ((1, 7),)))
+    (tmp_path / journal_module.FILE_NAME).write_bytes(
+        encode(*a) + b"not json\n" + encode(*b) + encode(*c)[:-7]  # torn
+    )
+    j = Journal(tmp_path)
+    assert j.open() == 1
+    assert j.lookup(a[0]) == b[1] and j.lookup(c[0]) is None
+
+    async def more() -> None:
+        async with trio.open_nursery() as nursery:  # concurrent callers share syncs
+            for i in range(20):
+                nursery.start_soon(j.record, [((PID, EPOCH, "t", i, 0), Placement(1, ((0, i),)))])
+
+    trio.run(more)
+    assert 1 <= j.syncs <= 20
+    j.close()
+    again = Journal(tmp_path)
+    assert again.open() == 21
+    assert again.lookup((PID, EPOCH, "t", 19, 0)) == Placement(1, ((0, 19),))
+    again.close()
+    assert dict(decode(encode(*a))) == {a[0]: a[1]}
+
+
+def test_the_file_is_rewritten_with_the_newest_records_when_it_grows(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    monkeypatch.setattr(journal_module, "_MIN_REWRITE_BYTES", 2000)
+    j = Journal(tmp_path, max_entries=10)
+    j.open()
+
+    async def write() -> None:
+        for i in range(200):
+            await j.record([((PID, EPOCH, "orders", 0, i), Placement(1, ((0, i),)))])
+
+    trio.run(write)
+    j.close()
+    size = (tmp_path / journal_module.FILE_NAME).stat().st_size
+    assert size < 4000  # not 200 lines
+    again = Journal(tmp_path, max_entries=10)
+    assert again.open() == 10
+    assert again.lookup((PID, EPOCH, "orders", 0, 199)) is not None
+    assert again.lookup((PID, EPOCH, "orders", 0, 100)) is None
+    again.close()
