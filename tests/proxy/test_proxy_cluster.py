@@ -101,6 +101,9 @@ def leaders_spread(proxy: RunningProxy) -> bool:
 
 
 def test_keyed_records_land_on_their_murmur2_partition_across_brokers(zk: str) -> None:
+    """Plain (not idempotent) producers of five clients, none placing keys as
+    murmur2: every keyed record on its murmur2 partition, once, in key order."""
+
     async def test(cluster: LocalCluster, proxy: RunningProxy) -> None:
         topic = fresh("cluster")
         await trio.to_thread.run_sync(create, proxy.bootstrap_servers, topic, PARTITIONS)
@@ -122,10 +125,24 @@ def test_keyed_records_land_on_their_murmur2_partition_across_brokers(zk: str) -
             for future in futures:
                 await future
 
+        # kcat, kafka-python and aiokafka, plain (not idempotent), placing keys
+        # otherwise than murmur2.
+        await trio.to_thread.run_sync(
+            lambda: kcat_send(proxy.bootstrap_servers, topic, 500, b"k", "enable.idempotence=false")
+        )
+        await trio.to_thread.run_sync(
+            lambda: kafka_python_plain(proxy.bootstrap_servers, topic, 500, b"p")
+        )
+        await trio.to_thread.run_sync(
+            lambda: aiokafka_plain(proxy.bootstrap_servers, topic, 500, b"i")
+        )
         records = await read_all(cluster, topic)
-        assert len(records) == 3000
+        assert len(records) == 4500
         check(records, 1500, b"c")
         check(records, 1500, b"s")
+        check(records, 500, b"k")
+        check(records, 500, b"p")
+        check(records, 500, b"i")
         routing = proxy.statistics.routing
         # The cluster's three brokers all lead partitions, and requests were split.
         assert leaders_spread(proxy)
@@ -134,6 +151,52 @@ def test_keyed_records_land_on_their_murmur2_partition_across_brokers(zk: str) -
         assert routing.parts_failed == 0
 
     run(test, zk)
+
+
+def kafka_python_plain(servers: str, topic: str, n: int, prefix: bytes) -> None:
+    import kafka
+    from kafka.partitioner import Partitioner
+
+    class Crc32(Partitioner):
+        def partition(self, topic, key, key_bytes, value, value_bytes, metadata):  # type: ignore[no-untyped-def]
+            partitions = sorted(metadata.partitions_for_topic(topic))
+            return partitions[_crc32_partition(key_bytes, len(partitions))]
+
+    producer = kafka.KafkaProducer(
+        bootstrap_servers=servers, enable_idempotence=False, acks=1, linger_ms=20,
+        partitioner=Crc32(),
+    )  # fmt: skip
+    for i in range(n):
+        producer.send(topic, value=b"%s-%d" % (prefix, i), key=b"key-%d" % (i % KEYS))
+    producer.flush(60)
+    producer.close()
+
+
+def aiokafka_plain(servers: str, topic: str, n: int, prefix: bytes) -> None:
+    import asyncio
+
+    import aiokafka
+
+    def crc32(key_bytes: bytes, all_partitions: list[int], available: list[int]) -> int:
+        ordered = sorted(all_partitions)
+        return ordered[_crc32_partition(key_bytes, len(ordered))]
+
+    async def go() -> None:
+        producer = aiokafka.AIOKafkaProducer(
+            bootstrap_servers=servers, enable_idempotence=False, acks=1, linger_ms=20,
+            partitioner=crc32,
+        )  # fmt: skip
+        await producer.start()
+        try:
+            futures = [
+                await producer.send(topic, value=b"%s-%d" % (prefix, i), key=b"key-%d" % (i % KEYS))
+                for i in range(n)
+            ]
+            await asyncio.gather(*futures)
+        finally:
+            await producer.stop()
+
+    asyncio.run(go())
 
 
 def test_acks_0_records_are_routed_across_brokers(zk: str) -> None:
