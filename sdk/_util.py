@@ -3,7 +3,6 @@ machine's deadline, and (de)serializers."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import math
 import sys
@@ -46,10 +45,13 @@ def loop_clock() -> Callable[[], float]:
             # The run's clock is fixed for the run: its own method is one call,
             # where trio.current_time goes through the runner (three).
             return clock.current_time  # type: ignore[no-any-return]
-    try:
-        return asyncio.get_running_loop().time
-    except RuntimeError:
-        return anyio.current_time
+    asyncio = sys.modules.get("asyncio")  # no loop of its own unless imported
+    if asyncio is not None:
+        try:
+            return asyncio.get_running_loop().time  # type: ignore[no-any-return]
+        except RuntimeError:
+            pass
+    return anyio.current_time
 
 
 def collapse_group(group: BaseExceptionGroup[Any]) -> BaseException:
