@@ -26,6 +26,10 @@
  *   the next allocation after the batch collect as usual.
  * - Exceptions are raised only for misuse (wrong argument types) and
  *   MemoryError; malformed data is never an exception here.
+ * - A record is parsed once (parse_record: all the checks, nothing allocated)
+ *   and then either made a tuple or appended to column buffers (the
+ *   decode_*_columns functions, for trafka.codec.columns): both outputs
+ *   accept and refuse exactly the same input.
  * - Decoded records are handed to the cyclic GC untracked whenever every field
  *   is atomic (ints, bytes, str, None, untracked tuples): such a tuple can never
  *   be part of a reference cycle. CPython untracks exact tuples like this at
