@@ -491,6 +491,9 @@ binary_truncate(binary_col *c, Py_ssize_t n, Py_ssize_t nulls)
     memcpy(&at, c->offsets.data + n * 4, 4);
     c->data.len = at;
     c->validity.len = (n + 7) >> 3;
+    if (n & 7) { /* the dropped items' bits: cleared, so equal columns have equal bytes */
+        c->validity.data[n >> 3] &= (unsigned char)((1u << (n & 7)) - 1);
+    }
 }
 
 static void
@@ -501,14 +504,20 @@ binary_free(binary_col *c)
     PyMem_Free(c->validity.data);
 }
 
+/* A buffer's bytes (b"" when it is empty, never allocated). */
+static PyObject *
+buffer_bytes(const growbuf *b)
+{
+    return PyBytes_FromStringAndSize(b->len ? (const char *)b->data : "", b->len);
+}
+
 /* (validity bytes or None when no item is null, offsets bytes, data bytes, null count) */
 static PyObject *
 binary_result(const binary_col *c)
 {
-    PyObject *validity = c->nulls ? PyBytes_FromStringAndSize((const char *)c->validity.data, c->validity.len)
-                                  : Py_NewRef(Py_None);
-    PyObject *offsets = PyBytes_FromStringAndSize((const char *)c->offsets.data, c->offsets.len);
-    PyObject *data = PyBytes_FromStringAndSize((const char *)c->data.data, c->data.len);
+    PyObject *validity = c->nulls ? buffer_bytes(&c->validity) : Py_NewRef(Py_None);
+    PyObject *offsets = buffer_bytes(&c->offsets);
+    PyObject *data = buffer_bytes(&c->data);
     if (validity == NULL || offsets == NULL || data == NULL) {
         Py_XDECREF(validity);
         Py_XDECREF(offsets);
@@ -633,17 +642,15 @@ columns_result(const columns *c)
     PyObject *headers = Py_NewRef(Py_None);
     if (c->with_headers) {
         Py_DECREF(headers);
-        headers = Py_BuildValue(
-            "(y#NN)", (const char *)c->header_start.data, c->header_start.len,
-            binary_result(&c->header_name), binary_result(&c->header_value));
+        headers = Py_BuildValue("(NNN)", buffer_bytes(&c->header_start), binary_result(&c->header_name),
+                                binary_result(&c->header_value));
         if (headers == NULL) {
             return NULL;
         }
     }
-    return Py_BuildValue("(ny#y#y#NNN)", c->n, (const char *)c->offset.data, c->offset.len,
-                         (const char *)c->timestamp.data, c->timestamp.len,
-                         (const char *)c->timestamp_type.data, c->timestamp_type.len,
-                         binary_result(&c->key), binary_result(&c->value), headers);
+    return Py_BuildValue("(nNNNNNN)", c->n, buffer_bytes(&c->offset), buffer_bytes(&c->timestamp),
+                         buffer_bytes(&c->timestamp_type), binary_result(&c->key),
+                         binary_result(&c->value), headers);
 }
 
 /*
