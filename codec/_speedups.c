@@ -26,6 +26,10 @@
  *   the next allocation after the batch collect as usual.
  * - Exceptions are raised only for misuse (wrong argument types) and
  *   MemoryError; malformed data is never an exception here.
+ * - A record is parsed once (parse_record: all the checks, nothing allocated)
+ *   and then either made a tuple or appended to column buffers (the
+ *   decode_*_columns functions, for trafka.codec.columns): both outputs
+ *   accept and refuse exactly the same input.
  * - Decoded records are handed to the cyclic GC untracked whenever every field
  *   is atomic (ints, bytes, str, None, untracked tuples): such a tuple can never
  *   be part of a reference cycle. CPython untracks exact tuples like this at
@@ -189,6 +193,13 @@ new_tuple_of(PyTypeObject *cls, Py_ssize_t size)
 
 /* -- decoding ------------------------------------------------------------------------------ */
 
+/*
+ * A record is read in two steps, so that one reader serves both outputs:
+ * parse_record() checks the whole record and locates its fields in the input
+ * (nothing is allocated), then either emit_tuple() makes the record tuple or
+ * emit_columns() appends the fields to column buffers (decode_*_columns).
+ */
+
 typedef struct {
     PyTypeObject *cls;
     PyObject *prefix; /* tuple */
@@ -199,105 +210,81 @@ typedef struct {
     int64_t log_append; /* used when has_log_append */
     int has_log_append;
     int64_t min_offset;
+    int32_t timestamp_type; /* the batch's, for the columns */
 } decode_args;
 
-/* A nullable bytes field of a record: -1 is None, else that many bytes of the record. */
+/* One record's fields, located in the input. */
+typedef struct {
+    int64_t offset;
+    int64_t timestamp;
+    const unsigned char *key; /* NULL: null */
+    int32_t key_len;
+    const unsigned char *value; /* NULL: null */
+    int32_t value_len;
+    const unsigned char *headers; /* the first header, after the count */
+    int32_t header_count;
+    const unsigned char *end; /* the record's end */
+} record_fields;
+
+/* A nullable bytes field of a record: -1 is null (*data NULL), else that many bytes. */
 static int
-read_nullable_bytes(const unsigned char **pp, const unsigned char *rend, PyObject **out)
+read_nullable(const unsigned char **pp, const unsigned char *rend, const unsigned char **data,
+              int32_t *n)
 {
-    int32_t n;
-    if (read_varint32(pp, rend, &n)) {
+    if (read_varint32(pp, rend, n)) {
         return REFUSE;
     }
-    if (n == -1) {
-        *out = Py_NewRef(Py_None);
+    if (*n == -1) {
+        *data = NULL;
         return 0;
     }
-    if (n < 0 || n > rend - *pp) {
+    if (*n < 0 || *n > rend - *pp) {
         return REFUSE;
     }
-    *out = PyBytes_FromStringAndSize((const char *)*pp, n);
-    if (*out == NULL) {
-        return FAILED;
-    }
-    *pp += n;
+    *data = *pp;
+    *pp += *n;
     return 0;
 }
 
+/* One header at *pp: its name (UTF-8 checked by parse_record) and value (NULL: null). */
 static int
-read_headers(const unsigned char **pp, const unsigned char *rend, PyObject **out)
+read_header(const unsigned char **pp, const unsigned char *rend, const unsigned char **name,
+            int32_t *name_len, const unsigned char **value, int32_t *value_len)
 {
-    int32_t count;
-    if (read_varint32(pp, rend, &count)) {
+    if (read_varint32(pp, rend, name_len) || *name_len < 0 || *name_len > rend - *pp) {
         return REFUSE;
     }
-    /* Each header takes at least two bytes: checked before sizing the tuple. */
-    if (count < 0 || (int64_t)count * 2 > rend - *pp) {
-        return REFUSE;
-    }
-    PyObject *headers = PyTuple_New(count);
-    if (headers == NULL) {
-        return FAILED;
-    }
-    for (int32_t h = 0; h < count; h++) {
-        int32_t n;
-        if (read_varint32(pp, rend, &n) || n < 0 || n > rend - *pp) {
-            Py_DECREF(headers);
-            return REFUSE;
-        }
-        PyObject *name = PyUnicode_DecodeUTF8((const char *)*pp, n, "strict");
-        if (name == NULL) {
-            Py_DECREF(headers);
-            if (PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) {
-                PyErr_Clear();
-                return REFUSE;
+    *name = *pp;
+    *pp += *name_len;
+    return read_nullable(pp, rend, value, value_len);
+}
+
+/* Whether a header name is UTF-8 as Python's strict decoder has it: 0 yes, REFUSE, FAILED. */
+static int
+check_utf8(const unsigned char *s, int32_t n)
+{
+    for (int32_t i = 0; i < n; i++) {
+        if (s[i] >= 0x80) {
+            /* Not ASCII: Python's own decoder decides (rare; header names are ASCII). */
+            PyObject *text = PyUnicode_DecodeUTF8((const char *)s, n, "strict");
+            if (text == NULL) {
+                if (PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) {
+                    PyErr_Clear();
+                    return REFUSE;
+                }
+                return FAILED;
             }
-            return FAILED;
+            Py_DECREF(text);
+            return 0;
         }
-        *pp += n;
-        PyObject *value;
-        int rc = read_nullable_bytes(pp, rend, &value);
-        if (rc) {
-            Py_DECREF(name);
-            Py_DECREF(headers);
-            return rc;
-        }
-        PyObject *pair = PyTuple_New(2);
-        if (pair == NULL) {
-            Py_DECREF(name);
-            Py_DECREF(value);
-            Py_DECREF(headers);
-            return FAILED;
-        }
-        PyTuple_SET_ITEM(pair, 0, name);
-        PyTuple_SET_ITEM(pair, 1, value);
-        PyObject_GC_UnTrack(pair); /* str and bytes/None: atomic */
-        PyTuple_SET_ITEM(headers, h, pair);
     }
-    if (count) {
-        PyObject_GC_UnTrack(headers); /* holds only untracked pairs */
-    }
-    *out = headers;
     return 0;
 }
 
-/*
- * Per-call decoding state: the output slots (room for every record of the
- * batch is made before it is decoded; `n` are filled, each a strong
- * reference) and the last timestamp object, which consecutive records usually
- * share (a producer stamps a whole burst with the same millisecond), so one
- * int object serves them all instead of one each.
- */
-typedef struct {
-    PyObject **items;
-    Py_ssize_t n;
-    int64_t ts_value;
-    PyObject *ts_obj; /* strong reference or NULL */
-} decode_state;
-
-/* Decode one record at *pp (buffer end `end`) into the output, unless skipped. */
+/* Check the record at *pp (buffer end `end`) whole and locate its fields; *pp moves past it. */
 static int
-decode_one(const unsigned char **pp, const unsigned char *end, const decode_args *a, decode_state *st)
+parse_record(const unsigned char **pp, const unsigned char *end, const decode_args *a,
+             record_fields *r)
 {
     const unsigned char *p = *pp;
     int32_t length;
@@ -314,55 +301,405 @@ decode_one(const unsigned char **pp, const unsigned char *end, const decode_args
     if (read_varint64(&p, rend, &ts_delta) || read_varint32(&p, rend, &offset_delta)) {
         return REFUSE;
     }
-    int64_t offset, timestamp;
-    if (__builtin_add_overflow(a->base_offset, (int64_t)offset_delta, &offset)) {
+    if (__builtin_add_overflow(a->base_offset, (int64_t)offset_delta, &r->offset)) {
         return REFUSE; /* Python's ints would carry on; let them */
     }
     if (a->has_log_append) {
-        timestamp = a->log_append;
-    } else if (__builtin_add_overflow(a->base_timestamp, ts_delta, &timestamp)) {
+        r->timestamp = a->log_append;
+    } else if (__builtin_add_overflow(a->base_timestamp, ts_delta, &r->timestamp)) {
         return REFUSE;
     }
-    PyObject *key = NULL, *value = NULL, *headers = NULL;
-    int rc = read_nullable_bytes(&p, rend, &key);
-    if (!rc) {
-        rc = read_nullable_bytes(&p, rend, &value);
+    if (read_nullable(&p, rend, &r->key, &r->key_len) ||
+        read_nullable(&p, rend, &r->value, &r->value_len)) {
+        return REFUSE;
     }
-    if (!rc) {
-        rc = read_headers(&p, rend, &headers);
+    int32_t count;
+    if (read_varint32(&p, rend, &count)) {
+        return REFUSE;
     }
-    if (!rc && p != rend) {
-        rc = REFUSE;
+    /* Each header takes at least two bytes. */
+    if (count < 0 || (int64_t)count * 2 > rend - p) {
+        return REFUSE;
     }
-    if (rc || offset < a->min_offset) {
-        Py_XDECREF(key);
-        Py_XDECREF(value);
-        Py_XDECREF(headers);
-        *pp = rend;
+    r->headers = p;
+    r->header_count = count;
+    for (int32_t h = 0; h < count; h++) {
+        const unsigned char *name = NULL, *value = NULL;
+        int32_t name_len = 0, value_len = 0;
+        if (read_header(&p, rend, &name, &name_len, &value, &value_len)) {
+            return REFUSE;
+        }
+        int rc = check_utf8(name, name_len);
+        if (rc) {
+            return rc;
+        }
+    }
+    if (p != rend) {
+        return REFUSE;
+    }
+    r->end = rend;
+    *pp = rend;
+    return 0;
+}
+
+static PyObject *
+nullable_bytes(const unsigned char *data, int32_t n)
+{
+    if (data == NULL) {
+        return Py_NewRef(Py_None);
+    }
+    return PyBytes_FromStringAndSize((const char *)data, n);
+}
+
+/* The headers of a parsed record as a tuple of (str, bytes | None) pairs. */
+static PyObject *
+headers_tuple(const record_fields *r)
+{
+    PyObject *headers = PyTuple_New(r->header_count);
+    if (headers == NULL) {
+        return NULL;
+    }
+    const unsigned char *p = r->headers;
+    for (int32_t h = 0; h < r->header_count; h++) {
+        const unsigned char *name = NULL, *data = NULL;
+        int32_t name_len = 0, data_len = 0;
+        read_header(&p, r->end, &name, &name_len, &data, &data_len); /* checked by parse_record */
+        PyObject *pair = PyTuple_New(2);
+        PyObject *key = PyUnicode_DecodeUTF8((const char *)name, name_len, "strict");
+        PyObject *value = nullable_bytes(data, data_len);
+        if (pair == NULL || key == NULL || value == NULL) {
+            Py_XDECREF(pair);
+            Py_XDECREF(key);
+            Py_XDECREF(value);
+            Py_DECREF(headers);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(pair, 0, key);
+        PyTuple_SET_ITEM(pair, 1, value);
+        PyObject_GC_UnTrack(pair); /* str and bytes/None: atomic */
+        PyTuple_SET_ITEM(headers, h, pair);
+    }
+    if (r->header_count) {
+        PyObject_GC_UnTrack(headers); /* holds only untracked pairs */
+    }
+    return headers;
+}
+
+/* -- column buffers (decode_*_columns) -- */
+
+/* A growable byte buffer (PyMem). */
+typedef struct {
+    unsigned char *data;
+    Py_ssize_t len, cap;
+} growbuf;
+
+static int
+grow(growbuf *b, Py_ssize_t more)
+{
+    if (more <= b->cap - b->len) {
+        return 0;
+    }
+    Py_ssize_t want = b->cap ? b->cap : 256;
+    while (want - b->len < more) {
+        if (want > PY_SSIZE_T_MAX / 2) {
+            PyErr_NoMemory();
+            return FAILED;
+        }
+        want *= 2;
+    }
+    unsigned char *data = PyMem_Realloc(b->data, (size_t)want);
+    if (data == NULL) {
+        PyErr_NoMemory();
+        return FAILED;
+    }
+    b->data = data;
+    b->cap = want;
+    return 0;
+}
+
+static inline int
+put(growbuf *b, const void *src, Py_ssize_t n)
+{
+    if (n > b->cap - b->len && grow(b, n)) {
+        return FAILED;
+    }
+    if (n) {
+        memcpy(b->data + b->len, src, (size_t)n);
+    }
+    b->len += n;
+    return 0;
+}
+
+/*
+ * A nullable binary (or string) column in Arrow's layout: int32 offsets (one
+ * more than the items, starting at 0), the items' bytes end to end, and a
+ * validity bitmap (bit i set: item i is not null).
+ */
+typedef struct {
+    growbuf offsets, data, validity;
+    Py_ssize_t n, nulls;
+} binary_col;
+
+static int
+binary_init(binary_col *c)
+{
+    int32_t zero = 0;
+    return put(&c->offsets, &zero, 4);
+}
+
+static int
+binary_append(binary_col *c, const unsigned char *src, int32_t n)
+{
+    if (src != NULL) {
+        if (n > INT32_MAX - c->data.len) {
+            return REFUSE; /* beyond int32 offsets: the Python path decides */
+        }
+        if (put(&c->data, src, n)) {
+            return FAILED;
+        }
+    }
+    int32_t at = (int32_t)c->data.len;
+    if (put(&c->offsets, &at, 4)) {
+        return FAILED;
+    }
+    Py_ssize_t byte = c->n >> 3;
+    if (byte >= c->validity.len) {
+        unsigned char zero = 0;
+        if (put(&c->validity, &zero, 1)) {
+            return FAILED;
+        }
+    }
+    unsigned char bit = (unsigned char)(1u << (c->n & 7));
+    if (src != NULL) {
+        c->validity.data[byte] |= bit;
+    } else {
+        c->validity.data[byte] &= (unsigned char)~bit;
+        c->nulls++;
+    }
+    c->n++;
+    return 0;
+}
+
+/* Back to the first n items (nulls among them). */
+static void
+binary_truncate(binary_col *c, Py_ssize_t n, Py_ssize_t nulls)
+{
+    c->n = n;
+    c->nulls = nulls;
+    c->offsets.len = (n + 1) * 4;
+    int32_t at;
+    memcpy(&at, c->offsets.data + n * 4, 4);
+    c->data.len = at;
+    c->validity.len = (n + 7) >> 3;
+    if (n & 7) { /* the dropped items' bits: cleared, so equal columns have equal bytes */
+        c->validity.data[n >> 3] &= (unsigned char)((1u << (n & 7)) - 1);
+    }
+}
+
+static void
+binary_free(binary_col *c)
+{
+    PyMem_Free(c->offsets.data);
+    PyMem_Free(c->data.data);
+    PyMem_Free(c->validity.data);
+}
+
+/* A buffer's bytes (b"" when it is empty, never allocated). */
+static PyObject *
+buffer_bytes(const growbuf *b)
+{
+    return PyBytes_FromStringAndSize(b->len ? (const char *)b->data : "", b->len);
+}
+
+/* (validity bytes or None when no item is null, offsets bytes, data bytes, null count) */
+static PyObject *
+binary_result(const binary_col *c)
+{
+    PyObject *validity = c->nulls ? buffer_bytes(&c->validity) : Py_NewRef(Py_None);
+    PyObject *offsets = buffer_bytes(&c->offsets);
+    PyObject *data = buffer_bytes(&c->data);
+    if (validity == NULL || offsets == NULL || data == NULL) {
+        Py_XDECREF(validity);
+        Py_XDECREF(offsets);
+        Py_XDECREF(data);
+        return NULL;
+    }
+    return Py_BuildValue("(NNNn)", validity, offsets, data, c->nulls);
+}
+
+/*
+ * The records decoded so far as columns: int64 offsets, int64 timestamps,
+ * int32 timestamp types, keys and values; with headers, an int32 offset per
+ * record (one more, from 0) into the header names and values, one entry per header.
+ */
+typedef struct {
+    Py_ssize_t n;
+    growbuf offset, timestamp, timestamp_type;
+    binary_col key, value;
+    int with_headers;
+    growbuf header_start;
+    binary_col header_name, header_value;
+} columns;
+
+/* Where a batch started, to go back to when it turns out malformed. */
+typedef struct {
+    Py_ssize_t n, key_nulls, value_nulls, headers, header_value_nulls;
+} columns_mark;
+
+static int
+columns_init(columns *c, int with_headers)
+{
+    memset(c, 0, sizeof(*c));
+    c->with_headers = with_headers;
+    int32_t zero = 0;
+    if (binary_init(&c->key) || binary_init(&c->value)) {
+        return FAILED;
+    }
+    if (with_headers && (put(&c->header_start, &zero, 4) || binary_init(&c->header_name) ||
+                         binary_init(&c->header_value))) {
+        return FAILED;
+    }
+    return 0;
+}
+
+static void
+columns_free(columns *c)
+{
+    PyMem_Free(c->offset.data);
+    PyMem_Free(c->timestamp.data);
+    PyMem_Free(c->timestamp_type.data);
+    binary_free(&c->key);
+    binary_free(&c->value);
+    PyMem_Free(c->header_start.data);
+    binary_free(&c->header_name);
+    binary_free(&c->header_value);
+}
+
+static columns_mark
+columns_mark_of(const columns *c)
+{
+    columns_mark m = {c->n, c->key.nulls, c->value.nulls, c->header_name.n, c->header_value.nulls};
+    return m;
+}
+
+static void
+columns_reset(columns *c, const columns_mark *m)
+{
+    c->n = m->n;
+    c->offset.len = m->n * 8;
+    c->timestamp.len = m->n * 8;
+    c->timestamp_type.len = m->n * 4;
+    binary_truncate(&c->key, m->n, m->key_nulls);
+    binary_truncate(&c->value, m->n, m->value_nulls);
+    if (c->with_headers) {
+        c->header_start.len = (m->n + 1) * 4;
+        binary_truncate(&c->header_name, m->headers, 0);
+        binary_truncate(&c->header_value, m->headers, m->header_value_nulls);
+    }
+}
+
+static int
+emit_columns(const record_fields *r, const decode_args *a, columns *c)
+{
+    int rc;
+    if ((rc = put(&c->offset, &r->offset, 8)) || (rc = put(&c->timestamp, &r->timestamp, 8)) ||
+        (rc = put(&c->timestamp_type, &a->timestamp_type, 4)) ||
+        (rc = binary_append(&c->key, r->key, r->key_len)) ||
+        (rc = binary_append(&c->value, r->value, r->value_len))) {
         return rc;
     }
-    if (st->ts_obj == NULL || st->ts_value != timestamp) {
-        PyObject *ts = PyLong_FromLongLong(timestamp);
+    if (c->with_headers) {
+        const unsigned char *p = r->headers;
+        for (int32_t h = 0; h < r->header_count; h++) {
+            const unsigned char *name, *data;
+            int32_t name_len, data_len;
+            read_header(&p, r->end, &name, &name_len, &data, &data_len); /* checked */
+            if ((rc = binary_append(&c->header_name, name, name_len)) ||
+                (rc = binary_append(&c->header_value, data, data_len))) {
+                return rc;
+            }
+        }
+        if (c->header_name.n > INT32_MAX) {
+            return REFUSE;
+        }
+        int32_t at = (int32_t)c->header_name.n;
+        if ((rc = put(&c->header_start, &at, 4))) {
+            return rc;
+        }
+    }
+    c->n++;
+    return 0;
+}
+
+/*
+ * (count, offsets, timestamps, timestamp_types, key, value, headers): the
+ * int columns as bytes (native byte order), key and value as binary_result()
+ * tuples, headers None or (record starts, names, values).
+ */
+static PyObject *
+columns_result(const columns *c)
+{
+    PyObject *headers = Py_NewRef(Py_None);
+    if (c->with_headers) {
+        Py_DECREF(headers);
+        headers = Py_BuildValue("(NNN)", buffer_bytes(&c->header_start), binary_result(&c->header_name),
+                                binary_result(&c->header_value));
+        if (headers == NULL) {
+            return NULL;
+        }
+    }
+    return Py_BuildValue("(nNNNNNN)", c->n, buffer_bytes(&c->offset), buffer_bytes(&c->timestamp),
+                         buffer_bytes(&c->timestamp_type), binary_result(&c->key),
+                         binary_result(&c->value), headers);
+}
+
+/*
+ * Per-call decoding state: for tuples, the output slots (room for every record
+ * of the batch is made before it is decoded; `n` are filled, each a strong
+ * reference) and the last timestamp object, which consecutive records usually
+ * share (a producer stamps a whole burst with the same millisecond), so one
+ * int object serves them all instead of one each; or, for columns, `cols`.
+ */
+typedef struct {
+    PyObject **items;
+    Py_ssize_t n;
+    int64_t ts_value;
+    PyObject *ts_obj; /* strong reference or NULL */
+    columns *cols;    /* not NULL: columns instead of tuples */
+} decode_state;
+
+static inline Py_ssize_t
+decoded(const decode_state *st)
+{
+    return st->cols ? st->cols->n : st->n;
+}
+
+/* The parsed record as a tuple, into the next output slot. */
+static int
+emit_tuple(const record_fields *r, const decode_args *a, decode_state *st)
+{
+    if (st->ts_obj == NULL || st->ts_value != r->timestamp) {
+        PyObject *ts = PyLong_FromLongLong(r->timestamp);
         if (ts == NULL) {
-            Py_DECREF(key);
-            Py_DECREF(value);
-            Py_DECREF(headers);
             return FAILED;
         }
         Py_XSETREF(st->ts_obj, ts);
-        st->ts_value = timestamp;
+        st->ts_value = r->timestamp;
     }
-    PyObject *off_obj = PyLong_FromLongLong(offset);
+    PyObject *key = nullable_bytes(r->key, r->key_len);
+    PyObject *value = nullable_bytes(r->value, r->value_len);
+    PyObject *headers = headers_tuple(r);
+    PyObject *off_obj = PyLong_FromLongLong(r->offset);
     Py_ssize_t npre = PyTuple_GET_SIZE(a->prefix), nsuf = PyTuple_GET_SIZE(a->suffix);
     PyObject *rec = NULL;
-    if (off_obj != NULL) {
+    if (key != NULL && value != NULL && headers != NULL && off_obj != NULL) {
         rec = new_tuple_of(a->cls, npre + 5 + nsuf);
     }
     if (rec == NULL) {
         Py_XDECREF(off_obj);
-        Py_DECREF(key);
-        Py_DECREF(value);
-        Py_DECREF(headers);
+        Py_XDECREF(key);
+        Py_XDECREF(value);
+        Py_XDECREF(headers);
         return FAILED;
     }
     PyObject **items = ((PyTupleObject *)rec)->ob_item;
@@ -385,8 +722,19 @@ decode_one(const unsigned char **pp, const unsigned char *end, const decode_args
     }
     /* Room for every record of the batch was made: this slot is free. */
     st->items[st->n++] = rec;
-    *pp = rend;
     return 0;
+}
+
+/* Decode one record at *pp (buffer end `end`) into the output, unless skipped. */
+static int
+decode_one(const unsigned char **pp, const unsigned char *end, const decode_args *a, decode_state *st)
+{
+    record_fields r;
+    int rc = parse_record(pp, end, a, &r);
+    if (rc || r.offset < a->min_offset) {
+        return rc;
+    }
+    return st->cols ? emit_columns(&r, a, st->cols) : emit_tuple(&r, a, st);
 }
 
 /*
@@ -462,6 +810,23 @@ as_int64(PyObject *obj, const char *what, int64_t *out)
     }
     *out = (int64_t)v;
     return 0;
+}
+
+/* Decode the `count` records of [p, end) into `st`, which must then all be used. */
+static int
+decode_section(const unsigned char *p, const unsigned char *end, int64_t count, const decode_args *a,
+               decode_state *st)
+{
+    int rc = 0;
+    int gc_was_enabled = pause_gc();
+    for (int64_t i = 0; i < count && !rc; i++) {
+        rc = decode_one(&p, end, a, st);
+    }
+    resume_gc(gc_was_enabled);
+    if (!rc && p != end) {
+        rc = REFUSE;
+    }
+    return rc;
 }
 
 PyDoc_STRVAR(decode_records_doc,
@@ -543,15 +908,7 @@ decode_records(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     }
     decode_state st = {.items = ((PyListObject *)out)->ob_item, .n = 0, .ts_value = 0, .ts_obj = NULL};
-    rc = 0;
-    int gc_was_enabled = pause_gc();
-    for (int64_t i = 0; i < count && !rc; i++) {
-        rc = decode_one(&p, end, &a, &st);
-    }
-    resume_gc(gc_was_enabled);
-    if (!rc && p != end) {
-        rc = REFUSE;
-    }
+    rc = decode_section(p, end, count, &a, &st);
     PyBuffer_Release(&view);
     Py_XDECREF(st.ts_obj);
     if (rc) {
@@ -563,6 +920,83 @@ decode_records(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     }
     /* Drop the unused tail (all NULL); the allocation may stay larger. */
     Py_SET_SIZE(out, st.n);
+    return out;
+}
+
+
+PyDoc_STRVAR(decode_records_columns_doc,
+"decode_records_columns(data, count, base_offset, base_timestamp, log_append,\n"
+"                       timestamp_type, min_offset, headers, /)\n"
+"--\n\n"
+"Decode the (decompressed) records section of a magic 2 batch into columns.\n\n"
+"As decode_records, but the records (those at or above ``min_offset``) become\n"
+"column buffers in Arrow's layout: ``(count, offsets, timestamps,\n"
+"timestamp_types, key, value, headers)``, int64/int64/int32 bytes in native\n"
+"byte order (every record's timestamp type is ``timestamp_type``), key and\n"
+"value each ``(validity or None, int32 offsets, data, null count)``, headers\n"
+"None unless ``headers`` is true, else ``(int32 record starts, names,\n"
+"values)`` with names and values laid out as key and value.\n\n"
+"Returns None when the data is malformed or beyond what this fast path\n"
+"handles (the caller decodes in Python). Raises TypeError for arguments of the\n"
+"wrong type.");
+
+static PyObject *
+decode_records_columns(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 8) {
+        PyErr_Format(PyExc_TypeError, "decode_records_columns takes 8 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    decode_args a = {0};
+    int64_t count, timestamp_type;
+    int rc;
+    if ((rc = as_int64(args[1], "count", &count)) || (rc = as_int64(args[2], "base_offset", &a.base_offset)) ||
+        (rc = as_int64(args[3], "base_timestamp", &a.base_timestamp)) ||
+        (rc = as_int64(args[5], "timestamp_type", &timestamp_type))) {
+        if (rc < 0) {
+            return NULL;
+        }
+        Py_RETURN_NONE;
+    }
+    if (timestamp_type < INT32_MIN || timestamp_type > INT32_MAX) {
+        Py_RETURN_NONE;
+    }
+    a.timestamp_type = (int32_t)timestamp_type;
+    a.has_log_append = args[4] != Py_None;
+    if (a.has_log_append && (rc = as_int64(args[4], "log_append", &a.log_append))) {
+        if (rc < 0) {
+            return NULL;
+        }
+        Py_RETURN_NONE;
+    }
+    if ((rc = min_offset_arg(args[6], &a.min_offset))) {
+        if (rc < 0) {
+            return NULL;
+        }
+        Py_RETURN_NONE;
+    }
+    int with_headers = PyObject_IsTrue(args[7]);
+    if (with_headers < 0) {
+        return NULL;
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0) {
+        return NULL;
+    }
+    const unsigned char *p = (const unsigned char *)view.buf;
+    if (count < 0 || count > view.len / 7) {
+        PyBuffer_Release(&view);
+        Py_RETURN_NONE;
+    }
+    columns cols;
+    decode_state st = {.cols = &cols};
+    rc = columns_init(&cols, with_headers) ? FAILED : decode_section(p, p + view.len, count, &a, &st);
+    PyBuffer_Release(&view);
+    PyObject *out = rc ? NULL : columns_result(&cols);
+    columns_free(&cols);
+    if (rc == REFUSE) {
+        Py_RETURN_NONE;
+    }
     return out;
 }
 
@@ -687,7 +1121,7 @@ decode_plain_batch(const unsigned char *b, Py_ssize_t size, decode_args *a, deco
     if (count < 0 || (int64_t)count * 7 > end - p) {
         return REFUSE;
     }
-    if (count > *capacity - st->n) {
+    if (st->cols == NULL && count > *capacity - st->n) {
         /* The bound counted batches that turned out to be below min_offset. */
         Py_ssize_t want = st->n + count;
         if (want < 2 * *capacity) {
@@ -705,12 +1139,19 @@ decode_plain_batch(const unsigned char *b, Py_ssize_t size, decode_args *a, deco
     a->base_timestamp = be64(b + 27);
     a->has_log_append = (attributes & 0x08) != 0;
     a->log_append = be64(b + 35);
-    /* This batch's two per-record attributes: timestamp type and leader epoch. */
-    PyObject *suffix = Py_BuildValue("(ii)", (attributes >> 3) & 1, (int)be32(b + 12));
-    if (suffix == NULL) {
-        return FAILED;
+    a->timestamp_type = (attributes >> 3) & 1;
+    PyObject *suffix = NULL;
+    columns_mark mark = {0};
+    if (st->cols != NULL) {
+        mark = columns_mark_of(st->cols);
+    } else {
+        /* This batch's two per-record attributes: timestamp type and leader epoch. */
+        suffix = Py_BuildValue("(ii)", (attributes >> 3) & 1, (int)be32(b + 12));
+        if (suffix == NULL) {
+            return FAILED;
+        }
+        a->suffix = suffix;
     }
-    a->suffix = suffix;
     int rc = 0;
     Py_ssize_t start = st->n;
     for (int32_t i = 0; i < count && !rc; i++) {
@@ -720,10 +1161,14 @@ decode_plain_batch(const unsigned char *b, Py_ssize_t size, decode_args *a, deco
         rc = REFUSE;
     }
     if (rc) {
-        drop_from(st, start);
+        if (st->cols != NULL) {
+            columns_reset(st->cols, &mark);
+        } else {
+            drop_from(st, start);
+        }
     }
     a->suffix = NULL;
-    Py_DECREF(suffix);
+    Py_XDECREF(suffix);
     return rc;
 }
 
@@ -747,6 +1192,82 @@ PyDoc_STRVAR(decode_batch_run_doc,
 "next_offset of the run's last batch (None if it has none). Raises TypeError\n"
 "for wrong argument types.");
 
+/*
+ * The walk over a run of plain batches from *pos (see decode_batch_run), into
+ * `st`; *pos ends at the entry that stopped it. Returns 0 or FAILED.
+ */
+static int
+walk_run(const unsigned char *data, Py_ssize_t len, Py_ssize_t *pos, decode_args *a, decode_state *st,
+         Py_ssize_t *capacity, PyObject *crc, int stop_transactional, Py_ssize_t max_records,
+         int64_t *run_next, int *has_next)
+{
+    int rc = 0;
+    /*
+     * No Python code runs below (see the top), and the blob is immutable bytes:
+     * other threads that run while a CRC is computed cannot change it either.
+     */
+    int gc_was_enabled = pause_gc();
+    while (len - *pos >= LOG_OVERHEAD && decoded(st) < max_records) {
+        const unsigned char *b = data + *pos;
+        int32_t length = be32(b + 8);
+        if (length < MIN_LEGACY_LENGTH || length > len - *pos - LOG_OVERHEAD || b[16] != 2) {
+            break; /* malformed, partial or legacy: the Python walk decides */
+        }
+        Py_ssize_t size = LOG_OVERHEAD + (Py_ssize_t)length;
+        int64_t next_offset;
+        rc = decode_plain_batch(b, size, a, st, capacity, crc, stop_transactional, &next_offset);
+        if (rc) {
+            break;
+        }
+        if (next_offset > a->min_offset) { /* decoded, not skipped */
+            *run_next = next_offset;
+            *has_next = 1;
+        }
+        *pos += size;
+    }
+    resume_gc(gc_was_enabled);
+    return rc == FAILED ? FAILED : 0;
+}
+
+/* The arguments both run functions share: blob, pos, crc, stop_transactional, max_records. */
+static int
+run_args(PyObject *const *args, int blob, int pos, int crc, int stop, int max, Py_ssize_t *pos_out,
+         int *stop_out, Py_ssize_t *max_out)
+{
+    if (!PyBytes_CheckExact(args[blob])) {
+        PyErr_SetString(PyExc_TypeError, "blob must be bytes");
+        return -1;
+    }
+    *pos_out = PyLong_AsSsize_t(args[pos]);
+    if (*pos_out == -1 && PyErr_Occurred()) {
+        return -1;
+    }
+    if (args[crc] != Py_None && !PyCallable_Check(args[crc])) {
+        PyErr_SetString(PyExc_TypeError, "crc must be callable or None");
+        return -1;
+    }
+    *stop_out = PyObject_IsTrue(args[stop]);
+    if (*stop_out < 0) {
+        return -1;
+    }
+    *max_out = PyLong_AsSsize_t(args[max]);
+    if (*max_out == -1 && PyErr_Occurred()) {
+        return -1;
+    }
+    return 0;
+}
+
+static PyObject *
+run_result(PyObject *records, Py_ssize_t pos, int has_next, int64_t run_next)
+{
+    PyObject *next = has_next ? PyLong_FromLongLong(run_next) : Py_NewRef(Py_None);
+    if (next == NULL) {
+        Py_DECREF(records);
+        return NULL;
+    }
+    return Py_BuildValue("(NnN)", records, pos, next);
+}
+
 static PyObject *
 decode_batch_run(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -754,12 +1275,9 @@ decode_batch_run(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         PyErr_Format(PyExc_TypeError, "decode_batch_run takes 8 arguments (%zd given)", nargs);
         return NULL;
     }
-    if (!PyBytes_CheckExact(args[0])) {
-        PyErr_SetString(PyExc_TypeError, "blob must be bytes");
-        return NULL;
-    }
-    Py_ssize_t pos = PyLong_AsSsize_t(args[1]);
-    if (pos == -1 && PyErr_Occurred()) {
+    Py_ssize_t pos, max_records;
+    int stop_transactional;
+    if (run_args(args, 0, 1, 5, 6, 7, &pos, &stop_transactional, &max_records)) {
         return NULL;
     }
     if (!PyType_Check(args[2]) || !PyType_IsSubtype((PyTypeObject *)args[2], &PyTuple_Type)) {
@@ -768,18 +1286,6 @@ decode_batch_run(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     }
     if (!PyTuple_CheckExact(args[3])) {
         PyErr_SetString(PyExc_TypeError, "prefix must be a tuple");
-        return NULL;
-    }
-    if (args[5] != Py_None && !PyCallable_Check(args[5])) {
-        PyErr_SetString(PyExc_TypeError, "crc must be callable or None");
-        return NULL;
-    }
-    int stop_transactional = PyObject_IsTrue(args[6]);
-    if (stop_transactional < 0) {
-        return NULL;
-    }
-    Py_ssize_t max_records = PyLong_AsSsize_t(args[7]);
-    if (max_records == -1 && PyErr_Occurred()) {
         return NULL;
     }
     decode_args a = {.cls = (PyTypeObject *)args[2], .prefix = args[3]};
@@ -804,31 +1310,9 @@ decode_batch_run(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     }
     int64_t run_next = 0;
     int has_next = 0;
-    rc = 0;
-    /*
-     * No Python code runs below (see the top), and the blob is immutable bytes:
-     * other threads that run while a CRC is computed cannot change it either.
-     */
-    int gc_was_enabled = pause_gc();
-    while (usable && len - pos >= LOG_OVERHEAD && st.n < max_records) {
-        const unsigned char *b = data + pos;
-        int32_t length = be32(b + 8);
-        if (length < MIN_LEGACY_LENGTH || length > len - pos - LOG_OVERHEAD || b[16] != 2) {
-            break; /* malformed, partial or legacy: the Python walk decides */
-        }
-        Py_ssize_t size = LOG_OVERHEAD + (Py_ssize_t)length;
-        int64_t next_offset;
-        rc = decode_plain_batch(b, size, &a, &st, &capacity, args[5], stop_transactional, &next_offset);
-        if (rc) {
-            break;
-        }
-        if (next_offset > a.min_offset) { /* decoded, not skipped */
-            run_next = next_offset;
-            has_next = 1;
-        }
-        pos += size;
-    }
-    resume_gc(gc_was_enabled);
+    rc = usable ? walk_run(data, len, &pos, &a, &st, &capacity, args[5], stop_transactional,
+                           max_records, &run_next, &has_next)
+                : 0;
     Py_XDECREF(st.ts_obj);
     PyObject *records = rc == FAILED ? NULL : PyTuple_New(st.n);
     if (records == NULL) {
@@ -848,13 +1332,58 @@ decode_batch_run(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
          */
         PyObject_GC_UnTrack(records);
     }
-    PyObject *next = has_next ? PyLong_FromLongLong(run_next) : Py_NewRef(Py_None);
-    if (next == NULL) {
-        Py_DECREF(records);
+    return run_result(records, pos, has_next, run_next);
+}
+
+PyDoc_STRVAR(decode_batch_run_columns_doc,
+"decode_batch_run_columns(blob, pos, min_offset, crc, stop_transactional, max_records,\n"
+"                         headers, /)\n"
+"--\n\n"
+"decode_batch_run, into columns: the run's records (each with its batch's\n"
+"timestamp type) as decode_records_columns lays them out. Returns ``(columns,\n"
+"pos, next_offset)``; the columns hold no record when the run is empty.");
+
+static PyObject *
+decode_batch_run_columns(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 7) {
+        PyErr_Format(PyExc_TypeError, "decode_batch_run_columns takes 7 arguments (%zd given)", nargs);
         return NULL;
     }
-    PyObject *result = Py_BuildValue("(NnN)", records, pos, next);
-    return result;
+    Py_ssize_t pos, max_records;
+    int stop_transactional;
+    if (run_args(args, 0, 1, 3, 4, 5, &pos, &stop_transactional, &max_records)) {
+        return NULL;
+    }
+    int with_headers = PyObject_IsTrue(args[6]);
+    if (with_headers < 0) {
+        return NULL;
+    }
+    decode_args a = {0};
+    int rc = min_offset_arg(args[2], &a.min_offset);
+    if (rc < 0) {
+        return NULL;
+    }
+    PyObject *blob = args[0];
+    const unsigned char *data = (const unsigned char *)PyBytes_AS_STRING(blob);
+    Py_ssize_t len = PyBytes_GET_SIZE(blob);
+    int usable = rc == 0 && pos >= 0 && pos <= len;
+    columns cols;
+    decode_state st = {.cols = &cols};
+    Py_ssize_t capacity = 0;
+    int64_t run_next = 0;
+    int has_next = 0;
+    rc = columns_init(&cols, with_headers);
+    if (!rc && usable) {
+        rc = walk_run(data, len, &pos, &a, &st, &capacity, args[3], stop_transactional, max_records,
+                      &run_next, &has_next);
+    }
+    PyObject *out = rc ? NULL : columns_result(&cols);
+    columns_free(&cols);
+    if (out == NULL) {
+        return NULL;
+    }
+    return run_result(out, pos, has_next, run_next);
 }
 
 /* -- encoding ------------------------------------------------------------------------------ */
@@ -1415,6 +1944,10 @@ murmur2_pick(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 static PyMethodDef speedups_methods[] = {
     {"decode_records", (PyCFunction)(void (*)(void))decode_records, METH_FASTCALL, decode_records_doc},
     {"decode_batch_run", (PyCFunction)(void (*)(void))decode_batch_run, METH_FASTCALL, decode_batch_run_doc},
+    {"decode_records_columns", (PyCFunction)(void (*)(void))decode_records_columns, METH_FASTCALL,
+     decode_records_columns_doc},
+    {"decode_batch_run_columns", (PyCFunction)(void (*)(void))decode_batch_run_columns, METH_FASTCALL,
+     decode_batch_run_columns_doc},
     {"encode_record", (PyCFunction)(void (*)(void))encode_record, METH_FASTCALL, encode_record_doc},
     {"encode_records", (PyCFunction)(void (*)(void))encode_records, METH_FASTCALL, encode_records_doc},
     {"encode_batch", (PyCFunction)(void (*)(void))encode_batch, METH_FASTCALL, encode_batch_doc},

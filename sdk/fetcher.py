@@ -40,6 +40,12 @@ Rules and invariants:
   position, buffers and watermarks stay as they were. An answer the session
   rejects (an error, or partitions outside the session) is applied to no
   partition; its partitions are simply fetched again.
+* :meth:`Fetcher.take_columns` hands the same records out as column buffers
+  (:class:`~trafka.codec.columns.RecordColumns`) instead of record tuples,
+  for readers that pass them on in bulk; which of the two a fetcher decodes
+  into is its ``columns`` setting, and changing it drops what is buffered
+  (fetched again from the positions), so no data decoded the other way is
+  ever handed out.
 * Fetch errors: OFFSET_OUT_OF_RANGE resets the position per
   ``auto.offset.reset`` (or raises with ``none``); leadership errors ask for a
   metadata refresh; others are surfaced to the user at the next poll.
@@ -57,6 +63,12 @@ from typing import Any, Generic, NamedTuple
 from typing_extensions import TypeVar
 
 from trafka.codec import DecodeError, ErrorCode, KafkaError
+from trafka.codec.columns import (
+    ColumnBuffers,
+    RecordColumns,
+    decode_batch_columns,
+    decode_batch_run_columns,
+)
 from trafka.codec.legacy import decode_legacy_entry
 from trafka.codec.messages import k01_fetch as fetch
 from trafka.codec.messages import k02_list_offsets as list_offsets
@@ -174,7 +186,8 @@ class _Completed:
     blob: bytes
     aborted: list[tuple[int, int]] | None  # (first offset, producer id), read_committed only
     end: int | None = None  # the offset after the blob's last complete entry, if any
-    records: Sequence[ConsumerRecord] = ()  # decoded; those from index on not handed out
+    # Decoded (tuples, or columns for take_columns); those from index on not handed out.
+    records: Sequence[ConsumerRecord] | RecordColumns = ()
     index: int = 0
     next_position: int = -1  # the offset after the last entry decoded
     cursor: int = 0  # where the next entry to decode starts in the blob
@@ -256,6 +269,11 @@ class Fetcher:
         check_crcs: verify batch CRCs.
         incremental_fetch_sessions: ask brokers for incremental fetch sessions
             (KIP-227) in the requests built with :meth:`session`'s sessions.
+
+    Attributes:
+        columns: None (the default) decodes records for :meth:`take`; False or
+            True for :meth:`take_columns`, True with the header columns.
+            Changing it drops the buffered data.
     """
 
     def __init__(
@@ -304,6 +322,18 @@ class Fetcher:
         #: Totals over every partition ever assigned (statistics).
         self.records_taken = 0
         self.bytes_fetched = 0
+        self._columns: bool | None = None
+
+    @property
+    def columns(self) -> bool | None:
+        return self._columns
+
+    @columns.setter
+    def columns(self, value: bool | None) -> None:
+        if value is not self._columns:
+            for s in self.partitions.values():
+                s.drop_buffered()
+            self._columns = value
 
     # -- assignment and positions ---------------------------------------------------------
 
@@ -861,7 +891,7 @@ class Fetcher:
         )
 
     def take(self, max_records: int) -> dict[TopicPartition, list[ConsumerRecord]]:
-        """Up to ``max_records`` records, advancing positions.
+        """Up to ``max_records`` records, advancing positions (with :attr:`columns` None).
 
         Raises:
             KafkaError: an error recorded by a fetch (raised once), or a corrupt
@@ -871,9 +901,21 @@ class Fetcher:
             DecodeError: a records blob whose entries cannot be told apart, or
                 a corrupt legacy message (raised the same way).
         """
+        if self.columns is not None:
+            raise RuntimeError("this fetcher decodes columns: use take_columns()")
+        return self._take(max_records)
+
+    def take_columns(self, max_records: int) -> dict[TopicPartition, RecordColumns]:
+        """:meth:`take`, with the records as columns (with :attr:`columns` set):
+        the same records, positions and errors."""
+        if self.columns is None:
+            raise RuntimeError("this fetcher decodes records: use take()")
+        return self._take(max_records)
+
+    def _take(self, max_records: int) -> dict[TopicPartition, Any]:
         if self.errors:
             raise self.errors.pop(0)
-        out: dict[TopicPartition, list[ConsumerRecord]] = {}
+        out: dict[TopicPartition, Any] = {}
         left = max_records
         for tp, s in self.partitions.items():
             if left <= 0:
@@ -881,7 +923,7 @@ class Fetcher:
             c = s.completed
             if c is None or s.paused:
                 continue
-            taken: list[ConsumerRecord] | None = None
+            taken: Any = None
             while True:
                 recs = c.records
                 if c.index >= len(recs) and not c.done:
@@ -897,12 +939,16 @@ class Fetcher:
                     # A new list (the application may keep and change it), also
                     # when the fast path decoded into a tuple.
                     part = recs[start:end]
-                    chunk = part if type(part) is list else list(part)
+                    if isinstance(part, RecordColumns):
+                        chunk: Any = part
+                        s.position = part.last_offset + 1
+                    else:
+                        chunk = part if type(part) is list else list(part)
+                        s.position = chunk[-1].offset + 1
                     # Only at a prefetch boundary is there a second chunk to join.
                     taken = chunk if taken is None else taken + chunk
                     left -= end - start
                     c.index = end
-                    s.position = chunk[-1].offset + 1
                 if not c.drained:
                     if left > 0:
                         continue  # decode more of the blob
@@ -926,7 +972,7 @@ class Fetcher:
 
     def _decode_more(
         self, tp: TopicPartition, c: _Completed, want: int
-    ) -> Sequence[ConsumerRecord]:
+    ) -> Sequence[ConsumerRecord] | RecordColumns:
         """Decode the next entries of ``c`` until ``want`` records (or the end) are in.
 
         The records (at or after the fetch position) replace ``c.records``; ``c``
@@ -935,8 +981,9 @@ class Fetcher:
         and raises when it is the first thing to decode.
         """
         prefix = (tp.topic, tp.partition)
+        columns = self._columns  # None: record tuples; else columns, with headers or not
         # Joined at the end: a run of plain batches stays the one tuple the fast path made.
-        parts: list[Sequence[ConsumerRecord]] = []
+        parts: list[Any] = []
         n = 0
         position = c.position
         blob = c.blob
@@ -949,16 +996,28 @@ class Fetcher:
             # The per-record hot path: the codec builds the ConsumerRecords of a
             # run of plain batches itself (in C when built), skipping records
             # below the position; the entry after the run goes the ordinary way.
-            run, pos, run_next = decode_batch_run_as(
-                blob,
-                pos,
-                ConsumerRecord,
-                prefix=prefix,
-                min_offset=position,
-                verify=verify,
-                stop_at_transactional=stop_at_transactional,
-                max_records=want - n,
-            )
+            run: Any
+            if columns is None:
+                run, pos, run_next = decode_batch_run_as(
+                    blob,
+                    pos,
+                    ConsumerRecord,
+                    prefix=prefix,
+                    min_offset=position,
+                    verify=verify,
+                    stop_at_transactional=stop_at_transactional,
+                    max_records=want - n,
+                )
+            else:
+                run, pos, run_next = decode_batch_run_columns(
+                    blob,
+                    pos,
+                    min_offset=position,
+                    headers=columns,
+                    verify=verify,
+                    stop_at_transactional=stop_at_transactional,
+                    max_records=want - n,
+                )
             c.cursor = pos
             if run_next is not None:
                 parts.append(run)
@@ -980,7 +1039,7 @@ class Fetcher:
             if header.next_offset <= position:
                 c.cursor = pos = pos + len(view)
                 continue
-            records: Sequence[ConsumerRecord]
+            records: Sequence[ConsumerRecord] | RecordColumns
             if isinstance(header, RecordBatchHeader):
                 if aborted is not None:
                     while c.aborts_seen < len(aborted) and (
@@ -996,14 +1055,19 @@ class Fetcher:
                     records = ()
                 else:
                     try:
-                        _, records = decode_batch_as(
-                            view,
-                            ConsumerRecord,
-                            prefix=prefix,
-                            suffix=((attrs >> 3) & 1, header.partition_leader_epoch),
-                            min_offset=position,
-                            verify=verify,
-                        )
+                        if columns is None:
+                            _, records = decode_batch_as(
+                                view,
+                                ConsumerRecord,
+                                prefix=prefix,
+                                suffix=((attrs >> 3) & 1, header.partition_leader_epoch),
+                                min_offset=position,
+                                verify=verify,
+                            )
+                        else:
+                            _, records = decode_batch_columns(
+                                view, min_offset=position, headers=columns, verify=verify
+                            )
                     except DecodeError as exc:
                         if n:
                             c.done = True  # hand out what precedes; the error comes back
@@ -1022,16 +1086,23 @@ class Fetcher:
                 ts_type = (header.attributes >> 3) & 1 if header.magic else NO_TIMESTAMP_TYPE
                 if legacy and legacy[0].offset < position:
                     legacy = [r for r in legacy if r.offset >= position]
-                # tuple.__new__ skips the NamedTuple constructor, and concatenating to the
-                # decoded record tuple is the cheapest way to widen it.
-                suffix = (ts_type, -1)
-                records = [_new(ConsumerRecord, prefix + r + suffix) for r in legacy]
+                if columns is not None:
+                    records = RecordColumns.whole(ColumnBuffers.pack(legacy, ts_type, columns))
+                else:
+                    # tuple.__new__ skips the NamedTuple constructor, and concatenating to
+                    # the decoded record tuple is the cheapest way to widen it.
+                    suffix = (ts_type, -1)
+                    records = [_new(ConsumerRecord, prefix + r + suffix) for r in legacy]
             if records:
                 parts.append(records)
                 n += len(records)
             c.next_position = header.next_offset
             c.cursor = pos = pos + len(view)
-        out = parts[0] if len(parts) == 1 else list(itertools.chain.from_iterable(parts))
+        out: Sequence[ConsumerRecord] | RecordColumns
+        if columns is not None:
+            out = RecordColumns.join(parts)
+        else:
+            out = parts[0] if len(parts) == 1 else list(itertools.chain.from_iterable(parts))
         c.records = out
         c.index = 0
         return out

@@ -5,7 +5,9 @@ planning, the executors' Python workers). How each part runs:
 
 * Reading a range (executors): :mod:`._wire`'s blocking reader, kept between
   tasks in :data:`READERS` (the pooled async consumer, :data:`POOL`, for
-  OAUTHBEARER). Records go to Spark chunk by chunk, as they arrive.
+  OAUTHBEARER). Records go to Spark chunk by chunk, as they arrive, each a
+  :class:`~trafka.codec.columns.RecordColumns` (Arrow's layout, decoded in C
+  without a Python object per record).
 * Planning (driver): trafka's admin client and consumer, on a private loop per
   call (``anyio.run``) for a batch read, or kept open on a shared daemon loop
   thread between a stream's triggers (:class:`Planner`).
@@ -36,6 +38,7 @@ from typing import Any
 import anyio
 from anyio.from_thread import BlockingPortal
 
+from ..codec.columns import ColumnBuffers, RecordColumns
 from ..sdk.admin import Admin, open_admin
 from ..sdk.config import AdminConfig, ClientConfig, ConsumerConfig
 from ..sdk.consumer import Consumer, open_consumer
@@ -49,7 +52,6 @@ from .options import EARLIEST, LATEST, OffsetSpec, ReadOptions, WriteOptions
 __all__ = [
     "pin_bootstrap",
     "COLUMNS",
-    "Chunk",
     "POOL",
     "READERS",
     "ReaderPool",
@@ -503,36 +505,12 @@ COLUMNS = ("key", "value", "topic", "partition", "offset", "timestamp", "timesta
 """The columns of a read, in order (``headers`` follows with ``includeHeaders``)."""
 
 
-@dataclass(frozen=True, slots=True)
-class Chunk:
-    """Records of one partition as columns (each a sequence, one entry per record):
-    what the data source turns into one Arrow batch. ``timestamp_ms`` is -1 where
-    the record has none; ``headers`` is None without ``includeHeaders``."""
-
-    topic: str
-    partition: int
-    offset: Sequence[int]
-    timestamp_ms: Sequence[int]
-    timestamp_type: Sequence[int]
-    key: Sequence[bytes | None]
-    value: Sequence[bytes | None]
-    headers: Sequence[Sequence[tuple[str, bytes | None]]] | None
-
-    def __len__(self) -> int:
-        return len(self.offset)
-
-
-def _chunk(tp: TopicPartition, records: list[ConsumerRecord], headers: bool) -> Chunk:
-    return Chunk(
-        tp.topic,
-        tp.partition,
-        [r.offset for r in records],
-        [r.timestamp for r in records],
-        [r.timestamp_type for r in records],
-        [r.key for r in records],
-        [r.value for r in records],
-        [r.headers for r in records] if headers else None,
+def _packed(records: Sequence[ConsumerRecord], headers: bool) -> RecordColumns:
+    """The async consumer's records (OAUTHBEARER reads) as columns."""
+    buffers = ColumnBuffers.pack(
+        [r[2:7] for r in records], [r.timestamp_type for r in records], headers
     )
+    return RecordColumns.whole(buffers)
 
 
 class _Pooled:
@@ -722,9 +700,9 @@ READERS = ReaderPool()
 """This process's range readers (see :class:`ReaderPool`)."""
 
 
-def read_range(opts: ReadOptions, task: OffsetRange) -> Iterator[Chunk]:
-    """The records of one offset range, in offset order, as chunks of columns,
-    one chunk per fetch. The reader comes from :data:`READERS` (or, for
+def read_range(opts: ReadOptions, task: OffsetRange) -> Iterator[RecordColumns]:
+    """The records of one offset range, in offset order, as chunks of columns
+    (with the header columns under ``includeHeaders``), one chunk per fetch. The reader comes from :data:`READERS` (or, for
     OAUTHBEARER, the async consumer from :data:`POOL`) and fetches nothing past
     the range's end, so the task ends as soon as its last record is read.
 
@@ -737,11 +715,11 @@ def read_range(opts: ReadOptions, task: OffsetRange) -> Iterator[Chunk]:
     chunks = _read_wire if _wire_supported(config) else _read_pooled
     position = task.start
     try:
-        for records, after in chunks(config, tp, task, opts.poll_timeout_ms):
-            if records and records[-1].offset >= task.end:
-                records = [r for r in records if r.offset < task.end]
+        for records, after in chunks(config, tp, task, opts):
+            if records and records.last_offset >= task.end:
+                records = records.below(task.end)
             if records:
-                yield _chunk(tp, records, opts.include_headers)
+                yield records
             position = after
     except _Lost as lost:
         raise DataLossError(_lost(task, position, lost.earliest)) from None
@@ -763,11 +741,18 @@ class _Lost(Exception):
 
 
 def _read_wire(
-    config: ConsumerConfig, tp: TopicPartition, task: OffsetRange, timeout_ms: int
-) -> Iterator[tuple[list[ConsumerRecord], int]]:
+    config: ConsumerConfig, tp: TopicPartition, task: OffsetRange, opts: ReadOptions
+) -> Iterator[tuple[RecordColumns, int]]:
     with READERS.lease(config) as reader:
         try:
-            yield from reader.read(tp, task.start, task.end, timeout_ms, _CHUNK)
+            yield from reader.read(
+                tp,
+                task.start,
+                task.end,
+                opts.poll_timeout_ms,
+                _CHUNK,
+                headers=opts.include_headers,
+            )
         except OffsetOutOfRangeError:
             try:
                 earliest: int | None = reader.earliest(tp)
@@ -777,8 +762,9 @@ def _read_wire(
 
 
 def _read_pooled(
-    config: ConsumerConfig, tp: TopicPartition, task: OffsetRange, timeout_ms: int
-) -> Iterator[tuple[list[ConsumerRecord], int]]:
+    config: ConsumerConfig, tp: TopicPartition, task: OffsetRange, opts: ReadOptions
+) -> Iterator[tuple[RecordColumns, int]]:
+    timeout_ms = opts.poll_timeout_ms
     with POOL.lease(config) as entry:
         loop, consumer = entry.loop, entry.client
         loop.call(_assign_at, consumer, tp, task.start, task.end)
@@ -790,7 +776,7 @@ def _read_pooled(
                 raise _Lost(loop.call(_earliest, consumer, tp)) from None
             if not records and now == position:
                 raise _Stalled("nothing was fetched")
-            yield records, now
+            yield _packed(records, opts.include_headers), now
             position = now
 
 

@@ -19,9 +19,10 @@ Rules:
 * :class:`RangeReader`: a :class:`~trafka.sdk.metadata.MetadataCache` for
   leaders and a :class:`~trafka.sdk.fetcher.Fetcher` for positions, fetch
   requests and answers (sessions, ``read_committed``, control batches,
-  out-of-range), exactly as the async consumer uses them. A range is read by
-  seeking to its start with its end as the fetch bound, so no fetch asks past
-  it. A leadership error or a failed connection refreshes the metadata (from
+  out-of-range), exactly as the async consumer uses them, but decoding into
+  column buffers (:meth:`~trafka.sdk.fetcher.Fetcher.take_columns`): no
+  Python object per record. A range is read by seeking to its start with its
+  end as the fetch bound, so no fetch asks past it. A leadership error or a failed connection refreshes the metadata (from
   any broker that answers) and the fetch goes to the new leader, after
   ``retry.backoff.ms``, until ``kafkaConsumer.pollTimeoutMs`` passes without a
   record.
@@ -38,12 +39,12 @@ from collections.abc import Iterator
 from typing import Any
 
 from ..codec import KafkaError
+from ..codec.columns import RecordColumns
 from ..sdk.config import ConsumerConfig
 from ..sdk.connection_state import ConnectionState
 from ..sdk.errors import KafkaConnectionError, ProtocolError, TrafkaError
 from ..sdk.fetcher import (
     EARLIEST,
-    ConsumerRecord,
     Fetcher,
     TopicPartition,
     build_list_offsets,
@@ -283,11 +284,19 @@ class RangeReader:
         return max(answer[0], 0)
 
     def read(
-        self, tp: TopicPartition, start: int, end: int, timeout_ms: int, chunk: int
-    ) -> Iterator[tuple[list[ConsumerRecord], int]]:
+        self,
+        tp: TopicPartition,
+        start: int,
+        end: int,
+        timeout_ms: int,
+        chunk: int,
+        *,
+        headers: bool = False,
+    ) -> Iterator[tuple[RecordColumns, int]]:
         """``tp``'s records from ``start`` until the position reaches ``end``:
         ``(records, position after them)`` for each chunk of at most ``chunk``
-        (records at or past ``end`` that came in a fetched batch included).
+        (records at or past ``end`` that came in a fetched batch included), as
+        columns (with the header columns when ``headers``).
 
         Raises:
             OffsetOutOfRangeError: ``start`` (or a later position) is no longer
@@ -296,6 +305,7 @@ class RangeReader:
                 ``timeout_ms`` (the last error).
         """
         fetcher = self.fetcher
+        fetcher.columns = headers
         fetcher.assign([tp])
         fetcher.seek(tp, start, until=end)
         backoff = self.config.retry_backoff_ms / 1000
@@ -306,7 +316,7 @@ class RangeReader:
                 position = fetcher.position(tp)
                 if position is not None and position >= end:
                     return
-                records = fetcher.take(chunk).get(tp, [])
+                records = fetcher.take_columns(chunk).get(tp) or RecordColumns()
                 after = fetcher.position(tp)
                 if records or (after is not None and after != position):
                     yield records, after if after is not None else start

@@ -728,8 +728,12 @@ PARITY: tuple[Parity, ...] = (
         "source metrics",
         "read",
         "avg/max/minOffsetsBehindLatest in a stream's progress",
-        "Spark has no metrics hook for Python sources: trafka.spark.offsets_behind_latest"
-        "(query.lastProgress) computes them from the latestOffset the source reports",
+        "not in the progress: in PySpark 4.3 a Python stream is a PythonMicroBatchStream, "
+        "which does not implement ReportsSourceMetrics (Spark never asks it for metrics()), "
+        "and the Python worker protocol has no call for them (only initialOffset, "
+        "latestOffset, partitions, commit, prepareForTriggerAvailableNow, "
+        "getDefaultReadLimit and reportLatestOffset); trafka.spark.offsets_behind_latest"
+        "(query.lastProgress) computes the three from the latestOffset the source reports",
     ),
     Parity(
         "consumer and producer caching",

@@ -55,6 +55,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from ..codec.columns import BinaryColumn, ColumnBuffers, RecordColumns
 from ..sdk.errors import ConfigError
 from . import _kafka
 from .options import (
@@ -205,29 +206,66 @@ def _read(opts: ReadOptions, schema: StructType, partition: InputPartition) -> I
         return
     # The schema Spark checks the batches against (timestamps in UTC microseconds).
     arrow = to_arrow_schema(schema, timezone="UTC")
-    for chunk in _kafka.read_range(opts, partition.range()):
-        yield _batch(chunk, arrow)
+    for records in _kafka.read_range(opts, partition.range()):
+        yield _batch(records, partition.topic, partition.partition, arrow)
 
 
-def _batch(chunk: _kafka.Chunk, arrow: pa.Schema) -> pa.RecordBatch:
-    """A chunk as an Arrow batch, each column converted in one call."""
-    n = len(chunk)
-    stamps = pa.array(chunk.timestamp_ms, pa.int64())
-    if pc.min(stamps).as_py() < 0:  # records without a timestamp: null
+def _batch(records: RecordColumns, topic: str, partition: int, arrow: pa.Schema) -> pa.RecordBatch:
+    """Decoded records as one Arrow batch: their buffers wrapped, not copied (a
+    chunk of several pieces is joined once)."""
+    batches = [
+        _piece(b, start, stop, topic, partition, arrow) for b, start, stop in records.pieces()
+    ]
+    if len(batches) == 1:
+        return batches[0]
+    # (pa.concat_batches is pyarrow 19+; the data source takes pyarrow 15.)
+    columns = [pa.concat_arrays([b.column(i) for b in batches]) for i in range(len(arrow))]
+    return pa.RecordBatch.from_arrays(columns, schema=arrow)
+
+
+def _binary(column: BinaryColumn, kind: pa.DataType, start: int, stop: int) -> pa.Array:
+    validity = None if column.validity is None else pa.py_buffer(column.validity)
+    # The null count of a slice is left for Arrow to count (-1), from the bitmap.
+    whole = start == 0 and (len(column.offsets) >> 2) - 1 == stop
+    return pa.Array.from_buffers(
+        kind,
+        stop - start,
+        [validity, pa.py_buffer(column.offsets), pa.py_buffer(column.data)],
+        null_count=column.nulls if whole or column.validity is None else -1,
+        offset=start,
+    )
+
+
+def _ints(data: bytes, start: int, stop: int, kind: pa.DataType) -> pa.Array:
+    return pa.Array.from_buffers(kind, stop - start, [None, pa.py_buffer(data)], 0, start)
+
+
+def _piece(
+    b: ColumnBuffers, start: int, stop: int, topic: str, partition: int, arrow: pa.Schema
+) -> pa.RecordBatch:
+    n = stop - start
+    stamps = _ints(b.timestamps, start, stop, pa.int64())
+    if n and pc.min(stamps).as_py() < 0:  # records without a timestamp: null
         stamps = pc.if_else(pc.greater_equal(stamps, 0), stamps, None)
     columns = {
-        "key": pa.array(chunk.key, pa.binary()),
-        "value": pa.array(chunk.value, pa.binary()),
-        "topic": pa.array([chunk.topic] * n, pa.string()),
-        "partition": pa.array([chunk.partition] * n, pa.int32()),
-        "offset": pa.array(chunk.offset, pa.int64()),
+        "key": _binary(b.key, pa.binary(), start, stop),
+        "value": _binary(b.value, pa.binary(), start, stop),
+        "topic": pa.repeat(pa.scalar(topic, pa.string()), n),
+        "partition": pa.repeat(pa.scalar(partition, pa.int32()), n),
+        "offset": _ints(b.offsets, start, stop, pa.int64()),
         "timestamp": stamps.cast(pa.timestamp("ms", tz="UTC")).cast(arrow.field("timestamp").type),
-        "timestampType": pa.array(chunk.timestamp_type, pa.int32()),
+        "timestampType": _ints(b.timestamp_types, start, stop, pa.int32()),
     }
-    if chunk.headers is not None:
-        columns["headers"] = pa.array(
-            [[{"key": k, "value": v} for k, v in hs] for hs in chunk.headers],
-            arrow.field("headers").type,
+    if "headers" in arrow.names:
+        h = b.headers
+        assert h is not None, "the reader was not asked for the headers"
+        kind = arrow.field("headers").type
+        entries = (len(h.names.offsets) >> 2) - 1
+        names = _binary(h.names, pa.string(), 0, entries)
+        values = _binary(h.values, pa.binary(), 0, entries)
+        pairs = pa.StructArray.from_arrays([names, values], fields=list(kind.value_type))
+        columns["headers"] = pa.Array.from_buffers(
+            kind, n, [None, pa.py_buffer(h.starts)], 0, start, children=[pairs]
         )
     return pa.RecordBatch.from_arrays([columns[f.name] for f in arrow], schema=arrow)
 

@@ -16,6 +16,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from trafka.codec import records
+from trafka.codec.columns import ColumnBuffers, decode_batch_columns, decode_batch_run_columns
 from trafka.codec.compression import Compression
 from trafka.codec.legacy import encode_message_set
 from trafka.codec.records import (
@@ -450,3 +451,66 @@ def test_run_restores_the_gc_state() -> None:
             assert gc.isenabled() is enabled
     finally:
         gc.enable() if was else gc.disable()
+
+
+# -- columns (trafka.codec.columns) --------------------------------------------------------
+
+
+@needs_c
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    specs=st.lists(
+        st.tuples(st.sampled_from(KINDS + BAD_KINDS), st.integers(1, 6)), min_size=0, max_size=8
+    ),
+    cut=st.integers(0, 200),
+    start=st.integers(0, 9),
+    min_offset=st.none() | st.integers(-1, 40),
+    stop_txn=st.booleans(),
+    max_records=st.none() | st.integers(0, 12),
+    headers=st.booleans(),
+)
+def test_column_run_agrees_with_the_record_run(
+    specs: list[tuple[str, int]],
+    cut: int,
+    start: int,
+    min_offset: int | None,
+    stop_txn: bool,
+    max_records: int | None,
+    headers: bool,
+) -> None:
+    """The same run, stops and records, one record parser in C for both."""
+    blob, starts = build_blob(specs, cut)
+    pos = starts[min(start, len(starts) - 1)]
+    kw: dict[str, Any] = dict(
+        min_offset=min_offset, stop_at_transactional=stop_txn, max_records=max_records
+    )
+    recs, end, nxt = records.decode_batch_run_as(blob, pos, Rec, prefix=("t", 3), **kw)
+    got, got_end, got_nxt = decode_batch_run_columns(blob, pos, headers=headers, **kw)
+    assert (got_end, got_nxt) == (end, nxt)
+    assert got.rows() == [(*r[2:6], r.headers if headers else (), r[7]) for r in recs]
+    if recs:
+        packed = ColumnBuffers.pack([r[2:7] for r in recs], [r[7] for r in recs], headers)
+        ((buffers, _, _),) = got.pieces()
+        assert buffers == packed
+
+
+@pytest.mark.parametrize("kind", KINDS[3:6] + BAD_KINDS)
+@pytest.mark.parametrize("fast", [True, False])
+def test_batch_columns_agree_with_the_records(kind: str, fast: bool) -> None:
+    if fast and C is None:
+        pytest.skip("trafka.codec._speedups is not built")
+    if kind in ("control", "legacy"):
+        return  # not a batch of records: the fetcher never decodes these as one
+    entry = _entry(kind, 10, 5, 7)
+    try:
+        header, recs = decode_batch_as(entry, Rec, prefix=("t", 3), suffix=(0, 0), min_offset=12)
+    except records.DecodeError as exc:
+        records._speedups = C if fast else None
+        with pytest.raises(records.DecodeError) as raised:
+            decode_batch_columns(entry, min_offset=12, headers=True)
+        assert str(raised.value) == str(exc)
+        return
+    records._speedups = C if fast else None
+    _, got = decode_batch_columns(entry, min_offset=12, headers=True)
+    ts_type = header.timestamp_type.value
+    assert got.rows() == [(*r[2:7], ts_type) for r in recs]

@@ -39,6 +39,7 @@ from test_records import (
 )
 
 from trafka.codec import records
+from trafka.codec.columns import ColumnBuffers
 from trafka.codec.compression import Compression
 from trafka.codec.errors import CodecError, DecodeError, EncodeError
 from trafka.codec.records import (
@@ -323,16 +324,20 @@ def test_values_beyond_int64_are_left_to_python() -> None:
 def compare_on(
     section: bytes, count: int, base_offset: int = 0, log_append: int | None = None
 ) -> None:
-    """C refuses exactly when Python raises; otherwise both give the same records."""
+    """C refuses exactly when Python raises; otherwise both give the same records
+    (and the column decoder, the same parser, the same records as columns)."""
     fast = C.decode_records(section, count, base_offset, TS, log_append, Record, (), (), None)
+    columns = C.decode_records_columns(section, count, base_offset, TS, log_append, 1, None, True)
     try:
         if count < 0 or count * 7 > len(section):  # checked before the loop, as records.py does
             raise DecodeError("records_count")
         slow = records._decode_records_v2(section, count, base_offset, TS, log_append)
     except DecodeError:
         assert fast is None, "C accepted what Python refuses"
+        assert columns is None, "C's columns accepted what Python refuses"
         return
     assert fast == slow
+    assert columns is not None and ColumnBuffers.of(columns) == ColumnBuffers.pack(slow, 1, True)
 
 
 @st.composite

@@ -677,20 +677,25 @@ def test_fast_and_ordinary_paths_agree(
     blob = b"".join(parts) + _entry("plain", offset, 2, 7)[:cut]
     aborted = [R.AbortedTransaction(first_offset=o, producer_id=p) for o, p in aborted_picks]
 
-    def decode(fast: bool) -> object:
+    def decode(fast: bool, columns: bool | None = None) -> object:
         saved = records._speedups
         if not fast:
             records._speedups = None
         try:
             f = Fetcher(cache(), read_committed=read_committed)
+            f.columns = columns
             f.assign([TP])
             f.seek(TP, position)
             _, positions = f.build_fetch([TP], 12)
             f.handle_fetch_response(positions, response(blob, aborted_transactions=aborted))
-            taken = []
+            taken: list[object] = []
             for _ in range(len(specs) + 2):
                 try:
-                    taken.append(f.take(7))
+                    if columns is None:
+                        # As the columns have them (no topic, partition, leader epoch).
+                        taken.append({tp: [r[2:8] for r in rs] for tp, rs in f.take(7).items()})
+                    else:
+                        taken.append({tp: c.rows() for tp, c in f.take_columns(7).items()})
                 except (KafkaError, DecodeError) as exc:
                     taken.append(repr(exc))
                 taken.append(f.position(TP))
@@ -698,7 +703,11 @@ def test_fast_and_ordinary_paths_agree(
         finally:
             records._speedups = saved
 
-    assert decode(True) == decode(False)
+    expected = decode(True)
+    assert decode(False) == expected
+    # Columns (Fetcher.columns, the Spark reader's): the same records, positions and errors.
+    assert decode(True, columns=True) == expected
+    assert decode(False, columns=True) == expected
 
 
 def _answer(

@@ -1,10 +1,12 @@
 """The data source against a three-node brokerlite cluster (ZooKeeper mode):
-leaders on every node, and a leader stopped while Spark reads its partitions.
-The read must still return every record exactly once, at the offsets the
-producer was given."""
+leaders on every node, and a leader stopped while Spark reads its partitions,
+cleanly (brokers in this process) or with SIGKILL (broker processes). The read
+must still return every record exactly once, at the offsets the producer was
+given."""
 
 from __future__ import annotations
 
+import signal
 import sys
 import threading
 import time
@@ -15,8 +17,9 @@ from typing import Any
 import pytest
 import trio
 
-from trafka.brokerlite.local_cluster import LocalCluster, serve_cluster
+from trafka.brokerlite.local_cluster import ClusterProcesses, LocalCluster, serve_cluster
 from trafka.sdk import NewTopic, open_admin, open_producer
+from trafka.sdk.errors import TrafkaError
 
 # tests/brokerlite is not a package: its helpers are imported from its folder,
 # which leaves sys.path as it was.
@@ -168,3 +171,124 @@ def test_a_leader_stopped_mid_read_loses_and_doubles_nothing(
 
 async def _leader_of(control: ClusterControl, partition: int) -> int:
     return control.states()[partition].leader
+
+
+# -- a leader killed with SIGKILL: broker processes -------------------------------------------
+
+
+@pytest.fixture
+def processes(zk: str, tmp_path: Path) -> Iterator[ClusterProcesses]:
+    """Three brokers, each a process of its own (so that one can be killed -9)."""
+    running = ClusterProcesses(tmp_path / "cluster", nodes=3, zookeeper_connect=zk)
+    try:
+        running.start()
+        yield running
+    finally:
+        running.stop()
+
+
+def _partitions(servers: str, topic: str) -> dict[int, tuple[int, tuple[int, ...]]]:
+    """``{partition: (leader, isr)}`` as the brokers answer now."""
+
+    async def describe() -> dict[int, tuple[int, tuple[int, ...]]]:
+        async with open_admin(bootstrap_servers=servers) as admin:
+            info = (await admin.describe_topics([topic]))[topic]
+        return {p.partition: (p.leader, tuple(sorted(p.isr))) for p in info.partitions}
+
+    result: dict[int, tuple[int, tuple[int, ...]]] = _run(describe)
+    return result
+
+
+def _until(what: str, probe: Any, timeout: float = 60) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            found = probe()
+        except TrafkaError:
+            found = None
+        if found:
+            return found
+        assert time.monotonic() < deadline, f"waited {timeout:g} s for {what}"
+        time.sleep(0.2)
+
+
+def test_a_leader_killed_mid_read_loses_and_doubles_nothing(
+    spark: Any, processes: ClusterProcesses
+) -> None:
+    servers = processes.bootstrap_servers
+    topic = "spark-kill"
+    nodes = set(processes.ports)
+
+    async def setup() -> None:
+        async with open_admin(bootstrap_servers=servers) as admin:
+            await admin.create_topics([NewTopic(topic, PARTITIONS, REPLICATION)])
+
+    _run(setup)
+    states = _until(
+        "every partition led, with all three replicas in sync",
+        lambda: (
+            s
+            if len(s := _partitions(servers, topic)) == PARTITIONS
+            and all(leader in nodes and set(isr) == nodes for leader, isr in s.values())
+            else None
+        ),
+    )
+    leaders = {p: leader for p, (leader, _) in states.items()}
+
+    async def send() -> list[Any]:
+        async with open_producer(bootstrap_servers=servers, acks="all", linger_ms=20) as producer:
+            futures = [
+                await producer.send(topic, b"value-%06d" % i, key=b"key-%02d" % (i % 37))
+                for i in range(RECORDS)
+            ]
+            await producer.flush()
+            return [await f for f in futures]
+
+    metas = _run(send)
+    expected = {(m.partition, m.offset): b"value-%06d" % i for i, m in enumerate(metas)}
+    df = (
+        spark.read.format("trafka")
+        .option("kafka.bootstrap.servers", servers)
+        .option("subscribe", topic)
+        .option("maxRecordsPerPartition", "50")
+        .load()
+        .selectExpr("partition", "offset", "value")
+    )
+    # As above: the read runs in this thread, another kills the leader of
+    # partition 0 (a process: no clean shutdown, its connections just die) once
+    # some tasks are done and most are not.
+    tracker = spark.sparkContext.statusTracker()
+    victim = leaders[0]
+    killer: dict[str, Any] = {}
+
+    def kill_a_leader() -> None:
+        try:
+            deadline = time.monotonic() + 120
+            while True:
+                assert time.monotonic() < deadline, "the read did not start"
+                stages = [tracker.getStageInfo(s) for s in tracker.getActiveStageIds()]
+                done = sum(s.numCompletedTasks for s in stages if s is not None)
+                if done >= 4:
+                    break
+                time.sleep(0.05)
+            killer["left"] = sum(s.numTasks - s.numCompletedTasks for s in stages if s)
+            processes.kill(victim)
+        except BaseException as exc:
+            killer["error"] = exc
+
+    thread = threading.Thread(target=kill_a_leader, daemon=True)
+    thread.start()
+    try:
+        rows = df.collect()
+    finally:
+        thread.join(120)
+    assert "error" not in killer, killer["error"]
+    assert processes.procs[victim].returncode == -signal.SIGKILL
+    assert killer["left"] > 0  # killed while the read had tasks left
+    got = {(r.partition, r.offset): r.value for r in rows}
+    assert len(rows) == len(got) == RECORDS  # nothing doubled
+    assert got == expected  # nothing lost, every record where the producer was told
+    # The partitions the killed node led were read from their new leaders.
+    moved = [p for p, leader in leaders.items() if leader == victim]
+    now = _partitions(servers, topic)
+    assert moved and all(now[p][0] not in (victim, -1) for p in moved), now
