@@ -12,6 +12,11 @@ its start-up is not timed.
 * **write**: a DataFrame of the same number of rows (``key``, ``value``) saved
   with ``write.format("trafka")``, against a trafka producer sending the same
   records and flushing.
+* **stream latency**: a stream (``trigger(processingTime="0 seconds")``) into a
+  ``foreachBatch`` sink on the driver while a producer sends a record every
+  50 ms for ``--latency-seconds`` (default 10) carrying its send time: p50 and
+  p99 of produced -> row in the sink. (That an idle stream opens no connection
+  per micro-batch is a test: tests/spark/test_spark_connections.py.)
 
 Figures are records per second and Spark's ratio to the single process. Run:
 ``python bench/spark.py``.
@@ -67,6 +72,7 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--size", type=int, default=100)
     parser.add_argument("--partitions", type=int, default=4)
+    parser.add_argument("--latency-seconds", type=float, default=10.0)
     args = parser.parse_args()
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -122,6 +128,7 @@ def main() -> None:
                 "topic", "bench-out"
             ).mode("append").save()
             spark_w = args.records / (time.perf_counter() - start)
+            latencies = stream_latency(spark, servers, args.latency_seconds)
             spark.stop()
         finally:
             broker.terminate()
@@ -133,6 +140,61 @@ def main() -> None:
     print(f"{'':<8}{'trafka alone':>16}{'Spark':>12}{'ratio':>8}")
     print(f"{'read':<8}{sdk_r:>16,.0f}{spark_r:>12,.0f}{spark_r / sdk_r:>8.2f}")
     print(f"{'write':<8}{sdk_w:>16,.0f}{spark_w:>12,.0f}{spark_w / sdk_w:>8.2f}")
+    ordered = sorted(latencies)
+    if ordered:
+        p50 = ordered[len(ordered) // 2] * 1000
+        p99 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))] * 1000
+        print(
+            f"stream latency (trigger 0, produced -> row in a foreachBatch sink): "
+            f"p50 {p50:.0f} ms, p99 {p99:.0f} ms over {len(ordered)} records"
+        )
+
+
+def stream_latency(spark: Any, servers: str, seconds: float) -> list[float]:
+    """Seconds from each record's send to its row reaching the sink."""
+    topic = "latency"
+
+    async def create() -> None:
+        async with open_admin(bootstrap_servers=servers) as admin:
+            await admin.create_topics([NewTopic(topic, 4, 1)])
+
+    anyio.run(create, backend="trio")
+    latencies: list[float] = []
+
+    def sink(batch: Any, _batch_id: int) -> None:
+        now = time.time()
+        latencies.extend(now - float(row.v) for row in batch.collect())
+
+    query = (
+        spark.readStream.format("trafka")
+        .option("kafka.bootstrap.servers", servers)
+        .option("subscribe", topic)
+        .option("startingOffsets", "latest")
+        .load()
+        .selectExpr("cast(value as string) as v")
+        .writeStream.trigger(processingTime="0 seconds")
+        .foreachBatch(sink)
+        .start()
+    )
+    try:
+        while query.lastProgress is None:  # its first (empty) micro-batch has run
+            time.sleep(0.1)
+
+        async def produce() -> None:
+            async with open_producer(bootstrap_servers=servers, linger_ms=0) as producer:
+                end = time.monotonic() + seconds
+                while time.monotonic() < end:
+                    await producer.send_and_wait(topic, b"%.6f" % time.time())
+                    await anyio.sleep(0.05)
+
+        anyio.run(produce, backend="trio")
+        sent = int(seconds / 0.05)  # about: the producer also waits for each answer
+        deadline = time.monotonic() + 30
+        while len(latencies) < sent * 0.95 and time.monotonic() < deadline:
+            time.sleep(0.1)
+    finally:
+        query.stop()
+    return latencies
 
 
 if __name__ == "__main__":
