@@ -46,7 +46,7 @@ from trafka.codec.records import iter_batches
 
 from .filters import FilterContext
 from .journal import Journal, JournalError
-from .pool import UpstreamError, UpstreamPool, Waiter
+from .pool import UpstreamError, UpstreamPool, Waiter, produce_answer
 from .routing import (
     IdempotentPlan,
     RouteStats,
@@ -327,19 +327,11 @@ class ExactlyOnce:
         stale: set[str] = set()
         template = None
         for group, waiter in written:
-            try:
-                if isinstance(waiter, UpstreamError):
-                    raise waiter
-                frame = await self.pool.wait(waiter, deadline)
-                _, answer = protocol.decode_response(frame, PRODUCE, version)
-            except UpstreamError as exc:
+            answer, error = await produce_answer(
+                self.pool, waiter, deadline, version, partial(_failed_part, body, group)
+            )
+            if error is not None:
                 self.stats.parts_failed += 1
-                answer = failed_answer(upstream_body(body, group), exc.code, str(exc))
-            except (DecodeError, TrafkaError) as exc:
-                self.stats.parts_failed += 1
-                answer = failed_answer(
-                    upstream_body(body, group), ErrorCode.NETWORK_EXCEPTION, str(exc)
-                )
             template = template or answer
             stale |= learn_leaders(self.topics, answer)
             got = {(t.name, p.index): p for t in answer.responses for p in t.partition_responses}
@@ -496,6 +488,10 @@ class ExactlyOnce:
             if not answer.error_code and answer.node_id >= 0:
                 return int(answer.node_id)
         raise Preparation(f"no coordinator found for transactional id {tid!r}")
+
+
+def _failed_part(body: Any, group: list[Upstream], code: ErrorCode, message: str) -> Any:
+    return failed_answer(upstream_body(body, group), code, message)
 
 
 def _journaled_targets(journal: Journal, session: Session, body: Any) -> set[tuple[str, int]]:

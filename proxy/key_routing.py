@@ -36,14 +36,13 @@ from typing import Any
 
 import trio
 
-from trafka.codec import protocol
 from trafka.codec.compression import DEFAULT_MAX_DECOMPRESSED_SIZE
 from trafka.codec.errors import DecodeError, DecompressionLimitError, ErrorCode
 
 from .exactly_once import ExactlyOnce
 from .filters import CloseConnection, Filter, FilterContext, ProxyServices, Respond, RespondLater
 from .journal import Journal
-from .pool import UpstreamError, Waiter
+from .pool import UpstreamError, Waiter, produce_answer
 from .routing import (
     HASHES,
     ProducePlan,
@@ -219,15 +218,12 @@ class KeyRouting(Filter):
         answers = []
         stale: set[str] = set()
         for part, waiter in sent:
-            try:
-                if isinstance(waiter, UpstreamError):
-                    raise waiter
-                frame = await services.pool.wait(waiter, deadline)
-                _, answer = protocol.decode_response(frame, PRODUCE, version)
-            except UpstreamError as exc:
-                services.quiet.warning("part", "a part of a Produce failed: %s", exc)
+            answer, error = await produce_answer(
+                services.pool, waiter, deadline, version, partial(failed_answer, part)
+            )
+            if error is not None:
+                services.quiet.warning("part", "a part of a Produce failed: %s", error)
                 self.stats.parts_failed += 1
-                answer = failed_answer(part, exc.code, str(exc))
             stale |= learn_leaders(services.topics, answer)
             answers.append(answer)
         if stale:

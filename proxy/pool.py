@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 import trio
 
@@ -29,7 +30,7 @@ from trafka.codec.errors import DecodeError, ErrorCode, TrafkaError
 from trafka.codec.framing import FrameReader
 from trafka.codec.messages.headers import RequestHeader
 
-__all__ = ["UpstreamError", "UpstreamPool", "Waiter"]
+__all__ = ["UpstreamError", "UpstreamPool", "Waiter", "produce_answer"]
 
 log = logging.getLogger("trafka.proxy")
 
@@ -209,3 +210,24 @@ class UpstreamPool:
                 if self._links.get(link.node_id) is link:
                     del self._links[link.node_id]
                 await link.stream.aclose()
+
+
+async def produce_answer(
+    pool: UpstreamPool,
+    waiter: Waiter | UpstreamError,
+    deadline: float,
+    version: int,
+    stand_in: Callable[[ErrorCode, str], Any],
+) -> tuple[Any, Exception | None]:
+    """The decoded answer to a Produce the pool sent, or, when it got none or
+    one that does not decode, ``stand_in(error, message)`` (an answer failing
+    each of its partitions), and why."""
+    try:
+        if isinstance(waiter, UpstreamError):
+            raise waiter
+        frame = await pool.wait(waiter, deadline)
+        return protocol.decode_response(frame, 0, version)[1], None
+    except UpstreamError as exc:
+        return stand_in(exc.code, str(exc)), exc
+    except (DecodeError, TrafkaError) as exc:
+        return stand_in(ErrorCode.NETWORK_EXCEPTION, str(exc)), exc

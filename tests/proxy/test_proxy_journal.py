@@ -67,26 +67,37 @@ def _template() -> Any:
     return pm.ProduceResponse()
 
 
-def test_a_restarted_proxy_writes_again_only_what_the_leaders_lack() -> None:
-    # Before the restart: a batch placed, its placement journaled, its upstream
-    # batches written; the leaders got some of them before the proxy died.
+def placed_before_a_restart(n: int, seq: int) -> tuple[Any, Any, Placement]:
+    """A batch placed and journaled by a proxy born with the producer: its
+    request, its plan (upstream batches from sequence 0) and its placement."""
     before = Sequences(journaled=True)
     before.born(PID, EPOCH)
     old = before.session(PID, EPOCH, 0)
     assert old is not None
-    body = request({0: [batch(120, 7)]})
+    body = request({0: [batch(n, seq)]})
     first = place(old, body)
     (journaled,) = old.take_journal()
-    placement = journaled.placement()
+    return body, first, journaled.placement()
+
+
+def fresh_session() -> Session:
+    """The producer's session in a proxy just started."""
+    session = Sequences(journaled=True).session(PID, EPOCH, 0)
+    assert session is not None
+    return session
+
+
+def test_a_restarted_proxy_writes_again_only_what_the_leaders_lack() -> None:
+    # Before the restart: a batch placed, its placement journaled, its upstream
+    # batches written; the leaders got some of them before the proxy died.
+    body, first, placement = placed_before_a_restart(120, 7)
     assert placement.count == 120
     assert {x for x, _ in placement.targets} == {u.partition for u in first.rounds[0]}
     ups = first.rounds[0]
     landed = {u.partition: u.last_sequence for u in ups[: len(ups) // 2]}
     missing = {u.partition for u in ups[len(ups) // 2 :]}
     # After: a fresh proxy; the leaders know the sequences of what landed.
-    after = Sequences(journaled=True)
-    session = after.session(PID, EPOCH, 0)
-    assert session is not None
+    session = fresh_session()
     stats = RouteStats()
     retry = place(
         session, body, journal={(PID, EPOCH, "orders", 0, 7): placement},
@@ -114,37 +125,23 @@ def test_a_restarted_proxy_writes_again_only_what_the_leaders_lack() -> None:
 
 
 def test_a_retry_whose_every_part_landed_writes_nothing() -> None:
-    before = Sequences(journaled=True)
-    before.born(PID, EPOCH)
-    old = before.session(PID, EPOCH, 0)
-    assert old is not None
-    body = request({0: [batch(80, 0)]})
-    first = place(old, body)
-    placement = old.take_journal()[0].placement()
+    body, first, placement = placed_before_a_restart(80, 0)
     leaders = {u.partition: u.last_sequence for u in first.rounds[0]}
-    session = Sequences(journaled=True).session(PID, EPOCH, 0)
-    assert session is not None
-    retry = place(session, body, journal={(PID, EPOCH, "orders", 0, 0): placement}, leaders=leaders)
+    retry = place(
+        fresh_session(), body, journal={(PID, EPOCH, "orders", 0, 0): placement}, leaders=leaders
+    )
     assert retry.rounds == []
     (answer,) = idempotent_answer(retry, _template()).responses[0].partition_responses
     assert answer.error_code == 0
 
 
 def test_without_a_journal_record_or_with_a_split_that_changed_the_batch_is_placed_afresh() -> None:
-    before = Sequences(journaled=True)
-    before.born(PID, EPOCH)
-    old = before.session(PID, EPOCH, 0)
-    assert old is not None
-    body = request({0: [batch(80, 0)]})
-    first = place(old, body)
-    placement = old.take_journal()[0].placement()
+    body, first, placement = placed_before_a_restart(80, 0)
     leaders = {u.partition: u.last_sequence for u in first.rounds[0]}
     # The topic gained partitions: the records would go elsewhere now.
-    session = Sequences().session(PID, EPOCH, 0)
-    assert session is not None
     stats = RouteStats()
     retry = place(
-        session, body, topics=cluster(8), journal={(PID, EPOCH, "orders", 0, 0): placement},
+        fresh_session(), body, topics=cluster(8), journal={(PID, EPOCH, "orders", 0, 0): placement},
         leaders=leaders, stats=stats,
     )  # fmt: skip
     assert sum(u.count for u in retry.rounds[0]) == 80 and stats.batches_recovered == 0
