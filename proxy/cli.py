@@ -44,9 +44,10 @@ from .server import ProxyConfig, run_proxy
 @click.option("--upstream-ssl-cafile", help="CAs of the brokers' certificates (PEM).")
 @click.option(
     "--announce/--no-announce",
-    default=True,
+    default=False,
     show_default=True,
-    help="Announce the proxy on the local network (zeroconf, _kafka._tcp, role proxy).",
+    help="Announce the proxy on the local network (zeroconf, _kafka._tcp, role proxy); "
+    "off unless asked, as for trafka broker.",
 )
 @click.option(
     "--metrics-listen",
