@@ -29,12 +29,10 @@ from typing import TYPE_CHECKING, Any
 from trafka.codec import ErrorCode, UnsupportedVersionError
 from trafka.codec.messages import k17_sasl_handshake as handshake_msg
 from trafka.codec.messages import k36_sasl_authenticate as authenticate_msg
-from trafka.codec.oauthbearer import client_message as oauth_client_message
 from trafka.codec.sasl import SaslAuthenticationError, ScramClient, plain_message
 
 from .config import ClientConfig
 from .errors import AuthenticationError, ConfigError
-from .oauth import fetch_token
 
 if TYPE_CHECKING:
     from .transport import BrokerConnection
@@ -154,6 +152,11 @@ async def _oauthbearer(
 ) -> None:
     """One OAUTHBEARER message; an error answer (RFC 7628) is acknowledged with
     0x01, after which the broker refuses, and that refusal is raised."""
+    # Loaded here: only OAUTHBEARER clients need them (import trafka.sdk is lighter).
+    from trafka.codec.oauthbearer import client_message as oauth_client_message
+
+    from .oauth import fetch_token
+
     token, extensions = await fetch_token(config.sasl_oauth_token_provider)
     try:
         message = oauth_client_message(token, extensions=extensions)
