@@ -63,18 +63,13 @@ Rules and invariants:
   marker is written again (and fsynced) before anything else, so no transaction
   is left open by a lost marker and the last stable offset never passes a
   transaction before its marker is in the log.
-* On a SASL listener a connection is unauthenticated until its
-  :class:`~.sasl.SaslSession` is done (a connection the broker has not seen
-  counts as new: it fails closed). Until then only ApiVersions, SaslHandshake and
-  SaslAuthenticate are handled, any other request is a :class:`Close`, and after
-  a v0 SaslHandshake each frame is a bare SASL token answered by a
-  :class:`SaslToken` (KIP-43). :meth:`max_frame_size` is smaller meanwhile.
-* A SASL session with a lifetime (KIP-368: ``connections_max_reauth_ms``, or an
-  OAUTHBEARER token's expiry) ends at its expiry: the connection's first
-  request after it is a :class:`Close`, unanswered, as Kafka does. Before that,
-  a SaslHandshake re-authenticates the connection in place (at most once a
-  second); until that is done only SaslAuthenticate may come (anything else is
-  a :class:`Close`), and the principal stays what it was for ACLs meanwhile.
+* Whatever the broker knows of a connection is in its
+  :class:`~.session.ConnectionSession`, opened by :meth:`connection_opened` (or
+  by the first request of a connection not seen before) and dropped whole by
+  :meth:`connection_closed`; handlers see it as ``ctx.session``. The SASL rules
+  (authentication before other requests, bare tokens after a v0 SaslHandshake,
+  KIP-368's expiry and re-authentication) are stated in :mod:`.session`;
+  :meth:`max_frame_size` is smaller until a connection has authenticated.
 """
 
 from __future__ import annotations
@@ -98,7 +93,6 @@ from trafka.codec.messages import k18_api_versions as api_versions_msg
 from trafka.codec.messages.headers import RequestHeader
 from trafka.codec.protocol import api, decode_request_body, decode_request_header
 from trafka.codec.records import blob_next_offset
-from trafka.codec.sasl import SaslAuthenticationError
 
 from .authorizer import (
     ACLS_JOURNAL,
@@ -107,7 +101,6 @@ from .authorizer import (
     Authorizer,
     authorizer_enabled,
     host_of,
-    principal_for,
 )
 from .cluster_txn import ClusterTransactions, unverified
 from .cluster_view import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, ClusterView
@@ -145,8 +138,9 @@ from .quotas import (
     QuotaStore,
 )
 from .replica_manager import ReplicaManager
-from .sasl import SaslSession, SaslState, UserStore
+from .sasl import UserStore
 from .scram import SCRAM_JOURNAL, ScramCredentials
+from .session import ConnectionSession, SaslPolicy, unauthenticated_refusal
 from .share_groups import SHARE_GROUPS_JOURNAL, ShareGroups, ShareGroupSettings, ShareGroupStore
 from .shares import ShareFetcher, ShareStateStore
 from .telemetry import CLIENT_METRICS_JOURNAL, ClientTelemetry
@@ -168,14 +162,10 @@ __all__ = [
 log = logging.getLogger("trafka.brokerlite")
 
 API_VERSIONS_KEY = 18
-# What a connection of a SASL listener may ask before it has authenticated.
-_BEFORE_AUTHENTICATION = frozenset({17, 18, 36})  # SaslHandshake, ApiVersions, SaslAuthenticate
-_SASL_AUTHENTICATE = 36  # the only request a re-authenticating connection may send
 _PRODUCE = 0
 _FETCH = 1
 # Never throttled: the SASL exchange (Kafka does not throttle authentication).
 _QUOTA_EXEMPT = frozenset({17, 36})
-_MIN_REAUTH_INTERVAL_MS = 1000  # Kafka's floor between two re-authentications
 # KIP-714's client APIs, served and advertised only with client_telemetry_enabled
 # (Kafka serves them only with a telemetry receiver plugin configured).
 _TELEMETRY_KEYS = frozenset({71, 72})
@@ -220,7 +210,7 @@ class Completion:
 @dataclasses.dataclass(slots=True)
 class _Entry:
     ticket: int
-    conn_id: int
+    session: ConnectionSession
     header: RequestHeader
     waiter: Waiter
     throttle_ms: int = 0  # from the request quota, when it was handled
@@ -265,16 +255,17 @@ class Broker:
         )
         # SCRAM credentials are derived here, once (users given in a file are read here too).
         self.sasl_users = UserStore.from_config(config) if config.sasl_enabled else None
-        self._sasl_sessions: dict[int, SaslSession] = {}
-        self._sasl_principals: dict[int, str] = {}
-        self._sasl_mechanisms: dict[int, str] = {}  # each authenticated connection's
-        self._token_logins: set[int] = set()  # connections logged in with a delegation token
-        self._sasl_expiry: dict[int, int] = {}  # when a limited session ends (ms)
-        self._reauth_started: dict[int, int] = {}  # the latest re-authentication's start
-        #: Re-authentications completed, and connections closed because their
-        #: SASL session expired (KIP-368), since the broker started.
-        self.sasl_reauthentications = 0
-        self.sasl_sessions_expired = 0
+        self._sasl_policy = (
+            None
+            if self.sasl_users is None
+            else SaslPolicy(
+                self.sasl_users,
+                config.sasl_enabled_mechanisms,
+                config.connections_max_reauth_ms,
+            )
+        )
+        # The open connections' sessions (everything known of a connection is there).
+        self._sessions: dict[int, ConnectionSession] = {}
         # The log manager locks the data directory: open it before writing anything there.
         self.logs = LogManager(
             self.data_dir,
@@ -446,18 +437,11 @@ class Broker:
         )
         self._entries: dict[int, _Entry] = {}
         self._by_partition: dict[tuple[str, int], set[int]] = {}
-        self._by_conn: dict[int, int] = {}
         self._deadlines: list[tuple[int, int]] = []
         self._ready: list[int] = []
-        self._group_waits: dict[Hashable, RequestHeader] = {}
+        self._group_waits: dict[Hashable, tuple[RequestHeader, ConnectionSession]] = {}
         self._group_done: list[Completion] = []
         self._next_ticket = 1
-        self._peers: dict[int, str] = {}
-        self._tls_subjects: dict[int, str] = {}
-        self._hosts: dict[int, str] = {}  # each connection's IP, for ACLs
-        self._client_ids: dict[int, str | None] = {}
-        # Each connection's client software (name, version) from ApiVersions v3+ (KIP-511).
-        self._client_software: dict[int, tuple[str, str]] = {}
         self._next_retention_ms = now_ms + config.log_retention_check_interval_ms
         self._next_flush_ms = now_ms + _FLUSH_CHECK_MS
         self._next_producer_expiry_ms = now_ms + config.producer_id_expiration_check_interval_ms
@@ -656,67 +640,73 @@ class Broker:
 
     # -- connections ----------------------------------------------------------
 
-    def connection_opened(self, conn_id: int, peer: str, *, tls_subject: str | None = None) -> None:
-        """Record the peer address of a new connection (for logs, DescribeGroups and
-        ACLs), and the subject of its TLS client certificate, if it showed one."""
-        self._peers[conn_id] = peer
-        self._hosts[conn_id] = host_of(peer)
-        if tls_subject:
-            self._tls_subjects[conn_id] = tls_subject
+    @property
+    def sasl_reauthentications(self) -> int:
+        """Re-authentications completed since the broker started (KIP-368)."""
+        return 0 if self._sasl_policy is None else self._sasl_policy.reauthentications
+
+    @property
+    def sasl_sessions_expired(self) -> int:
+        """Connections closed because their SASL session expired, since the broker started."""
+        return 0 if self._sasl_policy is None else self._sasl_policy.sessions_expired
+
+    @property
+    def open_sessions(self) -> int:
+        """How many connections the broker holds a session for."""
+        return len(self._sessions)
+
+    def connection_opened(
+        self, conn_id: int, peer: str, *, tls_subject: str | None = None
+    ) -> ConnectionSession:
+        """Open the session of a new connection: its peer address (for logs,
+        DescribeGroups and ACLs) and the subject of its TLS client certificate, if
+        it showed one."""
+        session = self._sessions[conn_id] = ConnectionSession(
+            conn_id, peer, tls_subject=tls_subject, sasl_policy=self._sasl_policy
+        )
+        return session
+
+    def session(self, conn_id: int) -> ConnectionSession:
+        """The session of a connection; a connection not seen opened gets a new one."""
+        session = self._sessions.get(conn_id)
+        if session is None:
+            session = self._sessions[conn_id] = ConnectionSession(
+                conn_id, sasl_policy=self._sasl_policy
+            )
+        return session
 
     def principal_of(self, conn_id: int) -> str:
         """The connection's principal for ACLs (``User:alice``, ``User:ANONYMOUS``)."""
-        return principal_for(self._sasl_principals.get(conn_id), self._tls_subjects.get(conn_id))
-
-    def client_host(self, conn_id: int) -> str:
-        """The connection's IP address as ACL hosts name it (``?`` when unknown)."""
-        return self._hosts.get(conn_id, "?")
-
-    def authorize(self, conn_id: int, operation: int, resource_type: int, name: str) -> bool:
-        """Whether the connection's principal may do ``operation`` on the resource
-        (always, without an authorizer)."""
-        authorizer = self.authorizer
-        if authorizer is None:
-            return True
-        return authorizer.authorize(
-            self.principal_of(conn_id), self.client_host(conn_id), operation, resource_type, name
-        )
+        session = self._sessions.get(conn_id)
+        return ANONYMOUS if session is None else session.principal
 
     def peer(self, conn_id: int) -> str:
         """The peer address of a connection, ``"?"`` when unknown."""
-        return self._peers.get(conn_id, "?")
+        session = self._sessions.get(conn_id)
+        return "?" if session is None else session.peer
 
     def client_id(self, conn_id: int) -> str | None:
         """The client id of the connection's latest request header, if any."""
-        return self._client_ids.get(conn_id)
+        session = self._sessions.get(conn_id)
+        return None if session is None else session.client_id
 
     def client_software(self, conn_id: int) -> tuple[str, str] | None:
         """The client software (name, version) the connection's ApiVersions v3+ named."""
-        return self._client_software.get(conn_id)
+        session = self._sessions.get(conn_id)
+        return None if session is None else session.client_software
 
     def connection_closed(self, conn_id: int) -> None:
-        """Forget a connection and drop its parked request, if any.
+        """Drop a connection's session and its parked request, if any.
 
         A member whose JoinGroup was parked on it is removed from its group at
         the next :meth:`poll` (the driver should poll soon after).
         """
-        self._peers.pop(conn_id, None)
-        self._client_software.pop(conn_id, None)
+        session = self._sessions.pop(conn_id, None)
         self.telemetry.connection_closed(conn_id)
-        self._tls_subjects.pop(conn_id, None)
-        self._hosts.pop(conn_id, None)
-        self._client_ids.pop(conn_id, None)
-        if self.sasl_users is not None:
-            self._sasl_sessions.pop(conn_id, None)
-            self._sasl_principals.pop(conn_id, None)
-            self._sasl_mechanisms.pop(conn_id, None)
-            self._token_logins.discard(conn_id)
-            self._sasl_expiry.pop(conn_id, None)
-            self._reauth_started.pop(conn_id, None)
         self.shares.connection_closed(conn_id)
-        ticket = self._by_conn.pop(conn_id, None)
-        if ticket is None:
+        if session is None or session.parked_ticket is None:
             return
+        ticket, session.parked_ticket = session.parked_ticket, None
         self._drop(ticket)
         token = (conn_id, ticket)
         if self._group_waits.pop(token, None) is not None:
@@ -724,95 +714,15 @@ class Broker:
 
     # -- SASL authentication ----------------------------------------------------
 
-    def sasl_session(self, conn_id: int) -> SaslSession | None:
-        """The SASL session of a connection still authenticating or re-authenticating.
-
-        None on a PLAINTEXT or SSL listener, and once the connection has
-        authenticated (until it re-authenticates). A connection not seen before
-        gets a new session.
-        """
-        users = self.sasl_users
-        if users is None:
-            return None
-        session = self._sasl_sessions.get(conn_id)
-        if session is None and conn_id not in self._sasl_principals:
-            session = SaslSession(
-                users,
-                self.config.sasl_enabled_mechanisms,
-                max_reauth_ms=self.config.connections_max_reauth_ms,
-            )
-            self._sasl_sessions[conn_id] = session
-        return session
-
-    def begin_reauthentication(self, conn_id: int, now_ms: int) -> SaslSession | None:
-        """A re-authentication session for an authenticated connection (KIP-368).
-
-        Kafka's rule (``KafkaChannel.maybeBeginServerReauthentication``): only a
-        session with a lifetime (an expiry) may re-authenticate, and at most
-        once a second; otherwise None, and the SaslHandshake is answered as any
-        on an authenticated connection (ILLEGAL_SASL_STATE).
-        """
-        users = self.sasl_users
-        principal = self._sasl_principals.get(conn_id)
-        if users is None or principal is None or conn_id not in self._sasl_expiry:
-            return None
-        started = self._reauth_started.get(conn_id)
-        if started is not None and now_ms - started < _MIN_REAUTH_INTERVAL_MS:
-            return None
-        self._reauth_started[conn_id] = now_ms
-        session = SaslSession(
-            users,
-            self.config.sasl_enabled_mechanisms,
-            max_reauth_ms=self.config.connections_max_reauth_ms,
-            reauth_of=(self._sasl_mechanisms[conn_id], principal),
-        )
-        self._sasl_sessions[conn_id] = session
-        return session
-
-    def sasl_authenticated(self, conn_id: int, session: SaslSession) -> None:
-        """Record that a connection has authenticated or re-authenticated (its
-        session is DONE), with the session's expiry."""
-        assert session.state is SaslState.DONE and session.username is not None
-        assert session.mechanism is not None
-        self._sasl_sessions.pop(conn_id, None)
-        self._sasl_principals[conn_id] = session.username
-        self._sasl_mechanisms[conn_id] = session.mechanism
-        if session.token_id is not None:
-            self._token_logins.add(conn_id)
-        else:
-            self._token_logins.discard(conn_id)
-        if session.expires_ms is None:
-            self._sasl_expiry.pop(conn_id, None)
-        else:
-            self._sasl_expiry[conn_id] = session.expires_ms
-        if session.reauth_of is not None:
-            self.sasl_reauthentications += 1
-        log.debug(
-            "connection %d from %s %s as %r with SASL %s (session lifetime %d ms)",
-            conn_id,
-            self.peer(conn_id),
-            "re-authenticated" if session.reauth_of is not None else "authenticated",
-            session.username,
-            session.mechanism,
-            session.session_lifetime_ms,
-        )
-
     def authenticating(self, conn_id: int) -> bool:
         """True while a connection of a SASL listener has not authenticated."""
-        return self.sasl_users is not None and conn_id not in self._sasl_principals
+        session = self._sessions.get(conn_id)
+        return self._sasl_policy is not None if session is None else session.authenticating
 
     def principal(self, conn_id: int) -> str | None:
         """The SASL user a connection authenticated as; None without SASL (or yet)."""
-        return self._sasl_principals.get(conn_id)
-
-    def token_requests_allowed(self, conn_id: int) -> bool:
-        """Whether the connection may use the delegation-token APIs (Kafka's
-        ``allowTokenRequests``): not one that logged in with a token, nor one on a
-        PLAINTEXT listener, nor an SSL one without a client certificate."""
-        protocol = self.config.security_protocol
-        if conn_id in self._token_logins or protocol == "PLAINTEXT":
-            return False
-        return not (protocol == "SSL" and self.principal_of(conn_id) == ANONYMOUS)
+        session = self._sessions.get(conn_id)
+        return None if session is None else session.sasl_user
 
     def max_frame_size(self, conn_id: int) -> int:
         """The largest request frame the connection may send now.
@@ -831,27 +741,11 @@ class Broker:
         with by its key alone, before SASL authentication: the driver may then close
         the connection without receiving the request's body (Kafka checks the key
         only after the whole request, within ``sasl.server.max.receive.size``)."""
-        session = self.sasl_session(conn_id)
-        if session is None or session.raw_tokens:
+        session = self.session(conn_id)
+        exchange = session.sasl_exchange()
+        if exchange is None or exchange.raw_tokens:
             return None
-        return _unauthenticated_refusal(session, api_key, self.client_id(conn_id))
-
-    def _raw_sasl_token(
-        self, conn_id: int, session: SaslSession, frame: bytes | memoryview, now_ms: int
-    ) -> SaslToken | Close:
-        """A bare SASL token, after a v0 SaslHandshake (KIP-43)."""
-        try:
-            answer = session.authenticate(bytes(frame), now_ms)
-        except SaslAuthenticationError as exc:
-            # No way to tell the client why: Kafka closes the connection too.
-            return Close(
-                f"SASL {session.mechanism}: {exc}",
-                self.client_id(conn_id),
-                failed_authentication=True,
-            )
-        if session.state is SaslState.DONE:
-            self.sasl_authenticated(conn_id, session)
-        return SaslToken(answer)
+        return unauthenticated_refusal(exchange, api_key, session.client_id)
 
     # -- requests -------------------------------------------------------------
 
@@ -865,32 +759,26 @@ class Broker:
         after a v0 SaslHandshake ``frame`` is a bare SASL token, answered by a
         :class:`SaslToken` (or a :class:`Close` when authentication fails).
         """
-        session = None
-        if self.sasl_users is not None:
-            session = self.sasl_session(conn_id)
-            if session is not None and session.raw_tokens:
-                return self._raw_sasl_token(conn_id, session, frame, now_ms)
-            expiry = self._sasl_expiry.get(conn_id)
-            if session is None and expiry is not None and now_ms > expiry:
-                # Kafka closes such a connection at its next request, unanswered.
-                self.sasl_sessions_expired += 1
-                return Close(
-                    f"SASL session expired {now_ms - expiry} ms ago without "
-                    "re-authentication (connections.max.reauth.ms or the token's expiry)",
-                    self.client_id(conn_id),
-                )
+        session = self.session(conn_id)
+        exchange = None
+        if self._sasl_policy is not None:
+            exchange = session.sasl_exchange()
+            if exchange is not None and exchange.raw_tokens:
+                return session.raw_sasl_token(exchange, frame, now_ms)
+            expired = session.expired(now_ms)
+            if expired is not None:
+                return expired
         try:
             header, body_at = decode_request_header(frame)
         except CodecError as exc:
             return Close(f"malformed request header: {exc}")
         key, version = header.request_api_key, header.request_api_version
-        client_id = header.client_id
-        self._client_ids[conn_id] = client_id
+        client_id = session.client_id = header.client_id
         if key not in API_MODULES:
             return Close(f"unknown API key {key} (version {version})", client_id)
         info = api(key)
-        if session is not None:
-            refused = _unauthenticated_refusal(session, key, client_id)
+        if exchange is not None:
+            refused = unauthenticated_refusal(exchange, key, client_id)
             if refused is not None:
                 return refused
         spec = HANDLERS.get(key)
@@ -928,10 +816,7 @@ class Broker:
         except CodecError as exc:
             return Close(f"malformed {info.name} v{version} request: {exc}", client_id)
         if key == API_VERSIONS_KEY and version >= 3:
-            self._client_software[conn_id] = (
-                body.client_software_name,
-                body.client_software_version,
-            )
+            session.client_software = (body.client_software_name, body.client_software_version)
         low, high = spec.served(self.config.protocol_version)
         if not low <= version <= high:
             if spec.error_response is None:
@@ -946,8 +831,8 @@ class Broker:
                 spec.error_response(body, version, ErrorCode.UNSUPPORTED_VERSION),
             )
         if self.quotas.active and key not in _QUOTA_EXEMPT:
-            return self._handle_within_quotas(conn_id, header, body, now_ms, len(frame))
-        return self.handle(conn_id, header, body, now_ms)
+            return self._handle_within_quotas(session, header, body, now_ms, len(frame))
+        return self._handle(session, header, body, now_ms)
 
     def handle(self, conn_id: int, header: RequestHeader, body: Any, now_ms: int) -> Outcome:
         """Handle one decoded request of a served API and version.
@@ -959,6 +844,11 @@ class Broker:
             KeyError: the API key has no handler (use :meth:`handle_frame` for
                 untrusted input).
         """
+        return self._handle(self.session(conn_id), header, body, now_ms)
+
+    def _handle(
+        self, session: ConnectionSession, header: RequestHeader, body: Any, now_ms: int
+    ) -> Outcome:
         self._now_ms = now_ms
         spec = HANDLERS[header.request_api_key]
         if spec.feature is not None and (
@@ -1008,7 +898,7 @@ class Broker:
                     header.request_api_version,
                     spec.refusal(body, header.request_api_version, ErrorCode.NOT_COORDINATOR),
                 )
-        ctx = RequestContext(self, conn_id, header, now_ms)
+        ctx = RequestContext(self, session, header, now_ms)
         try:
             result = spec.handle(ctx, body)
         except Exception:
@@ -1016,7 +906,7 @@ class Broker:
                 "internal error handling %s v%d from %s (client %r)",
                 api(spec.api_key).name,
                 header.request_api_version,
-                self.peer(conn_id),
+                session.peer,
                 header.client_id,
             )
             return self._internal_error(spec, header, body)
@@ -1092,10 +982,6 @@ class Broker:
 
     # -- client quotas -------------------------------------------------------------
 
-    def quota_user(self, conn_id: int) -> str:
-        """The connection's user for client quotas: its principal's name."""
-        return self.principal_of(conn_id).partition(":")[2]
-
     def connection_throttle(self, peer: str, now_ms: int) -> int:
         """Count a new connection from ``peer`` (``host:port``) against its IP's
         ``connection_creation_rate``; 0 when within it, else how long the driver
@@ -1105,12 +991,12 @@ class Broker:
         return self.quotas.connection_throttle(host_of(peer), now_ms)
 
     def _handle_within_quotas(
-        self, conn_id: int, header: RequestHeader, body: Any, now_ms: int, size: int
+        self, session: ConnectionSession, header: RequestHeader, body: Any, now_ms: int, size: int
     ) -> Outcome:
         """:meth:`handle`, with the request measured against the connection's quotas
         (:mod:`.quotas`) and its answer throttled when it goes over one."""
         quotas = self.quotas
-        user, client_id = self.quota_user(conn_id), header.client_id or ""
+        user, client_id = session.quota_user, header.client_id or ""
         key = header.request_api_key
         if key == _FETCH:
             # Kafka's cap: no more in one answer than the quota allows in its windows.
@@ -1118,7 +1004,7 @@ class Broker:
             if cap is not None and cap < body.max_bytes:
                 body = dataclasses.replace(body, max_bytes=max(cap, 1))
         started = time.perf_counter_ns()
-        outcome = self.handle(conn_id, header, body, now_ms)
+        outcome = self._handle(session, header, body, now_ms)
         throttle = 0
         if not isinstance(outcome, NoResponse):  # Kafka exempts acks=0 Produce
             throttle = quotas.record_request_time(
@@ -1129,7 +1015,7 @@ class Broker:
                 throttle, quotas.record(PRODUCER_BYTE_RATE, user, client_id, size, now_ms)
             )
         if isinstance(outcome, Reply):
-            return self._throttled(conn_id, client_id, outcome, throttle, now_ms)
+            return self._throttled(session, client_id, outcome, throttle, now_ms)
         if isinstance(outcome, Parked):
             entry = self._entries.get(outcome.ticket)
             if entry is not None:
@@ -1139,13 +1025,13 @@ class Broker:
         return outcome
 
     def _throttled(
-        self, conn_id: int, client_id: str, reply: Reply, throttle: int, now_ms: int
+        self, session: ConnectionSession, client_id: str, reply: Reply, throttle: int, now_ms: int
     ) -> Reply:
         """``reply`` with the throttle time of its request (and a Fetch's bytes
         counted against ``consumer_byte_rate``); unchanged when not throttled."""
         body = reply.body
         if reply.api_key == _FETCH and isinstance(body, FetchPlan):
-            user = self.quota_user(conn_id)
+            user = session.quota_user
             size = body.records_size
             quotas = self.quotas
             throttle = max(
@@ -1193,8 +1079,8 @@ class Broker:
         """
         ticket = self._next_ticket
         self._next_ticket += 1
-        self._entries[ticket] = _Entry(ticket, ctx.conn_id, ctx.header, waiter)
-        self._by_conn[ctx.conn_id] = ticket
+        self._entries[ticket] = _Entry(ticket, ctx.session, ctx.header, waiter)
+        ctx.session.parked_ticket = ticket
         for tp in waiter.watches:
             self._by_partition.setdefault(tp, set()).add(ticket)
         heapq.heappush(self._deadlines, (waiter.deadline_ms, ticket))
@@ -1288,9 +1174,9 @@ class Broker:
             entry = self._entries.pop(ticket, None)
             if entry is None:
                 continue
-            if self._by_conn.get(entry.conn_id) == ticket:
-                del self._by_conn[entry.conn_id]
-            done.append(Completion(entry.conn_id, ticket, self._complete(entry, now_ms)))
+            if entry.session.parked_ticket == ticket:
+                entry.session.parked_ticket = None
+            done.append(Completion(entry.session.conn_id, ticket, self._complete(entry, now_ms)))
         if (
             self._deadlines
             and len(self._deadlines) > 64
@@ -1341,7 +1227,7 @@ class Broker:
         reply = Reply(header.correlation_id, key, version, body)
         if entry.throttle_ms or (self.quotas.active and key == _FETCH):
             return self._throttled(
-                entry.conn_id, header.client_id or "", reply, entry.throttle_ms, now_ms
+                entry.session, header.client_id or "", reply, entry.throttle_ms, now_ms
             )
         return reply
 
@@ -1368,9 +1254,9 @@ class Broker:
                 self._release_one(tok, body)
         if own is not None:
             return own
-        conn_id, ticket = token
-        self._group_waits[token] = ctx.header
-        self._by_conn[conn_id] = ticket
+        ticket = token[1]
+        self._group_waits[token] = (ctx.header, ctx.session)
+        ctx.session.parked_ticket = ticket
         return Parked(ticket)
 
     def release(self, released: Any) -> None:
@@ -1379,12 +1265,13 @@ class Broker:
             self._release_one(tok, body)
 
     def _release_one(self, token: Hashable, body: Any) -> None:
-        header = self._group_waits.pop(token, None)
-        if header is None:
+        wait = self._group_waits.pop(token, None)
+        if wait is None:
             return  # its connection is gone
+        header, session = wait
         conn_id, ticket = typing.cast(tuple[int, int], token)
-        if self._by_conn.get(conn_id) == ticket:
-            del self._by_conn[conn_id]
+        if session.parked_ticket == ticket:
+            session.parked_ticket = None
         reply = Reply(
             header.correlation_id, header.request_api_key, header.request_api_version, body
         )
@@ -1784,7 +1671,8 @@ class Broker:
         self._closed = True
         self._entries.clear()
         self._by_partition.clear()
-        self._by_conn.clear()
+        for session in self._sessions.values():
+            session.parked_ticket = None
         self._group_waits.clear()
         try:
             try:
@@ -1841,23 +1729,6 @@ class Broker:
 
 
 # -- request bodies ----------------------------------------------------------------------
-
-
-def _unauthenticated_refusal(session: SaslSession, key: int, client_id: str | None) -> Close | None:
-    """Why a request of ``key`` cannot come on a connection still (re-)authenticating."""
-    name = api(key).name if key in API_MODULES else f"API key {key}"
-    if session.reauth_of is not None and key != _SASL_AUTHENTICATE:
-        return Close(
-            f"{name} request during SASL re-authentication",
-            client_id,
-            failed_authentication=True,
-        )
-    if key not in _BEFORE_AUTHENTICATION:
-        return Close(
-            f"{name} request before SASL authentication (is the client configured for SASL?)",
-            client_id,
-        )
-    return None
 
 
 def _decode_body(key: int, version: int, frame: bytes | memoryview, start: int) -> Any:

@@ -25,13 +25,14 @@ import struct
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
-from trafka.brokerlite.authorizer import RESOURCE_OPERATIONS
+from trafka.brokerlite.authorizer import ANONYMOUS, RESOURCE_OPERATIONS
 from trafka.codec.errors import ErrorCode
 from trafka.codec.protocol import api, encode_response
 
 if TYPE_CHECKING:
     from trafka.brokerlite.broker import Broker
     from trafka.brokerlite.quotas import MutationQuota
+    from trafka.brokerlite.session import ConnectionSession
     from trafka.codec.messages.headers import RequestHeader
 
 __all__ = [
@@ -208,15 +209,21 @@ class RequestContext:
 
     Attributes:
         broker: the broker core (state, storage, coordinator, config).
-        conn_id: the connection the request came on.
+        session: the connection the request came on
+            (:class:`~trafka.brokerlite.session.ConnectionSession`).
         header: the decoded request header.
         now_ms: wall-clock time in milliseconds, given by the driver.
     """
 
     broker: Broker
-    conn_id: int
+    session: ConnectionSession
     header: RequestHeader
     now_ms: int
+
+    @property
+    def conn_id(self) -> int:
+        """The id of the connection the request came on."""
+        return self.session.conn_id
 
     @property
     def version(self) -> int:
@@ -229,12 +236,26 @@ class RequestContext:
     @property
     def principal(self) -> str:
         """The connection's principal for ACLs (``User:alice``, ``User:ANONYMOUS``)."""
-        return self.broker.principal_of(self.conn_id)
+        return self.session.principal
+
+    def token_requests_allowed(self) -> bool:
+        """Whether the connection may use the delegation-token APIs (Kafka's
+        ``allowTokenRequests``): not one that logged in with a token, nor one on a
+        PLAINTEXT listener, nor an SSL one without a client certificate."""
+        protocol = self.broker.config.security_protocol
+        if self.session.token_login or protocol == "PLAINTEXT":
+            return False
+        return not (protocol == "SSL" and self.principal == ANONYMOUS)
 
     def allowed(self, operation: int, resource_type: int, name: str) -> bool:
         """Whether this request's principal may do ``operation`` on the resource
         (:mod:`trafka.brokerlite.authorizer`; always without an authorizer)."""
-        return self.broker.authorize(self.conn_id, operation, resource_type, name)
+        authorizer = self.broker.authorizer
+        if authorizer is None:
+            return True
+        return authorizer.authorize(
+            self.principal, self.session.host, operation, resource_type, name
+        )
 
     def allowed_on_some(self, operation: int, resource_type: int) -> bool:
         """Whether the principal may do ``operation`` on some resource of the type
@@ -243,7 +264,7 @@ class RequestContext:
         if authorizer is None:
             return True
         return authorizer.authorize_by_type(
-            self.principal, self.broker.client_host(self.conn_id), operation, resource_type
+            self.principal, self.session.host, operation, resource_type
         )
 
     def authorized_operations(self, resource_type: int, name: str) -> int:
@@ -252,7 +273,7 @@ class RequestContext:
         if authorizer is None:
             return sum(1 << op for op in RESOURCE_OPERATIONS.get(resource_type, ()))
         return authorizer.authorized_operations(
-            self.principal, self.broker.client_host(self.conn_id), resource_type, name
+            self.principal, self.session.host, resource_type, name
         )
 
     def mutation_quota(self, strict_from: int) -> MutationQuota:
@@ -260,7 +281,7 @@ class RequestContext:
         (THROTTLING_QUOTA_EXCEEDED per topic) from version ``strict_from`` on."""
         broker = self.broker
         return broker.quotas.mutations(
-            broker.quota_user(self.conn_id),
+            self.session.quota_user,
             self.header.client_id or "",
             strict=self.header.request_api_version >= strict_from,
             now_ms=self.now_ms,

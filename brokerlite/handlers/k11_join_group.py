@@ -30,7 +30,7 @@ def handle(ctx: RequestContext, request: m.JoinGroupRequest) -> Any:
         return error_response(request, ctx.version, ErrorCode.GROUP_AUTHORIZATION_FAILED)
     broker = ctx.broker
     token = broker.group_token(ctx)
-    host = broker.peer(ctx.conn_id).rsplit(":", 1)[0]
+    host = ctx.session.peer.rsplit(":", 1)[0]
     released = broker.groups.join_group(
         token,
         request,

@@ -35,7 +35,7 @@ def handle(
     ctx: RequestContext, request: m.SaslAuthenticateRequest
 ) -> m.SaslAuthenticateResponse | Close:
     broker = ctx.broker
-    session = broker.sasl_session(ctx.conn_id)
+    session = ctx.session.sasl_exchange()
     if session is None:
         message = (
             "SaslAuthenticate request received after successful authentication"
@@ -60,7 +60,7 @@ def handle(
         return Close(reason, ctx.client_id, ctx.reply(answer), failed_authentication=True)
     lifetime = 0
     if session.state is SaslState.DONE:
-        broker.sasl_authenticated(ctx.conn_id, session)
+        ctx.session.authenticated(session)
         lifetime = session.session_lifetime_ms
     return m.SaslAuthenticateResponse(
         error_code=ErrorCode.NONE,

@@ -40,7 +40,7 @@ def handle(
         owner = f"{request.owner_principal_type}:{request.owner_principal_name}"
     broker = ctx.broker
     version = ctx.version
-    if not broker.token_requests_allowed(ctx.conn_id):
+    if not ctx.token_requests_allowed():
         return _refused(ErrorCode.DELEGATION_TOKEN_REQUEST_NOT_ALLOWED, owner, requester, version)
     if owner != requester and not ctx.allowed(
         AclOperation.CREATE_TOKENS, AclResourceType.USER, owner
