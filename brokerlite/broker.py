@@ -313,7 +313,7 @@ class Broker:
                     min_session_timeout_ms=config.group_min_session_timeout_ms,
                     max_session_timeout_ms=config.group_max_session_timeout_ms,
                     partition_exists=self._partition_exists,
-                    topic_id_to_name=self._topic_name,
+                    topic_id_to_name=self.topic_name,
                     consumer_topics=self._consumer_topics,
                     consumer_session_timeout_ms=config.group_consumer_session_timeout_ms,
                     consumer_heartbeat_interval_ms=config.group_consumer_heartbeat_interval_ms,
@@ -627,13 +627,10 @@ class Broker:
         info = self.logs.topic(topic)
         return info is not None and 0 <= partition < info.num_partitions
 
-    def _topic_name(self, topic_id: uuid.UUID) -> str | None:
-        info = self.logs.topic_by_id(topic_id)
-        return None if info is None else info.name
-
     def topic_name(self, topic_id: uuid.UUID) -> str | None:
         """The name of the topic with id ``topic_id``, or None."""
-        return self._topic_name(topic_id)
+        info = self.logs.topic_by_id(topic_id)
+        return None if info is None else info.name
 
     def _consumer_topics(self) -> dict[str, TopicMeta]:
         return {t.name: TopicMeta(t.name, t.topic_id, t.num_partitions) for t in self.logs.topics()}

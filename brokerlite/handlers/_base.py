@@ -3,12 +3,17 @@
 Rules and invariants:
 
 * A handler is pure protocol logic: it receives a :class:`RequestContext` and
-  the decoded request body, reads and changes broker state through
-  ``ctx.broker``, and returns either a response body (a generated response
+  the decoded request body, reads and changes broker state through the
+  context's narrow attributes (``ctx.logs``, ``ctx.groups``, ``ctx.txn``,
+  ``ctx.cluster``, ``ctx.config``, ``ctx.authorizer``... and ``ctx.session``,
+  its connection), and returns either a response body (a generated response
   dataclass, or a :class:`PartsBody` such as the Fetch response plan) or an
   :class:`Outcome` (:class:`NoResponse`, :class:`Parked`, :class:`Close`, which
   may carry a last answer to send before closing). It never blocks, never sleeps
   and never touches a socket.
+* ``ctx.broker`` is left for the operations of the broker as a whole, those
+  that span several of its parts (a deleted topic's consequences, transaction
+  markers, the parked requests' wake-ups).
 * A handler never lets a storage or coordinator error escape for one
   topic/partition: it reports it as that entry's error code. An exception that
   does escape is a bug; the broker logs it and answers with
@@ -22,6 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import struct
+import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -30,9 +36,25 @@ from trafka.codec.errors import ErrorCode
 from trafka.codec.protocol import api, encode_response
 
 if TYPE_CHECKING:
+    from trafka.brokerlite.authorizer import Authorizer
     from trafka.brokerlite.broker import Broker
-    from trafka.brokerlite.quotas import MutationQuota
+    from trafka.brokerlite.cluster_txn import ClusterTransactions
+    from trafka.brokerlite.cluster_view import ClusterView
+    from trafka.brokerlite.config import BrokerConfig
+    from trafka.brokerlite.delegation_tokens import DelegationTokens
+    from trafka.brokerlite.eos import ProducerStates
+    from trafka.brokerlite.features import FeatureStore
+    from trafka.brokerlite.fetch_sessions import FetchManager
+    from trafka.brokerlite.groups import GroupCoordinator
+    from trafka.brokerlite.log import LogManager
+    from trafka.brokerlite.metrics import BrokerMetrics
+    from trafka.brokerlite.quotas import MutationQuota, Quotas
+    from trafka.brokerlite.scram import ScramCredentials
     from trafka.brokerlite.session import ConnectionSession
+    from trafka.brokerlite.share_groups import ShareGroups
+    from trafka.brokerlite.shares import ShareFetcher
+    from trafka.brokerlite.telemetry import ClientTelemetry
+    from trafka.brokerlite.transactions import TransactionCoordinator
     from trafka.codec.messages.headers import RequestHeader
 
 __all__ = [
@@ -42,6 +64,7 @@ __all__ = [
     "Outcome",
     "Parked",
     "Part",
+    "Partitions",
     "PartsBody",
     "Reply",
     "RequestContext",
@@ -203,6 +226,20 @@ class Waiter(Protocol):
         ...
 
 
+class Partitions(Protocol):
+    """What reading and writing partitions needs: the logs, the producer states
+    and the cluster view. A :class:`RequestContext` is one, and so is the broker."""
+
+    @property
+    def logs(self) -> LogManager: ...
+
+    @property
+    def producers(self) -> ProducerStates: ...
+
+    @property
+    def cluster(self) -> ClusterView | None: ...
+
+
 @dataclasses.dataclass(slots=True)
 class RequestContext:
     """One request being handled.
@@ -225,6 +262,107 @@ class RequestContext:
         """The id of the connection the request came on."""
         return self.session.conn_id
 
+    # -- the broker's parts a handler may use (narrow views of ``broker``) ---------------
+
+    @property
+    def config(self) -> BrokerConfig:
+        """The broker's settings."""
+        return self.broker.config
+
+    @property
+    def node_id(self) -> int:
+        return self.broker.node_id
+
+    @property
+    def cluster_id(self) -> str:
+        return self.broker.cluster_id
+
+    @property
+    def advertised(self) -> tuple[str, int]:
+        """The (host, port) clients are given for this broker."""
+        return self.broker.advertised
+
+    @property
+    def logs(self) -> LogManager:
+        """Topics and partition logs."""
+        return self.broker.logs
+
+    @property
+    def producers(self) -> ProducerStates:
+        """Idempotent producers' state; every write to a partition goes through it."""
+        return self.broker.producers
+
+    @property
+    def cluster(self) -> ClusterView | None:
+        """What this broker knows of its cluster (cluster mode), else None."""
+        return self.broker.cluster
+
+    @property
+    def groups(self) -> GroupCoordinator:
+        """The consumer group coordinator."""
+        return self.broker.groups
+
+    @property
+    def share_groups(self) -> ShareGroups:
+        """The share group coordinator (KIP-932)."""
+        return self.broker.share_groups
+
+    @property
+    def shares(self) -> ShareFetcher:
+        """Share sessions and share-partitions (ShareFetch, ShareAcknowledge)."""
+        return self.broker.shares
+
+    @property
+    def txn(self) -> TransactionCoordinator:
+        """The transaction coordinator."""
+        return self.broker.txn
+
+    @property
+    def cluster_txn(self) -> ClusterTransactions | None:
+        """The cluster side of the transaction coordinator (cluster mode), else None."""
+        return self.broker.cluster_txn
+
+    @property
+    def fetch_sessions(self) -> FetchManager:
+        """Incremental fetch sessions (KIP-227)."""
+        return self.broker.fetch_sessions
+
+    @property
+    def authorizer(self) -> Authorizer | None:
+        """The ACL authorizer, None when none is configured."""
+        return self.broker.authorizer
+
+    @property
+    def quotas(self) -> Quotas:
+        return self.broker.quotas
+
+    @property
+    def features(self) -> FeatureStore:
+        return self.broker.features
+
+    @property
+    def scram(self) -> ScramCredentials:
+        return self.broker.scram
+
+    @property
+    def tokens(self) -> DelegationTokens:
+        return self.broker.tokens
+
+    @property
+    def telemetry(self) -> ClientTelemetry:
+        """Client metrics subscriptions and instances (KIP-714)."""
+        return self.broker.telemetry
+
+    @property
+    def metrics(self) -> BrokerMetrics:
+        return self.broker.metrics
+
+    def topic_name(self, topic_id: uuid.UUID) -> str | None:
+        """The name of the topic with id ``topic_id``, or None."""
+        return self.broker.topic_name(topic_id)
+
+    # -- the request ----------------------------------------------------------------------
+
     @property
     def version(self) -> int:
         return self.header.request_api_version
@@ -242,7 +380,7 @@ class RequestContext:
         """Whether the connection may use the delegation-token APIs (Kafka's
         ``allowTokenRequests``): not one that logged in with a token, nor one on a
         PLAINTEXT listener, nor an SSL one without a client certificate."""
-        protocol = self.broker.config.security_protocol
+        protocol = self.config.security_protocol
         if self.session.token_login or protocol == "PLAINTEXT":
             return False
         return not (protocol == "SSL" and self.principal == ANONYMOUS)
@@ -250,7 +388,7 @@ class RequestContext:
     def allowed(self, operation: int, resource_type: int, name: str) -> bool:
         """Whether this request's principal may do ``operation`` on the resource
         (:mod:`trafka.brokerlite.authorizer`; always without an authorizer)."""
-        authorizer = self.broker.authorizer
+        authorizer = self.authorizer
         if authorizer is None:
             return True
         return authorizer.authorize(
@@ -260,7 +398,7 @@ class RequestContext:
     def allowed_on_some(self, operation: int, resource_type: int) -> bool:
         """Whether the principal may do ``operation`` on some resource of the type
         (Kafka's ``authorizeByResourceType``; always without an authorizer)."""
-        authorizer = self.broker.authorizer
+        authorizer = self.authorizer
         if authorizer is None:
             return True
         return authorizer.authorize_by_type(
@@ -269,7 +407,7 @@ class RequestContext:
 
     def authorized_operations(self, resource_type: int, name: str) -> int:
         """The KIP-430 bit field of what the principal may do on the resource."""
-        authorizer = self.broker.authorizer
+        authorizer = self.authorizer
         if authorizer is None:
             return sum(1 << op for op in RESOURCE_OPERATIONS.get(resource_type, ()))
         return authorizer.authorized_operations(
@@ -279,8 +417,7 @@ class RequestContext:
     def mutation_quota(self, strict_from: int) -> MutationQuota:
         """This request's ``controller_mutation_rate`` quota (KIP-599), strict
         (THROTTLING_QUOTA_EXCEEDED per topic) from version ``strict_from`` on."""
-        broker = self.broker
-        return broker.quotas.mutations(
+        return self.quotas.mutations(
             self.session.quota_user,
             self.header.client_id or "",
             strict=self.header.request_api_version >= strict_from,

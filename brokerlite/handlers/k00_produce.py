@@ -110,7 +110,7 @@ def handle(
     broker = ctx.broker
     version = ctx.version
     acks = request.acks
-    if broker.authorizer is not None and _has_transactional_batches(request):
+    if ctx.authorizer is not None and _has_transactional_batches(request):
         txn_id = request.transactional_id
         if txn_id is None or not ctx.allowed(
             AclOperation.WRITE, AclResourceType.TRANSACTIONAL_ID, txn_id
@@ -126,7 +126,7 @@ def handle(
     )
     failures: list[str] = []
     responses: list[TopicResponse] = []
-    cluster = broker.cluster
+    cluster = ctx.cluster
     # acks=all in cluster mode: (topic index, partition index, topic, partition,
     # offset the high watermark must reach) of each partition appended to.
     waits: list[tuple[int, int, str, int, int]] = []
@@ -156,7 +156,7 @@ def handle(
                                 f"{topic.name}-{data.index} has fewer in-sync replicas than "
                                 "min.insync.replicas: nothing written"
                             )
-                    result = broker.producers.produce(
+                    result = ctx.producers.produce(
                         topic.name,
                         data.index,
                         records,
@@ -171,7 +171,7 @@ def handle(
                     if code is ErrorCode.NONE:
                         if not result.duplicate:
                             broker.notify_append(topic.name, data.index, len(records))
-                            broker.metrics.produced(
+                            ctx.metrics.produced(
                                 topic.name,
                                 plog.log_end_offset - result.base_offset,
                                 len(records),
@@ -200,7 +200,7 @@ def handle(
                         )
                         continue
             failures.append(f"{topic.name}-{data.index}: {code.name} ({message})")
-            broker.metrics.produce_failed(topic.name)
+            ctx.metrics.produce_failed(topic.name)
             partitions.append(
                 PartitionResponse(
                     index=data.index,

@@ -31,7 +31,7 @@ def handle(ctx: RequestContext, request: m.JoinGroupRequest) -> Any:
     broker = ctx.broker
     token = broker.group_token(ctx)
     host = ctx.session.peer.rsplit(":", 1)[0]
-    released = broker.groups.join_group(
+    released = ctx.groups.join_group(
         token,
         request,
         ctx.version,

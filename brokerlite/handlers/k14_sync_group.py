@@ -26,7 +26,7 @@ def handle(ctx: RequestContext, request: m.SyncGroupRequest) -> Any:
         return error_response(request, ctx.version, ErrorCode.GROUP_AUTHORIZATION_FAILED)
     broker = ctx.broker
     token = broker.group_token(ctx)
-    released = broker.groups.sync_group(token, request, ctx.version, ctx.now_ms)
+    released = ctx.groups.sync_group(token, request, ctx.version, ctx.now_ms)
     return broker.group_outcome(ctx, token, released)
 
 

@@ -48,7 +48,7 @@ def handle(ctx: RequestContext, request: m.ApiVersionsRequest) -> m.ApiVersionsR
     ]
     if ctx.version < 3:
         return m.ApiVersionsResponse(error_code=ErrorCode.NONE, api_keys=keys)
-    features = ctx.broker.features
+    features = ctx.features
     return m.ApiVersionsResponse(
         error_code=ErrorCode.NONE,
         api_keys=keys,

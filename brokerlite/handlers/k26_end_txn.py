@@ -37,7 +37,7 @@ MAX_VERSION = 5
 def handle(ctx: RequestContext, request: m.EndTxnRequest) -> m.EndTxnResponse:
     if not transactional_id_allowed(ctx, AclOperation.WRITE, request.transactional_id):
         return m.EndTxnResponse(error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
-    response, completions = ctx.broker.txn.end_txn(request, ctx.version, ctx.now_ms)
+    response, completions = ctx.txn.end_txn(request, ctx.version, ctx.now_ms)
     ctx.broker.defer_transactions(completions, ctx.now_ms)
     return response
 

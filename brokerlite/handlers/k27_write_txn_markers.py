@@ -51,9 +51,9 @@ def handle(ctx: RequestContext, request: m.WriteTxnMarkersRequest) -> Response |
     ) and not ctx.allowed(AclOperation.CLUSTER_ACTION, AclResourceType.CLUSTER, CLUSTER_NAME):
         return error_response(request, ctx.version, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     broker = ctx.broker
-    if broker.cluster_txn is not None:
+    if ctx.cluster_txn is not None:
         # A coordinator's markers (or an admin's), answered once replicated.
-        response, required = broker.cluster_txn.write_markers(request, ctx.now_ms)
+        response, required = ctx.cluster_txn.write_markers(request, ctx.now_ms)
         if not required:
             return response
         waiter = MarkersReplicated(

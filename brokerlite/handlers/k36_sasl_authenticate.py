@@ -34,13 +34,12 @@ MAX_VERSION = 2
 def handle(
     ctx: RequestContext, request: m.SaslAuthenticateRequest
 ) -> m.SaslAuthenticateResponse | Close:
-    broker = ctx.broker
     session = ctx.session.sasl_exchange()
     if session is None:
         message = (
             "SaslAuthenticate request received after successful authentication"
-            if broker.config.sasl_enabled
-            else f"SASL is not enabled on this {broker.config.security_protocol} listener"
+            if ctx.config.sasl_enabled
+            else f"SASL is not enabled on this {ctx.config.security_protocol} listener"
         )
         return m.SaslAuthenticateResponse(
             error_code=ErrorCode.ILLEGAL_SASL_STATE, error_message=message

@@ -39,7 +39,7 @@ def handle(
         if refused is not None:
             return m.ConsumerGroupHeartbeatResponse(error_code=refused)
     host = ctx.session.peer.rsplit(":", 1)[0]
-    return ctx.broker.groups.consumer_group_heartbeat(
+    return ctx.groups.consumer_group_heartbeat(
         request,
         ctx.version,
         ctx.now_ms,

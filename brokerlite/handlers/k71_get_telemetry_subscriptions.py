@@ -47,7 +47,7 @@ def client_info(ctx: RequestContext) -> ClientInfo:
 def handle(
     ctx: RequestContext, request: m.GetTelemetrySubscriptionsRequest
 ) -> m.GetTelemetrySubscriptionsResponse:
-    telemetry = ctx.broker.telemetry
+    telemetry = ctx.telemetry
     try:
         answer = telemetry.get_subscriptions(
             request.client_instance_id, client_info(ctx), ctx.conn_id, ctx.now_ms

@@ -36,7 +36,7 @@ log = logging.getLogger("trafka.brokerlite")
 
 def handle(ctx: RequestContext, request: m.PushTelemetryRequest) -> m.PushTelemetryResponse:
     try:
-        code, message = ctx.broker.telemetry.push(
+        code, message = ctx.telemetry.push(
             request.client_instance_id,
             request.subscription_id,
             request.terminating,

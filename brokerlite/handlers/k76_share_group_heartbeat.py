@@ -41,7 +41,7 @@ def handle(
         if refused is not None:
             return m.ShareGroupHeartbeatResponse(error_code=refused)
     host = ctx.session.peer.rsplit(":", 1)[0]
-    return ctx.broker.share_groups.heartbeat(
+    return ctx.share_groups.heartbeat(
         request, ctx.now_ms, client_id=ctx.client_id or "", client_host=f"/{host}"
     )
 
