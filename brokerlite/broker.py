@@ -74,16 +74,12 @@ Rules and invariants:
 
 from __future__ import annotations
 
-import base64
 import dataclasses
 import functools
-import heapq
 import logging
-import os
 import time
-import typing
 import uuid
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -104,7 +100,7 @@ from .authorizer import (
 )
 from .cluster_txn import ClusterTransactions, unverified
 from .cluster_view import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, ClusterView
-from .config import BrokerConfig, ConfigError
+from .config import BrokerConfig
 from .consumer_groups import TopicMeta
 from .controller import coordinator_partition
 from .delegation_tokens import TOKENS_JOURNAL, DelegationTokens
@@ -124,12 +120,19 @@ from .handlers._base import (
     Reply,
     RequestContext,
     SaslToken,
-    Waiter,
 )
 from .handlers.k01_fetch import HIGH_WATERMARK_WAKES, FetchPlan
 from .log import LogConfig, LogManager
 from .metrics import BrokerMetrics
+from .node_meta import (
+    ClusterProducerIds,
+    ProducerIdAllocator,
+    load_cluster_id,
+    new_cluster_id,
+    write_meta,
+)
 from .offsets import OffsetStore
+from .purgatory import Completion, ParkedRequest, Purgatory
 from .quotas import (
     CONSUMER_BYTE_RATE,
     PRODUCER_BYTE_RATE,
@@ -151,12 +154,14 @@ from .txn_log import ReplicatedTxnJournal
 __all__ = [
     "Broker",
     "Close",
+    "ClusterProducerIds",
     "Completion",
     "NoResponse",
     "Outcome",
     "Parked",
     "Reply",
     "SaslToken",
+    "new_cluster_id",
 ]
 
 log = logging.getLogger("trafka.brokerlite")
@@ -169,7 +174,6 @@ _QUOTA_EXEMPT = frozenset({17, 36})
 # KIP-714's client APIs, served and advertised only with client_telemetry_enabled
 # (Kafka serves them only with a telemetry receiver plugin configured).
 _TELEMETRY_KEYS = frozenset({71, 72})
-_PRODUCER_ID_BLOCK = 1000
 _OFFSET_COMMIT = 8
 # How long a coordinator's answer waits for its records to replicate (Kafka's
 # offsets.commit.timeout.ms; its transaction-state appends wait about as long).
@@ -196,24 +200,6 @@ _MARKER_WAKES = 1 << 62
 # otherwise write in the background for free.
 _MARKER_CHECK_MS = 1000
 _MARKER_SYNC_MAX = 1024
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class Completion:
-    """A parked request's reply, ready to send on ``conn_id``."""
-
-    conn_id: int
-    ticket: int
-    reply: Reply
-
-
-@dataclasses.dataclass(slots=True)
-class _Entry:
-    ticket: int
-    session: ConnectionSession
-    header: RequestHeader
-    waiter: Waiter
-    throttle_ms: int = 0  # from the request quota, when it was handled
 
 
 class Broker:
@@ -277,8 +263,8 @@ class Broker:
             #: True when this start gave the data directory its cluster id (it was
             #: new): such a directory may join an existing cluster and take its id.
             self.fresh_data_dir = not (self.data_dir / "meta.properties").exists()
-            self.cluster_id = _load_cluster_id(self.data_dir, config)
-            self._producer_ids: _ProducerIdAllocator | ClusterProducerIds = _ProducerIdAllocator(
+            self.cluster_id = load_cluster_id(self.data_dir, config)
+            self._producer_ids: ProducerIdAllocator | ClusterProducerIds = ProducerIdAllocator(
                 self.data_dir / "producer-id-block"
             )
             #: The cluster side of the transaction coordinator (cluster mode), else None.
@@ -435,13 +421,8 @@ class Broker:
         self.fetch_sessions = FetchManager(
             FetchSessionCache(config.max_incremental_fetch_session_cache_slots)
         )
-        self._entries: dict[int, _Entry] = {}
-        self._by_partition: dict[tuple[str, int], set[int]] = {}
-        self._deadlines: list[tuple[int, int]] = []
-        self._ready: list[int] = []
-        self._group_waits: dict[Hashable, tuple[RequestHeader, ConnectionSession]] = {}
-        self._group_done: list[Completion] = []
-        self._next_ticket = 1
+        #: The requests parked until they can be answered.
+        self.purgatory = Purgatory(self._complete)
         self._next_retention_ms = now_ms + config.log_retention_check_interval_ms
         self._next_flush_ms = now_ms + _FLUSH_CHECK_MS
         self._next_producer_expiry_ms = now_ms + config.producer_id_expiration_check_interval_ms
@@ -597,7 +578,7 @@ class Broker:
 
     def adopt_cluster_id(self, cluster_id: str) -> None:
         """Take the id of the cluster this (new) data directory is joining."""
-        _write_meta(self.data_dir / "meta.properties", cluster_id, self.config.node_id)
+        write_meta(self.data_dir / "meta.properties", cluster_id, self.config.node_id)
         self.cluster_id = cluster_id
 
     def use_cluster_producer_ids(self, ids: ClusterProducerIds) -> None:
@@ -607,7 +588,7 @@ class Broker:
     def wake(self, ticket: int) -> None:
         """Complete a parked request at the next :meth:`poll` (its waiter decides
         the answer): the cluster driver's way to say its work for it is done."""
-        self._mark_ready(ticket)
+        self.purgatory.wake(ticket)
 
     def _log_end_offset(self, topic: str, partition: int) -> int:
         """The partition's log end offset, -1 when it no longer exists."""
@@ -701,13 +682,11 @@ class Broker:
         session = self._sessions.pop(conn_id, None)
         self.telemetry.connection_closed(conn_id)
         self.shares.connection_closed(conn_id)
-        if session is None or session.parked_ticket is None:
+        if session is None:
             return
-        ticket, session.parked_ticket = session.parked_ticket, None
-        self._drop(ticket)
-        token = (conn_id, ticket)
-        if self._group_waits.pop(token, None) is not None:
-            self.release(self.groups.connection_closed([token]))
+        token = self.purgatory.connection_closed(session)
+        if token is not None:
+            self.purgatory.release(self.groups.connection_closed([token]))
 
     # -- SASL authentication ----------------------------------------------------
 
@@ -1014,7 +993,7 @@ class Broker:
         if isinstance(outcome, Reply):
             return self._throttled(session, client_id, outcome, throttle, now_ms)
         if isinstance(outcome, Parked):
-            entry = self._entries.get(outcome.ticket)
+            entry = self.purgatory.get(outcome.ticket)
             if entry is not None:
                 entry.throttle_ms = throttle
         elif isinstance(outcome, NoResponse) and throttle:
@@ -1066,54 +1045,24 @@ class Broker:
 
     # -- parked requests ------------------------------------------------------
 
-    def park(self, ctx: RequestContext, waiter: Waiter) -> Parked:
-        """Park the request of ``ctx`` until ``waiter`` completes.
-
-        The reply is produced by ``waiter.complete(now_ms)`` and returned by
-        :meth:`poll` when data arrives on a watched partition and the waiter
-        accepts it, when ``waiter.deadline_ms`` passes, or when a watched
-        topic is deleted or changed.
-        """
-        ticket = self._next_ticket
-        self._next_ticket += 1
-        self._entries[ticket] = _Entry(ticket, ctx.session, ctx.header, waiter)
-        ctx.session.parked_ticket = ticket
-        for tp in waiter.watches:
-            self._by_partition.setdefault(tp, set()).add(ticket)
-        heapq.heappush(self._deadlines, (waiter.deadline_ms, ticket))
-        return Parked(ticket)
-
     def parked_by_api(self) -> dict[int, int]:
         """How many requests wait parked (Kafka's purgatories), per API key."""
-        out: dict[int, int] = {}
-        for entry in self._entries.values():
-            key = entry.header.request_api_key
-            out[key] = out.get(key, 0) + 1
-        return out
+        return self.purgatory.by_api()
 
     def notify_append(self, topic: str, partition: int, nbytes: int) -> None:
         """Data was appended to a partition: wake the parked requests that wanted it."""
-        tickets = self._by_partition.get((topic, partition))
-        if not tickets:
-            return
-        for ticket in list(tickets):
-            entry = self._entries.get(ticket)
-            if entry is not None and entry.waiter.on_append(topic, partition, nbytes):
-                self._mark_ready(ticket)
+        self.purgatory.notify_append(topic, partition, nbytes)
 
     def _notify_available(self, topic: str, partition: int) -> None:
         """Records of a share-partition became available again: wake its share fetches."""
-        self.notify_append(topic, partition, 0)
+        self.purgatory.notify_append(topic, partition, 0)
 
     def notify_topic_changed(self, topic: str, *, deleted: bool) -> None:
         """A topic was deleted or resized: complete the requests watching it now.
 
         A deleted topic's committed offsets are dropped from every group.
         """
-        for (name, _), tickets in list(self._by_partition.items()):
-            if name == topic:
-                for ticket in list(tickets):
-                    self._mark_ready(ticket)
+        self.purgatory.wake_topic(topic)
         if deleted:
             self.producers.drop_topic(topic)
             self.shares.topic_deleted(topic)
@@ -1126,26 +1075,6 @@ class Broker:
             except Exception:
                 log.exception("cannot drop the committed offsets of deleted topic %r", topic)
 
-    def _mark_ready(self, ticket: int) -> None:
-        entry = self._entries.get(ticket)
-        if entry is None:
-            return
-        self._unwatch(entry)
-        self._ready.append(ticket)
-
-    def _unwatch(self, entry: _Entry) -> None:
-        for tp in entry.waiter.watches:
-            tickets = self._by_partition.get(tp)
-            if tickets is not None:
-                tickets.discard(entry.ticket)
-                if not tickets:
-                    del self._by_partition[tp]
-
-    def _drop(self, ticket: int) -> None:
-        entry = self._entries.pop(ticket, None)
-        if entry is not None:
-            self._unwatch(entry)
-
     def has_ready(self) -> bool:
         """True when :meth:`poll` has completions to return without waiting.
 
@@ -1153,7 +1082,7 @@ class Broker:
         :meth:`next_deadline` asks for a poll at once instead, so that a driver
         polls after it has sent the answer that comes before them.
         """
-        return bool(self._ready) or bool(self._group_done)
+        return self.purgatory.has_ready()
 
     def poll(self, now_ms: int) -> list[Completion]:
         """Completions due at ``now_ms``, and periodic work (retention, timers)."""
@@ -1161,28 +1090,9 @@ class Broker:
         if self._txn_pending:
             # First: the markers may wake parked fetches answered below.
             self._run_deferred_transactions(now_ms)
-        while self._deadlines and self._deadlines[0][0] <= now_ms:
-            _, ticket = heapq.heappop(self._deadlines)
-            if ticket in self._entries:
-                self._mark_ready(ticket)
-        done: list[Completion] = []
-        ready, self._ready = self._ready, []
-        for ticket in ready:
-            entry = self._entries.pop(ticket, None)
-            if entry is None:
-                continue
-            if entry.session.parked_ticket == ticket:
-                entry.session.parked_ticket = None
-            done.append(Completion(entry.session.conn_id, ticket, self._complete(entry, now_ms)))
-        if (
-            self._deadlines
-            and len(self._deadlines) > 64
-            and len(self._deadlines) > 4 * len(self._entries)
-        ):
-            # Completed entries leave stale heap items behind; rebuild now and then.
-            self._deadlines = [(d, t) for d, t in self._deadlines if t in self._entries]
-            heapq.heapify(self._deadlines)
-        self.release(self.groups.tick(now_ms))
+        purgatory = self.purgatory
+        done = purgatory.take_ready(now_ms)
+        purgatory.release(self.groups.tick(now_ms))
         self.complete_transactions(self.txn.tick(now_ms), now_ms)
         share_deadline = self.shares.next_deadline()
         if share_deadline is not None and share_deadline <= now_ms:
@@ -1190,9 +1100,7 @@ class Broker:
         if now_ms >= self._next_marker_check_ms:
             self._next_marker_check_ms = now_ms + _MARKER_CHECK_MS
             self._prune_markers()
-        if self._group_done:
-            done.extend(self._group_done)
-            self._group_done = []
+        done.extend(purgatory.take_group_done())
         if now_ms >= self._next_retention_ms:
             self._next_retention_ms = now_ms + self.config.log_retention_check_interval_ms
             self._run_retention(now_ms)
@@ -1211,7 +1119,9 @@ class Broker:
                 log.exception("periodic flush failed")
         return done
 
-    def _complete(self, entry: _Entry, now_ms: int) -> Reply:
+    def _complete(self, entry: ParkedRequest, now_ms: int) -> Reply:
+        """A waiter's reply, throttled as its request's quotas say (the purgatory's
+        ``finish``)."""
         header = entry.header
         key, version = header.request_api_key, header.request_api_version
         try:
@@ -1228,52 +1138,6 @@ class Broker:
             )
         return reply
 
-    # -- requests answered by the group coordinator ------------------------------
-
-    def group_token(self, ctx: RequestContext) -> tuple[int, int]:
-        """A token for a request the coordinator may park (JoinGroup, SyncGroup)."""
-        ticket = self._next_ticket
-        self._next_ticket += 1
-        return (ctx.conn_id, ticket)
-
-    def group_outcome(self, ctx: RequestContext, token: tuple[int, int], released: Any) -> Any:
-        """Sort the coordinator's ``(token, response)`` pairs for a request.
-
-        Returns:
-            The request's own response when the coordinator answered it at once,
-            else :class:`Parked` (its response comes out of a later :meth:`poll`).
-        """
-        own = None
-        for tok, body in released:
-            if tok == token:
-                own = body
-            else:
-                self._release_one(tok, body)
-        if own is not None:
-            return own
-        ticket = token[1]
-        self._group_waits[token] = (ctx.header, ctx.session)
-        ctx.session.parked_ticket = ticket
-        return Parked(ticket)
-
-    def release(self, released: Any) -> None:
-        """Queue the coordinator's ``(token, response)`` pairs for their connections."""
-        for tok, body in released:
-            self._release_one(tok, body)
-
-    def _release_one(self, token: Hashable, body: Any) -> None:
-        wait = self._group_waits.pop(token, None)
-        if wait is None:
-            return  # its connection is gone
-        header, session = wait
-        conn_id, ticket = typing.cast(tuple[int, int], token)
-        if session.parked_ticket == ticket:
-            session.parked_ticket = None
-        reply = Reply(
-            header.correlation_id, header.request_api_key, header.request_api_version, body
-        )
-        self._group_done.append(Completion(conn_id, ticket, reply))
-
     def next_deadline(self) -> int | None:
         """The wall-clock time at which :meth:`poll` has work, or None."""
         candidates = [
@@ -1281,10 +1145,9 @@ class Broker:
             self._next_flush_ms,
             self._next_producer_expiry_ms,
         ]
-        while self._deadlines and self._deadlines[0][1] not in self._entries:
-            heapq.heappop(self._deadlines)
-        if self._deadlines:
-            candidates.append(self._deadlines[0][0])
+        parked_deadline = self.purgatory.next_deadline()
+        if parked_deadline is not None:
+            candidates.append(parked_deadline)
         group_deadline = self.groups.next_deadline()
         if group_deadline is not None:
             candidates.append(group_deadline)
@@ -1666,11 +1529,7 @@ class Broker:
         if self._closed:
             return
         self._closed = True
-        self._entries.clear()
-        self._by_partition.clear()
-        for session in self._sessions.values():
-            session.parked_ticket = None
-        self._group_waits.clear()
+        self.purgatory.clear()
         try:
             try:
                 if self._txn_pending:
@@ -1738,89 +1597,6 @@ def _decode_body(key: int, version: int, frame: bytes | memoryview, start: int) 
     return decode_request_body(key, version, frame, allow_trailing=True, start=start)
 
 
-# -- durable broker metadata ------------------------------------------------------------
-
-
-def _atomic_write(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
-
-
-def _read_properties(path: Path) -> dict[str, str]:
-    values: dict[str, str] = {}
-    for line in path.read_text(encoding="utf-8").splitlines():
-        line = line.strip()
-        if line and not line.startswith("#") and "=" in line:
-            key, value = line.split("=", 1)
-            values[key.strip()] = value.strip()
-    return values
-
-
-def new_cluster_id() -> str:
-    """A cluster id in Kafka's format: a random UUID as 22 url-safe base64 characters."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode("ascii").rstrip("=")
-
-
-def _load_cluster_id(data_dir: Path, config: BrokerConfig) -> str:
-    meta = data_dir / "meta.properties"
-    if meta.exists():
-        stored = _read_properties(meta).get("cluster.id")
-        if stored:
-            if config.cluster_id is not None and config.cluster_id != stored:
-                raise ConfigError(
-                    f"cluster_id {config.cluster_id!r} does not match {stored!r} stored in {meta}"
-                )
-            return stored
-    cluster_id = config.cluster_id or new_cluster_id()
-    _write_meta(meta, cluster_id, config.node_id)
-    return cluster_id
-
-
-def _write_meta(path: Path, cluster_id: str, node_id: int) -> None:
-    """``meta.properties``: the data directory's cluster and node ids."""
-    _atomic_write(
-        path,
-        f"# brokerlite broker metadata\nversion=1\ncluster.id={cluster_id}\nnode.id={node_id}\n",
-    )
-
-
-class _ProducerIdAllocator:
-    """Producer ids from a durable counter, reserved in blocks like Kafka does.
-
-    The file holds the first id of the next unreserved block; it is advanced
-    (atomically) before any id of a new block is handed out, so a crash can
-    skip ids but never repeat one.
-    """
-
-    def __init__(self, path: Path) -> None:
-        self._path = path
-        self._next = 0
-        self._limit = 0
-        if path.exists():
-            text = path.read_text(encoding="utf-8").strip()
-            try:
-                self._next = self._limit = int(text)
-            except ValueError:
-                raise ConfigError(f"{path}: not a producer id ({text!r})") from None
-
-    def next(self) -> int:
-        if self._next >= self._limit:
-            self._limit = self._next + _PRODUCER_ID_BLOCK
-            _atomic_write(self._path, f"{self._limit}\n")
-        pid = self._next
-        self._next += 1
-        return pid
-
-
 class _Replicated:
     """A coordinator's answer waiting for its records to reach the ISR (cluster mode)."""
 
@@ -1860,40 +1636,6 @@ class _Replicated:
     def complete(self, now_ms: int) -> Any:
         outcome = self._outcome()
         return self._timed_out if outcome is None else outcome
-
-
-class ClusterProducerIds:
-    """Producer ids from blocks the cluster's ZooKeeper hands to this broker (cluster
-    mode), so that no two brokers ever give out the same id. ``want_more`` is
-    called when the ids left run low; the driver then adds a block."""
-
-    def __init__(self, want_more: Callable[[], None]) -> None:
-        self._blocks: list[tuple[int, int]] = []  # (next, last) each
-        self._want_more = want_more
-        self._asked = False
-
-    def add_block(self, start: int, end: int) -> None:
-        self._blocks.append((start, end))
-        self._asked = False
-
-    def left(self) -> int:
-        return sum(end - nxt + 1 for nxt, end in self._blocks)
-
-    def next(self) -> int:
-        if not self._blocks:
-            if not self._asked:
-                self._asked = True
-                self._want_more()
-            raise BrokerError("no producer id block from ZooKeeper yet; retry shortly")
-        nxt, end = self._blocks[0]
-        if nxt == end:
-            self._blocks.pop(0)
-        else:
-            self._blocks[0] = (nxt + 1, end)
-        if self.left() < _PRODUCER_ID_BLOCK // 2 and not self._asked:
-            self._asked = True
-            self._want_more()
-        return nxt
 
 
 def _transactional_ids(api_key: int, version: int, body: Any) -> list[str]:

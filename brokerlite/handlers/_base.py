@@ -48,6 +48,7 @@ if TYPE_CHECKING:
     from trafka.brokerlite.groups import GroupCoordinator
     from trafka.brokerlite.log import LogManager
     from trafka.brokerlite.metrics import BrokerMetrics
+    from trafka.brokerlite.purgatory import Purgatory
     from trafka.brokerlite.quotas import MutationQuota, Quotas
     from trafka.brokerlite.scram import ScramCredentials
     from trafka.brokerlite.session import ConnectionSession
@@ -212,7 +213,7 @@ Outcome = Reply | SaslToken | NoResponse | Parked | Close
 
 
 class Waiter(Protocol):
-    """A parked request inside the broker core (see ``Broker.park``)."""
+    """A parked request inside the broker core (see ``RequestContext.park``)."""
 
     deadline_ms: int
     watches: frozenset[tuple[str, int]]
@@ -357,6 +358,12 @@ class RequestContext:
     def metrics(self) -> BrokerMetrics:
         return self.broker.metrics
 
+    @property
+    def purgatory(self) -> Purgatory:
+        """The requests parked in the core: wake them (``notify_append``), or queue
+        the coordinator's answers for their connections (``release``)."""
+        return self.broker.purgatory
+
     def topic_name(self, topic_id: uuid.UUID) -> str | None:
         """The name of the topic with id ``topic_id``, or None."""
         return self.broker.topic_name(topic_id)
@@ -425,8 +432,23 @@ class RequestContext:
         )
 
     def park(self, waiter: Waiter) -> Parked:
-        """Park this request until ``waiter`` completes (see ``Broker.park``)."""
-        return self.broker.park(self, waiter)
+        """Park this request until ``waiter`` completes: its reply is built by
+        ``waiter.complete(now_ms)`` and returned by ``Broker.poll`` when data
+        arrives on a watched partition and the waiter accepts it, when
+        ``waiter.deadline_ms`` passes, or when a watched topic is deleted or
+        changed (:mod:`trafka.brokerlite.purgatory`)."""
+        return self.purgatory.park(self.session, self.header, waiter)
+
+    def group_token(self) -> tuple[int, int]:
+        """A token for this request, which the group coordinator may park
+        (JoinGroup, SyncGroup)."""
+        return self.purgatory.group_token(self.session.conn_id)
+
+    def group_outcome(self, token: tuple[int, int], released: Any) -> Any:
+        """This request's answer among the coordinator's ``(token, response)``
+        pairs (the others are queued for their connections), or :class:`Parked`
+        when the coordinator holds it."""
+        return self.purgatory.group_outcome(self.session, self.header, token, released)
 
     def reply(self, body: Any) -> Reply:
         """``body`` as the answer to this request."""

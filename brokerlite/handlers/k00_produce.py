@@ -170,7 +170,7 @@ def handle(
                     code, message = result.error, result.message or result.error.name
                     if code is ErrorCode.NONE:
                         if not result.duplicate:
-                            broker.notify_append(topic.name, data.index, len(records))
+                            ctx.purgatory.notify_append(topic.name, data.index, len(records))
                             ctx.metrics.produced(
                                 topic.name,
                                 plog.log_end_offset - result.base_offset,

@@ -27,7 +27,7 @@ def handle(ctx: RequestContext, request: m.LeaveGroupRequest) -> m.LeaveGroupRes
     if not group_allowed(ctx, AclOperation.READ, request.group_id):
         return error_response(request, ctx.version, ErrorCode.GROUP_AUTHORIZATION_FAILED)
     response, released = ctx.groups.leave_group(request, ctx.version, ctx.now_ms)
-    ctx.broker.release(released)
+    ctx.purgatory.release(released)
     return response
 
 

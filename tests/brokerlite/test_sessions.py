@@ -82,7 +82,7 @@ def test_closed_connections_leave_nothing_behind(open_core: Any, sasl: bool) -> 
         use_connection(core, conn_id, conn_id % 4, sasl=sasl)
     assert broker.open_sessions == 1 + len(conns)
     assert broker.parked_by_api() == {1: 50}
-    assert len(broker._group_waits) == 50
+    assert broker.purgatory.waiting == 100  # the fetches and the JoinGroups
     assert broker.telemetry.instance_count == 50
     if sasl:
         assert all(broker.principal(c) == "alice" for c in conns)
@@ -91,8 +91,7 @@ def test_closed_connections_leave_nothing_behind(open_core: Any, sasl: bool) -> 
     core.poll()  # members whose JoinGroup was parked leave their groups
     assert broker.open_sessions == 1  # the test's own connection 1
     assert live_sessions() == before
-    assert broker.parked_by_api() == {}
-    assert not broker._group_waits
+    assert broker.purgatory.waiting == 0
     assert not broker.has_ready()
     assert broker.telemetry.instance_count == 0
     # Forgotten for good: the ids are new connections again.
