@@ -39,30 +39,11 @@ Rules and invariants:
 * Every write to a partition log goes through ``self.producers`` (Produce and
   transaction markers), which keeps each partition's producer state equal to
   what its log holds.
-* A transaction outcome (:meth:`complete_transactions`) is acknowledged to the
-  coordinator only after all its markers and offsets are written; until then
-  the coordinator keeps it prepared and issues it again.
-* EndTxn (and InitProducerId fencing an open transaction) is answered once the
-  coordinator's decision is written (fsynced too when a partition of the
-  transaction has ``flush.messages=1``); its markers are written just after
-  (:meth:`defer_transactions`): by the next :meth:`poll` (:meth:`next_deadline`
-  asks for one at once), or before the next request is handled, whichever comes
-  first, and always after an fsync of the decision. No request is therefore
-  ever handled while a decided transaction waits for its markers, unless
-  writing them failed (then it gets CONCURRENT_TRANSACTIONS until the
-  coordinator's retry succeeds).
-* Markers are not fsynced. Their positions are in the coordinator's journal
-  (written before the transaction counts as complete) until the broker knows
-  them on disk: below a partition's active segment (a roll fsyncs the segment it
-  finishes; checked every ``_MARKER_CHECK_MS``), after a clean close, or after
-  an fsync of the partitions done early because ``_MARKER_SYNC_MAX`` positions
-  piled up (the journal keeps one per producer, partition and outcome run, so a
-  steady stream of commits holds one). When the broker opens, a producer's
-  recorded marker at or beyond its partition's log end was lost with the log's
-  tail in a power loss: if the producer still has a transaction open there, the
-  marker is written again (and fsynced) before anything else, so no transaction
-  is left open by a lost marker and the last stable offset never passes a
-  transaction before its marker is in the log.
+* Transaction outcomes are carried out on this broker's partitions by
+  :class:`~.txn_markers.TransactionMarkers` (``self.markers``), whose rules say
+  when markers are written, acknowledged and known durable. Deferred markers
+  are written before the next request is handled and by the next :meth:`poll`.
+* Parked requests live in :class:`~.purgatory.Purgatory` (``self.purgatory``).
 * Whatever the broker knows of a connection is in its
   :class:`~.session.ConnectionSession`, opened by :meth:`connection_opened` (or
   by the first request of a connection not seen before) and dropped whole by
@@ -105,7 +86,7 @@ from .consumer_groups import TopicMeta
 from .controller import coordinator_partition
 from .delegation_tokens import TOKENS_JOURNAL, DelegationTokens
 from .eos import ProducerStates, TxnVerifier
-from .errors import BrokerError, OffsetStoreError, UnknownTopicOrPartitionError
+from .errors import OffsetStoreError, UnknownTopicOrPartitionError
 from .features import FEATURES_JOURNAL, SHARE_VERSION, FeatureStore
 from .fetch_sessions import FetchManager, FetchSessionCache
 from .group_log import ReplicatedOffsetStore
@@ -147,9 +128,10 @@ from .session import ConnectionSession, SaslPolicy, unauthenticated_refusal
 from .share_groups import SHARE_GROUPS_JOURNAL, ShareGroups, ShareGroupSettings, ShareGroupStore
 from .shares import ShareFetcher, ShareStateStore
 from .telemetry import CLIENT_METRICS_JOURNAL, ClientTelemetry
-from .transactions import TransactionCoordinator, TxnCompletion, classic_group_validator
-from .txn_journal import TxnJournal, WrittenMarker
+from .transactions import TransactionCoordinator, classic_group_validator
+from .txn_journal import TxnJournal
 from .txn_log import ReplicatedTxnJournal
+from .txn_markers import TransactionMarkers
 
 __all__ = [
     "Broker",
@@ -191,15 +173,6 @@ _FLUSH_CHECK_MS = 1000
 GROUPS_JOURNAL = "trafka-groups.journal"
 SHARE_STATE_JOURNAL = "trafka-share-state.journal"
 TRANSACTIONS_JOURNAL = "trafka-transactions.journal"
-# A marker can make a whole transaction readable at once: it wakes every parked
-# fetch of its partition, whatever bytes they still wait for.
-_MARKER_WAKES = 1 << 62
-# Unsynced transaction markers: look this often for those a segment roll made
-# durable, and fsync their partitions only when this many positions pile up. The
-# fsync writes all the partition's data not yet on disk, which the kernel would
-# otherwise write in the background for free.
-_MARKER_CHECK_MS = 1000
-_MARKER_SYNC_MAX = 1024
 
 
 class Broker:
@@ -406,17 +379,25 @@ class Broker:
             self.groups.store.close()
             self.logs.close()
             raise
-        self._txn_pending: list[TxnCompletion] = []
         #: Checks a transactional Produce against its transaction (KIP-890 part 1);
         #: in a cluster the coordinator is elsewhere (see cluster_txn).
         self.verify_transactional: TxnVerifier = (
             self.txn.verify_partition if self.cluster_txn is None else unverified
         )
-        self._last_now_ms = now_ms  # for what close() still has to carry out
-        self._next_marker_check_ms = now_ms + _MARKER_CHECK_MS
+        #: The transaction outcomes' markers and offsets written here.
+        self.markers = TransactionMarkers(
+            txn=self.txn,
+            producers=self.producers,
+            logs=self.logs,
+            groups=self.groups,
+            cluster_txn=self.cluster_txn,
+            partition_exists=self._partition_exists,
+            notify_append=self.notify_append,
+            now_ms=now_ms,
+        )
         if not config.cluster_mode:
             # (In a cluster, markers are acknowledged by their partitions' replicas.)
-            self._recover_markers(now_ms)
+            self.markers.recover(now_ms)
         # Incremental fetch sessions (KIP-227), Kafka's FetchManager and its cache.
         self.fetch_sessions = FetchManager(
             FetchSessionCache(config.max_incremental_fetch_session_cache_slots)
@@ -429,7 +410,7 @@ class Broker:
         self._closed = False
         if not config.cluster_mode:
             # (In a cluster a partition's open transactions are its coordinator's.)
-            self._abort_hanging_transactions(now_ms)
+            self.markers.abort_hanging(now_ms)
         #: Prometheus counters and gauges (:mod:`.metrics`).
         self.metrics = BrokerMetrics()
         self.metrics.attach(self)
@@ -841,9 +822,9 @@ class Broker:
                 header.request_api_version,
                 spec.refusal(body, header.request_api_version, ErrorCode.UNSUPPORTED_VERSION),
             )
-        if self._txn_pending:
+        if self.markers.pending:
             # Markers of a transaction answered just before: no request may see it half done.
-            self._run_deferred_transactions(now_ms)
+            self.markers.run_deferred(now_ms)
         elsewhere: list[str] = []  # groups of a batched OffsetFetch coordinated elsewhere
         if self.cluster is not None and spec.api_key in _GROUP_KEYED:
             batched = list(getattr(body, "groups", None) or ())
@@ -1078,7 +1059,7 @@ class Broker:
     def has_ready(self) -> bool:
         """True when :meth:`poll` has completions to return without waiting.
 
-        Markers waiting to be written (:meth:`defer_transactions`) do not count:
+        Markers waiting to be written (``markers.defer``) do not count:
         :meth:`next_deadline` asks for a poll at once instead, so that a driver
         polls after it has sent the answer that comes before them.
         """
@@ -1087,19 +1068,18 @@ class Broker:
     def poll(self, now_ms: int) -> list[Completion]:
         """Completions due at ``now_ms``, and periodic work (retention, timers)."""
         self._now_ms = now_ms
-        if self._txn_pending:
+        markers = self.markers
+        if markers.pending:
             # First: the markers may wake parked fetches answered below.
-            self._run_deferred_transactions(now_ms)
+            markers.run_deferred(now_ms)
         purgatory = self.purgatory
         done = purgatory.take_ready(now_ms)
         purgatory.release(self.groups.tick(now_ms))
-        self.complete_transactions(self.txn.tick(now_ms), now_ms)
+        markers.complete(self.txn.tick(now_ms), now_ms)
         share_deadline = self.shares.next_deadline()
         if share_deadline is not None and share_deadline <= now_ms:
             self.shares.tick(now_ms)
-        if now_ms >= self._next_marker_check_ms:
-            self._next_marker_check_ms = now_ms + _MARKER_CHECK_MS
-            self._prune_markers()
+        markers.check(now_ms)
         done.extend(purgatory.take_group_done())
         if now_ms >= self._next_retention_ms:
             self._next_retention_ms = now_ms + self.config.log_retention_check_interval_ms
@@ -1157,10 +1137,9 @@ class Broker:
         share_deadline = self.shares.next_deadline()
         if share_deadline is not None:
             candidates.append(share_deadline)
-        if self._txn_pending:
-            candidates.append(0)
-        elif self.txn.unsynced_marker_count:
-            candidates.append(self._next_marker_check_ms)
+        markers_deadline = self.markers.next_deadline()
+        if markers_deadline is not None:
+            candidates.append(markers_deadline)
         return min(candidates)
 
     # -- periodic work ----------------------------------------------------------
@@ -1175,333 +1154,6 @@ class Broker:
             log.info("retention deleted %d segment(s)", deleted)
         # Moving log start offsets drop aborted-transaction entries below them.
         self.producers.truncate_heads()
-
-    # -- transactions ------------------------------------------------------------
-
-    def complete_transactions(self, completions: Iterable[TxnCompletion], now_ms: int) -> None:
-        """Carry out transaction outcomes: markers, then offsets, then acknowledge.
-
-        For each completion (see :mod:`.transactions`): a COMMIT or ABORT control
-        batch goes to every partition of the transaction that still exists, a
-        commit's group offsets are applied, and only then does the coordinator hear
-        that the markers are written, and where. The journal is fsynced first, so
-        that no marker or offset reaches the disk before its decision (EndTxn may
-        have been answered with the decision only written). Markers are not
-        fsynced here (see the module docstring). Any failure leaves the
-        transaction prepared; the coordinator issues it again after its retry
-        backoff, and markers written twice are harmless.
-        """
-        if self.cluster_txn is not None:
-            # Markers go to the partitions' leaders once the decision is replicated.
-            self.cluster_txn.queue(completions)
-            return
-        txn = self.txn
-        completions = list(completions)
-        if completions and not txn.flush_decisions():
-            return  # no marker before its decision is on disk; issued again later
-        for completion in completions:
-            written = self._write_completion(completion, now_ms)
-            if written is not None:
-                txn.markers_written(completion, now_ms, written)
-        if txn.unsynced_marker_count >= _MARKER_SYNC_MAX:
-            self._sync_markers(now_ms)
-
-    def defer_transactions(self, completions: Iterable[TxnCompletion], now_ms: int) -> None:
-        """Carry out transaction outcomes after the current request is answered.
-
-        For handlers whose answer only needs the decision written (EndTxn,
-        InitProducerId): the markers are written by the next :meth:`poll` or
-        before the next request, whichever comes first (or by :meth:`close`).
-        """
-        self._last_now_ms = now_ms
-        self._txn_pending.extend(completions)
-
-    def _run_deferred_transactions(self, now_ms: int) -> None:
-        self._last_now_ms = now_ms
-        pending, self._txn_pending = self._txn_pending, []
-        try:
-            self.complete_transactions(pending, now_ms)
-        except Exception:
-            # Never the fault of the request that happens to come next; the
-            # coordinator issues what is still prepared again after its backoff.
-            log.exception("internal error completing transactions")
-
-    def _write_completion(
-        self, completion: TxnCompletion, now_ms: int
-    ) -> list[WrittenMarker] | None:
-        """Write a completion's markers and offsets; where the markers went, or None."""
-        outcome = "commit" if completion.commit else "abort"
-        written: list[WrittenMarker] = []
-        for marker in completion.markers:
-            topic, partition = marker.topic, marker.partition
-            if not self._partition_exists(topic, partition):
-                continue  # deleted since it joined the transaction
-            try:
-                offset = self.producers.write_marker(
-                    topic,
-                    partition,
-                    producer_id=marker.producer_id,
-                    producer_epoch=marker.producer_epoch,
-                    coordinator_epoch=marker.coordinator_epoch,
-                    commit=marker.commit,
-                    now_ms=now_ms,
-                )
-            except Exception:
-                log.exception(
-                    "transaction %r: cannot write its %s marker to %s-%d; will retry",
-                    completion.transactional_id,
-                    outcome,
-                    topic,
-                    partition,
-                )
-                return None
-            if offset is not None:
-                written.append(
-                    WrittenMarker(
-                        topic,
-                        partition,
-                        offset,
-                        marker.producer_id,
-                        marker.producer_epoch,
-                        marker.coordinator_epoch,
-                        marker.commit,
-                    )
-                )
-                self.notify_append(topic, partition, _MARKER_WAKES)
-        for group_id, offsets in completion.offsets.items():
-            live = {tp: o for tp, o in offsets.items() if self._partition_exists(*tp)}
-            if not live:
-                continue
-            try:
-                self.groups.commit_transactional_offsets(group_id, live, now_ms)
-            except Exception:
-                log.exception(
-                    "transaction %r: cannot apply the offsets of group %r; will retry",
-                    completion.transactional_id,
-                    group_id,
-                )
-                return None
-        return written
-
-    def _prune_markers(self) -> None:
-        """Forget the marker positions that segment rolls made durable (no fsync)."""
-        durable: dict[tuple[str, int], int | None] = {}
-        for (topic, partition), markers in self.txn.unsynced_markers().items():
-            if not self._partition_exists(topic, partition):
-                durable[(topic, partition)] = None
-                continue
-            try:
-                base = self.logs.partition(topic, partition).active_segment_base_offset
-            except Exception:
-                continue
-            if markers[0].offset < base:
-                durable[(topic, partition)] = base
-        if durable:
-            self.txn.markers_synced(durable)
-
-    def _sync_markers(self, now_ms: int | None) -> None:
-        """fsync the partitions holding unsynced markers, then let the journal forget them."""
-        synced: dict[tuple[str, int], int | None] = {}
-        for topic, partition in self.txn.unsynced_markers():
-            if not self._partition_exists(topic, partition):
-                synced[(topic, partition)] = None
-                continue
-            try:
-                plog = self.logs.partition(topic, partition)
-                end = plog.log_end_offset
-                plog.flush(now_ms=now_ms)
-            except Exception:
-                # Kept: a later sync (or the next start) deals with them.
-                log.exception("cannot fsync the transaction markers of %s-%d", topic, partition)
-                continue
-            synced[(topic, partition)] = end
-        if synced:
-            self.txn.markers_synced(synced)
-
-    def _recover_markers(self, now_ms: int) -> None:
-        """Write again the recorded markers that a crash took from the logs (at open).
-
-        A partition log comes back from a power loss as a prefix of what was
-        written, so a recorded marker at or beyond its log end is lost together with
-        everything after it: a producer's first such marker in a partition is the
-        one its open transaction there (if any) is waiting for.
-        """
-        dealt_with: dict[tuple[str, int], int | None] = {}
-        for (topic, partition), markers in self.txn.unsynced_markers().items():
-            if not self._partition_exists(topic, partition):
-                dealt_with[(topic, partition)] = None
-                continue
-            try:
-                plog = self.logs.partition(topic, partition)
-                end = plog.log_end_offset
-                # Each producer's first lost marker (markers are in offset order).
-                lost: dict[int, WrittenMarker] = {}
-                for m in markers:
-                    if m.offset >= end:
-                        lost.setdefault(m.producer_id, m)
-                if not lost:
-                    continue  # all in the log; they reach the disk like the rest of it
-                open_txns = set(
-                    self.producers.state(topic, partition).ongoing_transactions().values()
-                )
-                for m in lost.values():
-                    if m.producer_id not in open_txns:
-                        continue  # its transaction's records were lost too
-                    log.warning(
-                        "%s-%d: the %s marker of producer %d (offset %d) was lost in a "
-                        "crash; writing it again",
-                        topic,
-                        partition,
-                        "COMMIT" if m.commit else "ABORT",
-                        m.producer_id,
-                        m.offset,
-                    )
-                    self.producers.write_marker(
-                        topic,
-                        partition,
-                        producer_id=m.producer_id,
-                        producer_epoch=m.producer_epoch,
-                        coordinator_epoch=m.coordinator_epoch,
-                        commit=m.commit,
-                        now_ms=now_ms,
-                    )
-                # The positions no longer match the log: make it durable and forget them.
-                plog.flush(now_ms=now_ms)
-            except Exception:
-                log.exception(
-                    "%s-%d: cannot restore lost transaction markers; will try at the next start",
-                    topic,
-                    partition,
-                )
-                continue
-            dealt_with[(topic, partition)] = None
-        if dealt_with:
-            # Synced: a marker written again must never be looked for at its old offset.
-            self.txn.markers_synced(dealt_with, sync=True)
-
-    def _abort_hanging_transactions(self, now_ms: int) -> None:
-        """Deal with open transactions of crashed logs that the journal lost (at open).
-
-        A partition's join is written to the journal without fsync, so a power
-        loss can keep a transaction's data and lose the join. Only a log opened
-        without a clean close can hold such data. Each producer with an open
-        transaction there goes to the coordinator (``adopt_hanging``), whose
-        completions are carried out here, before the first request; a decided
-        transaction completed this way can reveal a later one, hence a second
-        pass. Producers no transactional id holds get an ABORT marker.
-        """
-        unclean = [
-            (info.name, index)
-            for info in self.logs.topics()
-            for index, plog in enumerate(self.logs.partitions(info.name))
-            if not plog.opened_clean
-        ]
-        for _ in range(2):
-            hanging: dict[int, dict[tuple[str, int], int]] = {}
-            for topic, partition in unclean:
-                try:
-                    ongoing = self.producers.state(topic, partition).ongoing_transactions()
-                except Exception:
-                    log.exception("%s-%d: cannot load its producer state", topic, partition)
-                    continue
-                for first, pid in ongoing.items():
-                    hanging.setdefault(pid, {})[(topic, partition)] = first
-            if not hanging:
-                return
-            completions, orphans = self.txn.adopt_hanging(hanging, now_ms)
-            for pid in sorted(orphans):
-                for topic, partition in sorted(hanging[pid]):
-                    self._abort_orphan(topic, partition, pid, now_ms)
-            if not completions:
-                return
-            self.complete_transactions(completions, now_ms)
-
-    def write_txn_marker(
-        self,
-        topic: str,
-        partition: int,
-        *,
-        producer_id: int,
-        producer_epoch: int,
-        coordinator_epoch: int,
-        commit: bool,
-        now_ms: int,
-    ) -> ErrorCode:
-        """Write a marker a client asked for (WriteTxnMarkers: an admin's abort of a
-        hanging transaction, KIP-664), durably, with the checks of the coordinator's
-        own markers.
-
-        Returns:
-            NONE, UNKNOWN_TOPIC_OR_PARTITION, INVALID_PRODUCER_EPOCH (an older epoch
-            than the partition has seen), TRANSACTION_COORDINATOR_FENCED (an older
-            coordinator epoch), or the storage error's code.
-        """
-        if not self._partition_exists(topic, partition):
-            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-        try:
-            refused = self.producers.state(topic, partition).check_marker(
-                producer_id, producer_epoch, coordinator_epoch
-            )
-            if refused is not ErrorCode.NONE:
-                return refused
-            offset = self.producers.write_marker(
-                topic,
-                partition,
-                producer_id=producer_id,
-                producer_epoch=producer_epoch,
-                coordinator_epoch=coordinator_epoch,
-                commit=commit,
-                now_ms=now_ms,
-            )
-            # The coordinator's markers are tracked until a roll makes them durable;
-            # nothing tracks this one, so it is on disk before the answer.
-            self.logs.partition(topic, partition).flush(now_ms=now_ms)
-        except BrokerError as exc:
-            return exc.code
-        if offset is not None:  # (None: refused, which the check above rules out)
-            log.warning(
-                "%s-%d: wrote %s marker for producer %d (epoch %d) at offset %d, as a client asked",
-                topic,
-                partition,
-                "a COMMIT" if commit else "an ABORT",
-                producer_id,
-                producer_epoch,
-                offset,
-            )
-            self.notify_append(topic, partition, _MARKER_WAKES)
-        return ErrorCode.NONE
-
-    def _abort_orphan(self, topic: str, partition: int, pid: int, now_ms: int) -> None:
-        """Write an ABORT marker for an open transaction no transactional id holds."""
-        log.warning(
-            "%s-%d: producer %d has an open transaction no transactional id holds "
-            "(the journal lost it); aborting it",
-            topic,
-            partition,
-            pid,
-        )
-        try:
-            entry = self.producers.state(topic, partition).entry(pid)
-            if entry is None:
-                return
-            self.producers.write_marker(
-                topic,
-                partition,
-                producer_id=pid,
-                producer_epoch=entry.epoch,
-                coordinator_epoch=max(entry.coordinator_epoch, self.txn.coordinator_epoch),
-                commit=False,
-                now_ms=now_ms,
-            )
-            self.logs.partition(topic, partition).flush(now_ms=now_ms)
-        except Exception:
-            log.exception(
-                "%s-%d: cannot abort the open transaction of producer %d; will try at the "
-                "next start",
-                topic,
-                partition,
-                pid,
-            )
 
     # -- producer ids ------------------------------------------------------------
 
@@ -1532,10 +1184,7 @@ class Broker:
         self.purgatory.clear()
         try:
             try:
-                if self._txn_pending:
-                    self._run_deferred_transactions(self._last_now_ms)
-                if self.txn.unsynced_marker_count:
-                    self._sync_markers(None)
+                self.markers.close()
             except Exception:
                 log.exception("cannot complete the transactions decided last")
             try:

@@ -56,6 +56,7 @@ if TYPE_CHECKING:
     from trafka.brokerlite.shares import ShareFetcher
     from trafka.brokerlite.telemetry import ClientTelemetry
     from trafka.brokerlite.transactions import TransactionCoordinator
+    from trafka.brokerlite.txn_markers import TransactionMarkers
     from trafka.codec.messages.headers import RequestHeader
 
 __all__ = [
@@ -357,6 +358,11 @@ class RequestContext:
     @property
     def metrics(self) -> BrokerMetrics:
         return self.broker.metrics
+
+    @property
+    def markers(self) -> TransactionMarkers:
+        """Transaction markers written here (deferred after an answer, or asked for)."""
+        return self.broker.markers
 
     @property
     def purgatory(self) -> Purgatory:

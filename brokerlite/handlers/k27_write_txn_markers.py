@@ -71,7 +71,7 @@ def handle(ctx: RequestContext, request: m.WriteTxnMarkersRequest) -> Response |
             partitions = [
                 Response.WritableTxnMarkerPartitionResult(
                     partition_index=index,
-                    error_code=broker.write_txn_marker(
+                    error_code=ctx.markers.write_requested(
                         topic.name,
                         index,
                         producer_id=marker.producer_id,
