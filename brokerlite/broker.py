@@ -64,11 +64,9 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from trafka.codec.errors import CodecError, ErrorCode, UnsupportedVersionError
-from trafka.codec.messages import API_MODULES
-from trafka.codec.messages import k18_api_versions as api_versions_msg
+from trafka.codec.errors import ErrorCode
 from trafka.codec.messages.headers import RequestHeader
-from trafka.codec.protocol import api, decode_request_body, decode_request_header
+from trafka.codec.protocol import api
 from trafka.codec.records import blob_next_offset
 
 from .authorizer import (
@@ -103,6 +101,7 @@ from .handlers._base import (
     SaslToken,
 )
 from .handlers.k01_fetch import HIGH_WATERMARK_WAKES, FetchPlan
+from .intake import API_VERSIONS_KEY, Admitted, admit, advertised_versions, served_api_keys
 from .log import LogConfig, LogManager
 from .metrics import BrokerMetrics
 from .node_meta import (
@@ -143,19 +142,17 @@ __all__ = [
     "Parked",
     "Reply",
     "SaslToken",
+    "API_VERSIONS_KEY",
     "new_cluster_id",
+    "served_api_keys",
 ]
 
 log = logging.getLogger("trafka.brokerlite")
 
-API_VERSIONS_KEY = 18
 _PRODUCE = 0
 _FETCH = 1
 # Never throttled: the SASL exchange (Kafka does not throttle authentication).
 _QUOTA_EXEMPT = frozenset({17, 36})
-# KIP-714's client APIs, served and advertised only with client_telemetry_enabled
-# (Kafka serves them only with a telemetry receiver plugin configured).
-_TELEMETRY_KEYS = frozenset({71, 72})
 _OFFSET_COMMIT = 8
 # How long a coordinator's answer waits for its records to replicate (Kafka's
 # offsets.commit.timeout.ms; its transaction-state appends wait about as long).
@@ -717,77 +714,11 @@ class Broker:
         :class:`SaslToken` (or a :class:`Close` when authentication fails).
         """
         session = self.session(conn_id)
-        exchange = None
-        if self._sasl_policy is not None:
-            exchange = session.sasl_exchange()
-            if exchange is not None and exchange.raw_tokens:
-                return session.raw_sasl_token(exchange, frame, now_ms)
-            expired = session.expired(now_ms)
-            if expired is not None:
-                return expired
-        try:
-            header, body_at = decode_request_header(frame)
-        except CodecError as exc:
-            return Close(f"malformed request header: {exc}")
-        key, version = header.request_api_key, header.request_api_version
-        client_id = session.client_id = header.client_id
-        if key not in API_MODULES:
-            return Close(f"unknown API key {key} (version {version})", client_id)
-        info = api(key)
-        if exchange is not None:
-            refused = unauthenticated_refusal(exchange, key, client_id)
-            if refused is not None:
-                return refused
-        spec = HANDLERS.get(key)
-        if key == API_VERSIONS_KEY and not info.supports(version):
-            # KIP-511: answer with v0 and the versions we do speak, so the
-            # client can retry with one of them.
-            return Reply(
-                header.correlation_id,
-                key,
-                0,
-                api_versions_msg.ApiVersionsResponse(
-                    error_code=ErrorCode.UNSUPPORTED_VERSION,
-                    api_keys=[
-                        api_versions_msg.ApiVersionsResponse.ApiVersion(
-                            api_key=key,
-                            min_version=HANDLERS[key].min_version,
-                            max_version=HANDLERS[key].max_version,
-                        )
-                    ],
-                ),
-            )
-        if spec is None:
-            return Close(f"{info.name} (key {key}) is not served by brokerlite", client_id)
-        if key in _TELEMETRY_KEYS and not self.config.client_telemetry_enabled:
-            return Close(
-                f"{info.name} (key {key}) is not enabled (client_telemetry_enabled is off)",
-                client_id,
-            )
-        if not info.supports(version):
-            return Close(f"{info.name} v{version} is not a known version", client_id)
-        try:
-            body = _decode_body(key, version, frame, body_at)
-        except UnsupportedVersionError as exc:
-            return Close(f"{info.name} v{version}: {exc}", client_id)
-        except CodecError as exc:
-            return Close(f"malformed {info.name} v{version} request: {exc}", client_id)
-        if key == API_VERSIONS_KEY and version >= 3:
-            session.client_software = (body.client_software_name, body.client_software_version)
-        low, high = spec.served(self.config.protocol_version)
-        if not low <= version <= high:
-            if spec.error_response is None:
-                return Close(
-                    f"{info.name} v{version} is not served (versions {low}-{high})",
-                    client_id,
-                )
-            return Reply(
-                header.correlation_id,
-                key,
-                version,
-                spec.error_response(body, version, ErrorCode.UNSUPPORTED_VERSION),
-            )
-        if self.quotas.active and key not in _QUOTA_EXEMPT:
+        admitted = admit(session, frame, now_ms, self.config)
+        if not isinstance(admitted, Admitted):
+            return admitted
+        header, body = admitted
+        if self.quotas.active and header.request_api_key not in _QUOTA_EXEMPT:
             return self._handle_within_quotas(session, header, body, now_ms, len(frame))
         return self._handle(session, header, body, now_ms)
 
@@ -1166,13 +1097,7 @@ class Broker:
     def api_versions(self) -> list[tuple[int, int, int]]:
         """(api_key, min_version, max_version) of every API served, by key (the
         KIP-714 client APIs only with ``client_telemetry_enabled``)."""
-        telemetry = self.config.client_telemetry_enabled
-        protocol = self.config.protocol_version
-        return [
-            (key, *spec.advertised(protocol))
-            for key, spec in sorted(HANDLERS.items())
-            if telemetry or key not in _TELEMETRY_KEYS
-        ]
+        return advertised_versions(self.config)
 
     # -- lifecycle ---------------------------------------------------------------
 
@@ -1236,16 +1161,6 @@ class Broker:
 # -- request bodies ----------------------------------------------------------------------
 
 
-def _decode_body(key: int, version: int, frame: bytes | memoryview, start: int) -> Any:
-    """Decode the request body at ``start`` of ``frame``, ignoring bytes after it
-    as Kafka does.
-
-    Kafka's broker never checks for trailing bytes and librdkafka relies on that:
-    its "all topics" Metadata request (v9+) carries three stray zero bytes.
-    """
-    return decode_request_body(key, version, frame, allow_trailing=True, start=start)
-
-
 class _Replicated:
     """A coordinator's answer waiting for its records to reach the ISR (cluster mode)."""
 
@@ -1295,8 +1210,3 @@ def _transactional_ids(api_key: int, version: int, body: Any) -> list[str]:
         return [body.v3_and_below_transactional_id]
     tid = body.transactional_id
     return [] if tid is None else [tid]
-
-
-def served_api_keys() -> Iterable[int]:
-    """The API keys brokerlite serves."""
-    return sorted(HANDLERS)

@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from trafka.brokerlite.cluster_view import ClusterView
     from trafka.brokerlite.config import BrokerConfig
     from trafka.brokerlite.delegation_tokens import DelegationTokens
-    from trafka.brokerlite.eos import ProducerStates
+    from trafka.brokerlite.eos import ProducerStates, TxnVerifier
     from trafka.brokerlite.features import FeatureStore
     from trafka.brokerlite.fetch_sessions import FetchManager
     from trafka.brokerlite.groups import GroupCoordinator
@@ -358,6 +358,11 @@ class RequestContext:
     @property
     def metrics(self) -> BrokerMetrics:
         return self.broker.metrics
+
+    @property
+    def verify_transactional(self) -> TxnVerifier:
+        """Checks a transactional Produce against its transaction (KIP-890 part 1)."""
+        return self.broker.verify_transactional
 
     @property
     def markers(self) -> TransactionMarkers:

@@ -107,7 +107,6 @@ def _has_transactional_batches(request: m.ProduceRequest) -> bool:
 def handle(
     ctx: RequestContext, request: m.ProduceRequest
 ) -> m.ProduceResponse | NoResponse | Close | Parked:
-    broker = ctx.broker
     version = ctx.version
     acks = request.acks
     if ctx.authorizer is not None and _has_transactional_batches(request):
@@ -142,7 +141,7 @@ def handle(
             else:
                 records = data.records
                 try:
-                    plog = leader_log(broker, topic.name, data.index)
+                    plog = leader_log(ctx, topic.name, data.index)
                     if not records:
                         raise InvalidRecordError("produce request without records")
                     if version < 3:
@@ -161,7 +160,7 @@ def handle(
                         data.index,
                         records,
                         transactional_id=request.transactional_id,
-                        verify=broker.verify_transactional,
+                        verify=ctx.verify_transactional,
                         now_ms=ctx.now_ms,
                     )
                 except BrokerError as exc:
