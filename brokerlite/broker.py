@@ -101,7 +101,14 @@ from .handlers._base import (
     SaslToken,
 )
 from .handlers.k01_fetch import HIGH_WATERMARK_WAKES, FetchPlan
-from .intake import API_VERSIONS_KEY, Admitted, admit, advertised_versions, served_api_keys
+from .intake import (
+    API_VERSIONS_KEY,
+    Admitted,
+    admit,
+    advertised_versions,
+    early_refusal,
+    served_api_keys,
+)
 from .log import LogConfig, LogManager
 from .metrics import BrokerMetrics
 from .node_meta import (
@@ -123,7 +130,7 @@ from .quotas import (
 from .replica_manager import ReplicaManager
 from .sasl import UserStore
 from .scram import SCRAM_JOURNAL, ScramCredentials
-from .session import ConnectionSession, SaslPolicy, unauthenticated_refusal
+from .session import ConnectionSession, SaslPolicy
 from .share_groups import SHARE_GROUPS_JOURNAL, ShareGroups, ShareGroupSettings, ShareGroupStore
 from .shares import ShareFetcher, ShareStateStore
 from .telemetry import CLIENT_METRICS_JOURNAL, ClientTelemetry
@@ -133,6 +140,7 @@ from .txn_log import ReplicatedTxnJournal
 from .txn_markers import TransactionMarkers
 
 __all__ = [
+    "API_VERSIONS_KEY",
     "Broker",
     "Close",
     "ClusterProducerIds",
@@ -142,7 +150,6 @@ __all__ = [
     "Parked",
     "Reply",
     "SaslToken",
-    "API_VERSIONS_KEY",
     "new_cluster_id",
     "served_api_keys",
 ]
@@ -692,14 +699,8 @@ class Broker:
 
     def early_refusal(self, conn_id: int, api_key: int) -> Close | None:
         """The :class:`Close` :meth:`handle_frame` will answer a request of ``api_key``
-        with by its key alone, before SASL authentication: the driver may then close
-        the connection without receiving the request's body (Kafka checks the key
-        only after the whole request, within ``sasl.server.max.receive.size``)."""
-        session = self.session(conn_id)
-        exchange = session.sasl_exchange()
-        if exchange is None or exchange.raw_tokens:
-            return None
-        return unauthenticated_refusal(exchange, api_key, session.client_id)
+        with by its key alone, before SASL authentication (:func:`.intake.early_refusal`)."""
+        return early_refusal(self.session(conn_id), api_key)
 
     # -- requests -------------------------------------------------------------
 

@@ -45,6 +45,7 @@ __all__ = [
     "admit",
     "advertised_versions",
     "decode_body",
+    "early_refusal",
     "served_api_keys",
 ]
 
@@ -136,6 +137,17 @@ def admit(
             spec.error_response(body, version, ErrorCode.UNSUPPORTED_VERSION),
         )
     return Admitted(header, body)
+
+
+def early_refusal(session: ConnectionSession, api_key: int) -> Close | None:
+    """The :class:`Close` :func:`admit` will answer a request of ``api_key`` with by
+    its key alone, before SASL authentication: the driver may then close the
+    connection without receiving the request's body (Kafka checks the key only
+    after the whole request, within ``sasl.server.max.receive.size``)."""
+    exchange = session.sasl_exchange()
+    if exchange is None or exchange.raw_tokens:
+        return None
+    return unauthenticated_refusal(exchange, api_key, session.client_id)
 
 
 def decode_body(key: int, version: int, frame: bytes | memoryview, start: int) -> Any:
