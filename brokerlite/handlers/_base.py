@@ -11,9 +11,11 @@ Rules and invariants:
   :class:`Outcome` (:class:`NoResponse`, :class:`Parked`, :class:`Close`, which
   may carry a last answer to send before closing). It never blocks, never sleeps
   and never touches a socket.
-* ``ctx.broker`` is left for the operations of the broker as a whole, those
-  that span several of its parts (a deleted topic's consequences, transaction
-  markers, the parked requests' wake-ups).
+  Parked requests go through ``ctx.park`` and ``ctx.purgatory``, transaction
+  markers through ``ctx.markers``.
+* ``ctx.broker`` is left for the few operations of the broker as a whole, those
+  that span several of its parts: a topic's deletion or resize, reopening an
+  offline partition, OffsetFetch's pending offsets, the advertised versions.
 * A handler never lets a storage or coordinator error escape for one
   topic/partition: it reports it as that entry's error code. An exception that
   does escape is a bug; the broker logs it and answers with

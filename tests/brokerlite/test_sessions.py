@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import dataclasses
 import gc
+import struct
+import time
 from typing import Any
 
 import pytest
@@ -100,3 +102,22 @@ def test_closed_connections_leave_nothing_behind(open_core: Any, sasl: bool) -> 
     assert all(broker.authenticating(c) is sasl for c in conns)
     # Fetch sessions outlive their connection (KIP-227), bounded by their cache.
     assert broker.fetch_sessions.size == 50
+
+
+def test_the_server_drops_the_session_of_every_connection_it_closes(
+    running: Any, raw_client: Any
+) -> None:
+    clients = [raw_client(running.address) for _ in range(20)]
+    for client in clients:
+        answer = client.request(18, 3, api_versions.ApiVersionsRequest())
+        assert answer.error_code == ErrorCode.NONE
+    assert running.broker.open_sessions == 20
+    # One the peer broke (an unknown API key): the broker closes it itself.
+    clients[0].send_raw(struct.pack(">ihhih", 10, 999, 0, 1, -1))
+    assert clients[0].is_closed_by_peer()
+    for client in clients[1:]:
+        client.close()
+    deadline = time.monotonic() + 10
+    while running.broker.open_sessions and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert running.broker.open_sessions == 0
