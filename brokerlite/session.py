@@ -15,14 +15,19 @@ Rules and invariants:
   fails closed.
 * Fetch sessions (KIP-227) and share sessions (KIP-932) are not a connection's:
   a client may move them to another connection, so they live in their caches
-  (:mod:`.fetch_sessions`, :mod:`.shares`), which only hear of a close.
+  (:mod:`.fetch_sessions`, bounded by its slots; :mod:`.shares`, which hears of
+  a close and releases the records of the sessions last used on it).
 * SASL (:class:`SaslPolicy` is a SASL listener's, shared by its sessions): a
   connection is unauthenticated until an exchange (a :class:`~.sasl.SaslSession`)
   is done. Until then only ApiVersions, SaslHandshake and SaslAuthenticate are
-  handled (:func:`unauthenticated_refusal`). An exchange with a lifetime
-  (KIP-368) ends at its expiry; before it, a SaslHandshake may re-authenticate
-  the connection in place, at most once a second (Kafka's floor), and the
-  principal stays what it was until the new exchange is done.
+  handled (:func:`unauthenticated_refusal`), and after a v0 SaslHandshake each
+  frame is a bare SASL token (KIP-43). A session with a lifetime (KIP-368:
+  ``connections_max_reauth_ms``, or an OAUTHBEARER token's expiry) ends at its
+  expiry: the connection's next request is a ``Close``, unanswered, as Kafka
+  does (:meth:`ConnectionSession.expired`). Before that, a SaslHandshake may
+  re-authenticate the connection in place, at most once a second (Kafka's
+  floor); until that is done only SaslAuthenticate may come, and the principal
+  stays what it was for ACLs.
 """
 
 from __future__ import annotations
