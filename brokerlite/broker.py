@@ -39,66 +39,35 @@ Rules and invariants:
 * Every write to a partition log goes through ``self.producers`` (Produce and
   transaction markers), which keeps each partition's producer state equal to
   what its log holds.
-* A transaction outcome (:meth:`complete_transactions`) is acknowledged to the
-  coordinator only after all its markers and offsets are written; until then
-  the coordinator keeps it prepared and issues it again.
-* EndTxn (and InitProducerId fencing an open transaction) is answered once the
-  coordinator's decision is written (fsynced too when a partition of the
-  transaction has ``flush.messages=1``); its markers are written just after
-  (:meth:`defer_transactions`): by the next :meth:`poll` (:meth:`next_deadline`
-  asks for one at once), or before the next request is handled, whichever comes
-  first, and always after an fsync of the decision. No request is therefore
-  ever handled while a decided transaction waits for its markers, unless
-  writing them failed (then it gets CONCURRENT_TRANSACTIONS until the
-  coordinator's retry succeeds).
-* Markers are not fsynced. Their positions are in the coordinator's journal
-  (written before the transaction counts as complete) until the broker knows
-  them on disk: below a partition's active segment (a roll fsyncs the segment it
-  finishes; checked every ``_MARKER_CHECK_MS``), after a clean close, or after
-  an fsync of the partitions done early because ``_MARKER_SYNC_MAX`` positions
-  piled up (the journal keeps one per producer, partition and outcome run, so a
-  steady stream of commits holds one). When the broker opens, a producer's
-  recorded marker at or beyond its partition's log end was lost with the log's
-  tail in a power loss: if the producer still has a transaction open there, the
-  marker is written again (and fsynced) before anything else, so no transaction
-  is left open by a lost marker and the last stable offset never passes a
-  transaction before its marker is in the log.
-* On a SASL listener a connection is unauthenticated until its
-  :class:`~.sasl.SaslSession` is done (a connection the broker has not seen
-  counts as new: it fails closed). Until then only ApiVersions, SaslHandshake and
-  SaslAuthenticate are handled, any other request is a :class:`Close`, and after
-  a v0 SaslHandshake each frame is a bare SASL token answered by a
-  :class:`SaslToken` (KIP-43). :meth:`max_frame_size` is smaller meanwhile.
-* A SASL session with a lifetime (KIP-368: ``connections_max_reauth_ms``, or an
-  OAUTHBEARER token's expiry) ends at its expiry: the connection's first
-  request after it is a :class:`Close`, unanswered, as Kafka does. Before that,
-  a SaslHandshake re-authenticates the connection in place (at most once a
-  second); until that is done only SaslAuthenticate may come (anything else is
-  a :class:`Close`), and the principal stays what it was for ACLs meanwhile.
+* Transaction outcomes are carried out on this broker's partitions by
+  :class:`~.txn_markers.TransactionMarkers` (``self.markers``), whose rules say
+  when markers are written, acknowledged and known durable. Deferred markers
+  are written before the next request is handled and by the next :meth:`poll`.
+* Parked requests live in :class:`~.purgatory.Purgatory` (``self.purgatory``).
+* Whatever the broker knows of a connection is in its
+  :class:`~.session.ConnectionSession`, opened by :meth:`connection_opened` (or
+  by the first request of a connection not seen before) and dropped whole by
+  :meth:`connection_closed`; handlers see it as ``ctx.session``. The SASL rules
+  (authentication before other requests, bare tokens after a v0 SaslHandshake,
+  KIP-368's expiry and re-authentication) are stated in :mod:`.session`;
+  :meth:`max_frame_size` is smaller until a connection has authenticated.
 """
 
 from __future__ import annotations
 
-import base64
 import dataclasses
 import functools
-import heapq
 import logging
-import os
 import time
-import typing
 import uuid
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from trafka.codec.errors import CodecError, ErrorCode, UnsupportedVersionError
-from trafka.codec.messages import API_MODULES
-from trafka.codec.messages import k18_api_versions as api_versions_msg
+from trafka.codec.errors import ErrorCode
 from trafka.codec.messages.headers import RequestHeader
-from trafka.codec.protocol import api, decode_request_body, decode_request_header
+from trafka.codec.protocol import api
 from trafka.codec.records import blob_next_offset
-from trafka.codec.sasl import SaslAuthenticationError
 
 from .authorizer import (
     ACLS_JOURNAL,
@@ -107,16 +76,15 @@ from .authorizer import (
     Authorizer,
     authorizer_enabled,
     host_of,
-    principal_for,
 )
 from .cluster_txn import ClusterTransactions, unverified
 from .cluster_view import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, ClusterView
-from .config import BrokerConfig, ConfigError
+from .config import BrokerConfig
 from .consumer_groups import TopicMeta
 from .controller import coordinator_partition
 from .delegation_tokens import TOKENS_JOURNAL, DelegationTokens
 from .eos import ProducerStates, TxnVerifier
-from .errors import BrokerError, OffsetStoreError, UnknownTopicOrPartitionError
+from .errors import OffsetStoreError, UnknownTopicOrPartitionError
 from .features import FEATURES_JOURNAL, SHARE_VERSION, FeatureStore
 from .fetch_sessions import FetchManager, FetchSessionCache
 from .group_log import ReplicatedOffsetStore
@@ -131,12 +99,27 @@ from .handlers._base import (
     Reply,
     RequestContext,
     SaslToken,
-    Waiter,
 )
 from .handlers.k01_fetch import HIGH_WATERMARK_WAKES, FetchPlan
+from .intake import (
+    API_VERSIONS_KEY,
+    Admitted,
+    admit,
+    advertised_versions,
+    early_refusal,
+    served_api_keys,
+)
 from .log import LogConfig, LogManager
 from .metrics import BrokerMetrics
+from .node_meta import (
+    ClusterProducerIds,
+    ProducerIdAllocator,
+    load_cluster_id,
+    new_cluster_id,
+    write_meta,
+)
 from .offsets import OffsetStore
+from .purgatory import Completion, ParkedRequest, Purgatory
 from .quotas import (
     CONSUMER_BYTE_RATE,
     PRODUCER_BYTE_RATE,
@@ -145,41 +128,38 @@ from .quotas import (
     QuotaStore,
 )
 from .replica_manager import ReplicaManager
-from .sasl import SaslSession, SaslState, UserStore
+from .sasl import UserStore
 from .scram import SCRAM_JOURNAL, ScramCredentials
+from .session import ConnectionSession, SaslPolicy
 from .share_groups import SHARE_GROUPS_JOURNAL, ShareGroups, ShareGroupSettings, ShareGroupStore
 from .shares import ShareFetcher, ShareStateStore
 from .telemetry import CLIENT_METRICS_JOURNAL, ClientTelemetry
-from .transactions import TransactionCoordinator, TxnCompletion, classic_group_validator
-from .txn_journal import TxnJournal, WrittenMarker
+from .transactions import TransactionCoordinator, classic_group_validator
+from .txn_journal import TxnJournal
 from .txn_log import ReplicatedTxnJournal
+from .txn_markers import TransactionMarkers
 
 __all__ = [
+    "API_VERSIONS_KEY",
     "Broker",
     "Close",
+    "ClusterProducerIds",
     "Completion",
     "NoResponse",
     "Outcome",
     "Parked",
     "Reply",
     "SaslToken",
+    "new_cluster_id",
+    "served_api_keys",
 ]
 
 log = logging.getLogger("trafka.brokerlite")
 
-API_VERSIONS_KEY = 18
-# What a connection of a SASL listener may ask before it has authenticated.
-_BEFORE_AUTHENTICATION = frozenset({17, 18, 36})  # SaslHandshake, ApiVersions, SaslAuthenticate
-_SASL_AUTHENTICATE = 36  # the only request a re-authenticating connection may send
 _PRODUCE = 0
 _FETCH = 1
 # Never throttled: the SASL exchange (Kafka does not throttle authentication).
 _QUOTA_EXEMPT = frozenset({17, 36})
-_MIN_REAUTH_INTERVAL_MS = 1000  # Kafka's floor between two re-authentications
-# KIP-714's client APIs, served and advertised only with client_telemetry_enabled
-# (Kafka serves them only with a telemetry receiver plugin configured).
-_TELEMETRY_KEYS = frozenset({71, 72})
-_PRODUCER_ID_BLOCK = 1000
 _OFFSET_COMMIT = 8
 # How long a coordinator's answer waits for its records to replicate (Kafka's
 # offsets.commit.timeout.ms; its transaction-state appends wait about as long).
@@ -197,33 +177,6 @@ _FLUSH_CHECK_MS = 1000
 GROUPS_JOURNAL = "trafka-groups.journal"
 SHARE_STATE_JOURNAL = "trafka-share-state.journal"
 TRANSACTIONS_JOURNAL = "trafka-transactions.journal"
-# A marker can make a whole transaction readable at once: it wakes every parked
-# fetch of its partition, whatever bytes they still wait for.
-_MARKER_WAKES = 1 << 62
-# Unsynced transaction markers: look this often for those a segment roll made
-# durable, and fsync their partitions only when this many positions pile up. The
-# fsync writes all the partition's data not yet on disk, which the kernel would
-# otherwise write in the background for free.
-_MARKER_CHECK_MS = 1000
-_MARKER_SYNC_MAX = 1024
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class Completion:
-    """A parked request's reply, ready to send on ``conn_id``."""
-
-    conn_id: int
-    ticket: int
-    reply: Reply
-
-
-@dataclasses.dataclass(slots=True)
-class _Entry:
-    ticket: int
-    conn_id: int
-    header: RequestHeader
-    waiter: Waiter
-    throttle_ms: int = 0  # from the request quota, when it was handled
 
 
 class Broker:
@@ -265,16 +218,17 @@ class Broker:
         )
         # SCRAM credentials are derived here, once (users given in a file are read here too).
         self.sasl_users = UserStore.from_config(config) if config.sasl_enabled else None
-        self._sasl_sessions: dict[int, SaslSession] = {}
-        self._sasl_principals: dict[int, str] = {}
-        self._sasl_mechanisms: dict[int, str] = {}  # each authenticated connection's
-        self._token_logins: set[int] = set()  # connections logged in with a delegation token
-        self._sasl_expiry: dict[int, int] = {}  # when a limited session ends (ms)
-        self._reauth_started: dict[int, int] = {}  # the latest re-authentication's start
-        #: Re-authentications completed, and connections closed because their
-        #: SASL session expired (KIP-368), since the broker started.
-        self.sasl_reauthentications = 0
-        self.sasl_sessions_expired = 0
+        self._sasl_policy = (
+            None
+            if self.sasl_users is None
+            else SaslPolicy(
+                self.sasl_users,
+                config.sasl_enabled_mechanisms,
+                config.connections_max_reauth_ms,
+            )
+        )
+        # The open connections' sessions (everything known of a connection is there).
+        self._sessions: dict[int, ConnectionSession] = {}
         # The log manager locks the data directory: open it before writing anything there.
         self.logs = LogManager(
             self.data_dir,
@@ -286,8 +240,8 @@ class Broker:
             #: True when this start gave the data directory its cluster id (it was
             #: new): such a directory may join an existing cluster and take its id.
             self.fresh_data_dir = not (self.data_dir / "meta.properties").exists()
-            self.cluster_id = _load_cluster_id(self.data_dir, config)
-            self._producer_ids: _ProducerIdAllocator | ClusterProducerIds = _ProducerIdAllocator(
+            self.cluster_id = load_cluster_id(self.data_dir, config)
+            self._producer_ids: ProducerIdAllocator | ClusterProducerIds = ProducerIdAllocator(
                 self.data_dir / "producer-id-block"
             )
             #: The cluster side of the transaction coordinator (cluster mode), else None.
@@ -322,7 +276,7 @@ class Broker:
                     min_session_timeout_ms=config.group_min_session_timeout_ms,
                     max_session_timeout_ms=config.group_max_session_timeout_ms,
                     partition_exists=self._partition_exists,
-                    topic_id_to_name=self._topic_name,
+                    topic_id_to_name=self.topic_name,
                     consumer_topics=self._consumer_topics,
                     consumer_session_timeout_ms=config.group_consumer_session_timeout_ms,
                     consumer_heartbeat_interval_ms=config.group_consumer_heartbeat_interval_ms,
@@ -429,42 +383,38 @@ class Broker:
             self.groups.store.close()
             self.logs.close()
             raise
-        self._txn_pending: list[TxnCompletion] = []
         #: Checks a transactional Produce against its transaction (KIP-890 part 1);
         #: in a cluster the coordinator is elsewhere (see cluster_txn).
         self.verify_transactional: TxnVerifier = (
             self.txn.verify_partition if self.cluster_txn is None else unverified
         )
-        self._last_now_ms = now_ms  # for what close() still has to carry out
-        self._next_marker_check_ms = now_ms + _MARKER_CHECK_MS
+        #: The transaction outcomes' markers and offsets written here.
+        self.markers = TransactionMarkers(
+            txn=self.txn,
+            producers=self.producers,
+            logs=self.logs,
+            groups=self.groups,
+            cluster_txn=self.cluster_txn,
+            partition_exists=self._partition_exists,
+            notify_append=self.notify_append,
+            now_ms=now_ms,
+        )
         if not config.cluster_mode:
             # (In a cluster, markers are acknowledged by their partitions' replicas.)
-            self._recover_markers(now_ms)
+            self.markers.recover(now_ms)
         # Incremental fetch sessions (KIP-227), Kafka's FetchManager and its cache.
         self.fetch_sessions = FetchManager(
             FetchSessionCache(config.max_incremental_fetch_session_cache_slots)
         )
-        self._entries: dict[int, _Entry] = {}
-        self._by_partition: dict[tuple[str, int], set[int]] = {}
-        self._by_conn: dict[int, int] = {}
-        self._deadlines: list[tuple[int, int]] = []
-        self._ready: list[int] = []
-        self._group_waits: dict[Hashable, RequestHeader] = {}
-        self._group_done: list[Completion] = []
-        self._next_ticket = 1
-        self._peers: dict[int, str] = {}
-        self._tls_subjects: dict[int, str] = {}
-        self._hosts: dict[int, str] = {}  # each connection's IP, for ACLs
-        self._client_ids: dict[int, str | None] = {}
-        # Each connection's client software (name, version) from ApiVersions v3+ (KIP-511).
-        self._client_software: dict[int, tuple[str, str]] = {}
+        #: The requests parked until they can be answered.
+        self.purgatory = Purgatory(self._complete)
         self._next_retention_ms = now_ms + config.log_retention_check_interval_ms
         self._next_flush_ms = now_ms + _FLUSH_CHECK_MS
         self._next_producer_expiry_ms = now_ms + config.producer_id_expiration_check_interval_ms
         self._closed = False
         if not config.cluster_mode:
             # (In a cluster a partition's open transactions are its coordinator's.)
-            self._abort_hanging_transactions(now_ms)
+            self.markers.abort_hanging(now_ms)
         #: Prometheus counters and gauges (:mod:`.metrics`).
         self.metrics = BrokerMetrics()
         self.metrics.attach(self)
@@ -613,7 +563,7 @@ class Broker:
 
     def adopt_cluster_id(self, cluster_id: str) -> None:
         """Take the id of the cluster this (new) data directory is joining."""
-        _write_meta(self.data_dir / "meta.properties", cluster_id, self.config.node_id)
+        write_meta(self.data_dir / "meta.properties", cluster_id, self.config.node_id)
         self.cluster_id = cluster_id
 
     def use_cluster_producer_ids(self, ids: ClusterProducerIds) -> None:
@@ -623,7 +573,7 @@ class Broker:
     def wake(self, ticket: int) -> None:
         """Complete a parked request at the next :meth:`poll` (its waiter decides
         the answer): the cluster driver's way to say its work for it is done."""
-        self._mark_ready(ticket)
+        self.purgatory.wake(ticket)
 
     def _log_end_offset(self, topic: str, partition: int) -> int:
         """The partition's log end offset, -1 when it no longer exists."""
@@ -643,176 +593,97 @@ class Broker:
         info = self.logs.topic(topic)
         return info is not None and 0 <= partition < info.num_partitions
 
-    def _topic_name(self, topic_id: uuid.UUID) -> str | None:
-        info = self.logs.topic_by_id(topic_id)
-        return None if info is None else info.name
-
     def topic_name(self, topic_id: uuid.UUID) -> str | None:
         """The name of the topic with id ``topic_id``, or None."""
-        return self._topic_name(topic_id)
+        info = self.logs.topic_by_id(topic_id)
+        return None if info is None else info.name
 
     def _consumer_topics(self) -> dict[str, TopicMeta]:
         return {t.name: TopicMeta(t.name, t.topic_id, t.num_partitions) for t in self.logs.topics()}
 
     # -- connections ----------------------------------------------------------
 
-    def connection_opened(self, conn_id: int, peer: str, *, tls_subject: str | None = None) -> None:
-        """Record the peer address of a new connection (for logs, DescribeGroups and
-        ACLs), and the subject of its TLS client certificate, if it showed one."""
-        self._peers[conn_id] = peer
-        self._hosts[conn_id] = host_of(peer)
-        if tls_subject:
-            self._tls_subjects[conn_id] = tls_subject
+    @property
+    def sasl_reauthentications(self) -> int:
+        """Re-authentications completed since the broker started (KIP-368)."""
+        return 0 if self._sasl_policy is None else self._sasl_policy.reauthentications
+
+    @property
+    def sasl_sessions_expired(self) -> int:
+        """Connections closed because their SASL session expired, since the broker started."""
+        return 0 if self._sasl_policy is None else self._sasl_policy.sessions_expired
+
+    @property
+    def open_sessions(self) -> int:
+        """How many connections the broker holds a session for."""
+        return len(self._sessions)
+
+    def connection_opened(
+        self, conn_id: int, peer: str, *, tls_subject: str | None = None
+    ) -> ConnectionSession:
+        """Open the session of a new connection: its peer address (for logs,
+        DescribeGroups and ACLs) and the subject of its TLS client certificate, if
+        it showed one."""
+        session = self._sessions[conn_id] = ConnectionSession(
+            conn_id, peer, tls_subject=tls_subject, sasl_policy=self._sasl_policy
+        )
+        return session
+
+    def session(self, conn_id: int) -> ConnectionSession:
+        """The session of a connection; a connection not seen opened gets a new one."""
+        session = self._sessions.get(conn_id)
+        if session is None:
+            session = self._sessions[conn_id] = ConnectionSession(
+                conn_id, sasl_policy=self._sasl_policy
+            )
+        return session
 
     def principal_of(self, conn_id: int) -> str:
         """The connection's principal for ACLs (``User:alice``, ``User:ANONYMOUS``)."""
-        return principal_for(self._sasl_principals.get(conn_id), self._tls_subjects.get(conn_id))
-
-    def client_host(self, conn_id: int) -> str:
-        """The connection's IP address as ACL hosts name it (``?`` when unknown)."""
-        return self._hosts.get(conn_id, "?")
-
-    def authorize(self, conn_id: int, operation: int, resource_type: int, name: str) -> bool:
-        """Whether the connection's principal may do ``operation`` on the resource
-        (always, without an authorizer)."""
-        authorizer = self.authorizer
-        if authorizer is None:
-            return True
-        return authorizer.authorize(
-            self.principal_of(conn_id), self.client_host(conn_id), operation, resource_type, name
-        )
+        session = self._sessions.get(conn_id)
+        return ANONYMOUS if session is None else session.principal
 
     def peer(self, conn_id: int) -> str:
         """The peer address of a connection, ``"?"`` when unknown."""
-        return self._peers.get(conn_id, "?")
+        session = self._sessions.get(conn_id)
+        return "?" if session is None else session.peer
 
     def client_id(self, conn_id: int) -> str | None:
         """The client id of the connection's latest request header, if any."""
-        return self._client_ids.get(conn_id)
+        session = self._sessions.get(conn_id)
+        return None if session is None else session.client_id
 
     def client_software(self, conn_id: int) -> tuple[str, str] | None:
         """The client software (name, version) the connection's ApiVersions v3+ named."""
-        return self._client_software.get(conn_id)
+        session = self._sessions.get(conn_id)
+        return None if session is None else session.client_software
 
     def connection_closed(self, conn_id: int) -> None:
-        """Forget a connection and drop its parked request, if any.
+        """Drop a connection's session and its parked request, if any.
 
         A member whose JoinGroup was parked on it is removed from its group at
         the next :meth:`poll` (the driver should poll soon after).
         """
-        self._peers.pop(conn_id, None)
-        self._client_software.pop(conn_id, None)
+        session = self._sessions.pop(conn_id, None)
         self.telemetry.connection_closed(conn_id)
-        self._tls_subjects.pop(conn_id, None)
-        self._hosts.pop(conn_id, None)
-        self._client_ids.pop(conn_id, None)
-        if self.sasl_users is not None:
-            self._sasl_sessions.pop(conn_id, None)
-            self._sasl_principals.pop(conn_id, None)
-            self._sasl_mechanisms.pop(conn_id, None)
-            self._token_logins.discard(conn_id)
-            self._sasl_expiry.pop(conn_id, None)
-            self._reauth_started.pop(conn_id, None)
         self.shares.connection_closed(conn_id)
-        ticket = self._by_conn.pop(conn_id, None)
-        if ticket is None:
+        if session is None:
             return
-        self._drop(ticket)
-        token = (conn_id, ticket)
-        if self._group_waits.pop(token, None) is not None:
-            self.release(self.groups.connection_closed([token]))
+        token = self.purgatory.connection_closed(session)
+        if token is not None:
+            self.purgatory.release(self.groups.connection_closed([token]))
 
     # -- SASL authentication ----------------------------------------------------
 
-    def sasl_session(self, conn_id: int) -> SaslSession | None:
-        """The SASL session of a connection still authenticating or re-authenticating.
-
-        None on a PLAINTEXT or SSL listener, and once the connection has
-        authenticated (until it re-authenticates). A connection not seen before
-        gets a new session.
-        """
-        users = self.sasl_users
-        if users is None:
-            return None
-        session = self._sasl_sessions.get(conn_id)
-        if session is None and conn_id not in self._sasl_principals:
-            session = SaslSession(
-                users,
-                self.config.sasl_enabled_mechanisms,
-                max_reauth_ms=self.config.connections_max_reauth_ms,
-            )
-            self._sasl_sessions[conn_id] = session
-        return session
-
-    def begin_reauthentication(self, conn_id: int, now_ms: int) -> SaslSession | None:
-        """A re-authentication session for an authenticated connection (KIP-368).
-
-        Kafka's rule (``KafkaChannel.maybeBeginServerReauthentication``): only a
-        session with a lifetime (an expiry) may re-authenticate, and at most
-        once a second; otherwise None, and the SaslHandshake is answered as any
-        on an authenticated connection (ILLEGAL_SASL_STATE).
-        """
-        users = self.sasl_users
-        principal = self._sasl_principals.get(conn_id)
-        if users is None or principal is None or conn_id not in self._sasl_expiry:
-            return None
-        started = self._reauth_started.get(conn_id)
-        if started is not None and now_ms - started < _MIN_REAUTH_INTERVAL_MS:
-            return None
-        self._reauth_started[conn_id] = now_ms
-        session = SaslSession(
-            users,
-            self.config.sasl_enabled_mechanisms,
-            max_reauth_ms=self.config.connections_max_reauth_ms,
-            reauth_of=(self._sasl_mechanisms[conn_id], principal),
-        )
-        self._sasl_sessions[conn_id] = session
-        return session
-
-    def sasl_authenticated(self, conn_id: int, session: SaslSession) -> None:
-        """Record that a connection has authenticated or re-authenticated (its
-        session is DONE), with the session's expiry."""
-        assert session.state is SaslState.DONE and session.username is not None
-        assert session.mechanism is not None
-        self._sasl_sessions.pop(conn_id, None)
-        self._sasl_principals[conn_id] = session.username
-        self._sasl_mechanisms[conn_id] = session.mechanism
-        if session.token_id is not None:
-            self._token_logins.add(conn_id)
-        else:
-            self._token_logins.discard(conn_id)
-        if session.expires_ms is None:
-            self._sasl_expiry.pop(conn_id, None)
-        else:
-            self._sasl_expiry[conn_id] = session.expires_ms
-        if session.reauth_of is not None:
-            self.sasl_reauthentications += 1
-        log.debug(
-            "connection %d from %s %s as %r with SASL %s (session lifetime %d ms)",
-            conn_id,
-            self.peer(conn_id),
-            "re-authenticated" if session.reauth_of is not None else "authenticated",
-            session.username,
-            session.mechanism,
-            session.session_lifetime_ms,
-        )
-
     def authenticating(self, conn_id: int) -> bool:
         """True while a connection of a SASL listener has not authenticated."""
-        return self.sasl_users is not None and conn_id not in self._sasl_principals
+        session = self._sessions.get(conn_id)
+        return self._sasl_policy is not None if session is None else session.authenticating
 
     def principal(self, conn_id: int) -> str | None:
         """The SASL user a connection authenticated as; None without SASL (or yet)."""
-        return self._sasl_principals.get(conn_id)
-
-    def token_requests_allowed(self, conn_id: int) -> bool:
-        """Whether the connection may use the delegation-token APIs (Kafka's
-        ``allowTokenRequests``): not one that logged in with a token, nor one on a
-        PLAINTEXT listener, nor an SSL one without a client certificate."""
-        protocol = self.config.security_protocol
-        if conn_id in self._token_logins or protocol == "PLAINTEXT":
-            return False
-        return not (protocol == "SSL" and self.principal_of(conn_id) == ANONYMOUS)
+        session = self._sessions.get(conn_id)
+        return None if session is None else session.sasl_user
 
     def max_frame_size(self, conn_id: int) -> int:
         """The largest request frame the connection may send now.
@@ -828,30 +699,8 @@ class Broker:
 
     def early_refusal(self, conn_id: int, api_key: int) -> Close | None:
         """The :class:`Close` :meth:`handle_frame` will answer a request of ``api_key``
-        with by its key alone, before SASL authentication: the driver may then close
-        the connection without receiving the request's body (Kafka checks the key
-        only after the whole request, within ``sasl.server.max.receive.size``)."""
-        session = self.sasl_session(conn_id)
-        if session is None or session.raw_tokens:
-            return None
-        return _unauthenticated_refusal(session, api_key, self.client_id(conn_id))
-
-    def _raw_sasl_token(
-        self, conn_id: int, session: SaslSession, frame: bytes | memoryview, now_ms: int
-    ) -> SaslToken | Close:
-        """A bare SASL token, after a v0 SaslHandshake (KIP-43)."""
-        try:
-            answer = session.authenticate(bytes(frame), now_ms)
-        except SaslAuthenticationError as exc:
-            # No way to tell the client why: Kafka closes the connection too.
-            return Close(
-                f"SASL {session.mechanism}: {exc}",
-                self.client_id(conn_id),
-                failed_authentication=True,
-            )
-        if session.state is SaslState.DONE:
-            self.sasl_authenticated(conn_id, session)
-        return SaslToken(answer)
+        with by its key alone, before SASL authentication (:func:`.intake.early_refusal`)."""
+        return early_refusal(self.session(conn_id), api_key)
 
     # -- requests -------------------------------------------------------------
 
@@ -865,89 +714,14 @@ class Broker:
         after a v0 SaslHandshake ``frame`` is a bare SASL token, answered by a
         :class:`SaslToken` (or a :class:`Close` when authentication fails).
         """
-        session = None
-        if self.sasl_users is not None:
-            session = self.sasl_session(conn_id)
-            if session is not None and session.raw_tokens:
-                return self._raw_sasl_token(conn_id, session, frame, now_ms)
-            expiry = self._sasl_expiry.get(conn_id)
-            if session is None and expiry is not None and now_ms > expiry:
-                # Kafka closes such a connection at its next request, unanswered.
-                self.sasl_sessions_expired += 1
-                return Close(
-                    f"SASL session expired {now_ms - expiry} ms ago without "
-                    "re-authentication (connections.max.reauth.ms or the token's expiry)",
-                    self.client_id(conn_id),
-                )
-        try:
-            header, body_at = decode_request_header(frame)
-        except CodecError as exc:
-            return Close(f"malformed request header: {exc}")
-        key, version = header.request_api_key, header.request_api_version
-        client_id = header.client_id
-        self._client_ids[conn_id] = client_id
-        if key not in API_MODULES:
-            return Close(f"unknown API key {key} (version {version})", client_id)
-        info = api(key)
-        if session is not None:
-            refused = _unauthenticated_refusal(session, key, client_id)
-            if refused is not None:
-                return refused
-        spec = HANDLERS.get(key)
-        if key == API_VERSIONS_KEY and not info.supports(version):
-            # KIP-511: answer with v0 and the versions we do speak, so the
-            # client can retry with one of them.
-            return Reply(
-                header.correlation_id,
-                key,
-                0,
-                api_versions_msg.ApiVersionsResponse(
-                    error_code=ErrorCode.UNSUPPORTED_VERSION,
-                    api_keys=[
-                        api_versions_msg.ApiVersionsResponse.ApiVersion(
-                            api_key=key,
-                            min_version=HANDLERS[key].min_version,
-                            max_version=HANDLERS[key].max_version,
-                        )
-                    ],
-                ),
-            )
-        if spec is None:
-            return Close(f"{info.name} (key {key}) is not served by brokerlite", client_id)
-        if key in _TELEMETRY_KEYS and not self.config.client_telemetry_enabled:
-            return Close(
-                f"{info.name} (key {key}) is not enabled (client_telemetry_enabled is off)",
-                client_id,
-            )
-        if not info.supports(version):
-            return Close(f"{info.name} v{version} is not a known version", client_id)
-        try:
-            body = _decode_body(key, version, frame, body_at)
-        except UnsupportedVersionError as exc:
-            return Close(f"{info.name} v{version}: {exc}", client_id)
-        except CodecError as exc:
-            return Close(f"malformed {info.name} v{version} request: {exc}", client_id)
-        if key == API_VERSIONS_KEY and version >= 3:
-            self._client_software[conn_id] = (
-                body.client_software_name,
-                body.client_software_version,
-            )
-        low, high = spec.served(self.config.protocol_version)
-        if not low <= version <= high:
-            if spec.error_response is None:
-                return Close(
-                    f"{info.name} v{version} is not served (versions {low}-{high})",
-                    client_id,
-                )
-            return Reply(
-                header.correlation_id,
-                key,
-                version,
-                spec.error_response(body, version, ErrorCode.UNSUPPORTED_VERSION),
-            )
-        if self.quotas.active and key not in _QUOTA_EXEMPT:
-            return self._handle_within_quotas(conn_id, header, body, now_ms, len(frame))
-        return self.handle(conn_id, header, body, now_ms)
+        session = self.session(conn_id)
+        admitted = admit(session, frame, now_ms, self.config)
+        if not isinstance(admitted, Admitted):
+            return admitted
+        header, body = admitted
+        if self.quotas.active and header.request_api_key not in _QUOTA_EXEMPT:
+            return self._handle_within_quotas(session, header, body, now_ms, len(frame))
+        return self._handle(session, header, body, now_ms)
 
     def handle(self, conn_id: int, header: RequestHeader, body: Any, now_ms: int) -> Outcome:
         """Handle one decoded request of a served API and version.
@@ -959,6 +733,11 @@ class Broker:
             KeyError: the API key has no handler (use :meth:`handle_frame` for
                 untrusted input).
         """
+        return self._handle(self.session(conn_id), header, body, now_ms)
+
+    def _handle(
+        self, session: ConnectionSession, header: RequestHeader, body: Any, now_ms: int
+    ) -> Outcome:
         self._now_ms = now_ms
         spec = HANDLERS[header.request_api_key]
         if spec.feature is not None and (
@@ -975,9 +754,9 @@ class Broker:
                 header.request_api_version,
                 spec.refusal(body, header.request_api_version, ErrorCode.UNSUPPORTED_VERSION),
             )
-        if self._txn_pending:
+        if self.markers.pending:
             # Markers of a transaction answered just before: no request may see it half done.
-            self._run_deferred_transactions(now_ms)
+            self.markers.run_deferred(now_ms)
         elsewhere: list[str] = []  # groups of a batched OffsetFetch coordinated elsewhere
         if self.cluster is not None and spec.api_key in _GROUP_KEYED:
             batched = list(getattr(body, "groups", None) or ())
@@ -1008,7 +787,7 @@ class Broker:
                     header.request_api_version,
                     spec.refusal(body, header.request_api_version, ErrorCode.NOT_COORDINATOR),
                 )
-        ctx = RequestContext(self, conn_id, header, now_ms)
+        ctx = RequestContext(self, session, header, now_ms)
         try:
             result = spec.handle(ctx, body)
         except Exception:
@@ -1016,7 +795,7 @@ class Broker:
                 "internal error handling %s v%d from %s (client %r)",
                 api(spec.api_key).name,
                 header.request_api_version,
-                self.peer(conn_id),
+                session.peer,
                 header.client_id,
             )
             return self._internal_error(spec, header, body)
@@ -1092,10 +871,6 @@ class Broker:
 
     # -- client quotas -------------------------------------------------------------
 
-    def quota_user(self, conn_id: int) -> str:
-        """The connection's user for client quotas: its principal's name."""
-        return self.principal_of(conn_id).partition(":")[2]
-
     def connection_throttle(self, peer: str, now_ms: int) -> int:
         """Count a new connection from ``peer`` (``host:port``) against its IP's
         ``connection_creation_rate``; 0 when within it, else how long the driver
@@ -1105,12 +880,12 @@ class Broker:
         return self.quotas.connection_throttle(host_of(peer), now_ms)
 
     def _handle_within_quotas(
-        self, conn_id: int, header: RequestHeader, body: Any, now_ms: int, size: int
+        self, session: ConnectionSession, header: RequestHeader, body: Any, now_ms: int, size: int
     ) -> Outcome:
         """:meth:`handle`, with the request measured against the connection's quotas
         (:mod:`.quotas`) and its answer throttled when it goes over one."""
         quotas = self.quotas
-        user, client_id = self.quota_user(conn_id), header.client_id or ""
+        user, client_id = session.quota_user, header.client_id or ""
         key = header.request_api_key
         if key == _FETCH:
             # Kafka's cap: no more in one answer than the quota allows in its windows.
@@ -1118,7 +893,7 @@ class Broker:
             if cap is not None and cap < body.max_bytes:
                 body = dataclasses.replace(body, max_bytes=max(cap, 1))
         started = time.perf_counter_ns()
-        outcome = self.handle(conn_id, header, body, now_ms)
+        outcome = self._handle(session, header, body, now_ms)
         throttle = 0
         if not isinstance(outcome, NoResponse):  # Kafka exempts acks=0 Produce
             throttle = quotas.record_request_time(
@@ -1129,9 +904,9 @@ class Broker:
                 throttle, quotas.record(PRODUCER_BYTE_RATE, user, client_id, size, now_ms)
             )
         if isinstance(outcome, Reply):
-            return self._throttled(conn_id, client_id, outcome, throttle, now_ms)
+            return self._throttled(session, client_id, outcome, throttle, now_ms)
         if isinstance(outcome, Parked):
-            entry = self._entries.get(outcome.ticket)
+            entry = self.purgatory.get(outcome.ticket)
             if entry is not None:
                 entry.throttle_ms = throttle
         elif isinstance(outcome, NoResponse) and throttle:
@@ -1139,13 +914,13 @@ class Broker:
         return outcome
 
     def _throttled(
-        self, conn_id: int, client_id: str, reply: Reply, throttle: int, now_ms: int
+        self, session: ConnectionSession, client_id: str, reply: Reply, throttle: int, now_ms: int
     ) -> Reply:
         """``reply`` with the throttle time of its request (and a Fetch's bytes
         counted against ``consumer_byte_rate``); unchanged when not throttled."""
         body = reply.body
         if reply.api_key == _FETCH and isinstance(body, FetchPlan):
-            user = self.quota_user(conn_id)
+            user = session.quota_user
             size = body.records_size
             quotas = self.quotas
             throttle = max(
@@ -1183,54 +958,24 @@ class Broker:
 
     # -- parked requests ------------------------------------------------------
 
-    def park(self, ctx: RequestContext, waiter: Waiter) -> Parked:
-        """Park the request of ``ctx`` until ``waiter`` completes.
-
-        The reply is produced by ``waiter.complete(now_ms)`` and returned by
-        :meth:`poll` when data arrives on a watched partition and the waiter
-        accepts it, when ``waiter.deadline_ms`` passes, or when a watched
-        topic is deleted or changed.
-        """
-        ticket = self._next_ticket
-        self._next_ticket += 1
-        self._entries[ticket] = _Entry(ticket, ctx.conn_id, ctx.header, waiter)
-        self._by_conn[ctx.conn_id] = ticket
-        for tp in waiter.watches:
-            self._by_partition.setdefault(tp, set()).add(ticket)
-        heapq.heappush(self._deadlines, (waiter.deadline_ms, ticket))
-        return Parked(ticket)
-
     def parked_by_api(self) -> dict[int, int]:
         """How many requests wait parked (Kafka's purgatories), per API key."""
-        out: dict[int, int] = {}
-        for entry in self._entries.values():
-            key = entry.header.request_api_key
-            out[key] = out.get(key, 0) + 1
-        return out
+        return self.purgatory.by_api()
 
     def notify_append(self, topic: str, partition: int, nbytes: int) -> None:
         """Data was appended to a partition: wake the parked requests that wanted it."""
-        tickets = self._by_partition.get((topic, partition))
-        if not tickets:
-            return
-        for ticket in list(tickets):
-            entry = self._entries.get(ticket)
-            if entry is not None and entry.waiter.on_append(topic, partition, nbytes):
-                self._mark_ready(ticket)
+        self.purgatory.notify_append(topic, partition, nbytes)
 
     def _notify_available(self, topic: str, partition: int) -> None:
         """Records of a share-partition became available again: wake its share fetches."""
-        self.notify_append(topic, partition, 0)
+        self.purgatory.notify_append(topic, partition, 0)
 
     def notify_topic_changed(self, topic: str, *, deleted: bool) -> None:
         """A topic was deleted or resized: complete the requests watching it now.
 
         A deleted topic's committed offsets are dropped from every group.
         """
-        for (name, _), tickets in list(self._by_partition.items()):
-            if name == topic:
-                for ticket in list(tickets):
-                    self._mark_ready(ticket)
+        self.purgatory.wake_topic(topic)
         if deleted:
             self.producers.drop_topic(topic)
             self.shares.topic_deleted(topic)
@@ -1243,73 +988,31 @@ class Broker:
             except Exception:
                 log.exception("cannot drop the committed offsets of deleted topic %r", topic)
 
-    def _mark_ready(self, ticket: int) -> None:
-        entry = self._entries.get(ticket)
-        if entry is None:
-            return
-        self._unwatch(entry)
-        self._ready.append(ticket)
-
-    def _unwatch(self, entry: _Entry) -> None:
-        for tp in entry.waiter.watches:
-            tickets = self._by_partition.get(tp)
-            if tickets is not None:
-                tickets.discard(entry.ticket)
-                if not tickets:
-                    del self._by_partition[tp]
-
-    def _drop(self, ticket: int) -> None:
-        entry = self._entries.pop(ticket, None)
-        if entry is not None:
-            self._unwatch(entry)
-
     def has_ready(self) -> bool:
         """True when :meth:`poll` has completions to return without waiting.
 
-        Markers waiting to be written (:meth:`defer_transactions`) do not count:
+        Markers waiting to be written (``markers.defer``) do not count:
         :meth:`next_deadline` asks for a poll at once instead, so that a driver
         polls after it has sent the answer that comes before them.
         """
-        return bool(self._ready) or bool(self._group_done)
+        return self.purgatory.has_ready()
 
     def poll(self, now_ms: int) -> list[Completion]:
         """Completions due at ``now_ms``, and periodic work (retention, timers)."""
         self._now_ms = now_ms
-        if self._txn_pending:
+        markers = self.markers
+        if markers.pending:
             # First: the markers may wake parked fetches answered below.
-            self._run_deferred_transactions(now_ms)
-        while self._deadlines and self._deadlines[0][0] <= now_ms:
-            _, ticket = heapq.heappop(self._deadlines)
-            if ticket in self._entries:
-                self._mark_ready(ticket)
-        done: list[Completion] = []
-        ready, self._ready = self._ready, []
-        for ticket in ready:
-            entry = self._entries.pop(ticket, None)
-            if entry is None:
-                continue
-            if self._by_conn.get(entry.conn_id) == ticket:
-                del self._by_conn[entry.conn_id]
-            done.append(Completion(entry.conn_id, ticket, self._complete(entry, now_ms)))
-        if (
-            self._deadlines
-            and len(self._deadlines) > 64
-            and len(self._deadlines) > 4 * len(self._entries)
-        ):
-            # Completed entries leave stale heap items behind; rebuild now and then.
-            self._deadlines = [(d, t) for d, t in self._deadlines if t in self._entries]
-            heapq.heapify(self._deadlines)
-        self.release(self.groups.tick(now_ms))
-        self.complete_transactions(self.txn.tick(now_ms), now_ms)
+            markers.run_deferred(now_ms)
+        purgatory = self.purgatory
+        done = purgatory.take_ready(now_ms)
+        purgatory.release(self.groups.tick(now_ms))
+        markers.complete(self.txn.tick(now_ms), now_ms)
         share_deadline = self.shares.next_deadline()
         if share_deadline is not None and share_deadline <= now_ms:
             self.shares.tick(now_ms)
-        if now_ms >= self._next_marker_check_ms:
-            self._next_marker_check_ms = now_ms + _MARKER_CHECK_MS
-            self._prune_markers()
-        if self._group_done:
-            done.extend(self._group_done)
-            self._group_done = []
+        markers.check(now_ms)
+        done.extend(purgatory.take_group_done())
         if now_ms >= self._next_retention_ms:
             self._next_retention_ms = now_ms + self.config.log_retention_check_interval_ms
             self._run_retention(now_ms)
@@ -1328,7 +1031,9 @@ class Broker:
                 log.exception("periodic flush failed")
         return done
 
-    def _complete(self, entry: _Entry, now_ms: int) -> Reply:
+    def _complete(self, entry: ParkedRequest, now_ms: int) -> Reply:
+        """A waiter's reply, throttled as its request's quotas say (the purgatory's
+        ``finish``)."""
         header = entry.header
         key, version = header.request_api_key, header.request_api_version
         try:
@@ -1341,54 +1046,9 @@ class Broker:
         reply = Reply(header.correlation_id, key, version, body)
         if entry.throttle_ms or (self.quotas.active and key == _FETCH):
             return self._throttled(
-                entry.conn_id, header.client_id or "", reply, entry.throttle_ms, now_ms
+                entry.session, header.client_id or "", reply, entry.throttle_ms, now_ms
             )
         return reply
-
-    # -- requests answered by the group coordinator ------------------------------
-
-    def group_token(self, ctx: RequestContext) -> tuple[int, int]:
-        """A token for a request the coordinator may park (JoinGroup, SyncGroup)."""
-        ticket = self._next_ticket
-        self._next_ticket += 1
-        return (ctx.conn_id, ticket)
-
-    def group_outcome(self, ctx: RequestContext, token: tuple[int, int], released: Any) -> Any:
-        """Sort the coordinator's ``(token, response)`` pairs for a request.
-
-        Returns:
-            The request's own response when the coordinator answered it at once,
-            else :class:`Parked` (its response comes out of a later :meth:`poll`).
-        """
-        own = None
-        for tok, body in released:
-            if tok == token:
-                own = body
-            else:
-                self._release_one(tok, body)
-        if own is not None:
-            return own
-        conn_id, ticket = token
-        self._group_waits[token] = ctx.header
-        self._by_conn[conn_id] = ticket
-        return Parked(ticket)
-
-    def release(self, released: Any) -> None:
-        """Queue the coordinator's ``(token, response)`` pairs for their connections."""
-        for tok, body in released:
-            self._release_one(tok, body)
-
-    def _release_one(self, token: Hashable, body: Any) -> None:
-        header = self._group_waits.pop(token, None)
-        if header is None:
-            return  # its connection is gone
-        conn_id, ticket = typing.cast(tuple[int, int], token)
-        if self._by_conn.get(conn_id) == ticket:
-            del self._by_conn[conn_id]
-        reply = Reply(
-            header.correlation_id, header.request_api_key, header.request_api_version, body
-        )
-        self._group_done.append(Completion(conn_id, ticket, reply))
 
     def next_deadline(self) -> int | None:
         """The wall-clock time at which :meth:`poll` has work, or None."""
@@ -1397,10 +1057,9 @@ class Broker:
             self._next_flush_ms,
             self._next_producer_expiry_ms,
         ]
-        while self._deadlines and self._deadlines[0][1] not in self._entries:
-            heapq.heappop(self._deadlines)
-        if self._deadlines:
-            candidates.append(self._deadlines[0][0])
+        parked_deadline = self.purgatory.next_deadline()
+        if parked_deadline is not None:
+            candidates.append(parked_deadline)
         group_deadline = self.groups.next_deadline()
         if group_deadline is not None:
             candidates.append(group_deadline)
@@ -1410,10 +1069,9 @@ class Broker:
         share_deadline = self.shares.next_deadline()
         if share_deadline is not None:
             candidates.append(share_deadline)
-        if self._txn_pending:
-            candidates.append(0)
-        elif self.txn.unsynced_marker_count:
-            candidates.append(self._next_marker_check_ms)
+        markers_deadline = self.markers.next_deadline()
+        if markers_deadline is not None:
+            candidates.append(markers_deadline)
         return min(candidates)
 
     # -- periodic work ----------------------------------------------------------
@@ -1429,333 +1087,6 @@ class Broker:
         # Moving log start offsets drop aborted-transaction entries below them.
         self.producers.truncate_heads()
 
-    # -- transactions ------------------------------------------------------------
-
-    def complete_transactions(self, completions: Iterable[TxnCompletion], now_ms: int) -> None:
-        """Carry out transaction outcomes: markers, then offsets, then acknowledge.
-
-        For each completion (see :mod:`.transactions`): a COMMIT or ABORT control
-        batch goes to every partition of the transaction that still exists, a
-        commit's group offsets are applied, and only then does the coordinator hear
-        that the markers are written, and where. The journal is fsynced first, so
-        that no marker or offset reaches the disk before its decision (EndTxn may
-        have been answered with the decision only written). Markers are not
-        fsynced here (see the module docstring). Any failure leaves the
-        transaction prepared; the coordinator issues it again after its retry
-        backoff, and markers written twice are harmless.
-        """
-        if self.cluster_txn is not None:
-            # Markers go to the partitions' leaders once the decision is replicated.
-            self.cluster_txn.queue(completions)
-            return
-        txn = self.txn
-        completions = list(completions)
-        if completions and not txn.flush_decisions():
-            return  # no marker before its decision is on disk; issued again later
-        for completion in completions:
-            written = self._write_completion(completion, now_ms)
-            if written is not None:
-                txn.markers_written(completion, now_ms, written)
-        if txn.unsynced_marker_count >= _MARKER_SYNC_MAX:
-            self._sync_markers(now_ms)
-
-    def defer_transactions(self, completions: Iterable[TxnCompletion], now_ms: int) -> None:
-        """Carry out transaction outcomes after the current request is answered.
-
-        For handlers whose answer only needs the decision written (EndTxn,
-        InitProducerId): the markers are written by the next :meth:`poll` or
-        before the next request, whichever comes first (or by :meth:`close`).
-        """
-        self._last_now_ms = now_ms
-        self._txn_pending.extend(completions)
-
-    def _run_deferred_transactions(self, now_ms: int) -> None:
-        self._last_now_ms = now_ms
-        pending, self._txn_pending = self._txn_pending, []
-        try:
-            self.complete_transactions(pending, now_ms)
-        except Exception:
-            # Never the fault of the request that happens to come next; the
-            # coordinator issues what is still prepared again after its backoff.
-            log.exception("internal error completing transactions")
-
-    def _write_completion(
-        self, completion: TxnCompletion, now_ms: int
-    ) -> list[WrittenMarker] | None:
-        """Write a completion's markers and offsets; where the markers went, or None."""
-        outcome = "commit" if completion.commit else "abort"
-        written: list[WrittenMarker] = []
-        for marker in completion.markers:
-            topic, partition = marker.topic, marker.partition
-            if not self._partition_exists(topic, partition):
-                continue  # deleted since it joined the transaction
-            try:
-                offset = self.producers.write_marker(
-                    topic,
-                    partition,
-                    producer_id=marker.producer_id,
-                    producer_epoch=marker.producer_epoch,
-                    coordinator_epoch=marker.coordinator_epoch,
-                    commit=marker.commit,
-                    now_ms=now_ms,
-                )
-            except Exception:
-                log.exception(
-                    "transaction %r: cannot write its %s marker to %s-%d; will retry",
-                    completion.transactional_id,
-                    outcome,
-                    topic,
-                    partition,
-                )
-                return None
-            if offset is not None:
-                written.append(
-                    WrittenMarker(
-                        topic,
-                        partition,
-                        offset,
-                        marker.producer_id,
-                        marker.producer_epoch,
-                        marker.coordinator_epoch,
-                        marker.commit,
-                    )
-                )
-                self.notify_append(topic, partition, _MARKER_WAKES)
-        for group_id, offsets in completion.offsets.items():
-            live = {tp: o for tp, o in offsets.items() if self._partition_exists(*tp)}
-            if not live:
-                continue
-            try:
-                self.groups.commit_transactional_offsets(group_id, live, now_ms)
-            except Exception:
-                log.exception(
-                    "transaction %r: cannot apply the offsets of group %r; will retry",
-                    completion.transactional_id,
-                    group_id,
-                )
-                return None
-        return written
-
-    def _prune_markers(self) -> None:
-        """Forget the marker positions that segment rolls made durable (no fsync)."""
-        durable: dict[tuple[str, int], int | None] = {}
-        for (topic, partition), markers in self.txn.unsynced_markers().items():
-            if not self._partition_exists(topic, partition):
-                durable[(topic, partition)] = None
-                continue
-            try:
-                base = self.logs.partition(topic, partition).active_segment_base_offset
-            except Exception:
-                continue
-            if markers[0].offset < base:
-                durable[(topic, partition)] = base
-        if durable:
-            self.txn.markers_synced(durable)
-
-    def _sync_markers(self, now_ms: int | None) -> None:
-        """fsync the partitions holding unsynced markers, then let the journal forget them."""
-        synced: dict[tuple[str, int], int | None] = {}
-        for topic, partition in self.txn.unsynced_markers():
-            if not self._partition_exists(topic, partition):
-                synced[(topic, partition)] = None
-                continue
-            try:
-                plog = self.logs.partition(topic, partition)
-                end = plog.log_end_offset
-                plog.flush(now_ms=now_ms)
-            except Exception:
-                # Kept: a later sync (or the next start) deals with them.
-                log.exception("cannot fsync the transaction markers of %s-%d", topic, partition)
-                continue
-            synced[(topic, partition)] = end
-        if synced:
-            self.txn.markers_synced(synced)
-
-    def _recover_markers(self, now_ms: int) -> None:
-        """Write again the recorded markers that a crash took from the logs (at open).
-
-        A partition log comes back from a power loss as a prefix of what was
-        written, so a recorded marker at or beyond its log end is lost together with
-        everything after it: a producer's first such marker in a partition is the
-        one its open transaction there (if any) is waiting for.
-        """
-        dealt_with: dict[tuple[str, int], int | None] = {}
-        for (topic, partition), markers in self.txn.unsynced_markers().items():
-            if not self._partition_exists(topic, partition):
-                dealt_with[(topic, partition)] = None
-                continue
-            try:
-                plog = self.logs.partition(topic, partition)
-                end = plog.log_end_offset
-                # Each producer's first lost marker (markers are in offset order).
-                lost: dict[int, WrittenMarker] = {}
-                for m in markers:
-                    if m.offset >= end:
-                        lost.setdefault(m.producer_id, m)
-                if not lost:
-                    continue  # all in the log; they reach the disk like the rest of it
-                open_txns = set(
-                    self.producers.state(topic, partition).ongoing_transactions().values()
-                )
-                for m in lost.values():
-                    if m.producer_id not in open_txns:
-                        continue  # its transaction's records were lost too
-                    log.warning(
-                        "%s-%d: the %s marker of producer %d (offset %d) was lost in a "
-                        "crash; writing it again",
-                        topic,
-                        partition,
-                        "COMMIT" if m.commit else "ABORT",
-                        m.producer_id,
-                        m.offset,
-                    )
-                    self.producers.write_marker(
-                        topic,
-                        partition,
-                        producer_id=m.producer_id,
-                        producer_epoch=m.producer_epoch,
-                        coordinator_epoch=m.coordinator_epoch,
-                        commit=m.commit,
-                        now_ms=now_ms,
-                    )
-                # The positions no longer match the log: make it durable and forget them.
-                plog.flush(now_ms=now_ms)
-            except Exception:
-                log.exception(
-                    "%s-%d: cannot restore lost transaction markers; will try at the next start",
-                    topic,
-                    partition,
-                )
-                continue
-            dealt_with[(topic, partition)] = None
-        if dealt_with:
-            # Synced: a marker written again must never be looked for at its old offset.
-            self.txn.markers_synced(dealt_with, sync=True)
-
-    def _abort_hanging_transactions(self, now_ms: int) -> None:
-        """Deal with open transactions of crashed logs that the journal lost (at open).
-
-        A partition's join is written to the journal without fsync, so a power
-        loss can keep a transaction's data and lose the join. Only a log opened
-        without a clean close can hold such data. Each producer with an open
-        transaction there goes to the coordinator (``adopt_hanging``), whose
-        completions are carried out here, before the first request; a decided
-        transaction completed this way can reveal a later one, hence a second
-        pass. Producers no transactional id holds get an ABORT marker.
-        """
-        unclean = [
-            (info.name, index)
-            for info in self.logs.topics()
-            for index, plog in enumerate(self.logs.partitions(info.name))
-            if not plog.opened_clean
-        ]
-        for _ in range(2):
-            hanging: dict[int, dict[tuple[str, int], int]] = {}
-            for topic, partition in unclean:
-                try:
-                    ongoing = self.producers.state(topic, partition).ongoing_transactions()
-                except Exception:
-                    log.exception("%s-%d: cannot load its producer state", topic, partition)
-                    continue
-                for first, pid in ongoing.items():
-                    hanging.setdefault(pid, {})[(topic, partition)] = first
-            if not hanging:
-                return
-            completions, orphans = self.txn.adopt_hanging(hanging, now_ms)
-            for pid in sorted(orphans):
-                for topic, partition in sorted(hanging[pid]):
-                    self._abort_orphan(topic, partition, pid, now_ms)
-            if not completions:
-                return
-            self.complete_transactions(completions, now_ms)
-
-    def write_txn_marker(
-        self,
-        topic: str,
-        partition: int,
-        *,
-        producer_id: int,
-        producer_epoch: int,
-        coordinator_epoch: int,
-        commit: bool,
-        now_ms: int,
-    ) -> ErrorCode:
-        """Write a marker a client asked for (WriteTxnMarkers: an admin's abort of a
-        hanging transaction, KIP-664), durably, with the checks of the coordinator's
-        own markers.
-
-        Returns:
-            NONE, UNKNOWN_TOPIC_OR_PARTITION, INVALID_PRODUCER_EPOCH (an older epoch
-            than the partition has seen), TRANSACTION_COORDINATOR_FENCED (an older
-            coordinator epoch), or the storage error's code.
-        """
-        if not self._partition_exists(topic, partition):
-            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-        try:
-            refused = self.producers.state(topic, partition).check_marker(
-                producer_id, producer_epoch, coordinator_epoch
-            )
-            if refused is not ErrorCode.NONE:
-                return refused
-            offset = self.producers.write_marker(
-                topic,
-                partition,
-                producer_id=producer_id,
-                producer_epoch=producer_epoch,
-                coordinator_epoch=coordinator_epoch,
-                commit=commit,
-                now_ms=now_ms,
-            )
-            # The coordinator's markers are tracked until a roll makes them durable;
-            # nothing tracks this one, so it is on disk before the answer.
-            self.logs.partition(topic, partition).flush(now_ms=now_ms)
-        except BrokerError as exc:
-            return exc.code
-        if offset is not None:  # (None: refused, which the check above rules out)
-            log.warning(
-                "%s-%d: wrote %s marker for producer %d (epoch %d) at offset %d, as a client asked",
-                topic,
-                partition,
-                "a COMMIT" if commit else "an ABORT",
-                producer_id,
-                producer_epoch,
-                offset,
-            )
-            self.notify_append(topic, partition, _MARKER_WAKES)
-        return ErrorCode.NONE
-
-    def _abort_orphan(self, topic: str, partition: int, pid: int, now_ms: int) -> None:
-        """Write an ABORT marker for an open transaction no transactional id holds."""
-        log.warning(
-            "%s-%d: producer %d has an open transaction no transactional id holds "
-            "(the journal lost it); aborting it",
-            topic,
-            partition,
-            pid,
-        )
-        try:
-            entry = self.producers.state(topic, partition).entry(pid)
-            if entry is None:
-                return
-            self.producers.write_marker(
-                topic,
-                partition,
-                producer_id=pid,
-                producer_epoch=entry.epoch,
-                coordinator_epoch=max(entry.coordinator_epoch, self.txn.coordinator_epoch),
-                commit=False,
-                now_ms=now_ms,
-            )
-            self.logs.partition(topic, partition).flush(now_ms=now_ms)
-        except Exception:
-            log.exception(
-                "%s-%d: cannot abort the open transaction of producer %d; will try at the "
-                "next start",
-                topic,
-                partition,
-                pid,
-            )
-
     # -- producer ids ------------------------------------------------------------
 
     def allocate_producer_id(self) -> int:
@@ -1767,13 +1098,7 @@ class Broker:
     def api_versions(self) -> list[tuple[int, int, int]]:
         """(api_key, min_version, max_version) of every API served, by key (the
         KIP-714 client APIs only with ``client_telemetry_enabled``)."""
-        telemetry = self.config.client_telemetry_enabled
-        protocol = self.config.protocol_version
-        return [
-            (key, *spec.advertised(protocol))
-            for key, spec in sorted(HANDLERS.items())
-            if telemetry or key not in _TELEMETRY_KEYS
-        ]
+        return advertised_versions(self.config)
 
     # -- lifecycle ---------------------------------------------------------------
 
@@ -1782,16 +1107,10 @@ class Broker:
         if self._closed:
             return
         self._closed = True
-        self._entries.clear()
-        self._by_partition.clear()
-        self._by_conn.clear()
-        self._group_waits.clear()
+        self.purgatory.clear()
         try:
             try:
-                if self._txn_pending:
-                    self._run_deferred_transactions(self._last_now_ms)
-                if self.txn.unsynced_marker_count:
-                    self._sync_markers(None)
+                self.markers.close()
             except Exception:
                 log.exception("cannot complete the transactions decided last")
             try:
@@ -1843,116 +1162,6 @@ class Broker:
 # -- request bodies ----------------------------------------------------------------------
 
 
-def _unauthenticated_refusal(session: SaslSession, key: int, client_id: str | None) -> Close | None:
-    """Why a request of ``key`` cannot come on a connection still (re-)authenticating."""
-    name = api(key).name if key in API_MODULES else f"API key {key}"
-    if session.reauth_of is not None and key != _SASL_AUTHENTICATE:
-        return Close(
-            f"{name} request during SASL re-authentication",
-            client_id,
-            failed_authentication=True,
-        )
-    if key not in _BEFORE_AUTHENTICATION:
-        return Close(
-            f"{name} request before SASL authentication (is the client configured for SASL?)",
-            client_id,
-        )
-    return None
-
-
-def _decode_body(key: int, version: int, frame: bytes | memoryview, start: int) -> Any:
-    """Decode the request body at ``start`` of ``frame``, ignoring bytes after it
-    as Kafka does.
-
-    Kafka's broker never checks for trailing bytes and librdkafka relies on that:
-    its "all topics" Metadata request (v9+) carries three stray zero bytes.
-    """
-    return decode_request_body(key, version, frame, allow_trailing=True, start=start)
-
-
-# -- durable broker metadata ------------------------------------------------------------
-
-
-def _atomic_write(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
-
-
-def _read_properties(path: Path) -> dict[str, str]:
-    values: dict[str, str] = {}
-    for line in path.read_text(encoding="utf-8").splitlines():
-        line = line.strip()
-        if line and not line.startswith("#") and "=" in line:
-            key, value = line.split("=", 1)
-            values[key.strip()] = value.strip()
-    return values
-
-
-def new_cluster_id() -> str:
-    """A cluster id in Kafka's format: a random UUID as 22 url-safe base64 characters."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode("ascii").rstrip("=")
-
-
-def _load_cluster_id(data_dir: Path, config: BrokerConfig) -> str:
-    meta = data_dir / "meta.properties"
-    if meta.exists():
-        stored = _read_properties(meta).get("cluster.id")
-        if stored:
-            if config.cluster_id is not None and config.cluster_id != stored:
-                raise ConfigError(
-                    f"cluster_id {config.cluster_id!r} does not match {stored!r} stored in {meta}"
-                )
-            return stored
-    cluster_id = config.cluster_id or new_cluster_id()
-    _write_meta(meta, cluster_id, config.node_id)
-    return cluster_id
-
-
-def _write_meta(path: Path, cluster_id: str, node_id: int) -> None:
-    """``meta.properties``: the data directory's cluster and node ids."""
-    _atomic_write(
-        path,
-        f"# brokerlite broker metadata\nversion=1\ncluster.id={cluster_id}\nnode.id={node_id}\n",
-    )
-
-
-class _ProducerIdAllocator:
-    """Producer ids from a durable counter, reserved in blocks like Kafka does.
-
-    The file holds the first id of the next unreserved block; it is advanced
-    (atomically) before any id of a new block is handed out, so a crash can
-    skip ids but never repeat one.
-    """
-
-    def __init__(self, path: Path) -> None:
-        self._path = path
-        self._next = 0
-        self._limit = 0
-        if path.exists():
-            text = path.read_text(encoding="utf-8").strip()
-            try:
-                self._next = self._limit = int(text)
-            except ValueError:
-                raise ConfigError(f"{path}: not a producer id ({text!r})") from None
-
-    def next(self) -> int:
-        if self._next >= self._limit:
-            self._limit = self._next + _PRODUCER_ID_BLOCK
-            _atomic_write(self._path, f"{self._limit}\n")
-        pid = self._next
-        self._next += 1
-        return pid
-
-
 class _Replicated:
     """A coordinator's answer waiting for its records to reach the ISR (cluster mode)."""
 
@@ -1994,40 +1203,6 @@ class _Replicated:
         return self._timed_out if outcome is None else outcome
 
 
-class ClusterProducerIds:
-    """Producer ids from blocks the cluster's ZooKeeper hands to this broker (cluster
-    mode), so that no two brokers ever give out the same id. ``want_more`` is
-    called when the ids left run low; the driver then adds a block."""
-
-    def __init__(self, want_more: Callable[[], None]) -> None:
-        self._blocks: list[tuple[int, int]] = []  # (next, last) each
-        self._want_more = want_more
-        self._asked = False
-
-    def add_block(self, start: int, end: int) -> None:
-        self._blocks.append((start, end))
-        self._asked = False
-
-    def left(self) -> int:
-        return sum(end - nxt + 1 for nxt, end in self._blocks)
-
-    def next(self) -> int:
-        if not self._blocks:
-            if not self._asked:
-                self._asked = True
-                self._want_more()
-            raise BrokerError("no producer id block from ZooKeeper yet; retry shortly")
-        nxt, end = self._blocks[0]
-        if nxt == end:
-            self._blocks.pop(0)
-        else:
-            self._blocks[0] = (nxt + 1, end)
-        if self.left() < _PRODUCER_ID_BLOCK // 2 and not self._asked:
-            self._asked = True
-            self._want_more()
-        return nxt
-
-
 def _transactional_ids(api_key: int, version: int, body: Any) -> list[str]:
     """The transactional ids a transaction request (``_TXN_KEYED``) is about."""
     if api_key == 24:
@@ -2036,8 +1211,3 @@ def _transactional_ids(api_key: int, version: int, body: Any) -> list[str]:
         return [body.v3_and_below_transactional_id]
     tid = body.transactional_id
     return [] if tid is None else [tid]
-
-
-def served_api_keys() -> Iterable[int]:
-    """The API keys brokerlite serves."""
-    return sorted(HANDLERS)

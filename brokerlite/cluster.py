@@ -51,7 +51,7 @@ import trio
 
 from trafka.codec.errors import ErrorCode
 
-from .broker import Broker, ClusterProducerIds
+from .broker import Broker
 from .cluster_view import INTERNAL_TOPICS, TRANSACTION_STATE_TOPIC, ClusterImage, ZkTask
 from .config import BrokerConfig
 from .controller import (
@@ -76,6 +76,7 @@ from .errors import (
 )
 from .log import check_topic_collision, new_topic_id, validate_topic_name
 from .marker_sender import MarkerSender
+from .node_meta import ClusterProducerIds
 from .replica_fetcher import ReplicaFetcher
 from .server import now_ms
 from .zk_layout import (

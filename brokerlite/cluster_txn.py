@@ -64,6 +64,8 @@ from .txn_log import ReplicatedTxnJournal
 
 if TYPE_CHECKING:
     from .broker import Broker
+    from .cluster_view import ClusterView
+    from .log import LogManager
 
 __all__ = ["ClusterTransactions", "MarkersReplicated", "unverified"]
 
@@ -312,12 +314,14 @@ class MarkersReplicated:
 
     def __init__(
         self,
-        broker: Broker,
+        cluster: ClusterView,
+        logs: LogManager,
         answer: Response,
         required: dict[tuple[str, int], int],
         deadline_ms: int,
     ) -> None:
-        self._broker = broker
+        self._cluster = cluster
+        self._logs = logs
         self._answer = answer
         self._required = required
         self.deadline_ms = deadline_ms
@@ -327,15 +331,14 @@ class MarkersReplicated:
         """The error of each partition that lost its leadership (NOT_LEADER_OR_FOLLOWER)
         or has not replicated its marker yet (REQUEST_TIMED_OUT, for a timeout), and
         whether any partition still waits."""
-        cluster = self._broker.cluster
-        assert cluster is not None
+        cluster = self._cluster
         codes: dict[tuple[str, int], ErrorCode] = {}
         waiting = False
         for (topic, partition), needed in self._required.items():
             replica = cluster.replicas.replica(topic, partition)
-            if replica is None or replica.leader != self._broker.node_id:
+            if replica is None or replica.leader != cluster.node_id:
                 codes[(topic, partition)] = ErrorCode.NOT_LEADER_OR_FOLLOWER
-            elif self._broker.logs.partition(topic, partition).high_watermark < needed:
+            elif self._logs.partition(topic, partition).high_watermark < needed:
                 codes[(topic, partition)] = ErrorCode.REQUEST_TIMED_OUT
                 waiting = True
         return codes, waiting

@@ -41,7 +41,7 @@ __all__ = [
 
 def enabled(ctx: RequestContext) -> bool:
     """Whether the broker authorizes requests (an authorizer is configured)."""
-    return ctx.broker.authorizer is not None
+    return ctx.authorizer is not None
 
 
 def group_allowed(ctx: RequestContext, operation: int, group_id: str) -> bool:

@@ -3,12 +3,19 @@
 Rules and invariants:
 
 * A handler is pure protocol logic: it receives a :class:`RequestContext` and
-  the decoded request body, reads and changes broker state through
-  ``ctx.broker``, and returns either a response body (a generated response
+  the decoded request body, reads and changes broker state through the
+  context's narrow attributes (``ctx.logs``, ``ctx.groups``, ``ctx.txn``,
+  ``ctx.cluster``, ``ctx.config``, ``ctx.authorizer``... and ``ctx.session``,
+  its connection), and returns either a response body (a generated response
   dataclass, or a :class:`PartsBody` such as the Fetch response plan) or an
   :class:`Outcome` (:class:`NoResponse`, :class:`Parked`, :class:`Close`, which
   may carry a last answer to send before closing). It never blocks, never sleeps
   and never touches a socket.
+  Parked requests go through ``ctx.park`` and ``ctx.purgatory``, transaction
+  markers through ``ctx.markers``.
+* ``ctx.broker`` is left for the few operations of the broker as a whole, those
+  that span several of its parts: a topic's deletion or resize, reopening an
+  offline partition, OffsetFetch's pending offsets, the advertised versions.
 * A handler never lets a storage or coordinator error escape for one
   topic/partition: it reports it as that entry's error code. An exception that
   does escape is a bug; the broker logs it and answers with
@@ -22,16 +29,36 @@ from __future__ import annotations
 
 import dataclasses
 import struct
+import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
-from trafka.brokerlite.authorizer import RESOURCE_OPERATIONS
+from trafka.brokerlite.authorizer import ANONYMOUS, RESOURCE_OPERATIONS
 from trafka.codec.errors import ErrorCode
 from trafka.codec.protocol import api, encode_response
 
 if TYPE_CHECKING:
+    from trafka.brokerlite.authorizer import Authorizer
     from trafka.brokerlite.broker import Broker
-    from trafka.brokerlite.quotas import MutationQuota
+    from trafka.brokerlite.cluster_txn import ClusterTransactions
+    from trafka.brokerlite.cluster_view import ClusterView
+    from trafka.brokerlite.config import BrokerConfig
+    from trafka.brokerlite.delegation_tokens import DelegationTokens
+    from trafka.brokerlite.eos import ProducerStates, TxnVerifier
+    from trafka.brokerlite.features import FeatureStore
+    from trafka.brokerlite.fetch_sessions import FetchManager
+    from trafka.brokerlite.groups import GroupCoordinator
+    from trafka.brokerlite.log import LogManager
+    from trafka.brokerlite.metrics import BrokerMetrics
+    from trafka.brokerlite.purgatory import Purgatory
+    from trafka.brokerlite.quotas import MutationQuota, Quotas
+    from trafka.brokerlite.scram import ScramCredentials
+    from trafka.brokerlite.session import ConnectionSession
+    from trafka.brokerlite.share_groups import ShareGroups
+    from trafka.brokerlite.shares import ShareFetcher
+    from trafka.brokerlite.telemetry import ClientTelemetry
+    from trafka.brokerlite.transactions import TransactionCoordinator
+    from trafka.brokerlite.txn_markers import TransactionMarkers
     from trafka.codec.messages.headers import RequestHeader
 
 __all__ = [
@@ -41,6 +68,7 @@ __all__ = [
     "Outcome",
     "Parked",
     "Part",
+    "Partitions",
     "PartsBody",
     "Reply",
     "RequestContext",
@@ -188,7 +216,7 @@ Outcome = Reply | SaslToken | NoResponse | Parked | Close
 
 
 class Waiter(Protocol):
-    """A parked request inside the broker core (see ``Broker.park``)."""
+    """A parked request inside the broker core (see ``RequestContext.park``)."""
 
     deadline_ms: int
     watches: frozenset[tuple[str, int]]
@@ -202,21 +230,158 @@ class Waiter(Protocol):
         ...
 
 
+class Partitions(Protocol):
+    """What reading and writing partitions needs: the logs, the producer states
+    and the cluster view. A :class:`RequestContext` is one, and so is the broker."""
+
+    @property
+    def logs(self) -> LogManager: ...
+
+    @property
+    def producers(self) -> ProducerStates: ...
+
+    @property
+    def cluster(self) -> ClusterView | None: ...
+
+
 @dataclasses.dataclass(slots=True)
 class RequestContext:
     """One request being handled.
 
     Attributes:
         broker: the broker core (state, storage, coordinator, config).
-        conn_id: the connection the request came on.
+        session: the connection the request came on
+            (:class:`~trafka.brokerlite.session.ConnectionSession`).
         header: the decoded request header.
         now_ms: wall-clock time in milliseconds, given by the driver.
     """
 
     broker: Broker
-    conn_id: int
+    session: ConnectionSession
     header: RequestHeader
     now_ms: int
+
+    @property
+    def conn_id(self) -> int:
+        """The id of the connection the request came on."""
+        return self.session.conn_id
+
+    # -- the broker's parts a handler may use (narrow views of ``broker``) ---------------
+
+    @property
+    def config(self) -> BrokerConfig:
+        """The broker's settings."""
+        return self.broker.config
+
+    @property
+    def node_id(self) -> int:
+        return self.broker.node_id
+
+    @property
+    def cluster_id(self) -> str:
+        return self.broker.cluster_id
+
+    @property
+    def advertised(self) -> tuple[str, int]:
+        """The (host, port) clients are given for this broker."""
+        return self.broker.advertised
+
+    @property
+    def logs(self) -> LogManager:
+        """Topics and partition logs."""
+        return self.broker.logs
+
+    @property
+    def producers(self) -> ProducerStates:
+        """Idempotent producers' state; every write to a partition goes through it."""
+        return self.broker.producers
+
+    @property
+    def cluster(self) -> ClusterView | None:
+        """What this broker knows of its cluster (cluster mode), else None."""
+        return self.broker.cluster
+
+    @property
+    def groups(self) -> GroupCoordinator:
+        """The consumer group coordinator."""
+        return self.broker.groups
+
+    @property
+    def share_groups(self) -> ShareGroups:
+        """The share group coordinator (KIP-932)."""
+        return self.broker.share_groups
+
+    @property
+    def shares(self) -> ShareFetcher:
+        """Share sessions and share-partitions (ShareFetch, ShareAcknowledge)."""
+        return self.broker.shares
+
+    @property
+    def txn(self) -> TransactionCoordinator:
+        """The transaction coordinator."""
+        return self.broker.txn
+
+    @property
+    def cluster_txn(self) -> ClusterTransactions | None:
+        """The cluster side of the transaction coordinator (cluster mode), else None."""
+        return self.broker.cluster_txn
+
+    @property
+    def fetch_sessions(self) -> FetchManager:
+        """Incremental fetch sessions (KIP-227)."""
+        return self.broker.fetch_sessions
+
+    @property
+    def authorizer(self) -> Authorizer | None:
+        """The ACL authorizer, None when none is configured."""
+        return self.broker.authorizer
+
+    @property
+    def quotas(self) -> Quotas:
+        return self.broker.quotas
+
+    @property
+    def features(self) -> FeatureStore:
+        return self.broker.features
+
+    @property
+    def scram(self) -> ScramCredentials:
+        return self.broker.scram
+
+    @property
+    def tokens(self) -> DelegationTokens:
+        return self.broker.tokens
+
+    @property
+    def telemetry(self) -> ClientTelemetry:
+        """Client metrics subscriptions and instances (KIP-714)."""
+        return self.broker.telemetry
+
+    @property
+    def metrics(self) -> BrokerMetrics:
+        return self.broker.metrics
+
+    @property
+    def verify_transactional(self) -> TxnVerifier:
+        """Checks a transactional Produce against its transaction (KIP-890 part 1)."""
+        return self.broker.verify_transactional
+
+    @property
+    def markers(self) -> TransactionMarkers:
+        """Transaction markers written here (deferred after an answer, or asked for)."""
+        return self.broker.markers
+
+    @property
+    def purgatory(self) -> Purgatory:
+        """The requests parked in the core: wake them (``notify_append``), or queue
+        the coordinator's answers for their connections (``release``)."""
+        return self.broker.purgatory
+
+    def topic_name(self, topic_id: uuid.UUID) -> str | None:
+        """The name of the topic with id ``topic_id``, or None."""
+        return self.broker.topic_name(topic_id)
+
+    # -- the request ----------------------------------------------------------------------
 
     @property
     def version(self) -> int:
@@ -229,46 +394,74 @@ class RequestContext:
     @property
     def principal(self) -> str:
         """The connection's principal for ACLs (``User:alice``, ``User:ANONYMOUS``)."""
-        return self.broker.principal_of(self.conn_id)
+        return self.session.principal
+
+    def token_requests_allowed(self) -> bool:
+        """Whether the connection may use the delegation-token APIs (Kafka's
+        ``allowTokenRequests``): not one that logged in with a token, nor one on a
+        PLAINTEXT listener, nor an SSL one without a client certificate."""
+        protocol = self.config.security_protocol
+        if self.session.token_login or protocol == "PLAINTEXT":
+            return False
+        return not (protocol == "SSL" and self.principal == ANONYMOUS)
 
     def allowed(self, operation: int, resource_type: int, name: str) -> bool:
         """Whether this request's principal may do ``operation`` on the resource
         (:mod:`trafka.brokerlite.authorizer`; always without an authorizer)."""
-        return self.broker.authorize(self.conn_id, operation, resource_type, name)
+        authorizer = self.authorizer
+        if authorizer is None:
+            return True
+        return authorizer.authorize(
+            self.principal, self.session.host, operation, resource_type, name
+        )
 
     def allowed_on_some(self, operation: int, resource_type: int) -> bool:
         """Whether the principal may do ``operation`` on some resource of the type
         (Kafka's ``authorizeByResourceType``; always without an authorizer)."""
-        authorizer = self.broker.authorizer
+        authorizer = self.authorizer
         if authorizer is None:
             return True
         return authorizer.authorize_by_type(
-            self.principal, self.broker.client_host(self.conn_id), operation, resource_type
+            self.principal, self.session.host, operation, resource_type
         )
 
     def authorized_operations(self, resource_type: int, name: str) -> int:
         """The KIP-430 bit field of what the principal may do on the resource."""
-        authorizer = self.broker.authorizer
+        authorizer = self.authorizer
         if authorizer is None:
             return sum(1 << op for op in RESOURCE_OPERATIONS.get(resource_type, ()))
         return authorizer.authorized_operations(
-            self.principal, self.broker.client_host(self.conn_id), resource_type, name
+            self.principal, self.session.host, resource_type, name
         )
 
     def mutation_quota(self, strict_from: int) -> MutationQuota:
         """This request's ``controller_mutation_rate`` quota (KIP-599), strict
         (THROTTLING_QUOTA_EXCEEDED per topic) from version ``strict_from`` on."""
-        broker = self.broker
-        return broker.quotas.mutations(
-            broker.quota_user(self.conn_id),
+        return self.quotas.mutations(
+            self.session.quota_user,
             self.header.client_id or "",
             strict=self.header.request_api_version >= strict_from,
             now_ms=self.now_ms,
         )
 
     def park(self, waiter: Waiter) -> Parked:
-        """Park this request until ``waiter`` completes (see ``Broker.park``)."""
-        return self.broker.park(self, waiter)
+        """Park this request until ``waiter`` completes: its reply is built by
+        ``waiter.complete(now_ms)`` and returned by ``Broker.poll`` when data
+        arrives on a watched partition and the waiter accepts it, when
+        ``waiter.deadline_ms`` passes, or when a watched topic is deleted or
+        changed (:mod:`trafka.brokerlite.purgatory`)."""
+        return self.purgatory.park(self.session, self.header, waiter)
+
+    def group_token(self) -> tuple[int, int]:
+        """A token for this request, which the group coordinator may park
+        (JoinGroup, SyncGroup)."""
+        return self.purgatory.group_token(self.session.conn_id)
+
+    def group_outcome(self, token: tuple[int, int], released: Any) -> Any:
+        """This request's answer among the coordinator's ``(token, response)``
+        pairs (the others are queued for their connections), or :class:`Parked`
+        when the coordinator holds it."""
+        return self.purgatory.group_outcome(self.session, self.header, token, released)
 
     def reply(self, body: Any) -> Reply:
         """``body`` as the answer to this request."""

@@ -20,7 +20,8 @@ from trafka.brokerlite.log import ConfigEntry, ConfigSource, ConfigType
 from trafka.brokerlite.telemetry import CONFIG_DEFAULTS, CONFIG_TYPES, INTERVAL_MS, split_list
 
 if TYPE_CHECKING:
-    from trafka.brokerlite.broker import Broker
+    from trafka.brokerlite.config import BrokerConfig
+    from trafka.brokerlite.telemetry import ClientTelemetry
 
 
 class ResourceType(enum.IntEnum):
@@ -98,10 +99,10 @@ _BROKER_TYPES = {
 }
 
 
-def broker_entries(broker: Broker) -> list[ConfigEntry]:
+def broker_entries(config: BrokerConfig) -> list[ConfigEntry]:
     """The broker's settings as read-only config entries, sorted by name."""
     out = []
-    for name, value, is_default in broker.config.kafka_entries():
+    for name, value, is_default in config.kafka_entries():
         out.append(
             ConfigEntry(
                 name=name,
@@ -118,9 +119,9 @@ def broker_entries(broker: Broker) -> list[ConfigEntry]:
     return sorted(out, key=lambda e: e.name)
 
 
-def is_broker_name(broker: Broker, name: str) -> bool:
+def is_broker_name(node_id: int, name: str) -> bool:
     """Whether a broker resource name designates this broker ("" is the cluster default)."""
-    return name in ("", str(broker.node_id))
+    return name in ("", str(node_id))
 
 
 #: DescribeConfigs' source of a client-metrics resource's own setting (Kafka's
@@ -149,10 +150,10 @@ def _printed(name: str, value: str) -> str:
     return ",".join(split_list(value))
 
 
-def client_metrics_entries(broker: Broker, name: str) -> list[ClientMetricsEntry]:
+def client_metrics_entries(telemetry: ClientTelemetry, name: str) -> list[ClientMetricsEntry]:
     """Every client-metrics setting of resource ``name``, sorted: its own value or
     Kafka's default."""
-    configs = broker.telemetry.configs(name)
+    configs = telemetry.configs(name)
     return [
         ClientMetricsEntry(
             name=key,

@@ -16,11 +16,10 @@ from trafka.codec.errors import ErrorCode
 from ._configs import ResourceType
 
 if TYPE_CHECKING:
-    from trafka.brokerlite.broker import Broker
     from trafka.brokerlite.cluster_view import ZkTask
     from trafka.brokerlite.log import PartitionLog
 
-    from ._base import Parked, RequestContext
+    from ._base import Parked, Partitions, RequestContext
 
 NULL_UUID = uuid.UUID(int=0)
 NO_AUTHORIZED_OPERATIONS = -(2**31)
@@ -34,20 +33,20 @@ GROUP_AUTHORIZED_OPERATIONS = sum(1 << op for op in RESOURCE_OPERATIONS[AclResou
 LEADER_EPOCH = 0
 
 
-def partition_log(broker: Broker, topic: str, partition: int) -> PartitionLog:
+def partition_log(where: Partitions, topic: str, partition: int) -> PartitionLog:
     """The log of ``topic``/``partition``.
 
     Raises:
         UnknownTopicOrPartitionError: no such topic or partition.
     """
-    info = broker.logs.topic(topic)
+    info = where.logs.topic(topic)
     if info is None or not 0 <= partition < info.num_partitions:
         raise UnknownTopicOrPartitionError(f"unknown topic-partition {topic}-{partition}")
-    return broker.logs.partition(topic, partition)
+    return where.logs.partition(topic, partition)
 
 
 def leader_log(
-    broker: Broker, topic: str, partition: int, current_leader_epoch: int = -1
+    where: Partitions, topic: str, partition: int, current_leader_epoch: int = -1
 ) -> PartitionLog:
     """The log of a partition this broker leads, the request's leader epoch checked.
 
@@ -59,19 +58,19 @@ def leader_log(
         FencedLeaderEpochError, UnknownLeaderEpochError: the request's epoch
             (unless -1) is older or newer than the leader's.
     """
-    cluster = broker.cluster
+    cluster = where.cluster
     if cluster is None:
-        plog = partition_log(broker, topic, partition)
+        plog = partition_log(where, topic, partition)
         check_epoch(current_leader_epoch, LEADER_EPOCH)
         return plog
-    partition_log(broker, topic, partition)
+    partition_log(where, topic, partition)
     return cluster.replicas.leader_log(topic, partition, current_leader_epoch)
 
 
-def log_dir_path(broker: Broker) -> str:
+def log_dir_path(where: Partitions) -> str:
     """brokerlite's one log directory (its ``data_dir``) as Kafka names log
     directories: an absolute path (here with symbolic links resolved)."""
-    return str(broker.logs.data_dir.resolve())
+    return str(where.logs.data_dir.resolve())
 
 
 def code_of(exc: BaseException) -> ErrorCode:
@@ -91,7 +90,7 @@ def denied(
     """The names among ``names`` on which the request's principal may not do
     ``operation`` (Kafka's ``filterByAuthorized``, inverted): each name is asked
     once however often it is repeated. Always empty without an authorizer."""
-    if ctx.broker.authorizer is None:
+    if ctx.authorizer is None:
         return set()
     return {n for n in set(names) if not ctx.allowed(operation, resource_type, n)}
 
@@ -147,7 +146,7 @@ def park_on_tasks(
 ) -> Parked:
     """Park the request until the cluster driver has carried out ``tasks``; its answer
     is then ``build()`` (which reads each task's ``error`` and ``done``)."""
-    cluster = ctx.broker.cluster
+    cluster = ctx.cluster
     assert cluster is not None
     # The driver answers by the timeout; the waiter's own deadline is a backstop.
     parked = ctx.park(_TasksWaiter(build, ctx.now_ms + max(timeout_ms, 0) + 5_000))
@@ -181,7 +180,7 @@ def topic_config_task(
     """
     from trafka.brokerlite.cluster_view import ZkTask
 
-    info = ctx.broker.logs.alter_configs(name, changes, incremental=incremental, validate_only=True)
+    info = ctx.logs.alter_configs(name, changes, incremental=incremental, validate_only=True)
     if validate_only:
         return None
     return ZkTask("set_topic_config", {"name": name, "configs": dict(info.configs)})

@@ -107,10 +107,9 @@ def _has_transactional_batches(request: m.ProduceRequest) -> bool:
 def handle(
     ctx: RequestContext, request: m.ProduceRequest
 ) -> m.ProduceResponse | NoResponse | Close | Parked:
-    broker = ctx.broker
     version = ctx.version
     acks = request.acks
-    if broker.authorizer is not None and _has_transactional_batches(request):
+    if ctx.authorizer is not None and _has_transactional_batches(request):
         txn_id = request.transactional_id
         if txn_id is None or not ctx.allowed(
             AclOperation.WRITE, AclResourceType.TRANSACTIONAL_ID, txn_id
@@ -126,7 +125,7 @@ def handle(
     )
     failures: list[str] = []
     responses: list[TopicResponse] = []
-    cluster = broker.cluster
+    cluster = ctx.cluster
     # acks=all in cluster mode: (topic index, partition index, topic, partition,
     # offset the high watermark must reach) of each partition appended to.
     waits: list[tuple[int, int, str, int, int]] = []
@@ -142,7 +141,7 @@ def handle(
             else:
                 records = data.records
                 try:
-                    plog = leader_log(broker, topic.name, data.index)
+                    plog = leader_log(ctx, topic.name, data.index)
                     if not records:
                         raise InvalidRecordError("produce request without records")
                     if version < 3:
@@ -156,12 +155,12 @@ def handle(
                                 f"{topic.name}-{data.index} has fewer in-sync replicas than "
                                 "min.insync.replicas: nothing written"
                             )
-                    result = broker.producers.produce(
+                    result = ctx.producers.produce(
                         topic.name,
                         data.index,
                         records,
                         transactional_id=request.transactional_id,
-                        verify=broker.verify_transactional,
+                        verify=ctx.verify_transactional,
                         now_ms=ctx.now_ms,
                     )
                 except BrokerError as exc:
@@ -170,8 +169,8 @@ def handle(
                     code, message = result.error, result.message or result.error.name
                     if code is ErrorCode.NONE:
                         if not result.duplicate:
-                            broker.notify_append(topic.name, data.index, len(records))
-                            broker.metrics.produced(
+                            ctx.purgatory.notify_append(topic.name, data.index, len(records))
+                            ctx.metrics.produced(
                                 topic.name,
                                 plog.log_end_offset - result.base_offset,
                                 len(records),
@@ -200,7 +199,7 @@ def handle(
                         )
                         continue
             failures.append(f"{topic.name}-{data.index}: {code.name} ({message})")
-            broker.metrics.produce_failed(topic.name)
+            ctx.metrics.produce_failed(topic.name)
             partitions.append(
                 PartitionResponse(
                     index=data.index,

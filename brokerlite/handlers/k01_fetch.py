@@ -91,11 +91,10 @@ from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k01_fetch as m
 from trafka.codec.protocol import encode_response_body
 
-from ._base import HandlerSpec, Parked, Part, RequestContext
+from ._base import HandlerSpec, Parked, Part, Partitions, RequestContext
 from ._util import NULL_UUID, code_of, denied, leader_log, partition_log
 
 if TYPE_CHECKING:
-    from trafka.brokerlite.broker import Broker
     from trafka.brokerlite.log import ReadResult
 
 API_KEY = 1
@@ -349,13 +348,13 @@ def _string(out: bytearray, text: str, flexible: bool) -> None:
 # -- building a response -------------------------------------------------------------
 
 
-def _fetch_data(broker: Broker, version: int, request: m.FetchRequest) -> list[CachedPartition]:
+def _fetch_data(where: Partitions, version: int, request: m.FetchRequest) -> list[CachedPartition]:
     """The request's partitions, topics named (by id from v13; None: unknown id)."""
     out: list[CachedPartition] = []
     by_id = version >= 13
     for topic in request.topics:
         if by_id:
-            info = broker.logs.topic_by_id(topic.topic_id)
+            info = where.logs.topic_by_id(topic.topic_id)
             name: str | None = info.name if info is not None else None
             tid = topic.topic_id
         else:
@@ -376,7 +375,7 @@ def _fetch_data(broker: Broker, version: int, request: m.FetchRequest) -> list[C
 
 
 def read_partitions(
-    broker: Broker,
+    where: Partitions,
     version: int,
     wants: list[CachedPartition],
     max_bytes: int,
@@ -402,9 +401,9 @@ def read_partitions(
             results.append(PartitionResult(want.partition, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
             continue
         try:
-            if replica_id >= 0 and broker.cluster is not None:
-                partition_log(broker, name, want.partition)
-                log = broker.cluster.replicas.on_follower_fetch(
+            if replica_id >= 0 and where.cluster is not None:
+                partition_log(where, name, want.partition)
+                log = where.cluster.replicas.on_follower_fetch(
                     name,
                     want.partition,
                     replica_id,
@@ -414,17 +413,17 @@ def read_partitions(
                     log_start_offset=want.fetcher_log_start_offset,
                 )
             else:
-                log = leader_log(broker, name, want.partition, want.current_leader_epoch)
+                log = leader_log(where, name, want.partition, want.current_leader_epoch)
             if by_id:
                 # A session keeps the name it learnt: the topic may have been
                 # deleted and created again under it since (Kafka's check).
-                info = broker.logs.topic(name)
+                info = where.logs.topic(name)
                 if info is not None and info.topic_id != want.topic_id:
                     results.append(PartitionResult(want.partition, ErrorCode.INCONSISTENT_TOPIC_ID))
                     continue
             high = log.high_watermark
             start = log.log_start_offset
-            state = broker.producers.state(name, want.partition)
+            state = where.producers.state(name, want.partition)
             stable = state.last_stable_offset(high, start)
             # A follower copies the whole log; consumers stop at the high watermark.
             end = log.log_end_offset if replica_id >= 0 else high
@@ -461,17 +460,17 @@ def read_partitions(
                         first = False
         except BrokerError as exc:
             result = PartitionResult(want.partition, code_of(exc))
-            if result.error_code in _LEADER_HINTED and broker.cluster is not None:
-                result.current_leader = _leader_of(broker, name, want.partition)
+            if result.error_code in _LEADER_HINTED and where.cluster is not None:
+                result.current_leader = _leader_of(where, name, want.partition)
         results.append(result)
     return results
 
 
 def _leader_of(
-    broker: Broker, topic: str, partition: int
+    where: Partitions, topic: str, partition: int
 ) -> tuple[int, int, str, int, str | None] | None:
     """The partition's leader for a KIP-951 hint, None when it has none."""
-    cluster = broker.cluster
+    cluster = where.cluster
     assert cluster is not None
     leader = cluster.leader(topic, partition)
     state = cluster.state(topic, partition)
@@ -500,16 +499,16 @@ def _topics(
 
 
 def build(
-    broker: Broker,
+    where: Partitions,
     version: int,
     request: m.FetchRequest,
     unreadable: frozenset[str] = frozenset(),
 ) -> FetchPlan:
     """A sessionless answer to ``request``, read now (no waiting); the topics
     named in ``unreadable`` get TOPIC_AUTHORIZATION_FAILED."""
-    wants = _fetch_data(broker, version, request)
+    wants = _fetch_data(where, version, request)
     results = read_partitions(
-        broker,
+        where,
         version,
         wants,
         request.max_bytes,
@@ -524,13 +523,13 @@ class _Fetch:
 
     def __init__(
         self,
-        broker: Broker,
+        where: Partitions,
         version: int,
         request: m.FetchRequest,
         context: SessionlessContext | FullContext | IncrementalContext,
         unreadable: frozenset[str],
     ) -> None:
-        self.broker = broker
+        self.where = where
         self.version = version
         self.max_bytes = request.max_bytes
         self.read_committed = request.isolation_level == READ_COMMITTED
@@ -541,11 +540,11 @@ class _Fetch:
             else context.partitions
         )
         self.unreadable = unreadable
-        self.replica_id = replica_id_of(version, request) if broker.cluster is not None else -1
+        self.replica_id = replica_id_of(version, request) if where.cluster is not None else -1
 
     def read(self, now_ms: int) -> list[PartitionResult]:
         return read_partitions(
-            self.broker,
+            self.where,
             self.version,
             self.wants,
             self.max_bytes,
@@ -628,7 +627,7 @@ class _FetchWaiter:
         self._needed = needed
         self.deadline_ms = deadline_ms
         self.watches = watches
-        self._high_watermark_only = fetch.broker.cluster is not None and fetch.replica_id < 0
+        self._high_watermark_only = fetch.where.cluster is not None and fetch.replica_id < 0
 
     def on_append(self, topic: str, partition: int, nbytes: int) -> bool:
         if self._high_watermark_only and nbytes < HIGH_WATERMARK_WAKES:
@@ -644,8 +643,7 @@ class _FetchWaiter:
 
 def handle(ctx: RequestContext, request: m.FetchRequest) -> FetchPlan | Parked:
     version = ctx.version
-    broker = ctx.broker
-    fetch_data = _fetch_data(broker, version, request)
+    fetch_data = _fetch_data(ctx, version, request)
     context: FetchContext
     if version >= 7:
 
@@ -656,13 +654,13 @@ def handle(ctx: RequestContext, request: m.FetchRequest) -> FetchPlan | Parked:
                 for p in t.partitions
             ]
 
-        context = broker.fetch_sessions.new_context(
+        context = ctx.fetch_sessions.new_context(
             version,
             request.session_id,
             request.session_epoch,
             fetch_data,
             forgotten,
-            broker.topic_name,
+            ctx.topic_name,
             ctx.now_ms,
         )
         if isinstance(context, SessionErrorContext):
@@ -671,7 +669,7 @@ def handle(ctx: RequestContext, request: m.FetchRequest) -> FetchPlan | Parked:
         context = SessionlessContext(fetch_data)
     # Authorized once, when the request arrives (as Kafka does), not again on
     # waking; an incremental fetch authorizes every partition of its session.
-    fetch = _Fetch(broker, version, request, context, frozenset())
+    fetch = _Fetch(ctx, version, request, context, frozenset())
     fetch.unreadable = frozenset(
         denied(
             ctx,

@@ -65,12 +65,12 @@ def _lookup(
     current_leader_epoch: int,
 ) -> tuple[int, int]:
     version = ctx.version
-    log = leader_log(ctx.broker, topic, partition, current_leader_epoch)
+    log = leader_log(ctx, topic, partition, current_leader_epoch)
     if target == EARLIEST or (target == EARLIEST_LOCAL and version >= 8):
         return log.log_start_offset, -1
     if target == LATEST:
         if read_committed:
-            return ctx.broker.producers.last_stable_offset(topic, partition), -1
+            return ctx.producers.last_stable_offset(topic, partition), -1
         return log.high_watermark, -1
     if target == MAX_TIMESTAMP and version >= 7:
         found = log.offset_of_max_timestamp()
@@ -82,7 +82,7 @@ def _lookup(
 
 
 def _epoch(ctx: RequestContext, topic: str, partition: int) -> int:
-    cluster = ctx.broker.cluster
+    cluster = ctx.cluster
     if cluster is None:
         return LEADER_EPOCH
     replica = cluster.replicas.replica(topic, partition)

@@ -64,11 +64,10 @@ Partition = m.MetadataResponse.MetadataResponsePartition
 
 
 def handle(ctx: RequestContext, request: m.MetadataRequest) -> m.MetadataResponse:
-    broker = ctx.broker
     version = ctx.version
-    node = broker.node_id
-    cluster = broker.cluster
-    secured = broker.authorizer is not None
+    node = ctx.node_id
+    cluster = ctx.cluster
+    secured = ctx.authorizer is not None
     want_topic_ops = version >= 8 and request.include_topic_authorized_operations
     # An unknown topic id: Kafka leaves its bit field unset; an unsecured
     # brokerlite has always reported everything there, and still does.
@@ -125,11 +124,11 @@ def handle(ctx: RequestContext, request: m.MetadataRequest) -> m.MetadataRespons
         return error_response(request, version, ErrorCode.INVALID_REQUEST)
     topics: list[Topic] = []
     if request.topics is None or (version == 0 and not request.topics):
-        every = broker.logs.topics()
+        every = ctx.logs.topics()
         hidden = denied(ctx, AclOperation.DESCRIBE, AclResourceType.TOPIC, (i.name for i in every))
         topics = [described(info) for info in every if info.name not in hidden]
     else:
-        allow_create = broker.config.auto_create_topics and (
+        allow_create = ctx.config.auto_create_topics and (
             version < 4 or request.allow_auto_topic_creation
         )
         seen: set[object] = set()
@@ -138,7 +137,7 @@ def handle(ctx: RequestContext, request: m.MetadataRequest) -> m.MetadataRespons
                 if wanted.topic_id in seen:
                     continue
                 seen.add(wanted.topic_id)
-                info = broker.logs.topic_by_id(wanted.topic_id)
+                info = ctx.logs.topic_by_id(wanted.topic_id)
                 if info is None:
                     topics.append(
                         Topic(
@@ -160,7 +159,7 @@ def handle(ctx: RequestContext, request: m.MetadataRequest) -> m.MetadataRespons
             if denied(ctx, AclOperation.DESCRIBE, AclResourceType.TOPIC, [name]):
                 topics.append(refused(name))
                 continue
-            info = broker.logs.topic(name)
+            info = ctx.logs.topic(name)
             if info is None and allow_create and not may_create(name):
                 topics.append(refused(name))
                 continue
@@ -186,14 +185,14 @@ def handle(ctx: RequestContext, request: m.MetadataRequest) -> m.MetadataRespons
                 continue
             if info is None and allow_create:
                 try:
-                    info = broker.logs.create_topic(name, broker.config.num_partitions)
+                    info = ctx.logs.create_topic(name, ctx.config.num_partitions)
                     log.info(
                         "auto-created topic %r with %d partition(s)",
                         name,
-                        broker.config.num_partitions,
+                        ctx.config.num_partitions,
                     )
                 except TopicExistsError:
-                    info = broker.logs.topic(name)
+                    info = ctx.logs.topic(name)
                 except BrokerError as exc:
                     topics.append(
                         Topic(
@@ -213,7 +212,7 @@ def handle(ctx: RequestContext, request: m.MetadataRequest) -> m.MetadataRespons
                 )
             else:
                 topics.append(described(info))
-    host, port = broker.advertised
+    host, port = ctx.advertised
     cluster_ops = NO_AUTHORIZED_OPERATIONS
     if 8 <= version <= 10 and request.include_cluster_authorized_operations:
         cluster_ops = (
@@ -234,7 +233,7 @@ def handle(ctx: RequestContext, request: m.MetadataRequest) -> m.MetadataRespons
         controller = image.controller_id
     return m.MetadataResponse(
         brokers=brokers,
-        cluster_id=broker.cluster_id if version >= 2 else None,
+        cluster_id=ctx.cluster_id if version >= 2 else None,
         controller_id=controller if version >= 1 else -1,
         topics=topics,
         cluster_authorized_operations=cluster_ops,

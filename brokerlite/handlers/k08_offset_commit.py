@@ -24,7 +24,7 @@ MAX_VERSION = 9
 
 
 def handle(ctx: RequestContext, request: m.OffsetCommitRequest) -> m.OffsetCommitResponse:
-    commit = ctx.broker.groups.offset_commit
+    commit = ctx.groups.offset_commit
     if not enabled(ctx):
         return commit(request, ctx.version, ctx.now_ms)
     if not group_allowed(ctx, AclOperation.READ, request.group_id):

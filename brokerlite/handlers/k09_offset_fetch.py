@@ -145,7 +145,7 @@ def _describable(ctx: RequestContext, topics: list[Any]) -> list[Any]:
 def _fetch(ctx: RequestContext, request: m.OffsetFetchRequest) -> Response:
     """The coordinator's answer, with ``require_stable`` applied."""
     version = ctx.version
-    response = ctx.broker.groups.offset_fetch(request, version, ctx.now_ms)
+    response = ctx.groups.offset_fetch(request, version, ctx.now_ms)
     if version < 7 or not request.require_stable:
         return response
     pending_of = ctx.broker.pending_offset_partitions

@@ -55,10 +55,9 @@ def _answer(ctx: RequestContext, key: str, key_type: int) -> tuple[ErrorCode, st
 def _where(ctx: RequestContext, key: str, key_type: int) -> tuple[ErrorCode, str | None, int]:
     """The coordinator's node for ``key`` (an error and message when there is none)."""
     code, message = _answer(ctx, key, key_type)
-    broker = ctx.broker
-    cluster = broker.cluster
+    cluster = ctx.cluster
     if code != ErrorCode.NONE or cluster is None:
-        return code, message, broker.node_id
+        return code, message, ctx.node_id
     transactional = key_type == TRANSACTION
     topic = TRANSACTION_STATE_TOPIC if transactional else OFFSETS_TOPIC
     if topic not in cluster.image.topics:
@@ -71,26 +70,25 @@ def _where(ctx: RequestContext, key: str, key_type: int) -> tuple[ErrorCode, str
 
 
 def _address(ctx: RequestContext, node: int) -> tuple[str, int]:
-    cluster = ctx.broker.cluster
+    cluster = ctx.cluster
     if cluster is not None:
         info = cluster.broker(node)
         if info is not None:
             return info.host, info.port
-    return ctx.broker.advertised
+    return ctx.advertised
 
 
 def _create_missing(ctx: RequestContext, key_type: int) -> ZkTask | None:
     """Cluster mode: the task creating the key type's internal topic on its first
     use (as Kafka does), or None when it exists or there is none to create."""
-    broker = ctx.broker
-    cluster = broker.cluster
+    cluster = ctx.cluster
     if cluster is None or key_type not in (GROUP, TRANSACTION):
         return None
     transactional = key_type == TRANSACTION
     topic = TRANSACTION_STATE_TOPIC if transactional else OFFSETS_TOPIC
     if topic in cluster.image.topics:
         return None
-    config = broker.config
+    config = ctx.config
     return ZkTask(
         "create_topic",
         {

@@ -28,10 +28,9 @@ MAX_VERSION = 9
 def handle(ctx: RequestContext, request: m.JoinGroupRequest) -> Any:
     if not group_allowed(ctx, AclOperation.READ, request.group_id):
         return error_response(request, ctx.version, ErrorCode.GROUP_AUTHORIZATION_FAILED)
-    broker = ctx.broker
-    token = broker.group_token(ctx)
-    host = broker.peer(ctx.conn_id).rsplit(":", 1)[0]
-    released = broker.groups.join_group(
+    token = ctx.group_token()
+    host = ctx.session.peer.rsplit(":", 1)[0]
+    released = ctx.groups.join_group(
         token,
         request,
         ctx.version,
@@ -39,7 +38,7 @@ def handle(ctx: RequestContext, request: m.JoinGroupRequest) -> Any:
         client_id=ctx.client_id or "",
         client_host=f"/{host}",
     )
-    return broker.group_outcome(ctx, token, released)
+    return ctx.group_outcome(token, released)
 
 
 def error_response(

@@ -20,7 +20,7 @@ MAX_VERSION = 4
 def handle(ctx: RequestContext, request: m.HeartbeatRequest) -> m.HeartbeatResponse:
     if not group_allowed(ctx, AclOperation.READ, request.group_id):
         return error_response(request, ctx.version, ErrorCode.GROUP_AUTHORIZATION_FAILED)
-    return ctx.broker.groups.heartbeat(request, ctx.version, ctx.now_ms)
+    return ctx.groups.heartbeat(request, ctx.version, ctx.now_ms)
 
 
 def error_response(

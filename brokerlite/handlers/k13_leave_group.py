@@ -26,8 +26,8 @@ MAX_VERSION = 5
 def handle(ctx: RequestContext, request: m.LeaveGroupRequest) -> m.LeaveGroupResponse:
     if not group_allowed(ctx, AclOperation.READ, request.group_id):
         return error_response(request, ctx.version, ErrorCode.GROUP_AUTHORIZATION_FAILED)
-    response, released = ctx.broker.groups.leave_group(request, ctx.version, ctx.now_ms)
-    ctx.broker.release(released)
+    response, released = ctx.groups.leave_group(request, ctx.version, ctx.now_ms)
+    ctx.purgatory.release(released)
     return response
 
 

@@ -24,10 +24,9 @@ MAX_VERSION = 5
 def handle(ctx: RequestContext, request: m.SyncGroupRequest) -> Any:
     if not group_allowed(ctx, AclOperation.READ, request.group_id):
         return error_response(request, ctx.version, ErrorCode.GROUP_AUTHORIZATION_FAILED)
-    broker = ctx.broker
-    token = broker.group_token(ctx)
-    released = broker.groups.sync_group(token, request, ctx.version, ctx.now_ms)
-    return broker.group_outcome(ctx, token, released)
+    token = ctx.group_token()
+    released = ctx.groups.sync_group(token, request, ctx.version, ctx.now_ms)
+    return ctx.group_outcome(token, released)
 
 
 def error_response(

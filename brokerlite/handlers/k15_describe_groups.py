@@ -24,11 +24,11 @@ MAX_VERSION = 5
 
 def handle(ctx: RequestContext, request: m.DescribeGroupsRequest) -> m.DescribeGroupsResponse:
     if not enabled(ctx):
-        return ctx.broker.groups.describe_groups(request, ctx.version)
+        return ctx.groups.describe_groups(request, ctx.version)
     allowed = [group_allowed(ctx, AclOperation.DESCRIBE, g) for g in request.groups]
     permitted = [g for g, ok in zip(request.groups, allowed, strict=True) if ok]
     described = iter(
-        ctx.broker.groups.describe_groups(
+        ctx.groups.describe_groups(
             dataclasses.replace(request, groups=permitted), ctx.version
         ).groups
     )

@@ -22,7 +22,7 @@ MAX_VERSION = 5
 
 
 def handle(ctx: RequestContext, request: m.ListGroupsRequest) -> m.ListGroupsResponse:
-    response = ctx.broker.groups.list_groups(request, ctx.version)
+    response = ctx.groups.list_groups(request, ctx.version)
     if not enabled(ctx) or ctx.allowed(
         AclOperation.DESCRIBE, AclResourceType.CLUSTER, CLUSTER_NAME
     ):

@@ -33,9 +33,9 @@ MAX_VERSION = 1
 
 
 def handle(ctx: RequestContext, request: m.SaslHandshakeRequest) -> m.SaslHandshakeResponse | Close:
-    session = ctx.broker.sasl_session(ctx.conn_id)
+    session = ctx.session.sasl_exchange()
     if session is None:
-        session = ctx.broker.begin_reauthentication(ctx.conn_id, ctx.now_ms)
+        session = ctx.session.begin_reauthentication(ctx.now_ms)
     if session is None:
         return m.SaslHandshakeResponse(error_code=ErrorCode.ILLEGAL_SASL_STATE, mechanisms=[])
     code = session.handshake(request.mechanism, ctx.version)

@@ -2,7 +2,7 @@
 
 The list comes from the handler registry, so a version is advertised exactly
 when a handler serves it. A request for a version this broker does not know is
-answered by :meth:`~trafka.brokerlite.broker.Broker.handle_frame` with a v0
+answered by :func:`~trafka.brokerlite.intake.admit` with a v0
 body carrying UNSUPPORTED_VERSION and the ApiVersions range (KIP-511), which
 is how clients discover the version to retry with. Client software name and
 version (v3+) are accepted as sent.
@@ -48,7 +48,7 @@ def handle(ctx: RequestContext, request: m.ApiVersionsRequest) -> m.ApiVersionsR
     ]
     if ctx.version < 3:
         return m.ApiVersionsResponse(error_code=ErrorCode.NONE, api_keys=keys)
-    features = ctx.broker.features
+    features = ctx.features
     return m.ApiVersionsResponse(
         error_code=ErrorCode.NONE,
         api_keys=keys,

@@ -65,7 +65,7 @@ class _Refused(Exception):
 
 
 def _partition_count(ctx: RequestContext, topic: m.CreateTopicsRequest.CreatableTopic) -> int:
-    node = ctx.broker.node_id
+    node = ctx.node_id
     if topic.assignments:
         if topic.num_partitions != -1 or topic.replication_factor != -1:
             raise _Refused(
@@ -79,7 +79,7 @@ def _partition_count(ctx: RequestContext, topic: m.CreateTopicsRequest.Creatable
                 "partitions must be numbered consecutively from 0",
             )
         for a in topic.assignments:
-            if ctx.broker.cluster is not None:
+            if ctx.cluster is not None:
                 continue  # checked by the cluster driver against the live brokers
             if a.broker_ids != [node]:
                 raise _Refused(
@@ -89,13 +89,13 @@ def _partition_count(ctx: RequestContext, topic: m.CreateTopicsRequest.Creatable
         return len(indexes)
     count = topic.num_partitions
     if count == -1:
-        count = ctx.broker.config.num_partitions
+        count = ctx.config.num_partitions
     if count <= 0:
         raise _Refused(
             ErrorCode.INVALID_PARTITIONS,
             "the number of partitions must be at least 1, or -1 for the default",
         )
-    if ctx.broker.cluster is not None:
+    if ctx.cluster is not None:
         return count  # the cluster driver checks the factor against the live brokers
     if topic.replication_factor not in (-1, 1):
         raise _Refused(
@@ -106,7 +106,6 @@ def _partition_count(ctx: RequestContext, topic: m.CreateTopicsRequest.Creatable
 
 
 def handle(ctx: RequestContext, request: m.CreateTopicsRequest) -> m.CreateTopicsResponse | Parked:
-    broker = ctx.broker
     version = ctx.version
     counts = Counter(t.name for t in request.topics)
     uncreatable: set[str] = set()
@@ -115,7 +114,7 @@ def handle(ctx: RequestContext, request: m.CreateTopicsRequest) -> m.CreateTopic
     indescribable = denied(ctx, AclOperation.DESCRIBE_CONFIGS, AclResourceType.TOPIC, counts)
     quota = ctx.mutation_quota(STRICT_QUOTA_FROM)
     results: list[Result] = []
-    cluster = broker.cluster
+    cluster = ctx.cluster
     tasks: list[ZkTask] = []
     for topic in request.topics:
         try:
@@ -123,7 +122,7 @@ def handle(ctx: RequestContext, request: m.CreateTopicsRequest) -> m.CreateTopic
                 raise _Refused(ErrorCode.INVALID_REQUEST, f"topic {topic.name!r} is named twice")
             if topic.name in uncreatable:
                 raise _Refused(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
-            if broker.logs.topic(topic.name) is not None:
+            if ctx.logs.topic(topic.name) is not None:
                 raise _Refused(
                     ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {topic.name!r} already exists"
                 )
@@ -137,7 +136,7 @@ def handle(ctx: RequestContext, request: m.CreateTopicsRequest) -> m.CreateTopic
                 raise _Refused(ErrorCode.THROTTLING_QUOTA_EXCEEDED, MUTATION_THROTTLED)
             if cluster is not None:
                 # Names, partitions and configs are checked here, the rest by the driver.
-                broker.logs.create_topic(
+                ctx.logs.create_topic(
                     topic.name, partitions, configs, validate_only=True, now_ms=ctx.now_ms
                 )
                 tasks.append(
@@ -159,7 +158,7 @@ def handle(ctx: RequestContext, request: m.CreateTopicsRequest) -> m.CreateTopic
                 )
                 results.append(Result(name=topic.name))  # filled in when the task is done
                 continue
-            info = broker.logs.create_topic(
+            info = ctx.logs.create_topic(
                 topic.name,
                 partitions,
                 configs,
@@ -206,8 +205,7 @@ def _cluster_results(
     indescribable: set[str],
 ) -> list[Result]:
     """The results once the driver carried the topics' ZooKeeper writes out."""
-    broker = ctx.broker
-    assert broker.cluster is not None
+    assert ctx.cluster is not None
     by_name = {t.args["name"]: t for t in tasks}
     out: list[Result] = []
     for result in results:
@@ -219,8 +217,8 @@ def _cluster_results(
         if code:
             out.append(_refused(result.name, ctx.version, code, message))
             continue
-        info = broker.logs.topic(result.name)
-        assignment = broker.cluster.image.topics.get(result.name)
+        info = ctx.logs.topic(result.name)
+        assignment = ctx.cluster.image.topics.get(result.name)
         if info is None or request.validate_only:
             out.append(Result(name=result.name, num_partitions=-1, replication_factor=-1))
             continue
@@ -238,7 +236,6 @@ def _created(
 ) -> Result:
     """The result of a topic created (or validated)."""
     version = ctx.version
-    broker = ctx.broker
     topic_id = info.topic_id if version >= 7 and not request.validate_only else NULL_UUID
     if version >= 5 and info.name in indescribable:
         return Result(
@@ -254,7 +251,7 @@ def _created(
     described: list[ResultConfig] = []
     if version >= 5:
         # A validated-only topic does not exist, so it has no configs to describe.
-        entries = [] if request.validate_only else broker.logs.describe_configs(info.name)
+        entries = [] if request.validate_only else ctx.logs.describe_configs(info.name)
         described = [
             ResultConfig(
                 name=e.name,

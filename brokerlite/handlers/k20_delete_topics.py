@@ -87,7 +87,7 @@ def handle(ctx: RequestContext, request: m.DeleteTopicsRequest) -> m.DeleteTopic
                 )
             )
             continue
-        info = broker.logs.topic_by_id(topic_id) if by_id else broker.logs.topic(name or "")
+        info = ctx.logs.topic_by_id(topic_id) if by_id else ctx.logs.topic(name or "")
         if info is not None and not may(AclOperation.DELETE, info.name):
             shown = not by_id or may(AclOperation.DESCRIBE, info.name)
             results.append(
@@ -120,7 +120,7 @@ def handle(ctx: RequestContext, request: m.DeleteTopicsRequest) -> m.DeleteTopic
                 )
             )
             continue
-        if broker.cluster is not None:
+        if ctx.cluster is not None:
             tasks.append(
                 ZkTask("delete_topic", {"name": info.name, "timeout_ms": request.timeout_ms})
             )
@@ -129,7 +129,7 @@ def handle(ctx: RequestContext, request: m.DeleteTopicsRequest) -> m.DeleteTopic
             )
             continue
         try:
-            broker.logs.delete_topic(info.name)
+            ctx.logs.delete_topic(info.name)
         except BrokerError as exc:
             results.append(
                 Result(

@@ -46,7 +46,7 @@ def handle(
 ) -> m.DeleteRecordsResponse | Parked:
     required: dict[tuple[str, int], int] = {}
     response = _delete(ctx, request, required)
-    if ctx.broker.cluster is None or not required:
+    if ctx.cluster is None or not required:
         return response
     waiter = _ReplicasMoved(ctx, response, required, ctx.now_ms + max(request.timeout_ms, 0))
     if waiter.settled():
@@ -64,14 +64,14 @@ class _ReplicasMoved:
         required: dict[tuple[str, int], int],
         deadline_ms: int,
     ) -> None:
-        self._broker = ctx.broker
+        self._cluster = ctx.cluster
         self._answer = answer
         self._required = required
         self.deadline_ms = deadline_ms
         self.watches = frozenset(required)
 
     def _lows(self) -> dict[tuple[str, int], int | None]:
-        cluster = self._broker.cluster
+        cluster = self._cluster
         assert cluster is not None
         return {tp: cluster.replicas.low_watermark(*tp) for tp in self._required}
 
@@ -134,7 +134,7 @@ def _delete(
                 )
                 continue
             try:
-                log = leader_log(ctx.broker, topic.name, want.partition_index)
+                log = leader_log(ctx, topic.name, want.partition_index)
                 offset = log.high_watermark if want.offset == HIGH_WATERMARK else want.offset
                 if not 0 <= offset <= log.high_watermark:
                     partitions.append(
@@ -146,7 +146,7 @@ def _delete(
                     )
                     continue
                 low = log.delete_records(offset)
-                ctx.broker.producers.truncate_head(topic.name, want.partition_index)
+                ctx.producers.truncate_head(topic.name, want.partition_index)
             except BrokerError as exc:
                 partitions.append(
                     Partition(

@@ -44,8 +44,8 @@ def handle(ctx: RequestContext, request: m.InitProducerIdRequest) -> m.InitProdu
         AclOperation.IDEMPOTENT_WRITE, AclResourceType.CLUSTER, CLUSTER_NAME
     ) and not ctx.allowed_on_some(AclOperation.WRITE, AclResourceType.TOPIC):
         return error_response(request, ctx.version, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
-    response, completions = ctx.broker.txn.init_producer_id(request, ctx.version, ctx.now_ms)
-    ctx.broker.defer_transactions(completions, ctx.now_ms)
+    response, completions = ctx.txn.init_producer_id(request, ctx.version, ctx.now_ms)
+    ctx.markers.defer(completions, ctx.now_ms)
     return response
 
 

@@ -52,10 +52,8 @@ def handle(
             epoch = end = -1
             if not code:
                 try:
-                    log = leader_log(
-                        ctx.broker, topic.topic, want.partition, want.current_leader_epoch
-                    )
-                    if ctx.broker.cluster is not None:
+                    log = leader_log(ctx, topic.topic, want.partition, want.current_leader_epoch)
+                    if ctx.cluster is not None:
                         epoch, end = log.end_offset_for_epoch(want.leader_epoch)
                     elif 0 <= want.leader_epoch <= LEADER_EPOCH:
                         epoch, end = LEADER_EPOCH, log.log_end_offset

@@ -47,7 +47,7 @@ _INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__sh
 
 
 def handle(ctx: RequestContext, request: m.AddPartitionsToTxnRequest) -> Response:
-    add = ctx.broker.txn.add_partitions_to_txn
+    add = ctx.txn.add_partitions_to_txn
     if not enabled(ctx):
         return add(request, ctx.version, ctx.now_ms)
     if ctx.version >= 4:
@@ -65,7 +65,7 @@ def handle(ctx: RequestContext, request: m.AddPartitionsToTxnRequest) -> Respons
     for topic in topics:
         seen = order.setdefault(topic.name, [])
         seen.extend(p for p in topic.partitions if p not in seen)
-    logs = ctx.broker.logs
+    logs = ctx.logs
 
     def code(name: str, partition: int) -> ErrorCode:
         if name not in writable:

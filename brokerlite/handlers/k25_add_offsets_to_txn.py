@@ -29,7 +29,7 @@ def handle(ctx: RequestContext, request: m.AddOffsetsToTxnRequest) -> m.AddOffse
         return m.AddOffsetsToTxnResponse(error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     if not group_allowed(ctx, AclOperation.READ, request.group_id):
         return m.AddOffsetsToTxnResponse(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
-    return ctx.broker.txn.add_offsets_to_txn(request, ctx.version, ctx.now_ms)
+    return ctx.txn.add_offsets_to_txn(request, ctx.version, ctx.now_ms)
 
 
 def error_response(

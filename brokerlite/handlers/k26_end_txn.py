@@ -2,7 +2,7 @@
 
 Handed to the transaction coordinator, which makes the outcome durable
 (PrepareCommit/PrepareAbort, one fsync) and answers, as Kafka does. Just after
-the answer (``Broker.defer_transactions``: at the next poll, or before the next
+the answer (``TransactionMarkers.defer``: at the next poll, or before the next
 request is handled) the broker writes a COMMIT or ABORT marker to every
 partition of the transaction and applies (commit) or drops (abort) its group
 offsets, and the transaction completes. A request of the same transactional id
@@ -37,8 +37,8 @@ MAX_VERSION = 5
 def handle(ctx: RequestContext, request: m.EndTxnRequest) -> m.EndTxnResponse:
     if not transactional_id_allowed(ctx, AclOperation.WRITE, request.transactional_id):
         return m.EndTxnResponse(error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
-    response, completions = ctx.broker.txn.end_txn(request, ctx.version, ctx.now_ms)
-    ctx.broker.defer_transactions(completions, ctx.now_ms)
+    response, completions = ctx.txn.end_txn(request, ctx.version, ctx.now_ms)
+    ctx.markers.defer(completions, ctx.now_ms)
     return response
 
 

@@ -50,14 +50,14 @@ def handle(ctx: RequestContext, request: m.WriteTxnMarkersRequest) -> Response |
         AclOperation.ALTER, AclResourceType.CLUSTER, CLUSTER_NAME
     ) and not ctx.allowed(AclOperation.CLUSTER_ACTION, AclResourceType.CLUSTER, CLUSTER_NAME):
         return error_response(request, ctx.version, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
-    broker = ctx.broker
-    if broker.cluster_txn is not None:
+    if ctx.cluster_txn is not None:
         # A coordinator's markers (or an admin's), answered once replicated.
-        response, required = broker.cluster_txn.write_markers(request, ctx.now_ms)
+        response, required = ctx.cluster_txn.write_markers(request, ctx.now_ms)
         if not required:
             return response
+        assert ctx.cluster is not None  # (cluster_txn is cluster mode's)
         waiter = MarkersReplicated(
-            broker, response, required, ctx.now_ms + MARKER_REPLICATION_TIMEOUT_MS
+            ctx.cluster, ctx.logs, response, required, ctx.now_ms + MARKER_REPLICATION_TIMEOUT_MS
         )
         if waiter.replicated():
             # Already on the ISR (a partition without followers): no append to come
@@ -71,7 +71,7 @@ def handle(ctx: RequestContext, request: m.WriteTxnMarkersRequest) -> Response |
             partitions = [
                 Response.WritableTxnMarkerPartitionResult(
                     partition_index=index,
-                    error_code=broker.write_txn_marker(
+                    error_code=ctx.markers.write_requested(
                         topic.name,
                         index,
                         producer_id=marker.producer_id,

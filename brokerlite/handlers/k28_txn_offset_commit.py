@@ -40,7 +40,7 @@ Response = m.TxnOffsetCommitResponse
 
 
 def handle(ctx: RequestContext, request: m.TxnOffsetCommitRequest) -> Response:
-    commit = ctx.broker.txn.txn_offset_commit
+    commit = ctx.txn.txn_offset_commit
     if not enabled(ctx):
         return commit(request, ctx.version, ctx.now_ms)
     if not transactional_id_allowed(ctx, AclOperation.WRITE, request.transactional_id):

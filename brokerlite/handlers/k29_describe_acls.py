@@ -27,7 +27,7 @@ NO_AUTHORIZER = "no authorizer is configured on this broker (set authorizer_clas
 
 
 def handle(ctx: RequestContext, request: m.DescribeAclsRequest) -> m.DescribeAclsResponse:
-    authorizer = ctx.broker.authorizer
+    authorizer = ctx.authorizer
     if authorizer is None:
         return _failed(ErrorCode.SECURITY_DISABLED, NO_AUTHORIZER)
     if not ctx.allowed(AclOperation.DESCRIBE, AclResourceType.CLUSTER, CLUSTER_NAME):

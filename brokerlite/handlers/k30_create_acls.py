@@ -26,7 +26,7 @@ MAX_VERSION = 3
 
 
 def handle(ctx: RequestContext, request: m.CreateAclsRequest) -> m.CreateAclsResponse:
-    authorizer = ctx.broker.authorizer
+    authorizer = ctx.authorizer
     if authorizer is None:
         return _every(request, ErrorCode.SECURITY_DISABLED, NO_AUTHORIZER)
     if not ctx.allowed(AclOperation.ALTER, AclResourceType.CLUSTER, CLUSTER_NAME):

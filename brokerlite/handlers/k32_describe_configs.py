@@ -48,7 +48,7 @@ from ._configs import (
 from ._util import code_of, config_authorization_error, message_of
 
 if TYPE_CHECKING:
-    from trafka.brokerlite.broker import Broker
+    from trafka.brokerlite.telemetry import ClientTelemetry
 
 API_KEY = 32
 OLD_MIN_VERSION = 0  # Kafka 3.9's; not with protocol_version 4.0
@@ -117,7 +117,11 @@ def _group_entries(
 
 
 def _client_metrics(
-    broker: Broker, name: str, keys: list[str] | None, version: int, include_synonyms: bool
+    telemetry: ClientTelemetry,
+    name: str,
+    keys: list[str] | None,
+    version: int,
+    include_synonyms: bool,
 ) -> list[Entry]:
     wanted = set(keys) if keys else None
     return [
@@ -131,15 +135,14 @@ def _client_metrics(
             e.config_type,
             version,
         )
-        for e in client_metrics_entries(broker, name)
+        for e in client_metrics_entries(telemetry, name)
         if wanted is None or e.name in wanted
     ]
 
 
 def handle(ctx: RequestContext, request: m.DescribeConfigsRequest) -> m.DescribeConfigsResponse:
-    broker = ctx.broker
     version = ctx.version
-    broker_values = {e.name: e for e in broker_entries(broker)}
+    broker_values = {e.name: e for e in broker_entries(ctx.config)}
     results: list[Result] = []
     for resource in request.resources:
         kind = resource.resource_type
@@ -159,7 +162,7 @@ def handle(ctx: RequestContext, request: m.DescribeConfigsRequest) -> m.Describe
             continue
         try:
             if kind == ResourceType.GROUP:
-                group_entries = broker.share_groups.describe_configs(resource.resource_name)
+                group_entries = ctx.share_groups.describe_configs(resource.resource_name)
                 if keys:
                     group_entries = [e for e in group_entries if e.name in set(keys)]
                 results.append(
@@ -190,14 +193,20 @@ def handle(ctx: RequestContext, request: m.DescribeConfigsRequest) -> m.Describe
                         resource_type=kind,
                         resource_name=resource.resource_name,
                         configs=_client_metrics(
-                            broker, resource.resource_name, keys, version, request.include_synonyms
+                            ctx.telemetry,
+                            resource.resource_name,
+                            keys,
+                            version,
+                            request.include_synonyms,
                         ),
                     )
                 )
                 continue
             if kind == ResourceType.TOPIC:
-                entries = broker.logs.describe_configs(resource.resource_name)
-            elif kind == ResourceType.BROKER and is_broker_name(broker, resource.resource_name):
+                entries = ctx.logs.describe_configs(resource.resource_name)
+            elif kind == ResourceType.BROKER and is_broker_name(
+                ctx.node_id, resource.resource_name
+            ):
                 entries = list(broker_values.values())
             else:
                 results.append(

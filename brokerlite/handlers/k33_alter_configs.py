@@ -88,17 +88,17 @@ def handle(ctx: RequestContext, request: m.AlterConfigsRequest) -> m.AlterConfig
             changes: dict[str, str | None] = {c.name: c.value for c in resource.configs}
             try:
                 if resource.resource_type == ResourceType.CLIENT_METRICS:
-                    ctx.broker.telemetry.replace(
+                    ctx.telemetry.replace(
                         resource.resource_name, changes, validate_only=request.validate_only
                     )
                 elif resource.resource_type == ResourceType.GROUP:
-                    ctx.broker.share_groups.alter_configs(
+                    ctx.share_groups.alter_configs(
                         resource.resource_name,
                         changes,
                         incremental=False,
                         validate_only=request.validate_only,
                     )
-                elif ctx.broker.cluster is not None:
+                elif ctx.cluster is not None:
                     task = topic_config_task(
                         ctx,
                         resource.resource_name,
@@ -109,7 +109,7 @@ def handle(ctx: RequestContext, request: m.AlterConfigsRequest) -> m.AlterConfig
                     if task is not None:
                         tasks[len(results)] = task
                 else:
-                    ctx.broker.logs.alter_configs(
+                    ctx.logs.alter_configs(
                         resource.resource_name,
                         changes,
                         incremental=False,

@@ -66,7 +66,7 @@ def _code(ctx: RequestContext, topic: str, partition: int, path: str, here: str)
         return ErrorCode.INVALID_TOPIC_EXCEPTION
     if path != here:
         return ErrorCode.LOG_DIR_NOT_FOUND
-    info = ctx.broker.logs.topic(topic)
+    info = ctx.logs.topic(topic)
     if info is None or not 0 <= partition < info.num_partitions:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     try:
@@ -88,7 +88,7 @@ def handle(
         for t in d.topics:
             for p in t.partitions:
                 wanted[(t.name, p)] = d.path
-    here = log_dir_path(ctx.broker)
+    here = log_dir_path(ctx)
     by_topic: dict[str, list[PartitionResult]] = {}
     for (topic, partition), path in wanted.items():
         by_topic.setdefault(topic, []).append(

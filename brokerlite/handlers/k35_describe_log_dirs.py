@@ -38,7 +38,7 @@ Partition = m.DescribeLogDirsResponse.DescribeLogDirsPartition
 def handle(ctx: RequestContext, request: m.DescribeLogDirsRequest) -> m.DescribeLogDirsResponse:
     if not ctx.allowed(AclOperation.DESCRIBE, AclResourceType.CLUSTER, CLUSTER_NAME):
         return error_response(request, ctx.version, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
-    logs = ctx.broker.logs
+    logs = ctx.logs
     wanted: dict[str, set[int]] | None = None
     if request.topics is not None:
         wanted = {}
@@ -71,7 +71,7 @@ def handle(ctx: RequestContext, request: m.DescribeLogDirsRequest) -> m.Describe
         results=[
             Result(
                 error_code=ErrorCode.NONE,
-                log_dir=log_dir_path(ctx.broker),
+                log_dir=log_dir_path(ctx),
                 topics=topics,
                 total_bytes=total,
                 usable_bytes=usable,

@@ -34,13 +34,12 @@ MAX_VERSION = 2
 def handle(
     ctx: RequestContext, request: m.SaslAuthenticateRequest
 ) -> m.SaslAuthenticateResponse | Close:
-    broker = ctx.broker
-    session = broker.sasl_session(ctx.conn_id)
+    session = ctx.session.sasl_exchange()
     if session is None:
         message = (
             "SaslAuthenticate request received after successful authentication"
-            if broker.config.sasl_enabled
-            else f"SASL is not enabled on this {broker.config.security_protocol} listener"
+            if ctx.config.sasl_enabled
+            else f"SASL is not enabled on this {ctx.config.security_protocol} listener"
         )
         return m.SaslAuthenticateResponse(
             error_code=ErrorCode.ILLEGAL_SASL_STATE, error_message=message
@@ -60,7 +59,7 @@ def handle(
         return Close(reason, ctx.client_id, ctx.reply(answer), failed_authentication=True)
     lifetime = 0
     if session.state is SaslState.DONE:
-        broker.sasl_authenticated(ctx.conn_id, session)
+        ctx.session.authenticated(session)
         lifetime = session.session_lifetime_ms
     return m.SaslAuthenticateResponse(
         error_code=ErrorCode.NONE,

@@ -63,21 +63,21 @@ def handle(
             code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
             message = "The topic authorization is failed."
         else:
-            info = broker.logs.topic(topic.name)
+            info = ctx.logs.topic(topic.name)
             if info is None:
                 code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 message = f"unknown topic {topic.name!r}"
             elif topic.assignments and (
                 len(topic.assignments) != topic.count - info.num_partitions
                 or (
-                    broker.cluster is None
-                    and any(a.broker_ids != [broker.node_id] for a in topic.assignments)
+                    ctx.cluster is None
+                    and any(a.broker_ids != [ctx.node_id] for a in topic.assignments)
                 )
             ):
                 code = ErrorCode.INVALID_REPLICA_ASSIGNMENT
                 message = (
                     f"assignments must name the {topic.count - info.num_partitions} new "
-                    f"partition(s), each on broker {broker.node_id} only"
+                    f"partition(s), each on broker {ctx.node_id} only"
                 )
             elif (
                 not request.validate_only
@@ -85,7 +85,7 @@ def handle(
                 and not quota.admit(topic.count - info.num_partitions)
             ):
                 code, message = ErrorCode.THROTTLING_QUOTA_EXCEEDED, MUTATION_THROTTLED
-            elif broker.cluster is not None and topic.count > info.num_partitions:
+            elif ctx.cluster is not None and topic.count > info.num_partitions:
                 tasks.append(
                     ZkTask(
                         "create_partitions",
@@ -100,7 +100,7 @@ def handle(
                 )
             else:
                 try:
-                    broker.logs.create_partitions(
+                    ctx.logs.create_partitions(
                         topic.name,
                         topic.count,
                         validate_only=request.validate_only,

@@ -38,18 +38,15 @@ def handle(
     owner = requester
     if request.owner_principal_name:
         owner = f"{request.owner_principal_type}:{request.owner_principal_name}"
-    broker = ctx.broker
     version = ctx.version
-    if not broker.token_requests_allowed(ctx.conn_id):
+    if not ctx.token_requests_allowed():
         return _refused(ErrorCode.DELEGATION_TOKEN_REQUEST_NOT_ALLOWED, owner, requester, version)
     if owner != requester and not ctx.allowed(
         AclOperation.CREATE_TOKENS, AclResourceType.USER, owner
     ):
         return _refused(ErrorCode.DELEGATION_TOKEN_AUTHORIZATION_FAILED, owner, requester, version)
     renewers = [f"{r.principal_type}:{r.principal_name}" for r in request.renewers]
-    code, token = broker.tokens.create(
-        owner, requester, renewers, request.max_lifetime_ms, ctx.now_ms
-    )
+    code, token = ctx.tokens.create(owner, requester, renewers, request.max_lifetime_ms, ctx.now_ms)
     if token is None:
         return _refused(code, owner, requester, version)
     return _answer(
@@ -61,7 +58,7 @@ def handle(
         expiry_timestamp_ms=token.expiry_ms,
         max_timestamp_ms=token.max_ms,
         token_id=token.token_id,
-        hmac=broker.tokens.hmac(token.token_id),
+        hmac=ctx.tokens.hmac(token.token_id),
     )
 
 

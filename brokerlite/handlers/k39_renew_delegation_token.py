@@ -27,10 +27,9 @@ MAX_VERSION = 2
 def handle(
     ctx: RequestContext, request: m.RenewDelegationTokenRequest
 ) -> m.RenewDelegationTokenResponse:
-    broker = ctx.broker
-    if not broker.token_requests_allowed(ctx.conn_id):
+    if not ctx.token_requests_allowed():
         return error_response(request, ctx.version, ErrorCode.DELEGATION_TOKEN_REQUEST_NOT_ALLOWED)
-    code, expiry = broker.tokens.renew(
+    code, expiry = ctx.tokens.renew(
         bytes(request.hmac), ctx.principal, request.renew_period_ms, ctx.now_ms
     )
     return m.RenewDelegationTokenResponse(error_code=code, expiry_timestamp_ms=expiry)

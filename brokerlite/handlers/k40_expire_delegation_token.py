@@ -25,10 +25,9 @@ MAX_VERSION = 2
 def handle(
     ctx: RequestContext, request: m.ExpireDelegationTokenRequest
 ) -> m.ExpireDelegationTokenResponse:
-    broker = ctx.broker
-    if not broker.token_requests_allowed(ctx.conn_id):
+    if not ctx.token_requests_allowed():
         return error_response(request, ctx.version, ErrorCode.DELEGATION_TOKEN_REQUEST_NOT_ALLOWED)
-    code, expiry = broker.tokens.expire(
+    code, expiry = ctx.tokens.expire(
         bytes(request.hmac), ctx.principal, request.expiry_time_period_ms, ctx.now_ms
     )
     return m.ExpireDelegationTokenResponse(error_code=code, expiry_timestamp_ms=expiry)

@@ -33,10 +33,9 @@ _Renewer = m.DescribeDelegationTokenResponse.DescribedDelegationTokenRenewer
 def handle(
     ctx: RequestContext, request: m.DescribeDelegationTokenRequest
 ) -> m.DescribeDelegationTokenResponse:
-    broker = ctx.broker
-    if not broker.token_requests_allowed(ctx.conn_id):
+    if not ctx.token_requests_allowed():
         return error_response(request, ctx.version, ErrorCode.DELEGATION_TOKEN_REQUEST_NOT_ALLOWED)
-    tokens = broker.tokens
+    tokens = ctx.tokens
     if not tokens.enabled:
         return error_response(request, ctx.version, ErrorCode.DELEGATION_TOKEN_AUTH_DISABLED)
     owners = (

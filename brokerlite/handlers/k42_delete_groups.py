@@ -24,12 +24,12 @@ MAX_VERSION = 2
 
 def handle(ctx: RequestContext, request: m.DeleteGroupsRequest) -> m.DeleteGroupsResponse:
     if not enabled(ctx):
-        return ctx.broker.groups.delete_groups(request, ctx.version)
+        return ctx.groups.delete_groups(request, ctx.version)
     names = request.groups_names
     allowed = [group_allowed(ctx, AclOperation.DELETE, g) for g in names]
     permitted = [g for g, ok in zip(names, allowed, strict=True) if ok]
     deleted = iter(
-        ctx.broker.groups.delete_groups(
+        ctx.groups.delete_groups(
             dataclasses.replace(request, groups_names=permitted), ctx.version
         ).results
     )

@@ -67,9 +67,9 @@ def handle(ctx: RequestContext, request: m.ElectLeadersRequest) -> m.ElectLeader
     election = request.election_type if ctx.version >= 1 else 0
     if election not in (0, 1):
         return error_response(request, ctx.version, ErrorCode.INVALID_REQUEST)
-    if ctx.broker.cluster is not None:
+    if ctx.cluster is not None:
         return _cluster_election(ctx, request, election)
-    logs = ctx.broker.logs
+    logs = ctx.logs
     results = []
     if request.topic_partitions is None:
         results = [TopicResult(topic=t.name, partition_result=[]) for t in logs.topics()]
@@ -97,7 +97,7 @@ def _cluster_election(
     partition: ELECTION_NOT_NEEDED when the preferred replica leads already, or for
     an unclean election when the partition has a leader; PREFERRED_LEADER_NOT_AVAILABLE
     or ELIGIBLE_LEADERS_NOT_AVAILABLE when nobody can be elected)."""
-    cluster = ctx.broker.cluster
+    cluster = ctx.cluster
     assert cluster is not None
     image = cluster.image
     every = request.topic_partitions is None

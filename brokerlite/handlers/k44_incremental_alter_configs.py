@@ -77,7 +77,7 @@ def _changes(
         raise _Refused(ErrorCode.INVALID_REQUEST, f"configs named twice: {', '.join(repeated)}")
     if resource.resource_type == ResourceType.GROUP:
         return _group_changes(resource)
-    current = {e.name: e for e in ctx.broker.logs.describe_configs(resource.resource_name)}
+    current = {e.name: e for e in ctx.logs.describe_configs(resource.resource_name)}
     changes: dict[str, str | None] = {}
     for c in resource.configs:
         op = c.config_operation
@@ -142,7 +142,7 @@ def _alter_client_metrics(
             raise _Refused(
                 ErrorCode.INVALID_REQUEST, f"{c.name}: unknown operation {c.config_operation}"
             )
-    telemetry = ctx.broker.telemetry
+    telemetry = ctx.telemetry
     after = client_metrics_changes(
         telemetry.configs(resource.resource_name),
         [(c.name, c.config_operation, c.value) for c in resource.configs],
@@ -189,13 +189,13 @@ def handle(
                 )
             changes = _changes(ctx, resource)
             if resource.resource_type == ResourceType.GROUP:
-                ctx.broker.share_groups.alter_configs(
+                ctx.share_groups.alter_configs(
                     resource.resource_name,
                     changes,
                     incremental=True,
                     validate_only=request.validate_only,
                 )
-            elif ctx.broker.cluster is not None:
+            elif ctx.cluster is not None:
                 task = topic_config_task(
                     ctx,
                     resource.resource_name,
@@ -206,7 +206,7 @@ def handle(
                 if task is not None:
                     tasks[len(results)] = task
             else:
-                ctx.broker.logs.alter_configs(
+                ctx.logs.alter_configs(
                     resource.resource_name,
                     changes,
                     incremental=True,

@@ -71,7 +71,7 @@ def _check_replicas(replicas: list[int], node: int, brokers: set[int] | None = N
 def _one(
     ctx: RequestContext, topic: str, partition: int, replicas: list[int] | None
 ) -> tuple[ErrorCode, str | None]:
-    info = ctx.broker.logs.topic(topic)
+    info = ctx.logs.topic(topic)
     if info is None:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"no topic named {topic!r}"
     if not 0 <= partition < info.num_partitions:
@@ -79,7 +79,7 @@ def _one(
     if replicas is None:
         code = ErrorCode.NO_REASSIGNMENT_IN_PROGRESS
         return code, code.message
-    problem = _check_replicas(replicas, ctx.broker.node_id)
+    problem = _check_replicas(replicas, ctx.node_id)
     if problem is not None:
         return (
             ErrorCode.INVALID_REPLICA_ASSIGNMENT,
@@ -95,7 +95,7 @@ def handle(
         return error_response(request, ctx.version, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     if not request.topics:
         return m.AlterPartitionReassignmentsResponse(error_code=ErrorCode.NONE, error_message="")
-    if ctx.broker.cluster is not None:
+    if ctx.cluster is not None:
         return _cluster_reassign(ctx, request)
     responses = []
     for topic in request.topics:
@@ -118,7 +118,7 @@ def _cluster_reassign(
 ) -> m.AlterPartitionReassignmentsResponse | Parked:
     """Cluster mode: checked here against the cluster's brokers, then written by the
     driver (the controller carries the moves out); answered once they have started."""
-    cluster = ctx.broker.cluster
+    cluster = ctx.cluster
     assert cluster is not None
     brokers = set(cluster.image.brokers)
     checked: dict[tuple[str, int], tuple[ErrorCode, str | None]] = {}
@@ -133,7 +133,7 @@ def _cluster_reassign(
                 )
                 continue
             if p.replicas is not None:
-                problem = _check_replicas(p.replicas, ctx.broker.node_id, brokers)
+                problem = _check_replicas(p.replicas, ctx.node_id, brokers)
                 if problem is not None:
                     checked[key] = (
                         ErrorCode.INVALID_REPLICA_ASSIGNMENT,

@@ -35,7 +35,7 @@ def handle(
 ) -> m.ListPartitionReassignmentsResponse:
     if not ctx.allowed(AclOperation.DESCRIBE, AclResourceType.CLUSTER, CLUSTER_NAME):
         return error_response(request, ctx.version, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
-    cluster = ctx.broker.cluster
+    cluster = ctx.cluster
     topics = []
     if cluster is not None:
         wanted: dict[str, set[int]] | None = None

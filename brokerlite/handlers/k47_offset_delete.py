@@ -28,7 +28,7 @@ MAX_VERSION = 0
 
 
 def handle(ctx: RequestContext, request: m.OffsetDeleteRequest) -> m.OffsetDeleteResponse:
-    delete = ctx.broker.groups.delete_offsets
+    delete = ctx.groups.delete_offsets
     if not enabled(ctx):
         return delete(request)
     if not group_allowed(ctx, AclOperation.DELETE, request.group_id):

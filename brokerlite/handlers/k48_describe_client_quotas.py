@@ -38,7 +38,7 @@ def handle(ctx: RequestContext, request: m.DescribeClientQuotasRequest) -> Respo
             f"{ctx.principal} may not describe client quotas (DESCRIBE_CONFIGS on the cluster)",
         )
     try:
-        found = ctx.broker.quotas.describe(
+        found = ctx.quotas.describe(
             ((c.entity_type, c.match_type, c.match) for c in request.components),
             strict=request.strict,
         )

@@ -51,7 +51,7 @@ def handle(ctx: RequestContext, request: m.AlterClientQuotasRequest) -> Response
             ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
             f"{ctx.principal} may not alter client quotas (ALTER_CONFIGS on the cluster)",
         )
-    quotas = ctx.broker.quotas
+    quotas = ctx.quotas
     done: set[Entity] = set()
     results = []
     for entry in request.entries:

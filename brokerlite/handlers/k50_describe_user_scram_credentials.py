@@ -30,7 +30,7 @@ def handle(
 ) -> m.DescribeUserScramCredentialsResponse:
     if not ctx.allowed(AclOperation.DESCRIBE, AclResourceType.CLUSTER, CLUSTER_NAME):
         return error_response(request, ctx.version, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
-    return ctx.broker.scram.describe(request)
+    return ctx.scram.describe(request)
 
 
 def error_response(

@@ -35,7 +35,7 @@ def handle(
 ) -> m.AlterUserScramCredentialsResponse:
     if not ctx.allowed(AclOperation.ALTER, AclResourceType.CLUSTER, CLUSTER_NAME):
         return error_response(request, ctx.version, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
-    return ctx.broker.scram.alter(request)
+    return ctx.scram.alter(request)
 
 
 def error_response(

@@ -73,7 +73,7 @@ def handle(ctx: RequestContext, request: m.UpdateFeaturesRequest) -> Response:
             ErrorCode.INVALID_REQUEST,
             f"the request names feature {', '.join(repeated)} more than once",
         )
-    store = ctx.broker.features
+    store = ctx.features
     try:
         planned = plan_update(
             store.levels(),

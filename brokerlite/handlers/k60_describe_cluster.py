@@ -26,13 +26,12 @@ BROKERS = 1
 
 
 def handle(ctx: RequestContext, request: m.DescribeClusterRequest) -> m.DescribeClusterResponse:
-    broker = ctx.broker
     if request.endpoint_type != BROKERS:
         return m.DescribeClusterResponse(
             error_code=ErrorCode.UNSUPPORTED_ENDPOINT_TYPE,
             error_message=f"endpoint type {request.endpoint_type} is not served here",
             endpoint_type=request.endpoint_type,
-            cluster_id=broker.cluster_id,
+            cluster_id=ctx.cluster_id,
         )
     cluster_ops = NO_AUTHORIZED_OPERATIONS
     if request.include_cluster_authorized_operations:
@@ -41,15 +40,13 @@ def handle(ctx: RequestContext, request: m.DescribeClusterRequest) -> m.Describe
             if ctx.allowed(AclOperation.DESCRIBE, AclResourceType.CLUSTER, CLUSTER_NAME)
             else 0
         )
-    host, port = broker.advertised
-    controller = broker.node_id
+    host, port = ctx.advertised
+    controller = ctx.node_id
     brokers = [
-        m.DescribeClusterResponse.DescribeClusterBroker(
-            broker_id=broker.node_id, host=host, port=port
-        )
+        m.DescribeClusterResponse.DescribeClusterBroker(broker_id=ctx.node_id, host=host, port=port)
     ]
-    if broker.cluster is not None:
-        image = broker.cluster.image
+    if ctx.cluster is not None:
+        image = ctx.cluster.image
         controller = image.controller_id
         brokers = [
             m.DescribeClusterResponse.DescribeClusterBroker(
@@ -59,7 +56,7 @@ def handle(ctx: RequestContext, request: m.DescribeClusterRequest) -> m.Describe
         ]
     return m.DescribeClusterResponse(
         endpoint_type=request.endpoint_type,
-        cluster_id=broker.cluster_id,
+        cluster_id=ctx.cluster_id,
         controller_id=controller,
         brokers=brokers,
         cluster_authorized_operations=cluster_ops,

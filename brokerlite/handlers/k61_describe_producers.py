@@ -31,7 +31,7 @@ Response = m.DescribeProducersResponse
 
 def _partition(ctx: RequestContext, topic: str, index: int) -> Response.PartitionResponse:
     try:
-        state = ctx.broker.producers.state(topic, index)
+        state = ctx.producers.state(topic, index)
     except BrokerError as exc:
         return Response.PartitionResponse(
             partition_index=index, error_code=code_of(exc), error_message=message_of(exc)

@@ -30,7 +30,7 @@ Response = m.DescribeTransactionsResponse
 
 def handle(ctx: RequestContext, request: m.DescribeTransactionsRequest) -> Response:
     response = _describe(ctx, request)
-    ctxn = ctx.broker.cluster_txn
+    ctxn = ctx.cluster_txn
     if ctxn is None:
         return response
     # Cluster mode: each id is described by its own coordinator (admin clients ask it).
@@ -48,7 +48,7 @@ def handle(ctx: RequestContext, request: m.DescribeTransactionsRequest) -> Respo
 
 
 def _describe(ctx: RequestContext, request: m.DescribeTransactionsRequest) -> Response:
-    describe = ctx.broker.txn.describe_transactions
+    describe = ctx.txn.describe_transactions
     if not enabled(ctx):
         return describe(request, ctx.version)
     ids = request.transactional_ids

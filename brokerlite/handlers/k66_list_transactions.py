@@ -23,7 +23,7 @@ MAX_VERSION = 1
 
 
 def handle(ctx: RequestContext, request: m.ListTransactionsRequest) -> m.ListTransactionsResponse:
-    response = ctx.broker.txn.list_transactions(request, ctx.version, ctx.now_ms)
+    response = ctx.txn.list_transactions(request, ctx.version, ctx.now_ms)
     if not enabled(ctx):
         return response
     return dataclasses.replace(

@@ -38,8 +38,8 @@ def handle(
             return error_response(request, ctx.version, refused)
         if refused is not None:
             return m.ConsumerGroupHeartbeatResponse(error_code=refused)
-    host = ctx.broker.peer(ctx.conn_id).rsplit(":", 1)[0]
-    return ctx.broker.groups.consumer_group_heartbeat(
+    host = ctx.session.peer.rsplit(":", 1)[0]
+    return ctx.groups.consumer_group_heartbeat(
         request,
         ctx.version,
         ctx.now_ms,

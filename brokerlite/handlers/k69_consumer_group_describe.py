@@ -34,7 +34,7 @@ def handle(
 ) -> m.ConsumerGroupDescribeResponse:
     def describe(group_ids: list[str]) -> list[m.ConsumerGroupDescribeResponse.DescribedGroup]:
         asked = dataclasses.replace(request, group_ids=group_ids)
-        return ctx.broker.groups.consumer_group_describe(asked, ctx.broker.topic_name).groups
+        return ctx.groups.consumer_group_describe(asked, ctx.topic_name).groups
 
     groups = describe_groups_authorized(
         ctx,

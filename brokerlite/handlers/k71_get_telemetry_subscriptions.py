@@ -41,22 +41,19 @@ log = logging.getLogger("trafka.brokerlite")
 
 def client_info(ctx: RequestContext) -> ClientInfo:
     """What the request's connection says about the client (KIP-714's match selectors)."""
-    broker = ctx.broker
-    return ClientInfo.of_connection(
-        ctx.client_id, broker.client_software(ctx.conn_id), broker.peer(ctx.conn_id)
-    )
+    return ClientInfo.of_connection(ctx.client_id, ctx.session.client_software, ctx.session.peer)
 
 
 def handle(
     ctx: RequestContext, request: m.GetTelemetrySubscriptionsRequest
 ) -> m.GetTelemetrySubscriptionsResponse:
-    telemetry = ctx.broker.telemetry
+    telemetry = ctx.telemetry
     try:
         answer = telemetry.get_subscriptions(
             request.client_instance_id, client_info(ctx), ctx.conn_id, ctx.now_ms
         )
     except Exception:
-        log.exception("GetTelemetrySubscriptions from %s failed", ctx.broker.peer(ctx.conn_id))
+        log.exception("GetTelemetrySubscriptions from %s failed", ctx.session.peer)
         return m.GetTelemetrySubscriptionsResponse(error_code=ErrorCode.INVALID_REQUEST)
     if answer.error:
         return m.GetTelemetrySubscriptionsResponse(error_code=answer.error)

@@ -36,7 +36,7 @@ log = logging.getLogger("trafka.brokerlite")
 
 def handle(ctx: RequestContext, request: m.PushTelemetryRequest) -> m.PushTelemetryResponse:
     try:
-        code, message = ctx.broker.telemetry.push(
+        code, message = ctx.telemetry.push(
             request.client_instance_id,
             request.subscription_id,
             request.terminating,
@@ -47,10 +47,10 @@ def handle(ctx: RequestContext, request: m.PushTelemetryRequest) -> m.PushTeleme
             ctx.now_ms,
         )
     except Exception:
-        log.exception("PushTelemetry from %s failed", ctx.broker.peer(ctx.conn_id))
+        log.exception("PushTelemetry from %s failed", ctx.session.peer)
         return m.PushTelemetryResponse(error_code=ErrorCode.INVALID_REQUEST)
     if code:
-        log.debug("PushTelemetry from %s refused: %s", ctx.broker.peer(ctx.conn_id), message)
+        log.debug("PushTelemetry from %s refused: %s", ctx.session.peer, message)
     return m.PushTelemetryResponse(error_code=code)
 
 

@@ -34,9 +34,7 @@ def handle(
         )
     return m.ListClientMetricsResourcesResponse(
         error_code=ErrorCode.NONE,
-        client_metrics_resources=[
-            Resource(name=name) for name in ctx.broker.telemetry.resource_names()
-        ],
+        client_metrics_resources=[Resource(name=name) for name in ctx.telemetry.resource_names()],
     )
 
 

@@ -73,8 +73,8 @@ def _unknown_code(name: str) -> ErrorCode:
 def handle(
     ctx: RequestContext, request: m.DescribeTopicPartitionsRequest
 ) -> m.DescribeTopicPartitionsResponse:
-    logs = ctx.broker.logs
-    node = ctx.broker.node_id
+    logs = ctx.logs
+    node = ctx.node_id
     cursor = request.cursor
     cursor_topic = cursor.topic_name if cursor is not None else ""
     floor = _java_order(cursor_topic)

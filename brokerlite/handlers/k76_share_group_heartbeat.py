@@ -40,8 +40,8 @@ def handle(
             return error_response(request, ctx.version, refused)
         if refused is not None:
             return m.ShareGroupHeartbeatResponse(error_code=refused)
-    host = ctx.broker.peer(ctx.conn_id).rsplit(":", 1)[0]
-    return ctx.broker.share_groups.heartbeat(
+    host = ctx.session.peer.rsplit(":", 1)[0]
+    return ctx.share_groups.heartbeat(
         request, ctx.now_ms, client_id=ctx.client_id or "", client_host=f"/{host}"
     )
 

@@ -33,11 +33,11 @@ MAX_VERSION = 1
 def handle(
     ctx: RequestContext, request: m.ShareGroupDescribeRequest
 ) -> m.ShareGroupDescribeResponse:
-    share = ctx.broker.share_groups
+    share = ctx.share_groups
 
     def describe(group_ids: list[str]) -> list[m.ShareGroupDescribeResponse.DescribedGroup]:
         return [
-            share.describe(g, ctx.broker.topic_name, authorized_operations=NO_AUTHORIZED_OPERATIONS)
+            share.describe(g, ctx.topic_name, authorized_operations=NO_AUTHORIZED_OPERATIONS)
             for g in group_ids
         ]
 

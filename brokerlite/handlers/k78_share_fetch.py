@@ -59,7 +59,7 @@ _Refused = dict[uuid.UUID, list[tuple[int, bool]]]
 
 
 def handle(ctx: RequestContext, request: m.ShareFetchRequest) -> m.ShareFetchResponse | Parked:
-    shares = ctx.broker.shares
+    shares = ctx.shares
     refused: _Refused = {}
     if enabled(ctx):
         if not group_allowed(ctx, AclOperation.READ, request.group_id or ""):
@@ -79,7 +79,7 @@ def _readable_only(
     ctx: RequestContext, request: m.ShareFetchRequest
 ) -> tuple[m.ShareFetchRequest, _Refused]:
     """``request`` without the topics the principal may not READ, and those."""
-    names = {t.topic_id: ctx.broker.topic_name(t.topic_id) for t in request.topics}
+    names = {t.topic_id: ctx.topic_name(t.topic_id) for t in request.topics}
     readable = allowed_topics(ctx, AclOperation.READ, (n for n in names.values() if n))
     kept: list[m.ShareFetchRequest.FetchTopic] = []
     refused: _Refused = {}

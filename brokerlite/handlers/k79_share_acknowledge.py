@@ -29,12 +29,12 @@ MAX_VERSION = 1
 
 
 def handle(ctx: RequestContext, request: m.ShareAcknowledgeRequest) -> m.ShareAcknowledgeResponse:
-    acknowledge = ctx.broker.shares.acknowledge
+    acknowledge = ctx.shares.acknowledge
     if not enabled(ctx):
         return acknowledge(request, ctx.now_ms)
     if not group_allowed(ctx, AclOperation.READ, request.group_id or ""):
         return error_response(request, ctx.version, ErrorCode.GROUP_AUTHORIZATION_FAILED)
-    names = {t.topic_id: ctx.broker.topic_name(t.topic_id) for t in request.topics}
+    names = {t.topic_id: ctx.topic_name(t.topic_id) for t in request.topics}
     readable = allowed_topics(ctx, AclOperation.READ, (n for n in names.values() if n))
 
     def may_read(topic: m.ShareAcknowledgeRequest.AcknowledgeTopic) -> bool:

@@ -69,7 +69,7 @@ def _partition(
 def _topic(
     ctx: RequestContext, name: str, found: list[tuple[int, ShareOffsetInfo | None]]
 ) -> R.DescribeShareGroupOffsetsResponseTopic:
-    known = ctx.broker.logs.topic(name)
+    known = ctx.logs.topic(name)
     return R.DescribeShareGroupOffsetsResponseTopic(
         topic_name=name,
         topic_id=known.topic_id if known is not None else NULL_UUID,
@@ -88,9 +88,9 @@ def _group(
             error_code=ErrorCode.INVALID_GROUP_ID,
             error_message="the group id is empty",
         )
-    shares = ctx.broker.shares
+    shares = ctx.shares
     # (Share state belongs to share groups only; other ids have none.)
-    is_share = ctx.broker.share_groups.is_share_group(group_id)
+    is_share = ctx.share_groups.is_share_group(group_id)
     by_topic: dict[str, list[tuple[int, ShareOffsetInfo | None]]] = {}
     if request.topics is None:
         if is_share:

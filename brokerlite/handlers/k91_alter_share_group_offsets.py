@@ -63,7 +63,7 @@ def handle(
         return answer
     extra = []
     for t in denied:
-        known = ctx.broker.logs.topic(t.topic_name)
+        known = ctx.logs.topic(t.topic_name)
         extra.append(
             R.AlterShareGroupOffsetsResponseTopic(
                 topic_name=t.topic_name,
@@ -84,8 +84,7 @@ def handle(
 def _alter(
     ctx: RequestContext, request: m.AlterShareGroupOffsetsRequest
 ) -> m.AlterShareGroupOffsetsResponse:
-    broker = ctx.broker
-    refusal = broker.share_groups.offsets_change_refusal(request.group_id, create=True)
+    refusal = ctx.share_groups.offsets_change_refusal(request.group_id, create=True)
     if refusal is not None:
         code, message = refusal
         return R(error_code=code, error_message=message)
@@ -94,10 +93,10 @@ def _alter(
         for t in request.topics
         for p in t.partitions
     }
-    results = broker.shares.alter_start_offsets(request.group_id, offsets)
+    results = ctx.shares.alter_start_offsets(request.group_id, offsets)
     responses = []
     for t in request.topics:
-        known = broker.logs.topic(t.topic_name)
+        known = ctx.logs.topic(t.topic_name)
         parts = []
         for p in t.partitions:
             error, why = results[(t.topic_name, p.partition_index)]

@@ -72,15 +72,14 @@ def handle(
 def _delete(
     ctx: RequestContext, request: m.DeleteShareGroupOffsetsRequest
 ) -> m.DeleteShareGroupOffsetsResponse:
-    broker = ctx.broker
-    refusal = broker.share_groups.offsets_change_refusal(request.group_id, create=False)
+    refusal = ctx.share_groups.offsets_change_refusal(request.group_id, create=False)
     if refusal is not None:
         code, message = refusal
         return R(error_code=code, error_message=message)
-    results = broker.shares.delete_topics(request.group_id, [t.topic_name for t in request.topics])
+    results = ctx.shares.delete_topics(request.group_id, [t.topic_name for t in request.topics])
     responses = []
     for name, (error, why) in results.items():
-        known = broker.logs.topic(name) if error == ErrorCode.NONE else None
+        known = ctx.logs.topic(name) if error == ErrorCode.NONE else None
         responses.append(
             R.DeleteShareGroupOffsetsResponseTopic(
                 topic_name=name,

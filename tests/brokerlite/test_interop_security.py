@@ -34,9 +34,9 @@ from kafka.errors import KafkaTimeoutError
 from reauth_flow import records_flow_while_reauthenticating
 
 from trafka.brokerlite import broker_in_thread
-from trafka.brokerlite.broker import Broker
 from trafka.brokerlite.handlers import HANDLERS
 from trafka.brokerlite.server import RunningBroker, _send_parts_tls, _ShortFile
+from trafka.brokerlite.session import ConnectionSession
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k03_metadata as metadata
 from trafka.codec.messages import k17_sasl_handshake as handshake
@@ -322,13 +322,13 @@ def test_every_client_sends_bare_tokens_to_a_broker_with_handshake_v0_only(
     monkeypatch.setitem(HANDLERS, 17, dataclasses.replace(HANDLERS[17], max_version=0))
     monkeypatch.delitem(HANDLERS, 36)
     bare: Counter[tuple[str | None, str | None]] = Counter()
-    real = Broker._raw_sasl_token
+    real = ConnectionSession.raw_sasl_token
 
-    def counted(self: Broker, conn_id: int, session: Any, frame: Any, now_ms: int) -> Any:
-        bare[(self.client_id(conn_id), session.mechanism)] += 1
-        return real(self, conn_id, session, frame, now_ms)
+    def counted(self: ConnectionSession, exchange: Any, frame: Any, now_ms: int) -> Any:
+        bare[(self.client_id, exchange.mechanism)] += 1
+        return real(self, exchange, frame, now_ms)
 
-    monkeypatch.setattr(Broker, "_raw_sasl_token", counted)
+    monkeypatch.setattr(ConnectionSession, "raw_sasl_token", counted)
     with broker_in_thread(
         data_dir=tmp_path, security_protocol="SASL_PLAINTEXT", sasl_users=USERS, **COMMON
     ) as running:

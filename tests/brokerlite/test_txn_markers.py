@@ -21,6 +21,7 @@ import pytest
 from brokerlite_wire import batch, create, markers, read, send
 
 from trafka.brokerlite import broker as broker_module
+from trafka.brokerlite import txn_markers
 from trafka.brokerlite.transactions import TransactionCoordinator, TransactionState
 from trafka.brokerlite.txn_journal import TxnJournal, TxnRecord, WrittenMarker
 from trafka.codec.errors import ErrorCode
@@ -244,7 +245,7 @@ def test_an_end_txn_costs_one_fsync_and_its_markers_none(
         transaction(core, "tx", pid, epoch, seq, [b"v%d" % seq])
         del syncs[:]
         assert end(core, "tx", pid, epoch, commit=True) == 0
-        core.poll(broker_module._MARKER_CHECK_MS)
+        core.poll(txn_markers.MARKER_CHECK_MS)
         # The decision only: neither the markers nor the completion are fsynced.
         assert len(syncs) == 1
         # A run of commits keeps one position: the newest.
@@ -255,7 +256,7 @@ def test_an_end_txn_costs_one_fsync_and_its_markers_none(
     transaction(core, "tx", pid, epoch, 3, [b"x" * 600])
     assert log.active_segment_base_offset > core.broker.txn.unsynced_markers()[("t", 0)][0].offset
     del syncs[:]
-    core.poll(broker_module._MARKER_CHECK_MS)
+    core.poll(txn_markers.MARKER_CHECK_MS)
     assert syncs == []
     assert core.broker.txn.unsynced_marker_count == 0
 
@@ -377,7 +378,7 @@ def test_a_decision_lost_in_a_power_loss_aborts_the_whole_transaction(
 def test_unsynced_markers_are_fsynced_when_too_many_pile_up(
     core: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(broker_module, "_MARKER_SYNC_MAX", 3)
+    monkeypatch.setattr(txn_markers, "MARKER_SYNC_MAX", 3)
     create(core, "t")
     pid, epoch = init(core, "tx")
     counts = []
