@@ -51,8 +51,11 @@ from .routing import (
     idempotent_producer,
     learn_leaders,
     merge_produce,
+    patch_answer,
     plan_produce,
     route_produce,
+    sub_request,
+    unwritten,
 )
 
 __all__ = ["KeyRouting"]
@@ -63,6 +66,8 @@ PRODUCE, INIT_PRODUCER_ID = 0, 22
 # Transaction requests whose bodies teach the routing of transactional producers.
 _TXN_APIS = frozenset({INIT_PRODUCER_ID, 24, 25, 26})
 _ROUTE = "trafka.key_routing.route"
+# How many times a partition a former leader refused follows its new leader.
+_FOLLOW_ATTEMPTS = 3
 
 
 class KeyRouting(Filter):
@@ -205,12 +210,15 @@ class KeyRouting(Filter):
             sent.append((part, waiter))
         if not answered:
             return Respond(None)
-        return RespondLater(partial(self._gather, plan, sent, ctx.api_version, deadline))
+        return RespondLater(
+            partial(self._gather, plan, sent, ctx.client_id, ctx.api_version, deadline)
+        )
 
     async def _gather(
         self,
         plan: ProducePlan,
         sent: list[tuple[Any, Waiter | UpstreamError]],
+        client_id: str | None,
         version: int,
         deadline: float,
     ) -> Any:
@@ -228,7 +236,61 @@ class KeyRouting(Filter):
             answers.append(answer)
         if stale:
             services.refresh(stale)
+        await self._follow_leaders(plan, answers, client_id, version, deadline)
         return services.from_upstream(PRODUCE, version, merge_produce(plan.route, answers))
+
+    async def _follow_leaders(
+        self,
+        plan: ProducePlan,
+        answers: list[Any],
+        client_id: str | None,
+        version: int,
+        deadline: float,
+    ) -> None:
+        """Partitions a former leader refused unwritten (NOT_LEADER_OR_FOLLOWER...)
+        are sent to the new leader, learnt from the answer's hint (KIP-951) or
+        by asking the cluster again, so that a plain producer does not write
+        the rest of its batch twice by retrying it whole."""
+        services = self._proxy[0]
+        topics = services.topics
+        for attempt in range(_FOLLOW_ATTEMPTS):
+            todo = {i: moved for i, a in enumerate(answers) if (moved := unwritten(a))}
+            if not todo or trio.current_time() >= deadline:
+                return
+            # The leaders the answers named, else the cluster's, once known.
+            with trio.move_on_at(min(deadline, trio.current_time() + 0.05 * 2**attempt)):
+                while any(
+                    topics.leader(t, p) in (-1, plan.parts[i][0])
+                    for i, moved in todo.items()
+                    for t, p in moved
+                ):
+                    await trio.sleep(0.02)
+            sent: list[tuple[int, Any, Waiter | UpstreamError]] = []
+            for i, moved in todo.items():  # in the parts' order: rounds stay in order
+                by_leader: dict[int, set[tuple[str, int]]] = {}
+                for t, p in moved:
+                    by_leader.setdefault(topics.leader(t, p), set()).add((t, p))
+                for leader, group in by_leader.items():
+                    if leader < 0 or leader == plan.parts[i][0]:
+                        continue  # no new leader yet: the next attempt, or the client
+                    body = sub_request(plan.parts[i][1], group)
+                    try:
+                        waiter: Waiter | UpstreamError = await services.pool.send(
+                            leader, client_id, PRODUCE, version, body
+                        )
+                    except UpstreamError as exc:
+                        waiter = exc
+                    sent.append((i, body, waiter))
+            for i, body, waiter in sent:
+                answer, _ = await produce_answer(
+                    services.pool, waiter, deadline, version, partial(failed_answer, body)
+                )
+                learn_leaders(topics, answer)
+                self.stats.partitions_rerouted += len(
+                    {(t.name, p.index) for t in answer.responses for p in t.partition_responses}
+                    - unwritten(answer)
+                )
+                answers[i] = patch_answer(answers[i], answer)
 
     def _answer_exactly_once(
         self, ctx: FilterContext, body: Any, result: Any, deadline: float

@@ -165,6 +165,7 @@ class RouteStats:
     batches_recovered: int = 0  # retried after a restart, known from the journal
     records_not_rewritten: int = 0  # of those, written before the restart
     parts_failed: int = 0
+    partitions_rerouted: int = 0  # refused by a former leader, written by the new one
     requests_too_large: int = 0
     metadata_refreshes: int = 0
     sequence_lookups: int = 0
@@ -982,6 +983,52 @@ def failed_answer(part: Any, error: ErrorCode, message: str | None = None) -> An
             )
             for t in part.topic_data
         ]
+    )
+
+
+# A broker refused the batch before writing it: another leader may take it.
+_UNWRITTEN = frozenset(
+    {
+        ErrorCode.NOT_LEADER_OR_FOLLOWER,
+        ErrorCode.LEADER_NOT_AVAILABLE,
+        ErrorCode.NOT_ENOUGH_REPLICAS,
+    }
+)
+
+
+def unwritten(answer: Any) -> set[tuple[str, int]]:
+    """The partitions of a part's answer refused with an error that says
+    nothing was written and the partition's leader is elsewhere (or soon will be)."""
+    return {
+        (t.name, p.index)
+        for t in answer.responses
+        for p in t.partition_responses
+        if p.error_code in _UNWRITTEN
+    }
+
+
+def sub_request(part: Any, wanted: set[tuple[str, int]]) -> Any:
+    """``part`` (a ProduceRequest) with only the ``wanted`` partitions."""
+    topics = []
+    for t in part.topic_data:
+        kept = [p for p in t.partition_data if (t.name, p.index) in wanted]
+        if kept:
+            topics.append(dataclasses.replace(t, partition_data=kept))
+    return dataclasses.replace(part, topic_data=topics)
+
+
+def patch_answer(answer: Any, newer: Any) -> Any:
+    """``answer`` with the partition answers ``newer`` has put in their place."""
+    got = {(t.name, p.index): p for t in newer.responses for p in t.partition_responses}
+    return dataclasses.replace(
+        answer,
+        responses=[
+            dataclasses.replace(
+                t,
+                partition_responses=[got.get((t.name, p.index), p) for p in t.partition_responses],
+            )
+            for t in answer.responses
+        ],
     )
 
 

@@ -8,6 +8,7 @@ are split across brokers. What lands where is read straight from the cluster.
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from collections.abc import Callable
 from typing import Any
@@ -40,7 +41,9 @@ def run(test: Callable[[LocalCluster, RunningProxy], Any], zk: str) -> None:
     trio.run(main)
 
 
-def confluent_send(servers: str, topic: str, n: int, prefix: bytes, **settings: Any) -> None:
+def confluent_send(
+    servers: str, topic: str, n: int, prefix: bytes, *, paced: bool = False, **settings: Any
+) -> None:
     producer = confluent_kafka.Producer(
         {
             "bootstrap.servers": servers,
@@ -58,16 +61,24 @@ def confluent_send(servers: str, topic: str, n: int, prefix: bytes, **settings: 
             key=b"key-%d" % (i % KEYS),
             on_delivery=lambda err, _msg: failures.append(err) if err else None,
         )
+        if paced and i % 100 == 99:  # about 2 s for 6,000 records
+            producer.poll(0)
+            time.sleep(0.03)
     assert producer.flush(60) == 0
     assert failures == []
 
 
-def check(records: list[Any], n: int, prefix: bytes, *, ordered: bool = True) -> None:
+def check(
+    records: list[Any], n: int, prefix: bytes, *, ordered: bool = True, doubles: bool = False
+) -> None:
     """Every keyed record on its murmur2 partition, none lost or doubled, per-key
     order kept (``ordered``: the producer sent each key to one partition, so on
     one connection; one that scatters a key has no order to keep)."""
     mine = [r for r in records if r.value.startswith(prefix + b"-")]
-    assert Counter(r.value for r in mine) == Counter(b"%s-%d" % (prefix, i) for i in range(n))
+    if doubles:  # a plain producer's retries may write a record twice, never lose one
+        assert {r.value for r in mine} == {b"%s-%d" % (prefix, i) for i in range(n)}
+    else:
+        assert Counter(r.value for r in mine) == Counter(b"%s-%d" % (prefix, i) for i in range(n))
     misplaced = [r for r in mine if r.partition != murmur2_partition(r.key, PARTITIONS)]
     assert misplaced == []
     for key in {r.key for r in mine} if ordered else ():
@@ -107,6 +118,11 @@ def test_keyed_records_land_on_their_murmur2_partition_across_brokers(zk: str) -
     async def test(cluster: LocalCluster, proxy: RunningProxy) -> None:
         topic = fresh("cluster")
         await trio.to_thread.run_sync(create, proxy.bootstrap_servers, topic, PARTITIONS)
+        # Plain producers retry whole batches a leader not yet elected refuses
+        # (writing their other records twice): the topic's leaders settle first.
+        with trio.fail_after(30):
+            while not leaders_agreed(cluster, topic):
+                await trio.sleep(0.05)
 
         await trio.to_thread.run_sync(confluent_send, proxy.bootstrap_servers, topic, 1500, b"c")
         # trafka's SDK, placing keys as librdkafka's default does (CRC32).
@@ -660,5 +676,72 @@ def test_kafkajs_idempotent_producer_is_routed_and_read_back(zk: str, kafkajs: l
             lambda: node("consume", servers, topic, fresh("kjs-group"), "300")
         )
         assert sorted(consumed.split()) == sorted(f"k{i}=j-{i}" for i in range(300))
+
+    run(test, zk)
+
+
+def test_plain_producers_follow_leaders_that_move(zk: str) -> None:
+    """Leaders move (reassigned and elected, every 0.3 s) while a plain (not
+    idempotent) librdkafka producer writes through the proxy: the parts a former
+    leader refuses (NOT_LEADER_OR_FOLLOWER) are sent to the new leader by the
+    proxy itself, so the client does not retry whole batches. Nothing is lost
+    and every record is on its murmur2 partition. A plain producer can still
+    write a record twice (a leader that appended a batch and lost leadership
+    before it was acknowledged says NOT_LEADER_OR_FOLLOWER too, in Kafka as
+    here): the count is printed; measured, 21-57 of 6,000, against 241-281 when
+    the client retried whole batches."""
+
+    async def test(cluster: LocalCluster, proxy: RunningProxy) -> None:
+        from trafka.sdk import open_admin
+        from trafka.sdk.admin import NewTopic
+
+        topic = fresh("cluster-moves")
+        servers = proxy.bootstrap_servers
+        async with open_admin(bootstrap_servers=cluster.bootstrap_servers) as admin:
+            await admin.create_topics([NewTopic(topic, PARTITIONS, 3)])
+            view = cluster.node(1).broker.cluster
+            with trio.fail_after(30):
+                while not leaders_agreed(cluster, topic) or any(
+                    (state := view.state(topic, p)) is None or len(state.isr) < 3
+                    for p in range(PARTITIONS)
+                ):
+                    await trio.sleep(0.05)
+            first = {p: view.replicas_of(topic, p) for p in range(PARTITIONS)}
+            done = trio.Event()
+            n = 6000
+
+            def send() -> None:
+                try:
+                    confluent_send(servers, topic, n, b"m", paced=True)
+                finally:
+                    trio.from_thread.run_sync(done.set)
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(trio.to_thread.run_sync, send)
+                moved = 0
+                while not done.is_set():
+                    # Each replica list turned by one: every partition's
+                    # preferred leader changes, and the election moves it.
+                    turned = {
+                        (topic, p): [*r[moved % 3 + 1 :], *r[: moved % 3 + 1]]
+                        for p, r in first.items()
+                    }
+                    await admin.alter_partition_reassignments(turned)
+                    with trio.move_on_after(5):
+                        while list(view.replicas_of(topic, 0)) != turned[(topic, 0)]:
+                            await trio.sleep(0.05)
+                    await admin.elect_leaders([(topic, p) for p in range(PARTITIONS)])
+                    moved += 1
+                    await trio.sleep(0.3)
+        records = await read_all(cluster, topic)
+        check(records, n, b"m", ordered=False, doubles=True)
+        assert moved >= 2
+        rerouted = proxy.statistics.routing.partitions_rerouted
+        assert rerouted > 0  # the proxy, not the client, took them to the new leaders
+        twice = len(records) - n
+        print(
+            f"\nleaders moved {moved} times: {rerouted} partition batches followed them, "
+            f"{twice} of {n} records written twice"
+        )
 
     run(test, zk)
