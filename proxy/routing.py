@@ -986,14 +986,8 @@ def failed_answer(part: Any, error: ErrorCode, message: str | None = None) -> An
     )
 
 
-# A broker refused the batch before writing it: another leader may take it.
-_UNWRITTEN = frozenset(
-    {
-        ErrorCode.NOT_LEADER_OR_FOLLOWER,
-        ErrorCode.LEADER_NOT_AVAILABLE,
-        ErrorCode.NOT_ENOUGH_REPLICAS,
-    }
-)
+# A broker refused the batch as no longer (or not yet) its leader: another may take it.
+_UNWRITTEN = frozenset({ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.LEADER_NOT_AVAILABLE})
 
 
 def unwritten(answer: Any) -> set[tuple[str, int]]:

@@ -19,7 +19,16 @@ from trafka.codec.messages import k10_find_coordinator as fm
 from trafka.codec.messages import k60_describe_cluster as dm
 from trafka.codec.records import encode_batch, iter_batches
 from trafka.proxy.rewrite import Addresses, Pending, reads_answer, rewrite_response
-from trafka.proxy.routing import HASHES, RouteStats, Topics, merge_produce, route_produce
+from trafka.proxy.routing import (
+    HASHES,
+    RouteStats,
+    Topics,
+    merge_produce,
+    patch_answer,
+    route_produce,
+    sub_request,
+    unwritten,
+)
 from trafka.sdk.partitioners import murmur2_partition
 
 PROXY = {1: ("proxy.local", 19001), 2: ("proxy.local", 19002)}
@@ -356,3 +365,30 @@ def test_an_api_versions_answer_it_cannot_read_passes_unchanged() -> None:
     addr, _ = addresses()
     out = rewrite_response(Pending(18, 4), frame, addr, Topics())
     assert out == len(frame).to_bytes(4, "big") + frame
+
+
+def test_the_partitions_a_former_leader_refused_go_alone_and_their_answers_replace_the_old() -> (
+    None
+):
+    """What following a moved leader needs: which partitions a part's answer says
+    were refused unwritten by a former leader, the part with only those, and the
+    part's answer with the new leader's answers in their place."""
+    body = request(
+        {0: [encode_batch(keyed(5))], 1: [encode_batch(keyed(5))], 2: [encode_batch(keyed(5))]}
+    )
+    refused = answer(
+        body, {0: 6, 1: 5, 2: 19}
+    )  # NOT_LEADER, LEADER_NOT_AVAILABLE, NOT_ENOUGH_REPLICAS
+    # Not enough replicas: the leader stays; the client retries it.
+    assert unwritten(refused) == {("orders", 0), ("orders", 1)}
+    alone = sub_request(body, unwritten(refused))
+    assert [p.index for t in alone.topic_data for p in t.partition_data] == [0, 1]
+    assert (
+        alone.topic_data[0].partition_data[0].records
+        == body.topic_data[0].partition_data[0].records
+    )
+    newer = answer(alone)
+    patched = patch_answer(refused, newer)
+    codes = {p.index: p.error_code for t in patched.responses for p in t.partition_responses}
+    assert codes == {0: 0, 1: 0, 2: 19}
+    assert unwritten(patched) == set()
