@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from conftest import ARTIFACTS, Site, consume_and_commit, create_topics, produce
+from console_helpers import ARTIFACTS, Site, consume_and_commit, create_topics, produce
 
 from trafka.sdk import NewTopic
 

@@ -13,7 +13,7 @@ import sys
 import time
 
 import pytest
-from conftest import (
+from console_helpers import (
     Site,
     consume_and_commit,
     create_topics,
