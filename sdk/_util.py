@@ -23,6 +23,7 @@ __all__ = [
     "loop_clock",
     "normalize_headers",
     "owned_task_group",
+    "serve_metrics_if_asked",
     "sleep_until",
 ]
 
@@ -220,3 +221,15 @@ def normalize_headers(
                 raise SerializationError(f"header {k!r}: value must be bytes, str or None")
         out.append((k, v))
     return out
+
+
+async def serve_metrics_if_asked(
+    tg: anyio.abc.TaskGroup, client: Any, kind: str, listen: str | None
+) -> None:
+    """Start ``client``'s Prometheus listener in ``tg`` when ``metrics.listen``
+    is set (the metrics module is loaded only then)."""
+    if listen is None:
+        return
+    from .prometheus import serve_client_metrics
+
+    await tg.start(serve_client_metrics, client, kind, listen)

@@ -44,7 +44,7 @@ import anyio.abc
 
 from trafka.codec import KafkaError, TrafkaError
 
-from ._util import get_deserializer, owned_task_group
+from ._util import get_deserializer, owned_task_group, serve_metrics_if_asked
 from .calls import Calls
 from .config import ConsumerConfig, make_config
 from .errors import ApiTimeoutError, ClientClosedError, UsageError
@@ -1091,10 +1091,7 @@ async def open_consumer(
     async with owned_task_group() as tg:
         consumer = Consumer(cfg, tg)
         await consumer._start()
-        if cfg.metrics_listen is not None:
-            from .prometheus import serve_client_metrics
-
-            await tg.start(serve_client_metrics, consumer, "consumer", cfg.metrics_listen)
+        await serve_metrics_if_asked(tg, consumer, "consumer", cfg.metrics_listen)
         if topics:
             consumer.subscribe(topics)
         try:

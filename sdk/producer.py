@@ -72,7 +72,13 @@ import anyio.lowlevel
 
 from trafka.codec import ErrorCode, KafkaError, TrafkaError, UnsupportedVersionError
 
-from ._util import get_serializer, loop_clock, normalize_headers, owned_task_group
+from ._util import (
+    get_serializer,
+    loop_clock,
+    normalize_headers,
+    owned_task_group,
+    serve_metrics_if_asked,
+)
 from .accumulator import (
     BATCH_OVERHEAD,
     RECORD_MEMORY_OVERHEAD,
@@ -1530,10 +1536,7 @@ async def open_producer(
     async with owned_task_group() as tg:
         producer = Producer(cfg, tg)
         await producer._start()
-        if cfg.metrics_listen is not None:
-            from .prometheus import serve_client_metrics
-
-            await tg.start(serve_client_metrics, producer, "producer", cfg.metrics_listen)
+        await serve_metrics_if_asked(tg, producer, "producer", cfg.metrics_listen)
         try:
             yield producer
         except BaseException:

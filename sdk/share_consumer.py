@@ -64,7 +64,7 @@ import anyio.abc
 
 from trafka.codec import ErrorCode, KafkaError, TrafkaError, UnsupportedVersionError
 
-from ._util import get_deserializer, owned_task_group, sleep_until
+from ._util import get_deserializer, owned_task_group, serve_metrics_if_asked, sleep_until
 from .config import ShareConsumerConfig, make_config
 from .errors import ClientClosedError, SerializationError, UsageError
 from .fetcher import TopicPartition
@@ -204,10 +204,7 @@ class ShareConsumer(Hostable):
         cfg = self.config
         async with owned_task_group() as tg:
             self._start(tg)
-            if cfg.metrics_listen is not None:
-                from .prometheus import serve_client_metrics
-
-                await tg.start(serve_client_metrics, self, "share_consumer", cfg.metrics_listen)
+            await serve_metrics_if_asked(tg, self, "share_consumer", cfg.metrics_listen)
             try:
                 yield
             except BaseException:

@@ -52,7 +52,7 @@ import anyio.abc
 
 from trafka.codec import ErrorCode, KafkaError, TrafkaError
 
-from .._util import owned_task_group
+from .._util import owned_task_group, serve_metrics_if_asked
 from ..acls import AclBinding, AclBindingFilter
 from ..calls import Calls, again_if_transient
 from ..config import AdminConfig, make_config
@@ -1826,10 +1826,7 @@ async def open_admin(
     async with owned_task_group() as tg:
         admin = Admin(cfg, tg)
         admin._cluster.start()
-        if cfg.metrics_listen is not None:
-            from .prometheus import serve_client_metrics
-
-            await tg.start(serve_client_metrics, admin, "admin", cfg.metrics_listen)
+        await serve_metrics_if_asked(tg, admin, "admin", cfg.metrics_listen)
         if admin._telemetry is not None:
             tg.start_soon(admin._telemetry.run, name="trafka admin telemetry")
         try:

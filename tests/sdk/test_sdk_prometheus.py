@@ -107,3 +107,16 @@ def test_a_bad_listen_address_is_a_config_error(broker: RunningBroker) -> None:
 
     with pytest.raises(ConfigError, match=r"metrics\.listen must be host:port"):
         anyio.run(main, backend="trio")
+
+
+def test_the_admin_client_serves_its_metrics_too(broker: RunningBroker) -> None:
+    async def main() -> tuple[int, str]:
+        async with open_admin(
+            bootstrap_servers=broker.bootstrap_servers, client_id="a1", metrics_listen="127.0.0.1:0"
+        ) as admin:
+            await admin.list_topics()
+            return await anyio.to_thread.run_sync(scrape, admin._metrics_address)
+
+    status, text = anyio.run(main, backend="trio")
+    assert status == 200
+    assert any(labels == (("client_id", "a1"),) for _, labels in samples(text))
