@@ -20,7 +20,7 @@ from proxy_helpers import create, fresh, placement
 
 from trafka.brokerlite.local_cluster import LocalCluster, serve_cluster
 from trafka.proxy import RunningProxy, serve_proxy
-from trafka.sdk import open_producer
+from trafka.sdk import NewTopic, open_admin, open_producer
 from trafka.sdk.partitioners import murmur2_partition
 
 pytestmark = pytest.mark.timeout(240)
@@ -692,9 +692,6 @@ def test_plain_producers_follow_leaders_that_move(zk: str) -> None:
     the client retried whole batches."""
 
     async def test(cluster: LocalCluster, proxy: RunningProxy) -> None:
-        from trafka.sdk import open_admin
-        from trafka.sdk.admin import NewTopic
-
         topic = fresh("cluster-moves")
         servers = proxy.bootstrap_servers
         async with open_admin(bootstrap_servers=cluster.bootstrap_servers) as admin:
