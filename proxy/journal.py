@@ -105,6 +105,7 @@ class Journal:
         self._queued = 0  # records handed to record(), in all
         self._synced = 0  # of which on disk
         self._lock = trio.Lock()
+        self._torn = False  # the last write failed, perhaps mid-line
         self.syncs = 0
 
     # -- start and stop -------------------------------------------------------------------
@@ -163,7 +164,13 @@ class Journal:
                 return  # synced with an earlier caller's
             batch, self._queue = b"".join(self._queue), []
             upto = self._queued
-            await trio.to_thread.run_sync(self._write, batch)
+            try:
+                await trio.to_thread.run_sync(self._write, batch)
+            except JournalError:
+                # The callers waiting on it are not synced either: the next
+                # holder of the lock writes it again (or fails as well).
+                self._queue.insert(0, batch)
+                raise
             self._synced = upto
             if self._file_bytes > max(_MIN_REWRITE_BYTES, 2 * self._live_bytes()):
                 kept = list(self._entries.items())  # the loop may add more meanwhile
@@ -181,13 +188,17 @@ class Journal:
     def _write(self, data: bytes) -> None:
         if self._fd is None:
             raise JournalError("the journal is not open")
+        if self._torn:  # a failed write may have left part of a line
+            data = b"\n" + data
         try:
             view = memoryview(data)
             while view:
                 view = view[os.write(self._fd, view) :]
             os.fdatasync(self._fd)
         except OSError as exc:
+            self._torn = True
             raise JournalError(f"cannot write the journal {self.path}: {exc}") from None
+        self._torn = False
         self._file_bytes += len(data)
         self.syncs += 1
 

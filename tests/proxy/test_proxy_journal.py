@@ -215,3 +215,45 @@ def test_the_file_is_rewritten_with_the_newest_records_when_it_grows(
     assert again.lookup((PID, EPOCH, "orders", 0, 199)) is not None
     assert again.lookup((PID, EPOCH, "orders", 0, 100)) is None
     again.close()
+
+
+def test_a_failed_write_loses_no_waiting_callers_placements(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    """The write of a group fails half way: its caller hears it, the caller
+    waiting on the same group writes the group again, and every placement reads
+    back (the torn half-line does not swallow the next one)."""
+    j = Journal(tmp_path)
+    j.open()
+    real_write = journal_module.os.write
+    failures = [1]
+
+    def flaky(fd: int, data: Any) -> int:
+        if failures:
+            failures.pop()
+            real_write(fd, bytes(data)[: len(data) // 2])
+            raise OSError(28, "No space left on device")
+        return real_write(fd, data)
+
+    monkeypatch.setattr(journal_module.os, "write", flaky)
+    outcomes: dict[int, str] = {}
+
+    async def one(i: int) -> None:
+        try:
+            await j.record([((PID, EPOCH, "orders", i, 0), Placement(2, ((0, i), (1, i))))])
+            outcomes[i] = "synced"
+        except journal_module.JournalError:
+            outcomes[i] = "failed"
+
+    async def both() -> None:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(one, 0)
+            nursery.start_soon(one, 1)
+
+    trio.run(both)
+    j.close()
+    assert sorted(outcomes.values()) == ["failed", "synced"]
+    again = Journal(tmp_path)
+    assert again.open() == 2
+    assert again.lookup((PID, EPOCH, "orders", 1, 0)) == Placement(2, ((0, 1), (1, 1)))
+    again.close()
