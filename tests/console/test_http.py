@@ -88,6 +88,7 @@ def test_message_browser_decodes_keys_values_and_headers(site: Site) -> None:
     run(seed)
     page = get(site, "/topics/browse/messages?partition=0&start=beginning")
     assert page.status == 200
+    assert "<title>Messages of browse · trafka console</title>" in page.text
     rows = cells(page.text, "messages")
     assert [r[1] for r in rows] == ["0", "1", "2"]
     assert rows[0][3] == "textjson-key" and rows[0][4].startswith("json{")
