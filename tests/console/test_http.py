@@ -330,6 +330,15 @@ def test_cli_console_refuses_a_bad_listen_address() -> None:
     assert done.returncode == 2 and b"HOST:PORT" in done.stderr
 
 
+def test_cli_console_refuses_a_setting_without_a_value() -> None:
+    from click.testing import CliRunner
+
+    from trafka.console.cli import command
+
+    result = CliRunner().invoke(command, ["--listen", "127.0.0.1:0", "-X", "acks"])
+    assert result.exit_code == 2 and "'acks' is not key=value" in result.output
+
+
 def test_a_cluster_that_cannot_be_reached_is_a_page_not_a_crash(site: Site) -> None:
     """The console keeps serving while the cluster is away (a closed port here)."""
     import socket
