@@ -15,13 +15,13 @@ Rules and invariants:
 from __future__ import annotations
 
 import base64
-import os
 import uuid
 from collections.abc import Callable
 from pathlib import Path
 
 from .config import BrokerConfig, ConfigError
 from .errors import BrokerError
+from .log import atomic_write
 
 __all__ = [
     "ClusterProducerIds",
@@ -32,20 +32,6 @@ __all__ = [
 ]
 
 PRODUCER_ID_BLOCK = 1000
-
-
-def _atomic_write(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
 
 
 def _read_properties(path: Path) -> dict[str, str]:
@@ -86,9 +72,9 @@ def load_cluster_id(data_dir: Path, config: BrokerConfig) -> str:
 
 def write_meta(path: Path, cluster_id: str, node_id: int) -> None:
     """``meta.properties``: the data directory's cluster and node ids."""
-    _atomic_write(
+    atomic_write(
         path,
-        f"# brokerlite broker metadata\nversion=1\ncluster.id={cluster_id}\nnode.id={node_id}\n",
+        f"# brokerlite broker metadata\nversion=1\ncluster.id={cluster_id}\nnode.id={node_id}\n".encode(),
     )
 
 
@@ -114,7 +100,7 @@ class ProducerIdAllocator:
     def next(self) -> int:
         if self._next >= self._limit:
             self._limit = self._next + PRODUCER_ID_BLOCK
-            _atomic_write(self._path, f"{self._limit}\n")
+            atomic_write(self._path, f"{self._limit}\n".encode())
         pid = self._next
         self._next += 1
         return pid

@@ -13,21 +13,11 @@ from typing import Any
 
 import click
 
-from trafka.tools.cli_client import DEFAULT_BOOTSTRAP, ENV_BOOTSTRAP
+from trafka.tools.cli_client import DEFAULT_BOOTSTRAP, ENV_BOOTSTRAP, _parse_pairs
 
 from .server import DEFAULT_LISTEN, ConsoleSettings, missing_dependencies, parse_listen
 
 __all__ = ["command"]
-
-
-def _pairs(items: tuple[str, ...]) -> dict[str, str]:
-    out = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise click.UsageError(f"-X takes KEY=VALUE, got {item!r}")
-        out[key.strip()] = value
-    return out
 
 
 @click.command("console")
@@ -102,7 +92,7 @@ def command(
     reason = missing_dependencies()
     if reason is not None:
         raise click.ClickException(reason)
-    client: dict[str, Any] = {"bootstrap.servers": bootstrap, **_pairs(properties)}
+    client: dict[str, Any] = {"bootstrap.servers": bootstrap, **_parse_pairs(properties, "-X")}
     settings = ConsoleSettings(client, listen, sample_interval, allowed_hosts)
     logging.basicConfig(
         level=logging.DEBUG if verbose else logging.INFO,

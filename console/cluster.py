@@ -37,6 +37,7 @@ from trafka.sdk import (
 )
 from trafka.sdk.admin import Admin
 from trafka.sdk.fetcher import TopicPartition
+from trafka.sdk.metadata import TopicInfo
 
 from . import model
 from .model import InputError, LagHistory
@@ -131,6 +132,15 @@ class Console:
         names = await self.admin.list_topics(include_internal=True)
         return await self.admin.describe_topics(names) if names else {}
 
+    async def _topic_info(self, name: str) -> TopicInfo:
+        """The topic's metadata (:class:`NotFound` when it does not exist)."""
+        try:
+            return (await self.admin.describe_topics([name]))[name]
+        except KafkaError as exc:
+            if exc.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+                raise NotFound(f"no topic named {name!r}") from None
+            raise
+
     async def _offsets_and_sizes(
         self, tps: list[TopicPartition], log_dirs_for: list[TopicPartition] | None
     ) -> tuple[dict[Any, Any], dict[Any, Any], dict[TopicPartition, int]]:
@@ -172,12 +182,7 @@ class Console:
         return model.topic_rows(topics, starts, ends, sizes)
 
     async def topic(self, name: str) -> model.TopicView:
-        try:
-            info = (await self.admin.describe_topics([name]))[name]
-        except KafkaError as exc:
-            if exc.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
-                raise NotFound(f"no topic named {name!r}") from None
-            raise
+        info = await self._topic_info(name)
         tps = [TopicPartition(name, p.partition) for p in info.partitions]
 
         async def read_configs() -> dict[str, str | None]:
@@ -255,17 +260,7 @@ class Console:
 
     async def browse(self, q: model.BrowseQuery) -> dict[str, Any]:
         """The messages of one browser page, the partitions' offsets and notes."""
-        try:
-            info = (await self.admin.describe_topics([q.topic]))[q.topic]
-        except KafkaError as exc:
-            if exc.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
-                raise NotFound(f"no topic named {q.topic!r}") from None
-            raise
-        count = len(info.partitions)
-        if q.partition is not None and q.partition >= count:
-            raise InputError(
-                f"partition: {q.topic!r} has partitions 0 to {count - 1}, not {q.partition}"
-            )
+        count = await self.partition_count(q.topic, q.partition)
         wanted = range(count) if q.partition is None else [q.partition]
         tps = [TopicPartition(q.topic, p) for p in wanted]
         begins, ends, found = await self._positions(tps, q)
@@ -348,23 +343,20 @@ class Console:
 
     # -- cluster changes ------------------------------------------------------------------
 
-    async def partition_count(self, topic: str) -> int:
-        """How many partitions ``topic`` has (a 404 page when it does not exist)."""
-        try:
-            return len((await self.admin.describe_topics([topic]))[topic].partitions)
-        except KafkaError as exc:
-            if exc.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
-                raise NotFound(f"no topic named {topic!r}") from None
-            raise
+    async def partition_count(self, topic: str, partition: int | None = None) -> int:
+        """How many partitions ``topic`` has (a 404 page when it does not exist);
+        :class:`~.model.InputError` when it lacks ``partition``."""
+        count = len((await self._topic_info(topic)).partitions)
+        if partition is not None and partition >= count:
+            raise InputError(
+                f"partition: {topic!r} has partitions 0 to {count - 1}, not {partition}"
+            )
+        return count
 
     async def produce(self, form: model.ProduceForm) -> Any:
         """Write the form's message. The topic must exist: a producer's metadata
         request would have a broker that creates topics on demand create it."""
-        count = await self.partition_count(form.topic)
-        if form.partition is not None and form.partition >= count:
-            raise InputError(
-                f"partition: {form.topic!r} has partitions 0 to {count - 1}, not {form.partition}"
-            )
+        await self.partition_count(form.topic, form.partition)
         producer = self._producer
         if producer is None:
             raise RuntimeError("the console's producer runs only inside run_producer()")

@@ -49,7 +49,7 @@ from trafka.sdk.admin import (
     SharePartitionOffsetInfo,
 )
 from trafka.sdk.fetcher import TopicPartition
-from trafka.sdk.metadata import TopicInfo
+from trafka.sdk.metadata import PartitionInfo, TopicInfo
 
 __all__ = [
     "BrokerRow",
@@ -188,10 +188,8 @@ class Overview:
     offline: int
 
 
-def _under_replicated(p: object) -> bool:
-    replicas: tuple[int, ...] = getattr(p, "replicas", ())
-    isr: tuple[int, ...] = getattr(p, "isr", ())
-    return len(isr) < len(replicas)
+def _under_replicated(p: PartitionInfo) -> bool:
+    return len(p.isr) < len(p.replicas)
 
 
 def overview(

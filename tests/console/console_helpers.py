@@ -44,13 +44,17 @@ def run(fn: Callable[[], Awaitable[Any]], deadline: float = 30.0) -> Any:
     return trio.run(main)
 
 
-def get(site: Site, path: str, headers: dict[str, str] | None = None) -> Page:
-    request = urllib.request.Request(site.base + path, headers=headers or {})
+def _page(request: urllib.request.Request) -> Page:
+    """The answer to ``request``, an HTTP error status included."""
     try:
         with urllib.request.urlopen(request, timeout=20) as response:
             return Page(response.status, response.url, response.read().decode())
     except urllib.error.HTTPError as exc:
         return Page(exc.code, exc.url, exc.read().decode())
+
+
+def get(site: Site, path: str, headers: dict[str, str] | None = None) -> Page:
+    return _page(urllib.request.Request(site.base + path, headers=headers or {}))
 
 
 def token_of(page: Page) -> str:
@@ -73,12 +77,9 @@ def post(
     if origin is not None:
         headers["Origin"] = origin or site.base
     data = urllib.parse.urlencode(fields).encode()
-    request = urllib.request.Request(site.base + path, data=data, headers=headers, method="POST")
-    try:
-        with urllib.request.urlopen(request, timeout=20) as response:
-            return Page(response.status, response.url, response.read().decode())
-    except urllib.error.HTTPError as exc:
-        return Page(exc.code, exc.url, exc.read().decode())
+    return _page(
+        urllib.request.Request(site.base + path, data=data, headers=headers, method="POST")
+    )
 
 
 def create_topics(site: Site, *topics: NewTopic) -> None:

@@ -88,6 +88,7 @@ def test_message_browser_decodes_keys_values_and_headers(site: Site) -> None:
     run(seed)
     page = get(site, "/topics/browse/messages?partition=0&start=beginning")
     assert page.status == 200
+    assert "<title>Messages of browse · trafka console</title>" in page.text
     rows = cells(page.text, "messages")
     assert [r[1] for r in rows] == ["0", "1", "2"]
     assert rows[0][3] == "textjson-key" and rows[0][4].startswith("json{")
@@ -327,6 +328,15 @@ def test_cli_console_refuses_a_bad_listen_address() -> None:
         timeout=60,
     )
     assert done.returncode == 2 and b"HOST:PORT" in done.stderr
+
+
+def test_cli_console_refuses_a_setting_without_a_value() -> None:
+    from click.testing import CliRunner
+
+    from trafka.console.cli import command
+
+    result = CliRunner().invoke(command, ["--listen", "127.0.0.1:0", "-X", "acks"])
+    assert result.exit_code == 2 and "'acks' is not key=value" in result.output
 
 
 def test_a_cluster_that_cannot_be_reached_is_a_page_not_a_crash(site: Site) -> None:
