@@ -152,7 +152,9 @@ async def _resolve(
         else:
             wanted[tp] = spec.per_partition.get(key, spec.default)
     out = {tp: o for tp, o in wanted.items() if o >= 0}
-    ends = await consumer.end_offsets(tps) if tps else {}
+    # The partitions that end where their log ends: asked for in one request, and
+    # only when there are any (a batch read's start from earliest needs none).
+    at_end = [tp for tp, o in wanted.items() if o == LATEST]
     if by_time:
         found = await consumer.offsets_for_times(by_time)
         for tp in by_time:
@@ -163,13 +165,16 @@ async def _resolve(
                     f"{by_time[tp]}; set startingOffsetsByTimestampStrategy=latest to start such "
                     "partitions at their end"
                 )
-            out[tp] = hit[0] if hit is not None else ends[tp]
+            if hit is not None:
+                out[tp] = hit[0]
+            else:
+                at_end.append(tp)
     earliest = [tp for tp, o in wanted.items() if o == EARLIEST]
     if earliest:
         out.update(await consumer.beginning_offsets(earliest))
-    for tp, o in wanted.items():
-        if o == LATEST:
-            out[tp] = ends[tp]
+    if at_end:
+        ends = await consumer.end_offsets(at_end)
+        out.update((tp, ends[tp]) for tp in at_end)
     return out
 
 
