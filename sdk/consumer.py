@@ -113,17 +113,7 @@ class Consumer(Hostable, Generic[K, V]):
         )
         self._cluster.on_change.append(self._wake_fetcher)
         self._cluster.on_change.append(self._wake_if_refused)
-        self._fetcher = Fetcher(
-            self._cluster.metadata,
-            auto_offset_reset=config.auto_offset_reset,
-            fetch_min_bytes=config.fetch_min_bytes,
-            fetch_max_wait_ms=config.fetch_max_wait_ms,
-            fetch_max_bytes=config.fetch_max_bytes,
-            max_partition_fetch_bytes=config.max_partition_fetch_bytes,
-            read_committed=config.read_committed,
-            check_crcs=config.check_crcs,
-            incremental_fetch_sessions=config.enable_incremental_fetch_sessions,
-        )
+        self._fetcher = Fetcher.for_consumer(self._cluster.metadata, config)
         self._key_de = get_deserializer(config.key_deserializer)
         self._value_de = get_deserializer(config.value_deserializer)
         self._wake = anyio.Event()

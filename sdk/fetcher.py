@@ -58,7 +58,7 @@ import itertools
 import math
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, Generic, NamedTuple
+from typing import TYPE_CHECKING, Any, Generic, NamedTuple
 
 from typing_extensions import TypeVar
 
@@ -82,6 +82,9 @@ from trafka.codec.records import (
 
 from .fetch_sessions import SESSION_ERRORS, FetchSession, SessionPartition
 from .metadata import REFRESH_ERRORS, MetadataCache
+
+if TYPE_CHECKING:
+    from .config import ConsumerConfig
 
 __all__ = [
     "COMMITTED",
@@ -323,6 +326,21 @@ class Fetcher:
         self.records_taken = 0
         self.bytes_fetched = 0
         self._columns: bool | None = None
+
+    @classmethod
+    def for_consumer(cls, metadata: MetadataCache, config: ConsumerConfig) -> Fetcher:
+        """A fetcher with a consumer configuration's fetch settings."""
+        return cls(
+            metadata,
+            auto_offset_reset=config.auto_offset_reset,
+            fetch_min_bytes=config.fetch_min_bytes,
+            fetch_max_wait_ms=config.fetch_max_wait_ms,
+            fetch_max_bytes=config.fetch_max_bytes,
+            max_partition_fetch_bytes=config.max_partition_fetch_bytes,
+            read_committed=config.read_committed,
+            check_crcs=config.check_crcs,
+            incremental_fetch_sessions=config.enable_incremental_fetch_sessions,
+        )
 
     @property
     def columns(self) -> bool | None:

@@ -29,11 +29,11 @@ import os
 import re
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import anyio
 from anyio.from_thread import BlockingPortal
@@ -152,7 +152,9 @@ async def _resolve(
         else:
             wanted[tp] = spec.per_partition.get(key, spec.default)
     out = {tp: o for tp, o in wanted.items() if o >= 0}
-    ends = await consumer.end_offsets(tps) if tps else {}
+    # The partitions that end where their log ends: asked for in one request, and
+    # only when there are any (a batch read's start from earliest needs none).
+    at_end = [tp for tp, o in wanted.items() if o == LATEST]
     if by_time:
         found = await consumer.offsets_for_times(by_time)
         for tp in by_time:
@@ -163,13 +165,16 @@ async def _resolve(
                     f"{by_time[tp]}; set startingOffsetsByTimestampStrategy=latest to start such "
                     "partitions at their end"
                 )
-            out[tp] = hit[0] if hit is not None else ends[tp]
+            if hit is not None:
+                out[tp] = hit[0]
+            else:
+                at_end.append(tp)
     earliest = [tp for tp, o in wanted.items() if o == EARLIEST]
     if earliest:
         out.update(await consumer.beginning_offsets(earliest))
-    for tp, o in wanted.items():
-        if o == LATEST:
-            out[tp] = ends[tp]
+    if at_end:
+        ends = await consumer.end_offsets(at_end)
+        out.update((tp, ends[tp]) for tp in at_end)
     return out
 
 
@@ -513,16 +518,63 @@ def _packed(records: Sequence[ConsumerRecord], headers: bool) -> RecordColumns:
     return RecordColumns.whole(buffers)
 
 
+_E = TypeVar("_E")
+
+
+class _Idle(Generic[_E]):
+    """The idle entries of a pool, by their settings, each with when it went
+    idle: at most ``capacity`` in all, and one idle for ``idle_timeout_s`` is
+    handed back to be closed at the next :meth:`take`."""
+
+    def __init__(self, capacity: int, idle_timeout_s: float) -> None:
+        self.capacity = capacity
+        self.idle_timeout_s = idle_timeout_s
+        self._entries: dict[Any, list[tuple[float, _E]]] = {}
+        self._lock = threading.Lock()
+
+    def take(
+        self, config: Any, fits: Callable[[_E], bool] | None = None
+    ) -> tuple[_E | None, list[_E]]:
+        """An idle entry with ``config`` (the newest for which ``fits(entry)``;
+        those passed over are dropped) or None, and the expired ones to close."""
+        now = time.monotonic()
+        stale: list[_E] = []
+        with self._lock:
+            for key, entries in list(self._entries.items()):
+                self._entries[key] = [e for e in entries if now - e[0] < self.idle_timeout_s]
+                stale.extend(e for t, e in entries if now - t >= self.idle_timeout_s)
+            entries = self._entries.get(config, [])
+            while entries:
+                entry = entries.pop()[1]
+                if fits is None or fits(entry):
+                    return entry, stale
+        return None, stale
+
+    def put(self, config: Any, entry: _E) -> bool:
+        """Keep ``entry`` as idle; False when the pool is full (the caller closes it)."""
+        with self._lock:
+            if sum(len(e) for e in self._entries.values()) >= self.capacity:
+                return False
+            self._entries.setdefault(config, []).append((time.monotonic(), entry))
+            return True
+
+    def drain(self) -> list[_E]:
+        """Every idle entry, forgotten (for the caller to close)."""
+        with self._lock:
+            entries = [e for group in self._entries.values() for _, e in group]
+            self._entries.clear()
+        return entries
+
+
 class _Pooled:
     """A client kept open on the shared loop between tasks."""
 
-    __slots__ = ("client", "close", "idle_since", "loop")
+    __slots__ = ("client", "close", "loop")
 
     def __init__(self, loop: _Loop, client: Any, close: Any) -> None:
         self.loop = loop
         self.client = client
         self.close = close
-        self.idle_since = 0.0
 
 
 class ClientPool:
@@ -550,10 +602,7 @@ class ClientPool:
     ) -> None:
         self.opener = opener
         self.tidy = tidy
-        self.capacity = capacity
-        self.idle_timeout_s = idle_timeout_s
-        self._idle: dict[Any, list[_Pooled]] = {}
-        self._lock = threading.Lock()
+        self._idle: _Idle[_Pooled] = _Idle(capacity, idle_timeout_s)
         self.opened = 0  # clients opened (for tests and statistics)
 
     @contextlib.contextmanager
@@ -577,21 +626,9 @@ class ClientPool:
             self._give_back(config, entry)
 
     def _take(self, config: Any) -> _Pooled:
-        now = time.monotonic()
-        stale: list[_Pooled] = []
-        with self._lock:
-            for key, entries in list(self._idle.items()):
-                keep = [e for e in entries if now - e.idle_since < self.idle_timeout_s]
-                stale.extend(e for e in entries if e not in keep)
-                self._idle[key] = keep
-            entries = self._idle.get(config, [])
-            loop = _shared_loop()
-            entry = None
-            while entries:
-                candidate = entries.pop()
-                if candidate.loop is loop:
-                    entry = candidate
-                    break
+        loop = _shared_loop()
+        # One of another loop (before a fork) is dropped: that loop is gone.
+        entry, stale = self._idle.take(config, lambda e: e.loop is loop)
         for old in stale:
             with contextlib.suppress(Exception):
                 old.close(None, None, None)
@@ -609,20 +646,14 @@ class ClientPool:
             with contextlib.suppress(Exception):
                 entry.close(None, None, None)
             return
-        entry.idle_since = time.monotonic()
-        with self._lock:
-            if sum(len(e) for e in self._idle.values()) < self.capacity:
-                self._idle.setdefault(config, []).append(entry)
-                return
+        if self._idle.put(config, entry):
+            return
         with contextlib.suppress(Exception):
             entry.close(None, None, None)
 
     def close(self) -> None:
         """Close every idle consumer."""
-        with self._lock:
-            entries = [e for group in self._idle.values() for e in group]
-            self._idle.clear()
-        for entry in entries:
+        for entry in self._idle.drain():
             with contextlib.suppress(Exception):
                 entry.close(None, None, None)
 
@@ -645,10 +676,7 @@ class ReaderPool:
     as :class:`ClientPool`; a reader owns no thread, only sockets."""
 
     def __init__(self, capacity: int = 16, idle_timeout_s: float = 300.0) -> None:
-        self.capacity = capacity
-        self.idle_timeout_s = idle_timeout_s
-        self._idle: dict[ConsumerConfig, list[tuple[float, RangeReader]]] = {}
-        self._lock = threading.Lock()
+        self._idle: _Idle[RangeReader] = _Idle(capacity, idle_timeout_s)
         self._pid = os.getpid()
 
     @contextlib.contextmanager
@@ -666,33 +694,20 @@ class ReaderPool:
             self._give_back(config, reader)
 
     def _take(self, config: ConsumerConfig) -> RangeReader:
-        now = time.monotonic()
-        stale: list[RangeReader] = []
-        with self._lock:
-            if self._pid != os.getpid():  # forked: the sockets are the parent's
-                self._idle.clear()
-                self._pid = os.getpid()
-            for key, entries in list(self._idle.items()):
-                self._idle[key] = [e for e in entries if now - e[0] < self.idle_timeout_s]
-                stale.extend(r for t, r in entries if now - t >= self.idle_timeout_s)
-            entries = self._idle.get(config, [])
-            reader = entries.pop()[1] if entries else None
+        if self._pid != os.getpid():  # forked: the sockets are the parent's
+            self._idle.drain()
+            self._pid = os.getpid()
+        reader, stale = self._idle.take(config)
         for old in stale:
             old.close()
         return reader if reader is not None else RangeReader(config)
 
     def _give_back(self, config: ConsumerConfig, reader: RangeReader) -> None:
-        with self._lock:
-            if sum(len(e) for e in self._idle.values()) < self.capacity:
-                self._idle.setdefault(config, []).append((time.monotonic(), reader))
-                return
-        reader.close()
+        if not self._idle.put(config, reader):
+            reader.close()
 
     def close(self) -> None:
-        with self._lock:
-            readers = [r for group in self._idle.values() for _, r in group]
-            self._idle.clear()
-        for reader in readers:
+        for reader in self._idle.drain():
             reader.close()
 
 

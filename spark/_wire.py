@@ -197,17 +197,7 @@ class RangeReader:
             backoff=config.retry_backoff_ms / 1000,
             auto_create=False,
         )
-        self.fetcher = Fetcher(
-            self.metadata,
-            auto_offset_reset=config.auto_offset_reset,
-            fetch_min_bytes=config.fetch_min_bytes,
-            fetch_max_wait_ms=config.fetch_max_wait_ms,
-            fetch_max_bytes=config.fetch_max_bytes,
-            max_partition_fetch_bytes=config.max_partition_fetch_bytes,
-            read_committed=config.read_committed,
-            check_crcs=config.check_crcs,
-            incremental_fetch_sessions=config.enable_incremental_fetch_sessions,
-        )
+        self.fetcher = Fetcher.for_consumer(self.metadata, config)
         self._connections: dict[int | None, BlockingConnection] = {}
         self.opened = 0  # connections opened (for tests)
 

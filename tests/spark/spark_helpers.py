@@ -75,3 +75,13 @@ def consume_all(broker: RunningBroker, topic: str, partitions: int, **settings: 
 
     result: list[Any] = run(go)
     return result
+
+
+def stream_of(spark: Any, broker: RunningBroker, **options: str) -> Any:
+    """A ``trafka`` stream from ``broker`` with the given data source options."""
+    r = spark.readStream.format("trafka").option(
+        "kafka.bootstrap.servers", broker.bootstrap_servers
+    )
+    for k, v in options.items():
+        r = r.option(k, v)
+    return r.load()

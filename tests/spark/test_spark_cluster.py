@@ -95,22 +95,16 @@ def _run(fn: Any) -> Any:
     return trio.run(main)
 
 
-def test_a_leader_stopped_mid_read_loses_and_doubles_nothing(
-    spark: Any, cluster: ClusterThread
-) -> None:
-    assert cluster.cluster is not None
-    servers = cluster.cluster.bootstrap_servers
-    topic = "spark-cluster"
-
-    async def setup() -> None:
+def _create(servers: str, topic: str) -> None:
+    async def create() -> None:
         async with open_admin(bootstrap_servers=servers) as admin:
             await admin.create_topics([NewTopic(topic, PARTITIONS, REPLICATION)])
 
-    _run(setup)
-    control = ClusterControl(cluster.cluster, topic)
-    states = cluster.call(control.wait_topic_ready)
-    leaders = {p: s.leader for p, s in states.items()}
-    assert set(leaders.values()) == set(cluster.cluster.node_ids), leaders  # leaders everywhere
+    _run(create)
+
+
+def _produce(servers: str, topic: str) -> dict[tuple[int, int], bytes]:
+    """Sends RECORDS records: ``{(partition, offset): value}`` as the producer was told."""
 
     async def send() -> list[Any]:
         async with open_producer(bootstrap_servers=servers, acks="all", linger_ms=20) as producer:
@@ -122,11 +116,13 @@ def test_a_leader_stopped_mid_read_loses_and_doubles_nothing(
             return [await f for f in futures]
 
     metas = _run(send)
-    expected = {(m.partition, m.offset): b"value-%06d" % i for i, m in enumerate(metas)}
+    return {(m.partition, m.offset): b"value-%06d" % i for i, m in enumerate(metas)}
 
-    # Small tasks (Spark runs two at a time), so that most are still to run when
-    # the leader goes.
-    df = (
+
+def _small_tasks(spark: Any, servers: str, topic: str) -> Any:
+    """The topic's records in small tasks (Spark runs two at a time), so that most
+    are still to run when a leader goes."""
+    return (
         spark.read.format("trafka")
         .option("kafka.bootstrap.servers", servers)
         .option("subscribe", topic)
@@ -134,6 +130,24 @@ def test_a_leader_stopped_mid_read_loses_and_doubles_nothing(
         .load()
         .selectExpr("partition", "offset", "value")
     )
+
+
+def test_a_leader_stopped_mid_read_loses_and_doubles_nothing(
+    spark: Any, cluster: ClusterThread
+) -> None:
+    assert cluster.cluster is not None
+    servers = cluster.cluster.bootstrap_servers
+    topic = "spark-cluster"
+
+    _create(servers, topic)
+    control = ClusterControl(cluster.cluster, topic)
+    states = cluster.call(control.wait_topic_ready)
+    leaders = {p: s.leader for p, s in states.items()}
+    assert set(leaders.values()) == set(cluster.cluster.node_ids), leaders  # leaders everywhere
+
+    expected = _produce(servers, topic)
+
+    df = _small_tasks(spark, servers, topic)
     # The read runs in this thread (Spark's active session is this thread's);
     # another stops the leader once some tasks are done and most are not.
     tracker = spark.sparkContext.statusTracker()
@@ -219,11 +233,7 @@ def test_a_leader_killed_mid_read_loses_and_doubles_nothing(
     topic = "spark-kill"
     nodes = set(processes.ports)
 
-    async def setup() -> None:
-        async with open_admin(bootstrap_servers=servers) as admin:
-            await admin.create_topics([NewTopic(topic, PARTITIONS, REPLICATION)])
-
-    _run(setup)
+    _create(servers, topic)
     states = _until(
         "every partition led, with all three replicas in sync",
         lambda: (
@@ -235,25 +245,8 @@ def test_a_leader_killed_mid_read_loses_and_doubles_nothing(
     )
     leaders = {p: leader for p, (leader, _) in states.items()}
 
-    async def send() -> list[Any]:
-        async with open_producer(bootstrap_servers=servers, acks="all", linger_ms=20) as producer:
-            futures = [
-                await producer.send(topic, b"value-%06d" % i, key=b"key-%02d" % (i % 37))
-                for i in range(RECORDS)
-            ]
-            await producer.flush()
-            return [await f for f in futures]
-
-    metas = _run(send)
-    expected = {(m.partition, m.offset): b"value-%06d" % i for i, m in enumerate(metas)}
-    df = (
-        spark.read.format("trafka")
-        .option("kafka.bootstrap.servers", servers)
-        .option("subscribe", topic)
-        .option("maxRecordsPerPartition", "50")
-        .load()
-        .selectExpr("partition", "offset", "value")
-    )
+    expected = _produce(servers, topic)
+    df = _small_tasks(spark, servers, topic)
     # As above: the read runs in this thread, another kills the leader of
     # partition 0 (a process: no clean shutdown, its connections just die) once
     # some tasks are done and most are not.

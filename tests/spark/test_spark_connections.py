@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from spark_helpers import consume_all, create, fresh
+from spark_helpers import consume_all, create, fresh, stream_of
 
 from trafka.brokerlite import RunningBroker
 from trafka.sdk.blocking import Producer
@@ -50,13 +50,7 @@ def test_a_stream_reuses_its_connections_across_triggers_and_micro_batches(
 ) -> None:
     topic = fresh("reuse")
     create(broker, topic, 1)
-    stream = (
-        spark.readStream.format("trafka")
-        .option("kafka.bootstrap.servers", broker.bootstrap_servers)
-        .option("subscribe", topic)
-        .option("startingOffsets", "earliest")
-        .load()
-    )
+    stream = stream_of(spark, broker, subscribe=topic, startingOffsets="earliest")
     query = (
         stream.selectExpr("cast(value as string) as value")
         .writeStream.format("memory")
@@ -104,13 +98,7 @@ def test_a_topic_to_topic_stream_keeps_its_producers_too(
     source, sink = fresh("reuse-in"), fresh("reuse-out")
     create(broker, source, 1)
     create(broker, sink, 1)
-    stream = (
-        spark.readStream.format("trafka")
-        .option("kafka.bootstrap.servers", broker.bootstrap_servers)
-        .option("subscribe", source)
-        .option("startingOffsets", "earliest")
-        .load()
-    )
+    stream = stream_of(spark, broker, subscribe=source, startingOffsets="earliest")
     query = (
         stream.selectExpr("key", "value")
         .writeStream.format("trafka")

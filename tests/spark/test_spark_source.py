@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from spark_helpers import consume_all, create, fresh, produce, run
+from spark_helpers import consume_all, create, fresh, produce, run, stream_of
 
 from trafka.brokerlite import RunningBroker
 from trafka.sdk import TopicPartition, open_admin, open_producer
@@ -362,15 +362,15 @@ def test_read_errors_are_clear(spark: Any, broker: RunningBroker, tmp_path: Path
     with pytest.raises(Exception, match="'maxOffsetsPerTrigger' must be an integer"):
         reader(spark, broker, subscribe="x", maxOffsetsPerTrigger="lots").load()
     with pytest.raises(Exception, match=r"unknown configuration key 'fetch\.max\.wait\.mss'"):
-        _stream(spark, broker, subscribe="x", **{"kafka.fetch.max.wait.mss": "5"})
+        stream_of(spark, broker, subscribe="x", **{"kafka.fetch.max.wait.mss": "5"})
     with pytest.raises(Exception, match="exactly one of"):
-        _stream(spark, broker)
+        stream_of(spark, broker)
     with pytest.raises(Exception, match="topics do not exist: no-such-topic"):
         reader(spark, broker, subscribe="no-such-topic").load().collect()
     # What only a stream refuses fails the query as it starts, naming the option.
     topic = fresh("errors")
     create(broker, topic, 1)
-    stream = _stream(spark, broker, subscribe=topic, endingOffsets="latest")
+    stream = stream_of(spark, broker, subscribe=topic, endingOffsets="latest")
     query = (
         stream.writeStream.format("memory")
         .queryName("bad_stream")
@@ -410,15 +410,6 @@ def test_deleted_records_fail_the_read_unless_allowed(spark: Any, broker: Runnin
     assert sorted(int(r.value) for r in rows) == list(range(12, 30))
 
 
-def _stream(spark: Any, broker: RunningBroker, **options: str) -> Any:
-    r = spark.readStream.format("trafka").option(
-        "kafka.bootstrap.servers", broker.bootstrap_servers
-    )
-    for k, v in options.items():
-        r = r.option(k, v)
-    return r.load()
-
-
 def _run_available_now(df: Any, out: Path, checkpoint: Path) -> Any:
     query = (
         df.selectExpr("partition", "offset", "cast(value as string) as value")
@@ -442,7 +433,7 @@ def test_stream_resumes_from_its_checkpoint_and_respects_the_rate_limit(
     out, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
     options = {"subscribe": topic, "startingOffsets": "earliest", "maxOffsetsPerTrigger": "100"}
 
-    query = _run_available_now(_stream(spark, broker, **options), out, checkpoint)
+    query = _run_available_now(stream_of(spark, broker, **options), out, checkpoint)
     progress = [p for p in query.recentProgress if p["numInputRows"]]
     assert [p["numInputRows"] for p in progress] == [100, 100, 50]
     # Spark's offsets-behind-latest metrics, from the latest offsets the source reports.
@@ -472,7 +463,7 @@ def test_stream_resumes_from_its_checkpoint_and_respects_the_rate_limit(
         topic,
         [(f"k{i}".encode(), f"c{i}".encode(), None) for i in range(40)],
     )
-    _run_available_now(_stream(spark, broker, **options), out, checkpoint)
+    _run_available_now(stream_of(spark, broker, **options), out, checkpoint)
     rows = spark.read.parquet(str(out)).collect()
     values = sorted(r.value for r in rows)
     assert values == sorted(
@@ -496,7 +487,7 @@ def test_min_offsets_per_trigger_holds_small_batches_back(
     topic = fresh("minoffsets")
     create(broker, topic, 2)
     produce(broker, topic, [(None, f"a{i}".encode(), None) for i in range(30)])
-    stream = _stream(
+    stream = stream_of(
         spark,
         broker,
         subscribe=topic,
@@ -541,7 +532,7 @@ def test_stream_from_topic_to_topic(spark: Any, broker: RunningBroker, tmp_path:
     create(broker, source, 2)
     create(broker, sink, 2)
     produce(broker, source, [(f"{i % 5}".encode(), f"{i}".encode(), None) for i in range(200)])
-    stream = _stream(spark, broker, subscribe=source, startingOffsets="earliest")
+    stream = stream_of(spark, broker, subscribe=source, startingOffsets="earliest")
     query = (
         stream.selectExpr("key", "upper(cast(value as string)) || '!' as value")
         .writeStream.format("trafka")

@@ -7,7 +7,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -19,16 +18,11 @@ import pytest
 from spark_helpers import consume_all, create, fresh, produce
 
 from trafka.brokerlite import RunningBroker
+from trafka.brokerlite.local_cluster import free_port
 
 pytestmark = pytest.mark.timeout(300)
 
 HERE = Path(__file__).resolve().parent
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _spark_class() -> str:
@@ -49,7 +43,7 @@ def standalone(tmp_path: Path) -> Iterator[str]:
         # No REST submission server: its fixed port would clash with other runs.
         SPARK_MASTER_OPTS="-Dspark.master.rest.enabled=false",
     )
-    port = _free_port()
+    port = free_port()
     master = f"spark://127.0.0.1:{port}"
     procs: list[subprocess.Popen[bytes]] = []
     logs = []
@@ -67,13 +61,13 @@ def standalone(tmp_path: Path) -> Iterator[str]:
     try:
         start(
             "master", "org.apache.spark.deploy.master.Master",
-            "--host", "127.0.0.1", "--port", str(port), "--webui-port", str(_free_port()),
+            "--host", "127.0.0.1", "--port", str(port), "--webui-port", str(free_port()),
         )  # fmt: skip
         for i in range(2):
             start(
                 f"worker{i}", "org.apache.spark.deploy.worker.Worker", master,
                 "--host", "127.0.0.1", "--cores", "1", "--memory", "1g",
-                "--webui-port", str(_free_port()), "--work-dir", str(tmp_path / f"work{i}"),
+                "--webui-port", str(free_port()), "--work-dir", str(tmp_path / f"work{i}"),
             )  # fmt: skip
         deadline = time.monotonic() + 90
         while (tmp_path / "master.log").read_text().count("Registering worker") < 2:
