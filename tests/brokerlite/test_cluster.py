@@ -874,6 +874,12 @@ def test_share_groups_are_refused_in_cluster_mode_until_they_are_cluster_aware(z
 
 
 def test_metrics_describe_leaders_the_controller_and_under_replication(zk: str) -> None:
+    """Also the ISR counters, Kafka's ops.html: IsrShrinksPerSec, "If a broker goes
+    down, ISR for some of the partitions will shrink. When that broker is up
+    again, ISR will be expanded once the replicas are fully caught up"
+    (IsrExpandsPerSec). The controller removes the stopped broker from the ISRs;
+    each partition's leader counts the shrink (a partition the stopped broker
+    led gets a new leader, which counts nothing), and the expand when it is back."""
     from prometheus_client.parser import text_string_to_metric_families
 
     def gauges(cluster: LocalCluster, node: int) -> dict[str, float]:
@@ -905,6 +911,10 @@ def test_metrics_describe_leaders_the_controller_and_under_replication(zk: str) 
                 g["kafka_server_replicamanager_underreplicatedpartitions"] == 0
                 for g in seen.values()
             )
+            shrinks = "kafka_server_replicamanager_isrshrinks_total"
+            expands = "kafka_server_replicamanager_isrexpands_total"
+            assert all(g[shrinks] == 0 and g[expands] == 0 for g in seen.values())
+            kept = sum(1 for s in states(cluster, "metered").values() if s.leader != 3)
             await cluster.stop_node(3)
             live = [n for n in cluster.node_ids if n != 3]
             await until(
@@ -919,5 +929,16 @@ def test_metrics_describe_leaders_the_controller_and_under_replication(zk: str) 
             )
             under_min = "kafka_server_replicamanager_underminisrpartitioncount"
             assert sum(gauges(cluster, n)[under_min] for n in live) == 6
+            assert kept > 0
+            assert sum(gauges(cluster, n)[shrinks] for n in live) == kept
+            assert sum(gauges(cluster, n)[expands] for n in live) == 0
+            await cluster.start_node(3)
+            await until(lambda: all_in_sync(cluster, "metered", 3), "node 3 is back in the ISRs")
+            # Every partition is led by 1 or 2 now, and each counted node 3's return.
+            await until(
+                lambda: sum(gauges(cluster, n)[expands] for n in live) == 6,
+                "each leader counts its ISR's expand",
+            )
+            assert sum(gauges(cluster, n)[shrinks] for n in live) == kept
 
     run(test)
