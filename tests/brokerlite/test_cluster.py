@@ -45,6 +45,14 @@ def all_in_sync(cluster: LocalCluster, topic: str, replicas: int) -> bool:
     return bool(found) and all(len(s.isr) == replicas and s.leader >= 0 for s in found.values())
 
 
+def controller_of(cluster: LocalCluster) -> int:
+    """The controller's node id, as the first running node sees it."""
+    node = next(n for n in cluster.node_ids if cluster.running(n))
+    controller = cluster.node(node).broker.cluster.image.controller_id
+    assert controller >= 0
+    return int(controller)
+
+
 def log_bytes(cluster: LocalCluster, node: int, topic: str, partition: int) -> bytes:
     plog = cluster.node(node).broker.logs.partition(topic, partition)
     return plog.read(plog.log_start_offset, 1 << 30, upper_bound=plog.high_watermark).tobytes()
@@ -298,6 +306,12 @@ def test_group_coordinator_is_the_leader_of_the_groups_offsets_partition(zk: str
 
 
 def test_topic_changes_reach_every_broker(zk: str) -> None:
+    """CreatePartitions' ``timeout_ms`` is "The time in ms to wait for the
+    partitions to be created" (CreatePartitionsRequest.json): the controller
+    answers once its metadata has the new partitions with their leaders, so the
+    admin's next ``list_topics``/``describe_topics`` (asked of the controller)
+    shows the new count; the other brokers learn of it from ZooKeeper too."""
+
     async def test() -> None:
         async with serve_cluster(3, zookeeper_connect=zk) as cluster:
             bs = cluster.bootstrap_servers
@@ -310,6 +324,16 @@ def test_topic_changes_reach_every_broker(zk: str) -> None:
                     await admin.create_topics([NewTopic("grow", 2, 2)])
                 assert exists.value.code == ErrorCode.TOPIC_ALREADY_EXISTS
                 await admin.create_partitions({"grow": 5})
+                assert (await admin.list_topics())["grow"] == 5
+                described = (await admin.describe_topics(["grow"]))["grow"]
+                assert [p.partition for p in described.partitions] == [0, 1, 2, 3, 4]
+                assert all(p.leader >= 0 for p in described.partitions)
+                controller = controller_of(cluster)
+                image = cluster.node(controller).broker.cluster.image
+                assert image.topics["grow"].num_partitions == 5
+                # validate_only changes nothing (and is answered without waiting for it).
+                await admin.create_partitions({"grow": 7}, validate_only=True)
+                assert (await admin.list_topics())["grow"] == 5
                 await until(lambda: len(states(cluster, "grow")) == 5, "5 partitions have states")
                 for node in cluster.node_ids:
                     info = cluster.node(node).broker.logs.topic("grow")
