@@ -92,13 +92,32 @@ def test_topics_are_spread_and_replicated_to_every_replica(zk: str) -> None:
 
 
 def test_acks_all_waits_for_the_isr_and_min_insync_replicas_refuses(zk: str) -> None:
+    """Kafka's topic config ``min.insync.replicas``: "When a producer sets acks to
+    "all" (or "-1"), min.insync.replicas specifies the minimum number of replicas
+    that must acknowledge a write for the write to be considered successful. If
+    this minimum cannot be met, then the producer will raise an exception (either
+    NotEnoughReplicas or NotEnoughReplicasAfterAppend)"; acks 0 and 1 are not
+    affected. Here with an ISR shrunk by a stopped broker, and with RF 1 (as on
+    the single node: tests/brokerlite/test_server_core.py)."""
+
     async def test() -> None:
         async with serve_cluster(3, zookeeper_connect=zk) as cluster:
             bs = cluster.bootstrap_servers
             async with open_admin(bootstrap_servers=bs) as admin:
                 await admin.create_topics(
-                    [NewTopic("strict", 1, 3, configs={"min.insync.replicas": "3"})]
+                    [
+                        NewTopic("strict", 1, 3, configs={"min.insync.replicas": "3"}),
+                        NewTopic("alone", 1, 1, configs={"min.insync.replicas": "2"}),
+                    ]
                 )
+            async with open_producer(
+                bootstrap_servers=bs, acks="all", retries=0, enable_idempotence=False
+            ) as producer:
+                with pytest.raises(KafkaError) as alone:
+                    await producer.send_and_wait("alone", b"refused")
+                assert alone.value.code == ErrorCode.NOT_ENOUGH_REPLICAS
+            async with open_producer(bootstrap_servers=bs, acks=1) as producer:
+                assert (await producer.send_and_wait("alone", b"one")).offset == 0
             await until(lambda: all_in_sync(cluster, "strict", 3), "the ISR is full")
             leader = states(cluster, "strict")[0].leader
             follower = next(n for n in (1, 2, 3) if n != leader)
