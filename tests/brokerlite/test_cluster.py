@@ -110,6 +110,13 @@ def test_acks_all_waits_for_the_isr_and_min_insync_replicas_refuses(zk: str) -> 
                         NewTopic("alone", 1, 1, configs={"min.insync.replicas": "2"}),
                     ]
                 )
+            # retries=0 below: no broker may still answer from before the topic existed.
+            await until(
+                lambda: all(
+                    cluster.node(n).broker.cluster.leader("alone", 0) >= 0 for n in cluster.node_ids
+                ),
+                "every broker knows alone-0's leader",
+            )
             async with open_producer(
                 bootstrap_servers=bs, acks="all", retries=0, enable_idempotence=False
             ) as producer:
