@@ -6,6 +6,7 @@ run on trio and on asyncio against the same broker.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -19,7 +20,7 @@ from trafka.brokerlite import RunningBroker
 from trafka.codec import ErrorCode, KafkaError
 from trafka.sdk.admin import NewTopic, open_admin
 from trafka.sdk.consumer import TopicPartition, open_consumer
-from trafka.sdk.errors import UsageError
+from trafka.sdk.errors import DeliveryTimeoutError, UsageError
 from trafka.sdk.partitioners import murmur2_partition
 from trafka.sdk.producer import open_producer
 
@@ -446,6 +447,48 @@ async def test_a_tight_send_loop_keeps_one_request_in_flight(
             await p.flush()
             metas = [await r for r in (first, second, third, fourth)]
         assert [m.offset for m in metas] == sorted(m.offset for m in metas)
+
+
+async def test_acks_all_below_min_insync_replicas_names_not_enough_replicas(
+    broker: RunningBroker, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Kafka's topic config ``min.insync.replicas``: "When a producer sets acks to
+    "all" (or "-1"), min.insync.replicas specifies the minimum number of replicas
+    that must acknowledge a write for the write to be considered successful. If
+    this minimum cannot be met, then the producer will raise an exception (either
+    NotEnoughReplicas or NotEnoughReplicasAfterAppend)". NOT_ENOUGH_REPLICAS is
+    retriable (errors.json), so with retries the producer retries it until
+    ``delivery.timeout.ms``: it says so as it retries, and the timeout it finally
+    fails with carries the refusal. acks=1 is not affected."""
+    bs = broker.bootstrap_servers
+    topic = fresh("min-isr")
+    with anyio.fail_after(30):
+        async with open_admin(bootstrap_servers=bs) as admin:
+            await admin.create_topics([NewTopic(topic, 1, 1, {"min.insync.replicas": "2"})])
+        async with open_producer(bootstrap_servers=bs, acks="all", retries=0) as p:
+            with pytest.raises(KafkaError) as at_once:
+                await p.send_and_wait(topic, b"refused")
+        assert at_once.value.code == ErrorCode.NOT_ENOUGH_REPLICAS
+        caplog.set_level(logging.WARNING, logger="trafka.sdk.producer")
+        async with open_producer(
+            bootstrap_servers=bs,
+            acks="all",
+            linger_ms=0,
+            request_timeout_ms=1000,
+            delivery_timeout_ms=2000,
+        ) as p:
+            with pytest.raises(DeliveryTimeoutError) as timed_out:
+                await p.send_and_wait(topic, b"retried")
+        last = timed_out.value.last_error
+        assert isinstance(last, KafkaError) and last.code == ErrorCode.NOT_ENOUGH_REPLICAS
+        assert "NOT_ENOUGH_REPLICAS" in str(timed_out.value)
+        told = [r.getMessage() for r in caplog.records if r.name == "trafka.sdk.producer"]
+        assert any(f"{topic}-0" in m and "NOT_ENOUGH_REPLICAS" in m for m in told), told
+        async with open_producer(bootstrap_servers=bs, acks=1) as p:
+            meta = await p.send_and_wait(topic, b"accepted")
+        assert meta.offset == 0  # neither refused record was written
+        records = await _consume_all(bs, [TopicPartition(topic, 0)], 1)
+    assert [r.value for r in records] == [b"accepted"]  # type: ignore[attr-defined]
 
 
 async def test_batches_over_max_message_bytes_are_split(broker: RunningBroker) -> None:
