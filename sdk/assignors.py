@@ -232,8 +232,10 @@ def _roundrobin(
 #   at most one; otherwise no member holds two or more partitions more than a member
 #   that could take one of them. Within that, kept claims are as many as possible:
 #   with equal subscriptions exactly as many as the quotas allow (the members that
-#   kept the most get the larger quota); otherwise greedily, moving partitions that
-#   nobody kept before moving kept ones.
+#   kept the most get the larger quota); otherwise greedily, a kept partition moving
+#   only when no chain of moves of unkept ones restores balance. Like Java's general
+#   case this is a heuristic: a cleverer placement of the unkept partitions can
+#   sometimes spare a kept one.
 # * cooperative-sticky withholds a partition from its new owner while another member
 #   still reports owning it (unless the new owner is the claim's winner): the owner
 #   revokes it first, and the follow-up rebalance hands it over.
@@ -298,8 +300,8 @@ def _fill_equal(
 ) -> dict[str, list[TopicPartition]]:
     """Every member subscribes to ``all_tps``: quotas of ``floor`` or ``floor + 1``,
     the larger ones to the members that kept the most (so the fewest partitions
-    move), then the rest dealt round-robin (fresh, this is Java's and KIP-54's
-    first example)."""
+    move), then the rest dealt round-robin (from nothing, the round robin
+    assignment, as in the javadoc's first example)."""
     n = len(kept)
     floor, extra = divmod(len(all_tps), n)
     out: dict[str, list[TopicPartition]] = {}
@@ -332,57 +334,141 @@ def _fill_general(
     kept: dict[str, list[TopicPartition]],
     key: Mapping[str, tuple[str, str]],
 ) -> dict[str, list[TopicPartition]]:
-    """Subscriptions differ: keep every claim, give each other partition (topics with
-    the fewest subscribers first) to its least loaded subscriber, then move partitions
-    from a member to one holding two or more fewer that subscribes to their topic,
-    until no such move is left. Partitions nobody kept move first."""
+    """Subscriptions differ: keep every claim and give each other partition (topics
+    with the fewest subscribers first) to its least loaded subscriber. Then, while a
+    member holds two or more partitions more than another that could take one of
+    them, move partitions: first along a chain of "loose" partitions (never claimed,
+    or moved already), each to a member subscribed to its topic, from a member to one
+    holding two or more fewer; only when no such chain exists, a kept partition
+    straight from the largest such gap."""
     subscribers: dict[str, list[str]] = defaultdict(list)
     for mid in sorted(subscribed, key=key.__getitem__):
         for t in subscribed[mid]:
             subscribers[t].append(mid)
-    out = {mid: set(tps) for mid, tps in kept.items()}
-    taken = {tp for tps in out.values() for tp in tps}
-    fresh: set[TopicPartition] = set()
+    held = {mid: _ByTopic(tps) for mid, tps in kept.items()}
+    loose = {mid: _ByTopic(()) for mid in kept}
+    size = {mid: len(tps) for mid, tps in kept.items()}
+    taken = {tp for tps in kept.values() for tp in tps}
     for tp in sorted(all_tps, key=lambda tp: (len(subscribers[tp.topic]), tp)):
-        if tp in taken:
-            continue
-        mid = min(subscribers[tp.topic], key=lambda k: (len(out[k]), key[k]))
-        out[mid].add(tp)
-        fresh.add(tp)
-    # Each move lowers the sum of the squared counts, so this ends.
+        if tp not in taken:
+            mid = min(subscribers[tp.topic], key=lambda k: (size[k], key[k]))
+            loose[mid].add(tp)
+            size[mid] += 1
+    # Every step takes one partition from a member and gives one to a member holding
+    # two or more fewer (those in between give one and take one): the sum of the
+    # squared counts falls, so this ends.
     while True:
-        move = _best_move(out, subscribed, fresh, key)
-        if move is None:
-            break
-        tp, src, dst = move
-        out[src].remove(tp)
-        out[dst].add(tp)
-    return {mid: sorted(tps) for mid, tps in out.items()}
+        chain = _loose_chain(size, subscribers, loose, key)
+        if chain is None:
+            move = _kept_move(size, subscribed, held, key)
+            if move is None:
+                break
+            tp, src, dst = move
+            held[src].remove(tp)
+            chain = [(tp, src, dst)]
+        else:
+            for tp, src, _ in chain:
+                loose[src].remove(tp)
+        for tp, _, dst in chain:
+            loose[dst].add(tp)
+        size[chain[0][1]] -= 1
+        size[chain[-1][2]] += 1
+    return {mid: sorted(held[mid].all() + loose[mid].all()) for mid in kept}
 
 
-def _best_move(
-    out: Mapping[str, set[TopicPartition]],
+class _ByTopic:
+    """A member's partitions indexed by topic, for the moves' topic intersections."""
+
+    __slots__ = ("topics",)
+
+    def __init__(self, tps: Iterable[TopicPartition]) -> None:
+        self.topics: dict[str, set[TopicPartition]] = defaultdict(set)
+        for tp in tps:
+            self.topics[tp.topic].add(tp)
+
+    def add(self, tp: TopicPartition) -> None:
+        self.topics[tp.topic].add(tp)
+
+    def remove(self, tp: TopicPartition) -> None:
+        ps = self.topics[tp.topic]
+        ps.remove(tp)
+        if not ps:
+            del self.topics[tp.topic]
+
+    def movable_to(self, topics: frozenset[str]) -> TopicPartition | None:
+        """The greatest partition of one of ``topics``, if any."""
+        mine = self.topics
+        if len(mine) < len(topics):
+            common = [t for t in mine if t in topics]
+        else:
+            common = [t for t in topics if t in mine]
+        return max(mine[max(common)]) if common else None
+
+    def all(self) -> list[TopicPartition]:
+        return [tp for ps in self.topics.values() for tp in ps]
+
+
+def _loose_chain(
+    size: Mapping[str, int],
+    subscribers: Mapping[str, list[str]],
+    loose: Mapping[str, _ByTopic],
+    key: Mapping[str, tuple[str, str]],
+) -> list[tuple[TopicPartition, str, str]] | None:
+    """The shortest chain of loose partition moves ``(partition, from, to)`` from a
+    member to one holding two or more fewer, starting from the largest members; None
+    if there is none. A breadth-first search over members, a member leading to every
+    subscriber of a topic it holds a loose partition of."""
+    smallest = min(size.values())
+    for level in sorted(set(size.values()), reverse=True):
+        if level - smallest < 2:
+            return None
+        came: dict[str, tuple[TopicPartition, str] | None] = {
+            mid: None for mid in sorted((m for m in size if size[m] == level), key=key.__getitem__)
+        }
+        queue = deque(came)
+        while queue:
+            src = queue.popleft()
+            for topic in sorted(loose[src].topics):
+                tp = max(loose[src].topics[topic])
+                for dst in subscribers[topic]:
+                    if dst in came:
+                        continue
+                    came[dst] = (tp, src)
+                    if size[dst] <= level - 2:
+                        chain = []
+                        at: str = dst
+                        step = came[at]
+                        while step is not None:
+                            chain.append((step[0], step[1], at))
+                            at = step[1]
+                            step = came[at]
+                        return chain[::-1]
+                    queue.append(dst)
+    return None
+
+
+def _kept_move(
+    size: Mapping[str, int],
     subscribed: Mapping[str, frozenset[str]],
-    fresh: set[TopicPartition],
+    held: Mapping[str, _ByTopic],
     key: Mapping[str, tuple[str, str]],
 ) -> tuple[TopicPartition, str, str] | None:
-    """The partition to move next: one nobody kept if any can move, then the widest
-    gap, then the smaller member keys; None once balanced."""
-    by_size = sorted(out, key=lambda k: (len(out[k]), key[k]))
-    Rank = tuple[bool, int, tuple[str, str], tuple[str, str]]
-    best: tuple[Rank, TopicPartition, str, str] | None = None
+    """A kept partition to move straight to a member holding two or more fewer: the
+    widest gap, then the smaller member keys; None once balanced."""
+    by_size = sorted(size, key=lambda k: (size[k], key[k]))
+    best: tuple[tuple[int, tuple[str, str], tuple[str, str]], TopicPartition, str, str] | None
+    best = None
     for src in reversed(by_size):
         for dst in by_size:
-            gap = len(out[src]) - len(out[dst])
-            if gap < 2:
+            gap = size[src] - size[dst]
+            if gap < 2 or (best is not None and -gap > best[0][0]):
                 break
-            movable = [tp for tp in out[src] if tp.topic in subscribed[dst]]
-            if not movable:
-                continue
-            tp = max(movable, key=lambda tp: (tp in fresh, tp))
-            rank = (tp not in fresh, -gap, key[src], key[dst])
-            if best is None or rank < best[0]:
-                best = (rank, tp, src, dst)
+            tp = held[src].movable_to(subscribed[dst])
+            if tp is not None:
+                rank = (-gap, key[src], key[dst])
+                if best is None or rank < best[0]:
+                    best = (rank, tp, src, dst)
+                break
     if best is None:
         return None
     return best[1], best[2], best[3]
