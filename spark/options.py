@@ -740,8 +740,10 @@ PARITY: tuple[Parity, ...] = (
         "both",
         "spark.kafka.consumer.cache.* and producer cache (Spark settings)",
         "readers and producers (and their connections) kept per Python worker, keyed by "
-        "the client settings, closed after 5 idle minutes, and a stream's planning clients "
-        "kept between triggers; the spark.kafka.* cache settings do not apply",
+        "the client settings without the group id (so queries share them), at most 8 idle "
+        "readers and 32 idle sockets per worker, the least recently used closed first, and "
+        "closed after 5 idle minutes; a stream's planning clients kept between triggers; "
+        "the spark.kafka.* cache settings do not apply",
     ),
     Parity(
         "delegation tokens",
