@@ -382,6 +382,35 @@ def test_read_errors_are_clear(spark: Any, broker: RunningBroker, tmp_path: Path
     assert "UnboundLocalError" not in str(failed.value)
 
 
+def test_offsets_one_kind_of_read_refuses_fail_before_a_record_is_read(
+    spark: Any, broker: RunningBroker
+) -> None:
+    """Spark's load() asks a Python data source for its schema alone, alike for
+    spark.read and spark.readStream, and calls a stream's reader only after
+    start() has returned: what both kinds of read refuse fails at load(); what
+    only a batch read refuses, as Spark plans the read (its first action), each
+    error naming the option (what only a stream refuses: test_read_errors_are_clear)."""
+    topic = fresh("kinds")
+    create(broker, topic, 1)
+    produce(broker, topic, [(None, b"x", None)] * 5)
+    earliest_end = json.dumps({topic: {"0": -2}})
+    named = r"option 'endingOffsets': -2 \(earliest\) for \S+-0 is not allowed"
+    with pytest.raises(Exception, match=named):
+        reader(spark, broker, subscribe=topic, endingOffsets=earliest_end).load()
+    with pytest.raises(Exception, match=named):
+        stream_of(spark, broker, subscribe=topic, endingOffsets=earliest_end)
+    for starting, named in (
+        ("latest", r"option 'startingOffsets' cannot be 'latest': a batch read"),
+        (
+            json.dumps({topic: {"0": -1}}),
+            r"option 'startingOffsets': -1 \(latest\) for \S+-0 is not allowed: a batch read",
+        ),
+    ):
+        df = reader(spark, broker, subscribe=topic, startingOffsets=starting).load()
+        with pytest.raises(Exception, match=named):
+            df.collect()
+
+
 def test_deleted_records_fail_the_read_unless_allowed(spark: Any, broker: RunningBroker) -> None:
     topic = fresh("loss")
     create(broker, topic, 1)
