@@ -500,10 +500,10 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOp
             pairs.extend((topic, p) for p in parts)
         assigned = tuple(sorted(set(pairs)))
 
-    ending = [name for key, name in _ENDING.items() if key in own]
-    if streaming and ending:
+    ends = [name for key, name in _ENDING.items() if key in own]
+    if streaming and ends:
         raise ConfigError(
-            f"option {ending[0]!r} is for batch reads only: a stream has no end (Spark's Kafka "
+            f"option {ends[0]!r} is for batch reads only: a stream has no end (Spark's Kafka "
             "connector refuses it too)"
         )
     if "polltimeoutms" in own and "kafkaconsumer.polltimeoutms" in own:

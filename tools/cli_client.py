@@ -62,7 +62,7 @@ import sys
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
-from typing import IO, Any, Protocol, TypeVar
+from typing import IO, Any, Protocol, TextIO, TypeVar
 
 import anyio
 import anyio.to_thread
@@ -452,7 +452,7 @@ class _Progress:
         enabled: bool,
         *,
         clock: Callable[[], float] = time.monotonic,
-        err: IO[str] | None = None,
+        err: TextIO | None = None,
     ) -> None:
         self.enabled = enabled
         self.total = total
