@@ -68,6 +68,7 @@ wall-clock milliseconds supplied by the caller.
 from __future__ import annotations
 
 import dataclasses
+import math
 import random
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
@@ -196,7 +197,7 @@ class ProducerBatch:
         self.parent: ProducerBatch | None = None
         self.pending_children = 0
         self.attempts = 0
-        self.retry_at = 0.0
+        self.retry_at = -math.inf  # not backing off (any clock reading is after it)
         self.base_sequence = -1
         # The identity the sequence numbers belong to (-1 until sequenced).
         self.producer_id = -1

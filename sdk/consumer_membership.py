@@ -45,6 +45,7 @@ Rules and invariants:
 
 from __future__ import annotations
 
+import math
 import random
 import uuid
 from collections.abc import Iterable, Mapping
@@ -150,7 +151,7 @@ class ConsumerMembership(Membership):
         # The last target received, by topic id, until every id has a name.
         self._target_ids: dict[uuid.UUID, frozenset[int]] | None = None
         self._asked_metadata = False
-        self._ask_again_at = 0.0
+        self._ask_again_at = -math.inf  # no backoff (any clock reading is after it)
         self._reconciling = False  # a revocation of this reconciliation was counted
         # What the coordinator last heard (None: send it in full next time).
         self._sent_topics: tuple[str, ...] | None = None
@@ -172,11 +173,11 @@ class ConsumerMembership(Membership):
     def set_subscription(self, topics: Iterable[str], partition_counts: Mapping[str, int]) -> None:
         super().set_subscription(topics, partition_counts)
         if self.phase is Phase.STABLE and self._topics != self._sent_topics:
-            self._next_heartbeat = 0.0  # tell the coordinator now
+            self._next_heartbeat = -math.inf  # tell the coordinator now
 
     def request_rejoin(self) -> None:
         if self.config.managed and self.phase is Phase.STABLE:
-            self._next_heartbeat = 0.0
+            self._next_heartbeat = -math.inf
 
     def assignment_metadata(self, partition_counts: Mapping[str, int], now: float) -> None:
         # The metadata asked for after an unknown topic id has been fetched: look

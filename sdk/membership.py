@@ -67,6 +67,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import math
 import random
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
@@ -270,7 +271,7 @@ class _Commit:
     cookie: Any
     deadline: float
     attempts: int = 0
-    retry_at: float = 0.0
+    retry_at: float = -math.inf  # not retrying (any clock reading is after it)
 
 
 class Membership:

@@ -347,7 +347,7 @@ class Producer(Hostable):
         # A transaction is (or was, until the next check) begun ahead of a commit.
         self._window = False
         # Until when a batch opened in that window may skip send()'s yield.
-        self._yield_by = 0.0
+        self._yield_by = -math.inf
         fits = config.batch_size + RECORD_MEMORY_OVERHEAD <= min(
             config.max_request_size - BATCH_OVERHEAD, config.buffer_memory
         )

@@ -74,6 +74,7 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import enum
+import math
 import operator
 import random
 import uuid
@@ -292,7 +293,7 @@ class _AckUnit:
     commit: ShareCommit | None
     deadline: float
     attempts: int = 0
-    retry_at: float = 0.0
+    retry_at: float = -math.inf  # not retrying (any clock reading is after it)
     #: Meant for a ShareAcknowledge: retried as those are, even when it rides on a ShareFetch.
     retriable: bool = False
 
@@ -658,7 +659,7 @@ class ShareFetcher:
             for node, units in self._queued.items()
             if node not in self._busy
             for u in units
-            if u.retry_at
+            if u.retry_at > -math.inf
         ]
         times += [u.deadline for units in self._queued.values() for u in units]
         if self.fetch_wanted and not self.closing:
@@ -691,7 +692,7 @@ class ShareFetcher:
                 self._fail(units, KafkaError(ErrorCode.SHARE_SESSION_NOT_FOUND, "no share session"))
                 return None
             return self._acknowledge_request(node, session, units, closing=True)
-        if not wanted or now < self._fetch_retry_at.get(node, 0.0):
+        if not wanted or now < self._fetch_retry_at.get(node, -math.inf):
             wanted = None  # no fetch now
         pending = self._pending.get(node)
         queued = self._queued.get(node, [])

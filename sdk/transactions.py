@@ -73,6 +73,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import math
 import random
 from collections import deque
 from collections.abc import Callable, Mapping
@@ -389,7 +390,7 @@ class TransactionManager:
         self._coordinator: tuple[int, str, int] | None = None
         self._group_coordinators: dict[str, tuple[int, str, int]] = {}
         self._in_flight: TxnRequest | None = None
-        self._retry_at = 0.0
+        self._retry_at = -math.inf  # no backoff (any clock reading is after it)
         self._attempts = 0
         self._init_result: TxnResult | None = None
         self._end_result: TxnResult | None = None
@@ -1019,7 +1020,7 @@ class TransactionManager:
 
     def _succeeded(self) -> None:
         self._attempts = 0
-        self._retry_at = 0.0
+        self._retry_at = -math.inf
 
     def _retry(self, action: _Action, request: TxnRequest, now: float, code: int = _NO_ID) -> None:
         if action is _Action.REDISCOVER:

@@ -953,7 +953,8 @@ class Cluster:
 
     def connect_delay(self, node_id: int) -> float:
         """Seconds until a connect to ``node_id`` may be tried (0: now)."""
-        return max(0.0, self._retry_at.get(node_id, 0.0) - self._now())
+        at = self._retry_at.get(node_id)  # None: no failure to back off from
+        return 0.0 if at is None else max(0.0, at - self._now())
 
     async def _connect_task(self, node_id: int) -> None:
         try:

@@ -45,7 +45,7 @@ from ..sdk.consumer import Consumer, open_consumer
 from ..sdk.errors import AuthenticationError, ConfigError, KafkaConnectionError, TrafkaError
 from ..sdk.fetcher import ConsumerRecord, OffsetOutOfRangeError, TopicPartition
 from ..sdk.producer import Producer, RecordFuture, open_producer
-from ._wire import RangeReader
+from ._wire import RangeReader, reader_settings
 from ._wire import supported as _wire_supported
 from .options import EARLIEST, LATEST, OffsetSpec, ReadOptions, WriteOptions
 
@@ -522,46 +522,103 @@ _E = TypeVar("_E")
 
 
 class _Idle(Generic[_E]):
-    """The idle entries of a pool, by their settings, each with when it went
-    idle: at most ``capacity`` in all, and one idle for ``idle_timeout_s`` is
-    handed back to be closed at the next :meth:`take`."""
+    """The idle entries of a pool (bookkeeping only: the pools close what it
+    hands back, outside its lock).
 
-    def __init__(self, capacity: int, idle_timeout_s: float) -> None:
+    Rules:
+
+    * An entry is kept under its key (the settings it was made with) with when
+      it went idle and its weight (a reader's open sockets; 1 without
+      ``weight``), in the order the entries were given back: the least
+      recently used first.
+    * :meth:`take` hands out the most recently given back entry of its key
+      (``fits`` passes over, and drops, entries that cannot serve).
+    * :meth:`put` keeps an entry, then evicts the least recently used entries,
+      of any key, until at most ``capacity`` are kept and their weights add up
+      to at most ``max_weight``. The entry just given back is never evicted
+      (its owner trims it to ``max_weight`` first), so a pool at its bounds
+      keeps the newest entry, not the oldest.
+    * An entry idle for ``idle_timeout_s`` or longer expires at the next
+      :meth:`take`, :meth:`put` or :meth:`expire`.
+    * Every entry evicted, expired or dropped is returned to the caller to close.
+    * ``clock`` is monotonic seconds, of any origin.
+    """
+
+    def __init__(
+        self,
+        capacity: int,
+        idle_timeout_s: float,
+        *,
+        max_weight: int | None = None,
+        weight: Callable[[_E], int] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.capacity = capacity
         self.idle_timeout_s = idle_timeout_s
-        self._entries: dict[Any, list[tuple[float, _E]]] = {}
+        self.max_weight = max_weight
+        self._weight = weight
+        self._clock = clock
+        # serial -> (key, idle since, weight, entry), the least recently used first.
+        self._entries: dict[int, tuple[Any, float, int, _E]] = {}
+        self._serials = itertools.count()
         self._lock = threading.Lock()
 
-    def take(
-        self, config: Any, fits: Callable[[_E], bool] | None = None
-    ) -> tuple[_E | None, list[_E]]:
-        """An idle entry with ``config`` (the newest for which ``fits(entry)``;
-        those passed over are dropped) or None, and the expired ones to close."""
-        now = time.monotonic()
-        stale: list[_E] = []
-        with self._lock:
-            for key, entries in list(self._entries.items()):
-                self._entries[key] = [e for e in entries if now - e[0] < self.idle_timeout_s]
-                stale.extend(e for t, e in entries if now - t >= self.idle_timeout_s)
-            entries = self._entries.get(config, [])
-            while entries:
-                entry = entries.pop()[1]
-                if fits is None or fits(entry):
-                    return entry, stale
-        return None, stale
+    def __len__(self) -> int:
+        return len(self._entries)
 
-    def put(self, config: Any, entry: _E) -> bool:
-        """Keep ``entry`` as idle; False when the pool is full (the caller closes it)."""
+    @property
+    def weight(self) -> int:
+        """The weights of the idle entries, in all (their sockets, for readers)."""
+        return sum(w for _, _, w, _ in self._entries.values())
+
+    def _expired(self, now: float) -> list[_E]:
+        old = [
+            n for n, (_, since, _, _) in self._entries.items() if now - since >= self.idle_timeout_s
+        ]
+        return [self._entries.pop(n)[3] for n in old]
+
+    def expire(self) -> list[_E]:
+        """Forget the expired entries; they are returned, to close."""
         with self._lock:
-            if sum(len(e) for e in self._entries.values()) >= self.capacity:
-                return False
-            self._entries.setdefault(config, []).append((time.monotonic(), entry))
-            return True
+            return self._expired(self._clock())
+
+    def take(
+        self, key: Any, fits: Callable[[_E], bool] | None = None
+    ) -> tuple[_E | None, list[_E]]:
+        """An idle entry for ``key`` or None, and the entries to close."""
+        with self._lock:
+            gone = self._expired(self._clock())
+            for n in reversed([n for n, e in self._entries.items() if e[0] == key]):
+                entry = self._entries.pop(n)[3]
+                if fits is None or fits(entry):
+                    return entry, gone
+                gone.append(entry)
+        return None, gone
+
+    def put(self, key: Any, entry: _E) -> list[_E]:
+        """Keep ``entry`` as idle; the entries evicted or expired, to close."""
+        weight = 1 if self._weight is None else self._weight(entry)
+        with self._lock:
+            now = self._clock()
+            gone = self._expired(now)
+            newest = next(self._serials)
+            self._entries[newest] = (key, now, weight, entry)
+            total = sum(w for _, _, w, _ in self._entries.values())
+            for n in list(self._entries):
+                over = len(self._entries) > self.capacity or (
+                    self.max_weight is not None and total > self.max_weight
+                )
+                if not over or n == newest:
+                    break
+                _, _, w, old = self._entries.pop(n)
+                total -= w
+                gone.append(old)
+            return gone
 
     def drain(self) -> list[_E]:
         """Every idle entry, forgotten (for the caller to close)."""
         with self._lock:
-            entries = [e for group in self._entries.values() for _, e in group]
+            entries = [e for _, _, _, e in self._entries.values()]
             self._entries.clear()
         return entries
 
@@ -588,8 +645,9 @@ class ClientPool:
     Rules: a client serves one task at a time; one whose task failed is closed,
     not given back (its state is unknown); ``tidy`` runs on the loop before a
     client goes back (a consumer drops its assignment); at most ``capacity``
-    idle clients are kept per process, and one idle for ``idle_timeout_s`` is
-    closed when the pool is next used (Spark's caches evict after 5 minutes too).
+    idle clients are kept per process, the least recently used closed to make
+    room, and one idle for ``idle_timeout_s`` is closed when the pool is next
+    used (Spark's caches evict after 5 minutes too). See :class:`_Idle`.
     """
 
     def __init__(
@@ -646,13 +704,12 @@ class ClientPool:
             with contextlib.suppress(Exception):
                 entry.close(None, None, None)
             return
-        if self._idle.put(config, entry):
-            return
-        with contextlib.suppress(Exception):
-            entry.close(None, None, None)
+        for old in self._idle.put(config, entry):
+            with contextlib.suppress(Exception):
+                old.close(None, None, None)
 
     def close(self) -> None:
-        """Close every idle consumer."""
+        """Close every idle client."""
         for entry in self._idle.drain():
             with contextlib.suppress(Exception):
                 entry.close(None, None, None)
@@ -671,42 +728,94 @@ PRODUCERS = ClientPool(lambda config: open_producer(config=config))
 
 class ReaderPool:
     """Range readers (:class:`~._wire.RangeReader`, their connections and
-    metadata) kept between the Spark tasks of one Python worker, keyed by
-    their settings, as Spark's connector caches its consumers. The same rules
-    as :class:`ClientPool`; a reader owns no thread, only sockets."""
+    metadata) kept between the Spark tasks of one Python worker, as Spark's
+    connector caches its consumers; a reader owns no thread, only sockets.
 
-    def __init__(self, capacity: int = 16, idle_timeout_s: float = 300.0) -> None:
-        self._idle: _Idle[RangeReader] = _Idle(capacity, idle_timeout_s)
+    Rules (the bookkeeping is :class:`_Idle`'s):
+
+    * Readers are keyed by :func:`~._wire.reader_settings`: the cluster,
+      security, client and fetch settings, not the group id that each query
+      draws at random. Every query reading a cluster the same way shares them.
+    * A reader serves one task at a time; one whose task failed is closed, not
+      given back.
+    * At most ``max_readers`` idle readers and ``max_idle_sockets`` open
+      sockets among them are kept: a reader given back first closes its least
+      recently used sockets beyond ``max_idle_sockets``, then the least
+      recently used other readers are closed until both bounds hold.
+    * A reader idle for ``idle_timeout_s`` is closed when the pool is next used
+      (no thread watches the clock: a worker that gets no more tasks keeps its
+      bounded few until Spark stops it).
+    * In a forked child, the parent's readers are closed (the child's copies of
+      their sockets; the parent's stay open) and forgotten.
+    """
+
+    def __init__(
+        self,
+        max_readers: int = 8,
+        max_idle_sockets: int = 32,
+        idle_timeout_s: float = 300.0,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.max_idle_sockets = max_idle_sockets
+        self._idle: _Idle[RangeReader] = _Idle(
+            max_readers,
+            idle_timeout_s,
+            max_weight=max_idle_sockets,
+            weight=lambda reader: reader.open_connections,
+            clock=clock,
+        )
         self._pid = os.getpid()
+        self.created = 0  # readers made (for tests and statistics)
 
     @contextlib.contextmanager
     def lease(self, config: ConsumerConfig) -> Iterator[RangeReader]:
-        reader = self._take(config)
+        """A reader for ``config`` (see the class doc), for one task."""
+        key = reader_settings(config)
+        reader = self._take(key)
         try:
             yield reader
         except GeneratorExit:
-            self._give_back(config, reader)
+            self._give_back(key, reader)  # Spark stopped reading early: still sound
             raise
         except BaseException:
             reader.close()
             raise
         else:
-            self._give_back(config, reader)
+            self._give_back(key, reader)
 
-    def _take(self, config: ConsumerConfig) -> RangeReader:
-        if self._pid != os.getpid():  # forked: the sockets are the parent's
-            self._idle.drain()
+    def _take(self, key: ConsumerConfig) -> RangeReader:
+        if self._pid != os.getpid():
+            self.close()
             self._pid = os.getpid()
-        reader, stale = self._idle.take(config)
-        for old in stale:
+        reader, gone = self._idle.take(key)
+        for old in gone:
             old.close()
-        return reader if reader is not None else RangeReader(config)
+        if reader is None:
+            reader = RangeReader(key)
+            self.created += 1
+        return reader
 
-    def _give_back(self, config: ConsumerConfig, reader: RangeReader) -> None:
-        if not self._idle.put(config, reader):
-            reader.close()
+    def _give_back(self, key: ConsumerConfig, reader: RangeReader) -> None:
+        reader.close_connections(keep=self.max_idle_sockets)
+        for old in self._idle.put(key, reader):
+            old.close()
+
+    def expire(self) -> None:
+        """Close the readers idle for ``idle_timeout_s``."""
+        for old in self._idle.expire():
+            old.close()
+
+    def statistics(self) -> dict[str, int]:
+        """``idle_readers``, ``idle_sockets`` (theirs, open) and ``created`` (ever)."""
+        return {
+            "idle_readers": len(self._idle),
+            "idle_sockets": self._idle.weight,
+            "created": self.created,
+        }
 
     def close(self) -> None:
+        """Close every idle reader."""
         for reader in self._idle.drain():
             reader.close()
 
@@ -717,16 +826,19 @@ READERS = ReaderPool()
 
 def read_range(opts: ReadOptions, task: OffsetRange) -> Iterator[RecordColumns]:
     """The records of one offset range, in offset order, as chunks of columns
-    (with the header columns under ``includeHeaders``), one chunk per fetch. The reader comes from :data:`READERS` (or, for
-    OAUTHBEARER, the async consumer from :data:`POOL`) and fetches nothing past
-    the range's end, so the task ends as soon as its last record is read.
+    (with the header columns under ``includeHeaders``), one chunk per fetch.
+    The reader comes from :data:`READERS` (or, for OAUTHBEARER, the async
+    consumer from :data:`POOL`), keyed without the query's group id, and
+    fetches nothing past the range's end, so the task ends as soon as its last
+    record is read.
 
     Raises:
         DataLossError: records of the range were deleted (``failOnDataLoss=true``).
         TrafkaError: the partition yields nothing for ``pollTimeoutMs``.
     """
     tp = TopicPartition(task.topic, task.partition)
-    config = dataclasses.replace(opts.consumer_config(), max_poll_records=_CHUNK)
+    # Without the query's group id, so that the pools serve every query alike.
+    config = reader_settings(dataclasses.replace(opts.consumer_config(), max_poll_records=_CHUNK))
     chunks = _read_wire if _wire_supported(config) else _read_pooled
     position = task.start
     try:

@@ -28,10 +28,15 @@ Rules:
   record.
 * OAUTHBEARER fetches its token over HTTP asynchronously; such reads use the
   pooled async consumer instead (:func:`supported`).
+* A reader is built on :func:`reader_settings`: the consumer settings with
+  what only a group member uses (``group.id`` and the group's timers) left
+  out, so that the readers a worker keeps serve every query that reads the
+  same cluster the same way, whatever group id each query presents.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import socket
 import ssl
 import time
@@ -53,7 +58,7 @@ from ..sdk.fetcher import (
 from ..sdk.metadata import MetadataCache
 from ..sdk.security import authenticate, client_ssl_context
 
-__all__ = ["BlockingConnection", "RangeReader", "supported"]
+__all__ = ["BlockingConnection", "RangeReader", "reader_settings", "supported"]
 
 _FETCH, _LIST_OFFSETS, _METADATA = 1, 2, 3
 
@@ -61,6 +66,38 @@ _FETCH, _LIST_OFFSETS, _METADATA = 1, 2, 3
 def supported(config: ConsumerConfig) -> bool:
     """Whether :class:`RangeReader` can read with ``config`` (see the module doc)."""
     return not (config.uses_sasl and config.sasl_mechanism == "OAUTHBEARER")
+
+
+# Settings a consumer only uses as a group member: a reader (or the pooled async
+# consumer, which is assigned its partitions and seeks) never joins a group,
+# commits or asks for committed offsets. group.id is the one that changes per
+# query (groupIdPrefix and a random suffix); the rest go too, so that they
+# cannot split the pool either. Left at their defaults, as a consumer without a
+# group has them.
+_GROUP_ONLY = (
+    "group_id",
+    "group_instance_id",
+    "session_timeout_ms",
+    "heartbeat_interval_ms",
+    "max_poll_interval_ms",
+    "auto_commit_interval_ms",
+    "partition_assignment_strategy",
+    "group_protocol",
+    "group_remote_assignor",
+)
+_GROUP_DEFAULTS: dict[str, Any] = {
+    f.name: f.default for f in dataclasses.fields(ConsumerConfig) if f.name in _GROUP_ONLY
+}
+
+
+def reader_settings(config: ConsumerConfig) -> ConsumerConfig:
+    """``config`` as a reader needs it, and as readers are pooled by: the
+    cluster, security, client and fetch settings, without what only a group
+    member uses (see the module doc). Two queries whose settings differ only in
+    ``group.id`` get equal (and equally hashed) settings."""
+    if all(getattr(config, name) == default for name, default in _GROUP_DEFAULTS.items()):
+        return config
+    return dataclasses.replace(config, **_GROUP_DEFAULTS)
 
 
 def _drive(coroutine: Any) -> Any:
@@ -198,28 +235,46 @@ class RangeReader:
             auto_create=False,
         )
         self.fetcher = Fetcher.for_consumer(self.metadata, config)
+        # By node (None: a bootstrap address the metadata has not named), the
+        # least recently used first.
         self._connections: dict[int | None, BlockingConnection] = {}
         self.opened = 0  # connections opened (for tests)
 
     # -- connections and metadata ---------------------------------------------------------
 
+    @property
+    def open_connections(self) -> int:
+        """How many of its sockets are open."""
+        return sum(1 for conn in self._connections.values() if not conn.closed)
+
+    def close_connections(self, keep: int = 0) -> None:
+        """Close all but the ``keep`` most recently used connections (all by default)."""
+        live = [c for c in self._connections.values() if not c.closed]
+        for conn in live[: max(0, len(live) - keep)]:
+            conn.close()
+        self._connections = {n: c for n, c in self._connections.items() if not c.closed}
+
+    def _used(self, node: int | None, conn: BlockingConnection) -> BlockingConnection:
+        self._connections.pop(node, None)
+        self._connections[node] = conn  # now the most recently used
+        return conn
+
     def _connection(self, node: int) -> BlockingConnection:
         conn = self._connections.get(node)
         if conn is not None and not conn.closed:
-            return conn
+            return self._used(node, conn)
         broker = self.metadata.broker(node)
         if broker is None:
             self.metadata.request_update()
             raise KafkaConnectionError(f"broker {node} is not in the metadata")
         conn = BlockingConnection(broker.host, broker.port, self.config)
         self.opened += 1
-        self._connections[node] = conn
-        return conn
+        return self._used(node, conn)
 
     def _any_connection(self) -> BlockingConnection:
-        for conn in self._connections.values():
+        for node, conn in reversed(self._connections.items()):
             if not conn.closed:
-                return conn
+                return self._used(node, conn)
         errors = []
         for node in list(self.metadata.brokers):
             try:
@@ -233,8 +288,7 @@ class RangeReader:
                 errors.append(exc)
                 continue
             self.opened += 1
-            self._connections[None] = conn  # until the metadata names it
-            return conn
+            return self._used(None, conn)  # until the metadata names it
         raise KafkaConnectionError(f"no broker answers: {errors[-1] if errors else 'none known'}")
 
     def _refresh(self, topic: str) -> None:
@@ -361,6 +415,5 @@ class RangeReader:
             raise
 
     def close(self) -> None:
-        for conn in self._connections.values():
-            conn.close()
-        self._connections.clear()
+        """Close its connections (a later read opens new ones)."""
+        self.close_connections()

@@ -165,6 +165,12 @@ _READ_KEYS = {
     "fetchoffset.retryintervalms",
     "groupidprefix",
 }
+# The options that end a read (a batch read's only), as the guide spells them.
+_ENDING = {
+    "endingoffsets": "endingOffsets",
+    "endingtimestamp": "endingTimestamp",
+    "endingoffsetsbytimestamp": "endingOffsetsByTimestamp",
+}
 # Spark adds checkpointLocation to a streaming write's options.
 _WRITE_KEYS = {"topic", "checkpointlocation", "includeheaders"}
 
@@ -349,6 +355,20 @@ def _json(name: str, value: str) -> Any:
         raise ConfigError(f"option {name!r} is not valid JSON: {e}") from None
 
 
+# Why an offset cannot be a start or an end, as Spark's Kafka connector rules
+# (its integration guide: startingOffsets "latest" is not allowed for batch
+# queries; endingOffsets "earliest" is not allowed; endingOffsets is for batch
+# queries only).
+_REFUSED = {
+    ("startingOffsets", LATEST): "a batch read starting at the latest offset would read "
+    "nothing (Spark's Kafka connector refuses it too); use earliest, offsets in JSON or "
+    "startingTimestamp",
+    ("endingOffsets", EARLIEST): "a read ending at the earliest offset would read nothing "
+    "(Spark's Kafka connector refuses it too); use latest, offsets in JSON or endingTimestamp",
+}
+_WORDS = {EARLIEST: "earliest", LATEST: "latest"}
+
+
 def _offsets(name: str, value: str | None, default: int, *, allow: tuple[int, ...]) -> OffsetSpec:
     if value is None:
         return OffsetSpec(default)
@@ -356,7 +376,7 @@ def _offsets(name: str, value: str | None, default: int, *, allow: tuple[int, ..
     if word in ("earliest", "latest"):
         spec = EARLIEST if word == "earliest" else LATEST
         if spec not in allow:
-            raise ConfigError(f"option {name!r} cannot be {word!r} here")
+            raise ConfigError(f"option {name!r} cannot be {word!r}: {_REFUSED[(name, spec)]}")
         return OffsetSpec(spec)
     data = _json(name, value)
     if not isinstance(data, dict):
@@ -370,8 +390,16 @@ def _offsets(name: str, value: str | None, default: int, *, allow: tuple[int, ..
                 number = int(part)
             except ValueError:
                 raise ConfigError(f"option {name!r}: {part!r} is not a partition number") from None
-            if type(offset) is not int or offset < -2 or (offset < 0 and offset not in allow):
-                raise ConfigError(f"option {name!r}: {offset!r} for {topic}-{part} is not allowed")
+            if type(offset) is not int or offset < -2:
+                raise ConfigError(
+                    f"option {name!r}: {offset!r} for {topic}-{part} is not allowed: give an "
+                    "offset, -2 (earliest) or -1 (latest)"
+                )
+            if offset < 0 and offset not in allow:
+                raise ConfigError(
+                    f"option {name!r}: {offset} ({_WORDS[offset]}) for {topic}-{part} is not "
+                    f"allowed: {_REFUSED[(name, offset)]}"
+                )
             per[(topic, number)] = offset
     return OffsetSpec(default, per)
 
@@ -472,9 +500,12 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOp
             pairs.extend((topic, p) for p in parts)
         assigned = tuple(sorted(set(pairs)))
 
-    ending_keys = ("endingoffsets", "endingtimestamp", "endingoffsetsbytimestamp")
-    if streaming and own.keys() & set(ending_keys):
-        raise ConfigError("a streaming read has no end: 'endingOffsets' is for batch reads")
+    ends = [name for key, name in _ENDING.items() if key in own]
+    if streaming and ends:
+        raise ConfigError(
+            f"option {ends[0]!r} is for batch reads only: a stream has no end (Spark's Kafka "
+            "connector refuses it too)"
+        )
     if "polltimeoutms" in own and "kafkaconsumer.polltimeoutms" in own:
         raise ConfigError("give 'kafkaConsumer.pollTimeoutMs' or 'pollTimeoutMs', not both")
     no_match_latest = _strategy(own.get("startingoffsetsbytimestampstrategy"))
@@ -714,9 +745,11 @@ PARITY: tuple[Parity, ...] = (
         "errors at definition",
         "both",
         "a wrong option fails load() or start()",
-        "same, but for what only one kind of read refuses (startingOffsets=latest on a "
-        "batch read, endingOffsets on a stream): Spark does not tell a Python source at "
-        "load() which it is, so these fail at the first action or as the stream starts",
+        "same, but for what only one kind of read refuses (startingOffsets=latest or -1 on a "
+        "batch read, endingOffsets on a stream): Spark asks a Python source at load() for its "
+        "schema alone, alike for both kinds, and makes a stream's reader after start() "
+        "returns, so these fail as a batch read is planned (its first action) or as the "
+        "stream starts, naming the option",
     ),
     Parity(
         "missing topics",
@@ -740,8 +773,10 @@ PARITY: tuple[Parity, ...] = (
         "both",
         "spark.kafka.consumer.cache.* and producer cache (Spark settings)",
         "readers and producers (and their connections) kept per Python worker, keyed by "
-        "the client settings, closed after 5 idle minutes, and a stream's planning clients "
-        "kept between triggers; the spark.kafka.* cache settings do not apply",
+        "the client settings without the group id (so queries share them), at most 8 idle "
+        "readers and 32 idle sockets per worker, the least recently used closed first, and "
+        "closed after 5 idle minutes; a stream's planning clients kept between triggers; "
+        "the spark.kafka.* cache settings do not apply",
     ),
     Parity(
         "delegation tokens",

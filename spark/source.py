@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -307,14 +307,28 @@ class _StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     skipped (the start returned as the end) until ``maxTriggerDelay`` has passed
     since the last batch that ran. ``Trigger.AvailableNow`` reads up to the
     offsets of its start and is never delayed.
+
+    Args:
+        clock: seconds on a monotonic clock (:func:`time.monotonic`), for the
+            delay; any origin (a machine booted a minute ago reads small values).
     """
 
-    def __init__(self, opts: ReadOptions, schema: StructType) -> None:
+    def __init__(
+        self,
+        opts: ReadOptions,
+        schema: StructType,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.opts = opts
         self.schema = schema
+        self.clock = clock
         self.target: _kafka.Offsets | None = None
         self.latest: _kafka.Offsets | None = None
-        self.last_trigger = 0.0  # as Spark's: the first trigger is never delayed
+        # When the last micro-batch was let through; None before the first, which
+        # is never delayed (as Spark's). Not a number: a monotonic clock has no
+        # origin that "long ago" could be measured from.
+        self.last_trigger: float | None = None
         self._planner: _kafka.Planner | None = None
 
     @property
@@ -351,9 +365,10 @@ class _StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return _kafka.limit_offsets(begin, latest, 2**63)
         least = self.opts.min_offsets_per_trigger
         if least is not None and self.target is None:
-            now = time.monotonic()
+            now = self.clock()
             if (
-                _kafka.backlog(begin, latest) < least
+                self.last_trigger is not None
+                and _kafka.backlog(begin, latest) < least
                 and (now - self.last_trigger) * 1000 < self.opts.max_trigger_delay_ms
             ):
                 return start  # no micro-batch yet: too little is new

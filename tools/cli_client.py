@@ -69,7 +69,7 @@ import sys
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Sequence
-from typing import IO, Any, Protocol, TypeVar
+from typing import IO, Any, Protocol, TextIO, TypeVar
 
 import anyio
 import anyio.to_thread
@@ -450,19 +450,28 @@ class _Progress:
     terminal, else a counter line (rewritten in place on a terminal).
 
     The reader adds to :attr:`bytes`; the sender calls :meth:`advance`.
+    ``clock`` is monotonic seconds, of any origin.
     """
 
-    def __init__(self, total: int | None, enabled: bool) -> None:
+    def __init__(
+        self,
+        total: int | None,
+        enabled: bool,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        err: TextIO | None = None,
+    ) -> None:
         self.enabled = enabled
         self.total = total
         self.records = 0
         self.bytes = 0
         self._shown_bytes = 0
-        self._err = sys.stderr
+        self._err = sys.stderr if err is None else err
         self._tty = self._err.isatty()
         self._bar: Any = None
-        self._last = 0.0
-        self._start = time.monotonic()
+        self._clock = clock
+        self._last: float | None = None  # when a line was last shown (None: never)
+        self._start = clock()
         if enabled and total and self._tty:
             self._bar = click.progressbar(
                 length=total, label="producing", file=self._err, show_eta=True
@@ -477,14 +486,14 @@ class _Progress:
             self._bar.update(self.bytes - self._shown_bytes)
             self._shown_bytes = self.bytes
             return
-        now = time.monotonic()
+        now = self._clock()
         # Rate-limited so that a fast producer is not slowed down by its own progress.
-        if now - self._last >= (0.25 if self._tty else 2.0):
+        if self._last is None or now - self._last >= (0.25 if self._tty else 2.0):
             self._last = now
             self._show(end="\r" if self._tty else "\n")
 
     def _show(self, end: str) -> None:
-        rate = self.records / max(time.monotonic() - self._start, 1e-9)
+        rate = self.records / max(self._clock() - self._start, 1e-9)
         of = f" of {self.total}" if self.total else ""
         self._err.write(f"{self.records} records, {self.bytes}{of} bytes ({rate:.0f}/s){end}")
         self._err.flush()

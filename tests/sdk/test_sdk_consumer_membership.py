@@ -396,3 +396,28 @@ def test_commits_carry_the_member_epoch_and_follow_a_newer_one() -> None:
     (done,) = h.pop(CommitDone)
     assert isinstance(done.error, CommitFailedError)
     assert h.take().kind is Kind.CONSUMER_HEARTBEAT
+
+
+def test_nothing_waits_for_the_clock_to_pass_zero() -> None:
+    """A monotonic clock reads from any origin, below zero too: metadata asked
+    for with no backoff, a heartbeat due at once (a subscription change, a
+    rejoin asked for) go at any reading."""
+    h = Harness()
+    h.now = -1e6
+    h.m = ConsumerMembership(
+        MembershipConfig(group_id="g", auto_commit=False),
+        h.now,
+        rng=random.Random(3),
+        remote_assignor="uniform",
+    )
+    h.m.set_topic_ids({"t": TID})
+    h.m.set_subscription(["t", "u"], {"t": 4, "u": 2})
+    h.find()
+    h.beat(1, {TID: [0], UID: [0, 1]})
+    h.step()
+    assert h.pop() == [NeedMetadata(frozenset({"t", "u"})), Assign(tps(0))]
+    h.beat(1)
+    h.m.set_subscription(["t"], {"t": 4})
+    assert h.beat(1).subscribed_topic_names == ["t"]
+    h.m.request_rejoin()
+    assert h.beat(1).member_epoch == 1

@@ -77,12 +77,13 @@ def test_defaults_differ_between_batch_and_stream() -> None:
         ({"assign": '{"t": [-1]}'}, False, "list of partitions"),
         ({"assign": "{bad json"}, False, "not valid JSON"),
         ({"subscribe": "t", "startingOffsets": "latest"}, False, "cannot be 'latest'"),
-        ({"subscribe": "t", "startingOffsets": '{"t": {"0": -1}}'}, False, "not allowed"),
+        ({"subscribe": "t", "startingOffsets": '{"t": {"0": -1}}'}, False, r"-1 \(latest\)"),
         ({"subscribe": "t", "startingOffsets": '{"t": {"x": 1}}'}, False, "not a partition"),
         ({"subscribe": "t", "startingOffsets": '{"t": {"0": "1"}}'}, False, "not allowed"),
-        ({"subscribe": "t", "endingOffsets": '{"t": {"0": -2}}'}, False, "not allowed"),
+        ({"subscribe": "t", "endingOffsets": '{"t": {"0": -2}}'}, False, r"-2 \(earliest\)"),
         ({"subscribe": "t", "endingOffsets": "earliest"}, False, "cannot be 'earliest'"),
-        ({"subscribe": "t", "endingOffsets": "latest"}, True, "has no end"),
+        ({"subscribe": "t", "endingOffsets": "latest"}, True, "'endingOffsets' is for batch"),
+        ({"subscribe": "t", "endingTimestamp": "1"}, True, "'endingTimestamp' is for batch"),
         ({"subscribe": "t", "maxOffsetsPerTrigger": "ten"}, False, "maxOffsetsPerTrigger"),
         ({"subscribe": "t", "maxOffsetsPerTrigger": "0"}, True, "positive"),
         ({"subscribe": "t", "minPartitions": "many"}, False, "an integer"),
@@ -230,8 +231,12 @@ def test_options_wrong_for_both_kinds_of_read_fail_before_spark_says_which() -> 
         check_read_options({**BASE, "subscrib": "t"})
     with pytest.raises(ConfigError, match="maxOffsetsPerTrigger"):
         check_read_options({**BASE, "subscribe": "t", "maxOffsetsPerTrigger": "0"})
+    # An end at the earliest offset: a batch read refuses it, a stream any end.
+    with pytest.raises(ConfigError, match=r"'endingOffsets': -2 \(earliest\) for t-0"):
+        check_read_options({**BASE, "subscribe": "t", "endingOffsets": '{"t": {"0": -2}}'})
     # Wrong for one kind only: left to reader() or streamReader().
     check_read_options({**BASE, "subscribe": "t", "startingOffsets": "latest"})
+    check_read_options({**BASE, "subscribe": "t", "startingOffsets": '{"t": {"0": -1}}'})
     check_read_options({**BASE, "subscribe": "t", "endingOffsets": "latest"})
 
 

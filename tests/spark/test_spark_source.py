@@ -382,6 +382,35 @@ def test_read_errors_are_clear(spark: Any, broker: RunningBroker, tmp_path: Path
     assert "UnboundLocalError" not in str(failed.value)
 
 
+def test_offsets_one_kind_of_read_refuses_fail_before_a_record_is_read(
+    spark: Any, broker: RunningBroker
+) -> None:
+    """Spark's load() asks a Python data source for its schema alone, alike for
+    spark.read and spark.readStream, and calls a stream's reader only after
+    start() has returned: what both kinds of read refuse fails at load(); what
+    only a batch read refuses, as Spark plans the read (its first action), each
+    error naming the option (what only a stream refuses: test_read_errors_are_clear)."""
+    topic = fresh("kinds")
+    create(broker, topic, 1)
+    produce(broker, topic, [(None, b"x", None)] * 5)
+    earliest_end = json.dumps({topic: {"0": -2}})
+    named = r"option 'endingOffsets': -2 \(earliest\) for \S+-0 is not allowed"
+    with pytest.raises(Exception, match=named):
+        reader(spark, broker, subscribe=topic, endingOffsets=earliest_end).load()
+    with pytest.raises(Exception, match=named):
+        stream_of(spark, broker, subscribe=topic, endingOffsets=earliest_end)
+    for starting, named in (
+        ("latest", r"option 'startingOffsets' cannot be 'latest': a batch read"),
+        (
+            json.dumps({topic: {"0": -1}}),
+            r"option 'startingOffsets': -1 \(latest\) for \S+-0 is not allowed: a batch read",
+        ),
+    ):
+        df = reader(spark, broker, subscribe=topic, startingOffsets=starting).load()
+        with pytest.raises(Exception, match=named):
+            df.collect()
+
+
 def test_deleted_records_fail_the_read_unless_allowed(spark: Any, broker: RunningBroker) -> None:
     topic = fresh("loss")
     create(broker, topic, 1)
@@ -525,6 +554,46 @@ def test_min_offsets_per_trigger_holds_small_batches_back(
         assert batches() == [30, 60]
     finally:
         query.stop()
+
+
+def test_the_first_trigger_is_not_held_back_on_a_freshly_booted_machine(
+    broker: RunningBroker,
+) -> None:
+    """minOffsetsPerTrigger's delay runs from the last micro-batch; the first is
+    never delayed, whatever the clock reads (a monotonic clock starts near 0 at
+    boot, so "the last batch ran at 0" held the first back for maxTriggerDelay)."""
+    from trafka.spark.options import parse_read_options
+    from trafka.spark.source import SCHEMA, _StreamReader
+
+    topic = fresh("boot")
+    create(broker, topic, 1)
+    produce(broker, topic, [(None, f"a{i}".encode(), None) for i in range(30)])
+    options = {
+        "kafka.bootstrap.servers": broker.bootstrap_servers,
+        "subscribe": topic,
+        "startingOffsets": "earliest",
+        "minOffsetsPerTrigger": "50",
+        "maxTriggerDelay": "1h",
+    }
+    clock = [42.0]  # seconds since the machine booted
+    stream = _StreamReader(
+        parse_read_options(options, streaming=True), SCHEMA, clock=lambda: clock[0]
+    )
+    try:
+        limit = stream.getDefaultReadLimit()
+        start = stream.initialOffset()
+        assert start == {topic: {"0": 0}}
+        first = stream.latestOffset(start, limit)
+        assert first == {topic: {"0": 30}}  # 30 < 50, and yet it runs
+        produce(broker, topic, [(None, f"b{i}".encode(), None) for i in range(20)])
+        clock[0] += 60
+        assert stream.latestOffset(first, limit) == first  # 20 < 50 within the delay
+        clock[0] += 3600
+        assert stream.latestOffset(first, limit) == {topic: {"0": 50}}  # the delay is over
+        produce(broker, topic, [(None, f"c{i}".encode(), None) for i in range(10)])
+        assert stream.latestOffset({topic: {"0": 50}}, limit) == {topic: {"0": 50}}
+    finally:
+        stream.stop()
 
 
 def test_stream_from_topic_to_topic(spark: Any, broker: RunningBroker, tmp_path: Path) -> None:
