@@ -91,6 +91,12 @@ from anyio.from_thread import BlockingPortal, start_blocking_portal
 
 from trafka.codec import TrafkaError
 
+from ._validate import (
+    check_bool,
+    check_callable,
+    check_int,
+    check_timeout,
+)
 from .accumulator import ProducerBatch, RecordHandle, RecordMetadata
 from .admin import Admin as AsyncAdmin
 from .admin import open_admin
@@ -100,7 +106,7 @@ from .errors import ClientClosedError, TransactionAbortableError, UsageError
 from .fetcher import ConsumerRecord, K, TopicPartition, V
 from .producer import PendingCommit as AsyncPendingCommit
 from .producer import Producer as AsyncProducer
-from .producer import RecordFuture, open_producer
+from .producer import RecordFuture, _transaction_offsets, open_producer
 from .share_consumer import AcknowledgeType, ShareRecord, open_share_consumer
 from .share_consumer import ShareConsumer as AsyncShareConsumer
 from .statistics import AdminStatistics, ConsumerStatistics, ProducerStatistics
@@ -110,8 +116,17 @@ __all__ = ["Admin", "Consumer", "PendingCommit", "Producer", "SendFuture", "Shar
 
 log = logging.getLogger("trafka.sdk.blocking")
 
-# topic, value, key, partition, headers, timestamp_ms, the caller's future
-_QueuedSend = tuple[str, Any, Any, int | None, Any, int | None, "SendFuture"]
+# What AsyncProducer._prepare made of a send's arguments (topic, value bytes,
+# key bytes, partition, headers, timestamp_ms), and the caller's future.
+_QueuedSend = tuple[
+    str,
+    bytes | None,
+    bytes | None,
+    int | None,
+    Sequence[tuple[str, bytes | None]],
+    int | None,
+    "SendFuture",
+]
 
 
 class _Portal:
@@ -334,7 +349,12 @@ class SendFuture:
         return handle.result()
 
     def exception(self, timeout: float | None = None) -> BaseException | None:
-        """The delivery error, or None once delivered (waiting as :meth:`result`)."""
+        """The delivery error, or None once delivered (waiting as :meth:`result`).
+
+        Raises:
+            TypeError, ValueError: ``timeout`` is not None or a number >= 0.
+        """
+        check_timeout("timeout", timeout)
         if self._cancelled:
             raise CancelledError()
         if not self.done():
@@ -542,8 +562,7 @@ class Producer(_Forwarding):
         max_queued: int = 10_000,
         **settings: Any,
     ) -> None:
-        if max_queued < 1:
-            raise ValueError("max_queued must be at least 1")
+        check_int("max_queued", max_queued, minimum=1, maximum=None)
         self._queue: collections.deque[_QueuedSend] = collections.deque()
         self._lock = threading.Lock()
         self._room = threading.Condition(self._lock)
@@ -592,9 +611,15 @@ class Producer(_Forwarding):
             exception: why the record was not delivered).
 
         Raises:
+            TypeError, ValueError: an argument of the wrong type or out of
+                range, as the async ``send`` raises it (here, in the calling
+                thread); nothing was queued.
+            SerializationError: the key or value could not be serialized (the
+                serializers run in the calling thread).
             ClientClosedError: the producer is closed.
         """
         if on_delivery is not None:
+            check_callable("on_delivery", on_delivery)
             future = self.send(
                 topic, value, key, partition=partition, headers=headers, timestamp_ms=timestamp_ms
             )
@@ -605,8 +630,9 @@ class Producer(_Forwarding):
         if (
             self._hot
             and type(value) is bytes
+            and type(topic) is str
             and partition is None
-            and not headers
+            and headers is None
             and timestamp_ms is None
         ):
             # Straight into the batch the record's partition is filling, from this
@@ -650,7 +676,12 @@ class Producer(_Forwarding):
             turn_helps = handle
         else:
             self._check_thread()
-        item = (topic, value, key, partition, headers, timestamp_ms, future)
+        # Checked and serialized here, in the caller's thread: misuse is raised
+        # at the call and never reaches the loop.
+        item = (
+            *self._producer._prepare(topic, value, key, partition, headers, timestamp_ms),
+            future,
+        )
         with self._lock:
             while len(self._queue) >= self._max_queued and not self._loop.closing:
                 self._waiting += 1
@@ -756,7 +787,7 @@ class Producer(_Forwarding):
         at a time (``_drain_lock``), so that two never interleave their records."""
         async with self._drain_lock:
             queue = self._queue
-            send = self._producer.send
+            send = self._producer._send_prepared
             low = self._max_queued // 2
             while True:
                 try:
@@ -769,9 +800,7 @@ class Producer(_Forwarding):
                 if future._cancelled:
                     continue
                 try:
-                    handle = await send(
-                        topic, value, key, partition=partition, headers=headers, timestamp_ms=ts
-                    )
+                    handle = await send(topic, value, key, partition, headers, ts, hot=True)
                 except Exception as exc:
                     future._refused(exc)
                     continue
@@ -863,6 +892,7 @@ class Producer(_Forwarding):
         next transaction can begin and fill its batches while this one commits;
         see the async :meth:`trafka.sdk.producer.Producer.commit_transaction`.
         """
+        check_bool("wait", wait)
         pending = self._call(self._producer.commit_transaction, wait=wait)
         return PendingCommit(self, pending)
 
@@ -874,6 +904,7 @@ class Producer(_Forwarding):
         offsets: Mapping[TopicPartition, int] | Mapping[tuple[str, int], int],
         group_metadata: ConsumerGroupMetadata | str,
     ) -> None:
+        _transaction_offsets(offsets, group_metadata)  # misuse raised here, before the queue
         self._call(self._producer.send_offsets_to_transaction, offsets, group_metadata)
 
     @contextmanager
