@@ -95,13 +95,17 @@ from ._validate import (
     check_bool,
     check_callable,
     check_int,
+    check_offset,
     check_timeout,
+    check_topic_partition,
+    check_topic_partitions,
+    check_topics,
 )
 from .accumulator import ProducerBatch, RecordHandle, RecordMetadata
 from .admin import Admin as AsyncAdmin
 from .admin import open_admin
 from .consumer import Consumer as AsyncConsumer
-from .consumer import open_consumer
+from .consumer import check_commit, check_poll, check_subscription, open_consumer
 from .errors import ClientClosedError, TransactionAbortableError, UsageError
 from .fetcher import ConsumerRecord, K, TopicPartition, V
 from .producer import PendingCommit as AsyncPendingCommit
@@ -1061,6 +1065,9 @@ class Consumer(_Forwarding, Generic[K, V]):
         consumer_timeout_ms: float | None = None,
         **settings: Any,
     ) -> None:
+        check_timeout("consumer_timeout_ms", consumer_timeout_ms)
+        if topics:
+            check_subscription(topics, None, listener)
         self._buffer: collections.deque[ConsumerRecord[K, V]] = collections.deque()
         self._timeout_ms = consumer_timeout_ms
         self._loop_lock = _LoopLock()
@@ -1089,6 +1096,7 @@ class Consumer(_Forwarding, Generic[K, V]):
 
     def getone(self, timeout_ms: float | None = None) -> ConsumerRecord[K, V] | None:
         """The next record, or None when none came within ``timeout_ms`` (default: wait)."""
+        check_timeout("timeout_ms", timeout_ms)
         return self._next(timeout_ms)
 
     def _next(self, timeout_ms: float | None) -> ConsumerRecord[K, V] | None:
@@ -1134,9 +1142,9 @@ class Consumer(_Forwarding, Generic[K, V]):
     ) -> dict[TopicPartition, list[ConsumerRecord[K, V]]]:
         """Records per partition, waiting up to ``timeout_ms`` for some (records
         held back by iteration come first)."""
+        wanted, limit = check_poll(partitions, timeout_ms, max_records)
         if self._buffer:
-            wanted = {TopicPartition(*tp) for tp in partitions} if partitions else None
-            limit = max_records or len(self._buffer)
+            limit = limit or len(self._buffer)
             out: dict[TopicPartition, list[ConsumerRecord[K, V]]] = {}
             kept: collections.deque[ConsumerRecord[K, V]] = collections.deque()
             n = 0
@@ -1198,6 +1206,7 @@ class Consumer(_Forwarding, Generic[K, V]):
         """Commit ``offsets`` (default: after the records handed out), or the offset
         after a consumed ``message`` (confluent-kafka's ``commit(message=msg)``),
         and wait."""
+        check_commit(offsets, message)
         if message is None and offsets is None:
             offsets = self.consumed_offsets()
         self._call(
@@ -1214,6 +1223,8 @@ class Consumer(_Forwarding, Generic[K, V]):
         """Start a commit (of ``offsets``, or of the offset after a consumed
         ``message``); returns a future of its outcome. ``callback(offsets,
         error_or_None)`` runs on the client's thread: keep it short."""
+        check_commit(offsets, message)
+        check_callable("callback", callback)
         if offsets is not None:
             chosen: dict[TopicPartition, int] | None = dict(offsets)
         else:
@@ -1225,27 +1236,36 @@ class Consumer(_Forwarding, Generic[K, V]):
         result: Future[None] = self._loop.portal.start_task_soon(run)
         return result
 
+    # Each call checks its arguments here first (the async consumer's checks),
+    # before it changes what is held back.
+
     def seek(self, partition: TopicPartition, offset: int) -> None:
-        self._drop([partition])
-        self._call(self._consumer.seek, partition, offset)
+        tp = check_topic_partition("partition", partition)
+        check_offset("offset", offset)
+        self._drop([tp])
+        self._call(self._consumer.seek, tp, offset)
 
     def seek_to_beginning(self, *partitions: TopicPartition) -> None:
-        self._drop(partitions or None)
-        self._call(self._consumer.seek_to_beginning, *partitions)
+        tps = check_topic_partitions("partitions", partitions)
+        self._drop(tps or None)
+        self._call(self._consumer.seek_to_beginning, *tps)
 
     def seek_to_end(self, *partitions: TopicPartition) -> None:
-        self._drop(partitions or None)
-        self._call(self._consumer.seek_to_end, *partitions)
+        tps = check_topic_partitions("partitions", partitions)
+        self._drop(tps or None)
+        self._call(self._consumer.seek_to_end, *tps)
 
     def pause(self, *partitions: TopicPartition) -> None:
         """Stop handing out and fetching these partitions; records held back for
         them are fetched again after :meth:`resume`."""
-        self._give_back(partitions, refetch=True)
-        self._call(self._consumer.pause, *partitions)
+        tps = check_topic_partitions("partitions", partitions)
+        self._give_back(tps, refetch=True)
+        self._call(self._consumer.pause, *tps)
 
     def assign(self, partitions: Iterable[TopicPartition | tuple[str, int]]) -> None:
+        tps = check_topic_partitions("partitions", partitions)
         self._give_back(None, refetch=True)
-        self._call(self._consumer.assign, list(partitions))
+        self._call(self._consumer.assign, tps)
 
     def subscribe(
         self,
@@ -1254,21 +1274,18 @@ class Consumer(_Forwarding, Generic[K, V]):
         pattern: str | None = None,
         listener: Any = None,
     ) -> None:
+        checked, pattern = check_subscription(topics, pattern, listener)
         self._give_back(None, refetch=True)
         wrapped = None if listener is None else _ListenerInThread(listener)
-        self._call(
-            self._consumer.subscribe,
-            None if topics is None else list(topics),
-            pattern=pattern,
-            listener=wrapped,
-        )
+        self._call(self._consumer.subscribe, checked, pattern=pattern, listener=wrapped)
 
     def position(self, partition: TopicPartition) -> int:
         """The offset of the next record to hand out (waiting until it is known)."""
-        held = self._held([partition]).get(TopicPartition(*partition))
+        tp = check_topic_partition("partition", partition)
+        held = self._held([tp]).get(tp)
         if held is not None:
             return held
-        result: int = self._call(self._consumer.position, partition)
+        result: int = self._call(self._consumer.position, tp)
         return result
 
     def statistics(self) -> ConsumerStatistics:
@@ -1329,6 +1346,9 @@ class ShareConsumer(_Forwarding):
         consumer_timeout_ms: float | None = None,
         **settings: Any,
     ) -> None:
+        check_timeout("consumer_timeout_ms", consumer_timeout_ms)
+        if topics:
+            check_topics("topics", topics)
         self._buffer: collections.deque[ShareRecord] = collections.deque()
         self._timeout_ms = consumer_timeout_ms
         self._loop = _Portal(partial(open_share_consumer, config=config, **settings))
@@ -1352,6 +1372,7 @@ class ShareConsumer(_Forwarding):
     def poll(self, timeout_ms: float | None = None) -> list[ShareRecord]:
         """Records delivered to this member, waiting up to ``timeout_ms`` (None: until
         some come); records an iteration had not reached come first."""
+        check_timeout("timeout_ms", timeout_ms)
         if self._buffer:
             out = list(self._buffer)
             self._buffer.clear()
@@ -1391,6 +1412,7 @@ class ShareConsumer(_Forwarding):
 
     def commit(self, timeout_ms: int | None = None) -> dict[TopicPartition, BaseException | None]:
         """Send the acknowledgements made so far and wait: per partition None or the error."""
+        check_timeout("timeout_ms", timeout_ms)
         self._give_back()
         result: dict[TopicPartition, BaseException | None] = self._call(
             self._consumer.commit, timeout_ms
@@ -1410,7 +1432,7 @@ class ShareConsumer(_Forwarding):
         return future
 
     def subscribe(self, topics: Iterable[str]) -> None:
-        self._call(self._consumer.subscribe, list(topics))
+        self._call(self._consumer.subscribe, check_topics("topics", topics))
 
     def close(self) -> None:
         """Acknowledge (implicit mode) or release what was delivered, close the
