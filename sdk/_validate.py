@@ -35,6 +35,9 @@ __all__ = [
     "INT64_MAX",
     "check_bool",
     "check_callable",
+    "check_committed_offset",
+    "check_instance",
+    "check_instances",
     "check_group_id",
     "check_group_ids",
     "check_headers",
@@ -159,7 +162,8 @@ def check_topic(name: str, value: Any) -> str:
 
 def _not_one_string(name: str, values: Any, what: str) -> None:
     if isinstance(values, str | bytes | bytearray):
-        raise TypeError(f"{name} must be an iterable of {what}, not one {type(values).__name__}")
+        one = "string" if isinstance(values, str) else type(values).__name__
+        raise TypeError(f"{name} must be an iterable of {what}, not one {one}")
     if not isinstance(values, Iterable):
         raise TypeError(f"{name} must be an iterable of {what}, got {describe(values)}")
 
@@ -279,3 +283,30 @@ def check_headers(name: str, value: Any) -> Sequence[tuple[str, bytes | None]]:
             )
         out.append((key, v))
     return out
+
+
+def check_committed_offset(name: str, value: Any) -> int:
+    """An offset to commit: an int >= 0, or an ``OffsetAndMetadata`` whose
+    metadata is a str or None (kept as it is)."""
+    check_offset(name, value)
+    check_str(f"{name}.metadata", getattr(value, "metadata", None), empty=True, none=True)
+    return value  # type: ignore[no-any-return]  # an OffsetAndMetadata keeps its metadata
+
+
+def check_instance(
+    name: str, value: Any, kind: type | tuple[type, ...], *, none: bool = False
+) -> Any:
+    """``value`` itself, when it is a ``kind`` (or None, with ``none``)."""
+    if value is None and none:
+        return None
+    if not isinstance(value, kind):
+        names = " or ".join(k.__name__ for k in (kind if isinstance(kind, tuple) else (kind,)))
+        raise TypeError(f"{name} must be a {names}, got {describe(value)}")
+    return value
+
+
+def check_instances(name: str, values: Any, kind: type | tuple[type, ...]) -> list[Any]:
+    """An iterable (never one string, nor one ``kind``) of ``kind`` instances."""
+    if isinstance(values, kind):
+        raise TypeError(f"{name} must be an iterable of them, not one {type(values).__name__}")
+    return check_names(name, values, lambda n, v: check_instance(n, v, kind), "items")

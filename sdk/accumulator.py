@@ -818,12 +818,12 @@ class Accumulator:
         batch.pending_children = len(runs)
         self.used_memory -= batch.memory - sum(c.memory for _, c in batch.children)
         batch.memory = 0
-        for (_, child), (_, _, exc) in zip(batch.children, runs, strict=True):
-            if exc is None:
+        for (_, child), (_, _, why) in zip(batch.children, runs, strict=True):
+            if why is None:
                 self._requeue(q, child)
-        for (_, child), (_, _, exc) in zip(batch.children, runs, strict=True):
-            if exc is not None:
-                self.fail(child, _unencodable(child, exc))
+        for (_, child), (_, _, why) in zip(batch.children, runs, strict=True):
+            if why is not None:
+                self.fail(child, _unencodable(child, why))
         return True
 
     # -- outcomes --------------------------------------------------------------------------

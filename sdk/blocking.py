@@ -66,6 +66,7 @@ import collections
 import contextlib
 import inspect
 import logging
+import re
 import threading
 import time
 from collections.abc import (
@@ -1271,7 +1272,7 @@ class Consumer(_Forwarding, Generic[K, V]):
         self,
         topics: Iterable[str] | None = None,
         *,
-        pattern: str | None = None,
+        pattern: str | re.Pattern[str] | None = None,
         listener: Any = None,
     ) -> None:
         checked, pattern = check_subscription(topics, pattern, listener)

@@ -47,6 +47,7 @@ from trafka.codec import KafkaError, TrafkaError
 from ._util import get_deserializer, owned_task_group, serve_metrics_if_asked
 from ._validate import (
     check_callable,
+    check_committed_offset,
     check_int,
     check_offset,
     check_offsets,
@@ -121,13 +122,6 @@ def check_subscription(
     return checked, pattern
 
 
-def _check_committed_offset(name: str, value: Any) -> int:
-    check_offset(name, value)
-    metadata = getattr(value, "metadata", None)
-    check_str(f"{name}.metadata", metadata, empty=True, none=True)
-    return value  # type: ignore[no-any-return]  # an OffsetAndMetadata keeps its metadata
-
-
 def check_commit(offsets: Any, message: Any) -> dict[TopicPartition, int] | None:
     """``commit()``'s arguments, checked: the offsets (None when not given)."""
     if message is not None:
@@ -138,7 +132,7 @@ def check_commit(offsets: Any, message: Any) -> dict[TopicPartition, int] | None
         check_offset("message.offset", getattr(message, "offset", None))
     if offsets is None:
         return None
-    return check_offsets("offsets", offsets, check_value=_check_committed_offset)
+    return check_offsets("offsets", offsets, check_value=check_committed_offset)
 
 
 def check_poll(
