@@ -46,6 +46,7 @@ __all__ = [
     "make_config",
 ]
 
+_INT16_MAX = 2**15 - 1
 _INT32_MAX = 2**31 - 1
 
 # -- coercion helpers: each takes (dotted name, value) and returns the canonical value --
@@ -81,6 +82,14 @@ def _opt_bool(name: str, value: Any) -> bool | None:
 def _str(name: str, value: Any) -> str:
     if not isinstance(value, str):
         raise ConfigError(f"{name} must be a string, got {value!r}")
+    # Strings may go into every request (client.id in each header): one that
+    # cannot be encoded as a protocol string would fail them all, later.
+    try:
+        size = len(value.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise ConfigError(f"{name} is not valid Unicode (a lone surrogate?)") from None
+    if size > _INT16_MAX:
+        raise ConfigError(f"{name} must be at most {_INT16_MAX} bytes in UTF-8, got {size}")
     return value
 
 
@@ -168,6 +177,9 @@ def _acks(name: str, value: Any) -> int:
 
 
 _COMPRESSION = ("none", "gzip", "snappy", "lz4", "zstd")
+# Kafka's bounds of compression.level per codec (GzipCompression, Lz4Compression,
+# ZstdCompression); snappy has no levels.
+_COMPRESSION_LEVELS = {"gzip": (1, 9), "lz4": (1, 17), "zstd": (-131072, 22)}
 _SECURITY_PROTOCOLS = ("plaintext", "ssl", "sasl_plaintext", "sasl_ssl")
 _SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
 
@@ -340,7 +352,7 @@ class ClientConfig:
 
     bootstrap_servers: tuple[str, ...] = _field(("localhost:9092",), _servers)
     client_id: str = _field("trafka", _str)
-    request_timeout_ms: int = _field(30_000, _int(1))
+    request_timeout_ms: int = _field(30_000, _int(1, _INT32_MAX))
     metadata_max_age_ms: int = _field(300_000, _int(0))
     reconnect_backoff_ms: int = _field(50, _int(0))
     reconnect_backoff_max_ms: int = _field(1_000, _int(0))
@@ -660,6 +672,16 @@ class ProducerConfig(ClientConfig):
 
     def _check(self) -> None:
         ClientConfig._check(self)
+        level = self.compression_level
+        bounds = _COMPRESSION_LEVELS.get(self.compression_type)
+        if level is not None and bounds is not None and level != -1:
+            low, high = bounds
+            if not low <= level <= high:
+                # Else every batch would fail to compress, in the sender.
+                raise ConfigError(
+                    f"compression.level for {self.compression_type} must be -1 (the "
+                    f"codec's default) or {low} to {high}, got {level}"
+                )
         conflicts = []
         if self.acks != -1:
             conflicts.append("acks must be all")
@@ -734,14 +756,14 @@ class ConsumerConfig(ClientConfig):
     auto_offset_reset: str = _field("latest", _choice("latest", "earliest", "none"))
     enable_auto_commit: bool = _field(True, _bool)
     auto_commit_interval_ms: int = _field(5_000, _int(1))
-    session_timeout_ms: int = _field(45_000, _int(1))
-    heartbeat_interval_ms: int = _field(3_000, _int(1))
-    max_poll_interval_ms: int = _field(300_000, _int(1))
-    max_poll_records: int = _field(500, _int(1))
-    fetch_min_bytes: int = _field(1, _int(0))
-    fetch_max_wait_ms: int = _field(500, _int(0))
-    fetch_max_bytes: int = _field(52_428_800, _int(0))
-    max_partition_fetch_bytes: int = _field(1_048_576, _int(0))
+    session_timeout_ms: int = _field(45_000, _int(1, _INT32_MAX))
+    heartbeat_interval_ms: int = _field(3_000, _int(1, _INT32_MAX))
+    max_poll_interval_ms: int = _field(300_000, _int(1, _INT32_MAX))
+    max_poll_records: int = _field(500, _int(1, _INT32_MAX))
+    fetch_min_bytes: int = _field(1, _int(0, _INT32_MAX))
+    fetch_max_wait_ms: int = _field(500, _int(0, _INT32_MAX))
+    fetch_max_bytes: int = _field(52_428_800, _int(0, _INT32_MAX))
+    max_partition_fetch_bytes: int = _field(1_048_576, _int(0, _INT32_MAX))
     isolation_level: str = _field("read_uncommitted", _choice("read_uncommitted", "read_committed"))
     partition_assignment_strategy: tuple[str, ...] = _field(
         ("range", "cooperative-sticky"), _assignors
@@ -819,7 +841,7 @@ class ShareConsumerConfig(ClientConfig):
     group_id: str | None = _field(None, _opt_str)
     share_acknowledgement_mode: str = _field("implicit", _choice("implicit", "explicit"))
     max_poll_records: int = _field(500, _int(1, _INT32_MAX))
-    max_poll_interval_ms: int = _field(300_000, _int(1))
+    max_poll_interval_ms: int = _field(300_000, _int(1, _INT32_MAX))
     fetch_min_bytes: int = _field(1, _int(0, _INT32_MAX))
     fetch_max_wait_ms: int = _field(500, _int(0, _INT32_MAX))
     fetch_max_bytes: int = _field(52_428_800, _int(0, _INT32_MAX))
