@@ -22,6 +22,8 @@ Rules:
 from __future__ import annotations
 
 import math
+import numbers
+import operator
 import re
 import reprlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -77,21 +79,32 @@ def describe(value: Any) -> str:
     return f"{_short.repr(value)} ({type(value).__name__})"
 
 
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
+def _as_int(value: Any) -> int | None:
+    """``value`` as a plain int when it is an integer (an ``int``, or what
+    ``operator.index`` takes, such as numpy's), else None; never a bool."""
+    if isinstance(value, bool):
+        return None
+    if type(value) is int:
+        return value
+    try:
+        return operator.index(value)
+    except TypeError:
+        return None
 
 
 def check_int(
     name: str, value: Any, *, minimum: int | None = None, maximum: int | None = INT32_MAX
 ) -> int:
-    """``value`` as an ``int`` within ``[minimum, maximum]`` (``None``: unbounded)."""
-    if not _is_int(value):
+    """``value`` as a plain ``int`` within ``[minimum, maximum]`` (``None``:
+    unbounded). Integers of other types (numpy's) are taken as their value."""
+    number = _as_int(value)
+    if number is None:
         raise TypeError(f"{name} must be an int, got {describe(value)}")
-    if minimum is not None and value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {value}")
-    if maximum is not None and value > maximum:
-        raise ValueError(f"{name} must be <= {maximum}, got {value}")
-    return int(value)
+    if minimum is not None and number < minimum:
+        raise ValueError(f"{name} must be >= {minimum}, got {number}")
+    if maximum is not None and number > maximum:
+        raise ValueError(f"{name} must be <= {maximum}, got {number}")
+    return number
 
 
 def check_bool(name: str, value: Any) -> bool:
@@ -134,14 +147,15 @@ def check_timeout(name: str, value: Any, *, none: bool = True) -> float | None:
     ``math.inf`` is allowed; NaN is not."""
     if value is None and none:
         return None
-    if isinstance(value, bool) or not isinstance(value, int | float):
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
         kind = "a number or None" if none else "a number"
         raise TypeError(f"{name} must be {kind}, got {describe(value)}")
     if math.isnan(value):
         raise ValueError(f"{name} must be a number, not NaN")
     if value < 0:
         raise ValueError(f"{name} must be >= 0, got {value}")
-    return float(value) if isinstance(value, float) else value
+    number = _as_int(value)
+    return float(value) if number is None else number
 
 
 def check_topic(name: str, value: Any) -> str:

@@ -58,6 +58,7 @@ def _int(minimum: int | None = 0, maximum: int | None = None) -> Callable[[str, 
     # Java's is an int or the value goes on the wire as one).
     if maximum is None:
         maximum = _INT64_MAX
+
     def coerce(name: str, value: Any) -> int:
         if isinstance(value, str) and re.fullmatch(r"\s*-?\d+\s*", value):
             value = int(value)

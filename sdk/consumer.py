@@ -320,9 +320,9 @@ class Consumer(Hostable, Generic[K, V]):
                 ``offset`` (``until``) is not an offset >= 0.
         """
         tp = check_topic_partition("partition", partition)
-        check_offset("offset", offset)
+        offset = check_offset("offset", offset)
         if until is not None:
-            check_offset("until", until)
+            until = check_offset("until", until)
         self._fetcher.seek(tp, offset, until)
         self._drop_buffered({tp})
         self._wake_fetcher()

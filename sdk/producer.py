@@ -484,9 +484,9 @@ class Producer(Hostable):
         """
         check_topic("topic", topic)
         if partition is not None:
-            check_partition("partition", partition)
+            partition = check_partition("partition", partition)
         hdrs = check_headers("headers", headers) if headers is not None else ()
-        check_timestamp_ms("timestamp_ms", timestamp_ms)
+        timestamp_ms = check_timestamp_ms("timestamp_ms", timestamp_ms)
         # The default bytes serializer is the identity on bytes and None: skip the call.
         if self._raw_keys and (key is None or type(key) is bytes):
             key_bytes = key
