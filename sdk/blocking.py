@@ -34,9 +34,11 @@ Rules:
   ``done()``, ``add_done_callback()``, ``cancel()`` while still queued). At most
   ``max_queued`` records wait there: beyond that ``send`` blocks until the loop
   catches up (which itself waits for ``buffer.memory``, as the async producer
-  does). Errors the async ``send`` raises (serialization, an unknown partition,
-  a closed or failed producer, a send outside a transaction) arrive through the
-  future.
+  does). Misuse (an argument of the wrong type or out of range, a key or value
+  the serializer refuses) is raised by ``send`` itself: the arguments are
+  checked and serialized in the caller's thread, before anything is queued.
+  Errors that depend on the cluster (an unknown partition, a closed or failed
+  producer, a send outside a transaction) arrive through the future.
 * Order: every other producer call first hands every queued record over, so
   ``flush()`` waits for them and ``commit_transaction()`` commits what was sent
   before it. Sends are thread-safe; the records of one thread keep their order.
