@@ -309,7 +309,13 @@ class RecordHandle:
         )
 
     def add_done_callback(self, fn: Callable[[RecordHandle], Any]) -> None:
-        """Call ``fn(handle)`` when resolved (at once if it already is)."""
+        """Call ``fn(handle)`` when resolved (at once if it already is).
+
+        Raises:
+            TypeError: ``fn`` is not callable.
+        """
+        if not callable(fn):
+            raise TypeError(f"fn must be callable, got {fn!r}")
         b = self.batch
         if b.done:
             _call_back(fn, self)

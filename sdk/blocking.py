@@ -376,7 +376,12 @@ class SendFuture:
 
     def add_done_callback(self, fn: Callable[[SendFuture], Any]) -> None:
         """Call ``fn(future)`` once done: at once if it is, else on the client's
-        thread (keep it short, and do not call the producer from it)."""
+        thread (keep it short, and do not call the producer from it).
+
+        Raises:
+            TypeError: ``fn`` is not callable.
+        """
+        check_callable("fn", fn, none=False)
         with self._owner._lock:
             handle = self._record()
             if handle is None and self._error is None and not self._cancelled:

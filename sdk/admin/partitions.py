@@ -56,7 +56,7 @@ def election_type(name: str) -> int:
     Raises:
         ValueError: an unknown election type.
     """
-    if name not in ELECTION_TYPES:
+    if not isinstance(name, str) or name not in ELECTION_TYPES:
         raise ValueError(f"election_type must be preferred or unclean, got {name!r}")
     return ELECTION_TYPES[name]
 

@@ -134,6 +134,19 @@ BAD_NAMES = st.one_of(
 )
 
 
+def _hashable(value: Any) -> bool:
+    try:
+        hash(value)
+    except TypeError:
+        return False
+    return True
+
+
+def keys(strategy: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    """The values of ``strategy`` that can be a mapping's keys."""
+    return strategy.filter(_hashable)
+
+
 def named(exc: BaseException, *names: str) -> None:
     """The error is a plain TypeError or ValueError naming one of ``names``."""
     assert not isinstance(exc, BaseExceptionGroup), exc
@@ -282,7 +295,7 @@ def test_async_transaction_calls_refuse_misuse(broker: RunningBroker) -> None:
         @given(
             case=st.one_of(
                 st.tuples(st.just("offsets"), st.one_of(NOT_INT, st.integers())),
-                st.builds(lambda tp: ("offsets", {tp: 1}), BAD_TP),
+                st.builds(lambda tp: ("offsets", {tp: 1}), keys(BAD_TP)),
                 st.builds(lambda o: ("offsets", {TopicPartition(topic, 0): o}), BAD_OFFSET),
                 st.tuples(st.just("group_metadata"), st.one_of(NOT_STR, st.just(""))),
                 st.tuples(st.just("wait"), st.one_of(st.integers(), st.text(max_size=2))),
@@ -395,7 +408,7 @@ def _consumer_case(
             st.one_of(st.integers(), st.text(min_size=1)),
         ),
         st.builds(lambda b: (("offsets",), "commit", ({tp: b},), {}), BAD_OFFSET),
-        st.builds(lambda b: (("offsets",), "commit", ({b: 1},), {}), BAD_TP),
+        st.builds(lambda b: (("offsets",), "commit", ({b: 1},), {}), keys(BAD_TP)),
     )
 
 
@@ -563,7 +576,7 @@ def _admin_cases() -> st.SearchStrategy[
         st.builds(lambda b: (("names",), "delete_topics", (b,), {}), BAD_NAMES),
         st.builds(lambda b: (("names",), "describe_topics", (b,), {}), BAD_NAMES),
         st.builds(lambda b: (("new_totals",), "create_partitions", ({"t": b},), {}), bad_count),
-        st.builds(lambda b: (("new_totals",), "create_partitions", ({b: 2},), {}), BAD_TOPIC),
+        st.builds(lambda b: (("new_totals",), "create_partitions", ({b: 2},), {}), keys(BAD_TOPIC)),
         st.builds(lambda b: (("topics",), "describe_configs", (b,), {}), BAD_NAMES),
         st.builds(lambda b: (("brokers",), "describe_configs", ((), [b]), {}), BAD_PARTITION),
         st.builds(
@@ -600,6 +613,17 @@ def _admin_cases() -> st.SearchStrategy[
             lambda b: (("partitions",), "delete_consumer_group_offsets", ("g", b), {}), BAD_TPS
         ),
         st.builds(lambda b: (("timeout_ms",), "list_topics", (), {"timeout_ms": b}), BAD_TIMEOUT),
+        st.builds(
+            lambda b: (("updates",), "update_features", (b,), {}),
+            st.one_of(st.integers(), st.text(max_size=3), st.just({"f": 3})),
+        ),
+        st.builds(
+            lambda b: (("election_type",), "elect_leaders", (), {"election_type": b}),
+            st.one_of(
+                st.integers(),
+                st.text(max_size=5).filter(lambda t: t not in ("preferred", "unclean")),
+            ),
+        ),
         st.builds(
             lambda b: (("timeout_ms",), "describe_cluster", (), {"timeout_ms": b}), BAD_TIMEOUT
         ),
@@ -871,6 +895,7 @@ def test_a_done_callback_that_raises_stops_nothing(broker: RunningBroker) -> Non
                     future.add_done_callback(lambda _: 1 / 0)
                 await producer.flush()
                 assert [f.result().offset for f in futures] == [0, 0]
+                refused(lambda: futures[0].add_done_callback("not callable"), "callable")  # type: ignore[arg-type]
                 md = await producer.send_and_wait(topic, b"later", partition=0)
                 return md.offset
 
