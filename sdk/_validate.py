@@ -29,6 +29,7 @@ import reprlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+from .errors import ArgumentTypeError, ArgumentValueError
 from .fetcher import TopicPartition
 
 __all__ = [
@@ -99,17 +100,17 @@ def check_int(
     unbounded). Integers of other types (numpy's) are taken as their value."""
     number = _as_int(value)
     if number is None:
-        raise TypeError(f"{name} must be an int, got {describe(value)}")
+        raise ArgumentTypeError(f"{name} must be an int, got {describe(value)}")
     if minimum is not None and number < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {number}")
+        raise ArgumentValueError(f"{name} must be >= {minimum}, got {number}")
     if maximum is not None and number > maximum:
-        raise ValueError(f"{name} must be <= {maximum}, got {number}")
+        raise ArgumentValueError(f"{name} must be <= {maximum}, got {number}")
     return number
 
 
 def check_bool(name: str, value: Any) -> bool:
     if not isinstance(value, bool):
-        raise TypeError(f"{name} must be True or False, got {describe(value)}")
+        raise ArgumentTypeError(f"{name} must be True or False, got {describe(value)}")
     return value
 
 
@@ -122,15 +123,15 @@ def check_str(
         return None
     if not isinstance(value, str):
         kind = "a str or None" if none else "a str"
-        raise TypeError(f"{name} must be {kind}, got {describe(value)}")
+        raise ArgumentTypeError(f"{name} must be {kind}, got {describe(value)}")
     if not value and not empty:
-        raise ValueError(f"{name} must not be empty")
+        raise ArgumentValueError(f"{name} must not be empty")
     try:
         size = len(value.encode("utf-8"))
     except UnicodeEncodeError:
-        raise ValueError(f"{name} is not valid Unicode (a lone surrogate?)") from None
+        raise ArgumentValueError(f"{name} is not valid Unicode (a lone surrogate?)") from None
     if size > max_len:
-        raise ValueError(f"{name} must be at most {max_len} bytes in UTF-8, got {size}")
+        raise ArgumentValueError(f"{name} must be at most {max_len} bytes in UTF-8, got {size}")
     return value
 
 
@@ -138,7 +139,7 @@ def check_callable(name: str, value: Any, *, none: bool = True) -> Any:
     if value is None and none:
         return None
     if not callable(value):
-        raise TypeError(f"{name} must be callable, got {describe(value)}")
+        raise ArgumentTypeError(f"{name} must be callable, got {describe(value)}")
     return value
 
 
@@ -149,11 +150,11 @@ def check_timeout(name: str, value: Any, *, none: bool = True) -> float | None:
         return None
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         kind = "a number or None" if none else "a number"
-        raise TypeError(f"{name} must be {kind}, got {describe(value)}")
+        raise ArgumentTypeError(f"{name} must be {kind}, got {describe(value)}")
     if math.isnan(value):
-        raise ValueError(f"{name} must be a number, not NaN")
+        raise ArgumentValueError(f"{name} must be a number, not NaN")
     if value < 0:
-        raise ValueError(f"{name} must be >= 0, got {value}")
+        raise ArgumentValueError(f"{name} must be >= 0, got {value}")
     number = _as_int(value)
     return float(value) if number is None else number
 
@@ -161,13 +162,15 @@ def check_timeout(name: str, value: Any, *, none: bool = True) -> float | None:
 def check_topic(name: str, value: Any) -> str:
     """A topic name Kafka can have (see the module's rules)."""
     if not isinstance(value, str):
-        raise TypeError(f"{name} must be a str (a topic name), got {describe(value)}")
+        raise ArgumentTypeError(f"{name} must be a str (a topic name), got {describe(value)}")
     if not value:
-        raise ValueError(f"{name} must not be empty")
+        raise ArgumentValueError(f"{name} must not be empty")
     if len(value) > _TOPIC_MAX:
-        raise ValueError(f"{name} must be at most {_TOPIC_MAX} characters, got {len(value)}")
+        raise ArgumentValueError(
+            f"{name} must be at most {_TOPIC_MAX} characters, got {len(value)}"
+        )
     if value in (".", "..") or not _TOPIC_CHARS.fullmatch(value):
-        raise ValueError(
+        raise ArgumentValueError(
             f"{name} {_short.repr(value)} is not a topic name: Kafka allows only ASCII "
             "letters, digits, '.', '_' and '-' (and neither '.' nor '..')"
         )
@@ -177,9 +180,9 @@ def check_topic(name: str, value: Any) -> str:
 def _not_one_string(name: str, values: Any, what: str) -> None:
     if isinstance(values, str | bytes | bytearray):
         one = "string" if isinstance(values, str) else type(values).__name__
-        raise TypeError(f"{name} must be an iterable of {what}, not one {one}")
+        raise ArgumentTypeError(f"{name} must be an iterable of {what}, not one {one}")
     if not isinstance(values, Iterable):
-        raise TypeError(f"{name} must be an iterable of {what}, got {describe(values)}")
+        raise ArgumentTypeError(f"{name} must be an iterable of {what}, got {describe(values)}")
 
 
 def check_topics(name: str, values: Any) -> list[str]:
@@ -213,11 +216,13 @@ def check_partition(name: str, value: Any) -> int:
 def check_topic_partition(name: str, value: Any) -> TopicPartition:
     """A :class:`TopicPartition` or a ``(topic, partition)`` pair."""
     if isinstance(value, str | bytes) or not isinstance(value, tuple | list):
-        raise TypeError(
+        raise ArgumentTypeError(
             f"{name} must be a TopicPartition or a (topic, partition) pair, got {describe(value)}"
         )
     if len(value) != 2:
-        raise ValueError(f"{name} must be a (topic, partition) pair, got {len(value)} items")
+        raise ArgumentValueError(
+            f"{name} must be a (topic, partition) pair, got {len(value)} items"
+        )
     topic, partition = value
     return TopicPartition(
         check_topic(f"{name}.topic", topic), check_partition(f"{name}.partition", partition)
@@ -228,7 +233,9 @@ def check_topic_partitions(name: str, values: Any) -> list[TopicPartition]:
     """An iterable of :class:`TopicPartition` (or pairs), never one pair's parts."""
     _not_one_string(name, values, "TopicPartition")
     if isinstance(values, TopicPartition):
-        raise TypeError(f"{name} must be an iterable of TopicPartition, not one TopicPartition")
+        raise ArgumentTypeError(
+            f"{name} must be an iterable of TopicPartition, not one TopicPartition"
+        )
     return [check_topic_partition(f"{name}[{i}]", tp) for i, tp in enumerate(values)]
 
 
@@ -243,7 +250,7 @@ def check_offsets(
     """A mapping of :class:`TopicPartition` (or pairs) to offsets (each checked
     by ``check_value``, default :func:`check_offset` from ``minimum``)."""
     if not isinstance(value, Mapping):
-        raise TypeError(
+        raise ArgumentTypeError(
             f"{name} must be a mapping of TopicPartition to offset, got {describe(value)}"
         )
     out: dict[TopicPartition, Any] = {}
@@ -274,24 +281,30 @@ def check_headers(name: str, value: Any) -> Sequence[tuple[str, bytes | None]]:
     if isinstance(value, Mapping):
         items: Iterable[Any] = value.items()
     elif isinstance(value, str | bytes | bytearray) or not isinstance(value, Iterable):
-        raise TypeError(f"{name} must be (key, value) pairs or a mapping, got {describe(value)}")
+        raise ArgumentTypeError(
+            f"{name} must be (key, value) pairs or a mapping, got {describe(value)}"
+        )
     else:
         items = value
     out: list[tuple[str, bytes | None]] = []
     for i, item in enumerate(items):
         if not isinstance(item, tuple | list) or len(item) != 2:
-            raise TypeError(f"{name}[{i}] must be a (key, value) pair, got {describe(item)}")
+            raise ArgumentTypeError(
+                f"{name}[{i}] must be a (key, value) pair, got {describe(item)}"
+            )
         key, v = item
         check_str(f"{name}[{i}] key", key, empty=True, max_len=INT32_MAX)
         if isinstance(v, str):
             try:
                 v = v.encode("utf-8")
             except UnicodeEncodeError:
-                raise ValueError(f"{name}[{i}] ({key!r}) value is not valid Unicode") from None
+                raise ArgumentValueError(
+                    f"{name}[{i}] ({key!r}) value is not valid Unicode"
+                ) from None
         elif isinstance(v, bytearray | memoryview):
             v = bytes(v)
         elif v is not None and not isinstance(v, bytes):
-            raise TypeError(
+            raise ArgumentTypeError(
                 f"{name}[{i}] ({_short.repr(key)}) value must be bytes, str or None, "
                 f"got {describe(v)}"
             )
@@ -315,12 +328,14 @@ def check_instance(
         return None
     if not isinstance(value, kind):
         names = " or ".join(k.__name__ for k in (kind if isinstance(kind, tuple) else (kind,)))
-        raise TypeError(f"{name} must be a {names}, got {describe(value)}")
+        raise ArgumentTypeError(f"{name} must be a {names}, got {describe(value)}")
     return value
 
 
 def check_instances(name: str, values: Any, kind: type | tuple[type, ...]) -> list[Any]:
     """An iterable (never one string, nor one ``kind``) of ``kind`` instances."""
     if isinstance(values, kind):
-        raise TypeError(f"{name} must be an iterable of them, not one {type(values).__name__}")
+        raise ArgumentTypeError(
+            f"{name} must be an iterable of them, not one {type(values).__name__}"
+        )
     return check_names(name, values, lambda n, v: check_instance(n, v, kind), "items")

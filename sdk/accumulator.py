@@ -76,7 +76,12 @@ from trafka.codec.compression import Compression
 from trafka.codec.messages import k00_produce as produce
 from trafka.codec.records import encode_batch
 
-from .errors import DeliveryTimeoutError, SerializationError, UsageError
+from .errors import (
+    ArgumentTypeError,
+    DeliveryTimeoutError,
+    SerializationError,
+    UsageError,
+)
 from .statistics import PartitionCounters, TopicCounters, topic_totals
 
 __all__ = [
@@ -315,7 +320,7 @@ class RecordHandle:
             TypeError: ``fn`` is not callable.
         """
         if not callable(fn):
-            raise TypeError(f"fn must be callable, got {fn!r}")
+            raise ArgumentTypeError(f"fn must be callable, got {fn!r}")
         b = self.batch
         if b.done:
             _call_back(fn, self)

@@ -63,7 +63,13 @@ from ._validate import (
 )
 from .calls import Calls
 from .config import ConsumerConfig, make_config
-from .errors import ApiTimeoutError, ClientClosedError, UsageError
+from .errors import (
+    ApiTimeoutError,
+    ArgumentTypeError,
+    ArgumentValueError,
+    ClientClosedError,
+    UsageError,
+)
 from .fetcher import (
     EARLIEST,
     LATEST,
@@ -108,11 +114,11 @@ def check_subscription(
         try:
             re.compile(pattern)
         except re.error as exc:
-            raise ValueError(f"pattern is not a regular expression: {exc}") from None
+            raise ArgumentValueError(f"pattern is not a regular expression: {exc}") from None
     if listener is not None:
         found = [getattr(listener, name, None) for name in _LISTENER_METHODS]
         if not any(fn is not None for fn in found):
-            raise TypeError(
+            raise ArgumentTypeError(
                 "listener must have on_partitions_revoked / on_partitions_assigned "
                 f"(and optionally on_partitions_lost), got {describe(listener)}"
             )
@@ -127,7 +133,9 @@ def check_commit(offsets: Any, message: Any) -> dict[TopicPartition, int] | None
     if message is not None:
         for attr, check in (("topic", check_topic), ("partition", check_partition)):
             if not hasattr(message, attr):
-                raise TypeError(f"message must be a consumed record, got {describe(message)}")
+                raise ArgumentTypeError(
+                    f"message must be a consumed record, got {describe(message)}"
+                )
             check(f"message.{attr}", getattr(message, attr))
         check_offset("message.offset", getattr(message, "offset", None))
     if offsets is None:

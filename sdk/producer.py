@@ -103,6 +103,7 @@ from .accumulator import (
 )
 from .config import ProducerConfig, make_config
 from .errors import (
+    ArgumentTypeError,
     ClientClosedError,
     InvalidTxnStateError,
     ProducerBlockedError,
@@ -159,7 +160,7 @@ def _transaction_offsets(
     if isinstance(group_metadata, ConsumerGroupMetadata):
         return clean, group_metadata
     if not isinstance(group_metadata, str):
-        raise TypeError(
+        raise ArgumentTypeError(
             "group_metadata must be a ConsumerGroupMetadata (consumer.group_metadata()) "
             f"or a group id, got {describe(group_metadata)}"
         )

@@ -75,7 +75,13 @@ from ._validate import (
     describe,
 )
 from .config import ShareConsumerConfig, make_config
-from .errors import ClientClosedError, SerializationError, UsageError
+from .errors import (
+    ArgumentTypeError,
+    ArgumentValueError,
+    ClientClosedError,
+    SerializationError,
+    UsageError,
+)
 from .fetcher import TopicPartition
 from .hosting import Hostable
 from .share_fetcher import AcknowledgeType, ShareCommit, ShareFetcher, ShareRecord, ShareRequest
@@ -121,12 +127,12 @@ AcknowledgementCommitCallback = Callable[
 def check_acknowledge_type(value: Any) -> AcknowledgeType:
     """An acknowledgement type: an :class:`AcknowledgeType` (or its int)."""
     if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"type must be an AcknowledgeType, got {describe(value)}")
+        raise ArgumentTypeError(f"type must be an AcknowledgeType, got {describe(value)}")
     try:
         return AcknowledgeType(value)
     except ValueError:
         known = ", ".join(f"{t.name} ({t.value})" for t in AcknowledgeType)
-        raise ValueError(f"type must be one of {known}, got {value}") from None
+        raise ArgumentValueError(f"type must be one of {known}, got {value}") from None
 
 
 class ShareCommitResult:
@@ -589,7 +595,7 @@ class ShareConsumer(Hostable):
             ValueError: an unknown acknowledgement type.
         """
         if not isinstance(record, ShareRecord):
-            raise TypeError(
+            raise ArgumentTypeError(
                 f"record must be a ShareRecord, not {record.__class__.__name__}; "
                 "use acknowledge_offset(topic, partition, offset, type) for coordinates"
             )

@@ -32,6 +32,7 @@ from .._validate import (
     describe,
 )
 from ..calls import Again
+from ..errors import ArgumentTypeError, ArgumentValueError
 from ..fetcher import TopicPartition
 
 __all__ = [
@@ -149,9 +150,9 @@ def check_producer_id(name: str, value: Any) -> int:
 
 def check_hmac(value: Any) -> bytes:
     if not isinstance(value, bytes | bytearray | memoryview):
-        raise TypeError(f"hmac must be bytes (a token's HMAC), got {describe(value)}")
+        raise ArgumentTypeError(f"hmac must be bytes (a token's HMAC), got {describe(value)}")
     if not len(value):
-        raise ValueError("hmac must not be empty")
+        raise ArgumentValueError("hmac must not be empty")
     return bytes(value)
 
 
@@ -161,13 +162,17 @@ def check_config_changes(
     """``{resource: {key: value or None}}``: resource names checked by
     ``check_resource``, keys non-empty strings, values strings or None."""
     if not isinstance(changes, Mapping):
-        raise TypeError(f"{name} must be a mapping of names to settings, got {describe(changes)}")
+        raise ArgumentTypeError(
+            f"{name} must be a mapping of names to settings, got {describe(changes)}"
+        )
     out: dict[Any, dict[str, str | None]] = {}
     for resource, settings in changes.items():
         check_resource(f"{name} key {resource!r}", resource)
         where = f"{name}[{resource!r}]"
         if not isinstance(settings, Mapping):
-            raise TypeError(f"{where} must be a mapping of settings, got {describe(settings)}")
+            raise ArgumentTypeError(
+                f"{where} must be a mapping of settings, got {describe(settings)}"
+            )
         for key, value in settings.items():
             check_str(f"{where} key {key!r}", key)
             check_str(f"{where}[{key!r}]", value, empty=True, none=True)
@@ -178,7 +183,9 @@ def check_config_changes(
 def check_new_totals(value: Any) -> dict[str, int]:
     """``create_partitions``' ``{topic: new partition count}``."""
     if not isinstance(value, Mapping):
-        raise TypeError(f"new_totals must be a mapping of topic to count, got {describe(value)}")
+        raise ArgumentTypeError(
+            f"new_totals must be a mapping of topic to count, got {describe(value)}"
+        )
     return {
         check_topic(f"new_totals key {topic!r}", topic): check_int(
             f"new_totals[{topic!r}]", count, minimum=1, maximum=INT32_MAX
@@ -190,7 +197,7 @@ def check_new_totals(value: Any) -> dict[str, int]:
 def check_reassignments(value: Any) -> dict[TopicPartition, list[int] | None]:
     """``alter_partition_reassignments``' ``{partition: broker ids or None}``."""
     if not isinstance(value, Mapping):
-        raise TypeError(
+        raise ArgumentTypeError(
             f"reassignments must be a mapping of partition to broker ids, got {describe(value)}"
         )
     out: dict[TopicPartition, list[int] | None] = {}
@@ -210,14 +217,16 @@ def check_offset_spec(name: str, value: Any) -> str | int:
     if value in ("earliest", "latest") and isinstance(value, str):
         return str(value)
     if isinstance(value, str):
-        raise ValueError(f"{name} must be 'earliest', 'latest' or a timestamp >= 0, got {value!r}")
+        raise ArgumentValueError(
+            f"{name} must be 'earliest', 'latest' or a timestamp >= 0, got {value!r}"
+        )
     return check_offset(name, value)
 
 
 def check_replica(name: str, value: Any) -> tuple[str, int, int]:
     """A ``TopicPartitionReplica`` or ``(topic, partition, broker_id)``."""
     if not isinstance(value, tuple | list) or len(value) != 3:
-        raise TypeError(
+        raise ArgumentTypeError(
             f"{name} must be a TopicPartitionReplica (topic, partition, broker_id), "
             f"got {describe(value)}"
         )
@@ -230,7 +239,7 @@ def check_replica(name: str, value: Any) -> tuple[str, int, int]:
 def check_log_dir_assignments(value: Any) -> dict[Any, str]:
     """``alter_replica_log_dirs``' ``{replica: absolute directory}``."""
     if not isinstance(value, Mapping):
-        raise TypeError(
+        raise ArgumentTypeError(
             f"assignments must be a mapping of replica to directory, got {describe(value)}"
         )
     out: dict[Any, str] = {}
@@ -243,6 +252,8 @@ def check_log_dir_assignments(value: Any) -> dict[Any, str]:
 def check_new_topic_counts(num_partitions: Any, replication_factor: Any) -> None:
     """A new topic's counts: -1 (the broker's default) or at least 1."""
     if check_int("num_partitions", num_partitions, minimum=-1, maximum=INT32_MAX) == 0:
-        raise ValueError("num_partitions must be -1 (the broker's default) or >= 1, got 0")
+        raise ArgumentValueError("num_partitions must be -1 (the broker's default) or >= 1, got 0")
     if check_int("replication_factor", replication_factor, minimum=-1, maximum=INT16_MAX) == 0:
-        raise ValueError("replication_factor must be -1 (the broker's default) or >= 1, got 0")
+        raise ArgumentValueError(
+            "replication_factor must be -1 (the broker's default) or >= 1, got 0"
+        )

@@ -17,6 +17,7 @@ from trafka.codec.messages import k37_create_partitions as cpart
 
 from .._validate import check_names, check_str, check_topic, describe
 from ..calls import TRANSIENT, check
+from ..errors import ArgumentTypeError
 from ..metadata import PartitionInfo, TopicInfo
 from ._common import Result, check_new_topic_counts, fit
 
@@ -53,7 +54,9 @@ class NewTopic:
         check_topic("name", self.name)
         check_new_topic_counts(self.num_partitions, self.replication_factor)
         if not isinstance(self.configs, Mapping):
-            raise TypeError(f"configs must be a mapping of settings, got {describe(self.configs)}")
+            raise ArgumentTypeError(
+                f"configs must be a mapping of settings, got {describe(self.configs)}"
+            )
         for key, value in self.configs.items():
             check_str(f"configs key {key!r}", key)
             check_str(f"configs[{key!r}]", value, empty=True, none=True)
@@ -65,7 +68,7 @@ def check_new_topics(
     """``create_topics``' arguments, checked: topics are NewTopic or names."""
     check_new_topic_counts(num_partitions, replication_factor)
     if isinstance(topics, NewTopic):
-        raise TypeError("topics must be an iterable of NewTopic or names, not one NewTopic")
+        raise ArgumentTypeError("topics must be an iterable of NewTopic or names, not one NewTopic")
 
     def one(name: str, value: Any) -> NewTopic | str:
         if isinstance(value, NewTopic):

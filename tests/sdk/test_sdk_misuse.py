@@ -36,8 +36,10 @@ from hypothesis import strategies as st
 from sdk_brokers import SHARE_HEARTBEATS, fresh, module_broker
 
 from trafka.brokerlite import RunningBroker
+from trafka.codec import TrafkaError
 from trafka.sdk import (
     AdminConfig,
+    ArgumentTypeError,
     ConfigError,
     ConsumerConfig,
     NewTopic,
@@ -148,9 +150,11 @@ def keys(strategy: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
 
 
 def named(exc: BaseException, *names: str) -> None:
-    """The error is a plain TypeError or ValueError naming one of ``names``."""
+    """The error is one TypeError or ValueError naming one of ``names``, and in
+    the package's hierarchy (an ArgumentError, SerializationError or ConfigError)."""
     assert not isinstance(exc, BaseExceptionGroup), exc
     assert isinstance(exc, TypeError | ValueError), repr(exc)
+    assert isinstance(exc, TrafkaError), repr(exc)
     assert any(name in str(exc) for name in names), (names, str(exc))
 
 
@@ -811,7 +815,7 @@ def test_the_async_block_raises_the_refusal_itself(broker: RunningBroker) -> Non
                 await producer.send(topic, b"bad", timestamp_ms="now")  # type: ignore[arg-type]
         return md
 
-    with pytest.raises(TypeError, match="timestamp_ms") as info:
+    with pytest.raises(ArgumentTypeError, match="timestamp_ms") as info:
         anyio.run(main, backend="trio")
     assert not isinstance(info.value, BaseExceptionGroup)
     assert read_back(bs, topic) == {(0, 0): b"first"}
