@@ -444,8 +444,23 @@ class Broker:
         return self._producer_ids.next()
 
     def _min_insync_replicas(self, topic: str) -> int:
-        assert self.cluster is not None
-        return self.cluster.min_insync_replicas(topic, self.config.min_insync_replicas)
+        """A topic's ``min.insync.replicas``: its override, else the broker's default."""
+        if self.cluster is not None:
+            return self.cluster.min_insync_replicas(topic, self.config.min_insync_replicas)
+        info = self.logs.topic(topic)
+        text = None if info is None else info.configs.get("min.insync.replicas")
+        return self.config.min_insync_replicas if text is None else int(text)
+
+    def check_min_isr(self, topic: str, partition: int) -> ErrorCode:
+        """NOT_ENOUGH_REPLICAS when an ``acks=all`` produce to a partition led here
+        must be refused before the append (fewer in-sync replicas than the topic's
+        ``min.insync.replicas``), NONE otherwise."""
+        if self.cluster is not None:
+            return self.cluster.replicas.check_min_isr(topic, partition)
+        # One node: every partition's ISR is this broker alone.
+        if self._min_insync_replicas(topic) > 1:
+            return ErrorCode.NOT_ENOUGH_REPLICAS
+        return ErrorCode.NONE
 
     # -- cluster mode: group state in __consumer_offsets ----------------------------------
 

@@ -237,7 +237,8 @@ def _configure_logging(verbose: bool, *quiet: str) -> None:
 @click.option(
     "--min-insync-replicas",
     type=click.IntRange(min=1),
-    help="Default min.insync.replicas of topics (cluster mode) [1].",
+    help="Default min.insync.replicas of topics (a single node is one in-sync replica, "
+    "so above 1 it refuses acks=all) [1].",
 )
 @click.option(
     "--protocol",

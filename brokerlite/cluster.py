@@ -788,7 +788,13 @@ class ClusterDriver:
                 )
             elif task.kind == "create_partitions":
                 await trio.to_thread.run_sync(self._create_partitions, task.args)
-                await self._wait_image(deadline, lambda: self._has_leaders(task.args["name"]))
+                if not task.args.get("validate_only"):
+                    # The image has the topic's old partitions (with leaders) until
+                    # it reads the new assignment: wait for the new count.
+                    await self._wait_image(
+                        deadline,
+                        lambda: self._has_leaders(task.args["name"], task.args["total"]),
+                    )
             elif task.kind == "set_topic_config":
                 name, configs = task.args["name"], task.args["configs"]
                 await trio.to_thread.run_sync(self._set_topic_config, name, configs)
@@ -867,10 +873,12 @@ class ClusterDriver:
             if trio.current_time() >= deadline and not done():
                 return  # answered as it stands (Kafka's CreateTopics does the same)
 
-    def _has_leaders(self, name: str) -> bool:
+    def _has_leaders(self, name: str, partitions: int = 1) -> bool:
+        """Whether the image has topic ``name`` with at least ``partitions``
+        partitions, each with a leader."""
         image = self.view.image
         assignment = image.topics.get(name)
-        if assignment is None:
+        if assignment is None or assignment.num_partitions < partitions:
             return False
         return all(self.view.leader(name, p) >= 0 for p in assignment.replicas)
 

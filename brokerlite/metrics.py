@@ -22,7 +22,9 @@ metric                                                             from
 ``kafka_server_replicamanager_leadercount``                        partitions led here
 ``kafka_server_replicamanager_underreplicatedpartitions``          led here, ISR short of the replicas
 ``kafka_server_replicamanager_offlinepartitions``                  logs taken offline by a failed write
-``kafka_server_replicamanager_isrshrinks_total`` / ``isrexpands``  ISR changes asked (cluster mode)
+``kafka_server_replicamanager_isrshrinks_total`` / ``isrexpands``  ISR changes of partitions led here
+                                                                   (cluster mode; by the leader or
+                                                                   the controller)
 ``kafka_controller_kafkacontroller_activecontrollercount``         1 on the controller (a single node: 1)
 ``kafka_log_log_size{topic,partition}``                            bytes of a partition's segments
 ``kafka_server_replicamanager_underminisrpartitioncount``          led here, ISR below min.insync
@@ -278,10 +280,14 @@ def _partition_gauges(broker: Broker) -> Iterator[Any]:
     ):
         yield GaugeMetricFamily(f"kafka_server_replicamanager_{name}", what, value=value)
     yield CounterMetricFamily(
-        "kafka_server_replicamanager_isrshrinks", "ISR shrinks asked.", value=shrinks
+        "kafka_server_replicamanager_isrshrinks",
+        "ISR shrinks of partitions led here.",
+        value=shrinks,
     )
     yield CounterMetricFamily(
-        "kafka_server_replicamanager_isrexpands", "ISR expands asked.", value=expands
+        "kafka_server_replicamanager_isrexpands",
+        "ISR expands of partitions led here.",
+        value=expands,
     )
     yield GaugeMetricFamily(
         "kafka_controller_kafkacontroller_activecontrollercount",

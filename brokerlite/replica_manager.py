@@ -29,6 +29,12 @@ Rules (Kafka's ``Partition`` and ``ReplicaManager``, ZooKeeper era):
   high watermark is computed over the ISR ZooKeeper has together with the one
   asked for (Kafka's "maximal ISR"): a follower being added holds it back, so
   no ISR member ever lacks a record below the high watermark.
+* ISR shrinks and expands are counted (Kafka's IsrShrinksPerSec and
+  IsrExpandsPerSec, on the leader) when a partition led here before and after a
+  read of ZooKeeper shows its ISR changed, whoever wrote the change: this leader
+  (a lagging follower dropped, one caught up added) or the controller (a broker
+  that stopped, removed from the ISRs it was in). An ISR write asked for but
+  not (yet) made counts nothing.
 * ``acks=all``: a produce is acknowledged once the high watermark has passed
   its last offset. With fewer ISR members than ``min.insync.replicas`` it is
   refused before the append (NOT_ENOUGH_REPLICAS); an ISR that shrinks below
@@ -171,7 +177,8 @@ class ReplicaManager:
         self._replicas: dict[tuple[str, int], Replica] = {}
         #: ISR changes to write (the driver takes them with :meth:`take_isr_writes`).
         self.isr_writes: list[IsrWrite] = []
-        #: ISR shrinks and expands since start (Kafka's IsrShrinksPerSec/IsrExpandsPerSec).
+        #: ISR shrinks and expands of partitions led here since start (Kafka's
+        #: IsrShrinksPerSec/IsrExpandsPerSec), counted when they take effect.
         self.isr_shrinks = 0
         self.isr_expands = 0
 
@@ -214,6 +221,8 @@ class ReplicaManager:
                     r for r in assignment.adding.get(partition, ()) if r not in replicas
                 )
                 if state.leader == me:
+                    if current is not None and current.role is Role.LEADER:
+                        self._count_isr_change(current.isr, state.isr)
                     if (
                         current is None
                         or current.role is not Role.LEADER
@@ -242,6 +251,14 @@ class ReplicaManager:
             log.info("%s-%d: no longer a replica here", *key)
             self._on_removed(*key)
         return fetchers_changed
+
+    def _count_isr_change(self, before: tuple[int, ...], after: tuple[int, ...]) -> None:
+        """A partition led here before and after a state change: count its ISR
+        shrink or expand (both, when members were swapped), whoever wrote it."""
+        if set(before) - set(after):
+            self.isr_shrinks += 1
+        if set(after) - set(before):
+            self.isr_expands += 1
 
     def _become_leader(
         self, key: tuple[str, int], state: PartitionState, replicas: tuple[int, ...], now_ms: int
@@ -453,7 +470,6 @@ class ReplicaManager:
                 (*replica.isr, replica_id),
                 f"follower {replica_id} caught up (log end {fetch_offset})",
             )
-            self.isr_expands += 1
         self._maybe_advance_hw(replica, plog)
         return plog
 
@@ -509,7 +525,6 @@ class ReplicaManager:
                     tuple(r for r in replica.isr if r not in lagging),
                     f"followers {lagging} not caught up for over {self._lag_max_ms} ms",
                 )
-                self.isr_shrinks += 1
 
     def _ask_isr(self, replica: Replica, isr: tuple[int, ...], reason: str) -> None:
         replica.isr_write_pending = True

@@ -56,7 +56,10 @@ Rules and invariants:
   :class:`RecordMetadata` or an exception. ``delivery.timeout.ms`` bounds the
   time from append to resolution: a batch not in flight past it fails with
   :class:`~trafka.sdk.errors.DeliveryTimeoutError`; an in-flight one fails
-  when its response (or timeout) comes back.
+  when its response (or timeout) comes back. The error carries the error of the
+  batch's last retried attempt (``last_error``), so that a broker's refusal
+  retried until the deadline (NOT_ENOUGH_REPLICAS, NOT_LEADER_OR_FOLLOWER...)
+  is not reported as a bare timeout. Each retry is reported to ``on_retry``.
 
 ``now`` is the driver's monotonic clock in seconds; timestamps in records are
 wall-clock milliseconds supplied by the caller.
@@ -164,6 +167,7 @@ class ProducerBatch:
         "error",
         "full",
         "in_flight",
+        "last_error",
         "limit",
         "log_append_time",
         "memory",
@@ -215,6 +219,8 @@ class ProducerBatch:
         self.base_offset = -1
         self.log_append_time = -1
         self.error: BaseException | None = None
+        # The error of the last attempt that was retried (named by a delivery timeout).
+        self.last_error: BaseException | None = None
         self.txn = 0  # the transaction's number (Accumulator.txn_open when created)
         self.callbacks: list[tuple[RecordHandle, Callable[[RecordHandle], Any]]] | None = None
         # Set by the driver to something with ``set()`` (an event) while a task waits.
@@ -393,6 +399,8 @@ class Accumulator:
             to the transaction, or the batch is of the transaction begun ahead).
         txn_open: the transaction number stamped on new batches.
         on_failure: ``(batch, exception)``, called for every batch that fails.
+        on_retry: ``(batch, exception)``, called for every batch put back for
+            another attempt after ``exception``.
     """
 
     def __init__(
@@ -430,6 +438,7 @@ class Accumulator:
         self.send_allowed: Callable[[str, int, int], bool] | None = None
         self.txn_open = 0
         self.on_failure: Callable[[ProducerBatch, BaseException], Any] | None = None
+        self.on_retry: Callable[[ProducerBatch, BaseException], Any] | None = None
         self.partition_in_flight = max_in_flight
         self.handle_class = handle_class
         self.clock = clock
@@ -906,10 +915,13 @@ class Accumulator:
         if not retriable or batch.attempts > self.retries or expired:
             if expired and retriable:
                 exc = DeliveryTimeoutError(
-                    f"delivery.timeout.ms expired after {batch.attempts} attempts: {exc}"
+                    f"{len(batch.records)} records for {batch.topic}-{batch.partition} "
+                    f"expired: delivery.timeout.ms passed after {batch.attempts} attempts",
+                    exc,
                 )
             self.fail(batch, exc)
             return False
+        batch.last_error = exc
         q = self._queue_of(batch)
         if batch.in_flight:
             batch.in_flight = False
@@ -920,6 +932,8 @@ class Accumulator:
         backoff = min(self.retry_backoff * (2 ** (batch.attempts - 1)), self.retry_backoff_max)
         batch.retry_at = now + backoff * (0.8 + 0.4 * self._rng.random())
         self._requeue(q, batch)
+        if self.on_retry is not None:
+            self.on_retry(batch, exc)
         return True
 
     @staticmethod
@@ -1002,10 +1016,13 @@ class Accumulator:
                     break
                 expired.append(b)
         for b in expired:
+            attempts = f" after {b.attempts} attempts" if b.attempts else " unsent"
             self.fail(
                 b,
                 DeliveryTimeoutError(
-                    f"{len(b.records)} records for {b.topic}-{b.partition} expired"
+                    f"{len(b.records)} records for {b.topic}-{b.partition} expired: "
+                    f"delivery.timeout.ms passed{attempts}",
+                    b.last_error,
                 ),
             )
         return expired

@@ -8,29 +8,44 @@ Rules (matching the Java client's assignors):
 * ``roundrobin``: every subscribed partition, sorted by topic then partition,
   dealt to the sorted members in turn, skipping members not subscribed to
   the partition's topic.
-* ``sticky``: balanced (member counts differ by at most one where their
-  subscriptions allow) while keeping as many partitions with their current
-  owners as possible. An owned partition claimed by two members stays with
-  the one that reports the newer generation.
-* ``cooperative-sticky``: the sticky assignment, minus every partition that
-  changes owner: it is first revoked by its old owner and given to the new
-  one in the follow-up rebalance that the old owner triggers (KIP-429).
+* ``sticky`` (KIP-54): balanced (with equal subscriptions, member counts
+  differ by at most one; otherwise no member holds two or more partitions
+  more than a member that could take one of them) while keeping as many
+  partitions as balance allows with the members that held them. A member's
+  history is its user data (its last assignment and that assignment's
+  generation, in Java's layout: see :mod:`trafka.codec.assignor_data`), since
+  an eager member joins owning nothing. A partition claimed by several
+  members stays with the highest generation; a tie at the top frees it. The
+  detailed rules open the sticky section below.
+* ``cooperative-sticky``: the same assignment from the owned partitions and
+  generation of the subscription, minus every partition that changes owner:
+  it is first revoked by its old owner and given to the new one in the
+  follow-up rebalance that the old owner triggers (KIP-429).
 * Every assignor is deterministic: same input, same output.
 
 The member metadata on the wire is ``ConsumerProtocolSubscription`` (we write
 version 3: topics, user data, owned partitions, generation, rack) and the
 assignment ``ConsumerProtocolAssignment`` (version 3); both start with an
 int16 version and any version is read (newer ones are forward compatible).
+Each assignor a member offers gets its own subscription, with that assignor's
+user data (:func:`subscription_user_data`).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import struct
-from collections import defaultdict
+from collections import defaultdict, deque
 from collections.abc import Iterable, Mapping
 
 from trafka.codec import decode_versioned
+from trafka.codec.assignor_data import (
+    NO_GENERATION,
+    decode_cooperative_sticky_user_data,
+    decode_sticky_user_data,
+    encode_cooperative_sticky_user_data,
+    encode_sticky_user_data,
+)
 from trafka.codec.messages import consumer_protocol as cp
 
 from .fetcher import TopicPartition
@@ -44,6 +59,7 @@ __all__ = [
     "encode_assignment",
     "encode_subscription",
     "is_cooperative",
+    "subscription_user_data",
 ]
 
 _SUB_VERSION = 3
@@ -199,85 +215,308 @@ def _roundrobin(
     return out
 
 
-def _sticky(partitions: Mapping[str, int], members: Mapping[str, MemberSubscription]) -> Assignment:
-    subscribed = {mid: set(m.topics) for mid, m in members.items()}
-    all_tps = sorted(
-        TopicPartition(t, p)
-        for t in {t for m in members.values() for t in m.topics}
-        for p in range(partitions.get(t, 0))
-    )
-    valid = set(all_tps)
-    # Keep owned partitions that still exist and are still subscribed; on a
-    # double claim the newer generation wins (then the smaller member id).
-    claims: dict[TopicPartition, tuple[int, str]] = {}
-    for mid in sorted(members):
-        m = members[mid]
-        for tp in m.owned:
-            if tp not in valid or tp.topic not in subscribed[mid]:
+# -- the sticky assignors ---------------------------------------------------------------------
+#
+# Rules (Java's StickyAssignor and CooperativeStickyAssignor, KIP-54, KIP-429):
+#
+# * What a member held before ("history") comes, for ``sticky``, from its user data
+#   (Java's layout: the previous assignment and its generation), because an eager
+#   member revokes everything and joins with no owned partitions; a member without
+#   readable user data falls back on the subscription's owned partitions and
+#   generation. For ``cooperative-sticky`` it is the owned partitions and the
+#   subscription's generation (version 2+), else the generation in its user data.
+# * A claim counts if the partition still exists and its claimant still subscribes
+#   to the topic. A partition claimed by several members goes to the one with the
+#   highest generation; on a tie at the top nobody keeps it.
+# * Balance first: when every member subscribes to the same topics, counts differ by
+#   at most one; otherwise no member holds two or more partitions more than a member
+#   that could take one of them. Within that, kept claims are as many as possible:
+#   with equal subscriptions exactly as many as the quotas allow (the members that
+#   kept the most get the larger quota); otherwise greedily, a kept partition moving
+#   only when no chain of moves of unkept ones restores balance. Like Java's general
+#   case this is a heuristic: a cleverer placement of the unkept partitions can
+#   sometimes spare a kept one.
+# * cooperative-sticky withholds a partition from its new owner while another member
+#   still reports owning it (unless the new owner is the claim's winner): the owner
+#   revokes it first, and the follow-up rebalance hands it over.
+
+
+def subscription_user_data(
+    name: str, assigned: Iterable[TopicPartition] | None, generation: int
+) -> bytes | None:
+    """The user data assignor ``name`` puts in a member's subscription (Java's
+    ``subscriptionUserData``): ``sticky`` the member's last assignment and its generation
+    (nothing before the first assignment), ``cooperative-sticky`` the generation."""
+    if name == "sticky":
+        return None if assigned is None else encode_sticky_user_data(assigned, generation)
+    if name == "cooperative-sticky":
+        return encode_cooperative_sticky_user_data(generation)
+    return None
+
+
+def _history(name: str, m: MemberSubscription) -> tuple[tuple[TopicPartition, ...], int]:
+    """``(partitions, generation)`` the member held before, as assignor ``name`` reads it
+    (Java's ``memberData``)."""
+    if name == "sticky":
+        data = decode_sticky_user_data(m.user_data)
+        if data is not None:
+            return tuple(TopicPartition(t, p) for t, p in data.partitions), data.generation
+        return m.owned, m.generation
+    generation = m.generation
+    if generation < 0:
+        from_user_data = decode_cooperative_sticky_user_data(m.user_data)
+        generation = NO_GENERATION if from_user_data is None else from_user_data
+    return m.owned, generation
+
+
+def _claim_winners(
+    partitions: Mapping[str, int],
+    subscribed: Mapping[str, frozenset[str]],
+    histories: Mapping[str, tuple[tuple[TopicPartition, ...], int]],
+) -> dict[TopicPartition, str]:
+    """The member that keeps each validly claimed partition: the highest generation
+    wins; a tie at the top leaves the partition to nobody."""
+    best: dict[TopicPartition, tuple[int, list[str]]] = {}
+    for mid, (tps, generation) in histories.items():
+        for tp in set(tps):
+            if tp.topic not in subscribed[mid] or not 0 <= tp.partition < partitions[tp.topic]:
                 continue
-            prev = claims.get(tp)
-            if prev is None or m.generation > prev[0]:
-                claims[tp] = (m.generation, mid)
-    out: dict[str, list[TopicPartition]] = {mid: [] for mid in members}
-    for tp, (_, mid) in sorted(claims.items()):
-        out[mid].append(tp)
-    # Quotas for the common case of members sharing subscriptions: nobody keeps
-    # more than the ceiling, and only as many members as the remainder allow
-    # keep the ceiling.
-    n_members = len(members)
-    if n_members:
-        ceil = -(-len(all_tps) // n_members)
-        floor = len(all_tps) // n_members
-        extra_slots = len(all_tps) - floor * n_members
-        for mid in sorted(out, key=lambda k: (-len(out[k]), k)):
-            owned = out[mid]
-            if extra_slots > 0 and len(owned) >= ceil:
-                keep = ceil
-                extra_slots -= 1
-            else:
-                keep = floor
-            if len(owned) > keep:
-                out[mid] = owned[:keep]
+            seen = best.get(tp)
+            if seen is None or generation > seen[0]:
+                best[tp] = (generation, [mid])
+            elif generation == seen[0]:
+                seen[1].append(mid)
+    return {tp: mids[0] for tp, (_, mids) in best.items() if len(mids) == 1}
+
+
+def _order(members: Mapping[str, MemberSubscription]) -> dict[str, tuple[str, str]]:
+    return {mid: (m.sort_key, mid) for mid, m in members.items()}
+
+
+def _fill_equal(
+    all_tps: list[TopicPartition],
+    kept: dict[str, list[TopicPartition]],
+    key: Mapping[str, tuple[str, str]],
+) -> dict[str, list[TopicPartition]]:
+    """Every member subscribes to ``all_tps``: quotas of ``floor`` or ``floor + 1``,
+    the larger ones to the members that kept the most (so the fewest partitions
+    move), then the rest dealt round-robin (from nothing, the round robin
+    assignment, as in the javadoc's first example)."""
+    n = len(kept)
+    floor, extra = divmod(len(all_tps), n)
+    out: dict[str, list[TopicPartition]] = {}
+    for mid in sorted(kept, key=lambda k: (-len(kept[k]), key[k])):
+        mine = sorted(kept[mid])
+        cap = floor
+        if extra and len(mine) > floor:
+            cap, extra = floor + 1, extra - 1
+        out[mid] = mine[:cap]
     taken = {tp for tps in out.values() for tp in tps}
-    for tp in all_tps:
-        if tp in taken:
-            continue
-        cands = [mid for mid in members if tp.topic in subscribed[mid]]
-        if not cands:
-            continue
-        best = min(cands, key=lambda k: (len(out[k]), k))
-        out[best].append(tp)
-    # Rebalance what subscriptions allow: move from the fullest to the emptiest.
-    for _ in range(len(all_tps) + 1):
-        order = sorted(out, key=lambda k: (len(out[k]), k))
-        moved = False
-        for small in order:
-            for big in reversed(order):
-                if len(out[big]) - len(out[small]) <= 1:
-                    break
-                movable = [tp for tp in out[big] if tp.topic in subscribed[small]]
-                if movable:
-                    tp = movable[-1]
-                    out[big].remove(tp)
-                    out[small].append(tp)
-                    moved = True
-                    break
-            if moved:
-                break
-        if not moved:
+    free = deque(tp for tp in all_tps if tp not in taken)
+    members = sorted(out, key=key.__getitem__)
+    hungry = deque(mid for mid in members if len(out[mid]) < floor)
+    while hungry and free:
+        mid = hungry.popleft()
+        out[mid].append(free.popleft())
+        if len(out[mid]) < floor:
+            hungry.append(mid)
+    for mid in members:  # the remaining ``extra`` partitions, one to a member at floor
+        if not free:
             break
-    return {mid: sorted(tps) for mid, tps in out.items()}
+        if len(out[mid]) == floor:
+            out[mid].append(free.popleft())
+    return out
+
+
+def _fill_general(
+    all_tps: list[TopicPartition],
+    subscribed: Mapping[str, frozenset[str]],
+    kept: dict[str, list[TopicPartition]],
+    key: Mapping[str, tuple[str, str]],
+) -> dict[str, list[TopicPartition]]:
+    """Subscriptions differ: keep every claim and give each other partition (topics
+    with the fewest subscribers first) to its least loaded subscriber. Then, while a
+    member holds two or more partitions more than another that could take one of
+    them, move partitions: first along a chain of "loose" partitions (never claimed,
+    or moved already), each to a member subscribed to its topic, from a member to one
+    holding two or more fewer; only when no such chain exists, a kept partition
+    straight from the largest such gap."""
+    subscribers: dict[str, list[str]] = defaultdict(list)
+    for mid in sorted(subscribed, key=key.__getitem__):
+        for t in subscribed[mid]:
+            subscribers[t].append(mid)
+    held = {mid: _ByTopic(tps) for mid, tps in kept.items()}
+    loose = {mid: _ByTopic(()) for mid in kept}
+    size = {mid: len(tps) for mid, tps in kept.items()}
+    taken = {tp for tps in kept.values() for tp in tps}
+    for tp in sorted(all_tps, key=lambda tp: (len(subscribers[tp.topic]), tp)):
+        if tp not in taken:
+            mid = min(subscribers[tp.topic], key=lambda k: (size[k], key[k]))
+            loose[mid].add(tp)
+            size[mid] += 1
+    # Every step takes one partition from a member and gives one to a member holding
+    # two or more fewer (those in between give one and take one): the sum of the
+    # squared counts falls, so this ends.
+    while True:
+        chain = _loose_chain(size, subscribers, loose, key)
+        if chain is None:
+            move = _kept_move(size, subscribed, held, key)
+            if move is None:
+                break
+            tp, src, dst = move
+            held[src].remove(tp)
+            chain = [(tp, src, dst)]
+        else:
+            for tp, src, _ in chain:
+                loose[src].remove(tp)
+        for tp, _, dst in chain:
+            loose[dst].add(tp)
+        size[chain[0][1]] -= 1
+        size[chain[-1][2]] += 1
+    return {mid: sorted(held[mid].all() + loose[mid].all()) for mid in kept}
+
+
+class _ByTopic:
+    """A member's partitions indexed by topic, for the moves' topic intersections."""
+
+    __slots__ = ("topics",)
+
+    def __init__(self, tps: Iterable[TopicPartition]) -> None:
+        self.topics: dict[str, set[TopicPartition]] = defaultdict(set)
+        for tp in tps:
+            self.topics[tp.topic].add(tp)
+
+    def add(self, tp: TopicPartition) -> None:
+        self.topics[tp.topic].add(tp)
+
+    def remove(self, tp: TopicPartition) -> None:
+        ps = self.topics[tp.topic]
+        ps.remove(tp)
+        if not ps:
+            del self.topics[tp.topic]
+
+    def movable_to(self, topics: frozenset[str]) -> TopicPartition | None:
+        """The greatest partition of one of ``topics``, if any."""
+        mine = self.topics
+        if len(mine) < len(topics):
+            common = [t for t in mine if t in topics]
+        else:
+            common = [t for t in topics if t in mine]
+        return max(mine[max(common)]) if common else None
+
+    def all(self) -> list[TopicPartition]:
+        return [tp for ps in self.topics.values() for tp in ps]
+
+
+def _loose_chain(
+    size: Mapping[str, int],
+    subscribers: Mapping[str, list[str]],
+    loose: Mapping[str, _ByTopic],
+    key: Mapping[str, tuple[str, str]],
+) -> list[tuple[TopicPartition, str, str]] | None:
+    """The shortest chain of loose partition moves ``(partition, from, to)`` from a
+    member to one holding two or more fewer, starting from the largest members; None
+    if there is none. A breadth-first search over members, a member leading to every
+    subscriber of a topic it holds a loose partition of."""
+    smallest = min(size.values())
+    for level in sorted(set(size.values()), reverse=True):
+        if level - smallest < 2:
+            return None
+        came: dict[str, tuple[TopicPartition, str] | None] = {
+            mid: None for mid in sorted((m for m in size if size[m] == level), key=key.__getitem__)
+        }
+        queue = deque(came)
+        while queue:
+            src = queue.popleft()
+            for topic in sorted(loose[src].topics):
+                tp = max(loose[src].topics[topic])
+                for dst in subscribers[topic]:
+                    if dst in came:
+                        continue
+                    came[dst] = (tp, src)
+                    if size[dst] <= level - 2:
+                        chain = []
+                        at: str = dst
+                        step = came[at]
+                        while step is not None:
+                            chain.append((step[0], step[1], at))
+                            at = step[1]
+                            step = came[at]
+                        return chain[::-1]
+                    queue.append(dst)
+    return None
+
+
+def _kept_move(
+    size: Mapping[str, int],
+    subscribed: Mapping[str, frozenset[str]],
+    held: Mapping[str, _ByTopic],
+    key: Mapping[str, tuple[str, str]],
+) -> tuple[TopicPartition, str, str] | None:
+    """A kept partition to move straight to a member holding two or more fewer: the
+    widest gap, then the smaller member keys; None once balanced."""
+    by_size = sorted(size, key=lambda k: (size[k], key[k]))
+    best: tuple[tuple[int, tuple[str, str], tuple[str, str]], TopicPartition, str, str] | None
+    best = None
+    for src in reversed(by_size):
+        for dst in by_size:
+            gap = size[src] - size[dst]
+            if gap < 2 or (best is not None and -gap > best[0][0]):
+                break
+            tp = held[src].movable_to(subscribed[dst])
+            if tp is not None:
+                rank = (-gap, key[src], key[dst])
+                if best is None or rank < best[0]:
+                    best = (rank, tp, src, dst)
+                break
+    if best is None:
+        return None
+    return best[1], best[2], best[3]
+
+
+def _sticky_target(
+    name: str, partitions: Mapping[str, int], members: Mapping[str, MemberSubscription]
+) -> tuple[
+    Assignment, dict[TopicPartition, str], dict[str, tuple[tuple[TopicPartition, ...], int]]
+]:
+    """The sticky assignment, the winner of each claim, and each member's history."""
+    key = _order(members)
+    subscribed = {
+        mid: frozenset(t for t in m.topics if partitions.get(t, 0) > 0)
+        for mid, m in members.items()
+    }
+    histories = {mid: _history(name, m) for mid, m in members.items()}
+    winners = _claim_winners(partitions, subscribed, histories)
+    kept: dict[str, list[TopicPartition]] = {mid: [] for mid in members}
+    for tp, mid in winners.items():
+        kept[mid].append(tp)
+    topics = sorted({t for ts in subscribed.values() for t in ts})
+    all_tps = [TopicPartition(t, p) for t in topics for p in range(partitions[t])]
+    if not members:
+        return {}, winners, histories
+    if len(set(subscribed.values())) == 1:
+        plan = _fill_equal(all_tps, kept, key)
+    else:
+        plan = _fill_general(all_tps, subscribed, kept, key)
+    return {mid: sorted(plan[mid]) for mid in members}, winners, histories
+
+
+def _sticky(partitions: Mapping[str, int], members: Mapping[str, MemberSubscription]) -> Assignment:
+    return _sticky_target("sticky", partitions, members)[0]
 
 
 def _cooperative_sticky(
     partitions: Mapping[str, int], members: Mapping[str, MemberSubscription]
 ) -> Assignment:
-    target = _sticky(partitions, members)
-    owner: dict[TopicPartition, str] = {}
-    for mid, m in members.items():
-        for tp in m.owned:
-            owner.setdefault(tp, mid)
-    return {mid: [tp for tp in tps if owner.get(tp, mid) == mid] for mid, tps in target.items()}
+    target, winners, histories = _sticky_target("cooperative-sticky", partitions, members)
+    owners: dict[TopicPartition, set[str]] = defaultdict(set)
+    for mid, (tps, _) in histories.items():
+        for tp in tps:
+            owners[tp].add(mid)
+    return {
+        mid: [tp for tp in tps if winners.get(tp) == mid or not owners.get(tp, set()) - {mid}]
+        for mid, tps in target.items()
+    }
 
 
 ASSIGNORS = {

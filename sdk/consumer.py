@@ -273,11 +273,11 @@ class Consumer(Hostable, Generic[K, V]):
         if pattern is not None:
             self._pattern = re.compile(pattern) if isinstance(pattern, str) else pattern
             self._subscription = set()
-            md.want_all = True
+            md.track_all_topics(True)
         else:
             self._pattern = None
             self._subscription = set(topics or ())
-            md.want_all = False
+            md.track_all_topics(False)
             md.set_topics(self._subscription)
         self._cluster.nudge()
         if self._group is None:

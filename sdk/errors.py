@@ -132,10 +132,22 @@ class ApiTimeoutError(RequestTimeoutError):
 
 
 class DeliveryTimeoutError(KafkaError):
-    """A record could not be delivered within ``delivery.timeout.ms``."""
+    """A record could not be delivered within ``delivery.timeout.ms``.
 
-    def __init__(self, message: str | None = None) -> None:
-        super().__init__(ErrorCode.REQUEST_TIMED_OUT, message or "delivery.timeout.ms expired")
+    ``code`` is REQUEST_TIMED_OUT. ``last_error`` (also ``__cause__``, and named
+    in the message) is the error of the record's last failed attempt, the one that
+    made the producer retry (e.g. a broker's NOT_ENOUGH_REPLICAS), or None when
+    the record was never sent (no leader, a broker that could not be reached).
+    """
+
+    def __init__(self, message: str | None = None, last_error: BaseException | None = None) -> None:
+        text = message or "delivery.timeout.ms expired"
+        if last_error is not None:
+            text = f"{text}; last error: {last_error}"
+        super().__init__(ErrorCode.REQUEST_TIMED_OUT, text)
+        self.last_error = last_error
+        if last_error is not None:
+            self.__cause__ = last_error
 
 
 class ProducerBlockedError(TrafkaError, TimeoutError):

@@ -331,8 +331,8 @@ class GroupDriver:
     def _sync_subscription(self) -> None:
         consumer = self.consumer
         md = self.cluster.metadata
-        if consumer._pattern is not None and md.version == 0:
-            return  # a pattern means nothing before the first metadata
+        if consumer._pattern is not None and md.all_topics_version == 0:
+            return  # a pattern means nothing before metadata that lists every topic
         topics = consumer.subscribed_topics()
         md.add_topics(topics)
         machine = self.machine

@@ -35,6 +35,12 @@ Rules and invariants:
   assignment takes away, after SyncGroup, then rejoins once so the partitions
   can move (KIP-429). :class:`Assign` is only emitted after the revocation of
   the same rebalance is done, so listener calls keep their order.
+* JoinGroup offers each assignor with its own metadata: the subscription,
+  the owned partitions and the generation, plus the assignor's user data
+  (:func:`~trafka.sdk.assignors.subscription_user_data`): ``sticky`` carries
+  the last assignment received and its generation, kept across revocations,
+  losses and leaves, so that the leader can keep partitions with the members
+  that held them even though an eager member owns nothing when it joins.
 * Heartbeats go every ``heartbeat.interval.ms`` in ``STABLE``. With no
   successful heartbeat for ``session.timeout.ms`` the coordinator is
   forgotten and found again.
@@ -78,6 +84,7 @@ from .assignors import (
     encode_assignment,
     encode_subscription,
     is_cooperative,
+    subscription_user_data,
 )
 from .fetcher import TopicPartition
 from .group_protocol import (
@@ -283,6 +290,10 @@ class Membership:
         self.generation = -1
         self.protocol: str | None = None
         self.owned: frozenset[TopicPartition] = frozenset()
+        # The last assignment and its generation, which the sticky assignors report
+        # in the next JoinGroup even after the partitions were revoked or lost.
+        self._assigned: frozenset[TopicPartition] | None = None
+        self._assigned_generation = -1
         self.rebalances = 0
         self.rebalance_latency = RebalanceLatency()
         self.fatal: BaseException | None = None
@@ -574,9 +585,21 @@ class Membership:
             return
         cfg = self.config
         assert self.coordinator is not None
-        metadata = encode_subscription(
-            self._topics, sorted(self.owned), generation=self.generation, rack=cfg.rack
-        )
+        protocols = [
+            (
+                name,
+                encode_subscription(
+                    self._topics,
+                    sorted(self.owned),
+                    generation=self.generation,
+                    rack=cfg.rack,
+                    user_data=subscription_user_data(
+                        name, self._assigned, self._assigned_generation
+                    ),
+                ),
+            )
+            for name in cfg.assignors
+        ]
         self._joined = (self._topics, dict(self._counts))
         self.phase = Phase.JOINING
         self.rebalance_latency.start(now)
@@ -590,7 +613,7 @@ class Membership:
                     instance_id=cfg.instance_id,
                     session_timeout_ms=int(cfg.session_timeout * 1000),
                     rebalance_timeout_ms=int(cfg.max_poll_interval * 1000),
-                    protocols=[(p, metadata) for p in cfg.assignors],
+                    protocols=protocols,
                 ),
                 self.coordinator,
                 cfg.max_poll_interval + cfg.request_timeout,
@@ -689,6 +712,7 @@ class Membership:
             return
         self.rebalances += 1
         self.rebalance_latency.end(now)
+        self._assigned, self._assigned_generation = new, self.generation
         eager = self._eager()
         revoked = self.owned - new
         added = new - self.owned

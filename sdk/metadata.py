@@ -4,10 +4,16 @@ Rules and invariants:
 
 * The cache tracks the topics the client needs (:meth:`MetadataCache.add_topics`)
   and asks for exactly those, or for every topic while ``want_all`` is set (a
-  pattern subscription). Topics asked for but absent from a response keep
-  their previous state until a response names them, and a tracked topic
-  missing from a response (added while the request was in flight) keeps a
-  refresh due.
+  pattern subscription, :meth:`MetadataCache.track_all_topics`). Topics asked
+  for but absent from a response keep their previous state until a response
+  names them, and a tracked topic missing from a response (added while the
+  request was in flight) keeps a refresh due.
+* Likewise, once every topic is wanted, a refresh is due until a response to a
+  request for every topic arrives: turning ``want_all`` on asks for one, and a
+  response to a request that went out before (it lists only some topics)
+  neither drops the topics it leaves out nor ends the wait.
+  ``all_topics_version`` is the ``version`` of the last response that listed
+  every topic (0: none yet), what a pattern is matched against.
 * A refresh is due when one was requested (:meth:`request_update`: an unknown
   topic, a partition without a leader, NOT_LEADER_OR_FOLLOWER, a stale leader
   epoch ...) or when the cache is older than ``metadata.max.age.ms``. Requests
@@ -136,6 +142,10 @@ class MetadataCache:
         #: appears, grows, or goes): for caches indexed by partition.
         self.resize_listeners: list[Callable[[str], None]] = []
         self.want_all = False
+        #: ``version`` of the last applied response that listed every topic (0: none).
+        self.all_topics_version = 0
+        # Whether the request in flight asks for every topic (None: not built here).
+        self._asked_all: bool | None = None
         self._wanted: set[str] = set()
         self._need_update = True
         self._last_attempt = float("-inf")
@@ -164,6 +174,13 @@ class MetadataCache:
             self._need_update = True
         self._wanted = names
 
+    def track_all_topics(self, on: bool) -> None:
+        """Ask for every topic (a pattern subscription) or only the tracked ones; turning
+        it on makes a refresh due, since no response so far need list every topic."""
+        if on and not self.want_all:
+            self._need_update = True
+        self.want_all = on
+
     def request_update(self) -> None:
         """Ask for a refresh as soon as the backoff allows."""
         self._need_update = True
@@ -185,6 +202,7 @@ class MetadataCache:
             topics = None
         else:
             topics = [md.MetadataRequest.MetadataRequestTopic(name=t) for t in sorted(self._wanted)]
+        self._asked_all = topics is None
         kwargs: dict[str, Any] = {"topics": topics}
         if version >= 4:
             kwargs["allow_auto_topic_creation"] = self.auto_create
@@ -199,6 +217,7 @@ class MetadataCache:
             if topics is None
             else [md.MetadataRequest.MetadataRequestTopic(name=t) for t in topics]
         )
+        self._asked_all = entries is None
         kwargs: dict[str, Any] = {"topics": entries}
         if version >= 4:
             kwargs["allow_auto_topic_creation"] = auto_create
@@ -275,7 +294,12 @@ class MetadataCache:
                 ordered = tuple(p for i, p in enumerate(ordered) if p.partition == i)
             self.topics[name] = TopicInfo(name, t.topic_id, t.is_internal, ordered, code)
         returned = {t.name for t in response.topics if t.name is not None}
-        if self.want_all:
+        asked_all = self.want_all if self._asked_all is None else self._asked_all
+        self._asked_all = None
+        if self.want_all and not asked_all:
+            # Asked before every topic was wanted: it lists only some of them.
+            again = True
+        elif self.want_all:
             for gone in set(self.topics) - returned:
                 del self.topics[gone]
         elif self._wanted - returned:
@@ -285,6 +309,8 @@ class MetadataCache:
         self._last_success = now
         self._need_update = again
         self.version += 1
+        if self.want_all and asked_all:
+            self.all_topics_version = self.version
         if self.resize_listeners:
             after = {name: len(info.partitions) for name, info in self.topics.items()}
             for name in before.keys() | after.keys():

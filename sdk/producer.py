@@ -43,6 +43,13 @@ Rules:
   For a younger batch the error is the echo of an older batch's retry, and it
   is simply retried behind it. In a transaction the same errors doom the
   transaction instead (its abort is followed by an epoch bump).
+* Retries are told as they happen: the error a batch is retried after is
+  logged (WARNING, ``trafka.sdk.producer``) at its first occurrence and then at
+  most once per kind of error and half minute
+  (:mod:`._retry_notices`), so a cause retried until ``delivery.timeout.ms``
+  (NOT_ENOUGH_REPLICAS...) is known at once; the
+  :class:`~trafka.sdk.errors.DeliveryTimeoutError` the records finally fail
+  with carries it as ``last_error``.
 * Transaction calls wait at most ``max.block.ms``
   (:class:`~trafka.sdk.errors.ProducerBlockedError`); the operation goes on
   and calling it again waits for the same outcome.
@@ -72,6 +79,7 @@ import anyio.lowlevel
 
 from trafka.codec import ErrorCode, KafkaError, TrafkaError, UnsupportedVersionError
 
+from ._retry_notices import RetryNotices
 from ._util import (
     Serializer,
     get_serializer,
@@ -358,6 +366,9 @@ class Producer(Hostable):
         )
         self._txn_busy = False  # a transaction manager request is out
         self._sender_done = False
+        # The errors batches are retried after, told as they happen (rate-limited).
+        self._retry_notices = RetryNotices()
+        self._acc.on_retry = self._on_batch_retry
         if self._transactional:
             self._txn.on_unsendable = self._forget_hot_batches
             self._acc.send_allowed = self._txn.is_send_allowed
@@ -1191,6 +1202,21 @@ class Producer(Hostable):
                     f"{result.operation} did not complete within max.block.ms "
                     f"({self.config.max_block_ms} ms); call it again to keep waiting"
                 )
+
+    def _on_batch_retry(self, batch: ProducerBatch, error: BaseException) -> None:
+        """Tell the error a batch is retried after, as it happens (once per kind of
+        error and interval), so that a cause retried until ``delivery.timeout.ms``
+        is known long before the records fail."""
+        now = self._now()
+        line = self._retry_notices.note(
+            error,
+            f"{batch.topic}-{batch.partition}",
+            batch.attempts,
+            batch.created + self._acc.delivery_timeout - now,
+            now,
+        )
+        if line is not None:
+            log.warning("produce %s", line)
 
     def _on_batch_failed(self, batch: ProducerBatch, error: BaseException) -> None:
         txn = self._txn

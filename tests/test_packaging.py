@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -149,3 +150,42 @@ def test_wheel_contains_the_generated_modules(tmp_path: Path) -> None:
     location, count = probe.stdout.split()
     assert Path(location).is_relative_to(target)
     assert int(count) >= 70
+
+
+# -- a clone needs nothing beside it -------------------------------------------------------------
+
+# How a path out of the repository to the developers' shared folder is written
+# (split so that this file does not match itself).
+_OUTSIDE = re.compile(
+    r"\.\./"
+    + r"shared|parents\[\d\]\s*/\s*\""
+    + r"shared\"|\""
+    + r"shared\"\s*/\s*\"kafka-protocol"
+)
+
+
+def test_nothing_reads_past_the_repository() -> None:
+    """Codegen, tests, docs and tools read Kafka's specs from codec/specs/, never from a
+    folder beside the clone: a user's clone has only the project (issue #45)."""
+    tracked = subprocess.run(
+        ["git", "ls-files", "-z"], cwd=REPO, capture_output=True, check=True
+    ).stdout.split(b"\0")
+    offenders = []
+    for name in filter(None, tracked):
+        path = REPO / name.decode()
+        if not path.is_file() or path.suffix not in {".py", ".md", ".toml", ".yml", ".cfg", ""}:
+            continue
+        text = path.read_text(errors="replace")
+        offenders += [f"{name.decode()}: {m.group(0)}" for m in _OUTSIDE.finditer(text)]
+    assert not offenders, offenders
+
+
+def test_the_specs_codegen_reads_are_in_the_repository() -> None:
+    from trafka.tools import codegen
+
+    for folder in (codegen.DEFAULT_SPECS, codegen.DEFAULT_OLD_SPECS):
+        assert REPO in folder.resolve().parents
+        assert any((folder / "message").glob("*Request.json"))
+        # Apache-2.0: Kafka's LICENSE and NOTICE travel with the files taken from it.
+        assert (folder / "LICENSE").is_file() and (folder / "NOTICE").is_file()
+    assert (codegen.DEFAULT_SPECS / "errors.json").is_file()

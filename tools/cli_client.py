@@ -19,6 +19,11 @@ Rules:
   size streams through ``buffer.memory``; without ``-l`` each file is one
   message (kcat's rule). ``-K`` splits a message into key and value at the
   first key delimiter; a message without one has no key (or ``-k``'s).
+  The errors the producer retries (NOT_ENOUGH_REPLICAS, a lost leader...) are
+  printed on stderr as they happen, once per kind of error and half minute (the
+  SDK's rate-limited warnings), as kcat does, rather than only as the timeout
+  they turn into after ``delivery.timeout.ms``; a record that finally fails is
+  reported with the last error it was retried after, and ``produce`` exits 1.
 * ``consume`` without ``-G`` (or with ``-p``) assigns partitions itself and
   starts at ``-o`` (default ``beginning``); with ``-G`` and no ``-p`` it joins
   the group, starts at the committed offsets (``-o beginning``/``end`` set
@@ -52,16 +57,18 @@ are tested on their own.
 from __future__ import annotations
 
 import base64
+import contextlib
 import dataclasses
 import datetime as dt
 import functools
 import json
+import logging
 import os
 import stat
 import sys
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Sequence
 from typing import IO, Any, Protocol, TypeVar
 
 import anyio
@@ -542,6 +549,27 @@ async def _messages(opts: _ProduceOptions, progress: _Progress) -> AsyncIterator
                 stream.close()
 
 
+class _StderrWarnings(logging.Handler):
+    """The SDK's warnings (the producer's retries) as ``warning: ...`` lines on stderr."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            click.echo(f"warning: {record.getMessage()}", err=True)
+        except Exception:  # a log line must never break the command
+            self.handleError(record)
+
+
+@contextlib.contextmanager
+def _sdk_warnings_on_stderr(logger_name: str) -> Iterator[None]:
+    logger = logging.getLogger(logger_name)
+    handler = _StderrWarnings(logging.WARNING)
+    logger.addHandler(handler)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+
+
 async def _produce(opts: _ProduceOptions, cfg: dict[str, Any]) -> tuple[int, int]:
     from trafka.sdk import ProducerConfig, open_producer
 
@@ -686,7 +714,8 @@ def produce_command(
             "linger.ms": 5,
         },
     )
-    sent, failed = _run(_produce, opts, cfg)
+    with _sdk_warnings_on_stderr("trafka.sdk.producer"):
+        sent, failed = _run(_produce, opts, cfg)
     if not quiet:
         click.echo(f"{sent - failed} of {sent} messages delivered to {topic}", err=True)
     if failed:

@@ -38,14 +38,17 @@ from typing import Any
 
 GENERATOR = "trafka.tools.codegen"
 REPO = Path(__file__).resolve().parent.parent
-DEFAULT_SPECS = REPO.parent / "shared" / "kafka-protocol"
+# The specs the codec is generated from, carried by the repository (see
+# codec/specs/README.md): a clone needs nothing beside it.
+SPECS_ROOT = REPO / "codec" / "specs"
+DEFAULT_SPECS = SPECS_ROOT / "kafka-protocol"
 # Kafka 3.9's specs: the versions that Kafka 4.0 removed (KIP-896) come from here.
-DEFAULT_OLD_SPECS = REPO.parent / "shared" / "kafka-protocol-3.9"
-# Message specs that replace the shared ones of the same name: versions that
-# Apache Kafka made stable after the shared snapshot (see that folder's README).
-OVERRIDES = REPO / "tools" / "spec_overrides"
-# Message specs of APIs newer than the shared snapshot (see that folder's README).
-ADDITIONS = REPO / "tools" / "spec_additions"
+DEFAULT_OLD_SPECS = SPECS_ROOT / "kafka-protocol-3.9"
+# Message specs that replace the snapshot's of the same name: versions that
+# Apache Kafka made stable after the snapshot (see that folder's README).
+OVERRIDES = SPECS_ROOT / "overrides"
+# Message specs of APIs newer than the snapshot (see that folder's README).
+ADDITIONS = SPECS_ROOT / "additions"
 
 PRIMITIVES = {
     "int8",
@@ -743,11 +746,11 @@ def generate(specs_dir: Path, old_specs_dir: Path = DEFAULT_OLD_SPECS) -> dict[P
     specs = {p.stem: load_spec(p) for p in sorted(msg_dir.glob("*.json"))}
     for p in sorted(OVERRIDES.glob("*.json")):
         if p.stem not in specs:
-            raise SystemExit(f"{p}: overrides no spec of the shared snapshot")
+            raise SystemExit(f"{p}: overrides no spec of the snapshot")
         specs[p.stem] = load_spec(p)
     for p in sorted(ADDITIONS.glob("*.json")):
         if p.stem in specs:
-            raise SystemExit(f"{p}: the shared snapshot has this spec; override it instead")
+            raise SystemExit(f"{p}: the snapshot has this spec; override it instead")
         specs[p.stem] = load_spec(p)
     out: dict[Path, str] = {}
     apis = []

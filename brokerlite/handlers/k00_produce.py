@@ -28,7 +28,10 @@
   (KIP-890's verification): otherwise INVALID_PRODUCER_ID_MAPPING,
   INVALID_PRODUCER_EPOCH or INVALID_TXN_STATE, and nothing is written.
 * ``acks`` 1 and -1 are the same thing on one node: the reply is sent once the
-  batches are in the log (flushing follows the flush settings). In cluster mode
+  batches are in the log (flushing follows the flush settings), except that the
+  ISR is this node alone, so an ``acks=-1`` produce to a topic whose
+  ``min.insync.replicas`` is above 1 is refused with NOT_ENOUGH_REPLICAS and
+  nothing is written (as Kafka refuses it on an RF 1 topic). In cluster mode
   only the partition's leader appends (else NOT_LEADER_OR_FOLLOWER); ``acks=1``
   is answered after the leader's append, ``acks=-1`` (all) once the high
   watermark has passed the records, i.e. every in-sync replica has them
@@ -148,8 +151,8 @@ def handle(
                         records = up_convert(records)
                     else:
                         _one_batch(records)
-                    if cluster is not None and acks == -1:
-                        refused = cluster.replicas.check_min_isr(topic.name, data.index)
+                    if acks == -1:
+                        refused = ctx.broker.check_min_isr(topic.name, data.index)
                         if refused:
                             raise NotEnoughReplicasError(
                                 f"{topic.name}-{data.index} has fewer in-sync replicas than "

@@ -458,11 +458,16 @@ class Admin(Hostable):
     async def list_topics(
         self, *, include_internal: bool = False, timeout_ms: int | None = None
     ) -> dict[str, int]:
-        """Every topic and its partition count."""
+        """Every topic and its partition count.
+
+        Asked of the controller (when it is known), which answers a topic change
+        only once its own metadata has it: a change this client made is in the
+        next answer, while another broker may learn of it a moment later.
+        """
         check_bool("include_internal", include_internal)
 
         async def attempt(deadline: float) -> dict[str, int]:
-            conn = await self._cluster.any_connection()
+            conn = await self._controller()
             v = conn.version_for(3)
             resp = await conn.request(
                 3, self._cluster.metadata.build_request_for(v, None, auto_create=False)
@@ -476,6 +481,9 @@ class Admin(Hostable):
     ) -> dict[str, TopicInfo]:
         """Partitions, leaders, replicas and in-sync replicas of topics (never creates them).
 
+        Asked of the controller, as :meth:`list_topics` is, so a change this
+        client made (a topic created, partitions added) is in the answer.
+
         Raises:
             KafkaError: a topic does not exist (UNKNOWN_TOPIC_OR_PARTITION) or has another error.
         """
@@ -483,7 +491,7 @@ class Admin(Hostable):
         names = list(names)
 
         async def attempt(deadline: float) -> dict[str, TopicInfo]:
-            conn = await self._cluster.any_connection()
+            conn = await self._controller()
             v = conn.version_for(3)
             resp = await conn.request(
                 3, self._cluster.metadata.build_request_for(v, names, auto_create=False)

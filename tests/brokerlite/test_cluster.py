@@ -45,6 +45,14 @@ def all_in_sync(cluster: LocalCluster, topic: str, replicas: int) -> bool:
     return bool(found) and all(len(s.isr) == replicas and s.leader >= 0 for s in found.values())
 
 
+def controller_of(cluster: LocalCluster) -> int:
+    """The controller's node id, as the first running node sees it."""
+    node = next(n for n in cluster.node_ids if cluster.running(n))
+    controller = cluster.node(node).broker.cluster.image.controller_id
+    assert controller >= 0
+    return int(controller)
+
+
 def log_bytes(cluster: LocalCluster, node: int, topic: str, partition: int) -> bytes:
     plog = cluster.node(node).broker.logs.partition(topic, partition)
     return plog.read(plog.log_start_offset, 1 << 30, upper_bound=plog.high_watermark).tobytes()
@@ -84,13 +92,39 @@ def test_topics_are_spread_and_replicated_to_every_replica(zk: str) -> None:
 
 
 def test_acks_all_waits_for_the_isr_and_min_insync_replicas_refuses(zk: str) -> None:
+    """Kafka's topic config ``min.insync.replicas``: "When a producer sets acks to
+    "all" (or "-1"), min.insync.replicas specifies the minimum number of replicas
+    that must acknowledge a write for the write to be considered successful. If
+    this minimum cannot be met, then the producer will raise an exception (either
+    NotEnoughReplicas or NotEnoughReplicasAfterAppend)"; acks 0 and 1 are not
+    affected. Here with an ISR shrunk by a stopped broker, and with RF 1 (as on
+    the single node: tests/brokerlite/test_server_core.py)."""
+
     async def test() -> None:
         async with serve_cluster(3, zookeeper_connect=zk) as cluster:
             bs = cluster.bootstrap_servers
             async with open_admin(bootstrap_servers=bs) as admin:
                 await admin.create_topics(
-                    [NewTopic("strict", 1, 3, configs={"min.insync.replicas": "3"})]
+                    [
+                        NewTopic("strict", 1, 3, configs={"min.insync.replicas": "3"}),
+                        NewTopic("alone", 1, 1, configs={"min.insync.replicas": "2"}),
+                    ]
                 )
+            # retries=0 below: no broker may still answer from before the topic existed.
+            await until(
+                lambda: all(
+                    cluster.node(n).broker.cluster.leader("alone", 0) >= 0 for n in cluster.node_ids
+                ),
+                "every broker knows alone-0's leader",
+            )
+            async with open_producer(
+                bootstrap_servers=bs, acks="all", retries=0, enable_idempotence=False
+            ) as producer:
+                with pytest.raises(KafkaError) as alone:
+                    await producer.send_and_wait("alone", b"refused")
+                assert alone.value.code == ErrorCode.NOT_ENOUGH_REPLICAS
+            async with open_producer(bootstrap_servers=bs, acks=1) as producer:
+                assert (await producer.send_and_wait("alone", b"one")).offset == 0
             await until(lambda: all_in_sync(cluster, "strict", 3), "the ISR is full")
             leader = states(cluster, "strict")[0].leader
             follower = next(n for n in (1, 2, 3) if n != leader)
@@ -298,6 +332,12 @@ def test_group_coordinator_is_the_leader_of_the_groups_offsets_partition(zk: str
 
 
 def test_topic_changes_reach_every_broker(zk: str) -> None:
+    """CreatePartitions' ``timeout_ms`` is "The time in ms to wait for the
+    partitions to be created" (CreatePartitionsRequest.json): the controller
+    answers once its metadata has the new partitions with their leaders, so the
+    admin's next ``list_topics``/``describe_topics`` (asked of the controller)
+    shows the new count; the other brokers learn of it from ZooKeeper too."""
+
     async def test() -> None:
         async with serve_cluster(3, zookeeper_connect=zk) as cluster:
             bs = cluster.bootstrap_servers
@@ -310,6 +350,16 @@ def test_topic_changes_reach_every_broker(zk: str) -> None:
                     await admin.create_topics([NewTopic("grow", 2, 2)])
                 assert exists.value.code == ErrorCode.TOPIC_ALREADY_EXISTS
                 await admin.create_partitions({"grow": 5})
+                assert (await admin.list_topics())["grow"] == 5
+                described = (await admin.describe_topics(["grow"]))["grow"]
+                assert [p.partition for p in described.partitions] == [0, 1, 2, 3, 4]
+                assert all(p.leader >= 0 for p in described.partitions)
+                controller = controller_of(cluster)
+                image = cluster.node(controller).broker.cluster.image
+                assert image.topics["grow"].num_partitions == 5
+                # validate_only changes nothing (and is answered without waiting for it).
+                await admin.create_partitions({"grow": 7}, validate_only=True)
+                assert (await admin.list_topics())["grow"] == 5
                 await until(lambda: len(states(cluster, "grow")) == 5, "5 partitions have states")
                 for node in cluster.node_ids:
                     info = cluster.node(node).broker.logs.topic("grow")
@@ -874,6 +924,12 @@ def test_share_groups_are_refused_in_cluster_mode_until_they_are_cluster_aware(z
 
 
 def test_metrics_describe_leaders_the_controller_and_under_replication(zk: str) -> None:
+    """Also the ISR counters, Kafka's ops.html: IsrShrinksPerSec, "If a broker goes
+    down, ISR for some of the partitions will shrink. When that broker is up
+    again, ISR will be expanded once the replicas are fully caught up"
+    (IsrExpandsPerSec). The controller removes the stopped broker from the ISRs;
+    each partition's leader counts the shrink (a partition the stopped broker
+    led gets a new leader, which counts nothing), and the expand when it is back."""
     from prometheus_client.parser import text_string_to_metric_families
 
     def gauges(cluster: LocalCluster, node: int) -> dict[str, float]:
@@ -905,6 +961,10 @@ def test_metrics_describe_leaders_the_controller_and_under_replication(zk: str) 
                 g["kafka_server_replicamanager_underreplicatedpartitions"] == 0
                 for g in seen.values()
             )
+            shrinks = "kafka_server_replicamanager_isrshrinks_total"
+            expands = "kafka_server_replicamanager_isrexpands_total"
+            assert all(g[shrinks] == 0 and g[expands] == 0 for g in seen.values())
+            kept = sum(1 for s in states(cluster, "metered").values() if s.leader != 3)
             await cluster.stop_node(3)
             live = [n for n in cluster.node_ids if n != 3]
             await until(
@@ -919,5 +979,16 @@ def test_metrics_describe_leaders_the_controller_and_under_replication(zk: str) 
             )
             under_min = "kafka_server_replicamanager_underminisrpartitioncount"
             assert sum(gauges(cluster, n)[under_min] for n in live) == 6
+            assert kept > 0
+            assert sum(gauges(cluster, n)[shrinks] for n in live) == kept
+            assert sum(gauges(cluster, n)[expands] for n in live) == 0
+            await cluster.start_node(3)
+            await until(lambda: all_in_sync(cluster, "metered", 3), "node 3 is back in the ISRs")
+            # Every partition is led by 1 or 2 now, and each counted node 3's return.
+            await until(
+                lambda: sum(gauges(cluster, n)[expands] for n in live) == 6,
+                "each leader counts its ISR's expand",
+            )
+            assert sum(gauges(cluster, n)[shrinks] for n in live) == kept
 
     run(test)

@@ -141,3 +141,47 @@ def test_admin_client(running: Any, topic_name: str) -> None:
 
     admin.delete_topics([topic_name])[topic_name].result(10)
     assert topic_name not in admin.list_topics(timeout=10).topics
+
+
+def test_acks_all_below_min_insync_replicas_fails_with_not_enough_replicas(
+    running: Any, topic_name: str
+) -> None:
+    """Kafka's topic config ``min.insync.replicas``: "When a producer sets acks to
+    "all" (or "-1"), min.insync.replicas specifies the minimum number of replicas
+    that must acknowledge a write for the write to be considered successful. If
+    this minimum cannot be met, then the producer will raise an exception (either
+    NotEnoughReplicas or NotEnoughReplicasAfterAppend)". An RF 1 topic with
+    ``min.insync.replicas=2``: librdkafka's acks=all delivery fails with
+    NOT_ENOUGH_REPLICAS, acks=1 is delivered, and only that record is in the log."""
+    from confluent_kafka import KafkaError
+
+    servers = running.bootstrap_servers
+    admin = AdminClient({"bootstrap.servers": servers})
+    admin.create_topics([NewTopic(topic_name, 1, 1, config={"min.insync.replicas": "2"})])[
+        topic_name
+    ].result(10)
+    errors: list[Any] = []
+    strict = Producer(
+        {"bootstrap.servers": servers, "acks": "all", "retries": 0, "enable.idempotence": False}
+    )
+    strict.produce(topic_name, b"refused", on_delivery=lambda err, msg: errors.append(err))
+    assert strict.flush(30) == 0
+    assert [e.code() for e in errors] == [KafkaError.NOT_ENOUGH_REPLICAS]
+    assert not errors[0].fatal()
+    delivered = produce_all(servers, topic_name, [b"accepted"], acks=1)
+    assert [m.offset() for m in delivered] == [0]  # the refused record took no offset
+    consumer = Consumer(
+        {
+            "bootstrap.servers": servers,
+            "group.id": f"{topic_name}-g",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
+    try:
+        consumer.subscribe([topic_name])
+        got = consume(consumer, 1)
+    finally:
+        consumer.close()
+    assert [m.value() for m in got] == [b"accepted"]
+    assert running.broker.logs.partition(topic_name, 0).log_end_offset == 1

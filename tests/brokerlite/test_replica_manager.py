@@ -441,7 +441,7 @@ def test_follower_reaching_the_high_watermark_asks_to_join_the_isr(make_node: Ma
     (write,) = node.rm.isr_writes
     assert write == IsrWrite(TOPIC, 0, PartitionState(1, 2, (1, 2, 3), 3), 7, write.reason)
     assert "3" in write.reason
-    assert node.rm.isr_expands == 1
+    assert node.rm.isr_expands == 0  # asked for, not made yet
     # One pending write per partition.
     node.fetch(3, 4, T0 + 1)
     assert len(node.rm.isr_writes) == 1
@@ -453,6 +453,7 @@ def test_follower_reaching_the_high_watermark_asks_to_join_the_isr(make_node: Ma
     node.apply(assignment((1, 2, 3)), {0: st(1, 2, (1, 2, 3), version=8, ce=3)})
     assert node.replica().isr == (1, 2, 3)
     assert node.replica().isr_write_pending is False
+    assert node.rm.isr_expands == 1 and node.rm.isr_shrinks == 0
     node.produce(1)
     node.fetch(2, 5)
     assert node.log().high_watermark == 4  # 3 is in the ISR now and holds it back
@@ -516,10 +517,12 @@ def test_follower_not_caught_up_for_the_lag_time_is_shrunk(make_node: MakeNode) 
     assert write.state == PartitionState(1, 0, (1, 2), 1)
     assert write.expected_version == 6
     assert "[3]" in write.reason
-    assert node.rm.isr_shrinks == 1
     node.rm.tick(T0 + 5 * LAG)  # pending: nothing more
     assert len(node.rm.isr_writes) == 1
-    assert node.rm.isr_shrinks == 1
+    # Counted when the write is made, not when asked for (it may fail).
+    assert node.rm.isr_shrinks == 0
+    node.rm.isr_write_failed(TOPIC, 0)
+    assert node.rm.isr_shrinks == 0
 
 
 def test_follower_at_the_log_end_is_not_shrunk_however_long_idle(make_node: MakeNode) -> None:
@@ -593,7 +596,36 @@ def test_shrink_lands_and_a_later_shrink_uses_the_new_version(make_node: MakeNod
     (second,) = node.rm.take_isr_writes()
     assert second.state.isr == (1,)
     assert second.expected_version == 2
-    assert node.rm.isr_shrinks == 2
+    assert node.rm.isr_shrinks == 1  # the second is not made yet
+    node.apply(assignment((1, 2, 3)), {0: st(1, 0, (1,), version=3)}, now_ms=T0 + 5000 + LAG + 2)
+    assert node.rm.isr_shrinks == 2 and node.rm.isr_expands == 0
+
+
+def test_isr_changes_the_controller_makes_count_on_the_leader(make_node: MakeNode) -> None:
+    """Kafka's ops.html, IsrShrinksPerSec: "If a broker goes down, ISR for some of
+    the partitions will shrink. When that broker is up again, ISR will be
+    expanded once the replicas are fully caught up" (IsrExpandsPerSec). The
+    controller removes a stopped broker from the ISR with a new leader epoch;
+    the leader counts the shrink. A follower does not count, nor does a broker
+    that becomes leader with the new state."""
+    leader, follower = make_node(1), make_node(2)
+    for node in (leader, follower):
+        node.apply(assignment((1, 2, 3)), {0: st(1, 0, (1, 2, 3), version=1)})
+    # The controller: broker 3 stopped.
+    for node in (leader, follower):
+        node.apply(assignment((1, 2, 3)), {0: st(1, 1, (1, 2), version=2)})
+    assert (leader.rm.isr_shrinks, leader.rm.isr_expands) == (1, 0)
+    assert (follower.rm.isr_shrinks, follower.rm.isr_expands) == (0, 0)
+    # Broker 1 stops too: 2 is elected from the ISR, which loses 1.
+    follower.apply(assignment((1, 2, 3)), {0: st(2, 2, (2,), version=3)})
+    assert (follower.rm.isr_shrinks, follower.rm.isr_expands) == (0, 0)
+    # Broker 3 is back and caught up: the new leader's expand is made and counted.
+    follower.rm.truncated(TOPIC, 0, 0)
+    follower.fetch(3, 0)
+    (write,) = follower.rm.take_isr_writes()
+    assert write.state.isr == (2, 3)
+    follower.apply(assignment((1, 2, 3)), {0: st(2, 2, (2, 3), version=4)})
+    assert (follower.rm.isr_shrinks, follower.rm.isr_expands) == (0, 1)
 
 
 def test_under_replicated(make_node: MakeNode) -> None:

@@ -439,6 +439,45 @@ def test_produce_acks(core: Any, make_batch: Any) -> None:
     assert isinstance(outcome, Close) and "UNKNOWN_TOPIC_OR_PARTITION" in outcome.reason
 
 
+def test_acks_all_below_min_insync_replicas_is_refused_and_not_written(
+    core: Any, make_batch: Any
+) -> None:
+    """Kafka's topic config ``min.insync.replicas``: "When a producer sets acks to
+    "all" (or "-1"), min.insync.replicas specifies the minimum number of replicas
+    that must acknowledge a write for the write to be considered successful. If
+    this minimum cannot be met, then the producer will raise an exception (either
+    NotEnoughReplicas or NotEnoughReplicasAfterAppend)"; design.html ("Availability
+    and Durability Guarantees"): the minimum ISR size "only takes effect if the
+    producer uses acks=all". errors.json: 19 NOT_ENOUGH_REPLICAS, "Messages are
+    rejected since there are fewer in-sync replicas than required."
+
+    One node holds the only replica (RF 1), so the ISR is 1 < 2."""
+    create(core, "strict", **{"min.insync.replicas": "2"})
+    refused = core.call(0, 9, produce_request("strict", make_batch([b"no"]), acks=-1))
+    answer = refused.responses[0].partition_responses[0]
+    assert answer.error_code == ErrorCode.NOT_ENOUGH_REPLICAS == 19
+    assert answer.base_offset == -1
+    assert "min.insync.replicas" in answer.error_message
+    # Nothing was appended: the log is empty, and a fetch reads no records.
+    assert core.broker.logs.partition("strict", 0).log_end_offset == 0
+    fetched = core.call(1, 12, fetch_request("strict")).responses[0].partitions[0]
+    assert fetched.error_code == ErrorCode.NONE
+    assert fetched.high_watermark == 0 and values_of(fetched.records) == []
+    # acks=1 (and acks=0) need the leader only.
+    accepted = core.call(0, 9, produce_request("strict", make_batch([b"yes"]), acks=1))
+    assert accepted.responses[0].partition_responses[0].error_code == ErrorCode.NONE
+    assert accepted.responses[0].partition_responses[0].base_offset == 0
+    assert isinstance(
+        core.send(0, 9, produce_request("strict", make_batch([b"too"]), acks=0)), NoResponse
+    )
+    again = core.call(1, 12, fetch_request("strict")).responses[0].partitions[0]
+    assert values_of(again.records) == [b"yes", b"too"]
+    # A topic without the override (min.insync.replicas 1) takes acks=all.
+    create(core, "lenient")
+    fine = core.call(0, 9, produce_request("lenient", make_batch([b"ok"]), acks=-1))
+    assert fine.responses[0].partition_responses[0].error_code == ErrorCode.NONE
+
+
 def test_transactional_produce_needs_the_transaction(core: Any) -> None:
     create(core, "t")
     batch = encode_batch(

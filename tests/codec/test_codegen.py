@@ -20,7 +20,7 @@ import pytest
 from trafka.tools import codegen
 
 REPO = Path(__file__).resolve().parents[2]
-SPECS = REPO.parent / "shared" / "kafka-protocol"
+SPECS = REPO / "codec" / "specs" / "kafka-protocol"
 MESSAGES = REPO / "codec" / "messages"
 GENERATED = [*sorted(MESSAGES.glob("*.py")), REPO / "codec" / "_error_codes.py"]
 
@@ -126,7 +126,7 @@ def test_generation_is_deterministic() -> None:
 
 # -- the versions Kafka 4.0 removed (issue #37) -------------------------------------------
 
-OLD_SPECS = REPO.parent / "shared" / "kafka-protocol-3.9"
+OLD_SPECS = REPO / "codec" / "specs" / "kafka-protocol-3.9"
 
 
 def _trimmed(spec: dict[str, Any], low: int) -> dict[str, Any]:

@@ -37,10 +37,10 @@ from trafka.codec.messages import API_MODULES, consumer_protocol, headers
 from trafka.codec.protocol import api
 
 REPO = Path(__file__).resolve().parents[2]
-SPECS = REPO.parent / "shared" / "kafka-protocol"
+SPECS = REPO / "codec" / "specs" / "kafka-protocol"
 MESSAGE_DIR = SPECS / "message"
-OVERRIDE_DIR = REPO / "tools" / "spec_overrides"
-ADDITION_DIR = REPO / "tools" / "spec_additions"
+OVERRIDE_DIR = REPO / "codec" / "specs" / "overrides"
+ADDITION_DIR = REPO / "codec" / "specs" / "additions"
 CODEC_DIR = REPO / "codec"
 
 # -- an independent reader of the specs ------------------------------------------------

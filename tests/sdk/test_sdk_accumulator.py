@@ -168,6 +168,41 @@ def test_delivery_timeout() -> None:
     assert isinstance(h2.exception(), DeliveryTimeoutError)
 
 
+def test_a_delivery_timeout_names_the_error_the_batch_was_retried_after() -> None:
+    """A retriable refusal retried until ``delivery.timeout.ms`` (Kafka's topic config
+    ``min.insync.replicas``: with acks=all below it "the producer will raise an
+    exception (either NotEnoughReplicas or NotEnoughReplicasAfterAppend)") fails
+    as a timeout that still names it: ``last_error``, ``__cause__`` and the text.
+    Every retry is reported to ``on_retry`` as it happens."""
+    a = acc(linger=0.0, delivery_timeout=5.0, retry_backoff=0.5)
+    retried: list[tuple[int, str]] = []
+    a.on_retry = lambda b, exc: retried.append((b.attempts, str(exc)))
+    h = a.append("t", 0, 0, None, b"x", (), now=0.0)
+    refusal = KafkaError(ErrorCode.NOT_ENOUGH_REPLICAS, "t-0: too few in-sync replicas")
+    (b,) = a.drain(0.0, 1, leader)
+    assert a.retry_or_fail(b, refusal, now=0.1)
+    assert retried == [(1, str(refusal))]
+    # Expired while waiting out its backoff, not in flight.
+    assert len(a.expire(5.0)) == 1
+    error = h.exception()
+    assert isinstance(error, DeliveryTimeoutError)
+    assert error.code == ErrorCode.REQUEST_TIMED_OUT
+    assert error.last_error is refusal and error.__cause__ is refusal
+    assert "NOT_ENOUGH_REPLICAS" in str(error) and "t-0" in str(error)
+    # Expired when its answer came back: the answer's error is the last one.
+    h2 = a.append("t", 0, 0, None, b"x", (), now=10.0)
+    (b2,) = a.drain(10.0, 1, leader)
+    assert not a.retry_or_fail(b2, refusal, now=15.0)
+    error2 = h2.exception()
+    assert isinstance(error2, DeliveryTimeoutError) and error2.last_error is refusal
+    # Never sent (no leader): nothing to name.
+    h3 = a.append("t", 9, 0, None, b"x", (), now=20.0)
+    a.expire(25.0)
+    error3 = h3.exception()
+    assert isinstance(error3, DeliveryTimeoutError) and error3.last_error is None
+    assert error3.__cause__ is None and "unsent" in str(error3)
+
+
 def test_idempotent_sequences_and_in_flight() -> None:
     a = acc(linger=0.0, batch_size=70, idempotent=True, max_in_flight=5)
     a.producer_id, a.producer_epoch = 77, 3

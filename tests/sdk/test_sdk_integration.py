@@ -6,6 +6,7 @@ run on trio and on asyncio against the same broker.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -19,7 +20,7 @@ from trafka.brokerlite import RunningBroker
 from trafka.codec import ErrorCode, KafkaError
 from trafka.sdk.admin import NewTopic, open_admin
 from trafka.sdk.consumer import TopicPartition, open_consumer
-from trafka.sdk.errors import UsageError
+from trafka.sdk.errors import DeliveryTimeoutError, UsageError
 from trafka.sdk.partitioners import murmur2_partition
 from trafka.sdk.producer import open_producer
 
@@ -293,6 +294,59 @@ async def test_group_rebalance_two_members(broker: RunningBroker, strategy: str)
     assert len(a_revoked[0]) == (2 if strategy == "cooperative-sticky" else 4)
 
 
+async def _settle(consumers: list[Any], sizes: list[int], everything: set[TopicPartition]) -> None:
+    """Poll every consumer until their assignments have these sizes and together
+    cover ``everything`` once (the caller's deadline bounds the wait)."""
+    while True:
+        got = [c.assignment() for c in consumers]
+        if [len(g) for g in got] == sizes and set().union(*got) == everything:
+            return
+        for c in consumers:
+            await c.getmany(timeout_ms=20)
+
+
+async def test_sticky_group_keeps_partitions_through_joins_and_a_leave(
+    broker: RunningBroker,
+) -> None:
+    """Issue #45 item 5, against brokerlite with real trafka members of an eager
+    ``sticky`` group. Java's StickyAssignor javadoc: "topic partitions stay with their
+    previously assigned consumers as much as possible" (after balance), and its first
+    example: when a consumer is removed, the survivors keep all they had. The eager
+    protocol revokes everything before each JoinGroup, so this only holds if each
+    member's user data tells the leader what it held.
+    """
+    bs = broker.bootstrap_servers
+    topic = fresh("sticky")
+    everything = {TopicPartition(topic, i) for i in range(6)}
+    common = dict(
+        bootstrap_servers=bs,
+        group_id=fresh("g"),
+        partition_assignment_strategy=["sticky"],
+        heartbeat_interval_ms=100,
+        session_timeout_ms=6000,
+        auto_offset_reset="earliest",
+    )
+    with anyio.fail_after(60):
+        await _create(bs, topic, 6)
+        async with open_consumer(**common) as a:  # type: ignore[arg-type]
+            a.subscribe([topic])
+            await _settle([a], [6], everything)
+            async with open_consumer(**common) as b:  # type: ignore[arg-type]
+                b.subscribe([topic])
+                await _settle([a, b], [3, 3], everything)
+                # b's three came from a; a kept the other three (the fewest moves).
+                a_two, b_two = a.assignment(), b.assignment()
+                async with open_consumer(**common) as c:  # type: ignore[arg-type]
+                    c.subscribe([topic])
+                    await _settle([a, b, c], [2, 2, 2], everything)
+                    a_three, b_three = a.assignment(), b.assignment()
+                    # c joined: a and b each gave up one partition and kept two.
+                    assert a_three <= a_two and b_three <= b_two
+                # c left: a and b keep what they had and share c's two.
+                await _settle([a, b], [3, 3], everything)
+                assert a.assignment() >= a_three and b.assignment() >= b_three
+
+
 async def test_static_membership(broker: RunningBroker) -> None:
     bs = broker.bootstrap_servers
     topic = fresh("static")
@@ -318,6 +372,28 @@ async def test_pattern_subscription(broker: RunningBroker) -> None:
         async with open_consumer(
             bootstrap_servers=bs, group_id=fresh("g"), heartbeat_interval_ms=100
         ) as c:
+            c.subscribe(pattern=f"{prefix}-.*")
+            while len(c.assignment()) != 2:
+                await c.getmany(timeout_ms=50)
+            assert {tp.topic for tp in c.assignment()} == {f"{prefix}-a", f"{prefix}-b"}
+
+
+async def test_pattern_subscription_after_metadata(broker: RunningBroker) -> None:
+    """Issue #45 item 12: a pattern subscribed to once the consumer already has
+    metadata (here asked for first; in the flaky run, a response to a request that
+    went out without the pattern). The subscription used to be matched against that
+    response, which lists none of the pattern's topics, and no refresh was due until
+    metadata.max.age.ms (5 minutes): the member joined with no topics and got nothing.
+    """
+    bs = broker.bootstrap_servers
+    prefix = fresh("pat")
+    with anyio.fail_after(30):
+        await _create(bs, f"{prefix}-a", 1)
+        await _create(bs, f"{prefix}-b", 1)
+        async with open_consumer(
+            bootstrap_servers=bs, group_id=fresh("g"), heartbeat_interval_ms=100
+        ) as c:
+            await c.cluster.refresh_metadata()
             c.subscribe(pattern=f"{prefix}-.*")
             while len(c.assignment()) != 2:
                 await c.getmany(timeout_ms=50)
@@ -446,6 +522,48 @@ async def test_a_tight_send_loop_keeps_one_request_in_flight(
             await p.flush()
             metas = [await r for r in (first, second, third, fourth)]
         assert [m.offset for m in metas] == sorted(m.offset for m in metas)
+
+
+async def test_acks_all_below_min_insync_replicas_names_not_enough_replicas(
+    broker: RunningBroker, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Kafka's topic config ``min.insync.replicas``: "When a producer sets acks to
+    "all" (or "-1"), min.insync.replicas specifies the minimum number of replicas
+    that must acknowledge a write for the write to be considered successful. If
+    this minimum cannot be met, then the producer will raise an exception (either
+    NotEnoughReplicas or NotEnoughReplicasAfterAppend)". NOT_ENOUGH_REPLICAS is
+    retriable (errors.json), so with retries the producer retries it until
+    ``delivery.timeout.ms``: it says so as it retries, and the timeout it finally
+    fails with carries the refusal. acks=1 is not affected."""
+    bs = broker.bootstrap_servers
+    topic = fresh("min-isr")
+    with anyio.fail_after(30):
+        async with open_admin(bootstrap_servers=bs) as admin:
+            await admin.create_topics([NewTopic(topic, 1, 1, {"min.insync.replicas": "2"})])
+        async with open_producer(bootstrap_servers=bs, acks="all", retries=0) as p:
+            with pytest.raises(KafkaError) as at_once:
+                await p.send_and_wait(topic, b"refused")
+        assert at_once.value.code == ErrorCode.NOT_ENOUGH_REPLICAS
+        caplog.set_level(logging.WARNING, logger="trafka.sdk.producer")
+        async with open_producer(
+            bootstrap_servers=bs,
+            acks="all",
+            linger_ms=0,
+            request_timeout_ms=1000,
+            delivery_timeout_ms=2000,
+        ) as p:
+            with pytest.raises(DeliveryTimeoutError) as timed_out:
+                await p.send_and_wait(topic, b"retried")
+        last = timed_out.value.last_error
+        assert isinstance(last, KafkaError) and last.code == ErrorCode.NOT_ENOUGH_REPLICAS
+        assert "NOT_ENOUGH_REPLICAS" in str(timed_out.value)
+        told = [r.getMessage() for r in caplog.records if r.name == "trafka.sdk.producer"]
+        assert any(f"{topic}-0" in m and "NOT_ENOUGH_REPLICAS" in m for m in told), told
+        async with open_producer(bootstrap_servers=bs, acks=1) as p:
+            meta = await p.send_and_wait(topic, b"accepted")
+        assert meta.offset == 0  # neither refused record was written
+        records = await _consume_all(bs, [TopicPartition(topic, 0)], 1)
+    assert [r.value for r in records] == [b"accepted"]  # type: ignore[attr-defined]
 
 
 async def test_batches_over_max_message_bytes_are_split(broker: RunningBroker) -> None:

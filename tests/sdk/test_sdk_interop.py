@@ -188,3 +188,83 @@ def test_trafka_to_confluent_consumer_group(broker: RunningBroker) -> None:
     finally:
         consumer.close()
     assert got == parts
+
+
+@pytest.mark.timeout(120)
+def test_sticky_group_with_a_kafka_python_member(broker: RunningBroker) -> None:
+    """Issue #45 item 5, with a kafka-python member in an eager "sticky" group led by
+    trafka: kafka-python's StickyPartitionAssignor reports its previous assignment in
+    its subscription's user data (Java's struct behind a version number), and the
+    trafka leader reads it, so when another member joins the kafka-python member keeps
+    two of its three partitions (the javadoc: "topic partitions stay with their
+    previously assigned consumers as much as possible").
+    """
+    import threading
+
+    from kafka import KafkaConsumer
+    from kafka.coordinator.assignors.sticky.sticky_assignor import StickyPartitionAssignor
+
+    bs = broker.bootstrap_servers
+    topic = fresh("stk")
+    group = fresh("stkg")
+    create_topic(bs, topic)
+    everything = {TopicPartition(topic, p) for p in range(PARTITIONS)}
+    theirs: list[set[TopicPartition]] = [set()]
+    stop = threading.Event()
+    join = threading.Event()
+
+    def kafka_python_member() -> None:
+        consumer = KafkaConsumer(
+            bootstrap_servers=bs,
+            group_id=group,
+            partition_assignment_strategy=[StickyPartitionAssignor],
+            heartbeat_interval_ms=100,
+            session_timeout_ms=6000,
+            enable_auto_commit=False,
+        )
+        try:
+            join.wait()
+            consumer.subscribe([topic])
+            while not stop.is_set():
+                consumer.poll(timeout_ms=50)
+                theirs[0] = {TopicPartition(tp.topic, tp.partition) for tp in consumer.assignment()}
+        finally:
+            consumer.close()
+
+    async def main() -> tuple[set[TopicPartition], ...]:
+        common: dict[str, Any] = dict(
+            bootstrap_servers=bs,
+            group_id=group,
+            partition_assignment_strategy=["sticky"],
+            heartbeat_interval_ms=100,
+            session_timeout_ms=6000,
+        )
+
+        async def settle(ours: list[Any], sizes: list[int]) -> None:
+            while True:
+                got = [c.assignment() for c in ours] + [theirs[0]]
+                if [len(g) for g in got] == sizes and set().union(*got) == everything:
+                    return
+                for c in ours:
+                    await c.getmany(timeout_ms=20)
+
+        with anyio.fail_after(90):
+            async with open_consumer(topic, **common) as a:  # the first member: the leader
+                await settle([a], [6, 0])
+                join.set()
+                await settle([a], [3, 3])
+                a_before, k_before = a.assignment(), set(theirs[0])
+                async with open_consumer(topic, **common) as b:
+                    await settle([a, b], [2, 2, 2])
+                    return a_before, k_before, a.assignment(), set(theirs[0])
+
+    worker = threading.Thread(target=kafka_python_member)
+    worker.start()
+    try:
+        a_before, k_before, a_after, k_after = anyio.run(main)
+    finally:
+        join.set()
+        stop.set()
+        worker.join(30)
+    assert a_after <= a_before
+    assert k_after <= k_before

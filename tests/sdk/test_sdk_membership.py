@@ -17,6 +17,11 @@ from typing import Any
 import pytest
 
 from trafka.codec import ErrorCode, RequestHeader, decode_request, encode_request
+from trafka.codec.assignor_data import (
+    StickyUserData,
+    decode_cooperative_sticky_user_data,
+    decode_sticky_user_data,
+)
 from trafka.codec.messages import k08_offset_commit as oc
 from trafka.codec.messages import k10_find_coordinator as fc
 from trafka.codec.messages import k11_join_group as jg
@@ -340,6 +345,82 @@ def test_eager_rebalance_revokes_everything_before_joining() -> None:
         sorted(decode_subscription("m", h.body(h.take(Kind.JOIN)).protocols[0].metadata).owned)
         == []
     )
+
+
+def test_sticky_user_data_carries_the_last_assignment_across_revocation_and_loss() -> None:
+    """Issue #45 item 5. The eager protocol revokes everything before JoinGroup, so
+    the owned partitions are empty; as Java's StickyAssignor does, the "sticky"
+    protocol's user data reports the last assignment and its generation instead
+    (other protocols get their own metadata without it), and a leader running the
+    sticky assignor keeps those partitions with this member. The history outlives a
+    lost membership (a stale generation, which loses any conflicting claim)."""
+    h = Harness(assignors=("sticky", "range"))
+    stable(h, T4, generation=3)
+    h.heartbeat(ErrorCode.REBALANCE_IN_PROGRESS)
+    h.step()
+    assert h.pop_events() == [Revoke(T4)]
+    h.m.revoke_done(h.now)
+    h.step()
+    join = h.take(Kind.JOIN)
+    protocols = {p.name: p.metadata for p in h.body(join).protocols}
+    assert list(protocols) == ["sticky", "range"]
+    sticky = decode_subscription("m1", protocols["sticky"])
+    assert sticky.owned == () and sticky.generation == 3
+    assert decode_sticky_user_data(sticky.user_data) == StickyUserData(tuple(sorted(T4)), 3)
+    assert decode_subscription("m1", protocols["range"]).user_data is None
+    # As the leader, with a newcomer: this member keeps two of its own four.
+    newcomer = encode_subscription(["t"], user_data=None)
+    h.answer(
+        join,
+        jg.JoinGroupResponse(
+            generation_id=4,
+            protocol_name="sticky",
+            leader="m1",
+            member_id="m1",
+            members=[
+                jg.JoinGroupResponse.JoinGroupResponseMember(
+                    member_id="m1", metadata=protocols["sticky"]
+                ),
+                jg.JoinGroupResponse.JoinGroupResponseMember(member_id="m2", metadata=newcomer),
+            ],
+        ),
+    )
+    h.step()
+    assert h.pop_events() == [NeedMetadata(frozenset({"t"}))]
+    h.m.assignment_metadata({"t": 4}, h.now)
+    h.step()
+    sync = h.take(Kind.SYNC)
+    plan = {a.member_id: decode_assignment(a.assignment) for a in h.body(sync).assignments}
+    assert len(plan["m1"]) == 2 and len(plan["m2"]) == 2
+    h.answer(sync, sg.SyncGroupResponse(assignment=encode_assignment(plan["m1"])))
+    h.step()
+    assert h.pop_events() == [Assign(frozenset(plan["m1"]))]
+    # The membership is lost: the partitions go, the history stays (generation 4).
+    h.heartbeat(ErrorCode.UNKNOWN_MEMBER_ID)
+    h.step()
+    assert h.pop_events() == [Lose(frozenset(plan["m1"]))]
+    body = h.body(h.take(Kind.JOIN))
+    sticky = decode_subscription("", body.protocols[0].metadata)
+    assert sticky.generation == -1 and sticky.owned == ()
+    assert decode_sticky_user_data(sticky.user_data) == StickyUserData(tuple(sorted(plan["m1"])), 4)
+
+
+def test_cooperative_sticky_user_data_is_the_generation() -> None:
+    """CooperativeStickyAssignor's user data is the generation of the last
+    assignment (for leaders reading subscriptions older than version 2)."""
+    h = Harness(assignors=("cooperative-sticky",))
+    h.m.set_subscription(["t"], {"t": 4})
+    h.find()
+    h.step()
+    first = decode_subscription("", h.body(h.take(Kind.JOIN)).protocols[0].metadata)
+    assert decode_cooperative_sticky_user_data(first.user_data) == -1
+    h.m = Membership(h.m.config, h.now)  # afresh, to join as a follower at generation 6
+    stable(h, T4, generation=6)
+    h.heartbeat(ErrorCode.REBALANCE_IN_PROGRESS)
+    h.step()
+    sub = decode_subscription("m1", h.body(h.take(Kind.JOIN)).protocols[0].metadata)
+    assert sub.generation == 6 and set(sub.owned) == T4
+    assert decode_cooperative_sticky_user_data(sub.user_data) == 6
 
 
 def test_unknown_member_loses_partitions_and_rejoins_afresh() -> None:

@@ -136,6 +136,48 @@ def test_topic_added_while_request_in_flight_stays_due() -> None:
     assert not m.needs_update(0.15)
 
 
+def test_wanting_every_topic_makes_a_refresh_due() -> None:
+    """Issue #45 item 12: a pattern subscription made after a response was applied
+    must not wait for metadata.max.age.ms to see the topics it matches."""
+    m = MetadataCache(max_age=300.0, backoff=0.1)
+    m.attempt_started(0.0)
+    m.build_request(12)  # a client's first request, before any subscription
+    m.update(_resp({}), 0.05)
+    assert not m.needs_update(1.0) and m.all_topics_version == 0
+    m.track_all_topics(True)
+    assert m.needs_update(1.0) and m.next_update_at(1.0) == 1.0
+    m.attempt_started(1.0)
+    assert m.build_request(12).topics is None
+    m.update(_resp({"p-a": [(1, 0)], "p-b": [(1, 0)]}), 1.05)
+    assert not m.needs_update(1.05)
+    assert m.all_topics_version == m.version and set(m.topics) == {"p-a", "p-b"}
+
+
+def test_every_topic_wanted_while_a_narrower_request_is_in_flight() -> None:
+    """A response to a request built before every topic was wanted lists only some
+    topics: it drops none of the others, does not count as listing them all, and
+    leaves a refresh due."""
+    m = MetadataCache(max_age=300.0, backoff=0.1)
+    m.track_all_topics(True)
+    m.attempt_started(0.0)
+    m.build_request(12)
+    m.update(_resp({"a": [(1, 0)], "b": [(1, 0)]}), 0.05)
+    listed = m.all_topics_version
+    m.track_all_topics(False)
+    m.add_topics(["a"])
+    m.attempt_started(1.0)
+    m.build_request(12)  # ... for ["a"] only, and then a pattern again
+    m.track_all_topics(True)
+    m.update(_resp({"a": [(1, 0)]}), 1.05)
+    assert set(m.topics) == {"a", "b"}
+    assert m.all_topics_version == listed and m.needs_update(1.05)
+    m.attempt_started(1.1)
+    m.build_request(12)
+    m.update(_resp({"a": [(1, 0)]}), 1.15)  # every topic: b is gone
+    assert set(m.topics) == {"a"} and m.all_topics_version == m.version
+    assert not m.needs_update(1.15)
+
+
 def test_auto_create_follows_the_setting() -> None:
     assert MetadataCache().build_request(12).allow_auto_topic_creation is True
     m = MetadataCache(auto_create=False)

@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import itertools
 import json
+import queue
 import socket
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -410,3 +413,50 @@ def test_entry_point_pipes(broker: RunningBroker) -> None:
         err = proc.stderr.read()
         assert proc.wait(timeout=60) == 0, err
     assert b"Traceback" not in err
+
+
+def test_produce_names_a_retried_refusal_while_it_retries_and_fails_with_it(
+    broker: RunningBroker,
+) -> None:
+    """Kafka's topic config ``min.insync.replicas``: "When a producer sets acks to
+    "all" (or "-1"), min.insync.replicas specifies the minimum number of replicas
+    that must acknowledge a write for the write to be considered successful. If
+    this minimum cannot be met, then the producer will raise an exception (either
+    NotEnoughReplicas or NotEnoughReplicasAfterAppend)". NOT_ENOUGH_REPLICAS is
+    retriable (errors.json), so ``produce -a all`` retries it until
+    ``delivery.timeout.ms`` (120 s by default); as kcat does, it names the error
+    on stderr while it retries, and the failure it exits 1 with names it too."""
+    topic = fresh("min-isr")
+    run(broker, "topics", "create", topic, "-c", "min.insync.replicas=2")
+    cli = [sys.executable, "-m", "trafka.tools.cli", "produce", topic, "-a", "all"]
+    bs = ["-b", broker.bootstrap_servers]
+    lines: queue.Queue[bytes] = queue.Queue()
+    # The default delivery.timeout.ms: the producer is still retrying when it names
+    # the refusal (the deadline only bounds the test, well within that timeout).
+    with subprocess.Popen(
+        [*cli, *bs], stdin=subprocess.PIPE, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL
+    ) as proc:
+        assert proc.stdin is not None and proc.stderr is not None
+        proc.stdin.write(b"refused\n")
+        proc.stdin.close()
+        stderr = proc.stderr
+        threading.Thread(target=lambda: [lines.put(x) for x in stderr], daemon=True).start()
+        deadline = time.monotonic() + 30
+        told: list[bytes] = []
+        try:
+            while not any(b"NOT_ENOUGH_REPLICAS" in line for line in told):
+                try:
+                    told.append(lines.get(timeout=max(deadline - time.monotonic(), 0.001)))
+                except queue.Empty:
+                    pytest.fail(f"NOT_ENOUGH_REPLICAS not named while retrying: {told}")
+            assert proc.poll() is None, told  # still retrying, not failed yet
+        finally:
+            proc.terminate()
+    assert told[-1].startswith(b"warning: ") and f"{topic}-0".encode() in told[-1], told
+    # Run to the end (a short delivery.timeout.ms): exit 1, the last error named.
+    short = ["-X", "delivery.timeout.ms=2000", "-X", "request.timeout.ms=1000"]
+    done = subprocess.run([*cli, *bs, *short], input=b"refused\n", capture_output=True, timeout=60)
+    assert done.returncode == 1, done.stderr
+    assert b"last error: [NOT_ENOUGH_REPLICAS (19)]" in done.stderr, done.stderr
+    assert b"0 of 1 messages delivered" in done.stderr
+    assert run(broker, "consume", topic, "-e", "-q").stdout == ""  # nothing was written
