@@ -2,8 +2,9 @@
 
 Rules:
 
-* A check raises :class:`TypeError` for a value of the wrong type and
-  :class:`ValueError` for a value of the right type out of range; the message
+* A check raises :class:`~.errors.ArgumentTypeError` (a ``TypeError``) for a
+  value of the wrong type and :class:`~.errors.ArgumentValueError` (a
+  ``ValueError``) for a value of the right type out of range; the message
   starts with the argument's name as the caller wrote it (``timestamp_ms must
   be ...``, ``offsets[TopicPartition(topic='t', partition=0)] must be ...``).
 * Checks run before anything is queued, sent or changed, so a refused call
@@ -39,11 +40,11 @@ __all__ = [
     "check_bool",
     "check_callable",
     "check_committed_offset",
-    "check_instance",
-    "check_instances",
     "check_group_id",
     "check_group_ids",
     "check_headers",
+    "check_instance",
+    "check_instances",
     "check_int",
     "check_names",
     "check_offset",
