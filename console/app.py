@@ -35,7 +35,7 @@ from starlette.responses import HTMLResponse, PlainTextResponse, RedirectRespons
 from starlette.routing import Route
 
 from trafka.codec import ErrorCode, KafkaError, TrafkaError
-from trafka.sdk import NewTopic
+from trafka.sdk import ArgumentError, NewTopic
 from trafka.sdk.acls import AclBindingFilter
 
 from . import model
@@ -111,7 +111,7 @@ def make_app(console: Console) -> Starlette:
                 return await handler(request)
             except _Refused as exc:
                 return error(request, exc.status, exc.title, exc.message)
-            except InputError as exc:
+            except (InputError, ArgumentError) as exc:
                 return error(request, 400, "Bad input", str(exc))
             except NotFound as exc:
                 return error(request, 404, "Not found", str(exc))

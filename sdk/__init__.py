@@ -55,6 +55,9 @@ from .consumer import Consumer, open_consumer
 from .delegation_tokens import DelegationToken, TokenInformation
 from .errors import (
     ApiTimeoutError,
+    ArgumentError,
+    ArgumentTypeError,
+    ArgumentValueError,
     AuthenticationError,
     ClientClosedError,
     ConfigError,
@@ -254,6 +257,9 @@ __all__ = [
     "RecordMetadata",
     "ReplicaLogDirInfo",
     "ApiTimeoutError",
+    "ArgumentError",
+    "ArgumentTypeError",
+    "ArgumentValueError",
     "AuthenticationError",
     "RequestTimeoutError",
     "ScramCredentialInfo",

@@ -4,9 +4,10 @@ machine's deadline, and (de)serializers."""
 from __future__ import annotations
 
 import json
+import logging
 import math
 import sys
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -21,11 +22,12 @@ __all__ = [
     "get_deserializer",
     "get_serializer",
     "loop_clock",
-    "normalize_headers",
     "owned_task_group",
     "serve_metrics_if_asked",
     "sleep_until",
 ]
+
+log = logging.getLogger("trafka.sdk")
 
 Serializer = Callable[[Any], bytes | None]
 Deserializer = Callable[[bytes | None], Any]
@@ -55,12 +57,17 @@ def loop_clock() -> Callable[[], float]:
     return anyio.current_time
 
 
-def collapse_group(group: BaseExceptionGroup[Any]) -> BaseException:
+def collapse_group(
+    group: BaseExceptionGroup[Any], prefer: BaseException | None = None
+) -> BaseException:
     """The exception a public context manager should raise for a task-group error.
 
     A group whose leaves are one exception (ignoring cancellations when a real
     error is present) collapses to that exception; a group of cancellations
-    collapses to the first one. Only several distinct errors stay a group.
+    collapses to the first one. ``prefer`` (the block's own error) wins over
+    the other leaves when it is among them and not a cancellation: an error
+    inside the block comes out as itself, whatever a task raised meanwhile.
+    Only several distinct errors, none preferred, stay a group.
     """
     leaves: list[BaseException] = []
 
@@ -78,19 +85,30 @@ def collapse_group(group: BaseExceptionGroup[Any]) -> BaseException:
         return real[0]
     if not real and leaves:
         return leaves[0]
+    if prefer is not None and any(e is prefer for e in real):
+        for other in real:
+            if other is not prefer:
+                log.error("a task failed while the block raised %r", prefer, exc_info=other)
+        return prefer
     return group
 
 
 @asynccontextmanager
 async def owned_task_group() -> AsyncIterator[TaskGroup]:
     """A task group for a public context manager: one real error comes out as
-    itself (see :func:`collapse_group`), never wrapped in an ExceptionGroup."""
+    itself (see :func:`collapse_group`), and so does the block's own error,
+    never wrapped in an ExceptionGroup."""
     error: BaseException | None = None
+    raised: BaseException | None = None
     try:
         async with anyio.create_task_group() as tg:
-            yield tg
+            try:
+                yield tg
+            except BaseException as exc:
+                raised = exc
+                raise
     except BaseExceptionGroup as group:
-        error = collapse_group(group)
+        error = collapse_group(group, raised)
         if error is group:
             raise
     if error is not None:
@@ -193,34 +211,6 @@ def get_deserializer(spec: str | Deserializer) -> Deserializer | None:
     if not callable(spec):
         raise SerializationError(f"unknown deserializer {spec!r}")
     return spec
-
-
-def normalize_headers(
-    headers: Sequence[tuple[str, Any]] | Mapping[str, Any] | None,
-) -> Sequence[tuple[str, bytes | None]]:
-    """Headers as ``(str, bytes | None)`` pairs; ``str`` values are UTF-8 encoded."""
-    if not headers:
-        return ()
-    items = headers.items() if isinstance(headers, Mapping) else headers
-    out = []
-    for item in items:
-        try:
-            k, v = item
-        except (TypeError, ValueError):
-            raise SerializationError(
-                f"a header must be a (key, value) pair, got {item!r}"
-            ) from None
-        if not isinstance(k, str):
-            raise SerializationError(f"header keys must be str, got {k!r}")
-        if isinstance(v, str):
-            v = v.encode("utf-8")
-        elif v is not None and not isinstance(v, bytes):
-            if isinstance(v, bytearray | memoryview):
-                v = bytes(v)
-            else:
-                raise SerializationError(f"header {k!r}: value must be bytes, str or None")
-        out.append((k, v))
-    return out
 
 
 async def serve_metrics_if_asked(

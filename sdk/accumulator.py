@@ -68,6 +68,7 @@ wall-clock milliseconds supplied by the caller.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import math
 import random
 from collections import deque
@@ -79,7 +80,12 @@ from trafka.codec.compression import Compression
 from trafka.codec.messages import k00_produce as produce
 from trafka.codec.records import encode_batch
 
-from .errors import DeliveryTimeoutError, UsageError
+from .errors import (
+    ArgumentTypeError,
+    DeliveryTimeoutError,
+    SerializationError,
+    UsageError,
+)
 from .statistics import PartitionCounters, TopicCounters, topic_totals
 
 __all__ = [
@@ -94,6 +100,8 @@ __all__ = [
 ]
 
 _INT32_MAX = 2**31 - 1
+
+log = logging.getLogger("trafka.sdk.producer")
 
 # Per-record bytes beyond key, value and headers: length, attributes, timestamp
 # and offset deltas, key/value lengths and header count as small varints.
@@ -230,7 +238,7 @@ class ProducerBatch:
         if self.callbacks:
             callbacks, self.callbacks = self.callbacks, None
             for handle, fn in callbacks:
-                fn(handle)
+                _call_back(fn, handle)
         parent = self.parent
         if parent is not None:
             parent.pending_children -= 1
@@ -251,6 +259,16 @@ class ProducerBatch:
         return (
             f"<ProducerBatch {self.topic}-{self.partition} #{self.seq} records={len(self.records)}>"
         )
+
+
+def _call_back(fn: Callable[[RecordHandle], Any], handle: RecordHandle) -> None:
+    """A record's done callback: what it raises is logged, as
+    :mod:`concurrent.futures` does; it must not stop whoever resolved the record
+    (a connection's reader, the sender) and with it the producer."""
+    try:
+        fn(handle)
+    except Exception:
+        log.exception("a record's done callback %r raised", fn)
 
 
 class RecordHandle:
@@ -303,10 +321,16 @@ class RecordHandle:
         )
 
     def add_done_callback(self, fn: Callable[[RecordHandle], Any]) -> None:
-        """Call ``fn(handle)`` when resolved (at once if it already is)."""
+        """Call ``fn(handle)`` when resolved (at once if it already is).
+
+        Raises:
+            TypeError: ``fn`` is not callable.
+        """
+        if not callable(fn):
+            raise ArgumentTypeError(f"fn must be callable, got {fn!r}")
         b = self.batch
         if b.done:
-            fn(self)
+            _call_back(fn, self)
             return
         if b.callbacks is None:
             b.callbacks = []
@@ -684,8 +708,18 @@ class Accumulator:
             if q.reset:
                 self._apply_reset(q)
             data = head.encoded
+            while data is None:
+                try:
+                    data = self._encode(head, q)
+                except Exception as exc:
+                    # Records are checked when sent; this is the net under that:
+                    # the records that cannot be encoded fail, alone, and the
+                    # others of their batch go on (nothing else may stop).
+                    if not self._isolate(head, q, exc):
+                        break
+                    head = q.batches[0]
             if data is None:
-                data = self._encode(head, q)
+                continue
             if out and total + len(data) > limit:
                 continue
             total += len(data)
@@ -751,6 +785,67 @@ class Accumulator:
         self.used_memory += len(encoded)
         batch.memory += len(encoded)
         return encoded
+
+    def _isolate(self, batch: ProducerBatch, q: _Queue, error: Exception) -> bool:
+        """``batch`` (the head of ``q``, never sent) failed to encode with
+        ``error``: fail the records that cannot be encoded on their own, and put
+        the others back, in order, as runs of the batch (its children, as
+        :meth:`split` makes them). Returns True when a run was put back (it is
+        the head of ``q`` now); False when the whole batch failed.
+        """
+        if batch.base_sequence >= 0 and batch.encoded is None and batch.children is None:
+            # Numbered by the failed encoding and never sent: give the numbers back.
+            q.next_seq = batch.base_sequence
+            batch.base_sequence = batch.producer_id = batch.producer_epoch = -1
+        bad: dict[int, Exception] = {}
+        for i, record in enumerate(batch.records):
+            try:
+                encode_batch([record])
+            except Exception as exc:
+                bad[i] = exc
+        log.error(
+            "a batch of %s-%s could not be encoded (%d of its %d records alone): %s",
+            batch.topic,
+            batch.partition,
+            len(bad),
+            len(batch.records),
+            error,
+        )
+        if not bad or len(bad) == len(batch.records):
+            self.fail(batch, _unencodable(batch, bad[0] if bad else error))
+            return False
+        runs: list[tuple[int, int, Exception | None]] = []  # start, end, error of a bad run
+        start = 0
+        n = len(batch.records)
+        for i in range(1, n + 1):
+            if i == n or (i in bad) != (start in bad):
+                runs.append((start, i, bad.get(start)))
+                start = i
+        q.batches.popleft()
+        self._incomplete.discard(batch)
+        batch.children = []
+        for j, (first, end, _) in enumerate(runs):
+            child = ProducerBatch(batch.topic, batch.partition, batch.created, batch.seq)
+            child.txn = batch.txn
+            child.order = (*batch.order, j)
+            child.records = batch.records[first:end]
+            sizes = [estimate_size(k, v, h) for _, k, v, h in child.records]
+            child.size = BATCH_OVERHEAD + sum(sizes)
+            child.memory = sum(sizes) + RECORD_MEMORY_OVERHEAD * len(child.records)
+            child.full = True
+            child.parent = batch
+            batch.children.append((first, child))
+            self._incomplete.add(child)
+        batch.pending_children = len(runs)
+        self.used_memory -= batch.memory - sum(c.memory for _, c in batch.children)
+        batch.memory = 0
+        for (_, child), (_, _, why) in zip(batch.children, runs, strict=True):
+            if why is None:
+                self._requeue(q, child)
+        for (_, child), (_, _, why) in zip(batch.children, runs, strict=True):
+            if why is not None:
+                self.fail(child, _unencodable(child, why))
+        return True
 
     # -- outcomes --------------------------------------------------------------------------
 
@@ -999,6 +1094,14 @@ class Accumulator:
         """Forget sequence numbers (a new producer id or epoch starts them at 0)."""
         for q in self._queues.values():
             q.next_seq = 0
+
+
+def _unencodable(batch: ProducerBatch, error: Exception) -> SerializationError:
+    failure = SerializationError(
+        f"a record for {batch.topic}-{batch.partition} could not be encoded: {error}"
+    )
+    failure.__cause__ = error
+    return failure
 
 
 def build_produce_request(

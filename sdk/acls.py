@@ -13,6 +13,8 @@ import dataclasses
 
 from trafka.codec.acl import AclOperation, AclPermissionType, AclResourceType, PatternType
 
+from .errors import ArgumentValueError
+
 __all__ = [
     "AclBinding",
     "AclBindingFilter",
@@ -48,7 +50,7 @@ class AclBinding:
             ("permission", AclPermissionType(self.permission), (0, 1)),
         ):
             if value in open_:
-                raise ValueError(f"an ACL binding's {field} cannot be {value.name}")
+                raise ArgumentValueError(f"an ACL binding's {field} cannot be {value.name}")
             object.__setattr__(self, field, value)
 
     def as_filter(self) -> AclBindingFilter:

@@ -34,9 +34,11 @@ Rules:
   ``done()``, ``add_done_callback()``, ``cancel()`` while still queued). At most
   ``max_queued`` records wait there: beyond that ``send`` blocks until the loop
   catches up (which itself waits for ``buffer.memory``, as the async producer
-  does). Errors the async ``send`` raises (serialization, an unknown partition,
-  a closed or failed producer, a send outside a transaction) arrive through the
-  future.
+  does). Misuse (an argument of the wrong type or out of range, a key or value
+  the serializer refuses) is raised by ``send`` itself: the arguments are
+  checked and serialized in the caller's thread, before anything is queued.
+  Errors that depend on the cluster (an unknown partition, a closed or failed
+  producer, a send outside a transaction) arrive through the future.
 * Order: every other producer call first hands every queued record over, so
   ``flush()`` waits for them and ``commit_transaction()`` commits what was sent
   before it. Sends are thread-safe; the records of one thread keep their order.
@@ -66,6 +68,7 @@ import collections
 import contextlib
 import inspect
 import logging
+import re
 import threading
 import time
 from collections.abc import (
@@ -91,16 +94,26 @@ from anyio.from_thread import BlockingPortal, start_blocking_portal
 
 from trafka.codec import TrafkaError
 
+from ._validate import (
+    check_bool,
+    check_callable,
+    check_int,
+    check_offset,
+    check_timeout,
+    check_topic_partition,
+    check_topic_partitions,
+    check_topics,
+)
 from .accumulator import ProducerBatch, RecordHandle, RecordMetadata
 from .admin import Admin as AsyncAdmin
 from .admin import open_admin
 from .consumer import Consumer as AsyncConsumer
-from .consumer import open_consumer
+from .consumer import check_commit, check_poll, check_subscription, open_consumer
 from .errors import ClientClosedError, TransactionAbortableError, UsageError
 from .fetcher import ConsumerRecord, K, TopicPartition, V
 from .producer import PendingCommit as AsyncPendingCommit
 from .producer import Producer as AsyncProducer
-from .producer import RecordFuture, open_producer
+from .producer import RecordFuture, _transaction_offsets, open_producer
 from .share_consumer import AcknowledgeType, ShareRecord, open_share_consumer
 from .share_consumer import ShareConsumer as AsyncShareConsumer
 from .statistics import AdminStatistics, ConsumerStatistics, ProducerStatistics
@@ -110,8 +123,17 @@ __all__ = ["Admin", "Consumer", "PendingCommit", "Producer", "SendFuture", "Shar
 
 log = logging.getLogger("trafka.sdk.blocking")
 
-# topic, value, key, partition, headers, timestamp_ms, the caller's future
-_QueuedSend = tuple[str, Any, Any, int | None, Any, int | None, "SendFuture"]
+# What AsyncProducer._prepare made of a send's arguments (topic, value bytes,
+# key bytes, partition, headers, timestamp_ms), and the caller's future.
+_QueuedSend = tuple[
+    str,
+    bytes | None,
+    bytes | None,
+    int | None,
+    Sequence[tuple[str, bytes | None]],
+    int | None,
+    "SendFuture",
+]
 
 
 class _Portal:
@@ -334,7 +356,12 @@ class SendFuture:
         return handle.result()
 
     def exception(self, timeout: float | None = None) -> BaseException | None:
-        """The delivery error, or None once delivered (waiting as :meth:`result`)."""
+        """The delivery error, or None once delivered (waiting as :meth:`result`).
+
+        Raises:
+            TypeError, ValueError: ``timeout`` is not None or a number >= 0.
+        """
+        check_timeout("timeout", timeout)
         if self._cancelled:
             raise CancelledError()
         if not self.done():
@@ -349,7 +376,12 @@ class SendFuture:
 
     def add_done_callback(self, fn: Callable[[SendFuture], Any]) -> None:
         """Call ``fn(future)`` once done: at once if it is, else on the client's
-        thread (keep it short, and do not call the producer from it)."""
+        thread (keep it short, and do not call the producer from it).
+
+        Raises:
+            TypeError: ``fn`` is not callable.
+        """
+        check_callable("fn", fn, none=False)
         with self._owner._lock:
             handle = self._record()
             if handle is None and self._error is None and not self._cancelled:
@@ -542,8 +574,7 @@ class Producer(_Forwarding):
         max_queued: int = 10_000,
         **settings: Any,
     ) -> None:
-        if max_queued < 1:
-            raise ValueError("max_queued must be at least 1")
+        check_int("max_queued", max_queued, minimum=1, maximum=None)
         self._queue: collections.deque[_QueuedSend] = collections.deque()
         self._lock = threading.Lock()
         self._room = threading.Condition(self._lock)
@@ -592,9 +623,15 @@ class Producer(_Forwarding):
             exception: why the record was not delivered).
 
         Raises:
+            TypeError, ValueError: an argument of the wrong type or out of
+                range, as the async ``send`` raises it (here, in the calling
+                thread); nothing was queued.
+            SerializationError: the key or value could not be serialized (the
+                serializers run in the calling thread).
             ClientClosedError: the producer is closed.
         """
         if on_delivery is not None:
+            check_callable("on_delivery", on_delivery)
             future = self.send(
                 topic, value, key, partition=partition, headers=headers, timestamp_ms=timestamp_ms
             )
@@ -605,8 +642,9 @@ class Producer(_Forwarding):
         if (
             self._hot
             and type(value) is bytes
+            and type(topic) is str
             and partition is None
-            and not headers
+            and headers is None
             and timestamp_ms is None
         ):
             # Straight into the batch the record's partition is filling, from this
@@ -650,7 +688,12 @@ class Producer(_Forwarding):
             turn_helps = handle
         else:
             self._check_thread()
-        item = (topic, value, key, partition, headers, timestamp_ms, future)
+        # Checked and serialized here, in the caller's thread: misuse is raised
+        # at the call and never reaches the loop.
+        item = (
+            *self._producer._prepare(topic, value, key, partition, headers, timestamp_ms),
+            future,
+        )
         with self._lock:
             while len(self._queue) >= self._max_queued and not self._loop.closing:
                 self._waiting += 1
@@ -756,7 +799,7 @@ class Producer(_Forwarding):
         at a time (``_drain_lock``), so that two never interleave their records."""
         async with self._drain_lock:
             queue = self._queue
-            send = self._producer.send
+            send = self._producer._send_prepared
             low = self._max_queued // 2
             while True:
                 try:
@@ -769,9 +812,7 @@ class Producer(_Forwarding):
                 if future._cancelled:
                     continue
                 try:
-                    handle = await send(
-                        topic, value, key, partition=partition, headers=headers, timestamp_ms=ts
-                    )
+                    handle = await send(topic, value, key, partition, headers, ts, hot=True)
                 except Exception as exc:
                     future._refused(exc)
                     continue
@@ -863,6 +904,7 @@ class Producer(_Forwarding):
         next transaction can begin and fill its batches while this one commits;
         see the async :meth:`trafka.sdk.producer.Producer.commit_transaction`.
         """
+        check_bool("wait", wait)
         pending = self._call(self._producer.commit_transaction, wait=wait)
         return PendingCommit(self, pending)
 
@@ -874,6 +916,7 @@ class Producer(_Forwarding):
         offsets: Mapping[TopicPartition, int] | Mapping[tuple[str, int], int],
         group_metadata: ConsumerGroupMetadata | str,
     ) -> None:
+        _transaction_offsets(offsets, group_metadata)  # misuse raised here, before the queue
         self._call(self._producer.send_offsets_to_transaction, offsets, group_metadata)
 
     @contextmanager
@@ -1030,6 +1073,9 @@ class Consumer(_Forwarding, Generic[K, V]):
         consumer_timeout_ms: float | None = None,
         **settings: Any,
     ) -> None:
+        check_timeout("consumer_timeout_ms", consumer_timeout_ms)
+        if topics:
+            check_subscription(topics, None, listener)
         self._buffer: collections.deque[ConsumerRecord[K, V]] = collections.deque()
         self._timeout_ms = consumer_timeout_ms
         self._loop_lock = _LoopLock()
@@ -1058,6 +1104,7 @@ class Consumer(_Forwarding, Generic[K, V]):
 
     def getone(self, timeout_ms: float | None = None) -> ConsumerRecord[K, V] | None:
         """The next record, or None when none came within ``timeout_ms`` (default: wait)."""
+        check_timeout("timeout_ms", timeout_ms)
         return self._next(timeout_ms)
 
     def _next(self, timeout_ms: float | None) -> ConsumerRecord[K, V] | None:
@@ -1103,9 +1150,9 @@ class Consumer(_Forwarding, Generic[K, V]):
     ) -> dict[TopicPartition, list[ConsumerRecord[K, V]]]:
         """Records per partition, waiting up to ``timeout_ms`` for some (records
         held back by iteration come first)."""
+        wanted, limit = check_poll(partitions, timeout_ms, max_records)
         if self._buffer:
-            wanted = {TopicPartition(*tp) for tp in partitions} if partitions else None
-            limit = max_records or len(self._buffer)
+            limit = limit or len(self._buffer)
             out: dict[TopicPartition, list[ConsumerRecord[K, V]]] = {}
             kept: collections.deque[ConsumerRecord[K, V]] = collections.deque()
             n = 0
@@ -1167,6 +1214,7 @@ class Consumer(_Forwarding, Generic[K, V]):
         """Commit ``offsets`` (default: after the records handed out), or the offset
         after a consumed ``message`` (confluent-kafka's ``commit(message=msg)``),
         and wait."""
+        check_commit(offsets, message)
         if message is None and offsets is None:
             offsets = self.consumed_offsets()
         self._call(
@@ -1183,6 +1231,8 @@ class Consumer(_Forwarding, Generic[K, V]):
         """Start a commit (of ``offsets``, or of the offset after a consumed
         ``message``); returns a future of its outcome. ``callback(offsets,
         error_or_None)`` runs on the client's thread: keep it short."""
+        check_commit(offsets, message)
+        check_callable("callback", callback)
         if offsets is not None:
             chosen: dict[TopicPartition, int] | None = dict(offsets)
         else:
@@ -1194,50 +1244,56 @@ class Consumer(_Forwarding, Generic[K, V]):
         result: Future[None] = self._loop.portal.start_task_soon(run)
         return result
 
+    # Each call checks its arguments here first (the async consumer's checks),
+    # before it changes what is held back.
+
     def seek(self, partition: TopicPartition, offset: int) -> None:
-        self._drop([partition])
-        self._call(self._consumer.seek, partition, offset)
+        tp = check_topic_partition("partition", partition)
+        check_offset("offset", offset)
+        self._drop([tp])
+        self._call(self._consumer.seek, tp, offset)
 
     def seek_to_beginning(self, *partitions: TopicPartition) -> None:
-        self._drop(partitions or None)
-        self._call(self._consumer.seek_to_beginning, *partitions)
+        tps = check_topic_partitions("partitions", partitions)
+        self._drop(tps or None)
+        self._call(self._consumer.seek_to_beginning, *tps)
 
     def seek_to_end(self, *partitions: TopicPartition) -> None:
-        self._drop(partitions or None)
-        self._call(self._consumer.seek_to_end, *partitions)
+        tps = check_topic_partitions("partitions", partitions)
+        self._drop(tps or None)
+        self._call(self._consumer.seek_to_end, *tps)
 
     def pause(self, *partitions: TopicPartition) -> None:
         """Stop handing out and fetching these partitions; records held back for
         them are fetched again after :meth:`resume`."""
-        self._give_back(partitions, refetch=True)
-        self._call(self._consumer.pause, *partitions)
+        tps = check_topic_partitions("partitions", partitions)
+        self._give_back(tps, refetch=True)
+        self._call(self._consumer.pause, *tps)
 
     def assign(self, partitions: Iterable[TopicPartition | tuple[str, int]]) -> None:
+        tps = check_topic_partitions("partitions", partitions)
         self._give_back(None, refetch=True)
-        self._call(self._consumer.assign, list(partitions))
+        self._call(self._consumer.assign, tps)
 
     def subscribe(
         self,
         topics: Iterable[str] | None = None,
         *,
-        pattern: str | None = None,
+        pattern: str | re.Pattern[str] | None = None,
         listener: Any = None,
     ) -> None:
+        checked, pattern = check_subscription(topics, pattern, listener)
         self._give_back(None, refetch=True)
         wrapped = None if listener is None else _ListenerInThread(listener)
-        self._call(
-            self._consumer.subscribe,
-            None if topics is None else list(topics),
-            pattern=pattern,
-            listener=wrapped,
-        )
+        self._call(self._consumer.subscribe, checked, pattern=pattern, listener=wrapped)
 
     def position(self, partition: TopicPartition) -> int:
         """The offset of the next record to hand out (waiting until it is known)."""
-        held = self._held([partition]).get(TopicPartition(*partition))
+        tp = check_topic_partition("partition", partition)
+        held = self._held([tp]).get(tp)
         if held is not None:
             return held
-        result: int = self._call(self._consumer.position, partition)
+        result: int = self._call(self._consumer.position, tp)
         return result
 
     def statistics(self) -> ConsumerStatistics:
@@ -1298,6 +1354,9 @@ class ShareConsumer(_Forwarding):
         consumer_timeout_ms: float | None = None,
         **settings: Any,
     ) -> None:
+        check_timeout("consumer_timeout_ms", consumer_timeout_ms)
+        if topics:
+            check_topics("topics", topics)
         self._buffer: collections.deque[ShareRecord] = collections.deque()
         self._timeout_ms = consumer_timeout_ms
         self._loop = _Portal(partial(open_share_consumer, config=config, **settings))
@@ -1321,6 +1380,7 @@ class ShareConsumer(_Forwarding):
     def poll(self, timeout_ms: float | None = None) -> list[ShareRecord]:
         """Records delivered to this member, waiting up to ``timeout_ms`` (None: until
         some come); records an iteration had not reached come first."""
+        check_timeout("timeout_ms", timeout_ms)
         if self._buffer:
             out = list(self._buffer)
             self._buffer.clear()
@@ -1360,6 +1420,7 @@ class ShareConsumer(_Forwarding):
 
     def commit(self, timeout_ms: int | None = None) -> dict[TopicPartition, BaseException | None]:
         """Send the acknowledgements made so far and wait: per partition None or the error."""
+        check_timeout("timeout_ms", timeout_ms)
         self._give_back()
         result: dict[TopicPartition, BaseException | None] = self._call(
             self._consumer.commit, timeout_ms
@@ -1379,7 +1440,7 @@ class ShareConsumer(_Forwarding):
         return future
 
     def subscribe(self, topics: Iterable[str]) -> None:
-        self._call(self._consumer.subscribe, list(topics))
+        self._call(self._consumer.subscribe, check_topics("topics", topics))
 
     def close(self) -> None:
         """Acknowledge (implicit mode) or release what was delivered, close the

@@ -32,6 +32,7 @@ import anyio
 
 from trafka.codec import ErrorCode, KafkaError, TrafkaError
 
+from ._validate import check_timeout
 from .errors import ApiTimeoutError, KafkaConnectionError, RequestTimeoutError
 from .fetcher import TopicPartition
 from .transport import BrokerConnection, Cluster, backoff_delay
@@ -112,7 +113,12 @@ class Calls:
     async def run(
         self, what: str, timeout_ms: int | None, attempt: Callable[[float], Awaitable[_T]]
     ) -> _T:
-        """``attempt(deadline)`` until it returns or raises a final error (see the rules)."""
+        """``attempt(deadline)`` until it returns or raises a final error (see the rules).
+
+        Raises:
+            TypeError, ValueError: ``timeout_ms`` is not None or a number >= 0.
+        """
+        check_timeout("timeout_ms", timeout_ms)
         ms = self.default_timeout_ms if timeout_ms is None else timeout_ms
         deadline = anyio.current_time() + ms / 1000
         attempts = 0

@@ -45,9 +45,31 @@ import anyio.abc
 from trafka.codec import KafkaError, TrafkaError
 
 from ._util import get_deserializer, owned_task_group, serve_metrics_if_asked
+from ._validate import (
+    check_callable,
+    check_committed_offset,
+    check_int,
+    check_offset,
+    check_offsets,
+    check_partition,
+    check_str,
+    check_timeout,
+    check_timestamp_ms,
+    check_topic,
+    check_topic_partition,
+    check_topic_partitions,
+    check_topics,
+    describe,
+)
 from .calls import Calls
 from .config import ConsumerConfig, make_config
-from .errors import ApiTimeoutError, ClientClosedError, UsageError
+from .errors import (
+    ApiTimeoutError,
+    ArgumentTypeError,
+    ArgumentValueError,
+    ClientClosedError,
+    UsageError,
+)
 from .fetcher import (
     EARLIEST,
     LATEST,
@@ -77,6 +99,60 @@ __all__ = ["Consumer", "ConsumerRecord", "TopicPartition", "open_consumer"]
 log = logging.getLogger("trafka.sdk.consumer")
 
 _new: Any = tuple.__new__
+
+_LISTENER_METHODS = ("on_partitions_revoked", "on_partitions_assigned", "on_partitions_lost")
+
+
+def check_subscription(
+    topics: Any, pattern: Any, listener: Any
+) -> tuple[list[str] | None, str | re.Pattern[str] | None]:
+    """``subscribe()``'s arguments, checked (pure: the blocking consumer checks
+    them in the caller's thread too)."""
+    checked = None if topics is None else check_topics("topics", topics)
+    if pattern is not None and not isinstance(pattern, re.Pattern):
+        check_str("pattern", pattern)
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            raise ArgumentValueError(f"pattern is not a regular expression: {exc}") from None
+    if listener is not None:
+        found = [getattr(listener, name, None) for name in _LISTENER_METHODS]
+        if not any(fn is not None for fn in found):
+            raise ArgumentTypeError(
+                "listener must have on_partitions_revoked / on_partitions_assigned "
+                f"(and optionally on_partitions_lost), got {describe(listener)}"
+            )
+        for name, fn in zip(_LISTENER_METHODS, found, strict=True):
+            if fn is not None:
+                check_callable(f"listener.{name}", fn)
+    return checked, pattern
+
+
+def check_commit(offsets: Any, message: Any) -> dict[TopicPartition, int] | None:
+    """``commit()``'s arguments, checked: the offsets (None when not given)."""
+    if message is not None:
+        for attr, check in (("topic", check_topic), ("partition", check_partition)):
+            if not hasattr(message, attr):
+                raise ArgumentTypeError(
+                    f"message must be a consumed record, got {describe(message)}"
+                )
+            check(f"message.{attr}", getattr(message, attr))
+        check_offset("message.offset", getattr(message, "offset", None))
+    if offsets is None:
+        return None
+    return check_offsets("offsets", offsets, check_value=check_committed_offset)
+
+
+def check_poll(
+    partitions: tuple[Any, ...], timeout_ms: Any, max_records: Any
+) -> tuple[set[TopicPartition] | None, int | None]:
+    """``getmany()``'s arguments, checked: the partitions wanted (None: all)
+    and ``max_records``."""
+    check_timeout("timeout_ms", timeout_ms, none=False)
+    if max_records is not None:
+        check_int("max_records", max_records, minimum=1)
+    tps = check_topic_partitions("partitions", partitions)
+    return (set(tps) if tps else None), max_records
 
 
 class _FetchCompletion:
@@ -150,11 +226,13 @@ class Consumer(Hostable, Generic[K, V]):
         """Consume exactly these partitions (no group management).
 
         Raises:
+            TypeError, ValueError: ``partitions`` is not an iterable of
+                TopicPartition (or ``(topic, partition)`` pairs).
             UsageError: the consumer is subscribed.
         """
+        tps = check_topic_partitions("partitions", partitions)
         if self._subscription or self._pattern is not None:
             raise UsageError("assign() cannot be mixed with subscribe()")
-        tps = [TopicPartition(*tp) for tp in partitions]
         self._manual = True
         self._fetcher.assign(tps)
         self._cluster.metadata.add_topics({tp.topic for tp in tps})
@@ -178,8 +256,13 @@ class Consumer(Hostable, Generic[K, V]):
                 ``on_partitions_assigned`` and (optionally) ``on_partitions_lost``.
 
         Raises:
-            UsageError: no group.id, or the consumer uses assign().
+            TypeError, ValueError: ``topics`` is not an iterable of topic
+                names (one string is not), ``pattern`` is not a regular
+                expression, or ``listener`` has none of the listener methods.
+            UsageError: no group.id, or the consumer uses assign(), or both or
+                neither of ``topics`` and ``pattern``.
         """
+        topics, pattern = check_subscription(topics, pattern, listener)
         if self._manual:
             raise UsageError("subscribe() cannot be mixed with assign()")
         if self.config.group_id is None:
@@ -239,9 +322,17 @@ class Consumer(Hostable, Generic[K, V]):
                 a fetch past its end waiting ``fetch.max.wait.ms`` at the broker
                 (holding back the connection's next requests). Records past it
                 that come in a batch fetched before it are still returned.
+
+        Raises:
+            TypeError, ValueError: ``partition`` is not a TopicPartition, or
+                ``offset`` (``until``) is not an offset >= 0.
         """
-        self._fetcher.seek(TopicPartition(*partition), offset, until)
-        self._drop_buffered({TopicPartition(*partition)})
+        tp = check_topic_partition("partition", partition)
+        offset = check_offset("offset", offset)
+        if until is not None:
+            until = check_offset("until", until)
+        self._fetcher.seek(tp, offset, until)
+        self._drop_buffered({tp})
         self._wake_fetcher()
 
     def _unconsume(self, first: Mapping[TopicPartition, int], *, refetch: bool) -> None:
@@ -262,7 +353,7 @@ class Consumer(Hostable, Generic[K, V]):
         self._reset(partitions, LATEST)
 
     def _reset(self, partitions: tuple[TopicPartition, ...], strategy: int) -> None:
-        tps = [TopicPartition(*tp) for tp in partitions] or list(self._fetcher.assignment)
+        tps = check_topic_partitions("partitions", partitions) or list(self._fetcher.assignment)
         for tp in tps:
             self._fetcher.request_reset(tp, strategy)
         self._drop_buffered(set(tps))
@@ -274,8 +365,9 @@ class Consumer(Hostable, Generic[K, V]):
         Raises:
             KeyError: the partition is not assigned.
             ApiTimeoutError: the position was not known within ``default.api.timeout.ms``.
+            TypeError, ValueError: ``partition`` is not a TopicPartition.
         """
-        tp = TopicPartition(*partition)
+        tp = check_topic_partition("partition", partition)
         timeout_ms = self.config.default_api_timeout_ms
         with anyio.move_on_after(timeout_ms / 1000):
             while True:
@@ -294,12 +386,21 @@ class Consumer(Hostable, Generic[K, V]):
         return sum(1 for r in self._buffer if r.partition == tp.partition and r.topic == tp.topic)
 
     def pause(self, *partitions: TopicPartition) -> None:
-        """Stop returning and fetching records for these partitions."""
-        self._fetcher.pause(TopicPartition(*tp) for tp in partitions)
+        """Stop returning and fetching records for these partitions.
+
+        Raises:
+            TypeError, ValueError: one of ``partitions`` is not a TopicPartition.
+        """
+        self._fetcher.pause(check_topic_partitions("partitions", partitions))
         self._wake_fetcher()  # a fetch held back for their buffered data may go now
 
     def resume(self, *partitions: TopicPartition) -> None:
-        self._fetcher.resume(TopicPartition(*tp) for tp in partitions)
+        """Fetch and return records of these paused partitions again.
+
+        Raises:
+            TypeError, ValueError: one of ``partitions`` is not a TopicPartition.
+        """
+        self._fetcher.resume(check_topic_partitions("partitions", partitions))
         self._wake_fetcher()
 
     def paused(self) -> set[TopicPartition]:
@@ -307,10 +408,10 @@ class Consumer(Hostable, Generic[K, V]):
 
     def lag(self, partition: TopicPartition) -> int | None:
         """Records between the position and the last known high watermark (None if unknown)."""
-        return self._fetcher.lag(TopicPartition(*partition))
+        return self._fetcher.lag(check_topic_partition("partition", partition))
 
     def highwater(self, partition: TopicPartition) -> int:
-        return self._fetcher.high_watermark(TopicPartition(*partition))
+        return self._fetcher.high_watermark(check_topic_partition("partition", partition))
 
     def statistics(self) -> ConsumerStatistics:
         """A snapshot of what the consumer has done so far (it never changes afterwards).
@@ -414,6 +515,7 @@ class Consumer(Hostable, Generic[K, V]):
         Raises:
             KafkaError: the topic does not exist (UNKNOWN_TOPIC_OR_PARTITION).
         """
+        check_topic("topic", topic)
         n = await self._cluster.partitions_for(topic, self.config.default_api_timeout_ms / 1000)
         return list(range(n))
 
@@ -434,28 +536,22 @@ class Consumer(Hostable, Generic[K, V]):
             KafkaError: the topic or partition does not exist, or another final error.
             ApiTimeoutError: no answer within ``default.api.timeout.ms``.
         """
-        res = await self._list_offsets(
-            "beginning_offsets", {TopicPartition(*tp): EARLIEST for tp in partitions}
-        )
+        tps = check_topic_partitions("partitions", partitions)
+        res = await self._list_offsets("beginning_offsets", dict.fromkeys(tps, EARLIEST))
         return {tp: (r[0] if r else 0) for tp, r in res.items()}
 
     async def end_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
         """The offset after the last record of each partition (the LSO under read_committed)."""
-        res = await self._list_offsets(
-            "end_offsets", {TopicPartition(*tp): LATEST for tp in partitions}
-        )
+        tps = check_topic_partitions("partitions", partitions)
+        res = await self._list_offsets("end_offsets", dict.fromkeys(tps, LATEST))
         return {tp: (r[0] if r else 0) for tp, r in res.items()}
 
     async def offsets_for_times(
         self, timestamps: Mapping[TopicPartition, int]
     ) -> dict[TopicPartition, tuple[int, int] | None]:
         """For each partition, the first ``(offset, timestamp)`` at or after the timestamp, or None."""
-        for ts in timestamps.values():
-            if ts < 0:
-                raise ValueError("timestamps must be >= 0")
-        return await self._list_offsets(
-            "offsets_for_times", {TopicPartition(*tp): ts for tp, ts in timestamps.items()}
-        )
+        targets = check_offsets("timestamps", timestamps, check_value=check_timestamp_ms)
+        return await self._list_offsets("offsets_for_times", targets)
 
     async def committed(self, partition: TopicPartition) -> int | None:
         """The group's committed offset for ``partition`` (None if none).
@@ -465,12 +561,13 @@ class Consumer(Hostable, Generic[K, V]):
             ApiTimeoutError: no answer within ``default.api.timeout.ms`` (a
                 coordinator loading or moving meanwhile is waited out).
         """
+        tp = check_topic_partition("partition", partition)
         if self.config.group_id is None:
             raise UsageError("committed() needs a group.id")
         from .group import fetch_committed
 
-        got = await fetch_committed(self._calls, self.config, [TopicPartition(*partition)])
-        return got.get(TopicPartition(*partition))
+        got = await fetch_committed(self._calls, self.config, [tp])
+        return got.get(tp)
 
     # -- commits ----------------------------------------------------------------------------
 
@@ -501,11 +598,14 @@ class Consumer(Hostable, Generic[K, V]):
                 partition (confluent-kafka's ``commit(message=msg)``).
 
         Raises:
+            TypeError, ValueError: ``offsets`` is not a mapping of
+                TopicPartition to offsets >= 0, or ``message`` is not a record.
             UsageError: no group.id, or both ``offsets`` and ``message``.
             KafkaError: the commit failed (e.g. REBALANCE_IN_PROGRESS, fenced member).
         """
+        chosen = check_commit(offsets, message)
         group = self._require_group()
-        await group.commit(self._commit_offsets(offsets, message))
+        await group.commit(self._commit_offsets(chosen, message))
 
     def commit_async(
         self,
@@ -523,9 +623,15 @@ class Consumer(Hostable, Generic[K, V]):
 
         Returns:
             An awaitable resolving to None (or raising the commit error).
+
+        Raises:
+            TypeError, ValueError: as :meth:`commit`, or ``callback`` is not callable.
+            UsageError: as :meth:`commit`.
         """
+        chosen = check_commit(offsets, message)
+        check_callable("callback", callback)
         group = self._require_group()
-        return group.commit_async(self._commit_offsets(offsets, message), callback)
+        return group.commit_async(self._commit_offsets(chosen, message), callback)
 
     def _commit_offsets(
         self, offsets: Mapping[TopicPartition, int] | None, message: Any
@@ -583,14 +689,17 @@ class Consumer(Hostable, Generic[K, V]):
             Records per partition, in offset order (empty on timeout).
 
         Raises:
+            TypeError, ValueError: ``timeout_ms`` is not a number >= 0,
+                ``max_records`` not an int >= 1, or one of ``partitions`` not a
+                TopicPartition.
             ClientClosedError: the consumer is closed.
             KafkaError: a fetch error (e.g. OFFSET_OUT_OF_RANGE with auto.offset.reset=none).
         """
+        wanted, limit = check_poll(partitions, timeout_ms, max_records)
         self._check_open()
         self._note_consumed()
-        limit = max_records or self.config.max_poll_records
+        limit = limit or self.config.max_poll_records
         deadline: float | None = None  # from the first time nothing is buffered
-        wanted = {TopicPartition(*tp) for tp in partitions} if partitions else None
         group = self._group
         if group is not None:
             group.poll_started()

@@ -28,6 +28,8 @@ import base64
 import dataclasses
 from typing import Any
 
+from .errors import ArgumentValueError
+
 __all__ = ["DelegationToken", "TokenInformation", "principal"]
 
 
@@ -83,5 +85,7 @@ def principal(name: str) -> tuple[str, str]:
     if not sep:
         kind, rest = "User", name
     if not kind or not rest:
-        raise ValueError(f"principal {name!r} must be Type:name (User:alice) or a user name")
+        raise ArgumentValueError(
+            f"principal {name!r} must be Type:name (User:alice) or a user name"
+        )
     return kind, rest

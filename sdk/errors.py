@@ -5,6 +5,10 @@ follows the sans-IO libraries:
 
 * :class:`ConfigError`: the caller passed a configuration that cannot work.
 * :class:`UsageError`: the caller misused the API (e.g. sending on a closed producer).
+* :class:`ArgumentError`: an argument refused at the call, before anything was
+  done: :class:`ArgumentTypeError` (also a ``TypeError``) for a value of the
+  wrong type, :class:`ArgumentValueError` (also a ``ValueError``) for one out of
+  range. The message starts with the argument's name.
 * :class:`ProtocolError`: the broker broke the protocol (unknown correlation id,
   undecodable response). The connection that carried it is closed.
 * :class:`KafkaConnectionError`: the socket could not be opened or was lost.
@@ -34,6 +38,9 @@ from trafka.codec.errors import ErrorCode, KafkaError, TrafkaError
 
 __all__ = [
     "ApiTimeoutError",
+    "ArgumentError",
+    "ArgumentTypeError",
+    "ArgumentValueError",
     "AuthenticationError",
     "ClientClosedError",
     "ConfigError",
@@ -62,6 +69,19 @@ class ConfigError(TrafkaError, ValueError):
 
 class UsageError(TrafkaError, RuntimeError):
     """The API was used in a way it does not allow."""
+
+
+class ArgumentError(TrafkaError):
+    """An argument of a call was refused before the call did anything; the
+    message names it. Raised as :class:`ArgumentTypeError` or :class:`ArgumentValueError`."""
+
+
+class ArgumentTypeError(ArgumentError, TypeError):
+    """An argument of the wrong type (``send(b"orders", ...)``)."""
+
+
+class ArgumentValueError(ArgumentError, ValueError):
+    """An argument of the right type but out of range (``seek(tp, -5)``)."""
 
 
 class ClientClosedError(UsageError):

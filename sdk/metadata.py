@@ -107,6 +107,14 @@ class TopicInfo:
         object.__setattr__(self, "available_partitions", available)
 
 
+def _only_names(names: set[Any]) -> None:
+    """Refuse what is not a topic name before it joins the tracked topics: every
+    refresh (in a background task) sends them, and sorts them."""
+    for name in names:
+        if type(name) is not str:
+            raise TypeError(f"a topic name must be a str, got {name!r}")
+
+
 class MetadataCache:
     """Cached metadata with refresh rules.
 
@@ -153,6 +161,7 @@ class MetadataCache:
         """Start tracking topics. Returns True (and requests a refresh) if any is new."""
         new = set(names) - self._wanted
         if new:
+            _only_names(new)
             self._wanted |= new
             self._need_update = True
         return bool(new)
@@ -161,6 +170,7 @@ class MetadataCache:
         """Track exactly these topics (a consumer's subscription)."""
         names = set(names)
         if names - self._wanted:
+            _only_names(names - self._wanted)
             self._need_update = True
         self._wanted = names
 

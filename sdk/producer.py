@@ -81,11 +81,21 @@ from trafka.codec import ErrorCode, KafkaError, TrafkaError, UnsupportedVersionE
 
 from ._retry_notices import RetryNotices
 from ._util import (
+    Serializer,
     get_serializer,
     loop_clock,
-    normalize_headers,
     owned_task_group,
     serve_metrics_if_asked,
+)
+from ._validate import (
+    check_bool,
+    check_headers,
+    check_offsets,
+    check_partition,
+    check_str,
+    check_timestamp_ms,
+    check_topic,
+    describe,
 )
 from .accumulator import (
     BATCH_OVERHEAD,
@@ -101,9 +111,11 @@ from .accumulator import (
 )
 from .config import ProducerConfig, make_config
 from .errors import (
+    ArgumentTypeError,
     ClientClosedError,
     InvalidTxnStateError,
     ProducerBlockedError,
+    SerializationError,
     TransactionAbortableError,
     TransactionAbortedError,
 )
@@ -145,6 +157,30 @@ _WINDOW_RECORDS = 16
 _SEQUENCE_GAP = (ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, ErrorCode.UNKNOWN_PRODUCER_ID)
 
 log = logging.getLogger("trafka.sdk.producer")
+
+
+def _transaction_offsets(
+    offsets: Any, group_metadata: Any
+) -> tuple[dict[TopicPartition, int], ConsumerGroupMetadata]:
+    """``send_offsets_to_transaction``'s arguments, checked (pure: the blocking
+    producer checks them in the caller's thread too)."""
+    clean = check_offsets("offsets", offsets)
+    if isinstance(group_metadata, ConsumerGroupMetadata):
+        return clean, group_metadata
+    if not isinstance(group_metadata, str):
+        raise ArgumentTypeError(
+            "group_metadata must be a ConsumerGroupMetadata (consumer.group_metadata()) "
+            f"or a group id, got {describe(group_metadata)}"
+        )
+    return clean, ConsumerGroupMetadata(check_str("group_metadata", group_metadata))
+
+
+def _serialized(what: str, serializer: Serializer, value: Any) -> bytes | None:
+    """``serializer(value)``; its SerializationError names ``what`` (key or value)."""
+    try:
+        return serializer(value)
+    except SerializationError as exc:
+        raise SerializationError(f"{what}: {exc}") from exc.__cause__
 
 
 class RecordFuture(RecordHandle):
@@ -401,41 +437,115 @@ class Producer(Hostable):
             A :class:`RecordFuture` (await it for the :class:`RecordMetadata`).
 
         Raises:
+            TypeError, ValueError: an argument of the wrong type or out of
+                range (a topic name Kafka cannot have, a negative partition or
+                timestamp, headers that are not pairs...); the message names
+                it. Nothing was buffered.
             ClientClosedError: the producer is closed.
-            SerializationError: the key or value could not be serialized.
+            SerializationError: the key or value could not be serialized (the
+                message starts with ``key:`` or ``value:``).
             ProducerBlockedError: no metadata or buffer space within ``max.block.ms``.
-            KafkaError: the topic does not exist, or the record is too large.
+            KafkaError: the topic does not exist, the partition is not one of
+                its partitions, or the record is too large.
         """
-        if self._closed or self._fatal is not None:
-            raise self._fatal or ClientClosedError("the producer is closed")
         if (
             type(value) is bytes
+            and type(topic) is str
             and partition is None
-            and not headers
+            and headers is None
             and timestamp_ms is None
             and self._hot_path
+            and not self._closed
+            and self._fatal is None
         ):
             # The common case in a tight loop; anything unusual takes the general
-            # path below.
+            # path below. A topic with a batch here passed the checks below when
+            # that batch was opened; any other topic gets no batch here.
             batch = self._append_hot(topic, value, key)
             if batch is not True and batch is not False:
                 size = batch.size
                 if size >= batch.limit:  # full, or a window poll is due
                     self._limit_reached(batch, size)
                 return RecordFuture(batch, len(batch.records) - 1)
-        transactional = self._transactional
-        if transactional:
-            self._txn.check_can_send()
+        record = self._prepare(topic, value, key, partition, headers, timestamp_ms)
+        if self._closed or self._fatal is not None:
+            raise self._fatal or ClientClosedError("the producer is closed")
+        return await self._send_prepared(*record)
+
+    def _prepare(
+        self,
+        topic: Any,
+        value: Any,
+        key: Any,
+        partition: Any,
+        headers: Any,
+        timestamp_ms: Any,
+    ) -> tuple[
+        str, bytes | None, bytes | None, int | None, Sequence[tuple[str, bytes | None]], int | None
+    ]:
+        """:meth:`send`'s arguments checked and serialized: ``(topic, value
+        bytes, key bytes, partition, headers, timestamp_ms)``. Pure: the
+        blocking producer calls it in the caller's thread, so that misuse is
+        raised there, at the call, and never reaches the loop.
+
+        Raises:
+            TypeError, ValueError: an argument of the wrong type or out of range
+                (the message names it).
+            SerializationError: the key or value could not be serialized (the
+                message starts with ``key:`` or ``value:``).
+        """
+        check_topic("topic", topic)
+        if partition is not None:
+            partition = check_partition("partition", partition)
+        hdrs = check_headers("headers", headers) if headers is not None else ()
+        timestamp_ms = check_timestamp_ms("timestamp_ms", timestamp_ms)
         # The default bytes serializer is the identity on bytes and None: skip the call.
         if self._raw_keys and (key is None or type(key) is bytes):
             key_bytes = key
         else:
-            key_bytes = self._key_ser(key)
+            key_bytes = _serialized("key", self._key_ser, key)
         if self._raw_values and (value is None or type(value) is bytes):
             value_bytes = value
         else:
-            value_bytes = self._value_ser(value)
-        hdrs = normalize_headers(headers) if headers else ()
+            value_bytes = _serialized("value", self._value_ser, value)
+        return topic, value_bytes, key_bytes, partition, hdrs, timestamp_ms
+
+    async def _send_prepared(
+        self,
+        topic: str,
+        value_bytes: bytes | None,
+        key_bytes: bytes | None,
+        partition: int | None,
+        hdrs: Sequence[tuple[str, bytes | None]],
+        timestamp_ms: int | None,
+        *,
+        hot: bool = False,
+    ) -> RecordFuture:
+        """:meth:`send` of a record :meth:`_prepare` has checked and serialized;
+        with ``hot``, the hot path is tried first (the blocking producer's
+        queued records, which :meth:`send` did not see)."""
+        if (
+            hot
+            and type(value_bytes) is bytes
+            and partition is None
+            and not hdrs
+            and timestamp_ms is None
+            and self._hot_path
+            and not self._closed
+            and self._fatal is None
+        ):
+            batch = self._append_hot(topic, value_bytes, key_bytes)
+            if batch is not True and batch is not False:
+                size = batch.size
+                if size >= batch.limit:
+                    self._limit_reached(batch, size)
+                return RecordFuture(batch, len(batch.records) - 1)
+        if self._closed or self._fatal is not None:
+            raise self._fatal or ClientClosedError("the producer is closed")
+        key = key_bytes
+        transactional = self._transactional
+        if transactional:
+            self._txn.check_can_send()
         ts = timestamp_ms if timestamp_ms is not None else int(time.time() * 1000)
         md = self._cluster.metadata
         info = md.topics.get(topic)
@@ -560,7 +670,13 @@ class Producer(Hostable):
         It saves an ``await`` (a coroutine) per record: 13-20% in a loop that
         only sends (``bench/clients.py``, ``trafka-try-send``).
         """
-        if type(value) is not bytes or not self._hot_path or self._closed or self._fatal:
+        if (
+            type(value) is not bytes
+            or type(topic) is not str
+            or not self._hot_path
+            or self._closed
+            or self._fatal
+        ):
             return None
         batch = self._append_hot(topic, value, key)
         if batch is True or batch is False:
@@ -814,7 +930,12 @@ class Producer(Hostable):
             acc.flushing -= 1
 
     async def partitions_for(self, topic: str) -> list[int]:
-        """The topic's partition numbers (waits for metadata up to ``max.block.ms``)."""
+        """The topic's partition numbers (waits for metadata up to ``max.block.ms``).
+
+        Raises:
+            TypeError, ValueError: ``topic`` is not a topic name.
+        """
+        check_topic("topic", topic)
         n = self._cluster.metadata.partition_count(topic)
         if n is None:
             n = await self._wait_for_topic(topic)
@@ -900,14 +1021,13 @@ class Producer(Hostable):
             ProducerFencedError / TransactionFatalError: fatal.
             InvalidTxnStateError: no transaction open.
             ProducerBlockedError: not done within ``max.block.ms``.
+            TypeError, ValueError: ``offsets`` is not a mapping of partitions to
+                offsets >= 0, or ``group_metadata`` is neither
+                ``ConsumerGroupMetadata`` nor a group id.
         """
+        clean, group = _transaction_offsets(offsets, group_metadata)
         await self._check_transactional_async("send_offsets_to_transaction()")
-        group = (
-            group_metadata
-            if isinstance(group_metadata, ConsumerGroupMetadata)
-            else ConsumerGroupMetadata(group_metadata)
-        )
-        result = self._txn.send_offsets(offsets, group)
+        result = self._txn.send_offsets(clean, group)
         self._wake_sender()
         await self._wait_txn(result)
 
@@ -935,7 +1055,9 @@ class Producer(Hostable):
             InvalidTxnStateError: no transaction open.
             ProducerBlockedError: not done within ``max.block.ms``; the commit
                 goes on, call again to wait for it (it cannot be aborted any more).
+            TypeError: ``wait`` is not a bool.
         """
+        check_bool("wait", wait)
         await self._check_transactional_async("commit_transaction()")
         txn = self._txn
         previous = txn.committing_result if txn.pipelined else None

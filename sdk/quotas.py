@@ -20,6 +20,8 @@ import math
 from collections.abc import Iterable, Mapping
 from typing import ClassVar, Literal
 
+from .errors import ArgumentTypeError, ArgumentValueError
+
 __all__ = [
     "ClientQuotaAlteration",
     "ClientQuotaEntity",
@@ -84,11 +86,13 @@ class ClientQuotaEntity:
         seen: dict[str, str | None] = {}
         for etype, name in pairs:
             if not isinstance(etype, str) or not etype:
-                raise ValueError(f"an entity type must be a non-empty string, not {etype!r}")
+                raise ArgumentValueError(
+                    f"an entity type must be a non-empty string, not {etype!r}"
+                )
             if etype in seen:
-                raise ValueError(f"entity type {etype!r} given twice")
+                raise ArgumentValueError(f"entity type {etype!r} given twice")
             if name is not None and not isinstance(name, str):
-                raise TypeError(f"the {etype} name must be a string or None, not {name!r}")
+                raise ArgumentTypeError(f"the {etype} name must be a string or None, not {name!r}")
             seen[etype] = name
         object.__setattr__(self, "entries", tuple(sorted(seen.items(), key=_type_order)))
 
@@ -145,15 +149,15 @@ class ClientQuotaFilterComponent:
 
     def __post_init__(self) -> None:
         if not self.entity_type:
-            raise ValueError("a filter component needs an entity type")
+            raise ArgumentValueError("a filter component needs an entity type")
         if self.match_type == self.EXACT:
             if self.match is None:
-                raise ValueError("an exact filter component needs a name")
+                raise ArgumentValueError("an exact filter component needs a name")
         elif self.match_type in (self.DEFAULT, self.SPECIFIED):
             if self.match is not None:
-                raise ValueError("only an exact filter component takes a name")
+                raise ArgumentValueError("only an exact filter component takes a name")
         else:
-            raise ValueError(f"unknown match type {self.match_type}")
+            raise ArgumentValueError(f"unknown match type {self.match_type}")
 
     @classmethod
     def of_entity(cls, entity_type: str, name: str) -> ClientQuotaFilterComponent:
@@ -192,12 +196,12 @@ class ClientQuotaAlteration:
         ops: dict[str, float | None] = {}
         for key, value in dict(self.ops).items():
             if not isinstance(key, str) or not key:
-                raise ValueError(f"a quota key must be a non-empty string, not {key!r}")
+                raise ArgumentValueError(f"a quota key must be a non-empty string, not {key!r}")
             if value is not None:
                 if isinstance(value, bool) or not isinstance(value, int | float):
-                    raise TypeError(f"quota {key}: {value!r} is not a number")
+                    raise ArgumentTypeError(f"quota {key}: {value!r} is not a number")
                 value = float(value)
                 if not math.isfinite(value):
-                    raise ValueError(f"quota {key}: {value!r} is not a finite number")
+                    raise ArgumentValueError(f"quota {key}: {value!r} is not a finite number")
             ops[key] = value
         object.__setattr__(self, "ops", ops)

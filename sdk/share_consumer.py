@@ -65,8 +65,23 @@ import anyio.abc
 from trafka.codec import ErrorCode, KafkaError, TrafkaError, UnsupportedVersionError
 
 from ._util import get_deserializer, owned_task_group, serve_metrics_if_asked, sleep_until
+from ._validate import (
+    check_callable,
+    check_offset,
+    check_partition,
+    check_timeout,
+    check_topic,
+    check_topics,
+    describe,
+)
 from .config import ShareConsumerConfig, make_config
-from .errors import ClientClosedError, SerializationError, UsageError
+from .errors import (
+    ArgumentTypeError,
+    ArgumentValueError,
+    ClientClosedError,
+    SerializationError,
+    UsageError,
+)
 from .fetcher import TopicPartition
 from .hosting import Hostable
 from .share_fetcher import AcknowledgeType, ShareCommit, ShareFetcher, ShareRecord, ShareRequest
@@ -107,6 +122,17 @@ _SHARE_GROUP_HEARTBEAT = 76
 AcknowledgementCommitCallback = Callable[
     [dict[TopicPartition, set[int]], BaseException | None], Any
 ]
+
+
+def check_acknowledge_type(value: Any) -> AcknowledgeType:
+    """An acknowledgement type: an :class:`AcknowledgeType` (or its int)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ArgumentTypeError(f"type must be an AcknowledgeType, got {describe(value)}")
+    try:
+        return AcknowledgeType(value)
+    except ValueError:
+        known = ", ".join(f"{t.name} ({t.value})" for t in AcknowledgeType)
+        raise ArgumentValueError(f"type must be one of {known}, got {value}") from None
 
 
 class ShareCommitResult:
@@ -325,14 +351,11 @@ class ShareConsumer(Hostable):
         """Join the share group for these topics (an empty list: :meth:`unsubscribe`).
 
         Raises:
-            UsageError: a topic name is empty, or ``topics`` is a single string.
+            TypeError, ValueError: ``topics`` is not an iterable of topic names
+                (a single string is not).
             ClientClosedError: the consumer is closed.
         """
-        if isinstance(topics, str):
-            raise UsageError("subscribe() takes a list of topic names, not a string")
-        names = tuple(sorted(set(topics)))
-        if any(not t for t in names):
-            raise UsageError("topic names must not be empty")
+        names = tuple(sorted(set(check_topics("topics", topics))))
         if self._closed:
             raise ClientClosedError("the share consumer is closed")
         self._subscription = names
@@ -395,8 +418,9 @@ class ShareConsumer(Hostable):
 
         Raises:
             UsageError: ``enable.metrics.push`` is false, or the consumer is not open.
-            ValueError: ``timeout_ms`` is negative.
+            TypeError, ValueError: ``timeout_ms`` is not a number >= 0.
         """
+        check_timeout("timeout_ms", timeout_ms, none=False)
         if not self.config.enable_metrics_push:
             raise disabled_error()
         if self._telemetry is None:
@@ -445,6 +469,7 @@ class ShareConsumer(Hostable):
             Up to ``max.poll.records`` records (empty when the time ran out).
 
         Raises:
+            TypeError, ValueError: ``timeout_ms`` is not None or a number >= 0.
             UsageError: not subscribed; or, with explicit acknowledgement,
                 records of the previous poll are not acknowledged.
             ClientClosedError: the consumer is closed.
@@ -452,6 +477,7 @@ class ShareConsumer(Hostable):
             KafkaError: an error no retry can fix (group authorization, a corrupt
                 batch, ...).
         """
+        check_timeout("timeout_ms", timeout_ms)
         self._check_open()
         if self._iter:
             out = list(self._iter)
@@ -569,8 +595,8 @@ class ShareConsumer(Hostable):
             ValueError: an unknown acknowledgement type.
         """
         if not isinstance(record, ShareRecord):
-            raise TypeError(
-                f"acknowledge() takes a ShareRecord, not {record.__class__.__name__}; "
+            raise ArgumentTypeError(
+                f"record must be a ShareRecord, not {record.__class__.__name__}; "
                 "use acknowledge_offset(topic, partition, offset, type) for coordinates"
             )
         self._acknowledge(TopicPartition(record.topic, record.partition), record.offset, type)
@@ -582,16 +608,24 @@ class ShareConsumer(Hostable):
         offset: int,
         type: AcknowledgeType | int = AcknowledgeType.ACCEPT,
     ) -> None:
-        """:meth:`acknowledge` a record of the last poll by its coordinates."""
-        self._acknowledge(TopicPartition(topic, partition), offset, type)
+        """:meth:`acknowledge` a record of the last poll by its coordinates.
+
+        Raises:
+            TypeError, ValueError: ``topic``, ``partition``, ``offset`` or
+                ``type`` is not what it must be.
+            UsageError: as :meth:`acknowledge`.
+        """
+        tp = TopicPartition(check_topic("topic", topic), check_partition("partition", partition))
+        check_offset("offset", offset)
+        self._acknowledge(tp, offset, type)
 
     def _acknowledge(self, tp: TopicPartition, offset: int, type: AcknowledgeType | int) -> None:
+        kind = check_acknowledge_type(type)
         if not self.config.explicit_acknowledgement:
             raise UsageError(
                 "share.acknowledgement.mode is implicit: records are accepted by the next "
                 "poll; set share.acknowledgement.mode=explicit to acknowledge them yourself"
             )
-        kind = AcknowledgeType(type)
         self._check_open()
         self._fetch.acknowledge(tp, offset, kind)
 
@@ -600,8 +634,12 @@ class ShareConsumer(Hostable):
     ) -> None:
         """Call ``callback({partition: offsets}, error_or_None)`` for every
         partition's acknowledgements once the broker answered them (inside
-        ``poll``, ``commit``, ``commit_async`` and ``close``); None removes it."""
-        self._callback = callback
+        ``poll``, ``commit``, ``commit_async`` and ``close``); None removes it.
+
+        Raises:
+            TypeError: ``callback`` is neither callable nor None.
+        """
+        self._callback = check_callable("callback", callback)
 
     async def commit(
         self, timeout_ms: int | None = None
@@ -618,9 +656,11 @@ class ShareConsumer(Hostable):
             locks had expired, ...). Empty when there was nothing to send.
 
         Raises:
+            TypeError, ValueError: ``timeout_ms`` is not None or a number >= 0.
             ClientClosedError: the consumer is closed.
             KafkaError: an error of the group no retry can fix.
         """
+        check_timeout("timeout_ms", timeout_ms)
         result = await self._commit(timeout_ms)._wait()
         self._dispatch_callbacks()
         return result

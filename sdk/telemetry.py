@@ -76,6 +76,7 @@ from trafka.codec.messages import k71_get_telemetry_subscriptions as k71
 from trafka.codec.messages import k72_push_telemetry as k72
 from trafka.codec.otlp import CUMULATIVE, DELTA, DataPoint, Metric, encode_metrics
 
+from ._validate import check_timeout
 from .errors import KafkaConnectionError, RequestTimeoutError, UsageError
 from .statistics import Interval, PartitionCounters, TelemetryStatistics
 
@@ -1238,7 +1239,13 @@ def client_telemetry(
 
 
 async def instance_id(driver: TelemetryDriver | None, timeout_ms: float) -> uuid.UUID | None:
-    """A client's ``client_instance_id(timeout_ms)`` over its push task (None: push off)."""
+    """A client's ``client_instance_id(timeout_ms)`` over its push task (None: push off).
+
+    Raises:
+        TypeError, ValueError: ``timeout_ms`` is not a number >= 0.
+        UsageError: push is off.
+    """
+    check_timeout("timeout_ms", timeout_ms, none=False)
     if driver is None:
         raise disabled_error()
     return await driver.client_instance_id(timeout_ms / 1000)

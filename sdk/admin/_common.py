@@ -19,7 +19,20 @@ from typing import Any, TypeVar
 
 from trafka.codec import ErrorCode, KafkaError, api
 
+from .._validate import (
+    INT16_MAX,
+    INT32_MAX,
+    check_int,
+    check_names,
+    check_offset,
+    check_str,
+    check_topic,
+    check_topic_partition,
+    check_topic_partitions,
+    describe,
+)
 from ..calls import Again
+from ..errors import ArgumentTypeError, ArgumentValueError
 from ..fetcher import TopicPartition
 
 __all__ = [
@@ -27,6 +40,16 @@ __all__ = [
     "Result",
     "answered",
     "by_topic",
+    "check_broker_id",
+    "check_config_changes",
+    "check_hmac",
+    "check_log_dir_assignments",
+    "check_new_topic_counts",
+    "check_new_totals",
+    "check_offset_spec",
+    "check_producer_id",
+    "check_reassignments",
+    "check_replica",
     "first_failure",
     "fit",
     "partition_outcome",
@@ -80,10 +103,13 @@ def settle(
 def by_topic(
     partitions: Iterable[TopicPartition] | Iterable[tuple[str, int]],
 ) -> dict[str, list[int]]:
-    """Partition numbers grouped by topic, in the order given."""
+    """Partition numbers grouped by topic, in the order given.
+
+    Raises:
+        TypeError, ValueError: ``partitions`` is not an iterable of partitions.
+    """
     out: dict[str, list[int]] = {}
-    for tp in partitions:
-        topic, partition = TopicPartition(*tp)
+    for topic, partition in check_topic_partitions("partitions", partitions):
         out.setdefault(topic, []).append(partition)
     return out
 
@@ -108,3 +134,126 @@ def first_failure(keys: Iterable[_K], failed: Mapping[_K, KafkaError]) -> None:
     for key in keys:
         if key in failed:
             raise failed[key]
+
+
+# -- argument checks of the admin calls (see trafka.sdk._validate's rules) --------------------
+
+
+def check_broker_id(name: str, value: Any) -> int:
+    return check_int(name, value, minimum=0, maximum=INT32_MAX)
+
+
+def check_producer_id(name: str, value: Any) -> int:
+    """A producer id: any int64 (which ids exist is the broker's to answer)."""
+    return check_int(name, value, minimum=-(2**63), maximum=2**63 - 1)
+
+
+def check_hmac(value: Any) -> bytes:
+    if not isinstance(value, bytes | bytearray | memoryview):
+        raise ArgumentTypeError(f"hmac must be bytes (a token's HMAC), got {describe(value)}")
+    if not len(value):
+        raise ArgumentValueError("hmac must not be empty")
+    return bytes(value)
+
+
+def check_config_changes(
+    name: str, changes: Any, check_resource: Any
+) -> dict[Any, dict[str, str | None]]:
+    """``{resource: {key: value or None}}``: resource names checked by
+    ``check_resource``, keys non-empty strings, values strings or None."""
+    if not isinstance(changes, Mapping):
+        raise ArgumentTypeError(
+            f"{name} must be a mapping of names to settings, got {describe(changes)}"
+        )
+    out: dict[Any, dict[str, str | None]] = {}
+    for resource, settings in changes.items():
+        check_resource(f"{name} key {resource!r}", resource)
+        where = f"{name}[{resource!r}]"
+        if not isinstance(settings, Mapping):
+            raise ArgumentTypeError(
+                f"{where} must be a mapping of settings, got {describe(settings)}"
+            )
+        for key, value in settings.items():
+            check_str(f"{where} key {key!r}", key)
+            check_str(f"{where}[{key!r}]", value, empty=True, none=True)
+        out[resource] = dict(settings)
+    return out
+
+
+def check_new_totals(value: Any) -> dict[str, int]:
+    """``create_partitions``' ``{topic: new partition count}``."""
+    if not isinstance(value, Mapping):
+        raise ArgumentTypeError(
+            f"new_totals must be a mapping of topic to count, got {describe(value)}"
+        )
+    return {
+        check_topic(f"new_totals key {topic!r}", topic): check_int(
+            f"new_totals[{topic!r}]", count, minimum=1, maximum=INT32_MAX
+        )
+        for topic, count in value.items()
+    }
+
+
+def check_reassignments(value: Any) -> dict[TopicPartition, list[int] | None]:
+    """``alter_partition_reassignments``' ``{partition: broker ids or None}``."""
+    if not isinstance(value, Mapping):
+        raise ArgumentTypeError(
+            f"reassignments must be a mapping of partition to broker ids, got {describe(value)}"
+        )
+    out: dict[TopicPartition, list[int] | None] = {}
+    for key, replicas in value.items():
+        tp = check_topic_partition(f"reassignments key {key!r}", key)
+        where = f"reassignments[{tp!r}]"
+        out[tp] = (
+            None
+            if replicas is None
+            else check_names(where, replicas, check_broker_id, "broker ids")
+        )
+    return out
+
+
+def check_offset_spec(name: str, value: Any) -> str | int:
+    """A ListOffsets spec: ``"earliest"``, ``"latest"`` or a timestamp >= 0."""
+    if value in ("earliest", "latest") and isinstance(value, str):
+        return str(value)
+    if isinstance(value, str):
+        raise ArgumentValueError(
+            f"{name} must be 'earliest', 'latest' or a timestamp >= 0, got {value!r}"
+        )
+    return check_offset(name, value)
+
+
+def check_replica(name: str, value: Any) -> tuple[str, int, int]:
+    """A ``TopicPartitionReplica`` or ``(topic, partition, broker_id)``."""
+    if not isinstance(value, tuple | list) or len(value) != 3:
+        raise ArgumentTypeError(
+            f"{name} must be a TopicPartitionReplica (topic, partition, broker_id), "
+            f"got {describe(value)}"
+        )
+    topic, partition, broker = value
+    check_topic_partition(name, (topic, partition))
+    check_broker_id(f"{name}.broker_id", broker)
+    return topic, partition, broker
+
+
+def check_log_dir_assignments(value: Any) -> dict[Any, str]:
+    """``alter_replica_log_dirs``' ``{replica: absolute directory}``."""
+    if not isinstance(value, Mapping):
+        raise ArgumentTypeError(
+            f"assignments must be a mapping of replica to directory, got {describe(value)}"
+        )
+    out: dict[Any, str] = {}
+    for replica, path in value.items():
+        check_replica(f"assignments key {replica!r}", replica)
+        out[replica] = check_str(f"assignments[{replica!r}]", path)
+    return out
+
+
+def check_new_topic_counts(num_partitions: Any, replication_factor: Any) -> None:
+    """A new topic's counts: -1 (the broker's default) or at least 1."""
+    if check_int("num_partitions", num_partitions, minimum=-1, maximum=INT32_MAX) == 0:
+        raise ArgumentValueError("num_partitions must be -1 (the broker's default) or >= 1, got 0")
+    if check_int("replication_factor", replication_factor, minimum=-1, maximum=INT16_MAX) == 0:
+        raise ArgumentValueError(
+            "replication_factor must be -1 (the broker's default) or >= 1, got 0"
+        )

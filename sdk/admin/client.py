@@ -53,6 +53,27 @@ import anyio.abc
 from trafka.codec import ErrorCode, KafkaError, TrafkaError
 
 from .._util import owned_task_group, serve_metrics_if_asked
+from .._validate import (
+    INT16_MAX,
+    INT32_MAX,
+    INT64_MAX,
+    check_bool,
+    check_committed_offset,
+    check_group_id,
+    check_group_ids,
+    check_instance,
+    check_instances,
+    check_int,
+    check_names,
+    check_offsets,
+    check_str,
+    check_timeout,
+    check_timestamp_ms,
+    check_topic,
+    check_topic_partition,
+    check_topic_partitions,
+    check_topics,
+)
 from ..acls import AclBinding, AclBindingFilter
 from ..calls import Calls, again_if_transient
 from ..config import AdminConfig, make_config
@@ -74,7 +95,22 @@ from ..telemetry import (
 )
 from ..transactions import TRANSACTION_KEY
 from ..transport import COORDINATOR_BASE, BrokerConnection, Cluster
-from ._common import Result, answered, by_topic, first_failure, settle
+from ._common import (
+    Result,
+    answered,
+    by_topic,
+    check_broker_id,
+    check_config_changes,
+    check_hmac,
+    check_log_dir_assignments,
+    check_new_totals,
+    check_offset_spec,
+    check_producer_id,
+    check_reassignments,
+    check_replica,
+    first_failure,
+    settle,
+)
 from .acls import (
     create_acls_request,
     delete_acls_request,
@@ -207,6 +243,7 @@ from .share_groups import (
 )
 from .topics import (
     NewTopic,
+    check_new_topics,
     create_partitions_request,
     create_topics_request,
     delete_topics_request,
@@ -241,6 +278,12 @@ __all__ = ["Admin", "open_admin"]
 _T = TypeVar("_T")
 
 
+def _any_str(name: str, value: Any) -> str:
+    """A str, empty or not (a name the broker judges)."""
+    result: str = check_str(name, value, empty=True)
+    return result
+
+
 class Admin(Hostable):
     """A Kafka admin client. Create it with :func:`open_admin`.
 
@@ -273,7 +316,11 @@ class Admin(Hostable):
         return self._cluster
 
     def _timeout_ms(self, timeout_ms: int | None) -> int:
-        return self.config.default_api_timeout_ms if timeout_ms is None else timeout_ms
+        """A call's bound in ms, as the int32 a request carries."""
+        ms = check_timeout("timeout_ms", timeout_ms)
+        if ms is None:
+            return self.config.default_api_timeout_ms
+        return int(min(ms, INT32_MAX))
 
     async def _controller(self) -> BrokerConnection:
         md = self._cluster.metadata
@@ -393,6 +440,7 @@ class Admin(Hostable):
             UnsupportedVersionError: the broker has no UpdateFeatures, or only
                 v0 and ``validate_only`` was asked (v0 cannot carry it).
         """
+        check_bool("validate_only", validate_only)
         wanted = feature_updates(updates)
         wait_ms = self._timeout_ms(timeout_ms)
 
@@ -416,6 +464,7 @@ class Admin(Hostable):
         only once its own metadata has it: a change this client made is in the
         next answer, while another broker may learn of it a moment later.
         """
+        check_bool("include_internal", include_internal)
 
         async def attempt(deadline: float) -> dict[str, int]:
             conn = await self._controller()
@@ -438,6 +487,7 @@ class Admin(Hostable):
         Raises:
             KafkaError: a topic does not exist (UNKNOWN_TOPIC_OR_PARTITION) or has another error.
         """
+        names = check_topics("names", names)
         names = list(names)
 
         async def attempt(deadline: float) -> dict[str, TopicInfo]:
@@ -496,6 +546,8 @@ class Admin(Hostable):
         Raises:
             KafkaError: e.g. TOPIC_ALREADY_EXISTS, INVALID_PARTITIONS, INVALID_CONFIG.
         """
+        topics = check_new_topics(topics, num_partitions, replication_factor)
+        check_bool("validate_only", validate_only)
         items = new_topics(topics, num_partitions, replication_factor)
 
         async def send(conn: BrokerConnection, names: list[str], left: float) -> list[Result]:
@@ -515,6 +567,7 @@ class Admin(Hostable):
         Raises:
             KafkaError: e.g. UNKNOWN_TOPIC_OR_PARTITION.
         """
+        names = check_topics("names", names)
 
         async def send(conn: BrokerConnection, todo: list[str], left: float) -> list[Result]:
             body = delete_topics_request(conn.version_for(20), todo, timeout_ms=int(left * 1000))
@@ -540,6 +593,8 @@ class Admin(Hostable):
         Raises:
             KafkaError: e.g. INVALID_PARTITIONS (not more than now).
         """
+        new_totals = check_new_totals(new_totals)
+        check_bool("validate_only", validate_only)
         totals = dict(new_totals)
 
         async def send(conn: BrokerConnection, names: list[str], left: float) -> list[Result]:
@@ -579,6 +634,8 @@ class Admin(Hostable):
             ValueError: an unknown election type.
             KafkaError: the request as a whole was refused.
         """
+        if partitions is not None:
+            partitions = check_topic_partitions("partitions", partitions)
         election = election_type_code(election_type)
         topics = None if partitions is None else by_topic(partitions)
         wait_ms = self._timeout_ms(timeout_ms)
@@ -609,6 +666,7 @@ class Admin(Hostable):
         Raises:
             KafkaError: the request as a whole was refused.
         """
+        reassignments = check_reassignments(reassignments)
         wanted = partition_reassignments(reassignments)
         body = alter_partition_reassignments_request(
             wanted, timeout_ms=self._timeout_ms(timeout_ms)
@@ -628,6 +686,8 @@ class Admin(Hostable):
     ) -> dict[TopicPartition, PartitionReassignment]:
         """The partition moves under way (ListPartitionReassignments, KIP-455): all of
         them, or those of ``partitions``. Partitions not being moved are left out."""
+        if partitions is not None:
+            partitions = check_topic_partitions("partitions", partitions)
         body = list_partition_reassignments_request(
             partitions, timeout_ms=self._timeout_ms(timeout_ms)
         )
@@ -649,6 +709,7 @@ class Admin(Hostable):
             KafkaError: e.g. SECURITY_DISABLED (the cluster has no authorizer) or
                 CLUSTER_AUTHORIZATION_FAILED.
         """
+        check_instance("acl_filter", acl_filter, AclBindingFilter, none=True)
         f = acl_filter or AclBindingFilter()
 
         async def attempt(deadline: float) -> list[AclBinding]:
@@ -662,6 +723,7 @@ class Admin(Hostable):
         self, bindings: Iterable[AclBinding], *, timeout_ms: int | None = None
     ) -> dict[AclBinding, KafkaError | None]:
         """Create ACLs (CreateAcls); per binding None when created, else its error."""
+        bindings = check_instances("bindings", bindings, AclBinding)
         wanted = list(dict.fromkeys(bindings))
         body = create_acls_request(wanted)
 
@@ -676,6 +738,7 @@ class Admin(Hostable):
     ) -> dict[AclBindingFilter, list[AclBinding] | KafkaError]:
         """Delete the ACLs each filter matches (DeleteAcls); per filter the ACLs
         deleted, or its error."""
+        filters = check_instances("filters", filters, AclBindingFilter)
         wanted = list(dict.fromkeys(filters))
         body = delete_acls_request(wanted)
 
@@ -714,6 +777,8 @@ class Admin(Hostable):
                 (the principal lacks DESCRIBE_CONFIGS on the cluster).
             UnsupportedVersionError: the broker has no DescribeClientQuotas.
         """
+        components = check_instances("components", components, ClientQuotaFilterComponent)
+        check_bool("strict", strict)
         body = describe_client_quotas_request(list(components), strict=strict)
 
         async def attempt(deadline: float) -> dict[ClientQuotaEntity, dict[str, float]]:
@@ -746,6 +811,8 @@ class Admin(Hostable):
                 (the principal lacks ALTER_CONFIGS on the cluster).
             UnsupportedVersionError: the broker has no AlterClientQuotas.
         """
+        alterations = check_instances("alterations", alterations, ClientQuotaAlteration)
+        check_bool("validate_only", validate_only)
         wanted = client_quota_alterations(alterations)
         if not wanted:
             return
@@ -780,6 +847,9 @@ class Admin(Hostable):
             overrides_only: leave out settings at their default (static or
                 broker-wide values a topic inherits).
         """
+        topics = check_topics("topics", topics)
+        brokers = check_names("brokers", brokers, check_broker_id, "broker ids")
+        check_bool("overrides_only", overrides_only)
         resources = [(TOPIC_RESOURCE, t) for t in topics]
         resources += [(BROKER_RESOURCE, str(b)) for b in brokers]
         return await self._describe_configs(
@@ -799,6 +869,8 @@ class Admin(Hostable):
         Args:
             overrides_only: leave out settings at their default (the broker's).
         """
+        group_ids = check_group_ids("group_ids", group_ids)
+        check_bool("overrides_only", overrides_only)
         resources = [(GROUP_RESOURCE, g) for g in group_ids]
         return await self._describe_configs(
             "describe_group_configs", resources, overrides_only, timeout_ms
@@ -831,6 +903,7 @@ class Admin(Hostable):
         kept), else AlterConfigs (which replaces the topic's whole config).
         Both are idempotent, so a retry repeats the whole change.
         """
+        changes = check_config_changes("changes", changes, check_topic)
         await self._alter_configs("alter_topic_configs", TOPIC_RESOURCE, changes, timeout_ms)
 
     async def alter_group_configs(
@@ -845,6 +918,7 @@ class Admin(Hostable):
 
             await admin.alter_group_configs({"workers": {"share.auto.offset.reset": "earliest"}})
         """
+        changes = check_config_changes("changes", changes, check_group_id)
         await self._alter_configs("alter_group_configs", GROUP_RESOURCE, changes, timeout_ms)
 
     async def list_client_metrics_resources(self, *, timeout_ms: int | None = None) -> list[str]:
@@ -882,6 +956,8 @@ class Admin(Hostable):
         Args:
             overrides_only: only the settings the resource sets.
         """
+        names = check_names("names", names, _any_str)
+        check_bool("overrides_only", overrides_only)
         resources = [(CLIENT_METRICS_RESOURCE, n) for n in names]
         return await self._describe_configs(
             "describe_client_metrics_configs", resources, overrides_only, timeout_ms
@@ -907,6 +983,8 @@ class Admin(Hostable):
                 outside 100-3600000 ms) or INVALID_CONFIG (a bad ``match`` item or
                 value), as the broker refuses it.
         """
+        check_str("name", name, empty=True)  # the broker's to refuse (INVALID_REQUEST)
+        changes = check_config_changes("changes", {name: changes}, _any_str)[name]
         await self._alter_configs(
             "alter_client_metrics_configs", CLIENT_METRICS_RESOURCE, {name: changes}, timeout_ms
         )
@@ -936,6 +1014,7 @@ class Admin(Hostable):
         self, specs: Mapping[TopicPartition, str | int], *, timeout_ms: int | None = None
     ) -> dict[TopicPartition, tuple[int, int] | None]:
         """Offsets by ``"earliest"``, ``"latest"`` or a timestamp: ``(offset, timestamp)`` or None."""
+        specs = check_offsets("specs", specs, check_value=check_offset_spec)
         targets = offset_targets(specs)
 
         async def ask(
@@ -950,6 +1029,7 @@ class Admin(Hostable):
         self, before: Mapping[TopicPartition, int], *, timeout_ms: int | None = None
     ) -> dict[TopicPartition, int]:
         """Delete records before the given offsets (-1: the high watermark). Returns new low watermarks."""
+        before = check_offsets("before", before, minimum=-1)
         offsets = {TopicPartition(*tp): o for tp, o in before.items()}
         # What the leaders may take, of the call's own bound.
         wait_ms = self._timeout_ms(timeout_ms)
@@ -1007,6 +1087,8 @@ class Admin(Hostable):
     ) -> list[LogDirDescription]:
         """Every broker's log directories and the size of each partition in them
         (only ``partitions`` when given; partitions a broker does not hold are left out)."""
+        if partitions is not None:
+            partitions = check_topic_partitions("partitions", partitions)
         topics = None if partitions is None else by_topic(partitions)
 
         async def ask(conn: BrokerConnection) -> list[LogDirDescription]:
@@ -1053,6 +1135,7 @@ class Admin(Hostable):
         Raises:
             UnsupportedVersionError: a broker without AlterReplicaLogDirs.
         """
+        assignments = check_log_dir_assignments(assignments)
         wanted = {TopicPartitionReplica(*r): str(path) for r, path in assignments.items()}
         plan = alter_replica_log_dirs_plan(wanted)
         out: dict[TopicPartitionReplica, KafkaError | None] = {}
@@ -1098,6 +1181,7 @@ class Admin(Hostable):
                 one of its directories; BROKER_NOT_AVAILABLE for a broker id the
                 cluster does not have.
         """
+        replicas = check_names("replicas", replicas, check_replica, "replicas")
         wanted = list(dict.fromkeys(TopicPartitionReplica(*r) for r in replicas))
         plan = replica_log_dirs_plan(wanted)
         out: dict[TopicPartitionReplica, ReplicaLogDirInfo] = {}
@@ -1130,6 +1214,8 @@ class Admin(Hostable):
                 v5 filter themselves; older ones are filtered here (their groups
                 are all ``classic``).
         """
+        if types is not None:
+            types = check_names("types", types, check_str, "group types")
         wanted = group_types(types)
 
         async def ask(conn: BrokerConnection) -> list[GroupListing]:
@@ -1144,6 +1230,7 @@ class Admin(Hostable):
         self, group_ids: Iterable[str], *, timeout_ms: int | None = None
     ) -> dict[str, GroupDescription]:
         """State and members of groups."""
+        group_ids = check_group_ids("group_ids", group_ids)
         ids = list(dict.fromkeys(group_ids))
         out: dict[str, GroupDescription] = {}
 
@@ -1186,6 +1273,7 @@ class Admin(Hostable):
                 GROUP_ID_NOT_FOUND for a group that does not exist or is not a
                 share group; UNSUPPORTED_VERSION from a broker without share groups.
         """
+        group_ids = check_group_ids("group_ids", group_ids)
         ids = list(dict.fromkeys(group_ids))
         out: dict[str, ShareGroupDescription] = {}
 
@@ -1208,6 +1296,7 @@ class Admin(Hostable):
         self, group_ids: Iterable[str], *, timeout_ms: int | None = None
     ) -> None:
         """Delete empty groups (their committed offsets go too)."""
+        group_ids = check_group_ids("group_ids", group_ids)
         pending = list(dict.fromkeys(group_ids))
 
         async def attempt(deadline: float) -> None:
@@ -1264,6 +1353,10 @@ class Admin(Hostable):
                 LeaveGroup v3 (Kafka 2.4). A coordinator that is loading, moved
                 or not available is waited for, as Java does.
         """
+        check_group_id("group_id", group_id)
+        if members is not None:
+            members = check_names("members", members, check_str, "group instance ids")
+        check_str("reason", reason, empty=True, none=True)
         started = anyio.current_time()
         if members is not None:
             identities = leaving_members(members)
@@ -1290,6 +1383,9 @@ class Admin(Hostable):
         timeout_ms: int | None = None,
     ) -> dict[TopicPartition, int]:
         """Committed offsets of a group (all its partitions when ``partitions`` is None)."""
+        check_group_id("group_id", group_id)
+        if partitions is not None:
+            partitions = check_topic_partitions("partitions", partitions)
         wanted = None if partitions is None else [TopicPartition(*tp) for tp in partitions]
 
         async def attempt(deadline: float) -> dict[TopicPartition, int]:
@@ -1311,6 +1407,8 @@ class Admin(Hostable):
         timeout_ms: int | None = None,
     ) -> None:
         """Commit offsets for a group that has no active members."""
+        check_group_id("group_id", group_id)
+        offsets = check_offsets("offsets", offsets, check_value=check_committed_offset)
         wanted = {TopicPartition(*tp): o for tp, o in offsets.items()}
 
         async def attempt(deadline: float) -> None:
@@ -1337,6 +1435,8 @@ class Admin(Hostable):
                 GROUP_SUBSCRIBED_TO_TOPIC for a partition whose topic a member
                 subscribes to (the others' offsets are deleted even so, as Kafka does).
         """
+        check_group_id("group_id", group_id)
+        partitions = check_topic_partitions("partitions", partitions)
         body = offset_delete_request(group_id, by_topic(partitions))
 
         async def attempt(deadline: float) -> None:
@@ -1381,6 +1481,9 @@ class Admin(Hostable):
                 broker before Kafka 4.1), or for the first partition the broker
                 reports an error for.
         """
+        check_group_id("group_id", group_id)
+        if partitions is not None:
+            partitions = check_topic_partitions("partitions", partitions)
         wanted = (
             None
             if partitions is None
@@ -1421,6 +1524,8 @@ class Admin(Hostable):
                 OFFSET_OUT_OF_RANGE past the log end, INVALID_REQUEST for a
                 negative offset); the others are set even so.
         """
+        check_group_id("group_id", group_id)
+        offsets = check_offsets("offsets", offsets)
         wanted = {TopicPartition(*tp): o for tp, o in offsets.items()}
         if not wanted:
             return
@@ -1450,6 +1555,8 @@ class Admin(Hostable):
                 (UNKNOWN_TOPIC_OR_PARTITION for a topic that does not exist or
                 that the group has no state of); the others are deleted even so.
         """
+        check_group_id("group_id", group_id)
+        topics = check_topics("topics", topics)
         pending = list(dict.fromkeys(topics))
         if not pending:
             return
@@ -1476,6 +1583,8 @@ class Admin(Hostable):
                 (the first failing user, in the order given), or the broker's
                 error for the whole request.
         """
+        if users is not None:
+            users = check_names("users", users, check_str, "user names")
         names = None if users is None else list(dict.fromkeys(users))
         if names == []:
             return {}  # (an empty list would ask the broker for every user)
@@ -1511,6 +1620,9 @@ class Admin(Hostable):
                 RESOURCE_NOT_FOUND (deleting a credential that does not exist),
                 DUPLICATE_RESOURCE.
         """
+        alterations = check_instances(
+            "alterations", alterations, (UserScramCredentialUpsertion, UserScramCredentialDeletion)
+        )
         plan = scram_alterations(alterations)
         pending = set(plan.users)
         failed: dict[str, KafkaError] = {}
@@ -1559,6 +1671,9 @@ class Admin(Hostable):
                 this connection logged in with a token),
                 DELEGATION_TOKEN_AUTHORIZATION_FAILED, INVALID_PRINCIPAL_TYPE.
         """
+        renewers = check_names("renewers", renewers, check_str, "principals")
+        check_str("owner", owner, none=True)
+        check_int("max_lifetime_ms", max_lifetime_ms, minimum=-1, maximum=INT64_MAX)
         renewer_list = token_renewers(renewers)
         owner_pair = None if owner is None else token_principal(owner)
 
@@ -1584,6 +1699,8 @@ class Admin(Hostable):
                 DELEGATION_TOKEN_OWNER_MISMATCH, DELEGATION_TOKEN_AUTH_DISABLED,
                 DELEGATION_TOKEN_REQUEST_NOT_ALLOWED.
         """
+        check_hmac(hmac)
+        check_int("renew_period_ms", renew_period_ms, minimum=None, maximum=INT64_MAX)
         body = renew_delegation_token_request(hmac, renew_period_ms)
 
         async def attempt(deadline: float) -> int:
@@ -1604,6 +1721,8 @@ class Admin(Hostable):
         Raises:
             KafkaError: as :meth:`renew_delegation_token`.
         """
+        check_hmac(hmac)
+        check_int("expiry_period_ms", expiry_period_ms, minimum=None, maximum=INT64_MAX)
         body = expire_delegation_token_request(hmac, expiry_period_ms)
 
         async def attempt(deadline: float) -> int:
@@ -1623,6 +1742,8 @@ class Admin(Hostable):
             KafkaError: DELEGATION_TOKEN_AUTH_DISABLED,
                 DELEGATION_TOKEN_REQUEST_NOT_ALLOWED.
         """
+        if owners is not None:
+            owners = check_names("owners", owners, check_str, "principals")
         owner_list = describe_delegation_token_owners(owners)
         if owner_list == []:
             return []  # (as the broker answers an empty list)
@@ -1644,6 +1765,7 @@ class Admin(Hostable):
     ) -> dict[TopicPartition, list[ProducerState]]:
         """The producers each partition's leader keeps state for, with the first
         offset of the transaction each has open there (KIP-664)."""
+        partitions = check_topic_partitions("partitions", partitions)
 
         async def ask(
             conn: BrokerConnection, tps: list[TopicPartition]
@@ -1670,6 +1792,10 @@ class Admin(Hostable):
             UnsupportedVersionError: ``min_duration_ms`` and a broker without
                 ListTransactions v1.
         """
+        states = check_names("states", states, check_str, "transaction states")
+        producer_ids = check_names("producer_ids", producer_ids, check_producer_id, "producer ids")
+        if min_duration_ms is not None:
+            check_int("min_duration_ms", min_duration_ms, minimum=0, maximum=INT64_MAX)
         state_filters, pid_filters = list(states), list(producer_ids)
 
         async def ask(conn: BrokerConnection) -> Any:
@@ -1689,6 +1815,9 @@ class Admin(Hostable):
         Raises:
             KafkaError: TRANSACTIONAL_ID_NOT_FOUND for an id no coordinator knows.
         """
+        transactional_ids = check_names(
+            "transactional_ids", transactional_ids, check_str, "transactional ids"
+        )
         ids = list(dict.fromkeys(transactional_ids))
         out: dict[str, TransactionDescription] = {}
 
@@ -1719,6 +1848,9 @@ class Admin(Hostable):
             KafkaError: the coordinator refused (CONCURRENT_TRANSACTIONS is not
                 an error: the abort it reports has fenced the producer already).
         """
+        transactional_ids = check_names(
+            "transactional_ids", transactional_ids, check_str, "transactional ids"
+        )
         txn_timeout = self.config.request_timeout_ms
         pending = list(dict.fromkeys(transactional_ids))
 
@@ -1751,6 +1883,13 @@ class Admin(Hostable):
         :meth:`abort_transaction` ends it. ``timeout_ms`` bounds all the calls
         this makes together.
         """
+        if topics is not None:
+            topics = check_topics("topics", topics)
+        check_int(
+            "max_transaction_timeout_ms", max_transaction_timeout_ms, minimum=0, maximum=INT32_MAX
+        )
+        check_timestamp_ms("now_ms", now_ms)
+        check_timeout("timeout_ms", timeout_ms)
         deadline = anyio.current_time() + self._timeout_ms(timeout_ms) / 1000
 
         def left() -> int:
@@ -1803,6 +1942,11 @@ class Admin(Hostable):
             KafkaError: INVALID_PRODUCER_EPOCH or TRANSACTION_COORDINATOR_FENCED
                 (the partition has seen newer ones), UNKNOWN_TOPIC_OR_PARTITION, ...
         """
+        partition = check_topic_partition("partition", partition)
+        check_producer_id("producer_id", producer_id)
+        # The protocol's ranges: which values are stale is the broker's to answer.
+        check_int("producer_epoch", producer_epoch, minimum=-INT16_MAX - 1, maximum=INT16_MAX)
+        check_int("coordinator_epoch", coordinator_epoch, minimum=-INT32_MAX - 1)
         tp = TopicPartition(*partition)
         body = abort_transaction_request(tp, producer_id, producer_epoch, coordinator_epoch)
 

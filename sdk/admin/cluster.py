@@ -15,8 +15,10 @@ from trafka.codec.messages import k18_api_versions as av
 from trafka.codec.messages import k57_update_features as upf
 from trafka.codec.messages import k60_describe_cluster as dcl
 
+from .._validate import INT16_MAX, check_instance, check_int, check_str, describe
 from ..calls import TRANSIENT, check
 from ..connection_state import SOFTWARE_NAME, SOFTWARE_VERSION
+from ..errors import ArgumentTypeError, ArgumentValueError
 from ..metadata import BrokerInfo
 from ._common import answered, fit, partition_outcome
 
@@ -89,10 +91,20 @@ class FeatureUpdate:
     upgrade_type: UpgradeType = UpgradeType.UPGRADE
 
     def __post_init__(self) -> None:
+        check_int("max_version_level", self.max_version_level, maximum=INT16_MAX)
+        if not isinstance(self.upgrade_type, UpgradeType):
+            try:
+                object.__setattr__(self, "upgrade_type", UpgradeType(self.upgrade_type))
+            except ValueError:
+                raise ArgumentValueError(
+                    f"upgrade_type must be an UpgradeType, got {self.upgrade_type!r}"
+                ) from None
         if self.max_version_level < 0:
-            raise ValueError(f"a feature level cannot be negative: {self.max_version_level}")
+            raise ArgumentValueError(
+                f"a feature level cannot be negative: {self.max_version_level}"
+            )
         if self.max_version_level == 0 and self.upgrade_type == UpgradeType.UPGRADE:
-            raise ValueError("level 0 removes a feature: use a downgrade upgrade_type")
+            raise ArgumentValueError("level 0 removes a feature: use a downgrade upgrade_type")
 
 
 def describe_cluster_request(version: int) -> Any:
@@ -140,12 +152,19 @@ def feature_updates(updates: Mapping[str, FeatureUpdate]) -> dict[str, FeatureUp
     Raises:
         ValueError: no updates, or an empty feature name.
     """
+    if not isinstance(updates, Mapping):
+        raise ArgumentTypeError(
+            f"updates must be a mapping of feature names to FeatureUpdate, got {describe(updates)}"
+        )
     wanted = dict(updates)
+    for name, update in wanted.items():
+        check_str(f"updates key {name!r}", name, empty=True)
+        check_instance(f"updates[{name!r}]", update, FeatureUpdate)
     if not wanted:
-        raise ValueError("no feature updates given")
+        raise ArgumentValueError("no feature updates given")
     for name in wanted:
         if not name.strip():
-            raise ValueError("a feature name must not be empty")
+            raise ArgumentValueError("a feature name must not be empty")
     return wanted
 
 

@@ -20,6 +20,7 @@ from trafka.codec.messages import k69_consumer_group_describe as cgd
 
 from ..assignors import decode_assignment
 from ..calls import TRANSIENT, again_if_transient, check
+from ..errors import ArgumentTypeError, ArgumentValueError
 from ..fetcher import TopicPartition
 from ..group_protocol import offset_fetch_request, read_offset_commit, read_offset_fetch
 from ._common import fit, partition_outcome
@@ -234,10 +235,10 @@ def leaving_members(members: Iterable[str]) -> list[tuple[str, str | None]]:
         ValueError: no members.
     """
     if isinstance(members, str):
-        raise TypeError("members is an iterable of group instance ids, not one string")
+        raise ArgumentTypeError("members is an iterable of group instance ids, not one string")
     identities: list[tuple[str, str | None]] = [("", iid) for iid in dict.fromkeys(members)]
     if not identities:
-        raise ValueError("members is empty: give group instance ids, or None for all")
+        raise ArgumentValueError("members is empty: give group instance ids, or None for all")
     return identities
 
 

@@ -15,6 +15,7 @@ from trafka.codec.messages import k45_alter_partition_reassignments as apr
 from trafka.codec.messages import k46_list_partition_reassignments as lpr
 
 from ..calls import TRANSIENT, check
+from ..errors import ArgumentValueError
 from ..fetcher import TopicPartition
 from ._common import answered, by_topic, fit, partition_outcome
 
@@ -56,8 +57,8 @@ def election_type(name: str) -> int:
     Raises:
         ValueError: an unknown election type.
     """
-    if name not in ELECTION_TYPES:
-        raise ValueError(f"election_type must be preferred or unclean, got {name!r}")
+    if not isinstance(name, str) or name not in ELECTION_TYPES:
+        raise ArgumentValueError(f"election_type must be preferred or unclean, got {name!r}")
     return ELECTION_TYPES[name]
 
 

@@ -16,6 +16,7 @@ from trafka.codec.messages import k48_describe_client_quotas as dcq
 from trafka.codec.messages import k49_alter_client_quotas as acq
 
 from ..calls import TRANSIENT, Again, check
+from ..errors import ArgumentValueError
 from ..quotas import ClientQuotaAlteration, ClientQuotaEntity, ClientQuotaFilterComponent
 from ._common import partition_outcome
 
@@ -74,7 +75,7 @@ def client_quota_alterations(
     wanted: dict[ClientQuotaEntity, ClientQuotaAlteration] = {}
     for alt in alterations:
         if alt.entity in wanted:
-            raise ValueError(f"client quota entity {alt.entity} given twice")
+            raise ArgumentValueError(f"client quota entity {alt.entity} given twice")
         wanted[alt.entity] = alt
     return wanted
 

@@ -11,6 +11,7 @@ from typing import Any
 from trafka.codec import KafkaError
 from trafka.codec.messages import k21_delete_records as dr
 
+from ..errors import ArgumentValueError
 from ..fetcher import EARLIEST, LATEST, TopicPartition, build_list_offsets, parse_list_offsets
 from ._common import by_topic
 
@@ -38,7 +39,7 @@ def offset_targets(specs: Mapping[TopicPartition, str | int]) -> dict[TopicParti
         elif isinstance(spec, int) and spec >= 0:
             targets[TopicPartition(*tp)] = spec
         else:
-            raise ValueError(
+            raise ArgumentValueError(
                 f"offset spec must be 'earliest', 'latest' or a timestamp >= 0, got {spec!r}"
             )
     return targets

@@ -22,6 +22,7 @@ from trafka.codec.sasl import (
 )
 
 from ..calls import TRANSIENT, check
+from ..errors import ArgumentValueError
 from ._common import Result, answered, first_failure, partition_outcome
 
 __all__ = [
@@ -89,7 +90,7 @@ def scram_type(mechanism: str) -> int:
     try:
         return SCRAM_MECHANISM_TYPES[mechanism.upper()]
     except KeyError:
-        raise ValueError(
+        raise ArgumentValueError(
             f"unknown SCRAM mechanism {mechanism!r}; known: {', '.join(SCRAM_MECHANISM_TYPES)}"
         ) from None
 
@@ -166,7 +167,7 @@ def scram_alterations(
             deletions.append(req.ScramCredentialDeletion(name=alt.user, mechanism=mechanism))
             continue
         if alt.iterations < 1:
-            raise ValueError(f"SCRAM iterations must be positive, not {alt.iterations}")
+            raise ArgumentValueError(f"SCRAM iterations must be positive, not {alt.iterations}")
         salt = secrets.token_bytes(32) if alt.salt is None else alt.salt
         upsertions.append(
             req.ScramCredentialUpsertion(

@@ -15,12 +15,15 @@ from trafka.codec.messages import k19_create_topics as ct
 from trafka.codec.messages import k20_delete_topics as dt
 from trafka.codec.messages import k37_create_partitions as cpart
 
+from .._validate import check_names, check_str, check_topic, describe
 from ..calls import TRANSIENT, check
+from ..errors import ArgumentTypeError
 from ..metadata import PartitionInfo, TopicInfo
-from ._common import Result, fit
+from ._common import Result, check_new_topic_counts, fit
 
 __all__ = [
     "NewTopic",
+    "check_new_topics",
     "create_partitions_request",
     "create_topics_request",
     "delete_topics_request",
@@ -35,12 +38,44 @@ __all__ = [
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class NewTopic:
-    """A topic to create. ``-1`` partitions or replication factor: the broker's default."""
+    """A topic to create. ``-1`` partitions or replication factor: the broker's default.
+
+    Raises:
+        TypeError, ValueError: a name Kafka cannot have, a count that is neither
+            -1 nor at least 1, or configs that are not a mapping of strings.
+    """
 
     name: str
     num_partitions: int = -1
     replication_factor: int = -1
     configs: Mapping[str, str] = dataclasses.field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        check_topic("name", self.name)
+        check_new_topic_counts(self.num_partitions, self.replication_factor)
+        if not isinstance(self.configs, Mapping):
+            raise ArgumentTypeError(
+                f"configs must be a mapping of settings, got {describe(self.configs)}"
+            )
+        for key, value in self.configs.items():
+            check_str(f"configs key {key!r}", key)
+            check_str(f"configs[{key!r}]", value, empty=True, none=True)
+
+
+def check_new_topics(
+    topics: Any, num_partitions: Any, replication_factor: Any
+) -> list[NewTopic | str]:
+    """``create_topics``' arguments, checked: topics are NewTopic or names."""
+    check_new_topic_counts(num_partitions, replication_factor)
+    if isinstance(topics, NewTopic):
+        raise ArgumentTypeError("topics must be an iterable of NewTopic or names, not one NewTopic")
+
+    def one(name: str, value: Any) -> NewTopic | str:
+        if isinstance(value, NewTopic):
+            return value
+        return check_topic(name, value)
+
+    return check_names("topics", topics, one, "NewTopic or topic names")
 
 
 def read_list_topics(resp: Any, *, include_internal: bool) -> dict[str, int]:

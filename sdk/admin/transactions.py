@@ -20,6 +20,7 @@ from trafka.codec.messages import k65_describe_transactions as dtx
 from trafka.codec.messages import k66_list_transactions as ltx
 
 from ..calls import TRANSIENT, check
+from ..errors import ArgumentValueError
 from ..fetcher import TopicPartition
 from ._common import by_topic, fit, partition_outcome
 
@@ -229,7 +230,7 @@ def read_list_transactions(responses: Iterable[Any]) -> list[TransactionListing]
                 t.transactional_id, t.producer_id, t.transaction_state
             )
     if unknown:
-        raise ValueError(f"unknown transaction state(s): {', '.join(sorted(unknown))}")
+        raise ArgumentValueError(f"unknown transaction state(s): {', '.join(sorted(unknown))}")
     return [found[tid] for tid in sorted(found)]
 
 

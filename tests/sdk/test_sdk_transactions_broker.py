@@ -549,7 +549,7 @@ async def test_cancelled_scope_shows_as_cancellation_not_closed(
                         await anyio.sleep(0.01)
                 assert p._sender_done
                 if call == "send_offsets":
-                    await p.send_offsets_to_transaction({}, None)  # type: ignore[arg-type]
+                    await p.send_offsets_to_transaction({}, "g")
                 else:
                     await getattr(p, call)()
                 raise AssertionError("the call did not raise")
