@@ -21,6 +21,8 @@ import shlex
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -98,6 +100,62 @@ def expected_lines(command: list[str]) -> list[tuple[str, int]]:
 
 
 COMMANDS = bench_lines()
+# Smoke runs at a time. They are short chains of process and JVM start-ups
+# (brokers, ZooKeeper, Spark, one worker per client), so two side by side take
+# little more than one: the module runs in about 60% of the time it takes one
+# after the other.
+PARALLEL_RUNS = 2
+
+
+def _skip_reason(command: list[str]) -> str | None:
+    script = Path(command[0]).name
+    if script in NEEDS_ZOOKEEPER and not zookeeper_available():
+        return "ZooKeeper not found (make system-deps installs it)"
+    if script in NEEDS_JAVA and shutil.which("java") is None:
+        return "Java not found (make system-deps installs it)"
+    return None
+
+
+def _run(command: list[str], tmp: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, *command, SMOKE_FLAG],
+        cwd=REPO,
+        # Their temporary directories in pytest's, so a killed run leaves none behind.
+        env={**os.environ, "PYTHONUNBUFFERED": "1", "TMPDIR": str(tmp)},
+        capture_output=True,
+        text=True,
+        timeout=540,
+        check=False,
+    )
+
+
+@pytest.fixture(scope="module")
+def smoke_runs(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[dict[str, Future[subprocess.CompletedProcess[str]]]]:
+    """The smoke runs of the lines selected in this session, by test id, started
+    at once, :data:`PARALLEL_RUNS` at a time: first those that start JVMs (the
+    longest), then the others in the Makefile's order."""
+    selected = [
+        item.callspec.params["command"]
+        for item in request.session.items
+        if item.module is request.module
+        and hasattr(item, "callspec")
+        and "command" in item.callspec.params
+    ]
+    jvm = NEEDS_ZOOKEEPER | NEEDS_JAVA
+    selected.sort(key=lambda command: Path(command[0]).name not in jvm)
+    with ThreadPoolExecutor(PARALLEL_RUNS) as pool:
+        runs = {
+            shlex.join(command): pool.submit(_run, command, tmp_path_factory.mktemp("bench"))
+            for command in selected
+            if _skip_reason(command) is None
+        }
+        try:
+            yield runs
+        finally:
+            for run in runs.values():
+                run.cancel()  # those not started (a test stopped early); the rest end by timeout
 
 
 def test_the_bench_target_is_read() -> None:
@@ -109,22 +167,14 @@ def test_the_bench_target_is_read() -> None:
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize("command", COMMANDS, ids=[shlex.join(c) for c in COMMANDS])
-def test_bench_line_runs_at_a_tiny_size(command: list[str], tmp_path: Path) -> None:
-    script = Path(command[0]).name
-    if script in NEEDS_ZOOKEEPER and not zookeeper_available():
-        pytest.skip("ZooKeeper not found (make system-deps installs it)")
-    if script in NEEDS_JAVA and shutil.which("java") is None:
-        pytest.skip("Java not found (make system-deps installs it)")
+def test_bench_line_runs_at_a_tiny_size(
+    command: list[str], smoke_runs: dict[str, Future[subprocess.CompletedProcess[str]]]
+) -> None:
+    reason = _skip_reason(command)
+    if reason is not None:
+        pytest.skip(reason)
     expected = expected_lines(command)
-    done = subprocess.run(
-        [sys.executable, *command, SMOKE_FLAG],
-        cwd=REPO,
-        env={**os.environ, "PYTHONUNBUFFERED": "1", "TMPDIR": str(tmp_path)},
-        capture_output=True,
-        text=True,
-        timeout=540,
-        check=False,
-    )
+    done = smoke_runs[shlex.join(command)].result()
     report = f"stdout:\n{done.stdout[-4000:]}\nstderr:\n{done.stderr[-4000:]}"
     assert done.returncode == 0, report
     out = done.stdout.splitlines()
