@@ -74,14 +74,14 @@ from trafka.codec.protocol import decode_response, encode_request, peek_correlat
 from trafka.codec.records import encode_batch
 
 TOPIC = "bench"
-SMOKE_HELP = (
-    "a check that the benchmark runs, not a measurement: tiny sizes (2,000 records, "
-    "50 round trips), whatever the other options say (tests/bench/test_bench_smoke.py)"
-)
 RAW_TOPIC = "bench-raw"
 LATENCY_TOPIC = "bench-latency"
 MB = 1_000_000
 CHUNK = 1 << 20
+SMOKE_HELP = (
+    "a check that the benchmark runs, not a measurement: tiny sizes (2,000 records, "
+    "50 round trips), whatever the other options say (tests/bench/test_bench_smoke.py)"
+)
 
 APPEND_SERVER = r"""
 import os, socket, sys, time
