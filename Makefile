@@ -79,6 +79,10 @@ docs: src-tree
 
 test: lint typecheck docs pytest
 
+# The benchmarks: measurements (figures and ratios), not tests. Every script
+# here takes --smoke (tiny sizes, whatever its other options say), and
+# tests/bench/test_bench_smoke.py runs each line of this target with it, so a
+# benchmark that breaks fails the suite instead of waiting for the next run.
 bench: $(STAMP)
 	$(PY) bench/codec.py
 	$(PY) bench/broker.py

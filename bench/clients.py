@@ -143,6 +143,15 @@ PIPELINING_CLIENTS = ("trafka", "trafka-blocking")
 EOS_TARGETS = {"idempotent": 0.90, "pipelined": 0.75}
 TXN_TARGET = EOS_TARGETS["pipelined"]
 BUFFER_MEMORY = 32 * 1024 * 1024  # every client's default (librdkafka's is 1 GiB of queue)
+# What failed in this run ("what: why"). The tables still print whatever did run,
+# but the exit status is 1, so that a broken measurement cannot pass for a slow one.
+FAILURES: list[str] = []
+
+
+def _failed(what: str, error: str, shown: str | None = None) -> None:
+    """Count a failed measurement and print why (``shown``, else indented ``error``)."""
+    FAILURES.append(f"{what}: {error}")
+    print(shown if shown is not None else f"    {error}", flush=True)
 
 
 def _rss_bytes() -> int:
@@ -684,14 +693,14 @@ def run_share(
     print(f"share groups: {topic} filled at {_fmt_rate(produced)} records/s", flush=True)
     out: dict[str, dict[str, Any]] = {}
     if "error" in produced:
-        print(f"    {produced['error']}", flush=True)
+        _failed("share suite: trafka produce", produced["error"])
         return out
     for client in clients:
         result = measure(args, client, "share-consume", bootstrap, topic)
         out[client] = result
         print(f"  {client:<16} share-consume {_fmt_rate(result):>12} records/s", flush=True)
         if "error" in result:
-            print(f"    {result['error']}", flush=True)
+            _failed(f"share suite: {client} share-consume", result["error"])
     a, b = out.get("trafka"), out.get("confluent-kafka")
     if a and b and "error" not in a and "error" not in b:
         print(f"  trafka / confluent-kafka share-consume {a['rate'] / b['rate']:.2f}", flush=True)
@@ -880,13 +889,15 @@ def print_commit_budget(
     per_txn: int,
     data_dir: Path,
     floor_ms: float | None,
+    smoke: bool = False,
 ) -> None:
-    """What the transactional target leaves a commit, against what it costs here."""
+    """What the transactional target leaves a commit, against what it costs here
+    (``smoke``: fewer samples of the machine's round trip and fsync)."""
     target = TXN_TARGET
     records_ms = per_txn / plain["rate"] * 1000  # one transaction's records at the plain rate
     budget_ms = records_ms * (1 / target - 1)
-    rtt = echo_round_trip_ms()
-    sync = fsync_ms(data_dir)
+    rtt = echo_round_trip_ms(200) if smoke else echo_round_trip_ms()
+    sync = fsync_ms(data_dir, 20) if smoke else fsync_ms(data_dir)
     print(
         f"trafka transactional: {per_txn:,} records take {records_ms:.2f} ms at the plain rate, "
         f"so a {1 - target:.0%} cost leaves a commit {budget_ms:.2f} ms; "
@@ -916,13 +927,17 @@ def print_pipeline_chain(args: argparse.Namespace, bootstrap: str, run_id: str) 
     time that chain: the round trips, the broker's work, and the producer's
     reactions through its event loop (which the polls of a transaction filling
     its records make cheaper, so it is an upper bound for that case)."""
-    count = 2000
+    count = 100 if args.smoke else 2000
     chain_args = argparse.Namespace(**{**vars(args), "records": count, "txn_records": 1})
     topic = f"bench-eos-chain-{run_id}"
     create_topic(bootstrap, topic, 1)
     r = measure(chain_args, "trafka", "pipelined", bootstrap, topic)
     if "error" in r:
-        print(f"  (the pipelined chain failed: {r['error']})")
+        _failed(
+            "eos suite: pipelined chain",
+            r["error"],
+            f"  (the pipelined chain failed: {r['error']})",
+        )
         return
     chain_ms = r["seconds"] / count * 1000
     print(
@@ -1102,7 +1117,7 @@ def run_eos(
                     flush=True,
                 )
                 if "error" in r:
-                    print(f"    {r['error']}", flush=True)
+                    _failed(f"eos suite: {client} {mode} round {n + 1}", r["error"])
     results = {
         client: {mode: _median_result(rs[mode], rs["plain"]) for mode in EOS_MODES}
         for client, rs in rounds.items()
@@ -1157,12 +1172,26 @@ def run_eos(
             topic = f"bench-eos-floor-{run_id}"
             create_topic(bootstrap, topic, 1)
             try:
-                floor: float | None = commit_floor_ms(bootstrap, topic)
+                floor: float | None = commit_floor_ms(
+                    bootstrap, topic, *((50, 5) if args.smoke else ())
+                )
             except (OSError, RuntimeError) as exc:
-                print(f"  (the bare-client floor failed: {exc})")
+                _failed(
+                    "eos suite: commit floor", str(exc), f"  (the bare-client floor failed: {exc})"
+                )
                 floor = None
-            print_commit_budget(plain, txn, args.txn_records, data_dir, floor)
+            print_commit_budget(plain, txn, args.txn_records, data_dir, floor, args.smoke)
     return results
+
+
+def _exit_status() -> int:
+    """0, or 1 after listing on stderr what failed."""
+    if not FAILURES:
+        return 0
+    print(f"\n{len(FAILURES)} measurement(s) failed:", file=sys.stderr)
+    for failure in FAILURES:
+        print(f"  {failure}", file=sys.stderr)
+    return 1
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -1210,9 +1239,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--client", choices=CLIENTS, help=argparse.SUPPRESS)
     parser.add_argument("--bootstrap", help=argparse.SUPPRESS)
     parser.add_argument("--topic", help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help="a check that the benchmark runs, not a measurement: 2,000 records, one eos "
+        "round of 100-record transactions, few samples, whatever the other options say "
+        "(tests/bench/test_bench_smoke.py)",
+    )
     args = parser.parse_args(argv)
     if args.worker:
         return run_worker(args)
+    if args.smoke:
+        args.records, args.rounds, args.txn_records, args.timeout = 2_000, 1, 100, 120.0
 
     clients = [c.strip() for c in args.clients.split(",") if c.strip()]
     unknown = set(clients) - set(CLIENTS)
@@ -1256,13 +1294,13 @@ def main(argv: list[str] | None = None) -> int:
             results[client] = {"produce": produced}
             print(f"  {client:<16} produce {_fmt_rate(produced):>12} records/s", flush=True)
             if "error" in produced:
-                print(f"    {produced['error']}", flush=True)
+                _failed(f"{client} produce", produced["error"])
                 continue
             consumed = measure(args, client, "consume", broker.bootstrap, topic)
             results[client]["consume"] = consumed
             print(f"  {client:<16} consume {_fmt_rate(consumed):>12} records/s", flush=True)
             if "error" in consumed:
-                print(f"    {consumed['error']}", flush=True)
+                _failed(f"{client} consume", consumed["error"])
         # Each client's defaults shape its own topic (batch.size: trafka 256 KiB,
         # Java-like clients 16 KiB, librdkafka 1 MB), and bigger batches are cheaper
         # to read. So every consumer also reads one common topic, written with
@@ -1284,13 +1322,15 @@ def main(argv: list[str] | None = None) -> int:
                 f"  {client:<16} consume {_fmt_rate(same):>12} records/s ({common}'s topic)",
                 flush=True,
             )
+            if "error" in same:
+                _failed(f"{client} consume ({common}'s topic)", same["error"])
     finally:
         broker.stop()
 
     if not throughput:
         if args.json:
             print(json.dumps({"eos": eos, "share": share}))
-        return 0
+        return _exit_status()
     print()
     print("throughput: acks=1")
     header = f"{'client':<16} {'produce rec/s':>14} {'consume rec/s':>14} {'common topic':>14}"
@@ -1341,7 +1381,7 @@ def main(argv: list[str] | None = None) -> int:
             )
     if args.json:
         print(json.dumps({**results, "eos": eos, "share": share}))
-    return 0
+    return _exit_status()
 
 
 if __name__ == "__main__":

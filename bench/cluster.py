@@ -646,7 +646,19 @@ def main(argv: list[str] | None = None) -> int:
         "--interval-ms", type=float, default=1.0, help="the failover producer's send interval"
     )
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory")
+    parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help="a check that the benchmark runs, not a measurement: 2,000 records, one run, "
+        "one failover with a 4 s session timeout, whatever the other options say "
+        "(tests/bench/test_bench_smoke.py)",
+    )
     args = parser.parse_args(argv)
+    if args.smoke:
+        args.records, args.warmup, args.runs = 2_000, 200, 1
+        # 4 s rather than 2: slack for a loaded machine (one smoke run with 2 s failed
+        # at a load average of 13; its output was lost, the cause is unknown).
+        args.failovers, args.session_timeout_ms = 1, 4_000
     sections = {name.strip() for name in args.sections.split(",") if name.strip()}
     unknown = sections - {"throughput", "failover"}
     if unknown:

@@ -376,7 +376,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=7, help="timed loops per measurement")
     parser.add_argument("--min-time", type=float, default=0.2, help="seconds per timed loop")
+    parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help="a check that the benchmark runs, not a measurement: one short loop per "
+        "measurement, whatever --repeat and --min-time say (tests/bench/test_bench_smoke.py)",
+    )
     args = parser.parse_args(argv)
+    if args.smoke:
+        args.repeat, args.min_time = 1, 0.01
 
     records = make_records()
     check_interop(records)

@@ -308,7 +308,12 @@ def producer_config(servers: str, kind: str, args: argparse.Namespace) -> dict[s
 
 
 def produce(
-    config: dict[str, Any], topic: str, records: int, values: list[bytes], keys: list[bytes]
+    config: dict[str, Any],
+    topic: str,
+    records: int,
+    values: list[bytes],
+    keys: list[bytes],
+    stats_ms: int = 1000,
 ) -> tuple[float, int]:
     """Seconds from the first ``produce()`` until every record is acknowledged, and
     the requests librdkafka retried meanwhile (-1: its statistics did not come).
@@ -321,8 +326,9 @@ def produce(
         {
             **config,
             "error_cb": errors.append,
-            # Its last statistics tell the requests retried (txretries).
-            "statistics.interval.ms": 1000,
+            # Its last statistics tell the requests retried (txretries); the
+            # wait for them after the flush is up to stats_ms.
+            "statistics.interval.ms": stats_ms,
             "stats_cb": stats.append,
         }
     )
@@ -381,7 +387,9 @@ def consume(servers: str, topic: str, partitions: int, records: int) -> tuple[fl
         start = time.perf_counter()
         deadline = start + 300
         while seen < stored and time.perf_counter() < deadline:
-            for message in consumer.consume(10_000, 1.0):
+            # No more than what is left: consume() waits its whole timeout for a
+            # count that never comes, which would add up to 1 s to every run.
+            for message in consumer.consume(min(10_000, stored - seen), 1.0):
                 if message.error() is None:
                     seen += 1
         elapsed = time.perf_counter() - start
@@ -433,7 +441,8 @@ def measure(
 
     before = sample()
     config = producer_config(servers, kind, args)
-    produce_s, retries = produce(config, topic, args.records, values, keys)
+    stats_ms = 100 if args.smoke else 1000
+    produce_s, retries = produce(config, topic, args.records, values, keys, stats_ms)
     produced = sample()
     consume_s, seen, stored = consume(servers, topic, args.partitions, args.records)
     consumed = sample()
@@ -508,9 +517,11 @@ def open_idle(addresses: list[tuple[str, int]], count: int) -> list[socket.socke
     return socks
 
 
-def round_trips(servers: str, topic: str, samples: int, keys: list[bytes]) -> list[float]:
-    """Seconds per single-record produce round trip (``samples`` of them, after 100
-    unmeasured): produce one record, wait for its delivery report."""
+def round_trips(
+    servers: str, topic: str, samples: int, keys: list[bytes], warmup: int = 100
+) -> list[float]:
+    """Seconds per single-record produce round trip (``samples`` of them, after
+    ``warmup`` unmeasured): produce one record, wait for its delivery report."""
     done: list[Any] = []
     producer = Producer(
         {
@@ -525,7 +536,7 @@ def round_trips(servers: str, topic: str, samples: int, keys: list[bytes]) -> li
     value = os.urandom(100)
     times = []
     try:
-        for i in range(100 + samples):
+        for i in range(warmup + samples):
             done.clear()
             start = time.perf_counter()
             producer.produce(topic, value, keys[i % len(keys)])
@@ -535,7 +546,7 @@ def round_trips(servers: str, topic: str, samples: int, keys: list[bytes]) -> li
                     raise TimeoutError("a produce round trip took over 30 s")
             if done[0] is not None:
                 raise RuntimeError(f"round trip {i}: {done[0]}")
-            if i >= 100:
+            if i >= warmup:
                 times.append(time.perf_counter() - start)
     finally:
         producer.flush(10)
@@ -561,10 +572,13 @@ def idle_latency(
 ) -> list[Latency]:
     topic = "bench-latency"
     create_topic(setup.servers, topic, args.partitions, setup.replication)
-    results = [Latency(setup.name, "direct", round_trips(setup.servers, topic, args.samples, keys))]
+    # A smoke run only checks that this works: shorter warm-up and idle windows.
+    warmup, settle_s, idle_s = (10, 0.2, 1.0) if args.smoke else (100, 1.0, 5.0)
+    direct = round_trips(setup.servers, topic, args.samples, keys, warmup)
+    results = [Latency(setup.name, "direct", direct)]
     with proxy(setup.servers, "murmur2", root / f"proxy-idle-{setup.name}.log") as running:
         pid = running.proc.pid
-        alone = round_trips(running.address, topic, args.samples, keys)
+        alone = round_trips(running.address, topic, args.samples, keys, warmup)
         rss_before = rss_mb(pid)
         results.append(Latency(setup.name, "murmur2", alone, f"proxy RSS {rss_before:.0f} MB"))
         admin = admin_client(running.address)
@@ -580,12 +594,12 @@ def idle_latency(
         socks = open_idle(listeners, args.idle)
         opened = time.perf_counter() - opened
         try:
-            time.sleep(1.0)
+            time.sleep(settle_s)
             cpu0 = cpu_seconds([pid])
-            time.sleep(5.0)
-            idle_cpu = (cpu_seconds([pid]) - cpu0) / 5.0
+            time.sleep(idle_s)
+            idle_cpu = (cpu_seconds([pid]) - cpu0) / idle_s
             rss_idle = rss_mb(pid)
-            crowded = round_trips(running.address, topic, args.samples, keys)
+            crowded = round_trips(running.address, topic, args.samples, keys, warmup)
             dead = 0
             for sock in socks:  # still open? (a closed one reads as b"" at once)
                 sock.setblocking(False)
@@ -653,7 +667,7 @@ def print_latency(results: list[Latency]) -> None:
         )
 
 
-def main() -> None:
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--records", type=int, default=3_000_000)
     parser.add_argument("--size", type=int, default=100)
@@ -686,7 +700,16 @@ def main() -> None:
         "collapsed stacks in DIR/proxy-<nodes>-<route>.txt",
     )
     parser.add_argument("--keep", action="store_true", help="keep the logs and data")
+    parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help="a check that the benchmark runs, not a measurement: 2,000 records, 3 "
+        "partitions, 20 idle connections, 20 round trips, short waits, whatever the other "
+        "options say (tests/bench/test_bench_smoke.py)",
+    )
     args = parser.parse_args()
+    if args.smoke:
+        args.records, args.partitions, args.idle, args.samples = 2_000, 3, 20, 20
     setups = [int(n) for n in args.cluster.split(",")]
     paths = [p.strip() for p in args.paths.split(",")]
     kinds = [k.strip() for k in args.producers.split(",")]
@@ -733,6 +756,11 @@ def main() -> None:
         print(f"\n(logs and data in {root})")
     else:
         shutil.rmtree(root, ignore_errors=True)
+    # A run that lost or doubled records is a failure, not a figure.
+    wrong = [r for r in runs if not r.check.startswith("ok")]
+    for r in wrong:
+        print(f"{r.setup} {r.path} {r.producer}: {r.check}", file=sys.stderr)
+    return 1 if wrong else 0
 
 
 def measure_setup(
@@ -766,4 +794,4 @@ def measure_setup(
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -426,6 +426,39 @@ def test_produce_errors_are_per_partition(core: Any, make_batch: Any) -> None:
     assert core.broker.logs.partition("t", 0).log_end_offset == 0
 
 
+def test_produce_takes_one_batch_per_partition(core: Any, make_batch: Any) -> None:
+    """Kafka's log validation refuses a partition's records that hold more than one
+    magic 2 batch (INVALID_RECORD), as brokerlite does: a producer sends one batch
+    per partition and request. (bench/broker.py's raw ingest packed several into
+    each request, and make bench died on it: issue #45.)"""
+    create(core, "t", 2)
+    part = produce.ProduceRequest.PartitionProduceData
+    two = make_batch([b"a"]) + make_batch([b"b", b"c"])
+    body = produce.ProduceRequest(
+        acks=1,
+        timeout_ms=1000,
+        topic_data=[
+            produce.ProduceRequest.TopicProduceData(
+                name="t",
+                partition_data=[
+                    part(index=0, records=two),
+                    part(index=1, records=make_batch([b"d"])),
+                ],
+            )
+        ],
+    )
+    refused, taken = core.call(0, 9, body).responses[0].partition_responses
+    assert refused.error_code == ErrorCode.INVALID_RECORD
+    assert "more than one record batch" in (refused.error_message or "")
+    assert (taken.error_code, taken.base_offset) == (0, 0)  # other partitions unaffected
+    assert core.broker.logs.partition("t", 0).log_end_offset == 0
+    # The same batches, one request each, are taken.
+    for records in (make_batch([b"a"]), make_batch([b"b", b"c"])):
+        answer = core.call(0, 9, produce_request("t", records)).responses[0]
+        assert answer.partition_responses[0].error_code == 0
+    assert core.broker.logs.partition("t", 0).log_end_offset == 3
+
+
 def test_produce_acks(core: Any, make_batch: Any) -> None:
     create(core, "t")
     bad_acks = core.call(0, 9, produce_request("t", make_batch([b"a"]), acks=2))

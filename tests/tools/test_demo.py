@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
+import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import trio
@@ -126,3 +129,117 @@ def test_the_whole_path_fails_loudly(monkeypatch: pytest.MonkeyPatch) -> None:
     out: list[str] = []
     assert not trio.run(whole_path.whole_path, out.append)
     assert out[-1].startswith("FAILED: 1200 orders in the topic, keys off their partition")
+
+
+# -- the demo on a plain `pip install trafka` ---------------------------------------------
+
+# What `pip install trafka` does not bring: the demo's peers and the extras.
+NOT_IN_A_PLAIN_INSTALL = {
+    "confluent_kafka",
+    "kafka",  # kafka-python
+    "lz4",
+    "aiokafka",
+    "pyspark",
+    "pyarrow",
+    "hypercorn",
+    "starlette",
+    "jinja2",
+}
+
+
+def _run_demo_without(tmp_path: Path, hidden: set[str]) -> subprocess.CompletedProcess[str]:
+    """``python -m trafka.tools.demo`` as if the ``hidden`` top-level packages were
+    not installed: a sitecustomize puts a copy of site-packages without them
+    (symbolic links to everything else) in its place on ``sys.path``, so importing
+    one fails and ``importlib.util.find_spec`` finds none, as on a machine without
+    them. trafka itself comes from the editable install's finder, loaded before."""
+    site_packages = next(Path(p) for p in sys.path if p.endswith("site-packages"))
+    view = tmp_path / "site-packages"
+    view.mkdir()
+    for entry in site_packages.iterdir():
+        top = entry.name.split("-")[0].split(".")[0]
+        if top not in hidden:
+            (view / entry.name).symlink_to(entry)
+    boot = tmp_path / "boot"
+    boot.mkdir()
+    (boot / "sitecustomize.py").write_text(
+        "import sys\n"
+        f"sys.path[:] = [{str(view)!r} if p == {str(site_packages)!r} else p for p in sys.path]\n"
+    )
+    probe = "import importlib.util as u; print([m for m in {names!r} if u.find_spec(m)])"
+    env = {**os.environ, "PYTHONPATH": str(boot)}
+    seen = subprocess.run(
+        [sys.executable, "-c", probe.format(names=sorted(hidden))],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert seen.stdout.strip() == "[]", f"still importable: {seen.stdout}{seen.stderr}"
+    return subprocess.run(
+        [sys.executable, "-m", "trafka.tools.demo"],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=230,
+        check=False,
+    )
+
+
+def _skipped(stdout: str) -> dict[str, str]:
+    """The demo's ``skipped: STEP (WHY)`` lines, by step."""
+    found = re.findall(r"^skipped: (.+?) \((.+)\)$", stdout, re.MULTILINE)
+    steps = [step for step, _ in found]
+    assert len(steps) == len(set(steps)), f"a step said twice: {steps}"
+    return dict(found)
+
+
+@pytest.mark.timeout(240)
+def test_demo_on_a_plain_install(tmp_path: Path) -> None:
+    """Without any peer or extra the demo runs what trafka alone can and exits 0,
+    saying in one line each which steps it skipped and why."""
+    proc = _run_demo_without(tmp_path, NOT_IN_A_PLAIN_INSTALL)
+    report = proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert proc.returncode == 0, report
+    assert "Traceback" not in proc.stderr, report
+    assert proc.stdout.rstrip().endswith("demo: ok"), report
+    assert "FAILED" not in proc.stdout, report
+    assert _skipped(proc.stdout) == {
+        "the confluent-kafka service": "confluent_kafka is not installed: pip install confluent-kafka",
+        "the console": "the console needs hypercorn, starlette, jinja2: pip install 'trafka[console]'",
+        "Spark": "pyspark is not installed: pip install 'trafka[spark]'",
+        "the kafka-python read": "kafka-python is not installed: pip install kafka-python",
+    }
+    # What needs nothing else still ran, and was checked.
+    for step in (
+        "services: 600 orders from trafka's SDK (murmur2)",
+        "checked: all 600 orders in the topic",
+        "billing: the 'billing' group read all 600 orders through the proxy",
+        "ok: each order consumed exactly once",
+        "ok: each order accepted exactly once by the share group",
+        "== 3. The broker's responses, encoded and decoded back",
+    ):
+        assert step in proc.stdout, step
+
+
+@pytest.mark.timeout(240)
+def test_demo_with_kafka_python_but_not_lz4(tmp_path: Path) -> None:
+    """kafka-python cannot read the pipeline's lz4 batches without the lz4 package
+    (it raised UnsupportedCodecError): the read is skipped, saying so. (PySpark is
+    hidden too, only to keep the test short.)"""
+    proc = _run_demo_without(tmp_path, {"lz4", "pyspark"})
+    report = proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert proc.returncode == 0, report
+    assert "UnsupportedCodecError" not in proc.stdout + proc.stderr, report
+    assert proc.stdout.rstrip().endswith("demo: ok"), report
+    assert _skipped(proc.stdout) == {
+        "the kafka-python read": (
+            "kafka-python reads lz4 batches only with the lz4 package: pip install lz4"
+        ),
+        "Spark": "pyspark is not installed: pip install 'trafka[spark]'",
+    }
+    assert "from confluent-kafka (CRC32)" in proc.stdout, report  # the peers present ran
+    assert "console: http://127.0.0.1:" in proc.stdout, report

@@ -1,0 +1,183 @@
+"""Every benchmark line of the Makefile's ``bench`` target runs to the end.
+
+``make bench`` is run by hand, rarely, so a benchmark that broke (issue #45:
+bench/broker.py died on INVALID_RECORD and nothing after it ran) went unseen.
+Here each line of the target runs as written, with ``--smoke`` appended: every
+bench script takes that flag and then uses tiny sizes, whatever its other
+options say, so the run checks that the code works, not how fast. A new line in
+the target is covered without touching this file; a new script needs a
+``--smoke`` flag and an entry in :data:`RATIO_LINES`.
+
+Passing means: exit status 0 (the scripts exit non-zero when a measurement
+failed, not only when they crash) and the lines that carry the benchmark's
+ratios printed, with numbers in them. The figures themselves are not judged.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from trafka.brokerlite.zookeeper import zookeeper_available
+
+REPO = Path(__file__).resolve().parents[2]
+MAKEFILE = REPO / "Makefile"
+SMOKE_FLAG = "--smoke"
+
+# Per script (and, for bench/clients.py, per --suite): regular expressions of the
+# lines that give its ratios (or, for failover, its verdict figure), each with the
+# least number of times it must appear.
+RATIO_LINES: dict[str, list[tuple[str, int]]] = {
+    "codec.py": [(r"\s\d+\.\d\dx$", 10)],  # trafka / kafka-python per case and op
+    "broker.py": [
+        (r"\d+\.\d% of the append baseline \(target", 2),
+        (r"\d+\.\d% of the sendfile baseline \(target", 2),
+        (r"brokerlite / baseline\s+mean\s+\d+\.\d\dx\s+median\s+\d+\.\d\dx", 3),
+    ],
+    "cluster.py": [
+        (r"\d+\.\d% of 1 node, RF 1, acks=1", 3),
+        (r"median \d+\.\d\d s against the target session timeout", 1),
+    ],
+    "clients.py:throughput": [
+        (r"^  vs \S+\s+produce\s+\d+\.\d\d\s+consume\s+\d+\.\d\d\s+consume \(common topic\)", 1)
+    ],
+    "clients.py:eos": [
+        (r"^trafka (idempotent|transactional|pipelined): keeps \d+% of the plain rate", 3)
+    ],
+    "clients.py:share": [(r"^  trafka / confluent-kafka share-consume \d+\.\d\d$", 1)],
+    # The table's rows: produce/s, its ratio to direct, consume/s, its ratio.
+    "proxy.py": [(r"\s(plain|idempotent)\s+[\d,]+\s+\d+\.\d\d\s+[\d,]+\s+\d+\.\d\d\s", 8)],
+    "spark.py": [
+        (r"^(read|write)\s+[\d,]+\s+[\d,]+\s+\d+\.\d\d$", 2),
+        (r"^stream latency .*: p50 \d+ ms, p99 \d+ ms over [1-9]", 1),
+    ],
+}
+NEEDS_ZOOKEEPER = {"cluster.py", "proxy.py"}  # 3-node clusters (proxy.py: --cluster 1,3)
+NEEDS_JAVA = {"spark.py"}
+
+
+def bench_lines(makefile: Path = MAKEFILE) -> list[list[str]]:
+    """The ``bench`` target's recipe lines, as argument lists after ``$(PY)``."""
+    lines = makefile.read_text().splitlines()
+    start = lines.index("bench: $(STAMP)") + 1
+    commands = []
+    for line in lines[start:]:
+        if not line.startswith("\t"):
+            break
+        words = shlex.split(line)
+        assert words[0] == "$(PY)" and re.fullmatch(r"bench/\w+\.py", words[1]), (
+            f"the bench target's line {line.strip()!r} is not `$(PY) bench/<script>.py ...`"
+        )
+        commands.append(words[1:])
+    assert commands, "the Makefile's bench target lists no benchmark"
+    return commands
+
+
+def expected_lines(command: list[str]) -> list[tuple[str, int]]:
+    """What the ratio lines of this command look like (:data:`RATIO_LINES`)."""
+    script = Path(command[0]).name
+    if script == "clients.py":
+        suite = "throughput"
+        for i, word in enumerate(command):
+            if word == "--suite":
+                suite = command[i + 1]
+            elif word.startswith("--suite="):
+                suite = word.split("=", 1)[1]
+        suites = ["throughput", "eos", "share"] if suite == "all" else [suite]
+        return [line for s in suites for line in RATIO_LINES[f"clients.py:{s}"]]
+    if script not in RATIO_LINES:
+        pytest.fail(f"bench/{script} is new: add what its ratio lines look like to RATIO_LINES")
+    return RATIO_LINES[script]
+
+
+COMMANDS = bench_lines()
+# Smoke runs at a time. They are short chains of process and JVM start-ups
+# (brokers, ZooKeeper, Spark, one worker per client), so two side by side take
+# little more than one: the module runs in about 60% of the time it takes one
+# after the other.
+PARALLEL_RUNS = 2
+
+
+def _skip_reason(command: list[str]) -> str | None:
+    script = Path(command[0]).name
+    if script in NEEDS_ZOOKEEPER and not zookeeper_available():
+        return "ZooKeeper not found (make system-deps installs it)"
+    if script in NEEDS_JAVA and shutil.which("java") is None:
+        return "Java not found (make system-deps installs it)"
+    return None
+
+
+def _run(command: list[str], tmp: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, *command, SMOKE_FLAG],
+        cwd=REPO,
+        # Their temporary directories in pytest's, so a killed run leaves none behind.
+        env={**os.environ, "PYTHONUNBUFFERED": "1", "TMPDIR": str(tmp)},
+        capture_output=True,
+        text=True,
+        timeout=540,
+        check=False,
+    )
+
+
+@pytest.fixture(scope="module")
+def smoke_runs(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[dict[str, Future[subprocess.CompletedProcess[str]]]]:
+    """The smoke runs of the lines selected in this session, by test id, started
+    at once, :data:`PARALLEL_RUNS` at a time: first those that start JVMs (the
+    longest), then the others in the Makefile's order."""
+    selected = [
+        item.callspec.params["command"]
+        for item in request.session.items
+        if item.module is request.module
+        and hasattr(item, "callspec")
+        and "command" in item.callspec.params
+    ]
+    jvm = NEEDS_ZOOKEEPER | NEEDS_JAVA
+    selected.sort(key=lambda command: Path(command[0]).name not in jvm)
+    with ThreadPoolExecutor(PARALLEL_RUNS) as pool:
+        runs = {
+            shlex.join(command): pool.submit(_run, command, tmp_path_factory.mktemp("bench"))
+            for command in selected
+            if _skip_reason(command) is None
+        }
+        try:
+            yield runs
+        finally:
+            for run in runs.values():
+                run.cancel()  # those not started (a test stopped early); the rest end by timeout
+
+
+def test_the_bench_target_is_read() -> None:
+    scripts = {Path(c[0]).name for c in COMMANDS}
+    assert {"codec.py", "broker.py", "clients.py", "spark.py"} <= scripts
+    assert ["bench/clients.py", "--suite", "eos", "--records", "300000"] in COMMANDS
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("command", COMMANDS, ids=[shlex.join(c) for c in COMMANDS])
+def test_bench_line_runs_at_a_tiny_size(
+    command: list[str], smoke_runs: dict[str, Future[subprocess.CompletedProcess[str]]]
+) -> None:
+    reason = _skip_reason(command)
+    if reason is not None:
+        pytest.skip(reason)
+    expected = expected_lines(command)
+    done = smoke_runs[shlex.join(command)].result()
+    report = f"stdout:\n{done.stdout[-4000:]}\nstderr:\n{done.stderr[-4000:]}"
+    assert done.returncode == 0, report
+    out = done.stdout.splitlines()
+    for pattern, least in expected:
+        found = [line for line in out if re.search(pattern, line)]
+        assert len(found) >= least, f"{least}+ lines like {pattern!r} expected\n{report}"
