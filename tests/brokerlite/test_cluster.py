@@ -949,8 +949,19 @@ def test_metrics_describe_leaders_the_controller_and_under_replication(zk: str) 
                     [NewTopic("metered", 6, 3, configs={"min.insync.replicas": "3"})]
                 )
             await until(lambda: all_in_sync(cluster, "metered", 3), "the ISRs fill")
+            # all_in_sync reads one node's view of the leaders; each leader's own
+            # gauge follows when that node has taken up the role.
+            await until(
+                lambda: (
+                    sum(
+                        gauges(cluster, n)["kafka_server_replicamanager_leadercount"]
+                        for n in cluster.node_ids
+                    )
+                    == 6
+                ),
+                "every partition's leader counts it",
+            )
             seen = {n: gauges(cluster, n) for n in cluster.node_ids}
-            assert sum(g["kafka_server_replicamanager_leadercount"] for g in seen.values()) == 6
             controllers = [
                 n
                 for n, g in seen.items()
