@@ -68,7 +68,15 @@ import stat
 import sys
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Sequence
+from collections.abc import (
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Iterable,
+    Iterator,
+    Mapping,
+    Sequence,
+)
 from typing import IO, Any, Protocol, TextIO, TypeVar
 
 import anyio
@@ -76,6 +84,8 @@ import anyio.to_thread
 import click
 
 from trafka.codec import ErrorCode, KafkaError, TrafkaError
+
+from .cli_faults import BrokerNotices, Interrupts, PartitionWatch, signals_watched
 
 __all__ = [
     "DEFAULT_BOOTSTRAP",
@@ -379,12 +389,18 @@ def _run(
         raise click.ClickException(str(exc)) from None
 
 
+def _say(text: str) -> None:
+    click.echo(text, err=True)
+
+
 def _client_config(
     bootstrap: str, extra: Sequence[str], defaults: dict[str, Any]
 ) -> dict[str, Any]:
     cfg: dict[str, Any] = {"bootstrap.servers": bootstrap, "client.id": CLIENT_ID}
     cfg.update(defaults)
     cfg.update(_parse_pairs(extra, "-X"))
+    # A broker going out of reach is said at once, though the client retries.
+    cfg["error_cb"] = BrokerNotices(_say)
     return cfg
 
 
@@ -747,6 +763,16 @@ class _ConsumeOptions:
     exit_at_end: bool
     null_str: bytes
     template: str | None = None
+    #: Seconds -e waits for an unreachable partition before giving it up (-m).
+    grace: float = 10.0
+
+
+@dataclasses.dataclass(slots=True)
+class _ConsumeOutcome:
+    printed: int = 0
+    #: The partitions -e gave up on, with why.
+    unreached: dict[Any, str] = dataclasses.field(default_factory=dict)
+    interrupts: Interrupts = dataclasses.field(default_factory=Interrupts)
 
 
 class _OutputFormat(Protocol):
@@ -814,9 +840,10 @@ async def _position(consumer: Any, tps: list[Any], spec: OffsetSpec) -> None:
     # "stored": the consumer looks up the committed offsets itself.
 
 
-def _at_end(consumer: Any) -> bool:
+def _at_end(consumer: Any, given_up: Mapping[Any, str]) -> bool:
+    """Whether every assigned partition is read to its end, or given up."""
     tps = consumer.assignment()
-    return bool(tps) and all(consumer.lag(tp) == 0 for tp in tps)
+    return bool(tps) and all(tp in given_up or consumer.lag(tp) == 0 for tp in tps)
 
 
 async def _check_topics(cluster: Any, topics: Sequence[str]) -> None:
@@ -833,42 +860,62 @@ async def _check_topics(cluster: Any, topics: Sequence[str]) -> None:
         raise click.ClickException(f"no such topic: {', '.join(missing)}")
 
 
-async def _consume(opts: _ConsumeOptions, cfg: dict[str, Any]) -> int:
+async def _consume(opts: _ConsumeOptions, cfg: dict[str, Any]) -> _ConsumeOutcome:
     from trafka.sdk import ConsumerConfig, TopicPartition, open_consumer
 
     config = _make(ConsumerConfig, cfg)
+    notices: BrokerNotices = cfg["error_cb"]
     out = sys.stdout.buffer
     write = _writer(opts, out)
-    printed = 0
-    async with open_consumer(config=config) as consumer:
-        await _check_reachable(consumer.cluster)
+    outcome = _ConsumeOutcome()
+    then = f"giving it up after {opts.grace:g} s (-m)" if opts.exit_at_end else "waiting for it"
+    watch = PartitionWatch(opts.grace, _say, then)
+    stop = anyio.CancelScope()
+
+    def interrupted(count: int, signum: Any) -> None:
+        commit = " and committing what was printed" if opts.group is not None else ""
+        _say(f"{signum.name}: stopping{commit} (again to quit at once)")
+
+    async with (
+        signals_watched(outcome.interrupts, [stop], interrupted),
+        open_consumer(config=config) as consumer,
+    ):
+        cluster = consumer.cluster
+        await _check_reachable(cluster)
         if opts.group is not None and not opts.partitions:
             consumer.subscribe(list(opts.topics))
         else:
-            await _check_topics(consumer.cluster, opts.topics)
+            await _check_topics(cluster, opts.topics)
             tps = []
             for topic in opts.topics:
                 parts = opts.partitions or tuple(await consumer.partitions_for(topic))
                 tps += [TopicPartition(topic, p) for p in parts]
             consumer.assign(tps)
             await _position(consumer, tps, opts.offset or OffsetSpec("beginning"))
-        try:
+        with stop:
             while True:
-                limit = None if opts.count is None else opts.count - printed
+                limit = None if opts.count is None else opts.count - outcome.printed
                 if limit == 0:
                     break
                 batch = await consumer.getmany(timeout_ms=200, max_records=limit)
                 for records in batch.values():
                     for record in records:
                         write(record)
-                    printed += len(records)
+                    outcome.printed += len(records)
                 if batch:
                     out.flush()
-                if opts.exit_at_end and _at_end(consumer):
-                    break
-        except KeyboardInterrupt:
-            pass  # Ctrl-C is how a tailing consumer stops: close normally (commit, leave)
-    return printed
+                # What the client retries by itself is said, and -e gives up on
+                # partitions it cannot reach rather than wait for them for ever.
+                now = anyio.current_time()
+                unreachable = cluster.unreachable_brokers
+                notices.check(unreachable)
+                watch.update(consumer.assignment(), cluster.metadata, unreachable, now)
+                if opts.exit_at_end:
+                    given_up = watch.given_up(now)
+                    if _at_end(consumer, given_up):
+                        outcome.unreached = given_up
+                        break
+    return outcome
 
 
 @click.command("consume")
@@ -952,6 +999,7 @@ def consume_command(
         exit_at_end=exit_at_end,
         null_str=null_str.encode(),
         template=template,
+        grace=timeout,
     )
     defaults: dict[str, Any] = {
         "auto.offset.reset": reset,
@@ -963,7 +1011,7 @@ def consume_command(
         defaults["group.id"] = group
     cfg = _client_config(bootstrap, properties, defaults)
     try:
-        printed = _run(_consume, opts, cfg)
+        outcome = _run(_consume, opts, cfg)
     except BrokenPipeError:
         # The reader went away (| head): not an error. Point stdout at /dev/null
         # so that the interpreter's final flush does not complain again.
@@ -971,10 +1019,24 @@ def consume_command(
         os.dup2(devnull, sys.stdout.fileno())
         return
     if not quiet:
-        click.echo(f"{printed} records consumed", err=True)
+        click.echo(f"{outcome.printed} records consumed", err=True)
+    for tp, why in outcome.unreached.items():
+        name = f"{tp.topic}-{tp.partition}"
+        click.echo(f"Error: partition {name} was not read to its end: {why}", err=True)
+    status = outcome.interrupts.exit_status
+    if status is not None:
+        raise click.exceptions.Exit(status)
+    if outcome.unreached:
+        raise click.exceptions.Exit(1)
 
 
 # -- topics -------------------------------------------------------------------------------
+
+
+def _found(hit: Any) -> Any:
+    """A partial list_offsets result: ``(offset, timestamp)``, or None (none
+    found, or the partition could not be asked)."""
+    return None if isinstance(hit, TrafkaError) else hit
 
 
 async def _with_admin(cfg: dict[str, Any], fn: Callable[[Any], Awaitable[T]]) -> T:
@@ -1094,8 +1156,19 @@ def topics_describe(cfg: dict[str, Any], names: tuple[str, ...], as_json: bool) 
         infos = await admin.describe_topics(names)
         configs = await admin.describe_configs(topics=names, overrides_only=True)
         tps = [TopicPartition(n, p.partition) for n in names for p in infos[n].partitions]
-        earliest = await admin.list_offsets({tp: "earliest" for tp in tps}) if tps else {}
-        latest = await admin.list_offsets({tp: "latest" for tp in tps}) if tps else {}
+        # A partition without a leader is described as it is (kafka-topics'
+        # "Leader: none"): nobody can tell its offsets, and nobody is asked.
+        led = [
+            TopicPartition(n, p.partition)
+            for n in names
+            for p in infos[n].partitions
+            if p.leader >= 0
+        ]
+        earliest = await admin.list_offsets(dict.fromkeys(led, "earliest"), partial=True)
+        latest = await admin.list_offsets(dict.fromkeys(led, "latest"), partial=True)
+        for tp, hit in latest.items():
+            if isinstance(hit, TrafkaError):
+                _say(f"warning: the offsets of {tp.topic}-{tp.partition} are unknown: {hit}")
         # The leader's bytes on disk (DescribeLogDirs); brokers without the API: none.
         sizes: dict[tuple[int, TopicPartition], int] = {}
         try:
@@ -1103,7 +1176,7 @@ def topics_describe(cfg: dict[str, Any], names: tuple[str, ...], as_json: bool) 
                 for tp, size in d.partitions.items():
                     key = (d.node_id, tp)
                     sizes[key] = sizes.get(key, 0) + size
-        except (KafkaError, UnsupportedVersionError):
+        except (TrafkaError, UnsupportedVersionError):
             pass
         out = []
         for n in names:
@@ -1111,7 +1184,7 @@ def topics_describe(cfg: dict[str, Any], names: tuple[str, ...], as_json: bool) 
             parts = []
             for p in info.partitions:
                 tp = TopicPartition(n, p.partition)
-                lo, hi = earliest.get(tp), latest.get(tp)
+                lo, hi = _found(earliest.get(tp)), _found(latest.get(tp))
                 parts.append(
                     {
                         "partition": p.partition,
@@ -1136,6 +1209,14 @@ def topics_describe(cfg: dict[str, Any], names: tuple[str, ...], as_json: bool) 
         return out
 
     described = _run(_with_admin, cfg, run)
+    offline = [
+        f"{t['topic']}-{p['partition']}"
+        for t in described
+        for p in t["partitions"]
+        if p["leader"] < 0
+    ]
+    if offline:
+        _say(f"warning: offline (no leader): {', '.join(offline)}")
     if as_json:
         click.echo(json.dumps(described))
         return
@@ -1152,7 +1233,7 @@ def topics_describe(cfg: dict[str, Any], names: tuple[str, ...], as_json: bool) 
         rows = [
             (
                 p["partition"],
-                p["leader"],
+                p["leader"] if p["leader"] >= 0 else "none",
                 ",".join(map(str, p["replicas"])),
                 ",".join(map(str, p["isr"])),
                 p["earliest_offset"],
