@@ -191,13 +191,16 @@ class Calls:
                 out.setdefault(leader, []).append(tp)
         return out, leaderless
 
-    def _offline(self, tp: TopicPartition) -> bool:
-        """Whether metadata shows ``tp`` offline: no leader, and replicas offline."""
+    def _offline(self, tp: TopicPartition) -> str:
+        """The offline replicas of ``tp`` ("2,3") when metadata shows it offline
+        (no leader, replicas offline), else ""."""
         info = self.cluster.metadata.topics.get(tp.topic)
         if info is None or tp.partition >= len(info.partitions):
-            return False
+            return ""
         p = info.partitions[tp.partition]
-        return p.leader < 0 and bool(p.offline_replicas)
+        if p.leader >= 0 or not p.offline_replicas:
+            return ""
+        return ",".join(map(str, p.offline_replicas))
 
     async def per_leader(
         self,
@@ -231,9 +234,14 @@ class Calls:
             retry: TrafkaError | None = None
             groups, leaderless = await self.by_leader(pending, deadline)
             for tp in leaderless:
-                error = KafkaError(ErrorCode.LEADER_NOT_AVAILABLE, f"{tp.topic}-{tp.partition}")
+                offline = self._offline(tp)
+                error = KafkaError(
+                    ErrorCode.LEADER_NOT_AVAILABLE,
+                    f"{tp.topic}-{tp.partition} has no leader"
+                    + (f" (offline: replicas {offline} down)" if offline else ""),
+                )
                 why[tp] = error
-                if partial and attempts > 1 and self._offline(tp):
+                if partial and attempts > 1 and offline:
                     done[tp] = error  # offline in metadata refreshed for this call
                 else:
                     retry = retry or error

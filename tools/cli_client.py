@@ -85,7 +85,7 @@ import click
 
 from trafka.codec import ErrorCode, KafkaError, TrafkaError
 
-from .cli_faults import BrokerNotices, Interrupts, PartitionWatch, signals_watched
+from .cli_faults import BrokerNotices, Interrupts, PartitionWatch, beside, signals_watched
 
 __all__ = [
     "DEFAULT_BOOTSTRAP",
@@ -595,10 +595,54 @@ def _sdk_warnings_on_stderr(logger_name: str) -> Iterator[None]:
         logger.removeHandler(handler)
 
 
-async def _produce(opts: _ProduceOptions, cfg: dict[str, Any]) -> tuple[int, int]:
-    from trafka.sdk import ProducerConfig, open_producer
+@dataclasses.dataclass(slots=True)
+class _ProduceOutcome:
+    """What a run sent: records handed to the producer, and of those the ones
+    the brokers acknowledged and the ones that failed (the rest, after a second
+    signal, are unconfirmed: they may or may not have been written)."""
+
+    sent: int = 0
+    delivered: int = 0
+    failed: int = 0
+    first_error: BaseException | None = None
+    #: The input was not sent to its end (send blocked for max.block.ms).
+    blocked: bool = False
+    interrupts: Interrupts = dataclasses.field(default_factory=Interrupts)
+
+    @property
+    def unconfirmed(self) -> int:
+        return self.sent - self.delivered - self.failed
+
+    def settle(self, futures: deque[Any], *, everything: bool = False) -> None:
+        """Count the futures that are done (from the front; ``everything``: all
+        the done ones, leaving the others in ``futures``)."""
+        if everything:
+            open_ = deque(f for f in futures if not f.done())
+            done = [f for f in futures if f.done()]
+            futures.clear()
+            futures.extend(open_)
+        else:
+            done = []
+            while futures and futures[0].done():
+                done.append(futures.popleft())
+        for future in done:
+            error = future.exception()
+            if error is None:
+                self.delivered += 1
+            else:
+                self.failed += 1
+                self.first_error = self.first_error or error
+
+
+class _GiveUp(Exception):
+    """A second signal: leave without waiting for the deliveries still open."""
+
+
+async def _produce(opts: _ProduceOptions, cfg: dict[str, Any]) -> _ProduceOutcome:
+    from trafka.sdk import ProducerBlockedError, ProducerConfig, TopicPartition, open_producer
 
     config = _make(ProducerConfig, cfg)
+    notices: BrokerNotices = cfg["error_cb"]
     total = None
     if opts.files:
         total = sum(os.path.getsize(f) for f in opts.files if f != "-") or None
@@ -610,52 +654,94 @@ async def _produce(opts: _ProduceOptions, cfg: dict[str, Any]) -> tuple[int, int
         stdin_tty = not opts.files and sys.stdin.buffer.isatty()
         enabled = stderr_tty and not stdin_tty and (total is None or total >= 1 << 20)
     progress = _Progress(total, enabled and not opts.quiet)
-    sent = failed = 0
-    first_error: BaseException | None = None
+    outcome = _ProduceOutcome()
     pending: deque[Any] = deque()
+    # Ctrl-C ends the input (what was read is still delivered); a second one
+    # ends the wait for the deliveries.
+    reading, waiting = anyio.CancelScope(), anyio.CancelScope()
 
-    def settle(all_done: bool) -> None:
-        nonlocal failed, first_error
-        while pending and (all_done or pending[0].done()):
-            error = pending.popleft().exception()
-            if error is not None:
-                failed += 1
-                first_error = first_error or error
+    def interrupted(count: int, signum: Any) -> None:
+        if count == 1:
+            _say(f"{signum.name}: delivering what was read (again to stop waiting)")
+        else:
+            _say(f"{signum.name}: not waiting for the deliveries still open")
+
+    watch = PartitionWatch(
+        0.0, _say, "records for it wait for a leader (at most delivery.timeout.ms)"
+    )
+
+    async def keep_watching(producer: Any) -> None:
+        # The producer retries by itself; what it waits for is said meanwhile.
+        cluster = producer.cluster
+        while True:
+            md = cluster.metadata
+            count = md.partition_count(opts.topic) or 0
+            parts = [opts.partition] if opts.partition is not None else range(count)
+            unreachable = cluster.unreachable_brokers
+            notices.check(unreachable)
+            tps = [TopicPartition(opts.topic, p) for p in parts]
+            watch.update(tps, md, unreachable, anyio.current_time())
+            await anyio.sleep(0.5)
 
     kd, null_empty, fixed_key = opts.key_delimiter, opts.null_empty, opts.fixed_key
-    async with open_producer(config) as producer:
-        await _check_reachable(producer.cluster)
-        try:
-            async for message in _messages(opts, progress):
-                if opts.count is not None and sent >= opts.count:
-                    break
-                key = fixed_key
-                value: bytes | None = message
-                if kd is not None:
-                    k, sep, v = message.partition(kd)
-                    if sep:
-                        key, value = k, v
-                if null_empty:
-                    key = key or None
-                    value = value or None
-                future = await producer.send(
-                    opts.topic, value, key, partition=opts.partition, headers=opts.headers
-                )
-                pending.append(future)
-                sent += 1
-                if sent & 1023 == 0:
-                    settle(False)
-                    progress.advance(1024)
-        except KeyboardInterrupt:
-            # Ctrl-C ends the input; what was read is still delivered.
-            click.echo("interrupted; delivering what was read", err=True)
-        await producer.flush()
-    progress.records = sent
-    settle(True)
+    try:
+        async with (
+            signals_watched(outcome.interrupts, [reading, waiting], interrupted),
+            open_producer(config) as producer,
+            beside(functools.partial(keep_watching, producer)),
+        ):
+            await _check_reachable(producer.cluster)
+            await _check_topics(producer.cluster, [opts.topic])
+            with reading:
+                async with contextlib.aclosing(_messages(opts, progress)) as messages:
+                    async for message in messages:
+                        if opts.count is not None and outcome.sent >= opts.count:
+                            break
+                        key = fixed_key
+                        value: bytes | None = message
+                        if kd is not None:
+                            k, sep, v = message.partition(kd)
+                            if sep:
+                                key, value = k, v
+                        if null_empty:
+                            key = key or None
+                            value = value or None
+                        # Cancelled only before the record is taken: once send
+                        # returns, the record is in a batch and counted.
+                        try:
+                            future = await producer.send(
+                                opts.topic,
+                                value,
+                                key,
+                                partition=opts.partition,
+                                headers=opts.headers,
+                            )
+                        except ProducerBlockedError as exc:
+                            # No room or no metadata for max.block.ms: stop reading,
+                            # and still deliver (and count) what was taken.
+                            _say(f"Error: {exc}; the rest of the input is not sent")
+                            outcome.blocked = True
+                            break
+                        pending.append(future)
+                        outcome.sent += 1
+                        if outcome.sent & 1023 == 0:
+                            outcome.settle(pending)
+                            progress.advance(1024)
+            with waiting:
+                await producer.flush()
+            outcome.settle(pending, everything=True)
+            if pending:
+                # A second signal: what is still open stays unconfirmed (closing
+                # fails it unsent, and must not wait for it either).
+                pending.clear()
+                raise _GiveUp
+    except _GiveUp:
+        pass
+    progress.records = outcome.sent
     progress.close()
-    if first_error is not None:
-        click.echo(f"first delivery error: {first_error}", err=True)
-    return sent, failed
+    if outcome.first_error is not None:
+        _say(f"first delivery error: {outcome.first_error}")
+    return outcome
 
 
 @click.command("produce")
@@ -740,10 +826,17 @@ def produce_command(
         },
     )
     with _sdk_warnings_on_stderr("trafka.sdk.producer"):
-        sent, failed = _run(_produce, opts, cfg)
+        outcome = _run(_produce, opts, cfg)
     if not quiet:
-        click.echo(f"{sent - failed} of {sent} messages delivered to {topic}", err=True)
-    if failed:
+        unconfirmed = outcome.unconfirmed
+        more = f" ({unconfirmed} not confirmed)" if unconfirmed else ""
+        click.echo(
+            f"{outcome.delivered} of {outcome.sent} messages delivered to {topic}{more}", err=True
+        )
+    status = outcome.interrupts.exit_status
+    if status is not None:
+        raise click.exceptions.Exit(status)
+    if outcome.failed or outcome.unconfirmed or outcome.blocked:
         raise click.exceptions.Exit(1)
 
 
@@ -1150,7 +1243,7 @@ def topics_describe(cfg: dict[str, Any], names: tuple[str, ...], as_json: bool) 
     """Partitions (leader, replicas, ISR, offsets, size on disk) and config
     overrides of topics."""
     from trafka.codec import UnsupportedVersionError
-    from trafka.sdk import KafkaError, TopicPartition
+    from trafka.sdk import TopicPartition
 
     async def run(admin: Any) -> list[dict[str, Any]]:
         infos = await admin.describe_topics(names)
@@ -1559,10 +1652,14 @@ async def _describe_group(admin: Any, group_id: str) -> dict[str, Any]:
         for tp in m.assignment:
             owner[tp] = m
     tps = sorted(set(committed) | set(owner))
-    latest = await admin.list_offsets({tp: "latest" for tp in tps}) if tps else {}
+    # A partition without a reachable leader has no known end: its lag is "-".
+    latest = await admin.list_offsets(dict.fromkeys(tps, "latest"), partial=True)
+    for tp, hit in latest.items():
+        if isinstance(hit, TrafkaError):
+            _say(f"warning: the lag of {tp.topic}-{tp.partition} is unknown: {hit}")
     rows = []
     for tp in tps:
-        end = latest.get(tp)
+        end = _found(latest.get(tp))
         end_offset = end[0] if end else None
         current = committed.get(tp)
         m = owner.get(tp)
@@ -1808,9 +1905,26 @@ def groups_reset_offsets(
                     tps.append(TopicPartition(t, p))
         if not tps:
             return [], share is not None
-        earliest = await admin.list_offsets({tp: "earliest" for tp in tps})
-        latest = await admin.list_offsets({tp: "latest" for tp in tps})
-        by_time = await admin.list_offsets({tp: when for tp in tps}) if when is not None else {}
+        earliest = await admin.list_offsets(dict.fromkeys(tps, "earliest"), partial=True)
+        latest = await admin.list_offsets(dict.fromkeys(tps, "latest"), partial=True)
+        by_time: dict[TopicPartition, Any] = {}
+        if when is not None:
+            by_time = await admin.list_offsets(dict.fromkeys(tps, when), partial=True)
+        # The plan needs every partition's log bounds: one that cannot be asked
+        # (offline) stops the whole reset, at once and naming it.
+        unknown = {
+            tp: hit
+            for found in (earliest, latest, by_time)
+            for tp, hit in found.items()
+            if isinstance(hit, TrafkaError)
+        }
+        if unknown:
+            names = "; ".join(
+                f"{tp.topic}-{tp.partition}: {e}" for tp, e in sorted(unknown.items())
+            )
+            raise click.ClickException(
+                f"cannot plan the reset, nothing changed: the offsets of {names} are unknown"
+            )
         plan = []
         for tp in tps:
             lo = earliest[tp][0] if earliest.get(tp) else 0

@@ -29,7 +29,7 @@ from __future__ import annotations
 import dataclasses
 import signal
 import threading
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -38,7 +38,14 @@ import anyio.abc
 
 from trafka.sdk import BrokerUnreachableError, TopicPartition
 
-__all__ = ["BrokerNotices", "Interrupts", "PartitionWatch", "signals_watched", "watch_signals"]
+__all__ = [
+    "BrokerNotices",
+    "Interrupts",
+    "PartitionWatch",
+    "beside",
+    "signals_watched",
+    "watch_signals",
+]
 
 Say = Callable[[str], None]
 
@@ -216,6 +223,24 @@ async def signals_watched(
     try:
         async with anyio.create_task_group() as tg:
             await tg.start(watch_signals, interrupts, stages, say)
+            try:
+                yield
+            finally:
+                tg.cancel_scope.cancel()
+    except BaseExceptionGroup as group:
+        if len(group.exceptions) == 1:
+            raise group.exceptions[0] from None
+        raise
+
+
+@asynccontextmanager
+async def beside(*tasks: Callable[[], Awaitable[None]]) -> AsyncIterator[None]:
+    """Run ``tasks`` beside the ``async with`` block, cancelled when it ends; what
+    the block raises leaves as itself, not inside an ExceptionGroup."""
+    try:
+        async with anyio.create_task_group() as tg:
+            for task in tasks:
+                tg.start_soon(task)
             try:
                 yield
             finally:

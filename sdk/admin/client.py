@@ -1799,14 +1799,37 @@ class Admin(Hostable):
 
     # -- transactions -----------------------------------------------------------------------
 
+    @overload
     async def describe_producers(
         self,
         partitions: Iterable[TopicPartition] | Iterable[tuple[str, int]],
         *,
         timeout_ms: int | None = None,
-    ) -> dict[TopicPartition, list[ProducerState]]:
+        partial: Literal[False] = False,
+    ) -> dict[TopicPartition, list[ProducerState]]: ...
+
+    @overload
+    async def describe_producers(
+        self,
+        partitions: Iterable[TopicPartition] | Iterable[tuple[str, int]],
+        *,
+        timeout_ms: int | None = None,
+        partial: Literal[True],
+    ) -> dict[TopicPartition, list[ProducerState] | TrafkaError]: ...
+
+    async def describe_producers(
+        self,
+        partitions: Iterable[TopicPartition] | Iterable[tuple[str, int]],
+        *,
+        timeout_ms: int | None = None,
+        partial: bool = False,
+    ) -> dict[TopicPartition, Any]:
         """The producers each partition's leader keeps state for, with the first
-        offset of the transaction each has open there (KIP-664)."""
+        offset of the transaction each has open there (KIP-664).
+
+        ``partial``: as :meth:`list_offsets`'s, an offline partition, or one
+        whose leader cannot be reached, has the error as its result.
+        """
         partitions = check_topic_partitions("partitions", partitions)
 
         async def ask(
@@ -1815,7 +1838,9 @@ class Admin(Hostable):
             return read_describe_producers(await conn.request(61, describe_producers_request(tps)))
 
         wanted = [TopicPartition(*tp) for tp in partitions]
-        return await self._calls.per_leader("describe_producers", wanted, ask, timeout_ms)
+        return await self._calls.per_leader(
+            "describe_producers", wanted, ask, timeout_ms, partial=partial
+        )
 
     async def list_transactions(
         self,
