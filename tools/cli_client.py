@@ -690,9 +690,10 @@ async def _produce(opts: _ProduceOptions, cfg: dict[str, Any]) -> _ProduceOutcom
             open_producer(config) as producer,
             beside(functools.partial(keep_watching, producer)),
         ):
-            await _check_reachable(producer.cluster)
-            await _check_topics(producer.cluster, [opts.topic])
+            # A signal ends the reading wherever it is, connecting included.
             with reading:
+                await _check_reachable(producer.cluster)
+                await _check_topics(producer.cluster, [opts.topic])
                 async with contextlib.aclosing(_messages(opts, progress)) as messages:
                     async for message in messages:
                         if opts.count is not None and outcome.sent >= opts.count:
@@ -974,18 +975,19 @@ async def _consume(opts: _ConsumeOptions, cfg: dict[str, Any]) -> _ConsumeOutcom
         open_consumer(config=config) as consumer,
     ):
         cluster = consumer.cluster
-        await _check_reachable(cluster)
-        if opts.group is not None and not opts.partitions:
-            consumer.subscribe(list(opts.topics))
-        else:
-            await _check_topics(cluster, opts.topics)
-            tps = []
-            for topic in opts.topics:
-                parts = opts.partitions or tuple(await consumer.partitions_for(topic))
-                tps += [TopicPartition(topic, p) for p in parts]
-            consumer.assign(tps)
-            await _position(consumer, tps, opts.offset or OffsetSpec("beginning"))
+        # A signal ends the command wherever it is, connecting included.
         with stop:
+            await _check_reachable(cluster)
+            await _check_topics(cluster, opts.topics)
+            if opts.group is not None and not opts.partitions:
+                consumer.subscribe(list(opts.topics))
+            else:
+                tps = []
+                for topic in opts.topics:
+                    parts = opts.partitions or tuple(await consumer.partitions_for(topic))
+                    tps += [TopicPartition(topic, p) for p in parts]
+                consumer.assign(tps)
+                await _position(consumer, tps, opts.offset or OffsetSpec("beginning"))
             while True:
                 limit = None if opts.count is None else opts.count - outcome.printed
                 if limit == 0:

@@ -198,10 +198,11 @@ async def _share_consume(opts: _ShareOptions, cfg: dict[str, Any]) -> _Outcome:
         ShareConsumer(config) as consumer,
     ):
         consumer.set_acknowledgement_commit_callback(heard)
-        await _check_reachable(consumer.cluster)
-        await _check_topics(consumer.cluster, opts.topics)
-        consumer.subscribe(opts.topics)
+        # A signal ends the command wherever it is, connecting included.
         with stop:
+            await _check_reachable(consumer.cluster)
+            await _check_topics(consumer.cluster, opts.topics)
+            consumer.subscribe(opts.topics)
             await _poll_loop(consumer, opts, outcome, cfg["error_cb"])
         # Explicit mode: everything delivered is acknowledged by now; this
         # sends what the last fetch did not carry and waits for the broker's
