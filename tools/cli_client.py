@@ -69,6 +69,7 @@ import sys
 import time
 from collections import deque
 from collections.abc import (
+    AsyncGenerator,
     AsyncIterator,
     Awaitable,
     Callable,
@@ -550,7 +551,7 @@ class _ProduceOptions:
     quiet: bool
 
 
-async def _messages(opts: _ProduceOptions, progress: _Progress) -> AsyncIterator[bytes]:
+async def _messages(opts: _ProduceOptions, progress: _Progress) -> AsyncGenerator[bytes]:
     """Every message of the input, in order; progress counts input bytes."""
     sources = opts.files or ("-",)
     stdin = sys.stdin.buffer
@@ -1921,11 +1922,11 @@ def groups_reset_offsets(
             if isinstance(hit, TrafkaError)
         }
         if unknown:
-            names = "; ".join(
+            which = "; ".join(
                 f"{tp.topic}-{tp.partition}: {e}" for tp, e in sorted(unknown.items())
             )
             raise click.ClickException(
-                f"cannot plan the reset, nothing changed: the offsets of {names} are unknown"
+                f"cannot plan the reset, nothing changed: the offsets of {which} are unknown"
             )
         plan = []
         for tp in tps:

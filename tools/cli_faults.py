@@ -29,7 +29,7 @@ from __future__ import annotations
 import dataclasses
 import signal
 import threading
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -234,7 +234,7 @@ async def signals_watched(
 
 
 @asynccontextmanager
-async def beside(*tasks: Callable[[], Awaitable[None]]) -> AsyncIterator[None]:
+async def beside(*tasks: Callable[[], Coroutine[Any, Any, None]]) -> AsyncIterator[None]:
     """Run ``tasks`` beside the ``async with`` block, cancelled when it ends; what
     the block raises leaves as itself, not inside an ExceptionGroup."""
     try:

@@ -1069,34 +1069,81 @@ def test_e_consume_stops_on_sigint(single: RunningBroker, group: bool) -> None:
     no_traceback(done)
 
 
-@pytest.mark.parametrize("attempt", [1, 2, 3])
+def end_offset(bootstrap: str, topic: str) -> int:
+    tp = TopicPartition(topic, 0)
+
+    async def go() -> int:
+        async with open_admin(bootstrap_servers=bootstrap) as admin:
+            found = await admin.list_offsets({tp: "latest"})
+            hit = found[tp]
+            return hit[0] if hit else 0
+
+    return trio.run(go)
+
+
+class Feed(threading.Thread):
+    """Writes numbered lines into a FIFO, without end, until :meth:`stop` (what
+    the reader left no room for by then is dropped: it stopped reading)."""
+
+    def __init__(self, fifo: Path) -> None:
+        super().__init__(daemon=True)
+        self.fifo = fifo
+        self._done = threading.Event()
+
+    def run(self) -> None:
+        fd = os.open(self.fifo, os.O_WRONLY)  # blocks until the command opens it
+        os.set_blocking(fd, False)
+        n, pending = 0, b""
+        try:
+            while not self._done.is_set():
+                if not pending:
+                    pending = "".join(f"line-{n + i}\n" for i in range(100)).encode()
+                    n += 100
+                try:
+                    pending = pending[os.write(fd, pending) :]  # maybe a part of it
+                except BlockingIOError:
+                    time.sleep(0.005)
+        finally:
+            os.close(fd)
+
+    def stop(self) -> None:
+        self._done.set()
+        self.join(HANG_S)
+
+
+@pytest.mark.parametrize("after", [1_000, 5_000, 20_000])
 def test_e_produce_counts_exactly_what_it_delivered(
-    single: RunningBroker, tmp_path: Path, attempt: int
+    single: RunningBroker, tmp_path: Path, after: int
 ) -> None:
-    """Ctrl-C while the input still flows: the count is what the topic holds."""
+    """Ctrl-C while records flow in and out (once the topic holds ``after`` of
+    them): the count is exactly what the topic holds, and its records are the
+    input's first ones."""
     bootstrap = single.bootstrap_servers
     topic = fresh("e-produce")
     make_topic(bootstrap, topic)
     fifo = tmp_path / "input"
     os.mkfifo(fifo)
+    feed = Feed(fifo)
     with running(["produce", topic, "-l", str(fifo)], bootstrap) as proc:
-        with open(fifo, "w") as feed:
-            sent = 0
-            for burst in range(200):
-                feed.write("".join(f"line-{sent + i}\n" for i in range(50)))
-                feed.flush()
-                sent += 50
-                if burst == 10 * attempt:
-                    proc.signal(signal.SIGINT)
-                    proc.expect_err(r"^SIGINT: delivering what was read")
-                    break
+        feed.start()
+        try:
+            deadline = time.monotonic() + HANG_S
+            while end_offset(bootstrap, topic) < after:
+                assert time.monotonic() < deadline, f"the topic never held {after} records"
+                time.sleep(0.05)
+            proc.signal(signal.SIGINT)
+            proc.expect_err(r"^SIGINT: delivering what was read")
+        finally:
+            feed.stop()
         done = proc.wait()
     assert done.rc == 130, done
     summary = re.search(r"(\d+) of (\d+) messages delivered", done.err)
     assert summary and summary.group(1) == summary.group(2), done.err
+    delivered = int(summary.group(1))
+    assert delivered >= after
     written = read_back(bootstrap, topic, 0)
-    assert len(written) == int(summary.group(1))
-    assert written == [f"line-{i}" for i in range(len(written))]
+    assert len(written) == delivered
+    assert written == [f"line-{i}" for i in range(delivered)]
     no_traceback(done)
 
 
