@@ -208,6 +208,7 @@ class Running:
             for name, stream in (("out", self.proc.stdout), ("err", self.proc.stderr))
         ]
         self._paused = threading.Event()  # set: the stdout reader stops reading
+        self._pause_at: int | None = None  # pause once stdout has this many lines
         for reader in self._readers:
             reader.start()
 
@@ -221,15 +222,26 @@ class Running:
             if not line:
                 break
             with self._changed:
-                self._lines[name].append(line.decode(errors="replace"))
+                lines = self._lines[name]
+                lines.append(line.decode(errors="replace"))
+                if name == "out" and self._pause_at is not None and len(lines) >= self._pause_at:
+                    self._pause_at = None
+                    self._paused.set()
                 self._changed.notify_all()
 
-    def pause_stdout(self) -> None:
-        """Stop reading stdout: once the pipe is full, the command blocks writing."""
-        self._paused.set()
+    def pause_stdout_after(self, count: int) -> None:
+        """Stop reading stdout once it has ``count`` lines: the command then blocks
+        writing when the pipe is full."""
+        with self._changed:
+            if len(self._lines["out"]) >= count:
+                self._paused.set()
+            else:
+                self._pause_at = count
 
     def resume_stdout(self) -> None:
-        self._paused.clear()
+        with self._changed:
+            self._pause_at = None
+            self._paused.clear()
 
     @property
     def out(self) -> str:
@@ -267,6 +279,10 @@ class Running:
 
         self._expect("err", done, f"say /{pattern}/ on stderr")
         return found[0]
+
+    def expect_line(self, text: str) -> None:
+        """Wait until stdout has the line ``text``."""
+        self._expect("out", lambda lines: f"{text}\n" in lines, f"print {text!r}")
 
     def expect_out(self, count: int) -> list[str]:
         """Wait until stdout has at least ``count`` lines; all of them so far."""
@@ -748,8 +764,8 @@ def test_b_consume_e_reads_the_rest_when_a_broker_stops(both_up: TwoNodes) -> No
     produce_values(cluster.bootstrap, topic, values, linger_ms=0, batch_size=1100)
     tuning = ["-X", "max.partition.fetch.bytes=1024", "-X", "fetch.max.bytes=1024"]
     with running(["consume", topic, "-e", "-m", M, *tuning], cluster.bootstrap) as proc:
-        proc.expect_out(1)
-        proc.pause_stdout()  # it blocks writing, with most of both partitions unread
+        proc.pause_stdout_after(1)
+        proc.expect_out(1)  # and it blocks writing soon, most of both partitions unread
         cluster.stop_node2()
         proc.resume_stdout()
         proc.expect_err(r"partition .*-1 is unreachable|broker 2 at \S+ is unreachable")
@@ -775,13 +791,14 @@ def test_b_consume_group_says_a_broker_left_and_keeps_serving(both_up: TwoNodes)
         assert sorted(proc.expect_out(6)) == sorted(f"p{p}-{i}" for p in (0, 1) for i in range(3))
         cluster.stop_node2()
         proc.expect_err(r"broker 2 at \S+ is unreachable|partition .*-1 is unreachable")
-        # Node 1's partition is still read.
+        # Node 1's partition is still read (the group may rebalance meanwhile, if
+        # node 2 was its coordinator).
         produce_values(cluster.bootstrap, topic, {0: [b"p0-after"]})
-        assert proc.expect_out(7)[-1] == "p0-after"
+        proc.expect_line("p0-after")
         proc.signal(signal.SIGINT)
         done = proc.wait()
     assert done.rc == 130, done
-    assert "SIGINT: stopping and committing" in done.err and "7 records consumed" in done.err
+    assert "SIGINT: stopping and committing" in done.err
     # What it printed of the partition it could reach is committed.
     assert committed(cluster.bootstrap, group)[(topic, 0)] == 4
     no_traceback(done)
@@ -1082,8 +1099,9 @@ def end_offset(bootstrap: str, topic: str) -> int:
 
 
 class Feed(threading.Thread):
-    """Writes numbered lines into a FIFO, without end, until :meth:`stop` (what
-    the reader left no room for by then is dropped: it stopped reading)."""
+    """Writes numbered lines into a FIFO, without end, until :meth:`stop` or the
+    reader closes it (what the reader left no room for is dropped: it stopped
+    reading)."""
 
     def __init__(self, fifo: Path) -> None:
         super().__init__(daemon=True)
@@ -1103,6 +1121,8 @@ class Feed(threading.Thread):
                     pending = pending[os.write(fd, pending) :]  # maybe a part of it
                 except BlockingIOError:
                     time.sleep(0.005)
+                except BrokenPipeError:
+                    return  # the command closed its input: it stopped reading
         finally:
             os.close(fd)
 
