@@ -58,6 +58,7 @@ import pytest
 import trio
 
 from trafka.brokerlite import RunningBroker, broker_in_thread
+from trafka.brokerlite.controller import coordinator_partition
 from trafka.brokerlite.local_cluster import LocalCluster, serve_cluster
 from trafka.brokerlite.zookeeper import ZooKeeperServer, free_port
 from trafka.codec.messages import k19_create_topics as ct
@@ -481,6 +482,16 @@ class TwoNodes:
         if self.node2_up() != node2:
             (self.start_node2 if node2 else self.stop_node2)()
 
+    def group_coordinated_by(self, node: int) -> str:
+        """A new group id whose coordinator is ``node`` now (the leader of its
+        ``__consumer_offsets`` partition; the topic must exist)."""
+        partitions = CLUSTER_SETTINGS["offsets_topic_num_partitions"]
+        while True:
+            group = fresh("group")
+            key = ("__consumer_offsets", coordinator_partition(group, partitions))
+            if self._in_loop(lambda: self._image().states[key].leader) == node:  # noqa: B023
+                return group
+
     def create(self, topic: str) -> None:
         """A topic of two partitions of one replica: 0 on node 1, 1 on node 2."""
 
@@ -782,7 +793,8 @@ def test_b_consume_e_reads_the_rest_when_a_broker_stops(both_up: TwoNodes) -> No
 
 def test_b_consume_group_says_a_broker_left_and_keeps_serving(both_up: TwoNodes) -> None:
     cluster = both_up
-    topic, group = fresh("b-group"), fresh("group")
+    # Node 2 coordinates the group too: the coordinator goes away with it.
+    topic, group = fresh("b-group"), cluster.group_coordinated_by(2)
     cluster.create(topic)
     produce_values(
         cluster.bootstrap, topic, {p: [b"p%d-%d" % (p, i) for i in range(3)] for p in (0, 1)}
@@ -791,8 +803,8 @@ def test_b_consume_group_says_a_broker_left_and_keeps_serving(both_up: TwoNodes)
         assert sorted(proc.expect_out(6)) == sorted(f"p{p}-{i}" for p in (0, 1) for i in range(3))
         cluster.stop_node2()
         proc.expect_err(r"broker 2 at \S+ is unreachable|partition .*-1 is unreachable")
-        # Node 1's partition is still read (the group may rebalance meanwhile, if
-        # node 2 was its coordinator).
+        # Node 1's partition is still read (the group may rebalance meanwhile,
+        # with its new coordinator).
         produce_values(cluster.bootstrap, topic, {0: [b"p0-after"]})
         proc.expect_line("p0-after")
         proc.signal(signal.SIGINT)
