@@ -483,14 +483,36 @@ class TwoNodes:
             (self.start_node2 if node2 else self.stop_node2)()
 
     def group_coordinated_by(self, node: int) -> str:
-        """A new group id whose coordinator is ``node`` now (the leader of its
-        ``__consumer_offsets`` partition; the topic must exist)."""
+        """A new group id whose coordinator is ``node`` now: the leader of its
+        ``__consumer_offsets`` partition (which has a replica on each node; the
+        topic must exist). Leaders go back to their preferred replicas first: a
+        node that was stopped leads nothing until then."""
         partitions = CLUSTER_SETTINGS["offsets_topic_num_partitions"]
-        while True:
+        tps = [("__consumer_offsets", p) for p in range(partitions)]
+
+        async def elect() -> None:
+            async with open_admin(bootstrap_servers=self.bootstrap) as admin:
+                await admin.elect_leaders(tps, election_type="preferred")
+
+        def leaders() -> dict[int, int]:
+            return {tp[1]: self._image().states[tp].leader for tp in tps}
+
+        def in_sync() -> bool:
+            return all(node in self._image().states[tp].isr for tp in tps)
+
+        deadline = time.monotonic() + 60
+        while node not in self._in_loop(leaders).values():
+            # A preferred replica leads again once it is back in sync.
+            if self._in_loop(in_sync):
+                trio.run(elect)
+            assert time.monotonic() < deadline, f"node {node} leads no offsets partition"
+            time.sleep(0.1)
+        led = {p for p, leader in self._in_loop(leaders).items() if leader == node}
+        for _ in range(1000):
             group = fresh("group")
-            key = ("__consumer_offsets", coordinator_partition(group, partitions))
-            if self._in_loop(lambda: self._image().states[key].leader) == node:  # noqa: B023
+            if coordinator_partition(group, partitions) in led:
                 return group
+        raise AssertionError(f"no group id hashes to partitions {led}")
 
     def create(self, topic: str) -> None:
         """A topic of two partitions of one replica: 0 on node 1, 1 on node 2."""
