@@ -13,6 +13,11 @@ Rules:
   errors, unchanged.
 * Nothing here creates what a page only looks at: a produced message needs
   its topic to exist, and reading messages never joins a group or commits.
+* A partition without a leader (its replicas' brokers down), or whose leader
+  cannot be reached, does not take its page down: its offsets are looked up
+  partially (:meth:`~trafka.sdk.admin.Admin.list_offsets` ``partial=True``)
+  and shown unknown, the partition as offline; the message browser reads the
+  other partitions and says which it could not.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ from typing import Any
 
 import anyio
 
-from trafka.codec import ErrorCode, KafkaError
+from trafka.codec import ErrorCode, KafkaError, TrafkaError
 from trafka.sdk import (
     AdminConfig,
     ClientConfig,
@@ -150,17 +155,28 @@ class Console:
         async def sizes() -> dict[TopicPartition, int]:
             try:
                 dirs = await self.admin.describe_log_dirs(log_dirs_for)
-            except KafkaError as exc:  # no DescribeLogDirs rights: sizes stay unknown
+            except TrafkaError as exc:  # no rights, or a broker out of reach: unknown
                 log.info("no partition sizes: %s", exc)
                 return {}
             return model.partition_sizes(dirs)
 
         starts, ends, found = await gather(
-            lambda: self.admin.list_offsets(dict.fromkeys(tps, "earliest")),
-            lambda: self.admin.list_offsets(dict.fromkeys(tps, "latest")),
-            sizes,
+            lambda: self._offsets(tps, "earliest"), lambda: self._offsets(tps, "latest"), sizes
         )
         return starts, ends, found
+
+    async def _offsets(
+        self, tps: list[TopicPartition], spec: str | int
+    ) -> dict[TopicPartition, tuple[int, int] | None]:
+        """``list_offsets`` of what can be answered: a partition whose leader is
+        gone or out of reach is left out (its offsets are unknown)."""
+        if not tps:
+            return {}
+        found = await self.admin.list_offsets(dict.fromkeys(tps, spec), partial=True)
+        for tp, hit in found.items():
+            if isinstance(hit, TrafkaError):
+                log.info("offsets of %s-%s unknown: %s", tp.topic, tp.partition, hit)
+        return {tp: hit for tp, hit in found.items() if not isinstance(hit, TrafkaError)}
 
     async def overview(self) -> model.Overview:
         async def log_dirs() -> list[Any]:
@@ -223,7 +239,7 @@ class Console:
         return view
 
     async def _ends(self, tps: list[TopicPartition]) -> dict[TopicPartition, Any]:
-        return await self.admin.list_offsets(dict.fromkeys(tps, "latest")) if tps else {}
+        return await self._offsets(tps, "latest")
 
     async def _share_group(self, group_id: str) -> model.GroupView | None:
         try:
@@ -267,12 +283,23 @@ class Console:
         lows = {tp.partition: hit[0] if hit else 0 for tp, hit in begins.items()}
         highs = {tp.partition: hit[0] if hit else 0 for tp, hit in ends.items()}
         by_time = {tp.partition: None if hit is None else hit[0] for tp, hit in found.items()}
-        starts, notes = model.plan_reads(q, lows, highs, by_time)
+        readable = {p: h for p, h in highs.items() if p in lows}
+        starts, notes = model.plan_reads(q, lows, readable, by_time)
+        unreachable = sorted(tp.partition for tp in tps if tp.partition not in readable)
+        if unreachable:
+            notes.append(
+                f"partition(s) {', '.join(map(str, unreachable))} cannot be read now: "
+                "no leader (offline), or their leader is out of reach"
+            )
         rows = await self._read(q, starts, highs) if starts else []
+        shown_lows: dict[int, int | None] = {tp.partition: None for tp in tps}
+        shown_highs: dict[int, int | None] = dict(shown_lows)
+        shown_lows.update({p: lows[p] for p in readable})
+        shown_highs.update(readable)
         return {
             "query": q,
-            "lows": lows,
-            "highs": highs,
+            "lows": shown_lows,
+            "highs": shown_highs,
             "rows": model.merge_messages(rows, q.start, q.count, partitions=len(tps)),
             "notes": notes,
         }
@@ -281,7 +308,7 @@ class Console:
         self, tps: list[TopicPartition], q: model.BrowseQuery
     ) -> tuple[dict[Any, Any], dict[Any, Any], dict[Any, Any]]:
         def ask(spec: str | int) -> Callable[[], Awaitable[Any]]:
-            return lambda: self.admin.list_offsets(dict.fromkeys(tps, spec))
+            return lambda: self._offsets(tps, spec)
 
         if q.start != "timestamp":
             begins, ends = await gather(ask("earliest"), ask("latest"))

@@ -18,7 +18,14 @@ Rules:
 * Leader-routed calls (:meth:`Calls.per_leader`) keep the partitions already
   answered and ask again only for those a leader refused with a retriable code;
   a topic the brokers do not have, or a partition it does not have, is an
-  answer at once.
+  answer at once. Every attempt asks every leader it can: a partition without
+  a leader, or a leader out of reach, holds back only its own partitions.
+* A partial call (``partial=True``) answers what it can: at the deadline, each
+  partition still open gets the error that kept it open as its result instead
+  of the call failing; and a partition that metadata refreshed during the call
+  still shows offline (no leader, its replicas offline: a Metadata answer's
+  LEADER_NOT_AVAILABLE is data) gets LEADER_NOT_AVAILABLE at once, since no
+  retry within a call's bound brings its brokers back.
 """
 
 from __future__ import annotations
@@ -147,12 +154,11 @@ class Calls:
 
     async def by_leader(
         self, tps: Iterable[TopicPartition], deadline: float
-    ) -> dict[int, list[TopicPartition]]:
-        """``tps`` grouped by their leaders' node ids.
+    ) -> tuple[dict[int, list[TopicPartition]], list[TopicPartition]]:
+        """``tps`` grouped by their leaders' node ids, and those without a known leader.
 
         Raises:
             KafkaError: a topic the brokers do not have, or a partition it does not have.
-            Again: a partition without a known leader (after a metadata refresh).
         """
         md = self.cluster.metadata
         tps = list(tps)
@@ -170,6 +176,7 @@ class Calls:
         for topic in sorted(topics):
             await self.cluster.partitions_for(topic, max(0.0, deadline - anyio.current_time()) + 1)
         out: dict[int, list[TopicPartition]] = {}
+        leaderless: list[TopicPartition] = []
         for tp in tps:
             count = md.partition_count(tp.topic)
             if count is not None and not 0 <= tp.partition < count:
@@ -179,10 +186,21 @@ class Calls:
                 )
             leader = md.leader_for(tp.topic, tp.partition)
             if leader is None:
-                error = KafkaError(ErrorCode.LEADER_NOT_AVAILABLE, f"{tp.topic}-{tp.partition}")
-                raise Again(error, [tp.topic])
-            out.setdefault(leader, []).append(tp)
-        return out
+                leaderless.append(tp)
+            else:
+                out.setdefault(leader, []).append(tp)
+        return out, leaderless
+
+    def _offline(self, tp: TopicPartition) -> str:
+        """The offline replicas of ``tp`` ("2,3") when metadata shows it offline
+        (no leader, replicas offline), else ""."""
+        info = self.cluster.metadata.topics.get(tp.topic)
+        if info is None or tp.partition >= len(info.partitions):
+            return ""
+        p = info.partitions[tp.partition]
+        if p.leader >= 0 or not p.offline_replicas:
+            return ""
+        return ",".join(map(str, p.offline_replicas))
 
     async def per_leader(
         self,
@@ -192,6 +210,8 @@ class Calls:
             [BrokerConnection, list[TopicPartition]], Awaitable[dict[TopicPartition, Any]]
         ],
         timeout_ms: int | None,
+        *,
+        partial: bool = False,
     ) -> dict[TopicPartition, Any]:
         """Results of a per-partition operation sent to each partition's leader.
 
@@ -199,25 +219,53 @@ class Calls:
         :class:`KafkaError` for a partition the leader refused: a retriable one
         (a leader that moved, a topic the leader does not know yet) is asked
         again, after a metadata refresh, within the deadline; another is raised.
-        Partitions done stay done across attempts.
+        Partitions done stay done across attempts. With ``partial``, see the
+        module's rules: the partitions that could not be answered have the
+        :class:`~trafka.codec.TrafkaError` that kept them open as their result.
         """
         pending = list(dict.fromkeys(tps))
         done: dict[TopicPartition, Any] = {}
+        why: dict[TopicPartition, TrafkaError] = {}  # what keeps each open partition open
+        attempts = 0
 
         async def attempt(deadline: float) -> dict[TopicPartition, Any]:
-            retry: KafkaError | None = None
-            for leader, group in (await self.by_leader(pending, deadline)).items():
-                conn = await self.cluster.connection(leader)
-                for tp, result in (await ask(conn, group)).items():
+            nonlocal attempts
+            attempts += 1
+            retry: TrafkaError | None = None
+            groups, leaderless = await self.by_leader(pending, deadline)
+            for tp in leaderless:
+                offline = self._offline(tp)
+                error = KafkaError(
+                    ErrorCode.LEADER_NOT_AVAILABLE,
+                    f"{tp.topic}-{tp.partition} has no leader"
+                    + (f" (offline: replicas {offline} down)" if offline else ""),
+                )
+                why[tp] = error
+                if partial and attempts > 1 and offline:
+                    done[tp] = error  # offline in metadata refreshed for this call
+                else:
+                    retry = retry or error
+            for leader, group in groups.items():
+                try:
+                    conn = await self.cluster.connection(leader)
+                    answers = await ask(conn, group)
+                except (KafkaConnectionError, RequestTimeoutError) as exc:
+                    # This leader's partitions wait; the other leaders are asked.
+                    for tp in group:
+                        why[tp] = exc
+                    retry = retry or exc
+                    continue
+                for tp, result in answers.items():
                     if tp not in group or tp in done:
                         continue
                     if isinstance(result, KafkaError):
                         if result.code in RETRIABLE:
+                            why[tp] = result
                             retry = retry or result
                             continue
                         raise result
                     done[tp] = result
-                pending[:] = [tp for tp in pending if tp not in done]
+            pending[:] = [tp for tp in pending if tp not in done]
             if retry is not None:
                 raise Again(retry, {tp.topic for tp in pending})
             if pending:
@@ -225,4 +273,9 @@ class Calls:
                 raise KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR, f"{what}: no answer for {names}")
             return done
 
-        return await self.run(what, timeout_ms, attempt)
+        if not partial:
+            return await self.run(what, timeout_ms, attempt)
+        try:
+            return await self.run(what, timeout_ms, attempt)
+        except ApiTimeoutError as exc:
+            return {**done, **{tp: why.get(tp, exc) for tp in pending}}

@@ -206,6 +206,12 @@ def _token_provider(name: str, value: Any) -> Any:
     )
 
 
+def _opt_callable(name: str, value: Any) -> Any:
+    if value is None or callable(value):
+        return value
+    raise ConfigError(f"{name} must be a callable, got {value!r}")
+
+
 def _check_hostname(name: str, value: Any) -> bool:
     # Java's ssl.endpoint.identification.algorithm: "https" checks, "" does not.
     if isinstance(value, str) and value.strip().lower() in ("https", "none", ""):
@@ -354,6 +360,12 @@ class ClientConfig:
         metrics_listen: ``host:port``: serve the client's Prometheus metrics
             (``/metrics``, ``/healthz``, ``/readyz``) over HTTP there while it is
             open (see :mod:`trafka.sdk.prometheus`; needs ``prometheus-client``).
+        error_cb: called with the errors the client handles by itself by
+            retrying, so that its user hears of them (librdkafka's ``error_cb``):
+            a :class:`~trafka.sdk.errors.BrokerUnreachableError` each time a
+            broker goes out of reach. It runs in the client's event loop and
+            must not block; what it raises is logged. Without it, those errors
+            are logged at WARNING (logger ``trafka.sdk``).
     """
 
     bootstrap_servers: tuple[str, ...] = _field(("localhost:9092",), _servers)
@@ -395,6 +407,7 @@ class ClientConfig:
     client_rack: str = _field("", _str)
     enable_metrics_push: bool = _field(True, _bool)
     metrics_listen: str | None = _field(None, _listen)
+    error_cb: Any = _field(None, _opt_callable, dotted="error_cb")  # noqa: RUF009
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):

@@ -491,8 +491,8 @@ class Consumer(Hostable, Generic[K, V]):
         )
 
     async def _list_offsets(
-        self, what: str, targets: dict[TopicPartition, int]
-    ) -> dict[TopicPartition, tuple[int, int] | None]:
+        self, what: str, targets: dict[TopicPartition, int], *, partial: bool = False
+    ) -> dict[TopicPartition, Any]:
         read_committed = self.config.read_committed
 
         async def ask(
@@ -507,7 +507,7 @@ class Consumer(Hostable, Generic[K, V]):
                 for tp, res in answers.items()
             }
 
-        return await self._calls.per_leader(what, targets, ask, None)
+        return await self._calls.per_leader(what, targets, ask, None, partial=partial)
 
     async def partitions_for(self, topic: str) -> list[int]:
         """The topic's partition numbers, waiting for metadata up to ``default.api.timeout.ms``.
@@ -942,10 +942,15 @@ class Consumer(Hostable, Generic[K, V]):
                     except KafkaError as exc:
                         fetcher.errors.append(exc)
                         self._data_arrived()
-            resets = {
-                tp: ts for tp, ts in fetcher.needs_reset().items() if tp not in self._resetting
-            }
-            if resets:
+            # One lookup per leader, for partitions with a known leader only (as
+            # Java's consumer): a partition without one, or a broker out of reach,
+            # holds back no other partition's start; the rest wait for metadata.
+            by_leader: dict[int, dict[TopicPartition, int]] = {}
+            for tp, ts in fetcher.needs_reset().items():
+                leader = md.leader_for(tp.topic, tp.partition)
+                if tp not in self._resetting and leader is not None:
+                    by_leader.setdefault(leader, {})[tp] = ts
+            for resets in by_leader.values():
                 self._resetting |= set(resets)
                 self._tg.start_soon(self._do_resets, resets)
             unknown = fetcher.unknown_leaders()
@@ -1101,12 +1106,16 @@ class Consumer(Hostable, Generic[K, V]):
 
     async def _do_resets(self, targets: dict[TopicPartition, int]) -> None:
         try:
-            results = await self._list_offsets("offset reset", targets)
+            results = await self._list_offsets("offset reset", targets, partial=True)
         except TrafkaError as exc:
             log.debug("offset reset failed: %s", exc)
             await anyio.sleep(self.config.retry_backoff_ms / 1000)
         else:
-            self._fetcher.apply_reset_results(targets, results)
+            answered = {tp: r for tp, r in results.items() if not isinstance(r, TrafkaError)}
+            self._fetcher.apply_reset_results(targets, answered)
+            if len(answered) < len(results):
+                log.debug("offset reset of %d partition(s) failed", len(results) - len(answered))
+                await anyio.sleep(self.config.retry_backoff_ms / 1000)
         finally:
             self._resetting -= set(targets)
             self._wake_fetcher()

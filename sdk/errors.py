@@ -11,7 +11,9 @@ follows the sans-IO libraries:
   range. The message starts with the argument's name.
 * :class:`ProtocolError`: the broker broke the protocol (unknown correlation id,
   undecodable response). The connection that carried it is closed.
-* :class:`KafkaConnectionError`: the socket could not be opened or was lost.
+* :class:`KafkaConnectionError`: the socket could not be opened or was lost;
+  :class:`BrokerUnreachableError` is what a client tells its ``error_cb``
+  (or its log) when a broker it needs goes out of reach, while it retries.
 * :class:`AuthenticationError`: TLS or SASL authentication failed (wrong
   credentials, a certificate that does not verify): not retried.
 * :class:`RequestTimeoutError`: no response within ``request.timeout.ms``; its
@@ -42,6 +44,7 @@ __all__ = [
     "ArgumentTypeError",
     "ArgumentValueError",
     "AuthenticationError",
+    "BrokerUnreachableError",
     "ClientClosedError",
     "ConfigError",
     "DeliveryTimeoutError",
@@ -98,6 +101,30 @@ class ProtocolError(TrafkaError):
 
 class KafkaConnectionError(TrafkaError, ConnectionError):
     """A connection to a broker could not be opened, or was lost."""
+
+
+class BrokerUnreachableError(KafkaConnectionError):
+    """A broker the client needs cannot be reached: a connect failed, or the
+    connection was lost with requests in flight. Not raised: handed to the
+    client's ``error_cb`` (or logged at WARNING without one) once each time the
+    broker goes out of reach, while the client goes on retrying, as librdkafka's
+    ``error_cb`` hears of a broker going down. :attr:`Cluster.unreachable_brokers
+    <trafka.sdk.transport.Cluster.unreachable_brokers>` lists the brokers out of
+    reach now.
+
+    Attributes:
+        node_id: the broker's id.
+        host, port: its address.
+        cause: what failed (a :class:`KafkaConnectionError` or
+            :class:`RequestTimeoutError`).
+    """
+
+    def __init__(self, node_id: int, host: str, port: int, cause: BaseException) -> None:
+        super().__init__(f"broker {node_id} at {host}:{port} is unreachable: {cause}")
+        self.node_id = node_id
+        self.host = host
+        self.port = port
+        self.cause = cause
 
 
 class AuthenticationError(TrafkaError):

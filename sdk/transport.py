@@ -53,6 +53,15 @@ Rules:
 * An :class:`~.errors.AuthenticationError` from a connect is kept by the
   :class:`Cluster` (``auth_error``) until a connect succeeds; metadata waits
   and the consumer raise it instead of waiting out their timeouts.
+* A broker going out of reach is news the user must hear of even though the
+  client retries by itself (librdkafka's ``error_cb``): a failed connect to a
+  broker, or an opened connection lost with requests in flight (one the broker
+  closed while idle is not), marks the broker unreachable
+  (:attr:`Cluster.unreachable_brokers`) and is reported once, as a
+  :class:`~.errors.BrokerUnreachableError`, to ``error_cb`` (or logged at
+  WARNING without one); the next successful connect clears it. Bootstrap
+  addresses are not brokers yet: a command that cannot reach any fails with
+  NoBrokersAvailableError anyway.
 """
 
 from __future__ import annotations
@@ -65,7 +74,7 @@ import random
 import socket
 import ssl
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
 import anyio
@@ -80,6 +89,7 @@ from .config import AdminConfig, ClientConfig
 from .connection_state import ConnectionState
 from .errors import (
     AuthenticationError,
+    BrokerUnreachableError,
     KafkaConnectionError,
     NoBrokersAvailableError,
     ProtocolError,
@@ -228,6 +238,7 @@ class BrokerConnection:
         *,
         tls: ssl.SSLContext | None = None,
         stats: NodeCounters | None = None,
+        on_lost: Callable[[BrokerConnection, BaseException], None] | None = None,
     ) -> None:
         self.node_id = node_id
         self.host = host
@@ -240,6 +251,9 @@ class BrokerConnection:
         )
         self.stats = self._state.stats
         self._opened = False  # the handshake completed: a later failure is a disconnect
+        self._closing = False  # aclose() was called: a failure is not news
+        # Called when the opened connection fails with requests in flight (not on aclose).
+        self._on_lost = on_lost
         self._sock: socket.socket | None = None
         # Frames (or their unwritten tails) waiting for the socket, in order.
         self._out: deque[memoryview] = deque()
@@ -784,6 +798,13 @@ class BrokerConnection:
         if self._error is not None:
             return
         self._error = error
+        # Lost while waiting for answers: the broker went away (a connection it
+        # closed while idle is no news; the next connect says whether it is up).
+        lost = (
+            self._opened
+            and not self._closing
+            and (self._state.in_flight_count > 0 or bool(self._held))
+        )
         if self._opened:
             self.stats.disconnects += 1
         held, self._held = self._held, deque()
@@ -807,9 +828,12 @@ class BrokerConnection:
         if sock is not None:
             _close_socket(sock)
         self._closed.set()
+        if lost and self._on_lost is not None:
+            self._on_lost(self, error)
 
     async def aclose(self) -> None:
         """Close the connection; in-flight requests fail with KafkaConnectionError."""
+        self._closing = True
         self._fail(KafkaConnectionError(f"connection to node {self.node_id} closed"))
         await anyio.lowlevel.checkpoint()
 
@@ -869,6 +893,8 @@ class Cluster:
         self.on_change: list[Any] = []  # callables run when connections or metadata change
         #: Why the background metadata refresh last failed (None after a success).
         self.refresh_error: TrafkaError | None = None
+        # Brokers out of reach (node id -> why) until a connect to them succeeds.
+        self._unreachable: dict[int, BrokerUnreachableError] = {}
 
     @property
     def uses_tls(self) -> bool:
@@ -911,6 +937,41 @@ class Cluster:
                 throttle_remaining=max((c.throttled_until - now for c in live), default=0.0),
             )
         return out
+
+    @property
+    def unreachable_brokers(self) -> dict[int, BrokerUnreachableError]:
+        """The brokers (node ids) out of reach, each with why: a connect to it
+        failed, or its connection was lost with requests in flight, and no
+        connect succeeded since. Coordinator connections count for their broker;
+        bootstrap addresses, which stand for no broker yet, do not."""
+        return dict(self._unreachable)
+
+    def _broker_of(self, conn_id: int) -> int:
+        return COORDINATOR_BASE - conn_id if is_coordinator_id(conn_id) else conn_id
+
+    def _out_of_reach(self, conn_id: int, host: str, port: int, cause: BaseException) -> None:
+        """A connection to ``conn_id`` failed: tell the user the first time its
+        broker goes out of reach (``error_cb``, else a WARNING), not at every retry."""
+        node = self._broker_of(conn_id)
+        if node < 0 or self._closed or node in self._unreachable:
+            return
+        error = BrokerUnreachableError(node, host, port, cause)
+        self._unreachable[node] = error
+        report = self.config.error_cb
+        if report is None:
+            log.warning("%s (retrying)", error)
+            return
+        try:
+            report(error)
+        except Exception:
+            log.exception("error_cb raised")
+
+    def _reached(self, conn_id: int, host: str, port: int) -> None:
+        if self._unreachable.pop(self._broker_of(conn_id), None) is not None:
+            log.info("broker %s at %s:%s is reachable again", self._broker_of(conn_id), host, port)
+
+    def _connection_lost(self, conn: BrokerConnection, error: BaseException) -> None:
+        self._out_of_reach(conn.node_id, conn.host, conn.port, error)
 
     def ready_connection(self, node_id: int) -> BrokerConnection | None:
         """The live connection to ``node_id``, or None (without connecting)."""
@@ -972,7 +1033,15 @@ class Cluster:
             stats = self._stats.get(node_id)
             if stats is None:
                 stats = self._stats[node_id] = NodeCounters()
-            conn = BrokerConnection(node_id, host, port, self.config, tls=self._tls, stats=stats)
+            conn = BrokerConnection(
+                node_id,
+                host,
+                port,
+                self.config,
+                tls=self._tls,
+                stats=stats,
+                on_lost=self._connection_lost,
+            )
             try:
                 await conn.open(self._tg)
             except (TrafkaError, UnsupportedVersionError) as exc:
@@ -991,6 +1060,8 @@ class Cluster:
                 if isinstance(exc, AuthenticationError):
                     self.auth_error = exc
                     log.error("%s", exc)
+                elif isinstance(exc, (KafkaConnectionError, RequestTimeoutError)):
+                    self._out_of_reach(node_id, host, port, exc)
                 if node_id >= 0:
                     # The broker may have moved: ask for metadata now, not at max age.
                     self.metadata.request_update()
@@ -1006,6 +1077,7 @@ class Cluster:
             self._retry_at.pop(node_id, None)
             self._last_error.pop(node_id, None)
             self.auth_error = None
+            self._reached(node_id, host, port)
             self._conns[node_id] = conn
             return conn
         finally:

@@ -8,11 +8,18 @@ A subcommand whose module cannot be imported (not written yet, an optional
 dependency missing, a bug at import time) does not break the others: it is listed
 in ``trafka --help`` as unavailable, with the reason, and running it fails with
 that reason and exit status 1.
+
+Ctrl-C (SIGINT) that reaches a command as KeyboardInterrupt ends it with one
+line on stderr and exit status 130 (128 + SIGINT, as a shell reports a process
+the signal ended, and as Kafka's own tools exit), never a traceback or click's
+"Aborted!" with status 1. Commands that stop cleanly on a signal (``consume``,
+``produce``, ``share-consume``) catch it themselves and exit 128 + its number too.
 """
 
 from __future__ import annotations
 
 import importlib
+import signal
 from importlib import metadata
 from typing import Any
 
@@ -85,6 +92,19 @@ class LazyGroup(click.Group):
         super().__init__(*args, **kwargs)
         self.lazy_subcommands: dict[str, str] = dict(lazy_subcommands or {})
         self._loaded: dict[str, click.Command] = {}
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt:
+            pass
+        except BaseExceptionGroup as group:
+            # trio's nurseries may wrap it; anything else in the group goes on up.
+            interrupt, rest = group.split(KeyboardInterrupt)
+            if interrupt is None or rest is not None:
+                raise
+        click.echo("interrupted (SIGINT)", err=True)
+        raise click.exceptions.Exit(128 + signal.SIGINT)
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(set(super().list_commands(ctx)) | set(self.lazy_subcommands))

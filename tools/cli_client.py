@@ -68,7 +68,16 @@ import stat
 import sys
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Sequence
+from collections.abc import (
+    AsyncGenerator,
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Iterable,
+    Iterator,
+    Mapping,
+    Sequence,
+)
 from typing import IO, Any, Protocol, TextIO, TypeVar
 
 import anyio
@@ -76,6 +85,8 @@ import anyio.to_thread
 import click
 
 from trafka.codec import ErrorCode, KafkaError, TrafkaError
+
+from .cli_faults import BrokerNotices, Interrupts, PartitionWatch, beside, signals_watched
 
 __all__ = [
     "DEFAULT_BOOTSTRAP",
@@ -379,12 +390,18 @@ def _run(
         raise click.ClickException(str(exc)) from None
 
 
+def _say(text: str) -> None:
+    click.echo(text, err=True)
+
+
 def _client_config(
     bootstrap: str, extra: Sequence[str], defaults: dict[str, Any]
 ) -> dict[str, Any]:
     cfg: dict[str, Any] = {"bootstrap.servers": bootstrap, "client.id": CLIENT_ID}
     cfg.update(defaults)
     cfg.update(_parse_pairs(extra, "-X"))
+    # A broker going out of reach is said at once, though the client retries.
+    cfg["error_cb"] = BrokerNotices(_say)
     return cfg
 
 
@@ -534,7 +551,7 @@ class _ProduceOptions:
     quiet: bool
 
 
-async def _messages(opts: _ProduceOptions, progress: _Progress) -> AsyncIterator[bytes]:
+async def _messages(opts: _ProduceOptions, progress: _Progress) -> AsyncGenerator[bytes]:
     """Every message of the input, in order; progress counts input bytes."""
     sources = opts.files or ("-",)
     stdin = sys.stdin.buffer
@@ -579,10 +596,54 @@ def _sdk_warnings_on_stderr(logger_name: str) -> Iterator[None]:
         logger.removeHandler(handler)
 
 
-async def _produce(opts: _ProduceOptions, cfg: dict[str, Any]) -> tuple[int, int]:
-    from trafka.sdk import ProducerConfig, open_producer
+@dataclasses.dataclass(slots=True)
+class _ProduceOutcome:
+    """What a run sent: records handed to the producer, and of those the ones
+    the brokers acknowledged and the ones that failed (the rest, after a second
+    signal, are unconfirmed: they may or may not have been written)."""
+
+    sent: int = 0
+    delivered: int = 0
+    failed: int = 0
+    first_error: BaseException | None = None
+    #: The input was not sent to its end (send blocked for max.block.ms).
+    blocked: bool = False
+    interrupts: Interrupts = dataclasses.field(default_factory=Interrupts)
+
+    @property
+    def unconfirmed(self) -> int:
+        return self.sent - self.delivered - self.failed
+
+    def settle(self, futures: deque[Any], *, everything: bool = False) -> None:
+        """Count the futures that are done (from the front; ``everything``: all
+        the done ones, leaving the others in ``futures``)."""
+        if everything:
+            open_ = deque(f for f in futures if not f.done())
+            done = [f for f in futures if f.done()]
+            futures.clear()
+            futures.extend(open_)
+        else:
+            done = []
+            while futures and futures[0].done():
+                done.append(futures.popleft())
+        for future in done:
+            error = future.exception()
+            if error is None:
+                self.delivered += 1
+            else:
+                self.failed += 1
+                self.first_error = self.first_error or error
+
+
+class _GiveUp(Exception):
+    """A second signal: leave without waiting for the deliveries still open."""
+
+
+async def _produce(opts: _ProduceOptions, cfg: dict[str, Any]) -> _ProduceOutcome:
+    from trafka.sdk import ProducerBlockedError, ProducerConfig, TopicPartition, open_producer
 
     config = _make(ProducerConfig, cfg)
+    notices: BrokerNotices = cfg["error_cb"]
     total = None
     if opts.files:
         total = sum(os.path.getsize(f) for f in opts.files if f != "-") or None
@@ -594,52 +655,95 @@ async def _produce(opts: _ProduceOptions, cfg: dict[str, Any]) -> tuple[int, int
         stdin_tty = not opts.files and sys.stdin.buffer.isatty()
         enabled = stderr_tty and not stdin_tty and (total is None or total >= 1 << 20)
     progress = _Progress(total, enabled and not opts.quiet)
-    sent = failed = 0
-    first_error: BaseException | None = None
+    outcome = _ProduceOutcome()
     pending: deque[Any] = deque()
+    # Ctrl-C ends the input (what was read is still delivered); a second one
+    # ends the wait for the deliveries.
+    reading, waiting = anyio.CancelScope(), anyio.CancelScope()
 
-    def settle(all_done: bool) -> None:
-        nonlocal failed, first_error
-        while pending and (all_done or pending[0].done()):
-            error = pending.popleft().exception()
-            if error is not None:
-                failed += 1
-                first_error = first_error or error
+    def interrupted(count: int, signum: Any) -> None:
+        if count == 1:
+            _say(f"{signum.name}: delivering what was read (again to stop waiting)")
+        else:
+            _say(f"{signum.name}: not waiting for the deliveries still open")
+
+    watch = PartitionWatch(
+        0.0, _say, "records for it wait for a leader (at most delivery.timeout.ms)"
+    )
+
+    async def keep_watching(producer: Any) -> None:
+        # The producer retries by itself; what it waits for is said meanwhile.
+        cluster = producer.cluster
+        while True:
+            md = cluster.metadata
+            count = md.partition_count(opts.topic) or 0
+            parts = [opts.partition] if opts.partition is not None else range(count)
+            unreachable = cluster.unreachable_brokers
+            notices.check(unreachable)
+            tps = [TopicPartition(opts.topic, p) for p in parts]
+            watch.update(tps, md, unreachable, anyio.current_time())
+            await anyio.sleep(0.5)
 
     kd, null_empty, fixed_key = opts.key_delimiter, opts.null_empty, opts.fixed_key
-    async with open_producer(config) as producer:
-        await _check_reachable(producer.cluster)
-        try:
-            async for message in _messages(opts, progress):
-                if opts.count is not None and sent >= opts.count:
-                    break
-                key = fixed_key
-                value: bytes | None = message
-                if kd is not None:
-                    k, sep, v = message.partition(kd)
-                    if sep:
-                        key, value = k, v
-                if null_empty:
-                    key = key or None
-                    value = value or None
-                future = await producer.send(
-                    opts.topic, value, key, partition=opts.partition, headers=opts.headers
-                )
-                pending.append(future)
-                sent += 1
-                if sent & 1023 == 0:
-                    settle(False)
-                    progress.advance(1024)
-        except KeyboardInterrupt:
-            # Ctrl-C ends the input; what was read is still delivered.
-            click.echo("interrupted; delivering what was read", err=True)
-        await producer.flush()
-    progress.records = sent
-    settle(True)
+    try:
+        async with (
+            signals_watched(outcome.interrupts, [reading, waiting], interrupted),
+            open_producer(config) as producer,
+            beside(functools.partial(keep_watching, producer)),
+        ):
+            # A signal ends the reading wherever it is, connecting included.
+            with reading:
+                await _check_reachable(producer.cluster)
+                await _check_topics(producer.cluster, [opts.topic])
+                async with contextlib.aclosing(_messages(opts, progress)) as messages:
+                    async for message in messages:
+                        if opts.count is not None and outcome.sent >= opts.count:
+                            break
+                        key = fixed_key
+                        value: bytes | None = message
+                        if kd is not None:
+                            k, sep, v = message.partition(kd)
+                            if sep:
+                                key, value = k, v
+                        if null_empty:
+                            key = key or None
+                            value = value or None
+                        # Cancelled only before the record is taken: once send
+                        # returns, the record is in a batch and counted.
+                        try:
+                            future = await producer.send(
+                                opts.topic,
+                                value,
+                                key,
+                                partition=opts.partition,
+                                headers=opts.headers,
+                            )
+                        except ProducerBlockedError as exc:
+                            # No room or no metadata for max.block.ms: stop reading,
+                            # and still deliver (and count) what was taken.
+                            _say(f"Error: {exc}; the rest of the input is not sent")
+                            outcome.blocked = True
+                            break
+                        pending.append(future)
+                        outcome.sent += 1
+                        if outcome.sent & 1023 == 0:
+                            outcome.settle(pending)
+                            progress.advance(1024)
+            with waiting:
+                await producer.flush()
+            outcome.settle(pending, everything=True)
+            if pending:
+                # A second signal: what is still open stays unconfirmed (closing
+                # fails it unsent, and must not wait for it either).
+                pending.clear()
+                raise _GiveUp
+    except _GiveUp:
+        pass
+    progress.records = outcome.sent
     progress.close()
-    if first_error is not None:
-        click.echo(f"first delivery error: {first_error}", err=True)
-    return sent, failed
+    if outcome.first_error is not None:
+        _say(f"first delivery error: {outcome.first_error}")
+    return outcome
 
 
 @click.command("produce")
@@ -724,10 +828,17 @@ def produce_command(
         },
     )
     with _sdk_warnings_on_stderr("trafka.sdk.producer"):
-        sent, failed = _run(_produce, opts, cfg)
+        outcome = _run(_produce, opts, cfg)
     if not quiet:
-        click.echo(f"{sent - failed} of {sent} messages delivered to {topic}", err=True)
-    if failed:
+        unconfirmed = outcome.unconfirmed
+        more = f" ({unconfirmed} not confirmed)" if unconfirmed else ""
+        click.echo(
+            f"{outcome.delivered} of {outcome.sent} messages delivered to {topic}{more}", err=True
+        )
+    status = outcome.interrupts.exit_status
+    if status is not None:
+        raise click.exceptions.Exit(status)
+    if outcome.failed or outcome.unconfirmed or outcome.blocked:
         raise click.exceptions.Exit(1)
 
 
@@ -747,6 +858,16 @@ class _ConsumeOptions:
     exit_at_end: bool
     null_str: bytes
     template: str | None = None
+    #: Seconds -e waits for an unreachable partition before giving it up (-m).
+    grace: float = 10.0
+
+
+@dataclasses.dataclass(slots=True)
+class _ConsumeOutcome:
+    printed: int = 0
+    #: The partitions -e gave up on, with why.
+    unreached: dict[Any, str] = dataclasses.field(default_factory=dict)
+    interrupts: Interrupts = dataclasses.field(default_factory=Interrupts)
 
 
 class _OutputFormat(Protocol):
@@ -814,9 +935,10 @@ async def _position(consumer: Any, tps: list[Any], spec: OffsetSpec) -> None:
     # "stored": the consumer looks up the committed offsets itself.
 
 
-def _at_end(consumer: Any) -> bool:
+def _at_end(consumer: Any, given_up: Mapping[Any, str]) -> bool:
+    """Whether every assigned partition is read to its end, or given up."""
     tps = consumer.assignment()
-    return bool(tps) and all(consumer.lag(tp) == 0 for tp in tps)
+    return bool(tps) and all(tp in given_up or consumer.lag(tp) == 0 for tp in tps)
 
 
 async def _check_topics(cluster: Any, topics: Sequence[str]) -> None:
@@ -833,42 +955,63 @@ async def _check_topics(cluster: Any, topics: Sequence[str]) -> None:
         raise click.ClickException(f"no such topic: {', '.join(missing)}")
 
 
-async def _consume(opts: _ConsumeOptions, cfg: dict[str, Any]) -> int:
+async def _consume(opts: _ConsumeOptions, cfg: dict[str, Any]) -> _ConsumeOutcome:
     from trafka.sdk import ConsumerConfig, TopicPartition, open_consumer
 
     config = _make(ConsumerConfig, cfg)
+    notices: BrokerNotices = cfg["error_cb"]
     out = sys.stdout.buffer
     write = _writer(opts, out)
-    printed = 0
-    async with open_consumer(config=config) as consumer:
-        await _check_reachable(consumer.cluster)
-        if opts.group is not None and not opts.partitions:
-            consumer.subscribe(list(opts.topics))
-        else:
-            await _check_topics(consumer.cluster, opts.topics)
-            tps = []
-            for topic in opts.topics:
-                parts = opts.partitions or tuple(await consumer.partitions_for(topic))
-                tps += [TopicPartition(topic, p) for p in parts]
-            consumer.assign(tps)
-            await _position(consumer, tps, opts.offset or OffsetSpec("beginning"))
-        try:
+    outcome = _ConsumeOutcome()
+    then = f"giving it up after {opts.grace:g} s (-m)" if opts.exit_at_end else "waiting for it"
+    watch = PartitionWatch(opts.grace, _say, then)
+    stop = anyio.CancelScope()
+
+    def interrupted(count: int, signum: Any) -> None:
+        commit = " and committing what was printed" if opts.group is not None else ""
+        _say(f"{signum.name}: stopping{commit} (again to quit at once)")
+
+    async with (
+        signals_watched(outcome.interrupts, [stop], interrupted),
+        open_consumer(config=config) as consumer,
+    ):
+        cluster = consumer.cluster
+        # A signal ends the command wherever it is, connecting included.
+        with stop:
+            await _check_reachable(cluster)
+            await _check_topics(cluster, opts.topics)
+            if opts.group is not None and not opts.partitions:
+                consumer.subscribe(list(opts.topics))
+            else:
+                tps = []
+                for topic in opts.topics:
+                    parts = opts.partitions or tuple(await consumer.partitions_for(topic))
+                    tps += [TopicPartition(topic, p) for p in parts]
+                consumer.assign(tps)
+                await _position(consumer, tps, opts.offset or OffsetSpec("beginning"))
             while True:
-                limit = None if opts.count is None else opts.count - printed
+                limit = None if opts.count is None else opts.count - outcome.printed
                 if limit == 0:
                     break
                 batch = await consumer.getmany(timeout_ms=200, max_records=limit)
                 for records in batch.values():
                     for record in records:
                         write(record)
-                    printed += len(records)
+                    outcome.printed += len(records)
                 if batch:
                     out.flush()
-                if opts.exit_at_end and _at_end(consumer):
-                    break
-        except KeyboardInterrupt:
-            pass  # Ctrl-C is how a tailing consumer stops: close normally (commit, leave)
-    return printed
+                # What the client retries by itself is said, and -e gives up on
+                # partitions it cannot reach rather than wait for them for ever.
+                now = anyio.current_time()
+                unreachable = cluster.unreachable_brokers
+                notices.check(unreachable)
+                watch.update(consumer.assignment(), cluster.metadata, unreachable, now)
+                if opts.exit_at_end:
+                    given_up = watch.given_up(now)
+                    if _at_end(consumer, given_up):
+                        outcome.unreached = given_up
+                        break
+    return outcome
 
 
 @click.command("consume")
@@ -952,6 +1095,7 @@ def consume_command(
         exit_at_end=exit_at_end,
         null_str=null_str.encode(),
         template=template,
+        grace=timeout,
     )
     defaults: dict[str, Any] = {
         "auto.offset.reset": reset,
@@ -963,7 +1107,7 @@ def consume_command(
         defaults["group.id"] = group
     cfg = _client_config(bootstrap, properties, defaults)
     try:
-        printed = _run(_consume, opts, cfg)
+        outcome = _run(_consume, opts, cfg)
     except BrokenPipeError:
         # The reader went away (| head): not an error. Point stdout at /dev/null
         # so that the interpreter's final flush does not complain again.
@@ -971,10 +1115,24 @@ def consume_command(
         os.dup2(devnull, sys.stdout.fileno())
         return
     if not quiet:
-        click.echo(f"{printed} records consumed", err=True)
+        click.echo(f"{outcome.printed} records consumed", err=True)
+    for tp, why in outcome.unreached.items():
+        name = f"{tp.topic}-{tp.partition}"
+        click.echo(f"Error: partition {name} was not read to its end: {why}", err=True)
+    status = outcome.interrupts.exit_status
+    if status is not None:
+        raise click.exceptions.Exit(status)
+    if outcome.unreached:
+        raise click.exceptions.Exit(1)
 
 
 # -- topics -------------------------------------------------------------------------------
+
+
+def _found(hit: Any) -> Any:
+    """A partial list_offsets result: ``(offset, timestamp)``, or None (none
+    found, or the partition could not be asked)."""
+    return None if isinstance(hit, TrafkaError) else hit
 
 
 async def _with_admin(cfg: dict[str, Any], fn: Callable[[Any], Awaitable[T]]) -> T:
@@ -1088,14 +1246,25 @@ def topics_describe(cfg: dict[str, Any], names: tuple[str, ...], as_json: bool) 
     """Partitions (leader, replicas, ISR, offsets, size on disk) and config
     overrides of topics."""
     from trafka.codec import UnsupportedVersionError
-    from trafka.sdk import KafkaError, TopicPartition
+    from trafka.sdk import TopicPartition
 
     async def run(admin: Any) -> list[dict[str, Any]]:
         infos = await admin.describe_topics(names)
         configs = await admin.describe_configs(topics=names, overrides_only=True)
         tps = [TopicPartition(n, p.partition) for n in names for p in infos[n].partitions]
-        earliest = await admin.list_offsets({tp: "earliest" for tp in tps}) if tps else {}
-        latest = await admin.list_offsets({tp: "latest" for tp in tps}) if tps else {}
+        # A partition without a leader is described as it is (kafka-topics'
+        # "Leader: none"): nobody can tell its offsets, and nobody is asked.
+        led = [
+            TopicPartition(n, p.partition)
+            for n in names
+            for p in infos[n].partitions
+            if p.leader >= 0
+        ]
+        earliest = await admin.list_offsets(dict.fromkeys(led, "earliest"), partial=True)
+        latest = await admin.list_offsets(dict.fromkeys(led, "latest"), partial=True)
+        for tp, hit in latest.items():
+            if isinstance(hit, TrafkaError):
+                _say(f"warning: the offsets of {tp.topic}-{tp.partition} are unknown: {hit}")
         # The leader's bytes on disk (DescribeLogDirs); brokers without the API: none.
         sizes: dict[tuple[int, TopicPartition], int] = {}
         try:
@@ -1103,7 +1272,7 @@ def topics_describe(cfg: dict[str, Any], names: tuple[str, ...], as_json: bool) 
                 for tp, size in d.partitions.items():
                     key = (d.node_id, tp)
                     sizes[key] = sizes.get(key, 0) + size
-        except (KafkaError, UnsupportedVersionError):
+        except (TrafkaError, UnsupportedVersionError):
             pass
         out = []
         for n in names:
@@ -1111,7 +1280,7 @@ def topics_describe(cfg: dict[str, Any], names: tuple[str, ...], as_json: bool) 
             parts = []
             for p in info.partitions:
                 tp = TopicPartition(n, p.partition)
-                lo, hi = earliest.get(tp), latest.get(tp)
+                lo, hi = _found(earliest.get(tp)), _found(latest.get(tp))
                 parts.append(
                     {
                         "partition": p.partition,
@@ -1136,6 +1305,14 @@ def topics_describe(cfg: dict[str, Any], names: tuple[str, ...], as_json: bool) 
         return out
 
     described = _run(_with_admin, cfg, run)
+    offline = [
+        f"{t['topic']}-{p['partition']}"
+        for t in described
+        for p in t["partitions"]
+        if p["leader"] < 0
+    ]
+    if offline:
+        _say(f"warning: offline (no leader): {', '.join(offline)}")
     if as_json:
         click.echo(json.dumps(described))
         return
@@ -1152,7 +1329,7 @@ def topics_describe(cfg: dict[str, Any], names: tuple[str, ...], as_json: bool) 
         rows = [
             (
                 p["partition"],
-                p["leader"],
+                p["leader"] if p["leader"] >= 0 else "none",
                 ",".join(map(str, p["replicas"])),
                 ",".join(map(str, p["isr"])),
                 p["earliest_offset"],
@@ -1478,10 +1655,14 @@ async def _describe_group(admin: Any, group_id: str) -> dict[str, Any]:
         for tp in m.assignment:
             owner[tp] = m
     tps = sorted(set(committed) | set(owner))
-    latest = await admin.list_offsets({tp: "latest" for tp in tps}) if tps else {}
+    # A partition without a reachable leader has no known end: its lag is "-".
+    latest = await admin.list_offsets(dict.fromkeys(tps, "latest"), partial=True)
+    for tp, hit in latest.items():
+        if isinstance(hit, TrafkaError):
+            _say(f"warning: the lag of {tp.topic}-{tp.partition} is unknown: {hit}")
     rows = []
     for tp in tps:
-        end = latest.get(tp)
+        end = _found(latest.get(tp))
         end_offset = end[0] if end else None
         current = committed.get(tp)
         m = owner.get(tp)
@@ -1727,9 +1908,26 @@ def groups_reset_offsets(
                     tps.append(TopicPartition(t, p))
         if not tps:
             return [], share is not None
-        earliest = await admin.list_offsets({tp: "earliest" for tp in tps})
-        latest = await admin.list_offsets({tp: "latest" for tp in tps})
-        by_time = await admin.list_offsets({tp: when for tp in tps}) if when is not None else {}
+        earliest = await admin.list_offsets(dict.fromkeys(tps, "earliest"), partial=True)
+        latest = await admin.list_offsets(dict.fromkeys(tps, "latest"), partial=True)
+        by_time: dict[TopicPartition, Any] = {}
+        if when is not None:
+            by_time = await admin.list_offsets(dict.fromkeys(tps, when), partial=True)
+        # The plan needs every partition's log bounds: one that cannot be asked
+        # (offline) stops the whole reset, at once and naming it.
+        unknown = {
+            tp: hit
+            for found in (earliest, latest, by_time)
+            for tp, hit in found.items()
+            if isinstance(hit, TrafkaError)
+        }
+        if unknown:
+            which = "; ".join(
+                f"{tp.topic}-{tp.partition}: {e}" for tp, e in sorted(unknown.items())
+            )
+            raise click.ClickException(
+                f"cannot plan the reset, nothing changed: the offsets of {which} are unknown"
+            )
         plan = []
         for tp in tps:
             lo = earliest[tp][0] if earliest.get(tp) else 0

@@ -74,7 +74,7 @@ def elect_leaders_command(
 
     outcome = _run(_with_admin, cfg, run)
     rows = []
-    failed = False
+    failed = []
     for tp, error in sorted(outcome.items(), key=lambda kv: (kv[0].topic, kv[0].partition)):
         if error is None:
             result = "elected"
@@ -82,7 +82,7 @@ def elect_leaders_command(
             result = "not needed"
         else:
             result = error.code.name
-            failed = True
+            failed.append(f"{tp.topic}-{tp.partition}: {error}")
         rows.append((tp.topic, tp.partition, result))
     if as_json:
         click.echo(json.dumps([{"topic": t, "partition": p, "result": r} for t, p, r in rows]))
@@ -90,6 +90,9 @@ def elect_leaders_command(
         click.echo(_table(["TOPIC", "PARTITION", "RESULT"], rows))
     else:
         click.echo("no partition needed an election", err=True)
+    for line in failed:
+        # The table is the data; what went wrong is said where errors go too.
+        click.echo(f"Error: no leader elected for {line}", err=True)
     if failed:
         raise SystemExit(1)
 

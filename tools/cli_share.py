@@ -23,10 +23,16 @@ Rules:
 * It stops after ``-c N`` records, after ``--idle-timeout`` seconds without a
   record (counted from the first assignment, so joining does not count), on
   Ctrl-C or SIGTERM, or when the reader of stdout goes away. The first signal
-  ends the loop and the command commits and leaves as above (exit status 0);
-  a second one, while it does, quits at once (the broker then gives the
-  records back when their acquisition locks expire). A SIGINT the command
-  started with ignored (a background job of a script) stays ignored.
+  ends the loop and the command commits and leaves as above, then exits 128 +
+  the signal's number (130 for Ctrl-C, 143 for SIGTERM); a second one, while
+  it does, quits at once (the broker then gives the records back when their
+  acquisition locks expire). A SIGINT the command started with ignored (a
+  background job of a script) stays ignored.
+* A broker out of reach and an assigned partition it cannot read (no leader,
+  or its leader out of reach) are said on stderr when they happen (see
+  :mod:`trafka.tools.cli_faults`); it goes on with the others. Idle at
+  ``--idle-timeout`` while a partition is unreachable, it exits 1 naming it:
+  records may wait there.
 * An acknowledgement the broker refused or never answered (an expired lock,
   a timeout...) is reported on stderr, and the exit status is 1: those
   records will be delivered again.
@@ -38,9 +44,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import signal
 import sys
-import threading
 from typing import Any
 
 import anyio
@@ -55,10 +59,12 @@ from .cli_client import (
     _make,
     _parse_pairs,
     _run,
+    _say,
     _writer,
     parse_delimiter,
     record_to_json,
 )
+from .cli_faults import BrokerNotices, Interrupts, PartitionWatch, signals_watched
 
 __all__ = ["ACK_TYPES", "share_consume_command", "share_record_to_json"]
 
@@ -96,38 +102,17 @@ class _Outcome:
     printed: int = 0
     released_unprinted: int = 0
     failures: list[tuple[str, int, int, BaseException]] = dataclasses.field(default_factory=list)
-    signalled: str | None = None
+    interrupts: Interrupts = dataclasses.field(default_factory=Interrupts)
     broken_pipe: bool = False
+    #: It stopped at the idle timeout.
+    idle_out: bool = False
+    #: The assigned partitions it could not reach when it last looked, with why.
+    unreachable: dict[Any, str] = dataclasses.field(default_factory=dict)
 
 
-async def _stop_on_signals(
-    stop: anyio.CancelScope,
-    outcome: _Outcome,
-    quiet: bool,
-    *,
-    task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
+async def _poll_loop(
+    consumer: Any, opts: _ShareOptions, outcome: _Outcome, notices: BrokerNotices
 ) -> None:
-    """Cancel ``stop`` at the first SIGINT or SIGTERM, then give the signals back
-    their usual handlers, so that a second one quits at once. An ignored SIGINT
-    (a background job of a shell script) stays ignored."""
-    wanted = [signal.SIGTERM]
-    if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
-        wanted.append(signal.SIGINT)
-    with anyio.open_signal_receiver(*wanted) as signals:
-        task_status.started()
-        async for signum in signals:
-            outcome.signalled = signal.Signals(signum).name
-            if not quiet:
-                click.echo(
-                    f"{outcome.signalled}: committing the acknowledgements and leaving "
-                    "(again to quit at once)",
-                    err=True,
-                )
-            stop.cancel()
-            return
-
-
-async def _poll_loop(consumer: Any, opts: _ShareOptions, outcome: _Outcome) -> None:
     """Poll, print and acknowledge until -c, the idle timeout or a broken pipe."""
     from trafka.sdk import AcknowledgeType
 
@@ -135,7 +120,18 @@ async def _poll_loop(consumer: Any, opts: _ShareOptions, outcome: _Outcome) -> N
     out = sys.stdout.buffer
     write = _writer(opts, out, share_record_to_json)
     idle_since: float | None = None
+    cluster = consumer.cluster
+    watch = PartitionWatch(0.0, _say, "its records wait")
+
+    def look() -> None:
+        # The consumer retries by itself; what it cannot reach is said meanwhile.
+        unreachable = cluster.unreachable_brokers
+        notices.check(unreachable)
+        watch.update(consumer.assignment(), cluster.metadata, unreachable, anyio.current_time())
+        outcome.unreachable = watch.unreachable
+
     while True:
+        look()
         left = None if opts.count is None else opts.count - outcome.printed
         if left == 0:
             return
@@ -148,8 +144,11 @@ async def _poll_loop(consumer: Any, opts: _ShareOptions, outcome: _Outcome) -> N
             else:
                 idle_left = opts.idle_timeout - (anyio.current_time() - idle_since)
                 if idle_left <= 0:
+                    outcome.idle_out = True
                     return
                 timeout_ms = idle_left * 1000
+        # Polls end every second at least, to look at what is reachable.
+        timeout_ms = 1000 if timeout_ms is None else min(timeout_ms, 1000)
         records = await consumer.poll(timeout_ms=timeout_ms)
         if not records:
             continue
@@ -186,30 +185,29 @@ async def _share_consume(opts: _ShareOptions, cfg: dict[str, Any]) -> _Outcome:
                 outcome.failures.append((tp.topic, tp.partition, len(acked), error))
 
     stop = anyio.CancelScope()
-    try:
-        async with anyio.create_task_group() as tg:
-            # Signal handlers can only be installed by the main thread (not, e.g., by a
-            # test runner's worker thread, where Ctrl-C cannot arrive anyway).
-            if threading.current_thread() is threading.main_thread():
-                await tg.start(_stop_on_signals, stop, outcome, opts.quiet)
-            async with ShareConsumer(config) as consumer:
-                consumer.set_acknowledgement_commit_callback(heard)
-                await _check_reachable(consumer.cluster)
-                await _check_topics(consumer.cluster, opts.topics)
-                consumer.subscribe(opts.topics)
-                with stop:
-                    await _poll_loop(consumer, opts, outcome)
-                # Explicit mode: everything delivered is acknowledged by now; this
-                # sends what the last fetch did not carry and waits for the broker's
-                # answer (refusals reach `heard`). Closing finds nothing left to send.
-                await consumer.commit()
-            tg.cancel_scope.cancel()
-    except BaseExceptionGroup as group:
-        # The signal task raises nothing, so the one error is the consumer's: let it
-        # out as itself, for _run to turn into one line.
-        if len(group.exceptions) == 1:
-            raise group.exceptions[0] from None
-        raise
+
+    def interrupted(count: int, signum: Any) -> None:
+        if not opts.quiet:
+            _say(
+                f"{signum.name}: committing the acknowledgements and leaving "
+                "(again to quit at once)"
+            )
+
+    async with (
+        signals_watched(outcome.interrupts, [stop], interrupted),
+        ShareConsumer(config) as consumer,
+    ):
+        consumer.set_acknowledgement_commit_callback(heard)
+        # A signal ends the command wherever it is, connecting included.
+        with stop:
+            await _check_reachable(consumer.cluster)
+            await _check_topics(consumer.cluster, opts.topics)
+            consumer.subscribe(opts.topics)
+            await _poll_loop(consumer, opts, outcome, cfg["error_cb"])
+        # Explicit mode: everything delivered is acknowledged by now; this
+        # sends what the last fetch did not carry and waits for the broker's
+        # answer (refusals reach `heard`). Closing finds nothing left to send.
+        await consumer.commit()
     return outcome
 
 
@@ -323,5 +321,14 @@ def share_consume_command(
         extra = outcome.released_unprinted
         more = f" ({extra} more delivered past -c, released)" if extra else ""
         click.echo(f"{outcome.printed} records consumed and {done}{more}", err=True)
+    status = outcome.interrupts.exit_status
+    if status is not None:
+        raise click.exceptions.Exit(status)
+    if outcome.idle_out and outcome.unreachable:
+        # Idle, but not because nothing was left: records may wait where it could not look.
+        for tp, why in outcome.unreachable.items():
+            name = f"{tp.topic}-{tp.partition}"
+            click.echo(f"Error: partition {name} could not be read: {why}", err=True)
+        raise click.exceptions.Exit(1)
     if outcome.failures:
         raise click.exceptions.Exit(1)

@@ -27,6 +27,7 @@ from typing import Any
 
 import click
 
+from trafka.codec import TrafkaError
 from trafka.sdk.admin import LIVE_TRANSACTION_STATES
 
 from .cli_client import _admin_options, _run, _table, _with_admin
@@ -149,22 +150,29 @@ def transactions_describe_producers(
     """The producers each partition's leader keeps state for, and their open transactions."""
     from trafka.sdk import TopicPartition
 
-    async def run(admin: Any) -> dict[Any, list[Any]]:
+    async def run(admin: Any) -> dict[Any, Any]:
         chosen = list(partitions)
         if not chosen:
             info = (await admin.describe_topics([topic]))[topic]
             chosen = [p.partition for p in info.partitions]
-        states: dict[Any, list[Any]] = await admin.describe_producers(
-            [TopicPartition(topic, p) for p in chosen]
+        # What the reachable leaders say is shown; an offline partition, or one
+        # whose leader is out of reach, is named instead of failing the rest.
+        states: dict[Any, Any] = await admin.describe_producers(
+            [TopicPartition(topic, p) for p in chosen], partial=True
         )
         return states
 
     states = _run(_with_admin, cfg, run)
-    rows = [_producer_json(tp, s) for tp in sorted(states) for s in states[tp]]
+    failed = {tp: s for tp, s in states.items() if isinstance(s, TrafkaError)}
+    rows = [_producer_json(tp, s) for tp in sorted(states) if tp not in failed for s in states[tp]]
     if as_json:
         click.echo(json.dumps(rows))
     elif rows:
         click.echo(_table(list(_PRODUCER_COLUMNS), [_producer_row(r) for r in rows]))
+    for tp, error in sorted(failed.items()):
+        click.echo(f"Error: partition {tp.topic}-{tp.partition} not described: {error}", err=True)
+    if failed:
+        raise click.exceptions.Exit(1)
 
 
 @transactions_command.command("find-hanging")

@@ -45,7 +45,7 @@ from collections.abc import (
     Sequence,
 )
 from contextlib import asynccontextmanager
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar, overload
 
 import anyio
 import anyio.abc
@@ -1010,10 +1010,50 @@ class Admin(Hostable):
 
     # -- offsets and records ----------------------------------------------------------------
 
+    @overload
     async def list_offsets(
-        self, specs: Mapping[TopicPartition, str | int], *, timeout_ms: int | None = None
-    ) -> dict[TopicPartition, tuple[int, int] | None]:
-        """Offsets by ``"earliest"``, ``"latest"`` or a timestamp: ``(offset, timestamp)`` or None."""
+        self,
+        specs: Mapping[TopicPartition, str | int],
+        *,
+        timeout_ms: int | None = None,
+        partial: Literal[False] = False,
+    ) -> dict[TopicPartition, tuple[int, int] | None]: ...
+
+    @overload
+    async def list_offsets(
+        self,
+        specs: Mapping[TopicPartition, str | int],
+        *,
+        timeout_ms: int | None = None,
+        partial: Literal[True],
+    ) -> dict[TopicPartition, tuple[int, int] | TrafkaError | None]: ...
+
+    async def list_offsets(
+        self,
+        specs: Mapping[TopicPartition, str | int],
+        *,
+        timeout_ms: int | None = None,
+        partial: bool = False,
+    ) -> dict[TopicPartition, Any]:
+        """Offsets by ``"earliest"``, ``"latest"`` or a timestamp: ``(offset, timestamp)`` or None.
+
+        Args:
+            specs: what to look up, per partition.
+            timeout_ms: the call's bound (default ``default.api.timeout.ms``).
+            partial: answer what can be answered: a partition that is offline
+                (no leader, its replicas offline, in metadata refreshed for the
+                call) has a :class:`KafkaError` LEADER_NOT_AVAILABLE as its
+                result at once, and one whose leader cannot be reached by the
+                deadline the error that kept it, instead of the call waiting
+                for it and failing as a whole.
+
+        Raises:
+            KafkaError: a topic or partition that does not exist, or another
+                final error of a leader.
+            ApiTimeoutError: without ``partial``, some partition not answered
+                within the call's bound (a partition without a leader: its
+                replicas' brokers are down).
+        """
         specs = check_offsets("specs", specs, check_value=check_offset_spec)
         targets = offset_targets(specs)
 
@@ -1023,7 +1063,9 @@ class Admin(Hostable):
             request = list_offsets_request(conn.version_for(2), {tp: targets[tp] for tp in tps})
             return read_list_offsets(await conn.request(2, request))
 
-        return await self._calls.per_leader("list_offsets", targets, ask, timeout_ms)
+        return await self._calls.per_leader(
+            "list_offsets", targets, ask, timeout_ms, partial=partial
+        )
 
     async def delete_records(
         self, before: Mapping[TopicPartition, int], *, timeout_ms: int | None = None
@@ -1757,14 +1799,37 @@ class Admin(Hostable):
 
     # -- transactions -----------------------------------------------------------------------
 
+    @overload
     async def describe_producers(
         self,
         partitions: Iterable[TopicPartition] | Iterable[tuple[str, int]],
         *,
         timeout_ms: int | None = None,
-    ) -> dict[TopicPartition, list[ProducerState]]:
+        partial: Literal[False] = False,
+    ) -> dict[TopicPartition, list[ProducerState]]: ...
+
+    @overload
+    async def describe_producers(
+        self,
+        partitions: Iterable[TopicPartition] | Iterable[tuple[str, int]],
+        *,
+        timeout_ms: int | None = None,
+        partial: Literal[True],
+    ) -> dict[TopicPartition, list[ProducerState] | TrafkaError]: ...
+
+    async def describe_producers(
+        self,
+        partitions: Iterable[TopicPartition] | Iterable[tuple[str, int]],
+        *,
+        timeout_ms: int | None = None,
+        partial: bool = False,
+    ) -> dict[TopicPartition, Any]:
         """The producers each partition's leader keeps state for, with the first
-        offset of the transaction each has open there (KIP-664)."""
+        offset of the transaction each has open there (KIP-664).
+
+        ``partial``: as :meth:`list_offsets`'s, an offline partition, or one
+        whose leader cannot be reached, has the error as its result.
+        """
         partitions = check_topic_partitions("partitions", partitions)
 
         async def ask(
@@ -1773,7 +1838,9 @@ class Admin(Hostable):
             return read_describe_producers(await conn.request(61, describe_producers_request(tps)))
 
         wanted = [TopicPartition(*tp) for tp in partitions]
-        return await self._calls.per_leader("describe_producers", wanted, ask, timeout_ms)
+        return await self._calls.per_leader(
+            "describe_producers", wanted, ask, timeout_ms, partial=partial
+        )
 
     async def list_transactions(
         self,

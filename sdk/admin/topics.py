@@ -91,6 +91,12 @@ def read_list_topics(resp: Any, *, include_internal: bool) -> dict[str, int]:
 def read_describe_topics(resp: Any, names: Iterable[str]) -> dict[str, TopicInfo]:
     """The topics of a Metadata answer, partitions sorted.
 
+    A partition without a leader (LEADER_NOT_AVAILABLE, leader -1: its replicas
+    are offline) is data, described as it is; so is a topic whose error is
+    LEADER_NOT_AVAILABLE but which lists its partitions (Kafka 0.x answered so
+    for a topic with an offline partition). Only a topic with no partitions yet
+    (being created) is asked again.
+
     Raises:
         Again: a topic with a transient error.
         KafkaError: a topic's other error; UNKNOWN_TOPIC_OR_PARTITION for one of
@@ -100,7 +106,9 @@ def read_describe_topics(resp: Any, names: Iterable[str]) -> dict[str, TopicInfo
     for t in resp.topics:
         if t.name is None:
             continue
-        check(t.error_code, f"describing topic {t.name!r}", again=TRANSIENT)
+        code = ErrorCode.of(t.error_code)
+        if not (code == ErrorCode.LEADER_NOT_AVAILABLE and t.partitions):
+            check(t.error_code, f"describing topic {t.name!r}", again=TRANSIENT)
         parts = sorted(
             (
                 PartitionInfo(
@@ -117,7 +125,7 @@ def read_describe_topics(resp: Any, names: Iterable[str]) -> dict[str, TopicInfo
             ),
             key=lambda p: p.partition,
         )
-        out[t.name] = TopicInfo(t.name, t.topic_id, t.is_internal, tuple(parts))
+        out[t.name] = TopicInfo(t.name, t.topic_id, t.is_internal, tuple(parts), code)
     for name in names:
         if name not in out:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"describing topic {name!r}")

@@ -451,7 +451,9 @@ def test_produce_names_a_retried_refusal_while_it_retries_and_fails_with_it(
                     pytest.fail(f"NOT_ENOUGH_REPLICAS not named while retrying: {told}")
             assert proc.poll() is None, told  # still retrying, not failed yet
         finally:
-            proc.terminate()
+            # Not terminate(): a first SIGTERM has produce deliver what it read,
+            # retrying until delivery.timeout.ms.
+            proc.kill()
     assert told[-1].startswith(b"warning: ") and f"{topic}-0".encode() in told[-1], told
     # Run to the end (a short delivery.timeout.ms): exit 1, the last error named.
     short = ["-X", "delivery.timeout.ms=2000", "-X", "request.timeout.ms=1000"]

@@ -1,0 +1,251 @@
+"""What the client commands say and do when the cluster is not all there: brokers
+out of reach, partitions without a leader, and Ctrl-C.
+
+Rules:
+
+* Whatever the client retries by itself is still said on stderr, at once and
+  once: a broker going out of reach (the SDK's ``error_cb``,
+  :class:`BrokerNotices`), and coming back; a partition the command needs
+  whose leader is gone or out of reach (:class:`PartitionWatch`), and coming
+  back. The command goes on serving what it can reach meanwhile.
+* A partition is *unreachable* while metadata names no leader for it (its
+  replicas' brokers are down: offline) or while its leader is a broker out of
+  reach. One that stays so for the command's ``-m`` seconds is given up by a
+  command that must reach every partition's end (``consume -e``), which then
+  exits 1 naming it, after printing everything else.
+* Long-running commands stop cleanly on SIGINT or SIGTERM (:func:`watch_signals`):
+  the first signal ends their main loop and they finish as they would at the
+  end (deliver what was read, commit what was printed), a further one cuts the
+  next stage short, and the last stage's signal goes back to the default
+  handlers, so that one more quits at once. They exit 128 + the first signal's
+  number (130 for Ctrl-C), as a shell reports a process a signal ended.
+
+The trackers are pure (``now`` and the cluster's state are given), so they are
+tested without a broker.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import signal
+import threading
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Mapping, Sequence
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+import anyio.abc
+
+from trafka.sdk import BrokerUnreachableError, TopicPartition
+
+__all__ = [
+    "BrokerNotices",
+    "Interrupts",
+    "PartitionWatch",
+    "beside",
+    "signals_watched",
+    "watch_signals",
+]
+
+Say = Callable[[str], None]
+
+
+class BrokerNotices:
+    """The ``error_cb`` of a command's clients: each error the client handles by
+    retrying becomes one ``warning:`` line; :meth:`check` says when a broker
+    reported out of reach is reachable again.
+
+    Args:
+        say: writes one line to stderr.
+    """
+
+    def __init__(self, say: Say) -> None:
+        self._say = say
+        self._out: dict[int, str] = {}  # broker id -> its address, while out of reach
+
+    def __call__(self, error: BaseException) -> None:
+        if isinstance(error, BrokerUnreachableError):
+            self._out[error.node_id] = f"{error.host}:{error.port}"
+        self._say(f"warning: {error} (retrying)")
+
+    def check(self, unreachable: Mapping[int, Any]) -> None:
+        """Say which brokers reported out of reach are no longer in ``unreachable``
+        (a cluster's :attr:`~trafka.sdk.transport.Cluster.unreachable_brokers`)."""
+        for node in [n for n in self._out if n not in unreachable]:
+            self._say(f"broker {node} at {self._out.pop(node)} is reachable again")
+
+
+def _unreachable_reason(tp: TopicPartition, metadata: Any, unreachable: Mapping[int, Any]) -> str:
+    """Why ``tp`` cannot be read or written now, or "" when it can (or when
+    metadata does not know its topic yet: that is waited for, not a fault)."""
+    info = metadata.topics.get(tp.topic)
+    if info is None or tp.partition >= len(info.partitions):
+        return ""
+    p = info.partitions[tp.partition]
+    if p.leader < 0:
+        offline = p.offline_replicas or p.replicas
+        if offline:
+            down = ", ".join(map(str, offline))
+            return f"it has no leader (offline: its replicas on broker(s) {down} are down)"
+        return "it has no leader"
+    if p.leader in unreachable:
+        return f"its leader, broker {p.leader}, is unreachable"
+    return ""
+
+
+@dataclasses.dataclass(slots=True)
+class _Out:
+    since: float
+    reason: str
+    said: bool = False
+
+
+class PartitionWatch:
+    """Which of a command's partitions it cannot reach now (see the module's rules).
+
+    A partition is announced once it has been unreachable for ``notice``
+    seconds, so that a leader moving between brokers (a blink without a
+    leader) is not news.
+
+    Args:
+        grace: seconds a partition may stay unreachable before :meth:`given_up`
+            lists it.
+        say: writes one line to stderr.
+        waiting: what the first line about a partition adds (what the command
+            does meanwhile).
+        notice: see above.
+    """
+
+    def __init__(self, grace: float, say: Say, waiting: str = "", notice: float = 1.0) -> None:
+        self.grace = grace
+        self.notice = notice
+        self._say = say
+        self._waiting = waiting
+        self._out: dict[TopicPartition, _Out] = {}
+
+    def update(
+        self,
+        tps: Iterable[TopicPartition],
+        metadata: Any,
+        unreachable: Mapping[int, Any],
+        now: float,
+    ) -> None:
+        """Look at ``tps`` again: ``metadata`` (a client's
+        :class:`~trafka.sdk.metadata.MetadataCache`) and the brokers out of reach."""
+        seen = set()
+        for tp in tps:
+            seen.add(tp)
+            reason = _unreachable_reason(tp, metadata, unreachable)
+            out = self._out.get(tp)
+            if not reason:
+                if out is not None:
+                    del self._out[tp]
+                    if out.said:
+                        self._say(f"partition {tp.topic}-{tp.partition} is reachable again")
+                continue
+            if out is None:
+                out = self._out[tp] = _Out(now, reason)
+            out.reason = reason
+            if not out.said and now - out.since >= self.notice:
+                out.said = True
+                more = f"; {self._waiting}" if self._waiting else ""
+                name = f"{tp.topic}-{tp.partition}"
+                self._say(f"warning: partition {name} is unreachable: {reason}{more}")
+        for tp in [tp for tp in self._out if tp not in seen]:
+            del self._out[tp]  # no longer the command's (a group took it away)
+
+    @property
+    def unreachable(self) -> dict[TopicPartition, str]:
+        """The partitions announced unreachable, with why."""
+        return {tp: out.reason for tp, out in sorted(self._out.items()) if out.said}
+
+    def given_up(self, now: float) -> dict[TopicPartition, str]:
+        """The partitions unreachable for ``grace`` seconds or more, with why."""
+        return {
+            tp: out.reason
+            for tp, out in sorted(self._out.items())
+            if out.said and now - out.since >= self.grace
+        }
+
+
+@dataclasses.dataclass(slots=True)
+class Interrupts:
+    """The signals a command received (:func:`watch_signals`)."""
+
+    first: signal.Signals | None = None
+    count: int = 0
+
+    @property
+    def exit_status(self) -> int | None:
+        """128 + the first signal's number, or None without one."""
+        return None if self.first is None else 128 + self.first
+
+
+async def watch_signals(
+    interrupts: Interrupts,
+    stages: Sequence[anyio.CancelScope],
+    say: Callable[[int, signal.Signals], None],
+    *,
+    task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
+) -> None:
+    """Cancel ``stages[n]`` at the n+1-th SIGINT or SIGTERM, calling ``say(n + 1,
+    signal)`` first; after the last stage the usual handlers are back (one more
+    signal quits at once). A SIGINT the process started with ignored (a
+    background job of a script) stays ignored. Only the main thread can take
+    signals: elsewhere (a test runner's worker thread) nothing is watched."""
+    if threading.current_thread() is not threading.main_thread() or not stages:
+        task_status.started()
+        return
+    wanted = [signal.SIGTERM]
+    if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
+        wanted.append(signal.SIGINT)
+    with anyio.open_signal_receiver(*wanted) as signals:
+        task_status.started()
+        async for signum in signals:
+            received = signal.Signals(signum)
+            interrupts.count += 1
+            if interrupts.first is None:
+                interrupts.first = received
+            say(interrupts.count, received)
+            stages[interrupts.count - 1].cancel()
+            if interrupts.count == len(stages):
+                return
+
+
+@asynccontextmanager
+async def signals_watched(
+    interrupts: Interrupts,
+    stages: Sequence[anyio.CancelScope],
+    say: Callable[[int, signal.Signals], None],
+) -> AsyncIterator[None]:
+    """:func:`watch_signals` for the ``async with`` block; what the block raises
+    leaves as itself, not inside an ExceptionGroup."""
+    try:
+        async with anyio.create_task_group() as tg:
+            await tg.start(watch_signals, interrupts, stages, say)
+            try:
+                yield
+            finally:
+                tg.cancel_scope.cancel()
+    except BaseExceptionGroup as group:
+        if len(group.exceptions) == 1:
+            raise group.exceptions[0] from None
+        raise
+
+
+@asynccontextmanager
+async def beside(*tasks: Callable[[], Coroutine[Any, Any, None]]) -> AsyncIterator[None]:
+    """Run ``tasks`` beside the ``async with`` block, cancelled when it ends; what
+    the block raises leaves as itself, not inside an ExceptionGroup."""
+    try:
+        async with anyio.create_task_group() as tg:
+            for task in tasks:
+                tg.start_soon(task)
+            try:
+                yield
+            finally:
+                tg.cancel_scope.cancel()
+    except BaseExceptionGroup as group:
+        if len(group.exceptions) == 1:
+            raise group.exceptions[0] from None
+        raise
