@@ -137,6 +137,20 @@ class Transactions:
         producer.flush(30)
 
 
+def by_transaction(values: list[bytes]) -> dict[int, collections.Counter[int]]:
+    """Values ``t<n>-<i>`` counted by transaction ``n`` and record ``i``."""
+    found: dict[int, collections.Counter[int]] = collections.defaultdict(collections.Counter)
+    for value in values:
+        n, i = (int(x) for x in value.decode()[1:].split("-"))
+        found[n][i] += 1
+    return found
+
+
+def whole(found: dict[int, collections.Counter[int]]) -> set[int]:
+    """The transactions all of whose records were read."""
+    return {n for n, counts in found.items() if len(counts) == RECORDS}
+
+
 def group_of(n: int) -> str:
     return f"{GROUP}-{n}"
 
@@ -260,12 +274,12 @@ def test_transactions_are_all_or_nothing_across_kill_9_of_their_coordinator(
         aborted = {n for n, o in outcomes.items() if o == "abort"}
         assert len(committed) >= 3 * (KILLS + 1), outcomes
 
-        expected = len(committed) * RECORDS
-        seen = read_committed(bs, lambda got: len(got) >= expected)
-        by_txn: dict[int, collections.Counter[int]] = collections.defaultdict(collections.Counter)
-        for value in seen:
-            n, i = (int(x) for x in value.decode()[1:].split("-"))
-            by_txn[n][i] += 1
+        # Read until every committed transaction is whole (then 3 s more for
+        # what should not be there). A count of records is no such sign: a
+        # transaction of unknown outcome may have committed too, and a partition
+        # whose leader moved can lag the others by seconds.
+        seen = read_committed(bs, lambda got: committed <= whole(by_transaction(got)))
+        by_txn = by_transaction(seen)
         logs = broker_logs(cluster)
         for n, counts in by_txn.items():
             assert set(counts) == set(range(RECORDS)), f"transaction {n} partly visible: {counts}"
