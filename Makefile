@@ -50,9 +50,12 @@ system-deps:
 demo: $(STAMP)
 	$(PY) -m trafka.tools.demo
 
-lint: $(STAMP)
+# lint-imports checks the layers (pyproject's [tool.importlinter]); like mypy it
+# reads the packages through the src-tree below.
+lint: src-tree
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	PYTHONPATH=$(MYPY_SRC) $(VENV)/bin/lint-imports --no-cache
 
 # mypy and mkdocstrings cannot follow setuptools' editable finder (folder ->
 # trafka.<folder>), so they read the packages through a symlink tree laid out as
@@ -60,10 +63,10 @@ lint: $(STAMP)
 MYPY_SRC := $(VENV)/mypy-src
 src-tree: $(STAMP)
 	@mkdir -p $(MYPY_SRC)/trafka
-	@for d in codec sdk brokerlite proxy discovery spark tools console; do ln -sfn ../../../$$d $(MYPY_SRC)/trafka/$$d; done
+	@for d in codec common sdk brokerlite proxy discovery spark tools console; do ln -sfn ../../../$$d $(MYPY_SRC)/trafka/$$d; done
 
 typecheck: src-tree
-	MYPYPATH=$(MYPY_SRC) $(VENV)/bin/mypy --explicit-package-bases -p trafka.codec -p trafka.sdk -p trafka.brokerlite -p trafka.proxy -p trafka.discovery -p trafka.spark -p trafka.tools -p trafka.console
+	MYPYPATH=$(MYPY_SRC) $(VENV)/bin/mypy --explicit-package-bases -p trafka.codec -p trafka.common -p trafka.sdk -p trafka.brokerlite -p trafka.proxy -p trafka.discovery -p trafka.spark -p trafka.tools -p trafka.console
 
 # The suite runs in pytest-xdist workers, a file's tests together in one. Two
 # (one per core of CI's machine) rather than more: the interop tests with real

@@ -272,11 +272,12 @@ def command(config_file: Path | None, verbose: bool, **options: Any) -> None:
     except (ConfigError, OSError) as exc:
         raise click.UsageError(str(exc)) from None
     if config.console_listen is not None:
-        from trafka.console.server import missing_dependencies
+        from .companions import find
 
-        reason = missing_dependencies()
-        if reason is not None:
-            raise click.UsageError(f"--console-listen: {reason}")
+        try:
+            find("console")
+        except BrokerError as exc:
+            raise click.UsageError(f"--console-listen: {exc}") from None
     _configure_logging(verbose, "trio", "kazoo", "hypercorn", "trafka.console.http")
     from .server import run_broker
 

@@ -136,6 +136,7 @@ from pathlib import Path
 from typing import Any, NamedTuple, NoReturn
 
 from trafka.codec.crc import crc32c
+from trafka.common.lograte import RateLimitedLog
 
 from .cleaner import (
     CLEANED_SUFFIX,
@@ -159,7 +160,6 @@ from .errors import (
     TopicExistsError,
     UnknownTopicOrPartitionError,
 )
-from .lograte import RateLimitedLog
 from .segment import (
     BATCH_HEADER_SIZE,
     INT32_MAX,

@@ -47,12 +47,13 @@ mix.
 
 from __future__ import annotations
 
-import bisect
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from trafka.codec.errors import ErrorCode
 from trafka.codec.protocol import api
+from trafka.common.histograms import Histograms
+from trafka.common.metrics_http import Endpoint
 
 from .errors import BrokerError
 
@@ -61,9 +62,7 @@ if TYPE_CHECKING:
 
     from .broker import Broker
 
-__all__ = ["CONTENT_TYPE", "BrokerMetrics", "Histograms"]
-
-CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+__all__ = ["BrokerMetrics", "endpoint", "ready"]
 
 # Request handling times (s): what a broker in one process spends on a request.
 # What Kafka's ReplicaManager answers without counting a failed fetch.
@@ -82,43 +81,6 @@ _EXPECTED_FETCH_ERRORS = frozenset(
     }
 )
 _BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0)
-
-
-class Histograms:
-    """Histograms of seconds, one per key (an API, a broker...), kept as plain
-    bucket counts: cheap to observe on a request path, turned into a Prometheus
-    family at a scrape."""
-
-    def __init__(self, buckets: tuple[float, ...]) -> None:
-        self.buckets = buckets
-        self._counts: dict[Any, list[int]] = {}
-        self._sums: dict[Any, float] = {}
-
-    def observe(self, key: Any, seconds: float) -> None:
-        counts = self._counts.get(key)
-        if counts is None:
-            counts = self._counts[key] = [0] * (len(self.buckets) + 1)
-            self._sums[key] = 0.0
-        counts[bisect.bisect_left(self.buckets, seconds)] += 1
-        self._sums[key] += seconds
-
-    def family(self, name: str, what: str, label: str, label_of: Any = str) -> Any:
-        """The histogram family (``label_of(key)`` names each key's series)."""
-        from prometheus_client.core import HistogramMetricFamily
-
-        family = HistogramMetricFamily(name, what, labels=[label])
-        for key, counts in sorted(self._counts.items()):
-            cumulative = []
-            running = 0
-            for bound, n in zip((*map(str, self.buckets), "+Inf"), counts, strict=True):
-                running += n
-                cumulative.append((bound, running))
-            family.add_metric([label_of(key)], cumulative, self._sums[key])
-        return family
-
-    def totals(self) -> dict[Any, int]:
-        """Observations per key."""
-        return {key: sum(counts) for key, counts in self._counts.items()}
 
 
 class BrokerMetrics:
@@ -319,3 +281,19 @@ def _group_lag(broker: Broker) -> Any:
             end = plog.high_watermark if broker.cluster is not None else plog.log_end_offset
             lag.add_metric([group, topic, str(partition)], max(end - committed.offset, 0))
     return lag
+
+
+def ready(broker: Broker) -> bool:
+    """``/readyz``: whether the broker serves clients. On a single node at once;
+    in a cluster once this broker sees itself registered and a controller elected."""
+    cluster = broker.cluster
+    if cluster is None:
+        return True
+    image = cluster.image
+    return broker.node_id in image.brokers and image.controller_id >= 0
+
+
+def endpoint(broker: Broker) -> Endpoint:
+    """What the broker's metrics listener answers with (``/metrics`` is built on
+    the trio thread that owns the broker core)."""
+    return Endpoint(broker.metrics.exposition, lambda: ready(broker))

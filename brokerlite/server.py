@@ -35,7 +35,7 @@ Rules and invariants:
   another or the listener; the broker never crashes because of input.
 * What clients can repeat at will (malformed frames, refused requests, failed
   handshakes, timeouts) and failing accepts (out of file descriptors) are
-  logged through a :class:`~.lograte.RateLimitedLog`: one line a minute per
+  logged through a :class:`~trafka.common.lograte.RateLimitedLog`: one line a minute per
   kind and client host, with the count of the others.
 * Memory of requests still arriving (:mod:`.request_budget`,
   ``queued_max_request_bytes``): a frame that did not arrive whole reserves its
@@ -82,6 +82,7 @@ from __future__ import annotations
 
 import dataclasses
 import errno
+import functools
 import logging
 import math
 import os
@@ -97,13 +98,14 @@ import trio
 
 from trafka.codec.errors import DecodeError, FrameTooLargeError
 from trafka.codec.framing import FrameReader
+from trafka.common.accept import accept_forever
+from trafka.common.lograte import RateLimitedLog
 
 from .authorizer import certificate_subject, host_of
 from .broker import Broker, Completion
 from .config import BrokerConfig, ConfigError
 from .handlers._base import Close, NoResponse, Parked, Part, Reply, SaslToken
 from .jwks import fetch_jwks
-from .lograte import RateLimitedLog, accept_forever
 from .request_budget import RequestBudget
 
 __all__ = ["RunningBroker", "broker_in_thread", "run_broker", "serve_broker"]
@@ -1062,9 +1064,11 @@ async def serve_broker(
         async with trio.open_nursery() as nursery:
             nursery.start_soon(server.ticker)
             if metrics_listeners:
-                from .metrics_http import serve_metrics
+                from trafka.common.metrics_http import serve_metrics
 
-                await nursery.start(serve_metrics, broker, metrics_listeners)
+                from .metrics import endpoint
+
+                await nursery.start(serve_metrics, endpoint(broker), metrics_listeners)
             jwks_url = cfg.sasl_oauthbearer_jwks_endpoint_url
             if broker.sasl_users is not None and jwks_url is not None:
                 ok = await server.refresh_token_keys(jwks_url, first=True)
@@ -1100,11 +1104,14 @@ async def _start_console(
     nursery: trio.Nursery, running: RunningBroker, listen: str
 ) -> RunningBroker:
     """Serve the web console on ``listen`` for this broker (through its own
-    listener, as any client); ``running`` with the console's address."""
-    from trafka.console import ConsoleSettings, serve_console
+    listener, as any client); ``running`` with the console's address. The
+    console is a companion found among the installed plug-ins (:mod:`.companions`)."""
+    from .companions import find
 
-    settings = ConsoleSettings({"bootstrap.servers": running.bootstrap_servers}, listen)
-    address = await nursery.start(serve_console, settings)
+    console = find("console")
+    address = await nursery.start(
+        functools.partial(console.serve, running.bootstrap_servers, listen)
+    )
     return dataclasses.replace(running, console_address=address)
 
 

@@ -50,7 +50,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import trio
 
-    from trafka.brokerlite.lograte import RateLimitedLog
+    from trafka.common.lograte import RateLimitedLog
 
     from .pool import UpstreamPool
     from .routing import Topics

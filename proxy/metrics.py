@@ -32,8 +32,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from trafka.brokerlite.metrics import Histograms
 from trafka.codec.protocol import api
+from trafka.common.histograms import Histograms
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry

@@ -26,7 +26,7 @@ upstream connections for what filters send.
   arrived.
 * What clients can repeat at will (bad requests, failed TLS handshakes, an
   unreachable upstream, unroutable batches) and failing accepts are logged
-  through brokerlite's :class:`~trafka.brokerlite.lograte.RateLimitedLog`: a line
+  through :class:`~trafka.common.lograte.RateLimitedLog`: a line
   a minute each, with a count of the rest. Host names from upstream answers are
   logged escaped (``%r``).
 """
@@ -44,10 +44,11 @@ from typing import Any
 
 import trio
 
-from trafka.brokerlite.lograte import RateLimitedLog, accept_forever
 from trafka.codec import protocol
 from trafka.codec.errors import DecodeError, TrafkaError
 from trafka.codec.framing import FrameReader
+from trafka.common.accept import accept_forever
+from trafka.common.lograte import RateLimitedLog
 from trafka.discovery import announcing_listener, discover, is_spec, parse_spec
 
 from .config import ProxyConfig, split_server
@@ -680,7 +681,7 @@ async def _start_serving(
     log.info("proxy on %s:%d for %s", advertised, port, ",".join(config.upstream))
     metrics_address = None
     if served is not None:
-        from trafka.brokerlite.metrics_http import Endpoint, serve_metrics
+        from trafka.common.metrics_http import Endpoint, serve_metrics
 
         metrics_address = tuple(served[0].socket.getsockname()[:2])
         endpoint = Endpoint(proxy.metrics.exposition, lambda: proxy.upstream_reachable)

@@ -41,17 +41,15 @@ within 5 s), on the client's own task group (asyncio or trio, through anyio);
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import anyio
 import anyio.abc
 
-__all__ = ["CONTENT_TYPE", "ClientCollector", "http_answer", "serve_client_metrics"]
+from trafka.common.metrics_http import HEAD_TIMEOUT_S, MAX_HEAD, http_answer, http_response
 
-_MAX_HEAD = 8192
-_HEAD_TIMEOUT_S = 5.0
-CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+__all__ = ["ClientCollector", "serve_client_metrics"]
 
 
 class ClientCollector:
@@ -152,42 +150,6 @@ class ClientCollector:
         return any(b.connected for b in self.client.statistics().brokers.values())
 
 
-def http_answer(exposition: Callable[[], bytes], ready: Callable[[], bool], head: bytes) -> bytes:
-    """The whole HTTP answer of a metrics listener to a request head: ``/metrics``
-    (``exposition()``), ``/healthz``, ``/readyz`` (``ready()``); 404, 405 and 400
-    otherwise. (brokerlite's and the proxy's listeners answer with it too.)"""
-    line = head.split(b"\r\n", 1)[0].split()
-    if len(line) != 3 or not line[2].startswith(b"HTTP/"):
-        return _response(400, b"bad request\n")
-    method, target = line[0], line[1].split(b"?", 1)[0]
-    if method not in (b"GET", b"HEAD"):
-        return _response(405, b"method not allowed\n")
-    if target == b"/metrics":
-        body, status, kind = exposition(), 200, CONTENT_TYPE
-    elif target == b"/healthz":
-        body, status, kind = b"ok\n", 200, "text/plain"
-    elif target == b"/readyz":
-        body, status, kind = (
-            (b"ready\n", 200, "text/plain") if ready() else (b"not ready\n", 503, "text/plain")
-        )
-    else:
-        return _response(404, b"not found\n")
-    return _response(status, b"" if method == b"HEAD" else body, kind, len(body))
-
-
-def _response(
-    status: int, body: bytes, kind: str = "text/plain", length: int | None = None
-) -> bytes:
-    reason = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed"}.get(
-        status, "Service Unavailable"
-    )
-    head = (
-        f"HTTP/1.1 {status} {reason}\r\nContent-Type: {kind}\r\n"
-        f"Content-Length: {len(body) if length is None else length}\r\nConnection: close\r\n\r\n"
-    )
-    return head.encode() + body
-
-
 async def serve_client_metrics(
     client: Any,
     kind: str,
@@ -215,11 +177,11 @@ async def serve_client_metrics(
         async with stream:
             head = b""
             try:
-                with anyio.move_on_after(_HEAD_TIMEOUT_S):
-                    while b"\r\n\r\n" not in head and len(head) <= _MAX_HEAD:
-                        head += await stream.receive(_MAX_HEAD)
+                with anyio.move_on_after(HEAD_TIMEOUT_S):
+                    while b"\r\n\r\n" not in head and len(head) <= MAX_HEAD:
+                        head += await stream.receive(MAX_HEAD)
                 if b"\r\n\r\n" not in head:
-                    await stream.send(_response(400, b"bad request\n"))
+                    await stream.send(http_response(400, b"bad request\n"))
                     return
                 await stream.send(
                     http_answer(lambda: generate_latest(registry), collector.ready, head)

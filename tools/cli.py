@@ -51,7 +51,7 @@ SUBCOMMANDS: dict[str, str] = {
     "client-metrics": "trafka.tools.cli_client_metrics:client_metrics_command",
     "log-dirs": "trafka.tools.cli_log_dirs:log_dirs_command",
     "log": "trafka.tools.cli_log:log_command",
-    "console": "trafka.console.cli:command",
+    "console": "trafka.tools.console_cli:command",
 }
 
 

@@ -12,7 +12,6 @@ import pytest
 import trio
 from prometheus_client.parser import text_string_to_metric_families
 
-from trafka.brokerlite.metrics_http import Endpoint, answer
 from trafka.brokerlite.server import serve_broker
 from trafka.sdk import NewTopic, open_admin, open_consumer, open_producer
 
@@ -103,15 +102,6 @@ def test_metrics_move_as_records_flow(tmp_path: Any) -> None:
                 }
 
     trio.run(main)
-
-
-def test_a_malformed_or_unknown_request_gets_an_http_error() -> None:
-    def never() -> Any:
-        raise AssertionError("refused before any state is read")
-
-    broker = Endpoint(never, never)
-    assert answer(broker, b"garbage\r\n\r\n").startswith(b"HTTP/1.1 400")
-    assert answer(broker, b"POST /metrics HTTP/1.1\r\n\r\n").startswith(b"HTTP/1.1 405")
 
 
 def test_purgatory_size_counts_the_fetches_waiting(tmp_path: Any) -> None:

@@ -333,7 +333,7 @@ def test_cli_console_refuses_a_bad_listen_address() -> None:
 def test_cli_console_refuses_a_setting_without_a_value() -> None:
     from click.testing import CliRunner
 
-    from trafka.console.cli import command
+    from trafka.tools.console_cli import command
 
     result = CliRunner().invoke(command, ["--listen", "127.0.0.1:0", "-X", "acks"])
     assert result.exit_code == 2 and "'acks' is not key=value" in result.output

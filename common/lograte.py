@@ -22,23 +22,17 @@ Rules:
 * Not thread-safe: one thread (the broker's or the proxy's trio thread) uses an
   instance.
 
-:func:`accept_forever` is the accept loop of the broker and the proxy: the loop
-of :func:`trio.serve_listeners` with its failures logged through a
-:class:`RateLimitedLog`.
+The accept loop that logs through it is :func:`trafka.common.accept.accept_forever`.
 """
 
 from __future__ import annotations
 
 import collections
-import errno
 import logging
 import time
 from collections.abc import Callable, Hashable
-from typing import NoReturn
 
-import trio
-
-__all__ = ["ACCEPT_RETRY_S", "RateLimitedLog", "accept_forever"]
+__all__ = ["RateLimitedLog"]
 
 
 class RateLimitedLog:
@@ -112,39 +106,3 @@ class RateLimitedLog:
     def error(self, key: Hashable, msg: str, *args: object) -> bool:
         """:meth:`log` at ERROR."""
         return self.log(logging.ERROR, key, msg, *args, stacklevel=2)
-
-
-# accept(2) failing says nothing about the listener: usually the process is out
-# of file descriptors (EMFILE) or the machine of memory. The loop waits this
-# long and tries again, as trio.serve_listeners does.
-ACCEPT_RETRY_S = 0.1
-
-
-async def accept_forever(
-    listener: trio.SocketListener,
-    start: Callable[[trio.SocketStream], object],
-    quiet: RateLimitedLog,
-) -> NoReturn:
-    """Accept connections on ``listener`` and hand each to ``start`` (which must not
-    block: it starts a task), closing the listener when cancelled.
-
-    Unlike :func:`trio.serve_listeners`, which logs every failed accept with a
-    traceback (ten lines a second while descriptors run out), a failed accept is
-    logged through ``quiet``: once a minute, with the count of the others.
-    """
-    async with listener:
-        while True:
-            try:
-                stream = await listener.accept()
-            except OSError as exc:
-                name = errno.errorcode.get(exc.errno or 0, "error")
-                quiet.error(
-                    ("accept", name),
-                    "cannot accept connections: %s (%s); retrying every %g s",
-                    name,
-                    exc.strerror or exc,
-                    ACCEPT_RETRY_S,
-                )
-                await trio.sleep(ACCEPT_RETRY_S)
-                continue
-            start(stream)

@@ -13,9 +13,14 @@ from typing import Any
 
 import click
 
-from trafka.tools.cli_client import DEFAULT_BOOTSTRAP, ENV_BOOTSTRAP, _parse_pairs
+from trafka.console.server import (
+    DEFAULT_LISTEN,
+    ConsoleSettings,
+    missing_dependencies,
+    parse_listen,
+)
 
-from .server import DEFAULT_LISTEN, ConsoleSettings, missing_dependencies, parse_listen
+from .cli_client import DEFAULT_BOOTSTRAP, ENV_BOOTSTRAP, _parse_pairs
 
 __all__ = ["command"]
 
@@ -81,9 +86,8 @@ def command(
 
     import trio
 
+    from trafka.console.server import serve_console
     from trafka.sdk import ConfigError, TrafkaError
-
-    from .server import serve_console
 
     try:
         parse_listen(listen)

@@ -11,7 +11,8 @@ import pytest
 import trio
 import trio.testing
 
-from trafka.brokerlite.lograte import RateLimitedLog, accept_forever
+from trafka.common.accept import accept_forever
+from trafka.common.lograte import RateLimitedLog
 
 
 class Clock:

@@ -1,0 +1,51 @@
+"""Histograms of seconds for a request path, turned into Prometheus families at a scrape.
+
+Observing is a ``bisect`` and two additions on plain lists (no locks, no
+``prometheus_client`` objects): the broker core and the proxy observe on their
+own trio thread, and a scrape on that thread reads them. ``prometheus_client``
+is imported only when a family is built.
+"""
+
+from __future__ import annotations
+
+import bisect
+from typing import Any
+
+__all__ = ["Histograms"]
+
+
+class Histograms:
+    """Histograms of seconds, one per key (an API, a broker...), kept as plain
+    bucket counts: cheap to observe on a request path, turned into a Prometheus
+    family at a scrape."""
+
+    def __init__(self, buckets: tuple[float, ...]) -> None:
+        self.buckets = buckets
+        self._counts: dict[Any, list[int]] = {}
+        self._sums: dict[Any, float] = {}
+
+    def observe(self, key: Any, seconds: float) -> None:
+        counts = self._counts.get(key)
+        if counts is None:
+            counts = self._counts[key] = [0] * (len(self.buckets) + 1)
+            self._sums[key] = 0.0
+        counts[bisect.bisect_left(self.buckets, seconds)] += 1
+        self._sums[key] += seconds
+
+    def family(self, name: str, what: str, label: str, label_of: Any = str) -> Any:
+        """The histogram family (``label_of(key)`` names each key's series)."""
+        from prometheus_client.core import HistogramMetricFamily
+
+        family = HistogramMetricFamily(name, what, labels=[label])
+        for key, counts in sorted(self._counts.items()):
+            cumulative = []
+            running = 0
+            for bound, n in zip((*map(str, self.buckets), "+Inf"), counts, strict=True):
+                running += n
+                cumulative.append((bound, running))
+            family.add_metric([label_of(key)], cumulative, self._sums[key])
+        return family
+
+    def totals(self) -> dict[Any, int]:
+        """Observations per key."""
+        return {key: sum(counts) for key, counts in self._counts.items()}

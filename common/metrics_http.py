@@ -1,0 +1,129 @@
+"""Metrics and health over HTTP: ``/metrics``, ``/healthz`` and ``/readyz``.
+
+What brokerlite, the proxy and the SDK's clients serve when asked to
+(``--metrics-listen``, ``metrics.listen``), answered the same way by all.
+
+Rules:
+
+* One small HTTP/1.x exchange per connection: the request head (at most
+  :data:`MAX_HEAD` bytes, within :data:`HEAD_TIMEOUT_S`) is read, one answer is
+  written, the connection closes.
+* Only ``GET`` (and ``HEAD``) are answered; anything else is 405, an unknown
+  path 404, a malformed or oversized head 400.
+* ``/metrics`` is the server's Prometheus text exposition, ``/healthz`` 200
+  while it serves, ``/readyz`` 200 when the server says it is ready, else 503
+  (:class:`Endpoint`: what a server answers with).
+* :func:`http_answer` is the whole answer to a head, without I/O;
+  :func:`serve_metrics` is the trio driver of brokerlite and the proxy (the SDK
+  drives the same answer through anyio on its client's own task group).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+import trio
+
+from .accept import accept_forever
+from .lograte import RateLimitedLog
+
+__all__ = [
+    "CONTENT_TYPE",
+    "HEAD_TIMEOUT_S",
+    "MAX_HEAD",
+    "Endpoint",
+    "http_answer",
+    "http_response",
+    "serve_metrics",
+]
+
+log = logging.getLogger("trafka.common.metrics_http")
+
+MAX_HEAD = 8192
+HEAD_TIMEOUT_S = 5.0
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+
+class Endpoint:
+    """What the listener serves: the exposition and the readiness of a server."""
+
+    def __init__(self, exposition: Callable[[], bytes], ready: Callable[[], bool]) -> None:
+        self.exposition = exposition
+        self.ready = ready
+
+
+def http_answer(exposition: Callable[[], bytes], ready: Callable[[], bool], head: bytes) -> bytes:
+    """The whole HTTP answer of a metrics listener to a request head: ``/metrics``
+    (``exposition()``), ``/healthz``, ``/readyz`` (``ready()``); 404, 405 and 400
+    otherwise."""
+    line = head.split(b"\r\n", 1)[0].split()
+    if len(line) != 3 or not line[2].startswith(b"HTTP/"):
+        return http_response(400, b"bad request\n")
+    method, target = line[0], line[1].split(b"?", 1)[0]
+    if method not in (b"GET", b"HEAD"):
+        return http_response(405, b"method not allowed\n")
+    if target == b"/metrics":
+        body, status, kind = exposition(), 200, CONTENT_TYPE
+    elif target == b"/healthz":
+        body, status, kind = b"ok\n", 200, "text/plain"
+    elif target == b"/readyz":
+        body, status, kind = (
+            (b"ready\n", 200, "text/plain") if ready() else (b"not ready\n", 503, "text/plain")
+        )
+    else:
+        return http_response(404, b"not found\n")
+    return http_response(status, b"" if method == b"HEAD" else body, kind, len(body))
+
+
+def http_response(
+    status: int, body: bytes, kind: str = "text/plain", length: int | None = None
+) -> bytes:
+    """An HTTP/1.1 answer that closes the connection (``length``: the body's
+    length when ``body`` is left out, as for HEAD)."""
+    reason = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed"}.get(
+        status, "Service Unavailable"
+    )
+    head = (
+        f"HTTP/1.1 {status} {reason}\r\nContent-Type: {kind}\r\n"
+        f"Content-Length: {len(body) if length is None else length}\r\nConnection: close\r\n\r\n"
+    )
+    return head.encode() + body
+
+
+async def _exchange(endpoint: Endpoint, stream: trio.SocketStream) -> None:
+    head = bytearray()
+    with trio.move_on_after(HEAD_TIMEOUT_S):
+        while b"\r\n\r\n" not in head and len(head) <= MAX_HEAD:
+            data = await stream.receive_some(MAX_HEAD)
+            if not data:
+                break
+            head += data
+    if b"\r\n\r\n" not in head:
+        await stream.send_all(http_response(400, b"bad request\n"))
+        return
+    await stream.send_all(http_answer(endpoint.exposition, endpoint.ready, bytes(head)))
+
+
+async def serve_metrics(
+    endpoint: Endpoint,
+    listeners: list[trio.SocketListener],
+    task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Answer metrics and health requests on ``listeners`` until cancelled."""
+
+    async def handle(stream: trio.SocketStream) -> None:
+        try:
+            await _exchange(endpoint, stream)
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+            pass
+        finally:
+            await trio.aclose_forcefully(stream)
+
+    quiet = RateLimitedLog(log, clock=trio.current_time)
+    async with trio.open_nursery() as nursery:
+        for listener in listeners:
+            nursery.start_soon(
+                accept_forever, listener, lambda s: nursery.start_soon(handle, s), quiet
+            )
+        task_status.started()

@@ -1,0 +1,33 @@
+"""The console as brokerlite's companion (``trafka broker --console-listen``).
+
+Registered in pyproject.toml under :data:`trafka.brokerlite.companions.GROUP`;
+the broker finds it there and never imports the console.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import trio
+
+from .server import ConsoleSettings, missing_dependencies, serve_console
+
+__all__ = ["console"]
+
+
+class _Console:
+    def missing(self) -> str | None:
+        return missing_dependencies()
+
+    async def serve(
+        self,
+        bootstrap_servers: str,
+        listen: str,
+        *,
+        task_status: trio.TaskStatus[tuple[str, int]] = trio.TASK_STATUS_IGNORED,
+    ) -> None:
+        settings = ConsoleSettings({"bootstrap.servers": bootstrap_servers}, listen)
+        await serve_console(settings, task_status=task_status)
+
+
+console: Any = _Console()
