@@ -45,8 +45,8 @@ Rules:
   transaction instead (its abort is followed by an epoch bump).
 * Retries are told as they happen: the error a batch is retried after is
   logged (WARNING, ``trafka.sdk.producer``) at its first occurrence and then at
-  most once per kind of error and half minute
-  (:mod:`._retry_notices`), so a cause retried until ``delivery.timeout.ms``
+  most once per kind of error and half minute, with a count of those held back
+  (:class:`~trafka.common.lograte.RateLimitedLog`), so a cause retried until ``delivery.timeout.ms``
   (NOT_ENOUGH_REPLICAS...) is known at once; the
   :class:`~trafka.sdk.errors.DeliveryTimeoutError` the records finally fail
   with carries it as ``last_error``.
@@ -78,8 +78,8 @@ import anyio.abc
 import anyio.lowlevel
 
 from trafka.codec import ErrorCode, KafkaError, TrafkaError, UnsupportedVersionError
+from trafka.common.lograte import RateLimitedLog
 
-from ._retry_notices import RetryNotices
 from ._util import (
     Serializer,
     get_serializer,
@@ -306,6 +306,16 @@ class _TxnCompletion:
             producer._txn_done()
 
 
+def error_kind(exc: BaseException) -> str:
+    """What retries of one cause share, for the rate-limited retry log: a Kafka
+    error code's name (``"NOT_ENOUGH_REPLICAS"``), else the exception's class."""
+    if isinstance(exc, KafkaError):
+        if exc.code.value != exc.raw_code:  # a code this codec does not know
+            return f"error {exc.raw_code}"
+        return exc.code.name
+    return type(exc).__name__
+
+
 class Producer(Hostable):
     """A Kafka producer. Create it with :func:`open_producer`."""
 
@@ -367,7 +377,7 @@ class Producer(Hostable):
         self._txn_busy = False  # a transaction manager request is out
         self._sender_done = False
         # The errors batches are retried after, told as they happen (rate-limited).
-        self._retry_notices = RetryNotices()
+        self._retry_log = RateLimitedLog(log, interval=30.0, clock=self._now)
         self._acc.on_retry = self._on_batch_retry
         if self._transactional:
             self._txn.on_unsendable = self._forget_hot_batches
@@ -1207,16 +1217,16 @@ class Producer(Hostable):
         """Tell the error a batch is retried after, as it happens (once per kind of
         error and interval), so that a cause retried until ``delivery.timeout.ms``
         is known long before the records fail."""
-        now = self._now()
-        line = self._retry_notices.note(
+        left = batch.created + self._acc.delivery_timeout - self._now()
+        self._retry_log.warning(
+            error_kind(error),
+            "produce %s-%d: %s; retrying (attempt %d; delivery.timeout.ms fails the records in %.0f s)",
+            batch.topic,
+            batch.partition,
             error,
-            f"{batch.topic}-{batch.partition}",
             batch.attempts,
-            batch.created + self._acc.delivery_timeout - now,
-            now,
+            max(left, 0.0),
         )
-        if line is not None:
-            log.warning("produce %s", line)
 
     def _on_batch_failed(self, batch: ProducerBatch, error: BaseException) -> None:
         txn = self._txn
