@@ -34,6 +34,7 @@ from typing import Any, TypeVar
 
 from trafka.discovery import DiscoverySpec, is_spec, parse_spec
 
+from ._validate import INT16_MAX, INT32_MAX, INT64_MAX
 from .errors import ConfigError
 from .partitioners import PARTITIONERS
 
@@ -46,10 +47,6 @@ __all__ = [
     "make_config",
 ]
 
-_INT16_MAX = 2**15 - 1
-_INT32_MAX = 2**31 - 1
-_INT64_MAX = 2**63 - 1
-
 # -- coercion helpers: each takes (dotted name, value) and returns the canonical value --
 
 
@@ -57,7 +54,7 @@ def _int(minimum: int | None = 0, maximum: int | None = None) -> Callable[[str, 
     # Every setting fits Java's type for it (a long unless said: int32 where
     # Java's is an int or the value goes on the wire as one).
     if maximum is None:
-        maximum = _INT64_MAX
+        maximum = INT64_MAX
 
     def coerce(name: str, value: Any) -> int:
         if isinstance(value, str) and re.fullmatch(r"\s*-?\d+\s*", value):
@@ -94,8 +91,8 @@ def _str(name: str, value: Any) -> str:
         size = len(value.encode("utf-8"))
     except UnicodeEncodeError:
         raise ConfigError(f"{name} is not valid Unicode (a lone surrogate?)") from None
-    if size > _INT16_MAX:
-        raise ConfigError(f"{name} must be at most {_INT16_MAX} bytes in UTF-8, got {size}")
+    if size > INT16_MAX:
+        raise ConfigError(f"{name} must be at most {INT16_MAX} bytes in UTF-8, got {size}")
     return value
 
 
@@ -370,7 +367,7 @@ class ClientConfig:
 
     bootstrap_servers: tuple[str, ...] = _field(("localhost:9092",), _servers)
     client_id: str = _field("trafka", _str)
-    request_timeout_ms: int = _field(30_000, _int(1, _INT32_MAX))
+    request_timeout_ms: int = _field(30_000, _int(1, INT32_MAX))
     metadata_max_age_ms: int = _field(300_000, _int(0))
     reconnect_backoff_ms: int = _field(50, _int(0))
     reconnect_backoff_max_ms: int = _field(1_000, _int(0))
@@ -671,21 +668,21 @@ class ProducerConfig(ClientConfig):
     # 16x Java's 16384: our batches are lists that grow with their records (Java
     # preallocates batch.size per partition), so a larger bound costs no memory
     # and saves a request (~250 us of socket and event-loop work) per 16 KiB.
-    batch_size: int = _field(262_144, _int(0, _INT32_MAX))
+    batch_size: int = _field(262_144, _int(0, INT32_MAX))
     compression_type: str = _field("none", _choice(*_COMPRESSION))
     compression_level: int | None = _field(
         None, lambda n, v: None if v is None else _int(None)(n, v)
     )
     partitioner: Any = _field("murmur2", _callable_or_name(*PARTITIONERS))  # noqa: RUF009
-    retries: int = _field(_INT32_MAX, _int(0, _INT32_MAX))
-    delivery_timeout_ms: int = _field(120_000, _int(1, _INT32_MAX))
-    max_in_flight_requests_per_connection: int = _field(5, _int(1, _INT32_MAX))
+    retries: int = _field(INT32_MAX, _int(0, INT32_MAX))
+    delivery_timeout_ms: int = _field(120_000, _int(1, INT32_MAX))
+    max_in_flight_requests_per_connection: int = _field(5, _int(1, INT32_MAX))
     buffer_memory: int = _field(32 * 1024 * 1024, _int(1))
     max_block_ms: int = _field(60_000, _int(0))
-    max_request_size: int = _field(1024 * 1024, _int(1, _INT32_MAX))
+    max_request_size: int = _field(1024 * 1024, _int(1, INT32_MAX))
     enable_idempotence: bool | None = _field(None, _opt_bool)
     transactional_id: str | None = _field(None, _opt_str)
-    transaction_timeout_ms: int = _field(60_000, _int(1, _INT32_MAX))
+    transaction_timeout_ms: int = _field(60_000, _int(1, INT32_MAX))
     key_serializer: Any = _field("bytes", _callable_or_name(*_SERDES))  # noqa: RUF009
     value_serializer: Any = _field("bytes", _callable_or_name(*_SERDES))  # noqa: RUF009
 
@@ -774,15 +771,15 @@ class ConsumerConfig(ClientConfig):
     group_instance_id: str | None = _field(None, _opt_str)
     auto_offset_reset: str = _field("latest", _choice("latest", "earliest", "none"))
     enable_auto_commit: bool = _field(True, _bool)
-    auto_commit_interval_ms: int = _field(5_000, _int(1, _INT32_MAX))
-    session_timeout_ms: int = _field(45_000, _int(1, _INT32_MAX))
-    heartbeat_interval_ms: int = _field(3_000, _int(1, _INT32_MAX))
-    max_poll_interval_ms: int = _field(300_000, _int(1, _INT32_MAX))
-    max_poll_records: int = _field(500, _int(1, _INT32_MAX))
-    fetch_min_bytes: int = _field(1, _int(0, _INT32_MAX))
-    fetch_max_wait_ms: int = _field(500, _int(0, _INT32_MAX))
-    fetch_max_bytes: int = _field(52_428_800, _int(0, _INT32_MAX))
-    max_partition_fetch_bytes: int = _field(1_048_576, _int(0, _INT32_MAX))
+    auto_commit_interval_ms: int = _field(5_000, _int(1, INT32_MAX))
+    session_timeout_ms: int = _field(45_000, _int(1, INT32_MAX))
+    heartbeat_interval_ms: int = _field(3_000, _int(1, INT32_MAX))
+    max_poll_interval_ms: int = _field(300_000, _int(1, INT32_MAX))
+    max_poll_records: int = _field(500, _int(1, INT32_MAX))
+    fetch_min_bytes: int = _field(1, _int(0, INT32_MAX))
+    fetch_max_wait_ms: int = _field(500, _int(0, INT32_MAX))
+    fetch_max_bytes: int = _field(52_428_800, _int(0, INT32_MAX))
+    max_partition_fetch_bytes: int = _field(1_048_576, _int(0, INT32_MAX))
     isolation_level: str = _field("read_uncommitted", _choice("read_uncommitted", "read_committed"))
     partition_assignment_strategy: tuple[str, ...] = _field(
         ("range", "cooperative-sticky"), _assignors
@@ -791,7 +788,7 @@ class ConsumerConfig(ClientConfig):
     group_remote_assignor: str | None = _field(None, _opt_str)
     check_crcs: bool = _field(True, _bool)
     enable_incremental_fetch_sessions: bool = _field(True, _bool)
-    default_api_timeout_ms: int = _field(60_000, _int(0, _INT32_MAX))
+    default_api_timeout_ms: int = _field(60_000, _int(0, INT32_MAX))
     exclude_internal_topics: bool = _field(True, _bool)
     allow_auto_create_topics: bool = _field(True, _bool)
     key_deserializer: Any = _field("bytes", _callable_or_name(*_SERDES))  # noqa: RUF009
@@ -859,13 +856,13 @@ class ShareConsumerConfig(ClientConfig):
 
     group_id: str | None = _field(None, _opt_str)
     share_acknowledgement_mode: str = _field("implicit", _choice("implicit", "explicit"))
-    max_poll_records: int = _field(500, _int(1, _INT32_MAX))
-    max_poll_interval_ms: int = _field(300_000, _int(1, _INT32_MAX))
-    fetch_min_bytes: int = _field(1, _int(0, _INT32_MAX))
-    fetch_max_wait_ms: int = _field(500, _int(0, _INT32_MAX))
-    fetch_max_bytes: int = _field(52_428_800, _int(0, _INT32_MAX))
+    max_poll_records: int = _field(500, _int(1, INT32_MAX))
+    max_poll_interval_ms: int = _field(300_000, _int(1, INT32_MAX))
+    fetch_min_bytes: int = _field(1, _int(0, INT32_MAX))
+    fetch_max_wait_ms: int = _field(500, _int(0, INT32_MAX))
+    fetch_max_bytes: int = _field(52_428_800, _int(0, INT32_MAX))
     check_crcs: bool = _field(True, _bool)
-    default_api_timeout_ms: int = _field(60_000, _int(0, _INT32_MAX))
+    default_api_timeout_ms: int = _field(60_000, _int(0, INT32_MAX))
     allow_auto_create_topics: bool = _field(True, _bool)
     key_deserializer: Any = _field("bytes", _callable_or_name(*_SERDES))  # noqa: RUF009
     value_deserializer: Any = _field("bytes", _callable_or_name(*_SERDES))  # noqa: RUF009
@@ -892,7 +889,7 @@ class AdminConfig(ClientConfig):
             default false (the producer's and consumer's configs, true).
     """
 
-    default_api_timeout_ms: int = _field(60_000, _int(0, _INT32_MAX))
+    default_api_timeout_ms: int = _field(60_000, _int(0, INT32_MAX))
     enable_metrics_push: bool = _field(False, _bool)
 
 

@@ -29,7 +29,15 @@ from __future__ import annotations
 import dataclasses
 import signal
 import threading
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Mapping, Sequence
+from collections.abc import (
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Coroutine,
+    Iterable,
+    Mapping,
+    Sequence,
+)
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -213,16 +221,14 @@ async def watch_signals(
 
 
 @asynccontextmanager
-async def signals_watched(
-    interrupts: Interrupts,
-    stages: Sequence[anyio.CancelScope],
-    say: Callable[[int, signal.Signals], None],
+async def _tasks_beside(
+    start: Callable[[anyio.abc.TaskGroup], Awaitable[object]],
 ) -> AsyncIterator[None]:
-    """:func:`watch_signals` for the ``async with`` block; what the block raises
-    leaves as itself, not inside an ExceptionGroup."""
+    """A task group whose tasks ``start`` starts, cancelled when the ``async with``
+    block ends; what the block raises leaves as itself, not inside an ExceptionGroup."""
     try:
         async with anyio.create_task_group() as tg:
-            await tg.start(watch_signals, interrupts, stages, say)
+            await start(tg)
             try:
                 yield
             finally:
@@ -234,18 +240,25 @@ async def signals_watched(
 
 
 @asynccontextmanager
+async def signals_watched(
+    interrupts: Interrupts,
+    stages: Sequence[anyio.CancelScope],
+    say: Callable[[int, signal.Signals], None],
+) -> AsyncIterator[None]:
+    """:func:`watch_signals` for the ``async with`` block (installed before it
+    runs); what the block raises leaves as itself, not inside an ExceptionGroup."""
+    async with _tasks_beside(lambda tg: tg.start(watch_signals, interrupts, stages, say)):
+        yield
+
+
+@asynccontextmanager
 async def beside(*tasks: Callable[[], Coroutine[Any, Any, None]]) -> AsyncIterator[None]:
     """Run ``tasks`` beside the ``async with`` block, cancelled when it ends; what
     the block raises leaves as itself, not inside an ExceptionGroup."""
-    try:
-        async with anyio.create_task_group() as tg:
-            for task in tasks:
-                tg.start_soon(task)
-            try:
-                yield
-            finally:
-                tg.cancel_scope.cancel()
-    except BaseExceptionGroup as group:
-        if len(group.exceptions) == 1:
-            raise group.exceptions[0] from None
-        raise
+
+    async def start(tg: anyio.abc.TaskGroup) -> None:
+        for task in tasks:
+            tg.start_soon(task)
+
+    async with _tasks_beside(start):
+        yield
