@@ -10,10 +10,15 @@ and every prefix that covers it).
 from __future__ import annotations
 
 import dataclasses
+import enum
+from typing import TypeVar
 
 from trafka.codec.acl import AclOperation, AclPermissionType, AclResourceType, PatternType
 
-from .errors import ArgumentValueError
+from ._validate import check_str, describe
+from .errors import ArgumentTypeError, ArgumentValueError
+
+_E = TypeVar("_E", bound=enum.IntEnum)
 
 __all__ = [
     "AclBinding",
@@ -44,14 +49,22 @@ class AclBinding:
 
     def __post_init__(self) -> None:
         for field, value, open_ in (
-            ("resource_type", AclResourceType(self.resource_type), (0, 1)),
-            ("pattern_type", PatternType(self.pattern_type), (0, 1, 2)),
-            ("operation", AclOperation(self.operation), (0, 1)),
-            ("permission", AclPermissionType(self.permission), (0, 1)),
+            (
+                "resource_type",
+                _member("resource_type", self.resource_type, AclResourceType),
+                (0, 1),
+            ),
+            ("pattern_type", _member("pattern_type", self.pattern_type, PatternType), (0, 1, 2)),
+            ("operation", _member("operation", self.operation, AclOperation), (0, 1)),
+            ("permission", _member("permission", self.permission, AclPermissionType), (0, 1)),
         ):
             if value in open_:
                 raise ArgumentValueError(f"an ACL binding's {field} cannot be {value.name}")
             object.__setattr__(self, field, value)
+        # The broker judges the strings (an empty name, a malformed principal);
+        # they only have to be strings a request can carry.
+        for field in ("name", "principal", "host"):
+            check_str(field, getattr(self, field), empty=True)
 
     def as_filter(self) -> AclBindingFilter:
         """The filter that matches exactly this binding."""
@@ -82,7 +95,26 @@ class AclBindingFilter:
     permission: AclPermissionType = AclPermissionType.ANY
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "resource_type", AclResourceType(self.resource_type))
-        object.__setattr__(self, "pattern_type", PatternType(self.pattern_type))
-        object.__setattr__(self, "operation", AclOperation(self.operation))
-        object.__setattr__(self, "permission", AclPermissionType(self.permission))
+        for field, kind in (
+            ("resource_type", AclResourceType),
+            ("pattern_type", PatternType),
+            ("operation", AclOperation),
+            ("permission", AclPermissionType),
+        ):
+            object.__setattr__(self, field, _member(field, getattr(self, field), kind))
+        for field in ("name", "principal", "host"):
+            check_str(field, getattr(self, field), empty=True, none=True)
+
+
+def _member(field: str, value: object, kind: type[_E]) -> _E:
+    """``value`` as a member of ``kind`` (a member, or its number), else an
+    error naming ``field``."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ArgumentTypeError(f"{field} must be an {kind.__name__}, got {describe(value)}")
+    try:
+        return kind(value)
+    except ValueError:
+        known = ", ".join(m.name for m in kind)  # type: ignore[attr-defined]
+        raise ArgumentValueError(
+            f"{field} must be an {kind.__name__} ({known}), got {value!r}"
+        ) from None

@@ -75,8 +75,11 @@ class DelegationToken:
         }
 
 
-def principal(name: str) -> tuple[str, str]:
+def principal(name: str, argument: str = "principal") -> tuple[str, str]:
     """``(type, name)`` of a principal string: ``User:alice`` or a bare user name.
+
+    Args:
+        argument: what an error calls it (the caller's argument, ``renewers[0]``).
 
     Raises:
         ValueError: an empty type or name.
@@ -86,6 +89,6 @@ def principal(name: str) -> tuple[str, str]:
         kind, rest = "User", name
     if not kind or not rest:
         raise ArgumentValueError(
-            f"principal {name!r} must be Type:name (User:alice) or a user name"
+            f"{argument}: principal {name!r} must be Type:name (User:alice) or a user name"
         )
     return kind, rest

@@ -18,8 +18,9 @@ import dataclasses
 import enum
 import math
 from collections.abc import Iterable, Mapping
-from typing import ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
+from ._validate import check_instance, check_str, describe
 from .errors import ArgumentTypeError, ArgumentValueError
 
 __all__ = [
@@ -79,21 +80,35 @@ class ClientQuotaEntity:
         client_id: str | Literal[_Unset.UNSET] | None = _UNSET,
         ip: str | Literal[_Unset.UNSET] | None = _UNSET,
     ) -> None:
-        pairs = list(entries.items() if isinstance(entries, Mapping) else entries)
-        for etype, name in (("user", user), ("client-id", client_id), ("ip", ip)):
-            if name is not _UNSET:
-                pairs.append((etype, name))
-        seen: dict[str, str | None] = {}
-        for etype, name in pairs:
-            if not isinstance(etype, str) or not etype:
-                raise ArgumentValueError(
-                    f"an entity type must be a non-empty string, not {etype!r}"
+        if isinstance(entries, Mapping):
+            given = list(entries.items())
+        elif isinstance(entries, str | bytes) or not isinstance(entries, Iterable):
+            raise ArgumentTypeError(
+                f"entries must be a mapping or (entity type, name) pairs, got {describe(entries)}"
+            )
+        else:
+            given = list(entries)
+        # (where, entity type, name): ``where`` is what an error names.
+        pairs: list[tuple[str, Any, Any]] = []
+        for i, pair in enumerate(given):
+            if not isinstance(pair, tuple | list) or len(pair) != 2:
+                raise ArgumentTypeError(
+                    f"entries[{i}] must be an (entity type, name) pair, got {describe(pair)}"
                 )
+            pairs.append((f"entries[{i}]", *pair))
+        for keyword, etype, name in (
+            ("user", "user", user),
+            ("client_id", "client-id", client_id),
+            ("ip", "ip", ip),
+        ):
+            if name is not _UNSET:
+                pairs.append((keyword, etype, name))
+        seen: dict[str, str | None] = {}
+        for where, etype, name in pairs:
+            check_str(f"{where} entity type", etype)
             if etype in seen:
-                raise ArgumentValueError(f"entity type {etype!r} given twice")
-            if name is not None and not isinstance(name, str):
-                raise ArgumentTypeError(f"the {etype} name must be a string or None, not {name!r}")
-            seen[etype] = name
+                raise ArgumentValueError(f"{where}: entity type {etype!r} given twice")
+            seen[etype] = check_str(where, name, empty=True, none=True)
         object.__setattr__(self, "entries", tuple(sorted(seen.items(), key=_type_order)))
 
     def as_dict(self) -> dict[str, str | None]:
@@ -148,16 +163,23 @@ class ClientQuotaFilterComponent:
     match: str | None = None
 
     def __post_init__(self) -> None:
-        if not self.entity_type:
-            raise ArgumentValueError("a filter component needs an entity type")
+        check_str("entity_type", self.entity_type)
+        if isinstance(self.match_type, bool) or not isinstance(self.match_type, int):
+            raise ArgumentTypeError(
+                f"match_type must be EXACT, DEFAULT or SPECIFIED (0-2), "
+                f"got {describe(self.match_type)}"
+            )
+        check_str("match", self.match, empty=True, none=True)
         if self.match_type == self.EXACT:
             if self.match is None:
-                raise ArgumentValueError("an exact filter component needs a name")
+                raise ArgumentValueError("match: an exact filter component needs a name")
         elif self.match_type in (self.DEFAULT, self.SPECIFIED):
             if self.match is not None:
-                raise ArgumentValueError("only an exact filter component takes a name")
+                raise ArgumentValueError("match: only an exact filter component takes a name")
         else:
-            raise ArgumentValueError(f"unknown match type {self.match_type}")
+            raise ArgumentValueError(
+                f"match_type must be EXACT, DEFAULT or SPECIFIED (0-2), got {self.match_type}"
+            )
 
     @classmethod
     def of_entity(cls, entity_type: str, name: str) -> ClientQuotaFilterComponent:
@@ -193,15 +215,24 @@ class ClientQuotaAlteration:
     ops: Mapping[str, float | None]
 
     def __post_init__(self) -> None:
+        check_instance("entity", self.entity, ClientQuotaEntity)
+        if not isinstance(self.ops, Mapping):
+            raise ArgumentTypeError(
+                f"ops must be a mapping of quota key to value, got {describe(self.ops)}"
+            )
         ops: dict[str, float | None] = {}
-        for key, value in dict(self.ops).items():
-            if not isinstance(key, str) or not key:
-                raise ArgumentValueError(f"a quota key must be a non-empty string, not {key!r}")
+        for key, value in self.ops.items():
+            check_str(f"ops key {key!r}", key)
             if value is not None:
                 if isinstance(value, bool) or not isinstance(value, int | float):
-                    raise ArgumentTypeError(f"quota {key}: {value!r} is not a number")
-                value = float(value)
+                    raise ArgumentTypeError(
+                        f"ops[{key!r}] must be a number or None, got {describe(value)}"
+                    )
+                try:
+                    value = float(value)
+                except OverflowError:  # an int past a double's range
+                    value = math.inf
                 if not math.isfinite(value):
-                    raise ArgumentValueError(f"quota {key}: {value!r} is not a finite number")
+                    raise ArgumentValueError(f"ops[{key!r}] must be a finite number, got {value!r}")
             ops[key] = value
         object.__setattr__(self, "ops", ops)

@@ -1055,6 +1055,7 @@ class Admin(Hostable):
                 replicas' brokers are down).
         """
         specs = check_offsets("specs", specs, check_value=check_offset_spec)
+        check_bool("partial", partial)
         targets = offset_targets(specs)
 
         async def ask(
@@ -1717,7 +1718,7 @@ class Admin(Hostable):
         check_str("owner", owner, none=True)
         check_int("max_lifetime_ms", max_lifetime_ms, minimum=-1, maximum=INT64_MAX)
         renewer_list = token_renewers(renewers)
-        owner_pair = None if owner is None else token_principal(owner)
+        owner_pair = None if owner is None else token_principal(owner, "owner")
 
         async def attempt(deadline: float) -> DelegationToken:
             conn = await self._cluster.any_connection()
@@ -1831,6 +1832,7 @@ class Admin(Hostable):
         whose leader cannot be reached, has the error as its result.
         """
         partitions = check_topic_partitions("partitions", partitions)
+        check_bool("partial", partial)
 
         async def ask(
             conn: BrokerConnection, tps: list[TopicPartition]

@@ -91,7 +91,7 @@ class FeatureUpdate:
     upgrade_type: UpgradeType = UpgradeType.UPGRADE
 
     def __post_init__(self) -> None:
-        check_int("max_version_level", self.max_version_level, maximum=INT16_MAX)
+        check_int("max_version_level", self.max_version_level, minimum=0, maximum=INT16_MAX)
         if not isinstance(self.upgrade_type, UpgradeType):
             try:
                 object.__setattr__(self, "upgrade_type", UpgradeType(self.upgrade_type))
@@ -99,10 +99,6 @@ class FeatureUpdate:
                 raise ArgumentValueError(
                     f"upgrade_type must be an UpgradeType, got {self.upgrade_type!r}"
                 ) from None
-        if self.max_version_level < 0:
-            raise ArgumentValueError(
-                f"a feature level cannot be negative: {self.max_version_level}"
-            )
         if self.max_version_level == 0 and self.upgrade_type == UpgradeType.UPGRADE:
             raise ArgumentValueError("level 0 removes a feature: use a downgrade upgrade_type")
 

@@ -48,7 +48,7 @@ def token_renewers(renewers: Iterable[str]) -> list[Any]:
     req = cdt.CreateDelegationTokenRequest
     return [
         req.CreatableRenewers(principal_type=kind, principal_name=name)
-        for kind, name in map(principal, renewers)
+        for kind, name in (principal(r, f"renewers[{i}]") for i, r in enumerate(renewers))
     ]
 
 
@@ -141,7 +141,7 @@ def describe_delegation_token_owners(owners: Iterable[str] | None) -> list[Any] 
         return None
     return [
         req.DescribeDelegationTokenOwner(principal_type=kind, principal_name=name)
-        for kind, name in map(principal, owners)
+        for kind, name in (principal(o, f"owners[{i}]") for i, o in enumerate(owners))
     ]
 
 

@@ -15,14 +15,16 @@ from trafka.codec import KafkaError
 from trafka.codec.messages import k50_describe_user_scram_credentials as dusc
 from trafka.codec.messages import k51_alter_user_scram_credentials as ausc
 from trafka.codec.sasl import (
+    MAX_ITERATIONS,
     MIN_ITERATIONS,
     SCRAM_MECHANISM_NAMES,
     SCRAM_MECHANISM_TYPES,
     salted_password,
 )
 
+from .._validate import check_int, check_str, describe
 from ..calls import TRANSIENT, check
-from ..errors import ArgumentValueError
+from ..errors import ArgumentTypeError, ArgumentValueError
 from ._common import Result, answered, first_failure, partition_outcome
 
 __all__ = [
@@ -72,6 +74,19 @@ class UserScramCredentialUpsertion:
     iterations: int = MIN_ITERATIONS
     salt: bytes | None = dataclasses.field(default=None, repr=False)
 
+    def __post_init__(self) -> None:
+        # The broker judges the name and the iteration count (4096-16384); a
+        # count far past that is refused here, where the hashing would spend
+        # the caller's time on a credential the broker refuses anyway.
+        check_str("user", self.user, empty=True)
+        if not isinstance(self.password, str):  # never its repr in a message
+            raise ArgumentTypeError(f"password must be a str, got {type(self.password).__name__}")
+        check_str("password", self.password, empty=True)
+        scram_type(self.mechanism)
+        check_int("iterations", self.iterations, minimum=1, maximum=_ITERATIONS_BOUND)
+        if self.salt is not None and not isinstance(self.salt, bytes):
+            raise ArgumentTypeError(f"salt must be bytes or None, got {type(self.salt).__name__}")
+
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class UserScramCredentialDeletion:
@@ -80,18 +95,31 @@ class UserScramCredentialDeletion:
     user: str
     mechanism: str = "SCRAM-SHA-256"
 
+    def __post_init__(self) -> None:
+        check_str("user", self.user, empty=True)
+        scram_type(self.mechanism)
+
+
+#: The most iterations an upsertion may ask for: ten times Kafka's maximum (as
+#: the SCRAM client bounds a server's), past which hashing would take seconds.
+_ITERATIONS_BOUND = 10 * MAX_ITERATIONS
+
 
 def scram_type(mechanism: str) -> int:
     """The wire number of a SCRAM mechanism's name (any case).
 
     Raises:
+        TypeError: a mechanism that is not a str.
         ValueError: an unknown mechanism.
     """
+    if not isinstance(mechanism, str):
+        raise ArgumentTypeError(f"mechanism must be a str, got {describe(mechanism)}")
     try:
         return SCRAM_MECHANISM_TYPES[mechanism.upper()]
     except KeyError:
         raise ArgumentValueError(
-            f"unknown SCRAM mechanism {mechanism!r}; known: {', '.join(SCRAM_MECHANISM_TYPES)}"
+            f"mechanism: unknown SCRAM mechanism {mechanism!r}; "
+            f"known: {', '.join(SCRAM_MECHANISM_TYPES)}"
         ) from None
 
 

@@ -18,6 +18,7 @@ own error into an ExceptionGroup.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
 import itertools
@@ -36,13 +37,23 @@ from hypothesis import strategies as st
 from sdk_brokers import SHARE_HEARTBEATS, fresh, module_broker
 
 from trafka.brokerlite import RunningBroker
-from trafka.codec import TrafkaError
+from trafka.codec import ErrorCode, TrafkaError
 from trafka.sdk import (
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    AclResourceType,
     AdminConfig,
     ArgumentTypeError,
+    ClientQuotaAlteration,
+    ClientQuotaEntity,
+    ClientQuotaFilterComponent,
     ConfigError,
     ConsumerConfig,
+    KafkaError,
     NewTopic,
+    PatternType,
     ProducerConfig,
     SerializationError,
     ShareConsumerConfig,
@@ -53,6 +64,11 @@ from trafka.sdk import (
 )
 from trafka.sdk._util import owned_task_group
 from trafka.sdk.accumulator import Accumulator
+from trafka.sdk.admin import (
+    FeatureUpdate,
+    UserScramCredentialDeletion,
+    UserScramCredentialUpsertion,
+)
 from trafka.sdk.blocking import Admin, Consumer, Producer, ShareConsumer
 from trafka.sdk.share_consumer import open_share_consumer
 
@@ -71,7 +87,14 @@ _values = itertools.count()
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningBroker]:
-    yield from module_broker(tmp_path_factory, "misuse", **SHARE_HEARTBEATS)
+    # An authorizer that allows what no ACL names, so the ACL calls are answered.
+    yield from module_broker(
+        tmp_path_factory,
+        "misuse",
+        authorizer_class_name="org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        allow_everyone_if_no_acl_found=True,
+        **SHARE_HEARTBEATS,
+    )
 
 
 @pytest.fixture
@@ -693,6 +716,474 @@ def test_blocking_admin_refuses_misuse_in_the_callers_thread(broker: RunningBrok
         name = fresh("made")
         admin.create_topics([NewTopic(name, 2)])
         assert admin.list_topics()[name] == 2
+
+
+# -- admin: ACLs, quotas, credentials, tokens, log dirs, transactions, moves, groups ----------
+
+Case = tuple[tuple[str, ...], str, tuple[Any, ...], dict[str, Any]]
+
+BINDING = AclBinding(
+    AclResourceType.TOPIC,
+    "misuse-acl",
+    PatternType.LITERAL,
+    "User:nobody",
+    "*",
+    AclOperation.READ,
+    AclPermissionType.ALLOW,
+)
+QUOTA = ClientQuotaAlteration(ClientQuotaEntity(user="misuse"), {"producer_byte_rate": 1024.0})
+
+
+def _bad_items(good: Any, bad: st.SearchStrategy[Any] = ODD) -> st.SearchStrategy[Any]:
+    """An iterable of items like ``good`` that is not one: one item alone, a
+    string, an int, or a list with a bad item after a good one."""
+    return st.one_of(
+        st.just(good),
+        st.text(min_size=1, max_size=3),
+        st.integers(),
+        st.builds(lambda b: [good, b], bad),
+    )
+
+
+#: Strings that must each be a non-empty str: one string, an int, or a bad item.
+BAD_STRS = st.one_of(
+    st.text(min_size=1, max_size=4),
+    st.integers(),
+    st.builds(lambda b: ["ok", b], st.one_of(NOT_STR, st.just(""))),
+)
+BAD_BOOL = st.one_of(st.integers(), st.text(max_size=2), st.none())
+BAD_PRINCIPALS = st.one_of(
+    st.text(min_size=1, max_size=4),
+    st.integers(),
+    st.builds(lambda b: ["User:ok", b], st.one_of(NOT_STR, st.sampled_from(["", "User:", ":x"]))),
+)
+BAD_BROKER = st.one_of(NOT_INT, st.integers(max_value=-1), st.integers(min_value=INT32))
+BAD_REPLICA = st.one_of(
+    NOT_INT_NOR_PAIR,
+    st.tuples(st.just("t"), st.just(0)),
+    st.tuples(BAD_TOPIC, st.just(0), st.just(0)),
+    st.tuples(st.just("t"), BAD_PARTITION, st.just(0)),
+    st.tuples(st.just("t"), st.just(0), BAD_BROKER),
+)
+BAD_INT16 = st.one_of(NOT_INT, st.integers(min_value=2**15), st.integers(max_value=-(2**15) - 1))
+
+
+def _case(names: str, method: str, *args: Any, **kwargs: Any) -> Callable[[Any], Case]:
+    """A builder of the case where ``bad`` takes the place of the one argument
+    given as ``BAD`` (positional or keyword)."""
+
+    def build(bad: Any) -> Case:
+        args_ = tuple(bad if a is BAD else a for a in args)
+        kwargs_ = {k: bad if v is BAD else v for k, v in kwargs.items()}
+        return (names,), method, args_, kwargs_
+
+    return build
+
+
+BAD = object()  # the bad argument's place in _case
+
+
+def _acl_and_quota_cases() -> st.SearchStrategy[Case]:
+    return st.one_of(
+        st.builds(_case("bindings", "create_acls", BAD), _bad_items(BINDING)),
+        st.builds(_case("bindings", "create_acls", BAD), st.just([BINDING.as_filter()])),
+        st.builds(
+            _case("acl_filter", "describe_acls", BAD),
+            st.one_of(NOT_STR, st.text(max_size=3), st.just(BINDING)),
+        ),
+        st.builds(_case("filters", "delete_acls", BAD), _bad_items(AclBindingFilter())),
+        st.builds(_case("filters", "delete_acls", BAD), st.just([BINDING])),
+        st.builds(_case("timeout_ms", "describe_acls", timeout_ms=BAD), BAD_TIMEOUT),
+        st.builds(
+            _case("components", "describe_client_quotas", BAD),
+            _bad_items(ClientQuotaFilterComponent.of_entity_type("user")),
+        ),
+        st.builds(_case("strict", "describe_client_quotas", strict=BAD), BAD_BOOL),
+        st.builds(_case("alterations", "alter_client_quotas", BAD), _bad_items(QUOTA)),
+        st.builds(
+            _case("validate_only", "alter_client_quotas", [QUOTA], validate_only=BAD), BAD_BOOL
+        ),
+    )
+
+
+def _credential_cases() -> st.SearchStrategy[Case]:
+    upsert = UserScramCredentialUpsertion("misuse", "pw")
+    return st.one_of(
+        st.builds(_case("users", "describe_user_scram_credentials", BAD), BAD_STRS),
+        st.builds(_case("alterations", "alter_user_scram_credentials", BAD), _bad_items(upsert)),
+        st.builds(_case("alterations", "alter_user_scram_credentials", BAD), st.just([QUOTA])),
+        st.builds(_case("renewers", "create_delegation_token", renewers=BAD), BAD_PRINCIPALS),
+        st.builds(
+            _case("owner", "create_delegation_token", owner=BAD),
+            st.one_of(NOT_STR, st.sampled_from(["", "User:", ":bob"])),
+        ),
+        st.builds(
+            _case("max_lifetime_ms", "create_delegation_token", max_lifetime_ms=BAD),
+            st.one_of(NOT_INT, st.integers(max_value=-2), st.integers(min_value=INT64)),
+        ),
+        *[
+            st.builds(
+                _case("hmac", method, BAD),
+                st.one_of(st.text(max_size=3), st.integers(), st.just(b""), st.none()),
+            )
+            for method in ("renew_delegation_token", "expire_delegation_token")
+        ],
+        st.builds(
+            _case("renew_period_ms", "renew_delegation_token", b"h", renew_period_ms=BAD),
+            st.one_of(NOT_INT, st.integers(min_value=INT64)),
+        ),
+        st.builds(
+            _case("expiry_period_ms", "expire_delegation_token", b"h", expiry_period_ms=BAD),
+            st.one_of(NOT_INT, st.integers(min_value=INT64)),
+        ),
+        st.builds(_case("owners", "describe_delegation_tokens", BAD), BAD_PRINCIPALS),
+    )
+
+
+def _log_dir_and_move_cases() -> st.SearchStrategy[Case]:
+    tp = TopicPartition("t", 0)
+    return st.one_of(
+        st.builds(_case("partitions", "describe_log_dirs", BAD), BAD_TPS),
+        st.builds(
+            _case("assignments", "alter_replica_log_dirs", BAD),
+            st.one_of(st.integers(), st.text(max_size=3), st.just([("t", 0, 0)])),
+        ),
+        st.builds(
+            lambda r: (("assignments",), "alter_replica_log_dirs", ({r: "/d"},), {}),
+            keys(BAD_REPLICA),
+        ),
+        st.builds(
+            lambda p: (("assignments",), "alter_replica_log_dirs", ({("t", 0, 0): p},), {}),
+            st.one_of(NOT_STR, st.just("")),
+        ),
+        st.builds(
+            _case("replicas", "describe_replica_log_dirs", BAD),
+            st.one_of(
+                st.text(min_size=1, max_size=3),
+                st.integers(),
+                st.builds(list, st.tuples(BAD_REPLICA)),
+            ),
+        ),
+        st.builds(
+            _case("reassignments", "alter_partition_reassignments", BAD),
+            st.one_of(st.integers(), st.text(max_size=3), st.just([tp])),
+        ),
+        st.builds(
+            lambda k: (("reassignments",), "alter_partition_reassignments", ({k: [0]},), {}),
+            keys(BAD_TP),
+        ),
+        st.builds(
+            lambda r: (("reassignments",), "alter_partition_reassignments", ({tp: r},), {}),
+            st.one_of(
+                st.integers(),
+                st.text(min_size=1, max_size=3),
+                st.builds(lambda b: [0, b], BAD_BROKER),
+            ),
+        ),
+        st.builds(_case("partitions", "list_partition_reassignments", BAD), BAD_TPS),
+        st.builds(_case("partitions", "elect_leaders", BAD), BAD_TPS),
+        st.builds(_case("timeout_ms", "list_partition_reassignments", timeout_ms=BAD), BAD_TIMEOUT),
+    )
+
+
+def _transaction_cases() -> st.SearchStrategy[Case]:
+    tp = TopicPartition("t", 0)
+    return st.one_of(
+        st.builds(_case("transactional_ids", "describe_transactions", BAD), BAD_STRS),
+        st.builds(_case("transactional_ids", "fence_producers", BAD), BAD_STRS),
+        st.builds(_case("states", "list_transactions", states=BAD), BAD_STRS),
+        st.builds(
+            _case("producer_ids", "list_transactions", producer_ids=BAD),
+            st.one_of(
+                st.text(min_size=1, max_size=3),
+                st.integers(),
+                st.builds(lambda b: [1, b], st.one_of(NOT_INT, st.integers(min_value=INT64))),
+            ),
+        ),
+        st.builds(
+            _case("min_duration_ms", "list_transactions", min_duration_ms=BAD),
+            st.one_of(NOT_INT, st.integers(max_value=-1), st.integers(min_value=INT64)),
+        ),
+        st.builds(_case("partitions", "describe_producers", BAD), BAD_TPS),
+        st.builds(_case("partial", "describe_producers", [tp], partial=BAD), BAD_BOOL),
+        st.builds(_case("partial", "list_offsets", {tp: "latest"}, partial=BAD), BAD_BOOL),
+        st.builds(_case("partition", "abort_transaction", BAD, 1, 0), BAD_TP),
+        st.builds(
+            _case("producer_id", "abort_transaction", tp, BAD, 0),
+            st.one_of(NOT_INT, st.integers(min_value=INT64), st.integers(max_value=-INT64 - 1)),
+        ),
+        st.builds(_case("producer_epoch", "abort_transaction", tp, 1, BAD), BAD_INT16),
+        st.builds(
+            _case("coordinator_epoch", "abort_transaction", tp, 1, 0, BAD),
+            st.one_of(NOT_INT, st.integers(min_value=INT32), st.integers(max_value=-INT32 - 1)),
+        ),
+        st.builds(_case("topics", "find_hanging_transactions", BAD), BAD_NAMES),
+        st.builds(
+            _case(
+                "max_transaction_timeout_ms",
+                "find_hanging_transactions",
+                max_transaction_timeout_ms=BAD,
+            ),
+            st.one_of(NOT_INT, st.integers(max_value=-1), st.integers(min_value=INT32)),
+        ),
+        st.builds(
+            _case("now_ms", "find_hanging_transactions", now_ms=BAD),
+            st.one_of(NOT_INT, st.integers(max_value=-1)),
+        ),
+    )
+
+
+def _group_and_cluster_cases() -> st.SearchStrategy[Case]:
+    tp = TopicPartition("t", 0)
+    bad_group = st.one_of(NOT_STR, st.just(""))
+    return st.one_of(
+        st.builds(_case("types", "list_groups", types=BAD), BAD_STRS),
+        st.builds(_case("group_ids", "describe_share_groups", BAD), BAD_STRS),
+        st.builds(_case("group_ids", "describe_group_configs", BAD), BAD_STRS),
+        st.builds(
+            _case("overrides_only", "describe_group_configs", ["g"], overrides_only=BAD), BAD_BOOL
+        ),
+        st.builds(_case("overrides_only", "describe_configs", ["t"], overrides_only=BAD), BAD_BOOL),
+        st.builds(_case("include_internal", "list_topics", include_internal=BAD), BAD_BOOL),
+        st.builds(
+            _case("changes", "alter_group_configs", BAD),
+            st.one_of(
+                st.integers(),
+                st.text(max_size=3),
+                st.builds(lambda g: {g: {}}, keys(bad_group)),
+                st.builds(lambda v: {"g": {"k": v}}, NOT_STR),
+            ),
+        ),
+        st.builds(
+            _case("names", "describe_client_metrics_configs", BAD),
+            st.one_of(
+                st.text(min_size=1, max_size=3), st.integers(), st.builds(lambda b: [b], NOT_STR)
+            ),
+        ),
+        st.builds(_case("name", "alter_client_metrics_configs", BAD, {}), NOT_STR),
+        st.builds(
+            _case("changes", "alter_client_metrics_configs", "m", BAD),
+            st.one_of(st.integers(), st.text(max_size=3), st.builds(lambda v: {"k": v}, NOT_STR)),
+        ),
+        st.builds(_case("group_id", "remove_members_from_consumer_group", BAD, ["m"]), bad_group),
+        st.builds(
+            _case("members", "remove_members_from_consumer_group", "g", BAD),
+            st.one_of(
+                st.text(min_size=1, max_size=3), st.integers(), st.builds(lambda b: [b], NOT_STR)
+            ),
+        ),
+        st.builds(
+            _case("reason", "remove_members_from_consumer_group", "g", ["m"], reason=BAD), NOT_STR
+        ),
+        st.builds(_case("partitions", "list_consumer_group_offsets", "g", BAD), BAD_TPS),
+        st.builds(_case("group_id", "list_share_group_offsets", BAD), bad_group),
+        st.builds(_case("partitions", "list_share_group_offsets", "g", BAD), BAD_TPS),
+        st.builds(
+            _case("offsets", "alter_share_group_offsets", "g", BAD),
+            st.one_of(st.integers(), st.text(max_size=3), st.builds(lambda o: {tp: o}, BAD_OFFSET)),
+        ),
+        st.builds(_case("topics", "delete_share_group_offsets", "g", BAD), BAD_NAMES),
+        st.builds(
+            _case("validate_only", "create_partitions", {"t": 2}, validate_only=BAD), BAD_BOOL
+        ),
+        st.builds(
+            _case("validate_only", "update_features", {"f": FeatureUpdate(1)}, validate_only=BAD),
+            BAD_BOOL,
+        ),
+        st.builds(
+            _case("updates", "update_features", BAD),
+            st.builds(lambda u: {"f": u}, st.one_of(NOT_INT, st.integers())),
+        ),
+        st.builds(_case("timeout_ms", "describe_features", timeout_ms=BAD), BAD_TIMEOUT),
+        st.builds(
+            _case("timeout_ms", "list_client_metrics_resources", timeout_ms=BAD), BAD_TIMEOUT
+        ),
+        st.builds(_case("timeout_ms", "client_instance_id", BAD), BAD_TIMEOUT),
+    )
+
+
+#: Per family of admin calls, its cases.
+ADMIN_FAMILIES: dict[str, Callable[[], st.SearchStrategy[Case]]] = {
+    "acls-quotas": _acl_and_quota_cases,
+    "credentials-tokens": _credential_cases,
+    "log-dirs-moves": _log_dir_and_move_cases,
+    "transactions": _transaction_cases,
+    "groups-cluster": _group_and_cluster_cases,
+}
+
+
+def _admin_goes_on(call: Callable[..., Any]) -> None:
+    """Valid calls of each family, answered (refusals before them changed nothing)."""
+    resource = fresh("acl")
+    binding = dataclasses.replace(BINDING, name=resource)
+    assert call("create_acls", [binding]) == {binding: None}
+    assert call("describe_acls", AclBindingFilter(name=resource)) == [binding]
+    user = fresh("quota")
+    entity = ClientQuotaEntity(user=user)
+    call("alter_client_quotas", [ClientQuotaAlteration(entity, {"producer_byte_rate": 2048})])
+    only = [ClientQuotaFilterComponent.of_entity("user", user)]
+    assert call("describe_client_quotas", only) == {entity: {"producer_byte_rate": 2048.0}}
+    call("alter_user_scram_credentials", [UserScramCredentialUpsertion(user, "pw")])
+    assert list(call("describe_user_scram_credentials", [user])) == [user]
+    with pytest.raises(KafkaError) as tokens:  # a PLAINTEXT listener: the broker's answer
+        call("describe_delegation_tokens")
+    assert tokens.value.code == ErrorCode.DELEGATION_TOKEN_REQUEST_NOT_ALLOWED
+    assert call("describe_log_dirs")
+    assert call("list_partition_reassignments") == {}
+    assert call("list_transactions", min_duration_ms=0) == []
+
+
+@pytest.mark.parametrize("family", list(ADMIN_FAMILIES))
+def test_async_admin_refuses_misuse_of_every_call(broker: RunningBroker, family: str) -> None:
+    bs = broker.bootstrap_servers
+    with opened(open_admin(bootstrap_servers=bs)) as admin:
+
+        @EXAMPLES
+        @given(case=ADMIN_FAMILIES[family]())
+        def check(case: Case) -> None:
+            names, method, args, kwargs = case
+            admin.refused(names, method, *args, **kwargs)
+            assert isinstance(admin("list_topics"), dict)
+
+        check()
+        _admin_goes_on(admin)
+
+
+@pytest.mark.parametrize("family", list(ADMIN_FAMILIES))
+def test_blocking_admin_refuses_misuse_of_every_call(broker: RunningBroker, family: str) -> None:
+    bs = broker.bootstrap_servers
+    with Admin(bootstrap_servers=bs) as admin:
+
+        def call(method: str, *args: Any, **kwargs: Any) -> Any:
+            return getattr(admin, method)(*args, **kwargs)
+
+        @EXAMPLES
+        @given(case=ADMIN_FAMILIES[family]())
+        def check(case: Case) -> None:
+            names, method, args, kwargs = case
+            refused(lambda: call(method, *args, **kwargs), *names)
+
+        check()
+        _admin_goes_on(call)
+
+
+#: (class, valid fields, field, bad values) of the admin calls' argument objects.
+_OBJECT_CASES: list[tuple[Callable[..., Any], dict[str, Any], str, st.SearchStrategy[Any]]] = [
+    *[
+        (cls, dataclasses.asdict(BINDING), field, st.one_of(NOT_INT, st.integers(min_value=30)))
+        for cls in (AclBinding, AclBindingFilter)
+        for field in ("resource_type", "pattern_type", "operation", "permission")
+    ],
+    *[
+        (AclBinding, dataclasses.asdict(BINDING), field, st.sampled_from([0, 1]))
+        for field in ("resource_type", "operation", "permission")  # UNKNOWN, ANY
+    ],
+    *[
+        (cls, dataclasses.asdict(BINDING), field, NOT_STR)
+        for cls in (AclBinding, AclBindingFilter)
+        for field in ("name", "principal", "host")
+    ],
+    (ClientQuotaEntity, {}, "user", NOT_STR),
+    (ClientQuotaEntity, {}, "client_id", NOT_STR),
+    (ClientQuotaEntity, {}, "entries", st.one_of(st.integers(), st.text(min_size=1, max_size=3))),
+    (
+        ClientQuotaEntity,
+        {},
+        "entries",
+        st.builds(lambda t: [(t, "x")], st.one_of(NOT_STR, st.just(""))),
+    ),
+    (
+        ClientQuotaFilterComponent,
+        {"entity_type": "user", "match_type": 2},
+        "entity_type",
+        st.one_of(NOT_STR, st.just("")),
+    ),
+    (
+        ClientQuotaFilterComponent,
+        {"entity_type": "user", "match_type": 2},
+        "match_type",
+        st.one_of(NOT_INT, st.integers(min_value=3), st.integers(max_value=-1)),
+    ),
+    (
+        ClientQuotaFilterComponent,
+        {"entity_type": "user", "match_type": 0, "match": "x"},
+        "match",
+        NOT_STR,
+    ),
+    (
+        ClientQuotaAlteration,
+        {"entity": ClientQuotaEntity(), "ops": {}},
+        "entity",
+        st.one_of(NOT_STR, st.text(max_size=3)),
+    ),
+    (
+        ClientQuotaAlteration,
+        {"entity": ClientQuotaEntity(user="u"), "ops": {}},
+        "ops",
+        st.one_of(
+            st.integers(),
+            st.text(max_size=3),
+            st.builds(lambda k: {k: 1.0}, keys(st.one_of(NOT_STR, st.just("")))),
+            st.builds(
+                lambda v: {"producer_byte_rate": v},
+                st.one_of(
+                    st.text(max_size=2),
+                    st.booleans(),
+                    st.sampled_from([math.nan, math.inf, -math.inf, 10**400]),
+                ),
+            ),
+        ),
+    ),
+    *[
+        (cls, {"user": "u", "password": "pw"}, "user", NOT_STR)
+        for cls in (UserScramCredentialUpsertion, UserScramCredentialDeletion)
+    ],
+    *[
+        (cls, {"user": "u", "password": "pw"}, "mechanism", st.one_of(NOT_STR, st.text(max_size=8)))
+        for cls in (UserScramCredentialUpsertion, UserScramCredentialDeletion)
+    ],
+    (UserScramCredentialUpsertion, {"user": "u", "password": "pw"}, "password", NOT_STR),
+    (
+        UserScramCredentialUpsertion,
+        {"user": "u", "password": "pw"},
+        "iterations",
+        st.one_of(NOT_INT, st.integers(max_value=0), st.integers(min_value=163_841)),
+    ),
+    (
+        UserScramCredentialUpsertion,
+        {"user": "u", "password": "pw"},
+        "salt",
+        st.one_of(st.text(min_size=1), st.integers()),
+    ),
+    (
+        FeatureUpdate,
+        {"max_version_level": 1},
+        "max_version_level",
+        st.one_of(NOT_INT, st.integers(max_value=-1), st.integers(min_value=2**15)),
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("cls", "valid", "field", "bad_values"),
+    _OBJECT_CASES,
+    ids=[f"{c[0].__name__}.{c[2]}" for c in _OBJECT_CASES],
+)
+def test_admin_argument_objects_refuse_misuse_when_made(
+    cls: Callable[..., Any], valid: dict[str, Any], field: str, bad_values: st.SearchStrategy[Any]
+) -> None:
+    """Was: most fields were taken as they came, to fail later in a request's
+    encoding (or, for a SCRAM mechanism that is not a str, as an AttributeError)."""
+    if cls is UserScramCredentialDeletion:
+        valid = {"user": valid["user"]}
+
+    @settings(EXAMPLES, max_examples=10)
+    @given(bad=bad_values)
+    def check(bad: Any) -> None:
+        refused(lambda: cls(**{**valid, field: bad}), field)
+
+    check()
+    cls(**valid)  # the same class, made right, is made
 
 
 # -- configuration ---------------------------------------------------------------------------
