@@ -36,7 +36,10 @@ class AclBinding:
     (ALLOW) or may not (DENY) do ``operation`` on the resources the pattern names.
 
     Raises:
-        ValueError: an ANY, MATCH or UNKNOWN value, which only filters may hold.
+        ValueError: an ANY, MATCH or UNKNOWN value, which only filters may hold,
+            or a number none of the enum's members has.
+        TypeError: an enum field that is not one (nor an int), a name, principal
+            or host that is not a str.
     """
 
     resource_type: AclResourceType
@@ -84,6 +87,9 @@ class AclBindingFilter:
     """Which ACLs a describe or a delete is about; None or ANY leaves a part open.
 
     The default matches every ACL.
+
+    Raises:
+        ValueError, TypeError: as :class:`AclBinding`'s (None is taken for the strings).
     """
 
     resource_type: AclResourceType = AclResourceType.ANY

@@ -63,7 +63,8 @@ class ClientQuotaEntity:
 
     Raises:
         ValueError: an entity type that is empty or given twice.
-        TypeError: a name that is neither a string nor None.
+        TypeError: an entity type that is not a string, a name that is neither
+            a string nor None, ``entries`` that are not a mapping or pairs.
     """
 
     USER: ClassVar[str] = "user"
@@ -152,6 +153,8 @@ class ClientQuotaFilterComponent:
     Raises:
         ValueError: an empty entity type, an unknown match type, or a name that
             does not fit it.
+        TypeError: an entity type or name that is not a string, a match type
+            that is not an int.
     """
 
     EXACT: ClassVar[int] = 0
@@ -208,7 +211,9 @@ class ClientQuotaAlteration:
 
     Raises:
         ValueError: an empty key, or a value that is not a finite number.
-        TypeError: a value that is not a number or None.
+        TypeError: an entity that is not a :class:`ClientQuotaEntity`, ``ops``
+            that are not a mapping, a key that is not a string, a value that is
+            not a number or None.
     """
 
     entity: ClientQuotaEntity

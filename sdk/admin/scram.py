@@ -66,6 +66,11 @@ class UserScramCredentialUpsertion:
     The client salts and hashes the password itself (a random salt unless
     ``salt`` is given, ``iterations`` rounds of PBKDF2); the broker receives
     only the salted password. Neither the password nor the salt is in ``repr``.
+
+    Raises:
+        TypeError: a field of the wrong type.
+        ValueError: an unknown mechanism, iterations below 1 or far past
+            Kafka's maximum (16384, which the broker enforces).
     """
 
     user: str

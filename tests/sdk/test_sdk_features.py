@@ -163,7 +163,7 @@ def test_update_features_against_brokerlite(own: RunningBroker) -> None:
 def test_feature_update_checks_its_arguments() -> None:
     with pytest.raises(ValueError, match="downgrade"):
         FeatureUpdate(0)
-    with pytest.raises(ValueError, match="negative"):
+    with pytest.raises(ValueError, match="max_version_level must be >= 0"):
         FeatureUpdate(-1, UpgradeType.SAFE_DOWNGRADE)
 
 

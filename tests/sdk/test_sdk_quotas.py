@@ -64,9 +64,9 @@ def test_entities_from_keywords_and_mappings_are_the_same() -> None:
 def test_entity_mistakes_are_refused() -> None:
     with pytest.raises(ValueError, match="twice"):
         Entity({"user": "a"}, user="b")
-    with pytest.raises(ValueError, match="non-empty"):
+    with pytest.raises(ValueError, match=r"entries\[0\] entity type must not be empty"):
         Entity({"": "a"})
-    with pytest.raises(TypeError, match="string or None"):
+    with pytest.raises(TypeError, match="user must be a str or None"):
         Entity(user=7)  # type: ignore[arg-type]
 
 
