@@ -1030,7 +1030,10 @@ def _admin_goes_on(call: Callable[..., Any]) -> None:
     assert tokens.value.code == ErrorCode.DELEGATION_TOKEN_REQUEST_NOT_ALLOWED
     assert call("describe_log_dirs")
     assert call("list_partition_reassignments") == {}
-    assert call("list_transactions", min_duration_ms=0) == []
+    tid = fresh("misuse-tid")
+    call("fence_producers", [tid])  # an id unknown until now gets a producer id
+    assert tid in {t.transactional_id for t in call("list_transactions", min_duration_ms=0)}
+    assert call("describe_transactions", [tid])[tid].transactional_id == tid
 
 
 @pytest.mark.parametrize("family", list(ADMIN_FAMILIES))
