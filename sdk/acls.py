@@ -120,7 +120,7 @@ def _member(field: str, value: object, kind: type[_E]) -> _E:
     try:
         return kind(value)
     except ValueError:
-        known = ", ".join(m.name for m in kind)  # type: ignore[attr-defined]
+        known = ", ".join(m.name for m in kind)
         raise ArgumentValueError(
             f"{field} must be an {kind.__name__} ({known}), got {value!r}"
         ) from None
