@@ -6,12 +6,21 @@ Rules:
 
 * Every page is plain HTML, usable without JavaScript; the little script there
   is only filters a table and asks before a deletion.
+* Who may look and who may change is :mod:`.access`'s policy, applied here to
+  every request before its handler runs (:func:`make_app`'s ``guarded``): a
+  person not known is sent to the login page (a GET) or refused (401); a
+  change on a read-only console is refused (403) before its form is read, and
+  its page offers none.
 * A request that changes the cluster is a same-origin ``POST`` of a form that
-  carries the console's token: the token must match, and an ``Origin`` (or,
+  carries its session's token: the token must match, and an ``Origin`` (or,
   without one, a ``Referer``) header must name the console's own host. The
   ``Host`` header must be one the console answers to (its listen host,
   ``localhost`` and loopback addresses, or any when it listens on all
-  interfaces), which keeps a DNS-rebinding page from reading the token.
+  interfaces), which keeps a DNS-rebinding page from reading a token.
+* A page that needs the cluster runs while the cluster answers
+  (:meth:`~.cluster.Console.while_reachable`): when it does not, the page says
+  so within :meth:`~.health.ClusterHealth.bound` (status 503, reloading
+  itself) instead of waiting out the admin client's timeout.
 * Bad input is a 400 page naming the field; an unknown topic or group a 404;
   a refusal by the cluster a 502 page with the cluster's error. Never a
   traceback.
@@ -19,7 +28,7 @@ Rules:
 
 from __future__ import annotations
 
-import hmac
+import dataclasses
 import logging
 import time
 import urllib.parse
@@ -39,7 +48,8 @@ from trafka.sdk import ArgumentError, NewTopic
 from trafka.sdk.acls import AclBindingFilter
 
 from . import model
-from .cluster import Console, NotFound
+from .access import AccessPolicy, LoginThrottle, Sessions, safe_next
+from .cluster import ClusterDown, Console, NotFound
 from .model import InputError
 
 __all__ = ["host_allowed", "make_app"]
@@ -48,7 +58,13 @@ log = logging.getLogger("trafka.console")
 
 #: A form body larger than this is refused (a produced message's value included).
 MAX_FORM_BYTES = 1 << 20
+#: A session cookie longer than this is not ours (and is replaced).
+_MAX_SID = 64
 _TEMPLATES = Path(__file__).parent / "templates"
+#: Whom a password login is shown as.
+PASSWORD_USER = "password login"
+
+Handler = Callable[[Request], Awaitable[Response]]
 
 
 # -- HTTP ----------------------------------------------------------------------------------
@@ -69,23 +85,90 @@ def _environment() -> jinja2.Environment:
     return env
 
 
-def make_app(console: Console) -> Starlette:
-    """The console's ASGI app."""
+@dataclasses.dataclass
+class _Visit:
+    """Who asks (None: nobody known), their session id and its form token."""
+
+    user: str | None
+    sid: str
+    token: str
+    new_sid: bool
+
+
+def make_app(
+    console: Console,
+    access: AccessPolicy,
+    *,
+    sessions: Sessions | None = None,
+    throttle: LoginThrottle | None = None,
+    clock: Callable[[], float] = time.monotonic,
+) -> Starlette:
+    """The console's ASGI app.
+
+    Args:
+        console: the cluster's side.
+        access: who may look and change (:func:`~.access.decide_access`).
+        sessions, throttle: the login sessions and the guessing brake (new
+            ones unless given).
+        clock: seconds of a monotonic clock, for sessions and the brake.
+    """
     env = _environment()
+    sessions = sessions if sessions is not None else Sessions()
+    throttle = throttle if throttle is not None else LoginThrottle()
+
+    def cookie_name(request: Request) -> str:
+        # Browsers share cookies between the ports of a host: one name per port
+        # keeps two consoles on one host from taking each other's sessions.
+        server = request.scope.get("server") or ("", 0)
+        return f"trafka_console_{server[1]}"
+
+    def visitor(request: Request) -> _Visit:
+        sid = request.cookies.get(cookie_name(request)) or ""
+        new_sid = not sid or len(sid) > _MAX_SID
+        if new_sid:
+            sid = Sessions.new_id()
+        peer = request.client.host if request.client else None
+        user = None
+        if access.header is not None:
+            user = access.header_user(peer, request.headers.get(access.header))
+        if user is None and access.password:
+            user = sessions.user(None if new_sid else sid, clock())
+        if access.mode == "open":
+            user = "anonymous"
+        return _Visit(user, sid, sessions.token(sid, user or ""), new_sid)
 
     def page(
         request: Request, template: str, status_code: int = 200, **context: Any
     ) -> HTMLResponse:
+        visit: _Visit | None = getattr(request.state, "visit", None)
+        if visit is None:  # a page of Starlette's own (404, 405)
+            visit = request.state.visit = visitor(request)
         html = env.get_template(template).render(
-            token=console.token, path=request.url.path, **context
+            token=visit.token,
+            user=visit.user,
+            can_logout=access.password and visit.user == PASSWORD_USER,
+            read_only=access.read_only,
+            why_read_only=access.why_read_only,
+            path=request.url.path,
+            **context,
         )
         return HTMLResponse(html, status_code=status_code)
 
     def error(request: Request, status: int, title: str, message: str) -> HTMLResponse:
         return page(request, "error.html", status, title=title, message=message)
 
-    async def form_of(request: Request) -> dict[str, str]:
-        """The POSTed form, after the origin and token checks."""
+    def set_session(request: Request, response: Response, sid: str) -> None:
+        response.set_cookie(
+            cookie_name(request),
+            sid,
+            path="/",
+            httponly=True,
+            samesite="lax",
+            secure=request.url.scheme == "https",
+        )
+
+    async def read_form(request: Request) -> dict[str, str]:
+        """The POSTed form, after the content type, origin and token checks."""
         kind = request.headers.get("content-type", "").split(";")[0].strip()
         if kind != "application/x-www-form-urlencoded":
             raise _Refused(415, "Forms only", "the console takes URL-encoded forms only")
@@ -99,18 +182,76 @@ def make_app(console: Console) -> Starlette:
             if len(body) > MAX_FORM_BYTES:
                 raise _Refused(413, "Too large", f"a form may carry {MAX_FORM_BYTES:,} bytes")
         form = dict(urllib.parse.parse_qsl(body.decode("utf-8", "replace"), keep_blank_values=True))
-        if not hmac.compare_digest(form.get("token", ""), console.token):
+        visit: _Visit = request.state.visit
+        if visit.new_sid or not sessions.token_ok(
+            visit.sid, visit.user or "", form.get("token", "")
+        ):
             raise _Refused(403, "Refused", "the form's token is missing or stale: reload the page")
         return form
 
+    def form_of(request: Request) -> dict[str, str]:
+        """The form ``guarded`` read and checked."""
+        form: dict[str, str] = request.state.form
+        return form
+
+    def unknown_visitor(request: Request) -> Response:
+        if access.password and request.method == "GET":
+            here = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+            target = "/login?" + urllib.parse.urlencode({"next": here})
+            return RedirectResponse(target, status_code=303)
+        if access.password:
+            message = "log in first: this console asks for a password"
+        else:
+            message = (
+                f"this console trusts the {access.header} header that the proxy in front of "
+                "it sets; this request did not come through that proxy with it"
+            )
+        return error(request, 401, "Not logged in", message)
+
     def guarded(
-        handler: Callable[[Request], Awaitable[Response]],
-    ) -> Callable[[Request], Awaitable[Response]]:
+        handler: Handler,
+        *,
+        form_page: bool = False,
+        cluster: bool = True,
+        public: bool = False,
+        session_only: bool = False,
+    ) -> Handler:
+        """``handler`` behind the checks: who asks, read-only, the form's token
+        and origin, the cluster's health, and every failure as a page. A POST
+        changes the cluster unless ``session_only``.
+
+        Args:
+            form_page: the GET shows a form that changes the cluster (refused
+                on a read-only console, as the POST is).
+            cluster: the handler needs the cluster.
+            public: served to people not known (the login page).
+            session_only: a POST changes only the session (logging in and out).
+        """
+
         async def run(request: Request) -> Response:
+            visit = request.state.visit = visitor(request)
+            response = await answer(request, visit)
+            if visit.new_sid:
+                set_session(request, response, visit.sid)
+            return response
+
+        async def answer(request: Request, visit: _Visit) -> Response:
+            if visit.user is None and not public:
+                return unknown_visitor(request)
             try:
+                changes = request.method == "POST" or form_page
+                if access.read_only and changes and not session_only:
+                    raise _Refused(403, "Read-only", access.why_read_only)
+                if request.method == "POST":
+                    request.state.form = await read_form(request)
+                if cluster:
+                    response: Response = await console.while_reachable(lambda: handler(request))
+                    return response
                 return await handler(request)
             except _Refused as exc:
                 return error(request, exc.status, exc.title, exc.message)
+            except ClusterDown as exc:
+                return cluster_down(request, exc)
             except (InputError, ArgumentError) as exc:
                 return error(request, 400, "Bad input", str(exc))
             except NotFound as exc:
@@ -127,6 +268,62 @@ def make_app(console: Console) -> Starlette:
 
         return run
 
+    def cluster_down(request: Request, exc: ClusterDown) -> Response:
+        h = console.health
+        return page(
+            request,
+            "down.html",
+            503,
+            bootstrap=console.bootstrap,
+            reason=exc.reason,
+            down_for=exc.down_for,
+            during=exc.during and request.method == "POST",
+            check_timeout=h.check_timeout,
+            interval=h.interval,
+            reload=request.method == "GET",
+        )
+
+    # -- logging in ------------------------------------------------------------------------
+
+    async def login(request: Request) -> Response:
+        visit: _Visit = request.state.visit
+        target = safe_next(request.query_params.get("next"))
+        if not access.password:
+            return RedirectResponse(target, status_code=303)
+        if request.method == "GET":
+            return page(request, "login.html", next=target, failed="")
+        form = form_of(request)
+        target = safe_next(form.get("next"))
+        now = clock()
+        wait = throttle.wait(now)
+        if wait > 0:
+            return page(
+                request,
+                "login.html",
+                429,
+                next=target,
+                failed=f"too many wrong passwords: try again in {wait:.0f} s",
+            )
+        if not access.check_password(form.get("password", "")):
+            throttle.failed(now)
+            log.warning("console login refused: wrong password")
+            return page(request, "login.html", 401, next=target, failed="wrong password")
+        sessions.logout(visit.sid)
+        response = RedirectResponse(target, status_code=303)
+        # A fresh id: one known before the login (set by someone else) is useless.
+        set_session(request, response, sessions.login(PASSWORD_USER, now))
+        visit.new_sid = False
+        return response
+
+    async def logout(request: Request) -> Response:
+        visit: _Visit = request.state.visit
+        sessions.logout(visit.sid)
+        response = RedirectResponse("/login", status_code=303)
+        set_session(request, response, Sessions.new_id())
+        visit.new_sid = False
+        return response
+
+    # -- pages -----------------------------------------------------------------------------
     async def overview(request: Request) -> Response:
         return page(request, "overview.html", view=await console.overview())
 
@@ -147,7 +344,7 @@ def make_app(console: Console) -> Starlette:
     async def new_topic(request: Request) -> Response:
         if request.method == "GET":
             return page(request, "topic_new.html")
-        form = await form_of(request)
+        form = form_of(request)
         t = model.parse_new_topic_form(form)
         await console.admin.create_topics(
             [NewTopic(t.name, t.partitions, t.replication_factor, t.configs)]
@@ -161,7 +358,7 @@ def make_app(console: Console) -> Starlette:
 
     async def delete_topic(request: Request) -> Response:
         name = request.path_params["name"]
-        form = await form_of(request)
+        form = form_of(request)
         if form.get("confirm", "").strip() != name:
             raise InputError(f"confirm: type the topic's name ({name}) to delete it")
         await console.admin.delete_topics([name])
@@ -178,7 +375,7 @@ def make_app(console: Console) -> Starlette:
         if request.method == "GET":
             await console.partition_count(name)
             return page(request, "produce.html", topic=name, sent=None)
-        form = await form_of(request)
+        form = form_of(request)
         message = model.parse_produce_form(name, form)
         sent = await console.produce(message)
         return page(request, "produce.html", topic=name, sent=sent)
@@ -196,7 +393,7 @@ def make_app(console: Console) -> Starlette:
 
     async def acls(request: Request) -> Response:
         if request.method == "POST":
-            form = await form_of(request)
+            form = form_of(request)
             binding = model.parse_acl_form(form)
             outcome = (await console.admin.create_acls([binding]))[binding]
             if outcome is not None:
@@ -211,7 +408,7 @@ def make_app(console: Console) -> Starlette:
         return page(request, "acls.html", rows=model.acl_rows(bindings), choices=_ACL_CHOICES)
 
     async def delete_acl(request: Request) -> Response:
-        form = await form_of(request)
+        form = form_of(request)
         binding = model.parse_acl_form(form)
         f: AclBindingFilter = binding.as_filter()
         outcome = (await console.admin.delete_acls([f]))[f]
@@ -230,12 +427,18 @@ def make_app(console: Console) -> Starlette:
 
     routes = [
         Route("/", guarded(overview)),
+        Route(
+            "/login",
+            guarded(login, public=True, cluster=False, session_only=True),
+            methods=["GET", "POST"],
+        ),
+        Route("/logout", guarded(logout, cluster=False, session_only=True), methods=["POST"]),
         Route("/topics", guarded(topics)),
-        Route("/topics/new", guarded(new_topic), methods=["GET", "POST"]),
+        Route("/topics/new", guarded(new_topic, form_page=True), methods=["GET", "POST"]),
         Route("/topics/{name}", guarded(topic)),
         Route("/topics/{name}/delete", guarded(delete_topic), methods=["POST"]),
         Route("/topics/{name}/messages", guarded(messages)),
-        Route("/topics/{name}/produce", guarded(produce), methods=["GET", "POST"]),
+        Route("/topics/{name}/produce", guarded(produce, form_page=True), methods=["GET", "POST"]),
         Route("/groups", guarded(groups)),
         Route("/groups/{group_id:path}", guarded(group)),
         Route("/acls", guarded(acls), methods=["GET", "POST"]),

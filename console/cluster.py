@@ -18,13 +18,17 @@ Rules:
   partially (:meth:`~trafka.sdk.admin.Admin.list_offsets` ``partial=True``)
   and shown unknown, the partition as offline; the message browser reads the
   other partitions and says which it could not.
+* A cluster that does not answer at all is found by the checks of
+  :mod:`.health` (:meth:`Console.watch_cluster`), and a page's work
+  (:meth:`Console.while_reachable`) is stopped as :class:`ClusterDown` as soon
+  as a check fails, or refused at once while the cluster is down.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
-import secrets
+import math
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
@@ -45,9 +49,10 @@ from trafka.sdk.fetcher import TopicPartition
 from trafka.sdk.metadata import TopicInfo
 
 from . import model
+from .health import ClusterHealth
 from .model import InputError, LagHistory
 
-__all__ = ["BROWSE_SECONDS", "Console", "NotFound", "client_settings", "gather"]
+__all__ = ["BROWSE_SECONDS", "ClusterDown", "Console", "NotFound", "client_settings", "gather"]
 
 log = logging.getLogger("trafka.console")
 
@@ -57,6 +62,23 @@ BROWSE_SECONDS = 5.0
 
 class NotFound(Exception):
     """The topic or group a page names does not exist."""
+
+
+class ClusterDown(Exception):
+    """The cluster does not answer the console's checks (see :mod:`.health`).
+
+    Attributes:
+        reason: what the last check saw.
+        down_for: seconds since a check first found it so.
+        during: the page had started its work (a change may or may not have
+            been made) rather than being refused before it.
+    """
+
+    def __init__(self, reason: str, down_for: float, *, during: bool) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.down_for = down_for
+        self.during = during
 
 
 async def gather(*calls: Callable[[], Awaitable[Any]]) -> list[Any]:
@@ -105,7 +127,8 @@ def client_settings(cls: type[ClientConfig], settings: Mapping[str, Any]) -> dic
 
 class Console:
     """What the console's pages share: the admin client, the settings of the
-    consumers and the producer it opens, the lag history and the form token.
+    consumers and the producer it opens, the lag history and what the checks
+    of the cluster found.
 
     Args:
         admin: an open admin client (the console does not close it).
@@ -114,6 +137,8 @@ class Console:
         history: where lag samples are kept.
         allowed_hosts: ``Host`` header values the console answers to
             (``["*"]``: any).
+        health: the checks' findings and timings (the defaults of
+            :class:`~.health.ClusterHealth` unless given).
     """
 
     def __init__(
@@ -123,13 +148,93 @@ class Console:
         *,
         history: LagHistory | None = None,
         allowed_hosts: list[str] | None = None,
+        health: ClusterHealth | None = None,
     ) -> None:
         self.admin = admin
         self.client_config = dict(client_config)
         self.history = history or LagHistory()
         self.allowed_hosts = allowed_hosts or ["*"]
-        self.token = secrets.token_urlsafe(32)
+        self.health = health or ClusterHealth()
         self._producer: Any = None
+        self._pages: set[anyio.CancelScope] = set()
+        self._check_wanted = anyio.Event()
+
+    @property
+    def bootstrap(self) -> str:
+        """The cluster's bootstrap addresses, as given."""
+        servers = self.client_config.get("bootstrap.servers", "")
+        return servers if isinstance(servers, str) else ",".join(map(str, servers))
+
+    # -- is the cluster there ---------------------------------------------------------------
+
+    async def while_reachable(self, work: Callable[[], Awaitable[Any]]) -> Any:
+        """``work()``'s result, unless the cluster is down: then
+        :class:`ClusterDown`, at once when it was already found down, or as soon
+        as a check finds it so while ``work`` waits (which asks for a check
+        when none is under way)."""
+        self._raise_if_down(during=False)
+        self._check_wanted.set()
+        scope = anyio.CancelScope()
+        self._pages.add(scope)
+        try:
+            with scope:
+                return await work()
+        finally:
+            self._pages.discard(scope)
+        self._raise_if_down(during=True)  # only a failed check cancels the scope
+        raise AssertionError("a page's work was cancelled with the cluster up")
+
+    def _raise_if_down(self, *, during: bool) -> None:
+        h = self.health
+        if h.down:
+            raise ClusterDown(h.reason, h.down_for(anyio.current_time()), during=during)
+
+    async def check_cluster(self) -> None:
+        """One check of :mod:`.health`: DescribeCluster answered within the
+        check's timeout. A failure stops every page waiting for the cluster."""
+        h = self.health
+        h.check_started(anyio.current_time())
+        reason = f"no answer within {h.check_timeout:g} s"
+        answered = False
+        with anyio.move_on_after(h.check_timeout):
+            try:
+                # A little less than the check's own time, so that a failure
+                # says what the client saw (a refused connection...).
+                await self.admin.describe_cluster(timeout_ms=math.ceil(h.check_timeout * 900))
+                answered = True
+            except TrafkaError as exc:
+                reason = str(exc)
+        now = anyio.current_time()
+        if answered:
+            change = h.check_answered(now)
+            if change is not None and h.checks > 1:
+                log.warning("the cluster at %s answers again", self.bootstrap)
+            return
+        change = h.check_failed(now, reason)
+        for scope in list(self._pages):
+            scope.cancel()
+        if change is not None:
+            log.warning(
+                "the cluster at %s does not answer (%s); the console's pages say so until it does",
+                self.bootstrap,
+                reason,
+            )
+
+    async def watch_cluster(self) -> None:
+        """Check the cluster every ``health.interval`` seconds, and at once when a
+        page asks, until cancelled."""
+        while True:
+            now = anyio.current_time()
+            at = self.health.next_check(now, asked=self._check_wanted.is_set())
+            if at > now:
+                if self._check_wanted.is_set():
+                    await anyio.sleep(at - now)
+                else:
+                    with anyio.move_on_after(at - now):
+                        await self._check_wanted.wait()
+                continue
+            self._check_wanted = anyio.Event()
+            await self.check_cluster()
 
     # -- cluster reads ------------------------------------------------------------------
 
@@ -262,6 +367,8 @@ class Console:
     async def sample_lag(self, max_groups: int = 200) -> int:
         """Record every consumer group's lag once (at most ``max_groups``);
         returns how many groups were sampled."""
+        if self.health.down:
+            return 0
         listings = await self.admin.list_groups()
         self.history.forget(g.group_id for g in listings)
         sampled = 0

@@ -1,7 +1,11 @@
 """The console as brokerlite's companion (``trafka broker --console-listen``).
 
 Registered in pyproject.toml under :data:`trafka.brokerlite.companions.GROUP`;
-the broker finds it there and never imports the console.
+the broker finds it there and never imports the console. The broker passes only
+its address and the listen address, so the console's protection (a password,
+read-only, a proxy's header) comes from the environment
+(:func:`~.server.settings_from_environment`): ``TRAFKA_CONSOLE_PASSWORD`` and
+the others, read when the console starts.
 """
 
 from __future__ import annotations
@@ -10,7 +14,12 @@ from typing import Any
 
 import trio
 
-from .server import ConsoleSettings, missing_dependencies, serve_console
+from .server import (
+    ConsoleSettings,
+    missing_dependencies,
+    serve_console,
+    settings_from_environment,
+)
 
 __all__ = ["console"]
 
@@ -26,7 +35,9 @@ class _Console:
         *,
         task_status: trio.TaskStatus[tuple[str, int]] = trio.TASK_STATUS_IGNORED,
     ) -> None:
-        settings = ConsoleSettings({"bootstrap.servers": bootstrap_servers}, listen)
+        settings = ConsoleSettings(
+            {"bootstrap.servers": bootstrap_servers}, listen, **settings_from_environment()
+        )
         await serve_console(settings, task_status=task_status)
 
 

@@ -7,9 +7,14 @@ Rules:
 * :func:`serve_console` runs until cancelled and reports the bound
   ``(host, port)`` through ``task_status``; a port that cannot be bound fails
   the start, not a later request.
-* The console listens on 127.0.0.1 unless told otherwise: it has no login, so
-  whoever reaches it may change the cluster. On a loopback address it answers
-  only to loopback ``Host`` names; on any other it answers to any.
+* The console listens on 127.0.0.1 unless told otherwise. Who may use it is
+  :mod:`.access`'s decision: a password, a reverse proxy's identity header, or
+  nobody asked; a console that asks nobody is read-only anywhere but on
+  loopback, and the start logs what was decided. On a loopback address it
+  answers only to loopback ``Host`` names; on any other it answers to any.
+* The cluster is checked (:mod:`.health`) from the start: one that does not
+  answer is logged at WARNING within a check's timeout, pages say so, and
+  it is logged again when it answers.
 * Every ``sample_interval`` seconds the sampler records each consumer group's
   lag (for the groups' charts); a failed round is logged and the next one
   tries again.
@@ -20,7 +25,9 @@ from __future__ import annotations
 import dataclasses
 import ipaddress
 import logging
+import os
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import trio
@@ -28,14 +35,32 @@ import trio
 from trafka.codec import TrafkaError
 from trafka.sdk import AdminConfig, open_admin
 
+from .access import DEFAULT_TRUSTED_PROXIES, AccessPolicy, decide_access
 from .cluster import Console, client_settings
+from .health import CHECK_INTERVAL, CHECK_TIMEOUT, ClusterHealth
 from .model import LagHistory
 
-__all__ = ["ConsoleSettings", "missing_dependencies", "parse_listen", "serve_console"]
+__all__ = [
+    "ENV_PASSWORD",
+    "ConsoleSettings",
+    "access_of",
+    "missing_dependencies",
+    "parse_listen",
+    "read_password_file",
+    "serve_console",
+    "settings_from_environment",
+]
 
 log = logging.getLogger("trafka.console")
 
 DEFAULT_LISTEN = "127.0.0.1:8080"
+#: The environment variables the console's protection is read from (the
+#: password is never taken on a command line, where ``ps`` shows it).
+ENV_PASSWORD = "TRAFKA_CONSOLE_PASSWORD"
+ENV_PASSWORD_FILE = "TRAFKA_CONSOLE_PASSWORD_FILE"
+ENV_READ_ONLY = "TRAFKA_CONSOLE_READ_ONLY"
+ENV_AUTH_HEADER = "TRAFKA_CONSOLE_AUTH_HEADER"
+ENV_TRUSTED_PROXIES = "TRAFKA_CONSOLE_TRUSTED_PROXIES"
 #: How long the admin calls of a page may take unless the client settings say.
 PAGE_TIMEOUT_MS = 15_000
 
@@ -52,12 +77,107 @@ class ConsoleSettings:
         sample_interval: seconds between two lag samples of every group.
         allowed_hosts: extra ``Host`` names to answer to (a name the console is
             reached by through a proxy, for example).
+        password: the password people log in with (None: none asked).
+        auth_header: the header a reverse proxy in front names the person in
+            (None: no proxy trusted).
+        trusted_proxies: addresses or networks that header is believed from.
+        read_only: offer and accept no change of the cluster.
+        check_interval, check_timeout: how often the cluster is checked, and
+            how long a check may take (see :mod:`.health`).
     """
 
     client_config: Mapping[str, Any]
     listen: str = DEFAULT_LISTEN
     sample_interval: float = 10.0
     allowed_hosts: tuple[str, ...] = ()
+    password: str | None = dataclasses.field(default=None, repr=False)
+    auth_header: str | None = None
+    trusted_proxies: tuple[str, ...] = DEFAULT_TRUSTED_PROXIES
+    read_only: bool = False
+    check_interval: float = CHECK_INTERVAL
+    check_timeout: float = CHECK_TIMEOUT
+
+
+def read_password_file(path: str) -> str:
+    """The password in file ``path``: its first line, without the line's end.
+
+    Raises:
+        ValueError: the file cannot be read, or its first line is empty.
+    """
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValueError(f"cannot read the password file {path}: {exc}") from None
+    password = text.splitlines()[0] if text else ""
+    if not password:
+        raise ValueError(f"the password file {path} is empty")
+    return password
+
+
+def settings_from_environment(
+    environ: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """The :class:`ConsoleSettings` fields the environment sets: the password
+    (``TRAFKA_CONSOLE_PASSWORD``, or the first line of the file
+    ``TRAFKA_CONSOLE_PASSWORD_FILE``), ``TRAFKA_CONSOLE_READ_ONLY`` (``1``,
+    ``true``, ``yes``), ``TRAFKA_CONSOLE_AUTH_HEADER`` and
+    ``TRAFKA_CONSOLE_TRUSTED_PROXIES`` (comma-separated). brokerlite's
+    ``--console-listen`` reads its console's protection from here.
+
+    Raises:
+        ValueError: both password variables, an unreadable password file, or a
+            read-only value that is not a yes or a no.
+    """
+    env = os.environ if environ is None else environ
+    out: dict[str, Any] = {}
+    password, path = env.get(ENV_PASSWORD), env.get(ENV_PASSWORD_FILE)
+    if password and path:
+        raise ValueError(f"set {ENV_PASSWORD} or {ENV_PASSWORD_FILE}, not both")
+    if path:
+        out["password"] = read_password_file(path)
+    elif password is not None:
+        out["password"] = password
+    flag = env.get(ENV_READ_ONLY, "").strip().lower()
+    if flag in ("1", "true", "yes"):
+        out["read_only"] = True
+    elif flag not in ("", "0", "false", "no"):
+        raise ValueError(f"{ENV_READ_ONLY} must be 1 or 0, got {flag!r}")
+    if env.get(ENV_AUTH_HEADER):
+        out["auth_header"] = env[ENV_AUTH_HEADER]
+    if env.get(ENV_TRUSTED_PROXIES):
+        out["trusted_proxies"] = tuple(
+            p.strip() for p in env[ENV_TRUSTED_PROXIES].split(",") if p.strip()
+        )
+    return out
+
+
+def access_of(settings: ConsoleSettings) -> AccessPolicy:
+    """The access policy of ``settings`` (see :func:`.access.decide_access`).
+
+    Raises:
+        ValueError: ``listen`` is not ``host:port``, an empty password, a bad
+            header name or trusted proxy.
+    """
+    host, _ = parse_listen(settings.listen)
+    return decide_access(
+        host,
+        password=settings.password,
+        header=settings.auth_header,
+        trusted_proxies=settings.trusted_proxies,
+        read_only=settings.read_only,
+    )
+
+
+def _describe_access(access: AccessPolicy) -> str:
+    who = {
+        "open": "no login",
+        "password": "password login",
+        "header": f"people named by the proxy's {access.header} header",
+        "password+header": f"the proxy's {access.header} header, else a password login",
+    }[access.mode]
+    if access.read_only:
+        return f"{who}; read-only: {access.why_read_only}"
+    return f"{who}; changes allowed"
 
 
 def missing_dependencies() -> str | None:
@@ -116,7 +236,8 @@ async def serve_console(
 
     Raises:
         ImportError: the ``console`` extra is not installed.
-        ValueError: ``settings.listen`` is not ``host:port``.
+        ValueError: ``settings.listen`` is not ``host:port``, or the access
+            settings are invalid (see :func:`access_of`).
         OSError: the address cannot be bound.
         ConfigError: invalid client settings.
     """
@@ -129,6 +250,8 @@ async def serve_console(
     from .app import make_app
 
     host, port = parse_listen(settings.listen)
+    access = access_of(settings)
+    health = ClusterHealth(interval=settings.check_interval, check_timeout=settings.check_timeout)
     config = Config()
     config.bind = [f"[{host}]:{port}" if ":" in host else f"{host}:{port}"]
     config.accesslog = None
@@ -146,13 +269,18 @@ async def serve_console(
             settings.client_config,
             history=LagHistory(),
             allowed_hosts=_allowed_hosts(host, settings.allowed_hosts),
+            health=health,
         )
         async with trio.open_nursery() as nursery:
-            await nursery.start(console.run_producer)
-            binds = await nursery.start(serve, make_app(console), config)
+            nursery.start_soon(console.watch_cluster)
+            if not access.read_only:
+                await nursery.start(console.run_producer)
+            binds = await nursery.start(serve, make_app(console, access), config)
             bound = _address(binds[0]) if binds else (host, port)
             nursery.start_soon(_sample_forever, console, settings.sample_interval)
-            log.info("trafka console on http://%s:%d/", *bound)
+            log.info("trafka console on http://%s:%d/ (%s)", *bound, _describe_access(access))
+            if access.read_only and not settings.read_only:
+                log.warning("the console is read-only: %s", access.why_read_only)
             task_status.started(bound)
 
 

@@ -1,9 +1,15 @@
 """``trafka console``: serve the web console for a cluster.
 
 It listens on 127.0.0.1:8080 unless ``--listen`` says otherwise, logs one line
-naming its address when ready, and stops cleanly on SIGINT or SIGTERM. Client
-settings (security, for example) pass through as ``-X key=value`` with Kafka's
-names and are used by the console's admin client, consumers and producer.
+naming its address and who may use it when ready, and stops cleanly on SIGINT
+or SIGTERM. Client settings (security, for example) pass through as
+``-X key=value`` with Kafka's names and are used by the console's admin client,
+consumers and producer.
+
+The console's password comes from ``$TRAFKA_CONSOLE_PASSWORD`` or a file
+(``--password-file``), never from the command line, where other users of the
+host read it in ``ps``: a ``--password`` option is refused saying so. Options
+win over the environment (:func:`trafka.console.server.settings_from_environment`).
 """
 
 from __future__ import annotations
@@ -15,9 +21,15 @@ import click
 
 from trafka.console.server import (
     DEFAULT_LISTEN,
+    ENV_AUTH_HEADER,
+    ENV_PASSWORD,
+    ENV_PASSWORD_FILE,
     ConsoleSettings,
+    access_of,
     missing_dependencies,
     parse_listen,
+    read_password_file,
+    settings_from_environment,
 )
 
 from .cli_client import DEFAULT_BOOTSTRAP, ENV_BOOTSTRAP, _parse_pairs
@@ -41,8 +53,40 @@ __all__ = ["command"]
     default=DEFAULT_LISTEN,
     show_default=True,
     metavar="HOST:PORT",
-    help="Where to serve the console. It has no login: keep it on loopback unless "
-    "something in front of it decides who may reach it.",
+    help="Where to serve the console. Without a password or --auth-header it is "
+    "read-only anywhere but on loopback.",
+)
+@click.option(
+    "--password-file",
+    metavar="PATH",
+    help=f"A file whose first line is the password to log in with (also "
+    f"${ENV_PASSWORD_FILE}; or put the password itself in ${ENV_PASSWORD}).",
+)
+@click.option(
+    "--password",
+    "password_given",
+    hidden=True,
+    help="Refused: a password on the command line is visible to every user.",
+)
+@click.option(
+    "--read-only",
+    is_flag=True,
+    default=None,
+    help="Show the cluster only: no page offers or accepts a change.",
+)
+@click.option(
+    "--auth-header",
+    metavar="NAME",
+    help=f"Trust the reverse proxy in front to name the person in this header "
+    f"(e.g. X-Forwarded-User; also ${ENV_AUTH_HEADER}). Only believed from --trusted-proxy.",
+)
+@click.option(
+    "--trusted-proxy",
+    "trusted_proxies",
+    multiple=True,
+    metavar="ADDRESS[/BITS]",
+    help="An address or network of the proxy whose --auth-header is believed "
+    "(repeatable; default: loopback).",
 )
 @click.option(
     "--sample-interval",
@@ -71,6 +115,11 @@ def command(
     bootstrap: str,
     listen: str,
     sample_interval: float,
+    password_file: str | None,
+    password_given: str | None,
+    read_only: bool | None,
+    auth_header: str | None,
+    trusted_proxies: tuple[str, ...],
     allowed_hosts: tuple[str, ...],
     properties: tuple[str, ...],
     verbose: bool,
@@ -81,6 +130,7 @@ def command(
     \b
     For example:
       trafka console --bootstrap-server 127.0.0.1:9092 --listen 127.0.0.1:8080
+      TRAFKA_CONSOLE_PASSWORD=... trafka console --listen 0.0.0.0:8080
     """
     import signal
 
@@ -96,8 +146,29 @@ def command(
     reason = missing_dependencies()
     if reason is not None:
         raise click.ClickException(reason)
+    if password_given is not None:
+        raise click.UsageError(
+            f"--password: a password on the command line is visible to every user of "
+            f"this host; put it in ${ENV_PASSWORD} or a file (--password-file)"
+        )
+    try:
+        protection = settings_from_environment()
+        if password_file is not None:
+            protection["password"] = read_password_file(password_file)
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
+    if read_only is not None:
+        protection["read_only"] = read_only
+    if auth_header is not None:
+        protection["auth_header"] = auth_header
+    if trusted_proxies:
+        protection["trusted_proxies"] = trusted_proxies
     client: dict[str, Any] = {"bootstrap.servers": bootstrap, **_parse_pairs(properties, "-X")}
-    settings = ConsoleSettings(client, listen, sample_interval, allowed_hosts)
+    settings = ConsoleSettings(client, listen, sample_interval, allowed_hosts, **protection)
+    try:
+        access_of(settings)
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
     logging.basicConfig(
         level=logging.DEBUG if verbose else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",

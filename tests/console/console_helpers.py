@@ -1,16 +1,22 @@
 """The small HTTP and cluster helpers the console's tests share (a module of
 its own: ``from conftest import`` finds another directory's conftest when
 pytest is given several test directories): plain blocking HTTP to the
-console, as a browser speaks, and the SDK seeding the data under a deadline.
+console, as a browser speaks (keeping cookies, as a browser does: a
+:class:`Client` is one browser), a console of its own on a thread
+(:func:`console_in_thread`), and the SDK seeding the data under a deadline.
 """
 
 from __future__ import annotations
 
+import http.cookiejar
+import queue
 import re
+import threading
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -32,6 +38,95 @@ class Page(NamedTuple):
     status: int
     url: str
     text: str
+    headers: Any = None
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+
+class Client:
+    """One browser: its own cookies. ``follow=False``: redirects are answers."""
+
+    def __init__(self, *, follow: bool = True) -> None:
+        self.jar = http.cookiejar.CookieJar()
+        handlers: list[Any] = [urllib.request.HTTPCookieProcessor(self.jar)]
+        if not follow:
+            handlers.append(_NoRedirect())
+        self.opener = urllib.request.build_opener(*handlers)
+
+    def open(self, request: urllib.request.Request) -> Page:
+        """The answer to ``request``, an HTTP error status included."""
+        try:
+            with self.opener.open(request, timeout=20) as response:
+                return Page(
+                    response.status, response.url, response.read().decode(), response.headers
+                )
+        except urllib.error.HTTPError as exc:
+            return Page(exc.code, exc.url, exc.read().decode(), exc.headers)
+
+    def get(self, site: Site, path: str, headers: dict[str, str] | None = None) -> Page:
+        return self.open(urllib.request.Request(site.base + path, headers=headers or {}))
+
+    def post(
+        self,
+        site: Site,
+        path: str,
+        fields: dict[str, str],
+        *,
+        origin: str | None = "",
+        content_type: str = "application/x-www-form-urlencoded",
+        headers: dict[str, str] | None = None,
+    ) -> Page:
+        """POST a form as the console's own page would (``origin=""``: the
+        console's origin; None: no Origin header)."""
+        sent = {"Content-Type": content_type, **(headers or {})}
+        if origin is not None:
+            sent["Origin"] = origin or site.base
+        data = urllib.parse.urlencode(fields).encode()
+        return self.open(
+            urllib.request.Request(site.base + path, data=data, headers=sent, method="POST")
+        )
+
+
+#: The browser of the tests that do not care whose they are.
+_BROWSER = Client()
+
+
+@contextmanager
+def console_in_thread(settings: Any) -> Iterator[Site]:
+    """A console of its own (``settings``: a ConsoleSettings) served on a trio
+    loop in a thread until the block ends; the Site's base is its address
+    (127.0.0.1 when it listens on all interfaces)."""
+    from trafka.console import serve_console
+
+    started: queue.Queue[Any] = queue.Queue()
+
+    async def serve() -> None:
+        async with trio.open_nursery() as nursery:
+            host, port = await nursery.start(serve_console, settings)
+            started.put((host, port, nursery.cancel_scope, trio.lowlevel.current_trio_token()))
+
+    def main() -> None:
+        try:
+            trio.run(serve)
+        except BaseException as exc:  # the test's thread raises it
+            started.put(exc)
+
+    thread = threading.Thread(target=main, daemon=True)
+    thread.start()
+    got = started.get(timeout=30)
+    if isinstance(got, BaseException):
+        raise got
+    host, port, scope, token = got
+    host = "127.0.0.1" if host in ("0.0.0.0", "::") else host
+    bootstrap = settings.client_config.get("bootstrap.servers", "")
+    try:
+        yield Site(f"http://{host}:{port}", bootstrap)
+    finally:
+        token.run_sync_soon(scope.cancel)
+        thread.join(30)
 
 
 def run(fn: Callable[[], Awaitable[Any]], deadline: float = 30.0) -> Any:
@@ -44,21 +139,12 @@ def run(fn: Callable[[], Awaitable[Any]], deadline: float = 30.0) -> Any:
     return trio.run(main)
 
 
-def _page(request: urllib.request.Request) -> Page:
-    """The answer to ``request``, an HTTP error status included."""
-    try:
-        with urllib.request.urlopen(request, timeout=20) as response:
-            return Page(response.status, response.url, response.read().decode())
-    except urllib.error.HTTPError as exc:
-        return Page(exc.code, exc.url, exc.read().decode())
-
-
 def get(site: Site, path: str, headers: dict[str, str] | None = None) -> Page:
-    return _page(urllib.request.Request(site.base + path, headers=headers or {}))
+    return _BROWSER.get(site, path, headers)
 
 
 def token_of(page: Page) -> str:
-    found = re.search(r'name="token" value="([^"]+)"', page.text)
+    found = re.search(r'name="token" (?:value|content)="([^"]+)"', page.text)
     assert found, "no form token on the page"
     return found.group(1)
 
@@ -73,13 +159,7 @@ def post(
 ) -> Page:
     """POST a form as the console's own page would (``origin=""``: the console's
     origin; None: no Origin header)."""
-    headers = {"Content-Type": content_type}
-    if origin is not None:
-        headers["Origin"] = origin or site.base
-    data = urllib.parse.urlencode(fields).encode()
-    return _page(
-        urllib.request.Request(site.base + path, data=data, headers=headers, method="POST")
-    )
+    return _BROWSER.post(site, path, fields, origin=origin, content_type=content_type)
 
 
 def create_topics(site: Site, *topics: NewTopic) -> None:

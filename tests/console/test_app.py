@@ -14,6 +14,7 @@ from hypercorn.config import Config
 from hypercorn.trio import serve
 
 from trafka.codec import ErrorCode, KafkaError
+from trafka.console.access import decide_access
 from trafka.console.app import host_allowed, make_app
 from trafka.console.cluster import Console, client_settings
 from trafka.console.server import _allowed_hosts, parse_listen
@@ -80,7 +81,8 @@ class FailingAdmin:
 def page_with(admin: Any, path: str) -> tuple[int, str]:
     async def main() -> tuple[int, str]:
         with trio.fail_after(30):
-            app = make_app(Console(admin, {}, allowed_hosts=["127.0.0.1"]))
+            console = Console(admin, {}, allowed_hosts=["127.0.0.1"])
+            app = make_app(console, decide_access("127.0.0.1"))
             config = Config()
             config.bind = ["127.0.0.1:0"]
             config.accesslog = None
