@@ -21,8 +21,16 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from console_helpers import ARTIFACTS, Site, consume_and_commit, create_topics, produce
+from console_helpers import (
+    ARTIFACTS,
+    Site,
+    console_in_thread,
+    consume_and_commit,
+    create_topics,
+    produce,
+)
 
+from trafka.console import ConsoleSettings
 from trafka.sdk import NewTopic
 
 pytestmark = pytest.mark.timeout(180)
@@ -398,3 +406,84 @@ def test_a_cluster_shows_controller_replicas_and_isr(
                     nursery.cancel_scope.cancel()
 
     trio.run(main)
+
+
+def test_log_in_and_out_in_the_browser(site: Site, browser: Any) -> None:
+    """A console with a password: a person is sent to log in, a wrong password
+    is said, the right one lands on the page asked for, and logging out ends it."""
+    settings = ConsoleSettings(
+        {"bootstrap.servers": site.bootstrap}, "127.0.0.1:0", password="pw-1"
+    )
+    with console_in_thread(settings) as there:
+        browser.get(there.base + "/topics")
+        form = wait_for(browser, "#login")
+        assert browser.current_url.startswith(there.base + "/login?next=")
+        form.find_element(By.NAME, "password").send_keys("pw-2")
+        click(browser, form.find_element(By.CSS_SELECTOR, "button[type=submit]"))
+        assert wait_for(browser, "#error").text == "wrong password"
+        shot(browser, "18-login-refused")
+
+        form = browser.find_element(By.ID, "login")
+        form.find_element(By.NAME, "password").send_keys("pw-1")
+        click(browser, form.find_element(By.CSS_SELECTOR, "button[type=submit]"))
+        wait_for(browser, "#topics")
+        assert browser.current_url == there.base + "/topics"
+        port = there.base.rsplit(":", 1)[1]
+        (cookie,) = [c for c in browser.get_cookies() if c["name"] == f"trafka_console_{port}"]
+        assert cookie["httpOnly"] and cookie["sameSite"] == "Lax"
+        # Scripts on the page cannot read the session.
+        assert f"trafka_console_{port}" not in browser.execute_script("return document.cookie")
+        shot(browser, "19-logged-in")
+
+        click(browser, browser.find_element(By.CSS_SELECTOR, "#logout button"))
+        wait_for(browser, "#login")
+        browser.get(there.base + "/topics")
+        wait_for(browser, "#login")
+
+
+def test_a_read_only_console_offers_no_change_and_refuses_one(site: Site, browser: Any) -> None:
+    create_topics(site, NewTopic("look-only", 1))
+    settings = ConsoleSettings({"bootstrap.servers": site.bootstrap}, "127.0.0.1:0", read_only=True)
+    with console_in_thread(settings) as there:
+        browser.get(there.base + "/topics/look-only")
+        wait_for(browser, "#partitions")
+        assert browser.find_element(By.ID, "read-only").is_displayed()
+        assert not browser.find_elements(By.LINK_TEXT, "Produce a message")
+        assert not browser.find_elements(By.ID, "delete-topic")
+        shot(browser, "20-read-only")
+        # A form made by hand, with this page's own token, is refused by the server.
+        status = browser.execute_async_script(
+            "const done = arguments[arguments.length - 1];"
+            "const token = document.querySelector('meta[name=token]').content;"
+            "fetch('/topics/look-only/produce', {method: 'POST',"
+            " headers: {'Content-Type': 'application/x-www-form-urlencoded'},"
+            " body: 'token=' + encodeURIComponent(token) + '&value=sneaky'})"
+            ".then(r => done(r.status));"
+        )
+        assert status == 403
+        browser.get(there.base + "/topics/look-only/messages?start=beginning")
+        assert column(browser, "messages", 0) == ["No messages here."]
+
+
+def test_a_dead_cluster_page_comes_back_by_itself(tmp_path: Any, browser: Any) -> None:
+    """The page of a console whose cluster is down says so, reloads itself, and
+    shows the cluster once it answers, with no click."""
+    import socket
+
+    from trafka.brokerlite.server import broker_in_thread
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    settings = ConsoleSettings({"bootstrap.servers": f"127.0.0.1:{port}"}, "127.0.0.1:0")
+    with console_in_thread(settings) as there:
+        browser.get(there.base + "/")
+        assert browser.find_element(By.TAG_NAME, "h1").text == "The cluster does not answer"
+        assert "Connection refused" in browser.find_element(By.ID, "error").text
+        shot(browser, "21-cluster-down")
+        with broker_in_thread(data_dir=tmp_path / "back", port=port):
+            WebDriverWait(browser, 30).until(
+                lambda d: d.find_element(By.TAG_NAME, "h1").text.startswith("Cluster ")
+            )
+            assert browser.find_element(By.ID, "broker-count").text == "1"
+            shot(browser, "22-cluster-back")
