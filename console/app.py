@@ -387,9 +387,33 @@ def make_app(
     async def group(request: Request) -> Response:
         gid = request.path_params["group_id"]
         refresh = model.parse_refresh(request.query_params.get("refresh", ""))
+        reset: model.ResetForm | None = None
+        plan: list[model.ResetRow] = []
+        if request.method == "POST":
+            form = form_of(request)
+            action = form.get("action", "")
+            if action == "delete":
+                if form.get("confirm", "").strip() != gid:
+                    raise InputError(f"confirm: type the group's id ({gid}) to delete it")
+                await console.delete_group(gid)
+                return RedirectResponse("/groups", status_code=303)
+            if action != "reset":
+                raise InputError(f"action must be reset or delete, got {action!r}")
+            reset = model.parse_reset_form(gid, form)
+            plan = await console.reset_offsets(reset)
         view = await console.group(gid)
         chart = model.lag_chart(console.history.samples(gid))
-        return page(request, "group.html", view=view, chart=chart, refresh=refresh)
+        return page(
+            request,
+            "group.html",
+            view=view,
+            chart=chart,
+            refresh=refresh,
+            reset=reset,
+            plan=plan,
+            targets=model.RESET_TARGETS,
+            inactive=view.state in model.INACTIVE_STATES and not view.members,
+        )
 
     async def acls(request: Request) -> Response:
         if request.method == "POST":
@@ -440,7 +464,9 @@ def make_app(
         Route("/topics/{name}/messages", guarded(messages)),
         Route("/topics/{name}/produce", guarded(produce, form_page=True), methods=["GET", "POST"]),
         Route("/groups", guarded(groups)),
-        Route("/groups/{group_id:path}", guarded(group)),
+        # One route for a group's page and its changes (a POST with an action):
+        # a group id may hold a "/", so nothing may follow it in the path.
+        Route("/groups/{group_id:path}", guarded(group), methods=["GET", "POST"]),
         Route("/acls", guarded(acls), methods=["GET", "POST"]),
         Route("/acls/delete", guarded(delete_acl), methods=["POST"]),
         Route("/healthz", healthz),

@@ -343,6 +343,66 @@ class Console:
         self.history.record(group_id, time.time(), view.lags())
         return view
 
+    async def _consumer_group(self, group_id: str) -> Any:
+        """The group's description, for a change only a consumer group takes
+        (:class:`NotFound` when there is none, :class:`~.model.InputError`
+        for a share group)."""
+        try:
+            desc = (await self.admin.describe_groups([group_id]))[group_id]
+        except KafkaError as exc:
+            if exc.code != ErrorCode.GROUP_ID_NOT_FOUND:
+                raise
+            desc = None
+        if desc is None or desc.state == "Dead":
+            if await self._share_group(group_id) is not None:
+                raise InputError(f"{group_id!r} is a share group: its offsets are not reset here")
+            raise NotFound(f"no group named {group_id!r}")
+        return desc
+
+    async def reset_offsets(self, form: model.ResetForm) -> list[model.ResetRow]:
+        """Plan a reset of the group's offsets and, with ``form.execute``, commit
+        it. Kafka's rules: only an inactive group (:func:`~.model.refuse_unless_inactive`);
+        every partition's new offset inside its log (:func:`~.model.plan_reset`)."""
+        desc = await self._consumer_group(form.group_id)
+        model.refuse_unless_inactive(
+            form.group_id, desc.state, len(desc.members), "offsets can be reset"
+        )
+        current = await self.admin.list_consumer_group_offsets(form.group_id)
+        if form.topic is None:
+            tps = sorted(current)
+            if not tps:
+                raise InputError("topic: the group has committed no offsets; name a topic")
+        else:
+            count = await self.partition_count(form.topic, form.partition)
+            wanted = range(count) if form.partition is None else [form.partition]
+            tps = [TopicPartition(form.topic, p) for p in wanted]
+
+        def ask(spec: str | int) -> Callable[[], Awaitable[Any]]:
+            return lambda: self.admin.list_offsets(dict.fromkeys(tps, spec))
+
+        calls = [ask("earliest"), ask("latest")]
+        if form.to == "timestamp":
+            calls.append(ask(form.value))
+        found = await gather(*calls)
+        starts = {tp: hit[0] for tp, hit in found[0].items() if hit is not None}
+        ends = {tp: hit[0] for tp, hit in found[1].items() if hit is not None}
+        by_time = {}
+        if form.to == "timestamp":
+            by_time = {tp: None if hit is None else hit[0] for tp, hit in found[2].items()}
+        plan = model.plan_reset(form, current, starts, ends, by_time)
+        if form.execute:
+            await self.admin.alter_consumer_group_offsets(
+                form.group_id, {TopicPartition(r.topic, r.partition): r.new for r in plan}
+            )
+        return plan
+
+    async def delete_group(self, group_id: str) -> None:
+        """Delete a consumer group and its committed offsets; Kafka deletes only
+        an inactive group (the broker refuses others with NON_EMPTY_GROUP too)."""
+        desc = await self._consumer_group(group_id)
+        model.refuse_unless_inactive(group_id, desc.state, len(desc.members), "a group is deleted")
+        await self.admin.delete_groups([group_id])
+
     async def _ends(self, tps: list[TopicPartition]) -> dict[TopicPartition, Any]:
         return await self._offsets(tps, "latest")
 

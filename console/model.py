@@ -56,6 +56,10 @@ __all__ = [
     "BrowseQuery",
     "DECODE_MODES",
     "GroupPartitionRow",
+    "INACTIVE_STATES",
+    "RESET_TARGETS",
+    "ResetForm",
+    "ResetRow",
     "GroupView",
     "InputError",
     "LagChart",
@@ -79,6 +83,9 @@ __all__ = [
     "parse_new_topic_form",
     "parse_produce_form",
     "parse_refresh",
+    "parse_reset_form",
+    "plan_reset",
+    "refuse_unless_inactive",
     "partition_sizes",
     "render_bytes",
     "share_group_view",
@@ -526,6 +533,112 @@ def group_rows(
 ) -> list[tuple[GroupListing, int | None]]:
     """The groups table, sorted by id, each with its last sampled total lag."""
     return [(g, history.last_total(g.group_id)) for g in sorted(listings, key=lambda g: g.group_id)]
+
+
+# -- resetting a group's offsets and deleting a group ---------------------------------------
+
+#: The states in which Kafka lets a group's offsets be reset or the group be
+#: deleted: no member (kafka-consumer-groups: "can only be reset if the group
+#: is inactive"; DeleteGroups answers NON_EMPTY_GROUP otherwise).
+INACTIVE_STATES = ("Empty", "Dead")
+RESET_TARGETS = ("earliest", "latest", "timestamp", "offset")
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ResetForm:
+    """A reset of a group's committed offsets, as kafka-consumer-groups
+    ``--reset-offsets`` takes it: the partitions (``topic`` None: every
+    partition the group has committed; ``partition`` None: all of the topic's),
+    the target (``to``, with ``value`` an offset or a time in ms) and whether
+    to do it (``execute``) or only show the plan (the tool's dry run)."""
+
+    group_id: str
+    topic: str | None
+    partition: int | None
+    to: Literal["earliest", "latest", "timestamp", "offset"]
+    value: int
+    execute: bool
+
+
+def parse_reset_form(group_id: str, form: Mapping[str, str]) -> ResetForm:
+    """The reset form: ``topic`` (empty: every committed partition),
+    ``partition`` (empty: all), ``to`` (:data:`RESET_TARGETS`), ``offset`` or
+    ``timestamp`` as ``to`` needs, and ``execute`` (``1``: do it)."""
+    raw_topic = form.get("topic", "").strip()
+    topic = _topic_name(raw_topic) if raw_topic else None
+    partition = _int_field(form, "partition", "partition")
+    if partition is not None and topic is None:
+        raise InputError("partition: name the topic of the partition")
+    to = form.get("to", "")
+    if to not in RESET_TARGETS:
+        raise InputError(f"to must be one of {', '.join(RESET_TARGETS)}, got {to!r}")
+    value = 0
+    if to == "offset":
+        offset = _int_field(form, "offset", "offset")
+        if offset is None:
+            raise InputError("offset: give the offset to reset to")
+        value = offset
+    elif to == "timestamp":
+        raw = form.get("timestamp", "").strip()
+        if not raw:
+            raise InputError("timestamp: give the time to reset to")
+        value = parse_timestamp(raw)
+    return ResetForm(group_id, topic, partition, to, value, form.get("execute") == "1")  # type: ignore[arg-type]
+
+
+def refuse_unless_inactive(group_id: str, state: str, members: int, doing: str) -> None:
+    """Kafka's rule for resetting offsets and deleting a group: it must have
+    no member. :class:`InputError` naming the state otherwise."""
+    if state not in INACTIVE_STATES or members:
+        raise InputError(
+            f"{doing} only when the group {group_id!r} is inactive (no members), but its "
+            f"state is {state} with {members} member{'s' if members != 1 else ''}: stop its "
+            "consumers first"
+        )
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ResetRow:
+    topic: str
+    partition: int
+    current: int | None
+    new: int
+    note: str
+
+
+def plan_reset(
+    form: ResetForm,
+    current: Mapping[TopicPartition, int],
+    starts: Mapping[TopicPartition, int],
+    ends: Mapping[TopicPartition, int],
+    by_time: Mapping[TopicPartition, int | None],
+) -> list[ResetRow]:
+    """The new offset of each partition of ``starts`` (log start), as
+    kafka-consumer-groups computes it: ``earliest`` the log start, ``latest``
+    the log end; an ``offset`` outside the log is moved to its nearest end; a
+    ``timestamp`` is the first offset at or after it (``by_time``), or the log
+    end when no message is that recent. Each row says when it was moved."""
+    rows = []
+    for tp in sorted(starts):
+        low, high = starts[tp], ends[tp]
+        note = ""
+        if form.to == "earliest":
+            new = low
+        elif form.to == "latest":
+            new = high
+        elif form.to == "offset":
+            new = min(max(form.value, low), high)
+            if form.value < low:
+                note = f"{form.value} is below the log start: set to {low}"
+            elif form.value > high:
+                note = f"{form.value} is past the log end: set to {high}"
+        else:
+            found = by_time.get(tp)
+            new = high if found is None else found
+            if found is None:
+                note = "no message at or after the time: set to the log end"
+        rows.append(ResetRow(tp.topic, tp.partition, current.get(tp), new, note))
+    return rows
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -8,6 +8,7 @@ console, as a browser speaks (keeping cookies, as a browser does: a
 
 from __future__ import annotations
 
+import html
 import http.cookiejar
 import queue
 import re
@@ -141,6 +142,21 @@ def run(fn: Callable[[], Awaitable[Any]], deadline: float = 30.0) -> Any:
 
 def get(site: Site, path: str, headers: dict[str, str] | None = None) -> Page:
     return _BROWSER.get(site, path, headers)
+
+
+def cells(page_text: str, table_id: str) -> list[list[str]]:
+    """The text of each body row's cells of a table."""
+    table = page_text.split(f'<table id="{table_id}">', 1)[1].split("</table>", 1)[0]
+    body = table.split("<tbody>", 1)[1]
+    rows = []
+    for row in re.findall(r"<tr>(.*?)</tr>", body, re.DOTALL):
+        rows.append(
+            [
+                html.unescape(re.sub(r"<[^>]+>", "", c)).strip()
+                for c in re.findall(r"<td[^>]*>(.*?)</td>", row, re.DOTALL)
+            ]
+        )
+    return rows
 
 
 def token_of(page: Page) -> str:

@@ -487,3 +487,42 @@ def test_a_dead_cluster_page_comes_back_by_itself(tmp_path: Any, browser: Any) -
             )
             assert browser.find_element(By.ID, "broker-count").text == "1"
             shot(browser, "22-cluster-back")
+
+
+def test_reset_a_group_offsets_then_delete_it(site: Site, browser: Any) -> None:
+    """A plan first (nothing changed), then applied after a confirmation; then
+    the group deleted after typing its id and confirming."""
+    create_topics(site, NewTopic("replayed", 1))
+    produce(site, "replayed", [(None, b"x", 0) for _ in range(6)])
+    consume_and_commit(site, "replayer", "replayed", 6)
+    browser.get(site.base + "/groups/replayer")
+    form = wait_for(browser, "#reset-offsets")
+    form.find_element(By.NAME, "offset").send_keys("2")
+    assert Select(form.find_element(By.NAME, "to")).first_selected_option.text == "offset"
+    click(browser, form.find_element(By.CSS_SELECTOR, "button[type=submit]"))
+    wait_for(browser, "#reset-plan")
+    assert browser.find_element(By.ID, "reset-title").text == "Reset plan (nothing changed yet)"
+    assert [column(browser, "reset-plan", i)[0] for i in (0, 2, 3)] == ["replayed", "6", "2"]
+    assert column(browser, "lag", 2) == ["6"]  # still committed at 6
+    shot(browser, "23-reset-plan")
+
+    apply = browser.find_element(By.CSS_SELECTOR, "#apply-reset button")
+    page = browser.find_element(By.TAG_NAME, "html")
+    apply.click()
+    WebDriverWait(browser, 10).until(ec.alert_is_present()).accept()
+    WebDriverWait(browser, 20).until(ec.staleness_of(page))
+    assert wait_for(browser, "#reset-title").text == "Offsets reset"
+    assert column(browser, "lag", 2) == ["2"] and column(browser, "lag", 4) == ["4"]
+    shot(browser, "24-reset-done")
+
+    browser.get(site.base + "/groups/replayer")
+    form = wait_for(browser, "#delete-group")
+    form.find_element(By.NAME, "confirm").send_keys("replayer")
+    page = browser.find_element(By.TAG_NAME, "html")
+    form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+    alert = WebDriverWait(browser, 10).until(ec.alert_is_present())
+    assert alert.text == "Delete group replayer and its committed offsets?"
+    alert.accept()
+    WebDriverWait(browser, 20).until(ec.staleness_of(page))
+    wait_for(browser, "#groups")
+    assert "replayer" not in column(browser, "groups", 0)

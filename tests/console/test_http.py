@@ -5,7 +5,6 @@ that say why, never a traceback."""
 
 from __future__ import annotations
 
-import html
 import os
 import re
 import subprocess
@@ -15,6 +14,7 @@ import time
 import pytest
 from console_helpers import (
     Site,
+    cells,
     consume_and_commit,
     create_topics,
     get,
@@ -27,21 +27,6 @@ from console_helpers import (
 from trafka.sdk import NewTopic, open_admin
 
 pytestmark = pytest.mark.timeout(120)
-
-
-def cells(page_text: str, table_id: str) -> list[list[str]]:
-    """The text of each body row's cells of a table."""
-    table = page_text.split(f'<table id="{table_id}">', 1)[1].split("</table>", 1)[0]
-    body = table.split("<tbody>", 1)[1]
-    rows = []
-    for row in re.findall(r"<tr>(.*?)</tr>", body, re.DOTALL):
-        rows.append(
-            [
-                html.unescape(re.sub(r"<[^>]+>", "", c)).strip()
-                for c in re.findall(r"<td[^>]*>(.*?)</td>", row, re.DOTALL)
-            ]
-        )
-    return rows
 
 
 def test_overview_names_the_broker_and_counts(site: Site) -> None:

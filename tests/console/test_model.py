@@ -385,3 +385,68 @@ def test_merge_messages_by_time_across_partitions() -> None:
     assert [(r.partition, r.offset) for r in lasts] == [(0, 0), (1, 1)]
     one = model.merge_messages([row(0, 5, 9), row(0, 4, 10)], "end", 5, partitions=1)
     assert [r.offset for r in one] == [4, 5]  # one partition: offset order, whatever the clock
+
+
+def _reset(to: str, value: int = 0) -> model.ResetForm:
+    return model.ResetForm("g", None, None, to, value, False)  # type: ignore[arg-type]
+
+
+def test_reset_plans_follow_kafka_consumer_groups() -> None:
+    """kafka-consumer-groups --reset-offsets (ConsumerGroupCommand): earliest is
+    the log start, latest the log end, an offset outside the log is moved to
+    its nearest end, and a time with no message that recent is the log end."""
+    a, b, c = TP("t", 0), TP("t", 1), TP("u", 0)
+    current = {a: 5, b: 7}
+    starts, ends = {a: 2, b: 0, c: 10}, {a: 9, b: 7, c: 20}
+    rows = model.plan_reset(_reset("earliest"), current, starts, ends, {})
+    assert [(r.topic, r.partition, r.current, r.new) for r in rows] == [
+        ("t", 0, 5, 2),
+        ("t", 1, 7, 0),
+        ("u", 0, None, 10),
+    ]
+    assert [r.new for r in model.plan_reset(_reset("latest"), current, starts, ends, {})] == [
+        9,
+        7,
+        20,
+    ]
+    moved = model.plan_reset(_reset("offset", 8), current, starts, ends, {})
+    assert [(r.new, r.note) for r in moved] == [
+        (8, ""),
+        (7, "8 is past the log end: set to 7"),
+        (10, "8 is below the log start: set to 10"),
+    ]
+    timed = model.plan_reset(_reset("timestamp", 1_000), current, starts, ends, {a: 4, b: None})
+    assert [(r.new, r.note) for r in timed] == [
+        (4, ""),
+        (7, "no message at or after the time: set to the log end"),
+        (20, "no message at or after the time: set to the log end"),
+    ]
+
+
+def test_reset_form_and_its_refusals() -> None:
+    form = model.parse_reset_form(
+        "g", {"topic": "t", "partition": "1", "to": "offset", "offset": "5"}
+    )
+    assert form == model.ResetForm("g", "t", 1, "offset", 5, False)
+    at = model.parse_reset_form(
+        "g", {"to": "timestamp", "timestamp": "1970-01-01T00:00:01", "execute": "1"}
+    )
+    assert (at.topic, at.value, at.execute) == (None, 1000, True)
+    for fields, says in (
+        ({"to": "yesterday"}, "to must be one of earliest, latest, timestamp, offset"),
+        ({"to": "offset"}, "offset: give the offset"),
+        ({"to": "offset", "offset": "-3"}, "offset must be at least 0"),
+        ({"to": "timestamp"}, "timestamp: give the time"),
+        ({"to": "earliest", "partition": "1"}, "partition: name the topic"),
+        ({"to": "earliest", "topic": "no spaces"}, "topic"),
+    ):
+        with pytest.raises(InputError, match=says):
+            model.parse_reset_form("g", fields)
+
+
+def test_only_an_inactive_group_is_reset_or_deleted() -> None:
+    model.refuse_unless_inactive("g", "Empty", 0, "offsets can be reset")
+    model.refuse_unless_inactive("g", "Dead", 0, "offsets can be reset")
+    for state, members in (("Stable", 2), ("PreparingRebalance", 1), ("Empty", 1)):
+        with pytest.raises(InputError, match=f"inactive .no members., but its state is {state}"):
+            model.refuse_unless_inactive("g", state, members, "offsets can be reset")
