@@ -181,7 +181,9 @@ def make_app(
             body += chunk
             if len(body) > MAX_FORM_BYTES:
                 raise _Refused(413, "Too large", f"a form may carry {MAX_FORM_BYTES:,} bytes")
-        form = dict(urllib.parse.parse_qsl(body.decode("utf-8", "replace"), keep_blank_values=True))
+        pairs = urllib.parse.parse_qsl(body.decode("utf-8", "replace"), keep_blank_values=True)
+        request.state.form_pairs = pairs
+        form = dict(pairs)
         visit: _Visit = request.state.visit
         if visit.new_sid or not sessions.token_ok(
             visit.sid, visit.user or "", form.get("token", "")
@@ -193,6 +195,10 @@ def make_app(
         """The form ``guarded`` read and checked."""
         form: dict[str, str] = request.state.form
         return form
+
+    def form_values(request: Request, name: str) -> list[str]:
+        """Every value of a field given several times (checkboxes)."""
+        return [v for k, v in request.state.form_pairs if k == name]
 
     def unknown_visitor(request: Request) -> Response:
         if access.password and request.method == "GET":
@@ -364,6 +370,27 @@ def make_app(
         await console.admin.delete_topics([name])
         return RedirectResponse("/topics", status_code=303)
 
+    def to_topic(name: str) -> Response:
+        return RedirectResponse(f"/topics/{urllib.parse.quote(name)}", status_code=303)
+
+    async def topic_configs(request: Request) -> Response:
+        name = request.path_params["name"]
+        form = form_of(request)
+        await console.alter_configs(
+            model.parse_config_form(name, form, form_values(request, "reset"))
+        )
+        return to_topic(name)
+
+    async def topic_partitions(request: Request) -> Response:
+        name = request.path_params["name"]
+        await console.add_partitions(name, form_of(request))
+        return to_topic(name)
+
+    async def purge_topic(request: Request) -> Response:
+        name = request.path_params["name"]
+        await console.purge(model.parse_purge_form(name, form_of(request)))
+        return to_topic(name)
+
     async def messages(request: Request) -> Response:
         name = request.path_params["name"]
         q = model.parse_browse_query(name, dict(request.query_params))
@@ -461,6 +488,9 @@ def make_app(
         Route("/topics/new", guarded(new_topic, form_page=True), methods=["GET", "POST"]),
         Route("/topics/{name}", guarded(topic)),
         Route("/topics/{name}/delete", guarded(delete_topic), methods=["POST"]),
+        Route("/topics/{name}/configs", guarded(topic_configs), methods=["POST"]),
+        Route("/topics/{name}/partitions", guarded(topic_partitions), methods=["POST"]),
+        Route("/topics/{name}/purge", guarded(purge_topic), methods=["POST"]),
         Route("/topics/{name}/messages", guarded(messages)),
         Route("/topics/{name}/produce", guarded(produce, form_page=True), methods=["GET", "POST"]),
         Route("/groups", guarded(groups)),

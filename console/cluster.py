@@ -277,7 +277,25 @@ class Console:
         gone or out of reach is left out (its offsets are unknown)."""
         if not tps:
             return {}
-        found = await self.admin.list_offsets(dict.fromkeys(tps, spec), partial=True)
+        try:
+            found = await self.admin.list_offsets(dict.fromkeys(tps, spec), partial=True)
+        except KafkaError as exc:
+            if exc.code != ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+                raise
+            # A topic deleted meanwhile, or partitions just added that the admin
+            # client's metadata does not have yet (it refuses a partition past
+            # the count it cached until its next refresh): each topic on its
+            # own, and a topic refused so has its offsets unknown for now.
+            by_topic: dict[str, list[TopicPartition]] = {}
+            for tp in tps:
+                by_topic.setdefault(tp.topic, []).append(tp)
+            if len(by_topic) == 1:
+                log.info("offsets of %s unknown: %s", tps[0].topic, exc)
+                return {}
+            found = {}
+            for some in by_topic.values():
+                found.update(await self._offsets(some, spec))
+            return found
         for tp, hit in found.items():
             if isinstance(hit, TrafkaError):
                 log.info("offsets of %s-%s unknown: %s", tp.topic, tp.partition, hit)
@@ -306,17 +324,23 @@ class Console:
         info = await self._topic_info(name)
         tps = [TopicPartition(name, p.partition) for p in info.partitions]
 
-        async def read_configs() -> dict[str, str | None]:
-            try:
-                return (await self.admin.describe_configs([name])).get(name, {})
-            except KafkaError as exc:
-                log.info("no configs of %r: %s", name, exc)
-                return {}
+        def read_configs(overrides_only: bool) -> Callable[[], Awaitable[Any]]:
+            async def read() -> dict[str, str | None]:
+                try:
+                    found = await self.admin.describe_configs([name], overrides_only=overrides_only)
+                except KafkaError as exc:
+                    log.info("no configs of %r: %s", name, exc)
+                    return {}
+                return found.get(name, {})
 
-        configs, (starts, ends, sizes) = await gather(
-            read_configs, lambda: self._offsets_and_sizes(tps, tps)
+            return read
+
+        # DescribeConfigs tells a topic's own settings from defaults; the SDK
+        # answers either all or only the overrides, so both are asked.
+        configs, overrides, (starts, ends, sizes) = await gather(
+            read_configs(False), read_configs(True), lambda: self._offsets_and_sizes(tps, tps)
         )
-        return model.topic_view(info, starts, ends, sizes, configs)
+        return model.topic_view(info, starts, ends, sizes, configs, overrides)
 
     async def group(self, group_id: str) -> model.GroupView:
         """A consumer group (classic or KIP-848) or a share group, with its lag;
@@ -546,6 +570,28 @@ class Console:
                 f"partition: {topic!r} has partitions 0 to {count - 1}, not {partition}"
             )
         return count
+
+    async def alter_configs(self, change: model.ConfigChange) -> None:
+        """Set and reset the topic's configs (IncrementalAlterConfigs: the other
+        settings stay)."""
+        await self._topic_info(change.topic)
+        await self.admin.alter_topic_configs({change.topic: change.changes})
+
+    async def add_partitions(self, topic: str, form: Mapping[str, str]) -> int:
+        """Grow ``topic`` to the form's count (more than it has); returns it."""
+        count = model.parse_partition_count(topic, form, await self.partition_count(topic))
+        await self.admin.create_partitions({topic: count})
+        return count
+
+    async def purge(self, form: model.PurgeForm) -> dict[TopicPartition, int]:
+        """Delete the records before ``form.before`` (the high watermark when
+        None) of one partition or all (DeleteRecords); returns the new log starts."""
+        count = await self.partition_count(form.topic, form.partition)
+        wanted = range(count) if form.partition is None else [form.partition]
+        before = -1 if form.before is None else form.before
+        return await self.admin.delete_records(
+            {TopicPartition(form.topic, p): before for p in wanted}
+        )
 
     async def produce(self, form: model.ProduceForm) -> Any:
         """Write the form's message. The topic must exist: a producer's metadata

@@ -68,7 +68,9 @@ __all__ = [
     "NewTopicForm",
     "Overview",
     "PartitionRow",
+    "ConfigChange",
     "ProduceForm",
+    "PurgeForm",
     "Rendered",
     "TopicRow",
     "TopicView",
@@ -81,7 +83,10 @@ __all__ = [
     "parse_browse_query",
     "plan_reads",
     "parse_new_topic_form",
+    "parse_config_form",
+    "parse_partition_count",
     "parse_produce_form",
+    "parse_purge_form",
     "parse_refresh",
     "parse_reset_form",
     "plan_reset",
@@ -361,7 +366,9 @@ class TopicView:
     topic_id: str
     internal: bool
     partitions: tuple[PartitionRow, ...]
-    configs: tuple[tuple[str, str | None], ...]
+    #: ``(name, value, override)``: ``override`` when the topic sets it itself,
+    #: else the value comes from a default (the broker's or Kafka's).
+    configs: tuple[tuple[str, str | None, bool], ...]
 
     @property
     def messages(self) -> int:
@@ -378,9 +385,11 @@ def topic_view(
     ends: Mapping[TopicPartition, tuple[int, int] | None],
     sizes: Mapping[TopicPartition, int],
     configs: Mapping[str, str | None],
+    overrides: Iterable[str] = (),
 ) -> TopicView:
     """One topic: a row per partition (leader, replicas, ISR, offsets, size) and
-    its configs sorted by name."""
+    its configs sorted by name, each marked when the topic overrides it."""
+    own = set(overrides)
     rows = []
     for p in info.partitions:
         tp = TopicPartition(info.name, p.partition)
@@ -402,7 +411,7 @@ def topic_view(
         str(info.topic_id),
         info.is_internal,
         tuple(rows),
-        tuple(sorted(configs.items())),
+        tuple((k, v, k in own) for k, v in sorted(configs.items())),
     )
 
 
@@ -1030,6 +1039,65 @@ def parse_produce_form(topic: str, form: Mapping[str, str]) -> ProduceForm:
 
 
 _E = TypeVar("_E", bound=enum.IntEnum)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ConfigChange:
+    """A change of a topic's configs: values to set, and names to reset to
+    their default (the override removed)."""
+
+    topic: str
+    changes: dict[str, str | None]
+
+
+def parse_config_form(topic: str, form: Mapping[str, str], resets: Iterable[str]) -> ConfigChange:
+    """The configs form: ``set`` as ``name=value`` lines, and the names to reset
+    (``resets``, the checked boxes). A name both set and reset is refused."""
+    changes: dict[str, str | None] = dict(_pairs(form.get("set", ""), "set"))
+    for name in resets:
+        name = name.strip()
+        if not name:
+            continue
+        if name in changes:
+            raise InputError(f"{name}: set and reset at once; pick one")
+        changes[name] = None
+    if not changes:
+        raise InputError("set: give name=value lines, or tick configs to reset")
+    return ConfigChange(topic, changes)
+
+
+def parse_partition_count(topic: str, form: Mapping[str, str], now: int) -> int:
+    """The new partition count of the add-partitions form: more than ``now``
+    (Kafka adds partitions and never removes them)."""
+    count = _int_field(form, "count", "count", minimum=1)
+    if count is None:
+        raise InputError("count: give the new number of partitions")
+    if count <= now:
+        raise InputError(
+            f"count: {topic!r} has {now} partition{'s' if now != 1 else ''}; give more "
+            "(Kafka cannot remove partitions)"
+        )
+    return count
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class PurgeForm:
+    """Delete the records of a topic (DeleteRecords): of one partition or all,
+    before an offset (None: the high watermark, everything)."""
+
+    topic: str
+    partition: int | None
+    before: int | None
+
+
+def parse_purge_form(topic: str, form: Mapping[str, str]) -> PurgeForm:
+    """The purge form: ``confirm`` must repeat the topic's name; ``partition``
+    (empty: every one) and ``before`` (empty: everything)."""
+    if form.get("confirm", "").strip() != topic:
+        raise InputError(f"confirm: type the topic's name ({topic}) to delete its records")
+    partition = _int_field(form, "partition", "partition")
+    before = _int_field(form, "before", "before")
+    return PurgeForm(topic, partition, before)
 
 
 def _enum_choice(raw: str, label: str, allowed: tuple[_E, ...]) -> _E:

@@ -526,3 +526,44 @@ def test_reset_a_group_offsets_then_delete_it(site: Site, browser: Any) -> None:
     WebDriverWait(browser, 20).until(ec.staleness_of(page))
     wait_for(browser, "#groups")
     assert "replayer" not in column(browser, "groups", 0)
+
+
+def test_change_configs_add_partitions_and_delete_records(site: Site, browser: Any) -> None:
+    create_topics(site, NewTopic("shaped", 1, configs={"retention.ms": "60000"}))
+    produce(site, "shaped", [(None, b"s", 0) for _ in range(4)])
+    browser.get(site.base + "/topics/shaped")
+    form = wait_for(browser, "#topic-configs")
+    names = column(browser, "configs", 0)
+    sources = dict(zip(names, column(browser, "configs", 2), strict=True))
+    assert sources["retention.ms"] == "override" and sources["segment.bytes"] == "default"
+    form.find_element(By.NAME, "set").send_keys("segment.bytes=1048576")
+    form.find_element(By.CSS_SELECTOR, "input[name=reset][value='retention.ms']").click()
+    click(browser, form.find_element(By.CSS_SELECTOR, "button[type=submit]"))
+    wait_for(browser, "#configs")
+    names = column(browser, "configs", 0)
+    sources = dict(zip(names, column(browser, "configs", 2), strict=True))
+    values = dict(zip(names, column(browser, "configs", 1), strict=True))
+    assert sources["retention.ms"] == "default" and values["retention.ms"] != "60000"
+    assert sources["segment.bytes"] == "override" and values["segment.bytes"] == "1048576"
+    shot(browser, "25-configs-changed")
+
+    form = browser.find_element(By.ID, "add-partitions")
+    count = form.find_element(By.NAME, "count")
+    count.clear()
+    count.send_keys("2")
+    click(browser, form.find_element(By.CSS_SELECTOR, "button[type=submit]"))
+    wait_for(browser, "#partitions")
+    assert column(browser, "partitions", 0) == ["0", "1"]
+
+    form = browser.find_element(By.ID, "purge-topic")
+    form.find_element(By.NAME, "confirm").send_keys("shaped")
+    page = browser.find_element(By.TAG_NAME, "html")
+    form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+    alert = WebDriverWait(browser, 10).until(ec.alert_is_present())
+    assert alert.text == "Delete the records of topic shaped? They cannot be brought back."
+    alert.accept()
+    WebDriverWait(browser, 20).until(ec.staleness_of(page))
+    wait_for(browser, "#partitions")
+    assert column(browser, "partitions", 6)[0] == "4"  # the log start moved to the end
+    assert column(browser, "partitions", 8)[0] == "0"
+    shot(browser, "26-records-deleted")

@@ -91,11 +91,14 @@ def test_topic_rows_sum_offsets_and_sizes() -> None:
 def test_topic_view_rows_per_partition() -> None:
     starts = {TP("a", 0): (5, -1), TP("a", 1): (0, -1)}
     ends = {TP("a", 0): (15, -1), TP("a", 1): (7, -1)}
-    view = model.topic_view(TOPICS["a"], starts, ends, {TP("a", 0): 10}, {"z": "1", "a": None})
+    view = model.topic_view(
+        TOPICS["a"], starts, ends, {TP("a", 0): 10}, {"z": "1", "a": None}, overrides=["z"]
+    )
     p0, p1 = view.partitions
     assert (p0.leader, p0.replicas, p0.isr, p0.messages, p0.size) == (1, (1, 2), (1, 2), 10, 10)
     assert p1.under_replicated and not p0.under_replicated and p1.size is None
-    assert view.configs == (("a", None), ("z", "1")) and view.messages == 17 and view.size == 10
+    assert view.configs == (("a", None, False), ("z", "1", True))
+    assert view.messages == 17 and view.size == 10
 
 
 def test_group_view_lag_per_partition() -> None:
@@ -450,3 +453,34 @@ def test_only_an_inactive_group_is_reset_or_deleted() -> None:
     for state, members in (("Stable", 2), ("PreparingRebalance", 1), ("Empty", 1)):
         with pytest.raises(InputError, match=f"inactive .no members., but its state is {state}"):
             model.refuse_unless_inactive("g", state, members, "offsets can be reset")
+
+
+def test_config_form_sets_and_resets() -> None:
+    change = model.parse_config_form("t", {"set": "retention.ms=1000\n"}, ["cleanup.policy", ""])
+    assert change.changes == {"retention.ms": "1000", "cleanup.policy": None}
+    with pytest.raises(InputError, match="retention.ms: set and reset at once"):
+        model.parse_config_form("t", {"set": "retention.ms=1"}, ["retention.ms"])
+    with pytest.raises(InputError, match="give name=value lines, or tick configs to reset"):
+        model.parse_config_form("t", {"set": "  "}, [])
+    with pytest.raises(InputError, match="set, line 1: write name=value"):
+        model.parse_config_form("t", {"set": "retention.ms"}, [])
+
+
+def test_partition_count_only_grows() -> None:
+    assert model.parse_partition_count("t", {"count": "5"}, 3) == 5
+    for raw, says in (
+        ("3", "has 3 partitions; give more"),
+        ("", "give the new number"),
+        ("x", "whole"),
+    ):
+        with pytest.raises(InputError, match=says):
+            model.parse_partition_count("t", {"count": raw}, 3)
+
+
+def test_purge_form_needs_the_name() -> None:
+    assert model.parse_purge_form("t", {"confirm": "t"}) == model.PurgeForm("t", None, None)
+    assert model.parse_purge_form("t", {"confirm": "t", "partition": "1", "before": "7"}) == (
+        model.PurgeForm("t", 1, 7)
+    )
+    with pytest.raises(InputError, match="type the topic's name"):
+        model.parse_purge_form("t", {"confirm": "u"})

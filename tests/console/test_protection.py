@@ -141,6 +141,7 @@ def test_a_read_only_console_refuses_changes_on_the_server(site: Site) -> None:
         assert 'id="read-only"' in topic.text and "started read-only" in topic.text
         # No form to change anything is offered...
         assert 'id="delete-topic"' not in topic.text and "/produce" not in topic.text
+        assert 'method="post"' not in topic.text  # no configs, partitions or purge form
         assert "Create a topic" not in client.get(there, "/topics").text
         token = token_of(topic)  # this session's valid token
         # ...and none is accepted, token and origin right or not.
@@ -149,6 +150,10 @@ def test_a_read_only_console_refuses_changes_on_the_server(site: Site) -> None:
             ("/topics/kept/delete", {"confirm": "kept"}),
             ("/topics/new", {"name": "never"}),
             ("/acls", {"resource_type": "topic", "name": "kept", "principal": "User:x"}),
+            ("/topics/kept/configs", {"set": "retention.ms=1"}),
+            ("/topics/kept/partitions", {"count": "2"}),
+            ("/topics/kept/purge", {"confirm": "kept"}),
+            ("/groups/any", {"action": "delete", "confirm": "any"}),
         ):
             page = client.post(there, path, {"token": token, **fields})
             assert page.status == 403, path
