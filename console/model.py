@@ -913,13 +913,16 @@ def merge_messages(
     rows: Iterable[MessageRow], start: str, count: int, *, partitions: int
 ) -> list[MessageRow]:
     """One page of messages read from ``partitions`` partitions: one partition's
-    in offset order; several by time (then partition, offset), the newest
-    ``count`` when reading from the end, else the first ``count``."""
+    in offset order; several by time (then partition, offset). Read from the
+    end, the newest ``count``, newest first (a person asking for the newest
+    looks at the top); else the first ``count``, oldest first."""
     if partitions == 1:
         ordered = sorted(rows, key=lambda r: r.offset)
     else:
         ordered = sorted(rows, key=lambda r: (r.timestamp_ms, r.partition, r.offset))
-    return ordered[-count:] if start == "end" else ordered[:count]
+    if start == "end":
+        return ordered[::-1][:count]
+    return ordered[:count]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -88,7 +88,7 @@ def test_message_browser_decodes_keys_values_and_headers(site: Site) -> None:
     assert [r[1] for r in hexed] == ["2"] and hexed[0][4].startswith("hex70 6c 61")
 
     newest = cells(get(site, "/topics/browse/messages?count=2").text, "messages")
-    assert [r[1] for r in newest] == ["1", "2"]
+    assert [r[1] for r in newest] == ["2", "1"]  # the newest first
     by_time = cells(
         get(site, "/topics/browse/messages?start=timestamp&timestamp=2000-01-01T00:00:00").text,
         "messages",
@@ -112,6 +112,7 @@ def test_message_browser_reads_every_partition_by_time(site: Site) -> None:
     assert "3 partitions; 9 messages shown." in " ".join(page.text.split())
     newest = cells(get(site, "/topics/spread/messages?count=4").text, "messages")
     assert len(newest) == 4 and all(r[2] >= stamps[4] for r in newest)
+    assert [r[2] for r in newest] == sorted((r[2] for r in newest), reverse=True)
     one = cells(get(site, "/topics/spread/messages?partition=1&start=beginning").text, "messages")
     assert [(r[0], r[1], r[4]) for r in one] == [
         ("1", "0", "textm1"),

@@ -385,9 +385,11 @@ def test_merge_messages_by_time_across_partitions() -> None:
     firsts = model.merge_messages(rows, "beginning", 3, partitions=3)
     assert [(r.partition, r.offset) for r in firsts] == [(1, 0), (0, 1), (2, 0)]
     lasts = model.merge_messages(rows, "end", 2, partitions=3)
-    assert [(r.partition, r.offset) for r in lasts] == [(0, 0), (1, 1)]
+    assert [(r.partition, r.offset) for r in lasts] == [(1, 1), (0, 0)]  # newest first
     one = model.merge_messages([row(0, 5, 9), row(0, 4, 10)], "end", 5, partitions=1)
-    assert [r.offset for r in one] == [4, 5]  # one partition: offset order, whatever the clock
+    assert [r.offset for r in one] == [5, 4]  # one partition: offset order, whatever the clock
+    oldest = model.merge_messages([row(0, 5, 9), row(0, 4, 10)], "beginning", 5, partitions=1)
+    assert [r.offset for r in oldest] == [4, 5]
 
 
 def _reset(to: str, value: int = 0) -> model.ResetForm:
