@@ -47,9 +47,9 @@ from trafka.codec import ErrorCode, KafkaError, TrafkaError
 from trafka.sdk import ArgumentError, NewTopic
 from trafka.sdk.acls import AclBindingFilter
 
-from . import model
+from . import model, search
 from .access import AccessPolicy, LoginThrottle, Sessions, safe_next
-from .cluster import ClusterDown, Console, NotFound
+from .cluster import SEARCH_SECONDS, ClusterDown, Console, NotFound
 from .model import InputError
 
 __all__ = ["host_allowed", "make_app"]
@@ -397,6 +397,28 @@ def make_app(
         found = await console.browse(q)
         return page(request, "messages.html", topic=name, modes=model.DECODE_MODES, **found)
 
+    async def search_page(request: Request) -> Response:
+        name = request.path_params["name"]
+        form = dict(request.query_params)
+        found = None
+        go_on = ""
+        if form.get("q"):
+            found = await console.search(search.parse_search_query(name, form))
+            go_on = urllib.parse.urlencode({**form, "before": found["before"]})
+        else:
+            await console.partition_count(name)
+        return page(
+            request,
+            "search.html",
+            topic=name,
+            form=form,
+            found=found,
+            go_on=go_on,
+            targets=search.TARGETS,
+            modes=search.MODES,
+            seconds=SEARCH_SECONDS,
+        )
+
     async def produce(request: Request) -> Response:
         name = request.path_params["name"]
         if request.method == "GET":
@@ -492,6 +514,7 @@ def make_app(
         Route("/topics/{name}/partitions", guarded(topic_partitions), methods=["POST"]),
         Route("/topics/{name}/purge", guarded(purge_topic), methods=["POST"]),
         Route("/topics/{name}/messages", guarded(messages)),
+        Route("/topics/{name}/search", guarded(search_page)),
         Route("/topics/{name}/produce", guarded(produce, form_page=True), methods=["GET", "POST"]),
         Route("/groups", guarded(groups)),
         # One route for a group's page and its changes (a POST with an action):

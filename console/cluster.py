@@ -48,7 +48,7 @@ from trafka.sdk.admin import Admin
 from trafka.sdk.fetcher import TopicPartition
 from trafka.sdk.metadata import TopicInfo
 
-from . import model
+from . import model, search
 from .health import ClusterHealth
 from .model import InputError, LagHistory
 
@@ -58,6 +58,8 @@ log = logging.getLogger("trafka.console")
 
 #: How long reading messages for one browser page may take.
 BROWSE_SECONDS = 5.0
+#: How long one page of a search may read.
+SEARCH_SECONDS = 10.0
 
 
 class NotFound(Exception):
@@ -507,13 +509,8 @@ class Console:
         begins, ends, found = await gather(ask("earliest"), ask("latest"), ask(q.value))
         return begins, ends, found
 
-    async def _read(
-        self, q: model.BrowseQuery, starts: Mapping[int, int], highs: Mapping[int, int]
-    ) -> list[model.MessageRow]:
-        """Up to ``q.count`` messages of each partition from its start, stopping
-        at its high watermark as it was when the page was asked for."""
-        rows: list[model.MessageRow] = []
-        got = dict.fromkeys(starts, 0)
+    def _reader_settings(self) -> dict[str, Any]:
+        """The settings of a consumer that reads for a page: no group, no commit."""
         settings = {
             **client_settings(ConsumerConfig, self.client_config),
             "enable.auto.commit": False,
@@ -526,38 +523,128 @@ class Console:
             "fetch.max.wait.ms": 50,
         }
         settings.pop("group.id", None)
-        open_tps = {TopicPartition(q.topic, p) for p in starts}
-        async with open_consumer(config=settings) as consumer:
-            consumer.assign(open_tps)
-            for tp in open_tps:
-                consumer.seek(tp, starts[tp.partition])
+        return settings
+
+    @staticmethod
+    async def _read_ranges(
+        consumer: Any,
+        topic: str,
+        ranges: Mapping[int, tuple[int, int]],
+        take: Callable[[Any], None],
+        cap: int | None = None,
+    ) -> None:
+        """Hand each record of ``[start, stop)`` of each partition of ``ranges``
+        to ``take`` (at most ``cap`` of each), in offset order per partition.
+        The partitions must be assigned to ``consumer``."""
+        open_tps = {TopicPartition(topic, p) for p in ranges}
+        got = dict.fromkeys(ranges, 0)
+        for tp in open_tps:
+            consumer.seek(tp, ranges[tp.partition][0])
+        consumer.resume(*open_tps)
+        while open_tps:
+            batch = await consumer.getmany(*open_tps, timeout_ms=500)
+            for tp, records in batch.items():
+                stop = ranges[tp.partition][1]
+                for r in records:
+                    if r.offset >= stop or (cap is not None and got[tp.partition] >= cap):
+                        break
+                    take(r)
+                    got[tp.partition] += 1
+            for tp in list(open_tps):
+                full = cap is not None and got[tp.partition] >= cap
+                if full or await consumer.position(tp) >= ranges[tp.partition][1]:
+                    open_tps.discard(tp)
+                    consumer.pause(tp)
+
+    async def _read(
+        self, q: model.BrowseQuery, starts: Mapping[int, int], highs: Mapping[int, int]
+    ) -> list[model.MessageRow]:
+        """Up to ``q.count`` messages of each partition from its start, stopping
+        at its high watermark as it was when the page was asked for."""
+        rows: list[model.MessageRow] = []
+
+        def take(r: Any) -> None:
+            rows.append(
+                model.message_row(
+                    r.partition, r.offset, r.timestamp, r.key, r.value, r.headers, q.decode
+                )
+            )
+
+        async with open_consumer(config=self._reader_settings()) as consumer:
+            consumer.assign({TopicPartition(q.topic, p) for p in starts})
+            ranges = {p: (start, highs[p]) for p, start in starts.items()}
             with anyio.move_on_after(BROWSE_SECONDS):
-                while open_tps:
-                    batch = await consumer.getmany(*open_tps, timeout_ms=500)
-                    for tp, records in batch.items():
-                        for r in records[: q.count - got[tp.partition]]:
-                            if r.offset >= highs[tp.partition]:
-                                break
-                            rows.append(
-                                model.message_row(
-                                    r.partition,
-                                    r.offset,
-                                    r.timestamp,
-                                    r.key,
-                                    r.value,
-                                    r.headers,
-                                    q.decode,
-                                )
-                            )
-                            got[tp.partition] += 1
-                    for tp in list(open_tps):
-                        if (
-                            got[tp.partition] >= q.count
-                            or await consumer.position(tp) >= highs[tp.partition]
-                        ):
-                            open_tps.discard(tp)
-                            consumer.pause(tp)
+                await self._read_ranges(consumer, q.topic, ranges, take, q.count)
         return rows
+
+    async def search(self, q: search.SearchQuery) -> dict[str, Any]:
+        """The matches of a search, newest first, and how far it got (see
+        :mod:`.search`): every partition read backwards from its high
+        watermark (or ``q.before``) in turns, within ``q.scan_limit`` records,
+        ``q.max_results`` matches and :data:`SEARCH_SECONDS`."""
+        count = await self.partition_count(q.topic, q.partition)
+        wanted = range(count) if q.partition is None else [q.partition]
+        tps = [TopicPartition(q.topic, p) for p in wanted]
+        begins, ends = await gather(
+            lambda: self._offsets(tps, "earliest"), lambda: self._offsets(tps, "latest")
+        )
+        lows = {tp.partition: hit[0] for tp, hit in begins.items() if hit is not None}
+        highs = {tp.partition: hit[0] for tp, hit in ends.items() if hit is not None}
+        readable = sorted(set(lows) & set(highs))
+        uppers = {p: max(lows[p], min(q.before.get(p, highs[p]), highs[p])) for p in readable}
+        match = search.matcher(q)
+        found: list[model.MessageRow] = []
+        scanned = 0
+        timed_out = False
+        if readable:
+            async with open_consumer(config=self._reader_settings()) as consumer:
+                consumer.assign({TopicPartition(q.topic, p) for p in readable})
+                with anyio.move_on_after(SEARCH_SECONDS) as budget:
+                    while scanned < q.scan_limit and len(found) < q.max_results:
+                        ranges = search.next_chunks(uppers, lows, q.scan_limit - scanned)
+                        if not ranges:
+                            break
+                        turn: list[Any] = []
+                        await self._read_ranges(consumer, q.topic, ranges, turn.append)
+                        # A turn counts whole (one cut short by the time limit
+                        # is read again by the next page), or up to the matches
+                        # wanted: the older ones are left for the next page.
+                        hits = [
+                            r
+                            for r in turn
+                            if search.record_matches(q, match, r.key, r.value, r.headers)
+                        ]
+                        news = {p: start for p, (start, _) in ranges.items()}
+                        kept, dropped = search.keep_newest(hits, q.max_results - len(found))
+                        for r in dropped:
+                            news[r.partition] = max(news[r.partition], r.offset + 1)
+                        scanned += sum(1 for r in turn if r.offset >= news[r.partition])
+                        found.extend(
+                            model.message_row(
+                                r.partition,
+                                r.offset,
+                                r.timestamp,
+                                r.key,
+                                r.value,
+                                r.headers,
+                                "auto",
+                            )
+                            for r in kept
+                        )
+                        uppers.update(news)
+                timed_out = budget.cancelled_caught
+        return {
+            "query": q,
+            "rows": search.sort_newest_first(found),
+            "scanned": scanned,
+            "total": sum(highs[p] - lows[p] for p in readable),
+            "left": sum(uppers[p] - lows[p] for p in readable),
+            "uppers": uppers,
+            "lows": lows,
+            "timed_out": timed_out,
+            "unreachable": sorted(tp.partition for tp in tps if tp.partition not in readable),
+            "before": search.format_before(uppers),
+        }
 
     # -- cluster changes ------------------------------------------------------------------
 

@@ -567,3 +567,34 @@ def test_change_configs_add_partitions_and_delete_records(site: Site, browser: A
     assert column(browser, "partitions", 6)[0] == "4"  # the log start moved to the end
     assert column(browser, "partitions", 8)[0] == "0"
     shot(browser, "26-records-deleted")
+
+
+def test_search_messages_and_go_on(site: Site, browser: Any) -> None:
+    create_topics(site, NewTopic("haystack", 2))
+    produce(
+        site,
+        "haystack",
+        [(b"k%d" % i, b'{"id": %d, "needle": %s}' % (i, b"true" if i % 5 == 0 else b"false"), i % 2)
+         for i in range(40)],
+    )  # fmt: skip
+    browser.get(site.base + "/topics/haystack")
+    click(browser, browser.find_element(By.LINK_TEXT, "Search messages"))
+    form = wait_for(browser, "#search")
+    form.find_element(By.NAME, "q").send_keys("$.needle == true")
+    Select(form.find_element(By.NAME, "mode")).select_by_visible_text("jsonpath")
+    limit = form.find_element(By.NAME, "limit")
+    limit.clear()
+    limit.send_keys("20")
+    click(browser, form.find_element(By.CSS_SELECTOR, "button[type=submit]"))
+    wait_for(browser, "#matches")
+    ids = [int(v.split('"id": ')[1].split(",")[0]) for v in column(browser, "matches", 4)]
+    assert sorted(ids) == [20, 25, 30, 35]  # the newest 20 records looked at
+    assert browser.find_element(By.ID, "scanned").text == "20"
+    assert browser.find_element(By.TAG_NAME, "progress").get_attribute("value") == "20"
+    shot(browser, "27-search")
+    click(browser, browser.find_element(By.ID, "go-on"))
+    wait_for(browser, "#matches")
+    ids = [int(v.split('"id": ')[1].split(",")[0]) for v in column(browser, "matches", 4)]
+    assert sorted(ids) == [0, 5, 10, 15]
+    assert browser.find_element(By.ID, "all-read").is_displayed()
+    shot(browser, "28-search-older")
