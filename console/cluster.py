@@ -294,10 +294,10 @@ class Console:
             if len(by_topic) == 1:
                 log.info("offsets of %s unknown: %s", tps[0].topic, exc)
                 return {}
-            found = {}
+            each: dict[TopicPartition, tuple[int, int] | None] = {}
             for some in by_topic.values():
-                found.update(await self._offsets(some, spec))
-            return found
+                each.update(await self._offsets(some, spec))
+            return each
         for tp, hit in found.items():
             if isinstance(hit, TrafkaError):
                 log.info("offsets of %s-%s unknown: %s", tp.topic, tp.partition, hit)

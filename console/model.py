@@ -581,17 +581,7 @@ def parse_reset_form(group_id: str, form: Mapping[str, str]) -> ResetForm:
     to = form.get("to", "")
     if to not in RESET_TARGETS:
         raise InputError(f"to must be one of {', '.join(RESET_TARGETS)}, got {to!r}")
-    value = 0
-    if to == "offset":
-        offset = _int_field(form, "offset", "offset")
-        if offset is None:
-            raise InputError("offset: give the offset to reset to")
-        value = offset
-    elif to == "timestamp":
-        raw = form.get("timestamp", "").strip()
-        if not raw:
-            raise InputError("timestamp: give the time to reset to")
-        value = parse_timestamp(raw)
+    value = _offset_or_time(form, to, "reset to") if to in ("offset", "timestamp") else 0
     return ResetForm(group_id, topic, partition, to, value, form.get("execute") == "1")  # type: ignore[arg-type]
 
 
@@ -837,6 +827,19 @@ def parse_timestamp(text: str) -> int:
     return ms
 
 
+def _offset_or_time(form: Mapping[str, str], kind: str, doing: str) -> int:
+    """The form's ``offset`` (``kind`` "offset") or ``timestamp`` in ms, required."""
+    if kind == "offset":
+        offset = _int_field(form, "offset", "offset")
+        if offset is None:
+            raise InputError(f"offset: give the offset to {doing}")
+        return offset
+    raw = form.get("timestamp", "").strip()
+    if not raw:
+        raise InputError(f"timestamp: give the time to {doing}")
+    return parse_timestamp(raw)
+
+
 def parse_browse_query(topic: str, form: Mapping[str, str]) -> BrowseQuery:
     """The message browser's query string: ``partition`` (empty or ``all``,
     the default: every partition), ``start``
@@ -856,16 +859,8 @@ def parse_browse_query(topic: str, form: Mapping[str, str]) -> BrowseQuery:
         raise InputError(f"decode must be one of {', '.join(DECODE_MODES)}, got {decode!r}")
     start = form.get("start", "") or ("offset" if form.get("offset", "").strip() else "end")
     value = 0
-    if start == "offset":
-        offset = _int_field(form, "offset", "offset")
-        if offset is None:
-            raise InputError("offset: give the offset to start at")
-        value = offset
-    elif start == "timestamp":
-        raw = form.get("timestamp", "").strip()
-        if not raw:
-            raise InputError("timestamp: give the time to start at")
-        value = parse_timestamp(raw)
+    if start in ("offset", "timestamp"):
+        value = _offset_or_time(form, start, "start at")
     elif start not in ("beginning", "end"):
         raise InputError(f"start must be beginning, end, offset or timestamp, got {start!r}")
     return BrowseQuery(topic, partition, start, value, count, decode)  # type: ignore[arg-type]

@@ -115,9 +115,9 @@ def parse_search_query(topic: str, form: Mapping[str, str]) -> SearchQuery:
     return SearchQuery(
         _topic_name(topic),
         partition,
-        target,  # type: ignore[arg-type]
+        target,
         header if target == "header" else None,
-        mode,  # type: ignore[arg-type]
+        mode,
         pattern,
         limit,
         most,

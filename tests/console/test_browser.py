@@ -115,6 +115,18 @@ def click(driver: Any, element: Any) -> None:
     WebDriverWait(driver, 20).until(ec.staleness_of(old))
 
 
+def submit_confirmed(driver: Any, form: Any) -> str:
+    """Submit a form that asks first (``data-confirm``), say yes and wait for
+    the next page; returns the question asked."""
+    page = driver.find_element(By.TAG_NAME, "html")
+    form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+    alert = WebDriverWait(driver, 10).until(ec.alert_is_present())
+    asked: str = alert.text
+    alert.accept()
+    WebDriverWait(driver, 20).until(ec.staleness_of(page))
+    return asked
+
+
 def wait_for(driver: Any, css: str) -> Any:
     return WebDriverWait(driver, 20).until(ec.visibility_of_element_located((By.CSS_SELECTOR, css)))
 
@@ -506,11 +518,8 @@ def test_reset_a_group_offsets_then_delete_it(site: Site, browser: Any) -> None:
     assert column(browser, "lag", 2) == ["6"]  # still committed at 6
     shot(browser, "23-reset-plan")
 
-    apply = browser.find_element(By.CSS_SELECTOR, "#apply-reset button")
-    page = browser.find_element(By.TAG_NAME, "html")
-    apply.click()
-    WebDriverWait(browser, 10).until(ec.alert_is_present()).accept()
-    WebDriverWait(browser, 20).until(ec.staleness_of(page))
+    asked = submit_confirmed(browser, browser.find_element(By.ID, "apply-reset"))
+    assert asked == "Commit these offsets for group replayer?"
     assert wait_for(browser, "#reset-title").text == "Offsets reset"
     assert column(browser, "lag", 2) == ["2"] and column(browser, "lag", 4) == ["4"]
     shot(browser, "24-reset-done")
@@ -518,12 +527,8 @@ def test_reset_a_group_offsets_then_delete_it(site: Site, browser: Any) -> None:
     browser.get(site.base + "/groups/replayer")
     form = wait_for(browser, "#delete-group")
     form.find_element(By.NAME, "confirm").send_keys("replayer")
-    page = browser.find_element(By.TAG_NAME, "html")
-    form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
-    alert = WebDriverWait(browser, 10).until(ec.alert_is_present())
-    assert alert.text == "Delete group replayer and its committed offsets?"
-    alert.accept()
-    WebDriverWait(browser, 20).until(ec.staleness_of(page))
+    asked = submit_confirmed(browser, form)
+    assert asked == "Delete group replayer and its committed offsets?"
     wait_for(browser, "#groups")
     assert "replayer" not in column(browser, "groups", 0)
 
@@ -557,12 +562,8 @@ def test_change_configs_add_partitions_and_delete_records(site: Site, browser: A
 
     form = browser.find_element(By.ID, "purge-topic")
     form.find_element(By.NAME, "confirm").send_keys("shaped")
-    page = browser.find_element(By.TAG_NAME, "html")
-    form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
-    alert = WebDriverWait(browser, 10).until(ec.alert_is_present())
-    assert alert.text == "Delete the records of topic shaped? They cannot be brought back."
-    alert.accept()
-    WebDriverWait(browser, 20).until(ec.staleness_of(page))
+    asked = submit_confirmed(browser, form)
+    assert asked == "Delete the records of topic shaped? They cannot be brought back."
     wait_for(browser, "#partitions")
     assert column(browser, "partitions", 6)[0] == "4"  # the log start moved to the end
     assert column(browser, "partitions", 8)[0] == "0"

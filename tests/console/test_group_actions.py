@@ -41,7 +41,7 @@ def test_reset_shows_a_plan_then_applies_it(site: Site) -> None:
     consume_and_commit(site, "reset-me", "resettable", 10)
     assert committed(site, "reset-me") == {("resettable", 0): 5, ("resettable", 1): 5}
     page = get(site, "/groups/reset-me")
-    assert page.text.count('<form class="box" method="post" id="reset-offsets">') == 1
+    assert page.text.count('id="reset-offsets"') == 1
     assert "<title>Group reset-me · trafka console</title>" in page.text
     token = token_of(page)
 
