@@ -207,3 +207,52 @@ def test_a_proxy_header_names_the_person_from_the_proxy_only(site: Site) -> None
     ) as there:
         page = Client().get(there, "/topics", headers={"X-Forwarded-User": "alice"})
         assert page.status == 401
+
+
+def test_the_command_never_takes_a_password_on_its_command_line(tmp_path: object) -> None:
+    from pathlib import Path
+
+    from click.testing import CliRunner
+
+    from trafka.tools.console_cli import command
+
+    runner = CliRunner()
+    given = runner.invoke(command, ["--listen", "127.0.0.1:0", "--password", "hunter2"])
+    assert given.exit_code == 2
+    assert "visible to every user" in given.output and "TRAFKA_CONSOLE_PASSWORD" in given.output
+    missing = runner.invoke(command, ["--password-file", str(Path(str(tmp_path)) / "nope")])
+    assert missing.exit_code == 2 and "cannot read the password file" in missing.output
+    empty = Path(str(tmp_path)) / "empty"
+    empty.write_text("")
+    refused = runner.invoke(command, ["--password-file", str(empty)])
+    assert refused.exit_code == 2 and "is empty" in refused.output
+    header = runner.invoke(command, ["--auth-header", "X User"])
+    assert header.exit_code == 2 and "not a header name" in header.output
+    both = runner.invoke(
+        command,
+        ["--listen", "127.0.0.1:0"],
+        env={"TRAFKA_CONSOLE_PASSWORD": "a", "TRAFKA_CONSOLE_PASSWORD_FILE": str(empty)},
+    )
+    assert both.exit_code == 2 and "not both" in both.output
+
+
+def test_the_broker_console_takes_its_password_from_the_environment(
+    tmp_path: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """brokerlite passes its console only addresses: the protection comes from
+    the environment (here a password, on every interface)."""
+    from pathlib import Path
+
+    from trafka.brokerlite.server import broker_in_thread
+
+    monkeypatch.setenv("TRAFKA_CONSOLE_PASSWORD", PASSWORD)
+    with broker_in_thread(
+        data_dir=Path(str(tmp_path)), port=0, console_listen="0.0.0.0:0"
+    ) as running:
+        assert running.console_address is not None
+        there = Site(f"http://127.0.0.1:{running.console_address[1]}", running.bootstrap_servers)
+        page = Client(follow=False).get(there, "/topics")
+        assert page.status == 303 and page.headers["Location"] == "/login?next=%2Ftopics"
+        client = Client()
+        inside = login(client, there, PASSWORD, "/topics")
+        assert inside.status == 200 and 'id="read-only"' not in inside.text
