@@ -202,7 +202,7 @@ class Console:
             try:
                 # A little less than the check's own time, so that a failure
                 # says what the client saw (a refused connection...).
-                await self.admin.describe_cluster(timeout_ms=math.ceil(h.check_timeout * 900))
+                await self.admin.describe_cluster(timeout_ms=math.ceil(h.check_timeout * 800))
                 answered = True
             except TrafkaError as exc:
                 reason = str(exc)

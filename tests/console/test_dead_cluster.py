@@ -121,3 +121,17 @@ def test_a_live_cluster_is_not_called_down(site: Site) -> None:
     with console_in_thread(settings) as there:
         pages = [Client().get(there, p) for p in ("/", "/topics", "/groups")]
     assert [p.status for p in pages] == [200, 200, 200]
+
+
+def test_a_broker_that_accepts_and_never_answers() -> None:
+    """A hung broker (its port open, nothing answered) is found by the check's
+    own time limit, not the admin client's 10 minutes."""
+    with socket.socket() as hung:
+        hung.bind(("127.0.0.1", 0))
+        hung.listen(16)
+        address = f"127.0.0.1:{hung.getsockname()[1]}"
+        settings = ConsoleSettings({"bootstrap.servers": address, **SLOW_ADMIN}, "127.0.0.1:0")
+        with console_in_thread(settings) as there:
+            page = Client().get(there, "/topics")
+    assert page.status == 503 and f"No answer from the cluster at {address}" in page.text
+    assert "DescribeCluster within 1.5 s" in page.text  # the check's bound, not the admin's
