@@ -96,17 +96,17 @@ _BROWSER = Client()
 
 
 @contextmanager
-def console_in_thread(settings: Any) -> Iterator[Site]:
-    """A console of its own (``settings``: a ConsoleSettings) served on a trio
-    loop in a thread until the block ends; the Site's base is its address
+def served_in_thread(
+    start: Callable[[trio.Nursery], Awaitable[tuple[str, int]]], bootstrap: str = ""
+) -> Iterator[Site]:
+    """What ``start`` serves in a nursery (returning the bound address), on a
+    trio loop in a thread until the block ends; the Site's base is its address
     (127.0.0.1 when it listens on all interfaces)."""
-    from trafka.console import serve_console
-
     started: queue.Queue[Any] = queue.Queue()
 
     async def serve() -> None:
         async with trio.open_nursery() as nursery:
-            host, port = await nursery.start(serve_console, settings)
+            host, port = await start(nursery)
             started.put((host, port, nursery.cancel_scope, trio.lowlevel.current_trio_token()))
 
     def main() -> None:
@@ -122,12 +122,22 @@ def console_in_thread(settings: Any) -> Iterator[Site]:
         raise got
     host, port, scope, token = got
     host = "127.0.0.1" if host in ("0.0.0.0", "::") else host
-    bootstrap = settings.client_config.get("bootstrap.servers", "")
     try:
         yield Site(f"http://{host}:{port}", bootstrap)
     finally:
         token.run_sync_soon(scope.cancel)
         thread.join(30)
+
+
+def console_in_thread(settings: Any) -> Any:
+    """A console of its own (``settings``: a ConsoleSettings), served in a thread."""
+    from trafka.console import serve_console
+
+    async def start(nursery: trio.Nursery) -> tuple[str, int]:
+        bound: tuple[str, int] = await nursery.start(serve_console, settings)
+        return bound
+
+    return served_in_thread(start, settings.client_config.get("bootstrap.servers", ""))
 
 
 def run(fn: Callable[[], Awaitable[Any]], deadline: float = 30.0) -> Any:

@@ -9,7 +9,14 @@ from __future__ import annotations
 import re
 
 import pytest
-from console_helpers import Client, Site, console_in_thread, create_topics, token_of
+from console_helpers import (
+    Client,
+    Site,
+    console_in_thread,
+    create_topics,
+    served_in_thread,
+    token_of,
+)
 
 from trafka.console import ConsoleSettings
 from trafka.sdk import NewTopic
@@ -256,3 +263,51 @@ def test_the_broker_console_takes_its_password_from_the_environment(
         client = Client()
         inside = login(client, there, PASSWORD, "/topics")
         assert inside.status == 200 and 'id="read-only"' not in inside.text
+
+
+def test_sessions_and_the_login_brake_on_a_clock_the_test_moves() -> None:
+    """The console's app alone (no cluster: the pages used here ask none), with
+    a clock the test sets: a session ends when idle too long, and wrong
+    passwords lock logins, the right one included, until the window passes."""
+    from hypercorn.config import Config
+    from hypercorn.trio import serve
+
+    from trafka.console.access import LoginThrottle, Sessions, decide_access
+    from trafka.console.app import make_app
+    from trafka.console.cluster import Console
+
+    now = [-1000.0]  # a monotonic clock may read below zero
+    app = make_app(
+        Console(None, {}, allowed_hosts=["127.0.0.1"]),  # type: ignore[arg-type]
+        decide_access("127.0.0.1", password=PASSWORD),
+        sessions=Sessions(idle_timeout=600, max_age=3600),
+        throttle=LoginThrottle(max_failures=3, window=60),
+        clock=lambda: now[0],
+    )
+
+    async def start(nursery: object) -> tuple[str, int]:
+        config = Config()
+        config.bind = ["127.0.0.1:0"]
+        config.accesslog = None
+        binds = await nursery.start(serve, app, config)  # type: ignore[attr-defined]
+        host, _, port = binds[0].split("://")[1].rpartition(":")
+        return host, int(port)
+
+    with served_in_thread(start) as there:
+        person = Client(follow=False)
+        assert login(person, there, PASSWORD).status == 303
+        assert person.get(there, "/topics/new").status == 200  # a form page: no cluster
+        now[0] += 599
+        assert person.get(there, "/topics/new").status == 200  # in use: kept
+        now[0] += 601
+        gone = person.get(there, "/topics/new")
+        assert gone.status == 303 and gone.headers["Location"].startswith("/login")
+
+        guesser = Client(follow=False)
+        for _ in range(3):
+            assert login(guesser, there, "guess").status == 401
+        now[0] += 30
+        locked = login(guesser, there, PASSWORD)
+        assert locked.status == 429 and "try again in 30 s" in locked.text
+        now[0] += 30  # the first wrong one is a minute old
+        assert login(guesser, there, PASSWORD).status == 303
