@@ -43,7 +43,7 @@ def _load_crc32c() -> Callable[[Any, int], int]:
     has no such extension (another layout: the ordinary import is then the
     safe way, slow or not).
     """
-    package = sys.modules.get("crc32c")
+    package: Any = sys.modules.get("crc32c")
     if package is None:
         spec = importlib.machinery.PathFinder.find_spec("crc32c")
         for folder in (spec and spec.submodule_search_locations) or ():
@@ -52,13 +52,15 @@ def _load_crc32c() -> Callable[[Any, int], int]:
                 if os.path.isfile(path):
                     name = f"crc32c.{_EXTENSION}"
                     loader = importlib.machinery.ExtensionFileLoader(name, path)
-                    module = loader.create_module(
+                    module: Any = loader.create_module(
                         importlib.machinery.ModuleSpec(name, loader, origin=path)
                     )
                     loader.exec_module(module)
-                    return module.crc32c  # type: ignore[no-any-return]
+                    function: Callable[[Any, int], int] = module.crc32c
+                    return function
         import crc32c as package
-    return package.crc32c  # type: ignore[no-any-return]
+    function = package.crc32c
+    return function
 
 
 #: The C implementation itself, ``(data, value) -> int``: for C loops that call it
