@@ -88,6 +88,7 @@ test: lint typecheck docs pytest
 # benchmark that breaks fails the suite instead of waiting for the next run.
 bench: $(STAMP)
 	$(PY) bench/codec.py
+	$(PY) bench/imports.py
 	$(PY) bench/broker.py
 	$(PY) bench/cluster.py
 	$(PY) bench/clients.py

@@ -186,19 +186,28 @@ class TimestampType(enum.IntEnum):
 # -- varints ------------------------------------------------------------------------
 # Every 1- and 2-byte unsigned varint, precomputed: record lengths, offset deltas,
 # timestamp deltas and key/value lengths of typical records all fall in this
-# range, and a list lookup is several times cheaper than encoding.
+# range, and a list lookup is several times cheaper than encoding. The table (and
+# _ZZ2 below) is made when first needed, as ``_UV or _uv_table()``: 16,384 small
+# objects take milliseconds, which a process whose records the C speedups encode
+# never needs to spend at import (issue #48).
 
 _UV_N = 1 << 14
-_UV: list[bytes] = [
-    bytes((n,)) if n < 0x80 else bytes(((n & 0x7F) | 0x80, n >> 7)) for n in range(_UV_N)
-]
+_UV: list[bytes] = []
 _UV_HALF = _UV_N >> 1  # non-negative values whose zig-zag form is in the table
+
+
+def _uv_table() -> list[bytes]:
+    if not _UV:
+        _UV[:] = [
+            bytes((n,)) if n < 0x80 else bytes(((n & 0x7F) | 0x80, n >> 7)) for n in range(_UV_N)
+        ]
+    return _UV
 
 
 def _uvarint(n: int) -> bytes:
     """Unsigned varint of a non-negative ``n`` (any size; callers bound it)."""
     if n < _UV_N:
-        return _UV[n]
+        return (_UV or _uv_table())[n]
     out = bytearray()
     while n >= 0x80:
         out.append((n & 0x7F) | 0x80)
@@ -881,9 +890,16 @@ def _records_of(header: RecordBatchHeader, payload: memoryview, max_size: int) -
     return _decode_records_v2(data, count, header.base_offset, header.base_timestamp, log_append)
 
 
-# Zig-zag decoding of every 1- and 2-byte varint, indexed by the raw value.
+# Zig-zag decoding of every 1- and 2-byte varint, indexed by the raw value (the
+# 2-byte table made when first needed, as _UV is).
 _ZZ1 = [(b >> 1) ^ -(b & 1) for b in range(0x80)]
-_ZZ2 = [(n >> 1) ^ -(n & 1) for n in range(1 << 14)]
+_ZZ2: list[int] = []
+
+
+def _zz2_table() -> list[int]:
+    if not _ZZ2:
+        _ZZ2[:] = [(n >> 1) ^ -(n & 1) for n in range(1 << 14)]
+    return _ZZ2
 
 
 def _decode_records_v2(
@@ -897,7 +913,7 @@ def _decode_records_v2(
     new = _new
     rec = Record
     zz1 = _ZZ1
-    zz2 = _ZZ2
+    zz2 = _ZZ2 or _zz2_table()
     tail = _read_varint_tail
     end = len(data)
     pos = 0
@@ -1141,7 +1157,7 @@ _BYTE_BUFFERS = (bytes, bytearray, memoryview)
 
 def _headers_bytes(headers: Iterable[tuple[str, BytesLike | None]]) -> bytes:
     """A record's header count and headers."""
-    uv = _UV
+    uv = _UV or _uv_table()
     half = _UV_HALF
     parts: list[bytes] = [b""]
     count = 0
@@ -1168,7 +1184,7 @@ def _headers_bytes(headers: Iterable[tuple[str, BytesLike | None]]) -> bytes:
 
 def _encode_record(offset_delta: int, ts_delta: int, key: Any, value: Any, headers: Any) -> bytes:
     """One record, length prefix included (the builder's per-append path)."""
-    uv = _UV
+    uv = _UV or _uv_table()
     if -_UV_HALF <= ts_delta < _UV_HALF:
         t = uv[ts_delta << 1 if ts_delta >= 0 else ((-ts_delta) << 1) - 1]
     else:
@@ -1196,7 +1212,7 @@ def _encode_all(records: Sequence[RecordInput], base_ts: int) -> tuple[bytes, in
     """Encode every record; returns (payload, max_timestamp)."""
     # Lengths are computed arithmetically so each record costs one extend of a
     # tuple of ready-made pieces and a single join at the end.
-    uv = _UV
+    uv = _UV or _uv_table()
     half = _UV_HALF
     parts: list[Any] = []
     expected = 0

@@ -42,17 +42,8 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from .accumulator import RecordMetadata
-from .acls import (
-    AclBinding,
-    AclBindingFilter,
-    AclOperation,
-    AclPermissionType,
-    AclResourceType,
-    PatternType,
-)
 from .config import AdminConfig, ClientConfig, ConsumerConfig, ProducerConfig, ShareConsumerConfig
 from .consumer import Consumer, open_consumer
-from .delegation_tokens import DelegationToken, TokenInformation
 from .errors import (
     ApiTimeoutError,
     ArgumentError,
@@ -83,7 +74,6 @@ from .group_protocol import CommitFailedError
 from .hosting import start_admin, start_consumer, start_producer, start_share_consumer
 from .partitioners import Partitioner, murmur2
 from .producer import PendingCommit, Producer, RecordFuture, open_producer
-from .quotas import ClientQuotaAlteration, ClientQuotaEntity, ClientQuotaFilterComponent
 from .statistics import (
     AdminStatistics,
     ApiStatistics,
@@ -102,7 +92,19 @@ from .transactions import ConsumerGroupMetadata, TxnState
 
 # The admin client and the share consumer are loaded when first named: most
 # services only produce and consume, and these two are most of the import time.
+# So are the values only the admin client takes (ACLs, quotas, delegation tokens).
 _LAZY = {
+    "AclBinding": ".acls",
+    "AclBindingFilter": ".acls",
+    "AclOperation": ".acls",
+    "AclPermissionType": ".acls",
+    "AclResourceType": ".acls",
+    "PatternType": ".acls",
+    "ClientQuotaAlteration": ".quotas",
+    "ClientQuotaEntity": ".quotas",
+    "ClientQuotaFilterComponent": ".quotas",
+    "DelegationToken": ".delegation_tokens",
+    "TokenInformation": ".delegation_tokens",
     "Admin": ".admin",
     "ClusterDescription": ".admin",
     "FeatureMetadata": ".admin",
@@ -134,6 +136,14 @@ _LAZY = {
 }
 
 if TYPE_CHECKING:
+    from .acls import (
+        AclBinding,
+        AclBindingFilter,
+        AclOperation,
+        AclPermissionType,
+        AclResourceType,
+        PatternType,
+    )
     from .admin import (
         Admin,
         ClusterDescription,
@@ -159,6 +169,8 @@ if TYPE_CHECKING:
         UserScramCredentialUpsertion,
         open_admin,
     )
+    from .delegation_tokens import DelegationToken, TokenInformation
+    from .quotas import ClientQuotaAlteration, ClientQuotaEntity, ClientQuotaFilterComponent
     from .share_consumer import (
         AcknowledgeType,
         ShareCommitResult,

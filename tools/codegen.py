@@ -10,6 +10,12 @@ name, ``k00_produce.py``), the request/response headers and the consumer
 protocol's embedded data types. ``--check`` writes nothing and exits 1 when a
 committed module differs from what the specs produce.
 
+A message's class is written out whole, methods included (:func:`emit_written_class`,
+``codec/_frozen.py``), rather than left to ``@dataclasses.dataclass`` at import:
+importing the modules was most of a client's import time (issue #48). The
+decorated form (:func:`emit_dataclass`, ``generate(..., decorated=True)``) is
+kept as the reference the written-out classes are tested against.
+
 What is carried over from the specs are facts: names (mechanically converted to
 snake_case), types, versions, nullability, tagged fields, defaults and the
 ignorable flag. Descriptions and comments are not.
@@ -411,6 +417,10 @@ def emit_dataclass(
     indent: str,
     factories: dict[str, str],
 ) -> None:
+    """The decorated form of a class: ``@dataclasses.dataclass`` makes its
+    methods at import. The reference that the written-out form is tested
+    against (tests/codec/test_frozen_classes.py); the modules were generated
+    this way until import time mattered (issue #48)."""
     lines.append(f"{indent}@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)")
     lines.append(f"{indent}class {name}:")
     inner = indent + "    "
@@ -433,6 +443,93 @@ def emit_dataclass(
         lines.append(
             f"{inner}unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)"
         )
+
+
+# Names the written-out methods use besides their fields.
+RESERVED = {"self", "other", "setattr_", "LIST"}
+
+
+@dataclass(frozen=True)
+class Slot:
+    """A field of a written-out class."""
+
+    attr: str
+    annotation: str
+    default: str  # __init__'s default: a literal, or a factory marker
+    make: str | None  # with a marker: what makes the value when none is given
+
+
+def slot_of(f: Field, qual: str, factories: dict[str, str]) -> Slot:
+    annotation = py_type(f, qual)
+    if f.default != "null" and f.is_array:
+        return Slot(f.attr, annotation, "LIST", "[]")
+    if f.default != "null" and f.struct is not None:
+        fn = f"_new_{qual.replace('.', '_')}_{f.type}"
+        factories[fn] = f"{qual}.{f.type}"
+        return Slot(f.attr, annotation, factory_marker(fn), f"{fn}()")
+    return Slot(f.attr, annotation, default_expr(f, qual, factories), None)
+
+
+def tuple_text(items: list[str]) -> str:
+    return f"({items[0]},)" if len(items) == 1 else f"({', '.join(items)})"
+
+
+def factory_marker(fn: str) -> str:
+    return "_NEW" + fn.removeprefix("_new")
+
+
+def emit_written_class(
+    lines: list[str],
+    name: str,
+    fields: list[Field],
+    nested: list[Struct],
+    qual: str,
+    flexible_any: bool,
+    indent: str,
+    factories: dict[str, str],
+) -> None:
+    """A class with its methods written out (see codec/_frozen.py): what the
+    decorated form's dataclass makes, without making it at import."""
+    slots = [slot_of(f, qual, factories) for f in fields]
+    if flexible_any:
+        slots.append(Slot("unknown_tagged_fields", "list[tuple[int, bytes]]", "LIST", "[]"))
+    for slot in slots:
+        if slot.attr in RESERVED:
+            raise SystemExit(f"{qual}: field {slot.attr} clashes with a name of the methods")
+    records = tuple(f.attr for f in fields if f.type == "records")
+    inner = indent + "    "
+    body = inner + "    "
+    lines.append(f"{indent}@message(records={records!r})" if records else f"{indent}@message")
+    lines.append(f"{indent}class {name}:")
+    for st in nested:
+        emit_written_class(lines, st.name, st.fields, [], qual, flexible_any, inner, factories)
+        lines.append("")
+    lines.append(f"{inner}__slots__ = {tuple(s.attr for s in slots)!r}")
+    lines += [f"{inner}{s.attr}: {s.annotation}" for s in slots]
+    lines.append("")
+    if slots:
+        lines += [f"{inner}def __init__(", f"{body}self,", f"{body}*,"]
+        lines += [f"{body}{s.attr}: {s.annotation} = {s.default}," for s in slots]
+        lines.append(f"{inner}) -> None:")
+        for s in slots:
+            value = (
+                s.attr if s.make is None else f"{s.make} if {s.attr} is {s.default} else {s.attr}"
+            )
+            lines.append(f"{body}setattr_(self, {s.attr!r}, {value})")
+    else:
+        lines += [f"{inner}def __init__(self) -> None:", f"{body}pass"]
+    mine = tuple_text([f"self.{s.attr}" for s in slots])
+    theirs = tuple_text([f"other.{s.attr}" for s in slots])
+    lines += [
+        "",
+        f"{inner}def __eq__(self, other: object) -> bool:",
+        f"{body}if other.__class__ is self.__class__:",
+        f"{body}    return {mine} == {theirs}",
+        f"{body}return NotImplemented",
+        "",
+        f"{inner}def __hash__(self) -> int:",
+        f"{body}return hash({mine})",
+    ]
 
 
 class SchemaWriter:
@@ -545,10 +642,13 @@ class SchemaWriter:
         return self.body(f"{self.msg.name} v{v}", self.qual, self.msg.fields, v, flexible)
 
 
-def emit_message(msg: Message, lines: list[str], factories: dict[str, str]) -> list[str]:
-    """Emit the dataclass and per-version schemas; return the schema variable names."""
+def emit_message(
+    msg: Message, lines: list[str], factories: dict[str, str], decorated: bool = False
+) -> list[str]:
+    """Emit the class and per-version schemas; return the schema variable names."""
     flexible_any = not msg.flexible.empty and msg.flexible.low <= msg.versions.high
-    emit_dataclass(
+    emit_class = emit_dataclass if decorated else emit_written_class
+    emit_class(
         lines,
         msg.name,
         msg.fields,
@@ -580,37 +680,52 @@ HEADER = """\
 """
 
 
-def module_prelude(spec_id: str) -> list[str]:
-    return [
+def module_prelude(spec_id: str, decorated: bool = False) -> list[str]:
+    lines = [
         HEADER.format(gen=GENERATOR, spec=spec_id),
         "from __future__ import annotations",
         "",
-        "import dataclasses",
+    ]
+    if decorated:
+        return [
+            *lines,
+            "import dataclasses",
+            "import uuid",
+            "",
+            "from .. import primitives as p",
+            "from .._wire import NULL_UUID",
+            "",
+            "RECORDS = {'kafka_type': 'records'}",
+            "",
+        ]
+    return [
+        *lines,
         "import uuid",
         "",
         "from .. import primitives as p",
+        "from .._frozen import LIST, factory, message, setattr_",
         "from .._wire import NULL_UUID",
-        "",
-        "RECORDS = {'kafka_type': 'records'}",
         "",
     ]
 
 
-def emit_factories(factories: dict[str, str]) -> list[str]:
+def emit_factories(factories: dict[str, str], decorated: bool = False) -> list[str]:
     out = []
     for fn, target in sorted(factories.items()):
         out += ["", "", f"def {fn}() -> {target}:", f"    return {target}()"]
+        if not decorated:
+            out += ["", "", f"{factory_marker(fn)} = factory({fn})"]
     return out
 
 
-def render_api(req: Message, resp: Message, spec_id: str) -> str:
-    lines = module_prelude(spec_id)
+def render_api(req: Message, resp: Message, spec_id: str, decorated: bool = False) -> str:
+    lines = module_prelude(spec_id, decorated)
     factories: dict[str, str] = {}
     body: list[str] = []
-    req_names = emit_message(req, body, factories)
+    req_names = emit_message(req, body, factories, decorated)
     body.append("")
-    resp_names = emit_message(resp, body, factories)
-    lines += emit_factories(factories)
+    resp_names = emit_message(resp, body, factories, decorated)
+    lines += emit_factories(factories, decorated)
     lines += ["", "", *body]
     spec = req.spec
     deprecated = Versions.parse(spec.get("deprecatedVersions"))
@@ -633,19 +748,19 @@ def render_api(req: Message, resp: Message, spec_id: str) -> str:
     return "\n".join(lines)
 
 
-def render_plain(messages: list[Message], spec_id: str) -> str:
-    lines = module_prelude(spec_id)
+def render_plain(messages: list[Message], spec_id: str, decorated: bool = False) -> str:
+    lines = module_prelude(spec_id, decorated)
     factories: dict[str, str] = {}
     body: list[str] = []
     for m in messages:
-        names = emit_message(m, body, factories)
+        names = emit_message(m, body, factories, decorated)
         body.append(
             f"{m.name.upper()}_SCHEMAS = {{"
             + ", ".join(f"{n.rsplit('V', 1)[1]}: {n}" for n in names)
             + "}"
         )
         body.append("")
-    lines += emit_factories(factories)
+    lines += emit_factories(factories, decorated)
     lines += ["", "", *body]
     return "\n".join(lines)
 
@@ -739,7 +854,12 @@ def message_of(
     return msg
 
 
-def generate(specs_dir: Path, old_specs_dir: Path = DEFAULT_OLD_SPECS) -> dict[Path, str]:
+def generate(
+    specs_dir: Path, old_specs_dir: Path = DEFAULT_OLD_SPECS, *, decorated: bool = False
+) -> dict[Path, str]:
+    """The generated files' text by path. ``decorated``: the message classes in
+    their decorated form (:func:`emit_dataclass`), which is only ever compared
+    with, never written."""
     spec_id = spec_digest(specs_dir, old_specs_dir)
     old_specs = load_old_specs(old_specs_dir)
     msg_dir = specs_dir / "message"
@@ -763,15 +883,19 @@ def generate(specs_dir: Path, old_specs_dir: Path = DEFAULT_OLD_SPECS) -> dict[P
             raise SystemExit(f"{name}: request and response versions differ")
         key = spec["apiKey"]
         module = f"k{key:02d}_{snake(name.removesuffix('Request'))}"
-        out[REPO / "codec" / "messages" / f"{module}.py"] = render_api(req, resp, spec_id)
+        out[REPO / "codec" / "messages" / f"{module}.py"] = render_api(
+            req, resp, spec_id, decorated
+        )
         apis.append((key, module, name.removesuffix("Request")))
     headers = [
         Message.from_spec(specs["RequestHeader"]),
         Message.from_spec(specs["ResponseHeader"]),
     ]
-    out[REPO / "codec" / "messages" / "headers.py"] = render_plain(headers, spec_id)
+    out[REPO / "codec" / "messages" / "headers.py"] = render_plain(headers, spec_id, decorated)
     data = [Message.from_spec(specs[n]) for n in DATA_SPECS]
-    out[REPO / "codec" / "messages" / "consumer_protocol.py"] = render_plain(data, spec_id)
+    out[REPO / "codec" / "messages" / "consumer_protocol.py"] = render_plain(
+        data, spec_id, decorated
+    )
     out[REPO / "codec" / "messages" / "__init__.py"] = render_registry(apis, spec_id)
     errors = json.loads((specs_dir / "errors.json").read_text())
     out[REPO / "codec" / "_error_codes.py"] = render_error_codes(errors, spec_id)

@@ -3,28 +3,68 @@
 
 from __future__ import annotations
 
-import dataclasses
 import uuid
 
 from .. import primitives as p
+from .._frozen import LIST, factory, message, setattr_
 from .._wire import NULL_UUID
 
-RECORDS = {'kafka_type': 'records'}
 
 
-
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+@message
 class ConsumerProtocolSubscription:
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+    @message
     class TopicPartition:
-        topic: str = ''
-        partitions: list[int] = dataclasses.field(default_factory=list)
+        __slots__ = ('topic', 'partitions')
+        topic: str
+        partitions: list[int]
 
-    topics: list[str] = dataclasses.field(default_factory=list)
-    user_data: bytes | None = None
-    owned_partitions: list[ConsumerProtocolSubscription.TopicPartition] = dataclasses.field(default_factory=list)
-    generation_id: int = -1
-    rack_id: str | None = None
+        def __init__(
+            self,
+            *,
+            topic: str = '',
+            partitions: list[int] = LIST,
+        ) -> None:
+            setattr_(self, 'topic', topic)
+            setattr_(self, 'partitions', [] if partitions is LIST else partitions)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.topic, self.partitions) == (other.topic, other.partitions)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.topic, self.partitions))
+
+    __slots__ = ('topics', 'user_data', 'owned_partitions', 'generation_id', 'rack_id')
+    topics: list[str]
+    user_data: bytes | None
+    owned_partitions: list[ConsumerProtocolSubscription.TopicPartition]
+    generation_id: int
+    rack_id: str | None
+
+    def __init__(
+        self,
+        *,
+        topics: list[str] = LIST,
+        user_data: bytes | None = None,
+        owned_partitions: list[ConsumerProtocolSubscription.TopicPartition] = LIST,
+        generation_id: int = -1,
+        rack_id: str | None = None,
+    ) -> None:
+        setattr_(self, 'topics', [] if topics is LIST else topics)
+        setattr_(self, 'user_data', user_data)
+        setattr_(self, 'owned_partitions', [] if owned_partitions is LIST else owned_partitions)
+        setattr_(self, 'generation_id', generation_id)
+        setattr_(self, 'rack_id', rack_id)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return (self.topics, self.user_data, self.owned_partitions, self.generation_id, self.rack_id) == (other.topics, other.user_data, other.owned_partitions, other.generation_id, other.rack_id)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.topics, self.user_data, self.owned_partitions, self.generation_id, self.rack_id))
 
 
 _TopicPartition_0 = p.Schema('ConsumerProtocolSubscription.TopicPartition', ConsumerProtocolSubscription.TopicPartition, [('topic', p.String), ('partitions', p.Array(p.Int32))])
@@ -35,15 +75,51 @@ ConsumerProtocolSubscriptionV3 = p.Schema('ConsumerProtocolSubscription v3', Con
 
 CONSUMERPROTOCOLSUBSCRIPTION_SCHEMAS = {0: ConsumerProtocolSubscriptionV0, 1: ConsumerProtocolSubscriptionV1, 2: ConsumerProtocolSubscriptionV2, 3: ConsumerProtocolSubscriptionV3}
 
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+@message
 class ConsumerProtocolAssignment:
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+    @message
     class TopicPartition:
-        topic: str = ''
-        partitions: list[int] = dataclasses.field(default_factory=list)
+        __slots__ = ('topic', 'partitions')
+        topic: str
+        partitions: list[int]
 
-    assigned_partitions: list[ConsumerProtocolAssignment.TopicPartition] = dataclasses.field(default_factory=list)
-    user_data: bytes | None = None
+        def __init__(
+            self,
+            *,
+            topic: str = '',
+            partitions: list[int] = LIST,
+        ) -> None:
+            setattr_(self, 'topic', topic)
+            setattr_(self, 'partitions', [] if partitions is LIST else partitions)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.topic, self.partitions) == (other.topic, other.partitions)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.topic, self.partitions))
+
+    __slots__ = ('assigned_partitions', 'user_data')
+    assigned_partitions: list[ConsumerProtocolAssignment.TopicPartition]
+    user_data: bytes | None
+
+    def __init__(
+        self,
+        *,
+        assigned_partitions: list[ConsumerProtocolAssignment.TopicPartition] = LIST,
+        user_data: bytes | None = None,
+    ) -> None:
+        setattr_(self, 'assigned_partitions', [] if assigned_partitions is LIST else assigned_partitions)
+        setattr_(self, 'user_data', user_data)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return (self.assigned_partitions, self.user_data) == (other.assigned_partitions, other.user_data)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.assigned_partitions, self.user_data))
 
 
 _TopicPartition_0 = p.Schema('ConsumerProtocolAssignment.TopicPartition', ConsumerProtocolAssignment.TopicPartition, [('topic', p.String), ('partitions', p.Array(p.Int32))])

@@ -3,23 +3,45 @@
 
 from __future__ import annotations
 
-import dataclasses
 import uuid
 
 from .. import primitives as p
+from .._frozen import LIST, factory, message, setattr_
 from .._wire import NULL_UUID
 
-RECORDS = {'kafka_type': 'records'}
 
 
-
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+@message
 class RequestHeader:
-    request_api_key: int = 0
-    request_api_version: int = 0
-    correlation_id: int = 0
-    client_id: str | None = ''
-    unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+    __slots__ = ('request_api_key', 'request_api_version', 'correlation_id', 'client_id', 'unknown_tagged_fields')
+    request_api_key: int
+    request_api_version: int
+    correlation_id: int
+    client_id: str | None
+    unknown_tagged_fields: list[tuple[int, bytes]]
+
+    def __init__(
+        self,
+        *,
+        request_api_key: int = 0,
+        request_api_version: int = 0,
+        correlation_id: int = 0,
+        client_id: str | None = '',
+        unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+    ) -> None:
+        setattr_(self, 'request_api_key', request_api_key)
+        setattr_(self, 'request_api_version', request_api_version)
+        setattr_(self, 'correlation_id', correlation_id)
+        setattr_(self, 'client_id', client_id)
+        setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return (self.request_api_key, self.request_api_version, self.correlation_id, self.client_id, self.unknown_tagged_fields) == (other.request_api_key, other.request_api_version, other.correlation_id, other.client_id, other.unknown_tagged_fields)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.request_api_key, self.request_api_version, self.correlation_id, self.client_id, self.unknown_tagged_fields))
 
 
 RequestHeaderV0 = p.Schema('RequestHeader v0', RequestHeader, [('request_api_key', p.Int16), ('request_api_version', p.Int16), ('correlation_id', p.Int32)])
@@ -28,10 +50,28 @@ RequestHeaderV2 = p.Schema('RequestHeader v2', RequestHeader, [('request_api_key
 
 REQUESTHEADER_SCHEMAS = {0: RequestHeaderV0, 1: RequestHeaderV1, 2: RequestHeaderV2}
 
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+@message
 class ResponseHeader:
-    correlation_id: int = 0
-    unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+    __slots__ = ('correlation_id', 'unknown_tagged_fields')
+    correlation_id: int
+    unknown_tagged_fields: list[tuple[int, bytes]]
+
+    def __init__(
+        self,
+        *,
+        correlation_id: int = 0,
+        unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+    ) -> None:
+        setattr_(self, 'correlation_id', correlation_id)
+        setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return (self.correlation_id, self.unknown_tagged_fields) == (other.correlation_id, other.unknown_tagged_fields)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.correlation_id, self.unknown_tagged_fields))
 
 
 ResponseHeaderV0 = p.Schema('ResponseHeader v0', ResponseHeader, [('correlation_id', p.Int32)])

@@ -3,13 +3,11 @@
 
 from __future__ import annotations
 
-import dataclasses
 import uuid
 
 from .. import primitives as p
+from .._frozen import LIST, factory, message, setattr_
 from .._wire import NULL_UUID
-
-RECORDS = {'kafka_type': 'records'}
 
 
 
@@ -17,25 +15,92 @@ def _new_ProduceResponse_LeaderIdAndEpoch() -> ProduceResponse.LeaderIdAndEpoch:
     return ProduceResponse.LeaderIdAndEpoch()
 
 
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+_NEW_ProduceResponse_LeaderIdAndEpoch = factory(_new_ProduceResponse_LeaderIdAndEpoch)
+
+
+@message
 class ProduceRequest:
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+    @message
     class TopicProduceData:
-        name: str = ''
-        partition_data: list[ProduceRequest.PartitionProduceData] = dataclasses.field(default_factory=list)
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('name', 'partition_data', 'unknown_tagged_fields')
+        name: str
+        partition_data: list[ProduceRequest.PartitionProduceData]
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+        def __init__(
+            self,
+            *,
+            name: str = '',
+            partition_data: list[ProduceRequest.PartitionProduceData] = LIST,
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'name', name)
+            setattr_(self, 'partition_data', [] if partition_data is LIST else partition_data)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.name, self.partition_data, self.unknown_tagged_fields) == (other.name, other.partition_data, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.name, self.partition_data, self.unknown_tagged_fields))
+
+    @message(records=('records',))
     class PartitionProduceData:
-        index: int = 0
-        records: bytes | None = dataclasses.field(default=None, metadata=RECORDS)
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('index', 'records', 'unknown_tagged_fields')
+        index: int
+        records: bytes | None
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    transactional_id: str | None = None
-    acks: int = 0
-    timeout_ms: int = 0
-    topic_data: list[ProduceRequest.TopicProduceData] = dataclasses.field(default_factory=list)
-    unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        def __init__(
+            self,
+            *,
+            index: int = 0,
+            records: bytes | None = None,
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'index', index)
+            setattr_(self, 'records', records)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.index, self.records, self.unknown_tagged_fields) == (other.index, other.records, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.index, self.records, self.unknown_tagged_fields))
+
+    __slots__ = ('transactional_id', 'acks', 'timeout_ms', 'topic_data', 'unknown_tagged_fields')
+    transactional_id: str | None
+    acks: int
+    timeout_ms: int
+    topic_data: list[ProduceRequest.TopicProduceData]
+    unknown_tagged_fields: list[tuple[int, bytes]]
+
+    def __init__(
+        self,
+        *,
+        transactional_id: str | None = None,
+        acks: int = 0,
+        timeout_ms: int = 0,
+        topic_data: list[ProduceRequest.TopicProduceData] = LIST,
+        unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+    ) -> None:
+        setattr_(self, 'transactional_id', transactional_id)
+        setattr_(self, 'acks', acks)
+        setattr_(self, 'timeout_ms', timeout_ms)
+        setattr_(self, 'topic_data', [] if topic_data is LIST else topic_data)
+        setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return (self.transactional_id, self.acks, self.timeout_ms, self.topic_data, self.unknown_tagged_fields) == (other.transactional_id, other.acks, other.timeout_ms, other.topic_data, other.unknown_tagged_fields)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.transactional_id, self.acks, self.timeout_ms, self.topic_data, self.unknown_tagged_fields))
 
 
 _PartitionProduceData_0 = p.Schema('ProduceRequest.PartitionProduceData', ProduceRequest.PartitionProduceData, [('index', p.Int32), ('records', p.Records)])
@@ -56,50 +121,188 @@ ProduceRequestV10 = p.Schema('ProduceRequest v10', ProduceRequest, [('transactio
 ProduceRequestV11 = p.Schema('ProduceRequest v11', ProduceRequest, [('transactional_id', p.CompactNullableString), ('acks', p.Int16), ('timeout_ms', p.Int32), ('topic_data', p.Array(_TopicProduceData_3, compact=True))], flexible=True)
 
 
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+@message
 class ProduceResponse:
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+    @message
     class TopicProduceResponse:
-        name: str = ''
-        partition_responses: list[ProduceResponse.PartitionProduceResponse] = dataclasses.field(default_factory=list)
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('name', 'partition_responses', 'unknown_tagged_fields')
+        name: str
+        partition_responses: list[ProduceResponse.PartitionProduceResponse]
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+        def __init__(
+            self,
+            *,
+            name: str = '',
+            partition_responses: list[ProduceResponse.PartitionProduceResponse] = LIST,
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'name', name)
+            setattr_(self, 'partition_responses', [] if partition_responses is LIST else partition_responses)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.name, self.partition_responses, self.unknown_tagged_fields) == (other.name, other.partition_responses, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.name, self.partition_responses, self.unknown_tagged_fields))
+
+    @message
     class PartitionProduceResponse:
-        index: int = 0
-        error_code: int = 0
-        base_offset: int = 0
-        log_append_time_ms: int = -1
-        log_start_offset: int = -1
-        record_errors: list[ProduceResponse.BatchIndexAndErrorMessage] = dataclasses.field(default_factory=list)
-        error_message: str | None = None
-        current_leader: ProduceResponse.LeaderIdAndEpoch = dataclasses.field(default_factory=_new_ProduceResponse_LeaderIdAndEpoch)
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('index', 'error_code', 'base_offset', 'log_append_time_ms', 'log_start_offset', 'record_errors', 'error_message', 'current_leader', 'unknown_tagged_fields')
+        index: int
+        error_code: int
+        base_offset: int
+        log_append_time_ms: int
+        log_start_offset: int
+        record_errors: list[ProduceResponse.BatchIndexAndErrorMessage]
+        error_message: str | None
+        current_leader: ProduceResponse.LeaderIdAndEpoch
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+        def __init__(
+            self,
+            *,
+            index: int = 0,
+            error_code: int = 0,
+            base_offset: int = 0,
+            log_append_time_ms: int = -1,
+            log_start_offset: int = -1,
+            record_errors: list[ProduceResponse.BatchIndexAndErrorMessage] = LIST,
+            error_message: str | None = None,
+            current_leader: ProduceResponse.LeaderIdAndEpoch = _NEW_ProduceResponse_LeaderIdAndEpoch,
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'index', index)
+            setattr_(self, 'error_code', error_code)
+            setattr_(self, 'base_offset', base_offset)
+            setattr_(self, 'log_append_time_ms', log_append_time_ms)
+            setattr_(self, 'log_start_offset', log_start_offset)
+            setattr_(self, 'record_errors', [] if record_errors is LIST else record_errors)
+            setattr_(self, 'error_message', error_message)
+            setattr_(self, 'current_leader', _new_ProduceResponse_LeaderIdAndEpoch() if current_leader is _NEW_ProduceResponse_LeaderIdAndEpoch else current_leader)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.index, self.error_code, self.base_offset, self.log_append_time_ms, self.log_start_offset, self.record_errors, self.error_message, self.current_leader, self.unknown_tagged_fields) == (other.index, other.error_code, other.base_offset, other.log_append_time_ms, other.log_start_offset, other.record_errors, other.error_message, other.current_leader, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.index, self.error_code, self.base_offset, self.log_append_time_ms, self.log_start_offset, self.record_errors, self.error_message, self.current_leader, self.unknown_tagged_fields))
+
+    @message
     class BatchIndexAndErrorMessage:
-        batch_index: int = 0
-        batch_index_error_message: str | None = None
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('batch_index', 'batch_index_error_message', 'unknown_tagged_fields')
+        batch_index: int
+        batch_index_error_message: str | None
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+        def __init__(
+            self,
+            *,
+            batch_index: int = 0,
+            batch_index_error_message: str | None = None,
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'batch_index', batch_index)
+            setattr_(self, 'batch_index_error_message', batch_index_error_message)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.batch_index, self.batch_index_error_message, self.unknown_tagged_fields) == (other.batch_index, other.batch_index_error_message, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.batch_index, self.batch_index_error_message, self.unknown_tagged_fields))
+
+    @message
     class LeaderIdAndEpoch:
-        leader_id: int = -1
-        leader_epoch: int = -1
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('leader_id', 'leader_epoch', 'unknown_tagged_fields')
+        leader_id: int
+        leader_epoch: int
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+        def __init__(
+            self,
+            *,
+            leader_id: int = -1,
+            leader_epoch: int = -1,
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'leader_id', leader_id)
+            setattr_(self, 'leader_epoch', leader_epoch)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.leader_id, self.leader_epoch, self.unknown_tagged_fields) == (other.leader_id, other.leader_epoch, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.leader_id, self.leader_epoch, self.unknown_tagged_fields))
+
+    @message
     class NodeEndpoint:
-        node_id: int = 0
-        host: str = ''
-        port: int = 0
-        rack: str | None = None
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('node_id', 'host', 'port', 'rack', 'unknown_tagged_fields')
+        node_id: int
+        host: str
+        port: int
+        rack: str | None
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    responses: list[ProduceResponse.TopicProduceResponse] = dataclasses.field(default_factory=list)
-    throttle_time_ms: int = 0
-    node_endpoints: list[ProduceResponse.NodeEndpoint] = dataclasses.field(default_factory=list)
-    unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        def __init__(
+            self,
+            *,
+            node_id: int = 0,
+            host: str = '',
+            port: int = 0,
+            rack: str | None = None,
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'node_id', node_id)
+            setattr_(self, 'host', host)
+            setattr_(self, 'port', port)
+            setattr_(self, 'rack', rack)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.node_id, self.host, self.port, self.rack, self.unknown_tagged_fields) == (other.node_id, other.host, other.port, other.rack, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.node_id, self.host, self.port, self.rack, self.unknown_tagged_fields))
+
+    __slots__ = ('responses', 'throttle_time_ms', 'node_endpoints', 'unknown_tagged_fields')
+    responses: list[ProduceResponse.TopicProduceResponse]
+    throttle_time_ms: int
+    node_endpoints: list[ProduceResponse.NodeEndpoint]
+    unknown_tagged_fields: list[tuple[int, bytes]]
+
+    def __init__(
+        self,
+        *,
+        responses: list[ProduceResponse.TopicProduceResponse] = LIST,
+        throttle_time_ms: int = 0,
+        node_endpoints: list[ProduceResponse.NodeEndpoint] = LIST,
+        unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+    ) -> None:
+        setattr_(self, 'responses', [] if responses is LIST else responses)
+        setattr_(self, 'throttle_time_ms', throttle_time_ms)
+        setattr_(self, 'node_endpoints', [] if node_endpoints is LIST else node_endpoints)
+        setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return (self.responses, self.throttle_time_ms, self.node_endpoints, self.unknown_tagged_fields) == (other.responses, other.throttle_time_ms, other.node_endpoints, other.unknown_tagged_fields)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.responses, self.throttle_time_ms, self.node_endpoints, self.unknown_tagged_fields))
 
 
 _PartitionProduceResponse_0 = p.Schema('ProduceResponse.PartitionProduceResponse', ProduceResponse.PartitionProduceResponse, [('index', p.Int32), ('error_code', p.Int16), ('base_offset', p.Int64)], absent=[('current_leader', ProduceResponse.LeaderIdAndEpoch())])

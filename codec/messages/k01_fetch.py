@@ -3,13 +3,11 @@
 
 from __future__ import annotations
 
-import dataclasses
 import uuid
 
 from .. import primitives as p
+from .._frozen import LIST, factory, message, setattr_
 from .._wire import NULL_UUID
-
-RECORDS = {'kafka_type': 'records'}
 
 
 
@@ -17,64 +15,210 @@ def _new_FetchRequest_ReplicaState() -> FetchRequest.ReplicaState:
     return FetchRequest.ReplicaState()
 
 
+_NEW_FetchRequest_ReplicaState = factory(_new_FetchRequest_ReplicaState)
+
+
 def _new_FetchResponse_EpochEndOffset() -> FetchResponse.EpochEndOffset:
     return FetchResponse.EpochEndOffset()
+
+
+_NEW_FetchResponse_EpochEndOffset = factory(_new_FetchResponse_EpochEndOffset)
 
 
 def _new_FetchResponse_LeaderIdAndEpoch() -> FetchResponse.LeaderIdAndEpoch:
     return FetchResponse.LeaderIdAndEpoch()
 
 
+_NEW_FetchResponse_LeaderIdAndEpoch = factory(_new_FetchResponse_LeaderIdAndEpoch)
+
+
 def _new_FetchResponse_SnapshotId() -> FetchResponse.SnapshotId:
     return FetchResponse.SnapshotId()
 
 
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+_NEW_FetchResponse_SnapshotId = factory(_new_FetchResponse_SnapshotId)
+
+
+@message
 class FetchRequest:
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+    @message
     class ReplicaState:
-        replica_id: int = -1
-        replica_epoch: int = -1
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('replica_id', 'replica_epoch', 'unknown_tagged_fields')
+        replica_id: int
+        replica_epoch: int
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+        def __init__(
+            self,
+            *,
+            replica_id: int = -1,
+            replica_epoch: int = -1,
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'replica_id', replica_id)
+            setattr_(self, 'replica_epoch', replica_epoch)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.replica_id, self.replica_epoch, self.unknown_tagged_fields) == (other.replica_id, other.replica_epoch, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.replica_id, self.replica_epoch, self.unknown_tagged_fields))
+
+    @message
     class FetchTopic:
-        topic: str = ''
-        topic_id: uuid.UUID = NULL_UUID
-        partitions: list[FetchRequest.FetchPartition] = dataclasses.field(default_factory=list)
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('topic', 'topic_id', 'partitions', 'unknown_tagged_fields')
+        topic: str
+        topic_id: uuid.UUID
+        partitions: list[FetchRequest.FetchPartition]
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+        def __init__(
+            self,
+            *,
+            topic: str = '',
+            topic_id: uuid.UUID = NULL_UUID,
+            partitions: list[FetchRequest.FetchPartition] = LIST,
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'topic', topic)
+            setattr_(self, 'topic_id', topic_id)
+            setattr_(self, 'partitions', [] if partitions is LIST else partitions)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.topic, self.topic_id, self.partitions, self.unknown_tagged_fields) == (other.topic, other.topic_id, other.partitions, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.topic, self.topic_id, self.partitions, self.unknown_tagged_fields))
+
+    @message
     class FetchPartition:
-        partition: int = 0
-        current_leader_epoch: int = -1
-        fetch_offset: int = 0
-        last_fetched_epoch: int = -1
-        log_start_offset: int = -1
-        partition_max_bytes: int = 0
-        replica_directory_id: uuid.UUID = NULL_UUID
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('partition', 'current_leader_epoch', 'fetch_offset', 'last_fetched_epoch', 'log_start_offset', 'partition_max_bytes', 'replica_directory_id', 'unknown_tagged_fields')
+        partition: int
+        current_leader_epoch: int
+        fetch_offset: int
+        last_fetched_epoch: int
+        log_start_offset: int
+        partition_max_bytes: int
+        replica_directory_id: uuid.UUID
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+        def __init__(
+            self,
+            *,
+            partition: int = 0,
+            current_leader_epoch: int = -1,
+            fetch_offset: int = 0,
+            last_fetched_epoch: int = -1,
+            log_start_offset: int = -1,
+            partition_max_bytes: int = 0,
+            replica_directory_id: uuid.UUID = NULL_UUID,
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'partition', partition)
+            setattr_(self, 'current_leader_epoch', current_leader_epoch)
+            setattr_(self, 'fetch_offset', fetch_offset)
+            setattr_(self, 'last_fetched_epoch', last_fetched_epoch)
+            setattr_(self, 'log_start_offset', log_start_offset)
+            setattr_(self, 'partition_max_bytes', partition_max_bytes)
+            setattr_(self, 'replica_directory_id', replica_directory_id)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.partition, self.current_leader_epoch, self.fetch_offset, self.last_fetched_epoch, self.log_start_offset, self.partition_max_bytes, self.replica_directory_id, self.unknown_tagged_fields) == (other.partition, other.current_leader_epoch, other.fetch_offset, other.last_fetched_epoch, other.log_start_offset, other.partition_max_bytes, other.replica_directory_id, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.partition, self.current_leader_epoch, self.fetch_offset, self.last_fetched_epoch, self.log_start_offset, self.partition_max_bytes, self.replica_directory_id, self.unknown_tagged_fields))
+
+    @message
     class ForgottenTopic:
-        topic: str = ''
-        topic_id: uuid.UUID = NULL_UUID
-        partitions: list[int] = dataclasses.field(default_factory=list)
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('topic', 'topic_id', 'partitions', 'unknown_tagged_fields')
+        topic: str
+        topic_id: uuid.UUID
+        partitions: list[int]
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    cluster_id: str | None = None
-    replica_id: int = -1
-    replica_state: FetchRequest.ReplicaState = dataclasses.field(default_factory=_new_FetchRequest_ReplicaState)
-    max_wait_ms: int = 0
-    min_bytes: int = 0
-    max_bytes: int = 2147483647
-    isolation_level: int = 0
-    session_id: int = 0
-    session_epoch: int = -1
-    topics: list[FetchRequest.FetchTopic] = dataclasses.field(default_factory=list)
-    forgotten_topics_data: list[FetchRequest.ForgottenTopic] = dataclasses.field(default_factory=list)
-    rack_id: str = ''
-    unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        def __init__(
+            self,
+            *,
+            topic: str = '',
+            topic_id: uuid.UUID = NULL_UUID,
+            partitions: list[int] = LIST,
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'topic', topic)
+            setattr_(self, 'topic_id', topic_id)
+            setattr_(self, 'partitions', [] if partitions is LIST else partitions)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.topic, self.topic_id, self.partitions, self.unknown_tagged_fields) == (other.topic, other.topic_id, other.partitions, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.topic, self.topic_id, self.partitions, self.unknown_tagged_fields))
+
+    __slots__ = ('cluster_id', 'replica_id', 'replica_state', 'max_wait_ms', 'min_bytes', 'max_bytes', 'isolation_level', 'session_id', 'session_epoch', 'topics', 'forgotten_topics_data', 'rack_id', 'unknown_tagged_fields')
+    cluster_id: str | None
+    replica_id: int
+    replica_state: FetchRequest.ReplicaState
+    max_wait_ms: int
+    min_bytes: int
+    max_bytes: int
+    isolation_level: int
+    session_id: int
+    session_epoch: int
+    topics: list[FetchRequest.FetchTopic]
+    forgotten_topics_data: list[FetchRequest.ForgottenTopic]
+    rack_id: str
+    unknown_tagged_fields: list[tuple[int, bytes]]
+
+    def __init__(
+        self,
+        *,
+        cluster_id: str | None = None,
+        replica_id: int = -1,
+        replica_state: FetchRequest.ReplicaState = _NEW_FetchRequest_ReplicaState,
+        max_wait_ms: int = 0,
+        min_bytes: int = 0,
+        max_bytes: int = 2147483647,
+        isolation_level: int = 0,
+        session_id: int = 0,
+        session_epoch: int = -1,
+        topics: list[FetchRequest.FetchTopic] = LIST,
+        forgotten_topics_data: list[FetchRequest.ForgottenTopic] = LIST,
+        rack_id: str = '',
+        unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+    ) -> None:
+        setattr_(self, 'cluster_id', cluster_id)
+        setattr_(self, 'replica_id', replica_id)
+        setattr_(self, 'replica_state', _new_FetchRequest_ReplicaState() if replica_state is _NEW_FetchRequest_ReplicaState else replica_state)
+        setattr_(self, 'max_wait_ms', max_wait_ms)
+        setattr_(self, 'min_bytes', min_bytes)
+        setattr_(self, 'max_bytes', max_bytes)
+        setattr_(self, 'isolation_level', isolation_level)
+        setattr_(self, 'session_id', session_id)
+        setattr_(self, 'session_epoch', session_epoch)
+        setattr_(self, 'topics', [] if topics is LIST else topics)
+        setattr_(self, 'forgotten_topics_data', [] if forgotten_topics_data is LIST else forgotten_topics_data)
+        setattr_(self, 'rack_id', rack_id)
+        setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return (self.cluster_id, self.replica_id, self.replica_state, self.max_wait_ms, self.min_bytes, self.max_bytes, self.isolation_level, self.session_id, self.session_epoch, self.topics, self.forgotten_topics_data, self.rack_id, self.unknown_tagged_fields) == (other.cluster_id, other.replica_id, other.replica_state, other.max_wait_ms, other.min_bytes, other.max_bytes, other.isolation_level, other.session_id, other.session_epoch, other.topics, other.forgotten_topics_data, other.rack_id, other.unknown_tagged_fields)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.cluster_id, self.replica_id, self.replica_state, self.max_wait_ms, self.min_bytes, self.max_bytes, self.isolation_level, self.session_id, self.session_epoch, self.topics, self.forgotten_topics_data, self.rack_id, self.unknown_tagged_fields))
 
 
 _FetchPartition_0 = p.Schema('FetchRequest.FetchPartition', FetchRequest.FetchPartition, [('partition', p.Int32), ('fetch_offset', p.Int64), ('partition_max_bytes', p.Int32)], absent=[('last_fetched_epoch', -1)])
@@ -112,68 +256,258 @@ FetchRequestV16 = p.Schema('FetchRequest v16', FetchRequest, [('max_wait_ms', p.
 FetchRequestV17 = p.Schema('FetchRequest v17', FetchRequest, [('max_wait_ms', p.Int32), ('min_bytes', p.Int32), ('max_bytes', p.Int32), ('isolation_level', p.Int8), ('session_id', p.Int32), ('session_epoch', p.Int32), ('topics', p.Array(_FetchTopic_14, compact=True)), ('forgotten_topics_data', p.Array(_ForgottenTopic_11, compact=True)), ('rack_id', p.CompactString)], tagged=[p.TaggedField(0, 'cluster_id', p.CompactNullableString, None), p.TaggedField(1, 'replica_state', _ReplicaState_12, FetchRequest.ReplicaState())], flexible=True, absent=[('replica_id', -1)])
 
 
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+@message
 class FetchResponse:
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+    @message
     class FetchableTopicResponse:
-        topic: str = ''
-        topic_id: uuid.UUID = NULL_UUID
-        partitions: list[FetchResponse.PartitionData] = dataclasses.field(default_factory=list)
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('topic', 'topic_id', 'partitions', 'unknown_tagged_fields')
+        topic: str
+        topic_id: uuid.UUID
+        partitions: list[FetchResponse.PartitionData]
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+        def __init__(
+            self,
+            *,
+            topic: str = '',
+            topic_id: uuid.UUID = NULL_UUID,
+            partitions: list[FetchResponse.PartitionData] = LIST,
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'topic', topic)
+            setattr_(self, 'topic_id', topic_id)
+            setattr_(self, 'partitions', [] if partitions is LIST else partitions)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.topic, self.topic_id, self.partitions, self.unknown_tagged_fields) == (other.topic, other.topic_id, other.partitions, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.topic, self.topic_id, self.partitions, self.unknown_tagged_fields))
+
+    @message(records=('records',))
     class PartitionData:
-        partition_index: int = 0
-        error_code: int = 0
-        high_watermark: int = 0
-        last_stable_offset: int = -1
-        log_start_offset: int = -1
-        diverging_epoch: FetchResponse.EpochEndOffset = dataclasses.field(default_factory=_new_FetchResponse_EpochEndOffset)
-        current_leader: FetchResponse.LeaderIdAndEpoch = dataclasses.field(default_factory=_new_FetchResponse_LeaderIdAndEpoch)
-        snapshot_id: FetchResponse.SnapshotId = dataclasses.field(default_factory=_new_FetchResponse_SnapshotId)
-        aborted_transactions: list[FetchResponse.AbortedTransaction] | None = dataclasses.field(default_factory=list)
-        preferred_read_replica: int = -1
-        records: bytes | None = dataclasses.field(default=None, metadata=RECORDS)
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('partition_index', 'error_code', 'high_watermark', 'last_stable_offset', 'log_start_offset', 'diverging_epoch', 'current_leader', 'snapshot_id', 'aborted_transactions', 'preferred_read_replica', 'records', 'unknown_tagged_fields')
+        partition_index: int
+        error_code: int
+        high_watermark: int
+        last_stable_offset: int
+        log_start_offset: int
+        diverging_epoch: FetchResponse.EpochEndOffset
+        current_leader: FetchResponse.LeaderIdAndEpoch
+        snapshot_id: FetchResponse.SnapshotId
+        aborted_transactions: list[FetchResponse.AbortedTransaction] | None
+        preferred_read_replica: int
+        records: bytes | None
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+        def __init__(
+            self,
+            *,
+            partition_index: int = 0,
+            error_code: int = 0,
+            high_watermark: int = 0,
+            last_stable_offset: int = -1,
+            log_start_offset: int = -1,
+            diverging_epoch: FetchResponse.EpochEndOffset = _NEW_FetchResponse_EpochEndOffset,
+            current_leader: FetchResponse.LeaderIdAndEpoch = _NEW_FetchResponse_LeaderIdAndEpoch,
+            snapshot_id: FetchResponse.SnapshotId = _NEW_FetchResponse_SnapshotId,
+            aborted_transactions: list[FetchResponse.AbortedTransaction] | None = LIST,
+            preferred_read_replica: int = -1,
+            records: bytes | None = None,
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'partition_index', partition_index)
+            setattr_(self, 'error_code', error_code)
+            setattr_(self, 'high_watermark', high_watermark)
+            setattr_(self, 'last_stable_offset', last_stable_offset)
+            setattr_(self, 'log_start_offset', log_start_offset)
+            setattr_(self, 'diverging_epoch', _new_FetchResponse_EpochEndOffset() if diverging_epoch is _NEW_FetchResponse_EpochEndOffset else diverging_epoch)
+            setattr_(self, 'current_leader', _new_FetchResponse_LeaderIdAndEpoch() if current_leader is _NEW_FetchResponse_LeaderIdAndEpoch else current_leader)
+            setattr_(self, 'snapshot_id', _new_FetchResponse_SnapshotId() if snapshot_id is _NEW_FetchResponse_SnapshotId else snapshot_id)
+            setattr_(self, 'aborted_transactions', [] if aborted_transactions is LIST else aborted_transactions)
+            setattr_(self, 'preferred_read_replica', preferred_read_replica)
+            setattr_(self, 'records', records)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.partition_index, self.error_code, self.high_watermark, self.last_stable_offset, self.log_start_offset, self.diverging_epoch, self.current_leader, self.snapshot_id, self.aborted_transactions, self.preferred_read_replica, self.records, self.unknown_tagged_fields) == (other.partition_index, other.error_code, other.high_watermark, other.last_stable_offset, other.log_start_offset, other.diverging_epoch, other.current_leader, other.snapshot_id, other.aborted_transactions, other.preferred_read_replica, other.records, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.partition_index, self.error_code, self.high_watermark, self.last_stable_offset, self.log_start_offset, self.diverging_epoch, self.current_leader, self.snapshot_id, self.aborted_transactions, self.preferred_read_replica, self.records, self.unknown_tagged_fields))
+
+    @message
     class EpochEndOffset:
-        epoch: int = -1
-        end_offset: int = -1
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('epoch', 'end_offset', 'unknown_tagged_fields')
+        epoch: int
+        end_offset: int
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+        def __init__(
+            self,
+            *,
+            epoch: int = -1,
+            end_offset: int = -1,
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'epoch', epoch)
+            setattr_(self, 'end_offset', end_offset)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.epoch, self.end_offset, self.unknown_tagged_fields) == (other.epoch, other.end_offset, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.epoch, self.end_offset, self.unknown_tagged_fields))
+
+    @message
     class LeaderIdAndEpoch:
-        leader_id: int = -1
-        leader_epoch: int = -1
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('leader_id', 'leader_epoch', 'unknown_tagged_fields')
+        leader_id: int
+        leader_epoch: int
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+        def __init__(
+            self,
+            *,
+            leader_id: int = -1,
+            leader_epoch: int = -1,
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'leader_id', leader_id)
+            setattr_(self, 'leader_epoch', leader_epoch)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.leader_id, self.leader_epoch, self.unknown_tagged_fields) == (other.leader_id, other.leader_epoch, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.leader_id, self.leader_epoch, self.unknown_tagged_fields))
+
+    @message
     class SnapshotId:
-        end_offset: int = -1
-        epoch: int = -1
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('end_offset', 'epoch', 'unknown_tagged_fields')
+        end_offset: int
+        epoch: int
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+        def __init__(
+            self,
+            *,
+            end_offset: int = -1,
+            epoch: int = -1,
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'end_offset', end_offset)
+            setattr_(self, 'epoch', epoch)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.end_offset, self.epoch, self.unknown_tagged_fields) == (other.end_offset, other.epoch, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.end_offset, self.epoch, self.unknown_tagged_fields))
+
+    @message
     class AbortedTransaction:
-        producer_id: int = 0
-        first_offset: int = 0
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('producer_id', 'first_offset', 'unknown_tagged_fields')
+        producer_id: int
+        first_offset: int
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+        def __init__(
+            self,
+            *,
+            producer_id: int = 0,
+            first_offset: int = 0,
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'producer_id', producer_id)
+            setattr_(self, 'first_offset', first_offset)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.producer_id, self.first_offset, self.unknown_tagged_fields) == (other.producer_id, other.first_offset, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.producer_id, self.first_offset, self.unknown_tagged_fields))
+
+    @message
     class NodeEndpoint:
-        node_id: int = 0
-        host: str = ''
-        port: int = 0
-        rack: str | None = None
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('node_id', 'host', 'port', 'rack', 'unknown_tagged_fields')
+        node_id: int
+        host: str
+        port: int
+        rack: str | None
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    throttle_time_ms: int = 0
-    error_code: int = 0
-    session_id: int = 0
-    responses: list[FetchResponse.FetchableTopicResponse] = dataclasses.field(default_factory=list)
-    node_endpoints: list[FetchResponse.NodeEndpoint] = dataclasses.field(default_factory=list)
-    unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        def __init__(
+            self,
+            *,
+            node_id: int = 0,
+            host: str = '',
+            port: int = 0,
+            rack: str | None = None,
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'node_id', node_id)
+            setattr_(self, 'host', host)
+            setattr_(self, 'port', port)
+            setattr_(self, 'rack', rack)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.node_id, self.host, self.port, self.rack, self.unknown_tagged_fields) == (other.node_id, other.host, other.port, other.rack, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.node_id, self.host, self.port, self.rack, self.unknown_tagged_fields))
+
+    __slots__ = ('throttle_time_ms', 'error_code', 'session_id', 'responses', 'node_endpoints', 'unknown_tagged_fields')
+    throttle_time_ms: int
+    error_code: int
+    session_id: int
+    responses: list[FetchResponse.FetchableTopicResponse]
+    node_endpoints: list[FetchResponse.NodeEndpoint]
+    unknown_tagged_fields: list[tuple[int, bytes]]
+
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = 0,
+        error_code: int = 0,
+        session_id: int = 0,
+        responses: list[FetchResponse.FetchableTopicResponse] = LIST,
+        node_endpoints: list[FetchResponse.NodeEndpoint] = LIST,
+        unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+    ) -> None:
+        setattr_(self, 'throttle_time_ms', throttle_time_ms)
+        setattr_(self, 'error_code', error_code)
+        setattr_(self, 'session_id', session_id)
+        setattr_(self, 'responses', [] if responses is LIST else responses)
+        setattr_(self, 'node_endpoints', [] if node_endpoints is LIST else node_endpoints)
+        setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return (self.throttle_time_ms, self.error_code, self.session_id, self.responses, self.node_endpoints, self.unknown_tagged_fields) == (other.throttle_time_ms, other.error_code, other.session_id, other.responses, other.node_endpoints, other.unknown_tagged_fields)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.throttle_time_ms, self.error_code, self.session_id, self.responses, self.node_endpoints, self.unknown_tagged_fields))
 
 
 _PartitionData_0 = p.Schema('FetchResponse.PartitionData', FetchResponse.PartitionData, [('partition_index', p.Int32), ('error_code', p.Int16), ('high_watermark', p.Int64), ('records', p.Records)], absent=[('diverging_epoch', FetchResponse.EpochEndOffset()), ('current_leader', FetchResponse.LeaderIdAndEpoch()), ('snapshot_id', FetchResponse.SnapshotId()), ('preferred_read_replica', -1)])

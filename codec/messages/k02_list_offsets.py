@@ -3,37 +3,103 @@
 
 from __future__ import annotations
 
-import dataclasses
 import uuid
 
 from .. import primitives as p
+from .._frozen import LIST, factory, message, setattr_
 from .._wire import NULL_UUID
 
-RECORDS = {'kafka_type': 'records'}
 
 
-
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+@message
 class ListOffsetsRequest:
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+    @message
     class ListOffsetsTopic:
-        name: str = ''
-        partitions: list[ListOffsetsRequest.ListOffsetsPartition] = dataclasses.field(default_factory=list)
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('name', 'partitions', 'unknown_tagged_fields')
+        name: str
+        partitions: list[ListOffsetsRequest.ListOffsetsPartition]
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+        def __init__(
+            self,
+            *,
+            name: str = '',
+            partitions: list[ListOffsetsRequest.ListOffsetsPartition] = LIST,
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'name', name)
+            setattr_(self, 'partitions', [] if partitions is LIST else partitions)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.name, self.partitions, self.unknown_tagged_fields) == (other.name, other.partitions, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.name, self.partitions, self.unknown_tagged_fields))
+
+    @message
     class ListOffsetsPartition:
-        partition_index: int = 0
-        current_leader_epoch: int = -1
-        timestamp: int = 0
-        max_num_offsets: int = 1
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('partition_index', 'current_leader_epoch', 'timestamp', 'max_num_offsets', 'unknown_tagged_fields')
+        partition_index: int
+        current_leader_epoch: int
+        timestamp: int
+        max_num_offsets: int
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    replica_id: int = 0
-    isolation_level: int = 0
-    topics: list[ListOffsetsRequest.ListOffsetsTopic] = dataclasses.field(default_factory=list)
-    timeout_ms: int = 0
-    unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        def __init__(
+            self,
+            *,
+            partition_index: int = 0,
+            current_leader_epoch: int = -1,
+            timestamp: int = 0,
+            max_num_offsets: int = 1,
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'partition_index', partition_index)
+            setattr_(self, 'current_leader_epoch', current_leader_epoch)
+            setattr_(self, 'timestamp', timestamp)
+            setattr_(self, 'max_num_offsets', max_num_offsets)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.partition_index, self.current_leader_epoch, self.timestamp, self.max_num_offsets, self.unknown_tagged_fields) == (other.partition_index, other.current_leader_epoch, other.timestamp, other.max_num_offsets, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.partition_index, self.current_leader_epoch, self.timestamp, self.max_num_offsets, self.unknown_tagged_fields))
+
+    __slots__ = ('replica_id', 'isolation_level', 'topics', 'timeout_ms', 'unknown_tagged_fields')
+    replica_id: int
+    isolation_level: int
+    topics: list[ListOffsetsRequest.ListOffsetsTopic]
+    timeout_ms: int
+    unknown_tagged_fields: list[tuple[int, bytes]]
+
+    def __init__(
+        self,
+        *,
+        replica_id: int = 0,
+        isolation_level: int = 0,
+        topics: list[ListOffsetsRequest.ListOffsetsTopic] = LIST,
+        timeout_ms: int = 0,
+        unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+    ) -> None:
+        setattr_(self, 'replica_id', replica_id)
+        setattr_(self, 'isolation_level', isolation_level)
+        setattr_(self, 'topics', [] if topics is LIST else topics)
+        setattr_(self, 'timeout_ms', timeout_ms)
+        setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return (self.replica_id, self.isolation_level, self.topics, self.timeout_ms, self.unknown_tagged_fields) == (other.replica_id, other.isolation_level, other.topics, other.timeout_ms, other.unknown_tagged_fields)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.replica_id, self.isolation_level, self.topics, self.timeout_ms, self.unknown_tagged_fields))
 
 
 _ListOffsetsPartition_0 = p.Schema('ListOffsetsRequest.ListOffsetsPartition', ListOffsetsRequest.ListOffsetsPartition, [('partition_index', p.Int32), ('timestamp', p.Int64), ('max_num_offsets', p.Int32)])
@@ -57,27 +123,95 @@ ListOffsetsRequestV9 = p.Schema('ListOffsetsRequest v9', ListOffsetsRequest, [('
 ListOffsetsRequestV10 = p.Schema('ListOffsetsRequest v10', ListOffsetsRequest, [('replica_id', p.Int32), ('isolation_level', p.Int8), ('topics', p.Array(_ListOffsetsTopic_7, compact=True)), ('timeout_ms', p.Int32)], flexible=True)
 
 
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+@message
 class ListOffsetsResponse:
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+    @message
     class ListOffsetsTopicResponse:
-        name: str = ''
-        partitions: list[ListOffsetsResponse.ListOffsetsPartitionResponse] = dataclasses.field(default_factory=list)
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('name', 'partitions', 'unknown_tagged_fields')
+        name: str
+        partitions: list[ListOffsetsResponse.ListOffsetsPartitionResponse]
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+        def __init__(
+            self,
+            *,
+            name: str = '',
+            partitions: list[ListOffsetsResponse.ListOffsetsPartitionResponse] = LIST,
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'name', name)
+            setattr_(self, 'partitions', [] if partitions is LIST else partitions)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.name, self.partitions, self.unknown_tagged_fields) == (other.name, other.partitions, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.name, self.partitions, self.unknown_tagged_fields))
+
+    @message
     class ListOffsetsPartitionResponse:
-        partition_index: int = 0
-        error_code: int = 0
-        old_style_offsets: list[int] = dataclasses.field(default_factory=list)
-        timestamp: int = -1
-        offset: int = -1
-        leader_epoch: int = -1
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('partition_index', 'error_code', 'old_style_offsets', 'timestamp', 'offset', 'leader_epoch', 'unknown_tagged_fields')
+        partition_index: int
+        error_code: int
+        old_style_offsets: list[int]
+        timestamp: int
+        offset: int
+        leader_epoch: int
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    throttle_time_ms: int = 0
-    topics: list[ListOffsetsResponse.ListOffsetsTopicResponse] = dataclasses.field(default_factory=list)
-    unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        def __init__(
+            self,
+            *,
+            partition_index: int = 0,
+            error_code: int = 0,
+            old_style_offsets: list[int] = LIST,
+            timestamp: int = -1,
+            offset: int = -1,
+            leader_epoch: int = -1,
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'partition_index', partition_index)
+            setattr_(self, 'error_code', error_code)
+            setattr_(self, 'old_style_offsets', [] if old_style_offsets is LIST else old_style_offsets)
+            setattr_(self, 'timestamp', timestamp)
+            setattr_(self, 'offset', offset)
+            setattr_(self, 'leader_epoch', leader_epoch)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.partition_index, self.error_code, self.old_style_offsets, self.timestamp, self.offset, self.leader_epoch, self.unknown_tagged_fields) == (other.partition_index, other.error_code, other.old_style_offsets, other.timestamp, other.offset, other.leader_epoch, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.partition_index, self.error_code, self.old_style_offsets, self.timestamp, self.offset, self.leader_epoch, self.unknown_tagged_fields))
+
+    __slots__ = ('throttle_time_ms', 'topics', 'unknown_tagged_fields')
+    throttle_time_ms: int
+    topics: list[ListOffsetsResponse.ListOffsetsTopicResponse]
+    unknown_tagged_fields: list[tuple[int, bytes]]
+
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = 0,
+        topics: list[ListOffsetsResponse.ListOffsetsTopicResponse] = LIST,
+        unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+    ) -> None:
+        setattr_(self, 'throttle_time_ms', throttle_time_ms)
+        setattr_(self, 'topics', [] if topics is LIST else topics)
+        setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return (self.throttle_time_ms, self.topics, self.unknown_tagged_fields) == (other.throttle_time_ms, other.topics, other.unknown_tagged_fields)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.throttle_time_ms, self.topics, self.unknown_tagged_fields))
 
 
 _ListOffsetsPartitionResponse_0 = p.Schema('ListOffsetsResponse.ListOffsetsPartitionResponse', ListOffsetsResponse.ListOffsetsPartitionResponse, [('partition_index', p.Int32), ('error_code', p.Int16), ('old_style_offsets', p.Array(p.Int64))], absent=[('timestamp', -1), ('offset', -1), ('leader_epoch', -1)])

@@ -3,29 +3,71 @@
 
 from __future__ import annotations
 
-import dataclasses
 import uuid
 
 from .. import primitives as p
+from .._frozen import LIST, factory, message, setattr_
 from .._wire import NULL_UUID
 
-RECORDS = {'kafka_type': 'records'}
 
 
-
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+@message
 class MetadataRequest:
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+    @message
     class MetadataRequestTopic:
-        topic_id: uuid.UUID = NULL_UUID
-        name: str | None = ''
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('topic_id', 'name', 'unknown_tagged_fields')
+        topic_id: uuid.UUID
+        name: str | None
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    topics: list[MetadataRequest.MetadataRequestTopic] | None = dataclasses.field(default_factory=list)
-    allow_auto_topic_creation: bool = True
-    include_cluster_authorized_operations: bool = False
-    include_topic_authorized_operations: bool = False
-    unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        def __init__(
+            self,
+            *,
+            topic_id: uuid.UUID = NULL_UUID,
+            name: str | None = '',
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'topic_id', topic_id)
+            setattr_(self, 'name', name)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.topic_id, self.name, self.unknown_tagged_fields) == (other.topic_id, other.name, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.topic_id, self.name, self.unknown_tagged_fields))
+
+    __slots__ = ('topics', 'allow_auto_topic_creation', 'include_cluster_authorized_operations', 'include_topic_authorized_operations', 'unknown_tagged_fields')
+    topics: list[MetadataRequest.MetadataRequestTopic] | None
+    allow_auto_topic_creation: bool
+    include_cluster_authorized_operations: bool
+    include_topic_authorized_operations: bool
+    unknown_tagged_fields: list[tuple[int, bytes]]
+
+    def __init__(
+        self,
+        *,
+        topics: list[MetadataRequest.MetadataRequestTopic] | None = LIST,
+        allow_auto_topic_creation: bool = True,
+        include_cluster_authorized_operations: bool = False,
+        include_topic_authorized_operations: bool = False,
+        unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+    ) -> None:
+        setattr_(self, 'topics', [] if topics is LIST else topics)
+        setattr_(self, 'allow_auto_topic_creation', allow_auto_topic_creation)
+        setattr_(self, 'include_cluster_authorized_operations', include_cluster_authorized_operations)
+        setattr_(self, 'include_topic_authorized_operations', include_topic_authorized_operations)
+        setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return (self.topics, self.allow_auto_topic_creation, self.include_cluster_authorized_operations, self.include_topic_authorized_operations, self.unknown_tagged_fields) == (other.topics, other.allow_auto_topic_creation, other.include_cluster_authorized_operations, other.include_topic_authorized_operations, other.unknown_tagged_fields)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.topics, self.allow_auto_topic_creation, self.include_cluster_authorized_operations, self.include_topic_authorized_operations, self.unknown_tagged_fields))
 
 
 _MetadataRequestTopic_0 = p.Schema('MetadataRequest.MetadataRequestTopic', MetadataRequest.MetadataRequestTopic, [('name', p.String)])
@@ -46,44 +88,154 @@ MetadataRequestV11 = p.Schema('MetadataRequest v11', MetadataRequest, [('topics'
 MetadataRequestV12 = p.Schema('MetadataRequest v12', MetadataRequest, [('topics', p.Array(_MetadataRequestTopic_2, compact=True, nullable=True)), ('allow_auto_topic_creation', p.Boolean), ('include_topic_authorized_operations', p.Boolean)], flexible=True, absent=[('include_cluster_authorized_operations', False)])
 
 
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+@message
 class MetadataResponse:
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+    @message
     class MetadataResponseBroker:
-        node_id: int = 0
-        host: str = ''
-        port: int = 0
-        rack: str | None = None
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('node_id', 'host', 'port', 'rack', 'unknown_tagged_fields')
+        node_id: int
+        host: str
+        port: int
+        rack: str | None
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+        def __init__(
+            self,
+            *,
+            node_id: int = 0,
+            host: str = '',
+            port: int = 0,
+            rack: str | None = None,
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'node_id', node_id)
+            setattr_(self, 'host', host)
+            setattr_(self, 'port', port)
+            setattr_(self, 'rack', rack)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.node_id, self.host, self.port, self.rack, self.unknown_tagged_fields) == (other.node_id, other.host, other.port, other.rack, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.node_id, self.host, self.port, self.rack, self.unknown_tagged_fields))
+
+    @message
     class MetadataResponseTopic:
-        error_code: int = 0
-        name: str | None = ''
-        topic_id: uuid.UUID = NULL_UUID
-        is_internal: bool = False
-        partitions: list[MetadataResponse.MetadataResponsePartition] = dataclasses.field(default_factory=list)
-        topic_authorized_operations: int = -2147483648
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('error_code', 'name', 'topic_id', 'is_internal', 'partitions', 'topic_authorized_operations', 'unknown_tagged_fields')
+        error_code: int
+        name: str | None
+        topic_id: uuid.UUID
+        is_internal: bool
+        partitions: list[MetadataResponse.MetadataResponsePartition]
+        topic_authorized_operations: int
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+        def __init__(
+            self,
+            *,
+            error_code: int = 0,
+            name: str | None = '',
+            topic_id: uuid.UUID = NULL_UUID,
+            is_internal: bool = False,
+            partitions: list[MetadataResponse.MetadataResponsePartition] = LIST,
+            topic_authorized_operations: int = -2147483648,
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'error_code', error_code)
+            setattr_(self, 'name', name)
+            setattr_(self, 'topic_id', topic_id)
+            setattr_(self, 'is_internal', is_internal)
+            setattr_(self, 'partitions', [] if partitions is LIST else partitions)
+            setattr_(self, 'topic_authorized_operations', topic_authorized_operations)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.error_code, self.name, self.topic_id, self.is_internal, self.partitions, self.topic_authorized_operations, self.unknown_tagged_fields) == (other.error_code, other.name, other.topic_id, other.is_internal, other.partitions, other.topic_authorized_operations, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.error_code, self.name, self.topic_id, self.is_internal, self.partitions, self.topic_authorized_operations, self.unknown_tagged_fields))
+
+    @message
     class MetadataResponsePartition:
-        error_code: int = 0
-        partition_index: int = 0
-        leader_id: int = 0
-        leader_epoch: int = -1
-        replica_nodes: list[int] = dataclasses.field(default_factory=list)
-        isr_nodes: list[int] = dataclasses.field(default_factory=list)
-        offline_replicas: list[int] = dataclasses.field(default_factory=list)
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('error_code', 'partition_index', 'leader_id', 'leader_epoch', 'replica_nodes', 'isr_nodes', 'offline_replicas', 'unknown_tagged_fields')
+        error_code: int
+        partition_index: int
+        leader_id: int
+        leader_epoch: int
+        replica_nodes: list[int]
+        isr_nodes: list[int]
+        offline_replicas: list[int]
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    throttle_time_ms: int = 0
-    brokers: list[MetadataResponse.MetadataResponseBroker] = dataclasses.field(default_factory=list)
-    cluster_id: str | None = None
-    controller_id: int = -1
-    topics: list[MetadataResponse.MetadataResponseTopic] = dataclasses.field(default_factory=list)
-    cluster_authorized_operations: int = -2147483648
-    unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        def __init__(
+            self,
+            *,
+            error_code: int = 0,
+            partition_index: int = 0,
+            leader_id: int = 0,
+            leader_epoch: int = -1,
+            replica_nodes: list[int] = LIST,
+            isr_nodes: list[int] = LIST,
+            offline_replicas: list[int] = LIST,
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'error_code', error_code)
+            setattr_(self, 'partition_index', partition_index)
+            setattr_(self, 'leader_id', leader_id)
+            setattr_(self, 'leader_epoch', leader_epoch)
+            setattr_(self, 'replica_nodes', [] if replica_nodes is LIST else replica_nodes)
+            setattr_(self, 'isr_nodes', [] if isr_nodes is LIST else isr_nodes)
+            setattr_(self, 'offline_replicas', [] if offline_replicas is LIST else offline_replicas)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.error_code, self.partition_index, self.leader_id, self.leader_epoch, self.replica_nodes, self.isr_nodes, self.offline_replicas, self.unknown_tagged_fields) == (other.error_code, other.partition_index, other.leader_id, other.leader_epoch, other.replica_nodes, other.isr_nodes, other.offline_replicas, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.error_code, self.partition_index, self.leader_id, self.leader_epoch, self.replica_nodes, self.isr_nodes, self.offline_replicas, self.unknown_tagged_fields))
+
+    __slots__ = ('throttle_time_ms', 'brokers', 'cluster_id', 'controller_id', 'topics', 'cluster_authorized_operations', 'unknown_tagged_fields')
+    throttle_time_ms: int
+    brokers: list[MetadataResponse.MetadataResponseBroker]
+    cluster_id: str | None
+    controller_id: int
+    topics: list[MetadataResponse.MetadataResponseTopic]
+    cluster_authorized_operations: int
+    unknown_tagged_fields: list[tuple[int, bytes]]
+
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = 0,
+        brokers: list[MetadataResponse.MetadataResponseBroker] = LIST,
+        cluster_id: str | None = None,
+        controller_id: int = -1,
+        topics: list[MetadataResponse.MetadataResponseTopic] = LIST,
+        cluster_authorized_operations: int = -2147483648,
+        unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+    ) -> None:
+        setattr_(self, 'throttle_time_ms', throttle_time_ms)
+        setattr_(self, 'brokers', [] if brokers is LIST else brokers)
+        setattr_(self, 'cluster_id', cluster_id)
+        setattr_(self, 'controller_id', controller_id)
+        setattr_(self, 'topics', [] if topics is LIST else topics)
+        setattr_(self, 'cluster_authorized_operations', cluster_authorized_operations)
+        setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return (self.throttle_time_ms, self.brokers, self.cluster_id, self.controller_id, self.topics, self.cluster_authorized_operations, self.unknown_tagged_fields) == (other.throttle_time_ms, other.brokers, other.cluster_id, other.controller_id, other.topics, other.cluster_authorized_operations, other.unknown_tagged_fields)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.throttle_time_ms, self.brokers, self.cluster_id, self.controller_id, self.topics, self.cluster_authorized_operations, self.unknown_tagged_fields))
 
 
 _MetadataResponseBroker_0 = p.Schema('MetadataResponse.MetadataResponseBroker', MetadataResponse.MetadataResponseBroker, [('node_id', p.Int32), ('host', p.String), ('port', p.Int32)])

@@ -3,40 +3,112 @@
 
 from __future__ import annotations
 
-import dataclasses
 import uuid
 
 from .. import primitives as p
+from .._frozen import LIST, factory, message, setattr_
 from .._wire import NULL_UUID
 
-RECORDS = {'kafka_type': 'records'}
 
 
-
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+@message
 class OffsetCommitRequest:
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+    @message
     class OffsetCommitRequestTopic:
-        name: str = ''
-        partitions: list[OffsetCommitRequest.OffsetCommitRequestPartition] = dataclasses.field(default_factory=list)
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('name', 'partitions', 'unknown_tagged_fields')
+        name: str
+        partitions: list[OffsetCommitRequest.OffsetCommitRequestPartition]
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+        def __init__(
+            self,
+            *,
+            name: str = '',
+            partitions: list[OffsetCommitRequest.OffsetCommitRequestPartition] = LIST,
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'name', name)
+            setattr_(self, 'partitions', [] if partitions is LIST else partitions)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.name, self.partitions, self.unknown_tagged_fields) == (other.name, other.partitions, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.name, self.partitions, self.unknown_tagged_fields))
+
+    @message
     class OffsetCommitRequestPartition:
-        partition_index: int = 0
-        committed_offset: int = 0
-        committed_leader_epoch: int = -1
-        commit_timestamp: int = -1
-        committed_metadata: str | None = ''
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('partition_index', 'committed_offset', 'committed_leader_epoch', 'commit_timestamp', 'committed_metadata', 'unknown_tagged_fields')
+        partition_index: int
+        committed_offset: int
+        committed_leader_epoch: int
+        commit_timestamp: int
+        committed_metadata: str | None
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    group_id: str = ''
-    generation_id_or_member_epoch: int = -1
-    member_id: str = ''
-    group_instance_id: str | None = None
-    retention_time_ms: int = -1
-    topics: list[OffsetCommitRequest.OffsetCommitRequestTopic] = dataclasses.field(default_factory=list)
-    unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        def __init__(
+            self,
+            *,
+            partition_index: int = 0,
+            committed_offset: int = 0,
+            committed_leader_epoch: int = -1,
+            commit_timestamp: int = -1,
+            committed_metadata: str | None = '',
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'partition_index', partition_index)
+            setattr_(self, 'committed_offset', committed_offset)
+            setattr_(self, 'committed_leader_epoch', committed_leader_epoch)
+            setattr_(self, 'commit_timestamp', commit_timestamp)
+            setattr_(self, 'committed_metadata', committed_metadata)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.partition_index, self.committed_offset, self.committed_leader_epoch, self.commit_timestamp, self.committed_metadata, self.unknown_tagged_fields) == (other.partition_index, other.committed_offset, other.committed_leader_epoch, other.commit_timestamp, other.committed_metadata, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.partition_index, self.committed_offset, self.committed_leader_epoch, self.commit_timestamp, self.committed_metadata, self.unknown_tagged_fields))
+
+    __slots__ = ('group_id', 'generation_id_or_member_epoch', 'member_id', 'group_instance_id', 'retention_time_ms', 'topics', 'unknown_tagged_fields')
+    group_id: str
+    generation_id_or_member_epoch: int
+    member_id: str
+    group_instance_id: str | None
+    retention_time_ms: int
+    topics: list[OffsetCommitRequest.OffsetCommitRequestTopic]
+    unknown_tagged_fields: list[tuple[int, bytes]]
+
+    def __init__(
+        self,
+        *,
+        group_id: str = '',
+        generation_id_or_member_epoch: int = -1,
+        member_id: str = '',
+        group_instance_id: str | None = None,
+        retention_time_ms: int = -1,
+        topics: list[OffsetCommitRequest.OffsetCommitRequestTopic] = LIST,
+        unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+    ) -> None:
+        setattr_(self, 'group_id', group_id)
+        setattr_(self, 'generation_id_or_member_epoch', generation_id_or_member_epoch)
+        setattr_(self, 'member_id', member_id)
+        setattr_(self, 'group_instance_id', group_instance_id)
+        setattr_(self, 'retention_time_ms', retention_time_ms)
+        setattr_(self, 'topics', [] if topics is LIST else topics)
+        setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return (self.group_id, self.generation_id_or_member_epoch, self.member_id, self.group_instance_id, self.retention_time_ms, self.topics, self.unknown_tagged_fields) == (other.group_id, other.generation_id_or_member_epoch, other.member_id, other.group_instance_id, other.retention_time_ms, other.topics, other.unknown_tagged_fields)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.group_id, self.generation_id_or_member_epoch, self.member_id, self.group_instance_id, self.retention_time_ms, self.topics, self.unknown_tagged_fields))
 
 
 _OffsetCommitRequestPartition_0 = p.Schema('OffsetCommitRequest.OffsetCommitRequestPartition', OffsetCommitRequest.OffsetCommitRequestPartition, [('partition_index', p.Int32), ('committed_offset', p.Int64), ('committed_metadata', p.NullableString)], absent=[('commit_timestamp', -1)])
@@ -59,23 +131,83 @@ OffsetCommitRequestV8 = p.Schema('OffsetCommitRequest v8', OffsetCommitRequest, 
 OffsetCommitRequestV9 = p.Schema('OffsetCommitRequest v9', OffsetCommitRequest, [('group_id', p.CompactString), ('generation_id_or_member_epoch', p.Int32), ('member_id', p.CompactString), ('group_instance_id', p.CompactNullableString), ('topics', p.Array(_OffsetCommitRequestTopic_7, compact=True))], flexible=True)
 
 
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+@message
 class OffsetCommitResponse:
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+    @message
     class OffsetCommitResponseTopic:
-        name: str = ''
-        partitions: list[OffsetCommitResponse.OffsetCommitResponsePartition] = dataclasses.field(default_factory=list)
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('name', 'partitions', 'unknown_tagged_fields')
+        name: str
+        partitions: list[OffsetCommitResponse.OffsetCommitResponsePartition]
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+        def __init__(
+            self,
+            *,
+            name: str = '',
+            partitions: list[OffsetCommitResponse.OffsetCommitResponsePartition] = LIST,
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'name', name)
+            setattr_(self, 'partitions', [] if partitions is LIST else partitions)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.name, self.partitions, self.unknown_tagged_fields) == (other.name, other.partitions, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.name, self.partitions, self.unknown_tagged_fields))
+
+    @message
     class OffsetCommitResponsePartition:
-        partition_index: int = 0
-        error_code: int = 0
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('partition_index', 'error_code', 'unknown_tagged_fields')
+        partition_index: int
+        error_code: int
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    throttle_time_ms: int = 0
-    topics: list[OffsetCommitResponse.OffsetCommitResponseTopic] = dataclasses.field(default_factory=list)
-    unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        def __init__(
+            self,
+            *,
+            partition_index: int = 0,
+            error_code: int = 0,
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'partition_index', partition_index)
+            setattr_(self, 'error_code', error_code)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.partition_index, self.error_code, self.unknown_tagged_fields) == (other.partition_index, other.error_code, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.partition_index, self.error_code, self.unknown_tagged_fields))
+
+    __slots__ = ('throttle_time_ms', 'topics', 'unknown_tagged_fields')
+    throttle_time_ms: int
+    topics: list[OffsetCommitResponse.OffsetCommitResponseTopic]
+    unknown_tagged_fields: list[tuple[int, bytes]]
+
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = 0,
+        topics: list[OffsetCommitResponse.OffsetCommitResponseTopic] = LIST,
+        unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+    ) -> None:
+        setattr_(self, 'throttle_time_ms', throttle_time_ms)
+        setattr_(self, 'topics', [] if topics is LIST else topics)
+        setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return (self.throttle_time_ms, self.topics, self.unknown_tagged_fields) == (other.throttle_time_ms, other.topics, other.unknown_tagged_fields)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.throttle_time_ms, self.topics, self.unknown_tagged_fields))
 
 
 _OffsetCommitResponsePartition_0 = p.Schema('OffsetCommitResponse.OffsetCommitResponsePartition', OffsetCommitResponse.OffsetCommitResponsePartition, [('partition_index', p.Int32), ('error_code', p.Int16)])

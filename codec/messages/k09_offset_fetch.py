@@ -3,43 +3,129 @@
 
 from __future__ import annotations
 
-import dataclasses
 import uuid
 
 from .. import primitives as p
+from .._frozen import LIST, factory, message, setattr_
 from .._wire import NULL_UUID
 
-RECORDS = {'kafka_type': 'records'}
 
 
-
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+@message
 class OffsetFetchRequest:
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+    @message
     class OffsetFetchRequestTopic:
-        name: str = ''
-        partition_indexes: list[int] = dataclasses.field(default_factory=list)
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('name', 'partition_indexes', 'unknown_tagged_fields')
+        name: str
+        partition_indexes: list[int]
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+        def __init__(
+            self,
+            *,
+            name: str = '',
+            partition_indexes: list[int] = LIST,
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'name', name)
+            setattr_(self, 'partition_indexes', [] if partition_indexes is LIST else partition_indexes)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.name, self.partition_indexes, self.unknown_tagged_fields) == (other.name, other.partition_indexes, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.name, self.partition_indexes, self.unknown_tagged_fields))
+
+    @message
     class OffsetFetchRequestGroup:
-        group_id: str = ''
-        member_id: str | None = None
-        member_epoch: int = -1
-        topics: list[OffsetFetchRequest.OffsetFetchRequestTopics] | None = dataclasses.field(default_factory=list)
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('group_id', 'member_id', 'member_epoch', 'topics', 'unknown_tagged_fields')
+        group_id: str
+        member_id: str | None
+        member_epoch: int
+        topics: list[OffsetFetchRequest.OffsetFetchRequestTopics] | None
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+        def __init__(
+            self,
+            *,
+            group_id: str = '',
+            member_id: str | None = None,
+            member_epoch: int = -1,
+            topics: list[OffsetFetchRequest.OffsetFetchRequestTopics] | None = LIST,
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'group_id', group_id)
+            setattr_(self, 'member_id', member_id)
+            setattr_(self, 'member_epoch', member_epoch)
+            setattr_(self, 'topics', [] if topics is LIST else topics)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.group_id, self.member_id, self.member_epoch, self.topics, self.unknown_tagged_fields) == (other.group_id, other.member_id, other.member_epoch, other.topics, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.group_id, self.member_id, self.member_epoch, self.topics, self.unknown_tagged_fields))
+
+    @message
     class OffsetFetchRequestTopics:
-        name: str = ''
-        partition_indexes: list[int] = dataclasses.field(default_factory=list)
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('name', 'partition_indexes', 'unknown_tagged_fields')
+        name: str
+        partition_indexes: list[int]
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    group_id: str = ''
-    topics: list[OffsetFetchRequest.OffsetFetchRequestTopic] | None = dataclasses.field(default_factory=list)
-    groups: list[OffsetFetchRequest.OffsetFetchRequestGroup] = dataclasses.field(default_factory=list)
-    require_stable: bool = False
-    unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        def __init__(
+            self,
+            *,
+            name: str = '',
+            partition_indexes: list[int] = LIST,
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'name', name)
+            setattr_(self, 'partition_indexes', [] if partition_indexes is LIST else partition_indexes)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.name, self.partition_indexes, self.unknown_tagged_fields) == (other.name, other.partition_indexes, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.name, self.partition_indexes, self.unknown_tagged_fields))
+
+    __slots__ = ('group_id', 'topics', 'groups', 'require_stable', 'unknown_tagged_fields')
+    group_id: str
+    topics: list[OffsetFetchRequest.OffsetFetchRequestTopic] | None
+    groups: list[OffsetFetchRequest.OffsetFetchRequestGroup]
+    require_stable: bool
+    unknown_tagged_fields: list[tuple[int, bytes]]
+
+    def __init__(
+        self,
+        *,
+        group_id: str = '',
+        topics: list[OffsetFetchRequest.OffsetFetchRequestTopic] | None = LIST,
+        groups: list[OffsetFetchRequest.OffsetFetchRequestGroup] = LIST,
+        require_stable: bool = False,
+        unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+    ) -> None:
+        setattr_(self, 'group_id', group_id)
+        setattr_(self, 'topics', [] if topics is LIST else topics)
+        setattr_(self, 'groups', [] if groups is LIST else groups)
+        setattr_(self, 'require_stable', require_stable)
+        setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return (self.group_id, self.topics, self.groups, self.require_stable, self.unknown_tagged_fields) == (other.group_id, other.topics, other.groups, other.require_stable, other.unknown_tagged_fields)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.group_id, self.topics, self.groups, self.require_stable, self.unknown_tagged_fields))
 
 
 _OffsetFetchRequestTopic_0 = p.Schema('OffsetFetchRequest.OffsetFetchRequestTopic', OffsetFetchRequest.OffsetFetchRequestTopic, [('name', p.String), ('partition_indexes', p.Array(p.Int32))])
@@ -59,50 +145,188 @@ OffsetFetchRequestV8 = p.Schema('OffsetFetchRequest v8', OffsetFetchRequest, [('
 OffsetFetchRequestV9 = p.Schema('OffsetFetchRequest v9', OffsetFetchRequest, [('groups', p.Array(_OffsetFetchRequestGroup_4, compact=True)), ('require_stable', p.Boolean)], flexible=True, absent=[('group_id', ''), ('topics', [])])
 
 
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+@message
 class OffsetFetchResponse:
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+    @message
     class OffsetFetchResponseTopic:
-        name: str = ''
-        partitions: list[OffsetFetchResponse.OffsetFetchResponsePartition] = dataclasses.field(default_factory=list)
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('name', 'partitions', 'unknown_tagged_fields')
+        name: str
+        partitions: list[OffsetFetchResponse.OffsetFetchResponsePartition]
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+        def __init__(
+            self,
+            *,
+            name: str = '',
+            partitions: list[OffsetFetchResponse.OffsetFetchResponsePartition] = LIST,
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'name', name)
+            setattr_(self, 'partitions', [] if partitions is LIST else partitions)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.name, self.partitions, self.unknown_tagged_fields) == (other.name, other.partitions, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.name, self.partitions, self.unknown_tagged_fields))
+
+    @message
     class OffsetFetchResponsePartition:
-        partition_index: int = 0
-        committed_offset: int = 0
-        committed_leader_epoch: int = -1
-        metadata: str | None = ''
-        error_code: int = 0
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('partition_index', 'committed_offset', 'committed_leader_epoch', 'metadata', 'error_code', 'unknown_tagged_fields')
+        partition_index: int
+        committed_offset: int
+        committed_leader_epoch: int
+        metadata: str | None
+        error_code: int
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+        def __init__(
+            self,
+            *,
+            partition_index: int = 0,
+            committed_offset: int = 0,
+            committed_leader_epoch: int = -1,
+            metadata: str | None = '',
+            error_code: int = 0,
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'partition_index', partition_index)
+            setattr_(self, 'committed_offset', committed_offset)
+            setattr_(self, 'committed_leader_epoch', committed_leader_epoch)
+            setattr_(self, 'metadata', metadata)
+            setattr_(self, 'error_code', error_code)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.partition_index, self.committed_offset, self.committed_leader_epoch, self.metadata, self.error_code, self.unknown_tagged_fields) == (other.partition_index, other.committed_offset, other.committed_leader_epoch, other.metadata, other.error_code, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.partition_index, self.committed_offset, self.committed_leader_epoch, self.metadata, self.error_code, self.unknown_tagged_fields))
+
+    @message
     class OffsetFetchResponseGroup:
-        group_id: str = ''
-        topics: list[OffsetFetchResponse.OffsetFetchResponseTopics] = dataclasses.field(default_factory=list)
-        error_code: int = 0
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('group_id', 'topics', 'error_code', 'unknown_tagged_fields')
+        group_id: str
+        topics: list[OffsetFetchResponse.OffsetFetchResponseTopics]
+        error_code: int
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+        def __init__(
+            self,
+            *,
+            group_id: str = '',
+            topics: list[OffsetFetchResponse.OffsetFetchResponseTopics] = LIST,
+            error_code: int = 0,
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'group_id', group_id)
+            setattr_(self, 'topics', [] if topics is LIST else topics)
+            setattr_(self, 'error_code', error_code)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.group_id, self.topics, self.error_code, self.unknown_tagged_fields) == (other.group_id, other.topics, other.error_code, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.group_id, self.topics, self.error_code, self.unknown_tagged_fields))
+
+    @message
     class OffsetFetchResponseTopics:
-        name: str = ''
-        partitions: list[OffsetFetchResponse.OffsetFetchResponsePartitions] = dataclasses.field(default_factory=list)
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('name', 'partitions', 'unknown_tagged_fields')
+        name: str
+        partitions: list[OffsetFetchResponse.OffsetFetchResponsePartitions]
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+        def __init__(
+            self,
+            *,
+            name: str = '',
+            partitions: list[OffsetFetchResponse.OffsetFetchResponsePartitions] = LIST,
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'name', name)
+            setattr_(self, 'partitions', [] if partitions is LIST else partitions)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.name, self.partitions, self.unknown_tagged_fields) == (other.name, other.partitions, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.name, self.partitions, self.unknown_tagged_fields))
+
+    @message
     class OffsetFetchResponsePartitions:
-        partition_index: int = 0
-        committed_offset: int = 0
-        committed_leader_epoch: int = -1
-        metadata: str | None = ''
-        error_code: int = 0
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('partition_index', 'committed_offset', 'committed_leader_epoch', 'metadata', 'error_code', 'unknown_tagged_fields')
+        partition_index: int
+        committed_offset: int
+        committed_leader_epoch: int
+        metadata: str | None
+        error_code: int
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    throttle_time_ms: int = 0
-    topics: list[OffsetFetchResponse.OffsetFetchResponseTopic] = dataclasses.field(default_factory=list)
-    error_code: int = 0
-    groups: list[OffsetFetchResponse.OffsetFetchResponseGroup] = dataclasses.field(default_factory=list)
-    unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        def __init__(
+            self,
+            *,
+            partition_index: int = 0,
+            committed_offset: int = 0,
+            committed_leader_epoch: int = -1,
+            metadata: str | None = '',
+            error_code: int = 0,
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'partition_index', partition_index)
+            setattr_(self, 'committed_offset', committed_offset)
+            setattr_(self, 'committed_leader_epoch', committed_leader_epoch)
+            setattr_(self, 'metadata', metadata)
+            setattr_(self, 'error_code', error_code)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.partition_index, self.committed_offset, self.committed_leader_epoch, self.metadata, self.error_code, self.unknown_tagged_fields) == (other.partition_index, other.committed_offset, other.committed_leader_epoch, other.metadata, other.error_code, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.partition_index, self.committed_offset, self.committed_leader_epoch, self.metadata, self.error_code, self.unknown_tagged_fields))
+
+    __slots__ = ('throttle_time_ms', 'topics', 'error_code', 'groups', 'unknown_tagged_fields')
+    throttle_time_ms: int
+    topics: list[OffsetFetchResponse.OffsetFetchResponseTopic]
+    error_code: int
+    groups: list[OffsetFetchResponse.OffsetFetchResponseGroup]
+    unknown_tagged_fields: list[tuple[int, bytes]]
+
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = 0,
+        topics: list[OffsetFetchResponse.OffsetFetchResponseTopic] = LIST,
+        error_code: int = 0,
+        groups: list[OffsetFetchResponse.OffsetFetchResponseGroup] = LIST,
+        unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+    ) -> None:
+        setattr_(self, 'throttle_time_ms', throttle_time_ms)
+        setattr_(self, 'topics', [] if topics is LIST else topics)
+        setattr_(self, 'error_code', error_code)
+        setattr_(self, 'groups', [] if groups is LIST else groups)
+        setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return (self.throttle_time_ms, self.topics, self.error_code, self.groups, self.unknown_tagged_fields) == (other.throttle_time_ms, other.topics, other.error_code, other.groups, other.unknown_tagged_fields)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.throttle_time_ms, self.topics, self.error_code, self.groups, self.unknown_tagged_fields))
 
 
 _OffsetFetchResponsePartition_0 = p.Schema('OffsetFetchResponse.OffsetFetchResponsePartition', OffsetFetchResponse.OffsetFetchResponsePartition, [('partition_index', p.Int32), ('committed_offset', p.Int64), ('metadata', p.NullableString), ('error_code', p.Int16)])

@@ -3,22 +3,42 @@
 
 from __future__ import annotations
 
-import dataclasses
 import uuid
 
 from .. import primitives as p
+from .._frozen import LIST, factory, message, setattr_
 from .._wire import NULL_UUID
 
-RECORDS = {'kafka_type': 'records'}
 
 
-
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+@message
 class FindCoordinatorRequest:
-    key: str = ''
-    key_type: int = 0
-    coordinator_keys: list[str] = dataclasses.field(default_factory=list)
-    unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+    __slots__ = ('key', 'key_type', 'coordinator_keys', 'unknown_tagged_fields')
+    key: str
+    key_type: int
+    coordinator_keys: list[str]
+    unknown_tagged_fields: list[tuple[int, bytes]]
+
+    def __init__(
+        self,
+        *,
+        key: str = '',
+        key_type: int = 0,
+        coordinator_keys: list[str] = LIST,
+        unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+    ) -> None:
+        setattr_(self, 'key', key)
+        setattr_(self, 'key_type', key_type)
+        setattr_(self, 'coordinator_keys', [] if coordinator_keys is LIST else coordinator_keys)
+        setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return (self.key, self.key_type, self.coordinator_keys, self.unknown_tagged_fields) == (other.key, other.key_type, other.coordinator_keys, other.unknown_tagged_fields)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.key, self.key_type, self.coordinator_keys, self.unknown_tagged_fields))
 
 
 FindCoordinatorRequestV0 = p.Schema('FindCoordinatorRequest v0', FindCoordinatorRequest, [('key', p.String)], absent=[('key_type', 0), ('coordinator_keys', [])])
@@ -30,26 +50,84 @@ FindCoordinatorRequestV5 = p.Schema('FindCoordinatorRequest v5', FindCoordinator
 FindCoordinatorRequestV6 = p.Schema('FindCoordinatorRequest v6', FindCoordinatorRequest, [('key_type', p.Int8), ('coordinator_keys', p.Array(p.CompactString, compact=True))], flexible=True, absent=[('key', '')])
 
 
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+@message
 class FindCoordinatorResponse:
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+    @message
     class Coordinator:
-        key: str = ''
-        node_id: int = 0
-        host: str = ''
-        port: int = 0
-        error_code: int = 0
-        error_message: str | None = ''
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('key', 'node_id', 'host', 'port', 'error_code', 'error_message', 'unknown_tagged_fields')
+        key: str
+        node_id: int
+        host: str
+        port: int
+        error_code: int
+        error_message: str | None
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    throttle_time_ms: int = 0
-    error_code: int = 0
-    error_message: str | None = ''
-    node_id: int = 0
-    host: str = ''
-    port: int = 0
-    coordinators: list[FindCoordinatorResponse.Coordinator] = dataclasses.field(default_factory=list)
-    unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        def __init__(
+            self,
+            *,
+            key: str = '',
+            node_id: int = 0,
+            host: str = '',
+            port: int = 0,
+            error_code: int = 0,
+            error_message: str | None = '',
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'key', key)
+            setattr_(self, 'node_id', node_id)
+            setattr_(self, 'host', host)
+            setattr_(self, 'port', port)
+            setattr_(self, 'error_code', error_code)
+            setattr_(self, 'error_message', error_message)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.key, self.node_id, self.host, self.port, self.error_code, self.error_message, self.unknown_tagged_fields) == (other.key, other.node_id, other.host, other.port, other.error_code, other.error_message, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.key, self.node_id, self.host, self.port, self.error_code, self.error_message, self.unknown_tagged_fields))
+
+    __slots__ = ('throttle_time_ms', 'error_code', 'error_message', 'node_id', 'host', 'port', 'coordinators', 'unknown_tagged_fields')
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    node_id: int
+    host: str
+    port: int
+    coordinators: list[FindCoordinatorResponse.Coordinator]
+    unknown_tagged_fields: list[tuple[int, bytes]]
+
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = 0,
+        error_code: int = 0,
+        error_message: str | None = '',
+        node_id: int = 0,
+        host: str = '',
+        port: int = 0,
+        coordinators: list[FindCoordinatorResponse.Coordinator] = LIST,
+        unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+    ) -> None:
+        setattr_(self, 'throttle_time_ms', throttle_time_ms)
+        setattr_(self, 'error_code', error_code)
+        setattr_(self, 'error_message', error_message)
+        setattr_(self, 'node_id', node_id)
+        setattr_(self, 'host', host)
+        setattr_(self, 'port', port)
+        setattr_(self, 'coordinators', [] if coordinators is LIST else coordinators)
+        setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return (self.throttle_time_ms, self.error_code, self.error_message, self.node_id, self.host, self.port, self.coordinators, self.unknown_tagged_fields) == (other.throttle_time_ms, other.error_code, other.error_message, other.node_id, other.host, other.port, other.coordinators, other.unknown_tagged_fields)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.throttle_time_ms, self.error_code, self.error_message, self.node_id, self.host, self.port, self.coordinators, self.unknown_tagged_fields))
 
 
 _Coordinator_0 = p.Schema('FindCoordinatorResponse.Coordinator', FindCoordinatorResponse.Coordinator, [('key', p.CompactString), ('node_id', p.Int32), ('host', p.CompactString), ('port', p.Int32), ('error_code', p.Int16), ('error_message', p.CompactNullableString)], flexible=True)

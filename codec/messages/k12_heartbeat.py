@@ -3,23 +3,45 @@
 
 from __future__ import annotations
 
-import dataclasses
 import uuid
 
 from .. import primitives as p
+from .._frozen import LIST, factory, message, setattr_
 from .._wire import NULL_UUID
 
-RECORDS = {'kafka_type': 'records'}
 
 
-
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+@message
 class HeartbeatRequest:
-    group_id: str = ''
-    generation_id: int = 0
-    member_id: str = ''
-    group_instance_id: str | None = None
-    unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+    __slots__ = ('group_id', 'generation_id', 'member_id', 'group_instance_id', 'unknown_tagged_fields')
+    group_id: str
+    generation_id: int
+    member_id: str
+    group_instance_id: str | None
+    unknown_tagged_fields: list[tuple[int, bytes]]
+
+    def __init__(
+        self,
+        *,
+        group_id: str = '',
+        generation_id: int = 0,
+        member_id: str = '',
+        group_instance_id: str | None = None,
+        unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+    ) -> None:
+        setattr_(self, 'group_id', group_id)
+        setattr_(self, 'generation_id', generation_id)
+        setattr_(self, 'member_id', member_id)
+        setattr_(self, 'group_instance_id', group_instance_id)
+        setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return (self.group_id, self.generation_id, self.member_id, self.group_instance_id, self.unknown_tagged_fields) == (other.group_id, other.generation_id, other.member_id, other.group_instance_id, other.unknown_tagged_fields)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.group_id, self.generation_id, self.member_id, self.group_instance_id, self.unknown_tagged_fields))
 
 
 HeartbeatRequestV0 = p.Schema('HeartbeatRequest v0', HeartbeatRequest, [('group_id', p.String), ('generation_id', p.Int32), ('member_id', p.String)], absent=[('group_instance_id', None)])
@@ -29,11 +51,31 @@ HeartbeatRequestV3 = p.Schema('HeartbeatRequest v3', HeartbeatRequest, [('group_
 HeartbeatRequestV4 = p.Schema('HeartbeatRequest v4', HeartbeatRequest, [('group_id', p.CompactString), ('generation_id', p.Int32), ('member_id', p.CompactString), ('group_instance_id', p.CompactNullableString)], flexible=True)
 
 
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+@message
 class HeartbeatResponse:
-    throttle_time_ms: int = 0
-    error_code: int = 0
-    unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+    __slots__ = ('throttle_time_ms', 'error_code', 'unknown_tagged_fields')
+    throttle_time_ms: int
+    error_code: int
+    unknown_tagged_fields: list[tuple[int, bytes]]
+
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = 0,
+        error_code: int = 0,
+        unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+    ) -> None:
+        setattr_(self, 'throttle_time_ms', throttle_time_ms)
+        setattr_(self, 'error_code', error_code)
+        setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return (self.throttle_time_ms, self.error_code, self.unknown_tagged_fields) == (other.throttle_time_ms, other.error_code, other.unknown_tagged_fields)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.throttle_time_ms, self.error_code, self.unknown_tagged_fields))
 
 
 HeartbeatResponseV0 = p.Schema('HeartbeatResponse v0', HeartbeatResponse, [('error_code', p.Int16)])

@@ -3,29 +3,71 @@
 
 from __future__ import annotations
 
-import dataclasses
 import uuid
 
 from .. import primitives as p
+from .._frozen import LIST, factory, message, setattr_
 from .._wire import NULL_UUID
 
-RECORDS = {'kafka_type': 'records'}
 
 
-
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+@message
 class LeaveGroupRequest:
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+    @message
     class MemberIdentity:
-        member_id: str = ''
-        group_instance_id: str | None = None
-        reason: str | None = None
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('member_id', 'group_instance_id', 'reason', 'unknown_tagged_fields')
+        member_id: str
+        group_instance_id: str | None
+        reason: str | None
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    group_id: str = ''
-    member_id: str = ''
-    members: list[LeaveGroupRequest.MemberIdentity] = dataclasses.field(default_factory=list)
-    unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        def __init__(
+            self,
+            *,
+            member_id: str = '',
+            group_instance_id: str | None = None,
+            reason: str | None = None,
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'member_id', member_id)
+            setattr_(self, 'group_instance_id', group_instance_id)
+            setattr_(self, 'reason', reason)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.member_id, self.group_instance_id, self.reason, self.unknown_tagged_fields) == (other.member_id, other.group_instance_id, other.reason, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.member_id, self.group_instance_id, self.reason, self.unknown_tagged_fields))
+
+    __slots__ = ('group_id', 'member_id', 'members', 'unknown_tagged_fields')
+    group_id: str
+    member_id: str
+    members: list[LeaveGroupRequest.MemberIdentity]
+    unknown_tagged_fields: list[tuple[int, bytes]]
+
+    def __init__(
+        self,
+        *,
+        group_id: str = '',
+        member_id: str = '',
+        members: list[LeaveGroupRequest.MemberIdentity] = LIST,
+        unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+    ) -> None:
+        setattr_(self, 'group_id', group_id)
+        setattr_(self, 'member_id', member_id)
+        setattr_(self, 'members', [] if members is LIST else members)
+        setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return (self.group_id, self.member_id, self.members, self.unknown_tagged_fields) == (other.group_id, other.member_id, other.members, other.unknown_tagged_fields)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.group_id, self.member_id, self.members, self.unknown_tagged_fields))
 
 
 _MemberIdentity_0 = p.Schema('LeaveGroupRequest.MemberIdentity', LeaveGroupRequest.MemberIdentity, [('member_id', p.String), ('group_instance_id', p.NullableString)])
@@ -39,19 +81,63 @@ LeaveGroupRequestV4 = p.Schema('LeaveGroupRequest v4', LeaveGroupRequest, [('gro
 LeaveGroupRequestV5 = p.Schema('LeaveGroupRequest v5', LeaveGroupRequest, [('group_id', p.CompactString), ('members', p.Array(_MemberIdentity_2, compact=True))], flexible=True, absent=[('member_id', '')])
 
 
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+@message
 class LeaveGroupResponse:
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+    @message
     class MemberResponse:
-        member_id: str = ''
-        group_instance_id: str | None = ''
-        error_code: int = 0
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('member_id', 'group_instance_id', 'error_code', 'unknown_tagged_fields')
+        member_id: str
+        group_instance_id: str | None
+        error_code: int
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    throttle_time_ms: int = 0
-    error_code: int = 0
-    members: list[LeaveGroupResponse.MemberResponse] = dataclasses.field(default_factory=list)
-    unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        def __init__(
+            self,
+            *,
+            member_id: str = '',
+            group_instance_id: str | None = '',
+            error_code: int = 0,
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'member_id', member_id)
+            setattr_(self, 'group_instance_id', group_instance_id)
+            setattr_(self, 'error_code', error_code)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.member_id, self.group_instance_id, self.error_code, self.unknown_tagged_fields) == (other.member_id, other.group_instance_id, other.error_code, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.member_id, self.group_instance_id, self.error_code, self.unknown_tagged_fields))
+
+    __slots__ = ('throttle_time_ms', 'error_code', 'members', 'unknown_tagged_fields')
+    throttle_time_ms: int
+    error_code: int
+    members: list[LeaveGroupResponse.MemberResponse]
+    unknown_tagged_fields: list[tuple[int, bytes]]
+
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = 0,
+        error_code: int = 0,
+        members: list[LeaveGroupResponse.MemberResponse] = LIST,
+        unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+    ) -> None:
+        setattr_(self, 'throttle_time_ms', throttle_time_ms)
+        setattr_(self, 'error_code', error_code)
+        setattr_(self, 'members', [] if members is LIST else members)
+        setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return (self.throttle_time_ms, self.error_code, self.members, self.unknown_tagged_fields) == (other.throttle_time_ms, other.error_code, other.members, other.unknown_tagged_fields)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.throttle_time_ms, self.error_code, self.members, self.unknown_tagged_fields))
 
 
 _MemberResponse_0 = p.Schema('LeaveGroupResponse.MemberResponse', LeaveGroupResponse.MemberResponse, [('member_id', p.String), ('group_instance_id', p.NullableString), ('error_code', p.Int16)])

@@ -3,21 +3,39 @@
 
 from __future__ import annotations
 
-import dataclasses
 import uuid
 
 from .. import primitives as p
+from .._frozen import LIST, factory, message, setattr_
 from .._wire import NULL_UUID
 
-RECORDS = {'kafka_type': 'records'}
 
 
-
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+@message
 class DescribeGroupsRequest:
-    groups: list[str] = dataclasses.field(default_factory=list)
-    include_authorized_operations: bool = False
-    unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+    __slots__ = ('groups', 'include_authorized_operations', 'unknown_tagged_fields')
+    groups: list[str]
+    include_authorized_operations: bool
+    unknown_tagged_fields: list[tuple[int, bytes]]
+
+    def __init__(
+        self,
+        *,
+        groups: list[str] = LIST,
+        include_authorized_operations: bool = False,
+        unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+    ) -> None:
+        setattr_(self, 'groups', [] if groups is LIST else groups)
+        setattr_(self, 'include_authorized_operations', include_authorized_operations)
+        setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return (self.groups, self.include_authorized_operations, self.unknown_tagged_fields) == (other.groups, other.include_authorized_operations, other.unknown_tagged_fields)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.groups, self.include_authorized_operations, self.unknown_tagged_fields))
 
 
 DescribeGroupsRequestV0 = p.Schema('DescribeGroupsRequest v0', DescribeGroupsRequest, [('groups', p.Array(p.String))], absent=[('include_authorized_operations', False)])
@@ -28,32 +46,110 @@ DescribeGroupsRequestV4 = p.Schema('DescribeGroupsRequest v4', DescribeGroupsReq
 DescribeGroupsRequestV5 = p.Schema('DescribeGroupsRequest v5', DescribeGroupsRequest, [('groups', p.Array(p.CompactString, compact=True)), ('include_authorized_operations', p.Boolean)], flexible=True)
 
 
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+@message
 class DescribeGroupsResponse:
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+    @message
     class DescribedGroup:
-        error_code: int = 0
-        group_id: str = ''
-        group_state: str = ''
-        protocol_type: str = ''
-        protocol_data: str = ''
-        members: list[DescribeGroupsResponse.DescribedGroupMember] = dataclasses.field(default_factory=list)
-        authorized_operations: int = -2147483648
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('error_code', 'group_id', 'group_state', 'protocol_type', 'protocol_data', 'members', 'authorized_operations', 'unknown_tagged_fields')
+        error_code: int
+        group_id: str
+        group_state: str
+        protocol_type: str
+        protocol_data: str
+        members: list[DescribeGroupsResponse.DescribedGroupMember]
+        authorized_operations: int
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+        def __init__(
+            self,
+            *,
+            error_code: int = 0,
+            group_id: str = '',
+            group_state: str = '',
+            protocol_type: str = '',
+            protocol_data: str = '',
+            members: list[DescribeGroupsResponse.DescribedGroupMember] = LIST,
+            authorized_operations: int = -2147483648,
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'error_code', error_code)
+            setattr_(self, 'group_id', group_id)
+            setattr_(self, 'group_state', group_state)
+            setattr_(self, 'protocol_type', protocol_type)
+            setattr_(self, 'protocol_data', protocol_data)
+            setattr_(self, 'members', [] if members is LIST else members)
+            setattr_(self, 'authorized_operations', authorized_operations)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.error_code, self.group_id, self.group_state, self.protocol_type, self.protocol_data, self.members, self.authorized_operations, self.unknown_tagged_fields) == (other.error_code, other.group_id, other.group_state, other.protocol_type, other.protocol_data, other.members, other.authorized_operations, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.error_code, self.group_id, self.group_state, self.protocol_type, self.protocol_data, self.members, self.authorized_operations, self.unknown_tagged_fields))
+
+    @message
     class DescribedGroupMember:
-        member_id: str = ''
-        group_instance_id: str | None = None
-        client_id: str = ''
-        client_host: str = ''
-        member_metadata: bytes = b''
-        member_assignment: bytes = b''
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('member_id', 'group_instance_id', 'client_id', 'client_host', 'member_metadata', 'member_assignment', 'unknown_tagged_fields')
+        member_id: str
+        group_instance_id: str | None
+        client_id: str
+        client_host: str
+        member_metadata: bytes
+        member_assignment: bytes
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    throttle_time_ms: int = 0
-    groups: list[DescribeGroupsResponse.DescribedGroup] = dataclasses.field(default_factory=list)
-    unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        def __init__(
+            self,
+            *,
+            member_id: str = '',
+            group_instance_id: str | None = None,
+            client_id: str = '',
+            client_host: str = '',
+            member_metadata: bytes = b'',
+            member_assignment: bytes = b'',
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'member_id', member_id)
+            setattr_(self, 'group_instance_id', group_instance_id)
+            setattr_(self, 'client_id', client_id)
+            setattr_(self, 'client_host', client_host)
+            setattr_(self, 'member_metadata', member_metadata)
+            setattr_(self, 'member_assignment', member_assignment)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.member_id, self.group_instance_id, self.client_id, self.client_host, self.member_metadata, self.member_assignment, self.unknown_tagged_fields) == (other.member_id, other.group_instance_id, other.client_id, other.client_host, other.member_metadata, other.member_assignment, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.member_id, self.group_instance_id, self.client_id, self.client_host, self.member_metadata, self.member_assignment, self.unknown_tagged_fields))
+
+    __slots__ = ('throttle_time_ms', 'groups', 'unknown_tagged_fields')
+    throttle_time_ms: int
+    groups: list[DescribeGroupsResponse.DescribedGroup]
+    unknown_tagged_fields: list[tuple[int, bytes]]
+
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = 0,
+        groups: list[DescribeGroupsResponse.DescribedGroup] = LIST,
+        unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+    ) -> None:
+        setattr_(self, 'throttle_time_ms', throttle_time_ms)
+        setattr_(self, 'groups', [] if groups is LIST else groups)
+        setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return (self.throttle_time_ms, self.groups, self.unknown_tagged_fields) == (other.throttle_time_ms, other.groups, other.unknown_tagged_fields)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.throttle_time_ms, self.groups, self.unknown_tagged_fields))
 
 
 _DescribedGroupMember_0 = p.Schema('DescribeGroupsResponse.DescribedGroupMember', DescribeGroupsResponse.DescribedGroupMember, [('member_id', p.String), ('client_id', p.String), ('client_host', p.String), ('member_metadata', p.Bytes), ('member_assignment', p.Bytes)])

@@ -3,21 +3,39 @@
 
 from __future__ import annotations
 
-import dataclasses
 import uuid
 
 from .. import primitives as p
+from .._frozen import LIST, factory, message, setattr_
 from .._wire import NULL_UUID
 
-RECORDS = {'kafka_type': 'records'}
 
 
-
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+@message
 class ListGroupsRequest:
-    states_filter: list[str] = dataclasses.field(default_factory=list)
-    types_filter: list[str] = dataclasses.field(default_factory=list)
-    unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+    __slots__ = ('states_filter', 'types_filter', 'unknown_tagged_fields')
+    states_filter: list[str]
+    types_filter: list[str]
+    unknown_tagged_fields: list[tuple[int, bytes]]
+
+    def __init__(
+        self,
+        *,
+        states_filter: list[str] = LIST,
+        types_filter: list[str] = LIST,
+        unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+    ) -> None:
+        setattr_(self, 'states_filter', [] if states_filter is LIST else states_filter)
+        setattr_(self, 'types_filter', [] if types_filter is LIST else types_filter)
+        setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return (self.states_filter, self.types_filter, self.unknown_tagged_fields) == (other.states_filter, other.types_filter, other.unknown_tagged_fields)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.states_filter, self.types_filter, self.unknown_tagged_fields))
 
 
 ListGroupsRequestV0 = p.Schema('ListGroupsRequest v0', ListGroupsRequest, [], absent=[('states_filter', []), ('types_filter', [])])
@@ -28,20 +46,66 @@ ListGroupsRequestV4 = p.Schema('ListGroupsRequest v4', ListGroupsRequest, [('sta
 ListGroupsRequestV5 = p.Schema('ListGroupsRequest v5', ListGroupsRequest, [('states_filter', p.Array(p.CompactString, compact=True)), ('types_filter', p.Array(p.CompactString, compact=True))], flexible=True)
 
 
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+@message
 class ListGroupsResponse:
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+    @message
     class ListedGroup:
-        group_id: str = ''
-        protocol_type: str = ''
-        group_state: str = ''
-        group_type: str = ''
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('group_id', 'protocol_type', 'group_state', 'group_type', 'unknown_tagged_fields')
+        group_id: str
+        protocol_type: str
+        group_state: str
+        group_type: str
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    throttle_time_ms: int = 0
-    error_code: int = 0
-    groups: list[ListGroupsResponse.ListedGroup] = dataclasses.field(default_factory=list)
-    unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        def __init__(
+            self,
+            *,
+            group_id: str = '',
+            protocol_type: str = '',
+            group_state: str = '',
+            group_type: str = '',
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'group_id', group_id)
+            setattr_(self, 'protocol_type', protocol_type)
+            setattr_(self, 'group_state', group_state)
+            setattr_(self, 'group_type', group_type)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.group_id, self.protocol_type, self.group_state, self.group_type, self.unknown_tagged_fields) == (other.group_id, other.protocol_type, other.group_state, other.group_type, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.group_id, self.protocol_type, self.group_state, self.group_type, self.unknown_tagged_fields))
+
+    __slots__ = ('throttle_time_ms', 'error_code', 'groups', 'unknown_tagged_fields')
+    throttle_time_ms: int
+    error_code: int
+    groups: list[ListGroupsResponse.ListedGroup]
+    unknown_tagged_fields: list[tuple[int, bytes]]
+
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = 0,
+        error_code: int = 0,
+        groups: list[ListGroupsResponse.ListedGroup] = LIST,
+        unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+    ) -> None:
+        setattr_(self, 'throttle_time_ms', throttle_time_ms)
+        setattr_(self, 'error_code', error_code)
+        setattr_(self, 'groups', [] if groups is LIST else groups)
+        setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return (self.throttle_time_ms, self.error_code, self.groups, self.unknown_tagged_fields) == (other.throttle_time_ms, other.error_code, other.groups, other.unknown_tagged_fields)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.throttle_time_ms, self.error_code, self.groups, self.unknown_tagged_fields))
 
 
 _ListedGroup_0 = p.Schema('ListGroupsResponse.ListedGroup', ListGroupsResponse.ListedGroup, [('group_id', p.String), ('protocol_type', p.String)])

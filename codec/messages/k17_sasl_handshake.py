@@ -3,29 +3,61 @@
 
 from __future__ import annotations
 
-import dataclasses
 import uuid
 
 from .. import primitives as p
+from .._frozen import LIST, factory, message, setattr_
 from .._wire import NULL_UUID
 
-RECORDS = {'kafka_type': 'records'}
 
 
-
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+@message
 class SaslHandshakeRequest:
-    mechanism: str = ''
+    __slots__ = ('mechanism',)
+    mechanism: str
+
+    def __init__(
+        self,
+        *,
+        mechanism: str = '',
+    ) -> None:
+        setattr_(self, 'mechanism', mechanism)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return (self.mechanism,) == (other.mechanism,)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.mechanism,))
 
 
 SaslHandshakeRequestV0 = p.Schema('SaslHandshakeRequest v0', SaslHandshakeRequest, [('mechanism', p.String)])
 SaslHandshakeRequestV1 = p.Schema('SaslHandshakeRequest v1', SaslHandshakeRequest, [('mechanism', p.String)])
 
 
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+@message
 class SaslHandshakeResponse:
-    error_code: int = 0
-    mechanisms: list[str] = dataclasses.field(default_factory=list)
+    __slots__ = ('error_code', 'mechanisms')
+    error_code: int
+    mechanisms: list[str]
+
+    def __init__(
+        self,
+        *,
+        error_code: int = 0,
+        mechanisms: list[str] = LIST,
+    ) -> None:
+        setattr_(self, 'error_code', error_code)
+        setattr_(self, 'mechanisms', [] if mechanisms is LIST else mechanisms)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return (self.error_code, self.mechanisms) == (other.error_code, other.mechanisms)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.error_code, self.mechanisms))
 
 
 SaslHandshakeResponseV0 = p.Schema('SaslHandshakeResponse v0', SaslHandshakeResponse, [('error_code', p.Int16), ('mechanisms', p.Array(p.String))])

@@ -3,21 +3,39 @@
 
 from __future__ import annotations
 
-import dataclasses
 import uuid
 
 from .. import primitives as p
+from .._frozen import LIST, factory, message, setattr_
 from .._wire import NULL_UUID
 
-RECORDS = {'kafka_type': 'records'}
 
 
-
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+@message
 class ApiVersionsRequest:
-    client_software_name: str = ''
-    client_software_version: str = ''
-    unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+    __slots__ = ('client_software_name', 'client_software_version', 'unknown_tagged_fields')
+    client_software_name: str
+    client_software_version: str
+    unknown_tagged_fields: list[tuple[int, bytes]]
+
+    def __init__(
+        self,
+        *,
+        client_software_name: str = '',
+        client_software_version: str = '',
+        unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+    ) -> None:
+        setattr_(self, 'client_software_name', client_software_name)
+        setattr_(self, 'client_software_version', client_software_version)
+        setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return (self.client_software_name, self.client_software_version, self.unknown_tagged_fields) == (other.client_software_name, other.client_software_version, other.unknown_tagged_fields)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.client_software_name, self.client_software_version, self.unknown_tagged_fields))
 
 
 ApiVersionsRequestV0 = p.Schema('ApiVersionsRequest v0', ApiVersionsRequest, [])
@@ -27,37 +45,133 @@ ApiVersionsRequestV3 = p.Schema('ApiVersionsRequest v3', ApiVersionsRequest, [('
 ApiVersionsRequestV4 = p.Schema('ApiVersionsRequest v4', ApiVersionsRequest, [('client_software_name', p.CompactString), ('client_software_version', p.CompactString)], flexible=True)
 
 
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+@message
 class ApiVersionsResponse:
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+    @message
     class ApiVersion:
-        api_key: int = 0
-        min_version: int = 0
-        max_version: int = 0
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('api_key', 'min_version', 'max_version', 'unknown_tagged_fields')
+        api_key: int
+        min_version: int
+        max_version: int
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+        def __init__(
+            self,
+            *,
+            api_key: int = 0,
+            min_version: int = 0,
+            max_version: int = 0,
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'api_key', api_key)
+            setattr_(self, 'min_version', min_version)
+            setattr_(self, 'max_version', max_version)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.api_key, self.min_version, self.max_version, self.unknown_tagged_fields) == (other.api_key, other.min_version, other.max_version, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.api_key, self.min_version, self.max_version, self.unknown_tagged_fields))
+
+    @message
     class SupportedFeatureKey:
-        name: str = ''
-        min_version: int = 0
-        max_version: int = 0
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('name', 'min_version', 'max_version', 'unknown_tagged_fields')
+        name: str
+        min_version: int
+        max_version: int
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+        def __init__(
+            self,
+            *,
+            name: str = '',
+            min_version: int = 0,
+            max_version: int = 0,
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'name', name)
+            setattr_(self, 'min_version', min_version)
+            setattr_(self, 'max_version', max_version)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.name, self.min_version, self.max_version, self.unknown_tagged_fields) == (other.name, other.min_version, other.max_version, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.name, self.min_version, self.max_version, self.unknown_tagged_fields))
+
+    @message
     class FinalizedFeatureKey:
-        name: str = ''
-        max_version_level: int = 0
-        min_version_level: int = 0
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('name', 'max_version_level', 'min_version_level', 'unknown_tagged_fields')
+        name: str
+        max_version_level: int
+        min_version_level: int
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    error_code: int = 0
-    api_keys: list[ApiVersionsResponse.ApiVersion] = dataclasses.field(default_factory=list)
-    throttle_time_ms: int = 0
-    supported_features: list[ApiVersionsResponse.SupportedFeatureKey] = dataclasses.field(default_factory=list)
-    finalized_features_epoch: int = -1
-    finalized_features: list[ApiVersionsResponse.FinalizedFeatureKey] = dataclasses.field(default_factory=list)
-    zk_migration_ready: bool = False
-    unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        def __init__(
+            self,
+            *,
+            name: str = '',
+            max_version_level: int = 0,
+            min_version_level: int = 0,
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'name', name)
+            setattr_(self, 'max_version_level', max_version_level)
+            setattr_(self, 'min_version_level', min_version_level)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.name, self.max_version_level, self.min_version_level, self.unknown_tagged_fields) == (other.name, other.max_version_level, other.min_version_level, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.name, self.max_version_level, self.min_version_level, self.unknown_tagged_fields))
+
+    __slots__ = ('error_code', 'api_keys', 'throttle_time_ms', 'supported_features', 'finalized_features_epoch', 'finalized_features', 'zk_migration_ready', 'unknown_tagged_fields')
+    error_code: int
+    api_keys: list[ApiVersionsResponse.ApiVersion]
+    throttle_time_ms: int
+    supported_features: list[ApiVersionsResponse.SupportedFeatureKey]
+    finalized_features_epoch: int
+    finalized_features: list[ApiVersionsResponse.FinalizedFeatureKey]
+    zk_migration_ready: bool
+    unknown_tagged_fields: list[tuple[int, bytes]]
+
+    def __init__(
+        self,
+        *,
+        error_code: int = 0,
+        api_keys: list[ApiVersionsResponse.ApiVersion] = LIST,
+        throttle_time_ms: int = 0,
+        supported_features: list[ApiVersionsResponse.SupportedFeatureKey] = LIST,
+        finalized_features_epoch: int = -1,
+        finalized_features: list[ApiVersionsResponse.FinalizedFeatureKey] = LIST,
+        zk_migration_ready: bool = False,
+        unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+    ) -> None:
+        setattr_(self, 'error_code', error_code)
+        setattr_(self, 'api_keys', [] if api_keys is LIST else api_keys)
+        setattr_(self, 'throttle_time_ms', throttle_time_ms)
+        setattr_(self, 'supported_features', [] if supported_features is LIST else supported_features)
+        setattr_(self, 'finalized_features_epoch', finalized_features_epoch)
+        setattr_(self, 'finalized_features', [] if finalized_features is LIST else finalized_features)
+        setattr_(self, 'zk_migration_ready', zk_migration_ready)
+        setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return (self.error_code, self.api_keys, self.throttle_time_ms, self.supported_features, self.finalized_features_epoch, self.finalized_features, self.zk_migration_ready, self.unknown_tagged_fields) == (other.error_code, other.api_keys, other.throttle_time_ms, other.supported_features, other.finalized_features_epoch, other.finalized_features, other.zk_migration_ready, other.unknown_tagged_fields)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.error_code, self.api_keys, self.throttle_time_ms, self.supported_features, self.finalized_features_epoch, self.finalized_features, self.zk_migration_ready, self.unknown_tagged_fields))
 
 
 _ApiVersion_0 = p.Schema('ApiVersionsResponse.ApiVersion', ApiVersionsResponse.ApiVersion, [('api_key', p.Int16), ('min_version', p.Int16), ('max_version', p.Int16)])

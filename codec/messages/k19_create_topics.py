@@ -3,43 +3,129 @@
 
 from __future__ import annotations
 
-import dataclasses
 import uuid
 
 from .. import primitives as p
+from .._frozen import LIST, factory, message, setattr_
 from .._wire import NULL_UUID
 
-RECORDS = {'kafka_type': 'records'}
 
 
-
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+@message
 class CreateTopicsRequest:
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+    @message
     class CreatableTopic:
-        name: str = ''
-        num_partitions: int = 0
-        replication_factor: int = 0
-        assignments: list[CreateTopicsRequest.CreatableReplicaAssignment] = dataclasses.field(default_factory=list)
-        configs: list[CreateTopicsRequest.CreatableTopicConfig] = dataclasses.field(default_factory=list)
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('name', 'num_partitions', 'replication_factor', 'assignments', 'configs', 'unknown_tagged_fields')
+        name: str
+        num_partitions: int
+        replication_factor: int
+        assignments: list[CreateTopicsRequest.CreatableReplicaAssignment]
+        configs: list[CreateTopicsRequest.CreatableTopicConfig]
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+        def __init__(
+            self,
+            *,
+            name: str = '',
+            num_partitions: int = 0,
+            replication_factor: int = 0,
+            assignments: list[CreateTopicsRequest.CreatableReplicaAssignment] = LIST,
+            configs: list[CreateTopicsRequest.CreatableTopicConfig] = LIST,
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'name', name)
+            setattr_(self, 'num_partitions', num_partitions)
+            setattr_(self, 'replication_factor', replication_factor)
+            setattr_(self, 'assignments', [] if assignments is LIST else assignments)
+            setattr_(self, 'configs', [] if configs is LIST else configs)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.name, self.num_partitions, self.replication_factor, self.assignments, self.configs, self.unknown_tagged_fields) == (other.name, other.num_partitions, other.replication_factor, other.assignments, other.configs, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.name, self.num_partitions, self.replication_factor, self.assignments, self.configs, self.unknown_tagged_fields))
+
+    @message
     class CreatableReplicaAssignment:
-        partition_index: int = 0
-        broker_ids: list[int] = dataclasses.field(default_factory=list)
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('partition_index', 'broker_ids', 'unknown_tagged_fields')
+        partition_index: int
+        broker_ids: list[int]
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+        def __init__(
+            self,
+            *,
+            partition_index: int = 0,
+            broker_ids: list[int] = LIST,
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'partition_index', partition_index)
+            setattr_(self, 'broker_ids', [] if broker_ids is LIST else broker_ids)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.partition_index, self.broker_ids, self.unknown_tagged_fields) == (other.partition_index, other.broker_ids, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.partition_index, self.broker_ids, self.unknown_tagged_fields))
+
+    @message
     class CreatableTopicConfig:
-        name: str = ''
-        value: str | None = ''
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('name', 'value', 'unknown_tagged_fields')
+        name: str
+        value: str | None
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    topics: list[CreateTopicsRequest.CreatableTopic] = dataclasses.field(default_factory=list)
-    timeout_ms: int = 60000
-    validate_only: bool = False
-    unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        def __init__(
+            self,
+            *,
+            name: str = '',
+            value: str | None = '',
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'name', name)
+            setattr_(self, 'value', value)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.name, self.value, self.unknown_tagged_fields) == (other.name, other.value, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.name, self.value, self.unknown_tagged_fields))
+
+    __slots__ = ('topics', 'timeout_ms', 'validate_only', 'unknown_tagged_fields')
+    topics: list[CreateTopicsRequest.CreatableTopic]
+    timeout_ms: int
+    validate_only: bool
+    unknown_tagged_fields: list[tuple[int, bytes]]
+
+    def __init__(
+        self,
+        *,
+        topics: list[CreateTopicsRequest.CreatableTopic] = LIST,
+        timeout_ms: int = 60000,
+        validate_only: bool = False,
+        unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+    ) -> None:
+        setattr_(self, 'topics', [] if topics is LIST else topics)
+        setattr_(self, 'timeout_ms', timeout_ms)
+        setattr_(self, 'validate_only', validate_only)
+        setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return (self.topics, self.timeout_ms, self.validate_only, self.unknown_tagged_fields) == (other.topics, other.timeout_ms, other.validate_only, other.unknown_tagged_fields)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.topics, self.timeout_ms, self.validate_only, self.unknown_tagged_fields))
 
 
 _CreatableReplicaAssignment_0 = p.Schema('CreateTopicsRequest.CreatableReplicaAssignment', CreateTopicsRequest.CreatableReplicaAssignment, [('partition_index', p.Int32), ('broker_ids', p.Array(p.Int32))])
@@ -58,32 +144,110 @@ CreateTopicsRequestV6 = p.Schema('CreateTopicsRequest v6', CreateTopicsRequest, 
 CreateTopicsRequestV7 = p.Schema('CreateTopicsRequest v7', CreateTopicsRequest, [('topics', p.Array(_CreatableTopic_5, compact=True)), ('timeout_ms', p.Int32), ('validate_only', p.Boolean)], flexible=True)
 
 
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+@message
 class CreateTopicsResponse:
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+    @message
     class CreatableTopicResult:
-        name: str = ''
-        topic_id: uuid.UUID = NULL_UUID
-        error_code: int = 0
-        error_message: str | None = ''
-        topic_config_error_code: int = 0
-        num_partitions: int = -1
-        replication_factor: int = -1
-        configs: list[CreateTopicsResponse.CreatableTopicConfigs] | None = dataclasses.field(default_factory=list)
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('name', 'topic_id', 'error_code', 'error_message', 'topic_config_error_code', 'num_partitions', 'replication_factor', 'configs', 'unknown_tagged_fields')
+        name: str
+        topic_id: uuid.UUID
+        error_code: int
+        error_message: str | None
+        topic_config_error_code: int
+        num_partitions: int
+        replication_factor: int
+        configs: list[CreateTopicsResponse.CreatableTopicConfigs] | None
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+        def __init__(
+            self,
+            *,
+            name: str = '',
+            topic_id: uuid.UUID = NULL_UUID,
+            error_code: int = 0,
+            error_message: str | None = '',
+            topic_config_error_code: int = 0,
+            num_partitions: int = -1,
+            replication_factor: int = -1,
+            configs: list[CreateTopicsResponse.CreatableTopicConfigs] | None = LIST,
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'name', name)
+            setattr_(self, 'topic_id', topic_id)
+            setattr_(self, 'error_code', error_code)
+            setattr_(self, 'error_message', error_message)
+            setattr_(self, 'topic_config_error_code', topic_config_error_code)
+            setattr_(self, 'num_partitions', num_partitions)
+            setattr_(self, 'replication_factor', replication_factor)
+            setattr_(self, 'configs', [] if configs is LIST else configs)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.name, self.topic_id, self.error_code, self.error_message, self.topic_config_error_code, self.num_partitions, self.replication_factor, self.configs, self.unknown_tagged_fields) == (other.name, other.topic_id, other.error_code, other.error_message, other.topic_config_error_code, other.num_partitions, other.replication_factor, other.configs, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.name, self.topic_id, self.error_code, self.error_message, self.topic_config_error_code, self.num_partitions, self.replication_factor, self.configs, self.unknown_tagged_fields))
+
+    @message
     class CreatableTopicConfigs:
-        name: str = ''
-        value: str | None = ''
-        read_only: bool = False
-        config_source: int = -1
-        is_sensitive: bool = False
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('name', 'value', 'read_only', 'config_source', 'is_sensitive', 'unknown_tagged_fields')
+        name: str
+        value: str | None
+        read_only: bool
+        config_source: int
+        is_sensitive: bool
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    throttle_time_ms: int = 0
-    topics: list[CreateTopicsResponse.CreatableTopicResult] = dataclasses.field(default_factory=list)
-    unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        def __init__(
+            self,
+            *,
+            name: str = '',
+            value: str | None = '',
+            read_only: bool = False,
+            config_source: int = -1,
+            is_sensitive: bool = False,
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'name', name)
+            setattr_(self, 'value', value)
+            setattr_(self, 'read_only', read_only)
+            setattr_(self, 'config_source', config_source)
+            setattr_(self, 'is_sensitive', is_sensitive)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.name, self.value, self.read_only, self.config_source, self.is_sensitive, self.unknown_tagged_fields) == (other.name, other.value, other.read_only, other.config_source, other.is_sensitive, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.name, self.value, self.read_only, self.config_source, self.is_sensitive, self.unknown_tagged_fields))
+
+    __slots__ = ('throttle_time_ms', 'topics', 'unknown_tagged_fields')
+    throttle_time_ms: int
+    topics: list[CreateTopicsResponse.CreatableTopicResult]
+    unknown_tagged_fields: list[tuple[int, bytes]]
+
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = 0,
+        topics: list[CreateTopicsResponse.CreatableTopicResult] = LIST,
+        unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+    ) -> None:
+        setattr_(self, 'throttle_time_ms', throttle_time_ms)
+        setattr_(self, 'topics', [] if topics is LIST else topics)
+        setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return (self.throttle_time_ms, self.topics, self.unknown_tagged_fields) == (other.throttle_time_ms, other.topics, other.unknown_tagged_fields)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.throttle_time_ms, self.topics, self.unknown_tagged_fields))
 
 
 _CreatableTopicResult_0 = p.Schema('CreateTopicsResponse.CreatableTopicResult', CreateTopicsResponse.CreatableTopicResult, [('name', p.String), ('error_code', p.Int16)])

@@ -3,28 +3,68 @@
 
 from __future__ import annotations
 
-import dataclasses
 import uuid
 
 from .. import primitives as p
+from .._frozen import LIST, factory, message, setattr_
 from .._wire import NULL_UUID
 
-RECORDS = {'kafka_type': 'records'}
 
 
-
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+@message
 class DeleteTopicsRequest:
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+    @message
     class DeleteTopicState:
-        name: str | None = None
-        topic_id: uuid.UUID = NULL_UUID
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('name', 'topic_id', 'unknown_tagged_fields')
+        name: str | None
+        topic_id: uuid.UUID
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    topics: list[DeleteTopicsRequest.DeleteTopicState] = dataclasses.field(default_factory=list)
-    topic_names: list[str] = dataclasses.field(default_factory=list)
-    timeout_ms: int = 0
-    unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        def __init__(
+            self,
+            *,
+            name: str | None = None,
+            topic_id: uuid.UUID = NULL_UUID,
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'name', name)
+            setattr_(self, 'topic_id', topic_id)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.name, self.topic_id, self.unknown_tagged_fields) == (other.name, other.topic_id, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.name, self.topic_id, self.unknown_tagged_fields))
+
+    __slots__ = ('topics', 'topic_names', 'timeout_ms', 'unknown_tagged_fields')
+    topics: list[DeleteTopicsRequest.DeleteTopicState]
+    topic_names: list[str]
+    timeout_ms: int
+    unknown_tagged_fields: list[tuple[int, bytes]]
+
+    def __init__(
+        self,
+        *,
+        topics: list[DeleteTopicsRequest.DeleteTopicState] = LIST,
+        topic_names: list[str] = LIST,
+        timeout_ms: int = 0,
+        unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+    ) -> None:
+        setattr_(self, 'topics', [] if topics is LIST else topics)
+        setattr_(self, 'topic_names', [] if topic_names is LIST else topic_names)
+        setattr_(self, 'timeout_ms', timeout_ms)
+        setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return (self.topics, self.topic_names, self.timeout_ms, self.unknown_tagged_fields) == (other.topics, other.topic_names, other.timeout_ms, other.unknown_tagged_fields)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.topics, self.topic_names, self.timeout_ms, self.unknown_tagged_fields))
 
 
 _DeleteTopicState_0 = p.Schema('DeleteTopicsRequest.DeleteTopicState', DeleteTopicsRequest.DeleteTopicState, [('name', p.CompactNullableString), ('topic_id', p.Uuid)], flexible=True)
@@ -37,19 +77,63 @@ DeleteTopicsRequestV5 = p.Schema('DeleteTopicsRequest v5', DeleteTopicsRequest, 
 DeleteTopicsRequestV6 = p.Schema('DeleteTopicsRequest v6', DeleteTopicsRequest, [('topics', p.Array(_DeleteTopicState_0, compact=True)), ('timeout_ms', p.Int32)], flexible=True)
 
 
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+@message
 class DeleteTopicsResponse:
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+    @message
     class DeletableTopicResult:
-        name: str | None = ''
-        topic_id: uuid.UUID = NULL_UUID
-        error_code: int = 0
-        error_message: str | None = None
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('name', 'topic_id', 'error_code', 'error_message', 'unknown_tagged_fields')
+        name: str | None
+        topic_id: uuid.UUID
+        error_code: int
+        error_message: str | None
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    throttle_time_ms: int = 0
-    responses: list[DeleteTopicsResponse.DeletableTopicResult] = dataclasses.field(default_factory=list)
-    unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        def __init__(
+            self,
+            *,
+            name: str | None = '',
+            topic_id: uuid.UUID = NULL_UUID,
+            error_code: int = 0,
+            error_message: str | None = None,
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'name', name)
+            setattr_(self, 'topic_id', topic_id)
+            setattr_(self, 'error_code', error_code)
+            setattr_(self, 'error_message', error_message)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.name, self.topic_id, self.error_code, self.error_message, self.unknown_tagged_fields) == (other.name, other.topic_id, other.error_code, other.error_message, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.name, self.topic_id, self.error_code, self.error_message, self.unknown_tagged_fields))
+
+    __slots__ = ('throttle_time_ms', 'responses', 'unknown_tagged_fields')
+    throttle_time_ms: int
+    responses: list[DeleteTopicsResponse.DeletableTopicResult]
+    unknown_tagged_fields: list[tuple[int, bytes]]
+
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = 0,
+        responses: list[DeleteTopicsResponse.DeletableTopicResult] = LIST,
+        unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+    ) -> None:
+        setattr_(self, 'throttle_time_ms', throttle_time_ms)
+        setattr_(self, 'responses', [] if responses is LIST else responses)
+        setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return (self.throttle_time_ms, self.responses, self.unknown_tagged_fields) == (other.throttle_time_ms, other.responses, other.unknown_tagged_fields)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.throttle_time_ms, self.responses, self.unknown_tagged_fields))
 
 
 _DeletableTopicResult_0 = p.Schema('DeleteTopicsResponse.DeletableTopicResult', DeleteTopicsResponse.DeletableTopicResult, [('name', p.String), ('error_code', p.Int16)])

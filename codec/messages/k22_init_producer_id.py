@@ -3,23 +3,45 @@
 
 from __future__ import annotations
 
-import dataclasses
 import uuid
 
 from .. import primitives as p
+from .._frozen import LIST, factory, message, setattr_
 from .._wire import NULL_UUID
 
-RECORDS = {'kafka_type': 'records'}
 
 
-
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+@message
 class InitProducerIdRequest:
-    transactional_id: str | None = ''
-    transaction_timeout_ms: int = 0
-    producer_id: int = -1
-    producer_epoch: int = -1
-    unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+    __slots__ = ('transactional_id', 'transaction_timeout_ms', 'producer_id', 'producer_epoch', 'unknown_tagged_fields')
+    transactional_id: str | None
+    transaction_timeout_ms: int
+    producer_id: int
+    producer_epoch: int
+    unknown_tagged_fields: list[tuple[int, bytes]]
+
+    def __init__(
+        self,
+        *,
+        transactional_id: str | None = '',
+        transaction_timeout_ms: int = 0,
+        producer_id: int = -1,
+        producer_epoch: int = -1,
+        unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+    ) -> None:
+        setattr_(self, 'transactional_id', transactional_id)
+        setattr_(self, 'transaction_timeout_ms', transaction_timeout_ms)
+        setattr_(self, 'producer_id', producer_id)
+        setattr_(self, 'producer_epoch', producer_epoch)
+        setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return (self.transactional_id, self.transaction_timeout_ms, self.producer_id, self.producer_epoch, self.unknown_tagged_fields) == (other.transactional_id, other.transaction_timeout_ms, other.producer_id, other.producer_epoch, other.unknown_tagged_fields)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.transactional_id, self.transaction_timeout_ms, self.producer_id, self.producer_epoch, self.unknown_tagged_fields))
 
 
 InitProducerIdRequestV0 = p.Schema('InitProducerIdRequest v0', InitProducerIdRequest, [('transactional_id', p.NullableString), ('transaction_timeout_ms', p.Int32)], absent=[('producer_id', -1), ('producer_epoch', -1)])
@@ -30,13 +52,37 @@ InitProducerIdRequestV4 = p.Schema('InitProducerIdRequest v4', InitProducerIdReq
 InitProducerIdRequestV5 = p.Schema('InitProducerIdRequest v5', InitProducerIdRequest, [('transactional_id', p.CompactNullableString), ('transaction_timeout_ms', p.Int32), ('producer_id', p.Int64), ('producer_epoch', p.Int16)], flexible=True)
 
 
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+@message
 class InitProducerIdResponse:
-    throttle_time_ms: int = 0
-    error_code: int = 0
-    producer_id: int = -1
-    producer_epoch: int = 0
-    unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+    __slots__ = ('throttle_time_ms', 'error_code', 'producer_id', 'producer_epoch', 'unknown_tagged_fields')
+    throttle_time_ms: int
+    error_code: int
+    producer_id: int
+    producer_epoch: int
+    unknown_tagged_fields: list[tuple[int, bytes]]
+
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = 0,
+        error_code: int = 0,
+        producer_id: int = -1,
+        producer_epoch: int = 0,
+        unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+    ) -> None:
+        setattr_(self, 'throttle_time_ms', throttle_time_ms)
+        setattr_(self, 'error_code', error_code)
+        setattr_(self, 'producer_id', producer_id)
+        setattr_(self, 'producer_epoch', producer_epoch)
+        setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return (self.throttle_time_ms, self.error_code, self.producer_id, self.producer_epoch, self.unknown_tagged_fields) == (other.throttle_time_ms, other.error_code, other.producer_id, other.producer_epoch, other.unknown_tagged_fields)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.throttle_time_ms, self.error_code, self.producer_id, self.producer_epoch, self.unknown_tagged_fields))
 
 
 InitProducerIdResponseV0 = p.Schema('InitProducerIdResponse v0', InitProducerIdResponse, [('throttle_time_ms', p.Int32), ('error_code', p.Int16), ('producer_id', p.Int64), ('producer_epoch', p.Int16)])

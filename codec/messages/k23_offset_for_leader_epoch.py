@@ -3,34 +3,94 @@
 
 from __future__ import annotations
 
-import dataclasses
 import uuid
 
 from .. import primitives as p
+from .._frozen import LIST, factory, message, setattr_
 from .._wire import NULL_UUID
 
-RECORDS = {'kafka_type': 'records'}
 
 
-
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+@message
 class OffsetForLeaderEpochRequest:
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+    @message
     class OffsetForLeaderTopic:
-        topic: str = ''
-        partitions: list[OffsetForLeaderEpochRequest.OffsetForLeaderPartition] = dataclasses.field(default_factory=list)
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('topic', 'partitions', 'unknown_tagged_fields')
+        topic: str
+        partitions: list[OffsetForLeaderEpochRequest.OffsetForLeaderPartition]
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+        def __init__(
+            self,
+            *,
+            topic: str = '',
+            partitions: list[OffsetForLeaderEpochRequest.OffsetForLeaderPartition] = LIST,
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'topic', topic)
+            setattr_(self, 'partitions', [] if partitions is LIST else partitions)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.topic, self.partitions, self.unknown_tagged_fields) == (other.topic, other.partitions, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.topic, self.partitions, self.unknown_tagged_fields))
+
+    @message
     class OffsetForLeaderPartition:
-        partition: int = 0
-        current_leader_epoch: int = -1
-        leader_epoch: int = 0
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('partition', 'current_leader_epoch', 'leader_epoch', 'unknown_tagged_fields')
+        partition: int
+        current_leader_epoch: int
+        leader_epoch: int
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    replica_id: int = -2
-    topics: list[OffsetForLeaderEpochRequest.OffsetForLeaderTopic] = dataclasses.field(default_factory=list)
-    unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        def __init__(
+            self,
+            *,
+            partition: int = 0,
+            current_leader_epoch: int = -1,
+            leader_epoch: int = 0,
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'partition', partition)
+            setattr_(self, 'current_leader_epoch', current_leader_epoch)
+            setattr_(self, 'leader_epoch', leader_epoch)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.partition, self.current_leader_epoch, self.leader_epoch, self.unknown_tagged_fields) == (other.partition, other.current_leader_epoch, other.leader_epoch, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.partition, self.current_leader_epoch, self.leader_epoch, self.unknown_tagged_fields))
+
+    __slots__ = ('replica_id', 'topics', 'unknown_tagged_fields')
+    replica_id: int
+    topics: list[OffsetForLeaderEpochRequest.OffsetForLeaderTopic]
+    unknown_tagged_fields: list[tuple[int, bytes]]
+
+    def __init__(
+        self,
+        *,
+        replica_id: int = -2,
+        topics: list[OffsetForLeaderEpochRequest.OffsetForLeaderTopic] = LIST,
+        unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+    ) -> None:
+        setattr_(self, 'replica_id', replica_id)
+        setattr_(self, 'topics', [] if topics is LIST else topics)
+        setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return (self.replica_id, self.topics, self.unknown_tagged_fields) == (other.replica_id, other.topics, other.unknown_tagged_fields)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.replica_id, self.topics, self.unknown_tagged_fields))
 
 
 _OffsetForLeaderPartition_0 = p.Schema('OffsetForLeaderEpochRequest.OffsetForLeaderPartition', OffsetForLeaderEpochRequest.OffsetForLeaderPartition, [('partition', p.Int32), ('leader_epoch', p.Int32)])
@@ -46,25 +106,89 @@ OffsetForLeaderEpochRequestV3 = p.Schema('OffsetForLeaderEpochRequest v3', Offse
 OffsetForLeaderEpochRequestV4 = p.Schema('OffsetForLeaderEpochRequest v4', OffsetForLeaderEpochRequest, [('replica_id', p.Int32), ('topics', p.Array(_OffsetForLeaderTopic_5, compact=True))], flexible=True)
 
 
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+@message
 class OffsetForLeaderEpochResponse:
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+    @message
     class OffsetForLeaderTopicResult:
-        topic: str = ''
-        partitions: list[OffsetForLeaderEpochResponse.EpochEndOffset] = dataclasses.field(default_factory=list)
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('topic', 'partitions', 'unknown_tagged_fields')
+        topic: str
+        partitions: list[OffsetForLeaderEpochResponse.EpochEndOffset]
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+        def __init__(
+            self,
+            *,
+            topic: str = '',
+            partitions: list[OffsetForLeaderEpochResponse.EpochEndOffset] = LIST,
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'topic', topic)
+            setattr_(self, 'partitions', [] if partitions is LIST else partitions)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.topic, self.partitions, self.unknown_tagged_fields) == (other.topic, other.partitions, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.topic, self.partitions, self.unknown_tagged_fields))
+
+    @message
     class EpochEndOffset:
-        error_code: int = 0
-        partition: int = 0
-        leader_epoch: int = -1
-        end_offset: int = -1
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('error_code', 'partition', 'leader_epoch', 'end_offset', 'unknown_tagged_fields')
+        error_code: int
+        partition: int
+        leader_epoch: int
+        end_offset: int
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    throttle_time_ms: int = 0
-    topics: list[OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult] = dataclasses.field(default_factory=list)
-    unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        def __init__(
+            self,
+            *,
+            error_code: int = 0,
+            partition: int = 0,
+            leader_epoch: int = -1,
+            end_offset: int = -1,
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'error_code', error_code)
+            setattr_(self, 'partition', partition)
+            setattr_(self, 'leader_epoch', leader_epoch)
+            setattr_(self, 'end_offset', end_offset)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.error_code, self.partition, self.leader_epoch, self.end_offset, self.unknown_tagged_fields) == (other.error_code, other.partition, other.leader_epoch, other.end_offset, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.error_code, self.partition, self.leader_epoch, self.end_offset, self.unknown_tagged_fields))
+
+    __slots__ = ('throttle_time_ms', 'topics', 'unknown_tagged_fields')
+    throttle_time_ms: int
+    topics: list[OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult]
+    unknown_tagged_fields: list[tuple[int, bytes]]
+
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = 0,
+        topics: list[OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult] = LIST,
+        unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+    ) -> None:
+        setattr_(self, 'throttle_time_ms', throttle_time_ms)
+        setattr_(self, 'topics', [] if topics is LIST else topics)
+        setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return (self.throttle_time_ms, self.topics, self.unknown_tagged_fields) == (other.throttle_time_ms, other.topics, other.unknown_tagged_fields)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.throttle_time_ms, self.topics, self.unknown_tagged_fields))
 
 
 _EpochEndOffset_0 = p.Schema('OffsetForLeaderEpochResponse.EpochEndOffset', OffsetForLeaderEpochResponse.EpochEndOffset, [('error_code', p.Int16), ('partition', p.Int32), ('end_offset', p.Int64)])

@@ -3,23 +3,45 @@
 
 from __future__ import annotations
 
-import dataclasses
 import uuid
 
 from .. import primitives as p
+from .._frozen import LIST, factory, message, setattr_
 from .._wire import NULL_UUID
 
-RECORDS = {'kafka_type': 'records'}
 
 
-
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+@message
 class AddOffsetsToTxnRequest:
-    transactional_id: str = ''
-    producer_id: int = 0
-    producer_epoch: int = 0
-    group_id: str = ''
-    unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+    __slots__ = ('transactional_id', 'producer_id', 'producer_epoch', 'group_id', 'unknown_tagged_fields')
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    group_id: str
+    unknown_tagged_fields: list[tuple[int, bytes]]
+
+    def __init__(
+        self,
+        *,
+        transactional_id: str = '',
+        producer_id: int = 0,
+        producer_epoch: int = 0,
+        group_id: str = '',
+        unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+    ) -> None:
+        setattr_(self, 'transactional_id', transactional_id)
+        setattr_(self, 'producer_id', producer_id)
+        setattr_(self, 'producer_epoch', producer_epoch)
+        setattr_(self, 'group_id', group_id)
+        setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return (self.transactional_id, self.producer_id, self.producer_epoch, self.group_id, self.unknown_tagged_fields) == (other.transactional_id, other.producer_id, other.producer_epoch, other.group_id, other.unknown_tagged_fields)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.transactional_id, self.producer_id, self.producer_epoch, self.group_id, self.unknown_tagged_fields))
 
 
 AddOffsetsToTxnRequestV0 = p.Schema('AddOffsetsToTxnRequest v0', AddOffsetsToTxnRequest, [('transactional_id', p.String), ('producer_id', p.Int64), ('producer_epoch', p.Int16), ('group_id', p.String)])
@@ -29,11 +51,31 @@ AddOffsetsToTxnRequestV3 = p.Schema('AddOffsetsToTxnRequest v3', AddOffsetsToTxn
 AddOffsetsToTxnRequestV4 = p.Schema('AddOffsetsToTxnRequest v4', AddOffsetsToTxnRequest, [('transactional_id', p.CompactString), ('producer_id', p.Int64), ('producer_epoch', p.Int16), ('group_id', p.CompactString)], flexible=True)
 
 
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+@message
 class AddOffsetsToTxnResponse:
-    throttle_time_ms: int = 0
-    error_code: int = 0
-    unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+    __slots__ = ('throttle_time_ms', 'error_code', 'unknown_tagged_fields')
+    throttle_time_ms: int
+    error_code: int
+    unknown_tagged_fields: list[tuple[int, bytes]]
+
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = 0,
+        error_code: int = 0,
+        unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+    ) -> None:
+        setattr_(self, 'throttle_time_ms', throttle_time_ms)
+        setattr_(self, 'error_code', error_code)
+        setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return (self.throttle_time_ms, self.error_code, self.unknown_tagged_fields) == (other.throttle_time_ms, other.error_code, other.unknown_tagged_fields)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.throttle_time_ms, self.error_code, self.unknown_tagged_fields))
 
 
 AddOffsetsToTxnResponseV0 = p.Schema('AddOffsetsToTxnResponse v0', AddOffsetsToTxnResponse, [('throttle_time_ms', p.Int32), ('error_code', p.Int16)])

@@ -3,23 +3,45 @@
 
 from __future__ import annotations
 
-import dataclasses
 import uuid
 
 from .. import primitives as p
+from .._frozen import LIST, factory, message, setattr_
 from .._wire import NULL_UUID
 
-RECORDS = {'kafka_type': 'records'}
 
 
-
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+@message
 class EndTxnRequest:
-    transactional_id: str = ''
-    producer_id: int = 0
-    producer_epoch: int = 0
-    committed: bool = False
-    unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+    __slots__ = ('transactional_id', 'producer_id', 'producer_epoch', 'committed', 'unknown_tagged_fields')
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    committed: bool
+    unknown_tagged_fields: list[tuple[int, bytes]]
+
+    def __init__(
+        self,
+        *,
+        transactional_id: str = '',
+        producer_id: int = 0,
+        producer_epoch: int = 0,
+        committed: bool = False,
+        unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+    ) -> None:
+        setattr_(self, 'transactional_id', transactional_id)
+        setattr_(self, 'producer_id', producer_id)
+        setattr_(self, 'producer_epoch', producer_epoch)
+        setattr_(self, 'committed', committed)
+        setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return (self.transactional_id, self.producer_id, self.producer_epoch, self.committed, self.unknown_tagged_fields) == (other.transactional_id, other.producer_id, other.producer_epoch, other.committed, other.unknown_tagged_fields)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.transactional_id, self.producer_id, self.producer_epoch, self.committed, self.unknown_tagged_fields))
 
 
 EndTxnRequestV0 = p.Schema('EndTxnRequest v0', EndTxnRequest, [('transactional_id', p.String), ('producer_id', p.Int64), ('producer_epoch', p.Int16), ('committed', p.Boolean)])
@@ -30,13 +52,37 @@ EndTxnRequestV4 = p.Schema('EndTxnRequest v4', EndTxnRequest, [('transactional_i
 EndTxnRequestV5 = p.Schema('EndTxnRequest v5', EndTxnRequest, [('transactional_id', p.CompactString), ('producer_id', p.Int64), ('producer_epoch', p.Int16), ('committed', p.Boolean)], flexible=True)
 
 
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+@message
 class EndTxnResponse:
-    throttle_time_ms: int = 0
-    error_code: int = 0
-    producer_id: int = -1
-    producer_epoch: int = -1
-    unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+    __slots__ = ('throttle_time_ms', 'error_code', 'producer_id', 'producer_epoch', 'unknown_tagged_fields')
+    throttle_time_ms: int
+    error_code: int
+    producer_id: int
+    producer_epoch: int
+    unknown_tagged_fields: list[tuple[int, bytes]]
+
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = 0,
+        error_code: int = 0,
+        producer_id: int = -1,
+        producer_epoch: int = -1,
+        unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+    ) -> None:
+        setattr_(self, 'throttle_time_ms', throttle_time_ms)
+        setattr_(self, 'error_code', error_code)
+        setattr_(self, 'producer_id', producer_id)
+        setattr_(self, 'producer_epoch', producer_epoch)
+        setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return (self.throttle_time_ms, self.error_code, self.producer_id, self.producer_epoch, self.unknown_tagged_fields) == (other.throttle_time_ms, other.error_code, other.producer_id, other.producer_epoch, other.unknown_tagged_fields)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.throttle_time_ms, self.error_code, self.producer_id, self.producer_epoch, self.unknown_tagged_fields))
 
 
 EndTxnResponseV0 = p.Schema('EndTxnResponse v0', EndTxnResponse, [('throttle_time_ms', p.Int32), ('error_code', p.Int16)])

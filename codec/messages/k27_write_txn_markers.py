@@ -3,35 +3,97 @@
 
 from __future__ import annotations
 
-import dataclasses
 import uuid
 
 from .. import primitives as p
+from .._frozen import LIST, factory, message, setattr_
 from .._wire import NULL_UUID
 
-RECORDS = {'kafka_type': 'records'}
 
 
-
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+@message
 class WriteTxnMarkersRequest:
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+    @message
     class WritableTxnMarker:
-        producer_id: int = 0
-        producer_epoch: int = 0
-        transaction_result: bool = False
-        topics: list[WriteTxnMarkersRequest.WritableTxnMarkerTopic] = dataclasses.field(default_factory=list)
-        coordinator_epoch: int = 0
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('producer_id', 'producer_epoch', 'transaction_result', 'topics', 'coordinator_epoch', 'unknown_tagged_fields')
+        producer_id: int
+        producer_epoch: int
+        transaction_result: bool
+        topics: list[WriteTxnMarkersRequest.WritableTxnMarkerTopic]
+        coordinator_epoch: int
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+        def __init__(
+            self,
+            *,
+            producer_id: int = 0,
+            producer_epoch: int = 0,
+            transaction_result: bool = False,
+            topics: list[WriteTxnMarkersRequest.WritableTxnMarkerTopic] = LIST,
+            coordinator_epoch: int = 0,
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'producer_id', producer_id)
+            setattr_(self, 'producer_epoch', producer_epoch)
+            setattr_(self, 'transaction_result', transaction_result)
+            setattr_(self, 'topics', [] if topics is LIST else topics)
+            setattr_(self, 'coordinator_epoch', coordinator_epoch)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.producer_id, self.producer_epoch, self.transaction_result, self.topics, self.coordinator_epoch, self.unknown_tagged_fields) == (other.producer_id, other.producer_epoch, other.transaction_result, other.topics, other.coordinator_epoch, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.producer_id, self.producer_epoch, self.transaction_result, self.topics, self.coordinator_epoch, self.unknown_tagged_fields))
+
+    @message
     class WritableTxnMarkerTopic:
-        name: str = ''
-        partition_indexes: list[int] = dataclasses.field(default_factory=list)
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('name', 'partition_indexes', 'unknown_tagged_fields')
+        name: str
+        partition_indexes: list[int]
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    markers: list[WriteTxnMarkersRequest.WritableTxnMarker] = dataclasses.field(default_factory=list)
-    unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        def __init__(
+            self,
+            *,
+            name: str = '',
+            partition_indexes: list[int] = LIST,
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'name', name)
+            setattr_(self, 'partition_indexes', [] if partition_indexes is LIST else partition_indexes)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.name, self.partition_indexes, self.unknown_tagged_fields) == (other.name, other.partition_indexes, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.name, self.partition_indexes, self.unknown_tagged_fields))
+
+    __slots__ = ('markers', 'unknown_tagged_fields')
+    markers: list[WriteTxnMarkersRequest.WritableTxnMarker]
+    unknown_tagged_fields: list[tuple[int, bytes]]
+
+    def __init__(
+        self,
+        *,
+        markers: list[WriteTxnMarkersRequest.WritableTxnMarker] = LIST,
+        unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+    ) -> None:
+        setattr_(self, 'markers', [] if markers is LIST else markers)
+        setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return (self.markers, self.unknown_tagged_fields) == (other.markers, other.unknown_tagged_fields)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.markers, self.unknown_tagged_fields))
 
 
 _WritableTxnMarkerTopic_0 = p.Schema('WriteTxnMarkersRequest.WritableTxnMarkerTopic', WriteTxnMarkersRequest.WritableTxnMarkerTopic, [('name', p.String), ('partition_indexes', p.Array(p.Int32))])
@@ -42,28 +104,106 @@ WriteTxnMarkersRequestV0 = p.Schema('WriteTxnMarkersRequest v0', WriteTxnMarkers
 WriteTxnMarkersRequestV1 = p.Schema('WriteTxnMarkersRequest v1', WriteTxnMarkersRequest, [('markers', p.Array(_WritableTxnMarker_3, compact=True))], flexible=True)
 
 
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+@message
 class WriteTxnMarkersResponse:
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+    @message
     class WritableTxnMarkerResult:
-        producer_id: int = 0
-        topics: list[WriteTxnMarkersResponse.WritableTxnMarkerTopicResult] = dataclasses.field(default_factory=list)
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('producer_id', 'topics', 'unknown_tagged_fields')
+        producer_id: int
+        topics: list[WriteTxnMarkersResponse.WritableTxnMarkerTopicResult]
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+        def __init__(
+            self,
+            *,
+            producer_id: int = 0,
+            topics: list[WriteTxnMarkersResponse.WritableTxnMarkerTopicResult] = LIST,
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'producer_id', producer_id)
+            setattr_(self, 'topics', [] if topics is LIST else topics)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.producer_id, self.topics, self.unknown_tagged_fields) == (other.producer_id, other.topics, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.producer_id, self.topics, self.unknown_tagged_fields))
+
+    @message
     class WritableTxnMarkerTopicResult:
-        name: str = ''
-        partitions: list[WriteTxnMarkersResponse.WritableTxnMarkerPartitionResult] = dataclasses.field(default_factory=list)
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('name', 'partitions', 'unknown_tagged_fields')
+        name: str
+        partitions: list[WriteTxnMarkersResponse.WritableTxnMarkerPartitionResult]
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+        def __init__(
+            self,
+            *,
+            name: str = '',
+            partitions: list[WriteTxnMarkersResponse.WritableTxnMarkerPartitionResult] = LIST,
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'name', name)
+            setattr_(self, 'partitions', [] if partitions is LIST else partitions)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.name, self.partitions, self.unknown_tagged_fields) == (other.name, other.partitions, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.name, self.partitions, self.unknown_tagged_fields))
+
+    @message
     class WritableTxnMarkerPartitionResult:
-        partition_index: int = 0
-        error_code: int = 0
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('partition_index', 'error_code', 'unknown_tagged_fields')
+        partition_index: int
+        error_code: int
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    markers: list[WriteTxnMarkersResponse.WritableTxnMarkerResult] = dataclasses.field(default_factory=list)
-    unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        def __init__(
+            self,
+            *,
+            partition_index: int = 0,
+            error_code: int = 0,
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'partition_index', partition_index)
+            setattr_(self, 'error_code', error_code)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.partition_index, self.error_code, self.unknown_tagged_fields) == (other.partition_index, other.error_code, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.partition_index, self.error_code, self.unknown_tagged_fields))
+
+    __slots__ = ('markers', 'unknown_tagged_fields')
+    markers: list[WriteTxnMarkersResponse.WritableTxnMarkerResult]
+    unknown_tagged_fields: list[tuple[int, bytes]]
+
+    def __init__(
+        self,
+        *,
+        markers: list[WriteTxnMarkersResponse.WritableTxnMarkerResult] = LIST,
+        unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+    ) -> None:
+        setattr_(self, 'markers', [] if markers is LIST else markers)
+        setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return (self.markers, self.unknown_tagged_fields) == (other.markers, other.unknown_tagged_fields)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.markers, self.unknown_tagged_fields))
 
 
 _WritableTxnMarkerPartitionResult_0 = p.Schema('WriteTxnMarkersResponse.WritableTxnMarkerPartitionResult', WriteTxnMarkersResponse.WritableTxnMarkerPartitionResult, [('partition_index', p.Int32), ('error_code', p.Int16)])

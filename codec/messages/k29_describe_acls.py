@@ -3,26 +3,54 @@
 
 from __future__ import annotations
 
-import dataclasses
 import uuid
 
 from .. import primitives as p
+from .._frozen import LIST, factory, message, setattr_
 from .._wire import NULL_UUID
 
-RECORDS = {'kafka_type': 'records'}
 
 
-
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+@message
 class DescribeAclsRequest:
-    resource_type_filter: int = 0
-    resource_name_filter: str | None = ''
-    pattern_type_filter: int = 3
-    principal_filter: str | None = ''
-    host_filter: str | None = ''
-    operation: int = 0
-    permission_type: int = 0
-    unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+    __slots__ = ('resource_type_filter', 'resource_name_filter', 'pattern_type_filter', 'principal_filter', 'host_filter', 'operation', 'permission_type', 'unknown_tagged_fields')
+    resource_type_filter: int
+    resource_name_filter: str | None
+    pattern_type_filter: int
+    principal_filter: str | None
+    host_filter: str | None
+    operation: int
+    permission_type: int
+    unknown_tagged_fields: list[tuple[int, bytes]]
+
+    def __init__(
+        self,
+        *,
+        resource_type_filter: int = 0,
+        resource_name_filter: str | None = '',
+        pattern_type_filter: int = 3,
+        principal_filter: str | None = '',
+        host_filter: str | None = '',
+        operation: int = 0,
+        permission_type: int = 0,
+        unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+    ) -> None:
+        setattr_(self, 'resource_type_filter', resource_type_filter)
+        setattr_(self, 'resource_name_filter', resource_name_filter)
+        setattr_(self, 'pattern_type_filter', pattern_type_filter)
+        setattr_(self, 'principal_filter', principal_filter)
+        setattr_(self, 'host_filter', host_filter)
+        setattr_(self, 'operation', operation)
+        setattr_(self, 'permission_type', permission_type)
+        setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return (self.resource_type_filter, self.resource_name_filter, self.pattern_type_filter, self.principal_filter, self.host_filter, self.operation, self.permission_type, self.unknown_tagged_fields) == (other.resource_type_filter, other.resource_name_filter, other.pattern_type_filter, other.principal_filter, other.host_filter, other.operation, other.permission_type, other.unknown_tagged_fields)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.resource_type_filter, self.resource_name_filter, self.pattern_type_filter, self.principal_filter, self.host_filter, self.operation, self.permission_type, self.unknown_tagged_fields))
 
 
 DescribeAclsRequestV0 = p.Schema('DescribeAclsRequest v0', DescribeAclsRequest, [('resource_type_filter', p.Int8), ('resource_name_filter', p.NullableString), ('principal_filter', p.NullableString), ('host_filter', p.NullableString), ('operation', p.Int8), ('permission_type', p.Int8)], absent=[('pattern_type_filter', 3)])
@@ -31,29 +59,101 @@ DescribeAclsRequestV2 = p.Schema('DescribeAclsRequest v2', DescribeAclsRequest, 
 DescribeAclsRequestV3 = p.Schema('DescribeAclsRequest v3', DescribeAclsRequest, [('resource_type_filter', p.Int8), ('resource_name_filter', p.CompactNullableString), ('pattern_type_filter', p.Int8), ('principal_filter', p.CompactNullableString), ('host_filter', p.CompactNullableString), ('operation', p.Int8), ('permission_type', p.Int8)], flexible=True)
 
 
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+@message
 class DescribeAclsResponse:
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+    @message
     class DescribeAclsResource:
-        resource_type: int = 0
-        resource_name: str = ''
-        pattern_type: int = 3
-        acls: list[DescribeAclsResponse.AclDescription] = dataclasses.field(default_factory=list)
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('resource_type', 'resource_name', 'pattern_type', 'acls', 'unknown_tagged_fields')
+        resource_type: int
+        resource_name: str
+        pattern_type: int
+        acls: list[DescribeAclsResponse.AclDescription]
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+        def __init__(
+            self,
+            *,
+            resource_type: int = 0,
+            resource_name: str = '',
+            pattern_type: int = 3,
+            acls: list[DescribeAclsResponse.AclDescription] = LIST,
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'resource_type', resource_type)
+            setattr_(self, 'resource_name', resource_name)
+            setattr_(self, 'pattern_type', pattern_type)
+            setattr_(self, 'acls', [] if acls is LIST else acls)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.resource_type, self.resource_name, self.pattern_type, self.acls, self.unknown_tagged_fields) == (other.resource_type, other.resource_name, other.pattern_type, other.acls, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.resource_type, self.resource_name, self.pattern_type, self.acls, self.unknown_tagged_fields))
+
+    @message
     class AclDescription:
-        principal: str = ''
-        host: str = ''
-        operation: int = 0
-        permission_type: int = 0
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('principal', 'host', 'operation', 'permission_type', 'unknown_tagged_fields')
+        principal: str
+        host: str
+        operation: int
+        permission_type: int
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    throttle_time_ms: int = 0
-    error_code: int = 0
-    error_message: str | None = ''
-    resources: list[DescribeAclsResponse.DescribeAclsResource] = dataclasses.field(default_factory=list)
-    unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        def __init__(
+            self,
+            *,
+            principal: str = '',
+            host: str = '',
+            operation: int = 0,
+            permission_type: int = 0,
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'principal', principal)
+            setattr_(self, 'host', host)
+            setattr_(self, 'operation', operation)
+            setattr_(self, 'permission_type', permission_type)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.principal, self.host, self.operation, self.permission_type, self.unknown_tagged_fields) == (other.principal, other.host, other.operation, other.permission_type, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.principal, self.host, self.operation, self.permission_type, self.unknown_tagged_fields))
+
+    __slots__ = ('throttle_time_ms', 'error_code', 'error_message', 'resources', 'unknown_tagged_fields')
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    resources: list[DescribeAclsResponse.DescribeAclsResource]
+    unknown_tagged_fields: list[tuple[int, bytes]]
+
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = 0,
+        error_code: int = 0,
+        error_message: str | None = '',
+        resources: list[DescribeAclsResponse.DescribeAclsResource] = LIST,
+        unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+    ) -> None:
+        setattr_(self, 'throttle_time_ms', throttle_time_ms)
+        setattr_(self, 'error_code', error_code)
+        setattr_(self, 'error_message', error_message)
+        setattr_(self, 'resources', [] if resources is LIST else resources)
+        setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return (self.throttle_time_ms, self.error_code, self.error_message, self.resources, self.unknown_tagged_fields) == (other.throttle_time_ms, other.error_code, other.error_message, other.resources, other.unknown_tagged_fields)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.throttle_time_ms, self.error_code, self.error_message, self.resources, self.unknown_tagged_fields))
 
 
 _AclDescription_0 = p.Schema('DescribeAclsResponse.AclDescription', DescribeAclsResponse.AclDescription, [('principal', p.String), ('host', p.String), ('operation', p.Int8), ('permission_type', p.Int8)])

@@ -3,31 +3,77 @@
 
 from __future__ import annotations
 
-import dataclasses
 import uuid
 
 from .. import primitives as p
+from .._frozen import LIST, factory, message, setattr_
 from .._wire import NULL_UUID
 
-RECORDS = {'kafka_type': 'records'}
 
 
-
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+@message
 class DeleteAclsRequest:
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+    @message
     class DeleteAclsFilter:
-        resource_type_filter: int = 0
-        resource_name_filter: str | None = ''
-        pattern_type_filter: int = 3
-        principal_filter: str | None = ''
-        host_filter: str | None = ''
-        operation: int = 0
-        permission_type: int = 0
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('resource_type_filter', 'resource_name_filter', 'pattern_type_filter', 'principal_filter', 'host_filter', 'operation', 'permission_type', 'unknown_tagged_fields')
+        resource_type_filter: int
+        resource_name_filter: str | None
+        pattern_type_filter: int
+        principal_filter: str | None
+        host_filter: str | None
+        operation: int
+        permission_type: int
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    filters: list[DeleteAclsRequest.DeleteAclsFilter] = dataclasses.field(default_factory=list)
-    unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        def __init__(
+            self,
+            *,
+            resource_type_filter: int = 0,
+            resource_name_filter: str | None = '',
+            pattern_type_filter: int = 3,
+            principal_filter: str | None = '',
+            host_filter: str | None = '',
+            operation: int = 0,
+            permission_type: int = 0,
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'resource_type_filter', resource_type_filter)
+            setattr_(self, 'resource_name_filter', resource_name_filter)
+            setattr_(self, 'pattern_type_filter', pattern_type_filter)
+            setattr_(self, 'principal_filter', principal_filter)
+            setattr_(self, 'host_filter', host_filter)
+            setattr_(self, 'operation', operation)
+            setattr_(self, 'permission_type', permission_type)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.resource_type_filter, self.resource_name_filter, self.pattern_type_filter, self.principal_filter, self.host_filter, self.operation, self.permission_type, self.unknown_tagged_fields) == (other.resource_type_filter, other.resource_name_filter, other.pattern_type_filter, other.principal_filter, other.host_filter, other.operation, other.permission_type, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.resource_type_filter, self.resource_name_filter, self.pattern_type_filter, self.principal_filter, self.host_filter, self.operation, self.permission_type, self.unknown_tagged_fields))
+
+    __slots__ = ('filters', 'unknown_tagged_fields')
+    filters: list[DeleteAclsRequest.DeleteAclsFilter]
+    unknown_tagged_fields: list[tuple[int, bytes]]
+
+    def __init__(
+        self,
+        *,
+        filters: list[DeleteAclsRequest.DeleteAclsFilter] = LIST,
+        unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+    ) -> None:
+        setattr_(self, 'filters', [] if filters is LIST else filters)
+        setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return (self.filters, self.unknown_tagged_fields) == (other.filters, other.unknown_tagged_fields)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.filters, self.unknown_tagged_fields))
 
 
 _DeleteAclsFilter_0 = p.Schema('DeleteAclsRequest.DeleteAclsFilter', DeleteAclsRequest.DeleteAclsFilter, [('resource_type_filter', p.Int8), ('resource_name_filter', p.NullableString), ('principal_filter', p.NullableString), ('host_filter', p.NullableString), ('operation', p.Int8), ('permission_type', p.Int8)], absent=[('pattern_type_filter', 3)])
@@ -39,31 +85,107 @@ DeleteAclsRequestV2 = p.Schema('DeleteAclsRequest v2', DeleteAclsRequest, [('fil
 DeleteAclsRequestV3 = p.Schema('DeleteAclsRequest v3', DeleteAclsRequest, [('filters', p.Array(_DeleteAclsFilter_2, compact=True))], flexible=True)
 
 
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+@message
 class DeleteAclsResponse:
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+    @message
     class DeleteAclsFilterResult:
-        error_code: int = 0
-        error_message: str | None = ''
-        matching_acls: list[DeleteAclsResponse.DeleteAclsMatchingAcl] = dataclasses.field(default_factory=list)
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('error_code', 'error_message', 'matching_acls', 'unknown_tagged_fields')
+        error_code: int
+        error_message: str | None
+        matching_acls: list[DeleteAclsResponse.DeleteAclsMatchingAcl]
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+        def __init__(
+            self,
+            *,
+            error_code: int = 0,
+            error_message: str | None = '',
+            matching_acls: list[DeleteAclsResponse.DeleteAclsMatchingAcl] = LIST,
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'error_code', error_code)
+            setattr_(self, 'error_message', error_message)
+            setattr_(self, 'matching_acls', [] if matching_acls is LIST else matching_acls)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.error_code, self.error_message, self.matching_acls, self.unknown_tagged_fields) == (other.error_code, other.error_message, other.matching_acls, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.error_code, self.error_message, self.matching_acls, self.unknown_tagged_fields))
+
+    @message
     class DeleteAclsMatchingAcl:
-        error_code: int = 0
-        error_message: str | None = ''
-        resource_type: int = 0
-        resource_name: str = ''
-        pattern_type: int = 3
-        principal: str = ''
-        host: str = ''
-        operation: int = 0
-        permission_type: int = 0
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('error_code', 'error_message', 'resource_type', 'resource_name', 'pattern_type', 'principal', 'host', 'operation', 'permission_type', 'unknown_tagged_fields')
+        error_code: int
+        error_message: str | None
+        resource_type: int
+        resource_name: str
+        pattern_type: int
+        principal: str
+        host: str
+        operation: int
+        permission_type: int
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    throttle_time_ms: int = 0
-    filter_results: list[DeleteAclsResponse.DeleteAclsFilterResult] = dataclasses.field(default_factory=list)
-    unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        def __init__(
+            self,
+            *,
+            error_code: int = 0,
+            error_message: str | None = '',
+            resource_type: int = 0,
+            resource_name: str = '',
+            pattern_type: int = 3,
+            principal: str = '',
+            host: str = '',
+            operation: int = 0,
+            permission_type: int = 0,
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'error_code', error_code)
+            setattr_(self, 'error_message', error_message)
+            setattr_(self, 'resource_type', resource_type)
+            setattr_(self, 'resource_name', resource_name)
+            setattr_(self, 'pattern_type', pattern_type)
+            setattr_(self, 'principal', principal)
+            setattr_(self, 'host', host)
+            setattr_(self, 'operation', operation)
+            setattr_(self, 'permission_type', permission_type)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.error_code, self.error_message, self.resource_type, self.resource_name, self.pattern_type, self.principal, self.host, self.operation, self.permission_type, self.unknown_tagged_fields) == (other.error_code, other.error_message, other.resource_type, other.resource_name, other.pattern_type, other.principal, other.host, other.operation, other.permission_type, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.error_code, self.error_message, self.resource_type, self.resource_name, self.pattern_type, self.principal, self.host, self.operation, self.permission_type, self.unknown_tagged_fields))
+
+    __slots__ = ('throttle_time_ms', 'filter_results', 'unknown_tagged_fields')
+    throttle_time_ms: int
+    filter_results: list[DeleteAclsResponse.DeleteAclsFilterResult]
+    unknown_tagged_fields: list[tuple[int, bytes]]
+
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = 0,
+        filter_results: list[DeleteAclsResponse.DeleteAclsFilterResult] = LIST,
+        unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+    ) -> None:
+        setattr_(self, 'throttle_time_ms', throttle_time_ms)
+        setattr_(self, 'filter_results', [] if filter_results is LIST else filter_results)
+        setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return (self.throttle_time_ms, self.filter_results, self.unknown_tagged_fields) == (other.throttle_time_ms, other.filter_results, other.unknown_tagged_fields)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.throttle_time_ms, self.filter_results, self.unknown_tagged_fields))
 
 
 _DeleteAclsMatchingAcl_0 = p.Schema('DeleteAclsResponse.DeleteAclsMatchingAcl', DeleteAclsResponse.DeleteAclsMatchingAcl, [('error_code', p.Int16), ('error_message', p.NullableString), ('resource_type', p.Int8), ('resource_name', p.String), ('principal', p.String), ('host', p.String), ('operation', p.Int8), ('permission_type', p.Int8)], absent=[('pattern_type', 3)])

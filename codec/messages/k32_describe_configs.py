@@ -3,29 +3,71 @@
 
 from __future__ import annotations
 
-import dataclasses
 import uuid
 
 from .. import primitives as p
+from .._frozen import LIST, factory, message, setattr_
 from .._wire import NULL_UUID
 
-RECORDS = {'kafka_type': 'records'}
 
 
-
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+@message
 class DescribeConfigsRequest:
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+    @message
     class DescribeConfigsResource:
-        resource_type: int = 0
-        resource_name: str = ''
-        configuration_keys: list[str] | None = dataclasses.field(default_factory=list)
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('resource_type', 'resource_name', 'configuration_keys', 'unknown_tagged_fields')
+        resource_type: int
+        resource_name: str
+        configuration_keys: list[str] | None
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    resources: list[DescribeConfigsRequest.DescribeConfigsResource] = dataclasses.field(default_factory=list)
-    include_synonyms: bool = False
-    include_documentation: bool = False
-    unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        def __init__(
+            self,
+            *,
+            resource_type: int = 0,
+            resource_name: str = '',
+            configuration_keys: list[str] | None = LIST,
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'resource_type', resource_type)
+            setattr_(self, 'resource_name', resource_name)
+            setattr_(self, 'configuration_keys', [] if configuration_keys is LIST else configuration_keys)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.resource_type, self.resource_name, self.configuration_keys, self.unknown_tagged_fields) == (other.resource_type, other.resource_name, other.configuration_keys, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.resource_type, self.resource_name, self.configuration_keys, self.unknown_tagged_fields))
+
+    __slots__ = ('resources', 'include_synonyms', 'include_documentation', 'unknown_tagged_fields')
+    resources: list[DescribeConfigsRequest.DescribeConfigsResource]
+    include_synonyms: bool
+    include_documentation: bool
+    unknown_tagged_fields: list[tuple[int, bytes]]
+
+    def __init__(
+        self,
+        *,
+        resources: list[DescribeConfigsRequest.DescribeConfigsResource] = LIST,
+        include_synonyms: bool = False,
+        include_documentation: bool = False,
+        unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+    ) -> None:
+        setattr_(self, 'resources', [] if resources is LIST else resources)
+        setattr_(self, 'include_synonyms', include_synonyms)
+        setattr_(self, 'include_documentation', include_documentation)
+        setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return (self.resources, self.include_synonyms, self.include_documentation, self.unknown_tagged_fields) == (other.resources, other.include_synonyms, other.include_documentation, other.unknown_tagged_fields)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.resources, self.include_synonyms, self.include_documentation, self.unknown_tagged_fields))
 
 
 _DescribeConfigsResource_0 = p.Schema('DescribeConfigsRequest.DescribeConfigsResource', DescribeConfigsRequest.DescribeConfigsResource, [('resource_type', p.Int8), ('resource_name', p.String), ('configuration_keys', p.Array(p.String, nullable=True))])
@@ -37,40 +79,142 @@ DescribeConfigsRequestV3 = p.Schema('DescribeConfigsRequest v3', DescribeConfigs
 DescribeConfigsRequestV4 = p.Schema('DescribeConfigsRequest v4', DescribeConfigsRequest, [('resources', p.Array(_DescribeConfigsResource_1, compact=True)), ('include_synonyms', p.Boolean), ('include_documentation', p.Boolean)], flexible=True)
 
 
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+@message
 class DescribeConfigsResponse:
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+    @message
     class DescribeConfigsResult:
-        error_code: int = 0
-        error_message: str | None = ''
-        resource_type: int = 0
-        resource_name: str = ''
-        configs: list[DescribeConfigsResponse.DescribeConfigsResourceResult] = dataclasses.field(default_factory=list)
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('error_code', 'error_message', 'resource_type', 'resource_name', 'configs', 'unknown_tagged_fields')
+        error_code: int
+        error_message: str | None
+        resource_type: int
+        resource_name: str
+        configs: list[DescribeConfigsResponse.DescribeConfigsResourceResult]
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+        def __init__(
+            self,
+            *,
+            error_code: int = 0,
+            error_message: str | None = '',
+            resource_type: int = 0,
+            resource_name: str = '',
+            configs: list[DescribeConfigsResponse.DescribeConfigsResourceResult] = LIST,
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'error_code', error_code)
+            setattr_(self, 'error_message', error_message)
+            setattr_(self, 'resource_type', resource_type)
+            setattr_(self, 'resource_name', resource_name)
+            setattr_(self, 'configs', [] if configs is LIST else configs)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.error_code, self.error_message, self.resource_type, self.resource_name, self.configs, self.unknown_tagged_fields) == (other.error_code, other.error_message, other.resource_type, other.resource_name, other.configs, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.error_code, self.error_message, self.resource_type, self.resource_name, self.configs, self.unknown_tagged_fields))
+
+    @message
     class DescribeConfigsResourceResult:
-        name: str = ''
-        value: str | None = ''
-        read_only: bool = False
-        is_default: bool = False
-        config_source: int = -1
-        is_sensitive: bool = False
-        synonyms: list[DescribeConfigsResponse.DescribeConfigsSynonym] = dataclasses.field(default_factory=list)
-        config_type: int = 0
-        documentation: str | None = ''
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('name', 'value', 'read_only', 'is_default', 'config_source', 'is_sensitive', 'synonyms', 'config_type', 'documentation', 'unknown_tagged_fields')
+        name: str
+        value: str | None
+        read_only: bool
+        is_default: bool
+        config_source: int
+        is_sensitive: bool
+        synonyms: list[DescribeConfigsResponse.DescribeConfigsSynonym]
+        config_type: int
+        documentation: str | None
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+        def __init__(
+            self,
+            *,
+            name: str = '',
+            value: str | None = '',
+            read_only: bool = False,
+            is_default: bool = False,
+            config_source: int = -1,
+            is_sensitive: bool = False,
+            synonyms: list[DescribeConfigsResponse.DescribeConfigsSynonym] = LIST,
+            config_type: int = 0,
+            documentation: str | None = '',
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'name', name)
+            setattr_(self, 'value', value)
+            setattr_(self, 'read_only', read_only)
+            setattr_(self, 'is_default', is_default)
+            setattr_(self, 'config_source', config_source)
+            setattr_(self, 'is_sensitive', is_sensitive)
+            setattr_(self, 'synonyms', [] if synonyms is LIST else synonyms)
+            setattr_(self, 'config_type', config_type)
+            setattr_(self, 'documentation', documentation)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.name, self.value, self.read_only, self.is_default, self.config_source, self.is_sensitive, self.synonyms, self.config_type, self.documentation, self.unknown_tagged_fields) == (other.name, other.value, other.read_only, other.is_default, other.config_source, other.is_sensitive, other.synonyms, other.config_type, other.documentation, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.name, self.value, self.read_only, self.is_default, self.config_source, self.is_sensitive, self.synonyms, self.config_type, self.documentation, self.unknown_tagged_fields))
+
+    @message
     class DescribeConfigsSynonym:
-        name: str = ''
-        value: str | None = ''
-        source: int = 0
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('name', 'value', 'source', 'unknown_tagged_fields')
+        name: str
+        value: str | None
+        source: int
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    throttle_time_ms: int = 0
-    results: list[DescribeConfigsResponse.DescribeConfigsResult] = dataclasses.field(default_factory=list)
-    unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        def __init__(
+            self,
+            *,
+            name: str = '',
+            value: str | None = '',
+            source: int = 0,
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'name', name)
+            setattr_(self, 'value', value)
+            setattr_(self, 'source', source)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.name, self.value, self.source, self.unknown_tagged_fields) == (other.name, other.value, other.source, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.name, self.value, self.source, self.unknown_tagged_fields))
+
+    __slots__ = ('throttle_time_ms', 'results', 'unknown_tagged_fields')
+    throttle_time_ms: int
+    results: list[DescribeConfigsResponse.DescribeConfigsResult]
+    unknown_tagged_fields: list[tuple[int, bytes]]
+
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = 0,
+        results: list[DescribeConfigsResponse.DescribeConfigsResult] = LIST,
+        unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+    ) -> None:
+        setattr_(self, 'throttle_time_ms', throttle_time_ms)
+        setattr_(self, 'results', [] if results is LIST else results)
+        setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return (self.throttle_time_ms, self.results, self.unknown_tagged_fields) == (other.throttle_time_ms, other.results, other.unknown_tagged_fields)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.throttle_time_ms, self.results, self.unknown_tagged_fields))
 
 
 _DescribeConfigsResourceResult_0 = p.Schema('DescribeConfigsResponse.DescribeConfigsResourceResult', DescribeConfigsResponse.DescribeConfigsResourceResult, [('name', p.String), ('value', p.NullableString), ('read_only', p.Boolean), ('is_default', p.Boolean), ('is_sensitive', p.Boolean)])

@@ -3,32 +3,88 @@
 
 from __future__ import annotations
 
-import dataclasses
 import uuid
 
 from .. import primitives as p
+from .._frozen import LIST, factory, message, setattr_
 from .._wire import NULL_UUID
 
-RECORDS = {'kafka_type': 'records'}
 
 
-
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+@message
 class AlterReplicaLogDirsRequest:
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+    @message
     class AlterReplicaLogDir:
-        path: str = ''
-        topics: list[AlterReplicaLogDirsRequest.AlterReplicaLogDirTopic] = dataclasses.field(default_factory=list)
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('path', 'topics', 'unknown_tagged_fields')
+        path: str
+        topics: list[AlterReplicaLogDirsRequest.AlterReplicaLogDirTopic]
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+        def __init__(
+            self,
+            *,
+            path: str = '',
+            topics: list[AlterReplicaLogDirsRequest.AlterReplicaLogDirTopic] = LIST,
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'path', path)
+            setattr_(self, 'topics', [] if topics is LIST else topics)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.path, self.topics, self.unknown_tagged_fields) == (other.path, other.topics, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.path, self.topics, self.unknown_tagged_fields))
+
+    @message
     class AlterReplicaLogDirTopic:
-        name: str = ''
-        partitions: list[int] = dataclasses.field(default_factory=list)
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('name', 'partitions', 'unknown_tagged_fields')
+        name: str
+        partitions: list[int]
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    dirs: list[AlterReplicaLogDirsRequest.AlterReplicaLogDir] = dataclasses.field(default_factory=list)
-    unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        def __init__(
+            self,
+            *,
+            name: str = '',
+            partitions: list[int] = LIST,
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'name', name)
+            setattr_(self, 'partitions', [] if partitions is LIST else partitions)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.name, self.partitions, self.unknown_tagged_fields) == (other.name, other.partitions, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.name, self.partitions, self.unknown_tagged_fields))
+
+    __slots__ = ('dirs', 'unknown_tagged_fields')
+    dirs: list[AlterReplicaLogDirsRequest.AlterReplicaLogDir]
+    unknown_tagged_fields: list[tuple[int, bytes]]
+
+    def __init__(
+        self,
+        *,
+        dirs: list[AlterReplicaLogDirsRequest.AlterReplicaLogDir] = LIST,
+        unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+    ) -> None:
+        setattr_(self, 'dirs', [] if dirs is LIST else dirs)
+        setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return (self.dirs, self.unknown_tagged_fields) == (other.dirs, other.unknown_tagged_fields)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.dirs, self.unknown_tagged_fields))
 
 
 _AlterReplicaLogDirTopic_0 = p.Schema('AlterReplicaLogDirsRequest.AlterReplicaLogDirTopic', AlterReplicaLogDirsRequest.AlterReplicaLogDirTopic, [('name', p.String), ('partitions', p.Array(p.Int32))])
@@ -40,23 +96,83 @@ AlterReplicaLogDirsRequestV1 = p.Schema('AlterReplicaLogDirsRequest v1', AlterRe
 AlterReplicaLogDirsRequestV2 = p.Schema('AlterReplicaLogDirsRequest v2', AlterReplicaLogDirsRequest, [('dirs', p.Array(_AlterReplicaLogDir_3, compact=True))], flexible=True)
 
 
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+@message
 class AlterReplicaLogDirsResponse:
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+    @message
     class AlterReplicaLogDirTopicResult:
-        topic_name: str = ''
-        partitions: list[AlterReplicaLogDirsResponse.AlterReplicaLogDirPartitionResult] = dataclasses.field(default_factory=list)
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('topic_name', 'partitions', 'unknown_tagged_fields')
+        topic_name: str
+        partitions: list[AlterReplicaLogDirsResponse.AlterReplicaLogDirPartitionResult]
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+        def __init__(
+            self,
+            *,
+            topic_name: str = '',
+            partitions: list[AlterReplicaLogDirsResponse.AlterReplicaLogDirPartitionResult] = LIST,
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'topic_name', topic_name)
+            setattr_(self, 'partitions', [] if partitions is LIST else partitions)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.topic_name, self.partitions, self.unknown_tagged_fields) == (other.topic_name, other.partitions, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.topic_name, self.partitions, self.unknown_tagged_fields))
+
+    @message
     class AlterReplicaLogDirPartitionResult:
-        partition_index: int = 0
-        error_code: int = 0
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('partition_index', 'error_code', 'unknown_tagged_fields')
+        partition_index: int
+        error_code: int
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    throttle_time_ms: int = 0
-    results: list[AlterReplicaLogDirsResponse.AlterReplicaLogDirTopicResult] = dataclasses.field(default_factory=list)
-    unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        def __init__(
+            self,
+            *,
+            partition_index: int = 0,
+            error_code: int = 0,
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'partition_index', partition_index)
+            setattr_(self, 'error_code', error_code)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.partition_index, self.error_code, self.unknown_tagged_fields) == (other.partition_index, other.error_code, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.partition_index, self.error_code, self.unknown_tagged_fields))
+
+    __slots__ = ('throttle_time_ms', 'results', 'unknown_tagged_fields')
+    throttle_time_ms: int
+    results: list[AlterReplicaLogDirsResponse.AlterReplicaLogDirTopicResult]
+    unknown_tagged_fields: list[tuple[int, bytes]]
+
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = 0,
+        results: list[AlterReplicaLogDirsResponse.AlterReplicaLogDirTopicResult] = LIST,
+        unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+    ) -> None:
+        setattr_(self, 'throttle_time_ms', throttle_time_ms)
+        setattr_(self, 'results', [] if results is LIST else results)
+        setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return (self.throttle_time_ms, self.results, self.unknown_tagged_fields) == (other.throttle_time_ms, other.results, other.unknown_tagged_fields)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.throttle_time_ms, self.results, self.unknown_tagged_fields))
 
 
 _AlterReplicaLogDirPartitionResult_0 = p.Schema('AlterReplicaLogDirsResponse.AlterReplicaLogDirPartitionResult', AlterReplicaLogDirsResponse.AlterReplicaLogDirPartitionResult, [('partition_index', p.Int32), ('error_code', p.Int16)])

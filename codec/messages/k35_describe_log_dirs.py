@@ -3,26 +3,62 @@
 
 from __future__ import annotations
 
-import dataclasses
 import uuid
 
 from .. import primitives as p
+from .._frozen import LIST, factory, message, setattr_
 from .._wire import NULL_UUID
 
-RECORDS = {'kafka_type': 'records'}
 
 
-
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+@message
 class DescribeLogDirsRequest:
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+    @message
     class DescribableLogDirTopic:
-        topic: str = ''
-        partitions: list[int] = dataclasses.field(default_factory=list)
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('topic', 'partitions', 'unknown_tagged_fields')
+        topic: str
+        partitions: list[int]
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    topics: list[DescribeLogDirsRequest.DescribableLogDirTopic] | None = dataclasses.field(default_factory=list)
-    unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        def __init__(
+            self,
+            *,
+            topic: str = '',
+            partitions: list[int] = LIST,
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'topic', topic)
+            setattr_(self, 'partitions', [] if partitions is LIST else partitions)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.topic, self.partitions, self.unknown_tagged_fields) == (other.topic, other.partitions, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.topic, self.partitions, self.unknown_tagged_fields))
+
+    __slots__ = ('topics', 'unknown_tagged_fields')
+    topics: list[DescribeLogDirsRequest.DescribableLogDirTopic] | None
+    unknown_tagged_fields: list[tuple[int, bytes]]
+
+    def __init__(
+        self,
+        *,
+        topics: list[DescribeLogDirsRequest.DescribableLogDirTopic] | None = LIST,
+        unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+    ) -> None:
+        setattr_(self, 'topics', [] if topics is LIST else topics)
+        setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return (self.topics, self.unknown_tagged_fields) == (other.topics, other.unknown_tagged_fields)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.topics, self.unknown_tagged_fields))
 
 
 _DescribableLogDirTopic_0 = p.Schema('DescribeLogDirsRequest.DescribableLogDirTopic', DescribeLogDirsRequest.DescribableLogDirTopic, [('topic', p.String), ('partitions', p.Array(p.Int32))])
@@ -34,35 +70,127 @@ DescribeLogDirsRequestV3 = p.Schema('DescribeLogDirsRequest v3', DescribeLogDirs
 DescribeLogDirsRequestV4 = p.Schema('DescribeLogDirsRequest v4', DescribeLogDirsRequest, [('topics', p.Array(_DescribableLogDirTopic_1, compact=True, nullable=True))], flexible=True)
 
 
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+@message
 class DescribeLogDirsResponse:
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+    @message
     class DescribeLogDirsResult:
-        error_code: int = 0
-        log_dir: str = ''
-        topics: list[DescribeLogDirsResponse.DescribeLogDirsTopic] = dataclasses.field(default_factory=list)
-        total_bytes: int = -1
-        usable_bytes: int = -1
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('error_code', 'log_dir', 'topics', 'total_bytes', 'usable_bytes', 'unknown_tagged_fields')
+        error_code: int
+        log_dir: str
+        topics: list[DescribeLogDirsResponse.DescribeLogDirsTopic]
+        total_bytes: int
+        usable_bytes: int
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+        def __init__(
+            self,
+            *,
+            error_code: int = 0,
+            log_dir: str = '',
+            topics: list[DescribeLogDirsResponse.DescribeLogDirsTopic] = LIST,
+            total_bytes: int = -1,
+            usable_bytes: int = -1,
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'error_code', error_code)
+            setattr_(self, 'log_dir', log_dir)
+            setattr_(self, 'topics', [] if topics is LIST else topics)
+            setattr_(self, 'total_bytes', total_bytes)
+            setattr_(self, 'usable_bytes', usable_bytes)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.error_code, self.log_dir, self.topics, self.total_bytes, self.usable_bytes, self.unknown_tagged_fields) == (other.error_code, other.log_dir, other.topics, other.total_bytes, other.usable_bytes, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.error_code, self.log_dir, self.topics, self.total_bytes, self.usable_bytes, self.unknown_tagged_fields))
+
+    @message
     class DescribeLogDirsTopic:
-        name: str = ''
-        partitions: list[DescribeLogDirsResponse.DescribeLogDirsPartition] = dataclasses.field(default_factory=list)
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('name', 'partitions', 'unknown_tagged_fields')
+        name: str
+        partitions: list[DescribeLogDirsResponse.DescribeLogDirsPartition]
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+        def __init__(
+            self,
+            *,
+            name: str = '',
+            partitions: list[DescribeLogDirsResponse.DescribeLogDirsPartition] = LIST,
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'name', name)
+            setattr_(self, 'partitions', [] if partitions is LIST else partitions)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.name, self.partitions, self.unknown_tagged_fields) == (other.name, other.partitions, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.name, self.partitions, self.unknown_tagged_fields))
+
+    @message
     class DescribeLogDirsPartition:
-        partition_index: int = 0
-        partition_size: int = 0
-        offset_lag: int = 0
-        is_future_key: bool = False
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('partition_index', 'partition_size', 'offset_lag', 'is_future_key', 'unknown_tagged_fields')
+        partition_index: int
+        partition_size: int
+        offset_lag: int
+        is_future_key: bool
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    throttle_time_ms: int = 0
-    error_code: int = 0
-    results: list[DescribeLogDirsResponse.DescribeLogDirsResult] = dataclasses.field(default_factory=list)
-    unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        def __init__(
+            self,
+            *,
+            partition_index: int = 0,
+            partition_size: int = 0,
+            offset_lag: int = 0,
+            is_future_key: bool = False,
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'partition_index', partition_index)
+            setattr_(self, 'partition_size', partition_size)
+            setattr_(self, 'offset_lag', offset_lag)
+            setattr_(self, 'is_future_key', is_future_key)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.partition_index, self.partition_size, self.offset_lag, self.is_future_key, self.unknown_tagged_fields) == (other.partition_index, other.partition_size, other.offset_lag, other.is_future_key, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.partition_index, self.partition_size, self.offset_lag, self.is_future_key, self.unknown_tagged_fields))
+
+    __slots__ = ('throttle_time_ms', 'error_code', 'results', 'unknown_tagged_fields')
+    throttle_time_ms: int
+    error_code: int
+    results: list[DescribeLogDirsResponse.DescribeLogDirsResult]
+    unknown_tagged_fields: list[tuple[int, bytes]]
+
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = 0,
+        error_code: int = 0,
+        results: list[DescribeLogDirsResponse.DescribeLogDirsResult] = LIST,
+        unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+    ) -> None:
+        setattr_(self, 'throttle_time_ms', throttle_time_ms)
+        setattr_(self, 'error_code', error_code)
+        setattr_(self, 'results', [] if results is LIST else results)
+        setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return (self.throttle_time_ms, self.error_code, self.results, self.unknown_tagged_fields) == (other.throttle_time_ms, other.error_code, other.results, other.unknown_tagged_fields)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.throttle_time_ms, self.error_code, self.results, self.unknown_tagged_fields))
 
 
 _DescribeLogDirsPartition_0 = p.Schema('DescribeLogDirsResponse.DescribeLogDirsPartition', DescribeLogDirsResponse.DescribeLogDirsPartition, [('partition_index', p.Int32), ('partition_size', p.Int64), ('offset_lag', p.Int64), ('is_future_key', p.Boolean)])

@@ -3,20 +3,36 @@
 
 from __future__ import annotations
 
-import dataclasses
 import uuid
 
 from .. import primitives as p
+from .._frozen import LIST, factory, message, setattr_
 from .._wire import NULL_UUID
 
-RECORDS = {'kafka_type': 'records'}
 
 
-
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+@message
 class SaslAuthenticateRequest:
-    auth_bytes: bytes = b''
-    unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+    __slots__ = ('auth_bytes', 'unknown_tagged_fields')
+    auth_bytes: bytes
+    unknown_tagged_fields: list[tuple[int, bytes]]
+
+    def __init__(
+        self,
+        *,
+        auth_bytes: bytes = b'',
+        unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+    ) -> None:
+        setattr_(self, 'auth_bytes', auth_bytes)
+        setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return (self.auth_bytes, self.unknown_tagged_fields) == (other.auth_bytes, other.unknown_tagged_fields)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.auth_bytes, self.unknown_tagged_fields))
 
 
 SaslAuthenticateRequestV0 = p.Schema('SaslAuthenticateRequest v0', SaslAuthenticateRequest, [('auth_bytes', p.Bytes)])
@@ -24,13 +40,37 @@ SaslAuthenticateRequestV1 = p.Schema('SaslAuthenticateRequest v1', SaslAuthentic
 SaslAuthenticateRequestV2 = p.Schema('SaslAuthenticateRequest v2', SaslAuthenticateRequest, [('auth_bytes', p.CompactBytes)], flexible=True)
 
 
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+@message
 class SaslAuthenticateResponse:
-    error_code: int = 0
-    error_message: str | None = ''
-    auth_bytes: bytes = b''
-    session_lifetime_ms: int = 0
-    unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+    __slots__ = ('error_code', 'error_message', 'auth_bytes', 'session_lifetime_ms', 'unknown_tagged_fields')
+    error_code: int
+    error_message: str | None
+    auth_bytes: bytes
+    session_lifetime_ms: int
+    unknown_tagged_fields: list[tuple[int, bytes]]
+
+    def __init__(
+        self,
+        *,
+        error_code: int = 0,
+        error_message: str | None = '',
+        auth_bytes: bytes = b'',
+        session_lifetime_ms: int = 0,
+        unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+    ) -> None:
+        setattr_(self, 'error_code', error_code)
+        setattr_(self, 'error_message', error_message)
+        setattr_(self, 'auth_bytes', auth_bytes)
+        setattr_(self, 'session_lifetime_ms', session_lifetime_ms)
+        setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return (self.error_code, self.error_message, self.auth_bytes, self.session_lifetime_ms, self.unknown_tagged_fields) == (other.error_code, other.error_message, other.auth_bytes, other.session_lifetime_ms, other.unknown_tagged_fields)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.error_code, self.error_message, self.auth_bytes, self.session_lifetime_ms, self.unknown_tagged_fields))
 
 
 SaslAuthenticateResponseV0 = p.Schema('SaslAuthenticateResponse v0', SaslAuthenticateResponse, [('error_code', p.Int16), ('error_message', p.NullableString), ('auth_bytes', p.Bytes)])

@@ -3,34 +3,94 @@
 
 from __future__ import annotations
 
-import dataclasses
 import uuid
 
 from .. import primitives as p
+from .._frozen import LIST, factory, message, setattr_
 from .._wire import NULL_UUID
 
-RECORDS = {'kafka_type': 'records'}
 
 
-
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+@message
 class CreatePartitionsRequest:
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+    @message
     class CreatePartitionsTopic:
-        name: str = ''
-        count: int = 0
-        assignments: list[CreatePartitionsRequest.CreatePartitionsAssignment] | None = dataclasses.field(default_factory=list)
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('name', 'count', 'assignments', 'unknown_tagged_fields')
+        name: str
+        count: int
+        assignments: list[CreatePartitionsRequest.CreatePartitionsAssignment] | None
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+        def __init__(
+            self,
+            *,
+            name: str = '',
+            count: int = 0,
+            assignments: list[CreatePartitionsRequest.CreatePartitionsAssignment] | None = LIST,
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'name', name)
+            setattr_(self, 'count', count)
+            setattr_(self, 'assignments', [] if assignments is LIST else assignments)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.name, self.count, self.assignments, self.unknown_tagged_fields) == (other.name, other.count, other.assignments, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.name, self.count, self.assignments, self.unknown_tagged_fields))
+
+    @message
     class CreatePartitionsAssignment:
-        broker_ids: list[int] = dataclasses.field(default_factory=list)
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('broker_ids', 'unknown_tagged_fields')
+        broker_ids: list[int]
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    topics: list[CreatePartitionsRequest.CreatePartitionsTopic] = dataclasses.field(default_factory=list)
-    timeout_ms: int = 0
-    validate_only: bool = False
-    unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        def __init__(
+            self,
+            *,
+            broker_ids: list[int] = LIST,
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'broker_ids', [] if broker_ids is LIST else broker_ids)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.broker_ids, self.unknown_tagged_fields) == (other.broker_ids, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.broker_ids, self.unknown_tagged_fields))
+
+    __slots__ = ('topics', 'timeout_ms', 'validate_only', 'unknown_tagged_fields')
+    topics: list[CreatePartitionsRequest.CreatePartitionsTopic]
+    timeout_ms: int
+    validate_only: bool
+    unknown_tagged_fields: list[tuple[int, bytes]]
+
+    def __init__(
+        self,
+        *,
+        topics: list[CreatePartitionsRequest.CreatePartitionsTopic] = LIST,
+        timeout_ms: int = 0,
+        validate_only: bool = False,
+        unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+    ) -> None:
+        setattr_(self, 'topics', [] if topics is LIST else topics)
+        setattr_(self, 'timeout_ms', timeout_ms)
+        setattr_(self, 'validate_only', validate_only)
+        setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return (self.topics, self.timeout_ms, self.validate_only, self.unknown_tagged_fields) == (other.topics, other.timeout_ms, other.validate_only, other.unknown_tagged_fields)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.topics, self.timeout_ms, self.validate_only, self.unknown_tagged_fields))
 
 
 _CreatePartitionsAssignment_0 = p.Schema('CreatePartitionsRequest.CreatePartitionsAssignment', CreatePartitionsRequest.CreatePartitionsAssignment, [('broker_ids', p.Array(p.Int32))])
@@ -43,18 +103,60 @@ CreatePartitionsRequestV2 = p.Schema('CreatePartitionsRequest v2', CreatePartiti
 CreatePartitionsRequestV3 = p.Schema('CreatePartitionsRequest v3', CreatePartitionsRequest, [('topics', p.Array(_CreatePartitionsTopic_3, compact=True)), ('timeout_ms', p.Int32), ('validate_only', p.Boolean)], flexible=True)
 
 
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+@message
 class CreatePartitionsResponse:
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+    @message
     class CreatePartitionsTopicResult:
-        name: str = ''
-        error_code: int = 0
-        error_message: str | None = None
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('name', 'error_code', 'error_message', 'unknown_tagged_fields')
+        name: str
+        error_code: int
+        error_message: str | None
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    throttle_time_ms: int = 0
-    results: list[CreatePartitionsResponse.CreatePartitionsTopicResult] = dataclasses.field(default_factory=list)
-    unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        def __init__(
+            self,
+            *,
+            name: str = '',
+            error_code: int = 0,
+            error_message: str | None = None,
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'name', name)
+            setattr_(self, 'error_code', error_code)
+            setattr_(self, 'error_message', error_message)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.name, self.error_code, self.error_message, self.unknown_tagged_fields) == (other.name, other.error_code, other.error_message, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.name, self.error_code, self.error_message, self.unknown_tagged_fields))
+
+    __slots__ = ('throttle_time_ms', 'results', 'unknown_tagged_fields')
+    throttle_time_ms: int
+    results: list[CreatePartitionsResponse.CreatePartitionsTopicResult]
+    unknown_tagged_fields: list[tuple[int, bytes]]
+
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = 0,
+        results: list[CreatePartitionsResponse.CreatePartitionsTopicResult] = LIST,
+        unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+    ) -> None:
+        setattr_(self, 'throttle_time_ms', throttle_time_ms)
+        setattr_(self, 'results', [] if results is LIST else results)
+        setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return (self.throttle_time_ms, self.results, self.unknown_tagged_fields) == (other.throttle_time_ms, other.results, other.unknown_tagged_fields)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.throttle_time_ms, self.results, self.unknown_tagged_fields))
 
 
 _CreatePartitionsTopicResult_0 = p.Schema('CreatePartitionsResponse.CreatePartitionsTopicResult', CreatePartitionsResponse.CreatePartitionsTopicResult, [('name', p.String), ('error_code', p.Int16), ('error_message', p.NullableString)])

@@ -3,29 +3,71 @@
 
 from __future__ import annotations
 
-import dataclasses
 import uuid
 
 from .. import primitives as p
+from .._frozen import LIST, factory, message, setattr_
 from .._wire import NULL_UUID
 
-RECORDS = {'kafka_type': 'records'}
 
 
-
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+@message
 class CreateDelegationTokenRequest:
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+    @message
     class CreatableRenewers:
-        principal_type: str = ''
-        principal_name: str = ''
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('principal_type', 'principal_name', 'unknown_tagged_fields')
+        principal_type: str
+        principal_name: str
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    owner_principal_type: str | None = ''
-    owner_principal_name: str | None = ''
-    renewers: list[CreateDelegationTokenRequest.CreatableRenewers] = dataclasses.field(default_factory=list)
-    max_lifetime_ms: int = 0
-    unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        def __init__(
+            self,
+            *,
+            principal_type: str = '',
+            principal_name: str = '',
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'principal_type', principal_type)
+            setattr_(self, 'principal_name', principal_name)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.principal_type, self.principal_name, self.unknown_tagged_fields) == (other.principal_type, other.principal_name, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.principal_type, self.principal_name, self.unknown_tagged_fields))
+
+    __slots__ = ('owner_principal_type', 'owner_principal_name', 'renewers', 'max_lifetime_ms', 'unknown_tagged_fields')
+    owner_principal_type: str | None
+    owner_principal_name: str | None
+    renewers: list[CreateDelegationTokenRequest.CreatableRenewers]
+    max_lifetime_ms: int
+    unknown_tagged_fields: list[tuple[int, bytes]]
+
+    def __init__(
+        self,
+        *,
+        owner_principal_type: str | None = '',
+        owner_principal_name: str | None = '',
+        renewers: list[CreateDelegationTokenRequest.CreatableRenewers] = LIST,
+        max_lifetime_ms: int = 0,
+        unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+    ) -> None:
+        setattr_(self, 'owner_principal_type', owner_principal_type)
+        setattr_(self, 'owner_principal_name', owner_principal_name)
+        setattr_(self, 'renewers', [] if renewers is LIST else renewers)
+        setattr_(self, 'max_lifetime_ms', max_lifetime_ms)
+        setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return (self.owner_principal_type, self.owner_principal_name, self.renewers, self.max_lifetime_ms, self.unknown_tagged_fields) == (other.owner_principal_type, other.owner_principal_name, other.renewers, other.max_lifetime_ms, other.unknown_tagged_fields)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.owner_principal_type, self.owner_principal_name, self.renewers, self.max_lifetime_ms, self.unknown_tagged_fields))
 
 
 _CreatableRenewers_0 = p.Schema('CreateDelegationTokenRequest.CreatableRenewers', CreateDelegationTokenRequest.CreatableRenewers, [('principal_type', p.String), ('principal_name', p.String)])
@@ -36,20 +78,58 @@ CreateDelegationTokenRequestV2 = p.Schema('CreateDelegationTokenRequest v2', Cre
 CreateDelegationTokenRequestV3 = p.Schema('CreateDelegationTokenRequest v3', CreateDelegationTokenRequest, [('owner_principal_type', p.CompactNullableString), ('owner_principal_name', p.CompactNullableString), ('renewers', p.Array(_CreatableRenewers_1, compact=True)), ('max_lifetime_ms', p.Int64)], flexible=True)
 
 
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+@message
 class CreateDelegationTokenResponse:
-    error_code: int = 0
-    principal_type: str = ''
-    principal_name: str = ''
-    token_requester_principal_type: str = ''
-    token_requester_principal_name: str = ''
-    issue_timestamp_ms: int = 0
-    expiry_timestamp_ms: int = 0
-    max_timestamp_ms: int = 0
-    token_id: str = ''
-    hmac: bytes = b''
-    throttle_time_ms: int = 0
-    unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+    __slots__ = ('error_code', 'principal_type', 'principal_name', 'token_requester_principal_type', 'token_requester_principal_name', 'issue_timestamp_ms', 'expiry_timestamp_ms', 'max_timestamp_ms', 'token_id', 'hmac', 'throttle_time_ms', 'unknown_tagged_fields')
+    error_code: int
+    principal_type: str
+    principal_name: str
+    token_requester_principal_type: str
+    token_requester_principal_name: str
+    issue_timestamp_ms: int
+    expiry_timestamp_ms: int
+    max_timestamp_ms: int
+    token_id: str
+    hmac: bytes
+    throttle_time_ms: int
+    unknown_tagged_fields: list[tuple[int, bytes]]
+
+    def __init__(
+        self,
+        *,
+        error_code: int = 0,
+        principal_type: str = '',
+        principal_name: str = '',
+        token_requester_principal_type: str = '',
+        token_requester_principal_name: str = '',
+        issue_timestamp_ms: int = 0,
+        expiry_timestamp_ms: int = 0,
+        max_timestamp_ms: int = 0,
+        token_id: str = '',
+        hmac: bytes = b'',
+        throttle_time_ms: int = 0,
+        unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+    ) -> None:
+        setattr_(self, 'error_code', error_code)
+        setattr_(self, 'principal_type', principal_type)
+        setattr_(self, 'principal_name', principal_name)
+        setattr_(self, 'token_requester_principal_type', token_requester_principal_type)
+        setattr_(self, 'token_requester_principal_name', token_requester_principal_name)
+        setattr_(self, 'issue_timestamp_ms', issue_timestamp_ms)
+        setattr_(self, 'expiry_timestamp_ms', expiry_timestamp_ms)
+        setattr_(self, 'max_timestamp_ms', max_timestamp_ms)
+        setattr_(self, 'token_id', token_id)
+        setattr_(self, 'hmac', hmac)
+        setattr_(self, 'throttle_time_ms', throttle_time_ms)
+        setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return (self.error_code, self.principal_type, self.principal_name, self.token_requester_principal_type, self.token_requester_principal_name, self.issue_timestamp_ms, self.expiry_timestamp_ms, self.max_timestamp_ms, self.token_id, self.hmac, self.throttle_time_ms, self.unknown_tagged_fields) == (other.error_code, other.principal_type, other.principal_name, other.token_requester_principal_type, other.token_requester_principal_name, other.issue_timestamp_ms, other.expiry_timestamp_ms, other.max_timestamp_ms, other.token_id, other.hmac, other.throttle_time_ms, other.unknown_tagged_fields)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.error_code, self.principal_type, self.principal_name, self.token_requester_principal_type, self.token_requester_principal_name, self.issue_timestamp_ms, self.expiry_timestamp_ms, self.max_timestamp_ms, self.token_id, self.hmac, self.throttle_time_ms, self.unknown_tagged_fields))
 
 
 CreateDelegationTokenResponseV0 = p.Schema('CreateDelegationTokenResponse v0', CreateDelegationTokenResponse, [('error_code', p.Int16), ('principal_type', p.String), ('principal_name', p.String), ('issue_timestamp_ms', p.Int64), ('expiry_timestamp_ms', p.Int64), ('max_timestamp_ms', p.Int64), ('token_id', p.String), ('hmac', p.Bytes), ('throttle_time_ms', p.Int32)], absent=[('token_requester_principal_type', ''), ('token_requester_principal_name', '')])

@@ -3,21 +3,39 @@
 
 from __future__ import annotations
 
-import dataclasses
 import uuid
 
 from .. import primitives as p
+from .._frozen import LIST, factory, message, setattr_
 from .._wire import NULL_UUID
 
-RECORDS = {'kafka_type': 'records'}
 
 
-
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+@message
 class RenewDelegationTokenRequest:
-    hmac: bytes = b''
-    renew_period_ms: int = 0
-    unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+    __slots__ = ('hmac', 'renew_period_ms', 'unknown_tagged_fields')
+    hmac: bytes
+    renew_period_ms: int
+    unknown_tagged_fields: list[tuple[int, bytes]]
+
+    def __init__(
+        self,
+        *,
+        hmac: bytes = b'',
+        renew_period_ms: int = 0,
+        unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+    ) -> None:
+        setattr_(self, 'hmac', hmac)
+        setattr_(self, 'renew_period_ms', renew_period_ms)
+        setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return (self.hmac, self.renew_period_ms, self.unknown_tagged_fields) == (other.hmac, other.renew_period_ms, other.unknown_tagged_fields)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.hmac, self.renew_period_ms, self.unknown_tagged_fields))
 
 
 RenewDelegationTokenRequestV0 = p.Schema('RenewDelegationTokenRequest v0', RenewDelegationTokenRequest, [('hmac', p.Bytes), ('renew_period_ms', p.Int64)])
@@ -25,12 +43,34 @@ RenewDelegationTokenRequestV1 = p.Schema('RenewDelegationTokenRequest v1', Renew
 RenewDelegationTokenRequestV2 = p.Schema('RenewDelegationTokenRequest v2', RenewDelegationTokenRequest, [('hmac', p.CompactBytes), ('renew_period_ms', p.Int64)], flexible=True)
 
 
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+@message
 class RenewDelegationTokenResponse:
-    error_code: int = 0
-    expiry_timestamp_ms: int = 0
-    throttle_time_ms: int = 0
-    unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+    __slots__ = ('error_code', 'expiry_timestamp_ms', 'throttle_time_ms', 'unknown_tagged_fields')
+    error_code: int
+    expiry_timestamp_ms: int
+    throttle_time_ms: int
+    unknown_tagged_fields: list[tuple[int, bytes]]
+
+    def __init__(
+        self,
+        *,
+        error_code: int = 0,
+        expiry_timestamp_ms: int = 0,
+        throttle_time_ms: int = 0,
+        unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+    ) -> None:
+        setattr_(self, 'error_code', error_code)
+        setattr_(self, 'expiry_timestamp_ms', expiry_timestamp_ms)
+        setattr_(self, 'throttle_time_ms', throttle_time_ms)
+        setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return (self.error_code, self.expiry_timestamp_ms, self.throttle_time_ms, self.unknown_tagged_fields) == (other.error_code, other.expiry_timestamp_ms, other.throttle_time_ms, other.unknown_tagged_fields)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.error_code, self.expiry_timestamp_ms, self.throttle_time_ms, self.unknown_tagged_fields))
 
 
 RenewDelegationTokenResponseV0 = p.Schema('RenewDelegationTokenResponse v0', RenewDelegationTokenResponse, [('error_code', p.Int16), ('expiry_timestamp_ms', p.Int64), ('throttle_time_ms', p.Int32)])

@@ -3,21 +3,39 @@
 
 from __future__ import annotations
 
-import dataclasses
 import uuid
 
 from .. import primitives as p
+from .._frozen import LIST, factory, message, setattr_
 from .._wire import NULL_UUID
 
-RECORDS = {'kafka_type': 'records'}
 
 
-
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+@message
 class ExpireDelegationTokenRequest:
-    hmac: bytes = b''
-    expiry_time_period_ms: int = 0
-    unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+    __slots__ = ('hmac', 'expiry_time_period_ms', 'unknown_tagged_fields')
+    hmac: bytes
+    expiry_time_period_ms: int
+    unknown_tagged_fields: list[tuple[int, bytes]]
+
+    def __init__(
+        self,
+        *,
+        hmac: bytes = b'',
+        expiry_time_period_ms: int = 0,
+        unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+    ) -> None:
+        setattr_(self, 'hmac', hmac)
+        setattr_(self, 'expiry_time_period_ms', expiry_time_period_ms)
+        setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return (self.hmac, self.expiry_time_period_ms, self.unknown_tagged_fields) == (other.hmac, other.expiry_time_period_ms, other.unknown_tagged_fields)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.hmac, self.expiry_time_period_ms, self.unknown_tagged_fields))
 
 
 ExpireDelegationTokenRequestV0 = p.Schema('ExpireDelegationTokenRequest v0', ExpireDelegationTokenRequest, [('hmac', p.Bytes), ('expiry_time_period_ms', p.Int64)])
@@ -25,12 +43,34 @@ ExpireDelegationTokenRequestV1 = p.Schema('ExpireDelegationTokenRequest v1', Exp
 ExpireDelegationTokenRequestV2 = p.Schema('ExpireDelegationTokenRequest v2', ExpireDelegationTokenRequest, [('hmac', p.CompactBytes), ('expiry_time_period_ms', p.Int64)], flexible=True)
 
 
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+@message
 class ExpireDelegationTokenResponse:
-    error_code: int = 0
-    expiry_timestamp_ms: int = 0
-    throttle_time_ms: int = 0
-    unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+    __slots__ = ('error_code', 'expiry_timestamp_ms', 'throttle_time_ms', 'unknown_tagged_fields')
+    error_code: int
+    expiry_timestamp_ms: int
+    throttle_time_ms: int
+    unknown_tagged_fields: list[tuple[int, bytes]]
+
+    def __init__(
+        self,
+        *,
+        error_code: int = 0,
+        expiry_timestamp_ms: int = 0,
+        throttle_time_ms: int = 0,
+        unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+    ) -> None:
+        setattr_(self, 'error_code', error_code)
+        setattr_(self, 'expiry_timestamp_ms', expiry_timestamp_ms)
+        setattr_(self, 'throttle_time_ms', throttle_time_ms)
+        setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return (self.error_code, self.expiry_timestamp_ms, self.throttle_time_ms, self.unknown_tagged_fields) == (other.error_code, other.expiry_timestamp_ms, other.throttle_time_ms, other.unknown_tagged_fields)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.error_code, self.expiry_timestamp_ms, self.throttle_time_ms, self.unknown_tagged_fields))
 
 
 ExpireDelegationTokenResponseV0 = p.Schema('ExpireDelegationTokenResponse v0', ExpireDelegationTokenResponse, [('error_code', p.Int16), ('expiry_timestamp_ms', p.Int64), ('throttle_time_ms', p.Int32)])

@@ -3,26 +3,62 @@
 
 from __future__ import annotations
 
-import dataclasses
 import uuid
 
 from .. import primitives as p
+from .._frozen import LIST, factory, message, setattr_
 from .._wire import NULL_UUID
 
-RECORDS = {'kafka_type': 'records'}
 
 
-
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+@message
 class DescribeDelegationTokenRequest:
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+    @message
     class DescribeDelegationTokenOwner:
-        principal_type: str = ''
-        principal_name: str = ''
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('principal_type', 'principal_name', 'unknown_tagged_fields')
+        principal_type: str
+        principal_name: str
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    owners: list[DescribeDelegationTokenRequest.DescribeDelegationTokenOwner] | None = dataclasses.field(default_factory=list)
-    unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        def __init__(
+            self,
+            *,
+            principal_type: str = '',
+            principal_name: str = '',
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'principal_type', principal_type)
+            setattr_(self, 'principal_name', principal_name)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.principal_type, self.principal_name, self.unknown_tagged_fields) == (other.principal_type, other.principal_name, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.principal_type, self.principal_name, self.unknown_tagged_fields))
+
+    __slots__ = ('owners', 'unknown_tagged_fields')
+    owners: list[DescribeDelegationTokenRequest.DescribeDelegationTokenOwner] | None
+    unknown_tagged_fields: list[tuple[int, bytes]]
+
+    def __init__(
+        self,
+        *,
+        owners: list[DescribeDelegationTokenRequest.DescribeDelegationTokenOwner] | None = LIST,
+        unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+    ) -> None:
+        setattr_(self, 'owners', [] if owners is LIST else owners)
+        setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return (self.owners, self.unknown_tagged_fields) == (other.owners, other.unknown_tagged_fields)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.owners, self.unknown_tagged_fields))
 
 
 _DescribeDelegationTokenOwner_0 = p.Schema('DescribeDelegationTokenRequest.DescribeDelegationTokenOwner', DescribeDelegationTokenRequest.DescribeDelegationTokenOwner, [('principal_type', p.String), ('principal_name', p.String)])
@@ -33,32 +69,110 @@ DescribeDelegationTokenRequestV2 = p.Schema('DescribeDelegationTokenRequest v2',
 DescribeDelegationTokenRequestV3 = p.Schema('DescribeDelegationTokenRequest v3', DescribeDelegationTokenRequest, [('owners', p.Array(_DescribeDelegationTokenOwner_1, compact=True, nullable=True))], flexible=True)
 
 
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+@message
 class DescribeDelegationTokenResponse:
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+    @message
     class DescribedDelegationToken:
-        principal_type: str = ''
-        principal_name: str = ''
-        token_requester_principal_type: str = ''
-        token_requester_principal_name: str = ''
-        issue_timestamp: int = 0
-        expiry_timestamp: int = 0
-        max_timestamp: int = 0
-        token_id: str = ''
-        hmac: bytes = b''
-        renewers: list[DescribeDelegationTokenResponse.DescribedDelegationTokenRenewer] = dataclasses.field(default_factory=list)
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('principal_type', 'principal_name', 'token_requester_principal_type', 'token_requester_principal_name', 'issue_timestamp', 'expiry_timestamp', 'max_timestamp', 'token_id', 'hmac', 'renewers', 'unknown_tagged_fields')
+        principal_type: str
+        principal_name: str
+        token_requester_principal_type: str
+        token_requester_principal_name: str
+        issue_timestamp: int
+        expiry_timestamp: int
+        max_timestamp: int
+        token_id: str
+        hmac: bytes
+        renewers: list[DescribeDelegationTokenResponse.DescribedDelegationTokenRenewer]
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+        def __init__(
+            self,
+            *,
+            principal_type: str = '',
+            principal_name: str = '',
+            token_requester_principal_type: str = '',
+            token_requester_principal_name: str = '',
+            issue_timestamp: int = 0,
+            expiry_timestamp: int = 0,
+            max_timestamp: int = 0,
+            token_id: str = '',
+            hmac: bytes = b'',
+            renewers: list[DescribeDelegationTokenResponse.DescribedDelegationTokenRenewer] = LIST,
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'principal_type', principal_type)
+            setattr_(self, 'principal_name', principal_name)
+            setattr_(self, 'token_requester_principal_type', token_requester_principal_type)
+            setattr_(self, 'token_requester_principal_name', token_requester_principal_name)
+            setattr_(self, 'issue_timestamp', issue_timestamp)
+            setattr_(self, 'expiry_timestamp', expiry_timestamp)
+            setattr_(self, 'max_timestamp', max_timestamp)
+            setattr_(self, 'token_id', token_id)
+            setattr_(self, 'hmac', hmac)
+            setattr_(self, 'renewers', [] if renewers is LIST else renewers)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.principal_type, self.principal_name, self.token_requester_principal_type, self.token_requester_principal_name, self.issue_timestamp, self.expiry_timestamp, self.max_timestamp, self.token_id, self.hmac, self.renewers, self.unknown_tagged_fields) == (other.principal_type, other.principal_name, other.token_requester_principal_type, other.token_requester_principal_name, other.issue_timestamp, other.expiry_timestamp, other.max_timestamp, other.token_id, other.hmac, other.renewers, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.principal_type, self.principal_name, self.token_requester_principal_type, self.token_requester_principal_name, self.issue_timestamp, self.expiry_timestamp, self.max_timestamp, self.token_id, self.hmac, self.renewers, self.unknown_tagged_fields))
+
+    @message
     class DescribedDelegationTokenRenewer:
-        principal_type: str = ''
-        principal_name: str = ''
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('principal_type', 'principal_name', 'unknown_tagged_fields')
+        principal_type: str
+        principal_name: str
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    error_code: int = 0
-    tokens: list[DescribeDelegationTokenResponse.DescribedDelegationToken] = dataclasses.field(default_factory=list)
-    throttle_time_ms: int = 0
-    unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        def __init__(
+            self,
+            *,
+            principal_type: str = '',
+            principal_name: str = '',
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'principal_type', principal_type)
+            setattr_(self, 'principal_name', principal_name)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.principal_type, self.principal_name, self.unknown_tagged_fields) == (other.principal_type, other.principal_name, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.principal_type, self.principal_name, self.unknown_tagged_fields))
+
+    __slots__ = ('error_code', 'tokens', 'throttle_time_ms', 'unknown_tagged_fields')
+    error_code: int
+    tokens: list[DescribeDelegationTokenResponse.DescribedDelegationToken]
+    throttle_time_ms: int
+    unknown_tagged_fields: list[tuple[int, bytes]]
+
+    def __init__(
+        self,
+        *,
+        error_code: int = 0,
+        tokens: list[DescribeDelegationTokenResponse.DescribedDelegationToken] = LIST,
+        throttle_time_ms: int = 0,
+        unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+    ) -> None:
+        setattr_(self, 'error_code', error_code)
+        setattr_(self, 'tokens', [] if tokens is LIST else tokens)
+        setattr_(self, 'throttle_time_ms', throttle_time_ms)
+        setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return (self.error_code, self.tokens, self.throttle_time_ms, self.unknown_tagged_fields) == (other.error_code, other.tokens, other.throttle_time_ms, other.unknown_tagged_fields)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.error_code, self.tokens, self.throttle_time_ms, self.unknown_tagged_fields))
 
 
 _DescribedDelegationTokenRenewer_0 = p.Schema('DescribeDelegationTokenResponse.DescribedDelegationTokenRenewer', DescribeDelegationTokenResponse.DescribedDelegationTokenRenewer, [('principal_type', p.String), ('principal_name', p.String)])

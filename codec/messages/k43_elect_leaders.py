@@ -3,28 +3,68 @@
 
 from __future__ import annotations
 
-import dataclasses
 import uuid
 
 from .. import primitives as p
+from .._frozen import LIST, factory, message, setattr_
 from .._wire import NULL_UUID
 
-RECORDS = {'kafka_type': 'records'}
 
 
-
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+@message
 class ElectLeadersRequest:
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+    @message
     class TopicPartitions:
-        topic: str = ''
-        partitions: list[int] = dataclasses.field(default_factory=list)
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('topic', 'partitions', 'unknown_tagged_fields')
+        topic: str
+        partitions: list[int]
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    election_type: int = 0
-    topic_partitions: list[ElectLeadersRequest.TopicPartitions] | None = dataclasses.field(default_factory=list)
-    timeout_ms: int = 60000
-    unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        def __init__(
+            self,
+            *,
+            topic: str = '',
+            partitions: list[int] = LIST,
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'topic', topic)
+            setattr_(self, 'partitions', [] if partitions is LIST else partitions)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.topic, self.partitions, self.unknown_tagged_fields) == (other.topic, other.partitions, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.topic, self.partitions, self.unknown_tagged_fields))
+
+    __slots__ = ('election_type', 'topic_partitions', 'timeout_ms', 'unknown_tagged_fields')
+    election_type: int
+    topic_partitions: list[ElectLeadersRequest.TopicPartitions] | None
+    timeout_ms: int
+    unknown_tagged_fields: list[tuple[int, bytes]]
+
+    def __init__(
+        self,
+        *,
+        election_type: int = 0,
+        topic_partitions: list[ElectLeadersRequest.TopicPartitions] | None = LIST,
+        timeout_ms: int = 60000,
+        unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+    ) -> None:
+        setattr_(self, 'election_type', election_type)
+        setattr_(self, 'topic_partitions', [] if topic_partitions is LIST else topic_partitions)
+        setattr_(self, 'timeout_ms', timeout_ms)
+        setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return (self.election_type, self.topic_partitions, self.timeout_ms, self.unknown_tagged_fields) == (other.election_type, other.topic_partitions, other.timeout_ms, other.unknown_tagged_fields)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.election_type, self.topic_partitions, self.timeout_ms, self.unknown_tagged_fields))
 
 
 _TopicPartitions_0 = p.Schema('ElectLeadersRequest.TopicPartitions', ElectLeadersRequest.TopicPartitions, [('topic', p.String), ('partitions', p.Array(p.Int32))])
@@ -34,25 +74,89 @@ ElectLeadersRequestV1 = p.Schema('ElectLeadersRequest v1', ElectLeadersRequest, 
 ElectLeadersRequestV2 = p.Schema('ElectLeadersRequest v2', ElectLeadersRequest, [('election_type', p.Int8), ('topic_partitions', p.Array(_TopicPartitions_1, compact=True, nullable=True)), ('timeout_ms', p.Int32)], flexible=True)
 
 
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+@message
 class ElectLeadersResponse:
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+    @message
     class ReplicaElectionResult:
-        topic: str = ''
-        partition_result: list[ElectLeadersResponse.PartitionResult] = dataclasses.field(default_factory=list)
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('topic', 'partition_result', 'unknown_tagged_fields')
+        topic: str
+        partition_result: list[ElectLeadersResponse.PartitionResult]
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+        def __init__(
+            self,
+            *,
+            topic: str = '',
+            partition_result: list[ElectLeadersResponse.PartitionResult] = LIST,
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'topic', topic)
+            setattr_(self, 'partition_result', [] if partition_result is LIST else partition_result)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.topic, self.partition_result, self.unknown_tagged_fields) == (other.topic, other.partition_result, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.topic, self.partition_result, self.unknown_tagged_fields))
+
+    @message
     class PartitionResult:
-        partition_id: int = 0
-        error_code: int = 0
-        error_message: str | None = ''
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('partition_id', 'error_code', 'error_message', 'unknown_tagged_fields')
+        partition_id: int
+        error_code: int
+        error_message: str | None
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    throttle_time_ms: int = 0
-    error_code: int = 0
-    replica_election_results: list[ElectLeadersResponse.ReplicaElectionResult] = dataclasses.field(default_factory=list)
-    unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        def __init__(
+            self,
+            *,
+            partition_id: int = 0,
+            error_code: int = 0,
+            error_message: str | None = '',
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'partition_id', partition_id)
+            setattr_(self, 'error_code', error_code)
+            setattr_(self, 'error_message', error_message)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.partition_id, self.error_code, self.error_message, self.unknown_tagged_fields) == (other.partition_id, other.error_code, other.error_message, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.partition_id, self.error_code, self.error_message, self.unknown_tagged_fields))
+
+    __slots__ = ('throttle_time_ms', 'error_code', 'replica_election_results', 'unknown_tagged_fields')
+    throttle_time_ms: int
+    error_code: int
+    replica_election_results: list[ElectLeadersResponse.ReplicaElectionResult]
+    unknown_tagged_fields: list[tuple[int, bytes]]
+
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = 0,
+        error_code: int = 0,
+        replica_election_results: list[ElectLeadersResponse.ReplicaElectionResult] = LIST,
+        unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+    ) -> None:
+        setattr_(self, 'throttle_time_ms', throttle_time_ms)
+        setattr_(self, 'error_code', error_code)
+        setattr_(self, 'replica_election_results', [] if replica_election_results is LIST else replica_election_results)
+        setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return (self.throttle_time_ms, self.error_code, self.replica_election_results, self.unknown_tagged_fields) == (other.throttle_time_ms, other.error_code, other.replica_election_results, other.unknown_tagged_fields)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.throttle_time_ms, self.error_code, self.replica_election_results, self.unknown_tagged_fields))
 
 
 _PartitionResult_0 = p.Schema('ElectLeadersResponse.PartitionResult', ElectLeadersResponse.PartitionResult, [('partition_id', p.Int32), ('error_code', p.Int16), ('error_message', p.NullableString)])

@@ -3,35 +3,97 @@
 
 from __future__ import annotations
 
-import dataclasses
 import uuid
 
 from .. import primitives as p
+from .._frozen import LIST, factory, message, setattr_
 from .._wire import NULL_UUID
 
-RECORDS = {'kafka_type': 'records'}
 
 
-
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+@message
 class IncrementalAlterConfigsRequest:
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+    @message
     class AlterConfigsResource:
-        resource_type: int = 0
-        resource_name: str = ''
-        configs: list[IncrementalAlterConfigsRequest.AlterableConfig] = dataclasses.field(default_factory=list)
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('resource_type', 'resource_name', 'configs', 'unknown_tagged_fields')
+        resource_type: int
+        resource_name: str
+        configs: list[IncrementalAlterConfigsRequest.AlterableConfig]
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+        def __init__(
+            self,
+            *,
+            resource_type: int = 0,
+            resource_name: str = '',
+            configs: list[IncrementalAlterConfigsRequest.AlterableConfig] = LIST,
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'resource_type', resource_type)
+            setattr_(self, 'resource_name', resource_name)
+            setattr_(self, 'configs', [] if configs is LIST else configs)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.resource_type, self.resource_name, self.configs, self.unknown_tagged_fields) == (other.resource_type, other.resource_name, other.configs, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.resource_type, self.resource_name, self.configs, self.unknown_tagged_fields))
+
+    @message
     class AlterableConfig:
-        name: str = ''
-        config_operation: int = 0
-        value: str | None = ''
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('name', 'config_operation', 'value', 'unknown_tagged_fields')
+        name: str
+        config_operation: int
+        value: str | None
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    resources: list[IncrementalAlterConfigsRequest.AlterConfigsResource] = dataclasses.field(default_factory=list)
-    validate_only: bool = False
-    unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        def __init__(
+            self,
+            *,
+            name: str = '',
+            config_operation: int = 0,
+            value: str | None = '',
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'name', name)
+            setattr_(self, 'config_operation', config_operation)
+            setattr_(self, 'value', value)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.name, self.config_operation, self.value, self.unknown_tagged_fields) == (other.name, other.config_operation, other.value, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.name, self.config_operation, self.value, self.unknown_tagged_fields))
+
+    __slots__ = ('resources', 'validate_only', 'unknown_tagged_fields')
+    resources: list[IncrementalAlterConfigsRequest.AlterConfigsResource]
+    validate_only: bool
+    unknown_tagged_fields: list[tuple[int, bytes]]
+
+    def __init__(
+        self,
+        *,
+        resources: list[IncrementalAlterConfigsRequest.AlterConfigsResource] = LIST,
+        validate_only: bool = False,
+        unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+    ) -> None:
+        setattr_(self, 'resources', [] if resources is LIST else resources)
+        setattr_(self, 'validate_only', validate_only)
+        setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return (self.resources, self.validate_only, self.unknown_tagged_fields) == (other.resources, other.validate_only, other.unknown_tagged_fields)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.resources, self.validate_only, self.unknown_tagged_fields))
 
 
 _AlterableConfig_0 = p.Schema('IncrementalAlterConfigsRequest.AlterableConfig', IncrementalAlterConfigsRequest.AlterableConfig, [('name', p.String), ('config_operation', p.Int8), ('value', p.NullableString)])
@@ -42,19 +104,63 @@ IncrementalAlterConfigsRequestV0 = p.Schema('IncrementalAlterConfigsRequest v0',
 IncrementalAlterConfigsRequestV1 = p.Schema('IncrementalAlterConfigsRequest v1', IncrementalAlterConfigsRequest, [('resources', p.Array(_AlterConfigsResource_3, compact=True)), ('validate_only', p.Boolean)], flexible=True)
 
 
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+@message
 class IncrementalAlterConfigsResponse:
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+    @message
     class AlterConfigsResourceResponse:
-        error_code: int = 0
-        error_message: str | None = ''
-        resource_type: int = 0
-        resource_name: str = ''
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('error_code', 'error_message', 'resource_type', 'resource_name', 'unknown_tagged_fields')
+        error_code: int
+        error_message: str | None
+        resource_type: int
+        resource_name: str
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    throttle_time_ms: int = 0
-    responses: list[IncrementalAlterConfigsResponse.AlterConfigsResourceResponse] = dataclasses.field(default_factory=list)
-    unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        def __init__(
+            self,
+            *,
+            error_code: int = 0,
+            error_message: str | None = '',
+            resource_type: int = 0,
+            resource_name: str = '',
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'error_code', error_code)
+            setattr_(self, 'error_message', error_message)
+            setattr_(self, 'resource_type', resource_type)
+            setattr_(self, 'resource_name', resource_name)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.error_code, self.error_message, self.resource_type, self.resource_name, self.unknown_tagged_fields) == (other.error_code, other.error_message, other.resource_type, other.resource_name, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.error_code, self.error_message, self.resource_type, self.resource_name, self.unknown_tagged_fields))
+
+    __slots__ = ('throttle_time_ms', 'responses', 'unknown_tagged_fields')
+    throttle_time_ms: int
+    responses: list[IncrementalAlterConfigsResponse.AlterConfigsResourceResponse]
+    unknown_tagged_fields: list[tuple[int, bytes]]
+
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = 0,
+        responses: list[IncrementalAlterConfigsResponse.AlterConfigsResourceResponse] = LIST,
+        unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+    ) -> None:
+        setattr_(self, 'throttle_time_ms', throttle_time_ms)
+        setattr_(self, 'responses', [] if responses is LIST else responses)
+        setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return (self.throttle_time_ms, self.responses, self.unknown_tagged_fields) == (other.throttle_time_ms, other.responses, other.unknown_tagged_fields)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.throttle_time_ms, self.responses, self.unknown_tagged_fields))
 
 
 _AlterConfigsResourceResponse_0 = p.Schema('IncrementalAlterConfigsResponse.AlterConfigsResourceResponse', IncrementalAlterConfigsResponse.AlterConfigsResourceResponse, [('error_code', p.Int16), ('error_message', p.NullableString), ('resource_type', p.Int8), ('resource_name', p.String)])

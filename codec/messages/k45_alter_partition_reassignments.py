@@ -3,33 +3,91 @@
 
 from __future__ import annotations
 
-import dataclasses
 import uuid
 
 from .. import primitives as p
+from .._frozen import LIST, factory, message, setattr_
 from .._wire import NULL_UUID
 
-RECORDS = {'kafka_type': 'records'}
 
 
-
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+@message
 class AlterPartitionReassignmentsRequest:
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+    @message
     class ReassignableTopic:
-        name: str = ''
-        partitions: list[AlterPartitionReassignmentsRequest.ReassignablePartition] = dataclasses.field(default_factory=list)
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('name', 'partitions', 'unknown_tagged_fields')
+        name: str
+        partitions: list[AlterPartitionReassignmentsRequest.ReassignablePartition]
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+        def __init__(
+            self,
+            *,
+            name: str = '',
+            partitions: list[AlterPartitionReassignmentsRequest.ReassignablePartition] = LIST,
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'name', name)
+            setattr_(self, 'partitions', [] if partitions is LIST else partitions)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.name, self.partitions, self.unknown_tagged_fields) == (other.name, other.partitions, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.name, self.partitions, self.unknown_tagged_fields))
+
+    @message
     class ReassignablePartition:
-        partition_index: int = 0
-        replicas: list[int] | None = None
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('partition_index', 'replicas', 'unknown_tagged_fields')
+        partition_index: int
+        replicas: list[int] | None
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    timeout_ms: int = 60000
-    topics: list[AlterPartitionReassignmentsRequest.ReassignableTopic] = dataclasses.field(default_factory=list)
-    unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        def __init__(
+            self,
+            *,
+            partition_index: int = 0,
+            replicas: list[int] | None = None,
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'partition_index', partition_index)
+            setattr_(self, 'replicas', replicas)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.partition_index, self.replicas, self.unknown_tagged_fields) == (other.partition_index, other.replicas, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.partition_index, self.replicas, self.unknown_tagged_fields))
+
+    __slots__ = ('timeout_ms', 'topics', 'unknown_tagged_fields')
+    timeout_ms: int
+    topics: list[AlterPartitionReassignmentsRequest.ReassignableTopic]
+    unknown_tagged_fields: list[tuple[int, bytes]]
+
+    def __init__(
+        self,
+        *,
+        timeout_ms: int = 60000,
+        topics: list[AlterPartitionReassignmentsRequest.ReassignableTopic] = LIST,
+        unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+    ) -> None:
+        setattr_(self, 'timeout_ms', timeout_ms)
+        setattr_(self, 'topics', [] if topics is LIST else topics)
+        setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return (self.timeout_ms, self.topics, self.unknown_tagged_fields) == (other.timeout_ms, other.topics, other.unknown_tagged_fields)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.timeout_ms, self.topics, self.unknown_tagged_fields))
 
 
 _ReassignablePartition_0 = p.Schema('AlterPartitionReassignmentsRequest.ReassignablePartition', AlterPartitionReassignmentsRequest.ReassignablePartition, [('partition_index', p.Int32), ('replicas', p.Array(p.Int32, compact=True, nullable=True))], flexible=True)
@@ -37,26 +95,92 @@ _ReassignableTopic_1 = p.Schema('AlterPartitionReassignmentsRequest.Reassignable
 AlterPartitionReassignmentsRequestV0 = p.Schema('AlterPartitionReassignmentsRequest v0', AlterPartitionReassignmentsRequest, [('timeout_ms', p.Int32), ('topics', p.Array(_ReassignableTopic_1, compact=True))], flexible=True)
 
 
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+@message
 class AlterPartitionReassignmentsResponse:
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+    @message
     class ReassignableTopicResponse:
-        name: str = ''
-        partitions: list[AlterPartitionReassignmentsResponse.ReassignablePartitionResponse] = dataclasses.field(default_factory=list)
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('name', 'partitions', 'unknown_tagged_fields')
+        name: str
+        partitions: list[AlterPartitionReassignmentsResponse.ReassignablePartitionResponse]
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+        def __init__(
+            self,
+            *,
+            name: str = '',
+            partitions: list[AlterPartitionReassignmentsResponse.ReassignablePartitionResponse] = LIST,
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'name', name)
+            setattr_(self, 'partitions', [] if partitions is LIST else partitions)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.name, self.partitions, self.unknown_tagged_fields) == (other.name, other.partitions, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.name, self.partitions, self.unknown_tagged_fields))
+
+    @message
     class ReassignablePartitionResponse:
-        partition_index: int = 0
-        error_code: int = 0
-        error_message: str | None = ''
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('partition_index', 'error_code', 'error_message', 'unknown_tagged_fields')
+        partition_index: int
+        error_code: int
+        error_message: str | None
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    throttle_time_ms: int = 0
-    error_code: int = 0
-    error_message: str | None = ''
-    responses: list[AlterPartitionReassignmentsResponse.ReassignableTopicResponse] = dataclasses.field(default_factory=list)
-    unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        def __init__(
+            self,
+            *,
+            partition_index: int = 0,
+            error_code: int = 0,
+            error_message: str | None = '',
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'partition_index', partition_index)
+            setattr_(self, 'error_code', error_code)
+            setattr_(self, 'error_message', error_message)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.partition_index, self.error_code, self.error_message, self.unknown_tagged_fields) == (other.partition_index, other.error_code, other.error_message, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.partition_index, self.error_code, self.error_message, self.unknown_tagged_fields))
+
+    __slots__ = ('throttle_time_ms', 'error_code', 'error_message', 'responses', 'unknown_tagged_fields')
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    responses: list[AlterPartitionReassignmentsResponse.ReassignableTopicResponse]
+    unknown_tagged_fields: list[tuple[int, bytes]]
+
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = 0,
+        error_code: int = 0,
+        error_message: str | None = '',
+        responses: list[AlterPartitionReassignmentsResponse.ReassignableTopicResponse] = LIST,
+        unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+    ) -> None:
+        setattr_(self, 'throttle_time_ms', throttle_time_ms)
+        setattr_(self, 'error_code', error_code)
+        setattr_(self, 'error_message', error_message)
+        setattr_(self, 'responses', [] if responses is LIST else responses)
+        setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return (self.throttle_time_ms, self.error_code, self.error_message, self.responses, self.unknown_tagged_fields) == (other.throttle_time_ms, other.error_code, other.error_message, other.responses, other.unknown_tagged_fields)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.throttle_time_ms, self.error_code, self.error_message, self.responses, self.unknown_tagged_fields))
 
 
 _ReassignablePartitionResponse_0 = p.Schema('AlterPartitionReassignmentsResponse.ReassignablePartitionResponse', AlterPartitionReassignmentsResponse.ReassignablePartitionResponse, [('partition_index', p.Int32), ('error_code', p.Int16), ('error_message', p.CompactNullableString)], flexible=True)

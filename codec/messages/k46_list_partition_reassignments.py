@@ -3,54 +3,160 @@
 
 from __future__ import annotations
 
-import dataclasses
 import uuid
 
 from .. import primitives as p
+from .._frozen import LIST, factory, message, setattr_
 from .._wire import NULL_UUID
 
-RECORDS = {'kafka_type': 'records'}
 
 
-
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+@message
 class ListPartitionReassignmentsRequest:
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+    @message
     class ListPartitionReassignmentsTopics:
-        name: str = ''
-        partition_indexes: list[int] = dataclasses.field(default_factory=list)
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('name', 'partition_indexes', 'unknown_tagged_fields')
+        name: str
+        partition_indexes: list[int]
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    timeout_ms: int = 60000
-    topics: list[ListPartitionReassignmentsRequest.ListPartitionReassignmentsTopics] | None = None
-    unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        def __init__(
+            self,
+            *,
+            name: str = '',
+            partition_indexes: list[int] = LIST,
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'name', name)
+            setattr_(self, 'partition_indexes', [] if partition_indexes is LIST else partition_indexes)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.name, self.partition_indexes, self.unknown_tagged_fields) == (other.name, other.partition_indexes, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.name, self.partition_indexes, self.unknown_tagged_fields))
+
+    __slots__ = ('timeout_ms', 'topics', 'unknown_tagged_fields')
+    timeout_ms: int
+    topics: list[ListPartitionReassignmentsRequest.ListPartitionReassignmentsTopics] | None
+    unknown_tagged_fields: list[tuple[int, bytes]]
+
+    def __init__(
+        self,
+        *,
+        timeout_ms: int = 60000,
+        topics: list[ListPartitionReassignmentsRequest.ListPartitionReassignmentsTopics] | None = None,
+        unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+    ) -> None:
+        setattr_(self, 'timeout_ms', timeout_ms)
+        setattr_(self, 'topics', topics)
+        setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return (self.timeout_ms, self.topics, self.unknown_tagged_fields) == (other.timeout_ms, other.topics, other.unknown_tagged_fields)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.timeout_ms, self.topics, self.unknown_tagged_fields))
 
 
 _ListPartitionReassignmentsTopics_0 = p.Schema('ListPartitionReassignmentsRequest.ListPartitionReassignmentsTopics', ListPartitionReassignmentsRequest.ListPartitionReassignmentsTopics, [('name', p.CompactString), ('partition_indexes', p.Array(p.Int32, compact=True))], flexible=True)
 ListPartitionReassignmentsRequestV0 = p.Schema('ListPartitionReassignmentsRequest v0', ListPartitionReassignmentsRequest, [('timeout_ms', p.Int32), ('topics', p.Array(_ListPartitionReassignmentsTopics_0, compact=True, nullable=True))], flexible=True)
 
 
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+@message
 class ListPartitionReassignmentsResponse:
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+    @message
     class OngoingTopicReassignment:
-        name: str = ''
-        partitions: list[ListPartitionReassignmentsResponse.OngoingPartitionReassignment] = dataclasses.field(default_factory=list)
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('name', 'partitions', 'unknown_tagged_fields')
+        name: str
+        partitions: list[ListPartitionReassignmentsResponse.OngoingPartitionReassignment]
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+        def __init__(
+            self,
+            *,
+            name: str = '',
+            partitions: list[ListPartitionReassignmentsResponse.OngoingPartitionReassignment] = LIST,
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'name', name)
+            setattr_(self, 'partitions', [] if partitions is LIST else partitions)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.name, self.partitions, self.unknown_tagged_fields) == (other.name, other.partitions, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.name, self.partitions, self.unknown_tagged_fields))
+
+    @message
     class OngoingPartitionReassignment:
-        partition_index: int = 0
-        replicas: list[int] = dataclasses.field(default_factory=list)
-        adding_replicas: list[int] = dataclasses.field(default_factory=list)
-        removing_replicas: list[int] = dataclasses.field(default_factory=list)
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('partition_index', 'replicas', 'adding_replicas', 'removing_replicas', 'unknown_tagged_fields')
+        partition_index: int
+        replicas: list[int]
+        adding_replicas: list[int]
+        removing_replicas: list[int]
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    throttle_time_ms: int = 0
-    error_code: int = 0
-    error_message: str | None = ''
-    topics: list[ListPartitionReassignmentsResponse.OngoingTopicReassignment] = dataclasses.field(default_factory=list)
-    unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        def __init__(
+            self,
+            *,
+            partition_index: int = 0,
+            replicas: list[int] = LIST,
+            adding_replicas: list[int] = LIST,
+            removing_replicas: list[int] = LIST,
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'partition_index', partition_index)
+            setattr_(self, 'replicas', [] if replicas is LIST else replicas)
+            setattr_(self, 'adding_replicas', [] if adding_replicas is LIST else adding_replicas)
+            setattr_(self, 'removing_replicas', [] if removing_replicas is LIST else removing_replicas)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.partition_index, self.replicas, self.adding_replicas, self.removing_replicas, self.unknown_tagged_fields) == (other.partition_index, other.replicas, other.adding_replicas, other.removing_replicas, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.partition_index, self.replicas, self.adding_replicas, self.removing_replicas, self.unknown_tagged_fields))
+
+    __slots__ = ('throttle_time_ms', 'error_code', 'error_message', 'topics', 'unknown_tagged_fields')
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    topics: list[ListPartitionReassignmentsResponse.OngoingTopicReassignment]
+    unknown_tagged_fields: list[tuple[int, bytes]]
+
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = 0,
+        error_code: int = 0,
+        error_message: str | None = '',
+        topics: list[ListPartitionReassignmentsResponse.OngoingTopicReassignment] = LIST,
+        unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+    ) -> None:
+        setattr_(self, 'throttle_time_ms', throttle_time_ms)
+        setattr_(self, 'error_code', error_code)
+        setattr_(self, 'error_message', error_message)
+        setattr_(self, 'topics', [] if topics is LIST else topics)
+        setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return (self.throttle_time_ms, self.error_code, self.error_message, self.topics, self.unknown_tagged_fields) == (other.throttle_time_ms, other.error_code, other.error_message, other.topics, other.unknown_tagged_fields)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.throttle_time_ms, self.error_code, self.error_message, self.topics, self.unknown_tagged_fields))
 
 
 _OngoingPartitionReassignment_0 = p.Schema('ListPartitionReassignmentsResponse.OngoingPartitionReassignment', ListPartitionReassignmentsResponse.OngoingPartitionReassignment, [('partition_index', p.Int32), ('replicas', p.Array(p.Int32, compact=True)), ('adding_replicas', p.Array(p.Int32, compact=True)), ('removing_replicas', p.Array(p.Int32, compact=True))], flexible=True)

@@ -3,29 +3,79 @@
 
 from __future__ import annotations
 
-import dataclasses
 import uuid
 
 from .. import primitives as p
+from .._frozen import LIST, factory, message, setattr_
 from .._wire import NULL_UUID
 
-RECORDS = {'kafka_type': 'records'}
 
 
-
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+@message
 class OffsetDeleteRequest:
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+    @message
     class OffsetDeleteRequestTopic:
-        name: str = ''
-        partitions: list[OffsetDeleteRequest.OffsetDeleteRequestPartition] = dataclasses.field(default_factory=list)
+        __slots__ = ('name', 'partitions')
+        name: str
+        partitions: list[OffsetDeleteRequest.OffsetDeleteRequestPartition]
 
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+        def __init__(
+            self,
+            *,
+            name: str = '',
+            partitions: list[OffsetDeleteRequest.OffsetDeleteRequestPartition] = LIST,
+        ) -> None:
+            setattr_(self, 'name', name)
+            setattr_(self, 'partitions', [] if partitions is LIST else partitions)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.name, self.partitions) == (other.name, other.partitions)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.name, self.partitions))
+
+    @message
     class OffsetDeleteRequestPartition:
-        partition_index: int = 0
+        __slots__ = ('partition_index',)
+        partition_index: int
 
-    group_id: str = ''
-    topics: list[OffsetDeleteRequest.OffsetDeleteRequestTopic] = dataclasses.field(default_factory=list)
+        def __init__(
+            self,
+            *,
+            partition_index: int = 0,
+        ) -> None:
+            setattr_(self, 'partition_index', partition_index)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.partition_index,) == (other.partition_index,)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.partition_index,))
+
+    __slots__ = ('group_id', 'topics')
+    group_id: str
+    topics: list[OffsetDeleteRequest.OffsetDeleteRequestTopic]
+
+    def __init__(
+        self,
+        *,
+        group_id: str = '',
+        topics: list[OffsetDeleteRequest.OffsetDeleteRequestTopic] = LIST,
+    ) -> None:
+        setattr_(self, 'group_id', group_id)
+        setattr_(self, 'topics', [] if topics is LIST else topics)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return (self.group_id, self.topics) == (other.group_id, other.topics)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.group_id, self.topics))
 
 
 _OffsetDeleteRequestPartition_0 = p.Schema('OffsetDeleteRequest.OffsetDeleteRequestPartition', OffsetDeleteRequest.OffsetDeleteRequestPartition, [('partition_index', p.Int32)])
@@ -33,21 +83,77 @@ _OffsetDeleteRequestTopic_1 = p.Schema('OffsetDeleteRequest.OffsetDeleteRequestT
 OffsetDeleteRequestV0 = p.Schema('OffsetDeleteRequest v0', OffsetDeleteRequest, [('group_id', p.String), ('topics', p.Array(_OffsetDeleteRequestTopic_1))])
 
 
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+@message
 class OffsetDeleteResponse:
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+    @message
     class OffsetDeleteResponseTopic:
-        name: str = ''
-        partitions: list[OffsetDeleteResponse.OffsetDeleteResponsePartition] = dataclasses.field(default_factory=list)
+        __slots__ = ('name', 'partitions')
+        name: str
+        partitions: list[OffsetDeleteResponse.OffsetDeleteResponsePartition]
 
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+        def __init__(
+            self,
+            *,
+            name: str = '',
+            partitions: list[OffsetDeleteResponse.OffsetDeleteResponsePartition] = LIST,
+        ) -> None:
+            setattr_(self, 'name', name)
+            setattr_(self, 'partitions', [] if partitions is LIST else partitions)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.name, self.partitions) == (other.name, other.partitions)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.name, self.partitions))
+
+    @message
     class OffsetDeleteResponsePartition:
-        partition_index: int = 0
-        error_code: int = 0
+        __slots__ = ('partition_index', 'error_code')
+        partition_index: int
+        error_code: int
 
-    error_code: int = 0
-    throttle_time_ms: int = 0
-    topics: list[OffsetDeleteResponse.OffsetDeleteResponseTopic] = dataclasses.field(default_factory=list)
+        def __init__(
+            self,
+            *,
+            partition_index: int = 0,
+            error_code: int = 0,
+        ) -> None:
+            setattr_(self, 'partition_index', partition_index)
+            setattr_(self, 'error_code', error_code)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.partition_index, self.error_code) == (other.partition_index, other.error_code)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.partition_index, self.error_code))
+
+    __slots__ = ('error_code', 'throttle_time_ms', 'topics')
+    error_code: int
+    throttle_time_ms: int
+    topics: list[OffsetDeleteResponse.OffsetDeleteResponseTopic]
+
+    def __init__(
+        self,
+        *,
+        error_code: int = 0,
+        throttle_time_ms: int = 0,
+        topics: list[OffsetDeleteResponse.OffsetDeleteResponseTopic] = LIST,
+    ) -> None:
+        setattr_(self, 'error_code', error_code)
+        setattr_(self, 'throttle_time_ms', throttle_time_ms)
+        setattr_(self, 'topics', [] if topics is LIST else topics)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return (self.error_code, self.throttle_time_ms, self.topics) == (other.error_code, other.throttle_time_ms, other.topics)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.error_code, self.throttle_time_ms, self.topics))
 
 
 _OffsetDeleteResponsePartition_0 = p.Schema('OffsetDeleteResponse.OffsetDeleteResponsePartition', OffsetDeleteResponse.OffsetDeleteResponsePartition, [('partition_index', p.Int32), ('error_code', p.Int16)])

@@ -3,28 +3,68 @@
 
 from __future__ import annotations
 
-import dataclasses
 import uuid
 
 from .. import primitives as p
+from .._frozen import LIST, factory, message, setattr_
 from .._wire import NULL_UUID
 
-RECORDS = {'kafka_type': 'records'}
 
 
-
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+@message
 class DescribeClientQuotasRequest:
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+    @message
     class ComponentData:
-        entity_type: str = ''
-        match_type: int = 0
-        match: str | None = ''
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('entity_type', 'match_type', 'match', 'unknown_tagged_fields')
+        entity_type: str
+        match_type: int
+        match: str | None
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    components: list[DescribeClientQuotasRequest.ComponentData] = dataclasses.field(default_factory=list)
-    strict: bool = False
-    unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        def __init__(
+            self,
+            *,
+            entity_type: str = '',
+            match_type: int = 0,
+            match: str | None = '',
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'entity_type', entity_type)
+            setattr_(self, 'match_type', match_type)
+            setattr_(self, 'match', match)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.entity_type, self.match_type, self.match, self.unknown_tagged_fields) == (other.entity_type, other.match_type, other.match, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.entity_type, self.match_type, self.match, self.unknown_tagged_fields))
+
+    __slots__ = ('components', 'strict', 'unknown_tagged_fields')
+    components: list[DescribeClientQuotasRequest.ComponentData]
+    strict: bool
+    unknown_tagged_fields: list[tuple[int, bytes]]
+
+    def __init__(
+        self,
+        *,
+        components: list[DescribeClientQuotasRequest.ComponentData] = LIST,
+        strict: bool = False,
+        unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+    ) -> None:
+        setattr_(self, 'components', [] if components is LIST else components)
+        setattr_(self, 'strict', strict)
+        setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return (self.components, self.strict, self.unknown_tagged_fields) == (other.components, other.strict, other.unknown_tagged_fields)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.components, self.strict, self.unknown_tagged_fields))
 
 
 _ComponentData_0 = p.Schema('DescribeClientQuotasRequest.ComponentData', DescribeClientQuotasRequest.ComponentData, [('entity_type', p.String), ('match_type', p.Int8), ('match', p.NullableString)])
@@ -33,31 +73,115 @@ DescribeClientQuotasRequestV0 = p.Schema('DescribeClientQuotasRequest v0', Descr
 DescribeClientQuotasRequestV1 = p.Schema('DescribeClientQuotasRequest v1', DescribeClientQuotasRequest, [('components', p.Array(_ComponentData_1, compact=True)), ('strict', p.Boolean)], flexible=True)
 
 
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+@message
 class DescribeClientQuotasResponse:
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+    @message
     class EntryData:
-        entity: list[DescribeClientQuotasResponse.EntityData] = dataclasses.field(default_factory=list)
-        values: list[DescribeClientQuotasResponse.ValueData] = dataclasses.field(default_factory=list)
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('entity', 'values', 'unknown_tagged_fields')
+        entity: list[DescribeClientQuotasResponse.EntityData]
+        values: list[DescribeClientQuotasResponse.ValueData]
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+        def __init__(
+            self,
+            *,
+            entity: list[DescribeClientQuotasResponse.EntityData] = LIST,
+            values: list[DescribeClientQuotasResponse.ValueData] = LIST,
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'entity', [] if entity is LIST else entity)
+            setattr_(self, 'values', [] if values is LIST else values)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.entity, self.values, self.unknown_tagged_fields) == (other.entity, other.values, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.entity, self.values, self.unknown_tagged_fields))
+
+    @message
     class EntityData:
-        entity_type: str = ''
-        entity_name: str | None = ''
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('entity_type', 'entity_name', 'unknown_tagged_fields')
+        entity_type: str
+        entity_name: str | None
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+        def __init__(
+            self,
+            *,
+            entity_type: str = '',
+            entity_name: str | None = '',
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'entity_type', entity_type)
+            setattr_(self, 'entity_name', entity_name)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.entity_type, self.entity_name, self.unknown_tagged_fields) == (other.entity_type, other.entity_name, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.entity_type, self.entity_name, self.unknown_tagged_fields))
+
+    @message
     class ValueData:
-        key: str = ''
-        value: float = 0.0
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('key', 'value', 'unknown_tagged_fields')
+        key: str
+        value: float
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    throttle_time_ms: int = 0
-    error_code: int = 0
-    error_message: str | None = ''
-    entries: list[DescribeClientQuotasResponse.EntryData] | None = dataclasses.field(default_factory=list)
-    unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        def __init__(
+            self,
+            *,
+            key: str = '',
+            value: float = 0.0,
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'key', key)
+            setattr_(self, 'value', value)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.key, self.value, self.unknown_tagged_fields) == (other.key, other.value, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.key, self.value, self.unknown_tagged_fields))
+
+    __slots__ = ('throttle_time_ms', 'error_code', 'error_message', 'entries', 'unknown_tagged_fields')
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    entries: list[DescribeClientQuotasResponse.EntryData] | None
+    unknown_tagged_fields: list[tuple[int, bytes]]
+
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = 0,
+        error_code: int = 0,
+        error_message: str | None = '',
+        entries: list[DescribeClientQuotasResponse.EntryData] | None = LIST,
+        unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+    ) -> None:
+        setattr_(self, 'throttle_time_ms', throttle_time_ms)
+        setattr_(self, 'error_code', error_code)
+        setattr_(self, 'error_message', error_message)
+        setattr_(self, 'entries', [] if entries is LIST else entries)
+        setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return (self.throttle_time_ms, self.error_code, self.error_message, self.entries, self.unknown_tagged_fields) == (other.throttle_time_ms, other.error_code, other.error_message, other.entries, other.unknown_tagged_fields)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.throttle_time_ms, self.error_code, self.error_message, self.entries, self.unknown_tagged_fields))
 
 
 _EntityData_0 = p.Schema('DescribeClientQuotasResponse.EntityData', DescribeClientQuotasResponse.EntityData, [('entity_type', p.String), ('entity_name', p.NullableString)])

@@ -3,40 +3,120 @@
 
 from __future__ import annotations
 
-import dataclasses
 import uuid
 
 from .. import primitives as p
+from .._frozen import LIST, factory, message, setattr_
 from .._wire import NULL_UUID
 
-RECORDS = {'kafka_type': 'records'}
 
 
-
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+@message
 class AlterClientQuotasRequest:
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+    @message
     class EntryData:
-        entity: list[AlterClientQuotasRequest.EntityData] = dataclasses.field(default_factory=list)
-        ops: list[AlterClientQuotasRequest.OpData] = dataclasses.field(default_factory=list)
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('entity', 'ops', 'unknown_tagged_fields')
+        entity: list[AlterClientQuotasRequest.EntityData]
+        ops: list[AlterClientQuotasRequest.OpData]
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+        def __init__(
+            self,
+            *,
+            entity: list[AlterClientQuotasRequest.EntityData] = LIST,
+            ops: list[AlterClientQuotasRequest.OpData] = LIST,
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'entity', [] if entity is LIST else entity)
+            setattr_(self, 'ops', [] if ops is LIST else ops)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.entity, self.ops, self.unknown_tagged_fields) == (other.entity, other.ops, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.entity, self.ops, self.unknown_tagged_fields))
+
+    @message
     class EntityData:
-        entity_type: str = ''
-        entity_name: str | None = ''
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('entity_type', 'entity_name', 'unknown_tagged_fields')
+        entity_type: str
+        entity_name: str | None
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+        def __init__(
+            self,
+            *,
+            entity_type: str = '',
+            entity_name: str | None = '',
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'entity_type', entity_type)
+            setattr_(self, 'entity_name', entity_name)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.entity_type, self.entity_name, self.unknown_tagged_fields) == (other.entity_type, other.entity_name, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.entity_type, self.entity_name, self.unknown_tagged_fields))
+
+    @message
     class OpData:
-        key: str = ''
-        value: float = 0.0
-        remove: bool = False
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('key', 'value', 'remove', 'unknown_tagged_fields')
+        key: str
+        value: float
+        remove: bool
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    entries: list[AlterClientQuotasRequest.EntryData] = dataclasses.field(default_factory=list)
-    validate_only: bool = False
-    unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        def __init__(
+            self,
+            *,
+            key: str = '',
+            value: float = 0.0,
+            remove: bool = False,
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'key', key)
+            setattr_(self, 'value', value)
+            setattr_(self, 'remove', remove)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.key, self.value, self.remove, self.unknown_tagged_fields) == (other.key, other.value, other.remove, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.key, self.value, self.remove, self.unknown_tagged_fields))
+
+    __slots__ = ('entries', 'validate_only', 'unknown_tagged_fields')
+    entries: list[AlterClientQuotasRequest.EntryData]
+    validate_only: bool
+    unknown_tagged_fields: list[tuple[int, bytes]]
+
+    def __init__(
+        self,
+        *,
+        entries: list[AlterClientQuotasRequest.EntryData] = LIST,
+        validate_only: bool = False,
+        unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+    ) -> None:
+        setattr_(self, 'entries', [] if entries is LIST else entries)
+        setattr_(self, 'validate_only', validate_only)
+        setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return (self.entries, self.validate_only, self.unknown_tagged_fields) == (other.entries, other.validate_only, other.unknown_tagged_fields)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.entries, self.validate_only, self.unknown_tagged_fields))
 
 
 _EntityData_0 = p.Schema('AlterClientQuotasRequest.EntityData', AlterClientQuotasRequest.EntityData, [('entity_type', p.String), ('entity_name', p.NullableString)])
@@ -49,24 +129,86 @@ AlterClientQuotasRequestV0 = p.Schema('AlterClientQuotasRequest v0', AlterClient
 AlterClientQuotasRequestV1 = p.Schema('AlterClientQuotasRequest v1', AlterClientQuotasRequest, [('entries', p.Array(_EntryData_5, compact=True)), ('validate_only', p.Boolean)], flexible=True)
 
 
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+@message
 class AlterClientQuotasResponse:
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+    @message
     class EntryData:
-        error_code: int = 0
-        error_message: str | None = ''
-        entity: list[AlterClientQuotasResponse.EntityData] = dataclasses.field(default_factory=list)
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('error_code', 'error_message', 'entity', 'unknown_tagged_fields')
+        error_code: int
+        error_message: str | None
+        entity: list[AlterClientQuotasResponse.EntityData]
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+        def __init__(
+            self,
+            *,
+            error_code: int = 0,
+            error_message: str | None = '',
+            entity: list[AlterClientQuotasResponse.EntityData] = LIST,
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'error_code', error_code)
+            setattr_(self, 'error_message', error_message)
+            setattr_(self, 'entity', [] if entity is LIST else entity)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.error_code, self.error_message, self.entity, self.unknown_tagged_fields) == (other.error_code, other.error_message, other.entity, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.error_code, self.error_message, self.entity, self.unknown_tagged_fields))
+
+    @message
     class EntityData:
-        entity_type: str = ''
-        entity_name: str | None = ''
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('entity_type', 'entity_name', 'unknown_tagged_fields')
+        entity_type: str
+        entity_name: str | None
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    throttle_time_ms: int = 0
-    entries: list[AlterClientQuotasResponse.EntryData] = dataclasses.field(default_factory=list)
-    unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        def __init__(
+            self,
+            *,
+            entity_type: str = '',
+            entity_name: str | None = '',
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'entity_type', entity_type)
+            setattr_(self, 'entity_name', entity_name)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.entity_type, self.entity_name, self.unknown_tagged_fields) == (other.entity_type, other.entity_name, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.entity_type, self.entity_name, self.unknown_tagged_fields))
+
+    __slots__ = ('throttle_time_ms', 'entries', 'unknown_tagged_fields')
+    throttle_time_ms: int
+    entries: list[AlterClientQuotasResponse.EntryData]
+    unknown_tagged_fields: list[tuple[int, bytes]]
+
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = 0,
+        entries: list[AlterClientQuotasResponse.EntryData] = LIST,
+        unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+    ) -> None:
+        setattr_(self, 'throttle_time_ms', throttle_time_ms)
+        setattr_(self, 'entries', [] if entries is LIST else entries)
+        setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return (self.throttle_time_ms, self.entries, self.unknown_tagged_fields) == (other.throttle_time_ms, other.entries, other.unknown_tagged_fields)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.throttle_time_ms, self.entries, self.unknown_tagged_fields))
 
 
 _EntityData_0 = p.Schema('AlterClientQuotasResponse.EntityData', AlterClientQuotasResponse.EntityData, [('entity_type', p.String), ('entity_name', p.NullableString)])

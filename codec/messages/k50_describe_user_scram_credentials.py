@@ -3,52 +3,154 @@
 
 from __future__ import annotations
 
-import dataclasses
 import uuid
 
 from .. import primitives as p
+from .._frozen import LIST, factory, message, setattr_
 from .._wire import NULL_UUID
 
-RECORDS = {'kafka_type': 'records'}
 
 
-
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+@message
 class DescribeUserScramCredentialsRequest:
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+    @message
     class UserName:
-        name: str = ''
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('name', 'unknown_tagged_fields')
+        name: str
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    users: list[DescribeUserScramCredentialsRequest.UserName] | None = dataclasses.field(default_factory=list)
-    unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        def __init__(
+            self,
+            *,
+            name: str = '',
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'name', name)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.name, self.unknown_tagged_fields) == (other.name, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.name, self.unknown_tagged_fields))
+
+    __slots__ = ('users', 'unknown_tagged_fields')
+    users: list[DescribeUserScramCredentialsRequest.UserName] | None
+    unknown_tagged_fields: list[tuple[int, bytes]]
+
+    def __init__(
+        self,
+        *,
+        users: list[DescribeUserScramCredentialsRequest.UserName] | None = LIST,
+        unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+    ) -> None:
+        setattr_(self, 'users', [] if users is LIST else users)
+        setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return (self.users, self.unknown_tagged_fields) == (other.users, other.unknown_tagged_fields)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.users, self.unknown_tagged_fields))
 
 
 _UserName_0 = p.Schema('DescribeUserScramCredentialsRequest.UserName', DescribeUserScramCredentialsRequest.UserName, [('name', p.CompactString)], flexible=True)
 DescribeUserScramCredentialsRequestV0 = p.Schema('DescribeUserScramCredentialsRequest v0', DescribeUserScramCredentialsRequest, [('users', p.Array(_UserName_0, compact=True, nullable=True))], flexible=True)
 
 
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+@message
 class DescribeUserScramCredentialsResponse:
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+    @message
     class DescribeUserScramCredentialsResult:
-        user: str = ''
-        error_code: int = 0
-        error_message: str | None = ''
-        credential_infos: list[DescribeUserScramCredentialsResponse.CredentialInfo] = dataclasses.field(default_factory=list)
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('user', 'error_code', 'error_message', 'credential_infos', 'unknown_tagged_fields')
+        user: str
+        error_code: int
+        error_message: str | None
+        credential_infos: list[DescribeUserScramCredentialsResponse.CredentialInfo]
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+        def __init__(
+            self,
+            *,
+            user: str = '',
+            error_code: int = 0,
+            error_message: str | None = '',
+            credential_infos: list[DescribeUserScramCredentialsResponse.CredentialInfo] = LIST,
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'user', user)
+            setattr_(self, 'error_code', error_code)
+            setattr_(self, 'error_message', error_message)
+            setattr_(self, 'credential_infos', [] if credential_infos is LIST else credential_infos)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.user, self.error_code, self.error_message, self.credential_infos, self.unknown_tagged_fields) == (other.user, other.error_code, other.error_message, other.credential_infos, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.user, self.error_code, self.error_message, self.credential_infos, self.unknown_tagged_fields))
+
+    @message
     class CredentialInfo:
-        mechanism: int = 0
-        iterations: int = 0
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('mechanism', 'iterations', 'unknown_tagged_fields')
+        mechanism: int
+        iterations: int
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    throttle_time_ms: int = 0
-    error_code: int = 0
-    error_message: str | None = ''
-    results: list[DescribeUserScramCredentialsResponse.DescribeUserScramCredentialsResult] = dataclasses.field(default_factory=list)
-    unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        def __init__(
+            self,
+            *,
+            mechanism: int = 0,
+            iterations: int = 0,
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'mechanism', mechanism)
+            setattr_(self, 'iterations', iterations)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.mechanism, self.iterations, self.unknown_tagged_fields) == (other.mechanism, other.iterations, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.mechanism, self.iterations, self.unknown_tagged_fields))
+
+    __slots__ = ('throttle_time_ms', 'error_code', 'error_message', 'results', 'unknown_tagged_fields')
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    results: list[DescribeUserScramCredentialsResponse.DescribeUserScramCredentialsResult]
+    unknown_tagged_fields: list[tuple[int, bytes]]
+
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = 0,
+        error_code: int = 0,
+        error_message: str | None = '',
+        results: list[DescribeUserScramCredentialsResponse.DescribeUserScramCredentialsResult] = LIST,
+        unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+    ) -> None:
+        setattr_(self, 'throttle_time_ms', throttle_time_ms)
+        setattr_(self, 'error_code', error_code)
+        setattr_(self, 'error_message', error_message)
+        setattr_(self, 'results', [] if results is LIST else results)
+        setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return (self.throttle_time_ms, self.error_code, self.error_message, self.results, self.unknown_tagged_fields) == (other.throttle_time_ms, other.error_code, other.error_message, other.results, other.unknown_tagged_fields)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.throttle_time_ms, self.error_code, self.error_message, self.results, self.unknown_tagged_fields))
 
 
 _CredentialInfo_0 = p.Schema('DescribeUserScramCredentialsResponse.CredentialInfo', DescribeUserScramCredentialsResponse.CredentialInfo, [('mechanism', p.Int8), ('iterations', p.Int32)], flexible=True)

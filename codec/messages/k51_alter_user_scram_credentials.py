@@ -3,36 +3,100 @@
 
 from __future__ import annotations
 
-import dataclasses
 import uuid
 
 from .. import primitives as p
+from .._frozen import LIST, factory, message, setattr_
 from .._wire import NULL_UUID
 
-RECORDS = {'kafka_type': 'records'}
 
 
-
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+@message
 class AlterUserScramCredentialsRequest:
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+    @message
     class ScramCredentialDeletion:
-        name: str = ''
-        mechanism: int = 0
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('name', 'mechanism', 'unknown_tagged_fields')
+        name: str
+        mechanism: int
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+        def __init__(
+            self,
+            *,
+            name: str = '',
+            mechanism: int = 0,
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'name', name)
+            setattr_(self, 'mechanism', mechanism)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.name, self.mechanism, self.unknown_tagged_fields) == (other.name, other.mechanism, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.name, self.mechanism, self.unknown_tagged_fields))
+
+    @message
     class ScramCredentialUpsertion:
-        name: str = ''
-        mechanism: int = 0
-        iterations: int = 0
-        salt: bytes = b''
-        salted_password: bytes = b''
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('name', 'mechanism', 'iterations', 'salt', 'salted_password', 'unknown_tagged_fields')
+        name: str
+        mechanism: int
+        iterations: int
+        salt: bytes
+        salted_password: bytes
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    deletions: list[AlterUserScramCredentialsRequest.ScramCredentialDeletion] = dataclasses.field(default_factory=list)
-    upsertions: list[AlterUserScramCredentialsRequest.ScramCredentialUpsertion] = dataclasses.field(default_factory=list)
-    unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        def __init__(
+            self,
+            *,
+            name: str = '',
+            mechanism: int = 0,
+            iterations: int = 0,
+            salt: bytes = b'',
+            salted_password: bytes = b'',
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'name', name)
+            setattr_(self, 'mechanism', mechanism)
+            setattr_(self, 'iterations', iterations)
+            setattr_(self, 'salt', salt)
+            setattr_(self, 'salted_password', salted_password)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.name, self.mechanism, self.iterations, self.salt, self.salted_password, self.unknown_tagged_fields) == (other.name, other.mechanism, other.iterations, other.salt, other.salted_password, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.name, self.mechanism, self.iterations, self.salt, self.salted_password, self.unknown_tagged_fields))
+
+    __slots__ = ('deletions', 'upsertions', 'unknown_tagged_fields')
+    deletions: list[AlterUserScramCredentialsRequest.ScramCredentialDeletion]
+    upsertions: list[AlterUserScramCredentialsRequest.ScramCredentialUpsertion]
+    unknown_tagged_fields: list[tuple[int, bytes]]
+
+    def __init__(
+        self,
+        *,
+        deletions: list[AlterUserScramCredentialsRequest.ScramCredentialDeletion] = LIST,
+        upsertions: list[AlterUserScramCredentialsRequest.ScramCredentialUpsertion] = LIST,
+        unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+    ) -> None:
+        setattr_(self, 'deletions', [] if deletions is LIST else deletions)
+        setattr_(self, 'upsertions', [] if upsertions is LIST else upsertions)
+        setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return (self.deletions, self.upsertions, self.unknown_tagged_fields) == (other.deletions, other.upsertions, other.unknown_tagged_fields)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.deletions, self.upsertions, self.unknown_tagged_fields))
 
 
 _ScramCredentialDeletion_0 = p.Schema('AlterUserScramCredentialsRequest.ScramCredentialDeletion', AlterUserScramCredentialsRequest.ScramCredentialDeletion, [('name', p.CompactString), ('mechanism', p.Int8)], flexible=True)
@@ -40,18 +104,60 @@ _ScramCredentialUpsertion_1 = p.Schema('AlterUserScramCredentialsRequest.ScramCr
 AlterUserScramCredentialsRequestV0 = p.Schema('AlterUserScramCredentialsRequest v0', AlterUserScramCredentialsRequest, [('deletions', p.Array(_ScramCredentialDeletion_0, compact=True)), ('upsertions', p.Array(_ScramCredentialUpsertion_1, compact=True))], flexible=True)
 
 
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+@message
 class AlterUserScramCredentialsResponse:
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+    @message
     class AlterUserScramCredentialsResult:
-        user: str = ''
-        error_code: int = 0
-        error_message: str | None = ''
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('user', 'error_code', 'error_message', 'unknown_tagged_fields')
+        user: str
+        error_code: int
+        error_message: str | None
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    throttle_time_ms: int = 0
-    results: list[AlterUserScramCredentialsResponse.AlterUserScramCredentialsResult] = dataclasses.field(default_factory=list)
-    unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        def __init__(
+            self,
+            *,
+            user: str = '',
+            error_code: int = 0,
+            error_message: str | None = '',
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'user', user)
+            setattr_(self, 'error_code', error_code)
+            setattr_(self, 'error_message', error_message)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.user, self.error_code, self.error_message, self.unknown_tagged_fields) == (other.user, other.error_code, other.error_message, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.user, self.error_code, self.error_message, self.unknown_tagged_fields))
+
+    __slots__ = ('throttle_time_ms', 'results', 'unknown_tagged_fields')
+    throttle_time_ms: int
+    results: list[AlterUserScramCredentialsResponse.AlterUserScramCredentialsResult]
+    unknown_tagged_fields: list[tuple[int, bytes]]
+
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = 0,
+        results: list[AlterUserScramCredentialsResponse.AlterUserScramCredentialsResult] = LIST,
+        unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+    ) -> None:
+        setattr_(self, 'throttle_time_ms', throttle_time_ms)
+        setattr_(self, 'results', [] if results is LIST else results)
+        setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return (self.throttle_time_ms, self.results, self.unknown_tagged_fields) == (other.throttle_time_ms, other.results, other.unknown_tagged_fields)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.throttle_time_ms, self.results, self.unknown_tagged_fields))
 
 
 _AlterUserScramCredentialsResult_0 = p.Schema('AlterUserScramCredentialsResponse.AlterUserScramCredentialsResult', AlterUserScramCredentialsResponse.AlterUserScramCredentialsResult, [('user', p.CompactString), ('error_code', p.Int16), ('error_message', p.CompactNullableString)], flexible=True)

@@ -3,31 +3,85 @@
 
 from __future__ import annotations
 
-import dataclasses
 import uuid
 
 from .. import primitives as p
+from .._frozen import LIST, factory, message, setattr_
 from .._wire import NULL_UUID
 
-RECORDS = {'kafka_type': 'records'}
 
 
-
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+@message
 class DescribeQuorumRequest:
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+    @message
     class TopicData:
-        topic_name: str = ''
-        partitions: list[DescribeQuorumRequest.PartitionData] = dataclasses.field(default_factory=list)
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('topic_name', 'partitions', 'unknown_tagged_fields')
+        topic_name: str
+        partitions: list[DescribeQuorumRequest.PartitionData]
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+        def __init__(
+            self,
+            *,
+            topic_name: str = '',
+            partitions: list[DescribeQuorumRequest.PartitionData] = LIST,
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'topic_name', topic_name)
+            setattr_(self, 'partitions', [] if partitions is LIST else partitions)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.topic_name, self.partitions, self.unknown_tagged_fields) == (other.topic_name, other.partitions, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.topic_name, self.partitions, self.unknown_tagged_fields))
+
+    @message
     class PartitionData:
-        partition_index: int = 0
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('partition_index', 'unknown_tagged_fields')
+        partition_index: int
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    topics: list[DescribeQuorumRequest.TopicData] = dataclasses.field(default_factory=list)
-    unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        def __init__(
+            self,
+            *,
+            partition_index: int = 0,
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'partition_index', partition_index)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.partition_index, self.unknown_tagged_fields) == (other.partition_index, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.partition_index, self.unknown_tagged_fields))
+
+    __slots__ = ('topics', 'unknown_tagged_fields')
+    topics: list[DescribeQuorumRequest.TopicData]
+    unknown_tagged_fields: list[tuple[int, bytes]]
+
+    def __init__(
+        self,
+        *,
+        topics: list[DescribeQuorumRequest.TopicData] = LIST,
+        unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+    ) -> None:
+        setattr_(self, 'topics', [] if topics is LIST else topics)
+        setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return (self.topics, self.unknown_tagged_fields) == (other.topics, other.unknown_tagged_fields)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.topics, self.unknown_tagged_fields))
 
 
 _PartitionData_0 = p.Schema('DescribeQuorumRequest.PartitionData', DescribeQuorumRequest.PartitionData, [('partition_index', p.Int32)], flexible=True)
@@ -37,53 +91,197 @@ DescribeQuorumRequestV1 = p.Schema('DescribeQuorumRequest v1', DescribeQuorumReq
 DescribeQuorumRequestV2 = p.Schema('DescribeQuorumRequest v2', DescribeQuorumRequest, [('topics', p.Array(_TopicData_1, compact=True))], flexible=True)
 
 
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+@message
 class DescribeQuorumResponse:
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+    @message
     class TopicData:
-        topic_name: str = ''
-        partitions: list[DescribeQuorumResponse.PartitionData] = dataclasses.field(default_factory=list)
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('topic_name', 'partitions', 'unknown_tagged_fields')
+        topic_name: str
+        partitions: list[DescribeQuorumResponse.PartitionData]
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+        def __init__(
+            self,
+            *,
+            topic_name: str = '',
+            partitions: list[DescribeQuorumResponse.PartitionData] = LIST,
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'topic_name', topic_name)
+            setattr_(self, 'partitions', [] if partitions is LIST else partitions)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.topic_name, self.partitions, self.unknown_tagged_fields) == (other.topic_name, other.partitions, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.topic_name, self.partitions, self.unknown_tagged_fields))
+
+    @message
     class PartitionData:
-        partition_index: int = 0
-        error_code: int = 0
-        error_message: str | None = ''
-        leader_id: int = 0
-        leader_epoch: int = 0
-        high_watermark: int = 0
-        current_voters: list[DescribeQuorumResponse.ReplicaState] = dataclasses.field(default_factory=list)
-        observers: list[DescribeQuorumResponse.ReplicaState] = dataclasses.field(default_factory=list)
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('partition_index', 'error_code', 'error_message', 'leader_id', 'leader_epoch', 'high_watermark', 'current_voters', 'observers', 'unknown_tagged_fields')
+        partition_index: int
+        error_code: int
+        error_message: str | None
+        leader_id: int
+        leader_epoch: int
+        high_watermark: int
+        current_voters: list[DescribeQuorumResponse.ReplicaState]
+        observers: list[DescribeQuorumResponse.ReplicaState]
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+        def __init__(
+            self,
+            *,
+            partition_index: int = 0,
+            error_code: int = 0,
+            error_message: str | None = '',
+            leader_id: int = 0,
+            leader_epoch: int = 0,
+            high_watermark: int = 0,
+            current_voters: list[DescribeQuorumResponse.ReplicaState] = LIST,
+            observers: list[DescribeQuorumResponse.ReplicaState] = LIST,
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'partition_index', partition_index)
+            setattr_(self, 'error_code', error_code)
+            setattr_(self, 'error_message', error_message)
+            setattr_(self, 'leader_id', leader_id)
+            setattr_(self, 'leader_epoch', leader_epoch)
+            setattr_(self, 'high_watermark', high_watermark)
+            setattr_(self, 'current_voters', [] if current_voters is LIST else current_voters)
+            setattr_(self, 'observers', [] if observers is LIST else observers)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.partition_index, self.error_code, self.error_message, self.leader_id, self.leader_epoch, self.high_watermark, self.current_voters, self.observers, self.unknown_tagged_fields) == (other.partition_index, other.error_code, other.error_message, other.leader_id, other.leader_epoch, other.high_watermark, other.current_voters, other.observers, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.partition_index, self.error_code, self.error_message, self.leader_id, self.leader_epoch, self.high_watermark, self.current_voters, self.observers, self.unknown_tagged_fields))
+
+    @message
     class ReplicaState:
-        replica_id: int = 0
-        replica_directory_id: uuid.UUID = NULL_UUID
-        log_end_offset: int = 0
-        last_fetch_timestamp: int = -1
-        last_caught_up_timestamp: int = -1
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('replica_id', 'replica_directory_id', 'log_end_offset', 'last_fetch_timestamp', 'last_caught_up_timestamp', 'unknown_tagged_fields')
+        replica_id: int
+        replica_directory_id: uuid.UUID
+        log_end_offset: int
+        last_fetch_timestamp: int
+        last_caught_up_timestamp: int
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+        def __init__(
+            self,
+            *,
+            replica_id: int = 0,
+            replica_directory_id: uuid.UUID = NULL_UUID,
+            log_end_offset: int = 0,
+            last_fetch_timestamp: int = -1,
+            last_caught_up_timestamp: int = -1,
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'replica_id', replica_id)
+            setattr_(self, 'replica_directory_id', replica_directory_id)
+            setattr_(self, 'log_end_offset', log_end_offset)
+            setattr_(self, 'last_fetch_timestamp', last_fetch_timestamp)
+            setattr_(self, 'last_caught_up_timestamp', last_caught_up_timestamp)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.replica_id, self.replica_directory_id, self.log_end_offset, self.last_fetch_timestamp, self.last_caught_up_timestamp, self.unknown_tagged_fields) == (other.replica_id, other.replica_directory_id, other.log_end_offset, other.last_fetch_timestamp, other.last_caught_up_timestamp, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.replica_id, self.replica_directory_id, self.log_end_offset, self.last_fetch_timestamp, self.last_caught_up_timestamp, self.unknown_tagged_fields))
+
+    @message
     class Node:
-        node_id: int = 0
-        listeners: list[DescribeQuorumResponse.Listener] = dataclasses.field(default_factory=list)
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('node_id', 'listeners', 'unknown_tagged_fields')
+        node_id: int
+        listeners: list[DescribeQuorumResponse.Listener]
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+        def __init__(
+            self,
+            *,
+            node_id: int = 0,
+            listeners: list[DescribeQuorumResponse.Listener] = LIST,
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'node_id', node_id)
+            setattr_(self, 'listeners', [] if listeners is LIST else listeners)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.node_id, self.listeners, self.unknown_tagged_fields) == (other.node_id, other.listeners, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.node_id, self.listeners, self.unknown_tagged_fields))
+
+    @message
     class Listener:
-        name: str = ''
-        host: str = ''
-        port: int = 0
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('name', 'host', 'port', 'unknown_tagged_fields')
+        name: str
+        host: str
+        port: int
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    error_code: int = 0
-    error_message: str | None = ''
-    topics: list[DescribeQuorumResponse.TopicData] = dataclasses.field(default_factory=list)
-    nodes: list[DescribeQuorumResponse.Node] = dataclasses.field(default_factory=list)
-    unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        def __init__(
+            self,
+            *,
+            name: str = '',
+            host: str = '',
+            port: int = 0,
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'name', name)
+            setattr_(self, 'host', host)
+            setattr_(self, 'port', port)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.name, self.host, self.port, self.unknown_tagged_fields) == (other.name, other.host, other.port, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.name, self.host, self.port, self.unknown_tagged_fields))
+
+    __slots__ = ('error_code', 'error_message', 'topics', 'nodes', 'unknown_tagged_fields')
+    error_code: int
+    error_message: str | None
+    topics: list[DescribeQuorumResponse.TopicData]
+    nodes: list[DescribeQuorumResponse.Node]
+    unknown_tagged_fields: list[tuple[int, bytes]]
+
+    def __init__(
+        self,
+        *,
+        error_code: int = 0,
+        error_message: str | None = '',
+        topics: list[DescribeQuorumResponse.TopicData] = LIST,
+        nodes: list[DescribeQuorumResponse.Node] = LIST,
+        unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+    ) -> None:
+        setattr_(self, 'error_code', error_code)
+        setattr_(self, 'error_message', error_message)
+        setattr_(self, 'topics', [] if topics is LIST else topics)
+        setattr_(self, 'nodes', [] if nodes is LIST else nodes)
+        setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return (self.error_code, self.error_message, self.topics, self.nodes, self.unknown_tagged_fields) == (other.error_code, other.error_message, other.topics, other.nodes, other.unknown_tagged_fields)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.error_code, self.error_message, self.topics, self.nodes, self.unknown_tagged_fields))
 
 
 _ReplicaState_0 = p.Schema('DescribeQuorumResponse.ReplicaState', DescribeQuorumResponse.ReplicaState, [('replica_id', p.Int32), ('log_end_offset', p.Int64)], flexible=True, absent=[('replica_directory_id', NULL_UUID)])

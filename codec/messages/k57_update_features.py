@@ -3,30 +3,74 @@
 
 from __future__ import annotations
 
-import dataclasses
 import uuid
 
 from .. import primitives as p
+from .._frozen import LIST, factory, message, setattr_
 from .._wire import NULL_UUID
 
-RECORDS = {'kafka_type': 'records'}
 
 
-
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+@message
 class UpdateFeaturesRequest:
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+    @message
     class FeatureUpdateKey:
-        feature: str = ''
-        max_version_level: int = 0
-        allow_downgrade: bool = False
-        upgrade_type: int = 1
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('feature', 'max_version_level', 'allow_downgrade', 'upgrade_type', 'unknown_tagged_fields')
+        feature: str
+        max_version_level: int
+        allow_downgrade: bool
+        upgrade_type: int
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    timeout_ms: int = 60000
-    feature_updates: list[UpdateFeaturesRequest.FeatureUpdateKey] = dataclasses.field(default_factory=list)
-    validate_only: bool = False
-    unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        def __init__(
+            self,
+            *,
+            feature: str = '',
+            max_version_level: int = 0,
+            allow_downgrade: bool = False,
+            upgrade_type: int = 1,
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'feature', feature)
+            setattr_(self, 'max_version_level', max_version_level)
+            setattr_(self, 'allow_downgrade', allow_downgrade)
+            setattr_(self, 'upgrade_type', upgrade_type)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.feature, self.max_version_level, self.allow_downgrade, self.upgrade_type, self.unknown_tagged_fields) == (other.feature, other.max_version_level, other.allow_downgrade, other.upgrade_type, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.feature, self.max_version_level, self.allow_downgrade, self.upgrade_type, self.unknown_tagged_fields))
+
+    __slots__ = ('timeout_ms', 'feature_updates', 'validate_only', 'unknown_tagged_fields')
+    timeout_ms: int
+    feature_updates: list[UpdateFeaturesRequest.FeatureUpdateKey]
+    validate_only: bool
+    unknown_tagged_fields: list[tuple[int, bytes]]
+
+    def __init__(
+        self,
+        *,
+        timeout_ms: int = 60000,
+        feature_updates: list[UpdateFeaturesRequest.FeatureUpdateKey] = LIST,
+        validate_only: bool = False,
+        unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+    ) -> None:
+        setattr_(self, 'timeout_ms', timeout_ms)
+        setattr_(self, 'feature_updates', [] if feature_updates is LIST else feature_updates)
+        setattr_(self, 'validate_only', validate_only)
+        setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return (self.timeout_ms, self.feature_updates, self.validate_only, self.unknown_tagged_fields) == (other.timeout_ms, other.feature_updates, other.validate_only, other.unknown_tagged_fields)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.timeout_ms, self.feature_updates, self.validate_only, self.unknown_tagged_fields))
 
 
 _FeatureUpdateKey_0 = p.Schema('UpdateFeaturesRequest.FeatureUpdateKey', UpdateFeaturesRequest.FeatureUpdateKey, [('feature', p.CompactString), ('max_version_level', p.Int16), ('allow_downgrade', p.Boolean)], flexible=True, absent=[('upgrade_type', 1)])
@@ -36,20 +80,66 @@ UpdateFeaturesRequestV1 = p.Schema('UpdateFeaturesRequest v1', UpdateFeaturesReq
 UpdateFeaturesRequestV2 = p.Schema('UpdateFeaturesRequest v2', UpdateFeaturesRequest, [('timeout_ms', p.Int32), ('feature_updates', p.Array(_FeatureUpdateKey_1, compact=True)), ('validate_only', p.Boolean)], flexible=True)
 
 
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+@message
 class UpdateFeaturesResponse:
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+    @message
     class UpdatableFeatureResult:
-        feature: str = ''
-        error_code: int = 0
-        error_message: str | None = ''
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('feature', 'error_code', 'error_message', 'unknown_tagged_fields')
+        feature: str
+        error_code: int
+        error_message: str | None
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    throttle_time_ms: int = 0
-    error_code: int = 0
-    error_message: str | None = ''
-    results: list[UpdateFeaturesResponse.UpdatableFeatureResult] = dataclasses.field(default_factory=list)
-    unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        def __init__(
+            self,
+            *,
+            feature: str = '',
+            error_code: int = 0,
+            error_message: str | None = '',
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'feature', feature)
+            setattr_(self, 'error_code', error_code)
+            setattr_(self, 'error_message', error_message)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.feature, self.error_code, self.error_message, self.unknown_tagged_fields) == (other.feature, other.error_code, other.error_message, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.feature, self.error_code, self.error_message, self.unknown_tagged_fields))
+
+    __slots__ = ('throttle_time_ms', 'error_code', 'error_message', 'results', 'unknown_tagged_fields')
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    results: list[UpdateFeaturesResponse.UpdatableFeatureResult]
+    unknown_tagged_fields: list[tuple[int, bytes]]
+
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = 0,
+        error_code: int = 0,
+        error_message: str | None = '',
+        results: list[UpdateFeaturesResponse.UpdatableFeatureResult] = LIST,
+        unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+    ) -> None:
+        setattr_(self, 'throttle_time_ms', throttle_time_ms)
+        setattr_(self, 'error_code', error_code)
+        setattr_(self, 'error_message', error_message)
+        setattr_(self, 'results', [] if results is LIST else results)
+        setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return (self.throttle_time_ms, self.error_code, self.error_message, self.results, self.unknown_tagged_fields) == (other.throttle_time_ms, other.error_code, other.error_message, other.results, other.unknown_tagged_fields)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.throttle_time_ms, self.error_code, self.error_message, self.results, self.unknown_tagged_fields))
 
 
 _UpdatableFeatureResult_0 = p.Schema('UpdateFeaturesResponse.UpdatableFeatureResult', UpdateFeaturesResponse.UpdatableFeatureResult, [('feature', p.CompactString), ('error_code', p.Int16), ('error_message', p.CompactNullableString)], flexible=True)

@@ -3,46 +3,120 @@
 
 from __future__ import annotations
 
-import dataclasses
 import uuid
 
 from .. import primitives as p
+from .._frozen import LIST, factory, message, setattr_
 from .._wire import NULL_UUID
 
-RECORDS = {'kafka_type': 'records'}
 
 
-
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+@message
 class DescribeClusterRequest:
-    include_cluster_authorized_operations: bool = False
-    endpoint_type: int = 1
-    unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+    __slots__ = ('include_cluster_authorized_operations', 'endpoint_type', 'unknown_tagged_fields')
+    include_cluster_authorized_operations: bool
+    endpoint_type: int
+    unknown_tagged_fields: list[tuple[int, bytes]]
+
+    def __init__(
+        self,
+        *,
+        include_cluster_authorized_operations: bool = False,
+        endpoint_type: int = 1,
+        unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+    ) -> None:
+        setattr_(self, 'include_cluster_authorized_operations', include_cluster_authorized_operations)
+        setattr_(self, 'endpoint_type', endpoint_type)
+        setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return (self.include_cluster_authorized_operations, self.endpoint_type, self.unknown_tagged_fields) == (other.include_cluster_authorized_operations, other.endpoint_type, other.unknown_tagged_fields)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.include_cluster_authorized_operations, self.endpoint_type, self.unknown_tagged_fields))
 
 
 DescribeClusterRequestV0 = p.Schema('DescribeClusterRequest v0', DescribeClusterRequest, [('include_cluster_authorized_operations', p.Boolean)], flexible=True, absent=[('endpoint_type', 1)])
 DescribeClusterRequestV1 = p.Schema('DescribeClusterRequest v1', DescribeClusterRequest, [('include_cluster_authorized_operations', p.Boolean), ('endpoint_type', p.Int8)], flexible=True)
 
 
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+@message
 class DescribeClusterResponse:
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+    @message
     class DescribeClusterBroker:
-        broker_id: int = 0
-        host: str = ''
-        port: int = 0
-        rack: str | None = None
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('broker_id', 'host', 'port', 'rack', 'unknown_tagged_fields')
+        broker_id: int
+        host: str
+        port: int
+        rack: str | None
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    throttle_time_ms: int = 0
-    error_code: int = 0
-    error_message: str | None = None
-    endpoint_type: int = 1
-    cluster_id: str = ''
-    controller_id: int = -1
-    brokers: list[DescribeClusterResponse.DescribeClusterBroker] = dataclasses.field(default_factory=list)
-    cluster_authorized_operations: int = -2147483648
-    unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        def __init__(
+            self,
+            *,
+            broker_id: int = 0,
+            host: str = '',
+            port: int = 0,
+            rack: str | None = None,
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'broker_id', broker_id)
+            setattr_(self, 'host', host)
+            setattr_(self, 'port', port)
+            setattr_(self, 'rack', rack)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.broker_id, self.host, self.port, self.rack, self.unknown_tagged_fields) == (other.broker_id, other.host, other.port, other.rack, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.broker_id, self.host, self.port, self.rack, self.unknown_tagged_fields))
+
+    __slots__ = ('throttle_time_ms', 'error_code', 'error_message', 'endpoint_type', 'cluster_id', 'controller_id', 'brokers', 'cluster_authorized_operations', 'unknown_tagged_fields')
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    endpoint_type: int
+    cluster_id: str
+    controller_id: int
+    brokers: list[DescribeClusterResponse.DescribeClusterBroker]
+    cluster_authorized_operations: int
+    unknown_tagged_fields: list[tuple[int, bytes]]
+
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = 0,
+        error_code: int = 0,
+        error_message: str | None = None,
+        endpoint_type: int = 1,
+        cluster_id: str = '',
+        controller_id: int = -1,
+        brokers: list[DescribeClusterResponse.DescribeClusterBroker] = LIST,
+        cluster_authorized_operations: int = -2147483648,
+        unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+    ) -> None:
+        setattr_(self, 'throttle_time_ms', throttle_time_ms)
+        setattr_(self, 'error_code', error_code)
+        setattr_(self, 'error_message', error_message)
+        setattr_(self, 'endpoint_type', endpoint_type)
+        setattr_(self, 'cluster_id', cluster_id)
+        setattr_(self, 'controller_id', controller_id)
+        setattr_(self, 'brokers', [] if brokers is LIST else brokers)
+        setattr_(self, 'cluster_authorized_operations', cluster_authorized_operations)
+        setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return (self.throttle_time_ms, self.error_code, self.error_message, self.endpoint_type, self.cluster_id, self.controller_id, self.brokers, self.cluster_authorized_operations, self.unknown_tagged_fields) == (other.throttle_time_ms, other.error_code, other.error_message, other.endpoint_type, other.cluster_id, other.controller_id, other.brokers, other.cluster_authorized_operations, other.unknown_tagged_fields)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.throttle_time_ms, self.error_code, self.error_message, self.endpoint_type, self.cluster_id, self.controller_id, self.brokers, self.cluster_authorized_operations, self.unknown_tagged_fields))
 
 
 _DescribeClusterBroker_0 = p.Schema('DescribeClusterResponse.DescribeClusterBroker', DescribeClusterResponse.DescribeClusterBroker, [('broker_id', p.Int32), ('host', p.CompactString), ('port', p.Int32), ('rack', p.CompactNullableString)], flexible=True)

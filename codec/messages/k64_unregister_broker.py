@@ -3,31 +3,69 @@
 
 from __future__ import annotations
 
-import dataclasses
 import uuid
 
 from .. import primitives as p
+from .._frozen import LIST, factory, message, setattr_
 from .._wire import NULL_UUID
 
-RECORDS = {'kafka_type': 'records'}
 
 
-
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+@message
 class UnregisterBrokerRequest:
-    broker_id: int = 0
-    unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+    __slots__ = ('broker_id', 'unknown_tagged_fields')
+    broker_id: int
+    unknown_tagged_fields: list[tuple[int, bytes]]
+
+    def __init__(
+        self,
+        *,
+        broker_id: int = 0,
+        unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+    ) -> None:
+        setattr_(self, 'broker_id', broker_id)
+        setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return (self.broker_id, self.unknown_tagged_fields) == (other.broker_id, other.unknown_tagged_fields)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.broker_id, self.unknown_tagged_fields))
 
 
 UnregisterBrokerRequestV0 = p.Schema('UnregisterBrokerRequest v0', UnregisterBrokerRequest, [('broker_id', p.Int32)], flexible=True)
 
 
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+@message
 class UnregisterBrokerResponse:
-    throttle_time_ms: int = 0
-    error_code: int = 0
-    error_message: str | None = ''
-    unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+    __slots__ = ('throttle_time_ms', 'error_code', 'error_message', 'unknown_tagged_fields')
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    unknown_tagged_fields: list[tuple[int, bytes]]
+
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = 0,
+        error_code: int = 0,
+        error_message: str | None = '',
+        unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+    ) -> None:
+        setattr_(self, 'throttle_time_ms', throttle_time_ms)
+        setattr_(self, 'error_code', error_code)
+        setattr_(self, 'error_message', error_message)
+        setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return (self.throttle_time_ms, self.error_code, self.error_message, self.unknown_tagged_fields) == (other.throttle_time_ms, other.error_code, other.error_message, other.unknown_tagged_fields)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.throttle_time_ms, self.error_code, self.error_message, self.unknown_tagged_fields))
 
 
 UnregisterBrokerResponseV0 = p.Schema('UnregisterBrokerResponse v0', UnregisterBrokerResponse, [('throttle_time_ms', p.Int32), ('error_code', p.Int16), ('error_message', p.CompactNullableString)], flexible=True)

@@ -3,42 +3,108 @@
 
 from __future__ import annotations
 
-import dataclasses
 import uuid
 
 from .. import primitives as p
+from .._frozen import LIST, factory, message, setattr_
 from .._wire import NULL_UUID
 
-RECORDS = {'kafka_type': 'records'}
 
 
-
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+@message
 class ListTransactionsRequest:
-    state_filters: list[str] = dataclasses.field(default_factory=list)
-    producer_id_filters: list[int] = dataclasses.field(default_factory=list)
-    duration_filter: int = -1
-    unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+    __slots__ = ('state_filters', 'producer_id_filters', 'duration_filter', 'unknown_tagged_fields')
+    state_filters: list[str]
+    producer_id_filters: list[int]
+    duration_filter: int
+    unknown_tagged_fields: list[tuple[int, bytes]]
+
+    def __init__(
+        self,
+        *,
+        state_filters: list[str] = LIST,
+        producer_id_filters: list[int] = LIST,
+        duration_filter: int = -1,
+        unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+    ) -> None:
+        setattr_(self, 'state_filters', [] if state_filters is LIST else state_filters)
+        setattr_(self, 'producer_id_filters', [] if producer_id_filters is LIST else producer_id_filters)
+        setattr_(self, 'duration_filter', duration_filter)
+        setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return (self.state_filters, self.producer_id_filters, self.duration_filter, self.unknown_tagged_fields) == (other.state_filters, other.producer_id_filters, other.duration_filter, other.unknown_tagged_fields)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.state_filters, self.producer_id_filters, self.duration_filter, self.unknown_tagged_fields))
 
 
 ListTransactionsRequestV0 = p.Schema('ListTransactionsRequest v0', ListTransactionsRequest, [('state_filters', p.Array(p.CompactString, compact=True)), ('producer_id_filters', p.Array(p.Int64, compact=True))], flexible=True, absent=[('duration_filter', -1)])
 ListTransactionsRequestV1 = p.Schema('ListTransactionsRequest v1', ListTransactionsRequest, [('state_filters', p.Array(p.CompactString, compact=True)), ('producer_id_filters', p.Array(p.Int64, compact=True)), ('duration_filter', p.Int64)], flexible=True)
 
 
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+@message
 class ListTransactionsResponse:
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+    @message
     class TransactionState:
-        transactional_id: str = ''
-        producer_id: int = 0
-        transaction_state: str = ''
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('transactional_id', 'producer_id', 'transaction_state', 'unknown_tagged_fields')
+        transactional_id: str
+        producer_id: int
+        transaction_state: str
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    throttle_time_ms: int = 0
-    error_code: int = 0
-    unknown_state_filters: list[str] = dataclasses.field(default_factory=list)
-    transaction_states: list[ListTransactionsResponse.TransactionState] = dataclasses.field(default_factory=list)
-    unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        def __init__(
+            self,
+            *,
+            transactional_id: str = '',
+            producer_id: int = 0,
+            transaction_state: str = '',
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'transactional_id', transactional_id)
+            setattr_(self, 'producer_id', producer_id)
+            setattr_(self, 'transaction_state', transaction_state)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.transactional_id, self.producer_id, self.transaction_state, self.unknown_tagged_fields) == (other.transactional_id, other.producer_id, other.transaction_state, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.transactional_id, self.producer_id, self.transaction_state, self.unknown_tagged_fields))
+
+    __slots__ = ('throttle_time_ms', 'error_code', 'unknown_state_filters', 'transaction_states', 'unknown_tagged_fields')
+    throttle_time_ms: int
+    error_code: int
+    unknown_state_filters: list[str]
+    transaction_states: list[ListTransactionsResponse.TransactionState]
+    unknown_tagged_fields: list[tuple[int, bytes]]
+
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = 0,
+        error_code: int = 0,
+        unknown_state_filters: list[str] = LIST,
+        transaction_states: list[ListTransactionsResponse.TransactionState] = LIST,
+        unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+    ) -> None:
+        setattr_(self, 'throttle_time_ms', throttle_time_ms)
+        setattr_(self, 'error_code', error_code)
+        setattr_(self, 'unknown_state_filters', [] if unknown_state_filters is LIST else unknown_state_filters)
+        setattr_(self, 'transaction_states', [] if transaction_states is LIST else transaction_states)
+        setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return (self.throttle_time_ms, self.error_code, self.unknown_state_filters, self.transaction_states, self.unknown_tagged_fields) == (other.throttle_time_ms, other.error_code, other.unknown_state_filters, other.transaction_states, other.unknown_tagged_fields)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.throttle_time_ms, self.error_code, self.unknown_state_filters, self.transaction_states, self.unknown_tagged_fields))
 
 
 _TransactionState_0 = p.Schema('ListTransactionsResponse.TransactionState', ListTransactionsResponse.TransactionState, [('transactional_id', p.CompactString), ('producer_id', p.Int64), ('transaction_state', p.CompactString)], flexible=True)

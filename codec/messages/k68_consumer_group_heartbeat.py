@@ -3,35 +3,89 @@
 
 from __future__ import annotations
 
-import dataclasses
 import uuid
 
 from .. import primitives as p
+from .._frozen import LIST, factory, message, setattr_
 from .._wire import NULL_UUID
 
-RECORDS = {'kafka_type': 'records'}
 
 
-
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+@message
 class ConsumerGroupHeartbeatRequest:
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+    @message
     class TopicPartitions:
-        topic_id: uuid.UUID = NULL_UUID
-        partitions: list[int] = dataclasses.field(default_factory=list)
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('topic_id', 'partitions', 'unknown_tagged_fields')
+        topic_id: uuid.UUID
+        partitions: list[int]
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    group_id: str = ''
-    member_id: str = ''
-    member_epoch: int = 0
-    instance_id: str | None = None
-    rack_id: str | None = None
-    rebalance_timeout_ms: int = -1
-    subscribed_topic_names: list[str] | None = None
-    subscribed_topic_regex: str | None = None
-    server_assignor: str | None = None
-    topic_partitions: list[ConsumerGroupHeartbeatRequest.TopicPartitions] | None = None
-    unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        def __init__(
+            self,
+            *,
+            topic_id: uuid.UUID = NULL_UUID,
+            partitions: list[int] = LIST,
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'topic_id', topic_id)
+            setattr_(self, 'partitions', [] if partitions is LIST else partitions)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.topic_id, self.partitions, self.unknown_tagged_fields) == (other.topic_id, other.partitions, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.topic_id, self.partitions, self.unknown_tagged_fields))
+
+    __slots__ = ('group_id', 'member_id', 'member_epoch', 'instance_id', 'rack_id', 'rebalance_timeout_ms', 'subscribed_topic_names', 'subscribed_topic_regex', 'server_assignor', 'topic_partitions', 'unknown_tagged_fields')
+    group_id: str
+    member_id: str
+    member_epoch: int
+    instance_id: str | None
+    rack_id: str | None
+    rebalance_timeout_ms: int
+    subscribed_topic_names: list[str] | None
+    subscribed_topic_regex: str | None
+    server_assignor: str | None
+    topic_partitions: list[ConsumerGroupHeartbeatRequest.TopicPartitions] | None
+    unknown_tagged_fields: list[tuple[int, bytes]]
+
+    def __init__(
+        self,
+        *,
+        group_id: str = '',
+        member_id: str = '',
+        member_epoch: int = 0,
+        instance_id: str | None = None,
+        rack_id: str | None = None,
+        rebalance_timeout_ms: int = -1,
+        subscribed_topic_names: list[str] | None = None,
+        subscribed_topic_regex: str | None = None,
+        server_assignor: str | None = None,
+        topic_partitions: list[ConsumerGroupHeartbeatRequest.TopicPartitions] | None = None,
+        unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+    ) -> None:
+        setattr_(self, 'group_id', group_id)
+        setattr_(self, 'member_id', member_id)
+        setattr_(self, 'member_epoch', member_epoch)
+        setattr_(self, 'instance_id', instance_id)
+        setattr_(self, 'rack_id', rack_id)
+        setattr_(self, 'rebalance_timeout_ms', rebalance_timeout_ms)
+        setattr_(self, 'subscribed_topic_names', subscribed_topic_names)
+        setattr_(self, 'subscribed_topic_regex', subscribed_topic_regex)
+        setattr_(self, 'server_assignor', server_assignor)
+        setattr_(self, 'topic_partitions', topic_partitions)
+        setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return (self.group_id, self.member_id, self.member_epoch, self.instance_id, self.rack_id, self.rebalance_timeout_ms, self.subscribed_topic_names, self.subscribed_topic_regex, self.server_assignor, self.topic_partitions, self.unknown_tagged_fields) == (other.group_id, other.member_id, other.member_epoch, other.instance_id, other.rack_id, other.rebalance_timeout_ms, other.subscribed_topic_names, other.subscribed_topic_regex, other.server_assignor, other.topic_partitions, other.unknown_tagged_fields)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.group_id, self.member_id, self.member_epoch, self.instance_id, self.rack_id, self.rebalance_timeout_ms, self.subscribed_topic_names, self.subscribed_topic_regex, self.server_assignor, self.topic_partitions, self.unknown_tagged_fields))
 
 
 _TopicPartitions_0 = p.Schema('ConsumerGroupHeartbeatRequest.TopicPartitions', ConsumerGroupHeartbeatRequest.TopicPartitions, [('topic_id', p.Uuid), ('partitions', p.Array(p.Int32, compact=True))], flexible=True)
@@ -39,27 +93,95 @@ ConsumerGroupHeartbeatRequestV0 = p.Schema('ConsumerGroupHeartbeatRequest v0', C
 ConsumerGroupHeartbeatRequestV1 = p.Schema('ConsumerGroupHeartbeatRequest v1', ConsumerGroupHeartbeatRequest, [('group_id', p.CompactString), ('member_id', p.CompactString), ('member_epoch', p.Int32), ('instance_id', p.CompactNullableString), ('rack_id', p.CompactNullableString), ('rebalance_timeout_ms', p.Int32), ('subscribed_topic_names', p.Array(p.CompactString, compact=True, nullable=True)), ('subscribed_topic_regex', p.CompactNullableString), ('server_assignor', p.CompactNullableString), ('topic_partitions', p.Array(_TopicPartitions_0, compact=True, nullable=True))], flexible=True)
 
 
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+@message
 class ConsumerGroupHeartbeatResponse:
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+    @message
     class Assignment:
-        topic_partitions: list[ConsumerGroupHeartbeatResponse.TopicPartitions] = dataclasses.field(default_factory=list)
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('topic_partitions', 'unknown_tagged_fields')
+        topic_partitions: list[ConsumerGroupHeartbeatResponse.TopicPartitions]
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+        def __init__(
+            self,
+            *,
+            topic_partitions: list[ConsumerGroupHeartbeatResponse.TopicPartitions] = LIST,
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'topic_partitions', [] if topic_partitions is LIST else topic_partitions)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.topic_partitions, self.unknown_tagged_fields) == (other.topic_partitions, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.topic_partitions, self.unknown_tagged_fields))
+
+    @message
     class TopicPartitions:
-        topic_id: uuid.UUID = NULL_UUID
-        partitions: list[int] = dataclasses.field(default_factory=list)
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('topic_id', 'partitions', 'unknown_tagged_fields')
+        topic_id: uuid.UUID
+        partitions: list[int]
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    throttle_time_ms: int = 0
-    error_code: int = 0
-    error_message: str | None = None
-    member_id: str | None = None
-    member_epoch: int = 0
-    heartbeat_interval_ms: int = 0
-    assignment: ConsumerGroupHeartbeatResponse.Assignment | None = None
-    unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        def __init__(
+            self,
+            *,
+            topic_id: uuid.UUID = NULL_UUID,
+            partitions: list[int] = LIST,
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'topic_id', topic_id)
+            setattr_(self, 'partitions', [] if partitions is LIST else partitions)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.topic_id, self.partitions, self.unknown_tagged_fields) == (other.topic_id, other.partitions, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.topic_id, self.partitions, self.unknown_tagged_fields))
+
+    __slots__ = ('throttle_time_ms', 'error_code', 'error_message', 'member_id', 'member_epoch', 'heartbeat_interval_ms', 'assignment', 'unknown_tagged_fields')
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    member_id: str | None
+    member_epoch: int
+    heartbeat_interval_ms: int
+    assignment: ConsumerGroupHeartbeatResponse.Assignment | None
+    unknown_tagged_fields: list[tuple[int, bytes]]
+
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = 0,
+        error_code: int = 0,
+        error_message: str | None = None,
+        member_id: str | None = None,
+        member_epoch: int = 0,
+        heartbeat_interval_ms: int = 0,
+        assignment: ConsumerGroupHeartbeatResponse.Assignment | None = None,
+        unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+    ) -> None:
+        setattr_(self, 'throttle_time_ms', throttle_time_ms)
+        setattr_(self, 'error_code', error_code)
+        setattr_(self, 'error_message', error_message)
+        setattr_(self, 'member_id', member_id)
+        setattr_(self, 'member_epoch', member_epoch)
+        setattr_(self, 'heartbeat_interval_ms', heartbeat_interval_ms)
+        setattr_(self, 'assignment', assignment)
+        setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return (self.throttle_time_ms, self.error_code, self.error_message, self.member_id, self.member_epoch, self.heartbeat_interval_ms, self.assignment, self.unknown_tagged_fields) == (other.throttle_time_ms, other.error_code, other.error_message, other.member_id, other.member_epoch, other.heartbeat_interval_ms, other.assignment, other.unknown_tagged_fields)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.throttle_time_ms, self.error_code, self.error_message, self.member_id, self.member_epoch, self.heartbeat_interval_ms, self.assignment, self.unknown_tagged_fields))
 
 
 _TopicPartitions_0 = p.Schema('ConsumerGroupHeartbeatResponse.TopicPartitions', ConsumerGroupHeartbeatResponse.TopicPartitions, [('topic_id', p.Uuid), ('partitions', p.Array(p.Int32, compact=True))], flexible=True)

@@ -3,37 +3,87 @@
 
 from __future__ import annotations
 
-import dataclasses
 import uuid
 
 from .. import primitives as p
+from .._frozen import LIST, factory, message, setattr_
 from .._wire import NULL_UUID
 
-RECORDS = {'kafka_type': 'records'}
 
 
-
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+@message
 class GetTelemetrySubscriptionsRequest:
-    client_instance_id: uuid.UUID = NULL_UUID
-    unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+    __slots__ = ('client_instance_id', 'unknown_tagged_fields')
+    client_instance_id: uuid.UUID
+    unknown_tagged_fields: list[tuple[int, bytes]]
+
+    def __init__(
+        self,
+        *,
+        client_instance_id: uuid.UUID = NULL_UUID,
+        unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+    ) -> None:
+        setattr_(self, 'client_instance_id', client_instance_id)
+        setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return (self.client_instance_id, self.unknown_tagged_fields) == (other.client_instance_id, other.unknown_tagged_fields)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.client_instance_id, self.unknown_tagged_fields))
 
 
 GetTelemetrySubscriptionsRequestV0 = p.Schema('GetTelemetrySubscriptionsRequest v0', GetTelemetrySubscriptionsRequest, [('client_instance_id', p.Uuid)], flexible=True)
 
 
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+@message
 class GetTelemetrySubscriptionsResponse:
-    throttle_time_ms: int = 0
-    error_code: int = 0
-    client_instance_id: uuid.UUID = NULL_UUID
-    subscription_id: int = 0
-    accepted_compression_types: list[int] = dataclasses.field(default_factory=list)
-    push_interval_ms: int = 0
-    telemetry_max_bytes: int = 0
-    delta_temporality: bool = False
-    requested_metrics: list[str] = dataclasses.field(default_factory=list)
-    unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+    __slots__ = ('throttle_time_ms', 'error_code', 'client_instance_id', 'subscription_id', 'accepted_compression_types', 'push_interval_ms', 'telemetry_max_bytes', 'delta_temporality', 'requested_metrics', 'unknown_tagged_fields')
+    throttle_time_ms: int
+    error_code: int
+    client_instance_id: uuid.UUID
+    subscription_id: int
+    accepted_compression_types: list[int]
+    push_interval_ms: int
+    telemetry_max_bytes: int
+    delta_temporality: bool
+    requested_metrics: list[str]
+    unknown_tagged_fields: list[tuple[int, bytes]]
+
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = 0,
+        error_code: int = 0,
+        client_instance_id: uuid.UUID = NULL_UUID,
+        subscription_id: int = 0,
+        accepted_compression_types: list[int] = LIST,
+        push_interval_ms: int = 0,
+        telemetry_max_bytes: int = 0,
+        delta_temporality: bool = False,
+        requested_metrics: list[str] = LIST,
+        unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+    ) -> None:
+        setattr_(self, 'throttle_time_ms', throttle_time_ms)
+        setattr_(self, 'error_code', error_code)
+        setattr_(self, 'client_instance_id', client_instance_id)
+        setattr_(self, 'subscription_id', subscription_id)
+        setattr_(self, 'accepted_compression_types', [] if accepted_compression_types is LIST else accepted_compression_types)
+        setattr_(self, 'push_interval_ms', push_interval_ms)
+        setattr_(self, 'telemetry_max_bytes', telemetry_max_bytes)
+        setattr_(self, 'delta_temporality', delta_temporality)
+        setattr_(self, 'requested_metrics', [] if requested_metrics is LIST else requested_metrics)
+        setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return (self.throttle_time_ms, self.error_code, self.client_instance_id, self.subscription_id, self.accepted_compression_types, self.push_interval_ms, self.telemetry_max_bytes, self.delta_temporality, self.requested_metrics, self.unknown_tagged_fields) == (other.throttle_time_ms, other.error_code, other.client_instance_id, other.subscription_id, other.accepted_compression_types, other.push_interval_ms, other.telemetry_max_bytes, other.delta_temporality, other.requested_metrics, other.unknown_tagged_fields)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.throttle_time_ms, self.error_code, self.client_instance_id, self.subscription_id, self.accepted_compression_types, self.push_interval_ms, self.telemetry_max_bytes, self.delta_temporality, self.requested_metrics, self.unknown_tagged_fields))
 
 
 GetTelemetrySubscriptionsResponseV0 = p.Schema('GetTelemetrySubscriptionsResponse v0', GetTelemetrySubscriptionsResponse, [('throttle_time_ms', p.Int32), ('error_code', p.Int16), ('client_instance_id', p.Uuid), ('subscription_id', p.Int32), ('accepted_compression_types', p.Array(p.Int8, compact=True)), ('push_interval_ms', p.Int32), ('telemetry_max_bytes', p.Int32), ('delta_temporality', p.Boolean), ('requested_metrics', p.Array(p.CompactString, compact=True))], flexible=True)

@@ -3,33 +3,91 @@
 
 from __future__ import annotations
 
-import dataclasses
 import uuid
 
 from .. import primitives as p
+from .._frozen import LIST, factory, message, setattr_
 from .._wire import NULL_UUID
 
-RECORDS = {'kafka_type': 'records'}
 
 
-
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+@message
 class DescribeTopicPartitionsRequest:
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+    @message
     class TopicRequest:
-        name: str = ''
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('name', 'unknown_tagged_fields')
+        name: str
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+        def __init__(
+            self,
+            *,
+            name: str = '',
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'name', name)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.name, self.unknown_tagged_fields) == (other.name, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.name, self.unknown_tagged_fields))
+
+    @message
     class Cursor:
-        topic_name: str = ''
-        partition_index: int = 0
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('topic_name', 'partition_index', 'unknown_tagged_fields')
+        topic_name: str
+        partition_index: int
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    topics: list[DescribeTopicPartitionsRequest.TopicRequest] = dataclasses.field(default_factory=list)
-    response_partition_limit: int = 2000
-    cursor: DescribeTopicPartitionsRequest.Cursor | None = None
-    unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        def __init__(
+            self,
+            *,
+            topic_name: str = '',
+            partition_index: int = 0,
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'topic_name', topic_name)
+            setattr_(self, 'partition_index', partition_index)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.topic_name, self.partition_index, self.unknown_tagged_fields) == (other.topic_name, other.partition_index, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.topic_name, self.partition_index, self.unknown_tagged_fields))
+
+    __slots__ = ('topics', 'response_partition_limit', 'cursor', 'unknown_tagged_fields')
+    topics: list[DescribeTopicPartitionsRequest.TopicRequest]
+    response_partition_limit: int
+    cursor: DescribeTopicPartitionsRequest.Cursor | None
+    unknown_tagged_fields: list[tuple[int, bytes]]
+
+    def __init__(
+        self,
+        *,
+        topics: list[DescribeTopicPartitionsRequest.TopicRequest] = LIST,
+        response_partition_limit: int = 2000,
+        cursor: DescribeTopicPartitionsRequest.Cursor | None = None,
+        unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+    ) -> None:
+        setattr_(self, 'topics', [] if topics is LIST else topics)
+        setattr_(self, 'response_partition_limit', response_partition_limit)
+        setattr_(self, 'cursor', cursor)
+        setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return (self.topics, self.response_partition_limit, self.cursor, self.unknown_tagged_fields) == (other.topics, other.response_partition_limit, other.cursor, other.unknown_tagged_fields)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.topics, self.response_partition_limit, self.cursor, self.unknown_tagged_fields))
 
 
 _TopicRequest_0 = p.Schema('DescribeTopicPartitionsRequest.TopicRequest', DescribeTopicPartitionsRequest.TopicRequest, [('name', p.CompactString)], flexible=True)
@@ -37,41 +95,145 @@ _Cursor_1 = p.Schema('DescribeTopicPartitionsRequest.Cursor', DescribeTopicParti
 DescribeTopicPartitionsRequestV0 = p.Schema('DescribeTopicPartitionsRequest v0', DescribeTopicPartitionsRequest, [('topics', p.Array(_TopicRequest_0, compact=True)), ('response_partition_limit', p.Int32), ('cursor', p.NullableStruct(_Cursor_1))], flexible=True)
 
 
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+@message
 class DescribeTopicPartitionsResponse:
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+    @message
     class DescribeTopicPartitionsResponseTopic:
-        error_code: int = 0
-        name: str | None = ''
-        topic_id: uuid.UUID = NULL_UUID
-        is_internal: bool = False
-        partitions: list[DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponsePartition] = dataclasses.field(default_factory=list)
-        topic_authorized_operations: int = -2147483648
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('error_code', 'name', 'topic_id', 'is_internal', 'partitions', 'topic_authorized_operations', 'unknown_tagged_fields')
+        error_code: int
+        name: str | None
+        topic_id: uuid.UUID
+        is_internal: bool
+        partitions: list[DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponsePartition]
+        topic_authorized_operations: int
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+        def __init__(
+            self,
+            *,
+            error_code: int = 0,
+            name: str | None = '',
+            topic_id: uuid.UUID = NULL_UUID,
+            is_internal: bool = False,
+            partitions: list[DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponsePartition] = LIST,
+            topic_authorized_operations: int = -2147483648,
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'error_code', error_code)
+            setattr_(self, 'name', name)
+            setattr_(self, 'topic_id', topic_id)
+            setattr_(self, 'is_internal', is_internal)
+            setattr_(self, 'partitions', [] if partitions is LIST else partitions)
+            setattr_(self, 'topic_authorized_operations', topic_authorized_operations)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.error_code, self.name, self.topic_id, self.is_internal, self.partitions, self.topic_authorized_operations, self.unknown_tagged_fields) == (other.error_code, other.name, other.topic_id, other.is_internal, other.partitions, other.topic_authorized_operations, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.error_code, self.name, self.topic_id, self.is_internal, self.partitions, self.topic_authorized_operations, self.unknown_tagged_fields))
+
+    @message
     class DescribeTopicPartitionsResponsePartition:
-        error_code: int = 0
-        partition_index: int = 0
-        leader_id: int = 0
-        leader_epoch: int = -1
-        replica_nodes: list[int] = dataclasses.field(default_factory=list)
-        isr_nodes: list[int] = dataclasses.field(default_factory=list)
-        eligible_leader_replicas: list[int] | None = None
-        last_known_elr: list[int] | None = None
-        offline_replicas: list[int] = dataclasses.field(default_factory=list)
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('error_code', 'partition_index', 'leader_id', 'leader_epoch', 'replica_nodes', 'isr_nodes', 'eligible_leader_replicas', 'last_known_elr', 'offline_replicas', 'unknown_tagged_fields')
+        error_code: int
+        partition_index: int
+        leader_id: int
+        leader_epoch: int
+        replica_nodes: list[int]
+        isr_nodes: list[int]
+        eligible_leader_replicas: list[int] | None
+        last_known_elr: list[int] | None
+        offline_replicas: list[int]
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+        def __init__(
+            self,
+            *,
+            error_code: int = 0,
+            partition_index: int = 0,
+            leader_id: int = 0,
+            leader_epoch: int = -1,
+            replica_nodes: list[int] = LIST,
+            isr_nodes: list[int] = LIST,
+            eligible_leader_replicas: list[int] | None = None,
+            last_known_elr: list[int] | None = None,
+            offline_replicas: list[int] = LIST,
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'error_code', error_code)
+            setattr_(self, 'partition_index', partition_index)
+            setattr_(self, 'leader_id', leader_id)
+            setattr_(self, 'leader_epoch', leader_epoch)
+            setattr_(self, 'replica_nodes', [] if replica_nodes is LIST else replica_nodes)
+            setattr_(self, 'isr_nodes', [] if isr_nodes is LIST else isr_nodes)
+            setattr_(self, 'eligible_leader_replicas', eligible_leader_replicas)
+            setattr_(self, 'last_known_elr', last_known_elr)
+            setattr_(self, 'offline_replicas', [] if offline_replicas is LIST else offline_replicas)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.error_code, self.partition_index, self.leader_id, self.leader_epoch, self.replica_nodes, self.isr_nodes, self.eligible_leader_replicas, self.last_known_elr, self.offline_replicas, self.unknown_tagged_fields) == (other.error_code, other.partition_index, other.leader_id, other.leader_epoch, other.replica_nodes, other.isr_nodes, other.eligible_leader_replicas, other.last_known_elr, other.offline_replicas, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.error_code, self.partition_index, self.leader_id, self.leader_epoch, self.replica_nodes, self.isr_nodes, self.eligible_leader_replicas, self.last_known_elr, self.offline_replicas, self.unknown_tagged_fields))
+
+    @message
     class Cursor:
-        topic_name: str = ''
-        partition_index: int = 0
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('topic_name', 'partition_index', 'unknown_tagged_fields')
+        topic_name: str
+        partition_index: int
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    throttle_time_ms: int = 0
-    topics: list[DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponseTopic] = dataclasses.field(default_factory=list)
-    next_cursor: DescribeTopicPartitionsResponse.Cursor | None = None
-    unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        def __init__(
+            self,
+            *,
+            topic_name: str = '',
+            partition_index: int = 0,
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'topic_name', topic_name)
+            setattr_(self, 'partition_index', partition_index)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.topic_name, self.partition_index, self.unknown_tagged_fields) == (other.topic_name, other.partition_index, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.topic_name, self.partition_index, self.unknown_tagged_fields))
+
+    __slots__ = ('throttle_time_ms', 'topics', 'next_cursor', 'unknown_tagged_fields')
+    throttle_time_ms: int
+    topics: list[DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponseTopic]
+    next_cursor: DescribeTopicPartitionsResponse.Cursor | None
+    unknown_tagged_fields: list[tuple[int, bytes]]
+
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = 0,
+        topics: list[DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponseTopic] = LIST,
+        next_cursor: DescribeTopicPartitionsResponse.Cursor | None = None,
+        unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+    ) -> None:
+        setattr_(self, 'throttle_time_ms', throttle_time_ms)
+        setattr_(self, 'topics', [] if topics is LIST else topics)
+        setattr_(self, 'next_cursor', next_cursor)
+        setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return (self.throttle_time_ms, self.topics, self.next_cursor, self.unknown_tagged_fields) == (other.throttle_time_ms, other.topics, other.next_cursor, other.unknown_tagged_fields)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.throttle_time_ms, self.topics, self.next_cursor, self.unknown_tagged_fields))
 
 
 _DescribeTopicPartitionsResponsePartition_0 = p.Schema('DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponsePartition', DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponsePartition, [('error_code', p.Int16), ('partition_index', p.Int32), ('leader_id', p.Int32), ('leader_epoch', p.Int32), ('replica_nodes', p.Array(p.Int32, compact=True)), ('isr_nodes', p.Array(p.Int32, compact=True)), ('eligible_leader_replicas', p.Array(p.Int32, compact=True, nullable=True)), ('last_known_elr', p.Array(p.Int32, compact=True, nullable=True)), ('offline_replicas', p.Array(p.Int32, compact=True))], flexible=True)

@@ -3,51 +3,143 @@
 
 from __future__ import annotations
 
-import dataclasses
 import uuid
 
 from .. import primitives as p
+from .._frozen import LIST, factory, message, setattr_
 from .._wire import NULL_UUID
 
-RECORDS = {'kafka_type': 'records'}
 
 
-
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+@message
 class ShareGroupHeartbeatRequest:
-    group_id: str = ''
-    member_id: str = ''
-    member_epoch: int = 0
-    rack_id: str | None = None
-    subscribed_topic_names: list[str] | None = None
-    unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+    __slots__ = ('group_id', 'member_id', 'member_epoch', 'rack_id', 'subscribed_topic_names', 'unknown_tagged_fields')
+    group_id: str
+    member_id: str
+    member_epoch: int
+    rack_id: str | None
+    subscribed_topic_names: list[str] | None
+    unknown_tagged_fields: list[tuple[int, bytes]]
+
+    def __init__(
+        self,
+        *,
+        group_id: str = '',
+        member_id: str = '',
+        member_epoch: int = 0,
+        rack_id: str | None = None,
+        subscribed_topic_names: list[str] | None = None,
+        unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+    ) -> None:
+        setattr_(self, 'group_id', group_id)
+        setattr_(self, 'member_id', member_id)
+        setattr_(self, 'member_epoch', member_epoch)
+        setattr_(self, 'rack_id', rack_id)
+        setattr_(self, 'subscribed_topic_names', subscribed_topic_names)
+        setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return (self.group_id, self.member_id, self.member_epoch, self.rack_id, self.subscribed_topic_names, self.unknown_tagged_fields) == (other.group_id, other.member_id, other.member_epoch, other.rack_id, other.subscribed_topic_names, other.unknown_tagged_fields)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.group_id, self.member_id, self.member_epoch, self.rack_id, self.subscribed_topic_names, self.unknown_tagged_fields))
 
 
 ShareGroupHeartbeatRequestV0 = p.Schema('ShareGroupHeartbeatRequest v0', ShareGroupHeartbeatRequest, [('group_id', p.CompactString), ('member_id', p.CompactString), ('member_epoch', p.Int32), ('rack_id', p.CompactNullableString), ('subscribed_topic_names', p.Array(p.CompactString, compact=True, nullable=True))], flexible=True)
 ShareGroupHeartbeatRequestV1 = p.Schema('ShareGroupHeartbeatRequest v1', ShareGroupHeartbeatRequest, [('group_id', p.CompactString), ('member_id', p.CompactString), ('member_epoch', p.Int32), ('rack_id', p.CompactNullableString), ('subscribed_topic_names', p.Array(p.CompactString, compact=True, nullable=True))], flexible=True)
 
 
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+@message
 class ShareGroupHeartbeatResponse:
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+    @message
     class Assignment:
-        topic_partitions: list[ShareGroupHeartbeatResponse.TopicPartitions] = dataclasses.field(default_factory=list)
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('topic_partitions', 'unknown_tagged_fields')
+        topic_partitions: list[ShareGroupHeartbeatResponse.TopicPartitions]
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+        def __init__(
+            self,
+            *,
+            topic_partitions: list[ShareGroupHeartbeatResponse.TopicPartitions] = LIST,
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'topic_partitions', [] if topic_partitions is LIST else topic_partitions)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.topic_partitions, self.unknown_tagged_fields) == (other.topic_partitions, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.topic_partitions, self.unknown_tagged_fields))
+
+    @message
     class TopicPartitions:
-        topic_id: uuid.UUID = NULL_UUID
-        partitions: list[int] = dataclasses.field(default_factory=list)
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('topic_id', 'partitions', 'unknown_tagged_fields')
+        topic_id: uuid.UUID
+        partitions: list[int]
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    throttle_time_ms: int = 0
-    error_code: int = 0
-    error_message: str | None = None
-    member_id: str | None = None
-    member_epoch: int = 0
-    heartbeat_interval_ms: int = 0
-    assignment: ShareGroupHeartbeatResponse.Assignment | None = None
-    unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        def __init__(
+            self,
+            *,
+            topic_id: uuid.UUID = NULL_UUID,
+            partitions: list[int] = LIST,
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'topic_id', topic_id)
+            setattr_(self, 'partitions', [] if partitions is LIST else partitions)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.topic_id, self.partitions, self.unknown_tagged_fields) == (other.topic_id, other.partitions, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.topic_id, self.partitions, self.unknown_tagged_fields))
+
+    __slots__ = ('throttle_time_ms', 'error_code', 'error_message', 'member_id', 'member_epoch', 'heartbeat_interval_ms', 'assignment', 'unknown_tagged_fields')
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    member_id: str | None
+    member_epoch: int
+    heartbeat_interval_ms: int
+    assignment: ShareGroupHeartbeatResponse.Assignment | None
+    unknown_tagged_fields: list[tuple[int, bytes]]
+
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = 0,
+        error_code: int = 0,
+        error_message: str | None = None,
+        member_id: str | None = None,
+        member_epoch: int = 0,
+        heartbeat_interval_ms: int = 0,
+        assignment: ShareGroupHeartbeatResponse.Assignment | None = None,
+        unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+    ) -> None:
+        setattr_(self, 'throttle_time_ms', throttle_time_ms)
+        setattr_(self, 'error_code', error_code)
+        setattr_(self, 'error_message', error_message)
+        setattr_(self, 'member_id', member_id)
+        setattr_(self, 'member_epoch', member_epoch)
+        setattr_(self, 'heartbeat_interval_ms', heartbeat_interval_ms)
+        setattr_(self, 'assignment', assignment)
+        setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return (self.throttle_time_ms, self.error_code, self.error_message, self.member_id, self.member_epoch, self.heartbeat_interval_ms, self.assignment, self.unknown_tagged_fields) == (other.throttle_time_ms, other.error_code, other.error_message, other.member_id, other.member_epoch, other.heartbeat_interval_ms, other.assignment, other.unknown_tagged_fields)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.throttle_time_ms, self.error_code, self.error_message, self.member_id, self.member_epoch, self.heartbeat_interval_ms, self.assignment, self.unknown_tagged_fields))
 
 
 _TopicPartitions_0 = p.Schema('ShareGroupHeartbeatResponse.TopicPartitions', ShareGroupHeartbeatResponse.TopicPartitions, [('topic_id', p.Uuid), ('partitions', p.Array(p.Int32, compact=True))], flexible=True)

@@ -3,13 +3,11 @@
 
 from __future__ import annotations
 
-import dataclasses
 import uuid
 
 from .. import primitives as p
+from .._frozen import LIST, factory, message, setattr_
 from .._wire import NULL_UUID
-
-RECORDS = {'kafka_type': 'records'}
 
 
 
@@ -17,58 +15,205 @@ def _new_ShareGroupDescribeResponse_Assignment() -> ShareGroupDescribeResponse.A
     return ShareGroupDescribeResponse.Assignment()
 
 
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+_NEW_ShareGroupDescribeResponse_Assignment = factory(_new_ShareGroupDescribeResponse_Assignment)
+
+
+@message
 class ShareGroupDescribeRequest:
-    group_ids: list[str] = dataclasses.field(default_factory=list)
-    include_authorized_operations: bool = False
-    unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+    __slots__ = ('group_ids', 'include_authorized_operations', 'unknown_tagged_fields')
+    group_ids: list[str]
+    include_authorized_operations: bool
+    unknown_tagged_fields: list[tuple[int, bytes]]
+
+    def __init__(
+        self,
+        *,
+        group_ids: list[str] = LIST,
+        include_authorized_operations: bool = False,
+        unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+    ) -> None:
+        setattr_(self, 'group_ids', [] if group_ids is LIST else group_ids)
+        setattr_(self, 'include_authorized_operations', include_authorized_operations)
+        setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return (self.group_ids, self.include_authorized_operations, self.unknown_tagged_fields) == (other.group_ids, other.include_authorized_operations, other.unknown_tagged_fields)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.group_ids, self.include_authorized_operations, self.unknown_tagged_fields))
 
 
 ShareGroupDescribeRequestV0 = p.Schema('ShareGroupDescribeRequest v0', ShareGroupDescribeRequest, [('group_ids', p.Array(p.CompactString, compact=True)), ('include_authorized_operations', p.Boolean)], flexible=True)
 ShareGroupDescribeRequestV1 = p.Schema('ShareGroupDescribeRequest v1', ShareGroupDescribeRequest, [('group_ids', p.Array(p.CompactString, compact=True)), ('include_authorized_operations', p.Boolean)], flexible=True)
 
 
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+@message
 class ShareGroupDescribeResponse:
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+    @message
     class DescribedGroup:
-        error_code: int = 0
-        error_message: str | None = None
-        group_id: str = ''
-        group_state: str = ''
-        group_epoch: int = 0
-        assignment_epoch: int = 0
-        assignor_name: str = ''
-        members: list[ShareGroupDescribeResponse.Member] = dataclasses.field(default_factory=list)
-        authorized_operations: int = -2147483648
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('error_code', 'error_message', 'group_id', 'group_state', 'group_epoch', 'assignment_epoch', 'assignor_name', 'members', 'authorized_operations', 'unknown_tagged_fields')
+        error_code: int
+        error_message: str | None
+        group_id: str
+        group_state: str
+        group_epoch: int
+        assignment_epoch: int
+        assignor_name: str
+        members: list[ShareGroupDescribeResponse.Member]
+        authorized_operations: int
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+        def __init__(
+            self,
+            *,
+            error_code: int = 0,
+            error_message: str | None = None,
+            group_id: str = '',
+            group_state: str = '',
+            group_epoch: int = 0,
+            assignment_epoch: int = 0,
+            assignor_name: str = '',
+            members: list[ShareGroupDescribeResponse.Member] = LIST,
+            authorized_operations: int = -2147483648,
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'error_code', error_code)
+            setattr_(self, 'error_message', error_message)
+            setattr_(self, 'group_id', group_id)
+            setattr_(self, 'group_state', group_state)
+            setattr_(self, 'group_epoch', group_epoch)
+            setattr_(self, 'assignment_epoch', assignment_epoch)
+            setattr_(self, 'assignor_name', assignor_name)
+            setattr_(self, 'members', [] if members is LIST else members)
+            setattr_(self, 'authorized_operations', authorized_operations)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.error_code, self.error_message, self.group_id, self.group_state, self.group_epoch, self.assignment_epoch, self.assignor_name, self.members, self.authorized_operations, self.unknown_tagged_fields) == (other.error_code, other.error_message, other.group_id, other.group_state, other.group_epoch, other.assignment_epoch, other.assignor_name, other.members, other.authorized_operations, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.error_code, self.error_message, self.group_id, self.group_state, self.group_epoch, self.assignment_epoch, self.assignor_name, self.members, self.authorized_operations, self.unknown_tagged_fields))
+
+    @message
     class Member:
-        member_id: str = ''
-        rack_id: str | None = None
-        member_epoch: int = 0
-        client_id: str = ''
-        client_host: str = ''
-        subscribed_topic_names: list[str] = dataclasses.field(default_factory=list)
-        assignment: ShareGroupDescribeResponse.Assignment = dataclasses.field(default_factory=_new_ShareGroupDescribeResponse_Assignment)
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('member_id', 'rack_id', 'member_epoch', 'client_id', 'client_host', 'subscribed_topic_names', 'assignment', 'unknown_tagged_fields')
+        member_id: str
+        rack_id: str | None
+        member_epoch: int
+        client_id: str
+        client_host: str
+        subscribed_topic_names: list[str]
+        assignment: ShareGroupDescribeResponse.Assignment
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+        def __init__(
+            self,
+            *,
+            member_id: str = '',
+            rack_id: str | None = None,
+            member_epoch: int = 0,
+            client_id: str = '',
+            client_host: str = '',
+            subscribed_topic_names: list[str] = LIST,
+            assignment: ShareGroupDescribeResponse.Assignment = _NEW_ShareGroupDescribeResponse_Assignment,
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'member_id', member_id)
+            setattr_(self, 'rack_id', rack_id)
+            setattr_(self, 'member_epoch', member_epoch)
+            setattr_(self, 'client_id', client_id)
+            setattr_(self, 'client_host', client_host)
+            setattr_(self, 'subscribed_topic_names', [] if subscribed_topic_names is LIST else subscribed_topic_names)
+            setattr_(self, 'assignment', _new_ShareGroupDescribeResponse_Assignment() if assignment is _NEW_ShareGroupDescribeResponse_Assignment else assignment)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.member_id, self.rack_id, self.member_epoch, self.client_id, self.client_host, self.subscribed_topic_names, self.assignment, self.unknown_tagged_fields) == (other.member_id, other.rack_id, other.member_epoch, other.client_id, other.client_host, other.subscribed_topic_names, other.assignment, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.member_id, self.rack_id, self.member_epoch, self.client_id, self.client_host, self.subscribed_topic_names, self.assignment, self.unknown_tagged_fields))
+
+    @message
     class Assignment:
-        topic_partitions: list[ShareGroupDescribeResponse.TopicPartitions] = dataclasses.field(default_factory=list)
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('topic_partitions', 'unknown_tagged_fields')
+        topic_partitions: list[ShareGroupDescribeResponse.TopicPartitions]
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+        def __init__(
+            self,
+            *,
+            topic_partitions: list[ShareGroupDescribeResponse.TopicPartitions] = LIST,
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'topic_partitions', [] if topic_partitions is LIST else topic_partitions)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.topic_partitions, self.unknown_tagged_fields) == (other.topic_partitions, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.topic_partitions, self.unknown_tagged_fields))
+
+    @message
     class TopicPartitions:
-        topic_id: uuid.UUID = NULL_UUID
-        topic_name: str = ''
-        partitions: list[int] = dataclasses.field(default_factory=list)
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('topic_id', 'topic_name', 'partitions', 'unknown_tagged_fields')
+        topic_id: uuid.UUID
+        topic_name: str
+        partitions: list[int]
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    throttle_time_ms: int = 0
-    groups: list[ShareGroupDescribeResponse.DescribedGroup] = dataclasses.field(default_factory=list)
-    unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        def __init__(
+            self,
+            *,
+            topic_id: uuid.UUID = NULL_UUID,
+            topic_name: str = '',
+            partitions: list[int] = LIST,
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'topic_id', topic_id)
+            setattr_(self, 'topic_name', topic_name)
+            setattr_(self, 'partitions', [] if partitions is LIST else partitions)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.topic_id, self.topic_name, self.partitions, self.unknown_tagged_fields) == (other.topic_id, other.topic_name, other.partitions, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.topic_id, self.topic_name, self.partitions, self.unknown_tagged_fields))
+
+    __slots__ = ('throttle_time_ms', 'groups', 'unknown_tagged_fields')
+    throttle_time_ms: int
+    groups: list[ShareGroupDescribeResponse.DescribedGroup]
+    unknown_tagged_fields: list[tuple[int, bytes]]
+
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = 0,
+        groups: list[ShareGroupDescribeResponse.DescribedGroup] = LIST,
+        unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+    ) -> None:
+        setattr_(self, 'throttle_time_ms', throttle_time_ms)
+        setattr_(self, 'groups', [] if groups is LIST else groups)
+        setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return (self.throttle_time_ms, self.groups, self.unknown_tagged_fields) == (other.throttle_time_ms, other.groups, other.unknown_tagged_fields)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.throttle_time_ms, self.groups, self.unknown_tagged_fields))
 
 
 _TopicPartitions_0 = p.Schema('ShareGroupDescribeResponse.TopicPartitions', ShareGroupDescribeResponse.TopicPartitions, [('topic_id', p.Uuid), ('topic_name', p.CompactString), ('partitions', p.Array(p.Int32, compact=True))], flexible=True)

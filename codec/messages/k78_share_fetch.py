@@ -3,13 +3,11 @@
 
 from __future__ import annotations
 
-import dataclasses
 import uuid
 
 from .. import primitives as p
+from .._frozen import LIST, factory, message, setattr_
 from .._wire import NULL_UUID
-
-RECORDS = {'kafka_type': 'records'}
 
 
 
@@ -17,45 +15,168 @@ def _new_ShareFetchResponse_LeaderIdAndEpoch() -> ShareFetchResponse.LeaderIdAnd
     return ShareFetchResponse.LeaderIdAndEpoch()
 
 
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+_NEW_ShareFetchResponse_LeaderIdAndEpoch = factory(_new_ShareFetchResponse_LeaderIdAndEpoch)
+
+
+@message
 class ShareFetchRequest:
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+    @message
     class FetchTopic:
-        topic_id: uuid.UUID = NULL_UUID
-        partitions: list[ShareFetchRequest.FetchPartition] = dataclasses.field(default_factory=list)
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('topic_id', 'partitions', 'unknown_tagged_fields')
+        topic_id: uuid.UUID
+        partitions: list[ShareFetchRequest.FetchPartition]
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+        def __init__(
+            self,
+            *,
+            topic_id: uuid.UUID = NULL_UUID,
+            partitions: list[ShareFetchRequest.FetchPartition] = LIST,
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'topic_id', topic_id)
+            setattr_(self, 'partitions', [] if partitions is LIST else partitions)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.topic_id, self.partitions, self.unknown_tagged_fields) == (other.topic_id, other.partitions, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.topic_id, self.partitions, self.unknown_tagged_fields))
+
+    @message
     class FetchPartition:
-        partition_index: int = 0
-        partition_max_bytes: int = 0
-        acknowledgement_batches: list[ShareFetchRequest.AcknowledgementBatch] = dataclasses.field(default_factory=list)
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('partition_index', 'partition_max_bytes', 'acknowledgement_batches', 'unknown_tagged_fields')
+        partition_index: int
+        partition_max_bytes: int
+        acknowledgement_batches: list[ShareFetchRequest.AcknowledgementBatch]
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+        def __init__(
+            self,
+            *,
+            partition_index: int = 0,
+            partition_max_bytes: int = 0,
+            acknowledgement_batches: list[ShareFetchRequest.AcknowledgementBatch] = LIST,
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'partition_index', partition_index)
+            setattr_(self, 'partition_max_bytes', partition_max_bytes)
+            setattr_(self, 'acknowledgement_batches', [] if acknowledgement_batches is LIST else acknowledgement_batches)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.partition_index, self.partition_max_bytes, self.acknowledgement_batches, self.unknown_tagged_fields) == (other.partition_index, other.partition_max_bytes, other.acknowledgement_batches, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.partition_index, self.partition_max_bytes, self.acknowledgement_batches, self.unknown_tagged_fields))
+
+    @message
     class AcknowledgementBatch:
-        first_offset: int = 0
-        last_offset: int = 0
-        acknowledge_types: list[int] = dataclasses.field(default_factory=list)
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('first_offset', 'last_offset', 'acknowledge_types', 'unknown_tagged_fields')
+        first_offset: int
+        last_offset: int
+        acknowledge_types: list[int]
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+        def __init__(
+            self,
+            *,
+            first_offset: int = 0,
+            last_offset: int = 0,
+            acknowledge_types: list[int] = LIST,
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'first_offset', first_offset)
+            setattr_(self, 'last_offset', last_offset)
+            setattr_(self, 'acknowledge_types', [] if acknowledge_types is LIST else acknowledge_types)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.first_offset, self.last_offset, self.acknowledge_types, self.unknown_tagged_fields) == (other.first_offset, other.last_offset, other.acknowledge_types, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.first_offset, self.last_offset, self.acknowledge_types, self.unknown_tagged_fields))
+
+    @message
     class ForgottenTopic:
-        topic_id: uuid.UUID = NULL_UUID
-        partitions: list[int] = dataclasses.field(default_factory=list)
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('topic_id', 'partitions', 'unknown_tagged_fields')
+        topic_id: uuid.UUID
+        partitions: list[int]
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    group_id: str | None = None
-    member_id: str | None = ''
-    share_session_epoch: int = 0
-    max_wait_ms: int = 0
-    min_bytes: int = 0
-    max_bytes: int = 2147483647
-    max_records: int = 0
-    batch_size: int = 0
-    topics: list[ShareFetchRequest.FetchTopic] = dataclasses.field(default_factory=list)
-    forgotten_topics_data: list[ShareFetchRequest.ForgottenTopic] = dataclasses.field(default_factory=list)
-    unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        def __init__(
+            self,
+            *,
+            topic_id: uuid.UUID = NULL_UUID,
+            partitions: list[int] = LIST,
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'topic_id', topic_id)
+            setattr_(self, 'partitions', [] if partitions is LIST else partitions)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.topic_id, self.partitions, self.unknown_tagged_fields) == (other.topic_id, other.partitions, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.topic_id, self.partitions, self.unknown_tagged_fields))
+
+    __slots__ = ('group_id', 'member_id', 'share_session_epoch', 'max_wait_ms', 'min_bytes', 'max_bytes', 'max_records', 'batch_size', 'topics', 'forgotten_topics_data', 'unknown_tagged_fields')
+    group_id: str | None
+    member_id: str | None
+    share_session_epoch: int
+    max_wait_ms: int
+    min_bytes: int
+    max_bytes: int
+    max_records: int
+    batch_size: int
+    topics: list[ShareFetchRequest.FetchTopic]
+    forgotten_topics_data: list[ShareFetchRequest.ForgottenTopic]
+    unknown_tagged_fields: list[tuple[int, bytes]]
+
+    def __init__(
+        self,
+        *,
+        group_id: str | None = None,
+        member_id: str | None = '',
+        share_session_epoch: int = 0,
+        max_wait_ms: int = 0,
+        min_bytes: int = 0,
+        max_bytes: int = 2147483647,
+        max_records: int = 0,
+        batch_size: int = 0,
+        topics: list[ShareFetchRequest.FetchTopic] = LIST,
+        forgotten_topics_data: list[ShareFetchRequest.ForgottenTopic] = LIST,
+        unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+    ) -> None:
+        setattr_(self, 'group_id', group_id)
+        setattr_(self, 'member_id', member_id)
+        setattr_(self, 'share_session_epoch', share_session_epoch)
+        setattr_(self, 'max_wait_ms', max_wait_ms)
+        setattr_(self, 'min_bytes', min_bytes)
+        setattr_(self, 'max_bytes', max_bytes)
+        setattr_(self, 'max_records', max_records)
+        setattr_(self, 'batch_size', batch_size)
+        setattr_(self, 'topics', [] if topics is LIST else topics)
+        setattr_(self, 'forgotten_topics_data', [] if forgotten_topics_data is LIST else forgotten_topics_data)
+        setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return (self.group_id, self.member_id, self.share_session_epoch, self.max_wait_ms, self.min_bytes, self.max_bytes, self.max_records, self.batch_size, self.topics, self.forgotten_topics_data, self.unknown_tagged_fields) == (other.group_id, other.member_id, other.share_session_epoch, other.max_wait_ms, other.min_bytes, other.max_bytes, other.max_records, other.batch_size, other.topics, other.forgotten_topics_data, other.unknown_tagged_fields)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.group_id, self.member_id, self.share_session_epoch, self.max_wait_ms, self.min_bytes, self.max_bytes, self.max_records, self.batch_size, self.topics, self.forgotten_topics_data, self.unknown_tagged_fields))
 
 
 _AcknowledgementBatch_0 = p.Schema('ShareFetchRequest.AcknowledgementBatch', ShareFetchRequest.AcknowledgementBatch, [('first_offset', p.Int64), ('last_offset', p.Int64), ('acknowledge_types', p.Array(p.Int8, compact=True))], flexible=True)
@@ -68,54 +189,200 @@ ShareFetchRequestV0 = p.Schema('ShareFetchRequest v0', ShareFetchRequest, [('gro
 ShareFetchRequestV1 = p.Schema('ShareFetchRequest v1', ShareFetchRequest, [('group_id', p.CompactNullableString), ('member_id', p.CompactNullableString), ('share_session_epoch', p.Int32), ('max_wait_ms', p.Int32), ('min_bytes', p.Int32), ('max_bytes', p.Int32), ('max_records', p.Int32), ('batch_size', p.Int32), ('topics', p.Array(_FetchTopic_5, compact=True)), ('forgotten_topics_data', p.Array(_ForgottenTopic_3, compact=True))], flexible=True)
 
 
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+@message
 class ShareFetchResponse:
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+    @message
     class ShareFetchableTopicResponse:
-        topic_id: uuid.UUID = NULL_UUID
-        partitions: list[ShareFetchResponse.PartitionData] = dataclasses.field(default_factory=list)
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('topic_id', 'partitions', 'unknown_tagged_fields')
+        topic_id: uuid.UUID
+        partitions: list[ShareFetchResponse.PartitionData]
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+        def __init__(
+            self,
+            *,
+            topic_id: uuid.UUID = NULL_UUID,
+            partitions: list[ShareFetchResponse.PartitionData] = LIST,
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'topic_id', topic_id)
+            setattr_(self, 'partitions', [] if partitions is LIST else partitions)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.topic_id, self.partitions, self.unknown_tagged_fields) == (other.topic_id, other.partitions, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.topic_id, self.partitions, self.unknown_tagged_fields))
+
+    @message(records=('records',))
     class PartitionData:
-        partition_index: int = 0
-        error_code: int = 0
-        error_message: str | None = None
-        acknowledge_error_code: int = 0
-        acknowledge_error_message: str | None = None
-        current_leader: ShareFetchResponse.LeaderIdAndEpoch = dataclasses.field(default_factory=_new_ShareFetchResponse_LeaderIdAndEpoch)
-        records: bytes | None = dataclasses.field(default=None, metadata=RECORDS)
-        acquired_records: list[ShareFetchResponse.AcquiredRecords] = dataclasses.field(default_factory=list)
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('partition_index', 'error_code', 'error_message', 'acknowledge_error_code', 'acknowledge_error_message', 'current_leader', 'records', 'acquired_records', 'unknown_tagged_fields')
+        partition_index: int
+        error_code: int
+        error_message: str | None
+        acknowledge_error_code: int
+        acknowledge_error_message: str | None
+        current_leader: ShareFetchResponse.LeaderIdAndEpoch
+        records: bytes | None
+        acquired_records: list[ShareFetchResponse.AcquiredRecords]
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+        def __init__(
+            self,
+            *,
+            partition_index: int = 0,
+            error_code: int = 0,
+            error_message: str | None = None,
+            acknowledge_error_code: int = 0,
+            acknowledge_error_message: str | None = None,
+            current_leader: ShareFetchResponse.LeaderIdAndEpoch = _NEW_ShareFetchResponse_LeaderIdAndEpoch,
+            records: bytes | None = None,
+            acquired_records: list[ShareFetchResponse.AcquiredRecords] = LIST,
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'partition_index', partition_index)
+            setattr_(self, 'error_code', error_code)
+            setattr_(self, 'error_message', error_message)
+            setattr_(self, 'acknowledge_error_code', acknowledge_error_code)
+            setattr_(self, 'acknowledge_error_message', acknowledge_error_message)
+            setattr_(self, 'current_leader', _new_ShareFetchResponse_LeaderIdAndEpoch() if current_leader is _NEW_ShareFetchResponse_LeaderIdAndEpoch else current_leader)
+            setattr_(self, 'records', records)
+            setattr_(self, 'acquired_records', [] if acquired_records is LIST else acquired_records)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.partition_index, self.error_code, self.error_message, self.acknowledge_error_code, self.acknowledge_error_message, self.current_leader, self.records, self.acquired_records, self.unknown_tagged_fields) == (other.partition_index, other.error_code, other.error_message, other.acknowledge_error_code, other.acknowledge_error_message, other.current_leader, other.records, other.acquired_records, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.partition_index, self.error_code, self.error_message, self.acknowledge_error_code, self.acknowledge_error_message, self.current_leader, self.records, self.acquired_records, self.unknown_tagged_fields))
+
+    @message
     class LeaderIdAndEpoch:
-        leader_id: int = 0
-        leader_epoch: int = 0
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('leader_id', 'leader_epoch', 'unknown_tagged_fields')
+        leader_id: int
+        leader_epoch: int
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+        def __init__(
+            self,
+            *,
+            leader_id: int = 0,
+            leader_epoch: int = 0,
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'leader_id', leader_id)
+            setattr_(self, 'leader_epoch', leader_epoch)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.leader_id, self.leader_epoch, self.unknown_tagged_fields) == (other.leader_id, other.leader_epoch, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.leader_id, self.leader_epoch, self.unknown_tagged_fields))
+
+    @message
     class AcquiredRecords:
-        first_offset: int = 0
-        last_offset: int = 0
-        delivery_count: int = 0
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('first_offset', 'last_offset', 'delivery_count', 'unknown_tagged_fields')
+        first_offset: int
+        last_offset: int
+        delivery_count: int
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+        def __init__(
+            self,
+            *,
+            first_offset: int = 0,
+            last_offset: int = 0,
+            delivery_count: int = 0,
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'first_offset', first_offset)
+            setattr_(self, 'last_offset', last_offset)
+            setattr_(self, 'delivery_count', delivery_count)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.first_offset, self.last_offset, self.delivery_count, self.unknown_tagged_fields) == (other.first_offset, other.last_offset, other.delivery_count, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.first_offset, self.last_offset, self.delivery_count, self.unknown_tagged_fields))
+
+    @message
     class NodeEndpoint:
-        node_id: int = 0
-        host: str = ''
-        port: int = 0
-        rack: str | None = None
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('node_id', 'host', 'port', 'rack', 'unknown_tagged_fields')
+        node_id: int
+        host: str
+        port: int
+        rack: str | None
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    throttle_time_ms: int = 0
-    error_code: int = 0
-    error_message: str | None = None
-    acquisition_lock_timeout_ms: int = 0
-    responses: list[ShareFetchResponse.ShareFetchableTopicResponse] = dataclasses.field(default_factory=list)
-    node_endpoints: list[ShareFetchResponse.NodeEndpoint] = dataclasses.field(default_factory=list)
-    unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        def __init__(
+            self,
+            *,
+            node_id: int = 0,
+            host: str = '',
+            port: int = 0,
+            rack: str | None = None,
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'node_id', node_id)
+            setattr_(self, 'host', host)
+            setattr_(self, 'port', port)
+            setattr_(self, 'rack', rack)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.node_id, self.host, self.port, self.rack, self.unknown_tagged_fields) == (other.node_id, other.host, other.port, other.rack, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.node_id, self.host, self.port, self.rack, self.unknown_tagged_fields))
+
+    __slots__ = ('throttle_time_ms', 'error_code', 'error_message', 'acquisition_lock_timeout_ms', 'responses', 'node_endpoints', 'unknown_tagged_fields')
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    acquisition_lock_timeout_ms: int
+    responses: list[ShareFetchResponse.ShareFetchableTopicResponse]
+    node_endpoints: list[ShareFetchResponse.NodeEndpoint]
+    unknown_tagged_fields: list[tuple[int, bytes]]
+
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = 0,
+        error_code: int = 0,
+        error_message: str | None = None,
+        acquisition_lock_timeout_ms: int = 0,
+        responses: list[ShareFetchResponse.ShareFetchableTopicResponse] = LIST,
+        node_endpoints: list[ShareFetchResponse.NodeEndpoint] = LIST,
+        unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+    ) -> None:
+        setattr_(self, 'throttle_time_ms', throttle_time_ms)
+        setattr_(self, 'error_code', error_code)
+        setattr_(self, 'error_message', error_message)
+        setattr_(self, 'acquisition_lock_timeout_ms', acquisition_lock_timeout_ms)
+        setattr_(self, 'responses', [] if responses is LIST else responses)
+        setattr_(self, 'node_endpoints', [] if node_endpoints is LIST else node_endpoints)
+        setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return (self.throttle_time_ms, self.error_code, self.error_message, self.acquisition_lock_timeout_ms, self.responses, self.node_endpoints, self.unknown_tagged_fields) == (other.throttle_time_ms, other.error_code, other.error_message, other.acquisition_lock_timeout_ms, other.responses, other.node_endpoints, other.unknown_tagged_fields)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.throttle_time_ms, self.error_code, self.error_message, self.acquisition_lock_timeout_ms, self.responses, self.node_endpoints, self.unknown_tagged_fields))
 
 
 _LeaderIdAndEpoch_0 = p.Schema('ShareFetchResponse.LeaderIdAndEpoch', ShareFetchResponse.LeaderIdAndEpoch, [('leader_id', p.Int32), ('leader_epoch', p.Int32)], flexible=True)

@@ -3,13 +3,11 @@
 
 from __future__ import annotations
 
-import dataclasses
 import uuid
 
 from .. import primitives as p
+from .._frozen import LIST, factory, message, setattr_
 from .._wire import NULL_UUID
-
-RECORDS = {'kafka_type': 'records'}
 
 
 
@@ -17,32 +15,121 @@ def _new_ShareAcknowledgeResponse_LeaderIdAndEpoch() -> ShareAcknowledgeResponse
     return ShareAcknowledgeResponse.LeaderIdAndEpoch()
 
 
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+_NEW_ShareAcknowledgeResponse_LeaderIdAndEpoch = factory(_new_ShareAcknowledgeResponse_LeaderIdAndEpoch)
+
+
+@message
 class ShareAcknowledgeRequest:
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+    @message
     class AcknowledgeTopic:
-        topic_id: uuid.UUID = NULL_UUID
-        partitions: list[ShareAcknowledgeRequest.AcknowledgePartition] = dataclasses.field(default_factory=list)
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('topic_id', 'partitions', 'unknown_tagged_fields')
+        topic_id: uuid.UUID
+        partitions: list[ShareAcknowledgeRequest.AcknowledgePartition]
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+        def __init__(
+            self,
+            *,
+            topic_id: uuid.UUID = NULL_UUID,
+            partitions: list[ShareAcknowledgeRequest.AcknowledgePartition] = LIST,
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'topic_id', topic_id)
+            setattr_(self, 'partitions', [] if partitions is LIST else partitions)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.topic_id, self.partitions, self.unknown_tagged_fields) == (other.topic_id, other.partitions, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.topic_id, self.partitions, self.unknown_tagged_fields))
+
+    @message
     class AcknowledgePartition:
-        partition_index: int = 0
-        acknowledgement_batches: list[ShareAcknowledgeRequest.AcknowledgementBatch] = dataclasses.field(default_factory=list)
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('partition_index', 'acknowledgement_batches', 'unknown_tagged_fields')
+        partition_index: int
+        acknowledgement_batches: list[ShareAcknowledgeRequest.AcknowledgementBatch]
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+        def __init__(
+            self,
+            *,
+            partition_index: int = 0,
+            acknowledgement_batches: list[ShareAcknowledgeRequest.AcknowledgementBatch] = LIST,
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'partition_index', partition_index)
+            setattr_(self, 'acknowledgement_batches', [] if acknowledgement_batches is LIST else acknowledgement_batches)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.partition_index, self.acknowledgement_batches, self.unknown_tagged_fields) == (other.partition_index, other.acknowledgement_batches, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.partition_index, self.acknowledgement_batches, self.unknown_tagged_fields))
+
+    @message
     class AcknowledgementBatch:
-        first_offset: int = 0
-        last_offset: int = 0
-        acknowledge_types: list[int] = dataclasses.field(default_factory=list)
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('first_offset', 'last_offset', 'acknowledge_types', 'unknown_tagged_fields')
+        first_offset: int
+        last_offset: int
+        acknowledge_types: list[int]
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    group_id: str | None = None
-    member_id: str | None = ''
-    share_session_epoch: int = 0
-    topics: list[ShareAcknowledgeRequest.AcknowledgeTopic] = dataclasses.field(default_factory=list)
-    unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        def __init__(
+            self,
+            *,
+            first_offset: int = 0,
+            last_offset: int = 0,
+            acknowledge_types: list[int] = LIST,
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'first_offset', first_offset)
+            setattr_(self, 'last_offset', last_offset)
+            setattr_(self, 'acknowledge_types', [] if acknowledge_types is LIST else acknowledge_types)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.first_offset, self.last_offset, self.acknowledge_types, self.unknown_tagged_fields) == (other.first_offset, other.last_offset, other.acknowledge_types, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.first_offset, self.last_offset, self.acknowledge_types, self.unknown_tagged_fields))
+
+    __slots__ = ('group_id', 'member_id', 'share_session_epoch', 'topics', 'unknown_tagged_fields')
+    group_id: str | None
+    member_id: str | None
+    share_session_epoch: int
+    topics: list[ShareAcknowledgeRequest.AcknowledgeTopic]
+    unknown_tagged_fields: list[tuple[int, bytes]]
+
+    def __init__(
+        self,
+        *,
+        group_id: str | None = None,
+        member_id: str | None = '',
+        share_session_epoch: int = 0,
+        topics: list[ShareAcknowledgeRequest.AcknowledgeTopic] = LIST,
+        unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+    ) -> None:
+        setattr_(self, 'group_id', group_id)
+        setattr_(self, 'member_id', member_id)
+        setattr_(self, 'share_session_epoch', share_session_epoch)
+        setattr_(self, 'topics', [] if topics is LIST else topics)
+        setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return (self.group_id, self.member_id, self.share_session_epoch, self.topics, self.unknown_tagged_fields) == (other.group_id, other.member_id, other.share_session_epoch, other.topics, other.unknown_tagged_fields)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.group_id, self.member_id, self.share_session_epoch, self.topics, self.unknown_tagged_fields))
 
 
 _AcknowledgementBatch_0 = p.Schema('ShareAcknowledgeRequest.AcknowledgementBatch', ShareAcknowledgeRequest.AcknowledgementBatch, [('first_offset', p.Int64), ('last_offset', p.Int64), ('acknowledge_types', p.Array(p.Int8, compact=True))], flexible=True)
@@ -52,42 +139,156 @@ ShareAcknowledgeRequestV0 = p.Schema('ShareAcknowledgeRequest v0', ShareAcknowle
 ShareAcknowledgeRequestV1 = p.Schema('ShareAcknowledgeRequest v1', ShareAcknowledgeRequest, [('group_id', p.CompactNullableString), ('member_id', p.CompactNullableString), ('share_session_epoch', p.Int32), ('topics', p.Array(_AcknowledgeTopic_2, compact=True))], flexible=True)
 
 
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+@message
 class ShareAcknowledgeResponse:
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+    @message
     class ShareAcknowledgeTopicResponse:
-        topic_id: uuid.UUID = NULL_UUID
-        partitions: list[ShareAcknowledgeResponse.PartitionData] = dataclasses.field(default_factory=list)
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('topic_id', 'partitions', 'unknown_tagged_fields')
+        topic_id: uuid.UUID
+        partitions: list[ShareAcknowledgeResponse.PartitionData]
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+        def __init__(
+            self,
+            *,
+            topic_id: uuid.UUID = NULL_UUID,
+            partitions: list[ShareAcknowledgeResponse.PartitionData] = LIST,
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'topic_id', topic_id)
+            setattr_(self, 'partitions', [] if partitions is LIST else partitions)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.topic_id, self.partitions, self.unknown_tagged_fields) == (other.topic_id, other.partitions, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.topic_id, self.partitions, self.unknown_tagged_fields))
+
+    @message
     class PartitionData:
-        partition_index: int = 0
-        error_code: int = 0
-        error_message: str | None = None
-        current_leader: ShareAcknowledgeResponse.LeaderIdAndEpoch = dataclasses.field(default_factory=_new_ShareAcknowledgeResponse_LeaderIdAndEpoch)
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('partition_index', 'error_code', 'error_message', 'current_leader', 'unknown_tagged_fields')
+        partition_index: int
+        error_code: int
+        error_message: str | None
+        current_leader: ShareAcknowledgeResponse.LeaderIdAndEpoch
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+        def __init__(
+            self,
+            *,
+            partition_index: int = 0,
+            error_code: int = 0,
+            error_message: str | None = None,
+            current_leader: ShareAcknowledgeResponse.LeaderIdAndEpoch = _NEW_ShareAcknowledgeResponse_LeaderIdAndEpoch,
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'partition_index', partition_index)
+            setattr_(self, 'error_code', error_code)
+            setattr_(self, 'error_message', error_message)
+            setattr_(self, 'current_leader', _new_ShareAcknowledgeResponse_LeaderIdAndEpoch() if current_leader is _NEW_ShareAcknowledgeResponse_LeaderIdAndEpoch else current_leader)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.partition_index, self.error_code, self.error_message, self.current_leader, self.unknown_tagged_fields) == (other.partition_index, other.error_code, other.error_message, other.current_leader, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.partition_index, self.error_code, self.error_message, self.current_leader, self.unknown_tagged_fields))
+
+    @message
     class LeaderIdAndEpoch:
-        leader_id: int = 0
-        leader_epoch: int = 0
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('leader_id', 'leader_epoch', 'unknown_tagged_fields')
+        leader_id: int
+        leader_epoch: int
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+        def __init__(
+            self,
+            *,
+            leader_id: int = 0,
+            leader_epoch: int = 0,
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'leader_id', leader_id)
+            setattr_(self, 'leader_epoch', leader_epoch)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.leader_id, self.leader_epoch, self.unknown_tagged_fields) == (other.leader_id, other.leader_epoch, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.leader_id, self.leader_epoch, self.unknown_tagged_fields))
+
+    @message
     class NodeEndpoint:
-        node_id: int = 0
-        host: str = ''
-        port: int = 0
-        rack: str | None = None
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('node_id', 'host', 'port', 'rack', 'unknown_tagged_fields')
+        node_id: int
+        host: str
+        port: int
+        rack: str | None
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    throttle_time_ms: int = 0
-    error_code: int = 0
-    error_message: str | None = None
-    responses: list[ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse] = dataclasses.field(default_factory=list)
-    node_endpoints: list[ShareAcknowledgeResponse.NodeEndpoint] = dataclasses.field(default_factory=list)
-    unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        def __init__(
+            self,
+            *,
+            node_id: int = 0,
+            host: str = '',
+            port: int = 0,
+            rack: str | None = None,
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'node_id', node_id)
+            setattr_(self, 'host', host)
+            setattr_(self, 'port', port)
+            setattr_(self, 'rack', rack)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.node_id, self.host, self.port, self.rack, self.unknown_tagged_fields) == (other.node_id, other.host, other.port, other.rack, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.node_id, self.host, self.port, self.rack, self.unknown_tagged_fields))
+
+    __slots__ = ('throttle_time_ms', 'error_code', 'error_message', 'responses', 'node_endpoints', 'unknown_tagged_fields')
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    responses: list[ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse]
+    node_endpoints: list[ShareAcknowledgeResponse.NodeEndpoint]
+    unknown_tagged_fields: list[tuple[int, bytes]]
+
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = 0,
+        error_code: int = 0,
+        error_message: str | None = None,
+        responses: list[ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse] = LIST,
+        node_endpoints: list[ShareAcknowledgeResponse.NodeEndpoint] = LIST,
+        unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+    ) -> None:
+        setattr_(self, 'throttle_time_ms', throttle_time_ms)
+        setattr_(self, 'error_code', error_code)
+        setattr_(self, 'error_message', error_message)
+        setattr_(self, 'responses', [] if responses is LIST else responses)
+        setattr_(self, 'node_endpoints', [] if node_endpoints is LIST else node_endpoints)
+        setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return (self.throttle_time_ms, self.error_code, self.error_message, self.responses, self.node_endpoints, self.unknown_tagged_fields) == (other.throttle_time_ms, other.error_code, other.error_message, other.responses, other.node_endpoints, other.unknown_tagged_fields)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.throttle_time_ms, self.error_code, self.error_message, self.responses, self.node_endpoints, self.unknown_tagged_fields))
 
 
 _LeaderIdAndEpoch_0 = p.Schema('ShareAcknowledgeResponse.LeaderIdAndEpoch', ShareAcknowledgeResponse.LeaderIdAndEpoch, [('leader_id', p.Int32), ('leader_epoch', p.Int32)], flexible=True)

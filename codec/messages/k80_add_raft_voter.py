@@ -3,43 +3,111 @@
 
 from __future__ import annotations
 
-import dataclasses
 import uuid
 
 from .. import primitives as p
+from .._frozen import LIST, factory, message, setattr_
 from .._wire import NULL_UUID
 
-RECORDS = {'kafka_type': 'records'}
 
 
-
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+@message
 class AddRaftVoterRequest:
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+    @message
     class Listener:
-        name: str = ''
-        host: str = ''
-        port: int = 0
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('name', 'host', 'port', 'unknown_tagged_fields')
+        name: str
+        host: str
+        port: int
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    cluster_id: str | None = ''
-    timeout_ms: int = 0
-    voter_id: int = 0
-    voter_directory_id: uuid.UUID = NULL_UUID
-    listeners: list[AddRaftVoterRequest.Listener] = dataclasses.field(default_factory=list)
-    unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        def __init__(
+            self,
+            *,
+            name: str = '',
+            host: str = '',
+            port: int = 0,
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'name', name)
+            setattr_(self, 'host', host)
+            setattr_(self, 'port', port)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.name, self.host, self.port, self.unknown_tagged_fields) == (other.name, other.host, other.port, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.name, self.host, self.port, self.unknown_tagged_fields))
+
+    __slots__ = ('cluster_id', 'timeout_ms', 'voter_id', 'voter_directory_id', 'listeners', 'unknown_tagged_fields')
+    cluster_id: str | None
+    timeout_ms: int
+    voter_id: int
+    voter_directory_id: uuid.UUID
+    listeners: list[AddRaftVoterRequest.Listener]
+    unknown_tagged_fields: list[tuple[int, bytes]]
+
+    def __init__(
+        self,
+        *,
+        cluster_id: str | None = '',
+        timeout_ms: int = 0,
+        voter_id: int = 0,
+        voter_directory_id: uuid.UUID = NULL_UUID,
+        listeners: list[AddRaftVoterRequest.Listener] = LIST,
+        unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+    ) -> None:
+        setattr_(self, 'cluster_id', cluster_id)
+        setattr_(self, 'timeout_ms', timeout_ms)
+        setattr_(self, 'voter_id', voter_id)
+        setattr_(self, 'voter_directory_id', voter_directory_id)
+        setattr_(self, 'listeners', [] if listeners is LIST else listeners)
+        setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return (self.cluster_id, self.timeout_ms, self.voter_id, self.voter_directory_id, self.listeners, self.unknown_tagged_fields) == (other.cluster_id, other.timeout_ms, other.voter_id, other.voter_directory_id, other.listeners, other.unknown_tagged_fields)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.cluster_id, self.timeout_ms, self.voter_id, self.voter_directory_id, self.listeners, self.unknown_tagged_fields))
 
 
 _Listener_0 = p.Schema('AddRaftVoterRequest.Listener', AddRaftVoterRequest.Listener, [('name', p.CompactString), ('host', p.CompactString), ('port', p.UInt16)], flexible=True)
 AddRaftVoterRequestV0 = p.Schema('AddRaftVoterRequest v0', AddRaftVoterRequest, [('cluster_id', p.CompactNullableString), ('timeout_ms', p.Int32), ('voter_id', p.Int32), ('voter_directory_id', p.Uuid), ('listeners', p.Array(_Listener_0, compact=True))], flexible=True)
 
 
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+@message
 class AddRaftVoterResponse:
-    throttle_time_ms: int = 0
-    error_code: int = 0
-    error_message: str | None = ''
-    unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+    __slots__ = ('throttle_time_ms', 'error_code', 'error_message', 'unknown_tagged_fields')
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    unknown_tagged_fields: list[tuple[int, bytes]]
+
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = 0,
+        error_code: int = 0,
+        error_message: str | None = '',
+        unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+    ) -> None:
+        setattr_(self, 'throttle_time_ms', throttle_time_ms)
+        setattr_(self, 'error_code', error_code)
+        setattr_(self, 'error_message', error_message)
+        setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return (self.throttle_time_ms, self.error_code, self.error_message, self.unknown_tagged_fields) == (other.throttle_time_ms, other.error_code, other.error_message, other.unknown_tagged_fields)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.throttle_time_ms, self.error_code, self.error_message, self.unknown_tagged_fields))
 
 
 AddRaftVoterResponseV0 = p.Schema('AddRaftVoterResponse v0', AddRaftVoterResponse, [('throttle_time_ms', p.Int32), ('error_code', p.Int16), ('error_message', p.CompactNullableString)], flexible=True)

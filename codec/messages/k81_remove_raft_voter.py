@@ -3,33 +3,75 @@
 
 from __future__ import annotations
 
-import dataclasses
 import uuid
 
 from .. import primitives as p
+from .._frozen import LIST, factory, message, setattr_
 from .._wire import NULL_UUID
 
-RECORDS = {'kafka_type': 'records'}
 
 
-
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+@message
 class RemoveRaftVoterRequest:
-    cluster_id: str | None = ''
-    voter_id: int = 0
-    voter_directory_id: uuid.UUID = NULL_UUID
-    unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+    __slots__ = ('cluster_id', 'voter_id', 'voter_directory_id', 'unknown_tagged_fields')
+    cluster_id: str | None
+    voter_id: int
+    voter_directory_id: uuid.UUID
+    unknown_tagged_fields: list[tuple[int, bytes]]
+
+    def __init__(
+        self,
+        *,
+        cluster_id: str | None = '',
+        voter_id: int = 0,
+        voter_directory_id: uuid.UUID = NULL_UUID,
+        unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+    ) -> None:
+        setattr_(self, 'cluster_id', cluster_id)
+        setattr_(self, 'voter_id', voter_id)
+        setattr_(self, 'voter_directory_id', voter_directory_id)
+        setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return (self.cluster_id, self.voter_id, self.voter_directory_id, self.unknown_tagged_fields) == (other.cluster_id, other.voter_id, other.voter_directory_id, other.unknown_tagged_fields)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.cluster_id, self.voter_id, self.voter_directory_id, self.unknown_tagged_fields))
 
 
 RemoveRaftVoterRequestV0 = p.Schema('RemoveRaftVoterRequest v0', RemoveRaftVoterRequest, [('cluster_id', p.CompactNullableString), ('voter_id', p.Int32), ('voter_directory_id', p.Uuid)], flexible=True)
 
 
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+@message
 class RemoveRaftVoterResponse:
-    throttle_time_ms: int = 0
-    error_code: int = 0
-    error_message: str | None = ''
-    unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+    __slots__ = ('throttle_time_ms', 'error_code', 'error_message', 'unknown_tagged_fields')
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    unknown_tagged_fields: list[tuple[int, bytes]]
+
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = 0,
+        error_code: int = 0,
+        error_message: str | None = '',
+        unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+    ) -> None:
+        setattr_(self, 'throttle_time_ms', throttle_time_ms)
+        setattr_(self, 'error_code', error_code)
+        setattr_(self, 'error_message', error_message)
+        setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return (self.throttle_time_ms, self.error_code, self.error_message, self.unknown_tagged_fields) == (other.throttle_time_ms, other.error_code, other.error_message, other.unknown_tagged_fields)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.throttle_time_ms, self.error_code, self.error_message, self.unknown_tagged_fields))
 
 
 RemoveRaftVoterResponseV0 = p.Schema('RemoveRaftVoterResponse v0', RemoveRaftVoterResponse, [('throttle_time_ms', p.Int32), ('error_code', p.Int16), ('error_message', p.CompactNullableString)], flexible=True)

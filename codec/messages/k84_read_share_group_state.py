@@ -3,33 +3,91 @@
 
 from __future__ import annotations
 
-import dataclasses
 import uuid
 
 from .. import primitives as p
+from .._frozen import LIST, factory, message, setattr_
 from .._wire import NULL_UUID
 
-RECORDS = {'kafka_type': 'records'}
 
 
-
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+@message
 class ReadShareGroupStateRequest:
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+    @message
     class ReadStateData:
-        topic_id: uuid.UUID = NULL_UUID
-        partitions: list[ReadShareGroupStateRequest.PartitionData] = dataclasses.field(default_factory=list)
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('topic_id', 'partitions', 'unknown_tagged_fields')
+        topic_id: uuid.UUID
+        partitions: list[ReadShareGroupStateRequest.PartitionData]
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+        def __init__(
+            self,
+            *,
+            topic_id: uuid.UUID = NULL_UUID,
+            partitions: list[ReadShareGroupStateRequest.PartitionData] = LIST,
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'topic_id', topic_id)
+            setattr_(self, 'partitions', [] if partitions is LIST else partitions)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.topic_id, self.partitions, self.unknown_tagged_fields) == (other.topic_id, other.partitions, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.topic_id, self.partitions, self.unknown_tagged_fields))
+
+    @message
     class PartitionData:
-        partition: int = 0
-        leader_epoch: int = 0
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('partition', 'leader_epoch', 'unknown_tagged_fields')
+        partition: int
+        leader_epoch: int
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    group_id: str = ''
-    topics: list[ReadShareGroupStateRequest.ReadStateData] = dataclasses.field(default_factory=list)
-    unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        def __init__(
+            self,
+            *,
+            partition: int = 0,
+            leader_epoch: int = 0,
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'partition', partition)
+            setattr_(self, 'leader_epoch', leader_epoch)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.partition, self.leader_epoch, self.unknown_tagged_fields) == (other.partition, other.leader_epoch, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.partition, self.leader_epoch, self.unknown_tagged_fields))
+
+    __slots__ = ('group_id', 'topics', 'unknown_tagged_fields')
+    group_id: str
+    topics: list[ReadShareGroupStateRequest.ReadStateData]
+    unknown_tagged_fields: list[tuple[int, bytes]]
+
+    def __init__(
+        self,
+        *,
+        group_id: str = '',
+        topics: list[ReadShareGroupStateRequest.ReadStateData] = LIST,
+        unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+    ) -> None:
+        setattr_(self, 'group_id', group_id)
+        setattr_(self, 'topics', [] if topics is LIST else topics)
+        setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return (self.group_id, self.topics, self.unknown_tagged_fields) == (other.group_id, other.topics, other.unknown_tagged_fields)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.group_id, self.topics, self.unknown_tagged_fields))
 
 
 _PartitionData_0 = p.Schema('ReadShareGroupStateRequest.PartitionData', ReadShareGroupStateRequest.PartitionData, [('partition', p.Int32), ('leader_epoch', p.Int32)], flexible=True)
@@ -37,34 +95,124 @@ _ReadStateData_1 = p.Schema('ReadShareGroupStateRequest.ReadStateData', ReadShar
 ReadShareGroupStateRequestV0 = p.Schema('ReadShareGroupStateRequest v0', ReadShareGroupStateRequest, [('group_id', p.CompactString), ('topics', p.Array(_ReadStateData_1, compact=True))], flexible=True)
 
 
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+@message
 class ReadShareGroupStateResponse:
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+    @message
     class ReadStateResult:
-        topic_id: uuid.UUID = NULL_UUID
-        partitions: list[ReadShareGroupStateResponse.PartitionResult] = dataclasses.field(default_factory=list)
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('topic_id', 'partitions', 'unknown_tagged_fields')
+        topic_id: uuid.UUID
+        partitions: list[ReadShareGroupStateResponse.PartitionResult]
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+        def __init__(
+            self,
+            *,
+            topic_id: uuid.UUID = NULL_UUID,
+            partitions: list[ReadShareGroupStateResponse.PartitionResult] = LIST,
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'topic_id', topic_id)
+            setattr_(self, 'partitions', [] if partitions is LIST else partitions)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.topic_id, self.partitions, self.unknown_tagged_fields) == (other.topic_id, other.partitions, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.topic_id, self.partitions, self.unknown_tagged_fields))
+
+    @message
     class PartitionResult:
-        partition: int = 0
-        error_code: int = 0
-        error_message: str | None = None
-        state_epoch: int = 0
-        start_offset: int = 0
-        state_batches: list[ReadShareGroupStateResponse.StateBatch] = dataclasses.field(default_factory=list)
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('partition', 'error_code', 'error_message', 'state_epoch', 'start_offset', 'state_batches', 'unknown_tagged_fields')
+        partition: int
+        error_code: int
+        error_message: str | None
+        state_epoch: int
+        start_offset: int
+        state_batches: list[ReadShareGroupStateResponse.StateBatch]
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+        def __init__(
+            self,
+            *,
+            partition: int = 0,
+            error_code: int = 0,
+            error_message: str | None = None,
+            state_epoch: int = 0,
+            start_offset: int = 0,
+            state_batches: list[ReadShareGroupStateResponse.StateBatch] = LIST,
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'partition', partition)
+            setattr_(self, 'error_code', error_code)
+            setattr_(self, 'error_message', error_message)
+            setattr_(self, 'state_epoch', state_epoch)
+            setattr_(self, 'start_offset', start_offset)
+            setattr_(self, 'state_batches', [] if state_batches is LIST else state_batches)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.partition, self.error_code, self.error_message, self.state_epoch, self.start_offset, self.state_batches, self.unknown_tagged_fields) == (other.partition, other.error_code, other.error_message, other.state_epoch, other.start_offset, other.state_batches, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.partition, self.error_code, self.error_message, self.state_epoch, self.start_offset, self.state_batches, self.unknown_tagged_fields))
+
+    @message
     class StateBatch:
-        first_offset: int = 0
-        last_offset: int = 0
-        delivery_state: int = 0
-        delivery_count: int = 0
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('first_offset', 'last_offset', 'delivery_state', 'delivery_count', 'unknown_tagged_fields')
+        first_offset: int
+        last_offset: int
+        delivery_state: int
+        delivery_count: int
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    results: list[ReadShareGroupStateResponse.ReadStateResult] = dataclasses.field(default_factory=list)
-    unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        def __init__(
+            self,
+            *,
+            first_offset: int = 0,
+            last_offset: int = 0,
+            delivery_state: int = 0,
+            delivery_count: int = 0,
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'first_offset', first_offset)
+            setattr_(self, 'last_offset', last_offset)
+            setattr_(self, 'delivery_state', delivery_state)
+            setattr_(self, 'delivery_count', delivery_count)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.first_offset, self.last_offset, self.delivery_state, self.delivery_count, self.unknown_tagged_fields) == (other.first_offset, other.last_offset, other.delivery_state, other.delivery_count, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.first_offset, self.last_offset, self.delivery_state, self.delivery_count, self.unknown_tagged_fields))
+
+    __slots__ = ('results', 'unknown_tagged_fields')
+    results: list[ReadShareGroupStateResponse.ReadStateResult]
+    unknown_tagged_fields: list[tuple[int, bytes]]
+
+    def __init__(
+        self,
+        *,
+        results: list[ReadShareGroupStateResponse.ReadStateResult] = LIST,
+        unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+    ) -> None:
+        setattr_(self, 'results', [] if results is LIST else results)
+        setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return (self.results, self.unknown_tagged_fields) == (other.results, other.unknown_tagged_fields)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.results, self.unknown_tagged_fields))
 
 
 _StateBatch_0 = p.Schema('ReadShareGroupStateResponse.StateBatch', ReadShareGroupStateResponse.StateBatch, [('first_offset', p.Int64), ('last_offset', p.Int64), ('delivery_state', p.Int8), ('delivery_count', p.Int16)], flexible=True)

@@ -3,33 +3,91 @@
 
 from __future__ import annotations
 
-import dataclasses
 import uuid
 
 from .. import primitives as p
+from .._frozen import LIST, factory, message, setattr_
 from .._wire import NULL_UUID
 
-RECORDS = {'kafka_type': 'records'}
 
 
-
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+@message
 class ReadShareGroupStateSummaryRequest:
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+    @message
     class ReadStateSummaryData:
-        topic_id: uuid.UUID = NULL_UUID
-        partitions: list[ReadShareGroupStateSummaryRequest.PartitionData] = dataclasses.field(default_factory=list)
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('topic_id', 'partitions', 'unknown_tagged_fields')
+        topic_id: uuid.UUID
+        partitions: list[ReadShareGroupStateSummaryRequest.PartitionData]
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+        def __init__(
+            self,
+            *,
+            topic_id: uuid.UUID = NULL_UUID,
+            partitions: list[ReadShareGroupStateSummaryRequest.PartitionData] = LIST,
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'topic_id', topic_id)
+            setattr_(self, 'partitions', [] if partitions is LIST else partitions)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.topic_id, self.partitions, self.unknown_tagged_fields) == (other.topic_id, other.partitions, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.topic_id, self.partitions, self.unknown_tagged_fields))
+
+    @message
     class PartitionData:
-        partition: int = 0
-        leader_epoch: int = 0
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('partition', 'leader_epoch', 'unknown_tagged_fields')
+        partition: int
+        leader_epoch: int
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    group_id: str = ''
-    topics: list[ReadShareGroupStateSummaryRequest.ReadStateSummaryData] = dataclasses.field(default_factory=list)
-    unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        def __init__(
+            self,
+            *,
+            partition: int = 0,
+            leader_epoch: int = 0,
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'partition', partition)
+            setattr_(self, 'leader_epoch', leader_epoch)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.partition, self.leader_epoch, self.unknown_tagged_fields) == (other.partition, other.leader_epoch, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.partition, self.leader_epoch, self.unknown_tagged_fields))
+
+    __slots__ = ('group_id', 'topics', 'unknown_tagged_fields')
+    group_id: str
+    topics: list[ReadShareGroupStateSummaryRequest.ReadStateSummaryData]
+    unknown_tagged_fields: list[tuple[int, bytes]]
+
+    def __init__(
+        self,
+        *,
+        group_id: str = '',
+        topics: list[ReadShareGroupStateSummaryRequest.ReadStateSummaryData] = LIST,
+        unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+    ) -> None:
+        setattr_(self, 'group_id', group_id)
+        setattr_(self, 'topics', [] if topics is LIST else topics)
+        setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return (self.group_id, self.topics, self.unknown_tagged_fields) == (other.group_id, other.topics, other.unknown_tagged_fields)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.group_id, self.topics, self.unknown_tagged_fields))
 
 
 _PartitionData_0 = p.Schema('ReadShareGroupStateSummaryRequest.PartitionData', ReadShareGroupStateSummaryRequest.PartitionData, [('partition', p.Int32), ('leader_epoch', p.Int32)], flexible=True)
@@ -37,25 +95,89 @@ _ReadStateSummaryData_1 = p.Schema('ReadShareGroupStateSummaryRequest.ReadStateS
 ReadShareGroupStateSummaryRequestV0 = p.Schema('ReadShareGroupStateSummaryRequest v0', ReadShareGroupStateSummaryRequest, [('group_id', p.CompactString), ('topics', p.Array(_ReadStateSummaryData_1, compact=True))], flexible=True)
 
 
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+@message
 class ReadShareGroupStateSummaryResponse:
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+    @message
     class ReadStateSummaryResult:
-        topic_id: uuid.UUID = NULL_UUID
-        partitions: list[ReadShareGroupStateSummaryResponse.PartitionResult] = dataclasses.field(default_factory=list)
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('topic_id', 'partitions', 'unknown_tagged_fields')
+        topic_id: uuid.UUID
+        partitions: list[ReadShareGroupStateSummaryResponse.PartitionResult]
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+        def __init__(
+            self,
+            *,
+            topic_id: uuid.UUID = NULL_UUID,
+            partitions: list[ReadShareGroupStateSummaryResponse.PartitionResult] = LIST,
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'topic_id', topic_id)
+            setattr_(self, 'partitions', [] if partitions is LIST else partitions)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.topic_id, self.partitions, self.unknown_tagged_fields) == (other.topic_id, other.partitions, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.topic_id, self.partitions, self.unknown_tagged_fields))
+
+    @message
     class PartitionResult:
-        partition: int = 0
-        error_code: int = 0
-        error_message: str | None = None
-        state_epoch: int = 0
-        start_offset: int = 0
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('partition', 'error_code', 'error_message', 'state_epoch', 'start_offset', 'unknown_tagged_fields')
+        partition: int
+        error_code: int
+        error_message: str | None
+        state_epoch: int
+        start_offset: int
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    results: list[ReadShareGroupStateSummaryResponse.ReadStateSummaryResult] = dataclasses.field(default_factory=list)
-    unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        def __init__(
+            self,
+            *,
+            partition: int = 0,
+            error_code: int = 0,
+            error_message: str | None = None,
+            state_epoch: int = 0,
+            start_offset: int = 0,
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'partition', partition)
+            setattr_(self, 'error_code', error_code)
+            setattr_(self, 'error_message', error_message)
+            setattr_(self, 'state_epoch', state_epoch)
+            setattr_(self, 'start_offset', start_offset)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.partition, self.error_code, self.error_message, self.state_epoch, self.start_offset, self.unknown_tagged_fields) == (other.partition, other.error_code, other.error_message, other.state_epoch, other.start_offset, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.partition, self.error_code, self.error_message, self.state_epoch, self.start_offset, self.unknown_tagged_fields))
+
+    __slots__ = ('results', 'unknown_tagged_fields')
+    results: list[ReadShareGroupStateSummaryResponse.ReadStateSummaryResult]
+    unknown_tagged_fields: list[tuple[int, bytes]]
+
+    def __init__(
+        self,
+        *,
+        results: list[ReadShareGroupStateSummaryResponse.ReadStateSummaryResult] = LIST,
+        unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+    ) -> None:
+        setattr_(self, 'results', [] if results is LIST else results)
+        setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return (self.results, self.unknown_tagged_fields) == (other.results, other.unknown_tagged_fields)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.results, self.unknown_tagged_fields))
 
 
 _PartitionResult_0 = p.Schema('ReadShareGroupStateSummaryResponse.PartitionResult', ReadShareGroupStateSummaryResponse.PartitionResult, [('partition', p.Int32), ('error_code', p.Int16), ('error_message', p.CompactNullableString), ('state_epoch', p.Int32), ('start_offset', p.Int64)], flexible=True)

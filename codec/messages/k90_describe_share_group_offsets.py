@@ -3,32 +3,88 @@
 
 from __future__ import annotations
 
-import dataclasses
 import uuid
 
 from .. import primitives as p
+from .._frozen import LIST, factory, message, setattr_
 from .._wire import NULL_UUID
 
-RECORDS = {'kafka_type': 'records'}
 
 
-
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+@message
 class DescribeShareGroupOffsetsRequest:
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+    @message
     class DescribeShareGroupOffsetsRequestGroup:
-        group_id: str = ''
-        topics: list[DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestTopic] | None = dataclasses.field(default_factory=list)
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('group_id', 'topics', 'unknown_tagged_fields')
+        group_id: str
+        topics: list[DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestTopic] | None
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+        def __init__(
+            self,
+            *,
+            group_id: str = '',
+            topics: list[DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestTopic] | None = LIST,
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'group_id', group_id)
+            setattr_(self, 'topics', [] if topics is LIST else topics)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.group_id, self.topics, self.unknown_tagged_fields) == (other.group_id, other.topics, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.group_id, self.topics, self.unknown_tagged_fields))
+
+    @message
     class DescribeShareGroupOffsetsRequestTopic:
-        topic_name: str = ''
-        partitions: list[int] = dataclasses.field(default_factory=list)
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('topic_name', 'partitions', 'unknown_tagged_fields')
+        topic_name: str
+        partitions: list[int]
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    groups: list[DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestGroup] = dataclasses.field(default_factory=list)
-    unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        def __init__(
+            self,
+            *,
+            topic_name: str = '',
+            partitions: list[int] = LIST,
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'topic_name', topic_name)
+            setattr_(self, 'partitions', [] if partitions is LIST else partitions)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.topic_name, self.partitions, self.unknown_tagged_fields) == (other.topic_name, other.partitions, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.topic_name, self.partitions, self.unknown_tagged_fields))
+
+    __slots__ = ('groups', 'unknown_tagged_fields')
+    groups: list[DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestGroup]
+    unknown_tagged_fields: list[tuple[int, bytes]]
+
+    def __init__(
+        self,
+        *,
+        groups: list[DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestGroup] = LIST,
+        unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+    ) -> None:
+        setattr_(self, 'groups', [] if groups is LIST else groups)
+        setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return (self.groups, self.unknown_tagged_fields) == (other.groups, other.unknown_tagged_fields)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.groups, self.unknown_tagged_fields))
 
 
 _DescribeShareGroupOffsetsRequestTopic_0 = p.Schema('DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestTopic', DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestTopic, [('topic_name', p.CompactString), ('partitions', p.Array(p.Int32, compact=True))], flexible=True)
@@ -37,36 +93,130 @@ DescribeShareGroupOffsetsRequestV0 = p.Schema('DescribeShareGroupOffsetsRequest 
 DescribeShareGroupOffsetsRequestV1 = p.Schema('DescribeShareGroupOffsetsRequest v1', DescribeShareGroupOffsetsRequest, [('groups', p.Array(_DescribeShareGroupOffsetsRequestGroup_1, compact=True))], flexible=True)
 
 
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+@message
 class DescribeShareGroupOffsetsResponse:
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+    @message
     class DescribeShareGroupOffsetsResponseGroup:
-        group_id: str = ''
-        topics: list[DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseTopic] = dataclasses.field(default_factory=list)
-        error_code: int = 0
-        error_message: str | None = None
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('group_id', 'topics', 'error_code', 'error_message', 'unknown_tagged_fields')
+        group_id: str
+        topics: list[DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseTopic]
+        error_code: int
+        error_message: str | None
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+        def __init__(
+            self,
+            *,
+            group_id: str = '',
+            topics: list[DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseTopic] = LIST,
+            error_code: int = 0,
+            error_message: str | None = None,
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'group_id', group_id)
+            setattr_(self, 'topics', [] if topics is LIST else topics)
+            setattr_(self, 'error_code', error_code)
+            setattr_(self, 'error_message', error_message)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.group_id, self.topics, self.error_code, self.error_message, self.unknown_tagged_fields) == (other.group_id, other.topics, other.error_code, other.error_message, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.group_id, self.topics, self.error_code, self.error_message, self.unknown_tagged_fields))
+
+    @message
     class DescribeShareGroupOffsetsResponseTopic:
-        topic_name: str = ''
-        topic_id: uuid.UUID = NULL_UUID
-        partitions: list[DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponsePartition] = dataclasses.field(default_factory=list)
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('topic_name', 'topic_id', 'partitions', 'unknown_tagged_fields')
+        topic_name: str
+        topic_id: uuid.UUID
+        partitions: list[DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponsePartition]
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+        def __init__(
+            self,
+            *,
+            topic_name: str = '',
+            topic_id: uuid.UUID = NULL_UUID,
+            partitions: list[DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponsePartition] = LIST,
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'topic_name', topic_name)
+            setattr_(self, 'topic_id', topic_id)
+            setattr_(self, 'partitions', [] if partitions is LIST else partitions)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.topic_name, self.topic_id, self.partitions, self.unknown_tagged_fields) == (other.topic_name, other.topic_id, other.partitions, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.topic_name, self.topic_id, self.partitions, self.unknown_tagged_fields))
+
+    @message
     class DescribeShareGroupOffsetsResponsePartition:
-        partition_index: int = 0
-        start_offset: int = 0
-        leader_epoch: int = 0
-        lag: int = 0
-        error_code: int = 0
-        error_message: str | None = None
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('partition_index', 'start_offset', 'leader_epoch', 'lag', 'error_code', 'error_message', 'unknown_tagged_fields')
+        partition_index: int
+        start_offset: int
+        leader_epoch: int
+        lag: int
+        error_code: int
+        error_message: str | None
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    throttle_time_ms: int = 0
-    groups: list[DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup] = dataclasses.field(default_factory=list)
-    unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        def __init__(
+            self,
+            *,
+            partition_index: int = 0,
+            start_offset: int = 0,
+            leader_epoch: int = 0,
+            lag: int = 0,
+            error_code: int = 0,
+            error_message: str | None = None,
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'partition_index', partition_index)
+            setattr_(self, 'start_offset', start_offset)
+            setattr_(self, 'leader_epoch', leader_epoch)
+            setattr_(self, 'lag', lag)
+            setattr_(self, 'error_code', error_code)
+            setattr_(self, 'error_message', error_message)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.partition_index, self.start_offset, self.leader_epoch, self.lag, self.error_code, self.error_message, self.unknown_tagged_fields) == (other.partition_index, other.start_offset, other.leader_epoch, other.lag, other.error_code, other.error_message, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.partition_index, self.start_offset, self.leader_epoch, self.lag, self.error_code, self.error_message, self.unknown_tagged_fields))
+
+    __slots__ = ('throttle_time_ms', 'groups', 'unknown_tagged_fields')
+    throttle_time_ms: int
+    groups: list[DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup]
+    unknown_tagged_fields: list[tuple[int, bytes]]
+
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = 0,
+        groups: list[DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup] = LIST,
+        unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+    ) -> None:
+        setattr_(self, 'throttle_time_ms', throttle_time_ms)
+        setattr_(self, 'groups', [] if groups is LIST else groups)
+        setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return (self.throttle_time_ms, self.groups, self.unknown_tagged_fields) == (other.throttle_time_ms, other.groups, other.unknown_tagged_fields)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.throttle_time_ms, self.groups, self.unknown_tagged_fields))
 
 
 _DescribeShareGroupOffsetsResponsePartition_0 = p.Schema('DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponsePartition', DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponsePartition, [('partition_index', p.Int32), ('start_offset', p.Int64), ('leader_epoch', p.Int32), ('error_code', p.Int16), ('error_message', p.CompactNullableString)], flexible=True, absent=[('lag', 0)])

@@ -3,33 +3,91 @@
 
 from __future__ import annotations
 
-import dataclasses
 import uuid
 
 from .. import primitives as p
+from .._frozen import LIST, factory, message, setattr_
 from .._wire import NULL_UUID
 
-RECORDS = {'kafka_type': 'records'}
 
 
-
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+@message
 class AlterShareGroupOffsetsRequest:
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+    @message
     class AlterShareGroupOffsetsRequestTopic:
-        topic_name: str = ''
-        partitions: list[AlterShareGroupOffsetsRequest.AlterShareGroupOffsetsRequestPartition] = dataclasses.field(default_factory=list)
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('topic_name', 'partitions', 'unknown_tagged_fields')
+        topic_name: str
+        partitions: list[AlterShareGroupOffsetsRequest.AlterShareGroupOffsetsRequestPartition]
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+        def __init__(
+            self,
+            *,
+            topic_name: str = '',
+            partitions: list[AlterShareGroupOffsetsRequest.AlterShareGroupOffsetsRequestPartition] = LIST,
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'topic_name', topic_name)
+            setattr_(self, 'partitions', [] if partitions is LIST else partitions)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.topic_name, self.partitions, self.unknown_tagged_fields) == (other.topic_name, other.partitions, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.topic_name, self.partitions, self.unknown_tagged_fields))
+
+    @message
     class AlterShareGroupOffsetsRequestPartition:
-        partition_index: int = 0
-        start_offset: int = 0
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('partition_index', 'start_offset', 'unknown_tagged_fields')
+        partition_index: int
+        start_offset: int
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    group_id: str = ''
-    topics: list[AlterShareGroupOffsetsRequest.AlterShareGroupOffsetsRequestTopic] = dataclasses.field(default_factory=list)
-    unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        def __init__(
+            self,
+            *,
+            partition_index: int = 0,
+            start_offset: int = 0,
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'partition_index', partition_index)
+            setattr_(self, 'start_offset', start_offset)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.partition_index, self.start_offset, self.unknown_tagged_fields) == (other.partition_index, other.start_offset, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.partition_index, self.start_offset, self.unknown_tagged_fields))
+
+    __slots__ = ('group_id', 'topics', 'unknown_tagged_fields')
+    group_id: str
+    topics: list[AlterShareGroupOffsetsRequest.AlterShareGroupOffsetsRequestTopic]
+    unknown_tagged_fields: list[tuple[int, bytes]]
+
+    def __init__(
+        self,
+        *,
+        group_id: str = '',
+        topics: list[AlterShareGroupOffsetsRequest.AlterShareGroupOffsetsRequestTopic] = LIST,
+        unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+    ) -> None:
+        setattr_(self, 'group_id', group_id)
+        setattr_(self, 'topics', [] if topics is LIST else topics)
+        setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return (self.group_id, self.topics, self.unknown_tagged_fields) == (other.group_id, other.topics, other.unknown_tagged_fields)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.group_id, self.topics, self.unknown_tagged_fields))
 
 
 _AlterShareGroupOffsetsRequestPartition_0 = p.Schema('AlterShareGroupOffsetsRequest.AlterShareGroupOffsetsRequestPartition', AlterShareGroupOffsetsRequest.AlterShareGroupOffsetsRequestPartition, [('partition_index', p.Int32), ('start_offset', p.Int64)], flexible=True)
@@ -37,27 +95,95 @@ _AlterShareGroupOffsetsRequestTopic_1 = p.Schema('AlterShareGroupOffsetsRequest.
 AlterShareGroupOffsetsRequestV0 = p.Schema('AlterShareGroupOffsetsRequest v0', AlterShareGroupOffsetsRequest, [('group_id', p.CompactString), ('topics', p.Array(_AlterShareGroupOffsetsRequestTopic_1, compact=True))], flexible=True)
 
 
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+@message
 class AlterShareGroupOffsetsResponse:
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+    @message
     class AlterShareGroupOffsetsResponseTopic:
-        topic_name: str = ''
-        topic_id: uuid.UUID = NULL_UUID
-        partitions: list[AlterShareGroupOffsetsResponse.AlterShareGroupOffsetsResponsePartition] = dataclasses.field(default_factory=list)
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('topic_name', 'topic_id', 'partitions', 'unknown_tagged_fields')
+        topic_name: str
+        topic_id: uuid.UUID
+        partitions: list[AlterShareGroupOffsetsResponse.AlterShareGroupOffsetsResponsePartition]
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+        def __init__(
+            self,
+            *,
+            topic_name: str = '',
+            topic_id: uuid.UUID = NULL_UUID,
+            partitions: list[AlterShareGroupOffsetsResponse.AlterShareGroupOffsetsResponsePartition] = LIST,
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'topic_name', topic_name)
+            setattr_(self, 'topic_id', topic_id)
+            setattr_(self, 'partitions', [] if partitions is LIST else partitions)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.topic_name, self.topic_id, self.partitions, self.unknown_tagged_fields) == (other.topic_name, other.topic_id, other.partitions, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.topic_name, self.topic_id, self.partitions, self.unknown_tagged_fields))
+
+    @message
     class AlterShareGroupOffsetsResponsePartition:
-        partition_index: int = 0
-        error_code: int = 0
-        error_message: str | None = None
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('partition_index', 'error_code', 'error_message', 'unknown_tagged_fields')
+        partition_index: int
+        error_code: int
+        error_message: str | None
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    throttle_time_ms: int = 0
-    error_code: int = 0
-    error_message: str | None = None
-    responses: list[AlterShareGroupOffsetsResponse.AlterShareGroupOffsetsResponseTopic] = dataclasses.field(default_factory=list)
-    unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        def __init__(
+            self,
+            *,
+            partition_index: int = 0,
+            error_code: int = 0,
+            error_message: str | None = None,
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'partition_index', partition_index)
+            setattr_(self, 'error_code', error_code)
+            setattr_(self, 'error_message', error_message)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.partition_index, self.error_code, self.error_message, self.unknown_tagged_fields) == (other.partition_index, other.error_code, other.error_message, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.partition_index, self.error_code, self.error_message, self.unknown_tagged_fields))
+
+    __slots__ = ('throttle_time_ms', 'error_code', 'error_message', 'responses', 'unknown_tagged_fields')
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    responses: list[AlterShareGroupOffsetsResponse.AlterShareGroupOffsetsResponseTopic]
+    unknown_tagged_fields: list[tuple[int, bytes]]
+
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = 0,
+        error_code: int = 0,
+        error_message: str | None = None,
+        responses: list[AlterShareGroupOffsetsResponse.AlterShareGroupOffsetsResponseTopic] = LIST,
+        unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+    ) -> None:
+        setattr_(self, 'throttle_time_ms', throttle_time_ms)
+        setattr_(self, 'error_code', error_code)
+        setattr_(self, 'error_message', error_message)
+        setattr_(self, 'responses', [] if responses is LIST else responses)
+        setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return (self.throttle_time_ms, self.error_code, self.error_message, self.responses, self.unknown_tagged_fields) == (other.throttle_time_ms, other.error_code, other.error_message, other.responses, other.unknown_tagged_fields)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.throttle_time_ms, self.error_code, self.error_message, self.responses, self.unknown_tagged_fields))
 
 
 _AlterShareGroupOffsetsResponsePartition_0 = p.Schema('AlterShareGroupOffsetsResponse.AlterShareGroupOffsetsResponsePartition', AlterShareGroupOffsetsResponse.AlterShareGroupOffsetsResponsePartition, [('partition_index', p.Int32), ('error_code', p.Int16), ('error_message', p.CompactNullableString)], flexible=True)

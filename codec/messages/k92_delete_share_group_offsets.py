@@ -3,47 +3,131 @@
 
 from __future__ import annotations
 
-import dataclasses
 import uuid
 
 from .. import primitives as p
+from .._frozen import LIST, factory, message, setattr_
 from .._wire import NULL_UUID
 
-RECORDS = {'kafka_type': 'records'}
 
 
-
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+@message
 class DeleteShareGroupOffsetsRequest:
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+    @message
     class DeleteShareGroupOffsetsRequestTopic:
-        topic_name: str = ''
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('topic_name', 'unknown_tagged_fields')
+        topic_name: str
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    group_id: str = ''
-    topics: list[DeleteShareGroupOffsetsRequest.DeleteShareGroupOffsetsRequestTopic] = dataclasses.field(default_factory=list)
-    unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        def __init__(
+            self,
+            *,
+            topic_name: str = '',
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'topic_name', topic_name)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.topic_name, self.unknown_tagged_fields) == (other.topic_name, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.topic_name, self.unknown_tagged_fields))
+
+    __slots__ = ('group_id', 'topics', 'unknown_tagged_fields')
+    group_id: str
+    topics: list[DeleteShareGroupOffsetsRequest.DeleteShareGroupOffsetsRequestTopic]
+    unknown_tagged_fields: list[tuple[int, bytes]]
+
+    def __init__(
+        self,
+        *,
+        group_id: str = '',
+        topics: list[DeleteShareGroupOffsetsRequest.DeleteShareGroupOffsetsRequestTopic] = LIST,
+        unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+    ) -> None:
+        setattr_(self, 'group_id', group_id)
+        setattr_(self, 'topics', [] if topics is LIST else topics)
+        setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return (self.group_id, self.topics, self.unknown_tagged_fields) == (other.group_id, other.topics, other.unknown_tagged_fields)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.group_id, self.topics, self.unknown_tagged_fields))
 
 
 _DeleteShareGroupOffsetsRequestTopic_0 = p.Schema('DeleteShareGroupOffsetsRequest.DeleteShareGroupOffsetsRequestTopic', DeleteShareGroupOffsetsRequest.DeleteShareGroupOffsetsRequestTopic, [('topic_name', p.CompactString)], flexible=True)
 DeleteShareGroupOffsetsRequestV0 = p.Schema('DeleteShareGroupOffsetsRequest v0', DeleteShareGroupOffsetsRequest, [('group_id', p.CompactString), ('topics', p.Array(_DeleteShareGroupOffsetsRequestTopic_0, compact=True))], flexible=True)
 
 
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+@message
 class DeleteShareGroupOffsetsResponse:
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+    @message
     class DeleteShareGroupOffsetsResponseTopic:
-        topic_name: str = ''
-        topic_id: uuid.UUID = NULL_UUID
-        error_code: int = 0
-        error_message: str | None = None
-        unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        __slots__ = ('topic_name', 'topic_id', 'error_code', 'error_message', 'unknown_tagged_fields')
+        topic_name: str
+        topic_id: uuid.UUID
+        error_code: int
+        error_message: str | None
+        unknown_tagged_fields: list[tuple[int, bytes]]
 
-    throttle_time_ms: int = 0
-    error_code: int = 0
-    error_message: str | None = None
-    responses: list[DeleteShareGroupOffsetsResponse.DeleteShareGroupOffsetsResponseTopic] = dataclasses.field(default_factory=list)
-    unknown_tagged_fields: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)
+        def __init__(
+            self,
+            *,
+            topic_name: str = '',
+            topic_id: uuid.UUID = NULL_UUID,
+            error_code: int = 0,
+            error_message: str | None = None,
+            unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+        ) -> None:
+            setattr_(self, 'topic_name', topic_name)
+            setattr_(self, 'topic_id', topic_id)
+            setattr_(self, 'error_code', error_code)
+            setattr_(self, 'error_message', error_message)
+            setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.topic_name, self.topic_id, self.error_code, self.error_message, self.unknown_tagged_fields) == (other.topic_name, other.topic_id, other.error_code, other.error_message, other.unknown_tagged_fields)
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.topic_name, self.topic_id, self.error_code, self.error_message, self.unknown_tagged_fields))
+
+    __slots__ = ('throttle_time_ms', 'error_code', 'error_message', 'responses', 'unknown_tagged_fields')
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    responses: list[DeleteShareGroupOffsetsResponse.DeleteShareGroupOffsetsResponseTopic]
+    unknown_tagged_fields: list[tuple[int, bytes]]
+
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = 0,
+        error_code: int = 0,
+        error_message: str | None = None,
+        responses: list[DeleteShareGroupOffsetsResponse.DeleteShareGroupOffsetsResponseTopic] = LIST,
+        unknown_tagged_fields: list[tuple[int, bytes]] = LIST,
+    ) -> None:
+        setattr_(self, 'throttle_time_ms', throttle_time_ms)
+        setattr_(self, 'error_code', error_code)
+        setattr_(self, 'error_message', error_message)
+        setattr_(self, 'responses', [] if responses is LIST else responses)
+        setattr_(self, 'unknown_tagged_fields', [] if unknown_tagged_fields is LIST else unknown_tagged_fields)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return (self.throttle_time_ms, self.error_code, self.error_message, self.responses, self.unknown_tagged_fields) == (other.throttle_time_ms, other.error_code, other.error_message, other.responses, other.unknown_tagged_fields)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.throttle_time_ms, self.error_code, self.error_message, self.responses, self.unknown_tagged_fields))
 
 
 _DeleteShareGroupOffsetsResponseTopic_0 = p.Schema('DeleteShareGroupOffsetsResponse.DeleteShareGroupOffsetsResponseTopic', DeleteShareGroupOffsetsResponse.DeleteShareGroupOffsetsResponseTopic, [('topic_name', p.CompactString), ('topic_id', p.Uuid), ('error_code', p.Int16), ('error_message', p.CompactNullableString)], flexible=True)

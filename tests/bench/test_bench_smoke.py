@@ -38,6 +38,14 @@ SMOKE_FLAG = "--smoke"
 # least number of times it must appear.
 RATIO_LINES: dict[str, list[tuple[str, int]]] = {
     "codec.py": [(r"\s\d+\.\d\dx$", 10)],  # trafka / kafka-python per case and op
+    # trafka's imports / aiokafka's (the goals of issue #48), and the CLI's time.
+    "imports.py": [
+        (
+            r"^  trafka\.sdk(\.blocking)? / aiokafka\s+wall\s+\d+\.\d\dx\s+cpu\s+\d+\.\d\dx\s+goal",
+            2,
+        ),
+        (r"^  trafka --help: wall \d+ ms\s+cpu \d+ ms", 1),
+    ],
     "broker.py": [
         (r"\d+\.\d% of the append baseline \(target", 2),
         (r"\d+\.\d% of the sendfile baseline \(target", 2),

@@ -28,3 +28,42 @@ def test_the_admin_client_and_share_consumer_load_when_first_named() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
     )
     assert result.returncode == 0, result.stderr
+
+
+def test_importing_the_client_prepares_nothing_ahead() -> None:
+    """Issue #48: ``import trafka.sdk`` leaves out what a producer or consumer
+    does not need at once: the admin client and the share consumer, the values
+    only the admin client takes, ``importlib.metadata`` (the ``crc32c``
+    package's ``__init__`` reads its version through it), and every compiled
+    parser (a schema compiles on first use); no message class has made its
+    dataclass description, and the pure-Python varint tables are not made."""
+    code = (
+        "import sys, trafka.sdk\n"
+        "from trafka.codec import primitives, protocol, records\n"
+        "lazy = ['trafka.sdk.admin', 'trafka.sdk.share_consumer', 'trafka.sdk.acls',\n"
+        "        'trafka.sdk.quotas', 'trafka.sdk.delegation_tokens', 'importlib.metadata',\n"
+        "        'crc32c']\n"
+        "print('loaded', sorted(set(lazy) & set(sys.modules)))\n"
+        "messages = [m for n, m in list(sys.modules.items())\n"
+        "            if n.startswith('trafka.codec.messages.k')]\n"
+        "print('message modules', len(messages) > 0)\n"
+        "schemas = [v for m in messages for v in vars(m).values()\n"
+        "           if isinstance(v, primitives.Schema)]\n"
+        "print('compiled', protocol._compiled.cache_info().currsize,\n"
+        "      [s.schema_name for s in schemas if {'_entries', '_parts'} & set(vars(s))])\n"
+        "classes = {s.cls for s in schemas}\n"
+        "print('described', len(classes) > 0,\n"
+        "      [c.__qualname__ for c in classes if type(vars(c)['__dataclass_fields__']) is dict])\n"
+        "print('tables', records._UV, records._ZZ2)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == [
+        "loaded []",
+        "message modules True",
+        "compiled 0 []",
+        "described True []",
+        "tables [] []",
+    ]
