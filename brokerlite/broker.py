@@ -1,11 +1,11 @@
 """The broker core: Kafka requests in, responses out, without I/O (sans-IO).
 
 :class:`Broker` owns the durable state (topics and partition logs through
-:class:`~trafka.brokerlite.log.LogManager`, consumer groups through
-:class:`~trafka.brokerlite.groups.GroupCoordinator`, share groups through
-:class:`~trafka.brokerlite.share_groups.ShareGroups`, transactions through
-:class:`~trafka.brokerlite.transactions.TransactionCoordinator`, idempotent
-producers' sequence state through :class:`~trafka.brokerlite.eos.ProducerStates`,
+:class:`~trafka.brokerlite.storage.log.LogManager`, consumer groups through
+:class:`~trafka.brokerlite.groups.coordinator.GroupCoordinator`, share groups through
+:class:`~trafka.brokerlite.groups.share_groups.ShareGroups`, transactions through
+:class:`~trafka.brokerlite.transactions.coordinator.TransactionCoordinator`, idempotent
+producers' sequence state through :class:`~trafka.brokerlite.transactions.eos.ProducerStates`,
 the producer-id counter and the cluster id) and dispatches each decoded request to its handler in
 :mod:`trafka.brokerlite.handlers`. The trio driver (:mod:`.server`) only moves
 bytes; tests drive this class directly.
@@ -69,37 +69,25 @@ from trafka.codec.messages.headers import RequestHeader
 from trafka.codec.protocol import api
 from trafka.codec.records import blob_next_offset
 
-from .authorizer import (
-    ACLS_JOURNAL,
-    ANONYMOUS,
-    AclStore,
-    Authorizer,
-    authorizer_enabled,
-    host_of,
-)
-from .cluster_txn import ClusterTransactions, unverified
-from .cluster_view import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, ClusterView
+from .cluster.controller import coordinator_partition
+from .cluster.replica_manager import ReplicaManager
+from .cluster.view import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, ClusterView
 from .config import BrokerConfig
-from .consumer_groups import TopicMeta
-from .controller import coordinator_partition
-from .delegation_tokens import TOKENS_JOURNAL, DelegationTokens
-from .eos import ProducerStates, TxnVerifier
 from .errors import OffsetStoreError, UnknownTopicOrPartitionError
 from .features import FEATURES_JOURNAL, SHARE_VERSION, FeatureStore
 from .fetch_sessions import FetchManager, FetchSessionCache
-from .group_log import ReplicatedOffsetStore
-from .groups import GroupCoordinator
-from .handlers import HANDLERS
-from .handlers._base import (
-    Close,
-    HandlerSpec,
-    NoResponse,
-    Outcome,
-    Parked,
-    Reply,
-    RequestContext,
-    SaslToken,
+from .groups.consumer_groups import TopicMeta
+from .groups.coordinator import GroupCoordinator
+from .groups.offsets import OffsetStore
+from .groups.replicated_offsets import ReplicatedOffsetStore
+from .groups.share_groups import (
+    SHARE_GROUPS_JOURNAL,
+    ShareGroups,
+    ShareGroupSettings,
+    ShareGroupStore,
 )
+from .handlers import HANDLERS
+from .handlers._base import HandlerSpec, RequestContext
 from .handlers.k01_fetch import HIGH_WATERMARK_WAKES, FetchPlan
 from .intake import (
     API_VERSIONS_KEY,
@@ -109,16 +97,8 @@ from .intake import (
     early_refusal,
     served_api_keys,
 )
-from .log import LogConfig, LogManager
 from .metrics import BrokerMetrics
-from .node_meta import (
-    ClusterProducerIds,
-    ProducerIdAllocator,
-    load_cluster_id,
-    new_cluster_id,
-    write_meta,
-)
-from .offsets import OffsetStore
+from .outcomes import Close, NoResponse, Outcome, Parked, Reply, SaslToken
 from .purgatory import Completion, ParkedRequest, Purgatory
 from .quotas import (
     CONSUMER_BYTE_RATE,
@@ -127,17 +107,34 @@ from .quotas import (
     Quotas,
     QuotaStore,
 )
-from .replica_manager import ReplicaManager
-from .sasl import UserStore
-from .scram import SCRAM_JOURNAL, ScramCredentials
+from .security.authorizer import (
+    ACLS_JOURNAL,
+    ANONYMOUS,
+    AclStore,
+    Authorizer,
+    authorizer_enabled,
+    host_of,
+)
+from .security.delegation_tokens import TOKENS_JOURNAL, DelegationTokens
+from .security.sasl import UserStore
+from .security.scram import SCRAM_JOURNAL, ScramCredentials
 from .session import ConnectionSession, SaslPolicy
-from .share_groups import SHARE_GROUPS_JOURNAL, ShareGroups, ShareGroupSettings, ShareGroupStore
-from .shares import ShareFetcher, ShareStateStore
+from .shares.fetcher import ShareFetcher, ShareStateStore
+from .storage.log import LogConfig, LogManager
+from .storage.node_meta import (
+    ClusterProducerIds,
+    ProducerIdAllocator,
+    load_cluster_id,
+    new_cluster_id,
+    write_meta,
+)
 from .telemetry import CLIENT_METRICS_JOURNAL, ClientTelemetry
-from .transactions import TransactionCoordinator, classic_group_validator
-from .txn_journal import TxnJournal
-from .txn_log import ReplicatedTxnJournal
-from .txn_markers import TransactionMarkers
+from .transactions.cluster_mode import ClusterTransactions, unverified
+from .transactions.coordinator import TransactionCoordinator, classic_group_validator
+from .transactions.eos import ProducerStates, TxnVerifier
+from .transactions.journal import TxnJournal
+from .transactions.markers import TransactionMarkers
+from .transactions.replicated_journal import ReplicatedTxnJournal
 
 __all__ = [
     "API_VERSIONS_KEY",

@@ -48,7 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from trafka.brokerlite.errors import BrokerError
-from trafka.brokerlite.journal import CrcJournal, JournalStore
+from trafka.brokerlite.storage.journal import CrcJournal, JournalStore
 from trafka.codec.errors import ErrorCode
 
 __all__ = [

@@ -38,9 +38,9 @@ from trafka.codec.messages import API_MODULES
 from trafka.codec.protocol import api
 from trafka.codec.sasl import SaslAuthenticationError
 
-from .authorizer import host_of, principal_for
-from .handlers._base import Close, SaslToken
-from .sasl import SaslSession, SaslState, UserStore
+from .outcomes import Close, SaslToken
+from .security.authorizer import host_of, principal_for
+from .security.sasl import SaslSession, SaslState, UserStore
 
 __all__ = ["ConnectionSession", "SaslPolicy", "unauthenticated_refusal"]
 

@@ -84,9 +84,9 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from trafka.brokerlite.authorizer import host_of
 from trafka.brokerlite.errors import BrokerError
-from trafka.brokerlite.journal import CrcJournal, JournalStore
+from trafka.brokerlite.security.authorizer import host_of
+from trafka.brokerlite.storage.journal import CrcJournal, JournalStore
 from trafka.codec.compression import decompress
 from trafka.codec.crc import crc32c
 from trafka.codec.errors import DecodeError, ErrorCode

@@ -4,7 +4,7 @@ straight from the segment files.
 * Versions 0-3 (Kafka 3.9's, removed by KIP-896) are answered like v4 with
   read_uncommitted, but their records are down-converted to the message format
   the version reads (magic 0 for v0-1, magic 1 for v2-3;
-  :mod:`trafka.brokerlite.message_format`), so those answers are built in
+  :mod:`trafka.brokerlite.storage.message_format`), so those answers are built in
   memory rather than sent from the files. v0-2 have no response ``max_bytes``:
   only ``partition_max_bytes`` limits them.
 
@@ -85,17 +85,18 @@ from trafka.brokerlite.fetch_sessions import (
     SessionErrorContext,
     SessionlessContext,
 )
-from trafka.brokerlite.message_format import down_convert, fetch_magic
+from trafka.brokerlite.storage.message_format import down_convert, fetch_magic
 from trafka.codec.acl import AclOperation, AclResourceType
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k01_fetch as m
 from trafka.codec.protocol import encode_response_body
 
-from ._base import HandlerSpec, Parked, Part, Partitions, RequestContext
+from ..outcomes import Parked, Part
+from ._base import HandlerSpec, Partitions, RequestContext
 from ._util import NULL_UUID, code_of, denied, leader_log, partition_log
 
 if TYPE_CHECKING:
-    from trafka.brokerlite.log import ReadResult
+    from trafka.brokerlite.storage.log import ReadResult
 
 API_KEY = 1
 MIN_VERSION = 4

@@ -15,7 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from trafka.brokerlite.log import CHECKPOINT_FILE, CLEAN_SHUTDOWN_FILE, LogConfig, PartitionLog
+from trafka.brokerlite.storage.log import (
+    CHECKPOINT_FILE,
+    CLEAN_SHUTDOWN_FILE,
+    LogConfig,
+    PartitionLog,
+)
 from trafka.codec.records import decode_records, encode_batch
 
 NOW = 1_700_000_000_000
@@ -257,7 +262,7 @@ _CHILD = textwrap.dedent(
     """
     import sys
     from pathlib import Path
-    from trafka.brokerlite.log import LogConfig, PartitionLog
+    from trafka.brokerlite.storage.log import LogConfig, PartitionLog
     from trafka.codec.records import encode_batch
 
     log = PartitionLog.open(

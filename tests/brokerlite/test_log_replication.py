@@ -14,8 +14,6 @@ from pathlib import Path
 import pytest
 from test_log import NOW, batch, open_log
 
-from trafka.brokerlite import segment as segment_module
-from trafka.brokerlite.cleaner import CleaningCancelled
 from trafka.brokerlite.errors import (
     CorruptRecordError,
     InvalidRecordError,
@@ -24,7 +22,9 @@ from trafka.brokerlite.errors import (
     RecordBatchTooLargeError,
     TopicExistsError,
 )
-from trafka.brokerlite.log import (
+from trafka.brokerlite.storage import segment as segment_module
+from trafka.brokerlite.storage.cleaner import CleaningCancelled
+from trafka.brokerlite.storage.log import (
     CHECKPOINT_FILE,
     CLEAN_SHUTDOWN_FILE,
     EPOCH_CHECKPOINT_FILE,

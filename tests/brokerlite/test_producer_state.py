@@ -8,8 +8,8 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from trafka.brokerlite.log import LogConfig, PartitionLog
-from trafka.brokerlite.producer_state import (
+from trafka.brokerlite.storage.log import LogConfig, PartitionLog
+from trafka.brokerlite.transactions.producer_state import (
     INT32_MAX,
     AppendCheck,
     ProducerStateError,

@@ -20,7 +20,7 @@ from kafka.protocol.broker_version_data import (
 from trafka.brokerlite.broker import Broker
 from trafka.brokerlite.config import BrokerConfig
 from trafka.brokerlite.handlers import HANDLERS
-from trafka.brokerlite.handlers._base import Close, NoResponse, Parked, Reply
+from trafka.brokerlite.outcomes import Close, NoResponse, Parked, Reply
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k00_produce as produce
 from trafka.codec.messages import k01_fetch as fetch

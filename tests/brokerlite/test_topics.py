@@ -17,7 +17,7 @@ from trafka.brokerlite.errors import (
     TopicExistsError,
     UnknownTopicOrPartitionError,
 )
-from trafka.brokerlite.log import (
+from trafka.brokerlite.storage.log import (
     REGISTRY_FILE,
     ConfigSource,
     ConfigType,
