@@ -1,7 +1,7 @@
 """The broker core: Kafka requests in, responses out, without I/O (sans-IO).
 
 :class:`Broker` owns the durable state (topics and partition logs through
-:class:`~trafka.brokerlite.storage.log.LogManager`, consumer groups through
+:class:`~trafka.brokerlite.storage.log_manager.LogManager`, consumer groups through
 :class:`~trafka.brokerlite.groups.coordinator.GroupCoordinator`, share groups through
 :class:`~trafka.brokerlite.groups.share_groups.ShareGroups`, transactions through
 :class:`~trafka.brokerlite.transactions.coordinator.TransactionCoordinator`, idempotent
@@ -120,7 +120,7 @@ from .security.sasl import UserStore
 from .security.scram import SCRAM_JOURNAL, ScramCredentials
 from .session import ConnectionSession, SaslPolicy
 from .shares.fetcher import ShareFetcher, ShareStateStore
-from .storage.log import LogConfig, LogManager
+from .storage.log_manager import LogManager
 from .storage.node_meta import (
     ClusterProducerIds,
     ProducerIdAllocator,
@@ -128,6 +128,7 @@ from .storage.node_meta import (
     new_cluster_id,
     write_meta,
 )
+from .storage.topic_configs import LogConfig
 from .telemetry import CLIENT_METRICS_JOURNAL, ClientTelemetry
 from .transactions.cluster_mode import ClusterTransactions, unverified
 from .transactions.coordinator import TransactionCoordinator, classic_group_validator

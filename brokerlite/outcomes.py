@@ -41,7 +41,7 @@ _SIZE_CORR = struct.Struct(">ii")
 
 
 class FileRange(Protocol):
-    """A byte range of a file (structurally :class:`trafka.brokerlite.storage.log.FileChunk`)."""
+    """A byte range of a file (structurally :class:`trafka.brokerlite.storage.partition.FileChunk`)."""
 
     @property
     def path_or_fd(self) -> Any: ...

@@ -63,8 +63,8 @@ from ..errors import (
     UnknownTopicOrPartitionError,
     ZooKeeperUnavailableError,
 )
-from ..storage.log import check_topic_collision, new_topic_id, validate_topic_name
 from ..storage.node_meta import ClusterProducerIds
+from ..storage.topics import check_topic_collision, new_topic_id, validate_topic_name
 from ..transactions.marker_sender import MarkerSender
 from .controller import (
     AssignmentError,

@@ -56,7 +56,8 @@ from ..errors import (
     UnknownLeaderEpochError,
     UnknownTopicOrPartitionError,
 )
-from ..storage.log import LogManager, PartitionLog
+from ..storage.log_manager import LogManager
+from ..storage.partition import PartitionLog
 from .zk_layout import NO_LEADER, PartitionState, TopicAssignment
 
 __all__ = ["FollowerFetch", "IsrWrite", "Replica", "ReplicaManager", "Role"]

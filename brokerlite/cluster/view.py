@@ -33,7 +33,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..errors import BrokerError
-from ..storage.log import LogManager
+from ..storage.log_manager import LogManager
 from .controller import coordinator_partition
 from .replica_manager import ReplicaManager
 from .zk_layout import NO_LEADER, BrokerRegistration, PartitionState, TopicAssignment

@@ -51,7 +51,7 @@ if TYPE_CHECKING:
     from trafka.brokerlite.security.scram import ScramCredentials
     from trafka.brokerlite.session import ConnectionSession
     from trafka.brokerlite.shares.fetcher import ShareFetcher
-    from trafka.brokerlite.storage.log import LogManager
+    from trafka.brokerlite.storage.log_manager import LogManager
     from trafka.brokerlite.telemetry import ClientTelemetry
     from trafka.brokerlite.transactions.cluster_mode import ClusterTransactions
     from trafka.brokerlite.transactions.coordinator import TransactionCoordinator

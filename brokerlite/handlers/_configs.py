@@ -16,7 +16,7 @@ import enum
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from trafka.brokerlite.storage.log import ConfigEntry, ConfigSource, ConfigType
+from trafka.brokerlite.storage.topic_configs import ConfigEntry, ConfigSource, ConfigType
 from trafka.brokerlite.telemetry import CONFIG_DEFAULTS, CONFIG_TYPES, INTERVAL_MS, split_list
 
 if TYPE_CHECKING:

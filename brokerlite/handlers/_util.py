@@ -17,7 +17,7 @@ from ._configs import ResourceType
 
 if TYPE_CHECKING:
     from trafka.brokerlite.cluster.view import ZkTask
-    from trafka.brokerlite.storage.log import PartitionLog
+    from trafka.brokerlite.storage.partition import PartitionLog
 
     from ..outcomes import Parked
     from ._base import Partitions, RequestContext

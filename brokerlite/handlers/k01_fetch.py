@@ -96,7 +96,7 @@ from ._base import HandlerSpec, Partitions, RequestContext
 from ._util import NULL_UUID, code_of, denied, leader_log, partition_log
 
 if TYPE_CHECKING:
-    from trafka.brokerlite.storage.log import ReadResult
+    from trafka.brokerlite.storage.partition import ReadResult
 
 API_KEY = 1
 MIN_VERSION = 4

@@ -51,7 +51,7 @@ from ._util import (
 
 if TYPE_CHECKING:
     from trafka.brokerlite.cluster.view import ClusterView
-    from trafka.brokerlite.storage.log import TopicInfo
+    from trafka.brokerlite.storage.topics import TopicInfo
 
 API_KEY = 3
 MIN_VERSION = 0

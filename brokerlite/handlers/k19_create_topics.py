@@ -44,7 +44,7 @@ from ..outcomes import Parked
 from ._base import HandlerSpec, RequestContext
 
 if TYPE_CHECKING:
-    from trafka.brokerlite.storage.log import TopicInfo
+    from trafka.brokerlite.storage.topics import TopicInfo
 from ._util import NULL_UUID, code_of, denied, park_on_tasks, task_outcome
 
 API_KEY = 19

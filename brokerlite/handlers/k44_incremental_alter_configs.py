@@ -36,7 +36,7 @@ from collections import Counter
 
 from trafka.brokerlite.cluster.view import ZkTask
 from trafka.brokerlite.errors import BrokerError
-from trafka.brokerlite.storage.log import ConfigType
+from trafka.brokerlite.storage.topic_configs import ConfigType
 from trafka.codec.acl import AclOperation
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k44_incremental_alter_configs as m

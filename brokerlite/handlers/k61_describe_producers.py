@@ -14,7 +14,7 @@ Kafka's topic rules is not authorized, as Kafka refuses it first).
 from __future__ import annotations
 
 from trafka.brokerlite.errors import BrokerError, InvalidTopicError
-from trafka.brokerlite.storage.log import validate_topic_name
+from trafka.brokerlite.storage.topics import validate_topic_name
 from trafka.codec.acl import AclOperation, AclResourceType
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k61_describe_producers as m

@@ -97,7 +97,7 @@ from trafka.codec.records import RecordBatchHeader, iter_batches
 from .partition import AcquiredRange, BatchSpan, SharePartition
 
 if TYPE_CHECKING:
-    from trafka.brokerlite.storage.log import LogManager
+    from trafka.brokerlite.storage.log_manager import LogManager
     from trafka.brokerlite.transactions.eos import ProducerStates
 
 __all__ = [

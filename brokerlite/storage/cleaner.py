@@ -1,11 +1,11 @@
 """Log compaction (Kafka's log cleaner) for one partition log.
 
 A topic whose ``cleanup.policy`` includes ``compact`` keeps, for every key, at
-least its latest value. :class:`~trafka.brokerlite.storage.log.PartitionLog` plans a
-pass (:meth:`~trafka.brokerlite.storage.log.PartitionLog.plan_cleaning`), a
+least its latest value. :class:`~trafka.brokerlite.storage.partition.PartitionLog` plans a
+pass (:meth:`~trafka.brokerlite.storage.partition.PartitionLog.plan_cleaning`), a
 :class:`CleaningPass` does the heavy part (:meth:`CleaningPass.run`, safe in a
 worker thread), and the log swaps the result in
-(:meth:`~trafka.brokerlite.storage.log.PartitionLog.finish_cleaning`).
+(:meth:`~trafka.brokerlite.storage.partition.PartitionLog.finish_cleaning`).
 
 Rules (Kafka's, with the differences named):
 
@@ -196,7 +196,7 @@ class CleaningStats:
 class CleaningPass:
     """One compaction pass over a prefix of a partition log's segments.
 
-    Made by :meth:`~trafka.brokerlite.storage.log.PartitionLog.plan_cleaning`; see the
+    Made by :meth:`~trafka.brokerlite.storage.partition.PartitionLog.plan_cleaning`; see the
     module docstring for what it keeps and how it stays crash-safe.
     """
 
@@ -212,7 +212,7 @@ class CleaningPass:
         segment_bytes: int,
         max_keys: int = DEFAULT_MAX_KEYS,
     ) -> None:
-        """Internal: see :meth:`~trafka.brokerlite.storage.log.PartitionLog.plan_cleaning`.
+        """Internal: see :meth:`~trafka.brokerlite.storage.partition.PartitionLog.plan_cleaning`.
 
         Args:
             directory: the partition's directory.

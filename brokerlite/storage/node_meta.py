@@ -21,7 +21,7 @@ from pathlib import Path
 
 from ..config import BrokerConfig, ConfigError
 from ..errors import BrokerError
-from .log import atomic_write
+from .files import atomic_write
 
 __all__ = [
     "ClusterProducerIds",

@@ -31,7 +31,7 @@ import os
 from collections.abc import Collection
 from pathlib import Path
 
-from .log import LOCK_FILE
+from .log_manager import LOCK_FILE
 from .segment import walk_batches
 
 __all__ = ["Damage", "Report", "broker_running", "partition_dirs", "verify_data_dir"]

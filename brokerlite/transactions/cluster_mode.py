@@ -65,7 +65,7 @@ from .replicated_journal import ReplicatedTxnJournal
 if TYPE_CHECKING:
     from ..broker import Broker
     from ..cluster.view import ClusterView
-    from ..storage.log import LogManager
+    from ..storage.log_manager import LogManager
 
 __all__ = ["ClusterTransactions", "MarkersReplicated", "unverified"]
 

@@ -47,7 +47,9 @@ from trafka.codec.errors import DecodeError, ErrorCode
 from trafka.codec.records import ControlRecordType, encode_control_batch, iter_batches
 
 from ..storage.cleaner import CleaningPass, CleaningStats
-from ..storage.log import AppendResult, LogManager, PartitionLog, atomic_write
+from ..storage.files import atomic_write
+from ..storage.log_manager import LogManager
+from ..storage.partition import AppendResult, PartitionLog
 from .producer_state import (
     DEFAULT_PRODUCER_ID_EXPIRATION_MS,
     ProducerStateError,

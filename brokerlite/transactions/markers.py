@@ -48,7 +48,7 @@ from trafka.codec.errors import ErrorCode
 
 from ..errors import BrokerError
 from ..groups.coordinator import GroupCoordinator
-from ..storage.log import LogManager
+from ..storage.log_manager import LogManager
 from .cluster_mode import ClusterTransactions
 from .coordinator import TransactionCoordinator, TxnCompletion
 from .eos import ProducerStates

@@ -70,7 +70,7 @@ Invariants:
 Durability: the state is derived from the log. :meth:`ProducerStateManager.rebuild`
 replays batch headers (control batches' marker types are read from their record),
 so a retry after a broker restart is still deduplicated; :func:`replay_log` does it
-for a :class:`~trafka.brokerlite.storage.log.PartitionLog`. :meth:`ProducerStateManager.snapshot`
+for a :class:`~trafka.brokerlite.storage.partition.PartitionLog`. :meth:`ProducerStateManager.snapshot`
 and :meth:`ProducerStateManager.load_snapshot` save replaying the whole log: load the
 latest snapshot, then replay from its ``map_end_offset`` (a snapshot beyond the log
 end offset, after a truncating recovery, must be discarded).
@@ -782,7 +782,7 @@ def replay_log(state: ProducerStateManager, log: _Log, *, chunk_bytes: int = 1 <
 
     Args:
         state: the partition's producer state (fresh, or loaded from a snapshot).
-        log: a :class:`~trafka.brokerlite.storage.log.PartitionLog` (or anything with
+        log: a :class:`~trafka.brokerlite.storage.partition.PartitionLog` (or anything with
             ``log_start_offset``, ``log_end_offset`` and ``read(offset, max_bytes)``
             returning whole batches with ``tobytes()``).
         chunk_bytes: how much to read at a time.

@@ -18,7 +18,8 @@ import pytest
 
 from trafka.brokerlite.errors import InvalidRecordError
 from trafka.brokerlite.storage.cleaner import CLEANED_SUFFIX, complete_swaps
-from trafka.brokerlite.storage.log import CLEAN_SHUTDOWN_FILE, LogConfig, PartitionLog
+from trafka.brokerlite.storage.partition import CLEAN_SHUTDOWN_FILE, PartitionLog
+from trafka.brokerlite.storage.topic_configs import LogConfig
 from trafka.codec.errors import ErrorCode
 from trafka.codec.records import (
     Compression,

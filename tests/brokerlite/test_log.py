@@ -23,7 +23,8 @@ from trafka.brokerlite.errors import (
     RecordTooLargeError,
 )
 from trafka.brokerlite.storage import segment as segment_module
-from trafka.brokerlite.storage.log import LogConfig, PartitionLog
+from trafka.brokerlite.storage.partition import PartitionLog
+from trafka.brokerlite.storage.topic_configs import LogConfig
 from trafka.codec.crc import crc32c
 from trafka.codec.errors import ErrorCode
 from trafka.codec.records import Compression, decode_batch, decode_records, encode_batch

@@ -31,7 +31,8 @@ from trafka.brokerlite.errors import (
     UnknownLeaderEpochError,
     UnknownTopicOrPartitionError,
 )
-from trafka.brokerlite.storage.log import LogManager, PartitionLog
+from trafka.brokerlite.storage.log_manager import LogManager
+from trafka.brokerlite.storage.partition import PartitionLog
 from trafka.codec.errors import ErrorCode
 from trafka.codec.records import decode_batch, encode_batch
 

@@ -1,18 +1,4 @@
-"""brokerlite's storage: partition logs on disk, and the durable topic registry.
-
-Layout of a data directory::
-
-    <data_dir>/.lock                        flock'd while a LogManager owns the directory
-    <data_dir>/trafka-topics.json           the topic registry (written atomically)
-    <data_dir>/<topic>-<partition>/         one directory per partition:
-        00000000000000000000.log            segments, named by base offset (see segment.py)
-        00000000000000000000.index
-        00000000000000000000.timeindex
-        trafka.checkpoint                   log start offset, recovery point, clean offset,
-                                            replicated gaps offset (when not 0) and, once
-                                            tracked, the high watermark (JSON, atomic)
-        leader-epoch-checkpoint             the leader epoch cache (Kafka's text format, atomic)
-        .clean-shutdown                     present only while the files are known consistent
+"""One partition's log on disk: appends, reads, truncation, retention and compaction.
 
 Rules and invariants of a :class:`PartitionLog`:
 
@@ -122,35 +108,25 @@ is one bisect over segments, one over the index and a short header scan.
 from __future__ import annotations
 
 import dataclasses
-import enum
 import json
 import logging
 import os
-import re
-import shutil
 import struct
-import uuid
 from bisect import bisect_right
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, NamedTuple, NoReturn
+from typing import NamedTuple, NoReturn
 
 from trafka.codec.crc import crc32c
 from trafka.common.lograte import RateLimitedLog
 
 from ..errors import (
     CorruptRecordError,
-    InvalidConfigError,
-    InvalidPartitionsError,
     InvalidRecordError,
-    InvalidTopicError,
     LogStorageError,
     OffsetOutOfRangeError,
-    PolicyViolationError,
     RecordBatchTooLargeError,
     RecordTooLargeError,
-    TopicExistsError,
-    UnknownTopicOrPartitionError,
 )
 from .cleaner import (
     CLEANED_SUFFIX,
@@ -160,6 +136,8 @@ from .cleaner import (
     Source,
     complete_swaps,
 )
+from .epochs import EPOCH_CHECKPOINT_FILE, EpochCache, format_epochs, load_epochs
+from .files import atomic_write, fsync_dir
 from .segment import (
     BATCH_HEADER_SIZE,
     INT32_MAX,
@@ -168,21 +146,16 @@ from .segment import (
     FileHandle,
     Segment,
     pread_all,
-    write_all,
 )
+from .topic_configs import LogConfig
 
 __all__ = [
+    "CHECKPOINT_FILE",
+    "CLEAN_SHUTDOWN_FILE",
     "AppendResult",
-    "ConfigEntry",
-    "ConfigSource",
-    "ConfigType",
     "FileChunk",
-    "LogConfig",
-    "LogManager",
     "PartitionLog",
     "ReadResult",
-    "TopicInfo",
-    "validate_topic_name",
 ]
 
 logger = logging.getLogger("trafka.brokerlite.log")
@@ -191,10 +164,7 @@ logger = logging.getLogger("trafka.brokerlite.log")
 _storage_log = RateLimitedLog(logger)
 
 CHECKPOINT_FILE = "trafka.checkpoint"
-EPOCH_CHECKPOINT_FILE = "leader-epoch-checkpoint"
 CLEAN_SHUTDOWN_FILE = ".clean-shutdown"
-REGISTRY_FILE = "trafka-topics.json"
-LOCK_FILE = ".lock"
 
 _LONG_MAX = 2**63 - 1
 # The leader checked message_max_bytes: a follower stores what it accepted.
@@ -211,86 +181,6 @@ _U32 = struct.Struct(">I")
 
 _CODEC_MASK = 0x07
 _CONTROL_BIT = 0x20
-
-
-# -- configuration ----------------------------------------------------------------------------
-
-
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
-class LogConfig:
-    """The settings of one partition log (a topic's effective configuration).
-
-    Attributes:
-        segment_bytes: roll when an append would make the active segment larger.
-        segment_ms: roll when the active segment's first append is older than this.
-        retention_ms: delete segments whose newest timestamp is older than this (-1: never).
-        retention_bytes: delete the oldest segments while the partition exceeds this (-1: no limit).
-        index_interval_bytes: bytes between two offset-index entries.
-        flush_interval_messages: fsync after this many records (None: leave it to the OS).
-        flush_interval_ms: fsync when the last one is older than this (None: leave it to the OS).
-        message_max_bytes: the largest batch accepted, header included.
-        message_timestamp_type: ``CreateTime`` (keep the producer's timestamps) or
-            ``LogAppendTime`` (the broker stamps each batch on append).
-        cleanup_policy: ``delete``, ``compact`` or ``compact,delete``: ``delete``
-            enables time/size retention, ``compact`` log compaction (``cleaner.py``).
-        delete_retention_ms: how long compaction keeps a tombstone (a null value).
-        min_cleanable_dirty_ratio: compact once this share of the cleanable bytes
-            has not been compacted yet.
-        min_compaction_lag_ms: records younger than this are not compacted.
-        max_compaction_lag_ms: compact records older than this whatever the ratio.
-    """
-
-    segment_bytes: int = 1073741824
-    segment_ms: int = 604800000
-    retention_ms: int = 604800000
-    retention_bytes: int = -1
-    index_interval_bytes: int = 4096
-    flush_interval_messages: int | None = None
-    flush_interval_ms: int | None = None
-    message_max_bytes: int = 1048588
-    message_timestamp_type: str = "CreateTime"
-    cleanup_policy: str = "delete"
-    delete_retention_ms: int = 86_400_000
-    min_cleanable_dirty_ratio: float = 0.5
-    min_compaction_lag_ms: int = 0
-    max_compaction_lag_ms: int = _LONG_MAX
-
-    def __post_init__(self) -> None:
-        if not 14 <= self.segment_bytes <= INT32_MAX:
-            raise ValueError(
-                f"segment_bytes must be in [14, {INT32_MAX}], got {self.segment_bytes}"
-            )
-        if self.segment_ms < 1:
-            raise ValueError(f"segment_ms must be positive, got {self.segment_ms}")
-        if self.retention_ms < -1 or self.retention_bytes < -1:
-            raise ValueError("retention_ms and retention_bytes must be >= -1")
-        if self.index_interval_bytes < 0 or self.message_max_bytes < 0:
-            raise ValueError("index_interval_bytes and message_max_bytes must be >= 0")
-        if self.flush_interval_messages is not None and self.flush_interval_messages < 1:
-            raise ValueError("flush_interval_messages must be positive or None")
-        if self.flush_interval_ms is not None and self.flush_interval_ms < 0:
-            raise ValueError("flush_interval_ms must be >= 0 or None")
-        if self.message_timestamp_type not in ("CreateTime", "LogAppendTime"):
-            raise ValueError(
-                "message_timestamp_type must be CreateTime or LogAppendTime, "
-                f"got {self.message_timestamp_type!r}"
-            )
-        policies = self.cleanup_policy.split(",")
-        if not policies or not set(policies) <= {"delete", "compact"}:
-            raise ValueError(
-                f"cleanup_policy must be delete and/or compact, got {self.cleanup_policy!r}"
-            )
-        if self.delete_retention_ms < 0 or self.min_compaction_lag_ms < 0:
-            raise ValueError("delete_retention_ms and min_compaction_lag_ms must be >= 0")
-        if self.max_compaction_lag_ms < 1:
-            raise ValueError("max_compaction_lag_ms must be positive")
-        if not 0 <= self.min_cleanable_dirty_ratio <= 1:
-            raise ValueError("min_cleanable_dirty_ratio must be in [0, 1]")
-
-    @property
-    def compact(self) -> bool:
-        """Whether the cleanup policy includes compaction."""
-        return "compact" in self.cleanup_policy.split(",")
 
 
 # -- results -------------------------------------------------------------------------------------
@@ -368,151 +258,6 @@ class ReadResult:
             raise LogStorageError(f"read failed: {exc}") from exc
 
 
-# -- leader epoch cache --------------------------------------------------------------------------
-
-
-class _EpochCache:
-    """Leader epochs and the offsets they start at (Kafka's LeaderEpochFileCache,
-    in memory; :class:`PartitionLog` persists it).
-
-    ``entries`` are ``(epoch, start_offset)`` pairs, strictly increasing in both.
-    """
-
-    __slots__ = ("entries",)
-
-    def __init__(self, entries: Sequence[tuple[int, int]] = ()) -> None:
-        self.entries: list[tuple[int, int]] = list(entries)
-
-    @property
-    def latest_epoch(self) -> int:
-        return self.entries[-1][0] if self.entries else -1
-
-    def assign(self, epoch: int, start_offset: int) -> bool:
-        """Kafka's ``assign``: nothing to do when ``epoch`` is the latest one and does
-        not start earlier; otherwise every trailing entry whose epoch or start offset
-        is not below the new one's is dropped, and the new entry appended.
-
-        Returns:
-            Whether the entries changed.
-        """
-        entries = self.entries
-        if entries and entries[-1][0] == epoch and start_offset >= entries[-1][1]:
-            return False
-        while entries and (entries[-1][0] >= epoch or entries[-1][1] >= start_offset):
-            entries.pop()
-        entries.append((epoch, start_offset))
-        return True
-
-    def truncate_from_end(self, end_offset: int) -> bool:
-        """Drop the entries starting at or after ``end_offset``; whether any went."""
-        entries = self.entries
-        count = len(entries)
-        while entries and entries[-1][1] >= end_offset:
-            entries.pop()
-        return len(entries) != count
-
-    def truncate_from_start(self, start_offset: int) -> bool:
-        """Drop the entries starting at or before ``start_offset`` but the last of them,
-        which is moved to start at ``start_offset``; whether anything changed."""
-        entries = self.entries
-        covered = bisect_right(entries, start_offset, key=lambda entry: entry[1])
-        if not covered or (covered == 1 and entries[0][1] == start_offset):
-            return False
-        entries[:covered] = [(entries[covered - 1][0], start_offset)]
-        return True
-
-    def end_offset_for(self, requested: int, log_end_offset: int) -> tuple[int, int]:
-        """Kafka's ``endOffsetFor``; see :meth:`PartitionLog.end_offset_for_epoch`."""
-        entries = self.entries
-        if requested == -1:
-            return -1, -1
-        if entries and entries[-1][0] == requested:
-            return requested, log_end_offset
-        higher = bisect_right(entries, requested, key=lambda entry: entry[0])
-        if higher == len(entries):
-            return -1, -1
-        if higher == 0:
-            return requested, entries[0][1]
-        return entries[higher - 1][0], entries[higher][1]
-
-
-def _format_epochs(entries: Sequence[tuple[int, int]]) -> bytes:
-    """Kafka's leader-epoch-checkpoint text: version 0, the count, one entry a line."""
-    lines = ["0", str(len(entries)), *(f"{epoch} {start}" for epoch, start in entries)]
-    return ("\n".join(lines) + "\n").encode()
-
-
-def _read_epochs(path: Path) -> list[tuple[int, int]] | None:
-    """The entries of a leader-epoch-checkpoint file; None when missing or unreadable."""
-    try:
-        lines = path.read_bytes().decode("ascii").splitlines()
-    except FileNotFoundError:
-        return None
-    except (OSError, UnicodeDecodeError) as exc:
-        logger.warning("%s is unreadable (%s); rebuilding it from the log", path, exc)
-        return None
-    try:
-        if len(lines) < 2 or lines[0].strip() != "0" or int(lines[1]) != len(lines) - 2:
-            raise ValueError("bad version or count line")
-        entries: list[tuple[int, int]] = []
-        for line in lines[2:]:
-            epoch_text, start_text = line.split()
-            epoch, start = int(epoch_text), int(start_text)
-            if epoch < 0 or start < 0:
-                raise ValueError(f"negative entry {line!r}")
-            if entries and (epoch <= entries[-1][0] or start <= entries[-1][1]):
-                raise ValueError(f"entry {line!r} does not increase")
-            entries.append((epoch, start))
-    except ValueError as exc:
-        logger.warning("%s is unreadable (%s); rebuilding it from the log", path, exc)
-        return None
-    return entries
-
-
-def _scan_epochs(cache: _EpochCache, segments: Sequence[Segment]) -> None:
-    """Assign the epochs the batches of ``segments`` start (a header scan), as appends do."""
-    for seg in segments:
-        for _, base, _, _, _, epoch in seg.iter_headers(0, seg.size):
-            if epoch > cache.latest_epoch:
-                cache.assign(epoch, base)
-
-
-def _load_epochs(
-    directory: Path,
-    segments: Sequence[Segment],
-    log_start: int,
-    log_end: int,
-    *,
-    clean: bool,
-    recovery_point: int,
-) -> list[tuple[int, int]]:
-    """The epoch cache of a log being opened.
-
-    After a clean shutdown the file is complete. After a crash, only its entries
-    below the recovery point are known durable: the rest are rebuilt from the
-    batches of the segments that may hold offsets from the recovery point on. A
-    missing or unreadable file is rebuilt from every batch. Then the entries before
-    ``log_start`` (but the one covering it) and from ``log_end`` on go, and the
-    file is rewritten (fsynced) when all that changed it.
-
-    Raises:
-        OSError: the scan or the rewrite failed.
-    """
-    path = directory / EPOCH_CHECKPOINT_FILE
-    entries = _read_epochs(path)
-    cache = _EpochCache(entries or ())
-    if entries is None:
-        _scan_epochs(cache, segments)
-    elif not clean:
-        cache.truncate_from_end(recovery_point)
-        _scan_epochs(cache, [seg for seg in segments if seg.next_offset > recovery_point])
-    cache.truncate_from_start(log_start)
-    cache.truncate_from_end(log_end)
-    if cache.entries != (entries or []) or (entries is None and path.exists()):
-        atomic_write(path, _format_epochs(cache.entries))
-    return cache.entries
-
-
 # -- partition log -------------------------------------------------------------------------------
 
 
@@ -564,7 +309,7 @@ class PartitionLog:
         self._last_flush_ms = now_ms
         self._offline: str | None = None
         self._closed = False
-        self._epochs = _EpochCache(epochs)
+        self._epochs = EpochCache(epochs)
         # Whether the epoch file may lag the cache or not be durable (see _write_checkpoint).
         self._epochs_unsynced = False
         self._rp_saved = recovery_point  # the recovery point in the checkpoint file
@@ -658,7 +403,7 @@ class PartitionLog:
                     # The marker vouched for files that were not consistent: stop
                     # trusting it, durably, before anything else changes.
                     marker.unlink()
-                    _fsync_dir(directory)
+                    fsync_dir(directory)
                     clean = False
                 if seg.size == 0 and next_base is not None and (segments or seg.truncated):
                     # Kept only as the first segment: compaction leaves an emptied
@@ -677,7 +422,7 @@ class PartitionLog:
         log_end = segments[-1].next_offset
         log_start = min(max(log_start, segments[0].base_offset), log_end)
         try:
-            epochs = _load_epochs(
+            epochs = load_epochs(
                 directory, segments, log_start, log_end, clean=clean, recovery_point=recovery_point
             )
         except BaseException:
@@ -1081,7 +826,7 @@ class PartitionLog:
         """
         self._epochs_unsynced = True
         path = self._dir / EPOCH_CHECKPOINT_FILE
-        atomic_write(path, _format_epochs(self._epochs.entries), sync=sync)
+        atomic_write(path, format_epochs(self._epochs.entries), sync=sync)
         self._epochs_unsynced = not sync
 
     def _save_epochs_or_defer(self, *, sync: bool = True) -> None:
@@ -1182,7 +927,7 @@ class PartitionLog:
                 seg.delete()
             del self._segments[i + 1 :], self._bases[i + 1 :]
             if doomed:
-                _fsync_dir(self._dir)
+                fsync_dir(self._dir)
             cut.truncate_to(offset)
         except OSError as exc:
             self._go_offline(f"a truncation failed half-way: {exc}", exc)
@@ -1214,7 +959,7 @@ class PartitionLog:
                 seg.delete()
             self._segments.clear()
             self._bases.clear()
-            _fsync_dir(self._dir)
+            fsync_dir(self._dir)
             fresh = Segment.create(self._dir, offset)
         except OSError as exc:
             self._go_offline(f"a truncation failed half-way: {exc}", exc)
@@ -1713,7 +1458,7 @@ class PartitionLog:
         at = next(i for i, seg in enumerate(self._segments) if seg is first)
         swap = group.swap_path()
         os.replace(group.path, swap)
-        _fsync_dir(self._dir)
+        fsync_dir(self._dir)
         for src in group.sources:
             src.segment.delete()
         del self._segments[at : at + len(group.sources)]
@@ -1721,10 +1466,10 @@ class PartitionLog:
         if group.size == 0 and at > 0:
             # Nothing left, and not the first segment: the group simply goes.
             swap.unlink()
-            _fsync_dir(self._dir)
+            fsync_dir(self._dir)
             return
         os.replace(swap, first.log_path)
-        _fsync_dir(self._dir)
+        fsync_dir(self._dir)
         seg, _ = Segment.load(
             self._dir,
             group.base_offset,
@@ -1857,7 +1602,7 @@ class PartitionLog:
                 self._write_checkpoint()
                 fd = os.open(self._dir / CLEAN_SHUTDOWN_FILE, os.O_WRONLY | os.O_CREAT, 0o644)
                 os.close(fd)
-                _fsync_dir(self._dir)
+                fsync_dir(self._dir)
             elif self._offline is None and self._hw != self._hw_saved:
                 self._write_checkpoint()  # only the high watermark moved since the open
         except OSError as exc:
@@ -1896,7 +1641,7 @@ class PartitionLog:
         """
         try:
             (self._dir / name).unlink(missing_ok=True)
-            _fsync_dir(self._dir)
+            fsync_dir(self._dir)
         except OSError as exc:
             raise self._write_failed(f"{self._dir}: cannot remove {what}: {exc}") from exc
 
@@ -2056,860 +1801,3 @@ def _read_checkpoint(path: Path) -> tuple[int, int, int, int, int | None] | None
     except (ValueError, KeyError, TypeError) as exc:
         logger.warning("%s is unreadable (%s); recovering the whole log", path, exc)
         return None
-
-
-def _probe_write(directory: Path) -> None:
-    """Write a block to a file in ``directory`` the way segments are written,
-    fsync it, and remove it (a ``.tmp`` name, which an open removes if left).
-
-    Raises:
-        OSError: a step failed.
-    """
-    path = directory / ".write-probe.tmp"
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0), 0o644)
-    try:
-        write_all(fd, bytes(4096))
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-        path.unlink(missing_ok=True)
-
-
-def atomic_write(path: Path, data: bytes, *, sync: bool = True) -> None:
-    """Replace ``path`` with ``data`` so that a crash leaves the old or the new content.
-
-    Writes a temporary file, fsyncs it, renames it over ``path`` and fsyncs the
-    directory. Without ``sync`` nothing is fsynced: a process crash still leaves the
-    old or the new content, a power loss possibly an empty or missing file.
-
-    Raises:
-        OSError: any step failed (``path`` is then unchanged).
-    """
-    tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0), 0o644)
-    try:
-        write_all(fd, data, write=os.write)
-        if sync:
-            os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
-    if sync:
-        _fsync_dir(path.parent)
-
-
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-# -- topic configs --------------------------------------------------------------------------------
-
-
-class ConfigType(enum.IntEnum):
-    """Kafka's config value types, as DescribeConfigs reports them."""
-
-    UNKNOWN = 0
-    BOOLEAN = 1
-    STRING = 2
-    INT = 3
-    SHORT = 4
-    LONG = 5
-    DOUBLE = 6
-    LIST = 7
-    CLASS = 8
-    PASSWORD = 9
-
-
-class ConfigSource(enum.IntEnum):
-    """Where a config value comes from, as DescribeConfigs reports it."""
-
-    UNKNOWN = 0
-    DYNAMIC_TOPIC_CONFIG = 1
-    DYNAMIC_BROKER_CONFIG = 2
-    DYNAMIC_DEFAULT_BROKER_CONFIG = 3
-    STATIC_BROKER_CONFIG = 4
-    DEFAULT_CONFIG = 5
-    DYNAMIC_BROKER_LOGGER_CONFIG = 6
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class ConfigEntry:
-    """One topic config as DescribeConfigs reports it."""
-
-    name: str
-    value: str | None
-    is_default: bool
-    read_only: bool
-    sensitive: bool
-    source: ConfigSource
-    config_type: ConfigType = ConfigType.UNKNOWN
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class _ConfigDef:
-    type: ConfigType
-    field: str | None = None  # the LogConfig field it sets; None: stored, no effect here
-    default: str | None = None  # Kafka's default, for configs without a field
-    low: float | None = None
-    high: float | None = None
-    choices: tuple[str, ...] = ()
-
-
-_I = ConfigType.INT
-_L = ConfigType.LONG
-
-# Topic configs brokerlite implements (with a LogConfig field) and the other Kafka
-# topic configs, which it accepts and reports but which change nothing on a single
-# node without replication or tiered storage. Rejecting those would break tools
-# (Kafka Streams, Connect, schema registries) that set them routinely.
-_TOPIC_CONFIGS: dict[str, _ConfigDef] = {
-    "cleanup.policy": _ConfigDef(ConfigType.LIST, "cleanup_policy", choices=("compact", "delete")),
-    "flush.messages": _ConfigDef(_L, "flush_interval_messages", low=1),
-    "flush.ms": _ConfigDef(_L, "flush_interval_ms", low=0),
-    "index.interval.bytes": _ConfigDef(_I, "index_interval_bytes", low=0),
-    "max.message.bytes": _ConfigDef(_I, "message_max_bytes", low=0),
-    "message.timestamp.type": _ConfigDef(
-        ConfigType.STRING, "message_timestamp_type", choices=("CreateTime", "LogAppendTime")
-    ),
-    "retention.bytes": _ConfigDef(_L, "retention_bytes", low=-1),
-    "retention.ms": _ConfigDef(_L, "retention_ms", low=-1),
-    "segment.bytes": _ConfigDef(_I, "segment_bytes", low=14),
-    "segment.ms": _ConfigDef(_L, "segment_ms", low=1),
-    "compression.type": _ConfigDef(
-        ConfigType.STRING,
-        default="producer",
-        choices=("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"),
-    ),
-    "compression.gzip.level": _ConfigDef(_I, default="-1", low=-1, high=9),
-    "compression.lz4.level": _ConfigDef(_I, default="9", low=1, high=17),
-    "compression.zstd.level": _ConfigDef(_I, default="3", low=-131072, high=22),
-    "delete.retention.ms": _ConfigDef(_L, "delete_retention_ms", low=0),
-    "file.delete.delay.ms": _ConfigDef(_L, default="60000", low=0),
-    "follower.replication.throttled.replicas": _ConfigDef(ConfigType.LIST, default=""),
-    "leader.replication.throttled.replicas": _ConfigDef(ConfigType.LIST, default=""),
-    "local.retention.bytes": _ConfigDef(_L, default="-2", low=-2),
-    "local.retention.ms": _ConfigDef(_L, default="-2", low=-2),
-    "max.compaction.lag.ms": _ConfigDef(_L, "max_compaction_lag_ms", low=1),
-    "message.timestamp.after.max.ms": _ConfigDef(_L, default="3600000", low=0),
-    "message.timestamp.before.max.ms": _ConfigDef(_L, default=str(_LONG_MAX), low=0),
-    "min.cleanable.dirty.ratio": _ConfigDef(
-        ConfigType.DOUBLE, "min_cleanable_dirty_ratio", low=0, high=1
-    ),
-    "min.compaction.lag.ms": _ConfigDef(_L, "min_compaction_lag_ms", low=0),
-    "min.insync.replicas": _ConfigDef(_I, default="1", low=1),
-    "preallocate": _ConfigDef(ConfigType.BOOLEAN, default="false"),
-    "remote.log.copy.disable": _ConfigDef(ConfigType.BOOLEAN, default="false"),
-    "remote.log.delete.on.disable": _ConfigDef(ConfigType.BOOLEAN, default="false"),
-    "remote.storage.enable": _ConfigDef(ConfigType.BOOLEAN, default="false"),
-    "segment.index.bytes": _ConfigDef(_I, default="10485760", low=4),
-    "segment.jitter.ms": _ConfigDef(_L, default="0", low=0),
-    "unclean.leader.election.enable": _ConfigDef(ConfigType.BOOLEAN, default="false"),
-}
-
-# LogConfig field names whose dotted spelling is not the topic config's name.
-_PYTHON_NAMES = {
-    "message_max_bytes": "max.message.bytes",
-    "flush_interval_messages": "flush.messages",
-    "flush_interval_ms": "flush.ms",
-}
-# "Never" for the flush settings: Kafka's Long.MAX_VALUE default, None in LogConfig.
-_NONE_AS_LONG_MAX = ("flush_interval_messages", "flush_interval_ms")
-
-
-def _config_name(key: str) -> str:
-    if key in _TOPIC_CONFIGS:
-        return key
-    name = _PYTHON_NAMES.get(key, key.replace("_", "."))
-    if name not in _TOPIC_CONFIGS:
-        raise InvalidConfigError(f"unknown topic config {key!r}")
-    return name
-
-
-def _parse_config(name: str, value: str) -> str:
-    """Validate one topic config value; returns its normalised string form."""
-    spec = _TOPIC_CONFIGS[name]
-    if not isinstance(value, str):
-        raise InvalidConfigError(f"{name}: the value must be a string, got {value!r}")
-    text = value.strip()
-    kind = spec.type
-    number: float
-    if kind in (ConfigType.INT, ConfigType.LONG):
-        try:
-            number = int(text)
-        except ValueError:
-            raise InvalidConfigError(f"{name}: {value!r} is not an integer") from None
-        bits = 31 if kind == ConfigType.INT else 63
-        if not -(2**bits) <= number < 2**bits:
-            raise InvalidConfigError(f"{name}: {value!r} is out of range")
-        text = str(number)
-    elif kind == ConfigType.DOUBLE:
-        try:
-            number = float(text)
-        except ValueError:
-            raise InvalidConfigError(f"{name}: {value!r} is not a number") from None
-    elif kind == ConfigType.BOOLEAN:
-        if text.lower() not in ("true", "false"):
-            raise InvalidConfigError(f"{name}: {value!r} is not true or false")
-        return text.lower()
-    elif kind == ConfigType.LIST:
-        items = [item.strip() for item in text.split(",") if item.strip()]
-        if spec.choices:
-            bad = [item for item in items if item not in spec.choices]
-            if bad or not items:
-                raise InvalidConfigError(
-                    f"{name}: {value!r} is not a list of {', '.join(spec.choices)}"
-                )
-            items = sorted(set(items))
-        return ",".join(items)
-    else:
-        if spec.choices and text not in spec.choices:
-            raise InvalidConfigError(f"{name}: {value!r} is not one of {', '.join(spec.choices)}")
-        return text
-    if spec.low is not None and number < spec.low:
-        raise InvalidConfigError(f"{name}: {value!r} is below the minimum {spec.low:g}")
-    if spec.high is not None and number > spec.high:
-        raise InvalidConfigError(f"{name}: {value!r} is above the maximum {spec.high:g}")
-    return text
-
-
-def _normalise_configs(configs: Mapping[str, str | None]) -> dict[str, str | None]:
-    out: dict[str, str | None] = {}
-    for key, value in configs.items():
-        name = _config_name(key)
-        out[name] = None if value is None else _parse_config(name, value)
-    return out
-
-
-def _field_value(field: str, text: str) -> Any:
-    if field in _NONE_AS_LONG_MAX:
-        number = int(text)
-        return None if number == _LONG_MAX else number
-    kind = _TOPIC_CONFIGS[_PYTHON_NAMES.get(field, field.replace("_", "."))].type
-    if kind in (ConfigType.INT, ConfigType.LONG):
-        return int(text)
-    if kind == ConfigType.DOUBLE:
-        return float(text)
-    return text
-
-
-def _field_text(field: str, value: Any) -> str:
-    return str(_LONG_MAX) if value is None and field in _NONE_AS_LONG_MAX else str(value)
-
-
-def _effective_config(default: LogConfig, overrides: Mapping[str, str]) -> LogConfig:
-    changes = {}
-    for name, text in overrides.items():
-        field = _TOPIC_CONFIGS[name].field
-        if field is not None:
-            changes[field] = _field_value(field, text)
-    try:
-        return dataclasses.replace(default, **changes) if changes else default
-    except ValueError as exc:
-        raise InvalidConfigError(str(exc)) from exc
-
-
-# -- topic registry -------------------------------------------------------------------------------
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class TopicInfo:
-    """A topic as the registry records it.
-
-    Attributes:
-        name: the topic's name.
-        topic_id: its id (random, never zero).
-        num_partitions: how many partitions it has.
-        configs: its config overrides (Kafka names, normalised values); treat as read-only.
-    """
-
-    name: str
-    topic_id: uuid.UUID
-    num_partitions: int
-    configs: dict[str, str]
-
-
-_LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+")
-_MAX_TOPIC_LENGTH = 249
-
-
-def validate_topic_name(name: str) -> None:
-    """Check Kafka's topic naming rules.
-
-    Raises:
-        InvalidTopicError: empty, ``.`` or ``..``, longer than 249 characters, or a
-            character other than ASCII letters, digits, ``.``, ``_`` and ``-``.
-    """
-    if not isinstance(name, str) or not name:
-        raise InvalidTopicError("the topic name is empty")
-    if name in (".", ".."):
-        raise InvalidTopicError(f"the topic name cannot be {name!r}")
-    if len(name) > _MAX_TOPIC_LENGTH:
-        raise InvalidTopicError(
-            f"the topic name is {len(name)} characters long; the maximum is {_MAX_TOPIC_LENGTH}"
-        )
-    if not _LEGAL_TOPIC.fullmatch(name):
-        raise InvalidTopicError(
-            f"the topic name {name!r} has characters other than ASCII letters, digits, '.', '_', '-'"
-        )
-
-
-def check_topic_collision(name: str, existing: Iterable[str]) -> None:
-    """Kafka's rule that no two topics may differ only by '.' against '_' (their
-    metric names would be the same).
-
-    Raises:
-        InvalidTopicError: ``name`` collides with one of ``existing`` (itself aside).
-    """
-    folded = name.replace(".", "_")
-    for other in existing:
-        if other != name and other.replace(".", "_") == folded:
-            raise InvalidTopicError(f"topic {name!r} collides with existing topic {other!r}")
-
-
-def new_topic_id() -> uuid.UUID:
-    """A random topic id, as Kafka makes them (see the comment)."""
-    # Like Kafka: never the zero id, and never one whose base64 form starts with
-    # '-' (which command-line tools would read as an option).
-    import base64
-
-    while True:
-        topic_id = uuid.uuid4()
-        if not base64.urlsafe_b64encode(topic_id.bytes).startswith(b"-"):
-            return topic_id
-
-
-def _wall_ms() -> int:
-    import time
-
-    return time.time_ns() // 1_000_000
-
-
-class LogManager:
-    """The topics of a data directory, their partition logs and their configs.
-
-    The registry (names, ids, partition counts, config overrides) is one JSON file
-    replaced atomically on every change, so it survives crashes; changes are
-    written before the partition directories are created or removed. A topic's
-    deletion is durable once :meth:`delete_topic` returns; its directories are
-    renamed ``*-delete`` and removed (again at the next start if interrupted).
-
-    Args:
-        data_dir: the directory (created when missing). It is locked (``flock``)
-            while this manager is open.
-        default_config: the settings of topics without overrides.
-        now_ms: the current time (defaults to the wall clock).
-
-    Raises:
-        LogStorageError: the directory is locked by another manager, or unreadable.
-    """
-
-    def __init__(
-        self,
-        data_dir: Path,
-        default_config: LogConfig | None = None,
-        *,
-        now_ms: int | None = None,
-        max_partitions: int | None = None,
-    ) -> None:
-        import fcntl
-
-        #: The most partitions this broker holds (None: no limit); each open
-        #: partition takes file descriptors, so the broker derives it from its
-        #: open-file limit.
-        self.max_partitions = max_partitions
-        self._data_dir = Path(data_dir)
-        self._default = default_config if default_config is not None else LogConfig()
-        self._topics: dict[str, TopicInfo] = {}
-        self._by_id: dict[uuid.UUID, str] = {}
-        self._logs: dict[tuple[str, int], PartitionLog] = {}
-        self._configs: dict[str, LogConfig] = {}
-        self._closed = False
-        now = _wall_ms() if now_ms is None else now_ms
-        try:
-            self._data_dir.mkdir(parents=True, exist_ok=True)
-            self._lock_fd = os.open(self._data_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
-        except OSError as exc:
-            raise LogStorageError(f"cannot use the data directory {data_dir}: {exc}") from exc
-        try:
-            fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as exc:
-            os.close(self._lock_fd)
-            raise LogStorageError(
-                f"the data directory {data_dir} is in use by another broker"
-            ) from exc
-        try:
-            self._load(now)
-        except BaseException:
-            self.close()
-            raise
-
-    def _load(self, now_ms: int) -> None:
-        for entry in os.scandir(self._data_dir):
-            if entry.is_dir() and entry.name.endswith("-delete"):
-                shutil.rmtree(entry.path, ignore_errors=True)
-            elif entry.name.endswith(".tmp"):
-                os.unlink(entry.path)
-        path = self._data_dir / REGISTRY_FILE
-        try:
-            raw = json.loads(path.read_bytes())
-            topics = raw["topics"]
-        except FileNotFoundError:
-            topics = {}
-        except (ValueError, KeyError, TypeError) as exc:
-            raise LogStorageError(f"the topic registry {path} is unreadable: {exc}") from exc
-        try:
-            for name, entry in topics.items():
-                info = TopicInfo(
-                    name=name,
-                    topic_id=uuid.UUID(entry["topic_id"]),
-                    num_partitions=int(entry["num_partitions"]),
-                    configs={str(k): str(v) for k, v in entry["configs"].items()},
-                )
-                self._topics[name] = info
-                self._by_id[info.topic_id] = name
-                self._configs[name] = _effective_config(self._default, info.configs)
-        except (ValueError, KeyError, TypeError, AttributeError, InvalidConfigError) as exc:
-            raise LogStorageError(f"the topic registry {path} is unreadable: {exc}") from exc
-        for info in self._topics.values():
-            for index in range(info.num_partitions):
-                self._open_partition(info.name, index, now_ms)
-
-    # -- queries ---------------------------------------------------------------------------
-
-    @property
-    def data_dir(self) -> Path:
-        return self._data_dir
-
-    @property
-    def default_config(self) -> LogConfig:
-        return self._default
-
-    def topics(self) -> list[TopicInfo]:
-        """Every topic, sorted by name."""
-        return [self._topics[name] for name in sorted(self._topics)]
-
-    def topic(self, name: str) -> TopicInfo | None:
-        """The topic called ``name``, or None."""
-        return self._topics.get(name)
-
-    def topic_by_id(self, topic_id: uuid.UUID) -> TopicInfo | None:
-        """The topic with this id, or None."""
-        name = self._by_id.get(topic_id)
-        return None if name is None else self._topics[name]
-
-    def partition(self, name: str, index: int) -> PartitionLog:
-        """The log of one partition.
-
-        Raises:
-            UnknownTopicOrPartitionError: no such topic or partition.
-        """
-        log = self._logs.get((name, index))
-        if log is None:
-            raise UnknownTopicOrPartitionError(f"unknown topic-partition {name}-{index}")
-        return log
-
-    def partitions(self, name: str) -> list[PartitionLog]:
-        """All partition logs of a topic, by index.
-
-        Raises:
-            UnknownTopicOrPartitionError: no such topic.
-        """
-        info = self._require(name)
-        return [self._logs[(name, i)] for i in range(info.num_partitions)]
-
-    def config(self, name: str) -> LogConfig:
-        """A topic's effective settings.
-
-        Raises:
-            UnknownTopicOrPartitionError: no such topic.
-        """
-        self._require(name)
-        return self._configs[name]
-
-    # -- topic changes -----------------------------------------------------------------------
-
-    def create_topic(
-        self,
-        name: str,
-        num_partitions: int,
-        configs: Mapping[str, str | None] | None = None,
-        *,
-        validate_only: bool = False,
-        now_ms: int | None = None,
-        topic_id: uuid.UUID | None = None,
-    ) -> TopicInfo:
-        """Create a topic and its partition logs.
-
-        Args:
-            name: the topic's name (Kafka's rules; see :func:`validate_topic_name`).
-            num_partitions: at least 1.
-            configs: config overrides, by Kafka name (``retention.ms``) or Python
-                spelling (``retention_ms``); None values are skipped.
-            validate_only: check everything but change nothing (CreateTopics' flag).
-            now_ms: the current time (defaults to the wall clock).
-            topic_id: the topic's id, when a cluster already chose it (every broker
-                of a cluster must use the same); None draws a random one.
-
-        Returns:
-            The new topic.
-
-        Raises:
-            InvalidTopicError: a bad name, or one that collides with an existing
-                topic once '.' and '_' are treated alike (as Kafka forbids).
-            TopicExistsError: the topic exists, or another topic has ``topic_id``.
-            InvalidPartitionsError: ``num_partitions`` below 1.
-            InvalidConfigError: an unknown config, or a bad value.
-            ValueError: ``topic_id`` is not a UUID, or is the zero UUID.
-            LogStorageError: the registry or a log cannot be written.
-        """
-        self._check_open()
-        validate_topic_name(name)
-        if name in self._topics:
-            raise TopicExistsError(f"topic {name!r} already exists")
-        if topic_id is not None:
-            if not isinstance(topic_id, uuid.UUID) or topic_id.int == 0:
-                raise ValueError(f"a topic id must be a non-zero UUID, got {topic_id!r}")
-            if topic_id in self._by_id:
-                raise TopicExistsError(
-                    f"topic id {topic_id} is already used by topic {self._by_id[topic_id]!r}"
-                )
-        check_topic_collision(name, self._topics)
-        if not isinstance(num_partitions, int) or num_partitions < 1:
-            raise InvalidPartitionsError(
-                f"the number of partitions must be at least 1, got {num_partitions}"
-            )
-        self._check_room(num_partitions)
-        overrides = {k: v for k, v in _normalise_configs(configs or {}).items() if v is not None}
-        config = _effective_config(self._default, overrides)
-        info = TopicInfo(
-            name=name,
-            topic_id=new_topic_id() if topic_id is None else topic_id,
-            num_partitions=num_partitions,
-            configs=overrides,
-        )
-        if validate_only:
-            return info
-        self._topics[name] = info
-        self._by_id[info.topic_id] = name
-        self._configs[name] = config
-        try:
-            self._save()
-        except BaseException:
-            del self._topics[name], self._by_id[info.topic_id], self._configs[name]
-            raise
-        now = _wall_ms() if now_ms is None else now_ms
-        for index in range(num_partitions):
-            self._open_partition(name, index, now, fresh=True)
-        return info
-
-    def delete_topic(self, name: str) -> None:
-        """Delete a topic and its data.
-
-        Read chunks handed out earlier stay readable until dropped.
-
-        Raises:
-            UnknownTopicOrPartitionError: no such topic.
-            LogStorageError: the registry cannot be written.
-        """
-        self._check_open()
-        info = self._require(name)
-        del self._topics[name]
-        del self._by_id[info.topic_id]
-        config = self._configs.pop(name)
-        try:
-            self._save()
-        except BaseException:
-            self._topics[name] = info
-            self._by_id[info.topic_id] = name
-            self._configs[name] = config
-            raise
-        for index in range(info.num_partitions):
-            log = self._logs.pop((name, index), None)
-            if log is not None:
-                log._abandon()
-            self._remove_partition_dir(name, index, info.topic_id.hex)
-
-    def create_partitions(
-        self, name: str, total: int, *, validate_only: bool = False, now_ms: int | None = None
-    ) -> TopicInfo:
-        """Grow a topic to ``total`` partitions.
-
-        Raises:
-            UnknownTopicOrPartitionError: no such topic.
-            InvalidPartitionsError: ``total`` is not larger than the current count.
-            LogStorageError: the registry or a log cannot be written.
-        """
-        self._check_open()
-        info = self._require(name)
-        if not isinstance(total, int) or total <= info.num_partitions:
-            raise InvalidPartitionsError(
-                f"topic {name!r} has {info.num_partitions} partitions; cannot change it to {total}"
-            )
-        self._check_room(total - info.num_partitions)
-        new = dataclasses.replace(info, num_partitions=total)
-        if validate_only:
-            return new
-        self._topics[name] = new
-        try:
-            self._save()
-        except BaseException:
-            self._topics[name] = info
-            raise
-        now = _wall_ms() if now_ms is None else now_ms
-        for index in range(info.num_partitions, total):
-            self._open_partition(name, index, now, fresh=True)
-        return new
-
-    def _check_room(self, more: int) -> None:
-        """Refuse ``more`` partitions that would take the broker past ``max_partitions``."""
-        limit = self.max_partitions
-        if limit is None:
-            return
-        held = sum(info.num_partitions for info in self._topics.values())
-        if held + more > limit:
-            raise PolicyViolationError(
-                f"{more} more partition(s) would make {held + more}; this broker holds at most "
-                f"{limit} (max.partitions: each partition keeps files open)"
-            )
-
-    def describe_configs(self, name: str) -> list[ConfigEntry]:
-        """Every topic config with its value and source, sorted by name.
-
-        Raises:
-            UnknownTopicOrPartitionError: no such topic.
-        """
-        info = self._require(name)
-        config = self._configs[name]
-        builtin = LogConfig()
-        out = []
-        for key in sorted(_TOPIC_CONFIGS):
-            spec = _TOPIC_CONFIGS[key]
-            if key in info.configs:
-                value: str | None = info.configs[key]
-                source = ConfigSource.DYNAMIC_TOPIC_CONFIG
-            elif spec.field is not None:
-                value = _field_text(spec.field, getattr(config, spec.field))
-                differs = getattr(self._default, spec.field) != getattr(builtin, spec.field)
-                source = (
-                    ConfigSource.STATIC_BROKER_CONFIG if differs else ConfigSource.DEFAULT_CONFIG
-                )
-            else:
-                value = spec.default
-                source = ConfigSource.DEFAULT_CONFIG
-            out.append(
-                ConfigEntry(
-                    name=key,
-                    value=value,
-                    is_default=source == ConfigSource.DEFAULT_CONFIG,
-                    read_only=False,
-                    sensitive=False,
-                    source=source,
-                    config_type=spec.type,
-                )
-            )
-        return out
-
-    def alter_configs(
-        self,
-        name: str,
-        changes: Mapping[str, str | None],
-        *,
-        incremental: bool = True,
-        validate_only: bool = False,
-    ) -> TopicInfo:
-        """Change a topic's config overrides; the logs pick them up at once.
-
-        Args:
-            name: the topic.
-            changes: config name -> new value, or None to return to the default.
-            incremental: apply ``changes`` to the current overrides
-                (IncrementalAlterConfigs); False replaces the whole set (AlterConfigs).
-            validate_only: check, change nothing.
-
-        Returns:
-            The topic with its new overrides.
-
-        Raises:
-            UnknownTopicOrPartitionError: no such topic.
-            InvalidConfigError: an unknown config or a bad value.
-            LogStorageError: the registry cannot be written.
-        """
-        self._check_open()
-        info = self._require(name)
-        parsed = _normalise_configs(changes)
-        overrides = dict(info.configs) if incremental else {}
-        for key, value in parsed.items():
-            if value is None:
-                overrides.pop(key, None)
-            else:
-                overrides[key] = value
-        config = _effective_config(self._default, overrides)
-        new = dataclasses.replace(info, configs=overrides)
-        if validate_only:
-            return new
-        self._topics[name] = new
-        try:
-            self._save()
-        except BaseException:
-            self._topics[name] = info
-            raise
-        self._configs[name] = config
-        for index in range(info.num_partitions):
-            self._logs[(name, index)].reconfigure(config)
-        return new
-
-    # -- maintenance -----------------------------------------------------------------------
-
-    def apply_retention(self, now_ms: int) -> int:
-        """Roll segments older than ``segment_ms``, then apply every log's retention.
-
-        Returns:
-            The number of segments deleted.
-        """
-        deleted = 0
-        for log in list(self._logs.values()):
-            try:
-                log.maybe_roll(now_ms)
-                deleted += log.apply_retention(now_ms)
-            except LogStorageError as exc:
-                logger.warning("retention skipped for %s: %s", log.directory.name, exc)
-        return deleted
-
-    def maybe_flush_all(self, now_ms: int) -> int:
-        """Flush the logs whose ``flush_interval_ms`` has passed.
-
-        Returns:
-            How many logs were flushed.
-        """
-        return sum(1 for log in list(self._logs.values()) if log.maybe_flush(now_ms))
-
-    def checkpoint_high_watermarks(self) -> int:
-        """Write the tracked high watermarks that moved (Kafka does it every few seconds).
-
-        Returns:
-            How many checkpoints were written; failures are logged and skipped.
-        """
-        written = 0
-        for log in list(self._logs.values()):
-            try:
-                written += log.checkpoint_high_watermark()
-            except LogStorageError as exc:
-                logger.warning("high watermark checkpoint skipped: %s", exc)
-        return written
-
-    def flush_all(self) -> None:
-        """fsync every log.
-
-        Raises:
-            LogStorageError: an fsync failed.
-        """
-        for log in self._logs.values():
-            log.flush()
-
-    def close(self) -> None:
-        """Close every log (clean shutdown) and unlock the directory (idempotent)."""
-        if self._closed:
-            return
-        self._closed = True
-        for log in self._logs.values():
-            log.close()
-        self._logs.clear()
-        os.close(self._lock_fd)
-
-    def __enter__(self) -> LogManager:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    # -- helpers ---------------------------------------------------------------------------
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise LogStorageError("the log manager is closed")
-
-    def _require(self, name: str) -> TopicInfo:
-        info = self._topics.get(name)
-        if info is None:
-            raise UnknownTopicOrPartitionError(f"unknown topic {name!r}")
-        return info
-
-    def reopen_partition(self, name: str, index: int, now_ms: int) -> PartitionLog:
-        """Bring an offline partition back without restarting the broker.
-
-        The check: the partition's directory takes a write again (a small file is
-        written, fsynced and removed), then the log is opened afresh exactly as a
-        restart opens it, recovery validating every segment from its recovery
-        point (the failed write's segment included) and cutting what is torn. Only
-        then does the new log replace the offline one, whose files are released.
-        A partition that is not offline is left alone.
-
-        Returns:
-            The partition's log (the new one when it was reopened).
-
-        Raises:
-            UnknownTopicOrPartitionError: no such partition.
-            LogStorageError: the check or the open failed; the partition stays offline.
-        """
-        old = self.partition(name, index)
-        if old.offline is None:
-            return old
-        directory = old.directory
-        try:
-            _probe_write(directory)
-        except OSError as exc:
-            raise LogStorageError(f"{directory}: still cannot write: {exc}") from exc
-        new = PartitionLog.open(directory, self._configs[name], now_ms=now_ms)
-        old._abandon()
-        self._logs[(name, index)] = new
-        logger.warning(
-            "partition %s is back online (it went offline: %s); log end offset %d",
-            directory,
-            old.offline,
-            new.log_end_offset,
-        )
-        return new
-
-    def _partition_dir(self, name: str, index: int) -> Path:
-        return self._data_dir / f"{name}-{index}"
-
-    def _open_partition(self, name: str, index: int, now_ms: int, *, fresh: bool = False) -> None:
-        directory = self._partition_dir(name, index)
-        if fresh and directory.exists():
-            # Left by a deletion interrupted between the registry write and the
-            # rename: it belongs to an older topic of the same name.
-            self._remove_partition_dir(name, index, "stale")
-        self._logs[(name, index)] = PartitionLog.open(directory, self._configs[name], now_ms=now_ms)
-
-    def _remove_partition_dir(self, name: str, index: int, tag: str) -> None:
-        directory = self._partition_dir(name, index)
-        target = directory.with_name(f"{directory.name}.{tag}{uuid.uuid4().hex[:8]}-delete")
-        try:
-            os.replace(directory, target)
-        except FileNotFoundError:
-            return
-        except OSError as exc:
-            logger.warning("cannot rename %s for deletion: %s", directory, exc)
-            return
-        shutil.rmtree(target, ignore_errors=True)
-
-    def _save(self) -> None:
-        data = {
-            "version": 1,
-            "topics": {
-                name: {
-                    "topic_id": str(info.topic_id),
-                    "num_partitions": info.num_partitions,
-                    "configs": info.configs,
-                }
-                for name, info in sorted(self._topics.items())
-            },
-        }
-        try:
-            atomic_write(self._data_dir / REGISTRY_FILE, json.dumps(data, indent=1).encode())
-        except OSError as exc:
-            raise LogStorageError(f"cannot write the topic registry: {exc}") from exc
