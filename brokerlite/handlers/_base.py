@@ -36,7 +36,6 @@ from trafka.codec.errors import ErrorCode
 from trafka.codec.protocol import api
 
 if TYPE_CHECKING:
-    from trafka.brokerlite.broker import Broker
     from trafka.brokerlite.cluster.view import ClusterView
     from trafka.brokerlite.config import BrokerConfig
     from trafka.brokerlite.features import FeatureStore
@@ -60,6 +59,7 @@ if TYPE_CHECKING:
     from trafka.codec.messages.headers import RequestHeader
 
 __all__ = [
+    "BrokerPort",
     "HandlerSpec",
     "Partitions",
     "RequestContext",
@@ -80,6 +80,96 @@ class Partitions(Protocol):
     def cluster(self) -> ClusterView | None: ...
 
 
+class BrokerPort(Protocol):
+    """The broker core as a handler sees it: its parts, and the few operations of
+    the broker as a whole (:class:`~trafka.brokerlite.broker.Broker` is one).
+
+    Declared here, beside the handlers, so that they do not import the broker
+    that dispatches to them: the core sits above its handlers.
+    """
+
+    @property
+    def config(self) -> BrokerConfig: ...
+
+    @property
+    def node_id(self) -> int: ...
+
+    @property
+    def cluster_id(self) -> str: ...
+
+    @property
+    def advertised(self) -> tuple[str, int]: ...
+
+    @property
+    def logs(self) -> LogManager: ...
+
+    @property
+    def producers(self) -> ProducerStates: ...
+
+    @property
+    def cluster(self) -> ClusterView | None: ...
+
+    @property
+    def groups(self) -> GroupCoordinator: ...
+
+    @property
+    def share_groups(self) -> ShareGroups: ...
+
+    @property
+    def shares(self) -> ShareFetcher: ...
+
+    @property
+    def txn(self) -> TransactionCoordinator: ...
+
+    @property
+    def cluster_txn(self) -> ClusterTransactions | None: ...
+
+    @property
+    def fetch_sessions(self) -> FetchManager: ...
+
+    @property
+    def authorizer(self) -> Authorizer | None: ...
+
+    @property
+    def quotas(self) -> Quotas: ...
+
+    @property
+    def features(self) -> FeatureStore: ...
+
+    @property
+    def scram(self) -> ScramCredentials: ...
+
+    @property
+    def tokens(self) -> DelegationTokens: ...
+
+    @property
+    def telemetry(self) -> ClientTelemetry: ...
+
+    @property
+    def metrics(self) -> BrokerMetrics: ...
+
+    @property
+    def verify_transactional(self) -> TxnVerifier: ...
+
+    @property
+    def markers(self) -> TransactionMarkers: ...
+
+    @property
+    def purgatory(self) -> Purgatory: ...
+
+    def topic_name(self, topic_id: uuid.UUID) -> str | None: ...
+
+    def api_versions(self) -> list[tuple[int, int, int]]: ...
+
+    def check_min_isr(self, topic: str, partition: int) -> ErrorCode: ...
+
+    def pending_offset_partitions(self, group_id: str) -> set[tuple[str, int]]: ...
+
+    def reopen_partition(self, topic: str, partition: int, now_ms: int) -> bool: ...
+
+    def notify_topic_changed(self, topic: str, *, deleted: bool) -> None: ...
+
+
 @dataclasses.dataclass(slots=True)
 class RequestContext:
     """One request being handled.
@@ -92,7 +182,7 @@ class RequestContext:
         now_ms: wall-clock time in milliseconds, given by the driver.
     """
 
-    broker: Broker
+    broker: BrokerPort
     session: ConnectionSession
     header: RequestHeader
     now_ms: int

@@ -63,7 +63,7 @@ import dataclasses
 import enum
 import logging
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from trafka.codec.errors import ErrorCode
 from trafka.codec.oauthbearer import OAUTHBEARER, JwkSet, OAuthBearerServer, TokenValidator
@@ -79,9 +79,19 @@ from ..config import BrokerConfig, ConfigError, check_user, read_users_file
 
 if TYPE_CHECKING:
     from .delegation_tokens import DelegationTokens, TokenInfo
-    from .scram import ScramCredentials
 
-__all__ = ["SaslSession", "SaslState", "SaslStateError", "UserStore"]
+__all__ = ["ManagedScram", "SaslSession", "SaslState", "SaslStateError", "UserStore"]
+
+
+class ManagedScram(Protocol):
+    """Where SCRAM logins look once credentials are managed through the admin API
+    (:class:`~.scram.ScramCredentials`, which imports this module, so the port
+    is declared here)."""
+
+    def lookup(self, mechanism: str, user: str) -> ScramCredential | None:
+        """The credential ``user`` logs in with by ``mechanism``; None when it has none."""
+        ...
+
 
 log = logging.getLogger("trafka.brokerlite")
 
@@ -115,7 +125,7 @@ class UserStore:
         self._scram: dict[str, dict[str, ScramCredential]] = {
             mechanism: {} for mechanism in SCRAM_MECHANISMS if mechanism in enabled
         }
-        self._managed: ScramCredentials | None = None
+        self._managed: ManagedScram | None = None
         self._tokens: DelegationTokens | None = None
         #: How OAUTHBEARER tokens are checked (Kafka's unsecured validator).
         self.token_validator = TokenValidator()
@@ -171,7 +181,7 @@ class UserStore:
         """The SCRAM credentials derived from the configuration, by mechanism then user."""
         return self._scram
 
-    def manage_scram(self, credentials: ScramCredentials) -> None:
+    def manage_scram(self, credentials: ManagedScram) -> None:
         """Look SCRAM credentials up in ``credentials`` from now on (the
         configuration's, changed through AlterUserScramCredentials)."""
         self._managed = credentials

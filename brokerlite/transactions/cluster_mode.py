@@ -47,7 +47,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k27_write_txn_markers as m
@@ -63,11 +63,44 @@ from .marker_queue import MarkerQueue, MarkerRequest
 from .replicated_journal import ReplicatedTxnJournal
 
 if TYPE_CHECKING:
-    from ..broker import Broker
     from ..cluster.view import ClusterView
+    from ..config import BrokerConfig
+    from ..groups.coordinator import GroupCoordinator
     from ..storage.log_manager import LogManager
+    from .coordinator import TransactionCoordinator
+    from .eos import ProducerStates
 
-__all__ = ["ClusterTransactions", "MarkersReplicated", "unverified"]
+__all__ = ["ClusterTransactions", "CoordinatorHost", "MarkersReplicated", "unverified"]
+
+
+class CoordinatorHost(Protocol):
+    """What the cluster side of the transaction coordinator uses of its broker
+    (:class:`~trafka.brokerlite.broker.Broker` is one, in cluster mode):
+    declared here, so that this module does not import the broker that owns it."""
+
+    @property
+    def config(self) -> BrokerConfig: ...
+
+    @property
+    def node_id(self) -> int: ...
+
+    @property
+    def cluster(self) -> ClusterView | None: ...
+
+    @property
+    def logs(self) -> LogManager: ...
+
+    @property
+    def producers(self) -> ProducerStates: ...
+
+    @property
+    def groups(self) -> GroupCoordinator: ...
+
+    @property
+    def txn(self) -> TransactionCoordinator: ...
+
+    def notify_append(self, topic: str, partition: int, nbytes: int) -> None: ...
+
 
 log = logging.getLogger("trafka.brokerlite.transactions")
 
@@ -92,7 +125,7 @@ class ClusterTransactions:
         broker: the broker core, in cluster mode.
     """
 
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: CoordinatorHost) -> None:
         self._broker = broker
         self.markers = MarkerQueue()
         #: Called when marker requests may be ready (the driver sends them).
