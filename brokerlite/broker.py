@@ -19,7 +19,7 @@ Rules and invariants:
 * Storage is synchronous: appends, reads and fsyncs run on the driver's thread
   while a request is handled, so a slow disk delays every client of this
   broker (Kafka spreads them over its request handler threads). The fsyncs that
-  answers wait for are the ones durability needs (see below and :mod:`.log`).
+  answers wait for are the ones durability needs (see below and :mod:`.storage.partition`).
 * :meth:`handle_frame` turns one request frame into exactly one
   :class:`~.handlers._base.Outcome`: a :class:`Reply`, :class:`NoResponse`
   (Produce acks=0), :class:`Parked` (the reply comes later through
@@ -40,7 +40,7 @@ Rules and invariants:
   transaction markers), which keeps each partition's producer state equal to
   what its log holds.
 * Transaction outcomes are carried out on this broker's partitions by
-  :class:`~.txn_markers.TransactionMarkers` (``self.markers``), whose rules say
+  :class:`~.transactions.markers.TransactionMarkers` (``self.markers``), whose rules say
   when markers are written, acknowledged and known durable. Deferred markers
   are written before the next request is handled and by the next :meth:`poll`.
 * Parked requests live in :class:`~.purgatory.Purgatory` (``self.purgatory``).

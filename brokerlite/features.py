@@ -1,7 +1,7 @@
 """Finalized feature levels (KIP-584): what UpdateFeatures changes and ApiVersions reports.
 
 brokerlite is its own controller, so it keeps the cluster's finalized levels
-itself, in ``trafka-features.journal`` (the CRC journal of :mod:`.journal`).
+itself, in ``trafka-features.journal`` (the CRC journal of :mod:`.storage.journal`).
 
 Features and levels:
 

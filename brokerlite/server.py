@@ -71,7 +71,7 @@ Rules and invariants:
   mute, KIP-219); an acks=0 Produce over its quota mutes the same way. A
   connection over its IP's ``connection_creation_rate`` is never read: it is
   closed after the throttle time.
-* SASL is the core's (:mod:`.sasl`); the driver only lowers a connection's
+* SASL is the core's (:mod:`.security.sasl`); the driver only lowers a connection's
   largest accepted frame to ``Broker.max_frame_size`` until it has
   authenticated, sends a :class:`~.handlers._base.Close`'s last answer before
   closing, and writes the bare tokens (:class:`~.handlers._base.SaslToken`)

@@ -26,7 +26,7 @@ Subscriptions (Kafka's ``ClientMetricsConfigs``):
   that compiles is INVALID_CONFIG. A resource whose last setting is deleted is
   gone.
 * Subscriptions are durable: ``trafka-client-metrics.journal`` (the CRC
-  journal of :mod:`.journal`), one ``set`` entry per change with the
+  journal of :mod:`.storage.journal`), one ``set`` entry per change with the
   resource's whole new set of settings (empty: deleted). Every change is
   fsynced before it is answered.
 

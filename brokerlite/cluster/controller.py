@@ -2,7 +2,7 @@
 new partitions' replicas go.
 
 One broker of a cluster is the controller: the one that created the ephemeral
-``/controller`` znode (:mod:`.cluster` runs the election). Each time its view
+``/controller`` znode (:mod:`.driver` runs the election). Each time its view
 of the cluster changes it asks :func:`plan_leadership` what partition states to
 write, and writes them to ZooKeeper, each guarded by the controller epoch's
 znode version (a controller that lost its office can no longer write) and by the

@@ -1,6 +1,6 @@
 """The cluster driver: ZooKeeper (through kazoo) and the replica fetchers around the
 sans-IO broker core. What is decided lives in :mod:`.controller`,
-:mod:`.replica_manager` and :mod:`.cluster_view`; this module only moves data.
+:mod:`.replica_manager` and :mod:`.view`; this module only moves data.
 
 Rules and invariants:
 
@@ -14,7 +14,7 @@ Rules and invariants:
 * Reading: every watch that fires, and every 5 s in any case, makes one
   complete reading of the cluster's znodes (brokers, controller, topics,
   partition states, topic configs, pending deletions), with the watches set
-  again, handed to the core as one :class:`~.cluster_view.ClusterImage`. Watch
+  again, handed to the core as one :class:`~.view.ClusterImage`. Watch
   events that arrive during a reading cause one more reading after it.
 * Controller: every broker tries to create the ephemeral ``/controller``; the
   one that does bumps ``/controller_epoch`` (a conditional write: of two

@@ -1,5 +1,5 @@
 """This broker's replicas in a cluster: the partitions it leads and those it follows.
-I/O-free: the driver (:mod:`.cluster`) feeds it ZooKeeper's partition states and
+I/O-free: the driver (:mod:`.driver`) feeds it ZooKeeper's partition states and
 the time, carries out the ISR writes it asks for, and runs the fetchers it
 describes.
 

@@ -1,7 +1,7 @@
 """What a cluster member knows of its cluster, and the work it hands its driver. I/O-free.
 
 :class:`ClusterView` lives inside the broker core (``Broker.cluster``, None on
-the single-node broker). The driver (:mod:`.cluster`) reads ZooKeeper and hands
+the single-node broker). The driver (:mod:`.driver`) reads ZooKeeper and hands
 each complete reading over as a :class:`ClusterImage`; handlers answer from the
 latest image (Metadata, FindCoordinator, DescribeCluster) and ask the
 :class:`~.replica_manager.ReplicaManager` about leadership (Produce, Fetch,
@@ -83,7 +83,7 @@ class ZkTask:
     Attributes:
         kind: ``create_topic``, ``delete_topic``, ``create_partitions``,
             ``elect_preferred``, ``reassign``.
-        args: what the change needs (see :mod:`.cluster`).
+        args: what the change needs (see :mod:`.driver`).
         ticket: the parked request to wake when done (None: nobody waits).
         error: set by the driver: the error to report, None on success.
         done: set by the driver once carried out (or failed).

@@ -20,7 +20,7 @@ read them keep working:
 Rules:
 
 * Stateless and I/O-free: bytes in, values out, and back. The driver
-  (:mod:`.cluster`) does the reading and writing through kazoo.
+  (:mod:`.driver`) does the reading and writing through kazoo.
 * Decoding never trusts ZooKeeper's bytes: a document that is not what Kafka
   writes raises :class:`ZkDataError` naming the path, never a ``KeyError``.
 * Topic ids are written as Kafka writes a ``Uuid``: URL-safe base64 without

@@ -28,8 +28,8 @@ Rules and invariants:
   acknowledges a commit after the method returns therefore never acknowledges
   something a crash can lose.
 * A crash mid-write leaves at most one torn entry, at the tail, which the next open
-  drops; a failed write is rolled back (see :mod:`.journal`).
-* Compaction rewrites the live state atomically (see :mod:`.journal`). It runs on
+  drops; a failed write is rolled back (see :mod:`..storage.journal`).
+* Compaction rewrites the live state atomically (see :mod:`..storage.journal`). It runs on
   open when the journal has grown well past its live state, and again whenever
   appends have made it grow by the same factor.
 """

@@ -75,7 +75,7 @@ def _value(doc: Any) -> bytes | None:
 
 class ReplicatedOffsetStore(TopicStore, OffsetStore):
     """An :class:`~.offsets.OffsetStore` whose changes are records of ``__consumer_offsets``
-    (see the module rules); made as :class:`~.topic_store.TopicStore` says (a
+    (see the module rules); made as :class:`~..storage.topic_store.TopicStore` says (a
     group's partition for ``partition_for``)."""
 
     TOPIC = OFFSETS_TOPIC

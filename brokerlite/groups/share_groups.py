@@ -585,7 +585,7 @@ def _from_snapshot(group_id: str, data: Mapping[str, Any]) -> ShareGroup:
 
 
 class ShareGroupStore(JournalStore):
-    """Share groups and group configs, kept in a CRC-checked journal (:mod:`.journal`).
+    """Share groups and group configs, kept in a CRC-checked journal (:mod:`..storage.journal`).
 
     Entry kinds: ``share_group`` (a full snapshot of one share group, or its
     removal when the snapshot is null) and ``group_configs`` (the whole set of

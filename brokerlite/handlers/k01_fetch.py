@@ -40,7 +40,7 @@ Rules (Kafka's, for a consumer fetching from the leader):
   (v12+: with its current leader, and v16+ that leader's endpoint, KIP-951).
   A follower's fetch (``replica_id``, in ``replica_state`` from v15) reads up
   to the log end offset and tells the leader how far the follower has come
-  (:mod:`..replica_manager`: ISR and high watermark); a consumer reads below
+  (:mod:`..cluster.replica_manager`: ISR and high watermark); a consumer reads below
   the high watermark only, and its long poll wakes when the high watermark
   moves, not when the leader appends.
 * Long poll: when no partition has an error and fewer than ``min_bytes`` are

@@ -6,7 +6,7 @@ empty), and the moves are written to the topics' assignments in ZooKeeper
 (target replicas first, then those leaving, with ``adding_replicas`` and
 ``removing_replicas``). The answer comes once they are written; the controller
 completes each move when all its target replicas are in sync (see
-:mod:`...controller`). Null replicas cancel a move under way, restoring the
+:mod:`..cluster.controller`). Null replicas cancel a move under way, restoring the
 original replicas (NO_REASSIGNMENT_IN_PROGRESS when none is).
 
 On one node:

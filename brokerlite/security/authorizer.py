@@ -213,7 +213,7 @@ class AclStoreError(BrokerError):
 
 
 class AclStore(JournalStore):
-    """The ACLs, kept in a CRC-checked journal (:mod:`.journal`).
+    """The ACLs, kept in a CRC-checked journal (:mod:`..storage.journal`).
 
     Entry kinds: ``add`` and ``remove``, each with a list of bindings (as
     seven-element lists). A mutating method returns once its entry is fsynced.

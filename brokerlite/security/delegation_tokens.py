@@ -120,7 +120,7 @@ class TokenInfo:
 class DelegationTokenStore(JournalStore):
     """The tokens, by id, in a journal.
 
-    Entries (a :class:`~.journal.CrcJournal` of format ``delegation-tokens``):
+    Entries (a :class:`~..storage.journal.CrcJournal` of format ``delegation-tokens``):
     ``{"kind": "token", "token_id", "owner", "requester", "renewers", "issue_ms",
     "expiry_ms", "max_ms"}`` (a new or changed token) and ``{"kind": "remove",
     "token_ids"}``.

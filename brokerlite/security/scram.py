@@ -101,7 +101,7 @@ class ScramCredentialStore(JournalStore):
     """The API's SCRAM changes, per ``(user, mechanism)``: a credential, or None
     for a deletion that hides the configuration's credential.
 
-    Journal entries (a :class:`~.journal.CrcJournal` of format
+    Journal entries (a :class:`~..storage.journal.CrcJournal` of format
     ``scram-credentials``): ``{"kind": "alter", "changes": [...]}``, each change
     ``{"op": "set", "user", "mechanism", "salt", "iterations", "stored_key",
     "server_key"}`` (binary values in base64), ``{"op": "hide", "user",

@@ -2,7 +2,7 @@
 leader's side of share groups. Sans-IO apart from reading the partition logs and
 writing the share-state journal.
 
-:class:`ShareFetcher` holds every share-partition (:mod:`.share_partition`) of
+:class:`ShareFetcher` holds every share-partition (:mod:`.partition`) of
 every share group, the share sessions of their members, and the journal that
 keeps the partitions' state across restarts (Kafka keeps it in
 ``__share_group_state`` through the share coordinator).

@@ -1,7 +1,7 @@
 """A CRC-checked append-only journal of JSON entries: brokerlite's small durable stores.
 
-The offset store (:mod:`.offsets`) and the transaction coordinator's journal
-(:mod:`.txn_journal`) keep their state as a sequence of entries in one file,
+The offset store (:mod:`..groups.offsets`) and the transaction coordinator's journal
+(:mod:`..transactions.journal`) keep their state as a sequence of entries in one file,
 replayed into memory on open. This module is the file's life cycle; the stores
 decide what the entries mean.
 

@@ -1,8 +1,8 @@
 """What a coordinator's store kept in an internal topic (cluster mode) has in
 place of a journal file.
 
-:class:`~.group_log.ReplicatedOffsetStore` (``__consumer_offsets``) and
-:class:`~.txn_log.ReplicatedTxnJournal` (``__transaction_state``) replace the
+:class:`~..groups.replicated_offsets.ReplicatedOffsetStore` (``__consumer_offsets``) and
+:class:`~..transactions.replicated_journal.ReplicatedTxnJournal` (``__transaction_state``) replace the
 single-node journals; this mixin, listed first among their bases, answers for
 them what the journal base class answered from its file, and reads a partition's
 records back when this broker starts leading it.

@@ -3,7 +3,7 @@
 What brokerlite checks, and when:
 
 * Produce (and a follower's append): every batch's length, magic and CRC32C,
-  before anything is written (:meth:`~.log.PartitionLog.append`).
+  before anything is written (:meth:`~.partition.PartitionLog.append`).
 * Opening a partition after an unclean shutdown: the segments from its
   recovery point on, batch by batch (length, magic, CRC32C, offsets), cut
   after the last good batch (:meth:`~.segment.Segment.load`).

@@ -1,6 +1,6 @@
 """Transactions in cluster mode: the transaction coordinator over replicated topics.
 
-:class:`~.transactions.TransactionCoordinator` holds the rules of Kafka's
+:class:`~.coordinator.TransactionCoordinator` holds the rules of Kafka's
 exactly-once protocol; this module places it in a cluster, as Kafka's
 ZooKeeper-era brokers do. It is sans-IO: the cluster driver sends the
 WriteTxnMarkers requests it asks for (:mod:`.marker_queue`) and reports the
@@ -12,7 +12,7 @@ Rules and invariants:
   ``__transaction_state`` partition (Kafka's hash of the id); the topic is
   created on the first FindCoordinator for a transactional id. Only the ids of
   the partitions this broker leads are in memory: replayed
-  (:mod:`.txn_log`) when leadership arrives, dropped together with their queued
+  (:mod:`.replicated_journal`) when leadership arrives, dropped together with their queued
   completions when it leaves. A transaction request for another id gets
   NOT_COORDINATOR, and the client looks the coordinator up again.
 * A transaction request is answered once what it wrote is on the in-sync
@@ -34,7 +34,7 @@ Rules and invariants:
   answered once it is on the partition's in-sync replicas (acks=all); a
   partition led elsewhere is NOT_LEADER_OR_FOLLOWER. A marker reaching a
   ``__consumer_offsets`` partition also settles the producer's pending
-  TxnOffsetCommit offsets there (:mod:`.group_log`).
+  TxnOffsetCommit offsets there (:mod:`..groups.replicated_offsets`).
 * TxnOffsetCommit goes to the group's coordinator (the leader of the group's
   ``__consumer_offsets`` partition), which holds the offsets until the marker:
   AddOffsetsToTxn made that partition one of the transaction's.

@@ -1,7 +1,7 @@
 """Transaction outcomes carried out on this broker's partitions: markers, offsets,
 and the positions of the markers not yet on disk.
 
-The transaction coordinator (:mod:`.transactions`) decides; :class:`TransactionMarkers`
+The transaction coordinator (:mod:`.coordinator`) decides; :class:`TransactionMarkers`
 writes what it decided (single-node mode: in a cluster, ``cluster_txn`` queues the
 markers for the partitions' leaders) and tells it where the markers went.
 
@@ -139,7 +139,7 @@ class TransactionMarkers:
     def complete(self, completions: Iterable[TxnCompletion], now_ms: int) -> None:
         """Carry out transaction outcomes: markers, then offsets, then acknowledge.
 
-        For each completion (see :mod:`.transactions`): a COMMIT or ABORT control
+        For each completion (see :mod:`.coordinator`): a COMMIT or ABORT control
         batch goes to every partition of the transaction that still exists, a
         commit's group offsets are applied, and only then does the coordinator hear
         that the markers are written, and where. The journal is fsynced first, so

@@ -2,7 +2,7 @@
 (cluster mode).
 
 On a single node the coordinator's state lives in a journal file
-(:class:`~.txn_journal.TxnJournal`). In a cluster it must outlive the broker that
+(:class:`~.journal.TxnJournal`). In a cluster it must outlive the broker that
 coordinates a transactional id, so :class:`ReplicatedTxnJournal` keeps it where
 Kafka does: as records of the id's ``__transaction_state`` partition, replicated
 like any other; the coordinator is that partition's leader.
@@ -13,7 +13,7 @@ Rules and invariants:
   keeps exactly the live state (last writer wins; a null value is the
   tombstone of an expired id). Keys and values are JSON (brokerlite's layout):
   key ``["t", transactional_id]``, value the whole metadata (the fields of
-  :class:`~.txn_journal.TxnRecord`).
+  :class:`~.journal.TxnRecord`).
 * A write is one record batch appended to the id's partition on this broker
   (its leader); it reaches memory only after the append succeeded. Whether it
   is on the partition's in-sync replicas (the high watermark passed it) is the
@@ -59,9 +59,9 @@ def _key(transactional_id: str) -> bytes:
 
 
 class ReplicatedTxnJournal(TopicStore, TxnJournal):
-    """A :class:`~.txn_journal.TxnJournal` whose writes are records of
+    """A :class:`~.journal.TxnJournal` whose writes are records of
     ``__transaction_state`` (see the module rules); made as
-    :class:`~.topic_store.TopicStore` says (a transactional id's partition for
+    :class:`~..storage.topic_store.TopicStore` says (a transactional id's partition for
     ``partition_for``)."""
 
     TOPIC = TRANSACTION_STATE_TOPIC
