@@ -88,74 +88,29 @@ class BrokerPort(Protocol):
     that dispatches to them: the core sits above its handlers.
     """
 
-    @property
-    def config(self) -> BrokerConfig: ...
-
-    @property
-    def node_id(self) -> int: ...
-
-    @property
-    def cluster_id(self) -> str: ...
-
-    @property
-    def advertised(self) -> tuple[str, int]: ...
-
-    @property
-    def logs(self) -> LogManager: ...
-
-    @property
-    def producers(self) -> ProducerStates: ...
-
-    @property
-    def cluster(self) -> ClusterView | None: ...
-
-    @property
-    def groups(self) -> GroupCoordinator: ...
-
-    @property
-    def share_groups(self) -> ShareGroups: ...
-
-    @property
-    def shares(self) -> ShareFetcher: ...
-
-    @property
-    def txn(self) -> TransactionCoordinator: ...
-
-    @property
-    def cluster_txn(self) -> ClusterTransactions | None: ...
-
-    @property
-    def fetch_sessions(self) -> FetchManager: ...
-
-    @property
-    def authorizer(self) -> Authorizer | None: ...
-
-    @property
-    def quotas(self) -> Quotas: ...
-
-    @property
-    def features(self) -> FeatureStore: ...
-
-    @property
-    def scram(self) -> ScramCredentials: ...
-
-    @property
-    def tokens(self) -> DelegationTokens: ...
-
-    @property
-    def telemetry(self) -> ClientTelemetry: ...
-
-    @property
-    def metrics(self) -> BrokerMetrics: ...
-
-    @property
-    def verify_transactional(self) -> TxnVerifier: ...
-
-    @property
-    def markers(self) -> TransactionMarkers: ...
-
-    @property
-    def purgatory(self) -> Purgatory: ...
+    config: BrokerConfig
+    node_id: int
+    cluster_id: str
+    advertised: tuple[str, int]
+    logs: LogManager
+    producers: ProducerStates
+    cluster: ClusterView | None
+    groups: GroupCoordinator
+    share_groups: ShareGroups
+    shares: ShareFetcher
+    txn: TransactionCoordinator
+    cluster_txn: ClusterTransactions | None
+    fetch_sessions: FetchManager
+    authorizer: Authorizer | None
+    quotas: Quotas
+    features: FeatureStore
+    scram: ScramCredentials
+    tokens: DelegationTokens
+    telemetry: ClientTelemetry
+    metrics: BrokerMetrics
+    verify_transactional: TxnVerifier
+    markers: TransactionMarkers
+    purgatory: Purgatory
 
     def topic_name(self, topic_id: uuid.UUID) -> str | None: ...
 
