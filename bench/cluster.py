@@ -66,7 +66,7 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from trafka.brokerlite.local_cluster import ClusterProcesses, free_port
+from trafka.brokerlite.dev.local_cluster import ClusterProcesses, free_port
 
 MB = 1_000_000
 PARTITIONS = 6

@@ -81,7 +81,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from trafka.brokerlite.local_cluster import ClusterProcesses, free_port
+from trafka.brokerlite.dev.local_cluster import ClusterProcesses, free_port
 
 VALUE_POOL = 65_536  # distinct random values, used in turn
 CLK_TCK = os.sysconf("SC_CLK_TCK")

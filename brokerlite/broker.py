@@ -1,11 +1,11 @@
 """The broker core: Kafka requests in, responses out, without I/O (sans-IO).
 
 :class:`Broker` owns the durable state (topics and partition logs through
-:class:`~trafka.brokerlite.log.LogManager`, consumer groups through
-:class:`~trafka.brokerlite.groups.GroupCoordinator`, share groups through
-:class:`~trafka.brokerlite.share_groups.ShareGroups`, transactions through
-:class:`~trafka.brokerlite.transactions.TransactionCoordinator`, idempotent
-producers' sequence state through :class:`~trafka.brokerlite.eos.ProducerStates`,
+:class:`~trafka.brokerlite.storage.log_manager.LogManager`, consumer groups through
+:class:`~trafka.brokerlite.groups.coordinator.GroupCoordinator`, share groups through
+:class:`~trafka.brokerlite.groups.share_groups.ShareGroups`, transactions through
+:class:`~trafka.brokerlite.transactions.coordinator.TransactionCoordinator`, idempotent
+producers' sequence state through :class:`~trafka.brokerlite.transactions.eos.ProducerStates`,
 the producer-id counter and the cluster id) and dispatches each decoded request to its handler in
 :mod:`trafka.brokerlite.handlers`. The trio driver (:mod:`.server`) only moves
 bytes; tests drive this class directly.
@@ -19,7 +19,7 @@ Rules and invariants:
 * Storage is synchronous: appends, reads and fsyncs run on the driver's thread
   while a request is handled, so a slow disk delays every client of this
   broker (Kafka spreads them over its request handler threads). The fsyncs that
-  answers wait for are the ones durability needs (see below and :mod:`.log`).
+  answers wait for are the ones durability needs (see below and :mod:`.storage.partition`).
 * :meth:`handle_frame` turns one request frame into exactly one
   :class:`~.handlers._base.Outcome`: a :class:`Reply`, :class:`NoResponse`
   (Produce acks=0), :class:`Parked` (the reply comes later through
@@ -40,7 +40,7 @@ Rules and invariants:
   transaction markers), which keeps each partition's producer state equal to
   what its log holds.
 * Transaction outcomes are carried out on this broker's partitions by
-  :class:`~.txn_markers.TransactionMarkers` (``self.markers``), whose rules say
+  :class:`~.transactions.markers.TransactionMarkers` (``self.markers``), whose rules say
   when markers are written, acknowledged and known durable. Deferred markers
   are written before the next request is handled and by the next :meth:`poll`.
 * Parked requests live in :class:`~.purgatory.Purgatory` (``self.purgatory``).
@@ -55,6 +55,7 @@ Rules and invariants:
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import logging
@@ -69,37 +70,25 @@ from trafka.codec.messages.headers import RequestHeader
 from trafka.codec.protocol import api
 from trafka.codec.records import blob_next_offset
 
-from .authorizer import (
-    ACLS_JOURNAL,
-    ANONYMOUS,
-    AclStore,
-    Authorizer,
-    authorizer_enabled,
-    host_of,
-)
-from .cluster_txn import ClusterTransactions, unverified
-from .cluster_view import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, ClusterView
+from .cluster.controller import coordinator_partition
+from .cluster.replica_manager import ReplicaManager
+from .cluster.view import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, ClusterView
 from .config import BrokerConfig
-from .consumer_groups import TopicMeta
-from .controller import coordinator_partition
-from .delegation_tokens import TOKENS_JOURNAL, DelegationTokens
-from .eos import ProducerStates, TxnVerifier
 from .errors import OffsetStoreError, UnknownTopicOrPartitionError
 from .features import FEATURES_JOURNAL, SHARE_VERSION, FeatureStore
 from .fetch_sessions import FetchManager, FetchSessionCache
-from .group_log import ReplicatedOffsetStore
-from .groups import GroupCoordinator
-from .handlers import HANDLERS
-from .handlers._base import (
-    Close,
-    HandlerSpec,
-    NoResponse,
-    Outcome,
-    Parked,
-    Reply,
-    RequestContext,
-    SaslToken,
+from .groups.consumer_groups import TopicMeta
+from .groups.coordinator import GroupCoordinator
+from .groups.offsets import OffsetStore
+from .groups.replicated_offsets import ReplicatedOffsetStore
+from .groups.share_groups import (
+    SHARE_GROUPS_JOURNAL,
+    ShareGroups,
+    ShareGroupSettings,
+    ShareGroupStore,
 )
+from .handlers import HANDLERS
+from .handlers._base import HandlerSpec, RequestContext
 from .handlers.k01_fetch import HIGH_WATERMARK_WAKES, FetchPlan
 from .intake import (
     API_VERSIONS_KEY,
@@ -109,16 +98,8 @@ from .intake import (
     early_refusal,
     served_api_keys,
 )
-from .log import LogConfig, LogManager
 from .metrics import BrokerMetrics
-from .node_meta import (
-    ClusterProducerIds,
-    ProducerIdAllocator,
-    load_cluster_id,
-    new_cluster_id,
-    write_meta,
-)
-from .offsets import OffsetStore
+from .outcomes import Close, NoResponse, Outcome, Parked, Reply, SaslToken
 from .purgatory import Completion, ParkedRequest, Purgatory
 from .quotas import (
     CONSUMER_BYTE_RATE,
@@ -127,17 +108,35 @@ from .quotas import (
     Quotas,
     QuotaStore,
 )
-from .replica_manager import ReplicaManager
-from .sasl import UserStore
-from .scram import SCRAM_JOURNAL, ScramCredentials
+from .security.authorizer import (
+    ACLS_JOURNAL,
+    ANONYMOUS,
+    AclStore,
+    Authorizer,
+    authorizer_enabled,
+    host_of,
+)
+from .security.delegation_tokens import TOKENS_JOURNAL, DelegationTokens
+from .security.sasl import UserStore
+from .security.scram import SCRAM_JOURNAL, ScramCredentials
 from .session import ConnectionSession, SaslPolicy
-from .share_groups import SHARE_GROUPS_JOURNAL, ShareGroups, ShareGroupSettings, ShareGroupStore
-from .shares import ShareFetcher, ShareStateStore
+from .shares.fetcher import ShareFetcher, ShareStateStore
+from .storage.log_manager import LogManager
+from .storage.node_meta import (
+    ClusterProducerIds,
+    ProducerIdAllocator,
+    load_cluster_id,
+    new_cluster_id,
+    write_meta,
+)
+from .storage.topic_configs import LogConfig
 from .telemetry import CLIENT_METRICS_JOURNAL, ClientTelemetry
-from .transactions import TransactionCoordinator, classic_group_validator
-from .txn_journal import TxnJournal
-from .txn_log import ReplicatedTxnJournal
-from .txn_markers import TransactionMarkers
+from .transactions.cluster_mode import ClusterTransactions, unverified
+from .transactions.coordinator import TransactionCoordinator, classic_group_validator
+from .transactions.eos import ProducerStates, TxnVerifier
+from .transactions.journal import TxnJournal
+from .transactions.markers import TransactionMarkers
+from .transactions.replicated_journal import ReplicatedTxnJournal
 
 __all__ = [
     "API_VERSIONS_KEY",
@@ -208,6 +207,8 @@ class Broker:
         now_ms: int,
         advertised: tuple[str, int] | None = None,
     ) -> None:
+        # The composition root: each step opens or wires one group of parts, in
+        # the order their dependencies need; a failure closes what was opened.
         self.config = config
         #: The time of the request or poll being handled (what the driver passed in).
         self._now_ms = now_ms
@@ -236,153 +237,154 @@ class Broker:
             now_ms=now_ms,
             max_partitions=config.partition_limit(),
         )
-        try:
-            #: True when this start gave the data directory its cluster id (it was
-            #: new): such a directory may join an existing cluster and take its id.
-            self.fresh_data_dir = not (self.data_dir / "meta.properties").exists()
-            self.cluster_id = load_cluster_id(self.data_dir, config)
-            self._producer_ids: ProducerIdAllocator | ClusterProducerIds = ProducerIdAllocator(
-                self.data_dir / "producer-id-block"
+        with contextlib.ExitStack() as opened:
+            opened.callback(self.logs.close)
+            self._open_coordinators(config, now_ms, opened)
+            self._open_services(config, now_ms, opened)
+            opened.pop_all()
+        self._wire_core(config, now_ms)
+        if config.cluster_mode:
+            self._wire_cluster(config)
+
+    def _open_coordinators(
+        self, config: BrokerConfig, now_ms: int, opened: contextlib.ExitStack
+    ) -> None:
+        """The data directory's identity, the group, share-group and transaction
+        coordinators and their stores (journal files, or internal topics in a cluster)."""
+        #: True when this start gave the data directory its cluster id (it was
+        #: new): such a directory may join an existing cluster and take its id.
+        self.fresh_data_dir = not (self.data_dir / "meta.properties").exists()
+        self.cluster_id = load_cluster_id(self.data_dir, config)
+        self._producer_ids: ProducerIdAllocator | ClusterProducerIds = ProducerIdAllocator(
+            self.data_dir / "producer-id-block"
+        )
+        #: The cluster side of the transaction coordinator (cluster mode), else None.
+        self.cluster_txn = ClusterTransactions(self) if config.cluster_mode else None
+        store: OffsetStore
+        if config.cluster_mode:
+            # Groups live in the replicated __consumer_offsets topic (replicated_offsets).
+            store = ReplicatedOffsetStore(
+                partition_for=self._offsets_partition,
+                append=functools.partial(self._append_internal, OFFSETS_TOPIC),
+                read=functools.partial(self._read_partition, OFFSETS_TOPIC),
+                now_ms=lambda: self._now_ms,
             )
-            #: The cluster side of the transaction coordinator (cluster mode), else None.
-            self.cluster_txn = ClusterTransactions(self) if config.cluster_mode else None
-            store: OffsetStore
-            if config.cluster_mode:
-                # Groups live in the replicated __consumer_offsets topic (group_log).
-                store = ReplicatedOffsetStore(
-                    partition_for=self._offsets_partition,
-                    append=functools.partial(self._append_internal, OFFSETS_TOPIC),
-                    read=functools.partial(self._read_partition, OFFSETS_TOPIC),
-                    now_ms=lambda: self._now_ms,
-                )
-            else:
-                store = OffsetStore(self.data_dir / GROUPS_JOURNAL)
-            scram: ScramCredentials | None = None
-            share_store: ShareGroupStore | None = None
-            try:
-                share_store = ShareGroupStore(self.data_dir / SHARE_GROUPS_JOURNAL)
-                self.share_groups = ShareGroups(
-                    self._consumer_topics,
-                    settings=ShareGroupSettings.from_broker_config(config),
-                    store=share_store,
-                    now_ms=now_ms,
-                )
-                # SCRAM credentials changed through the admin API (KIP-554) win over
-                # the configuration's; SCRAM logins look them up there from now on.
-                scram = ScramCredentials.open(self.data_dir / SCRAM_JOURNAL, self.sasl_users)
-                self.groups = GroupCoordinator(
-                    store,
-                    initial_rebalance_delay_ms=config.group_initial_rebalance_delay_ms,
-                    min_session_timeout_ms=config.group_min_session_timeout_ms,
-                    max_session_timeout_ms=config.group_max_session_timeout_ms,
-                    partition_exists=self._partition_exists,
-                    topic_id_to_name=self.topic_name,
-                    consumer_topics=self._consumer_topics,
-                    consumer_session_timeout_ms=config.group_consumer_session_timeout_ms,
-                    consumer_heartbeat_interval_ms=config.group_consumer_heartbeat_interval_ms,
-                    share_groups=self.share_groups,
-                    now_ms=now_ms,
-                )
-                # Transactional and idempotent producer ids come from the one
-                # durable counter, so an id is never handed out twice.
-                ctxn = self.cluster_txn
-                txn_journal: TxnJournal
-                if ctxn is not None:
-                    # Transaction state lives in the replicated __transaction_state (txn_log).
-                    txn_journal = ReplicatedTxnJournal(
-                        partition_for=ctxn.state_partition,
-                        append=functools.partial(self._append_internal, TRANSACTION_STATE_TOPIC),
-                        read=functools.partial(self._read_partition, TRANSACTION_STATE_TOPIC),
-                        now_ms=lambda: self._now_ms,
-                    )
-                else:
-                    txn_journal = TxnJournal(self.data_dir / TRANSACTIONS_JOURNAL)
-                self.txn = TransactionCoordinator(
-                    txn_journal,
-                    coordinator_epoch_for=None if ctxn is None else ctxn.coordinator_epoch,
-                    group_partition=None if ctxn is None else ctxn.group_partition,
-                    stage_group_offsets=None if ctxn is None else ctxn.stage_group_offsets,
-                    allocate_producer_id=self._next_producer_id,
-                    max_timeout_ms=config.transaction_max_timeout_ms,
-                    transactional_id_expiration_ms=config.transactional_id_expiration_ms,
-                    expiration_check_interval_ms=(
-                        config.transaction_remove_expired_transaction_cleanup_interval_ms
-                    ),
-                    partition_exists=self._partition_exists,
-                    validate_group=classic_group_validator(self.groups),
-                    sync_decision_for=self._fsyncs_every_record,
-                    log_end_offset=self._log_end_offset,
-                )
-            except BaseException:
-                if scram is not None:
-                    scram.close()
-                if share_store is not None:
-                    share_store.close()
-                store.close()
-                raise
-            self.scram = scram
-        except BaseException:
-            self.logs.close()
-            raise
+        else:
+            store = OffsetStore(self.data_dir / GROUPS_JOURNAL)
+        opened.callback(store.close)
+        share_store = ShareGroupStore(self.data_dir / SHARE_GROUPS_JOURNAL)
+        opened.callback(share_store.close)
+        self.share_groups = ShareGroups(
+            self._consumer_topics,
+            settings=ShareGroupSettings.from_broker_config(config),
+            store=share_store,
+            now_ms=now_ms,
+        )
+        # SCRAM credentials changed through the admin API (KIP-554) win over
+        # the configuration's; SCRAM logins look them up there from now on.
+        self.scram = ScramCredentials.open(self.data_dir / SCRAM_JOURNAL, self.sasl_users)
+        opened.callback(self.scram.close)
+        self.groups = GroupCoordinator(
+            store,
+            initial_rebalance_delay_ms=config.group_initial_rebalance_delay_ms,
+            min_session_timeout_ms=config.group_min_session_timeout_ms,
+            max_session_timeout_ms=config.group_max_session_timeout_ms,
+            partition_exists=self._partition_exists,
+            topic_id_to_name=self.topic_name,
+            consumer_topics=self._consumer_topics,
+            consumer_session_timeout_ms=config.group_consumer_session_timeout_ms,
+            consumer_heartbeat_interval_ms=config.group_consumer_heartbeat_interval_ms,
+            share_groups=self.share_groups,
+            now_ms=now_ms,
+        )
+        # Transactional and idempotent producer ids come from the one
+        # durable counter, so an id is never handed out twice.
+        ctxn = self.cluster_txn
+        txn_journal: TxnJournal
+        if ctxn is not None:
+            # Transaction state lives in the replicated __transaction_state
+            # (replicated_journal).
+            txn_journal = ReplicatedTxnJournal(
+                partition_for=ctxn.state_partition,
+                append=functools.partial(self._append_internal, TRANSACTION_STATE_TOPIC),
+                read=functools.partial(self._read_partition, TRANSACTION_STATE_TOPIC),
+                now_ms=lambda: self._now_ms,
+            )
+        else:
+            txn_journal = TxnJournal(self.data_dir / TRANSACTIONS_JOURNAL)
+        opened.callback(txn_journal.close)
+        self.txn = TransactionCoordinator(
+            txn_journal,
+            coordinator_epoch_for=None if ctxn is None else ctxn.coordinator_epoch,
+            group_partition=None if ctxn is None else ctxn.group_partition,
+            stage_group_offsets=None if ctxn is None else ctxn.stage_group_offsets,
+            allocate_producer_id=self._next_producer_id,
+            max_timeout_ms=config.transaction_max_timeout_ms,
+            transactional_id_expiration_ms=config.transactional_id_expiration_ms,
+            expiration_check_interval_ms=(
+                config.transaction_remove_expired_transaction_cleanup_interval_ms
+            ),
+            partition_exists=self._partition_exists,
+            validate_group=classic_group_validator(self.groups),
+            sync_decision_for=self._fsyncs_every_record,
+            log_end_offset=self._log_end_offset,
+        )
+
+    def _open_services(
+        self, config: BrokerConfig, now_ms: int, opened: contextlib.ExitStack
+    ) -> None:
+        """The producer states, share-partitions, ACLs, quotas, delegation tokens,
+        feature levels and client telemetry."""
         self.producers = ProducerStates(
             self.logs, producer_id_expiration_ms=config.producer_id_expiration_ms
         )
+        self.shares = ShareFetcher(
+            self.logs,
+            self.producers,
+            ShareStateStore(self.data_dir / SHARE_STATE_JOURNAL),
+            config_for=self.share_groups.config,
+            notify=self._notify_available,
+        )
+        opened.callback(self.shares.close)
+        self.share_groups.listeners.append(self.shares)
         self.authorizer: Authorizer | None = None
-        shares: ShareFetcher | None = None
-        try:
-            shares = self.shares = ShareFetcher(
-                self.logs,
-                self.producers,
-                ShareStateStore(self.data_dir / SHARE_STATE_JOURNAL),
-                config_for=self.share_groups.config,
-                notify=self._notify_available,
+        if authorizer_enabled(config.authorizer_class_name):
+            self.authorizer = Authorizer(
+                AclStore(self.data_dir / ACLS_JOURNAL),
+                super_users=config.super_users,
+                allow_everyone_if_no_acl_found=config.allow_everyone_if_no_acl_found,
             )
-            self.share_groups.listeners.append(shares)
-            if authorizer_enabled(config.authorizer_class_name):
-                self.authorizer = Authorizer(
-                    AclStore(self.data_dir / ACLS_JOURNAL),
-                    super_users=config.super_users,
-                    allow_everyone_if_no_acl_found=config.allow_everyone_if_no_acl_found,
-                )
-            self.quotas = Quotas(
-                QuotaStore(self.data_dir / QUOTAS_JOURNAL),
-                window_num=config.quota_window_num,
-                window_size_ms=config.quota_window_size_seconds * 1000,
-            )
-            self.tokens = DelegationTokens.open(
-                self.data_dir / TOKENS_JOURNAL,
-                secret_key=config.delegation_token_secret_key,
-                max_lifetime_ms=config.delegation_token_max_lifetime_ms,
-                expiry_time_ms=config.delegation_token_expiry_time_ms,
-                expiry_check_interval_ms=config.delegation_token_expiry_check_interval_ms,
-                now_ms=now_ms,
-            )
-            if self.sasl_users is not None:
-                self.sasl_users.manage_tokens(self.tokens)
-            self.features = FeatureStore(self.data_dir / FEATURES_JOURNAL)
-            # KIP-714: client-metrics resources, client instances, received pushes.
-            self.telemetry = ClientTelemetry(
-                self.data_dir / CLIENT_METRICS_JOURNAL,
-                telemetry_max_bytes=config.telemetry_max_bytes,
-                telemetry_file=config.client_telemetry_file,
-            )
-        except BaseException:
-            if getattr(self, "features", None) is not None:
-                self.features.close()
-            if getattr(self, "tokens", None) is not None:
-                self.tokens.close()
-            if getattr(self, "quotas", None) is not None:
-                self.quotas.close()
-            if self.authorizer is not None:
-                self.authorizer.close()
-            if shares is not None:
-                shares.close()
-            self.scram.close()
-            self.txn.close()
-            self.share_groups.close()
-            self.groups.store.close()
-            self.logs.close()
-            raise
+            opened.callback(self.authorizer.close)
+        self.quotas = Quotas(
+            QuotaStore(self.data_dir / QUOTAS_JOURNAL),
+            window_num=config.quota_window_num,
+            window_size_ms=config.quota_window_size_seconds * 1000,
+        )
+        opened.callback(self.quotas.close)
+        self.tokens = DelegationTokens.open(
+            self.data_dir / TOKENS_JOURNAL,
+            secret_key=config.delegation_token_secret_key,
+            max_lifetime_ms=config.delegation_token_max_lifetime_ms,
+            expiry_time_ms=config.delegation_token_expiry_time_ms,
+            expiry_check_interval_ms=config.delegation_token_expiry_check_interval_ms,
+            now_ms=now_ms,
+        )
+        opened.callback(self.tokens.close)
+        if self.sasl_users is not None:
+            self.sasl_users.manage_tokens(self.tokens)
+        self.features = FeatureStore(self.data_dir / FEATURES_JOURNAL)
+        opened.callback(self.features.close)
+        # KIP-714: client-metrics resources, client instances, received pushes.
+        self.telemetry = ClientTelemetry(
+            self.data_dir / CLIENT_METRICS_JOURNAL,
+            telemetry_max_bytes=config.telemetry_max_bytes,
+            telemetry_file=config.client_telemetry_file,
+        )
+
+    def _wire_core(self, config: BrokerConfig, now_ms: int) -> None:
+        """The parts over the coordinators and logs: markers, fetch sessions, the
+        purgatory, the timers and the metrics; on a single node, the recovery of
+        the transactions the last run left undone."""
         #: Checks a transactional Produce against its transaction (KIP-890 part 1);
         #: in a cluster the coordinator is elsewhere (see cluster_txn).
         self.verify_transactional: TxnVerifier = (
@@ -419,26 +421,28 @@ class Broker:
         self.metrics = BrokerMetrics()
         self.metrics.attach(self)
         #: What this broker knows of its cluster (cluster mode), else None; the
-        #: cluster driver (:mod:`.cluster`) keeps it up to date.
+        #: cluster driver (:mod:`.cluster.driver`) keeps it up to date.
         self.cluster: ClusterView | None = None
-        if config.cluster_mode:
-            replicas = ReplicaManager(
-                config.node_id,
-                self.logs,
-                replica_lag_time_max_ms=config.replica_lag_time_max_ms,
-                min_insync_replicas=self._min_insync_replicas,
-                on_high_watermark=self._wake_parked,
-                on_truncate=self.producers.forget,
-                on_removed=self._replica_removed,
-                on_role=self._leadership_changed,
-            )
-            self.cluster = ClusterView(
-                config.node_id,
-                self.logs,
-                replicas,
-                wake=self.wake,
-                on_topic_deleted=lambda topic: self.notify_topic_changed(topic, deleted=True),
-            )
+
+    def _wire_cluster(self, config: BrokerConfig) -> None:
+        """Cluster mode: this broker's replicas and its view of the cluster."""
+        replicas = ReplicaManager(
+            config.node_id,
+            self.logs,
+            replica_lag_time_max_ms=config.replica_lag_time_max_ms,
+            min_insync_replicas=self._min_insync_replicas,
+            on_high_watermark=self._wake_parked,
+            on_truncate=self.producers.forget,
+            on_removed=self._replica_removed,
+            on_role=self._leadership_changed,
+        )
+        self.cluster = ClusterView(
+            config.node_id,
+            self.logs,
+            replicas,
+            wake=self.wake,
+            on_topic_deleted=lambda topic: self.notify_topic_changed(topic, deleted=True),
+        )
 
     def _next_producer_id(self) -> int:
         return self._producer_ids.next()

@@ -343,8 +343,8 @@ def cluster_command(
 
     import trio
 
-    from .local_cluster import serve_cluster
-    from .zookeeper import ZooKeeperError
+    from .dev.local_cluster import serve_cluster
+    from .dev.zookeeper_server import ZooKeeperError
 
     # N brokers' role changes (every partition, at every start) drown the rest.
     _configure_logging(verbose, "trio", "kazoo", "trafka.brokerlite.replication")

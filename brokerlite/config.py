@@ -36,7 +36,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from trafka.brokerlite.authorizer import authorizer_enabled, parse_super_users
+from trafka.brokerlite.security.authorizer import authorizer_enabled, parse_super_users
 from trafka.codec.errors import TrafkaError
 
 __all__ = [
@@ -255,7 +255,7 @@ class BrokerConfig:
         authorizer_class_name: Kafka's ``authorizer.class.name``: naming Kafka's
             standard authorizer (``org.apache.kafka.metadata.authorizer.StandardAuthorizer``
             or ``kafka.security.authorizer.AclAuthorizer``) turns on ACL
-            authorization (:mod:`trafka.brokerlite.authorizer`); unset, every
+            authorization (:mod:`trafka.brokerlite.security.authorizer`); unset, every
             request is allowed and the ACL APIs answer SECURITY_DISABLED.
         super_users: principals allowed everything (``User:admin``); from
             Kafka's ``super.users``, separated by ``;``.
@@ -264,7 +264,7 @@ class BrokerConfig:
         delegation_token_secret_key: the secret that signs delegation tokens
             (Kafka's ``delegation.token.secret.key``, or its older
             ``delegation.token.master.key``); unset, the default, disables them
-            (:mod:`trafka.brokerlite.delegation_tokens`). Changing it invalidates
+            (:mod:`trafka.brokerlite.security.delegation_tokens`). Changing it invalidates
             every token issued before.
         delegation_token_max_lifetime_ms: the longest a token lives, renewals
             included (default 7 days).
@@ -650,7 +650,7 @@ class BrokerConfig:
         if self.sasl_oauthbearer_jwks_endpoint_refresh_ms <= 0:
             raise ConfigError("sasl_oauthbearer_jwks_endpoint_refresh_ms: must be > 0")
         if self.sasl_oauthbearer_jwks_endpoint_url is not None:
-            from .jwks import check_jwks_url
+            from .security.jwks import check_jwks_url
 
             try:
                 check_jwks_url(self.sasl_oauthbearer_jwks_endpoint_url)

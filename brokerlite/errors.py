@@ -6,7 +6,7 @@ Every brokerlite error derives from :class:`BrokerError` (itself a
 its response as the class attribute ``code``. Handlers therefore never need a
 mapping table: ``except BrokerError as e: error_code = e.code``.
 
-Errors raised by the partition log (:mod:`trafka.brokerlite.log`) derive from
+Errors raised by the partition log (:mod:`trafka.brokerlite.storage.partition`) derive from
 :class:`LogError`; errors about the topic registry derive from
 :class:`TopicError`. Other engineers may add classes at the end of this module.
 """
@@ -98,7 +98,7 @@ class LogStorageError(LogError):
 
 
 class TopicError(BrokerError):
-    """An error raised by the topic registry (:class:`~trafka.brokerlite.log.LogManager`)."""
+    """An error raised by the topic registry (:class:`~trafka.brokerlite.storage.log_manager.LogManager`)."""
 
 
 class TopicExistsError(TopicError):
@@ -147,7 +147,7 @@ class PolicyViolationError(TopicError):
 
 
 class OffsetStoreError(BrokerError):
-    """The group offset journal (:mod:`trafka.brokerlite.offsets`) could not be read or written.
+    """The group offset journal (:mod:`trafka.brokerlite.groups.offsets`) could not be read or written.
 
     Raised for I/O errors (disk full, permissions), for a journal written by a newer
     format, and for use after the store is closed.

@@ -1,7 +1,7 @@
 """Finalized feature levels (KIP-584): what UpdateFeatures changes and ApiVersions reports.
 
 brokerlite is its own controller, so it keeps the cluster's finalized levels
-itself, in ``trafka-features.journal`` (the CRC journal of :mod:`.journal`).
+itself, in ``trafka-features.journal`` (the CRC journal of :mod:`.storage.journal`).
 
 Features and levels:
 
@@ -48,7 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from trafka.brokerlite.errors import BrokerError
-from trafka.brokerlite.journal import CrcJournal, JournalStore
+from trafka.brokerlite.storage.journal import CrcJournal, JournalStore
 from trafka.codec.errors import ErrorCode
 
 __all__ = [

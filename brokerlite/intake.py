@@ -36,7 +36,7 @@ from trafka.codec.protocol import api, decode_request_body, decode_request_heade
 
 from .config import BrokerConfig
 from .handlers import HANDLERS
-from .handlers._base import Close, Outcome, Reply
+from .outcomes import Close, Outcome, Reply
 from .session import ConnectionSession, unauthenticated_refusal
 
 __all__ = [

@@ -48,7 +48,7 @@ mix.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from trafka.codec.errors import ErrorCode
 from trafka.codec.protocol import api
@@ -60,9 +60,38 @@ from .errors import BrokerError
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
 
-    from .broker import Broker
+    from .cluster.view import ClusterView
+    from .config import BrokerConfig
+    from .groups.coordinator import GroupCoordinator
+    from .storage.log_manager import LogManager
 
-__all__ = ["BrokerMetrics", "endpoint", "ready"]
+__all__ = ["BrokerMetrics", "MetricsSource", "endpoint", "ready"]
+
+
+class MetricsSource(Protocol):
+    """What the metrics read of the broker core (:class:`~.broker.Broker` is
+    one); declared here so that the core's parts need not import the broker."""
+
+    @property
+    def config(self) -> BrokerConfig: ...
+
+    @property
+    def node_id(self) -> int: ...
+
+    @property
+    def logs(self) -> LogManager: ...
+
+    @property
+    def cluster(self) -> ClusterView | None: ...
+
+    @property
+    def groups(self) -> GroupCoordinator: ...
+
+    @property
+    def metrics(self) -> BrokerMetrics: ...
+
+    def parked_by_api(self) -> dict[int, int]: ...
+
 
 # Request handling times (s): what a broker in one process spends on a request.
 # What Kafka's ReplicaManager answers without counting a failed fetch.
@@ -93,10 +122,10 @@ class BrokerMetrics:
         self.failed_produce: dict[str, int] = {}
         self.failed_fetch: dict[str, int] = {}
         self._times = Histograms(_BUCKETS)  # per API key
-        self._broker: Broker | None = None
+        self._broker: MetricsSource | None = None
         self._registry: CollectorRegistry | None = None
 
-    def attach(self, broker: Broker) -> None:
+    def attach(self, broker: MetricsSource) -> None:
         """The broker whose state the gauges read at a scrape."""
         self._broker = broker
 
@@ -190,7 +219,7 @@ def _api_name(key: int) -> str:
         return str(key)
 
 
-def _purgatories(broker: Broker) -> Any:
+def _purgatories(broker: MetricsSource) -> Any:
     from prometheus_client.core import GaugeMetricFamily
 
     family = GaugeMetricFamily(
@@ -204,7 +233,7 @@ def _purgatories(broker: Broker) -> Any:
     return family
 
 
-def _partition_gauges(broker: Broker) -> Iterator[Any]:
+def _partition_gauges(broker: MetricsSource) -> Iterator[Any]:
     from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
     logs = broker.logs
@@ -260,7 +289,7 @@ def _partition_gauges(broker: Broker) -> Iterator[Any]:
     yield _group_lag(broker)
 
 
-def _group_lag(broker: Broker) -> Any:
+def _group_lag(broker: MetricsSource) -> Any:
     """Each group's lag per partition, for the groups this broker coordinates: the
     partition's log end (its high watermark in a cluster) minus the committed offset."""
     from prometheus_client.core import GaugeMetricFamily
@@ -283,7 +312,7 @@ def _group_lag(broker: Broker) -> Any:
     return lag
 
 
-def ready(broker: Broker) -> bool:
+def ready(broker: MetricsSource) -> bool:
     """``/readyz``: whether the broker serves clients. On a single node at once;
     in a cluster once this broker sees itself registered and a controller elected."""
     cluster = broker.cluster
@@ -293,7 +322,7 @@ def ready(broker: Broker) -> bool:
     return broker.node_id in image.brokers and image.controller_id >= 0
 
 
-def endpoint(broker: Broker) -> Endpoint:
+def endpoint(broker: MetricsSource) -> Endpoint:
     """What the broker's metrics listener answers with (``/metrics`` is built on
     the trio thread that owns the broker core)."""
     return Endpoint(broker.metrics.exposition, lambda: ready(broker))

@@ -34,7 +34,7 @@ from typing import Any
 
 from trafka.codec.messages.headers import RequestHeader
 
-from .handlers._base import Parked, Reply, Waiter
+from .outcomes import Parked, Reply, Waiter
 from .session import ConnectionSession
 
 __all__ = ["Completion", "ParkedRequest", "Purgatory"]

@@ -16,7 +16,7 @@ Entities and keys:
   connection rate must be whole numbers (0 included), the others any number
   (brokerlite refuses NaN and infinities). A quota of 0 or less throttles every
   use for the whole quota window.
-* Stored in ``trafka-quotas.journal`` (the CRC journal of :mod:`.journal`),
+* Stored in ``trafka-quotas.journal`` (the CRC journal of :mod:`.storage.journal`),
   fsynced before AlterClientQuotas is answered; an entity with no keys left is
   forgotten.
 
@@ -73,7 +73,7 @@ from pathlib import Path
 from typing import Any
 
 from trafka.brokerlite.errors import BrokerError
-from trafka.brokerlite.journal import CrcJournal, JournalStore
+from trafka.brokerlite.storage.journal import CrcJournal, JournalStore
 from trafka.codec.errors import ErrorCode
 
 __all__ = [
@@ -205,7 +205,7 @@ def check_value(entity: Entity, key: str, value: float) -> None:
 
 
 class QuotaStore(JournalStore):
-    """The configured quotas, kept in a CRC-checked journal (:mod:`.journal`).
+    """The configured quotas, kept in a CRC-checked journal (:mod:`.storage.journal`).
 
     Entry kind ``alter``: an entity (a list of ``[type, name]``), ``set`` (key to
     value) and ``remove`` (keys). A mutating method returns once its entry is

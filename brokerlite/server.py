@@ -71,7 +71,7 @@ Rules and invariants:
   mute, KIP-219); an acks=0 Produce over its quota mutes the same way. A
   connection over its IP's ``connection_creation_rate`` is never read: it is
   closed after the throttle time.
-* SASL is the core's (:mod:`.sasl`); the driver only lowers a connection's
+* SASL is the core's (:mod:`.security.sasl`); the driver only lowers a connection's
   largest accepted frame to ``Broker.max_frame_size`` until it has
   authenticated, sends a :class:`~.handlers._base.Close`'s last answer before
   closing, and writes the bare tokens (:class:`~.handlers._base.SaslToken`)
@@ -101,12 +101,13 @@ from trafka.codec.framing import FrameReader
 from trafka.common.accept import accept_forever
 from trafka.common.lograte import RateLimitedLog
 
-from .authorizer import certificate_subject, host_of
 from .broker import Broker, Completion
+from .clock import now_ms
 from .config import BrokerConfig, ConfigError
-from .handlers._base import Close, NoResponse, Parked, Part, Reply, SaslToken
-from .jwks import fetch_jwks
+from .outcomes import Close, NoResponse, Parked, Part, Reply, SaslToken
 from .request_budget import RequestBudget
+from .security.authorizer import certificate_subject, host_of
+from .security.jwks import fetch_jwks
 
 __all__ = ["RunningBroker", "broker_in_thread", "run_broker", "serve_broker"]
 
@@ -130,11 +131,6 @@ _Buffer = bytes | bytearray | memoryview
 # What the writer is handed: a reply's parts, or what is left of them after a
 # partial direct write (a memoryview into the first unsent part).
 _OutPart = Part | bytearray | memoryview
-
-
-def now_ms() -> int:
-    """Wall-clock milliseconds, the broker core's notion of time."""
-    return time.time_ns() // 1_000_000
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -1025,7 +1021,7 @@ async def serve_broker(
     server = _Server(broker, cfg, ssl_context)
     driver = None
     if cfg.cluster_mode:
-        from .cluster import ClusterDriver
+        from .cluster.driver import ClusterDriver
 
         try:
             driver = ClusterDriver(broker, cfg, server.after_change)

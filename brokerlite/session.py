@@ -18,7 +18,7 @@ Rules and invariants:
   (:mod:`.fetch_sessions`, bounded by its slots; :mod:`.shares`, which hears of
   a close and releases the records of the sessions last used on it).
 * SASL (:class:`SaslPolicy` is a SASL listener's, shared by its sessions): a
-  connection is unauthenticated until an exchange (a :class:`~.sasl.SaslSession`)
+  connection is unauthenticated until an exchange (a :class:`~.security.sasl.SaslSession`)
   is done. Until then only ApiVersions, SaslHandshake and SaslAuthenticate are
   handled (:func:`unauthenticated_refusal`), and after a v0 SaslHandshake each
   frame is a bare SASL token (KIP-43). A session with a lifetime (KIP-368:
@@ -38,9 +38,9 @@ from trafka.codec.messages import API_MODULES
 from trafka.codec.protocol import api
 from trafka.codec.sasl import SaslAuthenticationError
 
-from .authorizer import host_of, principal_for
-from .handlers._base import Close, SaslToken
-from .sasl import SaslSession, SaslState, UserStore
+from .outcomes import Close, SaslToken
+from .security.authorizer import host_of, principal_for
+from .security.sasl import SaslSession, SaslState, UserStore
 
 __all__ = ["ConnectionSession", "SaslPolicy", "unauthenticated_refusal"]
 

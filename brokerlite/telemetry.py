@@ -26,7 +26,7 @@ Subscriptions (Kafka's ``ClientMetricsConfigs``):
   that compiles is INVALID_CONFIG. A resource whose last setting is deleted is
   gone.
 * Subscriptions are durable: ``trafka-client-metrics.journal`` (the CRC
-  journal of :mod:`.journal`), one ``set`` entry per change with the
+  journal of :mod:`.storage.journal`), one ``set`` entry per change with the
   resource's whole new set of settings (empty: deleted). Every change is
   fsynced before it is answered.
 
@@ -84,9 +84,9 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from trafka.brokerlite.authorizer import host_of
 from trafka.brokerlite.errors import BrokerError
-from trafka.brokerlite.journal import CrcJournal, JournalStore
+from trafka.brokerlite.security.authorizer import host_of
+from trafka.brokerlite.storage.journal import CrcJournal, JournalStore
 from trafka.codec.compression import decompress
 from trafka.codec.crc import crc32c
 from trafka.codec.errors import DecodeError, ErrorCode

@@ -24,7 +24,7 @@ from typing import Any, NamedTuple
 
 import pytest
 
-from trafka.brokerlite.zookeeper import ZooKeeperServer, zookeeper_available
+from trafka.brokerlite.dev.zookeeper_server import ZooKeeperServer, zookeeper_available
 
 _HERE = str(Path(__file__).resolve().parent)
 if _HERE not in sys.path:
@@ -107,7 +107,7 @@ def zk(zk_chroot: ZkChroot) -> str:
 def make_zookeeper(tmp_path: Path) -> Iterator[Any]:
     """``make_zookeeper(start=True, **settings) -> ZooKeeperServer``: a private server
     in the test's tmp_path, for tests that stop, kill or restart ZooKeeper (see
-    :class:`~trafka.brokerlite.zookeeper.ZooKeeperServer` for the settings).
+    :class:`~trafka.brokerlite.dev.zookeeper_server.ZooKeeperServer` for the settings).
     Every server is stopped after the test; skipped when ZooKeeper is missing."""
     _skip_without_zookeeper()
     servers: list[ZooKeeperServer] = []

@@ -158,7 +158,7 @@ def reassign_command() -> None:
 @_admin_options
 def reassign_generate(cfg: dict[str, Any], topics_file: str, broker_list: str) -> None:
     """Print the topics' current assignment and one that spreads them over the brokers."""
-    from trafka.brokerlite.controller import AssignmentError, assign_replicas
+    from trafka.brokerlite.cluster.controller import AssignmentError, assign_replicas
 
     doc = _read_json(topics_file, "topics-to-move")
     try:

@@ -3,7 +3,7 @@
 Rules:
 
 * ``verify DATA_DIR [--topic T]...`` reads every record batch of every segment
-  (:mod:`trafka.brokerlite.verify`) and prints one line per damaged batch,
+  (:mod:`trafka.brokerlite.storage.verify`) and prints one line per damaged batch,
   ``FILE:POSITION: PROBLEM (batch at offset N)``, on stdout, then a summary on
   stderr. It changes nothing. Exit status 0 when every batch is sound, 1 when
   one is damaged (or a topic asked for has no partition there), 2 for a usage
@@ -32,7 +32,7 @@ def log_command() -> None:
 @click.option("--topic", "topics", multiple=True, help="Only this topic's partitions (repeatable).")
 def log_verify(data_dir: Path, topics: tuple[str, ...]) -> None:
     """Check the CRC32C and framing of every record batch under DATA_DIR."""
-    from trafka.brokerlite.verify import broker_running, partition_dirs, verify_data_dir
+    from trafka.brokerlite.storage.verify import broker_running, partition_dirs, verify_data_dir
 
     if broker_running(data_dir):
         click.echo(

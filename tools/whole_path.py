@@ -100,8 +100,8 @@ async def _cluster(stack: AsyncExitStack, tmp: Path, cluster: bool, say: Say) ->
         )
         say(f"brokerlite: {broker.bootstrap_servers} (embedded, one node)")
         return broker.bootstrap_servers
-    from trafka.brokerlite.local_cluster import serve_cluster
-    from trafka.brokerlite.zookeeper import ZooKeeperServer
+    from trafka.brokerlite.dev.local_cluster import serve_cluster
+    from trafka.brokerlite.dev.zookeeper_server import ZooKeeperServer
 
     zookeeper = stack.enter_context(ZooKeeperServer(tmp / "zookeeper"))
     nodes = await stack.enter_async_context(

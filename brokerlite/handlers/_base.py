@@ -1,4 +1,4 @@
-"""What request handlers and the broker core share: contexts, outcomes, response parts.
+"""What request handlers share: the request context and the handler spec.
 
 Rules and invariants:
 
@@ -7,9 +7,10 @@ Rules and invariants:
   context's narrow attributes (``ctx.logs``, ``ctx.groups``, ``ctx.txn``,
   ``ctx.cluster``, ``ctx.config``, ``ctx.authorizer``... and ``ctx.session``,
   its connection), and returns either a response body (a generated response
-  dataclass, or a :class:`PartsBody` such as the Fetch response plan) or an
-  :class:`Outcome` (:class:`NoResponse`, :class:`Parked`, :class:`Close`, which
-  may carry a last answer to send before closing). It never blocks, never sleeps
+  dataclass, or a :class:`~trafka.brokerlite.outcomes.PartsBody` such as the
+  Fetch response plan) or one of the core's outcomes (:mod:`trafka.brokerlite.outcomes`:
+  ``NoResponse``, ``Parked``, ``Close``, which may carry a last answer to send
+  before closing). It never blocks, never sleeps
   and never touches a socket.
   Parked requests go through ``ctx.park`` and ``ctx.purgatory``, transaction
   markers through ``ctx.markers``.
@@ -20,214 +21,49 @@ Rules and invariants:
   topic/partition: it reports it as that entry's error code. An exception that
   does escape is a bug; the broker logs it and answers with
   UNKNOWN_SERVER_ERROR where the API has an error field.
-* A response frame is a list of parts whose total size is known before the
-  first byte is sent: bytes, or :class:`FileChunk` ranges of segment files that
-  the driver sends with ``os.sendfile``.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import struct
 import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
-from trafka.brokerlite.authorizer import ANONYMOUS, RESOURCE_OPERATIONS
+from trafka.brokerlite.outcomes import Parked, Reply, Waiter
+from trafka.brokerlite.security.authorizer import ANONYMOUS, RESOURCE_OPERATIONS
 from trafka.codec.errors import ErrorCode
-from trafka.codec.protocol import api, encode_response
+from trafka.codec.protocol import api
 
 if TYPE_CHECKING:
-    from trafka.brokerlite.authorizer import Authorizer
-    from trafka.brokerlite.broker import Broker
-    from trafka.brokerlite.cluster_txn import ClusterTransactions
-    from trafka.brokerlite.cluster_view import ClusterView
+    from trafka.brokerlite.cluster.view import ClusterView
     from trafka.brokerlite.config import BrokerConfig
-    from trafka.brokerlite.delegation_tokens import DelegationTokens
-    from trafka.brokerlite.eos import ProducerStates, TxnVerifier
     from trafka.brokerlite.features import FeatureStore
     from trafka.brokerlite.fetch_sessions import FetchManager
-    from trafka.brokerlite.groups import GroupCoordinator
-    from trafka.brokerlite.log import LogManager
+    from trafka.brokerlite.groups.coordinator import GroupCoordinator
+    from trafka.brokerlite.groups.share_groups import ShareGroups
     from trafka.brokerlite.metrics import BrokerMetrics
     from trafka.brokerlite.purgatory import Purgatory
     from trafka.brokerlite.quotas import MutationQuota, Quotas
-    from trafka.brokerlite.scram import ScramCredentials
+    from trafka.brokerlite.security.authorizer import Authorizer
+    from trafka.brokerlite.security.delegation_tokens import DelegationTokens
+    from trafka.brokerlite.security.scram import ScramCredentials
     from trafka.brokerlite.session import ConnectionSession
-    from trafka.brokerlite.share_groups import ShareGroups
-    from trafka.brokerlite.shares import ShareFetcher
+    from trafka.brokerlite.shares.fetcher import ShareFetcher
+    from trafka.brokerlite.storage.log_manager import LogManager
     from trafka.brokerlite.telemetry import ClientTelemetry
-    from trafka.brokerlite.transactions import TransactionCoordinator
-    from trafka.brokerlite.txn_markers import TransactionMarkers
+    from trafka.brokerlite.transactions.cluster_mode import ClusterTransactions
+    from trafka.brokerlite.transactions.coordinator import TransactionCoordinator
+    from trafka.brokerlite.transactions.eos import ProducerStates, TxnVerifier
+    from trafka.brokerlite.transactions.markers import TransactionMarkers
     from trafka.codec.messages.headers import RequestHeader
 
 __all__ = [
-    "Close",
+    "BrokerPort",
     "HandlerSpec",
-    "NoResponse",
-    "Outcome",
-    "Parked",
-    "Part",
     "Partitions",
-    "PartsBody",
-    "Reply",
     "RequestContext",
-    "SaslToken",
-    "Waiter",
-    "parts_size",
 ]
-
-_SIZE_CORR = struct.Struct(">ii")
-
-
-class FileRange(Protocol):
-    """A byte range of a file (structurally :class:`trafka.brokerlite.log.FileChunk`)."""
-
-    @property
-    def path_or_fd(self) -> Any: ...
-
-    @property
-    def position(self) -> int: ...
-
-    @property
-    def length(self) -> int: ...
-
-
-Part = bytes | FileRange
-
-
-def parts_size(parts: list[Part]) -> int:
-    """Total number of bytes of ``parts``."""
-    return sum(len(p) if isinstance(p, bytes | bytearray | memoryview) else p.length for p in parts)
-
-
-class PartsBody(Protocol):
-    """A response body that encodes itself to parts (bytes and file ranges)."""
-
-    def encode_parts(self, version: int) -> list[Part]:
-        """The body's bytes (no header) at ``version``."""
-        ...
-
-    def to_message(self) -> Any:
-        """The same body as the generated response dataclass (file ranges read)."""
-        ...
-
-
-def _parts_body(body: Any) -> PartsBody | None:
-    # By attribute: isinstance() against a runtime-checkable Protocol costs about
-    # 10 us, on every reply.
-    return body if hasattr(type(body), "encode_parts") else None
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class Reply:
-    """A response ready to send.
-
-    Attributes:
-        correlation_id: echoed from the request.
-        api_key, api_version: of the request; they choose the response schema.
-        body: a generated response dataclass or a :class:`PartsBody`.
-        throttle_ms: how long the connection is muted (not read) after this
-            reply is sent, for a client quota (:mod:`trafka.brokerlite.quotas`);
-            the body carries the same time in its ``throttle_time_ms`` where its
-            version has the field (KIP-219).
-    """
-
-    correlation_id: int
-    api_key: int
-    api_version: int
-    body: Any
-    throttle_ms: int = 0
-
-    def encode(self) -> list[Part]:
-        """The whole frame, size prefix included, as parts."""
-        parts_body = _parts_body(self.body)
-        if parts_body is not None:
-            body_parts = parts_body.encode_parts(self.api_version)
-            flexible_header = api(self.api_key).response_header_version(self.api_version) >= 1
-            head_len = 4 + (1 if flexible_header else 0)
-            size = head_len + parts_size(body_parts)
-            head = _SIZE_CORR.pack(size, self.correlation_id)
-            if flexible_header:
-                head += b"\x00"
-            return [head, *body_parts]
-        return [encode_response(self.correlation_id, self.api_key, self.api_version, self.body)]
-
-    def message(self) -> Any:
-        """The body as a generated dataclass (reads file ranges of a PartsBody)."""
-        parts_body = _parts_body(self.body)
-        if parts_body is not None:
-            return parts_body.to_message()
-        return self.body
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class NoResponse:
-    """The request gets no response (Produce with acks=0).
-
-    Attributes:
-        throttle_ms: how long the connection is muted for a client quota.
-    """
-
-    throttle_ms: int = 0
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class Parked:
-    """The response comes later, via ``Broker.poll``; ``ticket`` identifies it."""
-
-    ticket: int
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class SaslToken:
-    """A SASL token sent bare: a size prefix and the token, no Kafka header.
-
-    The answer to each token a client sends after a v0 SaslHandshake (KIP-43).
-    """
-
-    token: bytes
-
-    def encode(self) -> list[Part]:
-        """The whole frame, size prefix included."""
-        return [len(self.token).to_bytes(4, "big") + self.token]
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class Close:
-    """Close the connection (the peer broke the protocol, or failed to authenticate).
-
-    Attributes:
-        reason: what to log, naming what the peer did.
-        client_id: from the request header when it could be read.
-        reply: a last answer sent before closing (a failed SASL authentication
-            is told why, as Kafka does); None closes without answering.
-        failed_authentication: the close ends a failed SASL authentication; the
-            driver waits ``connection_failed_authentication_delay_ms`` first.
-    """
-
-    reason: str
-    client_id: str | None = None
-    reply: Reply | None = None
-    failed_authentication: bool = False
-
-
-Outcome = Reply | SaslToken | NoResponse | Parked | Close
-
-
-class Waiter(Protocol):
-    """A parked request inside the broker core (see ``RequestContext.park``)."""
-
-    deadline_ms: int
-    watches: frozenset[tuple[str, int]]
-
-    def on_append(self, topic: str, partition: int, nbytes: int) -> bool:
-        """Data arrived on a watched partition; True when the request can complete."""
-        ...
-
-    def complete(self, now_ms: int) -> Any:
-        """Build the response body now (data arrived, deadline passed or topic gone)."""
-        ...
 
 
 class Partitions(Protocol):
@@ -244,6 +80,51 @@ class Partitions(Protocol):
     def cluster(self) -> ClusterView | None: ...
 
 
+class BrokerPort(Protocol):
+    """The broker core as a handler sees it: its parts, and the few operations of
+    the broker as a whole (:class:`~trafka.brokerlite.broker.Broker` is one).
+
+    Declared here, beside the handlers, so that they do not import the broker
+    that dispatches to them: the core sits above its handlers.
+    """
+
+    config: BrokerConfig
+    node_id: int
+    cluster_id: str
+    advertised: tuple[str, int]
+    logs: LogManager
+    producers: ProducerStates
+    cluster: ClusterView | None
+    groups: GroupCoordinator
+    share_groups: ShareGroups
+    shares: ShareFetcher
+    txn: TransactionCoordinator
+    cluster_txn: ClusterTransactions | None
+    fetch_sessions: FetchManager
+    authorizer: Authorizer | None
+    quotas: Quotas
+    features: FeatureStore
+    scram: ScramCredentials
+    tokens: DelegationTokens
+    telemetry: ClientTelemetry
+    metrics: BrokerMetrics
+    verify_transactional: TxnVerifier
+    markers: TransactionMarkers
+    purgatory: Purgatory
+
+    def topic_name(self, topic_id: uuid.UUID) -> str | None: ...
+
+    def api_versions(self) -> list[tuple[int, int, int]]: ...
+
+    def check_min_isr(self, topic: str, partition: int) -> ErrorCode: ...
+
+    def pending_offset_partitions(self, group_id: str) -> set[tuple[str, int]]: ...
+
+    def reopen_partition(self, topic: str, partition: int, now_ms: int) -> bool: ...
+
+    def notify_topic_changed(self, topic: str, *, deleted: bool) -> None: ...
+
+
 @dataclasses.dataclass(slots=True)
 class RequestContext:
     """One request being handled.
@@ -256,7 +137,7 @@ class RequestContext:
         now_ms: wall-clock time in milliseconds, given by the driver.
     """
 
-    broker: Broker
+    broker: BrokerPort
     session: ConnectionSession
     header: RequestHeader
     now_ms: int
@@ -407,7 +288,7 @@ class RequestContext:
 
     def allowed(self, operation: int, resource_type: int, name: str) -> bool:
         """Whether this request's principal may do ``operation`` on the resource
-        (:mod:`trafka.brokerlite.authorizer`; always without an authorizer)."""
+        (:mod:`trafka.brokerlite.security.authorizer`; always without an authorizer)."""
         authorizer = self.authorizer
         if authorizer is None:
             return True

@@ -3,7 +3,7 @@
 Resource types are Kafka's ConfigResource types: 2 topic, 4 broker, 8 broker
 logger, 16 client metrics, 32 group. Topic configs live in the log manager's
 registry; group configs (``share.*``) with the share-group coordinator
-(:mod:`trafka.brokerlite.share_groups`); client-metrics resources (KIP-714
+(:mod:`trafka.brokerlite.groups.share_groups`); client-metrics resources (KIP-714
 subscriptions) with :mod:`trafka.brokerlite.telemetry`; the broker's settings
 are static (they come from :class:`~trafka.brokerlite.config.BrokerConfig`) and
 reported read-only.
@@ -16,7 +16,7 @@ import enum
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from trafka.brokerlite.log import ConfigEntry, ConfigSource, ConfigType
+from trafka.brokerlite.storage.topic_configs import ConfigEntry, ConfigSource, ConfigType
 from trafka.brokerlite.telemetry import CONFIG_DEFAULTS, CONFIG_TYPES, INTERVAL_MS, split_list
 
 if TYPE_CHECKING:

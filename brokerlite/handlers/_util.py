@@ -7,19 +7,20 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from trafka.brokerlite.authorizer import CLUSTER_NAME, RESOURCE_OPERATIONS
+from trafka.brokerlite.cluster.replica_manager import check_epoch
 from trafka.brokerlite.errors import BrokerError, UnknownTopicOrPartitionError
-from trafka.brokerlite.replica_manager import check_epoch
+from trafka.brokerlite.security.authorizer import CLUSTER_NAME, RESOURCE_OPERATIONS
 from trafka.codec.acl import AclResourceType
 from trafka.codec.errors import ErrorCode
 
 from ._configs import ResourceType
 
 if TYPE_CHECKING:
-    from trafka.brokerlite.cluster_view import ZkTask
-    from trafka.brokerlite.log import PartitionLog
+    from trafka.brokerlite.cluster.view import ZkTask
+    from trafka.brokerlite.storage.partition import PartitionLog
 
-    from ._base import Parked, Partitions, RequestContext
+    from ..outcomes import Parked
+    from ._base import Partitions, RequestContext
 
 NULL_UUID = uuid.UUID(int=0)
 NO_AUTHORIZED_OPERATIONS = -(2**31)
@@ -124,7 +125,7 @@ def config_authorization_error(
 
 
 class _TasksWaiter:
-    """A request parked on cluster tasks (:class:`~trafka.brokerlite.cluster_view.ZkTask`):
+    """A request parked on cluster tasks (:class:`~trafka.brokerlite.cluster.view.ZkTask`):
     answered by ``build`` once the driver has carried them all out, or at the
     deadline (each task still pending then is one that ZooKeeper did not answer)."""
 
@@ -178,7 +179,7 @@ def topic_config_task(
     Raises:
         UnknownTopicOrPartitionError, InvalidConfigError: as ``LogManager.alter_configs``.
     """
-    from trafka.brokerlite.cluster_view import ZkTask
+    from trafka.brokerlite.cluster.view import ZkTask
 
     info = ctx.logs.alter_configs(name, changes, incremental=incremental, validate_only=True)
     if validate_only:

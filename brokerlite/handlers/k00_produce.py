@@ -2,7 +2,7 @@
 
 * Versions 0-2 (Kafka 3.9's, removed by KIP-896) carry legacy message sets
   (magic 0 or 1): each partition's set is converted into one magic 2 batch
-  (:mod:`trafka.brokerlite.message_format`) and then appended as any other
+  (:mod:`trafka.brokerlite.storage.message_format`) and then appended as any other
   batch, so offsets and log-append time are assigned by the log. v0 answers
   have no throttle time, v0-1 no log-append time. Under ``protocol_version``
   4.0 they are advertised (Kafka 4.0 advertises them: older librdkafka
@@ -10,7 +10,7 @@
 
 * Records must be magic-2 batches (v3+), one per partition (more is
   INVALID_RECORD, as Kafka's log validation says). Each partition's blob is handed to
-  the producer states (:mod:`trafka.brokerlite.eos`) and then, unless refused,
+  the producer states (:mod:`trafka.brokerlite.transactions.eos`) and then, unless refused,
   to ``PartitionLog.append`` as received: the log validates every batch (size,
   magic, CRC-32C, ``max.message.bytes``) before writing any, assigns offsets
   by rewriting base offsets, and never re-encodes. Its errors become the
@@ -59,17 +59,18 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from trafka.brokerlite.errors import BrokerError, InvalidRecordError, NotEnoughReplicasError
-from trafka.brokerlite.message_format import up_convert
+from trafka.brokerlite.storage.message_format import up_convert
 from trafka.codec.acl import AclOperation, AclResourceType
 from trafka.codec.errors import DecodeError, ErrorCode
 from trafka.codec.messages import k00_produce as m
 from trafka.codec.records import read_batch_header
 
-from ._base import Close, HandlerSpec, NoResponse, Parked, RequestContext
+from ..outcomes import Close, NoResponse, Parked
+from ._base import HandlerSpec, RequestContext
 from ._util import code_of, denied, leader_log, message_of
 
 if TYPE_CHECKING:
-    from trafka.brokerlite.cluster_view import ClusterView
+    from trafka.brokerlite.cluster.view import ClusterView
 
 API_KEY = 0
 MIN_VERSION = 3

@@ -4,7 +4,7 @@ straight from the segment files.
 * Versions 0-3 (Kafka 3.9's, removed by KIP-896) are answered like v4 with
   read_uncommitted, but their records are down-converted to the message format
   the version reads (magic 0 for v0-1, magic 1 for v2-3;
-  :mod:`trafka.brokerlite.message_format`), so those answers are built in
+  :mod:`trafka.brokerlite.storage.message_format`), so those answers are built in
   memory rather than sent from the files. v0-2 have no response ``max_bytes``:
   only ``partition_max_bytes`` limits them.
 
@@ -40,7 +40,7 @@ Rules (Kafka's, for a consumer fetching from the leader):
   (v12+: with its current leader, and v16+ that leader's endpoint, KIP-951).
   A follower's fetch (``replica_id``, in ``replica_state`` from v15) reads up
   to the log end offset and tells the leader how far the follower has come
-  (:mod:`..replica_manager`: ISR and high watermark); a consumer reads below
+  (:mod:`..cluster.replica_manager`: ISR and high watermark); a consumer reads below
   the high watermark only, and its long poll wakes when the high watermark
   moves, not when the leader appends.
 * Long poll: when no partition has an error and fewer than ``min_bytes`` are
@@ -85,17 +85,18 @@ from trafka.brokerlite.fetch_sessions import (
     SessionErrorContext,
     SessionlessContext,
 )
-from trafka.brokerlite.message_format import down_convert, fetch_magic
+from trafka.brokerlite.storage.message_format import down_convert, fetch_magic
 from trafka.codec.acl import AclOperation, AclResourceType
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k01_fetch as m
 from trafka.codec.protocol import encode_response_body
 
-from ._base import HandlerSpec, Parked, Part, Partitions, RequestContext
+from ..outcomes import Parked, Part
+from ._base import HandlerSpec, Partitions, RequestContext
 from ._util import NULL_UUID, code_of, denied, leader_log, partition_log
 
 if TYPE_CHECKING:
-    from trafka.brokerlite.log import ReadResult
+    from trafka.brokerlite.storage.partition import ReadResult
 
 API_KEY = 1
 MIN_VERSION = 4

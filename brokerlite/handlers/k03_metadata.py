@@ -32,9 +32,9 @@ import logging
 import uuid
 from typing import TYPE_CHECKING
 
-from trafka.brokerlite.authorizer import CLUSTER_NAME
-from trafka.brokerlite.cluster_view import INTERNAL_TOPICS
+from trafka.brokerlite.cluster.view import INTERNAL_TOPICS
 from trafka.brokerlite.errors import BrokerError, TopicExistsError
+from trafka.brokerlite.security.authorizer import CLUSTER_NAME
 from trafka.codec.acl import AclOperation, AclResourceType
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k03_metadata as m
@@ -50,8 +50,8 @@ from ._util import (
 )
 
 if TYPE_CHECKING:
-    from trafka.brokerlite.cluster_view import ClusterView
-    from trafka.brokerlite.log import TopicInfo
+    from trafka.brokerlite.cluster.view import ClusterView
+    from trafka.brokerlite.storage.topics import TopicInfo
 
 API_KEY = 3
 MIN_VERSION = 0

@@ -19,12 +19,13 @@ or on the transactional id (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED).
 
 from __future__ import annotations
 
-from trafka.brokerlite.cluster_view import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, ZkTask
+from trafka.brokerlite.cluster.view import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, ZkTask
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k10_find_coordinator as m
 
+from ..outcomes import Parked
 from ._authz import AclOperation, group_allowed, transactional_id_allowed
-from ._base import HandlerSpec, Parked, RequestContext
+from ._base import HandlerSpec, RequestContext
 from ._util import park_on_tasks
 
 API_KEY = 10

@@ -1,6 +1,6 @@
 """JoinGroup (key 11), versions 0-9 (2-9 with ``protocol_version`` 4.0): the classic group protocol's join phase.
 
-Handed to :class:`~trafka.brokerlite.groups.GroupCoordinator`. The request is
+Handed to :class:`~trafka.brokerlite.groups.coordinator.GroupCoordinator`. The request is
 parked while the group rebalances (the coordinator releases it when the join
 phase ends); parking holds back later requests of the same connection only.
 DescribeGroups reports the member's host as ``/<peer address>``, like Kafka.

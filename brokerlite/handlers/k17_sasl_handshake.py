@@ -17,7 +17,7 @@ ApiVersions, which lists it whatever the listener):
 * On a PLAINTEXT or SSL listener, or once authenticated without a session
   lifetime: ILLEGAL_SASL_STATE with no mechanisms, and the connection stays.
 
-The state rules are :mod:`trafka.brokerlite.sasl`'s.
+The state rules are :mod:`trafka.brokerlite.security.sasl`'s.
 """
 
 from __future__ import annotations
@@ -25,7 +25,8 @@ from __future__ import annotations
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k17_sasl_handshake as m
 
-from ._base import Close, HandlerSpec, RequestContext
+from ..outcomes import Close
+from ._base import HandlerSpec, RequestContext
 
 API_KEY = 17
 MIN_VERSION = 0

@@ -32,18 +32,19 @@ import logging
 from collections import Counter
 from typing import TYPE_CHECKING
 
-from trafka.brokerlite.authorizer import CLUSTER_NAME
-from trafka.brokerlite.cluster_view import ZkTask
+from trafka.brokerlite.cluster.view import ZkTask
 from trafka.brokerlite.errors import BrokerError
 from trafka.brokerlite.quotas import MUTATION_THROTTLED
+from trafka.brokerlite.security.authorizer import CLUSTER_NAME
 from trafka.codec.acl import AclOperation, AclResourceType
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k19_create_topics as m
 
-from ._base import HandlerSpec, Parked, RequestContext
+from ..outcomes import Parked
+from ._base import HandlerSpec, RequestContext
 
 if TYPE_CHECKING:
-    from trafka.brokerlite.log import TopicInfo
+    from trafka.brokerlite.storage.topics import TopicInfo
 from ._util import NULL_UUID, code_of, denied, park_on_tasks, task_outcome
 
 API_KEY = 19

@@ -28,7 +28,8 @@ from trafka.codec.acl import AclOperation, AclResourceType
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k21_delete_records as m
 
-from ._base import HandlerSpec, Parked, RequestContext
+from ..outcomes import Parked
+from ._base import HandlerSpec, RequestContext
 from ._util import code_of, denied, leader_log
 
 API_KEY = 21

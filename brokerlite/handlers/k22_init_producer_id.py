@@ -1,6 +1,6 @@
 """InitProducerId (key 22), versions 0-5: producer ids for idempotent and transactional producers.
 
-Handed to the transaction coordinator (:mod:`trafka.brokerlite.transactions`):
+Handed to the transaction coordinator (:mod:`trafka.brokerlite.transactions.coordinator`):
 
 * Without a transactional id the producer gets a fresh id from the broker's
   durable counter (never reused, even across restarts) with epoch 0, as Kafka

@@ -16,8 +16,8 @@ TOPIC_AUTHORIZATION_FAILED.
 
 from __future__ import annotations
 
-from trafka.brokerlite.authorizer import CLUSTER_NAME
 from trafka.brokerlite.errors import BrokerError
+from trafka.brokerlite.security.authorizer import CLUSTER_NAME
 from trafka.codec.acl import AclOperation, AclResourceType
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k23_offset_for_leader_epoch as m

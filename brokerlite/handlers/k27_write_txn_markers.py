@@ -6,7 +6,7 @@ holds an open transaction that no coordinator will ever complete, and
 read_committed consumers are stuck at its first offset).
 
 Cluster mode: the coordinators' markers come this way (see
-:mod:`trafka.brokerlite.cluster_txn`): each partition led here gets its
+:mod:`trafka.brokerlite.transactions.cluster_mode`): each partition led here gets its
 marker after the same checks, and the answer waits until the markers are on
 the partitions' in-sync replicas (NOT_LEADER_OR_FOLLOWER for a partition led
 elsewhere or lost meanwhile, REQUEST_TIMED_OUT for one not replicated within
@@ -30,12 +30,16 @@ CLUSTER_AUTHORIZATION_FAILED and no marker is written.
 
 from __future__ import annotations
 
-from trafka.brokerlite.cluster_txn import MARKER_REPLICATION_TIMEOUT_MS, MarkersReplicated
+from trafka.brokerlite.transactions.cluster_mode import (
+    MARKER_REPLICATION_TIMEOUT_MS,
+    MarkersReplicated,
+)
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k27_write_txn_markers as m
 
+from ..outcomes import Parked
 from ._authz import CLUSTER_NAME, AclOperation, AclResourceType
-from ._base import HandlerSpec, Parked, RequestContext
+from ._base import HandlerSpec, RequestContext
 
 API_KEY = 27
 OLD_MIN_VERSION = 0  # Kafka 3.9's; not with protocol_version 4.0

@@ -11,7 +11,7 @@ enumeration value gets INVALID_REQUEST. Version 0 is not served, as from Kafka 4
 
 from __future__ import annotations
 
-from trafka.brokerlite.authorizer import CLUSTER_NAME, AclFilter
+from trafka.brokerlite.security.authorizer import CLUSTER_NAME, AclFilter
 from trafka.codec.acl import AclOperation, AclResourceType
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k29_describe_acls as m

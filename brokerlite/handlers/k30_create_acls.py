@@ -11,7 +11,7 @@ before the answer. A binding that exists already succeeds without a duplicate.
 
 from __future__ import annotations
 
-from trafka.brokerlite.authorizer import CLUSTER_NAME, AclBinding, AclStoreError
+from trafka.brokerlite.security.authorizer import CLUSTER_NAME, AclBinding, AclStoreError
 from trafka.codec.acl import AclOperation, AclResourceType
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k30_create_acls as m

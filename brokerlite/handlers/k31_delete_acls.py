@@ -10,7 +10,7 @@ is stored durably before the answer.
 
 from __future__ import annotations
 
-from trafka.brokerlite.authorizer import CLUSTER_NAME, AclFilter, AclStoreError
+from trafka.brokerlite.security.authorizer import CLUSTER_NAME, AclFilter, AclStoreError
 from trafka.codec.acl import AclOperation, AclResourceType
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k31_delete_acls as m

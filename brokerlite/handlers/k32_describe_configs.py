@@ -31,8 +31,8 @@ import dataclasses
 from typing import TYPE_CHECKING
 
 from trafka.brokerlite.errors import BrokerError
-from trafka.brokerlite.log import ConfigEntry, ConfigSource
-from trafka.brokerlite.share_groups import GroupConfigEntry
+from trafka.brokerlite.groups.share_groups import GroupConfigEntry
+from trafka.brokerlite.storage.topic_configs import ConfigEntry, ConfigSource
 from trafka.codec.acl import AclOperation
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k32_describe_configs as m

@@ -13,7 +13,7 @@ already there. Each partition is checked in the order of Kafka's
    compares it with its configured directories as given, without normalising);
 3. UNKNOWN_TOPIC_OR_PARTITION when the partition does not exist;
 4. otherwise NONE, except for a partition that went offline (a write that
-   could not be undone, see :mod:`trafka.brokerlite.log`): "moving" it to its
+   could not be undone, see :mod:`trafka.brokerlite.storage.partition`): "moving" it to its
    own directory is how an operator brings it back without a restart
    (``trafka log-dirs reopen``). The broker checks that the directory takes a
    write again and opens the log afresh, recovery validating it as at a
@@ -32,8 +32,8 @@ from __future__ import annotations
 
 import logging
 
-from trafka.brokerlite.authorizer import CLUSTER_NAME
 from trafka.brokerlite.errors import LogStorageError
+from trafka.brokerlite.security.authorizer import CLUSTER_NAME
 from trafka.codec.acl import AclOperation, AclResourceType
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k34_alter_replica_log_dirs as m

@@ -3,7 +3,7 @@
 * On a SASL listener, after a v1 SaslHandshake: the token goes to the
   connection's mechanism; the answer carries the server's token, and, on the
   last, ``session_lifetime_ms`` (v1+, KIP-368; 0 when the session never
-  expires: see :mod:`trafka.brokerlite.sasl`). The same goes for a
+  expires: see :mod:`trafka.brokerlite.security.sasl`). The same goes for a
   re-authentication, where changing the principal or the mechanism fails like
   bad credentials. Bad credentials or a malformed token are answered
   SASL_AUTHENTICATION_FAILED with a message (which never says whether the user
@@ -14,7 +14,7 @@
 
 After a v0 handshake the tokens come without Kafka headers and never reach this
 handler (see ``Broker.handle_frame``). The state rules are
-:mod:`trafka.brokerlite.sasl`'s.
+:mod:`trafka.brokerlite.security.sasl`'s.
 """
 
 from __future__ import annotations
@@ -23,8 +23,9 @@ from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k36_sasl_authenticate as m
 from trafka.codec.sasl import SaslAuthenticationError
 
-from ..sasl import SaslState, SaslStateError
-from ._base import Close, HandlerSpec, RequestContext
+from ..outcomes import Close
+from ..security.sasl import SaslState, SaslStateError
+from ._base import HandlerSpec, RequestContext
 
 API_KEY = 36
 MIN_VERSION = 0

@@ -26,14 +26,15 @@ from __future__ import annotations
 import logging
 from collections import Counter
 
-from trafka.brokerlite.cluster_view import ZkTask
+from trafka.brokerlite.cluster.view import ZkTask
 from trafka.brokerlite.errors import BrokerError
 from trafka.brokerlite.quotas import MUTATION_THROTTLED
 from trafka.codec.acl import AclOperation, AclResourceType
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k37_create_partitions as m
 
-from ._base import HandlerSpec, Parked, RequestContext
+from ..outcomes import Parked
+from ._base import HandlerSpec, RequestContext
 from ._util import code_of, denied, message_of, park_on_tasks, task_outcome
 
 API_KEY = 37

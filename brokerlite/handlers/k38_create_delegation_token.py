@@ -1,8 +1,8 @@
 """CreateDelegationToken (key 38), versions 0-3 (1-3 with ``protocol_version`` 4.0): issue a delegation token (KIP-48).
 
 Version 0 is left out, as Kafka 4.0 removed it (KIP-896). Answered by
-:meth:`DelegationTokens.create <trafka.brokerlite.delegation_tokens.DelegationTokens.create>`
-with Kafka's rules (see :mod:`trafka.brokerlite.delegation_tokens`); in order:
+:meth:`DelegationTokens.create <trafka.brokerlite.security.delegation_tokens.DelegationTokens.create>`
+with Kafka's rules (see :mod:`trafka.brokerlite.security.delegation_tokens`); in order:
 
 * DELEGATION_TOKEN_REQUEST_NOT_ALLOWED on a connection that logged in with a
   token, on a PLAINTEXT listener, or over SSL without a client certificate;

@@ -1,8 +1,8 @@
 """RenewDelegationToken (key 39), versions 0-2 (1-2 with ``protocol_version`` 4.0): push a token's expiry further (KIP-48).
 
 Version 0 is left out, as Kafka 4.0 removed it (KIP-896). Answered by
-:meth:`DelegationTokens.renew <trafka.brokerlite.delegation_tokens.DelegationTokens.renew>`
-with Kafka's rules (see :mod:`trafka.brokerlite.delegation_tokens`):
+:meth:`DelegationTokens.renew <trafka.brokerlite.security.delegation_tokens.DelegationTokens.renew>`
+with Kafka's rules (see :mod:`trafka.brokerlite.security.delegation_tokens`):
 DELEGATION_TOKEN_REQUEST_NOT_ALLOWED (a token login, PLAINTEXT, SSL without a
 client certificate), DELEGATION_TOKEN_AUTH_DISABLED, DELEGATION_TOKEN_NOT_FOUND
 (no token has this HMAC), DELEGATION_TOKEN_EXPIRED, or

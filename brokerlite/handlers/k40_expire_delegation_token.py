@@ -2,8 +2,8 @@
 or end it now (KIP-48).
 
 Version 0 is left out, as Kafka 4.0 removed it (KIP-896). Answered by
-:meth:`DelegationTokens.expire <trafka.brokerlite.delegation_tokens.DelegationTokens.expire>`
-with Kafka's rules (see :mod:`trafka.brokerlite.delegation_tokens`), with the
+:meth:`DelegationTokens.expire <trafka.brokerlite.security.delegation_tokens.DelegationTokens.expire>`
+with Kafka's rules (see :mod:`trafka.brokerlite.security.delegation_tokens`), with the
 errors of RenewDelegationToken. A negative period removes the token at once
 and is answered as the expiry timestamp (as Kafka answers it); otherwise the
 expiry becomes now plus the period, capped at the token's maximum timestamp.

@@ -14,7 +14,7 @@ issue time.
 
 from __future__ import annotations
 
-from trafka.brokerlite.delegation_tokens import TokenInfo
+from trafka.brokerlite.security.delegation_tokens import TokenInfo
 from trafka.codec.acl import AclOperation, AclResourceType
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k41_describe_delegation_token as m

@@ -24,13 +24,14 @@ error answer there names it on every named partition only.
 
 from __future__ import annotations
 
-from trafka.brokerlite.authorizer import CLUSTER_NAME
-from trafka.brokerlite.cluster_view import ZkTask
+from trafka.brokerlite.cluster.view import ZkTask
+from trafka.brokerlite.security.authorizer import CLUSTER_NAME
 from trafka.codec.acl import AclOperation, AclResourceType
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k43_elect_leaders as m
 
-from ._base import HandlerSpec, Parked, RequestContext
+from ..outcomes import Parked
+from ._base import HandlerSpec, RequestContext
 from ._util import park_on_tasks
 
 API_KEY = 43

@@ -34,14 +34,15 @@ from __future__ import annotations
 import logging
 from collections import Counter
 
-from trafka.brokerlite.cluster_view import ZkTask
+from trafka.brokerlite.cluster.view import ZkTask
 from trafka.brokerlite.errors import BrokerError
-from trafka.brokerlite.log import ConfigType
+from trafka.brokerlite.storage.topic_configs import ConfigType
 from trafka.codec.acl import AclOperation
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k44_incremental_alter_configs as m
 
-from ._base import HandlerSpec, Parked, RequestContext
+from ..outcomes import Parked
+from ._base import HandlerSpec, RequestContext
 from ._configs import ResourceType, client_metrics_changes
 from ._util import (
     code_of,

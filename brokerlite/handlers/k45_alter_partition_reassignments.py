@@ -6,7 +6,7 @@ empty), and the moves are written to the topics' assignments in ZooKeeper
 (target replicas first, then those leaving, with ``adding_replicas`` and
 ``removing_replicas``). The answer comes once they are written; the controller
 completes each move when all its target replicas are in sync (see
-:mod:`...controller`). Null replicas cancel a move under way, restoring the
+:mod:`..cluster.controller`). Null replicas cancel a move under way, restoring the
 original replicas (NO_REASSIGNMENT_IN_PROGRESS when none is).
 
 On one node:
@@ -35,13 +35,14 @@ top and for every named partition.
 
 from __future__ import annotations
 
-from trafka.brokerlite.authorizer import CLUSTER_NAME
-from trafka.brokerlite.cluster_view import ZkTask
+from trafka.brokerlite.cluster.view import ZkTask
+from trafka.brokerlite.security.authorizer import CLUSTER_NAME
 from trafka.codec.acl import AclOperation, AclResourceType
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k45_alter_partition_reassignments as m
 
-from ._base import HandlerSpec, Parked, RequestContext
+from ..outcomes import Parked
+from ._base import HandlerSpec, RequestContext
 from ._util import park_on_tasks, task_outcome
 
 API_KEY = 45

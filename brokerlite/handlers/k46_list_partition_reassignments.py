@@ -18,7 +18,7 @@ Authorization: DESCRIBE on the cluster, else CLUSTER_AUTHORIZATION_FAILED.
 
 from __future__ import annotations
 
-from trafka.brokerlite.authorizer import CLUSTER_NAME
+from trafka.brokerlite.security.authorizer import CLUSTER_NAME
 from trafka.codec.acl import AclOperation, AclResourceType
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k46_list_partition_reassignments as m

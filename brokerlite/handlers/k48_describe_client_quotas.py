@@ -16,8 +16,8 @@ Authorization: DESCRIBE_CONFIGS on the cluster, else CLUSTER_AUTHORIZATION_FAILE
 
 from __future__ import annotations
 
-from trafka.brokerlite.authorizer import CLUSTER_NAME
 from trafka.brokerlite.quotas import QuotaError
+from trafka.brokerlite.security.authorizer import CLUSTER_NAME
 from trafka.codec.acl import AclOperation, AclResourceType
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k48_describe_client_quotas as m

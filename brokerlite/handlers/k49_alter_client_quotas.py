@@ -21,13 +21,13 @@ from __future__ import annotations
 
 import logging
 
-from trafka.brokerlite.authorizer import CLUSTER_NAME
 from trafka.brokerlite.quotas import (
     Entity,
     QuotaError,
     QuotaStoreError,
     entity_of,
 )
+from trafka.brokerlite.security.authorizer import CLUSTER_NAME
 from trafka.codec.acl import AclOperation, AclResourceType
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k49_alter_client_quotas as m

@@ -1,7 +1,7 @@
 """DescribeUserScramCredentials (key 50), version 0: which users have SCRAM
 credentials, with each mechanism's iteration count (KIP-554).
 
-Answered by :meth:`ScramCredentials.describe <trafka.brokerlite.scram.ScramCredentials.describe>`
+Answered by :meth:`ScramCredentials.describe <trafka.brokerlite.security.scram.ScramCredentials.describe>`
 from the configuration's users and the API's changes, as Kafka does: a null or
 empty list names every user with a credential; per user RESOURCE_NOT_FOUND for
 one without any, DUPLICATE_RESOURCE for one named twice. Served on every
@@ -13,7 +13,7 @@ the top and for every user named.
 
 from __future__ import annotations
 
-from trafka.brokerlite.authorizer import CLUSTER_NAME
+from trafka.brokerlite.security.authorizer import CLUSTER_NAME
 from trafka.codec.acl import AclOperation, AclResourceType
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k50_describe_user_scram_credentials as m

@@ -1,7 +1,7 @@
 """AlterUserScramCredentials (key 51), version 0: set and delete users' SCRAM
 credentials (KIP-554).
 
-Answered by :meth:`ScramCredentials.alter <trafka.brokerlite.scram.ScramCredentials.alter>`
+Answered by :meth:`ScramCredentials.alter <trafka.brokerlite.security.scram.ScramCredentials.alter>`
 as Kafka's controller answers: an upsertion carries the salt, the iteration
 count and the password as the client salted it, from which the broker keeps
 StoredKey and ServerKey (never the password). Per user: DUPLICATE_RESOURCE for
@@ -18,7 +18,7 @@ every user named, and nothing changes.
 
 from __future__ import annotations
 
-from trafka.brokerlite.authorizer import CLUSTER_NAME
+from trafka.brokerlite.security.authorizer import CLUSTER_NAME
 from trafka.codec.acl import AclOperation, AclResourceType
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k51_alter_user_scram_credentials as m

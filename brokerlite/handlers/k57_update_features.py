@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import logging
 
-from trafka.brokerlite.authorizer import CLUSTER_NAME
 from trafka.brokerlite.features import (
     SAFE_DOWNGRADE,
     UPGRADE,
@@ -38,6 +37,7 @@ from trafka.brokerlite.features import (
     FeatureUpdateError,
     plan_update,
 )
+from trafka.brokerlite.security.authorizer import CLUSTER_NAME
 from trafka.codec.acl import AclOperation, AclResourceType
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k57_update_features as m

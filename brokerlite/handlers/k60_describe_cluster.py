@@ -10,7 +10,7 @@ without DESCRIBE on it (everything, without an authorizer), as Kafka reports.
 
 from __future__ import annotations
 
-from trafka.brokerlite.authorizer import CLUSTER_NAME
+from trafka.brokerlite.security.authorizer import CLUSTER_NAME
 from trafka.codec.acl import AclOperation, AclResourceType
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k60_describe_cluster as m

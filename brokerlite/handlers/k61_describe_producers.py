@@ -1,6 +1,6 @@
 """DescribeProducers (key 61), version 0: the active producers of partitions (admin).
 
-Per partition, from its producer state (:mod:`trafka.brokerlite.eos`): each
+Per partition, from its producer state (:mod:`trafka.brokerlite.transactions.eos`): each
 producer id's epoch, last sequence, last timestamp, coordinator epoch and the
 first offset of its open transaction (-1 when none), as Kafka's
 ``kafka-transactions.sh describe-producers`` shows them. Unknown partitions are
@@ -14,7 +14,7 @@ Kafka's topic rules is not authorized, as Kafka refuses it first).
 from __future__ import annotations
 
 from trafka.brokerlite.errors import BrokerError, InvalidTopicError
-from trafka.brokerlite.log import validate_topic_name
+from trafka.brokerlite.storage.topics import validate_topic_name
 from trafka.codec.acl import AclOperation, AclResourceType
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k61_describe_producers as m

@@ -3,7 +3,7 @@
 (server assignors ``uniform`` and ``range``). Version 1 adds regex subscriptions
 (matched whole, with Python's ``re``, against non-internal topic names).
 
-Handed to the group coordinator (:mod:`trafka.brokerlite.consumer_groups`); never
+Handed to the group coordinator (:mod:`trafka.brokerlite.groups.consumer_groups`); never
 parked.
 
 Authorization: READ on the group (else GROUP_AUTHORIZATION_FAILED), and DESCRIBE on

@@ -34,7 +34,7 @@
 from __future__ import annotations
 
 from trafka.brokerlite.errors import InvalidTopicError
-from trafka.brokerlite.log import validate_topic_name
+from trafka.brokerlite.storage.topics import validate_topic_name
 from trafka.codec.acl import AclOperation, AclResourceType
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k75_describe_topic_partitions as m

@@ -6,7 +6,7 @@ partitions.
 Version 1 only, as Kafka 4.1 serves it (version 0 was Kafka 4.0's early-access
 form): a version 0 request gets UNSUPPORTED_VERSION. Member ids come from the
 client (KIP-1082). Handed to the share coordinator
-(:mod:`trafka.brokerlite.share_groups`); never parked.
+(:mod:`trafka.brokerlite.groups.share_groups`); never parked.
 
 Authorization: READ on the group (else GROUP_AUTHORIZATION_FAILED), and DESCRIBE on
 every topic named in ``subscribed_topic_names`` (else TOPIC_AUTHORIZATION_FAILED

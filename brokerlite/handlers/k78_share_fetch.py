@@ -2,7 +2,7 @@
 4.0's early access and is not served, as from Kafka 4.1).
 
 Share sessions, acknowledgements piggy-backed on fetches, acquisition and
-waiting are the share fetcher's (:mod:`trafka.brokerlite.shares`; its module
+waiting are the share fetcher's (:mod:`trafka.brokerlite.shares.fetcher`; its module
 docstring states the rules). A fetch that acquires nothing waits up to
 MaxWaitMs: it is parked, woken by records appended to one of its session's
 partitions or released there, and answered afresh.
@@ -27,11 +27,12 @@ from trafka.brokerlite.features import SHARE_VERSION
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k78_share_fetch as m
 
+from ..outcomes import Parked
 from ._authz import AclOperation, allowed_topics, enabled, group_allowed
-from ._base import HandlerSpec, Parked, RequestContext
+from ._base import HandlerSpec, RequestContext
 
 if TYPE_CHECKING:
-    from trafka.brokerlite.shares import PendingFetch, ShareFetcher
+    from trafka.brokerlite.shares.fetcher import PendingFetch, ShareFetcher
 
 API_KEY = 78
 MIN_VERSION = 1

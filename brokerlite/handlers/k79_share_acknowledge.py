@@ -1,7 +1,7 @@
 """ShareAcknowledge (key 79), version 1 (Kafka 4.1's first stable version).
 
 Acknowledges records of a share session without fetching; never parked. The
-rules are the share fetcher's (:mod:`trafka.brokerlite.shares`).
+rules are the share fetcher's (:mod:`trafka.brokerlite.shares.fetcher`).
 
 Authorization: READ on the group, else GROUP_AUTHORIZATION_FAILED for the request;
 then READ per topic, else that topic's partitions are answered

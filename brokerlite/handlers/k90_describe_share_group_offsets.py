@@ -42,7 +42,7 @@ from ._base import HandlerSpec, RequestContext
 from ._util import LEADER_EPOCH, NULL_UUID
 
 if TYPE_CHECKING:
-    from trafka.brokerlite.shares import ShareOffsetInfo
+    from trafka.brokerlite.shares.fetcher import ShareOffsetInfo
 
 API_KEY = 90
 MIN_VERSION = 0

@@ -2,11 +2,11 @@
 (Kafka 4.1, KIP-932).
 
 The group as a whole, as Kafka's coordinator decides
-(:meth:`~trafka.brokerlite.share_groups.ShareGroups.offsets_change_refusal`):
+(:meth:`~trafka.brokerlite.groups.share_groups.ShareGroups.offsets_change_refusal`):
 an empty group id is INVALID_GROUP_ID, a classic or consumer group
 GROUP_ID_NOT_FOUND, a group with members NON_EMPTY_GROUP, each in the top-level
 error with no topics; a group id nobody has is created as an empty share group
-first. Then per partition (:meth:`~trafka.brokerlite.shares.ShareFetcher.alter_start_offsets`):
+first. Then per partition (:meth:`~trafka.brokerlite.shares.fetcher.ShareFetcher.alter_start_offsets`):
 the share-partition starts afresh at the new offset, its in-flight records and
 delivery counts forgotten, and a partition without share state gets it; durable
 (one fsynced journal write) before the answer. Per-partition errors: a topic or

@@ -2,11 +2,11 @@
 whole topics (Kafka 4.1, KIP-932).
 
 The group as a whole, as Kafka's coordinator decides
-(:meth:`~trafka.brokerlite.share_groups.ShareGroups.offsets_change_refusal`):
+(:meth:`~trafka.brokerlite.groups.share_groups.ShareGroups.offsets_change_refusal`):
 an empty group id is INVALID_GROUP_ID, a group that does not exist or is a
 classic or consumer group GROUP_ID_NOT_FOUND (a delete creates no group), a
 group with members NON_EMPTY_GROUP, each in the top-level error with no topics.
-Then per topic (:meth:`~trafka.brokerlite.shares.ShareFetcher.delete_topics`),
+Then per topic (:meth:`~trafka.brokerlite.shares.fetcher.ShareFetcher.delete_topics`),
 one answer per distinct name in the order given: the group's state of every
 partition of the topic is forgotten, durably (one fsynced journal write) before
 the answer, and the next member starts those partitions by

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from trafka.brokerlite.zookeeper import zookeeper_available
+from trafka.brokerlite.dev.zookeeper_server import zookeeper_available
 
 REPO = Path(__file__).resolve().parents[2]
 MAKEFILE = REPO / "Makefile"

@@ -26,9 +26,9 @@ from typing import Any, Protocol, TypeVar
 
 import trio
 
-from trafka.brokerlite.controller import coordinator_partition
-from trafka.brokerlite.local_cluster import LocalCluster, serve_cluster
-from trafka.brokerlite.zk_layout import PartitionState
+from trafka.brokerlite.cluster.controller import coordinator_partition
+from trafka.brokerlite.cluster.zk_layout import PartitionState
+from trafka.brokerlite.dev.local_cluster import LocalCluster, serve_cluster
 
 NODES = 3
 PARTITIONS = 6  # two leaders per node, as the controller spreads them

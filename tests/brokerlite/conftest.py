@@ -32,7 +32,7 @@ import pytest
 
 from trafka.brokerlite.broker import Broker
 from trafka.brokerlite.config import BrokerConfig
-from trafka.brokerlite.handlers._base import Close, NoResponse, Outcome, Parked, Reply
+from trafka.brokerlite.outcomes import Close, NoResponse, Outcome, Parked, Reply
 from trafka.brokerlite.server import RunningBroker, broker_in_thread
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages.headers import RequestHeader

@@ -364,7 +364,7 @@ def test_an_unreadable_acl_journal_stops_the_start_and_releases_everything(
 ) -> None:
     """The broker refuses to start without its ACLs (it would allow or deny the
     wrong things), closes what it opened, and starts once the journal is readable."""
-    from trafka.brokerlite.authorizer import ACLS_JOURNAL, AclStoreError
+    from trafka.brokerlite.security.authorizer import ACLS_JOURNAL, AclStoreError
 
     journal = data_dir / ACLS_JOURNAL
     journal.mkdir(parents=True)

@@ -18,7 +18,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from trafka.brokerlite.authorizer import (
+from trafka.brokerlite.config import BrokerConfig, ConfigError
+from trafka.brokerlite.security.authorizer import (
     ACLS_JOURNAL,
     ANONYMOUS,
     CLUSTER_NAME,
@@ -35,7 +36,6 @@ from trafka.brokerlite.authorizer import (
     parse_super_users,
     principal_for,
 )
-from trafka.brokerlite.config import BrokerConfig, ConfigError
 from trafka.codec.acl import AclOperation as Op
 from trafka.codec.acl import AclPermissionType as Perm
 from trafka.codec.acl import AclResourceType as Res
@@ -511,7 +511,7 @@ def test_the_journal_compacts_to_the_live_acls(tmp_path: Path) -> None:
 
 
 def test_a_malformed_or_foreign_journal_is_an_error(tmp_path: Path) -> None:
-    from trafka.brokerlite.journal import CrcJournal
+    from trafka.brokerlite.storage.journal import CrcJournal
 
     path = tmp_path / ACLS_JOURNAL
     journal = CrcJournal(path, format_name="acls", version=1, fsync=False)

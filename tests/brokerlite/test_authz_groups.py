@@ -16,7 +16,7 @@ from brokerlite_wire import create
 from test_share_fetch import ack_request, fetch_request
 
 from trafka.brokerlite import broker_in_thread
-from trafka.brokerlite.authorizer import CLUSTER_NAME, AclBinding
+from trafka.brokerlite.security.authorizer import CLUSTER_NAME, AclBinding
 from trafka.codec.acl import AclOperation as Op
 from trafka.codec.acl import AclPermissionType, PatternType
 from trafka.codec.acl import AclResourceType as Res

@@ -16,8 +16,8 @@ import brokerlite_wire as wire
 import pytest
 
 from trafka.brokerlite import broker_in_thread
-from trafka.brokerlite.authorizer import CLUSTER_NAME, RESOURCE_OPERATIONS, AclBinding
 from trafka.brokerlite.handlers._util import TOPIC_AUTHORIZED_OPERATIONS
+from trafka.brokerlite.security.authorizer import CLUSTER_NAME, RESOURCE_OPERATIONS, AclBinding
 from trafka.brokerlite.server import RunningBroker
 from trafka.codec.acl import AclOperation as Op
 from trafka.codec.acl import AclPermissionType, PatternType

@@ -1,4 +1,4 @@
-"""Log compaction of a partition log (brokerlite/cleaner.py and PartitionLog's cleaning).
+"""Log compaction of a partition log (brokerlite/storage/cleaner.py and PartitionLog's cleaning).
 
 Every test checks the log against a model of what compaction must keep: for each
 key, its latest record among the cleanable segments, everything in the segments
@@ -16,9 +16,10 @@ from typing import Any
 
 import pytest
 
-from trafka.brokerlite.cleaner import CLEANED_SUFFIX, complete_swaps
 from trafka.brokerlite.errors import InvalidRecordError
-from trafka.brokerlite.log import CLEAN_SHUTDOWN_FILE, LogConfig, PartitionLog
+from trafka.brokerlite.storage.cleaner import CLEANED_SUFFIX, complete_swaps
+from trafka.brokerlite.storage.partition import CLEAN_SHUTDOWN_FILE, PartitionLog
+from trafka.brokerlite.storage.topic_configs import LogConfig
 from trafka.codec.errors import ErrorCode
 from trafka.codec.records import (
     Compression,
@@ -359,7 +360,7 @@ def test_a_pass_is_thrown_away_when_its_segments_went_meanwhile(tmp_path: Path) 
 
 
 def test_a_cancelled_pass_leaves_no_file(tmp_path: Path) -> None:
-    from trafka.brokerlite.cleaner import CleaningCancelled
+    from trafka.brokerlite.storage.cleaner import CleaningCancelled
 
     log = open_log(tmp_path / "p")
     fill(log, 30, 3)

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from trafka.brokerlite import telemetry as tm
-from trafka.brokerlite.handlers._base import Close
+from trafka.brokerlite.outcomes import Close
 from trafka.brokerlite.server import broker_in_thread
 from trafka.codec.compression import compress
 from trafka.codec.errors import ErrorCode

@@ -18,10 +18,10 @@ import trio
 from cluster_helpers import run, until
 from kazoo.client import KazooClient
 
+from trafka.brokerlite.cluster.zk_layout import CONTROLLER, CONTROLLER_EPOCH, partition_state_path
+from trafka.brokerlite.dev.local_cluster import LocalCluster, serve_cluster
 from trafka.brokerlite.errors import ClusterSetupError
-from trafka.brokerlite.local_cluster import LocalCluster, serve_cluster
 from trafka.brokerlite.server import serve_broker
-from trafka.brokerlite.zk_layout import CONTROLLER, CONTROLLER_EPOCH, partition_state_path
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k00_produce as produce_msg
 from trafka.codec.messages import k01_fetch as fetch_msg
@@ -837,8 +837,8 @@ def test_trafka_cluster_command_serves_and_stops_on_ctrl_c(tmp_path: Path) -> No
     import sys
     import time
 
-    from trafka.brokerlite.local_cluster import cluster_metadata
-    from trafka.brokerlite.zookeeper import zookeeper_available
+    from trafka.brokerlite.dev.local_cluster import cluster_metadata
+    from trafka.brokerlite.dev.zookeeper_server import zookeeper_available
 
     if not zookeeper_available():
         pytest.skip("ZooKeeper is not installed")

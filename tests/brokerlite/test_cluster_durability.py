@@ -43,8 +43,8 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
-from trafka.brokerlite.local_cluster import ClusterProcesses
-from trafka.brokerlite.zookeeper import zookeeper_available
+from trafka.brokerlite.dev.local_cluster import ClusterProcesses
+from trafka.brokerlite.dev.zookeeper_server import zookeeper_available
 
 pytestmark = [
     pytest.mark.slow,

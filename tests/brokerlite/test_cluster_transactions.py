@@ -53,10 +53,10 @@ import pytest
 import trio
 from cluster_helpers import AsyncioThread, run, until
 
-from trafka.brokerlite.cluster_view import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
-from trafka.brokerlite.controller import coordinator_partition
-from trafka.brokerlite.local_cluster import LocalCluster, serve_cluster
-from trafka.brokerlite.txn_journal import TransactionState
+from trafka.brokerlite.cluster.controller import coordinator_partition
+from trafka.brokerlite.cluster.view import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
+from trafka.brokerlite.dev.local_cluster import LocalCluster, serve_cluster
+from trafka.brokerlite.transactions.journal import TransactionState
 from trafka.codec.errors import ErrorCode
 from trafka.codec.framing import FrameReader
 from trafka.codec.messages import k10_find_coordinator as find_coordinator_msg

@@ -40,9 +40,9 @@ from cluster_helpers import wait_for
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from trafka.brokerlite.controller import coordinator_partition
-from trafka.brokerlite.local_cluster import ClusterProcesses
-from trafka.brokerlite.zookeeper import zookeeper_available
+from trafka.brokerlite.cluster.controller import coordinator_partition
+from trafka.brokerlite.dev.local_cluster import ClusterProcesses
+from trafka.brokerlite.dev.zookeeper_server import zookeeper_available
 
 pytestmark = [
     pytest.mark.slow,

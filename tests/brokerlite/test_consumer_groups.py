@@ -10,14 +10,14 @@ from typing import Any
 
 import pytest
 
-from trafka.brokerlite.consumer_groups import (
+from trafka.brokerlite.groups.consumer_groups import (
     ConsumerGroups,
     TopicMeta,
     _range,
     _uniform,
 )
-from trafka.brokerlite.groups import GroupCoordinator
-from trafka.brokerlite.offsets import OffsetStore
+from trafka.brokerlite.groups.coordinator import GroupCoordinator
+from trafka.brokerlite.groups.offsets import OffsetStore
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k11_join_group as jg
 from trafka.codec.messages import k16_list_groups as lg

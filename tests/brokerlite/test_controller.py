@@ -1,4 +1,4 @@
-"""The controller's decisions (:mod:`trafka.brokerlite.controller`), without ZooKeeper.
+"""The controller's decisions (:mod:`trafka.brokerlite.cluster.controller`), without ZooKeeper.
 
 Leader election follows Kafka's ZooKeeper-era controller (``PartitionStateMachine``,
 ``Election.leaderForOffline``/``leaderForPreferredReplica``); replica placement is
@@ -18,7 +18,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from trafka.brokerlite.controller import (
+from trafka.brokerlite.cluster.controller import (
     AssignmentError,
     StateWrite,
     assign_replicas,
@@ -26,7 +26,7 @@ from trafka.brokerlite.controller import (
     plan_leadership,
     plan_preferred,
 )
-from trafka.brokerlite.zk_layout import PartitionState, TopicAssignment
+from trafka.brokerlite.cluster.zk_layout import PartitionState, TopicAssignment
 from trafka.codec.errors import ErrorCode
 
 CE = 4  # the controller epoch of these tests
@@ -533,7 +533,7 @@ def _moving_topic() -> TopicAssignment:
 
 
 def test_plan_moves_starts_and_cancels_a_reassignment() -> None:
-    from trafka.brokerlite.controller import plan_moves
+    from trafka.brokerlite.cluster.controller import plan_moves
 
     moved, outcomes = plan_moves(_moving_topic(), {0: [2, 3, 4], 9: [1]})
     assert moved.replicas[0] == (2, 3, 4, 1)  # the target first, then those leaving
@@ -551,7 +551,7 @@ def test_plan_moves_starts_and_cancels_a_reassignment() -> None:
 
 
 def test_plan_reassignments_completes_once_the_target_is_in_sync() -> None:
-    from trafka.brokerlite.controller import plan_moves, plan_reassignments
+    from trafka.brokerlite.cluster.controller import plan_moves, plan_reassignments
 
     moved, _ = plan_moves(_moving_topic(), {0: [2, 3]})
     topics = {"mv": moved}

@@ -1,7 +1,7 @@
 """Delegation tokens (KIP-48) in the sans-IO broker core: the four APIs through
 the codec both ways (``Core``), SCRAM logins with ``tokenauth=true``, Kafka's
 error codes and lifetimes, ACLs, and durability across restarts
-(:mod:`trafka.brokerlite.delegation_tokens`).
+(:mod:`trafka.brokerlite.security.delegation_tokens`).
 
 Connection 1 is alice's (PLAIN) unless a test says otherwise; token logins are
 SCRAM exchanges driven by :class:`trafka.codec.sasl.ScramClient` with the
@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from trafka.brokerlite.delegation_tokens import TOKENS_JOURNAL
-from trafka.brokerlite.handlers._base import Close
+from trafka.brokerlite.outcomes import Close
+from trafka.brokerlite.security.delegation_tokens import TOKENS_JOURNAL
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k17_sasl_handshake as handshake
 from trafka.codec.messages import k18_api_versions as api_versions

@@ -15,7 +15,7 @@ import pytest
 from brokerlite_wire import batch, create, send
 
 from trafka.brokerlite.fetch_sessions import FetchSessionCache, next_epoch
-from trafka.brokerlite.handlers._base import Parked
+from trafka.brokerlite.outcomes import Parked
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k00_produce as produce
 from trafka.codec.messages import k01_fetch as fetch

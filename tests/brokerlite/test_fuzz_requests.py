@@ -36,11 +36,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from trafka.brokerlite.authorizer import AclBinding
 from trafka.brokerlite.broker import Broker
 from trafka.brokerlite.config import BrokerConfig
 from trafka.brokerlite.handlers import HANDLERS
-from trafka.brokerlite.handlers._base import Close, NoResponse, Outcome, Parked, Reply
+from trafka.brokerlite.outcomes import Close, NoResponse, Outcome, Parked, Reply
+from trafka.brokerlite.security.authorizer import AclBinding
 from trafka.codec.acl import AclOperation, AclResourceType, PatternType
 from trafka.codec.messages import k00_produce as produce
 from trafka.codec.messages import k19_create_topics as create_topics

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from trafka.brokerlite.controller import coordinator_partition
+from trafka.brokerlite.cluster.controller import coordinator_partition
 from trafka.brokerlite.errors import OffsetStoreError
-from trafka.brokerlite.group_log import ReplicatedOffsetStore
-from trafka.brokerlite.offsets import CommittedOffset
+from trafka.brokerlite.groups.offsets import CommittedOffset
+from trafka.brokerlite.groups.replicated_offsets import ReplicatedOffsetStore
 from trafka.codec.errors import ErrorCode
 
 PARTITIONS = 3

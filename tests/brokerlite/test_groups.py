@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from trafka.brokerlite.groups import GroupCoordinator, GroupState
-from trafka.brokerlite.offsets import OffsetStore
+from trafka.brokerlite.groups.coordinator import GroupCoordinator, GroupState
+from trafka.brokerlite.groups.offsets import OffsetStore
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k08_offset_commit as oc
 from trafka.codec.messages import k09_offset_fetch as of

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from trafka.brokerlite import journal as journal_mod
 from trafka.brokerlite.errors import BrokerError
-from trafka.brokerlite.journal import CrcJournal, frame
+from trafka.brokerlite.storage import journal as journal_mod
+from trafka.brokerlite.storage.journal import CrcJournal, frame
 
 CHUNK = journal_mod._PREALLOC
 
@@ -77,7 +77,7 @@ def test_a_reserve_left_by_a_crash_is_not_damage(
     shutil.copy(path, crashed)
     j.close()
     assert crashed.stat().st_size == CHUNK
-    with caplog.at_level(logging.WARNING, logger="trafka.brokerlite.journal"):
+    with caplog.at_level(logging.WARNING, logger="trafka.brokerlite.storage.journal"):
         again, entries = open_journal(crashed)
     assert entries == [entry(i) for i in range(3)]
     assert caplog.records == []
@@ -104,7 +104,7 @@ def test_an_entry_torn_inside_the_reserve_is_cut_off(
     half = good + len(frame(entry(1))) // 2
     data[half : half + len(frame(entry(1)))] = bytes(len(frame(entry(1))))
     crashed.write_bytes(bytes(data))
-    with caplog.at_level(logging.WARNING, logger="trafka.brokerlite.journal"):
+    with caplog.at_level(logging.WARNING, logger="trafka.brokerlite.storage.journal"):
         again, entries = open_journal(crashed)
     assert entries == [entry(0)]
     assert "torn or corrupt tail" in caplog.text

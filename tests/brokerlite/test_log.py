@@ -13,7 +13,6 @@ import pytest
 from kafka.record import MemoryRecords
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
-from trafka.brokerlite import segment as segment_module
 from trafka.brokerlite.errors import (
     CorruptRecordError,
     InvalidRecordError,
@@ -23,7 +22,9 @@ from trafka.brokerlite.errors import (
     RecordBatchTooLargeError,
     RecordTooLargeError,
 )
-from trafka.brokerlite.log import LogConfig, PartitionLog
+from trafka.brokerlite.storage import segment as segment_module
+from trafka.brokerlite.storage.partition import PartitionLog
+from trafka.brokerlite.storage.topic_configs import LogConfig
 from trafka.codec.crc import crc32c
 from trafka.codec.errors import ErrorCode
 from trafka.codec.records import Compression, decode_batch, decode_records, encode_batch

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from trafka.brokerlite.log import CHECKPOINT_FILE, CLEAN_SHUTDOWN_FILE, LogConfig, PartitionLog
+from trafka.brokerlite.storage.partition import CHECKPOINT_FILE, CLEAN_SHUTDOWN_FILE, PartitionLog
+from trafka.brokerlite.storage.topic_configs import LogConfig
 from trafka.codec.records import decode_records, encode_batch
 
 NOW = 1_700_000_000_000
@@ -257,7 +258,8 @@ _CHILD = textwrap.dedent(
     """
     import sys
     from pathlib import Path
-    from trafka.brokerlite.log import LogConfig, PartitionLog
+    from trafka.brokerlite.storage.partition import PartitionLog
+    from trafka.brokerlite.storage.topic_configs import LogConfig
     from trafka.codec.records import encode_batch
 
     log = PartitionLog.open(

@@ -14,8 +14,6 @@ from pathlib import Path
 import pytest
 from test_log import NOW, batch, open_log
 
-from trafka.brokerlite import segment as segment_module
-from trafka.brokerlite.cleaner import CleaningCancelled
 from trafka.brokerlite.errors import (
     CorruptRecordError,
     InvalidRecordError,
@@ -24,14 +22,12 @@ from trafka.brokerlite.errors import (
     RecordBatchTooLargeError,
     TopicExistsError,
 )
-from trafka.brokerlite.log import (
-    CHECKPOINT_FILE,
-    CLEAN_SHUTDOWN_FILE,
-    EPOCH_CHECKPOINT_FILE,
-    LogConfig,
-    LogManager,
-    PartitionLog,
-)
+from trafka.brokerlite.storage import segment as segment_module
+from trafka.brokerlite.storage.cleaner import CleaningCancelled
+from trafka.brokerlite.storage.epochs import EPOCH_CHECKPOINT_FILE
+from trafka.brokerlite.storage.log_manager import LogManager
+from trafka.brokerlite.storage.partition import CHECKPOINT_FILE, CLEAN_SHUTDOWN_FILE, PartitionLog
+from trafka.brokerlite.storage.topic_configs import LogConfig
 from trafka.codec.records import Compression, decode_records, encode_batch
 
 ONE = len(batch([b"v"]))  # a single-record batch with a 1-byte value

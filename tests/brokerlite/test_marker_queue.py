@@ -3,8 +3,8 @@ what each answer does."""
 
 from __future__ import annotations
 
-from trafka.brokerlite.marker_queue import MarkerQueue
-from trafka.brokerlite.transactions import TxnCompletion, TxnMarker
+from trafka.brokerlite.transactions.coordinator import TxnCompletion, TxnMarker
+from trafka.brokerlite.transactions.marker_queue import MarkerQueue
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k27_write_txn_markers as m
 

@@ -9,15 +9,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from trafka.brokerlite import journal as journal_mod
-from trafka.brokerlite.journal import frame
-from trafka.brokerlite.offsets import (
+from trafka.brokerlite.groups.offsets import (
     CommittedOffset,
     GroupRecord,
     MemberRecord,
     OffsetStore,
     OffsetStoreError,
 )
+from trafka.brokerlite.storage import journal as journal_mod
+from trafka.brokerlite.storage.journal import frame
 
 
 def journal(tmp_path: Path) -> Path:

@@ -15,8 +15,8 @@ import pytest
 from brokerlite_wire import create, produce_request
 
 from trafka.brokerlite.errors import CorruptRecordError, InvalidRecordError
-from trafka.brokerlite.handlers._base import Parked
-from trafka.brokerlite.message_format import down_convert, fetch_magic, up_convert
+from trafka.brokerlite.outcomes import Parked
+from trafka.brokerlite.storage.message_format import down_convert, fetch_magic, up_convert
 from trafka.codec.compression import Compression
 from trafka.codec.errors import ErrorCode
 from trafka.codec.legacy import decode_message_set, encode_message_set

@@ -8,8 +8,9 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from trafka.brokerlite.log import LogConfig, PartitionLog
-from trafka.brokerlite.producer_state import (
+from trafka.brokerlite.storage.partition import PartitionLog
+from trafka.brokerlite.storage.topic_configs import LogConfig
+from trafka.brokerlite.transactions.producer_state import (
     INT32_MAX,
     AppendCheck,
     ProducerStateError,

@@ -18,7 +18,7 @@ from brokerlite_wire import create, fetch_body, produce_request
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from trafka.brokerlite.handlers._base import NoResponse, Reply
+from trafka.brokerlite.outcomes import NoResponse, Reply
 from trafka.brokerlite.quotas import (
     QuotaError,
     Quotas,

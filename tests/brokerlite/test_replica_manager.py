@@ -1,4 +1,4 @@
-"""The replica manager (:mod:`trafka.brokerlite.replica_manager`) over real logs, no sockets.
+"""The replica manager (:mod:`trafka.brokerlite.cluster.replica_manager`) over real logs, no sockets.
 
 Each test drives one broker's :class:`ReplicaManager` the way the cluster driver
 does: partition states in (as read from ZooKeeper), follower fetches and times
@@ -16,14 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from trafka.brokerlite.errors import (
-    FencedLeaderEpochError,
-    NotLeaderOrFollowerError,
-    UnknownLeaderEpochError,
-    UnknownTopicOrPartitionError,
-)
-from trafka.brokerlite.log import LogManager, PartitionLog
-from trafka.brokerlite.replica_manager import (
+from trafka.brokerlite.cluster.replica_manager import (
     FollowerFetch,
     IsrWrite,
     Replica,
@@ -31,7 +24,15 @@ from trafka.brokerlite.replica_manager import (
     Role,
     check_epoch,
 )
-from trafka.brokerlite.zk_layout import PartitionState, TopicAssignment
+from trafka.brokerlite.cluster.zk_layout import PartitionState, TopicAssignment
+from trafka.brokerlite.errors import (
+    FencedLeaderEpochError,
+    NotLeaderOrFollowerError,
+    UnknownLeaderEpochError,
+    UnknownTopicOrPartitionError,
+)
+from trafka.brokerlite.storage.log_manager import LogManager
+from trafka.brokerlite.storage.partition import PartitionLog
 from trafka.codec.errors import ErrorCode
 from trafka.codec.records import decode_batch, encode_batch
 

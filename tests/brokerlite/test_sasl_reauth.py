@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from test_security import MECHANISMS, SASL, USERS, Login, last_answer, metadata_works
 
-from trafka.brokerlite.handlers._base import Close
+from trafka.brokerlite.outcomes import Close
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k17_sasl_handshake as handshake
 from trafka.codec.messages import k36_sasl_authenticate as authenticate

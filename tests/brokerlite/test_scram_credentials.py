@@ -1,7 +1,7 @@
 """SCRAM credentials through DescribeUserScramCredentials and
 AlterUserScramCredentials (KIP-554) in the sans-IO broker core: Kafka's error
 codes, logins with what the API set, durability across restarts, and the
-journal that keeps them (:mod:`trafka.brokerlite.scram`).
+journal that keeps them (:mod:`trafka.brokerlite.security.scram`).
 
 Requests go through the real codec both ways (``Core.call``); logins are SCRAM
 exchanges driven by :class:`trafka.codec.sasl.ScramClient`.
@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
-from trafka.brokerlite.handlers._base import Close
-from trafka.brokerlite.journal import CrcJournal
-from trafka.brokerlite.scram import SCRAM_JOURNAL, ScramCredentialStore, ScramStoreError
+from trafka.brokerlite.outcomes import Close
+from trafka.brokerlite.security.scram import SCRAM_JOURNAL, ScramCredentialStore, ScramStoreError
+from trafka.brokerlite.storage.journal import CrcJournal
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k03_metadata as metadata
 from trafka.codec.messages import k17_sasl_handshake as handshake

@@ -20,8 +20,8 @@ from hypothesis import strategies as st
 from trafka.brokerlite.broker import Broker
 from trafka.brokerlite.cli import build_config
 from trafka.brokerlite.config import BrokerConfig, ConfigError
-from trafka.brokerlite.handlers._base import Close, Reply, SaslToken
-from trafka.brokerlite.sasl import UserStore
+from trafka.brokerlite.outcomes import Close, Reply, SaslToken
+from trafka.brokerlite.security.sasl import UserStore
 from trafka.codec import sasl as codec_sasl
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k03_metadata as metadata

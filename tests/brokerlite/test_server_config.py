@@ -14,7 +14,7 @@ from click.testing import CliRunner
 
 from trafka.brokerlite.cli import build_config, command
 from trafka.brokerlite.config import BrokerConfig, ConfigError
-from trafka.brokerlite.log import LogConfig
+from trafka.brokerlite.storage.topic_configs import LogConfig
 
 
 def test_defaults_are_kafkas() -> None:

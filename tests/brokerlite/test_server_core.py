@@ -20,7 +20,7 @@ from kafka.protocol.broker_version_data import (
 from trafka.brokerlite.broker import Broker
 from trafka.brokerlite.config import BrokerConfig
 from trafka.brokerlite.handlers import HANDLERS
-from trafka.brokerlite.handlers._base import Close, NoResponse, Parked, Reply
+from trafka.brokerlite.outcomes import Close, NoResponse, Parked, Reply
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k00_produce as produce
 from trafka.codec.messages import k01_fetch as fetch
@@ -1059,3 +1059,36 @@ def test_retention_runs_from_poll(data_dir: Path, make_batch: Any) -> None:
         assert log.log_start_offset == 4  # all but the active segment deleted
     finally:
         broker.close()
+
+
+@pytest.mark.parametrize(
+    "journal",
+    [
+        "trafka-groups.journal",
+        "trafka-share-groups.journal",
+        "trafka-scram.journal",
+        "trafka-transactions.journal",
+        "trafka-share-state.journal",
+        "trafka-quotas.journal",
+        "trafka-delegation-tokens.journal",
+        "trafka-features.journal",
+        "trafka-client-metrics.journal",
+    ],
+)
+def test_an_unreadable_store_stops_the_start_and_releases_everything(
+    open_core: Any, data_dir: Path, journal: str
+) -> None:
+    """Whichever of its stores a broker cannot open, it refuses to start, closes
+    what it had opened (the data directory's lock first of all: a second start
+    in this process would otherwise find it taken) and starts once the store is
+    readable, with what the other stores kept."""
+    first = open_core()
+    create(first, "kept", 1)
+    first.broker.close()
+    (data_dir / journal).unlink(missing_ok=True)
+    (data_dir / journal).mkdir()
+    with pytest.raises(Exception, match=journal.replace(".", r"\.")):
+        open_core()
+    (data_dir / journal).rmdir()
+    again = open_core()
+    assert again.broker.logs.topic("kept") is not None

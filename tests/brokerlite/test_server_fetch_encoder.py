@@ -18,9 +18,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from trafka.brokerlite.handlers import k01_fetch
-from trafka.brokerlite.handlers._base import Reply
 from trafka.brokerlite.handlers.k01_fetch import FetchPlan, PartitionResult, TopicResult
-from trafka.brokerlite.log import FileChunk, LogConfig, LogManager
+from trafka.brokerlite.outcomes import Reply
+from trafka.brokerlite.storage.log_manager import LogManager
+from trafka.brokerlite.storage.partition import FileChunk
+from trafka.brokerlite.storage.topic_configs import LogConfig
 from trafka.codec.messages import k01_fetch as m
 from trafka.codec.protocol import encode_response, encode_response_body
 from trafka.codec.records import encode_batch

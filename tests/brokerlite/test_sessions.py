@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from brokerlite_wire import create, fetch_body
 
-from trafka.brokerlite.handlers._base import Parked
+from trafka.brokerlite.outcomes import Parked
 from trafka.brokerlite.session import ConnectionSession
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k11_join_group as join_group

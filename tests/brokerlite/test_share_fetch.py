@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from trafka.brokerlite.handlers._base import Parked
+from trafka.brokerlite.outcomes import Parked
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k00_produce as produce
 from trafka.codec.messages import k19_create_topics as create_topics

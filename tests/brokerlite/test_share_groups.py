@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from trafka.brokerlite.consumer_groups import TopicMeta
-from trafka.brokerlite.share_groups import (
+from trafka.brokerlite.groups.consumer_groups import TopicMeta
+from trafka.brokerlite.groups.share_groups import (
     InvalidGroupConfigError,
     InvalidGroupResourceError,
     ShareGroupConfig,

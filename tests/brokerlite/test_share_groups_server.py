@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from trafka.brokerlite.config import BrokerConfig, ConfigError
-from trafka.brokerlite.share_groups import ShareGroupSettings
+from trafka.brokerlite.groups.share_groups import ShareGroupSettings
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k08_offset_commit as oc
 from trafka.codec.messages import k11_join_group as jg

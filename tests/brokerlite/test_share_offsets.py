@@ -23,8 +23,8 @@ from test_share_fetch import (
     produce_values,
 )
 
-from trafka.brokerlite.share_partition import ACQUIRED, ARCHIVED, SharePartition
-from trafka.brokerlite.shares import ShareStateError, ShareStateStore
+from trafka.brokerlite.shares.fetcher import ShareStateError, ShareStateStore
+from trafka.brokerlite.shares.partition import ACQUIRED, ARCHIVED, SharePartition
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k08_offset_commit as oc
 from trafka.codec.messages import k11_join_group as jg
@@ -481,7 +481,7 @@ def test_the_journal_replays_dropped_partitions(tmp_path: Path) -> None:
 
 def test_delivery_complete_count() -> None:
     sp = SharePartition(0)
-    from trafka.brokerlite.share_partition import BatchSpan
+    from trafka.brokerlite.shares.partition import BatchSpan
 
     sp.acquire_new("m", [BatchSpan(0, 9)], 10, now_ms=0, lock_ms=1000)
     assert sp.delivery_complete_count() == 0

@@ -1,4 +1,4 @@
-"""Tests of :mod:`trafka.brokerlite.share_partition`, the sans-IO state machine of
+"""Tests of :mod:`trafka.brokerlite.shares.partition`, the sans-IO state machine of
 one KIP-932 share-partition, against the rules of its module docstring.
 
 * Example tests, one group per rule: acquiring (available records first, lowest
@@ -25,7 +25,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from trafka.brokerlite.share_partition import (
+from trafka.brokerlite.shares.partition import (
     ACCEPT,
     ACKNOWLEDGED,
     ACQUIRED,

@@ -19,9 +19,9 @@ from typing import Any
 import pytest
 from brokerlite_wire import batch, create, read, send
 
-from trafka.brokerlite import segment as segment_module
 from trafka.brokerlite.handlers._util import log_dir_path
-from trafka.brokerlite.verify import verify_data_dir
+from trafka.brokerlite.storage import segment as segment_module
+from trafka.brokerlite.storage.verify import verify_data_dir
 from trafka.codec.errors import DecodeError, ErrorCode
 from trafka.codec.messages import k34_alter_replica_log_dirs as alter_dirs
 from trafka.codec.records import decode_records

@@ -17,14 +17,9 @@ from trafka.brokerlite.errors import (
     TopicExistsError,
     UnknownTopicOrPartitionError,
 )
-from trafka.brokerlite.log import (
-    REGISTRY_FILE,
-    ConfigSource,
-    ConfigType,
-    LogConfig,
-    LogManager,
-    validate_topic_name,
-)
+from trafka.brokerlite.storage.log_manager import REGISTRY_FILE, LogManager
+from trafka.brokerlite.storage.topic_configs import ConfigSource, ConfigType, LogConfig
+from trafka.brokerlite.storage.topics import validate_topic_name
 from trafka.codec.errors import ErrorCode
 from trafka.codec.records import decode_records, encode_batch
 

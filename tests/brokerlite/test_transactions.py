@@ -8,17 +8,17 @@ from typing import Any
 
 import pytest
 
-from trafka.brokerlite.journal import frame
-from trafka.brokerlite.offsets import CommittedOffset
-from trafka.brokerlite.producer_state import ProducerStateManager, headers_of
-from trafka.brokerlite.transactions import (
+from trafka.brokerlite.groups.offsets import CommittedOffset
+from trafka.brokerlite.storage.journal import frame
+from trafka.brokerlite.transactions.coordinator import (
     TransactionCoordinator,
     TransactionState,
     TxnCompletion,
     TxnMarker,
     classic_group_validator,
 )
-from trafka.brokerlite.txn_journal import TxnJournal, TxnJournalError, TxnRecord
+from trafka.brokerlite.transactions.journal import TxnJournal, TxnJournalError, TxnRecord
+from trafka.brokerlite.transactions.producer_state import ProducerStateManager, headers_of
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k22_init_producer_id as ipi
 from trafka.codec.messages import k24_add_partitions_to_txn as apt

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from trafka.brokerlite.controller import coordinator_partition
-from trafka.brokerlite.transactions import TransactionCoordinator
-from trafka.brokerlite.txn_journal import TransactionState, TxnJournalError, TxnRecord
-from trafka.brokerlite.txn_log import ReplicatedTxnJournal
+from trafka.brokerlite.cluster.controller import coordinator_partition
+from trafka.brokerlite.transactions.coordinator import TransactionCoordinator
+from trafka.brokerlite.transactions.journal import TransactionState, TxnJournalError, TxnRecord
+from trafka.brokerlite.transactions.replicated_journal import ReplicatedTxnJournal
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k22_init_producer_id as ipi
 from trafka.codec.messages import k24_add_partitions_to_txn as apt

@@ -21,9 +21,9 @@ import pytest
 from brokerlite_wire import batch, create, markers, read, send
 
 from trafka.brokerlite import broker as broker_module
-from trafka.brokerlite import txn_markers
-from trafka.brokerlite.transactions import TransactionCoordinator, TransactionState
-from trafka.brokerlite.txn_journal import TxnJournal, TxnRecord, WrittenMarker
+from trafka.brokerlite.transactions import markers as txn_markers
+from trafka.brokerlite.transactions.coordinator import TransactionCoordinator, TransactionState
+from trafka.brokerlite.transactions.journal import TxnJournal, TxnRecord, WrittenMarker
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k20_delete_topics as delete_topics
 from trafka.codec.messages import k22_init_producer_id as init_producer_id
@@ -240,7 +240,7 @@ def test_an_end_txn_costs_one_fsync_and_its_markers_none(
 
     monkeypatch.setattr(os, "fsync", fsync)
     monkeypatch.setattr(os, "fdatasync", fdatasync)
-    monkeypatch.setattr("trafka.brokerlite.segment._fdatasync", fdatasync)
+    monkeypatch.setattr("trafka.brokerlite.storage.segment._fdatasync", fdatasync)
     for seq in range(3):
         transaction(core, "tx", pid, epoch, seq, [b"v%d" % seq])
         del syncs[:]

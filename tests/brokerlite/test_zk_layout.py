@@ -1,4 +1,4 @@
-"""The ZooKeeper layout (:mod:`trafka.brokerlite.zk_layout`): Kafka 3.9's ZkData documents.
+"""The ZooKeeper layout (:mod:`trafka.brokerlite.cluster.zk_layout`): Kafka 3.9's ZkData documents.
 
 The expected JSON documents and the "Kafka-written" samples are written by hand
 from Kafka's ``kafka.zk.ZkData`` encoders (``TopicZNode``, ``TopicPartitionStateZNode``,
@@ -19,8 +19,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from trafka.brokerlite import zk_layout
-from trafka.brokerlite.zk_layout import (
+from trafka.brokerlite.cluster import zk_layout
+from trafka.brokerlite.cluster.zk_layout import (
     BrokerRegistration,
     PartitionState,
     TopicAssignment,

@@ -1,4 +1,4 @@
-"""The private ZooKeeper server (:mod:`trafka.brokerlite.zookeeper`) with kazoo as client.
+"""The private ZooKeeper server (:mod:`trafka.brokerlite.dev.zookeeper_server`) with kazoo as client.
 
 The server tests skip when ZooKeeper (Debian's ``zookeeper`` package) is missing;
 the tests of the error messages run anyway. Every kazoo call has its own short
@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 from kazoo.client import KazooClient, KazooState
 
-from trafka.brokerlite import zookeeper as zk_module
-from trafka.brokerlite.zookeeper import (
+from trafka.brokerlite.dev import zookeeper_server as zk_module
+from trafka.brokerlite.dev.zookeeper_server import (
     CLASSPATH_ENV,
     ZooKeeperError,
     ZooKeeperServer,

@@ -350,7 +350,7 @@ def test_a_cluster_shows_controller_replicas_and_isr(
     broker shows as under-replicated partitions."""
     import trio
 
-    from trafka.brokerlite.local_cluster import serve_cluster
+    from trafka.brokerlite.dev.local_cluster import serve_cluster
     from trafka.console import ConsoleSettings, serve_console
     from trafka.sdk import open_admin
 

@@ -18,7 +18,7 @@ import pytest
 import trio
 from proxy_helpers import create, fresh, placement
 
-from trafka.brokerlite.local_cluster import LocalCluster, serve_cluster
+from trafka.brokerlite.dev.local_cluster import LocalCluster, serve_cluster
 from trafka.proxy import RunningProxy, serve_proxy
 from trafka.sdk import NewTopic, open_admin, open_producer
 from trafka.sdk.partitioners import murmur2_partition

@@ -16,8 +16,8 @@ import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 from proxy_helpers import placement
 
-from trafka.brokerlite.local_cluster import ClusterProcesses
-from trafka.brokerlite.zookeeper import zookeeper_available
+from trafka.brokerlite.dev.local_cluster import ClusterProcesses
+from trafka.brokerlite.dev.zookeeper_server import zookeeper_available
 from trafka.proxy import proxy_in_thread
 from trafka.sdk.partitioners import murmur2_partition
 

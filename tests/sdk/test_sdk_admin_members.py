@@ -23,9 +23,9 @@ from sdk_brokers import fresh, module_broker
 from sdk_fakebroker import FakeBroker
 
 from trafka.brokerlite import RunningBroker
-from trafka.brokerlite.consumer_groups import ConsumerGroups, TopicMeta
-from trafka.brokerlite.groups import GroupCoordinator
-from trafka.brokerlite.offsets import OffsetStore
+from trafka.brokerlite.groups.consumer_groups import ConsumerGroups, TopicMeta
+from trafka.brokerlite.groups.coordinator import GroupCoordinator
+from trafka.brokerlite.groups.offsets import OffsetStore
 from trafka.codec import ErrorCode, KafkaError
 from trafka.codec.messages import k10_find_coordinator as fc
 from trafka.codec.messages import k13_leave_group as lvg

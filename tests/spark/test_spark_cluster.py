@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import trio
 
-from trafka.brokerlite.local_cluster import ClusterProcesses, LocalCluster, serve_cluster
+from trafka.brokerlite.dev.local_cluster import ClusterProcesses, LocalCluster, serve_cluster
 from trafka.sdk import NewTopic, open_admin, open_producer
 from trafka.sdk.errors import TrafkaError
 

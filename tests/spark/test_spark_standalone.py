@@ -18,7 +18,7 @@ import pytest
 from spark_helpers import consume_all, create, fresh, produce
 
 from trafka.brokerlite import RunningBroker
-from trafka.brokerlite.local_cluster import free_port
+from trafka.brokerlite.dev.local_cluster import free_port
 
 pytestmark = pytest.mark.timeout(300)
 

@@ -58,9 +58,9 @@ import pytest
 import trio
 
 from trafka.brokerlite import RunningBroker, broker_in_thread
-from trafka.brokerlite.controller import coordinator_partition
-from trafka.brokerlite.local_cluster import LocalCluster, serve_cluster
-from trafka.brokerlite.zookeeper import ZooKeeperServer, free_port
+from trafka.brokerlite.cluster.controller import coordinator_partition
+from trafka.brokerlite.dev.local_cluster import LocalCluster, serve_cluster
+from trafka.brokerlite.dev.zookeeper_server import ZooKeeperServer, free_port
 from trafka.codec.messages import k19_create_topics as ct
 from trafka.sdk import (
     BrokerUnreachableError,

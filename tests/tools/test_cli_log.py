@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from trafka.brokerlite import RunningBroker, broker_in_thread
-from trafka.brokerlite import segment as segment_module
+from trafka.brokerlite.storage import segment as segment_module
 from trafka.sdk import NewTopic, open_admin, open_producer
 from trafka.tools.cli import main
 

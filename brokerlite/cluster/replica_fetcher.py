@@ -1,0 +1,293 @@
+"""Replica fetchers: how a follower copies its leaders' logs. A driver (trio and
+sockets); what a follower may do is the replica manager's (:mod:`.replica_manager`).
+
+Rules and invariants:
+
+* One :class:`ReplicaFetcher` per leader this broker follows partitions of,
+  over one connection (:class:`~.inter_broker.InterBrokerConnection`: one request at a time,
+  Kafka's framing, no pipelining), as long as any partition is followed there.
+* A partition whose leader or epoch changed is first reconciled: the follower
+  asks the leader ``OffsetForLeaderEpoch`` for its own latest epoch and
+  truncates its log to where both agree (the end of that epoch at the leader,
+  or, when the leader answers an older epoch, the end of that epoch here).
+  Only then does it fetch.
+* Fetches (Fetch v12 with ``replica_id``) ask for every reconciled partition
+  at its log end offset, long-polling ``replica_fetch_wait_max_ms``. What comes
+  back is appended exactly as the leader stored it (through the producer
+  states, so a follower that leads next deduplicates as its leader did), then
+  the leader's high watermark is taken, bounded by the local log end.
+* An answer is only applied if the partition still follows the same leader at
+  the same epoch, and its log end has not moved meanwhile.
+* OFFSET_OUT_OF_RANGE: below the leader's log start, the log restarts there
+  (empty); past the leader's log end, the partition is reconciled again.
+* A lost connection is reopened after a short pause; nothing here ever
+  blocks the broker's other work: every wait is a trio checkpoint.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from trafka.codec.errors import CodecError, ErrorCode
+from trafka.codec.messages import k01_fetch as fetch_msg
+from trafka.codec.messages import k02_list_offsets as list_offsets_msg
+from trafka.codec.messages import k23_offset_for_leader_epoch as epoch_msg
+
+from ..clock import now_ms
+from ..errors import BrokerError
+from .inter_broker import InterBrokerConnection
+
+if TYPE_CHECKING:
+    from ..broker import Broker
+
+__all__ = ["ReplicaFetcher"]
+
+log = logging.getLogger("trafka.brokerlite.cluster")
+
+_FETCH_BACKOFF_S = 0.2
+_FETCH_VERSION = 12
+_EPOCH_VERSION = 4
+_LIST_OFFSETS_VERSION = 7
+
+
+class ReplicaFetcher:
+    """Fetches every partition this broker follows from one leader (see the module rules)."""
+
+    def __init__(self, broker: Broker, leader: int) -> None:
+        assert broker.cluster is not None
+        self.leader = leader
+        self.broker = broker
+        self.replicas = broker.cluster.replicas
+        self.node_id = broker.node_id
+        self.config = broker.config
+
+    def _mine(self) -> list[Any]:
+        return [f for f in self.replicas.follower_fetches() if f.leader == self.leader]
+
+    async def run(self) -> None:
+        conn: InterBrokerConnection | None = None
+        try:
+            while self._mine():
+                if conn is None:
+                    try:
+                        conn = await InterBrokerConnection.to_node(
+                            self.broker, self.leader, "fetcher"
+                        )
+                    except (OSError, trio.TooSlowError) as exc:
+                        log.debug("fetcher for leader %d: cannot connect: %s", self.leader, exc)
+                        await trio.sleep(_FETCH_BACKOFF_S)
+                        continue
+                try:
+                    with trio.fail_after(self.config.replica_fetch_wait_max_ms / 1000 + 30):
+                        progressed = await self._round(conn)
+                except (
+                    OSError,
+                    ConnectionError,
+                    CodecError,
+                    trio.TooSlowError,
+                    trio.BrokenResourceError,
+                ) as exc:
+                    log.info("fetcher for leader %d: connection lost: %s", self.leader, exc)
+                    await conn.aclose()
+                    conn = None
+                    await trio.sleep(_FETCH_BACKOFF_S)
+                    continue
+                if not progressed:
+                    await trio.sleep(_FETCH_BACKOFF_S)
+        finally:
+            if conn is not None:
+                with trio.CancelScope(shield=True):
+                    await conn.aclose()
+
+    async def _round(self, conn: InterBrokerConnection) -> bool:
+        """One round: reconcile what needs it, then one fetch. False when it must back off."""
+        mine = self._mine()
+        truncating = [f for f in mine if f.needs_truncation]
+        if truncating:
+            await self._reconcile(conn, truncating)
+            mine = self._mine()
+        wanted = [f for f in mine if not f.needs_truncation]
+        if not wanted:
+            return False
+        return await self._fetch(conn, wanted)
+
+    async def _reconcile(self, conn: InterBrokerConnection, follows: list[Any]) -> None:
+        logs = self.broker.logs
+        topics: dict[str, list[Any]] = {}
+        asked: dict[tuple[str, int], tuple[Any, int]] = {}
+        for f in follows:
+            plog = logs.partition(f.topic, f.partition)
+            epoch = plog.latest_epoch
+            asked[(f.topic, f.partition)] = (f, epoch)
+            topics.setdefault(f.topic, []).append(
+                epoch_msg.OffsetForLeaderEpochRequest.OffsetForLeaderPartition(
+                    partition=f.partition,
+                    current_leader_epoch=f.leader_epoch,
+                    leader_epoch=epoch,
+                )
+            )
+        request = epoch_msg.OffsetForLeaderEpochRequest(
+            replica_id=self.node_id,
+            topics=[
+                epoch_msg.OffsetForLeaderEpochRequest.OffsetForLeaderTopic(topic=t, partitions=ps)
+                for t, ps in topics.items()
+            ],
+        )
+        response = await conn.request(23, _EPOCH_VERSION, request)
+        for topic in response.topics:
+            for part in topic.partitions:
+                key = (topic.topic, part.partition)
+                if key not in asked:
+                    continue
+                f, epoch = asked[key]
+                if not self.replicas.is_current_follower(
+                    f.topic, f.partition, f.leader, f.leader_epoch
+                ):
+                    continue
+                if part.error_code != ErrorCode.NONE:
+                    log.debug(
+                        "%s-%d: OffsetForLeaderEpoch: %s", *key, ErrorCode(part.error_code).name
+                    )
+                    continue
+                plog = logs.partition(*key)
+                if epoch < 0 or part.leader_epoch < 0:
+                    # Nothing to compare (an empty log here, or an epoch the leader no
+                    # longer has): keep what the high watermark vouches for.
+                    target = plog.high_watermark if epoch >= 0 else plog.log_end_offset
+                elif part.leader_epoch < epoch:
+                    own_end = plog.end_offset_for_epoch(part.leader_epoch)[1]
+                    target = min(part.end_offset, own_end if own_end >= 0 else plog.log_end_offset)
+                else:
+                    target = min(part.end_offset, plog.log_end_offset)
+                self.replicas.truncated(f.topic, f.partition, max(target, 0))
+
+    async def _fetch(self, conn: InterBrokerConnection, wanted: list[Any]) -> bool:
+        logs = self.broker.logs
+        cfg = self.config
+        topics: dict[str, list[Any]] = {}
+        sent: dict[tuple[str, int], tuple[Any, int]] = {}
+        for f in wanted:
+            plog = logs.partition(f.topic, f.partition)
+            offset = plog.log_end_offset
+            sent[(f.topic, f.partition)] = (f, offset)
+            topics.setdefault(f.topic, []).append(
+                fetch_msg.FetchRequest.FetchPartition(
+                    partition=f.partition,
+                    current_leader_epoch=f.leader_epoch,
+                    fetch_offset=offset,
+                    last_fetched_epoch=plog.latest_epoch,
+                    log_start_offset=plog.log_start_offset,
+                    partition_max_bytes=cfg.replica_fetch_max_bytes,
+                )
+            )
+        request = fetch_msg.FetchRequest(
+            replica_id=self.node_id,
+            max_wait_ms=cfg.replica_fetch_wait_max_ms,
+            min_bytes=1,
+            max_bytes=10 * cfg.replica_fetch_max_bytes,
+            isolation_level=0,
+            session_id=0,
+            session_epoch=-1,
+            topics=[
+                fetch_msg.FetchRequest.FetchTopic(topic=t, partitions=ps)
+                for t, ps in topics.items()
+            ],
+        )
+        response = await conn.request(1, _FETCH_VERSION, request)
+        if response.error_code != ErrorCode.NONE:
+            return False
+        progressed = True
+        now = now_ms()
+        for topic in response.responses:
+            for part in topic.partitions:
+                key = (topic.topic, part.partition_index)
+                if key not in sent:
+                    continue
+                f, offset = sent[key]
+                if not self.replicas.is_current_follower(
+                    f.topic, f.partition, f.leader, f.leader_epoch
+                ):
+                    continue
+                plog = logs.partition(*key)
+                if plog.log_end_offset != offset:
+                    continue  # truncated meanwhile
+                code = part.error_code
+                if code == ErrorCode.OFFSET_OUT_OF_RANGE:
+                    await self._out_of_range(conn, f, offset)
+                    continue
+                if code != ErrorCode.NONE:
+                    log.debug("%s-%d: fetch from %d: %s", *key, self.leader, ErrorCode(code).name)
+                    progressed = False
+                    continue
+                records = part.records
+                if records:
+                    try:
+                        self.broker.producers.append_replicated(
+                            f.topic, f.partition, records, now_ms=now
+                        )
+                    except BrokerError as exc:
+                        log.warning(
+                            "%s-%d: cannot append what leader %d sent: %s", *key, self.leader, exc
+                        )
+                        progressed = False
+                        continue
+                self.replicas.follower_high_watermark(f.topic, f.partition, part.high_watermark)
+                self._follow_log_start(f.topic, f.partition, plog, part.log_start_offset)
+        return progressed
+
+    def _follow_log_start(self, topic: str, partition: int, plog: Any, leader_start: int) -> None:
+        """A follower's log starts where its leader's does (DeleteRecords and retention
+        at the leader), as far as its own high watermark allows."""
+        start = min(leader_start, plog.high_watermark)
+        if start > plog.log_start_offset:
+            try:
+                plog.delete_records(start)
+            except BrokerError as exc:
+                log.warning(
+                    "%s-%d: cannot follow the leader's log start: %s", topic, partition, exc
+                )
+                return
+            self.broker.producers.truncate_head(topic, partition)
+
+    async def _out_of_range(self, conn: InterBrokerConnection, f: Any, offset: int) -> None:
+        """The leader has no offset ``offset``: behind its log start (start over there)
+        or past its log end (reconcile again)."""
+        request = list_offsets_msg.ListOffsetsRequest(
+            replica_id=self.node_id,
+            isolation_level=0,
+            topics=[
+                list_offsets_msg.ListOffsetsRequest.ListOffsetsTopic(
+                    name=f.topic,
+                    partitions=[
+                        list_offsets_msg.ListOffsetsRequest.ListOffsetsPartition(
+                            partition_index=f.partition,
+                            current_leader_epoch=f.leader_epoch,
+                            timestamp=-2,
+                        )
+                    ],
+                )
+            ],
+        )
+        response = await conn.request(2, _LIST_OFFSETS_VERSION, request)
+        part = response.topics[0].partitions[0]
+        if part.error_code != ErrorCode.NONE:
+            return
+        plog = self.broker.logs.partition(f.topic, f.partition)
+        if offset < part.offset:
+            log.info(
+                "%s-%d: log end %d is below leader %d's log start %d: starting over there",
+                f.topic,
+                f.partition,
+                offset,
+                self.leader,
+                part.offset,
+            )
+            plog.truncate_fully_and_start_at(part.offset)
+            self.broker.producers.forget(f.topic, f.partition)
+        else:
+            replica = self.replicas.replica(f.topic, f.partition)
+            if replica is not None:
+                replica.needs_truncation = True

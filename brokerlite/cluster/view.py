@@ -1,0 +1,238 @@
+"""What a cluster member knows of its cluster, and the work it hands its driver. I/O-free.
+
+:class:`ClusterView` lives inside the broker core (``Broker.cluster``, None on
+the single-node broker). The driver (:mod:`.driver`) reads ZooKeeper and hands
+each complete reading over as a :class:`ClusterImage`; handlers answer from the
+latest image (Metadata, FindCoordinator, DescribeCluster) and ask the
+:class:`~.replica_manager.ReplicaManager` about leadership (Produce, Fetch,
+ListOffsets, OffsetForLeaderEpoch).
+
+Rules:
+
+* An image is a consistent reading of ZooKeeper made after the last change
+  the driver was told of; images only replace each other whole.
+* Applying an image first makes the local logs match the cluster's topics:
+  a topic new to this broker is created with the cluster's topic id, one that
+  grew gets its new partitions, one gone from ZooKeeper is deleted here too.
+  Every broker keeps a log for every partition of every topic (those it holds
+  no replica of stay empty), so topic lookups stay local. Then the replica
+  manager takes the partition states.
+* Requests that change the cluster's metadata (CreateTopics, DeleteTopics,
+  CreatePartitions, topics created by Metadata) are never applied locally:
+  they become :class:`ZkTask` items for the driver, which writes them to
+  ZooKeeper; the request is parked and completed when the driver reports the
+  outcome (:meth:`ClusterView.finish`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from ..errors import BrokerError
+from ..storage.log_manager import LogManager
+from .controller import coordinator_partition
+from .replica_manager import ReplicaManager
+from .zk_layout import NO_LEADER, BrokerRegistration, PartitionState, TopicAssignment
+
+__all__ = ["OFFSETS_TOPIC", "TRANSACTION_STATE_TOPIC", "ClusterImage", "ClusterView", "ZkTask"]
+
+log = logging.getLogger("trafka.brokerlite.cluster")
+
+OFFSETS_TOPIC = "__consumer_offsets"
+TRANSACTION_STATE_TOPIC = "__transaction_state"
+INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC})
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ClusterImage:
+    """One consistent reading of the cluster's metadata from ZooKeeper.
+
+    Attributes:
+        brokers: the live brokers by id.
+        controller_id: the controller's broker id (-1: none elected).
+        controller_epoch: the controller epoch.
+        topics: every topic's assignment, by name.
+        states: every partition's state that has been written.
+        configs: each topic's config overrides.
+        deleting: topics whose deletion is under way.
+        election: the leader election asked for (ElectLeaders) and not yet carried out.
+    """
+
+    brokers: Mapping[int, BrokerRegistration]
+    controller_id: int
+    controller_epoch: int
+    topics: Mapping[str, TopicAssignment]
+    states: Mapping[tuple[str, int], PartitionState]
+    configs: Mapping[str, Mapping[str, str]]
+    deleting: frozenset[str] = frozenset()
+    #: An election asked for and not yet done: (partitions, unclean).
+    election: tuple[tuple[tuple[str, int], ...], bool] | None = None
+
+
+EMPTY_IMAGE = ClusterImage({}, -1, 0, {}, {}, {})
+
+
+@dataclasses.dataclass(slots=True)
+class ZkTask:
+    """A metadata change for the driver to write to ZooKeeper.
+
+    Attributes:
+        kind: ``create_topic``, ``delete_topic``, ``create_partitions``,
+            ``elect_preferred``, ``reassign``.
+        args: what the change needs (see :mod:`.driver`).
+        ticket: the parked request to wake when done (None: nobody waits).
+        error: set by the driver: the error to report, None on success.
+        done: set by the driver once carried out (or failed).
+    """
+
+    kind: str
+    args: dict[str, Any]
+    ticket: int | None = None
+    error: BrokerError | None = None
+    done: bool = False
+    #: The tasks of the same request (itself included): its ticket is woken once
+    #: all of them are done.
+    siblings: list[ZkTask] = dataclasses.field(default_factory=list, repr=False)
+    id: int = dataclasses.field(default_factory=itertools.count(1).__next__)
+
+
+class ClusterView:
+    """A cluster member's view (see the module docstring).
+
+    Args:
+        node_id: this broker's id.
+        logs: its log manager.
+        replicas: its replica manager.
+        wake: called with a parked request's ticket when its :class:`ZkTask` is done.
+    """
+
+    def __init__(
+        self,
+        node_id: int,
+        logs: LogManager,
+        replicas: ReplicaManager,
+        *,
+        wake: Callable[[int], None],
+        on_topic_deleted: Callable[[str], None],
+    ) -> None:
+        self.node_id = node_id
+        self.image = EMPTY_IMAGE
+        self.replicas = replicas
+        self._logs = logs
+        self._wake = wake
+        self._on_topic_deleted = on_topic_deleted
+        self.tasks: list[ZkTask] = []
+        #: Called when a task is queued (the driver wakes its task runner).
+        self.on_task: Callable[[], None] = lambda: None
+        #: Set by the driver while the ZooKeeper session is up.
+        self.zookeeper_connected = False
+
+    # -- images ----------------------------------------------------------------------------
+
+    def apply(self, image: ClusterImage, now_ms: int) -> bool:
+        """Take a new reading of the cluster (see the module rules).
+
+        Returns:
+            True when the followers' fetchers must be told of changes.
+        """
+        self.image = image
+        logs = self._logs
+        for name, assignment in image.topics.items():
+            info = logs.topic(name)
+            configs = dict(image.configs.get(name, {}))
+            if info is not None and info.topic_id != assignment.topic_id:
+                log.info("topic %r was recreated in the cluster: dropping the old one here", name)
+                logs.delete_topic(name)
+                self._on_topic_deleted(name)
+                info = None
+            if info is None:
+                logs.create_topic(
+                    name,
+                    assignment.num_partitions,
+                    configs,
+                    topic_id=assignment.topic_id,
+                    now_ms=now_ms,
+                )
+            elif info.num_partitions < assignment.num_partitions:
+                logs.create_partitions(name, assignment.num_partitions, now_ms=now_ms)
+            elif info.configs != configs:
+                logs.alter_configs(name, configs, incremental=False)
+        for info in logs.topics():
+            if info.name not in image.topics:
+                log.info("topic %r is gone from the cluster: deleting its logs here", info.name)
+                logs.delete_topic(info.name)
+                self._on_topic_deleted(info.name)
+        return self.replicas.apply(image.topics, image.states, now_ms)
+
+    # -- questions handlers ask -----------------------------------------------------------------
+
+    def broker(self, node_id: int) -> BrokerRegistration | None:
+        return self.image.brokers.get(node_id)
+
+    def state(self, topic: str, partition: int) -> PartitionState | None:
+        return self.image.states.get((topic, partition))
+
+    def leader(self, topic: str, partition: int) -> int:
+        """The partition's leader, -1 when offline or unknown."""
+        state = self.image.states.get((topic, partition))
+        if state is None or state.leader not in self.image.brokers:
+            return NO_LEADER
+        return state.leader
+
+    def replicas_of(self, topic: str, partition: int) -> tuple[int, ...]:
+        assignment = self.image.topics.get(topic)
+        if assignment is None:
+            return ()
+        return assignment.replicas.get(partition, ())
+
+    def coordinator(self, key: str, *, transactional: bool = False) -> int:
+        """The broker that coordinates a group (or transactional id): the leader of
+        its ``__consumer_offsets`` (``__transaction_state``) partition; -1 while
+        that partition has no leader or the topic is not created yet."""
+        topic = TRANSACTION_STATE_TOPIC if transactional else OFFSETS_TOPIC
+        assignment = self.image.topics.get(topic)
+        if assignment is None:
+            return NO_LEADER
+        return self.leader(topic, coordinator_partition(key, assignment.num_partitions))
+
+    def min_insync_replicas(self, topic: str, default: int) -> int:
+        text = self.image.configs.get(topic, {}).get("min.insync.replicas")
+        if text is None or not (text.isascii() and text.isdigit()):
+            return default
+        return int(text)
+
+    def unclean_election(self, topic: str, default: bool) -> bool:
+        text = self.image.configs.get(topic, {}).get("unclean.leader.election.enable")
+        return default if text is None else text.lower() == "true"
+
+    # -- work for the driver ------------------------------------------------------------------
+
+    def submit(self, kind: str, ticket: int | None = None, **args: Any) -> ZkTask:
+        """Queue a metadata change for the driver; ``ticket`` is woken when it is done."""
+        task = ZkTask(kind, args, ticket)
+        self.tasks.append(task)
+        self.on_task()
+        return task
+
+    def submit_all(self, tasks: list[ZkTask], ticket: int) -> None:
+        """Queue the tasks of one parked request; its ticket is woken when all are done."""
+        for task in tasks:
+            task.ticket = ticket
+            task.siblings = tasks
+        self.tasks.extend(tasks)
+        self.on_task()
+
+    def take_tasks(self) -> list[ZkTask]:
+        tasks, self.tasks = self.tasks, []
+        return tasks
+
+    def finish(self, task: ZkTask, error: BrokerError | None = None) -> None:
+        """The driver carried out ``task`` (``error`` when it failed)."""
+        task.error = error
+        task.done = True
+        if task.ticket is not None and all(t.done for t in task.siblings or [task]):
+            self._wake(task.ticket)

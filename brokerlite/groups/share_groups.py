@@ -1,0 +1,1252 @@
+"""Share groups (KIP-932, "queues"): the group coordinator's side, sans-IO.
+
+A share group's members consume the same partitions together: each record is
+handed to one member at a time (that bookkeeping, ShareFetch and
+ShareAcknowledge, lives with the share partitions, which listen to this module
+through :class:`ShareGroupListener`). This module keeps the groups themselves:
+who is a member, what it subscribes to, which partitions it is assigned, and
+the per-group configs (``share.*``, Kafka's ConfigResource type GROUP).
+:class:`ShareGroups` holds every share group of the broker; the classic
+coordinator (:mod:`trafka.brokerlite.groups.coordinator`) routes ListGroups, DeleteGroups
+and the group-id namespace to it.
+
+Rules and invariants:
+
+* Namespace. A group id is a classic group, a consumer group (KIP-848) or a
+  share group, never two of them. A ShareGroupHeartbeat naming a group of
+  another type gets GROUP_ID_NOT_FOUND saying it is not a share group (Kafka
+  converts nothing between share groups and other types); the group
+  coordinator refuses the other protocols on a share group id.
+* Member ids come from the client (KIP-1082): a heartbeat without one is
+  INVALID_REQUEST. Epoch 0 joins and must name a non-empty
+  SubscribedTopicNames; -1 leaves (answered with epoch -1); any other epoch
+  must be the member's current one or its previous one (the answer that moved
+  it on was lost), else FENCED_MEMBER_EPOCH. A join repeated with epoch 0 by a
+  member already in the group is such a lost answer only while its previous
+  epoch is 0; otherwise it is fenced too, as in Kafka. An unknown member is
+  UNKNOWN_MEMBER_ID; a heartbeat other than a join for a group that does not
+  exist is GROUP_ID_NOT_FOUND. Fields left null (RackId, SubscribedTopicNames)
+  keep their last value.
+* Epochs. The *group epoch* is bumped whenever something that decides the
+  assignment changes: a member joins, leaves or is fenced, a subscription
+  changes, or a subscribed topic appears, vanishes, is recreated or gains
+  partitions (seen at the next heartbeat, as Kafka refreshes the metadata). The
+  *target assignment* is recomputed for every new group epoch by the ``simple``
+  assignor and carries that epoch (the assignment epoch). There is no
+  revocation in a share group: a member moves straight to the assignment epoch
+  and its target partitions at its next heartbeat. The answer carries the
+  assignment when the member joins or when it differs from what the member
+  was last sent; otherwise it is null.
+* The ``simple`` assignor gives every subscribed partition to at least one
+  member that subscribes to its topic, and balances per topic: with at least
+  as many partitions as subscribers, each partition has exactly one member and
+  the subscribers' counts differ by at most one (the extra partitions go to the
+  members with the fewest partitions so far); with fewer partitions than
+  subscribers, each subscriber gets exactly one partition of the topic and the
+  partitions' numbers of members differ by at most one (partitions are
+  shared). Members keep what they have where the balance allows (sticky).
+* Liveness. A member that does not heartbeat within the group's session
+  timeout (``share.session.timeout.ms``, default ``group.share.session.timeout.ms``)
+  is fenced and removed at the next :meth:`ShareGroups.tick`, which bumps the
+  group epoch. A group whose last member went stays, Empty, until DeleteGroups
+  deletes it (Kafka does not expire share groups).
+* Offsets admin. AlterShareGroupOffsets and DeleteShareGroupOffsets change a
+  group's share state only while it has no members (NON_EMPTY_GROUP); a group
+  of another type is GROUP_ID_NOT_FOUND. An alter naming no group creates it,
+  empty (Kafka's "get or create"); a delete does not (GROUP_ID_NOT_FOUND).
+* Listeners. Each :class:`ShareGroupListener` hears of every new target
+  assignment (with all of its partitions, also when empty), of every member
+  that leaves, is fenced or expires, and of every deleted group. A listener that
+  raises is logged and does not stop the others or the coordinator.
+* Configs. Group configs are overrides of the broker's ``group.share.*``
+  defaults, validated as Kafka's GroupConfig validates them (names, types,
+  fixed lower bounds, the broker's min/max settings, session timeout above the
+  heartbeat interval), against the overrides the group would have after the
+  change merged over the broker defaults. They exist independently of the
+  group (they may be set before it exists and outlive its deletion, as in
+  Kafka). :meth:`ShareGroups.config` gives the effective values, clamped into
+  the broker's current bounds.
+* Durability. Each change to a group's epochs, members, subscriptions or
+  assignments, and each change of a group's configs, is written to the
+  :class:`ShareGroupStore` journal before the answer (Kafka writes share group
+  records to ``__consumer_offsets`` and group configs to the metadata log). After
+  a restart the groups come back as they were, members included: they carry on
+  heartbeating with their epochs, without a rebalance, and their session timers
+  start afresh, as on a Kafka coordinator failover. A member's first heartbeat
+  after the restart makes the listeners hear of its group's target assignment
+  again (listeners are registered after the groups are loaded). A failed write
+  of group state is logged and the live group goes on; a failed write of
+  configs fails the request.
+* Timers fire only in :meth:`ShareGroups.tick`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import re
+import uuid
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+
+from trafka.brokerlite.errors import BrokerError
+from trafka.brokerlite.groups.consumer_groups import (
+    TopicMeta,
+    group_core_json,
+    load_group_core,
+    tps_from_json,
+    tps_json,
+)
+from trafka.brokerlite.storage.journal import CrcJournal, JournalStore
+from trafka.codec.errors import ErrorCode
+from trafka.codec.messages import k76_share_group_heartbeat as _hb
+from trafka.codec.messages import k77_share_group_describe as _sd
+
+if TYPE_CHECKING:
+    from trafka.brokerlite.config import BrokerConfig
+
+__all__ = [
+    "ASSIGNOR",
+    "GROUP_CONFIGS",
+    "SHARE_GROUPS_JOURNAL",
+    "GroupConfigEntry",
+    "InvalidGroupConfigError",
+    "ShareGroup",
+    "ShareGroupConfig",
+    "ShareGroupListener",
+    "ShareGroupSettings",
+    "ShareGroupStore",
+    "ShareGroupStoreError",
+    "ShareGroups",
+    "ShareMember",
+    "simple_assign",
+]
+
+log = logging.getLogger("trafka.brokerlite")
+
+SHARE_GROUPS_JOURNAL = "trafka-share-groups.journal"
+ASSIGNOR = "simple"
+LEAVE_EPOCH = -1
+#: What DescribeConfigs calls a value set on the group (Kafka's ConfigSource GROUP_CONFIG).
+GROUP_CONFIG_SOURCE = 8
+_DEFAULT_CONFIG_SOURCE = 5
+_STATIC_BROKER_CONFIG_SOURCE = 4
+_INT_TYPE, _STRING_TYPE = 3, 2  # Kafka's ConfigType codes
+_NO_OPERATIONS = -(2**31)
+
+# (topic id, partition)
+TP = tuple[uuid.UUID, int]
+
+
+# -- the interface the share partitions use -------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ShareGroupConfig:
+    """A share group's effective settings: its overrides over the broker's defaults."""
+
+    auto_offset_reset: str  # "latest" | "earliest" | "by_duration:PT..." as configured
+    record_lock_duration_ms: int
+    delivery_count_limit: int
+    isolation_level: str  # "read_uncommitted" | "read_committed"
+    partition_max_record_locks: int
+
+
+class ShareGroupListener(Protocol):
+    """What the share partitions hear from the coordinator (see the module rules)."""
+
+    def partitions_assigned(
+        self, group_id: str, partitions: set[tuple[str, int]], now_ms: int
+    ) -> None:
+        """A new target assignment of ``group_id``: all its ``(topic, partition)`` pairs."""
+        ...
+
+    def member_removed(self, group_id: str, member_id: str, now_ms: int) -> None:
+        """``member_id`` left ``group_id``, was fenced or expired."""
+        ...
+
+    def group_deleted(self, group_id: str) -> None:
+        """``group_id`` was deleted (DeleteGroups)."""
+        ...
+
+
+# -- broker settings -------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class ShareGroupSettings:
+    """The broker's share-group settings (Kafka's ``group.share.*``; defaults are Kafka's).
+
+    Each group config's default is the matching setting here, and its accepted
+    range the matching ``min_``/``max_`` pair.
+
+    Raises:
+        ValueError: a default is outside its min/max, a min exceeds its max, or the
+            heartbeat interval is not below the session timeout.
+    """
+
+    session_timeout_ms: int = 45_000
+    min_session_timeout_ms: int = 45_000
+    max_session_timeout_ms: int = 60_000
+    heartbeat_interval_ms: int = 5_000
+    min_heartbeat_interval_ms: int = 5_000
+    max_heartbeat_interval_ms: int = 15_000
+    max_size: int = 200
+    record_lock_duration_ms: int = 30_000
+    min_record_lock_duration_ms: int = 15_000
+    max_record_lock_duration_ms: int = 60_000
+    delivery_count_limit: int = 5
+    min_delivery_count_limit: int = 2
+    max_delivery_count_limit: int = 10
+    partition_max_record_locks: int = 2000
+    min_partition_max_record_locks: int = 100
+    max_partition_max_record_locks: int = 4000
+
+    def __post_init__(self) -> None:
+        for name in (
+            "session_timeout_ms",
+            "heartbeat_interval_ms",
+            "record_lock_duration_ms",
+            "delivery_count_limit",
+            "partition_max_record_locks",
+        ):
+            value, low, high = (
+                getattr(self, name),
+                getattr(self, "min_" + name),
+                getattr(self, "max_" + name),
+            )
+            if not 0 < low <= value <= high:
+                raise ValueError(f"share groups: need 0 < min_{name} <= {name} <= max_{name}")
+        if self.heartbeat_interval_ms >= self.session_timeout_ms:
+            raise ValueError("share groups: heartbeat_interval_ms must be below session_timeout_ms")
+        if self.max_size < 1:
+            raise ValueError("share groups: max_size must be >= 1")
+
+    @classmethod
+    def from_broker_config(cls, config: BrokerConfig) -> ShareGroupSettings:
+        """The ``group_share_*`` settings of a :class:`~trafka.brokerlite.config.BrokerConfig`."""
+        return cls(
+            **{f.name: getattr(config, "group_share_" + f.name) for f in dataclasses.fields(cls)}
+        )
+
+
+# -- group configs ---------------------------------------------------------------------------
+
+
+class InvalidGroupConfigError(BrokerError):
+    """A group config change Kafka would refuse (unknown name, bad value, out of bounds)."""
+
+    code: ClassVar[ErrorCode] = ErrorCode.INVALID_CONFIG
+
+
+class InvalidGroupResourceError(BrokerError):
+    """A GROUP config resource without a name."""
+
+    code: ClassVar[ErrorCode] = ErrorCode.INVALID_REQUEST
+
+
+class ShareGroupStoreError(BrokerError):
+    """The share-group journal cannot be read or written."""
+
+    code: ClassVar[ErrorCode] = ErrorCode.KAFKA_STORAGE_ERROR
+
+
+# ISO-8601 durations as Java's Duration reads them: days, hours, minutes and
+# (fractional) seconds, each optionally signed, letters in either case.
+_DURATION = re.compile(
+    r"([-+]?)P(?:([-+]?\d+)D)?"
+    r"(T(?:([-+]?\d+)H)?(?:([-+]?\d+)M)?(?:([-+]?\d+)(?:[.,](\d{0,9}))?S)?)?",
+    re.IGNORECASE,
+)
+
+
+def duration_ms(text: str) -> int | None:
+    """An ISO-8601 duration (``PnDTnHnMn.nS``, Java's ``Duration`` format) in ms, or None."""
+    match = _DURATION.fullmatch(text)
+    if match is None:
+        return None
+    sign, days, time_part, hours, minutes, seconds, fraction = match.groups()
+    if days is None and time_part is None:
+        return None  # "P" alone
+    if time_part is not None and hours is None and minutes is None and seconds is None:
+        return None  # "PT" alone
+    total_ns = (
+        int(days or 0) * 86_400 + int(hours or 0) * 3_600 + int(minutes or 0) * 60
+    ) * 10**9 + int(seconds or 0) * 10**9
+    if fraction:
+        frac_ns = int(fraction.ljust(9, "0"))
+        total_ns += -frac_ns if (seconds or "").startswith("-") else frac_ns
+    if sign == "-":
+        total_ns = -total_ns
+    return total_ns // 1_000_000
+
+
+def _check_auto_offset_reset(value: str) -> str | None:
+    """Why ``value`` is not a share.auto.offset.reset strategy, or None."""
+    if value in ("earliest", "latest"):
+        return None
+    if value.startswith("by_duration:"):
+        ms = duration_ms(value[len("by_duration:") :])
+        if ms is None:
+            return "the duration after 'by_duration:' is not an ISO-8601 duration (PnDTnHnMn.nS)"
+        if ms < 0:
+            return "a negative duration is not allowed"
+        return None
+    return "must be 'earliest', 'latest' or 'by_duration:<ISO-8601 duration>'"
+
+
+def _check_isolation_level(value: str) -> str | None:
+    if value in ("read_committed", "read_uncommitted"):
+        return None
+    return "must be read_committed or read_uncommitted"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _GroupConfigDef:
+    """One group config: its type, lower bound, and where its default and bounds come from."""
+
+    name: str
+    is_int: bool
+    at_least: int = 0
+    setting: str | None = None  # the ShareGroupSettings field giving the default
+    fixed_default: str | None = None  # the default of a config without a broker setting
+    check: Callable[[str], str | None] | None = None  # a string config's validator
+
+    @property
+    def broker_name(self) -> str | None:
+        """The broker setting this config overrides (its DescribeConfigs synonym)."""
+        return None if self.setting is None else "group.share." + self.setting.replace("_", ".")
+
+
+#: The group configs brokerlite serves (Kafka's ``share.*`` group configs).
+GROUP_CONFIGS: dict[str, _GroupConfigDef] = {
+    d.name: d
+    for d in (
+        _GroupConfigDef(
+            "share.auto.offset.reset",
+            is_int=False,
+            fixed_default="latest",
+            check=_check_auto_offset_reset,
+        ),
+        _GroupConfigDef(
+            "share.delivery.count.limit", is_int=True, at_least=2, setting="delivery_count_limit"
+        ),
+        _GroupConfigDef(
+            "share.heartbeat.interval.ms", is_int=True, at_least=1, setting="heartbeat_interval_ms"
+        ),
+        _GroupConfigDef(
+            "share.isolation.level",
+            is_int=False,
+            fixed_default="read_uncommitted",
+            check=_check_isolation_level,
+        ),
+        _GroupConfigDef(
+            "share.partition.max.record.locks",
+            is_int=True,
+            at_least=100,
+            setting="partition_max_record_locks",
+        ),
+        _GroupConfigDef(
+            "share.record.lock.duration.ms",
+            is_int=True,
+            at_least=1000,
+            setting="record_lock_duration_ms",
+        ),
+        _GroupConfigDef(
+            "share.session.timeout.ms", is_int=True, at_least=1, setting="session_timeout_ms"
+        ),
+    )
+}
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class GroupConfigEntry:
+    """One group config as DescribeConfigs reports it.
+
+    Attributes:
+        synonyms: ``(name, value, source)`` from the most to the least specific:
+            the group's override, then the broker setting it overrides (or the
+            config's own default when no broker setting exists).
+    """
+
+    name: str
+    value: str
+    source: int
+    config_type: int
+    synonyms: tuple[tuple[str, str, int], ...]
+
+
+def _parse_int(name: str, text: str) -> int:
+    try:
+        return int(text.strip())
+    except ValueError:
+        raise InvalidGroupConfigError(f"{name}: {text!r} is not an integer") from None
+
+
+# -- groups ----------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(slots=True)
+class ShareMember:
+    """One member of a share group (see the module rules)."""
+
+    member_id: str
+    client_id: str = ""
+    client_host: str = ""
+    rack_id: str | None = None
+    subscribed_names: tuple[str, ...] = ()
+    epoch: int = 0
+    previous_epoch: int = 0
+    assigned: frozenset[TP] = frozenset()
+    #: What the member was last sent (None: nothing yet).
+    last_sent: frozenset[TP] | None = None
+    session_deadline_ms: int = 0
+
+
+@dataclasses.dataclass(slots=True)
+class ShareGroup:
+    """A share group: its members, epochs and target assignment."""
+
+    group_id: str
+    epoch: int = 0
+    assignment_epoch: int = 0
+    members: dict[str, ShareMember] = dataclasses.field(default_factory=dict)
+    target: dict[str, frozenset[TP]] = dataclasses.field(default_factory=dict)
+    #: The subscribed topics that exist, as of the last metadata refresh.
+    subscribed: dict[str, TopicMeta] = dataclasses.field(default_factory=dict)
+
+    @property
+    def state(self) -> str:
+        """``Empty`` or ``Stable`` (Kafka's share group states)."""
+        return "Stable" if self.members else "Empty"
+
+    def topic_names(self) -> dict[uuid.UUID, str]:
+        return {meta.topic_id: name for name, meta in self.subscribed.items()}
+
+    def target_partitions(self) -> set[tuple[str, int]]:
+        """Every ``(topic, partition)`` of the target assignment."""
+        names = self.topic_names()
+        return {(names[t], p) for tps in self.target.values() for t, p in tps if t in names}
+
+
+def _tp_key(tp: TP) -> tuple[str, int]:
+    return (str(tp[0]), tp[1])
+
+
+def _spread(
+    subs: list[str],
+    parts: list[TP],
+    current: Mapping[str, frozenset[TP]],
+    load: Mapping[str, int],
+    out: dict[str, set[TP]],
+) -> None:
+    """At least as many partitions as subscribers: one member per partition, balanced."""
+    held = {m: sorted(current.get(m, frozenset()) & set(parts), key=_tp_key) for m in subs}
+    base, extra = divmod(len(parts), len(subs))
+    # The extra partitions go to the least loaded members, then to those holding more.
+    ranked = sorted(subs, key=lambda m: (load[m], -len(held[m]), m))
+    quota = {m: base + (1 if i < extra else 0) for i, m in enumerate(ranked)}
+    owner: dict[TP, str] = {}
+    filled = dict.fromkeys(subs, 0)
+    for m in subs:
+        for tp in held[m]:
+            if filled[m] >= quota[m]:
+                break
+            if tp not in owner:
+                owner[tp] = m
+                filled[m] += 1
+    for tp in parts:
+        if tp in owner:
+            continue
+        m = min((m for m in subs if filled[m] < quota[m]), key=lambda m: (filled[m], m))
+        owner[tp] = m
+        filled[m] += 1
+    for tp, m in owner.items():
+        out[m].add(tp)
+
+
+def _share(
+    subs: list[str],
+    parts: list[TP],
+    current: Mapping[str, frozenset[TP]],
+    out: dict[str, set[TP]],
+) -> None:
+    """Fewer partitions than subscribers: one partition per member, partitions shared evenly."""
+    base, extra = divmod(len(subs), len(parts))
+    holders = {tp: sum(1 for m in subs if tp in current.get(m, ())) for tp in parts}
+    # The partitions shared by one more member: those most shared already, then by index.
+    ranked = sorted(parts, key=lambda tp: (-holders[tp], tp[1]))
+    quota = {tp: base + (1 if i < extra else 0) for i, tp in enumerate(ranked)}
+    count = dict.fromkeys(parts, 0)
+    placed: dict[str, TP] = {}
+    for m in subs:
+        for tp in sorted(current.get(m, frozenset()) & set(parts), key=_tp_key):
+            if count[tp] < quota[tp]:
+                placed[m] = tp
+                count[tp] += 1
+                break
+    for m in subs:
+        if m in placed:
+            continue
+        tp = min((tp for tp in parts if count[tp] < quota[tp]), key=lambda tp: (count[tp], tp[1]))
+        placed[m] = tp
+        count[tp] += 1
+    for m, tp in placed.items():
+        out[m].add(tp)
+
+
+def simple_assign(
+    subscriptions: Mapping[str, Iterable[str]],
+    topics: Mapping[str, TopicMeta],
+    current: Mapping[str, frozenset[TP]],
+) -> dict[str, frozenset[TP]]:
+    """The ``simple`` share assignor (see the module rules).
+
+    Args:
+        subscriptions: member id -> the topic names it subscribes to.
+        topics: the subscribed topics that exist, by name.
+        current: member id -> its current target partitions (for stickiness).
+
+    Returns:
+        member id -> its partitions, for every member of ``subscriptions``.
+    """
+    members = sorted(subscriptions)
+    subscribed = {m: frozenset(subscriptions[m]) for m in members}
+    out: dict[str, set[TP]] = {m: set() for m in members}
+    load = dict.fromkeys(members, 0)
+    for name in sorted(topics):
+        meta = topics[name]
+        subs = [m for m in members if name in subscribed[m]]
+        if not subs or meta.partitions <= 0:
+            continue
+        parts = [(meta.topic_id, p) for p in range(meta.partitions)]
+        before = {m: len(out[m]) for m in subs}
+        if len(subs) <= len(parts):
+            _spread(subs, parts, current, load, out)
+        else:
+            _share(subs, parts, current, out)
+        for m in subs:
+            load[m] += len(out[m]) - before[m]
+    return {m: frozenset(tps) for m, tps in out.items()}
+
+
+def _by_topic(tps: Iterable[TP]) -> dict[uuid.UUID, list[int]]:
+    out: dict[uuid.UUID, list[int]] = {}
+    for topic_id, p in sorted(tps, key=_tp_key):
+        out.setdefault(topic_id, []).append(p)
+    return out
+
+
+def _snapshot(group: ShareGroup) -> dict[str, Any]:
+    tps = tps_json
+    return {
+        **group_core_json(group),
+        "members": [
+            {
+                "member_id": m.member_id,
+                "client_id": m.client_id,
+                "client_host": m.client_host,
+                "rack_id": m.rack_id,
+                "subscribed_names": list(m.subscribed_names),
+                "epoch": m.epoch,
+                "previous_epoch": m.previous_epoch,
+                "assigned": tps(m.assigned),
+            }
+            for m in sorted(group.members.values(), key=lambda m: m.member_id)
+        ],
+    }
+
+
+def _from_snapshot(group_id: str, data: Mapping[str, Any]) -> ShareGroup:
+    group = ShareGroup(
+        group_id, epoch=int(data["epoch"]), assignment_epoch=int(data["assignment_epoch"])
+    )
+    load_group_core(group, data)
+    group.target = {mid: frozenset(tps) for mid, tps in group.target.items()}
+    for m in data["members"]:
+        assigned = frozenset(tps_from_json(m["assigned"]))
+        member = ShareMember(
+            member_id=str(m["member_id"]),
+            client_id=str(m["client_id"]),
+            client_host=str(m["client_host"]),
+            rack_id=None if m["rack_id"] is None else str(m["rack_id"]),
+            subscribed_names=tuple(str(n) for n in m["subscribed_names"]),
+            epoch=int(m["epoch"]),
+            previous_epoch=int(m["previous_epoch"]),
+            assigned=assigned,
+            last_sent=assigned,
+        )
+        group.members[member.member_id] = member
+    return group
+
+
+# -- the journal -----------------------------------------------------------------------------
+
+
+class ShareGroupStore(JournalStore):
+    """Share groups and group configs, kept in a CRC-checked journal (:mod:`..storage.journal`).
+
+    Entry kinds: ``share_group`` (a full snapshot of one share group, or its
+    removal when the snapshot is null) and ``group_configs`` (the whole set of
+    one group's config overrides; an empty set removes them). State is
+    last-writer-wins per group; a mutating method returns only once its entry
+    is written (and fsynced with ``fsync=True``). An entry of an unknown kind is
+    an error, never skipped.
+
+    Raises:
+        ShareGroupStoreError: the journal cannot be read or written, or holds a
+            malformed entry.
+    """
+
+    def __init__(self, path: Path, *, fsync: bool = True, compact_min_bytes: int = 1 << 20) -> None:
+        journal = CrcJournal(
+            Path(path),
+            format_name="share-groups",
+            version=1,
+            fsync=fsync,
+            error=ShareGroupStoreError,
+        )
+        super().__init__(journal, compact_min_bytes=compact_min_bytes, name="share-group journal")
+        self._groups: dict[str, dict[str, Any]] = {}
+        self._configs: dict[str, dict[str, str]] = {}
+        self._load()
+
+    def share_groups(self) -> dict[str, dict[str, Any]]:
+        """The stored snapshot of every share group (a copy)."""
+        return dict(self._groups)
+
+    def group_configs(self) -> dict[str, dict[str, str]]:
+        """The stored config overrides of every group that has some (a copy)."""
+        return {g: dict(c) for g, c in self._configs.items()}
+
+    def store_group(self, group_id: str, snapshot: Mapping[str, Any] | None) -> None:
+        """Durably record a share group's snapshot (None: the group is gone)."""
+        if snapshot is None and group_id not in self._groups:
+            return
+        self._write({"kind": "share_group", "group": group_id, "snapshot": snapshot})
+
+    def store_configs(self, group_id: str, configs: Mapping[str, str]) -> None:
+        """Durably record the whole set of ``group_id``'s config overrides."""
+        if not configs and group_id not in self._configs:
+            return
+        self._write({"kind": "group_configs", "group": group_id, "configs": dict(configs)})
+
+    def _apply(self, entry: dict[str, Any]) -> None:
+        kind = entry.get("kind")
+        try:
+            if kind == "share_group":
+                if entry["snapshot"] is None:
+                    self._groups.pop(entry["group"], None)
+                else:
+                    self._groups[str(entry["group"])] = dict(entry["snapshot"])
+            elif kind == "group_configs":
+                configs = {str(k): str(v) for k, v in entry["configs"].items()}
+                if configs:
+                    self._configs[str(entry["group"])] = configs
+                else:
+                    self._configs.pop(entry["group"], None)
+            else:
+                raise ShareGroupStoreError(
+                    f"share-group journal {self.path}: unknown entry kind {kind!r} "
+                    "(written by a newer brokerlite?)"
+                )
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise ShareGroupStoreError(
+                f"share-group journal {self.path}: malformed {kind!r} entry: {exc!r}"
+            ) from exc
+
+    def _live_entries(self) -> list[dict[str, Any]]:
+        entries = [
+            {"kind": "share_group", "group": g, "snapshot": s} for g, s in self._groups.items()
+        ]
+        entries.extend(
+            {"kind": "group_configs", "group": g, "configs": c} for g, c in self._configs.items()
+        )
+        return entries
+
+
+# -- the coordinator -------------------------------------------------------------------------
+
+
+def _no_other_group(_group_id: str) -> str | None:
+    return None
+
+
+class _Refused(Exception):
+    def __init__(self, code: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class ShareGroups:
+    """Every share group of the broker, and the group configs, without I/O.
+
+    Args:
+        topics: ``() -> {name: TopicMeta}``, the broker's topics now.
+        settings: the broker's ``group.share.*`` settings.
+        store: where groups and configs are kept; what it holds is loaded (None:
+            nothing survives the process).
+        now_ms: the current time: the session timers of loaded members start here.
+
+    Attributes:
+        listeners: told of new target assignments, removed members and deleted
+            groups (see the module rules).
+        other_group_type: ``group_id -> "classic" | "consumer" | None``, set by the
+            group coordinator that owns the group-id namespace.
+    """
+
+    def __init__(
+        self,
+        topics: Callable[[], Mapping[str, TopicMeta]],
+        *,
+        settings: ShareGroupSettings | None = None,
+        store: ShareGroupStore | None = None,
+        now_ms: int = 0,
+    ) -> None:
+        self._topics = topics
+        self.settings = settings or ShareGroupSettings()
+        self.store = store
+        self.listeners: list[ShareGroupListener] = []
+        self.other_group_type: Callable[[str], str | None] = _no_other_group
+        self.groups: dict[str, ShareGroup] = {}
+        self._configs: dict[str, dict[str, str]] = {}
+        self._saved: dict[str, dict[str, Any]] = {}
+        # Loaded groups whose target assignment the listeners have not heard of yet.
+        self._unannounced: set[str] = set()
+        if store is not None:
+            self._configs = store.group_configs()
+            for group_id, data in store.share_groups().items():
+                try:
+                    group = _from_snapshot(group_id, data)
+                except (KeyError, TypeError, ValueError) as exc:
+                    raise ShareGroupStoreError(
+                        f"{store.path}: share group {group_id!r}: bad snapshot: {exc!r}"
+                    ) from exc
+                timeout = self._session_timeout_ms(group_id)
+                for member in group.members.values():
+                    member.session_deadline_ms = now_ms + timeout
+                self.groups[group_id] = group
+                self._saved[group_id] = _snapshot(group)
+                self._unannounced.add(group_id)
+
+    # -- the interface the share partitions use -------------------------------------------------
+
+    def config(self, group_id: str) -> ShareGroupConfig:
+        """``group_id``'s effective settings: its overrides over the broker defaults,
+        clamped into the broker's current bounds."""
+        return ShareGroupConfig(
+            auto_offset_reset=self._value("share.auto.offset.reset", group_id),
+            record_lock_duration_ms=self._int("share.record.lock.duration.ms", group_id),
+            delivery_count_limit=self._int("share.delivery.count.limit", group_id),
+            isolation_level=self._value("share.isolation.level", group_id),
+            partition_max_record_locks=self._int("share.partition.max.record.locks", group_id),
+        )
+
+    def is_member(self, group_id: str, member_id: str) -> bool:
+        """Whether ``member_id`` is a member of share group ``group_id`` now."""
+        group = self.groups.get(group_id)
+        return group is not None and member_id in group.members
+
+    def target_partitions(self, group_id: str) -> set[tuple[str, int]]:
+        """Every ``(topic, partition)`` of ``group_id``'s target assignment (empty if none)."""
+        group = self.groups.get(group_id)
+        return set() if group is None else group.target_partitions()
+
+    def is_share_group(self, group_id: str) -> bool:
+        """Whether ``group_id`` names a share group."""
+        return group_id in self.groups
+
+    # -- ShareGroupHeartbeat --------------------------------------------------------------------
+
+    def heartbeat(
+        self,
+        request: _hb.ShareGroupHeartbeatRequest,
+        now_ms: int,
+        *,
+        client_id: str = "",
+        client_host: str = "",
+    ) -> _hb.ShareGroupHeartbeatResponse:
+        """Handle a ShareGroupHeartbeat (version 1; see the module rules)."""
+        try:
+            self._check(request)
+            if request.member_epoch == LEAVE_EPOCH:
+                return self._leave(request, now_ms)
+            return self._heartbeat(request, now_ms, client_id, client_host)
+        except _Refused as refused:
+            return _hb.ShareGroupHeartbeatResponse(
+                error_code=refused.code, error_message=str(refused)
+            )
+
+    def _check(self, request: _hb.ShareGroupHeartbeatRequest) -> None:
+        if not request.member_id.strip():
+            raise _Refused(ErrorCode.INVALID_REQUEST, "MemberId can't be empty")
+        if not request.group_id.strip():
+            raise _Refused(ErrorCode.INVALID_REQUEST, "GroupId can't be empty")
+        if request.rack_id is not None and not request.rack_id.strip():
+            raise _Refused(ErrorCode.INVALID_REQUEST, "RackId can't be empty")
+        if request.member_epoch == 0:
+            if not request.subscribed_topic_names:
+                raise _Refused(
+                    ErrorCode.INVALID_REQUEST, "SubscribedTopicNames must be given when joining"
+                )
+        elif request.member_epoch < LEAVE_EPOCH:
+            raise _Refused(ErrorCode.INVALID_REQUEST, f"invalid MemberEpoch {request.member_epoch}")
+        other = self.other_group_type(request.group_id)
+        if other is not None:
+            raise _Refused(
+                ErrorCode.GROUP_ID_NOT_FOUND,
+                f"group {request.group_id} is not a share group (it is a {other} group)",
+            )
+
+    def _leave(
+        self, request: _hb.ShareGroupHeartbeatRequest, now_ms: int
+    ) -> _hb.ShareGroupHeartbeatResponse:
+        group = self.groups.get(request.group_id)
+        if group is None:
+            raise _Refused(ErrorCode.GROUP_ID_NOT_FOUND, f"group {request.group_id} not found")
+        if request.member_id not in group.members:
+            raise _Refused(ErrorCode.UNKNOWN_MEMBER_ID, f"unknown member {request.member_id}")
+        log.info("share group %r: member %r leaves", group.group_id, request.member_id)
+        self._remove(group, request.member_id, now_ms)
+        self._save(group)
+        return _hb.ShareGroupHeartbeatResponse(
+            member_id=request.member_id, member_epoch=LEAVE_EPOCH, heartbeat_interval_ms=0
+        )
+
+    def _heartbeat(
+        self,
+        request: _hb.ShareGroupHeartbeatRequest,
+        now_ms: int,
+        client_id: str,
+        client_host: str,
+    ) -> _hb.ShareGroupHeartbeatResponse:
+        group_id, member_id, epoch = request.group_id, request.member_id, request.member_epoch
+        group = self.groups.get(group_id)
+        if group is None:
+            if epoch != 0:
+                raise _Refused(ErrorCode.GROUP_ID_NOT_FOUND, f"share group {group_id} not found")
+            group = ShareGroup(group_id)
+        member = group.members.get(member_id)
+        if member is None and len(group.members) >= self.settings.max_size:
+            raise _Refused(
+                ErrorCode.GROUP_MAX_SIZE_REACHED,
+                f"the share group has reached its maximum of {self.settings.max_size} members",
+            )
+        if member is None:
+            if epoch != 0:
+                raise _Refused(ErrorCode.UNKNOWN_MEMBER_ID, f"unknown member {member_id}")
+            member = ShareMember(member_id)
+        elif epoch > member.epoch or (epoch < member.epoch and epoch != member.previous_epoch):
+            raise _Refused(
+                ErrorCode.FENCED_MEMBER_EPOCH,
+                f"epoch {epoch} is neither the member's epoch ({member.epoch}) nor its "
+                f"previous one ({member.previous_epoch}); leave and rejoin",
+            )
+        if group_id not in self.groups:
+            self.groups[group_id] = group
+            log.info("share group %r: created", group_id)
+        if group_id in self._unannounced:
+            self._unannounced.discard(group_id)
+            self._announce(group, now_ms)
+        changed = member_id not in group.members
+        if changed:
+            group.members[member_id] = member
+            log.info("share group %r: member %r joins", group_id, member_id)
+        member.client_id, member.client_host = client_id, client_host
+        if request.rack_id is not None:
+            member.rack_id = request.rack_id
+        if request.subscribed_topic_names is not None:
+            names = tuple(sorted(set(request.subscribed_topic_names)))
+            changed |= names != member.subscribed_names
+            member.subscribed_names = names
+        changed |= self._refresh_metadata(group)
+        if changed:
+            group.epoch += 1
+        if group.assignment_epoch < group.epoch:
+            self._assign(group, now_ms)
+        if member.epoch != group.assignment_epoch:
+            member.previous_epoch, member.epoch = member.epoch, group.assignment_epoch
+        member.assigned = group.target.get(member_id, frozenset())
+        member.session_deadline_ms = now_ms + self._session_timeout_ms(group_id)
+        assignment = None
+        if epoch == 0 or member.last_sent != member.assigned:
+            member.last_sent = member.assigned
+            assignment = _hb.ShareGroupHeartbeatResponse.Assignment(
+                topic_partitions=[
+                    _hb.ShareGroupHeartbeatResponse.TopicPartitions(topic_id=t, partitions=ps)
+                    for t, ps in _by_topic(member.assigned).items()
+                ]
+            )
+        self._save(group)
+        return _hb.ShareGroupHeartbeatResponse(
+            member_id=member_id,
+            member_epoch=member.epoch,
+            heartbeat_interval_ms=self._int("share.heartbeat.interval.ms", group_id),
+            assignment=assignment,
+        )
+
+    # -- assignment -----------------------------------------------------------------------------
+
+    def _refresh_metadata(self, group: ShareGroup) -> bool:
+        """Record the subscribed topics' ids and sizes; True when they changed."""
+        topics = self._topics()
+        wanted = {n for m in group.members.values() for n in m.subscribed_names if n in topics}
+        now = {name: topics[name] for name in wanted}
+        if now == group.subscribed:
+            return False
+        group.subscribed = now
+        return True
+
+    def _assign(self, group: ShareGroup, now_ms: int) -> None:
+        subscriptions = {m.member_id: m.subscribed_names for m in group.members.values()}
+        group.target = simple_assign(subscriptions, group.subscribed, group.target)
+        group.assignment_epoch = group.epoch
+        self._announce(group, now_ms)
+
+    def _announce(self, group: ShareGroup, now_ms: int) -> None:
+        partitions = group.target_partitions()
+        for listener in list(self.listeners):
+            try:
+                listener.partitions_assigned(group.group_id, set(partitions), now_ms)
+            except Exception:
+                log.exception(
+                    "share group %r: a listener failed on a new assignment", group.group_id
+                )
+
+    def _remove(self, group: ShareGroup, member_id: str, now_ms: int) -> None:
+        """Remove a member (left, fenced or expired), then reassign what it had."""
+        group.members.pop(member_id, None)
+        group.target.pop(member_id, None)
+        for listener in list(self.listeners):
+            try:
+                listener.member_removed(group.group_id, member_id, now_ms)
+            except Exception:
+                log.exception("share group %r: a listener failed on a removal", group.group_id)
+        self._refresh_metadata(group)
+        group.epoch += 1
+        self._assign(group, now_ms)
+
+    # -- timers ---------------------------------------------------------------------------------
+
+    def tick(self, now_ms: int) -> None:
+        """Fence and remove the members whose session ran out."""
+        for group in list(self.groups.values()):
+            late = [m.member_id for m in group.members.values() if m.session_deadline_ms <= now_ms]
+            for member_id in late:
+                log.info("share group %r: member %r session expired", group.group_id, member_id)
+                self._remove(group, member_id, now_ms)
+            if late:
+                self._save(group)
+
+    def next_deadline(self) -> int | None:
+        """The earliest time :meth:`tick` has work, or None."""
+        return min(
+            (m.session_deadline_ms for g in self.groups.values() for m in g.members.values()),
+            default=None,
+        )
+
+    # -- listing, describing, deleting ------------------------------------------------------------
+
+    def listed(self) -> list[tuple[str, str]]:
+        """``(group_id, state)`` of every share group, by group id."""
+        return [(g, self.groups[g].state) for g in sorted(self.groups)]
+
+    def describe(
+        self,
+        group_id: str,
+        topic_name: Callable[[uuid.UUID], str | None],
+        *,
+        authorized_operations: int = _NO_OPERATIONS,
+    ) -> _sd.ShareGroupDescribeResponse.DescribedGroup:
+        """A ShareGroupDescribe entry for ``group_id``.
+
+        An empty id is INVALID_GROUP_ID; an id of another group type or of no group
+        is GROUP_ID_NOT_FOUND.
+        """
+        r = _sd.ShareGroupDescribeResponse
+        if not group_id:
+            return r.DescribedGroup(
+                group_id=group_id,
+                error_code=ErrorCode.INVALID_GROUP_ID,
+                error_message="the group id is empty",
+            )
+        group = self.groups.get(group_id)
+        if group is None:
+            other = self.other_group_type(group_id)
+            return r.DescribedGroup(
+                group_id=group_id,
+                error_code=ErrorCode.GROUP_ID_NOT_FOUND,
+                error_message=f"group {group_id} not found"
+                if other is None
+                else f"group {group_id} is not a share group (it is a {other} group)",
+            )
+        names = group.topic_names()
+
+        def assignment(tps: Iterable[TP]) -> _sd.ShareGroupDescribeResponse.Assignment:
+            return r.Assignment(
+                topic_partitions=[
+                    r.TopicPartitions(
+                        topic_id=t, topic_name=names.get(t) or topic_name(t) or "", partitions=ps
+                    )
+                    for t, ps in _by_topic(tps).items()
+                ]
+            )
+
+        return r.DescribedGroup(
+            group_id=group_id,
+            group_state=group.state,
+            group_epoch=group.epoch,
+            assignment_epoch=group.assignment_epoch,
+            assignor_name=ASSIGNOR,
+            members=[
+                r.Member(
+                    member_id=m.member_id,
+                    rack_id=m.rack_id,
+                    member_epoch=m.epoch,
+                    client_id=m.client_id,
+                    client_host=m.client_host,
+                    subscribed_topic_names=list(m.subscribed_names),
+                    assignment=assignment(m.assigned),
+                )
+                for m in sorted(group.members.values(), key=lambda m: m.member_id)
+            ],
+            authorized_operations=authorized_operations,
+        )
+
+    def offsets_change_refusal(
+        self, group_id: str, *, create: bool
+    ) -> tuple[ErrorCode, str] | None:
+        """Why ``group_id``'s share-group offsets cannot be altered or deleted now
+        (AlterShareGroupOffsets, DeleteShareGroupOffsets), or None when they can.
+
+        Refusals are Kafka's: INVALID_GROUP_ID for an empty id; GROUP_ID_NOT_FOUND
+        for a group of another type, and for no group at all unless ``create``;
+        NON_EMPTY_GROUP while the group has members.
+
+        Args:
+            create: make an empty share group (durably) when no group has the id,
+                as Kafka's AlterShareGroupOffsets does.
+        """
+        if not group_id:
+            return ErrorCode.INVALID_GROUP_ID, "the group id is empty"
+        other = self.other_group_type(group_id)
+        if other is not None:
+            return (
+                ErrorCode.GROUP_ID_NOT_FOUND,
+                f"group {group_id} is not a share group (it is a {other} group)",
+            )
+        group = self.groups.get(group_id)
+        if group is None:
+            if not create:
+                return ErrorCode.GROUP_ID_NOT_FOUND, f"share group {group_id} not found"
+            group = self.groups[group_id] = ShareGroup(group_id)
+            log.info("share group %r: created (empty) to hold offsets", group_id)
+            self._save(group)
+        if group.members:
+            return (
+                ErrorCode.NON_EMPTY_GROUP,
+                f"share group {group_id} has {len(group.members)} member(s): its offsets "
+                "change only while it is empty",
+            )
+        return None
+
+    def delete(self, group_id: str) -> ErrorCode:
+        """Delete an empty share group (DeleteGroups).
+
+        Returns:
+            NONE; GROUP_ID_NOT_FOUND when it is not a share group; NON_EMPTY_GROUP
+            while it has members; KAFKA_STORAGE_ERROR when the deletion cannot be
+            written (the group stays).
+        """
+        group = self.groups.get(group_id)
+        if group is None:
+            return ErrorCode.GROUP_ID_NOT_FOUND
+        if group.members:
+            return ErrorCode.NON_EMPTY_GROUP
+        if self.store is not None:
+            try:
+                self.store.store_group(group_id, None)
+            except ShareGroupStoreError as exc:
+                log.error("share group %r: deletion not stored: %s", group_id, exc)
+                return ErrorCode.KAFKA_STORAGE_ERROR
+        del self.groups[group_id]
+        self._saved.pop(group_id, None)
+        self._unannounced.discard(group_id)
+        log.info("share group %r: deleted", group_id)
+        for listener in list(self.listeners):
+            try:
+                listener.group_deleted(group_id)
+            except Exception:
+                log.exception("share group %r: a listener failed on the deletion", group_id)
+        return ErrorCode.NONE
+
+    # -- group configs ----------------------------------------------------------------------------
+
+    def overrides(self, group_id: str) -> dict[str, str]:
+        """The configs set on ``group_id`` (a copy)."""
+        return dict(self._configs.get(group_id, {}))
+
+    def describe_configs(self, group_id: str) -> list[GroupConfigEntry]:
+        """Every group config of ``group_id`` with its value, source and synonyms, by name.
+
+        Raises:
+            InvalidGroupResourceError: ``group_id`` is empty.
+        """
+        if not group_id:
+            raise InvalidGroupResourceError("a GROUP config resource needs a group name")
+        overrides = self._configs.get(group_id, {})
+        out = []
+        for name, d in sorted(GROUP_CONFIGS.items()):
+            synonyms: list[tuple[str, str, int]] = []
+            if name in overrides:
+                synonyms.append((name, overrides[name], GROUP_CONFIG_SOURCE))
+            default = self._default(d)
+            if d.broker_name is not None and d.setting is not None:
+                kafka_default = str(getattr(ShareGroupSettings(), d.setting))
+                if default != kafka_default:
+                    synonyms.append((d.broker_name, default, _STATIC_BROKER_CONFIG_SOURCE))
+                synonyms.append((d.broker_name, kafka_default, _DEFAULT_CONFIG_SOURCE))
+            else:
+                synonyms.append((name, default, _DEFAULT_CONFIG_SOURCE))
+            out.append(
+                GroupConfigEntry(
+                    name=name,
+                    value=overrides.get(name, default),
+                    source=synonyms[0][2],
+                    config_type=_INT_TYPE if d.is_int else _STRING_TYPE,
+                    synonyms=tuple(synonyms),
+                )
+            )
+        return out
+
+    def alter_configs(
+        self,
+        group_id: str,
+        changes: Mapping[str, str | None],
+        *,
+        incremental: bool,
+        validate_only: bool = False,
+    ) -> None:
+        """Change ``group_id``'s config overrides, all of them or none.
+
+        Args:
+            changes: config name -> new value, or None to remove the override.
+            incremental: True changes only the configs named (IncrementalAlterConfigs);
+                False makes ``changes`` the group's whole set of overrides (AlterConfigs).
+            validate_only: check, change nothing.
+
+        Raises:
+            InvalidGroupResourceError: ``group_id`` is empty.
+            InvalidGroupConfigError: a name is unknown, a value is invalid or out of
+                the broker's bounds, or the session timeout would not exceed the
+                heartbeat interval.
+            ShareGroupStoreError: the change cannot be written (nothing changed).
+        """
+        if not group_id:
+            raise InvalidGroupResourceError("a GROUP config resource needs a group name")
+        new = dict(self._configs.get(group_id, {})) if incremental else {}
+        for name, value in changes.items():
+            if value is None:
+                new.pop(name, None)
+            else:
+                new[name] = value
+        self._validate(new)
+        if validate_only or new == self._configs.get(group_id, {}):
+            return
+        if self.store is not None:
+            self.store.store_configs(group_id, new)
+        if new:
+            self._configs[group_id] = new
+        else:
+            self._configs.pop(group_id, None)
+        log.info("group %r: configs now %s", group_id, new)
+
+    def _validate(self, overrides: Mapping[str, str]) -> None:
+        unknown = sorted(n for n in overrides if n not in GROUP_CONFIGS)
+        if unknown:
+            raise InvalidGroupConfigError(
+                f"unknown group config {unknown[0]!r} (brokerlite serves "
+                f"{', '.join(sorted(GROUP_CONFIGS))})"
+            )
+        ints: dict[str, int] = {}
+        for name, d in GROUP_CONFIGS.items():
+            if name not in overrides:
+                if d.is_int:
+                    ints[name] = int(self._default(d))
+                continue
+            text = overrides[name]
+            if not d.is_int:
+                assert d.check is not None
+                why = d.check(text)
+                if why is not None:
+                    raise InvalidGroupConfigError(f"{name}: {text!r}: {why}")
+                continue
+            value = _parse_int(name, text)
+            if value < d.at_least:
+                raise InvalidGroupConfigError(f"{name}: {value} is below {d.at_least}")
+            assert d.setting is not None and d.broker_name is not None
+            low, high = self._bounds(d)
+            if value < low:
+                raise InvalidGroupConfigError(
+                    f"{name}: {value} is below the broker's "
+                    f"{d.broker_name.replace('group.share.', 'group.share.min.')} ({low})"
+                )
+            if value > high:
+                raise InvalidGroupConfigError(
+                    f"{name}: {value} is above the broker's "
+                    f"{d.broker_name.replace('group.share.', 'group.share.max.')} ({high})"
+                )
+            ints[name] = value
+        if ints["share.session.timeout.ms"] <= ints["share.heartbeat.interval.ms"]:
+            raise InvalidGroupConfigError(
+                "share.session.timeout.ms must be greater than share.heartbeat.interval.ms "
+                f"({ints['share.session.timeout.ms']} <= {ints['share.heartbeat.interval.ms']})"
+            )
+
+    def _bounds(self, d: _GroupConfigDef) -> tuple[int, int]:
+        assert d.setting is not None
+        return (
+            int(getattr(self.settings, "min_" + d.setting)),
+            int(getattr(self.settings, "max_" + d.setting)),
+        )
+
+    def _default(self, d: _GroupConfigDef) -> str:
+        if d.setting is not None:
+            return str(getattr(self.settings, d.setting))
+        assert d.fixed_default is not None
+        return d.fixed_default
+
+    def _value(self, name: str, group_id: str) -> str:
+        value = self._configs.get(group_id, {}).get(name)
+        return self._default(GROUP_CONFIGS[name]) if value is None else value
+
+    def _int(self, name: str, group_id: str) -> int:
+        """An int config's effective value, clamped into the broker's current bounds
+        (they may have changed since it was set, as Kafka clamps)."""
+        d = GROUP_CONFIGS[name]
+        value = int(self._value(name, group_id))
+        low, high = self._bounds(d)
+        return min(max(value, low), high)
+
+    def _session_timeout_ms(self, group_id: str) -> int:
+        return self._int("share.session.timeout.ms", group_id)
+
+    # -- durability -----------------------------------------------------------------------------
+
+    def _save(self, group: ShareGroup) -> None:
+        data = _snapshot(group)
+        if self._saved.get(group.group_id) == data:
+            return
+        self._saved[group.group_id] = data
+        if self.store is None:
+            return
+        try:
+            self.store.store_group(group.group_id, data)
+        except ShareGroupStoreError as exc:  # the live group goes on
+            log.error("share group %r: state not stored: %s", group.group_id, exc)
+
+    def close(self) -> None:
+        """Close the store (flushing it)."""
+        if self.store is not None:
+            self.store.close()

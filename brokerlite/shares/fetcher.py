@@ -1,0 +1,1039 @@
+"""Share sessions, ShareFetch and ShareAcknowledge (KIP-932): the share-partition
+leader's side of share groups. Sans-IO apart from reading the partition logs and
+writing the share-state journal.
+
+:class:`ShareFetcher` holds every share-partition (:mod:`.partition`) of
+every share group, the share sessions of their members, and the journal that
+keeps the partitions' state across restarts (Kafka keeps it in
+``__share_group_state`` through the share coordinator).
+
+Rules and invariants:
+
+* Initialisation. A share-partition is created the first time the group's
+  assignment includes it (:meth:`ShareFetcher.partitions_assigned`) or a member
+  fetches it, whichever comes first. Its start offset comes from the group's
+  ``share.auto.offset.reset``: ``latest`` (the default) is the log end offset
+  then, ``earliest`` the log start offset, ``by_duration:<ISO-8601>`` the first
+  record at most that old (the log end offset when there is none).
+* Share sessions are keyed by (group id, member id) and numbered by the request's
+  ShareSessionEpoch. 0 opens one (replacing the member's previous session, whose
+  records are released); it must not carry acknowledgements (INVALID_REQUEST).
+  -1 closes one after applying the request's acknowledgements, releases what the
+  member still holds in its partitions, and fetches nothing. Any other epoch
+  must be the session's next one (INVALID_SHARE_SESSION_EPOCH; no session:
+  SHARE_SESSION_NOT_FOUND); the next one after 2**31-1 is 1. A ShareFetch adds
+  its Topics to the session (those that exist: an unknown topic id or
+  partition is answered with its error and not kept) and removes its
+  ForgottenTopicsData; it fetches every partition of the session, starting
+  with a different one each time.
+  ShareAcknowledge never opens a session (epoch 0: INVALID_SHARE_SESSION_EPOCH).
+  A session ends with its connection or when the group is deleted; its
+  member's records are then released. A member that leaves the group keeps its
+  session until the session closes (a leaving client may send its leave
+  heartbeat before its last acknowledgements); a member removed without a
+  session has its records released at once.
+* Acknowledgements are applied per partition, all or nothing (see
+  :meth:`.SharePartition.acknowledge`), before records are acquired, and
+  reported in AcknowledgeErrorCode (ShareFetch) or ErrorCode
+  (ShareAcknowledge). Acknowledging is allowed on a partition the session
+  does not fetch. Type 4 (renew, ShareFetch/ShareAcknowledge v2) is not served.
+* Acquisition honours the request's MaxRecords (500 when it is not positive)
+  over all partitions, whole batches, and MaxBytes (the first partition with
+  records always gets its first batch). ``share.isolation.level``
+  read_committed stops at the last stable offset and archives the records of
+  aborted transactions; control batches are archived and never handed out. The
+  answer carries the record batches holding the acquired offsets and the
+  acquired ranges with their delivery counts; a batch may hold offsets outside
+  the ranges, which clients ignore, and an acquired range may hold offsets
+  without a record (compacted away), which clients acknowledge as GAP.
+* A ShareFetch that acquires nothing and reports no error waits up to MaxWaitMs
+  (:meth:`ShareFetcher.fetch` returns a :class:`PendingFetch`): it is answered
+  when records are appended to, or become available again in, one of its
+  partitions, or at the deadline.
+* Locks. An acquired record's lock ends ``share.record.lock.duration.ms`` after
+  it was acquired; :meth:`ShareFetcher.tick` releases expired ones (and
+  :meth:`ShareFetcher.next_deadline` says when).
+* Durability. After every request or tick, each share-partition whose durable
+  form changed (:attr:`.SharePartition.dirty`) is written to the journal in one
+  fsynced write before the answer goes out, so an acknowledged record is never
+  delivered again after a restart. Acquisitions alone are not written: after a
+  restart, records acquired and never acknowledged are available again.
+* Offsets admin (DescribeShareGroupOffsets, AlterShareGroupOffsets,
+  DeleteShareGroupOffsets; whether the group may be changed is the
+  coordinator's to decide). :meth:`ShareFetcher.start_offset` reports a
+  share-partition's start offset and its lag (KIP-1226, as Kafka computes it):
+  the high watermark minus the start offset minus the in-flight offsets
+  already done, never below 0. :meth:`ShareFetcher.alter_start_offsets`
+  replaces a share-partition's whole state with a fresh one at the new start
+  offset (its in-flight records and their delivery counts are forgotten); an
+  offset must be 0 or more (INVALID_REQUEST) and at most the log end offset
+  (OFFSET_OUT_OF_RANGE; Kafka accepts it and resets the share-partition to the
+  log start at its next fetch), and one below the log start offset starts at
+  the log start (where Kafka's next fetch would move it). Partitions without
+  state get it. :meth:`ShareFetcher.delete_topics` forgets one group's state of
+  whole topics; the next member starts them by ``share.auto.offset.reset``.
+  Both are written to the journal in one fsynced write before they take effect
+  in memory: a failed write changes nothing (KAFKA_STORAGE_ERROR).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import logging
+import re
+import uuid
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from trafka.brokerlite.errors import BrokerError
+from trafka.brokerlite.storage.journal import CrcJournal, JournalStore
+from trafka.codec.errors import ErrorCode
+from trafka.codec.messages import k78_share_fetch as _sf
+from trafka.codec.messages import k79_share_acknowledge as _sa
+from trafka.codec.records import RecordBatchHeader, iter_batches
+
+from .partition import AcquiredRange, BatchSpan, SharePartition
+
+if TYPE_CHECKING:
+    from trafka.brokerlite.storage.log_manager import LogManager
+    from trafka.brokerlite.transactions.eos import ProducerStates
+
+__all__ = [
+    "DEFAULT_MAX_RECORDS",
+    "PendingFetch",
+    "ShareConfig",
+    "ShareFetcher",
+    "ShareOffsetInfo",
+    "ShareStateError",
+    "ShareStateStore",
+]
+
+log = logging.getLogger("trafka.brokerlite")
+
+INITIAL_EPOCH = 0
+FINAL_EPOCH = -1
+DEFAULT_MAX_RECORDS = 500
+_MAX_EPOCH = 2**31 - 1
+_RENEW = 4
+_READ_MAX = 1 << 20  # the most log bytes read for new records per partition and fetch
+FORMAT = "share-state"
+FORMAT_VERSION = 1
+
+SP = tuple[str, str, int]  # (group, topic, partition)
+
+
+class ShareStateError(BrokerError):
+    """The share-state journal cannot be read or written."""
+
+    code = ErrorCode.KAFKA_STORAGE_ERROR
+
+
+class ShareConfig(Protocol):
+    """What a share-partition needs of its group's configuration."""
+
+    @property
+    def auto_offset_reset(self) -> str: ...
+
+    @property
+    def record_lock_duration_ms(self) -> int: ...
+
+    @property
+    def delivery_count_limit(self) -> int: ...
+
+    @property
+    def isolation_level(self) -> str: ...
+
+    @property
+    def partition_max_record_locks(self) -> int: ...
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class DefaultShareConfig:
+    """Kafka's defaults, for a broker without a share-group coordinator config."""
+
+    auto_offset_reset: str = "latest"
+    record_lock_duration_ms: int = 30_000
+    delivery_count_limit: int = 5
+    isolation_level: str = "read_uncommitted"
+    partition_max_record_locks: int = 2000
+
+
+# -- the journal ------------------------------------------------------------------------
+
+
+class ShareStateStore(JournalStore):
+    """Share-partition snapshots in a CRC journal (``trafka-share-state.journal``).
+
+    Entries: ``{"kind": "partition", "group", "topic", "topic_id", "partition",
+    "start", "runs"}`` (the latest one of a partition wins), ``{"kind":
+    "drop_group", "group"}``, ``{"kind": "drop_topic", "topic"}`` and ``{"kind":
+    "drop_partition", "group", "topic", "partition"}`` (one group's state of one
+    partition, forgotten by DeleteShareGroupOffsets; journals written before it
+    existed read as before, and a brokerlite that predates it refuses a journal
+    holding one as of an unknown kind rather than misread it).
+    """
+
+    def __init__(self, path: Path, *, fsync: bool = True, compact_min_bytes: int = 1 << 20) -> None:
+        journal = CrcJournal(
+            Path(path),
+            format_name=FORMAT,
+            version=FORMAT_VERSION,
+            fsync=fsync,
+            error=ShareStateError,
+        )
+        super().__init__(journal, compact_min_bytes=compact_min_bytes, name="share-state journal")
+        self._partitions: dict[SP, dict[str, Any]] = {}
+        self._load()
+
+    def partitions(self) -> dict[SP, dict[str, Any]]:
+        """Every stored share-partition snapshot (a copy)."""
+        return dict(self._partitions)
+
+    def write(self, entries: list[dict[str, Any]]) -> None:
+        """Write ``entries`` in one fsynced append, then apply them."""
+        if not entries:
+            return
+        self._journal.append_many(entries)
+        for entry in entries:
+            self._apply(entry)
+        self._maybe_compact()
+
+    def _apply(self, entry: dict[str, Any]) -> None:
+        kind = entry.get("kind")
+        if kind == "partition":
+            key = (entry["group"], entry["topic"], int(entry["partition"]))
+            self._partitions[key] = entry
+        elif kind == "drop_group":
+            for key in [k for k in self._partitions if k[0] == entry["group"]]:
+                del self._partitions[key]
+        elif kind == "drop_topic":
+            for key in [k for k in self._partitions if k[1] == entry["topic"]]:
+                del self._partitions[key]
+        elif kind == "drop_partition":
+            self._partitions.pop((entry["group"], entry["topic"], int(entry["partition"])), None)
+        else:
+            raise ShareStateError(f"{self.path}: unknown entry kind {kind!r}")
+
+    def _live_entries(self) -> list[dict[str, Any]]:
+        return list(self._partitions.values())
+
+
+# -- offsets admin ----------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ShareOffsetInfo:
+    """One share-partition as DescribeShareGroupOffsets reports it.
+
+    Attributes:
+        start_offset: the share-partition start offset (SPSO).
+        lag: records from the start offset up to the high watermark that are not
+            yet acknowledged or archived (KIP-1226).
+    """
+
+    start_offset: int
+    lag: int
+
+
+#: An answer for one entry of an offsets admin request: its error and message.
+EntryResult = tuple[ErrorCode, str | None]
+_OK: EntryResult = (ErrorCode.NONE, None)
+
+
+# -- sessions and pending fetches -------------------------------------------------------
+
+
+@dataclasses.dataclass(slots=True)
+class ShareSession:
+    """One member's share session on this broker."""
+
+    group_id: str
+    member_id: str
+    conn_id: int
+    epoch: int  # the epoch the next request must carry
+    partitions: dict[tuple[uuid.UUID, int], None]  # ordered set
+    rotation: int = 0
+
+
+@dataclasses.dataclass(slots=True)
+class _PartitionAnswer:
+    """What a ShareFetch says about one partition."""
+
+    error: ErrorCode = ErrorCode.NONE
+    ack_error: ErrorCode | None = None  # None: no acknowledgement for it
+    records: bytes | None = None
+    acquired: list[AcquiredRange] = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass(slots=True)
+class PendingFetch:
+    """A ShareFetch waiting for records (see the module rules)."""
+
+    session: ShareSession
+    max_records: int
+    max_bytes: int
+    deadline_ms: int
+    watches: frozenset[tuple[str, int]]
+    answers: dict[tuple[uuid.UUID, int], _PartitionAnswer]
+    lock_ms: int
+
+
+def _next_epoch(epoch: int) -> int:
+    return 1 if epoch >= _MAX_EPOCH else epoch + 1
+
+
+_DURATION = re.compile(
+    r"P(?:(?P<d>\d+)D)?(?:T(?:(?P<h>\d+)H)?(?:(?P<m>\d+)M)?(?:(?P<s>\d+(?:\.\d+)?)S)?)?"
+)
+
+
+def duration_ms(text: str) -> int:
+    """An ISO-8601 duration as Java's ``Duration.parse`` reads it (days down to
+    seconds), in milliseconds.
+
+    Raises:
+        ValueError: not such a duration.
+    """
+    match = _DURATION.fullmatch(text.strip().upper())
+    if match is None or text.strip().upper() in ("P", "PT") or text.strip().upper().endswith("T"):
+        raise ValueError(f"{text!r} is not an ISO-8601 duration such as PT1H or P1D")
+    delta = datetime.timedelta(
+        days=int(match["d"] or 0),
+        hours=int(match["h"] or 0),
+        minutes=int(match["m"] or 0),
+        seconds=float(match["s"] or 0),
+    )
+    return int(delta.total_seconds() * 1000)
+
+
+# -- the manager ------------------------------------------------------------------------
+
+
+class ShareFetcher:
+    """Share-partitions, share sessions and their journal (see the module rules).
+
+    Args:
+        logs: the partition logs.
+        producers: producer state, for read_committed.
+        store: the share-state journal (owned: closed by :meth:`close`).
+        config_for: a group's share configuration.
+        notify: called with ``(topic, partition)`` when records there become
+            available again (to wake waiting fetches).
+    """
+
+    def __init__(
+        self,
+        logs: LogManager,
+        producers: ProducerStates,
+        store: ShareStateStore,
+        *,
+        config_for: Callable[[str], ShareConfig] | None = None,
+        notify: Callable[[str, int], None] | None = None,
+    ) -> None:
+        self._logs = logs
+        self._producers = producers
+        self._store = store
+        self._config_for = config_for or (lambda _group: DefaultShareConfig())
+        self._notify = notify or (lambda _t, _p: None)
+        self._partitions: dict[SP, SharePartition] = {}
+        self._topic_ids: dict[SP, str] = {}
+        self._sessions: dict[tuple[str, str], ShareSession] = {}
+        self._deadline: int | None = None
+        self._deadline_stale = True
+        for key, data in store.partitions().items():
+            config = self._config_for(key[0])
+            try:
+                sp = SharePartition.from_snapshot(
+                    data,
+                    delivery_count_limit=config.delivery_count_limit,
+                    max_record_locks=config.partition_max_record_locks,
+                )
+            except (KeyError, TypeError, ValueError) as exc:
+                raise ShareStateError(f"{store.path}: share-partition {key}: {exc}") from exc
+            self._partitions[key] = sp
+            self._topic_ids[key] = str(data.get("topic_id", ""))
+
+    # -- listener of the share-group coordinator ---------------------------------------------
+
+    def partitions_assigned(
+        self, group_id: str, partitions: set[tuple[str, int]], now_ms: int
+    ) -> None:
+        """Initialise the share-partitions a group's assignment now covers."""
+        for topic, partition in sorted(partitions):
+            try:
+                self._share_partition(group_id, topic, partition, now_ms)
+            except BrokerError as exc:
+                log.warning(
+                    "share group %r: cannot initialise %s-%d: %s", group_id, topic, partition, exc
+                )
+        self._persist()
+
+    def member_removed(self, group_id: str, member_id: str, now_ms: int) -> None:
+        """A member left or was fenced: release its records unless it still has
+        a share session, which ends (and releases them) on its own. A leaving
+        client sends its last acknowledgements and its leave heartbeat at once,
+        to the leader and the coordinator, so the leave may come first."""
+        if (group_id, member_id) not in self._sessions:
+            self._release_member(group_id, member_id)
+            self._persist()
+
+    def group_deleted(self, group_id: str) -> None:
+        """A share group was deleted: forget its sessions and state."""
+        for session_key in [k for k in self._sessions if k[0] == group_id]:
+            del self._sessions[session_key]
+        for key in [k for k in self._partitions if k[0] == group_id]:
+            del self._partitions[key]
+            self._topic_ids.pop(key, None)
+        self._store.write([{"kind": "drop_group", "group": group_id}])
+
+    def topic_deleted(self, topic: str) -> None:
+        """A topic was deleted: forget its share-partitions in every group."""
+        gone = [k for k in self._partitions if k[1] == topic]
+        if not gone:
+            return
+        for key in gone:
+            del self._partitions[key]
+            self._topic_ids.pop(key, None)
+        self._store.write([{"kind": "drop_topic", "topic": topic}])
+
+    def connection_closed(self, conn_id: int) -> None:
+        """End the sessions of a closed connection, releasing their records."""
+        for key, session in list(self._sessions.items()):
+            if session.conn_id == conn_id:
+                del self._sessions[key]
+                self._release_member(*key)
+        self._persist()
+
+    # -- reading (tests, describe) ------------------------------------------------------------
+
+    def share_partition(self, group_id: str, topic: str, partition: int) -> SharePartition | None:
+        """The state of one share-partition, if it exists."""
+        return self._partitions.get((group_id, topic, partition))
+
+    def session(self, group_id: str, member_id: str) -> ShareSession | None:
+        return self._sessions.get((group_id, member_id))
+
+    def group_partitions(self, group_id: str) -> dict[tuple[str, int], SharePartition]:
+        """Every share-partition of a group, keyed by (topic, partition)."""
+        return {(k[1], k[2]): sp for k, sp in self._partitions.items() if k[0] == group_id}
+
+    # -- offsets admin (see the module rules) ---------------------------------------------------
+
+    def start_offset(self, group_id: str, topic: str, partition: int) -> ShareOffsetInfo | None:
+        """``group_id``'s start offset and lag of one partition; None when it has
+        no share state there (or the topic no longer exists)."""
+        key = (group_id, topic, partition)
+        sp = self._partitions.get(key)
+        info = self._logs.topic(topic)
+        if sp is None or info is None or not 0 <= partition < info.num_partitions:
+            return None
+        if self._topic_ids.get(key) not in ("", str(info.topic_id)):
+            return None  # the state of a topic since deleted and created again
+        high_watermark = int(self._logs.partition(topic, partition).high_watermark)
+        lag = high_watermark - sp.start_offset - sp.delivery_complete_count()
+        return ShareOffsetInfo(sp.start_offset, max(lag, 0))
+
+    def start_offsets(self, group_id: str) -> dict[tuple[str, int], ShareOffsetInfo]:
+        """Every partition ``group_id`` has share state for, by (topic, partition)."""
+        out = {}
+        for group, topic, partition in sorted(self._partitions):
+            if group == group_id:
+                found = self.start_offset(group_id, topic, partition)
+                if found is not None:
+                    out[(topic, partition)] = found
+        return out
+
+    def alter_start_offsets(
+        self, group_id: str, offsets: Mapping[tuple[str, int], int]
+    ) -> dict[tuple[str, int], EntryResult]:
+        """Set ``group_id``'s start offsets: ``{(topic, partition): offset}``.
+
+        Returns:
+            Per entry NONE, or UNKNOWN_TOPIC_OR_PARTITION, INVALID_REQUEST (a
+            negative offset), OFFSET_OUT_OF_RANGE (past the log end offset) or
+            KAFKA_STORAGE_ERROR (the journal write failed: nothing changed),
+            with a message.
+        """
+        results: dict[tuple[str, int], EntryResult] = {}
+        fresh: dict[tuple[str, int], SharePartition] = {}
+        config = self._config_for(group_id)
+        for (topic, partition), offset in offsets.items():
+            try:
+                plog = self._logs.partition(topic, partition)
+            except BrokerError:
+                results[(topic, partition)] = (
+                    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                    f"unknown topic-partition {topic}-{partition}",
+                )
+                continue
+            end = int(plog.log_end_offset)
+            if offset < 0:
+                results[(topic, partition)] = (
+                    ErrorCode.INVALID_REQUEST,
+                    f"{topic}-{partition}: start offset {offset} is negative",
+                )
+            elif offset > end:
+                results[(topic, partition)] = (
+                    ErrorCode.OFFSET_OUT_OF_RANGE,
+                    f"{topic}-{partition}: start offset {offset} is past the log end offset {end}",
+                )
+            else:
+                fresh[(topic, partition)] = SharePartition(
+                    max(offset, int(plog.log_start_offset)),
+                    delivery_count_limit=config.delivery_count_limit,
+                    max_record_locks=config.partition_max_record_locks,
+                )
+                results[(topic, partition)] = _OK
+        if not fresh:
+            return results
+        entries = []
+        topic_ids = {}
+        for (topic, partition), sp in fresh.items():
+            info = self._logs.topic(topic)
+            topic_ids[(topic, partition)] = str(info.topic_id) if info is not None else ""
+            entries.append(
+                {
+                    "kind": "partition",
+                    "group": group_id,
+                    "topic": topic,
+                    "topic_id": topic_ids[(topic, partition)],
+                    "partition": partition,
+                    **sp.snapshot(),
+                }
+            )
+        try:
+            self._store.write(entries)
+        except ShareStateError as exc:
+            log.error("share group %r: new start offsets not stored: %s", group_id, exc)
+            for tp in fresh:
+                results[tp] = (ErrorCode.KAFKA_STORAGE_ERROR, f"the share state not stored: {exc}")
+            return results
+        for (topic, partition), sp in fresh.items():
+            key = (group_id, topic, partition)
+            self._partitions[key] = sp
+            self._topic_ids[key] = topic_ids[(topic, partition)]
+            log.info(
+                "share group %r: %s-%d starts at offset %d",
+                group_id,
+                topic,
+                partition,
+                sp.start_offset,
+            )
+        self._deadline_stale = True
+        for topic, partition in fresh:
+            self._notify(topic, partition)
+        return results
+
+    def delete_topics(self, group_id: str, topics: Iterable[str]) -> dict[str, EntryResult]:
+        """Forget ``group_id``'s share state of whole topics.
+
+        Returns:
+            Per distinct topic NONE, or UNKNOWN_TOPIC_OR_PARTITION (no such
+            topic, or no state of it) or KAFKA_STORAGE_ERROR (the journal write
+            failed: nothing changed), with a message.
+        """
+        results: dict[str, EntryResult] = {}
+        gone: dict[str, list[SP]] = {}
+        for topic in dict.fromkeys(topics):
+            if self._logs.topic(topic) is None:
+                results[topic] = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic {topic}")
+                continue
+            keys = sorted(k for k in self._partitions if k[0] == group_id and k[1] == topic)
+            if not keys:
+                results[topic] = (
+                    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                    f"there is no offset information to delete: group {group_id} has no "
+                    f"share state of {topic}",
+                )
+                continue
+            gone[topic] = keys
+            results[topic] = _OK
+        entries = [
+            {"kind": "drop_partition", "group": g, "topic": t, "partition": p}
+            for keys in gone.values()
+            for g, t, p in keys
+        ]
+        try:
+            self._store.write(entries)
+        except ShareStateError as exc:
+            log.error("share group %r: deleted offsets not stored: %s", group_id, exc)
+            for topic in gone:
+                results[topic] = (
+                    ErrorCode.KAFKA_STORAGE_ERROR,
+                    f"the deletion not stored: {exc}",
+                )
+            return results
+        for topic, keys in gone.items():
+            for key in keys:
+                del self._partitions[key]
+                self._topic_ids.pop(key, None)
+            log.info("share group %r: share state of %s deleted", group_id, topic)
+        self._deadline_stale = True
+        return results
+
+    # -- requests -----------------------------------------------------------------------------
+
+    def fetch(
+        self, request: _sf.ShareFetchRequest, conn_id: int, now_ms: int
+    ) -> _sf.ShareFetchResponse | PendingFetch:
+        """Handle a ShareFetch: the answer, or a :class:`PendingFetch` to wait on."""
+        group_id, member_id = request.group_id or "", request.member_id or ""
+        if not group_id or not member_id:
+            return _fetch_error(ErrorCode.INVALID_REQUEST, "GroupId and MemberId must be set")
+        epoch = request.share_session_epoch
+        has_acks = any(p.acknowledgement_batches for t in request.topics for p in t.partitions)
+        key = (group_id, member_id)
+        config = self._config_for(group_id)
+        if epoch == INITIAL_EPOCH:
+            if has_acks:
+                return _fetch_error(
+                    ErrorCode.INVALID_REQUEST,
+                    "a ShareFetch opening a share session cannot acknowledge records",
+                )
+            if key in self._sessions:
+                del self._sessions[key]
+                self._release_member(group_id, member_id)
+            session = ShareSession(group_id, member_id, conn_id, 1, {})
+            self._sessions[key] = session
+        else:
+            found = self._session_for(key, epoch)
+            if isinstance(found, ErrorCode):
+                return _fetch_error(found, None)
+            session = found
+            session.conn_id = conn_id
+        answers: dict[tuple[uuid.UUID, int], _PartitionAnswer] = {}
+        for topic in request.topics:
+            for part in topic.partitions:
+                tp = (topic.topic_id, part.partition_index)
+                answer = answers.setdefault(tp, _PartitionAnswer())
+                if part.acknowledgement_batches:
+                    answer.ack_error = self._acknowledge(
+                        group_id, member_id, tp, part.acknowledgement_batches, now_ms
+                    )
+                if epoch != FINAL_EPOCH:
+                    where = self._locate(tp)
+                    if isinstance(where, ErrorCode):
+                        answer.error = where  # reported now, never kept in the session
+                    else:
+                        session.partitions[tp] = None
+        for forgotten in request.forgotten_topics_data:
+            for index in forgotten.partitions:
+                session.partitions.pop((forgotten.topic_id, index), None)
+        if epoch == FINAL_EPOCH:
+            del self._sessions[key]
+            self._release_member(group_id, member_id)
+            self._persist()
+            return self._fetch_response(answers, config.record_lock_duration_ms)
+        session.epoch = _next_epoch(epoch)
+        max_records = request.max_records if request.max_records > 0 else DEFAULT_MAX_RECORDS
+        pending = PendingFetch(
+            session,
+            max_records,
+            request.max_bytes,
+            now_ms + max(request.max_wait_ms, 0),
+            frozenset(self._watches(session)),
+            answers,
+            config.record_lock_duration_ms,
+        )
+        acquired = self._acquire(pending, now_ms)
+        self._persist()
+        errors = any(a.error != ErrorCode.NONE for a in answers.values())
+        # (an unknown topic or partition is answered at once, with its error)
+        if acquired or errors or request.max_wait_ms <= 0 or not session.partitions:
+            return self._fetch_response(answers, pending.lock_ms)
+        return pending
+
+    def complete(self, pending: PendingFetch, now_ms: int) -> _sf.ShareFetchResponse:
+        """Answer a waiting ShareFetch now (records arrived, or its deadline passed)."""
+        if (
+            self._sessions.get((pending.session.group_id, pending.session.member_id))
+            is pending.session
+        ):
+            self._acquire(pending, now_ms)
+            self._persist()
+        return self._fetch_response(pending.answers, pending.lock_ms)
+
+    def acknowledge(
+        self, request: _sa.ShareAcknowledgeRequest, now_ms: int
+    ) -> _sa.ShareAcknowledgeResponse:
+        """Handle a ShareAcknowledge."""
+        group_id, member_id = request.group_id or "", request.member_id or ""
+        if not group_id or not member_id:
+            return _ack_error(ErrorCode.INVALID_REQUEST, "GroupId and MemberId must be set")
+        key = (group_id, member_id)
+        epoch = request.share_session_epoch
+        if epoch == INITIAL_EPOCH:
+            return _ack_error(
+                ErrorCode.INVALID_SHARE_SESSION_EPOCH,
+                "ShareAcknowledge cannot open a share session",
+            )
+        found = self._session_for(key, epoch)
+        if isinstance(found, ErrorCode):
+            return _ack_error(found, None)
+        topics = []
+        for topic in request.topics:
+            parts = []
+            for part in topic.partitions:
+                code = self._acknowledge(
+                    group_id,
+                    member_id,
+                    (topic.topic_id, part.partition_index),
+                    part.acknowledgement_batches,
+                    now_ms,
+                )
+                parts.append(
+                    _sa.ShareAcknowledgeResponse.PartitionData(
+                        partition_index=part.partition_index,
+                        error_code=code,
+                        current_leader=_sa.ShareAcknowledgeResponse.LeaderIdAndEpoch(
+                            leader_id=-1, leader_epoch=-1
+                        ),
+                    )
+                )
+            topics.append(
+                _sa.ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse(
+                    topic_id=topic.topic_id, partitions=parts
+                )
+            )
+        if epoch == FINAL_EPOCH:
+            del self._sessions[key]
+            self._release_member(group_id, member_id)
+        else:
+            found.epoch = _next_epoch(epoch)
+        self._persist()
+        return _sa.ShareAcknowledgeResponse(responses=topics)
+
+    # -- time ---------------------------------------------------------------------------------
+
+    def tick(self, now_ms: int) -> None:
+        """Release expired acquisition locks."""
+        woken = []
+        for (_group, topic, partition), sp in self._partitions.items():
+            if sp.expire_locks(now_ms):
+                woken.append((topic, partition))
+        self._persist()
+        for topic, partition in woken:
+            self._notify(topic, partition)
+
+    def next_deadline(self) -> int | None:
+        """When :meth:`tick` next has a lock to expire (computed again only after a
+        request or tick changed something: the broker asks after every request)."""
+        if self._deadline_stale:
+            deadlines = [
+                d for sp in self._partitions.values() if (d := sp.next_deadline()) is not None
+            ]
+            self._deadline = min(deadlines) if deadlines else None
+            self._deadline_stale = False
+        return self._deadline
+
+    def close(self) -> None:
+        self._store.close()
+
+    # -- internals ----------------------------------------------------------------------------
+
+    def _session_for(self, key: tuple[str, str], epoch: int) -> ShareSession | ErrorCode:
+        session = self._sessions.get(key)
+        if session is None:
+            return ErrorCode.SHARE_SESSION_NOT_FOUND
+        if epoch != FINAL_EPOCH and epoch != session.epoch:
+            return ErrorCode.INVALID_SHARE_SESSION_EPOCH
+        return session
+
+    def _watches(self, session: ShareSession) -> Iterable[tuple[str, int]]:
+        for topic_id, partition in session.partitions:
+            info = self._logs.topic_by_id(topic_id)
+            if info is not None:
+                yield info.name, partition
+
+    def _locate(self, tp: tuple[uuid.UUID, int]) -> tuple[str, int] | ErrorCode:
+        info = self._logs.topic_by_id(tp[0])
+        if info is None:
+            return ErrorCode.UNKNOWN_TOPIC_ID
+        if not 0 <= tp[1] < info.num_partitions:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        return info.name, tp[1]
+
+    def _acknowledge(
+        self,
+        group_id: str,
+        member_id: str,
+        tp: tuple[uuid.UUID, int],
+        batches: Iterable[Any],
+        now_ms: int,
+    ) -> ErrorCode:
+        where = self._locate(tp)
+        if isinstance(where, ErrorCode):
+            return where
+        plan = [(b.first_offset, b.last_offset, list(b.acknowledge_types)) for b in batches]
+        if any(_RENEW in types for _, _, types in plan):
+            return ErrorCode.INVALID_REQUEST
+        sp = self._partitions.get((group_id, *where))
+        if sp is None:
+            return ErrorCode.INVALID_RECORD_STATE
+        code = sp.acknowledge(member_id, plan)
+        if code == ErrorCode.NONE and sp.has_available():
+            self._notify(*where)
+        return code
+
+    def _release_member(self, group_id: str, member_id: str) -> None:
+        for (group, topic, partition), sp in self._partitions.items():
+            if group == group_id and sp.release_member(member_id):
+                self._notify(topic, partition)
+
+    def _share_partition(
+        self, group_id: str, topic: str, partition: int, now_ms: int
+    ) -> SharePartition:
+        key = (group_id, topic, partition)
+        plog = self._logs.partition(topic, partition)
+        info = self._logs.topic(topic)
+        topic_id = str(info.topic_id) if info is not None else ""
+        sp = self._partitions.get(key)
+        if sp is not None and self._topic_ids.get(key) in ("", topic_id):
+            return sp
+        config = self._config_for(group_id)
+        sp = SharePartition(
+            self._initial_offset(config.auto_offset_reset, plog, now_ms),
+            delivery_count_limit=config.delivery_count_limit,
+            max_record_locks=config.partition_max_record_locks,
+        )
+        sp.dirty = True
+        self._partitions[key] = sp
+        self._topic_ids[key] = topic_id
+        return sp
+
+    @staticmethod
+    def _initial_offset(reset: str, plog: Any, now_ms: int) -> int:
+        if reset == "earliest":
+            return int(plog.log_start_offset)
+        if reset.startswith("by_duration:"):
+            try:
+                found = plog.offset_for_timestamp(now_ms - duration_ms(reset.split(":", 1)[1]))
+            except ValueError:
+                found = None
+            return int(plog.log_end_offset) if found is None else int(found[0])
+        return int(plog.log_end_offset)
+
+    def _acquire(self, pending: PendingFetch, now_ms: int) -> int:
+        """Acquire records for a fetch into its answers; the number of offsets acquired."""
+        session = pending.session
+        order = list(session.partitions)
+        if not order:
+            return 0
+        start = session.rotation % len(order)
+        session.rotation += 1
+        order = order[start:] + order[:start]
+        config = self._config_for(session.group_id)
+        records_left = pending.max_records
+        bytes_left = pending.max_bytes
+        total = 0
+        for tp in order:
+            answer = pending.answers.setdefault(tp, _PartitionAnswer())
+            if answer.acquired:
+                continue  # already answered (a wait woken after a first pass cannot add)
+            where = self._locate(tp)
+            if isinstance(where, ErrorCode):
+                answer.error = where
+                continue
+            if records_left <= 0 or bytes_left <= 0:
+                continue
+            try:
+                got, data = self._acquire_partition(
+                    session, where, config, records_left, bytes_left, total == 0, now_ms
+                )
+            except BrokerError as exc:
+                answer.error = exc.code
+                continue
+            if got:
+                answer.acquired = got
+                answer.records = data
+                count = sum(r.last - r.first + 1 for r in got)
+                records_left -= count
+                bytes_left -= len(data)
+                total += count
+        return total
+
+    def _acquire_partition(
+        self,
+        session: ShareSession,
+        where: tuple[str, int],
+        config: ShareConfig,
+        max_records: int,
+        max_bytes: int,
+        first: bool,
+        now_ms: int,
+    ) -> tuple[list[AcquiredRange], bytes]:
+        topic, partition = where
+        sp = self._share_partition(session.group_id, topic, partition, now_ms)
+        plog = self._logs.partition(topic, partition)
+        sp.move_start(plog.log_start_offset)
+        lock_ms = config.record_lock_duration_ms
+        got = sp.acquire_available(session.member_id, max_records, now_ms=now_ms, lock_ms=lock_ms)
+        left = max_records - sum(r.last - r.first + 1 for r in got)
+        read_committed = config.isolation_level == "read_committed"
+        upper = (
+            self._producers.last_stable_offset(topic, partition)
+            if read_committed
+            else plog.high_watermark
+        )
+        views: dict[int, memoryview] = {}
+        for r in got:  # the batches holding re-acquired offsets
+            self._read_into(views, plog, r.first, r.last, upper)
+        if left > 0 and sp.end_offset < upper and not sp.window_full():
+            spans = self._spans(
+                plog,
+                sp.end_offset,
+                upper,
+                max_bytes,
+                first,
+                read_committed,
+                topic,
+                partition,
+                views,
+            )
+            new = sp.acquire_new(session.member_id, spans, left, now_ms=now_ms, lock_ms=lock_ms)
+            got = sorted([*got, *new], key=lambda r: r.first)
+        if not got:
+            return [], b""
+        wanted = [
+            view
+            for base, view in sorted(views.items())
+            if any(r.first <= _last_of(view) and base <= r.last for r in got)
+        ]
+        return got, b"".join(bytes(v) for v in wanted)
+
+    def _read_into(
+        self, views: dict[int, memoryview], plog: Any, first: int, last: int, upper: int
+    ) -> None:
+        offset = first
+        while offset <= last and offset < upper:
+            result = plog.read(offset, 1 << 20, upper_bound=upper)
+            if result.size == 0:
+                return
+            progressed = False
+            for header, view in iter_batches(result.tobytes()):
+                if header.last_offset < offset:
+                    continue
+                views[_base_of(header)] = view
+                offset = header.last_offset + 1
+                progressed = True
+                if offset > last:
+                    return
+            if not progressed:
+                return
+
+    def _spans(
+        self,
+        plog: Any,
+        start: int,
+        upper: int,
+        max_bytes: int,
+        first: bool,
+        read_committed: bool,
+        topic: str,
+        partition: int,
+        views: dict[int, memoryview],
+    ) -> list[BatchSpan]:
+        # A fetch's MaxBytes is often 2**31-1; MaxRecords ends it long before that.
+        result = plog.read(start, min(max_bytes, _READ_MAX), upper_bound=upper, min_one_batch=first)
+        if result.size == 0:
+            return []
+        aborted: list[tuple[int, int]] = []
+        if read_committed:
+            state = self._producers.state(topic, partition)
+            aborted = list(state.aborted_transactions(start, upper))
+        open_aborts: set[int] = set()
+        spans = []
+        previous_end = start
+        for header, view in iter_batches(result.tobytes()):
+            base = _base_of(header)
+            if header.last_offset < start:
+                previous_end = header.last_offset + 1
+                continue
+            first_offset = base if header.magic == 2 else previous_end
+            previous_end = header.last_offset + 1
+            deliverable = True
+            if isinstance(header, RecordBatchHeader):
+                pid = header.producer_id
+                while aborted and aborted[0][1] <= base:
+                    open_aborts.add(aborted.pop(0)[0])
+                if header.is_control:
+                    deliverable = False
+                    open_aborts.discard(pid)
+                elif header.is_transactional and pid in open_aborts:
+                    deliverable = False
+            spans.append(BatchSpan(first_offset, header.last_offset, deliverable))
+            if deliverable:
+                views[base] = view
+        return spans
+
+    def _persist(self) -> None:
+        self._deadline_stale = True
+        entries = []
+        for (group, topic, partition), sp in self._partitions.items():
+            if sp.dirty:
+                entries.append(
+                    {
+                        "kind": "partition",
+                        "group": group,
+                        "topic": topic,
+                        "topic_id": self._topic_ids.get((group, topic, partition), ""),
+                        "partition": partition,
+                        **sp.snapshot(),
+                    }
+                )
+                sp.dirty = False
+        self._store.write(entries)
+
+    def _fetch_response(
+        self, answers: Mapping[tuple[uuid.UUID, int], _PartitionAnswer], lock_ms: int
+    ) -> _sf.ShareFetchResponse:
+        by_topic: dict[uuid.UUID, list[_sf.ShareFetchResponse.PartitionData]] = {}
+        for (topic_id, partition), a in answers.items():
+            if a.error == ErrorCode.NONE and a.ack_error is None and not a.acquired:
+                continue
+            by_topic.setdefault(topic_id, []).append(
+                _sf.ShareFetchResponse.PartitionData(
+                    partition_index=partition,
+                    error_code=a.error,
+                    acknowledge_error_code=a.ack_error or ErrorCode.NONE,
+                    current_leader=_sf.ShareFetchResponse.LeaderIdAndEpoch(
+                        leader_id=-1, leader_epoch=-1
+                    ),
+                    records=a.records if a.acquired else b"",
+                    acquired_records=[
+                        _sf.ShareFetchResponse.AcquiredRecords(
+                            first_offset=r.first,
+                            last_offset=r.last,
+                            delivery_count=r.delivery_count,
+                        )
+                        for r in a.acquired
+                    ],
+                )
+            )
+        return _sf.ShareFetchResponse(
+            acquisition_lock_timeout_ms=lock_ms,
+            responses=[
+                _sf.ShareFetchResponse.ShareFetchableTopicResponse(topic_id=tid, partitions=parts)
+                for tid, parts in by_topic.items()
+            ],
+        )
+
+
+def _base_of(header: Any) -> int:
+    return int(header.base_offset) if header.magic == 2 else int(header.offset)
+
+
+def _last_of(view: memoryview) -> int:
+    for header, _ in iter_batches(view):
+        return int(header.last_offset)
+    return -1
+
+
+def _fetch_error(code: ErrorCode, message: str | None) -> _sf.ShareFetchResponse:
+    return _sf.ShareFetchResponse(error_code=code, error_message=message)
+
+
+def _ack_error(code: ErrorCode, message: str | None) -> _sa.ShareAcknowledgeResponse:
+    return _sa.ShareAcknowledgeResponse(error_code=code, error_message=message)
