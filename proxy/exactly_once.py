@@ -343,7 +343,7 @@ class ExactlyOnce:
             if u.slot is not None:
                 with trio.move_on_at(deadline):
                     await u.slot.wait()
-        return idempotent_answer(plan, template or pm.ProduceResponse())
+        return idempotent_answer(plan, template or pm.ProduceResponse(), ctx.client_software)
 
     async def _settle_one(
         self, ctx: FilterContext, session: Session | None, u: Upstream, p: Any, deadline: float

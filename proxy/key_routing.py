@@ -210,19 +210,17 @@ class KeyRouting(Filter):
             sent.append((part, waiter))
         if not answered:
             return Respond(None)
-        return RespondLater(
-            partial(self._gather, plan, sent, ctx.client_id, ctx.api_version, deadline)
-        )
+        return RespondLater(partial(self._gather, ctx, plan, sent, deadline))
 
     async def _gather(
         self,
+        ctx: FilterContext,
         plan: ProducePlan,
         sent: list[tuple[Any, Waiter | UpstreamError]],
-        client_id: str | None,
-        version: int,
         deadline: float,
     ) -> Any:
         services = self._proxy[0]
+        client_id, version = ctx.client_id, ctx.api_version
         answers = []
         stale: set[str] = set()
         for part, waiter in sent:
@@ -237,7 +235,8 @@ class KeyRouting(Filter):
         if stale:
             services.refresh(stale)
         await self._follow_leaders(plan, answers, client_id, version, deadline)
-        return services.from_upstream(PRODUCE, version, merge_produce(plan.route, answers))
+        merged = merge_produce(plan.route, answers, ctx.client_software)
+        return services.from_upstream(PRODUCE, version, merged)
 
     async def _follow_leaders(
         self,
@@ -314,5 +313,5 @@ class KeyRouting(Filter):
         elif ctx.api_key == PRODUCE:
             route = ctx.notes.get(_ROUTE)
             if route is not None:
-                return merge_produce(route, [body])
+                return merge_produce(route, [body], ctx.client_software)
         return body

@@ -40,11 +40,15 @@ Rules:
     partitions that broker leads; idempotent ones stay.
 
 * The answer (:func:`merge_produce`) names exactly the partitions the client
-  sent, in its order. A partition none of whose records moved gets the
-  broker's answer for its batch. A partition some of whose records moved gets
-  the error of the first of its batches that failed (none if none did) and the
-  offsets ``-1`` (unknown, as for acks=0): its records are not where the client
-  believes, so no offset of the partition it named would be true.
+  sent, in its order. A partition whose records were all written, in the
+  client's order, at the start of one batch of that same partition gets the
+  broker's answer for that batch: its base offset is true for every record.
+  Any other partition gets the error of the first of its batches that failed
+  (none if none did), no log append time or log start offset (-1), and a base
+  offset that no client turns into a place (:func:`unknown_base_offset`): its
+  records are not where the client believes, so no offset of the partition it
+  named would be true. Where they are is the consumer's to see
+  (``origin_headers``, :func:`origin_header`).
 * A part that got no answer (its connection lost, its deadline passed) is
   answered for the driver by :func:`failed_answer`: each of its partitions
   with the same retriable error. The client hears a lost connection as
@@ -84,6 +88,7 @@ from .sequences import ClientBatch, Placement, Session, State, Upstream
 
 __all__ = [
     "HASHES",
+    "MINUS_ONE_CLIENTS",
     "IdempotentPlan",
     "Prepared",
     "ProducePlan",
@@ -99,6 +104,7 @@ __all__ = [
     "plan_produce",
     "prepare_idempotent",
     "route_produce",
+    "unknown_base_offset",
 ]
 
 log = logging.getLogger("trafka.proxy")
@@ -182,6 +188,25 @@ class RouteStats:
             self.kept_by_topic[topic] = self.kept_by_topic.get(topic, 0) + kept
 
 
+#: Clients (their ApiVersions software names, KIP-511) whose delivery reports take
+#: a base offset of -1 as "no offset" for every record of the batch: Java's
+#: ``RecordMetadata``, kafka-python's ``FutureRecordMetadata`` and trafka's SDK.
+#: Others (librdkafka, so confluent-kafka and kcat; aiokafka; sarama) give
+#: record *i* the offset ``base + i`` whatever the base, so -1 would give every
+#: record but the first a real-looking offset: 0, 1, 2...
+MINUS_ONE_CLIENTS = frozenset({"apache-kafka-java", "kafka-python", "trafka"})
+
+
+def unknown_base_offset(count: int, client_software: str | None) -> int:
+    """The base offset that makes a client report no offset for any of the
+    ``count`` records of its batch: -1 for :data:`MINUS_ONE_CLIENTS` (and for a
+    batch of one record), else ``-count``, so that ``base + i`` is negative for
+    every record (librdkafka's, aiokafka's and sarama's "no offset")."""
+    if count <= 1 or client_software in MINUS_ONE_CLIENTS:
+        return -1
+    return -count
+
+
 # A request's part: (round, leader) -> {topic: {partition: batch}}.
 _Parts = dict[tuple[int, int], dict[str, dict[int, bytes]]]
 # Where the answer for a partition comes from: (part index, partition).
@@ -191,10 +216,11 @@ _Source = tuple[int, int]
 @dataclass(frozen=True, slots=True)
 class ProduceRoute:
     """How a routed Produce maps back: for each partition the client sent (in
-    its order), the batches its records went to and, when none moved, the one
-    whose answer is the partition's."""
+    its order), the batches its records went to, the one whose answer is the
+    partition's when they all lead it (else None), and how many records the
+    client sent there (0 when the answer is the batch's)."""
 
-    origin: tuple[tuple[str, tuple[tuple[int, tuple[_Source, ...], _Source | None], ...]], ...]
+    origin: tuple[tuple[str, tuple[tuple[int, tuple[_Source, ...], _Source | None, int], ...]], ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -240,6 +266,12 @@ class _Split:
     @property
     def moved(self) -> bool:
         return list(self.pieces) != [self.partition]
+
+    def count(self) -> int:
+        """How many records the client's batch (or legacy message) holds."""
+        if self.header.magic == 2:
+            return int(self.header.records_count)
+        return sum(len(p.decoded()) for p in self.pieces.values())
 
 
 def _split(
@@ -440,7 +472,7 @@ def plan_produce(
     ordered = sorted(parts, key=lambda k: order(*k))
     return ProducePlan(
         tuple((leader, _part_body(body, parts[(rnd, leader)])) for rnd, leader in ordered),
-        _route(body, sources, kept),
+        _route(body, sources, kept, splits),
     )
 
 
@@ -481,6 +513,7 @@ def _route(
     body: Any,
     sources: dict[tuple[str, int], list[_Source]],
     kept: dict[tuple[str, int], _Source],
+    splits: list[_Split],
 ) -> ProduceRoute:
     origin = []
     for t in body.topic_data:
@@ -488,7 +521,11 @@ def _route(
         for p in t.partition_data:
             key = (t.name, p.index)
             found = tuple(dict.fromkeys(sources.get(key, [])))
-            entries.append((p.index, found, kept.get(key)))
+            lead = kept.get(key)
+            count = 0
+            if lead is None or len(found) != 1:  # answered without an offset: count
+                count = sum(s.count() for s in splits if (s.topic, s.partition) == key)
+            entries.append((p.index, found, lead, count))
         origin.append((t.name, tuple(entries)))
     return ProduceRoute(tuple(origin))
 
@@ -585,7 +622,9 @@ def route_produce(
                 out.setdefault(t.name, {})[p.index] = p.records
                 sources[(t.name, p.index)] = [(0, p.index)]
                 kept[(t.name, p.index)] = (0, p.index)
-    return dataclasses.replace(body, topic_data=_topic_data(out)), _route(body, sources, kept)
+    return dataclasses.replace(body, topic_data=_topic_data(out)), _route(
+        body, sources, kept, splits
+    )
 
 
 # -- the idempotent plan -------------------------------------------------------------------
@@ -860,8 +899,11 @@ def upstream_body(body: Any, batches: Sequence[Upstream]) -> Any:
     return _part_body(body, topics)
 
 
-def idempotent_answer(plan: IdempotentPlan, template: Any) -> Any:
-    """The client's answer once every batch it depends on is settled."""
+def idempotent_answer(
+    plan: IdempotentPlan, template: Any, client_software: str | None = None
+) -> Any:
+    """The client's answer once every batch it depends on is settled
+    (``client_software``: see :func:`unknown_base_offset`)."""
     resp = produce_msgs.ProduceResponse
     responses = []
     for name, entries in plan.answers:
@@ -882,6 +924,8 @@ def idempotent_answer(plan: IdempotentPlan, template: Any) -> Any:
                 -1,
                 -1,
             )
+            if error == ErrorCode.NONE and base < 0:
+                base = unknown_base_offset(entry.count, client_software)
             merged.append(
                 resp.PartitionProduceResponse(
                     index=index,
@@ -899,7 +943,9 @@ def idempotent_answer(plan: IdempotentPlan, template: Any) -> Any:
 # -- answers ------------------------------------------------------------------------------
 
 
-def merge_produce(route: ProduceRoute, answers: Sequence[Any]) -> Any:
+def merge_produce(
+    route: ProduceRoute, answers: Sequence[Any], client_software: str | None = None
+) -> Any:
     """The client's answer, from the answers to every part of its request.
 
     Args:
@@ -907,6 +953,8 @@ def merge_produce(route: ProduceRoute, answers: Sequence[Any]) -> Any:
         answers: the decoded ProduceResponse of each part (at least one), in
             the plan's order, or :func:`failed_answer`'s stand-in for a part
             that got none.
+        client_software: the client's software name, for the base offset of a
+            partition answered without one (:func:`unknown_base_offset`).
 
     Returns:
         A ProduceResponse naming exactly the client's partitions.
@@ -924,7 +972,7 @@ def merge_produce(route: ProduceRoute, answers: Sequence[Any]) -> Any:
     responses = []
     for name, parts in route.origin:
         merged = []
-        for index, sources, kept in parts:
+        for index, sources, kept, count in parts:
             if any((i, name, x) not in got for i, x in sources):
                 raise DecodeError(
                     f"the broker did not answer for every part of {name}-{index}",
@@ -944,7 +992,7 @@ def merge_produce(route: ProduceRoute, answers: Sequence[Any]) -> Any:
                     index=index,
                     error_code=_said(failed.error_code) if failed else 0,
                     error_message=failed.error_message if failed else None,
-                    base_offset=-1,
+                    base_offset=-1 if failed else unknown_base_offset(count, client_software),
                     log_append_time_ms=-1,
                     log_start_offset=-1,
                 )

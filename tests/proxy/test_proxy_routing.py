@@ -108,13 +108,21 @@ def test_the_merged_answer_covers_the_client_partitions_with_their_offsets() -> 
     own = [r for r in keyed(200, keys=53) if murmur2_partition(r[1], 6) == 4]
     body = request({0: [encode_batch(keyed(90))], 4: [encode_batch(own)]})
     routed, _ = plan(body)
-    merged = merge_produce(routed.route, [answer(part) for _, part in routed.parts])
+    answers = [answer(part) for _, part in routed.parts]
+    merged = merge_produce(routed.route, answers)
     parts = by_partition(merged)
     assert list(parts) == [0, 4]
     # Nothing of partition 4 moved: the broker's own answer for it.
     assert (parts[4].error_code, parts[4].base_offset, parts[4].log_start_offset) == (0, 400, 0)
-    # Partition 0's records moved: no offset of partition 0 would be true.
-    assert (parts[0].error_code, parts[0].base_offset, parts[0].log_start_offset) == (0, -1, -1)
+    # Partition 0's records moved: no offset of partition 0 would be true. A client
+    # that gives record i the offset base + i (librdkafka, aiokafka, sarama, and any
+    # client that does not say what it is) gets a base making all 90 negative...
+    assert (parts[0].error_code, parts[0].base_offset, parts[0].log_start_offset) == (0, -90, -1)
+    assert parts[0].log_append_time_ms == -1
+    # ... one whose reports take -1 as "no offset" for the whole batch gets -1.
+    for software in ("apache-kafka-java", "kafka-python", "trafka"):
+        java = by_partition(merge_produce(routed.route, answers, software))
+        assert (java[0].base_offset, java[4].base_offset) == (-1, 400)
     # The merged answer encodes at every version the proxy serves.
     for version in (3, 7, 9, 11):
         protocol.encode_response(1, 0, version, merged)
