@@ -23,7 +23,6 @@ import asyncio
 import re
 import shutil
 import subprocess
-from collections import Counter
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -31,7 +30,7 @@ import anyio
 import confluent_kafka
 import kafka
 import pytest
-from proxy_helpers import create, fresh, placement
+from proxy_helpers import Report, create, fresh, misreported, placement
 
 from trafka.brokerlite import RunningBroker
 from trafka.brokerlite.server import broker_in_thread
@@ -45,9 +44,6 @@ PARTITIONS = 5
 N = 300
 KEYS = 29
 KCAT = shutil.which("kcat")
-
-# (value, partition named, offset named or None for unknown)
-Report = tuple[bytes, int, int | None]
 
 
 @pytest.fixture(scope="module")
@@ -85,25 +81,13 @@ def unknown(offset: int | None) -> bool:
 def check(
     broker: RunningBroker, proxy: RunningProxy, topic: str, reports: Sequence[Report]
 ) -> None:
-    """The three rules of the module, against the records as the broker has them."""
+    """The rules of the module, against the records as the broker has them."""
     records = placement(broker.bootstrap_servers, topic, PARTITIONS)
-    at = {(r.partition, r.offset): r.value for r in records}
-    last = {
-        p: max((r.offset for r in records if r.partition == p), default=-1)
-        for p in range(PARTITIONS)
-    }
-    named = Counter((p, o) for _, p, o in reports if not unknown(o))
-    wrong = [(v, p, o) for v, p, o in reports if not unknown(o) and at.get((p, o)) != v]
-    twice = {k: n for k, n in named.items() if n > 1}
-    past = [(v, p, o) for v, p, o in reports if not unknown(o) and o > last[p]]
     assert {r.value for r in records} >= {v for v, _, _ in reports}
     assert all(r.partition == murmur2_partition(r.key, PARTITIONS) for r in records)
     assert proxy.statistics.routing.records_moved > 0
-    assert (len(wrong), len(twice), len(past)) == (0, 0, 0), (
-        f"of {len(reports)} reports: {len(wrong)} name a place where their record is not, "
-        f"{len(twice)} places are named more than once, {len(past)} are past the partition's "
-        f"end; first wrong: {wrong[:3]}"
-    )
+    problem = misreported(records, reports)
+    assert problem is None, problem
 
 
 def topic_for(proxy: RunningProxy) -> str:
@@ -160,6 +144,50 @@ def test_confluent_kafka_reports(
     assert errors == []
     assert len(reports) == N
     check(broker, proxy, topic, reports)
+
+
+@pytest.mark.parametrize("idempotent", [False, True])
+def test_a_batch_none_of_whose_records_moved_is_told_its_true_offsets(
+    broker: RunningBroker, proxy: RunningProxy, idempotent: bool
+) -> None:
+    """Keys librdkafka puts on partition 0 where murmur2 does too, and keys it puts
+    on partition 1 that murmur2 puts on 0: each request's batch for partition 0
+    stays whole and leads the batch the proxy writes there, the records of
+    partition 1 following it. The first are told their true offsets, the others none."""
+    topic = topic_for(proxy)
+    keys = [b"key-%d" % i for i in range(2000)]
+    stay = [
+        k for k in keys if crc32_partition(k, PARTITIONS) == murmur2_partition(k, PARTITIONS) == 0
+    ]
+    move = [
+        k
+        for k in keys
+        if (crc32_partition(k, PARTITIONS), murmur2_partition(k, PARTITIONS)) == (1, 0)
+    ]
+    producer = confluent_kafka.Producer(
+        {
+            "bootstrap.servers": proxy.bootstrap_servers,
+            "linger.ms": 20,
+            "enable.idempotence": idempotent,
+        }
+    )
+    reports: list[Report] = []
+    errors: list[Any] = []
+
+    def on_delivery(err: Any, msg: Any) -> None:
+        if err:
+            errors.append(err)
+        else:
+            reports.append((msg.value(), msg.partition(), msg.offset()))
+
+    for i in range(N):
+        key = stay[i % len(stay)] if i % 2 else move[i % len(move)]
+        producer.produce(topic, value=b"st-%d" % i, key=key, on_delivery=on_delivery)
+    assert producer.flush(30) == 0
+    assert errors == []
+    check(broker, proxy, topic, reports)
+    told = {p: sum(1 for _, q, o in reports if q == p and not unknown(o)) for p in (0, 1)}
+    assert told == {0: N // 2, 1: 0}
 
 
 @pytest.mark.skipif(KCAT is None, reason="kcat is not installed")
