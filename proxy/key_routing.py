@@ -82,6 +82,9 @@ class KeyRouting(Filter):
             if not given).
         journal_dir: where idempotent producers' placements are journaled
             (see :mod:`.journal`); None: not at all.
+        origin_headers: give each record of a batch the proxy splits a
+            ``trafka-origin`` header saying where the client put it
+            (:func:`~.routing.origin_header`).
     """
 
     api_keys = frozenset({PRODUCE}) | _TXN_APIS
@@ -94,6 +97,7 @@ class KeyRouting(Filter):
         connect_timeout: float = 10.0,
         stats: RouteStats | None = None,
         journal_dir: str | None = None,
+        origin_headers: bool = False,
     ) -> None:
         if hash_name not in HASHES:
             raise ValueError(f"hash_name must be one of {', '.join(HASHES)}; not {hash_name!r}")
@@ -102,6 +106,7 @@ class KeyRouting(Filter):
         self.connect_timeout = connect_timeout
         self.stats = stats if stats is not None else RouteStats()
         self.journal_dir = journal_dir
+        self.origin_headers = origin_headers
         self._journal: Journal | None = None
         self._services: ProxyServices | None = None
         self._eos: ExactlyOnce | None = None
@@ -121,6 +126,7 @@ class KeyRouting(Filter):
             services.nodes,
             self.max_size,
             self._journal,
+            origin_headers=self.origin_headers,
         )
 
     def detach(self) -> None:
@@ -156,6 +162,7 @@ class KeyRouting(Filter):
                         hash_name=self.hash_name,
                         stats=self.stats,
                         max_size=self.max_size,
+                        origin_headers=self.origin_headers,
                     )
                 )
                 if plan is not None:
@@ -169,6 +176,7 @@ class KeyRouting(Filter):
                     hash_name=self.hash_name,
                     stats=self.stats,
                     max_size=self.max_size,
+                    origin_headers=self.origin_headers,
                 )
             )
         except DecompressionLimitError as exc:

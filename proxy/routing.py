@@ -84,11 +84,12 @@ from trafka.codec.records import (
 )
 
 from ..sdk.partitioners import KEY_HASHES
-from .sequences import ClientBatch, Placement, Session, State, Upstream
+from .sequences import ClientBatch, Placement, Session, State, Upstream, next_sequence
 
 __all__ = [
     "HASHES",
     "MINUS_ONE_CLIENTS",
+    "ORIGIN_HEADER",
     "IdempotentPlan",
     "Prepared",
     "ProducePlan",
@@ -101,6 +102,8 @@ __all__ = [
     "learn_leaders",
     "merge_produce",
     "metadata_request",
+    "origin_header",
+    "parse_origin_header",
     "plan_produce",
     "prepare_idempotent",
     "route_produce",
@@ -283,8 +286,11 @@ def _split(
     hash_of: Callable[[bytes, int], int],
     stats: RouteStats,
     max_size: int,
+    origin: bool = False,
 ) -> _Split:
-    """Group one magic 2 batch's records by target partition.
+    """Group one batch's records by target partition (``origin``: the records of a
+    magic 2 batch that does not stay whole each get a ``trafka-origin`` header,
+    see :func:`origin_header`).
 
     Raises:
         DecodeError: the batch is malformed, or inflates beyond ``max_size``
@@ -295,14 +301,13 @@ def _split(
         if header.magic == 2
         else decode_legacy_entry(raw, max_size=max_size)
     )
-    groups: dict[int, list[Record]] = {}
-    for r in records:
-        target = partition if r.key is None else hash_of(r.key, count)
-        groups.setdefault(target, []).append(r)
+    groups = _group(records, partition, count, hash_of)
     total = max(1, len(records))
     if list(groups) == [partition]:
         stats.count(topic, 0, len(records))
         return _Split(topic, partition, header, {partition: _Piece(records, header, raw, len(raw))})
+    if origin and header.magic == 2:
+        groups = _group(_with_origin(records, partition, header), partition, count, hash_of)
     stats.batches_rebuilt += 1
     pieces = {}
     for target, records in groups.items():
@@ -319,6 +324,66 @@ def _split(
             ", ".join(f"{len(r)} -> {t}" for t, r in sorted(groups.items())),
         )
     return _Split(topic, partition, header, pieces)
+
+
+def _group(
+    records: Sequence[Record], partition: int, count: int, hash_of: Callable[[bytes, int], int]
+) -> dict[int, list[Record]]:
+    groups: dict[int, list[Record]] = {}
+    for r in records:
+        target = partition if r.key is None else hash_of(r.key, count)
+        groups.setdefault(target, []).append(r)
+    return groups
+
+
+#: The header :func:`origin_header` writes (``ProxyConfig.origin_headers``).
+ORIGIN_HEADER = "trafka-origin"
+
+
+def origin_header(partition: int, index: int, count: int, header: Any) -> bytes:
+    """Where the client put a record the proxy moved or whose batch it split: the
+    value of its :data:`ORIGIN_HEADER`.
+
+    ``partition=P,index=I,count=N``: the record was the ``I``-th (from 0) of the
+    ``N`` records of the batch the client sent to partition ``P``; for an
+    idempotent or transactional producer, then ``,producer=ID,epoch=E,sequence=S``:
+    its producer id and epoch and its own sequence number in partition ``P``
+    (the batch's base sequence plus ``I``, wrapping as Kafka's do), which no
+    other record of that producer and partition has.
+    """
+    value = f"partition={partition},index={index},count={count}"
+    if header.producer_id >= 0:
+        sequence = next_sequence(header.base_sequence, index)
+        value += f",producer={header.producer_id},epoch={header.producer_epoch},sequence={sequence}"
+    return value.encode()
+
+
+_ORIGIN_FIELDS = ("partition", "index", "count", "producer", "epoch", "sequence")
+
+
+def parse_origin_header(value: bytes) -> dict[str, int]:
+    """The fields of an :data:`ORIGIN_HEADER` value (:func:`origin_header`):
+    ``partition``, ``index`` and ``count``, and for an idempotent producer
+    ``producer``, ``epoch`` and ``sequence``.
+
+    Raises:
+        ValueError: ``value`` is not such a header.
+    """
+    try:
+        fields = {k: int(v) for k, v in (f.split("=") for f in value.decode("ascii").split(","))}
+    except (UnicodeDecodeError, ValueError):
+        raise ValueError(f"not a {ORIGIN_HEADER} header: {value!r}") from None
+    if list(fields) not in (list(_ORIGIN_FIELDS[:3]), list(_ORIGIN_FIELDS)):
+        raise ValueError(f"not a {ORIGIN_HEADER} header: {value!r}")
+    return fields
+
+
+def _with_origin(records: Sequence[Record], partition: int, header: Any) -> list[Record]:
+    n = len(records)
+    return [
+        r._replace(headers=(*r.headers, (ORIGIN_HEADER, origin_header(partition, i, n, header))))
+        for i, r in enumerate(records)
+    ]
 
 
 def _whole(topic: str, partition: int, header: Any, data: bytes) -> _Split:
@@ -408,6 +473,7 @@ def plan_produce(
     hash_name: str,
     stats: RouteStats,
     max_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE,
+    origin_headers: bool = False,
 ) -> ProducePlan | None:
     """Split a plain producer's Produce request by the leader of each record's target.
 
@@ -417,6 +483,8 @@ def plan_produce(
         hash_name: a key of :data:`HASHES`.
         stats: counters to update.
         max_size: the most a batch may inflate to.
+        origin_headers: give the records of a batch that does not stay whole
+            a ``trafka-origin`` header (:func:`origin_header`).
 
     Returns:
         The parts and the route to merge their answers, or None when the
@@ -440,7 +508,9 @@ def plan_produce(
             for header, raw in iter_batches(p.records):
                 data = bytes(raw)
                 sizes.append(len(data))
-                split = _split(header, data, t.name, p.index, count, hash_of, stats, max_size)
+                split = _split(
+                    header, data, t.name, p.index, count, hash_of, stats, max_size, origin_headers
+                )
                 if split.moved and not all(topics.leader(t.name, x) >= 0 for x in split.pieces):
                     stats.batches_untouched_unknown_leader += 1
                     split = _whole(t.name, p.index, header, data)
@@ -558,6 +628,7 @@ def route_produce(
     hash_name: str,
     stats: RouteStats,
     max_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE,
+    origin_headers: bool = False,
 ) -> tuple[Any, ProduceRoute | None]:
     """Move keyed records of a Produce request sent on the client's own connection.
 
@@ -570,6 +641,7 @@ def route_produce(
         topics: partition counts and leaders.
         hash_name: a key of :data:`HASHES`.
         stats: counters to update.
+        max_size, origin_headers: as for :func:`plan_produce`.
 
     Returns:
         The request to send (``body`` itself when nothing moves) and the route
@@ -594,7 +666,9 @@ def route_produce(
                     stats.batches_untouched_unknown_topic += 1
                     splits.append(stay)
                     continue
-                split = _split(header, data, t.name, p.index, count, hash_of, stats, max_size)
+                split = _split(
+                    header, data, t.name, p.index, count, hash_of, stats, max_size, origin_headers
+                )
                 if split.moved and not all(
                     topics.leader(t.name, x) == node_id for x in split.pieces
                 ):
@@ -701,6 +775,7 @@ def prepare_idempotent(
     stats: RouteStats,
     max_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE,
     recovered: Callable[[str, int, int], Placement | None] | None = None,
+    origin_headers: bool = False,
 ) -> Prepared | None:
     """Recognise an idempotent producer's retried batches and place its new ones.
 
@@ -710,7 +785,8 @@ def prepare_idempotent(
     ``recovered`` (topic, partition, base sequence) gives a batch's placement
     from the journal (:mod:`.journal`) when the session does not know it: the
     upstream batches of it that its targets' leaders (asked by the driver
-    first) say were written are not written again.
+    first) say were written are not written again. ``origin_headers``: as for
+    :func:`plan_produce`.
 
     Returns:
         The prepared request, or None when it is not for this plan (a
@@ -765,7 +841,9 @@ def prepare_idempotent(
                 continue
             data = bytes(raw)
             sizes.append(len(data))
-            split = _split(header, data, t.name, p.index, count, hash_of, stats, max_size)
+            split = _split(
+                header, data, t.name, p.index, count, hash_of, stats, max_size, origin_headers
+            )
             if not all(topics.leader(t.name, x) >= 0 for x in split.pieces):
                 refused[(t.name, p.index)] = ErrorCode.NOT_LEADER_OR_FOLLOWER
                 stale.add(t.name)

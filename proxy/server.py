@@ -146,6 +146,7 @@ class _Proxy:
                 connect_timeout=config.connect_timeout,
                 stats=self.stats.routing,
                 journal_dir=config.journal_dir,
+                origin_headers=config.origin_headers,
             )
             self.filters += (routing,)
         services = ProxyServices(

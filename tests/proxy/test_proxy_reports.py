@@ -23,6 +23,7 @@ import asyncio
 import re
 import shutil
 import subprocess
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -34,7 +35,7 @@ from proxy_helpers import Report, create, fresh, misreported, placement
 
 from trafka.brokerlite import RunningBroker
 from trafka.brokerlite.server import broker_in_thread
-from trafka.proxy import RunningProxy, proxy_in_thread
+from trafka.proxy import ORIGIN_HEADER, RunningProxy, parse_origin_header, proxy_in_thread
 from trafka.sdk import open_producer
 from trafka.sdk.partitioners import crc32_partition, murmur2_partition
 
@@ -423,3 +424,72 @@ def test_kafkajs_reports(
         base = bases[i // 100]
         reports.append((b"js-%d" % i, 0, -1 if base < 0 else base + i % 100))
     check(broker, proxy, topic, reports)
+
+
+# -- where a record went: origin headers --------------------------------------------------
+
+
+@pytest.mark.parametrize("idempotent", [False, True])
+def test_origin_headers_say_where_the_client_put_each_record_it_was_not_told(
+    broker: RunningBroker, idempotent: bool
+) -> None:
+    """With ``origin_headers``, every record whose delivery report names no offset
+    carries ``trafka-origin``: the partition its producer chose (the one its report
+    names), its place in that batch, and for an idempotent producer its producer id
+    and sequence number. Records whose report names their true offset carry none
+    (their batches pass whole). Read back from the broker, the headers rebuild each
+    client batch: its records, in the client's order."""
+    with proxy_in_thread(
+        upstream=(broker.bootstrap_servers,), port=0, origin_headers=True
+    ) as proxy:
+        topic = topic_for(proxy)
+        producer = confluent_kafka.Producer(
+            {
+                "bootstrap.servers": proxy.bootstrap_servers,
+                "linger.ms": 5,
+                "compression.type": "lz4",
+                "enable.idempotence": idempotent,
+            }
+        )
+        reports: list[Report] = []
+
+        def on_delivery(err: Any, msg: Any) -> None:
+            assert err is None
+            reports.append((msg.value(), msg.partition(), msg.offset()))
+
+        # Some keys librdkafka and murmur2 both put on partition 0: their batches
+        # may stay whole (true offsets, no header); the rest move.
+        for i in range(N):
+            producer.produce(topic, value=b"or-%d" % i, key=key_of(i), on_delivery=on_delivery)
+        assert producer.flush(30) == 0
+        check(broker, proxy, topic, reports)
+    records = placement(broker.bootstrap_servers, topic, PARTITIONS)
+    origin = {
+        r.value: parse_origin_header(v) for r in records for k, v in r.headers if k == ORIGIN_HEADER
+    }
+    told = {v: (p, o) for v, p, o in reports}
+    # A header exactly where the report names no offset, naming the report's partition.
+    assert {v for v, (_, o) in told.items() if unknown(o)} == set(origin)
+    assert origin  # most batches of mixed keys split
+    for value, fields in origin.items():
+        assert fields["partition"] == told[value][0]
+        assert 0 <= fields["index"] < fields["count"]
+    # The headers rebuild every client batch they name, in the client's order.
+    producers = {(f.get("producer"), f.get("epoch")) for f in origin.values()}
+    assert len(producers) == 1 and (idempotent or producers == {(None, None)})
+    batches: dict[tuple[int, ...], list[tuple[int, bytes]]] = {}
+    for value, f in origin.items():
+        if idempotent:
+            batch: tuple[int, ...] = (f["partition"], f["sequence"] - f["index"], f["count"])
+        else:
+            batch = (f["partition"], f["count"])
+        batches.setdefault(batch, []).append((f["index"], value))
+    for (partition, *_, count), members in batches.items():
+        indexes = sorted(i for i, _ in members)
+        sent = [int(v.split(b"-")[1]) for _, v in sorted(members)]
+        assert all(crc32_partition(key_of(i), PARTITIONS) == partition for i in sent)
+        if idempotent:  # one batch each: whole, in order
+            assert indexes == list(range(count))
+            assert sent == sorted(sent)
+        else:  # batches of one size: each index as often as the others
+            assert Counter(indexes) == Counter({i: len(members) // count for i in range(count)})

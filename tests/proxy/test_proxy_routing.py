@@ -7,13 +7,15 @@ import dataclasses
 from collections import Counter
 from typing import Any
 
+import pytest
 from proxy_helpers import answer, keyed, records_of, request
 
 from trafka.codec import protocol
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k00_produce as pm
-from trafka.codec.records import encode_batch
+from trafka.codec.records import encode_batch, read_batch_header
 from trafka.proxy.routing import (
+    ORIGIN_HEADER,
     ProducePlan,
     RouteStats,
     Topics,
@@ -21,6 +23,8 @@ from trafka.proxy.routing import (
     learn_leaders,
     merge_produce,
     metadata_request,
+    origin_header,
+    parse_origin_header,
     plan_produce,
 )
 from trafka.sdk.partitioners import murmur2_partition
@@ -234,3 +238,48 @@ def test_a_moved_batch_is_logged_where_its_records_went(caplog: Any) -> None:
     assert line.startswith("'orders'-0: 60 records placed as")
     assert sum(placed.values()) == 60
     assert placed == dict(Counter(murmur2_partition(k, 6) for _, k, _, _ in keyed(60)))
+
+
+def test_origin_headers_mark_every_record_of_a_split_batch_and_no_other() -> None:
+    own = [
+        (t, k, b"own-" + v, h) for t, k, v, h in keyed(200, keys=53) if murmur2_partition(k, 6) == 4
+    ]
+    sent = keyed(90, null_every=7)
+    body = request({0: [encode_batch(sent)], 4: [encode_batch(own)]})
+    stats = RouteStats()
+    routed = plan_produce(
+        body, topics=cluster(), hash_name="murmur2", stats=stats, origin_headers=True
+    )
+    assert routed is not None
+    seen = {}
+    for _, part in routed.parts:
+        for records in records_of(part).values():
+            seen.update((r.value, r.headers) for r in records)
+    # Partition 4's batch stayed whole: its records are as the client sent them.
+    for _, _, value, headers in own:
+        assert seen[value] == tuple(headers)
+    # Each record of partition 0's batch (those without a key too, which stay)
+    # keeps its own headers, then says where the client put it.
+    for i, (_, _, value, headers) in enumerate(sent):
+        *theirs, (name, origin) = seen[value]
+        assert theirs == list(headers) and name == ORIGIN_HEADER
+        assert origin == b"partition=0,index=%d,count=90" % i
+        assert parse_origin_header(origin) == {"partition": 0, "index": i, "count": 90}
+
+
+def test_an_idempotent_producers_origin_names_its_producer_and_each_records_sequence() -> None:
+    header = read_batch_header(
+        encode_batch(keyed(3), producer_id=77, producer_epoch=2, base_sequence=0x7FFFFFFE)
+    )
+    values = [origin_header(5, i, 3, header) for i in range(3)]
+    # Sequences wrap past int32's maximum to 0, as Kafka's do.
+    assert values == [
+        b"partition=5,index=0,count=3,producer=77,epoch=2,sequence=2147483646",
+        b"partition=5,index=1,count=3,producer=77,epoch=2,sequence=2147483647",
+        b"partition=5,index=2,count=3,producer=77,epoch=2,sequence=0",
+    ]
+    assert parse_origin_header(values[2])["sequence"] == 0
+    for bad in (b"", b"partition=1", b"partition=x,index=0,count=1", b"count=1,index=0,partition=1",
+                b"\xff", b"partition=1,index=0,count=1,producer=2"):  # fmt: skip
+        with pytest.raises(ValueError, match="not a trafka-origin header"):
+            parse_origin_header(bad)
