@@ -34,7 +34,6 @@ import pytest
 from proxy_helpers import Report, create, fresh, misreported, placement
 
 from trafka.brokerlite import RunningBroker
-from trafka.brokerlite.server import broker_in_thread
 from trafka.proxy import ORIGIN_HEADER, RunningProxy, parse_origin_header, proxy_in_thread
 from trafka.sdk import open_producer
 from trafka.sdk.partitioners import crc32_partition, murmur2_partition
@@ -45,17 +44,6 @@ PARTITIONS = 5
 N = 300
 KEYS = 29
 KCAT = shutil.which("kcat")
-
-
-@pytest.fixture(scope="module")
-def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningBroker]:
-    with broker_in_thread(
-        port=0,
-        host="127.0.0.1",
-        data_dir=tmp_path_factory.mktemp("reports-broker"),
-        group_initial_rebalance_delay_ms=0,
-    ) as running:
-        yield running
 
 
 @pytest.fixture(scope="module", params=["memory", "journal"])
@@ -102,6 +90,37 @@ def crc32_like(key: bytes, all_partitions: list[int], available: list[int]) -> i
     return all_partitions[crc32_partition(key, len(all_partitions))]
 
 
+def confluent_reports(
+    proxy: RunningProxy, topic: str, sends: Sequence[tuple[bytes, bytes]], **settings: Any
+) -> list[Report]:
+    """The delivery reports of confluent-kafka sending ``sends`` (value, key), in
+    one transaction when ``settings`` name a ``transactional.id``."""
+    producer = confluent_kafka.Producer(
+        {"bootstrap.servers": proxy.bootstrap_servers, "linger.ms": 5, **settings}
+    )
+    reports: list[Report] = []
+    errors: list[Any] = []
+
+    def on_delivery(err: Any, msg: Any) -> None:
+        if err:
+            errors.append(err)
+        else:
+            reports.append((msg.value(), msg.partition(), msg.offset()))
+
+    transactional = "transactional.id" in settings
+    if transactional:
+        producer.init_transactions(30)
+        producer.begin_transaction()
+    for value, key in sends:
+        producer.produce(topic, value=value, key=key, on_delivery=on_delivery)
+    if transactional:
+        producer.commit_transaction(30)
+    assert producer.flush(30) == 0
+    assert errors == []
+    assert len(reports) == len(sends)
+    return reports
+
+
 # -- librdkafka -----------------------------------------------------------------------------
 
 
@@ -122,29 +141,8 @@ def test_confluent_kafka_reports(
     topic = topic_for(proxy)
     if "transactional.id" in settings:
         settings = {**settings, "transactional.id": fresh("reports-tx")}
-    producer = confluent_kafka.Producer(
-        {"bootstrap.servers": proxy.bootstrap_servers, "linger.ms": 5, **settings}
-    )
-    reports: list[Report] = []
-    errors: list[Any] = []
-
-    def on_delivery(err: Any, msg: Any) -> None:
-        if err:
-            errors.append(err)
-        else:
-            reports.append((msg.value(), msg.partition(), msg.offset()))
-
-    if "transactional.id" in settings:
-        producer.init_transactions(30)
-        producer.begin_transaction()
-    for i in range(N):
-        producer.produce(topic, value=b"ck-%d" % i, key=key_of(i), on_delivery=on_delivery)
-    if "transactional.id" in settings:
-        producer.commit_transaction(30)
-    assert producer.flush(30) == 0
-    assert errors == []
-    assert len(reports) == N
-    check(broker, proxy, topic, reports)
+    sends = [(b"ck-%d" % i, key_of(i)) for i in range(N)]
+    check(broker, proxy, topic, confluent_reports(proxy, topic, sends, **settings))
 
 
 @pytest.mark.parametrize("idempotent", [False, True])
@@ -165,27 +163,11 @@ def test_a_batch_none_of_whose_records_moved_is_told_its_true_offsets(
         for k in keys
         if (crc32_partition(k, PARTITIONS), murmur2_partition(k, PARTITIONS)) == (1, 0)
     ]
-    producer = confluent_kafka.Producer(
-        {
-            "bootstrap.servers": proxy.bootstrap_servers,
-            "linger.ms": 20,
-            "enable.idempotence": idempotent,
-        }
-    )
-    reports: list[Report] = []
-    errors: list[Any] = []
-
-    def on_delivery(err: Any, msg: Any) -> None:
-        if err:
-            errors.append(err)
-        else:
-            reports.append((msg.value(), msg.partition(), msg.offset()))
-
-    for i in range(N):
-        key = stay[i % len(stay)] if i % 2 else move[i % len(move)]
-        producer.produce(topic, value=b"st-%d" % i, key=key, on_delivery=on_delivery)
-    assert producer.flush(30) == 0
-    assert errors == []
+    sends = [
+        (b"st-%d" % i, stay[i % len(stay)] if i % 2 else move[i % len(move)]) for i in range(N)
+    ]
+    settings = {"linger.ms": 20, "enable.idempotence": idempotent}
+    reports = confluent_reports(proxy, topic, sends, **settings)
     check(broker, proxy, topic, reports)
     told = {p: sum(1 for _, q, o in reports if q == p and not unknown(o)) for p in (0, 1)}
     assert told == {0: N // 2, 1: 0}
@@ -371,24 +353,17 @@ def test_sarama_reports(
         "sarama_old", "github.com/Shopify/sarama", "golang-github-shopify-sarama-dev"
     )
     topic = topic_for(proxy)
+    flags = {
+        "-mode": "produce",
+        "-brokers": proxy.bootstrap_servers,
+        "-topic": topic,
+        "-n": str(N),
+        "-prefix": "sa",
+        "-version": version,
+        "-compression": codec,
+    }
     done = subprocess.run(
-        [
-            str(sarama),
-            "-mode",
-            "produce",
-            "-brokers",
-            proxy.bootstrap_servers,
-            "-topic",
-            topic,
-            "-n",
-            str(N),
-            "-prefix",
-            "sa",
-            "-version",
-            version,
-            "-compression",
-            codec,
-        ],
+        [str(sarama), *(word for pair in flags.items() for word in pair)],
         capture_output=True,
         text=True,
         timeout=90,
@@ -443,25 +418,11 @@ def test_origin_headers_say_where_the_client_put_each_record_it_was_not_told(
         upstream=(broker.bootstrap_servers,), port=0, origin_headers=True
     ) as proxy:
         topic = topic_for(proxy)
-        producer = confluent_kafka.Producer(
-            {
-                "bootstrap.servers": proxy.bootstrap_servers,
-                "linger.ms": 5,
-                "compression.type": "lz4",
-                "enable.idempotence": idempotent,
-            }
-        )
-        reports: list[Report] = []
-
-        def on_delivery(err: Any, msg: Any) -> None:
-            assert err is None
-            reports.append((msg.value(), msg.partition(), msg.offset()))
-
-        # Some keys librdkafka and murmur2 both put on partition 0: their batches
-        # may stay whole (true offsets, no header); the rest move.
-        for i in range(N):
-            producer.produce(topic, value=b"or-%d" % i, key=key_of(i), on_delivery=on_delivery)
-        assert producer.flush(30) == 0
+        # Some keys librdkafka and murmur2 both put on the same partition: their
+        # batches may stay whole (true offsets, no header); the rest move.
+        sends = [(b"or-%d" % i, key_of(i)) for i in range(N)]
+        settings = {"compression.type": "lz4", "enable.idempotence": idempotent}
+        reports = confluent_reports(proxy, topic, sends, **settings)
         check(broker, proxy, topic, reports)
     records = placement(broker.bootstrap_servers, topic, PARTITIONS)
     origin = {
