@@ -42,7 +42,8 @@ Rules:
 * The answer (:func:`merge_produce`) names exactly the partitions the client
   sent, in its order. A partition whose records were all written, in the
   client's order, at the start of one batch of that same partition gets the
-  broker's answer for that batch: its base offset is true for every record.
+  broker's answer for that batch: its base offset is true for every record
+  (and its record errors are those of the client's records, which come first).
   Any other partition gets the error of the first of its batches that failed
   (none if none did), no log append time or log start offset (-1), and a base
   offset that no client turns into a place (:func:`unknown_base_offset`): its
@@ -221,7 +222,7 @@ class ProduceRoute:
     """How a routed Produce maps back: for each partition the client sent (in
     its order), the batches its records went to, the one whose answer is the
     partition's when they all lead it (else None), and how many records the
-    client sent there (0 when the answer is the batch's)."""
+    client sent there (magic 2 ones only when the answer is the batch's)."""
 
     origin: tuple[tuple[str, tuple[tuple[int, tuple[_Source, ...], _Source | None, int], ...]], ...]
 
@@ -585,6 +586,9 @@ def _route(
     kept: dict[tuple[str, int], _Source],
     splits: list[_Split],
 ) -> ProduceRoute:
+    of: dict[tuple[str, int], list[_Split]] = {}
+    for s in splits:
+        of.setdefault((s.topic, s.partition), []).append(s)
     origin = []
     for t in body.topic_data:
         entries = []
@@ -592,9 +596,10 @@ def _route(
             key = (t.name, p.index)
             found = tuple(dict.fromkeys(sources.get(key, [])))
             lead = kept.get(key)
-            count = 0
-            if lead is None or len(found) != 1:  # answered without an offset: count
-                count = sum(s.count() for s in splits if (s.topic, s.partition) == key)
+            told = lead is not None and len(found) == 1  # the batch's own answer
+            # Legacy messages are counted (decoded) only when answered without an
+            # offset; they have no record errors for the count to bound.
+            count = sum(s.count() for s in of.get(key, ()) if not told or s.header.magic == 2)
             entries.append((p.index, found, lead, count))
         origin.append((t.name, tuple(entries)))
     return ProduceRoute(tuple(origin))
@@ -1058,8 +1063,13 @@ def merge_produce(
                 )
             if kept is not None and len(sources) == 1:
                 own = got[(kept[0], name, kept[1])]
+                errors = own.record_errors
+                if errors:  # only the client's records' (the first ``count`` of the batch)
+                    errors = [e for e in errors if e.batch_index < count]
                 merged.append(
-                    dataclasses.replace(own, index=index, error_code=_said(own.error_code))
+                    dataclasses.replace(
+                        own, index=index, error_code=_said(own.error_code), record_errors=errors
+                    )
                 )
                 continue
             failed = next(

@@ -283,3 +283,39 @@ def test_an_idempotent_producers_origin_names_its_producer_and_each_records_sequ
                 b"\xff", b"partition=1,index=0,count=1,producer=2"):  # fmt: skip
         with pytest.raises(ValueError, match="not a trafka-origin header"):
             parse_origin_header(bad)
+
+
+def test_a_partition_told_its_batchs_answer_hears_only_its_own_records_errors() -> None:
+    """KIP-467's record errors name records by their index in the batch written:
+    the client's own records come first in it, the records moved in after them;
+    the client hears of its own only (an index past its batch names no record of it)."""
+    own = [r for r in keyed(200, keys=53) if murmur2_partition(r[1], 6) == 4]
+    moved_in = [r for r in keyed(300, keys=97) if murmur2_partition(r[1], 6) == 4][:5]
+    body = request({0: [encode_batch(moved_in)], 4: [encode_batch(own)]})
+    routed, _ = plan(body)
+    answers = [answer(part) for _, part in routed.parts]
+    errors = [
+        pm.ProduceResponse.BatchIndexAndErrorMessage(batch_index=i, batch_index_error_message="x")
+        for i in (0, len(own) - 1, len(own), len(own) + 4)
+    ]
+    answers = [
+        dataclasses.replace(
+            a,
+            responses=[
+                dataclasses.replace(
+                    t,
+                    partition_responses=[
+                        dataclasses.replace(p, error_code=87, record_errors=errors)
+                        if p.index == 4
+                        else p
+                        for p in t.partition_responses
+                    ],
+                )
+                for t in a.responses
+            ],
+        )
+        for a in answers
+    ]
+    parts = by_partition(merge_produce(routed.route, answers))
+    assert parts[4].error_code == 87  # INVALID_RECORD: the batch was refused
+    assert [e.batch_index for e in parts[4].record_errors] == [0, len(own) - 1]
