@@ -123,7 +123,9 @@ def test_the_merged_answer_covers_the_client_partitions_with_their_offsets() -> 
     # client that does not say what it is) gets a base making all 90 negative...
     assert (parts[0].error_code, parts[0].base_offset, parts[0].log_start_offset) == (0, -90, -1)
     assert parts[0].log_append_time_ms == -1
-    # ... one whose reports take -1 as "no offset" for the whole batch gets -1.
+    # ... one whose reports take -1 as "no offset" for the whole batch (Java's
+    # RecordMetadata ignores the batch index when the base offset is -1) gets -1; it
+    # says what it is in ApiVersions v3+ (KIP-511's client software name).
     for software in ("apache-kafka-java", "kafka-python", "trafka"):
         java = by_partition(merge_produce(routed.route, answers, software))
         assert (java[0].base_offset, java[4].base_offset) == (-1, 400)
