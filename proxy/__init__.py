@@ -26,11 +26,12 @@ from .filters import (
     RespondLater,
 )
 from .key_routing import KeyRouting
-from .routing import HASHES, RouteStats
+from .routing import HASHES, ORIGIN_HEADER, RouteStats, parse_origin_header
 from .server import ProxyStatistics, RunningProxy, proxy_in_thread, serve_proxy
 
 __all__ = [
     "HASHES",
+    "ORIGIN_HEADER",
     "CloseConnection",
     "Filter",
     "FilterContext",
@@ -43,5 +44,6 @@ __all__ = [
     "RouteStats",
     "RunningProxy",
     "proxy_in_thread",
+    "parse_origin_header",
     "serve_proxy",
 ]

@@ -68,6 +68,12 @@ from .server import ProxyConfig, run_proxy
     help="Record where idempotent producers' records went before writing them, so "
     "that a restarted proxy writes none twice (exactly once across restarts).",
 )
+@click.option(
+    "--origin-headers",
+    is_flag=True,
+    help="Give each record of a batch the proxy splits a trafka-origin header saying "
+    "where the client put it (its partition, place in the batch, producer and sequence).",
+)
 @click.option("--connections-max-idle-ms", type=int, default=600_000, show_default=True)
 @click.option("--request-receive-timeout-ms", type=int, default=30_000, show_default=True)
 @click.option(
@@ -93,6 +99,7 @@ def command(
     metrics_listen: str | None,
     max_decompressed_bytes: int,
     journal_dir: str | None,
+    origin_headers: bool,
     connections_max_idle_ms: int,
     request_receive_timeout_ms: int,
     filter_specs: tuple[str, ...],
@@ -121,6 +128,7 @@ def command(
             metrics_listen=metrics_listen,
             max_decompressed_bytes=max_decompressed_bytes,
             journal_dir=journal_dir,
+            origin_headers=origin_headers,
             connections_max_idle_ms=connections_max_idle_ms,
             request_receive_timeout_ms=request_receive_timeout_ms,
             filters=tuple(load_filter(spec) for spec in filter_specs),

@@ -46,6 +46,10 @@ class ProxyConfig:
             them, where an idempotent producer's records went, so that a
             restarted proxy writes none of them twice (see :mod:`.journal`);
             None: in memory only (a restart can write in-flight batches twice).
+        origin_headers: key routing gives each record of a batch it splits
+            (some of its records move) a ``trafka-origin`` header saying where
+            the client put it (see :func:`~.routing.origin_header`): the
+            client's delivery report names no offset for it.
         connections_max_idle_ms: a client connection with no request for this
             long is closed (Kafka's ``connections.max.idle.ms``).
         request_receive_timeout_ms: a request begun but not received whole
@@ -82,6 +86,7 @@ class ProxyConfig:
     announce: bool = False
     max_decompressed_bytes: int = 16 * 1024 * 1024
     journal_dir: str | None = None
+    origin_headers: bool = False
     connections_max_idle_ms: int = 600_000
     request_receive_timeout_ms: int = 30_000
     metrics_listen: str | None = None

@@ -104,6 +104,7 @@ class ExactlyOnce:
         max_size: the most a batch may inflate to (see :func:`.routing.prepare_idempotent`).
         journal: where placements are recorded before they are written, and
             read back after a restart (see :mod:`.journal`); None: nowhere.
+        origin_headers: see :func:`.routing.plan_produce`.
     """
 
     def __init__(
@@ -115,8 +116,11 @@ class ExactlyOnce:
         nodes: Callable[[], list[int]],
         max_size: int,
         journal: Journal | None = None,
+        *,
+        origin_headers: bool = False,
     ) -> None:
         self.max_size = max_size
+        self.origin_headers = origin_headers
         self.pool = pool
         self.topics = topics
         self.stats = stats
@@ -239,6 +243,7 @@ class ExactlyOnce:
                 stats=self.stats,
                 max_size=self.max_size,
                 recovered=recovered,
+                origin_headers=self.origin_headers,
             )
         )
         if prepared is None:
@@ -343,7 +348,7 @@ class ExactlyOnce:
             if u.slot is not None:
                 with trio.move_on_at(deadline):
                     await u.slot.wait()
-        return idempotent_answer(plan, template or pm.ProduceResponse())
+        return idempotent_answer(plan, template or pm.ProduceResponse(), ctx.client_software)
 
     async def _settle_one(
         self, ctx: FilterContext, session: Session | None, u: Upstream, p: Any, deadline: float

@@ -82,6 +82,9 @@ class FilterContext:
         authenticated: the client authenticated (SASL) on its connection: its
             requests cannot go over the proxy's own connections.
         notes: private to this request and its answer.
+        client_software: the client software name the connection's ApiVersions
+            request gave (v3+, KIP-511: ``librdkafka``, ``apache-kafka-java``...),
+            None when it gave none.
     """
 
     api_key: int
@@ -93,6 +96,7 @@ class FilterContext:
     state: dict[str, Any] = field(default_factory=dict)
     authenticated: bool = False
     notes: dict[str, Any] = field(default_factory=dict)
+    client_software: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

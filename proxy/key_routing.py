@@ -82,6 +82,9 @@ class KeyRouting(Filter):
             if not given).
         journal_dir: where idempotent producers' placements are journaled
             (see :mod:`.journal`); None: not at all.
+        origin_headers: give each record of a batch the proxy splits a
+            ``trafka-origin`` header saying where the client put it
+            (:func:`~.routing.origin_header`).
     """
 
     api_keys = frozenset({PRODUCE}) | _TXN_APIS
@@ -94,6 +97,7 @@ class KeyRouting(Filter):
         connect_timeout: float = 10.0,
         stats: RouteStats | None = None,
         journal_dir: str | None = None,
+        origin_headers: bool = False,
     ) -> None:
         if hash_name not in HASHES:
             raise ValueError(f"hash_name must be one of {', '.join(HASHES)}; not {hash_name!r}")
@@ -102,6 +106,7 @@ class KeyRouting(Filter):
         self.connect_timeout = connect_timeout
         self.stats = stats if stats is not None else RouteStats()
         self.journal_dir = journal_dir
+        self.origin_headers = origin_headers
         self._journal: Journal | None = None
         self._services: ProxyServices | None = None
         self._eos: ExactlyOnce | None = None
@@ -121,6 +126,7 @@ class KeyRouting(Filter):
             services.nodes,
             self.max_size,
             self._journal,
+            origin_headers=self.origin_headers,
         )
 
     def detach(self) -> None:
@@ -156,6 +162,7 @@ class KeyRouting(Filter):
                         hash_name=self.hash_name,
                         stats=self.stats,
                         max_size=self.max_size,
+                        origin_headers=self.origin_headers,
                     )
                 )
                 if plan is not None:
@@ -169,6 +176,7 @@ class KeyRouting(Filter):
                     hash_name=self.hash_name,
                     stats=self.stats,
                     max_size=self.max_size,
+                    origin_headers=self.origin_headers,
                 )
             )
         except DecompressionLimitError as exc:
@@ -210,19 +218,17 @@ class KeyRouting(Filter):
             sent.append((part, waiter))
         if not answered:
             return Respond(None)
-        return RespondLater(
-            partial(self._gather, plan, sent, ctx.client_id, ctx.api_version, deadline)
-        )
+        return RespondLater(partial(self._gather, ctx, plan, sent, deadline))
 
     async def _gather(
         self,
+        ctx: FilterContext,
         plan: ProducePlan,
         sent: list[tuple[Any, Waiter | UpstreamError]],
-        client_id: str | None,
-        version: int,
         deadline: float,
     ) -> Any:
         services = self._proxy[0]
+        client_id, version = ctx.client_id, ctx.api_version
         answers = []
         stale: set[str] = set()
         for part, waiter in sent:
@@ -237,7 +243,8 @@ class KeyRouting(Filter):
         if stale:
             services.refresh(stale)
         await self._follow_leaders(plan, answers, client_id, version, deadline)
-        return services.from_upstream(PRODUCE, version, merge_produce(plan.route, answers))
+        merged = merge_produce(plan.route, answers, ctx.client_software)
+        return services.from_upstream(PRODUCE, version, merged)
 
     async def _follow_leaders(
         self,
@@ -314,5 +321,5 @@ class KeyRouting(Filter):
         elif ctx.api_key == PRODUCE:
             route = ctx.notes.get(_ROUTE)
             if route is not None:
-                return merge_produce(route, [body])
+                return merge_produce(route, [body], ctx.client_software)
         return body

@@ -40,11 +40,16 @@ Rules:
     partitions that broker leads; idempotent ones stay.
 
 * The answer (:func:`merge_produce`) names exactly the partitions the client
-  sent, in its order. A partition none of whose records moved gets the
-  broker's answer for its batch. A partition some of whose records moved gets
-  the error of the first of its batches that failed (none if none did) and the
-  offsets ``-1`` (unknown, as for acks=0): its records are not where the client
-  believes, so no offset of the partition it named would be true.
+  sent, in its order. A partition whose records were all written, in the
+  client's order, at the start of one batch of that same partition gets the
+  broker's answer for that batch: its base offset is true for every record
+  (and its record errors are those of the client's records, which come first).
+  Any other partition gets the error of the first of its batches that failed
+  (none if none did), no log append time or log start offset (-1), and a base
+  offset that no client turns into a place (:func:`unknown_base_offset`): its
+  records are not where the client believes, so no offset of the partition it
+  named would be true. Where they are is the consumer's to see
+  (``origin_headers``, :func:`origin_header`).
 * A part that got no answer (its connection lost, its deadline passed) is
   answered for the driver by :func:`failed_answer`: each of its partitions
   with the same retriable error. The client hears a lost connection as
@@ -80,10 +85,12 @@ from trafka.codec.records import (
 )
 
 from ..sdk.partitioners import KEY_HASHES
-from .sequences import ClientBatch, Placement, Session, State, Upstream
+from .sequences import ClientBatch, Placement, Session, State, Upstream, next_sequence
 
 __all__ = [
     "HASHES",
+    "MINUS_ONE_CLIENTS",
+    "ORIGIN_HEADER",
     "IdempotentPlan",
     "Prepared",
     "ProducePlan",
@@ -96,9 +103,12 @@ __all__ = [
     "learn_leaders",
     "merge_produce",
     "metadata_request",
+    "origin_header",
+    "parse_origin_header",
     "plan_produce",
     "prepare_idempotent",
     "route_produce",
+    "unknown_base_offset",
 ]
 
 log = logging.getLogger("trafka.proxy")
@@ -182,6 +192,25 @@ class RouteStats:
             self.kept_by_topic[topic] = self.kept_by_topic.get(topic, 0) + kept
 
 
+#: Clients (their ApiVersions software names, KIP-511) whose delivery reports take
+#: a base offset of -1 as "no offset" for every record of the batch: Java's
+#: ``RecordMetadata``, kafka-python's ``FutureRecordMetadata`` and trafka's SDK.
+#: Others (librdkafka, so confluent-kafka and kcat; aiokafka; sarama) give
+#: record *i* the offset ``base + i`` whatever the base, so -1 would give every
+#: record but the first a real-looking offset: 0, 1, 2...
+MINUS_ONE_CLIENTS = frozenset({"apache-kafka-java", "kafka-python", "trafka"})
+
+
+def unknown_base_offset(count: int, client_software: str | None) -> int:
+    """The base offset that makes a client report no offset for any of the
+    ``count`` records of its batch: -1 for :data:`MINUS_ONE_CLIENTS` (and for a
+    batch of one record), else ``-count``, so that ``base + i`` is negative for
+    every record (librdkafka's, aiokafka's and sarama's "no offset")."""
+    if count <= 1 or client_software in MINUS_ONE_CLIENTS:
+        return -1
+    return -count
+
+
 # A request's part: (round, leader) -> {topic: {partition: batch}}.
 _Parts = dict[tuple[int, int], dict[str, dict[int, bytes]]]
 # Where the answer for a partition comes from: (part index, partition).
@@ -191,10 +220,11 @@ _Source = tuple[int, int]
 @dataclass(frozen=True, slots=True)
 class ProduceRoute:
     """How a routed Produce maps back: for each partition the client sent (in
-    its order), the batches its records went to and, when none moved, the one
-    whose answer is the partition's."""
+    its order), the batches its records went to, the one whose answer is the
+    partition's when they all lead it (else None), and how many records the
+    client sent there (magic 2 ones only when the answer is the batch's)."""
 
-    origin: tuple[tuple[str, tuple[tuple[int, tuple[_Source, ...], _Source | None], ...]], ...]
+    origin: tuple[tuple[str, tuple[tuple[int, tuple[_Source, ...], _Source | None, int], ...]], ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -241,6 +271,12 @@ class _Split:
     def moved(self) -> bool:
         return list(self.pieces) != [self.partition]
 
+    def count(self) -> int:
+        """How many records the client's batch (or legacy message) holds."""
+        if self.header.magic == 2:
+            return int(self.header.records_count)
+        return sum(len(p.decoded()) for p in self.pieces.values())
+
 
 def _split(
     header: Any,
@@ -251,8 +287,11 @@ def _split(
     hash_of: Callable[[bytes, int], int],
     stats: RouteStats,
     max_size: int,
+    origin: bool = False,
 ) -> _Split:
-    """Group one magic 2 batch's records by target partition.
+    """Group one batch's records by target partition (``origin``: the records of a
+    magic 2 batch that does not stay whole each get a ``trafka-origin`` header,
+    see :func:`origin_header`).
 
     Raises:
         DecodeError: the batch is malformed, or inflates beyond ``max_size``
@@ -263,14 +302,13 @@ def _split(
         if header.magic == 2
         else decode_legacy_entry(raw, max_size=max_size)
     )
-    groups: dict[int, list[Record]] = {}
-    for r in records:
-        target = partition if r.key is None else hash_of(r.key, count)
-        groups.setdefault(target, []).append(r)
+    groups = _group(records, partition, count, hash_of)
     total = max(1, len(records))
     if list(groups) == [partition]:
         stats.count(topic, 0, len(records))
         return _Split(topic, partition, header, {partition: _Piece(records, header, raw, len(raw))})
+    if origin and header.magic == 2:
+        groups = _group(_with_origin(records, partition, header), partition, count, hash_of)
     stats.batches_rebuilt += 1
     pieces = {}
     for target, records in groups.items():
@@ -287,6 +325,66 @@ def _split(
             ", ".join(f"{len(r)} -> {t}" for t, r in sorted(groups.items())),
         )
     return _Split(topic, partition, header, pieces)
+
+
+def _group(
+    records: Sequence[Record], partition: int, count: int, hash_of: Callable[[bytes, int], int]
+) -> dict[int, list[Record]]:
+    groups: dict[int, list[Record]] = {}
+    for r in records:
+        target = partition if r.key is None else hash_of(r.key, count)
+        groups.setdefault(target, []).append(r)
+    return groups
+
+
+#: The header :func:`origin_header` writes (``ProxyConfig.origin_headers``).
+ORIGIN_HEADER = "trafka-origin"
+
+
+def origin_header(partition: int, index: int, count: int, header: Any) -> bytes:
+    """Where the client put a record the proxy moved or whose batch it split: the
+    value of its :data:`ORIGIN_HEADER`.
+
+    ``partition=P,index=I,count=N``: the record was the ``I``-th (from 0) of the
+    ``N`` records of the batch the client sent to partition ``P``; for an
+    idempotent or transactional producer, then ``,producer=ID,epoch=E,sequence=S``:
+    its producer id and epoch and its own sequence number in partition ``P``
+    (the batch's base sequence plus ``I``, wrapping as Kafka's do), which no
+    other record of that producer and partition has.
+    """
+    value = f"partition={partition},index={index},count={count}"
+    if header.producer_id >= 0:
+        sequence = next_sequence(header.base_sequence, index)
+        value += f",producer={header.producer_id},epoch={header.producer_epoch},sequence={sequence}"
+    return value.encode()
+
+
+_ORIGIN_FIELDS = ("partition", "index", "count", "producer", "epoch", "sequence")
+
+
+def parse_origin_header(value: bytes) -> dict[str, int]:
+    """The fields of an :data:`ORIGIN_HEADER` value (:func:`origin_header`):
+    ``partition``, ``index`` and ``count``, and for an idempotent producer
+    ``producer``, ``epoch`` and ``sequence``.
+
+    Raises:
+        ValueError: ``value`` is not such a header.
+    """
+    try:
+        fields = {k: int(v) for k, v in (f.split("=") for f in value.decode("ascii").split(","))}
+    except (UnicodeDecodeError, ValueError):
+        raise ValueError(f"not a {ORIGIN_HEADER} header: {value!r}") from None
+    if list(fields) not in (list(_ORIGIN_FIELDS[:3]), list(_ORIGIN_FIELDS)):
+        raise ValueError(f"not a {ORIGIN_HEADER} header: {value!r}")
+    return fields
+
+
+def _with_origin(records: Sequence[Record], partition: int, header: Any) -> list[Record]:
+    n = len(records)
+    return [
+        r._replace(headers=(*r.headers, (ORIGIN_HEADER, origin_header(partition, i, n, header))))
+        for i, r in enumerate(records)
+    ]
 
 
 def _whole(topic: str, partition: int, header: Any, data: bytes) -> _Split:
@@ -376,6 +474,7 @@ def plan_produce(
     hash_name: str,
     stats: RouteStats,
     max_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE,
+    origin_headers: bool = False,
 ) -> ProducePlan | None:
     """Split a plain producer's Produce request by the leader of each record's target.
 
@@ -385,6 +484,8 @@ def plan_produce(
         hash_name: a key of :data:`HASHES`.
         stats: counters to update.
         max_size: the most a batch may inflate to.
+        origin_headers: give the records of a batch that does not stay whole
+            a ``trafka-origin`` header (:func:`origin_header`).
 
     Returns:
         The parts and the route to merge their answers, or None when the
@@ -408,7 +509,9 @@ def plan_produce(
             for header, raw in iter_batches(p.records):
                 data = bytes(raw)
                 sizes.append(len(data))
-                split = _split(header, data, t.name, p.index, count, hash_of, stats, max_size)
+                split = _split(
+                    header, data, t.name, p.index, count, hash_of, stats, max_size, origin_headers
+                )
                 if split.moved and not all(topics.leader(t.name, x) >= 0 for x in split.pieces):
                     stats.batches_untouched_unknown_leader += 1
                     split = _whole(t.name, p.index, header, data)
@@ -440,7 +543,7 @@ def plan_produce(
     ordered = sorted(parts, key=lambda k: order(*k))
     return ProducePlan(
         tuple((leader, _part_body(body, parts[(rnd, leader)])) for rnd, leader in ordered),
-        _route(body, sources, kept),
+        _route(body, sources, kept, splits),
     )
 
 
@@ -481,14 +584,23 @@ def _route(
     body: Any,
     sources: dict[tuple[str, int], list[_Source]],
     kept: dict[tuple[str, int], _Source],
+    splits: list[_Split],
 ) -> ProduceRoute:
+    of: dict[tuple[str, int], list[_Split]] = {}
+    for s in splits:
+        of.setdefault((s.topic, s.partition), []).append(s)
     origin = []
     for t in body.topic_data:
         entries = []
         for p in t.partition_data:
             key = (t.name, p.index)
             found = tuple(dict.fromkeys(sources.get(key, [])))
-            entries.append((p.index, found, kept.get(key)))
+            lead = kept.get(key)
+            told = lead is not None and len(found) == 1  # the batch's own answer
+            # Legacy messages are counted (decoded) only when answered without an
+            # offset; they have no record errors for the count to bound.
+            count = sum(s.count() for s in of.get(key, ()) if not told or s.header.magic == 2)
+            entries.append((p.index, found, lead, count))
         origin.append((t.name, tuple(entries)))
     return ProduceRoute(tuple(origin))
 
@@ -521,6 +633,7 @@ def route_produce(
     hash_name: str,
     stats: RouteStats,
     max_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE,
+    origin_headers: bool = False,
 ) -> tuple[Any, ProduceRoute | None]:
     """Move keyed records of a Produce request sent on the client's own connection.
 
@@ -533,6 +646,7 @@ def route_produce(
         topics: partition counts and leaders.
         hash_name: a key of :data:`HASHES`.
         stats: counters to update.
+        max_size, origin_headers: as for :func:`plan_produce`.
 
     Returns:
         The request to send (``body`` itself when nothing moves) and the route
@@ -557,7 +671,9 @@ def route_produce(
                     stats.batches_untouched_unknown_topic += 1
                     splits.append(stay)
                     continue
-                split = _split(header, data, t.name, p.index, count, hash_of, stats, max_size)
+                split = _split(
+                    header, data, t.name, p.index, count, hash_of, stats, max_size, origin_headers
+                )
                 if split.moved and not all(
                     topics.leader(t.name, x) == node_id for x in split.pieces
                 ):
@@ -585,7 +701,9 @@ def route_produce(
                 out.setdefault(t.name, {})[p.index] = p.records
                 sources[(t.name, p.index)] = [(0, p.index)]
                 kept[(t.name, p.index)] = (0, p.index)
-    return dataclasses.replace(body, topic_data=_topic_data(out)), _route(body, sources, kept)
+    return dataclasses.replace(body, topic_data=_topic_data(out)), _route(
+        body, sources, kept, splits
+    )
 
 
 # -- the idempotent plan -------------------------------------------------------------------
@@ -662,6 +780,7 @@ def prepare_idempotent(
     stats: RouteStats,
     max_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE,
     recovered: Callable[[str, int, int], Placement | None] | None = None,
+    origin_headers: bool = False,
 ) -> Prepared | None:
     """Recognise an idempotent producer's retried batches and place its new ones.
 
@@ -671,7 +790,8 @@ def prepare_idempotent(
     ``recovered`` (topic, partition, base sequence) gives a batch's placement
     from the journal (:mod:`.journal`) when the session does not know it: the
     upstream batches of it that its targets' leaders (asked by the driver
-    first) say were written are not written again.
+    first) say were written are not written again. ``origin_headers``: as for
+    :func:`plan_produce`.
 
     Returns:
         The prepared request, or None when it is not for this plan (a
@@ -726,7 +846,9 @@ def prepare_idempotent(
                 continue
             data = bytes(raw)
             sizes.append(len(data))
-            split = _split(header, data, t.name, p.index, count, hash_of, stats, max_size)
+            split = _split(
+                header, data, t.name, p.index, count, hash_of, stats, max_size, origin_headers
+            )
             if not all(topics.leader(t.name, x) >= 0 for x in split.pieces):
                 refused[(t.name, p.index)] = ErrorCode.NOT_LEADER_OR_FOLLOWER
                 stale.add(t.name)
@@ -860,8 +982,11 @@ def upstream_body(body: Any, batches: Sequence[Upstream]) -> Any:
     return _part_body(body, topics)
 
 
-def idempotent_answer(plan: IdempotentPlan, template: Any) -> Any:
-    """The client's answer once every batch it depends on is settled."""
+def idempotent_answer(
+    plan: IdempotentPlan, template: Any, client_software: str | None = None
+) -> Any:
+    """The client's answer once every batch it depends on is settled
+    (``client_software``: see :func:`unknown_base_offset`)."""
     resp = produce_msgs.ProduceResponse
     responses = []
     for name, entries in plan.answers:
@@ -882,6 +1007,8 @@ def idempotent_answer(plan: IdempotentPlan, template: Any) -> Any:
                 -1,
                 -1,
             )
+            if error == ErrorCode.NONE and base < 0:
+                base = unknown_base_offset(entry.count, client_software)
             merged.append(
                 resp.PartitionProduceResponse(
                     index=index,
@@ -899,7 +1026,9 @@ def idempotent_answer(plan: IdempotentPlan, template: Any) -> Any:
 # -- answers ------------------------------------------------------------------------------
 
 
-def merge_produce(route: ProduceRoute, answers: Sequence[Any]) -> Any:
+def merge_produce(
+    route: ProduceRoute, answers: Sequence[Any], client_software: str | None = None
+) -> Any:
     """The client's answer, from the answers to every part of its request.
 
     Args:
@@ -907,6 +1036,8 @@ def merge_produce(route: ProduceRoute, answers: Sequence[Any]) -> Any:
         answers: the decoded ProduceResponse of each part (at least one), in
             the plan's order, or :func:`failed_answer`'s stand-in for a part
             that got none.
+        client_software: the client's software name, for the base offset of a
+            partition answered without one (:func:`unknown_base_offset`).
 
     Returns:
         A ProduceResponse naming exactly the client's partitions.
@@ -924,7 +1055,7 @@ def merge_produce(route: ProduceRoute, answers: Sequence[Any]) -> Any:
     responses = []
     for name, parts in route.origin:
         merged = []
-        for index, sources, kept in parts:
+        for index, sources, kept, count in parts:
             if any((i, name, x) not in got for i, x in sources):
                 raise DecodeError(
                     f"the broker did not answer for every part of {name}-{index}",
@@ -932,8 +1063,13 @@ def merge_produce(route: ProduceRoute, answers: Sequence[Any]) -> Any:
                 )
             if kept is not None and len(sources) == 1:
                 own = got[(kept[0], name, kept[1])]
+                errors = own.record_errors
+                if errors:  # only the client's records' (the first ``count`` of the batch)
+                    errors = [e for e in errors if e.batch_index < count]
                 merged.append(
-                    dataclasses.replace(own, index=index, error_code=_said(own.error_code))
+                    dataclasses.replace(
+                        own, index=index, error_code=_said(own.error_code), record_errors=errors
+                    )
                 )
                 continue
             failed = next(
@@ -944,7 +1080,7 @@ def merge_produce(route: ProduceRoute, answers: Sequence[Any]) -> Any:
                     index=index,
                     error_code=_said(failed.error_code) if failed else 0,
                     error_message=failed.error_message if failed else None,
-                    base_offset=-1,
+                    base_offset=-1 if failed else unknown_base_offset(count, client_software),
                     log_append_time_ms=-1,
                     log_start_offset=-1,
                 )

@@ -84,6 +84,7 @@ log = logging.getLogger("trafka.proxy")
 
 _SIZE = struct.Struct(">i")
 _SASL_APIS = frozenset({17, 36})  # SaslHandshake, SaslAuthenticate
+_API_VERSIONS = 18
 # Answers a client connection may be owed at once; its requests wait beyond that.
 _MAX_WAITING_ANSWERS = 1024
 
@@ -145,6 +146,7 @@ class _Proxy:
                 connect_timeout=config.connect_timeout,
                 stats=self.stats.routing,
                 journal_dir=config.journal_dir,
+                origin_headers=config.origin_headers,
             )
             self.filters += (routing,)
         services = ProxyServices(
@@ -351,6 +353,8 @@ class _Proxy:
             conn.sasl = True
         conn.filtered = None
         known = _known(key, version)
+        if key == _API_VERSIONS and version >= 3 and known:
+            conn.software = _software(frame)
         chain = wanted(self.filters, key) if self.filters and known else ()
         body = None
         if chain:
@@ -363,6 +367,7 @@ class _Proxy:
                 self._node_of(conn.address),
                 conn.state,
                 authenticated=conn.sasl,
+                client_software=conn.software,
             )
             # Trailing bytes are ignored, as brokers do (librdkafka sends some).
             _, original = protocol.decode_request(frame, allow_trailing=True)
@@ -584,6 +589,7 @@ class _Client:
     pumps: trio.Nursery
     sasl: bool = False
     peer: tuple[str, int] | None = None
+    software: str | None = None  # the client's software name (ApiVersions v3+, KIP-511)
     state: dict[str, Any] = field(default_factory=dict)  # the filters'
     filtered: tuple[FilterContext, tuple[Filter, ...]] | None = None  # the current request's
 
@@ -594,6 +600,15 @@ def _peer(stream: trio.SocketStream) -> tuple[str, int] | None:
     except (OSError, ValueError):
         return None
     return str(host), int(port)
+
+
+def _software(frame: bytes) -> str | None:
+    """The client software name an ApiVersions request (v3+) gives, if it can be read."""
+    try:
+        _, body = protocol.decode_request(frame, allow_trailing=True)
+    except DecodeError:
+        return None  # the broker judges the request
+    return body.client_software_name or None
 
 
 def _known(key: int, version: int) -> bool:

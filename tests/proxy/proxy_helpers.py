@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import itertools
+from collections import Counter
+from collections.abc import Sequence
 from typing import Any
 
 import anyio
@@ -46,6 +48,33 @@ def placement(servers: str, topic: str, partitions: int, **settings: Any) -> lis
 
     result: list[Any] = anyio.run(go, backend="trio")
     return result
+
+
+# A delivery report: (the record's value, the partition named, the offset named;
+# None or negative: no offset).
+Report = tuple[bytes, int, int | None]
+
+
+def misreported(records: Sequence[Any], reports: Sequence[Report]) -> str | None:
+    """What is wrong with ``reports`` against ``records`` (every record of the
+    topic, as the broker has them), or None: a report names no offset, or the
+    one its record has in the partition it names; no (partition, offset) is
+    named twice; none is past its partition's last record (issue #51)."""
+    at = {(r.partition, r.offset): r.value for r in records}
+    last: dict[int, int] = {}
+    for r in records:
+        last[r.partition] = max(last.get(r.partition, -1), r.offset)
+    known = [(v, p, o) for v, p, o in reports if o is not None and o >= 0]
+    wrong = [(v, p, o) for v, p, o in known if at.get((p, o)) != v]
+    twice = [k for k, n in Counter((p, o) for _, p, o in known).items() if n > 1]
+    past = [(v, p, o) for v, p, o in known if o > last.get(p, -1)]
+    if not (wrong or twice or past):
+        return None
+    return (
+        f"of {len(reports)} reports: {len(wrong)} name a place where their record is not, "
+        f"{len(twice)} places are named more than once, {len(past)} are past their "
+        f"partition's last record; first wrong: {wrong[:3]}"
+    )
 
 
 def confluent_produce(servers: str, topic: str, n: int, **settings: Any) -> None:

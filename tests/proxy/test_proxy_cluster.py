@@ -16,7 +16,7 @@ from typing import Any
 import confluent_kafka
 import pytest
 import trio
-from proxy_helpers import create, fresh, placement
+from proxy_helpers import Report, create, fresh, misreported, placement
 
 from trafka.brokerlite.dev.local_cluster import LocalCluster, serve_cluster
 from trafka.proxy import RunningProxy, serve_proxy
@@ -42,8 +42,17 @@ def run(test: Callable[[LocalCluster, RunningProxy], Any], zk: str) -> None:
 
 
 def confluent_send(
-    servers: str, topic: str, n: int, prefix: bytes, *, paced: bool = False, **settings: Any
+    servers: str,
+    topic: str,
+    n: int,
+    prefix: bytes,
+    *,
+    paced: bool = False,
+    reports: list[Report] | None = None,
+    **settings: Any,
 ) -> None:
+    """``n`` keyed records (librdkafka's CRC32 partitioner), their delivery
+    reports appended to ``reports``."""
     producer = confluent_kafka.Producer(
         {
             "bootstrap.servers": servers,
@@ -54,12 +63,16 @@ def confluent_send(
         }
     )
     failures: list[Any] = []
+
+    def on_delivery(err: Any, msg: Any) -> None:
+        if err:
+            failures.append(err)
+        elif reports is not None:
+            reports.append((msg.value(), msg.partition(), msg.offset()))
+
     for i in range(n):
         producer.produce(
-            topic,
-            value=b"%s-%d" % (prefix, i),
-            key=b"key-%d" % (i % KEYS),
-            on_delivery=lambda err, _msg: failures.append(err) if err else None,
+            topic, value=b"%s-%d" % (prefix, i), key=b"key-%d" % (i % KEYS), on_delivery=on_delivery
         )
         if paced and i % 100 == 99:  # about 2 s for 6,000 records
             producer.poll(0)
@@ -262,8 +275,11 @@ def test_idempotent_producers_are_routed_exactly_once(zk: str) -> None:
         topic = fresh("cluster-idem")
         servers = proxy.bootstrap_servers
         await trio.to_thread.run_sync(create, servers, topic, PARTITIONS)
+        reports: list[Report] = []
         await trio.to_thread.run_sync(
-            lambda: confluent_send(servers, topic, 1500, b"c", **{"enable.idempotence": True})
+            lambda: confluent_send(
+                servers, topic, 1500, b"c", reports=reports, **{"enable.idempotence": True}
+            )
         )
         await trio.to_thread.run_sync(
             lambda: kcat_send(servers, topic, 800, b"k", "enable.idempotence=true")
@@ -335,6 +351,10 @@ def test_idempotent_producers_are_routed_exactly_once(zk: str) -> None:
         check(records, 600, b"p")
         check(records, 600, b"i")
         assert len(records) == 5000
+        # Across brokers, delivery reports name no place where a record is not (issue #51).
+        assert len(reports) == 1500
+        problem = misreported(records, reports)
+        assert problem is None, problem
         routing = proxy.statistics.routing
         assert leaders_spread(proxy)
         assert routing.requests_idempotent > 0 and routing.records_moved > 0
@@ -545,6 +565,7 @@ def test_idempotent_producers_stay_exactly_once_while_connections_are_cut(zk: st
         await trio.to_thread.run_sync(create, servers, topic, PARTITIONS)
         brokers = [int(s.rsplit(":", 1)[1]) for s in cluster.bootstrap_servers.split(",")]
         stop = threading.Event()
+        reports: list[Report] = []
         cuts = []
 
         def cutter() -> None:
@@ -571,13 +592,20 @@ def test_idempotent_producers_stay_exactly_once_while_connections_are_cut(zk: st
                 }
             )
             failures: list[Any] = []
+
+            def on_delivery(err: Any, msg: Any) -> None:
+                if err:
+                    failures.append(err)
+                else:
+                    reports.append((msg.value(), msg.partition(), msg.offset()))
+
             try:
                 for i in range(N):
                     producer.produce(
                         topic,
                         value=b"x-%d" % i,
                         key=b"key-%d" % (i % KEYS),
-                        on_delivery=lambda err, _m: failures.append(err) if err else None,
+                        on_delivery=on_delivery,
                     )
                     if i % 50 == 49:
                         producer.poll(0)
@@ -595,6 +623,11 @@ def test_idempotent_producers_stay_exactly_once_while_connections_are_cut(zk: st
         check(records, N, b"x")
         assert len(records) == N
         assert len(cuts) > 10
+        # Retried, resent and recognised batches: still no report names a place
+        # where its record is not (issue #51).
+        assert len(reports) == N
+        problem = misreported(records, reports)
+        assert problem is None, problem
         routing = proxy.statistics.routing
         assert routing.records_moved > 0
 
@@ -706,10 +739,11 @@ def test_plain_producers_follow_leaders_that_move(zk: str) -> None:
             first = {p: view.replicas_of(topic, p) for p in range(PARTITIONS)}
             done = trio.Event()
             n = 6000
+            reports: list[Report] = []
 
             def send() -> None:
                 try:
-                    confluent_send(servers, topic, n, b"m", paced=True)
+                    confluent_send(servers, topic, n, b"m", paced=True, reports=reports)
                 finally:
                     trio.from_thread.run_sync(done.set)
 
@@ -733,6 +767,10 @@ def test_plain_producers_follow_leaders_that_move(zk: str) -> None:
         records = await read_all(cluster, topic)
         check(records, n, b"m", ordered=False, doubles=True)
         assert moved >= 2
+        # While leaders move, delivery reports name no place where a record is not (issue #51).
+        assert len(reports) == n
+        problem = misreported(records, reports)
+        assert problem is None, problem
         rerouted = proxy.statistics.routing.partitions_rerouted
         assert rerouted > 0  # the proxy, not the client, took them to the new leaders
         twice = len(records) - n

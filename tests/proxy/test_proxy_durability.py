@@ -14,7 +14,7 @@ from typing import Any
 import confluent_kafka
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
-from proxy_helpers import placement
+from proxy_helpers import Report, misreported, placement
 
 from trafka.brokerlite.dev.local_cluster import ClusterProcesses
 from trafka.brokerlite.dev.zookeeper_server import zookeeper_available
@@ -50,6 +50,7 @@ class PacedProducer:
         self.pause = pause
         self.sent = 0
         self.failures: list[Any] = []
+        self.reports: list[Report] = []
         self.done = threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True)
         self.thread.start()
@@ -70,7 +71,7 @@ class PacedProducer:
                     TOPIC,
                     value=b"r-%d" % i,
                     key=b"key-%d" % (i % KEYS),
-                    on_delivery=lambda err, _m: self.failures.append(err) if err else None,
+                    on_delivery=self._delivered,
                 )
                 self.sent = i + 1
                 if i % 100 == 99:
@@ -80,15 +81,25 @@ class PacedProducer:
         finally:
             self.done.set()
 
+    def _delivered(self, err: Any, msg: Any) -> None:
+        if err:
+            self.failures.append(err)
+        else:
+            self.reports.append((msg.value(), msg.partition(), msg.offset()))
+
     def finish(self) -> None:
         assert self.done.wait(200), "the producer did not finish"
         self.thread.join(10)
         assert self.failures == []
 
 
-def check_exactly_once(servers: str) -> Counter[bytes]:
-    """Every record in the topic, on its murmur2 partition; the count of each."""
+def check_exactly_once(servers: str, reports: list[Report]) -> Counter[bytes]:
+    """Every record in the topic, on its murmur2 partition; no delivery report
+    naming a place where its record is not (issue #51); the count of each."""
     records = placement(servers, TOPIC, PARTITIONS)
+    assert len(reports) == RECORDS
+    problem = misreported(records, reports)
+    assert problem is None, problem
     counts = Counter(r.value for r in records)
     assert set(counts) == {b"r-%d" % i for i in range(RECORDS)}  # nothing lost
     assert [r for r in records if r.partition != murmur2_partition(r.key, PARTITIONS)] == []
@@ -122,7 +133,7 @@ def test_idempotent_routing_is_exactly_once_across_kill_9_of_a_broker(tmp_path: 
             producer.finish()
             assert px.statistics.routing.records_moved > 0
 
-        counts = check_exactly_once(cluster.bootstrap_servers)
+        counts = check_exactly_once(cluster.bootstrap_servers, producer.reports)
         doubled = [v for v, c in counts.items() if c > 1]
         assert doubled == [], f"{len(doubled)} records written twice"
     finally:
@@ -185,7 +196,7 @@ def test_a_proxy_killed_and_restarted_loses_nothing(tmp_path: Path, journal: boo
             proxy.wait(10)
             proxy = start()
         producer.finish()
-        counts = check_exactly_once(cluster.bootstrap_servers)
+        counts = check_exactly_once(cluster.bootstrap_servers, producer.reports)
         twice = sum(c - 1 for c in counts.values())
         print(
             f"proxy restart ({'journal' if journal else 'in memory'}): {twice} of {RECORDS} written twice"

@@ -12,7 +12,6 @@ import socket
 import struct
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +23,6 @@ from confluent_kafka.admin import AdminClient
 from proxy_helpers import confluent_produce, create, fresh, placement
 
 from trafka.brokerlite import RunningBroker
-from trafka.brokerlite.server import broker_in_thread
 from trafka.codec import protocol
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k03_metadata as mt
@@ -148,14 +146,6 @@ class MetadataOverPool(Filter):
             return self.services.from_upstream(METADATA, ctx.api_version, got)
 
         return RespondLater(answer)
-
-
-@pytest.fixture(scope="module")
-def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningBroker]:
-    with broker_in_thread(
-        port=0, host="127.0.0.1", data_dir=tmp_path_factory.mktemp("filters")
-    ) as running:
-        yield running
 
 
 def test_a_filter_changes_records_before_they_are_routed(broker: RunningBroker) -> None:

@@ -34,17 +34,6 @@ KCAT = shutil.which("kcat")
 
 
 @pytest.fixture(scope="module")
-def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningBroker]:
-    with broker_in_thread(
-        port=0,
-        host="127.0.0.1",
-        data_dir=tmp_path_factory.mktemp("proxy-broker"),
-        group_initial_rebalance_delay_ms=0,
-    ) as running:
-        yield running
-
-
-@pytest.fixture(scope="module")
 def proxy(broker: RunningBroker) -> Iterator[RunningProxy]:
     with proxy_in_thread(upstream=(broker.bootstrap_servers,), port=0) as running:
         yield running

@@ -162,8 +162,8 @@ def test_keyed_records_move_to_their_hash_partition(hash_name: str, compression:
     assert stats.records_moved + stats.records_kept == 200
     assert stats.records_moved > 0 and stats.batches_rebuilt == 1
     # The answer maps back to the one partition the client sent.
-    ((topic, ((index, sources, kept),)),) = route.origin
-    assert (topic, index, kept) == ("orders", 0, None)
+    ((topic, ((index, sources, kept, count),)),) = route.origin
+    assert (topic, index, kept, count) == ("orders", 0, None, 200)
     assert sorted(x for _, x in sources) == sorted(got)
     # One batch per partition: Kafka refuses a magic 2 Produce with more.
     for t in routed.topic_data:
@@ -224,7 +224,7 @@ def test_the_answer_covers_exactly_the_partitions_the_client_sent(version: int) 
         body, node_id=1, topics=topics_of(), hash_name="murmur2", stats=RouteStats()
     )
     assert route is not None
-    targets = {index: [x for _, x in sources] for index, sources, _ in route.origin[0][1]}
+    targets = {index: [x for _, x in sources] for index, sources, _, _ in route.origin[0][1]}
     assert targets[4] == [4] and len(targets[0]) > 1
 
     def merged(errors: dict[int, int] | None) -> Any:

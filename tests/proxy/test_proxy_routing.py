@@ -7,13 +7,15 @@ import dataclasses
 from collections import Counter
 from typing import Any
 
+import pytest
 from proxy_helpers import answer, keyed, records_of, request
 
 from trafka.codec import protocol
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k00_produce as pm
-from trafka.codec.records import encode_batch
+from trafka.codec.records import encode_batch, read_batch_header
 from trafka.proxy.routing import (
+    ORIGIN_HEADER,
     ProducePlan,
     RouteStats,
     Topics,
@@ -21,6 +23,8 @@ from trafka.proxy.routing import (
     learn_leaders,
     merge_produce,
     metadata_request,
+    origin_header,
+    parse_origin_header,
     plan_produce,
 )
 from trafka.sdk.partitioners import murmur2_partition
@@ -108,13 +112,23 @@ def test_the_merged_answer_covers_the_client_partitions_with_their_offsets() -> 
     own = [r for r in keyed(200, keys=53) if murmur2_partition(r[1], 6) == 4]
     body = request({0: [encode_batch(keyed(90))], 4: [encode_batch(own)]})
     routed, _ = plan(body)
-    merged = merge_produce(routed.route, [answer(part) for _, part in routed.parts])
+    answers = [answer(part) for _, part in routed.parts]
+    merged = merge_produce(routed.route, answers)
     parts = by_partition(merged)
     assert list(parts) == [0, 4]
     # Nothing of partition 4 moved: the broker's own answer for it.
     assert (parts[4].error_code, parts[4].base_offset, parts[4].log_start_offset) == (0, 400, 0)
-    # Partition 0's records moved: no offset of partition 0 would be true.
-    assert (parts[0].error_code, parts[0].base_offset, parts[0].log_start_offset) == (0, -1, -1)
+    # Partition 0's records moved: no offset of partition 0 would be true. A client
+    # that gives record i the offset base + i (librdkafka, aiokafka, sarama, and any
+    # client that does not say what it is) gets a base making all 90 negative...
+    assert (parts[0].error_code, parts[0].base_offset, parts[0].log_start_offset) == (0, -90, -1)
+    assert parts[0].log_append_time_ms == -1
+    # ... one whose reports take -1 as "no offset" for the whole batch (Java's
+    # RecordMetadata ignores the batch index when the base offset is -1) gets -1; it
+    # says what it is in ApiVersions v3+ (KIP-511's client software name).
+    for software in ("apache-kafka-java", "kafka-python", "trafka"):
+        java = by_partition(merge_produce(routed.route, answers, software))
+        assert (java[0].base_offset, java[4].base_offset) == (-1, 400)
     # The merged answer encodes at every version the proxy serves.
     for version in (3, 7, 9, 11):
         protocol.encode_response(1, 0, version, merged)
@@ -226,3 +240,84 @@ def test_a_moved_batch_is_logged_where_its_records_went(caplog: Any) -> None:
     assert line.startswith("'orders'-0: 60 records placed as")
     assert sum(placed.values()) == 60
     assert placed == dict(Counter(murmur2_partition(k, 6) for _, k, _, _ in keyed(60)))
+
+
+def test_origin_headers_mark_every_record_of_a_split_batch_and_no_other() -> None:
+    own = [
+        (t, k, b"own-" + v, h) for t, k, v, h in keyed(200, keys=53) if murmur2_partition(k, 6) == 4
+    ]
+    sent = keyed(90, null_every=7)
+    body = request({0: [encode_batch(sent)], 4: [encode_batch(own)]})
+    stats = RouteStats()
+    routed = plan_produce(
+        body, topics=cluster(), hash_name="murmur2", stats=stats, origin_headers=True
+    )
+    assert routed is not None
+    seen = {}
+    for _, part in routed.parts:
+        for records in records_of(part).values():
+            seen.update((r.value, r.headers) for r in records)
+    # Partition 4's batch stayed whole: its records are as the client sent them.
+    for _, _, value, headers in own:
+        assert seen[value] == tuple(headers)
+    # Each record of partition 0's batch (those without a key too, which stay)
+    # keeps its own headers, then says where the client put it.
+    for i, (_, _, value, headers) in enumerate(sent):
+        *theirs, (name, origin) = seen[value]
+        assert theirs == list(headers) and name == ORIGIN_HEADER
+        assert origin == b"partition=0,index=%d,count=90" % i
+        assert parse_origin_header(origin) == {"partition": 0, "index": i, "count": 90}
+
+
+def test_an_idempotent_producers_origin_names_its_producer_and_each_records_sequence() -> None:
+    header = read_batch_header(
+        encode_batch(keyed(3), producer_id=77, producer_epoch=2, base_sequence=0x7FFFFFFE)
+    )
+    values = [origin_header(5, i, 3, header) for i in range(3)]
+    # Sequences wrap past int32's maximum to 0, as Kafka's do.
+    assert values == [
+        b"partition=5,index=0,count=3,producer=77,epoch=2,sequence=2147483646",
+        b"partition=5,index=1,count=3,producer=77,epoch=2,sequence=2147483647",
+        b"partition=5,index=2,count=3,producer=77,epoch=2,sequence=0",
+    ]
+    assert parse_origin_header(values[2])["sequence"] == 0
+    for bad in (b"", b"partition=1", b"partition=x,index=0,count=1", b"count=1,index=0,partition=1",
+                b"\xff", b"partition=1,index=0,count=1,producer=2"):  # fmt: skip
+        with pytest.raises(ValueError, match="not a trafka-origin header"):
+            parse_origin_header(bad)
+
+
+def test_a_partition_told_its_batchs_answer_hears_only_its_own_records_errors() -> None:
+    """KIP-467's record errors name records by their index in the batch written:
+    the client's own records come first in it, the records moved in after them;
+    the client hears of its own only (an index past its batch names no record of it)."""
+    own = [r for r in keyed(200, keys=53) if murmur2_partition(r[1], 6) == 4]
+    moved_in = [r for r in keyed(300, keys=97) if murmur2_partition(r[1], 6) == 4][:5]
+    body = request({0: [encode_batch(moved_in)], 4: [encode_batch(own)]})
+    routed, _ = plan(body)
+    answers = [answer(part) for _, part in routed.parts]
+    errors = [
+        pm.ProduceResponse.BatchIndexAndErrorMessage(batch_index=i, batch_index_error_message="x")
+        for i in (0, len(own) - 1, len(own), len(own) + 4)
+    ]
+    answers = [
+        dataclasses.replace(
+            a,
+            responses=[
+                dataclasses.replace(
+                    t,
+                    partition_responses=[
+                        dataclasses.replace(p, error_code=87, record_errors=errors)
+                        if p.index == 4
+                        else p
+                        for p in t.partition_responses
+                    ],
+                )
+                for t in a.responses
+            ],
+        )
+        for a in answers
+    ]
+    parts = by_partition(merge_produce(routed.route, answers))
+    assert parts[4].error_code == 87  # INVALID_RECORD: the batch was refused
+    assert [e.batch_index for e in parts[4].record_errors] == [0, len(own) - 1]

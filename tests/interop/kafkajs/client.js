@@ -1,9 +1,10 @@
 // A kafkajs client for trafka's interop tests (npm's kafkajs, installed by the
 // tests' `kafkajs` fixture; nothing of it lands in the repository).
 //
-//   node client.js produce BROKERS TOPIC N PREFIX [idempotent]
-//       sends N keyed messages (keys k0..k{N-1}), every one to partition 0;
-//       prints "ok N"
+//   node client.js produce BROKERS TOPIC N PREFIX [idempotent|plain] [reports]
+//       sends N keyed messages (keys k0..k{N-1}), every one to partition 0, 100
+//       a send; with "reports", prints "PARTITION BASE_OFFSET" per send's answer;
+//       then prints "ok N"
 //   node client.js consume BROKERS TOPIC GROUP N
 //       consumes N messages as a member of GROUP, commits, prints "KEY=VALUE" each
 const { Kafka, logLevel } = require("kafkajs");
@@ -27,7 +28,10 @@ async function main() {
       messages.push({ key: `k${i}`, value: `${prefix}-${i}`, partition: 0 });
     }
     for (let i = 0; i < messages.length; i += 100) {
-      await producer.send({ topic, acks: -1, messages: messages.slice(i, i + 100) });
+      const sent = await producer.send({ topic, acks: -1, messages: messages.slice(i, i + 100) });
+      if (rest.includes("reports")) {
+        for (const r of sent) console.log(`${r.partition} ${r.baseOffset}`);
+      }
     }
     await producer.disconnect();
     console.log(`ok ${n}`);
