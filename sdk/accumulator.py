@@ -558,15 +558,8 @@ class Accumulator:
             batch.limit = self.batch_size
             batches.append(batch)
             self._incomplete.add(batch)
-        self.used_memory += charge
-        batch.memory += charge
-        batch_bytes = batch.size + size
-        batch.size = batch_bytes
-        records = batch.records
-        records.append((timestamp, key, value, headers))
-        if batch_bytes >= self.batch_size:
-            batch.full = True
-        return self.handle_class(batch, len(records) - 1)
+        self.append_to(batch, timestamp, key, value, size, headers)
+        return self.handle_class(batch, len(batch.records) - 1)
 
     def can_take(self, size: int) -> bool:
         """Whether a record of ``size`` bytes can be appended now, without
@@ -578,12 +571,20 @@ class Accumulator:
         )
 
     def append_to(
-        self, batch: ProducerBatch, timestamp: int, key: bytes | None, value: bytes, size: int
+        self,
+        batch: ProducerBatch,
+        timestamp: int,
+        key: bytes | None,
+        value: bytes | None,
+        size: int,
+        headers: Sequence[tuple[str, bytes | None]] = (),
     ) -> bool | None:
-        """Append a record without headers of ``size`` bytes (``RECORD_OVERHEAD``
-        included) to ``batch``, a batch still open for records, if it has room
-        and ``buffer.memory`` allows: the producer's hot path, which keeps no
-        accounting of its own.
+        """Append a record of ``size`` bytes (``RECORD_OVERHEAD`` included) to
+        ``batch``, a batch still open for records, if it has room and
+        ``buffer.memory`` allows: the one place a record joins a batch and is
+        charged, for the producer's hot path (which keeps no accounting of its
+        own) and for :meth:`append` alike. The first record of a batch always
+        has room (a record larger than ``batch.size`` gets a batch of its own).
 
         Returns:
             True: appended (``batch.full`` set once it reached ``batch.size``);
@@ -591,7 +592,7 @@ class Accumulator:
             memory for it now, or the producer is closing.
         """
         batch_bytes = batch.size + size
-        if batch_bytes > self.batch_size:
+        if batch_bytes > self.batch_size and batch.records:
             return False
         charge = size + RECORD_MEMORY_OVERHEAD
         if charge > self.buffer_memory - self.used_memory or self.closing:
@@ -599,7 +600,7 @@ class Accumulator:
         self.used_memory += charge
         batch.memory += charge
         batch.size = batch_bytes
-        batch.records.append((timestamp, key, value, ()))
+        batch.records.append((timestamp, key, value, headers))
         if batch_bytes >= self.batch_size:
             batch.full = True
         return True

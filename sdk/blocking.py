@@ -113,7 +113,8 @@ from .errors import ClientClosedError, TransactionAbortableError, UsageError
 from .fetcher import ConsumerRecord, K, TopicPartition, V
 from .producer import PendingCommit as AsyncPendingCommit
 from .producer import Producer as AsyncProducer
-from .producer import RecordFuture, _transaction_offsets, open_producer
+from .producer import RecordFuture, open_producer, transaction_offsets
+from .producer_core import PreparedRecord
 from .share_consumer import AcknowledgeType, ShareRecord, open_share_consumer
 from .share_consumer import ShareConsumer as AsyncShareConsumer
 from .statistics import AdminStatistics, ConsumerStatistics, ProducerStatistics
@@ -123,17 +124,9 @@ __all__ = ["Admin", "Consumer", "PendingCommit", "Producer", "SendFuture", "Shar
 
 log = logging.getLogger("trafka.sdk.blocking")
 
-# What AsyncProducer._prepare made of a send's arguments (topic, value bytes,
-# key bytes, partition, headers, timestamp_ms), and the caller's future.
-_QueuedSend = tuple[
-    str,
-    bytes | None,
-    bytes | None,
-    int | None,
-    Sequence[tuple[str, bytes | None]],
-    int | None,
-    "SendFuture",
-]
+# What the producer core's prepare made of a send's arguments (topic, value
+# bytes, key bytes, partition, headers, timestamp_ms), and the caller's future.
+_QueuedSend = tuple[PreparedRecord, "SendFuture"]
 
 
 class _Portal:
@@ -290,6 +283,23 @@ def _report_delivery(
     fn(error, None if error is not None else future.result())
 
 
+class _FutureSide:
+    """What a :class:`SendFuture` needs of its producer: the lock of its queue,
+    a wait on the loop for it to be done, and a call on the loop."""
+
+    __slots__ = ("call", "lock", "wait")
+
+    def __init__(
+        self,
+        lock: threading.Lock,
+        wait: Callable[[SendFuture, float | None], None],
+        call: Callable[..., Any],
+    ) -> None:
+        self.lock = lock
+        self.wait = wait
+        self.call = call
+
+
 class SendFuture:
     """The outcome of :meth:`Producer.send`, as a :class:`concurrent.futures.Future`
     is used: :meth:`result`, :meth:`exception`, :meth:`done`,
@@ -298,14 +308,15 @@ class SendFuture:
     It costs nothing per record while nobody waits: once the loop has taken the
     record it holds the async producer's handle, and waiting crosses to the loop
     only for a record not yet acknowledged (after :meth:`Producer.flush` every
-    record is).
+    record is). :meth:`place`, :meth:`taken` and :meth:`set_exception` are the
+    producer's, as ``set_result`` is an executor's in :mod:`concurrent.futures`.
     """
 
-    __slots__ = ("_batch", "_callbacks", "_cancelled", "_error", "_handle", "_index", "_owner")
+    __slots__ = ("_batch", "_callbacks", "_cancelled", "_error", "_handle", "_index", "_side")
     _index: int
 
-    def __init__(self, owner: Producer) -> None:
-        self._owner = owner
+    def __init__(self, side: _FutureSide) -> None:
+        self._side = side
         self._handle: RecordHandle | None = None
         # Put by the fast path: the batch and place of the record, whose handle
         # is made only when asked for (an object per record saved).
@@ -314,8 +325,9 @@ class SendFuture:
         self._cancelled = False
         self._callbacks: list[Callable[[SendFuture], Any]] | None = None
 
-    def _record(self) -> RecordHandle | None:
-        """The async producer's handle of the record; None while it is queued here."""
+    def record_handle(self) -> RecordHandle | None:
+        """The async producer's handle of the record; None while it is queued here
+        (or refused or cancelled before the producer took it)."""
         handle = self._handle
         if handle is None:
             batch = self._batch
@@ -327,7 +339,7 @@ class SendFuture:
         """Delivered, failed or cancelled."""
         if self._error is not None or self._cancelled:
             return True
-        handle = self._record()
+        handle = self.record_handle()
         return handle is not None and handle.done()
 
     def cancelled(self) -> bool:
@@ -335,8 +347,8 @@ class SendFuture:
 
     def cancel(self) -> bool:
         """Drop the record if it is still queued here; False once the loop took it."""
-        with self._owner._lock:
-            if self._record() is not None or self._error is not None:
+        with self._side.lock:
+            if self.record_handle() is not None or self._error is not None:
                 return False
             self._cancelled = True
             return True
@@ -351,7 +363,7 @@ class SendFuture:
         error = self.exception(timeout)
         if error is not None:
             raise error
-        handle = self._record()
+        handle = self.record_handle()
         assert handle is not None
         return handle.result()
 
@@ -365,12 +377,12 @@ class SendFuture:
         if self._cancelled:
             raise CancelledError()
         if not self.done():
-            self._owner._wait_for(self, timeout)
+            self._side.wait(self, timeout)
         if self._cancelled:
             raise CancelledError()
         if self._error is not None:
             return self._error
-        handle = self._record()
+        handle = self.record_handle()
         assert handle is not None
         return handle.exception()
 
@@ -382,26 +394,34 @@ class SendFuture:
             TypeError: ``fn`` is not callable.
         """
         check_callable("fn", fn, none=False)
-        with self._owner._lock:
-            handle = self._record()
+        with self._side.lock:
+            handle = self.record_handle()
             if handle is None and self._error is None and not self._cancelled:
                 if self._callbacks is None:
                     self._callbacks = []
                 self._callbacks.append(fn)
                 return
         if handle is not None and not handle.done():
-            self._owner._loop.call(handle.add_done_callback, partial(_run_callback, fn, self))
+            self._side.call(handle.add_done_callback, partial(_run_callback, fn, self))
         else:
             fn(self)
 
-    def _taken(self, handle: RecordHandle) -> None:
-        """On the loop: the async producer has the record."""
+    def place(self, batch: ProducerBatch, index: int) -> None:
+        """The producer put the record at ``index`` of ``batch`` (its handle is
+        made when asked for: an object per record saved)."""
+        self._batch = batch
+        self._index = index
+
+    def taken(self, handle: RecordHandle) -> None:
+        """On the loop (or before the future is returned): the async producer
+        has the record."""
         self._handle = handle
         callbacks, self._callbacks = self._callbacks, None
         for fn in callbacks or ():
             handle.add_done_callback(partial(_run_callback, fn, self))
 
-    def _refused(self, error: BaseException) -> None:
+    def set_exception(self, error: BaseException) -> None:
+        """The record was refused before the async producer took it."""
         self._error = error
         callbacks, self._callbacks = self._callbacks, None
         for fn in callbacks or ():
@@ -415,10 +435,10 @@ class PendingCommit:
     aborted.
     """
 
-    __slots__ = ("_pending", "_producer")
+    __slots__ = ("_call", "_pending")
 
-    def __init__(self, producer: Producer, pending: AsyncPendingCommit) -> None:
-        self._producer = producer
+    def __init__(self, call: Callable[..., Any], pending: AsyncPendingCommit) -> None:
+        self._call = call  # on the loop, once the records queued before are handed over
         self._pending = pending
 
     def done(self) -> bool:
@@ -436,7 +456,7 @@ class PendingCommit:
     def wait(self) -> None:
         """Wait for the commit (up to ``max.block.ms``) and raise its failure, if any."""
         if not self._pending.done():
-            self._producer._call(self._pending.wait)
+            self._call(self._pending.wait)
         self._pending.result()
 
     def __repr__(self) -> str:
@@ -589,8 +609,10 @@ class Producer(_Forwarding):
             )
         )
         self._producer: AsyncProducer = self._loop.client
+        self._core = self._producer.core  # its hot path, from the sending threads
+        self._side = _FutureSide(self._lock, self._wait_for, self._loop.call)
         self._token: trio.lowlevel.TrioToken = self._loop.token
-        self._hot = self._producer._hot_path
+        self._hot = self._core.hot_path
         self._clock = self._loop.clock  # read by sending threads for the batches they open
         self._initialized = False  # init_transactions() done (later calls change nothing)
         self._drain_lock: anyio.Lock = self._loop.portal.call(_new_lock)
@@ -637,7 +659,7 @@ class Producer(_Forwarding):
             )
             future.add_done_callback(partial(_report_delivery, on_delivery))
             return future
-        future = SendFuture(self)
+        future = SendFuture(self._side)
         turn_helps = False
         if (
             self._hot
@@ -653,7 +675,6 @@ class Producer(_Forwarding):
             # async producer's general path must take it.
             # _locked/_unlocked inline: this runs per record, where two calls
             # cost about a tenth of the send.
-            producer = self._producer
             loop_lock = self._loop_lock
             lock = loop_lock.lock
             if not lock.acquire(False):
@@ -661,13 +682,12 @@ class Producer(_Forwarding):
                 lock.acquire()
             turn = None
             try:
-                if self._draining or self._loop.closing or producer._fatal is not None:
+                if self._draining or self._loop.closing:
                     handle: ProducerBatch | bool = False
                 else:
-                    handle = producer._append_hot(topic, value, key)
+                    handle = self._core.append_hot(topic, value, key)
                     if handle is not True and handle is not False:
-                        future._batch = handle  # its last record is this one
-                        future._index = len(handle.records) - 1
+                        future.place(handle, len(handle.records) - 1)  # its last record
                 if loop_lock.wanted:
                     turn = threading.Event()
                     loop_lock.release_when_idle(turn)
@@ -675,7 +695,7 @@ class Producer(_Forwarding):
                 lock.release()
             if type(handle) is not bool:
                 if handle.full:
-                    self._token.run_sync_soon(producer._wake_sender)
+                    self._token.run_sync_soon(self._producer.wake_sender)
                 if turn is not None:
                     self._wait_turn(turn)
                 return future
@@ -690,10 +710,7 @@ class Producer(_Forwarding):
             self._check_thread()
         # Checked and serialized here, in the caller's thread: misuse is raised
         # at the call and never reaches the loop.
-        item = (
-            *self._producer._prepare(topic, value, key, partition, headers, timestamp_ms),
-            future,
-        )
+        item = (self._core.prepare(topic, value, key, partition, headers, timestamp_ms), future)
         with self._lock:
             while len(self._queue) >= self._max_queued and not self._loop.closing:
                 self._waiting += 1
@@ -728,23 +745,23 @@ class Producer(_Forwarding):
 
     def _open_batch(self, topic: str, value: bytes, key: bytes | None, future: SendFuture) -> bool:
         """For a record of :meth:`send`'s fast path that needs a batch opened: the
-        async producer's general path from this thread (:meth:`AsyncProducer._open_hot`),
+        async producer's general path from this thread (its core's ``open_batch``),
         the loop then starting what the batch needs. False when that path would
         wait or refuse the record: it is queued for the loop instead."""
-        producer = self._producer
         loop_lock = self._loop_lock
         _locked(loop_lock, "send()")
         placed = None
         try:
-            if not (self._draining or self._loop.closing or producer._fatal is not None):
-                placed = producer._open_hot(topic, value, key, self._clock.current_time())
+            if not (self._draining or self._loop.closing):
+                placed = self._core.open_batch(topic, value, key, self._clock.current_time())
         finally:
             turn = _unlocked(loop_lock)
         if placed is None:
             if turn is not None:
                 self._wait_turn(turn)
             return False
-        future._handle, joined = placed
+        handle, joined = placed
+        future.taken(handle)  # not returned yet: no callbacks to move
         try:
             if turn is None and not joined:
                 # The loop's turn, in which it sends the batch that filled up: the
@@ -753,7 +770,7 @@ class Producer(_Forwarding):
                 turn = threading.Event()
                 self._token.run_sync_soon(self._turn_after, turn)
             else:
-                self._token.run_sync_soon(producer._after_thread_append)
+                self._token.run_sync_soon(self._producer.after_append)
         except trio.RunFinishedError:
             return True  # closed meanwhile: its close flushed or failed the batch
         if turn is not None:
@@ -764,7 +781,7 @@ class Producer(_Forwarding):
         """On the loop: what a batch opened by a sending thread needs, then ``turn``
         is set once the loop is idle."""
         self._loop_lock.release_when_idle(turn)
-        self._producer._after_thread_append()
+        self._producer.after_append()
 
     def _start_drain(self, turn: threading.Event | None) -> None:
         """On the loop: the drainer hands the queue over; ``turn`` is set once idle."""
@@ -799,27 +816,27 @@ class Producer(_Forwarding):
         at a time (``_drain_lock``), so that two never interleave their records."""
         async with self._drain_lock:
             queue = self._queue
-            send = self._producer._send_prepared
+            send = self._producer.send_prepared
             low = self._max_queued // 2
             while True:
                 try:
-                    topic, value, key, partition, headers, ts, future = queue.popleft()
+                    record, future = queue.popleft()
                 except IndexError:
                     break
                 if self._waiting and len(queue) <= low:
                     with self._lock:
                         self._room.notify_all()
-                if future._cancelled:
+                if future.cancelled():
                     continue
                 try:
-                    handle = await send(topic, value, key, partition, headers, ts, hot=True)
+                    handle = await send(record, hot=True)
                 except Exception as exc:
-                    future._refused(exc)
+                    future.set_exception(exc)
                     continue
                 except BaseException:
-                    future._refused(ClientClosedError("the producer is closed"))
+                    future.set_exception(ClientClosedError("the producer is closed"))
                     raise
-                future._taken(handle)
+                future.taken(handle)
             if self._waiting:
                 with self._lock:
                     self._room.notify_all()
@@ -829,16 +846,16 @@ class Producer(_Forwarding):
             items, self._queue = list(self._queue), collections.deque()
             self._draining = False
             self._room.notify_all()
-        for *_, future in items:
-            if not future._cancelled:
-                future._refused(error)
+        for _, future in items:
+            if not future.cancelled():
+                future.set_exception(error)
 
     def _wait_for(self, future: SendFuture, timeout: float | None) -> None:
         """Wait on the loop until ``future`` is done (its record handed over first)."""
 
         async def wait() -> None:
             await self._hand_over()
-            handle = future._record()
+            handle = future.record_handle()
             if handle is not None and not handle.done():
                 try:
                     await handle  # type: ignore[misc]  # a RecordFuture: awaitable
@@ -906,7 +923,7 @@ class Producer(_Forwarding):
         """
         check_bool("wait", wait)
         pending = self._call(self._producer.commit_transaction, wait=wait)
-        return PendingCommit(self, pending)
+        return PendingCommit(self._call, pending)
 
     def abort_transaction(self) -> None:
         self._call(self._producer.abort_transaction)
@@ -916,7 +933,7 @@ class Producer(_Forwarding):
         offsets: Mapping[TopicPartition, int] | Mapping[tuple[str, int], int],
         group_metadata: ConsumerGroupMetadata | str,
     ) -> None:
-        _transaction_offsets(offsets, group_metadata)  # misuse raised here, before the queue
+        transaction_offsets(offsets, group_metadata)  # misuse raised here, before the queue
         self._call(self._producer.send_offsets_to_transaction, offsets, group_metadata)
 
     @contextmanager

@@ -475,7 +475,7 @@ async def test_keyless_records_in_commit_and_abort_cycles(broker: RunningBroker)
                 values = [b"t%d-%d" % (t, i) for i in range(200)]
                 for v in values:
                     await p.send(topic, v)
-                assert p._sticky_batches, "key-less records must use the hot path"
+                assert p.core._sticky_batches, "key-less records must use the hot path"
                 if t % 2:
                     await p.abort_transaction()
                 else:
@@ -722,7 +722,7 @@ async def test_a_batch_begun_ahead_opens_without_a_yield_but_not_for_long(
             def counting_poll() -> None:
                 nonlocal skipped
                 # A poll at a batch's first record: its opening skipped the yield.
-                skipped += len(p._sticky_batches[topic].records) == 1
+                skipped += len(p.core._sticky_batches[topic].records) == 1
                 poll()
 
             p._after_new_batch = counting_after_new_batch  # type: ignore[method-assign]
