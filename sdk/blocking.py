@@ -1150,12 +1150,12 @@ class Consumer(_Forwarding, Generic[K, V]):
         _locked(loop_lock, "a poll")
         wake_group = True  # unless the poll says otherwise (an extra wake-up is harmless)
         try:
-            batch, wake_group = consumer._poll_from_thread(self._clock.current_time())
+            batch, wake_group = consumer.poll_from_thread(self._clock.current_time())
         finally:
             turn = _unlocked(loop_lock)
-            if wake_group or consumer._fetcher.fetch_wanted:
+            if wake_group or consumer.core.fetcher.fetch_wanted:
                 with contextlib.suppress(trio.RunFinishedError):
-                    self._token.run_sync_soon(consumer._after_poll_from_thread, wake_group)
+                    self._token.run_sync_soon(consumer.after_poll_from_thread, wake_group)
             if turn is not None:
                 _wait_turn(self._loop, turn)
         for records in batch.values():
@@ -1213,7 +1213,7 @@ class Consumer(_Forwarding, Generic[K, V]):
         with ``refetch``, fetched again."""
         first = self._drop(tps)
         if first:
-            self._loop.call(self._consumer._unconsume, first, refetch=refetch)
+            self._loop.call(self._consumer.unconsume, first, refetch=refetch)
 
     # -- positions and commits -----------------------------------------------------------
 
@@ -1416,7 +1416,7 @@ class ShareConsumer(_Forwarding):
         if self._buffer:
             held = list(self._buffer)
             self._buffer.clear()
-            self._loop.call(self._consumer._unseen, held)
+            self._loop.call(self._consumer.unseen, held)
 
     def acknowledge(
         self, record: ShareRecord, type: AcknowledgeType | int = AcknowledgeType.ACCEPT
@@ -1449,7 +1449,7 @@ class ShareConsumer(_Forwarding):
         self._give_back()
 
         async def run() -> dict[TopicPartition, BaseException | None]:
-            return await self._consumer.commit_async()._wait()
+            return await self._consumer.commit_async().wait()
 
         future: Future[dict[TopicPartition, BaseException | None]] = (
             self._loop.portal.start_task_soon(run)

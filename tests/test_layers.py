@@ -88,7 +88,7 @@ REACH_CEILINGS: dict[str, int] = {
     "codec": 40,  # construct's subclassing protocol (subcon._build...), records' speedups
     "brokerlite": 9,
     "proxy": 2,
-    "sdk": 50,
+    "sdk": 27,
 }
 
 
