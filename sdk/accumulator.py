@@ -231,7 +231,9 @@ class ProducerBatch:
     def record_count(self) -> int:
         return len(self.records)
 
-    def _resolve(self) -> None:
+    def resolve(self) -> None:
+        """Done (completed or failed): wake the waiter, run the callbacks, and
+        resolve the parent once its last split half is done. The accumulator's."""
         self.done = True
         if self.waker is not None:
             self.waker.set()
@@ -243,7 +245,7 @@ class ProducerBatch:
         if parent is not None:
             parent.pending_children -= 1
             if parent.pending_children == 0:
-                parent._resolve()
+                parent.resolve()
 
     def locate(self, index: int) -> tuple[ProducerBatch, int]:
         """The batch that carried record ``index`` of this one, and its index there."""
@@ -887,7 +889,7 @@ class Accumulator:
             counters.latency.add(max(0.0, now - batch.created))
         batch.base_offset = base_offset
         batch.log_append_time = log_append_time
-        batch._resolve()
+        batch.resolve()
 
     def fail(self, batch: ProducerBatch, exc: BaseException) -> None:
         """The batch failed for good."""
@@ -895,7 +897,7 @@ class Accumulator:
             return
         self._finish(batch).counters.failed(len(batch.records), exc)
         batch.error = exc
-        batch._resolve()
+        batch.resolve()
         if self.on_failure is not None:
             self.on_failure(batch, exc)
 
@@ -1062,7 +1064,7 @@ class Accumulator:
                 b.memory = 0
                 q.counters.failed(len(b.records), exc)
                 b.error = exc
-                b._resolve()
+                b.resolve()
                 if self.on_failure is not None:
                     self.on_failure(b, exc)
                 n += 1

@@ -88,7 +88,6 @@ REACH_CEILINGS: dict[str, int] = {
     "codec": 40,  # construct's subclassing protocol (subcon._build...), records' speedups
     "brokerlite": 9,
     "proxy": 2,
-    "sdk": 27,
 }
 
 
