@@ -1,4 +1,5 @@
-"""The producer: an anyio driver around :mod:`.accumulator` and :mod:`.transport`.
+"""The producer: an anyio driver of :mod:`.producer_core` (what is decided) and
+:mod:`.producer_sender` (the requests on the connections).
 
 Rules:
 
@@ -14,26 +15,20 @@ Rules:
   before that, when no Produce is in flight (once the answers already received
   are taken), it sends the batches that are ready itself.
   Its result is a :class:`RecordFuture`, awaitable for the
-  :class:`~trafka.sdk.accumulator.RecordMetadata`. A key-less bytes record
-  whose topic's sticky batch (KIP-480) has room is appended to it directly
-  (the hot path); everything else takes the general path.
-* One sender task decides what to send (the accumulator's ready check) and
-  drains per broker, writing each Produce request at once
-  (:meth:`~trafka.sdk.transport.BrokerConnection.send`), at most
-  ``max.in.flight.requests.per.connection`` per broker. The response comes
-  back to a completion called by the connection's reader: no task per request.
-  Response handling (retries, metadata refresh, resolution) is in the
-  accumulator's terms. A broker that throttles the connection for a quota
-  (KIP-219) gets no Produce until the throttle time has passed, as with Java's
-  producer: its batches stay in the accumulator (growing, within
-  ``delivery.timeout.ms``) and the sender wakes when the time is up.
+  :class:`~trafka.sdk.accumulator.RecordMetadata`. A bytes record whose
+  partition's batch has room is appended to it directly (the core's hot
+  path); everything else takes the core's general path.
+* One sender task (:class:`~trafka.sdk.producer_sender.Sender`) writes the
+  Produce requests and the transaction manager's requests; their answers come
+  back to completions in the connections' readers, which hand them to the
+  core (retries, metadata refresh, resolution). A broker that throttles the
+  connection for a quota (KIP-219) gets no Produce until the throttle time
+  has passed, as with Java's producer.
 * The producer id, epoch and transactions are the
-  :class:`~trafka.sdk.transactions.TransactionManager`'s decisions: the
-  producer asks it for its next request (one at a time: written through a
-  completion on a live coordinator connection, else in a task that connects
-  first) when the sender runs, when ``send()`` adds a partition to the
-  transaction, and when a request or the last batch completes; it drains no
-  idempotent batch before it has a producer id. Idempotent producers
+  :class:`~trafka.sdk.transactions.TransactionManager`'s decisions, stepped by
+  the core when the sender runs, when ``send()`` adds a partition to the
+  transaction, and when a request or the last batch completes; no idempotent
+  batch is drained before it has a producer id. Idempotent producers
   get their id lazily (with the first batch); transactional ones in
   :meth:`Producer.init_transactions`.
 * Idempotence across errors (KIP-360): OUT_OF_ORDER_SEQUENCE_NUMBER or
@@ -66,19 +61,17 @@ from __future__ import annotations
 
 import logging
 import math
-import select
 import time
 import uuid
-from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
-from functools import partial
 from typing import Any
 
 import anyio
 import anyio.abc
 import anyio.lowlevel
 
-from trafka.codec import ErrorCode, KafkaError, TrafkaError, UnsupportedVersionError
+from trafka.codec import ErrorCode, KafkaError, TrafkaError
 
 from ._util import loop_clock, owned_task_group, serve_metrics_if_asked
 from ._validate import check_bool, check_offsets, check_str, check_topic, describe
@@ -88,7 +81,6 @@ from .accumulator import (
     ProducerBatch,
     RecordHandle,
     RecordMetadata,
-    build_produce_request,
 )
 from .config import ProducerConfig, make_config
 from .errors import (
@@ -101,8 +93,8 @@ from .errors import (
 from .fetcher import TopicPartition
 from .hosting import Hostable
 from .producer_core import PreparedRecord, ProducerCore, error_kind
+from .producer_sender import Sender
 from .statistics import (
-    Interval,
     ProducerStatistics,
     producer_partition_statistics,
     topic_statistics,
@@ -114,8 +106,8 @@ from .telemetry import (
     instance_id,
     producer_samples,
 )
-from .transactions import ConsumerGroupMetadata, Kind, TxnRequest, TxnResult, TxnState
-from .transport import BrokerConnection, CallbackCompletion, Cluster, is_coordinator_id
+from .transactions import ConsumerGroupMetadata, TxnRequest, TxnResult, TxnState
+from .transport import Cluster
 
 __all__ = [
     "PendingCommit",
@@ -234,16 +226,7 @@ class Producer(Hostable):
         self._tg = task_group
         self._now = loop_clock()  # anyio.current_time, without its backend lookup
         self._cluster = Cluster(config, task_group)
-        # The sockets this producer's answers arrive on, by file descriptor, for
-        # one readiness check per poll of the answers (a failing recv costs about
-        # three times as much, per socket); None with TLS, whose decrypted bytes
-        # the check cannot see, and where the system has no poll().
-        self._poller: Any = None
-        if not self._cluster.uses_tls and hasattr(select, "poll"):
-            self._poller = select.poll()
-        self._watched: dict[int, BrokerConnection] = {}
         self._cluster.on_change.append(self.wake_sender)
-        self._wake = anyio.Event()
         self._memory = anyio.Event()
         self.core = ProducerCore(
             config,
@@ -255,23 +238,18 @@ class Producer(Hostable):
             start_request=self._start_txn_request,
         )
         core = self.core
+        self._sender = Sender(config, core, self._cluster, task_group, self._now)
         # The core's parts this driver uses on every record or request.
         self._acc = core.acc
         self._txn = core.txn
         self._append_hot = core.append_hot
         self._hot_path = core.hot_path
         self._transactional = core.transactional
-        self._node_in_flight: dict[int, int] = {}
-        # The earliest end of a broker's quota throttle that kept batches back.
-        self._throttle_wake = math.inf
-        self._sender_done = False
         # A transaction is (or was, until the next check) begun ahead of a commit.
         self._window = False
         # Until when a batch opened in that window may skip send()'s yield.
         self._yield_by = -math.inf
-        # KIP-714 client metrics: the time batches wait in the accumulator
-        # (measured per Produce request, never per record) and the push's task.
-        self._queue_time = Interval()
+        # KIP-714 client metrics: the push's task.
         self._telemetry_averages = IntervalAverages()
         txn_id = config.transactional_id
         self._telemetry = client_telemetry(
@@ -424,7 +402,7 @@ class Producer(Hostable):
             self._yield_by = self._now() + 0.01
         else:
             if handle.batch.full:
-                self._wake.set()
+                self._sender.wake()
             if self._window:
                 self._window_tick(handle.index)
         return handle
@@ -450,7 +428,7 @@ class Producer(Hostable):
         batch_size = self._acc.batch_size
         if batch_bytes >= batch_size:
             batch.full = True
-            self._wake.set()
+            self._sender.wake()
             return
         batch.limit = batch_size
         if self._window:
@@ -470,8 +448,8 @@ class Producer(Hostable):
         # Only an answer can make something sendable here: the batches of the
         # transaction begun ahead wait for the commit, and the committing one's
         # left at its commit unless its partitions had yet to join.
-        if self._take_answers() and not any(self._node_in_flight.values()):
-            self._send_now()
+        if self._sender.take_answers() and not self._sender.in_flight:
+            self._sender.send_now()
 
     def try_send(self, topic: str, value: Any = None, key: Any = None) -> RecordFuture | None:
         """:meth:`send` without awaiting, for a record that fits the batch its
@@ -498,7 +476,7 @@ class Producer(Hostable):
         if batch is True or batch is False:
             return None
         if batch.full:
-            self._wake.set()
+            self._sender.wake()
         index = len(batch.records) - 1
         if self._window:
             self._window_tick(index)
@@ -507,9 +485,9 @@ class Producer(Hostable):
     def _after_new_batch(self) -> None:
         """On the loop, after a batch was opened: send what is ready if the
         brokers are idle, and wake the sender (a linger to start)."""
-        if not self._sender_done:
-            self._send_if_idle()
-        self._wake.set()
+        if not self._sender.done:
+            self._sender.send_if_idle()
+        self._sender.wake()
 
     def after_append(self) -> None:
         """On the loop, after the core opened a batch from another thread
@@ -546,7 +524,7 @@ class Producer(Hostable):
             records_buffered=sum(len(b.records) for b in acc.incomplete_batches()),
             buffer_memory_used=acc.used_memory,
             buffer_memory=acc.buffer_memory,
-            requests_in_flight=sum(self._node_in_flight.values()),
+            requests_in_flight=self._sender.in_flight,
             producer_id=acc.producer_id,
             producer_epoch=acc.producer_epoch,
             transactions_committed=txn.transactions_committed,
@@ -582,7 +560,7 @@ class Producer(Hostable):
             self._telemetry_averages,
             self.statistics(),
             self._cluster.take_peaks(),
-            self._queue_time,
+            self._sender.queue_time,
             self._now(),
             partitions=self._acc.partition_counters(),
             acks=self.config.acks,
@@ -597,8 +575,8 @@ class Producer(Hostable):
         acc.flushing += 1
         try:
             self.wake_sender()
-            if not self._sender_done:
-                self._send_now()
+            if not self._sender.done:
+                self._sender.send_now()
             for batch in acc.incomplete_batches():
                 await _wait_batch(batch)
         finally:
@@ -733,10 +711,10 @@ class Producer(Hostable):
         txn = self._txn
         previous = txn.committing_result if txn.pipelined else None
         if previous is not None:
-            if not previous.done and not self._sender_done:
+            if not previous.done and not self._sender.done:
                 # Its last answer has often arrived already: take it here rather
                 # than wait for the connection's reader to run.
-                self._send_if_idle()
+                self._sender.send_if_idle()
             # Its failure is this transaction's too: begin_commit raises it.
             await self._wait_resolved(previous)
         result = txn.begin_commit()
@@ -747,12 +725,12 @@ class Producer(Hostable):
             acc.seal()  # every batch of the transaction is ready to leave now
         try:
             self.wake_sender()
-            if not self._sender_done:
+            if not self._sender.done:
                 # The answer to AddPartitionsToTxn has usually arrived while the
                 # records were sent: take it now, so that the last batches leave
                 # at once rather than once the connection's reader gets to run.
-                self._receive_txn_answer()
-                self._send_now()
+                self._sender.receive_txn_answer()
+                self._sender.send_now()
             if wait:
                 await self.wait_transaction_result(result)
         finally:
@@ -847,7 +825,7 @@ class Producer(Hostable):
     def _check_transactional(self, what: str) -> None:
         if not self._transactional:
             raise InvalidTxnStateError(f"{what} needs a transactional.id")
-        if self.core.closed or self._sender_done:
+        if self.core.closed or self._sender.done:
             raise ClientClosedError("the producer is closed")
 
     async def wait_transaction_result(self, result: TxnResult) -> None:
@@ -877,7 +855,7 @@ class Producer(Hostable):
 
     def wake_sender(self) -> None:
         """Have the sender look at the batches again (on the loop)."""
-        self._wake.set()
+        self._sender.wake()
 
     async def _wait_for_topic(self, topic: str) -> int:
         try:
@@ -915,295 +893,8 @@ class Producer(Hostable):
         event.set()
 
     def _start_txn_request(self, request: TxnRequest) -> None:
-        """The core's ``start_request``: written at once on a live coordinator
-        connection, else by a task that connects first."""
-        if not self._send_txn_request(request):
-            self._tg.start_soon(self._txn_request, request)
-
-    def _receive_txn_answer(self) -> bool:
-        """Handle a transaction request's answer already received, if there is
-        one; whether anything had arrived."""
-        coordinator = self._txn.coordinator
-        if self.core.request_busy and coordinator is not None:
-            conn = self._cluster.ready_coordinator_connection(coordinator[0])
-            if conn is not None:
-                return conn.receive_ready()
-        return False
-
-    def _send_txn_request(self, request: TxnRequest) -> bool:
-        """Write ``request`` on a live coordinator connection, without a task.
-
-        Returns False when there is none yet (the caller starts
-        :meth:`_txn_request`, which connects first).
-        """
-        if request.coordinator is None:
-            return False
-        node, _, _ = request.coordinator
-        conn = self._cluster.ready_coordinator_connection(node)
-        if conn is None:
-            return False
-        try:
-            version = min(conn.version_for(request.api_key), request.max_version)
-            body = request.build(version)
-        except UnsupportedVersionError:
-            return False  # the task path decides what that means for this request
-        completion = CallbackCompletion(
-            partial(self._txn_answered, request, version), partial(self._txn_failed, request)
-        )
-        try:
-            conn.send(request.api_key, body, completion, timeout=request.timeout, version=version)
-        except TrafkaError as exc:
-            completion.fail(exc)
-        else:
-            self._watch(conn)
-        return True
-
-    async def _txn_request(self, request: TxnRequest) -> None:
-        txn = self._txn
-        try:
-            conn = await self._cluster.coordinator_connection(request.coordinator)
-            version = min(conn.version_for(request.api_key), request.max_version)
-            body = await conn.request(
-                request.api_key, request.build(version), timeout=request.timeout, version=version
-            )
-        except UnsupportedVersionError as exc:
-            if (
-                request.kind is Kind.INIT_PRODUCER_ID
-                and not self._transactional
-                and not self.config.enable_idempotence
-            ):
-                # Implicit idempotence: Java quietly turns it off too.
-                self.core.idempotence_unsupported()
-            else:
-                txn.on_failure(request, exc, self._now())
-        except TrafkaError as exc:
-            self.core.on_request_failed(request, exc, self._now())
-        else:
-            txn.on_response(request, version, body, self._now())
-        finally:
-            self._txn_done()
-
-    def _txn_answered(self, request: TxnRequest, version: int, body: Any) -> None:
-        """A transaction request's answer, in the connection's reader."""
-        try:
-            self._txn.on_response(request, version, body, self._now())
-        finally:
-            self._txn_done()
-
-    def _txn_failed(self, request: TxnRequest, error: BaseException) -> None:
-        """A transaction request written without a task got no answer."""
-        try:
-            self.core.on_request_failed(request, error, self._now())
-        finally:
-            self._txn_done()
-
-    def _txn_done(self) -> None:
-        """A transaction manager request ended: apply its outcome, then the next request."""
-        core = self.core
-        txn = self._txn
-        core.request_done()
-        self.wake_sender()
-        if not self._sender_done and core.fatal is None:
-            # The next request (say EndTxn after the last AddPartitionsToTxn), and
-            # the batches that the answer made sendable, at once rather than after
-            # a round of the sender loop.
-            core.step(self._now())
-            if self._acc.flushing or txn.state is TxnState.COMMITTING_TRANSACTION:
-                # A commit's batches wait for their partitions to join. Sent
-                # here, not by the sender loop: a reader task that took this
-                # answer while the caller yielded once (to open a batch of the
-                # transaction begun ahead) would leave them until the caller
-                # next yields, a whole transaction later.
-                self._send_now()
-
-    async def _sender(self) -> None:
-        try:
-            await self._send_loop()
-        finally:
-            # Cancelled with its producer (e.g. by a scope around open_producer): no
-            # transaction call can complete any more; do not let them wait for it.
-            self._sender_done = True
-            self._txn.close(ClientClosedError("the producer's tasks were cancelled"))
-
-    async def _send_loop(self) -> None:
-        acc = self._acc
-        txn = self._txn
-        cluster = self._cluster
-        md = cluster.metadata
-        while True:
-            self._wake = anyio.Event()
-            now = self._now()
-            if acc.expire(now):
-                self._memory_freed()
-            if acc.idempotent:
-                self.core.step(now)
-            check = acc.ready(now, md.leader_for)
-            if check.unknown_leaders:
-                md.add_topics(check.unknown_leaders)
-                md.request_update()
-                cluster.nudge()
-            self._throttle_wake = math.inf
-            self._send_ready(now, check.nodes)
-            wake_at = check.next_check
-            if self._throttle_wake < math.inf and (
-                wake_at is None or self._throttle_wake < wake_at
-            ):
-                wake_at = self._throttle_wake
-            expiry = acc.next_expiry()
-            if expiry is not None and (wake_at is None or expiry < wake_at):
-                wake_at = expiry
-            if acc.idempotent:
-                retry = txn.next_deadline(now)
-                if retry is not None and (wake_at is None or retry < wake_at):
-                    wake_at = retry
-            if wake_at is None:
-                if not self._wake.is_set():
-                    await self._wake.wait()  # nothing timed: no cancel scope needed
-                continue
-            timeout = max(wake_at - self._now(), 0.0)
-            if timeout > 0 and not self._wake.is_set():
-                with anyio.move_on_after(timeout):
-                    await self._wake.wait()
-            elif timeout <= 0:
-                await anyio.lowlevel.checkpoint()
-
-    def _send_ready(self, now: float, nodes: Iterable[int]) -> None:
-        """Drain and write a Produce request to each of ``nodes`` that can take one."""
-        acc = self._acc
-        cluster = self._cluster
-        leader_for = cluster.metadata.leader_for
-        max_in_flight = self.config.max_in_flight_requests_per_connection
-        in_flight = self._node_in_flight
-        for node in nodes:
-            conn = cluster.ready_connection(node)
-            if conn is None:
-                cluster.connect_soon(node)
-                continue
-            if now < conn.throttled_until:
-                # KIP-219: the broker reads nothing more from us until then.
-                if conn.throttled_until < self._throttle_wake:
-                    self._throttle_wake = conn.throttled_until
-                continue
-            # As many requests as the node may have in flight: a drain takes the
-            # first batch of each partition only, and full batches queue behind it
-            # (a flush, a commit, a burst of sends between two yields).
-            while in_flight.get(node, 0) < max_in_flight:
-                batches = acc.drain(now, node, leader_for)
-                if not batches:
-                    break
-                in_flight[node] = in_flight.get(node, 0) + 1
-                self._produce(conn, batches)
-                if cluster.ready_connection(node) is not conn or not acc.node_ready(
-                    now, node, leader_for
-                ):
-                    break
-
-    def _send_if_idle(self) -> None:
-        """Send what is ready now if no Produce is in flight, once the answers that
-        have already arrived are taken (the readers would take them only when this
-        task yields). In a transaction the coordinator's answer comes first: a
-        batch leaves only once its partition has joined. With a request still in
-        flight, its answer wakes the sender, and the batches filled meanwhile share
-        a request."""
-        self._take_answers()
-        if not any(self._node_in_flight.values()):
-            self._send_now()
-
-    def _watch(self, conn: BrokerConnection) -> None:
-        """``conn`` was just sent a request: :meth:`_take_answers` checks its socket."""
-        fd = conn.fileno
-        if fd >= 0 and self._watched.get(fd) is not conn and self._poller is not None:
-            self._watched[fd] = conn  # a descriptor closed and reused: the new socket
-            self._poller.register(fd, select.POLLIN)
-
-    def _take_answers(self) -> bool:
-        """Handle the answers that have already arrived (the transaction
-        coordinator's first), without waiting; whether anything had arrived."""
-        poller = self._poller
-        if poller is not None:
-            ready = poller.poll(0)
-            if not ready:
-                return False
-            watched = self._watched
-            if len(ready) > 1:  # the coordinator's first, as below
-                ready.sort(key=lambda event: not is_coordinator_id(watched[event[0]].node_id))
-            arrived = False
-            for fd, _ in ready:
-                sender = watched[fd]
-                if sender.alive:
-                    arrived = sender.receive_ready() or arrived
-                else:  # closed: its descriptor may be another socket's by now
-                    del watched[fd]
-                    poller.unregister(fd)
-            return arrived
-        arrived = self._transactional and self._receive_txn_answer()
-        in_flight = self._node_in_flight
-        busy = [node for node, n in in_flight.items() if n]
-        for node in busy:
-            conn = self._cluster.ready_connection(node)
-            if conn is not None and conn.receive_ready():
-                arrived = True
-        return arrived
-
-    def _send_now(self) -> None:
-        """Send what is ready at once, ahead of the sender loop (which still runs)."""
-        now = self._now()
-        self._throttle_wake = math.inf
-        self._send_ready(now, self._acc.ready(now, self._cluster.metadata.leader_for).nodes)
-        if self._throttle_wake < math.inf:
-            self._wake.set()  # the sender loop waits for the throttle's end
-
-    def _produce(self, conn: BrokerConnection, batches: list[ProducerBatch]) -> None:
-        """Write one Produce request; its outcome arrives through :class:`_ProduceCompletion`."""
-        acks = self.config.acks
-        request = build_produce_request(
-            batches,
-            acks=acks,
-            timeout_ms=self.config.request_timeout_ms,
-            transactional_id=self.config.transactional_id,
-        )
-        queue_time = self._queue_time
-        now = self._now()
-        for batch in batches:
-            queue_time.add(now - batch.created)
-        node = conn.node_id
-        completion = CallbackCompletion(
-            partial(self._produce_answered, node, batches),
-            partial(self._produce_failed, node, batches),
-        )
-        try:
-            conn.send(0, request, completion if acks != 0 else None)
-        except TrafkaError as exc:
-            completion.fail(exc)
-        else:
-            self._watch(conn)
-            if acks == 0:
-                completion.resolve(None)
-
-    def _produce_answered(self, node: int, batches: list[ProducerBatch], response: Any) -> None:
-        """A Produce answer (None for ``acks=0``), in the connection's reader."""
-        try:
-            if self.core.on_produce_response(batches, response, self._now()):
-                self._cluster.nudge()
-        finally:
-            self._produce_done(node)
-
-    def _produce_failed(self, node: int, batches: list[ProducerBatch], exc: BaseException) -> None:
-        try:
-            self.core.on_produce_failed(batches, exc, self._now())
-            self._cluster.nudge()
-        finally:
-            self._produce_done(node)
-
-    def _produce_done(self, node_id: int) -> None:
-        self._node_in_flight[node_id] -= 1
-        self._memory_freed()
-        self._wake.set()
-        core = self.core
-        if self._transactional and not core.request_busy and not core.batches_pending():
-            # A commit or abort waits for the last batch: its EndTxn goes now,
-            # not after a round of the sender loop.
-            core.step(self._now())
+        """The core's ``start_request``: the sender writes it."""
+        self._sender.start_txn_request(request)
 
     async def _close(self, *, flush: bool) -> None:
         if flush and not self.core.closed:
@@ -1223,7 +914,7 @@ class Producer(Hostable):
     async def __aenter__(self) -> Producer:
         """Start the producer's tasks (:func:`open_producer` does, with its task group)."""
         self._cluster.start()
-        self._tg.start_soon(self._sender, name="trafka producer sender")
+        self._tg.start_soon(self._sender.run, name="trafka producer sender")
         if self._telemetry is not None:
             self._tg.start_soon(self._telemetry.run, name="trafka producer telemetry")
         return self

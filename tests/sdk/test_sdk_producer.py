@@ -460,7 +460,7 @@ async def test_queued_full_batches_leave_together_up_to_the_in_flight_limit(
         if not in_flight_seen:
             # The first request's answer is held, so what else left with it shows.
             await anyio.sleep(0.3)
-        in_flight_seen.append(max(p._node_in_flight.values()))
+        in_flight_seen.append(max(p._sender._node_in_flight.values()))
         return fake_broker.produce(header, body)
 
     fake_broker.handlers[18] = slow_leader_handshake
