@@ -117,19 +117,21 @@ class SendFuture:
     It costs nothing per record while nobody waits: once the loop has taken the
     record it holds the async producer's handle, and waiting crosses to the loop
     only for a record not yet acknowledged (after :meth:`Producer.flush` every
-    record is). :meth:`place`, :meth:`taken` and :meth:`set_exception` are the
+    record is). :meth:`taken` and :meth:`set_exception` are the
     producer's, as ``set_result`` is an executor's in :mod:`concurrent.futures`.
     """
 
     __slots__ = ("_batch", "_callbacks", "_cancelled", "_error", "_handle", "_index", "_side")
-    _index: int
 
-    def __init__(self, side: _FutureSide) -> None:
+    def __init__(
+        self, side: _FutureSide, batch: ProducerBatch | None = None, index: int = 0
+    ) -> None:
         self._side = side
         self._handle: RecordHandle | None = None
-        # Put by the fast path: the batch and place of the record, whose handle
+        # Given by the fast path: the batch and place of the record, whose handle
         # is made only when asked for (an object per record saved).
-        self._batch: ProducerBatch | None = None  # with _index, set together
+        self._batch = batch
+        self._index = index
         self._error: BaseException | None = None  # refused before reaching the async producer
         self._cancelled = False
         self._callbacks: list[Callable[[SendFuture], Any]] | None = None
@@ -214,12 +216,6 @@ class SendFuture:
             self._side.call(handle.add_done_callback, partial(_run_callback, fn, self))
         else:
             fn(self)
-
-    def place(self, batch: ProducerBatch, index: int) -> None:
-        """The producer put the record at ``index`` of ``batch`` (its handle is
-        made when asked for: an object per record saved)."""
-        self._batch = batch
-        self._index = index
 
     def taken(self, handle: RecordHandle) -> None:
         """On the loop (or before the future is returned): the async producer
@@ -357,7 +353,6 @@ class Producer(Forwarding):
             )
             future.add_done_callback(partial(_report_delivery, on_delivery))
             return future
-        future = SendFuture(self._side)
         turn_helps = False
         if (
             self._hot
@@ -379,13 +374,14 @@ class Producer(Forwarding):
                 self._check_thread()
                 lock.acquire()
             turn = None
+            index = 0
             try:
                 if self._draining or self._loop.closing:
                     handle: ProducerBatch | bool = False
                 else:
                     handle = self._core.append_hot(topic, value, key)
                     if handle is not True and handle is not False:
-                        future.place(handle, len(handle.records) - 1)  # its last record
+                        index = len(handle.records) - 1  # its last record is this one
                 if loop_lock.wanted:
                     turn = threading.Event()
                     loop_lock.release_when_idle(turn)
@@ -396,9 +392,10 @@ class Producer(Forwarding):
                     self._token.run_sync_soon(self._producer.wake_sender)
                 if turn is not None:
                     self._wait_turn(turn)
-                return future
+                return SendFuture(self._side, handle, index)
             if turn is not None:
                 self._wait_turn(turn)
+            future = SendFuture(self._side)
             if handle and self._open_batch(topic, value, key, future):
                 return future
             # The general path: once the loop has taken the record (its turn,
@@ -406,6 +403,7 @@ class Producer(Forwarding):
             turn_helps = handle
         else:
             self._check_thread()
+            future = SendFuture(self._side)
         # Checked and serialized here, in the caller's thread: misuse is raised
         # at the call and never reaches the loop.
         item = (self._core.prepare(topic, value, key, partition, headers, timestamp_ms), future)
