@@ -5,43 +5,22 @@ from __future__ import annotations
 
 from typing import Any
 
+from sdk_metadata import one_topic_cache
+
 from trafka.codec.messages import k01_fetch as fetch
-from trafka.codec.messages import k03_metadata as md
 from trafka.codec.records import encode_batch, set_base_offset
 from trafka.sdk.config import ConsumerConfig, make_config
 from trafka.sdk.consumer_core import ConsumerCore
 from trafka.sdk.fetcher import EARLIEST, TopicPartition
-from trafka.sdk.metadata import MetadataCache
 
 TP = TopicPartition("t", 0)
 TP1 = TopicPartition("t", 1)
 R = fetch.FetchResponse
 
 
-def cache() -> MetadataCache:
-    M = md.MetadataResponse
-    m = MetadataCache()
-    m.update(
-        M(
-            brokers=[M.MetadataResponseBroker(node_id=1, host="h", port=1)],
-            topics=[
-                M.MetadataResponseTopic(
-                    name="t",
-                    partitions=[
-                        M.MetadataResponsePartition(partition_index=i, leader_id=1, leader_epoch=0)
-                        for i in range(2)
-                    ],
-                )
-            ],
-        ),
-        now=0.0,
-    )
-    return m
-
-
 def core(**settings: Any) -> ConsumerCore[Any, Any]:
     config = make_config(ConsumerConfig, None, {"bootstrap_servers": "h:1", **settings})
-    return ConsumerCore(config, cache())
+    return ConsumerCore(config, one_topic_cache("t", 2))
 
 
 def fetched(c: ConsumerCore[Any, Any], tp: TopicPartition, base: int, n: int) -> None:

@@ -7,40 +7,18 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from sdk_metadata import one_topic_cache
 
 from trafka.codec import ErrorCode, KafkaError
 from trafka.codec.messages import k00_produce as produce
-from trafka.codec.messages import k03_metadata as md
 from trafka.sdk.accumulator import RECORD_OVERHEAD, ProducerBatch
 from trafka.sdk.config import ProducerConfig, make_config
 from trafka.sdk.errors import ClientClosedError, ProducerFencedError
-from trafka.sdk.metadata import MetadataCache
 from trafka.sdk.partitioners import murmur2_partition
 from trafka.sdk.producer_core import ProducerCore
 from trafka.sdk.transactions import Kind, TxnRequest
 
 PARTITIONS = 3
-
-
-def cache() -> MetadataCache:
-    M = md.MetadataResponse
-    m = MetadataCache()
-    m.update(
-        M(
-            brokers=[M.MetadataResponseBroker(node_id=1, host="h", port=1)],
-            topics=[
-                M.MetadataResponseTopic(
-                    name="t",
-                    partitions=[
-                        M.MetadataResponsePartition(partition_index=i, leader_id=1, leader_epoch=0)
-                        for i in range(PARTITIONS)
-                    ],
-                )
-            ],
-        ),
-        now=0.0,
-    )
-    return m
 
 
 class Effects:
@@ -56,7 +34,7 @@ class Effects:
         now = [0.0]
         return ProducerCore(
             config,
-            cache(),
+            one_topic_cache("t", PARTITIONS),
             lambda: now[0],
             wake=self.wake,
             memory_freed=self.memory_freed,
