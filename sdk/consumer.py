@@ -1,27 +1,15 @@
-"""The consumer: an anyio driver around :mod:`.fetcher` (and :mod:`.group` for groups).
+"""The consumer: an anyio driver of :mod:`.consumer_core` (what a poll hands
+out, what counts as consumed), with :mod:`.consumer_fetching` (the Fetch
+requests and offset lookups) and :mod:`.group` for groups.
 
 Rules:
 
-* :func:`open_consumer` owns its tasks: the fetch loop (one fetch in flight
-  per broker, offset lookups for resets), connection readers, the metadata
-  refresher and, with a ``group.id`` and a subscription, the group task
-  (join/sync/heartbeat, auto-commit). Leaving the block commits (with
-  auto-commit), leaves the group and cancels them; errors leave as
-  themselves, never as an ExceptionGroup.
-* Fetching: at most one Fetch is in flight per broker. It is written
-  synchronously (:meth:`~.transport.BrokerConnection.send`) and its response
-  handled by a completion in the connection's reader, which at once sends the
-  next fetch: the partitions' *prefetch* (see :mod:`.fetcher`) goes out while
-  the application still consumes the previous response, so the broker works
-  while the application does. Each partition buffers at most two responses:
-  memory is bounded by twice ``max.partition.fetch.bytes`` per partition.
-  The fetch task only handles what needs waiting: connecting, offset lookups,
-  and the backoff after a failed fetch (``retry.backoff.ms`` per broker).
-* Fetch sessions (KIP-227, ``enable.incremental.fetch.sessions``): each broker
-  has a :class:`~.fetch_sessions.FetchSession` in the fetcher; a failed fetch
-  starts it over, and a graceful close sends each broker holding a session a
-  fetch with epoch -1 that drops it (as Java's consumer), bounded by
-  ``request.timeout.ms``.
+* :func:`open_consumer` owns its tasks: the fetch task (:mod:`.consumer_fetching`:
+  one fetch in flight per broker, offset lookups for resets), connection
+  readers, the metadata refresher and, with a ``group.id`` and a subscription,
+  the group task (join/sync/heartbeat, auto-commit). Leaving the block commits
+  (with auto-commit), leaves the group, closes the fetch sessions and cancels
+  the tasks; errors leave as themselves, never as an ExceptionGroup.
 * Positions advance when records are handed out. For commits, a record counts
   as *consumed* once the next ``getmany`` / ``__anext__`` call starts (the
   caller has processed it): auto-commit and ``commit()`` without arguments
@@ -36,13 +24,12 @@ import re
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from functools import partial
 from typing import Any, Generic, overload
 
 import anyio
 import anyio.abc
 
-from trafka.codec import KafkaError, TrafkaError
+from trafka.codec import KafkaError
 
 from ._util import owned_task_group, serve_metrics_if_asked
 from ._validate import (
@@ -64,6 +51,7 @@ from ._validate import (
 from .calls import Calls
 from .config import ConsumerConfig, make_config
 from .consumer_core import ConsumerCore
+from .consumer_fetching import FetchDriver
 from .errors import (
     ApiTimeoutError,
     ArgumentTypeError,
@@ -91,7 +79,7 @@ from .telemetry import (
     instance_id,
 )
 from .transactions import ConsumerGroupMetadata
-from .transport import BrokerConnection, CallbackCompletion, Cluster
+from .transport import BrokerConnection, Cluster
 
 __all__ = ["Consumer", "ConsumerRecord", "TopicPartition", "open_consumer"]
 
@@ -175,14 +163,17 @@ class Consumer(Hostable, Generic[K, V]):
         self._cluster.on_change.append(self._wake_if_refused)
         self.core: ConsumerCore[K, V] = ConsumerCore(config, self._cluster.metadata)
         self._fetcher = self.core.fetcher
-        self._wake = anyio.Event()
+        self._fetches = FetchDriver(
+            config,
+            self.core,
+            self._cluster,
+            self._calls,
+            task_group,
+            data_arrived=self.data_arrived,
+            list_offsets=self._list_offsets,
+        )
         self._data = anyio.Event()
-        self._fetching: set[int] = set()  # brokers with a Fetch in flight
-        self._polls_waiting = 0  # polls waiting for records (no fetch is held back)
-        self._fetch_retry_at: dict[int, float] = {}  # brokers backing off after a failed fetch
-        self._resetting: set[TopicPartition] = set()
         self._closed = False
-        self._fetches_stopped = False  # closing the fetch sessions
         self._manual = False
         self._group: Any = None  # a .group.GroupDriver when subscribed with a group.id
         self._subscription: set[str] = set()
@@ -682,7 +673,7 @@ class Consumer(Hostable, Generic[K, V]):
                 if left <= 0:
                     if self._fetcher.held_back:
                         # Nothing at hand: what was held back is wanted now.
-                        self._send_fetches(hold_back=False)
+                        self._fetches.send_fetches(hold_back=False)
                     return {}
                 await self._wait_data(left)
                 self._check_open()
@@ -698,7 +689,7 @@ class Consumer(Hostable, Generic[K, V]):
         taking them made possible."""
         out = self.core.poll(limit, wanted)
         if self._fetcher.fetch_wanted:
-            self._send_fetches()
+            self._fetches.send_fetches()
         return out
 
     def poll_from_thread(
@@ -727,7 +718,7 @@ class Consumer(Hostable, Generic[K, V]):
         if wake_group and self._group is not None:
             self._group.wake()
         if self._fetcher.fetch_wanted:
-            self._send_fetches()
+            self._fetches.send_fetches()
 
     async def getone(self) -> ConsumerRecord[K, V]:
         """The next record, waiting as long as needed."""
@@ -756,7 +747,7 @@ class Consumer(Hostable, Generic[K, V]):
             if self._fetcher.has_data():
                 out = self.core.take(self.config.max_poll_records, None)
                 if self._fetcher.fetch_wanted:
-                    self._send_fetches()
+                    self._fetches.send_fetches()
                 if out:
                     return out
             await self._wait_data(math.inf)
@@ -796,220 +787,26 @@ class Consumer(Hostable, Generic[K, V]):
 
     def wake_fetcher(self) -> None:
         """Have the fetch task look at the partitions again (on the loop)."""
-        self._wake.set()
+        self._fetches.wake()
 
     async def _wait_data(self, timeout: float) -> None:
         event = self._data
         start = anyio.current_time()
         # While a poll waits, no fetch is held back (Fetcher.fetchable's hold_back).
-        self._polls_waiting += 1
+        self._fetches.polls_waiting += 1
         try:
             if self._fetcher.held_back:
-                self._send_fetches()
+                self._fetches.send_fetches()
             with anyio.move_on_after(timeout):
                 await event.wait()
         finally:
-            self._polls_waiting -= 1
+            self._fetches.polls_waiting -= 1
             self._poll_idle += anyio.current_time() - start
 
     def data_arrived(self) -> None:
         """Wake the polls waiting for records (records, an error, or the end)."""
         event, self._data = self._data, anyio.Event()
         event.set()
-
-    async def _fetch_loop(self) -> None:
-        fetcher = self._fetcher
-        cluster = self._cluster
-        md = cluster.metadata
-        while True:
-            self._wake = anyio.Event()
-            missing = fetcher.missing_positions()
-            if missing:
-                if self.config.group_id is not None:
-                    fetcher.mark_committed_lookup(missing)
-                    self._tg.start_soon(self._load_committed, missing)
-                else:
-                    try:
-                        fetcher.default_reset(missing)
-                    except KafkaError as exc:
-                        fetcher.errors.append(exc)
-                        self.data_arrived()
-            # One lookup per leader, for partitions with a known leader only (as
-            # Java's consumer): a partition without one, or a broker out of reach,
-            # holds back no other partition's start; the rest wait for metadata.
-            by_leader: dict[int, dict[TopicPartition, int]] = {}
-            for tp, ts in fetcher.needs_reset().items():
-                leader = md.leader_for(tp.topic, tp.partition)
-                if tp not in self._resetting and leader is not None:
-                    by_leader.setdefault(leader, {})[tp] = ts
-            for resets in by_leader.values():
-                self._resetting |= set(resets)
-                self._tg.start_soon(self._do_resets, resets)
-            unknown = fetcher.unknown_leaders()
-            if unknown:
-                md.add_topics(unknown)
-                md.request_update()
-                cluster.nudge()
-            retry_at = self._fetch_retry_at
-            if retry_at:
-                now = anyio.current_time()
-                for node in [n for n, due in retry_at.items() if due <= now]:
-                    del retry_at[node]
-            self._send_fetches()
-            timeout = math.inf
-            if retry_at:
-                timeout = max(min(retry_at.values()) - anyio.current_time(), 0.0)
-            hold = fetcher.hold_deadline
-            if hold is not None:
-                timeout = min(timeout, max(hold - anyio.current_time(), 0.0))
-            with anyio.move_on_after(timeout):
-                await self._wake.wait()
-
-    def _send_fetches(self, *, hold_back: bool | None = None) -> None:
-        """Write a Fetch to every broker that leads fetchable partitions and has none in flight.
-
-        Synchronous, so that a response's completion can send the next fetch at
-        once. Brokers without a ready connection are connected in the
-        background; the connection's arrival wakes the fetch task.
-
-        A fetch that could only wait at the broker while the application has
-        buffered records to take is held back (:meth:`Fetcher.fetchable`),
-        unless ``hold_back`` is False or a poll is waiting for records.
-        """
-        fetcher = self._fetcher
-        fetcher.fetch_wanted = False
-        if self._closed or self._fetches_stopped:
-            return
-        cluster = self._cluster
-        retry_at = self._fetch_retry_at
-        if hold_back is None:
-            hold_back = not self._polls_waiting
-        deadline = fetcher.hold_deadline
-        fetchable = fetcher.fetchable(hold_back=hold_back, now=anyio.current_time())
-        if fetcher.hold_deadline is not None and fetcher.hold_deadline != deadline:
-            self.wake_fetcher()  # its wait must end when the hold does
-        for node, tps in fetchable.items():
-            if node in self._fetching:
-                continue
-            if retry_at and node in retry_at:
-                continue  # backing off after a failed fetch; the fetch task clears it
-            conn = cluster.ready_connection(node)
-            if conn is None:
-                cluster.connect_soon(node)
-                continue
-            self._send_fetch(conn, tps)
-
-    def _send_fetch(self, conn: BrokerConnection, tps: list[TopicPartition]) -> None:
-        fetcher = self._fetcher
-        node = conn.node_id
-        positions: dict[TopicPartition, int] = {}
-        try:
-            session = fetcher.session(node)
-            version = fetcher.fetch_version(conn.version_for(1), tps, session)
-            request, positions = fetcher.build_fetch(tps, version, session)
-            timeout = (self.config.request_timeout_ms + self.config.fetch_max_wait_ms) / 1000
-            self._fetching.add(node)
-            completion = CallbackCompletion(
-                partial(self._on_fetch_response, node, positions),
-                partial(self._on_fetch_failed, node, positions),
-            )
-            conn.send(1, request, completion, timeout=timeout, version=version)
-        except TrafkaError as exc:
-            # The completion was not registered (a failed connection reports to it instead).
-            self._on_fetch_failed(node, positions, exc)
-
-    def _on_fetch_response(
-        self, node: int, positions: dict[TopicPartition, int], response: Any
-    ) -> None:
-        """A Fetch response, in the connection's reader: buffer it, then fetch again."""
-        fetcher = self._fetcher
-        try:
-            # The positions carry the request's session and version.
-            got = fetcher.handle_fetch_response(positions, response)
-        except TrafkaError as exc:
-            self._on_fetch_failed(node, positions, exc)
-            return
-        except Exception as exc:  # a bug of ours: the application must hear of it
-            fetcher.errors.append(exc)
-            self.data_arrived()
-            self._on_fetch_failed(node, positions, exc)
-            return
-        self._fetching.discard(node)
-        if got or fetcher.errors:
-            self.data_arrived()
-        if fetcher.reset_wanted:
-            # Out of range: the fetch task starts the ListOffsets lookup.
-            fetcher.reset_wanted = False
-            self.wake_fetcher()
-        self._send_fetches()
-
-    def _on_fetch_failed(
-        self, node: int, positions: dict[TopicPartition, int], error: BaseException
-    ) -> None:
-        log.debug("fetch from node %s failed: %s", node, error)
-        self._fetching.discard(node)
-        # A session starts over: a full fetch asking for a new one (Java's handleError).
-        self._fetcher.fetch_failed(positions)
-        self._fetch_retry_at[node] = anyio.current_time() + self.config.retry_backoff_ms / 1000
-        self._cluster.metadata.request_update()
-        self._cluster.nudge()
-        self.wake_fetcher()
-
-    async def _close_fetch_sessions(self, timeout: float) -> None:
-        """As Java's consumer on close: tell each broker holding a fetch session
-        of ours to drop it (a fetch with epoch -1 and no partitions), waiting up
-        to ``timeout`` seconds for the answers. No more fetches are sent."""
-        self._fetches_stopped = True
-        fetcher = self._fetcher
-
-        async def close_one(conn: BrokerConnection, request: Any, version: int) -> None:
-            try:
-                await conn.request(1, request, version=version, timeout=timeout)
-            except TrafkaError as exc:  # the broker drops it when it expires
-                log.debug("closing the fetch session with node %s failed: %s", conn.node_id, exc)
-
-        with anyio.move_on_after(timeout):
-            async with anyio.create_task_group() as tg:
-                for node, session in list(fetcher.sessions.items()):
-                    conn = self._cluster.ready_connection(node)
-                    if conn is None:
-                        continue  # as Java: no close for a broker it cannot reach now
-                    version = conn.version_for(1)
-                    request = fetcher.build_close_fetch(session, version)
-                    if request is not None:
-                        tg.start_soon(close_one, conn, request, version)
-
-    async def _load_committed(self, tps: list[TopicPartition]) -> None:
-        from .group import fetch_committed
-
-        try:
-            got = await fetch_committed(self._calls, self.config, tps)
-        except TrafkaError as exc:
-            log.debug("offset fetch failed: %s", exc)
-            await anyio.sleep(self.config.retry_backoff_ms / 1000)
-            self._fetcher.committed_lookup_failed(tps)
-            self.wake_fetcher()
-            return
-        self._fetcher.apply_committed(tps, got)
-        self.data_arrived()
-        self.wake_fetcher()
-
-    async def _do_resets(self, targets: dict[TopicPartition, int]) -> None:
-        try:
-            results = await self._list_offsets("offset reset", targets, partial=True)
-        except TrafkaError as exc:
-            log.debug("offset reset failed: %s", exc)
-            await anyio.sleep(self.config.retry_backoff_ms / 1000)
-        else:
-            answered = {tp: r for tp, r in results.items() if not isinstance(r, TrafkaError)}
-            self._fetcher.apply_reset_results(targets, answered)
-            if len(answered) < len(results):
-                log.debug("offset reset of %d partition(s) failed", len(results) - len(answered))
-                await anyio.sleep(self.config.retry_backoff_ms / 1000)
-        finally:
-            self._resetting -= set(targets)
-            self.wake_fetcher()
-            self.data_arrived()
 
     async def _close(self, *, graceful: bool) -> None:
         if self._closed:
@@ -1018,18 +815,18 @@ class Consumer(Hostable, Generic[K, V]):
             await self._group.close(graceful=graceful)
         if graceful:
             with anyio.CancelScope(shield=True):
-                await self._close_fetch_sessions(self.config.request_timeout_ms / 1000)
+                await self._fetches.close_sessions(self.config.request_timeout_ms / 1000)
         if graceful and self._telemetry is not None:
             # Java's initiateClose: one last push (terminating=true), bounded.
             with anyio.CancelScope(shield=True):
                 await self._telemetry.close(self.config.request_timeout_ms / 1000)
-        self._closed = True
+        self._closed = self._fetches.stopped = True
         self.data_arrived()
 
     async def __aenter__(self) -> Consumer[K, V]:
         """Start the consumer's tasks (:func:`open_consumer` does, with its task group)."""
         self._cluster.start()
-        self._tg.start_soon(self._fetch_loop, name="trafka consumer fetcher")
+        self._tg.start_soon(self._fetches.run, name="trafka consumer fetcher")
         if self._telemetry is not None:
             self._tg.start_soon(self._telemetry.run, name="trafka consumer telemetry")
         return self
@@ -1048,7 +845,7 @@ class Consumer(Hostable, Generic[K, V]):
             else:
                 await self._close(graceful=True)
         finally:
-            self._closed = True
+            self._closed = self._fetches.stopped = True
             self._tg.cancel_scope.cancel()
             with anyio.CancelScope(shield=True):
                 await self._cluster.aclose()
