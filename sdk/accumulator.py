@@ -231,7 +231,9 @@ class ProducerBatch:
     def record_count(self) -> int:
         return len(self.records)
 
-    def _resolve(self) -> None:
+    def resolve(self) -> None:
+        """Done (completed or failed): wake the waiter, run the callbacks, and
+        resolve the parent once its last split half is done. The accumulator's."""
         self.done = True
         if self.waker is not None:
             self.waker.set()
@@ -243,7 +245,7 @@ class ProducerBatch:
         if parent is not None:
             parent.pending_children -= 1
             if parent.pending_children == 0:
-                parent._resolve()
+                parent.resolve()
 
     def locate(self, index: int) -> tuple[ProducerBatch, int]:
         """The batch that carried record ``index`` of this one, and its index there."""
@@ -558,15 +560,8 @@ class Accumulator:
             batch.limit = self.batch_size
             batches.append(batch)
             self._incomplete.add(batch)
-        self.used_memory += charge
-        batch.memory += charge
-        batch_bytes = batch.size + size
-        batch.size = batch_bytes
-        records = batch.records
-        records.append((timestamp, key, value, headers))
-        if batch_bytes >= self.batch_size:
-            batch.full = True
-        return self.handle_class(batch, len(records) - 1)
+        self.append_to(batch, timestamp, key, value, size, headers)
+        return self.handle_class(batch, len(batch.records) - 1)
 
     def can_take(self, size: int) -> bool:
         """Whether a record of ``size`` bytes can be appended now, without
@@ -578,12 +573,20 @@ class Accumulator:
         )
 
     def append_to(
-        self, batch: ProducerBatch, timestamp: int, key: bytes | None, value: bytes, size: int
+        self,
+        batch: ProducerBatch,
+        timestamp: int,
+        key: bytes | None,
+        value: bytes | None,
+        size: int,
+        headers: Sequence[tuple[str, bytes | None]] = (),
     ) -> bool | None:
-        """Append a record without headers of ``size`` bytes (``RECORD_OVERHEAD``
-        included) to ``batch``, a batch still open for records, if it has room
-        and ``buffer.memory`` allows: the producer's hot path, which keeps no
-        accounting of its own.
+        """Append a record of ``size`` bytes (``RECORD_OVERHEAD`` included) to
+        ``batch``, a batch still open for records, if it has room and
+        ``buffer.memory`` allows: the one place a record joins a batch and is
+        charged, for the producer's hot path (which keeps no accounting of its
+        own) and for :meth:`append` alike. The first record of a batch always
+        has room (a record larger than ``batch.size`` gets a batch of its own).
 
         Returns:
             True: appended (``batch.full`` set once it reached ``batch.size``);
@@ -591,7 +594,7 @@ class Accumulator:
             memory for it now, or the producer is closing.
         """
         batch_bytes = batch.size + size
-        if batch_bytes > self.batch_size:
+        if batch_bytes > self.batch_size and batch.records:
             return False
         charge = size + RECORD_MEMORY_OVERHEAD
         if charge > self.buffer_memory - self.used_memory or self.closing:
@@ -599,7 +602,7 @@ class Accumulator:
         self.used_memory += charge
         batch.memory += charge
         batch.size = batch_bytes
-        batch.records.append((timestamp, key, value, ()))
+        batch.records.append((timestamp, key, value, headers))
         if batch_bytes >= self.batch_size:
             batch.full = True
         return True
@@ -886,7 +889,7 @@ class Accumulator:
             counters.latency.add(max(0.0, now - batch.created))
         batch.base_offset = base_offset
         batch.log_append_time = log_append_time
-        batch._resolve()
+        batch.resolve()
 
     def fail(self, batch: ProducerBatch, exc: BaseException) -> None:
         """The batch failed for good."""
@@ -894,7 +897,7 @@ class Accumulator:
             return
         self._finish(batch).counters.failed(len(batch.records), exc)
         batch.error = exc
-        batch._resolve()
+        batch.resolve()
         if self.on_failure is not None:
             self.on_failure(batch, exc)
 
@@ -1061,7 +1064,7 @@ class Accumulator:
                 b.memory = 0
                 q.counters.failed(len(b.records), exc)
                 b.error = exc
-                b._resolve()
+                b.resolve()
                 if self.on_failure is not None:
                     self.on_failure(b, exc)
                 n += 1

@@ -29,6 +29,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import re
+import weakref
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
@@ -207,6 +208,22 @@ def _opt_callable(name: str, value: Any) -> Any:
     if value is None or callable(value):
         return value
     raise ConfigError(f"{name} must be a callable, got {value!r}")
+
+
+# The settings each token provider this module made was made from (so that a
+# config copied with other settings makes a new one): weakly, as a provider
+# lives as long as the configs that hold it.
+_PROVIDER_SETTINGS: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+_NOT_MADE_HERE = object()
+
+
+def _made_from(provider: Any) -> Any:
+    """The settings ``provider`` was made from here, or ``_NOT_MADE_HERE``
+    (the caller's own provider)."""
+    try:
+        return _PROVIDER_SETTINGS.get(provider, _NOT_MADE_HERE)
+    except TypeError:  # not weakly referenceable: not one of ours
+        return _NOT_MADE_HERE
 
 
 def _check_hostname(name: str, value: Any) -> bool:
@@ -461,7 +478,7 @@ class ClientConfig:
             jaas.get("unsecuredLoginStringClaim_sub"),
         )
         current = self.sasl_oauth_token_provider
-        if current is not None and getattr(current, "_trafka_settings", settings) == settings:
+        if current is not None and _made_from(current) in (_NOT_MADE_HERE, settings):
             return  # the caller's own provider, or the one these settings made
         provider: Any
         if self.sasl_oauthbearer_method == "oidc":
@@ -490,7 +507,7 @@ class ClientConfig:
                 "sasl.oauthbearer.method=oidc with a token endpoint and client credentials, "
                 "or enable.sasl.oauthbearer.unsecure.jwt with sasl.oauthbearer.config"
             )
-        provider._trafka_settings = settings
+        _PROVIDER_SETTINGS[provider] = settings
         object.__setattr__(self, "sasl_oauth_token_provider", provider)
 
     @property
@@ -687,7 +704,7 @@ class ProducerConfig(ClientConfig):
     value_serializer: Any = _field("bytes", _callable_or_name(*_SERDES))  # noqa: RUF009
 
     def _check(self) -> None:
-        ClientConfig._check(self)
+        super(ProducerConfig, self)._check()
         level = self.compression_level
         bounds = _COMPRESSION_LEVELS.get(self.compression_type)
         if level is not None and bounds is not None and level != -1:
@@ -795,7 +812,7 @@ class ConsumerConfig(ClientConfig):
     value_deserializer: Any = _field("bytes", _callable_or_name(*_SERDES))  # noqa: RUF009
 
     def _check(self) -> None:
-        ClientConfig._check(self)
+        super(ConsumerConfig, self)._check()
         if self.heartbeat_interval_ms >= self.session_timeout_ms:
             raise ConfigError(
                 f"heartbeat.interval.ms ({self.heartbeat_interval_ms}) must be lower than "
@@ -868,7 +885,7 @@ class ShareConsumerConfig(ClientConfig):
     value_deserializer: Any = _field("bytes", _callable_or_name(*_SERDES))  # noqa: RUF009
 
     def _check(self) -> None:
-        ClientConfig._check(self)
+        super(ShareConsumerConfig, self)._check()
         if self.group_id is None:
             raise ConfigError("a share consumer needs group.id (the share group to join)")
 

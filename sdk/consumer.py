@@ -1,27 +1,15 @@
-"""The consumer: an anyio driver around :mod:`.fetcher` (and :mod:`.group` for groups).
+"""The consumer: an anyio driver of :mod:`.consumer_core` (what a poll hands
+out, what counts as consumed), with :mod:`.consumer_fetching` (the Fetch
+requests and offset lookups) and :mod:`.group` for groups.
 
 Rules:
 
-* :func:`open_consumer` owns its tasks: the fetch loop (one fetch in flight
-  per broker, offset lookups for resets), connection readers, the metadata
-  refresher and, with a ``group.id`` and a subscription, the group task
-  (join/sync/heartbeat, auto-commit). Leaving the block commits (with
-  auto-commit), leaves the group and cancels them; errors leave as
-  themselves, never as an ExceptionGroup.
-* Fetching: at most one Fetch is in flight per broker. It is written
-  synchronously (:meth:`~.transport.BrokerConnection.send`) and its response
-  handled by a completion in the connection's reader, which at once sends the
-  next fetch: the partitions' *prefetch* (see :mod:`.fetcher`) goes out while
-  the application still consumes the previous response, so the broker works
-  while the application does. Each partition buffers at most two responses:
-  memory is bounded by twice ``max.partition.fetch.bytes`` per partition.
-  The fetch task only handles what needs waiting: connecting, offset lookups,
-  and the backoff after a failed fetch (``retry.backoff.ms`` per broker).
-* Fetch sessions (KIP-227, ``enable.incremental.fetch.sessions``): each broker
-  has a :class:`~.fetch_sessions.FetchSession` in the fetcher; a failed fetch
-  starts it over, and a graceful close sends each broker holding a session a
-  fetch with epoch -1 that drops it (as Java's consumer), bounded by
-  ``request.timeout.ms``.
+* :func:`open_consumer` owns its tasks: the fetch task (:mod:`.consumer_fetching`:
+  one fetch in flight per broker, offset lookups for resets), connection
+  readers, the metadata refresher and, with a ``group.id`` and a subscription,
+  the group task (join/sync/heartbeat, auto-commit). Leaving the block commits
+  (with auto-commit), leaves the group, closes the fetch sessions and cancels
+  the tasks; errors leave as themselves, never as an ExceptionGroup.
 * Positions advance when records are handed out. For commits, a record counts
   as *consumed* once the next ``getmany`` / ``__anext__`` call starts (the
   caller has processed it): auto-commit and ``commit()`` without arguments
@@ -34,7 +22,6 @@ import logging
 import math
 import re
 import uuid
-from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any, Generic, overload
@@ -42,9 +29,9 @@ from typing import Any, Generic, overload
 import anyio
 import anyio.abc
 
-from trafka.codec import KafkaError, TrafkaError
+from trafka.codec import KafkaError
 
-from ._util import get_deserializer, owned_task_group, serve_metrics_if_asked
+from ._util import owned_task_group, serve_metrics_if_asked
 from ._validate import (
     check_callable,
     check_committed_offset,
@@ -63,6 +50,8 @@ from ._validate import (
 )
 from .calls import Calls
 from .config import ConsumerConfig, make_config
+from .consumer_core import ConsumerCore
+from .consumer_fetching import FetchDriver
 from .errors import (
     ApiTimeoutError,
     ArgumentTypeError,
@@ -73,9 +62,7 @@ from .errors import (
 from .fetcher import (
     EARLIEST,
     LATEST,
-    ConsumedPositions,
     ConsumerRecord,
-    Fetcher,
     K,
     TopicPartition,
     V,
@@ -97,8 +84,6 @@ from .transport import BrokerConnection, Cluster
 __all__ = ["Consumer", "ConsumerRecord", "TopicPartition", "open_consumer"]
 
 log = logging.getLogger("trafka.sdk.consumer")
-
-_new: Any = tuple.__new__
 
 _LISTENER_METHODS = ("on_partitions_revoked", "on_partitions_assigned", "on_partitions_lost")
 
@@ -155,27 +140,14 @@ def check_poll(
     return (set(tps) if tps else None), max_records
 
 
-class _FetchCompletion:
-    """The outcome of one Fetch request, called back by the connection's reader."""
-
-    __slots__ = ("consumer", "node_id", "positions")
-
-    def __init__(
-        self, consumer: Consumer, node_id: int, positions: dict[TopicPartition, int]
-    ) -> None:
-        self.consumer = consumer
-        self.node_id = node_id
-        self.positions = positions
-
-    def resolve(self, response: Any) -> None:
-        self.consumer._on_fetch_response(self.node_id, self.positions, response)
-
-    def fail(self, error: BaseException) -> None:
-        self.consumer._on_fetch_failed(self.node_id, self.positions, error)
-
-
 class Consumer(Hostable, Generic[K, V]):
-    """A Kafka consumer. Create it with :func:`open_consumer`."""
+    """A Kafka consumer. Create it with :func:`open_consumer`.
+
+    The driver of a :class:`~trafka.sdk.consumer_core.ConsumerCore` (:attr:`core`):
+    it owns the fetch task, the fetches' completions, the waits for records and
+    the group's driver; the core decides what a poll hands out and what counts
+    as consumed.
+    """
 
     def __init__(self, config: ConsumerConfig, task_group: anyio.abc.TaskGroup) -> None:
         self.config = config
@@ -187,23 +159,21 @@ class Consumer(Hostable, Generic[K, V]):
             config.retry_backoff_max_ms,
             config.default_api_timeout_ms,
         )
-        self._cluster.on_change.append(self._wake_fetcher)
+        self._cluster.on_change.append(self.wake_fetcher)
         self._cluster.on_change.append(self._wake_if_refused)
-        self._fetcher = Fetcher.for_consumer(self._cluster.metadata, config)
-        self._key_de = get_deserializer(config.key_deserializer)
-        self._value_de = get_deserializer(config.value_deserializer)
-        self._wake = anyio.Event()
+        self.core: ConsumerCore[K, V] = ConsumerCore(config, self._cluster.metadata)
+        self._fetcher = self.core.fetcher
+        self._fetches = FetchDriver(
+            config,
+            self.core,
+            self._cluster,
+            self._calls,
+            task_group,
+            data_arrived=self.data_arrived,
+            list_offsets=self._list_offsets,
+        )
         self._data = anyio.Event()
-        self._fetching: set[int] = set()  # brokers with a Fetch in flight
-        self._polls_waiting = 0  # polls waiting for records (no fetch is held back)
-        self._fetch_retry_at: dict[int, float] = {}  # brokers backing off after a failed fetch
-        self._resetting: set[TopicPartition] = set()
-        self._buffer: deque[ConsumerRecord[K, V]] = deque()
-        self._last: ConsumerRecord[K, V] | None = None  # from getone, processed at the next call
-        self._consumed = ConsumedPositions()
-        self._dropped = 0  # records taken into _buffer and dropped on revocation
         self._closed = False
-        self._fetches_stopped = False  # closing the fetch sessions
         self._manual = False
         self._group: Any = None  # a .group.GroupDriver when subscribed with a group.id
         self._subscription: set[str] = set()
@@ -237,8 +207,8 @@ class Consumer(Hostable, Generic[K, V]):
         self._fetcher.assign(tps)
         self._cluster.metadata.add_topics({tp.topic for tp in tps})
         self._cluster.nudge()
-        self._drop_buffered(set(tps))
-        self._wake_fetcher()
+        self.core.drop_held(set(tps))
+        self.wake_fetcher()
 
     def subscribe(
         self,
@@ -303,6 +273,11 @@ class Consumer(Hostable, Generic[K, V]):
         }
 
     @property
+    def pattern(self) -> re.Pattern[str] | None:
+        """The subscription's regular expression, if it is one."""
+        return self._pattern
+
+    @property
     def cluster(self) -> Cluster:
         """The connections and metadata cache this consumer uses."""
         return self._cluster
@@ -331,18 +306,16 @@ class Consumer(Hostable, Generic[K, V]):
         offset = check_offset("offset", offset)
         if until is not None:
             until = check_offset("until", until)
-        self._fetcher.seek(tp, offset, until)
-        self._drop_buffered({tp})
-        self._wake_fetcher()
+        self.core.seek(tp, offset, until)
+        self.wake_fetcher()
 
-    def _unconsume(self, first: Mapping[TopicPartition, int], *, refetch: bool) -> None:
+    def unconsume(self, first: Mapping[TopicPartition, int], *, refetch: bool) -> None:
         """Records from ``first[tp]`` on were handed out but not processed (the
         blocking consumer held them back): commits stop before them, and with
         ``refetch`` they are fetched again."""
-        for tp, offset in first.items():
-            self._consumed.rewind(tp, offset)
-            if refetch and tp in self._fetcher.assignment:
-                self.seek(tp, offset)
+        for tp in self.core.rewind(first):
+            if refetch:
+                self.seek(tp, first[tp])
 
     def seek_to_beginning(self, *partitions: TopicPartition) -> None:
         """Fetch from the log start (all assigned partitions when none given)."""
@@ -354,10 +327,8 @@ class Consumer(Hostable, Generic[K, V]):
 
     def _reset(self, partitions: tuple[TopicPartition, ...], strategy: int) -> None:
         tps = check_topic_partitions("partitions", partitions) or list(self._fetcher.assignment)
-        for tp in tps:
-            self._fetcher.request_reset(tp, strategy)
-        self._drop_buffered(set(tps))
-        self._wake_fetcher()
+        self.core.request_resets(tps, strategy)
+        self.wake_fetcher()
 
     async def position(self, partition: TopicPartition) -> int:
         """The offset of the next record to be returned, waiting until it is known.
@@ -373,17 +344,14 @@ class Consumer(Hostable, Generic[K, V]):
             while True:
                 pos = self._fetcher.position(tp)
                 if pos is not None:
-                    return pos - self._buffered_count(tp)
-                self._wake_fetcher()
+                    return pos - self.core.held_count(tp)
+                self.wake_fetcher()
                 # Offset lookups and committed-offset loads signal _data when done.
                 await self._wait_data(math.inf)
         raise ApiTimeoutError(
             f"the position of {tp.topic}-{tp.partition} was not known within "
             f"default.api.timeout.ms ({timeout_ms} ms)"
         )
-
-    def _buffered_count(self, tp: TopicPartition) -> int:
-        return sum(1 for r in self._buffer if r.partition == tp.partition and r.topic == tp.topic)
 
     def pause(self, *partitions: TopicPartition) -> None:
         """Stop returning and fetching records for these partitions.
@@ -392,7 +360,7 @@ class Consumer(Hostable, Generic[K, V]):
             TypeError, ValueError: one of ``partitions`` is not a TopicPartition.
         """
         self._fetcher.pause(check_topic_partitions("partitions", partitions))
-        self._wake_fetcher()  # a fetch held back for their buffered data may go now
+        self.wake_fetcher()  # a fetch held back for their buffered data may go now
 
     def resume(self, *partitions: TopicPartition) -> None:
         """Fetch and return records of these paused partitions again.
@@ -401,7 +369,7 @@ class Consumer(Hostable, Generic[K, V]):
             TypeError, ValueError: one of ``partitions`` is not a TopicPartition.
         """
         self._fetcher.resume(check_topic_partitions("partitions", partitions))
-        self._wake_fetcher()
+        self.wake_fetcher()
 
     def paused(self) -> set[TopicPartition]:
         return self._fetcher.paused()
@@ -420,10 +388,8 @@ class Consumer(Hostable, Generic[K, V]):
         partitions; see :mod:`trafka.sdk.statistics` for each field.
         """
         fetcher = self._fetcher
-        buffered: dict[TopicPartition, int] = {}
-        for r in self._buffer:  # taken from the fetcher, not handed out yet (getone)
-            tp = TopicPartition(r.topic, r.partition)
-            buffered[tp] = buffered.get(tp, 0) + 1
+        core = self.core
+        buffered = core.held_per_partition()  # taken from the fetcher, not handed out yet
         partitions = {
             tp: PartitionStatistics(
                 position=s.position,
@@ -437,7 +403,7 @@ class Consumer(Hostable, Generic[K, V]):
         }
         group = self._group
         return ConsumerStatistics(
-            records_consumed=fetcher.records_taken - len(self._buffer) - self._dropped,
+            records_consumed=fetcher.records_taken - core.held_count() - core.dropped,
             bytes_fetched=fetcher.bytes_fetched,
             partitions=partitions,
             group=None if group is None else group.statistics(),
@@ -571,21 +537,13 @@ class Consumer(Hostable, Generic[K, V]):
 
     # -- commits ----------------------------------------------------------------------------
 
-    def _note_consumed(self) -> None:
-        last = self._last
-        if last is not None:
-            self._consumed.handed_out(TopicPartition(last.topic, last.partition), last.offset + 1)
-            self._last = None
-        self._consumed.poll_started()
-
     def consumed_offsets(self) -> dict[TopicPartition, int]:
         """Positions after the records the caller has processed (what commit() commits)."""
-        self._note_consumed()
-        return self._consumed.all(self._fetcher.assignment)
+        return self.core.consumed_offsets()
 
     def auto_commit_offsets(self) -> dict[TopicPartition, int]:
         """Consumed positions as of the last ``getmany`` / ``__anext__`` call (at-least-once)."""
-        return self._consumed.processed(self._fetcher.assignment)
+        return self.core.auto_commit_offsets()
 
     async def commit(
         self, offsets: Mapping[TopicPartition, int] | None = None, *, message: Any = None
@@ -697,7 +655,7 @@ class Consumer(Hostable, Generic[K, V]):
         """
         wanted, limit = check_poll(partitions, timeout_ms, max_records)
         self._check_open()
-        self._note_consumed()
+        self.core.poll_started()
         limit = limit or self.config.max_poll_records
         deadline: float | None = None  # from the first time nothing is buffered
         group = self._group
@@ -715,7 +673,7 @@ class Consumer(Hostable, Generic[K, V]):
                 if left <= 0:
                     if self._fetcher.held_back:
                         # Nothing at hand: what was held back is wanted now.
-                        self._send_fetches(hold_back=False)
+                        self._fetches.send_fetches(hold_back=False)
                     return {}
                 await self._wait_data(left)
                 self._check_open()
@@ -724,129 +682,61 @@ class Consumer(Hostable, Generic[K, V]):
                 group.poll_ended()
 
     def _poll_now(
-        self, limit: int, wanted: set[TopicPartition] | None, *, send_fetches: bool = True
+        self, limit: int, wanted: set[TopicPartition] | None
     ) -> dict[TopicPartition, list[ConsumerRecord[K, V]]]:
-        """What a poll hands out at once (records held back first, then fetched
-        ones; none when nothing is at hand), counted as handed out."""
-        out: dict[TopicPartition, list[ConsumerRecord[K, V]]] = {}
-        if self._buffer:
-            self._take_buffer(out, limit, wanted)
-        elif self._fetcher.has_data():
-            out = self._take(limit, wanted, send_fetches=send_fetches)
-        for tp, recs in out.items():
-            self._consumed.handed_out(tp, recs[-1].offset + 1)
+        """What a poll hands out at once (:meth:`ConsumerCore.poll
+        <trafka.sdk.consumer_core.ConsumerCore.poll>`), then the fetches that
+        taking them made possible."""
+        out = self.core.poll(limit, wanted)
+        if self._fetcher.fetch_wanted:
+            self._fetches.send_fetches()
         return out
 
-    def _poll_from_thread(
+    def poll_from_thread(
         self, now: float
     ) -> tuple[dict[TopicPartition, list[ConsumerRecord[K, V]]], bool]:
         """``getmany(timeout_ms=0)`` for a blocking consumer's own thread while
         every task of the loop is at an ``await`` (see :mod:`.blocking`): touches
-        no task, event or socket and takes ``now`` from that thread. Returns the
-        records at hand (maybe none) and whether the group's task must be woken;
-        :meth:`_after_poll_from_thread` must then run on the loop."""
+        no task, event or socket and takes ``now`` (the loop's clock) from that
+        thread. Returns the records at hand (maybe none) and whether the group's
+        task must be woken; :meth:`after_poll_from_thread` must then run on the
+        loop (also when ``core.fetcher.fetch_wanted``)."""
         self._check_open()
-        self._note_consumed()
+        core = self.core
+        core.poll_started()
         group = self._group
         resumed = group is not None and group.machine.poll_started(now)
         try:
-            out = self._poll_now(self.config.max_poll_records, None, send_fetches=False)
+            out = core.poll(self.config.max_poll_records, None)
         finally:
             if group is not None:
                 group.machine.poll_ended(now)
         return out, resumed
 
-    def _after_poll_from_thread(self, wake_group: bool) -> None:
-        """On the loop, after :meth:`_poll_from_thread`: what it left to the loop."""
+    def after_poll_from_thread(self, wake_group: bool) -> None:
+        """On the loop, after :meth:`poll_from_thread`: what it left to the loop."""
         if wake_group and self._group is not None:
             self._group.wake()
         if self._fetcher.fetch_wanted:
-            self._send_fetches()
-
-    def _take_buffer(
-        self,
-        out: dict[TopicPartition, list[ConsumerRecord[K, V]]],
-        limit: int,
-        wanted: set[TopicPartition] | None,
-    ) -> None:
-        paused = self._fetcher.paused()
-        keep: deque[ConsumerRecord[K, V]] = deque()
-        n = 0
-        while self._buffer:
-            r = self._buffer.popleft()
-            tp = TopicPartition(r.topic, r.partition)
-            if n < limit and (wanted is None or tp in wanted) and tp not in paused:
-                out.setdefault(tp, []).append(r)
-                n += 1
-            else:
-                keep.append(r)
-        self._buffer = keep
-
-    def _take(
-        self, limit: int, wanted: set[TopicPartition] | None, *, send_fetches: bool = True
-    ) -> dict[TopicPartition, list[ConsumerRecord[K, V]]]:
-        fetcher = self._fetcher
-        paused: list[TopicPartition] = []
-        if wanted is not None:
-            paused = [
-                tp for tp in fetcher.assignment if tp not in wanted and tp not in fetcher.paused()
-            ]
-            fetcher.pause(paused)
-        try:
-            raw = fetcher.take(limit)
-        finally:
-            if paused:
-                fetcher.resume(paused)
-            if fetcher.fetch_wanted and send_fetches:
-                self._send_fetches()
-        kd, vd = self._key_de, self._value_de
-        if kd is None and vd is None:
-            return raw
-        out: dict[TopicPartition, list[ConsumerRecord[K, V]]] = {}
-        for tp, recs in raw.items():
-            # tuple.__new__ skips the NamedTuple constructor: this is the per-record hot path.
-            out[tp] = [
-                _new(
-                    ConsumerRecord,
-                    (
-                        t,
-                        p,
-                        o,
-                        ts,
-                        k if kd is None else kd(k),
-                        v if vd is None else vd(v),
-                        h,
-                        tt,
-                        e,
-                    ),
-                )
-                for t, p, o, ts, k, v, h, tt, e in recs
-            ]
-        return out
+            self._fetches.send_fetches()
 
     async def getone(self) -> ConsumerRecord[K, V]:
         """The next record, waiting as long as needed."""
         self._check_open()
-        self._note_consumed()
-        buffer = self._buffer
-        if buffer and not self._fetcher.any_paused():
-            r = buffer.popleft()
-            self._last = r
+        core = self.core
+        core.poll_started()
+        r = core.next_record()
+        if r is not None:
             return r
         group = self._group
         if group is not None:
             group.poll_started()
         try:
             while True:
-                paused = self._fetcher.paused()
-                for i, r in enumerate(buffer):
-                    if not paused or TopicPartition(r.topic, r.partition) not in paused:
-                        del buffer[i]
-                        self._last = r
-                        return r
-                batch = await self._fill()
-                for recs in batch.values():
-                    buffer.extend(recs)
+                r = core.next_record()
+                if r is not None:
+                    return r
+                core.hold(await self._fill())
         finally:
             if group is not None:
                 group.poll_ended()
@@ -855,7 +745,9 @@ class Consumer(Hostable, Generic[K, V]):
         while True:
             self._check_open()
             if self._fetcher.has_data():
-                out = self._take(self.config.max_poll_records, None)
+                out = self.core.take(self.config.max_poll_records, None)
+                if self._fetcher.fetch_wanted:
+                    self._fetches.send_fetches()
                 if out:
                     return out
             await self._wait_data(math.inf)
@@ -882,244 +774,39 @@ class Consumer(Hostable, Generic[K, V]):
 
     def _wake_if_refused(self) -> None:
         if self._cluster.auth_error is not None:
-            self._data_arrived()
-
-    def _drop_buffered(self, tps: set[TopicPartition]) -> None:
-        if self._buffer:
-            kept = deque(r for r in self._buffer if TopicPartition(r.topic, r.partition) not in tps)
-            self._dropped += len(self._buffer) - len(kept)  # taken, never handed out
-            self._buffer = kept
-        if self._last is not None and TopicPartition(self._last.topic, self._last.partition) in tps:
-            self._last = None
+            self.data_arrived()
 
     def on_partitions_removed(self, tps: set[TopicPartition]) -> None:
         """Called by the group driver when partitions are revoked or lost."""
-        self._fetcher.remove(tps)
-        self._drop_buffered(tps)
-        self._consumed.forget(tps)
+        self.core.partitions_removed(tps)
 
-    def _wake_fetcher(self) -> None:
-        self._wake.set()
+    def on_partitions_added(self, tps: set[TopicPartition]) -> None:
+        """Called by the group driver when partitions are assigned: fetched from now on."""
+        self._fetcher.add(tps)
+        self.wake_fetcher()
+
+    def wake_fetcher(self) -> None:
+        """Have the fetch task look at the partitions again (on the loop)."""
+        self._fetches.wake()
 
     async def _wait_data(self, timeout: float) -> None:
         event = self._data
         start = anyio.current_time()
         # While a poll waits, no fetch is held back (Fetcher.fetchable's hold_back).
-        self._polls_waiting += 1
+        self._fetches.polls_waiting += 1
         try:
             if self._fetcher.held_back:
-                self._send_fetches()
+                self._fetches.send_fetches()
             with anyio.move_on_after(timeout):
                 await event.wait()
         finally:
-            self._polls_waiting -= 1
+            self._fetches.polls_waiting -= 1
             self._poll_idle += anyio.current_time() - start
 
-    def _data_arrived(self) -> None:
+    def data_arrived(self) -> None:
+        """Wake the polls waiting for records (records, an error, or the end)."""
         event, self._data = self._data, anyio.Event()
         event.set()
-
-    async def _start(self) -> None:
-        self._cluster.start()
-        self._tg.start_soon(self._fetch_loop, name="trafka consumer fetcher")
-        if self._telemetry is not None:
-            self._tg.start_soon(self._telemetry.run, name="trafka consumer telemetry")
-
-    async def _fetch_loop(self) -> None:
-        fetcher = self._fetcher
-        cluster = self._cluster
-        md = cluster.metadata
-        while True:
-            self._wake = anyio.Event()
-            missing = fetcher.missing_positions()
-            if missing:
-                if self.config.group_id is not None:
-                    fetcher.mark_committed_lookup(missing)
-                    self._tg.start_soon(self._load_committed, missing)
-                else:
-                    try:
-                        fetcher.default_reset(missing)
-                    except KafkaError as exc:
-                        fetcher.errors.append(exc)
-                        self._data_arrived()
-            # One lookup per leader, for partitions with a known leader only (as
-            # Java's consumer): a partition without one, or a broker out of reach,
-            # holds back no other partition's start; the rest wait for metadata.
-            by_leader: dict[int, dict[TopicPartition, int]] = {}
-            for tp, ts in fetcher.needs_reset().items():
-                leader = md.leader_for(tp.topic, tp.partition)
-                if tp not in self._resetting and leader is not None:
-                    by_leader.setdefault(leader, {})[tp] = ts
-            for resets in by_leader.values():
-                self._resetting |= set(resets)
-                self._tg.start_soon(self._do_resets, resets)
-            unknown = fetcher.unknown_leaders()
-            if unknown:
-                md.add_topics(unknown)
-                md.request_update()
-                cluster.nudge()
-            retry_at = self._fetch_retry_at
-            if retry_at:
-                now = anyio.current_time()
-                for node in [n for n, due in retry_at.items() if due <= now]:
-                    del retry_at[node]
-            self._send_fetches()
-            timeout = math.inf
-            if retry_at:
-                timeout = max(min(retry_at.values()) - anyio.current_time(), 0.0)
-            hold = fetcher.hold_deadline
-            if hold is not None:
-                timeout = min(timeout, max(hold - anyio.current_time(), 0.0))
-            with anyio.move_on_after(timeout):
-                await self._wake.wait()
-
-    def _send_fetches(self, *, hold_back: bool | None = None) -> None:
-        """Write a Fetch to every broker that leads fetchable partitions and has none in flight.
-
-        Synchronous, so that a response's completion can send the next fetch at
-        once. Brokers without a ready connection are connected in the
-        background; the connection's arrival wakes the fetch task.
-
-        A fetch that could only wait at the broker while the application has
-        buffered records to take is held back (:meth:`Fetcher.fetchable`),
-        unless ``hold_back`` is False or a poll is waiting for records.
-        """
-        fetcher = self._fetcher
-        fetcher.fetch_wanted = False
-        if self._closed or self._fetches_stopped:
-            return
-        cluster = self._cluster
-        retry_at = self._fetch_retry_at
-        if hold_back is None:
-            hold_back = not self._polls_waiting
-        deadline = fetcher.hold_deadline
-        fetchable = fetcher.fetchable(hold_back=hold_back, now=anyio.current_time())
-        if fetcher.hold_deadline is not None and fetcher.hold_deadline != deadline:
-            self._wake_fetcher()  # its wait must end when the hold does
-        for node, tps in fetchable.items():
-            if node in self._fetching:
-                continue
-            if retry_at and node in retry_at:
-                continue  # backing off after a failed fetch; the fetch task clears it
-            conn = cluster.ready_connection(node)
-            if conn is None:
-                cluster.connect_soon(node)
-                continue
-            self._send_fetch(conn, tps)
-
-    def _send_fetch(self, conn: BrokerConnection, tps: list[TopicPartition]) -> None:
-        fetcher = self._fetcher
-        node = conn.node_id
-        positions: dict[TopicPartition, int] = {}
-        try:
-            session = fetcher.session(node)
-            version = fetcher.fetch_version(conn.version_for(1), tps, session)
-            request, positions = fetcher.build_fetch(tps, version, session)
-            timeout = (self.config.request_timeout_ms + self.config.fetch_max_wait_ms) / 1000
-            self._fetching.add(node)
-            conn.send(
-                1,
-                request,
-                _FetchCompletion(self, node, positions),
-                timeout=timeout,
-                version=version,
-            )
-        except TrafkaError as exc:
-            # The completion was not registered (a failed connection reports to it instead).
-            self._on_fetch_failed(node, positions, exc)
-
-    def _on_fetch_response(
-        self, node: int, positions: dict[TopicPartition, int], response: Any
-    ) -> None:
-        """A Fetch response, in the connection's reader: buffer it, then fetch again."""
-        fetcher = self._fetcher
-        try:
-            # The positions carry the request's session and version.
-            got = fetcher.handle_fetch_response(positions, response)
-        except TrafkaError as exc:
-            self._on_fetch_failed(node, positions, exc)
-            return
-        except Exception as exc:  # a bug of ours: the application must hear of it
-            fetcher.errors.append(exc)
-            self._data_arrived()
-            self._on_fetch_failed(node, positions, exc)
-            return
-        self._fetching.discard(node)
-        if got or fetcher.errors:
-            self._data_arrived()
-        if fetcher.reset_wanted:
-            # Out of range: the fetch task starts the ListOffsets lookup.
-            fetcher.reset_wanted = False
-            self._wake_fetcher()
-        self._send_fetches()
-
-    def _on_fetch_failed(
-        self, node: int, positions: dict[TopicPartition, int], error: BaseException
-    ) -> None:
-        log.debug("fetch from node %s failed: %s", node, error)
-        self._fetching.discard(node)
-        # A session starts over: a full fetch asking for a new one (Java's handleError).
-        self._fetcher.fetch_failed(positions)
-        self._fetch_retry_at[node] = anyio.current_time() + self.config.retry_backoff_ms / 1000
-        self._cluster.metadata.request_update()
-        self._cluster.nudge()
-        self._wake_fetcher()
-
-    async def _close_fetch_sessions(self, timeout: float) -> None:
-        """As Java's consumer on close: tell each broker holding a fetch session
-        of ours to drop it (a fetch with epoch -1 and no partitions), waiting up
-        to ``timeout`` seconds for the answers. No more fetches are sent."""
-        self._fetches_stopped = True
-        fetcher = self._fetcher
-
-        async def close_one(conn: BrokerConnection, request: Any, version: int) -> None:
-            try:
-                await conn.request(1, request, version=version, timeout=timeout)
-            except TrafkaError as exc:  # the broker drops it when it expires
-                log.debug("closing the fetch session with node %s failed: %s", conn.node_id, exc)
-
-        with anyio.move_on_after(timeout):
-            async with anyio.create_task_group() as tg:
-                for node, session in list(fetcher.sessions.items()):
-                    conn = self._cluster.ready_connection(node)
-                    if conn is None:
-                        continue  # as Java: no close for a broker it cannot reach now
-                    version = conn.version_for(1)
-                    request = fetcher.build_close_fetch(session, version)
-                    if request is not None:
-                        tg.start_soon(close_one, conn, request, version)
-
-    async def _load_committed(self, tps: list[TopicPartition]) -> None:
-        from .group import fetch_committed
-
-        try:
-            got = await fetch_committed(self._calls, self.config, tps)
-        except TrafkaError as exc:
-            log.debug("offset fetch failed: %s", exc)
-            await anyio.sleep(self.config.retry_backoff_ms / 1000)
-            self._fetcher.committed_lookup_failed(tps)
-            self._wake_fetcher()
-            return
-        self._fetcher.apply_committed(tps, got)
-        self._data_arrived()
-        self._wake_fetcher()
-
-    async def _do_resets(self, targets: dict[TopicPartition, int]) -> None:
-        try:
-            results = await self._list_offsets("offset reset", targets, partial=True)
-        except TrafkaError as exc:
-            log.debug("offset reset failed: %s", exc)
-            await anyio.sleep(self.config.retry_backoff_ms / 1000)
-        else:
-            answered = {tp: r for tp, r in results.items() if not isinstance(r, TrafkaError)}
-            self._fetcher.apply_reset_results(targets, answered)
-            if len(answered) < len(results):
-                log.debug("offset reset of %d partition(s) failed", len(results) - len(answered))
-                await anyio.sleep(self.config.retry_backoff_ms / 1000)
-        finally:
-            self._resetting -= set(targets)
-            self._wake_fetcher()
-            self._data_arrived()
 
     async def _close(self, *, graceful: bool) -> None:
         if self._closed:
@@ -1128,13 +815,40 @@ class Consumer(Hostable, Generic[K, V]):
             await self._group.close(graceful=graceful)
         if graceful:
             with anyio.CancelScope(shield=True):
-                await self._close_fetch_sessions(self.config.request_timeout_ms / 1000)
+                await self._fetches.close_sessions(self.config.request_timeout_ms / 1000)
         if graceful and self._telemetry is not None:
             # Java's initiateClose: one last push (terminating=true), bounded.
             with anyio.CancelScope(shield=True):
                 await self._telemetry.close(self.config.request_timeout_ms / 1000)
-        self._closed = True
-        self._data_arrived()
+        self._closed = self._fetches.stopped = True
+        self.data_arrived()
+
+    async def __aenter__(self) -> Consumer[K, V]:
+        """Start the consumer's tasks (:func:`open_consumer` does, with its task group)."""
+        self._cluster.start()
+        self._tg.start_soon(self._fetches.run, name="trafka consumer fetcher")
+        if self._telemetry is not None:
+            self._tg.start_soon(self._telemetry.run, name="trafka consumer telemetry")
+        return self
+
+    async def __aexit__(self, exc_type: object, exc: BaseException | None, tb: object) -> None:
+        """Commit (with auto-commit), leave the group and close; after an exception
+        (or cancellation), leave without the final commit, bounded by
+        ``request.timeout.ms``. Then its tasks are cancelled and connections closed."""
+        try:
+            if exc is not None:
+                with (
+                    anyio.CancelScope(shield=True),
+                    anyio.move_on_after(self.config.request_timeout_ms / 1000),
+                ):
+                    await self._close(graceful=False)
+            else:
+                await self._close(graceful=True)
+        finally:
+            self._closed = self._fetches.stopped = True
+            self._tg.cancel_scope.cancel()
+            with anyio.CancelScope(shield=True):
+                await self._cluster.aclose()
 
 
 @overload
@@ -1196,25 +910,8 @@ async def open_consumer(
         ConfigError: invalid configuration.
     """
     cfg = make_config(ConsumerConfig, config, kwargs)
-    async with owned_task_group() as tg:
-        consumer = Consumer(cfg, tg)
-        await consumer._start()
+    async with owned_task_group() as tg, Consumer[Any, Any](cfg, tg) as consumer:
         await serve_metrics_if_asked(tg, consumer, "consumer", cfg.metrics_listen)
         if topics:
             consumer.subscribe(topics)
-        try:
-            yield consumer
-        except BaseException:
-            with (
-                anyio.CancelScope(shield=True),
-                anyio.move_on_after(cfg.request_timeout_ms / 1000),
-            ):
-                await consumer._close(graceful=False)
-            raise
-        else:
-            await consumer._close(graceful=True)
-        finally:
-            consumer._closed = True
-            tg.cancel_scope.cancel()
-            with anyio.CancelScope(shield=True):
-                await consumer._cluster.aclose()
+        yield consumer

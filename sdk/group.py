@@ -168,7 +168,8 @@ class CommitFuture:
     def exception(self) -> BaseException | None:
         return self._error
 
-    def _set(self, error: BaseException | None) -> None:
+    def finish(self, error: BaseException | None) -> None:
+        """The commit is done (``error`` None) or failed: for the group driver."""
         self._error = error
         self._event.set()
 
@@ -215,7 +216,7 @@ class GroupDriver:
     def __init__(self, consumer: Consumer, listener: Any, *, managed: bool = True) -> None:
         self.consumer = consumer
         self.config = consumer.config
-        self.cluster = consumer._cluster
+        self.cluster = consumer.cluster
         self.listener = listener
         self.managed = managed
         settings = membership_config(self.config, managed=managed)
@@ -331,7 +332,7 @@ class GroupDriver:
     def _sync_subscription(self) -> None:
         consumer = self.consumer
         md = self.cluster.metadata
-        if consumer._pattern is not None and md.all_topics_version == 0:
+        if consumer.pattern is not None and md.all_topics_version == 0:
             return  # a pattern means nothing before metadata that lists every topic
         topics = consumer.subscribed_topics()
         md.add_topics(topics)
@@ -362,7 +363,7 @@ class GroupDriver:
                 self._commit_failures += 1
             if output.cookie is not None:
                 future, callback = output.cookie
-                future._set(output.error)
+                future.finish(output.error)
                 if callback is not None:
                     try:
                         callback(output.offsets, output.error)
@@ -372,7 +373,7 @@ class GroupDriver:
                 log.warning("auto-commit failed: %s", output.error)
         elif isinstance(output, Fatal):
             log.error("group %s: %s", self.config.group_id, output.error)
-            self.consumer._data_arrived()
+            self.consumer.data_arrived()
 
     async def _send(self, request: GroupRequest) -> None:
         machine = self.machine
@@ -420,8 +421,7 @@ class GroupDriver:
                 self.machine.revoke_done(anyio.current_time())
                 self.wake()
             elif isinstance(event, Assign):
-                consumer._fetcher.add(tps)
-                consumer._wake_fetcher()
+                consumer.on_partitions_added(tps)
                 await self._call_listener("on_partitions_assigned", tps)
             else:
                 consumer.on_partitions_removed(tps)
@@ -436,7 +436,7 @@ class GroupDriver:
         # No poll hands out their records from here on (a task polling while the
         # listener runs, or a blocking consumer's thread): what the listener
         # commits covers every record handed out, as with Java's single thread.
-        fetcher = self.consumer._fetcher
+        fetcher = self.consumer.core.fetcher
         fetcher.pause(tps & fetcher.assignment)
         if self.config.auto_commit:
             offsets = {tp: off for tp, off in self.consumer.consumed_offsets().items() if tp in tps}

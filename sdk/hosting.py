@@ -57,9 +57,17 @@ class _Host:
 
 
 class Hostable:
-    """``stop()`` and ``aclose()`` for a client started with a ``start_*`` function."""
+    """``stop()`` and ``aclose()`` for a client started with a ``start_*`` function.
 
-    _host: _Host | None = None
+    Attributes:
+        hosted_by: set by the ``start_*`` function that runs the client (None
+            for a client opened with ``async with``).
+        metrics_address: the ``(host, port)`` its Prometheus metrics are served
+            on (``metrics.listen``), once bound; None without.
+    """
+
+    hosted_by: _Host | None = None
+    metrics_address: tuple[str, int] | None = None
 
     async def stop(self) -> None:
         """Close a client opened by ``start_*`` (see :mod:`trafka.sdk.hosting`).
@@ -68,7 +76,7 @@ class Hostable:
             UsageError: the client was opened with ``async with``.
             Exception: what closing raised (a producer's failed flush...).
         """
-        host = self._host
+        host = self.hosted_by
         if host is None:
             raise UsageError(
                 f"{type(self).__name__}.stop() is for clients opened by start_*; "
@@ -94,7 +102,7 @@ async def _start(opening: Callable[[], AbstractAsyncContextManager[_C]]) -> _C:
         try:
             async with opening() as client:
                 box["client"] = client
-                client._host = host  # type: ignore[attr-defined]
+                client.hosted_by = host  # type: ignore[attr-defined]
                 ready.set()
                 await host.stop.wait()
         except BaseException as exc:

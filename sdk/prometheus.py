@@ -192,6 +192,6 @@ async def serve_client_metrics(
     async with listener:
         address = listener.extra(anyio.abc.SocketAttribute.local_address)
         bound = (str(address[0]), int(address[1]))
-        client._metrics_address = bound
+        client.metrics_address = bound
         task_status.started(bound)
         await listener.serve(exchange)

@@ -57,6 +57,7 @@ import uuid
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from functools import partial
 from typing import Any
 
 import anyio
@@ -103,7 +104,7 @@ from .telemetry import (
     disabled_error,
     share_consumer_samples,
 )
-from .transport import BrokerConnection, Cluster
+from .transport import BrokerConnection, CallbackCompletion, Cluster
 
 __all__ = [
     "AcknowledgeType",
@@ -155,9 +156,10 @@ class ShareCommitResult:
         return dict(self._commit.results)
 
     def __await__(self) -> Any:
-        return self._wait().__await__()
+        return self.wait().__await__()
 
-    async def _wait(self) -> dict[TopicPartition, BaseException | None]:
+    async def wait(self) -> dict[TopicPartition, BaseException | None]:
+        """Wait for the outcome (as ``await`` does), then :meth:`result`."""
         await self._event.wait()
         return self.result()
 
@@ -561,7 +563,7 @@ class ShareConsumer(Hostable):
             out.append(r._replace(key=key, value=value))
         return out
 
-    def _unseen(self, records: Iterable[ShareRecord]) -> None:
+    def unseen(self, records: Iterable[ShareRecord]) -> None:
         """Records of the last poll a caller took but did not hand on (the blocking
         consumer's): they count as not yet iterated (not accepted, released on close)."""
         self._iter.extendleft(reversed(list(records)))
@@ -661,7 +663,7 @@ class ShareConsumer(Hostable):
             KafkaError: an error of the group no retry can fix.
         """
         check_timeout("timeout_ms", timeout_ms)
-        result = await self._commit(timeout_ms)._wait()
+        result = await self._commit(timeout_ms).wait()
         self._dispatch_callbacks()
         return result
 
@@ -845,7 +847,11 @@ class ShareConsumer(Hostable):
             timeout += cfg.fetch_max_wait_ms / 1000
         try:
             conn.version_for(request.api_key)
-            conn.send(request.api_key, request.body, _Answer(self, request), timeout=timeout)
+            answer = CallbackCompletion(
+                partial(self._answered, request, error=None),
+                partial(self._answered, request, None),
+            )
+            conn.send(request.api_key, request.body, answer, timeout=timeout)
         except TrafkaError as exc:
             # Not sent, and the completion not registered: nothing else reports it.
             self._answered(request, None, exc)
@@ -888,22 +894,6 @@ class ShareConsumer(Hostable):
         commits = self._fetch.commits_done
         while commits:
             commits.popleft().cookie.set()
-
-
-class _Answer:
-    """The completion of one share request (see :class:`~.transport.Completion`)."""
-
-    __slots__ = ("_consumer", "_request")
-
-    def __init__(self, consumer: ShareConsumer, request: ShareRequest) -> None:
-        self._consumer = consumer
-        self._request = request
-
-    def resolve(self, result: Any) -> None:
-        self._consumer._answered(self._request, result, None)
-
-    def fail(self, error: BaseException) -> None:
-        self._consumer._answered(self._request, None, error)
 
 
 @asynccontextmanager

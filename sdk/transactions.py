@@ -231,7 +231,8 @@ class TxnResult:
         self.error: BaseException | None = None
         self.waker: Any = None
 
-    def _resolve(self, error: BaseException | None = None) -> None:
+    def resolve(self, error: BaseException | None = None) -> None:
+        """Done, or failed with ``error`` (the transaction manager's; once only)."""
         if self.done:
             return
         self.done = True
@@ -631,7 +632,7 @@ class TransactionManager:
         result = TxnResult("send_offsets_to_transaction")
         clean = {TopicPartition(*tp): int(off) for tp, off in offsets.items()}
         if not clean:
-            result._resolve()
+            result.resolve()
             return result
         ops = self._offsets if self.state is _S.IN_TRANSACTION else self._next_offsets
         ops.append(_OffsetsOp(clean, group, result))
@@ -683,7 +684,7 @@ class TransactionManager:
             self._drop_next(TransactionAbortedError("the transaction was aborted"))
             self.transactions_aborted += 1
             result = TxnResult("abort_transaction")
-            result._resolve()
+            result.resolve()
             return result
         if self.state is _S.ABORTING_TRANSACTION and self._end_result is not None:
             return self._end_result
@@ -697,7 +698,7 @@ class TransactionManager:
         aborted = TransactionAbortedError("the transaction was aborted")
         # The head may be in flight; its answer no longer matters, but it must come back.
         while self._offsets:
-            self._offsets.pop().result._resolve(aborted)
+            self._offsets.pop().result.resolve(aborted)
         return result
 
     def _drop_next(self, error: BaseException) -> None:
@@ -706,7 +707,7 @@ class TransactionManager:
         self._next_partitions = set()
         self._next_error = None
         while self._next_offsets:
-            self._next_offsets.popleft().result._resolve(error)
+            self._next_offsets.popleft().result.resolve(error)
         self._update_sendable()
 
     def _start_next(self) -> None:
@@ -766,7 +767,7 @@ class TransactionManager:
     def close(self, error: BaseException) -> None:
         """The producer is closing: fail every pending result with ``error``."""
         for result in self._pending_results():
-            result._resolve(error)
+            result.resolve(error)
         self._offsets.clear()
         self._next_offsets.clear()
 
@@ -1079,7 +1080,7 @@ class TransactionManager:
             self._clear_transaction()
             for result in (self._init_result, self._end_result):
                 if result is not None:
-                    result._resolve()
+                    result.resolve()
             self._init_result = self._end_result = None
             return
         if action in (_Action.RETRY, _Action.REDISCOVER):
@@ -1160,7 +1161,7 @@ class TransactionManager:
                 return
             self._succeeded()
             self._offsets.popleft()
-            op.result._resolve()
+            op.result.resolve()
         elif worst in (_Action.RETRY, _Action.REDISCOVER):
             self._retry(worst, request, now)
         elif worst is _Action.ABORTABLE:
@@ -1217,7 +1218,7 @@ class TransactionManager:
                 self.transactions_committed += 1
             elif error is None and result.operation == "abort_transaction":
                 self.transactions_aborted += 1
-            result._resolve(error)
+            result.resolve(error)
 
     def _abortable(self, cause: BaseException) -> None:
         if self.state not in (_S.IN_TRANSACTION, _S.COMMITTING_TRANSACTION, _S.ABORTABLE_ERROR):
@@ -1235,10 +1236,10 @@ class TransactionManager:
         self._transition(_S.ABORTABLE_ERROR)
         self._new_partitions.clear()
         while self._offsets:
-            self._offsets.popleft().result._resolve(self.last_error)
+            self._offsets.popleft().result.resolve(self.last_error)
         result, self._end_result = self._end_result, None
         if result is not None:
-            result._resolve(self.last_error)
+            result.resolve(self.last_error)
 
     def _fatal_error(
         self, code: int, what: str, cause: BaseException | None = None
@@ -1275,7 +1276,7 @@ class TransactionManager:
         self._next_begun = False
         self._transition(_S.FATAL_ERROR)
         for result in self._pending_results():
-            result._resolve(error)
+            result.resolve(error)
         self._offsets.clear()
         self._next_offsets.clear()
         self._init_result = self._end_result = None

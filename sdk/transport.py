@@ -141,6 +141,20 @@ class Completion(Protocol):
     def fail(self, error: BaseException) -> None: ...
 
 
+class CallbackCompletion:
+    """A :class:`Completion` made of two functions (say, a driver's methods with
+    the request's own arguments bound), so that a driver answers its requests
+    through its own methods, with no object reaching into it."""
+
+    __slots__ = ("fail", "resolve")
+
+    def __init__(
+        self, resolve: Callable[[Any], None], fail: Callable[[BaseException], None]
+    ) -> None:
+        self.resolve = resolve
+        self.fail = fail
+
+
 async def _connect_socket(host: str, port: int) -> socket.socket:
     """A connected non-blocking TCP socket to the first address of ``host`` that accepts."""
     infos = await anyio.getaddrinfo(host, port, type=socket.SOCK_STREAM)

@@ -67,3 +67,90 @@ def test_the_check_sees_relative_and_absolute_imports() -> None:
     assert isinstance(relative, ast.ImportFrom) and isinstance(absolute, ast.ImportFrom)
     assert _imported_module(spark_file, relative) == ["sdk", "_wire"]
     assert _imported_module(spark_file, absolute) == ["sdk", "fetcher"]
+
+
+# -- objects reaching into each other's private attributes (#47) ---------------------------------
+#
+# ``thing._name`` where ``thing`` is not ``self``, ``cls`` or ``super()``: one object
+# using another's private state or steps, which the other cannot then change unseen.
+# What an object offers another is a public method or attribute (the SDK's cores
+# and drivers, #47 step 3); where a protocol fixes an underscore name it is not
+# trafka's privacy, and it is not counted: enum's ``_sunder_`` names and
+# namedtuple's ``_replace``/``_asdict``/``_fields``/``_make``/``_field_defaults``.
+#
+# A ratchet: the parts listed in REACH_CEILINGS have not been cleaned yet, and may
+# hold at most that many; every other part holds none. A count below its ceiling
+# fails too, so that the ceiling is lowered in the same change and never rises
+# again. ``python tests/test_layers.py`` prints every use, file:line.
+
+NAMEDTUPLE_API = frozenset({"_replace", "_asdict", "_fields", "_make", "_field_defaults"})
+REACH_CEILINGS: dict[str, int] = {
+    "codec": 40,  # construct's subclassing protocol (subcon._build...), records' speedups
+    "brokerlite": 9,
+    "proxy": 2,
+}
+
+
+def _reaches_in(node: ast.AST) -> bool:
+    if not isinstance(node, ast.Attribute):
+        return False
+    name = node.attr
+    if not _private(name) or name in NAMEDTUPLE_API:
+        return False
+    if len(name) > 2 and name.endswith("_") and not name.endswith("__"):
+        return False  # an enum's _sunder_ name (_value_, _missing_...)
+    owner = node.value
+    if isinstance(owner, ast.Name) and owner.id in ("self", "cls"):
+        return False
+    return not (
+        isinstance(owner, ast.Call)
+        and isinstance(owner.func, ast.Name)
+        and owner.func.id == "super"
+    )
+
+
+def private_reaches() -> dict[str, list[str]]:
+    """Per part, every ``x._name`` where ``x`` is not self, cls or super(): file:line."""
+    found: dict[str, list[str]] = {part: [] for part in PARTS}
+    for part in PARTS:
+        for path in sorted((REPO / part).rglob("*.py")):
+            tree = ast.parse(path.read_text(), str(path))
+            where = path.relative_to(REPO)
+            for node in ast.walk(tree):
+                if _reaches_in(node):
+                    assert isinstance(node, ast.Attribute)
+                    found[part].append(f"{where}:{node.lineno}: {ast.unparse(node)}")
+    return {part: sorted(uses) for part, uses in found.items()}
+
+
+def test_no_object_reaches_into_anothers_private_attributes() -> None:
+    over = []
+    for part, uses in private_reaches().items():
+        ceiling = REACH_CEILINGS.get(part, 0)
+        if len(uses) > ceiling:
+            shown = "\n  ".join(uses)
+            over.append(f"{part}: {len(uses)} over its ceiling of {ceiling}:\n  {shown}")
+        elif len(uses) < ceiling:
+            over.append(f"{part}: {len(uses)}, below its ceiling; lower REACH_CEILINGS to it")
+    assert not over, "\n".join(over)
+
+
+def test_the_reach_check_sees_what_it_should() -> None:
+    def uses(source: str) -> list[str]:
+        return [ast.unparse(n) for n in ast.walk(ast.parse(source)) if _reaches_in(n)]
+
+    assert uses("producer._append_hot(x)\nself._own\ncls._own\nsuper()._apply()") == [
+        "producer._append_hot"
+    ]
+    assert uses("self.consumer._fetcher.take()\nobj._value_\nrow._replace(a=1)") == [
+        "self.consumer._fetcher"
+    ]
+    assert uses("x.__class__\nmod._private_helper()") == ["mod._private_helper"]
+
+
+if __name__ == "__main__":
+    for part, part_uses in private_reaches().items():
+        for use in part_uses:
+            print(use)
+        if part_uses:
+            print(f"-- {part}: {len(part_uses)} (ceiling {REACH_CEILINGS.get(part, 0)})")

@@ -299,6 +299,7 @@ class Admin(Hostable):
 
     def __init__(self, config: AdminConfig, task_group: anyio.abc.TaskGroup) -> None:
         self.config = config
+        self._tg = task_group
         self._cluster = Cluster(config, task_group)
         self._calls = Calls(
             self._cluster,
@@ -372,6 +373,25 @@ class Admin(Hostable):
             self._cluster.take_peaks(),
             anyio.current_time(),
         )
+
+    async def __aenter__(self) -> Admin:
+        """Start the client's tasks (:func:`open_admin` does, with its task group)."""
+        self._cluster.start()
+        if self._telemetry is not None:
+            self._tg.start_soon(self._telemetry.run, name="trafka admin telemetry")
+        return self
+
+    async def __aexit__(self, exc_type: object, exc: BaseException | None, tb: object) -> None:
+        """The last telemetry push (unless a cancellation or another
+        non-``Exception`` ends the block), then its tasks are cancelled and
+        connections closed."""
+        try:
+            if exc is None or isinstance(exc, Exception):
+                await self._close_telemetry()
+        finally:
+            self._tg.cancel_scope.cancel()
+            with anyio.CancelScope(shield=True):
+                await self._cluster.aclose()
 
     async def _close_telemetry(self) -> None:
         """The terminating push (Java's ``initiateClose``), bounded by the request
@@ -2044,20 +2064,6 @@ async def open_admin(
         ConfigError: invalid configuration.
     """
     cfg = make_config(AdminConfig, config, kwargs)
-    async with owned_task_group() as tg:
-        admin = Admin(cfg, tg)
-        admin._cluster.start()
+    async with owned_task_group() as tg, Admin(cfg, tg) as admin:
         await serve_metrics_if_asked(tg, admin, "admin", cfg.metrics_listen)
-        if admin._telemetry is not None:
-            tg.start_soon(admin._telemetry.run, name="trafka admin telemetry")
-        try:
-            yield admin
-        except Exception:
-            await admin._close_telemetry()
-            raise
-        else:
-            await admin._close_telemetry()
-        finally:
-            tg.cancel_scope.cancel()
-            with anyio.CancelScope(shield=True):
-                await admin._cluster.aclose()
+        yield admin

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
+from sdk_metadata import one_topic_cache
 
 from trafka.codec import DecodeError, ErrorCode, KafkaError
 from trafka.codec.messages import k01_fetch as fetch
@@ -27,24 +28,7 @@ R = fetch.FetchResponse
 
 
 def cache() -> MetadataCache:
-    M = md.MetadataResponse
-    m = MetadataCache()
-    m.update(
-        M(
-            brokers=[M.MetadataResponseBroker(node_id=1, host="h", port=1)],
-            topics=[
-                M.MetadataResponseTopic(
-                    name="t",
-                    partitions=[
-                        M.MetadataResponsePartition(partition_index=i, leader_id=1, leader_epoch=2)
-                        for i in range(2)
-                    ],
-                )
-            ],
-        ),
-        now=0.0,
-    )
-    return m
+    return one_topic_cache("t", 2, leader_epoch=2)
 
 
 def batch(base: int, n: int, **kw: object) -> bytes:

@@ -1365,7 +1365,7 @@ def test_a_record_past_the_checks_fails_alone_and_the_producer_goes_on(
             async with open_producer(bootstrap_servers=bs, linger_ms=50) as producer:
                 first = await producer.send(topic, b"first")
                 # As if a bug let a bad record through the checks.
-                bad = await producer._send_prepared(topic, b"bad", None, None, (), "now")  # type: ignore[arg-type]
+                bad = await producer.send_prepared((topic, b"bad", None, None, (), "now"))  # type: ignore[arg-type]
                 last = await producer.send(topic, b"last")
                 await producer.flush()
                 assert isinstance(bad.exception(), SerializationError)

@@ -288,7 +288,7 @@ async def test_hot_path_keeps_order_batch_bound_and_memory_bound(fake_broker: Fa
                 # come on top (documented in sdk/accumulator.py).
                 encoded = sum(len(b.encoded) for b in acc.incomplete_batches() if b.encoded)
                 peak = max(peak, acc.used_memory - encoded)
-            assert p._sticky_batches, "key-less bytes records must use the hot path"
+            assert p.core._sticky_batches, "key-less bytes records must use the hot path"
         results = [await f for f in futures]
     assert peak <= buffer_memory
     assert [r.offset for r in results] == list(range(3000))
@@ -313,7 +313,7 @@ async def test_keyed_hot_path_matches_murmur2_and_keeps_order(fake_broker: FakeB
                     futures.append(await p.send("t", b"h%d" % i, key=key, headers={"n": b"1"}))
                 else:
                     futures.append(await p.send("t", b"v%d" % i, key=key))
-            assert p._keyed_batches, "keyed bytes records must use the hot path"
+            assert p.core._keyed_batches, "keyed bytes records must use the hot path"
         results = [await f for f in futures]
     expected: dict[int, list[bytes]] = {0: [], 1: [], 2: []}
     for i, (key, md) in enumerate(zip(keys, results, strict=True)):
@@ -333,7 +333,7 @@ async def test_keyed_hot_path_follows_a_partition_count_change(fake_broker: Fake
     with anyio.fail_after(20):
         async with open_producer(bootstrap_servers=fake_broker.bootstrap, linger_ms=60_000) as p:
             before = [await p.send("t", b"a", key=k) for k in keys]
-            assert p._keyed_batches["t"], "keyed bytes records must use the hot path"
+            assert p.core._keyed_batches["t"], "keyed bytes records must use the hot path"
             fake_broker.topics["t"] = 7
             md = p._cluster.metadata
             md.request_update()
@@ -435,7 +435,7 @@ async def test_keyed_hot_path_is_off_for_a_custom_partitioner(fake_broker: FakeB
             bootstrap_servers=fake_broker.bootstrap, partitioner=murmur2, linger_ms=1
         ) as p:
             results = [await p.send_and_wait("t", b"v", key=b"k%d" % i) for i in range(5)]
-            assert not p._keyed_batches.get("t")
+            assert not p.core._keyed_batches.get("t")
     assert {md.partition for md in results} == {2}
 
 
@@ -460,7 +460,7 @@ async def test_queued_full_batches_leave_together_up_to_the_in_flight_limit(
         if not in_flight_seen:
             # The first request's answer is held, so what else left with it shows.
             await anyio.sleep(0.3)
-        in_flight_seen.append(max(p._node_in_flight.values()))
+        in_flight_seen.append(max(p._sender._node_in_flight.values()))
         return fake_broker.produce(header, body)
 
     fake_broker.handlers[18] = slow_leader_handshake

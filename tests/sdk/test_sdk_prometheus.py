@@ -52,7 +52,7 @@ def test_producer_and_consumer_metrics_move(broker: RunningBroker, backend: str)
             for i in range(40):
                 await producer.send(topic, b"v", key=b"k%d" % i)
             await producer.flush()
-            address = producer._metrics_address
+            address = producer.metrics_address
             status, text = await anyio.to_thread.run_sync(scrape, address)
             assert status == 200
             ready, _ = await anyio.to_thread.run_sync(scrape, address, "/readyz")
@@ -70,7 +70,7 @@ def test_producer_and_consumer_metrics_move(broker: RunningBroker, backend: str)
             with anyio.fail_after(30):
                 while got < 25:
                     got += sum(len(r) for r in (await consumer.getmany(timeout_ms=500)).values())
-            _, text = await anyio.to_thread.run_sync(scrape, consumer._metrics_address)
+            _, text = await anyio.to_thread.run_sync(scrape, consumer.metrics_address)
             consumed = samples(text)
         return produced, consumed
 
@@ -115,7 +115,7 @@ def test_the_admin_client_serves_its_metrics_too(broker: RunningBroker) -> None:
             bootstrap_servers=broker.bootstrap_servers, client_id="a1", metrics_listen="127.0.0.1:0"
         ) as admin:
             await admin.list_topics()
-            return await anyio.to_thread.run_sync(scrape, admin._metrics_address)
+            return await anyio.to_thread.run_sync(scrape, admin.metrics_address)
 
     status, text = anyio.run(main, backend="trio")
     assert status == 200

@@ -139,7 +139,7 @@ async def test_transactions_groups_and_admin_over_sasl_ssl(
             # Commits in a row, each begun while the last one's runs: over TLS the
             # answers are taken by asking each connection (a poll of the socket
             # cannot see the bytes TLS decrypted already).
-            assert producer._poller is None
+            assert producer._sender._poller is None
             commits = []
             for t in range(3):
                 producer.begin_transaction()

@@ -475,7 +475,7 @@ async def test_keyless_records_in_commit_and_abort_cycles(broker: RunningBroker)
                 values = [b"t%d-%d" % (t, i) for i in range(200)]
                 for v in values:
                     await p.send(topic, v)
-                assert p._sticky_batches, "key-less records must use the hot path"
+                assert p.core._sticky_batches, "key-less records must use the hot path"
                 if t % 2:
                     await p.abort_transaction()
                 else:
@@ -544,10 +544,10 @@ async def test_cancelled_scope_shows_as_cancellation_not_closed(
                 outer.cancel()
                 with anyio.CancelScope(shield=True):
                     for _ in range(100):  # let the producer's tasks take the cancellation
-                        if p._sender_done:
+                        if p._sender.done:
                             break
                         await anyio.sleep(0.01)
-                assert p._sender_done
+                assert p._sender.done
                 if call == "send_offsets":
                     await p.send_offsets_to_transaction({}, "g")
                 else:
@@ -722,7 +722,7 @@ async def test_a_batch_begun_ahead_opens_without_a_yield_but_not_for_long(
             def counting_poll() -> None:
                 nonlocal skipped
                 # A poll at a batch's first record: its opening skipped the yield.
-                skipped += len(p._sticky_batches[topic].records) == 1
+                skipped += len(p.core._sticky_batches[topic].records) == 1
                 poll()
 
             p._after_new_batch = counting_after_new_batch  # type: ignore[method-assign]
@@ -818,7 +818,7 @@ async def test_a_commits_batches_leave_when_a_reader_takes_the_join_answer(
                 while not arrived.is_set():  # AddPartitionsToTxn is at the broker
                     await anyio.sleep(0.001)
                 commit = await p.commit_transaction(wait=False)
-                assert not commit.done() and not any(p._node_in_flight.values())
+                assert not commit.done() and not any(p._sender._node_in_flight.values())
                 node = p._txn.coordinator
                 assert node is not None
                 conn = p._cluster.ready_coordinator_connection(node[0])
@@ -827,7 +827,7 @@ async def test_a_commits_batches_leave_when_a_reader_takes_the_join_answer(
                 # No yield from here on: no sender loop, no reader task.
                 select.select([conn.fileno], [], [], 30)
                 assert conn.receive_ready()
-                assert sum(p._node_in_flight.values()) == 1  # the Produce went out
+                assert sum(p._sender._node_in_flight.values()) == 1  # the Produce went out
             finally:
                 release.set()
             await commit.wait()
@@ -848,7 +848,7 @@ async def test_answers_are_polled_on_the_watched_sockets_across_a_reconnect(
         await create(bs, (topic, 1))
         async with open_producer(bootstrap_servers=bs, transactional_id=fresh("tx")) as p:
             await p.init_transactions()
-            assert p._poller is not None
+            assert p._sender._poller is not None
             values = iter(expected)
             commits = []
             closed = None
@@ -861,7 +861,7 @@ async def test_answers_are_polled_on_the_watched_sockets_across_a_reconnect(
                     node = p._txn.coordinator
                     assert node is not None
                     closed = p._cluster.ready_coordinator_connection(node[0])
-                    assert closed is not None and closed in p._watched.values()
+                    assert closed is not None and closed in p._sender._watched.values()
                     await closed.aclose()
                     # Another socket, readable, most likely under the number the
                     # closed one had: the next connection gets a new one.
@@ -870,11 +870,11 @@ async def test_answers_are_polled_on_the_watched_sockets_across_a_reconnect(
             await commits[-1].wait()
             for c in commits:
                 c.result()
-            p._take_answers()  # a poll: the squatter's readiness, nothing read from it
+            p._sender.take_answers()  # a poll: the squatter's readiness, nothing read from it
             assert squatter.recv(100) == b"not Kafka"
             squatter.close()
             peer.close()
-            watched = list(p._watched.values())
+            watched = list(p._sender._watched.values())
             assert closed not in watched
             assert all(conn.alive and conn.fileno >= 0 for conn in watched)
             coordinator = p._cluster.ready_coordinator_connection(node[0])

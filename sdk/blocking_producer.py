@@ -1,0 +1,695 @@
+"""The blocking producer: :class:`~trafka.sdk.producer.Producer` on a loop in a
+thread of its own (see :mod:`.blocking` for what every blocking client does;
+``trafka.sdk.blocking`` exports the names of this module).
+
+Rules:
+
+* :meth:`Producer.send` does not cross to the loop per record. A bytes record
+  whose partition is filling a batch goes straight into it from the caller's
+  thread, as the async send's own fast path, while the loop's thread waits for
+  I/O (:class:`~._loop_thread.LoopLock`: the loop's thread holds a lock
+  whenever it runs, and such a sender gives it its turn when it asks). Other records queue in the
+  caller's thread, and the loop takes them in order, as one task, and hands them
+  to the async producer. A record the fast path could take but for a batch to
+  open takes the async send's general path in the caller's thread too
+  (its core's :meth:`~trafka.sdk.producer_core.ProducerCore.open_batch`),
+  the loop then doing what touches sockets; it waits for the loop's turn when a filled batch is there
+  to send. Others (a serializer, headers, a partition, no memory, no metadata
+  yet) only queue, as waiting would gain them nothing. No record passes one
+  queued before it. Each send returns a :class:`SendFuture` for its
+  :class:`~trafka.sdk.accumulator.RecordMetadata` (``result()``, ``exception()``,
+  ``done()``, ``add_done_callback()``, ``cancel()`` while still queued). At most
+  ``max_queued`` records wait there: beyond that ``send`` blocks until the loop
+  catches up (which itself waits for ``buffer.memory``, as the async producer
+  does). Misuse (an argument of the wrong type or out of range, a key or value
+  the serializer refuses) is raised by ``send`` itself: the arguments are
+  checked and serialized in the caller's thread, before anything is queued.
+  Errors that depend on the cluster (an unknown partition, a closed or failed
+  producer, a send outside a transaction) arrive through the future.
+* Order: every other producer call first hands every queued record over, so
+  ``flush()`` waits for them and ``commit_transaction()`` commits what was sent
+  before it. Sends are thread-safe; the records of one thread keep their order.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import CancelledError
+from contextlib import contextmanager
+from functools import partial
+from typing import Any
+
+import anyio
+import trio
+import trio.lowlevel
+
+from trafka.codec import TrafkaError
+
+from ._loop_thread import (
+    Forwarding,
+    LoopLock,
+    Portal,
+    locked,
+    refuse_loop_thread,
+    unlocked,
+    wait_turn,
+    with_loop_lock,
+)
+from ._validate import check_bool, check_callable, check_int, check_timeout
+from .accumulator import ProducerBatch, RecordHandle, RecordMetadata
+from .errors import ClientClosedError, TransactionAbortableError
+from .fetcher import TopicPartition
+from .producer import PendingCommit as AsyncPendingCommit
+from .producer import Producer as AsyncProducer
+from .producer import RecordFuture, open_producer, transaction_offsets
+from .producer_core import PreparedRecord
+from .statistics import ProducerStatistics
+from .transactions import ConsumerGroupMetadata
+
+__all__ = ["PendingCommit", "Producer", "SendFuture"]
+
+log = logging.getLogger("trafka.sdk.blocking")
+
+# What the producer core's prepare made of a send's arguments (topic, value
+# bytes, key bytes, partition, headers, timestamp_ms), and the caller's future.
+_QueuedSend = tuple[PreparedRecord, "SendFuture"]
+
+
+def _run_callback(fn: Callable[[SendFuture], Any], future: SendFuture, _: Any) -> None:
+    try:
+        fn(future)
+    except Exception:
+        log.exception("a send callback failed")
+
+
+def _report_delivery(
+    fn: Callable[[BaseException | None, RecordMetadata | None], Any], future: SendFuture
+) -> None:
+    error = future.exception()
+    fn(error, None if error is not None else future.result())
+
+
+class _FutureSide:
+    """What a :class:`SendFuture` needs of its producer: the lock of its queue,
+    a wait on the loop for it to be done, and a call on the loop."""
+
+    __slots__ = ("call", "lock", "wait")
+
+    def __init__(
+        self,
+        lock: threading.Lock,
+        wait: Callable[[SendFuture, float | None], None],
+        call: Callable[..., Any],
+    ) -> None:
+        self.lock = lock
+        self.wait = wait
+        self.call = call
+
+
+class SendFuture:
+    """The outcome of :meth:`Producer.send`, as a :class:`concurrent.futures.Future`
+    is used: :meth:`result`, :meth:`exception`, :meth:`done`,
+    :meth:`add_done_callback`, :meth:`cancel`.
+
+    It costs nothing per record while nobody waits: once the loop has taken the
+    record it holds the async producer's handle, and waiting crosses to the loop
+    only for a record not yet acknowledged (after :meth:`Producer.flush` every
+    record is). :meth:`taken` and :meth:`set_exception` are the
+    producer's, as ``set_result`` is an executor's in :mod:`concurrent.futures`.
+    """
+
+    __slots__ = ("_batch", "_callbacks", "_cancelled", "_error", "_handle", "_index", "_side")
+
+    def __init__(
+        self, side: _FutureSide, batch: ProducerBatch | None = None, index: int = 0
+    ) -> None:
+        self._side = side
+        self._handle: RecordHandle | None = None
+        # Given by the fast path: the batch and place of the record, whose handle
+        # is made only when asked for (an object per record saved).
+        self._batch = batch
+        self._index = index
+        self._error: BaseException | None = None  # refused before reaching the async producer
+        self._cancelled = False
+        self._callbacks: list[Callable[[SendFuture], Any]] | None = None
+
+    def record_handle(self) -> RecordHandle | None:
+        """The async producer's handle of the record; None while it is queued here
+        (or refused or cancelled before the producer took it)."""
+        handle = self._handle
+        if handle is None:
+            batch = self._batch
+            if batch is not None:
+                handle = self._handle = RecordFuture(batch, self._index)
+        return handle
+
+    def done(self) -> bool:
+        """Delivered, failed or cancelled."""
+        if self._error is not None or self._cancelled:
+            return True
+        handle = self.record_handle()
+        return handle is not None and handle.done()
+
+    def cancelled(self) -> bool:
+        return self._cancelled
+
+    def cancel(self) -> bool:
+        """Drop the record if it is still queued here; False once the loop took it."""
+        with self._side.lock:
+            if self.record_handle() is not None or self._error is not None:
+                return False
+            self._cancelled = True
+            return True
+
+    def result(self, timeout: float | None = None) -> RecordMetadata:
+        """The record's metadata, waiting up to ``timeout`` seconds (default: as long as it takes).
+
+        Raises:
+            The delivery error; ``concurrent.futures.CancelledError`` after
+            :meth:`cancel`; ``TimeoutError`` when ``timeout`` passes.
+        """
+        error = self.exception(timeout)
+        if error is not None:
+            raise error
+        handle = self.record_handle()
+        assert handle is not None
+        return handle.result()
+
+    def exception(self, timeout: float | None = None) -> BaseException | None:
+        """The delivery error, or None once delivered (waiting as :meth:`result`).
+
+        Raises:
+            TypeError, ValueError: ``timeout`` is not None or a number >= 0.
+        """
+        check_timeout("timeout", timeout)
+        if self._cancelled:
+            raise CancelledError()
+        if not self.done():
+            self._side.wait(self, timeout)
+        if self._cancelled:
+            raise CancelledError()
+        if self._error is not None:
+            return self._error
+        handle = self.record_handle()
+        assert handle is not None
+        return handle.exception()
+
+    def add_done_callback(self, fn: Callable[[SendFuture], Any]) -> None:
+        """Call ``fn(future)`` once done: at once if it is, else on the client's
+        thread (keep it short, and do not call the producer from it).
+
+        Raises:
+            TypeError: ``fn`` is not callable.
+        """
+        check_callable("fn", fn, none=False)
+        with self._side.lock:
+            handle = self.record_handle()
+            if handle is None and self._error is None and not self._cancelled:
+                if self._callbacks is None:
+                    self._callbacks = []
+                self._callbacks.append(fn)
+                return
+        if handle is not None and not handle.done():
+            self._side.call(handle.add_done_callback, partial(_run_callback, fn, self))
+        else:
+            fn(self)
+
+    def taken(self, handle: RecordHandle) -> None:
+        """On the loop (or before the future is returned): the async producer
+        has the record."""
+        self._handle = handle
+        callbacks, self._callbacks = self._callbacks, None
+        for fn in callbacks or ():
+            handle.add_done_callback(partial(_run_callback, fn, self))
+
+    def set_exception(self, error: BaseException) -> None:
+        """The record was refused before the async producer took it."""
+        self._error = error
+        callbacks, self._callbacks = self._callbacks, None
+        for fn in callbacks or ():
+            _run_callback(fn, self, None)
+
+
+class PendingCommit:
+    """A commit started with ``commit_transaction(wait=False)`` (blocking).
+
+    Its failure also dooms the transaction begun after it, which must then be
+    aborted.
+    """
+
+    __slots__ = ("_call", "_pending")
+
+    def __init__(self, call: Callable[..., Any], pending: AsyncPendingCommit) -> None:
+        self._call = call  # on the loop, once the records queued before are handed over
+        self._pending = pending
+
+    def done(self) -> bool:
+        """Whether the commit has completed (or failed)."""
+        return self._pending.done()
+
+    def result(self) -> None:
+        """Raise the commit's failure, if it failed.
+
+        Raises:
+            InvalidTxnStateError: not completed yet.
+        """
+        self._pending.result()
+
+    def wait(self) -> None:
+        """Wait for the commit (up to ``max.block.ms``) and raise its failure, if any."""
+        if not self._pending.done():
+            self._call(self._pending.wait)
+        self._pending.result()
+
+    def __repr__(self) -> str:
+        return repr(self._pending).replace("<PendingCommit", "<blocking PendingCommit", 1)
+
+
+class Producer(Forwarding):
+    """A blocking Kafka producer (see the module doc for how it runs).
+
+    Args:
+        config: a :class:`~trafka.sdk.config.ProducerConfig` or a mapping of
+            Kafka-style keys, as :func:`~trafka.sdk.open_producer` takes.
+        max_queued: records that may wait for the loop before ``send`` blocks.
+        **settings: settings in Python spelling (``linger_ms=5``).
+
+    Raises:
+        ConfigError: invalid configuration.
+    """
+
+    def __init__(
+        self,
+        config: Any = None,
+        *,
+        max_queued: int = 10_000,
+        **settings: Any,
+    ) -> None:
+        check_int("max_queued", max_queued, minimum=1, maximum=None)
+        self._queue: collections.deque[_QueuedSend] = collections.deque()
+        self._lock = threading.Lock()
+        self._room = threading.Condition(self._lock)
+        self._waiting = 0  # senders blocked on a full queue
+        self._draining = False  # a drain task is scheduled or running
+        self._max_queued = max_queued
+        self._loop_lock = LoopLock()
+        self._drain_wanted = trio.Event()
+        self._loop = Portal(
+            lambda: with_loop_lock(
+                open_producer(config, **settings), self._loop_lock, self._drainer
+            )
+        )
+        self._producer: AsyncProducer = self._loop.client
+        self._core = self._producer.core  # its hot path, from the sending threads
+        self._side = _FutureSide(self._lock, self._wait_for, self._loop.call)
+        self._token: trio.lowlevel.TrioToken = self._loop.token
+        self._hot = self._core.hot_path
+        self._clock = self._loop.clock  # read by sending threads for the batches they open
+        self._initialized = False  # init_transactions() done (later calls change nothing)
+        self._drain_lock: anyio.Lock = self._loop.portal.call(_new_lock)
+
+    # -- sending ---------------------------------------------------------------------------
+
+    def send(
+        self,
+        topic: str,
+        value: Any = None,
+        key: Any = None,
+        *,
+        partition: int | None = None,
+        headers: Sequence[tuple[str, Any]] | Mapping[str, Any] | None = None,
+        timestamp_ms: int | None = None,
+        on_delivery: Callable[[BaseException | None, RecordMetadata | None], Any] | None = None,
+    ) -> SendFuture:
+        """Queue a record for sending; returns at once unless ``max_queued`` are waiting.
+
+        Args:
+            on_delivery: called once the record is delivered or failed, as
+                confluent-kafka's delivery callback: ``on_delivery(error,
+                metadata)``, the error None and the :class:`RecordMetadata`
+                given when delivered, the error given and None when not. It
+                runs on the client's thread (keep it short; do not call the
+                producer from it); there is nothing to poll.
+
+        Returns:
+            A :class:`SendFuture` for the record's :class:`RecordMetadata` (its
+            exception: why the record was not delivered).
+
+        Raises:
+            TypeError, ValueError: an argument of the wrong type or out of
+                range, as the async ``send`` raises it (here, in the calling
+                thread); nothing was queued.
+            SerializationError: the key or value could not be serialized (the
+                serializers run in the calling thread).
+            ClientClosedError: the producer is closed.
+        """
+        if on_delivery is not None:
+            check_callable("on_delivery", on_delivery)
+            future = self.send(
+                topic, value, key, partition=partition, headers=headers, timestamp_ms=timestamp_ms
+            )
+            future.add_done_callback(partial(_report_delivery, on_delivery))
+            return future
+        turn_helps = False
+        if (
+            self._hot
+            and type(value) is bytes
+            and type(topic) is str
+            and partition is None
+            and headers is None
+            and timestamp_ms is None
+        ):
+            # Straight into the batch the record's partition is filling, from this
+            # thread, while no task of the loop runs (the async send's own hot
+            # path); unless records wait in the queue (they go first) or the
+            # async producer's general path must take it.
+            # locked/unlocked inline: this runs per record, where two calls
+            # cost about a tenth of the send.
+            loop_lock = self._loop_lock
+            lock = loop_lock.lock
+            if not lock.acquire(False):
+                self._check_thread()
+                lock.acquire()
+            turn = None
+            index = 0
+            try:
+                if self._draining or self._loop.closing:
+                    handle: ProducerBatch | bool = False
+                else:
+                    handle = self._core.append_hot(topic, value, key)
+                    if handle is not True and handle is not False:
+                        index = len(handle.records) - 1  # its last record is this one
+                if loop_lock.wanted:
+                    turn = threading.Event()
+                    loop_lock.release_when_idle(turn)
+            finally:
+                lock.release()
+            if type(handle) is not bool:
+                if handle.full:
+                    self._token.run_sync_soon(self._producer.wake_sender)
+                if turn is not None:
+                    self._wait_turn(turn)
+                return SendFuture(self._side, handle, index)
+            if turn is not None:
+                self._wait_turn(turn)
+            future = SendFuture(self._side)
+            if handle and self._open_batch(topic, value, key, future):
+                return future
+            # The general path: once the loop has taken the record (its turn,
+            # below), a batch it opened takes the next records straight again.
+            turn_helps = handle
+        else:
+            self._check_thread()
+            future = SendFuture(self._side)
+        # Checked and serialized here, in the caller's thread: misuse is raised
+        # at the call and never reaches the loop.
+        item = (self._core.prepare(topic, value, key, partition, headers, timestamp_ms), future)
+        with self._lock:
+            while len(self._queue) >= self._max_queued and not self._loop.closing:
+                self._waiting += 1
+                try:
+                    self._room.wait()
+                finally:
+                    self._waiting -= 1
+            if self._loop.closing:
+                raise ClientClosedError("the producer is closed")
+            self._queue.append(item)
+            if self._draining:
+                return future
+            self._draining = True
+        # Where it helps, the loop's turn: this thread waits while the loop hands
+        # the queue over (opening the batch the next records go straight into)
+        # and does whatever else it has to do (sending full batches, taking
+        # answers), until it is done or would wait. Other records (a serializer,
+        # headers, a partition, no memory) gain nothing from waiting: they queue
+        # on while the loop takes them.
+        turn = threading.Event() if turn_helps else None
+        try:
+            self._token.run_sync_soon(self._start_drain, turn)
+        except trio.RunFinishedError:
+            self._fail_queued(ClientClosedError("the producer is closed"))
+            return future
+        if turn is not None:
+            self._wait_turn(turn)
+        return future
+
+    def _wait_turn(self, turn: threading.Event) -> None:
+        wait_turn(self._loop, turn)
+
+    def _open_batch(self, topic: str, value: bytes, key: bytes | None, future: SendFuture) -> bool:
+        """For a record of :meth:`send`'s fast path that needs a batch opened: the
+        async producer's general path from this thread (its core's ``open_batch``),
+        the loop then starting what the batch needs. False when that path would
+        wait or refuse the record: it is queued for the loop instead."""
+        loop_lock = self._loop_lock
+        locked(loop_lock, "send()")
+        placed = None
+        try:
+            if not (self._draining or self._loop.closing):
+                placed = self._core.open_batch(topic, value, key, self._clock.current_time())
+        finally:
+            turn = unlocked(loop_lock)
+        if placed is None:
+            if turn is not None:
+                self._wait_turn(turn)
+            return False
+        handle, joined = placed
+        future.taken(handle)  # not returned yet: no callbacks to move
+        try:
+            if turn is None and not joined:
+                # The loop's turn, in which it sends the batch that filled up: the
+                # next records are faster for it than racing the loop for the GIL
+                # (a partition that has just joined a transaction has none to send).
+                turn = threading.Event()
+                self._token.run_sync_soon(self._turn_after, turn)
+            else:
+                self._token.run_sync_soon(self._producer.after_append)
+        except trio.RunFinishedError:
+            return True  # closed meanwhile: its close flushed or failed the batch
+        if turn is not None:
+            self._wait_turn(turn)
+        return True
+
+    def _turn_after(self, turn: threading.Event) -> None:
+        """On the loop: what a batch opened by a sending thread needs, then ``turn``
+        is set once the loop is idle."""
+        self._loop_lock.release_when_idle(turn)
+        self._producer.after_append()
+
+    def _start_drain(self, turn: threading.Event | None) -> None:
+        """On the loop: the drainer hands the queue over; ``turn`` is set once idle."""
+        if turn is not None:
+            self._loop_lock.release_when_idle(turn)
+        self._drain_wanted.set()
+
+    async def _drainer(self) -> None:
+        """On the loop while the producer is open: hands the queue over when asked."""
+        while True:
+            await self._drain_wanted.wait()
+            self._drain_wanted = trio.Event()
+            while True:
+                await self._hand_over()
+                with self._lock:
+                    # Records queued after the hand-over saw an empty queue: go on.
+                    if not self._queue:
+                        self._draining = False
+                        break
+
+    def _check_thread(self) -> None:
+        refuse_loop_thread(self._loop_lock, "send()")
+
+    def send_and_wait(
+        self, topic: str, value: Any = None, key: Any = None, **kwargs: Any
+    ) -> RecordMetadata:
+        """:meth:`send`, then wait for the record's :class:`RecordMetadata`."""
+        return self.send(topic, value, key, **kwargs).result()
+
+    async def _hand_over(self) -> None:
+        """Give every queued record to the async producer, in order; one hand-over
+        at a time (``_drain_lock``), so that two never interleave their records."""
+        async with self._drain_lock:
+            queue = self._queue
+            send = self._producer.send_prepared
+            low = self._max_queued // 2
+            while True:
+                try:
+                    record, future = queue.popleft()
+                except IndexError:
+                    break
+                if self._waiting and len(queue) <= low:
+                    with self._lock:
+                        self._room.notify_all()
+                if future.cancelled():
+                    continue
+                try:
+                    handle = await send(record, hot=True)
+                except Exception as exc:
+                    future.set_exception(exc)
+                    continue
+                except BaseException:
+                    future.set_exception(ClientClosedError("the producer is closed"))
+                    raise
+                future.taken(handle)
+            if self._waiting:
+                with self._lock:
+                    self._room.notify_all()
+
+    def _fail_queued(self, error: BaseException) -> None:
+        with self._lock:
+            items, self._queue = list(self._queue), collections.deque()
+            self._draining = False
+            self._room.notify_all()
+        for _, future in items:
+            if not future.cancelled():
+                future.set_exception(error)
+
+    def _wait_for(self, future: SendFuture, timeout: float | None) -> None:
+        """Wait on the loop until ``future`` is done (its record handed over first)."""
+
+        async def wait() -> None:
+            await self._hand_over()
+            handle = future.record_handle()
+            if handle is not None and not handle.done():
+                try:
+                    await handle  # type: ignore[misc]  # a RecordFuture: awaitable
+                except Exception:
+                    pass  # the record's own error: the caller reads it from the handle
+
+        async def bounded() -> None:
+            if timeout is None:
+                await wait()
+                return
+            with anyio.move_on_after(timeout) as scope:
+                await wait()
+            if scope.cancelled_caught:
+                raise TimeoutError(f"the record was not delivered within {timeout} s")
+
+        self._loop.call(bounded)
+
+    def _call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        async def after_queued() -> Any:
+            await self._hand_over()
+            result = fn(*args, **kwargs)
+            if hasattr(result, "__await__"):
+                result = await result
+            return result
+
+        return self._loop.call(after_queued)
+
+    # -- the rest of the API, explicitly (typed); others are forwarded ----------------------
+
+    def flush(self) -> None:
+        """Send everything sent so far and wait for the outcomes."""
+        self._call(self._producer.flush)
+
+    def partitions_for(self, topic: str) -> list[int]:
+        result: list[int] = self._call(self._producer.partitions_for, topic)
+        return result
+
+    def init_transactions(self) -> None:
+        self._call(self._producer.init_transactions)
+        self._initialized = True
+
+    def begin_transaction(self) -> None:
+        # Local to the async producer (nothing is sent), so taken from this
+        # thread while the loop waits, as the fast path of send(); through the
+        # loop when records are queued (they were sent before it).
+        loop_lock = self._loop_lock
+        locked(loop_lock, "begin_transaction()")
+        try:
+            here = not self._draining and not self._loop.closing
+            if here:
+                self._producer.begin_transaction()
+        finally:
+            turn = unlocked(loop_lock)
+            if turn is not None:
+                self._wait_turn(turn)
+        if not here:
+            self._call(self._producer.begin_transaction)
+
+    def commit_transaction(self, *, wait: bool = True) -> PendingCommit:
+        """Commit the transaction, with every record sent before this call.
+
+        With ``wait=False``, return once the commit has started, so that the
+        next transaction can begin and fill its batches while this one commits;
+        see the async :meth:`trafka.sdk.producer.Producer.commit_transaction`.
+        """
+        check_bool("wait", wait)
+        pending = self._call(self._producer.commit_transaction, wait=wait)
+        return PendingCommit(self._call, pending)
+
+    def abort_transaction(self) -> None:
+        self._call(self._producer.abort_transaction)
+
+    def send_offsets_to_transaction(
+        self,
+        offsets: Mapping[TopicPartition, int] | Mapping[tuple[str, int], int],
+        group_metadata: ConsumerGroupMetadata | str,
+    ) -> None:
+        transaction_offsets(offsets, group_metadata)  # misuse raised here, before the queue
+        self._call(self._producer.send_offsets_to_transaction, offsets, group_metadata)
+
+    @contextmanager
+    def transaction(self) -> Iterator[Producer]:
+        """A transaction as a ``with`` block: committed when it ends normally,
+        aborted when it raises (``KeyboardInterrupt`` included).
+
+        Raises:
+            TransactionAbortableError: the commit failed; the transaction was aborted.
+            ProducerFencedError / TransactionFatalError: fatal.
+        """
+        if not self._initialized:
+            self.init_transactions()
+        self.begin_transaction()
+        try:
+            yield self
+        except BaseException:
+            self._abort_quietly()
+            raise
+        try:
+            self.commit_transaction()
+        except TransactionAbortableError:
+            self._abort_quietly()
+            raise
+
+    def _abort_quietly(self) -> None:
+        try:
+            self.abort_transaction()
+        except TrafkaError:
+            pass  # the block's own exception is the one to see
+
+    def statistics(self) -> ProducerStatistics:
+        """The async producer's :meth:`~trafka.sdk.producer.Producer.statistics`,
+        once the records queued here are handed over."""
+        result: ProducerStatistics = self._call(self._producer.statistics)
+        return result
+
+    def close(self) -> None:
+        """Send what is queued and buffered, wait for it, and stop (idempotent)."""
+        if self._loop.closing:
+            return
+        try:
+            self._call(lambda: None)  # hand the queue over first
+        finally:
+            self._loop.close()
+            self._fail_queued(ClientClosedError("the producer is closed"))
+
+    def __enter__(self) -> Producer:
+        return self
+
+    def __exit__(self, exc_type: object, exc: BaseException | None, tb: object) -> None:
+        if exc is None:
+            self.close()
+        elif not self._loop.closing:
+            # As the async producer's block: no waiting; what is not sent fails.
+            try:
+                self._loop.close(exc)
+            finally:
+                self._fail_queued(ClientClosedError("the producer is closed"))
+
+
+async def _new_lock() -> anyio.Lock:
+    return anyio.Lock()

@@ -1,0 +1,240 @@
+"""The consumer's core: what a poll hands out, and what counts as consumed,
+without I/O.
+
+Every consumer driver calls this one object's public methods: the async
+:class:`~trafka.sdk.consumer.Consumer` (its fetch task, completions and waits),
+its group driver (:mod:`.group`, on revocations), and the blocking consumer's
+own thread while the loop waits for I/O (:mod:`.blocking`, through the async
+consumer). It owns the :class:`~trafka.sdk.fetcher.Fetcher` (positions,
+buffered responses, fetch requests and their answers), the records taken from
+it but not handed out yet (``getone`` takes a whole poll and hands it out one
+by one), and the consumed positions commits are made of. The Spark reader
+drives a :class:`~trafka.sdk.fetcher.Fetcher` of its own directly
+(:mod:`trafka.spark._wire`): it reads columns, not records, and commits nothing.
+
+Rules:
+
+* No task, event, socket or clock: taking records never sends a fetch. When
+  taking made a partition fetchable again, ``fetcher.fetch_wanted`` is set and
+  the driver sends it.
+* Positions advance when records are handed out. A record counts as
+  *consumed* once the next poll starts (:meth:`poll_started`): the caller has
+  processed it. Auto-commit commits consumed positions (at-least-once).
+* Records taken from the fetcher and never handed out (their partition
+  revoked, sought or reassigned) are dropped and counted, so that the
+  statistics count only what the application received.
+* Paused partitions hand out nothing, from the fetcher or from what was taken.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable, Mapping
+from typing import Any, Generic
+
+from ._util import get_deserializer
+from .config import ConsumerConfig
+from .fetcher import ConsumedPositions, ConsumerRecord, Fetcher, K, TopicPartition, V
+from .metadata import MetadataCache
+
+__all__ = ["ConsumerCore"]
+
+_new: Any = tuple.__new__
+
+Records = dict[TopicPartition, list[ConsumerRecord[K, V]]]
+
+
+class ConsumerCore(Generic[K, V]):
+    """The I/O-free part of a consumer (see the module doc).
+
+    Args:
+        config: the consumer's configuration.
+        metadata: the metadata cache its driver keeps fresh.
+
+    Attributes:
+        fetcher: positions, buffered fetch responses, fetch requests.
+        consumed: the positions handed out, and those processed.
+        dropped: records taken from the fetcher that were never handed out.
+    """
+
+    def __init__(self, config: ConsumerConfig, metadata: MetadataCache) -> None:
+        self.config = config
+        self.fetcher = Fetcher.for_consumer(metadata, config)
+        self._key_de = get_deserializer(config.key_deserializer)
+        self._value_de = get_deserializer(config.value_deserializer)
+        self._buffer: deque[ConsumerRecord[K, V]] = deque()
+        self._last: ConsumerRecord[K, V] | None = None  # from next_record, processed next poll
+        self.consumed = ConsumedPositions()
+        self.dropped = 0
+
+    # -- handing records out ----------------------------------------------------------
+
+    def poll_started(self) -> None:
+        """A poll begins: what the caller was handed before counts as processed."""
+        last = self._last
+        if last is not None:
+            self.consumed.handed_out(TopicPartition(last.topic, last.partition), last.offset + 1)
+            self._last = None
+        self.consumed.poll_started()
+
+    def poll(self, limit: int, wanted: set[TopicPartition] | None) -> Records[K, V]:
+        """What a poll hands out at once (records taken before first, then
+        fetched ones; none when nothing is at hand), at most ``limit``, of the
+        ``wanted`` partitions (None: all), counted as handed out."""
+        out: Records[K, V] = {}
+        if self._buffer:
+            self._take_buffer(out, limit, wanted)
+        elif self.fetcher.has_data():
+            out = self.take(limit, wanted)
+        consumed = self.consumed
+        for tp, recs in out.items():
+            consumed.handed_out(tp, recs[-1].offset + 1)
+        return out
+
+    def _take_buffer(
+        self, out: Records[K, V], limit: int, wanted: set[TopicPartition] | None
+    ) -> None:
+        paused = self.fetcher.paused()
+        keep: deque[ConsumerRecord[K, V]] = deque()
+        n = 0
+        buffer = self._buffer
+        while buffer:
+            r = buffer.popleft()
+            tp = TopicPartition(r.topic, r.partition)
+            if n < limit and (wanted is None or tp in wanted) and tp not in paused:
+                out.setdefault(tp, []).append(r)
+                n += 1
+            else:
+                keep.append(r)
+        self._buffer = keep
+
+    def take(self, limit: int, wanted: set[TopicPartition] | None) -> Records[K, V]:
+        """Up to ``limit`` fetched records of the ``wanted`` partitions (None:
+        all), deserialized; not counted as handed out (:meth:`poll` does that,
+        :meth:`next_record` for what :meth:`hold` keeps)."""
+        fetcher = self.fetcher
+        paused: list[TopicPartition] = []
+        if wanted is not None:
+            paused = [
+                tp for tp in fetcher.assignment if tp not in wanted and tp not in fetcher.paused()
+            ]
+            fetcher.pause(paused)
+        try:
+            raw = fetcher.take(limit)
+        finally:
+            if paused:
+                fetcher.resume(paused)
+        kd, vd = self._key_de, self._value_de
+        if kd is None and vd is None:
+            return raw
+        out: Records[K, V] = {}
+        for tp, recs in raw.items():
+            # tuple.__new__ skips the NamedTuple constructor: this is the per-record hot path.
+            out[tp] = [
+                _new(
+                    ConsumerRecord,
+                    (
+                        t,
+                        p,
+                        o,
+                        ts,
+                        k if kd is None else kd(k),
+                        v if vd is None else vd(v),
+                        h,
+                        tt,
+                        e,
+                    ),
+                )
+                for t, p, o, ts, k, v, h, tt, e in recs
+            ]
+        return out
+
+    def hold(self, records: Records[K, V]) -> None:
+        """Keep taken records to hand out one at a time (:meth:`next_record`)."""
+        buffer = self._buffer
+        for recs in records.values():
+            buffer.extend(recs)
+
+    def next_record(self) -> ConsumerRecord[K, V] | None:
+        """The first held record of a partition not paused, handed out (it
+        counts as processed at the next poll); None when there is none."""
+        buffer = self._buffer
+        if not buffer:
+            return None
+        paused = self.fetcher.paused() if self.fetcher.any_paused() else None
+        if not paused:
+            r = buffer.popleft()
+        else:
+            for i, r in enumerate(buffer):
+                if TopicPartition(r.topic, r.partition) not in paused:
+                    del buffer[i]
+                    break
+            else:
+                return None
+        self._last = r
+        return r
+
+    def held_count(self, tp: TopicPartition | None = None) -> int:
+        """Records taken but not handed out (of ``tp``; default all)."""
+        if tp is None:
+            return len(self._buffer)
+        return sum(1 for r in self._buffer if r.partition == tp.partition and r.topic == tp.topic)
+
+    def held_per_partition(self) -> dict[TopicPartition, int]:
+        held: dict[TopicPartition, int] = {}
+        for r in self._buffer:
+            tp = TopicPartition(r.topic, r.partition)
+            held[tp] = held.get(tp, 0) + 1
+        return held
+
+    # -- what counts as consumed ---------------------------------------------------------
+
+    def consumed_offsets(self) -> dict[TopicPartition, int]:
+        """Positions after the records the caller has processed (what a commit
+        without offsets commits); as a poll start, the last record handed out
+        counts as processed."""
+        self.poll_started()
+        return self.consumed.all(self.fetcher.assignment)
+
+    def auto_commit_offsets(self) -> dict[TopicPartition, int]:
+        """Consumed positions as of the last poll (at-least-once)."""
+        return self.consumed.processed(self.fetcher.assignment)
+
+    def rewind(self, first: Mapping[TopicPartition, int]) -> list[TopicPartition]:
+        """Records from ``first[tp]`` on were handed out but not processed (the
+        blocking consumer held them back): commits stop before them. Returns
+        those of the partitions still assigned (the driver seeks them to fetch
+        them again, if it wants)."""
+        assigned = self.fetcher.assignment
+        for tp, offset in first.items():
+            self.consumed.rewind(tp, offset)
+        return [tp for tp in first if tp in assigned]
+
+    def drop_held(self, tps: set[TopicPartition]) -> None:
+        """Forget the records of ``tps`` taken but not handed out (a seek, a
+        reset, an assignment): counted as dropped."""
+        if self._buffer:
+            kept = deque(r for r in self._buffer if TopicPartition(r.topic, r.partition) not in tps)
+            self.dropped += len(self._buffer) - len(kept)
+            self._buffer = kept
+        last = self._last
+        if last is not None and TopicPartition(last.topic, last.partition) in tps:
+            self._last = None
+
+    def partitions_removed(self, tps: set[TopicPartition]) -> None:
+        """Revoked or lost: no more fetching, handing out or committing them."""
+        self.fetcher.remove(tps)
+        self.drop_held(tps)
+        self.consumed.forget(tps)
+
+    def seek(self, tp: TopicPartition, offset: int, until: int | None = None) -> None:
+        """Fetch ``tp`` from ``offset`` next (what was taken of it is dropped)."""
+        self.fetcher.seek(tp, offset, until)
+        self.drop_held({tp})
+
+    def request_resets(self, tps: Iterable[TopicPartition], strategy: int) -> None:
+        """Look ``tps``' positions up again by ``strategy`` (earliest, latest)."""
+        chosen = set(tps)
+        for tp in chosen:
+            self.fetcher.request_reset(tp, strategy)
+        self.drop_held(chosen)

@@ -1,0 +1,594 @@
+"""The producer's core: records into batches, answers into outcomes, and the
+transaction's steps, without I/O.
+
+Every producer driver calls this one object's public methods: the async
+:class:`~trafka.sdk.producer.Producer` (tasks, events, sockets), and the
+blocking producer's sending threads while the loop waits for I/O
+(:mod:`.blocking`). It owns the :class:`~trafka.sdk.accumulator.Accumulator`,
+the partitioner, the serializers, the
+:class:`~trafka.sdk.transactions.TransactionManager` and the batches the hot
+path fills.
+
+Rules:
+
+* No task, event, socket or clock of its own: time is passed in (or read from
+  the ``clock`` it is given when a batch opens), and the three things only a
+  driver can do are asked of it through the functions it hands over: ``wake``
+  (the sender has something to do), ``memory_freed`` (``buffer.memory`` has
+  room again) and ``start_request`` (write a transaction request). They are
+  called synchronously and must not block.
+* One append path. A record reaches a batch through :meth:`append_hot` (a bytes
+  record, no partition, headers or timestamp: straight into the batch its
+  partition is filling, KIP-480's sticky batch for key-less records, the
+  murmur2 partition's for keyed ones) or, when that says a batch must open,
+  through :meth:`append_at` (the partitioner's choice, joining the transaction,
+  opening a batch). Both end in the accumulator's
+  :meth:`~trafka.sdk.accumulator.Accumulator.append_to`, the one place that
+  adds a record to a batch and charges ``buffer.memory``. :meth:`append_at` is
+  also where :meth:`append_hot`'s batches come from: a batch it opens for a
+  record without partition becomes the one its partition fills.
+* A batch the hot path keeps was opened in the current transaction, so its
+  partition has joined it; the moment the transaction takes no more records
+  (committing, aborting, doomed) those batches are forgotten.
+* The first fatal error (a fenced producer, a fatal transaction error) fails
+  every buffered record and every later append.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from trafka.codec import ErrorCode, KafkaError
+from trafka.common.lograte import RateLimitedLog
+
+from ._util import Serializer, get_serializer
+from ._validate import check_headers, check_partition, check_timestamp_ms, check_topic
+from .accumulator import (
+    BATCH_OVERHEAD,
+    RECORD_MEMORY_OVERHEAD,
+    RECORD_OVERHEAD,
+    Accumulator,
+    ProducerBatch,
+    RecordHandle,
+    produce_results,
+)
+from .config import ProducerConfig
+from .errors import ClientClosedError, SerializationError, TransactionAbortedError
+from .metadata import REFRESH_ERRORS, MetadataCache
+from .partitioners import PARTITIONERS, Partitioner, murmur2_pick
+from .transactions import TransactionManager, TxnRequest, TxnResult, TxnState
+
+__all__ = ["PreparedRecord", "ProducerCore", "error_kind"]
+
+log = logging.getLogger("trafka.sdk.producer")
+
+_SEQUENCE_GAP = (ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, ErrorCode.UNKNOWN_PRODUCER_ID)
+
+# A record as :meth:`ProducerCore.prepare` returns it: (topic, value bytes, key
+# bytes, partition, headers, timestamp_ms).
+PreparedRecord = tuple[
+    str, bytes | None, bytes | None, int | None, Sequence[tuple[str, bytes | None]], int | None
+]
+
+
+def error_kind(exc: BaseException) -> str:
+    """What retries of one cause share, for the rate-limited retry log: a Kafka
+    error code's name (``"NOT_ENOUGH_REPLICAS"``), else the exception's class."""
+    if isinstance(exc, KafkaError):
+        if exc.code.value != exc.raw_code:  # a code this codec does not know
+            return f"error {exc.raw_code}"
+        return exc.code.name
+    return type(exc).__name__
+
+
+def _serialized(what: str, serializer: Serializer, value: Any) -> bytes | None:
+    """``serializer(value)``; its SerializationError names ``what`` (key or value)."""
+    try:
+        return serializer(value)
+    except SerializationError as exc:
+        raise SerializationError(f"{what}: {exc}") from exc.__cause__
+
+
+def _nothing() -> None:
+    pass
+
+
+class ProducerCore:
+    """The I/O-free part of a producer (see the module doc).
+
+    Args:
+        config: the producer's configuration.
+        metadata: the metadata cache its driver keeps fresh.
+        clock: the driver's monotonic clock (read when a batch opens).
+        handle_class: what :meth:`append_at` returns per record (the async
+            driver's awaitable :class:`~trafka.sdk.producer.RecordFuture`).
+        wake: the sender has something to do.
+        memory_freed: ``buffer.memory`` has room again.
+        start_request: write this transaction request (its answer goes to
+            :attr:`txn`, then :meth:`request_done`).
+
+    Attributes:
+        acc: the accumulator.
+        txn: the transaction manager (an idempotent producer's id too).
+        metadata: the metadata cache.
+        transactional: a ``transactional.id`` is set.
+        hot_path: :meth:`append_hot` can take records (bytes values under the
+            sticky partitioner, with batches that fit every limit).
+        closed: closed; nothing is appended any more.
+        fatal: the error every append fails with from now on, or None.
+        request_busy: a transaction request is out.
+    """
+
+    def __init__(
+        self,
+        config: ProducerConfig,
+        metadata: MetadataCache,
+        clock: Callable[[], float],
+        *,
+        handle_class: type[RecordHandle] = RecordHandle,
+        wake: Callable[[], None] = _nothing,
+        memory_freed: Callable[[], None] = _nothing,
+        start_request: Callable[[TxnRequest], None] | None = None,
+    ) -> None:
+        self.config = config
+        self.metadata = metadata
+        self.clock = clock
+        self.wake = wake
+        self.memory_freed = memory_freed
+        self.start_request = start_request
+        self.acc = Accumulator(
+            batch_size=config.batch_size,
+            linger=config.linger_ms / 1000,
+            buffer_memory=config.buffer_memory,
+            delivery_timeout=config.delivery_timeout_ms / 1000,
+            retries=config.retries,
+            retry_backoff=config.retry_backoff_ms / 1000,
+            retry_backoff_max=config.retry_backoff_max_ms / 1000,
+            compression=["none", "gzip", "snappy", "lz4", "zstd"].index(config.compression_type),
+            compression_level=config.compression_level,
+            max_request_size=config.max_request_size,
+            idempotent=config.idempotent,
+            transactional=config.transactional_id is not None,
+            max_in_flight=config.max_in_flight_requests_per_connection,
+            handle_class=handle_class,
+            clock=clock,
+        )
+        self._partitioner = Partitioner(config.partitioner)
+        self._sticky = self._partitioner.sticky
+        # Some partitioners never look at availability; skip computing it.
+        info = PARTITIONERS.get(self._partitioner.name)
+        self._partitioner_needs_available = info is None or info.uses_availability
+        self._key_ser = get_serializer(config.key_serializer)
+        self._value_ser = get_serializer(config.value_serializer)
+        self._raw_keys = config.key_serializer == "bytes"
+        self._raw_values = config.value_serializer == "bytes"
+        self.closed = False
+        self.fatal: BaseException | None = None
+        self.transactional = config.transactional_id is not None
+        self.txn = TransactionManager(
+            config.transactional_id,
+            transaction_timeout_ms=config.transaction_timeout_ms,
+            request_timeout=config.request_timeout_ms / 1000,
+            retry_backoff=config.retry_backoff_ms / 1000,
+            retry_backoff_max=config.retry_backoff_max_ms / 1000,
+        )
+        self.request_busy = False
+        # The errors batches are retried after, told as they happen (rate-limited).
+        self._retry_log = RateLimitedLog(log, interval=30.0, clock=clock)
+        self.acc.on_retry = self._on_batch_retry
+        if self.transactional:
+            self.txn.on_unsendable = self.forget_hot_batches
+            self.acc.send_allowed = self.txn.is_send_allowed
+            self.acc.on_failure = self._on_batch_failed
+        # The batch each topic's sticky partition is filling (KIP-480: every
+        # key-less record goes there until the batch is done).
+        self._sticky_batches: dict[str, ProducerBatch] = {}
+        fits = config.batch_size + RECORD_MEMORY_OVERHEAD <= min(
+            config.max_request_size - BATCH_OVERHEAD, config.buffer_memory
+        )
+        self.hot_path = self._sticky and self._raw_values and fits
+        # Keyed bytes records too, when the partition is Java's murmur2 of the key:
+        # per topic, the batch each partition is filling, indexed by partition (the
+        # list's length is the topic's partition count; the metadata drops the list
+        # when that count changes).
+        self._keyed_batches: dict[str, list[ProducerBatch | None]] = {}
+        metadata.resize_listeners.append(self.forget_keyed_batches)
+        self._hot_keyed = (
+            self.hot_path
+            and self._raw_keys
+            and isinstance(config.partitioner, str)  # not a callable named murmur2
+            and self._partitioner.name == "murmur2"
+        )
+
+    # -- records --------------------------------------------------------------------------
+
+    def prepare(
+        self,
+        topic: Any,
+        value: Any,
+        key: Any,
+        partition: Any,
+        headers: Any,
+        timestamp_ms: Any,
+    ) -> PreparedRecord:
+        """``send``'s arguments checked and serialized: ``(topic, value bytes,
+        key bytes, partition, headers, timestamp_ms)``. Pure: the blocking
+        producer calls it in the caller's thread, so that misuse is raised
+        there, at the call, and never reaches the loop.
+
+        Raises:
+            TypeError, ValueError: an argument of the wrong type or out of range
+                (the message names it).
+            SerializationError: the key or value could not be serialized (the
+                message starts with ``key:`` or ``value:``).
+        """
+        check_topic("topic", topic)
+        if partition is not None:
+            partition = check_partition("partition", partition)
+        hdrs = check_headers("headers", headers) if headers is not None else ()
+        timestamp_ms = check_timestamp_ms("timestamp_ms", timestamp_ms)
+        # The default bytes serializer is the identity on bytes and None: skip the call.
+        if self._raw_keys and (key is None or type(key) is bytes):
+            key_bytes = key
+        else:
+            key_bytes = _serialized("key", self._key_ser, key)
+        if self._raw_values and (value is None or type(value) is bytes):
+            value_bytes = value
+        else:
+            value_bytes = _serialized("value", self._value_ser, value)
+        return topic, value_bytes, key_bytes, partition, hdrs, timestamp_ms
+
+    def check_open(self) -> None:
+        """Raise why nothing can be appended, if something stands in the way.
+
+        Raises:
+            ClientClosedError: closed.
+            The fatal error, once there is one.
+        """
+        if self.closed or self.fatal is not None:
+            raise self.fatal or ClientClosedError("the producer is closed")
+
+    def append_hot(self, topic: str, value: bytes, key: bytes | None) -> ProducerBatch | bool:
+        """A bytes record with no partition, headers or timestamp, appended
+        straight to the batch its partition is filling (KIP-480's sticky batch
+        for key-less records, the murmur2 partition's for keyed bytes). Never
+        waits: a full batch is the caller's to announce (``batch.full``), and
+        ``batch.size >= batch.limit`` tells it to look.
+
+        Returns:
+            The batch it joined, as its last record (a future costs an object
+            per record: the caller makes what it needs); or, for
+            :meth:`append_at` to take it: True when it needs a batch opened
+            (none is open, or it has no room), after which the next records
+            fit; False when something else stands in the way (memory, the
+            transaction's state, the producer closed or failed, a key the hot
+            path does not hash).
+        """
+        if self.closed or self.fatal is not None:
+            return False
+        if key is None:
+            batch = self._sticky_batches.get(topic)
+            size = RECORD_OVERHEAD + len(value)
+        elif type(key) is bytes and self._hot_keyed:
+            slots = self._keyed_batches.get(topic)
+            batch = murmur2_pick(slots, key) if slots else None
+            size = RECORD_OVERHEAD + len(key) + len(value)
+        else:
+            return False
+        # In a transaction, a batch kept here was opened in this one, so its
+        # partition is already part of it, and the transaction may still take
+        # records: the moment it may not, these batches are forgotten.
+        if batch is None or batch.full or batch.done:
+            return True  # (a transaction that takes no records keeps no batch here)
+        appended = self.acc.append_to(batch, int(time.time() * 1000), key, value, size)
+        if appended:
+            return batch
+        return appended is False
+
+    def pick(self, topic: str, key_bytes: bytes | None, n: int, info: Any) -> tuple[int, bool]:
+        """The partitioner's choice for a record of ``topic`` (``n`` partitions),
+        and whether it is the sticky partition of a key-less record (KIP-480)."""
+        available = info.available_partitions if self._partitioner_needs_available else ()
+        p = self._partitioner.partition(topic, key_bytes, n, available)
+        return p, key_bytes is None and self._sticky
+
+    def append_at(
+        self,
+        topic: str,
+        p: int,
+        sticky: bool,
+        n: int,
+        ts: int,
+        key_bytes: bytes | None,
+        value_bytes: bytes | None,
+        hdrs: Sequence[tuple[str, bytes | None]],
+        remember: bool,
+        now: float | None = None,
+    ) -> tuple[RecordHandle, bool]:
+        """Append a record to partition ``p`` of ``topic`` (``n`` partitions),
+        joining ``p`` to the transaction first, or, when ``sticky`` and ``p``'s
+        batch is done, to the sticky partitioner's next choice. With
+        ``remember``, the batch becomes the one :meth:`append_hot` fills for its
+        partition. ``now`` None: on the loop, where a partition that joins the
+        transaction has its request started at once (``start_request``); given
+        (the loop's clock read from another thread), that is the driver's to
+        do afterwards (:meth:`step`).
+
+        Returns:
+            The record's handle, and whether its partition joined the
+            transaction now.
+
+        Raises:
+            BufferFullError: no memory for it now.
+            KafkaError: MESSAGE_TOO_LARGE.
+        """
+        acc = self.acc
+        md = self.metadata
+        joined = False
+        while True:
+            # Before the append: the batch must not leave before its partition joins.
+            # A new partition's AddPartitionsToTxn goes now, overlapping with
+            # filling the batch.
+            if self.transactional and self.txn.add_partition(topic, p):
+                joined = True
+                if now is None:
+                    self.step(self.clock())
+            handle = acc.append(
+                topic, p, ts, key_bytes, value_bytes, hdrs, now, abort_on_new_batch=sticky
+            )
+            if handle is not None:
+                break
+            # KIP-480: the sticky partition's batch is done; move on and append there.
+            available = md.topics[topic].available_partitions
+            self._partitioner.on_new_batch(topic, p, n, available)
+            p = self._partitioner.partition(topic, key_bytes, n, available)
+            sticky = False
+        if remember:
+            self._remember(topic, p, n, key_bytes, handle.batch)
+        return handle, joined
+
+    def _remember(
+        self, topic: str, p: int, n: int, key: bytes | None, batch: ProducerBatch
+    ) -> None:
+        if key is None:
+            self._sticky_batches[topic] = batch
+        elif self._hot_keyed and type(key) is bytes:
+            slots = self._keyed_batches.get(topic)
+            current = self.metadata.topics.get(topic)
+            # Only for the count the metadata holds now: it may have changed
+            # while the caller waited.
+            if slots is None and current is not None and len(current.partitions) == n:
+                slots = self._keyed_batches[topic] = [None] * n
+            if slots is not None and len(slots) == n:
+                slots[p] = batch
+
+    def open_batch(
+        self, topic: str, value: bytes, key: bytes | None, now: float
+    ) -> tuple[RecordHandle, bool] | None:
+        """For a record :meth:`append_hot` says needs a batch opened, from a
+        thread other than the loop's while it waits: :meth:`append_at` for it
+        when that cannot wait or be refused (``now`` is the loop's clock, read
+        from the calling thread). The driver then runs :meth:`step` and wakes
+        the sender on the loop.
+
+        Returns:
+            The record's handle and whether its partition joined the
+            transaction now; None when the record must take the driver's
+            ``send`` (it would wait for metadata or memory, or be refused).
+        """
+        if self.closed or self.fatal is not None:
+            return None
+        if self.transactional and not self.txn.sendable:
+            return None
+        size = RECORD_OVERHEAD + len(value)
+        if key is not None:
+            if type(key) is not bytes or not self._raw_keys:
+                return None
+            size += len(key)
+        if not self.acc.can_take(size):
+            return None
+        info = self.metadata.topics.get(topic)
+        n = len(info.partitions) if info is not None else 0
+        if not n:
+            return None
+        p, sticky = self.pick(topic, key, n, info)
+        ts = int(time.time() * 1000)
+        return self.append_at(topic, p, sticky, n, ts, key, value, (), True, now)
+
+    def forget_keyed_batches(self, topic: str) -> None:
+        """``topic``'s partition count changed: its keyed batches no longer map."""
+        self._keyed_batches.pop(topic, None)
+
+    def forget_hot_batches(self) -> None:
+        """The transaction takes no more records (committing, aborting, doomed):
+        the hot path must not append to the batches it kept, so the next record
+        takes :meth:`append_at`, which asks the transaction."""
+        self._sticky_batches.clear()
+        self._keyed_batches.clear()
+
+    # -- answers ---------------------------------------------------------------------------
+
+    def on_produce_response(self, batches: list[ProducerBatch], response: Any, now: float) -> bool:
+        """A Produce answer (None for ``acks=0``): each batch completes, is
+        retried or fails. Returns whether the metadata must be refreshed (the
+        driver then nudges its refresher)."""
+        acc = self.acc
+        if response is None:
+            for b in batches:
+                acc.complete(b, -1, now=now)
+            return False
+        md = self.metadata
+        refresh = False
+        for b, p in produce_results(batches, response):
+            if p is None:
+                acc.retry_or_fail(
+                    b,
+                    KafkaError(
+                        ErrorCode.UNKNOWN_SERVER_ERROR, "partition missing from the response"
+                    ),
+                    now,
+                )
+                continue
+            code = p.error_code
+            if code == 0:
+                acc.complete(b, p.base_offset, p.log_append_time_ms, now)
+                continue
+            if code == ErrorCode.DUPLICATE_SEQUENCE_NUMBER:
+                acc.complete(b, p.base_offset, now=now)
+                continue
+            if code == ErrorCode.MESSAGE_TOO_LARGE and acc.split(b):
+                continue
+            err = KafkaError(code, p.error_message)
+            if code in REFRESH_ERRORS:
+                refresh = True
+                leader = p.current_leader
+                if leader.leader_id >= 0:
+                    md.on_leader_hint(b.topic, b.partition, leader.leader_id, leader.leader_epoch)
+                else:
+                    md.on_partition_error(code, b.topic, b.partition)
+            if code in _SEQUENCE_GAP and b.base_sequence >= 0:
+                if acc.has_earlier(b):
+                    # An older batch's retry: this one follows it.
+                    acc.retry_or_fail(b, err, now, force=True)
+                    continue
+                if not self.transactional:
+                    # KIP-360: renumber the partition under a new identity and resend.
+                    if acc.retry_or_fail(b, err, now, force=True) and acc.request_sequence_reset(b):
+                        self.txn.request_epoch_bump()
+                    continue
+            acc.retry_or_fail(b, err, now)
+        if refresh:
+            md.request_update()
+        return refresh
+
+    def on_produce_failed(
+        self, batches: list[ProducerBatch], error: BaseException, now: float
+    ) -> None:
+        """A Produce request got no answer: its batches are retried or fail, and
+        the metadata is refreshed (the driver nudges its refresher)."""
+        acc = self.acc
+        for b in batches:
+            acc.retry_or_fail(b, error, now)
+        self.metadata.request_update()
+
+    def _on_batch_retry(self, batch: ProducerBatch, error: BaseException) -> None:
+        """Tell the error a batch is retried after, as it happens (once per kind of
+        error and interval), so that a cause retried until ``delivery.timeout.ms``
+        is known long before the records fail."""
+        left = batch.created + self.acc.delivery_timeout - self.clock()
+        self._retry_log.warning(
+            error_kind(error),
+            "produce %s-%d: %s; retrying (attempt %d; delivery.timeout.ms fails the records in %.0f s)",
+            batch.topic,
+            batch.partition,
+            error,
+            batch.attempts,
+            max(left, 0.0),
+        )
+
+    def _on_batch_failed(self, batch: ProducerBatch, error: BaseException) -> None:
+        txn = self.txn
+        txn.on_batch_failed(error, sequenced=batch.base_sequence >= 0, number=batch.txn)
+        if txn.fatal_error is not None:
+            # At once, before a caller woken by the fatal error looks at its records.
+            self.set_fatal(txn.fatal_error)
+        self.wake()
+
+    def set_fatal(self, error: BaseException) -> None:
+        """From now on every append fails with ``error``; buffered records fail now."""
+        if self.fatal is None:
+            self.fatal = error
+            self.acc.abort(error)
+            self.memory_freed()
+
+    # -- the transaction (an idempotent producer's id too) ------------------------------
+
+    def step(self, now: float) -> None:
+        """Feed the transaction manager and start its next request, if one is due
+        and none is out (``start_request``)."""
+        txn = self.txn
+        acc = self.acc
+        if txn.state is TxnState.UNINITIALIZED:
+            if self.transactional or not acc.has_pending():
+                return
+            txn.init()  # an idempotent producer's id, with its first batch
+        if txn.fatal_error is not None:
+            self.set_fatal(txn.fatal_error)
+            return
+        doomed: BaseException | None = None
+        if txn.state is TxnState.ABORTABLE_ERROR:
+            doomed = txn.last_error
+        elif txn.state is TxnState.ABORTING_TRANSACTION:
+            doomed = TransactionAbortedError("the transaction was aborted")
+        if doomed is not None and acc.abort_undrained(doomed):
+            self.memory_freed()
+        if not self.request_busy and self.start_request is not None:
+            request = txn.poll(now, batches_pending=self.batches_pending())
+            if request is not None:
+                self.request_busy = True
+                self.start_request(request)
+
+    def batches_pending(self) -> bool:
+        """Whether the transaction being committed or aborted has batches left
+        (not those of a transaction begun ahead of its end)."""
+        txn = self.txn
+        return self.acc.has_pending(txn.sending_number if txn.pipelined else None)
+
+    def on_request_failed(self, request: TxnRequest, error: BaseException, now: float) -> None:
+        """A transaction request got no answer: the manager retries it (after a
+        metadata refresh when it went to a coordinator, which may have moved)."""
+        log.debug("%s failed: %s", request.kind.name, error)
+        if request.coordinator is not None:
+            self.metadata.request_update()
+        self.txn.on_failure(request, error, now)
+
+    def request_done(self) -> None:
+        """A transaction request ended (its answer or failure given to :attr:`txn`):
+        apply its outcome. The driver then steps on (:meth:`step`)."""
+        txn = self.txn
+        self.request_busy = False
+        if txn.fatal_error is not None:
+            self.set_fatal(txn.fatal_error)
+        acc = self.acc
+        if acc.producer_id != txn.producer_id or acc.producer_epoch != txn.producer_epoch:
+            acc.producer_id = txn.producer_id
+            acc.producer_epoch = txn.producer_epoch
+
+    def idempotence_unsupported(self) -> None:
+        """The broker has no InitProducerId and idempotence was only implied:
+        it is off, as Java quietly turns it off too."""
+        log.info("the broker has no InitProducerId: idempotence is off")
+        self.acc.idempotent = False
+        self.acc.partition_in_flight = 1
+
+    def begin_transaction(self) -> bool:
+        """Begin a transaction; whether it began ahead of a commit still under
+        way (whose open batches then take no more records)."""
+        txn = self.txn
+        txn.begin()
+        if txn.pipelined:
+            self.acc.seal()
+        self.acc.txn_open = txn.open_number
+        return txn.pipelined
+
+    def begin_abort(self) -> TxnResult:
+        """Start aborting the transaction; a transaction begun ahead of a commit
+        fails its batches at once (none of them left)."""
+        txn = self.txn
+        ahead = txn.open_number if txn.pipelined else None
+        result = txn.begin_abort()
+        if ahead is not None:
+            doomed = TransactionAbortedError("the transaction was aborted")
+            if self.acc.abort_undrained(doomed, ahead):
+                self.memory_freed()
+        return result
+
+    def close(self, error: BaseException) -> None:
+        """Closed: records still buffered and transaction calls fail with ``error``."""
+        self.closed = True
+        self.acc.closing = True
+        self.acc.abort(error)
+        self.txn.close(error)

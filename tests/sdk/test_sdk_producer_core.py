@@ -1,0 +1,171 @@
+"""The producer's core without I/O: its public methods, driven as a driver would,
+with a metadata cache filled from a Metadata answer and the driver's effects
+(wake, memory freed, transaction requests) recorded instead of performed."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from sdk_metadata import one_topic_cache
+
+from trafka.codec import ErrorCode, KafkaError
+from trafka.codec.messages import k00_produce as produce
+from trafka.sdk.accumulator import RECORD_OVERHEAD, ProducerBatch
+from trafka.sdk.config import ProducerConfig, make_config
+from trafka.sdk.errors import ClientClosedError, ProducerFencedError
+from trafka.sdk.partitioners import murmur2_partition
+from trafka.sdk.producer_core import ProducerCore
+from trafka.sdk.transactions import Kind, TxnRequest
+
+PARTITIONS = 3
+
+
+class Effects:
+    """What the core asked of its driver."""
+
+    def __init__(self) -> None:
+        self.wakes = 0
+        self.freed = 0
+        self.requests: list[TxnRequest] = []
+
+    def core(self, **settings: Any) -> ProducerCore:
+        config = make_config(ProducerConfig, None, {"bootstrap_servers": "h:1", **settings})
+        now = [0.0]
+        return ProducerCore(
+            config,
+            one_topic_cache("t", PARTITIONS),
+            lambda: now[0],
+            wake=self.wake,
+            memory_freed=self.memory_freed,
+            start_request=self.requests.append,
+        )
+
+    def wake(self) -> None:
+        self.wakes += 1
+
+    def memory_freed(self) -> None:
+        self.freed += 1
+
+
+def open_batch(core: ProducerCore, value: bytes, key: bytes | None = None) -> ProducerBatch:
+    """The general path for a record the hot path has no batch for, as a driver takes it."""
+    assert core.append_hot("t", value, key) is True
+    placed = core.open_batch("t", value, key, now=1.0)
+    assert placed is not None
+    handle, joined = placed
+    assert not joined
+    return handle.batch
+
+
+def test_the_hot_path_fills_the_batch_the_general_path_opened() -> None:
+    core = Effects().core(linger_ms=1000)
+    assert core.hot_path
+    batch = open_batch(core, b"first")
+    for i in range(5):
+        assert core.append_hot("t", b"v%d" % i, None) is batch
+    assert [r[2] for r in batch.records] == [b"first", b"v0", b"v1", b"v2", b"v3", b"v4"]
+    # Both paths charged buffer.memory through the one append (append_to).
+    assert core.acc.used_memory == batch.memory > 0
+
+
+def test_keyed_bytes_records_go_to_their_murmur2_partitions_batch() -> None:
+    core = Effects().core()
+    batch = open_batch(core, b"v", b"key-1")
+    again = core.append_hot("t", b"w", b"key-1")
+    assert again is batch
+    assert [r[1] for r in batch.records] == [b"key-1", b"key-1"]
+    assert batch.partition == murmur2_partition(b"key-1", PARTITIONS)
+    # A key of another partition, which has no batch yet: the general path opens one.
+    other = next(
+        k
+        for k in (b"key-%d" % i for i in range(2, 100))
+        if murmur2_partition(k, PARTITIONS) != batch.partition
+    )
+    assert core.append_hot("t", b"w", other) is True
+
+
+def test_a_full_batch_sends_the_next_record_to_the_general_path() -> None:
+    core = Effects().core(batch_size=RECORD_OVERHEAD * 8)
+    batch = open_batch(core, b"x")
+    while not batch.full:
+        got = core.append_hot("t", b"x", None)
+        if got is True:
+            break
+        assert got is batch
+    assert core.append_hot("t", b"x", None) is True
+
+
+def test_misuse_is_refused_by_prepare() -> None:
+    core = Effects().core()
+    assert core.prepare("t", b"v", None, None, None, None) == ("t", b"v", None, None, (), None)
+    with pytest.raises(ValueError, match="topic"):
+        core.prepare("no/topic", b"v", None, None, None, None)
+    with pytest.raises(TypeError, match="timestamp_ms"):
+        core.prepare("t", b"v", None, None, None, "now")
+
+
+def test_an_acks_0_answer_completes_the_batches() -> None:
+    core = Effects().core(acks=0)
+    batch = open_batch(core, b"v")
+    assert not core.on_produce_response([batch], None, now=2.0)
+    assert batch.done and batch.error is None and core.acc.used_memory == 0
+
+
+def test_a_leadership_error_retries_and_asks_for_metadata() -> None:
+    effects = Effects()
+    core = effects.core(enable_idempotence=False)
+    batch = open_batch(core, b"v")
+    R = produce.ProduceResponse
+    answer = R(
+        responses=[
+            R.TopicProduceResponse(
+                name="t",
+                partition_responses=[
+                    R.PartitionProduceResponse(
+                        index=batch.partition, error_code=ErrorCode.NOT_LEADER_OR_FOLLOWER
+                    )
+                ],
+            )
+        ]
+    )
+    assert core.acc.drain(2.0, 1, core.metadata.leader_for) == [batch]
+    assert core.on_produce_response([batch], answer, now=2.0)  # refresh the metadata
+    assert not batch.done and batch.attempts == 1
+
+
+def test_a_fatal_error_fails_buffered_records_and_every_later_append() -> None:
+    effects = Effects()
+    core = effects.core()
+    batch = open_batch(core, b"v")
+    core.set_fatal(ProducerFencedError(ErrorCode.PRODUCER_FENCED, "fenced"))
+    assert batch.done and isinstance(batch.error, ProducerFencedError)
+    assert effects.freed == 1
+    assert core.append_hot("t", b"w", None) is False
+    assert core.open_batch("t", b"w", None, now=3.0) is None
+    with pytest.raises(ProducerFencedError):
+        core.check_open()
+
+
+def test_close_fails_what_is_buffered() -> None:
+    core = Effects().core()
+    batch = open_batch(core, b"v")
+    core.close(ClientClosedError("closed"))
+    assert isinstance(batch.error, ClientClosedError)
+    with pytest.raises(ClientClosedError):
+        core.check_open()
+
+
+def test_an_idempotent_producer_asks_for_its_id_with_its_first_batch() -> None:
+    effects = Effects()
+    core = effects.core()  # idempotence is the default
+    core.step(now=1.0)
+    assert effects.requests == []  # nothing to send yet
+    open_batch(core, b"v")
+    core.step(now=1.0)
+    assert [r.kind for r in effects.requests] == [Kind.INIT_PRODUCER_ID]
+    core.step(now=1.0)  # one request at a time
+    assert len(effects.requests) == 1 and core.request_busy
+    core.on_request_failed(effects.requests[0], KafkaError(ErrorCode.NOT_COORDINATOR), now=1.0)
+    core.request_done()
+    assert not core.request_busy
