@@ -54,7 +54,7 @@ from collections.abc import (
 )
 from concurrent.futures import Future
 from functools import partial
-from typing import Any, Generic, overload
+from typing import TYPE_CHECKING, Any, Generic, overload
 
 import anyio
 import anyio.to_thread
@@ -71,8 +71,6 @@ from ._validate import (
     check_topic_partitions,
     check_topics,
 )
-from .admin import Admin as AsyncAdmin
-from .admin import open_admin
 from .blocking_producer import PendingCommit, Producer, SendFuture
 from .consumer import Consumer as AsyncConsumer
 from .consumer import check_commit, check_poll, check_subscription, open_consumer
@@ -80,6 +78,9 @@ from .fetcher import ConsumerRecord, K, TopicPartition, V
 from .share_consumer import AcknowledgeType, ShareRecord, open_share_consumer
 from .share_consumer import ShareConsumer as AsyncShareConsumer
 from .statistics import AdminStatistics, ConsumerStatistics
+
+if TYPE_CHECKING:
+    from .admin import Admin as AsyncAdmin
 
 __all__ = ["Admin", "Consumer", "PendingCommit", "Producer", "SendFuture", "ShareConsumer"]
 
@@ -584,6 +585,9 @@ class Admin(Forwarding):
     """
 
     def __init__(self, config: Any = None, **settings: Any) -> None:
+        # The admin package loads with the first Admin: most scripts never make one (issue #48).
+        from .admin import open_admin
+
         self._loop = Portal(partial(open_admin, config, **settings))
         self._admin: AsyncAdmin = self._loop.client
 

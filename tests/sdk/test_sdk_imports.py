@@ -67,3 +67,19 @@ def test_importing_the_client_prepares_nothing_ahead() -> None:
         "described True []",
         "tables [] []",
     ]
+
+
+def test_the_blocking_clients_load_the_admin_client_with_the_first_admin() -> None:
+    code = (
+        "import sys, trafka.sdk.blocking as b\n"
+        "print('trafka.sdk.admin' in sys.modules)\n"
+        "try:\n"
+        "    b.Admin(bootstrap_servers='127.0.0.1:1', request_timeout_ms=1)\n"
+        "except Exception:\n"
+        "    pass\n"
+        "print('trafka.sdk.admin' in sys.modules)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert result.stdout.split() == ["False", "True"], result.stderr
