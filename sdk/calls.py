@@ -175,6 +175,13 @@ class Calls:
                     raise KafkaError(missing, f"topic {topic!r} does not exist")
         for topic in sorted(topics):
             await self.cluster.partitions_for(topic, max(0.0, deadline - anyio.current_time()) + 1)
+        grown = sorted(
+            {tp.topic for tp in tps if tp.partition >= (md.partition_count(tp.topic) or 0)}
+        )
+        if grown:
+            # Partitions may have been added since the metadata was read (by another
+            # client): ask once more before saying a partition does not exist.
+            await self.cluster.refresh_metadata(grown)
         out: dict[int, list[TopicPartition]] = {}
         leaderless: list[TopicPartition] = []
         for tp in tps:

@@ -203,6 +203,30 @@ async def test_admin_never_creates_a_topic_by_looking_it_up(broker: RunningBroke
             assert missing not in await admin.list_topics()
 
 
+async def test_admin_finds_partitions_another_client_added(broker: RunningBroker) -> None:
+    """A partition added by another client since this admin read the metadata is
+    looked up again, not refused as missing; one that does not exist still is."""
+    bs = broker.bootstrap_servers
+    topic = fresh("grown")
+    with anyio.fail_after(30):
+        await _create(bs, topic, 1)
+        async with open_admin(bootstrap_servers=bs) as admin:
+            first = TopicPartition(topic, 0)
+            assert (await admin.list_offsets({first: "latest"}))[first] is not None
+            async with open_admin(bootstrap_servers=bs) as other:
+                await other.create_partitions({topic: 3})
+            async with open_producer(bootstrap_servers=bs) as p:
+                for _ in range(2):
+                    await p.send(topic, b"x", partition=2)
+            added = TopicPartition(topic, 2)
+            latest = await admin.list_offsets({added: "latest"})
+            assert latest[added] is not None and latest[added][0] == 2
+            assert (await admin.delete_records({added: 1}))[added] == 1
+            with pytest.raises(KafkaError) as info:
+                await admin.list_offsets({TopicPartition(topic, 3): "latest"})
+            assert info.value.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
 async def test_group_commit_and_resume(broker: RunningBroker) -> None:
     bs = broker.bootstrap_servers
     topic = fresh("grp")
