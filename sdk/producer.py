@@ -89,6 +89,7 @@ from ._util import (
 )
 from ._validate import (
     check_bool,
+    check_committed_offset,
     check_headers,
     check_offsets,
     check_partition,
@@ -164,7 +165,7 @@ def _transaction_offsets(
 ) -> tuple[dict[TopicPartition, int], ConsumerGroupMetadata]:
     """``send_offsets_to_transaction``'s arguments, checked (pure: the blocking
     producer checks them in the caller's thread too)."""
-    clean = check_offsets("offsets", offsets)
+    clean = check_offsets("offsets", offsets, check_value=check_committed_offset)
     if isinstance(group_metadata, ConsumerGroupMetadata):
         return clean, group_metadata
     if not isinstance(group_metadata, str):
@@ -1020,7 +1021,8 @@ class Producer(Hostable):
 
         Args:
             offsets: per partition, the offset of the next record to consume
-                (the last processed record's offset + 1).
+                (the last processed record's offset + 1), or an
+                :class:`OffsetAndMetadata` to commit metadata with it.
             group_metadata: ``consumer.group_metadata()``; the coordinator then
                 refuses the offsets if the consumer's generation has moved on
                 (KIP-447). A bare group id skips that check.

@@ -11,7 +11,14 @@ import pytest
 from sdk_brokers import fresh, module_broker
 
 from trafka.brokerlite import RunningBroker
-from trafka.sdk import NewTopic, OffsetAndMetadata, TopicPartition, open_admin, open_consumer
+from trafka.sdk import (
+    NewTopic,
+    OffsetAndMetadata,
+    TopicPartition,
+    open_admin,
+    open_consumer,
+    open_producer,
+)
 
 
 @pytest.fixture(scope="module")
@@ -49,4 +56,44 @@ def test_commit_with_metadata_is_read_back_by_another_client(broker: RunningBrok
         admin.close()
     by_partition = {tp.partition: om for tp, om in got[group].items()}
     assert (by_partition[0].offset, by_partition[0].metadata) == (0, "checkpoint a")
+    assert (by_partition[1].offset, by_partition[1].metadata) == (0, "")
+
+
+def test_transactional_offsets_keep_their_metadata(broker: RunningBroker) -> None:
+    """KIP-98's TxnOffsetCommit carries each partition's ``committed_metadata``
+    as OffsetCommit does; once the transaction commits, OffsetFetch (kafka-python's
+    admin here) returns it, as Java's ``sendOffsetsToTransaction`` with an
+    ``OffsetAndMetadata`` does."""
+    topic, group, tid = fresh("txn-meta"), fresh("txn-meta-group"), fresh("txn-meta-id")
+    servers = broker.bootstrap_servers
+
+    async def main() -> None:
+        async with open_admin(bootstrap_servers=servers) as admin:
+            await admin.create_topics([NewTopic(topic, 2)])
+        async with open_producer(bootstrap_servers=servers, transactional_id=tid) as producer:
+            await producer.init_transactions()
+            producer.begin_transaction()
+            # Metadata that is no string is refused at the call, as commit() does.
+            with pytest.raises(TypeError, match=r"offsets\[.*\]\.metadata must be"):
+                await producer.send_offsets_to_transaction(
+                    {TopicPartition(topic, 0): OffsetAndMetadata(0, 7)},
+                    group,
+                )
+            await producer.send_offsets_to_transaction(
+                {
+                    TopicPartition(topic, 0): OffsetAndMetadata(0, "txn checkpoint"),
+                    TopicPartition(topic, 1): 0,  # a plain offset: empty metadata
+                },
+                group,
+            )
+            await producer.commit_transaction()
+
+    anyio.run(main, backend="trio")
+    admin = kafka.KafkaAdminClient(bootstrap_servers=servers)
+    try:
+        got = admin.list_group_offsets(group)
+    finally:
+        admin.close()
+    by_partition = {tp.partition: om for tp, om in got[group].items()}
+    assert (by_partition[0].offset, by_partition[0].metadata) == (0, "txn checkpoint")
     assert (by_partition[1].offset, by_partition[1].metadata) == (0, "")
