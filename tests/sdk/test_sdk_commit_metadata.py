@@ -4,6 +4,7 @@ by another client (kafka-python's admin) from brokerlite."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import anyio
 import kafka
@@ -24,6 +25,17 @@ from trafka.sdk import (
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningBroker]:
     yield from module_broker(tmp_path_factory, "commit-metadata")
+
+
+def read_back(servers: str, group: str) -> dict[int, Any]:
+    """The group's committed offsets by partition, as kafka-python's admin reads
+    them (OffsetFetch): each with ``.offset`` and ``.metadata``."""
+    admin = kafka.KafkaAdminClient(bootstrap_servers=servers)
+    try:
+        got = admin.list_group_offsets(group)
+    finally:
+        admin.close()
+    return {tp.partition: om for tp, om in got[group].items()}
 
 
 def test_offset_and_metadata_is_its_offset() -> None:
@@ -49,12 +61,7 @@ def test_commit_with_metadata_is_read_back_by_another_client(broker: RunningBrok
             )
 
     anyio.run(main, backend="trio")
-    admin = kafka.KafkaAdminClient(bootstrap_servers=servers)
-    try:
-        got = admin.list_group_offsets(group)
-    finally:
-        admin.close()
-    by_partition = {tp.partition: om for tp, om in got[group].items()}
+    by_partition = read_back(servers, group)
     assert (by_partition[0].offset, by_partition[0].metadata) == (0, "checkpoint a")
     assert (by_partition[1].offset, by_partition[1].metadata) == (0, "")
 
@@ -89,11 +96,6 @@ def test_transactional_offsets_keep_their_metadata(broker: RunningBroker) -> Non
             await producer.commit_transaction()
 
     anyio.run(main, backend="trio")
-    admin = kafka.KafkaAdminClient(bootstrap_servers=servers)
-    try:
-        got = admin.list_group_offsets(group)
-    finally:
-        admin.close()
-    by_partition = {tp.partition: om for tp, om in got[group].items()}
+    by_partition = read_back(servers, group)
     assert (by_partition[0].offset, by_partition[0].metadata) == (0, "txn checkpoint")
     assert (by_partition[1].offset, by_partition[1].metadata) == (0, "")
