@@ -20,7 +20,7 @@ from trafka.console.server import (
     parse_listen,
 )
 
-from .cli_client import DEFAULT_BOOTSTRAP, ENV_BOOTSTRAP, _parse_pairs
+from .clikit import DEFAULT_BOOTSTRAP, ENV_BOOTSTRAP, parse_pairs
 
 __all__ = ["command"]
 
@@ -96,7 +96,7 @@ def command(
     reason = missing_dependencies()
     if reason is not None:
         raise click.ClickException(reason)
-    client: dict[str, Any] = {"bootstrap.servers": bootstrap, **_parse_pairs(properties, "-X")}
+    client: dict[str, Any] = {"bootstrap.servers": bootstrap, **parse_pairs(properties, "-X")}
     settings = ConsoleSettings(client, listen, sample_interval, allowed_hosts)
     logging.basicConfig(
         level=logging.DEBUG if verbose else logging.INFO,
