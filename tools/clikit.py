@@ -15,7 +15,11 @@ Rules:
   exit 1 with one line (``Error: ...``); usage errors exit 2 (click's
   convention). A broker going out of reach meanwhile is said on stderr
   (:func:`client_settings` gives every client a
-  :class:`~trafka.tools.cli_faults.BrokerNotices` as its ``error_cb``).
+  :class:`~trafka.tools.cli_faults.BrokerNotices` as its ``error_cb``). A
+  broker that accepts connections but answers nothing (hung, a frozen host) is
+  out of reach once a connect has taken 5 s (``socket.connection.setup.timeout.ms``,
+  which ``-X`` can change; the SDK's default is 10 s), so that a person at the
+  terminal hears of it within 10 s of the command's start.
 * Data goes to stdout; progress, summaries and dry-run notes go to stderr
   (:func:`echo_err`), so the output can be piped.
 * The admin commands take the same options (:func:`admin_options`) and run
@@ -43,6 +47,7 @@ from .cli_faults import BrokerNotices
 
 __all__ = [
     "CLIENT_ID",
+    "SETUP_TIMEOUT_MS",
     "DEFAULT_BOOTSTRAP",
     "ENV_BOOTSTRAP",
     "OutputFormat",
@@ -69,6 +74,8 @@ __all__ = [
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 ENV_BOOTSTRAP = "TRAFKA_BOOTSTRAP_SERVERS"
 CLIENT_ID = "trafka-cli"
+#: The commands' ``socket.connection.setup.timeout.ms`` (the SDK's is 10 s): see the rules.
+SETUP_TIMEOUT_MS = 5000
 
 
 T = TypeVar("T")
@@ -294,7 +301,11 @@ def client_settings(
     """A client's settings: ``defaults`` under the ``-X`` pairs ``extra``, with
     the bootstrap servers, the CLI's client id and an ``error_cb`` that says
     on stderr when a broker goes out of reach (:class:`BrokerNotices`)."""
-    cfg: dict[str, Any] = {"bootstrap.servers": bootstrap, "client.id": CLIENT_ID}
+    cfg: dict[str, Any] = {
+        "bootstrap.servers": bootstrap,
+        "client.id": CLIENT_ID,
+        "socket.connection.setup.timeout.ms": SETUP_TIMEOUT_MS,
+    }
     cfg.update(defaults)
     cfg.update(parse_pairs(extra, "-X"))
     # A broker going out of reach is said at once, though the client retries.
