@@ -236,6 +236,12 @@ class Broker:
             LogConfig(**config.as_log_config_kwargs()),
             now_ms=now_ms,
             max_partitions=config.partition_limit(),
+            broker_defaults={
+                "min.insync.replicas": str(config.min_insync_replicas),
+                "unclean.leader.election.enable": str(
+                    config.unclean_leader_election_enable
+                ).lower(),
+            },
         )
         with contextlib.ExitStack() as opened:
             opened.callback(self.logs.close)

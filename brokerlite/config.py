@@ -971,6 +971,8 @@ _KAFKA_FIELD_NAMES: dict[str, str] = {
     "producer_id_expiration_ms": "producer.id.expiration.ms",
     "producer_id_expiration_check_interval_ms": "producer.id.expiration.check.interval.ms",
     "max_incremental_fetch_session_cache_slots": "max.incremental.fetch.session.cache.slots",
+    "min_insync_replicas": "min.insync.replicas",
+    "unclean_leader_election_enable": "unclean.leader.election.enable",
 }
 
 # Kafka's ConfigDef ranges of the share-group settings (Kafka 4.1's; the bounds of

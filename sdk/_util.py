@@ -64,7 +64,8 @@ def collapse_group(
 
     A group whose leaves are one exception (ignoring cancellations when a real
     error is present) collapses to that exception; a group of cancellations
-    collapses to the first one. ``prefer`` (the block's own error) wins over
+    collapses to the first one. A KeyboardInterrupt or SystemExit wins over
+    everything else. ``prefer`` (the block's own error) wins over
     the other leaves when it is among them and not a cancellation: an error
     inside the block comes out as itself, whatever a task raised meanwhile.
     Only several distinct errors, none preferred, stay a group.
@@ -81,6 +82,11 @@ def collapse_group(
     walk(group)
     cancelled = anyio.get_cancelled_exc_class()
     real = [e for e in leaves if not isinstance(e, cancelled)]
+    for exc in real:
+        # Ctrl-C lands in whichever task runs (trio raises it there); what the
+        # block raised meanwhile is most likely its effect: the interrupt wins.
+        if isinstance(exc, KeyboardInterrupt | SystemExit):
+            return exc
     if len(real) == 1:
         return real[0]
     if not real and leaves:

@@ -323,7 +323,9 @@ class ClientConfig:
         reconnect_backoff_max_ms: the wait doubles per failure up to this.
         retry_backoff_ms: wait before retrying a failed request.
         retry_backoff_max_ms: the retry wait doubles per failure up to this.
-        socket_connection_setup_timeout_ms: how long a TCP connect may take.
+        socket_connection_setup_timeout_ms: how long a connect may take: TCP,
+            TLS and the ApiVersions handshake, until the connection can serve
+            (as librdkafka's).
         connections_max_idle_ms: idle connections are closed after this.
         receive_message_max_bytes: the largest response frame accepted (librdkafka's
             name; Java has no limit, we default to 100 MiB).

@@ -74,7 +74,7 @@ import anyio.lowlevel
 from trafka.codec import ErrorCode, KafkaError, TrafkaError
 
 from ._util import loop_clock, owned_task_group, serve_metrics_if_asked
-from ._validate import check_bool, check_offsets, check_str, check_topic, describe
+from ._validate import check_bool, check_committed_offset, check_offsets, check_str, check_topic, describe
 from .accumulator import (
     BATCH_OVERHEAD,
     BufferFullError,
@@ -134,7 +134,7 @@ def transaction_offsets(
 ) -> tuple[dict[TopicPartition, int], ConsumerGroupMetadata]:
     """``send_offsets_to_transaction``'s arguments, checked (pure: the blocking
     producer checks them in the caller's thread too)."""
-    clean = check_offsets("offsets", offsets)
+    clean = check_offsets("offsets", offsets, check_value=check_committed_offset)
     if isinstance(group_metadata, ConsumerGroupMetadata):
         return clean, group_metadata
     if not isinstance(group_metadata, str):
@@ -659,7 +659,8 @@ class Producer(Hostable):
 
         Args:
             offsets: per partition, the offset of the next record to consume
-                (the last processed record's offset + 1).
+                (the last processed record's offset + 1), or an
+                :class:`OffsetAndMetadata` to commit metadata with it.
             group_metadata: ``consumer.group_metadata()``; the coordinator then
                 refuses the offsets if the consumer's generation has moved on
                 (KIP-447). A bare group id skips that check.

@@ -96,7 +96,7 @@ from .errors import (
     TransactionAbortedError,
     TransactionFatalError,
 )
-from .fetcher import TopicPartition
+from .fetcher import OffsetAndMetadata, TopicPartition
 from .group_protocol import CommitFailedError, read_find_coordinator
 
 __all__ = [
@@ -617,7 +617,8 @@ class TransactionManager:
         """Make consumer offsets part of the transaction (AddOffsetsToTxn + TxnOffsetCommit).
 
         Args:
-            offsets: the next offset to consume, per partition.
+            offsets: the next offset to consume, per partition (an
+                :class:`OffsetAndMetadata` commits its metadata too).
             group: the consumer's :class:`ConsumerGroupMetadata`.
 
         Returns:
@@ -630,7 +631,11 @@ class TransactionManager:
         if not self.sendable:
             self._refuse("send_offsets_to_transaction()")
         result = TxnResult("send_offsets_to_transaction")
-        clean = {TopicPartition(*tp): int(off) for tp, off in offsets.items()}
+        # An OffsetAndMetadata stays one: TxnOffsetCommit carries its metadata.
+        clean = {
+            TopicPartition(*tp): off if isinstance(off, OffsetAndMetadata) else int(off)
+            for tp, off in offsets.items()
+        }
         if not clean:
             result.resolve()
             return result

@@ -21,7 +21,11 @@ Rules:
 * :class:`Cluster` owns the connections, the metadata cache and the tasks
   (readers, metadata refresher) inside the task group it is given. Failed
   connects back off exponentially per broker (``reconnect.backoff.ms`` to
-  ``reconnect.backoff.max.ms``, +-20% jitter).
+  ``reconnect.backoff.max.ms``, +-20% jitter). A connect is one of those tasks,
+  not its caller's: a caller that stops waiting leaves it to finish. It is
+  bounded by ``socket.connection.setup.timeout.ms``, the ApiVersions handshake
+  included (librdkafka's rule), so a broker that accepts connections but
+  answers nothing is out of reach after it.
 * Waiting callers are woken through events; no task polls.
 * With TLS (``security.protocol`` SSL or SASL_SSL) the socket is an
   :class:`ssl.SSLSocket`, used the same non-blocking way: its "would block"
@@ -324,6 +328,10 @@ class BrokerConnection:
             AuthenticationError: TLS or SASL refused this client.
         """
         timeout = self._config.socket_connection_setup_timeout_ms / 1000
+        # The setup timeout bounds the ApiVersions handshake too (librdkafka's
+        # rule): a broker whose kernel accepts connections but that answers
+        # nothing (hung, frozen) is out of reach after it, not after request.timeout.ms.
+        setup_deadline = anyio.current_time() + timeout
         try:
             with anyio.fail_after(timeout):
                 sock = await _connect_socket(self.host, self.port)
@@ -347,7 +355,14 @@ class BrokerConnection:
         task_group.start_soon(self._reader, name=f"trafka reader {self.host}:{self.port}")
         task_group.start_soon(self._writer, name=f"trafka writer {self.host}:{self.port}")
         self._write(frame)
-        await waiter.event.wait()
+        with anyio.move_on_at(setup_deadline):
+            await waiter.event.wait()
+        if not waiter.event.is_set():
+            raise KafkaConnectionError(
+                f"connecting to {self.host}:{self.port} timed out: no answer to ApiVersions "
+                f"within socket.connection.setup.timeout.ms "
+                f"({self._config.socket_connection_setup_timeout_ms} ms)"
+            )
         if waiter.error is not None:
             raise waiter.error
         lifetime_ms = 0
@@ -1109,18 +1124,26 @@ class Cluster:
         conn = self.ready_connection(node_id)
         if conn is not None:
             return conn
+        # The connect is the cluster's task, not the caller's: a caller that stops
+        # waiting (its deadline) leaves it to finish, so that a broker that does not
+        # answer is still found out, and reported, at the setup timeout.
+        started = node_id not in self._connecting
+        if started:
+            self._address(node_id)  # a node metadata does not know is said now
+            self.connect_soon(node_id)
         pending = self._connecting.get(node_id)
         if pending is not None:
             await pending.wait()
-            conn = self.ready_connection(node_id)
-            if conn is not None:
-                return conn
-            last = self._last_error.get(node_id)
-            if isinstance(last, AuthenticationError):
-                raise last.again()
-            why = "" if last is None else f": {last}"
-            raise KafkaConnectionError(f"cannot connect to node {node_id}{why}") from last
-        return await self._connect(node_id)
+        conn = self.ready_connection(node_id)
+        if conn is not None:
+            return conn
+        last = self._last_error.get(node_id)
+        if isinstance(last, AuthenticationError):
+            raise last.again()
+        if started and last is not None:
+            raise last.with_traceback(None)  # what this caller's connect met
+        why = "" if last is None else f": {last}"
+        raise KafkaConnectionError(f"cannot connect to node {node_id}{why}") from last
 
     async def coordinator_connection(
         self, coordinator: tuple[int, str, int] | None

@@ -81,15 +81,15 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
         "Print records of TOPICS as a member of the share group GROUP, acknowledging each one (--ack); the acknowledgements are committed before it exits.",
     ),
     "topics": (
-        "trafka.tools.cli_client:topics_command",
+        "trafka.tools.cli_topics:topics_command",
         "List, create, describe and delete topics.",
     ),
     "features": (
-        "trafka.tools.cli_client:features_command",
+        "trafka.tools.cli_topics:features_command",
         "Describe and change the cluster's feature levels (KIP-584), as kafka-features.sh.",
     ),
     "groups": (
-        "trafka.tools.cli_client:groups_command",
+        "trafka.tools.cli_groups:groups_command",
         "List and describe groups (consumer groups with lag, share groups with start offsets and lag), reset their offsets, delete them; show and set group configs.",
     ),
     "transactions": (

@@ -3,7 +3,7 @@
 Rules:
 
 * The connection options, output conventions and exit statuses are those of
-  :mod:`trafka.tools.cli_client` (``-b``, ``-X``, ``-m``; data on stdout, notes
+  :mod:`trafka.tools.clikit` (``-b``, ``-X``, ``-m``; data on stdout, notes
   on stderr; a client error exits 1, a usage error 2).
 * ``list`` and ``remove`` take the same filter options; each one left out
   matches anything. A name given with ``--topic``/``--group``/
@@ -31,7 +31,7 @@ import click
 
 from trafka.codec import ErrorCode, KafkaError
 
-from .cli_client import _admin_options, _run, _table, _with_admin
+from .clikit import admin_options, format_table, run_client, with_admin
 
 __all__ = ["acls_command", "parse_operation"]
 
@@ -197,7 +197,7 @@ def _show(bindings: Iterable[Any], as_json: bool) -> None:
             "OPERATION",
             "PERMISSION",
         ]
-        click.echo(_table(headers, [list(r.values()) for r in rows]))
+        click.echo(format_table(headers, [list(r.values()) for r in rows]))
 
 
 def _explained(exc: KafkaError, what: str, operation: str) -> click.ClickException:
@@ -211,7 +211,7 @@ def _explained(exc: KafkaError, what: str, operation: str) -> click.ClickExcepti
 
 def _call(cfg: dict[str, Any], fn: Any, what: str, operation: str) -> Any:
     """Run ``fn(admin)``, explaining an authorizer's refusals."""
-    return _run(_with_admin, cfg, fn, explain=lambda exc: _explained(exc, what, operation))
+    return run_client(with_admin, cfg, fn, explain=lambda exc: _explained(exc, what, operation))
 
 
 @click.group("acls")
@@ -229,7 +229,7 @@ def acls_command() -> None:
 @acls_command.command("list")
 @_filter_options
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-@_admin_options
+@admin_options
 def acls_list(cfg: dict[str, Any], as_json: bool, **options: Any) -> None:
     """The ACLs the filters match (every ACL without any)."""
     acl_filter = _build_filter(options)
@@ -274,7 +274,7 @@ def acls_list(cfg: dict[str, Any], as_json: bool, **options: Any) -> None:
     "--prefixed", is_flag=True, help="The name is a prefix: the ACL covers every name it starts."
 )
 @click.option("--host", default="*", show_default=True, help="The client address it applies to.")
-@_admin_options
+@admin_options
 def acls_add(
     cfg: dict[str, Any],
     permission: str | None,
@@ -358,7 +358,7 @@ def _sentence(b: Any) -> str:
 @click.option("--all", "everything", is_flag=True, help="Remove every ACL (no filter needed).")
 @click.option("--dry-run", is_flag=True, help="List what would be removed; change nothing.")
 @click.option("--json", "as_json", is_flag=True, help="Print the removed ACLs as JSON.")
-@_admin_options
+@admin_options
 def acls_remove(
     cfg: dict[str, Any], everything: bool, dry_run: bool, as_json: bool, **options: Any
 ) -> None:

@@ -4,7 +4,7 @@ resources (KIP-714 subscriptions), like Kafka's ``kafka-client-metrics.sh``.
 Rules:
 
 * The connection options, output conventions and exit statuses are those of
-  :mod:`trafka.tools.cli_client` (``-b``, ``-X``, ``-m``; data on stdout, notes
+  :mod:`trafka.tools.clikit` (``-b``, ``-X``, ``-m``; data on stdout, notes
   on stderr; a client error exits 1, a usage error 2).
 * Exactly one action: ``--list`` (the names), ``--describe`` (every resource,
   or the one ``--name`` gives; a table, or ``--json``), ``--alter`` (``--name``
@@ -32,7 +32,7 @@ import click
 
 from trafka.codec import ErrorCode, KafkaError
 
-from .cli_client import _admin_options, _run, _table, _with_admin
+from .clikit import admin_options, format_table, run_client, with_admin
 
 __all__ = ["client_metrics_command"]
 
@@ -54,7 +54,7 @@ def _explained(exc: KafkaError, what: str) -> click.ClickException:
 
 
 def _call(cfg: dict[str, Any], fn: Any, what: str) -> Any:
-    return _run(_with_admin, cfg, fn, explain=lambda exc: _explained(exc, what))
+    return run_client(with_admin, cfg, fn, explain=lambda exc: _explained(exc, what))
 
 
 @click.command("client-metrics")
@@ -79,7 +79,7 @@ def _call(cfg: dict[str, Any], fn: Any, what: str) -> Any:
 )
 @click.option("--match", metavar="SELECTORS", help="Comma-separated selector=regex items.")
 @click.option("--json", "as_json", is_flag=True, help="With --describe: JSON output.")
-@_admin_options
+@admin_options
 def client_metrics_command(
     cfg: dict[str, Any],
     action: str | None,
@@ -153,4 +153,4 @@ def _describe(cfg: dict[str, Any], name: str | None, as_json: bool) -> None:
         click.echo(json.dumps(found))
         return
     rows = [[n, *(cfgs.get(k) or "" for k in _SETTINGS)] for n, cfgs in sorted(found.items())]
-    click.echo(_table(["name", *_SETTINGS], rows))
+    click.echo(format_table(["name", *_SETTINGS], rows))

@@ -26,7 +26,7 @@ import click
 
 from trafka.codec import ErrorCode, KafkaError
 
-from .cli_client import _admin_options, _run, _table, _with_admin
+from .clikit import admin_options, format_table, run_client, with_admin
 
 __all__ = ["elect_leaders_command", "reassign_command"]
 
@@ -44,7 +44,7 @@ __all__ = ["elect_leaders_command", "reassign_command"]
     show_default=True,
 )
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-@_admin_options
+@admin_options
 def elect_leaders_command(
     cfg: dict[str, Any],
     topic: str | None,
@@ -72,7 +72,7 @@ def elect_leaders_command(
         )
         return outcome
 
-    outcome = _run(_with_admin, cfg, run)
+    outcome = run_client(with_admin, cfg, run)
     rows = []
     failed = []
     for tp, error in sorted(outcome.items(), key=lambda kv: (kv[0].topic, kv[0].partition)):
@@ -87,7 +87,7 @@ def elect_leaders_command(
     if as_json:
         click.echo(json.dumps([{"topic": t, "partition": p, "result": r} for t, p, r in rows]))
     elif rows:
-        click.echo(_table(["TOPIC", "PARTITION", "RESULT"], rows))
+        click.echo(format_table(["TOPIC", "PARTITION", "RESULT"], rows))
     else:
         click.echo("no partition needed an election", err=True)
     for line in failed:
@@ -155,7 +155,7 @@ def reassign_command() -> None:
     help='{"version":1,"topics":[{"topic":"foo"}]}',
 )
 @click.option("--broker-list", required=True, metavar="ID,ID,...", help="The brokers to move to.")
-@_admin_options
+@admin_options
 def reassign_generate(cfg: dict[str, Any], topics_file: str, broker_list: str) -> None:
     """Print the topics' current assignment and one that spreads them over the brokers."""
     from trafka.brokerlite.cluster.controller import AssignmentError, assign_replicas
@@ -170,7 +170,7 @@ def reassign_generate(cfg: dict[str, Any], topics_file: str, broker_list: str) -
     async def run(admin: Any) -> dict[tuple[str, int], list[int]]:
         return await _current(admin, topics)
 
-    current = _run(_with_admin, cfg, run)
+    current = run_client(with_admin, cfg, run)
     proposed: dict[tuple[str, int], list[int]] = {}
     for topic in topics:
         parts = sorted(p for t, p in current if t == topic)
@@ -192,7 +192,7 @@ def reassign_generate(cfg: dict[str, Any], topics_file: str, broker_list: str) -
 
 @reassign_command.command("execute")
 @click.option("--reassignment-json-file", "plan_file", required=True, help="The plan to carry out.")
-@_admin_options
+@admin_options
 def reassign_execute(cfg: dict[str, Any], plan_file: str) -> None:
     """Start the moves of a reassignment file; print the current assignment for rollback."""
     plan = _plan_file(_read_json(plan_file, "reassignment"), plan_file)
@@ -202,7 +202,7 @@ def reassign_execute(cfg: dict[str, Any], plan_file: str) -> None:
         outcome = await admin.alter_partition_reassignments(plan)
         return current, outcome
 
-    current, outcome = _run(_with_admin, cfg, run)
+    current, outcome = run_client(with_admin, cfg, run)
     click.echo("Current partition replica assignment")
     click.echo("")
     click.echo(_assignment_json({k: v for k, v in current.items() if k in plan}))
@@ -220,7 +220,7 @@ def reassign_execute(cfg: dict[str, Any], plan_file: str) -> None:
 
 @reassign_command.command("verify")
 @click.option("--reassignment-json-file", "plan_file", required=True, help="The plan executed.")
-@_admin_options
+@admin_options
 def reassign_verify(cfg: dict[str, Any], plan_file: str) -> None:
     """Say, per partition of a reassignment file, whether its move is complete; exit 1
     while any is still in progress or ended elsewhere than planned."""
@@ -231,7 +231,7 @@ def reassign_verify(cfg: dict[str, Any], plan_file: str) -> None:
         current = await _current(admin, sorted({t for t, _ in plan}))
         return ongoing, current
 
-    ongoing, current = _run(_with_admin, cfg, run)
+    ongoing, current = run_client(with_admin, cfg, run)
     moving = {(tp.topic, tp.partition) for tp in ongoing}
     click.echo("Status of partition reassignment:")
     unfinished = False

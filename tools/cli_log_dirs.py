@@ -5,7 +5,7 @@ log-directory part of ``kafka-reassign-partitions.sh``.
 Rules:
 
 * The connection options, output conventions and exit statuses are those of
-  :mod:`trafka.tools.cli_client` (``-b``, ``-X``, ``-m``; data on stdout, notes
+  :mod:`trafka.tools.clikit` (``-b``, ``-X``, ``-m``; data on stdout, notes
   on stderr; a client error exits 1, a usage error 2).
 * ``describe`` lists every broker's log directories (DescribeLogDirs) with the
   bytes each partition takes there, or only the partitions of ``--topic``
@@ -34,7 +34,7 @@ import click
 
 from trafka.codec import ErrorCode, KafkaError
 
-from .cli_client import _admin_options, _run, _table, _with_admin
+from .clikit import admin_options, format_table, run_client, with_admin
 
 __all__ = ["log_dirs_command"]
 
@@ -52,7 +52,7 @@ def log_dirs_command() -> None:
 @click.option("--topic", "topics", multiple=True, help="Only this topic's partitions (repeatable).")
 @click.option("--broker", "brokers", multiple=True, type=int, help="Only this broker (repeatable).")
 @click.option("--json", "as_json", is_flag=True, help="Print kafka-log-dirs.sh's JSON.")
-@_admin_options
+@admin_options
 def log_dirs_describe(
     cfg: dict[str, Any], topics: tuple[str, ...], brokers: tuple[int, ...], as_json: bool
 ) -> None:
@@ -66,7 +66,7 @@ def log_dirs_describe(
         dirs: list[Any] = await admin.describe_log_dirs(partitions)
         return dirs
 
-    found = _run(_with_admin, cfg, run)
+    found = run_client(with_admin, cfg, run)
     if brokers:
         found = [d for d in found if d.node_id in set(brokers)]
     found.sort(key=lambda d: (d.node_id, d.path))
@@ -97,7 +97,7 @@ def log_dirs_describe(
         if d.error is None and not d.partitions:
             rows.append((d.node_id, d.path, "-", "-", "-"))
     if rows:
-        click.echo(_table(["BROKER", "LOG-DIR", "TOPIC", "PARTITION", "SIZE"], rows))
+        click.echo(format_table(["BROKER", "LOG-DIR", "TOPIC", "PARTITION", "SIZE"], rows))
 
 
 @log_dirs_command.command("move")
@@ -105,7 +105,7 @@ def log_dirs_describe(
 @click.argument("partition", type=click.IntRange(min=0))
 @click.argument("broker", type=click.IntRange(min=0))
 @click.argument("log_dir")
-@_admin_options
+@admin_options
 def log_dirs_move(
     cfg: dict[str, Any], topic: str, partition: int, broker: int, log_dir: str
 ) -> None:
@@ -121,7 +121,7 @@ def log_dirs_move(
         )
         return result
 
-    error = _run(_with_admin, cfg, run).get(replica)
+    error = run_client(with_admin, cfg, run).get(replica)
     if error is not None:
         raise click.ClickException(f"{_name(error)}: {error}")
     click.echo(f"moving {topic}-{partition} on broker {broker} to {log_dir}", err=True)
@@ -131,7 +131,7 @@ def log_dirs_move(
 @click.argument("topic")
 @click.argument("partition", type=click.IntRange(min=0))
 @click.argument("broker", type=click.IntRange(min=0))
-@_admin_options
+@admin_options
 def log_dirs_reopen(cfg: dict[str, Any], topic: str, partition: int, broker: int) -> None:
     """Bring BROKER's replica of TOPIC's PARTITION back online after a storage
     failure took it offline (brokerlite checks the directory, then reopens it)."""
@@ -146,7 +146,7 @@ def log_dirs_reopen(cfg: dict[str, Any], topic: str, partition: int, broker: int
         result = await admin.alter_replica_log_dirs({replica: where})
         return where, result.get(replica)
 
-    where, error = _run(_with_admin, cfg, run)
+    where, error = run_client(with_admin, cfg, run)
     if where is None:
         raise click.ClickException(f"broker {broker} holds no replica of {topic}-{partition}")
     if error is not None:
@@ -159,7 +159,7 @@ def log_dirs_reopen(cfg: dict[str, Any], topic: str, partition: int, broker: int
 @click.argument("partition", type=click.IntRange(min=0))
 @click.argument("broker", type=click.IntRange(min=0))
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-@_admin_options
+@admin_options
 def log_dirs_replica(
     cfg: dict[str, Any], topic: str, partition: int, broker: int, as_json: bool
 ) -> None:
@@ -171,7 +171,7 @@ def log_dirs_replica(
     async def run(admin: Any) -> Any:
         return (await admin.describe_replica_log_dirs([replica]))[replica]
 
-    info = _run(_with_admin, cfg, run)
+    info = run_client(with_admin, cfg, run)
     fields = {
         "current_log_dir": info.current_log_dir,
         "current_offset_lag": info.current_offset_lag,

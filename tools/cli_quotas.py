@@ -4,7 +4,7 @@
 Rules:
 
 * The connection options, output conventions and exit statuses are those of
-  :mod:`trafka.tools.cli_client` (``-b``, ``-X``, ``-m``; data on stdout, notes
+  :mod:`trafka.tools.clikit` (``-b``, ``-X``, ``-m``; data on stdout, notes
   on stderr; a client error exits 1, a usage error 2).
 * An entity is given with ``--user NAME`` or ``--user-default``, ``--client-id
   NAME`` or ``--client-id-default``, ``--ip ADDRESS`` or ``--ip-default`` (at
@@ -34,7 +34,7 @@ import click
 
 from trafka.codec import ErrorCode, KafkaError
 
-from .cli_client import _admin_options, _run, _table, _with_admin
+from .clikit import admin_options, format_table, run_client, with_admin
 
 __all__ = ["format_value", "quotas_command"]
 
@@ -106,7 +106,7 @@ def _explained(exc: KafkaError, what: str, operation: str) -> click.ClickExcepti
 
 def _call(cfg: dict[str, Any], fn: Any, what: str, operation: str) -> Any:
     """Run ``fn(admin)``, explaining the broker's refusals."""
-    return _run(_with_admin, cfg, fn, explain=lambda exc: _explained(exc, what, operation))
+    return run_client(with_admin, cfg, fn, explain=lambda exc: _explained(exc, what, operation))
 
 
 def _rows(found: dict[Any, dict[str, float]]) -> list[dict[str, Any]]:
@@ -123,7 +123,7 @@ def _show(found: dict[Any, dict[str, float]], as_json: bool) -> None:
         for key, value in quotas.items()
     ]
     if rows:
-        click.echo(_table(["ENTITY", "QUOTA", "VALUE"], rows))
+        click.echo(format_table(["ENTITY", "QUOTA", "VALUE"], rows))
 
 
 @click.group("quotas")
@@ -142,7 +142,7 @@ def quotas_command() -> None:
 @_entity_options
 @click.option("--strict", is_flag=True, help="Only entities with no parts but those given.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-@_admin_options
+@admin_options
 def quotas_describe(cfg: dict[str, Any], strict: bool, as_json: bool, **options: Any) -> None:
     """The quotas of the entities that have the parts given (every quota without any)."""
     from trafka.sdk import ClientQuotaFilterComponent as Filter
@@ -208,7 +208,7 @@ def _parse_settings(values: Iterable[str]) -> dict[str, float]:
 @click.option(
     "--dry-run", is_flag=True, help="Have the broker validate the change; change nothing."
 )
-@_admin_options
+@admin_options
 def quotas_alter(
     cfg: dict[str, Any],
     add: tuple[str, ...],

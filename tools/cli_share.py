@@ -4,7 +4,7 @@ the counterpart of Kafka's ``kafka-console-share-consumer.sh``.
 Rules:
 
 * The connection options, output conventions and exit statuses are those of
-  :mod:`trafka.tools.cli_client` (``-b``, ``-X``, ``-m``; data on stdout, notes
+  :mod:`trafka.tools.clikit` (``-b``, ``-X``, ``-m``; data on stdout, notes
   on stderr; a client error exits 1, a usage error 2), and the output formats
   are ``consume``'s: raw (the value, then ``-D``; ``-K`` prints the key first)
   or JSON (``consume``'s object plus ``delivery_count``).
@@ -51,20 +51,20 @@ import anyio
 import anyio.abc
 import click
 
-from .cli_client import (
-    _check_reachable,
-    _check_topics,
-    _client_config,
-    _common,
-    _make,
-    _parse_pairs,
-    _run,
-    _say,
-    _writer,
-    parse_delimiter,
-    record_to_json,
-)
 from .cli_faults import BrokerNotices, Interrupts, PartitionWatch, signals_watched
+from .clikit import (
+    check_reachable,
+    check_topics_exist,
+    client_options,
+    client_settings,
+    echo_err,
+    make_config,
+    parse_delimiter,
+    parse_pairs,
+    record_to_json,
+    record_writer,
+    run_client,
+)
 
 __all__ = ["ACK_TYPES", "share_consume_command", "share_record_to_json"]
 
@@ -75,7 +75,7 @@ _ACK_MODE_KEY = "share.acknowledgement.mode"
 
 def share_record_to_json(record: Any) -> dict[str, Any]:
     """A record delivered by a share group as a JSON-able dict: ``consume``'s
-    object (:func:`~trafka.tools.cli_client.record_to_json`) plus
+    object (:func:`~trafka.tools.clikit.record_to_json`) plus
     ``delivery_count``, how many times the group has delivered it (1 the first time)."""
     out = record_to_json(record)
     out["delivery_count"] = record.delivery_count
@@ -118,10 +118,10 @@ async def _poll_loop(
 
     kind = AcknowledgeType[opts.ack.upper()]
     out = sys.stdout.buffer
-    write = _writer(opts, out, share_record_to_json)
+    write = record_writer(opts, out, share_record_to_json)
     idle_since: float | None = None
     cluster = consumer.cluster
-    watch = PartitionWatch(0.0, _say, "its records wait")
+    watch = PartitionWatch(0.0, echo_err, "its records wait")
 
     def look() -> None:
         # The consumer retries by itself; what it cannot reach is said meanwhile.
@@ -176,7 +176,7 @@ async def _poll_loop(
 async def _share_consume(opts: _ShareOptions, cfg: dict[str, Any]) -> _Outcome:
     from trafka.sdk import ShareConsumer, ShareConsumerConfig
 
-    config = _make(ShareConsumerConfig, cfg)
+    config = make_config(ShareConsumerConfig, cfg)
     outcome = _Outcome()
 
     def heard(offsets: dict[Any, set[int]], error: BaseException | None) -> None:
@@ -188,7 +188,7 @@ async def _share_consume(opts: _ShareOptions, cfg: dict[str, Any]) -> _Outcome:
 
     def interrupted(count: int, signum: Any) -> None:
         if not opts.quiet:
-            _say(
+            echo_err(
                 f"{signum.name}: committing the acknowledgements and leaving "
                 "(again to quit at once)"
             )
@@ -200,8 +200,8 @@ async def _share_consume(opts: _ShareOptions, cfg: dict[str, Any]) -> _Outcome:
         consumer.set_acknowledgement_commit_callback(heard)
         # A signal ends the command wherever it is, connecting included.
         with stop:
-            await _check_reachable(consumer.cluster)
-            await _check_topics(consumer.cluster, opts.topics)
+            await check_reachable(consumer.cluster)
+            await check_topics_exist(consumer.cluster, opts.topics)
             consumer.subscribe(opts.topics)
             await _poll_loop(consumer, opts, outcome, cfg["error_cb"])
         # Explicit mode: everything delivered is acknowledged by now; this
@@ -213,7 +213,7 @@ async def _share_consume(opts: _ShareOptions, cfg: dict[str, Any]) -> _Outcome:
 
 @click.command("share-consume")
 @click.argument("topics", nargs=-1, required=True)
-@_common
+@client_options
 @click.option("-G", "--group", required=True, help="The share group to consume as a member of.")
 @click.option(
     "--ack",
@@ -275,7 +275,7 @@ def share_consume_command(
       trafka share-consume jobs -G workers --ack release   # look, and give them back
       trafka share-consume jobs -G workers -i 5 -K :       # keys too; stop when idle 5 s
     """
-    given = _parse_pairs(properties, "-X")
+    given = parse_pairs(properties, "-X")
     if any(k.replace("_", ".") == _ACK_MODE_KEY for k in given):
         raise click.UsageError(
             f"-X {_ACK_MODE_KEY} is not for this command: every record printed is "
@@ -303,8 +303,8 @@ def share_consume_command(
         # Acquire no more than will be printed: the rest would be released, which
         # counts as a delivery for whoever gets them next.
         defaults["max.poll.records"] = min(count, 500)
-    cfg = _client_config(bootstrap, properties, defaults)
-    outcome = _run(_share_consume, opts, cfg)
+    cfg = client_settings(bootstrap, properties, defaults)
+    outcome = run_client(_share_consume, opts, cfg)
     if outcome.broken_pipe:
         # The reader went away (| head): not an error. Point stdout at /dev/null
         # so that the interpreter's final flush does not complain again.

@@ -4,7 +4,7 @@ like Kafka's ``kafka-delegation-tokens.sh``.
 Rules:
 
 * The connection options, output conventions and exit statuses are those of
-  :mod:`trafka.tools.cli_client` (``-b``, ``-X``, ``-m``; data on stdout, notes
+  :mod:`trafka.tools.clikit` (``-b``, ``-X``, ``-m``; data on stdout, notes
   on stderr; a client error exits 1, a usage error 2).
 * Token requests need a connection that authenticated (SASL, or TLS with a
   client certificate) and did not log in with a token; the token belongs to
@@ -42,7 +42,7 @@ import click
 
 from trafka.codec import ErrorCode, KafkaError
 
-from .cli_client import _admin_options, _run, _table, _with_admin
+from .clikit import admin_options, format_table, run_client, with_admin
 
 __all__ = ["format_time", "parse_hmac", "tokens_command"]
 
@@ -82,7 +82,7 @@ def _explained(exc: KafkaError, what: str) -> click.ClickException:
 
 def _call(cfg: dict[str, Any], fn: Any, what: str) -> Any:
     """Run ``fn(admin)``, explaining the broker's refusals."""
-    return _run(_with_admin, cfg, fn, explain=lambda exc: _explained(exc, what))
+    return run_client(with_admin, cfg, fn, explain=lambda exc: _explained(exc, what))
 
 
 def format_time(ms: int) -> str:
@@ -221,7 +221,7 @@ def tokens_command() -> None:
     "caps it, and -1 means that.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (timestamps in ms).")
-@_admin_options
+@admin_options
 def tokens_create(
     cfg: dict[str, Any],
     renewers: tuple[str, ...],
@@ -279,7 +279,7 @@ def tokens_create(
     "caps it, and -1 means that. Never past the token's max.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (timestamp in ms).")
-@_admin_options
+@admin_options
 def tokens_renew(
     cfg: dict[str, Any], hmac_text: str | None, hmac_stdin: bool, period: int, as_json: bool
 ) -> None:
@@ -310,7 +310,7 @@ def tokens_renew(
     "forgets it.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (timestamp in ms).")
-@_admin_options
+@admin_options
 def tokens_expire(
     cfg: dict[str, Any], hmac_text: str | None, hmac_stdin: bool, period: int, as_json: bool
 ) -> None:
@@ -346,7 +346,7 @@ def tokens_expire(
     "--show-hmac", is_flag=True, help="Also print each token's HMAC (its secret; off by default)."
 )
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (timestamps in ms).")
-@_admin_options
+@admin_options
 def tokens_describe(
     cfg: dict[str, Any], owners: tuple[str, ...], show_hmac: bool, as_json: bool
 ) -> None:
@@ -368,7 +368,7 @@ def tokens_describe(
     headers = ["TOKEN-ID", *(["HMAC"] if show_hmac else [])]
     headers += ["OWNER", "REQUESTER", "RENEWERS", "ISSUED", "EXPIRES", "MAX"]
     click.echo(
-        _table(
+        format_table(
             headers,
             [
                 (

@@ -3,7 +3,7 @@
 Rules:
 
 * The connection options, output conventions and exit statuses are those of
-  :mod:`trafka.tools.cli_client` (``-b``, ``-X``, ``-m``; data on stdout, notes
+  :mod:`trafka.tools.clikit` (``-b``, ``-X``, ``-m``; data on stdout, notes
   on stderr; a client error exits 1, a usage error 2).
 * ``list``, ``describe`` and ``describe-producers`` only read:
   ListTransactions, DescribeTransactions, DescribeProducers.
@@ -30,7 +30,7 @@ import click
 from trafka.codec import TrafkaError
 from trafka.sdk.admin import LIVE_TRANSACTION_STATES
 
-from .cli_client import _admin_options, _run, _table, _with_admin
+from .clikit import admin_options, format_table, run_client, with_admin
 
 __all__ = ["transactions_command"]
 
@@ -51,7 +51,7 @@ def transactions_command() -> None:
     help="Only transactions open at least this long (brokers of Kafka 3.8+).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-@_admin_options
+@admin_options
 def transactions_list(
     cfg: dict[str, Any],
     states: tuple[str, ...],
@@ -70,12 +70,12 @@ def transactions_list(
             raise click.BadParameter(str(exc), param_hint="--state") from None
         return listed
 
-    listed = _run(_with_admin, cfg, run)
+    listed = run_client(with_admin, cfg, run)
     if as_json:
         click.echo(json.dumps([_listing_json(t) for t in listed]))
     elif listed:
         click.echo(
-            _table(
+            format_table(
                 ["TRANSACTIONAL-ID", "PRODUCER-ID", "STATE"],
                 [(t.transactional_id, t.producer_id, t.state) for t in listed],
             )
@@ -85,7 +85,7 @@ def transactions_list(
 @transactions_command.command("describe")
 @click.argument("transactional_ids", nargs=-1, required=True)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-@_admin_options
+@admin_options
 def transactions_describe(
     cfg: dict[str, Any], transactional_ids: tuple[str, ...], as_json: bool
 ) -> None:
@@ -95,14 +95,14 @@ def transactions_describe(
         described: dict[str, Any] = await admin.describe_transactions(transactional_ids)
         return described
 
-    described = _run(_with_admin, cfg, run)
+    described = run_client(with_admin, cfg, run)
     now = int(time.time() * 1000)
     rows = [_description_json(described[tid], now) for tid in transactional_ids]
     if as_json:
         click.echo(json.dumps(rows))
         return
     click.echo(
-        _table(
+        format_table(
             [
                 "TRANSACTIONAL-ID",
                 "COORDINATOR",
@@ -143,7 +143,7 @@ def transactions_describe(
     help="Only these partitions (repeatable); default: all.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-@_admin_options
+@admin_options
 def transactions_describe_producers(
     cfg: dict[str, Any], topic: str, partitions: tuple[int, ...], as_json: bool
 ) -> None:
@@ -162,13 +162,13 @@ def transactions_describe_producers(
         )
         return states
 
-    states = _run(_with_admin, cfg, run)
+    states = run_client(with_admin, cfg, run)
     failed = {tp: s for tp, s in states.items() if isinstance(s, TrafkaError)}
     rows = [_producer_json(tp, s) for tp in sorted(states) if tp not in failed for s in states[tp]]
     if as_json:
         click.echo(json.dumps(rows))
     elif rows:
-        click.echo(_table(list(_PRODUCER_COLUMNS), [_producer_row(r) for r in rows]))
+        click.echo(format_table(list(_PRODUCER_COLUMNS), [_producer_row(r) for r in rows]))
     for tp, error in sorted(failed.items()):
         click.echo(f"Error: partition {tp.topic}-{tp.partition} not described: {error}", err=True)
     if failed:
@@ -187,7 +187,7 @@ def transactions_describe_producers(
     help="Minutes; only transactions open longer than this (transaction.max.timeout.ms).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-@_admin_options
+@admin_options
 def transactions_find_hanging(
     cfg: dict[str, Any], topics: tuple[str, ...], max_transaction_timeout: int, as_json: bool
 ) -> None:
@@ -199,11 +199,11 @@ def transactions_find_hanging(
         )
         return [_producer_json(tp, s) for tp, s in found]
 
-    hanging = _run(_with_admin, cfg, run)
+    hanging = run_client(with_admin, cfg, run)
     if as_json:
         click.echo(json.dumps(hanging))
     elif hanging:
-        click.echo(_table(list(_PRODUCER_COLUMNS), [_producer_row(r) for r in hanging]))
+        click.echo(format_table(list(_PRODUCER_COLUMNS), [_producer_row(r) for r in hanging]))
     else:
         click.echo("no hanging transactions", err=True)
 
@@ -225,7 +225,7 @@ def transactions_find_hanging(
     show_default=True,
     help="With --producer-id.",
 )
-@_admin_options
+@admin_options
 def transactions_abort(
     cfg: dict[str, Any],
     topic: str,
@@ -259,7 +259,7 @@ def transactions_abort(
         await admin.abort_transaction(tp, pid, epoch, coord)
         return pid, epoch
 
-    pid, epoch = _run(_with_admin, cfg, run)
+    pid, epoch = run_client(with_admin, cfg, run)
     click.echo(
         f"aborted the transaction of producer {pid} (epoch {epoch}) on {topic}-{partition}",
         err=True,
@@ -268,14 +268,14 @@ def transactions_abort(
 
 @transactions_command.command("fence")
 @click.argument("transactional_ids", nargs=-1, required=True)
-@_admin_options
+@admin_options
 def transactions_fence(cfg: dict[str, Any], transactional_ids: tuple[str, ...]) -> None:
     """Fence the current producers of transactional ids (their open transactions abort)."""
 
     async def run(admin: Any) -> None:
         await admin.fence_producers(transactional_ids)
 
-    _run(_with_admin, cfg, run)
+    run_client(with_admin, cfg, run)
     for tid in transactional_ids:
         click.echo(f"fenced {tid}", err=True)
 

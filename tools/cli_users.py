@@ -3,7 +3,7 @@
 Rules:
 
 * The connection options, output conventions and exit statuses are those of
-  :mod:`trafka.tools.cli_client` (``-b``, ``-X``, ``-m``; data on stdout, notes
+  :mod:`trafka.tools.clikit` (``-b``, ``-X``, ``-m``; data on stdout, notes
   on stderr; a client error exits 1, a usage error 2).
 * ``list`` and ``describe`` only read (DescribeUserScramCredentials): the
   mechanisms and iteration counts, never a secret.
@@ -25,7 +25,7 @@ from typing import Any
 
 import click
 
-from .cli_client import _admin_options, _run, _table, _with_admin
+from .clikit import admin_options, format_table, run_client, with_admin
 
 __all__ = ["users_command"]
 
@@ -59,7 +59,7 @@ def _show(found: dict[str, Any], as_json: bool) -> None:
         click.echo(json.dumps(rows))
     elif rows:
         click.echo(
-            _table(
+            format_table(
                 ["USER", "MECHANISM", "ITERATIONS"],
                 [(r["user"], r["mechanism"], r["iterations"]) for r in rows],
             )
@@ -68,7 +68,7 @@ def _show(found: dict[str, Any], as_json: bool) -> None:
 
 @users_command.command("list")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-@_admin_options
+@admin_options
 def users_list(cfg: dict[str, Any], as_json: bool) -> None:
     """Every user that has a SCRAM credential, with its mechanisms and iterations."""
 
@@ -76,7 +76,7 @@ def users_list(cfg: dict[str, Any], as_json: bool) -> None:
         found: dict[str, Any] = await admin.describe_user_scram_credentials()
         return found
 
-    found = _run(_with_admin, cfg, run)
+    found = run_client(with_admin, cfg, run)
     _show(found, as_json)
     if not found and not as_json:
         click.echo("no users with SCRAM credentials", err=True)
@@ -85,7 +85,7 @@ def users_list(cfg: dict[str, Any], as_json: bool) -> None:
 @users_command.command("describe")
 @click.argument("users", nargs=-1, required=True)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-@_admin_options
+@admin_options
 def users_describe(cfg: dict[str, Any], users: tuple[str, ...], as_json: bool) -> None:
     """The SCRAM mechanisms and iteration counts of USERS (an error for one without any)."""
 
@@ -93,7 +93,7 @@ def users_describe(cfg: dict[str, Any], users: tuple[str, ...], as_json: bool) -
         found: dict[str, Any] = await admin.describe_user_scram_credentials(users)
         return found
 
-    _show(_run(_with_admin, cfg, run), as_json)
+    _show(run_client(with_admin, cfg, run), as_json)
 
 
 def _read_password(from_stdin: bool) -> str:
@@ -121,7 +121,7 @@ def _read_password(from_stdin: bool) -> str:
 @click.option(
     "--password-stdin", is_flag=True, help="Read the password from stdin's first line (no prompt)."
 )
-@_admin_options
+@admin_options
 def users_set_password(
     cfg: dict[str, Any],
     user: str,
@@ -143,13 +143,13 @@ def users_set_password(
             )
             click.echo(f"set the {mechanism} password of {user}", err=True)
 
-    _run(_with_admin, cfg, run)
+    run_client(with_admin, cfg, run)
 
 
 @users_command.command("delete")
 @click.argument("user")
 @_mechanism_option
-@_admin_options
+@admin_options
 def users_delete(cfg: dict[str, Any], user: str, mechanisms: tuple[str, ...]) -> None:
     """Delete USER's SCRAM credentials (those of -M, or all it has)."""
     from trafka.sdk import UserScramCredentialDeletion
@@ -163,4 +163,4 @@ def users_delete(cfg: dict[str, Any], user: str, mechanisms: tuple[str, ...]) ->
             await admin.alter_user_scram_credentials([UserScramCredentialDeletion(user, mechanism)])
             click.echo(f"deleted the {mechanism} credential of {user}", err=True)
 
-    _run(_with_admin, cfg, run)
+    run_client(with_admin, cfg, run)

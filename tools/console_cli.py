@@ -32,7 +32,7 @@ from trafka.console.server import (
     settings_from_environment,
 )
 
-from .cli_client import DEFAULT_BOOTSTRAP, ENV_BOOTSTRAP, _parse_pairs
+from .clikit import DEFAULT_BOOTSTRAP, ENV_BOOTSTRAP, parse_pairs
 
 __all__ = ["command"]
 
@@ -163,7 +163,7 @@ def command(
         protection["auth_header"] = auth_header
     if trusted_proxies:
         protection["trusted_proxies"] = trusted_proxies
-    client: dict[str, Any] = {"bootstrap.servers": bootstrap, **_parse_pairs(properties, "-X")}
+    client: dict[str, Any] = {"bootstrap.servers": bootstrap, **parse_pairs(properties, "-X")}
     settings = ConsoleSettings(client, listen, sample_interval, allowed_hosts, **protection)
     try:
         access_of(settings)

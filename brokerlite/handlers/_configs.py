@@ -47,6 +47,8 @@ BROKER_SYNONYMS = {
     "retention.ms": "log.retention.ms",
     "segment.bytes": "log.segment.bytes",
     "segment.ms": "log.roll.ms",
+    "min.insync.replicas": "min.insync.replicas",
+    "unclean.leader.election.enable": "unclean.leader.election.enable",
 }
 
 _BROKER_TYPES = {
@@ -54,6 +56,8 @@ _BROKER_TYPES = {
     "advertised.listeners": ConfigType.LIST,
     "log.dirs": ConfigType.STRING,
     "node.id": ConfigType.INT,
+    "min.insync.replicas": ConfigType.INT,
+    "unclean.leader.election.enable": ConfigType.BOOLEAN,
     "broker.id": ConfigType.INT,
     "num.partitions": ConfigType.INT,
     "auto.create.topics.enable": ConfigType.BOOLEAN,

@@ -100,6 +100,8 @@ class LogManager:
             while this manager is open.
         default_config: the settings of topics without overrides.
         now_ms: the current time (defaults to the wall clock).
+        broker_defaults: the broker's settings of topic configs that have no
+            ``LogConfig`` field (Kafka name -> value), reported as their defaults.
 
     Raises:
         LogStorageError: the directory is locked by another manager, or unreadable.
@@ -112,8 +114,11 @@ class LogManager:
         *,
         now_ms: int | None = None,
         max_partitions: int | None = None,
+        broker_defaults: Mapping[str, str] | None = None,
     ) -> None:
         import fcntl
+
+        self._broker_defaults = dict(broker_defaults or {})
 
         #: The most partitions this broker holds (None: no limit); each open
         #: partition takes file descriptors, so the broker derives it from its
@@ -396,8 +401,12 @@ class LogManager:
                     ConfigSource.STATIC_BROKER_CONFIG if differs else ConfigSource.DEFAULT_CONFIG
                 )
             else:
-                value = spec.default
-                source = ConfigSource.DEFAULT_CONFIG
+                value = self._broker_defaults.get(key, spec.default)
+                source = (
+                    ConfigSource.DEFAULT_CONFIG
+                    if value == spec.default
+                    else ConfigSource.STATIC_BROKER_CONFIG
+                )
             out.append(
                 ConfigEntry(
                     name=key,

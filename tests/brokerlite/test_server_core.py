@@ -912,6 +912,45 @@ def test_describe_broker_configs_and_unknown_resources(core: Any) -> None:
     assert _describe(core, 4, "42").error_code == ErrorCode.INVALID_REQUEST
 
 
+@pytest.mark.parametrize("broker_min_isr", [1, 2])
+def test_topic_configs_the_broker_defaults_are_reported_as_enforced(
+    open_core: Any, make_batch: Any, broker_min_isr: int
+) -> None:
+    """A topic without an override of ``min.insync.replicas`` or
+    ``unclean.leader.election.enable`` takes the broker's setting of the same
+    name, and DescribeConfigs reports the value the broker enforces, with its
+    source: Kafka's DescribeConfigs (KIP-226, "ConfigSource") gives a topic
+    config the broker sets statically as STATIC_BROKER_CONFIG (4), with the
+    broker setting as its synonym, and Kafka's own default as DEFAULT_CONFIG (5).
+    The broker resource reports both settings under their Kafka names."""
+    unclean = broker_min_isr == 2
+    core = open_core(min_insync_replicas=broker_min_isr, unclean_leader_election_enable=unclean)
+    create(core, "t")
+    # What the broker enforces: one node is one in-sync replica.
+    written = core.call(0, 9, produce_request("t", make_batch([b"x"]), acks=-1))
+    code = written.responses[0].partition_responses[0].error_code
+    assert code == (ErrorCode.NONE if broker_min_isr == 1 else ErrorCode.NOT_ENOUGH_REPLICAS)
+
+    static, default = 4, 5
+    source = static if broker_min_isr == 2 else default
+    topic = {c.name: c for c in _describe(core, 2, "t").configs}
+    broker = {c.name: c for c in _describe(core, 4, "1").configs}
+    for name, value in (
+        ("min.insync.replicas", str(broker_min_isr)),
+        ("unclean.leader.election.enable", str(unclean).lower()),
+    ):
+        assert (topic[name].value, topic[name].config_source) == (value, source), name
+        assert [(s.name, s.value, s.source) for s in topic[name].synonyms] == [
+            (name, value, source)
+        ]
+        assert (broker[name].value, broker[name].config_source) == (value, source), name
+        assert broker[name].read_only
+    assert topic["min.insync.replicas"].config_type == 3  # INT
+    assert topic["unclean.leader.election.enable"].config_type == 1  # BOOLEAN
+    assert broker["min.insync.replicas"].config_type == 3
+    assert broker["unclean.leader.election.enable"].config_type == 1
+
+
 # -- producer ids, coordinators, cluster ---------------------------------------------------------
 
 

@@ -1332,6 +1332,26 @@ async def test_a_tasks_failure_never_wraps_the_blocks_own_error() -> None:
     assert not isinstance(info.value, BaseExceptionGroup)
 
 
+async def test_a_keyboard_interrupt_in_a_task_wins_over_the_blocks_error() -> None:
+    """Ctrl-C reaches whichever task runs when it comes (trio raises it there).
+    The block's error is then most likely its effect (a connect the interrupt
+    ended), so the interrupt comes out, as it would from the block itself: a
+    command must still exit 130, not report the error the interrupt caused."""
+
+    async def interrupted(done: anyio.Event) -> None:
+        try:
+            raise KeyboardInterrupt
+        finally:
+            done.set()
+
+    with pytest.raises(KeyboardInterrupt):
+        async with owned_task_group() as tg:
+            done = anyio.Event()
+            tg.start_soon(interrupted, done)
+            await done.wait()
+            raise KeyError("what the interrupted task left undone")
+
+
 def test_a_record_that_cannot_be_encoded_fails_alone() -> None:
     acc = Accumulator(batch_size=1 << 20, linger=0, buffer_memory=1 << 24, delivery_timeout=60)
     good = [acc.append("t", 0, 1, None, b"g%d" % i, ()) for i in range(3)]

@@ -28,15 +28,8 @@ from click.testing import CliRunner, Result
 from trafka.brokerlite import RunningBroker
 from trafka.sdk import open_consumer, open_producer
 from trafka.tools.cli import main
-from trafka.tools.cli_client import (
-    MessageSplitter,
-    OffsetSpec,
-    compile_format,
-    parse_delimiter,
-    parse_offset_spec,
-    parse_timestamp,
-    record_to_json,
-)
+from trafka.tools.cli_client import MessageSplitter, OffsetSpec, parse_offset_spec
+from trafka.tools.clikit import compile_format, parse_delimiter, parse_timestamp, record_to_json
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -59,7 +59,7 @@ import trio
 
 from trafka.brokerlite import RunningBroker, broker_in_thread
 from trafka.brokerlite.cluster.controller import coordinator_partition
-from trafka.brokerlite.dev.local_cluster import LocalCluster, serve_cluster
+from trafka.brokerlite.dev.local_cluster import ClusterProcesses, LocalCluster, serve_cluster
 from trafka.brokerlite.dev.zookeeper_server import ZooKeeperServer, free_port
 from trafka.codec.messages import k19_create_topics as ct
 from trafka.sdk import (
@@ -516,33 +516,39 @@ class TwoNodes:
 
     def create(self, topic: str) -> None:
         """A topic of two partitions of one replica: 0 on node 1, 1 on node 2."""
+        create_placed(self.bootstrap, topic, [1, 2])
 
-        async def go() -> None:
-            async with open_admin(bootstrap_servers=self.bootstrap) as admin:
-                await admin.cluster.refresh_metadata()
-                controller = admin.cluster.metadata.controller_id
-                conn = await admin.cluster.connection(controller)
-                C = ct.CreateTopicsRequest
-                placed = [C.CreatableReplicaAssignment(partition_index=p, broker_ids=[p + 1])
-                          for p in (0, 1)]  # fmt: skip
-                request = C(
-                    topics=[
-                        C.CreatableTopic(
-                            name=topic, num_partitions=-1, replication_factor=-1, assignments=placed
-                        )
-                    ],
-                    timeout_ms=30_000,
-                )
-                answer = await conn.request(19, request)
-                assert answer.topics[0].error_code == 0, answer
-                with trio.fail_after(30):
-                    while True:
-                        infos = await admin.describe_topics([topic])
-                        if [p.leader for p in infos[topic].partitions] == [1, 2]:
-                            return
-                        await trio.sleep(0.05)
 
-        trio.run(go)
+def create_placed(bootstrap: str, topic: str, leaders: list[int]) -> None:
+    """A topic whose partition ``p`` has one replica, on broker ``leaders[p]``;
+    returns once metadata names those leaders."""
+
+    async def go() -> None:
+        async with open_admin(bootstrap_servers=bootstrap) as admin:
+            await admin.cluster.refresh_metadata()
+            controller = admin.cluster.metadata.controller_id
+            conn = await admin.cluster.connection(controller)
+            C = ct.CreateTopicsRequest
+            placed = [C.CreatableReplicaAssignment(partition_index=p, broker_ids=[node])
+                      for p, node in enumerate(leaders)]  # fmt: skip
+            request = C(
+                topics=[
+                    C.CreatableTopic(
+                        name=topic, num_partitions=-1, replication_factor=-1, assignments=placed
+                    )
+                ],
+                timeout_ms=30_000,
+            )
+            answer = await conn.request(19, request)
+            assert answer.topics[0].error_code == 0, answer
+            with trio.fail_after(30):
+                while True:
+                    infos = await admin.describe_topics([topic])
+                    if [p.leader for p in infos[topic].partitions] == leaders:
+                        return
+                    await trio.sleep(0.05)
+
+    trio.run(go)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -922,6 +928,60 @@ def test_c_consume_e_prints_what_it_can_and_names_the_rest(
     assert done.out.splitlines() == offline.values
     assert done.said(rf"warning: partition {offline.topic}-1 is unreachable: it has no leader")
     assert done.said(rf"Error: partition {offline.topic}-1 was not read to its end")
+    no_traceback(done)
+
+
+def named_leaders(bootstrap: str, topic: str) -> list[int]:
+    """The leaders metadata names for ``topic``'s partitions, asked of the
+    bootstrap broker (the one connection an admin has when it opens)."""
+
+    async def go() -> list[int]:
+        async with open_admin(bootstrap_servers=bootstrap) as admin:
+            with trio.fail_after(HANG_S):
+                await admin.cluster.refresh_metadata([topic])
+            return [p.leader for p in admin.cluster.metadata.topics[topic].partitions]
+
+    return trio.run(go)
+
+
+def test_c_consume_e_names_leaders_that_metadata_names_but_do_not_answer(
+    zk: str, tmp_path: Path
+) -> None:
+    """Leaders metadata still names (ZooKeeper has not expired their sessions)
+    but that cannot serve: broker 2 killed (connections refused) and broker 3
+    hung (SIGSTOP: the kernel accepts its connections, nothing answers, as a
+    frozen host). ``consume -e`` prints partition 0 to its end, names the other
+    two and their brokers, and exits 1. A hung broker's connect is bounded by
+    ``socket.connection.setup.timeout.ms`` (5 s in the commands), the ApiVersions
+    handshake included (librdkafka's rule), and is the client's task, not its
+    caller's: before, each ListOffsets' deadline (``-m``) cancelled the
+    handshake unreported, and the command waited in silence for as long as the
+    broker was hung."""
+    # Sessions outlive the test: metadata keeps naming brokers 2 and 3.
+    settings = {"zookeeper.session.timeout.ms": 120_000, "auto.create.topics.enable": "false"}
+    nodes = ClusterProcesses(tmp_path, 3, settings=settings, zookeeper_connect=zk)
+    nodes.start()
+    try:
+        bootstrap = f"127.0.0.1:{nodes.ports[1]}"
+        topic = fresh("named-dead")
+        create_placed(bootstrap, topic, [1, 2, 3])
+        values = {p: [b"p%d-%d" % (p, i) for i in range(3)] for p in range(3)}
+        produce_values(bootstrap, topic, values)
+        nodes.kill(2)
+        nodes.procs[3].send_signal(signal.SIGSTOP)
+        done = run(["consume", topic, "-e", "-m", M], bootstrap)
+        assert named_leaders(bootstrap, topic) == [1, 2, 3]  # still
+    finally:
+        nodes.kill(3)  # SIGKILL ends a stopped process too
+        nodes.stop()
+    assert done.rc == 1, done
+    assert done.out.splitlines() == ["p0-0", "p0-1", "p0-2"]
+    assert done.said(r"warning: broker 2 at \S+ is unreachable: cannot connect"), done.err
+    assert done.said(r"warning: broker 3 at \S+ is unreachable"), done.err
+    for p in (1, 2):
+        why = rf"its leader, broker {p + 1}, is unreachable"
+        assert done.said(rf"warning: partition {topic}-{p} is unreachable: {why}"), done.err
+        assert done.said(rf"Error: partition {topic}-{p} was not read to its end: {why}")
     no_traceback(done)
 
 

@@ -1,0 +1,408 @@
+"""``trafka topics`` and ``features``: list, create, delete and describe topics, and
+read or change the cluster's feature levels.
+
+Rules:
+
+* The connection options, output conventions and exit statuses are those of
+  :mod:`trafka.tools.clikit` (``-b``, ``-X``, ``-m``; data on stdout, notes
+  on stderr; a client error exits 1, a usage error 2).
+* ``topics describe`` shows a partition without a leader as ``LEADER none``
+  (as kafka-topics does) and names it on stderr; offsets it cannot look up
+  are ``-``, and the command still exits 0.
+* ``features`` alone (or ``features describe``) prints the feature levels;
+  ``features upgrade``/``downgrade``/``disable`` change them, as
+  kafka-features.sh does (``--feature``, ``--unsafe``, ``--dry-run``). The
+  controller applies a change whole or not at all: a refusal exits 1.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from typing import Any
+
+import click
+
+from trafka.codec import ErrorCode, KafkaError, TrafkaError
+
+from .clikit import (
+    admin_options,
+    echo_err,
+    format_table,
+    found_offset,
+    parse_pairs,
+    run_client,
+    with_admin,
+)
+
+__all__ = [
+    "features_command",
+    "topics_command",
+]
+
+
+@click.group("topics")
+def topics_command() -> None:
+    """List, create, describe and delete topics."""
+
+
+@topics_command.command("list")
+@click.option("--internal", is_flag=True, help="Include internal topics.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@admin_options
+def topics_list(cfg: dict[str, Any], internal: bool, as_json: bool) -> None:
+    """Every topic and its partition count."""
+
+    async def run(admin: Any) -> dict[str, int]:
+        result: dict[str, int] = await admin.list_topics(include_internal=internal)
+        return result
+
+    topics = run_client(with_admin, cfg, run)
+    if as_json:
+        click.echo(json.dumps(dict(sorted(topics.items()))))
+    elif topics:
+        click.echo(format_table(["TOPIC", "PARTITIONS"], sorted(topics.items())))
+
+
+@topics_command.command("create")
+@click.argument("names", nargs=-1, required=True)
+@click.option("-p", "--partitions", type=click.IntRange(min=1), help="Default: the broker's.")
+@click.option("-r", "--replication-factor", type=click.IntRange(min=1), help="Default: broker's.")
+@click.option("-c", "--config", "configs", multiple=True, metavar="KEY=VALUE", help="Repeatable.")
+@click.option("--if-not-exists", is_flag=True, help="An existing topic is not an error.")
+@admin_options
+def topics_create(
+    cfg: dict[str, Any],
+    names: tuple[str, ...],
+    partitions: int | None,
+    replication_factor: int | None,
+    configs: tuple[str, ...],
+    if_not_exists: bool,
+) -> None:
+    """Create topics."""
+    from trafka.sdk import NewTopic
+
+    settings = parse_pairs(configs, "-c")
+    new = [NewTopic(n, partitions or -1, replication_factor or -1, settings) for n in names]
+
+    async def run(admin: Any) -> list[str]:
+        created = []
+        for topic in new:
+            try:
+                await admin.create_topics([topic])
+            except KafkaError as exc:
+                if if_not_exists and exc.code == ErrorCode.TOPIC_ALREADY_EXISTS:
+                    continue
+                raise
+            created.append(topic.name)
+        return created
+
+    for name in run_client(with_admin, cfg, run):
+        click.echo(f"created {name}", err=True)
+
+
+@topics_command.command("delete")
+@click.argument("names", nargs=-1, required=True)
+@click.option("--if-exists", is_flag=True, help="A missing topic is not an error.")
+@admin_options
+def topics_delete(cfg: dict[str, Any], names: tuple[str, ...], if_exists: bool) -> None:
+    """Delete topics (and their records)."""
+
+    async def run(admin: Any) -> list[str]:
+        deleted = []
+        for name in names:
+            try:
+                await admin.delete_topics([name])
+            except KafkaError as exc:
+                if if_exists and exc.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+                    continue
+                raise
+            deleted.append(name)
+        return deleted
+
+    for name in run_client(with_admin, cfg, run):
+        click.echo(f"deleted {name}", err=True)
+
+
+@topics_command.command("describe")
+@click.argument("names", nargs=-1, required=True)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@admin_options
+def topics_describe(cfg: dict[str, Any], names: tuple[str, ...], as_json: bool) -> None:
+    """Partitions (leader, replicas, ISR, offsets, size on disk) and config
+    overrides of topics."""
+    from trafka.codec import UnsupportedVersionError
+    from trafka.sdk import TopicPartition
+
+    async def run(admin: Any) -> list[dict[str, Any]]:
+        infos = await admin.describe_topics(names)
+        configs = await admin.describe_configs(topics=names, overrides_only=True)
+        tps = [TopicPartition(n, p.partition) for n in names for p in infos[n].partitions]
+        # A partition without a leader is described as it is (kafka-topics'
+        # "Leader: none"): nobody can tell its offsets, and nobody is asked.
+        led = [
+            TopicPartition(n, p.partition)
+            for n in names
+            for p in infos[n].partitions
+            if p.leader >= 0
+        ]
+        earliest = await admin.list_offsets(dict.fromkeys(led, "earliest"), partial=True)
+        latest = await admin.list_offsets(dict.fromkeys(led, "latest"), partial=True)
+        for tp, hit in latest.items():
+            if isinstance(hit, TrafkaError):
+                echo_err(f"warning: the offsets of {tp.topic}-{tp.partition} are unknown: {hit}")
+        # The leader's bytes on disk (DescribeLogDirs); brokers without the API: none.
+        sizes: dict[tuple[int, TopicPartition], int] = {}
+        try:
+            for d in await admin.describe_log_dirs(tps) if tps else []:
+                for tp, size in d.partitions.items():
+                    key = (d.node_id, tp)
+                    sizes[key] = sizes.get(key, 0) + size
+        except (TrafkaError, UnsupportedVersionError):
+            pass
+        out = []
+        for n in names:
+            info = infos[n]
+            parts = []
+            for p in info.partitions:
+                tp = TopicPartition(n, p.partition)
+                lo, hi = found_offset(earliest.get(tp)), found_offset(latest.get(tp))
+                parts.append(
+                    {
+                        "partition": p.partition,
+                        "leader": p.leader,
+                        "leader_epoch": p.leader_epoch,
+                        "replicas": list(p.replicas),
+                        "isr": list(p.isr),
+                        "earliest_offset": lo[0] if lo else None,
+                        "latest_offset": hi[0] if hi else None,
+                        "size_bytes": sizes.get((p.leader, tp)),
+                    }
+                )
+            out.append(
+                {
+                    "topic": n,
+                    "topic_id": str(info.topic_id),
+                    "internal": info.is_internal,
+                    "partitions": parts,
+                    "configs": configs.get(n, {}),
+                }
+            )
+        return out
+
+    described = run_client(with_admin, cfg, run)
+    offline = [
+        f"{t['topic']}-{p['partition']}"
+        for t in described
+        for p in t["partitions"]
+        if p["leader"] < 0
+    ]
+    if offline:
+        echo_err(f"warning: offline (no leader): {', '.join(offline)}")
+    if as_json:
+        click.echo(json.dumps(described))
+        return
+    for i, t in enumerate(described):
+        if i:
+            click.echo()
+        rf = len(t["partitions"][0]["replicas"]) if t["partitions"] else 0
+        click.echo(
+            f"Topic: {t['topic']}  TopicId: {t['topic_id']}  "
+            f"PartitionCount: {len(t['partitions'])}  ReplicationFactor: {rf}"
+        )
+        if t["configs"]:
+            click.echo("Configs: " + ", ".join(f"{k}={v}" for k, v in sorted(t["configs"].items())))
+        rows = [
+            (
+                p["partition"],
+                p["leader"] if p["leader"] >= 0 else "none",
+                ",".join(map(str, p["replicas"])),
+                ",".join(map(str, p["isr"])),
+                p["earliest_offset"],
+                p["latest_offset"],
+                "-" if p["size_bytes"] is None else p["size_bytes"],
+            )
+            for p in t["partitions"]
+        ]
+        click.echo(
+            format_table(
+                ["PARTITION", "LEADER", "REPLICAS", "ISR", "EARLIEST", "LATEST", "SIZE"], rows
+            )
+        )
+
+
+def _level_range(levels: tuple[int, int] | None) -> str | None:
+    if levels is None:
+        return None
+    low, high = levels
+    return str(high) if low == high else f"{low}-{high}"
+
+
+def _describe_features(cfg: dict[str, Any], as_json: bool) -> None:
+    async def run(admin: Any) -> Any:
+        return await admin.describe_features()
+
+    found = run_client(with_admin, cfg, run)
+    names = sorted(set(found.supported) | set(found.finalized))
+    if as_json:
+        click.echo(
+            json.dumps(
+                {
+                    "finalized_epoch": found.finalized_epoch,
+                    "features": {
+                        name: {
+                            "supported": found.supported.get(name),
+                            "finalized": found.finalized.get(name),
+                        }
+                        for name in names
+                    },
+                }
+            )
+        )
+        return
+    if not names:
+        click.echo("the broker reports no features (it predates KIP-584)", err=True)
+        return
+    rows = [
+        (
+            name,
+            _level_range(found.supported.get(name)),
+            _level_range(found.finalized.get(name)),
+            found.finalized_epoch if name in found.finalized else None,
+        )
+        for name in names
+    ]
+    click.echo(format_table(["FEATURE", "SUPPORTED", "FINALIZED", "EPOCH"], rows))
+
+
+@click.group("features", invoke_without_command=True)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (describe).")
+@admin_options
+def features_command(cfg: dict[str, Any], as_json: bool) -> None:
+    """Describe and change the cluster's feature levels (KIP-584), as kafka-features.sh.
+
+    \b
+    Without a subcommand: describe (the levels a broker supports, those the
+    cluster has finalized, and the epoch of the finalized ones).
+    upgrade --feature NAME=LEVEL     raise levels
+    downgrade --feature NAME=LEVEL   lower levels (--unsafe: even if metadata is lost)
+    disable --feature NAME           lower to 0, which removes the feature
+    --dry-run has the controller validate the change, which changes nothing.
+    A request is applied whole or not at all.
+    """
+    if click.get_current_context().invoked_subcommand is None:
+        _describe_features(cfg, as_json)
+
+
+@features_command.command("describe")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@admin_options
+def features_describe(cfg: dict[str, Any], as_json: bool) -> None:
+    """The supported and finalized levels and the finalized epoch."""
+    _describe_features(cfg, as_json)
+
+
+def _feature_levels(values: Iterable[str]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for item in values:
+        name, sep, text = item.partition("=")
+        name = name.strip()
+        if not sep or not name:
+            raise click.BadParameter(f"{item!r} is not NAME=LEVEL", param_hint="--feature")
+        try:
+            level = int(text)
+        except ValueError:
+            raise click.BadParameter(
+                f"{name}: {text.strip()!r} is not a level", param_hint="--feature"
+            ) from None
+        if level < 0:
+            raise click.BadParameter(f"{name}: a level cannot be negative", param_hint="--feature")
+        if name in out:
+            raise click.BadParameter(f"{name} given twice", param_hint="--feature")
+        out[name] = level
+    return out
+
+
+def _explain_features(exc: KafkaError, verb: str) -> click.ClickException:
+    name = exc.code.name if isinstance(exc.code, ErrorCode) else str(exc.code)
+    if exc.code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED:
+        return click.ClickException(
+            f"this client's principal may not {verb} features (CLUSTER_AUTHORIZATION_FAILED): "
+            "it needs ALTER on the cluster, or to be a super user"
+        )
+    reason = str(exc).partition("] ")[2] or str(exc)  # without the code named already
+    return click.ClickException(f"could not {verb} (nothing changed): {name}: {reason}")
+
+
+def _update_features(
+    cfg: dict[str, Any], levels: dict[str, int], upgrade_type: str, dry_run: bool, verb: str
+) -> None:
+    from trafka.sdk import FeatureUpdate, UpgradeType
+
+    kind = UpgradeType[upgrade_type]
+    updates = {name: FeatureUpdate(level, kind) for name, level in levels.items()}
+
+    async def run(admin: Any) -> dict[str, Any]:
+        result: dict[str, Any] = await admin.update_features(updates, validate_only=dry_run)
+        return result
+
+    outcome = run_client(with_admin, cfg, run, explain=lambda exc: _explain_features(exc, verb))
+    failed = False
+    for name, level in levels.items():
+        error = outcome.get(name)
+        past = "disabled" if verb == "disable" else f"{verb}d to {level}"
+        if error is not None:
+            failed = True
+            click.echo(f"{name}: could not be {past}: {error}", err=True)
+        elif dry_run:
+            can = "disabled" if verb == "disable" else f"{verb}d to {level}"
+            click.echo(f"{name} can be {can} (dry run: nothing changed)")
+        else:
+            click.echo(f"{name} was {past}")
+    if failed:
+        raise click.exceptions.Exit(1)
+
+
+_FEATURE_HELP = "NAME=LEVEL, e.g. group.version=1 (repeatable)."
+_DRY_RUN_HELP = "Have the controller validate the change (validate_only); nothing changes."
+_UNSAFE_HELP = "An unsafe downgrade: go on even if metadata of the higher level is lost."
+
+
+@features_command.command("upgrade")
+@click.option("--feature", "features", multiple=True, required=True, help=_FEATURE_HELP)
+@click.option("--dry-run", is_flag=True, help=_DRY_RUN_HELP)
+@admin_options
+def features_upgrade(cfg: dict[str, Any], features: tuple[str, ...], dry_run: bool) -> None:
+    """Raise (or keep) feature levels."""
+    _update_features(cfg, _feature_levels(features), "UPGRADE", dry_run, "upgrade")
+
+
+@features_command.command("downgrade")
+@click.option("--feature", "features", multiple=True, required=True, help=_FEATURE_HELP)
+@click.option("--unsafe", is_flag=True, help=_UNSAFE_HELP)
+@click.option("--dry-run", is_flag=True, help=_DRY_RUN_HELP)
+@admin_options
+def features_downgrade(
+    cfg: dict[str, Any], features: tuple[str, ...], unsafe: bool, dry_run: bool
+) -> None:
+    """Lower feature levels (0 removes a feature, as disable)."""
+    kind = "UNSAFE_DOWNGRADE" if unsafe else "SAFE_DOWNGRADE"
+    _update_features(cfg, _feature_levels(features), kind, dry_run, "downgrade")
+
+
+@features_command.command("disable")
+@click.option("--feature", "features", multiple=True, required=True, help="NAME (repeatable).")
+@click.option("--unsafe", is_flag=True, help=_UNSAFE_HELP)
+@click.option("--dry-run", is_flag=True, help=_DRY_RUN_HELP)
+@admin_options
+def features_disable(
+    cfg: dict[str, Any], features: tuple[str, ...], unsafe: bool, dry_run: bool
+) -> None:
+    """Lower features to level 0, which removes them from the finalized ones."""
+    names = [f.strip() for f in features]
+    if any(not n or "=" in n for n in names):
+        raise click.BadParameter("give feature names without levels", param_hint="--feature")
+    if len(set(names)) < len(names):
+        raise click.BadParameter("a feature is given twice", param_hint="--feature")
+    kind = "UNSAFE_DOWNGRADE" if unsafe else "SAFE_DOWNGRADE"
+    _update_features(cfg, dict.fromkeys(names, 0), kind, dry_run, "disable")
