@@ -306,6 +306,7 @@ def test_announcing_from_async_code_and_cancelling_a_browse(backend: str) -> Non
     assert errors == []
 
 
+@pytest.mark.slow
 def test_the_broker_command_announces_unless_told_not_to(tmp_path: Path) -> None:
     def discover_cli(cluster: str, timeout: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(

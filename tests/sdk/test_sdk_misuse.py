@@ -450,6 +450,7 @@ def _reads_from_the_start(read: Callable[..., Any], topic: str, values: list[byt
     assert got[: len(values)] == values
 
 
+@pytest.mark.slow
 def test_async_consumer_refuses_misuse_and_goes_on(broker: RunningBroker) -> None:
     bs = broker.bootstrap_servers
     topic, values = _filled(bs)
@@ -480,6 +481,7 @@ def test_async_consumer_refuses_misuse_and_goes_on(broker: RunningBroker) -> Non
         assert consumer("committed", tp) == 1
 
 
+@pytest.mark.slow
 def test_blocking_consumer_refuses_misuse_in_the_callers_thread(broker: RunningBroker) -> None:
     bs = broker.bootstrap_servers
     topic, values = _filled(bs)

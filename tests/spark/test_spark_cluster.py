@@ -132,6 +132,7 @@ def _small_tasks(spark: Any, servers: str, topic: str) -> Any:
     )
 
 
+@pytest.mark.slow
 def test_a_leader_stopped_mid_read_loses_and_doubles_nothing(
     spark: Any, cluster: ClusterThread
 ) -> None:
@@ -226,6 +227,7 @@ def _until(what: str, probe: Any, timeout: float = 60) -> Any:
         time.sleep(0.2)
 
 
+@pytest.mark.slow
 def test_a_leader_killed_mid_read_loses_and_doubles_nothing(
     spark: Any, processes: ClusterProcesses
 ) -> None:

@@ -89,6 +89,7 @@ def standalone(tmp_path: Path) -> Iterator[str]:
             log.close()
 
 
+@pytest.mark.slow
 def test_a_standalone_cluster_with_two_workers_reads_and_writes(
     broker: RunningBroker, standalone: str, tmp_path: Path
 ) -> None:
