@@ -193,8 +193,16 @@ async def _leader_of(control: ClusterControl, partition: int) -> int:
 
 @pytest.fixture
 def processes(zk: str, tmp_path: Path) -> Iterator[ClusterProcesses]:
-    """Three brokers, each a process of its own (so that one can be killed -9)."""
-    running = ClusterProcesses(tmp_path / "cluster", nodes=3, zookeeper_connect=zk)
+    """Three brokers, each a process of its own (so that one can be killed -9).
+
+    The read waits for the killed leader's ZooKeeper session to expire: 4 s
+    rather than ClusterProcesses' 6 s (its length is not what is tested)."""
+    running = ClusterProcesses(
+        tmp_path / "cluster",
+        nodes=3,
+        zookeeper_connect=zk,
+        settings={"zookeeper.session.timeout.ms": 4000},
+    )
     try:
         running.start()
         yield running
