@@ -72,10 +72,11 @@ typecheck: src-tree
 # (one per core of CI's machine) rather than more: the interop tests with real
 # clients keep tight timings (1.5 s SASL sessions...), and a CI run with 4
 # workers on 2 cores failed two of them. `make pytest PYTEST_WORKERS=0` runs it
-# in this process alone.
+# in this process alone. Files go to the workers in the order tests/conftest.py
+# sets (those with a test marked slow first), not xdist's (most tests first).
 PYTEST_WORKERS ?= 2
 pytest: $(STAMP) system-deps
-	$(PY) -m pytest -q --durations=25 $(if $(filter 0,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS) --dist loadfile)
+	$(PY) -m pytest -q --durations=25 $(if $(filter 0,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder)
 
 docs: src-tree
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict -q -d site

@@ -12,6 +12,15 @@ fixtures of the cluster tests (brokerlite's and the proxy's):
 * ``build_go_client``: builds one of the Go clients of ``tests/interop/`` in
   GOPATH mode against Debian's Go packages (``/usr/share/gocode``), or skips
   the test saying what is missing (brokerlite's and the proxy's interop tests).
+
+And the order in which the suite's files are handed to pytest-xdist's workers
+(``make pytest``: ``--dist loadfile --no-loadscope-reorder``): every file holding
+a test marked ``slow`` (one of tens of seconds) first, in collection order, then
+the others. A worker takes the next file when it is done with one, so the long
+files spread over both workers while short ones are left to even out the end;
+xdist's own order (most tests first) left the one-test files of a minute or more
+(Spark's exactly-once run, the cluster durability tests) to the end, where one
+worker ran them while the other had nothing left.
 """
 
 from __future__ import annotations
@@ -29,6 +38,13 @@ from trafka.brokerlite.dev.zookeeper_server import ZooKeeperServer, zookeeper_av
 _HERE = str(Path(__file__).resolve().parent)
 if _HERE not in sys.path:
     sys.path.insert(0, _HERE)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The files with a ``slow`` test first (see the module's docstring); each
+    file's tests keep their order and stay together."""
+    slow = {item.path for item in items if item.get_closest_marker("slow") is not None}
+    items.sort(key=lambda item: item.path not in slow)
 
 
 class ZkChroot(NamedTuple):

@@ -530,6 +530,7 @@ def test_commit_and_abort_cycles_interleaved_across_clients(running: Any) -> Non
     assert len(consume_confluent(servers, "txns", 2, "read_uncommitted")) == everything
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_consume_transform_produce_is_exactly_once_across_kill_9(running: Any) -> None:
     servers = running.bootstrap_servers

@@ -41,6 +41,7 @@ def run(binary: Path, servers: str, *args: str) -> list[str]:
     return done.stdout.splitlines()
 
 
+@pytest.mark.slow
 def test_kafka_go_0_2_produces_consumes_as_a_group_and_commits(
     kafka_go_old: Path, running: Any, topic_name: str
 ) -> None:

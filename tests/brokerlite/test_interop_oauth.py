@@ -117,6 +117,7 @@ def test_confluent_kafka_with_unsecured_jwts(broker: RunningBroker) -> None:
     [(1500, 3600, 8), (0, 10, 4)],
     ids=["connections.max.reauth.ms", "token-lifetime"],
 )
+@pytest.mark.slow
 def test_librdkafka_reauthenticates_oauthbearer_sessions(
     tmp_path: Path, reauth_ms: int, token_seconds: int, wanted: int
 ) -> None:

@@ -163,6 +163,7 @@ async def fresh_member_gets(servers: str) -> list[int]:
     return got
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(240)
 def test_share_group_loses_nothing_across_kill_9_and_a_broker_restart(tmp_path: Path) -> None:
     seed = int(os.environ.get("TRAFKA_SHARE_FAILURES_SEED") or random.randrange(2**32))

@@ -45,6 +45,7 @@ def test_block_extraction() -> None:
     assert python_blocks(text) == [(3, "a = 1\n")]
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("page", PAGES, ids=[p.name for p in PAGES])
 def test_examples_run(page: Path) -> None:

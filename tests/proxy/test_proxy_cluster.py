@@ -680,6 +680,7 @@ def test_sarama_idempotent_producer_is_routed(zk: str, build_go_client: Any) -> 
     run(test, zk)
 
 
+@pytest.mark.slow
 def test_kafkajs_idempotent_producer_is_routed_and_read_back(zk: str, kafkajs: list[str]) -> None:
     """kafkajs (npm) with idempotence on, every message sent to partition 0: behind
     the proxy each lands on its key's murmur2 partition, once; a kafkajs consumer

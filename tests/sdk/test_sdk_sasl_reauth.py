@@ -53,6 +53,7 @@ def reauth_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningB
     )
 
 
+@pytest.mark.slow
 async def test_a_long_lived_connection_reauthenticates_in_place(
     reauth_broker: RunningBroker,
 ) -> None:

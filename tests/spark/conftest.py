@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from spark_helpers import TEST_JVM_OPTIONS
 
 from trafka.brokerlite import RunningBroker
 from trafka.brokerlite.server import broker_in_thread
@@ -39,6 +40,7 @@ def spark() -> Iterator[Any]:
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.extraJavaOptions", TEST_JVM_OPTIONS)
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("ERROR")

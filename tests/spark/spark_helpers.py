@@ -13,6 +13,12 @@ from trafka.sdk import NewTopic, TopicPartition, open_admin, open_consumer, open
 
 _names = itertools.count()
 
+#: The tests' JVMs (drivers, executors, standalone daemons) compile with C1 only
+#: and collect with the serial GC: they live seconds to minutes and run small
+#: jobs, and on a two-core machine C2's and the parallel GC's threads cost more
+#: than they give back. Not for bench/spark.py, which measures.
+TEST_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+
 
 def fresh(prefix: str = "t") -> str:
     """A topic name no other test of this run uses."""

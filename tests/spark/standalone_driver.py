@@ -16,6 +16,7 @@ def main() -> None:
     master, servers, source, sink = sys.argv[1:5]
     os.environ["PYSPARK_PYTHON"] = sys.executable
     from pyspark.sql import SparkSession
+    from spark_helpers import TEST_JVM_OPTIONS
 
     from trafka.spark import register
 
@@ -27,6 +28,8 @@ def main() -> None:
         .config("spark.executor.memory", "512m")
         .config("spark.executorEnv.PYSPARK_PYTHON", sys.executable)
         .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.driver.extraJavaOptions", TEST_JVM_OPTIONS)
+        .config("spark.executor.extraJavaOptions", TEST_JVM_OPTIONS)
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("ERROR")

@@ -15,6 +15,7 @@ def main() -> None:
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
     from pyspark.sql import SparkSession
+    from spark_helpers import TEST_JVM_OPTIONS
 
     from trafka.spark import register
 
@@ -24,6 +25,7 @@ def main() -> None:
         .config("spark.ui.enabled", "false")
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.extraJavaOptions", TEST_JVM_OPTIONS)
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("ERROR")

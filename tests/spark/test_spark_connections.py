@@ -45,6 +45,7 @@ def _wait(condition: Callable[[], bool], what: str, query: Any) -> None:
         time.sleep(0.1)
 
 
+@pytest.mark.slow
 def test_a_stream_reuses_its_connections_across_triggers_and_micro_batches(
     spark: Any, broker: RunningBroker, tmp_path: Path, accepted: Callable[[], int]
 ) -> None:
@@ -92,6 +93,7 @@ def test_a_stream_reuses_its_connections_across_triggers_and_micro_batches(
         query.stop()
 
 
+@pytest.mark.slow
 def test_a_topic_to_topic_stream_keeps_its_producers_too(
     spark: Any, broker: RunningBroker, tmp_path: Path, accepted: Callable[[], int]
 ) -> None:

@@ -92,6 +92,7 @@ def _until(what: str, check: Callable[[], bool], driver: Driver, log: Path) -> N
         time.sleep(0.5)
 
 
+@pytest.mark.slow
 def test_file_sink_output_is_exactly_once_across_driver_kills_and_broker_restarts(
     spark: Any, restartable: RestartableBroker, tmp_path: Path
 ) -> None:

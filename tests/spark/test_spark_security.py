@@ -61,6 +61,7 @@ def _sdk(ca: str) -> dict[str, Any]:
     }
 
 
+@pytest.mark.slow
 def test_read_and_write_over_sasl_ssl(spark: Any, secure: tuple[RunningBroker, str]) -> None:
     broker, ca = secure
     topic, copy = fresh("secure"), fresh("secure")

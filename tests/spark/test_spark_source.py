@@ -35,6 +35,7 @@ def utc(ms: int) -> datetime.datetime:
     return datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.UTC).replace(tzinfo=None)
 
 
+@pytest.mark.slow
 def test_batch_read_returns_every_record_as_the_broker_acknowledged_it(
     spark: Any, broker: RunningBroker
 ) -> None:
@@ -453,6 +454,7 @@ def _run_available_now(df: Any, out: Path, checkpoint: Path) -> Any:
     return query
 
 
+@pytest.mark.slow
 def test_stream_resumes_from_its_checkpoint_and_respects_the_rate_limit(
     spark: Any, broker: RunningBroker, tmp_path: Path
 ) -> None:
@@ -510,6 +512,7 @@ def _backlog(progress: dict[str, Any]) -> dict[str, int]:
     return {f"{t}-{p}": o - end[t][p] for t, parts in latest.items() for p, o in parts.items()}
 
 
+@pytest.mark.slow
 def test_min_offsets_per_trigger_holds_small_batches_back(
     spark: Any, broker: RunningBroker, tmp_path: Path
 ) -> None:
@@ -596,6 +599,7 @@ def test_the_first_trigger_is_not_held_back_on_a_freshly_booted_machine(
         stream.stop()
 
 
+@pytest.mark.slow
 def test_stream_from_topic_to_topic(spark: Any, broker: RunningBroker, tmp_path: Path) -> None:
     source, sink = fresh("src"), fresh("dst")
     create(broker, source, 2)

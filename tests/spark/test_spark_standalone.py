@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from spark_helpers import consume_all, create, fresh, produce
+from spark_helpers import TEST_JVM_OPTIONS, consume_all, create, fresh, produce
 
 from trafka.brokerlite import RunningBroker
 from trafka.brokerlite.dev.local_cluster import free_port
@@ -42,6 +42,7 @@ def standalone(tmp_path: Path) -> Iterator[str]:
         SPARK_LOG_DIR=str(tmp_path / "logs"),
         # No REST submission server: its fixed port would clash with other runs.
         SPARK_MASTER_OPTS="-Dspark.master.rest.enabled=false",
+        SPARK_DAEMON_JAVA_OPTS=TEST_JVM_OPTIONS,
     )
     port = free_port()
     master = f"spark://127.0.0.1:{port}"
@@ -89,6 +90,7 @@ def standalone(tmp_path: Path) -> Iterator[str]:
             log.close()
 
 
+@pytest.mark.slow
 def test_a_standalone_cluster_with_two_workers_reads_and_writes(
     broker: RunningBroker, standalone: str, tmp_path: Path
 ) -> None:

@@ -780,6 +780,7 @@ def down_results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Done]:
     return run_many({name: job(name) for name in COMMANDS})
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(COMMANDS))
 def test_a_no_broker(name: str, down_results: dict[str, Done]) -> None:
     done = down_results[name]

@@ -94,6 +94,7 @@ def test_pipeline_checks_hold_and_can_fail(monkeypatch: pytest.MonkeyPatch) -> N
     assert any(line.startswith("  FAILED: every key is on its murmur2 partition") for line in out)
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(240)
 def test_python_m_demo() -> None:
     """What `make demo` runs: the whole path (brokerlite, the proxy, two clients'
