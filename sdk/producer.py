@@ -74,7 +74,14 @@ import anyio.lowlevel
 from trafka.codec import ErrorCode, KafkaError, TrafkaError
 
 from ._util import loop_clock, owned_task_group, serve_metrics_if_asked
-from ._validate import check_bool, check_committed_offset, check_offsets, check_str, check_topic, describe
+from ._validate import (
+    check_bool,
+    check_committed_offset,
+    check_offsets,
+    check_str,
+    check_topic,
+    describe,
+)
 from .accumulator import (
     BATCH_OVERHEAD,
     BufferFullError,
