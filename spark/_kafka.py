@@ -26,7 +26,6 @@ import itertools
 import json
 import math
 import os
-import queue
 import re
 import threading
 import time
@@ -70,7 +69,6 @@ __all__ = [
     "merge_ranges",
     "plan_ranges",
     "read_range",
-    "read_ranges",
     "starting_offsets",
     "write_columns",
 ]
@@ -921,70 +919,6 @@ def read_range(opts: ReadOptions, task: OffsetRange) -> Iterator[RecordColumns]:
             f"kafkaConsumer.pollTimeoutMs ({opts.poll_timeout_ms} ms); the read planned "
             f"offsets up to {task.end}: {exc}"
         ) from exc
-
-
-def read_ranges(
-    opts: ReadOptions, ranges: Sequence[OffsetRange], *, ahead: int = 4
-) -> Iterator[tuple[OffsetRange, RecordColumns]]:
-    """The records of a task's ranges, one range after the other, each read as
-    :func:`read_range` reads it, with the range they are of.
-
-    A thread of the task's own reads up to ``ahead`` chunks ahead of the caller,
-    so that the next fetch is on its way (from the same range or the next)
-    while the caller turns a chunk into Arrow and hands it to Spark. What the
-    reading raises is raised to the caller, after the chunks read before it.
-    A caller that stops early (Spark ends a task that has what it needs) stops
-    the thread and waits for it to give its reader back.
-    """
-    records = ((r, chunk) for r in ranges for chunk in read_range(opts, r))
-    return _read_ahead(records, ahead)
-
-
-_T = TypeVar("_T")
-
-
-def _read_ahead(source: Iterator[_T], depth: int) -> Iterator[_T]:
-    """``source``'s items, read by a thread of their own up to ``depth`` ahead."""
-    items: queue.Queue[tuple[bool, Any]] = queue.Queue(depth)
-    stop = threading.Event()
-
-    def hand(entry: tuple[bool, Any]) -> bool:
-        while not stop.is_set():
-            try:
-                items.put(entry, timeout=0.05)
-                return True
-            except queue.Full:
-                continue
-        return False
-
-    def run() -> None:
-        end: BaseException | None = None
-        try:
-            for item in source:
-                if not hand((True, item)):
-                    return
-        except BaseException as exc:
-            end = exc
-        finally:
-            close = getattr(source, "close", None)
-            if close is not None:
-                close()  # in this thread, which iterated it: its readers go back
-        hand((False, end))
-
-    thread = threading.Thread(target=run, daemon=True, name="trafka-spark-read")
-    thread.start()
-    try:
-        while True:
-            more, item = items.get()
-            if more:
-                yield item
-            elif item is None:
-                return
-            else:
-                raise item
-    finally:
-        stop.set()
-        thread.join()
 
 
 class _Stalled(TrafkaError):

@@ -245,8 +245,9 @@ def _read(opts: ReadOptions, schema: StructType, partition: InputPartition) -> I
         return
     # The schema Spark checks the batches against (timestamps in UTC microseconds).
     arrow = to_arrow_schema(schema, timezone="UTC")
-    for task, records in _kafka.read_ranges(opts, partition.ranges):
-        yield _batch(records, task.topic, task.partition, arrow)
+    for task in partition.ranges:
+        for records in _kafka.read_range(opts, task):
+            yield _batch(records, task.topic, task.partition, arrow)
 
 
 def _batch(records: RecordColumns, topic: str, partition: int, arrow: pa.Schema) -> pa.RecordBatch:

@@ -1,11 +1,10 @@
 """The executors' reader pool (no Spark): one reader serves every query that
 reads a cluster the same way, whatever group id each draws; what a worker keeps
-idle is bounded, the least recently used closed first, the expired closed too; a task reads ahead in a thread of its own.
+idle is bounded, the least recently used closed first, the expired closed too.
 Sockets are checked where they end: the broker's open connections."""
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -16,7 +15,6 @@ from spark_helpers import create, fresh, produce
 from trafka.brokerlite import RunningBroker
 from trafka.sdk import TopicPartition
 from trafka.spark import _kafka
-from trafka.spark._kafka import DataLossError, _read_ahead
 from trafka.spark._wire import reader_settings
 from trafka.spark.options import parse_read_options
 
@@ -214,32 +212,3 @@ def test_idle_bookkeeping() -> None:
     assert idle.put("e", "eeeeeee") == ["c1", "dddd"]  # alone over the bound, and kept
     assert (len(idle), idle.weight) == (1, 7)
     assert idle.take("e", lambda entry: False) == (None, ["eeeeeee"])  # passed over: dropped
-
-
-def test_read_ahead_keeps_order_and_raises_after_what_was_read() -> None:
-    def source() -> Iterator[int]:
-        yield from range(10)
-        raise DataLossError("gone")
-
-    got = []
-    with pytest.raises(DataLossError, match="gone"):
-        for item in _read_ahead(source(), 2):
-            got.append(item)
-    assert got == list(range(10))
-
-
-def test_read_ahead_stopped_early_closes_its_source_in_its_thread() -> None:
-    closed: list[str] = []
-    main = threading.current_thread().name
-
-    def source() -> Iterator[int]:
-        try:
-            yield from range(1000)
-        finally:
-            closed.append(threading.current_thread().name)
-
-    items = _read_ahead(source(), 3)
-    assert [next(items) for _ in range(5)] == list(range(5))
-    items.close()  # as Spark does to a task's generator it no longer reads
-    # The reading thread closed its source (giving its reader back) before close() returned.
-    assert len(closed) == 1 and closed[0] != main
