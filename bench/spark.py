@@ -40,6 +40,7 @@ import os
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -209,24 +210,27 @@ def main() -> None:
 
             options = {"kafka.bootstrap.servers": servers, "subscribe": "bench"}
             rows_per_task = planned_rows(spark, options)
-            reads = {
-                "merged": spark.read.format("trafka").options(**options).load(),
-                "per range": spark.read.format("trafka")
-                .options(**options, mergeOffsetRanges="false")
-                .load(),
-                "ceiling": spark.read.format("ceiling")
-                .option("rows", json.dumps(rows_per_task))
-                .option("size", str(args.size))
-                .load(),
+            # Each read is built anew for every query, as a job would.
+            reads: dict[str, Callable[[], Any]] = {
+                "merged": lambda: spark.read.format("trafka").options(**options).load(),
+                "per range": lambda: (
+                    spark.read.format("trafka").options(**options, mergeOffsetRanges="false").load()
+                ),
+                "ceiling": lambda: (
+                    spark.read.format("ceiling")
+                    .option("rows", json.dumps(rows_per_task))
+                    .option("size", str(args.size))
+                    .load()
+                ),
             }
             rates: dict[str, float] = dict.fromkeys(reads, 0.0)
             # An untimed round first: the JVM's code for each source gets warm
             # (a first read of this size ran at a fraction of the later ones).
             for frame in reads.values():
-                timed_read(frame, args.records)
+                timed_read(frame(), args.records)
             for _ in range(args.rounds):
                 for name, frame in reads.items():
-                    rates[name] = max(rates[name], timed_read(frame, args.records))
+                    rates[name] = max(rates[name], timed_read(frame(), args.records))
             spark_r = rates["merged"]
 
             rows = spark.range(args.records).selectExpr(
