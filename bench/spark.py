@@ -9,6 +9,16 @@ its start-up is not timed.
 * **read**: ``spark.read.format("trafka")...load()`` and an aggregate over every
   value (so that every row crosses from the Python workers into Spark), against
   a trafka consumer assigned all partitions reading to the end.
+* **read against the ceiling**: the same query, in ``--rounds`` alternating
+  rounds (default 2), over trafka's default plan (small ranges merged into
+  about one task per core), over Spark's connector's plan (one task per
+  partition's range: ``mergeOffsetRanges=false``), and over the ceiling of any
+  Python data source in this Spark: :class:`CeilingSource`, a trivial
+  ``pyspark.sql.datasource`` source on the same tasks as trafka's default plan
+  (the same rows per task) that yields pre-built pyarrow RecordBatches with
+  Kafka's 7-column schema. An untimed round of each comes first (the JVM
+  warms up over the first reads); each rate is the best of its rounds; the
+  ratios are of rates measured in the same run.
 * **write**: a DataFrame of the same number of rows (``key``, ``value``) saved
   with ``write.format("trafka")``, against a trafka producer sending the same
   records and flushing.
@@ -25,10 +35,12 @@ Figures are records per second and Spark's ratio to the single process. Run:
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +48,83 @@ import anyio
 from broker import start_broker  # bench/ is the script's directory
 
 from trafka.sdk import NewTopic, TopicPartition, open_admin, open_consumer, open_producer
+
+_CEILING_CHUNK = 5_000  # rows per batch, as trafka's reads hand them to Spark
+
+
+def ceiling_source() -> type:
+    """The trivial Python data source ``ceiling`` (see the module doc).
+
+    Options: ``rows``, a JSON list of each task's row count; ``size``, the
+    value size. A task builds one batch of Kafka's columns before it yields
+    anything, then yields it (or a slice of it) until its rows are out: what is
+    left is Spark's own cost of a Python data source's task and its rows.
+    """
+    import pyarrow as pa
+    from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    from trafka.spark import SCHEMA
+
+    def prebuilt(rows: int, size: int) -> pa.RecordBatch:
+        arrow = to_arrow_schema(SCHEMA, timezone="UTC")
+        columns = {
+            "key": pa.array([b"k%d" % (i % 1000) for i in range(rows)], pa.binary()),
+            "value": pa.array([b"x" * size] * rows, pa.binary()),
+            "topic": pa.array(["bench"] * rows, pa.string()),
+            "partition": pa.array([0] * rows, pa.int32()),
+            "offset": pa.array(range(rows), pa.int64()),
+            "timestamp": pa.array([1_700_000_000_000_000] * rows, arrow.field("timestamp").type),
+            "timestampType": pa.array([0] * rows, pa.int32()),
+        }
+        return pa.RecordBatch.from_arrays([columns[f.name] for f in arrow], schema=arrow)
+
+    class CeilingReader(DataSourceReader):
+        def __init__(self, rows: list[int], size: int) -> None:
+            self.rows = rows
+            self.size = size
+
+        def partitions(self) -> list[InputPartition]:
+            return [InputPartition(n) for n in self.rows]
+
+        def read(self, partition: Any) -> Any:
+            left = partition.value
+            batch = prebuilt(min(left, _CEILING_CHUNK), self.size)
+            while left > 0:
+                yield batch if left >= batch.num_rows else batch.slice(0, left)
+                left -= batch.num_rows
+
+    class CeilingSource(DataSource):
+        @classmethod
+        def name(cls) -> str:
+            return "ceiling"
+
+        def schema(self) -> Any:
+            return SCHEMA
+
+        def reader(self, schema: Any) -> DataSourceReader:
+            return CeilingReader(json.loads(self.options["rows"]), int(self.options["size"]))
+
+    return CeilingSource
+
+
+def planned_rows(spark: Any, options: dict[str, str]) -> list[int]:
+    """The rows of each task of trafka's plan for a read with ``options``, as
+    the registered source plans it (the session's default parallelism)."""
+    from trafka.spark import SCHEMA, KafkaDataSource
+
+    source = KafkaDataSource(options)
+    source.parallelism = spark.sparkContext.defaultParallelism
+    return [sum(r.end - r.start for r in p.ranges) for p in source.reader(SCHEMA).partitions()]
+
+
+def timed_read(df: Any, records: int) -> float:
+    """Records per second of a count and an aggregate over every value of ``df``."""
+    start = time.perf_counter()
+    (row,) = df.selectExpr("count(*) as n", "sum(length(value)) as bytes").collect()
+    rate = row.n / (time.perf_counter() - start)
+    assert row.n == records, row
+    return rate
 
 
 async def sdk_write(
@@ -73,16 +162,17 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=100)
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--latency-seconds", type=float, default=10.0)
+    parser.add_argument("--rounds", type=int, default=2, help="alternating read rounds")
     parser.add_argument(
         "--smoke",
         action="store_true",
-        help="a check that the benchmark runs, not a measurement: 2,000 records, a 1 s "
-        "stream and a JVM that starts sooner (C1 only, serial GC), whatever the other "
+        help="a check that the benchmark runs, not a measurement: 2,000 records, one round, "
+        "a 1 s stream and a JVM that starts sooner (C1 only, serial GC), whatever the other "
         "options say (tests/bench/test_bench_smoke.py)",
     )
     args = parser.parse_args()
     if args.smoke:
-        args.records, args.latency_seconds = 2_000, 1.0
+        args.records, args.latency_seconds, args.rounds = 2_000, 1.0, 1
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     from pyspark.sql import SparkSession
@@ -106,6 +196,7 @@ def main() -> None:
             spark: Any = builder.getOrCreate()
             spark.sparkContext.setLogLevel("ERROR")
             register(spark)
+            spark.dataSource.register(ceiling_source())
             # Warm up Spark's Python workers on a small topic.
             anyio.run(sdk_write, servers, "warm", 1000, args.size, backend="trio")
             spark.read.format("trafka").option("kafka.bootstrap.servers", servers).option(
@@ -123,16 +214,30 @@ def main() -> None:
             )
             sdk_r = anyio.run(sdk_read, servers, "bench", args.partitions, backend="trio")
 
-            df = (
-                spark.read.format("trafka")
-                .option("kafka.bootstrap.servers", servers)
-                .option("subscribe", "bench")
-                .load()
-            )
-            start = time.perf_counter()
-            (row,) = df.selectExpr("count(*) as n", "sum(length(value)) as bytes").collect()
-            spark_r = row.n / (time.perf_counter() - start)
-            assert row.n == args.records, row
+            options = {"kafka.bootstrap.servers": servers, "subscribe": "bench"}
+            rows_per_task = planned_rows(spark, options)
+            # Each read is built anew for every query, as a job would.
+            reads: dict[str, Callable[[], Any]] = {
+                "merged": lambda: spark.read.format("trafka").options(**options).load(),
+                "per range": lambda: (
+                    spark.read.format("trafka").options(**options, mergeOffsetRanges="false").load()
+                ),
+                "ceiling": lambda: (
+                    spark.read.format("ceiling")
+                    .option("rows", json.dumps(rows_per_task))
+                    .option("size", str(args.size))
+                    .load()
+                ),
+            }
+            rates: dict[str, float] = dict.fromkeys(reads, 0.0)
+            # An untimed round first: the JVM's code for each source gets warm
+            # (a first read of this size ran at a fraction of the later ones).
+            for frame in reads.values():
+                timed_read(frame(), args.records)
+            for _ in range(args.rounds):
+                for name, frame in reads.items():
+                    rates[name] = max(rates[name], timed_read(frame(), args.records))
+            spark_r = rates["merged"]
 
             rows = spark.range(args.records).selectExpr(
                 "cast(id % 1000 as string) as key", f"repeat('x', {args.size}) as value"
@@ -155,6 +260,14 @@ def main() -> None:
     print(f"{'':<8}{'trafka alone':>16}{'Spark':>12}{'ratio':>8}")
     print(f"{'read':<8}{sdk_r:>16,.0f}{spark_r:>12,.0f}{spark_r / sdk_r:>8.2f}")
     print(f"{'write':<8}{sdk_w:>16,.0f}{spark_w:>12,.0f}{spark_w / sdk_w:>8.2f}")
+    print(
+        f"read, best of {args.rounds} alternating rounds, records/s: trafka {rates['merged']:,.0f} "
+        f"in {len(rows_per_task)} tasks (ranges merged), {rates['per range']:,.0f} in "
+        f"{args.partitions} (one per partition, mergeOffsetRanges=false); ceiling "
+        f"(trivial Python source, same tasks) {rates['ceiling']:,.0f}"
+    )
+    print(f"  trafka / ceiling {rates['merged'] / rates['ceiling']:.2f}")
+    print(f"  merged / one task per partition {rates['merged'] / rates['per range']:.2f}")
     ordered = sorted(latencies)
     if ordered:
         p50 = ordered[len(ordered) // 2] * 1000

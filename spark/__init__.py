@@ -25,7 +25,7 @@ except ImportError as _e:  # pragma: no cover - depends on the environment
         raise
     _missing = _e
 
-    def register(spark: Any) -> None:
+    def register(spark: Any, *, parallelism: int | None = None) -> None:
         """Unavailable: pyspark is not installed."""
         raise ImportError(
             "trafka.spark needs pyspark 4.2 or newer: pip install 'trafka[spark]'"

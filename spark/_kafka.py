@@ -66,6 +66,7 @@ __all__ = [
     "batch_offsets",
     "limit_offsets",
     "offsets_behind_latest",
+    "merge_ranges",
     "plan_ranges",
     "read_range",
     "starting_offsets",
@@ -504,6 +505,68 @@ def plan_ranges(
             out.append(OffsetRange(r.topic, r.partition, at, at + size))
             at += size
     return out
+
+
+def merge_ranges(
+    ranges: Sequence[OffsetRange],
+    tasks: int | None,
+    *,
+    max_records_per_partition: int | None = None,
+) -> list[tuple[OffsetRange, ...]]:
+    """Group the ranges :func:`plan_ranges` made into about ``tasks`` Spark
+    tasks, so that a read of many small ranges pays Spark's fixed cost per task
+    once per core rather than once per partition.
+
+    Rules:
+
+    * With ``tasks`` None, or no more ranges than ``tasks``, every range is a
+      task of its own (Spark's connector's plan).
+    * Otherwise the ranges, largest first, each go to the task with the fewest
+      offsets so far (the first such task on a tie): about ``tasks`` tasks of
+      about equal size; a range larger than a fair share is a task of its own.
+    * No task gets more than ``max_records_per_partition`` offsets because of a
+      merge: a range that fits in no task starts another one.
+    * A range is never cut or widened: a task reads exactly its ranges' offsets
+      and checks each for lost records. Within a task the ranges are in
+      (topic, partition, offset) order, and the pieces of a partition that end
+      where the next starts are joined into one range.
+    * The tasks are ordered by their first range.
+    """
+    if tasks is None or len(ranges) <= tasks:
+        return [(r,) for r in ranges]
+    loads: list[int] = []
+    groups: list[list[OffsetRange]] = []
+    for r in sorted(ranges, key=lambda r: (r.start - r.end, r.topic, r.partition, r.start)):
+        size = r.end - r.start
+        least = min(range(len(loads)), key=loads.__getitem__, default=None)
+        if (
+            least is None
+            or len(loads) < tasks
+            or (
+                max_records_per_partition is not None
+                and loads[least] + size > max_records_per_partition
+            )
+        ):
+            loads.append(size)
+            groups.append([r])
+        else:
+            loads[least] += size
+            groups[least].append(r)
+    out = []
+    for group in groups:
+        joined: list[OffsetRange] = []
+        for r in sorted(group, key=lambda r: (r.topic, r.partition, r.start)):
+            last = joined[-1] if joined else None
+            if last is not None and (last.topic, last.partition, last.end) == (
+                r.topic,
+                r.partition,
+                r.start,
+            ):
+                joined[-1] = OffsetRange(r.topic, r.partition, last.start, r.end)
+            else:
+                joined.append(r)
+        out.append(tuple(joined))
+    return sorted(out, key=lambda task: (task[0].topic, task[0].partition, task[0].start))
 
 
 COLUMNS = ("key", "value", "topic", "partition", "offset", "timestamp", "timestampType")

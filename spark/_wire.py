@@ -296,7 +296,10 @@ class RangeReader:
         conn = self._any_connection()
         try:
             version = conn.version_for(_METADATA)
-            body = self.metadata.build_request_for(version, [topic], auto_create=False)
+            # Every topic the reader has read (a pooled reader serves many): a
+            # request for this one alone leaves the others missing from the answer,
+            # and the cache then asks again before every fetch.
+            body = self.metadata.build_request(version)
             self.metadata.update(conn.call(_METADATA, body, version=version), time.monotonic())
         except TrafkaError:
             conn.close()

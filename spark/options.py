@@ -159,6 +159,8 @@ _READ_KEYS = {
     "maxtriggerdelay",
     "minpartitions",
     "maxrecordsperpartition",
+    "mergeoffsetranges",
+    "mergedpartitions",
     "kafkaconsumer.polltimeoutms",
     "polltimeoutms",  # trafka's name before kafkaConsumer.pollTimeoutMs
     "fetchoffset.numretries",
@@ -222,6 +224,8 @@ class ReadOptions:
     max_trigger_delay_ms: int = 15 * 60_000
     min_partitions: int | None = None
     max_records_per_partition: int | None = None
+    merge_ranges: bool = True
+    merged_partitions: int | None = None
     poll_timeout_ms: int = 120_000
     fetch_offset_retries: int = 3
     fetch_offset_retry_interval_ms: int = 10
@@ -551,6 +555,8 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOp
         max_records_per_partition=_positive(
             "maxRecordsPerPartition", own.get("maxrecordsperpartition")
         ),
+        merge_ranges=_bool("mergeOffsetRanges", own.get("mergeoffsetranges"), True),
+        merged_partitions=_positive("mergedPartitions", own.get("mergedpartitions")),
         poll_timeout_ms=_positive("kafkaConsumer.pollTimeoutMs", poll) or 120_000,
         fetch_offset_retries=_or(
             _integer("fetchOffset.numRetries", own.get("fetchoffset.numretries"), 0), 3
@@ -694,6 +700,21 @@ PARITY: tuple[Parity, ...] = (
     ),
     Parity("minPartitions", "read", "none: one task per partition", example="8"),
     Parity("maxRecordsPerPartition", "read", "none", example="10000"),
+    Parity(
+        "mergeOffsetRanges",
+        "read",
+        "not in Spark: one task per partition's range",
+        "trafka's own, default true: small ranges of several partitions share a task, about "
+        "one task per core (Spark's default parallelism); false plans as Spark does",
+        example="false",
+    ),
+    Parity(
+        "mergedPartitions",
+        "read",
+        "not in Spark",
+        "trafka's own: how many tasks merged ranges aim at, instead of Spark's default parallelism",
+        example="4",
+    ),
     Parity(
         "groupIdPrefix",
         "read",

@@ -17,6 +17,7 @@ range or writes its rows with trafka's own clients.
 from __future__ import annotations
 
 import dataclasses
+import os
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -88,26 +89,46 @@ _HEADERS = StructField(
 )
 
 
-def register(spark: Any) -> None:
-    """Make ``format("trafka")`` available in a Spark session."""
-    spark.dataSource.register(KafkaDataSource)
+def register(spark: Any, *, parallelism: int | None = None) -> None:
+    """Make ``format("trafka")`` available in a Spark session.
+
+    Args:
+        parallelism: how many tasks a read's small offset ranges are merged into
+            (``mergeOffsetRanges``); by default the session's default
+            parallelism (its cores), as Spark reports it now.
+    """
+    spark.dataSource.register(_bound("trafka", parallelism or _default_parallelism(spark)))
+
+
+def _default_parallelism(spark: Any) -> int | None:
+    """The session's default parallelism, or None where Spark does not say
+    (Spark Connect has no SparkContext)."""
+    try:
+        return int(spark.sparkContext.defaultParallelism)
+    except Exception:
+        return None
+
+
+def _bound(short_name: str, parallelism: int | None) -> type[KafkaDataSource]:
+    """The data source under ``short_name``, planning for ``parallelism`` cores.
+
+    Spark runs the planning in Python processes of its own, which cannot ask the
+    session; the class Spark pickles carries the figure instead (a class made
+    here is pickled by value, its attributes with it).
+    """
+    return type(
+        f"KafkaDataSource_{short_name}",
+        (KafkaDataSource,),
+        {"short_name": short_name, "parallelism": parallelism, "__module__": __name__},
+    )
 
 
 @dataclass
 class RangePartition(InputPartition):
-    """One task: an offset range of one Kafka partition."""
+    """One task: offset ranges, each of one Kafka partition, read one after another
+    (one range, as in Spark's connector, unless small ranges were merged)."""
 
-    topic: str
-    partition: int
-    start: int
-    end: int
-
-    @classmethod
-    def of(cls, r: _kafka.OffsetRange) -> RangePartition:
-        return cls(r.topic, r.partition, r.start, r.end)
-
-    def range(self) -> _kafka.OffsetRange:
-        return _kafka.OffsetRange(self.topic, self.partition, self.start, self.end)
+    ranges: tuple[_kafka.OffsetRange, ...]
 
 
 @dataclass
@@ -122,11 +143,20 @@ def _kind(t: DataType) -> str:
 
 
 class KafkaDataSource(DataSource):
-    """Kafka topics through trafka; options as Spark's Kafka connector's."""
+    """Kafka topics through trafka; options as Spark's Kafka connector's.
+
+    Attributes:
+        short_name: the format name it is registered under.
+        parallelism: the cores a read plans for (see :func:`register`); None: as
+            many as the planning process's machine has.
+    """
+
+    short_name = "trafka"
+    parallelism: int | None = None
 
     @classmethod
     def name(cls) -> str:
-        return "trafka"
+        return cls.short_name
 
     def schema(self) -> StructType:
         # Spark asks at load(), before it says whether the read is a batch or a
@@ -141,7 +171,8 @@ class KafkaDataSource(DataSource):
     # These run on the driver: zeroconf bootstrap specs are resolved here, once.
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        return _BatchReader(_pinned(parse_read_options(self.options, streaming=False)), schema)
+        opts = _pinned(parse_read_options(self.options, streaming=False))
+        return _BatchReader(opts, schema, self._tasks(opts))
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         try:
@@ -150,7 +181,15 @@ class KafkaDataSource(DataSource):
             # PySpark's stream runner loses an exception raised here (it fails with
             # an UnboundLocalError of its own): the reader raises it at its first call.
             return _FailedStreamReader(exc)
-        return _StreamReader(opts, schema)
+        return _StreamReader(opts, schema, tasks=self._tasks(opts))
+
+    def _tasks(self, opts: ReadOptions) -> int | None:
+        """How many tasks merged ranges aim at: ``mergedPartitions``, else the
+        cores, never fewer than ``minPartitions``; None when merging is off."""
+        if not opts.merge_ranges:
+            return None
+        cores = opts.merged_partitions or self.parallelism or os.cpu_count() or 1
+        return max(cores, opts.min_partitions or 0)
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         if overwrite:
@@ -206,8 +245,9 @@ def _read(opts: ReadOptions, schema: StructType, partition: InputPartition) -> I
         return
     # The schema Spark checks the batches against (timestamps in UTC microseconds).
     arrow = to_arrow_schema(schema, timezone="UTC")
-    for records in _kafka.read_range(opts, partition.range()):
-        yield _batch(records, partition.topic, partition.partition, arrow)
+    for task in partition.ranges:
+        for records in _kafka.read_range(opts, task):
+            yield _batch(records, task.topic, task.partition, arrow)
 
 
 def _batch(records: RecordColumns, topic: str, partition: int, arrow: pa.Schema) -> pa.RecordBatch:
@@ -270,7 +310,9 @@ def _piece(
     return pa.RecordBatch.from_arrays([columns[f.name] for f in arrow], schema=arrow)
 
 
-def _plan(opts: ReadOptions, start: _kafka.Offsets, end: _kafka.Offsets) -> list[InputPartition]:
+def _plan(
+    opts: ReadOptions, tasks: int | None, start: _kafka.Offsets, end: _kafka.Offsets
+) -> list[InputPartition]:
     ranges = _kafka.plan_ranges(
         start,
         end,
@@ -278,7 +320,10 @@ def _plan(opts: ReadOptions, start: _kafka.Offsets, end: _kafka.Offsets) -> list
         fail_on_data_loss=opts.fail_on_data_loss,
         max_records_per_partition=opts.max_records_per_partition,
     )
-    return [RangePartition.of(r) for r in ranges]
+    merged = _kafka.merge_ranges(
+        ranges, tasks, max_records_per_partition=opts.max_records_per_partition
+    )
+    return [RangePartition(group) for group in merged]
 
 
 def _chunks(batches: Iterator[Any]) -> Iterator[dict[str, list[Any]]]:
@@ -287,12 +332,13 @@ def _chunks(batches: Iterator[Any]) -> Iterator[dict[str, list[Any]]]:
 
 
 class _BatchReader(DataSourceReader):
-    def __init__(self, opts: ReadOptions, schema: StructType) -> None:
+    def __init__(self, opts: ReadOptions, schema: StructType, tasks: int | None) -> None:
         self.opts = opts
         self.schema = schema
+        self.tasks = tasks
 
     def partitions(self) -> Sequence[InputPartition]:
-        return _plan(self.opts, *_kafka.batch_offsets(self.opts))
+        return _plan(self.opts, self.tasks, *_kafka.batch_offsets(self.opts))
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         return _read(self.opts, self.schema, partition)
@@ -309,6 +355,7 @@ class _StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     offsets of its start and is never delayed.
 
     Args:
+        tasks: how many tasks small ranges are merged into (None: not merged).
         clock: seconds on a monotonic clock (:func:`time.monotonic`), for the
             delay; any origin (a machine booted a minute ago reads small values).
     """
@@ -318,10 +365,12 @@ class _StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         opts: ReadOptions,
         schema: StructType,
         *,
+        tasks: int | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.opts = opts
         self.schema = schema
+        self.tasks = tasks
         self.clock = clock
         self.target: _kafka.Offsets | None = None
         self.latest: _kafka.Offsets | None = None
@@ -382,7 +431,8 @@ class _StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return self.latest
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
-        return _plan(self.opts, _kafka.new_partitions(self.opts, start, end, self.planner), end)
+        begin = _kafka.new_partitions(self.opts, start, end, self.planner)
+        return _plan(self.opts, self.tasks, begin, end)
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         return _read(self.opts, self.schema, partition)

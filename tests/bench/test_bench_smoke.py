@@ -66,6 +66,9 @@ RATIO_LINES: dict[str, list[tuple[str, int]]] = {
     "proxy.py": [(r"\s(plain|idempotent)\s+[\d,]+\s+\d+\.\d\d\s+[\d,]+\s+\d+\.\d\d\s", 8)],
     "spark.py": [
         (r"^(read|write)\s+[\d,]+\s+[\d,]+\s+\d+\.\d\d$", 2),
+        # The ceiling of a Python data source, and merged tasks against one per partition.
+        (r"^  trafka / ceiling \d+\.\d\d$", 1),
+        (r"^  merged / one task per partition \d+\.\d\d$", 1),
         (r"^stream latency .*: p50 \d+ ms, p99 \d+ ms over [1-9]", 1),
     ],
 }

@@ -9,7 +9,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from trafka.sdk.errors import ConfigError
-from trafka.spark._kafka import DataLossError, limit_offsets, plan_ranges
+from trafka.spark._kafka import (
+    DataLossError,
+    OffsetRange,
+    limit_offsets,
+    merge_ranges,
+    plan_ranges,
+)
 from trafka.spark.options import (
     EARLIEST,
     LATEST,
@@ -314,6 +320,94 @@ def test_plan_reports_an_end_before_the_start() -> None:
     with pytest.raises(DataLossError, match="failOnDataLoss"):
         plan_ranges(start, end, min_partitions=None, fail_on_data_loss=True)
     assert plan_ranges(start, end, min_partitions=None, fail_on_data_loss=False) == []
+
+
+def _sizes(tasks: list[tuple[OffsetRange, ...]]) -> list[int]:
+    return [sum(r.end - r.start for r in task) for task in tasks]
+
+
+def test_merge_keeps_one_task_per_range_when_there_are_few() -> None:
+    ranges = [OffsetRange("t", p, 0, 10) for p in range(4)]
+    assert merge_ranges(ranges, None) == [(r,) for r in ranges]
+    assert merge_ranges(ranges, 4) == [(r,) for r in ranges]
+    assert merge_ranges([], 2) == []
+
+
+def test_merge_makes_even_tasks_and_leaves_a_large_range_alone() -> None:
+    ranges = [OffsetRange("t", p, 0, 100) for p in range(16)]
+    tasks = merge_ranges(ranges, 2)
+    assert _sizes(tasks) == [800, 800]
+    key = lambda r: (r.topic, r.partition, r.start)  # noqa: E731
+    assert sorted((r for task in tasks for r in task), key=key) == ranges
+    for task in tasks:
+        assert list(task) == sorted(task, key=key)
+    skewed = [OffsetRange("t", 0, 0, 1000), *(OffsetRange("t", p, 0, 10) for p in range(1, 5))]
+    assert merge_ranges(skewed, 2) == [(skewed[0],), tuple(skewed[1:])]
+
+
+def test_merge_never_passes_max_records_per_partition() -> None:
+    ranges = plan_ranges(
+        {"t": {"0": 0, "1": 0, "2": 0}},
+        {"t": {"0": 100, "1": 30, "2": 30}},
+        min_partitions=None,
+        fail_on_data_loss=True,
+        max_records_per_partition=50,
+    )
+    tasks = merge_ranges(ranges, 2, max_records_per_partition=50)
+    # 50 + 50 + 30 + 30: two tasks cannot hold them within 50 each.
+    assert sorted(_sizes(tasks)) == [30, 30, 50, 50]
+
+
+def test_merge_joins_the_pieces_of_a_partition_that_meet() -> None:
+    ranges = [OffsetRange("t", 0, 0, 10), OffsetRange("t", 0, 10, 20), OffsetRange("t", 1, 0, 100)]
+    assert merge_ranges(ranges, 2) == [
+        (OffsetRange("t", 0, 0, 20),),
+        (OffsetRange("t", 1, 0, 100),),
+    ]
+
+
+@given(
+    st.lists(st.tuples(st.integers(0, 3), st.integers(0, 500), st.integers(1, 500)), max_size=40),
+    st.integers(1, 8),
+    st.one_of(st.none(), st.integers(1, 600)),
+)
+def test_merge_reads_every_planned_offset_once(
+    spec: list[tuple[int, int, int]], tasks: int, cap: int | None
+) -> None:
+    # Ranges as plan_ranges makes them: disjoint, within the cap when there is one.
+    ranges = []
+    for i, (topic, start, n) in enumerate(spec):
+        n = n if cap is None else min(n, cap)
+        ranges.append(OffsetRange(f"t{topic}", i, start, start + n))
+    merged = merge_ranges(ranges, tasks, max_records_per_partition=cap)
+    offsets = [
+        (r.topic, r.partition, o) for task in merged for r in task for o in range(r.start, r.end)
+    ]
+    assert sorted(offsets) == sorted(
+        (r.topic, r.partition, o) for r in ranges for o in range(r.start, r.end)
+    )
+    if cap is None:
+        assert len(merged) == min(len(ranges), tasks)
+    else:
+        assert all(size <= cap for size in _sizes(merged))
+        assert len(merged) >= min(len(ranges), tasks)
+
+
+def test_tasks_aim_at_the_cores_never_below_min_partitions() -> None:
+    from trafka.spark.source import KafkaDataSource
+
+    def tasks(parallelism: int | None, **options: str) -> int | None:
+        source = KafkaDataSource({**BASE, "subscribe": "t", **options})
+        source.parallelism = parallelism
+        return source._tasks(parse_read_options(source.options, streaming=False))
+
+    assert tasks(2) == 2
+    assert tasks(2, minPartitions="7") == 7
+    assert tasks(2, mergedPartitions="5") == 5
+    assert tasks(2, mergeOffsetRanges="false") is None
+    assert tasks(None, mergedPartitions="3") == 3
+    with pytest.raises(ConfigError, match="'mergeOffsetRanges'"):
+        tasks(2, mergeOffsetRanges="sometimes")
 
 
 def test_the_parity_table_in_the_docs_is_the_options_module() -> None:

@@ -323,6 +323,57 @@ def test_max_records_per_partition_splits_the_read(spark: Any, broker: RunningBr
     assert sorted(int(r.value) for r in df.collect()) == list(range(300))
 
 
+def test_small_ranges_share_tasks_and_each_is_read_exactly_once(
+    spark: Any, broker: RunningBroker
+) -> None:
+    """16 partitions read by about one task per core (the session's 2), by one
+    task per partition with mergeOffsetRanges=false, and by minPartitions' split:
+    every read returns each planned offset once, as the producer acknowledged it."""
+    topic = fresh("merge")
+    create(broker, topic, 16)
+    sent = [(f"k{i}".encode(), f"v{i}".encode(), None) for i in range(1600)]
+    metas = produce(broker, topic, sent)
+    produced = sorted((m.partition, m.offset, v) for m, (_, v, _) in zip(metas, sent, strict=True))
+    assert {p for p, _, _ in produced} == set(range(16))
+
+    def read(**options: str) -> tuple[int, list[tuple[int, int, bytes]]]:
+        df = reader(spark, broker, subscribe=topic, **options).load()
+        rows = sorted((r.partition, r.offset, r.value) for r in df.collect())
+        return df.rdd.getNumPartitions(), rows
+
+    assert read() == (2, produced)
+    assert read(mergeOffsetRanges="false") == (16, produced)
+    assert read(mergedPartitions="5") == (5, produced)
+    # minPartitions still splits (merging never leaves fewer tasks than it asks);
+    # as in Spark, each partition gets round(minPartitions * its share) pieces,
+    # here 2 to 4 each.
+    tasks, rows = read(minPartitions="48")
+    assert tasks > 16 and rows == produced
+    # Ranges that start mid-partition and end early, merged: exactly their offsets.
+    starts = {str(p): 3 for p in range(0, 16, 2)}
+    ends = {str(p): 5 for p in range(1, 16, 4)}
+    tasks, rows = read(
+        startingOffsets=json.dumps({topic: starts}), endingOffsets=json.dumps({topic: ends})
+    )
+    assert tasks == 2
+    assert rows == [
+        (p, o, v) for p, o, v in produced if starts.get(str(p), 0) <= o < ends.get(str(p), 2**63)
+    ]
+
+    # A merged task still checks each of its ranges for lost records.
+    async def delete() -> None:
+        async with open_admin(bootstrap_servers=broker.bootstrap_servers) as admin:
+            await admin.delete_records({TopicPartition(topic, 7): 4})
+
+    run(delete)
+    from_zero = json.dumps({topic: {"7": 0}})
+    with pytest.raises(Exception, match=r"offsets 0-3 of \S+-7 are no longer in the log"):
+        read(startingOffsets=from_zero)
+    tasks, rows = read(startingOffsets=from_zero, failOnDataLoss="false")
+    assert tasks == 2
+    assert rows == [(p, o, v) for p, o, v in produced if p != 7 or o >= 4]
+
+
 def test_write_errors_are_clear(spark: Any, broker: RunningBroker) -> None:
     df = spark.createDataFrame([("v",)], "value string")
     servers = broker.bootstrap_servers

@@ -68,3 +68,28 @@ def test_deleted_offsets_are_named(broker: RunningBroker) -> None:
         _offsets(_opts(broker, topic), 0, 10, 20)
     # failOnDataLoss=false: from the log's start on.
     assert _offsets(_opts(broker, topic, failOnDataLoss="false"), 0, 0, 100) == list(range(30, 100))
+
+
+def test_a_kept_reader_serves_other_topics_without_asking_for_metadata_again(
+    broker: RunningBroker,
+) -> None:
+    """A pooled reader reads many topics: after each read its metadata answers
+    for all of them, so the next fetch does not first ask again (and back off)."""
+    import time
+
+    topics = [fresh("wire-many") for _ in range(2)]
+    for topic in topics:
+        create(broker, topic, 1)
+        produce(broker, topic, [(None, b"%d" % i, None) for i in range(50)])
+    reader = RangeReader(_opts(broker, topics[0]).consumer_config())
+    try:
+        for topic in (*topics, topics[0]):
+            got = [
+                o
+                for records, _ in reader.read(TopicPartition(topic, 0), 0, 50, 5000, 500)
+                for o in records.offsets()
+            ]
+            assert got == list(range(50))
+            assert not reader.metadata.needs_update(time.monotonic()), topic
+    finally:
+        reader.close()
