@@ -41,6 +41,15 @@ def wait_for(what: str, probe: Any, timeout: float) -> Any:
     return got
 
 
+def _journal_bytes(directory: Path) -> int:
+    """The bytes of the proxy's journal files under ``directory`` (0 without one)."""
+    return (
+        sum(f.stat().st_size for f in directory.rglob("*") if f.is_file())
+        if directory.exists()
+        else 0
+    )
+
+
 class PacedProducer:
     """librdkafka's idempotent producer writing RECORDS keyed records (CRC32
     partitioner: most of them move) at a steady pace, on a thread of its own."""
@@ -91,6 +100,39 @@ class PacedProducer:
         assert self.done.wait(200), "the producer did not finish"
         self.thread.join(10)
         assert self.failures == []
+
+
+def _kill_holding_batches(
+    proxy: Any, cluster: ClusterProcesses, producer: PacedProducer, journal_dir: Path
+) -> None:
+    """kill -9 ``proxy`` while it holds placed batches the brokers have not answered.
+
+    The brokers are paused (SIGSTOP) until the proxy's journal grows (a batch was
+    placed since), or until the producer is stalled waiting for answers (20 looks
+    in a row with no new report and no new placement), then resumed after the kill.
+    """
+    import signal
+
+    brokers = [p for p in cluster.procs.values() if p.poll() is None]
+    for broker in brokers:
+        broker.send_signal(signal.SIGSTOP)
+    try:
+        journaled = _journal_bytes(journal_dir)
+        looks: list[tuple[int, int]] = []
+
+        def holding() -> bool | None:
+            looks.append((_journal_bytes(journal_dir), len(producer.reports)))
+            if looks[-1][0] > journaled:
+                return True
+            return (len(looks) >= 20 and len(set(looks[-20:])) == 1) or None
+
+        wait_for("the proxy holding batches the paused brokers have not answered", holding, 30)
+        assert producer.sent > len(producer.reports)
+        proxy.send_signal(signal.SIGKILL)
+        proxy.wait(10)
+    finally:
+        for broker in brokers:
+            broker.send_signal(signal.SIGCONT)
 
 
 def check_exactly_once(servers: str, reports: list[Report]) -> Counter[bytes]:
@@ -190,12 +232,15 @@ def test_a_proxy_killed_and_restarted_loses_nothing(tmp_path: Path, journal: boo
 
         proxy = start()
         producer = PacedProducer(f"127.0.0.1:{port}", 0.02)
-        # Killed three times: each kill finds batches in flight most of the time.
-        for share in (3, 2, 1.3):
+        # Killed three times; the first kill surely finds batches in flight.
+        for kill, share in enumerate((3, 2, 1.3)):
             wanted = RECORDS / share
             wait_for("records sent", lambda: producer.sent > wanted or None, 60)  # noqa: B023
-            proxy.send_signal(signal.SIGKILL)
-            proxy.wait(10)
+            if kill == 0:
+                _kill_holding_batches(proxy, cluster, producer, tmp_path / "journal")
+            else:
+                proxy.send_signal(signal.SIGKILL)
+                proxy.wait(10)
             proxy = start()
         producer.finish()
         counts = check_exactly_once(cluster.bootstrap_servers, producer.reports)
