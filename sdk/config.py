@@ -844,7 +844,9 @@ class ProducerConfig(ClientConfig):
         if self.delivery_timeout_ms < self.linger_ms + self.request_timeout_ms:
             raise ConfigError(
                 f"delivery.timeout.ms ({self.delivery_timeout_ms}) must be >= linger.ms + "
-                f"request.timeout.ms ({self.linger_ms + self.request_timeout_ms})"
+                f"request.timeout.ms ({self.linger_ms + self.request_timeout_ms}), as in "
+                "Java's client; librdkafka's message.timeout.ms is delivery.timeout.ms: "
+                "raise it or lower request.timeout.ms"
             )
 
     @property
