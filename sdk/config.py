@@ -696,8 +696,6 @@ _NOT_TAKEN = {
     "commit(message=record)",
     "enable.partition.eof": "trafka's consumer has no end-of-partition event: compare "
     "position(tp) with highwater(tp) (or end_offsets) to know a partition is read to its end",
-    "on_commit": "trafka's commit() returns once committed or raises, and "
-    "commit_async(callback=fn) calls fn(offsets, error_or_None) when done",
     "on_delivery": "pass on_delivery=cb to each send(): cb(error, metadata) per record",
     "dr_cb": "pass on_delivery=cb to each send(): cb(error, metadata) per record",
     "dr_msg_cb": "pass on_delivery=cb to each send(): cb(error, metadata) per record",
@@ -896,6 +894,13 @@ class ConsumerConfig(ClientConfig):
         exclude_internal_topics: pattern subscriptions skip ``__consumer_offsets`` etc.
         allow_auto_create_topics: metadata requests may create subscribed topics.
         key_deserializer / value_deserializer: ``bytes``, ``str``, ``json`` or a callable.
+        on_commit: called as ``on_commit(error_or_None, offsets)`` after each
+            commit of offsets, whoever started it (auto-commit, ``commit()``,
+            ``commit_async()``, the commit before a revocation or at close), as
+            librdkafka's ``on_commit`` / offset commit callback; ``offsets``
+            maps each TopicPartition to the offset committed (confluent-kafka
+            passes a list of TopicPartition carrying ``.offset``). It runs in
+            the client's event loop and must not block; what it raises is logged.
     """
 
     group_id: str | None = _field(None, _opt_str)
@@ -926,6 +931,7 @@ class ConsumerConfig(ClientConfig):
     allow_auto_create_topics: bool = _field(True, _bool)
     key_deserializer: Any = _field("bytes", _callable_or_name(*_SERDES))  # noqa: RUF009
     value_deserializer: Any = _field("bytes", _callable_or_name(*_SERDES))  # noqa: RUF009
+    on_commit: Any = _field(None, _opt_callable, dotted="on_commit")  # noqa: RUF009
 
     def _check(self) -> None:
         super(ConsumerConfig, self)._check()

@@ -105,7 +105,6 @@ def test_an_unknown_offset_reset_lists_every_spelling() -> None:
     [
         (ConsumerConfig, "enable.auto.offset.store", r"enable\.auto\.commit=false"),
         (ConsumerConfig, "enable.partition.eof", r"highwater"),
-        (ConsumerConfig, "on_commit", r"commit_async\(callback=fn\)"),
         (ProducerConfig, "queue.buffering.max.messages", r"buffer\.memory"),
         (ProducerConfig, "queue.buffering.max.kbytes", r"buffer\.memory"),
         (ProducerConfig, "batch.num.messages", r"batch\.size"),
@@ -129,6 +128,14 @@ def test_every_refused_name_is_refused_by_every_component(key: str) -> None:
         assert _norm(key) not in _names(cls)  # never both accepted and refused
         with pytest.raises(ConfigError, match="is not taken by trafka"):
             cls.from_dict({"group.id": "g"} if cls is ShareConsumerConfig else {}, **{key: 1})
+
+
+def test_on_commit_must_be_callable_and_is_a_consumer_setting() -> None:
+    assert ConsumerConfig.from_dict({"on_commit": print}).on_commit is print
+    with pytest.raises(ConfigError, match="on_commit must be a callable"):
+        ConsumerConfig.from_dict({"on_commit": "print"})
+    with pytest.raises(ConfigError, match="is a ConsumerConfig setting"):
+        ProducerConfig.from_dict({"on_commit": print})
 
 
 def test_a_typo_still_gets_its_near_name() -> None:

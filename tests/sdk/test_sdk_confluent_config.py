@@ -6,6 +6,10 @@ as its CONFIGURATION.md spells them). They go as they are to
 :mod:`trafka.sdk.blocking` against a brokerlite: records are produced (as lz4
 batches in the log, as ``compression.codec`` asks), consumed by the group, and
 the group's commit is what the consumer read.
+
+``on_commit`` (librdkafka's offset commit callback) hears of every commit of
+offsets with its outcome: ``commit()``, ``commit_async()`` and the auto-commit
+at close, each with the offsets the coordinator now holds.
 """
 
 from __future__ import annotations
@@ -122,3 +126,36 @@ def test_a_confluent_kafka_service_config_works_unchanged(broker: RunningBroker)
     assert committed == ends
     assert sum(committed.values()) == len(sent)
     assert set(committed) == {TopicPartition(topic, 0), TopicPartition(topic, 1)}
+
+
+def test_on_commit_hears_of_every_commit(broker: RunningBroker) -> None:
+    bs = broker.bootstrap_servers
+    topic = fresh("oc")
+    group = fresh("oc-g")
+    with Admin(bootstrap_servers=bs) as admin:
+        admin.create_topics([NewTopic(topic, 1)])
+    with Producer({"bootstrap.servers": bs}) as producer:
+        for i in range(10):
+            producer.send(topic, b"%d" % i)
+    heard: list[tuple[BaseException | None, dict[TopicPartition, int]]] = []
+    tp = TopicPartition(topic, 0)
+    conf = {
+        "bootstrap.servers": bs,
+        "group.id": group,
+        "auto.offset.reset": "earliest",
+        "enable.auto.commit": True,
+        "auto.commit.interval.ms": 3_600_000,  # only the commit at close
+        "on_commit": lambda error, offsets: heard.append((error, offsets)),
+    }
+    with Consumer(topic, config=conf, consumer_timeout_ms=3_000) as consumer:
+        for taken, _ in enumerate(consumer, 1):
+            if taken == 10:
+                break
+        consumer.commit({tp: 3})
+        assert heard == [(None, {tp: 3})]
+        consumer.commit_async({tp: 5}).result()
+        assert heard[-1] == (None, {tp: 5})
+    # Leaving commits what was consumed (auto-commit), and says so.
+    assert heard[-1] == (None, {tp: 10})
+    with Admin(bootstrap_servers=bs) as admin:
+        assert admin.list_consumer_group_offsets(group) == {tp: 10}
