@@ -690,10 +690,6 @@ _NO_VERSION_GUESS = (
 #: near name is the wrong advice for these (enable.auto.offset.store is not
 #: auto.offset.reset).
 _NOT_TAKEN = {
-    "enable.auto.offset.store": "librdkafka's offset store is not supported: trafka's "
-    "consumer commits the positions of the records it handed out; to choose what is "
-    "committed, set enable.auto.commit=false and call commit(offsets) or "
-    "commit(message=record)",
     "enable.partition.eof": "trafka's consumer has no end-of-partition event: compare "
     "position(tp) with highwater(tp) (or end_offsets) to know a partition is read to its end",
     "on_delivery": "pass on_delivery=cb to each send(): cb(error, metadata) per record",
@@ -873,6 +869,10 @@ class ConsumerConfig(ClientConfig):
         group_instance_id: a static member id (KIP-345), or ``None``.
         auto_offset_reset: ``latest``, ``earliest`` or ``none`` (raise).
         enable_auto_commit: commit consumed positions every ``auto_commit_interval_ms``.
+        enable_auto_offset_store: librdkafka's: true (the default) commits the
+            positions after the records handed out; false commits only what the
+            application stored with ``Consumer.store_offsets`` (at auto-commit,
+            ``commit()`` without offsets, before a revocation and at close).
         session_timeout_ms / heartbeat_interval_ms / max_poll_interval_ms: group liveness.
         max_poll_records: records handed out per ``getmany``.
         fetch_min_bytes / fetch_max_wait_ms / fetch_max_bytes / max_partition_fetch_bytes:
@@ -907,6 +907,7 @@ class ConsumerConfig(ClientConfig):
     group_instance_id: str | None = _field(None, _opt_str)
     auto_offset_reset: str = _field("latest", _offset_reset)
     enable_auto_commit: bool = _field(True, _bool)
+    enable_auto_offset_store: bool = _field(True, _bool)
     auto_commit_interval_ms: int = _field(5_000, _int(1, INT32_MAX))
     session_timeout_ms: int = _field(45_000, _int(1, INT32_MAX))
     heartbeat_interval_ms: int = _field(3_000, _int(1, INT32_MAX))

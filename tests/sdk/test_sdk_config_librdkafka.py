@@ -103,7 +103,6 @@ def test_an_unknown_offset_reset_lists_every_spelling() -> None:
 @pytest.mark.parametrize(
     ("cls", "key", "advice"),
     [
-        (ConsumerConfig, "enable.auto.offset.store", r"enable\.auto\.commit=false"),
         (ConsumerConfig, "enable.partition.eof", r"highwater"),
         (ProducerConfig, "queue.buffering.max.messages", r"buffer\.memory"),
         (ProducerConfig, "queue.buffering.max.kbytes", r"buffer\.memory"),
@@ -136,6 +135,15 @@ def test_on_commit_must_be_callable_and_is_a_consumer_setting() -> None:
         ConsumerConfig.from_dict({"on_commit": "print"})
     with pytest.raises(ConfigError, match="is a ConsumerConfig setting"):
         ProducerConfig.from_dict({"on_commit": print})
+
+
+def test_the_offset_store_setting_is_librdkafkas_and_a_consumers() -> None:
+    assert ConsumerConfig().enable_auto_offset_store
+    assert not ConsumerConfig.from_dict(
+        {"enable.auto.offset.store": "false"}
+    ).enable_auto_offset_store
+    with pytest.raises(ConfigError, match="is a ConsumerConfig setting"):
+        ShareConsumerConfig.from_dict({"group.id": "g", "enable.auto.offset.store": False})
 
 
 def test_a_typo_still_gets_its_near_name() -> None:

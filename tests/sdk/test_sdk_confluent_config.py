@@ -10,6 +10,10 @@ the group's commit is what the consumer read.
 ``on_commit`` (librdkafka's offset commit callback) hears of every commit of
 offsets with its outcome: ``commit()``, ``commit_async()`` and the auto-commit
 at close, each with the offsets the coordinator now holds.
+
+``enable.auto.offset.store=false`` with ``store_offsets``: commits without
+offsets (``commit()``, at close) commit what was stored, not what was read;
+storing needs the setting, and an assigned partition.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ import pytest
 from sdk_brokers import fresh, module_broker
 
 from trafka.brokerlite import RunningBroker
-from trafka.sdk import NewTopic, TopicPartition
+from trafka.sdk import NewTopic, TopicPartition, UsageError
 from trafka.sdk.blocking import Admin, Consumer, Producer
 
 pytestmark = pytest.mark.timeout(60)
@@ -159,3 +163,51 @@ def test_on_commit_hears_of_every_commit(broker: RunningBroker) -> None:
     assert heard[-1] == (None, {tp: 10})
     with Admin(bootstrap_servers=bs) as admin:
         assert admin.list_consumer_group_offsets(group) == {tp: 10}
+
+
+def test_commits_without_offsets_commit_the_stored_offsets(broker: RunningBroker) -> None:
+    bs = broker.bootstrap_servers
+    topic = fresh("store")
+    group = fresh("store-g")
+    with Admin(bootstrap_servers=bs) as admin:
+        admin.create_topics([NewTopic(topic, 1)])
+    with Producer({"bootstrap.servers": bs}) as producer:
+        for i in range(10):
+            producer.send(topic, b"%d" % i)
+    heard: list[tuple[BaseException | None, dict[TopicPartition, int]]] = []
+    tp = TopicPartition(topic, 0)
+    conf = {
+        "bootstrap.servers": bs,
+        "group.id": group,
+        "auto.offset.reset": "earliest",
+        "enable.auto.commit": True,
+        "enable.auto.offset.store": False,
+        "auto.commit.interval.ms": 3_600_000,  # only the commit at close
+        "on_commit": lambda error, offsets: heard.append((error, offsets)),
+    }
+    with Consumer(topic, config=conf, consumer_timeout_ms=3_000) as consumer:
+        with pytest.raises(UsageError, match="not assigned"):
+            consumer.store_offsets({TopicPartition(topic + "-other", 0): 1})
+        for n, record in enumerate(consumer, 1):
+            if record.offset < 4:
+                consumer.store_offsets(message=record)
+            if n == 10:
+                break
+        consumer.commit()
+        assert heard == [(None, {tp: 4})]
+        consumer.store_offsets({tp: 6})
+    assert heard[-1] == (None, {tp: 6})  # the commit at close: stored, not read (10)
+    with Admin(bootstrap_servers=bs) as admin:
+        assert admin.list_consumer_group_offsets(group) == {tp: 6}
+
+
+def test_storing_needs_the_offset_store_off(broker: RunningBroker) -> None:
+    bs = broker.bootstrap_servers
+    topic = fresh("store-on")
+    with Admin(bootstrap_servers=bs) as admin:
+        admin.create_topics([NewTopic(topic, 1)])
+    conf = {"bootstrap.servers": bs, "group.id": fresh("g")}
+    with Consumer(config=conf) as consumer:
+        consumer.assign([TopicPartition(topic, 0)])
+        with pytest.raises(UsageError, match=r"enable\.auto\.offset\.store=false"):
+            consumer.store_offsets({TopicPartition(topic, 0): 1})
