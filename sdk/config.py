@@ -11,6 +11,10 @@ Rules:
 * An unknown key is a :class:`ConfigError` naming it and the closest known key;
   a key that belongs to another component (``group.id`` given to a producer)
   says so.
+* Other clients' names are aliases only where they mean exactly the same
+  (librdkafka's ``message.timeout.ms`` is ``delivery.timeout.ms``). One we
+  cannot honour as its client defines it (``_NOT_TAKEN``) is refused with what
+  to use instead, never with a near name's "did you mean".
 * Defaults are Kafka's (Java client, 4.x), except where noted on the field.
 * A share consumer (:class:`ShareConsumerConfig`) refuses the consumer
   settings that share groups do not use (``auto.offset.reset``,
@@ -166,6 +170,41 @@ def _split_host_port(name: str, server: str) -> tuple[str, int]:
     if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
         raise ConfigError(f"{name}: {server!r} is not host:port (or a host alone, port 9092)")
     return host.strip("[]"), int(port)
+
+
+def _delivery_timeout(name: str, value: Any) -> int:
+    # librdkafka's message.timeout.ms takes 0 for "no limit"; Java's
+    # delivery.timeout.ms has none, and neither have we.
+    if value == 0 or (isinstance(value, str) and value.strip() == "0"):
+        raise ConfigError(
+            f"{name} must be >= 1: librdkafka's 0 (no limit) is not supported, "
+            "give the longest wait in ms (up to 2147483647)"
+        )
+    return _int(1, INT32_MAX)(name, value)
+
+
+#: librdkafka's names for the auto.offset.reset policies (its ``error`` raises
+#: when there is no valid offset, as Java's ``none`` does).
+_OFFSET_RESET = {
+    "earliest": "earliest",
+    "smallest": "earliest",
+    "beginning": "earliest",
+    "latest": "latest",
+    "largest": "latest",
+    "end": "latest",
+    "none": "none",
+    "error": "none",
+}
+
+
+def _offset_reset(name: str, value: Any) -> str:
+    if isinstance(value, str) and value.strip().lower() in _OFFSET_RESET:
+        return _OFFSET_RESET[value.strip().lower()]
+    raise ConfigError(
+        f"{name} must be one of latest, earliest, none "
+        f"(or librdkafka's {', '.join(k for k in _OFFSET_RESET if k not in ('earliest', 'latest', 'none'))}); "
+        f"got {value!r}"
+    )
 
 
 def _acks(name: str, value: Any) -> int:
@@ -384,7 +423,9 @@ class ClientConfig:
             are logged at WARNING (logger ``trafka.sdk``).
     """
 
-    bootstrap_servers: tuple[str, ...] = _field(("localhost:9092",), _servers)
+    bootstrap_servers: tuple[str, ...] = _field(
+        ("localhost:9092",), _servers, aliases=("metadata.broker.list",)
+    )
     client_id: str = _field("trafka", _str)
     request_timeout_ms: int = _field(30_000, _int(1, INT32_MAX))
     metadata_max_age_ms: int = _field(300_000, _int(0))
@@ -631,6 +672,64 @@ _NOT_FOR_SHARE_GROUPS = {
 }
 
 
+_QUEUE_BYTES = (
+    "trafka bounds the producer's buffer in bytes with buffer.memory, and a full "
+    "buffer makes send() wait up to max.block.ms instead of failing at once"
+)
+_LOGGING = (
+    "trafka logs through Python's logging (logger 'trafka.sdk'): set levels and handlers there"
+)
+_NO_VERSION_GUESS = (
+    "trafka always asks each broker for its API versions (ApiVersions) and never "
+    "guesses them: remove it"
+)
+
+#: Other clients' settings (librdkafka's, confluent-kafka's callbacks, Java's)
+#: that trafka does not take, because it cannot honour them as they are
+#: defined, with what to use instead. Checked before any "did you mean": a
+#: near name is the wrong advice for these (enable.auto.offset.store is not
+#: auto.offset.reset).
+_NOT_TAKEN = {
+    "enable.partition.eof": "trafka's consumer has no end-of-partition event: compare "
+    "position(tp) with highwater(tp) (or end_offsets) to know a partition is read to its end",
+    "on_delivery": "pass on_delivery=cb to each send(): cb(error, metadata) per record",
+    "dr_cb": "pass on_delivery=cb to each send(): cb(error, metadata) per record",
+    "dr_msg_cb": "pass on_delivery=cb to each send(): cb(error, metadata) per record",
+    "delivery.report.only.error": "trafka reports every record to on_delivery; skip the "
+    "successes (error None) in the callback",
+    "stats_cb": "call statistics() on the client, or serve metrics with metrics.listen",
+    "statistics.interval.ms": "call statistics() on the client, or serve metrics with "
+    "metrics.listen",
+    "throttle_cb": "broker throttling is counted in statistics()",
+    "oauth_cb": "give sasl_oauth_token_provider (see trafka.sdk.oauth for what it returns)",
+    "logger": _LOGGING,
+    "log_level": _LOGGING,
+    "debug": _LOGGING,
+    "queue.buffering.max.messages": f"{_QUEUE_BYTES}; there is no bound in records",
+    "queue.buffering.max.kbytes": f"{_QUEUE_BYTES}; use buffer.memory (in bytes)",
+    "batch.num.messages": "trafka's batches are bounded in bytes only: use batch.size",
+    "message.max.bytes": "the producer's largest request is max.request.size; the "
+    "consumer's largest response is receive.message.max.bytes",
+    "socket.timeout.ms": "use request.timeout.ms: how long trafka waits for any response",
+    "socket.keepalive.enable": "trafka does not set SO_KEEPALIVE; idle connections are "
+    "closed after connections.max.idle.ms",
+    "socket.send.buffer.bytes": "trafka leaves socket buffer sizes to the operating system",
+    "socket.receive.buffer.bytes": "trafka leaves socket buffer sizes to the operating system",
+    "send.buffer.bytes": "trafka leaves socket buffer sizes to the operating system",
+    "receive.buffer.bytes": "trafka leaves socket buffer sizes to the operating system",
+    "topic.metadata.refresh.interval.ms": "use metadata.max.age.ms: metadata older than "
+    "it is refreshed (librdkafka's -1, never, is not available)",
+    "queued.min.messages": "trafka has no local consumer queue thresholds: "
+    "fetch.max.bytes and max.partition.fetch.bytes size its fetches",
+    "queued.max.messages.kbytes": "trafka has no local consumer queue thresholds: "
+    "fetch.max.bytes and max.partition.fetch.bytes size its fetches",
+    "api.version.request": _NO_VERSION_GUESS,
+    "broker.version.fallback": _NO_VERSION_GUESS,
+    "api.version.fallback.ms": _NO_VERSION_GUESS,
+}
+_NOT_TAKEN_NORM = {_norm(k): v for k, v in _NOT_TAKEN.items()}
+
+
 def _unknown(cls: type[ClientConfig], key: str) -> ConfigError:
     if cls is ShareConsumerConfig:
         attr = _names(ConsumerConfig).get(_norm(key))
@@ -638,6 +737,9 @@ def _unknown(cls: type[ClientConfig], key: str) -> ConfigError:
             return ConfigError(
                 f"{key!r} is not a share consumer setting: {_NOT_FOR_SHARE_GROUPS[attr]}"
             )
+    why = _NOT_TAKEN_NORM.get(_norm(key))
+    if why is not None:
+        return ConfigError(f"{key!r} is not taken by trafka's {cls.__name__}: {why}")
     for other in (ProducerConfig, ConsumerConfig, ShareConsumerConfig, AdminConfig):
         if other is not cls and _norm(key) in _names(other):
             return ConfigError(
@@ -682,20 +784,22 @@ class ProducerConfig(ClientConfig):
         key_serializer / value_serializer: ``bytes``, ``str``, ``json`` or a callable.
     """
 
-    acks: int = _field(-1, _acks)
-    linger_ms: int = _field(5, _int(0))
+    acks: int = _field(-1, _acks, aliases=("request.required.acks",))
+    linger_ms: int = _field(5, _int(0), aliases=("queue.buffering.max.ms",))
     # 16x Java's 16384: our batches are lists that grow with their records (Java
     # preallocates batch.size per partition), so a larger bound costs no memory
     # and saves a request (~250 us of socket and event-loop work) per 16 KiB.
     batch_size: int = _field(262_144, _int(0, INT32_MAX))
-    compression_type: str = _field("none", _choice(*_COMPRESSION))
+    compression_type: str = _field("none", _choice(*_COMPRESSION), aliases=("compression.codec",))
     compression_level: int | None = _field(
         None, lambda n, v: None if v is None else _int(None)(n, v)
     )
     partitioner: Any = _field("murmur2", _callable_or_name(*PARTITIONERS))  # noqa: RUF009
-    retries: int = _field(INT32_MAX, _int(0, INT32_MAX))
-    delivery_timeout_ms: int = _field(120_000, _int(1, INT32_MAX))
-    max_in_flight_requests_per_connection: int = _field(5, _int(1, INT32_MAX))
+    retries: int = _field(INT32_MAX, _int(0, INT32_MAX), aliases=("message.send.max.retries",))
+    delivery_timeout_ms: int = _field(120_000, _delivery_timeout, aliases=("message.timeout.ms",))
+    max_in_flight_requests_per_connection: int = _field(
+        5, _int(1, INT32_MAX), aliases=("max.in.flight",)
+    )
     buffer_memory: int = _field(32 * 1024 * 1024, _int(1))
     max_block_ms: int = _field(60_000, _int(0))
     max_request_size: int = _field(1024 * 1024, _int(1, INT32_MAX))
@@ -734,7 +838,9 @@ class ProducerConfig(ClientConfig):
         if self.delivery_timeout_ms < self.linger_ms + self.request_timeout_ms:
             raise ConfigError(
                 f"delivery.timeout.ms ({self.delivery_timeout_ms}) must be >= linger.ms + "
-                f"request.timeout.ms ({self.linger_ms + self.request_timeout_ms})"
+                f"request.timeout.ms ({self.linger_ms + self.request_timeout_ms}), as in "
+                "Java's client; librdkafka's message.timeout.ms is delivery.timeout.ms: "
+                "raise it or lower request.timeout.ms"
             )
 
     @property
@@ -763,6 +869,10 @@ class ConsumerConfig(ClientConfig):
         group_instance_id: a static member id (KIP-345), or ``None``.
         auto_offset_reset: ``latest``, ``earliest`` or ``none`` (raise).
         enable_auto_commit: commit consumed positions every ``auto_commit_interval_ms``.
+        enable_auto_offset_store: librdkafka's: true (the default) commits the
+            positions after the records handed out; false commits only what the
+            application stored with ``Consumer.store_offsets`` (at auto-commit,
+            ``commit()`` without offsets, before a revocation and at close).
         session_timeout_ms / heartbeat_interval_ms / max_poll_interval_ms: group liveness.
         max_poll_records: records handed out per ``getmany``.
         fetch_min_bytes / fetch_max_wait_ms / fetch_max_bytes / max_partition_fetch_bytes:
@@ -784,21 +894,31 @@ class ConsumerConfig(ClientConfig):
         exclude_internal_topics: pattern subscriptions skip ``__consumer_offsets`` etc.
         allow_auto_create_topics: metadata requests may create subscribed topics.
         key_deserializer / value_deserializer: ``bytes``, ``str``, ``json`` or a callable.
+        on_commit: called as ``on_commit(error_or_None, offsets)`` after each
+            commit of offsets, whoever started it (auto-commit, ``commit()``,
+            ``commit_async()``, the commit before a revocation or at close), as
+            librdkafka's ``on_commit`` / offset commit callback; ``offsets``
+            maps each TopicPartition to the offset committed (confluent-kafka
+            passes a list of TopicPartition carrying ``.offset``). It runs in
+            the client's event loop and must not block; what it raises is logged.
     """
 
     group_id: str | None = _field(None, _opt_str)
     group_instance_id: str | None = _field(None, _opt_str)
-    auto_offset_reset: str = _field("latest", _choice("latest", "earliest", "none"))
+    auto_offset_reset: str = _field("latest", _offset_reset)
     enable_auto_commit: bool = _field(True, _bool)
+    enable_auto_offset_store: bool = _field(True, _bool)
     auto_commit_interval_ms: int = _field(5_000, _int(1, INT32_MAX))
     session_timeout_ms: int = _field(45_000, _int(1, INT32_MAX))
     heartbeat_interval_ms: int = _field(3_000, _int(1, INT32_MAX))
     max_poll_interval_ms: int = _field(300_000, _int(1, INT32_MAX))
     max_poll_records: int = _field(500, _int(1, INT32_MAX))
     fetch_min_bytes: int = _field(1, _int(0, INT32_MAX))
-    fetch_max_wait_ms: int = _field(500, _int(0, INT32_MAX))
+    fetch_max_wait_ms: int = _field(500, _int(0, INT32_MAX), aliases=("fetch.wait.max.ms",))
     fetch_max_bytes: int = _field(52_428_800, _int(0, INT32_MAX))
-    max_partition_fetch_bytes: int = _field(1_048_576, _int(0, INT32_MAX))
+    max_partition_fetch_bytes: int = _field(
+        1_048_576, _int(0, INT32_MAX), aliases=("fetch.message.max.bytes",)
+    )
     isolation_level: str = _field("read_uncommitted", _choice("read_uncommitted", "read_committed"))
     partition_assignment_strategy: tuple[str, ...] = _field(
         ("range", "cooperative-sticky"), _assignors
@@ -812,6 +932,7 @@ class ConsumerConfig(ClientConfig):
     allow_auto_create_topics: bool = _field(True, _bool)
     key_deserializer: Any = _field("bytes", _callable_or_name(*_SERDES))  # noqa: RUF009
     value_deserializer: Any = _field("bytes", _callable_or_name(*_SERDES))  # noqa: RUF009
+    on_commit: Any = _field(None, _opt_callable, dotted="on_commit")  # noqa: RUF009
 
     def _check(self) -> None:
         super(ConsumerConfig, self)._check()
@@ -878,7 +999,7 @@ class ShareConsumerConfig(ClientConfig):
     max_poll_records: int = _field(500, _int(1, INT32_MAX))
     max_poll_interval_ms: int = _field(300_000, _int(1, INT32_MAX))
     fetch_min_bytes: int = _field(1, _int(0, INT32_MAX))
-    fetch_max_wait_ms: int = _field(500, _int(0, INT32_MAX))
+    fetch_max_wait_ms: int = _field(500, _int(0, INT32_MAX), aliases=("fetch.wait.max.ms",))
     fetch_max_bytes: int = _field(52_428_800, _int(0, INT32_MAX))
     check_crcs: bool = _field(True, _bool)
     default_api_timeout_ms: int = _field(60_000, _int(0, INT32_MAX))

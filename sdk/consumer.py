@@ -13,7 +13,8 @@ Rules:
 * Positions advance when records are handed out. For commits, a record counts
   as *consumed* once the next ``getmany`` / ``__anext__`` call starts (the
   caller has processed it): auto-commit and ``commit()`` without arguments
-  commit consumed positions, giving at-least-once delivery.
+  commit consumed positions, giving at-least-once delivery; with
+  ``enable.auto.offset.store=false`` they commit what ``store_offsets`` stored.
 """
 
 from __future__ import annotations
@@ -590,6 +591,28 @@ class Consumer(Hostable, Generic[K, V]):
         check_callable("callback", callback)
         group = self._require_group()
         return group.commit_async(self._commit_offsets(chosen, message), callback)
+
+    def store_offsets(
+        self, offsets: Mapping[TopicPartition, int] | None = None, *, message: Any = None
+    ) -> None:
+        """Store what the next commit without offsets commits (librdkafka's
+        ``store_offsets``; needs ``enable.auto.offset.store=false``): auto-commit,
+        ``commit()``, the commit before a revocation and at close commit the
+        stored offsets, of the partitions still assigned.
+
+        Args:
+            offsets: the next offset to read, per partition.
+            message: instead, a consumed record: stores the offset after it.
+
+        Raises:
+            TypeError, ValueError: as :meth:`commit`.
+            UsageError: neither or both of ``offsets`` and ``message``; the
+                offset store is automatic; a partition is not assigned.
+        """
+        chosen = check_commit(offsets, message)
+        if (chosen is None) == (message is None):
+            raise UsageError("store_offsets takes offsets or a message (one of them)")
+        self.core.store_offsets(self._commit_offsets(chosen, message))
 
     def _commit_offsets(
         self, offsets: Mapping[TopicPartition, int] | None, message: Any

@@ -24,6 +24,10 @@ Rules:
   revoked, sought or reassigned) are dropped and counted, so that the
   statistics count only what the application received.
 * Paused partitions hand out nothing, from the fetcher or from what was taken.
+* With ``enable.auto.offset.store=false`` (librdkafka's), commits without
+  offsets (auto-commit, ``commit()``, before a revocation, at close) commit only
+  what the application stored with :meth:`ConsumerCore.store_offsets`, and only
+  for partitions still assigned.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ from typing import Any, Generic
 
 from ._util import get_deserializer
 from .config import ConsumerConfig
+from .errors import UsageError
 from .fetcher import ConsumedPositions, ConsumerRecord, Fetcher, K, TopicPartition, V
 from .metadata import MetadataCache
 
@@ -66,6 +71,10 @@ class ConsumerCore(Generic[K, V]):
         self._last: ConsumerRecord[K, V] | None = None  # from next_record, processed next poll
         self.consumed = ConsumedPositions()
         self.dropped = 0
+        # The application's stored offsets; None while records handed out count.
+        self.stored: dict[TopicPartition, int] | None = (
+            None if config.enable_auto_offset_store else {}
+        )
 
     # -- handing records out ----------------------------------------------------------
 
@@ -194,11 +203,35 @@ class ConsumerCore(Generic[K, V]):
         without offsets commits); as a poll start, the last record handed out
         counts as processed."""
         self.poll_started()
+        if self.stored is not None:
+            return self._stored_assigned()
         return self.consumed.all(self.fetcher.assignment)
 
     def auto_commit_offsets(self) -> dict[TopicPartition, int]:
         """Consumed positions as of the last poll (at-least-once)."""
+        if self.stored is not None:
+            return self._stored_assigned()
         return self.consumed.processed(self.fetcher.assignment)
+
+    def store_offsets(self, offsets: Mapping[TopicPartition, int]) -> None:
+        """Store the offsets that commits without offsets commit (librdkafka's
+        ``store_offsets``, with ``enable.auto.offset.store=false``).
+
+        Raises:
+            UsageError: the offset store is automatic, or a partition is not assigned.
+        """
+        if self.stored is None:
+            raise UsageError("store_offsets() needs enable.auto.offset.store=false (as librdkafka)")
+        assigned = self.fetcher.assignment
+        missing = sorted(tp for tp in offsets if tp not in assigned)
+        if missing:
+            raise UsageError(f"store_offsets(): not assigned to this consumer: {missing}")
+        self.stored.update(offsets)
+
+    def _stored_assigned(self) -> dict[TopicPartition, int]:
+        assert self.stored is not None
+        assigned = self.fetcher.assignment
+        return {tp: offset for tp, offset in self.stored.items() if tp in assigned}
 
     def rewind(self, first: Mapping[TopicPartition, int]) -> list[TopicPartition]:
         """Records from ``first[tp]`` on were handed out but not processed (the
@@ -226,6 +259,9 @@ class ConsumerCore(Generic[K, V]):
         self.fetcher.remove(tps)
         self.drop_held(tps)
         self.consumed.forget(tps)
+        if self.stored:
+            for tp in tps:
+                self.stored.pop(tp, None)
 
     def seek(self, tp: TopicPartition, offset: int, until: int | None = None) -> None:
         """Fetch ``tp`` from ``offset`` next (what was taken of it is dropped)."""

@@ -371,9 +371,20 @@ class GroupDriver:
                         log.exception("commit callback failed")
             elif output.error is not None:
                 log.warning("auto-commit failed: %s", output.error)
+            self._report_commit(output)
         elif isinstance(output, Fatal):
             log.error("group %s: %s", self.config.group_id, output.error)
             self.consumer.data_arrived()
+
+    def _report_commit(self, done: CommitDone) -> None:
+        """librdkafka's ``on_commit``: every commit of offsets, whoever asked for it."""
+        report = self.config.on_commit
+        if report is None or not done.offsets:
+            return
+        try:
+            report(done.error, dict(done.offsets))
+        except Exception:
+            log.exception("on_commit raised")
 
     async def _send(self, request: GroupRequest) -> None:
         machine = self.machine

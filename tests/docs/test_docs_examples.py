@@ -75,3 +75,31 @@ def test_sdk_configuration_reference_is_complete() -> None:
         for f in dataclasses.fields(cls):
             dotted = f.metadata.get("dotted") or f.name.replace("_", ".")
             assert f"| `{dotted}` | `{f.name}` |" in reference, f"{cls.__name__}.{f.name}"
+
+
+def test_sdk_librdkafka_table_names_every_alias_and_every_refused_name() -> None:
+    """docs/sdk.md's librdkafka section lists each other-client alias of a setting
+    and each name trafka refuses (sdk/config.py's ``_NOT_TAKEN``)."""
+    import dataclasses
+
+    from trafka.sdk.config import (
+        _NOT_TAKEN,
+        AdminConfig,
+        ConsumerConfig,
+        ProducerConfig,
+        ShareConsumerConfig,
+    )
+
+    text = (DOCS / "sdk.md").read_text()
+    start = text.index("### librdkafka's (confluent-kafka's) settings")
+    section = text[start : text.index("\n## ", start)]
+    named = set(re.findall(r"`([\w.]+)`", section))
+    aliases = {
+        alias
+        for cls in (ProducerConfig, ConsumerConfig, ShareConsumerConfig, AdminConfig)
+        for f in dataclasses.fields(cls)
+        for alias in f.metadata.get("aliases", ())
+        if "." in alias  # kafka-python's snake names belong to its own table
+    }
+    assert aliases - named == set()
+    assert set(_NOT_TAKEN) - named == set()

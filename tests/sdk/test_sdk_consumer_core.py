@@ -5,12 +5,14 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from sdk_metadata import one_topic_cache
 
 from trafka.codec.messages import k01_fetch as fetch
 from trafka.codec.records import encode_batch, set_base_offset
 from trafka.sdk.config import ConsumerConfig, make_config
 from trafka.sdk.consumer_core import ConsumerCore
+from trafka.sdk.errors import UsageError
 from trafka.sdk.fetcher import EARLIEST, TopicPartition
 
 TP = TopicPartition("t", 0)
@@ -105,3 +107,28 @@ def test_deserializers_apply_to_what_is_taken() -> None:
     c.fetcher.assign([TP])
     fetched(c, TP, 0, 2)
     assert [r.value for r in c.poll(10, None)[TP]] == ["V0", "V1"]
+
+
+def test_with_the_offset_store_off_commits_are_the_stored_offsets() -> None:
+    # librdkafka's enable.auto.offset.store=false: what was handed out does not
+    # count; store_offsets() says what commits without offsets commit.
+    c = core(enable_auto_offset_store=False)
+    c.fetcher.assign([TP, TP1])
+    fetched(c, TP, 10, 5)
+    c.poll_started()
+    assert [r.offset for r in c.poll(10, None)[TP]] == [10, 11, 12, 13, 14]
+    c.poll_started()
+    assert c.auto_commit_offsets() == {} and c.consumed_offsets() == {}
+    c.store_offsets({TP: 12, TP1: 3})
+    assert c.auto_commit_offsets() == {TP: 12, TP1: 3} == c.consumed_offsets()
+    with pytest.raises(UsageError, match="not assigned"):
+        c.store_offsets({TopicPartition("t", 5): 1})
+    c.partitions_removed({TP1})  # revoked: its stored offset goes with it
+    assert c.consumed_offsets() == {TP: 12}
+
+
+def test_storing_offsets_needs_the_offset_store_off() -> None:
+    c = core()
+    c.fetcher.assign([TP])
+    with pytest.raises(UsageError, match=r"enable\.auto\.offset\.store=false"):
+        c.store_offsets({TP: 1})

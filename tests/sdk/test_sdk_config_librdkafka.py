@@ -1,0 +1,151 @@
+"""librdkafka's (confluent-kafka's) configuration names in trafka's configs.
+
+* A librdkafka name that means exactly what a trafka setting means is an alias
+  of it: the value lands on that setting (librdkafka's CONFIGURATION.md names
+  each pair: ``message.timeout.ms`` is ``delivery.timeout.ms``,
+  ``queue.buffering.max.ms`` is ``linger.ms``, ``compression.codec`` is
+  ``compression.type``, ``fetch.wait.max.ms`` / ``fetch.max.wait.ms`` bound the
+  broker's wait for ``fetch.min.bytes``, ``fetch.message.max.bytes`` is
+  ``max.partition.fetch.bytes``, ``request.required.acks`` is ``acks``,
+  ``message.send.max.retries`` is ``retries``, ``max.in.flight`` is
+  ``max.in.flight.requests.per.connection``, ``metadata.broker.list`` is
+  ``bootstrap.servers``).
+* librdkafka's ``auto.offset.reset`` spellings (smallest, beginning, largest,
+  end, error) mean earliest, latest and none.
+* A librdkafka/confluent-kafka name trafka cannot honour is refused with what to
+  use instead, never with a "did you mean" of a near but different setting.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+
+from trafka.sdk.config import (
+    _NOT_TAKEN,
+    AdminConfig,
+    ConsumerConfig,
+    ProducerConfig,
+    ShareConsumerConfig,
+    _names,
+    _norm,
+)
+from trafka.sdk.errors import ConfigError
+
+PRODUCER_ALIASES = [
+    ("message.timeout.ms", 7_000, "delivery_timeout_ms"),
+    ("queue.buffering.max.ms", 3, "linger_ms"),
+    ("compression.codec", "lz4", "compression_type"),
+    ("request.required.acks", 1, "acks"),
+    ("message.send.max.retries", 4, "retries"),
+    ("max.in.flight", 2, "max_in_flight_requests_per_connection"),
+    ("metadata.broker.list", "h:1", "bootstrap_servers"),
+]
+CONSUMER_ALIASES = [
+    ("fetch.wait.max.ms", 77, "fetch_max_wait_ms"),
+    ("fetch.message.max.bytes", 4096, "max_partition_fetch_bytes"),
+]
+
+
+@pytest.mark.parametrize(("key", "value", "attr"), PRODUCER_ALIASES)
+def test_librdkafka_producer_names_set_the_same_setting(key: str, value: Any, attr: str) -> None:
+    cfg = ProducerConfig.from_dict({key: value, "request.timeout.ms": 1_000})
+    expected = (value,) if attr == "bootstrap_servers" else value
+    assert getattr(cfg, attr) == expected
+    # The same value under trafka's own name gives the same config.
+    dotted = next(k for k, v in cfg.to_dict().items() if _names(ProducerConfig)[_norm(k)] == attr)
+    assert ProducerConfig.from_dict({dotted: value, "request.timeout.ms": 1_000}) == cfg
+
+
+@pytest.mark.parametrize(("key", "value", "attr"), CONSUMER_ALIASES)
+def test_librdkafka_consumer_names_set_the_same_setting(key: str, value: Any, attr: str) -> None:
+    assert getattr(ConsumerConfig.from_dict({key: value}), attr) == value
+
+
+def test_the_fetch_wait_alias_holds_for_share_consumers_too() -> None:
+    cfg = ShareConsumerConfig.from_dict({"group.id": "g", "fetch.wait.max.ms": 9})
+    assert cfg.fetch_max_wait_ms == 9
+
+
+def test_an_alias_and_its_name_together_are_one_option_given_twice() -> None:
+    with pytest.raises(ConfigError, match="set the same option"):
+        ProducerConfig.from_dict({"message.timeout.ms": 5_000, "delivery.timeout.ms": 6_000})
+
+
+def test_librdkafkas_infinite_message_timeout_is_refused_plainly() -> None:
+    # librdkafka: "A time of 0 is infinite"; Java's delivery.timeout.ms has no such value.
+    with pytest.raises(ConfigError, match=r"0 \(no limit\) is not supported"):
+        ProducerConfig.from_dict({"message.timeout.ms": "0"})
+
+
+@pytest.mark.parametrize(
+    ("value", "policy"),
+    [
+        ("smallest", "earliest"),
+        ("beginning", "earliest"),
+        ("largest", "latest"),
+        ("end", "latest"),
+        ("error", "none"),
+        ("EARLIEST", "earliest"),
+    ],
+)
+def test_librdkafkas_offset_reset_spellings(value: str, policy: str) -> None:
+    assert ConsumerConfig.from_dict({"auto.offset.reset": value}).auto_offset_reset == policy
+
+
+def test_an_unknown_offset_reset_lists_every_spelling() -> None:
+    with pytest.raises(ConfigError, match=r"latest, earliest, none.*smallest"):
+        ConsumerConfig.from_dict({"auto.offset.reset": "oldest"})
+
+
+@pytest.mark.parametrize(
+    ("cls", "key", "advice"),
+    [
+        (ConsumerConfig, "enable.partition.eof", r"highwater"),
+        (ProducerConfig, "queue.buffering.max.messages", r"buffer\.memory"),
+        (ProducerConfig, "queue.buffering.max.kbytes", r"buffer\.memory"),
+        (ProducerConfig, "batch.num.messages", r"batch\.size"),
+        (ProducerConfig, "on_delivery", r"on_delivery=cb to each send"),
+        (ProducerConfig, "socket.timeout.ms", r"request\.timeout\.ms"),
+        (AdminConfig, "statistics.interval.ms", r"statistics\(\)"),
+    ],
+)
+def test_names_trafka_cannot_honour_say_what_to_use(cls: type[Any], key: str, advice: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        cls.from_dict({key: 1})
+    message = str(caught.value)
+    assert f"{key!r} is not taken" in message
+    assert "did you mean" not in message  # e.g. not auto.offset.reset for the offset store
+    assert re.search(advice, message), message
+
+
+@pytest.mark.parametrize("key", sorted(_NOT_TAKEN))
+def test_every_refused_name_is_refused_by_every_component(key: str) -> None:
+    for cls in (ProducerConfig, ConsumerConfig, ShareConsumerConfig, AdminConfig):
+        assert _norm(key) not in _names(cls)  # never both accepted and refused
+        with pytest.raises(ConfigError, match="is not taken by trafka"):
+            cls.from_dict({"group.id": "g"} if cls is ShareConsumerConfig else {}, **{key: 1})
+
+
+def test_on_commit_must_be_callable_and_is_a_consumer_setting() -> None:
+    assert ConsumerConfig.from_dict({"on_commit": print}).on_commit is print
+    with pytest.raises(ConfigError, match="on_commit must be a callable"):
+        ConsumerConfig.from_dict({"on_commit": "print"})
+    with pytest.raises(ConfigError, match="is a ConsumerConfig setting"):
+        ProducerConfig.from_dict({"on_commit": print})
+
+
+def test_the_offset_store_setting_is_librdkafkas_and_a_consumers() -> None:
+    assert ConsumerConfig().enable_auto_offset_store
+    assert not ConsumerConfig.from_dict(
+        {"enable.auto.offset.store": "false"}
+    ).enable_auto_offset_store
+    with pytest.raises(ConfigError, match="is a ConsumerConfig setting"):
+        ShareConsumerConfig.from_dict({"group.id": "g", "enable.auto.offset.store": False})
+
+
+def test_a_typo_still_gets_its_near_name() -> None:
+    with pytest.raises(ConfigError, match=r"did you mean 'delivery\.timeout\.ms'"):
+        ProducerConfig.from_dict({"delivery.timeout.msx": 1})
