@@ -284,9 +284,8 @@ class Console:
         except KafkaError as exc:
             if exc.code != ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
                 raise
-            # A topic deleted meanwhile, or partitions just added that the admin
-            # client's metadata does not have yet (it refuses a partition past
-            # the count it cached until its next refresh): each topic on its
+            # A topic deleted meanwhile (the admin client looks a partition past
+            # its cached count up again before refusing it): each topic on its
             # own, and a topic refused so has its offsets unknown for now.
             by_topic: dict[str, list[TopicPartition]] = {}
             for tp in tps:

@@ -132,15 +132,20 @@ def test_a_confluent_kafka_service_config_works_unchanged(broker: RunningBroker)
     assert set(committed) == {TopicPartition(topic, 0), TopicPartition(topic, 1)}
 
 
-def test_on_commit_hears_of_every_commit(broker: RunningBroker) -> None:
-    bs = broker.bootstrap_servers
-    topic = fresh("oc")
-    group = fresh("oc-g")
+def _ten_records(bs: str, name: str) -> tuple[str, str]:
+    """A fresh one-partition topic holding ten records, and a fresh group id."""
+    topic = fresh(name)
     with Admin(bootstrap_servers=bs) as admin:
         admin.create_topics([NewTopic(topic, 1)])
     with Producer({"bootstrap.servers": bs}) as producer:
         for i in range(10):
             producer.send(topic, b"%d" % i)
+    return topic, fresh(f"{name}-g")
+
+
+def test_on_commit_hears_of_every_commit(broker: RunningBroker) -> None:
+    bs = broker.bootstrap_servers
+    topic, group = _ten_records(bs, "oc")
     heard: list[tuple[BaseException | None, dict[TopicPartition, int]]] = []
     tp = TopicPartition(topic, 0)
     conf = {
@@ -167,13 +172,7 @@ def test_on_commit_hears_of_every_commit(broker: RunningBroker) -> None:
 
 def test_commits_without_offsets_commit_the_stored_offsets(broker: RunningBroker) -> None:
     bs = broker.bootstrap_servers
-    topic = fresh("store")
-    group = fresh("store-g")
-    with Admin(bootstrap_servers=bs) as admin:
-        admin.create_topics([NewTopic(topic, 1)])
-    with Producer({"bootstrap.servers": bs}) as producer:
-        for i in range(10):
-            producer.send(topic, b"%d" % i)
+    topic, group = _ten_records(bs, "store")
     heard: list[tuple[BaseException | None, dict[TopicPartition, int]]] = []
     tp = TopicPartition(topic, 0)
     conf = {
