@@ -560,9 +560,8 @@ class Fetcher:
             tps = tps[self._rotation :] + tps[: self._rotation]
         fields = self._request_fields(version)
         if session is not None and version >= 7:
-            offsets = {tp: self.partitions[tp].next_fetch_offset() for tp in tps}
             request, positions = build_session_fetch(
-                offsets,
+                {tp: self.partitions[tp].next_fetch_offset() for tp in tps},
                 version,
                 session,
                 self.metadata,
@@ -573,7 +572,7 @@ class Fetcher:
             for tp in positions:
                 self.partitions[tp].in_flight = True
             return request, positions
-        offsets = {}
+        offsets: dict[TopicPartition, int] = {}
         for tp in tps:
             s = self.partitions[tp]
             offset = s.next_fetch_offset()
