@@ -693,6 +693,8 @@ COMMANDS: dict[str, tuple[list[str], bytes]] = {
     "tokens describe": ([], b""),
     "tokens expire": (["--hmac", "AAAA", "--expiry-time-period", "-1"], b""),
     "tokens renew": (["--hmac", "AAAA"], b""),
+    "topics add-partitions": (["t", "-p", "2"], b""),
+    "topics alter": (["t", "--add-config", "retention.ms=1000"], b""),
     "topics create": (["t"], b""),
     "topics delete": (["t"], b""),
     "topics describe": (["t"], b""),
@@ -919,6 +921,27 @@ def test_c_topics_describe_shows_the_partition_offline(offline: Offline, cluster
     no_traceback(done)
 
 
+def test_c_topics_describe_reports_list_the_offline_partition(
+    offline: Offline, cluster: TwoNodes
+) -> None:
+    # kafka-topics.sh --describe's report options (TopicCommand): a partition
+    # without a leader is "unavailable" and "under min ISR"; a partition with its
+    # leader and every replica in sync is neither.
+    for flag in ("--unavailable-partitions", "--under-min-isr-partitions"):
+        done = run(["topics", "describe", offline.topic, flag, "--json"], cluster.bootstrap)
+        assert done.rc == 0, done
+        listed = [(r["topic"], r["partition"], r["leader"]) for r in json.loads(done.out)]
+        assert listed == [(offline.topic, 1, -1)], (flag, done.out)
+    # Every topic when none is named: the offline one is found among them.
+    everything = run(["topics", "describe", "--unavailable-partitions"], cluster.bootstrap)
+    assert everything.rc == 0, everything
+    rows = [line.split()[:3] for line in everything.out.splitlines()[1:]]
+    # (Other tests' topics have partitions on node 2 as well.)
+    assert [offline.topic, "1", "none"] in rows, everything.out
+    assert not [r for r in rows if r[0] == offline.topic and r[1] != "1"], everything.out
+    no_traceback(everything)
+
+
 @pytest.mark.parametrize("group", [False, True], ids=["assigned", "group"])
 def test_c_consume_e_prints_what_it_can_and_names_the_rest(
     offline: Offline, cluster: TwoNodes, group: bool
@@ -1098,6 +1121,16 @@ UNKNOWN_TOPIC: dict[str, tuple[list[str], bytes, str]] = {
     "share-consume": (["share-consume", UNKNOWN, "-G", "g"], b"", r"no such topic"),
     "topics describe": (["topics", "describe", UNKNOWN], b"", r"UNKNOWN_TOPIC_OR_PARTITION"),
     "topics delete": (["topics", "delete", UNKNOWN], b"", r"UNKNOWN_TOPIC_OR_PARTITION"),
+    "topics alter": (
+        ["topics", "alter", UNKNOWN, "-c", "retention.ms=1000"],
+        b"",
+        r"UNKNOWN_TOPIC_OR_PARTITION",
+    ),
+    "topics add-partitions": (
+        ["topics", "add-partitions", UNKNOWN, "-p", "2"],
+        b"",
+        r"UNKNOWN_TOPIC_OR_PARTITION",
+    ),
     "groups reset-offsets": (
         ["groups", "reset-offsets", "g", "-t", UNKNOWN, "--to-earliest"],
         b"",
