@@ -942,6 +942,42 @@ def test_c_topics_describe_reports_list_the_offline_partition(
     no_traceback(everything)
 
 
+def test_c_topics_describe_reports_a_replica_out_of_sync(both_up: TwoNodes) -> None:
+    # Two replicas, one on the broker that stops: the partition keeps its leader
+    # and loses an in-sync replica, so kafka-topics' rules list it as
+    # under-replicated and not as unavailable.
+    topic = fresh("two-replicas")
+
+    async def create_and_wait(isr: list[int]) -> None:
+        async with open_admin(bootstrap_servers=both_up.bootstrap) as admin:
+            if isr == [1, 2]:
+                await admin.create_topics([NewTopic(topic, 1, 2)])
+            with trio.fail_after(HANG_S):
+                while True:
+                    infos = await admin.describe_topics([topic])
+                    (part,) = infos[topic].partitions
+                    if sorted(part.isr) == isr and part.leader in isr:
+                        return
+                    await trio.sleep(0.1)
+
+    trio.run(create_and_wait, [1, 2])
+    assert (
+        run(["topics", "describe", topic, "--under-replicated-partitions"], both_up.bootstrap).out
+        == ""
+    )
+    both_up.ensure(node2=False)
+    trio.run(create_and_wait, [1])
+    done = run(
+        ["topics", "describe", topic, "--under-replicated-partitions", "--json"], both_up.bootstrap
+    )
+    assert done.rc == 0, done
+    assert [
+        (r["partition"], r["leader"], r["isr"], r["reports"]) for r in json.loads(done.out)
+    ] == [(0, 1, [1], ["under-replicated"])]
+    unavailable = run(["topics", "describe", topic, "--unavailable-partitions"], both_up.bootstrap)
+    assert unavailable.rc == 0 and unavailable.out == "", unavailable
+
+
 @pytest.mark.parametrize("group", [False, True], ids=["assigned", "group"])
 def test_c_consume_e_prints_what_it_can_and_names_the_rest(
     offline: Offline, cluster: TwoNodes, group: bool
