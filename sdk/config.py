@@ -49,7 +49,6 @@ from .config_keys import (
     _names,
     _norm,
 )
-from .config_keys import _NOT_TAKEN as _NOT_TAKEN  # (tests read it here)
 from .config_values import (
     _COMPRESSION,
     _COMPRESSION_LEVELS,
