@@ -43,12 +43,7 @@ from typing import Any, TypeVar
 from trafka.discovery import DiscoverySpec, is_spec, parse_spec
 
 from ._validate import INT32_MAX
-from .config_keys import (
-    _NOT_FOR_SHARE_GROUPS,
-    _NOT_TAKEN_NORM,
-    _names,
-    _norm,
-)
+from .config_keys import _NOT_FOR_SHARE_GROUPS, _NOT_TAKEN_NORM, _names, _norm
 from .config_values import (
     _COMPRESSION,
     _COMPRESSION_LEVELS,

@@ -72,11 +72,7 @@ from trafka.codec import TrafkaError
 from ._util import loop_clock
 from .config import ClientConfig
 from .connection_state import ConnectionState
-from .errors import (
-    KafkaConnectionError,
-    RequestTimeoutError,
-    UsageError,
-)
+from .errors import KafkaConnectionError, RequestTimeoutError, UsageError
 from .security import authenticate
 from .sockets import close_socket, open_socket, socket_error
 from .statistics import NodeCounters

@@ -8,27 +8,15 @@ goes on the wire and what an answer means is in :mod:`.cluster` and
 
 from __future__ import annotations
 
-from collections.abc import (
-    Iterable,
-    Mapping,
-    Sequence,
-)
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from trafka.codec import ErrorCode, KafkaError
 
-from .._validate import (
-    check_bool,
-    check_names,
-    check_topic_partitions,
-)
+from .._validate import check_bool, check_names, check_topic_partitions
 from ..fetcher import TopicPartition
 from ..transport import BrokerConnection
-from ._common import (
-    by_topic,
-    check_log_dir_assignments,
-    check_replica,
-)
+from ._common import by_topic, check_log_dir_assignments, check_replica
 from .client_core import AdminCore
 from .cluster import (
     ClusterDescription,

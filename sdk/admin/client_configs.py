@@ -7,10 +7,7 @@ goes on the wire and what an answer means is in :mod:`.configs`.
 
 from __future__ import annotations
 
-from collections.abc import (
-    Iterable,
-    Mapping,
-)
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from trafka.codec import ErrorCode, KafkaError
@@ -24,10 +21,7 @@ from .._validate import (
     check_topic,
     check_topics,
 )
-from ._common import (
-    check_broker_id,
-    check_config_changes,
-)
+from ._common import check_broker_id, check_config_changes
 from .client_core import AdminCore
 from .configs import (
     BROKER_RESOURCE,

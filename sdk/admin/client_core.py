@@ -15,10 +15,7 @@ the one that calls another capability's methods subclasses it
 from __future__ import annotations
 
 import uuid
-from collections.abc import (
-    Awaitable,
-    Callable,
-)
+from collections.abc import Awaitable, Callable
 from typing import Self, TypeVar
 
 import anyio
@@ -26,21 +23,12 @@ import anyio.abc
 
 from trafka.codec import TrafkaError
 
-from .._validate import (
-    INT32_MAX,
-    check_timeout,
-)
+from .._validate import INT32_MAX, check_timeout
 from ..calls import Calls, again_if_transient
 from ..config import AdminConfig
 from ..group import find_coordinator
 from ..statistics import AdminStatistics
-from ..telemetry import (
-    IntervalAverages,
-    MetricSample,
-    admin_samples,
-    client_telemetry,
-    instance_id,
-)
+from ..telemetry import IntervalAverages, MetricSample, admin_samples, client_telemetry, instance_id
 from ..transport import BrokerConnection, Cluster
 
 __all__ = ["AdminCore"]

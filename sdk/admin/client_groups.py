@@ -8,10 +8,7 @@ goes on the wire and what an answer means is in :mod:`.groups` and
 
 from __future__ import annotations
 
-from collections.abc import (
-    Iterable,
-    Mapping,
-)
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import anyio
@@ -32,10 +29,7 @@ from .._validate import (
 from ..fetcher import TopicPartition
 from ..group_protocol import offset_commit_request, offset_fetch_request
 from ..transport import BrokerConnection
-from ._common import (
-    answered,
-    by_topic,
-)
+from ._common import answered, by_topic
 from .client_core import AdminCore
 from .groups import (
     GroupDescription,

@@ -8,9 +8,7 @@ goes on the wire and what an answer means is in :mod:`.acls`, :mod:`.quotas`,
 
 from __future__ import annotations
 
-from collections.abc import (
-    Iterable,
-)
+from collections.abc import Iterable
 
 from trafka.codec import KafkaError
 
@@ -27,11 +25,7 @@ from ..acls import AclBinding, AclBindingFilter
 from ..delegation_tokens import DelegationToken
 from ..delegation_tokens import principal as token_principal
 from ..quotas import ClientQuotaAlteration, ClientQuotaEntity, ClientQuotaFilterComponent
-from ._common import (
-    check_hmac,
-    first_failure,
-    settle,
-)
+from ._common import check_hmac, first_failure, settle
 from .acls import (
     create_acls_request,
     delete_acls_request,

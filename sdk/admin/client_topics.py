@@ -10,13 +10,7 @@ controller, each partition's leader) and what is retried.
 
 from __future__ import annotations
 
-from collections.abc import (
-    Awaitable,
-    Callable,
-    Iterable,
-    Mapping,
-    Sequence,
-)
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal, overload
 
 import anyio
@@ -24,12 +18,7 @@ import anyio.abc
 
 from trafka.codec import KafkaError, TrafkaError
 
-from .._validate import (
-    check_bool,
-    check_offsets,
-    check_topic_partitions,
-    check_topics,
-)
+from .._validate import check_bool, check_offsets, check_topic_partitions, check_topics
 from ..fetcher import TopicPartition
 from ..metadata import TopicInfo
 from ..transport import BrokerConnection

@@ -10,9 +10,7 @@ goes on the wire and what an answer means is in :mod:`.transactions`.
 from __future__ import annotations
 
 import time
-from collections.abc import (
-    Iterable,
-)
+from collections.abc import Iterable
 from typing import Any, Literal, overload
 
 import anyio
@@ -37,10 +35,7 @@ from .._validate import (
 from ..fetcher import TopicPartition
 from ..transactions import TRANSACTION_KEY
 from ..transport import COORDINATOR_BASE, BrokerConnection
-from ._common import (
-    answered,
-    check_producer_id,
-)
+from ._common import answered, check_producer_id
 from .client_topics import TopicCalls
 from .transactions import (
     ProducerState,
