@@ -31,10 +31,39 @@ metric                                                             from
 ``kafka_server_delayedoperationpurgatory_purgatorysize``          requests waiting parked, per API
 ``{delayedoperation}``                                             (``Produce``: acks=all; ``Fetch``:
                                                                    long polls; ...)
+``kafka_network_requestmetrics_totaltimems{request,quantile}``     the same in ms, at Kafka's
+                                                                   percentiles (0.50 ... 0.999),
+                                                                   estimated from the histogram
+``kafka_log_log_logstartoffset{topic,partition}`` / ``logendoffset``  each log's bounds here
+``kafka_controller_kafkacontroller_offlinepartitionscount``        partitions without a leader (on
+                                                                   the controller; 0 elsewhere)
+``kafka_controller_kafkacontroller_globalpartitioncount`` /        partitions and topics of the
+``globaltopiccount``                                               cluster (on the controller)
 ``kafka_consumergroup_lag{consumergroup,topic,partition}``         log end minus the committed offset
                                                                    (kafka_exporter's name; groups
                                                                    coordinated here)
+``kafka_consumergroup_lag_sum{consumergroup,topic}``               the same summed over partitions
+``kafka_consumergroup_current_offset{consumergroup,topic,partition}`` the committed offset
+``kafka_consumergroup_members{consumergroup}``                     members of a live group
+``kafka_brokers``                                                  brokers of the cluster (controller)
+``kafka_topic_partitions{topic}``                                  partitions per topic (controller)
+``kafka_topic_partition_current_offset{topic,partition}``          log end (high watermark), leader
+``kafka_topic_partition_oldest_offset{topic,partition}``           log start offset, leader
+``kafka_topic_partition_leader``, ``_replicas``,                   the leader, replica and ISR
+``_in_sync_replica``, ``_under_replicated_partition``,             counts, 1 when short or led by
+``_leader_is_preferred`` ``{topic,partition}``                     its preferred replica (leader)
 =================================================================  ==============================
+
+The ``brokertopicmetrics`` counters also have a series with ``topic=""``
+(Prometheus reads an empty label as no label): the broker-wide total, as
+Kafka's JMX bean without a topic and the JMX exporter show it. Sum either the
+per-topic series or the total, never both.
+
+kafka_exporter asks one client connection for the whole cluster; a cluster of
+brokerlite nodes answers from each broker, so that nothing is counted twice
+when the brokers' scrapes are added up: a cluster-wide series comes from the
+controller alone, a partition's from its leader, a group's from its
+coordinator.
 
 Rules: the counters are plain integers the broker core bumps on its own thread
 (no locks on the request path); everything else is read from the core when
@@ -64,6 +93,7 @@ if TYPE_CHECKING:
     from .config import BrokerConfig
     from .groups.coordinator import GroupCoordinator
     from .storage.log_manager import LogManager
+    from .storage.partition import PartitionLog
 
 __all__ = ["BrokerMetrics", "MetricsSource", "endpoint", "ready"]
 
@@ -109,6 +139,8 @@ _EXPECTED_FETCH_ERRORS = frozenset(
         ErrorCode.TOPIC_AUTHORIZATION_FAILED,
     }
 )
+#: The percentiles Kafka's request histograms report (50thPercentile...999thPercentile).
+_QUANTILES = ("0.50", "0.75", "0.95", "0.98", "0.99", "0.999")
 _BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0)
 
 
@@ -177,6 +209,10 @@ class BrokerMetrics:
         if broker is not None:
             yield from _partition_gauges(broker)
             yield _purgatories(broker)
+            yield from _controller_gauges(broker)
+            yield from _log_offsets(broker)
+            yield from _exporter_partitions(broker)
+            yield from _exporter_groups(broker)
 
     def _topic_counters(self) -> Iterator[Any]:
         from prometheus_client.core import CounterMetricFamily
@@ -191,6 +227,8 @@ class BrokerMetrics:
             family = CounterMetricFamily(
                 f"kafka_server_brokertopicmetrics_{name}", what, labels=["topic"]
             )
+            # topic="": the broker-wide total (JMX's bean without a topic).
+            family.add_metric([""], sum(values.values()))
             for topic, value in sorted(values.items()):
                 family.add_metric([topic], value)
             yield family
@@ -210,6 +248,20 @@ class BrokerMetrics:
             "request",
             _api_name,
         )
+        from prometheus_client.core import GaugeMetricFamily
+
+        ms = GaugeMetricFamily(
+            "kafka_network_requestmetrics_totaltimems",
+            "Time handling a request, ms, at Kafka's percentiles (estimated from the "
+            "histogram's buckets, since the broker started).",
+            labels=["request", "quantile"],
+        )
+        for key in sorted(self._times.totals()):
+            for q in _QUANTILES:
+                seconds = self._times.quantile(key, float(q))
+                if seconds is not None:
+                    ms.add_metric([_api_name(key), q], seconds * 1000.0)
+        yield ms
 
 
 def _api_name(key: int) -> str:
@@ -299,17 +351,175 @@ def _group_lag(broker: MetricsSource) -> Any:
         "Log end minus the group's committed offset.",
         labels=["consumergroup", "topic", "partition"],
     )
+    for group, topic, partition, _offset, behind in _committed(broker):
+        if behind is not None:  # None: the topic is gone
+            lag.add_metric([group, topic, str(partition)], behind)
+    return lag
+
+
+def _end(broker: MetricsSource, plog: PartitionLog) -> int:
+    """What consumers can read to: the high watermark in a cluster, the log end on
+    a single node (where every append is committed at once)."""
+    return plog.high_watermark if broker.cluster is not None else plog.log_end_offset
+
+
+def _controller_gauges(broker: MetricsSource) -> Iterator[Any]:
+    """The controller's cluster-wide gauges (Kafka's KafkaController beans and
+    kafka_exporter's ``kafka_brokers``/``kafka_topic_partitions``): on the
+    controller only; other brokers report 0 (and no per-topic series), as
+    Kafka's non-active controllers do."""
+    from prometheus_client.core import GaugeMetricFamily
+
+    cluster = broker.cluster
+    per_topic: dict[str, int] = {}
+    if cluster is None:
+        active, brokers = True, 1
+        offline = 0
+        for info in broker.logs.topics():
+            logs = broker.logs.partitions(info.name)
+            per_topic[info.name] = len(logs)
+            offline += sum(1 for plog in logs if plog.offline is not None)
+    else:
+        image = cluster.image
+        active = image.controller_id == broker.node_id
+        brokers = len(image.brokers)
+        offline = 0
+        for name, assignment in image.topics.items():
+            per_topic[name] = len(assignment.replicas)
+        for state in image.states.values():
+            offline += state.leader < 0
+    if not active:
+        brokers = offline = 0
+        per_topic = {}
+    for name, value, what in (
+        ("offlinepartitionscount", offline, "Partitions without a leader (on the controller)."),
+        ("globalpartitioncount", sum(per_topic.values()), "Partitions of the cluster."),
+        ("globaltopiccount", len(per_topic), "Topics of the cluster."),
+    ):
+        yield GaugeMetricFamily(f"kafka_controller_kafkacontroller_{name}", what, value=value)
+    yield GaugeMetricFamily("kafka_brokers", "Brokers of the cluster (on the controller).", brokers)
+    partitions = GaugeMetricFamily(
+        "kafka_topic_partitions", "Partitions of a topic (on the controller).", labels=["topic"]
+    )
+    for name, count in sorted(per_topic.items()):
+        partitions.add_metric([name], count)
+    yield partitions
+
+
+def _log_offsets(broker: MetricsSource) -> Iterator[Any]:
+    """Kafka's Log beans: every local log's start and end offsets (a follower's too)."""
+    from prometheus_client.core import GaugeMetricFamily
+
+    labels = ["topic", "partition"]
+    start = GaugeMetricFamily(
+        "kafka_log_log_logstartoffset", "A log's start offset.", labels=labels
+    )
+    end = GaugeMetricFamily("kafka_log_log_logendoffset", "A log's end offset.", labels=labels)
+    for info in broker.logs.topics():
+        for index, plog in enumerate(broker.logs.partitions(info.name)):
+            start.add_metric([info.name, str(index)], plog.log_start_offset)
+            end.add_metric([info.name, str(index)], plog.log_end_offset)
+    yield start
+    yield end
+
+
+def _exporter_partitions(broker: MetricsSource) -> Iterator[Any]:
+    """kafka_exporter's per-partition series, for the partitions led here."""
+    from prometheus_client.core import GaugeMetricFamily
+
+    labels = ["topic", "partition"]
+    families = {
+        name: GaugeMetricFamily(f"kafka_topic_partition_{name}", what, labels=labels)
+        for name, what in (
+            ("current_offset", "The partition's log end (high watermark)."),
+            ("oldest_offset", "The partition's log start offset."),
+            ("leader", "The partition's leader."),
+            ("replicas", "The partition's replica count."),
+            ("in_sync_replica", "The partition's in-sync replica count."),
+            ("under_replicated_partition", "1 when the ISR is short of the replicas."),
+            ("leader_is_preferred", "1 when the preferred replica leads."),
+        )
+    }
+    cluster = broker.cluster
+    led: list[tuple[str, int, tuple[int, ...], tuple[int, ...]]]
+    if cluster is None:
+        led = [
+            (info.name, index, (broker.node_id,), (broker.node_id,))
+            for info in broker.logs.topics()
+            for index in range(len(broker.logs.partitions(info.name)))
+        ]
+    else:
+        led = [(r.topic, r.partition, r.replicas, r.isr) for r in cluster.replicas.led()]
+    for topic, index, replicas, isr in sorted(led):
+        try:
+            plog = broker.logs.partition(topic, index)
+        except BrokerError:
+            continue  # the topic is being deleted
+        values = {
+            "current_offset": _end(broker, plog),
+            "oldest_offset": plog.log_start_offset,
+            "leader": broker.node_id,
+            "replicas": len(replicas),
+            "in_sync_replica": len(isr),
+            "under_replicated_partition": int(len(isr) < len(replicas)),
+            "leader_is_preferred": int(bool(replicas) and replicas[0] == broker.node_id),
+        }
+        for name, value in values.items():
+            families[name].add_metric([topic, str(index)], value)
+    yield from families.values()
+
+
+def _exporter_groups(broker: MetricsSource) -> Iterator[Any]:
+    """kafka_exporter's group series for the groups coordinated here: the
+    committed offsets, their lag summed per topic, and live members."""
+    from prometheus_client.core import GaugeMetricFamily
+
+    current = GaugeMetricFamily(
+        "kafka_consumergroup_current_offset",
+        "The group's committed offset.",
+        labels=["consumergroup", "topic", "partition"],
+    )
+    lag_sum = GaugeMetricFamily(
+        "kafka_consumergroup_lag_sum",
+        "Log end minus the committed offset, summed over the topic's partitions.",
+        labels=["consumergroup", "topic"],
+    )
+    members = GaugeMetricFamily(
+        "kafka_consumergroup_members", "Members of a live group.", labels=["consumergroup"]
+    )
+    sums: dict[tuple[str, str], int] = {}
+    for group, topic, partition, committed, lag in _committed(broker):
+        current.add_metric([group, topic, str(partition)], committed)
+        if lag is not None:
+            sums[group, topic] = sums.get((group, topic), 0) + lag
+    for (group, topic), total in sorted(sums.items()):
+        lag_sum.add_metric([group, topic], total)
+    coordinator = broker.groups
+    counts = {
+        g: len(live.members) for g in coordinator.group_ids() if (live := coordinator.group(g))
+    }
+    for group_id, consumer_group in coordinator.consumer.groups.items():
+        counts[group_id] = len(consumer_group.members)
+    for group_id, count in sorted(counts.items()):
+        members.add_metric([group_id], count)
+    yield current
+    yield lag_sum
+    yield members
+
+
+def _committed(broker: MetricsSource) -> Iterator[tuple[str, str, int, int, int | None]]:
+    """(group, topic, partition, committed offset, lag) of the groups coordinated
+    here; the lag is None when the partition's log is not here (a topic gone)."""
     store = broker.groups.store
-    logs = broker.logs
     for group in sorted(store.offset_groups()):
         for (topic, partition), committed in sorted(store.group_offsets(group).items()):
             try:
-                plog = logs.partition(topic, partition)
+                plog = broker.logs.partition(topic, partition)
             except BrokerError:
-                continue  # the topic is gone
-            end = plog.high_watermark if broker.cluster is not None else plog.log_end_offset
-            lag.add_metric([group, topic, str(partition)], max(end - committed.offset, 0))
-    return lag
+                yield group, topic, partition, committed.offset, None
+                continue
+            lag = max(_end(broker, plog) - committed.offset, 0)
+            yield group, topic, partition, committed.offset, lag
 
 
 def ready(broker: MetricsSource) -> bool:

@@ -46,6 +46,27 @@ class Histograms:
             family.add_metric([label_of(key)], cumulative, self._sums[key])
         return family
 
+    def quantile(self, key: Any, q: float) -> float | None:
+        """The ``q`` quantile (0 < q < 1) of ``key``'s observations, estimated as
+        Prometheus' ``histogram_quantile`` does: linear within the bucket it
+        falls in (from 0 for the first bucket); the top finite bound when it
+        falls in the open bucket above it. None without observations.
+        """
+        counts = self._counts.get(key)
+        total = sum(counts) if counts else 0
+        if not counts or total == 0:
+            return None
+        rank = q * total
+        below = 0
+        for i, n in enumerate(counts):
+            if n and below + n >= rank:
+                if i == len(self.buckets):
+                    return self.buckets[-1]
+                lower = self.buckets[i - 1] if i else 0.0
+                return lower + (self.buckets[i] - lower) * (rank - below) / n
+            below += n
+        return self.buckets[-1]
+
     def totals(self) -> dict[Any, int]:
         """Observations per key."""
         return {key: sum(counts) for key, counts in self._counts.items()}

@@ -82,7 +82,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     ),
     "topics": (
         "trafka.tools.cli_topics:topics_command",
-        "List, create, describe and delete topics.",
+        "List, create, describe, alter and delete topics; add partitions.",
     ),
     "features": (
         "trafka.tools.cli_topics:features_command",

@@ -1,5 +1,6 @@
-"""``trafka topics`` and ``features``: list, create, delete and describe topics, and
-read or change the cluster's feature levels.
+"""``trafka topics`` and ``features``: list, create, delete, describe and alter
+topics and add partitions, as kafka-topics.sh (and kafka-configs.sh for topic
+configs) do; read or change the cluster's feature levels.
 
 Rules:
 
@@ -8,7 +9,15 @@ Rules:
   on stderr; a client error exits 1, a usage error 2).
 * ``topics describe`` shows a partition without a leader as ``LEADER none``
   (as kafka-topics does) and names it on stderr; offsets it cannot look up
-  are ``-``, and the command still exits 0.
+  are ``-``, and the command still exits 0. Without names it describes every
+  topic (internal ones too, unless ``--exclude-internal``). Its report options
+  (``--under-replicated-partitions``...) list only the partitions that match,
+  by kafka-topics' rules (:mod:`trafka.tools.topic_health`), and exit 0
+  whether or not any does.
+* ``topics alter`` changes config overrides incrementally (the others stay) and
+  prints the overrides after; ``topics add-partitions`` grows a topic to a
+  partition count (the controller refuses a count not above the current one:
+  exit 1, nothing changed).
 * ``features`` alone (or ``features describe``) prints the feature levels;
   ``features upgrade``/``downgrade``/``disable`` change them, as
   kafka-features.sh does (``--feature``, ``--unsafe``, ``--dry-run``). The
@@ -17,6 +26,7 @@ Rules:
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Iterable
 from typing import Any
@@ -34,6 +44,7 @@ from .clikit import (
     run_client,
     with_admin,
 )
+from .topic_health import REPORTS, PartitionState, min_isr_of, reports_matching
 
 __all__ = [
     "features_command",
@@ -43,7 +54,7 @@ __all__ = [
 
 @click.group("topics")
 def topics_command() -> None:
-    """List, create, describe and delete topics."""
+    """List, create, describe, alter and delete topics; add partitions."""
 
 
 @topics_command.command("list")
@@ -125,76 +136,78 @@ def topics_delete(cfg: dict[str, Any], names: tuple[str, ...], if_exists: bool) 
 
 
 @topics_command.command("describe")
-@click.argument("names", nargs=-1, required=True)
+@click.argument("names", nargs=-1)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.option("--exclude-internal", is_flag=True, help="Without NAMES: leave internal topics out.")
+@click.option(
+    "--under-replicated-partitions",
+    "under_replicated",
+    is_flag=True,
+    help="Only partitions with fewer in-sync replicas than replicas.",
+)
+@click.option(
+    "--unavailable-partitions",
+    "unavailable",
+    is_flag=True,
+    help="Only partitions without a leader, or whose leader is not alive.",
+)
+@click.option(
+    "--under-min-isr-partitions",
+    "under_min_isr",
+    is_flag=True,
+    help="Only partitions with fewer in-sync replicas than min.insync.replicas.",
+)
+@click.option(
+    "--at-min-isr-partitions",
+    "at_min_isr",
+    is_flag=True,
+    help="Only partitions with exactly min.insync.replicas in-sync replicas.",
+)
+@click.option(
+    "--topics-with-overrides",
+    is_flag=True,
+    help="Only topics with config overrides, without their partitions.",
+)
 @admin_options
-def topics_describe(cfg: dict[str, Any], names: tuple[str, ...], as_json: bool) -> None:
+def topics_describe(
+    cfg: dict[str, Any],
+    names: tuple[str, ...],
+    as_json: bool,
+    exclude_internal: bool,
+    under_replicated: bool,
+    unavailable: bool,
+    under_min_isr: bool,
+    at_min_isr: bool,
+    topics_with_overrides: bool,
+) -> None:
     """Partitions (leader, replicas, ISR, offsets, size on disk) and config
-    overrides of topics."""
-    from trafka.codec import UnsupportedVersionError
-    from trafka.sdk import TopicPartition
-
-    async def run(admin: Any) -> list[dict[str, Any]]:
-        infos = await admin.describe_topics(names)
-        configs = await admin.describe_configs(topics=names, overrides_only=True)
-        tps = [TopicPartition(n, p.partition) for n in names for p in infos[n].partitions]
-        # A partition without a leader is described as it is (kafka-topics'
-        # "Leader: none"): nobody can tell its offsets, and nobody is asked.
-        led = [
-            TopicPartition(n, p.partition)
-            for n in names
-            for p in infos[n].partitions
-            if p.leader >= 0
-        ]
-        earliest = await admin.list_offsets(dict.fromkeys(led, "earliest"), partial=True)
-        latest = await admin.list_offsets(dict.fromkeys(led, "latest"), partial=True)
-        for tp, hit in latest.items():
-            if isinstance(hit, TrafkaError):
-                echo_err(f"warning: the offsets of {tp.topic}-{tp.partition} are unknown: {hit}")
-        # The leader's bytes on disk (DescribeLogDirs); brokers without the API: none.
-        sizes: dict[tuple[int, TopicPartition], int] = {}
-        try:
-            for d in await admin.describe_log_dirs(tps) if tps else []:
-                for tp, size in d.partitions.items():
-                    key = (d.node_id, tp)
-                    sizes[key] = sizes.get(key, 0) + size
-        except (TrafkaError, UnsupportedVersionError):
-            pass
-        out = []
-        for n in names:
-            info = infos[n]
-            parts = []
-            for p in info.partitions:
-                tp = TopicPartition(n, p.partition)
-                lo, hi = found_offset(earliest.get(tp)), found_offset(latest.get(tp))
-                parts.append(
-                    {
-                        "partition": p.partition,
-                        "leader": p.leader,
-                        "leader_epoch": p.leader_epoch,
-                        "replicas": list(p.replicas),
-                        "isr": list(p.isr),
-                        "earliest_offset": lo[0] if lo else None,
-                        "latest_offset": hi[0] if hi else None,
-                        "size_bytes": sizes.get((p.leader, tp)),
-                    }
-                )
-            out.append(
-                {
-                    "topic": n,
-                    "topic_id": str(info.topic_id),
-                    "internal": info.is_internal,
-                    "partitions": parts,
-                    "configs": configs.get(n, {}),
-                }
-            )
-        return out
-
-    described = run_client(with_admin, cfg, run)
+    overrides of topics: NAMES, or every topic. The report options list only the
+    partitions that need attention, as kafka-topics' do."""
+    asked = [
+        name
+        for name, on in zip(
+            REPORTS, (under_replicated, unavailable, under_min_isr, at_min_isr), strict=True
+        )
+        if on
+    ]
+    if asked:
+        if topics_with_overrides:
+            raise click.UsageError("--topics-with-overrides lists topics, not partitions")
+        report = functools.partial(
+            _report_partitions, names=names, exclude_internal=exclude_internal, asked=asked
+        )
+        _print_reports(run_client(with_admin, cfg, report), as_json)
+        return
+    describe = functools.partial(_describe_topics, names=names, exclude_internal=exclude_internal)
+    described = run_client(with_admin, cfg, describe)
+    if topics_with_overrides:
+        described = [t for t in described if t["configs"]]
+        for t in described:
+            t.pop("partitions")
     offline = [
         f"{t['topic']}-{p['partition']}"
         for t in described
-        for p in t["partitions"]
+        for p in t.get("partitions", ())
         if p["leader"] < 0
     ]
     if offline:
@@ -203,32 +216,271 @@ def topics_describe(cfg: dict[str, Any], names: tuple[str, ...], as_json: bool) 
         click.echo(json.dumps(described))
         return
     for i, t in enumerate(described):
-        if i:
+        if i and "partitions" in t:
             click.echo()
-        rf = len(t["partitions"][0]["replicas"]) if t["partitions"] else 0
-        click.echo(
-            f"Topic: {t['topic']}  TopicId: {t['topic_id']}  "
-            f"PartitionCount: {len(t['partitions'])}  ReplicationFactor: {rf}"
+        _print_topic(t)
+
+
+async def _topic_names(admin: Any, names: tuple[str, ...], exclude_internal: bool) -> list[str]:
+    """NAMES as given, or every topic (internal ones too unless excluded), sorted."""
+    if names:
+        return list(dict.fromkeys(names))
+    return sorted(await admin.list_topics(include_internal=not exclude_internal))
+
+
+async def _describe_topics(
+    admin: Any, *, names: tuple[str, ...], exclude_internal: bool
+) -> list[dict[str, Any]]:
+    from trafka.codec import UnsupportedVersionError
+    from trafka.sdk import TopicPartition
+
+    wanted = await _topic_names(admin, names, exclude_internal)
+    if not wanted:
+        return []
+    infos = await admin.describe_topics(wanted)
+    configs = await admin.describe_configs(topics=wanted, overrides_only=True)
+    tps = [TopicPartition(n, p.partition) for n in wanted for p in infos[n].partitions]
+    # A partition without a leader is described as it is (kafka-topics'
+    # "Leader: none"): nobody can tell its offsets, and nobody is asked.
+    led = [
+        TopicPartition(n, p.partition) for n in wanted for p in infos[n].partitions if p.leader >= 0
+    ]
+    earliest = await admin.list_offsets(dict.fromkeys(led, "earliest"), partial=True)
+    latest = await admin.list_offsets(dict.fromkeys(led, "latest"), partial=True)
+    for tp, hit in latest.items():
+        if isinstance(hit, TrafkaError):
+            echo_err(f"warning: the offsets of {tp.topic}-{tp.partition} are unknown: {hit}")
+    # The leader's bytes on disk (DescribeLogDirs); brokers without the API: none.
+    sizes: dict[tuple[int, TopicPartition], int] = {}
+    try:
+        for d in await admin.describe_log_dirs(tps) if tps else []:
+            for tp, size in d.partitions.items():
+                key = (d.node_id, tp)
+                sizes[key] = sizes.get(key, 0) + size
+    except (TrafkaError, UnsupportedVersionError):
+        pass
+    out = []
+    for n in wanted:
+        info = infos[n]
+        parts = []
+        for p in info.partitions:
+            tp = TopicPartition(n, p.partition)
+            lo, hi = found_offset(earliest.get(tp)), found_offset(latest.get(tp))
+            parts.append(
+                {
+                    "partition": p.partition,
+                    "leader": p.leader,
+                    "leader_epoch": p.leader_epoch,
+                    "replicas": list(p.replicas),
+                    "isr": list(p.isr),
+                    "earliest_offset": lo[0] if lo else None,
+                    "latest_offset": hi[0] if hi else None,
+                    "size_bytes": sizes.get((p.leader, tp)),
+                }
+            )
+        out.append(
+            {
+                "topic": n,
+                "topic_id": str(info.topic_id),
+                "internal": info.is_internal,
+                "partitions": parts,
+                "configs": configs.get(n, {}),
+            }
         )
-        if t["configs"]:
-            click.echo("Configs: " + ", ".join(f"{k}={v}" for k, v in sorted(t["configs"].items())))
-        rows = [
+    return out
+
+
+def _print_topic(t: dict[str, Any]) -> None:
+    parts = t.get("partitions")
+    header = f"Topic: {t['topic']}  TopicId: {t['topic_id']}"
+    if parts is not None:
+        rf = len(parts[0]["replicas"]) if parts else 0
+        header += f"  PartitionCount: {len(parts)}  ReplicationFactor: {rf}"
+    click.echo(header)
+    if t["configs"]:
+        click.echo("Configs: " + ", ".join(f"{k}={v}" for k, v in sorted(t["configs"].items())))
+    if parts is None:
+        return
+    rows = [
+        (
+            p["partition"],
+            p["leader"] if p["leader"] >= 0 else "none",
+            ",".join(map(str, p["replicas"])),
+            ",".join(map(str, p["isr"])),
+            p["earliest_offset"],
+            p["latest_offset"],
+            "-" if p["size_bytes"] is None else p["size_bytes"],
+        )
+        for p in parts
+    ]
+    click.echo(
+        format_table(["PARTITION", "LEADER", "REPLICAS", "ISR", "EARLIEST", "LATEST", "SIZE"], rows)
+    )
+
+
+async def _report_partitions(
+    admin: Any, *, names: tuple[str, ...], exclude_internal: bool, asked: list[str]
+) -> list[dict[str, Any]]:
+    """The partitions of NAMES (or every topic) that ``asked`` reports list
+    (see :mod:`trafka.tools.topic_health`)."""
+    from trafka.codec import UnsupportedVersionError
+    from trafka.sdk import TopicPartition
+
+    wanted = await _topic_names(admin, names, exclude_internal)
+    infos = await admin.describe_topics(wanted) if wanted else {}
+    configs = await admin.describe_configs(topics=wanted) if wanted else {}
+    live = {b.node_id for b in (await admin.describe_cluster()).brokers}
+    # Kafka's tool does without reassignments where it may not list them.
+    tps = [TopicPartition(n, p.partition) for n in wanted for p in infos[n].partitions]
+    try:
+        moving = await admin.list_partition_reassignments(tps) if tps else {}
+    except (KafkaError, UnsupportedVersionError):
+        moving = {}
+    rows: list[dict[str, Any]] = []
+    for n in wanted:
+        min_isr = min_isr_of(configs.get(n, {}))
+        if min_isr is None and {"under-min-isr", "at-min-isr"} & set(asked):
+            echo_err(f"warning: {n}: min.insync.replicas is unknown; min-ISR reports skip it")
+        for p in infos[n].partitions:
+            move = moving.get(TopicPartition(n, p.partition))
+            state = PartitionState(
+                p.leader, p.replicas, p.isr, move.adding_replicas if move else ()
+            )
+            found = reports_matching(state, live_brokers=live, min_isr=min_isr, asked=asked)
+            if found:
+                rows.append(
+                    {
+                        "topic": n,
+                        "partition": p.partition,
+                        "leader": p.leader,
+                        "replicas": list(p.replicas),
+                        "isr": list(p.isr),
+                        "adding_replicas": list(state.adding),
+                        "min_isr": min_isr,
+                        "reports": found,
+                    }
+                )
+    return rows
+
+
+def _print_reports(rows: list[dict[str, Any]], as_json: bool) -> None:
+    if as_json:
+        click.echo(json.dumps(rows))
+    elif rows:
+        table = [
             (
-                p["partition"],
-                p["leader"] if p["leader"] >= 0 else "none",
-                ",".join(map(str, p["replicas"])),
-                ",".join(map(str, p["isr"])),
-                p["earliest_offset"],
-                p["latest_offset"],
-                "-" if p["size_bytes"] is None else p["size_bytes"],
+                r["topic"],
+                r["partition"],
+                r["leader"] if r["leader"] >= 0 else "none",
+                ",".join(map(str, r["replicas"])),
+                ",".join(map(str, r["isr"])),
+                r["min_isr"],
+                ",".join(r["reports"]),
             )
-            for p in t["partitions"]
+            for r in rows
         ]
-        click.echo(
-            format_table(
-                ["PARTITION", "LEADER", "REPLICAS", "ISR", "EARLIEST", "LATEST", "SIZE"], rows
+        headers = ["TOPIC", "PARTITION", "LEADER", "REPLICAS", "ISR", "MIN.ISR", "REPORTS"]
+        click.echo(format_table(headers, table))
+
+
+@topics_command.command("alter")
+@click.argument("names", nargs=-1, required=True)
+@click.option(
+    "--add-config",
+    "-c",
+    "add",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Set a config override (repeatable).",
+)
+@click.option(
+    "--delete-config",
+    "delete",
+    multiple=True,
+    metavar="KEY",
+    help="Remove an override: the topic takes the broker's value again (repeatable).",
+)
+@click.option("--if-exists", is_flag=True, help="A missing topic is not an error.")
+@admin_options
+def topics_alter(
+    cfg: dict[str, Any],
+    names: tuple[str, ...],
+    add: tuple[str, ...],
+    delete: tuple[str, ...],
+    if_exists: bool,
+) -> None:
+    """Change topics' config overrides (kafka-configs' --add-config and
+    --delete-config). Other overrides are kept; the overrides are printed after."""
+    changes: dict[str, str | None] = dict(parse_pairs(add, "--add-config"))
+    for key in delete:
+        if not key or "=" in key:
+            raise click.BadParameter(f"{key!r} is not a config name", param_hint="--delete-config")
+        if key in changes:
+            raise click.BadParameter(f"{key} is both set and deleted", param_hint="--delete-config")
+        changes[key] = None
+    if not changes:
+        raise click.UsageError("nothing to change: give --add-config or --delete-config")
+
+    async def run(admin: Any) -> dict[str, dict[str, str | None]]:
+        done: dict[str, dict[str, str | None]] = {}
+        for name in dict.fromkeys(names):
+            try:
+                await admin.alter_topic_configs({name: changes})
+            except KafkaError as exc:
+                if if_exists and exc.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+                    continue
+                raise
+            done[name] = (await admin.describe_configs(topics=[name], overrides_only=True))[name]
+        return done
+
+    for name, overrides in run_client(with_admin, cfg, run).items():
+        now = ", ".join(f"{k}={v}" for k, v in sorted(overrides.items())) or "none"
+        click.echo(f"altered {name}; overrides now: {now}", err=True)
+
+
+@topics_command.command("add-partitions")
+@click.argument("names", nargs=-1, required=True)
+@click.option(
+    "-p",
+    "--partitions",
+    type=click.IntRange(min=1),
+    required=True,
+    help="The new partition count (more than now).",
+)
+@click.option("--if-exists", is_flag=True, help="A missing topic is not an error.")
+@click.option("--dry-run", is_flag=True, help="Have the controller check it; change nothing.")
+@admin_options
+def topics_add_partitions(
+    cfg: dict[str, Any], names: tuple[str, ...], partitions: int, if_exists: bool, dry_run: bool
+) -> None:
+    """Grow topics to PARTITIONS partitions (kafka-topics --alter --partitions).
+
+    Records with a key go to the partition their key hashes to among all
+    partitions, so after this a key's new records may land on another partition
+    than its old ones: ordering per key holds only from here on."""
+
+    async def run(admin: Any) -> list[tuple[str, int]]:
+        grown = []
+        for name in dict.fromkeys(names):
+            try:
+                before = (await admin.describe_topics([name]))[name].partitions
+                await admin.create_partitions({name: partitions}, validate_only=dry_run)
+            except KafkaError as exc:
+                if if_exists and exc.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+                    continue
+                raise
+            grown.append((name, len(before)))
+        return grown
+
+    for name, before in run_client(with_admin, cfg, run):
+        if dry_run:
+            click.echo(
+                f"{name} can grow from {before} to {partitions} partitions (dry run)", err=True
             )
-        )
+        else:
+            click.echo(f"{name}: {before} -> {partitions} partitions", err=True)
+            if before:
+                echo_err(f"note: keyed records of {name} may now hash to other partitions")
 
 
 def _level_range(levels: tuple[int, int] | None) -> str | None:

@@ -941,6 +941,16 @@ def test_metrics_describe_leaders_the_controller_and_under_replication(zk: str) 
             if not s.labels
         }
 
+    def labelled_samples(
+        cluster: LocalCluster, node: int
+    ) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+        text = cluster.node(node).broker.metrics.exposition().decode()
+        return {
+            (s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in text_string_to_metric_families(text)
+            for s in family.samples
+        }
+
     async def test() -> None:
         async with serve_cluster(3, zookeeper_connect=zk) as cluster:
             bs = cluster.bootstrap_servers
@@ -960,6 +970,24 @@ def test_metrics_describe_leaders_the_controller_and_under_replication(zk: str) 
                     == 6
                 ),
                 "every partition's leader counts it",
+            )
+            # Cluster-wide series come from the controller alone and each
+            # partition's from its leader, so adding the nodes' scrapes up
+            # counts nothing twice (as one kafka_exporter would see the cluster).
+            labelled = [labelled_samples(cluster, n) for n in cluster.node_ids]
+            assert sum(s.get(("kafka_brokers", ()), 0) for s in labelled) == 3
+            async with open_admin(bootstrap_servers=bs) as admin:
+                every = await admin.list_topics(include_internal=True)
+            total = "kafka_controller_kafkacontroller_globalpartitioncount"
+            assert sum(s.get((total, ()), 0) for s in labelled) == sum(every.values())
+            offsets = [
+                labels
+                for s in labelled
+                for (name, labels) in s
+                if name == "kafka_topic_partition_current_offset" and ("topic", "metered") in labels
+            ]
+            assert sorted(offsets) == sorted(
+                (("partition", str(p)), ("topic", "metered")) for p in range(6)
             )
             seen = {n: gauges(cluster, n) for n in cluster.node_ids}
             controllers = [

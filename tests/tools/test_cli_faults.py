@@ -693,6 +693,8 @@ COMMANDS: dict[str, tuple[list[str], bytes]] = {
     "tokens describe": ([], b""),
     "tokens expire": (["--hmac", "AAAA", "--expiry-time-period", "-1"], b""),
     "tokens renew": (["--hmac", "AAAA"], b""),
+    "topics add-partitions": (["t", "-p", "2"], b""),
+    "topics alter": (["t", "--add-config", "retention.ms=1000"], b""),
     "topics create": (["t"], b""),
     "topics delete": (["t"], b""),
     "topics describe": (["t"], b""),
@@ -919,6 +921,63 @@ def test_c_topics_describe_shows_the_partition_offline(offline: Offline, cluster
     no_traceback(done)
 
 
+def test_c_topics_describe_reports_list_the_offline_partition(
+    offline: Offline, cluster: TwoNodes
+) -> None:
+    # kafka-topics.sh --describe's report options (TopicCommand): a partition
+    # without a leader is "unavailable" and "under min ISR"; a partition with its
+    # leader and every replica in sync is neither.
+    for flag in ("--unavailable-partitions", "--under-min-isr-partitions"):
+        done = run(["topics", "describe", offline.topic, flag, "--json"], cluster.bootstrap)
+        assert done.rc == 0, done
+        listed = [(r["topic"], r["partition"], r["leader"]) for r in json.loads(done.out)]
+        assert listed == [(offline.topic, 1, -1)], (flag, done.out)
+    # Every topic when none is named: the offline one is found among them.
+    everything = run(["topics", "describe", "--unavailable-partitions"], cluster.bootstrap)
+    assert everything.rc == 0, everything
+    rows = [line.split()[:3] for line in everything.out.splitlines()[1:]]
+    # (Other tests' topics have partitions on node 2 as well.)
+    assert [offline.topic, "1", "none"] in rows, everything.out
+    assert not [r for r in rows if r[0] == offline.topic and r[1] != "1"], everything.out
+    no_traceback(everything)
+
+
+def test_c_topics_describe_reports_a_replica_out_of_sync(both_up: TwoNodes) -> None:
+    # Two replicas, one on the broker that stops: the partition keeps its leader
+    # and loses an in-sync replica, so kafka-topics' rules list it as
+    # under-replicated and not as unavailable.
+    topic = fresh("two-replicas")
+
+    async def create_and_wait(isr: list[int]) -> None:
+        async with open_admin(bootstrap_servers=both_up.bootstrap) as admin:
+            if isr == [1, 2]:
+                await admin.create_topics([NewTopic(topic, 1, 2)])
+            with trio.fail_after(HANG_S):
+                while True:
+                    infos = await admin.describe_topics([topic])
+                    (part,) = infos[topic].partitions
+                    if sorted(part.isr) == isr and part.leader in isr:
+                        return
+                    await trio.sleep(0.1)
+
+    trio.run(create_and_wait, [1, 2])
+    assert (
+        run(["topics", "describe", topic, "--under-replicated-partitions"], both_up.bootstrap).out
+        == ""
+    )
+    both_up.ensure(node2=False)
+    trio.run(create_and_wait, [1])
+    done = run(
+        ["topics", "describe", topic, "--under-replicated-partitions", "--json"], both_up.bootstrap
+    )
+    assert done.rc == 0, done
+    assert [
+        (r["partition"], r["leader"], r["isr"], r["reports"]) for r in json.loads(done.out)
+    ] == [(0, 1, [1], ["under-replicated"])]
+    unavailable = run(["topics", "describe", topic, "--unavailable-partitions"], both_up.bootstrap)
+    assert unavailable.rc == 0 and unavailable.out == "", unavailable
+
+
 @pytest.mark.parametrize("group", [False, True], ids=["assigned", "group"])
 def test_c_consume_e_prints_what_it_can_and_names_the_rest(
     offline: Offline, cluster: TwoNodes, group: bool
@@ -1098,6 +1157,16 @@ UNKNOWN_TOPIC: dict[str, tuple[list[str], bytes, str]] = {
     "share-consume": (["share-consume", UNKNOWN, "-G", "g"], b"", r"no such topic"),
     "topics describe": (["topics", "describe", UNKNOWN], b"", r"UNKNOWN_TOPIC_OR_PARTITION"),
     "topics delete": (["topics", "delete", UNKNOWN], b"", r"UNKNOWN_TOPIC_OR_PARTITION"),
+    "topics alter": (
+        ["topics", "alter", UNKNOWN, "-c", "retention.ms=1000"],
+        b"",
+        r"UNKNOWN_TOPIC_OR_PARTITION",
+    ),
+    "topics add-partitions": (
+        ["topics", "add-partitions", UNKNOWN, "-p", "2"],
+        b"",
+        r"UNKNOWN_TOPIC_OR_PARTITION",
+    ),
     "groups reset-offsets": (
         ["groups", "reset-offsets", "g", "-t", UNKNOWN, "--to-earliest"],
         b"",
