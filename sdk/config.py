@@ -1,5 +1,10 @@
 """Configuration objects: one per component, all frozen.
 
+This module is the table of settings (the dataclasses, their defaults and the
+checks between settings). How one value is coerced is in :mod:`.config_values`;
+how a key in any spelling finds its setting, and which other clients' settings
+are not taken, in :mod:`.config_keys`.
+
 Rules:
 
 * Every setting has Kafka's dotted name (``linger.ms``) and a Python spelling
@@ -32,14 +37,44 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-import re
-import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any, TypeVar
 
 from trafka.discovery import DiscoverySpec, is_spec, parse_spec
 
-from ._validate import INT16_MAX, INT32_MAX, INT64_MAX
+from ._validate import INT32_MAX
+from .config_keys import _NOT_FOR_SHARE_GROUPS, _NOT_TAKEN_NORM, _names, _norm
+from .config_values import (
+    _COMPRESSION,
+    _COMPRESSION_LEVELS,
+    _NOT_MADE_HERE,
+    _PROVIDER_SETTINGS,
+    _SECURITY_PROTOCOLS,
+    _SERDES,
+    _acks,
+    _assignors,
+    _bool,
+    _callable_or_name,
+    _check_hostname,
+    _choice,
+    _delivery_timeout,
+    _dotted,
+    _field,
+    _int,
+    _listen,
+    _made_from,
+    _offset_reset,
+    _opt_bool,
+    _opt_callable,
+    _opt_str,
+    _parse_jaas,
+    _sasl_mechanism,
+    _servers,
+    _split_host_port,
+    _ssl_context,
+    _str,
+    _token_provider,
+)
 from .errors import ConfigError
 from .partitioners import PARTITIONERS
 
@@ -51,300 +86,6 @@ __all__ = [
     "ShareConsumerConfig",
     "make_config",
 ]
-
-# -- coercion helpers: each takes (dotted name, value) and returns the canonical value --
-
-
-def _int(minimum: int | None = 0, maximum: int | None = None) -> Callable[[str, Any], int]:
-    # Every setting fits Java's type for it (a long unless said: int32 where
-    # Java's is an int or the value goes on the wire as one).
-    if maximum is None:
-        maximum = INT64_MAX
-
-    def coerce(name: str, value: Any) -> int:
-        if isinstance(value, str) and re.fullmatch(r"\s*-?\d+\s*", value):
-            value = int(value)
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise ConfigError(f"{name} must be an integer, got {value!r}")
-        if minimum is not None and value < minimum:
-            raise ConfigError(f"{name} must be >= {minimum}, got {value}")
-        if maximum is not None and value > maximum:
-            raise ConfigError(f"{name} must be <= {maximum}, got {value}")
-        return value
-
-    return coerce
-
-
-def _bool(name: str, value: Any) -> bool:
-    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
-        return value.strip().lower() == "true"
-    if not isinstance(value, bool):
-        raise ConfigError(f"{name} must be a boolean, got {value!r}")
-    return value
-
-
-def _opt_bool(name: str, value: Any) -> bool | None:
-    return None if value is None else _bool(name, value)
-
-
-def _str(name: str, value: Any) -> str:
-    if not isinstance(value, str):
-        raise ConfigError(f"{name} must be a string, got {value!r}")
-    # Strings may go into every request (client.id in each header): one that
-    # cannot be encoded as a protocol string would fail them all, later.
-    try:
-        size = len(value.encode("utf-8"))
-    except UnicodeEncodeError:
-        raise ConfigError(f"{name} is not valid Unicode (a lone surrogate?)") from None
-    if size > INT16_MAX:
-        raise ConfigError(f"{name} must be at most {INT16_MAX} bytes in UTF-8, got {size}")
-    return value
-
-
-def _listen(name: str, value: Any) -> str | None:
-    if value is None:
-        return None
-    text = str(value)
-    _, sep, port = text.rpartition(":")
-    if not sep or not port.isdigit() or int(port) > 65535:
-        raise ConfigError(f"{name} must be host:port, not {text!r}")
-    return text
-
-
-def _opt_str(name: str, value: Any) -> str | None:
-    if value is None:
-        return None
-    value = _str(name, value)
-    return value or None
-
-
-def _choice(*choices: str) -> Callable[[str, Any], str]:
-    def coerce(name: str, value: Any) -> str:
-        if not isinstance(value, str) or value.strip().lower() not in choices:
-            raise ConfigError(f"{name} must be one of {', '.join(choices)}; got {value!r}")
-        return value.strip().lower()
-
-    return coerce
-
-
-def _str_list(name: str, value: Any) -> tuple[str, ...]:
-    if isinstance(value, str):
-        items = [v.strip() for v in value.split(",")]
-    elif isinstance(value, list | tuple):
-        items = list(value)
-    else:
-        raise ConfigError(f"{name} must be a list or a comma-separated string, got {value!r}")
-    for item in items:
-        if not isinstance(item, str) or not item:
-            raise ConfigError(f"{name} must hold non-empty strings, got {item!r}")
-    if not items:
-        raise ConfigError(f"{name} must not be empty")
-    return tuple(items)
-
-
-def _servers(name: str, value: Any) -> tuple[str, ...]:
-    servers = _str_list(name, value)
-    for server in servers:
-        if is_spec(server):
-            try:
-                parse_spec(server)
-            except ValueError as exc:
-                raise ConfigError(f"{name}: {exc}") from None
-        else:
-            _split_host_port(name, server)
-    return servers
-
-
-DEFAULT_PORT = 9092  # what Kafka's clients assume when a server names no port
-
-
-def _split_host_port(name: str, server: str) -> tuple[str, int]:
-    """``host:port``, ``[v6]:port``, or a host alone (``localhost``, ``[::1]``) on
-    port 9092, as librdkafka and kafka-python read ``bootstrap.servers``."""
-    bracketed = server.startswith("[") and server.endswith("]")
-    if bracketed or ":" not in server:
-        host = server.strip("[]")
-        if host and not any(c.isspace() for c in host):
-            return host, DEFAULT_PORT
-    host, sep, port = server.rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise ConfigError(f"{name}: {server!r} is not host:port (or a host alone, port 9092)")
-    return host.strip("[]"), int(port)
-
-
-def _delivery_timeout(name: str, value: Any) -> int:
-    # librdkafka's message.timeout.ms takes 0 for "no limit"; Java's
-    # delivery.timeout.ms has none, and neither have we.
-    if value == 0 or (isinstance(value, str) and value.strip() == "0"):
-        raise ConfigError(
-            f"{name} must be >= 1: librdkafka's 0 (no limit) is not supported, "
-            "give the longest wait in ms (up to 2147483647)"
-        )
-    return _int(1, INT32_MAX)(name, value)
-
-
-#: librdkafka's names for the auto.offset.reset policies (its ``error`` raises
-#: when there is no valid offset, as Java's ``none`` does).
-_OFFSET_RESET = {
-    "earliest": "earliest",
-    "smallest": "earliest",
-    "beginning": "earliest",
-    "latest": "latest",
-    "largest": "latest",
-    "end": "latest",
-    "none": "none",
-    "error": "none",
-}
-
-
-def _offset_reset(name: str, value: Any) -> str:
-    if isinstance(value, str) and value.strip().lower() in _OFFSET_RESET:
-        return _OFFSET_RESET[value.strip().lower()]
-    raise ConfigError(
-        f"{name} must be one of latest, earliest, none "
-        f"(or librdkafka's {', '.join(k for k in _OFFSET_RESET if k not in ('earliest', 'latest', 'none'))}); "
-        f"got {value!r}"
-    )
-
-
-def _acks(name: str, value: Any) -> int:
-    if isinstance(value, str):
-        text = value.strip().lower()
-        if text == "all":
-            return -1
-        if re.fullmatch(r"-?\d+", text):
-            value = int(text)
-    if isinstance(value, int) and not isinstance(value, bool) and value in (-1, 0, 1):
-        return value
-    raise ConfigError(f"{name} must be one of all, -1, 0, 1; got {value!r}")
-
-
-_COMPRESSION = ("none", "gzip", "snappy", "lz4", "zstd")
-# Kafka's bounds of compression.level per codec (GzipCompression, Lz4Compression,
-# ZstdCompression); snappy has no levels.
-_COMPRESSION_LEVELS = {"gzip": (1, 9), "lz4": (1, 17), "zstd": (-131072, 22)}
-_SECURITY_PROTOCOLS = ("plaintext", "ssl", "sasl_plaintext", "sasl_ssl")
-_SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
-
-
-def _sasl_mechanism(name: str, value: Any) -> str:
-    if isinstance(value, str) and value.strip().upper() in _SASL_MECHANISMS:
-        return value.strip().upper()
-    if isinstance(value, str) and value.strip().upper() == "GSSAPI":
-        raise ConfigError(f"{name}: {value.strip().upper()} is not supported by trafka")
-    raise ConfigError(f"{name} must be one of {', '.join(_SASL_MECHANISMS)}; got {value!r}")
-
-
-def _token_provider(name: str, value: Any) -> Any:
-    if value is None or callable(value) or callable(getattr(value, "token", None)):
-        return value
-    raise ConfigError(
-        f"{name} must be a callable or an object with a token() method, got {value!r}"
-    )
-
-
-def _opt_callable(name: str, value: Any) -> Any:
-    if value is None or callable(value):
-        return value
-    raise ConfigError(f"{name} must be a callable, got {value!r}")
-
-
-# The settings each token provider this module made was made from (so that a
-# config copied with other settings makes a new one): weakly, as a provider
-# lives as long as the configs that hold it.
-_PROVIDER_SETTINGS: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
-_NOT_MADE_HERE = object()
-
-
-def _made_from(provider: Any) -> Any:
-    """The settings ``provider`` was made from here, or ``_NOT_MADE_HERE``
-    (the caller's own provider)."""
-    try:
-        return _PROVIDER_SETTINGS.get(provider, _NOT_MADE_HERE)
-    except TypeError:  # not weakly referenceable: not one of ours
-        return _NOT_MADE_HERE
-
-
-def _check_hostname(name: str, value: Any) -> bool:
-    # Java's ssl.endpoint.identification.algorithm: "https" checks, "" does not.
-    if isinstance(value, str) and value.strip().lower() in ("https", "none", ""):
-        return value.strip().lower() == "https"
-    return _bool(name, value)
-
-
-def _ssl_context(name: str, value: Any) -> Any:
-    import ssl
-
-    if value is not None and not isinstance(value, ssl.SSLContext):
-        raise ConfigError(f"{name} must be an ssl.SSLContext, got {value!r}")
-    return value
-
-
-def _parse_jaas(text: str) -> dict[str, str]:
-    """The ``key="value"`` options of a JAAS login module line (Java's sasl.jaas.config)."""
-    options = dict(re.findall(r'(\w+)\s*=\s*"((?:[^"\\]|\\.)*)"', text))
-    return {k: re.sub(r"\\(.)", r"\1", v) for k, v in options.items()}
-
-
-def _callable_or_name(*names: str) -> Callable[[str, Any], Any]:
-    def coerce(name: str, value: Any) -> Any:
-        if callable(value):
-            return value
-        if isinstance(value, str) and value.strip().lower() in names:
-            return value.strip().lower()
-        raise ConfigError(f"{name} must be a callable or one of {', '.join(names)}; got {value!r}")
-
-    return coerce
-
-
-_SERDES = ("bytes", "str", "json")
-
-# Java class names accepted for partition.assignment.strategy, mapped to ours.
-_ASSIGNOR_ALIASES = {
-    "range": "range",
-    "roundrobin": "roundrobin",
-    "sticky": "sticky",
-    "cooperative-sticky": "cooperative-sticky",
-    "org.apache.kafka.clients.consumer.rangeassignor": "range",
-    "org.apache.kafka.clients.consumer.roundrobinassignor": "roundrobin",
-    "org.apache.kafka.clients.consumer.stickyassignor": "sticky",
-    "org.apache.kafka.clients.consumer.cooperativestickyassignor": "cooperative-sticky",
-}
-
-
-def _assignors(name: str, value: Any) -> tuple[str, ...]:
-    items = _str_list(name, value)
-    out = []
-    for item in items:
-        canon = _ASSIGNOR_ALIASES.get(item.strip().lower())
-        if canon is None:
-            raise ConfigError(
-                f"{name}: unknown assignor {item!r}; known: range, roundrobin, sticky, cooperative-sticky"
-            )
-        out.append(canon)
-    return tuple(out)
-
-
-def _field(
-    default: Any,
-    coerce: Callable[[str, Any], Any],
-    *,
-    dotted: str | None = None,
-    aliases: tuple[str, ...] = (),
-    secret: bool = False,
-) -> Any:
-    """A setting: its default, its coercion, its dotted name when that is not the
-    mechanical one, other clients' names for it (``aliases``), and whether its
-    value must stay out of ``repr`` (``secret``)."""
-    return dataclasses.field(
-        default=default,
-        repr=not secret,
-        metadata={"coerce": coerce, "dotted": dotted, "aliases": aliases},
-    )
-
-
-def _dotted(f: dataclasses.Field[Any]) -> str:
-    return f.metadata.get("dotted") or f.name.replace("_", ".")
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
@@ -620,26 +361,6 @@ class ClientConfig:
 _C = TypeVar("_C", bound=ClientConfig)
 
 
-def _norm(key: str) -> str:
-    return key.strip().lower().replace(".", "_").replace("-", "_")
-
-
-_NAMES_CACHE: dict[type, dict[str, str]] = {}
-
-
-def _names(cls: type[ClientConfig]) -> dict[str, str]:
-    names = _NAMES_CACHE.get(cls)
-    if names is None:
-        names = {}
-        for f in dataclasses.fields(cls):
-            names[f.name] = f.name
-            names[_norm(_dotted(f))] = f.name
-            for alias in f.metadata.get("aliases", ()):
-                names[_norm(alias)] = f.name
-        _NAMES_CACHE[cls] = names
-    return names
-
-
 def _snake_keys(cls: type[ClientConfig], changes: Mapping[str, Any]) -> dict[str, Any]:
     names = _names(cls)
     out = {}
@@ -649,85 +370,6 @@ def _snake_keys(cls: type[ClientConfig], changes: Mapping[str, Any]) -> dict[str
             raise _unknown(cls, key)
         out[attr] = value
     return out
-
-
-#: Consumer settings a share consumer refuses (as Java's KafkaShareConsumer does),
-#: with where the matter is decided for share groups.
-_NOT_FOR_SHARE_GROUPS = {
-    "auto_offset_reset": "a share group starts where its group config "
-    "share.auto.offset.reset says (latest by default; Admin.alter_group_configs sets it)",
-    "enable_auto_commit": "share consumers acknowledge records instead "
-    "(share.acknowledgement.mode)",
-    "auto_commit_interval_ms": "share consumers acknowledge records instead "
-    "(share.acknowledgement.mode)",
-    "group_instance_id": "share groups have no static members",
-    "isolation_level": "it is the group config share.isolation.level",
-    "partition_assignment_strategy": "the share group coordinator assigns partitions",
-    "group_protocol": "a share consumer always speaks the share group protocol (KIP-932)",
-    "group_remote_assignor": "the share group coordinator's assignor is a broker setting",
-    "session_timeout_ms": "it is the broker's group.share.session.timeout.ms",
-    "heartbeat_interval_ms": "it is the broker's group.share.heartbeat.interval.ms",
-    "max_partition_fetch_bytes": "ShareFetch has no per-partition limit (fetch.max.bytes bounds it)",
-    "enable_incremental_fetch_sessions": "ShareFetch always uses share sessions (KIP-932)",
-}
-
-
-_QUEUE_BYTES = (
-    "trafka bounds the producer's buffer in bytes with buffer.memory, and a full "
-    "buffer makes send() wait up to max.block.ms instead of failing at once"
-)
-_LOGGING = (
-    "trafka logs through Python's logging (logger 'trafka.sdk'): set levels and handlers there"
-)
-_NO_VERSION_GUESS = (
-    "trafka always asks each broker for its API versions (ApiVersions) and never "
-    "guesses them: remove it"
-)
-
-#: Other clients' settings (librdkafka's, confluent-kafka's callbacks, Java's)
-#: that trafka does not take, because it cannot honour them as they are
-#: defined, with what to use instead. Checked before any "did you mean": a
-#: near name is the wrong advice for these (enable.auto.offset.store is not
-#: auto.offset.reset).
-_NOT_TAKEN = {
-    "enable.partition.eof": "trafka's consumer has no end-of-partition event: compare "
-    "position(tp) with highwater(tp) (or end_offsets) to know a partition is read to its end",
-    "on_delivery": "pass on_delivery=cb to each send(): cb(error, metadata) per record",
-    "dr_cb": "pass on_delivery=cb to each send(): cb(error, metadata) per record",
-    "dr_msg_cb": "pass on_delivery=cb to each send(): cb(error, metadata) per record",
-    "delivery.report.only.error": "trafka reports every record to on_delivery; skip the "
-    "successes (error None) in the callback",
-    "stats_cb": "call statistics() on the client, or serve metrics with metrics.listen",
-    "statistics.interval.ms": "call statistics() on the client, or serve metrics with "
-    "metrics.listen",
-    "throttle_cb": "broker throttling is counted in statistics()",
-    "oauth_cb": "give sasl_oauth_token_provider (see trafka.sdk.oauth for what it returns)",
-    "logger": _LOGGING,
-    "log_level": _LOGGING,
-    "debug": _LOGGING,
-    "queue.buffering.max.messages": f"{_QUEUE_BYTES}; there is no bound in records",
-    "queue.buffering.max.kbytes": f"{_QUEUE_BYTES}; use buffer.memory (in bytes)",
-    "batch.num.messages": "trafka's batches are bounded in bytes only: use batch.size",
-    "message.max.bytes": "the producer's largest request is max.request.size; the "
-    "consumer's largest response is receive.message.max.bytes",
-    "socket.timeout.ms": "use request.timeout.ms: how long trafka waits for any response",
-    "socket.keepalive.enable": "trafka does not set SO_KEEPALIVE; idle connections are "
-    "closed after connections.max.idle.ms",
-    "socket.send.buffer.bytes": "trafka leaves socket buffer sizes to the operating system",
-    "socket.receive.buffer.bytes": "trafka leaves socket buffer sizes to the operating system",
-    "send.buffer.bytes": "trafka leaves socket buffer sizes to the operating system",
-    "receive.buffer.bytes": "trafka leaves socket buffer sizes to the operating system",
-    "topic.metadata.refresh.interval.ms": "use metadata.max.age.ms: metadata older than "
-    "it is refreshed (librdkafka's -1, never, is not available)",
-    "queued.min.messages": "trafka has no local consumer queue thresholds: "
-    "fetch.max.bytes and max.partition.fetch.bytes size its fetches",
-    "queued.max.messages.kbytes": "trafka has no local consumer queue thresholds: "
-    "fetch.max.bytes and max.partition.fetch.bytes size its fetches",
-    "api.version.request": _NO_VERSION_GUESS,
-    "broker.version.fallback": _NO_VERSION_GUESS,
-    "api.version.fallback.ms": _NO_VERSION_GUESS,
-}
-_NOT_TAKEN_NORM = {_norm(k): v for k, v in _NOT_TAKEN.items()}
 
 
 def _unknown(cls: type[ClientConfig], key: str) -> ConfigError:

@@ -5,9 +5,12 @@ Open it with :func:`open_admin`; every call is a method of :class:`Admin`.
 
 The package follows the SDK's layering. :mod:`.client` is the driver: the
 :class:`Admin` class owns connections, retries and routing (to the controller,
-a coordinator, each partition's leader, every broker). What goes on the wire
-and what an answer means is decided per area, without I/O, in modules that
-tests use directly:
+a coordinator, each partition's leader, every broker). It is composed of one
+class per capability over a shared request core (:mod:`.client_core`):
+:mod:`.client_topics`, :mod:`.client_configs`, :mod:`.client_groups`,
+:mod:`.client_security`, :mod:`.client_cluster` and :mod:`.client_transactions`.
+What goes on the wire and what an answer means is decided per area, without
+I/O, in modules that tests use directly:
 
 * :mod:`.cluster`: DescribeCluster, feature levels (KIP-584);
 * :mod:`.topics`: Metadata, CreateTopics, DeleteTopics, CreatePartitions;

@@ -79,16 +79,16 @@ def test_sdk_configuration_reference_is_complete() -> None:
 
 def test_sdk_librdkafka_table_names_every_alias_and_every_refused_name() -> None:
     """docs/sdk.md's librdkafka section lists each other-client alias of a setting
-    and each name trafka refuses (sdk/config.py's ``_NOT_TAKEN``)."""
+    and each name trafka refuses (sdk/config_keys.py's ``_NOT_TAKEN``)."""
     import dataclasses
 
     from trafka.sdk.config import (
-        _NOT_TAKEN,
         AdminConfig,
         ConsumerConfig,
         ProducerConfig,
         ShareConsumerConfig,
     )
+    from trafka.sdk.config_keys import _NOT_TAKEN
 
     text = (DOCS / "sdk.md").read_text()
     start = text.index("### librdkafka's (confluent-kafka's) settings")

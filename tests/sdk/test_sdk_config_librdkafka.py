@@ -24,14 +24,12 @@ from typing import Any
 import pytest
 
 from trafka.sdk.config import (
-    _NOT_TAKEN,
     AdminConfig,
     ConsumerConfig,
     ProducerConfig,
     ShareConsumerConfig,
-    _names,
-    _norm,
 )
+from trafka.sdk.config_keys import _NOT_TAKEN, _names, _norm
 from trafka.sdk.errors import ConfigError
 
 PRODUCER_ALIASES = [

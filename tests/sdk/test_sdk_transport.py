@@ -266,9 +266,9 @@ async def test_a_frames_parts_go_in_one_sendmsg_or_joined_without_it(
     """A frame with big batches is one sendmsg of its parts; without sendmsg
     (Windows), the parts are joined and sent as one."""
     from trafka.codec.records import encode_batch
-    from trafka.sdk import transport
+    from trafka.sdk import connection
 
-    monkeypatch.setattr(transport, "_HAS_SENDMSG", has_sendmsg)
+    monkeypatch.setattr(connection, "_HAS_SENDMSG", has_sendmsg)
     values = [b"x" * 20000, b"y" * 30000]
     request = _produce_request("t", [encode_batch([(0, None, v, ())]) for v in values])
     async with connected(fake_broker) as (_, conn):

@@ -1,0 +1,60 @@
+"""Client metrics push (KIP-714), in three modules:
+
+* :mod:`.state`: :class:`ClientTelemetry`, the I/O-free subscription/push state
+  machine (its states, timing, errors, compression and OTLP payloads);
+* :mod:`.metrics`: what each client measures (:class:`MetricSample` and the
+  producer's, consumer's, share consumer's and admin client's samples);
+* :mod:`.driver`: :class:`TelemetryDriver`, the task that runs the machine over
+  a client's cluster, and the helpers a client owns one with.
+
+Every name is importable from here, as it was when this was one module.
+"""
+
+from .driver import TelemetryDriver, client_telemetry, disabled_error, instance_id
+from .metrics import (
+    ADMIN_PREFIX,
+    CONSUMER_PREFIX,
+    PRODUCER_PREFIX,
+    SHARE_CONSUMER_PREFIX,
+    IntervalAverages,
+    MetricSample,
+    PollTimes,
+    admin_samples,
+    consumer_samples,
+    producer_samples,
+    share_consumer_samples,
+)
+from .state import (
+    DEFAULT_PUSH_INTERVAL,
+    GET_TELEMETRY_SUBSCRIPTIONS,
+    PUSH_TELEMETRY,
+    TRANSITIONS,
+    ClientTelemetry,
+    Subscription,
+    TelemetryState,
+)
+
+__all__ = [
+    "ADMIN_PREFIX",
+    "CONSUMER_PREFIX",
+    "DEFAULT_PUSH_INTERVAL",
+    "GET_TELEMETRY_SUBSCRIPTIONS",
+    "PRODUCER_PREFIX",
+    "PUSH_TELEMETRY",
+    "SHARE_CONSUMER_PREFIX",
+    "TRANSITIONS",
+    "ClientTelemetry",
+    "IntervalAverages",
+    "MetricSample",
+    "PollTimes",
+    "Subscription",
+    "TelemetryDriver",
+    "TelemetryState",
+    "admin_samples",
+    "client_telemetry",
+    "consumer_samples",
+    "disabled_error",
+    "instance_id",
+    "producer_samples",
+    "share_consumer_samples",
+]
