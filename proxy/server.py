@@ -438,7 +438,7 @@ class _Proxy:
         self.stats.timeouts += 1
         if reader.buffered:
             self.quiet.warning(
-                "slow",
+                ("slow", None if peer is None else peer[0]),
                 "closing the connection from %s: %d of %s bytes of a request arrived "
                 "in %d ms (request.receive.timeout.ms)",
                 peer,

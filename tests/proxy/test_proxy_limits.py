@@ -24,6 +24,7 @@ from typing import Any
 
 import pytest
 import trio
+from click.testing import CliRunner
 from proxy_helpers import confluent_produce, create, fresh, placement
 
 from trafka.brokerlite import RunningBroker
@@ -31,6 +32,7 @@ from trafka.codec import protocol
 from trafka.codec.messages import k18_api_versions as api_versions
 from trafka.codec.messages.headers import RequestHeader
 from trafka.proxy import Filter, FilterContext, ProxyConfig, RespondLater, RunningProxy
+from trafka.proxy.cli import command
 from trafka.proxy.server import proxy_in_thread
 
 pytestmark = pytest.mark.timeout(120)
@@ -96,6 +98,19 @@ def proxy(broker: RunningBroker, **limits: Any) -> Any:
 def produce_beside(px: RunningProxy, topic: str, n: int = 50) -> Awaitable[None]:
     """confluent-kafka producing through the proxy (in a thread)."""
     return trio.to_thread.run_sync(confluent_produce, px.bootstrap_servers, topic, n)
+
+
+def test_the_cli_takes_the_limits() -> None:
+    """``trafka proxy`` hands each option to ProxyConfig (a bad value is a usage
+    error naming the setting, before anything is started)."""
+    for option, name in (
+        ("--queued-max-request-bytes", "queued_max_request_bytes"),
+        ("--connections-max-idle-ms", "connections_max_idle_ms"),
+        ("--request-receive-timeout-ms", "request_receive_timeout_ms"),
+    ):
+        result = CliRunner().invoke(command, ["--upstream", "b:9092", option, "0"])
+        assert result.exit_code == 2
+        assert name in result.output
 
 
 def test_the_limits_are_checked_when_configured() -> None:
@@ -174,20 +189,27 @@ class HeldApiVersions(Filter):
 
 def test_a_connection_waiting_for_its_answer_is_not_idle(broker: RunningBroker) -> None:
     """As brokerlite (a parked request does not count as idle): a client waiting
-    for an answer longer than connections.max.idle.ms gets it, then idles out."""
+    for an answer longer than connections.max.idle.ms gets it, then idles out.
+    Meanwhile its request's bytes stay reserved: a filter's answer made later
+    (as key routing's) holds them until it is made."""
     held = HeldApiVersions()
     with proxy(broker, connections_max_idle_ms=200, filters=(held,), route_keys="none") as px:
+        frame = api_versions_frame(7)
 
         async def main() -> None:
             stream = await trio.open_tcp_stream(*px.address)
-            await stream.send_all(api_versions_frame(7))
+            await stream.send_all(frame)
+            with trio.fail_after(DEADLINE):
+                await until(lambda: px.request_budget.used == len(frame) - 4)
             # Several idle periods pass while the answer is owed.
             await trio.sleep(1.0)
             assert px.statistics.timeouts == 0
+            assert px.request_budget.used == len(frame) - 4
             held.release.set()
             with trio.fail_after(DEADLINE):
                 header, body = protocol.decode_response(await read_frame(stream), 18, 3)
                 assert (header.correlation_id, body.error_code) == (7, 0)
+                assert px.request_budget.used == 0
                 await closed_by_proxy(stream)  # then, silent, it is idle
             assert px.statistics.timeouts == 1
 
@@ -328,3 +350,21 @@ def test_a_full_request_budget_pauses_reading_and_fails_nothing(broker: RunningB
 
         run(main)
         assert len(placement(broker.bootstrap_servers, topic, 2)) == 50
+
+
+def test_a_request_larger_than_the_whole_budget_goes_alone(broker: RunningBroker) -> None:
+    """As Kafka's memory pool and brokerlite: a request larger than
+    queued.max.request.bytes is not refused; it is read when nothing else is."""
+    big = api_versions_frame(1, software="a" * 2000)
+    with proxy(broker, queued_max_request_bytes=100) as px:
+
+        async def main() -> None:
+            stream = await trio.open_tcp_stream(*px.address)
+            with trio.fail_after(DEADLINE):
+                await served(stream, 0)
+                await stream.send_all(big)
+                header, body = protocol.decode_response(await read_frame(stream), 18, 3)
+                assert (header.correlation_id, body.error_code) == (1, 0)
+                await until(lambda: px.request_budget.used == 0)
+
+        run(main)
