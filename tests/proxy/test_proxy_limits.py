@@ -95,6 +95,13 @@ def proxy(broker: RunningBroker, **limits: Any) -> Any:
     return proxy_in_thread(upstream=(broker.bootstrap_servers,), port=0, **limits)
 
 
+def two_partitions(broker: RunningBroker) -> str:
+    """A new topic of two partitions (for a producer beside a misbehaving client)."""
+    topic = fresh()
+    create(broker.bootstrap_servers, topic, 2)
+    return topic
+
+
 def produce_beside(px: RunningProxy, topic: str, n: int = 50) -> Awaitable[None]:
     """confluent-kafka producing through the proxy (in a thread)."""
     return trio.to_thread.run_sync(confluent_produce, px.bootstrap_servers, topic, n)
@@ -151,9 +158,8 @@ def test_idle_connections_are_closed_and_others_go_on(
     """connections.max.idle.ms: a connection silent since it opened, and one
     silent after a request, are both closed; a producer is served after."""
     caplog.set_level(logging.DEBUG, logger="trafka.proxy")
-    with proxy(broker, connections_max_idle_ms=300) as px:
-        topic = fresh()
-        create(broker.bootstrap_servers, topic, 2)
+    with proxy(broker, connections_max_idle_ms=1000) as px:
+        topic = two_partitions(broker)
 
         async def main() -> None:
             silent = await trio.open_tcp_stream(*px.address)
@@ -223,8 +229,7 @@ def test_a_request_that_stops_mid_frame_is_dropped_and_a_producer_goes_on(
     connection is closed; a raw client and confluent-kafka are served meanwhile."""
     caplog.set_level(logging.WARNING, logger="trafka.proxy")
     with proxy(broker, request_receive_timeout_ms=500) as px:
-        topic = fresh()
-        create(broker.bootstrap_servers, topic, 2)
+        topic = two_partitions(broker)
 
         async def main() -> None:
             bystander = await trio.open_tcp_stream(*px.address)
@@ -323,8 +328,7 @@ def test_a_full_request_budget_pauses_reading_and_fails_nothing(broker: RunningB
     limit = len(big) - 4 + 10  # no room for another request beside it
     with proxy(broker, queued_max_request_bytes=limit) as px:
         budget = px.request_budget
-        topic = fresh()
-        create(broker.bootstrap_servers, topic, 2)
+        topic = two_partitions(broker)
 
         async def main() -> None:
             holder = await trio.open_tcp_stream(*px.address)
