@@ -156,13 +156,13 @@ class _Proxy:
         # What clients (and failing accepts) can repeat at will: a line a minute each.
         self.quiet = RateLimitedLog(log, clock=trio.current_time)
         # Shared by every client connection (pooled Produce, metadata refreshes).
-        self.metrics = ProxyMetrics(self.stats)
+        limit = config.queued_max_request_bytes
+        self.budget = RequestBudget(None if limit < 0 else limit)
+        self.metrics = ProxyMetrics(self.stats, self.budget)
         self.pool = UpstreamPool(
             nursery, self._connect_node, config.max_frame_size, self.metrics.upstream
         )
         self.upstream_reachable = False
-        limit = config.queued_max_request_bytes
-        self.budget = RequestBudget(None if limit < 0 else limit)
         self.idle_s = _seconds(config.connections_max_idle_ms)
         self.receive_s = _seconds(config.request_receive_timeout_ms)
         self.stale: set[str] = set()
@@ -435,6 +435,8 @@ class _Proxy:
     def _timed_out(
         self, reader: FrameReader, pending: int | None, peer: tuple[str, int] | None
     ) -> None:
+        """Count and log a connection closed by a timeout (a half-received request
+        is a warning, an idle connection only a debug line)."""
         self.stats.timeouts += 1
         if reader.buffered:
             self.quiet.warning(
