@@ -54,10 +54,15 @@ def test_roles_become_optional_autorefs() -> None:
 
 
 @pytest.mark.parametrize("package", ["trafka.sdk", "trafka.proxy", "trafka.codec"])
-def test_no_role_survives_in_a_loaded_package(package: str) -> None:
+def test_no_role_survives_in_a_loaded_package(package: str, tmp_path: Path) -> None:
+    # griffe reads the sources laid out as installed (the folders map to
+    # trafka.<folder>), as `make src-tree` lays them out for the docs.
+    (tmp_path / "trafka").mkdir()
+    for folder in ("codec", "common", "sdk", "proxy", "discovery"):
+        (tmp_path / "trafka" / folder).symlink_to(ROOT / folder)
     loader = griffe.GriffeLoader(
         extensions=griffe.load_extensions(extension().SphinxRoles()),
-        search_paths=[str(ROOT / ".venv" / "mypy-src")],
+        search_paths=[str(tmp_path)],
         docstring_parser=griffe.Parser.google,
     )
     root = loader.load(package)
