@@ -44,7 +44,7 @@ Rules and invariants:
   ILLEGAL_GENERATION, then REBALANCE_IN_PROGRESS where Kafka returns it. A commit
   with generation -1 and no member id ("simple" or admin commit) is accepted only
   while the group is Empty or does not exist (it then creates an Empty group).
-* Durability. Offsets are written to the :class:`~trafka.brokerlite.groups.offsets.OffsetStore`
+* Durability. Offsets are written to the :class:`~trafka.brokerlite.groups.offsets.GroupStore`
   before the commit is acknowledged. Group metadata is written when a generation's
   assignment is set (leader SyncGroup), when a group becomes Empty and when a static
   member is replaced. After a restart each group resumes its last persisted
@@ -77,8 +77,8 @@ from trafka.brokerlite.groups.consumer_groups import ConsumerGroup, ConsumerGrou
 from trafka.brokerlite.groups.offsets import (
     CommittedOffset,
     GroupRecord,
+    GroupStore,
     MemberRecord,
-    OffsetStore,
     OffsetStoreError,
 )
 from trafka.brokerlite.groups.state import ClassicGroup, GroupState, Member, Waiter
@@ -241,7 +241,7 @@ class GroupCoordinator:
 
     def __init__(
         self,
-        store: OffsetStore,
+        store: GroupStore,
         *,
         initial_rebalance_delay_ms: int = 3000,
         min_session_timeout_ms: int = 6000,
@@ -297,7 +297,7 @@ class GroupCoordinator:
     # -- introspection --------------------------------------------------------------------------
 
     @property
-    def store(self) -> OffsetStore:
+    def store(self) -> GroupStore:
         """The offset store the coordinator writes to."""
         return self._store
 

@@ -193,12 +193,8 @@ class ShareStateStore(JournalStore):
 
     def write(self, entries: list[dict[str, Any]]) -> None:
         """Write ``entries`` in one fsynced append, then apply them."""
-        if not entries:
-            return
-        self._journal.append_many(entries)
-        for entry in entries:
-            self._apply(entry)
-        self._maybe_compact()
+        if entries:
+            self._write(*entries)
 
     def _apply(self, entry: dict[str, Any]) -> None:
         kind = entry.get("kind")

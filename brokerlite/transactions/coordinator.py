@@ -102,9 +102,9 @@ from typing import TYPE_CHECKING, NamedTuple
 from trafka.brokerlite.groups.offsets import CommittedOffset
 from trafka.brokerlite.transactions.journal import (
     TransactionState,
-    TxnJournal,
     TxnJournalError,
     TxnRecord,
+    TxnStore,
     WrittenMarker,
 )
 from trafka.codec.errors import ErrorCode
@@ -329,7 +329,7 @@ class TransactionCoordinator:
 
     def __init__(
         self,
-        journal: TxnJournal,
+        journal: TxnStore,
         *,
         allocate_producer_id: Callable[[], int] | None = None,
         max_timeout_ms: int = DEFAULT_MAX_TIMEOUT_MS,
@@ -400,7 +400,7 @@ class TransactionCoordinator:
     # -- introspection --------------------------------------------------------------------------
 
     @property
-    def journal(self) -> TxnJournal:
+    def journal(self) -> TxnStore:
         """The journal the coordinator writes to."""
         return self._journal
 
