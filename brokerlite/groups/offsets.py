@@ -449,12 +449,8 @@ class OffsetStore(GroupStore):
             error=OffsetStoreError,
         )
         state = OffsetState(f"offset journal {self._journal.path}")
-        port = JournalFile(
-            self._journal,
-            apply=state.apply,
-            live_entries=state.live_entries,
-            compact_min_bytes=compact_min_bytes,
-            name="offset journal",
+        port = JournalFile.over(
+            self._journal, state, compact_min_bytes=compact_min_bytes, name="offset journal"
         )
         super().__init__(state, port)
         port.open()

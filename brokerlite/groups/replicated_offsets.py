@@ -54,14 +54,13 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable, Iterable, Mapping
-from pathlib import Path
 from typing import Any
 
 from trafka.codec.errors import ErrorCode
 
 from ..cluster.view import OFFSETS_TOPIC
 from ..errors import OffsetStoreError
-from ..storage.internal_topic import InternalTopic
+from ..storage.internal_topic import InternalTopic, TopicPort
 from .offsets import CommittedOffset, GroupStore, OffsetState, offset_rows
 
 __all__ = ["OffsetTopic", "PendingOffsets", "ReplicatedOffsetStore"]
@@ -115,7 +114,7 @@ class PendingOffsets:
             del self.held[group]
 
 
-class OffsetTopic:
+class OffsetTopic(TopicPort):
     """The persistence port of :class:`ReplicatedOffsetStore`: the store's entries
     as records of ``__consumer_offsets`` (see the module rules), written to the
     group's partition, then applied to the state.
@@ -127,26 +126,9 @@ class OffsetTopic:
     """
 
     def __init__(self, topic: InternalTopic, state: OffsetState, pending: PendingOffsets) -> None:
-        self.topic = topic
+        super().__init__(topic)
         self._state = state
         self._pending = pending
-
-    @property
-    def path(self) -> Path:
-        return self.topic.path
-
-    @property
-    def size(self) -> int:
-        return 0
-
-    def compact(self) -> None:
-        """Compaction is the topic's (``cleanup.policy=compact``)."""
-
-    def flush(self) -> None:
-        """Nothing buffered here: every change was appended to the log."""
-
-    def close(self) -> None:
-        self.topic.unload_all()
 
     # -- partitions ----------------------------------------------------------------------------------
 

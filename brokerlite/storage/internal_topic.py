@@ -28,7 +28,7 @@ from trafka.codec.records import decode_records, encode_batch
 
 from ..errors import BrokerError
 
-__all__ = ["InternalTopic"]
+__all__ = ["InternalTopic", "TopicPort"]
 
 
 class InternalTopic:
@@ -123,3 +123,35 @@ class InternalTopic:
             self._append(partition, batch)
         except BrokerError as exc:
             raise error(f"{self.topic}-{partition}: {exc}") from exc
+
+
+class TopicPort:
+    """What every topic port (a :class:`~.state_port.StatePort` over an internal
+    topic) does alike: the topic is its home, compaction is the topic's
+    ``cleanup.policy``, and every change is in the log once written. A subclass
+    writes entries as records (``write``) and replays them.
+
+    Args:
+        topic: the topic's partitions here.
+    """
+
+    def __init__(self, topic: InternalTopic) -> None:
+        self.topic = topic
+
+    @property
+    def path(self) -> Path:
+        return self.topic.path
+
+    @property
+    def size(self) -> int:
+        return 0
+
+    def compact(self) -> None:
+        """Compaction is the topic's (``cleanup.policy=compact``)."""
+
+    def flush(self) -> None:
+        """Nothing buffered here: every change was appended to the log."""
+
+    def close(self) -> None:
+        """Forget every partition: later writes are refused."""
+        self.topic.unload_all()

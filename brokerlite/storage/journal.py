@@ -49,13 +49,13 @@ import os
 import struct
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from trafka.brokerlite.errors import BrokerError
 from trafka.brokerlite.storage.state_port import DurableStore
 from trafka.codec.crc import crc32c
 
-__all__ = ["CrcJournal", "JournalFile", "JournalStore", "frame"]
+__all__ = ["CrcJournal", "JournalFile", "JournalState", "JournalStore", "frame"]
 
 log = logging.getLogger(__name__)
 
@@ -362,6 +362,15 @@ class CrcJournal:
         return self._fd
 
 
+class JournalState(Protocol):
+    """A state that a :class:`JournalFile` keeps: entries applied, and the entries
+    that rebuild it."""
+
+    def apply(self, entry: dict[str, Any]) -> None: ...
+
+    def live_entries(self) -> list[dict[str, Any]]: ...
+
+
 class JournalFile:
     """A state's changes as the entries of a :class:`CrcJournal`: the persistence
     port of one node (:class:`~.state_port.StatePort`).
@@ -397,6 +406,19 @@ class JournalFile:
         self._compact_min = compact_min_bytes
         self._compact_at = compact_min_bytes
         self._name = name
+
+    @classmethod
+    def over(
+        cls, journal: CrcJournal, state: JournalState, *, compact_min_bytes: int, name: str
+    ) -> JournalFile:
+        """A journal file for ``state``, whose ``apply`` and ``live_entries`` it calls."""
+        return cls(
+            journal,
+            apply=state.apply,
+            live_entries=state.live_entries,
+            compact_min_bytes=compact_min_bytes,
+            name=name,
+        )
 
     @property
     def path(self) -> Path:

@@ -488,12 +488,8 @@ class TxnJournal(TxnStore):
             error=TxnJournalError,
         )
         state = TxnState(f"transaction journal {journal.path}")
-        port = JournalFile(
-            journal,
-            apply=state.apply,
-            live_entries=state.live_entries,
-            compact_min_bytes=compact_min_bytes,
-            name="transaction journal",
+        port = JournalFile.over(
+            journal, state, compact_min_bytes=compact_min_bytes, name="transaction journal"
         )
         super().__init__(state, port)
         port.open()

@@ -35,11 +35,10 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable, Iterable
-from pathlib import Path
 from typing import Any
 
 from ..cluster.view import TRANSACTION_STATE_TOPIC
-from ..storage.internal_topic import InternalTopic
+from ..storage.internal_topic import InternalTopic, TopicPort
 from .journal import TxnJournalError, TxnRecord, TxnState, TxnStore, record_from_json
 
 __all__ = ["ReplicatedTxnJournal", "TxnTopic"]
@@ -51,7 +50,7 @@ def _key(transactional_id: str) -> bytes:
     return json.dumps(["t", transactional_id], separators=(",", ":")).encode()
 
 
-class TxnTopic:
+class TxnTopic(TopicPort):
     """The persistence port of :class:`ReplicatedTxnJournal`: the store's entries
     as records of ``__transaction_state`` (see the module rules), written to the
     id's partition, then applied to the state.
@@ -62,25 +61,11 @@ class TxnTopic:
     """
 
     def __init__(self, topic: InternalTopic, state: TxnState) -> None:
-        self.topic = topic
+        super().__init__(topic)
         self._state = state
 
-    @property
-    def path(self) -> Path:
-        return self.topic.path
-
-    @property
-    def size(self) -> int:
-        return 0
-
-    def compact(self) -> None:
-        """Compaction is the topic's (``cleanup.policy=compact``)."""
-
-    def flush(self) -> None:
-        """Nothing buffered here: every change was appended to the log."""
-
     def close(self) -> None:
-        self.topic.unload_all()
+        super().close()
         self._state.records.clear()
 
     # -- partitions ----------------------------------------------------------------------------
