@@ -46,6 +46,7 @@ from trafka.codec.messages import k14_sync_group as _sg
 
 __all__ = ["ClassicRequests"]
 
+# The coordinator's logger: its log lines keep the name they had before the split.
 log = logging.getLogger("trafka.brokerlite.groups.coordinator")
 
 

@@ -39,6 +39,7 @@ from trafka.codec.messages import k47_offset_delete as _od
 
 __all__ = ["OffsetRequests"]
 
+# The coordinator's logger: its log lines keep the name they had before the split.
 log = logging.getLogger("trafka.brokerlite.groups.coordinator")
 
 

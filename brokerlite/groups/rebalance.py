@@ -67,6 +67,7 @@ __all__ = [
     "sync_response",
 ]
 
+# The coordinator's logger: its log lines keep the name they had before the split.
 log = logging.getLogger("trafka.brokerlite.groups.coordinator")
 
 Released = list[tuple[Hashable, Any]]

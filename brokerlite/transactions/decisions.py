@@ -62,6 +62,7 @@ __all__ = [
     "is_epoch_exhausted",
 ]
 
+# The coordinator's logger: its log lines keep the name they had before the split.
 log = logging.getLogger("trafka.brokerlite.transactions.coordinator")
 
 NO_PRODUCER_ID = -1

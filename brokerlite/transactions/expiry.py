@@ -36,6 +36,7 @@ from trafka.brokerlite.transactions.journal import TransactionState, TxnJournalE
 
 __all__ = ["TxnExpiry"]
 
+# The coordinator's logger: its log lines keep the name they had before the split.
 log = logging.getLogger("trafka.brokerlite.transactions.coordinator")
 
 _S = TransactionState

@@ -64,6 +64,7 @@ from trafka.codec.messages import k28_txn_offset_commit as _toc
 
 __all__ = ["PRODUCER_ID_BLOCK", "TxnTransitions"]
 
+# The coordinator's logger: its log lines keep the name they had before the split.
 log = logging.getLogger("trafka.brokerlite.transactions.coordinator")
 
 PRODUCER_ID_BLOCK = 1000
