@@ -79,7 +79,7 @@ from .features import FEATURES_JOURNAL, SHARE_VERSION, FeatureStore
 from .fetch_sessions import FetchManager, FetchSessionCache
 from .groups.consumer_groups import TopicMeta
 from .groups.coordinator import GroupCoordinator
-from .groups.offsets import OffsetStore
+from .groups.offsets import GroupStore, OffsetStore
 from .groups.replicated_offsets import ReplicatedOffsetStore
 from .groups.share_groups import (
     SHARE_GROUPS_JOURNAL,
@@ -134,7 +134,7 @@ from .telemetry import CLIENT_METRICS_JOURNAL, ClientTelemetry
 from .transactions.cluster_mode import ClusterTransactions, unverified
 from .transactions.coordinator import TransactionCoordinator, classic_group_validator
 from .transactions.eos import ProducerStates, TxnVerifier
-from .transactions.journal import TxnJournal
+from .transactions.journal import TxnJournal, TxnStore
 from .transactions.markers import TransactionMarkers
 from .transactions.replicated_journal import ReplicatedTxnJournal
 
@@ -266,7 +266,7 @@ class Broker:
         )
         #: The cluster side of the transaction coordinator (cluster mode), else None.
         self.cluster_txn = ClusterTransactions(self) if config.cluster_mode else None
-        store: OffsetStore
+        store: GroupStore
         if config.cluster_mode:
             # Groups live in the replicated __consumer_offsets topic (replicated_offsets).
             store = ReplicatedOffsetStore(
@@ -306,7 +306,7 @@ class Broker:
         # Transactional and idempotent producer ids come from the one
         # durable counter, so an id is never handed out twice.
         ctxn = self.cluster_txn
-        txn_journal: TxnJournal
+        txn_journal: TxnStore
         if ctxn is not None:
             # Transaction state lives in the replicated __transaction_state
             # (replicated_journal).

@@ -191,7 +191,7 @@ class BrokerConfig:
             across all connections (Kafka's ``queued.max.request.bytes``): a
             request that does not arrive whole reserves its size before the rest
             is read, and a connection whose request does not fit is not read until
-            others complete (:mod:`trafka.brokerlite.request_budget`). Default
+            others complete (:mod:`trafka.common.request_budget`). Default
             100 MiB; -1 for no bound (Kafka's default).
         connections_max_idle_ms: a connection with no request under way and
             nothing received for this long is closed (Kafka's

@@ -37,7 +37,7 @@ Rules and invariants:
   handshakes, timeouts) and failing accepts (out of file descriptors) are
   logged through a :class:`~trafka.common.lograte.RateLimitedLog`: one line a minute per
   kind and client host, with the count of the others.
-* Memory of requests still arriving (:mod:`.request_budget`,
+* Memory of requests still arriving (:mod:`trafka.common.request_budget`,
   ``queued_max_request_bytes``): a frame that did not arrive whole reserves its
   size once its size prefix is in, and the connection is not read again until
   the budget grants it (backpressure); then no more than the rest of that frame
@@ -98,14 +98,15 @@ import trio
 
 from trafka.codec.errors import DecodeError, FrameTooLargeError
 from trafka.codec.framing import FrameReader
+from trafka.common import request_budget
 from trafka.common.accept import accept_forever
 from trafka.common.lograte import RateLimitedLog
+from trafka.common.request_budget import RequestBudget
 
 from .broker import Broker, Completion
 from .clock import now_ms
 from .config import BrokerConfig, ConfigError
 from .outcomes import Close, NoResponse, Parked, Part, Reply, SaslToken
-from .request_budget import RequestBudget
 from .security.authorizer import certificate_subject, host_of
 from .security.jwks import fetch_jwks
 
@@ -551,7 +552,7 @@ class _Server:
         within ``request_receive_timeout_ms`` of its first bytes, the time spent
         waiting for the request budget not counted. A request that did not arrive
         whole reserves its size from the budget before any more of it is read, and
-        no more than the rest of it is read then (see :mod:`.request_budget`).
+        no more than the rest of it is read then (see :mod:`trafka.common.request_budget`).
         """
         peer = conn.peer
         while True:
@@ -651,20 +652,10 @@ class _Server:
 
     async def _reserve(self, size: int) -> None:
         """Reserve ``size`` bytes of the request budget, waiting for room."""
-        ticket = trio.Event()
-        if self.request_budget.reserve(ticket, size):
-            return
-        try:
-            await ticket.wait()
-        except BaseException:
-            if ticket.is_set():
-                self._release(size)
-            else:
-                _grant(self.request_budget.cancel(ticket))
-            raise
+        await request_budget.reserve(self.request_budget, size)
 
     def _release(self, size: int) -> None:
-        _grant(self.request_budget.release(size))
+        request_budget.release(self.request_budget, size)
 
     async def _mute(self, throttle_ms: int) -> None:
         """Do not read the connection for ``throttle_ms`` after the answer of a
@@ -839,12 +830,6 @@ async def _send_parts_tls(tls: trio.SSLStream[trio.SocketStream], parts: list[_O
 def _seconds(ms: int) -> float:
     """A millisecond limit in seconds; -1 (no limit) is forever."""
     return math.inf if ms < 0 else ms / 1000
-
-
-def _grant(tickets: list[Any]) -> None:
-    """Wake the readers the request budget just granted."""
-    for ticket in tickets:
-        ticket.set()
 
 
 def _frame_hint(

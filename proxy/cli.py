@@ -37,7 +37,14 @@ from .server import ProxyConfig, run_proxy
     show_default=True,
     help="The key hash that places keyed records (murmur2 as Java; none: leave them).",
 )
-@click.option("--max-frame-size", type=int, default=100 * 1024 * 1024, show_default=True)
+@click.option(
+    "--max-frame-size",
+    type=int,
+    default=100 * 1024 * 1024,
+    show_default=True,
+    help="The largest frame accepted from a client or a broker (Kafka's "
+    "socket.request.max.bytes); a larger size prefix closes the connection.",
+)
 @click.option("--ssl-certfile", help="Serve clients over TLS with this certificate (PEM).")
 @click.option("--ssl-keyfile", help="The certificate's private key (PEM), if not in the certfile.")
 @click.option("--upstream-ssl", is_flag=True, help="Connect to the brokers over TLS.")
@@ -74,8 +81,29 @@ from .server import ProxyConfig, run_proxy
     help="Give each record of a batch the proxy splits a trafka-origin header saying "
     "where the client put it (its partition, place in the batch, producer and sequence).",
 )
-@click.option("--connections-max-idle-ms", type=int, default=600_000, show_default=True)
-@click.option("--request-receive-timeout-ms", type=int, default=30_000, show_default=True)
+@click.option(
+    "--queued-max-request-bytes",
+    type=int,
+    default=104_857_600,
+    show_default=True,
+    help="The most bytes of requests held across all client connections (Kafka's "
+    "queued.max.request.bytes); beyond it, reading pauses. -1: no bound.",
+)
+@click.option(
+    "--connections-max-idle-ms",
+    type=int,
+    default=600_000,
+    show_default=True,
+    help="Close a client connection idle this long (Kafka's connections.max.idle.ms); -1: never.",
+)
+@click.option(
+    "--request-receive-timeout-ms",
+    type=int,
+    default=30_000,
+    show_default=True,
+    help="Close a client connection whose request has not arrived whole this long "
+    "after its first bytes (request.receive.timeout.ms); -1: never.",
+)
 @click.option(
     "--filter",
     "filter_specs",
@@ -100,6 +128,7 @@ def command(
     max_decompressed_bytes: int,
     journal_dir: str | None,
     origin_headers: bool,
+    queued_max_request_bytes: int,
     connections_max_idle_ms: int,
     request_receive_timeout_ms: int,
     filter_specs: tuple[str, ...],
@@ -129,6 +158,7 @@ def command(
             max_decompressed_bytes=max_decompressed_bytes,
             journal_dir=journal_dir,
             origin_headers=origin_headers,
+            queued_max_request_bytes=queued_max_request_bytes,
             connections_max_idle_ms=connections_max_idle_ms,
             request_receive_timeout_ms=request_receive_timeout_ms,
             filters=tuple(load_filter(spec) for spec in filter_specs),

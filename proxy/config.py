@@ -29,7 +29,9 @@ class ProxyConfig:
             Java's producer; ``crc32``, as librdkafka's ``consistent``;
             ``fnv1a``, as sarama), or ``none`` to forward records where the
             client put them.
-        max_frame_size: the largest frame accepted from either side.
+        max_frame_size: the largest frame accepted from either side (Kafka's
+            ``socket.request.max.bytes``): a larger size prefix closes the
+            connection before any of the frame's body is read.
         connect_timeout: seconds to reach an upstream broker (TLS handshake included).
         ssl_certfile, ssl_keyfile, ssl_key_password: serve clients over TLS
             with this certificate (PEM; the key may sit in the certificate file).
@@ -50,10 +52,22 @@ class ProxyConfig:
             (some of its records move) a ``trafka-origin`` header saying where
             the client put it (see :func:`~.routing.origin_header`): the
             client's delivery report names no offset for it.
-        connections_max_idle_ms: a client connection with no request for this
-            long is closed (Kafka's ``connections.max.idle.ms``).
-        request_receive_timeout_ms: a request begun but not received whole
-            within this long closes its connection.
+        queued_max_request_bytes: the most bytes of requests the proxy holds
+            across all its client connections (Kafka's
+            ``queued.max.request.bytes``): from its size prefix until it is
+            written upstream (or, when a filter answers it later, until that
+            answer is made). A request that does not fit pauses its
+            connection's reading until others are handed on (backpressure, no
+            error); one larger than the whole budget goes alone. Default
+            100 MiB; -1 for no bound.
+        connections_max_idle_ms: a client connection that has received nothing
+            for this long, with no request under way and no answer owed, is
+            closed (Kafka's ``connections.max.idle.ms``, default 10 minutes; -1
+            never).
+        request_receive_timeout_ms: a request must arrive whole within this long
+            of its first bytes (time waiting for ``queued_max_request_bytes``
+            not counted); a client that stops or trickles mid-request is closed
+            (brokerlite's own setting, default 30 s; -1 never).
         filters: user code that sees (and may change or answer) decoded
             requests and answers, in this order (see :mod:`.filters`). Key
             routing (:class:`~.key_routing.KeyRouting`, per ``route_keys``)
@@ -87,6 +101,7 @@ class ProxyConfig:
     max_decompressed_bytes: int = 16 * 1024 * 1024
     journal_dir: str | None = None
     origin_headers: bool = False
+    queued_max_request_bytes: int = 104_857_600
     connections_max_idle_ms: int = 600_000
     request_receive_timeout_ms: int = 30_000
     metrics_listen: str | None = None
@@ -112,13 +127,15 @@ class ProxyConfig:
             raise ValueError(f"port {self.port} is out of range")
         if self.max_frame_size <= 0:
             raise ValueError("max_frame_size must be positive")
+        if self.max_decompressed_bytes <= 0:
+            raise ValueError("max_decompressed_bytes must be positive")
         for name in (
-            "max_decompressed_bytes",
+            "queued_max_request_bytes",
             "connections_max_idle_ms",
             "request_receive_timeout_ms",
         ):
-            if getattr(self, name) <= 0:
-                raise ValueError(f"{name} must be positive")
+            if getattr(self, name) <= 0 and getattr(self, name) != -1:
+                raise ValueError(f"{name} must be positive, or -1 for no limit")
         if self.metrics_listen is not None:
             _, sep, port = self.metrics_listen.rpartition(":")
             if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:

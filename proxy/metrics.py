@@ -19,6 +19,17 @@ metric                                                             what
                                                                    ``timeout`` (an idle or half-sent
                                                                    connection closed)
 ``trafka_proxy_connections_open`` / ``connections_total``          client connections
+``trafka_proxy_upstream_connections_open``                         client connections' own upstream
+                                                                   connections (opened at a
+                                                                   client's first request)
+``trafka_proxy_memory_pool_used_bytes`` / ``available_bytes``      the request budget
+                                                                   (``queued_max_request_bytes``),
+                                                                   as Kafka's SocketServer
+                                                                   ``MemoryPoolUsed`` /
+                                                                   ``MemoryPoolAvailable`` (+Inf:
+                                                                   no bound)
+``trafka_proxy_memory_pool_waiting``                               client connections whose
+                                                                   reading waits for room in it
 =================================================================  ==============================
 
 Rules: counters are plain integers bumped on the proxy's trio thread (the
@@ -38,6 +49,8 @@ from trafka.common.histograms import Histograms
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
 
+    from trafka.common.request_budget import RequestBudget
+
     from .server import ProxyStatistics
 
 __all__ = ["ProxyMetrics"]
@@ -48,8 +61,9 @@ _BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0
 class ProxyMetrics:
     """The counters the proxy keeps, and its Prometheus registry."""
 
-    def __init__(self, stats: ProxyStatistics) -> None:
+    def __init__(self, stats: ProxyStatistics, budget: RequestBudget | None = None) -> None:
         self.stats = stats
+        self.budget = budget
         self.requests: dict[int, int] = {}
         self.request_bytes: dict[int, int] = {}
         self.response_bytes: dict[int, int] = {}
@@ -118,6 +132,28 @@ class ProxyMetrics:
         yield CounterMetricFamily(
             "trafka_proxy_connections", "Client connections accepted.", stats.connections
         )
+        yield GaugeMetricFamily(
+            "trafka_proxy_upstream_connections_open",
+            "Client connections' own upstream connections open.",
+            stats.upstream_connections,
+        )
+        budget = self.budget
+        if budget is not None:
+            yield GaugeMetricFamily(
+                "trafka_proxy_memory_pool_used_bytes",
+                "Bytes of requests the proxy holds (queued_max_request_bytes).",
+                budget.used,
+            )
+            yield GaugeMetricFamily(
+                "trafka_proxy_memory_pool_available_bytes",
+                "Bytes of requests the proxy may still take in.",
+                float("inf") if budget.limit is None else max(budget.limit - budget.used, 0),
+            )
+            yield GaugeMetricFamily(
+                "trafka_proxy_memory_pool_waiting",
+                "Client connections whose reading waits for room in the request budget.",
+                budget.waiting,
+            )
         yield self._latency.family(
             "trafka_proxy_upstream_request_seconds",
             "Round trips on the proxy's own upstream connections.",

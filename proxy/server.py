@@ -8,10 +8,12 @@ upstream connections for what filters send.
   at first sight (``node_port_base + node_id``, or an ephemeral port); answers
   name those listeners instead of the brokers, so clients keep coming back
   through the proxy.
-* Each client connection gets its own upstream connection. Two tasks pump
-  frames: client to upstream (requests) and upstream to client (answers,
-  addresses rewritten; see :mod:`.rewrite`). When either side closes or
-  misbehaves, both connections close; other clients go on.
+* Each client connection gets its own upstream connection, opened at its first
+  request: until then a connection is one task and its socket (an idle one costs
+  no upstream connection, no pumps, no buffers). Then two more tasks pump frames:
+  upstream to proxy and proxy to client (answers, addresses rewritten; see
+  :mod:`.rewrite`); the connection's own task reads the client's requests. When
+  either side closes or misbehaves, both connections close; other clients go on.
 * Requests of the APIs the filters name (see :mod:`.filters`; key routing,
   :mod:`.key_routing`, is the chain's last) are decoded and passed through
   them. A filter may answer a request itself, at once or later (key routing
@@ -22,8 +24,25 @@ upstream connections for what filters send.
   in request order, each either the next answer of the client's own upstream
   connection or one a filter made.
 * Frames are read with the codec's :class:`~trafka.codec.framing.FrameReader`
-  and its ``max_frame_size``: no buffer is sized from a length that has not
-  arrived.
+  and its ``max_frame_size`` (Kafka's ``socket.request.max.bytes``): a larger
+  size prefix closes the connection before any of its body is read, and no
+  buffer is sized from a length that has not arrived.
+* Limits, with Kafka's names and meanings as brokerlite has them:
+  ``queued_max_request_bytes`` bounds the bytes of requests the proxy holds,
+  across all its connections (:mod:`trafka.common.request_budget`): a request
+  reserves its size once its size prefix is in (or once it arrived whole in one
+  read) and gives it back once it has been written upstream, or, when a filter
+  answers it later (key routing's Produce), once that answer is made. A request
+  that does not fit pauses its connection's reading (backpressure) until others
+  give bytes back; no error. Besides the budget, a connection holds at most one
+  read (``_RECV_SIZE``) not yet reserved. A connection holds one reservation of a
+  request still arriving at most, and never waits for the budget while holding
+  it, so half-received requests never wait for each other.
+  ``connections_max_idle_ms``: a connection that has received nothing for this
+  long, with no request under way and no answer owed, is closed.
+  ``request_receive_timeout_ms``: a request must arrive whole within this long
+  of the read that brought its first bytes (time waiting for the budget not
+  counted), so a client that stops, or trickles, mid-request is closed.
 * What clients can repeat at will (bad requests, failed TLS handshakes, an
   unreachable upstream, unroutable batches) and failing accepts are logged
   through :class:`~trafka.common.lograte.RateLimitedLog`: a line
@@ -34,6 +53,7 @@ upstream connections for what filters send.
 from __future__ import annotations
 
 import logging
+import math
 import socket
 import struct
 import threading
@@ -49,6 +69,7 @@ from trafka.codec.errors import DecodeError, TrafkaError
 from trafka.codec.framing import FrameReader
 from trafka.common.accept import accept_forever
 from trafka.common.lograte import RateLimitedLog
+from trafka.common.request_budget import RequestBudget, release, reserve
 from trafka.discovery import announcing_listener, discover, is_spec, parse_spec
 
 from .config import ProxyConfig, split_server
@@ -87,6 +108,8 @@ _SASL_APIS = frozenset({17, 36})  # SaslHandshake, SaslAuthenticate
 _API_VERSIONS = 18
 # Answers a client connection may be owed at once; its requests wait beyond that.
 _MAX_WAITING_ANSWERS = 1024
+# The most read from a client at once (memory follows the bytes that arrive).
+_RECV_SIZE = 65536
 
 
 @dataclass(slots=True)
@@ -95,6 +118,9 @@ class ProxyStatistics:
 
     connections: int = 0
     open_connections: int = 0
+    # Client connections' own upstream connections open now (one per client
+    # connection that has sent a request).
+    upstream_connections: int = 0
     refused_frames: int = 0
     timeouts: int = 0
     routing: RouteStats = field(default_factory=RouteStats)
@@ -110,6 +136,9 @@ class RunningProxy:
     bootstrap_servers: str
     statistics: ProxyStatistics
     metrics_address: tuple[str, int] | None = None
+    # The bytes of requests held (``queued_max_request_bytes``; for tests and
+    # introspection).
+    request_budget: RequestBudget = field(default_factory=lambda: RequestBudget(None))
 
 
 class _Proxy:
@@ -127,11 +156,15 @@ class _Proxy:
         # What clients (and failing accepts) can repeat at will: a line a minute each.
         self.quiet = RateLimitedLog(log, clock=trio.current_time)
         # Shared by every client connection (pooled Produce, metadata refreshes).
-        self.metrics = ProxyMetrics(self.stats)
+        limit = config.queued_max_request_bytes
+        self.budget = RequestBudget(None if limit < 0 else limit)
+        self.metrics = ProxyMetrics(self.stats, self.budget)
         self.pool = UpstreamPool(
             nursery, self._connect_node, config.max_frame_size, self.metrics.upstream
         )
         self.upstream_reachable = False
+        self.idle_s = _seconds(config.connections_max_idle_ms)
+        self.receive_s = _seconds(config.request_receive_timeout_ms)
         self.stale: set[str] = set()
         self.refreshing = False
         # The user's filters, then key routing (nearest the brokers).
@@ -272,6 +305,7 @@ class _Proxy:
         self.stats.connections += 1
         self.stats.open_connections += 1
         client: trio.abc.Stream = raw
+        attached: list[_Client] = []  # the upstream side, once the client has spoken
         try:
             if self.client_tls is not None:
                 tls = trio.SSLStream(raw, self.client_tls, server_side=True)
@@ -288,49 +322,100 @@ class _Proxy:
                     await raw.aclose()
                     return
                 client = tls
-            try:
-                upstream, address = await self._open_upstream(node_id)
-            except OSError as exc:
-                self.quiet.warning("upstream", "closing a client connection: %s", exc)
-                await client.aclose()
-                return
-            to_writer, answers = trio.open_memory_channel[_Answer](_MAX_WAITING_ANSWERS)
-            async with client, upstream, trio.open_nursery() as pumps:
-                conn = _Client(client, upstream, address, to_writer, pumps, peer=_peer(raw))
-                frames_in, frames = trio.open_memory_channel[bytes](_MAX_WAITING_ANSWERS)
-                pumps.start_soon(self._requests, conn)
-                pumps.start_soon(self._upstream_frames, conn, frames_in)
-                pumps.start_soon(self._answers, conn, answers, frames)
+            async with client, trio.open_nursery() as pumps:
+                await self._requests(client, pumps, node_id, _peer(raw), attached)
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
             log.debug("connection ended: %s", exc)
         finally:
             self.stats.open_connections -= 1
+            for conn in attached:
+                self.stats.upstream_connections -= 1
+                await trio.aclose_forcefully(conn.upstream)
 
-    async def _requests(self, conn: _Client) -> None:
+    async def _attach(
+        self,
+        client: trio.abc.Stream,
+        pumps: trio.Nursery,
+        node_id: int | None,
+        peer: tuple[str, int] | None,
+    ) -> _Client | None:
+        """The client's own upstream connection and its pumps, started at its first
+        request; None (logged) when no upstream broker is reachable."""
+        try:
+            upstream, address = await self._open_upstream(node_id)
+        except OSError as exc:
+            self.quiet.warning("upstream", "closing a client connection: %s", exc)
+            return None
+        self.stats.upstream_connections += 1
+        to_writer, answers = trio.open_memory_channel[_Answer](_MAX_WAITING_ANSWERS)
+        conn = _Client(client, upstream, address, to_writer, pumps, peer=peer)
+        frames_in, frames = trio.open_memory_channel[bytes](_MAX_WAITING_ANSWERS)
+        pumps.start_soon(self._upstream_frames, conn, frames_in)
+        pumps.start_soon(self._answers, conn, answers, frames)
+        return conn
+
+    async def _requests(
+        self,
+        client: trio.abc.Stream,
+        pumps: trio.Nursery,
+        node_id: int | None,
+        peer: tuple[str, int] | None,
+        attached: list[_Client],
+    ) -> None:
+        """Read the client's requests and hand each on, within the proxy's limits
+        (see the module's rules); the upstream side is attached at the first."""
         reader = FrameReader(self.config.max_frame_size)
-        idle = self.config.connections_max_idle_ms / 1000
-        partial = self.config.request_receive_timeout_ms / 1000
+        budget = self.budget
+        conn: _Client | None = None
+        reserved = 0  # the request still arriving's reservation
+        frame_deadline: float | None = None
         try:
             while True:
-                waiting = partial if reader.buffered else idle
-                with trio.move_on_after(waiting) as timer:
-                    data = await conn.client.receive_some(65536)
+                pending = reader.pending_frame_size
+                if pending is not None and not reserved:
+                    # Its size is in, its body is not: room for it before reading on.
+                    paused = trio.current_time()
+                    await reserve(budget, pending)
+                    reserved = pending
+                    if frame_deadline is not None:
+                        frame_deadline += trio.current_time() - paused
+                if reader.buffered:
+                    if frame_deadline is None:
+                        frame_deadline = trio.current_time() + self.receive_s
+                    deadline = frame_deadline
+                else:
+                    frame_deadline = None
+                    deadline = trio.current_time() + self.idle_s
+                with trio.move_on_at(deadline) as timer:
+                    data = await client.receive_some(_RECV_SIZE)
                 if timer.cancelled_caught:
-                    self.stats.timeouts += 1
-                    what = "a request not received whole" if reader.buffered else "idle"
-                    self.quiet.log(
-                        logging.INFO,
-                        "timeout",
-                        "closing a client connection: %s for %.0f s",
-                        what,
-                        waiting,
-                    )
+                    if not reader.buffered and conn is not None and conn.owed:
+                        continue  # waiting for answers is not idle
+                    self._timed_out(reader, pending, peer)
                     break
                 if not data:
                     break
                 reader.feed(data)
                 while (frame := reader.next_frame()) is not None:
-                    await self._request(bytes(frame), conn)
+                    frame_deadline = None  # the next request's clock starts afresh
+                    if reserved:  # the request that was still arriving
+                        size, reserved = reserved, 0
+                    else:
+                        size = len(frame)
+                        await reserve(budget, size)
+                    if conn is None:
+                        conn = await self._attach(client, pumps, node_id, peer)
+                        if conn is None:
+                            release(budget, size)
+                            return
+                        attached.append(conn)
+                    conn.reserved = size
+                    try:
+                        await self._request(frame, conn)
+                    finally:
+                        if conn.reserved:  # not handed on to an answer made later
+                            release(budget, conn.reserved)
+                            conn.reserved = 0
         except (DecodeError, TrafkaError) as exc:
             self.stats.refused_frames += 1
             self.quiet.warning(
@@ -342,7 +427,33 @@ class _Proxy:
             )
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             pass
-        conn.pumps.cancel_scope.cancel()
+        finally:
+            if reserved:
+                release(budget, reserved)
+        pumps.cancel_scope.cancel()
+
+    def _timed_out(
+        self, reader: FrameReader, pending: int | None, peer: tuple[str, int] | None
+    ) -> None:
+        """Count and log a connection closed by a timeout (a half-received request
+        is a warning, an idle connection only a debug line)."""
+        self.stats.timeouts += 1
+        if reader.buffered:
+            self.quiet.warning(
+                ("slow", None if peer is None else peer[0]),
+                "closing the connection from %s: %d of %s bytes of a request arrived "
+                "in %d ms (request.receive.timeout.ms)",
+                peer,
+                reader.buffered,
+                "?" if pending is None else pending + 4,
+                self.config.request_receive_timeout_ms,
+            )
+        else:
+            log.debug(
+                "closing the connection from %s: idle for %d ms (connections.max.idle.ms)",
+                peer,
+                self.config.connections_max_idle_ms,
+            )
 
     async def _request(self, frame: bytes, conn: _Client) -> None:
         header, _ = protocol.decode_request_header(frame)
@@ -412,14 +523,18 @@ class _Proxy:
         # closing): what the filter began, such as batches written for an
         # idempotent producer, is always settled.
         if isinstance(respond, RespondLater):
-            self.nursery.start_soon(self._respond_later, slot, ctx, respond)
+            # The request's bytes stay reserved until its answer is made.
+            held, conn.reserved = conn.reserved, 0
+            self.nursery.start_soon(self._respond_later, slot, ctx, respond, held)
         if header.request_api_key == PRODUCE and request.acks == 0:
             return  # acks=0 is never answered
         if isinstance(respond, Respond):
             self._answered(slot, ctx, respond.body)
-        await conn.to_writer.send(slot)
+        await conn.owe(slot)
 
-    async def _respond_later(self, slot: _Answer, ctx: FilterContext, later: RespondLater) -> None:
+    async def _respond_later(
+        self, slot: _Answer, ctx: FilterContext, later: RespondLater, held: int
+    ) -> None:
         try:
             body = await later.answer()
         except (DecodeError, TrafkaError) as exc:
@@ -431,6 +546,8 @@ class _Proxy:
         else:
             self._answered(slot, ctx, body)
         finally:
+            if held:
+                release(self.budget, held)
             assert slot.done is not None
             slot.done.set()
 
@@ -447,7 +564,7 @@ class _Proxy:
     ) -> None:
         key = int.from_bytes(frame[:2], "big", signed=True)
         slot = _Answer(correlation_id, pending, api_key=key, filtered=conn.filtered)
-        await conn.to_writer.send(slot)
+        await conn.owe(slot)
         await conn.upstream.send_all(_SIZE.pack(len(frame)) + frame)
 
     def _refresh(self, names: set[str]) -> None:
@@ -524,7 +641,7 @@ class _Proxy:
         """Write the answers to the client in the order of its requests."""
         held: bytes | None = None
         try:
-            async for slot in answers:
+            async for slot in _settling(conn, answers):
                 if slot.closed:
                     break
                 if slot.done is not None:  # answered by a filter
@@ -592,6 +709,28 @@ class _Client:
     software: str | None = None  # the client's software name (ApiVersions v3+, KIP-511)
     state: dict[str, Any] = field(default_factory=dict)  # the filters'
     filtered: tuple[FilterContext, tuple[Filter, ...]] | None = None  # the current request's
+    owed: int = 0  # answers queued for the client and not yet written
+    reserved: int = 0  # the current request's bytes of the proxy's request budget
+
+    async def owe(self, slot: _Answer) -> None:
+        """Queue an answer the client is owed (waiting while too many are)."""
+        self.owed += 1
+        await self.to_writer.send(slot)
+
+
+async def _settling(
+    conn: _Client, answers: trio.MemoryReceiveChannel[_Answer]
+) -> AsyncIterator[_Answer]:
+    """The answers owed, each counted as settled once the next is asked for
+    (written to the client, or found to have none)."""
+    async for slot in answers:
+        yield slot
+        conn.owed -= 1
+
+
+def _seconds(ms: int) -> float:
+    """A timeout setting in seconds; -1 (Kafka's "never") as infinity."""
+    return math.inf if ms < 0 else ms / 1000
 
 
 def _peer(stream: trio.SocketStream) -> tuple[str, int] | None:
@@ -702,7 +841,9 @@ async def _start_serving(
         endpoint = Endpoint(proxy.metrics.exposition, lambda: proxy.upstream_reachable)
         await nursery.start(serve_metrics, endpoint, served)
         nursery.start_soon(proxy._probe_upstream)
-    return RunningProxy((advertised, port), f"{advertised}:{port}", proxy.stats, metrics_address)
+    return RunningProxy(
+        (advertised, port), f"{advertised}:{port}", proxy.stats, metrics_address, proxy.budget
+    )
 
 
 async def _discover_upstream(config: ProxyConfig) -> ProxyConfig:

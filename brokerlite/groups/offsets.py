@@ -1,7 +1,13 @@
 """Durable committed offsets and consumer-group metadata for brokerlite.
 
 Kafka keeps this state in the ``__consumer_offsets`` topic; brokerlite keeps it in
-one small append-only journal file, replayed into memory when the store opens.
+one small append-only journal file, replayed into memory when the store opens,
+and in that topic in cluster mode. Either way the state is one
+:class:`OffsetState`, changed by *entries*, and the store is a
+:class:`GroupStore`: the state and the persistence port the entries are written
+through (:mod:`..storage.state_port`). :class:`OffsetStore` writes them to the
+journal file; :class:`~.replicated_offsets.ReplicatedOffsetStore` turns them into
+records of ``__consumer_offsets``.
 
 Journal format: a :class:`~trafka.brokerlite.storage.journal.CrcJournal` (length-prefixed,
 CRC-32C-checked JSON entries; torn tails truncated on open; atomic rewrites) whose
@@ -43,12 +49,15 @@ from pathlib import Path
 from typing import Any
 
 from trafka.brokerlite.errors import OffsetStoreError
-from trafka.brokerlite.storage.journal import CrcJournal, JournalStore
+from trafka.brokerlite.storage.journal import CrcJournal, JournalFile
+from trafka.brokerlite.storage.state_port import DurableStore, StatePort
 
 __all__ = [
     "CommittedOffset",
     "GroupRecord",
+    "GroupStore",
     "MemberRecord",
+    "OffsetState",
     "OffsetStore",
     "OffsetStoreError",
     "offset_rows",
@@ -192,68 +201,141 @@ def _group_from_json(obj: dict[str, Any]) -> GroupRecord:
     )
 
 
-class OffsetStore(JournalStore):
-    """Committed offsets and group metadata, persisted in an append-only journal.
-
-    Opening the store replays the journal (truncating a torn tail) and compacts it
-    when it has grown well past its live state.
+class OffsetState:
+    """Committed offsets, classic groups' metadata and consumer groups' snapshots
+    in memory: what :meth:`apply` made of the entries (see the module rules).
 
     Args:
-        path: the journal file; its directory is created if missing.
-        fsync: fsync after every write (survives power loss, not only a crash of
-            the process). Turn off only where durability does not matter.
-        compact_min_bytes: never compact a journal smaller than this.
-
-    Raises:
-        OffsetStoreError: the journal cannot be read or written, or was written by
-            a newer format.
+        where: what errors call the store (``offset journal <path>``).
     """
 
-    def __init__(self, path: Path, *, fsync: bool = True, compact_min_bytes: int = 1 << 20) -> None:
-        # The header names no format: offset journals predate format names.
-        journal = CrcJournal(
-            Path(path),
-            format_name=None,
-            version=FORMAT_VERSION,
-            fsync=fsync,
-            error=OffsetStoreError,
+    def __init__(self, where: str) -> None:
+        self.where = where
+        #: group -> (topic, partition) -> its committed offset
+        self.offsets: dict[str, dict[tuple[str, int], CommittedOffset]] = {}
+        #: group -> the classic group's persisted metadata
+        self.groups: dict[str, GroupRecord] = {}
+        #: group -> the consumer group's (KIP-848) persisted snapshot
+        self.consumer_groups: dict[str, dict[str, Any]] = {}
+
+    def knows(self, group: str) -> bool:
+        """Whether anything of ``group`` is held."""
+        return group in self.groups or group in self.offsets or group in self.consumer_groups
+
+    def forget(self, group: str) -> None:
+        """Drop everything of ``group`` from memory (not from the store)."""
+        self.offsets.pop(group, None)
+        self.groups.pop(group, None)
+        self.consumer_groups.pop(group, None)
+
+    def apply(self, entry: dict[str, Any]) -> None:
+        """Apply one entry.
+
+        Raises:
+            OffsetStoreError: the entry's kind is unknown (a newer brokerlite wrote
+                it) or it is malformed.
+        """
+        kind = entry.get("kind")
+        try:
+            if kind == "commit":
+                offsets = self.offsets.setdefault(entry["group"], {})
+                for topic, partition, offset, epoch, metadata, ts in entry["offsets"]:
+                    offsets[(topic, partition)] = CommittedOffset(offset, epoch, metadata, ts)
+            elif kind == "group":
+                self.groups[entry["group"]] = _group_from_json(entry["metadata"])
+            elif kind == "consumer_group":
+                if entry["snapshot"] is None:
+                    self.consumer_groups.pop(entry["group"], None)
+                else:
+                    self.consumer_groups[entry["group"]] = dict(entry["snapshot"])
+            elif kind == "delete_group":
+                self.forget(entry["group"])
+            elif kind == "delete_offsets":
+                offsets = self.offsets.get(entry["group"], {})
+                for topic, partition in entry["partitions"]:
+                    offsets.pop((topic, partition), None)
+                if not offsets:
+                    self.offsets.pop(entry["group"], None)
+            elif kind == "delete_topic":
+                topic = entry["topic"]
+                for group in list(self.offsets):
+                    offsets = self.offsets[group]
+                    for key in [k for k in offsets if k[0] == topic]:
+                        del offsets[key]
+                    if not offsets:
+                        del self.offsets[group]
+            else:
+                raise OffsetStoreError(
+                    f"{self.where}: unknown entry kind {kind!r} (written by a newer brokerlite?)"
+                )
+        except (KeyError, TypeError, ValueError) as exc:
+            # The CRC matched, so this is not a torn write but a malformed entry.
+            raise OffsetStoreError(f"{self.where}: malformed {kind!r} entry: {exc!r}") from exc
+
+    def live_entries(self) -> list[dict[str, Any]]:
+        """The entries that rebuild the state as it is (a journal's compaction)."""
+        entries: list[dict[str, Any]] = [
+            {"kind": "group", "group": group, "metadata": _group_to_json(record)}
+            for group, record in self.groups.items()
+        ]
+        entries.extend(
+            {"kind": "consumer_group", "group": group, "snapshot": snapshot}
+            for group, snapshot in self.consumer_groups.items()
         )
-        super().__init__(journal, compact_min_bytes=compact_min_bytes, name="offset journal")
-        self._offsets: dict[str, dict[tuple[str, int], CommittedOffset]] = {}
-        self._groups: dict[str, GroupRecord] = {}
-        self._consumer_groups: dict[str, dict[str, Any]] = {}
-        self._load()
+        for group, offsets in self.offsets.items():
+            if offsets:
+                entries.append({"kind": "commit", "group": group, "offsets": offset_rows(offsets)})
+        return entries
+
+
+class GroupStore(DurableStore):
+    """The group coordinator's store: an :class:`OffsetState` and the
+    :class:`~..storage.state_port.StatePort` its changes are written through.
+
+    Made as :class:`OffsetStore` (a journal file) or
+    :class:`~.replicated_offsets.ReplicatedOffsetStore` (``__consumer_offsets``).
+    Every write method returns only once its change is written, and the state
+    changes only then (see the module rules).
+
+    Args:
+        state: the in-memory state, which ``port`` applies the changes to.
+        port: where the changes are written.
+    """
+
+    def __init__(self, state: OffsetState, port: StatePort) -> None:
+        super().__init__(port)
+        self._state = state
 
     # -- reading ------------------------------------------------------------------------------
 
     def offset(self, group: str, topic: str, partition: int) -> CommittedOffset | None:
         """The committed offset of ``group`` for one partition, or None."""
-        offsets = self._offsets.get(group)
+        offsets = self._state.offsets.get(group)
         return None if offsets is None else offsets.get((topic, partition))
 
     def group_offsets(self, group: str) -> dict[tuple[str, int], CommittedOffset]:
         """All committed offsets of ``group``, keyed by ``(topic, partition)`` (a copy)."""
-        return dict(self._offsets.get(group, {}))
+        return dict(self._state.offsets.get(group, {}))
 
     def has_offsets(self, group: str) -> bool:
         """Whether ``group`` has at least one committed offset."""
-        return bool(self._offsets.get(group))
+        return bool(self._state.offsets.get(group))
 
     def offset_groups(self) -> list[str]:
         """Ids of the groups that have committed offsets."""
-        return [g for g, offsets in self._offsets.items() if offsets]
+        return [g for g, offsets in self._state.offsets.items() if offsets]
 
     def group_metadata(self, group: str) -> GroupRecord | None:
         """The last persisted metadata of ``group``, or None."""
-        return self._groups.get(group)
+        return self._state.groups.get(group)
 
     def groups(self) -> dict[str, GroupRecord]:
         """The persisted metadata of every group (a copy)."""
-        return dict(self._groups)
+        return dict(self._state.groups)
 
     def consumer_groups(self) -> dict[str, dict[str, Any]]:
         """The persisted snapshots of the consumer groups of the new protocol (a copy)."""
-        return dict(self._consumer_groups)
+        return dict(self._state.consumer_groups)
 
     # -- writing ------------------------------------------------------------------------------
 
@@ -271,7 +353,7 @@ class OffsetStore(JournalStore):
         """
         if not offsets:
             return
-        self._write({"kind": "commit", "group": group, "offsets": offset_rows(offsets)})
+        self._port.write({"kind": "commit", "group": group, "offsets": offset_rows(offsets)})
 
     def store_group(self, group: str, record: GroupRecord) -> None:
         """Durably record the metadata of ``group``, replacing the previous record.
@@ -279,7 +361,7 @@ class OffsetStore(JournalStore):
         Raises:
             OffsetStoreError: the write failed; the previous record stays.
         """
-        self._write({"kind": "group", "group": group, "metadata": _group_to_json(record)})
+        self._port.write({"kind": "group", "group": group, "metadata": _group_to_json(record)})
 
     def store_consumer_group(self, group: str, snapshot: Mapping[str, Any] | None) -> None:
         """Durably record a consumer group's snapshot (None: the group is gone).
@@ -287,9 +369,9 @@ class OffsetStore(JournalStore):
         Raises:
             OffsetStoreError: the write failed; the previous snapshot stays.
         """
-        if snapshot is None and group not in self._consumer_groups:
+        if snapshot is None and group not in self._state.consumer_groups:
             return
-        self._write({"kind": "consumer_group", "group": group, "snapshot": snapshot})
+        self._port.write({"kind": "consumer_group", "group": group, "snapshot": snapshot})
 
     def delete_group(self, group: str) -> None:
         """Durably remove the metadata, consumer group snapshot and every offset of ``group``.
@@ -297,8 +379,8 @@ class OffsetStore(JournalStore):
         Raises:
             OffsetStoreError: the write failed; nothing was removed.
         """
-        if group in self._groups or group in self._offsets or group in self._consumer_groups:
-            self._write({"kind": "delete_group", "group": group})
+        if self._state.knows(group):
+            self._port.write({"kind": "delete_group", "group": group})
 
     def delete_offsets(self, group: str, partitions: Iterable[tuple[str, int]]) -> int:
         """Durably remove some committed offsets of ``group``.
@@ -313,10 +395,10 @@ class OffsetStore(JournalStore):
         Raises:
             OffsetStoreError: the write failed; nothing was removed.
         """
-        offsets = self._offsets.get(group, {})
+        offsets = self._state.offsets.get(group, {})
         present = sorted({tp for tp in partitions if tp in offsets})
         if present:
-            self._write(
+            self._port.write(
                 {
                     "kind": "delete_offsets",
                     "group": group,
@@ -334,66 +416,41 @@ class OffsetStore(JournalStore):
         Raises:
             OffsetStoreError: the write failed; nothing was removed.
         """
-        count = sum(1 for offsets in self._offsets.values() for t, _ in offsets if t == topic)
+        count = sum(1 for offsets in self._state.offsets.values() for t, _ in offsets if t == topic)
         if count:
-            self._write({"kind": "delete_topic", "topic": topic})
+            self._port.write({"kind": "delete_topic", "topic": topic})
         return count
 
-    # -- internals ----------------------------------------------------------------------------
 
-    def _apply(self, entry: dict[str, Any]) -> None:
-        kind = entry.get("kind")
-        try:
-            if kind == "commit":
-                offsets = self._offsets.setdefault(entry["group"], {})
-                for topic, partition, offset, epoch, metadata, ts in entry["offsets"]:
-                    offsets[(topic, partition)] = CommittedOffset(offset, epoch, metadata, ts)
-            elif kind == "group":
-                self._groups[entry["group"]] = _group_from_json(entry["metadata"])
-            elif kind == "consumer_group":
-                if entry["snapshot"] is None:
-                    self._consumer_groups.pop(entry["group"], None)
-                else:
-                    self._consumer_groups[entry["group"]] = dict(entry["snapshot"])
-            elif kind == "delete_group":
-                self._groups.pop(entry["group"], None)
-                self._offsets.pop(entry["group"], None)
-                self._consumer_groups.pop(entry["group"], None)
-            elif kind == "delete_offsets":
-                offsets = self._offsets.get(entry["group"], {})
-                for topic, partition in entry["partitions"]:
-                    offsets.pop((topic, partition), None)
-                if not offsets:
-                    self._offsets.pop(entry["group"], None)
-            elif kind == "delete_topic":
-                topic = entry["topic"]
-                for group in list(self._offsets):
-                    offsets = self._offsets[group]
-                    for key in [k for k in offsets if k[0] == topic]:
-                        del offsets[key]
-                    if not offsets:
-                        del self._offsets[group]
-            else:
-                raise OffsetStoreError(
-                    f"offset journal {self.path}: unknown entry kind {kind!r} "
-                    "(written by a newer brokerlite?)"
-                )
-        except (KeyError, TypeError, ValueError) as exc:
-            # The CRC matched, so this is not a torn write but a malformed entry.
-            raise OffsetStoreError(
-                f"offset journal {self.path}: malformed {kind!r} entry: {exc!r}"
-            ) from exc
+class OffsetStore(GroupStore):
+    """The group coordinator's store in an append-only journal file (one node).
 
-    def _live_entries(self) -> list[dict[str, Any]]:
-        entries: list[dict[str, Any]] = [
-            {"kind": "group", "group": group, "metadata": _group_to_json(record)}
-            for group, record in self._groups.items()
-        ]
-        entries.extend(
-            {"kind": "consumer_group", "group": group, "snapshot": snapshot}
-            for group, snapshot in self._consumer_groups.items()
+    Opening the store replays the journal (truncating a torn tail) and compacts it
+    when it has grown well past its live state.
+
+    Args:
+        path: the journal file; its directory is created if missing.
+        fsync: fsync after every write (survives power loss, not only a crash of
+            the process). Turn off only where durability does not matter.
+        compact_min_bytes: never compact a journal smaller than this.
+
+    Raises:
+        OffsetStoreError: the journal cannot be read or written, or was written by
+            a newer format.
+    """
+
+    def __init__(self, path: Path, *, fsync: bool = True, compact_min_bytes: int = 1 << 20) -> None:
+        # The header names no format: offset journals predate format names.
+        self._journal = CrcJournal(
+            Path(path),
+            format_name=None,
+            version=FORMAT_VERSION,
+            fsync=fsync,
+            error=OffsetStoreError,
         )
-        for group, offsets in self._offsets.items():
-            if offsets:
-                entries.append({"kind": "commit", "group": group, "offsets": offset_rows(offsets)})
-        return entries
+        state = OffsetState(f"offset journal {self._journal.path}")
+        port = JournalFile.over(
+            self._journal, state, compact_min_bytes=compact_min_bytes, name="offset journal"
+        )
+        super().__init__(state, port)
+        port.open()

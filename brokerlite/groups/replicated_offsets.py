@@ -4,7 +4,11 @@ On a single node, groups' committed offsets and metadata live in a journal file
 (:class:`~.offsets.OffsetStore`). In a cluster they must outlive the broker that
 coordinates them, so :class:`ReplicatedOffsetStore` keeps them where Kafka does:
 as records of the group's ``__consumer_offsets`` partition, which the cluster
-replicates like any other; the coordinator is that partition's leader.
+replicates like any other; the coordinator is that partition's leader. The
+state is the journal's (:class:`~.offsets.OffsetState`, changed by the same
+entries); :class:`OffsetTopic` is the persistence port that writes each entry
+as records and replays records as entries, and :class:`PendingOffsets` holds
+what only a cluster has: TxnOffsetCommit's offsets waiting for their marker.
 
 Rules and invariants:
 
@@ -49,20 +53,21 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from trafka.codec.errors import ErrorCode
-from trafka.codec.records import encode_batch
 
 from ..cluster.view import OFFSETS_TOPIC
-from ..errors import BrokerError, OffsetStoreError
-from ..storage.topic_store import TopicStore
-from .offsets import CommittedOffset, OffsetStore, offset_rows
+from ..errors import OffsetStoreError
+from ..storage.internal_topic import InternalTopic, TopicPort
+from .offsets import CommittedOffset, GroupStore, OffsetState, offset_rows
 
-__all__ = ["ReplicatedOffsetStore"]
+__all__ = ["OffsetTopic", "PendingOffsets", "ReplicatedOffsetStore"]
 
 log = logging.getLogger("trafka.brokerlite.groups")
+
+Record = tuple[bytes, bytes | None]
 
 
 def _key(*parts: Any) -> bytes:
@@ -73,162 +78,31 @@ def _value(doc: Any) -> bytes | None:
     return None if doc is None else json.dumps(doc, separators=(",", ":")).encode()
 
 
-class ReplicatedOffsetStore(TopicStore, OffsetStore):
-    """An :class:`~.offsets.OffsetStore` whose changes are records of ``__consumer_offsets``
-    (see the module rules); made as :class:`~..storage.topic_store.TopicStore` says (a
-    group's partition for ``partition_for``)."""
+class PendingOffsets:
+    """TxnOffsetCommit's offsets held until their transaction's marker (see the
+    module rules): group -> producer id -> (topic, partition) -> (offset,
+    producer epoch)."""
 
-    TOPIC = OFFSETS_TOPIC
+    def __init__(self) -> None:
+        self.held: dict[str, dict[int, dict[tuple[str, int], tuple[CommittedOffset, int]]]] = {}
 
-    def _empty_state(self) -> None:
-        self._offsets = {}
-        self._groups = {}
-        self._consumer_groups = {}
-        # group -> producer id -> (topic, partition) -> (offset, producer epoch)
-        self._pending: dict[str, dict[int, dict[tuple[str, int], tuple[CommittedOffset, int]]]] = {}
+    def partitions(self, group: str) -> set[tuple[str, int]]:
+        """Every ``(topic, partition)`` of ``group`` with a pending offset."""
+        return {tp for staged in self.held.get(group, {}).values() for tp in staged}
 
-    def close(self) -> None:
-        self._loaded.clear()
+    def of(self, group: str, producer: int) -> dict[tuple[str, int], tuple[CommittedOffset, int]]:
+        """The producer's pending offsets in ``group`` (read-only)."""
+        return self.held.get(group, {}).get(producer, {})
 
-    # -- partitions ----------------------------------------------------------------------------------
+    def stage(self, entry: Mapping[str, Any]) -> None:
+        """Apply a ``txn_stage`` entry."""
+        held = self.held.setdefault(entry["group"], {}).setdefault(entry["producer"], {})
+        for t, p, o, e, m, ts in entry["offsets"]:
+            held[(t, p)] = (CommittedOffset(o, e, m, ts), entry["epoch"])
 
-    def load_partition(self, partition: int) -> set[str]:
-        """Replay one partition's log into memory (this broker now leads it).
-
-        Returns:
-            The ids of the groups it holds.
-
-        Raises:
-            OffsetStoreError: a record cannot be read.
-        """
-        self._forget(partition)
-        self._loaded.add(partition)
-        groups = {
-            self._replay(key, value) for key, value in self._records_of(partition, OffsetStoreError)
-        }
-        groups.discard("")
-        return groups
-
-    def unload_partition(self, partition: int) -> set[str]:
-        """Forget one partition's groups (this broker no longer leads it).
-
-        Returns:
-            The ids of the groups forgotten.
-        """
-        self._loaded.discard(partition)
-        return self._forget(partition)
-
-    def _forget(self, partition: int) -> set[str]:
-        gone = {
-            g
-            for g in (*self._offsets, *self._groups, *self._consumer_groups, *self._pending)
-            if self._partition_for(g) == partition
-        }
-        for group in gone:
-            self._offsets.pop(group, None)
-            self._groups.pop(group, None)
-            self._consumer_groups.pop(group, None)
-            self._pending.pop(group, None)
-        return gone
-
-    # -- transactional offsets ------------------------------------------------------------------
-
-    def pending_partitions(self, group: str) -> set[tuple[str, int]]:
-        """Every ``(topic, partition)`` of ``group`` with a pending transactional offset."""
-        return {tp for staged in self._pending.get(group, {}).values() for tp in staged}
-
-    def stage_transactional(
-        self,
-        group: str,
-        producer_id: int,
-        producer_epoch: int,
-        offsets: Mapping[tuple[str, int], CommittedOffset],
-    ) -> ErrorCode:
-        """Hold a TxnOffsetCommit's offsets until the transaction's marker.
-
-        Returns:
-            NONE, or INVALID_PRODUCER_EPOCH when the producer holds offsets here
-            at a newer epoch (nothing is held).
-
-        Raises:
-            OffsetStoreError: the write failed; nothing was held.
-        """
-        held = self._pending.get(group, {}).get(producer_id, {})
-        if any(epoch > producer_epoch for _, epoch in held.values()):
-            return ErrorCode.INVALID_PRODUCER_EPOCH
-        self._write(
-            {
-                "kind": "txn_stage",
-                "group": group,
-                "producer": producer_id,
-                "epoch": producer_epoch,
-                "offsets": offset_rows(offsets),
-            }
-        )
-        return ErrorCode.NONE
-
-    def delete_group(self, group: str) -> None:
-        """As the base store's, with the group's pending transactional offsets too."""
-        if group in self._pending:
-            self._write({"kind": "delete_group", "group": group})
-        else:
-            super().delete_group(group)
-
-    def settle_transaction(
-        self, partition: int, producer_id: int, producer_epoch: int, commit: bool
-    ) -> dict[str, dict[tuple[str, int], CommittedOffset]]:
-        """Apply a marker that reached ``__consumer_offsets-partition`` to the
-        producer's pending offsets there (see the module rules).
-
-        Returns:
-            The offsets committed, per group.
-
-        Raises:
-            OffsetStoreError: a write failed; the groups not yet settled keep their
-                pending offsets (settling again is harmless).
-        """
-        committed: dict[str, dict[tuple[str, int], CommittedOffset]] = {}
-        for group in sorted(self._pending):
-            held = self._pending[group].get(producer_id)
-            if held is None or self._partition_for(group) != partition:
-                continue
-            settled = {tp: v for tp, v in held.items() if v[1] <= producer_epoch}
-            if not settled:
-                continue
-            kept = {
-                tp: o for tp, (o, epoch) in settled.items() if commit and epoch == producer_epoch
-            }
-            self._write(
-                {
-                    "kind": "txn_settle",
-                    "group": group,
-                    "producer": producer_id,
-                    "settled": sorted(settled),
-                    "offsets": offset_rows(kept),
-                }
-            )
-            if kept:
-                committed[group] = kept
-        return committed
-
-    def _apply(self, entry: dict[str, Any]) -> None:
-        kind = entry["kind"]
-        if kind == "txn_stage":
-            held = self._pending.setdefault(entry["group"], {}).setdefault(entry["producer"], {})
-            for t, p, o, e, m, ts in entry["offsets"]:
-                held[(t, p)] = (CommittedOffset(o, e, m, ts), entry["epoch"])
-        elif kind == "txn_unstage":
-            self._unstage(entry["group"], entry["producer"], entry["settled"])
-        elif kind == "txn_settle":
-            self._unstage(entry["group"], entry["producer"], entry["settled"])
-            super()._apply({"kind": "commit", "group": entry["group"], "offsets": entry["offsets"]})
-        else:
-            if kind in ("delete_group",):
-                self._pending.pop(entry["group"], None)
-            super()._apply(entry)
-
-    def _unstage(self, group: str, producer: int, settled: Iterable[Any]) -> None:
-        by_producer = self._pending.get(group)
+    def unstage(self, group: str, producer: int, settled: Iterable[Any]) -> None:
+        """Drop the producer's pending offsets of the ``settled`` partitions."""
+        by_producer = self.held.get(group)
         if by_producer is None:
             return
         held = by_producer.get(producer, {})
@@ -237,7 +111,57 @@ class ReplicatedOffsetStore(TopicStore, OffsetStore):
         if not held:
             by_producer.pop(producer, None)
         if not by_producer:
-            del self._pending[group]
+            del self.held[group]
+
+
+class OffsetTopic(TopicPort):
+    """The persistence port of :class:`ReplicatedOffsetStore`: the store's entries
+    as records of ``__consumer_offsets`` (see the module rules), written to the
+    group's partition, then applied to the state.
+
+    Args:
+        topic: the topic's partitions here.
+        state: the store's state.
+        pending: the store's pending transactional offsets.
+    """
+
+    def __init__(self, topic: InternalTopic, state: OffsetState, pending: PendingOffsets) -> None:
+        super().__init__(topic)
+        self._state = state
+        self._pending = pending
+
+    # -- partitions ----------------------------------------------------------------------------------
+
+    def load_partition(self, partition: int) -> set[str]:
+        """Replay one partition's log into the state (this broker now leads it).
+
+        Returns:
+            The ids of the groups it holds.
+
+        Raises:
+            OffsetStoreError: a record cannot be read.
+        """
+        self.forget(partition)
+        self.topic.loaded(partition)
+        groups = {
+            self._replay(key, value)
+            for key, value in self.topic.records_of(partition, OffsetStoreError)
+        }
+        groups.discard("")
+        return groups
+
+    def forget(self, partition: int) -> set[str]:
+        """Drop one partition's groups from memory; returns their ids."""
+        state, pending = self._state, self._pending
+        gone = {
+            g
+            for g in (*state.offsets, *state.groups, *state.consumer_groups, *pending.held)
+            if self.topic.partition_for(g) == partition
+        }
+        for group in gone:
+            state.forget(group)
+            pending.held.pop(group, None)
+        return gone
 
     def _replay(self, key: bytes | None, value: bytes | None) -> str:
         """Apply one record; returns its group ("" for a record of no group)."""
@@ -246,68 +170,84 @@ class ReplicatedOffsetStore(TopicStore, OffsetStore):
         try:
             parts = json.loads(key)
             doc = None if value is None else json.loads(value)
-            kind, group = parts[0], parts[1]
-            if kind == "o":
-                topic, partition = parts[2], parts[3]
-                if doc is None:
-                    entry: dict[str, Any] = {
-                        "kind": "delete_offsets",
-                        "group": group,
-                        "partitions": [[topic, partition]],
-                    }
-                else:
-                    entry = {
-                        "kind": "commit",
-                        "group": group,
-                        "offsets": [[topic, partition, *doc]],
-                    }
-            elif kind == "g":
-                if doc is None:
-                    self._groups.pop(group, None)
-                    return str(group)
-                entry = {"kind": "group", "group": group, "metadata": doc}
-            elif kind == "c":
-                entry = {"kind": "consumer_group", "group": group, "snapshot": doc}
-            elif kind == "p":
-                producer, topic, partition = parts[2], parts[3], parts[4]
-                if doc is None:
-                    entry = {
-                        "kind": "txn_unstage",
-                        "group": group,
-                        "producer": producer,
-                        "settled": [[topic, partition]],
-                    }
-                else:
-                    *offset, epoch = doc
-                    entry = {
-                        "kind": "txn_stage",
-                        "group": group,
-                        "producer": producer,
-                        "epoch": epoch,
-                        "offsets": [[topic, partition, *offset]],
-                    }
-            else:
-                raise ValueError(f"unknown record kind {kind!r}")
+            group = parts[1]
+            entry = self._entry_of(parts, doc)
         except (ValueError, TypeError, IndexError, KeyError) as exc:
             raise OffsetStoreError(f"__consumer_offsets: unreadable record {key!r}: {exc}") from exc
-        self._apply(entry)
+        if entry is None:
+            # A classic group's metadata tombstone: its offsets have their own.
+            self._state.groups.pop(group, None)
+        else:
+            self._apply(entry)
         return str(group)
+
+    @staticmethod
+    def _entry_of(parts: list[Any], doc: Any) -> dict[str, Any] | None:
+        """The entry a record stands for (None: a group metadata tombstone)."""
+        kind, group = parts[0], parts[1]
+        if kind == "o":
+            topic, partition = parts[2], parts[3]
+            if doc is None:
+                return {
+                    "kind": "delete_offsets",
+                    "group": group,
+                    "partitions": [[topic, partition]],
+                }
+            return {"kind": "commit", "group": group, "offsets": [[topic, partition, *doc]]}
+        if kind == "g":
+            return None if doc is None else {"kind": "group", "group": group, "metadata": doc}
+        if kind == "c":
+            return {"kind": "consumer_group", "group": group, "snapshot": doc}
+        if kind == "p":
+            producer, topic, partition = parts[2], parts[3], parts[4]
+            if doc is None:
+                return {
+                    "kind": "txn_unstage",
+                    "group": group,
+                    "producer": producer,
+                    "settled": [[topic, partition]],
+                }
+            *offset, epoch = doc
+            return {
+                "kind": "txn_stage",
+                "group": group,
+                "producer": producer,
+                "epoch": epoch,
+                "offsets": [[topic, partition, *offset]],
+            }
+        raise ValueError(f"unknown record kind {kind!r}")
 
     # -- writing: every change one batch of records -------------------------------------------------
 
-    def _write(self, entry: dict[str, Any], *, sync: bool = True) -> None:
+    def write(self, *entries: dict[str, Any], sync: bool = True) -> None:
         # ``sync`` is the journal's fsync; here durability is the replication's.
-        kind = entry["kind"]
-        if kind == "delete_topic":
-            self._delete_topic(entry["topic"])
-            return
-        group = entry["group"]
-        records = self._records(entry)
-        if records:
-            self._append_records(group, records)
-        self._apply(entry)
+        for entry in entries:
+            if entry["kind"] == "delete_topic":
+                self._delete_topic(entry["topic"])
+                continue
+            group = entry["group"]
+            records = self._records(entry)
+            if records:
+                self.topic.append(group, records, OffsetStoreError, f"group {group!r}")
+            self._apply(entry)
 
-    def _records(self, entry: Mapping[str, Any]) -> list[tuple[bytes, bytes | None]]:
+    def _apply(self, entry: dict[str, Any]) -> None:
+        kind = entry["kind"]
+        if kind == "txn_stage":
+            self._pending.stage(entry)
+        elif kind == "txn_unstage":
+            self._pending.unstage(entry["group"], entry["producer"], entry["settled"])
+        elif kind == "txn_settle":
+            self._pending.unstage(entry["group"], entry["producer"], entry["settled"])
+            self._state.apply(
+                {"kind": "commit", "group": entry["group"], "offsets": entry["offsets"]}
+            )
+        else:
+            if kind == "delete_group":
+                self._pending.held.pop(entry["group"], None)
+            self._state.apply(entry)
+
+    def _records(self, entry: Mapping[str, Any]) -> list[Record]:
         kind, group = entry["kind"], entry["group"]
         if kind == "commit":
             return [
@@ -328,7 +268,7 @@ class ReplicatedOffsetStore(TopicStore, OffsetStore):
             ]
         if kind == "txn_settle":
             pid = entry["producer"]
-            settled: list[tuple[bytes, bytes | None]] = [
+            settled: list[Record] = [
                 (_key("p", group, pid, t, p), None) for t, p in entry["settled"]
             ]
             settled.extend(
@@ -337,42 +277,170 @@ class ReplicatedOffsetStore(TopicStore, OffsetStore):
             )
             return settled
         if kind == "delete_group":
-            out: list[tuple[bytes, bytes | None]] = [
-                (_key("o", group, t, p), None) for t, p in self._offsets.get(group, {})
-            ]
-            if group in self._consumer_groups:
-                out.append((_key("c", group), None))
-            for pid, held in self._pending.get(group, {}).items():
-                out.extend((_key("p", group, pid, t, p), None) for t, p in held)
-            out.append((_key("g", group), None))
-            return out
+            return self._group_tombstones(group)
         raise OffsetStoreError(f"__consumer_offsets: cannot write a {kind!r} change")
 
-    def _append_records(self, group: str, records: list[tuple[bytes, bytes | None]]) -> None:
-        partition = self._partition_for(group)
-        if partition is None or partition not in self._loaded:
-            raise OffsetStoreError(
-                f"group {group!r}: this broker does not hold its __consumer_offsets partition"
-            )
-        now = self._now_ms()
-        batch = encode_batch([(now, k, v, ()) for k, v in records])
-        try:
-            self._append(partition, batch)
-        except BrokerError as exc:
-            raise OffsetStoreError(f"__consumer_offsets-{partition}: {exc}") from exc
+    def _group_tombstones(self, group: str) -> list[Record]:
+        """The tombstones of every record of ``group``, its metadata's last."""
+        out: list[Record] = [
+            (_key("o", group, t, p), None) for t, p in self._state.offsets.get(group, {})
+        ]
+        if group in self._state.consumer_groups:
+            out.append((_key("c", group), None))
+        for pid, held in self._pending.held.get(group, {}).items():
+            out.extend((_key("p", group, pid, t, p), None) for t, p in held)
+        out.append((_key("g", group), None))
+        return out
 
     def _delete_topic(self, topic: str) -> None:
-        by_group: dict[str, list[tuple[bytes, bytes | None]]] = {}
-        for group, offsets in self._offsets.items():
+        # One batch per group (each to its own partition), applied as it is written.
+        by_group: dict[str, list[Record]] = {}
+        for group, offsets in self._state.offsets.items():
             for t, p in offsets:
                 if t == topic:
                     by_group.setdefault(group, []).append((_key("o", group, t, p), None))
         for group, records in by_group.items():
-            self._append_records(group, records)
-            self._apply(
+            self.topic.append(group, records, OffsetStoreError, f"group {group!r}")
+            self._state.apply(
                 {
                     "kind": "delete_offsets",
                     "group": group,
                     "partitions": [[topic, json.loads(k)[3]] for k, _ in records],
                 }
             )
+
+
+class ReplicatedOffsetStore(GroupStore):
+    """The group coordinator's store in ``__consumer_offsets`` (see the module
+    rules): an :class:`~.offsets.OffsetState` written through an
+    :class:`OffsetTopic`, plus the pending transactional offsets.
+
+    Args:
+        partition_for: a group's ``__consumer_offsets`` partition, or None while
+            the topic does not exist.
+        append: appends a record batch to one of its partitions on this broker.
+        read: ``read(partition) -> chunks``: the partition's whole log here.
+        now_ms: the clock, for record timestamps.
+    """
+
+    def __init__(
+        self,
+        *,
+        partition_for: Callable[[str], int | None],
+        append: Callable[[int, bytes], None],
+        read: Callable[[int], Iterable[bytes]],
+        now_ms: Callable[[], int],
+    ) -> None:
+        topic = InternalTopic(
+            OFFSETS_TOPIC, partition_for=partition_for, append=append, read=read, now_ms=now_ms
+        )
+        state = OffsetState(f"offset journal {OFFSETS_TOPIC}")
+        self._pending = PendingOffsets()
+        self._topic = OffsetTopic(topic, state, self._pending)
+        super().__init__(state, self._topic)
+
+    # -- partitions ----------------------------------------------------------------------------------
+
+    def loaded_partitions(self) -> set[int]:
+        """The partitions whose groups are in memory (this broker leads them)."""
+        return self._topic.topic.loaded_partitions()
+
+    def load_partition(self, partition: int) -> set[str]:
+        """Replay one partition's log into memory (this broker now leads it).
+
+        Returns:
+            The ids of the groups it holds.
+
+        Raises:
+            OffsetStoreError: a record cannot be read.
+        """
+        return self._topic.load_partition(partition)
+
+    def unload_partition(self, partition: int) -> set[str]:
+        """Forget one partition's groups (this broker no longer leads it).
+
+        Returns:
+            The ids of the groups forgotten.
+        """
+        self._topic.topic.unloaded(partition)
+        return self._topic.forget(partition)
+
+    # -- transactional offsets ------------------------------------------------------------------
+
+    def pending_partitions(self, group: str) -> set[tuple[str, int]]:
+        """Every ``(topic, partition)`` of ``group`` with a pending transactional offset."""
+        return self._pending.partitions(group)
+
+    def stage_transactional(
+        self,
+        group: str,
+        producer_id: int,
+        producer_epoch: int,
+        offsets: Mapping[tuple[str, int], CommittedOffset],
+    ) -> ErrorCode:
+        """Hold a TxnOffsetCommit's offsets until the transaction's marker.
+
+        Returns:
+            NONE, or INVALID_PRODUCER_EPOCH when the producer holds offsets here
+            at a newer epoch (nothing is held).
+
+        Raises:
+            OffsetStoreError: the write failed; nothing was held.
+        """
+        held = self._pending.of(group, producer_id)
+        if any(epoch > producer_epoch for _, epoch in held.values()):
+            return ErrorCode.INVALID_PRODUCER_EPOCH
+        self._port.write(
+            {
+                "kind": "txn_stage",
+                "group": group,
+                "producer": producer_id,
+                "epoch": producer_epoch,
+                "offsets": offset_rows(offsets),
+            }
+        )
+        return ErrorCode.NONE
+
+    def delete_group(self, group: str) -> None:
+        """As the base store's, with the group's pending transactional offsets too."""
+        if group in self._pending.held:
+            self._port.write({"kind": "delete_group", "group": group})
+        else:
+            super().delete_group(group)
+
+    def settle_transaction(
+        self, partition: int, producer_id: int, producer_epoch: int, commit: bool
+    ) -> dict[str, dict[tuple[str, int], CommittedOffset]]:
+        """Apply a marker that reached ``__consumer_offsets-partition`` to the
+        producer's pending offsets there (see the module rules).
+
+        Returns:
+            The offsets committed, per group.
+
+        Raises:
+            OffsetStoreError: a write failed; the groups not yet settled keep their
+                pending offsets (settling again is harmless).
+        """
+        committed: dict[str, dict[tuple[str, int], CommittedOffset]] = {}
+        for group in sorted(self._pending.held):
+            held = self._pending.held[group].get(producer_id)
+            if held is None or self._topic.topic.partition_for(group) != partition:
+                continue
+            settled = {tp: v for tp, v in held.items() if v[1] <= producer_epoch}
+            if not settled:
+                continue
+            kept = {
+                tp: o for tp, (o, epoch) in settled.items() if commit and epoch == producer_epoch
+            }
+            self._port.write(
+                {
+                    "kind": "txn_settle",
+                    "group": group,
+                    "producer": producer_id,
+                    "settled": sorted(settled),
+                    "offsets": offset_rows(kept),
+                }
+            )
+            if kept:
+                committed[group] = kept
+        return committed

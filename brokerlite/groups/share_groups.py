@@ -59,13 +59,9 @@ Rules and invariants:
   that leaves, is fenced or expires, and of every deleted group. A listener that
   raises is logged and does not stop the others or the coordinator.
 * Configs. Group configs are overrides of the broker's ``group.share.*``
-  defaults, validated as Kafka's GroupConfig validates them (names, types,
-  fixed lower bounds, the broker's min/max settings, session timeout above the
-  heartbeat interval), against the overrides the group would have after the
-  change merged over the broker defaults. They exist independently of the
-  group (they may be set before it exists and outlive its deletion, as in
-  Kafka). :meth:`ShareGroups.config` gives the effective values, clamped into
-  the broker's current bounds.
+  defaults, with rules of their own (:mod:`.share_configs`); they exist
+  independently of the group (they may be set before it exists and outlive its
+  deletion, as in Kafka). :meth:`ShareGroups.config` gives the effective values.
 * Durability. Each change to a group's epochs, members, subscriptions or
   assignments, and each change of a group's configs, is written to the
   :class:`ShareGroupStore` journal before the answer (Kafka writes share group
@@ -84,11 +80,10 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import re
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+from typing import Any, ClassVar, Protocol
 
 from trafka.brokerlite.errors import BrokerError
 from trafka.brokerlite.groups.consumer_groups import (
@@ -98,13 +93,20 @@ from trafka.brokerlite.groups.consumer_groups import (
     tps_from_json,
     tps_json,
 )
+from trafka.brokerlite.groups.share_configs import (
+    GROUP_CONFIGS,
+    GroupConfigEntry,
+    GroupConfigs,
+    InvalidGroupConfigError,
+    InvalidGroupResourceError,
+    ShareGroupConfig,
+    ShareGroupSettings,
+    duration_ms,
+)
 from trafka.brokerlite.storage.journal import CrcJournal, JournalStore
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k76_share_group_heartbeat as _hb
 from trafka.codec.messages import k77_share_group_describe as _sd
-
-if TYPE_CHECKING:
-    from trafka.brokerlite.config import BrokerConfig
 
 __all__ = [
     "ASSIGNOR",
@@ -112,6 +114,7 @@ __all__ = [
     "SHARE_GROUPS_JOURNAL",
     "GroupConfigEntry",
     "InvalidGroupConfigError",
+    "InvalidGroupResourceError",
     "ShareGroup",
     "ShareGroupConfig",
     "ShareGroupListener",
@@ -120,6 +123,7 @@ __all__ = [
     "ShareGroupStoreError",
     "ShareGroups",
     "ShareMember",
+    "duration_ms",
     "simple_assign",
 ]
 
@@ -128,11 +132,6 @@ log = logging.getLogger("trafka.brokerlite")
 SHARE_GROUPS_JOURNAL = "trafka-share-groups.journal"
 ASSIGNOR = "simple"
 LEAVE_EPOCH = -1
-#: What DescribeConfigs calls a value set on the group (Kafka's ConfigSource GROUP_CONFIG).
-GROUP_CONFIG_SOURCE = 8
-_DEFAULT_CONFIG_SOURCE = 5
-_STATIC_BROKER_CONFIG_SOURCE = 4
-_INT_TYPE, _STRING_TYPE = 3, 2  # Kafka's ConfigType codes
 _NO_OPERATIONS = -(2**31)
 
 # (topic id, partition)
@@ -140,17 +139,6 @@ TP = tuple[uuid.UUID, int]
 
 
 # -- the interface the share partitions use -------------------------------------------------
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class ShareGroupConfig:
-    """A share group's effective settings: its overrides over the broker's defaults."""
-
-    auto_offset_reset: str  # "latest" | "earliest" | "by_duration:PT..." as configured
-    record_lock_duration_ms: int
-    delivery_count_limit: int
-    isolation_level: str  # "read_uncommitted" | "read_committed"
-    partition_max_record_locks: int
 
 
 class ShareGroupListener(Protocol):
@@ -171,217 +159,13 @@ class ShareGroupListener(Protocol):
         ...
 
 
-# -- broker settings -------------------------------------------------------------------------
-
-
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
-class ShareGroupSettings:
-    """The broker's share-group settings (Kafka's ``group.share.*``; defaults are Kafka's).
-
-    Each group config's default is the matching setting here, and its accepted
-    range the matching ``min_``/``max_`` pair.
-
-    Raises:
-        ValueError: a default is outside its min/max, a min exceeds its max, or the
-            heartbeat interval is not below the session timeout.
-    """
-
-    session_timeout_ms: int = 45_000
-    min_session_timeout_ms: int = 45_000
-    max_session_timeout_ms: int = 60_000
-    heartbeat_interval_ms: int = 5_000
-    min_heartbeat_interval_ms: int = 5_000
-    max_heartbeat_interval_ms: int = 15_000
-    max_size: int = 200
-    record_lock_duration_ms: int = 30_000
-    min_record_lock_duration_ms: int = 15_000
-    max_record_lock_duration_ms: int = 60_000
-    delivery_count_limit: int = 5
-    min_delivery_count_limit: int = 2
-    max_delivery_count_limit: int = 10
-    partition_max_record_locks: int = 2000
-    min_partition_max_record_locks: int = 100
-    max_partition_max_record_locks: int = 4000
-
-    def __post_init__(self) -> None:
-        for name in (
-            "session_timeout_ms",
-            "heartbeat_interval_ms",
-            "record_lock_duration_ms",
-            "delivery_count_limit",
-            "partition_max_record_locks",
-        ):
-            value, low, high = (
-                getattr(self, name),
-                getattr(self, "min_" + name),
-                getattr(self, "max_" + name),
-            )
-            if not 0 < low <= value <= high:
-                raise ValueError(f"share groups: need 0 < min_{name} <= {name} <= max_{name}")
-        if self.heartbeat_interval_ms >= self.session_timeout_ms:
-            raise ValueError("share groups: heartbeat_interval_ms must be below session_timeout_ms")
-        if self.max_size < 1:
-            raise ValueError("share groups: max_size must be >= 1")
-
-    @classmethod
-    def from_broker_config(cls, config: BrokerConfig) -> ShareGroupSettings:
-        """The ``group_share_*`` settings of a :class:`~trafka.brokerlite.config.BrokerConfig`."""
-        return cls(
-            **{f.name: getattr(config, "group_share_" + f.name) for f in dataclasses.fields(cls)}
-        )
-
-
-# -- group configs ---------------------------------------------------------------------------
-
-
-class InvalidGroupConfigError(BrokerError):
-    """A group config change Kafka would refuse (unknown name, bad value, out of bounds)."""
-
-    code: ClassVar[ErrorCode] = ErrorCode.INVALID_CONFIG
-
-
-class InvalidGroupResourceError(BrokerError):
-    """A GROUP config resource without a name."""
-
-    code: ClassVar[ErrorCode] = ErrorCode.INVALID_REQUEST
-
-
 class ShareGroupStoreError(BrokerError):
     """The share-group journal cannot be read or written."""
 
     code: ClassVar[ErrorCode] = ErrorCode.KAFKA_STORAGE_ERROR
 
 
-# ISO-8601 durations as Java's Duration reads them: days, hours, minutes and
-# (fractional) seconds, each optionally signed, letters in either case.
-_DURATION = re.compile(
-    r"([-+]?)P(?:([-+]?\d+)D)?"
-    r"(T(?:([-+]?\d+)H)?(?:([-+]?\d+)M)?(?:([-+]?\d+)(?:[.,](\d{0,9}))?S)?)?",
-    re.IGNORECASE,
-)
-
-
-def duration_ms(text: str) -> int | None:
-    """An ISO-8601 duration (``PnDTnHnMn.nS``, Java's ``Duration`` format) in ms, or None."""
-    match = _DURATION.fullmatch(text)
-    if match is None:
-        return None
-    sign, days, time_part, hours, minutes, seconds, fraction = match.groups()
-    if days is None and time_part is None:
-        return None  # "P" alone
-    if time_part is not None and hours is None and minutes is None and seconds is None:
-        return None  # "PT" alone
-    total_ns = (
-        int(days or 0) * 86_400 + int(hours or 0) * 3_600 + int(minutes or 0) * 60
-    ) * 10**9 + int(seconds or 0) * 10**9
-    if fraction:
-        frac_ns = int(fraction.ljust(9, "0"))
-        total_ns += -frac_ns if (seconds or "").startswith("-") else frac_ns
-    if sign == "-":
-        total_ns = -total_ns
-    return total_ns // 1_000_000
-
-
-def _check_auto_offset_reset(value: str) -> str | None:
-    """Why ``value`` is not a share.auto.offset.reset strategy, or None."""
-    if value in ("earliest", "latest"):
-        return None
-    if value.startswith("by_duration:"):
-        ms = duration_ms(value[len("by_duration:") :])
-        if ms is None:
-            return "the duration after 'by_duration:' is not an ISO-8601 duration (PnDTnHnMn.nS)"
-        if ms < 0:
-            return "a negative duration is not allowed"
-        return None
-    return "must be 'earliest', 'latest' or 'by_duration:<ISO-8601 duration>'"
-
-
-def _check_isolation_level(value: str) -> str | None:
-    if value in ("read_committed", "read_uncommitted"):
-        return None
-    return "must be read_committed or read_uncommitted"
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class _GroupConfigDef:
-    """One group config: its type, lower bound, and where its default and bounds come from."""
-
-    name: str
-    is_int: bool
-    at_least: int = 0
-    setting: str | None = None  # the ShareGroupSettings field giving the default
-    fixed_default: str | None = None  # the default of a config without a broker setting
-    check: Callable[[str], str | None] | None = None  # a string config's validator
-
-    @property
-    def broker_name(self) -> str | None:
-        """The broker setting this config overrides (its DescribeConfigs synonym)."""
-        return None if self.setting is None else "group.share." + self.setting.replace("_", ".")
-
-
 #: The group configs brokerlite serves (Kafka's ``share.*`` group configs).
-GROUP_CONFIGS: dict[str, _GroupConfigDef] = {
-    d.name: d
-    for d in (
-        _GroupConfigDef(
-            "share.auto.offset.reset",
-            is_int=False,
-            fixed_default="latest",
-            check=_check_auto_offset_reset,
-        ),
-        _GroupConfigDef(
-            "share.delivery.count.limit", is_int=True, at_least=2, setting="delivery_count_limit"
-        ),
-        _GroupConfigDef(
-            "share.heartbeat.interval.ms", is_int=True, at_least=1, setting="heartbeat_interval_ms"
-        ),
-        _GroupConfigDef(
-            "share.isolation.level",
-            is_int=False,
-            fixed_default="read_uncommitted",
-            check=_check_isolation_level,
-        ),
-        _GroupConfigDef(
-            "share.partition.max.record.locks",
-            is_int=True,
-            at_least=100,
-            setting="partition_max_record_locks",
-        ),
-        _GroupConfigDef(
-            "share.record.lock.duration.ms",
-            is_int=True,
-            at_least=1000,
-            setting="record_lock_duration_ms",
-        ),
-        _GroupConfigDef(
-            "share.session.timeout.ms", is_int=True, at_least=1, setting="session_timeout_ms"
-        ),
-    )
-}
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class GroupConfigEntry:
-    """One group config as DescribeConfigs reports it.
-
-    Attributes:
-        synonyms: ``(name, value, source)`` from the most to the least specific:
-            the group's override, then the broker setting it overrides (or the
-            config's own default when no broker setting exists).
-    """
-
-    name: str
-    value: str
-    source: int
-    config_type: int
-    synonyms: tuple[tuple[str, str, int], ...]
-
-
-def _parse_int(name: str, text: str) -> int:
-    try:
-        return int(text.strip())
-    except ValueError:
-        raise InvalidGroupConfigError(f"{name}: {text!r} is not an integer") from None
 
 
 # -- groups ----------------------------------------------------------------------------------
@@ -710,12 +494,16 @@ class ShareGroups:
         self.listeners: list[ShareGroupListener] = []
         self.other_group_type: Callable[[str], str | None] = _no_other_group
         self.groups: dict[str, ShareGroup] = {}
-        self._configs: dict[str, dict[str, str]] = {}
+        #: The group configs (overrides of ``settings``), kept in ``store``.
+        self.configs = GroupConfigs(
+            self.settings,
+            {} if store is None else store.group_configs(),
+            None if store is None else store.store_configs,
+        )
         self._saved: dict[str, dict[str, Any]] = {}
         # Loaded groups whose target assignment the listeners have not heard of yet.
         self._unannounced: set[str] = set()
         if store is not None:
-            self._configs = store.group_configs()
             for group_id, data in store.share_groups().items():
                 try:
                     group = _from_snapshot(group_id, data)
@@ -735,13 +523,7 @@ class ShareGroups:
     def config(self, group_id: str) -> ShareGroupConfig:
         """``group_id``'s effective settings: its overrides over the broker defaults,
         clamped into the broker's current bounds."""
-        return ShareGroupConfig(
-            auto_offset_reset=self._value("share.auto.offset.reset", group_id),
-            record_lock_duration_ms=self._int("share.record.lock.duration.ms", group_id),
-            delivery_count_limit=self._int("share.delivery.count.limit", group_id),
-            isolation_level=self._value("share.isolation.level", group_id),
-            partition_max_record_locks=self._int("share.partition.max.record.locks", group_id),
-        )
+        return self.configs.effective(group_id)
 
     def is_member(self, group_id: str, member_id: str) -> bool:
         """Whether ``member_id`` is a member of share group ``group_id`` now."""
@@ -882,7 +664,7 @@ class ShareGroups:
         return _hb.ShareGroupHeartbeatResponse(
             member_id=member_id,
             member_epoch=member.epoch,
-            heartbeat_interval_ms=self._int("share.heartbeat.interval.ms", group_id),
+            heartbeat_interval_ms=self.configs.int_value("share.heartbeat.interval.ms", group_id),
             assignment=assignment,
         )
 
@@ -1081,44 +863,15 @@ class ShareGroups:
                 log.exception("share group %r: a listener failed on the deletion", group_id)
         return ErrorCode.NONE
 
-    # -- group configs ----------------------------------------------------------------------------
+    # -- group configs (see :mod:`.share_configs`) -------------------------------------------------
 
     def overrides(self, group_id: str) -> dict[str, str]:
         """The configs set on ``group_id`` (a copy)."""
-        return dict(self._configs.get(group_id, {}))
+        return self.configs.overrides(group_id)
 
     def describe_configs(self, group_id: str) -> list[GroupConfigEntry]:
-        """Every group config of ``group_id`` with its value, source and synonyms, by name.
-
-        Raises:
-            InvalidGroupResourceError: ``group_id`` is empty.
-        """
-        if not group_id:
-            raise InvalidGroupResourceError("a GROUP config resource needs a group name")
-        overrides = self._configs.get(group_id, {})
-        out = []
-        for name, d in sorted(GROUP_CONFIGS.items()):
-            synonyms: list[tuple[str, str, int]] = []
-            if name in overrides:
-                synonyms.append((name, overrides[name], GROUP_CONFIG_SOURCE))
-            default = self._default(d)
-            if d.broker_name is not None and d.setting is not None:
-                kafka_default = str(getattr(ShareGroupSettings(), d.setting))
-                if default != kafka_default:
-                    synonyms.append((d.broker_name, default, _STATIC_BROKER_CONFIG_SOURCE))
-                synonyms.append((d.broker_name, kafka_default, _DEFAULT_CONFIG_SOURCE))
-            else:
-                synonyms.append((name, default, _DEFAULT_CONFIG_SOURCE))
-            out.append(
-                GroupConfigEntry(
-                    name=name,
-                    value=overrides.get(name, default),
-                    source=synonyms[0][2],
-                    config_type=_INT_TYPE if d.is_int else _STRING_TYPE,
-                    synonyms=tuple(synonyms),
-                )
-            )
-        return out
+        """Every group config of ``group_id`` (:meth:`.GroupConfigs.describe`)."""
+        return self.configs.describe(group_id)
 
     def alter_configs(
         self,
@@ -1128,109 +881,18 @@ class ShareGroups:
         incremental: bool,
         validate_only: bool = False,
     ) -> None:
-        """Change ``group_id``'s config overrides, all of them or none.
-
-        Args:
-            changes: config name -> new value, or None to remove the override.
-            incremental: True changes only the configs named (IncrementalAlterConfigs);
-                False makes ``changes`` the group's whole set of overrides (AlterConfigs).
-            validate_only: check, change nothing.
+        """Change ``group_id``'s config overrides, all of them or none
+        (:meth:`.GroupConfigs.alter`).
 
         Raises:
             InvalidGroupResourceError: ``group_id`` is empty.
-            InvalidGroupConfigError: a name is unknown, a value is invalid or out of
-                the broker's bounds, or the session timeout would not exceed the
-                heartbeat interval.
+            InvalidGroupConfigError: the change is not valid.
             ShareGroupStoreError: the change cannot be written (nothing changed).
         """
-        if not group_id:
-            raise InvalidGroupResourceError("a GROUP config resource needs a group name")
-        new = dict(self._configs.get(group_id, {})) if incremental else {}
-        for name, value in changes.items():
-            if value is None:
-                new.pop(name, None)
-            else:
-                new[name] = value
-        self._validate(new)
-        if validate_only or new == self._configs.get(group_id, {}):
-            return
-        if self.store is not None:
-            self.store.store_configs(group_id, new)
-        if new:
-            self._configs[group_id] = new
-        else:
-            self._configs.pop(group_id, None)
-        log.info("group %r: configs now %s", group_id, new)
-
-    def _validate(self, overrides: Mapping[str, str]) -> None:
-        unknown = sorted(n for n in overrides if n not in GROUP_CONFIGS)
-        if unknown:
-            raise InvalidGroupConfigError(
-                f"unknown group config {unknown[0]!r} (brokerlite serves "
-                f"{', '.join(sorted(GROUP_CONFIGS))})"
-            )
-        ints: dict[str, int] = {}
-        for name, d in GROUP_CONFIGS.items():
-            if name not in overrides:
-                if d.is_int:
-                    ints[name] = int(self._default(d))
-                continue
-            text = overrides[name]
-            if not d.is_int:
-                assert d.check is not None
-                why = d.check(text)
-                if why is not None:
-                    raise InvalidGroupConfigError(f"{name}: {text!r}: {why}")
-                continue
-            value = _parse_int(name, text)
-            if value < d.at_least:
-                raise InvalidGroupConfigError(f"{name}: {value} is below {d.at_least}")
-            assert d.setting is not None and d.broker_name is not None
-            low, high = self._bounds(d)
-            if value < low:
-                raise InvalidGroupConfigError(
-                    f"{name}: {value} is below the broker's "
-                    f"{d.broker_name.replace('group.share.', 'group.share.min.')} ({low})"
-                )
-            if value > high:
-                raise InvalidGroupConfigError(
-                    f"{name}: {value} is above the broker's "
-                    f"{d.broker_name.replace('group.share.', 'group.share.max.')} ({high})"
-                )
-            ints[name] = value
-        if ints["share.session.timeout.ms"] <= ints["share.heartbeat.interval.ms"]:
-            raise InvalidGroupConfigError(
-                "share.session.timeout.ms must be greater than share.heartbeat.interval.ms "
-                f"({ints['share.session.timeout.ms']} <= {ints['share.heartbeat.interval.ms']})"
-            )
-
-    def _bounds(self, d: _GroupConfigDef) -> tuple[int, int]:
-        assert d.setting is not None
-        return (
-            int(getattr(self.settings, "min_" + d.setting)),
-            int(getattr(self.settings, "max_" + d.setting)),
-        )
-
-    def _default(self, d: _GroupConfigDef) -> str:
-        if d.setting is not None:
-            return str(getattr(self.settings, d.setting))
-        assert d.fixed_default is not None
-        return d.fixed_default
-
-    def _value(self, name: str, group_id: str) -> str:
-        value = self._configs.get(group_id, {}).get(name)
-        return self._default(GROUP_CONFIGS[name]) if value is None else value
-
-    def _int(self, name: str, group_id: str) -> int:
-        """An int config's effective value, clamped into the broker's current bounds
-        (they may have changed since it was set, as Kafka clamps)."""
-        d = GROUP_CONFIGS[name]
-        value = int(self._value(name, group_id))
-        low, high = self._bounds(d)
-        return min(max(value, low), high)
+        self.configs.alter(group_id, changes, incremental=incremental, validate_only=validate_only)
 
     def _session_timeout_ms(self, group_id: str) -> int:
-        return self._int("share.session.timeout.ms", group_id)
+        return self.configs.int_value("share.session.timeout.ms", group_id)
 
     # -- durability -----------------------------------------------------------------------------
 

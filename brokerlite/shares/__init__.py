@@ -2,7 +2,9 @@
 
 :mod:`.partition` is one share-partition's record states (sans-IO, no log, no
 clock); :mod:`.fetcher` (``ShareFetcher``) serves ShareFetch and
-ShareAcknowledge over the partition logs and keeps the share-state journal. The
+ShareAcknowledge over the partition logs, and the offsets admin
+(:mod:`.offsets_admin`); :mod:`.state_store` is the share-state journal and
+:mod:`.share_config` what a share-partition needs of its group's configs. The
 membership side of share groups is the group coordinator's
 (:mod:`trafka.brokerlite.groups.share_groups`).
 

@@ -59,21 +59,8 @@ Rules and invariants:
   delivered again after a restart. Acquisitions alone are not written: after a
   restart, records acquired and never acknowledged are available again.
 * Offsets admin (DescribeShareGroupOffsets, AlterShareGroupOffsets,
-  DeleteShareGroupOffsets; whether the group may be changed is the
-  coordinator's to decide). :meth:`ShareFetcher.start_offset` reports a
-  share-partition's start offset and its lag (KIP-1226, as Kafka computes it):
-  the high watermark minus the start offset minus the in-flight offsets
-  already done, never below 0. :meth:`ShareFetcher.alter_start_offsets`
-  replaces a share-partition's whole state with a fresh one at the new start
-  offset (its in-flight records and their delivery counts are forgotten); an
-  offset must be 0 or more (INVALID_REQUEST) and at most the log end offset
-  (OFFSET_OUT_OF_RANGE; Kafka accepts it and resets the share-partition to the
-  log start at its next fetch), and one below the log start offset starts at
-  the log start (where Kafka's next fetch would move it). Partitions without
-  state get it. :meth:`ShareFetcher.delete_topics` forgets one group's state of
-  whole topics; the next member starts them by ``share.auto.offset.reset``.
-  Both are written to the journal in one fsynced write before they take effect
-  in memory: a failed write changes nothing (KAFKA_STORAGE_ERROR).
+  DeleteShareGroupOffsets) works on the same share-partitions, with rules of
+  its own (:mod:`.offsets_admin`); the journal is :mod:`.state_store`'s.
 """
 
 from __future__ import annotations
@@ -84,17 +71,18 @@ import logging
 import re
 import uuid
 from collections.abc import Callable, Iterable, Mapping
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from trafka.brokerlite.errors import BrokerError
-from trafka.brokerlite.storage.journal import CrcJournal, JournalStore
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k78_share_fetch as _sf
 from trafka.codec.messages import k79_share_acknowledge as _sa
 from trafka.codec.records import RecordBatchHeader, iter_batches
 
+from .offsets_admin import ShareOffsetInfo, ShareOffsetsAdmin
 from .partition import AcquiredRange, BatchSpan, SharePartition
+from .share_config import DefaultShareConfig, ShareConfig
+from .state_store import SP, ShareStateError, ShareStateStore
 
 if TYPE_CHECKING:
     from trafka.brokerlite.storage.log_manager import LogManager
@@ -118,128 +106,6 @@ DEFAULT_MAX_RECORDS = 500
 _MAX_EPOCH = 2**31 - 1
 _RENEW = 4
 _READ_MAX = 1 << 20  # the most log bytes read for new records per partition and fetch
-FORMAT = "share-state"
-FORMAT_VERSION = 1
-
-SP = tuple[str, str, int]  # (group, topic, partition)
-
-
-class ShareStateError(BrokerError):
-    """The share-state journal cannot be read or written."""
-
-    code = ErrorCode.KAFKA_STORAGE_ERROR
-
-
-class ShareConfig(Protocol):
-    """What a share-partition needs of its group's configuration."""
-
-    @property
-    def auto_offset_reset(self) -> str: ...
-
-    @property
-    def record_lock_duration_ms(self) -> int: ...
-
-    @property
-    def delivery_count_limit(self) -> int: ...
-
-    @property
-    def isolation_level(self) -> str: ...
-
-    @property
-    def partition_max_record_locks(self) -> int: ...
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class DefaultShareConfig:
-    """Kafka's defaults, for a broker without a share-group coordinator config."""
-
-    auto_offset_reset: str = "latest"
-    record_lock_duration_ms: int = 30_000
-    delivery_count_limit: int = 5
-    isolation_level: str = "read_uncommitted"
-    partition_max_record_locks: int = 2000
-
-
-# -- the journal ------------------------------------------------------------------------
-
-
-class ShareStateStore(JournalStore):
-    """Share-partition snapshots in a CRC journal (``trafka-share-state.journal``).
-
-    Entries: ``{"kind": "partition", "group", "topic", "topic_id", "partition",
-    "start", "runs"}`` (the latest one of a partition wins), ``{"kind":
-    "drop_group", "group"}``, ``{"kind": "drop_topic", "topic"}`` and ``{"kind":
-    "drop_partition", "group", "topic", "partition"}`` (one group's state of one
-    partition, forgotten by DeleteShareGroupOffsets; journals written before it
-    existed read as before, and a brokerlite that predates it refuses a journal
-    holding one as of an unknown kind rather than misread it).
-    """
-
-    def __init__(self, path: Path, *, fsync: bool = True, compact_min_bytes: int = 1 << 20) -> None:
-        journal = CrcJournal(
-            Path(path),
-            format_name=FORMAT,
-            version=FORMAT_VERSION,
-            fsync=fsync,
-            error=ShareStateError,
-        )
-        super().__init__(journal, compact_min_bytes=compact_min_bytes, name="share-state journal")
-        self._partitions: dict[SP, dict[str, Any]] = {}
-        self._load()
-
-    def partitions(self) -> dict[SP, dict[str, Any]]:
-        """Every stored share-partition snapshot (a copy)."""
-        return dict(self._partitions)
-
-    def write(self, entries: list[dict[str, Any]]) -> None:
-        """Write ``entries`` in one fsynced append, then apply them."""
-        if not entries:
-            return
-        self._journal.append_many(entries)
-        for entry in entries:
-            self._apply(entry)
-        self._maybe_compact()
-
-    def _apply(self, entry: dict[str, Any]) -> None:
-        kind = entry.get("kind")
-        if kind == "partition":
-            key = (entry["group"], entry["topic"], int(entry["partition"]))
-            self._partitions[key] = entry
-        elif kind == "drop_group":
-            for key in [k for k in self._partitions if k[0] == entry["group"]]:
-                del self._partitions[key]
-        elif kind == "drop_topic":
-            for key in [k for k in self._partitions if k[1] == entry["topic"]]:
-                del self._partitions[key]
-        elif kind == "drop_partition":
-            self._partitions.pop((entry["group"], entry["topic"], int(entry["partition"])), None)
-        else:
-            raise ShareStateError(f"{self.path}: unknown entry kind {kind!r}")
-
-    def _live_entries(self) -> list[dict[str, Any]]:
-        return list(self._partitions.values())
-
-
-# -- offsets admin ----------------------------------------------------------------------
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class ShareOffsetInfo:
-    """One share-partition as DescribeShareGroupOffsets reports it.
-
-    Attributes:
-        start_offset: the share-partition start offset (SPSO).
-        lag: records from the start offset up to the high watermark that are not
-            yet acknowledged or archived (KIP-1226).
-    """
-
-    start_offset: int
-    lag: int
-
-
-#: An answer for one entry of an offsets admin request: its error and message.
-EntryResult = tuple[ErrorCode, str | None]
-_OK: EntryResult = (ErrorCode.NONE, None)
 
 
 # -- sessions and pending fetches -------------------------------------------------------
@@ -311,7 +177,7 @@ def duration_ms(text: str) -> int:
 # -- the manager ------------------------------------------------------------------------
 
 
-class ShareFetcher:
+class ShareFetcher(ShareOffsetsAdmin):
     """Share-partitions, share sessions and their journal (see the module rules).
 
     Args:
@@ -418,160 +284,6 @@ class ShareFetcher:
     def group_partitions(self, group_id: str) -> dict[tuple[str, int], SharePartition]:
         """Every share-partition of a group, keyed by (topic, partition)."""
         return {(k[1], k[2]): sp for k, sp in self._partitions.items() if k[0] == group_id}
-
-    # -- offsets admin (see the module rules) ---------------------------------------------------
-
-    def start_offset(self, group_id: str, topic: str, partition: int) -> ShareOffsetInfo | None:
-        """``group_id``'s start offset and lag of one partition; None when it has
-        no share state there (or the topic no longer exists)."""
-        key = (group_id, topic, partition)
-        sp = self._partitions.get(key)
-        info = self._logs.topic(topic)
-        if sp is None or info is None or not 0 <= partition < info.num_partitions:
-            return None
-        if self._topic_ids.get(key) not in ("", str(info.topic_id)):
-            return None  # the state of a topic since deleted and created again
-        high_watermark = int(self._logs.partition(topic, partition).high_watermark)
-        lag = high_watermark - sp.start_offset - sp.delivery_complete_count()
-        return ShareOffsetInfo(sp.start_offset, max(lag, 0))
-
-    def start_offsets(self, group_id: str) -> dict[tuple[str, int], ShareOffsetInfo]:
-        """Every partition ``group_id`` has share state for, by (topic, partition)."""
-        out = {}
-        for group, topic, partition in sorted(self._partitions):
-            if group == group_id:
-                found = self.start_offset(group_id, topic, partition)
-                if found is not None:
-                    out[(topic, partition)] = found
-        return out
-
-    def alter_start_offsets(
-        self, group_id: str, offsets: Mapping[tuple[str, int], int]
-    ) -> dict[tuple[str, int], EntryResult]:
-        """Set ``group_id``'s start offsets: ``{(topic, partition): offset}``.
-
-        Returns:
-            Per entry NONE, or UNKNOWN_TOPIC_OR_PARTITION, INVALID_REQUEST (a
-            negative offset), OFFSET_OUT_OF_RANGE (past the log end offset) or
-            KAFKA_STORAGE_ERROR (the journal write failed: nothing changed),
-            with a message.
-        """
-        results: dict[tuple[str, int], EntryResult] = {}
-        fresh: dict[tuple[str, int], SharePartition] = {}
-        config = self._config_for(group_id)
-        for (topic, partition), offset in offsets.items():
-            try:
-                plog = self._logs.partition(topic, partition)
-            except BrokerError:
-                results[(topic, partition)] = (
-                    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                    f"unknown topic-partition {topic}-{partition}",
-                )
-                continue
-            end = int(plog.log_end_offset)
-            if offset < 0:
-                results[(topic, partition)] = (
-                    ErrorCode.INVALID_REQUEST,
-                    f"{topic}-{partition}: start offset {offset} is negative",
-                )
-            elif offset > end:
-                results[(topic, partition)] = (
-                    ErrorCode.OFFSET_OUT_OF_RANGE,
-                    f"{topic}-{partition}: start offset {offset} is past the log end offset {end}",
-                )
-            else:
-                fresh[(topic, partition)] = SharePartition(
-                    max(offset, int(plog.log_start_offset)),
-                    delivery_count_limit=config.delivery_count_limit,
-                    max_record_locks=config.partition_max_record_locks,
-                )
-                results[(topic, partition)] = _OK
-        if not fresh:
-            return results
-        entries = []
-        topic_ids = {}
-        for (topic, partition), sp in fresh.items():
-            info = self._logs.topic(topic)
-            topic_ids[(topic, partition)] = str(info.topic_id) if info is not None else ""
-            entries.append(
-                {
-                    "kind": "partition",
-                    "group": group_id,
-                    "topic": topic,
-                    "topic_id": topic_ids[(topic, partition)],
-                    "partition": partition,
-                    **sp.snapshot(),
-                }
-            )
-        try:
-            self._store.write(entries)
-        except ShareStateError as exc:
-            log.error("share group %r: new start offsets not stored: %s", group_id, exc)
-            for tp in fresh:
-                results[tp] = (ErrorCode.KAFKA_STORAGE_ERROR, f"the share state not stored: {exc}")
-            return results
-        for (topic, partition), sp in fresh.items():
-            key = (group_id, topic, partition)
-            self._partitions[key] = sp
-            self._topic_ids[key] = topic_ids[(topic, partition)]
-            log.info(
-                "share group %r: %s-%d starts at offset %d",
-                group_id,
-                topic,
-                partition,
-                sp.start_offset,
-            )
-        self._deadline_stale = True
-        for topic, partition in fresh:
-            self._notify(topic, partition)
-        return results
-
-    def delete_topics(self, group_id: str, topics: Iterable[str]) -> dict[str, EntryResult]:
-        """Forget ``group_id``'s share state of whole topics.
-
-        Returns:
-            Per distinct topic NONE, or UNKNOWN_TOPIC_OR_PARTITION (no such
-            topic, or no state of it) or KAFKA_STORAGE_ERROR (the journal write
-            failed: nothing changed), with a message.
-        """
-        results: dict[str, EntryResult] = {}
-        gone: dict[str, list[SP]] = {}
-        for topic in dict.fromkeys(topics):
-            if self._logs.topic(topic) is None:
-                results[topic] = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic {topic}")
-                continue
-            keys = sorted(k for k in self._partitions if k[0] == group_id and k[1] == topic)
-            if not keys:
-                results[topic] = (
-                    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                    f"there is no offset information to delete: group {group_id} has no "
-                    f"share state of {topic}",
-                )
-                continue
-            gone[topic] = keys
-            results[topic] = _OK
-        entries = [
-            {"kind": "drop_partition", "group": g, "topic": t, "partition": p}
-            for keys in gone.values()
-            for g, t, p in keys
-        ]
-        try:
-            self._store.write(entries)
-        except ShareStateError as exc:
-            log.error("share group %r: deleted offsets not stored: %s", group_id, exc)
-            for topic in gone:
-                results[topic] = (
-                    ErrorCode.KAFKA_STORAGE_ERROR,
-                    f"the deletion not stored: {exc}",
-                )
-            return results
-        for topic, keys in gone.items():
-            for key in keys:
-                del self._partitions[key]
-                self._topic_ids.pop(key, None)
-            log.info("share group %r: share state of %s deleted", group_id, topic)
-        self._deadline_stale = True
-        return results
 
     # -- requests -----------------------------------------------------------------------------
 

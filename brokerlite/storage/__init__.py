@@ -5,8 +5,9 @@ settings :mod:`.topic_configs`), each partition's log (:mod:`.partition`) with
 its leader epochs (:mod:`.epochs`) and segments (:mod:`.segment`), compaction
 (:mod:`.cleaner`), the offline checker (:mod:`.verify`), atomic file
 replacement (:mod:`.files`), the CRC journal the small stores share
-(:mod:`.journal`), the store a coordinator keeps in an
-internal topic instead (:mod:`.topic_store`), the directory's identity
+(:mod:`.journal`), the persistence port of the coordinators' stores
+(:mod:`.state_port`: a journal file, or an internal topic, :mod:`.internal_topic`,
+in a cluster), the directory's identity
 (:mod:`.node_meta`) and the conversion of pre-0.11 message sets at the edges
 (:mod:`.message_format`).
 

@@ -47,15 +47,15 @@ import json
 import logging
 import os
 import struct
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from types import TracebackType
-from typing import Any, Self
+from typing import Any, Protocol
 
 from trafka.brokerlite.errors import BrokerError
+from trafka.brokerlite.storage.state_port import DurableStore
 from trafka.codec.crc import crc32c
 
-__all__ = ["CrcJournal", "JournalStore", "frame"]
+__all__ = ["CrcJournal", "JournalFile", "JournalState", "JournalStore", "frame"]
 
 log = logging.getLogger(__name__)
 
@@ -362,15 +362,133 @@ class CrcJournal:
         return self._fd
 
 
-class JournalStore:
-    """In-memory state kept in a :class:`CrcJournal`: replay, writes and compaction.
+class JournalState(Protocol):
+    """A state that a :class:`JournalFile` keeps: entries applied, and the entries
+    that rebuild it."""
+
+    def apply(self, entry: dict[str, Any]) -> None: ...
+
+    def live_entries(self) -> list[dict[str, Any]]: ...
+
+
+class JournalFile:
+    """A state's changes as the entries of a :class:`CrcJournal`: the persistence
+    port of one node (:class:`~.state_port.StatePort`).
+
+    The state is two callables: ``apply`` (one entry into the state) and
+    ``live_entries`` (entries that rebuild the state). :meth:`open` replays the
+    journal; :meth:`write` appends, then applies, so the state never runs ahead of
+    the file. Compaction runs on open when the journal is over twice its live
+    state, and after a write that makes it grow past ``_GROWTH_FACTOR`` times the
+    size of its last compaction; never below ``compact_min_bytes``.
+
+    Args:
+        journal: the (unopened) journal.
+        apply: applies one entry to the state (raises the journal's error class
+            for an entry it cannot read).
+        live_entries: the entries that rebuild the state as it is.
+        compact_min_bytes: never compact a journal smaller than this.
+        name: what log lines call the journal.
+    """
+
+    def __init__(
+        self,
+        journal: CrcJournal,
+        *,
+        apply: Callable[[dict[str, Any]], None],
+        live_entries: Callable[[], list[dict[str, Any]]],
+        compact_min_bytes: int,
+        name: str,
+    ) -> None:
+        self.journal = journal
+        self._apply = apply
+        self._live_entries = live_entries
+        self._compact_min = compact_min_bytes
+        self._compact_at = compact_min_bytes
+        self._name = name
+
+    @classmethod
+    def over(
+        cls, journal: CrcJournal, state: JournalState, *, compact_min_bytes: int, name: str
+    ) -> JournalFile:
+        """A journal file for ``state``, whose ``apply`` and ``live_entries`` it calls."""
+        return cls(
+            journal,
+            apply=state.apply,
+            live_entries=state.live_entries,
+            compact_min_bytes=compact_min_bytes,
+            name=name,
+        )
+
+    @property
+    def path(self) -> Path:
+        """The journal file."""
+        return self.journal.path
+
+    @property
+    def size(self) -> int:
+        """The journal's current size in bytes."""
+        return self.journal.size
+
+    def open(self) -> None:
+        """Open the journal and replay it into the state (the journal is closed on failure)."""
+        entries = self.journal.open()
+        try:
+            for entry in entries:
+                self._apply(entry)
+            live = len(frame(self.journal.header())) + sum(
+                len(frame(e)) for e in self._live_entries()
+            )
+            self._compact_at = max(self._compact_min, _GROWTH_FACTOR * live)
+            if self.journal.size > max(self._compact_min, 2 * live):
+                self.compact()
+        except BaseException:
+            self.journal.close()
+            raise
+
+    def write(self, *entries: dict[str, Any], sync: bool = True) -> None:
+        """Write ``entries`` in one append, then apply them in order.
+
+        Raises:
+            The journal's error class: the write failed; nothing was applied.
+        """
+        self.journal.append_many(entries, sync=sync)
+        for entry in entries:
+            self._apply(entry)
+        if self.journal.size > self._compact_at:
+            try:
+                self.compact()
+            except BrokerError as exc:
+                # The entries are durable; a failed compaction only postpones the next one.
+                log.warning("%s %s: compaction failed: %s", self._name, self.path, exc)
+                self._compact_at = self.journal.size * 2
+
+    def compact(self) -> None:
+        """Rewrite the journal to hold only the live state.
+
+        Raises:
+            The journal's error class: the rewrite failed; the old journal is still in place.
+        """
+        self.journal.rewrite(self._live_entries())
+        self._compact_at = max(self._compact_min, _GROWTH_FACTOR * self.journal.size)
+
+    def flush(self) -> None:
+        """fsync the journal (a no-op when every write is already fsynced)."""
+        self.journal.flush()
+
+    def close(self) -> None:
+        """Flush and close the journal; later writes raise the journal's error class."""
+        self.journal.close()
+
+
+class JournalStore(DurableStore):
+    """In-memory state kept in a :class:`CrcJournal`, for a store that lives on one
+    node only: the state and its :class:`JournalFile` in one object.
 
     A subclass sets up its empty state, then calls :meth:`_load`; it implements
     :meth:`_apply` (one entry into the state) and :meth:`_live_entries` (entries
-    that rebuild the state). Compaction runs on load when the journal is over
-    twice its live state, and after a write that makes it grow past
-    ``_GROWTH_FACTOR`` times the size of its last compaction; never below
-    ``compact_min_bytes``.
+    that rebuild the state), and writes with :meth:`_write` (see
+    :class:`JournalFile` for replay and compaction).
 
     Args:
         journal: the (unopened) journal.
@@ -380,79 +498,23 @@ class JournalStore:
 
     def __init__(self, journal: CrcJournal, *, compact_min_bytes: int, name: str) -> None:
         self._journal = journal
-        self._compact_min = compact_min_bytes
-        self._compact_at = compact_min_bytes
-        self._name = name
-
-    @property
-    def path(self) -> Path:
-        """The journal file."""
-        return self._journal.path
-
-    @property
-    def journal_bytes(self) -> int:
-        """The journal's current size in bytes."""
-        return self._journal.size
-
-    def compact(self) -> None:
-        """Rewrite the journal to hold only the live state.
-
-        Raises:
-            The journal's error class: the rewrite failed; the old journal is still in place.
-        """
-        self._journal.rewrite(self._live_entries())
-        self._compact_at = max(self._compact_min, _GROWTH_FACTOR * self._journal.size)
-
-    def flush(self) -> None:
-        """fsync the journal (a no-op when every write is already fsynced)."""
-        self._journal.flush()
-
-    def close(self) -> None:
-        """Flush and close the journal; later writes raise the journal's error class."""
-        self._journal.close()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
+        self._file = JournalFile(
+            journal,
+            apply=self._apply,
+            live_entries=self._live_entries,
+            compact_min_bytes=compact_min_bytes,
+            name=name,
+        )
+        super().__init__(self._file)
 
     def _load(self) -> None:
         """Open the journal and replay it into the state (the journal is closed on failure)."""
-        entries = self._journal.open()
-        try:
-            for entry in entries:
-                self._apply(entry)
-            live = len(frame(self._journal.header())) + sum(
-                len(frame(e)) for e in self._live_entries()
-            )
-            self._compact_at = max(self._compact_min, _GROWTH_FACTOR * live)
-            if self._journal.size > max(self._compact_min, 2 * live):
-                self.compact()
-        except BaseException:
-            self._journal.close()
-            raise
+        self._file.open()
 
-    def _write(self, entry: dict[str, Any], *, sync: bool = True) -> None:
-        """Write ``entry``, then apply it (so the state never runs ahead of the file)."""
-        self._journal.append(entry, sync=sync)
-        self._apply(entry)
-        self._maybe_compact()
-
-    def _maybe_compact(self) -> None:
-        """Compact if writes have grown the journal past the threshold."""
-        if self._journal.size > self._compact_at:
-            try:
-                self.compact()
-            except BrokerError as exc:
-                # The entry itself is durable; a failed compaction only postpones the next one.
-                log.warning("%s %s: compaction failed: %s", self._name, self.path, exc)
-                self._compact_at = self._journal.size * 2
+    def _write(self, *entries: dict[str, Any], sync: bool = True) -> None:
+        """Write ``entries`` in one append, then apply them (so the state never runs
+        ahead of the file)."""
+        self._file.write(*entries, sync=sync)
 
     def _apply(self, entry: dict[str, Any]) -> None:
         raise NotImplementedError

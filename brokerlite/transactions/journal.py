@@ -1,9 +1,14 @@
 """Durable transaction-coordinator state for brokerlite: a CRC-checked journal.
 
 Kafka keeps this state in the ``__transaction_state`` topic; brokerlite keeps it in
-one append-only journal file, replayed into memory when the journal opens. The
-entry framing and the file's life cycle (replay, torn tails, atomic rewrite) are
-:class:`~trafka.brokerlite.storage.journal.CrcJournal`'s, shared with the offset store.
+one append-only journal file, replayed into memory when the journal opens (and
+in that topic in cluster mode, :mod:`.replicated_journal`). The state is one
+:class:`TxnState`, changed by *entries*; the store is a :class:`TxnStore`, the
+state and the persistence port the entries go through
+(:mod:`..storage.state_port`), and :class:`TxnJournal` is the store over the
+journal file. The entry framing and the file's life cycle (replay, torn tails,
+atomic rewrite) are :class:`~trafka.brokerlite.storage.journal.CrcJournal`'s,
+shared with the offset store.
 
 Journal format:
 
@@ -68,7 +73,8 @@ from typing import Any, NamedTuple
 
 from trafka.brokerlite.errors import BrokerError
 from trafka.brokerlite.groups.offsets import CommittedOffset, offset_rows
-from trafka.brokerlite.storage.journal import CrcJournal, JournalStore
+from trafka.brokerlite.storage.journal import CrcJournal, JournalFile
+from trafka.brokerlite.storage.state_port import DurableStore, StatePort
 from trafka.codec.errors import ErrorCode
 
 __all__ = [
@@ -76,6 +82,8 @@ __all__ = [
     "TxnJournal",
     "TxnJournalError",
     "TxnRecord",
+    "TxnState",
+    "TxnStore",
     "WrittenMarker",
     "record_from_json",
     "record_to_json",
@@ -251,8 +259,211 @@ def record_from_json(obj: dict[str, Any]) -> TxnRecord:
 # --- the transaction store ---------------------------------------------------------------------
 
 
-class TxnJournal(JournalStore):
-    """The transaction coordinator's durable state: transactional ids and producer ids.
+class TxnState:
+    """The transaction coordinator's state in memory: what :meth:`apply` made of
+    the entries (see the module rules).
+
+    Args:
+        where: what errors call the store (``transaction journal <path>``).
+    """
+
+    def __init__(self, where: str) -> None:
+        self.where = where
+        #: transactional id -> its record
+        self.records: dict[str, TxnRecord] = {}
+        #: the first producer id not reserved yet
+        self.pid_limit = 0
+        #: (topic, partition) -> markers not known to be on disk, in offset order
+        self.unsynced: dict[tuple[str, int], list[WrittenMarker]] = {}
+        self.unsynced_count = 0
+
+    def apply(self, entry: dict[str, Any]) -> None:
+        """Apply one entry.
+
+        Raises:
+            TxnJournalError: the entry's kind is unknown (a newer brokerlite wrote
+                it) or it is malformed.
+        """
+        kind = entry.get("kind")
+        try:
+            if kind == "txn":
+                record = record_from_json(entry)
+                self.records[record.transactional_id] = record
+            elif kind == "delete":
+                self.records.pop(str(entry["id"]), None)
+            elif kind == "pids":
+                self.pid_limit = max(self.pid_limit, int(entry["limit"]))
+            elif kind == "markers":
+                for row in entry["written"]:
+                    self._add_marker(_marker_from_json(row))
+            elif kind == "markers-synced":
+                for t, p, upto in entry["partitions"]:
+                    self._forget_markers((str(t), int(p)), None if upto is None else int(upto))
+            else:
+                raise TxnJournalError(
+                    f"{self.where}: unknown entry kind {kind!r} (written by a newer brokerlite?)"
+                )
+        except (KeyError, TypeError, ValueError) as exc:
+            # The CRC matched, so this is not a torn write but a malformed entry.
+            raise TxnJournalError(f"{self.where}: malformed {kind!r} entry: {exc!r}") from exc
+
+    def _add_marker(self, m: WrittenMarker) -> None:
+        markers = self.unsynced.setdefault((m.topic, m.partition), [])
+        # The producer's previous marker here says the same thing: drop it. Should a
+        # power loss take it, its transaction's surviving records get this one's
+        # outcome, which is theirs too (everything after a lost marker is lost).
+        for i in range(len(markers) - 1, -1, -1):
+            prev = markers[i]
+            if prev.producer_id == m.producer_id:
+                if (prev.producer_epoch, prev.coordinator_epoch, prev.commit) == (
+                    m.producer_epoch,
+                    m.coordinator_epoch,
+                    m.commit,
+                ):
+                    del markers[i]
+                    self.unsynced_count -= 1
+                break
+        markers.append(m)
+        self.unsynced_count += 1
+
+    def _forget_markers(self, tp: tuple[str, int], upto: int | None) -> None:
+        markers = self.unsynced.get(tp)
+        if markers is None:
+            return
+        kept = [] if upto is None else [m for m in markers if m.offset >= upto]
+        self.unsynced_count -= len(markers) - len(kept)
+        if kept:
+            self.unsynced[tp] = kept
+        else:
+            del self.unsynced[tp]
+
+    def live_entries(self) -> list[dict[str, Any]]:
+        """The entries that rebuild the state as it is (a journal's compaction)."""
+        entries: list[dict[str, Any]] = []
+        if self.pid_limit:
+            entries.append({"kind": "pids", "limit": self.pid_limit})
+        if self.unsynced:
+            # Before the records, as when they were first written.
+            rows = [_marker_to_json(m) for ms in self.unsynced.values() for m in ms]
+            entries.append({"kind": "markers", "written": rows})
+        entries.extend(record_to_json(r) for r in self.records.values())
+        return entries
+
+
+class TxnStore(DurableStore):
+    """The transaction coordinator's durable state: a :class:`TxnState` and the
+    :class:`~..storage.state_port.StatePort` its changes are written through.
+
+    Made as :class:`TxnJournal` (a journal file) or
+    :class:`~.replicated_journal.ReplicatedTxnJournal` (``__transaction_state``).
+
+    Args:
+        state: the in-memory state, which ``port`` applies the changes to.
+        port: where the changes are written.
+    """
+
+    def __init__(self, state: TxnState, port: StatePort) -> None:
+        super().__init__(port)
+        self._state = state
+
+    # -- reading ------------------------------------------------------------------------------
+
+    @property
+    def producer_id_limit(self) -> int:
+        """The first producer id not reserved yet (every id below may have been used)."""
+        return self._state.pid_limit
+
+    def records(self) -> dict[str, TxnRecord]:
+        """Every transactional id's record (a copy of the mapping)."""
+        return dict(self._state.records)
+
+    def record(self, transactional_id: str) -> TxnRecord | None:
+        """The record of ``transactional_id``, or None."""
+        return self._state.records.get(transactional_id)
+
+    def unsynced_markers(self) -> dict[tuple[str, int], list[WrittenMarker]]:
+        """The markers not known to be on disk, per partition, in offset order (a copy)."""
+        return {tp: list(ms) for tp, ms in self._state.unsynced.items()}
+
+    @property
+    def unsynced_marker_count(self) -> int:
+        """How many markers :meth:`unsynced_markers` holds."""
+        return self._state.unsynced_count
+
+    # -- writing ------------------------------------------------------------------------------
+
+    def put(
+        self, record: TxnRecord, *, sync: bool = True, markers: Iterable[WrittenMarker] = ()
+    ) -> None:
+        """Store ``record``, replacing the transactional id's previous one.
+
+        Args:
+            record: the new record.
+            sync: fsync before returning (when the journal fsyncs at all). Without
+                it the record is in the page cache and becomes durable with the next
+                synced write.
+            markers: markers the broker wrote for this transition; their positions
+                are written first, in the same write (see the module docstring).
+                A topic keeps no marker positions (their partitions' replicas
+                acknowledge them).
+
+        Raises:
+            TxnJournalError: the write failed; the previous record and the unsynced
+                markers stay as they were.
+        """
+        rows = [_marker_to_json(m) for m in markers]
+        entries: list[dict[str, Any]] = []
+        if rows:
+            entries.append({"kind": "markers", "written": rows})
+        entries.append(record_to_json(record))
+        self._port.write(*entries, sync=sync)
+
+    def markers_synced(
+        self, synced: Mapping[tuple[str, int], int | None], *, sync: bool = True
+    ) -> None:
+        """Forget markers now known to be on disk (or no longer needed).
+
+        Args:
+            synced: per partition, the offset below which its markers are on disk,
+                or None to forget all of the partition's markers (it is gone, or was
+                dealt with).
+            sync: fsync the entry. Losing it is harmless when the partitions really
+                were fsynced: the positions then only point below the log end.
+
+        Raises:
+            TxnJournalError: the write failed; nothing was forgotten.
+        """
+        unsynced = self._state.unsynced
+        rows = [[t, p, upto] for (t, p), upto in synced.items() if (t, p) in unsynced]
+        if rows:
+            self._port.write({"kind": "markers-synced", "partitions": rows}, sync=sync)
+
+    def delete(self, transactional_id: str) -> None:
+        """Durably forget ``transactional_id`` (it expired).
+
+        Raises:
+            TxnJournalError: the write failed; the record stays.
+        """
+        if transactional_id in self._state.records:
+            self._port.write({"kind": "delete", "id": transactional_id})
+
+    def reserve_producer_ids(self, limit: int) -> None:
+        """Durably mark every producer id below ``limit`` as possibly handed out.
+
+        Raises:
+            TxnJournalError: the write failed, or producer ids come from the
+                cluster (a topic); nothing was reserved.
+            ValueError: ``limit`` is lower than the current limit.
+        """
+        if limit < self._state.pid_limit:
+            raise ValueError(
+                f"producer id limit cannot go down ({self._state.pid_limit} -> {limit})"
+            )
+        self._port.write({"kind": "pids", "limit": limit})
+
+
+class TxnJournal(TxnStore):
+    """The transaction coordinator's durable state in a journal file (one node).
 
     Opening replays the journal (truncating a torn tail) and compacts it when it has
     grown well past its live state.
@@ -276,173 +487,9 @@ class TxnJournal(JournalStore):
             fsync=fsync,
             error=TxnJournalError,
         )
-        super().__init__(journal, compact_min_bytes=compact_min_bytes, name="transaction journal")
-        self._records: dict[str, TxnRecord] = {}
-        self._pid_limit = 0
-        # (topic, partition) -> markers not known to be on disk, in offset order
-        self._unsynced: dict[tuple[str, int], list[WrittenMarker]] = {}
-        self._unsynced_count = 0
-        self._load()
-
-    # -- reading ------------------------------------------------------------------------------
-
-    @property
-    def producer_id_limit(self) -> int:
-        """The first producer id not reserved yet (every id below may have been used)."""
-        return self._pid_limit
-
-    def records(self) -> dict[str, TxnRecord]:
-        """Every transactional id's record (a copy of the mapping)."""
-        return dict(self._records)
-
-    def record(self, transactional_id: str) -> TxnRecord | None:
-        """The record of ``transactional_id``, or None."""
-        return self._records.get(transactional_id)
-
-    def unsynced_markers(self) -> dict[tuple[str, int], list[WrittenMarker]]:
-        """The markers not known to be on disk, per partition, in offset order (a copy)."""
-        return {tp: list(ms) for tp, ms in self._unsynced.items()}
-
-    @property
-    def unsynced_marker_count(self) -> int:
-        """How many markers :meth:`unsynced_markers` holds."""
-        return self._unsynced_count
-
-    # -- writing ------------------------------------------------------------------------------
-
-    def put(
-        self, record: TxnRecord, *, sync: bool = True, markers: Iterable[WrittenMarker] = ()
-    ) -> None:
-        """Store ``record``, replacing the transactional id's previous one.
-
-        Args:
-            record: the new record.
-            sync: fsync before returning (when the journal fsyncs at all). Without
-                it the record is in the page cache and becomes durable with the next
-                synced write.
-            markers: markers the broker wrote for this transition; their positions
-                are written first, in the same write (see the module docstring).
-
-        Raises:
-            TxnJournalError: the write failed; the previous record and the unsynced
-                markers stay as they were.
-        """
-        rows = [_marker_to_json(m) for m in markers]
-        entries: list[dict[str, Any]] = []
-        if rows:
-            entries.append({"kind": "markers", "written": rows})
-        entries.append(record_to_json(record))
-        self._journal.append_many(entries, sync=sync)
-        self._records[record.transactional_id] = record
-        if rows:
-            self._apply(entries[0])
-        self._maybe_compact()
-
-    def markers_synced(
-        self, synced: Mapping[tuple[str, int], int | None], *, sync: bool = True
-    ) -> None:
-        """Forget markers now known to be on disk (or no longer needed).
-
-        Args:
-            synced: per partition, the offset below which its markers are on disk,
-                or None to forget all of the partition's markers (it is gone, or was
-                dealt with).
-            sync: fsync the entry. Losing it is harmless when the partitions really
-                were fsynced: the positions then only point below the log end.
-
-        Raises:
-            TxnJournalError: the write failed; nothing was forgotten.
-        """
-        rows = [[t, p, upto] for (t, p), upto in synced.items() if (t, p) in self._unsynced]
-        if rows:
-            self._write({"kind": "markers-synced", "partitions": rows}, sync=sync)
-
-    def delete(self, transactional_id: str) -> None:
-        """Durably forget ``transactional_id`` (it expired).
-
-        Raises:
-            TxnJournalError: the write failed; the record stays.
-        """
-        if transactional_id in self._records:
-            self._write({"kind": "delete", "id": transactional_id})
-
-    def reserve_producer_ids(self, limit: int) -> None:
-        """Durably mark every producer id below ``limit`` as possibly handed out.
-
-        Raises:
-            TxnJournalError: the write failed; nothing was reserved.
-            ValueError: ``limit`` is lower than the current limit.
-        """
-        if limit < self._pid_limit:
-            raise ValueError(f"producer id limit cannot go down ({self._pid_limit} -> {limit})")
-        self._write({"kind": "pids", "limit": limit})
-
-    # -- internals ----------------------------------------------------------------------------
-
-    def _apply(self, entry: dict[str, Any]) -> None:
-        kind = entry.get("kind")
-        try:
-            if kind == "txn":
-                record = record_from_json(entry)
-                self._records[record.transactional_id] = record
-            elif kind == "delete":
-                self._records.pop(str(entry["id"]), None)
-            elif kind == "pids":
-                self._pid_limit = max(self._pid_limit, int(entry["limit"]))
-            elif kind == "markers":
-                for row in entry["written"]:
-                    self._add_marker(_marker_from_json(row))
-            elif kind == "markers-synced":
-                for t, p, upto in entry["partitions"]:
-                    self._forget_markers((str(t), int(p)), None if upto is None else int(upto))
-            else:
-                raise TxnJournalError(
-                    f"transaction journal {self.path}: unknown entry kind {kind!r} "
-                    "(written by a newer brokerlite?)"
-                )
-        except (KeyError, TypeError, ValueError) as exc:
-            # The CRC matched, so this is not a torn write but a malformed entry.
-            raise TxnJournalError(
-                f"transaction journal {self.path}: malformed {kind!r} entry: {exc!r}"
-            ) from exc
-
-    def _add_marker(self, m: WrittenMarker) -> None:
-        markers = self._unsynced.setdefault((m.topic, m.partition), [])
-        # The producer's previous marker here says the same thing: drop it. Should a
-        # power loss take it, its transaction's surviving records get this one's
-        # outcome, which is theirs too (everything after a lost marker is lost).
-        for i in range(len(markers) - 1, -1, -1):
-            prev = markers[i]
-            if prev.producer_id == m.producer_id:
-                if (prev.producer_epoch, prev.coordinator_epoch, prev.commit) == (
-                    m.producer_epoch,
-                    m.coordinator_epoch,
-                    m.commit,
-                ):
-                    del markers[i]
-                    self._unsynced_count -= 1
-                break
-        markers.append(m)
-        self._unsynced_count += 1
-
-    def _forget_markers(self, tp: tuple[str, int], upto: int | None) -> None:
-        markers = self._unsynced.get(tp)
-        if markers is None:
-            return
-        kept = [] if upto is None else [m for m in markers if m.offset >= upto]
-        self._unsynced_count -= len(markers) - len(kept)
-        if kept:
-            self._unsynced[tp] = kept
-        else:
-            del self._unsynced[tp]
-
-    def _live_entries(self) -> list[dict[str, Any]]:
-        entries: list[dict[str, Any]] = []
-        if self._pid_limit:
-            entries.append({"kind": "pids", "limit": self._pid_limit})
-        if self._unsynced:
-            # Before the records, as when they were first written.
-            rows = [_marker_to_json(m) for ms in self._unsynced.values() for m in ms]
-            entries.append({"kind": "markers", "written": rows})
-        entries.extend(record_to_json(r) for r in self._records.values())
-        return entries
+        state = TxnState(f"transaction journal {journal.path}")
+        port = JournalFile.over(
+            journal, state, compact_min_bytes=compact_min_bytes, name="transaction journal"
+        )
+        super().__init__(state, port)
+        port.open()

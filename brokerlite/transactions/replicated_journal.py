@@ -5,7 +5,9 @@ On a single node the coordinator's state lives in a journal file
 (:class:`~.journal.TxnJournal`). In a cluster it must outlive the broker that
 coordinates a transactional id, so :class:`ReplicatedTxnJournal` keeps it where
 Kafka does: as records of the id's ``__transaction_state`` partition, replicated
-like any other; the coordinator is that partition's leader.
+like any other; the coordinator is that partition's leader. The state is the
+journal's (:class:`~.journal.TxnState`, changed by the same entries);
+:class:`TxnTopic` is the persistence port that writes them as records.
 
 Rules and invariants:
 
@@ -32,24 +34,14 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable
 from typing import Any
 
-from trafka.codec.records import encode_batch
-
 from ..cluster.view import TRANSACTION_STATE_TOPIC
-from ..errors import BrokerError
-from ..storage.topic_store import TopicStore
-from .journal import (
-    TxnJournal,
-    TxnJournalError,
-    TxnRecord,
-    WrittenMarker,
-    record_from_json,
-    record_to_json,
-)
+from ..storage.internal_topic import InternalTopic, TopicPort
+from .journal import TxnJournalError, TxnRecord, TxnState, TxnStore, record_from_json
 
-__all__ = ["ReplicatedTxnJournal"]
+__all__ = ["ReplicatedTxnJournal", "TxnTopic"]
 
 log = logging.getLogger("trafka.brokerlite.transactions")
 
@@ -58,38 +50,28 @@ def _key(transactional_id: str) -> bytes:
     return json.dumps(["t", transactional_id], separators=(",", ":")).encode()
 
 
-class ReplicatedTxnJournal(TopicStore, TxnJournal):
-    """A :class:`~.journal.TxnJournal` whose writes are records of
-    ``__transaction_state`` (see the module rules); made as
-    :class:`~..storage.topic_store.TopicStore` says (a transactional id's partition for
-    ``partition_for``)."""
+class TxnTopic(TopicPort):
+    """The persistence port of :class:`ReplicatedTxnJournal`: the store's entries
+    as records of ``__transaction_state`` (see the module rules), written to the
+    id's partition, then applied to the state.
 
-    TOPIC = TRANSACTION_STATE_TOPIC
+    Args:
+        topic: the topic's partitions here.
+        state: the store's state.
+    """
 
-    def _empty_state(self) -> None:
-        self._records: dict[str, TxnRecord] = {}
-        self._pid_limit = 0
-        self._unsynced = {}
-        self._unsynced_count = 0
-
-    # -- what the base class does with a file --------------------------------------------------
+    def __init__(self, topic: InternalTopic, state: TxnState) -> None:
+        super().__init__(topic)
+        self._state = state
 
     def close(self) -> None:
-        self._loaded.clear()
-        self._records.clear()
-
-    def markers_synced(
-        self, synced: Mapping[tuple[str, int], int | None], *, sync: bool = True
-    ) -> None:
-        """Markers are never tracked here (their partitions' replicas acknowledge them)."""
-
-    def reserve_producer_ids(self, limit: int) -> None:
-        raise TxnJournalError("producer ids come from the cluster's blocks in cluster mode")
+        super().close()
+        self._state.records.clear()
 
     # -- partitions ----------------------------------------------------------------------------
 
     def load_partition(self, partition: int) -> dict[str, TxnRecord]:
-        """Replay one partition's log into memory (this broker now leads it).
+        """Replay one partition's log into the state (this broker now leads it).
 
         Returns:
             The records of the transactional ids it holds.
@@ -97,27 +79,20 @@ class ReplicatedTxnJournal(TopicStore, TxnJournal):
         Raises:
             TxnJournalError: a record cannot be read.
         """
-        self._forget(partition)
+        self.forget(partition)
         found: dict[str, TxnRecord] = {}
-        for key, value in self._records_of(partition, TxnJournalError):
+        for key, value in self.topic.records_of(partition, TxnJournalError):
             self._replay(partition, key, value, found)
-        self._loaded.add(partition)
-        self._records.update(found)
+        self.topic.loaded(partition)
+        self._state.records.update(found)
         return found
 
-    def unload_partition(self, partition: int) -> set[str]:
-        """Forget one partition's transactional ids (this broker no longer leads it).
-
-        Returns:
-            The ids forgotten.
-        """
-        self._loaded.discard(partition)
-        return self._forget(partition)
-
-    def _forget(self, partition: int) -> set[str]:
-        gone = {tid for tid in self._records if self._partition_for(tid) == partition}
+    def forget(self, partition: int) -> set[str]:
+        """Drop one partition's transactional ids from memory; returns them."""
+        records = self._state.records
+        gone = {tid for tid in records if self.topic.partition_for(tid) == partition}
         for tid in gone:
-            del self._records[tid]
+            del records[tid]
         return gone
 
     @staticmethod
@@ -141,39 +116,80 @@ class ReplicatedTxnJournal(TopicStore, TxnJournal):
 
     # -- writing --------------------------------------------------------------------------------
 
-    def put(
-        self, record: TxnRecord, *, sync: bool = True, markers: Iterable[WrittenMarker] = ()
+    def write(self, *entries: dict[str, Any], sync: bool = True) -> None:
+        # ``sync`` is the journal's fsync; here durability is the replication's.
+        for entry in entries:
+            kind = entry["kind"]
+            if kind in ("markers", "markers-synced"):
+                continue  # markers are acknowledged by their partitions' replicas
+            if kind == "pids":
+                raise TxnJournalError("producer ids come from the cluster's blocks in cluster mode")
+            if kind == "txn":
+                tid = entry["id"]
+                doc = {k: v for k, v in entry.items() if k != "kind"}
+                value: bytes | None = json.dumps(doc, separators=(",", ":")).encode()
+            elif kind == "delete":
+                tid, value = entry["id"], None
+            else:
+                raise TxnJournalError(f"__transaction_state: cannot write a {kind!r} change")
+            self.topic.append(
+                tid, [(_key(tid), value)], TxnJournalError, f"transactional id {tid!r}"
+            )
+            self._state.apply(entry)
+
+
+class ReplicatedTxnJournal(TxnStore):
+    """The transaction coordinator's durable state in ``__transaction_state`` (see
+    the module rules): a :class:`~.journal.TxnState` written through a
+    :class:`TxnTopic`.
+
+    Args:
+        partition_for: a transactional id's ``__transaction_state`` partition, or
+            None while the topic does not exist.
+        append: appends a record batch to one of its partitions on this broker.
+        read: ``read(partition) -> chunks``: the partition's whole log here.
+        now_ms: the clock, for record timestamps.
+    """
+
+    def __init__(
+        self,
+        *,
+        partition_for: Callable[[str], int | None],
+        append: Callable[[int, bytes], None],
+        read: Callable[[int], Iterable[bytes]],
+        now_ms: Callable[[], int],
     ) -> None:
-        """Append ``record`` to its id's partition (``sync`` and ``markers`` are the
-        single-node journal's and mean nothing here).
+        topic = InternalTopic(
+            TRANSACTION_STATE_TOPIC,
+            partition_for=partition_for,
+            append=append,
+            read=read,
+            now_ms=now_ms,
+        )
+        state = TxnState(f"transaction journal {TRANSACTION_STATE_TOPIC}")
+        self._topic = TxnTopic(topic, state)
+        super().__init__(state, self._topic)
+
+    def loaded_partitions(self) -> set[int]:
+        """The partitions whose ids are in memory (this broker leads them)."""
+        return self._topic.topic.loaded_partitions()
+
+    def load_partition(self, partition: int) -> dict[str, TxnRecord]:
+        """Replay one partition's log into memory (this broker now leads it).
+
+        Returns:
+            The records of the transactional ids it holds.
 
         Raises:
-            TxnJournalError: this broker does not hold the partition, or the append failed.
+            TxnJournalError: a record cannot be read.
         """
-        doc = record_to_json(record)
-        del doc["kind"]
-        self._append_record(record.transactional_id, json.dumps(doc, separators=(",", ":")))
-        self._records[record.transactional_id] = record
+        return self._topic.load_partition(partition)
 
-    def delete(self, transactional_id: str) -> None:
-        """Append the tombstone of an expired id."""
-        if transactional_id in self._records:
-            self._append_record(transactional_id, None)
-            del self._records[transactional_id]
+    def unload_partition(self, partition: int) -> set[str]:
+        """Forget one partition's transactional ids (this broker no longer leads it).
 
-    def _append_record(self, tid: str, value: str | None) -> None:
-        partition = self._partition_for(tid)
-        if partition is None or partition not in self._loaded:
-            raise TxnJournalError(
-                f"transactional id {tid!r}: this broker does not hold its "
-                "__transaction_state partition"
-            )
-        encoded = None if value is None else value.encode()
-        batch = encode_batch([(self._now_ms(), _key(tid), encoded, ())])
-        try:
-            self._append(partition, batch)
-        except BrokerError as exc:
-            raise TxnJournalError(f"__transaction_state-{partition}: {exc}") from exc
-
-    def _apply(self, entry: dict[str, Any]) -> None:
-        raise TxnJournalError("__transaction_state has no journal entries to apply")
+        Returns:
+            The ids forgotten.
+        """
+        self._topic.topic.unloaded(partition)
+        return self._topic.forget(partition)

@@ -78,7 +78,7 @@ def test_sdk_configuration_reference_is_complete() -> None:
 
 
 def test_sdk_librdkafka_table_names_every_alias_and_every_refused_name() -> None:
-    """docs/sdk.md's librdkafka section lists each other-client alias of a setting
+    """docs/migrating-from-confluent-kafka.md's librdkafka section lists each other-client alias of a setting
     and each name trafka refuses (sdk/config_keys.py's ``_NOT_TAKEN``)."""
     import dataclasses
 
@@ -90,9 +90,9 @@ def test_sdk_librdkafka_table_names_every_alias_and_every_refused_name() -> None
     )
     from trafka.sdk.config_keys import _NOT_TAKEN
 
-    text = (DOCS / "sdk.md").read_text()
-    start = text.index("### librdkafka's (confluent-kafka's) settings")
-    section = text[start : text.index("\n## ", start)]
+    text = (DOCS / "migrating-from-confluent-kafka.md").read_text()
+    start = text.index("## librdkafka's settings")
+    section = text[start:]
     named = set(re.findall(r"`([\w.]+)`", section))
     aliases = {
         alias

@@ -62,6 +62,11 @@ def test_proxy_metrics_move_as_records_flow(tmp_path: Path) -> None:
         assert grew("trafka_proxy_upstream_request_seconds_count", broker="1") > 0
         assert after[("trafka_proxy_connections_open", ())] >= 0
         assert after[("trafka_proxy_connections_total", ())] > 0
+        assert after[("trafka_proxy_upstream_connections_open", ())] >= 0
+        assert after[("trafka_proxy_memory_pool_waiting", ())] >= 0
+        # The default budget, 100 MiB: what is held and what is left make it up.
+        pool = [after[(f"trafka_proxy_memory_pool_{m}_bytes", ())] for m in ("used", "available")]
+        assert sum(pool) == 104_857_600
         assert ("trafka_proxy_errors_total", (("kind", "too_large"),)) in after
         # The upstream answers connections: ready (the first probe runs at start).
         assert status(base + "/readyz") == 200

@@ -502,21 +502,6 @@ def test_a_decompression_bomb_is_refused_and_others_carry_on(broker: RunningBrok
         assert grown_kib < 32 * 1024
 
 
-def test_a_request_never_received_whole_closes_its_connection(broker: RunningBroker) -> None:
-    with proxy_in_thread(
-        upstream=(broker.bootstrap_servers,), port=0, request_receive_timeout_ms=300
-    ) as px:
-        with socket.create_connection(px.address, timeout=10) as s:
-            s.sendall(b"\x00\x00\x01\x00" + b"x" * 20)  # 256 bytes announced, 20 sent
-            s.settimeout(10)
-            started = time.monotonic()
-            assert s.recv(100) == b""  # closed by the proxy
-            assert time.monotonic() - started < 9  # well before our own timeout
-        topic = fresh()
-        create(px.bootstrap_servers, topic, 1)
-        confluent_produce(px.bootstrap_servers, topic, 3)
-
-
 def test_a_node_port_that_cannot_be_bound_is_served_on_a_free_one(
     broker: RunningBroker,
 ) -> None:
@@ -598,14 +583,15 @@ def test_two_thousand_idle_connections_neither_stop_others_nor_outlive_their_tim
     broker: RunningBroker,
 ) -> None:
     """2,000 idle client connections: another client is still served (its keyed
-    records routed; its round trips printed, not judged), memory grows by a
-    bounded amount per connection, and connections_max_idle_ms closes them all."""
+    records routed; its round trips and the memory per idle connection printed,
+    not judged), none of them costs an upstream connection, and
+    connections_max_idle_ms closes them all."""
     idle_ms = 4000
     with proxy_in_thread(
         upstream=(broker.bootstrap_servers,), port=0, connections_max_idle_ms=idle_ms
     ) as px:
         topic = fresh()
-        create(px.bootstrap_servers, topic, 4)
+        create(broker.bootstrap_servers, topic, 4)  # not through the proxy: it has no client
         before = _rss_kib()
         idle = []
         try:
@@ -616,6 +602,8 @@ def test_two_thousand_idle_connections_neither_stop_others_nor_outlive_their_tim
                 time.sleep(0.05)
             assert px.statistics.open_connections >= 2000
             grown = _rss_kib() - before
+            # Silent since they connected: no upstream connection opened for any.
+            assert px.statistics.upstream_connections == 0
 
             async def round_trips() -> list[float]:
                 async with open_producer(
@@ -637,8 +625,6 @@ def test_two_thousand_idle_connections_neither_stop_others_nor_outlive_their_tim
             records = placement(broker.bootstrap_servers, topic, 4)
             assert len(records) == 200
             assert all(r.partition == murmur2_partition(r.key, 4) for r in records)
-            # Bounded: the proxy's buffers per connection, not a frame's worth each.
-            assert grown < 2000 * 512
             # Every idle connection is closed once idle_ms has passed.
             for sock in idle:
                 sock.settimeout(idle_ms / 1000 + 30)

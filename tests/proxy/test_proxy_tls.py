@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+import struct
 from pathlib import Path
 from typing import Any
 
@@ -116,7 +117,8 @@ def test_sasl_ssl_from_end_to_end(certs: dict[str, str], tmp_path: Path) -> None
 def test_an_upstream_that_fails_tls_closes_the_client_connection(
     certs: dict[str, str], tmp_path: Path
 ) -> None:
-    # The proxy expects TLS from a plaintext broker: each client connection is closed.
+    # The proxy expects TLS from a plaintext broker: each client connection is
+    # closed at its first request (when the proxy opens its upstream side).
     with (
         broker_in_thread(port=0, host="127.0.0.1", data_dir=tmp_path) as broker,
         proxy_in_thread(
@@ -129,6 +131,7 @@ def test_an_upstream_that_fails_tls_closes_the_client_connection(
         socket.create_connection(px.address, timeout=10) as s,
     ):
         s.settimeout(15)
+        s.sendall(struct.pack(">ihhih", 12, 18, 0, 1, 2) + b"px")  # ApiVersions v0
         assert s.recv(100) == b""
 
 

@@ -3,7 +3,7 @@ limit, a frame larger than the limit alone, first come first served."""
 
 from __future__ import annotations
 
-from trafka.brokerlite.request_budget import RequestBudget
+from trafka.common.request_budget import RequestBudget
 
 
 def test_grants_within_the_limit_and_queues_the_rest() -> None:
