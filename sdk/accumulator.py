@@ -61,6 +61,13 @@ Rules and invariants:
   retried until the deadline (NOT_ENOUGH_REPLICAS, NOT_LEADER_OR_FOLLOWER...)
   is not reported as a bare timeout. Each retry is reported to ``on_retry``.
 
+The accumulator is three modules: this one (appending, and deciding what to
+send: ready partitions, drain, encoding), :mod:`.batch_queues` (the
+per-partition queues, the memory they hold, and outcomes: complete, fail,
+retry, split, expire, abort) and :mod:`.producer_batches` (the batch, the
+record handle, sizes, and the Produce request); every name stays importable
+from here.
+
 ``now`` is the driver's monotonic clock in seconds; timestamps in records are
 wall-clock milliseconds supplied by the caller.
 """
@@ -69,274 +76,47 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import math
 import random
-from collections import deque
-from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
 
 from trafka.codec import ErrorCode, KafkaError
 from trafka.codec.compression import Compression
-from trafka.codec.messages import k00_produce as produce
 from trafka.codec.records import encode_batch
 
-from .errors import (
-    ArgumentTypeError,
-    DeliveryTimeoutError,
-    SerializationError,
-    UsageError,
+from .batch_queues import BatchQueues, PartitionQueue
+from .errors import UsageError
+from .producer_batches import (
+    BATCH_OVERHEAD,
+    INT32_MAX,
+    RECORD_MEMORY_OVERHEAD,
+    RECORD_OVERHEAD,
+    BufferFullError,
+    ProducerBatch,
+    RecordHandle,
+    RecordMetadata,
+    build_produce_request,
+    child_batch,
+    estimate_size,
+    produce_results,
+    unencodable,
 )
-from .statistics import PartitionCounters, TopicCounters, topic_totals
 
 __all__ = [
     "Accumulator",
+    "BATCH_OVERHEAD",
     "BufferFullError",
     "ProducerBatch",
+    "RECORD_MEMORY_OVERHEAD",
+    "RECORD_OVERHEAD",
     "RecordHandle",
     "RecordMetadata",
     "ReadyCheck",
     "build_produce_request",
     "estimate_size",
+    "produce_results",
 ]
 
-_INT32_MAX = 2**31 - 1
-
 log = logging.getLogger("trafka.sdk.producer")
-
-# Per-record bytes beyond key, value and headers: length, attributes, timestamp
-# and offset deltas, key/value lengths and header count as small varints.
-RECORD_OVERHEAD = 12
-BATCH_OVERHEAD = 61
-# What CPython spends on each buffered record besides its bytes: the record
-# tuple (72), its timestamp int (32) and its list slot (8). Counted against
-# buffer.memory so that the bound holds for the process's real memory.
-RECORD_MEMORY_OVERHEAD = 112
-
-
-def estimate_size(
-    key: bytes | None, value: bytes | None, headers: Sequence[tuple[str, bytes | None]]
-) -> int:
-    """Approximate encoded size of one record (exact enough for ``batch.size``)."""
-    n = RECORD_OVERHEAD
-    if key is not None:
-        n += len(key)
-    if value is not None:
-        n += len(value)
-    for hk, hv in headers:
-        n += len(hk) + 4 + (len(hv) if hv is not None else 0)
-    return n
-
-
-class BufferFullError(Exception):
-    """Internal: ``buffer.memory`` cannot hold the record yet (the driver waits)."""
-
-    def __init__(self, needed: int) -> None:
-        super().__init__(needed)
-        self.needed = needed
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class RecordMetadata:
-    """Where a record was written.
-
-    Attributes:
-        topic, partition, offset: its position in the log (offset -1 with acks=0).
-        timestamp: the record's timestamp (the broker's under log-append time).
-        serialized_key_size, serialized_value_size: bytes, -1 for None.
-    """
-
-    topic: str
-    partition: int
-    offset: int
-    timestamp: int
-    serialized_key_size: int = -1
-    serialized_value_size: int = -1
-
-
-class ProducerBatch:
-    """Records for one partition, sent (and retried) together."""
-
-    __slots__ = (
-        "attempts",
-        "base_offset",
-        "base_sequence",
-        "callbacks",
-        "children",
-        "created",
-        "done",
-        "encoded",
-        "error",
-        "full",
-        "in_flight",
-        "last_error",
-        "limit",
-        "log_append_time",
-        "memory",
-        "order",
-        "parent",
-        "partition",
-        "pending_children",
-        "producer_epoch",
-        "producer_id",
-        "records",
-        "retry_at",
-        "seq",
-        "size",
-        "topic",
-        "txn",
-        "waker",
-    )
-
-    def __init__(self, topic: str, partition: int, now: float, seq: int) -> None:
-        self.topic = topic
-        self.partition = partition
-        self.records: list[
-            tuple[int, bytes | None, bytes | None, Sequence[tuple[str, bytes | None]]]
-        ] = []
-        self.size = BATCH_OVERHEAD
-        self.memory = 0  # bytes reserved out of buffer.memory
-        self.created = now
-        self.seq = seq  # creation order within the partition
-        # Sort key within the partition: split halves sort right after their parent.
-        self.order: tuple[int, ...] = (seq,)
-        # A batch split after MESSAGE_TOO_LARGE: its halves (index of their first
-        # record, batch); it resolves once they all have.
-        self.children: list[tuple[int, ProducerBatch]] | None = None
-        self.parent: ProducerBatch | None = None
-        self.pending_children = 0
-        self.attempts = 0
-        self.retry_at = -math.inf  # not backing off (any clock reading is after it)
-        self.base_sequence = -1
-        # The identity the sequence numbers belong to (-1 until sequenced).
-        self.producer_id = -1
-        self.producer_epoch = -1
-        self.encoded: bytes | None = None
-        self.in_flight = False
-        self.full = False
-        self.done = False
-        # The size at which the producer's hot path must look at the batch: the
-        # batch size (it is then full), or less while the producer wants to poll.
-        self.limit = 0
-        self.base_offset = -1
-        self.log_append_time = -1
-        self.error: BaseException | None = None
-        # The error of the last attempt that was retried (named by a delivery timeout).
-        self.last_error: BaseException | None = None
-        self.txn = 0  # the transaction's number (Accumulator.txn_open when created)
-        self.callbacks: list[tuple[RecordHandle, Callable[[RecordHandle], Any]]] | None = None
-        # Set by the driver to something with ``set()`` (an event) while a task waits.
-        self.waker: Any = None
-
-    @property
-    def record_count(self) -> int:
-        return len(self.records)
-
-    def resolve(self) -> None:
-        """Done (completed or failed): wake the waiter, run the callbacks, and
-        resolve the parent once its last split half is done. The accumulator's."""
-        self.done = True
-        if self.waker is not None:
-            self.waker.set()
-        if self.callbacks:
-            callbacks, self.callbacks = self.callbacks, None
-            for handle, fn in callbacks:
-                _call_back(fn, handle)
-        parent = self.parent
-        if parent is not None:
-            parent.pending_children -= 1
-            if parent.pending_children == 0:
-                parent.resolve()
-
-    def locate(self, index: int) -> tuple[ProducerBatch, int]:
-        """The batch that carried record ``index`` of this one, and its index there."""
-        batch = self
-        while batch.children is not None:
-            for start, child in reversed(batch.children):
-                if index >= start:
-                    batch, index = child, index - start
-                    break
-        return batch, index
-
-    def __repr__(self) -> str:
-        return (
-            f"<ProducerBatch {self.topic}-{self.partition} #{self.seq} records={len(self.records)}>"
-        )
-
-
-def _call_back(fn: Callable[[RecordHandle], Any], handle: RecordHandle) -> None:
-    """A record's done callback: what it raises is logged, as
-    :mod:`concurrent.futures` does; it must not stop whoever resolved the record
-    (a connection's reader, the sender) and with it the producer."""
-    try:
-        fn(handle)
-    except Exception:
-        log.exception("a record's done callback %r raised", fn)
-
-
-class RecordHandle:
-    """A future-like result for one record.
-
-    The producer's driver subclass makes it awaitable; here it offers
-    :meth:`done`, :meth:`result`, :meth:`exception` and callbacks.
-    """
-
-    __slots__ = ("batch", "index")
-
-    def __init__(self, batch: ProducerBatch, index: int) -> None:
-        self.batch = batch
-        self.index = index
-
-    def done(self) -> bool:
-        return self.batch.done
-
-    def exception(self) -> BaseException | None:
-        """The failure, or ``None`` if the record was written.
-
-        Raises:
-            UsageError: not resolved yet.
-        """
-        if not self.batch.done:
-            raise UsageError("the record is not delivered yet")
-        return self.batch.locate(self.index)[0].error
-
-    def result(self) -> RecordMetadata:
-        """The record's metadata.
-
-        Raises:
-            UsageError: not resolved yet.
-            KafkaError (or another TrafkaError): the record failed.
-        """
-        if not self.batch.done:
-            raise UsageError("the record is not delivered yet")
-        b, index = self.batch.locate(self.index)
-        if b.error is not None:
-            raise b.error
-        ts, key, value, _ = b.records[index]
-        offset = b.base_offset + index if b.base_offset >= 0 else -1
-        return RecordMetadata(
-            b.topic,
-            b.partition,
-            offset,
-            b.log_append_time if b.log_append_time >= 0 else ts,
-            -1 if key is None else len(key),
-            -1 if value is None else len(value),
-        )
-
-    def add_done_callback(self, fn: Callable[[RecordHandle], Any]) -> None:
-        """Call ``fn(handle)`` when resolved (at once if it already is).
-
-        Raises:
-            TypeError: ``fn`` is not callable.
-        """
-        if not callable(fn):
-            raise ArgumentTypeError(f"fn must be callable, got {fn!r}")
-        b = self.batch
-        if b.done:
-            _call_back(fn, self)
-            return
-        if b.callbacks is None:
-            b.callbacks = []
-        b.callbacks.append((self, fn))
 
 
 @dataclasses.dataclass(slots=True)
@@ -354,30 +134,7 @@ class ReadyCheck:
     unknown_leaders: set[str]
 
 
-class _Queue:
-    __slots__ = (
-        "batches",
-        "counters",
-        "in_flight",
-        "next_seq",
-        "producer_epoch",
-        "producer_id",
-        "reset",
-    )
-
-    def __init__(self) -> None:
-        self.batches: deque[ProducerBatch] = deque()
-        # Records and batches acknowledged, failed and retried (counted per batch).
-        self.counters = PartitionCounters()
-        self.in_flight = 0
-        self.next_seq = 0
-        # The identity next_seq counts for; a batch encoded under another starts at 0.
-        self.producer_id = -1
-        self.producer_epoch = -1
-        self.reset = False
-
-
-class Accumulator:
+class Accumulator(BatchQueues):
     """Batches records per partition and decides what to send.
 
     Args:
@@ -413,7 +170,7 @@ class Accumulator:
         linger: float = 0.005,
         buffer_memory: int = 32 * 1024 * 1024,
         delivery_timeout: float = 120.0,
-        retries: int = _INT32_MAX,
+        retries: int = INT32_MAX,
         retry_backoff: float = 0.1,
         retry_backoff_max: float = 1.0,
         compression: Compression | int = Compression.NONE,
@@ -426,13 +183,17 @@ class Accumulator:
         clock: Callable[[], float] | None = None,
         rng: random.Random | None = None,
     ) -> None:
+        super().__init__(
+            delivery_timeout=delivery_timeout,
+            retries=retries,
+            retry_backoff=retry_backoff,
+            retry_backoff_max=retry_backoff_max,
+            clock=clock,
+            rng=rng,
+        )
         self.batch_size = batch_size
         self.linger = linger
         self.buffer_memory = buffer_memory
-        self.delivery_timeout = delivery_timeout
-        self.retries = retries
-        self.retry_backoff = retry_backoff
-        self.retry_backoff_max = retry_backoff_max
         self.compression = Compression(compression)
         self.compression_level = compression_level
         self.max_request_size = max_request_size
@@ -440,48 +201,12 @@ class Accumulator:
         self.transactional = transactional
         self.send_allowed: Callable[[str, int, int], bool] | None = None
         self.txn_open = 0
-        self.on_failure: Callable[[ProducerBatch, BaseException], Any] | None = None
-        self.on_retry: Callable[[ProducerBatch, BaseException], Any] | None = None
         self.partition_in_flight = max_in_flight
         self.handle_class = handle_class
-        self.clock = clock
-        self.producer_id = -1
-        self.producer_epoch = -1
-        self.used_memory = 0
         self.memory_waiters = 0
         self.flushing = 0
         self.closing = False
-        self._queues: dict[tuple[str, int], _Queue] = {}
-        self._incomplete: set[ProducerBatch] = set()
         self._seq = 0
-        self._rng = rng or random.Random()
-
-    @property
-    def topic_counters(self) -> dict[str, TopicCounters]:
-        """Per topic, records and batches acknowledged, failed and retried (the
-        sums of its partitions' :meth:`partition_counters`, added up now)."""
-        return topic_totals((topic, q.counters) for (topic, _p), q in self._queues.items())
-
-    def partition_counters(self) -> list[tuple[str, int, int, int, PartitionCounters]]:
-        """Per partition the producer wrote to: ``(topic, partition, queued
-        records, queued bytes, counters)``. Queued means waiting in the
-        accumulator to be sent (retries included, in-flight batches not); bytes
-        are a batch's encoding once it has one, else its estimated size."""
-        out = []
-        for (topic, partition), q in self._queues.items():
-            records = size = 0
-            for b in q.batches:
-                records += len(b.records)
-                size += len(b.encoded) if b.encoded is not None else b.size
-            out.append((topic, partition, records, size, q.counters))
-        return out
-
-    def _queue_of(self, batch: ProducerBatch) -> _Queue:
-        key = (batch.topic, batch.partition)
-        q = self._queues.get(key)
-        if q is None:  # pragma: no cover - queues are never removed while batches exist
-            q = self._queues[key] = _Queue()
-        return q
 
     # -- appending ---------------------------------------------------------------------
 
@@ -535,7 +260,7 @@ class Accumulator:
             )
         q = self._queues.get((topic, partition))
         if q is None:
-            q = self._queues[(topic, partition)] = _Queue()
+            q = self._queues[(topic, partition)] = PartitionQueue()
         batches = q.batches
         batch = batches[-1] if batches else None
         if batch is None or batch.full or batch.in_flight or batch.encoded is not None:
@@ -661,7 +386,7 @@ class Accumulator:
         return False
 
     def _ready_at(
-        self, topic: str, partition: int, q: _Queue, now: float, hurry: bool
+        self, topic: str, partition: int, q: PartitionQueue, now: float, hurry: bool
     ) -> float | None:
         """When the partition's first batch may leave; None: not for time alone."""
         head = q.batches[0]
@@ -733,7 +458,9 @@ class Accumulator:
             out.append(head)
         return out
 
-    def _held_back(self, topic: str, partition: int, q: _Queue, head: ProducerBatch) -> bool:
+    def _held_back(
+        self, topic: str, partition: int, q: PartitionQueue, head: ProducerBatch
+    ) -> bool:
         """Whether the partition must wait for something other than time."""
         gate = self.send_allowed
         if gate is not None and not gate(topic, partition, head.txn):
@@ -749,7 +476,7 @@ class Accumulator:
             return not same and q.in_flight > 0
         return False
 
-    def _apply_reset(self, q: _Queue) -> None:
+    def _apply_reset(self, q: PartitionQueue) -> None:
         # Every queued batch of the partition is known unwritten (the broker
         # refused the oldest one, so it refused the rest): number them afresh.
         q.reset = False
@@ -761,7 +488,7 @@ class Accumulator:
                 b.memory -= len(b.encoded)
                 b.encoded = None
 
-    def _encode(self, batch: ProducerBatch, q: _Queue) -> bytes:
+    def _encode(self, batch: ProducerBatch, q: PartitionQueue) -> bytes:
         batch.full = True  # no more appends once encoded
         # Split halves inherit their sequence numbers from the batch they came from.
         if self.idempotent and self.producer_id >= 0 and batch.base_sequence < 0:
@@ -774,7 +501,7 @@ class Accumulator:
             batch.base_sequence = q.next_seq
             batch.producer_id = self.producer_id
             batch.producer_epoch = self.producer_epoch
-            q.next_seq = (q.next_seq + len(batch.records)) & _INT32_MAX
+            q.next_seq = (q.next_seq + len(batch.records)) & INT32_MAX
         sequenced = batch.base_sequence >= 0
         encoded = batch.encoded = encode_batch(
             batch.records,
@@ -789,7 +516,7 @@ class Accumulator:
         batch.memory += len(encoded)
         return encoded
 
-    def _isolate(self, batch: ProducerBatch, q: _Queue, error: Exception) -> bool:
+    def _isolate(self, batch: ProducerBatch, q: PartitionQueue, error: Exception) -> bool:
         """``batch`` (the head of ``q``, never sent) failed to encode with
         ``error``: fail the records that cannot be encoded on their own, and put
         the others back, in order, as runs of the batch (its children, as
@@ -815,7 +542,7 @@ class Accumulator:
             error,
         )
         if not bad or len(bad) == len(batch.records):
-            self.fail(batch, _unencodable(batch, bad[0] if bad else error))
+            self.fail(batch, unencodable(batch, bad[0] if bad else error))
             return False
         runs: list[tuple[int, int, Exception | None]] = []  # start, end, error of a bad run
         start = 0
@@ -828,15 +555,7 @@ class Accumulator:
         self._incomplete.discard(batch)
         batch.children = []
         for j, (first, end, _) in enumerate(runs):
-            child = ProducerBatch(batch.topic, batch.partition, batch.created, batch.seq)
-            child.txn = batch.txn
-            child.order = (*batch.order, j)
-            child.records = batch.records[first:end]
-            sizes = [estimate_size(k, v, h) for _, k, v, h in child.records]
-            child.size = BATCH_OVERHEAD + sum(sizes)
-            child.memory = sum(sizes) + RECORD_MEMORY_OVERHEAD * len(child.records)
-            child.full = True
-            child.parent = batch
+            child = child_batch(batch, j, batch.records[first:end])
             batch.children.append((first, child))
             self._incomplete.add(child)
         batch.pending_children = len(runs)
@@ -847,296 +566,5 @@ class Accumulator:
                 self._requeue(q, child)
         for (_, child), (_, _, why) in zip(batch.children, runs, strict=True):
             if why is not None:
-                self.fail(child, _unencodable(child, why))
+                self.fail(child, unencodable(child, why))
         return True
-
-    # -- outcomes --------------------------------------------------------------------------
-
-    def _finish(self, batch: ProducerBatch) -> _Queue:
-        q = self._queue_of(batch)
-        if batch.in_flight:
-            batch.in_flight = False
-            q.in_flight -= 1
-        else:
-            try:
-                q.batches.remove(batch)
-            except ValueError:
-                pass
-        self._incomplete.discard(batch)
-        self.used_memory -= batch.memory
-        batch.memory = 0
-        return q
-
-    def complete(
-        self,
-        batch: ProducerBatch,
-        base_offset: int,
-        log_append_time: int = -1,
-        now: float | None = None,
-    ) -> None:
-        """The batch was written at ``base_offset`` (-1 when unknown, e.g. acks=0),
-        acknowledged at ``now`` (default: ``clock()``; no latency is counted
-        without either)."""
-        if batch.done:
-            return
-        counters = self._finish(batch).counters
-        counters.records_sent += len(batch.records)
-        counters.bytes_sent += len(batch.encoded) if batch.encoded is not None else 0
-        counters.batches_sent += 1
-        if now is None and self.clock is not None:
-            now = self.clock()
-        if now is not None:
-            counters.latency.add(max(0.0, now - batch.created))
-        batch.base_offset = base_offset
-        batch.log_append_time = log_append_time
-        batch.resolve()
-
-    def fail(self, batch: ProducerBatch, exc: BaseException) -> None:
-        """The batch failed for good."""
-        if batch.done:
-            return
-        self._finish(batch).counters.failed(len(batch.records), exc)
-        batch.error = exc
-        batch.resolve()
-        if self.on_failure is not None:
-            self.on_failure(batch, exc)
-
-    def retry_or_fail(
-        self, batch: ProducerBatch, exc: BaseException, now: float, *, force: bool = False
-    ) -> bool:
-        """Put an in-flight batch back for another attempt, or fail it.
-
-        It is retried when the error is retriable (or ``force``: e.g. an
-        out-of-order sequence caused by an earlier batch's retry), retries
-        remain, and the delivery deadline has not passed. Connection errors and
-        timeouts (not :class:`KafkaError`) count as retriable.
-
-        Returns:
-            True if the batch was requeued, False if it failed.
-        """
-        retriable = force or not isinstance(exc, KafkaError) or exc.retriable
-        expired = now >= batch.created + self.delivery_timeout
-        if not retriable or batch.attempts > self.retries or expired:
-            if expired and retriable:
-                exc = DeliveryTimeoutError(
-                    f"{len(batch.records)} records for {batch.topic}-{batch.partition} "
-                    f"expired: delivery.timeout.ms passed after {batch.attempts} attempts",
-                    exc,
-                )
-            self.fail(batch, exc)
-            return False
-        batch.last_error = exc
-        q = self._queue_of(batch)
-        if batch.in_flight:
-            batch.in_flight = False
-            q.in_flight -= 1
-        counters = q.counters
-        counters.batch_retries += 1
-        counters.records_retried += len(batch.records)
-        backoff = min(self.retry_backoff * (2 ** (batch.attempts - 1)), self.retry_backoff_max)
-        batch.retry_at = now + backoff * (0.8 + 0.4 * self._rng.random())
-        self._requeue(q, batch)
-        if self.on_retry is not None:
-            self.on_retry(batch, exc)
-        return True
-
-    @staticmethod
-    def _requeue(q: _Queue, batch: ProducerBatch) -> None:
-        """Back in front of every younger batch of the partition."""
-        pos = 0
-        for pos, other in enumerate(q.batches):  # noqa: B007
-            if other.order > batch.order:
-                break
-        else:
-            pos = len(q.batches)
-        q.batches.insert(pos, batch)
-
-    def split(self, batch: ProducerBatch) -> bool:
-        """Split an in-flight batch the broker rejected as too large into two halves.
-
-        The halves go back in front of the partition's younger batches, in
-        order, without counting an attempt (Java splits the same way). With
-        idempotence each half keeps its records' sequence numbers, so younger
-        batches stay valid. The batch resolves when both halves have; each
-        record's handle reports its own half's outcome.
-
-        Returns:
-            False if the batch cannot be split (one record, or already done).
-        """
-        n = len(batch.records)
-        if n < 2 or batch.done or batch.children is not None:
-            return False
-        q = self._queues.get((batch.topic, batch.partition))
-        if q is None:  # pragma: no cover - queues are never removed while batches exist
-            return False
-        if batch.in_flight:
-            batch.in_flight = False
-            q.in_flight -= 1
-        self._incomplete.discard(batch)
-        mid = n // 2
-        batch.children = []
-        for i, (start, records) in enumerate(
-            ((0, batch.records[:mid]), (mid, batch.records[mid:]))
-        ):
-            child = ProducerBatch(batch.topic, batch.partition, batch.created, batch.seq)
-            child.txn = batch.txn
-            child.order = (*batch.order, i)
-            child.records = records
-            sizes = [estimate_size(k, v, h) for _, k, v, h in records]
-            child.size = BATCH_OVERHEAD + sum(sizes)
-            child.memory = sum(sizes) + RECORD_MEMORY_OVERHEAD * len(records)
-            child.full = True
-            child.parent = batch
-            if batch.base_sequence >= 0:
-                child.base_sequence = (batch.base_sequence + start) & _INT32_MAX
-                child.producer_id = batch.producer_id
-                child.producer_epoch = batch.producer_epoch
-            batch.children.append((start, child))
-            self._incomplete.add(child)
-            self._requeue(q, child)
-        batch.pending_children = len(batch.children)
-        # The halves hold the records' reservation now; the old encoding is dropped.
-        self.used_memory -= batch.memory - sum(c.memory for _, c in batch.children)
-        batch.memory = 0
-        batch.encoded = None
-        return True
-
-    def has_earlier(self, batch: ProducerBatch) -> bool:
-        """Whether an older batch of the same partition is still incomplete."""
-        return any(
-            b.order < batch.order and b.topic == batch.topic and b.partition == batch.partition
-            for b in self._incomplete
-        )
-
-    def expire(self, now: float) -> list[ProducerBatch]:
-        """Fail buffered (not in-flight) batches past ``delivery.timeout.ms``."""
-        # Within a partition, queued batches are in creation order, so only the
-        # oldest ones need looking at.
-        limit = now - self.delivery_timeout
-        expired = []
-        for q in self._queues.values():
-            for b in q.batches:
-                if b.created > limit:
-                    break
-                expired.append(b)
-        for b in expired:
-            attempts = f" after {b.attempts} attempts" if b.attempts else " unsent"
-            self.fail(
-                b,
-                DeliveryTimeoutError(
-                    f"{len(b.records)} records for {b.topic}-{b.partition} expired: "
-                    f"delivery.timeout.ms passed{attempts}",
-                    b.last_error,
-                ),
-            )
-        return expired
-
-    def next_expiry(self) -> float | None:
-        """When the oldest queued batch expires (``None``: nothing queued)."""
-        heads = [q.batches[0].created for q in self._queues.values() if q.batches]
-        return min(heads) + self.delivery_timeout if heads else None
-
-    def abort(self, exc: BaseException, batches: Iterable[ProducerBatch] | None = None) -> None:
-        """Fail batches (default: every incomplete one)."""
-        for b in list(self._incomplete if batches is None else batches):
-            self.fail(b, exc)
-
-    def abort_undrained(self, exc: BaseException, txn: int | None = None) -> int:
-        """Fail every batch that is not in flight (an aborting transaction's),
-        or only those of transaction number ``txn``.
-
-        Returns:
-            How many batches failed.
-        """
-        n = 0
-        for q in self._queues.values():
-            batches = q.batches
-            if txn is not None:
-                doomed = [b for b in batches if b.txn == txn]
-                if not doomed:
-                    continue
-                q.batches = deque(b for b in batches if b.txn != txn)
-                batches = deque(doomed)
-            while batches:
-                b = batches.popleft()  # queued, so not in flight
-                self._incomplete.discard(b)
-                self.used_memory -= b.memory
-                b.memory = 0
-                q.counters.failed(len(b.records), exc)
-                b.error = exc
-                b.resolve()
-                if self.on_failure is not None:
-                    self.on_failure(b, exc)
-                n += 1
-        return n
-
-    def in_flight_count(self) -> int:
-        """Batches sent and not answered yet."""
-        return sum(q.in_flight for q in self._queues.values())
-
-    def request_sequence_reset(self, batch: ProducerBatch) -> bool:
-        """Number the batch's partition afresh (KIP-360): the broker reported a
-        sequence gap before ``batch`` (its oldest incomplete one) that retries
-        cannot close (OUT_OF_ORDER_SEQUENCE_NUMBER, UNKNOWN_PRODUCER_ID).
-
-        The partition's queued batches wait until nothing of it is in flight and
-        the producer identity differs from the batch's, then get new sequence
-        numbers under the new identity.
-
-        Returns:
-            True if the identity must change for that (the driver asks for a
-            new producer id or epoch); False if it already has.
-        """
-        q = self._queues.get((batch.topic, batch.partition))
-        if q is None:  # pragma: no cover - queues are never removed while batches exist
-            return False
-        q.reset = True
-        return batch.producer_id == self.producer_id and batch.producer_epoch == self.producer_epoch
-
-    def reset_sequences(self) -> None:
-        """Forget sequence numbers (a new producer id or epoch starts them at 0)."""
-        for q in self._queues.values():
-            q.next_seq = 0
-
-
-def _unencodable(batch: ProducerBatch, error: Exception) -> SerializationError:
-    failure = SerializationError(
-        f"a record for {batch.topic}-{batch.partition} could not be encoded: {error}"
-    )
-    failure.__cause__ = error
-    return failure
-
-
-def build_produce_request(
-    batches: Sequence[ProducerBatch],
-    *,
-    acks: int,
-    timeout_ms: int,
-    transactional_id: str | None = None,
-) -> Any:
-    """A ProduceRequest carrying ``batches`` (already encoded by :meth:`Accumulator.drain`)."""
-    by_topic: dict[str, list[Any]] = {}
-    for b in batches:
-        by_topic.setdefault(b.topic, []).append(
-            produce.ProduceRequest.PartitionProduceData(index=b.partition, records=b.encoded)
-        )
-    return produce.ProduceRequest(
-        transactional_id=transactional_id,
-        acks=acks,
-        timeout_ms=timeout_ms,
-        topic_data=[
-            produce.ProduceRequest.TopicProduceData(name=t, partition_data=p)
-            for t, p in by_topic.items()
-        ],
-    )
-
-
-def produce_results(
-    batches: Sequence[ProducerBatch], response: Any
-) -> list[tuple[ProducerBatch, Any]]:
-    """Pair each batch with its PartitionProduceResponse (``None`` if the broker left it out)."""
-    found: dict[tuple[str, int], Any] = {}
-    for t in response.responses:
-        for p in t.partition_responses:
-            found[(t.name, p.index)] = p
-    return [(b, found.get((b.topic, b.partition))) for b in batches]

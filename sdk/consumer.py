@@ -30,8 +30,6 @@ from typing import Any, Generic, overload
 import anyio
 import anyio.abc
 
-from trafka.codec import KafkaError
-
 from ._util import owned_task_group, serve_metrics_if_asked
 from ._validate import (
     check_callable,
@@ -40,23 +38,20 @@ from ._validate import (
     check_offset,
     check_offsets,
     check_partition,
-    check_str,
     check_timeout,
-    check_timestamp_ms,
     check_topic,
     check_topic_partition,
     check_topic_partitions,
-    check_topics,
     describe,
 )
 from .calls import Calls
 from .config import ConsumerConfig, make_config
 from .consumer_core import ConsumerCore
 from .consumer_fetching import FetchDriver
+from .consumer_offsets import OffsetLookups
 from .errors import (
     ApiTimeoutError,
     ArgumentTypeError,
-    ArgumentValueError,
     ClientClosedError,
     UsageError,
 )
@@ -67,11 +62,10 @@ from .fetcher import (
     K,
     TopicPartition,
     V,
-    build_list_offsets,
-    parse_list_offsets,
 )
 from .hosting import Hostable
-from .statistics import ConsumerStatistics, FetchSessionStatistics, PartitionStatistics
+from .statistics import ConsumerStatistics
+from .subscription import Subscription, check_subscription
 from .telemetry import (
     IntervalAverages,
     MetricSample,
@@ -80,38 +74,19 @@ from .telemetry import (
     instance_id,
 )
 from .transactions import ConsumerGroupMetadata
-from .transport import BrokerConnection, Cluster
+from .transport import Cluster
 
-__all__ = ["Consumer", "ConsumerRecord", "TopicPartition", "open_consumer"]
+__all__ = [
+    "Consumer",
+    "ConsumerRecord",
+    "TopicPartition",
+    "check_commit",
+    "check_poll",
+    "check_subscription",
+    "open_consumer",
+]
 
 log = logging.getLogger("trafka.sdk.consumer")
-
-_LISTENER_METHODS = ("on_partitions_revoked", "on_partitions_assigned", "on_partitions_lost")
-
-
-def check_subscription(
-    topics: Any, pattern: Any, listener: Any
-) -> tuple[list[str] | None, str | re.Pattern[str] | None]:
-    """``subscribe()``'s arguments, checked (pure: the blocking consumer checks
-    them in the caller's thread too)."""
-    checked = None if topics is None else check_topics("topics", topics)
-    if pattern is not None and not isinstance(pattern, re.Pattern):
-        check_str("pattern", pattern)
-        try:
-            re.compile(pattern)
-        except re.error as exc:
-            raise ArgumentValueError(f"pattern is not a regular expression: {exc}") from None
-    if listener is not None:
-        found = [getattr(listener, name, None) for name in _LISTENER_METHODS]
-        if not any(fn is not None for fn in found):
-            raise ArgumentTypeError(
-                "listener must have on_partitions_revoked / on_partitions_assigned "
-                f"(and optionally on_partitions_lost), got {describe(listener)}"
-            )
-        for name, fn in zip(_LISTENER_METHODS, found, strict=True):
-            if fn is not None:
-                check_callable(f"listener.{name}", fn)
-    return checked, pattern
 
 
 def check_commit(offsets: Any, message: Any) -> dict[TopicPartition, int] | None:
@@ -141,13 +116,15 @@ def check_poll(
     return (set(tps) if tps else None), max_records
 
 
-class Consumer(Hostable, Generic[K, V]):
+class Consumer(OffsetLookups, Hostable, Generic[K, V]):
     """A Kafka consumer. Create it with :func:`open_consumer`.
 
     The driver of a :class:`~trafka.sdk.consumer_core.ConsumerCore` (:attr:`core`):
     it owns the fetch task, the fetches' completions, the waits for records and
     the group's driver; the core decides what a poll hands out and what counts
-    as consumed.
+    as consumed. Its offset lookups (:meth:`beginning_offsets`, :meth:`end_offsets`,
+    :meth:`offsets_for_times`, :meth:`committed`, :meth:`partitions_for`) are
+    :class:`~trafka.sdk.consumer_offsets.OffsetLookups`'.
     """
 
     def __init__(self, config: ConsumerConfig, task_group: anyio.abc.TaskGroup) -> None:
@@ -171,14 +148,12 @@ class Consumer(Hostable, Generic[K, V]):
             self._calls,
             task_group,
             data_arrived=self.data_arrived,
-            list_offsets=self._list_offsets,
         )
+        OffsetLookups.__init__(self, config, self._cluster, self._calls, self._fetches)
         self._data = anyio.Event()
         self._closed = False
-        self._manual = False
         self._group: Any = None  # a .group.GroupDriver when subscribed with a group.id
-        self._subscription: set[str] = set()
-        self._pattern: re.Pattern[str] | None = None
+        self._subscription = Subscription()
         # KIP-714 client metrics: seconds spent waiting for records inside polls
         # (the slow path only), and the push's task.
         self._poll_idle = 0.0
@@ -202,9 +177,7 @@ class Consumer(Hostable, Generic[K, V]):
             UsageError: the consumer is subscribed.
         """
         tps = check_topic_partitions("partitions", partitions)
-        if self._subscription or self._pattern is not None:
-            raise UsageError("assign() cannot be mixed with subscribe()")
-        self._manual = True
+        self._subscription.assign()
         self._fetcher.assign(tps)
         self._cluster.metadata.add_topics({tp.topic for tp in tps})
         self._cluster.nudge()
@@ -234,22 +207,7 @@ class Consumer(Hostable, Generic[K, V]):
                 neither of ``topics`` and ``pattern``.
         """
         topics, pattern = check_subscription(topics, pattern, listener)
-        if self._manual:
-            raise UsageError("subscribe() cannot be mixed with assign()")
-        if self.config.group_id is None:
-            raise UsageError("subscribe() needs a group.id; use assign() without a group")
-        if (topics is None) == (pattern is None):
-            raise UsageError("give either topics or pattern")
-        md = self._cluster.metadata
-        if pattern is not None:
-            self._pattern = re.compile(pattern) if isinstance(pattern, str) else pattern
-            self._subscription = set()
-            md.track_all_topics(True)
-        else:
-            self._pattern = None
-            self._subscription = set(topics or ())
-            md.track_all_topics(False)
-            md.set_topics(self._subscription)
+        self._subscription.subscribe(topics, pattern, self.config.group_id, self._cluster.metadata)
         self._cluster.nudge()
         if self._group is None:
             from .group import GroupDriver
@@ -263,20 +221,14 @@ class Consumer(Hostable, Generic[K, V]):
 
     def subscribed_topics(self) -> set[str]:
         """The topics the subscription covers now (a pattern's matches in current metadata)."""
-        if self._pattern is None:
-            return set(self._subscription)
-        md = self._cluster.metadata
-        return {
-            t
-            for t, info in md.topics.items()
-            if self._pattern.fullmatch(t)
-            and not (info.is_internal and self.config.exclude_internal_topics)
-        }
+        return self._subscription.matching(
+            self._cluster.metadata, self.config.exclude_internal_topics
+        )
 
     @property
     def pattern(self) -> re.Pattern[str] | None:
         """The subscription's regular expression, if it is one."""
-        return self._pattern
+        return self._subscription.pattern
 
     @property
     def cluster(self) -> Cluster:
@@ -388,38 +340,11 @@ class Consumer(Hostable, Generic[K, V]):
         Totals count from :func:`open_consumer`; ``partitions`` holds the assigned
         partitions; see :mod:`trafka.sdk.statistics` for each field.
         """
-        fetcher = self._fetcher
-        core = self.core
-        buffered = core.held_per_partition()  # taken from the fetcher, not handed out yet
-        partitions = {
-            tp: PartitionStatistics(
-                position=s.position,
-                high_watermark=s.high_watermark,
-                lag=fetcher.lag(tp),
-                paused=s.paused,
-                records_consumed=s.records_taken - buffered.get(tp, 0),
-                bytes_fetched=s.bytes_fetched,
-            )
-            for tp, s in sorted(fetcher.partitions.items())
-        }
         group = self._group
-        return ConsumerStatistics(
-            records_consumed=fetcher.records_taken - core.held_count() - core.dropped,
-            bytes_fetched=fetcher.bytes_fetched,
-            partitions=partitions,
+        return self.core.statistics(
             group=None if group is None else group.statistics(),
             brokers=self._cluster.broker_statistics(),
             telemetry=None if self._telemetry is None else self._telemetry.telemetry.statistics(),
-            fetch_sessions={
-                node: FetchSessionStatistics(
-                    session_id=fs.session_id,
-                    epoch=fs.epoch,
-                    partitions=len(fs.partitions),
-                    full_fetches=fs.full_fetches,
-                    incremental_fetches=fs.incremental_fetches,
-                )
-                for node, fs in sorted(fetcher.sessions.items())
-            },
         )
 
     async def client_instance_id(self, timeout_ms: float = 0) -> uuid.UUID | None:
@@ -457,85 +382,6 @@ class Consumer(Hostable, Generic[K, V]):
             group.machine.rebalance_latency if group is not None else None,
         )
 
-    async def _list_offsets(
-        self, what: str, targets: dict[TopicPartition, int], *, partial: bool = False
-    ) -> dict[TopicPartition, Any]:
-        read_committed = self.config.read_committed
-
-        async def ask(
-            conn: BrokerConnection, tps: list[TopicPartition]
-        ) -> dict[TopicPartition, Any]:
-            request = build_list_offsets(
-                {tp: targets[tp] for tp in tps}, conn.version_for(2), read_committed=read_committed
-            )
-            answers = parse_list_offsets(await conn.request(2, request))
-            return {
-                tp: res if isinstance(res, KafkaError) or res[0] >= 0 else None
-                for tp, res in answers.items()
-            }
-
-        return await self._calls.per_leader(what, targets, ask, None, partial=partial)
-
-    async def partitions_for(self, topic: str) -> list[int]:
-        """The topic's partition numbers, waiting for metadata up to ``default.api.timeout.ms``.
-
-        Raises:
-            KafkaError: the topic does not exist (UNKNOWN_TOPIC_OR_PARTITION).
-        """
-        check_topic("topic", topic)
-        n = await self._cluster.partitions_for(topic, self.config.default_api_timeout_ms / 1000)
-        return list(range(n))
-
-    async def _ensure_metadata(self, topics: set[str]) -> None:
-        for topic in topics:
-            await self._cluster.partitions_for(topic, self.config.default_api_timeout_ms / 1000)
-
-    async def beginning_offsets(
-        self, partitions: Iterable[TopicPartition]
-    ) -> dict[TopicPartition, int]:
-        """The first offset of each partition.
-
-        Like :meth:`end_offsets` and :meth:`offsets_for_times`: bounded by
-        ``default.api.timeout.ms`` as a whole (then ApiTimeoutError); a partition
-        whose leader moved is asked again after a metadata refresh.
-
-        Raises:
-            KafkaError: the topic or partition does not exist, or another final error.
-            ApiTimeoutError: no answer within ``default.api.timeout.ms``.
-        """
-        tps = check_topic_partitions("partitions", partitions)
-        res = await self._list_offsets("beginning_offsets", dict.fromkeys(tps, EARLIEST))
-        return {tp: (r[0] if r else 0) for tp, r in res.items()}
-
-    async def end_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
-        """The offset after the last record of each partition (the LSO under read_committed)."""
-        tps = check_topic_partitions("partitions", partitions)
-        res = await self._list_offsets("end_offsets", dict.fromkeys(tps, LATEST))
-        return {tp: (r[0] if r else 0) for tp, r in res.items()}
-
-    async def offsets_for_times(
-        self, timestamps: Mapping[TopicPartition, int]
-    ) -> dict[TopicPartition, tuple[int, int] | None]:
-        """For each partition, the first ``(offset, timestamp)`` at or after the timestamp, or None."""
-        targets = check_offsets("timestamps", timestamps, check_value=check_timestamp_ms)
-        return await self._list_offsets("offsets_for_times", targets)
-
-    async def committed(self, partition: TopicPartition) -> int | None:
-        """The group's committed offset for ``partition`` (None if none).
-
-        Raises:
-            UsageError: no group.id.
-            ApiTimeoutError: no answer within ``default.api.timeout.ms`` (a
-                coordinator loading or moving meanwhile is waited out).
-        """
-        tp = check_topic_partition("partition", partition)
-        if self.config.group_id is None:
-            raise UsageError("committed() needs a group.id")
-        from .group import fetch_committed
-
-        got = await fetch_committed(self._calls, self.config, [tp])
-        return got.get(tp)
-
     # -- commits ----------------------------------------------------------------------------
 
     def consumed_offsets(self) -> dict[TopicPartition, int]:
@@ -564,7 +410,7 @@ class Consumer(Hostable, Generic[K, V]):
         """
         chosen = check_commit(offsets, message)
         group = self._require_group()
-        await group.commit(self._commit_offsets(chosen, message))
+        await group.commit(self.core.commit_offsets(chosen, message))
 
     def commit_async(
         self,
@@ -590,7 +436,7 @@ class Consumer(Hostable, Generic[K, V]):
         chosen = check_commit(offsets, message)
         check_callable("callback", callback)
         group = self._require_group()
-        return group.commit_async(self._commit_offsets(chosen, message), callback)
+        return group.commit_async(self.core.commit_offsets(chosen, message), callback)
 
     def store_offsets(
         self, offsets: Mapping[TopicPartition, int] | None = None, *, message: Any = None
@@ -612,16 +458,7 @@ class Consumer(Hostable, Generic[K, V]):
         chosen = check_commit(offsets, message)
         if (chosen is None) == (message is None):
             raise UsageError("store_offsets takes offsets or a message (one of them)")
-        self.core.store_offsets(self._commit_offsets(chosen, message))
-
-    def _commit_offsets(
-        self, offsets: Mapping[TopicPartition, int] | None, message: Any
-    ) -> dict[TopicPartition, int]:
-        if message is None:
-            return dict(offsets) if offsets is not None else self.consumed_offsets()
-        if offsets is not None:
-            raise UsageError("commit takes offsets or a message, not both")
-        return {TopicPartition(message.topic, message.partition): message.offset + 1}
+        self.core.store_offsets(self.core.commit_offsets(chosen, message))
 
     def group_metadata(self) -> ConsumerGroupMetadata:
         """The group membership to pass to ``Producer.send_offsets_to_transaction``.

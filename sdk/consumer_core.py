@@ -41,6 +41,12 @@ from .config import ConsumerConfig
 from .errors import UsageError
 from .fetcher import ConsumedPositions, ConsumerRecord, Fetcher, K, TopicPartition, V
 from .metadata import MetadataCache
+from .statistics import (
+    ConsumerStatistics,
+    FetchSessionStatistics,
+    GroupStatistics,
+    PartitionStatistics,
+)
 
 __all__ = ["ConsumerCore"]
 
@@ -212,6 +218,59 @@ class ConsumerCore(Generic[K, V]):
         if self.stored is not None:
             return self._stored_assigned()
         return self.consumed.processed(self.fetcher.assignment)
+
+    def commit_offsets(
+        self, offsets: Mapping[TopicPartition, int] | None, message: Any
+    ) -> dict[TopicPartition, int]:
+        """What a commit of ``offsets`` or of ``message`` (a consumed record:
+        the offset after it) commits; neither: :meth:`consumed_offsets`.
+
+        Raises:
+            UsageError: both.
+        """
+        if message is None:
+            return dict(offsets) if offsets is not None else self.consumed_offsets()
+        if offsets is not None:
+            raise UsageError("commit takes offsets or a message, not both")
+        return {TopicPartition(message.topic, message.partition): message.offset + 1}
+
+    def statistics(
+        self, *, group: GroupStatistics | None, brokers: Any, telemetry: Any
+    ) -> ConsumerStatistics:
+        """The consumer's statistics from the fetcher's and the core's counts,
+        with what only its drivers know (the group's, the brokers' and the
+        metrics push's statistics)."""
+        fetcher = self.fetcher
+        buffered = self.held_per_partition()  # taken from the fetcher, not handed out yet
+        partitions = {
+            tp: PartitionStatistics(
+                position=s.position,
+                high_watermark=s.high_watermark,
+                lag=fetcher.lag(tp),
+                paused=s.paused,
+                records_consumed=s.records_taken - buffered.get(tp, 0),
+                bytes_fetched=s.bytes_fetched,
+            )
+            for tp, s in sorted(fetcher.partitions.items())
+        }
+        return ConsumerStatistics(
+            records_consumed=fetcher.records_taken - self.held_count() - self.dropped,
+            bytes_fetched=fetcher.bytes_fetched,
+            partitions=partitions,
+            group=group,
+            brokers=brokers,
+            telemetry=telemetry,
+            fetch_sessions={
+                node: FetchSessionStatistics(
+                    session_id=fs.session_id,
+                    epoch=fs.epoch,
+                    partitions=len(fs.partitions),
+                    full_fetches=fs.full_fetches,
+                    incremental_fetches=fs.incremental_fetches,
+                )
+                for node, fs in sorted(fetcher.sessions.items())
+            },
+        )
 
     def store_offsets(self, offsets: Mapping[TopicPartition, int]) -> None:
         """Store the offsets that commits without offsets commit (librdkafka's

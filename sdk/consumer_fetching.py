@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from functools import partial
 from typing import Any
 
@@ -38,16 +38,12 @@ from trafka.codec import KafkaError, TrafkaError
 from .calls import Calls
 from .config import ConsumerConfig
 from .consumer_core import ConsumerCore
-from .fetcher import TopicPartition
+from .fetcher import TopicPartition, build_list_offsets, parse_list_offsets
 from .transport import BrokerConnection, CallbackCompletion, Cluster
 
 __all__ = ["FetchDriver"]
 
 log = logging.getLogger("trafka.sdk.consumer")
-
-# The consumer's ListOffsets lookup: (what, {partition: timestamp}, partial=...)
-# -> {partition: (offset, timestamp) | None | the error}.
-ListOffsets = Callable[..., Awaitable[dict[TopicPartition, Any]]]
 
 
 class FetchDriver:
@@ -56,7 +52,6 @@ class FetchDriver:
 
     Args:
         data_arrived: wake the polls waiting for records.
-        list_offsets: the consumer's ListOffsets lookup, for resets.
 
     Attributes:
         polls_waiting: polls waiting for records now (no fetch is held back).
@@ -72,7 +67,6 @@ class FetchDriver:
         task_group: anyio.abc.TaskGroup,
         *,
         data_arrived: Callable[[], None],
-        list_offsets: ListOffsets,
     ) -> None:
         self.config = config
         self._core = core
@@ -80,7 +74,6 @@ class FetchDriver:
         self._calls = calls
         self._tg = task_group
         self._data_arrived = data_arrived
-        self._list_offsets = list_offsets
         self._wake = anyio.Event()
         self._fetching: set[int] = set()  # brokers with a Fetch in flight
         self.polls_waiting = 0
@@ -230,6 +223,33 @@ class FetchDriver:
         self._cluster.nudge()
         self.wake()
 
+    async def list_offsets(
+        self, what: str, targets: dict[TopicPartition, int], *, partial: bool = False
+    ) -> dict[TopicPartition, Any]:
+        """Look ``targets`` (timestamps, or EARLIEST / LATEST) up with each
+        partition's leader (ListOffsets), retried as :meth:`Calls.per_leader
+        <trafka.sdk.calls.Calls.per_leader>` does.
+
+        Returns:
+            Per partition ``(offset, timestamp)``, None (no such record), or
+            its error.
+        """
+        read_committed = self.config.read_committed
+
+        async def ask(
+            conn: BrokerConnection, tps: list[TopicPartition]
+        ) -> dict[TopicPartition, Any]:
+            request = build_list_offsets(
+                {tp: targets[tp] for tp in tps}, conn.version_for(2), read_committed=read_committed
+            )
+            answers = parse_list_offsets(await conn.request(2, request))
+            return {
+                tp: res if isinstance(res, KafkaError) or res[0] >= 0 else None
+                for tp, res in answers.items()
+            }
+
+        return await self._calls.per_leader(what, targets, ask, None, partial=partial)
+
     async def close_sessions(self, timeout: float) -> None:
         """As Java's consumer on close: tell each broker holding a fetch session
         of ours to drop it (a fetch with epoch -1 and no partitions), waiting up
@@ -271,7 +291,7 @@ class FetchDriver:
 
     async def _do_resets(self, targets: dict[TopicPartition, int]) -> None:
         try:
-            results = await self._list_offsets("offset reset", targets, partial=True)
+            results = await self.list_offsets("offset reset", targets, partial=True)
         except TrafkaError as exc:
             log.debug("offset reset failed: %s", exc)
             await anyio.sleep(self.config.retry_backoff_ms / 1000)

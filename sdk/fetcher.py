@@ -46,6 +46,12 @@ Rules and invariants:
   into is its ``columns`` setting, and changing it drops what is buffered
   (fetched again from the positions), so no data decoded the other way is
   ever handed out.
+* The fetcher is three modules: this one (positions, what to fetch, fetch
+  answers, handing records out), :mod:`.fetch_decode` (the fetched blob,
+  decoded as its records are taken, and read_committed's dropping of aborted
+  transactions) and :mod:`.fetch_requests` (the Fetch and ListOffsets requests).
+  The consumer's value types are in :mod:`.consumer_types`; every name stays
+  importable from here.
 * Fetch errors: OFFSET_OUT_OF_RANGE resets the position per
   ``auto.offset.reset`` (or raises with ``none``); leadership errors ask for a
   metadata refresh; others are surfaced to the user at the next poll.
@@ -54,33 +60,35 @@ Rules and invariants:
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import math
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Generic, NamedTuple
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any
 
-from typing_extensions import TypeVar
+from trafka.codec import ErrorCode, KafkaError
+from trafka.codec.columns import RecordColumns
+from trafka.codec.records import blob_next_offset
 
-from trafka.codec import DecodeError, ErrorCode, KafkaError
-from trafka.codec.columns import (
-    ColumnBuffers,
-    RecordColumns,
-    decode_batch_columns,
-    decode_batch_run_columns,
+from .consumer_types import (
+    ConsumedPositions,
+    ConsumerRecord,
+    K,
+    OffsetAndMetadata,
+    OffsetOutOfRangeError,
+    TopicPartition,
+    V,
 )
-from trafka.codec.legacy import decode_legacy_entry
-from trafka.codec.messages import k01_fetch as fetch
-from trafka.codec.messages import k02_list_offsets as list_offsets
-from trafka.codec.records import (
-    RecordBatchHeader,
-    blob_next_offset,
-    decode_batch_as,
-    decode_batch_run_as,
-    iter_batches,
+from .fetch_decode import NO_TIMESTAMP_TYPE, FetchedData, TakeTally, take_records
+from .fetch_requests import (
+    FetchPositions,
+    build_close_fetch,
+    build_full_fetch,
+    build_list_offsets,
+    build_session_fetch,
+    parse_list_offsets,
+    request_fields,
 )
-
-from .fetch_sessions import SESSION_ERRORS, FetchSession, SessionPartition
+from .fetch_sessions import SESSION_ERRORS, FetchSession
 from .metadata import REFRESH_ERRORS, MetadataCache
 
 if TYPE_CHECKING:
@@ -95,116 +103,19 @@ __all__ = [
     "build_list_offsets",
     "parse_list_offsets",
     "Fetcher",
+    "K",
+    "NO_TIMESTAMP_TYPE",
+    "OffsetAndMetadata",
     "OffsetOutOfRangeError",
     "TopicPartition",
+    "V",
 ]
+
 
 EARLIEST = -2
 LATEST = -1
 #: Reset "strategy" of a partition whose committed offset the driver is looking up.
 COMMITTED = -100
-
-
-class TopicPartition(NamedTuple):
-    """A topic and partition."""
-
-    topic: str
-    partition: int
-
-
-class OffsetAndMetadata(int):
-    """An offset to commit with its metadata string (Java's ``OffsetAndMetadata``):
-    ``consumer.commit({tp: OffsetAndMetadata(42, "batch 7")})``. It is the offset
-    itself (an ``int``) wherever an offset is expected; the coordinator keeps
-    ``metadata`` with it."""
-
-    metadata: str | None
-
-    def __new__(cls, offset: int, metadata: str | None = "") -> OffsetAndMetadata:
-        value = super().__new__(cls, offset)
-        value.metadata = metadata
-        return value
-
-    @property
-    def offset(self) -> int:
-        return int(self)
-
-    def __repr__(self) -> str:
-        return f"OffsetAndMetadata({int(self)}, {self.metadata!r})"
-
-
-# Bare ConsumerRecord / Consumer mean [Any, Any].
-K = TypeVar("K", default=Any)
-V = TypeVar("V", default=Any)
-
-
-class ConsumerRecord(NamedTuple, Generic[K, V]):
-    """A consumed record (key and value after deserialization: ``K`` and ``V``
-    are the deserializers' result types; ``Any`` unless the consumer was opened
-    with typed deserializer functions).
-
-    ``timestamp_type`` is 0 for create time, 1 for log-append time (from the
-    batch attributes), -1 for legacy magic 0 messages; ``leader_epoch`` is the
-    batch's partition leader epoch (-1 when unknown).
-    """
-
-    topic: str
-    partition: int
-    offset: int
-    timestamp: int
-    key: K
-    value: V
-    headers: tuple[tuple[str, bytes | None], ...]
-    timestamp_type: int = 0
-    leader_epoch: int = -1
-
-
-class OffsetOutOfRangeError(KafkaError):
-    """The position is outside the log and ``auto.offset.reset`` is ``none``."""
-
-    def __init__(self, tp: TopicPartition, offset: int) -> None:
-        super().__init__(
-            ErrorCode.OFFSET_OUT_OF_RANGE, f"offset {offset} of {tp.topic}-{tp.partition}"
-        )
-        self.tp = tp
-        self.offset = offset
-
-
-_new: Any = tuple.__new__
-
-#: ConsumerRecord.timestamp_type of legacy magic 0 messages, which have no timestamp.
-NO_TIMESTAMP_TYPE = -1
-
-
-@dataclasses.dataclass(slots=True)
-class _Completed:
-    """A fetched blob, decoded a little at a time as its records are taken.
-
-    Records are decoded just before they are handed out, a few batches at a
-    time rather than the whole blob at once: the objects are then made, used
-    and freed while the memory is still in the CPU's cache.
-    """
-
-    position: int  # the offset the data was fetched for
-    blob: bytes
-    aborted: list[tuple[int, int]] | None  # (first offset, producer id), read_committed only
-    end: int | None = None  # the offset after the blob's last complete entry, if any
-    # Decoded (tuples, or columns for take_columns); those from index on not handed out.
-    records: Sequence[ConsumerRecord] | RecordColumns = ()
-    index: int = 0
-    next_position: int = -1  # the offset after the last entry decoded
-    cursor: int = 0  # where the next entry to decode starts in the blob
-    done: bool = False  # nothing more to decode (the end, or a corrupt batch after records)
-    aborts_seen: int = 0  # how many of `aborted` have started by the decoded entries
-    aborted_open: set[int] = dataclasses.field(default_factory=set)  # their producer ids
-
-    def __post_init__(self) -> None:
-        if self.next_position < 0:
-            self.next_position = self.position
-
-    @property
-    def drained(self) -> bool:
-        return self.done and self.index >= len(self.records)
 
 
 @dataclasses.dataclass(slots=True)
@@ -217,8 +128,8 @@ class PartitionState:
     last_stable_offset: int = -1
     log_start_offset: int = -1
     leader_epoch: int = -1
-    completed: _Completed | None = None  # being consumed
-    prefetched: _Completed | None = None  # the data after it (only with completed)
+    completed: FetchedData | None = None  # being consumed
+    prefetched: FetchedData | None = None  # the data after it (only with completed)
     fetch_end: int | None = None  # no fetch asks for this offset or later (seek's until)
     records_taken: int = 0  # records handed out by take() (statistics)
     bytes_fetched: int = 0  # record bytes of fetch answers (statistics)
@@ -247,18 +158,6 @@ class PartitionState:
         if offset is not None and self.fetch_end is not None and offset >= self.fetch_end:
             return None
         return offset
-
-
-class FetchPositions(dict[TopicPartition, int]):
-    """The offsets a fetch request asks for, with the session it was built
-    for (None: sessionless) and its version."""
-
-    __slots__ = ("session", "version")
-
-    def __init__(self, session: FetchSession | None = None, version: int = 12) -> None:
-        super().__init__()
-        self.session = session
-        self.version = version
 
 
 class Fetcher:
@@ -656,149 +555,54 @@ class Fetcher:
         Raises:
             KeyError: v13+ and a topic's id is unknown.
         """
-        if session is not None and version >= 7:
-            return self._build_session_fetch(tps, version, session)
-        # Rotate the order so that fetch.max.bytes does not always favour the same partitions.
         if len(tps) > 1:
             self._rotation = (self._rotation + 1) % len(tps)
             tps = tps[self._rotation :] + tps[: self._rotation]
-        by_topic: dict[str, list[Any]] = {}
-        positions: dict[TopicPartition, int] = {}
+        fields = self._request_fields(version)
+        if session is not None and version >= 7:
+            request, positions = build_session_fetch(
+                {tp: self.partitions[tp].next_fetch_offset() for tp in tps},
+                version,
+                session,
+                self.metadata,
+                self.max_partition_fetch_bytes,
+                fields,
+                self._topic_names,
+            )
+            for tp in positions:
+                self.partitions[tp].in_flight = True
+            return request, positions
+        offsets: dict[TopicPartition, int] = {}
         for tp in tps:
             s = self.partitions[tp]
             offset = s.next_fetch_offset()
             assert offset is not None
             s.in_flight = True
-            positions[tp] = offset
-            by_topic.setdefault(tp.topic, []).append(
-                fetch.FetchRequest.FetchPartition(
-                    partition=tp.partition,
-                    current_leader_epoch=self.metadata.leader_epoch(tp.topic, tp.partition)
-                    if version >= 9
-                    else -1,
-                    fetch_offset=offset,
-                    partition_max_bytes=self.max_partition_fetch_bytes,
-                )
-            )
-        topics = []
-        for t, p in by_topic.items():
-            if version >= 13:
-                topic_id = self.metadata.topic_id(t)
-                if topic_id is None:
-                    raise KeyError(f"no topic id for {t!r}; use Fetch v12")
-                self._topic_names[topic_id] = t
-                topics.append(fetch.FetchRequest.FetchTopic(topic_id=topic_id, partitions=p))
-            else:
-                topics.append(fetch.FetchRequest.FetchTopic(topic=t, partitions=p))
-        kwargs: dict[str, Any] = {
-            "replica_id": -1,
-            "max_wait_ms": self.fetch_max_wait_ms,
-            "min_bytes": self.fetch_min_bytes,
-            "topics": topics,
-        }
-        if version >= 3:
-            kwargs["max_bytes"] = self.fetch_max_bytes
-        if version >= 4:
-            kwargs["isolation_level"] = 1 if self.read_committed else 0
-        if version >= 7:
-            kwargs["session_id"] = 0
-            kwargs["session_epoch"] = -1  # full fetches; no incremental sessions
-        return fetch.FetchRequest(**kwargs), positions
-
-    def _request_kwargs(self, version: int) -> dict[str, Any]:
-        kwargs: dict[str, Any] = {
-            "replica_id": -1,
-            "max_wait_ms": self.fetch_max_wait_ms,
-            "min_bytes": self.fetch_min_bytes,
-        }
-        if version >= 3:
-            kwargs["max_bytes"] = self.fetch_max_bytes
-        if version >= 4:
-            kwargs["isolation_level"] = 1 if self.read_committed else 0
-        return kwargs
-
-    def _build_session_fetch(
-        self, tps: list[TopicPartition], version: int, session: FetchSession
-    ) -> tuple[Any, dict[TopicPartition, int]]:
-        if len(tps) > 1:
-            self._rotation = (self._rotation + 1) % len(tps)
-            tps = tps[self._rotation :] + tps[: self._rotation]
-        md = self.metadata
-        null = uuid.UUID(int=0)
-        wanted: dict[TopicPartition, SessionPartition] = {}
-        for tp in tps:
-            offset = self.partitions[tp].next_fetch_offset()
-            assert offset is not None
-            wanted[tp] = SessionPartition(
-                md.topic_id(tp.topic) or null,
-                offset,
-                -1,
-                self.max_partition_fetch_bytes,
-                md.leader_epoch(tp.topic, tp.partition) if version >= 9 else -1,
-            )
-        plan = session.build(wanted)
-        if version >= 13 and not plan.use_topic_ids:
-            # fetch_version should have chosen v12: start over with a full fetch.
-            session.handle_error()
-            raise KeyError("a topic of the fetch session has no topic id; use Fetch v12")
-        positions = FetchPositions(session, version)
-        for tp, data in plan.partitions.items():
-            self.partitions[tp].in_flight = True
-            positions[tp] = data.fetch_offset
-        by_topic: dict[str, list[Any]] = {}
-        ids: dict[str, uuid.UUID] = {}
-        for tp, data in plan.to_send.items():
-            ids[tp.topic] = data.topic_id
-            by_topic.setdefault(tp.topic, []).append(
-                fetch.FetchRequest.FetchPartition(
-                    partition=tp.partition,
-                    current_leader_epoch=data.leader_epoch,
-                    fetch_offset=data.fetch_offset,
-                    log_start_offset=data.log_start_offset,
-                    partition_max_bytes=data.max_bytes,
-                )
-            )
-        topics = []
-        for t, p in by_topic.items():
-            if version >= 13:
-                self._topic_names[ids[t]] = t
-                topics.append(fetch.FetchRequest.FetchTopic(topic_id=ids[t], partitions=p))
-            else:
-                topics.append(fetch.FetchRequest.FetchTopic(topic=t, partitions=p))
-        forget: dict[tuple[str, uuid.UUID], list[int]] = {}
-        gone = list(plan.to_forget)
-        if version >= 13:
-            gone += plan.to_replace  # the old topic id leaves the session
-        for tp, topic_id in gone:
-            key = (tp.topic, topic_id) if version >= 13 else (tp.topic, null)
-            forget.setdefault(key, []).append(tp.partition)
-        forgotten = [
-            fetch.FetchRequest.ForgottenTopic(topic_id=i, partitions=p)
-            if version >= 13
-            else fetch.FetchRequest.ForgottenTopic(topic=t, partitions=p)
-            for (t, i), p in forget.items()
-        ]
-        kwargs = self._request_kwargs(version)
-        kwargs.update(
-            topics=topics,
-            forgotten_topics_data=forgotten,
-            session_id=plan.session_id,
-            session_epoch=plan.epoch,
+            offsets[tp] = offset
+        request = build_full_fetch(
+            offsets,
+            version,
+            self.metadata,
+            self.max_partition_fetch_bytes,
+            fields,
+            self._topic_names,
         )
-        return fetch.FetchRequest(**kwargs), positions
+        return request, offsets
+
+    def _request_fields(self, version: int) -> dict[str, Any]:
+        return request_fields(
+            version,
+            max_wait_ms=self.fetch_max_wait_ms,
+            min_bytes=self.fetch_min_bytes,
+            max_bytes=self.fetch_max_bytes,
+            read_committed=self.read_committed,
+        )
 
     def build_close_fetch(self, session: FetchSession, version: int) -> Any | None:
         """The request closing ``session`` at the broker (epoch -1, no
         partitions), or None when there is no session to close (see
         :meth:`FetchSession.close_plan`)."""
-        if version < 7:
-            return None
-        plan = session.close_plan()
-        if plan is None:
-            return None
-        kwargs = self._request_kwargs(version)
-        kwargs.update(session_id=plan.session_id, session_epoch=plan.epoch, max_wait_ms=0)
-        return fetch.FetchRequest(**kwargs)
+        return build_close_fetch(session, version, self._request_fields(version))
 
     def fetch_failed(self, positions: dict[TopicPartition, int]) -> None:
         """The request failed (connection error): the partitions may be fetched
@@ -854,52 +658,55 @@ class Fetcher:
                     continue  # revoked or sought while the fetch was in flight
                 code = p.error_code
                 if code == ErrorCode.NONE:
-                    s.high_watermark = p.high_watermark
-                    if p.last_stable_offset >= 0:
-                        s.last_stable_offset = p.last_stable_offset
-                    if p.log_start_offset >= 0:
-                        s.log_start_offset = p.log_start_offset
-                    if p.records:
-                        size = len(p.records)
-                        s.bytes_fetched += size
-                        self.bytes_fetched += size
-                        aborted = None
-                        if self.read_committed and p.aborted_transactions:
-                            aborted = sorted(
-                                (a.first_offset, a.producer_id) for a in p.aborted_transactions
-                            )
-                        data = _Completed(asked, p.records, aborted, blob_next_offset(p.records))
-                        if s.completed is None:
-                            s.completed = data
-                        else:
-                            s.prefetched = data
-                        got = True
-                elif code == ErrorCode.OFFSET_OUT_OF_RANGE:
-                    if self.auto_offset_reset == "none":
-                        self.errors.append(OffsetOutOfRangeError(tp, asked))
-                    else:
-                        self.request_reset(
-                            tp, EARLIEST if self.auto_offset_reset == "earliest" else LATEST
-                        )
-                        self.reset_wanted = True
-                elif code in REFRESH_ERRORS:
-                    leader = p.current_leader  # KIP-951 hint (v12+), -1 when absent
-                    if leader.leader_id >= 0:
-                        self.metadata.on_leader_hint(
-                            tp.topic, tp.partition, leader.leader_id, leader.leader_epoch
-                        )
-                    self.metadata.on_partition_error(code, tp.topic, tp.partition)
+                    got = self._buffer_answer(s, asked, p) or got
                 else:
-                    hint = (
-                        f": the client's principal needs READ on topic {tp.topic!r} "
-                        "(an ACL on the broker)"
-                        if code == ErrorCode.TOPIC_AUTHORIZATION_FAILED
-                        else ""
-                    )
-                    self.errors.append(
-                        KafkaError(code, f"fetching {tp.topic}-{tp.partition}{hint}")
-                    )
+                    self._partition_error(tp, asked, code, p)
         return got
+
+    def _buffer_answer(self, s: PartitionState, asked: int, p: Any) -> bool:
+        """Apply a partition's answer without error; True if it buffered records."""
+        s.high_watermark = p.high_watermark
+        if p.last_stable_offset >= 0:
+            s.last_stable_offset = p.last_stable_offset
+        if p.log_start_offset >= 0:
+            s.log_start_offset = p.log_start_offset
+        if not p.records:
+            return False
+        size = len(p.records)
+        s.bytes_fetched += size
+        self.bytes_fetched += size
+        aborted = None
+        if self.read_committed and p.aborted_transactions:
+            aborted = sorted((a.first_offset, a.producer_id) for a in p.aborted_transactions)
+        data = FetchedData(asked, p.records, aborted, blob_next_offset(p.records))
+        if s.completed is None:
+            s.completed = data
+        else:
+            s.prefetched = data
+        return True
+
+    def _partition_error(self, tp: TopicPartition, asked: int, code: int, p: Any) -> None:
+        """Apply a partition's error: a reset, a metadata refresh, or an error for the next poll."""
+        if code == ErrorCode.OFFSET_OUT_OF_RANGE:
+            if self.auto_offset_reset == "none":
+                self.errors.append(OffsetOutOfRangeError(tp, asked))
+            else:
+                self.request_reset(tp, EARLIEST if self.auto_offset_reset == "earliest" else LATEST)
+                self.reset_wanted = True
+        elif code in REFRESH_ERRORS:
+            leader = p.current_leader  # KIP-951 hint (v12+), -1 when absent
+            if leader.leader_id >= 0:
+                self.metadata.on_leader_hint(
+                    tp.topic, tp.partition, leader.leader_id, leader.leader_epoch
+                )
+            self.metadata.on_partition_error(code, tp.topic, tp.partition)
+        else:
+            hint = (
+                f": the client's principal needs READ on topic {tp.topic!r} (an ACL on the broker)"
+                if code == ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                else ""
+            )
+            self.errors.append(KafkaError(code, f"fetching {tp.topic}-{tp.partition}{hint}"))
 
     # -- handing out records --------------------------------------------------------------
 
@@ -933,282 +740,10 @@ class Fetcher:
     def _take(self, max_records: int) -> dict[TopicPartition, Any]:
         if self.errors:
             raise self.errors.pop(0)
-        out: dict[TopicPartition, Any] = {}
-        left = max_records
-        for tp, s in self.partitions.items():
-            if left <= 0:
-                break
-            c = s.completed
-            if c is None or s.paused:
-                continue
-            taken: Any = None
-            while True:
-                recs = c.records
-                if c.index >= len(recs) and not c.done:
-                    try:
-                        recs = self._decode_more(tp, c, left)
-                    except (KafkaError, DecodeError):
-                        if out or taken:
-                            break  # hand out what was taken; the error comes back next time
-                        raise
-                start = c.index
-                end = min(start + left, len(recs))
-                if end > start:
-                    # A new list (the application may keep and change it), also
-                    # when the fast path decoded into a tuple.
-                    part = recs[start:end]
-                    if isinstance(part, RecordColumns):
-                        chunk: Any = part
-                        s.position = part.last_offset + 1
-                    else:
-                        chunk = part if type(part) is list else list(part)
-                        s.position = chunk[-1].offset + 1
-                    # Only at a prefetch boundary is there a second chunk to join.
-                    taken = chunk if taken is None else taken + chunk
-                    left -= end - start
-                    c.index = end
-                if not c.drained:
-                    if left > 0:
-                        continue  # decode more of the blob
-                    break
-                # Drained: move on to the prefetched data when it continues from here.
-                self.fetch_wanted = True
-                if c.next_position > (s.position or 0):
-                    s.position = c.next_position
-                nxt, s.prefetched = s.prefetched, None
-                if nxt is None or nxt.position != s.position:
-                    s.completed = None
-                    break
-                s.completed = c = nxt
-                if left <= 0:
-                    break
-            if taken:
-                out[tp] = taken
-                s.records_taken += len(taken)
-                self.records_taken += len(taken)
-        return out
-
-    def _decode_more(
-        self, tp: TopicPartition, c: _Completed, want: int
-    ) -> Sequence[ConsumerRecord] | RecordColumns:
-        """Decode the next entries of ``c`` until ``want`` records (or the end) are in.
-
-        The records (at or after the fetch position) replace ``c.records``; ``c``
-        keeps where decoding stands. A corrupt batch ends the blob after records
-        decoded before it (the error comes back when the position reaches it)
-        and raises when it is the first thing to decode.
-        """
-        prefix = (tp.topic, tp.partition)
-        columns = self._columns  # None: record tuples; else columns, with headers or not
-        # Joined at the end: a run of plain batches stays the one tuple the fast path made.
-        parts: list[Any] = []
-        n = 0
-        position = c.position
-        blob = c.blob
-        aborted = c.aborted
-        # With aborted transactions to drop, transactional batches go the ordinary way.
-        stop_at_transactional = aborted is not None
-        verify = self.check_crcs
-        pos = c.cursor
-        while n < want:
-            # The per-record hot path: the codec builds the ConsumerRecords of a
-            # run of plain batches itself (in C when built), skipping records
-            # below the position; the entry after the run goes the ordinary way.
-            run: Any
-            if columns is None:
-                run, pos, run_next = decode_batch_run_as(
-                    blob,
-                    pos,
-                    ConsumerRecord,
-                    prefix=prefix,
-                    min_offset=position,
-                    verify=verify,
-                    stop_at_transactional=stop_at_transactional,
-                    max_records=want - n,
-                )
-            else:
-                run, pos, run_next = decode_batch_run_columns(
-                    blob,
-                    pos,
-                    min_offset=position,
-                    headers=columns,
-                    verify=verify,
-                    stop_at_transactional=stop_at_transactional,
-                    max_records=want - n,
-                )
-            c.cursor = pos
-            if run_next is not None:
-                parts.append(run)
-                n += len(run)
-                c.next_position = run_next
-                if n >= want:
-                    break
-            try:
-                entry = next(iter_batches(blob, pos), None)
-            except DecodeError:
-                if n:
-                    c.done = True
-                    break
-                raise
-            if entry is None:
-                c.done = True
-                break
-            header, view = entry
-            if header.next_offset <= position:
-                c.cursor = pos = pos + len(view)
-                continue
-            records: Sequence[ConsumerRecord] | RecordColumns
-            if isinstance(header, RecordBatchHeader):
-                if aborted is not None:
-                    while c.aborts_seen < len(aborted) and (
-                        aborted[c.aborts_seen][0] <= header.last_offset
-                    ):
-                        c.aborted_open.add(aborted[c.aborts_seen][1])
-                        c.aborts_seen += 1
-                attrs = header.attributes
-                if attrs & 0x20:  # control batch: a transaction marker
-                    c.aborted_open.discard(header.producer_id)
-                    records = ()
-                elif attrs & 0x10 and header.producer_id in c.aborted_open:
-                    records = ()
-                else:
-                    try:
-                        if columns is None:
-                            _, records = decode_batch_as(
-                                view,
-                                ConsumerRecord,
-                                prefix=prefix,
-                                suffix=((attrs >> 3) & 1, header.partition_leader_epoch),
-                                min_offset=position,
-                                verify=verify,
-                            )
-                        else:
-                            _, records = decode_batch_columns(
-                                view, min_offset=position, headers=columns, verify=verify
-                            )
-                    except DecodeError as exc:
-                        if n:
-                            c.done = True  # hand out what precedes; the error comes back
-                            break
-                        raise KafkaError(
-                            ErrorCode.CORRUPT_MESSAGE, f"{tp.topic}-{tp.partition}: {exc}"
-                        ) from exc
-            else:
-                try:
-                    legacy = decode_legacy_entry(view, verify=verify)
-                except DecodeError:
-                    if n:
-                        c.done = True
-                        break
-                    raise
-                ts_type = (header.attributes >> 3) & 1 if header.magic else NO_TIMESTAMP_TYPE
-                if legacy and legacy[0].offset < position:
-                    legacy = [r for r in legacy if r.offset >= position]
-                if columns is not None:
-                    records = RecordColumns.whole(ColumnBuffers.pack(legacy, ts_type, columns))
-                else:
-                    # tuple.__new__ skips the NamedTuple constructor, and concatenating to
-                    # the decoded record tuple is the cheapest way to widen it.
-                    suffix = (ts_type, -1)
-                    records = [_new(ConsumerRecord, prefix + r + suffix) for r in legacy]
-            if records:
-                parts.append(records)
-                n += len(records)
-            c.next_position = header.next_offset
-            c.cursor = pos = pos + len(view)
-        out: Sequence[ConsumerRecord] | RecordColumns
-        if columns is not None:
-            out = RecordColumns.join(parts)
-        else:
-            out = parts[0] if len(parts) == 1 else list(itertools.chain.from_iterable(parts))
-        c.records = out
-        c.index = 0
-        return out
-
-
-class ConsumedPositions:
-    """What commits commit: the position after the last record the application processed.
-
-    Rules (at-least-once): records handed out by a poll count as processed
-    once the *next* poll starts (:meth:`poll_started`); an explicit
-    :meth:`all` (``commit()`` without offsets) counts everything handed out
-    so far. Partitions that leave the assignment are forgotten.
-    """
-
-    __slots__ = ("_done", "_handed")
-
-    def __init__(self) -> None:
-        self._done: dict[TopicPartition, int] = {}
-        self._handed: dict[TopicPartition, int] = {}
-
-    def handed_out(self, tp: TopicPartition, next_offset: int) -> None:
-        """Records of ``tp`` up to ``next_offset`` went to the application."""
-        self._handed[tp] = next_offset
-
-    def poll_started(self) -> None:
-        if self._handed:
-            self._done.update(self._handed)
-            self._handed = {}
-
-    def processed(self, assigned: set[TopicPartition]) -> dict[TopicPartition, int]:
-        """Positions as of the last poll's start (auto-commit)."""
-        return {tp: off for tp, off in self._done.items() if tp in assigned}
-
-    def all(self, assigned: set[TopicPartition]) -> dict[TopicPartition, int]:
-        """Positions after everything handed out (``commit()``)."""
-        self.poll_started()
-        return self.processed(assigned)
-
-    def forget(self, tps: Iterable[TopicPartition]) -> None:
-        for tp in tps:
-            self._done.pop(tp, None)
-            self._handed.pop(tp, None)
-
-    def rewind(self, tp: TopicPartition, next_offset: int) -> None:
-        """Records of ``tp`` from ``next_offset`` on were handed out but not
-        processed (a caller gave them back): commits stop before them."""
-        for positions in (self._done, self._handed):
-            if positions.get(tp, next_offset) > next_offset:
-                positions[tp] = next_offset
-
-
-def build_list_offsets(
-    targets: dict[TopicPartition, int],
-    version: int,
-    *,
-    read_committed: bool = False,
-    leader_epochs: dict[TopicPartition, int] | None = None,
-) -> Any:
-    """A ListOffsetsRequest looking up ``targets`` (timestamp, or EARLIEST -2 / LATEST -1)."""
-    by_topic: dict[str, list[Any]] = {}
-    for tp, ts in targets.items():
-        by_topic.setdefault(tp.topic, []).append(
-            list_offsets.ListOffsetsRequest.ListOffsetsPartition(
-                partition_index=tp.partition,
-                current_leader_epoch=(leader_epochs or {}).get(tp, -1) if version >= 4 else -1,
-                timestamp=ts,
-            )
-        )
-    kwargs: dict[str, Any] = {
-        "replica_id": -1,
-        "topics": [
-            list_offsets.ListOffsetsRequest.ListOffsetsTopic(name=t, partitions=p)
-            for t, p in by_topic.items()
-        ],
-    }
-    if version >= 2:
-        kwargs["isolation_level"] = 1 if read_committed else 0
-    return list_offsets.ListOffsetsRequest(**kwargs)
-
-
-def parse_list_offsets(response: Any) -> dict[TopicPartition, tuple[int, int] | KafkaError]:
-    """``tp -> (offset, timestamp)`` or the partition's error (offset -1: no such record)."""
-    out: dict[TopicPartition, tuple[int, int] | KafkaError] = {}
-    for t in response.topics:
-        for p in t.partitions:
-            tp = TopicPartition(t.name, p.partition_index)
-            if p.error_code:
-                out[tp] = KafkaError(p.error_code, f"ListOffsets {t.name}-{p.partition_index}")
-            else:
-                out[tp] = (p.offset, p.timestamp)
-    return out
+        tally = TakeTally()
+        try:
+            return take_records(self.partitions, max_records, self._columns, self.check_crcs, tally)
+        finally:
+            if tally.drained:
+                self.fetch_wanted = True  # a buffer slot freed
+            self.records_taken += tally.records

@@ -71,16 +71,12 @@ import anyio
 import anyio.abc
 import anyio.lowlevel
 
-from trafka.codec import ErrorCode, KafkaError, TrafkaError
+from trafka.codec import ErrorCode, KafkaError
 
 from ._util import loop_clock, owned_task_group, serve_metrics_if_asked
 from ._validate import (
     check_bool,
-    check_committed_offset,
-    check_offsets,
-    check_str,
     check_topic,
-    describe,
 )
 from .accumulator import (
     BATCH_OVERHEAD,
@@ -91,9 +87,7 @@ from .accumulator import (
 )
 from .config import ProducerConfig, make_config
 from .errors import (
-    ArgumentTypeError,
     ClientClosedError,
-    InvalidTxnStateError,
     ProducerBlockedError,
     TransactionAbortableError,
 )
@@ -101,10 +95,9 @@ from .fetcher import TopicPartition
 from .hosting import Hostable
 from .producer_core import PreparedRecord, ProducerCore, error_kind
 from .producer_sender import Sender
+from .producer_transactions import PendingCommit, TransactionCalls, transaction_offsets
 from .statistics import (
     ProducerStatistics,
-    producer_partition_statistics,
-    topic_statistics,
 )
 from .telemetry import (
     IntervalAverages,
@@ -136,22 +129,6 @@ _WINDOW_RECORDS = 16
 log = logging.getLogger("trafka.sdk.producer")
 
 
-def transaction_offsets(
-    offsets: Any, group_metadata: Any
-) -> tuple[dict[TopicPartition, int], ConsumerGroupMetadata]:
-    """``send_offsets_to_transaction``'s arguments, checked (pure: the blocking
-    producer checks them in the caller's thread too)."""
-    clean = check_offsets("offsets", offsets, check_value=check_committed_offset)
-    if isinstance(group_metadata, ConsumerGroupMetadata):
-        return clean, group_metadata
-    if not isinstance(group_metadata, str):
-        raise ArgumentTypeError(
-            "group_metadata must be a ConsumerGroupMetadata (consumer.group_metadata()) "
-            f"or a group id, got {describe(group_metadata)}"
-        )
-    return clean, ConsumerGroupMetadata(check_str("group_metadata", group_metadata))
-
-
 class RecordFuture(RecordHandle):
     """The result of :meth:`Producer.send`: await it for the record's metadata.
 
@@ -181,45 +158,6 @@ async def _wait_batch(batch: ProducerBatch) -> None:
         await batch.waker.wait()
 
 
-class PendingCommit:
-    """A commit started with ``commit_transaction(wait=False)``.
-
-    Its failure also dooms the transaction begun after it: that transaction's
-    records and offsets fail, and it must be aborted.
-    """
-
-    __slots__ = ("_producer", "_result")
-
-    def __init__(self, producer: Producer, result: TxnResult) -> None:
-        self._producer = producer
-        self._result = result
-
-    def done(self) -> bool:
-        """Whether the commit has completed (or failed)."""
-        return self._result.done
-
-    def result(self) -> None:
-        """Raise the commit's failure, if it failed.
-
-        Raises:
-            InvalidTxnStateError: not completed yet.
-            TransactionAbortableError, ProducerFencedError, TransactionFatalError.
-        """
-        self._result.result()
-
-    async def wait(self) -> None:
-        """Wait for the commit (up to ``max.block.ms``), then :meth:`result`.
-
-        Raises:
-            ProducerBlockedError: not done within ``max.block.ms``; it goes on.
-        """
-        await self._producer.wait_transaction_result(self._result)
-
-    def __repr__(self) -> str:
-        state = "pending" if not self.done() else ("failed" if self._result.error else "done")
-        return f"<PendingCommit {state}>"
-
-
 class Producer(Hostable):
     """A Kafka producer. Create it with :func:`open_producer`.
 
@@ -246,6 +184,7 @@ class Producer(Hostable):
         )
         core = self.core
         self._sender = Sender(config, core, self._cluster, task_group, self._now)
+        self._txn_calls = TransactionCalls(core, self._sender, config)
         # The core's parts this driver uses on every record or request.
         self._acc = core.acc
         self._txn = core.txn
@@ -360,15 +299,7 @@ class Producer(Hostable):
             n = await self._wait_for_topic(topic)
             info = md.topics[topic]
         assert info is not None
-        if partition is None:
-            p, sticky = core.pick(topic, key_bytes, n, info)
-        elif 0 <= partition < n:
-            p, sticky = partition, False
-        else:
-            raise KafkaError(
-                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                f"partition {partition} of {topic!r} (it has {n})",
-            )
+        p, sticky = core.choose_partition(topic, key_bytes, partition, n, info)
         remember = partition is None and self._hot_path
         deadline: float | None = None
         while True:
@@ -518,33 +449,10 @@ class Producer(Hostable):
         Totals count from :func:`open_producer`; see :mod:`trafka.sdk.statistics`
         for what each field means. Cheap enough to call every second.
         """
-        acc = self._acc
-        topics = {t: topic_statistics(c) for t, c in sorted(acc.topic_counters.items())}
-        values = topics.values()
-        txn = self._txn
-        return ProducerStatistics(
-            records_sent=sum(t.records_sent for t in values),
-            bytes_sent=sum(t.bytes_sent for t in values),
-            batches_sent=sum(t.batches_sent for t in values),
-            records_failed=sum(t.records_failed for t in values),
-            batch_retries=sum(t.batch_retries for t in values),
-            records_buffered=sum(len(b.records) for b in acc.incomplete_batches()),
-            buffer_memory_used=acc.used_memory,
-            buffer_memory=acc.buffer_memory,
+        return self.core.statistics(
             requests_in_flight=self._sender.in_flight,
-            producer_id=acc.producer_id,
-            producer_epoch=acc.producer_epoch,
-            transactions_committed=txn.transactions_committed,
-            transactions_aborted=txn.transactions_aborted,
-            topics=topics,
             brokers=self._cluster.broker_statistics(),
             telemetry=None if self._telemetry is None else self._telemetry.telemetry.statistics(),
-            partitions={
-                TopicPartition(topic, partition): producer_partition_statistics(c, n, size)
-                for topic, partition, n, size, c in sorted(
-                    acc.partition_counters(), key=lambda row: row[:2]
-                )
-            },
         )
 
     async def client_instance_id(self, timeout_ms: float = 0) -> uuid.UUID | None:
@@ -629,15 +537,7 @@ class Producer(Hostable):
                 call again to keep waiting).
             ClientClosedError: the producer is closed.
         """
-        await self._check_transactional_async("init_transactions()")
-        txn = self._txn
-        if txn.state not in (TxnState.UNINITIALIZED, TxnState.INITIALIZING):
-            if txn.fatal_error is not None:
-                raise txn.fatal_error
-            return
-        result = txn.init()
-        self.wake_sender()
-        await self.wait_transaction_result(result)
+        await self._txn_calls.init()
 
     def begin_transaction(self) -> None:
         """Start a transaction: records sent from now on are part of it.
@@ -652,7 +552,7 @@ class Producer(Hostable):
                 transaction is already open.
             TransactionFatalError: the producer can no longer do transactions.
         """
-        self._check_transactional("begin_transaction()")
+        self._txn_calls.check("begin_transaction()")
         if self.core.begin_transaction():
             # Begun ahead of a commit: the window's polls carry that commit on.
             self._window = True
@@ -682,11 +582,7 @@ class Producer(Hostable):
                 offsets >= 0, or ``group_metadata`` is neither
                 ``ConsumerGroupMetadata`` nor a group id.
         """
-        clean, group = transaction_offsets(offsets, group_metadata)
-        await self._check_transactional_async("send_offsets_to_transaction()")
-        result = self._txn.send_offsets(clean, group)
-        self.wake_sender()
-        await self.wait_transaction_result(result)
+        await self._txn_calls.send_offsets(offsets, group_metadata)
 
     async def commit_transaction(self, *, wait: bool = True) -> PendingCommit:
         """Send every record of the transaction, then commit it.
@@ -715,36 +611,7 @@ class Producer(Hostable):
             TypeError: ``wait`` is not a bool.
         """
         check_bool("wait", wait)
-        await self._check_transactional_async("commit_transaction()")
-        txn = self._txn
-        previous = txn.committing_result if txn.pipelined else None
-        if previous is not None:
-            if not previous.done and not self._sender.done:
-                # Its last answer has often arrived already: take it here rather
-                # than wait for the connection's reader to run.
-                self._sender.send_if_idle()
-            # Its failure is this transaction's too: begin_commit raises it.
-            await self._wait_resolved(previous)
-        result = txn.begin_commit()
-        acc = self._acc
-        if wait:
-            acc.flushing += 1
-        else:
-            acc.seal()  # every batch of the transaction is ready to leave now
-        try:
-            self.wake_sender()
-            if not self._sender.done:
-                # The answer to AddPartitionsToTxn has usually arrived while the
-                # records were sent: take it now, so that the last batches leave
-                # at once rather than once the connection's reader gets to run.
-                self._sender.receive_txn_answer()
-                self._sender.send_now()
-            if wait:
-                await self.wait_transaction_result(result)
-        finally:
-            if wait:
-                acc.flushing -= 1
-        return PendingCommit(self, result)
+        return await self._txn_calls.commit(wait)
 
     async def abort_transaction(self) -> None:
         """Abort the transaction: unsent records fail with
@@ -756,10 +623,7 @@ class Producer(Hostable):
             InvalidTxnStateError: no transaction open, or it is committing.
             ProducerBlockedError: not done within ``max.block.ms``.
         """
-        await self._check_transactional_async("abort_transaction()")
-        result = self.core.begin_abort()
-        self.wake_sender()
-        await self.wait_transaction_result(result)
+        await self._txn_calls.abort()
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[Producer]:
@@ -781,60 +645,16 @@ class Producer(Hostable):
         try:
             yield self
         except BaseException:
-            await self._abort_shielded()
+            await self._txn_calls.abort_shielded()
             raise
         try:
             await self.commit_transaction()
         except TransactionAbortableError:
-            await self._abort_shielded()
+            await self._txn_calls.abort_shielded()
             raise
         except anyio.get_cancelled_exc_class():
-            await self._finish_commit_shielded()
+            await self._txn_calls.finish_commit_shielded()
             raise
-
-    async def _abort_shielded(self) -> None:
-        txn = self._txn
-        if txn.pipelined:
-            # Begun ahead of a commit under way: abort it (locally), then let
-            # that commit finish below.
-            with anyio.CancelScope(shield=True):
-                try:
-                    await self.abort_transaction()
-                except TrafkaError as exc:
-                    log.warning("aborting the transaction failed: %s", exc)
-        if not txn.in_transaction or txn.state is TxnState.COMMITTING_TRANSACTION:
-            if txn.state is TxnState.COMMITTING_TRANSACTION:
-                await self._finish_commit_shielded()
-            return
-        with anyio.CancelScope(shield=True), anyio.move_on_after(self.config.max_block_ms / 1000):
-            try:
-                await self.abort_transaction()
-            except TrafkaError as exc:
-                log.warning("aborting the transaction failed: %s", exc)
-
-    async def _finish_commit_shielded(self) -> None:
-        with anyio.CancelScope(shield=True), anyio.move_on_after(self.config.max_block_ms / 1000):
-            try:
-                await self.commit_transaction()
-            except TransactionAbortableError:
-                await self._abort_shielded()
-            except TrafkaError as exc:
-                log.warning("completing the transaction failed: %s", exc)
-
-    async def _check_transactional_async(self, what: str) -> None:
-        try:
-            self._check_transactional(what)
-        except ClientClosedError:
-            # The producer's tasks end when a scope around it is cancelled; a
-            # caller inside that scope must see the cancellation, not this.
-            await anyio.lowlevel.checkpoint_if_cancelled()
-            raise
-
-    def _check_transactional(self, what: str) -> None:
-        if not self._transactional:
-            raise InvalidTxnStateError(f"{what} needs a transactional.id")
-        if self.core.closed or self._sender.done:
-            raise ClientClosedError("the producer is closed")
 
     async def wait_transaction_result(self, result: TxnResult) -> None:
         """Wait for a transaction operation's ``result`` up to ``max.block.ms``,
@@ -843,21 +663,7 @@ class Producer(Hostable):
         Raises:
             ProducerBlockedError: not done within ``max.block.ms``; it goes on.
         """
-        await self._wait_resolved(result)
-        result.result()
-
-    async def _wait_resolved(self, result: TxnResult) -> None:
-        """Wait for ``result`` up to ``max.block.ms``, without raising its failure."""
-        if not result.done:
-            if result.waker is None:
-                result.waker = anyio.Event()
-            with anyio.move_on_after(self.config.max_block_ms / 1000):
-                await result.waker.wait()
-            if not result.done:
-                raise ProducerBlockedError(
-                    f"{result.operation} did not complete within max.block.ms "
-                    f"({self.config.max_block_ms} ms); call it again to keep waiting"
-                )
+        await self._txn_calls.wait_result(result)
 
     # -- internals ----------------------------------------------------------------------
 
@@ -910,7 +716,7 @@ class Producer(Hostable):
             if self._transactional and txn.in_transaction and self.core.fatal is None:
                 # Java's close does the same: an open transaction cannot survive its producer.
                 log.warning("closing the producer aborts its open transaction")
-                await self._abort_shielded()
+                await self._txn_calls.abort_shielded()
             await self.flush()
             if self._telemetry is not None:
                 # Java's initiateClose: one last push (terminating=true) once the

@@ -57,8 +57,10 @@ from .accumulator import (
 )
 from .config import ProducerConfig
 from .errors import ClientClosedError, SerializationError, TransactionAbortedError
+from .fetcher import TopicPartition
 from .metadata import REFRESH_ERRORS, MetadataCache
 from .partitioners import PARTITIONERS, Partitioner, murmur2_pick
+from .statistics import ProducerStatistics, producer_partition_statistics, topic_statistics
 from .transactions import TransactionManager, TxnRequest, TxnResult, TxnState
 
 __all__ = ["PreparedRecord", "ProducerCore", "error_kind"]
@@ -294,6 +296,25 @@ class ProducerCore:
         available = info.available_partitions if self._partitioner_needs_available else ()
         p = self._partitioner.partition(topic, key_bytes, n, available)
         return p, key_bytes is None and self._sticky
+
+    def choose_partition(
+        self, topic: str, key_bytes: bytes | None, partition: int | None, n: int, info: Any
+    ) -> tuple[int, bool]:
+        """The partition of a record for ``topic`` (``n`` partitions, its
+        metadata ``info``): ``partition`` when given, else the partitioner's
+        choice; and whether that choice is sticky (moves with new batches).
+
+        Raises:
+            KafkaError: UNKNOWN_TOPIC_OR_PARTITION, ``partition`` is not one of the topic's.
+        """
+        if partition is None:
+            return self.pick(topic, key_bytes, n, info)
+        if 0 <= partition < n:
+            return partition, False
+        raise KafkaError(
+            ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+            f"partition {partition} of {topic!r} (it has {n})",
+        )
 
     def append_at(
         self,
@@ -585,6 +606,45 @@ class ProducerCore:
             if self.acc.abort_undrained(doomed, ahead):
                 self.memory_freed()
         return result
+
+    def statistics(
+        self,
+        *,
+        requests_in_flight: int,
+        brokers: Any,
+        telemetry: Any,
+    ) -> ProducerStatistics:
+        """The producer's statistics from the core's counters, with what only
+        the driver knows (Produce requests in flight, the brokers' and the
+        metrics push's statistics)."""
+        acc = self.acc
+        topics = {t: topic_statistics(c) for t, c in sorted(acc.topic_counters.items())}
+        values = topics.values()
+        txn = self.txn
+        return ProducerStatistics(
+            records_sent=sum(t.records_sent for t in values),
+            bytes_sent=sum(t.bytes_sent for t in values),
+            batches_sent=sum(t.batches_sent for t in values),
+            records_failed=sum(t.records_failed for t in values),
+            batch_retries=sum(t.batch_retries for t in values),
+            records_buffered=sum(len(b.records) for b in acc.incomplete_batches()),
+            buffer_memory_used=acc.used_memory,
+            buffer_memory=acc.buffer_memory,
+            requests_in_flight=requests_in_flight,
+            producer_id=acc.producer_id,
+            producer_epoch=acc.producer_epoch,
+            transactions_committed=txn.transactions_committed,
+            transactions_aborted=txn.transactions_aborted,
+            topics=topics,
+            brokers=brokers,
+            telemetry=telemetry,
+            partitions={
+                TopicPartition(topic, partition): producer_partition_statistics(c, n, size)
+                for topic, partition, n, size, c in sorted(
+                    acc.partition_counters(), key=lambda row: row[:2]
+                )
+            },
+        )
 
     def close(self, error: BaseException) -> None:
         """Closed: records still buffered and transaction calls fail with ``error``."""

@@ -8,6 +8,12 @@ returns and feeds back :meth:`~ShareFetcher.on_response` /
 :meth:`~ShareFetcher.on_failure`; nothing here blocks, reads a clock or
 touches a socket.
 
+It is four modules: this one (what to send when, the records acquired and
+the acknowledgements pending, the answers), :mod:`.share_sessions` (sessions
+and the requests), :mod:`.share_acks` (acknowledgement types, batches, units
+and the delivered records' types) and :mod:`.share_records` (decoding the
+acquired records). Every name stays importable from here.
+
 Rules and invariants:
 
 * One share session per broker that leads assigned partitions
@@ -71,27 +77,41 @@ Rules and invariants:
 
 from __future__ import annotations
 
-import bisect
 import dataclasses
-import enum
 import math
-import operator
 import random
 import uuid
 from collections import Counter, deque
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from typing import Any, NamedTuple
+from functools import partial
+from typing import Any
 
-from trafka.codec import DecodeError, ErrorCode, KafkaError
-from trafka.codec.legacy import decode_legacy_entry
-from trafka.codec.messages import k78_share_fetch as sf
-from trafka.codec.messages import k79_share_acknowledge as sa
-from trafka.codec.records import RecordBatchHeader, decode_batch_as, iter_batches
+from trafka.codec import ErrorCode, KafkaError
 
 from ._backoff import backoff_delay
-from .errors import UsageError
 from .fetcher import TopicPartition
 from .metadata import REFRESH_ERRORS, MetadataCache
+from .share_acks import (
+    GAP,
+    AcknowledgeType,
+    AckOutcome,
+    AckUnit,
+    Deliveries,
+    ShareCommit,
+    acknowledgement_batches,
+    can_ride,
+)
+from .share_records import OFFSET, ShareRecord, decode_acquired
+from .share_sessions import (
+    FINAL_EPOCH,
+    INITIAL_EPOCH,
+    SESSION_ERRORS,
+    ShareRequest,
+    ShareSession,
+    build_share_acknowledge,
+    build_share_fetch,
+    next_epoch,
+)
 from .statistics import Interval, error_name
 
 __all__ = [
@@ -106,220 +126,9 @@ __all__ = [
     "ShareRequest",
     "ShareSession",
     "acknowledgement_batches",
+    "decode_acquired",
     "next_epoch",
 ]
-
-#: The share session epoch that opens a session (ShareFetch only).
-INITIAL_EPOCH = 0
-#: The share session epoch that closes a session.
-FINAL_EPOCH = -1
-_INT32_MAX = 2**31 - 1
-
-#: The acknowledgement type of an acquired offset without a record.
-GAP = 0
-#: Stretches of one type at least this long inside a mixed run get a batch of their own.
-LONG_STRETCH = 10
-
-#: SHARE_SESSION_LIMIT_REACHED (Kafka 4.1; newer than the codec's error table).
-SHARE_SESSION_LIMIT_REACHED = 133
-#: Request-level errors after which the broker has no session for us: start a new one.
-SESSION_ERRORS = frozenset(
-    {
-        ErrorCode.SHARE_SESSION_NOT_FOUND,
-        ErrorCode.INVALID_SHARE_SESSION_EPOCH,
-        SHARE_SESSION_LIMIT_REACHED,
-    }
-)
-
-
-class AcknowledgeType(enum.IntEnum):
-    """How a delivered record is acknowledged (Kafka's ids on the wire).
-
-    ``ACCEPT``: processed, never delivered again. ``RELEASE``: give it back
-    for another delivery (its delivery count grows). ``REJECT``: unprocessable,
-    never delivered again.
-    """
-
-    ACCEPT = 1
-    RELEASE = 2
-    REJECT = 3
-
-
-class ShareRecord(NamedTuple):
-    """A record delivered by a share group (key and value after deserialization).
-
-    As :class:`~trafka.sdk.fetcher.ConsumerRecord`, plus ``delivery_count``:
-    how many times the group has delivered it (1 the first time).
-    """
-
-    topic: str
-    partition: int
-    offset: int
-    timestamp: int
-    key: Any
-    value: Any
-    headers: tuple[tuple[str, bytes | None], ...]
-    timestamp_type: int = 0
-    leader_epoch: int = -1
-    delivery_count: int = 1
-
-
-_new: Any = tuple.__new__
-_OFFSET = operator.itemgetter(2)  # a ShareRecord's (and a decoded tuple's) offset
-_INT64_MAX = 2**63 - 1
-
-
-def next_epoch(epoch: int) -> int:
-    """The session epoch after ``epoch``: -1 stays -1, 2**31-1 wraps to 1."""
-    if epoch < 0:
-        return FINAL_EPOCH
-    return 1 if epoch == _INT32_MAX else epoch + 1
-
-
-def acknowledgement_batches(acks: Mapping[int, int]) -> list[tuple[int, int, tuple[int, ...]]]:
-    """``offset -> type`` as ``(first_offset, last_offset, types)`` batches (see the rules).
-
-    ``types`` has one entry when every offset of the batch has that type, else
-    one per offset.
-    """
-    if not acks:
-        return []
-    low, high = min(acks), max(acks)
-    if high - low + 1 == len(acks):  # one run (the keys are distinct) ...
-        kinds = set(acks.values())
-        if len(kinds) == 1:  # ... of one type: the usual case, without a sort
-            return [(low, high, (kinds.pop(),))]
-    out: list[tuple[int, int, tuple[int, ...]]] = []
-    offsets = sorted(acks)
-    i = 0
-    while i < len(offsets):
-        j = i
-        while j + 1 < len(offsets) and offsets[j + 1] == offsets[j] + 1:
-            j += 1
-        _split_run(offsets[i], [acks[o] for o in offsets[i : j + 1]], out)
-        i = j + 1
-    return out
-
-
-def _emit(first: int, types: Sequence[int], out: list[tuple[int, int, tuple[int, ...]]]) -> None:
-    if all(t == types[0] for t in types):
-        out.append((first, first + len(types) - 1, (types[0],)))
-    else:
-        out.append((first, first + len(types) - 1, tuple(types)))
-
-
-def _split_run(first: int, types: list[int], out: list[tuple[int, int, tuple[int, ...]]]) -> None:
-    """One run of consecutive offsets from ``first``: long one-type stretches
-    alone, what lies between them as one batch."""
-    mixed_from: int | None = None
-    k = 0
-    while k < len(types):
-        m = k
-        while m + 1 < len(types) and types[m + 1] == types[k]:
-            m += 1
-        if m - k + 1 >= LONG_STRETCH or (k == 0 and m == len(types) - 1):
-            if mixed_from is not None:
-                _emit(first + mixed_from, types[mixed_from:k], out)
-                mixed_from = None
-            out.append((first + k, first + m, (types[k],)))
-        elif mixed_from is None:
-            mixed_from = k
-        k = m + 1
-    if mixed_from is not None:
-        _emit(first + mixed_from, types[mixed_from:], out)
-
-
-class ShareSession:
-    """The client's view of its share session with one broker.
-
-    ``partitions`` is what the broker holds in the session (assuming the last
-    request built was answered); ``epoch`` the epoch of the next request.
-    """
-
-    __slots__ = ("epoch", "node", "partitions")
-
-    def __init__(self, node: int) -> None:
-        self.node = node
-        self.epoch = INITIAL_EPOCH
-        self.partitions: dict[TopicPartition, uuid.UUID] = {}
-
-    @property
-    def is_open(self) -> bool:
-        """Whether the broker holds the session (a ShareFetch opened it)."""
-        return self.epoch > INITIAL_EPOCH
-
-    def advance(self) -> None:
-        self.epoch = next_epoch(self.epoch)
-
-    def reset(self) -> None:
-        """Start a new session with the next ShareFetch (every partition listed again)."""
-        self.epoch = INITIAL_EPOCH
-        self.partitions = {}
-
-    def plan(
-        self, wanted: Mapping[TopicPartition, uuid.UUID]
-    ) -> tuple[list[TopicPartition], list[tuple[TopicPartition, uuid.UUID]]]:
-        """The next ShareFetch's ``(added, forgotten)`` to make the session hold ``wanted``."""
-        if self.epoch == INITIAL_EPOCH:
-            added = list(wanted)
-            forgotten: list[tuple[TopicPartition, uuid.UUID]] = []
-        else:
-            added = [tp for tp, tid in wanted.items() if self.partitions.get(tp) != tid]
-            forgotten = [(tp, tid) for tp, tid in self.partitions.items() if wanted.get(tp) != tid]
-        self.partitions = dict(wanted)
-        return added, forgotten
-
-
-@dataclasses.dataclass(slots=True, eq=False)
-class ShareCommit:
-    """A commit of acknowledgements: done once every partition has its result.
-
-    ``results``: per partition, None or the error. ``cookie`` is the driver's.
-    """
-
-    cookie: Any
-    results: dict[TopicPartition, BaseException | None] = dataclasses.field(default_factory=dict)
-    pending: int = 0
-    done: bool = False
-
-
-@dataclasses.dataclass(slots=True, eq=False)
-class _AckUnit:
-    """Acknowledgements of one partition that travel (and succeed or fail) together."""
-
-    node: int
-    tp: TopicPartition
-    acks: dict[int, int]
-    commit: ShareCommit | None
-    deadline: float
-    attempts: int = 0
-    retry_at: float = -math.inf  # not retrying (any clock reading is after it)
-    #: Meant for a ShareAcknowledge: retried as those are, even when it rides on a ShareFetch.
-    retriable: bool = False
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class AckOutcome:
-    """The broker's answer for acknowledgements of one partition (None: done)."""
-
-    partition: TopicPartition
-    offsets: frozenset[int]
-    error: BaseException | None
-
-
-@dataclasses.dataclass(frozen=True, slots=True, eq=False)
-class ShareRequest:
-    """A request for the driver to send to ``node``, and to hand back with its answer."""
-
-    node: int
-    api_key: int  # 78 ShareFetch, 79 ShareAcknowledge
-    body: Any
-    units: tuple[_AckUnit, ...] = ()
-    closing: bool = False
-
-    @property
-    def is_fetch(self) -> bool:
-        return self.api_key == 78
 
 
 @dataclasses.dataclass(slots=True, eq=False)
@@ -332,39 +141,8 @@ class _Fetched:
     index: int = 0
 
 
-def _can_ride(
-    units: Iterable[_AckUnit],
-    pending: Mapping[TopicPartition, Any],
-    wanted: Mapping[TopicPartition, uuid.UUID],
-    session: ShareSession,
-) -> bool:
-    """Whether acknowledgements meant for a ShareAcknowledge may ride on the ShareFetch
-    about to leave instead: none belongs to a commit (those go in a ShareAcknowledge,
-    as Kafka's commitSync/commitAsync), and that fetch keeps every partition of
-    them and of the pending ones in the open session."""
-    kept = session.partitions
-    return all(u.commit is None and u.tp in wanted and u.tp in kept for u in units) and all(
-        tp in wanted and tp in kept for tp in pending
-    )
-
-
-def _merged_acks(units: Iterable[_AckUnit]) -> dict[TopicPartition, Mapping[int, int]]:
-    """The units' acknowledgements per partition (a later unit's type wins)."""
-    single: dict[TopicPartition, Mapping[int, int]] = {}
-    several: dict[TopicPartition, dict[int, int]] = {}  # merged into a dict of our own
-    for u in units:
-        mine = several.get(u.tp)
-        if mine is not None:
-            mine.update(u.acks)
-        elif u.tp in single:
-            several[u.tp] = {**single[u.tp], **u.acks}
-        else:
-            single[u.tp] = u.acks
-    return {**single, **several}
-
-
 def _released(records: Iterable[ShareRecord]) -> dict[int, int]:
-    return dict.fromkeys(map(_OFFSET, records), AcknowledgeType.RELEASE)
+    return dict.fromkeys(map(OFFSET, records), AcknowledgeType.RELEASE)
 
 
 def _error(code: int, what: str, message: str | None) -> KafkaError:
@@ -445,18 +223,12 @@ class ShareFetcher:
         self._fetch_retry_at: dict[int, float] = {}
         self._fetch_failures: dict[int, int] = {}
         self._buffer: deque[_Fetched] = deque()
-        # Handed out by the last poll: offset -> the node that delivered it; the
-        # nodes that did, per partition (a superset once records are given back);
-        # and the types given so far (offset -> type, for delivered offsets only).
-        # Whole dicts are built and merged at once (dict.fromkeys, update), not
-        # record by record.
-        self._delivered: dict[TopicPartition, dict[int, int]] = {}
-        self._delivered_nodes: dict[TopicPartition, set[int]] = {}
-        self._typed: dict[TopicPartition, dict[int, int]] = {}
+        # Handed out by the last poll, and the types given to them.
+        self._deliveries = Deliveries()
         # Pending, not yet in a request: node -> partition -> offset -> type.
         self._pending: dict[int, dict[TopicPartition, dict[int, int]]] = {}
         # For a ShareAcknowledge: node -> units (waiting for their retry_at).
-        self._queued: dict[int, list[_AckUnit]] = {}
+        self._queued: dict[int, list[AckUnit]] = {}
         self._names: dict[uuid.UUID, str] = {}
 
     # -- inputs ---------------------------------------------------------------------------
@@ -497,34 +269,19 @@ class ShareFetcher:
             f = self._buffer[0]
             part = f.records[f.index : f.index + max_records - len(out)]
             f.index += len(part)
-            self._deliver(f.node, f.tp, part)
+            self._deliveries.deliver(f.node, f.tp, part)
             out.extend(part)
             if f.index >= len(f.records):
                 self._buffer.popleft()
         self.records_taken += len(out)
         return out
 
-    def _deliver(self, node: int, tp: TopicPartition, records: Sequence[ShareRecord]) -> None:
-        offsets = dict.fromkeys(map(_OFFSET, records), node)
-        delivered = self._delivered.get(tp)
-        if delivered is None:
-            self._delivered[tp] = offsets
-            self._delivered_nodes[tp] = {node}
-            return
-        delivered.update(offsets)  # delivered again: the latest node acknowledges it
-        self._delivered_nodes[tp].add(node)
-        typed = self._typed.get(tp)
-        if typed:  # and untyped again
-            for offset in offsets:
-                typed.pop(offset, None)
-
     def give_back(self, records: Sequence[ShareRecord]) -> None:
         """Records taken but not handed out after all: buffered again, in order, first."""
         self.records_taken -= len(records)
         for r in reversed(records):
             tp = TopicPartition(r.topic, r.partition)
-            node = self._delivered.get(tp, {}).pop(r.offset, -1)
-            self._typed.get(tp, {}).pop(r.offset, None)
+            node = self._deliveries.undeliver(tp, r.offset)
             head = self._buffer[0] if self._buffer else None
             if head is not None and head.tp == tp and head.index > 0:
                 head.index -= 1
@@ -539,59 +296,22 @@ class ShareFetcher:
             UsageError: the record is not among those delivered by the last
                 poll, or its acknowledgement was already taken (committed).
         """
-        if offset not in self._delivered.get(tp, ()):
-            raise UsageError(
-                f"{tp.topic}-{tp.partition} offset {offset} cannot be acknowledged: it was not "
-                "delivered by the last poll, or its acknowledgement was already committed"
-            )
-        self._typed.setdefault(tp, {})[offset] = int(kind)
+        self._deliveries.acknowledge(tp, offset, kind)
 
     def acknowledge_all(
         self, kind: int, skip: Collection[tuple[TopicPartition, int]] = frozenset()
     ) -> None:
         """Type every delivered record that has no type yet (implicit acknowledgement),
         except the ``(partition, offset)`` pairs in ``skip``."""
-        kind = int(kind)
-        for tp, offsets in self._delivered.items():
-            typed = self._typed.get(tp)
-            if skip:
-                typed = self._typed.setdefault(tp, {})
-                for offset in offsets:
-                    if offset not in typed and (tp, offset) not in skip:
-                        typed[offset] = kind
-            else:
-                every = dict.fromkeys(offsets, kind)
-                if typed:
-                    every.update(typed)
-                self._typed[tp] = every
+        self._deliveries.acknowledge_all(kind, skip)
 
     def unacknowledged(self) -> int:
         """Delivered records without a type."""
-        return sum(len(o) - len(self._typed.get(tp, ())) for tp, o in self._delivered.items())
+        return self._deliveries.unacknowledged()
 
     def take_acknowledged(self) -> int:
         """Move every typed delivered record to pending; returns how many stay untyped."""
-        left = 0
-        pending = self._pending
-        for tp in list(self._delivered):
-            offsets = self._delivered[tp]
-            typed = self._typed.pop(tp, None)
-            if typed:
-                nodes = self._delivered_nodes[tp]
-                if len(nodes) == 1 and len(typed) == len(offsets):
-                    # Every one typed, from one node: the usual case, moved at once.
-                    [node] = nodes
-                    pending.setdefault(node, {}).setdefault(tp, {}).update(typed)
-                    offsets.clear()
-                else:
-                    for offset, kind in typed.items():
-                        node = offsets.pop(offset)
-                        pending.setdefault(node, {}).setdefault(tp, {})[offset] = kind
-            left += len(offsets)
-            if not offsets:
-                del self._delivered[tp]
-                del self._delivered_nodes[tp]
-        return left
+        return self._deliveries.take_typed(self._pending)
 
     def send_pending_now(self, now: float) -> None:
         """Pending acknowledgements leave in ShareAcknowledge requests rather than
@@ -697,13 +417,13 @@ class ShareFetcher:
         pending = self._pending.get(node)
         queued = self._queued.get(node, [])
         due = [u for u in queued if u.retry_at <= now]
-        ride: list[_AckUnit] = []
+        ride: list[AckUnit] = []
         if due:
             self._queued[node] = [u for u in queued if u.retry_at > now]
             if not self._queued[node]:
                 del self._queued[node]
             if session is not None and session.is_open:
-                if wanted is not None and _can_ride(due, pending or {}, wanted, session):
+                if wanted is not None and can_ride(due, pending or {}, wanted, session.partitions):
                     ride = due  # a fetch leaves now: it takes them, one round trip less
                 else:
                     return self._acknowledge_request(node, session, due)
@@ -712,7 +432,7 @@ class ShareFetcher:
         if wanted is not None:
             if session is None:
                 session = self.sessions[node] = ShareSession(node)
-            carried: list[_AckUnit] = ride
+            carried: list[AckUnit] = ride
             if pending:
                 if not session.is_open:
                     units = self._package(node, None, now)
@@ -741,70 +461,34 @@ class ShareFetcher:
         node: int,
         session: ShareSession,
         wanted: dict[TopicPartition, uuid.UUID],
-        carried: list[_AckUnit],
+        carried: list[AckUnit],
     ) -> ShareRequest:
-        R = sf.ShareFetchRequest
-        epoch = session.epoch
-        added, forgotten = session.plan(wanted)
-        acks = _merged_acks(carried)
-        topics: dict[uuid.UUID, list[Any]] = {}
-        for tp in dict.fromkeys([*added, *acks]):
-            tid = wanted[tp]
-            self._names[tid] = tp.topic
-            batches = [
-                R.AcknowledgementBatch(first_offset=f, last_offset=last, acknowledge_types=list(t))
-                for f, last, t in acknowledgement_batches(acks.get(tp, {}))
-            ]
-            topics.setdefault(tid, []).append(
-                R.FetchPartition(partition_index=tp.partition, acknowledgement_batches=batches)
-            )
-        gone: dict[uuid.UUID, list[int]] = {}
-        for tp, tid in forgotten:
-            gone.setdefault(tid, []).append(tp.partition)
-        body = R(
+        return build_share_fetch(
+            node,
+            session,
+            wanted,
+            carried,
+            self._names,
             group_id=self.group_id,
             member_id=self.member_id,
-            share_session_epoch=epoch,
             max_wait_ms=self.fetch_max_wait_ms,
             min_bytes=self.fetch_min_bytes,
             max_bytes=self.fetch_max_bytes,
             max_records=self.max_poll_records,
-            batch_size=self.max_poll_records,
-            topics=[R.FetchTopic(topic_id=t, partitions=ps) for t, ps in topics.items()],
-            forgotten_topics_data=[
-                R.ForgottenTopic(topic_id=t, partitions=sorted(ps)) for t, ps in gone.items()
-            ],
         )
-        return ShareRequest(node, 78, body, tuple(carried))
 
     def _acknowledge_request(
-        self, node: int, session: ShareSession, units: list[_AckUnit], *, closing: bool = False
+        self, node: int, session: ShareSession, units: list[AckUnit], *, closing: bool = False
     ) -> ShareRequest:
-        R = sa.ShareAcknowledgeRequest
-        merged = _merged_acks(units)
-        topics: dict[uuid.UUID, list[Any]] = {}
-        for tp, acks in merged.items():
-            tid = self._topic_id(node, tp)
-            if tid is None:
-                continue  # never fetched here: failed below
-            topics.setdefault(tid, []).append(
-                R.AcknowledgePartition(
-                    partition_index=tp.partition,
-                    acknowledgement_batches=[
-                        R.AcknowledgementBatch(
-                            first_offset=f, last_offset=last, acknowledge_types=list(t)
-                        )
-                        for f, last, t in acknowledgement_batches(acks)
-                    ],
-                )
-            )
-        body = R(
+        return build_share_acknowledge(
+            node,
+            session,
+            units,
+            partial(self._topic_id, node),
             group_id=self.group_id,
             member_id=self.member_id,
-            share_session_epoch=FINAL_EPOCH if closing else session.epoch,
-            topics=[R.AcknowledgeTopic(topic_id=t, partitions=ps) for t, ps in topics.items()],
+            closing=closing,
         )
-        return ShareRequest(node, 79, body, tuple(units), closing)
 
     def _topic_id(self, node: int, tp: TopicPartition) -> uuid.UUID | None:
         session = self.sessions.get(node)
@@ -982,14 +666,14 @@ class ShareFetcher:
         if acks:
             self._pending.setdefault(node, {}).setdefault(tp, {}).update(acks)
 
-    def _package(self, node: int, commit: ShareCommit | None, deadline: float) -> list[_AckUnit]:
+    def _package(self, node: int, commit: ShareCommit | None, deadline: float) -> list[AckUnit]:
         """The node's pending acknowledgements as units (one per partition)."""
         pending = self._pending.pop(node, {})
         if commit is None:
             deadline += self.ack_timeout
-        return [_AckUnit(node, tp, acks, commit, deadline) for tp, acks in pending.items() if acks]
+        return [AckUnit(node, tp, acks, commit, deadline) for tp, acks in pending.items() if acks]
 
-    def _queue(self, node: int, units: list[_AckUnit]) -> None:
+    def _queue(self, node: int, units: list[AckUnit]) -> None:
         for u in units:
             u.retriable = True
         if units:
@@ -1012,7 +696,7 @@ class ShareFetcher:
                         ),
                     )
 
-    def _retry_or_fail(self, unit: _AckUnit, error: KafkaError, again: bool, now: float) -> None:
+    def _retry_or_fail(self, unit: AckUnit, error: KafkaError, again: bool, now: float) -> None:
         if again and now < unit.deadline:
             unit.attempts += 1
             unit.retry_at = now + backoff_delay(
@@ -1022,11 +706,11 @@ class ShareFetcher:
         else:
             self._finish(unit, error)
 
-    def _fail(self, units: Iterable[_AckUnit], error: BaseException) -> None:
+    def _fail(self, units: Iterable[AckUnit], error: BaseException) -> None:
         for u in units:
             self._finish(u, error)
 
-    def _finish(self, unit: _AckUnit, error: BaseException | None) -> None:
+    def _finish(self, unit: AckUnit, error: BaseException | None) -> None:
         self.outcomes.append(AckOutcome(unit.tp, frozenset(unit.acks), error))
         if error is None:
             kinds = set(unit.acks.values())
@@ -1056,176 +740,3 @@ class ShareFetcher:
         self._fetch_retry_at[node] = now + backoff_delay(
             self.retry_backoff, self.retry_backoff_max, n, self._rng
         )
-
-
-def decode_acquired(
-    tp: TopicPartition,
-    blob: bytes,
-    ranges: Sequence[tuple[int, int, int]],
-    check_crcs: bool = True,
-) -> tuple[list[ShareRecord], dict[int, int], KafkaError | None]:
-    """The records of ``blob`` inside the acquired ``(first, last, delivery_count)`` ranges.
-
-    Returns:
-        ``(records, acknowledgements, error)``: the records in offset order;
-        GAP for acquired offsets without a record up to the end of the data,
-        RELEASE for acquired offsets past it, REJECT for those of a corrupt
-        batch; the error of a corrupt batch (CORRUPT_MESSAGE), if any.
-    """
-    ranges = sorted(ranges)
-    starts = [r[0] for r in ranges]
-    prefix = (tp.topic, tp.partition)
-    records: list[ShareRecord] = []
-    acks: dict[int, int] = {}
-    error: KafkaError | None = None
-    end: int | None = None  # the offset after the last complete entry
-    # Offsets with a record: entries whose every offset has one (the usual case,
-    # checked without a set), and the offsets of the others one by one.
-    full: list[tuple[int, int]] = []
-    present: set[int] = set()
-
-    def count_of(offset: int) -> int | None:
-        i = bisect.bisect_right(starts, offset) - 1
-        if i >= 0 and offset <= ranges[i][1]:
-            return ranges[i][2]
-        return None
-
-    def keep(decoded: Iterable[tuple[Any, ...]]) -> None:
-        for r in decoded:
-            n = count_of(r[2])
-            if n is not None:
-                records.append(_new(ShareRecord, (*r[:9], n)))
-                present.add(r[2])
-
-    try:
-        for header, view in iter_batches(blob):
-            first, last = _entry_bounds(header)
-            end = header.next_offset
-            if not _overlaps(ranges, first, last):
-                continue  # nothing acquired in this entry
-            # One range holding the whole batch: its records come out of the
-            # decoder as ShareRecords with that range's delivery count.
-            count = None
-            if isinstance(header, RecordBatchHeader) and not header.attributes & 0x20:
-                count = _one_range_count(ranges, starts, first, last)
-            decoded: Sequence[tuple[Any, ...]]
-            try:
-                if count is None:
-                    decoded = _decode_entry(header, view, prefix, check_crcs)
-                else:
-                    assert isinstance(header, RecordBatchHeader)
-                    decoded = whole = _decode_batch_for(header, view, prefix, count, check_crcs)
-            except (DecodeError, KafkaError) as exc:
-                for o in range(first, last + 1):
-                    if count_of(o) is not None:
-                        acks[o] = AcknowledgeType.REJECT
-                error = error or KafkaError(
-                    ErrorCode.CORRUPT_MESSAGE,
-                    f"{tp.topic}-{tp.partition} at offset {first}: {exc} (its records were rejected)",
-                )
-                continue
-            if count is not None and _offsets_are(whole, first, last):
-                records.extend(whole)
-                full.append((first, last))
-            else:
-                keep(decoded)
-    except DecodeError as exc:
-        # The entries cannot be told apart from here on: give the rest back.
-        error = error or KafkaError(
-            ErrorCode.CORRUPT_MESSAGE, f"{tp.topic}-{tp.partition}: {exc} (the rest was released)"
-        )
-    spans = _merged(full)
-    for first, last, _ in ranges:
-        o = first
-        i = bisect.bisect_right(spans, (o, _INT64_MAX)) - 1
-        while o <= last:
-            if i >= 0 and o <= spans[i][1]:
-                o = spans[i][1] + 1  # a stretch where every offset has a record
-            elif o not in present and o not in acks:
-                acks[o] = GAP if end is not None and o < end else AcknowledgeType.RELEASE
-                o += 1
-            else:
-                o += 1
-            if i + 1 < len(spans) and spans[i + 1][0] <= o:
-                i += 1
-    return records, acks, error
-
-
-def _merged(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    """``(first, last)`` spans sorted, overlapping and adjacent ones joined."""
-    out: list[tuple[int, int]] = []
-    for first, last in sorted(spans):
-        if out and first <= out[-1][1] + 1:
-            if last > out[-1][1]:
-                out[-1] = (out[-1][0], last)
-        else:
-            out.append((first, last))
-    return out
-
-
-def _one_range_count(
-    ranges: Sequence[tuple[int, int, int]], starts: Sequence[int], first: int, last: int
-) -> int | None:
-    """The delivery count of the one range that holds ``first..last`` whole
-    and no other range touches (None otherwise)."""
-    i = bisect.bisect_right(starts, first) - 1
-    if i < 0 or ranges[i][1] < last or (i + 1 < len(ranges) and starts[i + 1] <= last):
-        return None
-    return ranges[i][2]
-
-
-def _offsets_are(records: Sequence[tuple[Any, ...]], first: int, last: int) -> bool:
-    """Whether ``records`` carry exactly the offsets ``first..last``, in order."""
-    return len(records) == last - first + 1 and [*map(_OFFSET, records)] == [
-        *range(first, last + 1)
-    ]
-
-
-def _decode_batch_for(
-    header: RecordBatchHeader,
-    view: memoryview,
-    prefix: tuple[str, int],
-    delivery_count: int,
-    check_crcs: bool,
-) -> list[ShareRecord]:
-    """A magic 2 batch's records as ShareRecords of one delivery count."""
-    attrs = header.attributes
-    _, records = decode_batch_as(
-        view,
-        ShareRecord,
-        prefix=prefix,
-        suffix=((attrs >> 3) & 1, header.partition_leader_epoch, delivery_count),
-        verify=check_crcs,
-    )
-    return records
-
-
-def _overlaps(ranges: Sequence[tuple[int, int, int]], first: int, last: int) -> bool:
-    return any(a <= last and b >= first for a, b, _ in ranges)
-
-
-def _entry_bounds(header: Any) -> tuple[int, int]:
-    if isinstance(header, RecordBatchHeader):
-        return header.base_offset, header.last_offset
-    return header.last_offset, header.last_offset  # legacy: wrapper offsets are its last
-
-
-def _decode_entry(
-    header: Any, view: memoryview, prefix: tuple[str, int], check_crcs: bool
-) -> Sequence[tuple[Any, ...]]:
-    """The records of one entry as ConsumerRecord-shaped tuples (control batches: none)."""
-    if isinstance(header, RecordBatchHeader):
-        if header.attributes & 0x20:
-            return ()  # a control batch: its offsets are gaps
-        attrs = header.attributes
-        _, records = decode_batch_as(
-            view,
-            tuple,
-            prefix=prefix,
-            suffix=((attrs >> 3) & 1, header.partition_leader_epoch),
-            verify=check_crcs,
-        )
-        return records
-    legacy = decode_legacy_entry(view, verify=check_crcs)
-    ts_type = (header.attributes >> 3) & 1 if header.magic else -1
-    return [(*prefix, *r, ts_type, -1) for r in legacy]

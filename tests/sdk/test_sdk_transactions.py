@@ -32,8 +32,8 @@ from trafka.sdk.errors import (
 from trafka.sdk.fetcher import TopicPartition
 from trafka.sdk.group_protocol import CommitFailedError
 from trafka.sdk.producer import open_producer
+from trafka.sdk.transaction_state import SOURCES as _SOURCES
 from trafka.sdk.transactions import (
-    _SOURCES,
     ConsumerGroupMetadata,
     Kind,
     TransactionManager,

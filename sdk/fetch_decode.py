@@ -1,0 +1,332 @@
+"""Decoding a fetched records blob a little at a time, as its records are taken.
+
+This is the fetcher's read side (:mod:`.fetcher` decides what to fetch and
+applies the answers): :func:`take_records` hands the buffered records of the
+partitions out, advancing their positions, and :func:`decode_more` decodes
+what it hands out.
+
+A Fetch answer's records stay the bytes the broker sent (:class:`FetchedData`)
+until the application takes them; :func:`decode_more` then decodes the next
+few entries, up to the records wanted. The records are made, used and freed
+while the memory is still in the CPU's cache, and a blob nobody takes (a
+partition sought or revoked meanwhile) is never decoded.
+
+Rules:
+
+* Records below the offset the data was fetched for are skipped (a batch may
+  start before it). Control batches (transaction markers) are never returned;
+  they only move :attr:`FetchedData.next_position` past them.
+* ``read_committed`` (:func:`skips_batch`): the answer lists the aborted
+  transactions it overlaps as (first offset, producer id). A transaction is
+  *open* from its first offset on, for the batches of its producer, until that
+  producer's next control batch (its abort marker). A transactional batch of a
+  producer with an open aborted transaction is dropped; everything else is kept.
+* A corrupt entry ends the blob when records were decoded before it (they are
+  handed out; the error comes back once the position reaches it), and raises
+  when it is the first thing to decode: ``KafkaError(CORRUPT_MESSAGE)`` for a
+  v2 batch, the codec's ``DecodeError`` for a legacy message or an entry whose
+  bounds cannot be read.
+* The per-record hot path is the codec's: a run of plain batches (not
+  transactional when aborted transactions are to be dropped) becomes records in
+  one call (C when built). Python code here runs once per run or per entry that
+  is not plain, never per record.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from trafka.codec import DecodeError, ErrorCode, KafkaError
+from trafka.codec.columns import (
+    ColumnBuffers,
+    RecordColumns,
+    decode_batch_columns,
+    decode_batch_run_columns,
+)
+from trafka.codec.legacy import LegacyMessageHeader, decode_legacy_entry
+from trafka.codec.records import (
+    RecordBatchHeader,
+    decode_batch_as,
+    decode_batch_run_as,
+    iter_batches,
+)
+
+from .consumer_types import ConsumerRecord, TopicPartition
+
+if TYPE_CHECKING:
+    from .fetcher import PartitionState
+
+__all__ = [
+    "FetchedData",
+    "NO_TIMESTAMP_TYPE",
+    "TakeTally",
+    "decode_more",
+    "skips_batch",
+    "take_records",
+]
+
+_new: Any = tuple.__new__
+
+#: ConsumerRecord.timestamp_type of legacy magic 0 messages, which have no timestamp.
+NO_TIMESTAMP_TYPE = -1
+
+
+@dataclasses.dataclass(slots=True)
+class FetchedData:
+    """A fetched blob, decoded a little at a time as its records are taken."""
+
+    position: int  # the offset the data was fetched for
+    blob: bytes
+    aborted: list[tuple[int, int]] | None  # (first offset, producer id), read_committed only
+    end: int | None = None  # the offset after the blob's last complete entry, if any
+    # Decoded (tuples, or columns for take_columns); those from index on not handed out.
+    records: Sequence[ConsumerRecord] | RecordColumns = ()
+    index: int = 0
+    next_position: int = -1  # the offset after the last entry decoded
+    cursor: int = 0  # where the next entry to decode starts in the blob
+    done: bool = False  # nothing more to decode (the end, or a corrupt batch after records)
+    aborts_seen: int = 0  # how many of `aborted` have started by the decoded entries
+    aborted_open: set[int] = dataclasses.field(default_factory=set)  # their producer ids
+
+    def __post_init__(self) -> None:
+        if self.next_position < 0:
+            self.next_position = self.position
+
+    @property
+    def drained(self) -> bool:
+        return self.done and self.index >= len(self.records)
+
+
+class TakeTally:
+    """What a :func:`take_records` did, kept also when it raises."""
+
+    __slots__ = ("drained", "records")
+
+    def __init__(self) -> None:
+        self.drained = False  # a buffered blob was used up: a buffer slot freed
+        self.records = 0  # records handed out
+
+
+def take_records(
+    partitions: Mapping[TopicPartition, PartitionState],
+    max_records: int,
+    columns: bool | None,
+    verify: bool,
+    tally: TakeTally,
+) -> dict[TopicPartition, Any]:
+    """Up to ``max_records`` buffered records of the unpaused ``partitions``,
+    in their order, advancing their positions (record lists, or columns when
+    ``columns`` is set).
+
+    A blob used up gives way to the prefetched one when that starts at the
+    new position; otherwise both are dropped (stale). A decoding error with
+    records already taken hands them out (the error comes back at the next
+    call); with none, it is raised.
+    """
+    out: dict[TopicPartition, Any] = {}
+    left = max_records
+    for tp, s in partitions.items():
+        if left <= 0:
+            break
+        c = s.completed
+        if c is None or s.paused:
+            continue
+        taken: Any = None
+        while True:
+            recs = c.records
+            if c.index >= len(recs) and not c.done:
+                try:
+                    recs = decode_more(tp, c, left, columns, verify)
+                except (KafkaError, DecodeError):
+                    if out or taken:
+                        break  # hand out what was taken; the error comes back next time
+                    raise
+            start = c.index
+            end = min(start + left, len(recs))
+            if end > start:
+                # A new list (the application may keep and change it), also
+                # when the fast path decoded into a tuple.
+                part = recs[start:end]
+                if isinstance(part, RecordColumns):
+                    chunk: Any = part
+                    s.position = part.last_offset + 1
+                else:
+                    chunk = part if type(part) is list else list(part)
+                    s.position = chunk[-1].offset + 1
+                # Only at a prefetch boundary is there a second chunk to join.
+                taken = chunk if taken is None else taken + chunk
+                left -= end - start
+                c.index = end
+            if not c.drained:
+                if left > 0:
+                    continue  # decode more of the blob
+                break
+            # Drained: move on to the prefetched data when it continues from here.
+            tally.drained = True
+            if c.next_position > (s.position or 0):
+                s.position = c.next_position
+            nxt, s.prefetched = s.prefetched, None
+            if nxt is None or nxt.position != s.position:
+                s.completed = None
+                break
+            s.completed = c = nxt
+            if left <= 0:
+                break
+        if taken:
+            out[tp] = taken
+            s.records_taken += len(taken)
+            tally.records += len(taken)
+    return out
+
+
+def skips_batch(c: FetchedData, header: RecordBatchHeader) -> bool:
+    """Whether the v2 batch ``header`` hands out no record: a control batch,
+    or (read_committed) a batch of an aborted transaction. Keeps ``c``'s
+    record of the aborted transactions open at this batch."""
+    aborted = c.aborted
+    if aborted is not None:
+        while c.aborts_seen < len(aborted) and aborted[c.aborts_seen][0] <= header.last_offset:
+            c.aborted_open.add(aborted[c.aborts_seen][1])
+            c.aborts_seen += 1
+    attrs = header.attributes
+    if attrs & 0x20:  # control batch: a transaction marker closes its producer's
+        c.aborted_open.discard(header.producer_id)
+        return True
+    return bool(attrs & 0x10) and header.producer_id in c.aborted_open
+
+
+def decode_more(
+    tp: TopicPartition, c: FetchedData, want: int, columns: bool | None, verify: bool
+) -> Sequence[ConsumerRecord] | RecordColumns:
+    """Decode the next entries of ``c`` until ``want`` records (or the end) are in.
+
+    The records (at or after the fetch position) replace ``c.records``; ``c``
+    keeps where decoding stands. ``columns`` None decodes record tuples, else
+    columns (True: with the header columns); ``verify`` checks batch CRCs.
+
+    Raises:
+        KafkaError: CORRUPT_MESSAGE, a corrupt v2 batch first to decode.
+        DecodeError: entries that cannot be told apart, or a corrupt legacy
+            message, first to decode.
+    """
+    prefix = (tp.topic, tp.partition)
+    # Joined at the end: a run of plain batches stays the one tuple the fast path made.
+    parts: list[Any] = []
+    n = 0
+    position = c.position
+    blob = c.blob
+    # With aborted transactions to drop, transactional batches go the ordinary way.
+    stop_at_transactional = c.aborted is not None
+    pos = c.cursor
+    while n < want:
+        # The per-record hot path: the codec builds the ConsumerRecords of a
+        # run of plain batches itself (in C when built), skipping records
+        # below the position; the entry after the run goes the ordinary way.
+        run: Any
+        if columns is None:
+            run, pos, run_next = decode_batch_run_as(
+                blob,
+                pos,
+                ConsumerRecord,
+                prefix=prefix,
+                min_offset=position,
+                verify=verify,
+                stop_at_transactional=stop_at_transactional,
+                max_records=want - n,
+            )
+        else:
+            run, pos, run_next = decode_batch_run_columns(
+                blob,
+                pos,
+                min_offset=position,
+                headers=columns,
+                verify=verify,
+                stop_at_transactional=stop_at_transactional,
+                max_records=want - n,
+            )
+        c.cursor = pos
+        if run_next is not None:
+            parts.append(run)
+            n += len(run)
+            c.next_position = run_next
+            if n >= want:
+                break
+        try:
+            entry = next(iter_batches(blob, pos), None)
+            if entry is None:
+                c.done = True
+                break
+            header, view = entry
+            if header.next_offset <= position:
+                c.cursor = pos = pos + len(view)
+                continue
+            records = _decode_entry(tp, c, header, view, columns, verify)
+        except (KafkaError, DecodeError):
+            if n:
+                c.done = True  # hand out what precedes; the error comes back
+                break
+            raise
+        if records:
+            parts.append(records)
+            n += len(records)
+        c.next_position = header.next_offset
+        c.cursor = pos = pos + len(view)
+    out: Sequence[ConsumerRecord] | RecordColumns
+    if columns is not None:
+        out = RecordColumns.join(parts)
+    else:
+        out = parts[0] if len(parts) == 1 else list(itertools.chain.from_iterable(parts))
+    c.records = out
+    c.index = 0
+    return out
+
+
+def _decode_entry(
+    tp: TopicPartition,
+    c: FetchedData,
+    header: RecordBatchHeader | LegacyMessageHeader,
+    view: Any,
+    columns: bool | None,
+    verify: bool,
+) -> Sequence[ConsumerRecord] | RecordColumns:
+    """The records of one entry the fast path left (a transactional, control
+    or legacy one, or a batch past the run's records limit), at or after the
+    fetch position."""
+    position = c.position
+    prefix = (tp.topic, tp.partition)
+    records: Sequence[ConsumerRecord] | RecordColumns
+    if isinstance(header, RecordBatchHeader):
+        if skips_batch(c, header):
+            return ()
+        try:
+            if columns is None:
+                _, records = decode_batch_as(
+                    view,
+                    ConsumerRecord,
+                    prefix=prefix,
+                    suffix=((header.attributes >> 3) & 1, header.partition_leader_epoch),
+                    min_offset=position,
+                    verify=verify,
+                )
+            else:
+                _, records = decode_batch_columns(
+                    view, min_offset=position, headers=columns, verify=verify
+                )
+        except DecodeError as exc:
+            raise KafkaError(
+                ErrorCode.CORRUPT_MESSAGE, f"{tp.topic}-{tp.partition}: {exc}"
+            ) from exc
+        return records
+    legacy = decode_legacy_entry(view, verify=verify)
+    ts_type = (header.attributes >> 3) & 1 if header.magic else NO_TIMESTAMP_TYPE
+    if legacy and legacy[0].offset < position:
+        legacy = [r for r in legacy if r.offset >= position]
+    if columns is not None:
+        return RecordColumns.whole(ColumnBuffers.pack(legacy, ts_type, columns))
+    # tuple.__new__ skips the NamedTuple constructor, and concatenating to
+    # the decoded record tuple is the cheapest way to widen it.
+    suffix = (ts_type, -1)
+    return [_new(ConsumerRecord, prefix + r + suffix) for r in legacy]

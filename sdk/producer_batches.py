@@ -1,0 +1,351 @@
+"""The producer's batches and record handles, without I/O.
+
+A :class:`ProducerBatch` holds the records of one partition sent (and retried)
+together; a :class:`RecordHandle` is one record's result. The queues that hold
+batches and decide their outcomes are :mod:`.batch_queues`; appending and
+draining are the :class:`~trafka.sdk.accumulator.Accumulator`'s.
+
+Rules:
+
+* Sizes: a record counts its estimated encoded size (:func:`estimate_size`,
+  ``RECORD_OVERHEAD`` included) toward ``batch.size``, and that plus
+  :data:`RECORD_MEMORY_OVERHEAD` (what CPython spends on a buffered record)
+  toward ``buffer.memory``; a batch adds :data:`BATCH_OVERHEAD`.
+* A batch resolves once: it wakes its waiter, runs its records' callbacks
+  (what a callback raises is logged, never passed on), and resolves its parent
+  once the parent's last child has. A batch split after MESSAGE_TOO_LARGE, or
+  cut into runs around records that do not encode, has *children*
+  (:func:`child_batch`): they keep the parent's place in the partition's order
+  (:attr:`ProducerBatch.order`) and its transaction, and a record's handle
+  reports the child that carried it (:meth:`ProducerBatch.locate`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from trafka.codec.messages import k00_produce as produce
+
+from .errors import ArgumentTypeError, SerializationError, UsageError
+
+__all__ = [
+    "BATCH_OVERHEAD",
+    "BufferFullError",
+    "INT32_MAX",
+    "ProducerBatch",
+    "RECORD_MEMORY_OVERHEAD",
+    "RECORD_OVERHEAD",
+    "RecordHandle",
+    "RecordMetadata",
+    "build_produce_request",
+    "child_batch",
+    "estimate_size",
+    "produce_results",
+    "unencodable",
+]
+
+INT32_MAX = 2**31 - 1
+
+log = logging.getLogger("trafka.sdk.producer")
+
+# Per-record bytes beyond key, value and headers: length, attributes, timestamp
+# and offset deltas, key/value lengths and header count as small varints.
+RECORD_OVERHEAD = 12
+BATCH_OVERHEAD = 61
+# What CPython spends on each buffered record besides its bytes: the record
+# tuple (72), its timestamp int (32) and its list slot (8). Counted against
+# buffer.memory so that the bound holds for the process's real memory.
+RECORD_MEMORY_OVERHEAD = 112
+
+
+def estimate_size(
+    key: bytes | None, value: bytes | None, headers: Sequence[tuple[str, bytes | None]]
+) -> int:
+    """Approximate encoded size of one record (exact enough for ``batch.size``)."""
+    n = RECORD_OVERHEAD
+    if key is not None:
+        n += len(key)
+    if value is not None:
+        n += len(value)
+    for hk, hv in headers:
+        n += len(hk) + 4 + (len(hv) if hv is not None else 0)
+    return n
+
+
+class BufferFullError(Exception):
+    """Internal: ``buffer.memory`` cannot hold the record yet (the driver waits)."""
+
+    def __init__(self, needed: int) -> None:
+        super().__init__(needed)
+        self.needed = needed
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class RecordMetadata:
+    """Where a record was written.
+
+    Attributes:
+        topic, partition, offset: its position in the log (offset -1 with acks=0).
+        timestamp: the record's timestamp (the broker's under log-append time).
+        serialized_key_size, serialized_value_size: bytes, -1 for None.
+    """
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+    serialized_key_size: int = -1
+    serialized_value_size: int = -1
+
+
+class ProducerBatch:
+    """Records for one partition, sent (and retried) together."""
+
+    __slots__ = (
+        "attempts",
+        "base_offset",
+        "base_sequence",
+        "callbacks",
+        "children",
+        "created",
+        "done",
+        "encoded",
+        "error",
+        "full",
+        "in_flight",
+        "last_error",
+        "limit",
+        "log_append_time",
+        "memory",
+        "order",
+        "parent",
+        "partition",
+        "pending_children",
+        "producer_epoch",
+        "producer_id",
+        "records",
+        "retry_at",
+        "seq",
+        "size",
+        "topic",
+        "txn",
+        "waker",
+    )
+
+    def __init__(self, topic: str, partition: int, now: float, seq: int) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.records: list[
+            tuple[int, bytes | None, bytes | None, Sequence[tuple[str, bytes | None]]]
+        ] = []
+        self.size = BATCH_OVERHEAD
+        self.memory = 0  # bytes reserved out of buffer.memory
+        self.created = now
+        self.seq = seq  # creation order within the partition
+        # Sort key within the partition: split halves sort right after their parent.
+        self.order: tuple[int, ...] = (seq,)
+        # A batch split after MESSAGE_TOO_LARGE: its halves (index of their first
+        # record, batch); it resolves once they all have.
+        self.children: list[tuple[int, ProducerBatch]] | None = None
+        self.parent: ProducerBatch | None = None
+        self.pending_children = 0
+        self.attempts = 0
+        self.retry_at = -math.inf  # not backing off (any clock reading is after it)
+        self.base_sequence = -1
+        # The identity the sequence numbers belong to (-1 until sequenced).
+        self.producer_id = -1
+        self.producer_epoch = -1
+        self.encoded: bytes | None = None
+        self.in_flight = False
+        self.full = False
+        self.done = False
+        # The size at which the producer's hot path must look at the batch: the
+        # batch size (it is then full), or less while the producer wants to poll.
+        self.limit = 0
+        self.base_offset = -1
+        self.log_append_time = -1
+        self.error: BaseException | None = None
+        # The error of the last attempt that was retried (named by a delivery timeout).
+        self.last_error: BaseException | None = None
+        self.txn = 0  # the transaction's number (Accumulator.txn_open when created)
+        self.callbacks: list[tuple[RecordHandle, Callable[[RecordHandle], Any]]] | None = None
+        # Set by the driver to something with ``set()`` (an event) while a task waits.
+        self.waker: Any = None
+
+    @property
+    def record_count(self) -> int:
+        return len(self.records)
+
+    def resolve(self) -> None:
+        """Done (completed or failed): wake the waiter, run the callbacks, and
+        resolve the parent once its last split half is done. The accumulator's."""
+        self.done = True
+        if self.waker is not None:
+            self.waker.set()
+        if self.callbacks:
+            callbacks, self.callbacks = self.callbacks, None
+            for handle, fn in callbacks:
+                _call_back(fn, handle)
+        parent = self.parent
+        if parent is not None:
+            parent.pending_children -= 1
+            if parent.pending_children == 0:
+                parent.resolve()
+
+    def locate(self, index: int) -> tuple[ProducerBatch, int]:
+        """The batch that carried record ``index`` of this one, and its index there."""
+        batch = self
+        while batch.children is not None:
+            for start, child in reversed(batch.children):
+                if index >= start:
+                    batch, index = child, index - start
+                    break
+        return batch, index
+
+    def __repr__(self) -> str:
+        return (
+            f"<ProducerBatch {self.topic}-{self.partition} #{self.seq} records={len(self.records)}>"
+        )
+
+
+def _call_back(fn: Callable[[RecordHandle], Any], handle: RecordHandle) -> None:
+    """A record's done callback: what it raises is logged, as
+    :mod:`concurrent.futures` does; it must not stop whoever resolved the record
+    (a connection's reader, the sender) and with it the producer."""
+    try:
+        fn(handle)
+    except Exception:
+        log.exception("a record's done callback %r raised", fn)
+
+
+class RecordHandle:
+    """A future-like result for one record.
+
+    The producer's driver subclass makes it awaitable; here it offers
+    :meth:`done`, :meth:`result`, :meth:`exception` and callbacks.
+    """
+
+    __slots__ = ("batch", "index")
+
+    def __init__(self, batch: ProducerBatch, index: int) -> None:
+        self.batch = batch
+        self.index = index
+
+    def done(self) -> bool:
+        return self.batch.done
+
+    def exception(self) -> BaseException | None:
+        """The failure, or ``None`` if the record was written.
+
+        Raises:
+            UsageError: not resolved yet.
+        """
+        if not self.batch.done:
+            raise UsageError("the record is not delivered yet")
+        return self.batch.locate(self.index)[0].error
+
+    def result(self) -> RecordMetadata:
+        """The record's metadata.
+
+        Raises:
+            UsageError: not resolved yet.
+            KafkaError (or another TrafkaError): the record failed.
+        """
+        if not self.batch.done:
+            raise UsageError("the record is not delivered yet")
+        b, index = self.batch.locate(self.index)
+        if b.error is not None:
+            raise b.error
+        ts, key, value, _ = b.records[index]
+        offset = b.base_offset + index if b.base_offset >= 0 else -1
+        return RecordMetadata(
+            b.topic,
+            b.partition,
+            offset,
+            b.log_append_time if b.log_append_time >= 0 else ts,
+            -1 if key is None else len(key),
+            -1 if value is None else len(value),
+        )
+
+    def add_done_callback(self, fn: Callable[[RecordHandle], Any]) -> None:
+        """Call ``fn(handle)`` when resolved (at once if it already is).
+
+        Raises:
+            TypeError: ``fn`` is not callable.
+        """
+        if not callable(fn):
+            raise ArgumentTypeError(f"fn must be callable, got {fn!r}")
+        b = self.batch
+        if b.done:
+            _call_back(fn, self)
+            return
+        if b.callbacks is None:
+            b.callbacks = []
+        b.callbacks.append((self, fn))
+
+
+def child_batch(
+    batch: ProducerBatch,
+    index: int,
+    records: list[tuple[int, bytes | None, bytes | None, Sequence[tuple[str, bytes | None]]]],
+) -> ProducerBatch:
+    """Child ``index`` of ``batch`` carrying ``records`` (a run of its own):
+    sorted right after it, closed to appends, its memory the records' share."""
+    child = ProducerBatch(batch.topic, batch.partition, batch.created, batch.seq)
+    child.txn = batch.txn
+    child.order = (*batch.order, index)
+    child.records = records
+    sizes = [estimate_size(k, v, h) for _, k, v, h in records]
+    child.size = BATCH_OVERHEAD + sum(sizes)
+    child.memory = sum(sizes) + RECORD_MEMORY_OVERHEAD * len(records)
+    child.full = True
+    child.parent = batch
+    return child
+
+
+def unencodable(batch: ProducerBatch, error: Exception) -> SerializationError:
+    """The error of ``batch``'s records that could not be encoded (``error``)."""
+    failure = SerializationError(
+        f"a record for {batch.topic}-{batch.partition} could not be encoded: {error}"
+    )
+    failure.__cause__ = error
+    return failure
+
+
+def build_produce_request(
+    batches: Sequence[ProducerBatch],
+    *,
+    acks: int,
+    timeout_ms: int,
+    transactional_id: str | None = None,
+) -> Any:
+    """A ProduceRequest carrying ``batches`` (already encoded by :meth:`Accumulator.drain`)."""
+    by_topic: dict[str, list[Any]] = {}
+    for b in batches:
+        by_topic.setdefault(b.topic, []).append(
+            produce.ProduceRequest.PartitionProduceData(index=b.partition, records=b.encoded)
+        )
+    return produce.ProduceRequest(
+        transactional_id=transactional_id,
+        acks=acks,
+        timeout_ms=timeout_ms,
+        topic_data=[
+            produce.ProduceRequest.TopicProduceData(name=t, partition_data=p)
+            for t, p in by_topic.items()
+        ],
+    )
+
+
+def produce_results(
+    batches: Sequence[ProducerBatch], response: Any
+) -> list[tuple[ProducerBatch, Any]]:
+    """Pair each batch with its PartitionProduceResponse (``None`` if the broker left it out)."""
+    found: dict[tuple[str, int], Any] = {}
+    for t in response.responses:
+        for p in t.partition_responses:
+            found[(t.name, p.index)] = p
+    return [(b, found.get((b.topic, b.partition))) for b in batches]
