@@ -285,8 +285,8 @@ def broker_in_thread(
         ``trio.from_thread`` (it belongs to the broker's thread).
 
     Raises:
-        Whatever :func:`serve_broker` raises while starting; TimeoutError if it
-        does not start in time.
+        TimeoutError: the broker did not start within ``startup_timeout``.
+        Exception: whatever :func:`serve_broker` raises while starting.
     """
     started = threading.Event()
     state: dict[str, Any] = {}
