@@ -133,7 +133,8 @@ def interval_rates(prev: Snapshot, cur: Snapshot) -> dict[SeriesKey, float | Non
             "bytes_in": _growth(prev.sizes, cur.sizes, tp),
             "messages_out": consumed.get(tp, 0),
         }
-        if was == "absent":
+        if was == "absent" or leader is None:
+            # New since the last sample, or leaderless now: not known.
             grown = dict.fromkeys(METRICS)
         for metric, value in grown.items():
             add(("topic", tp.topic, metric), value)
