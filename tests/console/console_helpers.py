@@ -274,34 +274,33 @@ def consoles_in_thread(
 
     made: dict[str, Any] = {}
 
+    async def run_all(*, task_status: Any) -> None:
+        # The admin clients are opened and closed by this one task: each owns
+        # a task group, which must be left by the task that entered it.
+        async with AsyncExitStack() as stack:
+            for name, servers in bootstraps.items():
+                admin = await stack.enter_async_context(
+                    open_admin(bootstrap_servers=servers, default_api_timeout_ms=5000)
+                )
+                made[name] = Console(
+                    admin, {"bootstrap.servers": servers}, allowed_hosts=["127.0.0.1"], clock=clock
+                )
+            async with trio.open_nursery() as nursery:
+                for console in made.values():
+                    nursery.start_soon(console.watch_cluster)
+                config = Config()
+                config.bind = ["127.0.0.1:0"]
+                config.accesslog = None
+                app = make_app(dict(made), access or decide_access("127.0.0.1"))
+                binds = await nursery.start(serve, app, config)
+                made["@token"] = trio.lowlevel.current_trio_token()
+                netloc = binds[0].split("://", 1)[1]
+                host, _, port = netloc.rpartition(":")
+                task_status.started((host, int(port)))
+
     async def start(nursery: trio.Nursery) -> tuple[str, int]:
-        stack = AsyncExitStack()
-        for name, servers in bootstraps.items():
-            admin = await stack.enter_async_context(
-                open_admin(bootstrap_servers=servers, default_api_timeout_ms=5000)
-            )
-            made[name] = Console(
-                admin, {"bootstrap.servers": servers}, allowed_hosts=["127.0.0.1"], clock=clock
-            )
-            nursery.start_soon(made[name].watch_cluster)
-
-        async def close_at_end() -> None:
-            try:
-                await trio.sleep_forever()
-            finally:
-                with trio.CancelScope(shield=True):
-                    await stack.aclose()
-
-        nursery.start_soon(close_at_end)
-        config = Config()
-        config.bind = ["127.0.0.1:0"]
-        config.accesslog = None
-        app = make_app(made, access or decide_access("127.0.0.1"))
-        binds = await nursery.start(serve, app, config)
-        made["@token"] = trio.lowlevel.current_trio_token()
-        netloc = binds[0].split("://", 1)[1]
-        host, _, port = netloc.rpartition(":")
-        return host, int(port)
+        bound: tuple[str, int] = await nursery.start(run_all)
+        return bound
 
     first = next(iter(bootstraps.values()))
     with served_in_thread(start, first) as site:
