@@ -260,19 +260,21 @@ def make_app(
         async def run(request: Request) -> Response:
             visit = request.state.visit = visitor(request)
             name = request.path_params.get("cluster")
-            if name is not None and name not in consoles:
-                return error(request, 404, "Not found", f"no cluster named {name!r}")
-            request.state.cluster = default if name is None else name
-            request.state.console = consoles[request.state.cluster]
-            request.state.base = "" if name is None else f"/clusters/{urllib.parse.quote(name)}"
-            response = await answer(request, visit)
+            if name in consoles or name is None:
+                request.state.cluster = default if name is None else name
+                request.state.console = consoles[request.state.cluster]
+                request.state.base = "" if name is None else f"/clusters/{urllib.parse.quote(name)}"
+            if visit.user is None and not public:  # not even which clusters there are
+                response = unknown_visitor(request)
+            elif name is not None and name not in consoles:
+                response = error(request, 404, "Not found", f"no cluster named {name!r}")
+            else:
+                response = await answer(request, visit)
             if visit.new_sid:
                 set_session(request, response, visit.sid)
             return response
 
         async def answer(request: Request, visit: _Visit) -> Response:
-            if visit.user is None and not public:
-                return unknown_visitor(request)
             try:
                 changes = request.method == "POST" or form_page
                 if access.read_only and changes and not session_only:

@@ -47,6 +47,7 @@ if CHROMIUM is None or CHROMEDRIVER is None:
     )
 
 from selenium import webdriver  # noqa: E402
+from selenium.common.exceptions import StaleElementReferenceException  # noqa: E402
 from selenium.webdriver.chrome.service import Service  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.support import expected_conditions as ec  # noqa: E402
@@ -492,8 +493,14 @@ def test_a_dead_cluster_page_comes_back_by_itself(tmp_path: Any, browser: Any) -
     settings = ConsoleSettings({"bootstrap.servers": f"127.0.0.1:{port}"}, "127.0.0.1:0")
     with console_in_thread(settings) as there:
         browser.get(there.base + "/")
-        assert browser.find_element(By.TAG_NAME, "h1").text == "The cluster does not answer"
-        assert "Connection refused" in browser.find_element(By.ID, "error").text
+        # The page reloads itself every 2 s: an element read may be of the page
+        # just replaced (stale), so read both again until one page has both.
+        WebDriverWait(browser, 20, ignored_exceptions=(StaleElementReferenceException,)).until(
+            lambda d: (
+                d.find_element(By.TAG_NAME, "h1").text == "The cluster does not answer"
+                and "Connection refused" in d.find_element(By.ID, "error").text
+            )
+        )
         shot(browser, "21-cluster-down")
         with broker_in_thread(data_dir=tmp_path / "back", port=port):
             WebDriverWait(browser, 30).until(

@@ -77,6 +77,7 @@ def test_each_cluster_under_its_name_and_the_first_at_the_root(two: tuple[Site, 
         page = get(site, "/clusters/west/topics/only-west")
         assert page.status == 200 and cells(page.text, "partitions")[1][0] == "1"
         # An unknown cluster is a 404 page; the list of clusters says each one's state.
+        assert get(site, "/clusters/west").url.endswith("/clusters/west/")
         missing = get(site, "/clusters/north/topics")
         assert missing.status == 404 and "no cluster named" in missing.text
         listed = cells(get(site, "/clusters").text, "cluster-list")
@@ -109,9 +110,10 @@ def test_protection_covers_every_cluster(two: tuple[Site, Site]) -> None:
     with consoles_in_thread(names, FakeClock(), password) as served:
         site = served.site
         stranger = Client(follow=False)
-        for path in ("/clusters/west/topics", "/clusters/east/", "/topics"):
+        for path in ("/clusters/west/topics", "/clusters/east/", "/topics", "/clusters/north/"):
             answer = stranger.get(site, path)
             assert answer.status == 303 and "/login?next=" in answer.headers["location"]
+        assert 'id="clusters"' not in stranger.get(site, "/login").text  # no names to strangers
         # A form of one cluster's page carries the session's token, which the
         # other cluster's changes take too; without it, refused.
         person = Client()
