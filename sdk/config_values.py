@@ -132,7 +132,8 @@ def _opt_int(
     def coerce(name: str, value: Any) -> int | None:
         return None if value is None else check(name, value)
 
-    spec = ValueSpec("integer", minimum, maximum, optional=True, note=note)
+    bounds = value_spec(check)
+    spec = ValueSpec("integer", bounds.minimum, bounds.maximum, optional=True, note=note)
     return _described(spec)(coerce)
 
 

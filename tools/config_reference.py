@@ -391,6 +391,9 @@ def _bound(value: int) -> str:
     return {INT32_MAX: "2147483647 (2^31-1)", INT64_MAX: "2^63-1"}.get(value, str(value))
 
 
+_UNBOUNDED = ((None, None), (None, INT64_MAX))  # an integer's (minimum, maximum), no bound
+
+
 def valid_values(f: dataclasses.Field[Any]) -> str:
     spec = value_spec(f.metadata["coerce"])
     parts = []
@@ -398,17 +401,15 @@ def valid_values(f: dataclasses.Field[Any]) -> str:
         parts.append(", ".join(f"`{c}`" for c in spec.choices))
         if spec.also:
             parts.append("also " + ", ".join(f"`{c}`" if c else "(empty)" for c in spec.also))
-    elif spec.type in ("string", "list of strings") and not spec.note:
-        parts.append(f"any {spec.type}")
-    elif spec.type == "integer":
-        if spec.minimum is None and spec.maximum in (None, INT64_MAX):
-            parts.append("any integer (a long)")
-        elif spec.maximum in (None, INT64_MAX):
+    elif spec.type == "integer" and (spec.minimum, spec.maximum) not in _UNBOUNDED:
+        if spec.maximum in (None, INT64_MAX):
             parts.append(f">= {spec.minimum}")
         elif spec.minimum is None:
             parts.append(f"<= {_bound(spec.maximum)}")
         else:
             parts.append(f"{spec.minimum} to {_bound(spec.maximum)}")
+    elif not spec.note:  # nothing narrower to say
+        parts.append(f"any {spec.type}")
     if spec.note:
         parts.append(spec.note)
     if spec.optional:
