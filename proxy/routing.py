@@ -70,6 +70,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from trafka.codec import batch_split
 from trafka.codec.compression import DEFAULT_MAX_DECOMPRESSED_SIZE, Compression
 from trafka.codec.errors import DecodeError, ErrorCode
 from trafka.codec.legacy import decode_legacy_entry, encode_message_set
@@ -114,6 +115,8 @@ __all__ = [
 log = logging.getLogger("trafka.proxy")
 
 HASHES: dict[str, Callable[[bytes, int], int]] = KEY_HASHES  # the SDK's, by name
+# The hashes the codec's C pass computes (trafka.codec.batch_split), by function.
+_FAST_HASHES = {fn: name for name, fn in HASHES.items() if name in batch_split.HASH_IDS}
 
 _TRANSACTIONAL = 0x10
 _CONTROL = 0x20
@@ -243,15 +246,21 @@ class ProducePlan:
 class _Piece:
     """Records of one client batch bound for one partition."""
 
-    records: list[Record] | None  # None: not decoded (``raw`` holds them)
+    records: list[Record] | None  # None: not decoded (``raw`` or ``spans`` hold them)
     header: Any
     raw: bytes | None  # the client's whole batch, when it stays whole
     size: int  # estimated bytes on the wire
+    # The records as the codec's C pass located them (trafka.codec.batch_split).
+    spans: batch_split.Spans | None = None
 
     def decoded(self) -> list[Record]:
         if self.records is None:
-            assert self.raw is not None
-            if self.header.magic == 2:
+            if self.raw is None:  # located by the C pass: built alone, then decoded
+                assert self.spans is not None
+                built = batch_split.build_batch([self.spans], attributes=0)
+                assert built is not None  # these spans were built once already
+                self.records = decode_batch(built[0]).records
+            elif self.header.magic == 2:
                 self.records = decode_batch(self.raw).records
             else:
                 self.records = decode_legacy_entry(self.raw)
@@ -297,6 +306,13 @@ def _split(
         DecodeError: the batch is malformed, or inflates beyond ``max_size``
             (``field`` ``"decompressed_size"``).
     """
+    fast_hash = None if origin else _FAST_HASHES.get(hash_of)
+    if fast_hash is not None and header.magic == 2:
+        found = batch_split.split_batch(
+            raw, header, partitions=count, hash_name=fast_hash, own=partition, max_size=max_size
+        )
+        if found is not None:
+            return _split_fast(header, raw, topic, partition, found, stats)
     records = (
         decode_batch(raw, max_size=max_size).records
         if header.magic == 2
@@ -323,6 +339,39 @@ def _split(
             partition,
             total,
             ", ".join(f"{len(r)} -> {t}" for t, r in sorted(groups.items())),
+        )
+    return _Split(topic, partition, header, pieces)
+
+
+def _split_fast(
+    header: Any,
+    raw: bytes,
+    topic: str,
+    partition: int,
+    found: list[tuple[int, batch_split.Spans]],
+    stats: RouteStats,
+) -> _Split:
+    """:func:`_split` of what the codec's C pass found: the same pieces, each
+    holding its records' spans rather than decoded records."""
+    total = header.records_count
+    if [target for target, _ in found] == [partition]:
+        stats.count(topic, 0, total)
+        piece = _Piece(None, header, raw, len(raw), found[0][1])
+        return _Split(topic, partition, header, {partition: piece})
+    stats.batches_rebuilt += 1
+    pieces = {}
+    for target, spans in found:
+        n = len(spans[1]) // batch_split.SPAN_SIZE
+        moved = n if target != partition else 0
+        stats.count(topic, moved, n - moved)
+        pieces[target] = _Piece(None, header, None, len(raw) * n // max(1, total) + 64, spans)
+    if log.isEnabledFor(logging.DEBUG):
+        log.debug(
+            "%r-%d: %d records placed as %s",
+            topic,
+            partition,
+            total,
+            ", ".join(f"{len(s[1]) // batch_split.SPAN_SIZE} -> {t}" for t, s in sorted(found)),
         )
     return _Split(topic, partition, header, pieces)
 
@@ -427,6 +476,13 @@ def _encode(
         )
         return data, len(messages)
     attributes = first.attributes
+    if all(p.spans is not None for p in pieces):
+        spans = [p.spans for p in pieces if p.spans is not None]
+        built = batch_split.build_batch(
+            spans, attributes=attributes, producer_id=producer_id, producer_epoch=producer_epoch
+        )
+        if built is not None:
+            return built
     records = [(r.timestamp, r.key, r.value, r.headers) for p in pieces for r in p.decoded()]
     data = encode_batch(
         records,
