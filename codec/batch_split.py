@@ -36,7 +36,7 @@ from .crc import crc32c
 from .errors import DecodeError
 from .records import BATCH_HEADER_SIZE, RecordBatchHeader
 
-__all__ = ["HASH_IDS", "Spans", "build_batch", "split_batch"]
+__all__ = ["HASH_IDS", "Spans", "available", "build_batch", "split_batch"]
 
 #: The key hashes the C pass computes, by their ``KEY_HASHES`` names.
 HASH_IDS = {"murmur2": 0, "crc32": 1, "fnv1a": 2}
@@ -52,6 +52,11 @@ _TRANSACTIONAL = 0x10
 _CONTROL = 0x20
 _CRC_FROM = 21  # the CRC covers the batch from its attributes on
 _MIN_RECORD = 7
+
+
+def available(hash_name: str) -> bool:
+    """Whether the C pass is on (built, not turned off) and computes ``hash_name``."""
+    return _records._speedups is not None and hash_name in HASH_IDS
 
 
 def split_batch(

@@ -99,6 +99,7 @@ __all__ = [
     "RouteStats",
     "Topics",
     "commit_idempotent",
+    "cheap_to_plan",
     "failed_answer",
     "idempotent_answer",
     "learn_leaders",
@@ -502,6 +503,33 @@ def _cap(sizes: Iterable[int]) -> int:
 
 def _untouchable(header: Any) -> bool:
     return bool(header.producer_id >= 0 or header.attributes & (_TRANSACTIONAL | _CONTROL))
+
+
+# The most record bytes a request may hold for the driver to plan it on its own
+# thread: the C pass costs a few microseconds per kilobyte, less than handing
+# the request to a worker thread and back; more than this, other clients wait.
+_CHEAP_BYTES = 1024 * 1024
+# gzip's compressor (zlib, at Java's level) is several times slower than the others.
+_SLOW_CODECS = frozenset({Compression.GZIP})
+
+
+def cheap_to_plan(body: Any, *, hash_name: str, origin_headers: bool) -> bool:
+    """Whether placing the records of ``body`` takes so little time (the codec's
+    C pass, a request of at most ``_CHEAP_BYTES`` of records, no gzip) that the
+    driver does it at once rather than on a worker thread."""
+    if origin_headers or not batch_split.available(hash_name):
+        return False
+    size = 0
+    for t in body.topic_data:
+        for p in t.partition_data:
+            if p.records:
+                size += len(p.records)
+                if size > _CHEAP_BYTES:
+                    return False
+                for header, _ in iter_batches(p.records):
+                    if header.attributes & 0x07 in _SLOW_CODECS:
+                        return False
+    return True
 
 
 def _plain_request(body: Any, topics: Topics) -> bool:
