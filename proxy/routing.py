@@ -361,11 +361,13 @@ def _split_fast(
         return _Split(topic, partition, header, {partition: piece})
     stats.batches_rebuilt += 1
     pieces = {}
+    kept = 0
     for target, spans in found:
         n = len(spans[1]) // batch_split.SPAN_SIZE
-        moved = n if target != partition else 0
-        stats.count(topic, moved, n - moved)
+        if target == partition:
+            kept = n
         pieces[target] = _Piece(None, header, None, len(raw) * n // max(1, total) + 64, spans)
+    stats.count(topic, total - kept, kept)
     if log.isEnabledFor(logging.DEBUG):
         log.debug(
             "%r-%d: %d records placed as %s",
@@ -605,9 +607,10 @@ def plan_produce(
     kept: dict[tuple[str, int], _Source] = {}
     owner_of, moved_out = _owners(splits)
     order = _part_order()
+    cap = _cap(sizes)
     for (topic, target), (own, moved) in _by_target(splits).items():
         leader = topics.leader(topic, target)
-        for rnd, chunk in enumerate(_chunks(own, [m for _, m in moved], _cap(sizes))):
+        for rnd, chunk in enumerate(_chunks(own, [m for _, m in moved], cap)):
             data, _ = _encode(chunk)
             part = order(rnd, leader)
             parts.setdefault((rnd, leader), {}).setdefault(topic, {})[target] = data
