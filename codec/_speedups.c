@@ -2060,9 +2060,12 @@ index_records(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         }
         return NULL;
     }
-    if (partitions <= 0 || partitions > (1 << 24) || hash < 0 || hash > 2 || own < 0) {
+    if (partitions <= 0 || hash < 0 || hash > 2 || own < 0) {
         PyErr_SetString(PyExc_ValueError, "index_records(): bad partitions, hash or own partition");
         return NULL;
+    }
+    if (partitions > (1 << 20)) {
+        Py_RETURN_NONE; /* a table per call that large: the Python path decides */
     }
     Py_buffer view;
     if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0) {
