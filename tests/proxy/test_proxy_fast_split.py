@@ -3,7 +3,8 @@ reference: for random requests (several partitions and batches, keys null, empty
 and long, headers, timestamps far apart, every codec, plain, idempotent and
 transactional producers), the plain, single-connection and idempotent plans
 built with the accelerator on and off are equal: the same parts, byte for byte,
-the same routes and the same counters.
+the same routes and the same counters. Also: a keyed batch really takes the C
+pass, and which requests are planned without a worker thread (cheap_to_plan).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from trafka.codec.records import encode_batch
 from trafka.proxy.routing import (
     RouteStats,
     Topics,
+    cheap_to_plan,
     plan_produce,
     prepare_idempotent,
     route_produce,
@@ -170,3 +172,20 @@ def test_a_keyed_batch_takes_the_c_pass(monkeypatch: pytest.MonkeyPatch) -> None
     assert plan is not None and len(plan.parts) == 3
     assert calls.count("index_records") == 1
     assert calls.count("build_records") == PARTITIONS
+
+
+def test_only_requests_the_c_pass_makes_cheap_are_planned_without_a_thread() -> None:
+    def body(codec: Compression, n: int = 10, size: int = 10) -> Any:
+        rows = [(1, b"k%d" % i, bytes(size), ()) for i in range(n)]
+        return request({0: [encode_batch(rows, compression=codec)]})
+
+    small, gzip = body(Compression.LZ4), body(Compression.GZIP)
+    large = body(Compression.NONE, n=1100, size=1000)  # more than 1 MiB of records
+    with accelerated(True):
+        assert cheap_to_plan(small, hash_name="murmur2", origin_headers=False)
+        assert cheap_to_plan(small, hash_name="fnv1a", origin_headers=False)
+        assert not cheap_to_plan(small, hash_name="murmur2", origin_headers=True)
+        assert not cheap_to_plan(gzip, hash_name="murmur2", origin_headers=False)
+        assert not cheap_to_plan(large, hash_name="murmur2", origin_headers=False)
+    with accelerated(False):
+        assert not cheap_to_plan(small, hash_name="murmur2", origin_headers=False)
