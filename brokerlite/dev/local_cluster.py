@@ -34,7 +34,7 @@ import trio
 
 from ..config import BrokerConfig
 from ..server import RunningBroker, _collapse, serve_broker
-from .zookeeper_server import ZooKeeperServer, free_port
+from .zookeeper_server import ZooKeeperServer, free_port, parent_death_signal
 
 __all__ = ["ClusterProcesses", "LocalCluster", "free_port", "serve_cluster"]
 
@@ -256,6 +256,10 @@ class ClusterProcesses:
         settings: broker settings for every node (Kafka names), given as
             ``server.properties`` lines.
         zookeeper_connect: an existing ZooKeeper; None starts a private one.
+        detached: start each broker in a session of its own, so that a terminal's
+            Ctrl-C reaches only this process (which then stops them in order), and
+            have it sent SIGTERM when the thread that started it ends (Linux): call
+            :meth:`start_node` from the main thread then (``trafka cluster`` does).
     """
 
     def __init__(
@@ -266,9 +270,11 @@ class ClusterProcesses:
         settings: dict[str, Any] | None = None,
         zookeeper_connect: str | None = None,
         host: str = "127.0.0.1",
+        detached: bool = False,
     ) -> None:
         self.root = Path(root)
         self.host = host
+        self.detached = detached
         self.settings = {
             "zookeeper.session.timeout.ms": DEFAULT_SESSION_TIMEOUT_MS,
             **(settings or {}),
@@ -330,6 +336,9 @@ class ClusterProcesses:
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                stdin=subprocess.DEVNULL if self.detached else None,
+                start_new_session=self.detached,
+                preexec_fn=parent_death_signal(signal.SIGTERM) if self.detached else None,
             )
         finally:
             out.close()
