@@ -300,10 +300,24 @@ class ClusterProcesses:
             self.zookeeper = ZooKeeperServer(self.root / "zookeeper")
             self.zookeeper.start()
             self._connect = self.zookeeper.connect_string
+        zk_port = self.zookeeper.port if self.zookeeper is not None else None
+        for node_id, port in self.ports.items():
+            if port == zk_port:
+                self.ports[node_id] = free_port(self.host)
         for node_id in self.ports:
             self.start_node(node_id, wait=False)
         for node_id in self.ports:
-            self.wait_serving(node_id, timeout)
+            # A port picked free can be taken before the broker binds it (the machine
+            # is shared): until the first start succeeds, pick another.
+            for attempt in range(3):
+                try:
+                    self.wait_serving(node_id, timeout)
+                    break
+                except RuntimeError as exc:
+                    if attempt == 2 or "Address already in use" not in str(exc):
+                        raise
+                self.ports[node_id] = free_port(self.host)
+                self.start_node(node_id, wait=False)
 
     def _properties(self, node_id: int) -> Path:
         path = self.root / f"node-{node_id}.properties"
