@@ -23,6 +23,9 @@ Rules:
   :data:`MAX_REQUEST_BYTES`; one operation runs at a time.
 * A restarted node keeps its id, port and data directory; it registers in
   ZooKeeper again (waiting out a killed predecessor's session) and catches up.
+* One supervisor per data directory: it holds an exclusive lock on
+  ``cluster.lock`` there from before it starts anything until everything has
+  stopped, and a second one is refused before it touches a file.
 * The state file goes when the supervisor stops; one left by a supervisor that
   died is recognised (its pid is gone) and replaced.
 """
@@ -30,6 +33,7 @@ Rules:
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import secrets
@@ -38,13 +42,14 @@ import socket
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import trio
 
 from .local_cluster import ClusterProcesses
 
 __all__ = [
+    "LOCK_FILE",
     "MAX_REQUEST_BYTES",
     "STATE_FILE",
     "ClusterSupervisor",
@@ -56,6 +61,8 @@ __all__ = [
 
 #: The state file's name, in the cluster's data directory.
 STATE_FILE = "cluster.json"
+#: Locked (flock) by the supervisor while it runs: one cluster per data directory.
+LOCK_FILE = "cluster.lock"
 #: The longest control request line accepted.
 MAX_REQUEST_BYTES = 4096
 _POLL_S = 0.1
@@ -155,6 +162,7 @@ class ClusterSupervisor:
         self.states = dict.fromkeys(processes.ports, "running")
         self.exits: dict[int, str] = {}
         self._lock = trio.Lock()
+        self._lock_file: IO[str] | None = None
 
     @property
     def state_path(self) -> Path:
@@ -167,17 +175,29 @@ class ClusterSupervisor:
         Raises:
             ControlError: another supervisor runs with this data directory.
         """
-        with contextlib.suppress(ControlError):
-            state = read_state(self.processes.root)
+        root = self.processes.root
+        root.mkdir(parents=True, exist_ok=True)
+        lock = open(root / LOCK_FILE, "a")  # noqa: SIM115 - held until run() ends
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            lock.close()
             raise ControlError(
-                f"a cluster already runs with data directory {self.processes.root} "
-                f"(supervisor pid {state['supervisor_pid']})"
-            )
+                f"a cluster already runs with data directory {root} "
+                "(see `trafka cluster node list --data-dir ...`)"
+            ) from None
+        self._lock_file = lock
         try:
             self.processes.start()
         except BaseException:
             self.processes.stop()
+            self._release()
             raise
+
+    def _release(self) -> None:
+        if self._lock_file is not None:
+            self._lock_file.close()
+            self._lock_file = None
 
     async def run(self) -> int:
         """Serve until SIGINT or SIGTERM, then stop everything; 128 + the signal."""
@@ -200,6 +220,7 @@ class ClusterSupervisor:
                 self.state_path.unlink()
             with trio.CancelScope(shield=True):
                 await trio.to_thread.run_sync(self.processes.stop)
+            self._release()
         return 128 + received
 
     def nodes(self) -> list[dict[str, Any]]:

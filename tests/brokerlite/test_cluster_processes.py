@@ -391,3 +391,21 @@ def test_control_refuses_a_wrong_token(tmp_path: Path) -> None:
 
     trio.run(main)
     assert not (tmp_path / STATE_FILE).exists()
+
+
+def test_a_second_supervisor_on_the_same_directory_is_refused(tmp_path: Path) -> None:
+    """Two clusters on one data directory would share ZooKeeper's files and the
+    brokers' logs: the second is refused before it writes anything."""
+    import fcntl
+
+    from trafka.brokerlite.dev.local_cluster import ClusterProcesses
+    from trafka.brokerlite.dev.supervisor import LOCK_FILE, ClusterSupervisor
+
+    with open(tmp_path / LOCK_FILE, "a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        second = ClusterSupervisor(
+            ClusterProcesses(tmp_path, 1, zookeeper_connect="127.0.0.1:1"), lambda line: None
+        )
+        with pytest.raises(ControlError, match="a cluster already runs with data directory"):
+            second.start()
+    assert sorted(p.name for p in tmp_path.iterdir()) == [LOCK_FILE]
