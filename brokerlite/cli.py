@@ -332,6 +332,7 @@ def command(config_file: Path | None, verbose: bool, **options: Any) -> None:
     type=click.IntRange(min=1000),
     help="The brokers' ZooKeeper session timeout: how soon a killed node is noticed [6000].",
 )
+@click.option("-v", "--verbose", is_flag=True, help="The brokers log at DEBUG (in node-<id>.log).")
 @click.pass_context
 def cluster_command(
     ctx: click.Context,
@@ -342,6 +343,7 @@ def cluster_command(
     default_replication_factor: int | None,
     min_insync_replicas: int | None,
     session_timeout_ms: int | None,
+    verbose: bool,
 ) -> None:
     """Run a whole brokerlite cluster on this machine: a private ZooKeeper and N
     brokers on free loopback ports, each broker a process of its own.
@@ -373,24 +375,38 @@ def cluster_command(
         "zookeeper.session.timeout.ms": session_timeout_ms or DEFAULT_SESSION_TIMEOUT_MS,
     }
     processes = ClusterProcesses(
-        data_dir.absolute(), nodes, settings=settings, zookeeper_connect=zookeeper, detached=True
+        data_dir.absolute(),
+        nodes,
+        settings=settings,
+        zookeeper_connect=zookeeper,
+        detached=True,
+        broker_args=("--verbose",) if verbose else (),
     )
     supervisor = ClusterSupervisor(processes, lambda line: click.echo(line, err=True))
     try:
         supervisor.start()
     except (ZooKeeperError, ControlError, RuntimeError, OSError) as exc:
         raise click.ClickException(f"cannot run the cluster: {exc}") from None
-    zk_pid = processes.zookeeper.pid if processes.zookeeper is not None else None
-    click.echo(
-        f"brokerlite cluster of {nodes} node(s), ZooKeeper at {processes.zookeeper_connect}"
-        + (f" (pid {zk_pid})" if zk_pid is not None else "")
-        + f", data in {data_dir}"
-    )
-    for node in supervisor.nodes():
-        click.echo(f"node {node['id']}: {node['address']} pid {node['pid']}")
-    click.echo(f"bootstrap servers: {processes.bootstrap_servers}", color=False)
-    click.echo(f"control: trafka cluster node list|stop|start|kill --data-dir {data_dir}")
-    ctx.exit(trio.run(supervisor.run))
+
+    def announce() -> None:
+        zk_pid = processes.zookeeper.pid if processes.zookeeper is not None else None
+        click.echo(
+            f"brokerlite cluster of {nodes} node(s), ZooKeeper at {processes.zookeeper_connect}"
+            + (f" (pid {zk_pid})" if zk_pid is not None else "")
+            + f", data in {data_dir}"
+        )
+        for node in supervisor.nodes():
+            click.echo(f"node {node['id']}: {node['address']} pid {node['pid']}")
+        click.echo(f"bootstrap servers: {processes.bootstrap_servers}", color=False)
+        click.echo(f"control: trafka cluster node list|stop|start|kill --data-dir {data_dir}")
+
+    try:
+        status = trio.run(supervisor.run, announce)
+    except BaseException:
+        # A signal before run() watched them: nothing may be left running.
+        processes.stop()
+        raise
+    ctx.exit(status)
 
 
 _DATA_DIR_OPTION = click.option(

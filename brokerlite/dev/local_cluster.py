@@ -260,6 +260,7 @@ class ClusterProcesses:
             Ctrl-C reaches only this process (which then stops them in order), and
             have it sent SIGTERM when the thread that started it ends (Linux): call
             :meth:`start_node` from the main thread then (``trafka cluster`` does).
+        broker_args: more ``trafka broker`` options for every broker.
     """
 
     def __init__(
@@ -271,10 +272,12 @@ class ClusterProcesses:
         zookeeper_connect: str | None = None,
         host: str = "127.0.0.1",
         detached: bool = False,
+        broker_args: tuple[str, ...] = (),
     ) -> None:
         self.root = Path(root)
         self.host = host
         self.detached = detached
+        self.broker_args = broker_args
         self.settings = {
             "zookeeper.session.timeout.ms": DEFAULT_SESSION_TIMEOUT_MS,
             **(settings or {}),
@@ -346,6 +349,7 @@ class ClusterProcesses:
                     "--config",
                     str(self._properties(node_id)),
                     "--no-announce",
+                    *self.broker_args,
                 ],
                 stdout=out,
                 stderr=subprocess.STDOUT,

@@ -199,14 +199,21 @@ class ClusterSupervisor:
             self._lock_file.close()
             self._lock_file = None
 
-    async def run(self) -> int:
-        """Serve until SIGINT or SIGTERM, then stop everything; 128 + the signal."""
+    async def run(self, ready: Callable[[], None] = lambda: None) -> int:
+        """Serve until SIGINT or SIGTERM, then stop everything; 128 + the signal.
+        ``ready`` is called once signals are watched and the state file is written.
+        A SIGINT ignored when the process started (a script's background job) stays
+        ignored, as in the other commands."""
         received = signal.SIGTERM
+        wanted = [signal.SIGTERM]
+        if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
+            wanted.append(signal.SIGINT)
         try:
-            with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+            with trio.open_signal_receiver(*wanted) as signals:
                 listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
                 self._control_port = listeners[0].socket.getsockname()[1]
                 self._write_state()
+                ready()
                 async with trio.open_nursery() as nursery:
                     nursery.start_soon(self._watch)
                     nursery.start_soon(trio.serve_listeners, self._serve_client, listeners)
