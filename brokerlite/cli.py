@@ -420,7 +420,7 @@ _DATA_DIR_OPTION = click.option(
 
 @cluster_command.group("node")
 def node_group() -> None:
-    """Stop, kill, start or list the nodes of a running ``trafka cluster``."""
+    """Stop, kill, start or list the nodes of a running `trafka cluster`."""
 
 
 def _control(data_dir: Path, command: str, node: int | None) -> Any:
