@@ -289,7 +289,7 @@ def command(config_file: Path | None, verbose: bool, **options: Any) -> None:
         raise click.ClickException(f"cannot start the broker: {exc}") from None
 
 
-@click.command("cluster")
+@click.group("cluster", invoke_without_command=True)
 @click.option(
     "--nodes",
     type=click.IntRange(min=1, max=64),
@@ -302,7 +302,8 @@ def command(config_file: Path | None, verbose: bool, **options: Any) -> None:
     type=click.Path(file_okay=False, path_type=Path),
     default=Path("trafka-cluster"),
     show_default=True,
-    help="Where ZooKeeper's and every broker's data live (kept across runs).",
+    help="Where ZooKeeper's and every broker's data live (kept across runs), and the "
+    "state file that `trafka cluster node` reads.",
 )
 @click.option(
     "--zookeeper",
@@ -326,52 +327,148 @@ def command(config_file: Path | None, verbose: bool, **options: Any) -> None:
     type=click.IntRange(min=1),
     help="Default min.insync.replicas of topics [min(2, nodes)].",
 )
-@click.option("-v", "--verbose", is_flag=True, help="Log at DEBUG.")
+@click.option(
+    "--session-timeout-ms",
+    type=click.IntRange(min=1000),
+    help="The brokers' ZooKeeper session timeout: how soon a killed node is noticed [6000].",
+)
+@click.option("-v", "--verbose", is_flag=True, help="The brokers log at DEBUG (in node-<id>.log).")
+@click.pass_context
 def cluster_command(
+    ctx: click.Context,
     nodes: int,
     data_dir: Path,
     zookeeper: str | None,
     num_partitions: int,
     default_replication_factor: int | None,
     min_insync_replicas: int | None,
+    session_timeout_ms: int | None,
     verbose: bool,
 ) -> None:
     """Run a whole brokerlite cluster on this machine: a private ZooKeeper and N
-    brokers on free loopback ports. Prints the bootstrap servers; Ctrl-C stops
-    everything cleanly."""
-    import signal
+    brokers on free loopback ports, each broker a process of its own.
 
+    \b
+    Prints each node's id, address and pid, and reports a node that exits; Ctrl-C
+    (or SIGTERM) stops every node, then ZooKeeper. From another terminal:
+      trafka cluster node list            # each node's address, pid and state
+      trafka cluster node stop 2          # a clean shutdown (SIGTERM)
+      trafka cluster node kill 2          # kill -9
+      trafka cluster node start 2         # same id, port and data; it rejoins
+    (give them the cluster's --data-dir when it is not ./trafka-cluster).
+    """
+    if ctx.invoked_subcommand is not None:
+        return
     import trio
 
-    from .dev.local_cluster import serve_cluster
+    from .dev.local_cluster import DEFAULT_SESSION_TIMEOUT_MS, ClusterProcesses
+    from .dev.supervisor import ClusterSupervisor, ControlError
     from .dev.zookeeper_server import ZooKeeperError
 
-    # N brokers' role changes (every partition, at every start) drown the rest.
-    _configure_logging(verbose, "trio", "kazoo", "trafka.brokerlite.replication")
     factor = default_replication_factor or min(3, nodes)
     min_isr = min_insync_replicas or min(2, nodes)
+    settings = {
+        "num.partitions": num_partitions,
+        "default.replication.factor": factor,
+        "min.insync.replicas": min_isr,
+        "offsets.topic.replication.factor": factor,
+        "zookeeper.session.timeout.ms": session_timeout_ms or DEFAULT_SESSION_TIMEOUT_MS,
+    }
+    processes = ClusterProcesses(
+        data_dir.absolute(),
+        nodes,
+        settings=settings,
+        zookeeper_connect=zookeeper,
+        detached=True,
+        broker_args=("--verbose",) if verbose else (),
+    )
+    supervisor = ClusterSupervisor(processes, lambda line: click.echo(line, err=True))
+    try:
+        supervisor.start()
+    except (ZooKeeperError, ControlError, RuntimeError, OSError) as exc:
+        raise click.ClickException(f"cannot run the cluster: {exc}") from None
 
-    async def main() -> None:
-        with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-            async with serve_cluster(
-                nodes,
-                data_dir=data_dir,
-                zookeeper_connect=zookeeper,
-                num_partitions=num_partitions,
-                default_replication_factor=factor,
-                min_insync_replicas=min_isr,
-                offsets_topic_replication_factor=factor,
-            ) as cluster:
-                click.echo(
-                    f"brokerlite cluster of {nodes} node(s), ZooKeeper at "
-                    f"{cluster.zookeeper_connect}, data in {data_dir}"
-                )
-                click.echo(f"bootstrap servers: {cluster.bootstrap_servers}", color=False)
-                async for _ in signals:
-                    click.echo("stopping the cluster")
-                    break
+    def announce() -> None:
+        zk_pid = processes.zookeeper.pid if processes.zookeeper is not None else None
+        click.echo(
+            f"brokerlite cluster of {nodes} node(s), ZooKeeper at {processes.zookeeper_connect}"
+            + (f" (pid {zk_pid})" if zk_pid is not None else "")
+            + f", data in {data_dir}"
+        )
+        for node in supervisor.nodes():
+            click.echo(f"node {node['id']}: {node['address']} pid {node['pid']}")
+        click.echo(f"bootstrap servers: {processes.bootstrap_servers}", color=False)
+        click.echo(f"control: trafka cluster node list|stop|start|kill --data-dir {data_dir}")
 
     try:
-        trio.run(main)
-    except (ZooKeeperError, BrokerError, OSError, ConfigError) as exc:
-        raise click.ClickException(f"cannot run the cluster: {exc}") from None
+        status = trio.run(supervisor.run, announce)
+    except BaseException:
+        # A signal before run() watched them: nothing may be left running.
+        processes.stop()
+        raise
+    ctx.exit(status)
+
+
+_DATA_DIR_OPTION = click.option(
+    "--data-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("trafka-cluster"),
+    show_default=True,
+    help="The running cluster's --data-dir (its supervisor's cluster.json is there).",
+)
+
+
+@cluster_command.group("node")
+def node_group() -> None:
+    """Stop, kill, start or list the nodes of a running `trafka cluster`."""
+
+
+def _control(data_dir: Path, command: str, node: int | None) -> Any:
+    from .dev.supervisor import ControlError, control
+
+    try:
+        return control(data_dir, command, node)
+    except ControlError as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+def _echo_nodes(nodes: list[dict[str, Any]]) -> None:
+    click.echo(f"{'NODE':<6}{'STATE':<9}{'PID':<9}{'ADDRESS':<22}LAST EXIT")
+    for node in nodes:
+        pid = "-" if node["pid"] is None else str(node["pid"])
+        last = node["last_exit"] or "-"
+        click.echo(f"{node['id']:<6}{node['state']:<9}{pid:<9}{node['address']:<22}{last}")
+
+
+@node_group.command("list")
+@_DATA_DIR_OPTION
+@click.option("--json", "as_json", is_flag=True, help="Print the answer as JSON.")
+def node_list(data_dir: Path, as_json: bool) -> None:
+    """Each node's id, state, pid, address and last exit."""
+    import json
+
+    reply = _control(data_dir, "list", None)
+    if as_json:
+        click.echo(json.dumps(reply["nodes"], indent=2))
+    else:
+        _echo_nodes(reply["nodes"])
+
+
+def _node_command(name: str, doc: str) -> None:
+    @node_group.command(name, help=doc)
+    @click.argument("node_id", type=int)
+    @_DATA_DIR_OPTION
+    def run(node_id: int, data_dir: Path) -> None:
+        reply = _control(data_dir, name, node_id)
+        _echo_nodes([n for n in reply["nodes"] if n["id"] == node_id])
+
+
+_node_command("stop", "Stop a node cleanly (SIGTERM): its ZooKeeper registration goes at once.")
+_node_command(
+    "kill", "Kill a node with SIGKILL, as kill -9: ZooKeeper notices when its session expires."
+)
+_node_command(
+    "start",
+    "Start a stopped node again, with its id, port and data directory; returns once it "
+    "has rejoined.",
+)

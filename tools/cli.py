@@ -50,7 +50,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     ),
     "cluster": (
         "trafka.brokerlite.cli:cluster_command",
-        "Run a whole brokerlite cluster on this machine: a private ZooKeeper and N brokers on free loopback ports.",
+        "Run a whole brokerlite cluster on this machine: a private ZooKeeper and N brokers on free loopback ports, each broker a process of its own.",
     ),
     "elect-leaders": (
         "trafka.tools.cli_cluster:elect_leaders_command",

@@ -33,9 +33,14 @@ from typing import Any
 import trio
 
 from ..config import BrokerConfig
+<<<<<<< HEAD
 from ..server.connections import collapse
 from ..server.launch import RunningBroker, serve_broker
 from .zookeeper_server import ZooKeeperServer, free_port
+=======
+from ..server import RunningBroker, _collapse, serve_broker
+from .zookeeper_server import ZooKeeperServer, free_port, parent_death_signal
+>>>>>>> nodeprocs
 
 __all__ = ["ClusterProcesses", "LocalCluster", "free_port", "serve_cluster"]
 
@@ -257,6 +262,11 @@ class ClusterProcesses:
         settings: broker settings for every node (Kafka names), given as
             ``server.properties`` lines.
         zookeeper_connect: an existing ZooKeeper; None starts a private one.
+        detached: start each broker in a session of its own, so that a terminal's
+            Ctrl-C reaches only this process (which then stops them in order), and
+            have it sent SIGTERM when the thread that started it ends (Linux): call
+            :meth:`start_node` from the main thread then (``trafka cluster`` does).
+        broker_args: more ``trafka broker`` options for every broker.
     """
 
     def __init__(
@@ -267,9 +277,13 @@ class ClusterProcesses:
         settings: dict[str, Any] | None = None,
         zookeeper_connect: str | None = None,
         host: str = "127.0.0.1",
+        detached: bool = False,
+        broker_args: tuple[str, ...] = (),
     ) -> None:
         self.root = Path(root)
         self.host = host
+        self.detached = detached
+        self.broker_args = broker_args
         self.settings = {
             "zookeeper.session.timeout.ms": DEFAULT_SESSION_TIMEOUT_MS,
             **(settings or {}),
@@ -295,10 +309,24 @@ class ClusterProcesses:
             self.zookeeper = ZooKeeperServer(self.root / "zookeeper")
             self.zookeeper.start()
             self._connect = self.zookeeper.connect_string
+        zk_port = self.zookeeper.port if self.zookeeper is not None else None
+        for node_id, port in self.ports.items():
+            if port == zk_port:
+                self.ports[node_id] = free_port(self.host)
         for node_id in self.ports:
             self.start_node(node_id, wait=False)
         for node_id in self.ports:
-            self.wait_serving(node_id, timeout)
+            # A port picked free can be taken before the broker binds it (the machine
+            # is shared): until the first start succeeds, pick another.
+            for attempt in range(3):
+                try:
+                    self.wait_serving(node_id, timeout)
+                    break
+                except RuntimeError as exc:
+                    if attempt == 2 or "Address already in use" not in str(exc):
+                        raise
+                self.ports[node_id] = free_port(self.host)
+                self.start_node(node_id, wait=False)
 
     def _properties(self, node_id: int) -> Path:
         path = self.root / f"node-{node_id}.properties"
@@ -327,10 +355,14 @@ class ClusterProcesses:
                     "--config",
                     str(self._properties(node_id)),
                     "--no-announce",
+                    *self.broker_args,
                 ],
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                stdin=subprocess.DEVNULL if self.detached else None,
+                start_new_session=self.detached,
+                preexec_fn=parent_death_signal(signal.SIGTERM) if self.detached else None,
             )
         finally:
             out.close()

@@ -58,6 +58,7 @@ __all__ = [
     "DEBIAN_JAVA_DIR",
     "ZooKeeperError",
     "free_port",
+    "parent_death_signal",
     "ZooKeeperServer",
     "find_zookeeper",
     "zookeeper_available",
@@ -210,6 +211,20 @@ def _die_with_parent() -> None:
     # Runs in the child between fork and exec; the setting survives exec.
     if _prctl is not None:
         _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+
+def parent_death_signal(signum: int) -> Callable[[], None] | None:
+    """A ``preexec_fn`` for ``subprocess.Popen`` that has the child sent ``signum`` when
+    the thread that forked it ends (Linux; None elsewhere). Fork from a thread that
+    lives as long as the child should, e.g. the main thread."""
+    prctl = _prctl
+    if prctl is None:  # pragma: no cover - Linux only
+        return None
+
+    def preexec() -> None:
+        prctl(_PR_SET_PDEATHSIG, signum, 0, 0, 0)
+
+    return preexec
 
 
 def _spawn(argv: list[str], log: IO[bytes], cwd: Path) -> subprocess.Popen[bytes]:
