@@ -105,8 +105,12 @@ bench: $(STAMP)
 	$(PY) bench/proxy.py --records 3000000 --cluster 1,3
 	$(PY) bench/spark.py
 
+# The generated files: the codec's messages from Kafka's specs, and the SDK's
+# configuration reference (docs/configuration.md) from the config definitions.
+# Tests fail when either is stale.
 codegen: $(STAMP)
 	$(PY) -m trafka.tools.codegen
+	$(PY) -m trafka.tools.config_reference
 
 clean:
 	rm -rf $(VENV) site build *.egg-info
