@@ -33,14 +33,9 @@ from typing import Any
 import trio
 
 from ..config import BrokerConfig
-<<<<<<< HEAD
 from ..server.connections import collapse
 from ..server.launch import RunningBroker, serve_broker
-from .zookeeper_server import ZooKeeperServer, free_port
-=======
-from ..server import RunningBroker, _collapse, serve_broker
 from .zookeeper_server import ZooKeeperServer, free_port, parent_death_signal
->>>>>>> nodeprocs
 
 __all__ = ["ClusterProcesses", "LocalCluster", "free_port", "serve_cluster"]
 
