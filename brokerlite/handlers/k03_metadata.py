@@ -65,37 +65,70 @@ Partition = m.MetadataResponse.MetadataResponsePartition
 
 def handle(ctx: RequestContext, request: m.MetadataRequest) -> m.MetadataResponse:
     version = ctx.version
-    node = ctx.node_id
-    cluster = ctx.cluster
-    secured = ctx.authorizer is not None
-    want_topic_ops = version >= 8 and request.include_topic_authorized_operations
-    # An unknown topic id: Kafka leaves its bit field unset; an unsecured
-    # brokerlite has always reported everything there, and still does.
-    unknown_id_ops = (
-        TOPIC_AUTHORIZED_OPERATIONS if want_topic_ops and not secured else NO_AUTHORIZED_OPERATIONS
+    if (
+        10 <= version < 12
+        and request.topics is not None
+        and any(t.name is None or t.topic_id != NULL_UUID for t in request.topics)
+    ):
+        return error_response(request, version, ErrorCode.INVALID_REQUEST)
+    answer = _Topics(ctx, request)
+    topics: list[Topic] = []
+    if request.topics is None or (version == 0 and not request.topics):
+        every = ctx.logs.topics()
+        hidden = denied(ctx, AclOperation.DESCRIBE, AclResourceType.TOPIC, (i.name for i in every))
+        topics = [answer.described(info) for info in every if info.name not in hidden]
+    else:
+        seen: set[object] = set()
+        for wanted in request.topics:
+            if version >= 10 and wanted.topic_id != NULL_UUID:
+                if wanted.topic_id not in seen:
+                    seen.add(wanted.topic_id)
+                    topics.append(answer.by_id(wanted.topic_id))
+            elif (wanted.name or "") not in seen:
+                seen.add(wanted.name or "")
+                topics.append(answer.by_name(wanted.name or ""))
+    brokers, controller = _brokers(ctx)
+    return m.MetadataResponse(
+        brokers=brokers,
+        cluster_id=ctx.cluster_id if version >= 2 else None,
+        controller_id=controller if version >= 1 else -1,
+        topics=topics,
+        cluster_authorized_operations=_cluster_operations(ctx, request),
     )
 
-    def ops_of(name: str) -> int:
-        if not want_topic_ops:
-            return NO_AUTHORIZED_OPERATIONS
-        return ctx.authorized_operations(AclResourceType.TOPIC, name)
 
-    def refused(name: str | None, topic_id: uuid.UUID = NULL_UUID) -> Topic:
-        return Topic(
-            error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
-            name=name,
-            topic_id=topic_id,
-            topic_authorized_operations=NO_AUTHORIZED_OPERATIONS,
+class _Topics:
+    """The topics of one Metadata answer: described, refused or created, by the
+    rules of the module docstring."""
+
+    def __init__(self, ctx: RequestContext, request: m.MetadataRequest) -> None:
+        self.ctx = ctx
+        self.cluster = ctx.cluster
+        self.want_ops = ctx.version >= 8 and request.include_topic_authorized_operations
+        # An unknown topic id: Kafka leaves its bit field unset; an unsecured
+        # brokerlite has always reported everything there, and still does.
+        secured = ctx.authorizer is not None
+        self.unknown_id_ops = (
+            TOPIC_AUTHORIZED_OPERATIONS
+            if self.want_ops and not secured
+            else NO_AUTHORIZED_OPERATIONS
+        )
+        self.allow_create = ctx.config.auto_create_topics and (
+            ctx.version < 4 or bool(request.allow_auto_topic_creation)
         )
 
-    def may_create(name: str) -> bool:
-        return ctx.allowed(
-            AclOperation.CREATE, AclResourceType.CLUSTER, CLUSTER_NAME
-        ) or ctx.allowed(AclOperation.CREATE, AclResourceType.TOPIC, name)
+    def ops_of(self, name: str) -> int:
+        if not self.want_ops:
+            return NO_AUTHORIZED_OPERATIONS
+        return self.ctx.authorized_operations(AclResourceType.TOPIC, name)
 
-    def described(info: TopicInfo) -> Topic:
-        if cluster is not None:
-            return _cluster_topic(cluster, info, ops_of(info.name))
+    def failed(self, code: ErrorCode, name: str) -> Topic:
+        return Topic(error_code=code, name=name, topic_authorized_operations=self.ops_of(name))
+
+    def described(self, info: TopicInfo) -> Topic:
+        if self.cluster is not None:
+            return _cluster_topic(self.cluster, info, self.ops_of(info.name))
+        node = self.ctx.node_id
         return Topic(
             error_code=ErrorCode.NONE,
             name=info.name,
@@ -113,131 +146,102 @@ def handle(ctx: RequestContext, request: m.MetadataRequest) -> m.MetadataRespons
                 )
                 for i in range(info.num_partitions)
             ],
-            topic_authorized_operations=ops_of(info.name),
+            topic_authorized_operations=self.ops_of(info.name),
         )
 
-    if (
-        10 <= version < 12
-        and request.topics is not None
-        and any(t.name is None or t.topic_id != NULL_UUID for t in request.topics)
-    ):
-        return error_response(request, version, ErrorCode.INVALID_REQUEST)
-    topics: list[Topic] = []
-    if request.topics is None or (version == 0 and not request.topics):
-        every = ctx.logs.topics()
-        hidden = denied(ctx, AclOperation.DESCRIBE, AclResourceType.TOPIC, (i.name for i in every))
-        topics = [described(info) for info in every if info.name not in hidden]
-    else:
-        allow_create = ctx.config.auto_create_topics and (
-            version < 4 or request.allow_auto_topic_creation
-        )
-        seen: set[object] = set()
-        for wanted in request.topics:
-            if version >= 10 and wanted.topic_id != NULL_UUID:
-                if wanted.topic_id in seen:
-                    continue
-                seen.add(wanted.topic_id)
-                info = ctx.logs.topic_by_id(wanted.topic_id)
-                if info is None:
-                    topics.append(
-                        Topic(
-                            error_code=ErrorCode.UNKNOWN_TOPIC_ID,
-                            name=None,
-                            topic_id=wanted.topic_id,
-                            topic_authorized_operations=unknown_id_ops,
-                        )
-                    )
-                elif denied(ctx, AclOperation.DESCRIBE, AclResourceType.TOPIC, [info.name]):
-                    topics.append(refused(None, wanted.topic_id))
-                else:
-                    topics.append(described(info))
-                continue
-            name = wanted.name or ""
-            if name in seen:
-                continue
-            seen.add(name)
-            if denied(ctx, AclOperation.DESCRIBE, AclResourceType.TOPIC, [name]):
-                topics.append(refused(name))
-                continue
-            info = ctx.logs.topic(name)
-            if info is None and allow_create and not may_create(name):
-                topics.append(refused(name))
-                continue
-            if info is None and allow_create and cluster is not None:
-                # The controller must place it: Kafka answers LEADER_NOT_AVAILABLE
-                # until its partitions have leaders, and the client asks again.
-                cluster.submit(
-                    "create_topic",
-                    name=name,
-                    num_partitions=-1,
-                    replication_factor=-1,
-                    assignments=None,
-                    configs={},
-                    quiet=True,
-                )
-                topics.append(
-                    Topic(
-                        error_code=ErrorCode.LEADER_NOT_AVAILABLE,
-                        name=name,
-                        topic_authorized_operations=ops_of(name),
-                    )
-                )
-                continue
-            if info is None and allow_create:
-                try:
-                    info = ctx.logs.create_topic(name, ctx.config.num_partitions)
-                    log.info(
-                        "auto-created topic %r with %d partition(s)",
-                        name,
-                        ctx.config.num_partitions,
-                    )
-                except TopicExistsError:
-                    info = ctx.logs.topic(name)
-                except BrokerError as exc:
-                    topics.append(
-                        Topic(
-                            error_code=code_of(exc),
-                            name=name,
-                            topic_authorized_operations=ops_of(name),
-                        )
-                    )
-                    continue
-            if info is None:
-                topics.append(
-                    Topic(
-                        error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                        name=name,
-                        topic_authorized_operations=ops_of(name),
-                    )
-                )
-            else:
-                topics.append(described(info))
-    host, port = ctx.advertised
-    cluster_ops = NO_AUTHORIZED_OPERATIONS
-    if 8 <= version <= 10 and request.include_cluster_authorized_operations:
-        cluster_ops = (
-            ctx.authorized_operations(AclResourceType.CLUSTER, CLUSTER_NAME)
-            if ctx.allowed(AclOperation.DESCRIBE, AclResourceType.CLUSTER, CLUSTER_NAME)
-            else 0
-        )
-    brokers = [m.MetadataResponse.MetadataResponseBroker(node_id=node, host=host, port=port)]
-    controller = node
-    if cluster is not None:
-        image = cluster.image
-        brokers = [
-            m.MetadataResponse.MetadataResponseBroker(
-                node_id=b.node_id, host=b.host, port=b.port, rack=b.rack
+    def by_id(self, topic_id: uuid.UUID) -> Topic:
+        info = self.ctx.logs.topic_by_id(topic_id)
+        if info is None:
+            return Topic(
+                error_code=ErrorCode.UNKNOWN_TOPIC_ID,
+                name=None,
+                topic_id=topic_id,
+                topic_authorized_operations=self.unknown_id_ops,
             )
-            for b in sorted(image.brokers.values(), key=lambda b: b.node_id)
-        ]
-        controller = image.controller_id
-    return m.MetadataResponse(
-        brokers=brokers,
-        cluster_id=ctx.cluster_id if version >= 2 else None,
-        controller_id=controller if version >= 1 else -1,
-        topics=topics,
-        cluster_authorized_operations=cluster_ops,
+        if denied(self.ctx, AclOperation.DESCRIBE, AclResourceType.TOPIC, [info.name]):
+            return _refused(None, topic_id)
+        return self.described(info)
+
+    def by_name(self, name: str) -> Topic:
+        ctx = self.ctx
+        if denied(ctx, AclOperation.DESCRIBE, AclResourceType.TOPIC, [name]):
+            return _refused(name)
+        info = ctx.logs.topic(name)
+        if info is not None:
+            return self.described(info)
+        if not self.allow_create:
+            return self.failed(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name)
+        if not (
+            ctx.allowed(AclOperation.CREATE, AclResourceType.CLUSTER, CLUSTER_NAME)
+            or ctx.allowed(AclOperation.CREATE, AclResourceType.TOPIC, name)
+        ):
+            return _refused(name)
+        return self.created(name)
+
+    def created(self, name: str) -> Topic:
+        """An unknown topic, auto-created (the controller's work in a cluster)."""
+        ctx = self.ctx
+        if self.cluster is not None:
+            # The controller must place it: Kafka answers LEADER_NOT_AVAILABLE
+            # until its partitions have leaders, and the client asks again.
+            self.cluster.submit(
+                "create_topic",
+                name=name,
+                num_partitions=-1,
+                replication_factor=-1,
+                assignments=None,
+                configs={},
+                quiet=True,
+            )
+            return self.failed(ErrorCode.LEADER_NOT_AVAILABLE, name)
+        info: TopicInfo | None
+        try:
+            info = ctx.logs.create_topic(name, ctx.config.num_partitions)
+            log.info("auto-created topic %r with %d partition(s)", name, ctx.config.num_partitions)
+        except TopicExistsError:
+            info = ctx.logs.topic(name)
+        except BrokerError as exc:
+            return self.failed(code_of(exc), name)
+        if info is None:
+            return self.failed(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name)
+        return self.described(info)
+
+
+def _refused(name: str | None, topic_id: uuid.UUID = NULL_UUID) -> Topic:
+    return Topic(
+        error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+        name=name,
+        topic_id=topic_id,
+        topic_authorized_operations=NO_AUTHORIZED_OPERATIONS,
     )
+
+
+def _cluster_operations(ctx: RequestContext, request: m.MetadataRequest) -> int:
+    """What the principal may do on the cluster (v8-10, when asked for)."""
+    if not (8 <= ctx.version <= 10 and request.include_cluster_authorized_operations):
+        return NO_AUTHORIZED_OPERATIONS
+    if not ctx.allowed(AclOperation.DESCRIBE, AclResourceType.CLUSTER, CLUSTER_NAME):
+        return 0
+    return ctx.authorized_operations(AclResourceType.CLUSTER, CLUSTER_NAME)
+
+
+def _brokers(
+    ctx: RequestContext,
+) -> tuple[list[m.MetadataResponse.MetadataResponseBroker], int]:
+    """The live brokers and the controller: this node alone, or the cluster's."""
+    cluster = ctx.cluster
+    if cluster is None:
+        host, port = ctx.advertised
+        node = ctx.node_id
+        return [m.MetadataResponse.MetadataResponseBroker(node_id=node, host=host, port=port)], node
+    image = cluster.image
+    brokers = [
+        m.MetadataResponse.MetadataResponseBroker(
+            node_id=b.node_id, host=b.host, port=b.port, rack=b.rack
+        )
+        for b in sorted(image.brokers.values(), key=lambda b: b.node_id)
+    ]
+    return brokers, image.controller_id
 
 
 def _cluster_topic(cluster: ClusterView, info: TopicInfo, ops: int) -> Topic:
