@@ -25,6 +25,8 @@ import anyio
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from sdk_brokers import fresh
+from test_sdk_consumer_membership import TID, R
+from test_sdk_consumer_membership import Harness as ConsumerProtocolHarness
 from test_sdk_membership import Harness, commit_response
 
 from trafka.brokerlite import RunningBroker
@@ -187,6 +189,43 @@ def test_a_failed_join_is_a_failed_rebalance_but_member_id_required_is_not() -> 
     assert (c.failed_rebalance_total, c.join_total, c.rebalance_total) == (1, 0, 0)
     assert c.failed_rebalance_rate_per_hour == pytest.approx(3600 / WINDOW_S)
     assert not h.m.metrics.sent_at  # nothing kept for answered requests
+
+
+def test_the_consumer_protocol_times_its_heartbeats_but_not_its_leave() -> None:
+    # KIP-848: ConsumerGroupHeartbeat is the heartbeat (Java's consumer-coordinator
+    # heartbeat metrics count its answers); the rebalance is the reconciliation.
+    h = ConsumerProtocolHarness()
+    h.m.set_subscription(["t"], {"t": 4})
+    h.find()
+    h.step()
+    join = h.take()
+    h.m.sending(join, h.now)
+    h.now += 0.25
+    h.answer(
+        join,
+        R(
+            member_id="m1",
+            member_epoch=1,
+            heartbeat_interval_ms=1000,
+            assignment=R.Assignment(
+                topic_partitions=[R.TopicPartitions(topic_id=TID, partitions=[0, 1])]
+            ),
+        ),
+    )
+    h.step()
+    assert coordinator(h).assigned_partitions == len(h.m.owned) == 2
+    h.now += 2.5
+    leave = h.m.leave(h.now)
+    assert leave is not None
+    h.m.sending(leave, h.now)
+    h.answer(leave, R(member_id="m1", member_epoch=-1))
+    c = coordinator(h)
+    assert (c.heartbeat_total, c.heartbeat_response_time_max) == (1, 250.0)
+    assert (
+        c.last_heartbeat_seconds_ago == 2
+    )  # 2.75 s since the join went; the leave is no heartbeat
+    assert (c.rebalance_total, c.join_total, c.sync_total) == (1, 0, 0)
+    assert c.assigned_partitions == 0  # left
 
 
 # -- the Prometheus series, against a real broker --------------------------------------------
