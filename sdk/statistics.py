@@ -102,35 +102,47 @@ WINDOW_S = 30.0
 
 
 class Windowed:
-    """Events in a sliding window (Java's ``SampledStat``: :data:`WINDOW_SAMPLES`
-    samples of :data:`WINDOW_S` seconds each; see the module doc), with their
-    all-time ``count`` and ``sum`` for the ``-total`` metrics.
+    """Events in a sliding window (Java's ``SampledStat`` with its default of
+    :data:`WINDOW_SAMPLES` = 2 samples of :data:`WINDOW_S` seconds; see the
+    module doc), with their all-time ``count`` and ``sum`` for the ``-total``
+    metrics.
 
-    ``samples`` holds ``[start, events, sum, max]`` per sample, oldest first.
-    Recording costs a compare and three additions, and a new list once a window.
+    The current sample is kept in plain attributes (``start``, ``events``,
+    ``total``, ``peak``) and the one before it in ``previous``: recording, once
+    per request on the connection's path, costs a compare and a few additions.
     """
 
-    __slots__ = ("count", "samples", "sum")
+    __slots__ = ("count", "events", "peak", "previous", "start", "sum", "total")
 
     def __init__(self) -> None:
-        self.samples: list[list[float]] = []
         self.count = 0
         self.sum = 0.0
+        self.start = -math.inf  # the first event starts a sample
+        self.events = 0
+        self.total = 0.0
+        self.peak = 0.0
+        self.previous: tuple[float, int, float, float] | None = None
 
     def record(self, now: float, value: float = 0.0) -> None:
         """One event of ``value`` at ``now`` (the driver's clock, seconds)."""
         self.count += 1
         self.sum += value
-        samples = self.samples
-        if not samples or now - samples[-1][0] >= WINDOW_S:
-            samples.append([now, 0, 0.0, value])
-            if len(samples) > WINDOW_SAMPLES:
-                del samples[0]
-        current = samples[-1]
-        current[1] += 1
-        current[2] += value
-        if value > current[3]:
-            current[3] = value
+        if now - self.start >= WINDOW_S:
+            if self.events:
+                self.previous = (self.start, self.events, self.total, self.peak)
+            self.start, self.events, self.total, self.peak = now, 0, 0.0, value
+        self.events += 1
+        self.total += value
+        if value > self.peak:
+            self.peak = value
+
+    @property
+    def samples(self) -> list[tuple[float, int, float, float]]:
+        """``(start, events, sum, max)`` per sample kept, oldest first."""
+        out = [] if self.previous is None else [self.previous]
+        if self.events:
+            out.append((self.start, self.events, self.total, self.peak))
+        return out
 
 
 class WindowView:

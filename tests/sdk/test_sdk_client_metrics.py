@@ -265,7 +265,10 @@ def series(scraped: dict[tuple[str, frozenset[Any]], float], name: str) -> dict[
     return out
 
 
-def test_node_metrics_count_the_requests_the_broker_handled(broker: RunningBroker) -> None:
+@pytest.mark.parametrize("backend", ["trio", "asyncio"])
+def test_node_metrics_count_the_requests_the_broker_handled(
+    broker: RunningBroker, backend: str
+) -> None:
     topic = fresh("nodes")
     servers = broker.bootstrap_servers
     handled = "kafka_network_requestmetrics_requests_total"
@@ -289,7 +292,7 @@ def test_node_metrics_count_the_requests_the_broker_handled(broker: RunningBroke
             stats = producer.statistics()
         return baseline, client, server, stats
 
-    baseline, client, server, stats = anyio.run(main, backend="trio")
+    baseline, client, server, stats = anyio.run(main, backend=backend)
     nodes = "kafka_producer_producer_node_metrics"
     requests = series(client, f"{nodes}_request_total")
     responses = series(client, f"{nodes}_response_total")
@@ -335,7 +338,10 @@ class Assignments:
         self.assigned += 1
 
 
-def test_coordinator_metrics_follow_commits_and_rebalances(broker: RunningBroker) -> None:
+@pytest.mark.parametrize("backend", ["trio", "asyncio"])
+def test_coordinator_metrics_follow_commits_and_rebalances(
+    broker: RunningBroker, backend: str
+) -> None:
     topic, group = fresh("coord"), fresh("g")
     servers = broker.bootstrap_servers
     coord = "kafka_consumer_consumer_coordinator_metrics"
@@ -392,7 +398,7 @@ def test_coordinator_metrics_follow_commits_and_rebalances(broker: RunningBroker
                     out["shared_listener"] = seen.assigned
         return out
 
-    out = anyio.run(main, backend="trio")
+    out = anyio.run(main, backend=backend)
     alone = out["alone"]
     assert metric(alone, "commit_total") == commits == out["broker_commits"]
     assert metric(alone, "commit_latency_max") >= metric(alone, "commit_latency_avg") >= 0
