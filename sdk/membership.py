@@ -496,7 +496,9 @@ class Membership:
             if code == 0:
                 if took is not None:
                     (metrics.join if kind is Kind.JOIN else metrics.sync).record(now, took)
-            elif code != ErrorCode.MEMBER_ID_REQUIRED:
+            else:
+                # As Java, whose join future fails then: MEMBER_ID_REQUIRED (KIP-394)
+                # included, so a new member's first join counts one.
                 metrics.failed_rebalances.record(now)
         elif code is not None and took is not None:
             if kind is Kind.OFFSET_COMMIT:

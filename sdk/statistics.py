@@ -302,7 +302,7 @@ class CoordinatorCounters:
     ``heartbeat`` sensors, and the JoinGroup and SyncGroup answers without an
     error, as its ``join`` and ``sync`` sensors. ``failed_rebalances`` counts
     the JoinGroup and SyncGroup of the current rebalance that failed (an error
-    answer, MEMBER_ID_REQUIRED excepted, or no answer). ``last_heartbeat_sent``
+    answer, MEMBER_ID_REQUIRED of KIP-394 included as in Java, or no answer). ``last_heartbeat_sent``
     is when the last heartbeat went out (None before one).
     """
 

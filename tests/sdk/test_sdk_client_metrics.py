@@ -172,7 +172,9 @@ def test_join_sync_heartbeat_commit_and_rebalance_are_timed_by_the_drivers_clock
     assert (c.last_rebalance_seconds_ago, c.last_heartbeat_seconds_ago) == (8, 5)
 
 
-def test_a_failed_join_is_a_failed_rebalance_but_member_id_required_is_not() -> None:
+def test_failed_joins_are_failed_rebalances_member_id_required_too() -> None:
+    # Java's AbstractCoordinator records a failed rebalance whenever the join
+    # future fails, and it fails on MEMBER_ID_REQUIRED (KIP-394) as on any error.
     h = Harness()
     h.m.set_subscription(["t"], {"t": 4})
     h.find()
@@ -180,14 +182,14 @@ def test_a_failed_join_is_a_failed_rebalance_but_member_id_required_is_not() -> 
     join = h.take(Kind.JOIN)
     h.m.sending(join, h.now)
     h.answer(join, jg.JoinGroupResponse(error_code=ErrorCode.MEMBER_ID_REQUIRED, member_id="m1"))
-    assert coordinator(h).failed_rebalance_total == 0
+    assert coordinator(h).failed_rebalance_total == 1
     h.step()
     join = h.take(Kind.JOIN)
     h.m.sending(join, h.now)
     h.answer(join, jg.JoinGroupResponse(error_code=ErrorCode.UNKNOWN_MEMBER_ID))
     c = coordinator(h)
-    assert (c.failed_rebalance_total, c.join_total, c.rebalance_total) == (1, 0, 0)
-    assert c.failed_rebalance_rate_per_hour == pytest.approx(3600 / WINDOW_S)
+    assert (c.failed_rebalance_total, c.join_total, c.rebalance_total) == (2, 0, 0)
+    assert c.failed_rebalance_rate_per_hour == pytest.approx(2 * 3600 / WINDOW_S)
     assert not h.m.metrics.sent_at  # nothing kept for answered requests
 
 
@@ -369,6 +371,7 @@ def test_coordinator_metrics_follow_commits_and_rebalances(
         }
         seen = Assignments()
         out: dict[str, Any] = {}
+        start = await anyio.to_thread.run_sync(scrape, broker.metrics_address)
         async with open_consumer(
             client_id="c-coord", metrics_listen="127.0.0.1:0", **settings
         ) as c1:
@@ -385,6 +388,9 @@ def test_coordinator_metrics_follow_commits_and_rebalances(
                 out["alone_assignment"] = c1.assignment()
                 out["alone_listener"] = seen.assigned
                 handled = "kafka_network_requestmetrics_requests_total"
+                out["broker_joins"] = series(after, handled)["JoinGroup"] - series(
+                    start, handled
+                ).get("JoinGroup", 0)
                 out["broker_commits"] = series(after, handled)["OffsetCommit"] - series(
                     before, handled
                 ).get("OffsetCommit", 0)
@@ -405,7 +411,11 @@ def test_coordinator_metrics_follow_commits_and_rebalances(
     assert metric(alone, "rebalance_total") == out["alone_listener"] == 1
     assert metric(alone, "assigned_partitions") == len(out["alone_assignment"]) == 3
     assert metric(alone, "join_total") == metric(alone, "sync_total") == 1
-    assert metric(alone, "failed_rebalance_total") == 0
+    # brokerlite answers a new member's first JoinGroup with MEMBER_ID_REQUIRED
+    # (KIP-394): one failed step, as Java counts it, then the join that worked.
+    assert metric(alone, "failed_rebalance_total") == 1
+    joins = metric(alone, "join_total") + metric(alone, "failed_rebalance_total")
+    assert joins == out["broker_joins"] == 2
     assert metric(alone, "last_rebalance_seconds_ago") >= 0
     shared = out["shared"]
     mine, theirs = out["shared_assignment"]
