@@ -35,7 +35,15 @@ from trafka.codec import ErrorCode
 from trafka.codec.messages import k11_join_group as jg
 from trafka.codec.messages import k12_heartbeat as hb
 from trafka.codec.messages import k14_sync_group as sg
-from trafka.sdk import NewTopic, TopicPartition, open_admin, open_consumer, open_producer
+from trafka.sdk import (
+    ConfigError,
+    ConsumerConfig,
+    NewTopic,
+    TopicPartition,
+    open_admin,
+    open_consumer,
+    open_producer,
+)
 from trafka.sdk.assignors import encode_assignment
 from trafka.sdk.membership import Kind
 from trafka.sdk.statistics import (
@@ -423,3 +431,19 @@ def test_coordinator_metrics_follow_commits_and_rebalances(
     assert metric(shared, "rebalance_total") == out["shared_listener"] == 2
     assert metric(shared, "assigned_partitions") == len(mine)
     assert metric(shared, "commit_total") == commits  # no commit since
+
+
+@pytest.mark.parametrize(
+    "key, advice",
+    [
+        ("metrics.num.samples", "2 samples of 30 s"),
+        ("metrics.sample.window.ms", "2 samples of 30 s"),
+        ("metrics.recording.level", "remove it"),
+        ("metric.reporters", "metrics.listen"),
+    ],
+)
+def test_javas_metrics_settings_get_advice_not_a_wrong_guess(key: str, advice: str) -> None:
+    # metrics.num.samples used to draw "did you mean 'metrics.listen'?".
+    with pytest.raises(ConfigError, match="not taken") as raised:
+        ConsumerConfig.from_dict({key: 1})
+    assert advice in str(raised.value) and "did you mean" not in str(raised.value)
