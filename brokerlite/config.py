@@ -32,12 +32,33 @@ import difflib
 import logging
 import types
 import typing
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from trafka.brokerlite.security.authorizer import authorizer_enabled, parse_super_users
-from trafka.codec.errors import TrafkaError
+
+from .config_keys import (
+    IGNORED_KAFKA_KEYS,
+    KAFKA_FIELD_NAMES,
+    KAFKA_NAMES,
+    PROTOCOL_MAP_KEY,
+    SECURITY_PROTOCOLS,
+    SHARE_RANGES,
+    UNIT_VARIANTS,
+    UNSUPPORTED_KAFKA_KEYS,
+    ConfigError,
+    check_user,
+    first_listener,
+    kafka_name,
+    listener_name_of,
+    parse_names,
+    parse_properties,
+    parse_protocol_map,
+    parse_users,
+    read_users_file,
+    split_host_port,
+)
 
 __all__ = [
     "PROTOCOL_VERSIONS",
@@ -45,95 +66,23 @@ __all__ = [
     "SSL_CLIENT_AUTH",
     "BrokerConfig",
     "ConfigError",
+    "IGNORED_KAFKA_KEYS",
+    "check_user",
+    "known_keys",
+    "read_users_file",
 ]
 
 log = logging.getLogger("trafka.brokerlite.config")
 
 
-class ConfigError(TrafkaError, ValueError):
-    """A broker setting is unknown or has an invalid value."""
-
-
-# Kafka server.properties names whose field name is not the mechanical conversion.
-_KAFKA_NAMES: dict[str, str] = {
-    "listeners": "listen",
-    "advertised.listeners": "advertised_listener",
-    "advertised.listener": "advertised_listener",
-    "log.dirs": "data_dir",
-    "log.dir": "data_dir",
-    "node.id": "node_id",
-    "broker.id": "node_id",
-    "cluster.id": "cluster_id",
-    "num.partitions": "num_partitions",
-    "auto.create.topics.enable": "auto_create_topics",
-    "log.roll.ms": "log_segment_ms",
-    "log.flush.interval.messages": "flush_interval_messages",
-    "log.flush.interval.ms": "flush_interval_ms",
-    # Kafka's name before 3.x, still read by it.
-    "delegation.token.master.key": "delegation_token_secret_key",
-    # Ours (Kafka has no such switch): which release's request versions are served.
-    "trafka.protocol.version": "protocol_version",
-    "protocol": "protocol_version",
-}
-
 #: The releases whose request version ranges brokerlite can serve (``protocol_version``).
 PROTOCOL_VERSIONS = ("3.9", "4.0")
 
-# (name, field, factor): coarser units of a millisecond setting, lowest priority first.
-_UNIT_VARIANTS: tuple[tuple[str, str, int], ...] = (
-    ("log.retention.hours", "log_retention_ms", 3_600_000),
-    ("log.retention.minutes", "log_retention_ms", 60_000),
-    ("log.roll.hours", "log_segment_ms", 3_600_000),
-)
-
-SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 SSL_CLIENT_AUTH = ("none", "requested", "required")
 # The SASL mechanisms brokerlite serves (trafka.codec.sasl implements them).
 _SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 # Served on request only: unsecured tokens authenticate whoever makes one.
 _OPT_IN_MECHANISMS = ("OAUTHBEARER",)
-_PROTOCOL_MAP_KEY = "listener.security.protocol.map"
-
-# Kafka keys brokerlite does not read, with what to use instead.
-_UNSUPPORTED_KAFKA_KEYS: dict[str, str] = {
-    "ssl.keystore.location": "brokerlite reads PEM files: use ssl_certfile and ssl_keyfile",
-    "ssl.keystore.password": "brokerlite reads PEM files: use ssl_certfile and ssl_keyfile",
-    "ssl.keystore.type": "brokerlite reads PEM files: use ssl_certfile and ssl_keyfile",
-    "ssl.truststore.location": "brokerlite reads PEM files: use ssl_cafile",
-    "ssl.truststore.password": "brokerlite reads PEM files: use ssl_cafile",
-    "ssl.truststore.type": "brokerlite reads PEM files: use ssl_cafile",
-    "sasl.jaas.config": "brokerlite takes its users from sasl_users or sasl_users_file",
-}
-
-# Stock server.properties keys that mean nothing for one node without replication.
-IGNORED_KAFKA_KEYS = frozenset(
-    {
-        "security.inter.broker.protocol",
-        "sasl.mechanism.inter.broker.protocol",
-        "sasl.mechanism.controller.protocol",
-        "process.roles",
-        "controller.quorum.voters",
-        "controller.quorum.bootstrap.servers",
-        "controller.listener.names",
-        "inter.broker.listener.name",
-        "listener.security.protocol.map",
-        "num.network.threads",
-        "num.io.threads",
-        "socket.send.buffer.bytes",
-        "socket.receive.buffer.bytes",
-        "num.recovery.threads.per.data.dir",
-        # Kafka's cleaner's threads and buffers; brokerlite's cleaner is one task.
-        "log.cleaner.threads",
-        "log.cleaner.dedupe.buffer.size",
-        "log.cleaner.io.buffer.size",
-        "log.cleaner.io.buffer.load.factor",
-        "log.cleaner.io.max.bytes.per.second",
-        "transaction.state.log.replication.factor",
-        "transaction.state.log.min.isr",
-        "share.coordinator.state.topic.replication.factor",
-        "share.coordinator.state.topic.min.isr",
-    }
-)
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
@@ -468,266 +417,9 @@ class BrokerConfig:
         return max(100, (soft - 1000) // 4)
 
     def __post_init__(self) -> None:
-        if not isinstance(self.data_dir, Path):
-            object.__setattr__(self, "data_dir", Path(self.data_dir))
-        self._check_security()
-        if not 0 <= self.port <= 65535:
-            raise ConfigError(f"port: {self.port} is not a TCP port")
-        if self.advertised_listener is not None:
-            _split_host_port(self.advertised_listener, "advertised_listener")
-        if self.metrics_listen is not None:
-            _split_host_port(self.metrics_listen, "metrics_listen")
-        if self.console_listen is not None:
-            _split_host_port(self.console_listen, "console_listen")
-            if self.security_protocol != "PLAINTEXT":
-                raise ConfigError(
-                    "console_listen: the console reaches the broker as a plain client, "
-                    f"which a {self.security_protocol} listener refuses; run `trafka console` "
-                    "with the client's security settings (-X) instead"
-                )
-        if self.num_partitions < 1:
-            raise ConfigError(f"num_partitions: must be >= 1, got {self.num_partitions}")
-        if self.max_partitions is not None and self.max_partitions < 1:
-            raise ConfigError(f"max_partitions: must be >= 1, got {self.max_partitions}")
-        if self.node_id < 0:
-            raise ConfigError(f"node_id: must be >= 0, got {self.node_id}")
-        self._check_cluster()
-        if not (
-            0 < self.group_consumer_heartbeat_interval_ms < self.group_consumer_session_timeout_ms
-        ):
-            raise ConfigError(
-                "group.consumer.heartbeat.interval.ms must be positive and below "
-                "group.consumer.session.timeout.ms"
-            )
-        self._check_share_groups()
-        for name in (
-            "log_segment_bytes",
-            "log_segment_ms",
-            "log_index_interval_bytes",
-            "message_max_bytes",
-            "log_retention_check_interval_ms",
-            "log_cleaner_backoff_ms",
-            "socket_request_max_bytes",
-            "transaction_max_timeout_ms",
-            "transactional_id_expiration_ms",
-            "transaction_remove_expired_transaction_cleanup_interval_ms",
-            "producer_id_expiration_ms",
-            "producer_id_expiration_check_interval_ms",
-            "sasl_server_max_receive_size",
-            "quota_window_num",
-            "quota_window_size_seconds",
-            "delegation_token_max_lifetime_ms",
-            "delegation_token_expiry_time_ms",
-            "delegation_token_expiry_check_interval_ms",
-            "telemetry_max_bytes",
-        ):
-            if getattr(self, name) <= 0:
-                raise ConfigError(f"{name}: must be > 0, got {getattr(self, name)}")
-        if self.log_segment_bytes < 14:
-            raise ConfigError("log_segment_bytes: must be at least 14 bytes")
-        for name in ("log_retention_ms", "log_retention_bytes"):
-            if getattr(self, name) < -1:
-                raise ConfigError(f"{name}: must be >= -1 (-1 = unlimited)")
-        if self.group_initial_rebalance_delay_ms < 0:
-            raise ConfigError("group_initial_rebalance_delay_ms: must be >= 0")
-        if self.connection_failed_authentication_delay_ms < 0:
-            raise ConfigError("connection_failed_authentication_delay_ms: must be >= 0")
-        if self.max_incremental_fetch_session_cache_slots < 0:
-            raise ConfigError("max_incremental_fetch_session_cache_slots: must be >= 0")
-        if self.connections_max_reauth_ms < 0:
-            raise ConfigError("connections_max_reauth_ms: must be >= 0")
-        for name in (
-            "queued_max_request_bytes",
-            "connections_max_idle_ms",
-            "request_receive_timeout_ms",
-        ):
-            if getattr(self, name) <= 0 and getattr(self, name) != -1:
-                raise ConfigError(f"{name}: must be > 0, or -1 for no limit")
-        try:
-            authorizer_enabled(self.authorizer_class_name)
-            object.__setattr__(self, "super_users", parse_super_users(self.super_users))
-        except ValueError as exc:
-            raise ConfigError(str(exc)) from None
-        if self.protocol_version not in PROTOCOL_VERSIONS:
-            raise ConfigError(
-                f"protocol_version: must be one of {', '.join(PROTOCOL_VERSIONS)}, "
-                f"got {self.protocol_version!r}"
-            )
-        if self.log_message_timestamp_type not in ("CreateTime", "LogAppendTime"):
-            raise ConfigError(
-                "log_message_timestamp_type: must be CreateTime or LogAppendTime, "
-                f"got {self.log_message_timestamp_type!r}"
-            )
-        for name in ("flush_interval_messages", "flush_interval_ms"):
-            value = getattr(self, name)
-            if value is not None and value <= 0:
-                raise ConfigError(f"{name}: must be > 0 or None")
-        policies = {p.strip() for p in self.log_cleanup_policy.split(",")}
-        if not policies <= {"delete", "compact"}:
-            raise ConfigError(
-                f"log_cleanup_policy: must be delete and/or compact, got {self.log_cleanup_policy!r}"
-            )
-        object.__setattr__(self, "log_cleanup_policy", ",".join(sorted(policies)))
-        if not 0 <= self.log_cleaner_min_cleanable_ratio <= 1:
-            raise ConfigError("log_cleaner_min_cleanable_ratio: must be in [0, 1]")
-        for name in ("log_cleaner_delete_retention_ms", "log_cleaner_min_compaction_lag_ms"):
-            if getattr(self, name) < 0:
-                raise ConfigError(f"{name}: must be >= 0")
-        if self.log_cleaner_max_compaction_lag_ms < 1:
-            raise ConfigError("log_cleaner_max_compaction_lag_ms: must be > 0")
-
-    def _check_cluster(self) -> None:
-        for name in (
-            "default_replication_factor",
-            "min_insync_replicas",
-            "offsets_topic_num_partitions",
-            "offsets_topic_replication_factor",
-            "transaction_state_log_num_partitions",
-            "transaction_state_log_replication_factor",
-            "zookeeper_session_timeout_ms",
-            "replica_lag_time_max_ms",
-            "replica_fetch_max_bytes",
-            "leader_imbalance_check_interval_seconds",
-        ):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"{name}: must be >= 1, got {getattr(self, name)}")
-        if self.replica_fetch_wait_max_ms < 0:
-            raise ConfigError(
-                f"replica_fetch_wait_max_ms: must be >= 0, got {self.replica_fetch_wait_max_ms}"
-            )
-        connect = self.zookeeper_connect
-        if connect is not None:
-            hosts = connect.partition("/")[0]
-            if not hosts or not all(h.rpartition(":")[2].isdigit() for h in hosts.split(",")):
-                raise ConfigError(
-                    f"zookeeper_connect: {connect!r} is not host:port[,host:port...][/chroot]"
-                )
-
-    def _check_share_groups(self) -> None:
-        """Kafka's ranges for the ``group.share.*`` settings, and their order."""
-        for name, (low, high) in _SHARE_RANGES.items():
-            value = getattr(self, name)
-            if not low <= value <= high:
-                raise ConfigError(f"{_kafka_name(name)}: must be in [{low}, {high}], got {value}")
-        for base in (
-            "session_timeout_ms",
-            "heartbeat_interval_ms",
-            "record_lock_duration_ms",
-            "delivery_count_limit",
-            "partition_max_record_locks",
-        ):
-            low, value, high = (
-                getattr(self, f"group_share_min_{base}"),
-                getattr(self, f"group_share_{base}"),
-                getattr(self, f"group_share_max_{base}"),
-            )
-            if not low <= value <= high:
-                raise ConfigError(
-                    f"{_kafka_name('group_share_' + base)}: {value} is outside "
-                    f"[{_kafka_name('group_share_min_' + base)}, "
-                    f"{_kafka_name('group_share_max_' + base)}] = [{low}, {high}]"
-                )
-        if self.group_share_heartbeat_interval_ms >= self.group_share_session_timeout_ms:
-            raise ConfigError(
-                "group.share.heartbeat.interval.ms must be below group.share.session.timeout.ms"
-            )
-
-    def _check_security(self) -> None:
-        """Normalise the security settings given in other shapes, then validate them."""
-        protocol = str(self.security_protocol).strip().upper()
-        if protocol not in SECURITY_PROTOCOLS:
-            raise ConfigError(
-                f"security_protocol: {self.security_protocol!r} is not one of "
-                f"{', '.join(SECURITY_PROTOCOLS)}"
-            )
-        object.__setattr__(self, "security_protocol", protocol)
-        mechanisms = _parse_names(self.sasl_enabled_mechanisms, "sasl_enabled_mechanisms")
-        object.__setattr__(self, "sasl_enabled_mechanisms", mechanisms)
-        for name in ("sasl_oauthbearer_expected_audience", "sasl_oauthbearer_required_scopes"):
-            object.__setattr__(self, name, _parse_names(getattr(self, name), name))
-        if self.sasl_oauthbearer_clock_skew_seconds < 0:
-            raise ConfigError("sasl_oauthbearer_clock_skew_seconds: must be >= 0")
-        if self.sasl_oauthbearer_jwks_endpoint_refresh_ms <= 0:
-            raise ConfigError("sasl_oauthbearer_jwks_endpoint_refresh_ms: must be > 0")
-        if self.sasl_oauthbearer_jwks_endpoint_url is not None:
-            from .security.jwks import check_jwks_url
-
-            try:
-                check_jwks_url(self.sasl_oauthbearer_jwks_endpoint_url)
-            except ValueError as exc:
-                raise ConfigError(f"sasl_oauthbearer_jwks_endpoint_url: {exc}") from None
-            try:
-                import cryptography  # noqa: F401 (signatures are checked with it)
-            except ImportError:
-                raise ConfigError(
-                    "sasl_oauthbearer_jwks_endpoint_url needs the cryptography package: "
-                    "pip install 'trafka[oauth]'"
-                ) from None
-        for name in ("sasl_oauthbearer_sub_claim_name", "sasl_oauthbearer_scope_claim_name"):
-            if not str(getattr(self, name)).strip():
-                raise ConfigError(f"{name}: must not be empty")
-        object.__setattr__(self, "sasl_users", _parse_users(self.sasl_users, "sasl_users"))
-        for name in (
-            "sasl_users_file",
-            "ssl_certfile",
-            "ssl_keyfile",
-            "ssl_cafile",
-            "client_telemetry_file",
-        ):
-            value = getattr(self, name)
-            if value is not None and not isinstance(value, Path):
-                object.__setattr__(self, name, Path(value))
-        client_auth = str(self.ssl_client_auth).strip().lower()
-        if client_auth not in SSL_CLIENT_AUTH:
-            raise ConfigError(
-                f"ssl_client_auth: {self.ssl_client_auth!r} is not one of "
-                f"{', '.join(SSL_CLIENT_AUTH)}"
-            )
-        object.__setattr__(self, "ssl_client_auth", client_auth)
-        if self.sasl_enabled:
-            if not mechanisms:
-                raise ConfigError("sasl_enabled_mechanisms: a SASL listener needs a mechanism")
-            served = (*_SASL_MECHANISMS, *_OPT_IN_MECHANISMS)
-            unknown = [m for m in mechanisms if m not in served]
-            if unknown:
-                raise ConfigError(
-                    f"sasl_enabled_mechanisms: {', '.join(unknown)} not supported; "
-                    f"brokerlite serves {', '.join(served)}"
-                )
-            needs_users = any(m in _SASL_MECHANISMS for m in mechanisms)
-            if needs_users and not self.sasl_users and self.sasl_users_file is None:
-                raise ConfigError(
-                    f"security_protocol {protocol} needs users: set sasl_users or sasl_users_file"
-                )
-        elif self.sasl_users or self.sasl_users_file is not None:
-            raise ConfigError(
-                f"sasl_users/sasl_users_file are set but security_protocol is {protocol}, "
-                "which does not authenticate: use SASL_PLAINTEXT or SASL_SSL"
-            )
-        if self.tls_enabled:
-            if self.ssl_certfile is None:
-                raise ConfigError(
-                    f"security_protocol {protocol} needs the broker's certificate and key: "
-                    "set ssl_certfile and ssl_keyfile (PEM)"
-                )
-            if client_auth != "none" and self.ssl_cafile is None:
-                raise ConfigError(
-                    f"ssl_client_auth={client_auth} needs ssl_cafile, the authorities "
-                    "whose client certificates are accepted"
-                )
-        else:
-            given = [
-                name
-                for name in ("ssl_certfile", "ssl_keyfile", "ssl_cafile", "ssl_key_password")
-                if getattr(self, name) is not None
-            ]
-            if client_auth != "none":
-                given.append("ssl_client_auth")
-            if given:
-                raise ConfigError(
-                    f"{', '.join(given)} set but security_protocol is {protocol}, which does "
-                    "not use TLS: use SSL or SASL_SSL"
-                )
+        # Normalise the settings given in other shapes, then check them all.
+        _check_basics(self)
+        _check_limits(self)
 
     # -- derived ---------------------------------------------------------------
 
@@ -744,7 +436,7 @@ class BrokerConfig:
     def advertised_address(self, bound: tuple[str, int]) -> tuple[str, int]:
         """The (host, port) clients are told to connect to, given the bound address."""
         if self.advertised_listener is not None:
-            return _split_host_port(self.advertised_listener, "advertised_listener")
+            return split_host_port(self.advertised_listener, "advertised_listener")
         host, port = bound
         if host in ("", "0.0.0.0", "::"):
             host = "127.0.0.1"
@@ -775,7 +467,7 @@ class BrokerConfig:
             OSError: the file cannot be read.
         """
         settings: dict[str, str] = {}
-        for key, value in _parse_properties(Path(path).read_text(encoding="utf-8"), str(path)):
+        for key, value in parse_properties(Path(path).read_text(encoding="utf-8"), str(path)):
             settings[key] = value
         return (base or cls()).with_overrides(settings)
 
@@ -788,11 +480,11 @@ class BrokerConfig:
         changes: dict[str, Any] = {}
         scaled: list[tuple[int, str, int, Any, str]] = []
         listener: tuple[str, str] | None = None  # (listener name, the key that named it)
-        protocol_map = _parse_protocol_map(overrides.get(_PROTOCOL_MAP_KEY))
+        protocol_map = parse_protocol_map(overrides.get(PROTOCOL_MAP_KEY))
         for key, value in overrides.items():
-            if key == _PROTOCOL_MAP_KEY:
+            if key == PROTOCOL_MAP_KEY:
                 continue
-            for rank, (name, field, factor) in enumerate(_UNIT_VARIANTS):
+            for rank, (name, field, factor) in enumerate(UNIT_VARIANTS):
                 if key == name:
                     scaled.append((rank, field, factor, value, key))
                     break
@@ -803,9 +495,9 @@ class BrokerConfig:
                     continue
                 field = resolved
                 if field == "listen":
-                    host, port = _split_host_port(_first_listener(value), key)
+                    host, port = split_host_port(first_listener(value), key)
                     changes["host"], changes["port"] = host or "0.0.0.0", port
-                    listener_name = _listener_name(value)
+                    listener_name = listener_name_of(value)
                     if listener_name is not None:
                         listener = (listener_name, key)
                 elif field == "super_users":
@@ -818,7 +510,7 @@ class BrokerConfig:
                 ):
                     changes[field] = value  # normalised and checked by __post_init__
                 elif field == "advertised_listener":
-                    changes[field] = None if value is None else _first_listener(value)
+                    changes[field] = None if value is None else first_listener(value)
                 elif field == "data_dir":
                     changes[field] = Path(str(value).split(",")[0].strip())
                 else:
@@ -837,7 +529,7 @@ class BrokerConfig:
             if protocol is None:
                 raise ConfigError(
                     f"{key}: listener name {listener_name!r} is not a security protocol "
-                    f"({', '.join(SECURITY_PROTOCOLS)}) and {_PROTOCOL_MAP_KEY} does not map it"
+                    f"({', '.join(SECURITY_PROTOCOLS)}) and {PROTOCOL_MAP_KEY} does not map it"
                 )
             explicit = changes.get("security_protocol")
             if explicit is not None and str(explicit).strip().upper() != protocol:
@@ -878,7 +570,7 @@ class BrokerConfig:
             ("node.id", str(self.node_id), self.node_id == default.node_id),
             ("broker.id", str(self.node_id), self.node_id == default.node_id),
         ]
-        for field, name in _KAFKA_FIELD_NAMES.items():
+        for field, name in KAFKA_FIELD_NAMES.items():
             value = getattr(self, field)
             text = (
                 None
@@ -908,97 +600,273 @@ class BrokerConfig:
         }
 
 
-# field -> Kafka name, for reporting (DescribeConfigs on the broker).
-_KAFKA_FIELD_NAMES: dict[str, str] = {
-    "delegation_token_max_lifetime_ms": "delegation.token.max.lifetime.ms",
-    "delegation_token_expiry_time_ms": "delegation.token.expiry.time.ms",
-    "delegation_token_expiry_check_interval_ms": "delegation.token.expiry.check.interval.ms",
-    "telemetry_max_bytes": "telemetry.max.bytes",
-    "num_partitions": "num.partitions",
-    "auto_create_topics": "auto.create.topics.enable",
-    "log_segment_bytes": "log.segment.bytes",
-    "log_segment_ms": "log.roll.ms",
-    "log_retention_ms": "log.retention.ms",
-    "log_retention_bytes": "log.retention.bytes",
-    "log_index_interval_bytes": "log.index.interval.bytes",
-    "log_message_timestamp_type": "log.message.timestamp.type",
-    "message_max_bytes": "message.max.bytes",
-    "flush_interval_messages": "log.flush.interval.messages",
-    "flush_interval_ms": "log.flush.interval.ms",
-    "log_retention_check_interval_ms": "log.retention.check.interval.ms",
-    "log_cleaner_enable": "log.cleaner.enable",
-    "log_cleaner_backoff_ms": "log.cleaner.backoff.ms",
-    "log_cleanup_policy": "log.cleanup.policy",
-    "log_cleaner_delete_retention_ms": "log.cleaner.delete.retention.ms",
-    "log_cleaner_min_cleanable_ratio": "log.cleaner.min.cleanable.ratio",
-    "log_cleaner_min_compaction_lag_ms": "log.cleaner.min.compaction.lag.ms",
-    "log_cleaner_max_compaction_lag_ms": "log.cleaner.max.compaction.lag.ms",
-    "group_initial_rebalance_delay_ms": "group.initial.rebalance.delay.ms",
-    "group_min_session_timeout_ms": "group.min.session.timeout.ms",
-    "group_max_session_timeout_ms": "group.max.session.timeout.ms",
-    "group_consumer_session_timeout_ms": "group.consumer.session.timeout.ms",
-    "group_consumer_heartbeat_interval_ms": "group.consumer.heartbeat.interval.ms",
-    **{
-        f: f.replace("_", ".")
-        for f in (
-            "group_share_session_timeout_ms",
-            "group_share_min_session_timeout_ms",
-            "group_share_max_session_timeout_ms",
-            "group_share_heartbeat_interval_ms",
-            "group_share_min_heartbeat_interval_ms",
-            "group_share_max_heartbeat_interval_ms",
-            "group_share_max_size",
-            "group_share_record_lock_duration_ms",
-            "group_share_min_record_lock_duration_ms",
-            "group_share_max_record_lock_duration_ms",
-            "group_share_delivery_count_limit",
-            "group_share_min_delivery_count_limit",
-            "group_share_max_delivery_count_limit",
-            "group_share_partition_max_record_locks",
-            "group_share_min_partition_max_record_locks",
-            "group_share_max_partition_max_record_locks",
+def _check_basics(cfg: BrokerConfig) -> None:
+    """The paths, security, listeners, counts and group settings."""
+    if not isinstance(cfg.data_dir, Path):
+        object.__setattr__(cfg, "data_dir", Path(cfg.data_dir))
+    _check_security(cfg)
+    if not 0 <= cfg.port <= 65535:
+        raise ConfigError(f"port: {cfg.port} is not a TCP port")
+    if cfg.advertised_listener is not None:
+        split_host_port(cfg.advertised_listener, "advertised_listener")
+    if cfg.metrics_listen is not None:
+        split_host_port(cfg.metrics_listen, "metrics_listen")
+    if cfg.console_listen is not None:
+        split_host_port(cfg.console_listen, "console_listen")
+        if cfg.security_protocol != "PLAINTEXT":
+            raise ConfigError(
+                "console_listen: the console reaches the broker as a plain client, "
+                f"which a {cfg.security_protocol} listener refuses; run `trafka console` "
+                "with the client's security settings (-X) instead"
+            )
+    if cfg.num_partitions < 1:
+        raise ConfigError(f"num_partitions: must be >= 1, got {cfg.num_partitions}")
+    if cfg.max_partitions is not None and cfg.max_partitions < 1:
+        raise ConfigError(f"max_partitions: must be >= 1, got {cfg.max_partitions}")
+    if cfg.node_id < 0:
+        raise ConfigError(f"node_id: must be >= 0, got {cfg.node_id}")
+    _check_cluster(cfg)
+    if not (0 < cfg.group_consumer_heartbeat_interval_ms < cfg.group_consumer_session_timeout_ms):
+        raise ConfigError(
+            "group.consumer.heartbeat.interval.ms must be positive and below "
+            "group.consumer.session.timeout.ms"
         )
-    },
-    "socket_request_max_bytes": "socket.request.max.bytes",
-    "queued_max_request_bytes": "queued.max.request.bytes",
-    "connections_max_idle_ms": "connections.max.idle.ms",
-    "request_receive_timeout_ms": "request.receive.timeout.ms",
-    "transaction_max_timeout_ms": "transaction.max.timeout.ms",
-    "transactional_id_expiration_ms": "transactional.id.expiration.ms",
-    "transaction_remove_expired_transaction_cleanup_interval_ms": (
-        "transaction.remove.expired.transaction.cleanup.interval.ms"
-    ),
-    "producer_id_expiration_ms": "producer.id.expiration.ms",
-    "producer_id_expiration_check_interval_ms": "producer.id.expiration.check.interval.ms",
-    "max_incremental_fetch_session_cache_slots": "max.incremental.fetch.session.cache.slots",
-    "min_insync_replicas": "min.insync.replicas",
-    "unclean_leader_election_enable": "unclean.leader.election.enable",
-}
-
-# Kafka's ConfigDef ranges of the share-group settings (Kafka 4.1's; the bounds of
-# the delivery count limit and of the record locks are Kafka 4.3's).
-_SHARE_RANGES: dict[str, tuple[int, int]] = {
-    "group_share_session_timeout_ms": (1, 2**31 - 1),
-    "group_share_min_session_timeout_ms": (1, 2**31 - 1),
-    "group_share_max_session_timeout_ms": (1, 2**31 - 1),
-    "group_share_heartbeat_interval_ms": (1, 2**31 - 1),
-    "group_share_min_heartbeat_interval_ms": (1, 2**31 - 1),
-    "group_share_max_heartbeat_interval_ms": (1, 2**31 - 1),
-    "group_share_max_size": (1, 1000),
-    "group_share_record_lock_duration_ms": (1000, 3_600_000),
-    "group_share_min_record_lock_duration_ms": (1000, 30_000),
-    "group_share_max_record_lock_duration_ms": (30_000, 3_600_000),
-    "group_share_delivery_count_limit": (2, 10),
-    "group_share_min_delivery_count_limit": (2, 5),
-    "group_share_max_delivery_count_limit": (5, 25),
-    "group_share_partition_max_record_locks": (100, 10_000),
-    "group_share_min_partition_max_record_locks": (100, 10_000),
-    "group_share_max_partition_max_record_locks": (100, 10_000),
-}
+    _check_share_groups(cfg)
 
 
-def _kafka_name(field: str) -> str:
-    return _KAFKA_FIELD_NAMES.get(field, field.replace("_", "."))
+def _check_limits(cfg: BrokerConfig) -> None:
+    """The sizes, intervals and policies."""
+    for name in (
+        "log_segment_bytes",
+        "log_segment_ms",
+        "log_index_interval_bytes",
+        "message_max_bytes",
+        "log_retention_check_interval_ms",
+        "log_cleaner_backoff_ms",
+        "socket_request_max_bytes",
+        "transaction_max_timeout_ms",
+        "transactional_id_expiration_ms",
+        "transaction_remove_expired_transaction_cleanup_interval_ms",
+        "producer_id_expiration_ms",
+        "producer_id_expiration_check_interval_ms",
+        "sasl_server_max_receive_size",
+        "quota_window_num",
+        "quota_window_size_seconds",
+        "delegation_token_max_lifetime_ms",
+        "delegation_token_expiry_time_ms",
+        "delegation_token_expiry_check_interval_ms",
+        "telemetry_max_bytes",
+    ):
+        if getattr(cfg, name) <= 0:
+            raise ConfigError(f"{name}: must be > 0, got {getattr(cfg, name)}")
+    if cfg.log_segment_bytes < 14:
+        raise ConfigError("log_segment_bytes: must be at least 14 bytes")
+    for name in ("log_retention_ms", "log_retention_bytes"):
+        if getattr(cfg, name) < -1:
+            raise ConfigError(f"{name}: must be >= -1 (-1 = unlimited)")
+    if cfg.group_initial_rebalance_delay_ms < 0:
+        raise ConfigError("group_initial_rebalance_delay_ms: must be >= 0")
+    if cfg.connection_failed_authentication_delay_ms < 0:
+        raise ConfigError("connection_failed_authentication_delay_ms: must be >= 0")
+    if cfg.max_incremental_fetch_session_cache_slots < 0:
+        raise ConfigError("max_incremental_fetch_session_cache_slots: must be >= 0")
+    if cfg.connections_max_reauth_ms < 0:
+        raise ConfigError("connections_max_reauth_ms: must be >= 0")
+    for name in (
+        "queued_max_request_bytes",
+        "connections_max_idle_ms",
+        "request_receive_timeout_ms",
+    ):
+        if getattr(cfg, name) <= 0 and getattr(cfg, name) != -1:
+            raise ConfigError(f"{name}: must be > 0, or -1 for no limit")
+    try:
+        authorizer_enabled(cfg.authorizer_class_name)
+        object.__setattr__(cfg, "super_users", parse_super_users(cfg.super_users))
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    if cfg.protocol_version not in PROTOCOL_VERSIONS:
+        raise ConfigError(
+            f"protocol_version: must be one of {', '.join(PROTOCOL_VERSIONS)}, "
+            f"got {cfg.protocol_version!r}"
+        )
+    if cfg.log_message_timestamp_type not in ("CreateTime", "LogAppendTime"):
+        raise ConfigError(
+            "log_message_timestamp_type: must be CreateTime or LogAppendTime, "
+            f"got {cfg.log_message_timestamp_type!r}"
+        )
+    for name in ("flush_interval_messages", "flush_interval_ms"):
+        value = getattr(cfg, name)
+        if value is not None and value <= 0:
+            raise ConfigError(f"{name}: must be > 0 or None")
+    policies = {p.strip() for p in cfg.log_cleanup_policy.split(",")}
+    if not policies <= {"delete", "compact"}:
+        raise ConfigError(
+            f"log_cleanup_policy: must be delete and/or compact, got {cfg.log_cleanup_policy!r}"
+        )
+    object.__setattr__(cfg, "log_cleanup_policy", ",".join(sorted(policies)))
+    if not 0 <= cfg.log_cleaner_min_cleanable_ratio <= 1:
+        raise ConfigError("log_cleaner_min_cleanable_ratio: must be in [0, 1]")
+    for name in ("log_cleaner_delete_retention_ms", "log_cleaner_min_compaction_lag_ms"):
+        if getattr(cfg, name) < 0:
+            raise ConfigError(f"{name}: must be >= 0")
+    if cfg.log_cleaner_max_compaction_lag_ms < 1:
+        raise ConfigError("log_cleaner_max_compaction_lag_ms: must be > 0")
+
+
+def _check_cluster(cfg: BrokerConfig) -> None:
+    """The cluster settings' ranges, and ``zookeeper_connect``'s form."""
+    for name in (
+        "default_replication_factor",
+        "min_insync_replicas",
+        "offsets_topic_num_partitions",
+        "offsets_topic_replication_factor",
+        "transaction_state_log_num_partitions",
+        "transaction_state_log_replication_factor",
+        "zookeeper_session_timeout_ms",
+        "replica_lag_time_max_ms",
+        "replica_fetch_max_bytes",
+        "leader_imbalance_check_interval_seconds",
+    ):
+        if getattr(cfg, name) < 1:
+            raise ConfigError(f"{name}: must be >= 1, got {getattr(cfg, name)}")
+    if cfg.replica_fetch_wait_max_ms < 0:
+        raise ConfigError(
+            f"replica_fetch_wait_max_ms: must be >= 0, got {cfg.replica_fetch_wait_max_ms}"
+        )
+    connect = cfg.zookeeper_connect
+    if connect is not None:
+        hosts = connect.partition("/")[0]
+        if not hosts or not all(h.rpartition(":")[2].isdigit() for h in hosts.split(",")):
+            raise ConfigError(
+                f"zookeeper_connect: {connect!r} is not host:port[,host:port...][/chroot]"
+            )
+
+
+def _check_share_groups(cfg: BrokerConfig) -> None:
+    """Kafka's ranges for the ``group.share.*`` settings, and their order."""
+    for name, (low, high) in SHARE_RANGES.items():
+        value = getattr(cfg, name)
+        if not low <= value <= high:
+            raise ConfigError(f"{kafka_name(name)}: must be in [{low}, {high}], got {value}")
+    for base in (
+        "session_timeout_ms",
+        "heartbeat_interval_ms",
+        "record_lock_duration_ms",
+        "delivery_count_limit",
+        "partition_max_record_locks",
+    ):
+        low, value, high = (
+            getattr(cfg, f"group_share_min_{base}"),
+            getattr(cfg, f"group_share_{base}"),
+            getattr(cfg, f"group_share_max_{base}"),
+        )
+        if not low <= value <= high:
+            raise ConfigError(
+                f"{kafka_name('group_share_' + base)}: {value} is outside "
+                f"[{kafka_name('group_share_min_' + base)}, "
+                f"{kafka_name('group_share_max_' + base)}] = [{low}, {high}]"
+            )
+    if cfg.group_share_heartbeat_interval_ms >= cfg.group_share_session_timeout_ms:
+        raise ConfigError(
+            "group.share.heartbeat.interval.ms must be below group.share.session.timeout.ms"
+        )
+
+
+def _check_security(cfg: BrokerConfig) -> None:
+    """Normalise the security settings given in other shapes, then validate them."""
+    protocol = str(cfg.security_protocol).strip().upper()
+    if protocol not in SECURITY_PROTOCOLS:
+        raise ConfigError(
+            f"security_protocol: {cfg.security_protocol!r} is not one of "
+            f"{', '.join(SECURITY_PROTOCOLS)}"
+        )
+    object.__setattr__(cfg, "security_protocol", protocol)
+    mechanisms = parse_names(cfg.sasl_enabled_mechanisms, "sasl_enabled_mechanisms")
+    object.__setattr__(cfg, "sasl_enabled_mechanisms", mechanisms)
+    for name in ("sasl_oauthbearer_expected_audience", "sasl_oauthbearer_required_scopes"):
+        object.__setattr__(cfg, name, parse_names(getattr(cfg, name), name))
+    if cfg.sasl_oauthbearer_clock_skew_seconds < 0:
+        raise ConfigError("sasl_oauthbearer_clock_skew_seconds: must be >= 0")
+    if cfg.sasl_oauthbearer_jwks_endpoint_refresh_ms <= 0:
+        raise ConfigError("sasl_oauthbearer_jwks_endpoint_refresh_ms: must be > 0")
+    if cfg.sasl_oauthbearer_jwks_endpoint_url is not None:
+        from .security.jwks import check_jwks_url
+
+        try:
+            check_jwks_url(cfg.sasl_oauthbearer_jwks_endpoint_url)
+        except ValueError as exc:
+            raise ConfigError(f"sasl_oauthbearer_jwks_endpoint_url: {exc}") from None
+        try:
+            import cryptography  # noqa: F401 (signatures are checked with it)
+        except ImportError:
+            raise ConfigError(
+                "sasl_oauthbearer_jwks_endpoint_url needs the cryptography package: "
+                "pip install 'trafka[oauth]'"
+            ) from None
+    for name in ("sasl_oauthbearer_sub_claim_name", "sasl_oauthbearer_scope_claim_name"):
+        if not str(getattr(cfg, name)).strip():
+            raise ConfigError(f"{name}: must not be empty")
+    object.__setattr__(cfg, "sasl_users", parse_users(cfg.sasl_users, "sasl_users"))
+    for name in (
+        "sasl_users_file",
+        "ssl_certfile",
+        "ssl_keyfile",
+        "ssl_cafile",
+        "client_telemetry_file",
+    ):
+        value = getattr(cfg, name)
+        if value is not None and not isinstance(value, Path):
+            object.__setattr__(cfg, name, Path(value))
+    client_auth = str(cfg.ssl_client_auth).strip().lower()
+    if client_auth not in SSL_CLIENT_AUTH:
+        raise ConfigError(
+            f"ssl_client_auth: {cfg.ssl_client_auth!r} is not one of {', '.join(SSL_CLIENT_AUTH)}"
+        )
+    object.__setattr__(cfg, "ssl_client_auth", client_auth)
+    if cfg.sasl_enabled:
+        if not mechanisms:
+            raise ConfigError("sasl_enabled_mechanisms: a SASL listener needs a mechanism")
+        served = (*_SASL_MECHANISMS, *_OPT_IN_MECHANISMS)
+        unknown = [m for m in mechanisms if m not in served]
+        if unknown:
+            raise ConfigError(
+                f"sasl_enabled_mechanisms: {', '.join(unknown)} not supported; "
+                f"brokerlite serves {', '.join(served)}"
+            )
+        needs_users = any(m in _SASL_MECHANISMS for m in mechanisms)
+        if needs_users and not cfg.sasl_users and cfg.sasl_users_file is None:
+            raise ConfigError(
+                f"security_protocol {protocol} needs users: set sasl_users or sasl_users_file"
+            )
+    elif cfg.sasl_users or cfg.sasl_users_file is not None:
+        raise ConfigError(
+            f"sasl_users/sasl_users_file are set but security_protocol is {protocol}, "
+            "which does not authenticate: use SASL_PLAINTEXT or SASL_SSL"
+        )
+    if cfg.tls_enabled:
+        if cfg.ssl_certfile is None:
+            raise ConfigError(
+                f"security_protocol {protocol} needs the broker's certificate and key: "
+                "set ssl_certfile and ssl_keyfile (PEM)"
+            )
+        if client_auth != "none" and cfg.ssl_cafile is None:
+            raise ConfigError(
+                f"ssl_client_auth={client_auth} needs ssl_cafile, the authorities "
+                "whose client certificates are accepted"
+            )
+    else:
+        given = [
+            name
+            for name in ("ssl_certfile", "ssl_keyfile", "ssl_cafile", "ssl_key_password")
+            if getattr(cfg, name) is not None
+        ]
+        if client_auth != "none":
+            given.append("ssl_client_auth")
+        if given:
+            raise ConfigError(
+                f"{', '.join(given)} set but security_protocol is {protocol}, which does "
+                "not use TLS: use SSL or SASL_SSL"
+            )
 
 
 _FIELDS: dict[str, Any] = {}
@@ -1014,8 +882,8 @@ def _field_types() -> dict[str, Any]:
 
 def known_keys() -> list[str]:
     """Every key :meth:`BrokerConfig.with_overrides` accepts (Python and Kafka names)."""
-    names = set(_field_types()) | {"listen"} | set(_KAFKA_NAMES)
-    names |= {name for name, _, _ in _UNIT_VARIANTS}
+    names = set(_field_types()) | {"listen"} | set(KAFKA_NAMES)
+    names |= {name for name, _, _ in UNIT_VARIANTS}
     names |= {f.replace("_", ".") for f in _field_types()}
     return sorted(names)
 
@@ -1026,15 +894,15 @@ def _resolve_key(key: str) -> str | None:
         raise ConfigError(f"config keys are strings, got {key!r}")
     if key in _field_types() or key == "listen":
         return key
-    if key in _KAFKA_NAMES:
-        return _KAFKA_NAMES[key]
+    if key in KAFKA_NAMES:
+        return KAFKA_NAMES[key]
     mechanical = key.replace(".", "_").replace("-", "_")
     if mechanical in _field_types():
         return mechanical
     if key in IGNORED_KAFKA_KEYS:
         return None
-    if key in _UNSUPPORTED_KAFKA_KEYS:
-        raise ConfigError(f"{key} is not supported: {_UNSUPPORTED_KAFKA_KEYS[key]}")
+    if key in UNSUPPORTED_KAFKA_KEYS:
+        raise ConfigError(f"{key} is not supported: {UNSUPPORTED_KAFKA_KEYS[key]}")
     close = difflib.get_close_matches(key, known_keys(), n=1, cutoff=0.6)
     hint = f"; did you mean {close[0]!r}?" if close else ""
     raise ConfigError(f"unknown broker setting {key!r}{hint}")
@@ -1076,158 +944,3 @@ def _convert(field: str, value: Any, key: str) -> Any:
         return str(value).strip() if isinstance(value, str) else str(value)
     except ValueError as exc:
         raise ConfigError(f"{key}: {exc}") from None
-
-
-def _first_listener(value: Any) -> str:
-    """``PLAINTEXT://host:port,SSL://...`` -> ``host:port`` (the first listener)."""
-    text = str(value).split(",")[0].strip()
-    if "://" in text:
-        text = text.split("://", 1)[1]
-    return text
-
-
-def _listener_name(value: Any) -> str | None:
-    """``SASL_SSL://host:port,...`` -> ``SASL_SSL`` (the first listener's name), else None."""
-    text = str(value).split(",")[0].strip()
-    if "://" not in text:
-        return None
-    return text.split("://", 1)[0].strip().upper()
-
-
-def _parse_protocol_map(value: Any) -> dict[str, str]:
-    """Kafka's ``listener.security.protocol.map`` (``NAME:PROTOCOL,...``) as a dict."""
-    if value is None:
-        return {}
-    out: dict[str, str] = {}
-    for item in str(value).split(","):
-        if not item.strip():
-            continue
-        name, sep, protocol = item.partition(":")
-        protocol = protocol.strip().upper()
-        if not sep or protocol not in SECURITY_PROTOCOLS:
-            raise ConfigError(f"{_PROTOCOL_MAP_KEY}: expected NAME:PROTOCOL pairs, got {item!r}")
-        out[name.strip().upper()] = protocol
-    return out
-
-
-def _parse_names(value: Any, key: str) -> tuple[str, ...]:
-    """A comma-separated string or an iterable of strings, as a tuple of names."""
-    if isinstance(value, str):
-        items: list[Any] = value.split(",")
-    else:
-        try:
-            items = list(value)
-        except TypeError:
-            raise ConfigError(f"{key}: expected a list of names, got {value!r}") from None
-    names = [str(item).strip() for item in items]
-    return tuple(name for name in names if name)
-
-
-def _parse_users(value: Any, key: str) -> tuple[tuple[str, str], ...]:
-    """SASL users as ``(name, password)`` pairs.
-
-    Accepts a mapping of name to password, an iterable of ``"name:password"``
-    strings or of pairs, or one string of comma-separated ``name:password``
-    entries (as in a properties file; such passwords cannot hold a comma). The
-    name ends at the first ``:``. Never puts a password in an error message.
-    """
-    if value is None:
-        return ()
-    if isinstance(value, Mapping):
-        entries: list[Any] = list(value.items())
-    elif isinstance(value, str):
-        entries = [item for item in value.split(",") if item.strip()]
-    else:
-        try:
-            entries = list(value)
-        except TypeError:
-            raise ConfigError(f"{key}: expected name:password entries") from None
-    users: list[tuple[str, str]] = []
-    seen: set[str] = set()
-    for number, entry in enumerate(entries, 1):
-        if isinstance(entry, str):
-            name, sep, password = entry.strip().partition(":")
-            if not sep:
-                raise ConfigError(f"{key}: entry {number} is not name:password")
-        elif isinstance(entry, tuple | list) and len(entry) == 2:
-            name, password = entry
-        else:
-            raise ConfigError(f"{key}: entry {number} is not name:password")
-        users.append(check_user(str(name), str(password), f"{key}: entry {number}", seen))
-    return tuple(users)
-
-
-def check_user(name: str, password: str, where: str, seen: set[str]) -> tuple[str, str]:
-    """One SASL user, checked (``seen`` collects the names, to refuse duplicates)."""
-    name = name.strip()
-    if not name or "\0" in name or "\0" in password:
-        raise ConfigError(f"{where}: a user needs a name, and neither may hold NUL")
-    if not password:
-        raise ConfigError(f"{where}: user {name!r} has an empty password")
-    if name in seen:
-        raise ConfigError(f"{where}: user {name!r} is given twice")
-    seen.add(name)
-    return name, password
-
-
-def read_users_file(path: Path) -> list[tuple[str, str]]:
-    """The ``name:password`` lines of a users file (``#`` comments, blank lines skipped).
-
-    Raises:
-        ConfigError: the file cannot be read, or a line is not ``name:password``.
-    """
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"sasl_users_file: cannot read {path}: {exc}") from None
-    users: list[tuple[str, str]] = []
-    seen: set[str] = set()
-    for number, line in enumerate(text.splitlines(), 1):
-        stripped = line.strip()
-        if not stripped or stripped.startswith("#"):
-            continue
-        name, sep, password = stripped.partition(":")
-        if not sep:
-            raise ConfigError(f"{path}:{number}: expected name:password")
-        users.append(check_user(name, password, f"{path}:{number}", seen))
-    return users
-
-
-def _split_host_port(text: str, key: str) -> tuple[str, int]:
-    text = _first_listener(text)
-    host, sep, port_text = text.rpartition(":")
-    if not sep:
-        raise ConfigError(f"{key}: expected HOST:PORT, got {text!r}")
-    host = host.strip("[]")
-    try:
-        port = int(port_text)
-    except ValueError:
-        raise ConfigError(f"{key}: bad port in {text!r}") from None
-    if not 0 <= port <= 65535:
-        raise ConfigError(f"{key}: bad port in {text!r}")
-    return host, port
-
-
-def _parse_properties(text: str, source: str) -> Iterable[tuple[str, str]]:
-    pending = ""
-    start_line = 0
-    for number, raw in enumerate(text.splitlines(), 1):
-        line = raw.strip() if not pending else raw.lstrip()
-        if not pending:
-            start_line = number
-            if not line or line[0] in "#!":
-                continue
-        if line.endswith("\\") and not line.endswith("\\\\"):
-            pending += line[:-1]
-            continue
-        line, pending = pending + line, ""
-        sep_at = min((i for i in (line.find("="), line.find(":")) if i >= 0), default=-1)
-        if sep_at < 0:
-            key, value = line.strip(), ""
-        else:
-            key, value = line[:sep_at].strip(), line[sep_at + 1 :].strip()
-        if not key:
-            raise ConfigError(f"{source}:{start_line}: no key in {raw!r}")
-        yield key, value
-    if pending:
-        raise ConfigError(f"{source}: file ends inside a continued line")

@@ -1349,8 +1349,11 @@ def encode_batch(
         base_offset: the first record's offset (producers send 0).
         compression: the codec for the records payload.
         compression_level: codec level; None for Java's default.
-        producer_id, producer_epoch, base_sequence: idempotence fields (-1: none).
-        is_transactional, is_control: attribute bits.
+        producer_id: the idempotent producer's id (-1: none).
+        producer_epoch: its epoch (-1: none).
+        base_sequence: the first record's sequence number (-1: none).
+        is_transactional: the batch's transactional attribute bit.
+        is_control: the batch's control attribute bit.
         partition_leader_epoch: -1 from producers; set by the leader.
         timestamp_type: 0 create time, 1 log-append time.
         base_timestamp: defaults to the first record's timestamp; record

@@ -32,7 +32,7 @@ import dataclasses
 import logging
 import time
 import urllib.parse
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -41,13 +41,13 @@ from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
-from starlette.routing import Route
+from starlette.routing import Mount, Route
 
 from trafka.codec import ErrorCode, KafkaError, TrafkaError
 from trafka.sdk import ArgumentError, NewTopic
 from trafka.sdk.acls import AclBindingFilter
 
-from . import model, search
+from . import model, search, throughput
 from .access import AccessPolicy, LoginThrottle, Sessions, safe_next
 from .cluster import SEARCH_SECONDS, ClusterDown, Console, NotFound
 from .model import InputError
@@ -96,7 +96,7 @@ class _Visit:
 
 
 def make_app(
-    console: Console,
+    clusters: Console | Mapping[str, Console],
     access: AccessPolicy,
     *,
     sessions: Sessions | None = None,
@@ -106,13 +106,19 @@ def make_app(
     """The console's ASGI app.
 
     Args:
-        console: the cluster's side.
+        clusters: the cluster's side, or each cluster's by its name (the first
+            is the default, served at ``/`` as well as under
+            ``/clusters/NAME/``).
         access: who may look and change (:func:`~.access.decide_access`).
         sessions, throttle: the login sessions and the guessing brake (new
             ones unless given).
         clock: seconds of a monotonic clock, for sessions and the brake.
     """
     env = _environment()
+    consoles = dict(clusters) if isinstance(clusters, Mapping) else {"default": clusters}
+    if not consoles:
+        raise ValueError("the console needs at least one cluster")
+    default = next(iter(consoles))
     sessions = sessions if sessions is not None else Sessions()
     throttle = throttle if throttle is not None else LoginThrottle()
 
@@ -143,16 +149,33 @@ def make_app(
         visit: _Visit | None = getattr(request.state, "visit", None)
         if visit is None:  # a page of Starlette's own (404, 405)
             visit = request.state.visit = visitor(request)
+        name = getattr(request.state, "cluster", default)
+        prefix = getattr(request.state, "base", "")
+        here = request.url.path
         html = env.get_template(template).render(
+            base=prefix,
+            cluster=name,
+            clusters=list(consoles),
             token=visit.token,
             user=visit.user,
             can_logout=access.password and visit.user == PASSWORD_USER,
             read_only=access.read_only,
             why_read_only=access.why_read_only,
-            path=request.url.path,
+            path=here[len(prefix) :] if prefix and here.startswith(prefix) else here,
             **context,
         )
         return HTMLResponse(html, status_code=status_code)
+
+    def cons(request: Request) -> Console:
+        """The cluster a page is of (``guarded`` found it by the path)."""
+        console: Console = getattr(request.state, "console", consoles[default])
+        return console
+
+    def base(request: Request) -> str:
+        """Where the cluster's pages are: ``""`` for the default's at ``/``,
+        else ``/clusters/NAME``."""
+        prefix: str = getattr(request.state, "base", "")
+        return prefix
 
     def error(request: Request, status: int, title: str, message: str) -> HTMLResponse:
         return page(request, "error.html", status, title=title, message=message)
@@ -236,14 +259,22 @@ def make_app(
 
         async def run(request: Request) -> Response:
             visit = request.state.visit = visitor(request)
-            response = await answer(request, visit)
+            name = request.path_params.get("cluster")
+            if name in consoles or name is None:
+                request.state.cluster = default if name is None else name
+                request.state.console = consoles[request.state.cluster]
+                request.state.base = "" if name is None else f"/clusters/{urllib.parse.quote(name)}"
+            if visit.user is None and not public:  # not even which clusters there are
+                response = unknown_visitor(request)
+            elif name is not None and name not in consoles:
+                response = error(request, 404, "Not found", f"no cluster named {name!r}")
+            else:
+                response = await answer(request, visit)
             if visit.new_sid:
                 set_session(request, response, visit.sid)
             return response
 
         async def answer(request: Request, visit: _Visit) -> Response:
-            if visit.user is None and not public:
-                return unknown_visitor(request)
             try:
                 changes = request.method == "POST" or form_page
                 if access.read_only and changes and not session_only:
@@ -251,7 +282,9 @@ def make_app(
                 if request.method == "POST":
                     request.state.form = await read_form(request)
                 if cluster:
-                    response: Response = await console.while_reachable(lambda: handler(request))
+                    response: Response = await cons(request).while_reachable(
+                        lambda: handler(request)
+                    )
                     return response
                 return await handler(request)
             except _Refused as exc:
@@ -275,6 +308,7 @@ def make_app(
         return run
 
     def cluster_down(request: Request, exc: ClusterDown) -> Response:
+        console = cons(request)
         h = console.health
         return page(
             request,
@@ -330,12 +364,30 @@ def make_app(
         return response
 
     # -- pages -----------------------------------------------------------------------------
+    def rates_context(console: Console, topic: str | None) -> dict[str, Any]:
+        history = console.rates
+        owners: list[tuple[str, throughput.SeriesKey]]
+        if topic is None:
+            charts = throughput.broker_charts(history)
+            owners = [(f"broker {b}", ("broker", b, "messages_in")) for b in history.brokers()]
+        else:
+            charts = throughput.topic_charts(history, topic)
+            owners = [(topic, ("topic", topic, "messages_in"))] if history.samples > 1 else []
+        return {
+            "charts": charts,
+            "rates": throughput.rate_rows(history, owners),
+            "interval": console.sample_interval,
+            "samples": history.samples,
+        }
+
     async def overview(request: Request) -> Response:
-        return page(request, "overview.html", view=await console.overview())
+        console = cons(request)
+        view = await console.overview()
+        return page(request, "overview.html", view=view, **rates_context(console, None))
 
     async def topics(request: Request) -> Response:
         started = time.perf_counter()
-        rows = await console.topics()
+        rows = await cons(request).topics()
         show_internal = request.query_params.get("internal") == "1"
         shown = [r for r in rows if show_internal or not r.internal]
         return page(
@@ -352,49 +404,60 @@ def make_app(
             return page(request, "topic_new.html")
         form = form_of(request)
         t = model.parse_new_topic_form(form)
-        await console.admin.create_topics(
+        await cons(request).admin.create_topics(
             [NewTopic(t.name, t.partitions, t.replication_factor, t.configs)]
         )
-        return RedirectResponse(f"/topics/{urllib.parse.quote(t.name)}", status_code=303)
+        return RedirectResponse(
+            base(request) + f"/topics/{urllib.parse.quote(t.name)}", status_code=303
+        )
 
     async def topic(request: Request) -> Response:
         started = time.perf_counter()
+        console = cons(request)
         view = await console.topic(request.path_params["name"])
-        return page(request, "topic.html", view=view, took=time.perf_counter() - started)
+        return page(
+            request,
+            "topic.html",
+            view=view,
+            took=time.perf_counter() - started,
+            **rates_context(console, view.name),
+        )
 
     async def delete_topic(request: Request) -> Response:
         name = request.path_params["name"]
         form = form_of(request)
         if form.get("confirm", "").strip() != name:
             raise InputError(f"confirm: type the topic's name ({name}) to delete it")
-        await console.admin.delete_topics([name])
-        return RedirectResponse("/topics", status_code=303)
+        await cons(request).admin.delete_topics([name])
+        return RedirectResponse(base(request) + "/topics", status_code=303)
 
-    def to_topic(name: str) -> Response:
-        return RedirectResponse(f"/topics/{urllib.parse.quote(name)}", status_code=303)
+    def to_topic(request: Request, name: str) -> Response:
+        return RedirectResponse(
+            base(request) + f"/topics/{urllib.parse.quote(name)}", status_code=303
+        )
 
     async def topic_configs(request: Request) -> Response:
         name = request.path_params["name"]
         form = form_of(request)
-        await console.alter_configs(
+        await cons(request).alter_configs(
             model.parse_config_form(name, form, form_values(request, "reset"))
         )
-        return to_topic(name)
+        return to_topic(request, name)
 
     async def topic_partitions(request: Request) -> Response:
         name = request.path_params["name"]
-        await console.add_partitions(name, form_of(request))
-        return to_topic(name)
+        await cons(request).add_partitions(name, form_of(request))
+        return to_topic(request, name)
 
     async def purge_topic(request: Request) -> Response:
         name = request.path_params["name"]
-        await console.purge(model.parse_purge_form(name, form_of(request)))
-        return to_topic(name)
+        await cons(request).purge(model.parse_purge_form(name, form_of(request)))
+        return to_topic(request, name)
 
     async def messages(request: Request) -> Response:
         name = request.path_params["name"]
         q = model.parse_browse_query(name, dict(request.query_params))
-        found = await console.browse(q)
+        found = await cons(request).browse(q)
         return page(request, "messages.html", topic=name, modes=model.DECODE_MODES, **found)
 
     async def search_page(request: Request) -> Response:
@@ -403,10 +466,10 @@ def make_app(
         found = None
         go_on = ""
         if form.get("q"):
-            found = await console.search(search.parse_search_query(name, form))
+            found = await cons(request).search(search.parse_search_query(name, form))
             go_on = urllib.parse.urlencode({**form, "before": found["before"]})
         else:
-            await console.partition_count(name)
+            await cons(request).partition_count(name)
         return page(
             request,
             "search.html",
@@ -422,16 +485,16 @@ def make_app(
     async def produce(request: Request) -> Response:
         name = request.path_params["name"]
         if request.method == "GET":
-            await console.partition_count(name)
+            await cons(request).partition_count(name)
             return page(request, "produce.html", topic=name, sent=None)
         form = form_of(request)
         message = model.parse_produce_form(name, form)
-        sent = await console.produce(message)
+        sent = await cons(request).produce(message)
         return page(request, "produce.html", topic=name, sent=sent)
 
     async def groups(request: Request) -> Response:
-        listings = await console.admin.list_groups()
-        return page(request, "groups.html", rows=model.group_rows(listings, console.history))
+        listings = await cons(request).admin.list_groups()
+        return page(request, "groups.html", rows=model.group_rows(listings, cons(request).history))
 
     async def group(request: Request) -> Response:
         gid = request.path_params["group_id"]
@@ -444,14 +507,14 @@ def make_app(
             if action == "delete":
                 if form.get("confirm", "").strip() != gid:
                     raise InputError(f"confirm: type the group's id ({gid}) to delete it")
-                await console.delete_group(gid)
-                return RedirectResponse("/groups", status_code=303)
+                await cons(request).delete_group(gid)
+                return RedirectResponse(base(request) + "/groups", status_code=303)
             if action != "reset":
                 raise InputError(f"action must be reset or delete, got {action!r}")
             reset = model.parse_reset_form(gid, form)
-            plan = await console.reset_offsets(reset)
-        view = await console.group(gid)
-        chart = model.lag_chart(console.history.samples(gid))
+            plan = await cons(request).reset_offsets(reset)
+        view = await cons(request).group(gid)
+        chart = model.lag_chart(cons(request).history.samples(gid))
         return page(
             request,
             "group.html",
@@ -468,12 +531,12 @@ def make_app(
         if request.method == "POST":
             form = form_of(request)
             binding = model.parse_acl_form(form)
-            outcome = (await console.admin.create_acls([binding]))[binding]
+            outcome = (await cons(request).admin.create_acls([binding]))[binding]
             if outcome is not None:
                 raise outcome
-            return RedirectResponse("/acls", status_code=303)
+            return RedirectResponse(base(request) + "/acls", status_code=303)
         try:
-            bindings = await console.admin.describe_acls()
+            bindings = await cons(request).admin.describe_acls()
         except KafkaError as exc:
             if exc.code != ErrorCode.SECURITY_DISABLED:
                 raise
@@ -484,10 +547,17 @@ def make_app(
         form = form_of(request)
         binding = model.parse_acl_form(form)
         f: AclBindingFilter = binding.as_filter()
-        outcome = (await console.admin.delete_acls([f]))[f]
+        outcome = (await cons(request).admin.delete_acls([f]))[f]
         if isinstance(outcome, KafkaError):
             raise outcome
-        return RedirectResponse("/acls", status_code=303)
+        return RedirectResponse(base(request) + "/acls", status_code=303)
+
+    async def clusters_page(request: Request) -> Response:
+        rows = [
+            (name, c.bootstrap, c.health.state, c.health.reason if c.health.down else "")
+            for name, c in consoles.items()
+        ]
+        return page(request, "clusters.html", rows=rows, default=default)
 
     async def healthz(request: Request) -> Response:
         return PlainTextResponse("ok\n")
@@ -498,14 +568,10 @@ def make_app(
     async def not_allowed(request: Request, exc: Exception) -> Response:
         return error(request, 405, "Method not allowed", f"{request.method} {request.url.path}")
 
-    routes = [
+    # A cluster's pages, served under /clusters/NAME/ and, for the default
+    # cluster, at / too (the URLs of a console of one cluster keep working).
+    pages = [
         Route("/", guarded(overview)),
-        Route(
-            "/login",
-            guarded(login, public=True, cluster=False, session_only=True),
-            methods=["GET", "POST"],
-        ),
-        Route("/logout", guarded(logout, cluster=False, session_only=True), methods=["POST"]),
         Route("/topics", guarded(topics)),
         Route("/topics/new", guarded(new_topic, form_page=True), methods=["GET", "POST"]),
         Route("/topics/{name}", guarded(topic)),
@@ -522,11 +588,22 @@ def make_app(
         Route("/groups/{group_id:path}", guarded(group), methods=["GET", "POST"]),
         Route("/acls", guarded(acls), methods=["GET", "POST"]),
         Route("/acls/delete", guarded(delete_acl), methods=["POST"]),
+    ]
+    routes = [
+        Route(
+            "/login",
+            guarded(login, public=True, cluster=False, session_only=True),
+            methods=["GET", "POST"],
+        ),
+        Route("/logout", guarded(logout, cluster=False, session_only=True), methods=["POST"]),
         Route("/healthz", healthz),
+        Route("/clusters", guarded(clusters_page, cluster=False)),
+        Mount("/clusters/{cluster}", routes=pages),
+        *pages,
     ]
     return Starlette(
         routes=routes,
-        middleware=[Middleware(_HostCheck, allowed=console.allowed_hosts)],
+        middleware=[Middleware(_HostCheck, allowed=consoles[default].allowed_hosts)],
         exception_handlers={404: not_found, 405: not_allowed},
     )
 

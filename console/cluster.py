@@ -48,7 +48,7 @@ from trafka.sdk.admin import Admin
 from trafka.sdk.fetcher import TopicPartition
 from trafka.sdk.metadata import TopicInfo
 
-from . import model, search
+from . import model, search, throughput
 from .health import ClusterHealth
 from .model import InputError, LagHistory
 
@@ -141,6 +141,9 @@ class Console:
             (``["*"]``: any).
         health: the checks' findings and timings (the defaults of
             :class:`~.health.ClusterHealth` unless given).
+        rates: where throughput samples are kept.
+        clock: seconds since the epoch, for the samples (tests give their own).
+        sample_interval: seconds between two samples (what the pages say).
     """
 
     def __init__(
@@ -151,12 +154,18 @@ class Console:
         history: LagHistory | None = None,
         allowed_hosts: list[str] | None = None,
         health: ClusterHealth | None = None,
+        rates: throughput.ThroughputHistory | None = None,
+        clock: Callable[[], float] = time.time,
+        sample_interval: float = 10.0,
     ) -> None:
         self.admin = admin
         self.client_config = dict(client_config)
         self.history = history or LagHistory()
         self.allowed_hosts = allowed_hosts or ["*"]
         self.health = health or ClusterHealth()
+        self.rates = rates or throughput.ThroughputHistory()
+        self.clock = clock
+        self.sample_interval = sample_interval
         self._producer: Any = None
         self._pages: set[anyio.CancelScope] = set()
         self._check_wanted = anyio.Event()
@@ -465,6 +474,52 @@ class Console:
                 continue
             sampled += 1
         return sampled
+
+    async def sample_throughput(self, max_groups: int = 200) -> throughput.Snapshot | None:
+        """One throughput sample (see :mod:`.throughput`): every partition's
+        leader, log end offset and size, and every group's committed offsets
+        (unknown when there are more than ``max_groups`` groups), kept in
+        :attr:`rates`. None (nothing kept) while the cluster is down."""
+        if self.health.down:
+            return None
+
+        async def sizes() -> dict[TopicPartition, int] | None:
+            try:
+                return model.partition_sizes(await self.admin.describe_log_dirs())
+            except TrafkaError as exc:  # no rights, or a broker out of reach
+                log.info("throughput: no log sizes: %s", exc)
+                return None
+
+        async def committed() -> dict[str, dict[TopicPartition, int]] | None:
+            listings = await self.admin.list_groups()
+            consumers = sorted(g.group_id for g in listings if g.protocol_type in ("consumer", ""))
+            if len(consumers) > max_groups:
+                return None
+            out = {}
+            for gid in consumers:
+                try:
+                    out[gid] = await self.admin.list_consumer_group_offsets(gid)
+                except KafkaError as exc:  # gone meanwhile, or no rights: unknown
+                    log.info("throughput: offsets of group %r unknown: %s", gid, exc)
+                    return None
+            return out
+
+        topics, found_sizes, found_committed = await gather(self._all_topics, sizes, committed)
+        leaders = {
+            TopicPartition(t, p.partition): (p.leader if p.leader >= 0 else None)
+            for t, info in topics.items()
+            for p in info.partitions
+        }
+        ends = await self._offsets(list(leaders), "latest")
+        snap = throughput.Snapshot(
+            at=self.clock(),
+            leaders=leaders,
+            ends={tp: hit[0] for tp, hit in ends.items() if hit is not None},
+            sizes=found_sizes,
+            committed=found_committed,
+        )
+        self.rates.record(snap)
+        return snap
 
     async def browse(self, q: model.BrowseQuery) -> dict[str, Any]:
         """The messages of one browser page, the partitions' offsets and notes."""

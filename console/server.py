@@ -26,7 +26,9 @@ import dataclasses
 import ipaddress
 import logging
 import os
+import re
 from collections.abc import Mapping
+from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +46,7 @@ __all__ = [
     "ENV_PASSWORD",
     "ConsoleSettings",
     "access_of",
+    "check_cluster_name",
     "missing_dependencies",
     "parse_listen",
     "read_password_file",
@@ -84,6 +87,11 @@ class ConsoleSettings:
         read_only: offer and accept no change of the cluster.
         check_interval, check_timeout: how often the cluster is checked, and
             how long a check may take (see :mod:`.health`).
+        cluster_name: the name of the cluster of ``client_config`` (the
+            default one, served at ``/`` and under ``/clusters/NAME/``).
+        clusters: more clusters, each by its name with its own client
+            settings, served under ``/clusters/NAME/``. The protection
+            settings cover every cluster; each is checked on its own.
     """
 
     client_config: Mapping[str, Any]
@@ -96,6 +104,38 @@ class ConsoleSettings:
     read_only: bool = False
     check_interval: float = CHECK_INTERVAL
     check_timeout: float = CHECK_TIMEOUT
+    cluster_name: str = "default"
+    clusters: Mapping[str, Mapping[str, Any]] = dataclasses.field(default_factory=dict)
+
+    def all_clusters(self) -> dict[str, Mapping[str, Any]]:
+        """Every cluster's client settings by its name, the default first.
+
+        Raises:
+            ValueError: a name that is not a cluster name (see
+                :func:`check_cluster_name`) or given twice.
+        """
+        named = [(self.cluster_name, self.client_config), *self.clusters.items()]
+        out: dict[str, Mapping[str, Any]] = {}
+        for name, config in named:
+            check_cluster_name(name)
+            if name in out:
+                raise ValueError(f"cluster {name!r} is named twice")
+            out[name] = config
+        return out
+
+
+def check_cluster_name(name: str) -> str:
+    """``name`` when it may name a cluster in the console's paths: letters,
+    digits, ``.``, ``_`` and ``-``, at most 64.
+
+    Raises:
+        ValueError: it may not.
+    """
+    if not re.fullmatch(r"[A-Za-z0-9._-]{1,64}", name) or name in (".", ".."):
+        raise ValueError(
+            f"a cluster name is 1 to 64 letters, digits, '.', '_' or '-', got {name!r}"
+        )
+    return name
 
 
 def read_password_file(path: str) -> str:
@@ -220,10 +260,14 @@ def _allowed_hosts(host: str, extra: tuple[str, ...]) -> list[str]:
 
 async def _sample_forever(console: Console, interval: float) -> None:
     while True:
-        try:
-            await console.sample_lag()
-        except TrafkaError as exc:
-            log.info("lag sampling failed: %s", exc)
+        for what, sample in (
+            ("lag", console.sample_lag),
+            ("throughput", console.sample_throughput),
+        ):
+            try:
+                await sample()
+            except TrafkaError as exc:
+                log.info("%s sampling of %s failed: %s", what, console.bootstrap, exc)
         await trio.sleep(interval)
 
 
@@ -251,37 +295,49 @@ async def serve_console(
 
     host, port = parse_listen(settings.listen)
     access = access_of(settings)
-    health = ClusterHealth(interval=settings.check_interval, check_timeout=settings.check_timeout)
+    clusters = settings.all_clusters()
     config = Config()
     config.bind = [f"[{host}]:{port}" if ":" in host else f"{host}:{port}"]
     config.accesslog = None
     config.errorlog = logging.getLogger("trafka.console.http")
     config.graceful_timeout = 1.0
-    admin_settings = client_settings(AdminConfig, settings.client_config)
-    keys = {k.replace("_", ".") for k in admin_settings}
-    if "default.api.timeout.ms" not in keys:
-        # A page should say the cluster is away in seconds, not after the
-        # admin client's minute.
-        admin_settings["default.api.timeout.ms"] = PAGE_TIMEOUT_MS
-    async with open_admin(config=admin_settings) as admin:
-        console = Console(
-            admin,
-            settings.client_config,
-            history=LagHistory(),
-            allowed_hosts=_allowed_hosts(host, settings.allowed_hosts),
-            health=health,
-        )
-        async with trio.open_nursery() as nursery:
+    async with AsyncExitStack() as stack:
+        consoles: dict[str, Console] = {}
+        for name, client_config in clusters.items():
+            admin_settings = client_settings(AdminConfig, client_config)
+            keys = {k.replace("_", ".") for k in admin_settings}
+            if "default.api.timeout.ms" not in keys:
+                # A page should say the cluster is away in seconds, not after
+                # the admin client's minute.
+                admin_settings["default.api.timeout.ms"] = PAGE_TIMEOUT_MS
+            admin = await stack.enter_async_context(open_admin(config=admin_settings))
+            consoles[name] = Console(
+                admin,
+                client_config,
+                history=LagHistory(),
+                allowed_hosts=_allowed_hosts(host, settings.allowed_hosts),
+                sample_interval=settings.sample_interval,
+                health=ClusterHealth(
+                    interval=settings.check_interval, check_timeout=settings.check_timeout
+                ),
+            )
+        nursery = await stack.enter_async_context(trio.open_nursery())
+        # Each cluster has its own checks, producer and sampler: a dead one
+        # slows none of the others' pages.
+        for console in consoles.values():
             nursery.start_soon(console.watch_cluster)
             if not access.read_only:
                 await nursery.start(console.run_producer)
-            binds = await nursery.start(serve, make_app(console, access), config)
-            bound = _address(binds[0]) if binds else (host, port)
+        binds = await nursery.start(serve, make_app(consoles, access), config)
+        bound = _address(binds[0]) if binds else (host, port)
+        for console in consoles.values():
             nursery.start_soon(_sample_forever, console, settings.sample_interval)
-            log.info("trafka console on http://%s:%d/ (%s)", *bound, _describe_access(access))
-            if access.read_only and not settings.read_only:
-                log.warning("the console is read-only: %s", access.why_read_only)
-            task_status.started(bound)
+        log.info("trafka console on http://%s:%d/ (%s)", *bound, _describe_access(access))
+        if len(consoles) > 1:
+            log.info("clusters: %s", ", ".join(f"{n} ({c.bootstrap})" for n, c in consoles.items()))
+        if access.read_only and not settings.read_only:
+            log.warning("the console is read-only: %s", access.why_read_only)
+        task_status.started(bound)
 
 
 def _address(bind: str) -> tuple[str, int]:

@@ -66,6 +66,7 @@ from .config_values import (
     _offset_reset,
     _opt_bool,
     _opt_callable,
+    _opt_int,
     _opt_str,
     _parse_jaas,
     _sasl_mechanism,
@@ -93,9 +94,11 @@ class ClientConfig:
     """Connection settings shared by every component.
 
     Attributes:
-        bootstrap_servers: ``host:port`` strings to fetch the first metadata from;
-            an entry ``zeroconf`` (or ``zeroconf:cluster=ID&role=broker``, see
-            :mod:`trafka.discovery`) finds brokers announced on the local network.
+        bootstrap_servers: ``host:port`` strings to fetch the first metadata from
+            (``[v6-address]:port``, or a host alone, which means port 9092, as
+            librdkafka and kafka-python read it); an entry ``zeroconf`` (or
+            ``zeroconf:cluster=ID&role=broker``, see :mod:`trafka.discovery`)
+            finds brokers announced on the local network.
         client_id: sent in every request header.
         request_timeout_ms: how long to wait for a response before failing the request.
         metadata_max_age_ms: metadata older than this is refreshed.
@@ -111,8 +114,8 @@ class ClientConfig:
             name; Java has no limit, we default to 100 MiB).
         security_protocol: ``plaintext`` (default), ``ssl``, ``sasl_plaintext`` or
             ``sasl_ssl`` (any case, as Kafka spells them).
-        sasl_mechanism: ``PLAIN``, ``SCRAM-SHA-256`` or ``SCRAM-SHA-512``
-            (librdkafka's ``sasl.mechanisms`` is accepted too). Default ``PLAIN``
+        sasl_mechanism: ``PLAIN``, ``SCRAM-SHA-256``, ``SCRAM-SHA-512`` or
+            ``OAUTHBEARER`` (librdkafka's ``sasl.mechanisms`` is accepted too). Default ``PLAIN``
             (Java's default, GSSAPI, is not supported).
         sasl_username / sasl_password: the SASL credentials (librdkafka's names;
             kafka-python's ``sasl_plain_username``/``sasl_plain_password`` too).
@@ -133,6 +136,13 @@ class ClientConfig:
             ``oidc`` (client credentials at ``sasl_oauthbearer_token_endpoint_url``
             with ``sasl_oauthbearer_client_id``, ``sasl_oauthbearer_client_secret``
             and ``sasl_oauthbearer_scope``; librdkafka's names).
+        sasl_oauthbearer_token_endpoint_url: with ``oidc``, the OAuth server's
+            token endpoint, where client credentials are exchanged for tokens.
+        sasl_oauthbearer_client_id / sasl_oauthbearer_client_secret: with
+            ``oidc``, the client credentials sent to the token endpoint (else
+            read from ``sasl_jaas_config``'s ``clientId`` and ``clientSecret``).
+        sasl_oauthbearer_scope: with ``oidc``, the scope asked for (else
+            ``sasl_jaas_config``'s ``scope``; none when neither is given).
         enable_sasl_oauthbearer_unsecure_jwt / sasl_oauthbearer_config: unsecured
             development tokens, as librdkafka makes them
             (``principal=alice scope=a,b lifeSeconds=600``).
@@ -148,7 +158,7 @@ class ClientConfig:
             ``ssl.endpoint.identification.algorithm`` ``https``/empty).
         ssl_context: an :class:`ssl.SSLContext` to use as it is, instead of the
             ``ssl_*`` files.
-        client_rack: the rack sent to brokers for follower fetching.
+        client_rack: the rack sent to brokers for follower fetching (empty: none).
         enable_metrics_push: push the client's metrics to a broker when the
             cluster subscribes to them (KIP-714; see :mod:`trafka.sdk.telemetry`).
             True by default, as Java's producer and consumers; the admin client's
@@ -431,10 +441,15 @@ class ProducerConfig(ClientConfig):
     # 16x Java's 16384: our batches are lists that grow with their records (Java
     # preallocates batch.size per partition), so a larger bound costs no memory
     # and saves a request (~250 us of socket and event-loop work) per 16 KiB.
-    batch_size: int = _field(262_144, _int(0, INT32_MAX))
+    batch_size: int = _field(262_144, _int(0, INT32_MAX, unit="bytes"))
     compression_type: str = _field("none", _choice(*_COMPRESSION), aliases=("compression.codec",))
     compression_level: int | None = _field(
-        None, lambda n, v: None if v is None else _int(None)(n, v)
+        None,
+        _opt_int(
+            None,
+            note="-1 or the codec's own range: "
+            + ", ".join(f"{c} {lo} to {hi}" for c, (lo, hi) in _COMPRESSION_LEVELS.items()),
+        ),
     )
     partitioner: Any = _field("murmur2", _callable_or_name(*PARTITIONERS))  # noqa: RUF009
     retries: int = _field(INT32_MAX, _int(0, INT32_MAX), aliases=("message.send.max.retries",))
@@ -442,9 +457,9 @@ class ProducerConfig(ClientConfig):
     max_in_flight_requests_per_connection: int = _field(
         5, _int(1, INT32_MAX), aliases=("max.in.flight",)
     )
-    buffer_memory: int = _field(32 * 1024 * 1024, _int(1))
+    buffer_memory: int = _field(32 * 1024 * 1024, _int(1, unit="bytes"))
     max_block_ms: int = _field(60_000, _int(0))
-    max_request_size: int = _field(1024 * 1024, _int(1, INT32_MAX))
+    max_request_size: int = _field(1024 * 1024, _int(1, INT32_MAX, unit="bytes"))
     enable_idempotence: bool | None = _field(None, _opt_bool)
     transactional_id: str | None = _field(None, _opt_str)
     transaction_timeout_ms: int = _field(60_000, _int(1, INT32_MAX))
@@ -510,15 +525,29 @@ class ConsumerConfig(ClientConfig):
         group_id: the consumer group; ``None`` for a consumer that only uses ``assign``.
         group_instance_id: a static member id (KIP-345), or ``None``.
         auto_offset_reset: ``latest``, ``earliest`` or ``none`` (raise).
-        enable_auto_commit: commit consumed positions every ``auto_commit_interval_ms``.
+        enable_auto_commit: commit consumed positions every ``auto_commit_interval_ms``
+            (without a ``group_id`` nothing is committed, whatever it says).
+        auto_commit_interval_ms: how often positions are committed with
+            ``enable_auto_commit``.
         enable_auto_offset_store: librdkafka's: true (the default) commits the
             positions after the records handed out; false commits only what the
             application stored with ``Consumer.store_offsets`` (at auto-commit,
             ``commit()`` without offsets, before a revocation and at close).
-        session_timeout_ms / heartbeat_interval_ms / max_poll_interval_ms: group liveness.
+        session_timeout_ms: the group coordinator removes a member it has not
+            heard from for this long (classic protocol).
+        heartbeat_interval_ms: how often the member heartbeats to the
+            coordinator; must be lower than ``session_timeout_ms``.
+        max_poll_interval_ms: a member that does not poll for this long leaves
+            the group (its partitions go to the others).
         max_poll_records: records handed out per ``getmany``.
-        fetch_min_bytes / fetch_max_wait_ms / fetch_max_bytes / max_partition_fetch_bytes:
-            fetch request tuning, as in Kafka.
+        fetch_min_bytes: a fetch waits until brokers have this much data (or
+            ``fetch_max_wait_ms`` passed).
+        fetch_max_wait_ms: how long a broker may hold a fetch waiting for
+            ``fetch_min_bytes``.
+        fetch_max_bytes: the most data a fetch response may carry (a larger
+            first batch is still returned, as in Kafka).
+        max_partition_fetch_bytes: the most data per partition in a fetch
+            response (a larger first batch is still returned, as in Kafka).
         isolation_level: ``read_uncommitted`` or ``read_committed``.
         partition_assignment_strategy: assignor names in preference order (classic
             protocol only).
@@ -536,7 +565,7 @@ class ConsumerConfig(ClientConfig):
         exclude_internal_topics: pattern subscriptions skip ``__consumer_offsets`` etc.
         allow_auto_create_topics: metadata requests may create subscribed topics.
         key_deserializer / value_deserializer: ``bytes``, ``str``, ``json`` or a callable.
-        on_commit: called as ``on_commit(error_or_None, offsets)`` after each
+        on_commit: ``None``, or called as ``on_commit(error_or_None, offsets)`` after each
             commit of offsets, whoever started it (auto-commit, ``commit()``,
             ``commit_async()``, the commit before a revocation or at close), as
             librdkafka's ``on_commit`` / offset commit callback; ``offsets``
@@ -621,7 +650,7 @@ class ShareConsumerConfig(ClientConfig):
     """Share consumer settings (KIP-932; plus the connection settings of :class:`ClientConfig`).
 
     Attributes:
-        group_id: the share group (required).
+        group_id: the share group (required: a share consumer without one is an error).
         share_acknowledgement_mode: ``implicit`` (the default: the records of a
             poll are accepted when the next poll, commit or close starts) or
             ``explicit`` (the application acknowledges every record).
@@ -629,7 +658,11 @@ class ShareConsumerConfig(ClientConfig):
             MaxRecords and BatchSize.
         max_poll_interval_ms: a member that does not poll for this long leaves
             the group, and joins again at its next poll.
-        fetch_min_bytes / fetch_max_wait_ms / fetch_max_bytes: ShareFetch tuning, as in Kafka.
+        fetch_min_bytes: a ShareFetch waits until brokers have this much data
+            (or ``fetch_max_wait_ms`` passed).
+        fetch_max_wait_ms: how long a broker may hold a ShareFetch waiting for
+            ``fetch_min_bytes``.
+        fetch_max_bytes: the most data a ShareFetch response may carry.
         check_crcs: verify record batch CRCs (a corrupt batch's records are rejected).
         default_api_timeout_ms: the bound of ``commit()`` without its own timeout.
         allow_auto_create_topics: metadata requests may create subscribed topics.
@@ -665,7 +698,8 @@ class AdminConfig(ClientConfig):
     """Admin client settings (plus the connection settings of :class:`ClientConfig`).
 
     Attributes:
-        default_api_timeout_ms: bound for an admin call that does not pass its own timeout.
+        default_api_timeout_ms: each admin call's deadline; a call's own
+            ``timeout_ms`` overrides it.
         enable_metrics_push: as :class:`ClientConfig`'s, but off unless asked for:
             Java's ``AdminClientConfig`` defines ``enable.metrics.push`` with the
             default false (the producer's and consumer's configs, true).

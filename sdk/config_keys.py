@@ -128,3 +128,15 @@ _NOT_TAKEN = {
     "api.version.fallback.ms": _NO_VERSION_GUESS,
 }
 _NOT_TAKEN_NORM = {_norm(k): v for k, v in _NOT_TAKEN.items()}
+
+
+def refused_settings() -> dict[str, str]:
+    """Other clients' settings trafka does not take (:data:`_NOT_TAKEN`), each
+    with what to use instead: for the configuration reference."""
+    return dict(_NOT_TAKEN)
+
+
+def share_consumer_refusals() -> dict[str, str]:
+    """The consumer settings a share consumer refuses (:data:`_NOT_FOR_SHARE_GROUPS`,
+    by Python name), each with where share groups decide the matter."""
+    return dict(_NOT_FOR_SHARE_GROUPS)

@@ -11,6 +11,10 @@ Rules:
 * :func:`_field` declares a setting of :mod:`.config`'s classes: its default,
   its coercion, its dotted name when it is not the mechanical one, other
   clients' names for it and whether it stays out of ``repr``.
+* Every coercion carries a :class:`ValueSpec` (:func:`value_spec` reads it):
+  what it takes, in words a reader and a program can both use, so that the
+  configuration reference (``trafka.tools.config_reference``) says what the
+  code checks, from the code.
 """
 
 from __future__ import annotations
@@ -19,15 +23,87 @@ import dataclasses
 import re
 import weakref
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from trafka.discovery import is_spec, parse_spec
 
 from ._validate import INT16_MAX, INT32_MAX, INT64_MAX
 from .errors import ConfigError
 
+_F = TypeVar("_F", bound=Callable[..., Any])
 
-def _int(minimum: int | None = 0, maximum: int | None = None) -> Callable[[str, Any], int]:
+
+class ValueSpec:
+    """What a coercion takes: the type of the value it returns, its bounds or
+    choices, and whether ``None`` (unset) is accepted. Read-only by convention.
+
+    A plain class rather than a dataclass: this module is imported with
+    ``trafka.sdk``, and a dataclass costs a millisecond or two to build at
+    import (issue #48).
+
+    Attributes:
+        type: the kind of value, in words (``integer``, ``boolean``,
+            ``string``, ``list of strings``, ``callable``...).
+        minimum / maximum: an integer's bounds (``None``: unbounded).
+        choices: the values taken, in their canonical spelling.
+        also: other spellings taken for the choices (``all`` for ``-1``...).
+        optional: ``None`` is taken (and means "unset").
+        unit: what a number counts (``bytes``) when its name does not say.
+        note: what the fields above cannot say (a format, a rule).
+    """
+
+    __slots__ = ("also", "choices", "maximum", "minimum", "note", "optional", "type", "unit")
+
+    def __init__(
+        self,
+        type: str,
+        minimum: int | None = None,
+        maximum: int | None = None,
+        *,
+        choices: tuple[str, ...] = (),
+        also: tuple[str, ...] = (),
+        optional: bool = False,
+        unit: str = "",
+        note: str = "",
+    ) -> None:
+        self.type = type
+        self.minimum = minimum
+        self.maximum = maximum
+        self.choices = choices
+        self.also = also
+        self.optional = optional
+        self.unit = unit
+        self.note = note
+
+    def __repr__(self) -> str:
+        return f"ValueSpec({', '.join(f'{k}={getattr(self, k)!r}' for k in self.__slots__)})"
+
+
+def _described(spec: ValueSpec) -> Callable[[_F], _F]:
+    """Attach ``spec`` to a coercion (read back with :func:`value_spec`)."""
+
+    def attach(coerce: _F) -> _F:
+        coerce.value_spec = spec  # type: ignore[attr-defined]
+        return coerce
+
+    return attach
+
+
+def value_spec(coerce: Callable[[str, Any], Any]) -> ValueSpec:
+    """The :class:`ValueSpec` of a setting's coercion.
+
+    Raises:
+        TypeError: the coercion carries none (every one in this module does).
+    """
+    spec = getattr(coerce, "value_spec", None)
+    if not isinstance(spec, ValueSpec):
+        raise TypeError(f"the coercion {coerce!r} carries no ValueSpec")
+    return spec
+
+
+def _int(
+    minimum: int | None = 0, maximum: int | None = None, *, unit: str = "", note: str = ""
+) -> Callable[[str, Any], int]:
     # Every setting fits Java's type for it (a long unless said: int32 where
     # Java's is an int or the value goes on the wire as one).
     if maximum is None:
@@ -44,9 +120,24 @@ def _int(minimum: int | None = 0, maximum: int | None = None) -> Callable[[str, 
             raise ConfigError(f"{name} must be <= {maximum}, got {value}")
         return value
 
-    return coerce
+    return _described(ValueSpec("integer", minimum, maximum, unit=unit, note=note))(coerce)
 
 
+def _opt_int(
+    minimum: int | None = 0, maximum: int | None = None, *, note: str = ""
+) -> Callable[[str, Any], int | None]:
+    """:func:`_int`, or ``None`` for unset."""
+    check = _int(minimum, maximum, note=note)
+
+    def coerce(name: str, value: Any) -> int | None:
+        return None if value is None else check(name, value)
+
+    bounds = value_spec(check)
+    spec = ValueSpec("integer", bounds.minimum, bounds.maximum, optional=True, note=note)
+    return _described(spec)(coerce)
+
+
+@_described(ValueSpec("boolean", choices=("true", "false")))
 def _bool(name: str, value: Any) -> bool:
     if isinstance(value, str) and value.strip().lower() in ("true", "false"):
         return value.strip().lower() == "true"
@@ -55,10 +146,12 @@ def _bool(name: str, value: Any) -> bool:
     return value
 
 
+@_described(ValueSpec("boolean", choices=("true", "false"), optional=True))
 def _opt_bool(name: str, value: Any) -> bool | None:
     return None if value is None else _bool(name, value)
 
 
+@_described(ValueSpec("string", note="any string of at most 32767 bytes in UTF-8"))
 def _str(name: str, value: Any) -> str:
     if not isinstance(value, str):
         raise ConfigError(f"{name} must be a string, got {value!r}")
@@ -73,6 +166,7 @@ def _str(name: str, value: Any) -> str:
     return value
 
 
+@_described(ValueSpec("string", optional=True, note="host:port"))
 def _listen(name: str, value: Any) -> str | None:
     if value is None:
         return None
@@ -83,6 +177,7 @@ def _listen(name: str, value: Any) -> str | None:
     return text
 
 
+@_described(ValueSpec("string", optional=True, note="any string (empty counts as unset)"))
 def _opt_str(name: str, value: Any) -> str | None:
     if value is None:
         return None
@@ -96,9 +191,10 @@ def _choice(*choices: str) -> Callable[[str, Any], str]:
             raise ConfigError(f"{name} must be one of {', '.join(choices)}; got {value!r}")
         return value.strip().lower()
 
-    return coerce
+    return _described(ValueSpec("string", choices=choices, note="any case"))(coerce)
 
 
+@_described(ValueSpec("list of strings", note="a list, or a comma-separated string"))
 def _str_list(name: str, value: Any) -> tuple[str, ...]:
     if isinstance(value, str):
         items = [v.strip() for v in value.split(",")]
@@ -114,6 +210,13 @@ def _str_list(name: str, value: Any) -> tuple[str, ...]:
     return tuple(items)
 
 
+@_described(
+    ValueSpec(
+        "list of strings",
+        note="host:port, [v6-address]:port, a host alone (port 9092) or a zeroconf spec; "
+        "a list or a comma-separated string",
+    )
+)
 def _servers(name: str, value: Any) -> tuple[str, ...]:
     servers = _str_list(name, value)
     for server in servers:
@@ -144,6 +247,7 @@ def _split_host_port(name: str, server: str) -> tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
+@_described(ValueSpec("integer", 1, INT32_MAX, note="librdkafka's 0 (no limit) is refused"))
 def _delivery_timeout(name: str, value: Any) -> int:
     # librdkafka's message.timeout.ms takes 0 for "no limit"; Java's
     # delivery.timeout.ms has none, and neither have we.
@@ -169,6 +273,13 @@ _OFFSET_RESET = {
 }
 
 
+@_described(
+    ValueSpec(
+        "string",
+        choices=("latest", "earliest", "none"),
+        also=tuple(k for k in _OFFSET_RESET if k not in ("earliest", "latest", "none")),
+    )
+)
 def _offset_reset(name: str, value: Any) -> str:
     if isinstance(value, str) and value.strip().lower() in _OFFSET_RESET:
         return _OFFSET_RESET[value.strip().lower()]
@@ -179,6 +290,7 @@ def _offset_reset(name: str, value: Any) -> str:
     )
 
 
+@_described(ValueSpec("integer", choices=("-1", "0", "1"), also=("all",)))
 def _acks(name: str, value: Any) -> int:
     if isinstance(value, str):
         text = value.strip().lower()
@@ -199,6 +311,7 @@ _SECURITY_PROTOCOLS = ("plaintext", "ssl", "sasl_plaintext", "sasl_ssl")
 _SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
 
 
+@_described(ValueSpec("string", choices=_SASL_MECHANISMS, note="any case"))
 def _sasl_mechanism(name: str, value: Any) -> str:
     if isinstance(value, str) and value.strip().upper() in _SASL_MECHANISMS:
         return value.strip().upper()
@@ -207,6 +320,9 @@ def _sasl_mechanism(name: str, value: Any) -> str:
     raise ConfigError(f"{name} must be one of {', '.join(_SASL_MECHANISMS)}; got {value!r}")
 
 
+@_described(
+    ValueSpec("callable", optional=True, note="a callable or an object with token(), sync or async")
+)
 def _token_provider(name: str, value: Any) -> Any:
     if value is None or callable(value) or callable(getattr(value, "token", None)):
         return value
@@ -215,6 +331,7 @@ def _token_provider(name: str, value: Any) -> Any:
     )
 
 
+@_described(ValueSpec("callable", optional=True))
 def _opt_callable(name: str, value: Any) -> Any:
     if value is None or callable(value):
         return value
@@ -237,6 +354,7 @@ def _made_from(provider: Any) -> Any:
         return _NOT_MADE_HERE
 
 
+@_described(ValueSpec("boolean", choices=("true", "false"), also=("https", "none", "")))
 def _check_hostname(name: str, value: Any) -> bool:
     # Java's ssl.endpoint.identification.algorithm: "https" checks, "" does not.
     if isinstance(value, str) and value.strip().lower() in ("https", "none", ""):
@@ -244,6 +362,7 @@ def _check_hostname(name: str, value: Any) -> bool:
     return _bool(name, value)
 
 
+@_described(ValueSpec("ssl.SSLContext", optional=True))
 def _ssl_context(name: str, value: Any) -> Any:
     import ssl
 
@@ -266,7 +385,7 @@ def _callable_or_name(*names: str) -> Callable[[str, Any], Any]:
             return value.strip().lower()
         raise ConfigError(f"{name} must be a callable or one of {', '.join(names)}; got {value!r}")
 
-    return coerce
+    return _described(ValueSpec("string or callable", choices=names, note="or a callable"))(coerce)
 
 
 _SERDES = ("bytes", "str", "json")
@@ -284,6 +403,13 @@ _ASSIGNOR_ALIASES = {
 }
 
 
+@_described(
+    ValueSpec(
+        "list of strings",
+        choices=("range", "roundrobin", "sticky", "cooperative-sticky"),
+        note="in preference order; Java's class names are taken too",
+    )
+)
 def _assignors(name: str, value: Any) -> tuple[str, ...]:
     items = _str_list(name, value)
     out = []
@@ -317,3 +443,8 @@ def _field(
 
 def _dotted(f: dataclasses.Field[Any]) -> str:
     return f.metadata.get("dotted") or f.name.replace("_", ".")
+
+
+def dotted_name(f: dataclasses.Field[Any]) -> str:
+    """A setting's Kafka name (``linger.ms``), from its field."""
+    return _dotted(f)

@@ -221,7 +221,8 @@ class Producer(Hostable):
 
         Args:
             topic: the topic.
-            value, key: serialized with the configured serializers.
+            value: serialized with the configured value serializer.
+            key: serialized with the configured key serializer; None for no key.
             partition: an explicit partition; default: the partitioner's choice.
             headers: ``(str, bytes | str | None)`` pairs or a mapping.
             timestamp_ms: the record's timestamp; default now.
@@ -269,8 +270,7 @@ class Producer(Hostable):
         with ``hot``, the core's hot path is tried first (records :meth:`send`
         did not see).
 
-        Raises:
-            As :meth:`send`, but for misuse (refused by ``prepare``).
+        The errors are :meth:`send`'s, but for misuse: ``prepare`` refused that.
         """
         topic, value_bytes, key_bytes, partition, hdrs, timestamp_ms = record
         if (

@@ -26,6 +26,7 @@ from trafka.console.server import (
     ENV_PASSWORD_FILE,
     ConsoleSettings,
     access_of,
+    check_cluster_name,
     missing_dependencies,
     parse_listen,
     read_password_file,
@@ -46,7 +47,22 @@ __all__ = ["command"]
     default=DEFAULT_BOOTSTRAP,
     show_default=True,
     metavar="HOST:PORT[,...]",
-    help=f"The cluster to show (also ${ENV_BOOTSTRAP}).",
+    help=f"The cluster to show (also ${ENV_BOOTSTRAP}); not with --cluster.",
+)
+@click.option(
+    "--cluster",
+    "clusters",
+    multiple=True,
+    metavar="NAME=HOST:PORT[,...]",
+    help="A cluster by a name of its own (repeatable): each is under /clusters/NAME/, "
+    "the first at / too.",
+)
+@click.option(
+    "--cluster-property",
+    "cluster_properties",
+    multiple=True,
+    metavar="NAME:KEY=VALUE",
+    help="A client setting of one --cluster only (repeatable); -X settings go to every cluster.",
 )
 @click.option(
     "--listen",
@@ -123,6 +139,8 @@ def command(
     allowed_hosts: tuple[str, ...],
     properties: tuple[str, ...],
     verbose: bool,
+    clusters: tuple[str, ...] = (),
+    cluster_properties: tuple[str, ...] = (),
 ) -> None:
     """Serve a web console for a Kafka cluster: brokers, topics, consumer groups
     and their lag, a message browser, producing, topic and ACL management.
@@ -163,7 +181,19 @@ def command(
         protection["auth_header"] = auth_header
     if trusted_proxies:
         protection["trusted_proxies"] = trusted_proxies
-    client: dict[str, Any] = {"bootstrap.servers": bootstrap, **parse_pairs(properties, "-X")}
+    common = parse_pairs(properties, "-X")
+    named = _clusters(clusters, cluster_properties, common)
+    if named and click.get_current_context().get_parameter_source("bootstrap") == (
+        click.core.ParameterSource.COMMANDLINE
+    ):
+        raise click.UsageError("--bootstrap-server: give every cluster as --cluster NAME=...")
+    if named:
+        first, *more = named.items()
+        protection["cluster_name"], client = first
+        protection["clusters"] = dict(more)
+        bootstrap = ", ".join(f"{n}={c['bootstrap.servers']}" for n, c in named.items())
+    else:
+        client = {"bootstrap.servers": bootstrap, **common}
     settings = ConsoleSettings(client, listen, sample_interval, allowed_hosts, **protection)
     try:
         access_of(settings)
@@ -192,3 +222,30 @@ def command(
         raise click.UsageError(str(exc)) from None
     except (OSError, TrafkaError) as exc:
         raise click.ClickException(f"cannot serve the console: {exc}") from None
+
+
+def _clusters(
+    given: tuple[str, ...], properties: tuple[str, ...], common: dict[str, Any]
+) -> dict[str, dict[str, Any]]:
+    """Each ``--cluster NAME=BOOTSTRAP``'s client settings: ``-X``'s, then its
+    own ``--cluster-property NAME:KEY=VALUE``."""
+    out: dict[str, dict[str, Any]] = {}
+    for item in given:
+        name, sep, servers = item.partition("=")
+        try:
+            check_cluster_name(name.strip())
+        except ValueError as exc:
+            raise click.UsageError(f"--cluster {item!r}: {exc}") from None
+        if not sep or not servers.strip():
+            raise click.UsageError(f"--cluster must be NAME=HOST:PORT[,...], got {item!r}")
+        if name.strip() in out:
+            raise click.UsageError(f"--cluster: {name.strip()!r} is given twice")
+        out[name.strip()] = {**common, "bootstrap.servers": servers.strip()}
+    for item in properties:
+        name, sep, pair = item.partition(":")
+        if not sep or name not in out:
+            raise click.UsageError(
+                f"--cluster-property must be NAME:KEY=VALUE naming a --cluster, got {item!r}"
+            )
+        out[name].update(parse_pairs((pair,), "--cluster-property"))
+    return out

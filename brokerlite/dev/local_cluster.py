@@ -33,7 +33,8 @@ from typing import Any
 import trio
 
 from ..config import BrokerConfig
-from ..server import RunningBroker, _collapse, serve_broker
+from ..server.connections import collapse
+from ..server.launch import RunningBroker, serve_broker
 from .zookeeper_server import ZooKeeperServer, free_port
 
 __all__ = ["ClusterProcesses", "LocalCluster", "free_port", "serve_cluster"]
@@ -210,7 +211,7 @@ async def serve_cluster(
                             if node.stop is not None:
                                 node.stop.set()
             except BaseExceptionGroup as group:
-                raise _collapse(group) from None
+                raise collapse(group) from None
         finally:
             if zookeeper is not None:
                 await trio.to_thread.run_sync(zookeeper.stop)

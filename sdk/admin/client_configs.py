@@ -60,7 +60,8 @@ class ConfigCalls(AdminCore):
         """Current configs of topics (keyed by name) and brokers (keyed by ``str(node_id)``).
 
         Args:
-            topics, brokers: the resources.
+            topics: the topics whose configs to describe.
+            brokers: the broker ids whose configs to describe.
             overrides_only: leave out settings at their default (static or
                 broker-wide values a topic inherits).
         """

@@ -35,7 +35,8 @@ from reauth_flow import records_flow_while_reauthenticating
 
 from trafka.brokerlite import broker_in_thread
 from trafka.brokerlite.handlers import HANDLERS
-from trafka.brokerlite.server import RunningBroker, _send_parts_tls, _ShortFile
+from trafka.brokerlite.server import RunningBroker
+from trafka.brokerlite.server.writes import _send_parts_tls, _ShortFile
 from trafka.brokerlite.session import ConnectionSession
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k03_metadata as metadata

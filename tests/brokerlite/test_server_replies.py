@@ -29,7 +29,7 @@ import trio
 from brokerlite_wire import fetch_body, produce_body
 
 from trafka.brokerlite.handlers import HANDLERS
-from trafka.brokerlite.server import _PeerLost, _unsent, _write_now
+from trafka.brokerlite.server.writes import _PeerLost, _unsent, _write_now
 from trafka.codec.messages import k03_metadata as metadata
 from trafka.codec.messages import k18_api_versions as api_versions
 from trafka.codec.messages import k60_describe_cluster as describe_cluster

@@ -226,3 +226,83 @@ def consume_and_commit(site: Site, group: str, topic: str, count: int) -> None:
             await consumer.commit()
 
     run(go)
+
+
+class FakeClock:
+    """Seconds the test sets: the samples' times, so rates do not depend on time."""
+
+    def __init__(self, now: float = 1_700_000_000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class Consoles(NamedTuple):
+    """Consoles of several clusters served by one app (:func:`consoles_in_thread`)."""
+
+    site: Site
+    consoles: dict[str, Any]
+    token: Any  # the serving loop's TrioToken
+
+    def sample(self, name: str) -> Any:
+        """One throughput sample of cluster ``name``, taken on the console's loop."""
+        console = self.consoles[name]
+
+        async def go() -> Any:
+            with trio.fail_after(30):
+                return await console.sample_throughput()
+
+        return trio.from_thread.run(go, trio_token=self.token)
+
+
+@contextmanager
+def consoles_in_thread(
+    bootstraps: dict[str, str], clock: FakeClock, access: Any = None
+) -> Iterator[Consoles]:
+    """The console app over ``bootstraps`` (name: bootstrap servers, the first
+    the default), each cluster's samples timed by ``clock`` and taken only when
+    the test asks (:meth:`Consoles.sample`), with the cluster checks running."""
+    from contextlib import AsyncExitStack
+
+    from hypercorn.config import Config
+    from hypercorn.trio import serve
+
+    from trafka.console.access import decide_access
+    from trafka.console.app import make_app
+    from trafka.console.cluster import Console
+
+    made: dict[str, Any] = {}
+
+    async def run_all(*, task_status: Any) -> None:
+        # The admin clients are opened and closed by this one task: each owns
+        # a task group, which must be left by the task that entered it.
+        async with AsyncExitStack() as stack:
+            for name, servers in bootstraps.items():
+                admin = await stack.enter_async_context(
+                    open_admin(bootstrap_servers=servers, default_api_timeout_ms=5000)
+                )
+                made[name] = Console(
+                    admin, {"bootstrap.servers": servers}, allowed_hosts=["127.0.0.1"], clock=clock
+                )
+            async with trio.open_nursery() as nursery:
+                for console in made.values():
+                    nursery.start_soon(console.watch_cluster)
+                config = Config()
+                config.bind = ["127.0.0.1:0"]
+                config.accesslog = None
+                app = make_app(dict(made), access or decide_access("127.0.0.1"))
+                binds = await nursery.start(serve, app, config)
+                made["@token"] = trio.lowlevel.current_trio_token()
+                netloc = binds[0].split("://", 1)[1]
+                host, _, port = netloc.rpartition(":")
+                task_status.started((host, int(port)))
+
+    async def start(nursery: trio.Nursery) -> tuple[str, int]:
+        bound: tuple[str, int] = await nursery.start(run_all)
+        return bound
+
+    first = next(iter(bootstraps.values()))
+    with served_in_thread(start, first) as site:
+        token = made.pop("@token")
+        yield Consoles(site, made, token)

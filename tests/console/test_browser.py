@@ -23,8 +23,10 @@ from typing import Any
 import pytest
 from console_helpers import (
     ARTIFACTS,
+    FakeClock,
     Site,
     console_in_thread,
+    consoles_in_thread,
     consume_and_commit,
     create_topics,
     produce,
@@ -45,6 +47,7 @@ if CHROMIUM is None or CHROMEDRIVER is None:
     )
 
 from selenium import webdriver  # noqa: E402
+from selenium.common.exceptions import StaleElementReferenceException  # noqa: E402
 from selenium.webdriver.chrome.service import Service  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.support import expected_conditions as ec  # noqa: E402
@@ -490,8 +493,14 @@ def test_a_dead_cluster_page_comes_back_by_itself(tmp_path: Any, browser: Any) -
     settings = ConsoleSettings({"bootstrap.servers": f"127.0.0.1:{port}"}, "127.0.0.1:0")
     with console_in_thread(settings) as there:
         browser.get(there.base + "/")
-        assert browser.find_element(By.TAG_NAME, "h1").text == "The cluster does not answer"
-        assert "Connection refused" in browser.find_element(By.ID, "error").text
+        # The page reloads itself every 2 s: an element read may be of the page
+        # just replaced (stale), so read both again until one page has both.
+        WebDriverWait(browser, 20, ignored_exceptions=(StaleElementReferenceException,)).until(
+            lambda d: (
+                d.find_element(By.TAG_NAME, "h1").text == "The cluster does not answer"
+                and "Connection refused" in d.find_element(By.ID, "error").text
+            )
+        )
         shot(browser, "21-cluster-down")
         with broker_in_thread(data_dir=tmp_path / "back", port=port):
             WebDriverWait(browser, 30).until(
@@ -599,3 +608,56 @@ def test_search_messages_and_go_on(site: Site, browser: Any) -> None:
     assert sorted(ids) == [0, 5, 10, 15]
     assert browser.find_element(By.ID, "all-read").is_displayed()
     shot(browser, "28-search-older")
+
+
+def test_throughput_charts_of_a_topic_and_the_brokers(site: Site, browser: Any) -> None:
+    """Two samples on the test's clock, ten seconds apart: the topic's page and
+    the brokers' page chart the rates and show the newest ones."""
+    create_topics(site, NewTopic("flowing", 2))
+    clock = FakeClock()
+    with consoles_in_thread({"here": site.bootstrap}, clock) as served:
+        served.sample("here")
+        browser.get(served.site.base + "/topics/flowing")
+        assert wait_for(browser, "#rates-empty").is_displayed()  # one sample: no rate yet
+        produce(site, "flowing", [(None, b"v" * 40, i % 2) for i in range(25)])
+        clock.now += 10.0
+        served.sample("here")
+        browser.refresh()
+        chart = wait_for(browser, "#rate-chart-1 svg")
+        assert chart.size["width"] > 300 and chart.size["height"] > 100
+        assert chart.find_elements(By.CSS_SELECTOR, ".rate-line")
+        assert column(browser, "rates", 0) == ["flowing"]
+        assert column(browser, "rates", 1) == ["2.5"]  # 25 messages in 10 s
+        assert column(browser, "rates", 2) == ["0.0"]  # no group committed
+        shot(browser, "30-topic-throughput")
+        browser.get(served.site.base + "/")
+        wait_for(browser, "#rate-chart-1 svg")
+        assert column(browser, "rates", 0) == ["broker 1"]
+        # Every topic's partitions are led by the one broker: all that came in.
+        assert float(column(browser, "rates", 1)[0]) >= 2.5
+        shot(browser, "31-brokers-throughput")
+
+
+def test_two_clusters_and_the_switcher(site: Site, browser: Any, tmp_path: Any) -> None:
+    from trafka.brokerlite.server import broker_in_thread
+
+    with broker_in_thread(data_dir=tmp_path / "second", port=0) as second:
+        other = Site("", second.bootstrap_servers)
+        create_topics(other, NewTopic("second-only", 3, 1))
+        names = {"first": site.bootstrap, "second": other.bootstrap}
+        with consoles_in_thread(names, FakeClock()) as served:
+            browser.get(served.site.base + "/topics")
+            wait_for(browser, "#topics")
+            assert "second-only" not in column(browser, "topics", 0)
+            switcher = browser.find_element(By.ID, "clusters")
+            click(browser, switcher.find_element(By.LINK_TEXT, "second"))
+            assert browser.current_url.endswith("/clusters/second/")
+            click(browser, browser.find_element(By.LINK_TEXT, "Topics"))
+            assert browser.current_url.endswith("/clusters/second/topics")
+            assert column(browser, "topics", 0) == ["second-only"]
+            click(browser, browser.find_element(By.LINK_TEXT, "second-only"))
+            assert browser.current_url.endswith("/clusters/second/topics/second-only")
+            assert browser.find_element(By.ID, "partition-count").text == "3"
+            here = browser.find_element(By.CSS_SELECTOR, "#clusters a.here")
+            assert here.text == "second"
+            shot(browser, "32-second-cluster-topic")

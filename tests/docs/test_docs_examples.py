@@ -63,20 +63,6 @@ def test_examples_run(page: Path) -> None:
                 ) from exc
 
 
-def test_sdk_configuration_reference_is_complete() -> None:
-    """Every setting of every SDK component appears in docs/sdk.md's reference."""
-    import dataclasses
-
-    from trafka.sdk.config import AdminConfig, ConsumerConfig, ProducerConfig, ShareConsumerConfig
-
-    text = (DOCS / "sdk.md").read_text()
-    reference = text[text.index("## Configuration reference") :]
-    for cls in (ProducerConfig, ConsumerConfig, ShareConsumerConfig, AdminConfig):
-        for f in dataclasses.fields(cls):
-            dotted = f.metadata.get("dotted") or f.name.replace("_", ".")
-            assert f"| `{dotted}` | `{f.name}` |" in reference, f"{cls.__name__}.{f.name}"
-
-
 def test_sdk_librdkafka_table_names_every_alias_and_every_refused_name() -> None:
     """docs/migrating-from-confluent-kafka.md's librdkafka section lists each other-client alias of a setting
     and each name trafka refuses (sdk/config_keys.py's ``_NOT_TAKEN``)."""

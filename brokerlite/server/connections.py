@@ -1,97 +1,21 @@
-"""The trio driver: sockets and tasks around the sans-IO :class:`~.broker.Broker`.
+"""The trio driver's connections: one reader and one writer task per connection.
 
-Rules and invariants:
-
-* One reader task per connection feeds a :class:`~trafka.codec.framing.FrameReader`
-  and hands each frame to ``Broker.handle_frame``. It does not take the next
-  frame before the current request is answered or known to need no answer
-  (Kafka mutes a connection the same way), so responses leave in request
-  order and a parked Fetch or JoinGroup delays later requests of its own
-  connection only.
-* Fast path: when the connection's writer is idle (everything handed to it
-  is written) and a reply is made of bytes only, the reader writes it at
-  once, without a checkpoint, with one non-blocking write on the socket's
-  file descriptor, and hands only what the kernel did not take to the
-  writer. Everything else goes to the writer: replies with file ranges
-  (Fetch), and every reply while the writer holds anything, so a direct
-  write never overtakes an earlier reply.
-* One writer task per connection sends what it is handed, serialised, from a
-  bounded memory channel (backpressure: a client that does not read its
-  responses fills the socket, then the channel, and then stops being read).
-  Byte parts go out with non-blocking writes, waiting for the socket to be
-  writable when it is full; file ranges with ``os.sendfile`` (pread and write
-  where sendfile is unavailable).
-* Direct writes rely on trio's sockets being non-blocking (trio sets
-  O_NONBLOCK on every socket it wraps; the driver checks it per connection)
-  and, like any Python socket send, on Python ignoring SIGPIPE. A write that
-  fails (reset, broken pipe) closes that connection only.
-* The reader checkpoints once per chunk it receives (``receive_some``) and
-  every ``_FRAMES_PER_YIELD`` frames within one chunk, so a busy connection
-  cannot starve the others and cancellation reaches it.
-* A malformed frame, an unknown API key, a version nobody can answer or an
-  oversized frame closes only that connection, with a log line naming the
-  peer address and client id (strings from the client are written escaped,
-  ``%r``, so that none can forge a line). Errors of one connection never reach
-  another or the listener; the broker never crashes because of input.
-* What clients can repeat at will (malformed frames, refused requests, failed
-  handshakes, timeouts) and failing accepts (out of file descriptors) are
-  logged through a :class:`~trafka.common.lograte.RateLimitedLog`: one line a minute per
-  kind and client host, with the count of the others.
-* Memory of requests still arriving (:mod:`trafka.common.request_budget`,
-  ``queued_max_request_bytes``): a frame that did not arrive whole reserves its
-  size once its size prefix is in, and the connection is not read again until
-  the budget grants it (backpressure); then no more than the rest of that frame
-  is read. Besides the budget, a connection holds at most one read
-  (``_RECV_SIZE``) of a frame not yet reserved. Before SASL authentication, a
-  frame whose header names a request that would be refused anyway closes the
-  connection before its body is read.
-* Timeouts: between requests a connection may stay silent
-  ``connections_max_idle_ms`` (not counting while its request is parked or its
-  reply still being written); a request must arrive whole within
-  ``request_receive_timeout_ms`` of its first bytes (waiting for the budget not
-  counted), so a peer that stops mid-request, or trickles it (slowloris), is
-  closed.
-* One ticker task calls ``Broker.poll`` at ``Broker.next_deadline()`` or when
-  a request made new work (a parked request, data for parked fetches).
-* The broker core is only touched from the trio thread, so it needs no locks.
-* Leaving :func:`serve_broker` cancels every task, closes listeners and
-  connections, then flushes and closes the logs. No ExceptionGroup escapes it.
-* TLS (``SSL`` and ``SASL_SSL`` listeners): each accepted socket is wrapped in a
-  ``trio.SSLStream`` whose handshake completes (within
-  ``_TLS_HANDSHAKE_TIMEOUT``) before the broker core hears of the connection. A
-  failed handshake (a plaintext client, an untrusted client certificate) closes
-  that connection only, with a log line. Every byte of a TLS connection goes
-  through its stream: the reader never writes directly, every reply goes to the
-  writer, and file ranges are read into memory (no ``sendfile``). Closing sends
-  TLS's close_notify, bounded by ``_TLS_CLOSE_TIMEOUT`` so that a peer that does
-  not read cannot hold up a shutdown. Plaintext connections keep the fast paths
-  above unchanged.
-* Client quotas (:mod:`.quotas`): a reply with a ``throttle_ms`` is sent, then
-  the reader sleeps that long before it reads the connection again (Kafka's
-  mute, KIP-219); an acks=0 Produce over its quota mutes the same way. A
-  connection over its IP's ``connection_creation_rate`` is never read: it is
-  closed after the throttle time.
-* SASL is the core's (:mod:`.security.sasl`); the driver only lowers a connection's
-  largest accepted frame to ``Broker.max_frame_size`` until it has
-  authenticated, sends a :class:`~.handlers._base.Close`'s last answer before
-  closing, and writes the bare tokens (:class:`~.handlers._base.SaslToken`)
-  answering a v0 SaslHandshake's.
+The rules are the package's (``server/__init__.py``): reading requests in
+order, the request budget, timeouts, TLS, quotas' mutes, direct writes and the
+writer task, the ticker that polls the core. ``Server`` owns the core's
+thread: every call into the :class:`~trafka.brokerlite.broker.Broker` is made
+from its tasks.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import errno
-import functools
 import logging
 import math
 import os
-import signal
 import ssl
-import threading
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import Awaitable, Callable
 from typing import Any, cast
 
 import trio
@@ -99,64 +23,43 @@ import trio
 from trafka.codec.errors import DecodeError, FrameTooLargeError
 from trafka.codec.framing import FrameReader
 from trafka.common import request_budget
-from trafka.common.accept import accept_forever
 from trafka.common.lograte import RateLimitedLog
 from trafka.common.request_budget import RequestBudget
 
-from .broker import Broker, Completion
-from .clock import now_ms
-from .config import BrokerConfig, ConfigError
-from .outcomes import Close, NoResponse, Parked, Part, Reply, SaslToken
-from .security.authorizer import certificate_subject, host_of
-from .security.jwks import fetch_jwks
+from ..broker import Broker, Completion
+from ..clock import now_ms
+from ..config import BrokerConfig, ConfigError
+from ..outcomes import Close, NoResponse, Parked, Reply, SaslToken
+from ..security.authorizer import certificate_subject, host_of
+from ..security.jwks import fetch_jwks
+from .writes import (
+    _BYTES,
+    _COALESCE_LIMIT,
+    _PREAD_BLOCK,
+    _Buffer,
+    _chunk_fd,
+    _OutPart,
+    _PeerLost,
+    _send_parts_tls,
+    _ShortFile,
+    _unsent,
+    _write_all,
+    _write_now,
+)
 
-__all__ = ["RunningBroker", "broker_in_thread", "run_broker", "serve_broker"]
+__all__ = ["Server", "collapse", "server_ssl_context"]
+
 
 log = logging.getLogger("trafka.brokerlite")
 
 _RECV_SIZE = 256 * 1024
 _SEND_QUEUE = 8
-_COALESCE_LIMIT = 64 * 1024
-_PREAD_BLOCK = 1024 * 1024
 _FRAMES_PER_YIELD = 8
 _FETCH_KEY = 1
-# Replies of more byte parts than this are joined before a direct write
-# (writev takes at most IOV_MAX buffers).
-_WRITEV_MAX = 64
 # A TLS client has this long to complete its handshake; closing a TLS connection
 # waits this long at most for its close_notify to leave.
 _TLS_HANDSHAKE_TIMEOUT = 10.0
 _TLS_CLOSE_TIMEOUT = 1.0
-_BYTES = (bytes, bytearray, memoryview)
-_Buffer = bytes | bytearray | memoryview
-# What the writer is handed: a reply's parts, or what is left of them after a
-# partial direct write (a memoryview into the first unsent part).
-_OutPart = Part | bytearray | memoryview
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class RunningBroker:
-    """A broker being served.
-
-    Attributes:
-        address: the bound (host, port); port 0 in the config becomes the real one.
-        bootstrap_servers: ``"host:port"`` for client configuration.
-        config: the effective configuration.
-        broker: the sans-IO core (for tests and introspection; only touch it
-            from the broker's trio thread).
-        request_budget: the bytes reserved by requests still arriving
-            (``queued_max_request_bytes``; for tests and introspection, as ``broker``).
-        metrics_address: the bound (host, port) of the metrics listener, if any.
-        console_address: the bound (host, port) of the web console, if any.
-    """
-
-    address: tuple[str, int]
-    bootstrap_servers: str
-    config: BrokerConfig
-    broker: Broker
-    request_budget: RequestBudget
-    metrics_address: tuple[str, int] | None = None
-    console_address: tuple[str, int] | None = None
 
 
 class _Slot:
@@ -203,11 +106,7 @@ class _Inbound:
         self.frame_deadline: float | None = None
 
 
-class _PeerLost(Exception):
-    """A direct write found the peer gone; the connection closes quietly."""
-
-
-class _Server:
+class Server:
     def __init__(
         self, broker: Broker, config: BrokerConfig, ssl_context: ssl.SSLContext | None = None
     ) -> None:
@@ -783,50 +682,6 @@ class _Server:
                 os.close(fd)
 
 
-async def _send_parts_tls(tls: trio.SSLStream[trio.SocketStream], parts: list[_OutPart]) -> None:
-    """Send ``parts`` through TLS, file ranges read into memory a block at a time.
-
-    Small parts are joined (up to ``_COALESCE_LIMIT``) so that a reply of many
-    parts becomes a few TLS records, not one per part.
-    """
-    pending: list[_Buffer] = []
-    pending_size = 0
-
-    async def push(block: _Buffer) -> None:
-        nonlocal pending, pending_size
-        if len(block) >= _COALESCE_LIMIT:
-            if pending:
-                await tls.send_all(b"".join(pending))
-                pending, pending_size = [], 0
-            await tls.send_all(block)
-            return
-        pending.append(block)
-        pending_size += len(block)
-        if pending_size >= _COALESCE_LIMIT:
-            await tls.send_all(b"".join(pending))
-            pending, pending_size = [], 0
-
-    for part in parts:
-        if isinstance(part, _BYTES):
-            await push(part)
-            continue
-        fd, owned = _chunk_fd(part)
-        try:
-            position, remaining = part.position, part.length
-            while remaining > 0:
-                block = os.pread(fd, min(remaining, _PREAD_BLOCK), position)
-                if not block:
-                    raise _ShortFile(f"segment file ended {remaining} bytes early")
-                position += len(block)
-                remaining -= len(block)
-                await push(block)
-        finally:
-            if owned:
-                os.close(fd)
-    if pending:
-        await tls.send_all(b"".join(pending))
-
-
 def _seconds(ms: int) -> float:
     """A millisecond limit in seconds; -1 (no limit) is forever."""
     return math.inf if ms < 0 else ms / 1000
@@ -887,72 +742,7 @@ def server_ssl_context(config: BrokerConfig) -> ssl.SSLContext:
     return context
 
 
-def _write_now(fd: int, buffers: list[_Buffer]) -> int:
-    """One non-blocking write of ``buffers``: -1 when all went, else the bytes taken.
-
-    Raises:
-        _PeerLost: the socket is broken (reset by the peer, closed).
-    """
-    if len(buffers) > _WRITEV_MAX:
-        buffers = [b"".join(buffers)]
-    try:
-        if len(buffers) == 1:
-            sent = os.write(fd, buffers[0])
-            total = len(buffers[0])
-        else:
-            sent = os.writev(fd, buffers)
-            total = sum(len(b) for b in buffers)
-    except BlockingIOError:
-        return 0
-    except OSError as exc:
-        raise _PeerLost(str(exc) or type(exc).__name__) from exc
-    return -1 if sent == total else sent
-
-
-def _unsent(buffers: list[_Buffer], sent: int) -> list[_Buffer]:
-    """What is left of ``buffers`` after their first ``sent`` bytes went out."""
-    for i, buffer in enumerate(buffers):
-        size = len(buffer)
-        if sent < size:
-            return [memoryview(buffer)[sent:] if sent else buffer, *buffers[i + 1 :]]
-        sent -= size
-    return []
-
-
-async def _write_all(fd: int, buffers: list[_Buffer]) -> None:
-    """Write ``buffers`` in full, waiting for room in the socket when it is full."""
-    data = buffers[0] if len(buffers) == 1 else b"".join(buffers)
-    view = memoryview(data)
-    while view:
-        try:
-            sent = os.write(fd, view)
-        except BlockingIOError:
-            await trio.lowlevel.wait_writable(fd)
-            continue
-        view = view[sent:]
-
-
-class _ShortFile(Exception):
-    """A file range promised in a response could not be read in full."""
-
-
-def _chunk_fd(chunk: Any) -> tuple[int, bool]:
-    """(fd, owned) for a file chunk whose ``path_or_fd`` is an fd, a handle or a path."""
-    target = chunk.path_or_fd
-    if isinstance(target, int):
-        return target, False
-    fd = getattr(target, "fd", None)
-    if isinstance(fd, int):
-        if fd < 0:
-            raise _ShortFile("segment file closed before it was sent")
-        return fd, False
-    try:
-        return os.open(os.fspath(target), os.O_RDONLY), True
-    except OSError as exc:
-        raise _ShortFile(f"segment file gone before it was sent: {exc}") from exc
-
-
-def _collapse(group: BaseExceptionGroup[Any]) -> BaseException:
+def collapse(group: BaseExceptionGroup[Any]) -> BaseException:
     """The one real exception inside a group of it and cancellations, else the group."""
     leaves: list[BaseException] = []
 
@@ -970,256 +760,3 @@ def _collapse(group: BaseExceptionGroup[Any]) -> BaseException:
     if not real and leaves:
         return leaves[0]
     return group
-
-
-@asynccontextmanager
-async def serve_broker(
-    config: BrokerConfig | None = None, **overrides: Any
-) -> AsyncIterator[RunningBroker]:
-    """Serve a broker for the duration of an ``async with`` block.
-
-    Args:
-        config: the settings (default :class:`BrokerConfig`'s defaults).
-        **overrides: settings applied on top, by Python or Kafka name
-            (``port=0``, ``**{"num.partitions": 3}``).
-
-    Yields:
-        The :class:`RunningBroker` (with the bound address).
-
-    Raises:
-        ConfigError: an unknown override or invalid value.
-        OSError: the port cannot be bound or the data directory is unusable.
-    """
-    cfg = config or BrokerConfig()
-    if overrides:
-        cfg = cfg.with_overrides(overrides)
-    ssl_context = server_ssl_context(cfg) if cfg.tls_enabled else None
-    host = cfg.host or "0.0.0.0"
-    listeners = await trio.open_tcp_listeners(cfg.port, host=host)
-    try:
-        bound = listeners[0].socket.getsockname()[:2]
-        broker = Broker(cfg, now_ms=now_ms(), advertised=cfg.advertised_address(bound))
-    except BaseException:
-        for listener in listeners:
-            await listener.aclose()
-        raise
-    server = _Server(broker, cfg, ssl_context)
-    driver = None
-    if cfg.cluster_mode:
-        from .cluster.driver import ClusterDriver
-
-        try:
-            driver = ClusterDriver(broker, cfg, server.after_change)
-            await driver.start()
-        except BaseException:
-            broker.close()
-            for listener in listeners:
-                await listener.aclose()
-            raise
-    advertised_host, advertised_port = broker.advertised
-    metrics_listeners: list[trio.SocketListener] = []
-    if cfg.metrics_listen is not None:
-        metrics_host, _, metrics_port = cfg.metrics_listen.rpartition(":")
-        try:
-            metrics_listeners = await trio.open_tcp_listeners(
-                int(metrics_port), host=metrics_host.strip("[]") or None
-            )
-        except BaseException:
-            if driver is not None:
-                driver.close()
-            broker.close()
-            for listener in listeners:
-                await listener.aclose()
-            raise
-    running = RunningBroker(
-        address=(bound[0], bound[1]),
-        bootstrap_servers=f"{advertised_host}:{advertised_port}",
-        config=cfg,
-        broker=broker,
-        request_budget=server.request_budget,
-        metrics_address=(
-            tuple(metrics_listeners[0].socket.getsockname()[:2]) if metrics_listeners else None
-        ),
-    )
-    try:
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(server.ticker)
-            if metrics_listeners:
-                from trafka.common.metrics_http import serve_metrics
-
-                from .metrics import endpoint
-
-                await nursery.start(serve_metrics, endpoint(broker), metrics_listeners)
-            jwks_url = cfg.sasl_oauthbearer_jwks_endpoint_url
-            if broker.sasl_users is not None and jwks_url is not None:
-                ok = await server.refresh_token_keys(jwks_url, first=True)
-                nursery.start_soon(server.token_key_refresher, jwks_url, ok)
-            if cfg.log_cleaner_enable:
-                nursery.start_soon(server.cleaner)
-            if driver is not None:
-                nursery.start_soon(driver.run)
-            nursery.start_soon(_serve_listeners, server, listeners)
-            if cfg.console_listen is not None:
-                running = await _start_console(nursery, running, cfg.console_listen)
-            try:
-                if cfg.announce:
-                    async with _announced(cfg, broker):
-                        yield running
-                else:
-                    yield running
-            finally:
-                if driver is not None:
-                    # Still serving: leadership moves away before the broker stops.
-                    with trio.CancelScope(shield=True):
-                        await driver.controlled_shutdown()
-                nursery.cancel_scope.cancel()
-    except BaseExceptionGroup as group:
-        raise _collapse(group) from None
-    finally:
-        if driver is not None:
-            driver.close()
-        broker.close()
-
-
-async def _start_console(
-    nursery: trio.Nursery, running: RunningBroker, listen: str
-) -> RunningBroker:
-    """Serve the web console on ``listen`` for this broker (through its own
-    listener, as any client); ``running`` with the console's address. The
-    console is a companion found among the installed plug-ins (:mod:`.companions`)."""
-    from .companions import find
-
-    console = find("console")
-    address = await nursery.start(
-        functools.partial(console.serve, running.bootstrap_servers, listen)
-    )
-    return dataclasses.replace(running, console_address=address)
-
-
-@asynccontextmanager
-async def _announced(cfg: BrokerConfig, broker: Broker) -> AsyncIterator[None]:
-    """Announce the advertised listener on zeroconf while the block runs (a
-    failure to is logged, never fatal: the broker serves on, unannounced)."""
-    from trafka.discovery import announcing_listener
-
-    host, port = broker.advertised
-    async with announcing_listener(
-        "broker",
-        host,
-        port,
-        cluster_id=broker.cluster_id,
-        node_id=cfg.node_id,
-        security_protocol=cfg.security_protocol,
-        sasl_mechanisms=cfg.sasl_enabled_mechanisms if cfg.sasl_enabled else (),
-    ):
-        yield
-
-
-async def _serve_listeners(server: _Server, listeners: list[trio.SocketListener]) -> None:
-    async with trio.open_nursery() as connections:
-
-        async def serve(stream: trio.SocketStream) -> None:
-            try:
-                await server.serve_connection(stream)
-            finally:
-                await trio.aclose_forcefully(stream)
-
-        def start(stream: trio.SocketStream) -> None:
-            connections.start_soon(serve, stream)
-
-        for listener in listeners:
-            connections.start_soon(accept_forever, listener, start, server.quiet)
-
-
-async def _run(config: BrokerConfig) -> None:
-    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-        async with serve_broker(config) as running:
-            log.info(
-                "brokerlite node %d ready on %s:%d (advertised %s, data in %s)%s",
-                config.node_id,
-                running.address[0],
-                running.address[1],
-                running.bootstrap_servers,
-                config.data_dir,
-                "" if config.security_protocol == "PLAINTEXT" else _security_summary(config),
-            )
-            async for signum in signals:
-                log.info("received %s, shutting down", signal.Signals(signum).name)
-                break
-    log.info("brokerlite stopped")
-
-
-def _security_summary(config: BrokerConfig) -> str:
-    """`` with SASL_SSL (PLAIN, SCRAM-SHA-256; 2 users)``, for the ready line."""
-    details = []
-    if config.sasl_enabled:
-        details.append(", ".join(config.sasl_enabled_mechanisms))
-    if config.tls_enabled and config.ssl_client_auth != "none":
-        details.append(f"client certificates {config.ssl_client_auth}")
-    return f" with {config.security_protocol}" + (f" ({'; '.join(details)})" if details else "")
-
-
-def run_broker(config: BrokerConfig) -> None:
-    """Run a broker until SIGINT or SIGTERM (blocking; for the command line).
-
-    Must be called from the main thread. Shuts down cleanly on either signal.
-    """
-    trio.run(_run, config)
-
-
-@contextmanager
-def broker_in_thread(
-    config: BrokerConfig | None = None, *, startup_timeout: float = 30.0, **overrides: Any
-) -> Iterator[RunningBroker]:
-    """Serve a broker on a background thread (for synchronous clients and tests).
-
-    Args:
-        config: the settings; ``port=0`` is the usual choice for tests.
-        startup_timeout: seconds to wait for the broker to come up.
-        **overrides: settings applied on top of ``config``.
-
-    Yields:
-        The :class:`RunningBroker`. Touch ``.broker`` only through
-        ``trio.from_thread`` (it belongs to the broker's thread).
-
-    Raises:
-        Whatever :func:`serve_broker` raises while starting; TimeoutError if it
-        does not start in time.
-    """
-    started = threading.Event()
-    state: dict[str, Any] = {}
-
-    async def main() -> None:
-        try:
-            async with serve_broker(config, **overrides) as running:
-                stop = trio.Event()
-                state["running"] = running
-                state["stop"] = stop
-                state["token"] = trio.lowlevel.current_trio_token()
-                started.set()
-                await stop.wait()
-        except BaseException as exc:
-            state["error"] = exc
-            if not started.is_set():
-                started.set()
-                return
-            raise
-
-    def runner() -> None:
-        try:
-            trio.run(main)
-        except BaseException:
-            log.exception("brokerlite thread failed")
-
-    thread = threading.Thread(target=runner, name="brokerlite", daemon=True)
-    thread.start()
-    if not started.wait(startup_timeout):
-        raise TimeoutError("brokerlite did not start in time")
-    if "error" in state:
-        thread.join()
-        raise state["error"]
-    try:
-        yield state["running"]
-    finally:
-        trio.from_thread.run_sync(state["stop"].set, trio_token=state["token"])
-        thread.join(startup_timeout)

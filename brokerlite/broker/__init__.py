@@ -1,0 +1,543 @@
+"""The broker core: Kafka requests in, responses out, without I/O (sans-IO).
+
+:class:`Broker` owns the durable state (topics and partition logs through
+:class:`~trafka.brokerlite.storage.log_manager.LogManager`, consumer groups through
+:class:`~trafka.brokerlite.groups.coordinator.GroupCoordinator`, share groups through
+:class:`~trafka.brokerlite.groups.share_groups.ShareGroups`, transactions through
+:class:`~trafka.brokerlite.transactions.coordinator.TransactionCoordinator`, idempotent
+producers' sequence state through :class:`~trafka.brokerlite.transactions.eos.ProducerStates`,
+the producer-id counter and the cluster id) and dispatches each decoded request to its handler in
+:mod:`trafka.brokerlite.handlers`. The trio driver (:mod:`.server`) only moves
+bytes; tests drive this class directly.
+
+Rules and invariants:
+
+* The driver passes the time in (``now_ms``, wall-clock milliseconds); nothing
+  here sleeps. The one clock read is the request-time quota's (KIP-124): how
+  long handling a request took is a duration only the code around the handler
+  can measure (a monotonic counter, never the wall clock).
+* Storage is synchronous: appends, reads and fsyncs run on the driver's thread
+  while a request is handled, so a slow disk delays every client of this
+  broker (Kafka spreads them over its request handler threads). The fsyncs that
+  answers wait for are the ones durability needs (see below and :mod:`.storage.partition`).
+* :meth:`handle_frame` turns one request frame into exactly one
+  :class:`~.handlers._base.Outcome`: a :class:`Reply`, :class:`NoResponse`
+  (Produce acks=0), :class:`Parked` (the reply comes later through
+  :meth:`poll`) or :class:`Close` (the peer broke the protocol: malformed frame,
+  unknown API key, a version nobody can answer). It never raises for bad input.
+* A connection has at most one request parked at a time, because the driver
+  does not read the next request of a connection before the previous one is
+  answered (Kafka's muting); replies therefore leave in request order.
+* A parked request completes exactly once: when its waiter says it can (data
+  arrived), when its deadline passes, when its topic changes, or when the
+  coordinator answers it. :meth:`connection_closed` drops the parked requests
+  of a connection without completing them.
+* :meth:`poll` returns the completions due at ``now_ms`` and runs periodic
+  work (retention, coordinator timers, transaction timeouts and marker retries,
+  producer-id expiry); :meth:`next_deadline` tells the driver when to call it
+  next. Calling :meth:`poll` early or often is harmless.
+* Every write to a partition log goes through ``self.producers`` (Produce and
+  transaction markers), which keeps each partition's producer state equal to
+  what its log holds.
+* Transaction outcomes are carried out on this broker's partitions by
+  :class:`~.transactions.markers.TransactionMarkers` (``self.markers``), whose rules say
+  when markers are written, acknowledged and known durable. Deferred markers
+  are written before the next request is handled and by the next :meth:`poll`.
+* Parked requests live in :class:`~.purgatory.Purgatory` (``self.purgatory``).
+* Whatever the broker knows of a connection is in its
+  :class:`~.session.ConnectionSession`, opened by :meth:`connection_opened` (or
+  by the first request of a connection not seen before) and dropped whole by
+  :meth:`connection_closed`; handlers see it as ``ctx.session``. The SASL rules
+  (authentication before other requests, bare tokens after a v0 SaslHandshake,
+  KIP-368's expiry and re-authentication) are stated in :mod:`.session`;
+  :meth:`max_frame_size` is smaller until a connection has authenticated.
+
+The package: this module is the composition root (:class:`Broker`'s
+``__init__`` builds the parts in order, and ``close`` closes them); the
+capabilities are mixins over the parts declared in ``base.py``, because they
+share the one set of parts: ``dispatch.py`` (answering a request, quotas,
+replication waits), ``connections.py`` (sessions, SASL), ``polling.py``
+(parked requests, periodic work) and ``cluster_host.py`` (the cluster-mode
+glue).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import logging
+import uuid
+from pathlib import Path
+
+from ..cluster.replica_manager import ReplicaManager
+from ..cluster.view import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, ClusterView
+from ..config import BrokerConfig
+from ..errors import UnknownTopicOrPartitionError
+from ..features import FEATURES_JOURNAL, FeatureStore
+from ..fetch_sessions import FetchManager, FetchSessionCache
+from ..groups.consumer_groups import TopicMeta
+from ..groups.coordinator import GroupCoordinator
+from ..groups.offsets import GroupStore, OffsetStore
+from ..groups.replicated_offsets import ReplicatedOffsetStore
+from ..groups.share_groups import (
+    SHARE_GROUPS_JOURNAL,
+    ShareGroups,
+    ShareGroupSettings,
+    ShareGroupStore,
+)
+from ..intake import (
+    API_VERSIONS_KEY,
+    advertised_versions,
+    served_api_keys,
+)
+from ..metrics import BrokerMetrics
+from ..outcomes import Close, NoResponse, Outcome, Parked, Reply, SaslToken
+from ..purgatory import Completion, Purgatory
+from ..quotas import (
+    QUOTAS_JOURNAL,
+    Quotas,
+    QuotaStore,
+)
+from ..security.authorizer import (
+    ACLS_JOURNAL,
+    AclStore,
+    Authorizer,
+    authorizer_enabled,
+)
+from ..security.delegation_tokens import TOKENS_JOURNAL, DelegationTokens
+from ..security.sasl import UserStore
+from ..security.scram import SCRAM_JOURNAL, ScramCredentials
+from ..session import SaslPolicy
+from ..shares.fetcher import ShareFetcher, ShareStateStore
+from ..storage.log_manager import LogManager
+from ..storage.node_meta import (
+    ClusterProducerIds,
+    ProducerIdAllocator,
+    load_cluster_id,
+    new_cluster_id,
+)
+from ..storage.topic_configs import LogConfig
+from ..telemetry import CLIENT_METRICS_JOURNAL, ClientTelemetry
+from ..transactions.cluster_mode import ClusterTransactions, unverified
+from ..transactions.coordinator import TransactionCoordinator, classic_group_validator
+from ..transactions.eos import ProducerStates
+from ..transactions.journal import TxnJournal, TxnStore
+from ..transactions.markers import TransactionMarkers
+from ..transactions.replicated_journal import ReplicatedTxnJournal
+from .polling import FLUSH_CHECK_MS, Polling
+
+__all__ = [
+    "API_VERSIONS_KEY",
+    "Broker",
+    "Close",
+    "ClusterProducerIds",
+    "Completion",
+    "NoResponse",
+    "Outcome",
+    "Parked",
+    "Reply",
+    "SaslToken",
+    "new_cluster_id",
+    "served_api_keys",
+]
+
+log = logging.getLogger("trafka.brokerlite")
+GROUPS_JOURNAL = "trafka-groups.journal"
+SHARE_STATE_JOURNAL = "trafka-share-state.journal"
+TRANSACTIONS_JOURNAL = "trafka-transactions.journal"
+
+
+class Broker(Polling):
+    """One brokerlite node's protocol logic and state.
+
+    Args:
+        config: the broker settings; ``config.data_dir`` is created if missing.
+        now_ms: the current wall-clock time (recovery and retention use it).
+        advertised: (host, port) given to clients in Metadata and
+            FindCoordinator; the driver passes it once it has bound its listener.
+
+    Raises:
+        LogStorageError: the data directory is in use by another broker, or
+            cannot be created or read.
+        OffsetStoreError: the committed-offsets journal cannot be read.
+        TxnJournalError: the transaction journal cannot be read.
+        ScramStoreError: the SCRAM credential journal cannot be read.
+        ShareGroupStoreError: the share-group journal cannot be read.
+        FeatureStoreError: the feature-level journal cannot be read.
+        ClientMetricsStoreError: the client-metrics journal cannot be read.
+        ConfigError: ``config.cluster_id`` contradicts the one stored in ``data_dir``,
+            or the SASL users file cannot be read.
+    """
+
+    def __init__(
+        self,
+        config: BrokerConfig,
+        *,
+        now_ms: int,
+        advertised: tuple[str, int] | None = None,
+    ) -> None:
+        # The composition root: each step opens or wires one group of parts, in
+        # the order their dependencies need; a failure closes what was opened.
+        self.config = config
+        #: The time of the request or poll being handled (what the driver passed in).
+        self._now_ms = now_ms
+        self.data_dir = Path(config.data_dir)
+        self.node_id = config.node_id
+        self.advertised = advertised or config.advertised_address((config.host, config.port))
+        # SCRAM credentials are derived here, once (users given in a file are read here too).
+        self.sasl_users = UserStore.from_config(config) if config.sasl_enabled else None
+        self._sasl_policy = (
+            None
+            if self.sasl_users is None
+            else SaslPolicy(
+                self.sasl_users,
+                config.sasl_enabled_mechanisms,
+                config.connections_max_reauth_ms,
+            )
+        )
+        # The open connections' sessions (everything known of a connection is there).
+        self._sessions = {}
+        # The log manager locks the data directory: open it before writing anything there.
+        self.logs = LogManager(
+            self.data_dir,
+            LogConfig(**config.as_log_config_kwargs()),
+            now_ms=now_ms,
+            max_partitions=config.partition_limit(),
+            broker_defaults={
+                "min.insync.replicas": str(config.min_insync_replicas),
+                "unclean.leader.election.enable": str(
+                    config.unclean_leader_election_enable
+                ).lower(),
+            },
+        )
+        with contextlib.ExitStack() as opened:
+            opened.callback(self.logs.close)
+            self._open_coordinators(config, now_ms, opened)
+            self._open_services(config, now_ms, opened)
+            opened.pop_all()
+        self._wire_core(config, now_ms)
+        if config.cluster_mode:
+            self._wire_cluster(config)
+
+    def _open_coordinators(
+        self, config: BrokerConfig, now_ms: int, opened: contextlib.ExitStack
+    ) -> None:
+        """The data directory's identity, the group, share-group and transaction
+        coordinators and their stores (journal files, or internal topics in a cluster)."""
+        #: True when this start gave the data directory its cluster id (it was
+        #: new): such a directory may join an existing cluster and take its id.
+        self.fresh_data_dir = not (self.data_dir / "meta.properties").exists()
+        self.cluster_id = load_cluster_id(self.data_dir, config)
+        self._producer_ids = ProducerIdAllocator(self.data_dir / "producer-id-block")
+        #: The cluster side of the transaction coordinator (cluster mode), else None.
+        self.cluster_txn = ClusterTransactions(self) if config.cluster_mode else None
+        store: GroupStore
+        if config.cluster_mode:
+            # Groups live in the replicated __consumer_offsets topic (replicated_offsets).
+            store = ReplicatedOffsetStore(
+                partition_for=self._offsets_partition,
+                append=functools.partial(self._append_internal, OFFSETS_TOPIC),
+                read=functools.partial(self._read_partition, OFFSETS_TOPIC),
+                now_ms=lambda: self._now_ms,
+            )
+        else:
+            store = OffsetStore(self.data_dir / GROUPS_JOURNAL)
+        opened.callback(store.close)
+        share_store = ShareGroupStore(self.data_dir / SHARE_GROUPS_JOURNAL)
+        opened.callback(share_store.close)
+        self.share_groups = ShareGroups(
+            self._consumer_topics,
+            settings=ShareGroupSettings.from_broker_config(config),
+            store=share_store,
+            now_ms=now_ms,
+        )
+        # SCRAM credentials changed through the admin API (KIP-554) win over
+        # the configuration's; SCRAM logins look them up there from now on.
+        self.scram = ScramCredentials.open(self.data_dir / SCRAM_JOURNAL, self.sasl_users)
+        opened.callback(self.scram.close)
+        self.groups = GroupCoordinator(
+            store,
+            initial_rebalance_delay_ms=config.group_initial_rebalance_delay_ms,
+            min_session_timeout_ms=config.group_min_session_timeout_ms,
+            max_session_timeout_ms=config.group_max_session_timeout_ms,
+            partition_exists=self._partition_exists,
+            topic_id_to_name=self.topic_name,
+            consumer_topics=self._consumer_topics,
+            consumer_session_timeout_ms=config.group_consumer_session_timeout_ms,
+            consumer_heartbeat_interval_ms=config.group_consumer_heartbeat_interval_ms,
+            share_groups=self.share_groups,
+            now_ms=now_ms,
+        )
+        # Transactional and idempotent producer ids come from the one
+        # durable counter, so an id is never handed out twice.
+        ctxn = self.cluster_txn
+        txn_journal: TxnStore
+        if ctxn is not None:
+            # Transaction state lives in the replicated __transaction_state
+            # (replicated_journal).
+            txn_journal = ReplicatedTxnJournal(
+                partition_for=ctxn.state_partition,
+                append=functools.partial(self._append_internal, TRANSACTION_STATE_TOPIC),
+                read=functools.partial(self._read_partition, TRANSACTION_STATE_TOPIC),
+                now_ms=lambda: self._now_ms,
+            )
+        else:
+            txn_journal = TxnJournal(self.data_dir / TRANSACTIONS_JOURNAL)
+        opened.callback(txn_journal.close)
+        self.txn = TransactionCoordinator(
+            txn_journal,
+            coordinator_epoch_for=None if ctxn is None else ctxn.coordinator_epoch,
+            group_partition=None if ctxn is None else ctxn.group_partition,
+            stage_group_offsets=None if ctxn is None else ctxn.stage_group_offsets,
+            allocate_producer_id=self._next_producer_id,
+            max_timeout_ms=config.transaction_max_timeout_ms,
+            transactional_id_expiration_ms=config.transactional_id_expiration_ms,
+            expiration_check_interval_ms=(
+                config.transaction_remove_expired_transaction_cleanup_interval_ms
+            ),
+            partition_exists=self._partition_exists,
+            validate_group=classic_group_validator(self.groups),
+            sync_decision_for=self._fsyncs_every_record,
+            log_end_offset=self._log_end_offset,
+        )
+
+    def _open_services(
+        self, config: BrokerConfig, now_ms: int, opened: contextlib.ExitStack
+    ) -> None:
+        """The producer states, share-partitions, ACLs, quotas, delegation tokens,
+        feature levels and client telemetry."""
+        self.producers = ProducerStates(
+            self.logs, producer_id_expiration_ms=config.producer_id_expiration_ms
+        )
+        self.shares = ShareFetcher(
+            self.logs,
+            self.producers,
+            ShareStateStore(self.data_dir / SHARE_STATE_JOURNAL),
+            config_for=self.share_groups.config,
+            notify=self._notify_available,
+        )
+        opened.callback(self.shares.close)
+        self.share_groups.listeners.append(self.shares)
+        self.authorizer = None
+        if authorizer_enabled(config.authorizer_class_name):
+            self.authorizer = Authorizer(
+                AclStore(self.data_dir / ACLS_JOURNAL),
+                super_users=config.super_users,
+                allow_everyone_if_no_acl_found=config.allow_everyone_if_no_acl_found,
+            )
+            opened.callback(self.authorizer.close)
+        self.quotas = Quotas(
+            QuotaStore(self.data_dir / QUOTAS_JOURNAL),
+            window_num=config.quota_window_num,
+            window_size_ms=config.quota_window_size_seconds * 1000,
+        )
+        opened.callback(self.quotas.close)
+        self.tokens = DelegationTokens.open(
+            self.data_dir / TOKENS_JOURNAL,
+            secret_key=config.delegation_token_secret_key,
+            max_lifetime_ms=config.delegation_token_max_lifetime_ms,
+            expiry_time_ms=config.delegation_token_expiry_time_ms,
+            expiry_check_interval_ms=config.delegation_token_expiry_check_interval_ms,
+            now_ms=now_ms,
+        )
+        opened.callback(self.tokens.close)
+        if self.sasl_users is not None:
+            self.sasl_users.manage_tokens(self.tokens)
+        self.features = FeatureStore(self.data_dir / FEATURES_JOURNAL)
+        opened.callback(self.features.close)
+        # KIP-714: client-metrics resources, client instances, received pushes.
+        self.telemetry = ClientTelemetry(
+            self.data_dir / CLIENT_METRICS_JOURNAL,
+            telemetry_max_bytes=config.telemetry_max_bytes,
+            telemetry_file=config.client_telemetry_file,
+        )
+
+    def _wire_core(self, config: BrokerConfig, now_ms: int) -> None:
+        """The parts over the coordinators and logs: markers, fetch sessions, the
+        purgatory, the timers and the metrics; on a single node, the recovery of
+        the transactions the last run left undone."""
+        #: Checks a transactional Produce against its transaction (KIP-890 part 1);
+        #: in a cluster the coordinator is elsewhere (see cluster_txn).
+        self.verify_transactional = (
+            self.txn.verify_partition if self.cluster_txn is None else unverified
+        )
+        #: The transaction outcomes' markers and offsets written here.
+        self.markers = TransactionMarkers(
+            txn=self.txn,
+            producers=self.producers,
+            logs=self.logs,
+            groups=self.groups,
+            cluster_txn=self.cluster_txn,
+            partition_exists=self._partition_exists,
+            notify_append=self.notify_append,
+            now_ms=now_ms,
+        )
+        if not config.cluster_mode:
+            # (In a cluster, markers are acknowledged by their partitions' replicas.)
+            self.markers.recover(now_ms)
+        # Incremental fetch sessions (KIP-227), Kafka's FetchManager and its cache.
+        self.fetch_sessions = FetchManager(
+            FetchSessionCache(config.max_incremental_fetch_session_cache_slots)
+        )
+        #: The requests parked until they can be answered.
+        self.purgatory = Purgatory(self._complete)
+        self._next_retention_ms = now_ms + config.log_retention_check_interval_ms
+        self._next_flush_ms = now_ms + FLUSH_CHECK_MS
+        self._next_producer_expiry_ms = now_ms + config.producer_id_expiration_check_interval_ms
+        self._closed = False
+        if not config.cluster_mode:
+            # (In a cluster a partition's open transactions are its coordinator's.)
+            self.markers.abort_hanging(now_ms)
+        #: Prometheus counters and gauges (:mod:`.metrics`).
+        self.metrics = BrokerMetrics()
+        self.metrics.attach(self)
+        #: What this broker knows of its cluster (cluster mode), else None; the
+        #: cluster driver (:mod:`.cluster.driver`) keeps it up to date.
+        self.cluster = None
+
+    def _wire_cluster(self, config: BrokerConfig) -> None:
+        """Cluster mode: this broker's replicas and its view of the cluster."""
+        replicas = ReplicaManager(
+            config.node_id,
+            self.logs,
+            replica_lag_time_max_ms=config.replica_lag_time_max_ms,
+            min_insync_replicas=self._min_insync_replicas,
+            on_high_watermark=self._wake_parked,
+            on_truncate=self.producers.forget,
+            on_removed=self._replica_removed,
+            on_role=self._leadership_changed,
+        )
+        self.cluster = ClusterView(
+            config.node_id,
+            self.logs,
+            replicas,
+            wake=self.wake,
+            on_topic_deleted=lambda topic: self.notify_topic_changed(topic, deleted=True),
+        )
+
+    def _next_producer_id(self) -> int:
+        return self._producer_ids.next()
+
+    def reopen_partition(self, topic: str, partition: int, now_ms: int) -> bool:
+        """Bring a partition that went offline back online, after the check
+        :meth:`LogManager.reopen_partition` makes; False when it was not offline.
+
+        Its producer state is loaded again from the new log, and requests parked
+        on it look again.
+
+        Raises:
+            UnknownTopicOrPartitionError: no such partition.
+            LogStorageError: the check failed; the partition stays offline.
+        """
+        if self.logs.partition(topic, partition).offline is None:
+            return False
+        self.logs.reopen_partition(topic, partition, now_ms)
+        self.producers.forget(topic, partition)
+        self._wake_parked(topic, partition)
+        return True
+
+    def pending_offset_partitions(self, group_id: str) -> set[tuple[str, int]]:
+        """The partitions of a group with an offset an unfinished transaction holds
+        (OffsetFetch's ``require_stable``): the transaction coordinator's on one
+        node, the group coordinator's in a cluster."""
+        store = self.groups.store
+        if isinstance(store, ReplicatedOffsetStore):
+            return store.pending_partitions(group_id)
+        return self.txn.pending_offset_partitions(group_id)
+
+    def _log_end_offset(self, topic: str, partition: int) -> int:
+        """The partition's log end offset, -1 when it no longer exists."""
+        try:
+            return self.logs.partition(topic, partition).log_end_offset
+        except UnknownTopicOrPartitionError:
+            return -1
+
+    def _fsyncs_every_record(self, topic: str, _partition: int) -> bool:
+        """True when ``topic`` fsyncs each record before answering (``flush.messages=1``)."""
+        try:
+            return self.logs.config(topic).flush_interval_messages == 1
+        except UnknownTopicOrPartitionError:
+            return False  # deleted meanwhile: no record of it to keep durable
+
+    def _partition_exists(self, topic: str, partition: int) -> bool:
+        info = self.logs.topic(topic)
+        return info is not None and 0 <= partition < info.num_partitions
+
+    def topic_name(self, topic_id: uuid.UUID) -> str | None:
+        """The name of the topic with id ``topic_id``, or None."""
+        info = self.logs.topic_by_id(topic_id)
+        return None if info is None else info.name
+
+    def _consumer_topics(self) -> dict[str, TopicMeta]:
+        return {t.name: TopicMeta(t.name, t.topic_id, t.num_partitions) for t in self.logs.topics()}
+
+    # -- producer ids ------------------------------------------------------------
+
+    def allocate_producer_id(self) -> int:
+        """A producer id never handed out before by this data directory."""
+        return self._producer_ids.next()
+
+    # -- versions ----------------------------------------------------------------
+
+    def api_versions(self) -> list[tuple[int, int, int]]:
+        """(api_key, min_version, max_version) of every API served, by key (the
+        KIP-714 client APIs only with ``client_telemetry_enabled``)."""
+        return advertised_versions(self.config)
+
+    # -- lifecycle ---------------------------------------------------------------
+
+    def close(self) -> None:
+        """Flush and close logs and coordinator state. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        self.purgatory.clear()
+        try:
+            try:
+                self.markers.close()
+            except Exception:
+                log.exception("cannot complete the transactions decided last")
+            try:
+                # Snapshots first: they describe the logs as the clean close leaves them.
+                self.producers.close()
+            except Exception:
+                log.exception("cannot snapshot the producer states; the next start replays")
+            try:
+                self.scram.close()
+            except Exception:
+                log.exception("cannot close the SCRAM credential journal")
+            try:
+                self.share_groups.close()
+            except Exception:
+                log.exception("cannot close the share-group journal")
+            if self.authorizer is not None:
+                try:
+                    self.authorizer.close()
+                except Exception:
+                    log.exception("cannot close the ACL journal")
+            try:
+                self.quotas.close()
+            except Exception:
+                log.exception("cannot close the client quota journal")
+            try:
+                self.tokens.close()
+            except Exception:
+                log.exception("cannot close the delegation-token journal")
+            try:
+                self.features.close()
+            except Exception:
+                log.exception("cannot close the feature journal")
+            try:
+                self.telemetry.close()
+            except Exception:
+                log.exception("cannot close the client-metrics journal")
+            try:
+                self.shares.close()
+            except Exception:
+                log.exception("cannot close the share-state journal")
+            try:
+                self.txn.close()
+            finally:
+                self.groups.store.close()
+        finally:
+            self.logs.close()

@@ -1,0 +1,155 @@
+"""The broker in a cluster: what the cluster's parts call back into the core for.
+
+Rules: a coordinator's state batches go to this broker's partition of an
+internal topic (``__consumer_offsets``, ``__transaction_state``) through the
+producer states, like any write, and count as appended for the replicas; a
+change of leadership answers the requests parked on the partition at once and
+loads or drops the groups or transactions it coordinates; a replica moved away
+keeps its log, empty. On one node, ``min.insync.replicas`` is checked against
+an ISR of this broker alone.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+
+from trafka.codec.errors import ErrorCode
+from trafka.codec.records import blob_next_offset
+
+from ..cluster.controller import coordinator_partition
+from ..cluster.view import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
+from ..errors import OffsetStoreError, UnknownTopicOrPartitionError
+from ..groups.replicated_offsets import ReplicatedOffsetStore
+from ..handlers.k01_fetch import HIGH_WATERMARK_WAKES
+from ..storage.node_meta import (
+    ClusterProducerIds,
+    write_meta,
+)
+from .base import BrokerParts
+
+__all__ = ["ClusterHost"]
+
+log = logging.getLogger("trafka.brokerlite")
+
+
+class ClusterHost(BrokerParts):
+    """The cluster-mode glue (a mixin of :class:`Broker`)."""
+
+    def _min_insync_replicas(self, topic: str) -> int:
+        """A topic's ``min.insync.replicas``: its override, else the broker's default."""
+        if self.cluster is not None:
+            return self.cluster.min_insync_replicas(topic, self.config.min_insync_replicas)
+        info = self.logs.topic(topic)
+        text = None if info is None else info.configs.get("min.insync.replicas")
+        return self.config.min_insync_replicas if text is None else int(text)
+
+    def check_min_isr(self, topic: str, partition: int) -> ErrorCode:
+        """NOT_ENOUGH_REPLICAS when an ``acks=all`` produce to a partition led here
+        must be refused before the append (fewer in-sync replicas than the topic's
+        ``min.insync.replicas``), NONE otherwise."""
+        if self.cluster is not None:
+            return self.cluster.replicas.check_min_isr(topic, partition)
+        # One node: every partition's ISR is this broker alone.
+        if self._min_insync_replicas(topic) > 1:
+            return ErrorCode.NOT_ENOUGH_REPLICAS
+        return ErrorCode.NONE
+
+    def _offsets_partition(self, group: str) -> int | None:
+        cluster = self.cluster
+        if cluster is None:
+            return None
+        assignment = cluster.image.topics.get(OFFSETS_TOPIC)
+        if assignment is None:
+            return None
+        return coordinator_partition(group, assignment.num_partitions)
+
+    def _append_internal(self, topic: str, partition: int, batch: bytes) -> None:
+        """Append a coordinator's state batch to an internal topic's partition here
+        (its leader): ``__consumer_offsets`` or ``__transaction_state``."""
+        assert self.cluster is not None
+        result = self.producers.produce(
+            topic,
+            partition,
+            batch,
+            transactional_id=None,
+            verify=self.verify_transactional,
+            now_ms=self._now_ms,
+        )
+        if result.error is not ErrorCode.NONE:
+            raise OffsetStoreError(result.message or result.error.name)
+        self.notify_append(topic, partition, len(batch))
+        self.cluster.replicas.appended(topic, partition)
+
+    def _read_partition(self, topic: str, partition: int) -> Iterable[bytes]:
+        """A partition's whole log here, in chunks (a coordinator replaying its state)."""
+        plog = self.logs.partition(topic, partition)
+        offset, end = plog.log_start_offset, plog.log_end_offset
+        while offset < end:
+            read = plog.read(offset, 1 << 20)
+            if not read.size:
+                return
+            data = read.tobytes()
+            yield data
+            nxt = blob_next_offset(data)
+            if nxt is None or nxt <= offset:
+                return
+            offset = nxt
+
+    def _leadership_changed(self, topic: str, partition: int, leads: bool, now_ms: int) -> None:
+        """This broker started or stopped leading a partition. Requests parked on it
+        (acks=all produces, fetches) are answered now, not at their timeouts; as the
+        coordinator of the groups a ``__consumer_offsets`` partition holds, load or
+        drop them."""
+        if not leads:
+            self._wake_parked(topic, partition)
+        if topic == TRANSACTION_STATE_TOPIC and self.cluster_txn is not None:
+            self.cluster_txn.leadership_changed(partition, leads)
+            return
+        store = self.groups.store
+        if topic != OFFSETS_TOPIC or not isinstance(store, ReplicatedOffsetStore):
+            return
+        if leads:
+            try:
+                loaded = store.load_partition(partition)
+            except OffsetStoreError:
+                log.exception("cannot load the groups of %s-%d", topic, partition)
+                return
+            self.groups.load_groups(loaded, now_ms)
+            if loaded:
+                log.info("coordinating %d group(s) of %s-%d", len(loaded), topic, partition)
+        else:
+            self.groups.unload_groups(store.unload_partition(partition))
+
+    def _replica_removed(self, topic: str, partition: int) -> None:
+        """A reassignment moved this partition away: drop its records here (the
+        log stays, empty, as every broker keeps one for every partition)."""
+        try:
+            plog = self.logs.partition(topic, partition)
+        except UnknownTopicOrPartitionError:
+            return  # the topic is gone altogether
+        plog.truncate_fully_and_start_at(0)
+        self.producers.forget(topic, partition)
+        log.info("%s-%d: replica moved away; its records here are dropped", topic, partition)
+
+    def _wake_parked(self, topic: str, partition: int) -> None:
+        """Wake every request parked on a partition (its high watermark moved, or its
+        leadership was lost): consumers' long polls and acks=all produces read afresh;
+        decided transactions whose decision it replicated send their markers."""
+        self.notify_append(topic, partition, HIGH_WATERMARK_WAKES)
+        if topic == TRANSACTION_STATE_TOPIC and self.cluster_txn is not None:
+            self.cluster_txn.on_ready()
+
+    def adopt_cluster_id(self, cluster_id: str) -> None:
+        """Take the id of the cluster this (new) data directory is joining."""
+        write_meta(self.data_dir / "meta.properties", cluster_id, self.config.node_id)
+        self.cluster_id = cluster_id
+
+    def use_cluster_producer_ids(self, ids: ClusterProducerIds) -> None:
+        """Hand out producer ids from the cluster's blocks (cluster mode)."""
+        self._producer_ids = ids
+
+    def wake(self, ticket: int) -> None:
+        """Complete a parked request at the next :meth:`poll` (its waiter decides
+        the answer): the cluster driver's way to say its work for it is done."""
+        self.purgatory.wake(ticket)

@@ -1,0 +1,375 @@
+"""Answering a request: admission, routing to its handler, quotas, replication waits.
+
+Rules (the broker core's, see ``broker/__init__.py``): one frame in, exactly one
+outcome out, never an exception for bad input; an API whose feature is not
+finalized is refused before anything else; deferred transaction markers are
+written before the next request is handled; in a cluster, a group or
+transaction request for a coordinator elsewhere is answered NOT_COORDINATOR,
+and a coordinator's answer waits until what it wrote is replicated. A request
+over its client quotas is answered with its throttle time (KIP-219), a Fetch
+capped to what the quota allows.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from typing import Any, cast
+
+from trafka.codec.errors import ErrorCode
+from trafka.codec.messages.headers import RequestHeader
+from trafka.codec.protocol import api
+
+from ..cluster.view import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
+from ..errors import UnknownTopicOrPartitionError
+from ..features import SHARE_VERSION
+from ..handlers import HANDLERS
+from ..handlers._base import BrokerPort, HandlerSpec, RequestContext
+from ..handlers.k01_fetch import FetchPlan
+from ..intake import (
+    Admitted,
+    admit,
+)
+from ..outcomes import Close, NoResponse, Outcome, Parked, Reply
+from ..quotas import (
+    CONSUMER_BYTE_RATE,
+    PRODUCER_BYTE_RATE,
+)
+from ..security.authorizer import (
+    host_of,
+)
+from ..session import ConnectionSession
+from .base import BrokerParts
+from .cluster_host import ClusterHost
+from .connections import Connections
+
+__all__ = ["FETCH_KEY", "Dispatch"]
+
+log = logging.getLogger("trafka.brokerlite")
+
+_PRODUCE = 0
+FETCH_KEY = 1
+# Never throttled: the SASL exchange (Kafka does not throttle authentication).
+_QUOTA_EXEMPT = frozenset({17, 36})
+_OFFSET_COMMIT = 8
+# How long a coordinator's answer waits for its records to replicate (Kafka's
+# offsets.commit.timeout.ms; its transaction-state appends wait about as long).
+_REPLICATION_WAIT_MS = 5000
+# Group APIs (by a single group_id) that only the group's coordinator answers in
+# cluster mode: OffsetCommit, OffsetFetch, JoinGroup, Heartbeat, LeaveGroup,
+# SyncGroup, TxnOffsetCommit, OffsetDelete, ConsumerGroupHeartbeat.
+_GROUP_KEYED = frozenset({8, 9, 11, 12, 13, 14, 28, 47, 68})
+_TXN_OFFSET_COMMIT = 28
+# Transaction APIs that only the transactional id's coordinator answers in cluster
+# mode, once what they wrote is replicated: InitProducerId (with an id),
+# AddPartitionsToTxn, AddOffsetsToTxn, EndTxn.
+_TXN_KEYED = frozenset({22, 24, 25, 26})
+
+
+class Dispatch(Connections, ClusterHost):
+    """Answering requests (a mixin of :class:`Broker`)."""
+
+    def handle_frame(self, conn_id: int, frame: bytes | memoryview, now_ms: int) -> Outcome:
+        """Decode one request frame (without its size prefix) and handle it.
+
+        Never raises for bad input: malformed frames, unknown API keys and
+        versions that cannot be answered become :class:`Close`. On a SASL
+        listener, before the connection has authenticated, other requests than
+        ApiVersions, SaslHandshake and SaslAuthenticate are a :class:`Close`, and
+        after a v0 SaslHandshake ``frame`` is a bare SASL token, answered by a
+        :class:`SaslToken` (or a :class:`Close` when authentication fails).
+        """
+        session = self.session(conn_id)
+        admitted = admit(session, frame, now_ms, self.config)
+        if not isinstance(admitted, Admitted):
+            return admitted
+        header, body = admitted
+        if self.quotas.active and header.request_api_key not in _QUOTA_EXEMPT:
+            return self._handle_within_quotas(session, header, body, now_ms, len(frame))
+        return self._handle(session, header, body, now_ms)
+
+    def handle(self, conn_id: int, header: RequestHeader, body: Any, now_ms: int) -> Outcome:
+        """Handle one decoded request of a served API and version.
+
+        Trusts its caller: no SASL authentication check (:meth:`handle_frame`
+        makes it).
+
+        Raises:
+            KeyError: the API key has no handler (use :meth:`handle_frame` for
+                untrusted input).
+        """
+        return self._handle(self.session(conn_id), header, body, now_ms)
+
+    def _handle(
+        self, session: ConnectionSession, header: RequestHeader, body: Any, now_ms: int
+    ) -> Outcome:
+        self._now_ms = now_ms
+        spec = HANDLERS[header.request_api_key]
+        if spec.feature is not None and (
+            self.features.level(spec.feature) < 1
+            # Share groups are not cluster-aware yet: in cluster mode they are
+            # answered as by a Kafka whose share.version is not finalized.
+            or (self.cluster is not None and spec.feature == SHARE_VERSION)
+        ):
+            # Kafka answers an API whose feature is not finalized (level 0) with
+            # UNSUPPORTED_VERSION before anything else, authorization included.
+            return Reply(
+                header.correlation_id,
+                spec.api_key,
+                header.request_api_version,
+                spec.refusal(body, header.request_api_version, ErrorCode.UNSUPPORTED_VERSION),
+            )
+        if self.markers.pending:
+            # Markers of a transaction answered just before: no request may see it half done.
+            self.markers.run_deferred(now_ms)
+        elsewhere: list[str] = []  # groups of a batched OffsetFetch coordinated elsewhere
+        if self.cluster is not None and spec.api_key in _GROUP_KEYED:
+            batched = list(getattr(body, "groups", None) or ())
+            groups = [g.group_id for g in batched] or [getattr(body, "group_id", "")]
+            elsewhere = [g for g in groups if g and self.cluster.coordinator(g) != self.node_id]
+            if elsewhere and len(elsewhere) == len(groups):
+                # Kafka's answer from a broker that does not coordinate the group: the
+                # client looks the coordinator up again (FindCoordinator).
+                return Reply(
+                    header.correlation_id,
+                    spec.api_key,
+                    header.request_api_version,
+                    spec.refusal(body, header.request_api_version, ErrorCode.NOT_COORDINATOR),
+                )
+            if elsewhere:
+                # OffsetFetch v8+: the groups coordinated here are answered, each of
+                # the others gets NOT_COORDINATOR of its own.
+                body = dataclasses.replace(
+                    body, groups=[g for g in batched if g.group_id not in elsewhere]
+                )
+        tids: list[str] = []
+        if self.cluster_txn is not None and spec.api_key in _TXN_KEYED:
+            tids = _transactional_ids(spec.api_key, header.request_api_version, body)
+            if not all(self.cluster_txn.owns(t) for t in tids):
+                return Reply(
+                    header.correlation_id,
+                    spec.api_key,
+                    header.request_api_version,
+                    spec.refusal(body, header.request_api_version, ErrorCode.NOT_COORDINATOR),
+                )
+        # The Broker this mixin is part of is the handlers' port.
+        ctx = RequestContext(cast(BrokerPort, self), session, header, now_ms)
+        try:
+            result = spec.handle(ctx, body)
+        except Exception:
+            log.exception(
+                "internal error handling %s v%d from %s (client %r)",
+                api(spec.api_key).name,
+                header.request_api_version,
+                session.peer,
+                header.client_id,
+            )
+            return self._internal_error(spec, header, body)
+        if isinstance(result, Reply | NoResponse | Parked | Close):
+            return result
+        if elsewhere and hasattr(result, "groups"):
+            group_type = type(result).OffsetFetchResponseGroup
+            result = dataclasses.replace(
+                result,
+                groups=[
+                    *result.groups,
+                    *(
+                        group_type(group_id=g, error_code=ErrorCode.NOT_COORDINATOR)
+                        for g in elsewhere
+                    ),
+                ],
+            )
+        waiter: _Replicated | None = None
+        if self.cluster is not None and spec.api_key in (_OFFSET_COMMIT, _TXN_OFFSET_COMMIT):
+            # Kafka's offsets.commit.required.acks=-1.
+            partition = self._offsets_partition(getattr(body, "group_id", ""))
+            waiter = self._replicated(
+                spec, header, body, result, OFFSETS_TOPIC, partition, ErrorCode.REQUEST_TIMED_OUT
+            )
+        elif tids and self.cluster_txn is not None:
+            partition = self.cluster_txn.state_partition(tids[0])
+            waiter = self._replicated(
+                spec,
+                header,
+                body,
+                result,
+                TRANSACTION_STATE_TOPIC,
+                partition,
+                ErrorCode.COORDINATOR_NOT_AVAILABLE,
+            )
+        if waiter is not None:
+            return ctx.park(waiter)
+        return Reply(header.correlation_id, spec.api_key, header.request_api_version, result)
+
+    def _replicated(
+        self,
+        spec: HandlerSpec,
+        header: RequestHeader,
+        body: Any,
+        answer: Any,
+        topic: str,
+        partition: int | None,
+        timed_out: ErrorCode,
+    ) -> _Replicated | None:
+        """A coordinator's answer is sent once what it wrote is on every in-sync
+        replica of its partition (the group's ``__consumer_offsets`` or the
+        transactional id's ``__transaction_state`` partition): a waiter when it
+        is not yet. A lost leadership answers NOT_COORDINATOR, a timeout
+        ``timed_out``."""
+        if partition is None:
+            return None
+        try:
+            plog = self.logs.partition(topic, partition)
+        except UnknownTopicOrPartitionError:
+            return None
+        if plog.high_watermark >= plog.log_end_offset:
+            return None
+        return _Replicated(
+            self,
+            topic,
+            partition,
+            plog.log_end_offset,
+            answer,
+            spec.refusal(body, header.request_api_version, timed_out),
+            spec.refusal(body, header.request_api_version, ErrorCode.NOT_COORDINATOR),
+            self._now_ms + _REPLICATION_WAIT_MS,
+        )
+
+    # -- client quotas -------------------------------------------------------------
+
+    def connection_throttle(self, peer: str, now_ms: int) -> int:
+        """Count a new connection from ``peer`` (``host:port``) against its IP's
+        ``connection_creation_rate``; 0 when within it, else how long the driver
+        holds the connection, unread, before closing it (KIP-612)."""
+        if not self.quotas.connections_active:
+            return 0
+        return self.quotas.connection_throttle(host_of(peer), now_ms)
+
+    def _handle_within_quotas(
+        self, session: ConnectionSession, header: RequestHeader, body: Any, now_ms: int, size: int
+    ) -> Outcome:
+        """:meth:`handle`, with the request measured against the connection's quotas
+        (:mod:`.quotas`) and its answer throttled when it goes over one."""
+        quotas = self.quotas
+        user, client_id = session.quota_user, header.client_id or ""
+        key = header.request_api_key
+        if key == FETCH_KEY:
+            # Kafka's cap: no more in one answer than the quota allows in its windows.
+            cap = quotas.max_fetch_bytes(user, client_id)
+            if cap is not None and cap < body.max_bytes:
+                body = dataclasses.replace(body, max_bytes=max(cap, 1))
+        started = time.perf_counter_ns()
+        outcome = self._handle(session, header, body, now_ms)
+        throttle = 0
+        if not isinstance(outcome, NoResponse):  # Kafka exempts acks=0 Produce
+            throttle = quotas.record_request_time(
+                user, client_id, time.perf_counter_ns() - started, now_ms
+            )
+        if key == _PRODUCE:
+            throttle = max(
+                throttle, quotas.record(PRODUCER_BYTE_RATE, user, client_id, size, now_ms)
+            )
+        if isinstance(outcome, Reply):
+            return self._throttled(session, client_id, outcome, throttle, now_ms)
+        if isinstance(outcome, Parked):
+            entry = self.purgatory.get(outcome.ticket)
+            if entry is not None:
+                entry.throttle_ms = throttle
+        elif isinstance(outcome, NoResponse) and throttle:
+            return NoResponse(throttle_ms=throttle)
+        return outcome
+
+    def _throttled(
+        self, session: ConnectionSession, client_id: str, reply: Reply, throttle: int, now_ms: int
+    ) -> Reply:
+        """``reply`` with the throttle time of its request (and a Fetch's bytes
+        counted against ``consumer_byte_rate``); unchanged when not throttled."""
+        body = reply.body
+        if reply.api_key == FETCH_KEY and isinstance(body, FetchPlan):
+            user = session.quota_user
+            size = body.records_size
+            quotas = self.quotas
+            throttle = max(
+                throttle, quotas.record(CONSUMER_BYTE_RATE, user, client_id, size, now_ms)
+            )
+            if throttle:
+                # As Kafka: the bytes are not sent, so they do not count, and the
+                # client is told to come back after the throttle time.
+                quotas.unrecord(CONSUMER_BYTE_RATE, user, client_id, size, now_ms)
+                body = body.throttled()
+        # A handler's own throttle (the controller mutation quota) counts too.
+        throttle = max(throttle, getattr(body, "throttle_time_ms", 0))
+        if not throttle:
+            return reply
+        if hasattr(body, "throttle_time_ms"):
+            body = dataclasses.replace(body, throttle_time_ms=throttle)
+        return Reply(
+            reply.correlation_id,
+            reply.api_key,
+            reply.api_version,
+            body,
+            throttle_ms=throttle,
+        )
+
+    def _internal_error(self, spec: HandlerSpec, header: RequestHeader, body: Any) -> Outcome:
+        version = header.request_api_version
+        if spec.error_response is None:
+            return Close("internal error", header.client_id)
+        try:
+            err = spec.error_response(body, version, ErrorCode.UNKNOWN_SERVER_ERROR)
+        except Exception:
+            log.exception("cannot build an error response")
+            return Close("internal error", header.client_id)
+        return Reply(header.correlation_id, spec.api_key, version, err)
+
+
+class _Replicated:
+    """A coordinator's answer waiting for its records to reach the ISR (cluster mode)."""
+
+    def __init__(
+        self,
+        broker: BrokerParts,
+        topic: str,
+        partition: int,
+        required: int,
+        answer: Any,
+        timed_out: Any,
+        moved: Any,
+        deadline_ms: int,
+    ) -> None:
+        self._broker = broker
+        self._topic = topic
+        self._partition = partition
+        self._required = required
+        self._answer = answer
+        self._timed_out = timed_out
+        self._moved = moved
+        self.deadline_ms = deadline_ms
+        self.watches = frozenset({(topic, partition)})
+
+    def _outcome(self) -> Any | None:
+        cluster = self._broker.cluster
+        assert cluster is not None
+        replica = cluster.replicas.replica(self._topic, self._partition)
+        if replica is None or replica.leader != self._broker.node_id:
+            return self._moved
+        plog = self._broker.logs.partition(self._topic, self._partition)
+        return self._answer if plog.high_watermark >= self._required else None
+
+    def on_append(self, topic: str, partition: int, nbytes: int) -> bool:
+        return self._outcome() is not None
+
+    def complete(self, now_ms: int) -> Any:
+        outcome = self._outcome()
+        return self._timed_out if outcome is None else outcome
+
+
+def _transactional_ids(api_key: int, version: int, body: Any) -> list[str]:
+    """The transactional ids a transaction request (``_TXN_KEYED``) is about."""
+    if api_key == 24:
+        if version >= 4:
+            return [t.transactional_id for t in body.transactions]
+        return [body.v3_and_below_transactional_id]
+    tid = body.transactional_id
+    return [] if tid is None else [tid]

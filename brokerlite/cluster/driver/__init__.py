@@ -1,0 +1,453 @@
+"""The cluster driver: ZooKeeper (through kazoo) and the replica fetchers around the
+sans-IO broker core. What is decided lives in :mod:`.controller`,
+:mod:`.replica_manager` and :mod:`.view`; this module only moves data.
+
+Rules and invariants:
+
+* Joining: the broker connects to ZooKeeper before it serves, checks that the
+  cluster id in ZooKeeper is the one in its data directory (a data directory of
+  another cluster is refused with :class:`ClusterSetupError`; a new cluster
+  takes the data directory's id), and registers ``/brokers/ids/N`` as an
+  ephemeral znode (a live broker of the same id is refused). Its session's
+  end (a crash, ``kill -9``, a network split longer than the session timeout)
+  removes the registration: that is how the controller learns a broker died.
+* Reading: every watch that fires, and every 5 s in any case, makes one
+  complete reading of the cluster's znodes (brokers, controller, topics,
+  partition states, topic configs, pending deletions), with the watches set
+  again, handed to the core as one :class:`~.view.ClusterImage`. Watch
+  events that arrive during a reading cause one more reading after it.
+* Controller: every broker tries to create the ephemeral ``/controller``; the
+  one that does bumps ``/controller_epoch`` (a conditional write: of two
+  brokers that think they won, one fails) and acts as controller until its
+  session ends. It plans after every reading (:func:`~.controller.plan_leadership`)
+  and writes each partition state in a ZooKeeper transaction that also checks
+  the controller epoch znode's version: a controller that lost its office
+  cannot write, and gives the office up when it sees that.
+* Topic changes asked by requests (``ZkTask``) are written here; the request
+  is answered when the cluster's reading shows their outcome (a created topic's
+  partitions all have leaders) or its timeout passes.
+* ZooKeeper unreachable: the broker keeps serving the partitions it leads with
+  the last image (kazoo reconnects by itself); what needs ZooKeeper (topic
+  changes, ISR changes, elections) waits or fails with a timeout. A session
+  that expired meanwhile is replaced, and the broker registers again.
+* Replica fetchers: one task per leader this broker follows partitions of,
+  over one connection, speaking Kafka's Fetch (``replica_id`` set) and
+  OffsetForLeaderEpoch. A follower first reconciles its log with the leader's
+  (truncating to the end of the last epoch both share), then fetches from its
+  log end, appends exactly the leader's batches, and takes the leader's high
+  watermark. It only ever touches the core from the trio thread.
+* Stopping closes the ZooKeeper session (the registration goes at once, so
+  the controller moves leadership away without waiting for a timeout).
+
+The package: this module joins, runs the tasks (reader, ticker, task runner,
+replica fetchers) and stops; its duties are mixins over the parts declared in
+``base.py``, because they share one ZooKeeper session and one view:
+``reading.py`` (one reading of the cluster), ``controller_duties.py`` (the
+controller's writes) and ``topic_tasks.py`` (the topic changes requests ask
+for). kazoo is reached from this package alone.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+import trio
+
+from ...broker import Broker
+from ...clock import now_ms
+from ...config import BrokerConfig
+from ...errors import (
+    ClusterSetupError,
+)
+from ...storage.node_meta import ClusterProducerIds
+from ...transactions.marker_sender import MarkerSender
+from ..replica_fetcher import ReplicaFetcher
+from ..view import ClusterImage
+from ..zk_layout import (
+    ADMIN_DELETE_TOPICS,
+    BROKER_IDS,
+    BROKER_TOPICS,
+    CLUSTER_ID,
+    CONFIG_TOPICS,
+    BrokerRegistration,
+    broker_path,
+    decode_cluster_id,
+    encode_broker,
+    encode_cluster_id,
+    encode_partition_state,
+    partition_state_path,
+)
+from .controller_duties import ControllerDuties
+from .topic_tasks import TopicTasks
+
+__all__ = ["ClusterDriver"]
+
+log = logging.getLogger("trafka.brokerlite.cluster")
+
+_REFRESH_EVERY_S = 5.0
+_TICK_S = 0.5
+_HW_CHECKPOINT_S = 5.0
+
+
+class ClusterDriver(ControllerDuties, TopicTasks):
+    """Runs a broker as a member of a ZooKeeper-coordinated cluster (see the module rules).
+
+    Args:
+        broker: the broker core (``broker.cluster`` set: ``config.cluster_mode``).
+        config: its settings.
+        kick: called after the driver changed the core's state, so that the server
+            delivers what became ready (parked requests) and re-plans its timers.
+    """
+
+    def __init__(self, broker: Broker, config: BrokerConfig, kick: Callable[[], None]) -> None:
+        from kazoo.client import KazooClient
+
+        assert broker.cluster is not None and config.zookeeper_connect is not None
+        self.broker = broker
+        self.view = broker.cluster
+        self.config = config
+        self.node_id = config.node_id
+        self._kick = kick
+        self._session_timeout_s = config.zookeeper_session_timeout_ms / 1000
+        self.zk = KazooClient(
+            hosts=config.zookeeper_connect,
+            timeout=self._session_timeout_s,
+            connection_retry={"max_tries": -1, "delay": 0.1, "max_delay": 1.0},
+        )
+        self._token: trio.lowlevel.TrioToken | None = None
+        self._changed = trio.Event()
+        self._image_event = trio.Event()
+        self._tasks_event = trio.Event()
+        self._session_lost = False
+        self._controller_epoch = -1  # ours while we are the controller
+        self._controller_epoch_version = -1
+        self._fetchers: dict[int, trio.CancelScope] = {}
+        self._nursery: trio.Nursery | None = None
+        self._closed = False
+        self._pid_next = 0
+        self._pid_end = -1  # the producer id block handed to this broker (inclusive)
+        self.view.on_task = self._on_task
+        self._producer_ids = ClusterProducerIds(self._want_producer_ids)
+        broker.use_cluster_producer_ids(self._producer_ids)
+
+    # -- joining ----------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Connect to ZooKeeper and register (before the broker serves).
+
+        Raises:
+            ClusterSetupError: ZooKeeper unreachable, another cluster's data
+                directory, or the node id taken by a live broker.
+        """
+        self._token = trio.lowlevel.current_trio_token()
+        await trio.to_thread.run_sync(self._join)
+        self.zk.add_listener(self._on_state)
+
+    def _join(self) -> None:
+        from kazoo.exceptions import NodeExistsError
+
+        timeout = (
+            self.config.zookeeper_connection_timeout_ms or self.config.zookeeper_session_timeout_ms
+        ) / 1000
+        try:
+            self.zk.start(timeout=timeout)
+        except Exception as exc:
+            self.zk.stop()
+            self.zk.close()
+            raise ClusterSetupError(
+                f"cannot reach ZooKeeper at {self.config.zookeeper_connect} "
+                f"within {timeout:g} s: {exc}"
+            ) from None
+        for path in (BROKER_IDS, BROKER_TOPICS, CONFIG_TOPICS, ADMIN_DELETE_TOPICS):
+            self.zk.ensure_path(path)
+        self._check_cluster_id()
+        # A broker restarted within its session timeout finds its previous session's
+        # registration still there: wait for that session to expire. A live broker
+        # with the same id keeps its registration, and this one gives up.
+        patience = time.monotonic() + self._session_timeout_s + 2.0
+        waited = False
+        while True:
+            try:
+                self._register()
+                break
+            except NodeExistsError:
+                if time.monotonic() >= patience:
+                    self.zk.stop()
+                    self.zk.close()
+                    raise ClusterSetupError(
+                        f"broker id {self.node_id} is already registered in ZooKeeper by a "
+                        f"live broker ({broker_path(self.node_id)}): give each broker its own "
+                        "node.id"
+                    ) from None
+                if not waited:
+                    waited = True
+                    log.info(
+                        "broker id %d is still registered (a previous run's session?): waiting "
+                        "up to %g s for it to expire",
+                        self.node_id,
+                        self._session_timeout_s,
+                    )
+                time.sleep(0.2)
+        self.view.zookeeper_connected = True
+        self._producer_ids.add_block(*self._reserve_producer_ids())
+
+    def _check_cluster_id(self) -> None:
+        from kazoo.exceptions import NodeExistsError
+
+        mine = self.broker.cluster_id
+        try:
+            self.zk.create(CLUSTER_ID, encode_cluster_id(mine), makepath=True)
+            log.info("created cluster %s in ZooKeeper", mine)
+            return
+        except NodeExistsError:
+            pass
+        data, _ = self.zk.get(CLUSTER_ID)
+        theirs = decode_cluster_id(data)
+        if theirs != mine:
+            if self._data_dir_is_new():
+                self.broker.adopt_cluster_id(theirs)
+                return
+            self.zk.stop()
+            self.zk.close()
+            raise ClusterSetupError(
+                f"the data directory {self.config.data_dir} belongs to cluster {mine}, but "
+                f"ZooKeeper at {self.config.zookeeper_connect} holds cluster {theirs}: "
+                "refusing to join (use this cluster's data directory, or a new one)"
+            )
+
+    def _data_dir_is_new(self) -> bool:
+        return self.broker.fresh_data_dir and self.config.cluster_id is None
+
+    def _register(self) -> None:
+        host, port = self.broker.advertised
+        registration = BrokerRegistration(
+            self.node_id, host, port, self.config.security_protocol, None
+        )
+        self.zk.create(
+            broker_path(self.node_id),
+            encode_broker(registration, now_ms()),
+            ephemeral=True,
+            makepath=True,
+        )
+        log.info("broker %d registered in ZooKeeper as %s:%d", self.node_id, host, port)
+
+    def _on_state(self, state: str) -> None:
+        # kazoo's thread: only note it and wake the trio side.
+        from kazoo.protocol.states import KazooState
+
+        if self._closed:
+            return
+        if state == KazooState.LOST:
+            self._session_lost = True
+            log.warning("ZooKeeper session lost; the broker serves on with what it knows")
+        elif state == KazooState.SUSPENDED:
+            log.warning("ZooKeeper connection suspended; reconnecting")
+        self._notify()
+
+    def _want_producer_ids(self) -> None:
+        self.view.submit("producer_ids", quiet=True)
+
+    def _on_task(self) -> None:
+        self._tasks_event.set()
+
+    # -- running ------------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """The driver's tasks; runs until cancelled."""
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            nursery.start_soon(self._reader)
+            nursery.start_soon(self._ticker)
+            nursery.start_soon(self._task_runner)
+            nursery.start_soon(MarkerSender(self.broker, self._kick).run)
+            self._changed.set()
+
+    async def controlled_shutdown(self) -> None:
+        """Move this broker's leadership away before it stops (Kafka's controlled
+        shutdown, ``controlled.shutdown.enable``): it deregisters while it still
+        serves, so the controller elects other leaders from the ISRs, and waits
+        (at most ``controlled_shutdown_timeout_ms``) until no partition it leads
+        has another live in-sync replica that could lead instead. Clients meet
+        NOT_LEADER_OR_FOLLOWER (with the new leader, KIP-951) meanwhile, not a
+        closed connection."""
+        if not self.config.controlled_shutdown_enable or not self.zk.connected or self._closed:
+            return
+        from kazoo.exceptions import NoNodeError
+
+        started = trio.current_time()
+        try:
+            await trio.to_thread.run_sync(self.zk.delete, broker_path(self.node_id))
+        except NoNodeError:
+            pass
+        except Exception as exc:
+            log.warning("controlled shutdown: cannot deregister: %s", exc)
+            return
+        self._changed.set()
+        with trio.move_on_after(self.config.controlled_shutdown_timeout_ms / 1000):
+            while self._still_leading():
+                event = self._image_event
+                with trio.move_on_after(0.5):
+                    await event.wait()
+        left = self._still_leading()
+        log.info(
+            "controlled shutdown of broker %d: leadership moved in %.2f s%s",
+            self.node_id,
+            trio.current_time() - started,
+            f"; still leading {len(left)} partition(s) no other in-sync replica can take"
+            if left
+            else "",
+        )
+
+    def _still_leading(self) -> list[tuple[str, int]]:
+        """Partitions this broker leads that another live in-sync replica could lead."""
+        image = self.view.image
+        me = self.node_id
+        return [
+            key
+            for key, state in image.states.items()
+            if state.leader == me and any(r != me and r in image.brokers for r in state.isr)
+        ]
+
+    def close(self) -> None:
+        """Leave the cluster: end the ZooKeeper session (registration and controller
+        office go at once)."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self.zk.stop()
+            self.zk.close()
+        except Exception:
+            log.exception("closing the ZooKeeper session failed")
+
+    async def _reader(self) -> None:
+        while True:
+            with trio.move_on_after(_REFRESH_EVERY_S):
+                await self._changed.wait()
+            self._changed = trio.Event()
+            if not self.zk.connected:
+                self.view.zookeeper_connected = False
+                continue
+            try:
+                image = await trio.to_thread.run_sync(self._read_and_act)
+            except Exception as exc:
+                log.warning("reading the cluster from ZooKeeper failed: %s", exc)
+                await trio.sleep(0.2)
+                self._changed.set()
+                continue
+            self.view.zookeeper_connected = True
+            try:
+                self.view.apply(image, now_ms())
+            except Exception:
+                log.exception("applying the cluster's metadata failed")
+            self._sync_fetchers()
+            self._kick()
+            event, self._image_event = self._image_event, trio.Event()
+            event.set()
+
+    def _read_and_act(self) -> ClusterImage:
+        """One reading (see the module rules); as controller, act on it and read again."""
+        from kazoo.exceptions import NodeExistsError
+
+        if self._session_lost and self.zk.connected:
+            # A new session: the old one's ephemeral znodes are gone.
+            self._session_lost = False
+            self._controller_epoch = -1
+            try:
+                self._register()
+            except NodeExistsError:
+                pass
+        image = self._read()
+        if image.controller_id < 0:
+            self._elect()
+            image = self._read()
+        elif image.controller_id != self.node_id and self._controller_epoch >= 0:
+            log.info("broker %d is no longer the controller", self.node_id)
+            self._controller_epoch = -1
+        acting = image.controller_id == self.node_id and self._controller_epoch >= 0
+        if acting and self._control(image):
+            image = self._read()
+        return image
+
+    # -- periodic work ---------------------------------------------------------------------------
+
+    async def _ticker(self) -> None:
+        next_rebalance = trio.current_time() + self.config.leader_imbalance_check_interval_seconds
+        next_checkpoint = trio.current_time() + _HW_CHECKPOINT_S
+        while True:
+            await trio.sleep(_TICK_S)
+            if trio.current_time() >= next_checkpoint:
+                # Kafka's replica.high.watermark.checkpoint.interval.ms: a restarted
+                # replica starts from about where its high watermark was.
+                next_checkpoint = trio.current_time() + _HW_CHECKPOINT_S
+                try:
+                    self.broker.logs.checkpoint_high_watermarks()
+                except Exception as exc:
+                    log.warning("cannot checkpoint high watermarks: %s", exc)
+            replicas = self.view.replicas
+            replicas.tick(now_ms())
+            writes = replicas.take_isr_writes()
+            if writes and self.zk.connected:
+                failed = await trio.to_thread.run_sync(self._write_isrs, writes)
+                for w in failed:
+                    replicas.isr_write_failed(w.topic, w.partition)
+            elif writes:
+                for w in writes:
+                    replicas.isr_write_failed(w.topic, w.partition)
+            if (
+                self.config.auto_leader_rebalance_enable
+                and self._controller_epoch >= 0
+                and trio.current_time() >= next_rebalance
+            ):
+                next_rebalance = (
+                    trio.current_time() + self.config.leader_imbalance_check_interval_seconds
+                )
+                await trio.to_thread.run_sync(self._elect_preferred, None)
+            # A fetcher that ended (its leader had nothing left to serve) while
+            # partitions still follow that leader starts again.
+            self._sync_fetchers()
+
+    def _write_isrs(self, writes: list[Any]) -> list[Any]:
+        """A leader's ISR changes (conditional on the state's version); the failed ones."""
+        from kazoo.exceptions import BadVersionError, NoNodeError
+
+        failed = []
+        for w in writes:
+            try:
+                self.zk.set(
+                    partition_state_path(w.topic, w.partition),
+                    encode_partition_state(w.state),
+                    version=w.expected_version,
+                )
+                log.info(
+                    "%s-%d: ISR now %s (%s)", w.topic, w.partition, list(w.state.isr), w.reason
+                )
+            except (BadVersionError, NoNodeError):
+                failed.append(w)
+            except Exception as exc:
+                log.warning("%s-%d: ISR write failed: %s", w.topic, w.partition, exc)
+                failed.append(w)
+        return failed
+
+    # -- replica fetchers -------------------------------------------------------------------------
+
+    def _sync_fetchers(self) -> None:
+        nursery = self._nursery
+        if nursery is None:
+            return
+        for leader in {f.leader for f in self.view.replicas.follower_fetches()}:
+            if leader not in self._fetchers:
+                scope = trio.CancelScope()
+                self._fetchers[leader] = scope
+                nursery.start_soon(self._fetch_from, leader, scope)
+
+    async def _fetch_from(self, leader: int, scope: trio.CancelScope) -> None:
+        try:
+            with scope:
+                await ReplicaFetcher(self.broker, leader).run()
+        finally:
+            if self._fetchers.get(leader) is scope:
+                del self._fetchers[leader]

@@ -1,0 +1,251 @@
+"""The controller's writes: taking the office, elections, reassignments, deletions.
+
+The decisions are ``cluster/controller.py``'s (I/O-free); here they are
+written. Rules: the office is the ephemeral ``/controller`` plus a conditional
+bump of ``/controller_epoch``; every partition-state write is a ZooKeeper
+transaction that also checks the controller epoch znode's version, so a
+controller that lost its office cannot write, and resigns when it sees that.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from ...clock import now_ms
+from ..controller import (
+    StateWrite,
+    plan_leadership,
+    plan_preferred,
+    plan_reassignments,
+    plan_unclean,
+)
+from ..view import ClusterImage
+from ..zk_layout import (
+    ADMIN_DELETE_TOPICS,
+    CONTROLLER,
+    CONTROLLER_EPOCH,
+    PREFERRED_REPLICA_ELECTION,
+    PartitionState,
+    TopicAssignment,
+    ZkDataError,
+    decode_controller,
+    decode_controller_epoch,
+    decode_topic,
+    encode_controller,
+    encode_partition_state,
+    encode_topic,
+    partition_state_path,
+    topic_config_path,
+    topic_path,
+)
+from .reading import Reading
+
+__all__ = ["ControllerDuties"]
+
+log = logging.getLogger("trafka.brokerlite.cluster")
+
+
+class ControllerDuties(Reading):
+    """The controller's writes (a mixin of :class:`ClusterDriver`)."""
+
+    def _elect(self) -> None:
+        from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+
+        try:
+            self.zk.create(CONTROLLER, encode_controller(self.node_id, now_ms()), ephemeral=True)
+        except NodeExistsError:
+            return
+        while True:
+            try:
+                data, stat = self.zk.get(CONTROLLER_EPOCH)
+                epoch = decode_controller_epoch(data) + 1
+                stat = self.zk.set(CONTROLLER_EPOCH, str(epoch).encode(), version=stat.version)
+            except NoNodeError:
+                epoch = 1
+                try:
+                    self.zk.create(CONTROLLER_EPOCH, b"1")
+                except NodeExistsError:
+                    continue
+                stat = self.zk.exists(CONTROLLER_EPOCH)
+            except BadVersionError:
+                continue
+            break
+        self._controller_epoch = epoch
+        self._controller_epoch_version = stat.version
+        log.info("broker %d is the controller (epoch %d)", self.node_id, epoch)
+
+    def _control(self, image: ClusterImage) -> bool:
+        """Plan and write what the cluster needs; True when something was written."""
+        wrote = self._delete_topics(image)
+        cfg = self.config
+        writes = plan_leadership(
+            image.topics,
+            image.states,
+            image.brokers.keys(),
+            controller_epoch=self._controller_epoch,
+            unclean=lambda t: self.view.unclean_election(t, cfg.unclean_leader_election_enable),
+            skip=image.deleting,
+        )
+        if image.election is not None:
+            writes += self._elections(image)
+        busy = {(w.topic, w.partition) for w in writes}
+        for write in writes:
+            if self._write_state(write.topic, write.partition, write.state, write.expected_version):
+                wrote = True
+                log.info(
+                    "controller: %s-%d leader %d epoch %d ISR %s (%s)",
+                    write.topic,
+                    write.partition,
+                    write.state.leader,
+                    write.state.leader_epoch,
+                    list(write.state.isr),
+                    write.reason,
+                )
+            if self._controller_epoch < 0:
+                break
+        if self._controller_epoch >= 0:
+            wrote = self._complete_reassignments(image, busy) or wrote
+        return wrote
+
+    def _complete_reassignments(self, image: ClusterImage, busy: set[tuple[str, int]]) -> bool:
+        """Finish the reassignments whose target replicas are all in sync: the new
+        leadership and ISR first, then the assignment without the leaving replicas."""
+        from kazoo.exceptions import BadVersionError, NoNodeError
+
+        wrote = False
+        for done in plan_reassignments(
+            image.topics,
+            image.states,
+            image.brokers.keys(),
+            controller_epoch=self._controller_epoch,
+        ):
+            if (done.topic, done.partition) in busy:
+                continue
+            w = done.write
+            if not self._write_state(w.topic, w.partition, w.state, w.expected_version):
+                continue
+            try:
+                data, stat = self.zk.get(topic_path(done.topic))
+                current = decode_topic(done.topic, data)
+                replicas = dict(current.replicas)
+                replicas[done.partition] = done.target
+                adding = {p: r for p, r in current.adding.items() if p != done.partition}
+                removing = {p: r for p, r in current.removing.items() if p != done.partition}
+                self.zk.set(
+                    topic_path(done.topic),
+                    encode_topic(
+                        TopicAssignment(done.topic, current.topic_id, replicas, adding, removing)
+                    ),
+                    version=stat.version,
+                )
+            except (BadVersionError, NoNodeError):
+                continue  # changed meanwhile: the next reading plans again
+            wrote = True
+            log.info(
+                "controller: %s-%d reassigned to %s (leader %d, epoch %d)",
+                done.topic,
+                done.partition,
+                list(done.target),
+                w.state.leader,
+                w.state.leader_epoch,
+            )
+        return wrote
+
+    def _write_state(
+        self, topic: str, partition: int, state: PartitionState, expected_version: int
+    ) -> bool:
+        """Write a partition state as controller, fenced by the controller epoch."""
+        from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+
+        path = partition_state_path(topic, partition)
+        if expected_version < 0:
+            self.zk.ensure_path(path.rsplit("/", 1)[0])
+        txn = self.zk.transaction()
+        txn.check(CONTROLLER_EPOCH, self._controller_epoch_version)
+        data = encode_partition_state(state)
+        if expected_version < 0:
+            txn.create(path, data)
+        else:
+            txn.set_data(path, data, version=expected_version)
+        results = txn.commit()
+        if isinstance(results[0], BadVersionError | NoNodeError):
+            log.warning(
+                "broker %d: controller epoch %d was superseded; giving up the controller role",
+                self.node_id,
+                self._controller_epoch,
+            )
+            self._resign()
+            return False
+        if isinstance(results[1], BadVersionError | NodeExistsError | NoNodeError):
+            return False  # changed meanwhile: the next reading plans again
+        if isinstance(results[1], Exception):
+            raise results[1]
+        return True
+
+    def _elections(self, image: ClusterImage) -> list[StateWrite]:
+        """The writes of the election asked for in ``/admin/preferred_replica_election``
+        (which is removed: an election is carried out once, as Kafka's controller does)."""
+        from kazoo.exceptions import NoNodeError
+
+        assert image.election is not None
+        wanted, unclean = image.election
+        plan = plan_unclean if unclean else plan_preferred
+        writes = plan(
+            image.topics,
+            image.states,
+            image.brokers.keys(),
+            controller_epoch=self._controller_epoch,
+            partitions=set(wanted),
+        )
+        try:
+            self.zk.delete(PREFERRED_REPLICA_ELECTION)
+        except NoNodeError:
+            pass
+        return writes
+
+    def _resign(self) -> None:
+        """Stop acting as controller and free the office (an election follows: this
+        broker may win it again, with a new epoch)."""
+        from kazoo.exceptions import NoNodeError
+
+        self._controller_epoch = -1
+        try:
+            data, stat = self.zk.get(CONTROLLER)
+            if decode_controller(data) == self.node_id:
+                self.zk.delete(CONTROLLER, version=stat.version)
+        except (NoNodeError, ZkDataError):
+            pass
+        except Exception as exc:
+            log.warning("cannot free the controller office: %s", exc)
+
+    def _delete_topics(self, image: ClusterImage) -> bool:
+        from kazoo.exceptions import NoNodeError
+
+        wrote = False
+        for name in image.deleting:
+            for path in (topic_path(name), topic_config_path(name)):
+                try:
+                    self.zk.delete(path, recursive=True)
+                except NoNodeError:
+                    pass
+            try:
+                self.zk.delete(f"{ADMIN_DELETE_TOPICS}/{name}")
+            except NoNodeError:
+                pass
+            log.info("controller: deleted topic %r", name)
+            wrote = True
+        return wrote
+
+    def _elect_preferred(self, partitions: set[tuple[str, int]] | None) -> None:
+        if self._controller_epoch < 0:
+            return
+        image = self._read()
+        for write in plan_preferred(
+            image.topics,
+            image.states,
+            image.brokers.keys(),
+            controller_epoch=self._controller_epoch,
+            partitions=partitions,
+        ):
+            if self._write_state(write.topic, write.partition, write.state, write.expected_version):
+                log.info("controller: %s-%d: %s", write.topic, write.partition, write.reason)

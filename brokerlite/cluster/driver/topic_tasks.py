@@ -1,0 +1,372 @@
+"""Topic changes that requests ask for, written to ZooKeeper by the driver.
+
+Rules: a request's change (CreateTopics, CreatePartitions, DeleteTopics,
+AlterPartitionReassignments, ElectLeaders, topic configs) arrives as a
+:class:`~trafka.brokerlite.cluster.view.ZkTask`; it is written here and
+answered once a reading of the cluster shows its outcome (a created topic's
+partitions all have leaders), or when its timeout passes. Writes that race a
+concurrent change fail with an error the client may retry.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import trio
+
+from trafka.codec.errors import ErrorCode
+
+from ...errors import (
+    BrokerError,
+    InvalidReplicaAssignmentError,
+    InvalidReplicationFactorError,
+    TopicExistsError,
+    UnknownTopicOrPartitionError,
+    ZooKeeperUnavailableError,
+)
+from ...storage.topics import check_topic_collision, new_topic_id, validate_topic_name
+from ..controller import (
+    AssignmentError,
+    assign_replicas,
+    check_assignment,
+    plan_moves,
+)
+from ..view import INTERNAL_TOPICS, TRANSACTION_STATE_TOPIC, ZkTask
+from ..zk_layout import (
+    ADMIN_DELETE_TOPICS,
+    BROKER_TOPICS,
+    CONFIG_TOPICS,
+    PREFERRED_REPLICA_ELECTION,
+    PRODUCER_ID_BLOCK,
+    TopicAssignment,
+    decode_producer_id_block,
+    decode_topic,
+    encode_election,
+    encode_producer_id_block,
+    encode_topic,
+    encode_topic_config,
+    topic_config_path,
+    topic_path,
+)
+from .base import DriverParts
+
+__all__ = ["TopicTasks"]
+
+log = logging.getLogger("trafka.brokerlite.cluster")
+
+# Producer ids a broker takes from ZooKeeper at a time.
+_PRODUCER_ID_BLOCK_SIZE = 1000
+
+
+class TopicTasks(DriverParts):
+    """Topic changes asked by requests (a mixin of :class:`ClusterDriver`)."""
+
+    async def _task_runner(self) -> None:
+        while True:
+            await self._tasks_event.wait()
+            self._tasks_event = trio.Event()
+            for task in self.view.take_tasks():
+                if self._nursery is not None:
+                    self._nursery.start_soon(self._carry_out, task)
+
+    async def _carry_out(self, task: ZkTask) -> None:
+        deadline = trio.current_time() + task.args.get("timeout_ms", 30_000) / 1000
+        try:
+            if not self.zk.connected:
+                raise ZooKeeperUnavailableError(
+                    f"ZooKeeper at {self.config.zookeeper_connect} is not reachable: the "
+                    "cluster's metadata cannot change until it is back"
+                )
+            if task.kind == "create_topic":
+                try:
+                    await trio.to_thread.run_sync(self._create_topic, task.args)
+                except TopicExistsError:
+                    if not task.args.get("if_missing"):
+                        raise
+                    # (An internal topic another request is creating: wait for it too.)
+                await self._wait_image(deadline, lambda: self._has_leaders(task.args["name"]))
+            elif task.kind == "delete_topic":
+                await trio.to_thread.run_sync(self._mark_deleted, task.args["name"])
+                await self._wait_image(
+                    deadline, lambda: task.args["name"] not in self.view.image.topics
+                )
+            elif task.kind == "create_partitions":
+                await trio.to_thread.run_sync(self._create_partitions, task.args)
+                if not task.args.get("validate_only"):
+                    # The image has the topic's old partitions (with leaders) until
+                    # it reads the new assignment: wait for the new count.
+                    await self._wait_image(
+                        deadline,
+                        lambda: self._has_leaders(task.args["name"], task.args["total"]),
+                    )
+            elif task.kind == "set_topic_config":
+                name, configs = task.args["name"], task.args["configs"]
+                await trio.to_thread.run_sync(self._set_topic_config, name, configs)
+                await self._wait_image(
+                    deadline, lambda: dict(self.view.image.configs.get(name, {})) == configs
+                )
+            elif task.kind == "reassign":
+                await trio.to_thread.run_sync(self._reassign, task.args)
+            elif task.kind == "elect_leaders":
+                await self._ask_election(task, deadline)
+            elif task.kind == "producer_ids":
+                block = await trio.to_thread.run_sync(self._reserve_producer_ids)
+                self._producer_ids.add_block(*block)
+            else:
+                raise BrokerError(f"unknown cluster task {task.kind!r}")
+        except BrokerError as exc:
+            if not task.args.get("quiet"):
+                log.info("cluster task %s failed: %s", task.kind, exc)
+            self.view.finish(task, exc)
+        except Exception as exc:
+            log.exception("cluster task %s failed", task.kind)
+            self.view.finish(task, BrokerError(f"{task.kind} failed: {exc}"))
+        else:
+            self.view.finish(task)
+        self._kick()
+
+    async def _ask_election(self, task: ZkTask, deadline: float) -> None:
+        """Write the election for the controller (once any earlier one is done), then
+        wait until it has been carried out (the controller removes the znode)."""
+        from kazoo.exceptions import NodeExistsError
+
+        data = encode_election(task.args["partitions"], unclean=task.args["unclean"])
+        while True:
+            try:
+                await trio.to_thread.run_sync(
+                    lambda: self.zk.create(PREFERRED_REPLICA_ELECTION, data, makepath=True)
+                )
+                break
+            except NodeExistsError:
+                if trio.current_time() >= deadline:
+                    raise BrokerError("another leader election is still under way") from None
+                await trio.sleep(0.05)
+        await trio.sleep(0)  # the watch's reading comes next; wait until it shows it done
+        self._changed.set()
+        await self._wait_image(
+            deadline,
+            lambda: (
+                self.view.image.election is None and not self._still_asked(task.args["partitions"])
+            ),
+        )
+
+    def _still_asked(self, partitions: list[tuple[str, int]]) -> bool:
+        """Whether the latest image may predate the controller's election: a partition
+        named whose preferred replica is live and in the ISR but does not lead."""
+        view = self.view
+        for topic, partition in partitions:
+            replicas = view.replicas_of(topic, partition)
+            state = view.state(topic, partition)
+            if not replicas or state is None:
+                continue
+            preferred = replicas[0]
+            if (
+                preferred in view.image.brokers
+                and preferred in state.isr
+                and state.leader != preferred
+            ):
+                return True
+        return False
+
+    async def _wait_image(self, deadline: float, done: Callable[[], bool]) -> None:
+        self._changed.set()
+        while not done():
+            event = self._image_event
+            with trio.move_on_at(deadline):
+                await event.wait()
+            if trio.current_time() >= deadline and not done():
+                return  # answered as it stands (Kafka's CreateTopics does the same)
+
+    def _has_leaders(self, name: str, partitions: int = 1) -> bool:
+        """Whether the image has topic ``name`` with at least ``partitions``
+        partitions, each with a leader."""
+        image = self.view.image
+        assignment = image.topics.get(name)
+        if assignment is None or assignment.num_partitions < partitions:
+            return False
+        return all(self.view.leader(name, p) >= 0 for p in assignment.replicas)
+
+    def _create_topic(self, args: dict[str, Any]) -> None:
+        from kazoo.exceptions import NodeExistsError
+
+        name: str = args["name"]
+        validate_topic_name(name)
+        live = sorted(self.view.image.brokers) or [self.node_id]
+        assignment = self._assignment(args, live)
+        if self.zk.exists(topic_path(name)) is not None:
+            raise TopicExistsError(f"topic {name!r} already exists")
+        check_topic_collision(name, self.zk.get_children(BROKER_TOPICS))
+        if args.get("validate_only"):
+            return
+        configs = {k: v for k, v in (args.get("configs") or {}).items() if v is not None}
+        self.zk.ensure_path(CONFIG_TOPICS)
+        txn = self.zk.transaction()
+        txn.create(topic_config_path(name), encode_topic_config(configs))
+        txn.create(
+            topic_path(name), encode_topic(TopicAssignment(name, new_topic_id(), assignment))
+        )
+        results = txn.commit()
+        if any(isinstance(r, NodeExistsError) for r in results):
+            raise TopicExistsError(f"topic {name!r} already exists")
+        for r in results:
+            if isinstance(r, Exception):
+                raise BrokerError(f"cannot write topic {name!r} to ZooKeeper: {r}")
+        log.info(
+            "created topic %r: %d partition(s), replicas %s",
+            name,
+            len(assignment),
+            {p: list(r) for p, r in assignment.items()},
+        )
+
+    def _assignment(self, args: dict[str, Any], live: list[int]) -> dict[int, tuple[int, ...]]:
+        explicit: dict[int, list[int]] | None = args.get("assignments")
+        if explicit:
+            try:
+                return check_assignment(explicit, live)
+            except AssignmentError as exc:
+                raise InvalidReplicaAssignmentError(str(exc)) from None
+        count = args.get("num_partitions", -1)
+        if count == -1:
+            count = self.config.num_partitions
+        factor = args.get("replication_factor", -1)
+        if factor == -1:
+            factor = self.config.default_replication_factor
+            if args["name"] == TRANSACTION_STATE_TOPIC:
+                factor = min(self.config.transaction_state_log_replication_factor, len(live))
+            elif args["name"] in INTERNAL_TOPICS:
+                factor = min(self.config.offsets_topic_replication_factor, len(live))
+        try:
+            return assign_replicas(live, count, factor)
+        except AssignmentError as exc:
+            raise InvalidReplicationFactorError(str(exc)) from None
+
+    def _reassign(self, args: dict[str, Any]) -> None:
+        """Start (or cancel, for a None target) partition reassignments: rewrite each
+        topic's assignment with KIP-455's adding and removing replicas; the controller
+        completes them. Each partition's outcome goes to ``args["outcomes"]``."""
+        from kazoo.exceptions import BadVersionError, NoNodeError
+
+        moves: dict[tuple[str, int], list[int] | None] = args["moves"]
+        outcomes: dict[tuple[str, int], tuple[ErrorCode, str | None]] = args["outcomes"]
+        by_topic: dict[str, dict[int, list[int] | None]] = {}
+        for (topic, partition), target in moves.items():
+            by_topic.setdefault(topic, {})[partition] = target
+        for topic, wanted in by_topic.items():
+            for _attempt in range(10):
+                try:
+                    data, stat = self.zk.get(topic_path(topic))
+                except NoNodeError:
+                    for partition in wanted:
+                        outcomes[(topic, partition)] = (
+                            ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                            f"no topic named {topic!r}",
+                        )
+                    break
+                current = decode_topic(topic, data)
+                changed, results = plan_moves(current, wanted)
+                outcomes.update({(topic, p): r for p, r in results.items()})
+                try:
+                    self.zk.set(topic_path(topic), encode_topic(changed), version=stat.version)
+                    break
+                except BadVersionError:
+                    continue  # the controller changed it meanwhile: plan again
+            else:
+                for partition in wanted:
+                    outcomes[(topic, partition)] = (
+                        ErrorCode.REQUEST_TIMED_OUT,
+                        f"topic {topic!r} kept changing; try again",
+                    )
+        log.info("reassignments asked: %s", {f"{t}-{p}": r for (t, p), r in moves.items()})
+
+    def _set_topic_config(self, name: str, configs: dict[str, str]) -> None:
+        """Write a topic's config overrides (every broker applies them from there)."""
+        from kazoo.exceptions import NoNodeError
+
+        if self.zk.exists(topic_path(name)) is None:
+            raise UnknownTopicOrPartitionError(f"unknown topic {name!r}")
+        data = encode_topic_config(configs)
+        try:
+            self.zk.set(topic_config_path(name), data)
+        except NoNodeError:
+            self.zk.create(topic_config_path(name), data, makepath=True)
+        log.info("topic %r configs now %s", name, configs)
+
+    def _mark_deleted(self, name: str) -> None:
+        from kazoo.exceptions import NodeExistsError
+
+        if self.zk.exists(topic_path(name)) is None:
+            raise UnknownTopicOrPartitionError(f"unknown topic {name!r}")
+        try:
+            self.zk.create(f"{ADMIN_DELETE_TOPICS}/{name}", b"", makepath=True)
+        except NodeExistsError:
+            pass
+
+    def _create_partitions(self, args: dict[str, Any]) -> None:
+        from kazoo.exceptions import BadVersionError
+
+        name: str = args["name"]
+        total: int = args["total"]
+        data, stat = self.zk.get(topic_path(name))
+        current = decode_topic(name, data)
+        live = sorted(self.view.image.brokers)
+        factor = len(current.replicas[0])
+        explicit = args.get("assignments")
+        if explicit:
+            try:
+                added = check_assignment(
+                    {current.num_partitions + i: a for i, a in enumerate(explicit)}, live, factor
+                )
+            except AssignmentError as exc:
+                raise InvalidReplicaAssignmentError(str(exc)) from None
+        else:
+            try:
+                added = assign_replicas(
+                    live,
+                    total - current.num_partitions,
+                    factor,
+                    first_partition=current.num_partitions,
+                )
+            except AssignmentError as exc:
+                raise InvalidReplicationFactorError(str(exc)) from None
+        if args.get("validate_only"):
+            return
+        replicas = {**current.replicas, **added}
+        try:
+            self.zk.set(
+                topic_path(name),
+                encode_topic(TopicAssignment(name, current.topic_id, replicas)),
+                version=stat.version,
+            )
+        except BadVersionError:
+            raise BrokerError(f"topic {name!r} changed meanwhile; try again") from None
+
+    def _reserve_producer_ids(self) -> tuple[int, int]:
+        """Take the next block of producer ids from ZooKeeper (unique cluster-wide)."""
+        from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+
+        while True:
+            try:
+                data, stat = self.zk.get(PRODUCER_ID_BLOCK)
+                _, end = decode_producer_id_block(data)
+                start = end + 1
+                self.zk.set(
+                    PRODUCER_ID_BLOCK,
+                    encode_producer_id_block(
+                        self.node_id, start, start + _PRODUCER_ID_BLOCK_SIZE - 1
+                    ),
+                    version=stat.version,
+                )
+            except NoNodeError:
+                start = 0
+                try:
+                    self.zk.create(
+                        PRODUCER_ID_BLOCK,
+                        encode_producer_id_block(self.node_id, 0, _PRODUCER_ID_BLOCK_SIZE - 1),
+                    )
+                except NodeExistsError:
+                    continue
+            except BadVersionError:
+                continue
+            return start, start + _PRODUCER_ID_BLOCK_SIZE - 1
