@@ -71,6 +71,9 @@ _QUEUE_BYTES = (
 _LOGGING = (
     "trafka logs through Python's logging (logger 'trafka.sdk'): set levels and handlers there"
 )
+_METRIC_WINDOW = (
+    "trafka's windowed metrics (rates, -avg, -max) use Java's defaults: 2 samples of 30 s"
+)
 _NO_VERSION_GUESS = (
     "trafka always asks each broker for its API versions (ApiVersions) and never "
     "guesses them: remove it"
@@ -93,6 +96,11 @@ _NOT_TAKEN = {
     "statistics.interval.ms": "call statistics() on the client, or serve metrics with "
     "metrics.listen",
     "throttle_cb": "broker throttling is counted in statistics()",
+    "metrics.num.samples": _METRIC_WINDOW,
+    "metrics.sample.window.ms": _METRIC_WINDOW,
+    "metrics.recording.level": "trafka keeps all of its metrics, none per record: remove it",
+    "metric.reporters": "serve the client's metrics with metrics.listen (Prometheus), "
+    "or read statistics()",
     "oauth_cb": "give sasl_oauth_token_provider (see trafka.sdk.oauth for what it returns)",
     "logger": _LOGGING,
     "log_level": _LOGGING,

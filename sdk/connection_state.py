@@ -442,7 +442,7 @@ class ConnectionState:
         corr = self._peek_id()
         parts = self._framer.parts(api_key, version, corr, body)
         self._next_id = (corr + 1) & 0x7FFFFFFF
-        self.stats.sent(api_key, sum(map(len, parts)))
+        self.stats.sent(api_key, sum(map(len, parts)), now)
         if expect_response:
             self._in_flight.append(InFlight(corr, api_key, version, now + timeout, cookie, now))
         return corr, parts
@@ -485,7 +485,7 @@ class ConnectionState:
         """
         if self._broken is not None:
             raise self._broken
-        self.stats.bytes_received += len(data)
+        self.stats.received(len(data), now)
         try:
             frames = self._reader.take(data)
         except DecodeError as exc:
@@ -523,14 +523,14 @@ class ConnectionState:
         if head.api_key == 18 and self.api_versions is None:
             response = self._on_api_versions(frame, head, now)
             self._in_flight.popleft()
-            self.stats.answered(18, None if now is None else now - head.sent_at)
+            self.stats.answered(18, None if now is None else now - head.sent_at, now)
             return response
         try:
             body = decode_response_frame(frame, head.api_key, head.api_version)
         except (DecodeError, UnsupportedVersionError) as exc:
             raise self._break(f"undecodable response: {exc}") from None
         self._in_flight.popleft()
-        self.stats.answered(head.api_key, None if now is None else now - head.sent_at)
+        self.stats.answered(head.api_key, None if now is None else now - head.sent_at, now)
         # The only cost per response when nobody is throttled: a read and a compare.
         if getattr(body, "throttle_time_ms", 0) > 0:
             self._throttled(head.api_key, head.api_version, body.throttle_time_ms, now)

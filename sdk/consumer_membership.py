@@ -203,6 +203,7 @@ class ConsumerMembership(Membership):
 
     def on_response(self, request: GroupRequest, version: int, body: Any, now: float) -> None:
         if request.kind is Kind.CONSUMER_HEARTBEAT:
+            self._measure(request, body.error_code, now)
             self._on_consumer_heartbeat(request, body, now)
         else:
             super().on_response(request, version, body, now)
@@ -211,6 +212,7 @@ class ConsumerMembership(Membership):
         if request.kind is not Kind.CONSUMER_HEARTBEAT:
             super().on_failure(request, error, now)
             return
+        self._measure(request, None, now)
         if request.generation < 0:
             return  # a leave: gone either way
         self._hb_in_flight = False

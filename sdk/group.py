@@ -34,7 +34,7 @@ import anyio.abc
 
 from trafka.codec import KafkaError, TrafkaError
 
-from ._util import sleep_until
+from ._util import loop_clock, sleep_until
 from .calls import Calls, again_if_transient
 from .config import ConsumerConfig
 from .consumer_membership import ConsumerMembership
@@ -67,7 +67,7 @@ from .membership import (
     Output,
     Revoke,
 )
-from .statistics import GroupStatistics
+from .statistics import GroupStatistics, coordinator_statistics
 from .transport import BrokerConnection, Cluster
 
 if TYPE_CHECKING:
@@ -237,6 +237,8 @@ class GroupDriver:
         self.cluster.on_change.append(self.wake)
         self._commits = 0
         self._commit_failures = 0
+        # The loop's clock, callable from anywhere: statistics() may be read off the loop.
+        self._clock = loop_clock()
 
     # -- state, for the consumer and tests ---------------------------------------------------
 
@@ -266,6 +268,14 @@ class GroupDriver:
             rebalance_latency_avg_ms=latency.total / latency.count * 1000 if latency.count else 0.0,
             rebalance_latency_max_ms=latency.max * 1000,
             rebalance_latency_total_ms=latency.total * 1000,
+            coordinator=coordinator_statistics(
+                machine.metrics,
+                latency.window,
+                latency.total,
+                latency.ended,
+                len(machine.owned),
+                self._clock(),
+            ),
         )
 
     # -- inputs from the consumer -----------------------------------------------------------
@@ -391,6 +401,7 @@ class GroupDriver:
         try:
             conn = await self.cluster.coordinator_connection(request.coordinator)
             version = conn.version_for(request.api_key)
+            machine.sending(request, anyio.current_time())
             body = await conn.request(
                 request.api_key, request.build(version), timeout=request.timeout
             )

@@ -61,6 +61,10 @@ Rules and invariants:
 * Rebalance latency (:class:`RebalanceLatency`, Java's ``rebalance-latency``):
   from the first JoinGroup of a rebalance, retries included, to its successful
   SyncGroup.
+* Coordinator metrics (:class:`~trafka.sdk.statistics.CoordinatorCounters`,
+  Java's ``consumer-coordinator-metrics``): the driver reports each request it
+  sends (:meth:`Membership.sending`, with its clock); the answer or failure
+  measures the round trip, before the answer changes any state.
 """
 
 from __future__ import annotations
@@ -101,7 +105,7 @@ from .group_protocol import (
     read_offset_commit,
     sync_group_request,
 )
-from .statistics import Interval
+from .statistics import CoordinatorCounters, Interval, Windowed
 
 __all__ = [
     "Assign",
@@ -249,9 +253,14 @@ class RebalanceLatency(Interval):
     """How long the member's rebalances took (seconds), as Java's consumer
     coordinator measures its ``rebalance-latency``: :meth:`start` at the first
     step of a rebalance (later calls do nothing until it ends), :meth:`end` once
-    the member has its new assignment, which adds the time taken."""
+    the member has its new assignment, which adds the time taken. ``window``
+    holds each completed rebalance's latency for Java's windowed
+    ``rebalance-latency-avg``/``-max`` and ``rebalance-rate-per-hour``;
+    ``ended`` is when the last one ended (None before)."""
 
     started: float | None = None
+    ended: float | None = None
+    window: Windowed = dataclasses.field(default_factory=Windowed)
 
     def start(self, now: float) -> None:
         if self.started is None:
@@ -263,6 +272,8 @@ class RebalanceLatency(Interval):
         took = max(0.0, now - self.started)
         self.started = None
         self.add(took)
+        self.window.record(now, took)
+        self.ended = now
 
 
 @dataclasses.dataclass(slots=True, eq=False)
@@ -297,6 +308,7 @@ class Membership:
         self._assigned_generation = -1
         self.rebalances = 0
         self.rebalance_latency = RebalanceLatency()
+        self.metrics = CoordinatorCounters()
         self.fatal: BaseException | None = None
         self.coordinator: tuple[int, str, int] | None = None
         self._events: deque[Output] = deque()
@@ -466,9 +478,40 @@ class Membership:
 
     # -- responses ----------------------------------------------------------------------------
 
+    def sending(self, request: GroupRequest, now: float) -> None:
+        """The driver sends ``request`` now (for the coordinator metrics)."""
+        heartbeat = request.kind in (Kind.HEARTBEAT, Kind.CONSUMER_HEARTBEAT)
+        self.metrics.sending(request, now, heartbeat and request.generation >= 0)
+
+    def _measure(self, request: GroupRequest, code: int | None, now: float) -> None:
+        """Java's coordinator sensors for ``request``'s answer (``code``: its
+        error code) or failure (``code`` None), read before it changes the state."""
+        took = self.metrics.took(request, now)
+        kind = request.kind
+        metrics = self.metrics
+        if kind in (Kind.JOIN, Kind.SYNC):
+            phase = Phase.JOINING if kind is Kind.JOIN else Phase.SYNCING
+            if self.phase is not phase or not self._current(request):
+                return
+            if code == 0:
+                if took is not None:
+                    (metrics.join if kind is Kind.JOIN else metrics.sync).record(now, took)
+            else:
+                # As Java, whose join future fails then: MEMBER_ID_REQUIRED (KIP-394)
+                # included, so a new member's first join counts one.
+                metrics.failed_rebalances.record(now)
+        elif code is not None and took is not None:
+            if kind is Kind.OFFSET_COMMIT:
+                metrics.commit.record(now, took)
+            elif kind is Kind.HEARTBEAT or (
+                kind is Kind.CONSUMER_HEARTBEAT and request.generation >= 0
+            ):
+                metrics.heartbeat.record(now, took)
+
     def on_response(self, request: GroupRequest, version: int, body: Any, now: float) -> None:
         """The response to ``request`` (decoded at ``version``)."""
         kind = request.kind
+        self._measure(request, getattr(body, "error_code", 0), now)
         if kind is Kind.FIND_COORDINATOR:
             self._on_find(version, body, now)
         elif kind is Kind.OFFSET_COMMIT:
@@ -484,6 +527,7 @@ class Membership:
     def on_failure(self, request: GroupRequest, error: BaseException, now: float) -> None:
         """``request`` got no response (connection lost, timeout, no common version)."""
         kind = request.kind
+        self._measure(request, None, now)
         if kind is Kind.FIND_COORDINATOR:
             self._finding = False
             self._find_retry(now)

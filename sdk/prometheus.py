@@ -26,13 +26,33 @@ metric                                                          from
 ``kafka_consumer_consumer_fetch_manager_metrics_bytes_consumed_total``    record bytes fetched
 ``kafka_consumer_consumer_fetch_manager_metrics_records_lag_max``         the largest lag now
 ``kafka_consumer_consumer_fetch_manager_metrics_records_lag``             per ``topic``, ``partition``
-``kafka_<client>_<client>_node_metrics_request_latency_avg`` / ``_max``   per ``node_id``, ms
 ``kafka_<client>_<client>_node_metrics_request_total``                    per ``node_id``
+``kafka_<client>_<client>_node_metrics_response_total``                   per ``node_id``
+``kafka_<client>_<client>_node_metrics_outgoing_byte_total`` / ``incoming``  per ``node_id``
+``kafka_<client>_<client>_node_metrics_request_rate`` / ``response_rate``  per second, windowed
+``kafka_<client>_<client>_node_metrics_outgoing_byte_rate`` / ``incoming``  per second, windowed
+``kafka_<client>_<client>_node_metrics_request_size_avg`` / ``_max``       bytes, windowed
+``kafka_<client>_<client>_node_metrics_request_latency_avg`` / ``_max``    ms, windowed
 ``kafka_<client>_<client>_node_metrics_connection_count``                 connections up now
+``kafka_consumer_consumer_coordinator_metrics_*``                         Java's
+                                                                          ``consumer-coordinator-metrics``
+                                                                          (with a ``group.id``)
 ==============================================================  =====================================
 
 (``<client>``: ``producer``, ``consumer``, ``share_consumer`` or ``admin``.)
-Every series carries ``client_id``.
+Every series carries ``client_id``; the node series carry ``node_id`` as Java
+tags them, ``node-<id>`` (``node--1`` for the first bootstrap address). The
+coordinator series are the attributes of
+:class:`~trafka.sdk.statistics.CoordinatorStatistics`: ``commit_latency_avg``
+/ ``_max``, ``commit_rate``, ``commit_total``, ``join_time_avg`` / ``_max``,
+``join_rate``, ``join_total``, the same for ``sync``, ``heartbeat_rate``,
+``heartbeat_total``, ``heartbeat_response_time_max``,
+``last_heartbeat_seconds_ago``, ``rebalance_latency_avg`` / ``_max`` /
+``_total``, ``rebalance_total``, ``rebalance_rate_per_hour``,
+``failed_rebalance_total``, ``failed_rebalance_rate_per_hour``,
+``last_rebalance_seconds_ago`` and ``assigned_partitions``. "Windowed" is
+Java's: two samples of 30 s (:class:`~trafka.sdk.statistics.Windowed`); an
+average or maximum with nothing in the window is NaN, as Java's.
 
 Rules: the HTTP exchange is one request per connection (head at most 8 KiB,
 within 5 s), on the client's own task group (asyncio or trio, through anyio);
@@ -41,6 +61,7 @@ within 5 s), on the client's own task group (asyncio or trio, through anyio);
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from typing import Any
 
@@ -117,34 +138,11 @@ class ClientCollector:
                     lags.append(p.lag)
             yield lag
             yield gauge(f"{base}_records_lag_max", "The largest lag now.", max(lags, default=0))
-        nodes = f"kafka_{kind}_{kind}_node_metrics"
-        latency_avg = GaugeMetricFamily(
-            f"{nodes}_request_latency_avg", "Request latency (ms), average.",
-            labels=["client_id", "node_id"],
-        )  # fmt: skip
-        latency_max = GaugeMetricFamily(
-            f"{nodes}_request_latency_max", "Request latency (ms), maximum.",
-            labels=["client_id", "node_id"],
-        )  # fmt: skip
-        requests = CounterMetricFamily(
-            f"{nodes}_request", "Requests sent.", labels=["client_id", "node_id"]
-        )
-        connected = 0
-        for node_id, broker in sorted(stats.brokers.items()):
-            connected += int(broker.connected)
-            requests.add_metric([cid, str(node_id)], broker.requests_sent)
-            latencies = [a for a in broker.apis.values() if a.latency_avg_ms is not None]
-            if latencies:
-                answered = sum(a.responses for a in latencies) or 1
-                avg = sum(a.latency_avg_ms * a.responses for a in latencies) / answered
-                latency_avg.add_metric([cid, str(node_id)], avg)
-                latency_max.add_metric(
-                    [cid, str(node_id)], max(a.latency_max_ms or 0.0 for a in latencies)
-                )
-        yield latency_avg
-        yield latency_max
-        yield requests
-        yield gauge(f"{nodes}_connection_count", "Connections to brokers up now.", connected)
+        yield from _node_families(kind, cid, stats.brokers)
+        group = getattr(stats, "group", None)
+        coordinator = getattr(group, "coordinator", None)
+        if kind == "consumer" and coordinator is not None:
+            yield from _coordinator_families(cid, coordinator)
 
     def ready(self) -> bool:
         return any(b.connected for b in self.client.statistics().brokers.values())
@@ -195,3 +193,77 @@ async def serve_client_metrics(
         client.metrics_address = bound
         task_status.started(bound)
         await listener.serve(exchange)
+
+
+# Java's node metrics from a broker's snapshot: (name, help, BrokerStatistics attribute).
+_NODE_TOTALS = (
+    ("request", "Requests sent.", "requests_sent"),
+    ("response", "Responses received.", "responses_received"),
+    ("outgoing_byte", "Bytes sent.", "bytes_sent"),
+    ("incoming_byte", "Bytes received.", "bytes_received"),
+)
+# (name, help, NodeWindowStatistics attribute), over the window.
+_NODE_WINDOWED = (
+    ("request_rate", "Requests sent per second.", "request_rate"),
+    ("response_rate", "Responses received per second.", "response_rate"),
+    ("outgoing_byte_rate", "Bytes sent per second.", "outgoing_byte_rate"),
+    ("incoming_byte_rate", "Bytes received per second.", "incoming_byte_rate"),
+    ("request_size_avg", "Bytes per request, average.", "request_size_avg"),
+    ("request_size_max", "Bytes per request, maximum.", "request_size_max"),
+    ("request_latency_avg", "Request latency (ms), average.", "request_latency_avg_ms"),
+    ("request_latency_max", "Request latency (ms), maximum.", "request_latency_max_ms"),
+)
+
+
+def _node_families(kind: str, cid: str, brokers: Any) -> Iterator[Any]:
+    """``kafka_<client>_<client>_node_metrics_*{client_id, node_id="node-1"}``."""
+    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+    nodes = f"kafka_{kind}_{kind}_node_metrics"
+    labels = ["client_id", "node_id"]
+    totals = [
+        (CounterMetricFamily(f"{nodes}_{name}", what, labels=labels), attr)
+        for name, what, attr in _NODE_TOTALS
+    ]
+    windowed = [
+        (GaugeMetricFamily(f"{nodes}_{name}", what, labels=labels), attr)
+        for name, what, attr in _NODE_WINDOWED
+    ]
+    connected = 0
+    for _, broker in sorted(brokers.items()):
+        connected += int(broker.connected)
+        node = [cid, broker.node_name]
+        for family, attr in totals:
+            family.add_metric(node, getattr(broker, attr))
+        if broker.window is not None:
+            for gauge, attr in windowed:
+                gauge.add_metric(node, getattr(broker.window, attr))
+    for family, _ in totals:
+        yield family
+    for gauge, _ in windowed:
+        yield gauge
+    count = GaugeMetricFamily(
+        f"{nodes}_connection_count", "Connections to brokers up now.", labels=["client_id"]
+    )
+    count.add_metric([cid], connected)
+    yield count
+
+
+def _coordinator_families(cid: str, coordinator: Any) -> Iterator[Any]:
+    """``kafka_consumer_consumer_coordinator_metrics_*{client_id}``: one per
+    attribute of :class:`~trafka.sdk.statistics.CoordinatorStatistics` (Java's
+    names); ``*_total`` are counters."""
+    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+    base = "kafka_consumer_consumer_coordinator_metrics"
+    for field in dataclasses.fields(coordinator):
+        name = field.name
+        value = getattr(coordinator, name)
+        what = f"Java's consumer-coordinator-metrics {name.replace('_', '-')}."
+        family: Any
+        if name.endswith("_total"):
+            family = CounterMetricFamily(f"{base}_{name[:-6]}", what, labels=["client_id"])
+        else:
+            family = GaugeMetricFamily(f"{base}_{name}", what, labels=["client_id"])
+        family.add_metric([cid], value)
+        yield family

@@ -24,11 +24,23 @@ Rules:
   node counts under that node; the bootstrap connections made before metadata
   names any node are under negative ids (``-1`` for the first bootstrap
   address).
+* Rates, and the ``-avg``/``-max`` that Java computes over a window, come from
+  :class:`Windowed`: Java's ``SampledStat`` with its defaults
+  (``metrics.num.samples`` = 2 samples of ``metrics.sample.window.ms`` = 30 s).
+  An event goes into the newest sample until that sample is 30 s old, then a
+  new one starts and the oldest beyond two is dropped; a reading ignores the
+  samples started 60 s or more before it. A rate divides the events (or their
+  sum, for bytes) of the live samples by the time since the oldest one started,
+  stretched to at least one full window as Java's ``Rate.windowSize`` does
+  (so a client's first seconds do not read as a burst). An ``-avg`` or ``-max``
+  with no event in the window is NaN, as Java's. Every reading takes ``now``,
+  the driver's clock: nothing here reads a clock, so tests control time.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -36,6 +48,10 @@ from trafka.codec import api
 
 __all__ = [
     "ApiStatistics",
+    "CoordinatorCounters",
+    "CoordinatorStatistics",
+    "NodeWindowStatistics",
+    "Windowed",
     "BrokerStatistics",
     "ConsumerStatistics",
     "FetchSessionStatistics",
@@ -80,6 +96,87 @@ class Interval:
         return peak
 
 
+#: Java's metrics defaults: ``metrics.num.samples`` and ``metrics.sample.window.ms`` (seconds).
+WINDOW_SAMPLES = 2
+WINDOW_S = 30.0
+
+
+class Windowed:
+    """Events in a sliding window (Java's ``SampledStat`` with its default of
+    :data:`WINDOW_SAMPLES` = 2 samples of :data:`WINDOW_S` seconds; see the
+    module doc), with their all-time ``count`` and ``sum`` for the ``-total``
+    metrics.
+
+    The current sample is kept in plain attributes (``start``, ``events``,
+    ``total``, ``peak``) and the one before it in ``previous``: recording, once
+    per request on the connection's path, costs a compare and a few additions.
+    """
+
+    __slots__ = ("count", "events", "peak", "previous", "start", "sum", "total")
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.sum = 0.0
+        self.start = -math.inf  # the first event starts a sample
+        self.events = 0
+        self.total = 0.0
+        self.peak = 0.0
+        self.previous: tuple[float, int, float, float] | None = None
+
+    def record(self, now: float, value: float = 0.0) -> None:
+        """One event of ``value`` at ``now`` (the driver's clock, seconds)."""
+        self.count += 1
+        self.sum += value
+        if now - self.start >= WINDOW_S:
+            if self.events:
+                self.previous = (self.start, self.events, self.total, self.peak)
+            self.start, self.events, self.total, self.peak = now, 0, 0.0, value
+        self.events += 1
+        self.total += value
+        if value > self.peak:
+            self.peak = value
+
+    @property
+    def samples(self) -> list[tuple[float, int, float, float]]:
+        """``(start, events, sum, max)`` per sample kept, oldest first."""
+        out = [] if self.previous is None else [self.previous]
+        if self.events:
+            out.append((self.start, self.events, self.total, self.peak))
+        return out
+
+
+class WindowView:
+    """A reading at ``now`` of one or more :class:`Windowed` (the connections of
+    one broker are read together): the events, sum and max of their live
+    samples, and the time they span."""
+
+    __slots__ = ("events", "max", "span", "sum")
+
+    def __init__(self, windows: Iterable[Windowed], now: float) -> None:
+        live = [s for w in windows for s in w.samples if now - s[0] < WINDOW_SAMPLES * WINDOW_S]
+        self.events = int(sum(s[1] for s in live))
+        self.sum = sum(s[2] for s in live)
+        self.max = max((s[3] for s in live if s[1]), default=math.nan)
+        span = now - min((s[0] for s in live), default=now)
+        # Java's Rate.windowSize: at least (samples - 1) full windows.
+        full = int(span // WINDOW_S)
+        if full < WINDOW_SAMPLES - 1:
+            span += (WINDOW_SAMPLES - 1 - full) * WINDOW_S
+        self.span = span
+
+    def rate(self, per: float = 1.0) -> float:
+        """Events per second (``per``: 3600 for per hour)."""
+        return self.events / self.span * per
+
+    def sum_rate(self) -> float:
+        """The values' sum per second (bytes per second)."""
+        return self.sum / self.span
+
+    def avg(self) -> float:
+        """The values' average (NaN with no event in the window)."""
+        return self.sum / self.events if self.events else math.nan
+
+
 class NodeCounters:
     """Totals for the connections of one connection id (kept across reconnects).
 
@@ -90,6 +187,11 @@ class NodeCounters:
     while held. ``peaks`` (per API key, seconds) and ``throttle_ms_peak`` are the
     highest latency and throttle since :meth:`take_peaks` last read them (the
     client metrics push, KIP-714, reports each push interval's maximum).
+    ``window_sent`` (request sizes), ``window_answered`` (latencies, seconds)
+    and ``window_received`` (bytes read) feed Java's windowed node metrics
+    (``request-rate``, ``request-size-avg``, ``request-latency-avg``,
+    ``incoming-byte-rate``...); they are fed only when the driver gives its
+    clock.
     """
 
     __slots__ = (
@@ -109,9 +211,15 @@ class NodeCounters:
         "throttle_ms_peak",
         "throttle_ms_total",
         "throttles",
+        "window_answered",
+        "window_received",
+        "window_sent",
     )
 
     def __init__(self) -> None:
+        self.window_sent = Windowed()
+        self.window_answered = Windowed()
+        self.window_received = Windowed()
         self.connects = 0
         self.connect_failures = 0
         self.disconnects = 0
@@ -129,8 +237,10 @@ class NodeCounters:
         self.peaks: dict[int, float] = {}
         self.throttle_ms_peak = 0
 
-    def sent(self, api_key: int, size: int) -> None:
-        """A request of ``size`` bytes was framed."""
+    def sent(self, api_key: int, size: int, now: float | None = None) -> None:
+        """A request of ``size`` bytes was framed (at ``now``, the driver's clock)."""
+        if now is not None:
+            self.window_sent.record(now, size)
         self.requests_sent += 1
         self.bytes_sent += size
         entry = self.apis.get(api_key)
@@ -139,8 +249,11 @@ class NodeCounters:
         else:
             entry[0] += 1
 
-    def answered(self, api_key: int, latency: float | None) -> None:
-        """A response arrived ``latency`` seconds after its request was framed."""
+    def answered(self, api_key: int, latency: float | None, now: float | None = None) -> None:
+        """A response arrived ``latency`` seconds after its request was framed
+        (at ``now``, the driver's clock)."""
+        if now is not None and latency is not None:
+            self.window_answered.record(now, latency)
         self.responses_received += 1
         entry = self.apis.get(api_key)
         if entry is None:
@@ -153,6 +266,12 @@ class NodeCounters:
             peaks = self.peaks
             if latency > peaks.get(api_key, 0.0):
                 peaks[api_key] = latency
+
+    def received(self, size: int, now: float | None) -> None:
+        """``size`` bytes were read from the connection."""
+        self.bytes_received += size
+        if now is not None:
+            self.window_received.record(now, size)
 
     def throttled(self, throttle_ms: int) -> None:
         """A response carried a throttle time of ``throttle_ms`` (> 0)."""
@@ -170,6 +289,53 @@ class NodeCounters:
         self.peaks = {}
         self.throttle_ms_peak = 0
         return peaks
+
+
+class CoordinatorCounters:
+    """A consumer's measures of its group coordination, for Java's
+    ``consumer-coordinator-metrics``, kept by the membership state machine
+    (:class:`~trafka.sdk.membership.Membership`) with the driver's clock.
+
+    ``commit``, ``join``, ``sync`` and ``heartbeat`` hold each answered
+    request's time from its sending (:meth:`sending`) to its answer, in
+    seconds: every OffsetCommit and heartbeat answer, as Java's ``commit`` and
+    ``heartbeat`` sensors, and the JoinGroup and SyncGroup answers without an
+    error, as its ``join`` and ``sync`` sensors. ``failed_rebalances`` counts
+    the JoinGroup and SyncGroup of the current rebalance that failed (an error
+    answer, MEMBER_ID_REQUIRED of KIP-394 included as in Java, or no answer). ``last_heartbeat_sent``
+    is when the last heartbeat went out (None before one).
+    """
+
+    __slots__ = (
+        "commit",
+        "failed_rebalances",
+        "heartbeat",
+        "join",
+        "last_heartbeat_sent",
+        "sent_at",
+        "sync",
+    )
+
+    def __init__(self) -> None:
+        self.commit = Windowed()
+        self.join = Windowed()
+        self.sync = Windowed()
+        self.heartbeat = Windowed()
+        self.failed_rebalances = Windowed()
+        self.last_heartbeat_sent: float | None = None
+        # When each request in flight was sent (an entry lives until its answer or failure).
+        self.sent_at: dict[Any, float] = {}
+
+    def sending(self, request: Any, now: float, heartbeat: bool) -> None:
+        """``request`` is being sent now."""
+        self.sent_at[request] = now
+        if heartbeat:
+            self.last_heartbeat_sent = now
+
+    def took(self, request: Any, now: float) -> float | None:
+        """``request`` got its answer or failed at ``now``: how long since it was sent."""
+        at = self.sent_at.pop(request, None)
+        return None if at is None else max(0.0, now - at)
 
 
 class TopicCounters:
@@ -286,6 +452,30 @@ class ThrottleStatistics:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class NodeWindowStatistics:
+    """One broker's windowed metrics, as Java's ``*-node-metrics`` (per
+    ``node-id``): over the last 30 to 60 s (see :class:`Windowed`), read when the
+    snapshot was taken.
+
+    Attributes:
+        request_rate, response_rate: requests framed and responses received per second.
+        request_size_avg, request_size_max: bytes per request (NaN: none in the window).
+        request_latency_avg_ms, request_latency_max_ms: from framing a request
+            to its response (NaN: none in the window).
+        outgoing_byte_rate, incoming_byte_rate: bytes per second each way.
+    """
+
+    request_rate: float
+    response_rate: float
+    request_size_avg: float
+    request_size_max: float
+    request_latency_avg_ms: float
+    request_latency_max_ms: float
+    outgoing_byte_rate: float
+    incoming_byte_rate: float
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class BrokerStatistics:
     """One broker, as this client saw it.
 
@@ -302,6 +492,8 @@ class BrokerStatistics:
         bytes_sent, bytes_received: on the wire, frames included.
         apis: per API name (``"Produce"``, ``"Fetch"``...).
         throttle: the broker's quota throttling of this client.
+        window: the windowed rates, sizes and latencies (None when the snapshot
+            was built without a clock).
     """
 
     node_id: int
@@ -317,6 +509,13 @@ class BrokerStatistics:
     bytes_received: int
     apis: Mapping[str, ApiStatistics]
     throttle: ThrottleStatistics
+    window: NodeWindowStatistics | None = None
+
+    @property
+    def node_name(self) -> str:
+        """Java's name for the node in its metrics' ``node-id`` tag: ``node-1``,
+        and ``node--1`` for the first bootstrap address."""
+        return f"node-{self.node_id}"
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -453,6 +652,108 @@ class PartitionStatistics:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class CoordinatorStatistics:
+    """A consumer's group coordination, as Java's ``consumer-coordinator-metrics``
+    (the attribute names are Java's with ``_`` for ``-``). Rates, averages and
+    maxima are over the last 30 to 60 s (:class:`Windowed`); NaN when nothing
+    happened in that window. Times are in ms.
+
+    Attributes:
+        commit_latency_avg, commit_latency_max, commit_rate, commit_total:
+            OffsetCommit requests answered (any answer), and their round trip.
+        join_time_avg, join_time_max, join_rate, join_total: JoinGroup
+            requests answered without an error (classic groups).
+        sync_time_avg, sync_time_max, sync_rate, sync_total: the same for SyncGroup.
+        heartbeat_rate, heartbeat_total, heartbeat_response_time_max: heartbeat
+            answers (Heartbeat, or ConsumerGroupHeartbeat with
+            ``group.protocol=consumer``).
+        last_heartbeat_seconds_ago: whole seconds since the last heartbeat was
+            sent (-1 before the first; Java counts from its epoch then).
+        rebalance_latency_avg, rebalance_latency_max: over the window;
+            rebalance_latency_total: of all rebalances (see
+            :class:`GroupStatistics`).
+        rebalance_total, rebalance_rate_per_hour: rebalances completed.
+        failed_rebalance_total, failed_rebalance_rate_per_hour: JoinGroup or
+            SyncGroup steps of a rebalance that failed (classic groups).
+        last_rebalance_seconds_ago: whole seconds since the last rebalance
+            ended (-1 before the first, as Java).
+        assigned_partitions: the partitions the group assigns this member now.
+    """
+
+    commit_latency_avg: float
+    commit_latency_max: float
+    commit_rate: float
+    commit_total: int
+    join_time_avg: float
+    join_time_max: float
+    join_rate: float
+    join_total: int
+    sync_time_avg: float
+    sync_time_max: float
+    sync_rate: float
+    sync_total: int
+    heartbeat_rate: float
+    heartbeat_total: int
+    heartbeat_response_time_max: float
+    last_heartbeat_seconds_ago: int
+    rebalance_latency_avg: float
+    rebalance_latency_max: float
+    rebalance_latency_total: float
+    rebalance_total: int
+    rebalance_rate_per_hour: float
+    failed_rebalance_total: int
+    failed_rebalance_rate_per_hour: float
+    last_rebalance_seconds_ago: int
+    assigned_partitions: int
+
+
+def coordinator_statistics(
+    counters: CoordinatorCounters,
+    rebalances: Windowed,
+    rebalance_total_s: float,
+    last_rebalance: float | None,
+    assigned: int,
+    now: float,
+) -> CoordinatorStatistics:
+    """The coordinator metrics at ``now`` (``rebalances``: each completed
+    rebalance's latency in seconds; ``last_rebalance``: when the last one ended)."""
+    commit = WindowView((counters.commit,), now)
+    join = WindowView((counters.join,), now)
+    sync = WindowView((counters.sync,), now)
+    heartbeat = WindowView((counters.heartbeat,), now)
+    rebalance = WindowView((rebalances,), now)
+    failed = WindowView((counters.failed_rebalances,), now)
+    sent = counters.last_heartbeat_sent
+    return CoordinatorStatistics(
+        commit_latency_avg=commit.avg() * 1000,
+        commit_latency_max=commit.max * 1000,
+        commit_rate=commit.rate(),
+        commit_total=counters.commit.count,
+        join_time_avg=join.avg() * 1000,
+        join_time_max=join.max * 1000,
+        join_rate=join.rate(),
+        join_total=counters.join.count,
+        sync_time_avg=sync.avg() * 1000,
+        sync_time_max=sync.max * 1000,
+        sync_rate=sync.rate(),
+        sync_total=counters.sync.count,
+        heartbeat_rate=heartbeat.rate(),
+        heartbeat_total=counters.heartbeat.count,
+        heartbeat_response_time_max=heartbeat.max * 1000,
+        last_heartbeat_seconds_ago=-1 if sent is None else int(now - sent),
+        rebalance_latency_avg=rebalance.avg() * 1000,
+        rebalance_latency_max=rebalance.max * 1000,
+        rebalance_latency_total=rebalance_total_s * 1000,
+        rebalance_total=rebalances.count,
+        rebalance_rate_per_hour=rebalance.rate(3600.0),
+        failed_rebalance_total=counters.failed_rebalances.count,
+        failed_rebalance_rate_per_hour=failed.rate(3600.0),
+        last_rebalance_seconds_ago=-1 if last_rebalance is None else int(now - last_rebalance),
+        assigned_partitions=assigned,
+    )
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class GroupStatistics:
     """A consumer's group membership.
 
@@ -470,6 +771,8 @@ class GroupStatistics:
             to the SyncGroup that brought the assignment; KIP-848 groups from
             a new target assignment to its reconciliation (revocations done).
             0.0 before the first.
+        coordinator: Java's ``consumer-coordinator-metrics`` (None when the
+            snapshot was built without a clock).
     """
 
     group_id: str
@@ -482,6 +785,7 @@ class GroupStatistics:
     rebalance_latency_avg_ms: float = 0.0
     rebalance_latency_max_ms: float = 0.0
     rebalance_latency_total_ms: float = 0.0
+    coordinator: CoordinatorStatistics | None = None
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -624,9 +928,12 @@ def broker_statistics(
     connected: bool,
     in_flight: int,
     throttle_remaining: float = 0.0,
+    now: float | None = None,
 ) -> BrokerStatistics:
     """One broker's snapshot from the counters of its connection ids
-    (``throttle_remaining``: seconds its live connections still hold requests)."""
+    (``throttle_remaining``: seconds its live connections still hold requests;
+    ``now``: the driver's clock, for the windowed metrics)."""
+    counters = list(counters)
     totals = NodeCounters()
     apis: dict[int, list[float]] = {}
     for c in counters:
@@ -679,4 +986,22 @@ def broker_statistics(
             requests_expired=totals.throttle_expired,
             remaining_ms=max(0.0, throttle_remaining * 1000),
         ),
+        window=None if now is None else node_window_statistics(counters, now),
+    )
+
+
+def node_window_statistics(counters: list[NodeCounters], now: float) -> NodeWindowStatistics:
+    """The windowed node metrics of one broker's connection ids at ``now``."""
+    sent = WindowView((c.window_sent for c in counters), now)
+    answered = WindowView((c.window_answered for c in counters), now)
+    received = WindowView((c.window_received for c in counters), now)
+    return NodeWindowStatistics(
+        request_rate=sent.rate(),
+        response_rate=answered.rate(),
+        request_size_avg=sent.avg(),
+        request_size_max=sent.max,
+        request_latency_avg_ms=answered.avg() * 1000,
+        request_latency_max_ms=answered.max * 1000,
+        outgoing_byte_rate=sent.sum_rate(),
+        incoming_byte_rate=received.sum_rate(),
     )

@@ -165,6 +165,7 @@ class Cluster:
                 connected=bool(live),
                 in_flight=sum(c.in_flight for c in live),
                 throttle_remaining=max((c.throttled_until - now for c in live), default=0.0),
+                now=now,
             )
         return out
 
