@@ -141,121 +141,84 @@ def _client_metrics(
 
 
 def handle(ctx: RequestContext, request: m.DescribeConfigsRequest) -> m.DescribeConfigsResponse:
-    version = ctx.version
     broker_values = {e.name: e for e in broker_entries(ctx.config)}
-    results: list[Result] = []
-    for resource in request.resources:
-        kind = resource.resource_type
-        keys = resource.configuration_keys
-        refused = config_authorization_error(
-            ctx, AclOperation.DESCRIBE_CONFIGS, kind, resource.resource_name
-        )
-        if refused:
-            results.append(
-                Result(
-                    error_code=refused,
-                    error_message=f"not authorized to describe configs of {resource.resource_name!r}",
-                    resource_type=kind,
-                    resource_name=resource.resource_name,
-                )
-            )
-            continue
-        try:
-            if kind == ResourceType.GROUP:
-                group_entries = ctx.share_groups.describe_configs(resource.resource_name)
-                if keys:
-                    group_entries = [e for e in group_entries if e.name in set(keys)]
-                results.append(
-                    Result(
-                        error_code=ErrorCode.NONE,
-                        error_message=None,
-                        resource_type=kind,
-                        resource_name=resource.resource_name,
-                        configs=_group_entries(group_entries, version, request.include_synonyms),
-                    )
-                )
-                continue
-            if kind == ResourceType.CLIENT_METRICS and not resource.resource_name:
-                results.append(
-                    Result(
-                        error_code=ErrorCode.INVALID_REQUEST,
-                        error_message="Client metrics subscription name must not be empty",
-                        resource_type=kind,
-                        resource_name=resource.resource_name,
-                    )
-                )
-                continue
-            if kind == ResourceType.CLIENT_METRICS:
-                results.append(
-                    Result(
-                        error_code=ErrorCode.NONE,
-                        error_message=None,
-                        resource_type=kind,
-                        resource_name=resource.resource_name,
-                        configs=_client_metrics(
-                            ctx.telemetry,
-                            resource.resource_name,
-                            keys,
-                            version,
-                            request.include_synonyms,
-                        ),
-                    )
-                )
-                continue
-            if kind == ResourceType.TOPIC:
-                entries = ctx.logs.describe_configs(resource.resource_name)
-            elif kind == ResourceType.BROKER and is_broker_name(
-                ctx.node_id, resource.resource_name
-            ):
-                entries = list(broker_values.values())
-            else:
-                results.append(
-                    Result(
-                        error_code=ErrorCode.INVALID_REQUEST,
-                        error_message=f"resource type {kind} {resource.resource_name!r} "
-                        "is not described by brokerlite",
-                        resource_type=kind,
-                        resource_name=resource.resource_name,
-                    )
-                )
-                continue
-        except BrokerError as exc:
-            results.append(
-                Result(
-                    error_code=code_of(exc),
-                    error_message=message_of(exc),
-                    resource_type=kind,
-                    resource_name=resource.resource_name,
-                )
-            )
-            continue
-        if keys is not None and keys:
-            wanted = set(keys)
-            entries = [e for e in entries if e.name in wanted]
-        results.append(
-            Result(
-                error_code=ErrorCode.NONE,
-                error_message=None,
-                resource_type=kind,
-                resource_name=resource.resource_name,
-                configs=[
-                    Entry(
-                        name=e.name,
-                        value=None if e.sensitive else e.value,
-                        read_only=e.read_only,
-                        config_source=int(e.source),
-                        is_sensitive=e.sensitive,
-                        synonyms=_synonyms(e, broker_values) if request.include_synonyms else [],
-                        config_type=int(e.config_type) if version >= 3 else 0,
-                        documentation=None,
-                    )
-                    for e in entries
-                ],
-            )
-        )
-    if version == 0:
+    results = [_described(ctx, request, r, broker_values) for r in request.resources]
+    if ctx.version == 0:
         results = [_as_v0(r) for r in results]
     return m.DescribeConfigsResponse(results=results)
+
+
+def _described(
+    ctx: RequestContext,
+    request: m.DescribeConfigsRequest,
+    resource: m.DescribeConfigsRequest.DescribeConfigsResource,
+    broker_values: dict[str, ConfigEntry],
+) -> Result:
+    """One resource's answer: its configs, or the error that refuses it."""
+    version = ctx.version
+    kind, name = resource.resource_type, resource.resource_name
+    keys = resource.configuration_keys
+
+    def failed(code: int, message: str | None) -> Result:
+        return Result(
+            error_code=code, error_message=message, resource_type=kind, resource_name=name
+        )
+
+    def found(configs: list[Entry]) -> Result:
+        return Result(
+            error_code=ErrorCode.NONE,
+            error_message=None,
+            resource_type=kind,
+            resource_name=name,
+            configs=configs,
+        )
+
+    refused = config_authorization_error(ctx, AclOperation.DESCRIBE_CONFIGS, kind, name)
+    if refused:
+        return failed(refused, f"not authorized to describe configs of {name!r}")
+    try:
+        if kind == ResourceType.GROUP:
+            group_entries = ctx.share_groups.describe_configs(name)
+            if keys:
+                group_entries = [e for e in group_entries if e.name in set(keys)]
+            return found(_group_entries(group_entries, version, request.include_synonyms))
+        if kind == ResourceType.CLIENT_METRICS and not name:
+            return failed(
+                ErrorCode.INVALID_REQUEST, "Client metrics subscription name must not be empty"
+            )
+        if kind == ResourceType.CLIENT_METRICS:
+            return found(
+                _client_metrics(ctx.telemetry, name, keys, version, request.include_synonyms)
+            )
+        if kind == ResourceType.TOPIC:
+            entries = ctx.logs.describe_configs(name)
+        elif kind == ResourceType.BROKER and is_broker_name(ctx.node_id, name):
+            entries = list(broker_values.values())
+        else:
+            return failed(
+                ErrorCode.INVALID_REQUEST,
+                f"resource type {kind} {name!r} is not described by brokerlite",
+            )
+    except BrokerError as exc:
+        return failed(code_of(exc), message_of(exc))
+    if keys:
+        wanted = set(keys)
+        entries = [e for e in entries if e.name in wanted]
+    return found(
+        [
+            Entry(
+                name=e.name,
+                value=None if e.sensitive else e.value,
+                read_only=e.read_only,
+                config_source=int(e.source),
+                is_sensitive=e.sensitive,
+                synonyms=_synonyms(e, broker_values) if request.include_synonyms else [],
+                config_type=int(e.config_type) if version >= 3 else 0,
+                documentation=None,
+            )
+            for e in entries
+        ]
+    )
 
 
 _DEFAULT_CONFIG = 5  # ConfigSource.DEFAULT_CONFIG
