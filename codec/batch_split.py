@@ -56,7 +56,7 @@ _MIN_RECORD = 7
 
 def available(hash_name: str) -> bool:
     """Whether the C pass is on (built, not turned off) and computes ``hash_name``."""
-    return _records._speedups is not None and hash_name in HASH_IDS
+    return _records.accelerated("index_records") is not None and hash_name in HASH_IDS
 
 
 def split_batch(
@@ -84,9 +84,9 @@ def split_batch(
         record's target is its key's partition), or None: the reference path
         decides (see the module's rules).
     """
-    sp = _records._speedups
+    index_records = _records.accelerated("index_records")
     hash_id = HASH_IDS.get(hash_name)
-    if sp is None or hash_id is None or header.magic != 2 or header.attributes & _CONTROL:
+    if index_records is None or hash_id is None or header.magic != 2 or header.attributes & _CONTROL:
         return None
     view = memoryview(batch)
     if len(view) < header.size or not 0 <= own < partitions:
@@ -105,7 +105,7 @@ def split_batch(
     if count < 0 or count * _MIN_RECORD > len(data):
         return None
     log_append = header.max_timestamp if header.attributes & _LOG_APPEND_TIME else None
-    found = sp.index_records(
+    found = index_records(
         data, count, header.base_timestamp, log_append, partitions, hash_id, own
     )
     if found is None:
@@ -127,14 +127,14 @@ def build_batch(
     and epoch as given and base sequence 0 (-1 without a producer id); None when
     the C pass declines (the reference path then decides).
     """
-    sp = _records._speedups
-    if sp is None or not pieces:
+    build_records = _records.accelerated("build_records")
+    if build_records is None or not pieces:
         return None
-    built = sp.build_records(list(pieces))
+    built = build_records(list(pieces))
     if built is None:
         return None
     payload, count, base_ts, max_ts = built
-    data = _records._assemble(
+    data = _records.assemble_batch(
         payload,
         count,
         base_offset=0,

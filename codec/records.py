@@ -1272,7 +1272,7 @@ def _check_header_fields(
             raise EncodeError(f"{value!r} is not an int{bits}", message_name=_NAME, field=name)
 
 
-def _assemble(
+def assemble_batch(
     payload: bytes,
     count: int,
     *,
@@ -1394,7 +1394,7 @@ def encode_batch(
         if isinstance(exc, CodecError):
             raise
         raise _bad_input(records, exc) from None
-    return _assemble(
+    return assemble_batch(
         payload,
         len(records),
         base_offset=base_offset,
@@ -1460,7 +1460,7 @@ def rebuild_batch(header: RecordBatchHeader, records: Sequence[Record]) -> bytes
                 record.headers,
             )
         )
-    return _assemble(
+    return assemble_batch(
         b"".join(parts),
         len(records),
         base_offset=base,
@@ -1635,7 +1635,7 @@ class RecordBatchBuilder:
         if not self._count:
             raise EncodeError("a batch needs at least one record", message_name=_NAME)
         transactional = self._is_transactional if is_transactional is None else is_transactional
-        return _assemble(
+        return assemble_batch(
             b"".join(self._parts),
             self._count,
             base_offset=base_offset,

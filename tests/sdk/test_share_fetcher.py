@@ -575,7 +575,7 @@ def _batch_with_deltas(base_offset: int, deltas: list[int], last_delta: int) -> 
     from trafka.codec import records as rec
 
     payload = b"".join(rec._encode_record(d, 0, None, b"d%d" % d, ()) for d in deltas)
-    return rec._assemble(
+    return rec.assemble_batch(
         payload,
         len(deltas),
         base_offset=base_offset,
