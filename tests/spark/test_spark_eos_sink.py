@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import json
+import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -25,7 +26,8 @@ from pyspark.sql.datasource import DataSourceStreamWriter
 from spark_helpers import consume_all, create, fresh, produce, run, stream_of
 
 from trafka.brokerlite import RunningBroker
-from trafka.sdk import TopicPartition, open_admin
+from trafka.sdk import ProducerFencedError, TopicPartition, open_admin
+from trafka.sdk.txn_handoff import PreparedTransaction, end_transaction
 from trafka.spark import _eos, source
 from trafka.spark.source import KafkaDataSource
 
@@ -348,3 +350,47 @@ def test_a_driver_that_dies_before_deciding_leaves_nothing_open(
     assert open_transactions(broker, prefix) == []
     assert committed(broker, sink, 2) == values
     assert len(everything(broker, sink, 2)) == 260
+
+
+@pytest.mark.slow
+def test_a_task_that_fails_after_writing_is_retried_and_its_zombie_fenced(
+    broker: RunningBroker, tmp_path: Path
+) -> None:
+    """In a Spark that retries tasks (tests/spark/eos_driver.py): the first
+    attempt of a task writes its rows and fails; the second, on the same
+    transactional id, fences it (a higher epoch) and aborts its transaction."""
+    source_topic, values = _source(broker, 200)
+    sink = fresh("eos-sink")
+    create(broker, sink, 2)
+    checkpoint = tmp_path / "checkpoint"
+    driver = Path(__file__).with_name("eos_driver.py")
+    args = [broker.bootstrap_servers, source_topic, sink, str(checkpoint), str(tmp_path)]
+    done = subprocess.run(
+        [sys.executable, str(driver), *args],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        cwd=driver.parent,
+    )
+    assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]
+
+    assert committed(broker, sink, 2) == values
+    noted = json.loads((tmp_path / "zombie.json").read_text())
+    zombie = PreparedTransaction.from_json(noted["transaction"])
+    # The first attempt's rows were written, then aborted by its retry.
+    assert noted["records"] > 0
+    assert len(everything(broker, sink, 2)) == 200 + noted["records"]
+    decided = _eos.CommitLog(str(checkpoint)).read(1)
+    assert decided is not None and decided.committed
+    (retry,) = [t for t in decided.transactions if t.transactional_id == zombie.transactional_id]
+    assert retry.producer_id == zombie.producer_id
+    assert retry.producer_epoch > zombie.producer_epoch
+
+    async def zombie_commits() -> None:
+        with anyio.fail_after(30):
+            async with open_admin(bootstrap_servers=broker.bootstrap_servers) as admin:
+                await end_transaction(admin, zombie, commit=True)
+
+    with pytest.raises(ProducerFencedError):
+        run(zombie_commits)
+    assert committed(broker, sink, 2) == values

@@ -168,7 +168,7 @@ def test_exactly_once_options() -> None:
         parse_write_options(
             {**BASE, "deliveryGuarantee": "exactly-once", "transactionalIdPrefix": " "}
         )
-    with pytest.raises(ConfigError, match="kafka.transactional.id.*transactionalIdPrefix"):
+    with pytest.raises(ConfigError, match=r"kafka\.transactional\.id.*transactionalIdPrefix"):
         parse_write_options(
             {**BASE, "deliveryGuarantee": "exactly-once", "kafka.transactional.id": "x"}
         )
