@@ -395,12 +395,60 @@ def commit_stream(
         return
     previous = commit_log.latest()
     first_of_run = previous is None or run is None or previous.run != run
+    gone = _not_open(opts, txns)
+    if gone:
+        # Kafka ended some before the decision (transaction.timeout.ms, most
+        # likely): nothing is committed, and Spark runs the batch again.
+        abort_batch(opts, prefix, txns)
+        raise SinkCommitError(
+            f"micro-batch {batch_id}: Kafka no longer holds the transactions of "
+            f"{', '.join(gone)} open (transaction.timeout.ms passed since their first "
+            "record, or a producer with the same transactional id took over); the batch "
+            "is aborted and runs again when the query restarts"
+        )
     commit_log.write(Decision(batch_id, False, run, tuple(txns)))
     _commit_all(opts, txns, f"micro-batch {batch_id}")
     commit_log.write(Decision(batch_id, True, run, tuple(txns)))
     commit_log.prune()
     if first_of_run:
         _abort_strays(opts, prefix, {t.transactional_id for t in txns})
+
+
+def _not_open(opts: WriteOptions, txns: Sequence[PreparedTransaction]) -> list[str]:
+    """The transactional ids among ``txns`` whose transaction the coordinator no
+    longer holds open with that producer id and epoch (DescribeTransactions),
+    checked before a decision, which is final. A coordinator that cannot say
+    (an old broker, no DESCRIBE permission) is taken at its word later, at EndTxn."""
+    wanted = [t for t in txns if t.partitions]
+    if not wanted:
+        return []
+    gone: list[str] = []
+
+    async def go() -> None:
+        limit = anyio.CapacityLimiter(_CONCURRENT_ENDS)
+        async with open_admin(_admin_config(opts)) as admin:
+
+            async def check(txn: PreparedTransaction) -> None:
+                tid = txn.transactional_id
+                async with limit:
+                    try:
+                        found = (await admin.describe_transactions([tid]))[tid]
+                    except TrafkaError as exc:
+                        log.info("cannot describe the transaction of %s: %s", tid, exc)
+                        return
+                if (found.state, found.producer_id, found.producer_epoch) != (
+                    "Ongoing",
+                    txn.producer_id,
+                    txn.producer_epoch,
+                ):
+                    gone.append(tid)
+
+            async with anyio.create_task_group() as tg:
+                for txn in wanted:
+                    tg.start_soon(check, txn)
+
+    _run(go)
+    return sorted(gone)
 
 
 def abort_stream(

@@ -29,6 +29,7 @@ from trafka.brokerlite import RunningBroker
 from trafka.sdk import ProducerFencedError, TopicPartition, open_admin
 from trafka.sdk.txn_handoff import PreparedTransaction, end_transaction
 from trafka.spark import _eos, source
+from trafka.spark.options import parse_write_options
 from trafka.spark.source import KafkaDataSource
 
 pytestmark = pytest.mark.timeout(300)
@@ -394,3 +395,34 @@ def test_a_task_that_fails_after_writing_is_retried_and_its_zombie_fenced(
     with pytest.raises(ProducerFencedError):
         run(zombie_commits)
     assert committed(broker, sink, 2) == values
+
+
+def test_a_batch_whose_transaction_kafka_ended_is_not_decided(
+    broker: RunningBroker, tmp_path: Path
+) -> None:
+    """The driver's commit, without Spark: a transaction that Kafka no longer
+    holds open (here fenced by a newer producer of its id, as the coordinator's
+    transaction.timeout.ms does) stops the micro-batch before any decision, so
+    nothing of it is committed and Spark can run it again."""
+    topic = fresh("eos-undecided")
+    create(broker, topic, 2)
+    opts = parse_write_options(
+        {
+            "kafka.bootstrap.servers": broker.bootstrap_servers,
+            "topic": topic,
+            "deliveryGuarantee": "exactly-once",
+        }
+    )
+    prefix = fresh("undecided")
+    rows = [{"value": [b"a", b"b"]}]
+    fine, _ = _eos.write_transaction(opts, _eos.transactional_id(prefix, 0), rows)
+    stale, _ = _eos.write_transaction(opts, _eos.transactional_id(prefix, 1), rows)
+    again, _ = _eos.write_transaction(opts, _eos.transactional_id(prefix, 1), [{"value": [b"c"]}])
+    assert again.producer_epoch > stale.producer_epoch
+    commit_log = _eos.CommitLog(str(tmp_path / "checkpoint"))
+    with pytest.raises(_eos.SinkCommitError, match=f"{prefix}-1.*runs again"):
+        _eos.commit_stream(opts, commit_log, prefix, 0, [fine, stale], "run")
+    assert commit_log.read(0) is None
+    assert committed(broker, topic, 2) == []
+    assert open_transactions(broker, prefix) == []
+    assert everything(broker, topic, 2) == [b"a", b"a", b"b", b"b", b"c"]
