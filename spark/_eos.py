@@ -58,14 +58,14 @@ import logging
 import os
 import re
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
 
 import anyio
 
-from ..sdk.admin import open_admin
+from ..sdk.admin import Admin, open_admin
 from ..sdk.config import AdminConfig, ClientConfig
 from ..sdk.errors import ConfigError, InvalidTxnStateError, ProducerFencedError, TrafkaError
 from ..sdk.producer import Producer, RecordFuture, open_producer
@@ -193,31 +193,44 @@ def _admin_config(opts: WriteOptions) -> AdminConfig:
     )
 
 
-def _end_all(
-    opts: WriteOptions, txns: Sequence[PreparedTransaction], *, commit: bool
-) -> list[tuple[PreparedTransaction, BaseException]]:
-    """EndTxn for every transaction, concurrently; the ones that failed, with why."""
-    txns = [t for t in txns if t.partitions]
-    if not txns:
-        return []
-    failed: list[tuple[PreparedTransaction, BaseException]] = []
+def _for_each(
+    opts: WriteOptions,
+    txns: Sequence[PreparedTransaction],
+    fn: Callable[[Admin, PreparedTransaction], Awaitable[None]],
+) -> None:
+    """``await fn(admin, txn)`` for every transaction, concurrently (at most
+    :data:`_CONCURRENT_ENDS` at once), through one admin client on a private loop."""
 
     async def go() -> None:
         limit = anyio.CapacityLimiter(_CONCURRENT_ENDS)
         async with open_admin(_admin_config(opts)) as admin:
 
-            async def end(txn: PreparedTransaction) -> None:
+            async def one(txn: PreparedTransaction) -> None:
                 async with limit:
-                    try:
-                        await end_transaction(admin, txn, commit=commit)
-                    except TrafkaError as exc:
-                        failed.append((txn, exc))
+                    await fn(admin, txn)
 
             async with anyio.create_task_group() as tg:
                 for txn in txns:
-                    tg.start_soon(end, txn)
+                    tg.start_soon(one, txn)
 
     _run(go)
+
+
+def _end_all(
+    opts: WriteOptions, txns: Sequence[PreparedTransaction], *, commit: bool
+) -> list[tuple[PreparedTransaction, BaseException]]:
+    """EndTxn for every transaction, concurrently; the ones that failed, with why."""
+    txns = [t for t in txns if t.partitions]
+    failed: list[tuple[PreparedTransaction, BaseException]] = []
+
+    async def end(admin: Admin, txn: PreparedTransaction) -> None:
+        try:
+            await end_transaction(admin, txn, commit=commit)
+        except TrafkaError as exc:
+            failed.append((txn, exc))
+
+    if txns:
+        _for_each(opts, txns, end)
     return failed
 
 
@@ -420,34 +433,21 @@ def _not_open(opts: WriteOptions, txns: Sequence[PreparedTransaction]) -> list[s
     checked before a decision, which is final. A coordinator that cannot say
     (an old broker, no DESCRIBE permission) is taken at its word later, at EndTxn."""
     wanted = [t for t in txns if t.partitions]
-    if not wanted:
-        return []
     gone: list[str] = []
 
-    async def go() -> None:
-        limit = anyio.CapacityLimiter(_CONCURRENT_ENDS)
-        async with open_admin(_admin_config(opts)) as admin:
+    async def check(admin: Admin, txn: PreparedTransaction) -> None:
+        tid = txn.transactional_id
+        try:
+            found = (await admin.describe_transactions([tid]))[tid]
+        except TrafkaError as exc:
+            log.info("cannot describe the transaction of %s: %s", tid, exc)
+            return
+        held = (found.state, found.producer_id, found.producer_epoch)
+        if held != ("Ongoing", txn.producer_id, txn.producer_epoch):
+            gone.append(tid)
 
-            async def check(txn: PreparedTransaction) -> None:
-                tid = txn.transactional_id
-                async with limit:
-                    try:
-                        found = (await admin.describe_transactions([tid]))[tid]
-                    except TrafkaError as exc:
-                        log.info("cannot describe the transaction of %s: %s", tid, exc)
-                        return
-                if (found.state, found.producer_id, found.producer_epoch) != (
-                    "Ongoing",
-                    txn.producer_id,
-                    txn.producer_epoch,
-                ):
-                    gone.append(tid)
-
-            async with anyio.create_task_group() as tg:
-                for txn in wanted:
-                    tg.start_soon(check, txn)
-
-    _run(go)
+    if wanted:
+        _for_each(opts, wanted, check)
     return sorted(gone)
 
 
