@@ -278,15 +278,16 @@ def test_a_stream_whose_micro_batch_fails_and_runs_again_writes_nothing_twice(
     broken = faulty(spark, StreamTaskDiesAfterWriting)
     first = _sink_query(spark, broker, source_topic, sink, checkpoint, broken)
     assert "injected: the task fails after writing" in str(first.exception())
-    # Batch 0 committed; batch 1 written by both tasks, none of it committed (the
-    # driver aborted one transaction; the failed task's is fenced by its next run).
+    # Batch 0 committed; batch 1 written (by the failed task at least: the other
+    # may be cancelled first), none of it committed.
     assert len(committed(broker, sink, 2)) == 60
-    assert len(everything(broker, sink, 2)) == 120
+    first_try = len(everything(broker, sink, 2)) - 60
+    assert first_try > 0
 
     again = _sink_query(spark, broker, source_topic, sink, checkpoint)
     assert again.exception() is None
     assert committed(broker, sink, 2) == values
-    assert len(everything(broker, sink, 2)) == 260  # batch 1's first try is there, aborted
+    assert len(everything(broker, sink, 2)) == 200 + first_try  # the first try stays aborted
     assert open_transactions(broker, _eos.default_prefix(str(checkpoint))) == []
 
 
