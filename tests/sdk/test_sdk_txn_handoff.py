@@ -7,7 +7,8 @@ producer of the id fences the prepared transaction (KIP-98)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
 
 import anyio
 import pytest
@@ -15,6 +16,7 @@ from sdk_brokers import fresh, module_broker
 
 from trafka.brokerlite import RunningBroker
 from trafka.sdk import (
+    Admin,
     ClientClosedError,
     InvalidTxnStateError,
     NewTopic,
@@ -50,6 +52,15 @@ async def values(bs: str, topic: str, partitions: int, isolation: str) -> list[b
     return sorted(out)
 
 
+@asynccontextmanager
+async def admin_and_topic(bs: str, name: str) -> AsyncIterator[tuple[Admin, str]]:
+    """An admin client and a new topic of two partitions."""
+    topic = fresh(name)
+    async with open_admin(bootstrap_servers=bs) as admin:
+        await admin.create_topics([NewTopic(topic, 2)])
+        yield admin, topic
+
+
 async def prepared(bs: str, topic: str, tid: str, vals: list[bytes]) -> PreparedTransaction:
     """A transaction of ``vals`` (spread over the topic's partitions), prepared
     and handed over by a producer that is closed afterwards."""
@@ -68,11 +79,10 @@ async def test_a_prepared_transaction_is_committed_from_another_connection(
     broker: RunningBroker,
 ) -> None:
     bs = broker.bootstrap_servers
-    topic, tid = fresh("handoff"), fresh("tx")
+    tid = fresh("tx")
     vals = [b"a", b"b", b"c"]
     with anyio.fail_after(30):
-        async with open_admin(bootstrap_servers=bs) as admin:
-            await admin.create_topics([NewTopic(topic, 2)])
+        async with admin_and_topic(bs, "handoff") as (admin, topic):
             txn = await prepared(bs, topic, tid, vals)
             assert txn.transactional_id == tid and txn.producer_id >= 0
             assert txn.partitions == ((topic, 0), (topic, 1))
@@ -96,10 +106,9 @@ async def test_a_prepared_transaction_is_committed_from_another_connection(
 
 async def test_an_aborted_prepared_transaction_stays_invisible(broker: RunningBroker) -> None:
     bs = broker.bootstrap_servers
-    topic, tid = fresh("handoff-abort"), fresh("tx")
+    tid = fresh("tx")
     with anyio.fail_after(30):
-        async with open_admin(bootstrap_servers=bs) as admin:
-            await admin.create_topics([NewTopic(topic, 2)])
+        async with admin_and_topic(bs, "handoff-abort") as (admin, topic):
             txn = await prepared(bs, topic, tid, [b"x", b"y"])
             await end_transaction(admin, txn, commit=False)
             await end_transaction(admin, txn, commit=False)
@@ -113,10 +122,9 @@ async def test_a_newer_producer_of_the_id_fences_the_prepared_transaction(
     broker: RunningBroker,
 ) -> None:
     bs = broker.bootstrap_servers
-    topic, tid = fresh("handoff-fence"), fresh("tx")
+    tid = fresh("tx")
     with anyio.fail_after(30):
-        async with open_admin(bootstrap_servers=bs) as admin:
-            await admin.create_topics([NewTopic(topic, 2)])
+        async with admin_and_topic(bs, "handoff-fence") as (admin, topic):
             zombie = await prepared(bs, topic, tid, [b"zombie"])
             # The retried writer: InitProducerId on the same id aborts the open
             # transaction and bumps the epoch.
@@ -132,10 +140,9 @@ async def test_a_newer_producer_of_the_id_fences_the_prepared_transaction(
 
 async def test_an_empty_transaction_has_nothing_to_end(broker: RunningBroker) -> None:
     bs = broker.bootstrap_servers
-    topic, tid = fresh("handoff-empty"), fresh("tx")
+    tid = fresh("tx")
     with anyio.fail_after(30):
-        async with open_admin(bootstrap_servers=bs) as admin:
-            await admin.create_topics([NewTopic(topic, 2)])
+        async with admin_and_topic(bs, "handoff-empty") as (admin, topic):
             txn = await prepared(bs, topic, tid, [])
             assert txn.partitions == ()
             await end_transaction(admin, txn, commit=True)

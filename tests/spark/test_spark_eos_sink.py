@@ -227,12 +227,16 @@ def test_a_failed_batch_write_commits_nothing(
     assert open_transactions(broker, prefix) == []
 
 
-def _source(broker: RunningBroker, records: int) -> tuple[str, list[bytes]]:
+def _stream(broker: RunningBroker, tmp_path: Path) -> tuple[str, list[bytes], str, Path]:
+    """A source topic of 200 keyed records (over 2 partitions), their values
+    sorted, an empty sink topic of 2 partitions and a checkpoint location."""
     topic = fresh("eos-src")
     create(broker, topic, 2)
-    values = [f"v{i}".encode() for i in range(records)]
+    values = [f"v{i}".encode() for i in range(200)]
     produce(broker, topic, [(b"k%d" % i, v, None) for i, v in enumerate(values)])
-    return topic, sorted(values)
+    sink = fresh("eos-sink")
+    create(broker, sink, 2)
+    return topic, sorted(values), sink, tmp_path / "checkpoint"
 
 
 def _sink_query(
@@ -270,10 +274,7 @@ def _sink_query(
 def test_a_stream_whose_micro_batch_fails_and_runs_again_writes_nothing_twice(
     spark: Any, broker: RunningBroker, tmp_path: Path
 ) -> None:
-    source_topic, values = _source(broker, 200)
-    sink = fresh("eos-sink")
-    create(broker, sink, 2)
-    checkpoint = tmp_path / "checkpoint"
+    source_topic, values, sink, checkpoint = _stream(broker, tmp_path)
 
     broken = faulty(spark, StreamTaskDiesAfterWriting)
     first = _sink_query(spark, broker, source_topic, sink, checkpoint, broken)
@@ -295,10 +296,7 @@ def test_a_stream_whose_micro_batch_fails_and_runs_again_writes_nothing_twice(
 def test_a_driver_that_dies_mid_commit_is_finished_on_restart(
     spark: Any, broker: RunningBroker, tmp_path: Path
 ) -> None:
-    source_topic, values = _source(broker, 200)
-    sink = fresh("eos-sink")
-    create(broker, sink, 2)
-    checkpoint = tmp_path / "checkpoint"
+    source_topic, values, sink, checkpoint = _stream(broker, tmp_path)
     commit_log = _eos.CommitLog(str(checkpoint))
 
     broken = faulty(spark, DriverDiesInCommit, committed=1, notes=str(tmp_path))
@@ -332,10 +330,7 @@ def test_a_driver_that_dies_mid_commit_is_finished_on_restart(
 def test_a_driver_that_dies_before_deciding_leaves_nothing_open(
     spark: Any, broker: RunningBroker, tmp_path: Path
 ) -> None:
-    source_topic, values = _source(broker, 200)
-    sink = fresh("eos-sink")
-    create(broker, sink, 2)
-    checkpoint = tmp_path / "checkpoint"
+    source_topic, values, sink, checkpoint = _stream(broker, tmp_path)
     prefix = _eos.default_prefix(str(checkpoint))
 
     # Four write tasks, whose driver dies before its commit decides (and aborts nothing).
@@ -361,10 +356,7 @@ def test_a_task_that_fails_after_writing_is_retried_and_its_zombie_fenced(
     """In a Spark that retries tasks (tests/spark/eos_driver.py): the first
     attempt of a task writes its rows and fails; the second, on the same
     transactional id, fences it (a higher epoch) and aborts its transaction."""
-    source_topic, values = _source(broker, 200)
-    sink = fresh("eos-sink")
-    create(broker, sink, 2)
-    checkpoint = tmp_path / "checkpoint"
+    source_topic, values, sink, checkpoint = _stream(broker, tmp_path)
     driver = Path(__file__).with_name("eos_driver.py")
     args = [broker.bootstrap_servers, source_topic, sink, str(checkpoint), str(tmp_path)]
     done = subprocess.run(
