@@ -51,6 +51,7 @@ __all__ = [
     "OffsetSpec",
     "Parity",
     "ReadOptions",
+    "EXACTLY_ONCE_TRANSACTION_TIMEOUT_MS",
     "WriteOptions",
     "check_read_options",
     "include_headers",
@@ -74,7 +75,8 @@ _OWNED_READ = {
 _OWNED_WRITE = {
     "key.serializer": "the key column (string or binary) is written as bytes",
     "value.serializer": "the value column (string or binary) is written as bytes",
-    "transactional.id": "the sink is at-least-once; see the Spark page of the docs",
+    "transactional.id": "the sink derives its transactional ids itself; give "
+    "deliveryGuarantee=exactly-once (and transactionalIdPrefix)",
     "interceptor.classes": "rows are produced as they are (Spark refuses it too)",
 }
 
@@ -174,7 +176,20 @@ _ENDING = {
     "endingoffsetsbytimestamp": "endingOffsetsByTimestamp",
 }
 # Spark adds checkpointLocation to a streaming write's options.
-_WRITE_KEYS = {"topic", "checkpointlocation", "includeheaders"}
+_WRITE_KEYS = {
+    "topic",
+    "checkpointlocation",
+    "includeheaders",
+    "deliveryguarantee",
+    "transactionalidprefix",
+}
+
+#: ``transaction.timeout.ms`` of the exactly-once sink unless ``kafka.transaction.timeout.ms``
+#: says otherwise: Kafka's default ``transaction.max.timeout.ms`` (15 minutes), the
+#: longest a broker takes by default. A transaction stays open from a task's
+#: first record to the driver's commit, and across a restart of a query whose
+#: driver died in between; Java's producer default (60 s) is too short for that.
+EXACTLY_ONCE_TRANSACTION_TIMEOUT_MS = 900_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -249,16 +264,34 @@ class ReadOptions:
 
 @dataclass(frozen=True, slots=True)
 class WriteOptions:
-    """What a write needs: client settings and the default topic."""
+    """What a write needs: client settings and the default topic.
+
+    Attributes:
+        exactly_once: ``deliveryGuarantee=exactly-once``: every task writes in a
+            Kafka transaction that the driver commits (see :mod:`._eos`).
+        transactional_id_prefix: ``transactionalIdPrefix``; None: the sink
+            derives one (from the checkpoint location, for a stream).
+        checkpoint: ``checkpointLocation``, which Spark adds to a stream's options.
+    """
 
     client: Mapping[str, str]
     topic: str | None = None
+    exactly_once: bool = False
+    transactional_id_prefix: str | None = None
+    checkpoint: str | None = None
 
-    def producer_config(self) -> ProducerConfig:
+    def producer_config(self, transactional_id: str | None = None) -> ProducerConfig:
+        """The producers' settings; with ``transactional_id``, a transactional
+        producer's (``transaction.timeout.ms`` defaulting to
+        :data:`EXACTLY_ONCE_TRANSACTION_TIMEOUT_MS`)."""
         settings: dict[str, Any] = _client_settings(self.client)
         for key in ("partitioner.class", "partitioner_class"):
             if key in settings:
                 settings["partitioner"] = _partitioner(settings.pop(key))
+        if transactional_id is not None:
+            settings["transactional.id"] = transactional_id
+            if not {"transaction.timeout.ms", "transaction_timeout_ms"} & settings.keys():
+                settings["transaction.timeout.ms"] = EXACTLY_ONCE_TRANSACTION_TIMEOUT_MS
         return ProducerConfig.from_dict(settings)
 
 
@@ -590,7 +623,8 @@ def check_read_options(options: Mapping[str, str]) -> None:
 
 
 def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
-    """Check a write's options (``topic``, ``includeHeaders``, ``kafka.*``).
+    """Check a write's options (``topic``, ``includeHeaders``, ``deliveryGuarantee``,
+    ``transactionalIdPrefix``, ``kafka.*``).
 
     Raises:
         ConfigError: an unknown or invalid option, naming it.
@@ -599,8 +633,25 @@ def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
     _owned(client, _OWNED_WRITE)
     # As in Spark, a headers column is written whether or not includeHeaders is set.
     include_headers(own.get("includeheaders"))
-    result = WriteOptions(client=client, topic=own.get("topic") or None)
-    result.producer_config()
+    guarantee = own.get("deliveryguarantee", "at-least-once").strip().lower()
+    if guarantee not in ("at-least-once", "exactly-once"):
+        raise ConfigError(
+            f"option 'deliveryGuarantee' must be at-least-once or exactly-once, not "
+            f"{own['deliveryguarantee']!r}"
+        )
+    prefix = own.get("transactionalidprefix")
+    if prefix is not None and not prefix.strip():
+        raise ConfigError("option 'transactionalIdPrefix' cannot be empty")
+    if prefix is not None and guarantee != "exactly-once":
+        raise ConfigError("option 'transactionalIdPrefix' needs deliveryGuarantee=exactly-once")
+    result = WriteOptions(
+        client=client,
+        topic=own.get("topic") or None,
+        exactly_once=guarantee == "exactly-once",
+        transactional_id_prefix=prefix.strip() if prefix is not None else None,
+        checkpoint=own.get("checkpointlocation") or None,
+    )
+    result.producer_config("check" if result.exactly_once else None)
     return result
 
 
@@ -739,6 +790,23 @@ PARITY: tuple[Parity, ...] = (
         example="latest",
     ),
     Parity("topic", "write", "the topic of every row; overrides a topic column", example="t"),
+    Parity(
+        "deliveryGuarantee",
+        "write",
+        "not in Spark: the sink is at-least-once",
+        "trafka's own, default at-least-once; exactly-once writes each task's rows in a Kafka "
+        "transaction that the driver commits, for read_committed readers",
+        example="exactly-once",
+    ),
+    Parity(
+        "transactionalIdPrefix",
+        "write",
+        "not in Spark",
+        "trafka's own, with deliveryGuarantee=exactly-once: transactional ids are the prefix "
+        "and the Spark partition id; by default derived from the checkpoint location (streams) "
+        "or drawn at random (batch writes)",
+        example="orders-sink",
+    ),
     Parity(
         "kafka.partitioner.class",
         "write",

@@ -58,7 +58,8 @@ from pyspark.sql.types import (
 
 from ..codec.columns import BinaryColumn, ColumnBuffers, RecordColumns
 from ..sdk.errors import ConfigError
-from . import _kafka
+from ..sdk.txn_handoff import PreparedTransaction
+from . import _eos, _kafka
 from .options import (
     ReadOptions,
     WriteOptions,
@@ -138,6 +139,17 @@ class WriteCount(WriterCommitMessage):
     records: int
 
 
+@dataclass
+class TransactionMessage(WriterCommitMessage):
+    """What an exactly-once write task reports: how many records it wrote, the
+    transaction they are in (flushed, left open for the driver to end), and
+    Spark's run id of the query (a stream's), read from the task's context."""
+
+    records: int
+    transaction: PreparedTransaction
+    run: str | None = None
+
+
 def _kind(t: DataType) -> str:
     return type(t).__name__
 
@@ -194,12 +206,26 @@ class KafkaDataSource(DataSource):
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         if overwrite:
             raise ConfigError("Kafka topics are append-only: use mode('append')")
-        return _Writer(_pinned(parse_write_options(self.options)), _columns(schema))
+        opts = _pinned(parse_write_options(self.options))
+        if opts.exactly_once:
+            prefix = opts.transactional_id_prefix or _eos.random_prefix()
+            return _ExactlyOnceWriter(opts, _columns(schema), prefix)
+        return _Writer(opts, _columns(schema))
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        # Spark calls this on the driver before each micro-batch's tasks (and in
+        # each commit): the exactly-once sink first finishes a commit that a
+        # dead driver left half done (see _eos).
         if overwrite:
             raise ConfigError("Kafka topics are append-only: use outputMode('append')")
-        return _StreamWriter(_pinned(parse_write_options(self.options)), _columns(schema))
+        opts = _pinned(parse_write_options(self.options))
+        if not opts.exactly_once:
+            return _StreamWriter(opts, _columns(schema))
+        if opts.checkpoint is None:
+            raise ConfigError("deliveryGuarantee=exactly-once needs a checkpointLocation")
+        _eos.settle(opts, _eos.CommitLog(opts.checkpoint))
+        prefix = opts.transactional_id_prefix or _eos.default_prefix(opts.checkpoint)
+        return _ExactlyOnceStreamWriter(opts, _columns(schema), prefix)
 
 
 _Opts = TypeVar("_Opts", ReadOptions, WriteOptions)
@@ -494,3 +520,66 @@ class _StreamWriter(DataSourceStreamArrowWriter):
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         pass  # what was acknowledged stays: Kafka cannot take records back
+
+
+def _task_transaction(
+    opts: WriteOptions, prefix: str, iterator: Iterator[Any]
+) -> TransactionMessage:
+    """Write a task's rows in the transaction of its partition's id, left open."""
+    from pyspark import TaskContext
+
+    context = TaskContext.get()
+    partition = context.partitionId() if context is not None else 0
+    # A stream's job group is its run id (Spark's StreamExecution sets it).
+    run = context.getLocalProperty("spark.jobGroup.id") if context is not None else None
+    tid = _eos.transactional_id(prefix, partition)
+    transaction, records = _eos.write_transaction(opts, tid, _chunks(iterator))
+    return TransactionMessage(records, transaction, run)
+
+
+def _transactions(messages: Sequence[WriterCommitMessage | None]) -> list[PreparedTransaction]:
+    return [m.transaction for m in messages if isinstance(m, TransactionMessage)]
+
+
+class _ExactlyOnceWriter(DataSourceArrowWriter):
+    """A batch write whose tasks' transactions the driver commits (see :mod:`._eos`)."""
+
+    def __init__(self, opts: WriteOptions, columns: tuple[str, ...], prefix: str) -> None:
+        self.opts = opts
+        self.columns = columns
+        self.prefix = prefix
+
+    def write(self, iterator: Iterator[Any]) -> WriterCommitMessage:
+        return _task_transaction(self.opts, self.prefix, iterator)
+
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        _eos.commit_batch(self.opts, _transactions(messages))
+
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        _eos.abort_batch(self.opts, self.prefix, _transactions(messages))
+
+
+class _ExactlyOnceStreamWriter(DataSourceStreamArrowWriter):
+    """Micro-batches whose tasks' transactions the driver commits, with a
+    commit log in the checkpoint (see :mod:`._eos`)."""
+
+    def __init__(self, opts: WriteOptions, columns: tuple[str, ...], prefix: str) -> None:
+        self.opts = opts
+        self.columns = columns
+        self.prefix = prefix
+
+    def _log(self) -> _eos.CommitLog:
+        assert self.opts.checkpoint is not None
+        return _eos.CommitLog(self.opts.checkpoint)
+
+    def write(self, iterator: Iterator[Any]) -> WriterCommitMessage:
+        return _task_transaction(self.opts, self.prefix, iterator)
+
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        run = next((m.run for m in messages if isinstance(m, TransactionMessage)), None)
+        _eos.commit_stream(
+            self.opts, self._log(), self.prefix, batchId, _transactions(messages), run
+        )
+
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        _eos.abort_stream(self.opts, self._log(), self.prefix, batchId, _transactions(messages))

@@ -69,6 +69,7 @@ RATIO_LINES: dict[str, list[tuple[str, int]]] = {
         # The ceiling of a Python data source, and merged tasks against one per partition.
         (r"^  trafka / ceiling \d+\.\d\d$", 1),
         (r"^  merged / one task per partition \d+\.\d\d$", 1),
+        (r"^  exactly-once / at-least-once write \d+\.\d\d$", 1),
         (r"^stream latency .*: p50 \d+ ms, p99 \d+ ms over [1-9]", 1),
     ],
 }

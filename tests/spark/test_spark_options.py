@@ -18,6 +18,7 @@ from trafka.spark._kafka import (
 )
 from trafka.spark.options import (
     EARLIEST,
+    EXACTLY_ONCE_TRANSACTION_TIMEOUT_MS,
     LATEST,
     check_read_options,
     parse_read_options,
@@ -143,6 +144,34 @@ def test_write_options() -> None:
         parse_write_options({**BASE, "subscribe": "t"})
     with pytest.raises(ConfigError, match="includeHeaders"):
         parse_write_options({**BASE, "includeHeaders": "maybe"})
+    assert not opts.exactly_once and opts.producer_config().transactional_id is None
+
+
+def test_exactly_once_options() -> None:
+    opts = parse_write_options(
+        {**BASE, "deliveryGuarantee": "Exactly-Once", "transactionalIdPrefix": " orders "}
+    )
+    assert opts.exactly_once and opts.transactional_id_prefix == "orders"
+    config = opts.producer_config("orders-3")
+    assert config.transactional_id == "orders-3"
+    # Long enough for a micro-batch and a restart (Kafka's transaction.max.timeout.ms).
+    assert config.transaction_timeout_ms == EXACTLY_ONCE_TRANSACTION_TIMEOUT_MS == 900_000
+    given = parse_write_options(
+        {**BASE, "deliveryGuarantee": "exactly-once", "kafka.transaction.timeout.ms": "60000"}
+    )
+    assert given.producer_config("x-0").transaction_timeout_ms == 60_000
+    with pytest.raises(ConfigError, match="deliveryGuarantee"):
+        parse_write_options({**BASE, "deliveryGuarantee": "exactly_twice"})
+    with pytest.raises(ConfigError, match="needs deliveryGuarantee=exactly-once"):
+        parse_write_options({**BASE, "transactionalIdPrefix": "orders"})
+    with pytest.raises(ConfigError, match="cannot be empty"):
+        parse_write_options(
+            {**BASE, "deliveryGuarantee": "exactly-once", "transactionalIdPrefix": " "}
+        )
+    with pytest.raises(ConfigError, match=r"kafka\.transactional\.id.*transactionalIdPrefix"):
+        parse_write_options(
+            {**BASE, "deliveryGuarantee": "exactly-once", "kafka.transactional.id": "x"}
+        )
 
 
 def test_partitioner_class_takes_java_names_and_trafka_names() -> None:
@@ -444,7 +473,11 @@ def test_the_parity_table_in_the_docs_is_the_options_module() -> None:
                 parse_read_options(given, streaming=streaming)
         if row.side in ("write", "both"):
             write_keys.add(row.name.lower())
-            parse_write_options({**BASE, row.name: row.example})
+            # The prefix is an option of the exactly-once sink only.
+            needs = (
+                {"deliveryGuarantee": "exactly-once"} if row.name == "transactionalIdPrefix" else {}
+            )
+            parse_write_options({**BASE, **needs, row.name: row.example})
     # Every data source option the parsers take has its row (kafka.* aside).
     assert {k for k in options._READ_KEYS} - {"polltimeoutms"} == {
         k for k in read_keys if not k.startswith("kafka.")
