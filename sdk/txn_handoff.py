@@ -42,14 +42,10 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-from trafka.codec import ErrorCode
-from trafka.codec.messages import k26_end_txn as et
-
 from .admin import Admin
-from .calls import TRANSIENT, check
-from .errors import ClientClosedError, InvalidTxnStateError, ProducerFencedError
+from .errors import ClientClosedError, InvalidTxnStateError
 from .producer import Producer
-from .transactions import TRANSACTION_KEY, TxnState
+from .transactions import TxnState
 
 __all__ = ["PreparedTransaction", "end_transaction", "prepare_transaction"]
 
@@ -166,33 +162,10 @@ async def end_transaction(
     """
     if not transaction.partitions:
         return
-    tid = transaction.transactional_id
-    request = et.EndTxnRequest(
-        transactional_id=tid,
-        producer_id=transaction.producer_id,
-        producer_epoch=transaction.producer_epoch,
-        committed=commit,
+    await admin.end_transaction(
+        transaction.transactional_id,
+        transaction.producer_id,
+        transaction.producer_epoch,
+        commit=commit,
+        timeout_ms=timeout_ms,
     )
-    what = f"{'committing' if commit else 'aborting'} the transaction of {tid!r}"
-
-    async def attempt(deadline: float) -> None:
-        conn = await admin._coordinator(tid, TRANSACTION_KEY)
-        # At most v4: transaction version 1 (see the module's rules).
-        version = min(conn.version_for(26), 4)
-        resp = await conn.request(26, request, version=version)
-        code = resp.error_code
-        if code in (ErrorCode.PRODUCER_FENCED, ErrorCode.INVALID_PRODUCER_EPOCH):
-            raise ProducerFencedError(
-                code,
-                f"{what}: fenced (producer id {transaction.producer_id}, epoch "
-                f"{transaction.producer_epoch}); a newer producer of the id, or "
-                "transaction.timeout.ms, ended it",
-            )
-        if code == ErrorCode.INVALID_TXN_STATE:
-            raise InvalidTxnStateError(
-                f"{what}: the coordinator refused (INVALID_TXN_STATE): it already ended the "
-                "other way, or never started"
-            )
-        check(code, what, again=TRANSIENT | {ErrorCode.CONCURRENT_TRANSACTIONS})
-
-    await admin._calls.run("end_transaction", timeout_ms, attempt)

@@ -16,7 +16,8 @@ from typing import Any, Literal, overload
 import anyio
 import anyio.abc
 
-from trafka.codec import TrafkaError
+from trafka.codec import ErrorCode, TrafkaError
+from trafka.codec.messages import k26_end_txn as et
 
 from .._validate import (
     INT16_MAX,
@@ -32,6 +33,8 @@ from .._validate import (
     check_topic_partitions,
     check_topics,
 )
+from ..calls import TRANSIENT, check
+from ..errors import InvalidTxnStateError, ProducerFencedError
 from ..fetcher import TopicPartition
 from ..transactions import TRANSACTION_KEY
 from ..transport import COORDINATOR_BASE, BrokerConnection
@@ -166,6 +169,66 @@ class TransactionCalls(TopicCalls):
             return answered(ids, out, "describing transactional id")
 
         return await self._calls.run("describe_transactions", timeout_ms, attempt)
+
+    async def end_transaction(
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        *,
+        commit: bool,
+        timeout_ms: int | None = None,
+    ) -> None:
+        """Commit or abort the open transaction of a producer, from any process
+        (EndTxn with its transactional id, producer id and epoch): how a
+        transaction prepared by one process is ended by another (see
+        :mod:`trafka.sdk.txn_handoff`).
+
+        Coordinators that move or load, and a transaction whose markers are
+        still being written, are waited out within ``timeout_ms`` (default
+        ``default.api.timeout.ms``). Ending a transaction the way it already
+        ended succeeds again (a retry); EndTxn is sent at version 4 at most,
+        Kafka's transaction version 1, whose epoch stays the producer's.
+
+        Raises:
+            ProducerFencedError: a newer producer of the transactional id, or the
+                coordinator's timeout, ended the transaction first (fenced).
+            InvalidTxnStateError: the transaction already ended the other way.
+            KafkaError: any other refusal (INVALID_PRODUCER_ID_MAPPING: the
+                coordinator no longer knows the id with that producer id;
+                TRANSACTIONAL_ID_AUTHORIZATION_FAILED).
+            ApiTimeoutError: not done within ``timeout_ms``.
+        """
+        tid = transactional_id
+        request = et.EndTxnRequest(
+            transactional_id=tid,
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            committed=commit,
+        )
+        what = f"{'committing' if commit else 'aborting'} the transaction of {tid!r}"
+
+        async def attempt(deadline: float) -> None:
+            conn = await self._coordinator(tid, TRANSACTION_KEY)
+            # At most v4: transaction version 1 (see the docstring).
+            version = min(conn.version_for(26), 4)
+            resp = await conn.request(26, request, version=version)
+            code = resp.error_code
+            if code in (ErrorCode.PRODUCER_FENCED, ErrorCode.INVALID_PRODUCER_EPOCH):
+                raise ProducerFencedError(
+                    code,
+                    f"{what}: fenced (producer id {producer_id}, epoch "
+                    f"{producer_epoch}); a newer producer of the id, or "
+                    "transaction.timeout.ms, ended it",
+                )
+            if code == ErrorCode.INVALID_TXN_STATE:
+                raise InvalidTxnStateError(
+                    f"{what}: the coordinator refused (INVALID_TXN_STATE): it already ended "
+                    "the other way, or never started"
+                )
+            check(code, what, again=TRANSIENT | {ErrorCode.CONCURRENT_TRANSACTIONS})
+
+        await self._calls.run("end_transaction", timeout_ms, attempt)
 
     async def fence_producers(
         self, transactional_ids: Iterable[str], *, timeout_ms: int | None = None
