@@ -86,7 +86,12 @@ def split_batch(
     """
     index_records = _records.accelerated("index_records")
     hash_id = HASH_IDS.get(hash_name)
-    if index_records is None or hash_id is None or header.magic != 2 or header.attributes & _CONTROL:
+    if (
+        index_records is None
+        or hash_id is None
+        or header.magic != 2
+        or header.attributes & _CONTROL
+    ):
         return None
     view = memoryview(batch)
     if len(view) < header.size or not 0 <= own < partitions:
@@ -105,9 +110,7 @@ def split_batch(
     if count < 0 or count * _MIN_RECORD > len(data):
         return None
     log_append = header.max_timestamp if header.attributes & _LOG_APPEND_TIME else None
-    found = index_records(
-        data, count, header.base_timestamp, log_append, partitions, hash_id, own
-    )
+    found = index_records(data, count, header.base_timestamp, log_append, partitions, hash_id, own)
     if found is None:
         return None
     return [(target, (data, spans)) for target, spans in found]
