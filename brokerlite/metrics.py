@@ -35,6 +35,10 @@ metric                                                             from
                                                                    percentiles (0.50 ... 0.999),
                                                                    estimated from the histogram
 ``kafka_log_log_logstartoffset{topic,partition}`` / ``logendoffset``  each log's bounds here
+``kafka_network_socketserver_networkprocessoravgidlepercent``,      the loop's share of time waiting
+``..._requesthandleravgidlepercent``                               for I/O (trafka.common.idle)
+``kafka_server_replicafetchermanager_maxlag{clientid}``,            how far followed partitions are
+``kafka_server_fetcherlagmetrics_consumerlag{clientid,topic,...}``  behind their leaders
 ``kafka_controller_kafkacontroller_offlinepartitionscount``        partitions without a leader (on
                                                                    the controller; 0 elsewhere)
 ``kafka_controller_kafkacontroller_globalpartitioncount`` /        partitions and topics of the
@@ -76,12 +80,14 @@ mix.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, Protocol
 
 from trafka.codec.errors import ErrorCode
 from trafka.codec.protocol import api
 from trafka.common.histograms import Histograms
+from trafka.common.idle import IdleRatio
 from trafka.common.metrics_http import Endpoint
 
 from .errors import BrokerError
@@ -156,6 +162,8 @@ class BrokerMetrics:
         self._times = Histograms(_BUCKETS)  # per API key
         self._broker: MetricsSource | None = None
         self._registry: CollectorRegistry | None = None
+        #: The broker loop's I/O waits (its driver feeds them; see trafka.common.idle).
+        self.loop_idle = IdleRatio(time.monotonic())
 
     def attach(self, broker: MetricsSource) -> None:
         """The broker whose state the gauges read at a scrape."""
@@ -209,10 +217,31 @@ class BrokerMetrics:
         if broker is not None:
             yield from _partition_gauges(broker)
             yield _purgatories(broker)
+            yield from self._idle()
             yield from _controller_gauges(broker)
             yield from _log_offsets(broker)
             yield from _exporter_partitions(broker)
             yield from _exporter_groups(broker)
+
+    def _idle(self) -> Iterator[Any]:
+        """Kafka's idle ratios: one trio loop is the broker's network thread and
+        request handler, so both report its share of time waiting for I/O."""
+        from prometheus_client.core import GaugeMetricFamily
+
+        ratio = self.loop_idle.ratio(time.monotonic())
+        if ratio is None:
+            return
+        for name, what in (
+            (
+                "kafka_network_socketserver_networkprocessoravgidlepercent",
+                "Share of the recent time the broker's loop waited for I/O (0 to 1).",
+            ),
+            (
+                "kafka_server_kafkarequesthandlerpool_requesthandleravgidlepercent",
+                "Share of the recent time the broker's loop had no request to handle (0 to 1).",
+            ),
+        ):
+            yield GaugeMetricFamily(name, what, value=ratio)
 
     def _topic_counters(self) -> Iterator[Any]:
         from prometheus_client.core import CounterMetricFamily
@@ -337,8 +366,33 @@ def _partition_gauges(broker: MetricsSource) -> Iterator[Any]:
         "1 on the cluster's controller.",
         value=controller,
     )
+    yield from _fetcher_lag(broker)
     yield sizes
     yield _group_lag(broker)
+
+
+def _fetcher_lag(broker: MetricsSource) -> Iterator[Any]:
+    """Kafka's replica fetcher lag: per followed partition, how far this log's end
+    is behind the leader's high watermark at its last answer, and the largest of
+    them (0 when nothing is followed, a single node included)."""
+    from prometheus_client.core import GaugeMetricFamily
+
+    lags = broker.cluster.replicas.fetcher_lags() if broker.cluster is not None else {}
+    family = GaugeMetricFamily(
+        "kafka_server_replicafetchermanager_maxlag",
+        "The largest lag of a followed partition behind its leader, in records.",
+        labels=["clientid"],
+    )
+    family.add_metric(["Replica"], max(lags.values(), default=0))
+    yield family
+    per = GaugeMetricFamily(
+        "kafka_server_fetcherlagmetrics_consumerlag",
+        "A followed partition's lag behind its leader's high watermark, in records.",
+        labels=["clientid", "topic", "partition"],
+    )
+    for (topic, partition), lag in sorted(lags.items()):
+        per.add_metric(["Replica", topic, str(partition)], lag)
+    yield per
 
 
 def _group_lag(broker: MetricsSource) -> Any:

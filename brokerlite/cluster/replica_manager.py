@@ -182,6 +182,10 @@ class ReplicaManager:
         #: IsrShrinksPerSec/IsrExpandsPerSec), counted when they take effect.
         self.isr_shrinks = 0
         self.isr_expands = 0
+        #: Each followed partition's lag behind its leader at the last fetch
+        #: answer: the leader's high watermark minus this log's end, never below
+        #: 0 (Kafka's FetcherLagMetrics ConsumerLag).
+        self._fetcher_lag: dict[tuple[str, int], int] = {}
 
     # -- roles ------------------------------------------------------------------------------
 
@@ -588,6 +592,7 @@ class ReplicaManager:
         """The leader told its high watermark: a follower's is the smaller of it and
         its own log end."""
         plog = self._logs.partition(topic, partition)
+        self._fetcher_lag[topic, partition] = max(leader_hw - plog.log_end_offset, 0)
         hw = min(leader_hw, plog.log_end_offset)
         if hw > plog.high_watermark:
             plog.set_high_watermark(hw)
@@ -604,6 +609,15 @@ class ReplicaManager:
 
     def led(self) -> Iterable[Replica]:
         return (r for r in self._replicas.values() if r.role is Role.LEADER)
+
+    def fetcher_lags(self) -> dict[tuple[str, int], int]:
+        """The lag of each partition this broker follows now, as of the last
+        answer from its leader (a partition not yet fetched has none)."""
+        return {
+            key: lag
+            for key, lag in self._fetcher_lag.items()
+            if (r := self._replicas.get(key)) is not None and r.role is Role.FOLLOWER
+        }
 
 
 def check_epoch(requested: int, current: int) -> None:

@@ -10,11 +10,13 @@ starting closes what was opened. :func:`run_broker` serves until a signal, and
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import logging
 import signal
 import threading
+import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from typing import TYPE_CHECKING, Any
@@ -22,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from trafka.common.accept import accept_forever
+from trafka.common.idle import IdleInstrument
 from trafka.common.request_budget import RequestBudget
 
 from ..broker import Broker
@@ -96,6 +99,8 @@ async def serve_broker(
             tuple(metrics_listeners[0].socket.getsockname()[:2]) if metrics_listeners else None
         ),
     )
+    idle = IdleInstrument(broker.metrics.loop_idle, time.monotonic)
+    trio.lowlevel.add_instrument(idle)
     try:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(server.ticker)
@@ -131,6 +136,8 @@ async def serve_broker(
     except BaseExceptionGroup as group:
         raise collapse(group) from None
     finally:
+        with contextlib.suppress(KeyError):
+            trio.lowlevel.remove_instrument(idle)
         if driver is not None:
             driver.close()
         broker.close()

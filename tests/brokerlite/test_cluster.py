@@ -990,6 +990,30 @@ def test_metrics_describe_leaders_the_controller_and_under_replication(zk: str) 
             assert sorted(offsets) == sorted(
                 (("partition", str(p)), ("topic", "metered")) for p in range(6)
             )
+
+            # Each partition's two followers report their fetcher lag, 0 once
+            # they have caught up (Kafka's FetcherLagMetrics and MaxLag).
+            def lags() -> dict[tuple[int, str], float]:
+                return {
+                    (n, dict(labels)["partition"]): v
+                    for n in cluster.node_ids
+                    for (name, labels), v in labelled_samples(cluster, n).items()
+                    if name == "kafka_server_fetcherlagmetrics_consumerlag"
+                    and ("topic", "metered") in labels
+                }
+
+            await until(
+                lambda: len(lags()) == 12 and not any(lags().values()),
+                "every follower reports its lag, caught up",
+            )
+            followed = {(n, p) for (n, p) in lags()}
+            led = {
+                (n, dict(labels)["partition"])
+                for n, s in zip(cluster.node_ids, labelled, strict=True)
+                for (name, labels) in s
+                if name == "kafka_topic_partition_current_offset" and ("topic", "metered") in labels
+            }
+            assert not followed & led  # a leader follows nothing of its own
             seen = {n: gauges(cluster, n) for n in cluster.node_ids}
             controllers = [
                 n

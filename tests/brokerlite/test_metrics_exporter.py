@@ -133,6 +133,15 @@ def test_exporter_series_say_where_the_data_is(tmp_path: Path) -> None:
             for q in ("0.50", "0.75", "0.95", "0.98", "0.99", "0.999")
         ]
         assert produce_ms == sorted(produce_ms) and produce_ms[0] > 0
+        # The loop's idle share, Kafka's two idle ratios (one loop does both jobs).
+        for name in (
+            "kafka_network_socketserver_networkprocessoravgidlepercent",
+            "kafka_server_kafkarequesthandlerpool_requesthandleravgidlepercent",
+        ):
+            assert 0.0 <= found[(name, ())] <= 1.0
+        # A single node follows nothing: its fetcher lag is 0, with no partition.
+        assert found[("kafka_server_replicafetchermanager_maxlag", (("clientid", "Replica"),))] == 0
+        assert series(found, "kafka_server_fetcherlagmetrics_consumerlag") == {}
 
     trio.run(exercised_broker, tmp_path, check)
 
