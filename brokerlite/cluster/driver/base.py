@@ -12,7 +12,7 @@ cluster, so the parts are declared here, with their types, and assigned by
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import trio
 
@@ -20,12 +20,16 @@ from ...config import BrokerConfig
 from ...storage.node_meta import ClusterProducerIds
 from ..view import ClusterView
 
+if TYPE_CHECKING:
+    from ...broker import Broker
+
 __all__ = ["DriverParts"]
 
 
 class DriverParts:
     """The parts of a cluster driver (see :class:`ClusterDriver`)."""
 
+    broker: Broker
     config: BrokerConfig
     node_id: int
     view: ClusterView

@@ -1,0 +1,215 @@
+"""ACLs in cluster mode live in ZooKeeper, in Kafka's layout, and every broker enforces them.
+
+Kafka in ZooKeeper mode keeps each resource pattern's ACLs in ``/kafka-acl/<Type>/<name>``
+and announces a change with a sequential ``/kafka-acl-changes/acl_changes_N`` znode, which
+every broker's authorizer watches (Kafka 3.9, ``ZkData.scala`` / ``AclAuthorizer``). So an
+ACL created through one broker refuses a principal on all of them, and a broker that
+starts with an empty data directory loads them all from ZooKeeper before it serves.
+
+The cluster speaks SASL/PLAIN with the authorizer on; real clients (kafka-python) create
+the ACLs through node 1 and produce as ``alice`` to partitions led by each node.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+from cluster_helpers import run, until
+from kafka import KafkaAdminClient, KafkaProducer
+from kafka.admin import (
+    ACL,
+    ACLFilter,
+    ACLOperation,
+    ACLPermissionType,
+    ACLResourcePatternType,
+    NewTopic,
+    ResourcePattern,
+    ResourceType,
+)
+from kafka.errors import TopicAuthorizationFailedError
+from kazoo.client import KazooClient
+
+from trafka.brokerlite.dev.local_cluster import LocalCluster, serve_cluster
+
+pytestmark = [pytest.mark.timeout(180), pytest.mark.slow]
+
+USERS = {"admin": "admin-pw", "alice": "alice-pw"}
+TOPIC = "orders"
+SETTINGS: dict[str, Any] = {
+    "security_protocol": "SASL_PLAINTEXT",
+    "sasl_users": USERS,
+    "super_users": ("User:admin",),
+    "authorizer_class_name": "kafka.security.authorizer.AclAuthorizer",
+    "group_initial_rebalance_delay_ms": 0,
+}
+
+
+def sasl(user: str) -> dict[str, Any]:
+    return {
+        "security_protocol": "SASL_PLAINTEXT",
+        "sasl_mechanism": "PLAIN",
+        "sasl_plain_username": user,
+        "sasl_plain_password": USERS[user],
+    }
+
+
+def bootstrap(cluster: LocalCluster, node: int) -> str:
+    return cluster.node(node).bootstrap_servers
+
+
+def admin_on(cluster: LocalCluster, node: int) -> KafkaAdminClient:
+    """A kafka-python admin whose requests all go to broker ``node`` (its connection
+    manager's ``send`` takes the node to ask; the ACL calls pass none)."""
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap(cluster, node), **sasl("admin"))
+    manager = admin._manager
+    manager.send = functools.partial(manager.send, node_id=node)
+    return admin
+
+
+def topic_acl(op: ACLOperation, permission: ACLPermissionType) -> ACL:
+    return ACL(
+        principal="User:alice",
+        host="*",
+        operation=op,
+        permission_type=permission,
+        resource_pattern=ResourcePattern(ResourceType.TOPIC, TOPIC, ACLResourcePatternType.LITERAL),
+    )
+
+
+def alice_may_write(cluster: LocalCluster, partition: int) -> bool:
+    """Whether alice's produce to ``partition`` (led by one broker) is accepted."""
+    producer = KafkaProducer(
+        bootstrap_servers=cluster.bootstrap_servers,
+        retries=0,
+        request_timeout_ms=10_000,
+        **sasl("alice"),
+    )
+    try:
+        producer.send(TOPIC, b"v", partition=partition).get(timeout=20)
+        return True
+    except TopicAuthorizationFailedError:
+        return False
+    finally:
+        producer.close(timeout=5)
+
+
+def leaders(cluster: LocalCluster) -> dict[int, int]:
+    """Partition -> leader, as node 1 sees it."""
+    image = cluster.node(1).broker.cluster.image
+    return {p: s.leader for (t, p), s in image.states.items() if t == TOPIC}
+
+
+def znodes(zk: str) -> tuple[dict[str, Any], list[bytes]]:
+    """The topic's ACL znode and the literal change notifications, read with kazoo."""
+    client = KazooClient(hosts=zk, timeout=10.0)
+    client.start(timeout=10.0)
+    try:
+        data, _ = client.get(f"/kafka-acl/Topic/{TOPIC}")
+        changes = sorted(client.get_children("/kafka-acl-changes"))
+        assert changes and all(c.startswith("acl_changes_") and c[12:].isdigit() for c in changes)
+        notes = [client.get(f"/kafka-acl-changes/{c}")[0] for c in changes]
+        return json.loads(data), notes
+    finally:
+        client.stop()
+        client.close()
+
+
+def test_an_acl_created_through_one_broker_is_enforced_by_every_broker(zk: str) -> None:
+    async def test() -> None:
+        async with serve_cluster(3, zookeeper_connect=zk, **SETTINGS) as cluster:
+            admin = await trio.to_thread.run_sync(admin_on, cluster, 1)
+            try:
+                await trio.to_thread.run_sync(admin.create_topics, [NewTopic(TOPIC, 3, 1)])
+                await until(lambda: len(leaders(cluster)) == 3, "3 partitions have leaders")
+                by_node = {leader: p for p, leader in leaders(cluster).items()}
+                # Spread over the 3 brokers: each partition is served by another node.
+                assert sorted(by_node) == [1, 2, 3]
+                # Without an ACL alice is refused (allow.everyone.if.no.acl.found=false).
+                assert not await trio.to_thread.run_sync(alice_may_write, cluster, by_node[3])
+
+                allow = topic_acl(ACLOperation.WRITE, ACLPermissionType.ALLOW)
+                created = await trio.to_thread.run_sync(admin.create_acls, [allow])
+                assert created["failed"] == []
+                for node in (1, 2, 3):
+                    await poll_until(cluster, by_node[node], True, f"node {node} allows alice")
+
+                deny = topic_acl(ACLOperation.WRITE, ACLPermissionType.DENY)
+                created = await trio.to_thread.run_sync(admin.create_acls, [deny])
+                assert created["failed"] == []
+                for node in (2, 3, 1):
+                    await poll_until(cluster, by_node[node], False, f"node {node} refuses alice")
+
+                doc, notes = await trio.to_thread.run_sync(znodes, zk)
+                assert doc["version"] == 1
+                assert sorted(doc["acls"], key=lambda e: e["permissionType"]) == [
+                    {
+                        "principal": "User:alice",
+                        "permissionType": "Allow",
+                        "operation": "Write",
+                        "host": "*",
+                    },
+                    {
+                        "principal": "User:alice",
+                        "permissionType": "Deny",
+                        "operation": "Write",
+                        "host": "*",
+                    },
+                ]
+                assert notes[-2:] == [b"TOPIC:orders", b"TOPIC:orders"]
+
+                # A broker restarted with an empty data directory enforces the deny at once.
+                data_dir = Path(cluster.node(3).config.data_dir)
+                await cluster.stop_node(3)
+                shutil.rmtree(data_dir)
+                restarted = await cluster.start_node(3)
+                authorizer = restarted.broker.authorizer
+                assert authorizer is not None
+                assert {(a.principal, a.operation, a.permission) for a in authorizer.acls()} == {
+                    ("User:alice", ACLOperation.WRITE, ACLPermissionType.ALLOW),
+                    ("User:alice", ACLOperation.WRITE, ACLPermissionType.DENY),
+                }
+                assert not await trio.to_thread.run_sync(alice_may_write, cluster, by_node[3])
+
+                # Removing the deny through node 2 lets alice write on every node again.
+                admin2 = await trio.to_thread.run_sync(admin_on, cluster, 2)
+                try:
+                    deny_filter = ACLFilter(
+                        principal="User:alice",
+                        host="*",
+                        operation=ACLOperation.ANY,
+                        permission_type=ACLPermissionType.DENY,
+                        resource_pattern=ResourcePattern(
+                            ResourceType.TOPIC, TOPIC, ACLResourcePatternType.LITERAL
+                        ),
+                    )
+                    [(_, removed, error)] = await trio.to_thread.run_sync(
+                        admin2.delete_acls, [deny_filter]
+                    )
+                    assert error is None or error.errno == 0, error
+                    assert [a.permission_type for a in removed] == [ACLPermissionType.DENY]
+                finally:
+                    await trio.to_thread.run_sync(admin2.close)
+                for node in (1, 3, 2):
+                    await poll_until(
+                        cluster, by_node[node], True, f"node {node} allows alice again"
+                    )
+                doc, _ = await trio.to_thread.run_sync(znodes, zk)
+                assert [e["permissionType"] for e in doc["acls"]] == ["Allow"]
+            finally:
+                await trio.to_thread.run_sync(admin.close)
+
+    run(test, deadline=170)
+
+
+async def poll_until(cluster: LocalCluster, partition: int, allowed: bool, what: str) -> None:
+    """Ask until alice's produce to ``partition`` gets the expected answer (a deadline,
+    no timing assertion: the brokers apply the change when notified)."""
+    with trio.fail_after(30):
+        while await trio.to_thread.run_sync(alice_may_write, cluster, partition) != allowed:
+            await trio.sleep(0.1)
