@@ -44,8 +44,8 @@ replica fetchers) and stops; its duties are mixins over the parts declared in
 ``base.py``, because they share one ZooKeeper session and one view:
 ``reading.py`` (one reading of the cluster), ``controller_duties.py`` (the
 controller's writes), ``topic_tasks.py`` (the topic changes requests ask
-for) and ``acl_sync.py`` (the ACLs, kept in ZooKeeper and followed by every
-broker). kazoo is reached from this package alone.
+for), ``acl_sync.py`` and ``scram_sync.py`` (the ACLs and SCRAM credentials,
+kept in ZooKeeper and followed by every broker). kazoo is reached from this package alone.
 """
 
 from __future__ import annotations
@@ -123,6 +123,7 @@ class ClusterDriver(ControllerDuties, TopicTasks):
         self._image_event = trio.Event()
         self._tasks_event = trio.Event()
         self._acls_changed = trio.Event()
+        self._users_changed = trio.Event()
         self._session_lost = False
         self._controller_epoch = -1  # ours while we are the controller
         self._controller_epoch_version = -1
@@ -147,8 +148,11 @@ class ClusterDriver(ControllerDuties, TopicTasks):
         self._token = trio.lowlevel.current_trio_token()
         await trio.to_thread.run_sync(self._join)
         self.zk.add_listener(self._on_state)
+        # The cluster's SCRAM credentials and ACLs before the first request
+        # (see scram_sync.py and acl_sync.py).
+        await trio.to_thread.run_sync(self._watch_user_changes)
+        await self._load_scram()
         if self.broker.authorizer is not None:
-            # The cluster's ACLs before the first request (see acl_sync.py).
             await trio.to_thread.run_sync(self._watch_acl_changes)
             await self._load_acls()
 
@@ -268,6 +272,7 @@ class ClusterDriver(ControllerDuties, TopicTasks):
             nursery.start_soon(self._reader)
             nursery.start_soon(self._ticker)
             nursery.start_soon(self._task_runner)
+            nursery.start_soon(self._scram_follower)
             if self.broker.authorizer is not None:
                 nursery.start_soon(self._acl_follower)
             nursery.start_soon(MarkerSender(self.broker, self._kick).run)

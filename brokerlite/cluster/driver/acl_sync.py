@@ -114,19 +114,12 @@ class AclSync(DriverParts):
 
     def _watch_acl_changes(self) -> None:
         """Watch both change paths (run in a thread, once joined)."""
-        for path in (LITERAL_ACL_CHANGES, f"{EXTENDED_ACL_CHANGES}"):
+        for path in (LITERAL_ACL_CHANGES, EXTENDED_ACL_CHANGES):
             self.zk.ensure_path(path)
             self.zk.ChildrenWatch(path, self._on_acl_change)
 
     def _on_acl_change(self, *_: Any) -> None:
-        # kazoo's thread: wake the trio side only.
-        token = self._token
-        if token is None or self._closed:
-            return
-        try:
-            token.run_sync_soon(self._acls_changed.set)
-        except trio.RunFinishedError:
-            pass
+        self._wake_soon("_acls_changed")
 
     async def _load_acls(self) -> None:
         """Read every ACL and hand them to the authorizer (no authorizer: nothing)."""
@@ -139,16 +132,4 @@ class AclSync(DriverParts):
 
     async def _acl_follower(self) -> None:
         """Apply the ACL changes other brokers notify, for as long as the driver runs."""
-        while True:
-            await self._acls_changed.wait()
-            self._acls_changed = trio.Event()
-            if not self.zk.connected:
-                await trio.sleep(0.5)
-                self._acls_changed.set()
-                continue
-            try:
-                await self._load_acls()
-            except Exception as exc:
-                log.warning("reading the ACLs from ZooKeeper failed: %s", exc)
-                await trio.sleep(0.5)
-                self._acls_changed.set()
+        await self._follow("_acls_changed", self._load_acls, "ACLs")

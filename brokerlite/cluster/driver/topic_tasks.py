@@ -51,6 +51,7 @@ from ..zk_layout import (
     topic_path,
 )
 from .acl_sync import AclSync
+from .scram_sync import ScramSync
 
 __all__ = ["TopicTasks"]
 
@@ -60,7 +61,7 @@ log = logging.getLogger("trafka.brokerlite.cluster")
 _PRODUCER_ID_BLOCK_SIZE = 1000
 
 
-class TopicTasks(AclSync):
+class TopicTasks(AclSync, ScramSync):
     """Topic changes asked by requests (a mixin of :class:`ClusterDriver`)."""
 
     async def _task_runner(self) -> None:
@@ -116,6 +117,11 @@ class TopicTasks(AclSync):
                     self._write_acls, task.args["add"], task.args["remove"]
                 )
                 await self._load_acls()
+            elif task.kind == "scram":
+                await trio.to_thread.run_sync(
+                    self._write_scram, task.args["sets"], task.args["deletes"]
+                )
+                await self._load_scram()
             elif task.kind == "producer_ids":
                 block = await trio.to_thread.run_sync(self._reserve_producer_ids)
                 self._producer_ids.add_block(*block)

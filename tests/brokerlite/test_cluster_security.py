@@ -1,4 +1,5 @@
-"""ACLs in cluster mode live in ZooKeeper, in Kafka's layout, and every broker enforces them.
+"""ACLs and SCRAM credentials in cluster mode live in ZooKeeper, in Kafka's layout, and
+every broker enforces them.
 
 Kafka in ZooKeeper mode keeps each resource pattern's ACLs in ``/kafka-acl/<Type>/<name>``
 and announces a change with a sequential ``/kafka-acl-changes/acl_changes_N`` znode, which
@@ -6,12 +7,18 @@ every broker's authorizer watches (Kafka 3.9, ``ZkData.scala`` / ``AclAuthorizer
 ACL created through one broker refuses a principal on all of them, and a broker that
 starts with an empty data directory loads them all from ZooKeeper before it serves.
 
-The cluster speaks SASL/PLAIN with the authorizer on; real clients (kafka-python) create
+SCRAM credentials set through AlterUserScramCredentials go to ``/config/users/<user>``
+(salted hashes: ``salt=..,stored_key=..,server_key=..,iterations=N``) with a
+``/config/changes/config_change_N`` notification (``{"version":2,"entity_path":"users/<user>"}``),
+as Kafka's ``AdminZkClient`` writes them, so a user created through one broker logs in on all.
+
+The cluster speaks SASL with the authorizer on; real clients (kafka-python) create
 the ACLs through node 1 and produce as ``alice`` to partitions led by each node.
 """
 
 from __future__ import annotations
 
+import base64
 import functools
 import json
 import shutil
@@ -31,13 +38,15 @@ from kafka.admin import (
     NewTopic,
     ResourcePattern,
     ResourceType,
+    ScramMechanism,
+    UserScramCredentialUpsertion,
 )
-from kafka.errors import TopicAuthorizationFailedError
+from kafka.errors import KafkaError, TopicAuthorizationFailedError
 from kazoo.client import KazooClient
 
 from trafka.brokerlite.dev.local_cluster import LocalCluster, serve_cluster
 
-pytestmark = [pytest.mark.timeout(180), pytest.mark.slow]
+pytestmark = pytest.mark.timeout(180)
 
 USERS = {"admin": "admin-pw", "alice": "alice-pw"}
 TOPIC = "orders"
@@ -213,3 +222,84 @@ async def poll_until(cluster: LocalCluster, partition: int, allowed: bool, what:
     with trio.fail_after(30):
         while await trio.to_thread.run_sync(alice_may_write, cluster, partition) != allowed:
             await trio.sleep(0.1)
+
+
+def logs_in(cluster: LocalCluster, node: int, user: str, password: str) -> bool:
+    """Whether ``user`` completes a SCRAM-SHA-256 login on broker ``node`` (kafka-python's
+    admin authenticates its bootstrap connection, to that broker alone, when it starts)."""
+    try:
+        client = KafkaAdminClient(
+            bootstrap_servers=bootstrap(cluster, node),
+            security_protocol="SASL_PLAINTEXT",
+            sasl_mechanism="SCRAM-SHA-256",
+            sasl_plain_username=user,
+            sasl_plain_password=password,
+            request_timeout_ms=10_000,
+            # A refused login is retried until this runs out (then KafkaTimeoutError).
+            bootstrap_timeout_ms=3_000,
+        )
+    except KafkaError:
+        return False
+    client.close()
+    return True
+
+
+def user_znodes(zk: str, user: str) -> tuple[bytes, list[dict[str, Any]]]:
+    client = KazooClient(hosts=zk, timeout=10.0)
+    client.start(timeout=10.0)
+    try:
+        data, _ = client.get(f"/config/users/{user}")
+        changes = sorted(client.get_children("/config/changes"))
+        assert all(c.startswith("config_change_") and c[14:].isdigit() for c in changes)
+        notes = [json.loads(client.get(f"/config/changes/{c}")[0]) for c in changes]
+        return data, notes
+    finally:
+        client.stop()
+        client.close()
+
+
+def test_a_scram_user_created_through_one_broker_logs_in_on_every_broker(zk: str) -> None:
+    async def test() -> None:
+        settings = {
+            **SETTINGS,
+            "sasl_enabled_mechanisms": ("PLAIN", "SCRAM-SHA-256"),
+        }
+        async with serve_cluster(3, zookeeper_connect=zk, **settings) as cluster:
+            assert not await trio.to_thread.run_sync(logs_in, cluster, 3, "carol", "carol-pw")
+            admin = await trio.to_thread.run_sync(admin_on, cluster, 2)
+            try:
+                upsert = UserScramCredentialUpsertion(
+                    "carol", ScramMechanism.SCRAM_SHA_256, "carol-pw", iterations=4096
+                )
+                errors = await trio.to_thread.run_sync(admin.alter_user_scram_credentials, [upsert])
+                assert errors == {"carol": None}
+            finally:
+                await trio.to_thread.run_sync(admin.close)
+            for node in (3, 1, 2):
+                with trio.fail_after(30):
+                    while not await trio.to_thread.run_sync(
+                        logs_in, cluster, node, "carol", "carol-pw"
+                    ):
+                        await trio.sleep(0.1)
+            assert not await trio.to_thread.run_sync(logs_in, cluster, 3, "carol", "wrong-pw")
+
+            data, notes = await trio.to_thread.run_sync(user_znodes, zk, "carol")
+            doc = json.loads(data)
+            assert doc["version"] == 1 and list(doc["config"]) == ["SCRAM-SHA-256"]
+            fields = dict(part.split("=", 1) for part in doc["config"]["SCRAM-SHA-256"].split(","))
+            assert sorted(fields) == ["iterations", "salt", "server_key", "stored_key"]
+            assert fields["iterations"] == "4096"
+            assert b"carol-pw" not in data  # salted hashes only, never the password
+            assert base64.b64decode(fields["salt"]) == upsert.salt
+            assert upsert.salted_password not in data
+            assert base64.b64encode(upsert.salted_password) not in data
+            assert {"version": 2, "entity_path": "users/carol"} in notes
+
+            # A broker restarted with an empty data directory gets the user back.
+            data_dir = Path(cluster.node(3).config.data_dir)
+            await cluster.stop_node(3)
+            shutil.rmtree(data_dir)
+            await cluster.start_node(3)
+            assert await trio.to_thread.run_sync(logs_in, cluster, 3, "carol", "carol-pw")
+
+    run(test, deadline=170)
