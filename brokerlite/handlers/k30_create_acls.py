@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from trafka.brokerlite.cluster.view import ZkTask
 from trafka.brokerlite.security.authorizer import CLUSTER_NAME, AclBinding, AclStoreError
+from trafka.brokerlite.security.zk_acls import name_problem
 from trafka.codec.acl import AclOperation, AclResourceType
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k30_create_acls as m
@@ -55,6 +56,14 @@ def handle(ctx: RequestContext, request: m.CreateAclsRequest) -> m.CreateAclsRes
     if ctx.cluster is not None:
         # Cluster mode: ZooKeeper holds the ACLs; answered once written there.
         results, new = authorizer.check_create(bindings)
+        # A name ZooKeeper cannot hold as one znode is refused before anything is written.
+        results = [
+            (ErrorCode.INVALID_REQUEST, problem)
+            if code == ErrorCode.NONE and (problem := name_problem(b.name)) is not None
+            else (code, message)
+            for b, (code, message) in zip(bindings, results, strict=True)
+        ]
+        new = [a for a in new if name_problem(a.name) is None]
         if new:
             task = ZkTask("acls", {"add": new, "remove": []})
             return park_on_tasks(ctx, [task], 30_000, lambda: _answer(results, task))

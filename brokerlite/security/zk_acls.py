@@ -51,6 +51,7 @@ __all__ = [
     "decode_acls",
     "encode_acls",
     "group_by_resource",
+    "name_problem",
     "resource_path",
     "resource_type_from_dir",
     "updated_acls",
@@ -96,8 +97,23 @@ def resource_type_from_dir(root: str, name: str) -> int:
     return _lookup(AclResourceType, name, f"{root}/{name}", "resource type")
 
 
+def name_problem(name: str) -> str | None:
+    """Why a resource name has no znode of its own (None: it has one)."""
+    if "/" in name or name in ("", ".", "..") or "\x00" in name:
+        return f"resource name {name!r} cannot be a ZooKeeper znode name"
+    return None
+
+
 def resource_path(resource_type: int, pattern_type: int, name: str) -> str:
-    """The znode of a pattern's ACLs."""
+    """The znode of a pattern's ACLs.
+
+    Raises:
+        ValueError: a name ZooKeeper cannot hold as one znode (Kafka writes the
+            name as it is, so it has no place for these either).
+    """
+    problem = name_problem(name)
+    if problem is not None:
+        raise ValueError(problem)
     type_dir = _pascal(AclResourceType(resource_type).name)
     if pattern_type == PatternType.LITERAL:
         return f"{LITERAL_ACLS}/{type_dir}/{name}"

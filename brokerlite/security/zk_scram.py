@@ -14,6 +14,8 @@ reading and writing.
 Rules:
 
 * Stateless and I/O-free.
+* A user's znode is named as Kafka names it: the user name sanitized
+  (URL-encoded), so any name, ``/`` included, has one znode.
 * Only salted hashes are written: the salt, StoredKey and ServerKey in base64
   and the iteration count (Kafka's ``ScramCredentialUtils`` form), never a
   password nor a salted password.
@@ -29,6 +31,7 @@ import base64
 import binascii
 import json
 from collections.abc import Mapping
+from urllib.parse import quote, unquote
 
 from trafka.brokerlite.cluster.zk_layout import ZkDataError
 from trafka.codec.sasl import SCRAM_MECHANISM_TYPES, ScramCredential
@@ -38,7 +41,9 @@ __all__ = [
     "CONFIG_USERS",
     "config_change_notification",
     "decode_user_config",
+    "desanitize",
     "encode_user_config",
+    "sanitize",
     "scram_of",
     "updated_user_config",
     "user_config_path",
@@ -49,14 +54,24 @@ CONFIG_CHANGES = "/config/changes"
 CONFIG_CHANGE_PREFIX = "config_change_"
 
 
+def sanitize(name: str) -> str:
+    """A user name as Kafka's ``Sanitizer`` writes it in a znode path: URL-encoded
+    (UTF-8), with ``*`` and ``~`` encoded too and a space as ``%20``."""
+    return quote(name, safe="").replace("~", "%7E")
+
+
+def desanitize(name: str) -> str:
+    return unquote(name)
+
+
 def user_config_path(user: str) -> str:
-    return f"{CONFIG_USERS}/{user}"
+    return f"{CONFIG_USERS}/{sanitize(user)}"
 
 
 def config_change_notification(user: str) -> tuple[str, bytes]:
     """The sequential znode announcing a change of ``user``'s config: its path
     prefix (ZooKeeper appends the sequence number) and content."""
-    doc = {"version": 2, "entity_path": f"users/{user}"}
+    doc = {"version": 2, "entity_path": f"users/{sanitize(user)}"}
     return f"{CONFIG_CHANGES}/{CONFIG_CHANGE_PREFIX}", json.dumps(doc).encode()
 
 

@@ -119,6 +119,7 @@ def znodes(zk: str) -> tuple[dict[str, Any], list[bytes]]:
     client = KazooClient(hosts=zk, timeout=10.0)
     client.start(timeout=10.0)
     try:
+        assert client.exists("/kafka-acl/Group/a") is None
         data, _ = client.get(f"/kafka-acl/Topic/{TOPIC}")
         changes = sorted(client.get_children("/kafka-acl-changes"))
         assert changes and all(c.startswith("acl_changes_") and c[12:].isdigit() for c in changes)
@@ -147,6 +148,20 @@ def test_an_acl_created_through_one_broker_is_enforced_by_every_broker(zk: str) 
                 assert created["failed"] == []
                 for node in (1, 2, 3):
                     await poll_until(cluster, by_node[node], True, f"node {node} allows alice")
+
+                # A name that cannot be one znode is refused, and nothing is written.
+                slash = ACL(
+                    principal="User:alice",
+                    host="*",
+                    operation=ACLOperation.READ,
+                    permission_type=ACLPermissionType.ALLOW,
+                    resource_pattern=ResourcePattern(
+                        ResourceType.GROUP, "a/b", ACLResourcePatternType.LITERAL
+                    ),
+                )
+                created = await trio.to_thread.run_sync(admin.create_acls, [slash])
+                assert created["succeeded"] == []
+                assert [e.errno for e in created["failed"]] == [42]  # INVALID_REQUEST
 
                 deny = topic_acl(ACLOperation.WRITE, ACLPermissionType.DENY)
                 created = await trio.to_thread.run_sync(admin.create_acls, [deny])

@@ -55,6 +55,10 @@ def test_paths_follow_kafkas_zk_acl_store() -> None:
     ]
     with pytest.raises(ValueError):
         resource_path(T.TOPIC, P.MATCH, "orders")
+    # Kafka writes names as they are; one with '/' would be a znode tree, not a znode.
+    for bad in ("a/b", "", ".", ".."):
+        with pytest.raises(ValueError, match="znode"):
+            resource_path(T.GROUP, P.LITERAL, bad)
 
 
 def test_resource_znode_json_is_kafkas_acl_entry_format() -> None:

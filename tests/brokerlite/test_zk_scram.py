@@ -15,7 +15,9 @@ from trafka.brokerlite.cluster.zk_layout import ZkDataError
 from trafka.brokerlite.security.zk_scram import (
     config_change_notification,
     decode_user_config,
+    desanitize,
     encode_user_config,
+    sanitize,
     scram_of,
     updated_user_config,
     user_config_path,
@@ -80,3 +82,13 @@ def test_a_znode_kafka_would_not_write_is_refused_naming_its_path(data: bytes) -
 
 def test_an_empty_znode_has_no_config() -> None:
     assert decode_user_config(PATH, b"") == {} and scram_of(PATH, {}) == {}
+
+
+def test_user_names_are_sanitized_as_kafkas_sanitizer_does() -> None:
+    # URL-encoding, with '*' and '~' encoded and a space as %20 (Kafka's Sanitizer).
+    name = "CN=a b*c~d/e@f.g-h_i"
+    assert sanitize(name) == "CN%3Da%20b%2Ac%7Ed%2Fe%40f.g-h_i"
+    assert desanitize(sanitize(name)) == name
+    assert user_config_path(name) == "/config/users/CN%3Da%20b%2Ac%7Ed%2Fe%40f.g-h_i"
+    _, data = config_change_notification("a/b")
+    assert json.loads(data)["entity_path"] == "users/a%2Fb"

@@ -30,6 +30,7 @@ from ...security.zk_scram import (
     CONFIG_USERS,
     config_change_notification,
     decode_user_config,
+    desanitize,
     encode_user_config,
     scram_of,
     updated_user_config,
@@ -58,7 +59,8 @@ class ScramSync(DriverParts):
             users = self.zk.get_children(CONFIG_USERS)
         except NoNodeError:
             return out
-        for user in users:
+        for child in users:
+            user = desanitize(child)
             path = user_config_path(user)
             try:
                 data, _ = self.zk.get(path)
