@@ -8,7 +8,8 @@ unknown value, an empty name, a cluster not named ``kafka-cluster`` or a
 principal not of the form ``Type:Name``) and the valid ones are stored durably
 before the answer. A binding that exists already succeeds without a duplicate.
 In cluster mode "stored durably" means written to ZooKeeper, in Kafka's layout
-(:mod:`trafka.brokerlite.security.zk_acls`), whence every broker applies it.
+(:mod:`trafka.brokerlite.security.zk_acls`), whence every broker applies it;
+a resource name that cannot be one znode (``a/b``) is INVALID_REQUEST there.
 """
 
 from __future__ import annotations

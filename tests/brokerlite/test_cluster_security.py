@@ -19,9 +19,11 @@ the ACLs through node 1 and produce as ``alice`` to partitions led by each node.
 from __future__ import annotations
 
 import base64
+import contextlib
 import functools
 import json
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -114,20 +116,27 @@ def leaders(cluster: LocalCluster) -> dict[int, int]:
     return {p: s.leader for (t, p), s in image.states.items() if t == TOPIC}
 
 
-def znodes(zk: str) -> tuple[dict[str, Any], list[bytes]]:
-    """The topic's ACL znode and the literal change notifications, read with kazoo."""
+@contextlib.contextmanager
+def zk_client(zk: str) -> Iterator[KazooClient]:
+    """A kazoo session on the test's chroot, to read the znodes as an operator would."""
     client = KazooClient(hosts=zk, timeout=10.0)
     client.start(timeout=10.0)
     try:
+        yield client
+    finally:
+        client.stop()
+        client.close()
+
+
+def znodes(zk: str) -> tuple[dict[str, Any], list[bytes]]:
+    """The topic's ACL znode and the literal change notifications, read with kazoo."""
+    with zk_client(zk) as client:
         assert client.exists("/kafka-acl/Group/a") is None
         data, _ = client.get(f"/kafka-acl/Topic/{TOPIC}")
         changes = sorted(client.get_children("/kafka-acl-changes"))
         assert changes and all(c.startswith("acl_changes_") and c[12:].isdigit() for c in changes)
         notes = [client.get(f"/kafka-acl-changes/{c}")[0] for c in changes]
         return json.loads(data), notes
-    finally:
-        client.stop()
-        client.close()
 
 
 def test_an_acl_created_through_one_broker_is_enforced_by_every_broker(zk: str) -> None:
@@ -260,17 +269,12 @@ def logs_in(cluster: LocalCluster, node: int, user: str, password: str) -> bool:
 
 
 def user_znodes(zk: str, user: str) -> tuple[bytes, list[dict[str, Any]]]:
-    client = KazooClient(hosts=zk, timeout=10.0)
-    client.start(timeout=10.0)
-    try:
+    with zk_client(zk) as client:
         data, _ = client.get(f"/config/users/{user}")
         changes = sorted(client.get_children("/config/changes"))
         assert all(c.startswith("config_change_") and c[14:].isdigit() for c in changes)
         notes = [json.loads(client.get(f"/config/changes/{c}")[0]) for c in changes]
         return data, notes
-    finally:
-        client.stop()
-        client.close()
 
 
 def test_a_scram_user_created_through_one_broker_logs_in_on_every_broker(zk: str) -> None:
