@@ -139,6 +139,16 @@ def znodes(zk: str) -> tuple[dict[str, Any], list[bytes]]:
         return json.loads(data), notes
 
 
+def prefixed_znodes(zk: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The prefixed pattern's znode and the extended change events."""
+    with zk_client(zk) as client:
+        data, _ = client.get("/kafka-acl-extended/prefixed/Topic/ord")
+        changes = sorted(client.get_children("/kafka-acl-extended-changes"))
+        assert all(c.startswith("acl_changes_") for c in changes)
+        events = [json.loads(client.get(f"/kafka-acl-extended-changes/{c}")[0]) for c in changes]
+        return json.loads(data), events
+
+
 def test_an_acl_created_through_one_broker_is_enforced_by_every_broker(zk: str) -> None:
     async def test() -> None:
         async with serve_cluster(3, zookeeper_connect=zk, **SETTINGS) as cluster:
@@ -234,6 +244,42 @@ def test_an_acl_created_through_one_broker_is_enforced_by_every_broker(zk: str) 
                     )
                 doc, _ = await trio.to_thread.run_sync(znodes, zk)
                 assert [e["permissionType"] for e in doc["acls"]] == ["Allow"]
+
+                # A PREFIXED deny through node 3 goes to /kafka-acl-extended and refuses on node 1.
+                prefixed = ACL(
+                    principal="User:alice",
+                    host="*",
+                    operation=ACLOperation.ALL,
+                    permission_type=ACLPermissionType.DENY,
+                    resource_pattern=ResourcePattern(
+                        ResourceType.TOPIC, "ord", ACLResourcePatternType.PREFIXED
+                    ),
+                )
+                admin3 = await trio.to_thread.run_sync(admin_on, cluster, 3)
+                try:
+                    created = await trio.to_thread.run_sync(admin3.create_acls, [prefixed])
+                    assert created["failed"] == []
+                finally:
+                    await trio.to_thread.run_sync(admin3.close)
+                await poll_until(cluster, by_node[1], False, "node 1 applies the prefixed deny")
+                extended, events = await trio.to_thread.run_sync(prefixed_znodes, zk)
+                assert extended == {
+                    "version": 1,
+                    "acls": [
+                        {
+                            "principal": "User:alice",
+                            "permissionType": "Deny",
+                            "operation": "All",
+                            "host": "*",
+                        }
+                    ],
+                }
+                assert {
+                    "version": 1,
+                    "resourceType": "TOPIC",
+                    "name": "ord",
+                    "patternType": "PREFIXED",
+                } in events
             finally:
                 await trio.to_thread.run_sync(admin.close)
 
