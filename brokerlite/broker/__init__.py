@@ -320,8 +320,9 @@ class Broker(Polling):
         self.share_groups.listeners.append(self.shares)
         self.authorizer = None
         if authorizer_enabled(config.authorizer_class_name):
+            # Cluster mode: ZooKeeper holds the ACLs (the driver loads and follows them).
             self.authorizer = Authorizer(
-                AclStore(self.data_dir / ACLS_JOURNAL),
+                None if config.cluster_mode else AclStore(self.data_dir / ACLS_JOURNAL),
                 super_users=config.super_users,
                 allow_everyone_if_no_acl_found=config.allow_everyone_if_no_acl_found,
             )

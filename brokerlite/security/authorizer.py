@@ -31,7 +31,11 @@ Rules and invariants:
   may still write if it may write some topic.
 * Changes (:meth:`Authorizer.create`, :meth:`Authorizer.delete`) are written to
   the ACL store, fsynced, before they apply and before they are answered; the
-  store is replayed on start. A binding stored twice is stored once.
+  store is replayed on start. A binding stored twice is stored once. In
+  cluster mode ZooKeeper is the store (:mod:`.zk_acls`): the handlers check a
+  change here (:meth:`Authorizer.check_create`, :meth:`Authorizer.match_delete`),
+  the cluster driver writes it, and every broker takes what ZooKeeper holds
+  (:meth:`Authorizer.replace`).
 * Decisions are cached per (principal, host, operation, resource) until the
   next change.
 """
@@ -424,17 +428,7 @@ class Authorizer:
         Raises:
             AclStoreError: the store could not write them (none applies).
         """
-        acls = [_plain(a) for a in acls]
-        results: list[tuple[ErrorCode, str | None]] = []
-        valid: list[AclBinding] = []
-        for acl in acls:
-            problem = binding_problem(acl)
-            if problem is None:
-                valid.append(acl)
-                results.append((ErrorCode.NONE, None))
-            else:
-                results.append((ErrorCode.INVALID_REQUEST, problem))
-        new = [a for a in dict.fromkeys(valid) if a not in self._acls]
+        results, new = self.check_create(acls)
         if new:
             if self._store is not None:
                 self._store.add(new)
@@ -442,6 +436,22 @@ class Authorizer:
                 self._index(acl)
                 log.info("ACL created: %s", acl.describe())
         return results
+
+    def check_create(
+        self, acls: Iterable[AclBinding]
+    ) -> tuple[list[tuple[ErrorCode, str | None]], list[AclBinding]]:
+        """What :meth:`create` would answer, and the valid bindings not held yet
+        (nothing changes: cluster mode writes them to ZooKeeper first)."""
+        results: list[tuple[ErrorCode, str | None]] = []
+        valid: list[AclBinding] = []
+        for acl in (_plain(a) for a in acls):
+            problem = binding_problem(acl)
+            if problem is None:
+                valid.append(acl)
+                results.append((ErrorCode.NONE, None))
+            else:
+                results.append((ErrorCode.INVALID_REQUEST, problem))
+        return results, [a for a in dict.fromkeys(valid) if a not in self._acls]
 
     def describe(self, acl_filter: AclFilter) -> DescribedAcls:
         """The ACLs ``acl_filter`` matches, oldest first."""
@@ -460,6 +470,20 @@ class Authorizer:
         Raises:
             AclStoreError: the store could not write the removal (nothing removed).
         """
+        results, gone = self.match_delete(filters)
+        if gone:
+            if self._store is not None:
+                self._store.remove(gone)
+            for acl in gone:
+                self._unindex(acl)
+                log.info("ACL deleted: %s", acl.describe())
+        return results
+
+    def match_delete(
+        self, filters: Iterable[AclFilter]
+    ) -> tuple[list[tuple[ErrorCode, str | None, list[AclBinding]]], list[AclBinding]]:
+        """What :meth:`delete` would answer, and the ACLs it would remove (nothing
+        changes: cluster mode removes them from ZooKeeper first)."""
         taken: set[AclBinding] = set()
         results: list[tuple[ErrorCode, str | None, list[AclBinding]]] = []
         for acl_filter in filters:
@@ -470,14 +494,19 @@ class Authorizer:
             matched = [a for a in self._acls if a not in taken and acl_filter.matches(a)]
             taken.update(matched)
             results.append((ErrorCode.NONE, None, matched))
-        if taken:
-            gone = [a for a in self._acls if a in taken]
-            if self._store is not None:
-                self._store.remove(gone)
-            for acl in gone:
-                self._unindex(acl)
-                log.info("ACL deleted: %s", acl.describe())
-        return results
+        return results, [a for a in self._acls if a in taken]
+
+    def replace(self, acls: Iterable[AclBinding]) -> None:
+        """Hold exactly ``acls`` from now on (cluster mode: what ZooKeeper holds);
+        the store, if any, is not written."""
+        wanted = dict.fromkeys(_plain(a) for a in acls)
+        for acl in [a for a in self._acls if a not in wanted]:
+            self._unindex(acl)
+            log.info("ACL deleted (through ZooKeeper): %s", acl.describe())
+        for acl in wanted:
+            if acl not in self._acls:
+                self._index(acl)
+                log.info("ACL created (through ZooKeeper): %s", acl.describe())
 
     def acls(self) -> list[AclBinding]:
         """Every ACL, oldest first."""

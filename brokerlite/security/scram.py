@@ -13,6 +13,12 @@ Where credentials come from:
   (:class:`ScramCredentialStore`) and wins over the configuration: an upserted
   credential replaces the configured one, a deletion hides it. A deletion of a
   credential the configuration does not give simply forgets the API's.
+* Cluster mode: ZooKeeper holds the API's credentials
+  (:mod:`.zk_scram`), not the journal: the handler checks a request here
+  (:meth:`ScramCredentials.check_alter`), the cluster driver writes it, and
+  every broker takes what ZooKeeper holds (:meth:`ScramCredentials.use_cluster`).
+  A deletion there removes ZooKeeper's credential only (a configured one for
+  the same user and mechanism applies again).
 
 Rules and invariants:
 
@@ -63,6 +69,8 @@ from .sasl import UserStore
 
 __all__ = [
     "SCRAM_JOURNAL",
+    "alter_response",
+    "log_changes",
     "ScramCredentialStore",
     "ScramCredentials",
     "ScramStoreError",
@@ -218,6 +226,16 @@ class ScramCredentials:
     ) -> None:
         self.store = store
         self._configured = {m: dict(users) for m, users in (configured or {}).items()}
+        #: Cluster mode: the credentials ZooKeeper holds, in place of the journal's.
+        self._cluster: dict[Key, ScramCredential] | None = None
+
+    def use_cluster(self, credentials: Mapping[Key, ScramCredential]) -> None:
+        """Cluster mode: from now on the API's credentials are ``credentials`` (what
+        ZooKeeper holds), over the configuration's; the journal is not used."""
+        self._cluster = dict(credentials)
+
+    def _changes(self) -> Mapping[Key, ScramCredential | None]:
+        return self.store.changes() if self._cluster is None else self._cluster
 
     @classmethod
     def open(cls, path: Path, users: UserStore | None = None) -> ScramCredentials:
@@ -242,7 +260,7 @@ class ScramCredentials:
 
     def lookup(self, mechanism: str, user: str) -> ScramCredential | None:
         """The credential ``user`` logs in with by ``mechanism``; None when it has none."""
-        changes = self.store.changes()
+        changes = self._changes()
         key = (user, mechanism)
         if key in changes:
             return changes[key]
@@ -254,7 +272,7 @@ class ScramCredentials:
         for mechanism, users in self._configured.items():
             for user, credential in users.items():
                 out.setdefault(user, {})[mechanism] = credential
-        for (user, mechanism), change in self.store.changes().items():
+        for (user, mechanism), change in self._changes().items():
             if change is not None:
                 out.setdefault(user, {})[mechanism] = change
             else:
@@ -326,6 +344,30 @@ class ScramCredentials:
     ) -> alter_msg.AlterUserScramCredentialsResponse:
         """Answer an AlterUserScramCredentials request, making its valid changes
         durably first (see the module's rules)."""
+        order, errors, deletions, upsertions = self.check_alter(request)
+        hides = [k for k in deletions.values() if self._hides(k)]
+        forgets = [k for k in deletions.values() if k not in hides]
+        try:
+            self.store.alter(upsertions.items(), hides, forgets)
+        except ScramStoreError as exc:
+            log.error("SCRAM credentials: cannot write the change: %s", exc)
+            for name in (*deletions, *upsertions):
+                errors[name] = (exc.code, f"the change could not be stored: {exc}")
+        else:
+            log_changes(deletions.values(), upsertions)
+        return alter_response(order, errors)
+
+    def check_alter(
+        self, request: alter_msg.AlterUserScramCredentialsRequest
+    ) -> tuple[
+        dict[str, None],
+        dict[str, tuple[ErrorCode, str]],
+        dict[str, Key],
+        dict[str, ScramCredential],
+    ]:
+        """Check a request's changes without making them: the users in the order
+        it names them, the refused ones' errors, the valid deletions and upsertions
+        (cluster mode writes these to ZooKeeper before answering)."""
         order: dict[str, None] = {}  # users in the order the request names them
         errors: dict[str, tuple[ErrorCode, str]] = {}
         deletions: dict[str, Key] = {}
@@ -357,29 +399,7 @@ class ScramCredentials:
                 upsertions[u.name] = ScramCredential.from_salted_password(
                     mechanism, u.salt, u.iterations, u.salted_password
                 )
-        hides = [k for k in deletions.values() if self._hides(k)]
-        forgets = [k for k in deletions.values() if k not in hides]
-        try:
-            self.store.alter(upsertions.items(), hides, forgets)
-        except ScramStoreError as exc:
-            log.error("SCRAM credentials: cannot write the change: %s", exc)
-            for name in (*deletions, *upsertions):
-                errors[name] = (exc.code, f"the change could not be stored: {exc}")
-        else:
-            for user, mechanism in deletions.values():
-                log.info("SCRAM credentials: %s of user %r deleted", mechanism, user)
-            for name, credential in upsertions.items():
-                log.info(
-                    "SCRAM credentials: %s of user %r set (%d iterations)",
-                    credential.mechanism,
-                    name,
-                    credential.iterations,
-                )
-        results = []
-        for name in order:
-            code, message = errors.get(name, (ErrorCode.NONE, None))
-            results.append(AlterResult(user=name, error_code=code, error_message=message))
-        return alter_msg.AlterUserScramCredentialsResponse(results=results)
+        return order, errors, deletions, upsertions
 
     def _hides(self, key: Key) -> bool:
         """Whether deleting ``key`` must hide a credential of the configuration."""
@@ -397,6 +417,30 @@ class ScramCredentials:
                 f"user {name!r} has no {mechanism} credential to delete",
             )
         return None
+
+
+def alter_response(
+    order: Iterable[str], errors: Mapping[str, tuple[ErrorCode, str]]
+) -> alter_msg.AlterUserScramCredentialsResponse:
+    """The answer: one result per user, in order, NONE unless ``errors`` names it."""
+    results = []
+    for name in order:
+        code, message = errors.get(name, (ErrorCode.NONE, None))
+        results.append(AlterResult(user=name, error_code=code, error_message=message))
+    return alter_msg.AlterUserScramCredentialsResponse(results=results)
+
+
+def log_changes(deletions: Iterable[Key], upsertions: Mapping[str, ScramCredential]) -> None:
+    """Log changes made (mechanisms and iteration counts only, never a key)."""
+    for user, mechanism in deletions:
+        log.info("SCRAM credentials: %s of user %r deleted", mechanism, user)
+    for name, credential in upsertions.items():
+        log.info(
+            "SCRAM credentials: %s of user %r set (%d iterations)",
+            credential.mechanism,
+            name,
+            credential.iterations,
+        )
 
 
 def _duplicate(name: str) -> tuple[ErrorCode, str]:

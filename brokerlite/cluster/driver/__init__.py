@@ -43,8 +43,9 @@ The package: this module joins, runs the tasks (reader, ticker, task runner,
 replica fetchers) and stops; its duties are mixins over the parts declared in
 ``base.py``, because they share one ZooKeeper session and one view:
 ``reading.py`` (one reading of the cluster), ``controller_duties.py`` (the
-controller's writes) and ``topic_tasks.py`` (the topic changes requests ask
-for). kazoo is reached from this package alone.
+controller's writes), ``topic_tasks.py`` (the topic changes requests ask
+for), ``acl_sync.py`` and ``scram_sync.py`` (the ACLs and SCRAM credentials,
+kept in ZooKeeper and followed by every broker). kazoo is reached from this package alone.
 """
 
 from __future__ import annotations
@@ -121,6 +122,8 @@ class ClusterDriver(ControllerDuties, TopicTasks):
         self._changed = trio.Event()
         self._image_event = trio.Event()
         self._tasks_event = trio.Event()
+        self._acls_changed = trio.Event()
+        self._users_changed = trio.Event()
         self._session_lost = False
         self._controller_epoch = -1  # ours while we are the controller
         self._controller_epoch_version = -1
@@ -145,6 +148,13 @@ class ClusterDriver(ControllerDuties, TopicTasks):
         self._token = trio.lowlevel.current_trio_token()
         await trio.to_thread.run_sync(self._join)
         self.zk.add_listener(self._on_state)
+        # The cluster's SCRAM credentials and ACLs before the first request
+        # (see scram_sync.py and acl_sync.py).
+        await trio.to_thread.run_sync(self._watch_user_changes)
+        await self._load_scram()
+        if self.broker.authorizer is not None:
+            await trio.to_thread.run_sync(self._watch_acl_changes)
+            await self._load_acls()
 
     def _join(self) -> None:
         from kazoo.exceptions import NodeExistsError
@@ -262,6 +272,9 @@ class ClusterDriver(ControllerDuties, TopicTasks):
             nursery.start_soon(self._reader)
             nursery.start_soon(self._ticker)
             nursery.start_soon(self._task_runner)
+            nursery.start_soon(self._scram_follower)
+            if self.broker.authorizer is not None:
+                nursery.start_soon(self._acl_follower)
             nursery.start_soon(MarkerSender(self.broker, self._kick).run)
             self._changed.set()
 

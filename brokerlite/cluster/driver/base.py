@@ -11,8 +11,9 @@ cluster, so the parts are declared here, with their types, and assigned by
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+import logging
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
 
 import trio
 
@@ -20,12 +21,18 @@ from ...config import BrokerConfig
 from ...storage.node_meta import ClusterProducerIds
 from ..view import ClusterView
 
+if TYPE_CHECKING:
+    from ...broker import Broker
+
 __all__ = ["DriverParts"]
+
+log = logging.getLogger("trafka.brokerlite.cluster")
 
 
 class DriverParts:
     """The parts of a cluster driver (see :class:`ClusterDriver`)."""
 
+    broker: Broker
     config: BrokerConfig
     node_id: int
     view: ClusterView
@@ -47,3 +54,29 @@ class DriverParts:
     _producer_ids: ClusterProducerIds
     #: Tells the server that the core's state changed.
     _kick: Callable[[], None]
+
+    def _wake_soon(self, event: str) -> None:
+        """Set the trio event named ``event`` from any thread (kazoo's watches fire
+        in kazoo's thread, which must not touch trio's state)."""
+        token = self._token
+        if token is None or self._closed:
+            return
+        try:
+            token.run_sync_soon(lambda: getattr(self, event).set())
+        except trio.RunFinishedError:
+            pass
+
+    async def _follow(self, event: str, load: Callable[[], Awaitable[None]], what: str) -> None:
+        """Run ``load`` each time the trio event named ``event`` is set (a fresh event
+        each round); a failed load is tried again shortly."""
+        while True:
+            await getattr(self, event).wait()
+            setattr(self, event, trio.Event())
+            try:
+                if not self.zk.connected:
+                    raise ConnectionError("ZooKeeper is not connected")
+                await load()
+            except Exception as exc:
+                log.warning("reading the %s from ZooKeeper failed: %s", what, exc)
+                await trio.sleep(0.5)
+                getattr(self, event).set()

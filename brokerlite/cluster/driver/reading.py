@@ -13,8 +13,6 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-import trio
-
 from ..view import ClusterImage
 from ..zk_layout import (
     ADMIN_DELETE_TOPICS,
@@ -126,10 +124,4 @@ class Reading(DriverParts):
 
     def _notify(self, *_: Any) -> None:
         """Something changed in ZooKeeper (any thread): read the cluster again."""
-        token = self._token
-        if token is None or self._closed:
-            return
-        try:
-            token.run_sync_soon(self._changed.set)
-        except trio.RunFinishedError:
-            pass
+        self._wake_soon("_changed")

@@ -50,7 +50,8 @@ from ..zk_layout import (
     topic_config_path,
     topic_path,
 )
-from .base import DriverParts
+from .acl_sync import AclSync
+from .scram_sync import ScramSync
 
 __all__ = ["TopicTasks"]
 
@@ -60,7 +61,7 @@ log = logging.getLogger("trafka.brokerlite.cluster")
 _PRODUCER_ID_BLOCK_SIZE = 1000
 
 
-class TopicTasks(DriverParts):
+class TopicTasks(AclSync, ScramSync):
     """Topic changes asked by requests (a mixin of :class:`ClusterDriver`)."""
 
     async def _task_runner(self) -> None:
@@ -111,6 +112,16 @@ class TopicTasks(DriverParts):
                 await trio.to_thread.run_sync(self._reassign, task.args)
             elif task.kind == "elect_leaders":
                 await self._ask_election(task, deadline)
+            elif task.kind == "acls":
+                await trio.to_thread.run_sync(
+                    self._write_acls, task.args["add"], task.args["remove"]
+                )
+                await self._load_acls()
+            elif task.kind == "scram":
+                await trio.to_thread.run_sync(
+                    self._write_scram, task.args["sets"], task.args["deletes"]
+                )
+                await self._load_scram()
             elif task.kind == "producer_ids":
                 block = await trio.to_thread.run_sync(self._reserve_producer_ids)
                 self._producer_ids.add_block(*block)
