@@ -93,6 +93,7 @@ from .errors import (
 )
 from .fetcher import TopicPartition
 from .hosting import Hostable
+from .interceptors import ProducerInterceptors, ProducerRecord
 from .producer_core import PreparedRecord, ProducerCore, error_kind
 from .producer_sender import Sender
 from .producer_transactions import PendingCommit, TransactionCalls, transaction_offsets
@@ -195,6 +196,7 @@ class Producer(Hostable):
         self._window = False
         # Until when a batch opened in that window may skip send()'s yield.
         self._yield_by = -math.inf
+        self.interceptors = ProducerInterceptors.of(config)
         # KIP-714 client metrics: the push's task.
         self._telemetry_averages = IntervalAverages()
         txn_id = config.transactional_id
@@ -258,9 +260,36 @@ class Producer(Hostable):
                 if size >= batch.limit:  # full, or a window poll is due
                     self._limit_reached(batch, size)
                 return RecordFuture(batch, len(batch.records) - 1)
+        if self.interceptors is not None:
+            return await self._send_intercepted(
+                ProducerRecord(topic, value, key, partition, headers, timestamp_ms)
+            )
         record = self.core.prepare(topic, value, key, partition, headers, timestamp_ms)
         self.core.check_open()
         return await self.send_prepared(record)
+
+    async def _send_intercepted(self, record: ProducerRecord) -> RecordFuture:
+        """:meth:`send` with interceptors: ``on_send`` first, then
+        ``on_acknowledgement`` for the record whatever becomes of it."""
+        interceptors = self.interceptors
+        assert interceptors is not None
+        record = interceptors.on_send(record)
+        try:
+            prepared = self.core.prepare(
+                record.topic,
+                record.value,
+                record.key,
+                record.partition,
+                record.headers,
+                record.timestamp_ms,
+            )
+            self.core.check_open()
+            future = await self.send_prepared(prepared)
+        except BaseException as exc:
+            interceptors.failed(record.topic, record.partition, exc)
+            raise
+        future.add_done_callback(interceptors.acknowledge)
+        return future
 
     async def send_prepared(self, record: PreparedRecord, *, hot: bool = False) -> RecordFuture:
         """:meth:`send` of a record :meth:`ProducerCore.prepare
@@ -743,6 +772,8 @@ class Producer(Hostable):
             else:
                 await self._close(flush=True)
         finally:
+            if self.interceptors is not None:
+                self.interceptors.close()  # after the last records' acknowledgements
             self._tg.cancel_scope.cancel()
             with anyio.CancelScope(shield=True):
                 await self._cluster.aclose()
