@@ -440,16 +440,7 @@ class Producer(Forwarding):
         future = SendFuture(self._side)
         future.add_done_callback(partial(_acknowledge, interceptors, record))
         try:
-            return self._queue_record(
-                record.topic,
-                record.value,
-                record.key,
-                record.partition,
-                record.headers,
-                record.timestamp_ms,
-                future,
-                False,
-            )
+            return self._queue_record(*record.send_args(), future, False)
         except BaseException as exc:
             if not future.done():
                 interceptors.failed(record.topic, record.partition, exc)

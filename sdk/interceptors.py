@@ -84,31 +84,38 @@ class ProducerRecord:
     headers: Sequence[tuple[str, Any]] | Mapping[str, Any] | None = None
     timestamp_ms: int | None = None
 
+    def send_args(self) -> tuple[str, Any, Any, int | None, Any, int | None]:
+        """``(topic, value, key, partition, headers, timestamp_ms)``, as
+        :meth:`~trafka.sdk.producer_core.ProducerCore.prepare` takes them."""
+        return self.topic, self.value, self.key, self.partition, self.headers, self.timestamp_ms
+
 
 class ProducerInterceptor:
     """A producer interceptor doing nothing: subclass it and override hooks."""
 
     def on_send(self, record: ProducerRecord) -> ProducerRecord:
+        """In ``send()``, before serialization and partitioning: the record to send."""
         return record
 
     def on_acknowledgement(self, metadata: RecordMetadata, error: BaseException | None) -> None:
-        pass
+        """Once per record: delivered (``error`` None) or failed (offset -1)."""
 
     def close(self) -> None:
-        pass
+        """The producer is closing (after its last acknowledgement)."""
 
 
 class ConsumerInterceptor:
     """A consumer interceptor doing nothing: subclass it and override hooks."""
 
     def on_consume(self, records: dict[Any, list[Any]]) -> dict[Any, list[Any]]:
+        """Before a poll hands ``records`` out: the records to hand out."""
         return records
 
     def on_commit(self, offsets: dict[Any, int]) -> None:
-        pass
+        """After a successful commit of ``offsets`` (TopicPartition to offset)."""
 
     def close(self) -> None:
-        pass
+        """The consumer is closing."""
 
 
 # -- the setting -----------------------------------------------------------------------------

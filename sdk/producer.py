@@ -275,14 +275,7 @@ class Producer(Hostable):
         assert interceptors is not None
         record = interceptors.on_send(record)
         try:
-            prepared = self.core.prepare(
-                record.topic,
-                record.value,
-                record.key,
-                record.partition,
-                record.headers,
-                record.timestamp_ms,
-            )
+            prepared = self.core.prepare(*record.send_args())
             self.core.check_open()
             future = await self.send_prepared(prepared)
         except BaseException as exc:
