@@ -62,6 +62,7 @@ from ._validate import check_bool, check_callable, check_int, check_timeout
 from .accumulator import ProducerBatch, RecordHandle, RecordMetadata
 from .errors import ClientClosedError, TransactionAbortableError
 from .fetcher import TopicPartition
+from .interceptors import ProducerInterceptors, ProducerRecord
 from .producer import PendingCommit as AsyncPendingCommit
 from .producer import Producer as AsyncProducer
 from .producer import RecordFuture, open_producer, transaction_offsets
@@ -90,6 +91,20 @@ def _report_delivery(
 ) -> None:
     error = future.exception()
     fn(error, None if error is not None else future.result())
+
+
+def _acknowledge(
+    interceptors: ProducerInterceptors, record: ProducerRecord, future: SendFuture
+) -> None:
+    """``on_acknowledgement`` of a record sent with interceptors (its future's
+    first callback)."""
+    error = future.exception()
+    if error is None:
+        interceptors.on_acknowledgement(future.result(), None)
+        return
+    handle = future.record_handle()
+    partition = record.partition if handle is None else handle.batch.partition
+    interceptors.failed(record.topic, partition, error)
 
 
 class _FutureSide:
@@ -307,6 +322,7 @@ class Producer(Forwarding):
         self._side = _FutureSide(self._lock, self._wait_for, self._loop.call)
         self._token: trio.lowlevel.TrioToken = self._loop.token
         self._hot = self._core.hot_path
+        self._interceptors = self._producer.interceptors  # on_send runs in send()'s thread
         self._clock = self._loop.clock  # read by sending threads for the batches they open
         self._initialized = False  # init_transactions() done (later calls change nothing)
         self._drain_lock: anyio.Lock = self._loop.portal.call(_new_lock)
@@ -353,6 +369,10 @@ class Producer(Forwarding):
             )
             future.add_done_callback(partial(_report_delivery, on_delivery))
             return future
+        if self._interceptors is not None:
+            return self._send_intercepted(
+                ProducerRecord(topic, value, key, partition, headers, timestamp_ms)
+            )
         turn_helps = False
         if (
             self._hot
@@ -404,6 +424,41 @@ class Producer(Forwarding):
         else:
             self._check_thread()
             future = SendFuture(self._side)
+        return self._queue_record(
+            topic, value, key, partition, headers, timestamp_ms, future, turn_helps
+        )
+
+    def _send_intercepted(self, record: ProducerRecord) -> SendFuture:
+        """:meth:`send` with interceptors: ``on_send`` in this thread, then
+        ``on_acknowledgement`` for the record whatever becomes of it (its
+        future's first callback, given before the record is queued, so that it
+        costs no crossing to the loop)."""
+        interceptors = self._interceptors
+        assert interceptors is not None
+        self._check_thread()
+        record = interceptors.on_send(record)
+        future = SendFuture(self._side)
+        future.add_done_callback(partial(_acknowledge, interceptors, record))
+        try:
+            return self._queue_record(*record.send_args(), future, False)
+        except BaseException as exc:
+            if not future.done():
+                interceptors.failed(record.topic, record.partition, exc)
+            raise
+
+    def _queue_record(
+        self,
+        topic: Any,
+        value: Any,
+        key: Any,
+        partition: Any,
+        headers: Any,
+        timestamp_ms: Any,
+        future: SendFuture,
+        turn_helps: bool,
+    ) -> SendFuture:
+        """:meth:`send`'s general path: the record checked, serialized and queued
+        for the loop to hand over."""
         # Checked and serialized here, in the caller's thread: misuse is raised
         # at the call and never reaches the loop.
         item = (self._core.prepare(topic, value, key, partition, headers, timestamp_ms), future)

@@ -77,6 +77,7 @@ from .config_values import (
     _token_provider,
 )
 from .errors import ConfigError
+from .interceptors import consumer_interceptor_classes, producer_interceptor_classes
 from .partitioners import PARTITIONERS
 
 __all__ = [
@@ -434,6 +435,9 @@ class ProducerConfig(ClientConfig):
         transaction_timeout_ms: the coordinator aborts a transaction open longer
             than this (it must not exceed the broker's ``transaction.max.timeout.ms``).
         key_serializer / value_serializer: ``bytes``, ``str``, ``json`` or a callable.
+        interceptor_classes: producer interceptors (``on_send``,
+            ``on_acknowledgement``, ``close``; :mod:`trafka.sdk.interceptors`):
+            import paths (``"pkg.module:Class"``), classes or objects, in order.
     """
 
     acks: int = _field(-1, _acks, aliases=("request.required.acks",))
@@ -465,6 +469,7 @@ class ProducerConfig(ClientConfig):
     transaction_timeout_ms: int = _field(60_000, _int(1, INT32_MAX))
     key_serializer: Any = _field("bytes", _callable_or_name(*_SERDES))  # noqa: RUF009
     value_serializer: Any = _field("bytes", _callable_or_name(*_SERDES))  # noqa: RUF009
+    interceptor_classes: tuple[Any, ...] = _field((), producer_interceptor_classes)
 
     def _check(self) -> None:
         super(ProducerConfig, self)._check()
@@ -572,6 +577,9 @@ class ConsumerConfig(ClientConfig):
             maps each TopicPartition to the offset committed (confluent-kafka
             passes a list of TopicPartition carrying ``.offset``). It runs in
             the client's event loop and must not block; what it raises is logged.
+        interceptor_classes: consumer interceptors (``on_consume``,
+            ``on_commit``, ``close``; :mod:`trafka.sdk.interceptors`): import
+            paths (``"pkg.module:Class"``), classes or objects, in order.
     """
 
     group_id: str | None = _field(None, _opt_str)
@@ -604,6 +612,7 @@ class ConsumerConfig(ClientConfig):
     key_deserializer: Any = _field("bytes", _callable_or_name(*_SERDES))  # noqa: RUF009
     value_deserializer: Any = _field("bytes", _callable_or_name(*_SERDES))  # noqa: RUF009
     on_commit: Any = _field(None, _opt_callable, dotted="on_commit")  # noqa: RUF009
+    interceptor_classes: tuple[Any, ...] = _field((), consumer_interceptor_classes)
 
     def _check(self) -> None:
         super(ConsumerConfig, self)._check()

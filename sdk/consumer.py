@@ -706,6 +706,8 @@ class Consumer(OffsetLookups, Hostable, Generic[K, V]):
                 await self._close(graceful=True)
         finally:
             self._closed = self._fetches.stopped = True
+            if self.core.interceptors is not None:
+                self.core.interceptors.close()
             self._tg.cancel_scope.cancel()
             with anyio.CancelScope(shield=True):
                 await self._cluster.aclose()

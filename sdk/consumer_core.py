@@ -23,6 +23,9 @@ Rules:
 * Records taken from the fetcher and never handed out (their partition
   revoked, sought or reassigned) are dropped and counted, so that the
   statistics count only what the application received.
+* The interceptors' ``on_consume`` (:mod:`.interceptors`) sees the records
+  a poll takes from the fetcher, after they count as handed out, and those
+  :meth:`ConsumerCore.hold` keeps for ``getone``.
 * Paused partitions hand out nothing, from the fetcher or from what was taken.
 * With ``enable.auto.offset.store=false`` (librdkafka's), commits without
   offsets (auto-commit, ``commit()``, before a revocation, at close) commit only
@@ -40,6 +43,7 @@ from ._util import get_deserializer
 from .config import ConsumerConfig
 from .errors import UsageError
 from .fetcher import ConsumedPositions, ConsumerRecord, Fetcher, K, TopicPartition, V
+from .interceptors import ConsumerInterceptors
 from .metadata import MetadataCache
 from .statistics import (
     ConsumerStatistics,
@@ -66,6 +70,8 @@ class ConsumerCore(Generic[K, V]):
         fetcher: positions, buffered fetch responses, fetch requests.
         consumed: the positions handed out, and those processed.
         dropped: records taken from the fetcher that were never handed out.
+        interceptors: the consumer's interceptors (their ``on_consume`` runs
+            on what :meth:`poll` takes and :meth:`hold` keeps), or None.
     """
 
     def __init__(self, config: ConsumerConfig, metadata: MetadataCache) -> None:
@@ -77,6 +83,7 @@ class ConsumerCore(Generic[K, V]):
         self._last: ConsumerRecord[K, V] | None = None  # from next_record, processed next poll
         self.consumed = ConsumedPositions()
         self.dropped = 0
+        self.interceptors = ConsumerInterceptors.of(config)
         # The application's stored offsets; None while records handed out count.
         self.stored: dict[TopicPartition, int] | None = (
             None if config.enable_auto_offset_store else {}
@@ -98,12 +105,19 @@ class ConsumerCore(Generic[K, V]):
         ``wanted`` partitions (None: all), counted as handed out."""
         out: Records[K, V] = {}
         if self._buffer:
-            self._take_buffer(out, limit, wanted)
+            self._take_buffer(out, limit, wanted)  # (held: intercepted already)
+            taken = False
         elif self.fetcher.has_data():
             out = self.take(limit, wanted)
+            taken = True
+        else:
+            return out
         consumed = self.consumed
         for tp, recs in out.items():
             consumed.handed_out(tp, recs[-1].offset + 1)
+        if taken and out and self.interceptors is not None:
+            # After counting: what an interceptor drops still counts as consumed.
+            out = self.interceptors.on_consume(out)
         return out
 
     def _take_buffer(
@@ -165,7 +179,10 @@ class ConsumerCore(Generic[K, V]):
         return out
 
     def hold(self, records: Records[K, V]) -> None:
-        """Keep taken records to hand out one at a time (:meth:`next_record`)."""
+        """Keep taken records to hand out one at a time (:meth:`next_record`),
+        as the interceptors' ``on_consume`` returns them."""
+        if records and self.interceptors is not None:
+            records = self.interceptors.on_consume(records)
         buffer = self._buffer
         for recs in records.values():
             buffer.extend(recs)

@@ -387,9 +387,15 @@ class GroupDriver:
             self.consumer.data_arrived()
 
     def _report_commit(self, done: CommitDone) -> None:
-        """librdkafka's ``on_commit``: every commit of offsets, whoever asked for it."""
+        """librdkafka's ``on_commit``: every commit of offsets, whoever asked for
+        it; and the interceptors' ``on_commit`` for each that succeeded."""
+        if not done.offsets:
+            return
+        interceptors = self.consumer.core.interceptors
+        if interceptors is not None and done.error is None:
+            interceptors.on_commit(dict(done.offsets))  # Java's: successful commits only
         report = self.config.on_commit
-        if report is None or not done.offsets:
+        if report is None:
             return
         try:
             report(done.error, dict(done.offsets))

@@ -93,6 +93,7 @@ from .errors import (
 )
 from .fetcher import TopicPartition
 from .hosting import Hostable
+from .interceptors import ProducerInterceptors, ProducerRecord
 from .producer_core import PreparedRecord, ProducerCore, error_kind
 from .producer_sender import Sender
 from .producer_transactions import PendingCommit, TransactionCalls, transaction_offsets
@@ -195,6 +196,7 @@ class Producer(Hostable):
         self._window = False
         # Until when a batch opened in that window may skip send()'s yield.
         self._yield_by = -math.inf
+        self.interceptors = ProducerInterceptors.of(config)
         # KIP-714 client metrics: the push's task.
         self._telemetry_averages = IntervalAverages()
         txn_id = config.transactional_id
@@ -259,6 +261,10 @@ class Producer(Hostable):
                 if size >= batch.limit:  # full, or a window poll is due
                     self._limit_reached(batch, size)
                 return RecordFuture(batch, len(batch.records) - 1)
+        if self.interceptors is not None:
+            record = ProducerRecord(topic, value, key, partition, headers, timestamp_ms)
+            future: RecordFuture = await self.interceptors.send(self, record)
+            return future
         record = self.core.prepare(topic, value, key, partition, headers, timestamp_ms)
         self.core.check_open()
         return await self.send_prepared(record)
@@ -743,6 +749,8 @@ class Producer(Hostable):
             else:
                 await self._close(flush=True)
         finally:
+            if self.interceptors is not None:
+                self.interceptors.close()  # after the last records' acknowledgements
             self._tg.cancel_scope.cancel()
             with anyio.CancelScope(shield=True):
                 await self._cluster.aclose()

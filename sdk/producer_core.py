@@ -118,7 +118,8 @@ class ProducerCore:
         metadata: the metadata cache.
         transactional: a ``transactional.id`` is set.
         hot_path: :meth:`append_hot` can take records (bytes values under the
-            sticky partitioner, with batches that fit every limit).
+            sticky partitioner, with batches that fit every limit, and no
+            interceptors).
         closed: closed; nothing is appended any more.
         fatal: the error every append fails with from now on, or None.
         request_busy: a transaction request is out.
@@ -191,7 +192,10 @@ class ProducerCore:
         fits = config.batch_size + RECORD_MEMORY_OVERHEAD <= min(
             config.max_request_size - BATCH_OVERHEAD, config.buffer_memory
         )
-        self.hot_path = self._sticky and self._raw_values and fits
+        # Interceptors see every record in send(): none takes the hot path.
+        self.hot_path = (
+            self._sticky and self._raw_values and fits and not config.interceptor_classes
+        )
         # Keyed bytes records too, when the partition is Java's murmur2 of the key:
         # per topic, the batch each partition is filling, indexed by partition (the
         # list's length is the topic's partition count; the metadata drops the list

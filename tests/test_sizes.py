@@ -33,7 +33,6 @@ OVER: dict[str, int] = {
     "function codec/records.py:_decode_records_v2": 146,
     "function console/app.py:make_app": 511,
     "function proxy/routing.py:prepare_idempotent": 102,
-    "function sdk/blocking_producer.py:Producer.send": 122,
     "function spark/options.py:parse_read_options": 104,
     "function tools/cli_client.py:_produce": 105,
     "function tools/cli_groups.py:groups_reset_offsets": 130,

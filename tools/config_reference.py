@@ -128,6 +128,7 @@ _JAVA = {
         "transaction.timeout.ms",
         "key.serializer",
         "value.serializer",
+        "interceptor.classes",
     },
     "consumer": _JAVA_EVERY_CLIENT
     | {
@@ -154,6 +155,7 @@ _JAVA = {
         "allow.auto.create.topics",
         "key.deserializer",
         "value.deserializer",
+        "interceptor.classes",
         "client.rack",
         # KafkaShareConsumer reads ConsumerConfig too (KIP-932).
         "share.acknowledgement.mode",
@@ -379,7 +381,7 @@ def format_default(f: dataclasses.Field[Any]) -> str:
     if not f.repr and value is not None:
         return "(hidden)"  # a secret's value never reaches the page
     if isinstance(value, tuple):
-        return "`" + ",".join(str(v) for v in value) + "`"
+        return "`" + ",".join(str(v) for v in value) + "`" if value else "(none)"
     if value == "":
         return "(empty)"
     if callable(value):

@@ -80,6 +80,8 @@ def table(section: str) -> dict[str, list[str]]:
 
 def shown(value: Any) -> str:
     """How a default reads on the page."""
+    if value == ():
+        return "(none)"
     if isinstance(value, tuple):
         return "`" + ",".join(value) + "`"
     if value == "":
