@@ -262,8 +262,8 @@ class Producer(Hostable):
                     self._limit_reached(batch, size)
                 return RecordFuture(batch, len(batch.records) - 1)
         if self.interceptors is not None:
-            record = ProducerRecord(topic, value, key, partition, headers, timestamp_ms)
-            future: RecordFuture = await self.interceptors.send(self, record)
+            given = ProducerRecord(topic, value, key, partition, headers, timestamp_ms)
+            future: RecordFuture = await self.interceptors.send(self, given)
             return future
         record = self.core.prepare(topic, value, key, partition, headers, timestamp_ms)
         self.core.check_open()
