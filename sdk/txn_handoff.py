@@ -151,14 +151,10 @@ async def end_transaction(
     being written, are waited out within ``timeout_ms`` (default
     ``default.api.timeout.ms``).
 
-    Raises:
-        ProducerFencedError: a newer producer of the transactional id, or the
-            coordinator's timeout, ended the transaction first (fenced).
-        InvalidTxnStateError: the transaction already ended the other way.
-        KafkaError: any other refusal (INVALID_PRODUCER_ID_MAPPING: the
-            coordinator no longer knows the id with that producer id;
-            TRANSACTIONAL_ID_AUTHORIZATION_FAILED).
-        ApiTimeoutError: not done within ``timeout_ms``.
+    A transaction without partitions had nothing written and is left alone.
+    Otherwise the errors are :meth:`~trafka.sdk.admin.Admin.end_transaction`'s:
+    fenced by a newer producer or the coordinator's timeout, ended the other
+    way, refused, or not done within ``timeout_ms``.
     """
     if not transaction.partitions:
         return
