@@ -1375,7 +1375,13 @@ def interrupted_results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, D
 
 
 def interrupt_at(args: list[str], bootstrap: str, stdin: IO[bytes], hole: socket.socket) -> Done:
-    """Run a command, and SIGINT it once it connected to ``hole``."""
+    """Run a command, and SIGINT it once it connected to ``hole``.
+
+    The command's connection setup timeout is far above the hang guard: it is
+    still waiting for ``hole`` when the signal comes, however slowly a loaded
+    machine lets this thread send it (with the commands' 5 s default, a late
+    signal once met a command ending on its timeout, inside trio's shutdown)."""
+    args = [*args, "-X", "socket.connection.setup.timeout.ms=120000"]
     with running(args, bootstrap, stdin) as proc:
         hole.settimeout(HANG_S)
         try:
