@@ -12,6 +12,7 @@ removed, or the test fails), never grow, and nothing new may join it.
 from __future__ import annotations
 
 import ast
+import functools
 import tomllib
 from pathlib import Path
 
@@ -46,8 +47,10 @@ OVER: dict[str, int] = {
 }
 
 
+@functools.cache
 def measure() -> dict[str, int]:
-    """Every module, class and function over its limit, with its lines."""
+    """Every module, class and function over its limit, with its lines (read
+    once per run: the tests below only compare)."""
     found: dict[str, int] = {}
     for part in PARTS:
         for path in sorted((REPO / part).rglob("*.py")):
