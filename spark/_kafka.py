@@ -24,6 +24,7 @@ import contextlib
 import dataclasses
 import itertools
 import json
+import logging
 import math
 import os
 import re
@@ -77,6 +78,8 @@ Offsets = dict[str, dict[str, int]]
 """``{topic: {partition (as str): offset}}``: JSON-ready, as Spark checkpoints it."""
 
 # Records per chunk handed to Spark (one Arrow batch each).
+_log = logging.getLogger(__name__)
+
 _CHUNK = 5_000
 
 
@@ -900,25 +903,43 @@ def read_range(opts: ReadOptions, task: OffsetRange) -> Iterator[RecordColumns]:
         TrafkaError: the partition yields nothing for ``pollTimeoutMs``.
     """
     tp = TopicPartition(task.topic, task.partition)
-    # Without the query's group id, so that the pools serve every query alike.
-    config = reader_settings(dataclasses.replace(opts.consumer_config(), max_poll_records=_CHUNK))
+    # Without the query's group id, so that the pools serve every query alike;
+    # offsets that are gone always stop the reader, and failOnDataLoss decides
+    # below where the read goes on.
+    config = reader_settings(
+        dataclasses.replace(
+            opts.consumer_config(), max_poll_records=_CHUNK, auto_offset_reset="none"
+        )
+    )
     chunks = _read_wire if _wire_supported(config) else _read_pooled
     position = task.start
-    try:
-        for records, after in chunks(config, tp, task, opts):
-            if records and records.last_offset >= task.end:
-                records = records.below(task.end)
-            if records:
-                yield records
-            position = after
-    except _Lost as lost:
-        raise DataLossError(_lost(task, position, lost.earliest)) from None
-    except (KafkaConnectionError, _Stalled) as exc:
-        raise TrafkaError(
-            f"no records from {task.topic}-{task.partition} at offset {position} within "
-            f"kafkaConsumer.pollTimeoutMs ({opts.poll_timeout_ms} ms); the read planned "
-            f"offsets up to {task.end}: {exc}"
-        ) from exc
+    while position < task.end:
+        try:
+            for records, after in chunks(
+                config, tp, dataclasses.replace(task, start=position), opts
+            ):
+                if records and records.last_offset >= task.end:
+                    records = records.below(task.end)
+                if records:
+                    yield records
+                position = after
+            return
+        except _Lost as lost:
+            if opts.fail_on_data_loss or lost.earliest is None:
+                raise DataLossError(_lost(task, position, lost.earliest)) from None
+            if lost.earliest <= position:
+                # Past the end of the log the leader holds now: nothing more of the
+                # range can be read (Spark's Kafka source skips to its end too).
+                _log.warning("%s", _lost(task, position, lost.earliest))
+                return
+            _log.warning("%s", _lost(task, position, lost.earliest))
+            position = lost.earliest  # the records from the log's start on
+        except (KafkaConnectionError, _Stalled) as exc:
+            raise TrafkaError(
+                f"no records from {task.topic}-{task.partition} at offset {position} within "
+                f"kafkaConsumer.pollTimeoutMs ({opts.poll_timeout_ms} ms); the read planned "
+                f"offsets up to {task.end}: {exc}"
+            ) from exc
 
 
 class _Stalled(TrafkaError):
@@ -986,19 +1007,27 @@ async def _earliest(consumer: Consumer, tp: TopicPartition) -> int | None:
 
 
 def _lost(task: OffsetRange, position: int, earliest: int | None) -> str:
-    """What a task lost: from its position to the log's start (or its end)."""
+    """What a task lost: from its position to the log's start, or, when the log
+    starts at or before the position, everything from the position on (the log
+    its leader holds now ends before it)."""
     name = f"{task.topic}-{task.partition}"
+    span = f"offsets {position}-{task.end - 1}" if task.end - 1 > position else f"offset {position}"
     if earliest is None:
-        what = f"offset {position} of {name} is no longer in the log"
+        what = f"offset {position} of {name} is no longer in the log (its start is unknown)"
+        why = "deleted or truncated"
+    elif earliest <= position:
+        what = f"{span} of {name} are past the end of the log its leader holds now"
+        why = "truncated by a leader change (an unclean leader election) or the topic recreated"
     else:
         last = min(earliest, task.end) - 1
         span = f"offset {position}" if last <= position else f"offsets {position}-{last}"
         what = f"{span} of {name} are no longer in the log (it now starts at {earliest})"
-        if last <= position:
-            what = what.replace(" are ", " is ", 1)
+        why = "deleted by retention or DeleteRecords"
+    if what.startswith("offset "):
+        what = what.replace(" are ", " is ", 1)
     return (
-        f"{what}: deleted by retention or DeleteRecords before this read of offsets "
-        f"{task.start}-{task.end - 1}; set failOnDataLoss=false to skip them"
+        f"{what}: {why} before this read of offsets {task.start}-{task.end - 1}; "
+        f"set failOnDataLoss=false to skip them"
     )
 
 

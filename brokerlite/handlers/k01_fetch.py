@@ -21,8 +21,10 @@ Rules (Kafka's, for a consumer fetching from the leader):
   the name it learnt for each id: when that topic is gone its partitions get
   UNKNOWN_TOPIC_OR_PARTITION, and when another topic now has the name,
   INCONSISTENT_TOPIC_ID.
-* Per partition: an offset outside ``[log_start_offset, high_watermark]`` is
-  OFFSET_OUT_OF_RANGE; otherwise whole batches from the offset, at most
+* Per partition: an offset outside ``[log_start_offset, log_end_offset]`` is
+  OFFSET_OUT_OF_RANGE (Kafka's LocalLog.read; a consumer's offset past the high
+  watermark but within the log, as after a leader change, gets an empty
+  answer); otherwise whole batches from the offset, at most
   ``partition_max_bytes`` and at most what is left of ``max_bytes`` for the
   response, except that the first non-empty partition gets at least one batch
   even when that batch is bigger (so a consumer can always make progress).
@@ -444,7 +446,10 @@ def read_partitions(
                 ),
                 fetch_offset=want.fetch_offset,
             )
-            if not start <= want.fetch_offset <= end:
+            # Out of range is judged against the log itself, for consumers too: an
+            # offset between the high watermark and the log end offset (a new
+            # leader whose high watermark has not caught up yet) is an empty answer.
+            if not start <= want.fetch_offset <= log.log_end_offset:
                 result.error_code = ErrorCode.OFFSET_OUT_OF_RANGE
             elif want.fetch_offset < end:
                 limit = min(want.max_bytes, max(budget, 0))

@@ -543,6 +543,32 @@ def test_fetch_out_of_range_and_unknown(core: Any, make_batch: Any) -> None:
     assert (past.high_watermark, past.log_start_offset) == (1, 0)
     unknown = core.call(1, 11, fetch_request("nope")).responses[0].partitions[0]
     assert unknown.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
+def test_fetch_past_the_high_watermark_but_within_the_log_is_empty(
+    core: Any, make_batch: Any
+) -> None:
+    """A consumer's offset between the high watermark and the log end offset (a
+    new leader's high watermark catching up after an election) is not out of
+    range: Kafka's LocalLog.read raises OffsetOutOfRange only past the log end
+    offset (or below its start) and answers an empty read above the isolation
+    bound. Only past the log end is it OFFSET_OUT_OF_RANGE."""
+    create(core, "t")
+    core.call(0, 9, produce_request("t", make_batch([b"a", b"b", b"c"])))
+    plog = core.broker.logs.partition("t", 0)
+    assert plog.set_high_watermark(1) == 1 and plog.log_end_offset == 3
+
+    def fetch(offset: int) -> Any:
+        return core.call(1, 11, fetch_request("t", offset)).responses[0].partitions[0]
+
+    for offset in (1, 2, 3):
+        answer = fetch(offset)
+        assert answer.error_code == ErrorCode.NONE, offset
+        assert not answer.records and answer.high_watermark == 1
+    below = fetch(0)
+    assert below.error_code == ErrorCode.NONE and below.records  # only below the mark
+    past = fetch(4)
+    assert past.error_code == ErrorCode.OFFSET_OUT_OF_RANGE
     by_id = core.call(1, 13, fetch_request("", topic_id=uuid.uuid4())).responses[0].partitions[0]
     assert by_id.error_code == ErrorCode.UNKNOWN_TOPIC_ID
 

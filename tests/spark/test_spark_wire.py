@@ -70,6 +70,24 @@ def test_deleted_offsets_are_named(broker: RunningBroker) -> None:
     assert _offsets(_opts(broker, topic, failOnDataLoss="false"), 0, 0, 100) == list(range(30, 100))
 
 
+def test_offsets_past_the_logs_end_are_named_and_never_reread(broker: RunningBroker) -> None:
+    """A planned range the log no longer reaches (a log truncated by a leader
+    change, or a topic recreated with fewer records): with failOnDataLoss=true
+    the error says the offsets are past the log's end, not that retention
+    deleted them; with false nothing of the range is read, and above all the
+    reader does not start again from the log's start (that would return the
+    records of other ranges twice), as Spark's Kafka source skips to the end."""
+    topic = fresh("wire-past")
+    create(broker, topic, 1)
+    produce(broker, topic, [(None, b"%d" % i, None) for i in range(100)])
+    with pytest.raises(
+        _kafka.DataLossError,
+        match=r"offsets 120-149 of \S+ are past the end of the log its leader holds now",
+    ):
+        _offsets(_opts(broker, topic), 0, 120, 150)
+    assert _offsets(_opts(broker, topic, failOnDataLoss="false"), 0, 120, 150) == []
+
+
 def test_a_kept_reader_serves_other_topics_without_asking_for_metadata_again(
     broker: RunningBroker,
 ) -> None:
