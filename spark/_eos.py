@@ -70,7 +70,8 @@ from ..sdk.config import AdminConfig, ClientConfig
 from ..sdk.errors import ConfigError, InvalidTxnStateError, ProducerFencedError, TrafkaError
 from ..sdk.producer import Producer, RecordFuture, open_producer
 from ..sdk.txn_handoff import PreparedTransaction, end_transaction, prepare_transaction
-from ._kafka import _run, _send_chunk, _settle, _shared_loop
+from ._kafka import _run, _send_chunk, _settle
+from ._pools import shared_loop
 from .options import WriteOptions
 
 __all__ = [
@@ -151,7 +152,7 @@ def write_transaction(
             fenced; the transaction is then aborted (as far as it can be).
     """
     config = opts.producer_config(tid)
-    loop = _shared_loop()
+    loop = shared_loop()
     producer, leave = loop.enter(open_producer(config=config))
     pending: list[RecordFuture] = []
     count = 0

@@ -13,6 +13,10 @@ fixtures of the cluster tests (brokerlite's and the proxy's):
   GOPATH mode against Debian's Go packages (``/usr/share/gocode``), or skips
   the test saying what is missing (brokerlite's and the proxy's interop tests).
 
+Hypothesis runs without its per-example deadline or its too-slow health check
+(the ``trafka`` profile, loaded here): both are timing thresholds, which a
+loaded two-core machine trips while the property itself holds.
+
 And the order in which the suite's files are handed to pytest-xdist's workers
 (``make pytest``: ``--dist loadfile --no-loadscope-reorder``): every file holding
 a test marked ``slow`` (one of tens of seconds) first, in collection order, then
@@ -32,8 +36,12 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from trafka.brokerlite.dev.zookeeper_server import ZooKeeperServer, zookeeper_available
+
+settings.register_profile("trafka", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("trafka")
 
 _HERE = str(Path(__file__).resolve().parent)
 if _HERE not in sys.path:

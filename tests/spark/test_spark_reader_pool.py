@@ -14,7 +14,7 @@ from spark_helpers import create, fresh, produce
 
 from trafka.brokerlite import RunningBroker
 from trafka.sdk import TopicPartition
-from trafka.spark import _kafka
+from trafka.spark import _kafka, _pools
 from trafka.spark._wire import reader_settings
 from trafka.spark.options import parse_read_options
 
@@ -68,7 +68,7 @@ def _options(broker: RunningBroker, topic: str, **options: str) -> _kafka.ReadOp
     return parse_read_options(given, streaming=False)
 
 
-def _read(pool: _kafka.ReaderPool, broker: RunningBroker, topic: str, client_id: str) -> None:
+def _read(pool: _pools.ReaderPool, broker: RunningBroker, topic: str, client_id: str) -> None:
     config = _options(broker, topic, **{"kafka.client.id": client_id}).consumer_config()
     with pool.lease(config) as reader:
         got = [
@@ -82,7 +82,7 @@ def _read(pool: _kafka.ReaderPool, broker: RunningBroker, topic: str, client_id:
 def test_queries_with_different_group_ids_share_one_reader(
     broker: RunningBroker, topic: str, live: Callable[[str], int], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    pool = _kafka.ReaderPool()
+    pool = _pools.ReaderPool()
     monkeypatch.setattr(_kafka, "READERS", pool)
     client = fresh("one-reader")
     try:
@@ -131,7 +131,7 @@ def test_the_pool_keeps_its_bounds_closing_the_least_recently_used(
 ) -> None:
     c = [fresh("bounds") for _ in range(6)]
     # At most two readers.
-    pool = _kafka.ReaderPool(max_readers=2, max_idle_sockets=8)
+    pool = _pools.ReaderPool(max_readers=2, max_idle_sockets=8)
     try:
         _read(pool, broker, topic, c[0])
         _read(pool, broker, topic, c[1])
@@ -147,7 +147,7 @@ def test_the_pool_keeps_its_bounds_closing_the_least_recently_used(
     finally:
         pool.close()
     # At most three idle sockets: two readers of two each do not fit.
-    pool = _kafka.ReaderPool(max_readers=8, max_idle_sockets=3)
+    pool = _pools.ReaderPool(max_readers=8, max_idle_sockets=3)
     try:
         _read(pool, broker, topic, c[4])
         _read(pool, broker, topic, c[5])
@@ -162,7 +162,7 @@ def test_a_reader_over_the_socket_bound_keeps_its_most_recent_sockets(
     broker: RunningBroker, topic: str, live: Callable[[str], int]
 ) -> None:
     client = fresh("trim")
-    pool = _kafka.ReaderPool(max_idle_sockets=1)
+    pool = _pools.ReaderPool(max_idle_sockets=1)
     try:
         _read(pool, broker, topic, client)
         assert pool.statistics() == {"idle_readers": 1, "idle_sockets": 1, "created": 1}
@@ -179,7 +179,7 @@ def test_expired_readers_are_closed(
     broker: RunningBroker, topic: str, live: Callable[[str], int]
 ) -> None:
     clock = [3.0]  # a machine booted seconds ago
-    pool = _kafka.ReaderPool(idle_timeout_s=300, clock=lambda: clock[0])
+    pool = _pools.ReaderPool(idle_timeout_s=300, clock=lambda: clock[0])
     old, new = fresh("expiry"), fresh("expiry")
     try:
         _read(pool, broker, topic, old)
@@ -199,9 +199,9 @@ def test_expired_readers_are_closed(
 
 
 def test_idle_bookkeeping() -> None:
-    """_Idle alone: the newest entry of a key first, the least recently used of
+    """Idle alone: the newest entry of a key first, the least recently used of
     any key evicted, weights bounded, the entry just given back always kept."""
-    idle: _kafka._Idle[str] = _kafka._Idle(3, 10.0, max_weight=6, weight=len, clock=lambda: 0.0)
+    idle: _pools.Idle[str] = _pools.Idle(3, 10.0, max_weight=6, weight=len, clock=lambda: 0.0)
     assert idle.put("a", "a1") == []
     assert idle.put("b", "b1") == []
     assert idle.put("a", "a2") == []
