@@ -142,11 +142,17 @@ class OffsetTopic(TopicPort):
             OffsetStoreError: a record cannot be read.
         """
         self.forget(partition)
+        try:
+            groups = {
+                self._replay(key, value)
+                for key, value in self.topic.records_of(partition, OffsetStoreError)
+            }
+        except OffsetStoreError:
+            # Half a log's offsets would be answered as if they were all of them:
+            # the partition stays unloaded (its groups answer NOT_COORDINATOR).
+            self.forget(partition)
+            raise
         self.topic.loaded(partition)
-        groups = {
-            self._replay(key, value)
-            for key, value in self.topic.records_of(partition, OffsetStoreError)
-        }
         groups.discard("")
         return groups
 

@@ -116,3 +116,17 @@ def test_a_group_of_a_partition_not_led_here_cannot_be_written() -> None:
     store = Logs().store()
     with pytest.raises(OffsetStoreError, match="does not hold"):
         store.stage_transactional(GROUP, 9, 0, {("t", 0): offset(1)})
+
+
+def test_a_log_that_cannot_be_read_loads_nothing() -> None:
+    """A partition whose replay fails part-way is neither loaded nor half in memory:
+    Kafka's coordinator serves a group only once its partition is fully loaded."""
+    logs = Logs()
+    store = loaded(logs)
+    store.commit_offsets(GROUP, {("t", 0): offset(3)})
+    logs.batches[P].append(b"\x00" * 70)  # a batch that does not decode
+    again = logs.store()
+    with pytest.raises(OffsetStoreError):
+        again.load_partition(P)
+    assert P not in again.loaded_partitions()
+    assert again.group_offsets(GROUP) == {}
