@@ -11,6 +11,14 @@ the consumer (:class:`Revoke`, :class:`Assign`, :class:`Lose`,
 :meth:`~Membership.next_deadline`. Nothing here blocks, reads a clock or
 touches a socket.
 
+Its parts with a state of their own are objects it holds: the coordinator
+lookup (:class:`~trafka.sdk.coordinator_lookup.CoordinatorLookup`, shared with
+the share group's machine) and the ordered commit queue
+(:class:`~trafka.sdk.group_commits.CommitQueue`). The types it takes and
+gives are in :mod:`.membership_types` and re-exported here, for
+:class:`~trafka.sdk.consumer_membership.ConsumerMembership` (KIP-848) uses
+them too.
+
 Rules and invariants:
 
 * Phases: ``PREPARING`` (must (re)join) -> ``JOINING`` (JoinGroup out) ->
@@ -69,12 +77,9 @@ Rules and invariants:
 
 from __future__ import annotations
 
-import dataclasses
-import enum
-import math
 import random
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from functools import partial
 from typing import Any
 
@@ -91,21 +96,33 @@ from .assignors import (
     is_cooperative,
     subscription_user_data,
 )
+from .coordinator_lookup import CoordinatorLookup
 from .fetcher import TopicPartition
+from .group_commits import CommitQueue
 from .group_protocol import (
     Action,
-    CommitFailedError,
     classify,
-    find_coordinator_request,
     heartbeat_request,
     join_group_request,
     leave_group_request,
-    offset_commit_request,
-    read_find_coordinator,
-    read_offset_commit,
     sync_group_request,
 )
-from .statistics import CoordinatorCounters, Interval, Windowed
+from .membership_types import (
+    Assign,
+    AutoCommitDue,
+    CommitDone,
+    Fatal,
+    GroupRequest,
+    Kind,
+    Lose,
+    MembershipConfig,
+    NeedMetadata,
+    Output,
+    Phase,
+    RebalanceLatency,
+    Revoke,
+)
+from .statistics import CoordinatorCounters
 
 __all__ = [
     "Assign",
@@ -118,171 +135,11 @@ __all__ = [
     "Membership",
     "MembershipConfig",
     "NeedMetadata",
+    "Output",
     "Phase",
+    "RebalanceLatency",
     "Revoke",
 ]
-
-
-class Phase(enum.Enum):
-    PREPARING = "preparing"
-    JOINING = "joining"
-    ASSIGNING = "assigning"
-    SYNCING = "syncing"
-    STABLE = "stable"
-    CLOSED = "closed"
-
-
-class Kind(enum.Enum):
-    FIND_COORDINATOR = 10
-    OFFSET_COMMIT = 8
-    JOIN = 11
-    HEARTBEAT = 12
-    LEAVE = 13
-    SYNC = 14
-    CONSUMER_HEARTBEAT = 68  # the consumer group protocol (KIP-848): join, heartbeat, leave
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class MembershipConfig:
-    """The settings the state machine needs (seconds, not milliseconds).
-
-    ``managed=False`` is a consumer that only commits (``assign()`` with a
-    ``group.id``): no joining, generation -1.
-    """
-
-    group_id: str
-    instance_id: str | None = None
-    session_timeout: float = 45.0
-    heartbeat_interval: float = 3.0
-    max_poll_interval: float = 300.0
-    request_timeout: float = 30.0
-    retry_backoff: float = 0.1
-    retry_backoff_max: float = 1.0
-    auto_commit: bool = True
-    auto_commit_interval: float = 5.0
-    commit_timeout: float = 60.0
-    assignors: tuple[str, ...] = ("range", "cooperative-sticky")
-    rack: str | None = None
-    managed: bool = True
-
-
-# -- outputs --------------------------------------------------------------------------------
-
-
-@dataclasses.dataclass(frozen=True, slots=True, eq=False)
-class GroupRequest:
-    """A request for the driver to send.
-
-    Attributes:
-        kind: which API.
-        build: ``build(version) -> request body`` for the negotiated version.
-        coordinator: ``(node_id, host, port)`` to send it to; ``None`` means any broker.
-        timeout: seconds to wait for the response.
-        generation: the generation it was sent in (stale answers are ignored).
-        commit: the queued commit it carries (OffsetCommit only).
-    """
-
-    kind: Kind
-    build: Callable[[int], Any]
-    coordinator: tuple[int, str, int] | None
-    timeout: float
-    generation: int = -1
-    commit: _Commit | None = None
-
-    @property
-    def api_key(self) -> int:
-        return self.kind.value
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class Revoke:
-    """Commit consumed positions (with auto-commit), run the listener, drop the
-    partitions, then call :meth:`Membership.revoke_done`."""
-
-    partitions: frozenset[TopicPartition]
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class Assign:
-    """Start fetching these partitions and run the listener's ``on_partitions_assigned``."""
-
-    partitions: frozenset[TopicPartition]
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class Lose:
-    """The partitions are gone without a commit (``on_partitions_lost``)."""
-
-    partitions: frozenset[TopicPartition]
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class NeedMetadata:
-    """The leader needs partition counts for these topics: call
-    :meth:`Membership.assignment_metadata`."""
-
-    topics: frozenset[str]
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class AutoCommitDue:
-    """Time to commit the consumed positions (:meth:`Membership.commit`)."""
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class CommitDone:
-    """A commit finished: ``error`` is None on success."""
-
-    offsets: Mapping[TopicPartition, int]
-    cookie: Any
-    error: BaseException | None
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class Fatal:
-    """The member cannot go on (e.g. FENCED_INSTANCE_ID)."""
-
-    error: BaseException
-
-
-Output = GroupRequest | Revoke | Assign | Lose | NeedMetadata | AutoCommitDue | CommitDone | Fatal
-
-
-@dataclasses.dataclass(slots=True)
-class RebalanceLatency(Interval):
-    """How long the member's rebalances took (seconds), as Java's consumer
-    coordinator measures its ``rebalance-latency``: :meth:`start` at the first
-    step of a rebalance (later calls do nothing until it ends), :meth:`end` once
-    the member has its new assignment, which adds the time taken. ``window``
-    holds each completed rebalance's latency for Java's windowed
-    ``rebalance-latency-avg``/``-max`` and ``rebalance-rate-per-hour``;
-    ``ended`` is when the last one ended (None before)."""
-
-    started: float | None = None
-    ended: float | None = None
-    window: Windowed = dataclasses.field(default_factory=Windowed)
-
-    def start(self, now: float) -> None:
-        if self.started is None:
-            self.started = now
-
-    def end(self, now: float) -> None:
-        if self.started is None:
-            return
-        took = max(0.0, now - self.started)
-        self.started = None
-        self.add(took)
-        self.window.record(now, took)
-        self.ended = now
-
-
-@dataclasses.dataclass(slots=True, eq=False)
-class _Commit:
-    offsets: dict[TopicPartition, int]
-    cookie: Any
-    deadline: float
-    attempts: int = 0
-    retry_at: float = -math.inf  # not retrying (any clock reading is after it)
 
 
 class Membership:
@@ -310,17 +167,20 @@ class Membership:
         self.rebalance_latency = RebalanceLatency()
         self.metrics = CoordinatorCounters()
         self.fatal: BaseException | None = None
-        self.coordinator: tuple[int, str, int] | None = None
         self._events: deque[Output] = deque()
+        self.lookup = CoordinatorLookup(
+            config.group_id,
+            now,
+            retry_backoff=config.retry_backoff,
+            retry_backoff_max=config.retry_backoff_max,
+            rng=self._rng,
+        )
+        self.commits = CommitQueue(config, self._rng, self._events.append)
         # subscription and metadata
         self._topics: tuple[str, ...] = ()
         self._counts: dict[str, int] = {}
         self._joined: tuple[tuple[str, ...], dict[str, int]] | None = None
         self._has_subscription = False
-        # coordinator lookup
-        self._finding = False
-        self._find_failures = 0
-        self._find_at = now
         # rebalancing
         self._join_failures = 0
         self._join_at = now
@@ -337,9 +197,6 @@ class Membership:
         self._polling = 0
         self._awaiting_poll = False
         self._next_auto_commit = now + config.auto_commit_interval
-        # commits
-        self._commits: deque[_Commit] = deque()
-        self._commit_in_flight: _Commit | None = None
 
     # -- inputs from the application --------------------------------------------------------
 
@@ -380,7 +237,7 @@ class Membership:
         if self.fatal is not None:
             self._events.append(CommitDone(dict(offsets), cookie, self.fatal))
             return
-        self._commits.append(_Commit(dict(offsets), cookie, now + self.config.commit_timeout))
+        self.commits.add(offsets, cookie, now)
 
     def revoke_done(self, now: float) -> None:
         """The driver finished the :class:`Revoke` it was given."""
@@ -446,7 +303,7 @@ class Membership:
             if self.config.managed:
                 self._maybe_join(now)
                 self._maybe_heartbeat(now)
-        self._maybe_commit(now)
+        self.commits.send_due(now, self.coordinator, self.generation, self.member_id)
         out = list(self._events)
         self._events.clear()
         return out
@@ -455,8 +312,9 @@ class Membership:
         """When :meth:`outputs` may have something new without any input (None: never)."""
         times: list[float] = []
         alive = self.fatal is None and self.phase is not Phase.CLOSED
-        if alive and self.coordinator is None and not self._finding and self._wants_coordinator():
-            times.append(self._find_at)
+        find_at = self.lookup.deadline()
+        if alive and find_at is not None and self._wants_coordinator():
+            times.append(find_at)
         if alive and self.config.managed:
             if self.phase is Phase.PREPARING and self._can_join():
                 times.append(self._join_at)
@@ -469,11 +327,9 @@ class Membership:
                     times.append(self._last_poll + self.config.max_poll_interval)
                 if self.config.auto_commit:
                     times.append(self._next_auto_commit)
-        if self._commits and self._commit_in_flight is None:
-            head = self._commits[0]
-            times.append(head.deadline)
-            if self.coordinator is not None:
-                times.append(head.retry_at)
+        commit_at = self.commits.deadline(self.coordinator is not None)
+        if commit_at is not None:
+            times.append(commit_at)
         return min(times) if times else None
 
     # -- responses ----------------------------------------------------------------------------
@@ -529,15 +385,11 @@ class Membership:
         kind = request.kind
         self._measure(request, None, now)
         if kind is Kind.FIND_COORDINATOR:
-            self._finding = False
-            self._find_retry(now)
+            self.lookup.on_failure(now)
             return
         self._lost_coordinator(request.coordinator, now)
         if kind is Kind.OFFSET_COMMIT:
-            commit = request.commit
-            assert commit is not None
-            self._commit_in_flight = None
-            self._commit_retry(commit, error, now)
+            self.commits.on_failure(request, error, now)
         elif kind in (Kind.JOIN, Kind.SYNC):
             if self._current(request) and self.phase in (Phase.JOINING, Phase.SYNCING):
                 self._join_failed(now)
@@ -547,60 +399,39 @@ class Membership:
 
     # -- coordinator ----------------------------------------------------------------------
 
+    @property
+    def coordinator(self) -> tuple[int, str, int] | None:
+        """The group's coordinator, ``(node_id, host, port)``; None while it is looked for."""
+        return self.lookup.coordinator
+
     def _wants_coordinator(self) -> bool:
-        return bool(self._commits) or (
+        return self.commits.queued or (
             self.config.managed and self.phase is not Phase.CLOSED and self._has_subscription
         )
 
     def _maybe_find_coordinator(self, now: float) -> None:
-        if (
-            self.coordinator is None
-            and not self._finding
-            and now >= self._find_at
-            and self._wants_coordinator()
-        ):
-            self._finding = True
-            group_id = self.config.group_id
-            self._events.append(
-                GroupRequest(
-                    Kind.FIND_COORDINATOR,
-                    partial(_find_body, group_id=group_id),
-                    None,
-                    self.config.request_timeout,
-                )
-            )
+        if not self._wants_coordinator():
+            return
+        build = self.lookup.start(now)
+        if build is not None:
+            request = GroupRequest(Kind.FIND_COORDINATOR, build, None, self.config.request_timeout)
+            self._events.append(request)
 
     def _on_find(self, version: int, body: Any, now: float) -> None:
-        self._finding = False
-        code, node, host, port = read_find_coordinator(version, body)
+        code = self.lookup.on_answer(version, body, now)
         if code:
-            action = classify(code)
-            if action is Action.FATAL:
-                group = self.config.group_id
-                hint = (
-                    f": the client's principal needs READ on group {group!r} (an ACL on the broker)"
-                    if code == ErrorCode.GROUP_AUTHORIZATION_FAILED
-                    else ""
-                )
-                self._fail(KafkaError(code, f"FindCoordinator for group {group!r}{hint}"))
-            else:
-                self._find_retry(now)
-            return
-        self._find_failures = 0
-        self.coordinator = (node, host, port)
-        self._last_heartbeat_ok = now  # the session clock restarts with a coordinator
-
-    def _find_retry(self, now: float) -> None:
-        self._find_failures += 1
-        cfg = self.config
-        self._find_at = now + backoff_delay(
-            cfg.retry_backoff, cfg.retry_backoff_max, self._find_failures, self._rng
-        )
+            group = self.config.group_id
+            hint = (
+                f": the client's principal needs READ on group {group!r} (an ACL on the broker)"
+                if code == ErrorCode.GROUP_AUTHORIZATION_FAILED
+                else ""
+            )
+            self._fail(KafkaError(code, f"FindCoordinator for group {group!r}{hint}"))
+        elif self.coordinator is not None:
+            self._last_heartbeat_ok = now  # the session clock restarts with a coordinator
 
     def _lost_coordinator(self, which: tuple[int, str, int] | None, now: float) -> None:
-        if which is not None and which == self.coordinator:
-            self.coordinator = None
-            self._find_at = max(self._find_at, now)
+        self.lookup.lost(which, now)
 
     # -- joining ----------------------------------------------------------------------------
 
@@ -826,9 +657,7 @@ class Membership:
         if self.fatal is None:
             self.fatal = error
             self._events.append(Fatal(error))
-            for commit in self._commits:
-                self._events.append(CommitDone(commit.offsets, commit.cookie, error))
-            self._commits.clear()
+            self.commits.fail_all(error)
 
     # -- liveness -----------------------------------------------------------------------------
 
@@ -903,104 +732,21 @@ class Membership:
 
     # -- commits ------------------------------------------------------------------------------
 
-    def _maybe_commit(self, now: float) -> None:
-        # A commit that could not even be sent (no coordinator) still ends at its deadline.
-        while self._commits and self._commit_in_flight is None and now >= self._commits[0].deadline:
-            head = self._commits[0]
-            self._finish_commit(
-                head,
-                KafkaError(
-                    ErrorCode.REQUEST_TIMED_OUT,
-                    f"commit not done within default.api.timeout.ms ({head.attempts} attempts)",
-                ),
-            )
-        if (
-            not self._commits
-            or self._commit_in_flight is not None
-            or self.coordinator is None
-            or now < self._commits[0].retry_at
-        ):
-            return
-        commit = self._commits[0]
-        commit.attempts += 1
-        self._commit_in_flight = commit
-        cfg = self.config
-        member = self.config.managed and self.generation >= 0
-        self._events.append(
-            GroupRequest(
-                Kind.OFFSET_COMMIT,
-                partial(
-                    _commit_body,
-                    group_id=cfg.group_id,
-                    offsets=commit.offsets,
-                    generation=self.generation if member else -1,
-                    member_id=self.member_id if member else "",
-                    instance_id=cfg.instance_id if cfg.managed else None,
-                ),
-                self.coordinator,
-                cfg.request_timeout,
-                self.generation,
-                commit,
-            )
-        )
-
-    def _finish_commit(self, commit: _Commit, error: BaseException | None) -> None:
-        if self._commits and self._commits[0] is commit:
-            self._commits.popleft()
-        self._events.append(CommitDone(commit.offsets, commit.cookie, error))
-
-    def _commit_retry(self, commit: _Commit, error: BaseException, now: float) -> None:
-        if now >= commit.deadline:
-            self._finish_commit(
-                commit,
-                KafkaError(
-                    ErrorCode.REQUEST_TIMED_OUT,
-                    f"commit not done within default.api.timeout.ms after {commit.attempts} "
-                    f"attempts: {error}",
-                ),
-            )
-            return
-        cfg = self.config
-        commit.retry_at = now + backoff_delay(
-            cfg.retry_backoff, cfg.retry_backoff_max, commit.attempts, self._rng
-        )
-
     def _on_commit(self, request: GroupRequest, body: Any, now: float) -> None:
-        commit = request.commit
-        assert commit is not None
-        self._commit_in_flight = None
-        errors = {tp: c for tp, c in read_offset_commit(body).items() if c}
-        if not errors:
-            self._finish_commit(commit, None)
-            return
-        code = next(iter(errors.values()))
-        action = classify(code)
+        action = self.commits.on_answer(request, body, now)
         if action in (Action.REJOIN, Action.RESET):
-            self._finish_commit(
-                commit,
-                CommitFailedError(
-                    code, f"commit failed, the group rebalanced ({len(errors)} partitions)"
-                ),
-            )
+            # The commit failed because the group rebalanced: so does this member.
             if self.config.managed and self._current(request) and self.phase is not Phase.CLOSED:
                 if action is Action.RESET:
                     self._reset()
                     self._join_at = now
                 elif self.phase is Phase.STABLE:
                     self._prepare()
-        elif action is Action.FATAL:
-            self._finish_commit(commit, KafkaError(code, "OffsetCommit"))
-        else:
-            if action is Action.REDISCOVER:
-                self._lost_coordinator(request.coordinator, now)
-            self._commit_retry(commit, KafkaError(code, "OffsetCommit"), now)
+        elif action is Action.REDISCOVER:
+            self._lost_coordinator(request.coordinator, now)
 
 
 # -- request bodies (module functions so that requests are cheap to build and compare) --------
-
-
-def _find_body(version: int, *, group_id: str) -> Any:
-    return find_coordinator_request(version, group_id)
 
 
 def _join_body(version: int, **kw: Any) -> Any:
@@ -1030,14 +776,3 @@ def _heartbeat_body(version: int, **kw: Any) -> Any:
 
 def _leave_body(version: int, *, group_id: str, member_id: str, reason: str) -> Any:
     return leave_group_request(version, group_id, member_id, reason)
-
-
-def _commit_body(version: int, **kw: Any) -> Any:
-    return offset_commit_request(
-        version,
-        kw["group_id"],
-        kw["offsets"],
-        generation=kw["generation"],
-        member_id=kw["member_id"],
-        instance_id=kw["instance_id"] if version >= 7 else None,
-    )
