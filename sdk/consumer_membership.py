@@ -407,7 +407,7 @@ class ConsumerMembership(Membership):
             self._events.append(request)
         if lost:
             self._events.append(Lose(lost))
-        self._awaiting_poll = True
+        self.polls.awaiting_poll = True
         self._prepare()
 
     # -- reconciliation -------------------------------------------------------------------

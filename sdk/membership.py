@@ -12,8 +12,9 @@ the consumer (:class:`Revoke`, :class:`Assign`, :class:`Lose`,
 touches a socket.
 
 Its parts with a state of their own are objects it holds: the coordinator
-lookup (:class:`~trafka.sdk.coordinator_lookup.CoordinatorLookup`, shared with
-the share group's machine) and the ordered commit queue
+lookup (:class:`~trafka.sdk.coordinator_lookup.CoordinatorLookup`) and the
+``max.poll.interval.ms`` timer (:class:`~trafka.sdk.poll_timer.PollTimer`),
+both shared with the share group's machine, and the ordered commit queue
 (:class:`~trafka.sdk.group_commits.CommitQueue`). The types it takes and
 gives are in :mod:`.membership_types` and re-exported here, for
 :class:`~trafka.sdk.consumer_membership.ConsumerMembership` (KIP-848) uses
@@ -122,6 +123,7 @@ from .membership_types import (
     RebalanceLatency,
     Revoke,
 )
+from .poll_timer import PollTimer
 from .statistics import CoordinatorCounters
 
 __all__ = [
@@ -193,9 +195,7 @@ class Membership:
         self._hb_in_flight = False
         self._next_heartbeat = now
         self._last_heartbeat_ok = now
-        self._last_poll = now
-        self._polling = 0
-        self._awaiting_poll = False
+        self.polls = PollTimer(config.max_poll_interval, now)
         self._next_auto_commit = now + config.auto_commit_interval
 
     # -- inputs from the application --------------------------------------------------------
@@ -219,15 +219,11 @@ class Membership:
         Returns:
             True if this lets the member rejoin (after a poll timeout): wake the driver.
         """
-        self._polling += 1
-        self._last_poll = now
-        resumed, self._awaiting_poll = self._awaiting_poll, False
-        return resumed
+        return self.polls.started(now)
 
     def poll_ended(self, now: float) -> None:
         """The application left a poll; ``max.poll.interval.ms`` counts from here."""
-        self._polling = max(self._polling - 1, 0)
-        self._last_poll = now
+        self.polls.ended(now)
 
     def commit(self, offsets: Mapping[TopicPartition, int], now: float, cookie: Any = None) -> None:
         """Queue a commit; a :class:`CommitDone` with ``cookie`` reports its end."""
@@ -323,8 +319,9 @@ class Membership:
                     if not self._hb_in_flight:
                         times.append(self._next_heartbeat)
                     times.append(self._last_heartbeat_ok + self.config.session_timeout)
-                if not self._polling:
-                    times.append(self._last_poll + self.config.max_poll_interval)
+                poll_by = self.polls.deadline()
+                if poll_by is not None:
+                    times.append(poll_by)
                 if self.config.auto_commit:
                     times.append(self._next_auto_commit)
         commit_at = self.commits.deadline(self.coordinator is not None)
@@ -449,7 +446,7 @@ class Membership:
         return (
             self._has_subscription
             and self.coordinator is not None
-            and not self._awaiting_poll
+            and not self.polls.awaiting_poll
             and self._revoking is None
         )
 
@@ -665,7 +662,7 @@ class Membership:
         if self.phase is not Phase.STABLE or not self.config.managed:
             return
         cfg = self.config
-        if not self._polling and now >= self._last_poll + cfg.max_poll_interval:
+        if self.polls.expired(now):
             self._poll_timeout(now)
             return
         if self.coordinator is not None and now >= self._last_heartbeat_ok + cfg.session_timeout:
@@ -683,7 +680,7 @@ class Membership:
         if lost:
             self._events.append(Lose(lost))
         self.protocol = None
-        self._awaiting_poll = True
+        self.polls.awaiting_poll = True
         self._prepare()
 
     def _maybe_heartbeat(self, now: float) -> None:
