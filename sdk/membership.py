@@ -87,16 +87,7 @@ from typing import Any
 from trafka.codec import DecodeError, ErrorCode, KafkaError
 
 from ._backoff import backoff_delay
-from .assignors import (
-    MemberSubscription,
-    assign,
-    decode_assignment,
-    decode_subscription,
-    encode_assignment,
-    encode_subscription,
-    is_cooperative,
-    subscription_user_data,
-)
+from .assignors import LeaderAssignment, decode_assignment, is_cooperative, join_protocols
 from .coordinator_lookup import CoordinatorLookup
 from .fetcher import TopicPartition
 from .group_commits import CommitQueue
@@ -189,8 +180,7 @@ class Membership:
         self._revoking: frozenset[TopicPartition] | None = None
         self._after_revoke: list[Output] = []
         self._rejoin_after_revoke = False
-        self._members: list[MemberSubscription] = []
-        self._leader_topics: frozenset[str] = frozenset()
+        self._leading: LeaderAssignment | None = None  # while ASSIGNING
         # liveness
         self._hb_in_flight = False
         self._next_heartbeat = now
@@ -252,10 +242,8 @@ class Membership:
         """Partition counts for :class:`NeedMetadata`'s topics (the leader's assignment)."""
         if self.phase is not Phase.ASSIGNING:
             return
-        counts = {t: partition_counts.get(t, 0) for t in self._leader_topics}
-        plan = assign(self.protocol or "range", counts, {m.member_id: m for m in self._members})
-        assignments = {mid: encode_assignment(tps) for mid, tps in plan.items()}
-        self._send_sync(assignments)
+        assert self._leading is not None
+        self._send_sync(self._leading.assignments(self.protocol or "range", partition_counts))
 
     @property
     def heartbeat_in_flight(self) -> bool:
@@ -458,21 +446,15 @@ class Membership:
             return
         cfg = self.config
         assert self.coordinator is not None
-        protocols = [
-            (
-                name,
-                encode_subscription(
-                    self._topics,
-                    sorted(self.owned),
-                    generation=self.generation,
-                    rack=cfg.rack,
-                    user_data=subscription_user_data(
-                        name, self._assigned, self._assigned_generation
-                    ),
-                ),
-            )
-            for name in cfg.assignors
-        ]
+        protocols = join_protocols(
+            cfg.assignors,
+            self._topics,
+            self.owned,
+            generation=self.generation,
+            rack=cfg.rack,
+            assigned=self._assigned,
+            assigned_generation=self._assigned_generation,
+        )
         self._joined = (self._topics, dict(self._counts))
         self.phase = Phase.JOINING
         self.rebalance_latency.start(now)
@@ -535,18 +517,9 @@ class Membership:
         self.generation = body.generation_id
         self.protocol = body.protocol_name
         if body.leader == body.member_id and not getattr(body, "skip_assignment", False):
-            members = []
-            for m in body.members:
-                try:
-                    members.append(
-                        decode_subscription(m.member_id, m.metadata, m.group_instance_id)
-                    )
-                except DecodeError:
-                    members.append(MemberSubscription(m.member_id, ()))
-            self._members = members
-            self._leader_topics = frozenset(t for m in members for t in m.topics)
+            self._leading = LeaderAssignment.from_join(body.members)
             self.phase = Phase.ASSIGNING
-            self._events.append(NeedMetadata(self._leader_topics))
+            self._events.append(NeedMetadata(self._leading.topics))
         else:
             self._send_sync({})
 
