@@ -29,7 +29,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 from functools import partial
-from typing import Any
+from typing import Any, Protocol
 
 from ._backoff import backoff_delay
 from .group_protocol import Action, classify, find_coordinator_request, read_find_coordinator
@@ -39,13 +39,26 @@ __all__ = ["CoordinatorLookup"]
 Coordinator = tuple[int, str, int]
 
 
+class LookupSettings(Protocol):
+    """What a lookup needs of its member's settings (both group machines' configs have it)."""
+
+    @property
+    def group_id(self) -> str: ...
+
+    @property
+    def retry_backoff(self) -> float: ...
+
+    @property
+    def retry_backoff_max(self) -> float: ...
+
+
 class CoordinatorLookup:
     """The coordinator of one group, and the lookups that find it (see the module doc).
 
     Args:
-        group_id: the group whose coordinator is looked for.
+        settings: the group (``group_id``) and the backoff's bounds
+            (``retry_backoff``, ``retry_backoff_max``, seconds).
         now: the driver's clock (seconds): the first lookup may start at once.
-        retry_backoff, retry_backoff_max: the backoff's bounds (seconds).
         rng: for backoff jitter.
 
     Attributes:
@@ -53,20 +66,12 @@ class CoordinatorLookup:
         finding: a FindCoordinator is out (neither answered nor failed yet).
     """
 
-    def __init__(
-        self,
-        group_id: str,
-        now: float,
-        *,
-        retry_backoff: float,
-        retry_backoff_max: float,
-        rng: random.Random,
-    ) -> None:
-        self.group_id = group_id
+    def __init__(self, settings: LookupSettings, now: float, rng: random.Random) -> None:
+        self.group_id = settings.group_id
         self.coordinator: Coordinator | None = None
         self.finding = False
-        self._retry_backoff = retry_backoff
-        self._retry_backoff_max = retry_backoff_max
+        self._retry_backoff = settings.retry_backoff
+        self._retry_backoff_max = settings.retry_backoff_max
         self._rng = rng
         self._failures = 0
         self._find_at = now

@@ -161,13 +161,7 @@ class Membership:
         self.metrics = CoordinatorCounters()
         self.fatal: BaseException | None = None
         self._events: deque[Output] = deque()
-        self.lookup = CoordinatorLookup(
-            config.group_id,
-            now,
-            retry_backoff=config.retry_backoff,
-            retry_backoff_max=config.retry_backoff_max,
-            rng=self._rng,
-        )
+        self.lookup = CoordinatorLookup(config, now, self._rng)
         self.commits = CommitQueue(config, self._rng, self._events.append)
         # subscription and metadata
         self._topics: tuple[str, ...] = ()

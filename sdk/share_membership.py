@@ -173,13 +173,7 @@ class ShareMembership:
         self.joins = 0  # successful joins (statistics, tests)
         self._rng = rng or random.Random()
         self._events: deque[Output] = deque()
-        self.lookup = CoordinatorLookup(
-            config.group_id,
-            now,
-            retry_backoff=config.retry_backoff,
-            retry_backoff_max=config.retry_backoff_max,
-            rng=self._rng,
-        )
+        self.lookup = CoordinatorLookup(config, now, self._rng)
         self.polls = PollTimer(config.max_poll_interval, now)
         self._topics: tuple[str, ...] = ()
         self._names: dict[uuid.UUID, str] = {}

@@ -56,9 +56,8 @@ def find_answer(code: int = 0, coordinator: tuple[int, str, int] = COORD) -> Any
 
 
 def lookup(now: float = 0.0) -> CoordinatorLookup:
-    return CoordinatorLookup(
-        "g", now, retry_backoff=0.1, retry_backoff_max=1.0, rng=random.Random(3)
-    )
+    settings = MembershipConfig(group_id="g", retry_backoff=0.1, retry_backoff_max=1.0)
+    return CoordinatorLookup(settings, now, random.Random(3))
 
 
 # -- the coordinator lookup ---------------------------------------------------------------------
