@@ -28,7 +28,9 @@ version 3: topics, user data, owned partitions, generation, rack) and the
 assignment ``ConsumerProtocolAssignment`` (version 3); both start with an
 int16 version and any version is read (newer ones are forward compatible).
 Each assignor a member offers gets its own subscription, with that assignor's
-user data (:func:`subscription_user_data`).
+user data (:func:`subscription_user_data`; all of them: :func:`join_protocols`).
+The leader's step (:class:`LeaderAssignment`) reads every member's
+subscription; one it cannot read subscribes to nothing.
 """
 
 from __future__ import annotations
@@ -37,8 +39,9 @@ import dataclasses
 import struct
 from collections import defaultdict, deque
 from collections.abc import Iterable, Mapping
+from typing import Any
 
-from trafka.codec import decode_versioned
+from trafka.codec import DecodeError, decode_versioned
 from trafka.codec.assignor_data import (
     NO_GENERATION,
     decode_cooperative_sticky_user_data,
@@ -52,6 +55,7 @@ from .fetcher import TopicPartition
 
 __all__ = [
     "ASSIGNORS",
+    "LeaderAssignment",
     "MemberSubscription",
     "assign",
     "decode_assignment",
@@ -59,6 +63,7 @@ __all__ = [
     "encode_assignment",
     "encode_subscription",
     "is_cooperative",
+    "join_protocols",
     "subscription_user_data",
 ]
 
@@ -541,3 +546,72 @@ def assign(
         KeyError: unknown assignor name.
     """
     return ASSIGNORS[name](partitions, members)
+
+
+# -- a member's side: what it offers in JoinGroup, and the leader's step ------------------------
+
+
+def join_protocols(
+    assignors: Iterable[str],
+    topics: Iterable[str],
+    owned: Iterable[TopicPartition],
+    *,
+    generation: int,
+    rack: str | None,
+    assigned: frozenset[TopicPartition] | None,
+    assigned_generation: int,
+) -> list[tuple[str, bytes]]:
+    """JoinGroup's protocols: each assignor the member offers, in its order, with
+    the member's subscription for it (its own user data: :func:`subscription_user_data`
+    of the last assignment ``assigned`` and its generation)."""
+    topics, owned = tuple(topics), sorted(owned)
+    return [
+        (
+            name,
+            encode_subscription(
+                topics,
+                owned,
+                generation=generation,
+                rack=rack,
+                user_data=subscription_user_data(name, assigned, assigned_generation),
+            ),
+        )
+        for name in assignors
+    ]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class LeaderAssignment:
+    """The group leader's step of a rebalance: the members' subscriptions from its
+    JoinGroup answer, assigned once the partition counts of their topics are known.
+
+    Attributes:
+        members: every member's subscription; one whose metadata cannot be read
+            subscribes to nothing (it is still a member, and gets an empty assignment).
+        topics: the topics any member subscribes to.
+    """
+
+    members: tuple[MemberSubscription, ...]
+    topics: frozenset[str]
+
+    @classmethod
+    def from_join(cls, members: Iterable[Any]) -> LeaderAssignment:
+        """From JoinGroup's ``members`` (``member_id``, ``metadata``, ``group_instance_id``)."""
+        subscriptions = []
+        for m in members:
+            try:
+                sub = decode_subscription(m.member_id, m.metadata, m.group_instance_id)
+            except DecodeError:
+                sub = MemberSubscription(m.member_id, ())
+            subscriptions.append(sub)
+        return cls(tuple(subscriptions), frozenset(t for s in subscriptions for t in s.topics))
+
+    def assignments(self, name: str, partition_counts: Mapping[str, int]) -> dict[str, bytes]:
+        """SyncGroup's assignments by member id, from assignor ``name``.
+
+        Raises:
+            KeyError: unknown assignor name.
+        """
+        counts = {t: partition_counts.get(t, 0) for t in self.topics}
+        plan = assign(name, counts, {m.member_id: m for m in self.members})
+        return {mid: encode_assignment(tps) for mid, tps in plan.items()}

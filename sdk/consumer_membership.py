@@ -407,7 +407,7 @@ class ConsumerMembership(Membership):
             self._events.append(request)
         if lost:
             self._events.append(Lose(lost))
-        self._awaiting_poll = True
+        self.polls.awaiting_poll = True
         self._prepare()
 
     # -- reconciliation -------------------------------------------------------------------
@@ -460,16 +460,15 @@ class ConsumerMembership(Membership):
         assert commit is not None
         codes = {c for c in _commit_codes(body) if c}
         if codes == {ErrorCode.STALE_MEMBER_EPOCH}:
-            self._commit_in_flight = None
             if (
                 self.phase is Phase.STABLE
                 and self.generation > 0
                 and (request.generation != self.generation)
             ):
                 # Sent with an epoch a heartbeat has replaced since: again, with the new one.
-                commit.retry_at = now
+                self.commits.again(commit, now)
                 return
-            self._finish_commit(
+            self.commits.finish(
                 commit,
                 CommitFailedError(
                     ErrorCode.STALE_MEMBER_EPOCH,

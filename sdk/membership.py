@@ -11,6 +11,15 @@ the consumer (:class:`Revoke`, :class:`Assign`, :class:`Lose`,
 :meth:`~Membership.next_deadline`. Nothing here blocks, reads a clock or
 touches a socket.
 
+Its parts with a state of their own are objects it holds: the coordinator
+lookup (:class:`~trafka.sdk.coordinator_lookup.CoordinatorLookup`) and the
+``max.poll.interval.ms`` timer (:class:`~trafka.sdk.poll_timer.PollTimer`),
+both shared with the share group's machine, and the ordered commit queue
+(:class:`~trafka.sdk.group_commits.CommitQueue`). The types it takes and
+gives are in :mod:`.membership_types` and re-exported here, for
+:class:`~trafka.sdk.consumer_membership.ConsumerMembership` (KIP-848) uses
+them too.
+
 Rules and invariants:
 
 * Phases: ``PREPARING`` (must (re)join) -> ``JOINING`` (JoinGroup out) ->
@@ -69,43 +78,44 @@ Rules and invariants:
 
 from __future__ import annotations
 
-import dataclasses
-import enum
-import math
 import random
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from functools import partial
 from typing import Any
 
 from trafka.codec import DecodeError, ErrorCode, KafkaError
 
 from ._backoff import backoff_delay
-from .assignors import (
-    MemberSubscription,
-    assign,
-    decode_assignment,
-    decode_subscription,
-    encode_assignment,
-    encode_subscription,
-    is_cooperative,
-    subscription_user_data,
-)
+from .assignors import LeaderAssignment, decode_assignment, is_cooperative, join_protocols
+from .coordinator_lookup import CoordinatorLookup
 from .fetcher import TopicPartition
+from .group_commits import CommitQueue
 from .group_protocol import (
     Action,
-    CommitFailedError,
     classify,
-    find_coordinator_request,
     heartbeat_request,
     join_group_request,
     leave_group_request,
-    offset_commit_request,
-    read_find_coordinator,
-    read_offset_commit,
     sync_group_request,
 )
-from .statistics import CoordinatorCounters, Interval, Windowed
+from .membership_types import (
+    Assign,
+    AutoCommitDue,
+    CommitDone,
+    Fatal,
+    GroupRequest,
+    Kind,
+    Lose,
+    MembershipConfig,
+    NeedMetadata,
+    Output,
+    Phase,
+    RebalanceLatency,
+    Revoke,
+)
+from .poll_timer import PollTimer
+from .statistics import CoordinatorCounters
 
 __all__ = [
     "Assign",
@@ -118,171 +128,11 @@ __all__ = [
     "Membership",
     "MembershipConfig",
     "NeedMetadata",
+    "Output",
     "Phase",
+    "RebalanceLatency",
     "Revoke",
 ]
-
-
-class Phase(enum.Enum):
-    PREPARING = "preparing"
-    JOINING = "joining"
-    ASSIGNING = "assigning"
-    SYNCING = "syncing"
-    STABLE = "stable"
-    CLOSED = "closed"
-
-
-class Kind(enum.Enum):
-    FIND_COORDINATOR = 10
-    OFFSET_COMMIT = 8
-    JOIN = 11
-    HEARTBEAT = 12
-    LEAVE = 13
-    SYNC = 14
-    CONSUMER_HEARTBEAT = 68  # the consumer group protocol (KIP-848): join, heartbeat, leave
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class MembershipConfig:
-    """The settings the state machine needs (seconds, not milliseconds).
-
-    ``managed=False`` is a consumer that only commits (``assign()`` with a
-    ``group.id``): no joining, generation -1.
-    """
-
-    group_id: str
-    instance_id: str | None = None
-    session_timeout: float = 45.0
-    heartbeat_interval: float = 3.0
-    max_poll_interval: float = 300.0
-    request_timeout: float = 30.0
-    retry_backoff: float = 0.1
-    retry_backoff_max: float = 1.0
-    auto_commit: bool = True
-    auto_commit_interval: float = 5.0
-    commit_timeout: float = 60.0
-    assignors: tuple[str, ...] = ("range", "cooperative-sticky")
-    rack: str | None = None
-    managed: bool = True
-
-
-# -- outputs --------------------------------------------------------------------------------
-
-
-@dataclasses.dataclass(frozen=True, slots=True, eq=False)
-class GroupRequest:
-    """A request for the driver to send.
-
-    Attributes:
-        kind: which API.
-        build: ``build(version) -> request body`` for the negotiated version.
-        coordinator: ``(node_id, host, port)`` to send it to; ``None`` means any broker.
-        timeout: seconds to wait for the response.
-        generation: the generation it was sent in (stale answers are ignored).
-        commit: the queued commit it carries (OffsetCommit only).
-    """
-
-    kind: Kind
-    build: Callable[[int], Any]
-    coordinator: tuple[int, str, int] | None
-    timeout: float
-    generation: int = -1
-    commit: _Commit | None = None
-
-    @property
-    def api_key(self) -> int:
-        return self.kind.value
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class Revoke:
-    """Commit consumed positions (with auto-commit), run the listener, drop the
-    partitions, then call :meth:`Membership.revoke_done`."""
-
-    partitions: frozenset[TopicPartition]
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class Assign:
-    """Start fetching these partitions and run the listener's ``on_partitions_assigned``."""
-
-    partitions: frozenset[TopicPartition]
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class Lose:
-    """The partitions are gone without a commit (``on_partitions_lost``)."""
-
-    partitions: frozenset[TopicPartition]
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class NeedMetadata:
-    """The leader needs partition counts for these topics: call
-    :meth:`Membership.assignment_metadata`."""
-
-    topics: frozenset[str]
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class AutoCommitDue:
-    """Time to commit the consumed positions (:meth:`Membership.commit`)."""
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class CommitDone:
-    """A commit finished: ``error`` is None on success."""
-
-    offsets: Mapping[TopicPartition, int]
-    cookie: Any
-    error: BaseException | None
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class Fatal:
-    """The member cannot go on (e.g. FENCED_INSTANCE_ID)."""
-
-    error: BaseException
-
-
-Output = GroupRequest | Revoke | Assign | Lose | NeedMetadata | AutoCommitDue | CommitDone | Fatal
-
-
-@dataclasses.dataclass(slots=True)
-class RebalanceLatency(Interval):
-    """How long the member's rebalances took (seconds), as Java's consumer
-    coordinator measures its ``rebalance-latency``: :meth:`start` at the first
-    step of a rebalance (later calls do nothing until it ends), :meth:`end` once
-    the member has its new assignment, which adds the time taken. ``window``
-    holds each completed rebalance's latency for Java's windowed
-    ``rebalance-latency-avg``/``-max`` and ``rebalance-rate-per-hour``;
-    ``ended`` is when the last one ended (None before)."""
-
-    started: float | None = None
-    ended: float | None = None
-    window: Windowed = dataclasses.field(default_factory=Windowed)
-
-    def start(self, now: float) -> None:
-        if self.started is None:
-            self.started = now
-
-    def end(self, now: float) -> None:
-        if self.started is None:
-            return
-        took = max(0.0, now - self.started)
-        self.started = None
-        self.add(took)
-        self.window.record(now, took)
-        self.ended = now
-
-
-@dataclasses.dataclass(slots=True, eq=False)
-class _Commit:
-    offsets: dict[TopicPartition, int]
-    cookie: Any
-    deadline: float
-    attempts: int = 0
-    retry_at: float = -math.inf  # not retrying (any clock reading is after it)
 
 
 class Membership:
@@ -310,36 +160,27 @@ class Membership:
         self.rebalance_latency = RebalanceLatency()
         self.metrics = CoordinatorCounters()
         self.fatal: BaseException | None = None
-        self.coordinator: tuple[int, str, int] | None = None
         self._events: deque[Output] = deque()
+        self.lookup = CoordinatorLookup(config, now, self._rng)
+        self.commits = CommitQueue(config, self._rng, self._events.append)
         # subscription and metadata
         self._topics: tuple[str, ...] = ()
         self._counts: dict[str, int] = {}
         self._joined: tuple[tuple[str, ...], dict[str, int]] | None = None
         self._has_subscription = False
-        # coordinator lookup
-        self._finding = False
-        self._find_failures = 0
-        self._find_at = now
         # rebalancing
         self._join_failures = 0
         self._join_at = now
         self._revoking: frozenset[TopicPartition] | None = None
         self._after_revoke: list[Output] = []
         self._rejoin_after_revoke = False
-        self._members: list[MemberSubscription] = []
-        self._leader_topics: frozenset[str] = frozenset()
+        self._leading: LeaderAssignment | None = None  # while ASSIGNING
         # liveness
         self._hb_in_flight = False
         self._next_heartbeat = now
         self._last_heartbeat_ok = now
-        self._last_poll = now
-        self._polling = 0
-        self._awaiting_poll = False
+        self.polls = PollTimer(config.max_poll_interval, now)
         self._next_auto_commit = now + config.auto_commit_interval
-        # commits
-        self._commits: deque[_Commit] = deque()
-        self._commit_in_flight: _Commit | None = None
 
     # -- inputs from the application --------------------------------------------------------
 
@@ -362,15 +203,11 @@ class Membership:
         Returns:
             True if this lets the member rejoin (after a poll timeout): wake the driver.
         """
-        self._polling += 1
-        self._last_poll = now
-        resumed, self._awaiting_poll = self._awaiting_poll, False
-        return resumed
+        return self.polls.started(now)
 
     def poll_ended(self, now: float) -> None:
         """The application left a poll; ``max.poll.interval.ms`` counts from here."""
-        self._polling = max(self._polling - 1, 0)
-        self._last_poll = now
+        self.polls.ended(now)
 
     def commit(self, offsets: Mapping[TopicPartition, int], now: float, cookie: Any = None) -> None:
         """Queue a commit; a :class:`CommitDone` with ``cookie`` reports its end."""
@@ -380,7 +217,7 @@ class Membership:
         if self.fatal is not None:
             self._events.append(CommitDone(dict(offsets), cookie, self.fatal))
             return
-        self._commits.append(_Commit(dict(offsets), cookie, now + self.config.commit_timeout))
+        self.commits.add(offsets, cookie, now)
 
     def revoke_done(self, now: float) -> None:
         """The driver finished the :class:`Revoke` it was given."""
@@ -399,10 +236,8 @@ class Membership:
         """Partition counts for :class:`NeedMetadata`'s topics (the leader's assignment)."""
         if self.phase is not Phase.ASSIGNING:
             return
-        counts = {t: partition_counts.get(t, 0) for t in self._leader_topics}
-        plan = assign(self.protocol or "range", counts, {m.member_id: m for m in self._members})
-        assignments = {mid: encode_assignment(tps) for mid, tps in plan.items()}
-        self._send_sync(assignments)
+        assert self._leading is not None
+        self._send_sync(self._leading.assignments(self.protocol or "range", partition_counts))
 
     @property
     def heartbeat_in_flight(self) -> bool:
@@ -446,7 +281,7 @@ class Membership:
             if self.config.managed:
                 self._maybe_join(now)
                 self._maybe_heartbeat(now)
-        self._maybe_commit(now)
+        self.commits.send_due(now, self.coordinator, self.generation, self.member_id)
         out = list(self._events)
         self._events.clear()
         return out
@@ -455,8 +290,9 @@ class Membership:
         """When :meth:`outputs` may have something new without any input (None: never)."""
         times: list[float] = []
         alive = self.fatal is None and self.phase is not Phase.CLOSED
-        if alive and self.coordinator is None and not self._finding and self._wants_coordinator():
-            times.append(self._find_at)
+        find_at = self.lookup.deadline()
+        if alive and find_at is not None and self._wants_coordinator():
+            times.append(find_at)
         if alive and self.config.managed:
             if self.phase is Phase.PREPARING and self._can_join():
                 times.append(self._join_at)
@@ -465,15 +301,14 @@ class Membership:
                     if not self._hb_in_flight:
                         times.append(self._next_heartbeat)
                     times.append(self._last_heartbeat_ok + self.config.session_timeout)
-                if not self._polling:
-                    times.append(self._last_poll + self.config.max_poll_interval)
+                poll_by = self.polls.deadline()
+                if poll_by is not None:
+                    times.append(poll_by)
                 if self.config.auto_commit:
                     times.append(self._next_auto_commit)
-        if self._commits and self._commit_in_flight is None:
-            head = self._commits[0]
-            times.append(head.deadline)
-            if self.coordinator is not None:
-                times.append(head.retry_at)
+        commit_at = self.commits.deadline(self.coordinator is not None)
+        if commit_at is not None:
+            times.append(commit_at)
         return min(times) if times else None
 
     # -- responses ----------------------------------------------------------------------------
@@ -529,15 +364,11 @@ class Membership:
         kind = request.kind
         self._measure(request, None, now)
         if kind is Kind.FIND_COORDINATOR:
-            self._finding = False
-            self._find_retry(now)
+            self.lookup.on_failure(now)
             return
         self._lost_coordinator(request.coordinator, now)
         if kind is Kind.OFFSET_COMMIT:
-            commit = request.commit
-            assert commit is not None
-            self._commit_in_flight = None
-            self._commit_retry(commit, error, now)
+            self.commits.on_failure(request, error, now)
         elif kind in (Kind.JOIN, Kind.SYNC):
             if self._current(request) and self.phase in (Phase.JOINING, Phase.SYNCING):
                 self._join_failed(now)
@@ -547,60 +378,39 @@ class Membership:
 
     # -- coordinator ----------------------------------------------------------------------
 
+    @property
+    def coordinator(self) -> tuple[int, str, int] | None:
+        """The group's coordinator, ``(node_id, host, port)``; None while it is looked for."""
+        return self.lookup.coordinator
+
     def _wants_coordinator(self) -> bool:
-        return bool(self._commits) or (
+        return self.commits.queued or (
             self.config.managed and self.phase is not Phase.CLOSED and self._has_subscription
         )
 
     def _maybe_find_coordinator(self, now: float) -> None:
-        if (
-            self.coordinator is None
-            and not self._finding
-            and now >= self._find_at
-            and self._wants_coordinator()
-        ):
-            self._finding = True
-            group_id = self.config.group_id
-            self._events.append(
-                GroupRequest(
-                    Kind.FIND_COORDINATOR,
-                    partial(_find_body, group_id=group_id),
-                    None,
-                    self.config.request_timeout,
-                )
-            )
+        if not self._wants_coordinator():
+            return
+        build = self.lookup.start(now)
+        if build is not None:
+            request = GroupRequest(Kind.FIND_COORDINATOR, build, None, self.config.request_timeout)
+            self._events.append(request)
 
     def _on_find(self, version: int, body: Any, now: float) -> None:
-        self._finding = False
-        code, node, host, port = read_find_coordinator(version, body)
+        code = self.lookup.on_answer(version, body, now)
         if code:
-            action = classify(code)
-            if action is Action.FATAL:
-                group = self.config.group_id
-                hint = (
-                    f": the client's principal needs READ on group {group!r} (an ACL on the broker)"
-                    if code == ErrorCode.GROUP_AUTHORIZATION_FAILED
-                    else ""
-                )
-                self._fail(KafkaError(code, f"FindCoordinator for group {group!r}{hint}"))
-            else:
-                self._find_retry(now)
-            return
-        self._find_failures = 0
-        self.coordinator = (node, host, port)
-        self._last_heartbeat_ok = now  # the session clock restarts with a coordinator
-
-    def _find_retry(self, now: float) -> None:
-        self._find_failures += 1
-        cfg = self.config
-        self._find_at = now + backoff_delay(
-            cfg.retry_backoff, cfg.retry_backoff_max, self._find_failures, self._rng
-        )
+            group = self.config.group_id
+            hint = (
+                f": the client's principal needs READ on group {group!r} (an ACL on the broker)"
+                if code == ErrorCode.GROUP_AUTHORIZATION_FAILED
+                else ""
+            )
+            self._fail(KafkaError(code, f"FindCoordinator for group {group!r}{hint}"))
+        elif self.coordinator is not None:
+            self._last_heartbeat_ok = now  # the session clock restarts with a coordinator
 
     def _lost_coordinator(self, which: tuple[int, str, int] | None, now: float) -> None:
-        if which is not None and which == self.coordinator:
-            self.coordinator = None
-            self._find_at = max(self._find_at, now)
+        self.lookup.lost(which, now)
 
     # -- joining ----------------------------------------------------------------------------
 
@@ -618,7 +428,7 @@ class Membership:
         return (
             self._has_subscription
             and self.coordinator is not None
-            and not self._awaiting_poll
+            and not self.polls.awaiting_poll
             and self._revoking is None
         )
 
@@ -630,21 +440,15 @@ class Membership:
             return
         cfg = self.config
         assert self.coordinator is not None
-        protocols = [
-            (
-                name,
-                encode_subscription(
-                    self._topics,
-                    sorted(self.owned),
-                    generation=self.generation,
-                    rack=cfg.rack,
-                    user_data=subscription_user_data(
-                        name, self._assigned, self._assigned_generation
-                    ),
-                ),
-            )
-            for name in cfg.assignors
-        ]
+        protocols = join_protocols(
+            cfg.assignors,
+            self._topics,
+            self.owned,
+            generation=self.generation,
+            rack=cfg.rack,
+            assigned=self._assigned,
+            assigned_generation=self._assigned_generation,
+        )
         self._joined = (self._topics, dict(self._counts))
         self.phase = Phase.JOINING
         self.rebalance_latency.start(now)
@@ -707,18 +511,9 @@ class Membership:
         self.generation = body.generation_id
         self.protocol = body.protocol_name
         if body.leader == body.member_id and not getattr(body, "skip_assignment", False):
-            members = []
-            for m in body.members:
-                try:
-                    members.append(
-                        decode_subscription(m.member_id, m.metadata, m.group_instance_id)
-                    )
-                except DecodeError:
-                    members.append(MemberSubscription(m.member_id, ()))
-            self._members = members
-            self._leader_topics = frozenset(t for m in members for t in m.topics)
+            self._leading = LeaderAssignment.from_join(body.members)
             self.phase = Phase.ASSIGNING
-            self._events.append(NeedMetadata(self._leader_topics))
+            self._events.append(NeedMetadata(self._leading.topics))
         else:
             self._send_sync({})
 
@@ -826,9 +621,7 @@ class Membership:
         if self.fatal is None:
             self.fatal = error
             self._events.append(Fatal(error))
-            for commit in self._commits:
-                self._events.append(CommitDone(commit.offsets, commit.cookie, error))
-            self._commits.clear()
+            self.commits.fail_all(error)
 
     # -- liveness -----------------------------------------------------------------------------
 
@@ -836,7 +629,7 @@ class Membership:
         if self.phase is not Phase.STABLE or not self.config.managed:
             return
         cfg = self.config
-        if not self._polling and now >= self._last_poll + cfg.max_poll_interval:
+        if self.polls.expired(now):
             self._poll_timeout(now)
             return
         if self.coordinator is not None and now >= self._last_heartbeat_ok + cfg.session_timeout:
@@ -854,7 +647,7 @@ class Membership:
         if lost:
             self._events.append(Lose(lost))
         self.protocol = None
-        self._awaiting_poll = True
+        self.polls.awaiting_poll = True
         self._prepare()
 
     def _maybe_heartbeat(self, now: float) -> None:
@@ -903,104 +696,21 @@ class Membership:
 
     # -- commits ------------------------------------------------------------------------------
 
-    def _maybe_commit(self, now: float) -> None:
-        # A commit that could not even be sent (no coordinator) still ends at its deadline.
-        while self._commits and self._commit_in_flight is None and now >= self._commits[0].deadline:
-            head = self._commits[0]
-            self._finish_commit(
-                head,
-                KafkaError(
-                    ErrorCode.REQUEST_TIMED_OUT,
-                    f"commit not done within default.api.timeout.ms ({head.attempts} attempts)",
-                ),
-            )
-        if (
-            not self._commits
-            or self._commit_in_flight is not None
-            or self.coordinator is None
-            or now < self._commits[0].retry_at
-        ):
-            return
-        commit = self._commits[0]
-        commit.attempts += 1
-        self._commit_in_flight = commit
-        cfg = self.config
-        member = self.config.managed and self.generation >= 0
-        self._events.append(
-            GroupRequest(
-                Kind.OFFSET_COMMIT,
-                partial(
-                    _commit_body,
-                    group_id=cfg.group_id,
-                    offsets=commit.offsets,
-                    generation=self.generation if member else -1,
-                    member_id=self.member_id if member else "",
-                    instance_id=cfg.instance_id if cfg.managed else None,
-                ),
-                self.coordinator,
-                cfg.request_timeout,
-                self.generation,
-                commit,
-            )
-        )
-
-    def _finish_commit(self, commit: _Commit, error: BaseException | None) -> None:
-        if self._commits and self._commits[0] is commit:
-            self._commits.popleft()
-        self._events.append(CommitDone(commit.offsets, commit.cookie, error))
-
-    def _commit_retry(self, commit: _Commit, error: BaseException, now: float) -> None:
-        if now >= commit.deadline:
-            self._finish_commit(
-                commit,
-                KafkaError(
-                    ErrorCode.REQUEST_TIMED_OUT,
-                    f"commit not done within default.api.timeout.ms after {commit.attempts} "
-                    f"attempts: {error}",
-                ),
-            )
-            return
-        cfg = self.config
-        commit.retry_at = now + backoff_delay(
-            cfg.retry_backoff, cfg.retry_backoff_max, commit.attempts, self._rng
-        )
-
     def _on_commit(self, request: GroupRequest, body: Any, now: float) -> None:
-        commit = request.commit
-        assert commit is not None
-        self._commit_in_flight = None
-        errors = {tp: c for tp, c in read_offset_commit(body).items() if c}
-        if not errors:
-            self._finish_commit(commit, None)
-            return
-        code = next(iter(errors.values()))
-        action = classify(code)
+        action = self.commits.on_answer(request, body, now)
         if action in (Action.REJOIN, Action.RESET):
-            self._finish_commit(
-                commit,
-                CommitFailedError(
-                    code, f"commit failed, the group rebalanced ({len(errors)} partitions)"
-                ),
-            )
+            # The commit failed because the group rebalanced: so does this member.
             if self.config.managed and self._current(request) and self.phase is not Phase.CLOSED:
                 if action is Action.RESET:
                     self._reset()
                     self._join_at = now
                 elif self.phase is Phase.STABLE:
                     self._prepare()
-        elif action is Action.FATAL:
-            self._finish_commit(commit, KafkaError(code, "OffsetCommit"))
-        else:
-            if action is Action.REDISCOVER:
-                self._lost_coordinator(request.coordinator, now)
-            self._commit_retry(commit, KafkaError(code, "OffsetCommit"), now)
+        elif action is Action.REDISCOVER:
+            self._lost_coordinator(request.coordinator, now)
 
 
 # -- request bodies (module functions so that requests are cheap to build and compare) --------
-
-
-def _find_body(version: int, *, group_id: str) -> Any:
-    return find_coordinator_request(version, group_id)
 
 
 def _join_body(version: int, **kw: Any) -> Any:
@@ -1030,14 +740,3 @@ def _heartbeat_body(version: int, **kw: Any) -> Any:
 
 def _leave_body(version: int, *, group_id: str, member_id: str, reason: str) -> Any:
     return leave_group_request(version, group_id, member_id, reason)
-
-
-def _commit_body(version: int, **kw: Any) -> Any:
-    return offset_commit_request(
-        version,
-        kw["group_id"],
-        kw["offsets"],
-        generation=kw["generation"],
-        member_id=kw["member_id"],
-        instance_id=kw["instance_id"] if version >= 7 else None,
-    )

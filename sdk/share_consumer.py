@@ -1,5 +1,8 @@
-"""The share consumer (KIP-932 share groups, "queues"): an anyio driver around
-:mod:`.share_membership` and :mod:`.share_fetcher`.
+"""The share consumer (KIP-932 share groups, "queues"): the user's calls around
+the I/O-free :mod:`.share_membership` and :mod:`.share_fetcher`, which their
+drivers run: :class:`~trafka.sdk.share_group.ShareGroupDriver` (the group
+task) and :class:`~trafka.sdk.share_fetching.ShareFetchDriver` (ShareFetch and
+ShareAcknowledge on the connections).
 
 Rules:
 
@@ -8,15 +11,11 @@ Rules:
   network task (timers and wake-ups of the share fetcher) and the metadata
   refresher. Leaving the block closes the consumer (below) and cancels them;
   errors leave as themselves, never as an ExceptionGroup.
-* ShareFetch and ShareAcknowledge requests (at most one per broker) are
-  written synchronously to a ready connection, and their answers handled by a
-  completion in the connection's reader, which at once sends what the fetcher
-  asks for next (as the consumer's fetches); a request to a broker not yet
-  connected goes from a task of its own that connects first. A poll that
-  wants records sends the ShareFetch itself.
-* Every protocol decision is the state machines'; this module only sends what
-  they ask for, feeds the answers back with the clock, deserializes records
-  and wakes waiting callers.
+* ShareFetch and ShareAcknowledge requests (at most one per broker) are sent
+  as :mod:`.share_fetching` says; a poll that wants records sends the
+  ShareFetch itself.
+* Every protocol decision is the state machines'; this module only hands the
+  application's calls to them, deserializes records and wakes waiting callers.
 * Acknowledgement modes, as Kafka's KafkaShareConsumer: ``implicit`` (the
   default) accepts the records of a poll when the next poll, commit or close
   starts; ``explicit`` wants every record acknowledged
@@ -54,18 +53,14 @@ from __future__ import annotations
 import logging
 import math
 import uuid
-from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from functools import partial
 from typing import Any
 
 import anyio
 import anyio.abc
 
-from trafka.codec import ErrorCode, KafkaError, TrafkaError, UnsupportedVersionError
-
-from ._util import get_deserializer, owned_task_group, serve_metrics_if_asked, sleep_until
+from ._util import owned_task_group, serve_metrics_if_asked
 from ._validate import (
     check_callable,
     check_offset,
@@ -80,20 +75,15 @@ from .errors import (
     ArgumentTypeError,
     ArgumentValueError,
     ClientClosedError,
-    SerializationError,
     UsageError,
 )
 from .fetcher import TopicPartition
 from .hosting import Hostable
-from .share_fetcher import AcknowledgeType, ShareCommit, ShareFetcher, ShareRecord, ShareRequest
-from .share_membership import (
-    AssignmentChanged,
-    Fatal,
-    NeedMetadata,
-    ShareGroupRequest,
-    ShareMembership,
-    ShareMembershipConfig,
-)
+from .share_fetcher import AcknowledgeType, ShareCommit, ShareFetcher, ShareRecord
+from .share_fetching import ShareFetchDriver
+from .share_group import ShareGroupDriver
+from .share_membership import ShareMembership
+from .share_polls import PollRecords
 from .statistics import ShareConsumerStatistics
 from .telemetry import (
     IntervalAverages,
@@ -104,7 +94,7 @@ from .telemetry import (
     disabled_error,
     share_consumer_samples,
 )
-from .transport import BrokerConnection, CallbackCompletion, Cluster
+from .transport import Cluster
 
 __all__ = [
     "AcknowledgeType",
@@ -116,8 +106,6 @@ __all__ = [
 ]
 
 log = logging.getLogger("trafka.sdk.share_consumer")
-
-_SHARE_GROUP_HEARTBEAT = 76
 
 #: ``callback({partition: offsets}, error_or_None)``, once per partition answered.
 AcknowledgementCommitCallback = Callable[
@@ -185,12 +173,9 @@ class ShareConsumer(Hostable):
         self, config: ShareConsumerConfig | Mapping[str, Any] | None = None, **kwargs: Any
     ) -> None:
         self.config = make_config(ShareConsumerConfig, config, kwargs)
-        self._key_de = get_deserializer(self.config.key_deserializer)
-        self._value_de = get_deserializer(self.config.value_deserializer)
+        self._records = PollRecords(self.config)
         self._callback: AcknowledgementCommitCallback | None = None
         self._subscription: tuple[str, ...] = ()
-        self._iter: deque[ShareRecord] = deque()  # records of the last poll not yet iterated
-        self._error_next: BaseException | None = None  # raised by the next poll
         self._fatal: BaseException | None = None
         self._opened = False
         self._closed = False
@@ -198,19 +183,15 @@ class ShareConsumer(Hostable):
         self._cm: AbstractAsyncContextManager[None] | None = None
         # Made in _start: an anyio.Event needs the event loop, the constructor may run without.
         self._data: anyio.Event
-        self._net_wake: anyio.Event
-        self._group_wake: anyio.Event
-        self._group_answered: anyio.Event
-        self._tg: anyio.abc.TaskGroup | None = None
         self._cluster: Cluster | None = None
-        self._membership: ShareMembership | None = None
+        self._group: ShareGroupDriver | None = None
         self._fetcher: ShareFetcher | None = None
+        self._network: ShareFetchDriver | None = None
         # KIP-714 client metrics: the push's task (made in _start, with the
-        # cluster), the application's polls and the last heartbeat sent.
+        # cluster) and the application's polls.
         self._telemetry: TelemetryDriver | None = None
         self._telemetry_averages = IntervalAverages()
         self._polls = PollTimes()
-        self._last_heartbeat: float | None = None
 
     # -- opening and closing ----------------------------------------------------------------
 
@@ -253,28 +234,20 @@ class ShareConsumer(Hostable):
     def _start(self, tg: anyio.abc.TaskGroup) -> None:
         cfg = self.config
         assert cfg.group_id is not None
-        now = anyio.current_time()
         self._data = anyio.Event()
-        self._net_wake = anyio.Event()
-        self._group_wake = anyio.Event()
-        self._group_answered = anyio.Event()
-        self._tg = tg
         self._cluster = Cluster(cfg, tg)
-        self._membership = ShareMembership(
-            ShareMembershipConfig(
-                group_id=cfg.group_id,
-                rack=cfg.client_rack or None,
-                request_timeout=cfg.request_timeout_ms / 1000,
-                retry_backoff=cfg.retry_backoff_ms / 1000,
-                retry_backoff_max=cfg.retry_backoff_max_ms / 1000,
-                max_poll_interval=cfg.max_poll_interval_ms / 1000,
-            ),
-            now,
+        self._group = ShareGroupDriver(
+            cfg,
+            self._cluster,
+            tg,
+            assignment_changed=self._assignment_changed,
+            set_fatal=self._set_fatal,
         )
+        member_id = self._group.membership.member_id
         self._fetcher = ShareFetcher(
             self._cluster.metadata,
             group_id=cfg.group_id,
-            member_id=self._membership.member_id,
+            member_id=member_id,
             max_poll_records=cfg.max_poll_records,
             fetch_min_bytes=cfg.fetch_min_bytes,
             fetch_max_wait_ms=cfg.fetch_max_wait_ms,
@@ -284,18 +257,27 @@ class ShareConsumer(Hostable):
             retry_backoff=cfg.retry_backoff_ms / 1000,
             retry_backoff_max=cfg.retry_backoff_max_ms / 1000,
         )
+        self._network = ShareFetchDriver(
+            cfg,
+            self._fetcher,
+            self._cluster,
+            tg,
+            data_arrived=self._data_arrived,
+            set_fatal=self._set_fatal,
+            closed=lambda: self._closed,
+        )
         self._cluster.on_change.append(self._metadata_changed)
         # Java's resource: group.id from the config, the member id (KIP-1082:
         # generated by the client, known from the start) and client.rack.
         self._telemetry = client_telemetry(
             cfg,
             self._cluster,
-            {"group_id": cfg.group_id, "group_member_id": self._membership.member_id},
+            {"group_id": cfg.group_id, "group_member_id": member_id},
             self._telemetry_samples,
         )
         self._cluster.start()
-        tg.start_soon(self._group_loop, name="trafka share group")
-        tg.start_soon(self._network_loop, name="trafka share fetcher")
+        tg.start_soon(self._group.run, name="trafka share group")
+        tg.start_soon(self._network.run, name="trafka share fetcher")
         if self._telemetry is not None:
             tg.start_soon(self._telemetry.run, name="trafka share consumer telemetry")
         if self._subscription:
@@ -316,12 +298,12 @@ class ShareConsumer(Hostable):
         if self._closing_done or self._fetcher is None:
             return
         self._closing_done = True
-        fetcher, membership, cfg = self._fetcher, self._member, self.config
+        fetcher, group, cfg = self._fetcher, self._group, self.config
+        assert group is not None
         now = anyio.current_time()
-        unseen = {(TopicPartition(r.topic, r.partition), r.offset) for r in self._iter}
-        self._iter.clear()
         if graceful and not cfg.explicit_acknowledgement:
-            fetcher.acknowledge_all(AcknowledgeType.ACCEPT, skip=unseen)
+            self._records.accept_seen(fetcher)
+        self._records.not_iterated.clear()
         fetcher.acknowledge_all(AcknowledgeType.RELEASE)
         fetcher.take_acknowledged()
         fetcher.close(now)
@@ -330,14 +312,13 @@ class ShareConsumer(Hostable):
             while not fetcher.close_done:
                 await self._wait_data(math.inf)
         with anyio.move_on_after(cfg.request_timeout_ms / 1000):
-            while membership.heartbeat_in_flight:
-                await self._group_answered.wait()
-        request = membership.leave(anyio.current_time())
+            await group.heartbeat_answered()
+        request = group.membership.leave(anyio.current_time())
         self._closed = True
         self._data_arrived()
         if request is not None:
             with anyio.move_on_after(cfg.request_timeout_ms / 1000):
-                await self._group_send(request)
+                await group.send(request)
         try:
             self._dispatch_callbacks()
         except Exception:
@@ -361,7 +342,7 @@ class ShareConsumer(Hostable):
         if self._closed:
             raise ClientClosedError("the share consumer is closed")
         self._subscription = names
-        if self._membership is not None:
+        if self._group is not None:
             self._apply_subscription()
 
     def unsubscribe(self) -> None:
@@ -375,12 +356,12 @@ class ShareConsumer(Hostable):
     def assignment(self) -> set[TopicPartition]:
         """The partitions the share group coordinator assigns this member now
         (other members may be assigned the same partitions)."""
-        return set(self._membership.assignment) if self._membership is not None else set()
+        return set(self._group.membership.assignment) if self._group is not None else set()
 
     @property
     def member_id(self) -> str | None:
         """This member's id (None before the consumer is opened)."""
-        return self._membership.member_id if self._membership is not None else None
+        return self._group.membership.member_id if self._group is not None else None
 
     @property
     def acquisition_lock_timeout_ms(self) -> int | None:
@@ -435,7 +416,7 @@ class ShareConsumer(Hostable):
             self.statistics(),
             self.cluster.take_peaks(),
             self._polls,
-            self._last_heartbeat,
+            None if self._group is None else self._group.last_heartbeat,
             anyio.current_time(),
             fetch_bytes=self._fetch.fetch_bytes,
             fetch_records=self._fetch.fetch_records,
@@ -481,10 +462,8 @@ class ShareConsumer(Hostable):
         """
         check_timeout("timeout_ms", timeout_ms)
         self._check_open()
-        if self._iter:
-            out = list(self._iter)
-            self._iter.clear()
-            return out
+        if self._records.not_iterated:
+            return self._records.take_not_iterated()
         membership = self._member
         now = anyio.current_time()
         membership.poll_started(now)
@@ -508,8 +487,9 @@ class ShareConsumer(Hostable):
                 "share.acknowledgement.mode=explicit every record must be acknowledged "
                 "before the next poll"
             )
-        if self._error_next is not None:
-            error, self._error_next = self._error_next, None
+        error = self._records.error_next
+        if error is not None:
+            self._records.error_next = None
             self._wake_network()
             raise error
         if not self._subscription:
@@ -521,52 +501,24 @@ class ShareConsumer(Hostable):
                 raise fetcher.errors.popleft()
             if fetcher.has_records():
                 fetcher.send_pending_now(anyio.current_time())
+                # This wake-up covers a record hand_out releases too: nothing runs between.
                 self._wake_network()
-                records = self._hand_out()
+                records = self._records.hand_out(fetcher)
                 if records:
                     return records
                 continue
             fetcher.want_records()
-            self._send_requests()
+            self._net.send_requests()
             self._wake_network()
             left_s = math.inf if deadline is None else deadline - anyio.current_time()
             if left_s <= 0:
                 return []
             await self._wait_data(left_s)
 
-    def _hand_out(self) -> list[ShareRecord]:
-        fetcher = self._fetch
-        raw = fetcher.take(self.config.max_poll_records)
-        kd, vd = self._key_de, self._value_de
-        if kd is None and vd is None:
-            return raw
-        out: list[ShareRecord] = []
-        for i, r in enumerate(raw):
-            try:
-                key = r.key if kd is None else kd(r.key)
-                value = r.value if vd is None else vd(r.value)
-            except Exception as exc:
-                fetcher.give_back(raw[i + 1 :])
-                tp = TopicPartition(r.topic, r.partition)
-                fetcher.acknowledge(tp, r.offset, AcknowledgeType.RELEASE)
-                fetcher.take_acknowledged()
-                self._wake_network()
-                error = SerializationError(
-                    f"{r.topic}-{r.partition} offset {r.offset} cannot be deserialized "
-                    f"(it was released): {exc}"
-                )
-                error.__cause__ = exc
-                if not out:
-                    raise error from exc
-                self._error_next = error
-                return out
-            out.append(r._replace(key=key, value=value))
-        return out
-
     def unseen(self, records: Iterable[ShareRecord]) -> None:
         """Records of the last poll a caller took but did not hand on (the blocking
         consumer's): they count as not yet iterated (not accepted, released on close)."""
-        self._iter.extendleft(reversed(list(records)))
+        self._records.not_iterated.extendleft(reversed(list(records)))
 
     def __aiter__(self) -> ShareConsumer:
         return self
@@ -575,9 +527,10 @@ class ShareConsumer(Hostable):
         """The next record; a new poll starts once the last poll's records are all iterated."""
         if self._closed:
             raise StopAsyncIteration
-        while not self._iter:
-            self._iter.extend(await self.poll())
-        return self._iter.popleft()
+        pending = self._records.not_iterated
+        while not pending:
+            pending.extend(await self.poll())
+        return pending.popleft()
 
     # -- acknowledgements -----------------------------------------------------------------
 
@@ -689,9 +642,8 @@ class ShareConsumer(Hostable):
         Returns how many delivered records stay unacknowledged."""
         fetcher = self._fetch
         if not self.config.explicit_acknowledgement:
-            unseen = {(TopicPartition(r.topic, r.partition), r.offset) for r in self._iter}
-            fetcher.acknowledge_all(AcknowledgeType.ACCEPT, skip=unseen)
-        return fetcher.take_acknowledged() - len(self._iter)
+            self._records.accept_seen(fetcher)
+        return fetcher.take_acknowledged() - len(self._records.not_iterated)
 
     def _dispatch_callbacks(self) -> None:
         fetcher = self._fetcher
@@ -714,9 +666,15 @@ class ShareConsumer(Hostable):
 
     @property
     def _member(self) -> ShareMembership:
-        if self._membership is None:
+        if self._group is None:
             raise UsageError("the share consumer is not open: use it in `async with`")
-        return self._membership
+        return self._group.membership
+
+    @property
+    def _net(self) -> ShareFetchDriver:
+        if self._network is None:
+            raise UsageError("the share consumer is not open: use it in `async with`")
+        return self._network
 
     @property
     def _fetch(self) -> ShareFetcher:
@@ -736,10 +694,15 @@ class ShareConsumer(Hostable):
             raise refused.again()
 
     def _wake_network(self) -> None:
-        self._net_wake.set()
+        self._net.wake()
 
     def _wake_group(self) -> None:
-        self._group_wake.set()
+        if self._group is not None:
+            self._group.wake()
+
+    def _assignment_changed(self, partitions: frozenset[TopicPartition]) -> None:
+        self._fetch.set_assignment(partitions)
+        self._wake_network()
 
     def _metadata_changed(self) -> None:
         self._wake_group()
@@ -761,139 +724,6 @@ class ShareConsumer(Hostable):
             log.error("share group %s: %s", self.config.group_id, error)
             self._fatal = error
         self._data_arrived()
-
-    # -- the membership task --------------------------------------------------------------
-
-    async def _group_loop(self) -> None:
-        membership = self._member
-        md = self.cluster.metadata
-        while True:
-            self._group_wake = anyio.Event()
-            names = {info.topic_id: name for name, info in md.topics.items() if info.topic_id.int}
-            membership.set_topic_names(names)
-            for output in membership.outputs(anyio.current_time()):
-                if isinstance(output, ShareGroupRequest):
-                    assert self._tg is not None
-                    self._tg.start_soon(self._group_send, output)
-                elif isinstance(output, AssignmentChanged):
-                    self._fetch.set_assignment(output.partitions)
-                    self._wake_network()
-                elif isinstance(output, NeedMetadata):
-                    md.request_update()
-                    self.cluster.nudge()
-                elif isinstance(output, Fatal):
-                    self._set_fatal(output.error)
-            await sleep_until(membership.next_deadline(), self._group_wake)
-
-    async def _group_send(self, request: ShareGroupRequest) -> None:
-        membership = self._member
-        if request.api_key == _SHARE_GROUP_HEARTBEAT:
-            self._last_heartbeat = anyio.current_time()
-        try:
-            conn = await self.cluster.coordinator_connection(request.coordinator)
-            version = conn.version_for(request.api_key)
-            body = await conn.request(
-                request.api_key, request.build(version), timeout=request.timeout
-            )
-        except TrafkaError as exc:
-            log.debug("share group %s: request %s failed: %s", self.config.group_id, request, exc)
-            if request.coordinator is not None:
-                self.cluster.metadata.request_update()
-            membership.on_failure(request, exc, anyio.current_time())
-        else:
-            membership.on_response(request, version, body, anyio.current_time())
-        self._wake_group()
-        answered, self._group_answered = self._group_answered, anyio.Event()
-        answered.set()
-
-    # -- the network task -----------------------------------------------------------------
-
-    async def _network_loop(self) -> None:
-        fetcher = self._fetch
-        while True:
-            self._net_wake = anyio.Event()
-            self._send_requests()
-            if fetcher.closing:
-                self._data_arrived()  # sessions may have closed without a request
-            if fetcher.metadata_wanted:
-                fetcher.metadata_wanted = False
-                self.cluster.metadata.request_update()
-                self.cluster.nudge()
-            self._settle_commits()
-            await sleep_until(fetcher.next_deadline(), self._net_wake)
-
-    def _send_requests(self) -> None:
-        """Send what the fetcher asks for now (see the rules)."""
-        assert self._tg is not None
-        for request in self._fetch.requests(anyio.current_time()):
-            conn = self.cluster.ready_connection(request.node)
-            if conn is None:
-                self._tg.start_soon(self._exchange, request)
-            else:
-                self._write(conn, request)
-
-    async def _exchange(self, request: ShareRequest) -> None:
-        try:
-            conn = await self.cluster.connection(request.node)
-        except TrafkaError as exc:
-            self._answered(request, None, exc)
-        else:
-            self._write(conn, request)
-
-    def _write(self, conn: BrokerConnection, request: ShareRequest) -> None:
-        cfg = self.config
-        timeout = cfg.request_timeout_ms / 1000
-        if request.is_fetch:
-            timeout += cfg.fetch_max_wait_ms / 1000
-        try:
-            conn.version_for(request.api_key)
-            answer = CallbackCompletion(
-                partial(self._answered, request, error=None),
-                partial(self._answered, request, None),
-            )
-            conn.send(request.api_key, request.body, answer, timeout=timeout)
-        except TrafkaError as exc:
-            # Not sent, and the completion not registered: nothing else reports it.
-            self._answered(request, None, exc)
-
-    def _answered(self, request: ShareRequest, body: Any, error: BaseException | None) -> None:
-        """A request's answer (``body``) or failure (``error``): in the connection's
-        reader, or wherever the request failed."""
-        fetcher = self._fetch
-        now = anyio.current_time()
-        try:
-            if error is None:
-                fetcher.on_response(request, body, now)
-            elif isinstance(error, UnsupportedVersionError):
-                fetcher.on_failure(request, error, now)
-                self._set_fatal(
-                    KafkaError(
-                        ErrorCode.UNSUPPORTED_VERSION,
-                        f"node {request.node} does not serve share groups (ShareFetch and "
-                        f"ShareAcknowledge v1, Kafka 4.1 or later): {error}",
-                    )
-                )
-            else:
-                log.debug("share request to node %s failed: %s", request.node, error)
-                fetcher.on_failure(request, error, now)
-                self.cluster.nudge()
-        except Exception as exc:  # a bug of ours, in a connection's reader: the poll raises it
-            self._set_fatal(exc)
-        self._settle_commits()
-        self._data_arrived()
-        if error is None and not self._closed:
-            # What waited behind this request goes at once (after a failure the
-            # network task sees to it: a failure may come from within a send).
-            try:
-                self._send_requests()
-            except Exception as exc:  # as above
-                self._set_fatal(exc)
-        self._wake_network()
-
-    def _settle_commits(self) -> None:
-        commits = self._fetch.commits_done
-        while commits:
-            commits.popleft().cookie.set()
 
 
 @asynccontextmanager

@@ -5,7 +5,10 @@ its clock and carries out what comes back: :class:`ShareGroupRequest` objects
 to send (FindCoordinator, ShareGroupHeartbeat), :class:`AssignmentChanged`,
 :class:`NeedMetadata` and :class:`Fatal`. It reports answers with
 :meth:`~ShareMembership.on_response` / :meth:`~ShareMembership.on_failure` and
-sleeps until :meth:`~ShareMembership.next_deadline`.
+sleeps until :meth:`~ShareMembership.next_deadline`. The coordinator lookup
+and the ``max.poll.interval.ms`` timer are the consumer group's
+(:class:`~trafka.sdk.coordinator_lookup.CoordinatorLookup`,
+:class:`~trafka.sdk.poll_timer.PollTimer`).
 
 Rules and invariants:
 
@@ -50,8 +53,10 @@ from trafka.codec import ErrorCode, KafkaError, UnsupportedVersionError
 from trafka.codec.messages import k76_share_group_heartbeat as sgh
 
 from ._backoff import backoff_delay
+from .coordinator_lookup import CoordinatorLookup
 from .fetcher import TopicPartition
-from .group_protocol import Action, classify, find_coordinator_request, read_find_coordinator
+from .group_protocol import Action, classify
+from .poll_timer import PollTimer
 
 __all__ = [
     "JOIN_EPOCH",
@@ -136,10 +141,6 @@ Output = ShareGroupRequest | AssignmentChanged | NeedMetadata | Fatal
 _UNCHANGED: Any = None
 
 
-def _find_body(version: int, *, group_id: str) -> Any:
-    return find_coordinator_request(version, group_id, 0)
-
-
 def _heartbeat_body(version: int, **fields: Any) -> Any:
     return sgh.ShareGroupHeartbeatRequest(**fields)
 
@@ -166,20 +167,18 @@ class ShareMembership:
         self.member_id = member_id or kafka_uuid()
         self.epoch = JOIN_EPOCH
         self.phase = Phase.IDLE
-        self.coordinator: tuple[int, str, int] | None = None
         self.assignment: frozenset[TopicPartition] = frozenset()
         self.fatal: BaseException | None = None
         self.heartbeat_interval: float | None = None
         self.joins = 0  # successful joins (statistics, tests)
         self._rng = rng or random.Random()
         self._events: deque[Output] = deque()
+        self.lookup = CoordinatorLookup(config, now, self._rng)
+        self.polls = PollTimer(config.max_poll_interval, now)
         self._topics: tuple[str, ...] = ()
         self._names: dict[uuid.UUID, str] = {}
         self._target: dict[uuid.UUID, frozenset[int]] = {}
         self._asked_metadata = False
-        self._finding = False
-        self._find_failures = 0
-        self._find_at = now
         self._seq = 0
         self._in_flight: int | None = None  # seq of the heartbeat in flight
         self._failures = 0
@@ -187,9 +186,6 @@ class ShareMembership:
         self._sent_topics: tuple[str, ...] | None = None
         self._sent_rack = False
         self._pending_topics: tuple[str, ...] | None = None
-        self._polling = 0
-        self._last_poll = now
-        self._awaiting_poll = False
 
     # -- inputs ---------------------------------------------------------------------------
 
@@ -203,7 +199,7 @@ class ShareMembership:
             if self.phase in (Phase.JOINING, Phase.STABLE):
                 self._leave_now(now)
             return
-        if self.phase is Phase.IDLE and not self._awaiting_poll:
+        if self.phase is Phase.IDLE and not self.polls.awaiting_poll:
             self._start_join(now)
         elif self.phase is Phase.STABLE:
             self._next_heartbeat = now  # tell the coordinator at once
@@ -218,10 +214,7 @@ class ShareMembership:
 
     def poll_started(self, now: float) -> bool:
         """The application entered a poll. True: it may rejoin now (wake the driver)."""
-        self._polling += 1
-        self._last_poll = now
-        if self._awaiting_poll:
-            self._awaiting_poll = False
+        if self.polls.started(now):
             if self._topics and self.phase is Phase.IDLE:
                 self._start_join(now)
             return True
@@ -229,8 +222,7 @@ class ShareMembership:
 
     def poll_ended(self, now: float) -> None:
         """The application left a poll; ``max.poll.interval.ms`` counts from here."""
-        self._polling = max(self._polling - 1, 0)
-        self._last_poll = now
+        self.polls.ended(now)
 
     @property
     def heartbeat_in_flight(self) -> bool:
@@ -265,14 +257,9 @@ class ShareMembership:
         """When :meth:`outputs` may have something new without any input (None: never)."""
         if self.phase not in (Phase.JOINING, Phase.STABLE):
             return None
-        times = []
-        if self.coordinator is None:
-            if not self._finding:
-                times.append(self._find_at)
-        elif self._in_flight is None:
+        times = [t for t in (self.lookup.deadline(), self.polls.deadline()) if t is not None]
+        if self.coordinator is not None and self._in_flight is None:
             times.append(self._next_heartbeat)
-        if not self._polling:
-            times.append(self._last_poll + self.config.max_poll_interval)
         return min(times) if times else None
 
     # -- answers --------------------------------------------------------------------------
@@ -287,8 +274,7 @@ class ShareMembership:
     def on_failure(self, request: ShareGroupRequest, error: BaseException, now: float) -> None:
         """``request`` got no answer (connection lost, timeout, no common version)."""
         if request.api_key == FIND_COORDINATOR:
-            self._finding = False
-            self._find_retry(now)
+            self.lookup.on_failure(now)
             return
         if request.epoch == LEAVE_EPOCH or request.seq != self._in_flight:
             return
@@ -311,43 +297,26 @@ class ShareMembership:
 
     # -- coordinator ----------------------------------------------------------------------
 
+    @property
+    def coordinator(self) -> tuple[int, str, int] | None:
+        """The share group's coordinator, ``(node_id, host, port)``; None while it is looked for."""
+        return self.lookup.coordinator
+
     def _maybe_find_coordinator(self, now: float) -> None:
-        if self.coordinator is None and not self._finding and now >= self._find_at:
-            self._finding = True
-            self._events.append(
-                ShareGroupRequest(
-                    FIND_COORDINATOR,
-                    partial(_find_body, group_id=self.config.group_id),
-                    None,
-                    self.config.request_timeout,
-                )
-            )
+        build = self.lookup.start(now)
+        if build is not None:
+            request = ShareGroupRequest(FIND_COORDINATOR, build, None, self.config.request_timeout)
+            self._events.append(request)
 
     def _on_find(self, version: int, body: Any, now: float) -> None:
-        self._finding = False
-        code, node, host, port = read_find_coordinator(version, body)
+        code = self.lookup.on_answer(version, body, now)
         if code:
-            if classify(code) is Action.FATAL:
-                self._fail(
-                    KafkaError(code, f"FindCoordinator for share group {self.config.group_id!r}")
-                )
-            else:
-                self._find_retry(now)
-            return
-        self._find_failures = 0
-        self.coordinator = (node, host, port)
-
-    def _find_retry(self, now: float) -> None:
-        self._find_failures += 1
-        cfg = self.config
-        self._find_at = now + backoff_delay(
-            cfg.retry_backoff, cfg.retry_backoff_max, self._find_failures, self._rng
-        )
+            self._fail(
+                KafkaError(code, f"FindCoordinator for share group {self.config.group_id!r}")
+            )
 
     def _lost_coordinator(self, which: tuple[int, str, int] | None, now: float) -> None:
-        if which is not None and which == self.coordinator:
-            self.coordinator = None
-            self._find_at = max(self._find_at, now)
+        self.lookup.lost(which, now)
 
     # -- heartbeats -----------------------------------------------------------------------
 
@@ -492,12 +461,12 @@ class ShareMembership:
         self.epoch = JOIN_EPOCH
 
     def _check_poll(self, now: float) -> None:
-        if self._polling or now - self._last_poll < self.config.max_poll_interval:
+        if not self.polls.expired(now):
             return
         # As Kafka's client: a member whose application stopped polling leaves;
         # its next poll joins again.
         self._leave_now(now)
-        self._awaiting_poll = True
+        self.polls.awaiting_poll = True
 
     def _fail(self, error: BaseException) -> None:
         self.fatal = error

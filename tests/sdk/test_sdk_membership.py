@@ -596,7 +596,7 @@ def test_async_commits_stay_ordered_under_injected_errors() -> None:
         commits = [r for r in h.sent if r.kind is Kind.OFFSET_COMMIT]
         assert len(commits) <= 1  # one at a time
         if not commits:
-            if not h.m._commits:
+            if not h.m.commits.queued:
                 break
             continue
         req = h.take(Kind.OFFSET_COMMIT)
