@@ -30,7 +30,6 @@ OVER: dict[str, int] = {
     "function brokerlite/handlers/k00_produce.py:handle": 122,
     "function brokerlite/handlers/k20_delete_topics.py:handle": 120,
     "function codec/records.py:_decode_records_v2": 146,
-    "function console/app.py:make_app": 511,
     "function proxy/routing.py:prepare_idempotent": 102,
     "function spark/options.py:parse_read_options": 104,
     "function tools/cli_client.py:_produce": 105,
