@@ -39,6 +39,10 @@ from .pages.groups import GroupPages
 from .pages.messages import MessagePages
 from .pages.session import SessionPages
 from .pages.topics import TopicPages
+
+# MAX_FORM_BYTES and PASSWORD_USER were defined here before site.py held them.
+from .site import MAX_FORM_BYTES as MAX_FORM_BYTES
+from .site import PASSWORD_USER as PASSWORD_USER
 from .site import Site
 
 __all__ = ["host_allowed", "make_app"]
