@@ -33,7 +33,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Literal
 
-from .model import InputError, MessageRow, _int_field, _topic_name
+from .model import InputError, MessageRow, int_field, topic_name
 
 __all__ = [
     "CHUNK",
@@ -103,17 +103,17 @@ def parse_search_query(topic: str, form: Mapping[str, str]) -> SearchQuery:
     partition = (
         None
         if form.get("partition", "").strip().lower() in ("", "all")
-        else _int_field(form, "partition", "partition")
+        else int_field(form, "partition", "partition")
     )
-    limit = _int_field(form, "limit", "limit", minimum=1) or DEFAULT_SCAN
+    limit = int_field(form, "limit", "limit", minimum=1) or DEFAULT_SCAN
     if limit > MAX_SCAN:
         raise InputError(f"limit must be at most {MAX_SCAN:,}, got {limit:,}")
-    most = _int_field(form, "max", "max", minimum=1) or 50
+    most = int_field(form, "max", "max", minimum=1) or 50
     if most > MAX_RESULTS:
         raise InputError(f"max must be at most {MAX_RESULTS}, got {most}")
     header = form.get("header", "").strip() or None
     return SearchQuery(
-        _topic_name(topic),
+        topic_name(topic),
         partition,
         target,
         header if target == "header" else None,
