@@ -104,7 +104,7 @@ class Console:
         self.sample_interval = sample_interval
         self.reads = ClusterReads(admin)
         self.watch = ClusterWatch(admin, self.health, self.bootstrap)
-        self.groups = Groups(admin, self.reads, self.history)
+        self.groups = Groups(admin, self.reads, self.history, clock)
         self.messages = Messages(self.reads, self.client_config)
 
     @property

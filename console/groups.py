@@ -37,10 +37,17 @@ log = logging.getLogger("trafka.console")
 class Groups:
     """A cluster's groups, through ``admin``, with their lag kept in ``history``."""
 
-    def __init__(self, admin: Admin, reads: ClusterReads, history: LagHistory) -> None:
+    def __init__(
+        self,
+        admin: Admin,
+        reads: ClusterReads,
+        history: LagHistory,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self.admin = admin
         self.reads = reads
         self.history = history
+        self.clock = clock  # seconds since the epoch: the lag samples' times
 
     async def group(self, group_id: str) -> model.GroupView:
         """A consumer group (classic or KIP-848) or a share group, with its lag;
@@ -64,7 +71,7 @@ class Groups:
             tps = sorted(set(committed) | {tp for m in desc.members for tp in m.assignment})
             ends = await self.reads.ends(tps)
             view = model.group_view(desc, committed, ends)
-        self.history.record(group_id, time.time(), view.lags())
+        self.history.record(group_id, self.clock(), view.lags())
         return view
 
     async def _consumer_group(self, group_id: str) -> Any:

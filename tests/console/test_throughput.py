@@ -176,6 +176,10 @@ def test_samples_of_a_real_broker_on_a_moved_clock(site: Any) -> None:
         served.sample("here")
         row = _rate_cells(get(served.site, "/topics/rated").text)["rated"]
         assert row[:2] == ["0.0", "unknown"]
+        # A group's page records a lag sample, at the console's clock too.
+        assert get(served.site, "/groups/rated-readers").status == 200
+        [lagged] = served.consoles["here"].history.samples("rated-readers")
+        assert lagged.at == clock.now
         brokers = get(served.site, "/")
         (leader,) = {n for n in second.leaders.values()}
         # (Its messages in may count the group's commits, where the broker
