@@ -25,6 +25,12 @@ Rules (Kafka's ZooKeeper-era controller: ``PartitionStateMachine``,
 * A live leader whose ISR names replicas that are not live gets an ISR without
   them (Kafka's controller removes a dead broker from every ISR at once, rather
   than waiting for the leader's ``replica.lag.time.max.ms``).
+* The ISR only holds replicas of the assignment: one a reassignment removed
+  leaves it, as Kafka's controller forces the removed replicas out of the ISR
+  when a move completes. (The leader may have let a leaving replica rejoin the
+  ISR after the reassignment's leadership was written and before it read the
+  assignment without that replica; that replica fetches no more.) An elected
+  leader's ISR has neither dead nor removed replicas.
 * Every change of leader or of the ISR made here bumps the leader epoch, as
   Kafka's controller does; ISR changes made by the leader itself (shrinking a
   lagging follower, adding one that caught up) do not.
@@ -140,6 +146,7 @@ def _plan_partition(
     unclean: Callable[[str], bool],
 ) -> StateWrite | None:
     live_replicas = [r for r in replicas if r in live]
+    assigned = set(replicas)
     if state is None:
         if not live_replicas:
             return None
@@ -151,20 +158,27 @@ def _plan_partition(
             "new partition",
         )
     if state.leader in live:
-        if all(r in live for r in state.isr):
+        dead = [r for r in state.isr if r not in live]
+        removed = [r for r in state.isr if r in live and r not in assigned and r != state.leader]
+        if not dead and not removed:
             return None
-        isr = tuple(r for r in state.isr if r in live)
+        isr = tuple(r for r in state.isr if r not in dead and r not in removed)
+        why = []
+        if dead:
+            why.append(f"replicas {sorted(dead)} left the ISR (not live)")
+        if removed:
+            why.append(f"replicas {sorted(removed)} left the ISR (no longer replicas)")
         return StateWrite(
             topic,
             partition,
             PartitionState(state.leader, state.leader_epoch + 1, isr, controller_epoch),
             state.zk_version,
-            f"replicas {sorted(set(state.isr) - set(isr))} left the ISR (not live)",
+            "; ".join(why),
         )
     live_isr = [r for r in replicas if r in state.isr and r in live]
     if live_isr:
         leader = live_isr[0]
-        isr = tuple(r for r in state.isr if r in live)
+        isr = tuple(r for r in state.isr if r in live and r in assigned)
         reason = f"leader {state.leader} is not live; elected {leader} from the ISR"
     elif live_replicas and unclean(topic):
         leader = live_replicas[0]

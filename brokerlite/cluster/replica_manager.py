@@ -20,6 +20,13 @@ Rules (Kafka's ``Partition`` and ``ReplicaManager``, ZooKeeper era):
   included). It only moves forward, and only on the leader; consumers never
   read at or past it; followers take the leader's (bounded by their own log
   end offset).
+* Only the partition's assigned replicas count as in sync. The ISR ZooKeeper
+  has may still name a replica a reassignment removed (the leader read the
+  new leadership before the assignment without it, and a last fetch of the
+  leaving replica made it rejoin): it holds back neither the high watermark
+  nor an ``acks=all`` produce, and does not count for ``min.insync.replicas``,
+  as Kafka's leader only counts the replicas it is told of. The controller
+  takes it out of the ISR (:func:`~.controller.plan_leadership`).
 * ISR: a follower not in the ISR joins it once its log end offset reaches the
   high watermark and the start of the leader's current epoch; a follower in it
   leaves when it has not been caught up for ``replica.lag.time.max.ms``. The
@@ -396,7 +403,7 @@ class ReplicaManager:
         the append; NONE otherwise (call only for a partition led here)."""
         replica = self._replicas[(topic, partition)]
         needed = self._min_isr(topic)
-        if len(replica.isr) < needed:
+        if _in_sync_count(replica) < needed:
             return ErrorCode.NOT_ENOUGH_REPLICAS
         return ErrorCode.NONE
 
@@ -412,7 +419,7 @@ class ReplicaManager:
             return ErrorCode.NOT_LEADER_OR_FOLLOWER
         plog = self._logs.partition(topic, partition)
         if plog.high_watermark >= required_offset:
-            if len(replica.isr) < self._min_isr(topic):
+            if _in_sync_count(replica) < self._min_isr(topic):
                 return ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
             return ErrorCode.NONE
         return None
@@ -480,11 +487,13 @@ class ReplicaManager:
 
     def _maybe_advance_hw(self, replica: Replica, plog: PartitionLog) -> None:
         hw = plog.log_end_offset
-        for r in set(replica.isr) | set(replica.pending_isr):
-            if r == self.node_id:
-                continue
-            follower = replica.followers.get(r)
-            hw = min(hw, follower.log_end_offset if follower is not None else -1)
+        counted = set(replica.isr) | set(replica.pending_isr)
+        # The followers are the assigned replicas: an ISR member that is not one
+        # any more (a reassignment removed it) never fetches again, and must not
+        # hold the high watermark back (see the module rules).
+        for r, follower in replica.followers.items():
+            if r in counted:
+                hw = min(hw, follower.log_end_offset)
         if hw > plog.high_watermark:
             plog.set_high_watermark(hw)
             self._on_hw(replica.topic, replica.partition)
@@ -618,6 +627,12 @@ class ReplicaManager:
             for key, lag in self._fetcher_lag.items()
             if (r := self._replicas.get(key)) is not None and r.role is Role.FOLLOWER
         }
+
+
+def _in_sync_count(replica: Replica) -> int:
+    """How many of a led partition's ISR members are assigned replicas (the leader
+    and its followers): what ``min.insync.replicas`` is checked against."""
+    return sum(1 for r in replica.isr if r == replica.leader or r in replica.followers)
 
 
 def check_epoch(requested: int, current: int) -> None:

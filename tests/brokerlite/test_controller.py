@@ -216,6 +216,29 @@ def test_live_leader_loses_dead_isr_members() -> None:
     assert "[1, 3]" in w.reason
 
 
+def test_replicas_a_reassignment_removed_leave_the_isr() -> None:
+    # KIP-455: a move to [4, 1, 3] completed (the assignment no longer names 2), but
+    # the leader let the leaving 2 rejoin the ISR before it read that assignment.
+    # Kafka's controller forces removed replicas out of the ISR (its reassignment's
+    # step B4), bumping the leader epoch as every ISR change it makes does.
+    states = {("t", 0): ps(4, 1, (4, 1, 3, 2), version=9)}
+    w = only(plan([topic("t", (4, 1, 3))], states, {1, 2, 3, 4}))
+    assert w.state == PartitionState(4, 2, (4, 1, 3), CE, -1)
+    assert w.expected_version == 9
+    assert "[2]" in w.reason and "no longer" in w.reason
+    # While the move is under way, the leaving replicas are replicas: they stay.
+    moving = TopicAssignment(
+        "t", uuid.uuid5(uuid.NAMESPACE_DNS, "t"), {0: (4, 1, 3, 2)}, {0: (4, 1, 3)}, {0: (2,)}
+    )
+    assert plan([moving], states, {1, 2, 3, 4}) == []
+    # A leader whose replica moved away and a dead broker lose their place together.
+    w = only(plan([topic("t", (4, 1, 3))], states, {1, 2, 4}))
+    assert w.state.isr == (4, 1)
+    # And when the leader is not live, the new ISR has no removed replica either.
+    w = only(plan([topic("t", (4, 1, 3))], states, {1, 2, 3}))
+    assert w.state == PartitionState(1, 2, (1, 3), CE, -1)
+
+
 # -- several partitions --------------------------------------------------------------------
 
 

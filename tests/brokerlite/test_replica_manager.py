@@ -51,9 +51,13 @@ def batch(count: int, *, base_offset: int = 0, leader_epoch: int = -1) -> bytes:
 
 
 def assignment(
-    *replicas: tuple[int, ...], adding: dict[int, tuple[int, ...]] | None = None
+    *replicas: tuple[int, ...],
+    adding: dict[int, tuple[int, ...]] | None = None,
+    removing: dict[int, tuple[int, ...]] | None = None,
 ) -> dict[str, TopicAssignment]:
-    return {TOPIC: TopicAssignment(TOPIC, TID, dict(enumerate(replicas)), adding or {})}
+    return {
+        TOPIC: TopicAssignment(TOPIC, TID, dict(enumerate(replicas)), adding or {}, removing or {})
+    }
 
 
 def st(
@@ -679,6 +683,50 @@ def test_acks_all_after_losing_leadership(make_node: MakeNode) -> None:
     end = node.produce(3)
     node.apply(assignment((1, 2)), {0: st(2, 1, (2,), version=1)})
     assert node.rm.acks_all_outcome(TOPIC, 0, end) is ErrorCode.NOT_LEADER_OR_FOLLOWER
+
+
+def test_isr_member_a_reassignment_removed_holds_nothing_back(make_node: MakeNode) -> None:
+    """KIP-455: a move of t-0 from broker 2 to [4, 1, 3] completes. The controller
+    writes the new leadership (4, epoch 1, ISR cut to the target) and then the
+    assignment without 2, and brokers may read the first write without the second.
+    Kafka's new leader is told the target is the whole replica set with its
+    leadership (the ZooKeeper-era controller's reassignment steps B2-B4); here the
+    leader reads it later. Meanwhile the leaving replica 2 still follows 4, its
+    fetch makes it rejoin the ISR, and then it stops fetching for good. That ISR
+    member must not hold back the high watermark, the acks=all produces waiting
+    on it (CI: the SDK producer's acks=all send waited until its request timed
+    out, again and again), nor count for min.insync.replicas."""
+    node = make_node(4, min_isr=2)
+    moving = assignment((4, 1, 3, 2), adding={0: (4, 1, 3)}, removing={0: (2,)})
+    node.apply(moving, {0: st(2, 0, (2, 4, 1, 3), version=3)})
+    node.rm.truncated(TOPIC, 0, 0)
+    end = node.replicate(5, leader_epoch=0)
+    # The reassignment's leadership, read before the assignment that drops 2.
+    node.apply(moving, {0: st(4, 1, (4, 1, 3), version=4)})
+    node.fetch(1, end)
+    node.fetch(3, end)
+    node.fetch(2, end)  # 2's last fetch: it is still a replica here
+    (write,) = node.rm.take_isr_writes()
+    assert write.state.isr == (4, 1, 3, 2) and write.expected_version == 4
+    # The assignment without 2 (2 stops fetching), then the ISR write lands.
+    done = assignment((4, 1, 3))
+    node.apply(done, {0: st(4, 1, (4, 1, 3), version=4)})
+    node.apply(done, {0: st(4, 1, (4, 1, 3, 2), version=5)})
+    assert node.replica().isr == (4, 1, 3, 2)
+    assert node.log().high_watermark == end
+    new_end = node.produce(3)
+    assert node.rm.acks_all_outcome(TOPIC, 0, new_end) is None
+    node.fetch(1, new_end, T0 + 1)
+    node.fetch(3, new_end, T0 + 1)
+    assert node.log().high_watermark == new_end
+    assert node.rm.acks_all_outcome(TOPIC, 0, new_end) is ErrorCode.NONE
+    # Three assigned replicas are in sync, not four.
+    assert node.rm.check_min_isr(TOPIC, 0) is ErrorCode.NONE
+    node.min_isr[TOPIC] = 4
+    assert node.rm.check_min_isr(TOPIC, 0) is ErrorCode.NOT_ENOUGH_REPLICAS
+    assert node.rm.acks_all_outcome(TOPIC, 0, new_end) is (
+        ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+    )
 
 
 # -- follower side ---------------------------------------------------------------------------------
