@@ -114,7 +114,3 @@ class ScramSync(DriverParts):
         """Read every user's SCRAM credentials and hand them to the SCRAM store."""
         credentials = await trio.to_thread.run_sync(self._read_all_scram)
         self.broker.scram.use_cluster(credentials)
-
-    async def _scram_follower(self) -> None:
-        """Apply the credential changes other brokers notify, while the driver runs."""
-        await self._follow("_users_changed", self._load_scram, "SCRAM credentials")
