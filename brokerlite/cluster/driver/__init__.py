@@ -44,8 +44,10 @@ replica fetchers) and stops; its duties are mixins over the parts declared in
 ``base.py``, because they share one ZooKeeper session and one view:
 ``reading.py`` (one reading of the cluster), ``controller_duties.py`` (the
 controller's writes), ``topic_tasks.py`` (the topic changes requests ask
-for), ``acl_sync.py``, ``scram_sync.py`` and ``quota_sync.py`` (the ACLs, SCRAM
-credentials and client quotas, kept in ZooKeeper and followed by every broker). kazoo is reached from this package alone.
+for), ``acl_sync.py``, ``scram_sync.py``, ``quota_sync.py`` and ``token_sync.py``
+(the ACLs, SCRAM credentials, client quotas and delegation tokens, kept in
+ZooKeeper and followed by every broker; their change notifications purged after
+15 minutes, as Kafka's). kazoo is reached from this package alone.
 """
 
 from __future__ import annotations
@@ -67,6 +69,7 @@ from ...storage.node_meta import ClusterProducerIds
 from ...transactions.marker_sender import MarkerSender
 from ..replica_fetcher import ReplicaFetcher
 from ..view import ClusterImage
+from ...security.zk_scram import CONFIG_CHANGES
 from ..zk_layout import (
     ADMIN_DELETE_TOPICS,
     BROKER_IDS,
@@ -124,6 +127,7 @@ class ClusterDriver(ControllerDuties, TopicTasks):
         self._tasks_event = trio.Event()
         self._acls_changed = trio.Event()
         self._users_changed = trio.Event()
+        self._tokens_changed = trio.Event()
         self._session_lost = False
         self._controller_epoch = -1  # ours while we are the controller
         self._controller_epoch_version = -1
@@ -152,6 +156,8 @@ class ClusterDriver(ControllerDuties, TopicTasks):
         # (see scram_sync.py and acl_sync.py).
         await trio.to_thread.run_sync(self._watch_user_changes)
         await self._load_configs()
+        await trio.to_thread.run_sync(self._watch_token_changes)
+        await self._load_tokens()
         if self.broker.authorizer is not None:
             await trio.to_thread.run_sync(self._watch_acl_changes)
             await self._load_acls()
@@ -262,6 +268,7 @@ class ClusterDriver(ControllerDuties, TopicTasks):
         credentials (scram_sync.py) and client quotas (quota_sync.py)."""
         await self._load_scram()
         await self._load_quotas()
+        await self._purge_notifications(CONFIG_CHANGES)
 
     def _want_producer_ids(self) -> None:
         self.view.submit("producer_ids", quiet=True)
@@ -279,6 +286,9 @@ class ClusterDriver(ControllerDuties, TopicTasks):
             nursery.start_soon(self._ticker)
             nursery.start_soon(self._task_runner)
             nursery.start_soon(self._follow, "_users_changed", self._load_configs, "configs")
+            nursery.start_soon(
+                self._follow, "_tokens_changed", self._load_tokens, "delegation tokens"
+            )
             if self.broker.authorizer is not None:
                 nursery.start_soon(self._acl_follower)
             nursery.start_soon(MarkerSender(self.broker, self._kick).run)

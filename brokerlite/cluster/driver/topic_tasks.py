@@ -53,6 +53,7 @@ from ..zk_layout import (
 from .acl_sync import AclSync
 from .quota_sync import QuotaSync
 from .scram_sync import ScramSync
+from .token_sync import TokenSync
 
 __all__ = ["TopicTasks"]
 
@@ -62,7 +63,7 @@ log = logging.getLogger("trafka.brokerlite.cluster")
 _PRODUCER_ID_BLOCK_SIZE = 1000
 
 
-class TopicTasks(AclSync, ScramSync, QuotaSync):
+class TopicTasks(AclSync, ScramSync, QuotaSync, TokenSync):
     """Topic changes asked by requests (a mixin of :class:`ClusterDriver`)."""
 
     async def _task_runner(self) -> None:
@@ -126,6 +127,8 @@ class TopicTasks(AclSync, ScramSync, QuotaSync):
             elif task.kind == "quotas":
                 await trio.to_thread.run_sync(self._write_quotas, task.args["changes"])
                 await self._load_quotas()
+            elif task.kind == "tokens":
+                await self._write_then_load_tokens(task.args["writes"])
             elif task.kind == "producer_ids":
                 block = await trio.to_thread.run_sync(self._reserve_producer_ids)
                 self._producer_ids.add_block(*block)
