@@ -65,11 +65,11 @@ from ...config import BrokerConfig
 from ...errors import (
     ClusterSetupError,
 )
+from ...security.zk_scram import CONFIG_CHANGES
 from ...storage.node_meta import ClusterProducerIds
 from ...transactions.marker_sender import MarkerSender
 from ..replica_fetcher import ReplicaFetcher
 from ..view import ClusterImage
-from ...security.zk_scram import CONFIG_CHANGES
 from ..zk_layout import (
     ADMIN_DELETE_TOPICS,
     BROKER_IDS,
