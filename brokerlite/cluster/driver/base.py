@@ -20,6 +20,7 @@ import trio
 from ...clock import now_ms
 from ...config import BrokerConfig
 from ...security.zk_notifications import obsolete_notifications
+from ...security.zk_scram import decode_user_config, encode_user_config
 from ...storage.node_meta import ClusterProducerIds
 from ..view import ClusterView
 
@@ -67,6 +68,37 @@ class DriverParts:
             token.run_sync_soon(lambda: getattr(self, event).set())
         except trio.RunFinishedError:
             pass
+
+    def _rewrite_entity_config(
+        self,
+        path: str,
+        update: Callable[[dict[str, str]], dict[str, str]],
+        notification: tuple[str, bytes],
+    ) -> None:
+        """Change an entity's config znode (``/config/users/<user>``, ...) as Kafka's
+        ``AdminZkClient`` does, then notify (run in a thread): read it, apply
+        ``update`` to its entries and write it conditionally on the version read
+        (another broker's write meanwhile makes it read again, so entries others
+        own, a user's quotas beside its SCRAM credentials, are never lost); then
+        create the sequential notification (path prefix, content)."""
+        from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+
+        while True:
+            try:
+                data, stat = self.zk.get(path)
+            except NoNodeError:
+                data, stat = b"", None
+            config = encode_user_config(update(decode_user_config(path, data)))
+            try:
+                if stat is None:
+                    self.zk.create(path, config, makepath=True)
+                else:
+                    self.zk.set(path, config, version=stat.version)
+            except (BadVersionError, NodeExistsError, NoNodeError):
+                continue  # another broker wrote it meanwhile: read it again
+            break
+        prefix, content = notification
+        self.zk.create(prefix, content, sequence=True, makepath=True)
 
     def _notification_clock(self) -> int:
         """The time notifications' ages are judged against (tests replace it)."""

@@ -20,6 +20,7 @@ Rules:
 
 from __future__ import annotations
 
+import functools
 import logging
 
 import trio
@@ -34,7 +35,7 @@ from ...security.zk_quotas import (
     quotas_of,
     updated_quota_config,
 )
-from ...security.zk_scram import CONFIG_USERS, decode_user_config, encode_user_config
+from ...security.zk_scram import CONFIG_USERS, decode_user_config
 from ..zk_layout import ZkDataError
 from .base import DriverParts
 
@@ -82,26 +83,12 @@ class QuotaSync(DriverParts):
 
     def _write_quotas(self, changes: list[tuple[Entity, dict[str, float], list[str]]]) -> None:
         """Apply quota changes to the entities' znodes, then notify (run in a thread)."""
-        from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
-
         for entity, set_, remove in changes:
-            path = entity_znode(entity)
-            while True:
-                try:
-                    data, stat = self.zk.get(path)
-                except NoNodeError:
-                    data, stat = b"", None
-                config = updated_quota_config(entity, decode_user_config(path, data), set_, remove)
-                try:
-                    if stat is None:
-                        self.zk.create(path, encode_user_config(config), makepath=True)
-                    else:
-                        self.zk.set(path, encode_user_config(config), version=stat.version)
-                except (BadVersionError, NodeExistsError, NoNodeError):
-                    continue  # another broker wrote it meanwhile: read it again
-                prefix, content = quota_change_notification(entity)
-                self.zk.create(prefix, content, sequence=True, makepath=True)
-                break
+            self._rewrite_entity_config(
+                entity_znode(entity),
+                functools.partial(updated_quota_config, entity, set_=set_, remove=remove),
+                quota_change_notification(entity),
+            )
 
     async def _load_quotas(self) -> None:
         """Read every entity's quotas and hand them to the quota manager."""
