@@ -18,8 +18,10 @@ throttled client id and none for another (the throttle is a consequence of a bou
 
 from __future__ import annotations
 
+import functools
 import json
 import shutil
+import types
 from pathlib import Path
 from typing import Any
 
@@ -27,9 +29,13 @@ import pytest
 import trio
 from brokerlite_wire import produce_request
 from cluster_helpers import run, until
+from kafka import KafkaAdminClient
+from kafka.admin import ScramMechanism, UserScramCredentialUpsertion
 from kazoo.client import KazooClient
 
+from trafka.brokerlite.cluster.driver.base import DriverParts
 from trafka.brokerlite.dev.local_cluster import LocalCluster, serve_cluster
+from trafka.brokerlite.security.zk_quotas import quota_change_notification, updated_quota_config
 from trafka.brokerlite.security.zk_scram import encode_user_config, updated_user_config
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k19_create_topics as create_topics
@@ -103,6 +109,8 @@ def read_znodes(zk: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     try:
         docs: dict[str, Any] = {}
         for kind in ("users", "clients", "ips"):
+            if not client.exists(f"/config/{kind}"):
+                continue
             for name in client.get_children(f"/config/{kind}"):
                 path = f"/config/{kind}/{name}"
                 docs[path] = document(client, path)
@@ -145,12 +153,17 @@ def test_a_quota_set_through_one_broker_throttles_on_every_broker(
             )
             assert created.topics[0].error_code == ErrorCode.NONE
 
-            def leaders() -> dict[int, int]:
-                image = cluster.node(1).broker.cluster.image
+            def leaders(node: int) -> dict[int, int]:
+                """Leader -> partition, as ``node`` sees it."""
+                image = cluster.node(node).broker.cluster.image
                 return {s.leader: p for (t, p), s in image.states.items() if t == TOPIC}
 
-            await until(lambda: sorted(leaders()) == [1, 2], "a partition led by each node")
-            on_node2 = leaders()[2]
+            # Node 2 serves the partition once its own view says it leads it.
+            await until(
+                lambda: sorted(leaders(1)) == [1, 2] and leaders(2) == leaders(1),
+                "a partition led by each node, as both see it",
+            )
+            on_node2 = leaders(2)[2]
             batch = make_batch([b"x" * 2000])
             assert (
                 await trio.to_thread.run_sync(
@@ -240,3 +253,128 @@ def test_a_quota_set_through_one_broker_throttles_on_every_broker(
             assert restarted.broker.quotas.quotas() == wanted
 
     run(test, deadline=110)
+
+
+def scram_admin_on(cluster: LocalCluster, node: int) -> Any:
+    """A kafka-python admin whose requests all go to broker ``node``."""
+    admin = KafkaAdminClient(bootstrap_servers=cluster.node(node).bootstrap_servers)
+    manager = admin._manager
+    manager.send = functools.partial(manager.send, node_id=node)
+    return admin
+
+
+def test_quota_and_scram_writes_to_one_user_keep_each_other(zk: str, raw_client: Any) -> None:
+    """``/config/users/alice`` written at once through two brokers, quotas through node 1
+    and SCRAM credentials (kafka-python's admin) through node 2: each write is
+    conditional on the version it read, so neither loses the other's entries."""
+    rounds = 4
+
+    async def test() -> None:
+        async with serve_cluster(2, zookeeper_connect=zk) as cluster:
+
+            def quotas() -> None:
+                for i in range(rounds):
+                    alter_on(
+                        raw_client,
+                        cluster,
+                        1,
+                        [entry([("user", "alice")], producer_byte_rate=1000.0 + i)],
+                    )
+
+            def credentials() -> None:
+                admin = scram_admin_on(cluster, 2)
+                try:
+                    for i in range(rounds):
+                        upsert = UserScramCredentialUpsertion(
+                            "alice", ScramMechanism.SCRAM_SHA_256, "pw", iterations=4096 + i
+                        )
+                        assert admin.alter_user_scram_credentials([upsert]) == {"alice": None}
+                finally:
+                    admin.close()
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(trio.to_thread.run_sync, quotas)
+                nursery.start_soon(trio.to_thread.run_sync, credentials)
+
+            docs, _ = await trio.to_thread.run_sync(read_znodes, zk)
+            config = docs["/config/users/alice"]["config"]
+            assert config["producer_byte_rate"] == str(1000 + rounds - 1)
+            assert config["SCRAM-SHA-256"].endswith(f"iterations={4096 + rounds - 1}")
+            for node in (1, 2):
+                broker = cluster.node(node).broker
+                await until(
+                    lambda b=broker: (
+                        b.quotas.quotas().get((("user", "alice"),))
+                        == {"producer_byte_rate": 1000.0 + rounds - 1}
+                    ),
+                    f"node {node}'s quota",
+                )
+                await until(
+                    lambda b=broker: (
+                        (c := b.scram.lookup("SCRAM-SHA-256", "alice")) is not None
+                        and c.iterations == 4096 + rounds - 1
+                    ),
+                    f"node {node}'s credential",
+                )
+
+    run(test, deadline=110)
+
+
+class Interleaving:
+    """A kazoo session whose first read of ``path`` is followed at once by another
+    broker's write of it (a second session adds a SCRAM credential), as when two
+    brokers change one user's config at the same time."""
+
+    def __init__(self, client: KazooClient, other: KazooClient, path: str) -> None:
+        self._client = client
+        self._other = other
+        self._path = path
+        self.interfered = False
+
+    def get(self, path: str) -> Any:
+        answer = self._client.get(path)
+        if path == self._path and not self.interfered:
+            self.interfered = True
+            data, _ = self._other.get(path)
+            config = json.loads(data)["config"]
+            config = updated_user_config(config, {"SCRAM-SHA-256": CREDENTIAL})
+            self._other.set(path, encode_user_config(config))
+        return answer
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
+
+
+def test_a_quota_write_racing_a_scram_write_reads_again(zk: str) -> None:
+    """The write is conditional on the znode version it read (Kafka's
+    ``AdminZkClient`` writes with the version it read too): the other broker's write
+    in between makes it read again, so the credential written meanwhile stays."""
+    path = "/config/users/alice"
+    client, other = KazooClient(hosts=zk, timeout=10.0), KazooClient(hosts=zk, timeout=10.0)
+    client.start(timeout=10.0)
+    other.start(timeout=10.0)
+    try:
+        client.create(path, encode_user_config({"consumer_byte_rate": "5"}), makepath=True)
+        zk_session = Interleaving(client, other, path)
+        driver = types.SimpleNamespace(zk=zk_session)
+        entity = (("user", "alice"),)
+        DriverParts._rewrite_entity_config(
+            driver,  # type: ignore[arg-type]
+            path,
+            functools.partial(
+                updated_quota_config, entity, set_={"producer_byte_rate": 7.0}, remove=[]
+            ),
+            quota_change_notification(entity),
+        )
+        assert zk_session.interfered
+        config = json.loads(client.get(path)[0])["config"]
+        assert config["producer_byte_rate"] == "7" and config["consumer_byte_rate"] == "5"
+        assert config["SCRAM-SHA-256"].startswith("salt=")
+        notes = client.get_children("/config/changes")
+        assert [json.loads(client.get(f"/config/changes/{n}")[0]) for n in notes] == [
+            {"version": 2, "entity_path": "users/alice"}
+        ]
+    finally:
+        for session in (client, other):
+            session.stop()
+            session.close()
