@@ -8,11 +8,12 @@ notifications Kafka's ``ZkNodeChangeNotificationListener`` purges (created more 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
 from trafka.brokerlite.cluster.zk_layout import ZkDataError
-from trafka.brokerlite.security.delegation_tokens import TokenInfo
+from trafka.brokerlite.security.delegation_tokens import DelegationTokens, TokenInfo
 from trafka.brokerlite.security.zk_notifications import (
     CHANGE_EXPIRATION_MS,
     obsolete_notifications,
@@ -23,6 +24,7 @@ from trafka.brokerlite.security.zk_tokens import (
     token_change_notification,
     token_path,
 )
+from trafka.codec.errors import ErrorCode
 
 TOKEN = TokenInfo(
     token_id="AbC-d_e",
@@ -92,3 +94,50 @@ def test_notifications_older_than_15_minutes_are_obsolete() -> None:
     assert obsolete_notifications(ctimes, now) == ["n_1"]  # strictly older
     assert obsolete_notifications(ctimes, now + 1) == ["n_1", "n_3"]
     assert obsolete_notifications(ctimes, 0) == []
+
+
+def broker_tokens(tmp_path: Path, name: str) -> DelegationTokens:
+    """One broker's token manager in cluster mode (its journal never written)."""
+    tokens = DelegationTokens.open(
+        tmp_path / name,
+        secret_key="shared-secret",
+        max_lifetime_ms=7 * 86_400_000,
+        expiry_time_ms=86_400_000,
+        expiry_check_interval_ms=3_600_000,
+        now_ms=0,
+    )
+    tokens.use_cluster({})
+    return tokens
+
+
+def test_two_brokers_share_tokens_through_what_zookeeper_holds(tmp_path: Path) -> None:
+    one, two = broker_tokens(tmp_path, "one"), broker_tokens(tmp_path, "two")
+    try:
+        code, token = one.create("User:alice", "User:alice", ["User:bob"], -1, 1000)
+        assert code == ErrorCode.NONE and token is not None
+        # The change waits to be written to ZooKeeper, as its znode.
+        writes = one.take_writes()
+        assert writes == [token] and one.take_writes() == []
+        zk = {token.token_id: decode_token(PATH, encode_token(token))}
+        two.use_cluster(zk)  # type: ignore[arg-type]
+        # The other broker derives the same HMAC and logs the token in.
+        assert two.hmac(token.token_id) == one.hmac(token.token_id)
+        assert two.scram_credential("SCRAM-SHA-256", token.token_id, 2000) is not None
+        # ... and renews it by its HMAC; the renewal waits to be written too.
+        code, expiry = two.renew(one.hmac(token.token_id), "User:bob", 5000, 2000)
+        assert (code, expiry) == (ErrorCode.NONE, 7000)
+        [renewed] = two.take_writes()
+        assert isinstance(renewed, TokenInfo) and renewed.expiry_ms == 7000
+        # An expiry removes it: a token id to delete.
+        code, _ = two.expire(one.hmac(token.token_id), "User:alice", -1, 3000)
+        assert code == ErrorCode.NONE and two.take_writes() == [token.token_id]
+        one.use_cluster({})
+        assert one.scram_credential("SCRAM-SHA-256", token.token_id, 3000) is None
+        assert one.renew(one.hmac(token.token_id), "User:alice", -1, 3000)[0] == (
+            ErrorCode.DELEGATION_TOKEN_NOT_FOUND
+        )
+        # The journals were never written.
+        assert not (tmp_path / "one").read_bytes().strip(b"\0").count(b"alice")
+    finally:
+        one.close()
+        two.close()
