@@ -18,7 +18,9 @@ Entities and keys:
   use for the whole quota window.
 * Stored in ``trafka-quotas.journal`` (the CRC journal of :mod:`.storage.journal`),
   fsynced before AlterClientQuotas is answered; an entity with no keys left is
-  forgotten.
+  forgotten. In cluster mode ZooKeeper holds them instead, as Kafka's dynamic
+  configs (:mod:`.security.zk_quotas`), and every broker takes what it holds
+  (:meth:`Quotas.use_cluster`).
 
 Which quota applies (KIP-55), for a connection's user (its principal's name,
 ``ANONYMOUS`` when it has none) and the request's client id, each key on its
@@ -432,6 +434,8 @@ class Quotas:
         self.window_num = window_num
         self.window_size_ms = window_size_ms
         self._quotas: dict[Entity, dict[str, float]] = store.quotas() if store is not None else {}
+        #: Cluster mode: the quotas are ZooKeeper's (:meth:`use_cluster`).
+        self._cluster = False
         # (key, bucket) -> its rate; a bucket is the (user, client id) pair its
         # connections share, with "" where the quota is shared by all of that type.
         self._rates: dict[tuple[str, tuple[str, str]], Rate] = {}
@@ -534,6 +538,25 @@ class Quotas:
             QuotaError: an op is invalid (nothing is changed).
             QuotaStoreError: the journal could not be written.
         """
+        set_, remove = self.check_ops(entity, ops)
+        if validate_only:
+            return
+        if self._cluster:
+            raise QuotaError("in cluster mode quotas change through ZooKeeper")
+        if self._store is not None:
+            self._store.alter(entity, set_, remove)
+        _change(self._quotas, entity, set_, remove)
+        self._refresh()
+
+    @staticmethod
+    def check_ops(
+        entity: Entity, ops: Iterable[tuple[str, float | None]]
+    ) -> tuple[dict[str, float], list[str]]:
+        """Check an AlterClientQuotas entry's ops: the keys to set and to remove.
+
+        Raises:
+            QuotaError: an op is invalid.
+        """
         set_: dict[str, float] = {}
         remove: list[str] = []
         for key, value in ops:
@@ -544,11 +567,14 @@ class Quotas:
             else:
                 check_value(entity, key, value)
                 set_[key] = float(value)
-        if validate_only:
-            return
-        if self._store is not None:
-            self._store.alter(entity, set_, remove)
-        _change(self._quotas, entity, set_, remove)
+        return set_, remove
+
+    def use_cluster(self, quotas: Mapping[Entity, Mapping[str, float]]) -> None:
+        """Cluster mode: from now on the quotas are ``quotas`` (what ZooKeeper
+        holds); the journal is not used. The measured rates are kept, so a
+        change does not reset anyone's throttling."""
+        self._cluster = True
+        self._quotas = {entity: dict(values) for entity, values in quotas.items() if values}
         self._refresh()
 
     # -- throttling ------------------------------------------------------------------

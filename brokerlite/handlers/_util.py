@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import uuid
 from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from trafka.brokerlite.cluster.replica_manager import check_epoch
 from trafka.brokerlite.errors import BrokerError, UnknownTopicOrPartitionError
@@ -21,6 +21,8 @@ if TYPE_CHECKING:
 
     from ..outcomes import Parked
     from ._base import Partitions, RequestContext
+
+_T = TypeVar("_T")
 
 NULL_UUID = uuid.UUID(int=0)
 NO_AUTHORIZED_OPERATIONS = -(2**31)
@@ -153,6 +155,28 @@ def park_on_tasks(
     parked = ctx.park(_TasksWaiter(build, ctx.now_ms + max(timeout_ms, 0) + 5_000))
     cluster.submit_all(tasks, parked.ticket)
     return parked
+
+
+def after_token_change(
+    ctx: RequestContext, answer: _T, failed: Callable[[ErrorCode], _T]
+) -> _T | Parked:
+    """Cluster mode: write the delegation-token changes the request made
+    (:meth:`~trafka.brokerlite.security.delegation_tokens.DelegationTokens.take_writes`)
+    to ZooKeeper, and answer ``answer`` once written, ``failed(code)`` if they
+    could not be (the driver then reads ZooKeeper's tokens back). Outside
+    cluster mode, or without changes, ``answer`` at once."""
+    writes = ctx.tokens.take_writes()
+    if ctx.cluster is None or not writes:
+        return answer
+    from trafka.brokerlite.cluster.view import ZkTask
+
+    task = ZkTask("tokens", {"writes": writes})
+
+    def build() -> _T:
+        code, _ = task_outcome(task)
+        return failed(code) if code else answer
+
+    return park_on_tasks(ctx, [task], 30_000, build)
 
 
 def task_outcome(task: ZkTask) -> tuple[ErrorCode, str | None]:

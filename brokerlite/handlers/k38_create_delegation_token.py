@@ -23,7 +23,9 @@ from trafka.codec.acl import AclOperation, AclResourceType
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k38_create_delegation_token as m
 
+from ..outcomes import Parked
 from ._base import HandlerSpec, RequestContext
+from ._util import after_token_change
 
 API_KEY = 38
 OLD_MIN_VERSION = 0  # Kafka 3.9's; not with protocol_version 4.0
@@ -33,7 +35,7 @@ MAX_VERSION = 3
 
 def handle(
     ctx: RequestContext, request: m.CreateDelegationTokenRequest
-) -> m.CreateDelegationTokenResponse:
+) -> m.CreateDelegationTokenResponse | Parked:
     requester = ctx.principal
     owner = requester
     if request.owner_principal_name:
@@ -49,7 +51,7 @@ def handle(
     code, token = ctx.tokens.create(owner, requester, renewers, request.max_lifetime_ms, ctx.now_ms)
     if token is None:
         return _refused(code, owner, requester, version)
-    return _answer(
+    answer = _answer(
         ErrorCode.NONE,
         token.owner,
         token.requester,
@@ -59,6 +61,10 @@ def handle(
         max_timestamp_ms=token.max_ms,
         token_id=token.token_id,
         hmac=ctx.tokens.hmac(token.token_id),
+    )
+    # Cluster mode: answered once ZooKeeper holds the token.
+    return after_token_change(
+        ctx, answer, lambda failed: _refused(failed, owner, requester, version)
     )
 
 

@@ -16,7 +16,9 @@ from __future__ import annotations
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k39_renew_delegation_token as m
 
+from ..outcomes import Parked
 from ._base import HandlerSpec, RequestContext
+from ._util import after_token_change
 
 API_KEY = 39
 OLD_MIN_VERSION = 0  # Kafka 3.9's; not with protocol_version 4.0
@@ -26,13 +28,17 @@ MAX_VERSION = 2
 
 def handle(
     ctx: RequestContext, request: m.RenewDelegationTokenRequest
-) -> m.RenewDelegationTokenResponse:
+) -> m.RenewDelegationTokenResponse | Parked:
     if not ctx.token_requests_allowed():
         return error_response(request, ctx.version, ErrorCode.DELEGATION_TOKEN_REQUEST_NOT_ALLOWED)
     code, expiry = ctx.tokens.renew(
         bytes(request.hmac), ctx.principal, request.renew_period_ms, ctx.now_ms
     )
-    return m.RenewDelegationTokenResponse(error_code=code, expiry_timestamp_ms=expiry)
+    return after_token_change(
+        ctx,
+        m.RenewDelegationTokenResponse(error_code=code, expiry_timestamp_ms=expiry),
+        lambda failed: error_response(request, ctx.version, failed),
+    )
 
 
 def error_response(

@@ -14,7 +14,9 @@ from __future__ import annotations
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k40_expire_delegation_token as m
 
+from ..outcomes import Parked
 from ._base import HandlerSpec, RequestContext
+from ._util import after_token_change
 
 API_KEY = 40
 OLD_MIN_VERSION = 0  # Kafka 3.9's; not with protocol_version 4.0
@@ -24,13 +26,17 @@ MAX_VERSION = 2
 
 def handle(
     ctx: RequestContext, request: m.ExpireDelegationTokenRequest
-) -> m.ExpireDelegationTokenResponse:
+) -> m.ExpireDelegationTokenResponse | Parked:
     if not ctx.token_requests_allowed():
         return error_response(request, ctx.version, ErrorCode.DELEGATION_TOKEN_REQUEST_NOT_ALLOWED)
     code, expiry = ctx.tokens.expire(
         bytes(request.hmac), ctx.principal, request.expiry_time_period_ms, ctx.now_ms
     )
-    return m.ExpireDelegationTokenResponse(error_code=code, expiry_timestamp_ms=expiry)
+    return after_token_change(
+        ctx,
+        m.ExpireDelegationTokenResponse(error_code=code, expiry_timestamp_ms=expiry),
+        lambda failed: error_response(request, ctx.version, failed),
+    )
 
 
 def error_response(

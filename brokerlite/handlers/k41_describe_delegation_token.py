@@ -19,7 +19,9 @@ from trafka.codec.acl import AclOperation, AclResourceType
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k41_describe_delegation_token as m
 
+from ..outcomes import Parked
 from ._base import HandlerSpec, RequestContext
+from ._util import after_token_change
 
 API_KEY = 41
 OLD_MIN_VERSION = 0  # Kafka 3.9's; not with protocol_version 4.0
@@ -32,7 +34,7 @@ _Renewer = m.DescribeDelegationTokenResponse.DescribedDelegationTokenRenewer
 
 def handle(
     ctx: RequestContext, request: m.DescribeDelegationTokenRequest
-) -> m.DescribeDelegationTokenResponse:
+) -> m.DescribeDelegationTokenResponse | Parked:
     if not ctx.token_requests_allowed():
         return error_response(request, ctx.version, ErrorCode.DELEGATION_TOKEN_REQUEST_NOT_ALLOWED)
     tokens = ctx.tokens
@@ -50,10 +52,13 @@ def handle(
         ) or ctx.allowed(AclOperation.DESCRIBE_TOKENS, AclResourceType.USER, token.owner)
 
     found = tokens.describe(owners, ctx.principal, may_describe, ctx.now_ms)
-    return m.DescribeDelegationTokenResponse(
+    answer = m.DescribeDelegationTokenResponse(
         error_code=ErrorCode.NONE,
         tokens=[_described(t, tokens.hmac(t.token_id), ctx.version) for t in found],
     )
+    # (The expiry sweep may have removed tokens: written before the answer, which
+    # stands whether or not that succeeds.)
+    return after_token_change(ctx, answer, lambda _: answer)
 
 
 def _described(token: TokenInfo, hmac: bytes, version: int) -> _Token:

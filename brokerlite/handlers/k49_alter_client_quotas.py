@@ -11,7 +11,11 @@ Kafka, values are not checked further, and removing a key that is not set is
 not an error. An entity named again later in the same request is applied once,
 from its first entry; the later entries are INVALID_REQUEST. ``validate_only`` checks without changing anything.
 A change is fsynced before the answer and applies to the next request of every
-connection.
+connection. In cluster mode the changes are written to ZooKeeper instead, as
+Kafka's dynamic configs (``/config/users/<user>``, ``/config/clients/<id>``,
+``/config/users/<user>/clients/<id>``, ``/config/ips/<ip>``:
+:mod:`trafka.brokerlite.security.zk_quotas`), and every broker applies them
+when notified.
 
 Authorization: ALTER_CONFIGS on the cluster, else CLUSTER_AUTHORIZATION_FAILED
 for every entry.
@@ -21,6 +25,7 @@ from __future__ import annotations
 
 import logging
 
+from trafka.brokerlite.cluster.view import ZkTask
 from trafka.brokerlite.quotas import (
     Entity,
     QuotaError,
@@ -32,7 +37,9 @@ from trafka.codec.acl import AclOperation, AclResourceType
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k49_alter_client_quotas as m
 
+from ..outcomes import Parked
 from ._base import HandlerSpec, RequestContext
+from ._util import park_on_tasks, task_outcome
 
 API_KEY = 49
 MIN_VERSION = 0
@@ -43,7 +50,7 @@ log = logging.getLogger("trafka.brokerlite")
 Response = m.AlterClientQuotasResponse
 
 
-def handle(ctx: RequestContext, request: m.AlterClientQuotasRequest) -> Response:
+def handle(ctx: RequestContext, request: m.AlterClientQuotasRequest) -> Response | Parked:
     if not ctx.allowed(AclOperation.ALTER_CONFIGS, AclResourceType.CLUSTER, CLUSTER_NAME):
         return error_response(
             request,
@@ -51,6 +58,8 @@ def handle(ctx: RequestContext, request: m.AlterClientQuotasRequest) -> Response
             ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
             f"{ctx.principal} may not alter client quotas (ALTER_CONFIGS on the cluster)",
         )
+    if ctx.cluster is not None:
+        return _in_cluster(ctx, request)
     quotas = ctx.quotas
     done: set[Entity] = set()
     results = []
@@ -79,6 +88,61 @@ def handle(ctx: RequestContext, request: m.AlterClientQuotasRequest) -> Response
             Response.EntryData(error_code=code, error_message=message, entity=_echo(entry))
         )
     return Response(entries=results)
+
+
+def _in_cluster(ctx: RequestContext, request: m.AlterClientQuotasRequest) -> Response | Parked:
+    """Cluster mode: the entries are checked here and their changes written to
+    ZooKeeper (:mod:`trafka.brokerlite.security.zk_quotas`) by one task, whence
+    every broker applies them; answered once written."""
+    done: set[Entity] = set()
+    outcomes: list[tuple[ErrorCode, str | None]] = []
+    changes: list[tuple[Entity, dict[str, float], list[str]]] = []
+    written: list[int] = []  # the entries the task writes
+    for i, entry in enumerate(request.entries):
+        ops = [(op.key, None if op.remove else op.value) for op in entry.ops]
+        try:
+            entity = entity_of((e.entity_type, e.entity_name) for e in entry.entity)
+            if entity in done:
+                raise QuotaError("the request already altered this entity; this entry is ignored")
+            set_, remove = ctx.quotas.check_ops(entity, ops)
+            done.add(entity)
+            outcomes.append((ErrorCode.NONE, None))
+            if not request.validate_only and (set_ or remove):
+                changes.append((entity, set_, remove))
+                written.append(i)
+        except QuotaError as exc:
+            outcomes.append((exc.code, str(exc)))
+
+    def answer() -> Response:
+        if changes:
+            code, message = task_outcome(task)
+            for i in written:
+                if code:
+                    outcomes[i] = (code, message or f"ZooKeeper: {code.name}")
+            if not code:
+                for entity, set_, remove in changes:
+                    log.info(
+                        "client quotas of %s altered by %r: %s",
+                        _entity_text(entity),
+                        ctx.principal,
+                        ", ".join(
+                            [
+                                *(f"{k}={v}" for k, v in set_.items()),
+                                *(f"{k}=(removed)" for k in remove),
+                            ]
+                        ),
+                    )
+        return Response(
+            entries=[
+                Response.EntryData(error_code=code, error_message=message, entity=_echo(entry))
+                for (code, message), entry in zip(outcomes, request.entries, strict=True)
+            ]
+        )
+
+    if not changes:
+        return answer()
+    task = ZkTask("quotas", {"changes": changes})
+    return park_on_tasks(ctx, [task], 30_000, answer)
 
 
 def _entity_text(entity: Entity) -> str:

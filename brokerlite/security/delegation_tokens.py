@@ -52,6 +52,10 @@ Rules and invariants:
   the connection's principal is the token's owner, marked as token-authenticated.
 * Every change is one fsynced journal entry written before the answer; a
   change that cannot be written is UNKNOWN_SERVER_ERROR and nothing changes.
+* Cluster mode (:meth:`DelegationTokens.use_cluster`): ZooKeeper holds the
+  tokens (:mod:`.zk_tokens`, without HMACs), every broker keeps what it holds;
+  a change is made here and written there by the cluster driver before the
+  answer (:meth:`DelegationTokens.take_writes`), whence every broker applies it.
 """
 
 from __future__ import annotations
@@ -62,7 +66,7 @@ import hashlib
 import hmac
 import logging
 import secrets
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -74,6 +78,7 @@ from ..storage.journal import CrcJournal, JournalStore
 
 __all__ = [
     "TOKENS_JOURNAL",
+    "ClusterTokenStore",
     "DelegationTokenStore",
     "DelegationTokens",
     "TokenInfo",
@@ -180,6 +185,31 @@ class DelegationTokenStore(JournalStore):
         return [_token_json(token) for token in self.tokens.values()]
 
 
+#: A change to write to ZooKeeper in cluster mode: a token to put, or the id of one to remove.
+TokenWrite = TokenInfo | str
+
+
+class ClusterTokenStore:
+    """Cluster mode's tokens: what ZooKeeper holds, in memory, with the changes
+    made since the last :meth:`take_writes` waiting to be written there."""
+
+    def __init__(self, tokens: Mapping[str, TokenInfo]) -> None:
+        self.tokens: dict[str, TokenInfo] = dict(tokens)
+        self.writes: list[TokenWrite] = []
+
+    def put(self, token: TokenInfo) -> None:
+        self.tokens[token.token_id] = token
+        self.writes.append(token)
+
+    def remove(self, token_ids: Iterable[str]) -> None:
+        for token_id in token_ids:
+            self.tokens.pop(token_id, None)
+            self.writes.append(token_id)
+
+    def close(self) -> None:
+        pass
+
+
 def _token_json(token: TokenInfo) -> dict[str, Any]:
     return {
         "kind": "token",
@@ -214,7 +244,8 @@ class DelegationTokens:
         expiry_check_interval_ms: int,
         now_ms: int,
     ) -> None:
-        self.store = store
+        self.store: DelegationTokenStore | ClusterTokenStore = store
+        self._journal = store
         self._secret = None if secret_key is None else secret_key.encode()
         self._max_lifetime_ms = max_lifetime_ms
         self._expiry_time_ms = expiry_time_ms
@@ -237,7 +268,30 @@ class DelegationTokens:
         return cls(DelegationTokenStore(path), **settings)
 
     def close(self) -> None:
-        self.store.close()
+        self._journal.close()
+
+    # -- cluster mode -------------------------------------------------------------------
+
+    def use_cluster(self, tokens: Mapping[str, TokenInfo]) -> None:
+        """Cluster mode: from now on the tokens are ``tokens`` (what ZooKeeper
+        holds; the journal is not used), and changes wait in :meth:`take_writes`
+        for the cluster driver to write them there."""
+        if isinstance(self.store, ClusterTokenStore):
+            self.store.tokens = dict(tokens)
+        else:
+            self.store = ClusterTokenStore(tokens)
+        self._credentials = {k: c for k, c in self._credentials.items() if k[0] in tokens}
+        if self._secret is not None:
+            self._by_hmac = {self.hmac(t): t for t in tokens}
+
+    def take_writes(self) -> list[TokenWrite]:
+        """Cluster mode: the changes made since the last call, to write to
+        ZooKeeper (none outside cluster mode)."""
+        store = self.store
+        if not isinstance(store, ClusterTokenStore):
+            return []
+        writes, store.writes = store.writes, []
+        return writes
 
     @property
     def enabled(self) -> bool:

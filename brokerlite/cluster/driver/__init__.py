@@ -44,8 +44,10 @@ replica fetchers) and stops; its duties are mixins over the parts declared in
 ``base.py``, because they share one ZooKeeper session and one view:
 ``reading.py`` (one reading of the cluster), ``controller_duties.py`` (the
 controller's writes), ``topic_tasks.py`` (the topic changes requests ask
-for), ``acl_sync.py`` and ``scram_sync.py`` (the ACLs and SCRAM credentials,
-kept in ZooKeeper and followed by every broker). kazoo is reached from this package alone.
+for), ``acl_sync.py``, ``scram_sync.py``, ``quota_sync.py`` and ``token_sync.py``
+(the ACLs, SCRAM credentials, client quotas and delegation tokens, kept in
+ZooKeeper and followed by every broker; their change notifications purged after
+15 minutes, as Kafka's). kazoo is reached from this package alone.
 """
 
 from __future__ import annotations
@@ -63,6 +65,7 @@ from ...config import BrokerConfig
 from ...errors import (
     ClusterSetupError,
 )
+from ...security.zk_scram import CONFIG_CHANGES
 from ...storage.node_meta import ClusterProducerIds
 from ...transactions.marker_sender import MarkerSender
 from ..replica_fetcher import ReplicaFetcher
@@ -124,6 +127,7 @@ class ClusterDriver(ControllerDuties, TopicTasks):
         self._tasks_event = trio.Event()
         self._acls_changed = trio.Event()
         self._users_changed = trio.Event()
+        self._tokens_changed = trio.Event()
         self._session_lost = False
         self._controller_epoch = -1  # ours while we are the controller
         self._controller_epoch_version = -1
@@ -151,7 +155,9 @@ class ClusterDriver(ControllerDuties, TopicTasks):
         # The cluster's SCRAM credentials and ACLs before the first request
         # (see scram_sync.py and acl_sync.py).
         await trio.to_thread.run_sync(self._watch_user_changes)
-        await self._load_scram()
+        await self._load_configs()
+        await trio.to_thread.run_sync(self._watch_token_changes)
+        await self._load_tokens()
         if self.broker.authorizer is not None:
             await trio.to_thread.run_sync(self._watch_acl_changes)
             await self._load_acls()
@@ -257,6 +263,13 @@ class ClusterDriver(ControllerDuties, TopicTasks):
             log.warning("ZooKeeper connection suspended; reconnecting")
         self._notify()
 
+    async def _load_configs(self) -> None:
+        """Apply the users', clients' and ips' configs ZooKeeper holds: SCRAM
+        credentials (scram_sync.py) and client quotas (quota_sync.py)."""
+        await self._load_scram()
+        await self._load_quotas()
+        await self._purge_notifications(CONFIG_CHANGES)
+
     def _want_producer_ids(self) -> None:
         self.view.submit("producer_ids", quiet=True)
 
@@ -272,7 +285,10 @@ class ClusterDriver(ControllerDuties, TopicTasks):
             nursery.start_soon(self._reader)
             nursery.start_soon(self._ticker)
             nursery.start_soon(self._task_runner)
-            nursery.start_soon(self._scram_follower)
+            nursery.start_soon(self._follow, "_users_changed", self._load_configs, "configs")
+            nursery.start_soon(
+                self._follow, "_tokens_changed", self._load_tokens, "delegation tokens"
+            )
             if self.broker.authorizer is not None:
                 nursery.start_soon(self._acl_follower)
             nursery.start_soon(MarkerSender(self.broker, self._kick).run)

@@ -15,7 +15,8 @@ Rules:
   (:meth:`~trafka.brokerlite.security.authorizer.Authorizer.replace`). The same
   full reading happens when the broker joins, before it serves, so a broker
   with an empty data directory enforces the cluster's ACLs from its first
-  request.
+  request. After each reading, notifications older than 15 minutes are
+  deleted (:mod:`~trafka.brokerlite.security.zk_notifications`).
 * A resource znode Kafka's layout does not allow is logged and skipped; it
   does not stop the others from applying.
 """
@@ -128,6 +129,7 @@ class AclSync(DriverParts):
             return
         acls = await trio.to_thread.run_sync(self._read_all_acls)
         authorizer.replace(acls)
+        await self._purge_notifications(LITERAL_ACL_CHANGES, EXTENDED_ACL_CHANGES)
         self._kick()
 
     async def _acl_follower(self) -> None:

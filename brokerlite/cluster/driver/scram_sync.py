@@ -8,7 +8,8 @@ Rules:
 * Writing (an AlterUserScramCredentials task): per user, read
   ``/config/users/<user>``, change its SCRAM entries (other entries kept) and
   write it conditionally on the version read (a concurrent writer makes it
-  read again), then create a ``/config/changes`` notification.
+  read again), then create a ``/config/changes`` notification
+  (``DriverParts._rewrite_entity_config``, shared with the quotas).
 * Following: the broker watches ``/config/changes``; a new notification makes
   it read every user's znode again and hand the credentials to its SCRAM store
   (:meth:`~trafka.brokerlite.security.scram.ScramCredentials.use_cluster`). The
@@ -18,6 +19,7 @@ Rules:
 
 from __future__ import annotations
 
+import functools
 import logging
 from typing import Any
 
@@ -31,7 +33,6 @@ from ...security.zk_scram import (
     config_change_notification,
     decode_user_config,
     desanitize,
-    encode_user_config,
     scram_of,
     updated_user_config,
     user_config_path,
@@ -76,31 +77,17 @@ class ScramSync(DriverParts):
         self, sets: dict[str, ScramCredential], deletes: list[tuple[str, str]]
     ) -> None:
         """Apply a change to the users' znodes, then notify (run in a thread)."""
-        from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
-
         per_user: dict[str, dict[str, ScramCredential | None]] = {}
         for user, credential in sets.items():
             per_user.setdefault(user, {})[credential.mechanism] = credential
         for user, mechanism in deletes:
             per_user.setdefault(user, {})[mechanism] = None
         for user, changes in per_user.items():
-            path = user_config_path(user)
-            while True:
-                try:
-                    data, stat = self.zk.get(path)
-                except NoNodeError:
-                    data, stat = b"", None
-                config = updated_user_config(decode_user_config(path, data), changes)
-                try:
-                    if stat is None:
-                        self.zk.create(path, encode_user_config(config), makepath=True)
-                    else:
-                        self.zk.set(path, encode_user_config(config), version=stat.version)
-                except (BadVersionError, NodeExistsError, NoNodeError):
-                    continue  # another broker wrote it meanwhile: read it again
-                prefix, content = config_change_notification(user)
-                self.zk.create(prefix, content, sequence=True, makepath=True)
-                break
+            self._rewrite_entity_config(
+                user_config_path(user),
+                functools.partial(updated_user_config, changes=changes),
+                config_change_notification(user),
+            )
 
     def _watch_user_changes(self) -> None:
         """Watch the config change notifications (run in a thread, once joined)."""
@@ -114,7 +101,3 @@ class ScramSync(DriverParts):
         """Read every user's SCRAM credentials and hand them to the SCRAM store."""
         credentials = await trio.to_thread.run_sync(self._read_all_scram)
         self.broker.scram.use_cluster(credentials)
-
-    async def _scram_follower(self) -> None:
-        """Apply the credential changes other brokers notify, while the driver runs."""
-        await self._follow("_users_changed", self._load_scram, "SCRAM credentials")

@@ -51,7 +51,9 @@ from ..zk_layout import (
     topic_path,
 )
 from .acl_sync import AclSync
+from .quota_sync import QuotaSync
 from .scram_sync import ScramSync
+from .token_sync import TokenSync
 
 __all__ = ["TopicTasks"]
 
@@ -61,7 +63,7 @@ log = logging.getLogger("trafka.brokerlite.cluster")
 _PRODUCER_ID_BLOCK_SIZE = 1000
 
 
-class TopicTasks(AclSync, ScramSync):
+class TopicTasks(AclSync, ScramSync, QuotaSync, TokenSync):
     """Topic changes asked by requests (a mixin of :class:`ClusterDriver`)."""
 
     async def _task_runner(self) -> None:
@@ -122,6 +124,11 @@ class TopicTasks(AclSync, ScramSync):
                     self._write_scram, task.args["sets"], task.args["deletes"]
                 )
                 await self._load_scram()
+            elif task.kind == "quotas":
+                await trio.to_thread.run_sync(self._write_quotas, task.args["changes"])
+                await self._load_quotas()
+            elif task.kind == "tokens":
+                await self._write_then_load_tokens(task.args["writes"])
             elif task.kind == "producer_ids":
                 block = await trio.to_thread.run_sync(self._reserve_producer_ids)
                 self._producer_ids.add_block(*block)
