@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import anyio
+import anyio.to_thread
 import pytest
 from sdk_brokers import fresh, module_broker
 from sdk_metadata import one_topic_cache
@@ -463,3 +464,150 @@ def test_the_blocking_consumer_hands_the_event_out_and_refuses_to_commit_it(
         assert consumer.position(tp) == 2
         consumer.commit()  # what was consumed: the two records
         assert consumer.consumed_offsets() == {tp: 2}
+
+
+# -- against librdkafka: the same events, from confluent-kafka and from trafka ---------------------
+
+Event = tuple[str, int, int]  # ("record" or "eof", partition, offset)
+
+
+def _collect(poll: Any, until: set[int]) -> list[Event]:
+    """What ``poll()`` gives until each partition of ``until`` reported its end
+    (at most 150 polls: the test's deadline)."""
+    out: list[Event] = []
+    for _ in range(150):
+        event = poll()
+        if event is not None:
+            out.append(event)
+            if event[0] == "eof":
+                until.discard(event[1])
+        if not until:
+            return out
+    raise AssertionError(f"no end of partitions {until} after {out}")
+
+
+def _scenario(bs: str, topic: str, client: Any) -> list[list[Event]]:
+    """Read two partitions (three records and none) to their ends, then two more
+    records, then again from offset 3 after a seek, then from the end after a
+    seek to it: each step's events."""
+    steps = [_collect(client.poll, {0, 1})]
+    anyio.run(_produce, bs, topic, [b"d", b"e"])
+    steps.append(_collect(client.poll, {0}))
+    client.seek(3)
+    steps.append(_collect(client.poll, {0}))
+    client.seek(5)
+    steps.append(_collect(client.poll, {0}))
+    return steps
+
+
+class _Librdkafka:
+    def __init__(self, bs: str, topic: str, isolation: str = "read_uncommitted") -> None:
+        import confluent_kafka as ck
+
+        self.ck, self.topic = ck, topic
+        self.consumer = ck.Consumer(
+            {
+                "bootstrap.servers": bs,
+                "group.id": fresh("eof-ck"),
+                "enable.partition.eof": True,
+                "fetch.wait.max.ms": 50,
+                "isolation.level": isolation,
+            }
+        )
+        self.consumer.assign([ck.TopicPartition(topic, p, ck.OFFSET_BEGINNING) for p in (0, 1)])
+
+    def poll(self) -> Event | None:
+        msg = self.consumer.poll(0.2)
+        if msg is None:
+            return None
+        error = msg.error()
+        if error is not None:
+            assert error.code() == self.ck.KafkaError._PARTITION_EOF, error
+            return ("eof", msg.partition(), msg.offset())
+        return ("record", msg.partition(), msg.offset())
+
+    def seek(self, offset: int) -> None:
+        self.consumer.seek(self.ck.TopicPartition(self.topic, 0, offset))
+
+
+class _Trafka:
+    def __init__(self, bs: str, topic: str, isolation: str = "read_uncommitted") -> None:
+        self.topic = topic
+        self.consumer: BlockingConsumer[Any, Any] = BlockingConsumer(
+            config={
+                "bootstrap.servers": bs,
+                "auto.offset.reset": "earliest",
+                "enable.partition.eof": True,
+                "fetch.wait.max.ms": 50,
+                "isolation.level": isolation,
+            }
+        )
+        self.consumer.assign([TopicPartition(topic, p) for p in (0, 1)])
+
+    def poll(self) -> Event | None:
+        item = self.consumer.getone(timeout_ms=200)
+        if item is None:
+            return None
+        kind = "eof" if isinstance(item, PartitionEOF) else "record"
+        return (kind, item.partition, item.offset)
+
+    def seek(self, offset: int) -> None:
+        self.consumer.seek(TopicPartition(self.topic, 0), offset)
+
+
+@pytest.mark.timeout(120)
+def test_the_same_ends_as_librdkafka(broker: RunningBroker) -> None:
+    pytest.importorskip("confluent_kafka")
+    bs = broker.bootstrap_servers
+    heard: dict[str, list[list[Event]]] = {}
+    for name, make in (("librdkafka", _Librdkafka), ("trafka", _Trafka)):
+        topic = anyio.run(_topic, bs, 2)
+        anyio.run(_produce, bs, topic, [b"a", b"b", b"c"])
+        client = make(bs, topic)
+        try:
+            heard[name] = _scenario(bs, topic, client)
+        finally:
+            client.consumer.close()
+
+    def per_partition(events: list[Event]) -> dict[int, list[Event]]:
+        return {p: [e for e in events if e[1] == p] for p in (0, 1)}
+
+    expected = [
+        {0: [("record", 0, 0), ("record", 0, 1), ("record", 0, 2), ("eof", 0, 3)],
+         1: [("eof", 1, 0)]},
+        {0: [("record", 0, 3), ("record", 0, 4), ("eof", 0, 5)], 1: []},
+        {0: [("record", 0, 3), ("record", 0, 4), ("eof", 0, 5)], 1: []},
+        {0: [("eof", 0, 5)], 1: []},
+    ]  # fmt: skip
+    for name, steps in heard.items():
+        assert [per_partition(step) for step in steps] == expected, name
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("client", [_Librdkafka, _Trafka])
+def test_read_committed_ends_where_librdkafka_ends(broker: RunningBroker, client: Any) -> None:
+    if client is _Librdkafka:
+        pytest.importorskip("confluent_kafka")
+    bs = broker.bootstrap_servers
+    topic = anyio.run(_topic, bs)
+    anyio.run(_produce, bs, topic, [b"a", b"b"])
+    steps: list[list[Event]] = []
+
+    async def in_a_transaction() -> None:
+        async with open_producer(bootstrap_servers=bs, transactional_id=fresh("tx")) as txn:
+            await txn.init_transactions()
+            txn.begin_transaction()
+            await txn.send_and_wait(topic, b"open", partition=0)  # offset 2
+            await anyio.to_thread.run_sync(lambda: steps.append(_collect(reader.poll, {0})))
+            await txn.commit_transaction()  # the marker at 3
+
+    reader = client(bs, topic, "read_committed")
+    try:
+        anyio.run(in_a_transaction)
+        steps.append(_collect(reader.poll, {0}))
+    finally:
+        reader.consumer.close()
+    assert steps == [
+        [("record", 0, 0), ("record", 0, 1), ("eof", 0, 2)],  # the last stable offset
+        [("record", 0, 2), ("eof", 0, 4)],  # past the marker
+    ]
