@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import pickle
 from collections.abc import Iterator
+from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 import anyio
@@ -35,6 +36,8 @@ from trafka.sdk.config import ConsumerConfig, make_config
 from trafka.sdk.consumer import Consumer, check_commit, open_consumer
 from trafka.sdk.consumer_core import ConsumerCore
 from trafka.sdk.fetcher import ConsumerRecord, Fetcher, TopicPartition
+
+pytestmark = pytest.mark.timeout(120)
 
 TP = TopicPartition("t", 0)
 TP1 = TopicPartition("t", 1)
@@ -283,6 +286,17 @@ async def _produce(bs: str, topic: str, values: list[bytes], partition: int = 0)
             await producer.send(topic, value, partition=partition)
 
 
+def _eof_consumer(bs: str, **settings: Any) -> AbstractAsyncContextManager[Consumer[Any, Any]]:
+    """A consumer with end-of-partition events, reading from the log start."""
+    return open_consumer(
+        bootstrap_servers=bs,
+        auto_offset_reset="earliest",
+        enable_partition_eof=True,
+        fetch_max_wait_ms=50,
+        **settings,
+    )
+
+
 def _fetches(consumer: Consumer[Any, Any]) -> int:
     """Fetch requests sent so far (every broker's session counts)."""
     sessions = consumer.statistics().fetch_sessions.values()
@@ -313,7 +327,6 @@ async def _quiet(consumer: Consumer[Any, Any], fetches: int = 3) -> list[Consume
 
 
 @pytest.mark.anyio
-@pytest.mark.timeout(90)
 async def test_end_after_the_records_once_then_again_after_new_ones(
     broker: RunningBroker,
 ) -> None:
@@ -322,12 +335,7 @@ async def test_end_after_the_records_once_then_again_after_new_ones(
         topic = await _topic(bs)
         tp = TopicPartition(topic, 0)
         await _produce(bs, topic, [b"a", b"b", b"c"])
-        async with open_consumer(
-            bootstrap_servers=bs,
-            auto_offset_reset="earliest",
-            enable_partition_eof=True,
-            fetch_max_wait_ms=50,
-        ) as consumer:
+        async with _eof_consumer(bs) as consumer:
             consumer.assign([tp])
             got = (await _until_eofs(consumer, {tp}))[tp]
             assert [r.value for r in got[:-1]] == [b"a", b"b", b"c"]
@@ -345,7 +353,6 @@ async def test_end_after_the_records_once_then_again_after_new_ones(
 
 
 @pytest.mark.anyio
-@pytest.mark.timeout(90)
 async def test_an_empty_partition_reports_its_end_one_at_a_time_too(
     broker: RunningBroker,
 ) -> None:
@@ -353,12 +360,7 @@ async def test_an_empty_partition_reports_its_end_one_at_a_time_too(
     with anyio.fail_after(60):
         topic = await _topic(bs, 2)
         await _produce(bs, topic, [b"x"], partition=1)
-        async with open_consumer(
-            bootstrap_servers=bs,
-            auto_offset_reset="earliest",
-            enable_partition_eof=True,
-            fetch_max_wait_ms=50,
-        ) as consumer:
+        async with _eof_consumer(bs) as consumer:
             consumer.assign([TopicPartition(topic, 0), TopicPartition(topic, 1)])
             items: list[ConsumerRecord] = []
             async for item in consumer:  # getone underneath
@@ -373,7 +375,6 @@ async def test_an_empty_partition_reports_its_end_one_at_a_time_too(
 
 
 @pytest.mark.anyio
-@pytest.mark.timeout(90)
 async def test_read_committed_ends_at_the_open_transaction(broker: RunningBroker) -> None:
     bs = broker.bootstrap_servers
     with anyio.fail_after(60):
@@ -382,19 +383,8 @@ async def test_read_committed_ends_at_the_open_transaction(broker: RunningBroker
         await _produce(bs, topic, [b"a", b"b"])  # offsets 0, 1
         async with (
             open_producer(bootstrap_servers=bs, transactional_id=fresh("tx")) as txn,
-            open_consumer(
-                bootstrap_servers=bs,
-                auto_offset_reset="earliest",
-                enable_partition_eof=True,
-                isolation_level="read_committed",
-                fetch_max_wait_ms=50,
-            ) as committed,
-            open_consumer(
-                bootstrap_servers=bs,
-                auto_offset_reset="earliest",
-                enable_partition_eof=True,
-                fetch_max_wait_ms=50,
-            ) as uncommitted,
+            _eof_consumer(bs, isolation_level="read_committed") as committed,
+            _eof_consumer(bs) as uncommitted,
         ):
             await txn.init_transactions()
             txn.begin_transaction()
@@ -415,7 +405,6 @@ async def test_read_committed_ends_at_the_open_transaction(broker: RunningBroker
 
 
 @pytest.mark.anyio
-@pytest.mark.timeout(90)
 async def test_without_the_setting_no_stream_ever_holds_an_event(broker: RunningBroker) -> None:
     bs = broker.bootstrap_servers
     with anyio.fail_after(60):
@@ -555,7 +544,6 @@ class _Trafka:
         self.consumer.seek(TopicPartition(self.topic, 0), offset)
 
 
-@pytest.mark.timeout(120)
 def test_the_same_ends_as_librdkafka(broker: RunningBroker) -> None:
     pytest.importorskip("confluent_kafka")
     bs = broker.bootstrap_servers
@@ -583,7 +571,6 @@ def test_the_same_ends_as_librdkafka(broker: RunningBroker) -> None:
         assert [per_partition(step) for step in steps] == expected, name
 
 
-@pytest.mark.timeout(120)
 @pytest.mark.parametrize("client", [_Librdkafka, _Trafka])
 def test_read_committed_ends_where_librdkafka_ends(broker: RunningBroker, client: Any) -> None:
     if client is _Librdkafka:
