@@ -87,7 +87,7 @@ from .consumer_types import (
     TopicPartition,
     V,
 )
-from .fetch_decode import NO_TIMESTAMP_TYPE, FetchedData, TakeTally, take_records
+from .fetch_decode import NO_TIMESTAMP_TYPE, FetchedData, TakeTally, take_ends, take_records
 from .fetch_requests import (
     FetchPositions,
     build_close_fetch,
@@ -147,6 +147,16 @@ class PartitionState:
 
     def drop_buffered(self) -> None:
         self.completed = self.prefetched = None
+
+    def start_at(self, position: int | None) -> None:
+        """Start over at ``position`` (None: unknown until a lookup): what is
+        buffered is dropped, and the end is reported again (librdkafka starts
+        a partition's fetching over, its ``eof_offset`` too, on a seek, an
+        assignment or an offset reset)."""
+        self.position = position
+        self.reset = None
+        self.eof_offset = None
+        self.drop_buffered()
 
     def at_end(self, read_committed: bool) -> bool:
         """Whether an end-of-partition event is due: nothing buffered, and the
@@ -285,12 +295,10 @@ class Fetcher:
 
         New partitions are added in the order given, so fetches ask for them in
         that order (a set would give an order that changes with the hash seed).
-        Every partition's end is reported again (librdkafka's ``assign``
-        starts each partition over).
         """
         wanted = dict.fromkeys(tps)
         self.remove([tp for tp in self.partitions if tp not in wanted])
-        for tp in wanted:
+        for tp in wanted:  # (librdkafka's assign reports every partition's end again)
             self.partitions.setdefault(tp, PartitionState()).eof_offset = None
 
     def add(self, tps: Iterable[TopicPartition]) -> None:
@@ -317,19 +325,14 @@ class Fetcher:
         """Set the position; buffered data for the partition is dropped. With
         ``until``, no fetch asks for that offset or a later one (until the next seek)."""
         state = self._state(tp)
-        state.position = offset
-        state.reset = None
+        state.start_at(offset)
         state.fetch_end = until
-        state.eof_offset = None
-        state.drop_buffered()
 
     def request_reset(self, tp: TopicPartition, strategy: int) -> None:
         """Position the partition at EARLIEST (-2) or LATEST (-1) once the driver asks the leader."""
         state = self._state(tp)
+        state.start_at(None)
         state.reset = strategy
-        state.position = None
-        state.eof_offset = None
-        state.drop_buffered()
 
     def position(self, tp: TopicPartition) -> int | None:
         return self._state(tp).position
@@ -453,10 +456,7 @@ class Fetcher:
             return
         if strategy is not None and state.reset != strategy:
             return
-        state.position = offset
-        state.reset = None
-        state.eof_offset = None
-        state.drop_buffered()
+        state.start_at(offset)
 
     def lag(self, tp: TopicPartition) -> int | None:
         """Records between the position and the high watermark (LSO under read_committed)."""
@@ -744,32 +744,16 @@ class Fetcher:
 
     def has_data(self) -> bool:
         """Whether :meth:`take` (or :meth:`take_eofs`) has something to hand out."""
-        if self.errors:
-            return True
-        if self.partition_eof:
-            read_committed = self.read_committed
-            return any(
-                not s.paused and (s.completed is not None or s.at_end(read_committed))
-                for s in self.partitions.values()
-            )
-        return any(s.completed is not None and not s.paused for s in self.partitions.values())
+        ends, read_committed = self.partition_eof, self.read_committed
+        return bool(self.errors) or any(
+            not s.paused and (s.completed is not None or (ends and s.at_end(read_committed)))
+            for s in self.partitions.values()
+        )
 
     def take_eofs(self, wanted: set[TopicPartition] | None = None) -> list[PartitionEOF]:
-        """The end-of-partition events due (with :attr:`partition_eof`; see the
-        module doc), of the ``wanted`` partitions (None: all) not paused, each
-        handed out once: call it after :meth:`take`, whose records come first."""
-        if not self.partition_eof:
-            return []
-        out = []
-        read_committed = self.read_committed
-        for tp, s in self.partitions.items():
-            if s.paused or (wanted is not None and tp not in wanted):
-                continue
-            if s.at_end(read_committed):
-                assert s.position is not None
-                s.eof_offset = s.position
-                out.append(PartitionEOF(tp.topic, tp.partition, s.position))
-        return out
+        """The end-of-partition events due (with :attr:`partition_eof`), of the
+        ``wanted`` partitions (None: all): after :meth:`take`'s records."""
+        return take_ends(self.partitions, self.read_committed, wanted) if self.partition_eof else []
 
     def take(self, max_records: int) -> dict[TopicPartition, list[ConsumerRecord]]:
         """Up to ``max_records`` records, advancing positions (with :attr:`columns` None).
