@@ -514,7 +514,9 @@ class Consumer(OffsetLookups, Hostable, Generic[K, V]):
             max_records: default ``max.poll.records``.
 
         Returns:
-            Records per partition, in offset order (empty on timeout).
+            Records per partition, in offset order (empty on timeout); with
+            ``enable.partition.eof``, a partition's list ends with a
+            :class:`~trafka.sdk.consumer_types.PartitionEOF` when it reached the end.
 
         Raises:
             TypeError, ValueError: ``timeout_ms`` is not a number >= 0,
@@ -591,7 +593,8 @@ class Consumer(OffsetLookups, Hostable, Generic[K, V]):
             self._fetches.send_fetches()
 
     async def getone(self) -> ConsumerRecord[K, V]:
-        """The next record, waiting as long as needed."""
+        """The next record (or, with ``enable.partition.eof``, end-of-partition
+        event), waiting as long as needed."""
         self._check_open()
         core = self.core
         core.poll_started()
