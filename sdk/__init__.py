@@ -69,7 +69,13 @@ from .errors import (
     TransactionFatalError,
     UsageError,
 )
-from .fetcher import ConsumerRecord, OffsetAndMetadata, OffsetOutOfRangeError, TopicPartition
+from .fetcher import (
+    ConsumerRecord,
+    OffsetAndMetadata,
+    OffsetOutOfRangeError,
+    PartitionEOF,
+    TopicPartition,
+)
 from .group_protocol import CommitFailedError
 from .hosting import start_admin, start_consumer, start_producer, start_share_consumer
 from .partitioners import Partitioner, murmur2
@@ -263,6 +269,7 @@ __all__ = [
     "NewTopic",
     "NoBrokersAvailableError",
     "OffsetOutOfRangeError",
+    "PartitionEOF",
     "Partitioner",
     "PendingCommit",
     "Producer",

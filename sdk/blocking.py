@@ -208,7 +208,9 @@ class Consumer(Forwarding, Generic[K, V]):
             yield record
 
     def getone(self, timeout_ms: float | None = None) -> ConsumerRecord[K, V] | None:
-        """The next record, or None when none came within ``timeout_ms`` (default: wait)."""
+        """The next record, or None when none came within ``timeout_ms`` (default:
+        wait); with ``enable.partition.eof``, end-of-partition events come too
+        (confluent-kafka's ``poll(timeout)``)."""
         check_timeout("timeout_ms", timeout_ms)
         return self._next(timeout_ms)
 

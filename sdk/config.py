@@ -538,6 +538,10 @@ class ConsumerConfig(ClientConfig):
             positions after the records handed out; false commits only what the
             application stored with ``Consumer.store_offsets`` (at auto-commit,
             ``commit()`` without offsets, before a revocation and at close).
+        enable_partition_eof: librdkafka's: hand out a ``PartitionEOF`` in the
+            record stream each time the consumer reaches the end of a partition
+            (the high watermark; the last stable offset under read_committed).
+            Off by default, as in librdkafka.
         session_timeout_ms: the group coordinator removes a member it has not
             heard from for this long (classic protocol).
         heartbeat_interval_ms: how often the member heartbeats to the
@@ -587,6 +591,7 @@ class ConsumerConfig(ClientConfig):
     auto_offset_reset: str = _field("latest", _offset_reset)
     enable_auto_commit: bool = _field(True, _bool)
     enable_auto_offset_store: bool = _field(True, _bool)
+    enable_partition_eof: bool = _field(False, _bool)
     auto_commit_interval_ms: int = _field(5_000, _int(1, INT32_MAX))
     session_timeout_ms: int = _field(45_000, _int(1, INT32_MAX))
     heartbeat_interval_ms: int = _field(3_000, _int(1, INT32_MAX))

@@ -131,6 +131,9 @@ _JAVA_REFUSED = {
     "ssl.keystore.type": "give the PEM files as kafka.ssl.certificate.location and "
     "kafka.ssl.key.location",
     "ssl.truststore.type": "give the PEM CA file as kafka.ssl.ca.location",
+    # librdkafka's; a read ends at the offsets planned, and an end-of-partition
+    # event is no row.
+    "enable.partition.eof": "a read ends at its planned offsets (endingOffsets)",
 }
 
 #: ``kafka.partitioner.class``: Java's partitioners by class name, and trafka's own by name.

@@ -584,7 +584,7 @@ def _at_end(consumer: Any, given_up: Mapping[Any, str]) -> bool:
 
 
 async def _consume(opts: _ConsumeOptions, cfg: dict[str, Any]) -> _ConsumeOutcome:
-    from trafka.sdk import ConsumerConfig, TopicPartition, open_consumer
+    from trafka.sdk import ConsumerConfig, PartitionEOF, TopicPartition, open_consumer
 
     config = make_config(ConsumerConfig, cfg)
     notices: BrokerNotices = cfg["error_cb"]
@@ -624,8 +624,15 @@ async def _consume(opts: _ConsumeOptions, cfg: dict[str, Any]) -> _ConsumeOutcom
                 batch = await consumer.getmany(timeout_ms=200, max_records=limit)
                 for records in batch.values():
                     for record in records:
+                        if isinstance(record, PartitionEOF):
+                            # -X enable.partition.eof=true: said on stderr, as kcat does.
+                            echo_err(
+                                f"% reached the end of {record.topic} [{record.partition}] "
+                                f"at offset {record.offset}"
+                            )
+                            continue
                         write(record)
-                    outcome.printed += len(records)
+                        outcome.printed += 1
                 if batch:
                     out.flush()
                 # What the client retries by itself is said, and -e gives up on
