@@ -175,6 +175,8 @@ class RouteStats:
     batches_recovered: int = 0  # retried after a restart, known from the journal
     records_not_rewritten: int = 0  # of those, written before the restart
     parts_failed: int = 0
+    # Not written: an earlier batch of their partition unanswered on a lost connection.
+    batches_held: int = 0
     partitions_rerouted: int = 0  # refused by a former leader, written by the new one
     requests_too_large: int = 0
     metadata_refreshes: int = 0
