@@ -32,7 +32,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any
+from typing import Any, TypeVar
 
 import trio
 
@@ -51,6 +51,7 @@ from .routing import (
     IdempotentPlan,
     RouteStats,
     Topics,
+    cheap_to_plan,
     commit_idempotent,
     failed_answer,
     idempotent_answer,
@@ -60,9 +61,10 @@ from .routing import (
 )
 from .sequences import Placement, Sequences, Session, State, Upstream
 
-__all__ = ["ExactlyOnce", "Preparation"]
+__all__ = ["ExactlyOnce", "Preparation", "place"]
 
 log = logging.getLogger("trafka.proxy")
+T = TypeVar("T")
 
 PRODUCE, FIND_COORDINATOR, ADD_PARTITIONS_TO_TXN, DESCRIBE_PRODUCERS = 0, 10, 24, 61
 MAX_TRANSACTIONAL_IDS = 100_000
@@ -90,6 +92,15 @@ class _Txn:
     epoch: int
     partitions: set[tuple[str, int]] = field(default_factory=set)
     coordinator: int = -1
+
+
+async def place(body: Any, hash_name: str, origin_headers: bool, plan: Callable[[], T]) -> T:
+    """``plan()``, which places the records of the Produce ``body``: at once when
+    the codec's C pass makes that cheap (:func:`.routing.cheap_to_plan`), else
+    on a worker thread, so that no client's batches hold up the others."""
+    if cheap_to_plan(body, hash_name=hash_name, origin_headers=origin_headers):
+        return plan()
+    return await trio.to_thread.run_sync(plan)
 
 
 class ExactlyOnce:
@@ -231,9 +242,13 @@ class ExactlyOnce:
             def recovered(topic: str, partition: int, base: int) -> Placement | None:
                 return journal.lookup((pid, epoch, topic, partition, base))
 
-        # Placing and encoding the records runs on a worker thread (it only reads
-        # the session, which nothing else changes while this producer's lock is held).
-        prepared = await trio.to_thread.run_sync(
+        # Placing and encoding the records may run on a worker thread (it only
+        # reads the session, which nothing else changes while this producer's
+        # lock is held).
+        prepared = await place(
+            body,
+            hash_name,
+            self.origin_headers,
             partial(
                 prepare_idempotent,
                 body,
@@ -244,7 +259,7 @@ class ExactlyOnce:
                 max_size=self.max_size,
                 recovered=recovered,
                 origin_headers=self.origin_headers,
-            )
+            ),
         )
         if prepared is None:
             return None
