@@ -22,7 +22,8 @@ The protocol logic is :mod:`.routing` (placing records, merging answers) and
   hears the broker's error.
 
 Decompressing, splitting and compressing run on worker threads, so no
-client's batches hold up the others. The transaction requests (InitProducerId,
+client's batches hold up the others, unless the codec's C pass makes them
+cheaper than the hop to a thread and back (:func:`~.routing.cheap_to_plan`). The transaction requests (InitProducerId,
 AddPartitionsToTxn, AddOffsetsToTxn, EndTxn) and InitProducerId answers pass
 through unchanged; they teach the exactly-once driver which producers and
 transactions exist.
@@ -39,7 +40,7 @@ import trio
 from trafka.codec.compression import DEFAULT_MAX_DECOMPRESSED_SIZE
 from trafka.codec.errors import DecodeError, DecompressionLimitError, ErrorCode
 
-from .exactly_once import ExactlyOnce
+from .exactly_once import ExactlyOnce, place
 from .filters import CloseConnection, Filter, FilterContext, ProxyServices, Respond, RespondLater
 from .journal import Journal
 from .pool import UpstreamError, Waiter, produce_answer
@@ -154,7 +155,10 @@ class KeyRouting(Filter):
                 if result is not None:
                     return self._answer_exactly_once(ctx, body, result, deadline)
             elif not ctx.authenticated:
-                plan = await trio.to_thread.run_sync(
+                plan = await place(
+                    body,
+                    self.hash_name,
+                    self.origin_headers,
                     partial(
                         plan_produce,
                         body,
@@ -163,11 +167,14 @@ class KeyRouting(Filter):
                         stats=self.stats,
                         max_size=self.max_size,
                         origin_headers=self.origin_headers,
-                    )
+                    ),
                 )
                 if plan is not None:
                     return await self._send_plan(ctx, body, plan, deadline)
-            routed_body, route = await trio.to_thread.run_sync(
+            routed_body, route = await place(
+                body,
+                self.hash_name,
+                self.origin_headers,
                 partial(
                     route_produce,
                     body,
@@ -177,7 +184,7 @@ class KeyRouting(Filter):
                     stats=self.stats,
                     max_size=self.max_size,
                     origin_headers=self.origin_headers,
-                )
+                ),
             )
         except DecompressionLimitError as exc:
             return self._refuse(body, exc)

@@ -70,6 +70,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from trafka.codec import batch_split
 from trafka.codec.compression import DEFAULT_MAX_DECOMPRESSED_SIZE, Compression
 from trafka.codec.errors import DecodeError, ErrorCode
 from trafka.codec.legacy import decode_legacy_entry, encode_message_set
@@ -98,6 +99,7 @@ __all__ = [
     "RouteStats",
     "Topics",
     "commit_idempotent",
+    "cheap_to_plan",
     "failed_answer",
     "idempotent_answer",
     "learn_leaders",
@@ -114,6 +116,8 @@ __all__ = [
 log = logging.getLogger("trafka.proxy")
 
 HASHES: dict[str, Callable[[bytes, int], int]] = KEY_HASHES  # the SDK's, by name
+# The hashes the codec's C pass computes (trafka.codec.batch_split), by function.
+_FAST_HASHES = {fn: name for name, fn in HASHES.items() if name in batch_split.HASH_IDS}
 
 _TRANSACTIONAL = 0x10
 _CONTROL = 0x20
@@ -175,6 +179,8 @@ class RouteStats:
     batches_recovered: int = 0  # retried after a restart, known from the journal
     records_not_rewritten: int = 0  # of those, written before the restart
     parts_failed: int = 0
+    # Not written: an earlier batch of their partition unanswered on a lost connection.
+    batches_held: int = 0
     partitions_rerouted: int = 0  # refused by a former leader, written by the new one
     requests_too_large: int = 0
     metadata_refreshes: int = 0
@@ -243,15 +249,21 @@ class ProducePlan:
 class _Piece:
     """Records of one client batch bound for one partition."""
 
-    records: list[Record] | None  # None: not decoded (``raw`` holds them)
+    records: list[Record] | None  # None: not decoded (``raw`` or ``spans`` hold them)
     header: Any
     raw: bytes | None  # the client's whole batch, when it stays whole
     size: int  # estimated bytes on the wire
+    # The records as the codec's C pass located them (trafka.codec.batch_split).
+    spans: batch_split.Spans | None = None
 
     def decoded(self) -> list[Record]:
         if self.records is None:
-            assert self.raw is not None
-            if self.header.magic == 2:
+            if self.raw is None:  # located by the C pass: built alone, then decoded
+                assert self.spans is not None
+                built = batch_split.build_batch([self.spans], attributes=0)
+                assert built is not None  # these spans were built once already
+                self.records = decode_batch(built[0]).records
+            elif self.header.magic == 2:
                 self.records = decode_batch(self.raw).records
             else:
                 self.records = decode_legacy_entry(self.raw)
@@ -297,6 +309,13 @@ def _split(
         DecodeError: the batch is malformed, or inflates beyond ``max_size``
             (``field`` ``"decompressed_size"``).
     """
+    fast_hash = None if origin else _FAST_HASHES.get(hash_of)
+    if fast_hash is not None and header.magic == 2:
+        found = batch_split.split_batch(
+            raw, header, partitions=count, hash_name=fast_hash, own=partition, max_size=max_size
+        )
+        if found is not None:
+            return _split_fast(header, raw, topic, partition, found, stats)
     records = (
         decode_batch(raw, max_size=max_size).records
         if header.magic == 2
@@ -323,6 +342,41 @@ def _split(
             partition,
             total,
             ", ".join(f"{len(r)} -> {t}" for t, r in sorted(groups.items())),
+        )
+    return _Split(topic, partition, header, pieces)
+
+
+def _split_fast(
+    header: Any,
+    raw: bytes,
+    topic: str,
+    partition: int,
+    found: list[tuple[int, batch_split.Spans]],
+    stats: RouteStats,
+) -> _Split:
+    """:func:`_split` of what the codec's C pass found: the same pieces, each
+    holding its records' spans rather than decoded records."""
+    total = header.records_count
+    if [target for target, _ in found] == [partition]:
+        stats.count(topic, 0, total)
+        piece = _Piece(None, header, raw, len(raw), found[0][1])
+        return _Split(topic, partition, header, {partition: piece})
+    stats.batches_rebuilt += 1
+    pieces = {}
+    kept = 0
+    for target, spans in found:
+        n = len(spans[1]) // batch_split.SPAN_SIZE
+        if target == partition:
+            kept = n
+        pieces[target] = _Piece(None, header, None, len(raw) * n // max(1, total) + 64, spans)
+    stats.count(topic, total - kept, kept)
+    if log.isEnabledFor(logging.DEBUG):
+        log.debug(
+            "%r-%d: %d records placed as %s",
+            topic,
+            partition,
+            total,
+            ", ".join(f"{len(s[1]) // batch_split.SPAN_SIZE} -> {t}" for t, s in sorted(found)),
         )
     return _Split(topic, partition, header, pieces)
 
@@ -427,6 +481,13 @@ def _encode(
         )
         return data, len(messages)
     attributes = first.attributes
+    if all(p.spans is not None for p in pieces):
+        spans = [p.spans for p in pieces if p.spans is not None]
+        built = batch_split.build_batch(
+            spans, attributes=attributes, producer_id=producer_id, producer_epoch=producer_epoch
+        )
+        if built is not None:
+            return built
     records = [(r.timestamp, r.key, r.value, r.headers) for p in pieces for r in p.decoded()]
     data = encode_batch(
         records,
@@ -446,6 +507,33 @@ def _cap(sizes: Iterable[int]) -> int:
 
 def _untouchable(header: Any) -> bool:
     return bool(header.producer_id >= 0 or header.attributes & (_TRANSACTIONAL | _CONTROL))
+
+
+# The most record bytes a request may hold for the driver to plan it on its own
+# thread: the C pass costs a few microseconds per kilobyte, less than handing
+# the request to a worker thread and back; more than this, other clients wait.
+_CHEAP_BYTES = 1024 * 1024
+# gzip's compressor (zlib, at Java's level) is several times slower than the others.
+_SLOW_CODECS = frozenset({Compression.GZIP})
+
+
+def cheap_to_plan(body: Any, *, hash_name: str, origin_headers: bool) -> bool:
+    """Whether placing the records of ``body`` takes so little time (the codec's
+    C pass, a request of at most ``_CHEAP_BYTES`` of records, no gzip) that the
+    driver does it at once rather than on a worker thread."""
+    if origin_headers or not batch_split.available(hash_name):
+        return False
+    size = 0
+    for t in body.topic_data:
+        for p in t.partition_data:
+            if p.records:
+                size += len(p.records)
+                if size > _CHEAP_BYTES:
+                    return False
+                for header, _ in iter_batches(p.records):
+                    if header.attributes & 0x07 in _SLOW_CODECS:
+                        return False
+    return True
 
 
 def _plain_request(body: Any, topics: Topics) -> bool:
@@ -521,9 +609,10 @@ def plan_produce(
     kept: dict[tuple[str, int], _Source] = {}
     owner_of, moved_out = _owners(splits)
     order = _part_order()
+    cap = _cap(sizes)
     for (topic, target), (own, moved) in _by_target(splits).items():
         leader = topics.leader(topic, target)
-        for rnd, chunk in enumerate(_chunks(own, [m for _, m in moved], _cap(sizes))):
+        for rnd, chunk in enumerate(_chunks(own, [m for _, m in moved], cap)):
             data, _ = _encode(chunk)
             part = order(rnd, leader)
             parts.setdefault((rnd, leader), {}).setdefault(topic, {})[target] = data
