@@ -44,20 +44,24 @@ from trafka.codec.messages import k24_add_partitions_to_txn as apt
 from trafka.codec.messages import k61_describe_producers as dp
 from trafka.codec.records import iter_batches
 
+from .answers import (
+    failed_answer,
+    learn_leaders,
+)
 from .filters import FilterContext
+from .idempotent_plan import (
+    IdempotentPlan,
+    commit_idempotent,
+    idempotent_answer,
+    prepare_idempotent,
+    upstream_body,
+)
 from .journal import Journal, JournalError
 from .pool import UpstreamError, UpstreamPool, Waiter, produce_answer
 from .routing import (
-    IdempotentPlan,
     RouteStats,
     Topics,
     cheap_to_plan,
-    commit_idempotent,
-    failed_answer,
-    idempotent_answer,
-    learn_leaders,
-    prepare_idempotent,
-    upstream_body,
 )
 from .sequences import Placement, Sequences, Session, State, Upstream
 
@@ -112,7 +116,7 @@ class ExactlyOnce:
         stats: routing counters.
         refresh: asks the cluster again for these topics' leaders.
         nodes: the node ids the proxy knows (to find a coordinator through).
-        max_size: the most a batch may inflate to (see :func:`.routing.prepare_idempotent`).
+        max_size: the most a batch may inflate to (see :func:`.idempotent_plan.prepare_idempotent`).
         journal: where placements are recorded before they are written, and
             read back after a restart (see :mod:`.journal`); None: nowhere.
         origin_headers: see :func:`.routing.plan_produce`.

@@ -9,7 +9,7 @@ The protocol logic is :mod:`.routing` (placing records, merging answers) and
   connections, answered later (:class:`~.filters.RespondLater`).
 * A plain producer's request: split by the leader of each record's target
   partition, its parts written over the pooled connections, their answers
-  merged into one (:func:`~.routing.plan_produce`, :func:`~.routing.merge_produce`).
+  merged into one (:func:`~.routing.plan_produce`, :func:`~.answers.merge_produce`).
 * A client that authenticated on its own connection (SASL): the pool's
   connections are not the client's, so its Produce stays on its connection,
   with only the records whose target the same broker leads moved
@@ -40,23 +40,27 @@ import trio
 from trafka.codec.compression import DEFAULT_MAX_DECOMPRESSED_SIZE
 from trafka.codec.errors import DecodeError, DecompressionLimitError, ErrorCode
 
+from .answers import (
+    failed_answer,
+    learn_leaders,
+    merge_produce,
+    patch_answer,
+    sub_request,
+    unwritten,
+)
 from .exactly_once import ExactlyOnce, place
 from .filters import CloseConnection, Filter, FilterContext, ProxyServices, Respond, RespondLater
+from .idempotent_plan import (
+    idempotent_producer,
+)
 from .journal import Journal
 from .pool import UpstreamError, Waiter, produce_answer
 from .routing import (
     HASHES,
     ProducePlan,
     RouteStats,
-    failed_answer,
-    idempotent_producer,
-    learn_leaders,
-    merge_produce,
-    patch_answer,
     plan_produce,
     route_produce,
-    sub_request,
-    unwritten,
 )
 
 __all__ = ["KeyRouting"]

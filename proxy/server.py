@@ -72,6 +72,9 @@ from trafka.common.lograte import RateLimitedLog
 from trafka.common.request_budget import RequestBudget, release, reserve
 from trafka.discovery import announcing_listener, discover, is_spec, parse_spec
 
+from .answers import (
+    metadata_request,
+)
 from .config import ProxyConfig, split_server
 from .filters import (
     CloseConnection,
@@ -97,7 +100,10 @@ from .rewrite import (
     rewrite_addresses,
     rewrite_response,
 )
-from .routing import RouteStats, Topics, metadata_request
+from .routing import (
+    RouteStats,
+    Topics,
+)
 
 __all__ = ["ProxyConfig", "RunningProxy", "proxy_in_thread", "serve_proxy"]
 

@@ -21,12 +21,14 @@ from proxy_helpers import request
 from trafka.codec import records
 from trafka.codec.compression import Compression
 from trafka.codec.records import encode_batch
+from trafka.proxy.idempotent_plan import (
+    prepare_idempotent,
+)
 from trafka.proxy.routing import (
     RouteStats,
     Topics,
     cheap_to_plan,
     plan_produce,
-    prepare_idempotent,
     route_produce,
 )
 from trafka.proxy.sequences import Sequences

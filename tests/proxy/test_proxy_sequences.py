@@ -11,13 +11,15 @@ from proxy_helpers import keyed, request
 
 from trafka.codec.errors import ErrorCode
 from trafka.codec.records import decode_batch, encode_batch, read_batch_header
-from trafka.proxy.routing import (
-    RouteStats,
-    Topics,
+from trafka.proxy.idempotent_plan import (
     commit_idempotent,
     idempotent_answer,
     idempotent_producer,
     prepare_idempotent,
+)
+from trafka.proxy.routing import (
+    RouteStats,
+    Topics,
 )
 from trafka.proxy.sequences import Sequences, State, Upstream
 from trafka.sdk.partitioners import murmur2_partition
