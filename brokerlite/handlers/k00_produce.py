@@ -282,7 +282,7 @@ class _ProduceRun:
             assert self._cluster is not None
             deadline_ms = ctx.now_ms + max(self._request.timeout_ms, 0)
             waiter = _AcksAllWaiter(
-                self._cluster, self._responses, self._waits, deadline_ms, version
+                self._cluster, self._responses, self._waits, deadline_ms, version, endpoints
             )
             if not waiter.decided():
                 return ctx.park(waiter)
@@ -334,11 +334,13 @@ class _AcksAllWaiter:
         waits: list[tuple[int, int, str, int, int]],
         deadline_ms: int,
         version: int,
+        endpoints: list[m.ProduceResponse.NodeEndpoint],
     ) -> None:
         self._cluster = cluster
         self._responses = responses
         self._waits = waits
         self._version = version
+        self._endpoints = endpoints  # KIP-951's, for the hints of the other partitions
         self.deadline_ms = deadline_ms
         self.watches = frozenset((t, p) for _, _, t, p, _ in waits)
 
@@ -374,7 +376,7 @@ class _AcksAllWaiter:
                 log_start_offset=-1,
                 error_message=message if self._version >= 8 else None,
             )
-        return m.ProduceResponse(responses=self._responses)
+        return m.ProduceResponse(responses=self._responses, node_endpoints=self._endpoints)
 
 
 def error_response(
