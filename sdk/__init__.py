@@ -80,28 +80,27 @@ from .group_protocol import CommitFailedError
 from .hosting import start_admin, start_consumer, start_producer, start_share_consumer
 from .partitioners import Partitioner, murmur2
 from .producer import PendingCommit, Producer, RecordFuture, open_producer
-from .statistics import (
-    AdminStatistics,
-    ApiStatistics,
-    BrokerStatistics,
-    ConsumerStatistics,
-    CoordinatorStatistics,
-    GroupStatistics,
-    NodeWindowStatistics,
-    PartitionStatistics,
-    ProducerPartitionStatistics,
-    ProducerStatistics,
-    ShareConsumerStatistics,
-    TelemetryStatistics,
-    ThrottleStatistics,
-    TopicStatistics,
-)
 from .transactions import ConsumerGroupMetadata, TxnState
 
 # The admin client and the share consumer are loaded when first named: most
 # services only produce and consume, and these two are most of the import time.
-# So are the values only the admin client takes (ACLs, quotas, delegation tokens).
+# So are the values only the admin client takes (ACLs, quotas, delegation tokens),
+# and the statistics snapshots, made only when a client's statistics() is called.
 _LAZY = {
+    "AdminStatistics": ".statistics",
+    "ApiStatistics": ".statistics",
+    "BrokerStatistics": ".statistics",
+    "ConsumerStatistics": ".statistics",
+    "CoordinatorStatistics": ".statistics",
+    "GroupStatistics": ".statistics",
+    "NodeWindowStatistics": ".statistics",
+    "PartitionStatistics": ".statistics",
+    "ProducerPartitionStatistics": ".statistics",
+    "ProducerStatistics": ".statistics",
+    "ShareConsumerStatistics": ".statistics",
+    "TelemetryStatistics": ".statistics",
+    "ThrottleStatistics": ".statistics",
+    "TopicStatistics": ".statistics",
     "AclBinding": ".acls",
     "AclBindingFilter": ".acls",
     "AclOperation": ".acls",
@@ -185,6 +184,22 @@ if TYPE_CHECKING:
         ShareConsumer,
         ShareRecord,
         open_share_consumer,
+    )
+    from .statistics import (
+        AdminStatistics,
+        ApiStatistics,
+        BrokerStatistics,
+        ConsumerStatistics,
+        CoordinatorStatistics,
+        GroupStatistics,
+        NodeWindowStatistics,
+        PartitionStatistics,
+        ProducerPartitionStatistics,
+        ProducerStatistics,
+        ShareConsumerStatistics,
+        TelemetryStatistics,
+        ThrottleStatistics,
+        TopicStatistics,
     )
 
 

@@ -77,10 +77,10 @@ from .consumer import check_commit, check_poll, check_subscription, open_consume
 from .fetcher import ConsumerRecord, K, TopicPartition, V
 from .share_consumer import AcknowledgeType, ShareRecord, open_share_consumer
 from .share_consumer import ShareConsumer as AsyncShareConsumer
-from .statistics import AdminStatistics, ConsumerStatistics
 
 if TYPE_CHECKING:
     from .admin import Admin as AsyncAdmin
+    from .statistics import AdminStatistics, ConsumerStatistics
 
 __all__ = ["Admin", "Consumer", "PendingCommit", "Producer", "SendFuture", "ShareConsumer"]
 

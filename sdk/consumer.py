@@ -25,7 +25,7 @@ import re
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from typing import Any, Generic, overload
+from typing import TYPE_CHECKING, Any, Generic, overload
 
 import anyio
 import anyio.abc
@@ -66,7 +66,6 @@ from .fetcher import (
     V,
 )
 from .hosting import Hostable
-from .statistics import ConsumerStatistics
 from .subscription import Subscription, check_subscription
 from .telemetry import (
     IntervalAverages,
@@ -77,6 +76,9 @@ from .telemetry import (
 )
 from .transactions import ConsumerGroupMetadata
 from .transport import Cluster
+
+if TYPE_CHECKING:
+    from .statistics import ConsumerStatistics
 
 __all__ = [
     "Consumer",

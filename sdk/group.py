@@ -67,11 +67,11 @@ from .membership import (
     Output,
     Revoke,
 )
-from .statistics import GroupStatistics, coordinator_statistics
 from .transport import BrokerConnection, Cluster
 
 if TYPE_CHECKING:
     from .consumer import Consumer
+    from .statistics import GroupStatistics
 
 __all__ = [
     "Action",
@@ -255,6 +255,8 @@ class GroupDriver:
         return self.machine.rebalances
 
     def statistics(self) -> GroupStatistics:
+        from .statistics import GroupStatistics, coordinator_statistics
+
         machine = self.machine
         latency = machine.rebalance_latency
         return GroupStatistics(

@@ -35,7 +35,7 @@ import logging
 import math
 import random
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.abc
@@ -47,6 +47,7 @@ from ._backoff import backoff_delay
 from ._util import loop_clock
 from .config import AdminConfig, ClientConfig
 from .connection import BrokerConnection, CallbackCompletion, Completion
+from .counters import NodeCounters
 from .errors import (
     AuthenticationError,
     BrokerUnreachableError,
@@ -56,7 +57,9 @@ from .errors import (
 )
 from .metadata import MetadataCache
 from .security import client_ssl_context
-from .statistics import BrokerStatistics, NodeCounters, broker_statistics
+
+if TYPE_CHECKING:
+    from .statistics import BrokerStatistics
 
 __all__ = ["BrokerConnection", "CallbackCompletion", "Cluster", "Completion", "backoff_delay"]
 
@@ -151,6 +154,8 @@ class Cluster:
 
     def broker_statistics(self) -> dict[int, BrokerStatistics]:
         """Per broker node id, the totals of its connections (see :mod:`.statistics`)."""
+        from .statistics import broker_statistics  # loaded when first asked for
+
         by_node: dict[int, list[int]] = {}
         for conn_id in self._stats:
             node = COORDINATOR_BASE - conn_id if is_coordinator_id(conn_id) else conn_id

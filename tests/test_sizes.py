@@ -34,7 +34,6 @@ OVER: dict[str, int] = {
     "function tools/cli_groups.py:groups_reset_offsets": 130,
     "module codec/primitives.py": 1202,
     "module codec/records.py": 2123,
-    "module sdk/statistics.py": 1007,
 }
 
 
