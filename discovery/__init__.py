@@ -15,18 +15,9 @@ The SDK does this by itself for ``bootstrap.servers="zeroconf"`` (or a spec such
 ``"zeroconf:cluster=abc&role=broker"``); ``trafka discover`` lists what answers.
 """
 
-from ._mdns import (
-    Announcement,
-    Announcer,
-    DiscoveryError,
-    announcing,
-    announcing_listener,
-    bootstrap_list,
-    discover,
-    discover_blocking,
-    local_host_name,
-    resolve_addresses,
-)
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from ._service import (
     DEFAULT_TIMEOUT_MS,
     ROLES,
@@ -40,6 +31,50 @@ from ._service import (
     sort_services,
     txt_properties,
 )
+
+# The multicast side (sockets, threads, python-zeroconf's adapter) is loaded when
+# one of its names is first used: the SDK's configuration only parses specs
+# (``is_spec``, ``parse_spec``), and every client imports it (issue #48).
+_LAZY = {
+    "Announcement": "._mdns",
+    "Announcer": "._mdns",
+    "DiscoveryError": "._mdns",
+    "announcing": "._mdns",
+    "announcing_listener": "._mdns",
+    "bootstrap_list": "._mdns",
+    "discover": "._mdns",
+    "discover_blocking": "._mdns",
+    "local_host_name": "._mdns",
+    "resolve_addresses": "._mdns",
+}
+
+if TYPE_CHECKING:
+    from ._mdns import (
+        Announcement,
+        Announcer,
+        DiscoveryError,
+        announcing,
+        announcing_listener,
+        bootstrap_list,
+        discover,
+        discover_blocking,
+        local_host_name,
+        resolve_addresses,
+    )
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
+
 
 __all__ = [
     "DEFAULT_TIMEOUT_MS",

@@ -36,7 +36,6 @@ Rules:
 from __future__ import annotations
 
 import dataclasses
-import difflib
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
@@ -398,6 +397,8 @@ def _unknown(cls: type[ClientConfig], key: str) -> ConfigError:
             return ConfigError(
                 f"{key!r} is a {other.__name__} setting; {cls.__name__} does not take it"
             )
+    import difflib  # only a mistyped key needs it: not loaded with every client
+
     known = sorted(
         {_dotted(f) for f in dataclasses.fields(cls)} | {f.name for f in dataclasses.fields(cls)}
     )
