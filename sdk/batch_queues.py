@@ -33,9 +33,9 @@ from typing import Any
 
 from trafka.codec import KafkaError
 
-from .counters import PartitionCounters, TopicCounters, topic_totals
 from .errors import DeliveryTimeoutError
 from .producer_batches import INT32_MAX, ProducerBatch, child_batch
+from .statistics.counters import PartitionCounters, TopicCounters, topic_totals
 
 __all__ = ["BatchQueues", "PartitionQueue"]
 

@@ -72,10 +72,10 @@ from trafka.codec import TrafkaError
 from ._util import loop_clock
 from .config import ClientConfig
 from .connection_state import ConnectionState
-from .counters import NodeCounters
 from .errors import KafkaConnectionError, RequestTimeoutError, UsageError
 from .security import authenticate
 from .sockets import close_socket, open_socket, socket_error
+from .statistics.counters import NodeCounters
 
 __all__ = ["BrokerConnection", "CallbackCompletion", "Completion"]
 

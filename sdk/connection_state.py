@@ -55,8 +55,8 @@ from trafka.codec import (
 )
 from trafka.codec.messages import k18_api_versions as api_versions
 
-from .counters import NodeCounters
 from .errors import ProtocolError, UsageError
+from .statistics.counters import NodeCounters
 
 __all__ = [
     "CLIENT_THROTTLE_VERSIONS",

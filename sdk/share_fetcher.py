@@ -89,7 +89,6 @@ from typing import Any
 from trafka.codec import ErrorCode, KafkaError
 
 from ._backoff import backoff_delay
-from .counters import Interval, error_name
 from .fetcher import TopicPartition
 from .metadata import REFRESH_ERRORS, MetadataCache
 from .share_acks import (
@@ -113,6 +112,7 @@ from .share_sessions import (
     build_share_fetch,
     next_epoch,
 )
+from .statistics.counters import Interval, error_name
 
 __all__ = [
     "FINAL_EPOCH",

@@ -47,7 +47,6 @@ from ._backoff import backoff_delay
 from ._util import loop_clock
 from .config import AdminConfig, ClientConfig
 from .connection import BrokerConnection, CallbackCompletion, Completion
-from .counters import NodeCounters
 from .errors import (
     AuthenticationError,
     BrokerUnreachableError,
@@ -57,6 +56,7 @@ from .errors import (
 )
 from .metadata import MetadataCache
 from .security import client_ssl_context
+from .statistics.counters import NodeCounters
 
 if TYPE_CHECKING:
     from .statistics import BrokerStatistics
