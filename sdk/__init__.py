@@ -42,7 +42,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from .accumulator import RecordMetadata
-from .config import AdminConfig, ClientConfig, ConsumerConfig, ProducerConfig, ShareConsumerConfig
+from .config import ClientConfig, ConsumerConfig, ProducerConfig
 from .consumer import Consumer, open_consumer
 from .errors import (
     ApiTimeoutError,
@@ -87,6 +87,8 @@ from .transactions import ConsumerGroupMetadata, TxnState
 # So are the values only the admin client takes (ACLs, quotas, delegation tokens),
 # and the statistics snapshots, made only when a client's statistics() is called.
 _LAZY = {
+    "AdminConfig": ".config_admin",
+    "ShareConsumerConfig": ".config_share",
     "AdminStatistics": ".statistics",
     "ApiStatistics": ".statistics",
     "BrokerStatistics": ".statistics",
@@ -176,6 +178,8 @@ if TYPE_CHECKING:
         UserScramCredentialUpsertion,
         open_admin,
     )
+    from .config_admin import AdminConfig
+    from .config_share import ShareConsumerConfig
     from .delegation_tokens import DelegationToken, TokenInformation
     from .quotas import ClientQuotaAlteration, ClientQuotaEntity, ClientQuotaFilterComponent
     from .share_consumer import (

@@ -36,8 +36,9 @@ Rules:
 from __future__ import annotations
 
 import dataclasses
+import importlib
 from collections.abc import Mapping
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from trafka.discovery import DiscoverySpec, is_spec, parse_spec
 
@@ -78,6 +79,10 @@ from .config_values import (
 from .errors import ConfigError
 from .interceptors import consumer_interceptor_classes, producer_interceptor_classes
 from .partitioners import PARTITIONERS
+
+if TYPE_CHECKING:
+    from .config_admin import AdminConfig
+    from .config_share import ShareConsumerConfig
 
 __all__ = [
     "AdminConfig",
@@ -216,6 +221,11 @@ class ClientConfig:
     enable_metrics_push: bool = _field(True, _bool)
     metrics_listen: str | None = _field(None, _listen)
     error_cb: Any = _field(None, _opt_callable, dotted="error_cb")  # noqa: RUF009
+
+    #: Whether the client's metadata requests may create topics when it has no
+    #: ``allow.auto.create.topics`` setting: a producer's may (as Java's), an
+    #: admin client's never do (as Kafka's AdminClient's).
+    auto_create_topics_default: ClassVar[bool] = True
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
@@ -383,6 +393,9 @@ def _snake_keys(cls: type[ClientConfig], changes: Mapping[str, Any]) -> dict[str
 
 
 def _unknown(cls: type[ClientConfig], key: str) -> ConfigError:
+    from .config_admin import AdminConfig
+    from .config_share import ShareConsumerConfig
+
     if cls is ShareConsumerConfig:
         attr = _names(ConsumerConfig).get(_norm(key))
         if attr in _NOT_FOR_SHARE_GROUPS:
@@ -660,68 +673,23 @@ class ConsumerConfig(ClientConfig):
         return self.isolation_level == "read_committed"
 
 
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
-class ShareConsumerConfig(ClientConfig):
-    """Share consumer settings (KIP-932; plus the connection settings of :class:`ClientConfig`).
-
-    Attributes:
-        group_id: the share group (required: a share consumer without one is an error).
-        share_acknowledgement_mode: ``implicit`` (the default: the records of a
-            poll are accepted when the next poll, commit or close starts) or
-            ``explicit`` (the application acknowledges every record).
-        max_poll_records: records handed out per poll; also the ShareFetch
-            MaxRecords and BatchSize.
-        max_poll_interval_ms: a member that does not poll for this long leaves
-            the group, and joins again at its next poll.
-        fetch_min_bytes: a ShareFetch waits until brokers have this much data
-            (or ``fetch_max_wait_ms`` passed).
-        fetch_max_wait_ms: how long a broker may hold a ShareFetch waiting for
-            ``fetch_min_bytes``.
-        fetch_max_bytes: the most data a ShareFetch response may carry.
-        check_crcs: verify record batch CRCs (a corrupt batch's records are rejected).
-        default_api_timeout_ms: the bound of ``commit()`` without its own timeout.
-        allow_auto_create_topics: metadata requests may create subscribed topics.
-        key_deserializer / value_deserializer: ``bytes``, ``str``, ``json`` or a callable.
-    """
-
-    group_id: str | None = _field(None, _opt_str)
-    share_acknowledgement_mode: str = _field("implicit", _choice("implicit", "explicit"))
-    max_poll_records: int = _field(500, _int(1, INT32_MAX))
-    max_poll_interval_ms: int = _field(300_000, _int(1, INT32_MAX))
-    fetch_min_bytes: int = _field(1, _int(0, INT32_MAX))
-    fetch_max_wait_ms: int = _field(500, _int(0, INT32_MAX), aliases=("fetch.wait.max.ms",))
-    fetch_max_bytes: int = _field(52_428_800, _int(0, INT32_MAX))
-    check_crcs: bool = _field(True, _bool)
-    default_api_timeout_ms: int = _field(60_000, _int(0, INT32_MAX))
-    allow_auto_create_topics: bool = _field(True, _bool)
-    key_deserializer: Any = _field("bytes", _callable_or_name(*_SERDES))  # noqa: RUF009
-    value_deserializer: Any = _field("bytes", _callable_or_name(*_SERDES))  # noqa: RUF009
-
-    def _check(self) -> None:
-        super(ShareConsumerConfig, self)._check()
-        if self.group_id is None:
-            raise ConfigError("a share consumer needs group.id (the share group to join)")
-
-    @property
-    def explicit_acknowledgement(self) -> bool:
-        """Whether the application acknowledges each record (``share.acknowledgement.mode``)."""
-        return self.share_acknowledgement_mode == "explicit"
+# The share consumer's and the admin client's settings are loaded when first
+# named: most programs only produce and consume, and making each settings
+# dataclass is a few milliseconds of every import of the client (issue #48).
+_LAZY = {"AdminConfig": ".config_admin", "ShareConsumerConfig": ".config_share"}
 
 
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
-class AdminConfig(ClientConfig):
-    """Admin client settings (plus the connection settings of :class:`ClientConfig`).
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __package__), name)
+    globals()[name] = value
+    return value
 
-    Attributes:
-        default_api_timeout_ms: each admin call's deadline; a call's own
-            ``timeout_ms`` overrides it.
-        enable_metrics_push: as :class:`ClientConfig`'s, but off unless asked for:
-            Java's ``AdminClientConfig`` defines ``enable.metrics.push`` with the
-            default false (the producer's and consumer's configs, true).
-    """
 
-    default_api_timeout_ms: int = _field(60_000, _int(0, INT32_MAX))
-    enable_metrics_push: bool = _field(False, _bool)
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
 
 
 def make_config(

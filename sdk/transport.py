@@ -45,7 +45,7 @@ from trafka.codec import ErrorCode, KafkaError, TrafkaError, UnsupportedVersionE
 
 from ._backoff import backoff_delay
 from ._util import loop_clock
-from .config import AdminConfig, ClientConfig
+from .config import ClientConfig
 from .connection import BrokerConnection, CallbackCompletion, Completion
 from .errors import (
     AuthenticationError,
@@ -100,7 +100,7 @@ class Cluster:
             # Only consumers have the setting. Producers' metadata requests may create
             # topics (as Java's do); an admin's never do (as Kafka's AdminClient's).
             auto_create=getattr(
-                config, "allow_auto_create_topics", not isinstance(config, AdminConfig)
+                config, "allow_auto_create_topics", config.auto_create_topics_default
             ),
         )
         self._conns: dict[int, BrokerConnection] = {}

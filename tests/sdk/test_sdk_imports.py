@@ -103,7 +103,7 @@ def _loaded_after(statement: str, modules: list[str]) -> list[str]:
 # What a program that only produces and consumes never needs (issue #48), each
 # loaded on first use: the admin client, the share consumer (async and blocking),
 # the statistics snapshots of the consumers and brokers (made when statistics()
-# is called), zeroconf's multicast side (the config only parses specs), the
+# is called), the share consumer's and admin client's settings, zeroconf's multicast side (the config only parses specs), the
 # snappy/lz4/zstd library, and difflib (for a mistyped config key).
 OPTIONAL = [
     "trafka.sdk.admin",
@@ -113,6 +113,8 @@ OPTIONAL = [
     "trafka.sdk.blocking_share",
     "trafka.sdk.statistics.brokers",
     "trafka.sdk.statistics.consuming",
+    "trafka.sdk.config_share",
+    "trafka.sdk.config_admin",
     "trafka.discovery._mdns",
     "cramjam",
     "difflib",
@@ -140,7 +142,7 @@ def test_the_parts_loaded_on_first_use_keep_their_public_names() -> None:
     code = (
         "import importlib, sys\n"
         "for path in ('trafka.sdk', 'trafka.sdk.blocking', 'trafka.sdk.statistics',\n"
-        "             'trafka.discovery'):\n"
+        "             'trafka.sdk.config', 'trafka.discovery'):\n"
         "    module = importlib.import_module(path)\n"
         "    listed = dir(module)\n"
         "    missing = [n for n in module.__all__ if n not in listed]\n"
