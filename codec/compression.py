@@ -95,10 +95,10 @@ else:
     cramjam = _Library()
 
 
-def _cramjam_errors() -> tuple[type[BaseException], ...]:
-    """What cramjam raises on bad input (an ``except`` evaluates it only when
-    something was raised)."""
-    return (cramjam.DecompressionError, cramjam.CompressionError, OSError, ValueError)
+def _cramjam_errors(*more: type[BaseException]) -> tuple[type[BaseException], ...]:
+    """What cramjam raises on bad input, and ``more`` (an ``except`` evaluates
+    it only when something was raised)."""
+    return (cramjam.DecompressionError, cramjam.CompressionError, OSError, ValueError, *more)
 
 
 def compress(
@@ -142,7 +142,7 @@ def compress(
         return bytes(
             cramjam.zstd.compress(data, level=_ZSTD_DEFAULT_LEVEL if level is None else level)
         )
-    except (zlib.error, *_cramjam_errors(), TypeError) as exc:
+    except _cramjam_errors(zlib.error, TypeError) as exc:
         raise EncodeError(f"{_NAMES[kind]} compression failed: {exc}") from None
 
 

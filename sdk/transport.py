@@ -55,10 +55,11 @@ from .errors import (
     RequestTimeoutError,
 )
 from .metadata import MetadataCache
-from .security import client_ssl_context
 from .statistics.counters import NodeCounters
 
 if TYPE_CHECKING:
+    import ssl
+
     from .statistics import BrokerStatistics
 
 __all__ = ["BrokerConnection", "CallbackCompletion", "Cluster", "Completion", "backoff_delay"]
@@ -120,7 +121,11 @@ class Cluster:
         self._discover_lock = anyio.Lock()
         self._rng = random.Random()
         self._closed = False
-        self._tls = client_ssl_context(config)
+        self._tls: ssl.SSLContext | None = None
+        if config.uses_tls:  # TLS and SASL (security.py) load only for the clients using them
+            from .security import client_ssl_context
+
+            self._tls = client_ssl_context(config)
         #: The last connect's AuthenticationError, until a connect succeeds.
         self.auth_error: AuthenticationError | None = None
         self.on_change: list[Any] = []  # callables run when connections or metadata change

@@ -101,10 +101,12 @@ def _loaded_after(statement: str, modules: list[str]) -> list[str]:
 
 
 # What a program that only produces and consumes never needs (issue #48), each
-# loaded on first use: the admin client, the share consumer (async and blocking),
-# the statistics snapshots of the consumers and brokers (made when statistics()
-# is called), the share consumer's and admin client's settings, zeroconf's multicast side (the config only parses specs), the
-# snappy/lz4/zstd library, and difflib (for a mistyped config key).
+# loaded on first use: the admin client, the share consumer (async and
+# blocking), the statistics snapshots of the consumers and brokers (made when
+# statistics() is called), the share consumer's and admin client's settings,
+# TLS and SASL (loaded by the first client that uses them), zeroconf's
+# multicast side (the config only parses specs), the snappy/lz4/zstd library,
+# and difflib (for a mistyped config key).
 OPTIONAL = [
     "trafka.sdk.admin",
     "trafka.sdk.acls",
@@ -115,6 +117,8 @@ OPTIONAL = [
     "trafka.sdk.statistics.consuming",
     "trafka.sdk.config_share",
     "trafka.sdk.config_admin",
+    "trafka.sdk.security",
+    "trafka.codec.sasl",
     "trafka.discovery._mdns",
     "cramjam",
     "difflib",
