@@ -15,8 +15,9 @@ The SDK does this by itself for ``bootstrap.servers="zeroconf"`` (or a spec such
 ``"zeroconf:cluster=abc&role=broker"``); ``trafka discover`` lists what answers.
 """
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from trafka.common.lazy import lazy_exports
 
 from ._service import (
     DEFAULT_TIMEOUT_MS,
@@ -63,17 +64,7 @@ if TYPE_CHECKING:
     )
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module, __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_LAZY})
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY)
 
 
 __all__ = [

@@ -38,8 +38,9 @@ consumer's group membership, share sessions and acknowledgements), and the
 admin client's per-area requests and answers (the modules of :mod:`.admin`).
 """
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from trafka.common.lazy import lazy_exports
 
 from .accumulator import RecordMetadata
 from .config import ClientConfig, ConsumerConfig, ProducerConfig
@@ -207,17 +208,7 @@ if TYPE_CHECKING:
     )
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module, __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_LAZY})
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY)
 
 
 __all__ = [

@@ -62,6 +62,8 @@ import trio
 import trio.abc
 import trio.lowlevel
 
+from trafka.common.lazy import lazy_exports
+
 from ._loop_thread import Forwarding, LoopLock, Portal, locked, unlocked, wait_turn, with_loop_lock
 from ._validate import (
     check_callable,
@@ -85,19 +87,9 @@ __all__ = ["Admin", "Consumer", "PendingCommit", "Producer", "SendFuture", "Shar
 log = logging.getLogger("trafka.sdk.blocking")
 
 
-def __getattr__(name: str) -> Any:
-    # The share consumer (and the async one it runs, with its share sessions and
-    # acknowledgements) is loaded when first named, as trafka.sdk does (issue #48).
-    if name == "ShareConsumer":
-        from .blocking_share import ShareConsumer
-
-        globals()[name] = ShareConsumer
-        return ShareConsumer
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+# The share consumer (and the async one it runs, with its share sessions and
+# acknowledgements) is loaded when first named, as trafka.sdk does (issue #48).
+__getattr__, __dir__ = lazy_exports(__name__, {"ShareConsumer": ".blocking_share"})
 
 
 # -- consumer --------------------------------------------------------------------------------------

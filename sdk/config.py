@@ -36,10 +36,10 @@ Rules:
 from __future__ import annotations
 
 import dataclasses
-import importlib
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
+from trafka.common.lazy import lazy_exports
 from trafka.discovery import DiscoverySpec, is_spec, parse_spec
 
 from ._validate import INT32_MAX
@@ -679,17 +679,7 @@ class ConsumerConfig(ClientConfig):
 _LAZY = {"AdminConfig": ".config_admin", "ShareConsumerConfig": ".config_share"}
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module, __package__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_LAZY})
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY)
 
 
 def make_config(
