@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING
 from trafka.common.lazy import lazy_exports
 
 from .accumulator import RecordMetadata
-from .config import ClientConfig, ConsumerConfig, ProducerConfig
+from .config import ClientConfig, ProducerConfig
 from .consumer import Consumer, open_consumer
 from .errors import (
     ApiTimeoutError,
@@ -89,6 +89,7 @@ from .transactions import ConsumerGroupMetadata, TxnState
 # and the statistics snapshots, made only when a client's statistics() is called.
 _LAZY = {
     "AdminConfig": ".config_admin",
+    "ConsumerConfig": ".config_consumer",
     "ShareConsumerConfig": ".config_share",
     "AdminStatistics": ".statistics",
     "ApiStatistics": ".statistics",
@@ -180,6 +181,7 @@ if TYPE_CHECKING:
         open_admin,
     )
     from .config_admin import AdminConfig
+    from .config_consumer import ConsumerConfig
     from .config_share import ShareConsumerConfig
     from .delegation_tokens import DelegationToken, TokenInformation
     from .quotas import ClientQuotaAlteration, ClientQuotaEntity, ClientQuotaFilterComponent

@@ -45,7 +45,7 @@ from ._validate import (
     describe,
 )
 from .calls import Calls
-from .config import ConsumerConfig, make_config
+from .config import make_config
 from .consumer_core import ConsumerCore
 from .consumer_fetching import FetchDriver
 from .consumer_offsets import OffsetLookups
@@ -78,6 +78,7 @@ from .transactions import ConsumerGroupMetadata
 from .transport import Cluster
 
 if TYPE_CHECKING:
+    from .config_consumer import ConsumerConfig
     from .statistics import ConsumerStatistics
 
 __all__ = [
@@ -788,6 +789,8 @@ async def open_consumer(
     Raises:
         ConfigError: invalid configuration.
     """
+    from .config_consumer import ConsumerConfig  # loaded with the first consumer
+
     cfg = make_config(ConsumerConfig, config, kwargs)
     async with owned_task_group() as tg, Consumer[Any, Any](cfg, tg) as consumer:
         await serve_metrics_if_asked(tg, consumer, "consumer", cfg.metrics_listen)

@@ -45,7 +45,6 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Generic
 
 from ._util import get_deserializer
-from .config import ConsumerConfig
 from .errors import UsageError
 from .fetcher import (
     ConsumedPositions,
@@ -60,6 +59,7 @@ from .interceptors import ConsumerInterceptors
 from .metadata import MetadataCache
 
 if TYPE_CHECKING:
+    from .config_consumer import ConsumerConfig
     from .statistics import ConsumerStatistics, GroupStatistics
 
 __all__ = ["ConsumerCore"]

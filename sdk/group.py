@@ -36,7 +36,6 @@ from trafka.codec import KafkaError, TrafkaError
 
 from ._util import loop_clock, sleep_until
 from .calls import Calls, again_if_transient
-from .config import ConsumerConfig
 from .consumer_membership import ConsumerMembership
 from .fetcher import TopicPartition
 from .group_protocol import (
@@ -70,6 +69,7 @@ from .membership import (
 from .transport import BrokerConnection, Cluster
 
 if TYPE_CHECKING:
+    from .config_consumer import ConsumerConfig
     from .consumer import Consumer
     from .statistics import GroupStatistics
 
