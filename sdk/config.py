@@ -40,7 +40,6 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from trafka.common.lazy import lazy_exports
-from trafka.discovery import DiscoverySpec, is_spec, parse_spec
 
 from ._validate import INT32_MAX
 from .config_keys import _NOT_FOR_SHARE_GROUPS, _NOT_TAKEN_NORM, _names, _norm
@@ -79,6 +78,8 @@ from .interceptors import producer_interceptor_classes
 from .partitioners import PARTITIONERS
 
 if TYPE_CHECKING:
+    from trafka.discovery import DiscoverySpec
+
     from .config_admin import AdminConfig
     from .config_consumer import ConsumerConfig
     from .config_share import ShareConsumerConfig
@@ -326,6 +327,8 @@ class ClientConfig:
     @property
     def bootstrap_addresses(self) -> list[tuple[str, int]]:
         """``bootstrap_servers`` split into (host, port) pairs (zeroconf specs left out)."""
+        from trafka.discovery import is_spec  # zeroconf loads only for who asks (issue #48)
+
         return [
             _split_host_port("bootstrap.servers", s)
             for s in self.bootstrap_servers
@@ -335,6 +338,8 @@ class ClientConfig:
     @property
     def discovery_specs(self) -> list[DiscoverySpec]:
         """The zeroconf discovery specs among ``bootstrap_servers``."""
+        from trafka.discovery import is_spec, parse_spec
+
         return [parse_spec(s) for s in self.bootstrap_servers if is_spec(s)]
 
     @classmethod

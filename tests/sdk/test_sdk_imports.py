@@ -100,13 +100,13 @@ def _loaded_after(statement: str, modules: list[str]) -> list[str]:
     return result.stdout.split()
 
 
-# What a program that only produces and consumes never needs (issue #48), each
-# loaded on first use: the admin client, the share consumer (async and
-# blocking), the statistics snapshots of the consumers and brokers (made when
-# statistics() is called), the share consumer's and admin client's settings,
-# TLS and SASL (loaded by the first client that uses them), zeroconf's
-# multicast side (the config only parses specs), the snappy/lz4/zstd library,
-# and difflib (for a mistyped config key).
+# What importing the SDK leaves out (issue #48), each loaded on first use: the
+# admin client, the share consumer (async and blocking), the statistics
+# snapshots of the consumers and brokers (made when statistics() is called),
+# the share consumer's and admin client's settings, TLS and SASL (loaded by the
+# first client that uses them), zeroconf (loaded with the first client's
+# bootstrap list, its multicast side only for a zeroconf spec), the
+# snappy/lz4/zstd library, and difflib (for a mistyped config key).
 OPTIONAL = [
     "trafka.sdk.admin",
     "trafka.sdk.acls",
@@ -119,6 +119,7 @@ OPTIONAL = [
     "trafka.sdk.config_admin",
     "trafka.sdk.security",
     "trafka.codec.sasl",
+    "trafka.discovery",
     "trafka.discovery._mdns",
     "cramjam",
     "difflib",
