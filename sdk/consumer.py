@@ -25,7 +25,7 @@ import re
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from typing import Any, Generic, overload
+from typing import TYPE_CHECKING, Any, Generic, overload
 
 import anyio
 import anyio.abc
@@ -45,7 +45,7 @@ from ._validate import (
     describe,
 )
 from .calls import Calls
-from .config import ConsumerConfig, make_config
+from .config import make_config
 from .consumer_core import ConsumerCore
 from .consumer_fetching import FetchDriver
 from .consumer_offsets import OffsetLookups
@@ -66,7 +66,6 @@ from .fetcher import (
     V,
 )
 from .hosting import Hostable
-from .statistics import ConsumerStatistics
 from .subscription import Subscription, check_subscription
 from .telemetry import (
     IntervalAverages,
@@ -77,6 +76,10 @@ from .telemetry import (
 )
 from .transactions import ConsumerGroupMetadata
 from .transport import Cluster
+
+if TYPE_CHECKING:
+    from .config_consumer import ConsumerConfig
+    from .statistics import ConsumerStatistics
 
 __all__ = [
     "Consumer",
@@ -786,6 +789,8 @@ async def open_consumer(
     Raises:
         ConfigError: invalid configuration.
     """
+    from .config_consumer import ConsumerConfig  # loaded with the first consumer
+
     cfg = make_config(ConsumerConfig, config, kwargs)
     async with owned_task_group() as tg, Consumer[Any, Any](cfg, tg) as consumer:
         await serve_metrics_if_asked(tg, consumer, "consumer", cfg.metrics_listen)

@@ -42,10 +42,9 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterable, Mapping
-from typing import Any, Generic
+from typing import TYPE_CHECKING, Any, Generic
 
 from ._util import get_deserializer
-from .config import ConsumerConfig
 from .errors import UsageError
 from .fetcher import (
     ConsumedPositions,
@@ -58,12 +57,10 @@ from .fetcher import (
 )
 from .interceptors import ConsumerInterceptors
 from .metadata import MetadataCache
-from .statistics import (
-    ConsumerStatistics,
-    FetchSessionStatistics,
-    GroupStatistics,
-    PartitionStatistics,
-)
+
+if TYPE_CHECKING:
+    from .config_consumer import ConsumerConfig
+    from .statistics import ConsumerStatistics, GroupStatistics
 
 __all__ = ["ConsumerCore"]
 
@@ -297,6 +294,8 @@ class ConsumerCore(Generic[K, V]):
         """The consumer's statistics from the fetcher's and the core's counts,
         with what only its drivers know (the group's, the brokers' and the
         metrics push's statistics)."""
+        from .statistics import ConsumerStatistics, FetchSessionStatistics, PartitionStatistics
+
         fetcher = self.fetcher
         buffered = self.held_per_partition()  # taken from the fetcher, not handed out yet
         partitions = {

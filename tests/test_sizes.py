@@ -29,7 +29,6 @@ OVER: dict[str, int] = {
     "function codec/records.py:_decode_records_v2": 146,
     "module codec/primitives.py": 1202,
     "module codec/records.py": 2123,
-    "module sdk/statistics.py": 1007,
 }
 
 
