@@ -25,6 +25,7 @@ from ._batch_format import (
     _CODEC_MASK,
     MIN_BATCH_LENGTH,
 )
+from ._construct_calls import build_sub, emit_build, emit_parse, parse_sub
 from .errors import CodecError, DecodeError, EncodeError
 from .primitives import Int8, Int16, Int32, Int64, UInt32, VarInt, VarLong
 
@@ -167,17 +168,17 @@ class Ref(Construct):  # type: ignore[misc]
         self.flagbuildnone = subcon.flagbuildnone
 
     def _parse(self, stream: BytesIO, context: Any, path: str) -> Any:
-        return self.subcon._parsereport(stream, context, path)
+        return parse_sub(self.subcon, stream, context, path)
 
     def _build(self, obj: Any, stream: BytesIO, context: Any, path: str) -> Any:
-        self.subcon._build(obj, stream, context, path)
+        build_sub(self.subcon, obj, stream, context, path)
         return obj
 
     def _emitparse(self, code: Any) -> str:
-        return str(self.subcon._compileparse(code))
+        return emit_parse(self.subcon, code)
 
     def _emitbuild(self, code: Any) -> str:
-        return f"({self.subcon._compilebuild(code)}, obj)[1]"
+        return f"({emit_build(self.subcon, code)}, obj)[1]"
 
 
 class LengthPrefixed(Construct):  # type: ignore[misc]
@@ -195,16 +196,16 @@ class LengthPrefixed(Construct):  # type: ignore[misc]
         self.flagbuildnone = False
 
     def _parse(self, stream: BytesIO, context: Any, path: str) -> Any:
-        sub = _sub_reader(stream, self.lengthfield._parsereport(stream, context, path))
-        value = self.subcon._parsereport(sub, context, path)
+        sub = _sub_reader(stream, parse_sub(self.lengthfield, stream, context, path))
+        value = parse_sub(self.subcon, sub, context, path)
         _wire.check_consumed(sub, "length-prefixed data")
         return value
 
     def _build(self, obj: Any, stream: BytesIO, context: Any, path: str) -> Any:
         sub = BytesIO()
-        self.subcon._build(obj, sub, context, path)
+        build_sub(self.subcon, obj, sub, context, path)
         data = sub.getvalue()
-        self.lengthfield._build(len(data), stream, context, path)
+        build_sub(self.lengthfield, len(data), stream, context, path)
         stream.write(data)
         return obj
 
@@ -212,8 +213,8 @@ class LengthPrefixed(Construct):  # type: ignore[misc]
         fname = f"parse_length_prefixed_{code.allocateId()}"
         code.append(f"""
             def {fname}(io, this):
-                io = {_link(code, _sub_reader)}(io, {self.lengthfield._compileparse(code)})
-                value = {self.subcon._compileparse(code)}
+                io = {_link(code, _sub_reader)}(io, {emit_parse(self.lengthfield, code)})
+                value = {emit_parse(self.subcon, code)}
                 {_link(code, _wire.check_consumed)}(io, "length-prefixed data")
                 return value
         """)
@@ -225,11 +226,11 @@ class LengthPrefixed(Construct):  # type: ignore[misc]
             def {fname}(obj, io, this):
                 value = obj
                 outer, io = io, BytesIO()
-                {self.subcon._compilebuild(code)}
+                {emit_build(self.subcon, code)}
                 data = io.getvalue()
                 io = outer
                 obj = len(data)
-                {self.lengthfield._compilebuild(code)}
+                {emit_build(self.lengthfield, code)}
                 io.write(data)
                 return value
         """)
@@ -247,13 +248,13 @@ class Sized(Construct):  # type: ignore[misc]
 
     def _parse(self, stream: BytesIO, context: Any, path: str) -> Any:
         sub = _sub_reader(stream, evaluate(self.length, context))
-        value = self.subcon._parsereport(sub, context, path)
+        value = parse_sub(self.subcon, sub, context, path)
         _wire.check_consumed(sub, "sized data")
         return value
 
     def _build(self, obj: Any, stream: BytesIO, context: Any, path: str) -> Any:
         sub = BytesIO()
-        self.subcon._build(obj, sub, context, path)
+        build_sub(self.subcon, obj, sub, context, path)
         _check_sized(sub.getvalue(), evaluate(self.length, context))
         stream.write(sub.getvalue())
         return obj
@@ -263,7 +264,7 @@ class Sized(Construct):  # type: ignore[misc]
         code.append(f"""
             def {fname}(io, this):
                 io = {_link(code, _sub_reader)}(io, {self.length!r})
-                value = {self.subcon._compileparse(code)}
+                value = {emit_parse(self.subcon, code)}
                 {_link(code, _wire.check_consumed)}(io, "sized data")
                 return value
         """)
@@ -275,7 +276,7 @@ class Sized(Construct):  # type: ignore[misc]
             def {fname}(obj, io, this):
                 value = obj
                 outer, io = io, BytesIO()
-                {self.subcon._compilebuild(code)}
+                {emit_build(self.subcon, code)}
                 {_link(code, _check_sized)}(io.getvalue(), {self.length!r})
                 outer.write(io.getvalue())
                 return value
@@ -302,7 +303,7 @@ class Counted(Construct):  # type: ignore[misc]
         out = []
         for i in range(_check_count(stream, n)):
             try:
-                out.append(self.subcon._parsereport(stream, context, path))
+                out.append(parse_sub(self.subcon, stream, context, path))
             except CodecError as exc:
                 exc.add_field_prefix(f"[{i}]")
                 raise
@@ -313,7 +314,7 @@ class Counted(Construct):  # type: ignore[misc]
             _wire.w_varint(stream, len(obj))
         for i, item in enumerate(obj):
             try:
-                self.subcon._build(item, stream, context, path)
+                build_sub(self.subcon, item, stream, context, path)
             except CodecError as exc:
                 exc.add_field_prefix(f"[{i}]")
                 raise
@@ -328,7 +329,7 @@ class Counted(Construct):  # type: ignore[misc]
                 i = 0
                 try:
                     for i in range({_link(code, _check_count)}(io, {count})):
-                        out.append({self.subcon._compileparse(code)})
+                        out.append({emit_parse(self.subcon, code)})
                 except {_link(code, CodecError)} as exc:
                     exc.add_field_prefix(f"[{{i}}]")
                     raise
@@ -345,7 +346,7 @@ class Counted(Construct):  # type: ignore[misc]
                 i = 0
                 try:
                     for i, obj in enumerate(items):
-                        {self.subcon._compilebuild(code)}
+                        {emit_build(self.subcon, code)}
                 except {_link(code, CodecError)} as exc:
                     exc.add_field_prefix(f"[{{i}}]")
                     raise

@@ -187,10 +187,7 @@ class RecordColumns:
 
     @classmethod
     def join(cls, parts: Iterable[RecordColumns]) -> RecordColumns:
-        out = cls()
-        out._pieces = tuple(p for part in parts for p in part._pieces)
-        out._length = sum(p.stop - p.start for p in out._pieces)
-        return out
+        return cls(piece for part in parts for piece in part.pieces())
 
     def __len__(self) -> int:
         return self._length
