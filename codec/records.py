@@ -51,6 +51,13 @@ bytes (tests/codec/test_speedups.py). A consumer's walk over a whole blob goes
 the same way (:func:`decode_batch_run_as`): C decodes the run of plain batches
 it accepts and stops before anything else, which the ordinary walk then handles
 (tests/codec/test_records_consumer_paths.py).
+
+This module is the public face; the code lives in private modules by concern,
+whose names it re-exports: ``_batch_format`` (layout constants, varints),
+``_batch_header`` (header, blob walk, CRCs, in-place rewrites), ``_batch_decode``
+and ``_batch_encode`` (the hot paths), ``_control_records`` (transaction
+markers), ``_batch_schema`` (the construct oracle) and ``_accel`` (the switch to
+the C accelerator, read at each call; tests patch ``_accel.speedups``).
 """
 
 from __future__ import annotations
