@@ -54,8 +54,7 @@ from kafka.protocol.producer import ProduceRequest as KpProduceRequest
 from kafka.record.memory_records import MemoryRecords, MemoryRecordsBuilder
 from kafka.version import __version__ as kafka_python_version
 
-from trafka.codec import protocol
-from trafka.codec import records as records_module
+from trafka.codec import _accel, protocol
 from trafka.codec.compression import Compression
 from trafka.codec.messages import k00_produce as produce
 from trafka.codec.messages import k01_fetch as fetch
@@ -397,7 +396,7 @@ def main(argv: list[str] | None = None) -> int:
         f"best of {args.repeat} runs (median in brackets), records/s; ratio = trafka / kafka-python"
     )
     # The record loops run in C when trafka.codec._speedups is built (TRAFKA_NO_SPEEDUPS=1: off).
-    print(f"trafka record batches: {'C speedups' if records_module._speedups else 'pure Python'}")
+    print(f"trafka record batches: {'C speedups' if _accel.speedups else 'pure Python'}")
     print()
     header = f"{'case':<24} {'op':<7} {'trafka':>26} {'kafka-python':>26} {'ratio':>7}"
     print(header)

@@ -483,12 +483,12 @@ def r_count(io: BytesIO, compact: bool, nullable: bool) -> int:
         n = r_clen(io, nullable)
     else:
         n = r_len32(io, nullable)
-    if n > _COUNT_CHECK:
+    if n > COUNT_CHECK:
         _check_len(io, n)
     return n
 
 
-_COUNT_CHECK = 64
+COUNT_CHECK = 64
 
 
 def w_count(io: BytesIO, value: Any, compact: bool, nullable: bool) -> int:
@@ -627,7 +627,7 @@ def b_count(buf: bytes, pos: int, nullable: bool) -> tuple[int, int]:
     n -= 1
     if n < 0 and not nullable:
         raise DecodeError("null for a non-nullable field")
-    if n > _COUNT_CHECK and n > len(buf) - pos:
+    if n > COUNT_CHECK and n > len(buf) - pos:
         raise DecodeError(f"length {n} exceeds the {len(buf) - pos} bytes left")
     return n, pos
 

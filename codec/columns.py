@@ -36,7 +36,8 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from . import records as _records
+from . import _accel
+from ._batch_decode import _checked_payload, _decode_records_v2, _records_section
 from .compression import DEFAULT_MAX_DECOMPRESSED_SIZE
 from .crc import crc32c_function
 from .records import BytesLike, RecordBatchHeader
@@ -186,10 +187,7 @@ class RecordColumns:
 
     @classmethod
     def join(cls, parts: Iterable[RecordColumns]) -> RecordColumns:
-        out = cls()
-        out._pieces = tuple(p for part in parts for p in part._pieces)
-        out._length = sum(p.stop - p.start for p in out._pieces)
-        return out
+        return cls(piece for part in parts for piece in part.pieces())
 
     def __len__(self) -> int:
         return self._length
@@ -291,10 +289,10 @@ def decode_batch_columns(
         DecodeError: anything malformed, located as by
             :func:`~trafka.codec.records.decode_batch`.
     """
-    header, payload = _records._checked_payload(batch, verify)
-    data, count, log_append = _records._records_section(header, payload, max_size)
+    header, payload = _checked_payload(batch, verify)
+    data, count, log_append = _records_section(header, payload, max_size)
     timestamp_type = header.timestamp_type.value
-    sp = _records._speedups
+    sp = _accel.speedups
     if sp is not None:
         fast = sp.decode_records_columns(
             data,
@@ -308,7 +306,7 @@ def decode_batch_columns(
         )
         if fast is not None:
             return header, RecordColumns.whole(ColumnBuffers.of(fast))
-    decoded = _records._decode_records_v2(
+    decoded = _decode_records_v2(
         bytes(data), count, header.base_offset, header.base_timestamp, log_append
     )
     if min_offset is not None:
@@ -330,7 +328,7 @@ def decode_batch_run_columns(
     record with its batch's timestamp type); the same run, stops and result,
     with the records as :class:`RecordColumns`. Without the C accelerator (or
     for a blob that is not ``bytes``) the run is empty."""
-    sp = _records._speedups
+    sp = _accel.speedups
     if sp is None or type(buf) is not bytes:
         return RecordColumns(), pos, None
     crc = crc32c_function if verify else None

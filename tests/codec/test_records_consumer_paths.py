@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from trafka.codec import records
+from trafka.codec import _accel, records
 from trafka.codec.columns import ColumnBuffers, decode_batch_columns, decode_batch_run_columns
 from trafka.codec.compression import Compression
 from trafka.codec.legacy import encode_message_set
@@ -40,10 +40,10 @@ TS = 1_700_000_000_000
 @pytest.fixture(autouse=True)
 def c_path() -> Iterator[None]:
     """The C module on, even under TRAFKA_NO_SPEEDUPS (tests switch it off themselves)."""
-    saved = records._speedups
-    records._speedups = C
+    saved = _accel.speedups
+    _accel.speedups = C
     yield
-    records._speedups = saved
+    _accel.speedups = saved
 
 
 def batch(base: int, n: int, **kw: Any) -> bytes:
@@ -140,14 +140,14 @@ def test_records_with_atomic_fields_are_untracked() -> None:
         assert not gc.is_tracked(rec.headers)
         assert not any(gc.is_tracked(pair) for pair in rec.headers)
     # Equal to what the Python path builds, which leaves untracking to CPython.
-    saved = records._speedups
-    records._speedups = None
+    saved = _accel.speedups
+    _accel.speedups = None
     try:
         slow = decode_batch_as(
             encode_batch(_rows_with_headers()), Rec, prefix=("t", 0), suffix=(0, -1)
         )[1]
     finally:
-        records._speedups = saved
+        _accel.speedups = saved
     assert slow == out
 
 
@@ -393,7 +393,7 @@ def test_run_agrees_with_the_ordinary_walk(
 
 def test_run_is_empty_without_the_accelerator(monkeypatch: pytest.MonkeyPatch) -> None:
     blob, _ = build_blob([("plain", 3), ("plain", 2)], 0)
-    monkeypatch.setattr(records, "_speedups", None)
+    monkeypatch.setattr(_accel, "speedups", None)
     assert records.decode_batch_run_as(blob, 0, Rec, prefix=("t", 3)) == ((), 0, None)
 
 
@@ -505,12 +505,12 @@ def test_batch_columns_agree_with_the_records(kind: str, fast: bool) -> None:
     try:
         header, recs = decode_batch_as(entry, Rec, prefix=("t", 3), suffix=(0, 0), min_offset=12)
     except records.DecodeError as exc:
-        records._speedups = C if fast else None
+        _accel.speedups = C if fast else None
         with pytest.raises(records.DecodeError) as raised:
             decode_batch_columns(entry, min_offset=12, headers=True)
         assert str(raised.value) == str(exc)
         return
-    records._speedups = C if fast else None
+    _accel.speedups = C if fast else None
     _, got = decode_batch_columns(entry, min_offset=12, headers=True)
     ts_type = header.timestamp_type.value
     assert got.rows() == [(*r[2:7], ts_type) for r in recs]

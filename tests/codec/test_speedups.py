@@ -38,7 +38,9 @@ from test_records import (
     zz,
 )
 
-from trafka.codec import records
+from trafka.codec import _accel, records
+from trafka.codec._batch_decode import _decode_records_v2
+from trafka.codec._batch_encode import _encode_all, _encode_record
 from trafka.codec.columns import ColumnBuffers
 from trafka.codec.compression import Compression
 from trafka.codec.errors import CodecError, DecodeError, EncodeError
@@ -66,20 +68,20 @@ SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[Heal
 @pytest.fixture(scope="module", autouse=True)
 def pure_python() -> Iterator[None]:
     """Every test here starts on the Python path; tests switch to C explicitly."""
-    saved = records._speedups
-    records._speedups = None
+    saved = _accel.speedups
+    _accel.speedups = None
     yield
-    records._speedups = saved
+    _accel.speedups = saved
 
 
 @contextmanager
 def path(fast: bool) -> Iterator[None]:
-    saved = records._speedups
-    records._speedups = C if fast else None
+    saved = _accel.speedups
+    _accel.speedups = C if fast else None
     try:
         yield
     finally:
-        records._speedups = saved
+        _accel.speedups = saved
 
 
 def outcome(fn: Any, *args: Any, **kwargs: Any) -> Any:
@@ -104,14 +106,14 @@ def both_paths(fn: Any, *args: Any, **kwargs: Any) -> tuple[Any, Any]:
 @pytest.mark.skipif(DISABLED, reason="TRAFKA_NO_SPEEDUPS is set")
 def test_extension_is_built_and_loaded() -> None:
     assert C is not None, "trafka.codec._speedups did not build: re-run pip install -e '.[dev]'"
-    assert records._load_speedups() is C
+    assert _accel.load_speedups() is C
 
 
 def test_env_var_forces_pure_python(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TRAFKA_NO_SPEEDUPS", "1")
-    assert records._load_speedups() is None
+    assert _accel.load_speedups() is None
     monkeypatch.setenv("TRAFKA_NO_SPEEDUPS", "0")
-    assert records._load_speedups() is C
+    assert _accel.load_speedups() is C
 
 
 class _Spy:
@@ -135,8 +137,8 @@ class _Spy:
 @needs_c
 def test_records_module_calls_the_extension() -> None:
     spy = _Spy()
-    saved = records._speedups
-    records._speedups = spy
+    saved = _accel.speedups
+    _accel.speedups = spy
     try:
         rows = [(TS + i, b"k", b"v" * i, (("h", b"x"),)) for i in range(3)]
         data = encode_batch(rows)
@@ -147,15 +149,15 @@ def test_records_module_calls_the_extension() -> None:
         assert decode_batch(data).records == decode_batch_as(data, Record)[1]
         assert list(decode_records(data)) == decode_batch(data).records
     finally:
-        records._speedups = saved
+        _accel.speedups = saved
     # An uncompressed batch is encoded whole in C; a compressed one has its records
     # section encoded there.
     assert spy.calls == {"encode_batch": 1, "encode_record": 3, "decode_records": 4}
-    records._speedups = spy
+    _accel.speedups = spy
     try:
         encode_batch(rows, compression=Compression.GZIP)
     finally:
-        records._speedups = saved
+        _accel.speedups = saved
     assert spy.calls["encode_records"] == 1 and spy.calls["encode_batch"] == 1
 
 
@@ -183,7 +185,7 @@ def test_c_decodes_like_python_and_construct(rows: list[Any], options: dict[str,
     section, count, base_offset, base_ts, log_append = _section(data)
     fast = C.decode_records(section, count, base_offset, base_ts, log_append, Record, (), (), None)
     assert fast is not None, "valid records refused"
-    assert fast == records._decode_records_v2(section, count, base_offset, base_ts, log_append)
+    assert fast == _decode_records_v2(section, count, base_offset, base_ts, log_append)
     assert all(type(r) is Record for r in fast)
     with path(True):
         assert decode_batch(data).records == fast
@@ -201,9 +203,9 @@ def test_c_encodes_byte_for_byte(rows: list[Any], options: dict[str, Any], buffe
             for ts, k, v, hs in rows
         ]
     base_ts = rows[0][0]
-    assert C.encode_records(rows, base_ts) == records._encode_all(rows, base_ts)
+    assert C.encode_records(rows, base_ts) == _encode_all(rows, base_ts)
     for i, (ts, key, value, headers) in enumerate(rows):
-        assert C.encode_record(i, ts - base_ts, key, value, headers) == records._encode_record(
+        assert C.encode_record(i, ts - base_ts, key, value, headers) == _encode_record(
             i, ts - base_ts, key, value, headers
         )
     expected = construct_batch(rows, compiled=True, **options)
@@ -219,10 +221,10 @@ def test_c_encodes_varint_boundaries() -> None:
     for n in (0, 63, 64, 8191, 8192, 2**20, 2**27):
         value = bytes(n)
         rows = [(TS, None, value, ()), (TS + n, value[:5], None, (("é" * (n % 7), value[:3]),))]
-        assert C.encode_records(rows, TS) == records._encode_all(rows, TS)
+        assert C.encode_records(rows, TS) == _encode_all(rows, TS)
     for delta in (2**31 - 1, -(2**31), 2**62, -(2**63) + TS + 1, 2**63 - 1 - TS):
         rows = [(TS, None, b"x", ()), (TS + delta, None, b"y", ())]
-        assert C.encode_records(rows, TS) == records._encode_all(rows, TS)
+        assert C.encode_records(rows, TS) == _encode_all(rows, TS)
 
 
 class ConsumerLike(NamedTuple):
@@ -331,7 +333,7 @@ def compare_on(
     try:
         if count < 0 or count * 7 > len(section):  # checked before the loop, as records.py does
             raise DecodeError("records_count")
-        slow = records._decode_records_v2(section, count, base_offset, TS, log_append)
+        slow = _decode_records_v2(section, count, base_offset, TS, log_append)
     except DecodeError:
         assert fast is None, "C accepted what Python refuses"
         assert columns is None, "C's columns accepted what Python refuses"
@@ -433,7 +435,7 @@ def test_hand_made_records(section: bytes, log_append: int | None) -> None:
 def test_any_buffer_is_read_in_place() -> None:
     data = encode_batch([(TS, b"k", b"v", (("h", None),))])
     section, count, base_offset, base_ts, _ = _section(data)
-    expected = records._decode_records_v2(section, count, base_offset, base_ts, None)
+    expected = _decode_records_v2(section, count, base_offset, base_ts, None)
     for buf in (bytearray(section), memoryview(section), memoryview(b"xx" + section)[2:]):
         assert C.decode_records(buf, count, base_offset, base_ts, None, Record, (), (), None) == (
             expected
@@ -487,7 +489,7 @@ def test_encode_record_refuses_out_of_range_arguments() -> None:
     assert C.encode_record(-1, 0, None, None, ()) is None
     assert C.encode_record(2**31, 0, None, None, ()) is None
     assert C.encode_record(0, 2**63, None, None, ()) is None
-    assert C.encode_record(0, -(2**63), None, None, ()) == records._encode_record(
+    assert C.encode_record(0, -(2**63), None, None, ()) == _encode_record(
         0, -(2**63), None, None, ()
     )
     assert C.encode_records((), TS) is None

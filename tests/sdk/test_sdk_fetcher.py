@@ -650,7 +650,7 @@ def test_fast_and_ordinary_paths_agree(
     aborted_picks: list[tuple[int, int]],
     cut: int,
 ) -> None:
-    from trafka.codec import records
+    from trafka.codec import _accel
 
     parts = []
     offset = 0
@@ -662,9 +662,9 @@ def test_fast_and_ordinary_paths_agree(
     aborted = [R.AbortedTransaction(first_offset=o, producer_id=p) for o, p in aborted_picks]
 
     def decode(fast: bool, columns: bool | None = None) -> object:
-        saved = records._speedups
+        saved = _accel.speedups
         if not fast:
-            records._speedups = None
+            _accel.speedups = None
         try:
             f = Fetcher(cache(), read_committed=read_committed)
             f.columns = columns
@@ -685,7 +685,7 @@ def test_fast_and_ordinary_paths_agree(
                 taken.append(f.position(TP))
             return taken
         finally:
-            records._speedups = saved
+            _accel.speedups = saved
 
     expected = decode(True)
     assert decode(False) == expected

@@ -42,7 +42,7 @@ def test_importing_the_client_prepares_nothing_ahead() -> None:
     dataclass description, and the pure-Python varint tables are not made."""
     code = (
         "import sys, trafka.sdk\n"
-        "from trafka.codec import primitives, protocol, records\n"
+        "from trafka.codec import _batch_format, primitives, protocol\n"
         "lazy = ['trafka.sdk.admin', 'trafka.sdk.share_consumer', 'trafka.sdk.acls',\n"
         "        'trafka.sdk.quotas', 'trafka.sdk.delegation_tokens', 'importlib.metadata',\n"
         "        'crc32c']\n"
@@ -57,7 +57,7 @@ def test_importing_the_client_prepares_nothing_ahead() -> None:
         "classes = {s.cls for s in schemas}\n"
         "print('described', len(classes) > 0,\n"
         "      [c.__qualname__ for c in classes if type(vars(c)['__dataclass_fields__']) is dict])\n"
-        "print('tables', records._UV, records._ZZ2)\n"
+        "print('tables', _batch_format._UV, _batch_format._ZZ2)\n"
     )
     result = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False

@@ -48,11 +48,11 @@ def test_murmur2_c_and_python_agree(key: bytes) -> None:
 def test_murmur2_accelerated_when_built() -> None:
     import os
 
-    from trafka.codec import records
+    from trafka.codec import _accel
 
-    if records._speedups is None:
+    if _accel.speedups is None:
         pytest.skip("the C accelerator is not built or TRAFKA_NO_SPEEDUPS is set")
-    assert murmur2 is records._speedups.murmur2
+    assert murmur2 is _accel.speedups.murmur2
     assert os.environ.get("TRAFKA_NO_SPEEDUPS", "0") in ("", "0")
     with pytest.raises(TypeError):
         murmur2("text")  # type: ignore[arg-type]
@@ -74,11 +74,11 @@ def test_murmur2_pick_is_the_murmur2_partitions_item(key: bytes, n: int) -> None
 
 
 def test_murmur2_pick_accelerated_when_built_and_strict() -> None:
-    from trafka.codec import records
+    from trafka.codec import _accel
 
-    if records._speedups is None:
+    if _accel.speedups is None:
         pytest.skip("the C accelerator is not built or TRAFKA_NO_SPEEDUPS is set")
-    assert murmur2_pick is records._speedups.murmur2_pick
+    assert murmur2_pick is _accel.speedups.murmur2_pick
     with pytest.raises(ValueError):
         murmur2_pick([], b"k")
     with pytest.raises(TypeError):

@@ -9,6 +9,7 @@ import pytest
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 
+from trafka.codec import _accel
 from trafka.codec import records as codec_records
 from trafka.codec.columns import (
     ColumnBuffers,
@@ -98,8 +99,8 @@ def test_decoded_columns_slices_and_joins(
 ) -> None:
     blob, expected = _blob()
     if not accelerated:
-        monkeypatch.setattr(codec_records, "_speedups", None)
-    elif codec_records._speedups is None:
+        monkeypatch.setattr(_accel, "speedups", None)
+    elif _accel.speedups is None:
         pytest.skip("the C accelerator is not built")
     run, pos, next_offset = decode_batch_run_columns(blob, 0, min_offset=3, headers=True)
     if accelerated:
@@ -125,7 +126,7 @@ def test_decoded_columns_slices_and_joins(
 
 
 def test_packed_and_decoded_columns_are_equal() -> None:
-    if codec_records._speedups is None:
+    if _accel.speedups is None:
         pytest.skip("the C accelerator is not built")
     blob, expected = _blob()
     run, _, _ = decode_batch_run_columns(blob, 0, headers=True)
