@@ -56,7 +56,7 @@ class PacedProducer:
     """librdkafka's idempotent producer writing RECORDS keyed records (CRC32
     partitioner: most of them move) at a steady pace, on a thread of its own."""
 
-    def __init__(self, servers: str, pause: float) -> None:
+    def __init__(self, servers: str, pause: float, limit: int | None = None) -> None:
         self.servers = servers
         self.pause = pause
         self.sent = 0
@@ -65,7 +65,7 @@ class PacedProducer:
         self.done = threading.Event()
         # The records it may produce for now (None: all); at the limit it is
         # held (serving delivery reports).
-        self.limit: int | None = None
+        self.limit = limit
         self.held = False
         self.thread = threading.Thread(target=self._run, daemon=True)
         self.thread.start()
@@ -266,13 +266,15 @@ def test_a_proxy_killed_and_restarted_loses_nothing(tmp_path: Path, journal: boo
             return started
 
         proxy = start()
-        producer = PacedProducer(f"127.0.0.1:{port}", 0.02)
-        # Killed three times, each once a share of the records is acknowledged
-        # (through the proxy killed: the records produced run far ahead of them
-        # on a loaded machine, so much that counting those once had all three
-        # kills before the producer had its producer id); the first kill
+        # Killed three times, each once a share of the records is acknowledged.
+        # The producer may run only so far ahead of the share (on a loaded
+        # machine, the records it produced ran far ahead of those acknowledged:
+        # all three kills came before it had its producer id), so each
+        # restarted proxy carries records before it is killed. The first kill
         # surely finds a batch in flight.
-        for kill, share in enumerate((3, 2, 1.3)):
+        shares, ahead = (3, 2, 1.3), 1000
+        producer = PacedProducer(f"127.0.0.1:{port}", 0.02, int(RECORDS / shares[0]) + ahead)
+        for kill, share in enumerate(shares):
             wanted = RECORDS / share
             wait_for(
                 "records acknowledged",
@@ -285,7 +287,8 @@ def test_a_proxy_killed_and_restarted_loses_nothing(tmp_path: Path, journal: boo
                 proxy.send_signal(signal.SIGKILL)
                 proxy.wait(10)
             proxy = start()
-            producer.limit = None
+            later = shares[kill + 1 :]
+            producer.limit = int(RECORDS / later[0]) + ahead if later else None
         producer.finish()
         counts = check_exactly_once(cluster.bootstrap_servers, producer.reports)
         twice = sum(c - 1 for c in counts.values())
