@@ -211,12 +211,16 @@ def test_idempotent_routing_is_exactly_once_across_kill_9_of_a_broker(tmp_path: 
         cluster.stop()
 
 
-def _free_port() -> int:
+def _free_ports(n: int) -> list[int]:
+    """``n`` distinct ports free a moment ago (each socket is held until all are bound)."""
     import socket
+    from contextlib import ExitStack
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    with ExitStack() as stack:
+        sockets = [stack.enter_context(socket.socket()) for _ in range(n)]
+        for s in sockets:
+            s.bind(("127.0.0.1", 0))
+        return [int(s.getsockname()[1]) for s in sockets]
 
 
 @pytest.mark.parametrize("journal", [False, True], ids=["in-memory", "journal"])
@@ -238,15 +242,16 @@ def test_a_proxy_killed_and_restarted_loses_nothing(tmp_path: Path, journal: boo
         admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
         for future in admin.create_topics([NewTopic(TOPIC, PARTITIONS, 3)]).values():
             future.result(30)
-        port, base = _free_port(), _free_port() + 100
-        metrics = f"127.0.0.1:{_free_port()}"
+        port, base, metrics_port = _free_ports(3)
+        metrics = f"127.0.0.1:{metrics_port}"
         command = [
             sys.executable, "-m", "trafka.tools.cli", "proxy",
             "--upstream", cluster.bootstrap_servers, "--listen", f"127.0.0.1:{port}",
-            "--node-port-base", str(base), "--no-announce", "--metrics-listen", metrics,
+            "--node-port-base", str(base + 100), "--no-announce",
         ]  # fmt: skip
-        if journal:
-            command += ["--journal", str(tmp_path / "journal")]
+        command += (
+            ["--journal", str(tmp_path / "journal")] if journal else ["--metrics-listen", metrics]
+        )
         # What the proxy has taken of a batch: with a journal, the batch's
         # placement on disk (it is there before the batch is written upstream).
         taken = (
