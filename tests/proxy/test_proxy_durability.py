@@ -8,6 +8,8 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -54,13 +56,17 @@ class PacedProducer:
     """librdkafka's idempotent producer writing RECORDS keyed records (CRC32
     partitioner: most of them move) at a steady pace, on a thread of its own."""
 
-    def __init__(self, servers: str, pause: float) -> None:
+    def __init__(self, servers: str, pause: float, limit: int | None = None) -> None:
         self.servers = servers
         self.pause = pause
         self.sent = 0
         self.failures: list[Any] = []
         self.reports: list[Report] = []
         self.done = threading.Event()
+        # The records it may produce for now (None: all); at the limit it is
+        # held (serving delivery reports).
+        self.limit = limit
+        self.held = False
         self.thread = threading.Thread(target=self._run, daemon=True)
         self.thread.start()
 
@@ -76,6 +82,10 @@ class PacedProducer:
         )
         try:
             for i in range(RECORDS):
+                while self.limit is not None and i >= self.limit:
+                    self.held = True
+                    producer.poll(0.05)
+                self.held = False
                 producer.produce(
                     TOPIC,
                     value=b"r-%d" % i,
@@ -102,32 +112,49 @@ class PacedProducer:
         assert self.failures == []
 
 
-def _kill_holding_batches(
-    proxy: Any, cluster: ClusterProcesses, producer: PacedProducer, journal_dir: Path
-) -> None:
-    """kill -9 ``proxy`` while it holds placed batches the brokers have not answered.
+def _produce_requests(metrics: str) -> int:
+    """The Produce requests the proxy serving ``metrics`` (HOST:PORT) has received."""
+    import re
+    import urllib.request
 
-    The brokers are paused (SIGSTOP) until the proxy's journal grows (a batch was
-    placed since), or until the producer is stalled waiting for answers (20 looks
-    in a row with no new report and no new placement), then resumed after the kill.
+    with urllib.request.urlopen(f"http://{metrics}/metrics", timeout=10) as answer:
+        text = answer.read().decode()
+    found = re.search(r'^trafka_proxy_requests_total\{request="Produce"\} (\S+)$', text, re.M)
+    return 0 if found is None else int(float(found[1]))
+
+
+def _kill_holding_batches(
+    proxy: Any, cluster: ClusterProcesses, producer: PacedProducer, taken: Callable[[], int]
+) -> None:
+    """kill -9 ``proxy`` while it holds a batch the brokers have not answered.
+
+    The producer is held until every record it produced is acknowledged (so it
+    has its producer id and nothing is in flight), the brokers are paused
+    (SIGSTOP), then it produces a few more records: once ``taken`` (what the
+    proxy has taken of them: its journal's bytes, or its Produce requests)
+    grows, the proxy holds a batch of them, which the paused brokers cannot
+    have answered. The proxy is killed then, and the brokers resumed.
     """
     import signal
 
+    producer.limit = producer.sent
+    wait_for(
+        "every record produced so far acknowledged",
+        lambda: (producer.held and len(producer.reports) == producer.sent) or None,
+        120,
+    )
     brokers = [p for p in cluster.procs.values() if p.poll() is None]
     for broker in brokers:
         broker.send_signal(signal.SIGSTOP)
     try:
-        journaled = _journal_bytes(journal_dir)
-        looks: list[tuple[int, int]] = []
-
-        def holding() -> bool | None:
-            looks.append((_journal_bytes(journal_dir), len(producer.reports)))
-            if looks[-1][0] > journaled:
-                return True
-            return (len(looks) >= 20 and len(set(looks[-20:])) == 1) or None
-
-        wait_for("the proxy holding batches the paused brokers have not answered", holding, 30)
-        assert producer.sent > len(producer.reports)
+        before, acknowledged = taken(), len(producer.reports)
+        producer.limit = producer.sent + 100
+        wait_for(
+            "the proxy to take a batch of the records produced since",
+            lambda: taken() > before or None,
+            60,
+        )
+        assert len(producer.reports) == acknowledged  # nothing answered since
         proxy.send_signal(signal.SIGKILL)
         proxy.wait(10)
     finally:
@@ -184,12 +211,16 @@ def test_idempotent_routing_is_exactly_once_across_kill_9_of_a_broker(tmp_path: 
         cluster.stop()
 
 
-def _free_port() -> int:
+def _free_ports(n: int) -> list[int]:
+    """``n`` distinct ports free a moment ago (each socket is held until all are bound)."""
     import socket
+    from contextlib import ExitStack
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    with ExitStack() as stack:
+        sockets = [stack.enter_context(socket.socket()) for _ in range(n)]
+        for s in sockets:
+            s.bind(("127.0.0.1", 0))
+        return [int(s.getsockname()[1]) for s in sockets]
 
 
 @pytest.mark.parametrize("journal", [False, True], ids=["in-memory", "journal"])
@@ -211,14 +242,23 @@ def test_a_proxy_killed_and_restarted_loses_nothing(tmp_path: Path, journal: boo
         admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
         for future in admin.create_topics([NewTopic(TOPIC, PARTITIONS, 3)]).values():
             future.result(30)
-        port, base = _free_port(), _free_port() + 100
+        port, base, metrics_port = _free_ports(3)
+        metrics = f"127.0.0.1:{metrics_port}"
         command = [
             sys.executable, "-m", "trafka.tools.cli", "proxy",
             "--upstream", cluster.bootstrap_servers, "--listen", f"127.0.0.1:{port}",
-            "--node-port-base", str(base), "--no-announce",
+            "--node-port-base", str(base + 100), "--no-announce",
         ]  # fmt: skip
-        if journal:
-            command += ["--journal", str(tmp_path / "journal")]
+        command += (
+            ["--journal", str(tmp_path / "journal")] if journal else ["--metrics-listen", metrics]
+        )
+        # What the proxy has taken of a batch: with a journal, the batch's
+        # placement on disk (it is there before the batch is written upstream).
+        taken = (
+            partial(_journal_bytes, tmp_path / "journal")
+            if journal
+            else partial(_produce_requests, metrics)
+        )
 
         logs: list[Path] = []
 
@@ -231,17 +271,29 @@ def test_a_proxy_killed_and_restarted_loses_nothing(tmp_path: Path, journal: boo
             return started
 
         proxy = start()
-        producer = PacedProducer(f"127.0.0.1:{port}", 0.02)
-        # Killed three times; the first kill surely finds batches in flight.
-        for kill, share in enumerate((3, 2, 1.3)):
+        # Killed three times, each once a share of the records is acknowledged.
+        # The producer may run only so far ahead of the share (on a loaded
+        # machine, the records it produced ran far ahead of those acknowledged:
+        # all three kills came before it had its producer id), so each
+        # restarted proxy carries records before it is killed. The first kill
+        # surely finds a batch in flight.
+        shares, ahead = (3, 2, 1.3), 1000
+        producer = PacedProducer(f"127.0.0.1:{port}", 0.02, int(RECORDS / shares[0]) + ahead)
+        for kill, share in enumerate(shares):
             wanted = RECORDS / share
-            wait_for("records sent", lambda: producer.sent > wanted or None, 60)  # noqa: B023
+            wait_for(
+                "records acknowledged",
+                lambda: len(producer.reports) > wanted or None,  # noqa: B023
+                120,
+            )
             if kill == 0:
-                _kill_holding_batches(proxy, cluster, producer, tmp_path / "journal")
+                _kill_holding_batches(proxy, cluster, producer, taken)
             else:
                 proxy.send_signal(signal.SIGKILL)
                 proxy.wait(10)
             proxy = start()
+            later = shares[kill + 1 :]
+            producer.limit = int(RECORDS / later[0]) + ahead if later else None
         producer.finish()
         counts = check_exactly_once(cluster.bootstrap_servers, producer.reports)
         twice = sum(c - 1 for c in counts.values())
