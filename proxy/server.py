@@ -253,6 +253,7 @@ class _Proxy:
     async def serve(self, listener: trio.SocketListener, node_id: int | None) -> None:
         """Accept client connections on ``listener`` (a node's own port when
         ``node_id`` is given, else the bootstrap port) until cancelled."""
+
         # Out of file descriptors and the like: the connections already open go
         # on; accepting resumes shortly.
         def start(stream: trio.SocketStream) -> None:
