@@ -1939,6 +1939,356 @@ murmur2_pick(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     return item;
 }
 
+/* -- splitting a batch by key (the proxy's key routing) ------------------------------------ */
+
+/*
+ * The proxy moves each keyed record of a client's batch to the partition its key
+ * hashes to. Two passes, no Python object per record:
+ *
+ * - index_records() walks a decompressed records section once (parse_record: the
+ *   checks of the decoder), hashes each key and lists, per target partition in the
+ *   order first seen, a span per record: its absolute timestamp and where its key,
+ *   value and headers lie. A record whose key/value/header varints are not in
+ *   their shortest form is refused: the spans are copied as they are, and only
+ *   shortest forms give the bytes the Python encoder writes.
+ * - build_records() writes the records of some spans (of one or more sections) as
+ *   one new records section: each record's length, attributes (0), timestamp delta
+ *   (from the first record's timestamp) and offset delta (0, 1, 2...) written
+ *   afresh, the rest copied. It also gives the base and max timestamps, as
+ *   codec/records.py's encoder computes them.
+ *
+ * The batch header, the CRC and any (de)compression stay in Python
+ * (trafka/codec/batch_split.py), which also keeps the pure-Python reference.
+ */
+
+typedef struct {
+    int64_t timestamp;
+    uint32_t start; /* the key's length varint */
+    uint32_t length; /* through the record's end */
+} record_span;
+
+#define HASH_MURMUR2 0
+#define HASH_CRC32 1
+#define HASH_FNV1A 2
+
+static uint32_t crc32_table[256];
+static int crc32_ready;
+
+/* zlib's CRC-32 (IEEE, reflected), as librdkafka's "consistent" partitioner uses it. */
+static uint32_t
+crc32_ieee(const unsigned char *data, Py_ssize_t n)
+{
+    if (!crc32_ready) {
+        for (uint32_t i = 0; i < 256; i++) {
+            uint32_t c = i;
+            for (int k = 0; k < 8; k++) {
+                c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+            }
+            crc32_table[i] = c;
+        }
+        crc32_ready = 1; /* written under the GIL, and the same values by any writer */
+    }
+    uint32_t c = 0xFFFFFFFFu;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        c = crc32_table[(c ^ data[i]) & 0xFF] ^ (c >> 8);
+    }
+    return c ^ 0xFFFFFFFFu;
+}
+
+/* The partition of a key, as trafka.sdk.partitioners.KEY_HASHES computes it. */
+static int64_t
+key_partition(int hash, const unsigned char *key, int32_t n, int64_t partitions)
+{
+    if (hash == HASH_MURMUR2) {
+        return (int64_t)(murmur2_hash(key, n) & 0x7FFFFFFFu) % partitions;
+    }
+    if (hash == HASH_CRC32) {
+        return (int64_t)crc32_ieee(key, n) % partitions;
+    }
+    uint32_t h = 0x811C9DC5u; /* FNV-1a, 32 bits; sarama takes abs() of it as signed */
+    for (int32_t i = 0; i < n; i++) {
+        h = (h ^ key[i]) * 0x01000193u;
+    }
+    int64_t signed_h = (int64_t)(int32_t)h;
+    return (signed_h < 0 ? -signed_h : signed_h) % partitions;
+}
+
+/* Whether the key, value and headers of a parsed record take exactly their shortest form. */
+static int
+shortest_form(const record_fields *r, const unsigned char *rest)
+{
+    Py_ssize_t size = nullable_size(r->key == NULL ? -1 : r->key_len) +
+                      nullable_size(r->value == NULL ? -1 : r->value_len) +
+                      uvarint_size(zigzag(r->header_count));
+    const unsigned char *p = r->headers;
+    for (int32_t h = 0; h < r->header_count; h++) {
+        const unsigned char *name = NULL, *value = NULL;
+        int32_t name_len = 0, value_len = 0;
+        read_header(&p, r->end, &name, &name_len, &value, &value_len); /* checked by parse_record */
+        size += uvarint_size(zigzag(name_len)) + name_len + nullable_size(value == NULL ? -1 : value_len);
+    }
+    return size == r->end - rest;
+}
+
+PyDoc_STRVAR(index_records_doc,
+"index_records(data, count, base_timestamp, log_append, partitions, hash, own, /) -> tuple | None\n\n"
+"Group the `count` records of a decompressed records section by target partition:\n"
+"a keyed record's is hash(key) % partitions (hash 0 murmur2, 1 crc32, 2 fnv1a, as\n"
+"trafka.sdk.partitioners.KEY_HASHES), a record without a key stays in `own`.\n"
+"Returns ((target, spans), ...) in the order targets are first seen, `spans` the\n"
+"records' spans for build_records(); None when the Python decoder must judge the\n"
+"section (anything malformed or unusual). `log_append`: None, or the timestamp of\n"
+"every record (a log-append-time batch's max timestamp).");
+
+static PyObject *
+index_records(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 7) {
+        PyErr_SetString(PyExc_TypeError, "index_records() takes 7 arguments");
+        return NULL;
+    }
+    Py_ssize_t count = PyLong_AsSsize_t(args[1]);
+    long long base_ts = PyLong_AsLongLong(args[2]);
+    long long log_append = args[3] == Py_None ? 0 : PyLong_AsLongLong(args[3]);
+    long long partitions = PyLong_AsLongLong(args[4]);
+    long hash = PyLong_AsLong(args[5]);
+    long long own = PyLong_AsLongLong(args[6]);
+    if (PyErr_Occurred()) {
+        if (PyErr_ExceptionMatches(PyExc_OverflowError)) {
+            PyErr_Clear();
+            Py_RETURN_NONE; /* beyond int64: Python's ints decide */
+        }
+        return NULL;
+    }
+    if (partitions <= 0 || hash < 0 || hash > 2 || own < 0) {
+        PyErr_SetString(PyExc_ValueError, "index_records(): bad partitions, hash or own partition");
+        return NULL;
+    }
+    if (partitions > (1 << 20)) {
+        Py_RETURN_NONE; /* a table per call that large: the Python path decides */
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0) {
+        return NULL;
+    }
+    PyObject *result = NULL;
+    int32_t *slot = NULL;
+    int32_t *target_of = NULL;
+    record_span *spans = NULL;
+    int64_t *order = NULL;
+    Py_ssize_t *counts = NULL;
+    /* Every record takes at least 7 bytes: nothing is sized from a count the data cannot hold. */
+    if (count < 0 || count > view.len / 7 || view.len > (Py_ssize_t)UINT32_MAX) {
+        result = Py_NewRef(Py_None);
+        goto done;
+    }
+    slot = PyMem_Malloc((size_t)partitions * sizeof(int32_t));
+    target_of = PyMem_Malloc((size_t)(count ? count : 1) * sizeof(int32_t));
+    spans = PyMem_Malloc((size_t)(count ? count : 1) * sizeof(record_span));
+    order = PyMem_Malloc((size_t)(count < partitions ? count + 1 : partitions + 1) * sizeof(int64_t));
+    counts = PyMem_Calloc((size_t)(count < partitions ? count + 1 : partitions + 1), sizeof(Py_ssize_t));
+    if (slot == NULL || target_of == NULL || spans == NULL || order == NULL || counts == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    memset(slot, 0xFF, (size_t)partitions * sizeof(int32_t)); /* -1: not seen */
+    decode_args a = {0};
+    a.base_timestamp = base_ts;
+    a.has_log_append = args[3] != Py_None;
+    a.log_append = log_append;
+    a.min_offset = INT64_MIN;
+    const unsigned char *start = (const unsigned char *)view.buf;
+    const unsigned char *p = start, *end = start + view.len;
+    int32_t targets = 0;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        /* Where the key begins: past the length, attributes and the two deltas. */
+        const unsigned char *rest = p;
+        int32_t skip32;
+        int64_t skip64;
+        if (read_varint32(&rest, end, &skip32) || rest >= end) {
+            result = Py_NewRef(Py_None);
+            goto done;
+        }
+        rest++;
+        if (read_varint64(&rest, end, &skip64) || read_varint32(&rest, end, &skip32)) {
+            result = Py_NewRef(Py_None);
+            goto done;
+        }
+        record_fields r;
+        int rc = parse_record(&p, end, &a, &r);
+        if (rc == FAILED) {
+            goto done;
+        }
+        if (rc || rest > r.end || !shortest_form(&r, rest)) {
+            result = Py_NewRef(Py_None);
+            goto done;
+        }
+        int64_t target = r.key == NULL ? own : key_partition((int)hash, r.key, r.key_len, partitions);
+        if (target >= partitions) { /* only `own` can be: a partition beyond the count */
+            result = Py_NewRef(Py_None);
+            goto done;
+        }
+        if (slot[target] < 0) {
+            slot[target] = targets;
+            order[targets++] = target;
+        }
+        target_of[i] = slot[target];
+        counts[slot[target]]++;
+        spans[i].timestamp = r.timestamp;
+        spans[i].start = (uint32_t)(rest - start);
+        spans[i].length = (uint32_t)(r.end - rest);
+    }
+    if (p != end) {
+        result = Py_NewRef(Py_None);
+        goto done;
+    }
+    PyObject *out = PyTuple_New(targets);
+    if (out == NULL) {
+        goto done;
+    }
+    char **fill = PyMem_Malloc((size_t)(targets ? targets : 1) * sizeof(char *));
+    if (fill == NULL) {
+        Py_DECREF(out);
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (int32_t t = 0; t < targets; t++) {
+        PyObject *blob = PyBytes_FromStringAndSize(NULL, counts[t] * (Py_ssize_t)sizeof(record_span));
+        PyObject *pair = blob == NULL ? NULL : Py_BuildValue("(LN)", (long long)order[t], blob);
+        if (pair == NULL) {
+            PyMem_Free(fill);
+            Py_DECREF(out);
+            goto done;
+        }
+        fill[t] = PyBytes_AS_STRING(blob);
+        PyTuple_SET_ITEM(out, t, pair);
+    }
+    for (Py_ssize_t i = 0; i < count; i++) {
+        memcpy(fill[target_of[i]], &spans[i], sizeof(record_span));
+        fill[target_of[i]] += sizeof(record_span);
+    }
+    PyMem_Free(fill);
+    result = out;
+done:
+    PyMem_Free(slot);
+    PyMem_Free(target_of);
+    PyMem_Free(spans);
+    PyMem_Free(order);
+    PyMem_Free(counts);
+    PyBuffer_Release(&view);
+    return result;
+}
+
+PyDoc_STRVAR(build_records_doc,
+"build_records(pieces, /) -> (payload, count, base_timestamp, max_timestamp) | None\n\n"
+"One records section of the spans of `pieces`, a list of (data, spans) pairs\n"
+"(`spans` from index_records() over that `data`), in order: offset deltas 0, 1,\n"
+"2..., timestamps relative to the first record's, byte for byte what\n"
+"trafka.codec.records.encode_batch writes for the same records. None when a\n"
+"value does not fit (the Python encoder then decides).");
+
+static PyObject *
+build_records(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 1 || !PyList_Check(args[0]) || PyList_GET_SIZE(args[0]) == 0) {
+        PyErr_SetString(PyExc_TypeError, "build_records() takes a non-empty list of (data, spans)");
+        return NULL;
+    }
+    PyObject *pieces = args[0];
+    Py_ssize_t n = PyList_GET_SIZE(pieces);
+    Py_buffer *views = PyMem_Calloc((size_t)n * 2, sizeof(Py_buffer));
+    if (views == NULL) {
+        return PyErr_NoMemory();
+    }
+    Py_ssize_t held = 0;
+    PyObject *result = NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *pair = PyList_GET_ITEM(pieces, i);
+        if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2) {
+            PyErr_SetString(PyExc_TypeError, "build_records() takes a non-empty list of (data, spans)");
+            goto done;
+        }
+        if (PyObject_GetBuffer(PyTuple_GET_ITEM(pair, 0), &views[2 * i], PyBUF_SIMPLE) < 0) {
+            goto done;
+        }
+        held++;
+        if (PyObject_GetBuffer(PyTuple_GET_ITEM(pair, 1), &views[2 * i + 1], PyBUF_SIMPLE) < 0) {
+            goto done;
+        }
+        held++;
+        if (views[2 * i + 1].len % (Py_ssize_t)sizeof(record_span)) {
+            PyErr_SetString(PyExc_ValueError, "build_records(): spans of a wrong size");
+            goto done;
+        }
+    }
+    /* First the size (every span checked against its data), then one allocation. */
+    int64_t base = 0, max_ts = 0;
+    Py_ssize_t total = 0, records = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        const record_span *sp = (const record_span *)views[2 * i + 1].buf;
+        Py_ssize_t k = views[2 * i + 1].len / (Py_ssize_t)sizeof(record_span);
+        for (Py_ssize_t j = 0; j < k; j++, records++) {
+            record_span s;
+            memcpy(&s, &sp[j], sizeof s);
+            if ((Py_ssize_t)s.start + (Py_ssize_t)s.length > views[2 * i].len) {
+                PyErr_SetString(PyExc_ValueError, "build_records(): a span beyond its data");
+                goto done;
+            }
+            if (records == 0) {
+                base = max_ts = s.timestamp;
+            } else if (s.timestamp > max_ts) {
+                max_ts = s.timestamp;
+            }
+            int64_t delta;
+            if (__builtin_sub_overflow(s.timestamp, base, &delta) || records >= INT32_MAX) {
+                result = Py_NewRef(Py_None);
+                goto done;
+            }
+            Py_ssize_t body = 1 + uvarint_size(zigzag(delta)) + uvarint_size(zigzag(records)) + s.length;
+            if (body > INT32_MAX || total > PY_SSIZE_T_MAX - 16 - body) {
+                result = Py_NewRef(Py_None);
+                goto done;
+            }
+            total += uvarint_size(zigzag(body)) + body;
+        }
+    }
+    if (records == 0) {
+        result = Py_NewRef(Py_None);
+        goto done;
+    }
+    PyObject *payload = PyBytes_FromStringAndSize(NULL, total);
+    if (payload == NULL) {
+        goto done;
+    }
+    unsigned char *w = (unsigned char *)PyBytes_AS_STRING(payload);
+    Py_ssize_t index = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        const unsigned char *data = (const unsigned char *)views[2 * i].buf;
+        const record_span *sp = (const record_span *)views[2 * i + 1].buf;
+        Py_ssize_t k = views[2 * i + 1].len / (Py_ssize_t)sizeof(record_span);
+        for (Py_ssize_t j = 0; j < k; j++, index++) {
+            record_span s;
+            memcpy(&s, &sp[j], sizeof s);
+            uint64_t delta = zigzag(s.timestamp - base);
+            uint64_t offset = zigzag(index);
+            Py_ssize_t body = 1 + uvarint_size(delta) + uvarint_size(offset) + s.length;
+            w = write_uvarint(w, zigzag(body));
+            *w++ = 0;
+            w = write_uvarint(w, delta);
+            w = write_uvarint(w, offset);
+            memcpy(w, data + s.start, s.length);
+            w += s.length;
+        }
+    }
+    result = Py_BuildValue("(NnLL)", payload, records, (long long)base, (long long)max_ts);
+done:
+    for (Py_ssize_t i = 0; i < held; i++) {
+        PyBuffer_Release(&views[i]);
+    }
+    PyMem_Free(views);
+    return result;
+}
+
 /* -- module ---------------------------------------------------------------------------------- */
 
 static PyMethodDef speedups_methods[] = {
@@ -1953,6 +2303,8 @@ static PyMethodDef speedups_methods[] = {
     {"encode_batch", (PyCFunction)(void (*)(void))encode_batch, METH_FASTCALL, encode_batch_doc},
     {"murmur2", (PyCFunction)murmur2, METH_O, murmur2_doc},
     {"murmur2_pick", (PyCFunction)(void (*)(void))murmur2_pick, METH_FASTCALL, murmur2_pick_doc},
+    {"index_records", (PyCFunction)(void (*)(void))index_records, METH_FASTCALL, index_records_doc},
+    {"build_records", (PyCFunction)(void (*)(void))build_records, METH_FASTCALL, build_records_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -42,8 +42,7 @@ from __future__ import annotations
 
 import enum
 import zlib
-
-import cramjam
+from typing import TYPE_CHECKING, Any
 
 from .errors import DecodeError, DecompressionLimitError, EncodeError
 
@@ -78,7 +77,28 @@ _NAMES = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
 # Java's default zstd level (gzip's, 6, is zlib's own default).
 _ZSTD_DEFAULT_LEVEL = 3
 
-_CRAMJAM_ERRORS = (cramjam.DecompressionError, cramjam.CompressionError, OSError, ValueError)
+
+class _Library:
+    """cramjam (snappy, lz4, zstd), imported on its first use: a client that
+    never meets those codecs does not load it (gzip is zlib's), issue #48."""
+
+    def __getattr__(self, name: str) -> Any:
+        import cramjam as library
+
+        globals()["cramjam"] = library  # later lookups find the module itself
+        return getattr(library, name)
+
+
+if TYPE_CHECKING:
+    import cramjam
+else:
+    cramjam = _Library()
+
+
+def _cramjam_errors(*more: type[BaseException]) -> tuple[type[BaseException], ...]:
+    """What cramjam raises on bad input, and ``more`` (an ``except`` evaluates
+    it only when something was raised)."""
+    return (cramjam.DecompressionError, cramjam.CompressionError, OSError, ValueError, *more)
 
 
 def compress(
@@ -122,7 +142,7 @@ def compress(
         return bytes(
             cramjam.zstd.compress(data, level=_ZSTD_DEFAULT_LEVEL if level is None else level)
         )
-    except (zlib.error, *_CRAMJAM_ERRORS, TypeError) as exc:
+    except _cramjam_errors(zlib.error, TypeError) as exc:
         raise EncodeError(f"{_NAMES[kind]} compression failed: {exc}") from None
 
 
@@ -195,7 +215,7 @@ def _gunzip(data: bytes, max_size: int) -> bytes:
         try:
             if cramjam.gzip.decompress_into(data, out) == claimed:
                 return bytes(out)
-        except _CRAMJAM_ERRORS:
+        except _cramjam_errors():
             pass
     # Several members, a lying trailer, or corrupt data: the streaming decoder
     # handles the first, enforces max_size and words the error precisely.
@@ -264,13 +284,13 @@ def _unsnappy(data: bytes, max_size: int) -> bytes:
 def _unsnappy_raw(block: bytes, budget: int, before: int) -> bytes:
     try:
         size = cramjam.snappy.decompress_raw_len(block)
-    except _CRAMJAM_ERRORS as exc:
+    except _cramjam_errors() as exc:
         raise _corrupt("snappy", exc) from None
     if size > budget:
         raise _too_big("snappy", before + size, before + budget)
     try:
         out = bytes(cramjam.snappy.decompress_raw(block))
-    except _CRAMJAM_ERRORS as exc:
+    except _cramjam_errors() as exc:
         raise _corrupt("snappy", exc) from None
     if len(out) != size:
         raise _corrupt("snappy", "block length does not match its header")
@@ -354,7 +374,7 @@ def _unlz4(data: bytes, max_size: int, *, legacy_checksum: bool) -> bytes:
     fixed = _walk_lz4(data, max_size, legacy_checksum)
     try:
         out = bytes(cramjam.lz4.decompress(fixed))
-    except _CRAMJAM_ERRORS as exc:
+    except _cramjam_errors() as exc:
         raise _corrupt("lz4", exc) from None
     if len(out) > max_size:
         raise _too_big("lz4", len(out), max_size)
@@ -439,7 +459,7 @@ def _unzstd(data: bytes, max_size: int) -> bytes:
     _bound_zstd(data, max_size)
     try:
         out = bytes(cramjam.zstd.decompress(data))
-    except _CRAMJAM_ERRORS as exc:
+    except _cramjam_errors() as exc:
         raise _corrupt("zstd", exc) from None
     if len(out) > max_size:
         raise _too_big("zstd", len(out), max_size)

@@ -8,4 +8,5 @@ part of its own, and nothing here imports a part (the layers are checked by
 * :mod:`.accept`: the accept loop of the broker's and the proxy's listeners.
 * :mod:`.metrics_http`: ``/metrics``, ``/healthz`` and ``/readyz`` over HTTP.
 * :mod:`.histograms`: request-time histograms for a Prometheus scrape.
+* :mod:`.lazy`: names a module exports but loads on first use (PEP 562).
 """

@@ -32,7 +32,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any
+from typing import Any, TypeVar
 
 import trio
 
@@ -44,25 +44,31 @@ from trafka.codec.messages import k24_add_partitions_to_txn as apt
 from trafka.codec.messages import k61_describe_producers as dp
 from trafka.codec.records import iter_batches
 
-from .filters import FilterContext
-from .journal import Journal, JournalError
-from .pool import UpstreamError, UpstreamPool, Waiter, produce_answer
-from .routing import (
-    IdempotentPlan,
-    RouteStats,
-    Topics,
-    commit_idempotent,
+from .answers import (
     failed_answer,
-    idempotent_answer,
     learn_leaders,
+)
+from .filters import FilterContext
+from .idempotent_plan import (
+    IdempotentPlan,
+    commit_idempotent,
+    idempotent_answer,
     prepare_idempotent,
     upstream_body,
 )
+from .journal import Journal, JournalError
+from .pool import UpstreamError, UpstreamPool, Waiter, produce_answer
+from .routing import (
+    RouteStats,
+    Topics,
+    cheap_to_plan,
+)
 from .sequences import Placement, Sequences, Session, State, Upstream
 
-__all__ = ["ExactlyOnce", "Preparation"]
+__all__ = ["ExactlyOnce", "Preparation", "place"]
 
 log = logging.getLogger("trafka.proxy")
+T = TypeVar("T")
 
 PRODUCE, FIND_COORDINATOR, ADD_PARTITIONS_TO_TXN, DESCRIBE_PRODUCERS = 0, 10, 24, 61
 MAX_TRANSACTIONAL_IDS = 100_000
@@ -92,6 +98,15 @@ class _Txn:
     coordinator: int = -1
 
 
+async def place(body: Any, hash_name: str, origin_headers: bool, plan: Callable[[], T]) -> T:
+    """``plan()``, which places the records of the Produce ``body``: at once when
+    the codec's C pass makes that cheap (:func:`.routing.cheap_to_plan`), else
+    on a worker thread, so that no client's batches hold up the others."""
+    if cheap_to_plan(body, hash_name=hash_name, origin_headers=origin_headers):
+        return plan()
+    return await trio.to_thread.run_sync(plan)
+
+
 class ExactlyOnce:
     """Routes idempotent and transactional producers' Produce requests.
 
@@ -101,7 +116,7 @@ class ExactlyOnce:
         stats: routing counters.
         refresh: asks the cluster again for these topics' leaders.
         nodes: the node ids the proxy knows (to find a coordinator through).
-        max_size: the most a batch may inflate to (see :func:`.routing.prepare_idempotent`).
+        max_size: the most a batch may inflate to (see :func:`.idempotent_plan.prepare_idempotent`).
         journal: where placements are recorded before they are written, and
             read back after a restart (see :mod:`.journal`); None: nowhere.
         origin_headers: see :func:`.routing.plan_produce`.
@@ -231,9 +246,13 @@ class ExactlyOnce:
             def recovered(topic: str, partition: int, base: int) -> Placement | None:
                 return journal.lookup((pid, epoch, topic, partition, base))
 
-        # Placing and encoding the records runs on a worker thread (it only reads
-        # the session, which nothing else changes while this producer's lock is held).
-        prepared = await trio.to_thread.run_sync(
+        # Placing and encoding the records may run on a worker thread (it only
+        # reads the session, which nothing else changes while this producer's
+        # lock is held).
+        prepared = await place(
+            body,
+            hash_name,
+            self.origin_headers,
             partial(
                 prepare_idempotent,
                 body,
@@ -244,7 +263,7 @@ class ExactlyOnce:
                 max_size=self.max_size,
                 recovered=recovered,
                 origin_headers=self.origin_headers,
-            )
+            ),
         )
         if prepared is None:
             return None
@@ -269,24 +288,7 @@ class ExactlyOnce:
                 with trio.move_on_at(deadline):
                     for batches in plan.rounds:
                         for leader, group in _by_leader(batches, self.topics).items():
-                            for u in group:
-                                session.sent(u)
-                                u.slot = trio.Event()
-                            waiter: Waiter | UpstreamError = UpstreamError(
-                                "not written in time", ErrorCode.REQUEST_TIMED_OUT
-                            )
-                            try:
-                                waiter = await self.pool.send(
-                                    leader,
-                                    ctx.client_id,
-                                    PRODUCE,
-                                    ctx.api_version,
-                                    upstream_body(body, group),
-                                )
-                            except UpstreamError as exc:
-                                waiter = exc
-                            finally:  # cut short by the deadline too: settled as failed
-                                written.append((group, waiter))
+                            await self._write(ctx, body, session, leader, group, written)
             unsent = [u for batches in plan.rounds for u in batches if u.state is State.PLANNED]
             if unsent:
                 written.append(
@@ -296,6 +298,65 @@ class ExactlyOnce:
                     session.sent(u)
                     u.slot = trio.Event()
         return plan, written
+
+    async def _write(
+        self,
+        ctx: FilterContext,
+        body: Any,
+        session: Session,
+        leader: int,
+        group: list[Upstream],
+        written: list[tuple[list[Upstream], Waiter | UpstreamError]],
+    ) -> None:
+        """Write ``group`` (one batch a partition, all led by ``leader``) and add
+        to ``written`` what was written, with its waiter, and what was not, with
+        why (each is settled as failed): a batch an earlier one of its partition
+        is unanswered for on another connection (:meth:`.Session.in_order`), or
+        all when the connection fails or the deadline passes."""
+        for u in group:
+            u.slot = trio.Event()
+        todo, why = group, UpstreamError("not written in time", ErrorCode.REQUEST_TIMED_OUT)
+        try:
+            link = await self.pool.link(leader)
+            # A batch to write again may have been acknowledged since it was
+            # planned (a later one of its partition was): nothing is left of it
+            # to write (its bytes are gone).
+            for u in group:
+                if u.state is State.ACKED:
+                    u.slot.set()
+            todo = group = [u for u in group if u.state is not State.ACKED]
+            held = [u for u in group if not session.in_order(u, link)]
+            if held:
+                self.stats.batches_held += len(held)
+                for u in held:
+                    session.sent(u)
+                written.append(
+                    (
+                        held,
+                        UpstreamError(
+                            f"broker {leader}: not written while an earlier batch of its "
+                            "partition is unanswered on a lost connection"
+                        ),
+                    )
+                )
+                todo = [u for u in group if u not in held]
+            if todo:
+                for u in todo:
+                    session.sent(u, link)
+                part = upstream_body(body, todo)
+                waiter = await self.pool.send(
+                    leader, ctx.client_id, PRODUCE, ctx.api_version, part, link=link
+                )
+                written.append((todo, waiter))
+                todo = []
+        except UpstreamError as exc:
+            why = exc
+        finally:
+            todo = [u for u in todo if u.state is not State.ACKED]
+            if todo:  # not written: settled as failed
+                for u in todo:
+                    session.sent(u)
+                written.append((todo, why))
 
     async def _journal(self, session: Session) -> bool:
         """Record the session's new placements before they are written; False

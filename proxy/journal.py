@@ -20,7 +20,7 @@ Rules:
   (DescribeProducers), tells whether the old proxy's upstream batch was
   written: at or past its last sequence, it was, and those records are not
   written again; before it, they are written afresh (see
-  :func:`~.routing.prepare_idempotent`).
+  :func:`~.idempotent_plan.prepare_idempotent`).
 * A retry that splits otherwise than its record (the topic gained partitions)
   is placed afresh, with a warning: its records may be written twice.
 * Only the newest ``max_entries`` placements are kept (a client retries only

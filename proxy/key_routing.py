@@ -9,7 +9,7 @@ The protocol logic is :mod:`.routing` (placing records, merging answers) and
   connections, answered later (:class:`~.filters.RespondLater`).
 * A plain producer's request: split by the leader of each record's target
   partition, its parts written over the pooled connections, their answers
-  merged into one (:func:`~.routing.plan_produce`, :func:`~.routing.merge_produce`).
+  merged into one (:func:`~.routing.plan_produce`, :func:`~.answers.merge_produce`).
 * A client that authenticated on its own connection (SASL): the pool's
   connections are not the client's, so its Produce stays on its connection,
   with only the records whose target the same broker leads moved
@@ -22,7 +22,8 @@ The protocol logic is :mod:`.routing` (placing records, merging answers) and
   hears the broker's error.
 
 Decompressing, splitting and compressing run on worker threads, so no
-client's batches hold up the others. The transaction requests (InitProducerId,
+client's batches hold up the others, unless the codec's C pass makes them
+cheaper than the hop to a thread and back (:func:`~.routing.cheap_to_plan`). The transaction requests (InitProducerId,
 AddPartitionsToTxn, AddOffsetsToTxn, EndTxn) and InitProducerId answers pass
 through unchanged; they teach the exactly-once driver which producers and
 transactions exist.
@@ -39,23 +40,27 @@ import trio
 from trafka.codec.compression import DEFAULT_MAX_DECOMPRESSED_SIZE
 from trafka.codec.errors import DecodeError, DecompressionLimitError, ErrorCode
 
-from .exactly_once import ExactlyOnce
+from .answers import (
+    failed_answer,
+    learn_leaders,
+    merge_produce,
+    patch_answer,
+    sub_request,
+    unwritten,
+)
+from .exactly_once import ExactlyOnce, place
 from .filters import CloseConnection, Filter, FilterContext, ProxyServices, Respond, RespondLater
+from .idempotent_plan import (
+    idempotent_producer,
+)
 from .journal import Journal
 from .pool import UpstreamError, Waiter, produce_answer
 from .routing import (
     HASHES,
     ProducePlan,
     RouteStats,
-    failed_answer,
-    idempotent_producer,
-    learn_leaders,
-    merge_produce,
-    patch_answer,
     plan_produce,
     route_produce,
-    sub_request,
-    unwritten,
 )
 
 __all__ = ["KeyRouting"]
@@ -154,7 +159,10 @@ class KeyRouting(Filter):
                 if result is not None:
                     return self._answer_exactly_once(ctx, body, result, deadline)
             elif not ctx.authenticated:
-                plan = await trio.to_thread.run_sync(
+                plan = await place(
+                    body,
+                    self.hash_name,
+                    self.origin_headers,
                     partial(
                         plan_produce,
                         body,
@@ -163,11 +171,14 @@ class KeyRouting(Filter):
                         stats=self.stats,
                         max_size=self.max_size,
                         origin_headers=self.origin_headers,
-                    )
+                    ),
                 )
                 if plan is not None:
                     return await self._send_plan(ctx, body, plan, deadline)
-            routed_body, route = await trio.to_thread.run_sync(
+            routed_body, route = await place(
+                body,
+                self.hash_name,
+                self.origin_headers,
                 partial(
                     route_produce,
                     body,
@@ -177,7 +188,7 @@ class KeyRouting(Filter):
                     stats=self.stats,
                     max_size=self.max_size,
                     origin_headers=self.origin_headers,
-                )
+                ),
             )
         except DecompressionLimitError as exc:
             return self._refuse(body, exc)

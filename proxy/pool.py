@@ -15,10 +15,15 @@ Rules:
   opened, breaks before the answer, or the answer does not come by the
   caller's deadline; the error names the Kafka error code the caller can
   stand in (NETWORK_EXCEPTION or REQUEST_TIMED_OUT, both retriable).
+* Each connection has a serial number, never reused (:meth:`UpstreamPool.link`).
+  A request bound to one (``send(..., link=serial)``) is written on that
+  connection or not at all: the caller knows that what it wrote there before
+  reaches the broker first, or with it is lost.
 """
 
 from __future__ import annotations
 
+import itertools
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -65,8 +70,9 @@ class Waiter:
 
 
 class _Link:
-    def __init__(self, node_id: int, stream: trio.abc.Stream) -> None:
+    def __init__(self, node_id: int, stream: trio.abc.Stream, serial: int) -> None:
         self.node_id = node_id
+        self.serial = serial
         self.stream = stream
         self.writing = trio.Lock()
         self.next_id = 0
@@ -103,6 +109,15 @@ class UpstreamPool:
         self._max_frame_size = max_frame_size
         self._links: dict[int, _Link] = {}
         self._opening: dict[int, trio.Lock] = {}
+        self._serials = itertools.count(1)
+
+    async def link(self, node_id: int) -> int:
+        """The serial number of the connection to ``node_id`` (opened if need be).
+
+        Raises:
+            UpstreamError: the connection cannot be opened.
+        """
+        return (await self._link(node_id)).serial
 
     async def send(
         self,
@@ -113,34 +128,39 @@ class UpstreamPool:
         body: object,
         *,
         answered: bool = True,
+        link: int | None = None,
     ) -> Waiter:
         """Write a request to the broker ``node_id``; return its answer's waiter.
 
         ``answered=False``: the broker will not answer (acks=0 Produce); the
-        waiter is not kept and never done.
+        waiter is not kept and never done. ``link``: write it only on the
+        connection of this serial number (:meth:`link`).
 
         Raises:
-            UpstreamError: the connection cannot be opened or is broken.
+            UpstreamError: the connection cannot be opened or is broken, or is
+                not the one ``link`` names (nothing was written).
         """
-        link = await self._link(node_id)
-        async with link.writing:
-            if link.broken is not None:
-                raise link.broken
-            link.next_id = (link.next_id + 1) & 0x7FFFFFFF
+        conn = await self._link(node_id)
+        if link is not None and conn.serial != link:
+            raise UpstreamError(f"broker {node_id}: the connection {link} was lost")
+        async with conn.writing:
+            if conn.broken is not None:
+                raise conn.broken
+            conn.next_id = (conn.next_id + 1) & 0x7FFFFFFF
             header = RequestHeader(
                 request_api_key=key,
                 request_api_version=version,
-                correlation_id=link.next_id,
+                correlation_id=conn.next_id,
                 client_id=client_id,
             )
             waiter = Waiter()
             waiter.sent_at = trio.current_time()
             if answered:
-                link.waiting[link.next_id] = waiter
+                conn.waiting[conn.next_id] = waiter
             try:
-                await link.stream.send_all(protocol.encode_request(header, body))
+                await conn.stream.send_all(protocol.encode_request(header, body))
             except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
-                self._drop(link, UpstreamError(f"broker {node_id}: {exc}"))
+                self._drop(conn, UpstreamError(f"broker {node_id}: {exc}"))
                 raise UpstreamError(f"broker {node_id}: {exc}") from None
         return waiter
 
@@ -172,7 +192,7 @@ class UpstreamPool:
                 stream = await self._connect(node_id)
             except OSError as exc:
                 raise UpstreamError(f"broker {node_id}: {exc}") from None
-            link = _Link(node_id, stream)
+            link = _Link(node_id, stream, next(self._serials))
             self._links[node_id] = link
             self._nursery.start_soon(self._read, link)
             return link

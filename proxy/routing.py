@@ -29,7 +29,7 @@ Rules:
     connection to that broker. Refused (None) when a topic or the leader of a
     partition the client named is unknown; a batch whose targets have no known
     leader stays where the client put it.
-  - *Idempotent* (:func:`prepare_idempotent`, then :func:`commit_idempotent`):
+  - *Idempotent* (:mod:`.idempotent_plan`):
     every batch magic 2 with the same producer id and epoch (transactional or
     not). Sequence numbers are the proxy's (:mod:`.sequences`); a client's
     retry re-sends the same upstream batches. Refused like the plain plan, and
@@ -39,7 +39,7 @@ Rules:
     legacy message sets, mixed producers). Plain batches move only between
     partitions that broker leads; idempotent ones stay.
 
-* The answer (:func:`merge_produce`) names exactly the partitions the client
+* The answer (:func:`~.answers.merge_produce`) names exactly the partitions the client
   sent, in its order. A partition whose records were all written, in the
   client's order, at the start of one batch of that same partition gets the
   broker's answer for that batch: its base offset is true for every record
@@ -51,15 +51,16 @@ Rules:
   named would be true. Where they are is the consumer's to see
   (``origin_headers``, :func:`origin_header`).
 * A part that got no answer (its connection lost, its deadline passed) is
-  answered for the driver by :func:`failed_answer`: each of its partitions
+  answered for the driver by :func:`~.answers.failed_answer`: each of its partitions
   with the same retriable error. The client hears a lost connection as
   REQUEST_TIMED_OUT (retried by every client; librdkafka gives up on a
   NETWORK_EXCEPTION in a Produce answer).
 * Leaders are learned from Metadata answers (:class:`Topics`). A part's
   partition answered NOT_LEADER_OR_FOLLOWER (or another error meaning the
   proxy's view is stale) takes the KIP-951 ``current_leader`` hint at once
-  when there is one; otherwise :func:`learn_leaders` names its topic for a
-  Metadata refresh (:func:`metadata_request`), which the driver sends.
+  when there is one; otherwise :func:`~.answers.learn_leaders` names its topic
+  for a Metadata refresh (:func:`~.answers.metadata_request`), which the
+  driver sends.
 """
 
 from __future__ import annotations
@@ -70,11 +71,11 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from trafka.codec import batch_split
 from trafka.codec.compression import DEFAULT_MAX_DECOMPRESSED_SIZE, Compression
-from trafka.codec.errors import DecodeError, ErrorCode
+from trafka.codec.errors import ErrorCode
 from trafka.codec.legacy import decode_legacy_entry, encode_message_set
 from trafka.codec.messages import k00_produce as produce_msgs
-from trafka.codec.messages import k03_metadata as metadata_msgs
 from trafka.codec.records import (
     Record,
     RecordBatchHeader,
@@ -85,28 +86,20 @@ from trafka.codec.records import (
 )
 
 from ..sdk.partitioners import KEY_HASHES
-from .sequences import ClientBatch, Placement, Session, State, Upstream, next_sequence
+from .sequences import next_sequence
 
 __all__ = [
     "HASHES",
     "MINUS_ONE_CLIENTS",
     "ORIGIN_HEADER",
-    "IdempotentPlan",
-    "Prepared",
     "ProducePlan",
     "ProduceRoute",
     "RouteStats",
     "Topics",
-    "commit_idempotent",
-    "failed_answer",
-    "idempotent_answer",
-    "learn_leaders",
-    "merge_produce",
-    "metadata_request",
+    "cheap_to_plan",
     "origin_header",
     "parse_origin_header",
     "plan_produce",
-    "prepare_idempotent",
     "route_produce",
     "unknown_base_offset",
 ]
@@ -114,6 +107,8 @@ __all__ = [
 log = logging.getLogger("trafka.proxy")
 
 HASHES: dict[str, Callable[[bytes, int], int]] = KEY_HASHES  # the SDK's, by name
+# The hashes the codec's C pass computes (trafka.codec.batch_split), by function.
+_FAST_HASHES = {fn: name for name, fn in HASHES.items() if name in batch_split.HASH_IDS}
 
 _TRANSACTIONAL = 0x10
 _CONTROL = 0x20
@@ -175,6 +170,8 @@ class RouteStats:
     batches_recovered: int = 0  # retried after a restart, known from the journal
     records_not_rewritten: int = 0  # of those, written before the restart
     parts_failed: int = 0
+    # Not written: an earlier batch of their partition unanswered on a lost connection.
+    batches_held: int = 0
     partitions_rerouted: int = 0  # refused by a former leader, written by the new one
     requests_too_large: int = 0
     metadata_refreshes: int = 0
@@ -243,15 +240,21 @@ class ProducePlan:
 class _Piece:
     """Records of one client batch bound for one partition."""
 
-    records: list[Record] | None  # None: not decoded (``raw`` holds them)
+    records: list[Record] | None  # None: not decoded (``raw`` or ``spans`` hold them)
     header: Any
     raw: bytes | None  # the client's whole batch, when it stays whole
     size: int  # estimated bytes on the wire
+    # The records as the codec's C pass located them (trafka.codec.batch_split).
+    spans: batch_split.Spans | None = None
 
     def decoded(self) -> list[Record]:
         if self.records is None:
-            assert self.raw is not None
-            if self.header.magic == 2:
+            if self.raw is None:  # located by the C pass: built alone, then decoded
+                assert self.spans is not None
+                built = batch_split.build_batch([self.spans], attributes=0)
+                assert built is not None  # these spans were built once already
+                self.records = decode_batch(built[0]).records
+            elif self.header.magic == 2:
                 self.records = decode_batch(self.raw).records
             else:
                 self.records = decode_legacy_entry(self.raw)
@@ -297,6 +300,13 @@ def _split(
         DecodeError: the batch is malformed, or inflates beyond ``max_size``
             (``field`` ``"decompressed_size"``).
     """
+    fast_hash = None if origin else _FAST_HASHES.get(hash_of)
+    if fast_hash is not None and header.magic == 2:
+        found = batch_split.split_batch(
+            raw, header, partitions=count, hash_name=fast_hash, own=partition, max_size=max_size
+        )
+        if found is not None:
+            return _split_fast(header, raw, topic, partition, found, stats)
     records = (
         decode_batch(raw, max_size=max_size).records
         if header.magic == 2
@@ -323,6 +333,41 @@ def _split(
             partition,
             total,
             ", ".join(f"{len(r)} -> {t}" for t, r in sorted(groups.items())),
+        )
+    return _Split(topic, partition, header, pieces)
+
+
+def _split_fast(
+    header: Any,
+    raw: bytes,
+    topic: str,
+    partition: int,
+    found: list[tuple[int, batch_split.Spans]],
+    stats: RouteStats,
+) -> _Split:
+    """:func:`_split` of what the codec's C pass found: the same pieces, each
+    holding its records' spans rather than decoded records."""
+    total = header.records_count
+    if [target for target, _ in found] == [partition]:
+        stats.count(topic, 0, total)
+        piece = _Piece(None, header, raw, len(raw), found[0][1])
+        return _Split(topic, partition, header, {partition: piece})
+    stats.batches_rebuilt += 1
+    pieces = {}
+    kept = 0
+    for target, spans in found:
+        n = len(spans[1]) // batch_split.SPAN_SIZE
+        if target == partition:
+            kept = n
+        pieces[target] = _Piece(None, header, None, len(raw) * n // max(1, total) + 64, spans)
+    stats.count(topic, total - kept, kept)
+    if log.isEnabledFor(logging.DEBUG):
+        log.debug(
+            "%r-%d: %d records placed as %s",
+            topic,
+            partition,
+            total,
+            ", ".join(f"{len(s[1]) // batch_split.SPAN_SIZE} -> {t}" for t, s in sorted(found)),
         )
     return _Split(topic, partition, header, pieces)
 
@@ -427,6 +472,13 @@ def _encode(
         )
         return data, len(messages)
     attributes = first.attributes
+    if all(p.spans is not None for p in pieces):
+        spans = [p.spans for p in pieces if p.spans is not None]
+        built = batch_split.build_batch(
+            spans, attributes=attributes, producer_id=producer_id, producer_epoch=producer_epoch
+        )
+        if built is not None:
+            return built
     records = [(r.timestamp, r.key, r.value, r.headers) for p in pieces for r in p.decoded()]
     data = encode_batch(
         records,
@@ -446,6 +498,33 @@ def _cap(sizes: Iterable[int]) -> int:
 
 def _untouchable(header: Any) -> bool:
     return bool(header.producer_id >= 0 or header.attributes & (_TRANSACTIONAL | _CONTROL))
+
+
+# The most record bytes a request may hold for the driver to plan it on its own
+# thread: the C pass costs a few microseconds per kilobyte, less than handing
+# the request to a worker thread and back; more than this, other clients wait.
+_CHEAP_BYTES = 1024 * 1024
+# gzip's compressor (zlib, at Java's level) is several times slower than the others.
+_SLOW_CODECS = frozenset({Compression.GZIP})
+
+
+def cheap_to_plan(body: Any, *, hash_name: str, origin_headers: bool) -> bool:
+    """Whether placing the records of ``body`` takes so little time (the codec's
+    C pass, a request of at most ``_CHEAP_BYTES`` of records, no gzip) that the
+    driver does it at once rather than on a worker thread."""
+    if origin_headers or not batch_split.available(hash_name):
+        return False
+    size = 0
+    for t in body.topic_data:
+        for p in t.partition_data:
+            if p.records:
+                size += len(p.records)
+                if size > _CHEAP_BYTES:
+                    return False
+                for header, _ in iter_batches(p.records):
+                    if header.attributes & 0x07 in _SLOW_CODECS:
+                        return False
+    return True
 
 
 def _plain_request(body: Any, topics: Topics) -> bool:
@@ -521,9 +600,10 @@ def plan_produce(
     kept: dict[tuple[str, int], _Source] = {}
     owner_of, moved_out = _owners(splits)
     order = _part_order()
+    cap = _cap(sizes)
     for (topic, target), (own, moved) in _by_target(splits).items():
         leader = topics.leader(topic, target)
-        for rnd, chunk in enumerate(_chunks(own, [m for _, m in moved], _cap(sizes))):
+        for rnd, chunk in enumerate(_chunks(own, [m for _, m in moved], cap)):
             data, _ = _encode(chunk)
             part = order(rnd, leader)
             parts.setdefault((rnd, leader), {}).setdefault(topic, {})[target] = data
@@ -703,488 +783,4 @@ def route_produce(
                 kept[(t.name, p.index)] = (0, p.index)
     return dataclasses.replace(body, topic_data=_topic_data(out)), _route(
         body, sources, kept, splits
-    )
-
-
-# -- the idempotent plan -------------------------------------------------------------------
-
-
-@dataclass(slots=True)
-class Prepared:
-    """An idempotent request, its batches recognised or placed, before numbering."""
-
-    producer_id: int
-    epoch: int
-    retried: list[ClientBatch]
-    new: list[tuple[_Split, int]]  # (placed batch, its record count)
-    refused: dict[tuple[str, int], ErrorCode]
-    targets: set[tuple[str, int]]
-    stale: set[str]  # topics whose leaders the proxy must ask again
-    chunks: list[_Chunk] = field(default_factory=list)
-    # id(split) -> its upstream batches the journal says were written before a restart
-    written: dict[int, list[Upstream]] = field(default_factory=dict)
-
-
-@dataclass(slots=True)
-class _Chunk:
-    """One upstream batch to be, encoded with sequence 0."""
-
-    topic: str
-    partition: int
-    data: bytes
-    count: int
-    splits: list[_Split]  # whose records it holds, the first first
-    leads: bool  # its first records are the first split's own (none moved)
-
-
-@dataclass(slots=True)
-class IdempotentPlan:
-    """What to write for an idempotent request, and how to answer it.
-
-    ``rounds``: the upstream batches to write, round by round (a round has at
-    most one batch per partition; the driver groups it by leader). ``waits``: batches written by an earlier request whose answers
-    this one's depend on. ``answers``: per client partition (in its order),
-    its :class:`ClientBatch` or the error the proxy answers itself.
-    """
-
-    producer_id: int
-    rounds: list[list[Upstream]]
-    waits: list[Upstream]
-    answers: list[tuple[str, list[tuple[int, ClientBatch | ErrorCode]]]]
-
-
-def idempotent_producer(body: Any) -> tuple[int, int] | None:
-    """(producer id, epoch) when every batch of the request is a magic 2 batch of
-    one idempotent producer; else None."""
-    found: tuple[int, int] | None = None
-    for t in body.topic_data:
-        for p in t.partition_data:
-            for header, _ in iter_batches(p.records or b""):
-                if not isinstance(header, RecordBatchHeader):
-                    return None  # a legacy message set
-                if header.producer_id < 0 or header.attributes & _CONTROL:
-                    return None
-                if found is None:
-                    found = (header.producer_id, header.producer_epoch)
-                elif found != (header.producer_id, header.producer_epoch):
-                    return None
-    return found
-
-
-def prepare_idempotent(
-    body: Any,
-    *,
-    session: Session,
-    topics: Topics,
-    hash_name: str,
-    stats: RouteStats,
-    max_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE,
-    recovered: Callable[[str, int, int], Placement | None] | None = None,
-    origin_headers: bool = False,
-) -> Prepared | None:
-    """Recognise an idempotent producer's retried batches and place its new ones.
-
-    Changes nothing in ``session``; :func:`commit_idempotent` does, once the
-    driver has learnt the sequences :meth:`Sequences.unsynced` names.
-
-    ``recovered`` (topic, partition, base sequence) gives a batch's placement
-    from the journal (:mod:`.journal`) when the session does not know it: the
-    upstream batches of it that its targets' leaders (asked by the driver
-    first) say were written are not written again. ``origin_headers``: as for
-    :func:`plan_produce`.
-
-    Returns:
-        The prepared request, or None when it is not for this plan (a
-        partition's records are not one magic 2 batch: the broker refuses it).
-        A partition whose topic or leaders the proxy does not know is refused
-        (UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER), never forwarded
-        as the client numbered it.
-
-    Raises:
-        DecodeError: a batch is malformed.
-    """
-    hash_of = HASHES[hash_name]
-    retried: list[ClientBatch] = []
-    new: list[tuple[_Split, int]] = []
-    written: dict[int, list[Upstream]] = {}
-    refused: dict[tuple[str, int], ErrorCode] = {}
-    targets: set[tuple[str, int]] = set()
-    sizes = []
-    stale: set[str] = set()
-    for t in body.topic_data:
-        for p in t.partition_data:
-            batches = list(iter_batches(p.records or b""))
-            if len(batches) != 1:
-                return None  # the broker judges it (INVALID_RECORD)
-            if not isinstance(batches[0][0], RecordBatchHeader):
-                return None
-    for t in body.topic_data:
-        # Never unrouted: a batch of this producer written as the client numbered
-        # it would clash with the proxy's numbers. Where the proxy cannot place
-        # records, the client hears an error that makes it ask for metadata
-        # (through the proxy, which learns with it) and retry.
-        count = topics.partitions.get(t.name)
-        for p in t.partition_data:
-            if not count:
-                refused[(t.name, p.index)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                continue
-            if topics.leader(t.name, p.index) < 0:
-                refused[(t.name, p.index)] = ErrorCode.NOT_LEADER_OR_FOLLOWER
-                stale.add(t.name)
-                continue
-            header, raw = next(iter_batches(p.records or b""))
-            assert isinstance(header, RecordBatchHeader)
-            known = session.known(t.name, p.index, header.base_sequence)
-            if known is not None and known.count == header.records_count:
-                stats.batches_retried += 1
-                retried.append(known)
-                continue
-            error = session.check_new(t.name, p.index, header.base_sequence)
-            if error:
-                stats.batches_out_of_order += 1
-                refused[(t.name, p.index)] = error
-                continue
-            data = bytes(raw)
-            sizes.append(len(data))
-            split = _split(
-                header, data, t.name, p.index, count, hash_of, stats, max_size, origin_headers
-            )
-            if not all(topics.leader(t.name, x) >= 0 for x in split.pieces):
-                refused[(t.name, p.index)] = ErrorCode.NOT_LEADER_OR_FOLLOWER
-                stale.add(t.name)
-                continue
-            placement = (
-                None if recovered is None else recovered(t.name, p.index, header.base_sequence)
-            )
-            if placement is not None and placement.count == header.records_count:
-                written[id(split)] = _already_written(split, placement, session, stats)
-            new.append((split, header.records_count))
-            targets.update((t.name, x) for x in split.pieces)
-    stats.requests_idempotent += 1
-    prepared = Prepared(session.producer_id, session.epoch, retried, new, refused, targets, stale)
-    prepared.written = written
-    owner = {id(piece): split for split, _ in new for piece in split.pieces.values()}
-    cap = _cap(sizes)
-    for (topic, target), (own, moved) in _by_target([s for s, _ in new]).items():
-        for chunk in _chunks(own, [m for _, m in moved], cap):
-            data, n = _encode(chunk, producer_id=session.producer_id, producer_epoch=session.epoch)
-            splits = list(dict.fromkeys(owner[id(piece)] for piece in chunk))
-            first = owner[id(chunk[0])]
-            leads = not first.moved and chunk[0] is first.pieces[first.partition]
-            prepared.chunks.append(_Chunk(topic, target, data, n, splits, leads))
-    return prepared
-
-
-def _already_written(
-    split: _Split, placement: Placement, session: Session, stats: RouteStats
-) -> list[Upstream]:
-    """The pieces of a journaled batch whose upstream batches were written
-    before a restart: taken out of ``split``, as acknowledged stand-ins."""
-    targets = dict(placement.targets)
-    if set(targets) != set(split.pieces):
-        log.warning(
-            "%r-%d: a retried batch (sequence %d) splits otherwise than the journal "
-            "says: placed afresh (its records may be written twice)",
-            split.topic,
-            split.partition,
-            split.header.base_sequence,
-        )
-        return []
-    stats.batches_recovered += 1
-    out = []
-    for target, last in targets.items():
-        if session.written_upstream(split.topic, target, last):
-            n = len(split.pieces.pop(target).decoded())
-            first = (last - (n - 1)) % 0x80000000  # wrapping as sequences do
-            out.append(Upstream(split.topic, target, first, n, None, State.ACKED))
-            stats.records_not_rewritten += n
-    # Only batches in flight at a restart come here: a line each.
-    log.info(
-        "%r-%d: a batch (sequence %d) placed before a restart: %d of its records had "
-        "been written, the rest (%d) are written now",
-        split.topic,
-        split.partition,
-        split.header.base_sequence,
-        sum(u.count for u in out),
-        placement.count - sum(u.count for u in out),
-    )
-    return out
-
-
-def commit_idempotent(body: Any, prepared: Prepared, session: Session) -> IdempotentPlan:
-    """Number the prepared upstream batches and list what to write, in order.
-
-    Every target partition's next sequence must be known (see
-    :meth:`Sequences.unsynced`). Cheap: the records were placed and encoded by
-    :func:`prepare_idempotent`; numbering rewrites a sequence and a checksum.
-    """
-    upstream_of: dict[int, list[Upstream]] = {}  # id(split) -> its upstream batches
-    leading: dict[int, Upstream] = {}  # id(split) -> the batch its records lead
-    fresh: list[Upstream] = []
-    for chunk in prepared.chunks:
-        u = session.number(chunk.topic, chunk.partition, chunk.count, chunk.data)
-        fresh.append(u)
-        for split in chunk.splits:
-            upstream_of.setdefault(id(split), []).append(u)
-        if chunk.leads:
-            leading[id(chunk.splits[0])] = u
-    placed: dict[tuple[str, int], ClientBatch] = {}
-    for split, count in prepared.new:
-        batch = ClientBatch(
-            split.topic,
-            split.partition,
-            split.header.base_sequence,
-            count,
-            tuple(prepared.written.get(id(split), []) + upstream_of.get(id(split), [])),
-            leading.get(id(split)),
-        )
-        session.remember(batch)
-        placed[(split.topic, split.partition)] = batch
-    # What to write: every failed earlier batch of a target first, then the new.
-    writes: list[Upstream] = []
-    waits: list[Upstream] = []
-    for batch in prepared.retried:
-        for u in batch.upstream:
-            if u.state is State.SENT:
-                waits.append(u)
-            elif u.state is State.FAILED:
-                writes.extend(session.resend_before(u))
-    for u in fresh:
-        writes.extend(session.resend_before(u))
-        writes.append(u)
-    rounds: list[list[Upstream]] = []
-    depth: dict[tuple[str, int], int] = {}
-    for u in dict.fromkeys(writes):
-        key = (u.topic, u.partition)
-        rnd = depth[key] = depth.get(key, -1) + 1
-        if len(rounds) <= rnd:
-            rounds.append([])
-        rounds[rnd].append(u)
-    retried = {(b.topic, b.partition): b for b in prepared.retried}
-    answers: list[tuple[str, list[tuple[int, ClientBatch | ErrorCode]]]] = []
-    for t in body.topic_data:
-        entries: list[tuple[int, ClientBatch | ErrorCode]] = []
-        for p in t.partition_data:
-            key = (t.name, p.index)
-            entry = prepared.refused.get(key) or retried.get(key) or placed[key]
-            entries.append((p.index, entry))
-        answers.append((t.name, entries))
-    return IdempotentPlan(session.producer_id, rounds, waits, answers)
-
-
-def upstream_body(body: Any, batches: Sequence[Upstream]) -> Any:
-    """The Produce request writing ``batches`` (one per partition), with the
-    client's acks, timeout and transactional id."""
-    topics: dict[str, dict[int, bytes]] = {}
-    for u in batches:
-        assert u.data is not None
-        topics.setdefault(u.topic, {})[u.partition] = u.data
-    return _part_body(body, topics)
-
-
-def idempotent_answer(
-    plan: IdempotentPlan, template: Any, client_software: str | None = None
-) -> Any:
-    """The client's answer once every batch it depends on is settled
-    (``client_software``: see :func:`unknown_base_offset`)."""
-    resp = produce_msgs.ProduceResponse
-    responses = []
-    for name, entries in plan.answers:
-        merged = []
-        for index, entry in entries:
-            if isinstance(entry, ErrorCode):
-                merged.append(
-                    resp.PartitionProduceResponse(
-                        index=index, error_code=entry, base_offset=-1, error_message=entry.message
-                    )
-                )
-                continue
-            outcome = entry.outcome()
-            error, message, base, append_time, start = outcome or (
-                ErrorCode.REQUEST_TIMED_OUT,
-                "no answer in time",
-                -1,
-                -1,
-                -1,
-            )
-            if error == ErrorCode.NONE and base < 0:
-                base = unknown_base_offset(entry.count, client_software)
-            merged.append(
-                resp.PartitionProduceResponse(
-                    index=index,
-                    error_code=error,
-                    error_message=message,
-                    base_offset=base,
-                    log_append_time_ms=append_time,
-                    log_start_offset=start,
-                )
-            )
-        responses.append(resp.TopicProduceResponse(name=name, partition_responses=merged))
-    return dataclasses.replace(template, responses=responses)
-
-
-# -- answers ------------------------------------------------------------------------------
-
-
-def merge_produce(
-    route: ProduceRoute, answers: Sequence[Any], client_software: str | None = None
-) -> Any:
-    """The client's answer, from the answers to every part of its request.
-
-    Args:
-        route: the request's route.
-        answers: the decoded ProduceResponse of each part (at least one), in
-            the plan's order, or :func:`failed_answer`'s stand-in for a part
-            that got none.
-        client_software: the client's software name, for the base offset of a
-            partition answered without one (:func:`unknown_base_offset`).
-
-    Returns:
-        A ProduceResponse naming exactly the client's partitions.
-
-    Raises:
-        DecodeError: an answer lacks a partition its part sent.
-    """
-    resp = produce_msgs.ProduceResponse
-    got: dict[tuple[int, str, int], Any] = {
-        (i, t.name, p.index): p
-        for i, a in enumerate(answers)
-        for t in a.responses
-        for p in t.partition_responses
-    }
-    responses = []
-    for name, parts in route.origin:
-        merged = []
-        for index, sources, kept, count in parts:
-            if any((i, name, x) not in got for i, x in sources):
-                raise DecodeError(
-                    f"the broker did not answer for every part of {name}-{index}",
-                    message_name="ProduceResponse",
-                )
-            if kept is not None and len(sources) == 1:
-                own = got[(kept[0], name, kept[1])]
-                errors = own.record_errors
-                if errors:  # only the client's records' (the first ``count`` of the batch)
-                    errors = [e for e in errors if e.batch_index < count]
-                merged.append(
-                    dataclasses.replace(
-                        own, index=index, error_code=_said(own.error_code), record_errors=errors
-                    )
-                )
-                continue
-            failed = next(
-                (got[(i, name, x)] for i, x in sources if got[(i, name, x)].error_code), None
-            )
-            merged.append(
-                resp.PartitionProduceResponse(
-                    index=index,
-                    error_code=_said(failed.error_code) if failed else 0,
-                    error_message=failed.error_message if failed else None,
-                    base_offset=-1 if failed else unknown_base_offset(count, client_software),
-                    log_append_time_ms=-1,
-                    log_start_offset=-1,
-                )
-            )
-        responses.append(resp.TopicProduceResponse(name=name, partition_responses=merged))
-    endpoints = {e.node_id: e for a in answers for e in a.node_endpoints}
-    return dataclasses.replace(
-        answers[0],
-        responses=responses,
-        throttle_time_ms=max(a.throttle_time_ms for a in answers),
-        node_endpoints=list(endpoints.values()),
-    )
-
-
-def _said(code: int) -> int:
-    """The error the client hears: a part's lost connection (NETWORK_EXCEPTION, which
-    no broker puts in a Produce answer and librdkafka would not retry) is said as
-    REQUEST_TIMED_OUT, which every client retries."""
-    return ErrorCode.REQUEST_TIMED_OUT if code == ErrorCode.NETWORK_EXCEPTION else code
-
-
-def failed_answer(part: Any, error: ErrorCode, message: str | None = None) -> Any:
-    """A stand-in answer for a part that got none: each of its partitions failed
-    with ``error``."""
-    resp = produce_msgs.ProduceResponse
-    return resp(
-        responses=[
-            resp.TopicProduceResponse(
-                name=t.name,
-                partition_responses=[
-                    resp.PartitionProduceResponse(
-                        index=p.index, error_code=error, base_offset=-1, error_message=message
-                    )
-                    for p in t.partition_data
-                ],
-            )
-            for t in part.topic_data
-        ]
-    )
-
-
-# A broker refused the batch as no longer (or not yet) its leader: another may take it.
-_UNWRITTEN = frozenset({ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.LEADER_NOT_AVAILABLE})
-
-
-def unwritten(answer: Any) -> set[tuple[str, int]]:
-    """The partitions of a part's answer refused with an error that says
-    nothing was written and the partition's leader is elsewhere (or soon will be)."""
-    return {
-        (t.name, p.index)
-        for t in answer.responses
-        for p in t.partition_responses
-        if p.error_code in _UNWRITTEN
-    }
-
-
-def sub_request(part: Any, wanted: set[tuple[str, int]]) -> Any:
-    """``part`` (a ProduceRequest) with only the ``wanted`` partitions."""
-    topics = []
-    for t in part.topic_data:
-        kept = [p for p in t.partition_data if (t.name, p.index) in wanted]
-        if kept:
-            topics.append(dataclasses.replace(t, partition_data=kept))
-    return dataclasses.replace(part, topic_data=topics)
-
-
-def patch_answer(answer: Any, newer: Any) -> Any:
-    """``answer`` with the partition answers ``newer`` has put in their place."""
-    got = {(t.name, p.index): p for t in newer.responses for p in t.partition_responses}
-    return dataclasses.replace(
-        answer,
-        responses=[
-            dataclasses.replace(
-                t,
-                partition_responses=[got.get((t.name, p.index), p) for p in t.partition_responses],
-            )
-            for t in answer.responses
-        ],
-    )
-
-
-def learn_leaders(topics: Topics, answer: Any) -> set[str]:
-    """Take the leader hints of a part's answer.
-
-    Returns:
-        The topics whose leaders the proxy should ask again (an error says its
-        view is stale and the answer gave no hint).
-    """
-    stale: set[str] = set()
-    for t in answer.responses:
-        for p in t.partition_responses:
-            if p.error_code not in _STALE:
-                continue
-            if p.current_leader.leader_id >= 0:
-                topics.leaders[(t.name, p.index)] = p.current_leader.leader_id
-            else:
-                stale.add(t.name)
-    return stale
-
-
-def metadata_request(names: Iterable[str]) -> Any:
-    """The proxy's own Metadata request for ``names`` (never creating topics)."""
-    m = metadata_msgs.MetadataRequest
-    return m(
-        topics=[m.MetadataRequestTopic(name=n) for n in sorted(names)],
-        allow_auto_topic_creation=False,
     )

@@ -28,6 +28,14 @@ Rules:
 * A target partition's upstream batches are written in sequence order: when a
   batch is to be written, every earlier one of its partition that failed is
   written again first (:meth:`Session.resend_before`).
+* A batch is written only behind every earlier unacknowledged batch of its
+  partition, on the same connection, which carries them to the broker in
+  order (:meth:`Session.in_order`); else it is not written and fails, to be
+  written again with the earlier ones. A broker refuses a batch whose first
+  sequence does not follow the last it wrote (KIP-98), but takes any from a
+  producer it has no state for (KIP-360): a batch written on a new connection
+  while an earlier one was lost with a cut one would be written over the gap,
+  and the answers below would take the lost one as written.
 * Upstream answers (:meth:`Sequences.settle`): no error, or
   DUPLICATE_SEQUENCE_NUMBER: acknowledged, its bytes dropped.
   OUT_OF_ORDER_SEQUENCE_NUMBER: the driver first asks the leader for the
@@ -137,6 +145,8 @@ class Upstream:
         error: the last error it got (NONE when acknowledged).
         base_offset: the broker's base offset once acknowledged (-1: unknown).
         slot: the driver's (what waits for the answer); not read here.
+        link: the driver's name of the connection it was last written on
+            (-1: none), see :meth:`Session.in_order`.
     """
 
     topic: str
@@ -151,6 +161,7 @@ class Upstream:
     log_append_time_ms: int = -1
     log_start_offset: int = -1
     slot: Any = None
+    link: int = -1
 
     @property
     def last_sequence(self) -> int:
@@ -366,9 +377,22 @@ class Session:
                 t.next_sequence = u.base_sequence
             self._close_gap(t)
 
-    def sent(self, u: Upstream) -> None:
+    def in_order(self, u: Upstream, link: int) -> bool:
+        """Whether ``u`` may be written on connection ``link`` now: every earlier
+        unacknowledged batch of its partition is in flight on that connection."""
+        t = self.targets.get((u.topic, u.partition))
+        for p in t.pending if t is not None else ():
+            if p is u:
+                break
+            if p.state is not State.SENT or p.link != link:
+                return False
+        return True
+
+    def sent(self, u: Upstream, link: int = -1) -> None:
+        """``u`` is written on connection ``link`` (-1: it is not, and fails)."""
         if u.state in (State.PLANNED, State.FAILED):
             u.state = State.SENT
+        u.link = link
 
 
 class Sequences:

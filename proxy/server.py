@@ -72,6 +72,9 @@ from trafka.common.lograte import RateLimitedLog
 from trafka.common.request_budget import RequestBudget, release, reserve
 from trafka.discovery import announcing_listener, discover, is_spec, parse_spec
 
+from .answers import (
+    metadata_request,
+)
 from .config import ProxyConfig, split_server
 from .filters import (
     CloseConnection,
@@ -97,7 +100,10 @@ from .rewrite import (
     rewrite_addresses,
     rewrite_response,
 )
-from .routing import RouteStats, Topics, metadata_request
+from .routing import (
+    RouteStats,
+    Topics,
+)
 
 __all__ = ["ProxyConfig", "RunningProxy", "proxy_in_thread", "serve_proxy"]
 
@@ -229,7 +235,7 @@ class _Proxy:
         self.nodes[node_id] = ((host, port), bound)
         self.stats.nodes[node_id] = (self.advertised, bound)
         log.info("broker %d (%r port %d) is served on port %d", node_id, host, port, bound)
-        self.nursery.start_soon(self._serve, listener, node_id)
+        self.nursery.start_soon(self.serve, listener, node_id)
         return self.advertised, bound
 
     def _bind(self, port: int) -> socket.socket:
@@ -244,7 +250,9 @@ class _Proxy:
             raise
         return sock
 
-    async def _serve(self, listener: trio.SocketListener, node_id: int | None) -> None:
+    async def serve(self, listener: trio.SocketListener, node_id: int | None) -> None:
+        """Accept client connections on ``listener`` (a node's own port when
+        ``node_id`` is given, else the bootstrap port) until cancelled."""
         # Out of file descriptors and the like: the connections already open go
         # on; accepting resumes shortly.
         def start(stream: trio.SocketStream) -> None:
@@ -278,7 +286,7 @@ class _Proxy:
                 failures.append(f"{host}:{port}: {exc or type(exc).__name__}")
         raise OSError("no upstream broker reachable (" + "; ".join(failures) + ")")
 
-    async def _probe_upstream(self) -> None:
+    async def probe_upstream(self) -> None:
         """Whether an upstream bootstrap server takes connections (for /readyz)."""
         while True:
             reachable = False
@@ -830,7 +838,7 @@ async def _start_serving(
 ) -> RunningProxy:
     port = listeners[0].socket.getsockname()[1]
     for listener in listeners:
-        nursery.start_soon(proxy._serve, listener, None)
+        nursery.start_soon(proxy.serve, listener, None)
     advertised = proxy.advertised
     log.info("proxy on %s:%d for %s", advertised, port, ",".join(config.upstream))
     metrics_address = None
@@ -840,7 +848,7 @@ async def _start_serving(
         metrics_address = tuple(served[0].socket.getsockname()[:2])
         endpoint = Endpoint(proxy.metrics.exposition, lambda: proxy.upstream_reachable)
         await nursery.start(serve_metrics, endpoint, served)
-        nursery.start_soon(proxy._probe_upstream)
+        nursery.start_soon(proxy.probe_upstream)
     return RunningProxy(
         (advertised, port), f"{advertised}:{port}", proxy.stats, metrics_address, proxy.budget
     )

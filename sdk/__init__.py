@@ -38,11 +38,12 @@ consumer's group membership, share sessions and acknowledgements), and the
 admin client's per-area requests and answers (the modules of :mod:`.admin`).
 """
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from trafka.common.lazy import lazy_exports
 
 from .accumulator import RecordMetadata
-from .config import AdminConfig, ClientConfig, ConsumerConfig, ProducerConfig, ShareConsumerConfig
+from .config import ClientConfig, ProducerConfig
 from .consumer import Consumer, open_consumer
 from .errors import (
     ApiTimeoutError,
@@ -69,33 +70,41 @@ from .errors import (
     TransactionFatalError,
     UsageError,
 )
-from .fetcher import ConsumerRecord, OffsetAndMetadata, OffsetOutOfRangeError, TopicPartition
+from .fetcher import (
+    ConsumerRecord,
+    OffsetAndMetadata,
+    OffsetOutOfRangeError,
+    PartitionEOF,
+    TopicPartition,
+)
 from .group_protocol import CommitFailedError
 from .hosting import start_admin, start_consumer, start_producer, start_share_consumer
 from .partitioners import Partitioner, murmur2
 from .producer import PendingCommit, Producer, RecordFuture, open_producer
-from .statistics import (
-    AdminStatistics,
-    ApiStatistics,
-    BrokerStatistics,
-    ConsumerStatistics,
-    CoordinatorStatistics,
-    GroupStatistics,
-    NodeWindowStatistics,
-    PartitionStatistics,
-    ProducerPartitionStatistics,
-    ProducerStatistics,
-    ShareConsumerStatistics,
-    TelemetryStatistics,
-    ThrottleStatistics,
-    TopicStatistics,
-)
 from .transactions import ConsumerGroupMetadata, TxnState
 
 # The admin client and the share consumer are loaded when first named: most
 # services only produce and consume, and these two are most of the import time.
-# So are the values only the admin client takes (ACLs, quotas, delegation tokens).
+# So are the values only the admin client takes (ACLs, quotas, delegation tokens),
+# and the statistics snapshots, made only when a client's statistics() is called.
 _LAZY = {
+    "AdminConfig": ".config_admin",
+    "ConsumerConfig": ".config_consumer",
+    "ShareConsumerConfig": ".config_share",
+    "AdminStatistics": ".statistics",
+    "ApiStatistics": ".statistics",
+    "BrokerStatistics": ".statistics",
+    "ConsumerStatistics": ".statistics",
+    "CoordinatorStatistics": ".statistics",
+    "GroupStatistics": ".statistics",
+    "NodeWindowStatistics": ".statistics",
+    "PartitionStatistics": ".statistics",
+    "ProducerPartitionStatistics": ".statistics",
+    "ProducerStatistics": ".statistics",
+    "ShareConsumerStatistics": ".statistics",
+    "TelemetryStatistics": ".statistics",
+    "ThrottleStatistics": ".statistics",
+    "TopicStatistics": ".statistics",
     "AclBinding": ".acls",
     "AclBindingFilter": ".acls",
     "AclOperation": ".acls",
@@ -171,6 +180,9 @@ if TYPE_CHECKING:
         UserScramCredentialUpsertion,
         open_admin,
     )
+    from .config_admin import AdminConfig
+    from .config_consumer import ConsumerConfig
+    from .config_share import ShareConsumerConfig
     from .delegation_tokens import DelegationToken, TokenInformation
     from .quotas import ClientQuotaAlteration, ClientQuotaEntity, ClientQuotaFilterComponent
     from .share_consumer import (
@@ -180,19 +192,25 @@ if TYPE_CHECKING:
         ShareRecord,
         open_share_consumer,
     )
+    from .statistics import (
+        AdminStatistics,
+        ApiStatistics,
+        BrokerStatistics,
+        ConsumerStatistics,
+        CoordinatorStatistics,
+        GroupStatistics,
+        NodeWindowStatistics,
+        PartitionStatistics,
+        ProducerPartitionStatistics,
+        ProducerStatistics,
+        ShareConsumerStatistics,
+        TelemetryStatistics,
+        ThrottleStatistics,
+        TopicStatistics,
+    )
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module, __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_LAZY})
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY)
 
 
 __all__ = [
@@ -263,6 +281,7 @@ __all__ = [
     "NewTopic",
     "NoBrokersAvailableError",
     "OffsetOutOfRangeError",
+    "PartitionEOF",
     "Partitioner",
     "PendingCommit",
     "Producer",

@@ -35,7 +35,7 @@ from trafka.codec import KafkaError
 
 from .errors import DeliveryTimeoutError
 from .producer_batches import INT32_MAX, ProducerBatch, child_batch
-from .statistics import PartitionCounters, TopicCounters, topic_totals
+from .statistics.counters import PartitionCounters, TopicCounters, topic_totals
 
 __all__ = ["BatchQueues", "PartitionQueue"]
 

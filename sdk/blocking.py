@@ -62,6 +62,8 @@ import trio
 import trio.abc
 import trio.lowlevel
 
+from trafka.common.lazy import lazy_exports
+
 from ._loop_thread import Forwarding, LoopLock, Portal, locked, unlocked, wait_turn, with_loop_lock
 from ._validate import (
     check_callable,
@@ -69,22 +71,25 @@ from ._validate import (
     check_timeout,
     check_topic_partition,
     check_topic_partitions,
-    check_topics,
 )
 from .blocking_producer import PendingCommit, Producer, SendFuture
 from .consumer import Consumer as AsyncConsumer
 from .consumer import check_commit, check_poll, check_subscription, open_consumer
 from .fetcher import ConsumerRecord, K, TopicPartition, V
-from .share_consumer import AcknowledgeType, ShareRecord, open_share_consumer
-from .share_consumer import ShareConsumer as AsyncShareConsumer
-from .statistics import AdminStatistics, ConsumerStatistics
 
 if TYPE_CHECKING:
     from .admin import Admin as AsyncAdmin
+    from .blocking_share import ShareConsumer
+    from .statistics import AdminStatistics, ConsumerStatistics
 
 __all__ = ["Admin", "Consumer", "PendingCommit", "Producer", "SendFuture", "ShareConsumer"]
 
 log = logging.getLogger("trafka.sdk.blocking")
+
+
+# The share consumer (and the async one it runs, with its share sessions and
+# acknowledgements) is loaded when first named, as trafka.sdk does (issue #48).
+__getattr__, __dir__ = lazy_exports(__name__, {"ShareConsumer": ".blocking_share"})
 
 
 # -- consumer --------------------------------------------------------------------------------------
@@ -208,7 +213,9 @@ class Consumer(Forwarding, Generic[K, V]):
             yield record
 
     def getone(self, timeout_ms: float | None = None) -> ConsumerRecord[K, V] | None:
-        """The next record, or None when none came within ``timeout_ms`` (default: wait)."""
+        """The next record, or None when none came within ``timeout_ms`` (default:
+        wait); with ``enable.partition.eof``, end-of-partition events come too
+        (confluent-kafka's ``poll(timeout)``)."""
         check_timeout("timeout_ms", timeout_ms)
         return self._next(timeout_ms)
 
@@ -422,149 +429,6 @@ class Consumer(Forwarding, Generic[K, V]):
             self.close()
         elif not self._loop.closing:
             # As the async consumer's block: no final commit, the group is left.
-            self._buffer.clear()
-            self._loop.close(exc)
-
-
-# -- share consumer --------------------------------------------------------------------------------
-
-
-class ShareConsumer(Forwarding):
-    """A blocking share consumer (KIP-932): :class:`~trafka.sdk.share_consumer.ShareConsumer`
-    on a loop of its own (see the module doc for how it runs).
-
-    Records come in batches (:meth:`poll`) or one at a time (iteration); a poll
-    with implicit acknowledgement accepts the records of the previous one.
-    Records an iteration has not reached yet are never accepted: a commit or
-    close in the middle of a batch leaves them out (closing releases them).
-    The acknowledgement commit callback runs on the client's thread while
-    ``poll``, ``commit`` or ``close`` waits for it.
-
-    Args:
-        *topics: topics to subscribe to; or call :meth:`subscribe`.
-        config: a :class:`~trafka.sdk.config.ShareConsumerConfig` or a mapping of
-            Kafka-style keys.
-        consumer_timeout_ms: iteration ends after this long without a record
-            (default: it never ends).
-        **settings: settings in Python spelling.
-
-    Raises:
-        ConfigError: invalid configuration.
-    """
-
-    def __init__(
-        self,
-        *topics: str,
-        config: Any = None,
-        consumer_timeout_ms: float | None = None,
-        **settings: Any,
-    ) -> None:
-        check_timeout("consumer_timeout_ms", consumer_timeout_ms)
-        if topics:
-            check_topics("topics", topics)
-        self._buffer: collections.deque[ShareRecord] = collections.deque()
-        self._timeout_ms = consumer_timeout_ms
-        self._loop = Portal(partial(open_share_consumer, config=config, **settings))
-        self._consumer: AsyncShareConsumer = self._loop.client
-        if topics:
-            try:
-                self.subscribe(list(topics))
-            except BaseException as exc:
-                self._loop.close(exc)
-                raise
-
-    def __iter__(self) -> Iterator[ShareRecord]:
-        """Records as they come; ends only with ``consumer_timeout_ms`` (or close)."""
-        while True:
-            if not self._buffer:
-                self._buffer.extend(self._poll(self._timeout_ms))
-                if not self._buffer:
-                    return
-            yield self._buffer.popleft()
-
-    def poll(self, timeout_ms: float | None = None) -> list[ShareRecord]:
-        """Records delivered to this member, waiting up to ``timeout_ms`` (None: until
-        some come); records an iteration had not reached come first."""
-        check_timeout("timeout_ms", timeout_ms)
-        if self._buffer:
-            out = list(self._buffer)
-            self._buffer.clear()
-            return out
-        return self._poll(timeout_ms)
-
-    def _poll(self, timeout_ms: float | None) -> list[ShareRecord]:
-        for left in self._loop.slices(timeout_ms, "the share consumer is closed"):
-            records: list[ShareRecord] = self._call(self._consumer.poll, timeout_ms=left * 1000)
-            if records:
-                return records
-        return []
-
-    def _give_back(self) -> None:
-        """Records iteration has not reached: not to be accepted."""
-        if self._buffer:
-            held = list(self._buffer)
-            self._buffer.clear()
-            self._loop.call(self._consumer.unseen, held)
-
-    def acknowledge(
-        self, record: ShareRecord, type: AcknowledgeType | int = AcknowledgeType.ACCEPT
-    ) -> None:
-        """Acknowledge a record of the last poll (``share.acknowledgement.mode=explicit``):
-        accept it (the default), or ``AcknowledgeType.RELEASE`` / ``REJECT`` it."""
-        self._call(self._consumer.acknowledge, record, type)
-
-    def acknowledge_offset(
-        self,
-        topic: str,
-        partition: int,
-        offset: int,
-        type: AcknowledgeType | int = AcknowledgeType.ACCEPT,
-    ) -> None:
-        """:meth:`acknowledge` a record of the last poll by its coordinates."""
-        self._call(self._consumer.acknowledge_offset, topic, partition, offset, type)
-
-    def commit(self, timeout_ms: int | None = None) -> dict[TopicPartition, BaseException | None]:
-        """Send the acknowledgements made so far and wait: per partition None or the error."""
-        check_timeout("timeout_ms", timeout_ms)
-        self._give_back()
-        result: dict[TopicPartition, BaseException | None] = self._call(
-            self._consumer.commit, timeout_ms
-        )
-        return result
-
-    def commit_async(self) -> Future[dict[TopicPartition, BaseException | None]]:
-        """Send the acknowledgements made so far; the future holds the per-partition outcome."""
-        self._give_back()
-
-        async def run() -> dict[TopicPartition, BaseException | None]:
-            return await self._consumer.commit_async().wait()
-
-        future: Future[dict[TopicPartition, BaseException | None]] = (
-            self._loop.portal.start_task_soon(run)
-        )
-        return future
-
-    def subscribe(self, topics: Iterable[str]) -> None:
-        self._call(self._consumer.subscribe, check_topics("topics", topics))
-
-    def close(self) -> None:
-        """Acknowledge (implicit mode) or release what was delivered, close the
-        share sessions, leave the group and stop (idempotent)."""
-        if self._loop.closing:
-            return
-        try:
-            self._give_back()
-        finally:
-            self._loop.close()
-
-    def __enter__(self) -> ShareConsumer:
-        return self
-
-    def __exit__(self, exc_type: object, exc: BaseException | None, tb: object) -> None:
-        if exc is None:
-            self.close()
-        elif not self._loop.closing:
-            # As the async block: what was delivered is released, not accepted.
             self._buffer.clear()
             self._loop.close(exc)
 

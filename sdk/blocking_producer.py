@@ -40,7 +40,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import CancelledError
 from contextlib import contextmanager
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import trio
@@ -67,8 +67,10 @@ from .producer import PendingCommit as AsyncPendingCommit
 from .producer import Producer as AsyncProducer
 from .producer import RecordFuture, open_producer, transaction_offsets
 from .producer_core import PreparedRecord
-from .statistics import ProducerStatistics
 from .transactions import ConsumerGroupMetadata
+
+if TYPE_CHECKING:
+    from .statistics.producing import ProducerStatistics
 
 __all__ = ["PendingCommit", "Producer", "SendFuture"]
 

@@ -36,11 +36,10 @@ Rules:
 from __future__ import annotations
 
 import dataclasses
-import difflib
 from collections.abc import Mapping
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
-from trafka.discovery import DiscoverySpec, is_spec, parse_spec
+from trafka.common.lazy import lazy_exports
 
 from ._validate import INT32_MAX
 from .config_keys import _NOT_FOR_SHARE_GROUPS, _NOT_TAKEN_NORM, _names, _norm
@@ -52,7 +51,6 @@ from .config_values import (
     _SECURITY_PROTOCOLS,
     _SERDES,
     _acks,
-    _assignors,
     _bool,
     _callable_or_name,
     _check_hostname,
@@ -63,7 +61,6 @@ from .config_values import (
     _int,
     _listen,
     _made_from,
-    _offset_reset,
     _opt_bool,
     _opt_callable,
     _opt_int,
@@ -77,8 +74,15 @@ from .config_values import (
     _token_provider,
 )
 from .errors import ConfigError
-from .interceptors import consumer_interceptor_classes, producer_interceptor_classes
+from .interceptors import producer_interceptor_classes
 from .partitioners import PARTITIONERS
+
+if TYPE_CHECKING:
+    from trafka.discovery import DiscoverySpec
+
+    from .config_admin import AdminConfig
+    from .config_consumer import ConsumerConfig
+    from .config_share import ShareConsumerConfig
 
 __all__ = [
     "AdminConfig",
@@ -218,6 +222,11 @@ class ClientConfig:
     metrics_listen: str | None = _field(None, _listen)
     error_cb: Any = _field(None, _opt_callable, dotted="error_cb")  # noqa: RUF009
 
+    #: Whether the client's metadata requests may create topics when it has no
+    #: ``allow.auto.create.topics`` setting: a producer's may (as Java's), an
+    #: admin client's never do (as Kafka's AdminClient's).
+    auto_create_topics_default: ClassVar[bool] = True
+
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
             coerce = f.metadata.get("coerce")
@@ -318,6 +327,8 @@ class ClientConfig:
     @property
     def bootstrap_addresses(self) -> list[tuple[str, int]]:
         """``bootstrap_servers`` split into (host, port) pairs (zeroconf specs left out)."""
+        from trafka.discovery import is_spec  # zeroconf loads only for who asks (issue #48)
+
         return [
             _split_host_port("bootstrap.servers", s)
             for s in self.bootstrap_servers
@@ -327,6 +338,8 @@ class ClientConfig:
     @property
     def discovery_specs(self) -> list[DiscoverySpec]:
         """The zeroconf discovery specs among ``bootstrap_servers``."""
+        from trafka.discovery import is_spec, parse_spec
+
         return [parse_spec(s) for s in self.bootstrap_servers if is_spec(s)]
 
     @classmethod
@@ -384,6 +397,10 @@ def _snake_keys(cls: type[ClientConfig], changes: Mapping[str, Any]) -> dict[str
 
 
 def _unknown(cls: type[ClientConfig], key: str) -> ConfigError:
+    from .config_admin import AdminConfig
+    from .config_consumer import ConsumerConfig
+    from .config_share import ShareConsumerConfig
+
     if cls is ShareConsumerConfig:
         attr = _names(ConsumerConfig).get(_norm(key))
         if attr in _NOT_FOR_SHARE_GROUPS:
@@ -398,6 +415,8 @@ def _unknown(cls: type[ClientConfig], key: str) -> ConfigError:
             return ConfigError(
                 f"{key!r} is a {other.__name__} setting; {cls.__name__} does not take it"
             )
+    import difflib  # only a mistyped key needs it: not loaded with every client
+
     known = sorted(
         {_dotted(f) for f in dataclasses.fields(cls)} | {f.name for f in dataclasses.fields(cls)}
     )
@@ -522,200 +541,17 @@ class ProducerConfig(ClientConfig):
         )
 
 
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
-class ConsumerConfig(ClientConfig):
-    """Consumer settings (plus the connection settings of :class:`ClientConfig`).
-
-    Attributes:
-        group_id: the consumer group; ``None`` for a consumer that only uses ``assign``.
-        group_instance_id: a static member id (KIP-345), or ``None``.
-        auto_offset_reset: ``latest``, ``earliest`` or ``none`` (raise).
-        enable_auto_commit: commit consumed positions every ``auto_commit_interval_ms``
-            (without a ``group_id`` nothing is committed, whatever it says).
-        auto_commit_interval_ms: how often positions are committed with
-            ``enable_auto_commit``.
-        enable_auto_offset_store: librdkafka's: true (the default) commits the
-            positions after the records handed out; false commits only what the
-            application stored with ``Consumer.store_offsets`` (at auto-commit,
-            ``commit()`` without offsets, before a revocation and at close).
-        session_timeout_ms: the group coordinator removes a member it has not
-            heard from for this long (classic protocol).
-        heartbeat_interval_ms: how often the member heartbeats to the
-            coordinator; must be lower than ``session_timeout_ms``.
-        max_poll_interval_ms: a member that does not poll for this long leaves
-            the group (its partitions go to the others).
-        max_poll_records: records handed out per ``getmany``.
-        fetch_min_bytes: a fetch waits until brokers have this much data (or
-            ``fetch_max_wait_ms`` passed).
-        fetch_max_wait_ms: how long a broker may hold a fetch waiting for
-            ``fetch_min_bytes``.
-        fetch_max_bytes: the most data a fetch response may carry (a larger
-            first batch is still returned, as in Kafka).
-        max_partition_fetch_bytes: the most data per partition in a fetch
-            response (a larger first batch is still returned, as in Kafka).
-        isolation_level: ``read_uncommitted`` or ``read_committed``.
-        partition_assignment_strategy: assignor names in preference order (classic
-            protocol only).
-        group_protocol: ``classic`` (JoinGroup/SyncGroup, the default, as in Java) or
-            ``consumer`` (KIP-848: the coordinator assigns, through
-            ConsumerGroupHeartbeat).
-        group_remote_assignor: with ``group.protocol=consumer``, the coordinator's
-            assignor to use (``uniform``, ``range``, ...); ``None`` for its default.
-        check_crcs: verify record batch CRCs.
-        enable_incremental_fetch_sessions: ask brokers for incremental fetch
-            sessions (KIP-227, as Java's consumer always does): fetches then name
-            only partitions whose fetch offset changed. False sends full,
-            sessionless fetches (kafka-python's switch of the same name).
-        default_api_timeout_ms: bound for blocking calls without their own timeout.
-        exclude_internal_topics: pattern subscriptions skip ``__consumer_offsets`` etc.
-        allow_auto_create_topics: metadata requests may create subscribed topics.
-        key_deserializer / value_deserializer: ``bytes``, ``str``, ``json`` or a callable.
-        on_commit: ``None``, or called as ``on_commit(error_or_None, offsets)`` after each
-            commit of offsets, whoever started it (auto-commit, ``commit()``,
-            ``commit_async()``, the commit before a revocation or at close), as
-            librdkafka's ``on_commit`` / offset commit callback; ``offsets``
-            maps each TopicPartition to the offset committed (confluent-kafka
-            passes a list of TopicPartition carrying ``.offset``). It runs in
-            the client's event loop and must not block; what it raises is logged.
-        interceptor_classes: consumer interceptors (``on_consume``,
-            ``on_commit``, ``close``; :mod:`trafka.sdk.interceptors`): import
-            paths (``"pkg.module:Class"``), classes or objects, in order.
-    """
-
-    group_id: str | None = _field(None, _opt_str)
-    group_instance_id: str | None = _field(None, _opt_str)
-    auto_offset_reset: str = _field("latest", _offset_reset)
-    enable_auto_commit: bool = _field(True, _bool)
-    enable_auto_offset_store: bool = _field(True, _bool)
-    auto_commit_interval_ms: int = _field(5_000, _int(1, INT32_MAX))
-    session_timeout_ms: int = _field(45_000, _int(1, INT32_MAX))
-    heartbeat_interval_ms: int = _field(3_000, _int(1, INT32_MAX))
-    max_poll_interval_ms: int = _field(300_000, _int(1, INT32_MAX))
-    max_poll_records: int = _field(500, _int(1, INT32_MAX))
-    fetch_min_bytes: int = _field(1, _int(0, INT32_MAX))
-    fetch_max_wait_ms: int = _field(500, _int(0, INT32_MAX), aliases=("fetch.wait.max.ms",))
-    fetch_max_bytes: int = _field(52_428_800, _int(0, INT32_MAX))
-    max_partition_fetch_bytes: int = _field(
-        1_048_576, _int(0, INT32_MAX), aliases=("fetch.message.max.bytes",)
-    )
-    isolation_level: str = _field("read_uncommitted", _choice("read_uncommitted", "read_committed"))
-    partition_assignment_strategy: tuple[str, ...] = _field(
-        ("range", "cooperative-sticky"), _assignors
-    )
-    group_protocol: str = _field("classic", _choice("classic", "consumer"))
-    group_remote_assignor: str | None = _field(None, _opt_str)
-    check_crcs: bool = _field(True, _bool)
-    enable_incremental_fetch_sessions: bool = _field(True, _bool)
-    default_api_timeout_ms: int = _field(60_000, _int(0, INT32_MAX))
-    exclude_internal_topics: bool = _field(True, _bool)
-    allow_auto_create_topics: bool = _field(True, _bool)
-    key_deserializer: Any = _field("bytes", _callable_or_name(*_SERDES))  # noqa: RUF009
-    value_deserializer: Any = _field("bytes", _callable_or_name(*_SERDES))  # noqa: RUF009
-    on_commit: Any = _field(None, _opt_callable, dotted="on_commit")  # noqa: RUF009
-    interceptor_classes: tuple[Any, ...] = _field((), consumer_interceptor_classes)
-
-    def _check(self) -> None:
-        super(ConsumerConfig, self)._check()
-        if self.heartbeat_interval_ms >= self.session_timeout_ms:
-            raise ConfigError(
-                f"heartbeat.interval.ms ({self.heartbeat_interval_ms}) must be lower than "
-                f"session.timeout.ms ({self.session_timeout_ms})"
-            )
-        if self.group_instance_id is not None and self.group_id is None:
-            raise ConfigError("group.instance.id requires group.id")
-        if self.group_protocol == "consumer":
-            # As the Java client: these belong to the coordinator under KIP-848.
-            defaults = {f.name: f.default for f in dataclasses.fields(ConsumerConfig)}
-            moved = {
-                "session_timeout_ms": "group.consumer.session.timeout.ms",
-                "heartbeat_interval_ms": "group.consumer.heartbeat.interval.ms",
-                "partition_assignment_strategy": "group.remote.assignor (client side)",
-            }
-            for name, instead in moved.items():
-                if getattr(self, name) != defaults[name]:
-                    raise ConfigError(
-                        f"{name.replace('_', '.')} cannot be set with group.protocol=consumer: "
-                        f"the group coordinator owns it (use {instead})"
-                    )
-        elif self.group_remote_assignor is not None:
-            raise ConfigError("group.remote.assignor needs group.protocol=consumer")
-
-    @property
-    def auto_commit(self) -> bool:
-        """Whether positions are committed automatically.
-
-        Without a group there is nothing to commit, so the default ``True`` of
-        ``enable.auto.commit`` means off then.
-        """
-        return self.enable_auto_commit and self.group_id is not None
-
-    @property
-    def read_committed(self) -> bool:
-        return self.isolation_level == "read_committed"
+# The consumers' and the admin client's settings are loaded when first named:
+# making each settings dataclass is a few milliseconds of every import of the
+# client (issue #48), and a program that only produces never needs them.
+_LAZY = {
+    "AdminConfig": ".config_admin",
+    "ConsumerConfig": ".config_consumer",
+    "ShareConsumerConfig": ".config_share",
+}
 
 
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
-class ShareConsumerConfig(ClientConfig):
-    """Share consumer settings (KIP-932; plus the connection settings of :class:`ClientConfig`).
-
-    Attributes:
-        group_id: the share group (required: a share consumer without one is an error).
-        share_acknowledgement_mode: ``implicit`` (the default: the records of a
-            poll are accepted when the next poll, commit or close starts) or
-            ``explicit`` (the application acknowledges every record).
-        max_poll_records: records handed out per poll; also the ShareFetch
-            MaxRecords and BatchSize.
-        max_poll_interval_ms: a member that does not poll for this long leaves
-            the group, and joins again at its next poll.
-        fetch_min_bytes: a ShareFetch waits until brokers have this much data
-            (or ``fetch_max_wait_ms`` passed).
-        fetch_max_wait_ms: how long a broker may hold a ShareFetch waiting for
-            ``fetch_min_bytes``.
-        fetch_max_bytes: the most data a ShareFetch response may carry.
-        check_crcs: verify record batch CRCs (a corrupt batch's records are rejected).
-        default_api_timeout_ms: the bound of ``commit()`` without its own timeout.
-        allow_auto_create_topics: metadata requests may create subscribed topics.
-        key_deserializer / value_deserializer: ``bytes``, ``str``, ``json`` or a callable.
-    """
-
-    group_id: str | None = _field(None, _opt_str)
-    share_acknowledgement_mode: str = _field("implicit", _choice("implicit", "explicit"))
-    max_poll_records: int = _field(500, _int(1, INT32_MAX))
-    max_poll_interval_ms: int = _field(300_000, _int(1, INT32_MAX))
-    fetch_min_bytes: int = _field(1, _int(0, INT32_MAX))
-    fetch_max_wait_ms: int = _field(500, _int(0, INT32_MAX), aliases=("fetch.wait.max.ms",))
-    fetch_max_bytes: int = _field(52_428_800, _int(0, INT32_MAX))
-    check_crcs: bool = _field(True, _bool)
-    default_api_timeout_ms: int = _field(60_000, _int(0, INT32_MAX))
-    allow_auto_create_topics: bool = _field(True, _bool)
-    key_deserializer: Any = _field("bytes", _callable_or_name(*_SERDES))  # noqa: RUF009
-    value_deserializer: Any = _field("bytes", _callable_or_name(*_SERDES))  # noqa: RUF009
-
-    def _check(self) -> None:
-        super(ShareConsumerConfig, self)._check()
-        if self.group_id is None:
-            raise ConfigError("a share consumer needs group.id (the share group to join)")
-
-    @property
-    def explicit_acknowledgement(self) -> bool:
-        """Whether the application acknowledges each record (``share.acknowledgement.mode``)."""
-        return self.share_acknowledgement_mode == "explicit"
-
-
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
-class AdminConfig(ClientConfig):
-    """Admin client settings (plus the connection settings of :class:`ClientConfig`).
-
-    Attributes:
-        default_api_timeout_ms: each admin call's deadline; a call's own
-            ``timeout_ms`` overrides it.
-        enable_metrics_push: as :class:`ClientConfig`'s, but off unless asked for:
-            Java's ``AdminClientConfig`` defines ``enable.metrics.push`` with the
-            default false (the producer's and consumer's configs, true).
-    """
-
-    default_api_timeout_ms: int = _field(60_000, _int(0, INT32_MAX))
-    enable_metrics_push: bool = _field(False, _bool)
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY)
 
 
 def make_config(

@@ -61,6 +61,8 @@ _NOT_FOR_SHARE_GROUPS = {
     "heartbeat_interval_ms": "it is the broker's group.share.heartbeat.interval.ms",
     "max_partition_fetch_bytes": "ShareFetch has no per-partition limit (fetch.max.bytes bounds it)",
     "enable_incremental_fetch_sessions": "ShareFetch always uses share sessions (KIP-932)",
+    "enable_partition_eof": "records are shared, so a member has no partition end to reach "
+    "(librdkafka does not take it for share consumers either)",
 }
 
 
@@ -85,8 +87,6 @@ _NO_VERSION_GUESS = (
 #: near name is the wrong advice for these (enable.auto.offset.store is not
 #: auto.offset.reset).
 _NOT_TAKEN = {
-    "enable.partition.eof": "trafka's consumer has no end-of-partition event: compare "
-    "position(tp) with highwater(tp) (or end_offsets) to know a partition is read to its end",
     "on_delivery": "pass on_delivery=cb to each send(): cb(error, metadata) per record",
     "dr_cb": "pass on_delivery=cb to each send(): cb(error, metadata) per record",
     "dr_msg_cb": "pass on_delivery=cb to each send(): cb(error, metadata) per record",

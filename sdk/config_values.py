@@ -25,8 +25,6 @@ import weakref
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from trafka.discovery import is_spec, parse_spec
-
 from ._validate import INT16_MAX, INT32_MAX, INT64_MAX
 from .errors import ConfigError
 
@@ -218,6 +216,9 @@ def _str_list(name: str, value: Any) -> tuple[str, ...]:
     )
 )
 def _servers(name: str, value: Any) -> tuple[str, ...]:
+    # trafka.discovery is loaded by the first client made, not by every import of the SDK.
+    from trafka.discovery import is_spec, parse_spec
+
     servers = _str_list(name, value)
     for server in servers:
         if is_spec(server):

@@ -73,9 +73,8 @@ from ._util import loop_clock
 from .config import ClientConfig
 from .connection_state import ConnectionState
 from .errors import KafkaConnectionError, RequestTimeoutError, UsageError
-from .security import authenticate
 from .sockets import close_socket, open_socket, socket_error
-from .statistics import NodeCounters
+from .statistics.counters import NodeCounters
 
 __all__ = ["BrokerConnection", "CallbackCompletion", "Completion"]
 
@@ -138,6 +137,15 @@ _THROTTLE_LOG_INTERVAL = 30.0
 # api key, body, completion, version, and the deadline its timeout gives it (this
 # driver's clock, from when it was handed to send()).
 _Held = tuple[int, Any, "Completion | None", "int | None", float]
+
+
+async def _authenticate(conn: BrokerConnection, config: ClientConfig) -> int:
+    """Run SASL on ``conn``: the session's lifetime in ms (0: none)."""
+    # security.py (SASL, its codec messages, OAuth) loads with the first
+    # connection that authenticates, not with every client (issue #48).
+    from .security import authenticate
+
+    return await authenticate(conn, config)
 
 
 class BrokerConnection:
@@ -254,7 +262,7 @@ class BrokerConnection:
             raise waiter.error
         lifetime_ms = 0
         if self._config.uses_sasl:
-            lifetime_ms = await authenticate(self, self._config)
+            lifetime_ms = await _authenticate(self, self._config)
         self._opened = True
         self.stats.connects += 1
         self._schedule_reauthentication(lifetime_ms)
@@ -278,7 +286,7 @@ class BrokerConnection:
         self._reauthenticating = True
         self._hold_until = math.inf
         try:
-            lifetime_ms = await authenticate(self, self._config)
+            lifetime_ms = await _authenticate(self, self._config)
         except TrafkaError as exc:
             log.warning("re-authentication with node %s failed: %s", self.node_id, exc)
             self._fail(exc)

@@ -56,7 +56,7 @@ from trafka.codec import (
 from trafka.codec.messages import k18_api_versions as api_versions
 
 from .errors import ProtocolError, UsageError
-from .statistics import NodeCounters
+from .statistics.counters import NodeCounters
 
 __all__ = [
     "CLIENT_THROTTLE_VERSIONS",

@@ -25,7 +25,7 @@ import re
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from typing import Any, Generic, overload
+from typing import TYPE_CHECKING, Any, Generic, overload
 
 import anyio
 import anyio.abc
@@ -45,13 +45,14 @@ from ._validate import (
     describe,
 )
 from .calls import Calls
-from .config import ConsumerConfig, make_config
+from .config import make_config
 from .consumer_core import ConsumerCore
 from .consumer_fetching import FetchDriver
 from .consumer_offsets import OffsetLookups
 from .errors import (
     ApiTimeoutError,
     ArgumentTypeError,
+    ArgumentValueError,
     ClientClosedError,
     UsageError,
 )
@@ -60,11 +61,11 @@ from .fetcher import (
     LATEST,
     ConsumerRecord,
     K,
+    PartitionEOF,
     TopicPartition,
     V,
 )
 from .hosting import Hostable
-from .statistics import ConsumerStatistics
 from .subscription import Subscription, check_subscription
 from .telemetry import (
     IntervalAverages,
@@ -76,9 +77,14 @@ from .telemetry import (
 from .transactions import ConsumerGroupMetadata
 from .transport import Cluster
 
+if TYPE_CHECKING:
+    from .config_consumer import ConsumerConfig
+    from .statistics import ConsumerStatistics
+
 __all__ = [
     "Consumer",
     "ConsumerRecord",
+    "PartitionEOF",
     "TopicPartition",
     "check_commit",
     "check_poll",
@@ -91,6 +97,13 @@ log = logging.getLogger("trafka.sdk.consumer")
 
 def check_commit(offsets: Any, message: Any) -> dict[TopicPartition, int] | None:
     """``commit()``'s arguments, checked: the offsets (None when not given)."""
+    if isinstance(message, PartitionEOF):
+        # Its offset is the end itself: "the offset after it" would skip a record.
+        raise ArgumentValueError(
+            f"message must be a consumed record, got {message!r}, an end-of-partition "
+            f"event: commit {{TopicPartition({message.topic!r}, {message.partition}): "
+            f"{message.offset}}} to commit up to it"
+        )
     if message is not None:
         for attr, check in (("topic", check_topic), ("partition", check_partition)):
             if not hasattr(message, attr):
@@ -504,7 +517,9 @@ class Consumer(OffsetLookups, Hostable, Generic[K, V]):
             max_records: default ``max.poll.records``.
 
         Returns:
-            Records per partition, in offset order (empty on timeout).
+            Records per partition, in offset order (empty on timeout); with
+            ``enable.partition.eof``, a partition's list ends with a
+            :class:`~trafka.sdk.consumer_types.PartitionEOF` when it reached the end.
 
         Raises:
             TypeError, ValueError: ``timeout_ms`` is not a number >= 0,
@@ -581,7 +596,8 @@ class Consumer(OffsetLookups, Hostable, Generic[K, V]):
             self._fetches.send_fetches()
 
     async def getone(self) -> ConsumerRecord[K, V]:
-        """The next record, waiting as long as needed."""
+        """The next record (or, with ``enable.partition.eof``, end-of-partition
+        event), waiting as long as needed."""
         self._check_open()
         core = self.core
         core.poll_started()
@@ -596,20 +612,22 @@ class Consumer(OffsetLookups, Hostable, Generic[K, V]):
                 r = core.next_record()
                 if r is not None:
                     return r
-                core.hold(await self._fill())
+                await self._fill()
         finally:
             if group is not None:
                 group.poll_ended()
 
-    async def _fill(self) -> dict[TopicPartition, list[ConsumerRecord[K, V]]]:
+    async def _fill(self) -> None:
+        """Wait until :meth:`ConsumerCore.fill <trafka.sdk.consumer_core.ConsumerCore.fill>`
+        takes something."""
         while True:
             self._check_open()
             if self._fetcher.has_data():
-                out = self.core.take(self.config.max_poll_records, None)
+                got = self.core.fill(self.config.max_poll_records)
                 if self._fetcher.fetch_wanted:
                     self._fetches.send_fetches()
-                if out:
-                    return out
+                if got:
+                    return
             await self._wait_data(math.inf)
 
     def __aiter__(self) -> Consumer[K, V]:
@@ -771,6 +789,8 @@ async def open_consumer(
     Raises:
         ConfigError: invalid configuration.
     """
+    from .config_consumer import ConsumerConfig  # loaded with the first consumer
+
     cfg = make_config(ConsumerConfig, config, kwargs)
     async with owned_task_group() as tg, Consumer[Any, Any](cfg, tg) as consumer:
         await serve_metrics_if_asked(tg, consumer, "consumer", cfg.metrics_listen)

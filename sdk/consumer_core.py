@@ -27,6 +27,11 @@ Rules:
   a poll takes from the fetcher, after they count as handed out, and those
   :meth:`ConsumerCore.hold` keeps for ``getone``.
 * Paused partitions hand out nothing, from the fetcher or from what was taken.
+* End-of-partition events (``enable.partition.eof``): a
+  :class:`~trafka.sdk.consumer_types.PartitionEOF` comes after the records of
+  its partition, in the same poll or a later one. It is no record: the
+  interceptors never see it, it moves no consumed position, and it is not
+  counted as consumed, held or dropped.
 * With ``enable.auto.offset.store=false`` (librdkafka's), commits without
   offsets (auto-commit, ``commit()``, before a revocation, at close) commit only
   what the application stored with :meth:`ConsumerCore.store_offsets`, and only
@@ -37,20 +42,25 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterable, Mapping
-from typing import Any, Generic
+from typing import TYPE_CHECKING, Any, Generic
 
 from ._util import get_deserializer
-from .config import ConsumerConfig
 from .errors import UsageError
-from .fetcher import ConsumedPositions, ConsumerRecord, Fetcher, K, TopicPartition, V
+from .fetcher import (
+    ConsumedPositions,
+    ConsumerRecord,
+    Fetcher,
+    K,
+    PartitionEOF,
+    TopicPartition,
+    V,
+)
 from .interceptors import ConsumerInterceptors
 from .metadata import MetadataCache
-from .statistics import (
-    ConsumerStatistics,
-    FetchSessionStatistics,
-    GroupStatistics,
-    PartitionStatistics,
-)
+
+if TYPE_CHECKING:
+    from .config_consumer import ConsumerConfig
+    from .statistics import ConsumerStatistics, GroupStatistics
 
 __all__ = ["ConsumerCore"]
 
@@ -114,11 +124,22 @@ class ConsumerCore(Generic[K, V]):
             return out
         consumed = self.consumed
         for tp, recs in out.items():
-            consumed.handed_out(tp, recs[-1].offset + 1)
+            last: ConsumerRecord[K, V] | None = recs[-1]
+            if type(last) is PartitionEOF:  # held by getone after its records
+                last = _last_record(recs)
+            if last is not None:
+                consumed.handed_out(tp, last.offset + 1)
         if taken and out and self.interceptors is not None:
             # After counting: what an interceptor drops still counts as consumed.
             out = self.interceptors.on_consume(out)
+        if taken:
+            self._add_eofs(out, wanted)
         return out
+
+    def _add_eofs(self, out: Records[K, V], wanted: set[TopicPartition] | None) -> None:
+        """The end-of-partition events due, after the records taken (of ``wanted``)."""
+        for eof in self.fetcher.take_eofs(wanted):
+            out.setdefault(TopicPartition(eof.topic, eof.partition), []).append(eof)
 
     def _take_buffer(
         self, out: Records[K, V], limit: int, wanted: set[TopicPartition] | None
@@ -178,6 +199,16 @@ class ConsumerCore(Generic[K, V]):
             ]
         return out
 
+    def fill(self, limit: int) -> bool:
+        """Take up to ``limit`` fetched records and :meth:`hold` them, then the
+        end-of-partition events due (for ``getone``). Returns whether anything
+        was taken."""
+        records = self.take(limit, None)
+        self.hold(records)
+        eofs = self.fetcher.take_eofs()
+        self._buffer.extend(eofs)
+        return bool(records or eofs)
+
     def hold(self, records: Records[K, V]) -> None:
         """Keep taken records to hand out one at a time (:meth:`next_record`),
         as the interceptors' ``on_consume`` returns them."""
@@ -203,20 +234,26 @@ class ConsumerCore(Generic[K, V]):
                     break
             else:
                 return None
-        self._last = r
+        if type(r) is not PartitionEOF:  # (an event moves no position)
+            self._last = r
         return r
 
     def held_count(self, tp: TopicPartition | None = None) -> int:
         """Records taken but not handed out (of ``tp``; default all)."""
         if tp is None:
-            return len(self._buffer)
-        return sum(1 for r in self._buffer if r.partition == tp.partition and r.topic == tp.topic)
+            return sum(1 for r in self._buffer if type(r) is not PartitionEOF)
+        return sum(
+            1
+            for r in self._buffer
+            if r.partition == tp.partition and r.topic == tp.topic and type(r) is not PartitionEOF
+        )
 
     def held_per_partition(self) -> dict[TopicPartition, int]:
         held: dict[TopicPartition, int] = {}
         for r in self._buffer:
-            tp = TopicPartition(r.topic, r.partition)
-            held[tp] = held.get(tp, 0) + 1
+            if type(r) is not PartitionEOF:
+                tp = TopicPartition(r.topic, r.partition)
+                held[tp] = held.get(tp, 0) + 1
         return held
 
     # -- what counts as consumed ---------------------------------------------------------
@@ -257,6 +294,8 @@ class ConsumerCore(Generic[K, V]):
         """The consumer's statistics from the fetcher's and the core's counts,
         with what only its drivers know (the group's, the brokers' and the
         metrics push's statistics)."""
+        from .statistics import ConsumerStatistics, FetchSessionStatistics, PartitionStatistics
+
         fetcher = self.fetcher
         buffered = self.held_per_partition()  # taken from the fetcher, not handed out yet
         partitions = {
@@ -323,9 +362,10 @@ class ConsumerCore(Generic[K, V]):
         """Forget the records of ``tps`` taken but not handed out (a seek, a
         reset, an assignment): counted as dropped."""
         if self._buffer:
+            before = self.held_count()
             kept = deque(r for r in self._buffer if TopicPartition(r.topic, r.partition) not in tps)
-            self.dropped += len(self._buffer) - len(kept)
             self._buffer = kept
+            self.dropped += before - self.held_count()
         last = self._last
         if last is not None and TopicPartition(last.topic, last.partition) in tps:
             self._last = None
@@ -350,3 +390,11 @@ class ConsumerCore(Generic[K, V]):
         for tp in chosen:
             self.fetcher.request_reset(tp, strategy)
         self.drop_held(chosen)
+
+
+def _last_record(records: list[ConsumerRecord[K, V]]) -> ConsumerRecord[K, V] | None:
+    """The last record of a partition's list that is not an end-of-partition event."""
+    for i in range(len(records) - 1, -1, -1):
+        if type(records[i]) is not PartitionEOF:
+            return records[i]
+    return None

@@ -28,7 +28,7 @@ import logging
 import math
 from collections.abc import Callable
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.abc
@@ -36,10 +36,12 @@ import anyio.abc
 from trafka.codec import KafkaError, TrafkaError
 
 from .calls import Calls
-from .config import ConsumerConfig
 from .consumer_core import ConsumerCore
 from .fetcher import TopicPartition, build_list_offsets, parse_list_offsets
 from .transport import BrokerConnection, CallbackCompletion, Cluster
+
+if TYPE_CHECKING:
+    from .config_consumer import ConsumerConfig
 
 __all__ = ["FetchDriver"]
 

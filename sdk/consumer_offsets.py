@@ -20,6 +20,7 @@ Rules:
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING
 
 from ._validate import (
     check_offsets,
@@ -29,11 +30,13 @@ from ._validate import (
     check_topic_partitions,
 )
 from .calls import Calls
-from .config import ConsumerConfig
 from .consumer_fetching import FetchDriver
 from .errors import UsageError
 from .fetcher import EARLIEST, LATEST, TopicPartition
 from .transport import Cluster
+
+if TYPE_CHECKING:
+    from .config_consumer import ConsumerConfig
 
 __all__ = ["OffsetLookups"]
 

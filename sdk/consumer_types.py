@@ -1,8 +1,8 @@
 """The consumer's value types: partitions, records, offsets to commit, and
 what commits commit.
 
-:class:`TopicPartition`, :class:`ConsumerRecord` and :class:`OffsetAndMetadata`
-are what the application sees; :class:`ConsumedPositions` keeps the positions
+:class:`TopicPartition`, :class:`ConsumerRecord`, :class:`PartitionEOF` and
+:class:`OffsetAndMetadata` are what the application sees; :class:`ConsumedPositions` keeps the positions
 after the records it processed (at-least-once, see its rules). They live below
 the fetcher (:mod:`.fetcher`, which re-exports them, their documented home) so
 that the modules the fetcher is made of (:mod:`.fetch_decode`,
@@ -24,6 +24,7 @@ __all__ = [
     "K",
     "OffsetAndMetadata",
     "OffsetOutOfRangeError",
+    "PartitionEOF",
     "TopicPartition",
     "V",
 ]
@@ -81,6 +82,48 @@ class ConsumerRecord(NamedTuple, Generic[K, V]):
     headers: tuple[tuple[str, bytes | None], ...]
     timestamp_type: int = 0
     leader_epoch: int = -1
+
+
+class PartitionEOF(ConsumerRecord[Any, Any]):
+    """The consumer reached the end of a partition: librdkafka's partition EOF
+    event, handed out in the record stream only with ``enable.partition.eof=true``.
+
+    ``offset`` is the end reached: the high watermark (the last stable offset
+    under ``read_committed``), which is also the partition's position. It comes
+    after the partition's records, once each time the position reaches the end
+    a fetch answer gave (again after newer records were read to the new end, or
+    after a seek or an assignment), and for an empty partition too.
+
+    As librdkafka's event is a message whose ``error()`` says ``_PARTITION_EOF``,
+    this is a :class:`ConsumerRecord` (with no key, value, headers or
+    timestamp) of its own type: ``isinstance(record, PartitionEOF)`` tells it
+    apart, and narrows the type for type checkers. It is not a record to
+    commit: ``commit(message=...)`` refuses it (commit
+    ``{TopicPartition(eof.topic, eof.partition): eof.offset}`` to commit up to it).
+    """
+
+    __slots__ = ()
+
+    def __new__(cls, topic: str, partition: int, offset: int) -> PartitionEOF:
+        return tuple.__new__(cls, (topic, partition, offset, -1, None, None, (), -1, -1))
+
+    def __getnewargs__(self) -> tuple[str, int, int]:  # pickle and copy: __new__'s arguments
+        return (self.topic, self.partition, self.offset)
+
+    def __repr__(self) -> str:
+        return (
+            f"PartitionEOF(topic={self.topic!r}, partition={self.partition}, offset={self.offset})"
+        )
+
+    # Never equal to a record with the same fields (a legacy message without
+    # key, value or timestamp has them).
+    def __eq__(self, other: object) -> bool:
+        return type(other) is PartitionEOF and tuple.__eq__(self, other)
+
+    def __ne__(self, other: object) -> bool:
+        return not self == other
+
+    __hash__ = tuple.__hash__
 
 
 class OffsetOutOfRangeError(KafkaError):

@@ -2,8 +2,8 @@
 
 This is the fetcher's read side (:mod:`.fetcher` decides what to fetch and
 applies the answers): :func:`take_records` hands the buffered records of the
-partitions out, advancing their positions, and :func:`decode_more` decodes
-what it hands out.
+partitions out, advancing their positions, :func:`decode_more` decodes
+what it hands out, and :func:`take_ends` the end-of-partition events after them.
 
 A Fetch answer's records stay the bytes the broker sent (:class:`FetchedData`)
 until the application takes them; :func:`decode_more` then decodes the next
@@ -54,7 +54,7 @@ from trafka.codec.records import (
     iter_batches,
 )
 
-from .consumer_types import ConsumerRecord, TopicPartition
+from .consumer_types import ConsumerRecord, PartitionEOF, TopicPartition
 
 if TYPE_CHECKING:
     from .fetcher import PartitionState
@@ -65,6 +65,7 @@ __all__ = [
     "TakeTally",
     "decode_more",
     "skips_batch",
+    "take_ends",
     "take_records",
 ]
 
@@ -179,6 +180,23 @@ def take_records(
             out[tp] = taken
             s.records_taken += len(taken)
             tally.records += len(taken)
+    return out
+
+
+def take_ends(
+    partitions: Mapping[TopicPartition, PartitionState],
+    read_committed: bool,
+    wanted: set[TopicPartition] | None,
+) -> list[PartitionEOF]:
+    """An end-of-partition event for each of the unpaused ``partitions`` (of
+    ``wanted``; None: all) at its end (:meth:`PartitionState.at_end
+    <trafka.sdk.fetcher.PartitionState.at_end>`), each end handed out once."""
+    out = []
+    for tp, s in partitions.items():
+        if not s.paused and (wanted is None or tp in wanted) and s.at_end(read_committed):
+            assert s.position is not None
+            s.eof_offset = s.position
+            out.append(PartitionEOF(tp.topic, tp.partition, s.position))
     return out
 
 

@@ -52,6 +52,14 @@ Rules and invariants:
   transactions) and :mod:`.fetch_requests` (the Fetch and ListOffsets requests).
   The consumer's value types are in :mod:`.consumer_types`; every name stays
   importable from here.
+* End-of-partition events (``enable.partition.eof``, librdkafka's; off by
+  default): a partition is *at its end* when nothing of it is buffered and
+  its position equals the end the last fetch answer gave (the high watermark;
+  the last stable offset under ``read_committed``). :meth:`Fetcher.take_eofs`
+  hands out a :class:`~.consumer_types.PartitionEOF` for it once per end
+  reached (librdkafka's ``eof_offset``): again only at a new end, or after the
+  position was set anew (a seek, an offset reset, an assignment). Paused
+  partitions have none.
 * Fetch errors: OFFSET_OUT_OF_RANGE resets the position per
   ``auto.offset.reset`` (or raises with ``none``); leadership errors ask for a
   metadata refresh; others are surfaced to the user at the next poll.
@@ -75,10 +83,11 @@ from .consumer_types import (
     K,
     OffsetAndMetadata,
     OffsetOutOfRangeError,
+    PartitionEOF,
     TopicPartition,
     V,
 )
-from .fetch_decode import NO_TIMESTAMP_TYPE, FetchedData, TakeTally, take_records
+from .fetch_decode import NO_TIMESTAMP_TYPE, FetchedData, TakeTally, take_ends, take_records
 from .fetch_requests import (
     FetchPositions,
     build_close_fetch,
@@ -107,6 +116,7 @@ __all__ = [
     "NO_TIMESTAMP_TYPE",
     "OffsetAndMetadata",
     "OffsetOutOfRangeError",
+    "PartitionEOF",
     "TopicPartition",
     "V",
 ]
@@ -133,9 +143,30 @@ class PartitionState:
     fetch_end: int | None = None  # no fetch asks for this offset or later (seek's until)
     records_taken: int = 0  # records handed out by take() (statistics)
     bytes_fetched: int = 0  # record bytes of fetch answers (statistics)
+    eof_offset: int | None = None  # the end last handed out as a PartitionEOF
 
     def drop_buffered(self) -> None:
         self.completed = self.prefetched = None
+
+    def start_at(self, position: int | None) -> None:
+        """Start over at ``position`` (None: unknown until a lookup): what is
+        buffered is dropped, and the end is reported again (librdkafka starts
+        a partition's fetching over, its ``eof_offset`` too, on a seek, an
+        assignment or an offset reset)."""
+        self.position = position
+        self.reset = None
+        self.eof_offset = None
+        self.drop_buffered()
+
+    def at_end(self, read_committed: bool) -> bool:
+        """Whether an end-of-partition event is due: nothing buffered, and the
+        position at the end of the last answer, not yet reported."""
+        if self.completed is not None or self.position is None:
+            return False
+        end = self.high_watermark
+        if read_committed and self.last_stable_offset >= 0:
+            end = self.last_stable_offset
+        return end >= 0 and self.position == end and self.eof_offset != end
 
     def has_more(self, read_committed: bool) -> bool:
         """Whether the log held more than what is buffered, as of the last answer."""
@@ -171,6 +202,8 @@ class Fetcher:
         check_crcs: verify batch CRCs.
         incremental_fetch_sessions: ask brokers for incremental fetch sessions
             (KIP-227) in the requests built with :meth:`session`'s sessions.
+        partition_eof: hand out end-of-partition events (:meth:`take_eofs`;
+            librdkafka's ``enable.partition.eof``).
 
     Attributes:
         columns: None (the default) decodes records for :meth:`take`; False or
@@ -190,6 +223,7 @@ class Fetcher:
         read_committed: bool = False,
         check_crcs: bool = True,
         incremental_fetch_sessions: bool = False,
+        partition_eof: bool = False,
     ) -> None:
         self.metadata = metadata
         self.auto_offset_reset = auto_offset_reset
@@ -200,6 +234,7 @@ class Fetcher:
         self.read_committed = read_committed
         self.check_crcs = check_crcs
         self.incremental_fetch_sessions = incremental_fetch_sessions
+        self.partition_eof = partition_eof
         #: The fetch session with each broker (node id), made by :meth:`session`.
         self.sessions: dict[int, FetchSession] = {}
         self.partitions: dict[TopicPartition, PartitionState] = {}
@@ -239,6 +274,7 @@ class Fetcher:
             read_committed=config.read_committed,
             check_crcs=config.check_crcs,
             incremental_fetch_sessions=config.enable_incremental_fetch_sessions,
+            partition_eof=config.enable_partition_eof,
         )
 
     @property
@@ -262,8 +298,8 @@ class Fetcher:
         """
         wanted = dict.fromkeys(tps)
         self.remove([tp for tp in self.partitions if tp not in wanted])
-        for tp in wanted:
-            self.partitions.setdefault(tp, PartitionState())
+        for tp in wanted:  # (librdkafka's assign reports every partition's end again)
+            self.partitions.setdefault(tp, PartitionState()).eof_offset = None
 
     def add(self, tps: Iterable[TopicPartition]) -> None:
         for tp in tps:
@@ -289,17 +325,14 @@ class Fetcher:
         """Set the position; buffered data for the partition is dropped. With
         ``until``, no fetch asks for that offset or a later one (until the next seek)."""
         state = self._state(tp)
-        state.position = offset
-        state.reset = None
+        state.start_at(offset)
         state.fetch_end = until
-        state.drop_buffered()
 
     def request_reset(self, tp: TopicPartition, strategy: int) -> None:
         """Position the partition at EARLIEST (-2) or LATEST (-1) once the driver asks the leader."""
         state = self._state(tp)
+        state.start_at(None)
         state.reset = strategy
-        state.position = None
-        state.drop_buffered()
 
     def position(self, tp: TopicPartition) -> int | None:
         return self._state(tp).position
@@ -423,9 +456,7 @@ class Fetcher:
             return
         if strategy is not None and state.reset != strategy:
             return
-        state.position = offset
-        state.reset = None
-        state.drop_buffered()
+        state.start_at(offset)
 
     def lag(self, tp: TopicPartition) -> int | None:
         """Records between the position and the high watermark (LSO under read_committed)."""
@@ -664,14 +695,15 @@ class Fetcher:
         return got
 
     def _buffer_answer(self, s: PartitionState, asked: int, p: Any) -> bool:
-        """Apply a partition's answer without error; True if it buffered records."""
+        """Apply a partition's answer without error; True if it buffered
+        records (or made an end-of-partition event due)."""
         s.high_watermark = p.high_watermark
         if p.last_stable_offset >= 0:
             s.last_stable_offset = p.last_stable_offset
         if p.log_start_offset >= 0:
             s.log_start_offset = p.log_start_offset
         if not p.records:
-            return False
+            return self.partition_eof and s.at_end(self.read_committed)
         size = len(p.records)
         s.bytes_fetched += size
         self.bytes_fetched += size
@@ -711,9 +743,17 @@ class Fetcher:
     # -- handing out records --------------------------------------------------------------
 
     def has_data(self) -> bool:
+        """Whether :meth:`take` (or :meth:`take_eofs`) has something to hand out."""
+        ends, read_committed = self.partition_eof, self.read_committed
         return bool(self.errors) or any(
-            s.completed is not None and not s.paused for s in self.partitions.values()
+            not s.paused and (s.completed is not None or (ends and s.at_end(read_committed)))
+            for s in self.partitions.values()
         )
+
+    def take_eofs(self, wanted: set[TopicPartition] | None = None) -> list[PartitionEOF]:
+        """The end-of-partition events due (with :attr:`partition_eof`), of the
+        ``wanted`` partitions (None: all): after :meth:`take`'s records."""
+        return take_ends(self.partitions, self.read_committed, wanted) if self.partition_eof else []
 
     def take(self, max_records: int) -> dict[TopicPartition, list[ConsumerRecord]]:
         """Up to ``max_records`` records, advancing positions (with :attr:`columns` None).

@@ -36,7 +36,6 @@ from trafka.codec import KafkaError, TrafkaError
 
 from ._util import loop_clock, sleep_until
 from .calls import Calls, again_if_transient
-from .config import ConsumerConfig
 from .consumer_membership import ConsumerMembership
 from .fetcher import TopicPartition
 from .group_protocol import (
@@ -67,11 +66,12 @@ from .membership import (
     Output,
     Revoke,
 )
-from .statistics import GroupStatistics, coordinator_statistics
 from .transport import BrokerConnection, Cluster
 
 if TYPE_CHECKING:
+    from .config_consumer import ConsumerConfig
     from .consumer import Consumer
+    from .statistics import GroupStatistics
 
 __all__ = [
     "Action",
@@ -255,6 +255,8 @@ class GroupDriver:
         return self.machine.rebalances
 
     def statistics(self) -> GroupStatistics:
+        from .statistics import GroupStatistics, coordinator_statistics
+
         machine = self.machine
         latency = machine.rebalance_latency
         return GroupStatistics(

@@ -65,7 +65,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.abc
@@ -97,9 +97,6 @@ from .interceptors import ProducerInterceptors, ProducerRecord
 from .producer_core import PreparedRecord, ProducerCore, error_kind
 from .producer_sender import Sender
 from .producer_transactions import PendingCommit, TransactionCalls, transaction_offsets
-from .statistics import (
-    ProducerStatistics,
-)
 from .telemetry import (
     IntervalAverages,
     MetricSample,
@@ -109,6 +106,9 @@ from .telemetry import (
 )
 from .transactions import ConsumerGroupMetadata, TxnRequest, TxnResult, TxnState
 from .transport import Cluster
+
+if TYPE_CHECKING:
+    from .statistics.producing import ProducerStatistics
 
 __all__ = [
     "PendingCommit",

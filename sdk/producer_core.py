@@ -39,7 +39,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trafka.codec import ErrorCode, KafkaError
 from trafka.common.lograte import RateLimitedLog
@@ -60,8 +60,10 @@ from .errors import ClientClosedError, SerializationError, TransactionAbortedErr
 from .fetcher import TopicPartition
 from .metadata import REFRESH_ERRORS, MetadataCache
 from .partitioners import PARTITIONERS, Partitioner, murmur2_pick
-from .statistics import ProducerStatistics, producer_partition_statistics, topic_statistics
 from .transactions import TransactionManager, TxnRequest, TxnResult, TxnState
+
+if TYPE_CHECKING:
+    from .statistics.producing import ProducerStatistics
 
 __all__ = ["PreparedRecord", "ProducerCore", "error_kind"]
 
@@ -621,6 +623,13 @@ class ProducerCore:
         """The producer's statistics from the core's counters, with what only
         the driver knows (Produce requests in flight, the brokers' and the
         metrics push's statistics)."""
+        # Built only when asked for: importing the producer does not load them.
+        from .statistics.producing import (
+            ProducerStatistics,
+            producer_partition_statistics,
+            topic_statistics,
+        )
+
         acc = self.acc
         topics = {t: topic_statistics(c) for t, c in sorted(acc.topic_counters.items())}
         values = topics.values()

@@ -112,7 +112,7 @@ from .share_sessions import (
     build_share_fetch,
     next_epoch,
 )
-from .statistics import Interval, error_name
+from .statistics.counters import Interval, error_name
 
 __all__ = [
     "FINAL_EPOCH",

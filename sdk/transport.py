@@ -35,7 +35,7 @@ import logging
 import math
 import random
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.abc
@@ -45,7 +45,7 @@ from trafka.codec import ErrorCode, KafkaError, TrafkaError, UnsupportedVersionE
 
 from ._backoff import backoff_delay
 from ._util import loop_clock
-from .config import AdminConfig, ClientConfig
+from .config import ClientConfig
 from .connection import BrokerConnection, CallbackCompletion, Completion
 from .errors import (
     AuthenticationError,
@@ -55,8 +55,12 @@ from .errors import (
     RequestTimeoutError,
 )
 from .metadata import MetadataCache
-from .security import client_ssl_context
-from .statistics import BrokerStatistics, NodeCounters, broker_statistics
+from .statistics.counters import NodeCounters
+
+if TYPE_CHECKING:
+    import ssl
+
+    from .statistics import BrokerStatistics
 
 __all__ = ["BrokerConnection", "CallbackCompletion", "Cluster", "Completion", "backoff_delay"]
 
@@ -97,7 +101,7 @@ class Cluster:
             # Only consumers have the setting. Producers' metadata requests may create
             # topics (as Java's do); an admin's never do (as Kafka's AdminClient's).
             auto_create=getattr(
-                config, "allow_auto_create_topics", not isinstance(config, AdminConfig)
+                config, "allow_auto_create_topics", config.auto_create_topics_default
             ),
         )
         self._conns: dict[int, BrokerConnection] = {}
@@ -117,7 +121,11 @@ class Cluster:
         self._discover_lock = anyio.Lock()
         self._rng = random.Random()
         self._closed = False
-        self._tls = client_ssl_context(config)
+        self._tls: ssl.SSLContext | None = None
+        if config.uses_tls:  # TLS and SASL (security.py) load only for the clients using them
+            from .security import client_ssl_context
+
+            self._tls = client_ssl_context(config)
         #: The last connect's AuthenticationError, until a connect succeeds.
         self.auth_error: AuthenticationError | None = None
         self.on_change: list[Any] = []  # callables run when connections or metadata change
@@ -151,6 +159,8 @@ class Cluster:
 
     def broker_statistics(self) -> dict[int, BrokerStatistics]:
         """Per broker node id, the totals of its connections (see :mod:`.statistics`)."""
+        from .statistics import broker_statistics  # loaded when first asked for
+
         by_node: dict[int, list[int]] = {}
         for conn_id in self._stats:
             node = COORDINATOR_BASE - conn_id if is_coordinator_id(conn_id) else conn_id

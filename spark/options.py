@@ -131,6 +131,9 @@ _JAVA_REFUSED = {
     "ssl.keystore.type": "give the PEM files as kafka.ssl.certificate.location and "
     "kafka.ssl.key.location",
     "ssl.truststore.type": "give the PEM CA file as kafka.ssl.ca.location",
+    # librdkafka's; a read ends at the offsets planned, and an end-of-partition
+    # event is no row.
+    "enable.partition.eof": "a read ends at its planned offsets (endingOffsets)",
 }
 
 #: ``kafka.partitioner.class``: Java's partitioners by class name, and trafka's own by name.
@@ -497,19 +500,11 @@ def _group_id(own: Mapping[str, str], client: Mapping[str, str]) -> str:
     return f"{prefix}-{uuid.uuid4()}"
 
 
-def parse_read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOptions:
-    """Check a read's options.
-
-    Args:
-        options: the options given to ``spark.read`` / ``spark.readStream``.
-        streaming: whether this is a streaming read (its defaults differ: a stream
-            starts at the latest offsets, and has no end).
-
-    Raises:
-        ConfigError: an unknown or invalid option, naming it.
-    """
-    own, client = _split(options, _READ_KEYS)
-    _owned(client, _OWNED_READ)
+def _source(
+    own: Mapping[str, str],
+) -> tuple[tuple[str, ...], str | None, tuple[tuple[str, int], ...]]:
+    """What a read takes records from: ``(topics, pattern, assigned partitions)``,
+    exactly one of ``subscribe``, ``subscribePattern`` and ``assign`` given."""
     chosen = [k for k in ("subscribe", "subscribepattern", "assign") if k in own]
     if len(chosen) != 1:
         raise ConfigError("exactly one of 'subscribe', 'subscribePattern' and 'assign' is required")
@@ -536,15 +531,12 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOp
                 raise ConfigError(f"option 'assign': topic {topic!r} needs a list of partitions")
             pairs.extend((topic, p) for p in parts)
         assigned = tuple(sorted(set(pairs)))
+    return topics, pattern, assigned
 
-    ends = [name for key, name in _ENDING.items() if key in own]
-    if streaming and ends:
-        raise ConfigError(
-            f"option {ends[0]!r} is for batch reads only: a stream has no end (Spark's Kafka "
-            "connector refuses it too)"
-        )
-    if "polltimeoutms" in own and "kafkaconsumer.polltimeoutms" in own:
-        raise ConfigError("give 'kafkaConsumer.pollTimeoutMs' or 'pollTimeoutMs', not both")
+
+def _offset_range(own: Mapping[str, str], streaming: bool) -> tuple[OffsetSpec, OffsetSpec]:
+    """Where a read starts and ends, by offsets or timestamps (a stream starts at
+    the latest offsets by default, and gives no end)."""
     no_match_latest = _strategy(own.get("startingoffsetsbytimestampstrategy"))
     starting = _offsets(
         "startingOffsets",
@@ -566,6 +558,33 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOp
         _timestamp("endingTimestamp", own.get("endingtimestamp")),
         _timestamps("endingOffsetsByTimestamp", own.get("endingoffsetsbytimestamp")),
     )
+    return starting, ending
+
+
+def parse_read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOptions:
+    """Check a read's options.
+
+    Args:
+        options: the options given to ``spark.read`` / ``spark.readStream``.
+        streaming: whether this is a streaming read (its defaults differ: a stream
+            starts at the latest offsets, and has no end).
+
+    Raises:
+        ConfigError: an unknown or invalid option, naming it.
+    """
+    own, client = _split(options, _READ_KEYS)
+    _owned(client, _OWNED_READ)
+    topics, pattern, assigned = _source(own)
+
+    ends = [name for key, name in _ENDING.items() if key in own]
+    if streaming and ends:
+        raise ConfigError(
+            f"option {ends[0]!r} is for batch reads only: a stream has no end (Spark's Kafka "
+            "connector refuses it too)"
+        )
+    if "polltimeoutms" in own and "kafkaconsumer.polltimeoutms" in own:
+        raise ConfigError("give 'kafkaConsumer.pollTimeoutMs' or 'pollTimeoutMs', not both")
+    starting, ending = _offset_range(own, streaming)
     # Spark ignores the trigger options in a batch read; they are still checked.
     max_per_trigger = _positive("maxOffsetsPerTrigger", own.get("maxoffsetspertrigger"))
     min_per_trigger = _positive("minOffsetsPerTrigger", own.get("minoffsetspertrigger"))

@@ -86,8 +86,6 @@ def test_the_check_sees_relative_and_absolute_imports() -> None:
 NAMEDTUPLE_API = frozenset({"_replace", "_asdict", "_fields", "_make", "_field_defaults"})
 REACH_CEILINGS: dict[str, int] = {
     "codec": 40,  # construct's subclassing protocol (subcon._build...), records' speedups
-    "brokerlite": 9,
-    "proxy": 2,
 }
 
 

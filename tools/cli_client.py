@@ -326,11 +326,9 @@ class _GiveUp(Exception):
     """A second signal: leave without waiting for the deliveries still open."""
 
 
-async def _produce(opts: _ProduceOptions, cfg: dict[str, Any]) -> _ProduceOutcome:
-    from trafka.sdk import ProducerBlockedError, ProducerConfig, TopicPartition, open_producer
-
-    config = make_config(ProducerConfig, cfg)
-    notices: BrokerNotices = cfg["error_cb"]
+def _produce_progress(opts: _ProduceOptions) -> _Progress:
+    """The progress line: shown (unless quiet or chosen) when stderr is a terminal,
+    the input is not typed on one, and it is large or of unknown size."""
     total = None
     if opts.files:
         total = sum(os.path.getsize(f) for f in opts.files if f != "-") or None
@@ -341,7 +339,85 @@ async def _produce(opts: _ProduceOptions, cfg: dict[str, Any]) -> _ProduceOutcom
         stderr_tty = sys.stderr.isatty()
         stdin_tty = not opts.files and sys.stdin.buffer.isatty()
         enabled = stderr_tty and not stdin_tty and (total is None or total >= 1 << 20)
-    progress = _Progress(total, enabled and not opts.quiet)
+    return _Progress(total, enabled and not opts.quiet)
+
+
+def _key_and_value(opts: _ProduceOptions, message: bytes) -> tuple[bytes | None, bytes | None]:
+    """One input message as a record's key and value (the key split off at the
+    key delimiter when given, empty ones null with ``null_empty``)."""
+    key = opts.fixed_key
+    value: bytes | None = message
+    if opts.key_delimiter is not None:
+        k, sep, v = message.partition(opts.key_delimiter)
+        if sep:
+            key, value = k, v
+    if opts.null_empty:
+        key = key or None
+        value = value or None
+    return key, value
+
+
+async def _watch_partitions(producer: Any, opts: _ProduceOptions, notices: BrokerNotices) -> None:
+    """Say meanwhile what the producer waits for (it retries by itself): the
+    topic's partitions without a reachable leader, the brokers unreachable."""
+    from trafka.sdk import TopicPartition
+
+    watch = PartitionWatch(
+        0.0, echo_err, "records for it wait for a leader (at most delivery.timeout.ms)"
+    )
+    cluster = producer.cluster
+    while True:
+        md = cluster.metadata
+        count = md.partition_count(opts.topic) or 0
+        parts = [opts.partition] if opts.partition is not None else range(count)
+        unreachable = cluster.unreachable_brokers
+        notices.check(unreachable)
+        tps = [TopicPartition(opts.topic, p) for p in parts]
+        watch.update(tps, md, unreachable, anyio.current_time())
+        await anyio.sleep(0.5)
+
+
+async def _send_input(
+    producer: Any,
+    opts: _ProduceOptions,
+    progress: _Progress,
+    outcome: _ProduceOutcome,
+    pending: deque[Any],
+) -> None:
+    """Send the input's messages (at most ``count``) until it ends or send blocks;
+    their futures join ``pending`` and are counted in ``outcome`` as they settle."""
+    from trafka.sdk import ProducerBlockedError
+
+    async with contextlib.aclosing(_messages(opts, progress)) as messages:
+        async for message in messages:
+            if opts.count is not None and outcome.sent >= opts.count:
+                break
+            key, value = _key_and_value(opts, message)
+            # Cancelled only before the record is taken: once send
+            # returns, the record is in a batch and counted.
+            try:
+                future = await producer.send(
+                    opts.topic, value, key, partition=opts.partition, headers=opts.headers
+                )
+            except ProducerBlockedError as exc:
+                # No room or no metadata for max.block.ms: stop reading,
+                # and still deliver (and count) what was taken.
+                echo_err(f"Error: {exc}; the rest of the input is not sent")
+                outcome.blocked = True
+                break
+            pending.append(future)
+            outcome.sent += 1
+            if outcome.sent & 1023 == 0:
+                outcome.settle(pending)
+                progress.advance(1024)
+
+
+async def _produce(opts: _ProduceOptions, cfg: dict[str, Any]) -> _ProduceOutcome:
+    from trafka.sdk import ProducerConfig, open_producer
+
+    config = make_config(ProducerConfig, cfg)
+    notices: BrokerNotices = cfg["error_cb"]
+    progress = _produce_progress(opts)
     outcome = _ProduceOutcome()
     pending: deque[Any] = deque()
     # Ctrl-C ends the input (what was read is still delivered); a second one
@@ -354,68 +430,17 @@ async def _produce(opts: _ProduceOptions, cfg: dict[str, Any]) -> _ProduceOutcom
         else:
             echo_err(f"{signum.name}: not waiting for the deliveries still open")
 
-    watch = PartitionWatch(
-        0.0, echo_err, "records for it wait for a leader (at most delivery.timeout.ms)"
-    )
-
-    async def keep_watching(producer: Any) -> None:
-        # The producer retries by itself; what it waits for is said meanwhile.
-        cluster = producer.cluster
-        while True:
-            md = cluster.metadata
-            count = md.partition_count(opts.topic) or 0
-            parts = [opts.partition] if opts.partition is not None else range(count)
-            unreachable = cluster.unreachable_brokers
-            notices.check(unreachable)
-            tps = [TopicPartition(opts.topic, p) for p in parts]
-            watch.update(tps, md, unreachable, anyio.current_time())
-            await anyio.sleep(0.5)
-
-    kd, null_empty, fixed_key = opts.key_delimiter, opts.null_empty, opts.fixed_key
     try:
         async with (
             signals_watched(outcome.interrupts, [reading, waiting], interrupted),
             open_producer(config) as producer,
-            beside(functools.partial(keep_watching, producer)),
+            beside(functools.partial(_watch_partitions, producer, opts, notices)),
         ):
             # A signal ends the reading wherever it is, connecting included.
             with reading:
                 await check_reachable(producer.cluster)
                 await check_topics_exist(producer.cluster, [opts.topic])
-                async with contextlib.aclosing(_messages(opts, progress)) as messages:
-                    async for message in messages:
-                        if opts.count is not None and outcome.sent >= opts.count:
-                            break
-                        key = fixed_key
-                        value: bytes | None = message
-                        if kd is not None:
-                            k, sep, v = message.partition(kd)
-                            if sep:
-                                key, value = k, v
-                        if null_empty:
-                            key = key or None
-                            value = value or None
-                        # Cancelled only before the record is taken: once send
-                        # returns, the record is in a batch and counted.
-                        try:
-                            future = await producer.send(
-                                opts.topic,
-                                value,
-                                key,
-                                partition=opts.partition,
-                                headers=opts.headers,
-                            )
-                        except ProducerBlockedError as exc:
-                            # No room or no metadata for max.block.ms: stop reading,
-                            # and still deliver (and count) what was taken.
-                            echo_err(f"Error: {exc}; the rest of the input is not sent")
-                            outcome.blocked = True
-                            break
-                        pending.append(future)
-                        outcome.sent += 1
-                        if outcome.sent & 1023 == 0:
-                            outcome.settle(pending)
-                            progress.advance(1024)
+                await _send_input(producer, opts, progress, outcome, pending)
             with waiting:
                 await producer.flush()
             outcome.settle(pending, everything=True)
@@ -584,7 +609,7 @@ def _at_end(consumer: Any, given_up: Mapping[Any, str]) -> bool:
 
 
 async def _consume(opts: _ConsumeOptions, cfg: dict[str, Any]) -> _ConsumeOutcome:
-    from trafka.sdk import ConsumerConfig, TopicPartition, open_consumer
+    from trafka.sdk import ConsumerConfig, PartitionEOF, TopicPartition, open_consumer
 
     config = make_config(ConsumerConfig, cfg)
     notices: BrokerNotices = cfg["error_cb"]
@@ -624,8 +649,15 @@ async def _consume(opts: _ConsumeOptions, cfg: dict[str, Any]) -> _ConsumeOutcom
                 batch = await consumer.getmany(timeout_ms=200, max_records=limit)
                 for records in batch.values():
                     for record in records:
+                        if isinstance(record, PartitionEOF):
+                            # -X enable.partition.eof=true: said on stderr, as kcat does.
+                            echo_err(
+                                f"% reached the end of {record.topic} [{record.partition}] "
+                                f"at offset {record.offset}"
+                            )
+                            continue
                         write(record)
-                    outcome.printed += len(records)
+                        outcome.printed += 1
                 if batch:
                     out.flush()
                 # What the client retries by itself is said, and -e gives up on

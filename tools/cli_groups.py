@@ -365,6 +365,72 @@ def _parse_topic_partitions(spec: str) -> tuple[str, list[int] | None]:
 _ACTIVE_STATES = ("Stable", "PreparingRebalance", "CompletingRebalance", "Assigning", "Reconciling")
 
 
+async def _inactive_group_offsets(
+    admin: Any, group_id: str
+) -> tuple[dict[Any, int | None], list[Any], bool]:
+    """A group's offsets to reset: ``(committed, their partitions sorted, is a
+    share group)``; a share group's are its start offsets. Refused while the
+    group has members (Kafka's tool refuses it too)."""
+    desc, share = await _classic_or_share(admin, group_id)
+    if share is not None:
+        if share.members:
+            raise click.ClickException(
+                f"share group {group_id!r} is {share.state} with {len(share.members)} "
+                "members; its offsets can only be reset while it is empty"
+            )
+        starts = await admin.list_share_group_offsets(group_id)
+        committed = {tp: info.start_offset for tp, info in starts.items() if info}
+        return committed, sorted(starts), True
+    if desc.state in _ACTIVE_STATES or desc.members:
+        raise click.ClickException(
+            f"group {group_id!r} is {desc.state} with {len(desc.members)} members; "
+            "offsets can only be reset while it is inactive"
+        )
+    committed = await admin.list_consumer_group_offsets(group_id)
+    return committed, sorted(committed), False
+
+
+async def _named_partitions(admin: Any, wanted: list[tuple[str, list[int] | None]]) -> list[Any]:
+    """The partitions ``--topic`` named (all of a topic's when none are given);
+    one the topic does not have is an error."""
+    from trafka.sdk import TopicPartition
+
+    infos = await admin.describe_topics([t for t, _ in wanted])
+    tps = []
+    for t, parts in wanted:
+        present = {p.partition for p in infos[t].partitions}
+        for p in parts if parts is not None else sorted(present):
+            if p not in present:
+                raise click.ClickException(f"{t} has no partition {p}")
+            tps.append(TopicPartition(t, p))
+    return tps
+
+
+async def _log_bounds(
+    admin: Any, tps: list[Any], when: int | None
+) -> tuple[dict[Any, Any], dict[Any, Any], dict[Any, Any]]:
+    """Each partition's earliest and latest offsets, and its offset at ``when``
+    (empty without it). The plan needs them all: a partition that cannot be
+    asked (offline) stops the whole reset, at once and naming it."""
+    earliest = await admin.list_offsets(dict.fromkeys(tps, "earliest"), partial=True)
+    latest = await admin.list_offsets(dict.fromkeys(tps, "latest"), partial=True)
+    by_time: dict[Any, Any] = {}
+    if when is not None:
+        by_time = await admin.list_offsets(dict.fromkeys(tps, when), partial=True)
+    unknown = {
+        tp: hit
+        for found in (earliest, latest, by_time)
+        for tp, hit in found.items()
+        if isinstance(hit, TrafkaError)
+    }
+    if unknown:
+        which = "; ".join(f"{tp.topic}-{tp.partition}: {e}" for tp, e in sorted(unknown.items()))
+        raise click.ClickException(
+            f"cannot plan the reset, nothing changed: the offsets of {which} are unknown"
+        )
+    return earliest, latest, by_time
+
+
 @groups_command.command("reset-offsets")
 @click.argument("group_id")
 @click.option("-t", "--topic", "topics", multiple=True, metavar="TOPIC[:P,P]", help="Repeatable.")
@@ -406,58 +472,11 @@ def groups_reset_offsets(
     async def run(admin: Any) -> tuple[list[dict[str, Any]], bool]:
         from trafka.sdk import TopicPartition
 
-        desc, share = await _classic_or_share(admin, group_id)
-        if share is not None:
-            if share.members:
-                raise click.ClickException(
-                    f"share group {group_id!r} is {share.state} with {len(share.members)} "
-                    "members; its offsets can only be reset while it is empty"
-                )
-            starts = await admin.list_share_group_offsets(group_id)
-            committed = {tp: info.start_offset for tp, info in starts.items() if info}
-            known = sorted(starts)
-        else:
-            if desc.state in _ACTIVE_STATES or desc.members:
-                raise click.ClickException(
-                    f"group {group_id!r} is {desc.state} with {len(desc.members)} members; "
-                    "offsets can only be reset while it is inactive"
-                )
-            committed = await admin.list_consumer_group_offsets(group_id)
-            known = sorted(committed)
-        if all_topics:
-            tps = known
-        else:
-            names = [t for t, _ in wanted]
-            infos = await admin.describe_topics(names)
-            tps = []
-            for t, parts in wanted:
-                present = {p.partition for p in infos[t].partitions}
-                for p in parts if parts is not None else sorted(present):
-                    if p not in present:
-                        raise click.ClickException(f"{t} has no partition {p}")
-                    tps.append(TopicPartition(t, p))
+        committed, known, is_share = await _inactive_group_offsets(admin, group_id)
+        tps = known if all_topics else await _named_partitions(admin, wanted)
         if not tps:
-            return [], share is not None
-        earliest = await admin.list_offsets(dict.fromkeys(tps, "earliest"), partial=True)
-        latest = await admin.list_offsets(dict.fromkeys(tps, "latest"), partial=True)
-        by_time: dict[TopicPartition, Any] = {}
-        if when is not None:
-            by_time = await admin.list_offsets(dict.fromkeys(tps, when), partial=True)
-        # The plan needs every partition's log bounds: one that cannot be asked
-        # (offline) stops the whole reset, at once and naming it.
-        unknown = {
-            tp: hit
-            for found in (earliest, latest, by_time)
-            for tp, hit in found.items()
-            if isinstance(hit, TrafkaError)
-        }
-        if unknown:
-            which = "; ".join(
-                f"{tp.topic}-{tp.partition}: {e}" for tp, e in sorted(unknown.items())
-            )
-            raise click.ClickException(
-                f"cannot plan the reset, nothing changed: the offsets of {which} are unknown"
-            )
+            return [], is_share
+        earliest, latest, by_time = await _log_bounds(admin, tps, when)
         plan = []
         for tp in tps:
             lo = earliest[tp][0] if earliest.get(tp) else 0
@@ -483,11 +502,11 @@ def groups_reset_offsets(
             new_offsets = {
                 TopicPartition(p["topic"], p["partition"]): p["new_offset"] for p in plan
             }
-            if share is not None:
+            if is_share:
                 await admin.alter_share_group_offsets(group_id, new_offsets)
             else:
                 await admin.alter_consumer_group_offsets(group_id, new_offsets)
-        return plan, share is not None
+        return plan, is_share
 
     plan, is_share = run_client(with_admin, cfg, run)
     if as_json:

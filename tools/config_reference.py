@@ -238,6 +238,7 @@ _LIBRDKAFKA = frozenset(
         "auto.offset.reset",
         "enable.auto.commit",
         "enable.auto.offset.store",
+        "enable.partition.eof",
         "auto.commit.interval.ms",
         "session.timeout.ms",
         "heartbeat.interval.ms",
@@ -263,6 +264,7 @@ _GUIDE = {
     "enable_metrics_push": "client-metrics-kip-714",
     "metrics_listen": "as-prometheus-metrics",
     "error_cb": "when-brokers-go-away",
+    "enable_partition_eof": "the-end-of-a-partition",
 }
 
 _UNITS = {"_ms": "milliseconds", "_bytes": "bytes", "_records": "records"}

@@ -79,7 +79,8 @@ from ._util import code_of, denied, leader_log, message_of
 
 if TYPE_CHECKING:
     from trafka.brokerlite.cluster.view import ClusterView
-    from trafka.brokerlite.transactions.eos import TxnVerifier
+    from trafka.brokerlite.storage.partition import PartitionLog
+    from trafka.brokerlite.transactions.eos import ProduceResult, TxnVerifier
     from trafka.brokerlite.transactions.verification import Question, TxnVerification
 
 API_KEY = 0
@@ -121,21 +122,11 @@ def _has_transactional_batches(request: m.ProduceRequest) -> bool:
 def handle(
     ctx: RequestContext, request: m.ProduceRequest
 ) -> m.ProduceResponse | NoResponse | Close | Parked:
-    version = ctx.version
-    acks = request.acks
-    if ctx.authorizer is not None and _has_transactional_batches(request):
-        txn_id = request.transactional_id
-        if txn_id is None or not ctx.allowed(
-            AclOperation.WRITE, AclResourceType.TRANSACTIONAL_ID, txn_id
-        ):
-            if acks == 0:
-                return Close(
-                    f"acks=0 produce: not authorized to write transactional id {txn_id!r}",
-                    ctx.client_id,
-                )
-            return error_response(request, version, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    refused = _refuse_transactional_id(ctx, request)
+    if refused is not None:
+        return refused
     verification = ctx.txn_verification
-    if verification is not None and acks != 0:
+    if verification is not None and request.acks != 0:
         questions = _questions(ctx, verification, request)
         if questions:
             # KIP-890: the coordinator (another broker) confirms first; the
@@ -146,10 +137,25 @@ def handle(
                 questions, functools.partial(ctx.purgatory.wake, parked.ticket)
             )
             return parked
-    outcome = _append(ctx, request, ctx.verify_transactional)
+    outcome = _produce(ctx, request, ctx.verify_transactional)
     if isinstance(outcome, _AcksAllWaiter):
         return ctx.park(outcome)
     return outcome
+
+
+def _produce(
+    ctx: RequestContext, request: m.ProduceRequest, verify: TxnVerifier
+) -> m.ProduceResponse | NoResponse | Close | _AcksAllWaiter:
+    """Append each partition's batches (the transactional id authorized, the
+    coordinator's answers in ``verify``): the answer, or the waiter of an
+    acks=all Produce whose high watermarks must move first."""
+    unwritable = denied(
+        ctx, AclOperation.WRITE, AclResourceType.TOPIC, (t.name for t in request.topic_data)
+    )
+    run = _ProduceRun(ctx, request, verify)
+    for topic in request.topic_data:
+        run.produce_topic(topic, topic.name in unwritable)
+    return run.answer()
 
 
 def _questions(
@@ -176,122 +182,6 @@ def _questions(
     return out
 
 
-def _append(
-    ctx: RequestContext, request: m.ProduceRequest, verify: TxnVerifier
-) -> m.ProduceResponse | NoResponse | Close | _AcksAllWaiter:
-    """Append each partition's batches (authorization and verification done):
-    the answer, or the waiter of an acks=all Produce whose high watermarks
-    must move first."""
-    version = ctx.version
-    acks = request.acks
-    unwritable = denied(
-        ctx, AclOperation.WRITE, AclResourceType.TOPIC, (t.name for t in request.topic_data)
-    )
-    failures: list[str] = []
-    responses: list[TopicResponse] = []
-    cluster = ctx.cluster
-    # acks=all in cluster mode: (topic index, partition index, topic, partition,
-    # offset the high watermark must reach) of each partition appended to.
-    waits: list[tuple[int, int, str, int, int]] = []
-    hinted: set[int] = set()  # leaders named in NOT_LEADER_OR_FOLLOWER hints
-    for topic in request.topic_data:
-        partitions: list[PartitionResponse] = []
-        for data in topic.partition_data:
-            if topic.name in unwritable:
-                code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
-                message = f"not authorized to write to topic {topic.name!r}"
-            elif acks not in (0, 1, -1):
-                code, message = ErrorCode.INVALID_REQUIRED_ACKS, f"acks={acks} is not 0, 1 or -1"
-            else:
-                records = data.records
-                try:
-                    plog = leader_log(ctx, topic.name, data.index)
-                    if not records:
-                        raise InvalidRecordError("produce request without records")
-                    if version < 3:
-                        records = up_convert(records)
-                    else:
-                        _one_batch(records)
-                    if acks == -1:
-                        refused = ctx.broker.check_min_isr(topic.name, data.index)
-                        if refused:
-                            raise NotEnoughReplicasError(
-                                f"{topic.name}-{data.index} has fewer in-sync replicas than "
-                                "min.insync.replicas: nothing written"
-                            )
-                    result = ctx.producers.produce(
-                        topic.name,
-                        data.index,
-                        records,
-                        transactional_id=request.transactional_id,
-                        verify=verify,
-                        now_ms=ctx.now_ms,
-                    )
-                except BrokerError as exc:
-                    code, message = code_of(exc), message_of(exc)
-                else:
-                    code, message = result.error, result.message or result.error.name
-                    if code is ErrorCode.NONE:
-                        if not result.duplicate:
-                            ctx.purgatory.notify_append(topic.name, data.index, len(records))
-                            ctx.metrics.produced(
-                                topic.name,
-                                plog.log_end_offset - result.base_offset,
-                                len(records),
-                            )
-                        if cluster is not None:
-                            cluster.replicas.appended(topic.name, data.index)
-                            if acks == -1:
-                                waits.append(
-                                    (
-                                        len(responses),
-                                        len(partitions),
-                                        topic.name,
-                                        data.index,
-                                        plog.log_end_offset,
-                                    )
-                                )
-                        partitions.append(
-                            PartitionResponse(
-                                index=data.index,
-                                error_code=ErrorCode.NONE,
-                                base_offset=result.base_offset,
-                                log_append_time_ms=result.log_append_time_ms,
-                                log_start_offset=result.log_start_offset if version >= 5 else -1,
-                                error_message=None,
-                            )
-                        )
-                        continue
-            failures.append(f"{topic.name}-{data.index}: {code.name} ({message})")
-            ctx.metrics.produce_failed(topic.name)
-            partitions.append(
-                PartitionResponse(
-                    index=data.index,
-                    error_code=code,
-                    base_offset=-1,
-                    log_append_time_ms=-1,
-                    log_start_offset=-1,
-                    error_message=message if version >= 8 else None,
-                    current_leader=_leader_hint(cluster, topic.name, data.index, code, hinted),
-                )
-            )
-        responses.append(TopicResponse(name=topic.name, partition_responses=partitions))
-    if acks == 0:
-        if failures:
-            return Close("acks=0 produce failed: " + "; ".join(failures), ctx.client_id)
-        return NoResponse()
-    endpoints = _endpoints(cluster, hinted) if version >= 10 else []
-    if waits:
-        assert cluster is not None
-        waiter = _AcksAllWaiter(
-            cluster, responses, waits, ctx.now_ms + max(request.timeout_ms, 0), version
-        )
-        if not waiter.decided():
-            return waiter
-        return waiter.complete(ctx.now_ms)
-    return m.ProduceResponse(responses=responses, node_endpoints=endpoints)
-
-
 class _VerifyWaiter:
     """A transactional Produce waiting for its coordinator's verification (cluster
     mode, KIP-890 part 1): woken once every question is answered, or at the
@@ -313,12 +203,178 @@ class _VerifyWaiter:
     def complete(self, now_ms: int) -> m.ProduceResponse | ParkAgain:
         self._verification.forget(self.answers)
         ctx = dataclasses.replace(self._ctx, now_ms=now_ms)
-        outcome = _append(ctx, self._request, self._verification.verifier(self.answers))
+        outcome = _produce(ctx, self._request, self._verification.verifier(self.answers))
         if isinstance(outcome, _AcksAllWaiter):
             return ParkAgain(outcome)
         # (acks=0 is never verified remotely: it has no answer to wait for.)
         assert isinstance(outcome, m.ProduceResponse)
         return outcome
+
+
+def _refuse_transactional_id(
+    ctx: RequestContext, request: m.ProduceRequest
+) -> m.ProduceResponse | Close | None:
+    """The whole request's refusal when it carries transactional batches without
+    WRITE on its transactional id (checked before any topic), else None."""
+    if ctx.authorizer is None or not _has_transactional_batches(request):
+        return None
+    txn_id = request.transactional_id
+    if txn_id is not None and ctx.allowed(
+        AclOperation.WRITE, AclResourceType.TRANSACTIONAL_ID, txn_id
+    ):
+        return None
+    if request.acks == 0:
+        return Close(
+            f"acks=0 produce: not authorized to write transactional id {txn_id!r}",
+            ctx.client_id,
+        )
+    return error_response(request, ctx.version, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+
+
+class _ProduceRun:
+    """One Produce request, answered partition by partition: each partition's
+    outcome is its own (the others proceed), and what the answer needs is kept
+    here (the failures that close an acks=0 connection, the acks=all waits, the
+    leaders named in NOT_LEADER_OR_FOLLOWER hints)."""
+
+    def __init__(self, ctx: RequestContext, request: m.ProduceRequest, verify: TxnVerifier) -> None:
+        self._ctx = ctx
+        self._request = request
+        self._verify = verify
+        self._cluster = ctx.cluster
+        self._responses: list[TopicResponse] = []
+        self._failures: list[str] = []
+        # acks=all in cluster mode: (topic index, partition index, topic, partition,
+        # offset the high watermark must reach) of each partition appended to.
+        self._waits: list[tuple[int, int, str, int, int]] = []
+        self._hinted: set[int] = set()
+
+    def produce_topic(self, topic: m.ProduceRequest.TopicProduceData, unwritable: bool) -> None:
+        partitions: list[PartitionResponse] = []
+        for data in topic.partition_data:
+            partitions.append(
+                self._produce_partition(topic.name, data, unwritable, len(partitions))
+            )
+        self._responses.append(TopicResponse(name=topic.name, partition_responses=partitions))
+
+    def _produce_partition(
+        self,
+        topic: str,
+        data: m.ProduceRequest.PartitionProduceData,
+        unwritable: bool,
+        position: int,
+    ) -> PartitionResponse:
+        acks = self._request.acks
+        if unwritable:
+            code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            message = f"not authorized to write to topic {topic!r}"
+        elif acks not in (0, 1, -1):
+            code, message = ErrorCode.INVALID_REQUIRED_ACKS, f"acks={acks} is not 0, 1 or -1"
+        else:
+            try:
+                result, size, plog = self._append(topic, data)
+            except BrokerError as exc:
+                code, message = code_of(exc), message_of(exc)
+            else:
+                code, message = result.error, result.message or result.error.name
+                if code is ErrorCode.NONE:
+                    self._appended(topic, data.index, result, size, plog, position)
+                    return PartitionResponse(
+                        index=data.index,
+                        error_code=ErrorCode.NONE,
+                        base_offset=result.base_offset,
+                        log_append_time_ms=result.log_append_time_ms,
+                        log_start_offset=result.log_start_offset if self._ctx.version >= 5 else -1,
+                        error_message=None,
+                    )
+        self._failures.append(f"{topic}-{data.index}: {code.name} ({message})")
+        self._ctx.metrics.produce_failed(topic)
+        return PartitionResponse(
+            index=data.index,
+            error_code=code,
+            base_offset=-1,
+            log_append_time_ms=-1,
+            log_start_offset=-1,
+            error_message=message if self._ctx.version >= 8 else None,
+            current_leader=_leader_hint(self._cluster, topic, data.index, code, self._hinted),
+        )
+
+    def _append(
+        self, topic: str, data: m.ProduceRequest.PartitionProduceData
+    ) -> tuple[ProduceResult, int, PartitionLog]:
+        """Check one partition's records and hand them to the producer states;
+        returns their result, the size appended and the partition's log.
+
+        Raises:
+            BrokerError: the partition refused them (nothing written).
+        """
+        ctx = self._ctx
+        records = data.records
+        plog = leader_log(ctx, topic, data.index)
+        if not records:
+            raise InvalidRecordError("produce request without records")
+        if ctx.version < 3:
+            records = up_convert(records)
+        else:
+            _one_batch(records)
+        if self._request.acks == -1 and ctx.broker.check_min_isr(topic, data.index):
+            raise NotEnoughReplicasError(
+                f"{topic}-{data.index} has fewer in-sync replicas than "
+                "min.insync.replicas: nothing written"
+            )
+        result = ctx.producers.produce(
+            topic,
+            data.index,
+            records,
+            transactional_id=self._request.transactional_id,
+            verify=self._verify,
+            now_ms=ctx.now_ms,
+        )
+        return result, len(records), plog
+
+    def _appended(
+        self,
+        topic: str,
+        partition: int,
+        result: ProduceResult,
+        size: int,
+        plog: PartitionLog,
+        position: int,
+    ) -> None:
+        """What follows a partition's accepted records: parked fetches woken and
+        metrics (unless a retry wrote nothing), replication told, acks=all waited on."""
+        ctx = self._ctx
+        if not result.duplicate:
+            ctx.purgatory.notify_append(topic, partition, size)
+            ctx.metrics.produced(topic, plog.log_end_offset - result.base_offset, size)
+        if self._cluster is not None:
+            self._cluster.replicas.appended(topic, partition)
+            if self._request.acks == -1:
+                self._waits.append(
+                    (len(self._responses), position, topic, partition, plog.log_end_offset)
+                )
+
+    def answer(self) -> m.ProduceResponse | NoResponse | Close | _AcksAllWaiter:
+        """The reply: none for acks=0 (the connection closed when a partition
+        failed), parked for acks=all in cluster mode until the replicas have the
+        records, else at once."""
+        ctx = self._ctx
+        if self._request.acks == 0:
+            if self._failures:
+                return Close("acks=0 produce failed: " + "; ".join(self._failures), ctx.client_id)
+            return NoResponse()
+        version = ctx.version
+        endpoints = _endpoints(self._cluster, self._hinted) if version >= 10 else []
+        if self._waits:
+            assert self._cluster is not None
+            deadline_ms = ctx.now_ms + max(self._request.timeout_ms, 0)
+            waiter = _AcksAllWaiter(
+                self._cluster, self._responses, self._waits, deadline_ms, version, endpoints
+            )
+            if not waiter.decided():
+                return waiter
+            return waiter.complete(ctx.now_ms)
+        return m.ProduceResponse(responses=self._responses, node_endpoints=endpoints)
 
 
 def _leader_hint(
@@ -365,11 +421,13 @@ class _AcksAllWaiter:
         waits: list[tuple[int, int, str, int, int]],
         deadline_ms: int,
         version: int,
+        endpoints: list[m.ProduceResponse.NodeEndpoint],
     ) -> None:
         self._cluster = cluster
         self._responses = responses
         self._waits = waits
         self._version = version
+        self._endpoints = endpoints  # KIP-951's, for the hints of the other partitions
         self.deadline_ms = deadline_ms
         self.watches = frozenset((t, p) for _, _, t, p, _ in waits)
 
@@ -405,7 +463,7 @@ class _AcksAllWaiter:
                 log_start_offset=-1,
                 error_message=message if self._version >= 8 else None,
             )
-        return m.ProduceResponse(responses=self._responses)
+        return m.ProduceResponse(responses=self._responses, node_endpoints=self._endpoints)
 
 
 def error_response(

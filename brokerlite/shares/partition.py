@@ -138,10 +138,17 @@ class SharePartition:
         delivery_count_limit: deliveries after which a released record is archived.
         max_record_locks: the most in-flight offsets (``end - start``) before no
             new records are acquired.
+        runs: in-flight runs to begin with, contiguous from ``start_offset`` (as
+            :meth:`from_snapshot` checked them); leading done runs move the start.
     """
 
     def __init__(
-        self, start_offset: int, *, delivery_count_limit: int = 5, max_record_locks: int = 2000
+        self,
+        start_offset: int,
+        *,
+        delivery_count_limit: int = 5,
+        max_record_locks: int = 2000,
+        runs: Iterable[Run] = (),
     ) -> None:
         if start_offset < 0:
             raise ValueError(f"start offset {start_offset} is negative")
@@ -151,6 +158,10 @@ class SharePartition:
         self.delivery_count_limit = delivery_count_limit
         self.max_record_locks = max_record_locks
         self.dirty = False
+        for run in runs:
+            self._append(run)
+        self._advance()
+        self._coalesce()
 
     # -- reading --------------------------------------------------------------------------
 
@@ -384,12 +395,10 @@ class SharePartition:
             raise ValueError(f"share-partition snapshot without {exc}") from exc
         if not _is_int(start) or not isinstance(rows, list):
             raise ValueError(f"bad share-partition snapshot {data!r}")
-        sp = cls(
-            start,
-            delivery_count_limit=delivery_count_limit,
-            max_record_locks=max_record_locks,
-        )
-        expected = sp._start
+        if start < 0:
+            raise ValueError(f"start offset {start} is negative")
+        runs: list[Run] = []
+        expected = start
         for row in rows:
             if not isinstance(row, list) or len(row) != 4 or not all(_is_int(x) for x in row):
                 raise ValueError(f"bad share-partition run {row!r}")
@@ -399,12 +408,14 @@ class SharePartition:
             if state == AVAILABLE and count >= delivery_count_limit:
                 # Held when the state was written: its release happens now.
                 state = ARCHIVED
-            sp._append(Run(first, last, state, count))
+            runs.append(Run(first, last, state, count))
             expected = last + 1
-        sp._advance()
-        sp._coalesce()
-        sp.dirty = False
-        return sp
+        return cls(
+            start,
+            delivery_count_limit=delivery_count_limit,
+            max_record_locks=max_record_locks,
+            runs=runs,
+        )
 
     # -- internals ------------------------------------------------------------------------
 

@@ -363,7 +363,7 @@ class LogManager:
         for index in range(info.num_partitions):
             log = self._logs.pop((name, index), None)
             if log is not None:
-                log._abandon()
+                log.abandon()
             self._remove_partition_dir(name, index, info.topic_id.hex)
 
     def create_partitions(
@@ -432,7 +432,7 @@ class LogManager:
             if index in wanted and key not in self._logs:
                 self._open_partition(name, index, now_ms, fresh=True)
             elif index not in wanted and key in self._logs:
-                self._logs.pop(key)._abandon()
+                self._logs.pop(key).abandon()
                 self._remove_partition_dir(name, index, info.topic_id.hex)
                 removed.append(index)
         return removed
@@ -641,7 +641,7 @@ class LogManager:
         except OSError as exc:
             raise LogStorageError(f"{directory}: still cannot write: {exc}") from exc
         new = PartitionLog.open(directory, self._configs[name], now_ms=now_ms)
-        old._abandon()
+        old.abandon()
         self._logs[(name, index)] = new
         logger.warning(
             "partition %s is back online (it went offline: %s); log end offset %d",

@@ -308,20 +308,21 @@ class Segment:
             recovered = bool(
                 validate
                 or (missing and file_size)
-                or not seg._load_trusted(file_size, index_interval_bytes, gaps, offset_limit)
+                or not seg.load_trusted_indexes(file_size, index_interval_bytes, gaps, offset_limit)
             )
             if recovered:
-                seg._recover(file_size, index_interval_bytes, gaps, offset_limit)
-            seg.roll_base_ms = seg._first_timestamp(now_ms) if seg.size else -1
+                seg.rebuild_indexes(file_size, index_interval_bytes, gaps, offset_limit)
+            seg.roll_base_ms = seg.first_timestamp(now_ms) if seg.size else -1
         except BaseException:
             seg.release()
             raise
         return seg, recovered
 
-    def _load_trusted(
+    def load_trusted_indexes(
         self, file_size: int, interval: int, gaps: bool, offset_limit: int | None
     ) -> bool:
-        """Load the index files and walk the tail; False when anything is inconsistent.
+        """Load the index files and walk the tail; False when anything is inconsistent
+        (a step of :meth:`load`, on the files it opened).
 
         The tail (from the last indexed batch) must not hold a batch that the index
         rule would have indexed: that would mean index entries were lost.
@@ -385,10 +386,11 @@ class Segment:
         self.tidx_persisted = len(self.tidx_timestamps)
         return True
 
-    def _recover(
+    def rebuild_indexes(
         self, file_size: int, interval: int, gaps: bool = False, offset_limit: int | None = None
     ) -> int:
-        """Validate every batch, truncate after the last good one, rebuild the indexes."""
+        """Validate every batch, truncate after the last good one, rebuild the indexes
+        (a step of :meth:`load`); returns the bytes truncated."""
         fd = self.fd
         self.idx_offsets = array("q")
         self.idx_positions = array("q")
@@ -446,7 +448,7 @@ class Segment:
         self.persist_indexes()
         return truncated
 
-    def _first_timestamp(self, now_ms: int) -> int:
+    def first_timestamp(self, now_ms: int) -> int:
         """Where a reopened segment's age counts from: its first batch's time, capped at now."""
         head = os.pread(self.fd, SCAN_HEADER_SIZE, 0)
         ts = SCAN_HEADER.unpack_from(head)[8] if len(head) == SCAN_HEADER_SIZE else -1

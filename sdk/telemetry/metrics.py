@@ -17,7 +17,7 @@ import dataclasses
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ..statistics import Interval, PartitionCounters
+from ..statistics.counters import Interval, PartitionCounters
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -65,7 +65,7 @@ import random
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trafka.codec import ErrorCode
 from trafka.codec.compression import compress
@@ -75,7 +75,9 @@ from trafka.codec.messages import k72_push_telemetry as k72
 from trafka.codec.otlp import CUMULATIVE, DELTA, DataPoint, Metric, encode_metrics
 
 from ..errors import KafkaConnectionError, RequestTimeoutError
-from ..statistics import TelemetryStatistics
+
+if TYPE_CHECKING:
+    from ..statistics import TelemetryStatistics
 from .metrics import MetricSample
 
 __all__ = [
@@ -205,6 +207,8 @@ class ClientTelemetry:
         return None if sub is None else sub.client_instance_id
 
     def statistics(self) -> TelemetryStatistics:
+        from ..statistics import TelemetryStatistics
+
         sub = self.subscription
         return TelemetryStatistics(
             state=self.state.value,

@@ -146,7 +146,7 @@ def test_the_latest_record_of_each_key_survives(tmp_path: Path, compression: Com
     log.close()
     log = open_log(tmp_path / "p")
     assert rows(log) == after
-    log._abandon()
+    log.abandon()
     (tmp_path / "p" / CLEAN_SHUTDOWN_FILE).unlink(missing_ok=True)
     write_checkpoint(tmp_path / "p", clean_offset=end)
     log = open_log(tmp_path / "p")
@@ -378,7 +378,7 @@ def test_a_cancelled_pass_leaves_no_file(tmp_path: Path) -> None:
 
 def _crash(log: PartitionLog, directory: Path) -> None:
     """Drop the log without a clean close."""
-    log._abandon()
+    log.abandon()
     (directory / CLEAN_SHUTDOWN_FILE).unlink(missing_ok=True)
 
 

@@ -625,7 +625,7 @@ def test_entries_past_the_log_end_are_dropped_on_open(tmp_path: Path) -> None:
     log.leader_epoch = 8
     log.append(one(b"lost"), now_ms=NOW)
     assert log.epoch_entries[-1] == (8, 25)
-    log._abandon()
+    log.abandon()
     (d / CLEAN_SHUTDOWN_FILE).unlink(missing_ok=True)
     with open(d / f"{0:020d}.log", "r+b") as f:
         f.truncate(25 * ONE)  # the batch did not reach the disk

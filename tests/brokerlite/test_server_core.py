@@ -1157,3 +1157,38 @@ def test_an_unreadable_store_stops_the_start_and_releases_everything(
     (data_dir / journal).rmdir()
     again = open_core()
     assert again.broker.logs.topic("kept") is not None
+
+
+def test_an_acks_all_answer_keeps_the_leader_endpoints_of_its_hints() -> None:
+    """KIP-951: a Produce v10+ answer that names another partition's leader
+    (NOT_LEADER_OR_FOLLOWER with ``current_leader``) carries that leader's
+    endpoint in ``node_endpoints``; an answer that first waited for acks=all is
+    no exception (it was sent without them)."""
+    from types import SimpleNamespace
+
+    from trafka.brokerlite.handlers.k00_produce import _AcksAllWaiter
+
+    endpoint = produce.ProduceResponse.NodeEndpoint(node_id=2, host="h2", port=9092, rack=None)
+    written = produce.ProduceResponse.PartitionProduceResponse(index=0, error_code=0, base_offset=5)
+    hinted = produce.ProduceResponse.PartitionProduceResponse(
+        index=1,
+        error_code=ErrorCode.NOT_LEADER_OR_FOLLOWER,
+        base_offset=-1,
+        current_leader=produce.ProduceResponse.LeaderIdAndEpoch(leader_id=2, leader_epoch=3),
+    )
+    responses = [produce.ProduceResponse.TopicProduceResponse(
+        name="t", partition_responses=[written, hinted]
+    )]  # fmt: skip
+    replicas = SimpleNamespace(acks_all_outcome=lambda topic, partition, need: ErrorCode.NONE)
+    waiter = _AcksAllWaiter(
+        SimpleNamespace(replicas=replicas),  # type: ignore[arg-type]
+        responses,
+        [(0, 0, "t", 0, 6)],
+        deadline_ms=1000,
+        version=11,
+        endpoints=[endpoint],
+    )
+    assert waiter.decided()
+    answer = waiter.complete(0)
+    assert answer.node_endpoints == [endpoint]
+    assert answer.responses[0].partition_responses == [written, hinted]

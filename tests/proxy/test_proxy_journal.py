@@ -15,13 +15,15 @@ from proxy_helpers import keyed, request
 from trafka.codec.errors import ErrorCode
 from trafka.codec.records import decode_batch, encode_batch
 from trafka.proxy import journal as journal_module
+from trafka.proxy.idempotent_plan import (
+    commit_idempotent,
+    idempotent_answer,
+    prepare_idempotent,
+)
 from trafka.proxy.journal import Journal, decode, encode
 from trafka.proxy.routing import (
     RouteStats,
     Topics,
-    commit_idempotent,
-    idempotent_answer,
-    prepare_idempotent,
 )
 from trafka.proxy.sequences import Placement, Sequences, Session
 

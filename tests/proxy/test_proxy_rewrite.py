@@ -18,16 +18,18 @@ from trafka.codec.messages import k03_metadata as mm
 from trafka.codec.messages import k10_find_coordinator as fm
 from trafka.codec.messages import k60_describe_cluster as dm
 from trafka.codec.records import encode_batch, iter_batches
+from trafka.proxy.answers import (
+    merge_produce,
+    patch_answer,
+    sub_request,
+    unwritten,
+)
 from trafka.proxy.rewrite import Addresses, Pending, reads_answer, rewrite_response
 from trafka.proxy.routing import (
     HASHES,
     RouteStats,
     Topics,
-    merge_produce,
-    patch_answer,
     route_produce,
-    sub_request,
-    unwritten,
 )
 from trafka.sdk.partitioners import murmur2_partition
 

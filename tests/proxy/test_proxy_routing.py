@@ -14,15 +14,17 @@ from trafka.codec import protocol
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k00_produce as pm
 from trafka.codec.records import encode_batch, read_batch_header
+from trafka.proxy.answers import (
+    failed_answer,
+    learn_leaders,
+    merge_produce,
+    metadata_request,
+)
 from trafka.proxy.routing import (
     ORIGIN_HEADER,
     ProducePlan,
     RouteStats,
     Topics,
-    failed_answer,
-    learn_leaders,
-    merge_produce,
-    metadata_request,
     origin_header,
     parse_origin_header,
     plan_produce,

@@ -11,13 +11,15 @@ from proxy_helpers import keyed, request
 
 from trafka.codec.errors import ErrorCode
 from trafka.codec.records import decode_batch, encode_batch, read_batch_header
-from trafka.proxy.routing import (
-    RouteStats,
-    Topics,
+from trafka.proxy.idempotent_plan import (
     commit_idempotent,
     idempotent_answer,
     idempotent_producer,
     prepare_idempotent,
+)
+from trafka.proxy.routing import (
+    RouteStats,
+    Topics,
 )
 from trafka.proxy.sequences import Sequences, State, Upstream
 from trafka.sdk.partitioners import murmur2_partition
@@ -127,6 +129,28 @@ def test_an_acknowledged_later_batch_means_the_earlier_were_written() -> None:
     session.sent(target)
     session.settle(target, ErrorCode.NONE, base_offset=9)
     assert earlier.state is State.ACKED and earlier.data is None
+
+
+def test_a_batch_is_written_only_behind_the_earlier_ones_on_their_connection() -> None:
+    """KIP-98/KIP-360: a broker without state for the producer takes any sequence, so
+    a batch written on another connection than an earlier unanswered one of its
+    partition (lost with a cut connection) could be written over the gap."""
+    seqs = Sequences()
+    seqs.born(PID, EPOCH)
+    session, first = plan(seqs, request({0: [batch(60, 0)]}))
+    _, second = plan(seqs, request({0: [batch(60, 60, start=60)]}))
+    later = second.rounds[0][0]
+    earlier = next(u for u in first.rounds[0] if u.partition == later.partition)
+    assert session.in_order(earlier, 1) and session.in_order(earlier, 2)
+    session.sent(earlier, 1)
+    assert session.in_order(later, 1)
+    assert not session.in_order(later, 2)  # connection 1 was lost: 2 is a new one
+    session.settle(earlier, ErrorCode.NETWORK_EXCEPTION)
+    assert not session.in_order(later, 1)  # failed: written again first
+    session.sent(earlier, 2)
+    assert session.in_order(later, 2)
+    session.settle(earlier, ErrorCode.NONE, base_offset=0)
+    assert session.in_order(later, 3)  # nothing unanswered before it
 
 
 def test_a_dead_batch_gives_its_numbers_to_the_next() -> None:

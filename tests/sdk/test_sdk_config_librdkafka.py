@@ -14,6 +14,10 @@
   end, error) mean earliest, latest and none.
 * A librdkafka/confluent-kafka name trafka cannot honour is refused with what to
   use instead, never with a "did you mean" of a near but different setting.
+* ``enable.partition.eof`` is taken by the consumer with librdkafka's default,
+  false (CONFIGURATION.md: "Emit RD_KAFKA_RESP_ERR__PARTITION_EOF event
+  whenever the consumer reaches the end of a partition", default false, "not
+  supported for share consumers"); what it does is in test_sdk_partition_eof.py.
 """
 
 from __future__ import annotations
@@ -101,7 +105,6 @@ def test_an_unknown_offset_reset_lists_every_spelling() -> None:
 @pytest.mark.parametrize(
     ("cls", "key", "advice"),
     [
-        (ConsumerConfig, "enable.partition.eof", r"highwater"),
         (ProducerConfig, "queue.buffering.max.messages", r"buffer\.memory"),
         (ProducerConfig, "queue.buffering.max.kbytes", r"buffer\.memory"),
         (ProducerConfig, "batch.num.messages", r"batch\.size"),
@@ -142,6 +145,34 @@ def test_the_offset_store_setting_is_librdkafkas_and_a_consumers() -> None:
     ).enable_auto_offset_store
     with pytest.raises(ConfigError, match="is a ConsumerConfig setting"):
         ShareConsumerConfig.from_dict({"group.id": "g", "enable.auto.offset.store": False})
+
+
+@pytest.mark.parametrize(
+    ("given", "expected"),
+    [
+        ({}, False),
+        ({"enable.partition.eof": "true"}, True),
+        ({"enable.partition.eof": False}, False),
+    ],
+)
+def test_partition_eof_is_a_consumer_setting_off_by_default(
+    given: dict[str, Any], expected: bool
+) -> None:
+    assert ConsumerConfig.from_dict(given).enable_partition_eof is expected
+    assert ConsumerConfig.from_dict({"enable_partition_eof": expected}).enable_partition_eof is (
+        expected
+    )
+
+
+@pytest.mark.parametrize("cls", [ProducerConfig, AdminConfig])
+def test_partition_eof_belongs_to_the_consumer(cls: type[Any]) -> None:
+    with pytest.raises(ConfigError, match="is a ConsumerConfig setting"):
+        cls.from_dict({"enable.partition.eof": True})
+
+
+def test_a_share_consumer_refuses_partition_eof_saying_why() -> None:
+    with pytest.raises(ConfigError, match="not a share consumer setting: records are shared"):
+        ShareConsumerConfig.from_dict({"group.id": "g", "enable.partition.eof": True})
 
 
 def test_a_typo_still_gets_its_near_name() -> None:

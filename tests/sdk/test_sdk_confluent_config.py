@@ -14,6 +14,11 @@ at close, each with the offsets the coordinator now holds.
 ``enable.auto.offset.store=false`` with ``store_offsets``: commits without
 offsets (``commit()``, at close) commit what was stored, not what was read;
 storing needs the setting, and an assigned partition.
+
+``enable.partition.eof=true`` (librdkafka's CONFIGURATION.md: "Emit
+RD_KAFKA_RESP_ERR__PARTITION_EOF event whenever the consumer reaches the end of
+a partition"): the service reads until every partition reported its end, each
+once, after its records, at the offset the group then commits.
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ import pytest
 from sdk_brokers import fresh, module_broker
 
 from trafka.brokerlite import RunningBroker
-from trafka.sdk import NewTopic, TopicPartition, UsageError
+from trafka.sdk import NewTopic, PartitionEOF, TopicPartition, UsageError
 from trafka.sdk.blocking import Admin, Consumer, Producer
 
 pytestmark = pytest.mark.timeout(60)
@@ -73,6 +78,7 @@ def _consumer_conf(bs: str, group: str) -> dict[str, Any]:
         "fetch.message.max.bytes": 1_048_576,
         "isolation.level": "read_committed",
         "partition.assignment.strategy": "cooperative-sticky",
+        "enable.partition.eof": True,
     }
 
 
@@ -116,14 +122,21 @@ def test_a_confluent_kafka_service_config_works_unchanged(broker: RunningBroker)
     assert codecs == {LZ4}
 
     received = set()
+    eofs: list[PartitionEOF] = []
     with Consumer(topic, config=consumer_conf, consumer_timeout_ms=3_000) as consumer:
+        assert consumer.config.enable_partition_eof
         for record in consumer:
+            if isinstance(record, PartitionEOF):
+                eofs.append(record)
+                if len(eofs) == 2:  # the service has read both partitions to their ends
+                    break
+                continue
+            assert not any(e.partition == record.partition for e in eofs)  # records first
             received.add((record.key, record.value))
-            if len(received) == len(sent):
-                break
         consumer.commit()
         ends = consumer.consumed_offsets()
     assert received == sent
+    assert {TopicPartition(e.topic, e.partition): e.offset for e in eofs} == ends
     assert (producer_conf, consumer_conf) == given  # the dicts were only read
     with Admin(bootstrap_servers=bs) as admin:
         committed = admin.list_consumer_group_offsets(group)

@@ -1,5 +1,8 @@
-"""What ``import trafka.sdk`` loads: the producer and consumer path, not the admin
-client or the share consumer (most of the import time), which load when named."""
+"""What ``import trafka.sdk`` and ``import trafka.sdk.blocking`` load: the producer
+and consumer path, not the parts only some programs use (the admin client, the
+share consumer, most statistics snapshots, zeroconf, the compression library),
+which load when first named (issue #48). Structure, not time: each test looks
+at ``sys.modules`` of a fresh interpreter."""
 
 from __future__ import annotations
 
@@ -83,3 +86,82 @@ def test_the_blocking_clients_load_the_admin_client_with_the_first_admin() -> No
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
     )
     assert result.stdout.split() == ["False", "True"], result.stderr
+
+
+def _loaded_after(statement: str, modules: list[str]) -> list[str]:
+    """Which of ``modules`` a fresh interpreter has loaded after ``statement``."""
+    code = f"import sys\n{statement}\nprint(' '.join(m for m in {modules!r} if m in sys.modules))\n"
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert result.returncode == 0, result.stderr
+    return result.stdout.split()
+
+
+# What importing the SDK leaves out (issue #48), each loaded on first use: the
+# admin client, the share consumer (async and blocking), the statistics
+# snapshots of the consumers and brokers (made when statistics() is called),
+# the share consumer's and admin client's settings, TLS and SASL (loaded by the
+# first client that uses them), zeroconf (loaded with the first client's
+# bootstrap list, its multicast side only for a zeroconf spec), the
+# snappy/lz4/zstd library, and difflib (for a mistyped config key).
+OPTIONAL = [
+    "trafka.sdk.admin",
+    "trafka.sdk.acls",
+    "trafka.sdk.share_consumer",
+    "trafka.sdk.share_membership",
+    "trafka.sdk.blocking_share",
+    "trafka.sdk.statistics.brokers",
+    "trafka.sdk.statistics.consuming",
+    "trafka.sdk.config_share",
+    "trafka.sdk.config_admin",
+    "trafka.sdk.security",
+    "trafka.codec.sasl",
+    "trafka.discovery",
+    "trafka.discovery._mdns",
+    "cramjam",
+    "difflib",
+]
+
+
+def test_the_blocking_clients_load_none_of_the_optional_parts() -> None:
+    assert _loaded_after("import trafka.sdk.blocking", OPTIONAL) == []
+    assert _loaded_after("import trafka.sdk", OPTIONAL) == []
+
+
+def test_no_statistics_snapshot_is_defined_at_import() -> None:
+    """The snapshot types are built when statistics() is first asked for."""
+    assert _loaded_after("import trafka.sdk.blocking", ["trafka.sdk.statistics.producing"]) == []
+
+
+def test_the_parts_loaded_on_first_use_keep_their_public_names() -> None:
+    """Every name of ``__all__`` still comes from the same path, and ``dir()``
+    lists it, before it is loaded as after."""
+    code = (
+        "import importlib, sys\n"
+        "for path in ('trafka.sdk', 'trafka.sdk.blocking', 'trafka.sdk.statistics',\n"
+        "             'trafka.sdk.config', 'trafka.discovery'):\n"
+        "    module = importlib.import_module(path)\n"
+        "    listed = dir(module)\n"
+        "    missing = [n for n in module.__all__ if n not in listed]\n"
+        "    assert not missing, (path, missing)\n"
+        "    for name in module.__all__:\n"
+        "        assert getattr(module, name) is not None, (path, name)\n"
+        "from trafka.sdk.blocking import ShareConsumer\n"
+        "from trafka.sdk.statistics import ConsumerStatistics, NodeCounters, broker_statistics\n"
+        "from trafka.discovery import discover_blocking\n"
+        "import trafka.sdk.statistics.counters as counters\n"
+        "assert NodeCounters is counters.NodeCounters\n"
+        "print(ShareConsumer.__module__, ConsumerStatistics.__module__,\n"
+        "      broker_statistics.__module__, discover_blocking.__module__)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == [
+        "trafka.sdk.blocking_share",
+        "trafka.sdk.statistics.consuming",
+        "trafka.sdk.statistics.brokers",
+        "trafka.discovery._mdns",
+    ]

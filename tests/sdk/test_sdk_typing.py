@@ -2,7 +2,8 @@
 mypy --strict: records are typed by the deserializer functions given to the
 consumer (``ConsumerRecord[K, V]``), ``Any`` without them, for open_consumer,
 start_consumer and the blocking Consumer; a wrong use of a record's key or
-value is an error."""
+value is an error. ``isinstance(record, PartitionEOF)`` (``enable.partition.eof``)
+narrows a record to the end-of-partition event, and the rest back to the record."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ PACKAGES = ("codec", "sdk")
 SERVICE = """
 from dataclasses import dataclass
 
-from trafka.sdk import start_consumer
+from trafka.sdk import PartitionEOF, start_consumer
 from trafka.sdk.blocking import Consumer
 from trafka.sdk.consumer import open_consumer
 
@@ -58,6 +59,16 @@ def blocking() -> None:
     with Consumer("orders", group_id="g", key_deserializer=customer) as consumer:
         for record in consumer:
             reveal_type(record)
+
+
+def to_the_end() -> None:
+    with Consumer("orders", value_deserializer=order, enable_partition_eof=True) as consumer:
+        for item in consumer:
+            if isinstance(item, PartitionEOF):
+                reveal_type(item)  # the end
+                end: int = item.offset
+                continue
+            reveal_type(item.value)  # the rest
 """
 
 
@@ -90,6 +101,8 @@ def test_records_are_typed_by_their_deserializers(tmp_path: Path) -> None:
     assert 'Revealed type is "Any"' in at("reveal_type((await plain.getone()).value)")
     assert "Consumer[Any, service.Order]" in at("reveal_type(started)")
     assert "ConsumerRecord[str, Any]" in at("reveal_type(record)"), said
+    assert "fallback=trafka.sdk.consumer_types.PartitionEOF]" in at("# the end"), said
+    assert "service.Order" in at("# the rest"), said
     # The only error: the key (a str) used as an int.
     errors = [(n, text) for n, text in said.items() if "error:" in text]
     assert errors == [(source.index(next(s for s in source if "# E" in s)) + 1, errors[0][1])]

@@ -210,6 +210,15 @@ def test_java_only_client_settings_are_accepted_and_left_out() -> None:
         )
 
 
+def test_partition_eof_is_refused_for_reads() -> None:
+    # The consumer takes librdkafka's enable.partition.eof; a read has no use
+    # for its events (they are no rows): it ends where its offsets say.
+    with pytest.raises(ConfigError, match=r"kafka\.enable\.partition\.eof.*endingOffsets"):
+        parse_read_options(
+            {**BASE, "subscribe": "t", "kafka.enable.partition.eof": "true"}, streaming=False
+        )
+
+
 def test_group_id_is_given_or_generated_from_the_prefix() -> None:
     given = parse_read_options({**BASE, "subscribe": "t", "kafka.group.id": "etl"}, streaming=True)
     assert given.group_id == "etl" and given.consumer_config().group_id == "etl"

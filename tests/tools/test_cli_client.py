@@ -189,6 +189,24 @@ def test_consume_raw_offsets_and_count(broker: RunningBroker) -> None:
     assert res.stdout == "v0|v1|v2|"
 
 
+def test_consume_says_partition_ends_on_stderr_when_asked(broker: RunningBroker) -> None:
+    # librdkafka's enable.partition.eof, as kcat takes it with -X: the ends are
+    # notes on stderr, never records on stdout, and -c counts records only.
+    topic = fresh("eof")
+    run(broker, "topics", "create", topic, "-p", "2")
+    run(broker, "produce", topic, "-p", "0", input=b"a\nb\n")
+    res = run(broker, "consume", topic, "-e", "-q", "-X", "enable.partition.eof=true")
+    assert res.stdout == "a\nb\n"
+    ends = sorted(line for line in res.stderr.splitlines() if "reached the end" in line)
+    assert ends == [
+        f"% reached the end of {topic} [0] at offset 2",
+        f"% reached the end of {topic} [1] at offset 0",
+    ]
+    res = run(broker, "consume", topic, "-c", "2", "-q", "-X", "enable.partition.eof=true")
+    assert res.stdout == "a\nb\n"
+    assert run(broker, "consume", topic, "-e", "-q").stderr == ""  # off by default
+
+
 def test_consume_from_timestamp(broker: RunningBroker) -> None:
     topic = fresh("ts")
 

@@ -335,7 +335,7 @@ class PartitionState:
         for seg in self._segments:
             seg.release()
 
-    def _abandon(self) -> None:
+    def abandon(self) -> None:
         """Release the files without flushing (the log is being deleted)."""
         if not self._closed:
             self._release()

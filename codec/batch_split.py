@@ -1,0 +1,154 @@
+"""Splitting a magic 2 batch by record key without decoding its records.
+
+The proxy's key routing (``trafka.proxy.routing``) moves each keyed record of a
+client's batch to the partition its key hashes to. Its reference path decodes
+every record (:func:`~.records.decode_batch`) and encodes each group again
+(:func:`~.records.encode_batch`); this module is the same work done in the C
+accelerator (``index_records`` and ``build_records`` of ``codec/_speedups.c``),
+with no Python object per record: only the batch header, the CRC and the
+(de)compression are done here.
+
+Rules:
+
+* A fast path only. Every function returns None when the accelerator is not
+  built or is turned off (``TRAFKA_NO_SPEEDUPS``), and whenever anything about
+  the batch is unusual or malformed (a CRC mismatch, a record the decoder
+  refuses, a varint not in its shortest form, a value beyond int64, a payload
+  that inflates past ``max_size``): the caller then runs the reference path,
+  which raises the precise error. Nothing here raises on bad input.
+* What is returned is byte for byte what the reference path builds for the same
+  records: the same partitions in the same order (first seen), the same record
+  bytes (attributes 0, offset deltas 0, 1, 2..., timestamps relative to the
+  first record's), header fields, compression and CRC
+  (tests/codec/test_batch_split.py checks it on random batches).
+* Key hashes are those of ``trafka.sdk.partitioners.KEY_HASHES``, by the same
+  names (:data:`HASH_IDS`); a record without a key stays in the client's partition.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from . import records as _records
+from .compression import DEFAULT_MAX_DECOMPRESSED_SIZE, Compression, decompress
+from .crc import crc32c
+from .errors import DecodeError
+from .records import BATCH_HEADER_SIZE, RecordBatchHeader
+
+__all__ = ["HASH_IDS", "Spans", "available", "build_batch", "split_batch"]
+
+#: The key hashes the C pass computes, by their ``KEY_HASHES`` names.
+HASH_IDS = {"murmur2": 0, "crc32": 1, "fnv1a": 2}
+
+#: Some records of a decompressed records section: the section and the records'
+#: spans in it (opaque, made by the C pass). ``len(spans) // SPAN_SIZE`` records.
+Spans = tuple[Any, bytes]
+SPAN_SIZE = 16
+
+_CODEC_MASK = 0x07
+_LOG_APPEND_TIME = 0x08
+_TRANSACTIONAL = 0x10
+_CONTROL = 0x20
+_CRC_FROM = 21  # the CRC covers the batch from its attributes on
+_MIN_RECORD = 7
+
+
+def available(hash_name: str) -> bool:
+    """Whether the C pass is on (built, not turned off) and computes ``hash_name``."""
+    return _records.accelerated("index_records") is not None and hash_name in HASH_IDS
+
+
+def split_batch(
+    batch: bytes,
+    header: RecordBatchHeader,
+    *,
+    partitions: int,
+    hash_name: str,
+    own: int,
+    max_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE,
+) -> list[tuple[int, Spans]] | None:
+    """The records of a whole magic 2 batch, grouped by target partition.
+
+    Args:
+        batch: the batch's bytes (``header.size`` of them).
+        header: its header (:func:`~.records.read_batch_header`).
+        partitions: the topic's partition count.
+        hash_name: a key of :data:`HASH_IDS`.
+        own: the partition the client sent the batch to (records without a key
+            stay there).
+        max_size: the most the records may inflate to.
+
+    Returns:
+        ``(target, spans)`` per target partition, in the order first seen (a
+        record's target is its key's partition), or None: the reference path
+        decides (see the module's rules).
+    """
+    index_records = _records.accelerated("index_records")
+    hash_id = HASH_IDS.get(hash_name)
+    if (
+        index_records is None
+        or hash_id is None
+        or header.magic != 2
+        or header.attributes & _CONTROL
+    ):
+        return None
+    view = memoryview(batch)
+    if len(view) < header.size or not 0 <= own < partitions:
+        return None
+    if crc32c(view[_CRC_FROM : header.size]) != header.crc:
+        return None
+    payload = view[BATCH_HEADER_SIZE : header.size]
+    data: Any = payload
+    codec = header.attributes & _CODEC_MASK
+    if codec:
+        try:
+            data = decompress(codec, payload, max_size=max_size)
+        except DecodeError:
+            return None
+    count = header.records_count
+    if count < 0 or count * _MIN_RECORD > len(data):
+        return None
+    log_append = header.max_timestamp if header.attributes & _LOG_APPEND_TIME else None
+    found = index_records(data, count, header.base_timestamp, log_append, partitions, hash_id, own)
+    if found is None:
+        return None
+    return [(target, (data, spans)) for target, spans in found]
+
+
+def build_batch(
+    pieces: Sequence[Spans],
+    *,
+    attributes: int,
+    producer_id: int = -1,
+    producer_epoch: int = -1,
+) -> tuple[bytes, int] | None:
+    """One batch of the records of ``pieces``, in order, and how many they are.
+
+    What :func:`~.records.encode_batch` writes for the same records with the
+    codec, timestamp type and transactional bit of ``attributes``, producer id
+    and epoch as given and base sequence 0 (-1 without a producer id); None when
+    the C pass declines (the reference path then decides).
+    """
+    build_records = _records.accelerated("build_records")
+    if build_records is None or not pieces:
+        return None
+    built = build_records(list(pieces))
+    if built is None:
+        return None
+    payload, count, base_ts, max_ts = built
+    data = _records.assemble_batch(
+        payload,
+        count,
+        base_offset=0,
+        base_timestamp=base_ts,
+        max_timestamp=max_ts,
+        compression=Compression(attributes & _CODEC_MASK),
+        compression_level=None,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        base_sequence=0 if producer_id >= 0 else -1,
+        attributes=attributes & (_TRANSACTIONAL | _LOG_APPEND_TIME),
+        partition_leader_epoch=-1,
+    )
+    return data, count

@@ -1,0 +1,389 @@
+"""Key routing's idempotent plan, I/O-free: the batches of one idempotent
+producer placed by key, numbered with the proxy's own sequences, and the
+client's answer made from what became of them.
+
+Rules (key routing as a whole is in :mod:`.routing`'s doc):
+
+* A request qualifies (:func:`idempotent_producer`) when every batch is a
+  magic 2 batch of one producer id and epoch, transactional or not.
+* :func:`prepare_idempotent` recognises the batches a client re-sends (its
+  retry gets the same upstream batches again) and places the new ones as the
+  plain plan does; what it cannot place (an unknown topic, targets without a
+  known leader) is refused with an error per partition.
+* :func:`commit_idempotent` numbers the placed batches with the proxy's
+  sequences (:mod:`.sequences`) under the producer's lock, in rounds of at
+  most one batch per partition; batches the journal says were written before
+  a restart are not written again.
+* :func:`idempotent_answer` answers the client's partitions in its order from
+  their upstream batches.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from trafka.codec.compression import DEFAULT_MAX_DECOMPRESSED_SIZE
+from trafka.codec.errors import ErrorCode
+from trafka.codec.messages import k00_produce as produce_msgs
+from trafka.codec.records import (
+    RecordBatchHeader,
+    iter_batches,
+)
+
+from .routing import (
+    _CONTROL,
+    HASHES,
+    RouteStats,
+    Topics,
+    _by_target,
+    _cap,
+    _chunks,
+    _encode,
+    _part_body,
+    _Split,
+    _split,
+    unknown_base_offset,
+)
+from .sequences import ClientBatch, Placement, Session, State, Upstream
+
+__all__ = [
+    "IdempotentPlan",
+    "Prepared",
+    "commit_idempotent",
+    "idempotent_answer",
+    "idempotent_producer",
+    "prepare_idempotent",
+    "upstream_body",
+]
+
+log = logging.getLogger("trafka.proxy")
+
+
+@dataclass(slots=True)
+class Prepared:
+    """An idempotent request, its batches recognised or placed, before numbering."""
+
+    producer_id: int
+    epoch: int
+    retried: list[ClientBatch]
+    new: list[tuple[_Split, int]]  # (placed batch, its record count)
+    refused: dict[tuple[str, int], ErrorCode]
+    targets: set[tuple[str, int]]
+    stale: set[str]  # topics whose leaders the proxy must ask again
+    chunks: list[_Chunk] = field(default_factory=list)
+    # id(split) -> its upstream batches the journal says were written before a restart
+    written: dict[int, list[Upstream]] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class _Chunk:
+    """One upstream batch to be, encoded with sequence 0."""
+
+    topic: str
+    partition: int
+    data: bytes
+    count: int
+    splits: list[_Split]  # whose records it holds, the first first
+    leads: bool  # its first records are the first split's own (none moved)
+
+
+@dataclass(slots=True)
+class IdempotentPlan:
+    """What to write for an idempotent request, and how to answer it.
+
+    ``rounds``: the upstream batches to write, round by round (a round has at
+    most one batch per partition; the driver groups it by leader). ``waits``: batches written by an earlier request whose answers
+    this one's depend on. ``answers``: per client partition (in its order),
+    its :class:`ClientBatch` or the error the proxy answers itself.
+    """
+
+    producer_id: int
+    rounds: list[list[Upstream]]
+    waits: list[Upstream]
+    answers: list[tuple[str, list[tuple[int, ClientBatch | ErrorCode]]]]
+
+
+def idempotent_producer(body: Any) -> tuple[int, int] | None:
+    """(producer id, epoch) when every batch of the request is a magic 2 batch of
+    one idempotent producer; else None."""
+    found: tuple[int, int] | None = None
+    for t in body.topic_data:
+        for p in t.partition_data:
+            for header, _ in iter_batches(p.records or b""):
+                if not isinstance(header, RecordBatchHeader):
+                    return None  # a legacy message set
+                if header.producer_id < 0 or header.attributes & _CONTROL:
+                    return None
+                if found is None:
+                    found = (header.producer_id, header.producer_epoch)
+                elif found != (header.producer_id, header.producer_epoch):
+                    return None
+    return found
+
+
+def prepare_idempotent(
+    body: Any,
+    *,
+    session: Session,
+    topics: Topics,
+    hash_name: str,
+    stats: RouteStats,
+    max_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE,
+    recovered: Callable[[str, int, int], Placement | None] | None = None,
+    origin_headers: bool = False,
+) -> Prepared | None:
+    """Recognise an idempotent producer's retried batches and place its new ones.
+
+    Changes nothing in ``session``; :func:`commit_idempotent` does, once the
+    driver has learnt the sequences :meth:`Sequences.unsynced` names.
+
+    ``recovered`` (topic, partition, base sequence) gives a batch's placement
+    from the journal (:mod:`.journal`) when the session does not know it: the
+    upstream batches of it that its targets' leaders (asked by the driver
+    first) say were written are not written again. ``origin_headers``: as for
+    :func:`plan_produce`.
+
+    Returns:
+        The prepared request, or None when it is not for this plan (a
+        partition's records are not one magic 2 batch: the broker refuses it).
+        A partition whose topic or leaders the proxy does not know is refused
+        (UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER), never forwarded
+        as the client numbered it.
+
+    Raises:
+        DecodeError: a batch is malformed.
+    """
+    hash_of = HASHES[hash_name]
+    retried: list[ClientBatch] = []
+    new: list[tuple[_Split, int]] = []
+    written: dict[int, list[Upstream]] = {}
+    refused: dict[tuple[str, int], ErrorCode] = {}
+    targets: set[tuple[str, int]] = set()
+    sizes = []
+    stale: set[str] = set()
+    if not _one_batch_each(body):
+        return None  # the broker judges it (INVALID_RECORD)
+    for t in body.topic_data:
+        # Never unrouted: a batch of this producer written as the client numbered
+        # it would clash with the proxy's numbers. Where the proxy cannot place
+        # records, the client hears an error that makes it ask for metadata
+        # (through the proxy, which learns with it) and retry.
+        count = topics.partitions.get(t.name)
+        for p in t.partition_data:
+            if not count:
+                refused[(t.name, p.index)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            if topics.leader(t.name, p.index) < 0:
+                refused[(t.name, p.index)] = ErrorCode.NOT_LEADER_OR_FOLLOWER
+                stale.add(t.name)
+                continue
+            header, raw = next(iter_batches(p.records or b""))
+            assert isinstance(header, RecordBatchHeader)
+            known = session.known(t.name, p.index, header.base_sequence)
+            if known is not None and known.count == header.records_count:
+                stats.batches_retried += 1
+                retried.append(known)
+                continue
+            error = session.check_new(t.name, p.index, header.base_sequence)
+            if error:
+                stats.batches_out_of_order += 1
+                refused[(t.name, p.index)] = error
+                continue
+            data = bytes(raw)
+            sizes.append(len(data))
+            split = _split(
+                header, data, t.name, p.index, count, hash_of, stats, max_size, origin_headers
+            )
+            if not all(topics.leader(t.name, x) >= 0 for x in split.pieces):
+                refused[(t.name, p.index)] = ErrorCode.NOT_LEADER_OR_FOLLOWER
+                stale.add(t.name)
+                continue
+            placement = (
+                None if recovered is None else recovered(t.name, p.index, header.base_sequence)
+            )
+            if placement is not None and placement.count == header.records_count:
+                written[id(split)] = _already_written(split, placement, session, stats)
+            new.append((split, header.records_count))
+            targets.update((t.name, x) for x in split.pieces)
+    stats.requests_idempotent += 1
+    prepared = Prepared(session.producer_id, session.epoch, retried, new, refused, targets, stale)
+    prepared.written = written
+    prepared.chunks = _chunked([s for s, _ in new], _cap(sizes), session)
+    return prepared
+
+
+def _one_batch_each(body: Any) -> bool:
+    """Whether every partition of the request holds exactly one magic 2 batch."""
+    for t in body.topic_data:
+        for p in t.partition_data:
+            batches = list(iter_batches(p.records or b""))
+            if len(batches) != 1 or not isinstance(batches[0][0], RecordBatchHeader):
+                return False
+    return True
+
+
+def _chunked(splits: list[_Split], cap: int, session: Session) -> list[_Chunk]:
+    """The upstream batches of the placed ``splits``, per target partition, each
+    at most about ``cap`` bytes, encoded with sequence 0 (numbered on commit)."""
+    owner = {id(piece): split for split in splits for piece in split.pieces.values()}
+    chunks = []
+    for (topic, target), (own, moved) in _by_target(splits).items():
+        for chunk in _chunks(own, [m for _, m in moved], cap):
+            data, n = _encode(chunk, producer_id=session.producer_id, producer_epoch=session.epoch)
+            holders = list(dict.fromkeys(owner[id(piece)] for piece in chunk))
+            first = owner[id(chunk[0])]
+            leads = not first.moved and chunk[0] is first.pieces[first.partition]
+            chunks.append(_Chunk(topic, target, data, n, holders, leads))
+    return chunks
+
+
+def _already_written(
+    split: _Split, placement: Placement, session: Session, stats: RouteStats
+) -> list[Upstream]:
+    """The pieces of a journaled batch whose upstream batches were written
+    before a restart: taken out of ``split``, as acknowledged stand-ins."""
+    targets = dict(placement.targets)
+    if set(targets) != set(split.pieces):
+        log.warning(
+            "%r-%d: a retried batch (sequence %d) splits otherwise than the journal "
+            "says: placed afresh (its records may be written twice)",
+            split.topic,
+            split.partition,
+            split.header.base_sequence,
+        )
+        return []
+    stats.batches_recovered += 1
+    out = []
+    for target, last in targets.items():
+        if session.written_upstream(split.topic, target, last):
+            n = len(split.pieces.pop(target).decoded())
+            first = (last - (n - 1)) % 0x80000000  # wrapping as sequences do
+            out.append(Upstream(split.topic, target, first, n, None, State.ACKED))
+            stats.records_not_rewritten += n
+    # Only batches in flight at a restart come here: a line each.
+    log.info(
+        "%r-%d: a batch (sequence %d) placed before a restart: %d of its records had "
+        "been written, the rest (%d) are written now",
+        split.topic,
+        split.partition,
+        split.header.base_sequence,
+        sum(u.count for u in out),
+        placement.count - sum(u.count for u in out),
+    )
+    return out
+
+
+def commit_idempotent(body: Any, prepared: Prepared, session: Session) -> IdempotentPlan:
+    """Number the prepared upstream batches and list what to write, in order.
+
+    Every target partition's next sequence must be known (see
+    :meth:`Sequences.unsynced`). Cheap: the records were placed and encoded by
+    :func:`prepare_idempotent`; numbering rewrites a sequence and a checksum.
+    """
+    upstream_of: dict[int, list[Upstream]] = {}  # id(split) -> its upstream batches
+    leading: dict[int, Upstream] = {}  # id(split) -> the batch its records lead
+    fresh: list[Upstream] = []
+    for chunk in prepared.chunks:
+        u = session.number(chunk.topic, chunk.partition, chunk.count, chunk.data)
+        fresh.append(u)
+        for split in chunk.splits:
+            upstream_of.setdefault(id(split), []).append(u)
+        if chunk.leads:
+            leading[id(chunk.splits[0])] = u
+    placed: dict[tuple[str, int], ClientBatch] = {}
+    for split, count in prepared.new:
+        batch = ClientBatch(
+            split.topic,
+            split.partition,
+            split.header.base_sequence,
+            count,
+            tuple(prepared.written.get(id(split), []) + upstream_of.get(id(split), [])),
+            leading.get(id(split)),
+        )
+        session.remember(batch)
+        placed[(split.topic, split.partition)] = batch
+    # What to write: every failed earlier batch of a target first, then the new.
+    writes: list[Upstream] = []
+    waits: list[Upstream] = []
+    for batch in prepared.retried:
+        for u in batch.upstream:
+            if u.state is State.SENT:
+                waits.append(u)
+            elif u.state is State.FAILED:
+                writes.extend(session.resend_before(u))
+    for u in fresh:
+        writes.extend(session.resend_before(u))
+        writes.append(u)
+    rounds: list[list[Upstream]] = []
+    depth: dict[tuple[str, int], int] = {}
+    for u in dict.fromkeys(writes):
+        key = (u.topic, u.partition)
+        rnd = depth[key] = depth.get(key, -1) + 1
+        if len(rounds) <= rnd:
+            rounds.append([])
+        rounds[rnd].append(u)
+    retried = {(b.topic, b.partition): b for b in prepared.retried}
+    answers: list[tuple[str, list[tuple[int, ClientBatch | ErrorCode]]]] = []
+    for t in body.topic_data:
+        entries: list[tuple[int, ClientBatch | ErrorCode]] = []
+        for p in t.partition_data:
+            key = (t.name, p.index)
+            entry = prepared.refused.get(key) or retried.get(key) or placed[key]
+            entries.append((p.index, entry))
+        answers.append((t.name, entries))
+    return IdempotentPlan(session.producer_id, rounds, waits, answers)
+
+
+def upstream_body(body: Any, batches: Sequence[Upstream]) -> Any:
+    """The Produce request writing ``batches`` (one per partition), with the
+    client's acks, timeout and transactional id."""
+    topics: dict[str, dict[int, bytes]] = {}
+    for u in batches:
+        assert u.data is not None
+        topics.setdefault(u.topic, {})[u.partition] = u.data
+    return _part_body(body, topics)
+
+
+def idempotent_answer(
+    plan: IdempotentPlan, template: Any, client_software: str | None = None
+) -> Any:
+    """The client's answer once every batch it depends on is settled
+    (``client_software``: see :func:`unknown_base_offset`)."""
+    resp = produce_msgs.ProduceResponse
+    responses = []
+    for name, entries in plan.answers:
+        merged = []
+        for index, entry in entries:
+            if isinstance(entry, ErrorCode):
+                merged.append(
+                    resp.PartitionProduceResponse(
+                        index=index, error_code=entry, base_offset=-1, error_message=entry.message
+                    )
+                )
+                continue
+            outcome = entry.outcome()
+            error, message, base, append_time, start = outcome or (
+                ErrorCode.REQUEST_TIMED_OUT,
+                "no answer in time",
+                -1,
+                -1,
+                -1,
+            )
+            if error == ErrorCode.NONE and base < 0:
+                base = unknown_base_offset(entry.count, client_software)
+            merged.append(
+                resp.PartitionProduceResponse(
+                    index=index,
+                    error_code=error,
+                    error_message=message,
+                    base_offset=base,
+                    log_append_time_ms=append_time,
+                    log_start_offset=start,
+                )
+            )
+        responses.append(resp.TopicProduceResponse(name=name, partition_responses=merged))
+    return dataclasses.replace(template, responses=responses)

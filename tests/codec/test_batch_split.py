@@ -1,0 +1,263 @@
+"""trafka.codec.batch_split: the C pass that splits a batch by key, against the
+reference it stands in for (decode every record, hash its key with the SDK's
+``KEY_HASHES``, encode each group again with ``encode_batch``).
+
+Properties: on any batch the C pass accepts, it gives the same partitions in the
+same order and byte-identical batches (keys null, empty and long, headers,
+timestamps far apart, producer fields, the transactional and log-append bits,
+every codec); wherever the reference raises, the C pass declines (None), and it
+never raises itself; with the accelerator off it always declines.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+from test_records import batch_options, raw_record, record_lists, wrap, zz
+
+from trafka.codec import batch_split, records
+from trafka.codec.compression import Compression
+from trafka.codec.crc import crc32c
+from trafka.codec.errors import CodecError
+from trafka.codec.records import (
+    decode_batch,
+    encode_batch,
+    read_batch_header,
+    set_partition_leader_epoch,
+)
+from trafka.sdk.partitioners import KEY_HASHES
+
+try:
+    from trafka.codec import _speedups as C  # type: ignore[attr-defined]
+except ImportError:  # pragma: no cover - test_speedups.py reports a failed build
+    C = None
+
+pytestmark = pytest.mark.skipif(
+    C is None or records._speedups is None, reason="the C accelerator is not built or is off"
+)
+SETTINGS = settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+HASH_NAMES = sorted(batch_split.HASH_IDS)
+
+
+def test_the_c_hashes_are_the_sdks() -> None:
+    assert set(batch_split.HASH_IDS) <= set(KEY_HASHES)
+
+
+def reference(
+    batch: bytes, partitions: int, hash_name: str, own: int
+) -> list[tuple[int, list[Any]]]:
+    """Each target partition's records, in first-seen order (the proxy's reference)."""
+    hash_of = KEY_HASHES[hash_name]
+    groups: dict[int, list[Any]] = {}
+    for r in decode_batch(batch).records:
+        target = own if r.key is None else hash_of(r.key, partitions)
+        groups.setdefault(target, []).append((r.timestamp, r.key, r.value, r.headers))
+    return list(groups.items())
+
+
+def reference_batch(rows: list[Any], attributes: int, producer_id: int, epoch: int) -> bytes:
+    return encode_batch(
+        rows,
+        compression=Compression(attributes & 0x07),
+        timestamp_type=1 if attributes & 0x08 else 0,
+        producer_id=producer_id,
+        producer_epoch=epoch,
+        base_sequence=0 if producer_id >= 0 else -1,
+        is_transactional=bool(attributes & 0x10),
+    )
+
+
+def split(batch: bytes, partitions: int, hash_name: str, own: int) -> Any:
+    return batch_split.split_batch(
+        batch, read_batch_header(batch), partitions=partitions, hash_name=hash_name, own=own
+    )
+
+
+def build(pieces: list[Any], attributes: int, producer_id: int = -1, epoch: int = -1) -> bytes:
+    built = batch_split.build_batch(
+        pieces, attributes=attributes, producer_id=producer_id, producer_epoch=epoch
+    )
+    assert built is not None
+    return built[0]
+
+
+codecs = st.sampled_from(list(Compression))
+layouts = st.tuples(st.integers(1, 9), st.sampled_from(HASH_NAMES), st.integers(0, 8))
+
+
+@SETTINGS
+@given(record_lists(max_size=12), batch_options, codecs, layouts)
+def test_the_c_pass_splits_as_the_reference_does(
+    rows: list[Any], options: dict[str, Any], codec: Compression, layout: tuple[int, str, int]
+) -> None:
+    partitions, hash_name, own = layout
+    own %= partitions
+    batch = encode_batch(rows, compression=codec, **options)
+    header = read_batch_header(batch)
+    expected = reference(batch, partitions, hash_name, own)
+    found = split(batch, partitions, hash_name, own)
+    assert found is not None
+    assert [t for t, _ in found] == [t for t, _ in expected]
+    for (_, spans), (_, group) in zip(found, expected, strict=True):
+        assert len(spans[1]) // batch_split.SPAN_SIZE == len(group)
+        for pid, epoch in ((-1, -1), (options["producer_id"], options["producer_epoch"])):
+            assert build([spans], header.attributes, pid, epoch) == reference_batch(
+                group, header.attributes, pid, epoch
+            )
+
+
+@SETTINGS
+@given(record_lists(max_size=6), record_lists(max_size=6), codecs, codecs, layouts)
+def test_pieces_of_several_batches_make_one_batch_as_the_reference_does(
+    first: list[Any],
+    second: list[Any],
+    codec: Compression,
+    other: Compression,
+    layout: tuple[int, str, int],
+) -> None:
+    partitions, hash_name, own = layout
+    own %= partitions
+    a = encode_batch(first, compression=codec, is_transactional=True)
+    b = encode_batch(second, compression=other, timestamp_type=1)
+    pieces, rows = [], []
+    for batch in (a, b):
+        found = split(batch, partitions, hash_name, own)
+        assert found is not None
+        pieces += [spans for _, spans in found]
+        rows += [row for _, group in reference(batch, partitions, hash_name, own) for row in group]
+    attributes = read_batch_header(a).attributes
+    assert build(pieces, attributes) == reference_batch(rows, attributes, -1, -1)
+
+
+@st.composite
+def mutated(draw: Any) -> bytes:
+    """A valid batch with bytes changed, cut or added (its CRC made right again,
+    so that the records themselves are judged)."""
+    rows = draw(record_lists(max_size=4))
+    codec = draw(st.sampled_from([Compression.NONE, Compression.LZ4]))
+    batch = bytearray(encode_batch(rows, compression=codec))
+    for _ in range(draw(st.integers(1, 3))):
+        at = draw(st.integers(61, len(batch) - 1)) if len(batch) > 61 else 61
+        kind = draw(st.sampled_from(["set", "cut", "add"]))
+        if kind == "set" and at < len(batch):
+            batch[at] = draw(st.integers(0, 255))
+        elif kind == "cut":
+            del batch[at : at + draw(st.integers(1, 4))]
+        else:
+            batch[at:at] = draw(st.binary(min_size=1, max_size=3))
+    if draw(st.booleans()):
+        struct.pack_into(">i", batch, 57, draw(st.integers(-1, 8)))  # records_count
+    struct.pack_into(">i", batch, 8, len(batch) - 12)
+    return with_crc(bytes(batch))
+
+
+def with_crc(batch: bytes) -> bytes:
+    out = bytearray(batch)
+    struct.pack_into(">I", out, 17, crc32c(out[21:]))
+    return bytes(out)
+
+
+def test_mutations_keep_their_crc() -> None:
+    batch = set_partition_leader_epoch(encode_batch([(1, b"k", b"v", ())]), 0)
+    changed = batch[:-1] + b"w"
+    assert not records.verify_crc(changed)
+    assert records.verify_crc(with_crc(changed))
+
+
+@SETTINGS
+@given(mutated(), layouts)
+def test_the_c_pass_declines_whatever_the_reference_refuses(
+    batch: bytes, layout: tuple[int, str, int]
+) -> None:
+    partitions, hash_name, own = layout
+    own %= partitions
+    try:
+        expected = reference(batch, partitions, hash_name, own)
+    except CodecError:
+        expected = None
+    try:
+        header = read_batch_header(batch)
+    except CodecError:
+        return
+    found = batch_split.split_batch(
+        batch, header, partitions=partitions, hash_name=hash_name, own=own
+    )
+    if expected is None:
+        assert found is None
+        return
+    assume(found is not None)  # the C pass may decline valid but unusual input
+    assert [t for t, _ in found] == [t for t, _ in expected]
+    for (_, spans), (_, group) in zip(found, expected, strict=True):
+        assert build([spans], header.attributes) == reference_batch(
+            group, header.attributes, -1, -1
+        )
+
+
+def test_a_varint_longer_than_it_needs_is_left_to_the_reference() -> None:
+    # A key length of 1 written in two bytes: valid, but copying it would not
+    # give the bytes the encoder writes.
+    record = raw_record(key=b"\x82\x00" + b"k")
+    batch = wrap(record, 1)
+    assert reference(batch, 3, "murmur2", 0)  # the decoder takes it
+    assert split(batch, 3, "murmur2", 0) is None
+    assert split(wrap(raw_record(key=zz(1) + b"k"), 1), 3, "murmur2", 0) is not None
+
+
+def test_a_bad_crc_or_a_payload_too_large_is_left_to_the_reference() -> None:
+    batch = bytearray(encode_batch([(1, b"k", b"v" * 1000, ())], compression=Compression.LZ4))
+    header = read_batch_header(bytes(batch))
+    assert (
+        batch_split.split_batch(
+            bytes(batch), header, partitions=3, hash_name="murmur2", own=0, max_size=100
+        )
+        is None
+    )
+    batch[-1] ^= 1
+    assert split(bytes(batch), 3, "murmur2", 0) is None
+
+
+def test_unknown_hashes_control_batches_and_no_accelerator_are_declined(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    batch = encode_batch([(1, b"k", b"v", ())])
+    assert split(batch, 3, "sticky", 0) is None
+    control = records.encode_control_batch(
+        records.ControlRecordType.COMMIT,
+        producer_id=1,
+        producer_epoch=0,
+        coordinator_epoch=0,
+        timestamp=1,
+    )
+    assert split(control, 3, "murmur2", 0) is None
+    assert split(batch, 3, "murmur2", 0) is not None
+    monkeypatch.setattr(records, "_speedups", None)
+    assert split(batch, 3, "murmur2", 0) is None
+    assert batch_split.build_batch([(b"", b"")], attributes=0) is None
+
+
+def test_misuse_raises_rather_than_reading_outside_the_data() -> None:
+    batch = encode_batch([(1, b"k", b"v", ())])
+    found = split(batch, 3, "murmur2", 0)
+    assert found is not None
+    data, spans = found[0][1]
+    with pytest.raises(ValueError, match="beyond"):
+        C.build_records([(b"", spans)])
+    with pytest.raises(ValueError, match="size"):
+        C.build_records([(data, spans[:-1])])
+    with pytest.raises(ValueError):
+        C.index_records(b"", 0, 0, None, 0, 0, 0)
+    # More partitions than the C pass keeps a table for: declined, not raised.
+    assert C.index_records(data, 1, 1, None, 1 << 21, 0, 0) is None
+    with pytest.raises(TypeError):
+        C.build_records([])
+
+
+@pytest.fixture(autouse=True)
+def _speedups_on() -> Iterator[None]:
+    assert records._speedups is C
+    yield
