@@ -323,7 +323,7 @@ def _partition_gauges(broker: MetricsSource) -> Iterator[Any]:
         "kafka_log_log_size", "Bytes of a partition's segments.", labels=["topic", "partition"]
     )
     for info in logs.topics():
-        for index, plog in enumerate(logs.partitions(info.name)):
+        for index, plog in logs.hosted(info.name):
             partitions += 1
             if plog.offline is not None:
                 offline += 1
@@ -406,7 +406,7 @@ def _group_lag(broker: MetricsSource) -> Any:
         labels=["consumergroup", "topic", "partition"],
     )
     for group, topic, partition, _offset, behind in _committed(broker):
-        if behind is not None:  # None: the topic is gone
+        if behind is not None:  # None: the topic is gone, or its log is elsewhere
             lag.add_metric([group, topic, str(partition)], behind)
     return lag
 
@@ -470,7 +470,7 @@ def _log_offsets(broker: MetricsSource) -> Iterator[Any]:
     )
     end = GaugeMetricFamily("kafka_log_log_logendoffset", "A log's end offset.", labels=labels)
     for info in broker.logs.topics():
-        for index, plog in enumerate(broker.logs.partitions(info.name)):
+        for index, plog in broker.logs.hosted(info.name):
             start.add_metric([info.name, str(index)], plog.log_start_offset)
             end.add_metric([info.name, str(index)], plog.log_end_offset)
     yield start
@@ -500,7 +500,7 @@ def _exporter_partitions(broker: MetricsSource) -> Iterator[Any]:
         led = [
             (info.name, index, (broker.node_id,), (broker.node_id,))
             for info in broker.logs.topics()
-            for index in range(len(broker.logs.partitions(info.name)))
+            for index, _ in broker.logs.hosted(info.name)
         ]
     else:
         led = [(r.topic, r.partition, r.replicas, r.isr) for r in cluster.replicas.led()]
@@ -563,7 +563,8 @@ def _exporter_groups(broker: MetricsSource) -> Iterator[Any]:
 
 def _committed(broker: MetricsSource) -> Iterator[tuple[str, str, int, int, int | None]]:
     """(group, topic, partition, committed offset, lag) of the groups coordinated
-    here; the lag is None when the partition's log is not here (a topic gone)."""
+    here; the lag is None when the partition's log is not here (a topic gone, or a
+    partition this broker does not replicate)."""
     store = broker.groups.store
     for group in sorted(store.offset_groups()):
         for (topic, partition), committed in sorted(store.group_offsets(group).items()):

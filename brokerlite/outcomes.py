@@ -28,6 +28,7 @@ __all__ = [
     "FileRange",
     "NoResponse",
     "Outcome",
+    "ParkAgain",
     "Parked",
     "Part",
     "PartsBody",
@@ -140,6 +141,15 @@ class Parked:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class ParkAgain:
+    """What a waiter's ``complete`` returns when its request must wait on, for
+    ``waiter`` (same ticket): a Produce verified with its transaction
+    coordinator that now waits for acks=all."""
+
+    waiter: Waiter
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class SaslToken:
     """A SASL token sent bare: a size prefix and the token, no Kafka header.
 
@@ -186,5 +196,6 @@ class Waiter(Protocol):
         ...
 
     def complete(self, now_ms: int) -> Any:
-        """Build the response body now (data arrived, deadline passed or topic gone)."""
+        """Build the response body now (data arrived, deadline passed or topic
+        gone), or a :class:`ParkAgain` to wait on under the same ticket."""
         ...

@@ -34,7 +34,7 @@ from typing import Any
 
 from trafka.codec.messages.headers import RequestHeader
 
-from .outcomes import Parked, Reply, Waiter
+from .outcomes import ParkAgain, Parked, Reply, Waiter
 from .session import ConnectionSession
 
 __all__ = ["Completion", "ParkedRequest", "Purgatory"]
@@ -65,10 +65,10 @@ class Purgatory:
 
     Args:
         finish: builds a waiter's reply when it is taken as ready
-            (``(request, now_ms) -> Reply``).
+            (``(request, now_ms) -> Reply``), or says it waits on (:class:`ParkAgain`).
     """
 
-    def __init__(self, finish: Callable[[ParkedRequest, int], Reply]) -> None:
+    def __init__(self, finish: Callable[[ParkedRequest, int], Reply | ParkAgain]) -> None:
         self._finish = finish
         self._entries: dict[int, ParkedRequest] = {}
         self._by_partition: dict[tuple[str, int], set[int]] = {}
@@ -93,12 +93,17 @@ class Purgatory:
     def park(self, session: ConnectionSession, header: RequestHeader, waiter: Waiter) -> Parked:
         """Park a request until ``waiter`` completes."""
         ticket = self._new_ticket()
-        self._entries[ticket] = ParkedRequest(ticket, session, header, waiter)
-        session.parked_ticket = ticket
+        self._enter(ParkedRequest(ticket, session, header, waiter))
+        return Parked(ticket)
+
+    def _enter(self, entry: ParkedRequest) -> None:
+        ticket = entry.ticket
+        waiter = entry.waiter
+        self._entries[ticket] = entry
+        entry.session.parked_ticket = ticket
         for tp in waiter.watches:
             self._by_partition.setdefault(tp, set()).add(ticket)
         heapq.heappush(self._deadlines, (waiter.deadline_ms, ticket))
-        return Parked(ticket)
 
     def get(self, ticket: int) -> ParkedRequest | None:
         """The parked request of ``ticket`` while it waits."""
@@ -160,7 +165,13 @@ class Purgatory:
                 continue
             if entry.session.parked_ticket == ticket:
                 entry.session.parked_ticket = None
-            done.append(Completion(entry.session.conn_id, ticket, self._finish(entry, now_ms)))
+            reply = self._finish(entry, now_ms)
+            if isinstance(reply, ParkAgain):
+                # The same request waits on, for another waiter, under its ticket.
+                entry.waiter = reply.waiter
+                self._enter(entry)
+                continue
+            done.append(Completion(entry.session.conn_id, ticket, reply))
         if len(deadlines) > 64 and len(deadlines) > 4 * len(self._entries):
             # Completed entries leave stale heap items behind; rebuild now and then.
             self._deadlines = [(d, t) for d, t in deadlines if t in self._entries]

@@ -118,12 +118,13 @@ from ..storage.node_meta import (
 )
 from ..storage.topic_configs import LogConfig
 from ..telemetry import CLIENT_METRICS_JOURNAL, ClientTelemetry
-from ..transactions.cluster_mode import ClusterTransactions, unverified
+from ..transactions.cluster_mode import ClusterTransactions
 from ..transactions.coordinator import TransactionCoordinator, classic_group_validator
 from ..transactions.eos import ProducerStates
 from ..transactions.journal import TxnJournal, TxnStore
 from ..transactions.markers import TransactionMarkers
 from ..transactions.replicated_journal import ReplicatedTxnJournal
+from ..transactions.verification import TxnVerification
 from .polling import FLUSH_CHECK_MS, Polling
 
 __all__ = [
@@ -359,9 +360,11 @@ class Broker(Polling):
         the transactions the last run left undone."""
         #: Checks a transactional Produce against its transaction (KIP-890 part 1);
         #: in a cluster the coordinator is elsewhere (see cluster_txn).
-        self.verify_transactional = (
-            self.txn.verify_partition if self.cluster_txn is None else unverified
-        )
+        #: (cluster mode: replaced by ``txn_verification``'s, in _wire_cluster).
+        self.verify_transactional = self.txn.verify_partition
+        #: Cluster mode: the verification of transactional Produce with the
+        #: coordinator, which may be another broker (KIP-890 part 1), else None.
+        self.txn_verification: TxnVerification | None = None
         #: The transaction outcomes' markers and offsets written here.
         self.markers = TransactionMarkers(
             txn=self.txn,
@@ -415,6 +418,15 @@ class Broker(Polling):
             wake=self.wake,
             on_topic_deleted=lambda topic: self.notify_topic_changed(topic, deleted=True),
         )
+        assert self.cluster_txn is not None
+        self.txn_verification = TxnVerification(
+            node_id=config.node_id,
+            cluster=self.cluster,
+            producers=self.producers,
+            txn=self.txn,
+            owns=self.cluster_txn.owns,
+        )
+        self.verify_transactional = self.txn_verification.verifier({})
 
     def _next_producer_id(self) -> int:
         return self._producer_ids.next()

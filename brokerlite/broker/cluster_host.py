@@ -19,7 +19,7 @@ from trafka.codec.records import blob_next_offset
 
 from ..cluster.controller import coordinator_partition
 from ..cluster.view import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
-from ..errors import OffsetStoreError, UnknownTopicOrPartitionError
+from ..errors import OffsetStoreError
 from ..groups.replicated_offsets import ReplicatedOffsetStore
 from ..handlers.k01_fetch import HIGH_WATERMARK_WAKES
 from ..storage.node_meta import (
@@ -122,15 +122,10 @@ class ClusterHost(BrokerParts):
             self.groups.unload_groups(store.unload_partition(partition))
 
     def _replica_removed(self, topic: str, partition: int) -> None:
-        """A reassignment moved this partition away: drop its records here (the
-        log stays, empty, as every broker keeps one for every partition)."""
-        try:
-            plog = self.logs.partition(topic, partition)
-        except UnknownTopicOrPartitionError:
-            return  # the topic is gone altogether
-        plog.truncate_fully_and_start_at(0)
+        """A reassignment moved this partition away: forget its producers here (the
+        cluster view deletes its log next, :meth:`ClusterView.apply`)."""
         self.producers.forget(topic, partition)
-        log.info("%s-%d: replica moved away; its records here are dropped", topic, partition)
+        log.info("%s-%d: replica moved away", topic, partition)
 
     def _wake_parked(self, topic: str, partition: int) -> None:
         """Wake every request parked on a partition (its high watermark moved, or its

@@ -15,7 +15,7 @@ from trafka.codec.errors import ErrorCode
 from trafka.codec.protocol import api
 
 from ..handlers import HANDLERS
-from ..outcomes import Reply
+from ..outcomes import ParkAgain, Reply
 from ..purgatory import Completion, ParkedRequest
 from .dispatch import FETCH_KEY, Dispatch
 
@@ -98,7 +98,7 @@ class Polling(Dispatch):
                 log.exception("periodic flush failed")
         return done
 
-    def _complete(self, entry: ParkedRequest, now_ms: int) -> Reply:
+    def _complete(self, entry: ParkedRequest, now_ms: int) -> Reply | ParkAgain:
         """A waiter's reply, throttled as its request's quotas say (the purgatory's
         ``finish``)."""
         header = entry.header
@@ -110,6 +110,8 @@ class Polling(Dispatch):
             spec = HANDLERS[key]
             assert spec.error_response is not None
             body = spec.error_response(None, version, ErrorCode.UNKNOWN_SERVER_ERROR)
+        if isinstance(body, ParkAgain):
+            return body
         reply = Reply(header.correlation_id, key, version, body)
         if entry.throttle_ms or (self.quotas.active and key == FETCH_KEY):
             return self._throttled(

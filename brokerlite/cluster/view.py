@@ -14,9 +14,12 @@ Rules:
 * Applying an image first makes the local logs match the cluster's topics:
   a topic new to this broker is created with the cluster's topic id, one that
   grew gets its new partitions, one gone from ZooKeeper is deleted here too.
-  Every broker keeps a log for every partition of every topic (those it holds
-  no replica of stay empty), so topic lookups stay local. Then the replica
-  manager takes the partition states.
+  Every broker knows every topic and its partition count (so topic lookups stay
+  local), but keeps logs only for the partitions it replicates (those it is
+  being added to by a reassignment included). A replica added gets an empty log
+  before the replica manager takes the partition states; the log of one a
+  reassignment removed is deleted after (Kafka's StopReplica with
+  ``delete=true``).
 * Requests that change the cluster's metadata (CreateTopics, DeleteTopics,
   CreatePartitions, topics created by Metadata) are never applied locally:
   they become :class:`ZkTask` items for the driver, which writes them to
@@ -141,7 +144,9 @@ class ClusterView:
         """
         self.image = image
         logs = self._logs
+        dropping: dict[str, frozenset[int]] = {}
         for name, assignment in image.topics.items():
+            hosted = self._replicated_here(assignment)
             info = logs.topic(name)
             configs = dict(image.configs.get(name, {}))
             if info is not None and info.topic_id != assignment.topic_id:
@@ -156,17 +161,38 @@ class ClusterView:
                     configs,
                     topic_id=assignment.topic_id,
                     now_ms=now_ms,
+                    hosted=hosted,
                 )
-            elif info.num_partitions < assignment.num_partitions:
+                continue
+            if info.num_partitions < assignment.num_partitions:
                 logs.create_partitions(name, assignment.num_partitions, now_ms=now_ms)
             elif info.configs != configs:
                 logs.alter_configs(name, configs, incremental=False)
+            # New replicas get their logs now; logs of replicas moved away go once
+            # the replica manager has let go of them (below).
+            kept = frozenset(i for i, _ in logs.hosted(name))
+            logs.host(name, hosted | kept, now_ms)
+            if kept - hosted:
+                dropping[name] = hosted
         for info in logs.topics():
             if info.name not in image.topics:
                 log.info("topic %r is gone from the cluster: deleting its logs here", info.name)
                 logs.delete_topic(info.name)
                 self._on_topic_deleted(info.name)
-        return self.replicas.apply(image.topics, image.states, now_ms)
+        changed = self.replicas.apply(image.topics, image.states, now_ms)
+        for name, hosted in dropping.items():
+            for index in logs.host(name, hosted, now_ms):
+                log.info("%s-%d: no longer a replica here; its log is deleted", name, index)
+        return changed
+
+    def _replicated_here(self, assignment: TopicAssignment) -> frozenset[int]:
+        """The partitions of a topic this broker replicates (or is being added to)."""
+        me = self.node_id
+        return frozenset(
+            p
+            for p, replicas in assignment.replicas.items()
+            if me in replicas or me in assignment.adding.get(p, ())
+        )
 
     # -- questions handlers ask -----------------------------------------------------------------
 

@@ -56,6 +56,7 @@ if TYPE_CHECKING:
     from trafka.brokerlite.transactions.coordinator import TransactionCoordinator
     from trafka.brokerlite.transactions.eos import ProducerStates, TxnVerifier
     from trafka.brokerlite.transactions.markers import TransactionMarkers
+    from trafka.brokerlite.transactions.verification import TxnVerification
     from trafka.codec.messages.headers import RequestHeader
 
 __all__ = [
@@ -109,6 +110,7 @@ class BrokerPort(Protocol):
     telemetry: ClientTelemetry
     metrics: BrokerMetrics
     verify_transactional: TxnVerifier
+    txn_verification: TxnVerification | None
     markers: TransactionMarkers
     purgatory: Purgatory
 
@@ -246,6 +248,12 @@ class RequestContext:
     def verify_transactional(self) -> TxnVerifier:
         """Checks a transactional Produce against its transaction (KIP-890 part 1)."""
         return self.broker.verify_transactional
+
+    @property
+    def txn_verification(self) -> TxnVerification | None:
+        """Cluster mode: verification of transactional Produce with a coordinator
+        that may be another broker (KIP-890 part 1); None on a single node."""
+        return self.broker.txn_verification
 
     @property
     def markers(self) -> TransactionMarkers:

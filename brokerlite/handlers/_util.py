@@ -42,10 +42,19 @@ def partition_log(where: Partitions, topic: str, partition: int) -> PartitionLog
     Raises:
         UnknownTopicOrPartitionError: no such topic or partition.
     """
+    check_partition(where, topic, partition)
+    return where.logs.partition(topic, partition)
+
+
+def check_partition(where: Partitions, topic: str, partition: int) -> None:
+    """That ``topic``/``partition`` exists (in a cluster its log may be elsewhere).
+
+    Raises:
+        UnknownTopicOrPartitionError: no such topic or partition.
+    """
     info = where.logs.topic(topic)
     if info is None or not 0 <= partition < info.num_partitions:
         raise UnknownTopicOrPartitionError(f"unknown topic-partition {topic}-{partition}")
-    return where.logs.partition(topic, partition)
 
 
 def leader_log(
@@ -66,7 +75,7 @@ def leader_log(
         plog = partition_log(where, topic, partition)
         check_epoch(current_leader_epoch, LEADER_EPOCH)
         return plog
-    partition_log(where, topic, partition)
+    check_partition(where, topic, partition)  # (its log may be on other brokers only)
     return cluster.replicas.leader_log(topic, partition, current_leader_epoch)
 
 

@@ -26,7 +26,12 @@
 * Transactions: a transactional batch must come from the transaction's current
   producer epoch, with the partition added to its ongoing transaction
   (KIP-890's verification): otherwise INVALID_PRODUCER_ID_MAPPING,
-  INVALID_PRODUCER_EPOCH or INVALID_TXN_STATE, and nothing is written.
+  INVALID_PRODUCER_EPOCH or INVALID_TXN_STATE, and nothing is written. In
+  cluster mode the coordinator may be another broker: the request is parked
+  while the leader asks it (AddPartitionsToTxn v4 ``verify_only``,
+  :mod:`trafka.brokerlite.transactions.verification`), then handled with the
+  answers; a coordinator unreachable or busy gives NOT_ENOUGH_REPLICAS
+  (retriable). An acks=0 request is never parked: one that needs asking fails.
 * ``acks`` 1 and -1 are the same thing on one node: the reply is sent once the
   batches are in the log (flushing follows the flush settings), except that the
   ISR is this node alone, so an ``acks=-1`` produce to a topic whose
@@ -56,6 +61,9 @@
 
 from __future__ import annotations
 
+import dataclasses
+import functools
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from trafka.brokerlite.errors import BrokerError, InvalidRecordError, NotEnoughReplicasError
@@ -65,14 +73,15 @@ from trafka.codec.errors import DecodeError, ErrorCode
 from trafka.codec.messages import k00_produce as m
 from trafka.codec.records import read_batch_header
 
-from ..outcomes import Close, NoResponse, Parked
+from ..outcomes import Close, NoResponse, ParkAgain, Parked
 from ._base import HandlerSpec, RequestContext
 from ._util import code_of, denied, leader_log, message_of
 
 if TYPE_CHECKING:
     from trafka.brokerlite.cluster.view import ClusterView
     from trafka.brokerlite.storage.partition import PartitionLog
-    from trafka.brokerlite.transactions.eos import ProduceResult
+    from trafka.brokerlite.transactions.eos import ProduceResult, TxnVerifier
+    from trafka.brokerlite.transactions.verification import Question, TxnVerification
 
 API_KEY = 0
 MIN_VERSION = 3
@@ -116,13 +125,90 @@ def handle(
     refused = _refuse_transactional_id(ctx, request)
     if refused is not None:
         return refused
+    verification = ctx.txn_verification
+    if verification is not None and request.acks != 0:
+        questions = _questions(ctx, verification, request)
+        if questions:
+            # KIP-890: the coordinator (another broker) confirms first; the
+            # request is handled again with its answers.
+            waiter = _VerifyWaiter(ctx, request, verification)
+            parked = ctx.park(waiter)
+            waiter.answers = verification.ask(
+                questions, functools.partial(ctx.purgatory.wake, parked.ticket)
+            )
+            return parked
+    outcome = _produce(ctx, request, ctx.verify_transactional)
+    if isinstance(outcome, _AcksAllWaiter):
+        return ctx.park(outcome)
+    return outcome
+
+
+def _produce(
+    ctx: RequestContext, request: m.ProduceRequest, verify: TxnVerifier
+) -> m.ProduceResponse | NoResponse | Close | _AcksAllWaiter:
+    """Append each partition's batches (the transactional id authorized, the
+    coordinator's answers in ``verify``): the answer, or the waiter of an
+    acks=all Produce whose high watermarks must move first."""
     unwritable = denied(
         ctx, AclOperation.WRITE, AclResourceType.TOPIC, (t.name for t in request.topic_data)
     )
-    run = _ProduceRun(ctx, request)
+    run = _ProduceRun(ctx, request, verify)
     for topic in request.topic_data:
         run.produce_topic(topic, topic.name in unwritable)
     return run.answer()
+
+
+def _questions(
+    ctx: RequestContext, verification: TxnVerification, request: m.ProduceRequest
+) -> list[Question]:
+    """The partitions of a transactional Produce that the coordinator must confirm
+    are in the producer's ongoing transaction (cluster mode, KIP-890 part 1)."""
+    out: list[Question] = []
+    tid = request.transactional_id
+    if tid is None:
+        return out
+    for topic in request.topic_data:
+        for data in topic.partition_data:
+            try:
+                header = read_batch_header(data.records) if data.records else None
+                if header is None or not header.is_transactional or header.is_control:
+                    continue
+                leader_log(ctx, topic.name, data.index)
+                question = (tid, header.producer_id, header.producer_epoch, topic.name, data.index)
+                if verification.local(question) is None:
+                    out.append(question)
+            except (DecodeError, BrokerError):
+                continue  # refused with its own error when the request is handled
+    return out
+
+
+class _VerifyWaiter:
+    """A transactional Produce waiting for its coordinator's verification (cluster
+    mode, KIP-890 part 1): woken once every question is answered, or at the
+    request's timeout; then handled with the answers."""
+
+    def __init__(
+        self, ctx: RequestContext, request: m.ProduceRequest, verification: TxnVerification
+    ) -> None:
+        self._ctx = ctx
+        self._request = request
+        self._verification = verification
+        self.answers: Mapping[Question, ErrorCode] = {}
+        self.deadline_ms = ctx.now_ms + max(request.timeout_ms, 0)
+        self.watches: frozenset[tuple[str, int]] = frozenset()
+
+    def on_append(self, topic: str, partition: int, nbytes: int) -> bool:
+        return False
+
+    def complete(self, now_ms: int) -> m.ProduceResponse | ParkAgain:
+        self._verification.forget(self.answers)
+        ctx = dataclasses.replace(self._ctx, now_ms=now_ms)
+        outcome = _produce(ctx, self._request, self._verification.verifier(self.answers))
+        if isinstance(outcome, _AcksAllWaiter):
+            return ParkAgain(outcome)
+        # (acks=0 is never verified remotely: it has no answer to wait for.)
+        assert isinstance(outcome, m.ProduceResponse)
+        return outcome
 
 
 def _refuse_transactional_id(
@@ -151,9 +237,10 @@ class _ProduceRun:
     here (the failures that close an acks=0 connection, the acks=all waits, the
     leaders named in NOT_LEADER_OR_FOLLOWER hints)."""
 
-    def __init__(self, ctx: RequestContext, request: m.ProduceRequest) -> None:
+    def __init__(self, ctx: RequestContext, request: m.ProduceRequest, verify: TxnVerifier) -> None:
         self._ctx = ctx
         self._request = request
+        self._verify = verify
         self._cluster = ctx.cluster
         self._responses: list[TopicResponse] = []
         self._failures: list[str] = []
@@ -240,7 +327,7 @@ class _ProduceRun:
             data.index,
             records,
             transactional_id=self._request.transactional_id,
-            verify=ctx.verify_transactional,
+            verify=self._verify,
             now_ms=ctx.now_ms,
         )
         return result, len(records), plog
@@ -267,7 +354,7 @@ class _ProduceRun:
                     (len(self._responses), position, topic, partition, plog.log_end_offset)
                 )
 
-    def answer(self) -> m.ProduceResponse | NoResponse | Close | Parked:
+    def answer(self) -> m.ProduceResponse | NoResponse | Close | _AcksAllWaiter:
         """The reply: none for acks=0 (the connection closed when a partition
         failed), parked for acks=all in cluster mode until the replicas have the
         records, else at once."""
@@ -285,7 +372,7 @@ class _ProduceRun:
                 self._cluster, self._responses, self._waits, deadline_ms, version, endpoints
             )
             if not waiter.decided():
-                return ctx.park(waiter)
+                return waiter
             return waiter.complete(ctx.now_ms)
         return m.ProduceResponse(responses=self._responses, node_endpoints=endpoints)
 

@@ -95,7 +95,7 @@ from trafka.codec.protocol import encode_response_body
 
 from ..outcomes import Parked, Part
 from ._base import HandlerSpec, Partitions, RequestContext
-from ._util import NULL_UUID, code_of, denied, leader_log, partition_log
+from ._util import NULL_UUID, check_partition, code_of, denied, leader_log
 
 if TYPE_CHECKING:
     from trafka.brokerlite.storage.partition import ReadResult
@@ -405,7 +405,7 @@ def read_partitions(
             continue
         try:
             if replica_id >= 0 and where.cluster is not None:
-                partition_log(where, name, want.partition)
+                check_partition(where, name, want.partition)
                 log = where.cluster.replicas.on_follower_fetch(
                     name,
                     want.partition,

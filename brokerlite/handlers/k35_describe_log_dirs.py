@@ -55,7 +55,7 @@ def handle(ctx: RequestContext, request: m.DescribeLogDirsRequest) -> m.Describe
                 offset_lag=0,
                 is_future_key=False,
             )
-            for index, log in enumerate(logs.partitions(info.name))
+            for index, log in logs.hosted(info.name)
             if wanted is None or index in wanted[info.name]
         ]
         if parts:

@@ -16,6 +16,11 @@ Layout of a data directory::
         leader-epoch-checkpoint             the leader epoch cache (Kafka's text format, atomic)
         .clean-shutdown                     present only while the files are known consistent
 
+A topic's partitions may be only partly hosted here: in a cluster a broker keeps
+logs only for the partitions it replicates (Kafka's brokers do the same), while
+it still knows every partition of the topic. The registry then lists the hosted
+ones; a topic without that list hosts all its partitions.
+
 The rules of one partition's log are :mod:`.partition`'s; a topic's settings
 :mod:`.topic_configs`'; its name and id :mod:`.topics`'.
 """
@@ -28,7 +33,7 @@ import logging
 import os
 import shutil
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from ..errors import (
@@ -129,6 +134,8 @@ class LogManager:
         self._topics: dict[str, TopicInfo] = {}
         self._by_id: dict[uuid.UUID, str] = {}
         self._logs: dict[tuple[str, int], PartitionLog] = {}
+        # The hosted partitions of the topics that do not host them all.
+        self._hosted: dict[str, frozenset[int]] = {}
         self._configs: dict[str, LogConfig] = {}
         self._closed = False
         now = _wall_ms() if now_ms is None else now_ms
@@ -175,10 +182,12 @@ class LogManager:
                 self._topics[name] = info
                 self._by_id[info.topic_id] = name
                 self._configs[name] = effective_config(self._default, info.configs)
+                if "hosted" in entry:
+                    self._hosted[name] = frozenset(int(i) for i in entry["hosted"])
         except (ValueError, KeyError, TypeError, AttributeError, InvalidConfigError) as exc:
             raise LogStorageError(f"the topic registry {path} is unreadable: {exc}") from exc
         for info in self._topics.values():
-            for index in range(info.num_partitions):
+            for index in self._hosted_indexes(info):
                 self._open_partition(info.name, index, now_ms)
 
     # -- queries ---------------------------------------------------------------------------
@@ -221,8 +230,20 @@ class LogManager:
         Raises:
             UnknownTopicOrPartitionError: no such topic.
         """
+        return [log for _, log in self.hosted(name)]
+
+    def hosted(self, name: str) -> list[tuple[int, PartitionLog]]:
+        """``(index, log)`` of the topic's partitions hosted here, by index.
+
+        Raises:
+            UnknownTopicOrPartitionError: no such topic.
+        """
         info = self._require(name)
-        return [self._logs[(name, i)] for i in range(info.num_partitions)]
+        return [(i, self._logs[(name, i)]) for i in self._hosted_indexes(info)]
+
+    def hosts(self, name: str, index: int) -> bool:
+        """Whether the partition's log is here."""
+        return (name, index) in self._logs
 
     def config(self, name: str) -> LogConfig:
         """A topic's effective settings.
@@ -244,6 +265,7 @@ class LogManager:
         validate_only: bool = False,
         now_ms: int | None = None,
         topic_id: uuid.UUID | None = None,
+        hosted: Iterable[int] | None = None,
     ) -> TopicInfo:
         """Create a topic and its partition logs.
 
@@ -256,6 +278,8 @@ class LogManager:
             now_ms: the current time (defaults to the wall clock).
             topic_id: the topic's id, when a cluster already chose it (every broker
                 of a cluster must use the same); None draws a random one.
+            hosted: the partitions whose logs are kept here (a cluster member's
+                replicas); None: all of them.
 
         Returns:
             The new topic.
@@ -299,13 +323,16 @@ class LogManager:
         self._topics[name] = info
         self._by_id[info.topic_id] = name
         self._configs[name] = config
+        if hosted is not None:
+            self._hosted[name] = frozenset(i for i in hosted if 0 <= i < num_partitions)
         try:
             self._save()
         except BaseException:
             del self._topics[name], self._by_id[info.topic_id], self._configs[name]
+            self._hosted.pop(name, None)
             raise
         now = _wall_ms() if now_ms is None else now_ms
-        for index in range(num_partitions):
+        for index in self._hosted_indexes(info):
             self._open_partition(name, index, now, fresh=True)
         return info
 
@@ -323,12 +350,15 @@ class LogManager:
         del self._topics[name]
         del self._by_id[info.topic_id]
         config = self._configs.pop(name)
+        hosted = self._hosted.pop(name, None)
         try:
             self._save()
         except BaseException:
             self._topics[name] = info
             self._by_id[info.topic_id] = name
             self._configs[name] = config
+            if hosted is not None:
+                self._hosted[name] = hosted
             raise
         for index in range(info.num_partitions):
             log = self._logs.pop((name, index), None)
@@ -364,8 +394,48 @@ class LogManager:
             raise
         now = _wall_ms() if now_ms is None else now_ms
         for index in range(info.num_partitions, total):
-            self._open_partition(name, index, now, fresh=True)
+            if name not in self._hosted:
+                self._open_partition(name, index, now, fresh=True)
         return new
+
+    def host(self, name: str, hosted: Iterable[int], now_ms: int) -> list[int]:
+        """Keep logs here for exactly the partitions ``hosted`` of a topic (a
+        cluster member's replicas): new ones are created empty, the others are
+        closed and their directories deleted (Kafka's StopReplica with
+        ``delete=true``).
+
+        Returns:
+            The indexes whose logs were deleted.
+
+        Raises:
+            UnknownTopicOrPartitionError: no such topic.
+            LogStorageError: the registry cannot be written.
+        """
+        self._check_open()
+        info = self._require(name)
+        wanted = frozenset(i for i in hosted if 0 <= i < info.num_partitions)
+        before = self._hosted.get(name)
+        if before == wanted:
+            return []
+        self._hosted[name] = wanted
+        try:
+            self._save()
+        except BaseException:
+            if before is None:
+                del self._hosted[name]
+            else:
+                self._hosted[name] = before
+            raise
+        removed = []
+        for index in range(info.num_partitions):
+            key = (name, index)
+            if index in wanted and key not in self._logs:
+                self._open_partition(name, index, now_ms, fresh=True)
+            elif index not in wanted and key in self._logs:
+                self._logs.pop(key).abandon()
+                self._remove_partition_dir(name, index, info.topic_id.hex)
+                removed.append(index)
+        return removed
 
     def _check_room(self, more: int) -> None:
         """Refuse ``more`` partitions that would take the broker past ``max_partitions``."""
@@ -465,8 +535,8 @@ class LogManager:
             self._topics[name] = info
             raise
         self._configs[name] = config
-        for index in range(info.num_partitions):
-            self._logs[(name, index)].reconfigure(config)
+        for _, log in self.hosted(name):
+            log.reconfigure(config)
         return new
 
     # -- maintenance -----------------------------------------------------------------------
@@ -581,6 +651,11 @@ class LogManager:
         )
         return new
 
+    def _hosted_indexes(self, info: TopicInfo) -> list[int]:
+        hosted = self._hosted.get(info.name)
+        every = range(info.num_partitions)
+        return list(every) if hosted is None else [i for i in every if i in hosted]
+
     def _partition_dir(self, name: str, index: int) -> Path:
         return self._data_dir / f"{name}-{index}"
 
@@ -612,6 +687,7 @@ class LogManager:
                     "topic_id": str(info.topic_id),
                     "num_partitions": info.num_partitions,
                     "configs": info.configs,
+                    **({"hosted": sorted(self._hosted[name])} if name in self._hosted else {}),
                 }
                 for name, info in sorted(self._topics.items())
             },

@@ -38,9 +38,8 @@ Rules and invariants:
 * TxnOffsetCommit goes to the group's coordinator (the leader of the group's
   ``__consumer_offsets`` partition), which holds the offsets until the marker:
   AddOffsetsToTxn made that partition one of the transaction's.
-* Not done: transactional Produce is not verified with the coordinator
-  (KIP-890 part 1); the partition's producer state alone checks it, as in Kafka
-  with ``transaction.partition.verification.enable=false``.
+* A transactional Produce is verified with the coordinator before it is
+  appended (KIP-890 part 1, :mod:`.verification`).
 """
 
 from __future__ import annotations
@@ -70,7 +69,7 @@ if TYPE_CHECKING:
     from .coordinator import TransactionCoordinator
     from .eos import ProducerStates
 
-__all__ = ["ClusterTransactions", "CoordinatorHost", "MarkersReplicated", "unverified"]
+__all__ = ["ClusterTransactions", "CoordinatorHost", "MarkersReplicated"]
 
 
 class CoordinatorHost(Protocol):
@@ -108,14 +107,6 @@ Response = m.WriteTxnMarkersResponse
 
 # How long a WriteTxnMarkers waits for its markers to reach the in-sync replicas.
 MARKER_REPLICATION_TIMEOUT_MS = 30_000
-
-
-def unverified(
-    _transactional_id: str, _producer_id: int, _producer_epoch: int, _topic: str, _partition: int
-) -> ErrorCode:
-    """The transactional Produce check of cluster mode: none beyond the partition's
-    producer state (see the module rules)."""
-    return ErrorCode.NONE
 
 
 class ClusterTransactions:

@@ -404,7 +404,7 @@ class ProducerStates:
         for info in self._logs.topics():
             if not self._logs.config(info.name).compact:
                 continue
-            for index, log in enumerate(self._logs.partitions(info.name)):
+            for index, log in self._logs.hosted(info.name):
                 if log.cleaning or log.closed:
                     continue
                 lso = self.last_stable_offset(info.name, index)

@@ -351,7 +351,7 @@ class TransactionMarkers:
         unclean = [
             (info.name, index)
             for info in self.logs.topics()
-            for index, plog in enumerate(self.logs.partitions(info.name))
+            for index, plog in self.logs.hosted(info.name)
             if not plog.opened_clean
         ]
         for _ in range(2):

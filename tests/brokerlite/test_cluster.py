@@ -586,8 +586,13 @@ def test_reassignment_moves_a_partition_to_new_brokers_under_load(zk: str) -> No
                 assert plog.high_watermark == len(acked)
                 assert stored  # every record acknowledged is in the new replicas' logs
                 if original not in target:
-                    gone = cluster.node(original).broker.logs.partition("mv", 0)
-                    assert gone.size == 0 or gone.log_end_offset == gone.log_start_offset
+                    # Its log there is deleted (Kafka's StopReplica with delete=true).
+                    await until(
+                        lambda: not cluster.node(original).broker.logs.hosts("mv", 0),
+                        "the old replica's log is deleted",
+                    )
+                    data_dir = cluster.node(original).broker.logs.data_dir
+                    assert not (data_dir / "mv-0").exists()
                 # Cancelling when nothing moves is refused, as Kafka does.
                 cancel = await admin.alter_partition_reassignments({("mv", 0): None})
                 [error] = cancel.values()
@@ -605,6 +610,89 @@ def test_reassignment_moves_a_partition_to_new_brokers_under_load(zk: str) -> No
                         if len(seen) == len(acked):
                             break
             assert seen == acked
+
+    run(test)
+
+
+def hosting(cluster: LocalCluster, topic: str, partitions: int) -> dict[int, set[int]]:
+    """partition -> the nodes that keep a log for it (a directory in their data dir)."""
+    out: dict[int, set[int]] = {p: set() for p in range(partitions)}
+    for n in cluster.node_ids:
+        logs = cluster.node(n).broker.logs
+        for p in range(partitions):
+            if (logs.data_dir / f"{topic}-{p}").is_dir():
+                assert logs.hosts(topic, p), (n, p)
+                out[p].add(n)
+            else:
+                assert not logs.hosts(topic, p), (n, p)
+    return out
+
+
+def test_a_broker_keeps_logs_only_for_the_partitions_it_replicates(zk: str) -> None:
+    """As Kafka's brokers: a partition's log exists on its replicas only (every
+    broker still knows the whole topic and answers Metadata for it); a
+    reassignment that adds a replica creates its log there, one that removes it
+    deletes it (StopReplica with delete=true); DescribeLogDirs lists the local
+    replicas only."""
+
+    async def test() -> None:
+        async with serve_cluster(3, zookeeper_connect=zk) as cluster:
+            bs = cluster.bootstrap_servers
+            async with open_admin(bootstrap_servers=bs) as admin:
+                await admin.create_topics([NewTopic("rf1", 3, 1), NewTopic("rf2", 3, 2)])
+                await until(
+                    lambda: all_in_sync(cluster, "rf1", 1) and all_in_sync(cluster, "rf2", 2),
+                    "the partitions are online",
+                )
+                for topic, rf in (("rf1", 1), ("rf2", 2)):
+                    want = {p: set(s.isr) for p, s in states(cluster, topic).items()}
+                    assert all(len(r) == rf for r in want.values())
+                    await until(lambda t=topic, w=want: hosting(cluster, t, 3) == w, "logs placed")
+                    for n in cluster.node_ids:
+                        info = cluster.node(n).broker.logs.topic(topic)
+                        assert info is not None and info.num_partitions == 3
+                # Every broker describes every partition (from the cluster's view).
+                for n in cluster.node_ids:
+                    host, port = cluster.node(n).address
+                    async with open_admin(bootstrap_servers=f"{host}:{port}") as one:
+                        [described] = (await one.describe_topics(["rf1"])).values()
+                        assert len(described.partitions) == 3
+                # DescribeLogDirs: each broker lists the replicas it keeps, no others.
+                listed = {
+                    (d.node_id, tp.partition)
+                    for d in await admin.describe_log_dirs()
+                    for tp in d.partitions
+                    if tp.topic == "rf2"
+                }
+                assert listed == {
+                    (n, p) for p, ns in hosting(cluster, "rf2", 3).items() for n in ns
+                }
+                # Records produced land on the replicas only, readable as ever.
+                async with open_producer(bootstrap_servers=bs, acks="all") as producer:
+                    for i in range(30):
+                        await producer.send("rf1", b"v%d" % i, partition=i % 3)
+                placed = hosting(cluster, "rf1", 3)
+                [owner] = placed[0]
+                [other] = [n for n in cluster.node_ids if n != owner][:1]
+                # Add a replica: its log is created there, and it catches up.
+                outcome = await admin.alter_partition_reassignments({("rf1", 0): [owner, other]})
+                assert list(outcome.values()) == [None]
+                await until(
+                    lambda: (
+                        hosting(cluster, "rf1", 3)[0] == {owner, other}
+                        and set(states(cluster, "rf1")[0].isr) == {owner, other}
+                    ),
+                    "the added replica has its log and is in sync",
+                )
+                # Remove the first: its log is deleted there.
+                outcome = await admin.alter_partition_reassignments({("rf1", 0): [other]})
+                assert list(outcome.values()) == [None]
+                await until(
+                    lambda: hosting(cluster, "rf1", 3)[0] == {other},
+                    "the removed replica's log is deleted",
+                )
+                plog = cluster.node(other).broker.logs.partition("rf1", 0)
+                await until(lambda: plog.high_watermark == 10, "every record is on the new one")
 
     run(test)
 

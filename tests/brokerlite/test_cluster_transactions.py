@@ -37,6 +37,11 @@ same node, and by the node that stops.
   coordinates the next transaction.
 * EndTxn and AddPartitionsToTxn sent to a broker that does not coordinate the id:
   NOT_COORDINATOR, and the open transaction is unchanged.
+* KIP-890 part 1: a leader that is not the coordinator asks it before appending
+  a transactional batch; a hand-built transactional Produce for a partition never
+  added is refused (INVALID_TXN_STATE), writing nothing, one for a partition added
+  at the coordinator passes; confluent-kafka's transactional producer commits and
+  aborts through the three nodes.
 
 Every wait has a deadline; nothing asserts how fast anything happened.
 """
@@ -59,12 +64,14 @@ from trafka.brokerlite.dev.local_cluster import LocalCluster, serve_cluster
 from trafka.brokerlite.transactions.journal import TransactionState
 from trafka.codec.errors import ErrorCode
 from trafka.codec.framing import FrameReader
+from trafka.codec.messages import k00_produce as produce_msg
 from trafka.codec.messages import k10_find_coordinator as find_coordinator_msg
 from trafka.codec.messages import k24_add_partitions_to_txn as add_partitions_msg
 from trafka.codec.messages import k26_end_txn as end_txn_msg
 from trafka.codec.messages import k27_write_txn_markers as markers_msg
 from trafka.codec.messages.headers import RequestHeader
 from trafka.codec.protocol import decode_response_frame, encode_request
+from trafka.codec.records import encode_batch
 from trafka.sdk import NewTopic, TopicPartition, open_admin, open_consumer, open_producer
 from trafka.sdk.errors import ProducerFencedError, TransactionAbortableError
 
@@ -1013,3 +1020,144 @@ def test_markers_on_partitions_without_followers_are_answered_at_once(zk: str) -
             )
 
     trio.run(main)
+
+
+# -- 5. KIP-890 part 1: the leader verifies with the coordinator ---------------------------------
+
+
+async def produce_transactional(
+    cluster: LocalCluster, node: int, tid: str, pid: int, epoch: int, partition: int
+) -> tuple[ErrorCode, str | None]:
+    """A hand-built transactional Produce (v9, acks=all) of one record to ``partition``
+    of the topic, sent to ``node``; the partition's error and message."""
+    batch = encode_batch(
+        [(int(time.time() * 1000), b"k", b"forged", [])],
+        producer_id=pid,
+        producer_epoch=epoch,
+        base_sequence=0,
+        is_transactional=True,
+    )
+    body = produce_msg.ProduceRequest(
+        transactional_id=tid,
+        acks=-1,
+        timeout_ms=10_000,
+        topic_data=[
+            produce_msg.ProduceRequest.TopicProduceData(
+                name=TOPIC,
+                partition_data=[
+                    produce_msg.ProduceRequest.PartitionProduceData(index=partition, records=batch)
+                ],
+            )
+        ],
+    )
+    answer = await raw_request(cluster, node, 0, 9, body)
+    [topic] = answer.responses
+    [result] = topic.partition_responses
+    return ErrorCode(result.error_code), result.error_message
+
+
+def test_a_leader_verifies_transactional_produce_with_the_coordinator_elsewhere(zk: str) -> None:
+    """KIP-890 part 1: a partition leader asks the transaction coordinator (another
+    broker) with AddPartitionsToTxn v4 ``verify_only`` before appending a
+    transactional batch; a partition never added to the producer's ongoing
+    transaction is refused with INVALID_TXN_STATE and nothing is written, one added
+    through the coordinator (unknown to the leader until it asks) is appended."""
+    tid = "verified-txn"
+
+    async def test() -> None:
+        async with serve_cluster(NODES, zookeeper_connect=zk, **SETTINGS) as cluster:
+            bs = cluster.bootstrap_servers
+            await create_topics(cluster)
+            led = leaders(cluster, TOPIC, PARTITIONS)
+            async with open_producer(
+                bootstrap_servers=bs, transactional_id=tid, linger_ms=5, **CLIENT
+            ) as producer:
+                await producer.init_transactions()
+                coordinator = await txn_coordinator(cluster, tid)
+                elsewhere = [p for p in range(1, PARTITIONS) if led[p] != coordinator]
+                never_added, added = elsewhere[0], elsewhere[1]
+                producer.begin_transaction()
+                await producer.send_and_wait(TOPIC, b"open", key=b"k", partition=0)
+                record = cluster.node(coordinator).broker.txn.record(tid)
+                assert record is not None and record.partitions == ((TOPIC, 0),)
+                pid, epoch = record.producer_id, record.producer_epoch
+
+                leader = led[never_added]
+                verifier = cluster.node(leader).broker.txn_verification
+                asked = verifier.asked
+                code, message = await produce_transactional(
+                    cluster, leader, tid, pid, epoch, never_added
+                )
+                assert code == ErrorCode.INVALID_TXN_STATE, (code, message)
+                assert verifier.asked > asked  # the coordinator was asked
+                for n in cluster.node_ids:
+                    log = cluster.node(n).broker.logs.partition(TOPIC, never_added)
+                    assert log.log_end_offset == 0, (n, log.log_end_offset)
+
+                # Added at the coordinator (as a client's AddPartitionsToTxn does): the
+                # leader has no open transaction of the producer there, asks, appends.
+                add = add_partitions_msg.AddPartitionsToTxnRequest(
+                    v3_and_below_transactional_id=tid,
+                    v3_and_below_producer_id=pid,
+                    v3_and_below_producer_epoch=epoch,
+                    v3_and_below_topics=[
+                        add_partitions_msg.AddPartitionsToTxnRequest.AddPartitionsToTxnTopic(
+                            name=TOPIC, partitions=[added]
+                        )
+                    ],
+                )
+                answer = await raw_request(cluster, coordinator, 24, 3, add)
+                [[result]] = [t.results_by_partition for t in answer.results_by_topic_v3_and_below]
+                assert result.partition_error_code == ErrorCode.NONE, answer
+                leader = led[added]
+                verifier = cluster.node(leader).broker.txn_verification
+                asked = verifier.asked
+                code, message = await produce_transactional(cluster, leader, tid, pid, epoch, added)
+                assert code == ErrorCode.NONE, (code, message)
+                assert verifier.asked > asked
+                await producer.commit_transaction()
+            await wait_settled(bs)
+            got = await read_all(bs, "read_committed")
+            want = {p: [] for p in range(PARTITIONS)}
+            want[0] = [(b"k", b"open")]
+            want[added] = [(b"k", b"forged")]
+            assert got == want
+
+    run(test)
+
+
+def test_confluent_transactional_producer_is_verified_across_the_cluster(zk: str) -> None:
+    """librdkafka's transactional producer through three nodes, every partition
+    written (four of six are led by a broker that is not the coordinator, which
+    verifies each transaction's first batch with it): the committed transaction is
+    read whole, the aborted one not at all."""
+    confluent_kafka = pytest.importorskip("confluent_kafka")
+    tid = "confluent-verified"
+
+    def transactions(bs: str) -> None:
+        producer = confluent_kafka.Producer(
+            {"bootstrap.servers": bs, "transactional.id": tid, "linger.ms": 5}
+        )
+        producer.init_transactions(30)
+        for label, commit in (("committed", True), ("aborted", False)):
+            producer.begin_transaction()
+            for p, key, value in txn_records(label):
+                producer.produce(TOPIC, value=value, key=key, partition=p)
+            producer.flush(30)
+            if commit:
+                producer.commit_transaction(30)
+            else:
+                producer.abort_transaction(30)
+
+    async def test() -> None:
+        async with serve_cluster(NODES, zookeeper_connect=zk, **SETTINGS) as cluster:
+            bs = cluster.bootstrap_servers
+            await create_topics(cluster)
+            await trio.to_thread.run_sync(transactions, bs)
+            coordinator = await txn_coordinator(cluster, tid)
+            others = [n for n in cluster.node_ids if n != coordinator]
+            assert all(cluster.node(n).broker.txn_verification.asked > 0 for n in others)
+            await wait_settled(bs)
+            assert await read_all(bs, "read_committed") == expected("committed")
+
+    run(test)

@@ -330,3 +330,32 @@ def test_max_partitions_defaults_to_what_the_open_file_limit_allows() -> None:
     assert BrokerConfig.from_mapping({"max.partitions": "9"}).partition_limit() == 9
     with pytest.raises(ConfigError, match="max_partitions"):
         BrokerConfig(max_partitions=0)
+
+
+def test_a_topic_hosts_only_some_partitions(tmp_path: Path) -> None:
+    """A cluster member keeps logs only for the partitions it replicates: the topic
+    is known whole, the others have no directory; ``host`` creates and deletes logs
+    (Kafka's StopReplica with delete=true), and a restart opens only the hosted."""
+    with LogManager(tmp_path, now_ms=NOW) as logs:
+        logs.create_topic("t", 4, topic_id=uuid.uuid4(), hosted=[0, 2], now_ms=NOW)
+        assert logs.topic("t").num_partitions == 4
+        assert [i for i, _ in logs.hosted("t")] == [0, 2]
+        assert sorted(p.name for p in tmp_path.glob("t-*")) == ["t-0", "t-2"]
+        with pytest.raises(UnknownTopicOrPartitionError):
+            logs.partition("t", 1)
+        logs.partition("t", 2).append(batch(b"kept"), now_ms=NOW)
+        logs.partition("t", 0).append(batch(b"dropped"), now_ms=NOW)
+        assert logs.host("t", [1, 2], NOW) == [0]
+        assert (logs.hosts("t", 0), logs.hosts("t", 1), logs.hosts("t", 2)) == (False, True, True)
+        assert sorted(p.name for p in tmp_path.glob("t-*")) == ["t-1", "t-2"]
+        logs.alter_configs("t", {"retention.ms": "1000"})
+        logs.create_partitions("t", 5, now_ms=NOW)  # a new partition is hosted only when told
+        assert [i for i, _ in logs.hosted("t")] == [1, 2]
+    with LogManager(tmp_path, now_ms=NOW) as logs:
+        assert [i for i, _ in logs.hosted("t")] == [1, 2]
+        assert logs.partition("t", 2).log_end_offset == 1
+        assert logs.partition("t", 1).log_end_offset == 0  # created empty
+        assert logs.host("t", [0, 1, 2, 3, 4], NOW) == []
+        assert logs.partition("t", 0).log_end_offset == 0  # its old records are gone
+        logs.delete_topic("t")
+    assert not list(tmp_path.glob("t-*"))

@@ -86,6 +86,7 @@ from ..zk_layout import (
 )
 from .controller_duties import ControllerDuties
 from .topic_tasks import TopicTasks
+from .txn_verify import VerificationSender
 
 __all__ = ["ClusterDriver"]
 
@@ -292,6 +293,7 @@ class ClusterDriver(ControllerDuties, TopicTasks):
             if self.broker.authorizer is not None:
                 nursery.start_soon(self._acl_follower)
             nursery.start_soon(MarkerSender(self.broker, self._kick).run)
+            nursery.start_soon(VerificationSender(self.broker, self._kick).run)
             self._changed.set()
 
     async def controlled_shutdown(self) -> None:

@@ -1,0 +1,200 @@
+"""KIP-890 part 1 in cluster mode, without sockets: the leader's questions to
+transaction coordinators (:mod:`trafka.brokerlite.transactions.verification`), and
+a parked request that waits on for another waiter under its ticket
+(:class:`trafka.brokerlite.outcomes.ParkAgain`, how a verified acks=all Produce
+goes on to wait for its replicas).
+
+Kafka's leader asks with AddPartitionsToTxn v4 ``verify_only``, batched per
+coordinator; a partition not in the ongoing transaction is INVALID_TXN_STATE,
+transient coordinator states become NOT_ENOUGH_REPLICAS for the producer.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from trafka.brokerlite.outcomes import ParkAgain, Reply
+from trafka.brokerlite.purgatory import ParkedRequest, Purgatory
+from trafka.brokerlite.session import ConnectionSession
+from trafka.brokerlite.transactions.producer_state import ProducerEntry
+from trafka.brokerlite.transactions.verification import TxnVerification
+from trafka.codec.errors import ErrorCode
+from trafka.codec.messages import k24_add_partitions_to_txn as m
+from trafka.codec.messages.headers import RequestHeader
+
+ME = 1
+Result = m.AddPartitionsToTxnResponse
+
+
+class FakeCluster:
+    def __init__(self, coordinators: dict[str, int]) -> None:
+        self.coordinators = coordinators
+
+    def coordinator(self, key: str, *, transactional: bool = False) -> int:
+        assert transactional
+        return self.coordinators.get(key, -1)
+
+
+class FakeState:
+    def __init__(self, entries: dict[int, ProducerEntry]) -> None:
+        self.entries = entries
+
+    def entry(self, producer_id: int) -> ProducerEntry | None:
+        return self.entries.get(producer_id)
+
+
+class FakeProducers:
+    def __init__(self) -> None:
+        self.states: dict[tuple[str, int], FakeState] = {}
+
+    def state(self, topic: str, partition: int) -> FakeState:
+        return self.states.setdefault((topic, partition), FakeState({}))
+
+
+class FakeTxn:
+    def verify_partition(self, tid: str, pid: int, epoch: int, topic: str, p: int) -> ErrorCode:
+        return ErrorCode.NONE if (topic, p) == ("t", 0) else ErrorCode.INVALID_TXN_STATE
+
+
+def make(coordinators: dict[str, int]) -> tuple[TxnVerification, FakeProducers]:
+    producers = FakeProducers()
+    cluster: Any = FakeCluster(coordinators)
+    verification = TxnVerification(
+        node_id=ME,
+        cluster=cluster,
+        producers=producers,  # type: ignore[arg-type]
+        txn=FakeTxn(),  # type: ignore[arg-type]
+        owns=lambda tid: coordinators.get(tid) == ME,
+    )
+    return verification, producers
+
+
+def answer(tid: str, codes: dict[tuple[str, int], ErrorCode]) -> Result:
+    by_topic: dict[str, list[Result.AddPartitionsToTxnPartitionResult]] = {}
+    for (topic, p), code in codes.items():
+        by_topic.setdefault(topic, []).append(
+            Result.AddPartitionsToTxnPartitionResult(partition_index=p, partition_error_code=code)
+        )
+    return Result(
+        results_by_transaction=[
+            Result.AddPartitionsToTxnResult(
+                transactional_id=tid,
+                topic_results=[
+                    Result.AddPartitionsToTxnTopicResult(name=t, results_by_partition=r)
+                    for t, r in by_topic.items()
+                ],
+            )
+        ]
+    )
+
+
+def test_no_question_for_an_open_transaction_or_a_local_coordinator() -> None:
+    verification, producers = make({"remote": 2, "here": ME})
+    # The producer's transaction is open on ("t", 5) at epoch 3: its first batch passed.
+    producers.state("t", 5).entries[7] = ProducerEntry(7, epoch=3, txn_first_offset=10)
+    assert verification.local(("remote", 7, 3, "t", 5)) is ErrorCode.NONE
+    # Another epoch, or no open transaction: the coordinator must be asked.
+    assert verification.local(("remote", 7, 4, "t", 5)) is None
+    assert verification.local(("remote", 7, 3, "t", 6)) is None
+    # The coordinator is this broker: asked in memory.
+    assert verification.local(("here", 7, 3, "t", 0)) is ErrorCode.NONE
+    assert verification.local(("here", 7, 3, "t", 1)) is ErrorCode.INVALID_TXN_STATE
+
+
+def test_questions_are_batched_per_coordinator_and_answers_wake_their_request() -> None:
+    verification, _ = make({"a": 2, "b": 2, "c": 3})
+    woken: list[str] = []
+    first = verification.ask([("a", 7, 0, "t", 1), ("c", 8, 0, "t", 2)], lambda: woken.append("1"))
+    second = verification.ask([("b", 9, 1, "u", 0)], lambda: woken.append("2"))
+    batches = {b.node: b for b in verification.batches()}
+    assert sorted(batches) == [2, 3]
+    body = batches[2].body
+    assert {(t.transactional_id, t.producer_id, t.verify_only) for t in body.transactions} == {
+        ("a", 7, True),
+        ("b", 9, True),
+    }
+    # One request in flight per coordinator: nothing more until it is answered.
+    verification.ask([("a", 7, 0, "t", 3)], lambda: woken.append("3"))
+    assert verification.batches() == []
+    verification.answered(
+        batches[2],
+        Result(
+            results_by_transaction=[
+                *answer("a", {("t", 1): ErrorCode.INVALID_TXN_STATE}).results_by_transaction,
+                *answer("b", {("u", 0): ErrorCode.NONE}).results_by_transaction,
+            ]
+        ),
+    )
+    assert woken == ["2"]  # the first request still waits for coordinator 3
+    assert dict(second) == {("b", 9, 1, "u", 0): ErrorCode.NONE}
+    verification.failed(batches[3])
+    assert woken == ["2", "1"]
+    verify = verification.verifier(first)
+    assert verify("a", 7, 0, "t", 1) is ErrorCode.INVALID_TXN_STATE
+    # Unreachable coordinator: a retriable refusal.
+    assert verify("c", 8, 0, "t", 2) is ErrorCode.NOT_ENOUGH_REPLICAS
+    # The third question goes out now that coordinator 2 is free.
+    [again] = verification.batches()
+    assert again.node == 2 and again.questions == (("a", 7, 0, "t", 3),)
+
+
+def test_coordinator_level_errors_and_unknown_coordinators() -> None:
+    verification, _ = make({"a": 2})
+    answers = verification.ask([("a", 7, 0, "t", 1)], lambda: None)
+    lost = verification.ask([("gone", 7, 0, "t", 1)], lambda: None)
+    [batch] = verification.batches()
+    # No coordinator for "gone": answered at once.
+    assert dict(lost) == {("gone", 7, 0, "t", 1): ErrorCode.NOT_COORDINATOR}
+    verification.answered(batch, Result(error_code=ErrorCode.NOT_COORDINATOR))
+    assert verification.verifier(answers)("a", 7, 0, "t", 1) is ErrorCode.NOT_ENOUGH_REPLICAS
+    # A fenced producer is told so.
+    answers = verification.ask([("a", 7, 0, "t", 1)], lambda: None)
+    [batch] = verification.batches()
+    verification.answered(batch, answer("a", {("t", 1): ErrorCode.PRODUCER_FENCED}))
+    assert verification.verifier(answers)("a", 7, 0, "t", 1) is ErrorCode.PRODUCER_FENCED
+
+
+def test_a_forgotten_request_is_not_woken() -> None:
+    verification, _ = make({"a": 2})
+    woken: list[int] = []
+    answers = verification.ask([("a", 7, 0, "t", 1)], lambda: woken.append(1))
+    verification.forget(answers)
+    assert verification.batches() == [] and verification.pending == 0
+    assert woken == []
+
+
+class Step:
+    """A waiter that completes with ``result`` once woken."""
+
+    def __init__(self, result: Any, deadline_ms: int = 1_000) -> None:
+        self.result = result
+        self.deadline_ms = deadline_ms
+        self.watches: frozenset[tuple[str, int]] = frozenset({("t", 0)})
+
+    def on_append(self, topic: str, partition: int, nbytes: int) -> bool:
+        return True
+
+    def complete(self, now_ms: int) -> Any:
+        return self.result
+
+
+def test_a_request_parked_again_keeps_its_ticket_until_its_last_waiter_completes() -> None:
+    def finish(entry: ParkedRequest, now_ms: int) -> Reply | ParkAgain:
+        body = entry.waiter.complete(now_ms)
+        return body if isinstance(body, ParkAgain) else Reply(1, 0, 9, body)
+
+    purgatory = Purgatory(finish)
+    session = ConnectionSession(5)
+    header = RequestHeader(request_api_key=0, request_api_version=9, correlation_id=1)
+    parked = purgatory.park(session, header, Step(ParkAgain(Step("done"))))
+    purgatory.wake(parked.ticket)
+    assert purgatory.take_ready(0) == []
+    assert session.parked_ticket == parked.ticket and purgatory.waiting == 1
+    purgatory.notify_append("t", 0, 1)
+    [completion] = purgatory.take_ready(0)
+    assert (completion.conn_id, completion.ticket, completion.reply.body) == (
+        5,
+        parked.ticket,
+        "done",
+    )
+    assert session.parked_ticket is None and purgatory.waiting == 0
