@@ -72,7 +72,7 @@ def interrupted_runs(bootstrap: str, runs: int, *args: str) -> list[dict[str, An
     [
         (["quotas", "alter", "--client-id", "c", "--add-config", "producer_byte_rate=1024"], 40),
         # fetch.max.wait.ms: the end of an empty topic is found at once.
-        (["consume", TOPIC, "-e", "-X", "fetch.max.wait.ms=10"], 12),
+        (["consume", TOPIC, "-e", "-X", "fetch.max.wait.ms=10"], 8),
     ],
     ids=["quotas alter", "consume"],
 )
@@ -82,10 +82,10 @@ def test_sigint_wherever_it_lands_ends_the_command_as_interrupted(
     baseline, *results = interrupted_runs(bootstrap, runs, *args)
     assert baseline["rc"] == 0, baseline
     assert baseline["moments"] > runs  # the runs land at distinct moments
-    # A run may have a moment or two fewer than the first (how soon an answer
+    # A run may have a few moments fewer than the first (how soon an answer
     # comes changes the path): then the last points come after its end.
     fired = [r for r in results if r["at"] is not None]
-    assert len(fired) >= len(results) - 3, results
+    assert len(fired) * 4 >= len(results) * 3, results
     assert [run for run in results if run["at"] is None and run["rc"] != 0] == []
     failed = [
         f"SIGINT at moment {run['k']}, in {run['at']}: exit {run['rc']}\n{run['err']}"
