@@ -16,7 +16,10 @@ reason, when that fails.
 Ctrl-C (SIGINT) that reaches a command as KeyboardInterrupt ends it with one
 line on stderr and exit status 130 (128 + SIGINT, as a shell reports a process
 the signal ended, and as Kafka's own tools exit), never a traceback or click's
-"Aborted!" with status 1. Commands that stop cleanly on a signal (``consume``,
+"Aborted!" with status 1. While a client command's ``trio.run`` runs, Ctrl-C
+cancels it and the KeyboardInterrupt is raised once it is over
+(``trafka.tools.cli_faults.run_interruptible``: trio raised it wherever it
+landed, inside an ``__exit__`` too). Commands that stop cleanly on a signal (``consume``,
 ``produce``, ``share-consume``) catch it themselves and exit 128 + its number too.
 """
 

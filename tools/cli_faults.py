@@ -16,9 +16,22 @@ Rules:
 * Long-running commands stop cleanly on SIGINT or SIGTERM (:func:`watch_signals`):
   the first signal ends their main loop and they finish as they would at the
   end (deliver what was read, commit what was printed), a further one cuts the
-  next stage short, and the last stage's signal goes back to the default
-  handlers, so that one more quits at once. They exit 128 + the first signal's
+  next stage short, and after the last stage's signal one more quits at once
+  (the handlers they took are given back). They exit 128 + the first signal's
   number (130 for Ctrl-C), as a shell reports a process a signal ended.
+* Outside that, Ctrl-C cancels the command's whole run (:func:`run_interruptible`,
+  the ``trio.run`` of every client command): the command ends as interrupted
+  (exit status 130, one line) wherever the signal lands, even once its work
+  is done and trio is shutting down. The command line owns SIGINT for that
+  because trio's own handler raises KeyboardInterrupt at whatever bytecode
+  outside trio the signal lands on; one landing in anyio's or contextlib's
+  ``__exit__`` before the cancel scope or task group under it is closed left
+  trio's scope stack corrupted, and the run ended on trio's RuntimeError
+  ("Nursery stack corrupted"): a traceback, exit 1, and ``Nursery.__del__``'s
+  assertion at exit. A cancellation arrives only where the code awaits, which
+  it always copes with. A Ctrl-C that finds the command already stopping
+  (after the first, or after a long-running command's last stage) flushes
+  what was printed, says so and quits at once, exit 130, waiting for nothing.
 
 The trackers are pure (``now`` and the cluster's state are given), so they are
 tested without a broker.
@@ -27,7 +40,9 @@ tested without a broker.
 from __future__ import annotations
 
 import dataclasses
+import os
 import signal
+import sys
 import threading
 from collections.abc import (
     AsyncIterator,
@@ -35,11 +50,12 @@ from collections.abc import (
     Callable,
     Coroutine,
     Iterable,
+    Iterator,
     Mapping,
     Sequence,
 )
-from contextlib import asynccontextmanager
-from typing import Any
+from contextlib import asynccontextmanager, contextmanager
+from typing import Any, NoReturn, TypeVar
 
 import anyio
 import anyio.abc
@@ -51,11 +67,13 @@ __all__ = [
     "Interrupts",
     "PartitionWatch",
     "beside",
+    "run_interruptible",
     "signals_watched",
     "watch_signals",
 ]
 
 Say = Callable[[str], None]
+T = TypeVar("T")
 
 
 class BrokerNotices:
@@ -198,9 +216,10 @@ async def watch_signals(
 ) -> None:
     """Cancel ``stages[n]`` at the n+1-th SIGINT or SIGTERM, calling ``say(n + 1,
     signal)`` first; after the last stage the usual handlers are back (one more
-    signal quits at once). A SIGINT the process started with ignored (a
-    background job of a script) stays ignored. Only the main thread can take
-    signals: elsewhere (a test runner's worker thread) nothing is watched."""
+    signal quits at once, a SIGINT under :func:`run_interruptible` too). A
+    SIGINT the process started with ignored (a background job of a script)
+    stays ignored. Only the main thread can take signals: elsewhere (a test
+    runner's worker thread) nothing is watched."""
     if threading.current_thread() is not threading.main_thread() or not stages:
         task_status.started()
         return
@@ -217,6 +236,8 @@ async def watch_signals(
             say(interrupts.count, received)
             stages[interrupts.count - 1].cancel()
             if interrupts.count == len(stages):
+                if _owner is not None:
+                    _owner.quit_on_next()
                 return
 
 
@@ -262,3 +283,113 @@ async def beside(*tasks: Callable[[], Coroutine[Any, Any, None]]) -> AsyncIterat
 
     async with _tasks_beside(start):
         yield
+
+
+def _quit_at_once() -> NoReturn:
+    """Exit 130 now (a SIGINT that found the command already stopping): what was
+    printed is flushed, as far as a signal handler can."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:  # a write under way (the signal interrupted it), a closed pipe
+            pass
+    try:
+        os.write(2, b"SIGINT: quitting at once\n")
+    except OSError:
+        pass
+    os._exit(128 + signal.SIGINT)
+
+
+class _SigintOwner:
+    """SIGINT while one command's event loop runs (:func:`run_interruptible`).
+
+    The handler never raises: the first signal is recorded and the run's
+    cancellation handed to the loop (``TrioToken.run_sync_soon`` is safe in a
+    signal handler); a further one quits at once."""
+
+    def __init__(self) -> None:
+        self.received = False
+        self._quit_next = False
+        self._cancel: Callable[[], object] | None = None
+        self._handler = self._on_sigint  # one bound method, to know it again
+
+    def _on_sigint(self, signum: int, frame: object) -> None:
+        if self._quit_next:
+            _quit_at_once()
+        self.received = self._quit_next = True
+        if self._cancel is not None:
+            self._cancel()
+
+    def quit_on_next(self) -> None:
+        """The next SIGINT quits at once (the command is already stopping)."""
+        self._quit_next = True
+
+    def cancel_with(self, cancel: Callable[[], object]) -> None:
+        """``cancel()`` cancels the run; called at once when a signal came already."""
+        self._cancel = cancel
+        if self.received:
+            cancel()
+
+    @contextmanager
+    def owning(self) -> Iterator[None]:
+        """The handler, for the ``with`` block: only in the main thread and over
+        Python's default handler (a SIGINT the process started with ignored stays
+        ignored; one a host program handles stays its own)."""
+        global _owner
+        if (
+            threading.current_thread() is not threading.main_thread()
+            or signal.getsignal(signal.SIGINT) is not signal.default_int_handler
+        ):
+            yield
+            return
+        signal.signal(signal.SIGINT, self._handler)
+        _owner = self
+        try:
+            yield
+        finally:
+            _owner = None
+            if signal.getsignal(signal.SIGINT) == self._handler:
+                signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+#: The owner of SIGINT while a command runs (watch_signals tells it when its last stage is done).
+_owner: _SigintOwner | None = None
+
+
+def run_interruptible(fn: Callable[..., Awaitable[T]], *args: Any) -> T:
+    """``trio.run(fn, *args)`` that Ctrl-C cancels (see the module's rules).
+
+    Raises:
+        KeyboardInterrupt: a SIGINT came while it ran (whatever the run ended
+            with: an error meanwhile is most likely the interruption's effect).
+        BaseException: what ``fn`` raised, without a SIGINT.
+    """
+    import trio
+
+    owner = _SigintOwner()
+    result: list[T] = []
+
+    async def main() -> None:
+        token = trio.lowlevel.current_trio_token()
+        with trio.CancelScope() as scope:
+
+            def cancel() -> None:
+                try:
+                    token.run_sync_soon(scope.cancel)
+                except trio.RunFinishedError:  # trio was done: the flag is enough
+                    pass
+
+            owner.cancel_with(cancel)
+            result.append(await fn(*args))
+
+    try:
+        with owner.owning():
+            trio.run(main)
+    except BaseException:
+        if owner.received:
+            raise KeyboardInterrupt from None
+        raise
+    # Checked once the handler is gone: a later SIGINT raises KeyboardInterrupt itself.
+    if owner.received:
+        raise KeyboardInterrupt
+    return result[0]

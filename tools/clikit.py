@@ -9,7 +9,8 @@ Rules:
   then to ``127.0.0.1:9092`` (where ``trafka broker`` listens). Client
   settings pass through as ``-X key=value`` with Kafka's names; an unknown key
   is a usage error naming it (:func:`make_config`).
-* Each command runs one ``trio.run`` over the SDK (:func:`run_client`) and
+* Each command runs one ``trio.run`` over the SDK (:func:`run_client`; Ctrl-C
+  cancels it, see :mod:`~trafka.tools.cli_faults`) and
   connects first (:func:`check_reachable`), so an unreachable broker fails at
   once with one line on stderr, not after a metadata timeout. Client errors
   exit 1 with one line (``Error: ...``); usage errors exit 2 (click's
@@ -43,7 +44,7 @@ import click
 
 from trafka.codec import ErrorCode, KafkaError, TrafkaError
 
-from .cli_faults import BrokerNotices
+from .cli_faults import BrokerNotices, run_interruptible
 
 __all__ = [
     "CLIENT_ID",
@@ -277,11 +278,11 @@ def run_client(
     explain: Callable[[KafkaError], click.ClickException] | None = None,
 ) -> T:
     """Run ``fn`` under trio; client errors become one-line click errors (exit 1),
-    a broker's refusal worded by ``explain`` when given."""
-    import trio
-
+    a broker's refusal worded by ``explain`` when given. Ctrl-C cancels the run
+    and raises KeyboardInterrupt after it (:func:`~trafka.tools.cli_faults.run_interruptible`),
+    which the ``trafka`` group reports."""
     try:
-        return trio.run(fn, *args)
+        return run_interruptible(fn, *args)
     except KafkaError as exc:
         if explain is not None:
             raise explain(exc) from None
