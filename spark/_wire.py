@@ -462,6 +462,10 @@ class RangeReader:
             self._send_fetch(tp)
         except (KafkaConnectionError, ProtocolError):
             self.metadata.request_update()
+        except KafkaError as exc:
+            if not exc.code.retriable:
+                raise
+            self.metadata.request_update()
 
     def _send_fetch(self, tp: TopicPartition) -> bool:
         """Send a fetch for ``tp`` to its leader, if it is fetchable: True if sent."""
