@@ -2,7 +2,7 @@
 
 A Spark task reads one partition's range from its leader, then stops; it needs
 none of what the async consumer's event loop is for (many partitions at once,
-groups, prefetching for an application that is busy). So the executor's
+groups). So the executor's
 reader drives the SDK's sans-IO parts itself, in the task's own thread: no
 event loop, no thread hand-off per fetch.
 
@@ -12,17 +12,26 @@ Rules:
   and ``SASL_SSL``), framed by a :class:`~trafka.sdk.connection_state.ConnectionState`
   (correlation ids, ApiVersions, version choice), then SASL by the SDK's own
   :func:`~trafka.sdk.security.authenticate`, whose awaits here never suspend
-  (:func:`_drive`). One request at a time: :meth:`BlockingConnection.request`
-  writes it and reads until its answer, within ``request.timeout.ms`` (plus
-  the fetch's wait). Any socket, framing or timeout problem closes the
-  connection and raises a :class:`~trafka.sdk.errors.KafkaConnectionError`.
+  (:func:`_drive`). :meth:`BlockingConnection.call` writes a request and
+  reads until its answer, within ``request.timeout.ms`` (plus the fetch's
+  wait); :meth:`~BlockingConnection.send` and :meth:`~BlockingConnection.receive`
+  are its two halves, for a request answered later (Kafka answers a
+  connection's requests in order). Any socket, framing or timeout problem
+  closes the connection and raises a
+  :class:`~trafka.sdk.errors.KafkaConnectionError`.
 * :class:`RangeReader`: a :class:`~trafka.sdk.metadata.MetadataCache` for
   leaders and a :class:`~trafka.sdk.fetcher.Fetcher` for positions, fetch
   requests and answers (sessions, ``read_committed``, control batches,
   out-of-range), exactly as the async consumer uses them, but decoding into
   column buffers (:meth:`~trafka.sdk.fetcher.Fetcher.take_columns`): no
   Python object per record. A range is read by seeking to its start with its
-  end as the fetch bound, so no fetch asks past it. A leadership error or a failed connection refreshes the metadata (from
+  end as the fetch bound, so no fetch asks past it. While fetched data is
+  buffered, the fetch after it is sent before the data is decoded (the
+  fetcher's prefetch), so the broker's answer travels while the task decodes
+  and Spark takes the chunks: one fetch in flight per reader, no thread. A
+  read that ends with that fetch unanswered (Spark stopped early, an error)
+  waits for its answer and applies it, so a pooled connection never carries a
+  stale answer. A leadership error or a failed connection refreshes the metadata (from
   any broker that answers) and the fetch goes to the new leader, after
   ``retry.backoff.ms``, until ``kafkaConsumer.pollTimeoutMs`` passes without a
   record.
@@ -150,6 +159,14 @@ class BlockingConnection:
         self, api_key: int, body: Any, *, version: int | None = None, extra_s: float = 0.0
     ) -> Any:
         """Send one request and wait for its answer (``request.timeout.ms`` + ``extra_s``)."""
+        return self.receive(*self.send(api_key, body, version=version, extra_s=extra_s))
+
+    def send(
+        self, api_key: int, body: Any, *, version: int | None = None, extra_s: float = 0.0
+    ) -> tuple[int, float]:
+        """Send one request without waiting: its correlation id and the deadline
+        of its answer (``request.timeout.ms`` + ``extra_s`` from now), for
+        :meth:`receive`. The broker answers a connection's requests in order."""
         timeout = self._config.request_timeout_ms / 1000 + extra_s
         now = time.monotonic()
         try:
@@ -160,7 +177,11 @@ class BlockingConnection:
             self.close()
             raise
         self._write(frame)
-        return self._answer(corr, now + timeout)
+        return corr, now + timeout
+
+    def receive(self, corr: int, deadline: float) -> Any:
+        """The answer to the request :meth:`send` sent as ``corr``."""
+        return self._answer(corr, deadline)
 
     def _write(self, data: bytes) -> None:
         if self._sock is None:
@@ -209,6 +230,11 @@ class BlockingConnection:
     def closed(self) -> bool:
         return self._sock is None
 
+    @property
+    def in_flight(self) -> int:
+        """Requests sent and not answered yet."""
+        return self._state.in_flight_count
+
     def close(self) -> None:
         sock, self._sock = self._sock, None
         if sock is not None:
@@ -216,6 +242,16 @@ class BlockingConnection:
                 sock.close()
             except OSError:
                 pass
+
+
+@dataclasses.dataclass(slots=True)
+class _Pending:
+    """A fetch sent and not yet answered."""
+
+    conn: BlockingConnection
+    corr: int
+    deadline: float
+    positions: dict[TopicPartition, int]
 
 
 class RangeReader:
@@ -239,6 +275,8 @@ class RangeReader:
         # least recently used first.
         self._connections: dict[int | None, BlockingConnection] = {}
         self.opened = 0  # connections opened (for tests)
+        # The fetch sent ahead, whose answer is not read yet (at most one).
+        self._pending: _Pending | None = None
 
     # -- connections and metadata ---------------------------------------------------------
 
@@ -246,6 +284,11 @@ class RangeReader:
     def open_connections(self) -> int:
         """How many of its sockets are open."""
         return sum(1 for conn in self._connections.values() if not conn.closed)
+
+    @property
+    def requests_in_flight(self) -> int:
+        """Requests its open sockets carry unanswered (for tests)."""
+        return sum(conn.in_flight for conn in self._connections.values() if not conn.closed)
 
     def close_connections(self, keep: int = 0) -> None:
         """Close all but the ``keep`` most recently used connections (all by default)."""
@@ -363,6 +406,8 @@ class RangeReader:
                 position = fetcher.position(tp)
                 if position is not None and position >= end:
                     return
+                if self._pending is None and fetcher.has_data():
+                    self._fetch_ahead(tp)
                 records = fetcher.take_columns(chunk).get(tp) or RecordColumns()
                 after = fetcher.position(tp)
                 if records or (after is not None and after != position):
@@ -389,33 +434,82 @@ class RangeReader:
                     self.metadata.request_update()
                     time.sleep(backoff)
         finally:
+            self._settle()
             fetcher.assign([])
 
     def _step(self, tp: TopicPartition) -> None:
-        """One round trip that moves ``tp`` on: a reset lookup or a fetch."""
+        """One round trip that moves ``tp`` on: a reset lookup or a fetch (the
+        answer to the one sent ahead, if any)."""
         fetcher = self.fetcher
-        resets = fetcher.needs_reset()
-        if tp in resets:
-            offset = self._list_offset(tp, resets[tp])
-            fetcher.apply_reset(tp, offset, resets[tp])
+        if self._pending is None:
+            resets = fetcher.needs_reset()
+            if tp in resets:
+                offset = self._list_offset(tp, resets[tp])
+                fetcher.apply_reset(tp, offset, resets[tp])
+                return
+            if not self._send_fetch(tp):
+                return  # nothing to fetch: the position is at the range's end
+        self._receive_fetch()
+
+    def _fetch_ahead(self, tp: TopicPartition) -> None:
+        """Send the fetch after the buffered data, if the fetcher wants one
+        (it asks for no offset at or past the range's end), to be answered
+        while the buffered data is decoded and handed on. A failure here is
+        left for the blocking fetch (:meth:`_step`) to meet and retry."""
+        if tp in self.fetcher.needs_reset():
             return
+        try:
+            self._send_fetch(tp)
+        except (KafkaConnectionError, ProtocolError):
+            self.metadata.request_update()
+        except KafkaError as exc:
+            if not exc.code.retriable:
+                raise
+            self.metadata.request_update()
+
+    def _send_fetch(self, tp: TopicPartition) -> bool:
+        """Send a fetch for ``tp`` to its leader, if it is fetchable: True if sent."""
+        fetcher = self.fetcher
         conn = self._leader(tp)
         node = self.metadata.leader_for(tp.topic, tp.partition)
         assert node is not None
         fetchable = fetcher.fetchable(lambda t, p: node).get(node)
         if not fetchable:
-            return  # nothing to fetch: the position is at the range's end
+            return False
         session = fetcher.session(node)
         version = fetcher.fetch_version(conn.version_for(_FETCH), fetchable, session)
         request, positions = fetcher.build_fetch(fetchable, version, session)
         try:
-            answer = conn.call(
+            corr, deadline = conn.send(
                 _FETCH, request, version=version, extra_s=self.config.fetch_max_wait_ms / 1000
             )
-            fetcher.handle_fetch_response(positions, answer)
         except TrafkaError:
             fetcher.fetch_failed(positions)
             raise
+        self._pending = _Pending(conn, corr, deadline, positions)
+        return True
+
+    def _receive_fetch(self) -> None:
+        """Wait for the answer to the fetch sent and apply it."""
+        pending, self._pending = self._pending, None
+        assert pending is not None
+        try:
+            answer = pending.conn.receive(pending.corr, pending.deadline)
+            self.fetcher.handle_fetch_response(pending.positions, answer)
+        except TrafkaError:
+            self.fetcher.fetch_failed(pending.positions)
+            raise
+
+    def _settle(self) -> None:
+        """Apply the answer to a fetch still in flight when a read ends early
+        (Spark stopped reading, or an error), so that its connection carries no
+        stale answer and the fetch session stays in step with the broker. The
+        fetch is within the range, so the broker answers at once."""
+        if self._pending is not None:
+            try:
+                self._receive_fetch()
+            except TrafkaError:
+                pass  # a failed connection is closed; the next read opens another
 
     def close(self) -> None:
         """Close its connections (a later read opens new ones)."""

@@ -272,16 +272,36 @@ def _read(opts: ReadOptions, schema: StructType, partition: InputPartition) -> I
     # The schema Spark checks the batches against (timestamps in UTC microseconds).
     arrow = to_arrow_schema(schema, timezone="UTC")
     for task in partition.ranges:
+        repeated = _Repeated(task.topic, task.partition)
         for records in _kafka.read_range(opts, task):
-            yield _batch(records, task.topic, task.partition, arrow)
+            yield _batch(records, task.topic, task.partition, arrow, repeated)
 
 
-def _batch(records: RecordColumns, topic: str, partition: int, arrow: pa.Schema) -> pa.RecordBatch:
+class _Repeated:
+    """A range's ``topic`` and ``partition`` columns (one value each), made
+    once and sliced for each chunk: a slice costs nothing, a repeat a pass."""
+
+    def __init__(self, topic: str, partition: int) -> None:
+        self._values = (pa.scalar(topic, pa.string()), pa.scalar(partition, pa.int32()))
+        self._columns = [pa.repeat(value, 0) for value in self._values]
+
+    def columns(self, n: int) -> list[pa.Array]:
+        if len(self._columns[0]) < n:
+            self._columns = [pa.repeat(value, n) for value in self._values]
+        return [column.slice(0, n) for column in self._columns]
+
+
+def _batch(
+    records: RecordColumns,
+    topic: str,
+    partition: int,
+    arrow: pa.Schema,
+    repeated: _Repeated | None = None,
+) -> pa.RecordBatch:
     """Decoded records as one Arrow batch: their buffers wrapped, not copied (a
     chunk of several pieces is joined once)."""
-    batches = [
-        _piece(b, start, stop, topic, partition, arrow) for b, start, stop in records.pieces()
-    ]
+    repeated = repeated or _Repeated(topic, partition)
+    batches = [_piece(b, start, stop, repeated, arrow) for b, start, stop in records.pieces()]
     if len(batches) == 1:
         return batches[0]
     # (pa.concat_batches is pyarrow 19+; the data source takes pyarrow 15.)
@@ -306,20 +326,38 @@ def _ints(data: bytes, start: int, stop: int, kind: pa.DataType) -> pa.Array:
     return pa.Array.from_buffers(kind, stop - start, [None, pa.py_buffer(data)], 0, start)
 
 
+# Called as functions: pyarrow.compute's wrappers cost more than the work on a chunk.
+_MULTIPLY = pc.get_function("multiply")  # unchecked: Kafka's milliseconds fit with room
+_MIN = pc.get_function("min")
+_MICROS_PER_MS = pa.scalar(1000, pa.int64())
+
+
+def _timestamps(data: bytes, start: int, stop: int, kind: pa.DataType) -> pa.Array:
+    """Kafka's timestamps (int64 milliseconds, -1 for none) as ``kind``, Spark's
+    (microseconds): one multiplication into a new int64 buffer, typed as
+    ``kind`` as it is wrapped, so no cast runs; a record without one is null."""
+    n = stop - start
+    millis = _ints(data, start, stop, pa.int64())
+    micros = _MULTIPLY.call([millis, _MICROS_PER_MS]).buffers()[1]  # a new array: offset 0
+    if n and _MIN.call([millis]).as_py() < 0:
+        # A comparison's values, a bitmap from offset 0, are the validity bitmap.
+        valid = pc.greater_equal(millis, 0).buffers()[1]
+        return pa.Array.from_buffers(kind, n, [valid, micros], null_count=-1)
+    return pa.Array.from_buffers(kind, n, [None, micros], null_count=0)
+
+
 def _piece(
-    b: ColumnBuffers, start: int, stop: int, topic: str, partition: int, arrow: pa.Schema
+    b: ColumnBuffers, start: int, stop: int, repeated: _Repeated, arrow: pa.Schema
 ) -> pa.RecordBatch:
     n = stop - start
-    stamps = _ints(b.timestamps, start, stop, pa.int64())
-    if n and pc.min(stamps).as_py() < 0:  # records without a timestamp: null
-        stamps = pc.if_else(pc.greater_equal(stamps, 0), stamps, None)
+    topics, partitions = repeated.columns(n)
     columns = {
         "key": _binary(b.key, pa.binary(), start, stop),
         "value": _binary(b.value, pa.binary(), start, stop),
-        "topic": pa.repeat(pa.scalar(topic, pa.string()), n),
-        "partition": pa.repeat(pa.scalar(partition, pa.int32()), n),
+        "topic": topics,
+        "partition": partitions,
         "offset": _ints(b.offsets, start, stop, pa.int64()),
-        "timestamp": stamps.cast(pa.timestamp("ms", tz="UTC")).cast(arrow.field("timestamp").type),
+        "timestamp": _timestamps(b.timestamps, start, stop, arrow.field("timestamp").type),
         "timestampType": _ints(b.timestamp_types, start, stop, pa.int32()),
     }
     if "headers" in arrow.names:

@@ -3,6 +3,8 @@ connections kept between reads, deleted offsets reported as they are."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from spark_helpers import create, fresh, produce, run
 
@@ -46,6 +48,46 @@ def test_ranges_are_read_exactly_over_kept_connections(broker: RunningBroker) ->
             # Whole batches come back; the reader's caller cuts at the end.
             assert [o for o in got if o < end] == list(range(start, end))
         assert reader.opened == 2  # the bootstrap connection, then the leader's, kept
+    finally:
+        reader.close()
+
+
+def test_the_next_fetch_travels_while_a_chunk_is_handed_on(broker: RunningBroker) -> None:
+    """While a fetched answer is decoded and its chunks handed on, the fetch
+    after it is already on the wire (one per reader, and none once the range's
+    last records are buffered); a read stopped with that fetch unanswered
+    applies its answer, so the kept connection serves the next read exactly."""
+    topic = fresh("wire-ahead")
+    create(broker, topic, 1)
+    produce(broker, topic, [(None, b"%04d" % i, None) for i in range(3000)], batch_size=1024)
+    opts = _opts(broker, topic)
+    # Small fetches: the range takes many of them.
+    config = dataclasses.replace(opts.consumer_config(), max_partition_fetch_bytes=4096)
+    reader = RangeReader(config)
+    tp = TopicPartition(topic, 0)
+    try:
+        got: list[int] = []
+        flying: list[int] = []
+        for records, _ in reader.read(tp, 0, 2000, 5000, 10):
+            got.extend(records.offsets())
+            flying.append(reader.requests_in_flight)
+        assert [o for o in got if o < 2000] == list(range(2000))
+        assert max(flying) == 1  # one fetch ahead, never two
+        assert flying[0] == 1  # sent before the first chunk was handed on
+        assert flying[-1] == 0  # the range's end was buffered: nothing asked past it
+        assert reader.requests_in_flight == 0
+
+        reads = reader.read(tp, 0, 3000, 5000, 10)
+        next(reads)
+        assert reader.requests_in_flight == 1
+        reads.close()  # Spark stopped reading
+        assert reader.requests_in_flight == 0
+        opened = reader.opened
+        got = [
+            o for records, _ in reader.read(tp, 1500, 2500, 5000, 500) for o in records.offsets()
+        ]
+        assert [o for o in got if o < 2500] == list(range(1500, 2500))
+        assert reader.opened == opened  # the same connection
     finally:
         reader.close()
 
