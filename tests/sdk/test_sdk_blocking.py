@@ -35,6 +35,7 @@ from trafka.sdk import (
     ConfigError,
     InvalidTxnStateError,
     NewTopic,
+    OutcomeUnknownError,
     TopicPartition,
     UsageError,
 )
@@ -303,7 +304,8 @@ def test_a_send_from_a_callback_is_refused_rather_than_a_deadlock(
 
 def test_close_while_threads_send_leaves_no_record_in_doubt(broker: RunningBroker) -> None:
     # Every record a sending thread got a future for is, after close, either
-    # acknowledged and in the log at its offset or failed and nowhere.
+    # acknowledged and in the log at its offset, or failed with ClientClosedError
+    # and nowhere, or (its request written, unanswered) OutcomeUnknownError.
     bs = broker.bootstrap_servers
     topic = _topic(bs, 2)
     sent: dict[int, list[tuple[bytes, SendFuture]]] = {n: [] for n in range(3)}
@@ -330,7 +332,8 @@ def test_close_while_threads_send_leaves_no_record_in_doubt(broker: RunningBroke
         t.join(30)
         assert not t.is_alive()
     log = {(p, o): v for p, o, v in _read_all(bs, topic)}
-    acknowledged = 0
+    logged = set(log.values())  # the values are unique
+    acknowledged = in_doubt = 0
     for records in sent.values():
         for value, future in records:
             assert future.done()
@@ -339,9 +342,14 @@ def test_close_while_threads_send_leaves_no_record_in_doubt(broker: RunningBroke
                 md = future.result()
                 assert log[md.partition, md.offset] == value
                 acknowledged += 1
+            elif isinstance(error, OutcomeUnknownError):
+                # Its request was written, the answer never came: either way.
+                in_doubt += value in logged
             else:
+                # Told it was not sent: it must not be in the log.
                 assert isinstance(error, ClientClosedError)
-    assert acknowledged == len(log)
+                assert value not in logged
+    assert acknowledged + in_doubt == len(log)
 
 
 def test_errors_arrive_through_the_future(broker: RunningBroker) -> None:
