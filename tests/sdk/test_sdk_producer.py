@@ -244,12 +244,14 @@ async def test_a_send_racing_close_is_refused_or_delivered_never_told_unsent_onc
             refused.append(exc)
 
     with anyio.fail_after(10):
-        async with anyio.create_task_group() as tg:
-            async with open_producer(bootstrap_servers=fake_broker.bootstrap, linger_ms=0) as p:
-                await p.partitions_for("one")
-                tg.start_soon(keep_sending, p)
-                while len(sent) < 20:
-                    await anyio.sleep(0)
+        async with (
+            anyio.create_task_group() as tg,
+            open_producer(bootstrap_servers=fake_broker.bootstrap, linger_ms=0) as p,
+        ):
+            await p.partitions_for("one")
+            tg.start_soon(keep_sending, p)
+            while len(sent) < 20:
+                await anyio.sleep(0)
     assert refused  # the sender was stopped by the close, not by anything else
     log = [r.value for r in fake_broker.records("one", 0)]
     acknowledged = 0
