@@ -13,6 +13,9 @@ Rules:
   of every younger batch of its partition when retried or split
   (:meth:`BatchQueues.retry_or_fail`, :meth:`BatchQueues.split`); a split's halves keep their records'
   sequence numbers.
+* A closing producer fails a batch with its "closed" error only if the batch
+  was never sent; one that was may be written, and fails with an error that
+  says so (:meth:`BatchQueues.abort_closing`).
 * Every batch resolves exactly once (:meth:`BatchQueues.complete`,
   :meth:`BatchQueues.fail`), giving its memory back; a failure is reported to
   ``on_failure``, a retry to ``on_retry``.
@@ -315,6 +318,14 @@ class BatchQueues:
         """Fail batches (default: every incomplete one)."""
         for b in list(self._incomplete if batches is None else batches):
             self.fail(b, exc)
+
+    def abort_closing(self, unsent: BaseException, sent: BaseException) -> None:
+        """Fail every incomplete batch as its producer closes: with ``unsent``
+        when none of its records ever left (so none can be in the log), with
+        ``sent`` when a request carrying them was written (in flight, or put
+        back for a retry after an attempt whose outcome may be a write)."""
+        for b in list(self._incomplete):
+            self.fail(b, sent if b.in_flight or b.attempts else unsent)
 
     def abort_undrained(self, exc: BaseException, txn: int | None = None) -> int:
         """Fail every batch that is not in flight (an aborting transaction's),

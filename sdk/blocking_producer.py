@@ -411,7 +411,13 @@ class Producer(Forwarding):
                 lock.release()
             if type(handle) is not bool:
                 if handle.full:
-                    self._token.run_sync_soon(self._producer.wake_sender)
+                    try:
+                        self._token.run_sync_soon(self._producer.wake_sender)
+                    except trio.RunFinishedError:
+                        # Closed since the append (this thread held up that long):
+                        # the close flushed the batch, and the record's future tells
+                        # how that went. Raising here would lose it.
+                        pass
                 if turn is not None:
                     self._wait_turn(turn)
                 return SendFuture(self._side, handle, index)

@@ -18,7 +18,8 @@ follows the sans-IO libraries:
   credentials, a certificate that does not verify): not retried.
 * :class:`RequestTimeoutError`: no response within ``request.timeout.ms``; its
   :class:`ApiTimeoutError` when a blocking call did not complete within
-  ``default.api.timeout.ms``.
+  ``default.api.timeout.ms``, and its :class:`OutcomeUnknownError` when a
+  producer closed with a record's request unanswered (it may be written).
 * :class:`~trafka.codec.errors.KafkaError`: a Kafka error code from a broker
   (re-exported here); :class:`DeliveryTimeoutError` when a record could not be
   delivered within ``delivery.timeout.ms``.
@@ -53,6 +54,7 @@ __all__ = [
     "KafkaConnectionError",
     "KafkaError",
     "NoBrokersAvailableError",
+    "OutcomeUnknownError",
     "ProducerBlockedError",
     "ProducerFencedError",
     "ProtocolError",
@@ -156,6 +158,15 @@ class RequestTimeoutError(TrafkaError, TimeoutError):
 class ApiTimeoutError(RequestTimeoutError):
     """A blocking call did not complete within ``default.api.timeout.ms`` (Kafka's
     TimeoutException), e.g. a consumer's position that could not be looked up."""
+
+
+class OutcomeUnknownError(RequestTimeoutError):
+    """The producer closed (forcefully, or with its tasks cancelled) after a
+    request carrying the record was written and before its answer came: the
+    broker may or may not have written the record. Unlike
+    :class:`ClientClosedError`, which a record fails with only when it was
+    never sent, this says nothing either way (Java's producer fails such
+    batches on a forced close too)."""
 
 
 class DeliveryTimeoutError(KafkaError):

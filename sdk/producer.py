@@ -5,8 +5,13 @@ Rules:
 
 * :func:`open_producer` owns every task it starts (sender, connection readers,
   metadata refresher); leaving the block flushes buffered records and then
-  cancels them. Leaving it with an exception (or cancellation) does not wait:
-  unsent records fail with :class:`~trafka.sdk.errors.ClientClosedError`.
+  cancels them; from the moment it starts closing, ``send`` refuses records
+  (:class:`~trafka.sdk.errors.ClientClosedError`). Leaving it with an exception
+  (or cancellation) does not wait: unsent records fail with
+  :class:`~trafka.sdk.errors.ClientClosedError`, and records whose request was
+  written but not answered with :class:`~trafka.sdk.errors.OutcomeUnknownError`
+  (they may be in the log); a record is never told it was not written when it
+  may have been.
   Errors leave as themselves, never as an ExceptionGroup.
 * :meth:`Producer.send` only blocks when it must: for the first metadata of a
   topic, or for ``buffer.memory`` to free up (both bounded by
@@ -723,6 +728,10 @@ class Producer(Hostable):
                 # Java's close does the same: an open transaction cannot survive its producer.
                 log.warning("closing the producer aborts its open transaction")
                 await self._txn_calls.abort_shielded()
+            # No record is taken from here on: one appended during the flush
+            # below would not be waited for, and could be in flight when the
+            # core closes (a send racing close gets ClientClosedError instead).
+            self.core.stop_appends()
             await self.flush()
             if self._telemetry is not None:
                 # Java's initiateClose: one last push (terminating=true) once the

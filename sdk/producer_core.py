@@ -56,7 +56,12 @@ from .accumulator import (
     produce_results,
 )
 from .config import ProducerConfig
-from .errors import ClientClosedError, SerializationError, TransactionAbortedError
+from .errors import (
+    ClientClosedError,
+    OutcomeUnknownError,
+    SerializationError,
+    TransactionAbortedError,
+)
 from .fetcher import TopicPartition
 from .metadata import REFRESH_ERRORS, MetadataCache
 from .partitioners import PARTITIONERS, Partitioner, murmur2_pick
@@ -256,7 +261,7 @@ class ProducerCore:
             ClientClosedError: closed.
             The fatal error, once there is one.
         """
-        if self.closed or self.fatal is not None:
+        if self.closed or self.acc.closing or self.fatal is not None:
             raise self.fatal or ClientClosedError("the producer is closed")
 
     def append_hot(self, topic: str, value: bytes, key: bytes | None) -> ProducerBatch | bool:
@@ -659,9 +664,25 @@ class ProducerCore:
             },
         )
 
+    def stop_appends(self) -> None:
+        """Closing: no record is taken from now on (:meth:`check_open` raises
+        ClientClosedError), so that the close's last flush waits for every
+        record there is, and none is appended behind it (Java's close closes
+        its accumulator first too)."""
+        self.acc.closing = True
+
     def close(self, error: BaseException) -> None:
-        """Closed: records still buffered and transaction calls fail with ``error``."""
+        """Closed: records never sent and transaction calls fail with ``error``;
+        records whose request was written (unanswered, or to be retried) fail
+        with :class:`~trafka.sdk.errors.OutcomeUnknownError`: they may be in
+        the log, and ``error`` would tell the caller they are not."""
         self.closed = True
         self.acc.closing = True
-        self.acc.abort(error)
+        self.acc.abort_closing(
+            error,
+            OutcomeUnknownError(
+                "the producer closed before the answer to the request carrying the "
+                "record came: it may or may not have been written"
+            ),
+        )
         self.txn.close(error)

@@ -35,9 +35,11 @@ from trafka.sdk import (
     ConfigError,
     InvalidTxnStateError,
     NewTopic,
+    OutcomeUnknownError,
     TopicPartition,
     UsageError,
 )
+from trafka.sdk.accumulator import BATCH_OVERHEAD, RECORD_OVERHEAD
 from trafka.sdk.blocking import Admin, Consumer, Producer, SendFuture
 
 pytestmark = pytest.mark.timeout(120)
@@ -303,11 +305,13 @@ def test_a_send_from_a_callback_is_refused_rather_than_a_deadlock(
 
 def test_close_while_threads_send_leaves_no_record_in_doubt(broker: RunningBroker) -> None:
     # Every record a sending thread got a future for is, after close, either
-    # acknowledged and in the log at its offset or failed and nowhere.
+    # acknowledged and in the log at its offset, or failed with ClientClosedError
+    # and nowhere, or (its request written, unanswered) OutcomeUnknownError.
     bs = broker.bootstrap_servers
     topic = _topic(bs, 2)
     sent: dict[int, list[tuple[bytes, SendFuture]]] = {n: [] for n in range(3)}
     producer = Producer(bootstrap_servers=bs, linger_ms=0)
+    crashed: list[Exception] = []
 
     def sender(n: int) -> None:
         i = 0
@@ -316,6 +320,9 @@ def test_close_while_threads_send_leaves_no_record_in_doubt(broker: RunningBroke
             try:
                 future = producer.send(topic, value, None if n else b"key")
             except ClientClosedError:
+                return
+            except Exception as exc:  # a record perhaps in the log, with no future
+                crashed.append(exc)
                 return
             sent[n].append((value, future))
             i += 1
@@ -329,8 +336,10 @@ def test_close_while_threads_send_leaves_no_record_in_doubt(broker: RunningBroke
     for t in threads:
         t.join(30)
         assert not t.is_alive()
+    assert crashed == []
     log = {(p, o): v for p, o, v in _read_all(bs, topic)}
-    acknowledged = 0
+    logged = set(log.values())  # the values are unique
+    acknowledged = in_doubt = 0
     for records in sent.values():
         for value, future in records:
             assert future.done()
@@ -339,9 +348,48 @@ def test_close_while_threads_send_leaves_no_record_in_doubt(broker: RunningBroke
                 md = future.result()
                 assert log[md.partition, md.offset] == value
                 acknowledged += 1
+            elif isinstance(error, OutcomeUnknownError):
+                # Its request was written, the answer never came: either way.
+                in_doubt += value in logged
             else:
+                # Told it was not sent: it must not be in the log.
                 assert isinstance(error, ClientClosedError)
-    assert acknowledged == len(log)
+                assert value not in logged
+    assert acknowledged + in_doubt == len(log)
+
+
+def test_a_close_between_the_append_and_the_wake_keeps_the_future(broker: RunningBroker) -> None:
+    # A sending thread appends the record that fills its batch, and is held up
+    # before it wakes the loop's sender: a close runs to its end meanwhile (it
+    # flushes that batch). The send still returns the record's future, which
+    # tells the truth; it never raises with the record in the log and no future.
+    bs = broker.bootstrap_servers
+    topic = _topic(bs, 1)
+    per_batch = 8  # records of 100 bytes that fill a batch exactly
+    batch_size = BATCH_OVERHEAD + per_batch * (RECORD_OVERHEAD + 100)
+    producer = Producer(bootstrap_servers=bs, batch_size=batch_size, linger_ms=60_000)
+    real = producer._token
+    closed = []
+
+    class CloseFirst:
+        """The token, running the whole close before the first call it passes on."""
+
+        def run_sync_soon(self, fn: Any, *args: Any) -> None:
+            if not closed:
+                closed.append(True)
+                producer.close()
+            real.run_sync_soon(fn, *args)
+
+    values = [(b"%d-" % i).ljust(100, b"v") for i in range(per_batch)]
+    producer.partitions_for(topic)  # the metadata: the sends below take no queue
+    futures = [producer.send(topic, values[0])]  # opens the batch
+    producer._token = CloseFirst()  # type: ignore[assignment]
+    for value in values[1:]:
+        futures.append(producer.send(topic, value))  # the last one fills it
+    assert closed
+    log = [v for _, _, v in _read_all(bs, topic)]
+    assert log == values
+    assert [f.result(timeout=0).offset for f in futures] == list(range(per_batch))
 
 
 def test_errors_arrive_through_the_future(broker: RunningBroker) -> None:

@@ -224,6 +224,48 @@ async def test_error_in_body_not_wrapped_and_pending_records_fail(fake_broker: F
     assert isinstance(holder[0].exception(), ClientClosedError)
 
 
+async def test_a_send_racing_close_is_refused_or_delivered_never_told_unsent_once_written(
+    fake_broker: FakeBroker,
+) -> None:
+    # A task goes on sending while the block is left: the close's flush waits
+    # for what is buffered, and a record appended behind it would leave after it
+    # and be in flight when the producer closes. Every future it got must tell
+    # the truth: delivered at its offset, or ClientClosedError and not written.
+    sent: list[tuple[bytes, Any]] = []
+    refused = []
+
+    async def keep_sending(p: Any) -> None:
+        try:
+            while True:
+                value = b"%d" % len(sent)
+                sent.append((value, await p.send("one", value, partition=0)))
+                await anyio.sleep(0)
+        except ClientClosedError as exc:
+            refused.append(exc)
+
+    with anyio.fail_after(10):
+        async with (
+            anyio.create_task_group() as tg,
+            open_producer(bootstrap_servers=fake_broker.bootstrap, linger_ms=0) as p,
+        ):
+            await p.partitions_for("one")
+            tg.start_soon(keep_sending, p)
+            while len(sent) < 20:
+                await anyio.sleep(0)
+    assert refused  # the sender was stopped by the close, not by anything else
+    log = [r.value for r in fake_broker.records("one", 0)]
+    acknowledged = 0
+    for value, future in sent:
+        assert future.done()
+        error = future.exception()
+        if error is None:
+            assert log[future.result().offset] == value
+            acknowledged += 1
+        else:
+            assert isinstance(error, ClientClosedError) and value not in log
+    assert acknowledged == len(log)
+
+
 async def test_cancellation_leaves_nothing_running(fake_broker: FakeBroker) -> None:
     with anyio.fail_after(10):
         with anyio.move_on_after(0.2):

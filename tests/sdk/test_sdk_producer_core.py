@@ -13,7 +13,7 @@ from trafka.codec import ErrorCode, KafkaError
 from trafka.codec.messages import k00_produce as produce
 from trafka.sdk.accumulator import RECORD_OVERHEAD, ProducerBatch
 from trafka.sdk.config import ProducerConfig, make_config
-from trafka.sdk.errors import ClientClosedError, ProducerFencedError
+from trafka.sdk.errors import ClientClosedError, OutcomeUnknownError, ProducerFencedError
 from trafka.sdk.partitioners import murmur2_partition
 from trafka.sdk.producer_core import ProducerCore
 from trafka.sdk.transactions import Kind, TxnRequest
@@ -154,6 +154,43 @@ def test_close_fails_what_is_buffered() -> None:
     assert isinstance(batch.error, ClientClosedError)
     with pytest.raises(ClientClosedError):
         core.check_open()
+
+
+def test_close_tells_a_sent_record_its_outcome_is_unknown_never_that_it_was_not_sent() -> None:
+    # The order of a close racing the sender, fixed: one batch is drained (its
+    # Produce request written, unanswered), one retried after an attempt that
+    # got no answer, one never sent; then the core closes.
+    core = Effects().core(enable_idempotence=False, linger_ms=1000)
+    acc = core.acc
+    sent = acc.append("t", 0, 0, None, b"sent", ())
+    retried = acc.append("t", 1, 0, None, b"retried", ())
+    assert sent is not None and retried is not None
+    drained = acc.drain(2.0, 1, core.metadata.leader_for)
+    assert {b.partition for b in drained} == {0, 1}
+    assert acc.retry_or_fail(retried.batch, ConnectionError("lost"), now=2.0)
+    unsent = acc.append("t", 2, 0, None, b"unsent", ())
+    assert unsent is not None
+    core.close(ClientClosedError("closed"))
+    # Written and unanswered (or about to be written again): it may be in the log.
+    assert isinstance(sent.exception(), OutcomeUnknownError)
+    assert isinstance(retried.exception(), OutcomeUnknownError)
+    assert not isinstance(sent.exception(), ClientClosedError)
+    # Never sent: certainly not in the log.
+    assert isinstance(unsent.exception(), ClientClosedError)
+    # The answer that comes afterwards changes nothing: a record resolves once.
+    core.on_produce_response(drained, None, now=3.0)
+    assert isinstance(sent.exception(), OutcomeUnknownError)
+
+
+def test_closing_refuses_records_before_the_last_flush() -> None:
+    core = Effects().core()
+    batch = open_batch(core, b"v")
+    core.stop_appends()
+    assert core.append_hot("t", b"w", None) is False
+    assert core.open_batch("t", b"w", None, now=1.0) is None
+    with pytest.raises(ClientClosedError):
+        core.check_open()
+    assert [r[2] for r in batch.records] == [b"v"] and not batch.done
 
 
 def test_an_idempotent_producer_asks_for_its_id_with_its_first_batch() -> None:
