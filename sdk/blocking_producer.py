@@ -411,13 +411,7 @@ class Producer(Forwarding):
                 lock.release()
             if type(handle) is not bool:
                 if handle.full:
-                    try:
-                        self._token.run_sync_soon(self._producer.wake_sender)
-                    except trio.RunFinishedError:
-                        # Closed since the append (this thread held up that long):
-                        # the close flushed the batch, and the record's future tells
-                        # how that went. Raising here would lose it.
-                        pass
+                    self._wake_sender()  # once per batch
                 if turn is not None:
                     self._wait_turn(turn)
                 return SendFuture(self._side, handle, index)
@@ -435,6 +429,16 @@ class Producer(Forwarding):
         return self._queue_record(
             topic, value, key, partition, headers, timestamp_ms, future, turn_helps
         )
+
+    def _wake_sender(self) -> None:
+        """Tell the loop a batch filled up (from a sending thread)."""
+        try:
+            self._token.run_sync_soon(self._producer.wake_sender)
+        except trio.RunFinishedError:
+            # Closed since the append (this thread held up that long): the close
+            # flushed the batch, and the record's future tells how that went.
+            # Raising here would lose it.
+            pass
 
     def _send_intercepted(self, record: ProducerRecord) -> SendFuture:
         """:meth:`send` with interceptors: ``on_send`` in this thread, then

@@ -456,39 +456,9 @@ class LogManager:
             UnknownTopicOrPartitionError: no such topic.
         """
         info = self._require(name)
-        config = self._configs[name]
-        builtin = LogConfig()
-        out = []
-        for key in sorted(TOPIC_CONFIGS):
-            spec = TOPIC_CONFIGS[key]
-            if key in info.configs:
-                value: str | None = info.configs[key]
-                source = ConfigSource.DYNAMIC_TOPIC_CONFIG
-            elif spec.field is not None:
-                value = field_text(spec.field, getattr(config, spec.field))
-                differs = getattr(self._default, spec.field) != getattr(builtin, spec.field)
-                source = (
-                    ConfigSource.STATIC_BROKER_CONFIG if differs else ConfigSource.DEFAULT_CONFIG
-                )
-            else:
-                value = self._broker_defaults.get(key, spec.default)
-                source = (
-                    ConfigSource.DEFAULT_CONFIG
-                    if value == spec.default
-                    else ConfigSource.STATIC_BROKER_CONFIG
-                )
-            out.append(
-                ConfigEntry(
-                    name=key,
-                    value=value,
-                    is_default=source == ConfigSource.DEFAULT_CONFIG,
-                    read_only=False,
-                    sensitive=False,
-                    source=source,
-                    config_type=spec.type,
-                )
-            )
-        return out
+        return topic_config_entries(
+            info.configs, self._configs[name], self._default, self._broker_defaults
+        )
 
     def alter_configs(
         self,
@@ -696,3 +666,45 @@ class LogManager:
             atomic_write(self._data_dir / REGISTRY_FILE, json.dumps(data, indent=1).encode())
         except OSError as exc:
             raise LogStorageError(f"cannot write the topic registry: {exc}") from exc
+
+
+def topic_config_entries(
+    overrides: Mapping[str, str],
+    config: LogConfig,
+    default: LogConfig,
+    broker_defaults: Mapping[str, str],
+) -> list[ConfigEntry]:
+    """Every topic config with its value and source, sorted by name: the topic's
+    own ``overrides`` first, then the broker's settings (``default``, and
+    ``broker_defaults`` for the keys no LogConfig field holds), then the built-in
+    defaults."""
+    builtin = LogConfig()
+    out = []
+    for key in sorted(TOPIC_CONFIGS):
+        spec = TOPIC_CONFIGS[key]
+        if key in overrides:
+            value: str | None = overrides[key]
+            source = ConfigSource.DYNAMIC_TOPIC_CONFIG
+        elif spec.field is not None:
+            value = field_text(spec.field, getattr(config, spec.field))
+            differs = getattr(default, spec.field) != getattr(builtin, spec.field)
+            source = ConfigSource.STATIC_BROKER_CONFIG if differs else ConfigSource.DEFAULT_CONFIG
+        else:
+            value = broker_defaults.get(key, spec.default)
+            source = (
+                ConfigSource.DEFAULT_CONFIG
+                if value == spec.default
+                else ConfigSource.STATIC_BROKER_CONFIG
+            )
+        out.append(
+            ConfigEntry(
+                name=key,
+                value=value,
+                is_default=source == ConfigSource.DEFAULT_CONFIG,
+                read_only=False,
+                sensitive=False,
+                source=source,
+                config_type=spec.type,
+            )
+        )
+    return out

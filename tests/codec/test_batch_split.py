@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from test_records import batch_options, raw_record, record_lists, wrap, zz
 
-from trafka.codec import batch_split, records
+from trafka.codec import _accel, batch_split, records
 from trafka.codec.compression import Compression
 from trafka.codec.crc import crc32c
 from trafka.codec.errors import CodecError
@@ -38,7 +38,7 @@ except ImportError:  # pragma: no cover - test_speedups.py reports a failed buil
     C = None
 
 pytestmark = pytest.mark.skipif(
-    C is None or records._speedups is None, reason="the C accelerator is not built or is off"
+    C is None or _accel.speedups is None, reason="the C accelerator is not built or is off"
 )
 SETTINGS = settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 HASH_NAMES = sorted(batch_split.HASH_IDS)
@@ -235,7 +235,7 @@ def test_unknown_hashes_control_batches_and_no_accelerator_are_declined(
     )
     assert split(control, 3, "murmur2", 0) is None
     assert split(batch, 3, "murmur2", 0) is not None
-    monkeypatch.setattr(records, "_speedups", None)
+    monkeypatch.setattr(_accel, "speedups", None)
     assert split(batch, 3, "murmur2", 0) is None
     assert batch_split.build_batch([(b"", b"")], attributes=0) is None
 
@@ -259,5 +259,5 @@ def test_misuse_raises_rather_than_reading_outside_the_data() -> None:
 
 @pytest.fixture(autouse=True)
 def _speedups_on() -> Iterator[None]:
-    assert records._speedups is C
+    assert _accel.speedups is C
     yield

@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from proxy_helpers import request
 
-from trafka.codec import records
+from trafka.codec import _accel
 from trafka.codec.compression import Compression
 from trafka.codec.records import encode_batch
 from trafka.proxy.idempotent_plan import (
@@ -33,7 +33,7 @@ from trafka.proxy.routing import (
 )
 from trafka.proxy.sequences import Sequences
 
-C = records._speedups
+C = _accel.speedups
 pytestmark = pytest.mark.skipif(C is None, reason="the C accelerator is not built or is off")
 SETTINGS = settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 PID, EPOCH = 42, 3
@@ -42,12 +42,12 @@ PARTITIONS = 6
 
 @contextmanager
 def accelerated(on: bool) -> Iterator[None]:
-    saved = records._speedups
-    records._speedups = C if on else None
+    saved = _accel.speedups
+    _accel.speedups = C if on else None
     try:
         yield
     finally:
-        records._speedups = saved
+        _accel.speedups = saved
 
 
 def cluster() -> Topics:
@@ -169,7 +169,7 @@ def test_a_keyed_batch_takes_the_c_pass(monkeypatch: pytest.MonkeyPatch) -> None
 
     body = request({0: [encode_batch([(1, b"user-%d" % i, b"v", ()) for i in range(50)])]})
     with accelerated(True):
-        monkeypatch.setattr(records, "_speedups", Spy())
+        monkeypatch.setattr(_accel, "speedups", Spy())
         plan = plan_produce(body, topics=cluster(), hash_name="murmur2", stats=RouteStats())
     assert plan is not None and len(plan.parts) == 3
     assert calls.count("index_records") == 1
