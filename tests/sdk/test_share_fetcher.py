@@ -573,8 +573,9 @@ def _batch_with_deltas(base_offset: int, deltas: list[int], last_delta: int) -> 
     """A batch whose records carry these offset deltas (a compacted batch has
     holes; a broken one may repeat or step back)."""
     from trafka.codec import records as rec
+    from trafka.codec._batch_encode import _encode_record
 
-    payload = b"".join(rec._encode_record(d, 0, None, b"d%d" % d, ()) for d in deltas)
+    payload = b"".join(_encode_record(d, 0, None, b"d%d" % d, ()) for d in deltas)
     return rec.assemble_batch(
         payload,
         len(deltas),
