@@ -568,14 +568,14 @@ def read_range(opts: ReadOptions, task: OffsetRange) -> Iterator[RecordColumns]:
                 position = after
             return
         except _Lost as lost:
+            what = _lost(task, position, lost.earliest)
             if opts.fail_on_data_loss or lost.earliest is None:
-                raise DataLossError(_lost(task, position, lost.earliest)) from None
+                raise DataLossError(what) from None
+            _log.warning("%s", what)
             if lost.earliest <= position:
                 # Past the end of the log the leader holds now: nothing more of the
                 # range can be read (Spark's Kafka source skips to its end too).
-                _log.warning("%s", _lost(task, position, lost.earliest))
                 return
-            _log.warning("%s", _lost(task, position, lost.earliest))
             position = lost.earliest  # the records from the log's start on
         except (KafkaConnectionError, _Stalled) as exc:
             raise TrafkaError(
