@@ -50,6 +50,8 @@ from typing import Literal
 
 from trafka.sdk.fetcher import TopicPartition
 
+from .model.axis import nice_ceiling
+
 __all__ = [
     "METRICS",
     "RateChart",
@@ -267,19 +269,6 @@ class RateChart:
 _COLORS = ("#2563eb", "#dc2626", "#16a34a", "#d97706", "#7c3aed", "#0891b2", "#1f2937")
 
 
-def _nice(value: float) -> float:
-    """1, 2 or 5 times a power of ten at or above ``value`` (at least 1)."""
-    if value <= 1:
-        return 1.0
-    power = 1.0
-    while power * 10 < value:
-        power *= 10
-    for step in (1, 2, 5, 10):
-        if step * power >= value:
-            return step * power
-    return 10 * power
-
-
 def _short(value: float) -> str:
     for size, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
         if value >= size:
@@ -305,7 +294,7 @@ def rate_chart(
     t0, t1 = min(spans), max(spans)
     span = max(t1 - t0, 1e-9)
     known = [v for _, points in series for _, v in points if v is not None]
-    y_max = _nice(max(known, default=0.0))
+    y_max = nice_ceiling(max(known, default=0.0))
 
     def x(at: float) -> float:
         return left + (at - t0) / span * plot_w if t1 > t0 else left + plot_w

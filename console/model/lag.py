@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-import math
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 
 from trafka.sdk.fetcher import TopicPartition
+
+from .axis import nice_ceiling
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -96,17 +97,6 @@ class LagChart:
 _COLORS = ("#1f2937", "#2563eb", "#dc2626", "#16a34a", "#d97706", "#7c3aed", "#0891b2")
 
 
-def _nice_ceiling(value: int) -> int:
-    """The next 1, 2 or 5 times a power of ten at or above ``value`` (at least 1)."""
-    if value <= 1:
-        return 1
-    power: int = 10 ** math.floor(math.log10(value))
-    for step in (1, 2, 5):
-        if step * power >= value:
-            return step * power
-    return 10 * power
-
-
 def lag_chart(
     samples: Sequence[LagSample], *, width: int = 720, height: int = 220, partitions: int = 5
 ) -> LagChart | None:
@@ -122,7 +112,7 @@ def lag_chart(
     last = samples[-1].lags
     worst = sorted(last, key=lambda tp: (-last[tp], tp))[:partitions]
     peak = max(s.total for s in samples)
-    y_max = _nice_ceiling(peak)
+    y_max = nice_ceiling(peak)
 
     def x(at: float) -> float:
         return left + (at - t0) / span * plot_w
