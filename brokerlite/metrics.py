@@ -35,6 +35,10 @@ metric                                                             from
                                                                    percentiles (0.50 ... 0.999),
                                                                    estimated from the histogram
 ``kafka_log_log_logstartoffset{topic,partition}`` / ``logendoffset``  each log's bounds here
+``kafka_network_requestchannel_requestqueuesize``                  requests received whole, not yet
+                                                                   handed to the core
+``kafka_network_requestchannel_responsequeuesize``                 replies handed to connections'
+                                                                   writers, not yet fully written
 ``kafka_network_socketserver_networkprocessoravgidlepercent``,      the loop's share of time waiting
 ``..._requesthandleravgidlepercent``                               for I/O (trafka.common.idle)
 ``kafka_server_replicafetchermanager_maxlag{clientid}``,            how far followed partitions are
@@ -81,7 +85,7 @@ mix.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, Protocol
 
 from trafka.codec.errors import ErrorCode
@@ -164,6 +168,9 @@ class BrokerMetrics:
         self._registry: CollectorRegistry | None = None
         #: The broker loop's I/O waits (its driver feeds them; see trafka.common.idle).
         self.loop_idle = IdleRatio(time.monotonic())
+        #: (requests, replies) waiting in the driver's connections, read at a scrape;
+        #: set by the driver that owns them (None: a core served without one).
+        self.network_queues: Callable[[], tuple[int, int]] | None = None
 
     def attach(self, broker: MetricsSource) -> None:
         """The broker whose state the gauges read at a scrape."""
@@ -213,6 +220,7 @@ class BrokerMetrics:
     def collect(self) -> Iterator[Any]:
         yield from self._topic_counters()
         yield from self._requests()
+        yield from self._queues()
         broker = self._broker
         if broker is not None:
             yield from _partition_gauges(broker)
@@ -222,6 +230,25 @@ class BrokerMetrics:
             yield from _log_offsets(broker)
             yield from _exporter_partitions(broker)
             yield from _exporter_groups(broker)
+
+    def _queues(self) -> Iterator[Any]:
+        """Kafka's RequestChannel queue sizes, from the driver's real queues (see
+        :meth:`~trafka.brokerlite.server.connections.Server.queue_sizes`)."""
+        from prometheus_client.core import GaugeMetricFamily
+
+        if self.network_queues is None:
+            return
+        requests, replies = self.network_queues()
+        yield GaugeMetricFamily(
+            "kafka_network_requestchannel_requestqueuesize",
+            "Requests received whole and not yet handed to the broker core.",
+            value=requests,
+        )
+        yield GaugeMetricFamily(
+            "kafka_network_requestchannel_responsequeuesize",
+            "Replies handed to connections' writers and not yet fully written.",
+            value=replies,
+        )
 
     def _idle(self) -> Iterator[Any]:
         """Kafka's idle ratios: one trio loop is the broker's network thread and
